@@ -1,0 +1,15 @@
+"""compscope: how attention heads compose, read from a transformer's weights."""
+
+from .errors import CompscopeError, LoadError, ProcessingError, UnsupportedModelError, WeightError
+from .heads import HeadWeights, Meta, Norm, Rotary
+from .loading import load
+from .lowrank import LowRank
+from .processing import center_writing, fold_norm, fold_value_bias
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CompscopeError", "HeadWeights", "LoadError", "LowRank", "Meta", "Norm", "ProcessingError",
+    "Rotary", "UnsupportedModelError", "WeightError", "center_writing", "fold_norm",
+    "fold_value_bias", "load",
+]

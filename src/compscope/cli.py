@@ -1,0 +1,84 @@
+"""The ``compscope`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .errors import CompscopeError
+
+
+def _fmt_int(n: int) -> str:
+    return f"{n:,}"
+
+
+def describe(hw) -> str:
+    """A human summary of a ``HeadWeights`` (what ``compscope info`` prints)."""
+    m = hw.meta
+    gqa = "" if hw.n_kv_heads == hw.n_heads else f"  (GQA: {hw.n_heads // hw.n_kv_heads} query heads per K/V head)"
+    if hw.rotary is not None:
+        bases = sorted({round(1 / float(hw.rotary.inv_freq[l, 1]) ** (hw.rotary.dim / 2), -1) for l in range(hw.n_layers)})
+        pos = f"rotary on {hw.rotary.dim} of {hw.d_head} head dims ({hw.rotary.style} pairs), base {', '.join(f'{b:g}' for b in bases)}"
+    elif hw.W_pos is not None:
+        pos = f"learned absolute, {hw.W_pos.shape[1]} positions"
+    else:
+        pos = "none"
+    windows = sorted({w for w in hw.sliding_window if w is not None})
+    rows = [
+        ("model", m.name),
+        ("source", m.source),
+        ("family", m.family),
+        ("dtype", f"{m.dtype} (stored as {m.source_dtype})"),
+        ("layers", str(hw.n_layers)),
+        ("heads per layer", f"{hw.n_heads}"),
+        ("K/V heads per layer", f"{hw.n_kv_heads}{gqa}"),
+        ("d_model", str(hw.d_model)),
+        ("d_head", str(hw.d_head)),
+        ("vocabulary", _fmt_int(hw.n_vocab)),
+        ("attention", ("causal" if hw.causal else "bidirectional") + (f", sliding window {windows} on {sum(w is not None for w in hw.sliding_window)} layers" if windows else "")),
+        ("logit scale", f"{hw.scale:.6g}"),
+        ("normalisation", f"{hw.norm_placement}-norm: {hw.attn_norm.describe()}" if hw.attn_norm else "none"),
+    ]
+    if hw.qk_norm is not None:
+        rows.append(("QK-norm", hw.qk_norm[0].describe()))
+    if hw.attn_out_norm is not None:
+        rows.append(("attention-output norm", hw.attn_out_norm.describe()))
+    rows += [
+        ("positions", pos),
+        ("unembedding", "none" if hw.W_U is None else ("tied to embedding" if hw.W_U.data_ptr() == hw.W_E.data_ptr() else "separate")),
+        ("processing", ", ".join(m.processing) or "none"),
+        ("attention parameters", _fmt_int(hw.n_attention_params())),
+    ]
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{k:<{width}}  {v}" for k, v in rows]
+    lines += [f"note: {n}" for n in m.notes]
+    return "\n".join(lines)
+
+
+def _add_processing(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fold-norm", action="store_true", help="fold norm gains into W_Q, W_K, W_V (pre-norm models)")
+    p.add_argument("--center-writing", action="store_true", help="centre W_O, W_E, W_pos (LayerNorm models)")
+    p.add_argument("--fold-value-bias", action="store_true", help="move b_V into b_O")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="compscope", description="How attention heads compose, read from the weights.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p_info = sub.add_parser("info", help="summarise a model's attention weights")
+    p_info.add_argument("model", help="a HuggingFace folder, a .gguf file, a compscope model, or a built-in name (smollm2, gemma3-270m, minilm)")
+    _add_processing(p_info)
+    args = parser.parse_args(argv)
+    from .loading import load
+
+    try:
+        if args.command == "info":
+            hw = load(args.model, fold_norm=args.fold_norm, center_writing=args.center_writing, fold_value_bias=args.fold_value_bias)
+            print(describe(hw))
+    except CompscopeError as e:
+        print(f"compscope: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

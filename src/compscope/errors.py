@@ -1,0 +1,21 @@
+"""Errors compscope raises. Every message names the file, tensor, key or option at fault."""
+
+
+class CompscopeError(Exception):
+    """Base class of every error compscope raises on purpose."""
+
+
+class LoadError(CompscopeError):
+    """A source cannot be read: missing, truncated or corrupt file, unknown built-in name."""
+
+
+class WeightError(CompscopeError):
+    """A tensor is unusable: wrong shape, NaN or Inf values, missing from the checkpoint."""
+
+
+class UnsupportedModelError(CompscopeError):
+    """The architecture, or a setting of its config, is one compscope does not handle."""
+
+
+class ProcessingError(CompscopeError):
+    """A requested weight transform is not valid for this model (e.g. centring an RMSNorm model)."""

@@ -1,0 +1,17 @@
+"""An already-loaded ``transformers`` model object (its ``state_dict`` and config)."""
+
+from __future__ import annotations
+
+from ..checkpoint import Checkpoint, TensorStore
+
+
+def is_hf_model(obj: object) -> bool:
+    return hasattr(obj, "config") and hasattr(obj.config, "to_dict") and hasattr(obj, "state_dict") and hasattr(obj, "base_model_prefix")
+
+
+def from_hf_model(model) -> Checkpoint:
+    cfg = model.config.to_dict()
+    where = f"{type(model).__name__} object"
+    name = cfg.get("_name_or_path") or cfg.get("model_type", "model")
+    sd = {k: v.detach() for k, v in model.state_dict().items()}
+    return Checkpoint(cfg, TensorStore.from_dict(sd, where), where, str(name))
