@@ -45,7 +45,7 @@ def describe(hw) -> str:
         rows.append(("attention-output norm", hw.attn_out_norm.describe()))
     rows += [
         ("positions", pos),
-        ("unembedding", "none" if hw.W_U is None else ("tied to embedding" if hw.W_U.data_ptr() == hw.W_E.data_ptr() else "separate")),
+        ("unembedding", "none" if hw.W_U is None else f"W_U {hw.W_U.shape[0]} x {hw.W_U.shape[1]}" + (" + bias" if hw.b_U is not None else "")),
         ("processing", ", ".join(m.processing) or "none"),
         ("attention parameters", _fmt_int(hw.n_attention_params())),
     ]

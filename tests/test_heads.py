@@ -1,0 +1,119 @@
+"""HeadWeights, LowRank and Rotary against dense float64 numpy computations."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from compscope import HeadWeights, LowRank, Meta, Norm, Rotary, WeightError
+
+
+def random_heads(L=2, H=4, G=2, r=3, d=8, V=11, rotary=False, seed=0) -> HeadWeights:
+    g = torch.Generator().manual_seed(seed)
+    rn = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
+    rot = None
+    if rotary:
+        rot = Rotary(2, torch.tensor([[0.7], [0.3]])[:L], "half")
+    return HeadWeights(
+        W_Q=rn(L, H, r, d), W_K=rn(L, G, r, d), W_V=rn(L, G, r, d), W_O=rn(L, H, d, r),
+        b_Q=None, b_K=None, b_V=None, b_O=None,
+        W_E=rn(d, V), W_pos=None, W_U=rn(V, d), b_U=None,
+        kv_map=tuple(h // (H // G) for h in range(H)),
+        attn_norm=Norm("rmsnorm", rn(L, d), None, 1e-6), final_norm=None, norm_placement="pre",
+        rotary=rot, positions="rotary" if rotary else "none",
+        sliding_window=(None,) * L, meta=Meta("test", "test", "test", "float32", "float32"),
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(m=st.integers(1, 9), r=st.integers(1, 5), n=st.integers(1, 9), seed=st.integers(0, 10**6))
+def test_lowrank_matches_dense_svd(m, r, n, seed):
+    g = torch.Generator().manual_seed(seed)
+    left, right = torch.randn(m, r, generator=g, dtype=torch.float64), torch.randn(r, n, generator=g, dtype=torch.float64)
+    lr = LowRank(left, right)
+    dense = left.numpy() @ right.numpy()
+    s_ref = np.linalg.svd(dense, compute_uv=False)[: min(m, r, n)]
+    u, s, v = lr.svd()
+    np.testing.assert_allclose(s.numpy()[: len(s_ref)], s_ref, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose((u * s) @ v.T, dense, atol=1e-9)
+    np.testing.assert_allclose(float(lr.norm("fro")), np.linalg.norm(dense), rtol=1e-10)
+    np.testing.assert_allclose(float(lr.norm("spectral")), s_ref[0], rtol=1e-10)
+    np.testing.assert_allclose(lr.T.dense().numpy(), dense.T)
+
+
+def test_lowrank_product_and_shape_errors():
+    a, b = LowRank(torch.ones(4, 2), torch.ones(2, 3)), LowRank(torch.ones(3, 1), torch.ones(1, 5))
+    assert torch.equal((a @ b).dense(), a.dense() @ b.dense())
+    with pytest.raises(ValueError, match="do not chain"):
+        LowRank(torch.ones(4, 2), torch.ones(3, 3))
+
+
+def test_head_circuits_are_the_factor_products():
+    hw = random_heads()
+    for layer in range(2):
+        for h in range(4):
+            g = h // 2  # two query heads per K/V head
+            np.testing.assert_allclose(hw.W_OV(layer, h).dense(), hw.W_O[layer, h] @ hw.W_V[layer, g], rtol=1e-6)
+            np.testing.assert_allclose(hw.W_QK(layer, h).dense(), hw.W_Q[layer, h].T @ hw.W_K[layer, g], rtol=1e-6)
+    assert hw.kv_map == (0, 0, 1, 1)
+    assert hw.n_attention_params() == 2 * (4 * 3 * 8 * 2 + 2 * 3 * 8 * 2)
+
+
+def _rotation(p: float, theta: float) -> np.ndarray:
+    """Rotary matrix for a 2-dim head (one pair), written out by hand."""
+    c, s = np.cos(p * theta), np.sin(p * theta)
+    return np.array([[c, -s], [s, c]])
+
+
+@pytest.mark.parametrize("i,j", [(0, 0), (5, 2), (7, 0), (3, 3), (9, 8)])
+def test_rotary_qk_circuit_at_offset(i, j):
+    """x_q^T W_QK(δ = i - j) x_k equals the logit of rotated q at i and k at j."""
+    hw = random_heads(L=1, H=2, G=1, r=2, d=5, rotary=True)
+    theta = 0.7
+    wq, wk = hw.W_Q[0, 1].double().numpy(), hw.W_K[0, 0].double().numpy()
+    x, y = np.random.default_rng(0).normal(size=(2, 5))
+    logit = (_rotation(i, theta) @ wq @ x) @ (_rotation(j, theta) @ wk @ y)
+    got = x @ hw.W_QK(0, 1, offset=i - j).dense().double().numpy() @ y
+    np.testing.assert_allclose(got, logit, rtol=1e-5)
+
+
+def test_rotary_interleaved_equals_half_after_permutation():
+    """Interleaved pairs (2i, 2i+1) are rotate-half pairs (i, i + n/2) after reordering dims."""
+    x = torch.randn(3, 6, 8, dtype=torch.float64)
+    f = torch.tensor([[1.0, 0.1, 0.01, 0.001]], dtype=torch.float64)
+    half, inter = Rotary(8, f, "half"), Rotary(8, f, "interleaved")
+    perm = torch.tensor([0, 4, 1, 5, 2, 6, 3, 7])  # half layout -> interleaved layout
+    pos = torch.arange(6)
+    torch.testing.assert_close(inter.rotate(x[..., perm], pos, 0), half.rotate(x, pos, 0)[..., perm])
+
+
+def test_shape_mismatch_names_the_field():
+    hw = random_heads()
+    with pytest.raises(WeightError, match="W_O has shape"):
+        hw.replace(W_O=torch.zeros(2, 4, 8, 2))
+    with pytest.raises(WeightError, match="kv_map"):
+        hw.replace(kv_map=(0, 1, 2, 3))
+
+
+def test_norm_gain_offset():
+    x = torch.randn(4, 6)
+    w = torch.randn(1, 6)
+    plain = Norm("rmsnorm", w + 1, None, 1e-6).apply(x, 0)
+    gemma = Norm("rmsnorm", w, None, 1e-6, offset=1.0).apply(x, 0)
+    torch.testing.assert_close(plain, gemma)
+    ln = Norm("layernorm", None, None, 1e-5).apply(x, 0)
+    torch.testing.assert_close(ln, torch.nn.functional.layer_norm(x, (6,), eps=1e-5))
+
+
+def test_core_import_is_light():
+    code = (
+        "import sys, compscope; compscope.load; import compscope.cli; "
+        "heavy = [m for m in ('transformers', 'gguf', 'transformer_lens', 'matplotlib', 'pandas', 'safetensors') if m in sys.modules]; "
+        "print(','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "", f"importing compscope pulled in {out}"
