@@ -1,0 +1,97 @@
+"""Composition measures ``C(A, B)`` of a writer ``A`` read by a reader ``B`` (MATH.md, "Measures").
+
+Every measure is computed from per-pair quantities of the thin SVDs
+``A = U_A diag(a) V_Aᵀ``, ``B = U_B diag(b) V_Bᵀ`` and ``X = V_Bᵀ U_A``:
+
+- ``exact(p: PairSpectra)``: from ``a, b, X`` themselves (any measure);
+- ``from_gram(g: GramStats)``: from ``‖BA‖_F² = ⟨BᵀB, AAᵀ⟩_F``, ``‖X‖_F² = ⟨P_B, P_A⟩_F`` and the
+  spectra alone (only measures that need no more), which the all-pairs engine gets with one
+  large matrix multiply instead of forming every ``X``.
+
+A measure is added by writing one file that calls :func:`register`; it declares its range and
+the axioms it is meant to satisfy, so the axiom battery checks it with no other edit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from torch import Tensor
+
+#: Axioms of MATH.md: full read, no read, monotone, gauge (orthogonal), identity (C(I,I)=1 for
+#: every d), padding, scale invariance, head splitting.
+AXIOMS = ("full_read", "no_read", "monotone", "orthogonal_invariant", "identity", "padding", "scale", "split")
+
+
+@dataclass(frozen=True)
+class PairSpectra:
+    """Batched per-pair data: ``a: (..., r_A)`` writer spectrum, ``b: (..., r_B)`` reader
+    spectrum (both descending, zero-padded), ``X: (..., r_B, r_A)`` cosines, ``d`` the width,
+    ``rank_a``: the writer's rank (``(...)``)."""
+
+    a: Tensor
+    b: Tensor
+    X: Tensor
+    d: int
+    rank_a: Tensor
+    expected_frobenius: Tensor | None = None
+
+    def core(self) -> Tensor:
+        """``diag(b) X diag(a)``: ``BA`` in the bases ``U_B``, ``V_A``."""
+        return self.b[..., :, None] * self.X * self.a[..., None, :]
+
+
+@dataclass(frozen=True)
+class GramStats:
+    """Batched per-pair inner products and spectra (see module docstring). ``ba2 = ‖BA‖_F²``,
+    ``x2 = ‖X‖_F²``, ``a: (..., r)``, ``b: (..., r)`` descending spectra, ``rank_a``, ``d``.
+    ``expected_frobenius``: the Haar-baseline expectation, filled when a measure asks for it."""
+
+    ba2: Tensor
+    x2: Tensor
+    a: Tensor
+    b: Tensor
+    rank_a: Tensor
+    d: int
+    expected_frobenius: Tensor | None = None
+
+
+@dataclass(frozen=True)
+class Measure:
+    name: str
+    exact: Callable[[PairSpectra], Tensor]
+    from_gram: Callable[[GramStats], Tensor] | None
+    range: tuple[float, float]
+    doc: str
+    satisfies: frozenset[str]  # axioms it is meant to satisfy
+    fails: dict[str, str] = field(default_factory=dict)  # axiom -> why it fails by design
+    needs_baseline: bool = False
+
+    @property
+    def route(self) -> str:
+        return "gram" if self.from_gram is not None else "X"
+
+
+_MEASURES: dict[str, Measure] = {}
+
+
+def register(m: Measure) -> Measure:
+    unknown = (set(m.satisfies) | set(m.fails)) - set(AXIOMS)
+    if unknown:
+        raise ValueError(f"measure {m.name}: unknown axioms {sorted(unknown)}; known: {AXIOMS}")
+    _MEASURES[m.name] = m
+    return m
+
+
+def get_measure(name: str) -> Measure:
+    if name not in _MEASURES:
+        raise KeyError(f"unknown measure {name!r}; measures: {', '.join(_MEASURES)}")
+    return _MEASURES[name]
+
+
+def measures() -> dict[str, Measure]:
+    return dict(_MEASURES)
+
+
+from . import bandwidth, frobenius, overlap, spectral, tight  # noqa: E402,F401  (registration)

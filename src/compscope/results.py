@@ -1,0 +1,112 @@
+"""``ScoreTable``: composition scores as a tidy table with a dense view.
+
+Long form: one row per ``(measure, metric, kind, src_layer, src_head, dst_layer, dst_head)``
+with its ``value``; the model's name, the processing applied and the rotary offset travel as
+table metadata (and as constant columns in exports). Dense view: ``[src_layer, src_head,
+dst_layer, dst_head]`` with NaN where a pair was not computed (same-layer, backward, or
+outside the top-k of an X-route measure).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+COLUMNS = ["measure", "metric", "kind", "src_layer", "src_head", "dst_layer", "dst_head", "value"]
+
+
+@dataclass(frozen=True)
+class ScoreTable:
+    values: dict[tuple[str, str], Tensor]  # (measure, kind) -> (L, H, L, H) float64
+    metric: str
+    model: str
+    processing: tuple[str, ...] = ()
+    offset: float = 0.0
+    info: dict = field(default_factory=dict)  # e.g. metric condition numbers
+
+    @classmethod
+    def from_dense(cls, values, hw, metric, offset: float = 0.0) -> ScoreTable:
+        info = {"condition": {str(k): v for k, v in metric.condition.items()}, "ridge": metric.ridge}
+        return cls(values, metric.name, hw.meta.name, hw.meta.processing, offset, info)
+
+    @property
+    def measures(self) -> list[str]:
+        return list(dict.fromkeys(m for m, _ in self.values))
+
+    @property
+    def kinds(self) -> list[str]:
+        return list(dict.fromkeys(k for _, k in self.values))
+
+    def dense(self, measure: str, kind: str) -> Tensor:
+        """``[src_layer, src_head, dst_layer, dst_head]`` (NaN where not computed)."""
+        if (measure, kind) not in self.values:
+            raise KeyError(f"no scores for measure={measure!r}, kind={kind!r}; have {sorted(self.values)}")
+        return self.values[(measure, kind)]
+
+    def rows(self):
+        """Yield tidy rows ``(measure, metric, kind, src_layer, src_head, dst_layer, dst_head, value)``."""
+        for (m, k), t in self.values.items():
+            idx = torch.nonzero(torch.isfinite(t))
+            vals = t[torch.isfinite(t)]
+            for (l1, h1, l2, h2), v in zip(idx.tolist(), vals.tolist()):
+                yield (m, self.metric, k, l1, h1, l2, h2, v)
+
+    def top(self, kind: str, measure: str = "frobenius", n: int = 10) -> list[tuple[int, int, int, int, float]]:
+        """The ``n`` strongest pairs ``(src_layer, src_head, dst_layer, dst_head, value)``."""
+        t = self.dense(measure, kind)
+        flat = torch.nan_to_num(t, nan=-float("inf")).flatten()
+        n = min(n, int(torch.isfinite(t).sum()))
+        vals, idx = flat.topk(n)
+        coords = torch.stack(torch.unravel_index(idx, t.shape), -1).tolist()
+        return [(*c, float(v)) for c, v in zip(coords, vals)]
+
+    def to_pandas(self):
+        import pandas as pd
+
+        df = pd.DataFrame(list(self.rows()), columns=COLUMNS)
+        df["model"] = self.model
+        df["processing"] = ",".join(self.processing)
+        df["offset"] = self.offset
+        df.attrs.update(model=self.model, processing=list(self.processing), offset=self.offset, metric=self.metric)
+        return df
+
+    def save(self, path: str | Path) -> Path:
+        """Write ``.csv`` or ``.parquet`` (by suffix); :func:`read_scores` reads it back."""
+        path = Path(path)
+        df = self.to_pandas()
+        if path.suffix == ".csv":
+            df.to_csv(path, index=False)
+        elif path.suffix == ".parquet":
+            df.to_parquet(path, index=False)
+        else:
+            raise ValueError(f"{path}: use a .csv or .parquet file name")
+        return path
+
+
+def read_scores(path: str | Path, shape: tuple[int, int] | None = None) -> ScoreTable:
+    """Read a table written by :meth:`ScoreTable.save` (``shape=(layers, heads)`` if not inferable)."""
+    import pandas as pd
+
+    path = Path(path)
+    df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"{path}: not a compscope score table (missing columns {missing})")
+    if shape is None:
+        shape = (int(max(df.src_layer.max(), df.dst_layer.max())) + 1, int(max(df.src_head.max(), df.dst_head.max())) + 1)
+    L, H = shape
+    values = {}
+    for (m, k), g in df.groupby(["measure", "kind"], sort=False):
+        t = torch.full((L, H, L, H), float("nan"), dtype=torch.float64)
+        t[g.src_layer.values, g.src_head.values, g.dst_layer.values, g.dst_head.values] = torch.tensor(g.value.to_numpy(copy=True), dtype=torch.float64)
+        values[(m, k)] = t
+    model = str(df["model"].iloc[0]) if "model" in df and len(df) else "unknown"
+    proc = tuple(p for p in str(df["processing"].iloc[0]).split(",") if p and p != "nan") if "processing" in df and len(df) else ()
+    offset = float(df["offset"].iloc[0]) if "offset" in df and len(df) else 0.0
+    return ScoreTable(values, str(df["metric"].iloc[0]) if len(df) else "identity", model, proc, offset)
+
+
+__all__ = ["COLUMNS", "ScoreTable", "read_scores"]

@@ -1,0 +1,186 @@
+"""All-pairs composition against a dense float64 numpy reference and hand-derived values."""
+
+import numpy as np
+import pytest
+import torch
+
+from compscope import HeadWeights, Meta, Norm, Rotary
+from compscope.composition import scores
+from compscope.measures import PairSpectra, get_measure
+from compscope.metrics import embed
+
+ALL = ["frobenius", "tight", "overlap", "shared_dims", "bandwidth", "spectral"]
+
+
+def model(L=3, H=4, G=2, r=3, d=9, V=40, seed=0, rotary=True) -> HeadWeights:
+    g = torch.Generator().manual_seed(seed)
+    rn = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64).float()  # noqa: E731
+    rot = Rotary(2, torch.tensor([[0.9], [0.5], [0.2]])[:L], "half") if rotary else None
+    return HeadWeights(
+        W_Q=rn(L, H, r, d), W_K=rn(L, G, r, d), W_V=rn(L, G, r, d), W_O=rn(L, H, d, r),
+        b_Q=None, b_K=None, b_V=None, b_O=None, W_E=rn(d, V), W_pos=None, W_U=rn(V, d), b_U=None,
+        kv_map=tuple(h // (H // G) for h in range(H)), attn_norm=None, final_norm=None, norm_placement="none",
+        rotary=rot, positions="rotary" if rotary else "none", sliding_window=(None,) * L,
+        meta=Meta("test", "test", "test", "float32", "float32"),
+    )
+
+
+def rot_matrix(theta: float, delta: float, r: int) -> np.ndarray:
+    """R(δ) on a head of width r with one rotated pair (dims 0 and 1, rotate-half of dim 2)."""
+    R = np.eye(r)
+    c, s = np.cos(delta * theta), np.sin(delta * theta)
+    R[:2, :2] = [[c, -s], [s, c]]
+    return R
+
+
+def dense_measures(A: np.ndarray, B: np.ndarray) -> dict:
+    sa, sb = np.linalg.svd(A, compute_uv=False), np.linalg.svd(B, compute_uv=False)
+    U, s_a, _ = np.linalg.svd(A)
+    _, s_b, Vt = np.linalg.svd(B)
+    ra = int((s_a > s_a[0] * 1e-10).sum())
+    rb = int((s_b > s_b[0] * 1e-10).sum())
+    X = Vt[:rb] @ U[:, :ra]
+    BA = B @ A
+    k = min(ra, rb)
+    sv = np.linalg.svd(BA, compute_uv=False)
+    p = sv**2 / (sv**2).sum()
+    p = p[p > 0]
+    return {
+        "frobenius": np.linalg.norm(BA) / (np.linalg.norm(A) * np.linalg.norm(B)),
+        "tight": np.linalg.norm(BA) / np.sqrt((sa[:k] ** 2 * sb[:k] ** 2).sum()),
+        "overlap": (X**2).sum() / ra,
+        "shared_dims": (X**2).sum(),
+        "bandwidth": np.exp(-(p * np.log(p)).sum()),
+        "spectral": sv[0] / (sa[0] * sb[0]),
+    }
+
+
+def sqrtm(G):
+    e, v = np.linalg.eigh(G)
+    return (v * np.sqrt(e)) @ v.T, (v / np.sqrt(e)) @ v.T
+
+
+@pytest.mark.parametrize("metric", ["identity", "embed", "unembed"])
+@pytest.mark.parametrize("offset", [0, 2])
+def test_all_pairs_match_dense_reference(metric, offset):
+    hw = model()
+    t = scores(hw, "QKV", ALL, metric=metric, offset=offset, pairs="all", progress=False)
+    n = lambda x: x.double().numpy()  # noqa: E731
+    d = hw.d_model
+    if metric == "identity":
+        S = Si = np.eye(d)
+    elif metric == "embed":
+        S, Si = sqrtm(n(hw.W_E) @ n(hw.W_E).T / hw.n_vocab)
+    else:
+        Si, S = sqrtm(n(hw.W_U).T @ n(hw.W_U) / hw.n_vocab)  # G = M^{-1}: G^{1/2} = M^{-1/2}
+    checked = 0
+    for l1 in range(hw.n_layers):
+        for h1 in range(hw.n_heads):
+            g1 = hw.kv_map[h1]
+            A = Si @ n(hw.W_O[l1, h1]) @ n(hw.W_V[l1, g1]) @ S
+            for l2 in range(l1 + 1, hw.n_layers):
+                R = rot_matrix(float(hw.rotary.inv_freq[l2, 0]), offset, hw.d_head)
+                for h2 in range(hw.n_heads):
+                    g2 = hw.kv_map[h2]
+                    WQ, WK = n(hw.W_Q[l2, h2]) @ S, n(hw.W_K[l2, g2]) @ S
+                    QK = WQ.T @ R.T @ WK  # W_Q^T R(-δ) W_K, R(-δ) = R(δ)^T
+                    readers = {"Q": QK.T, "K": QK, "V": Si @ n(hw.W_O[l2, h2]) @ n(hw.W_V[l2, g2]) @ S}
+                    for kind, B in readers.items():
+                        ref = dense_measures(A, B)
+                        for m in ALL:
+                            got = float(t.dense(m, kind)[l1, h1, l2, h2])
+                            assert got == pytest.approx(ref[m], rel=1e-5, abs=1e-6), (m, kind, l1, h1, l2, h2)
+                            checked += 1
+    assert checked == 3 * 6 * (4 * 4 * 3)
+    # same-layer and backward pairs are not computed
+    f = t.dense("frobenius", "K")
+    assert torch.isnan(f[1, :, 1]).all() and torch.isnan(f[2, :, 0]).all()
+
+
+def _pair(a, b, X, d):
+    a, b, X = (torch.as_tensor(v, dtype=torch.float64) for v in (a, b, X))
+    return PairSpectra(a, b, X, d, (a > 0).sum())
+
+
+@pytest.mark.parametrize("r,d", [(1, 5), (4, 16), (8, 64)])
+def test_hand_derived_aligned_and_orthogonal(r, d):
+    flat = np.ones(r)
+    aligned = _pair(flat, flat, np.eye(r), d)
+    assert float(get_measure("frobenius").exact(aligned)) == pytest.approx(r**-0.5)
+    assert float(get_measure("tight").exact(aligned)) == pytest.approx(1.0)
+    assert float(get_measure("overlap").exact(aligned)) == pytest.approx(1.0)
+    assert float(get_measure("bandwidth").exact(aligned)) == pytest.approx(r)
+    ortho = _pair(flat, flat, np.zeros((r, r)), d)
+    for m in ALL:
+        assert float(get_measure(m).exact(ortho)) == 0.0
+
+
+@pytest.mark.parametrize("d", [4, 16, 100])
+def test_identity_pair(d):
+    ident = _pair(np.ones(d), np.ones(d), np.eye(d), d)
+    expect = {"frobenius": d**-0.5, "tight": 1.0, "overlap": 1.0, "spectral": 1.0, "bandwidth": d, "shared_dims": d}
+    for m, v in expect.items():
+        assert float(get_measure(m).exact(ident)) == pytest.approx(v), m
+
+
+def test_expected_frobenius_squared_is_one_over_d():
+    """Seeded simulation: with Haar-random subspaces E[frobenius²] = 1/d, whatever the spectra."""
+    from compscope.baseline import haar_cosines
+
+    d, r = 32, 4
+    X = haar_cosines(d, r, r, n_samples=4000, seed=1)
+    a = torch.tensor([3.0, 1.0, 0.5, 0.1], dtype=torch.float64)
+    b = torch.tensor([1.0, 1.0, 0.2, 0.0], dtype=torch.float64)
+    f2 = (b[:, None] ** 2 * X**2 * a[None, :] ** 2).sum((-1, -2)) / ((a**2).sum() * (b**2).sum())
+    se = float(f2.std() / len(f2) ** 0.5)
+    assert abs(float(f2.mean()) - 1 / d) < 4 * se
+
+
+def test_baselined_is_frobenius_minus_expectation_and_centred_on_random_heads():
+    hw = model(L=2, H=6, G=6, r=2, d=12, rotary=False, seed=3)
+    t = scores(hw, "K", ["frobenius", "frobenius_baselined"], progress=False)
+    f, fb = t.dense("frobenius", "K"), t.dense("frobenius_baselined", "K")
+    ok = torch.isfinite(f)
+    assert ok.sum() == 36
+    diff = (f - fb)[ok]
+    assert (diff > 0).all() and (diff < 1).all()  # the expectation is a positive number below 1
+    assert abs(float(fb[ok].mean())) < 0.1  # random heads sit near their baseline
+
+
+def test_embed_metric_is_gauge_invariant():
+    """Transforming the whole model by a random invertible T leaves every measure unchanged."""
+    hw = model(rotary=False, seed=5)
+    g = torch.Generator().manual_seed(9)
+    T = torch.randn(hw.d_model, hw.d_model, generator=g, dtype=torch.float64) + 3 * torch.eye(hw.d_model, dtype=torch.float64)
+    Ti = torch.linalg.inv(T)
+    f = lambda x: x.double()  # noqa: E731
+    moved = hw.replace(
+        W_Q=(f(hw.W_Q) @ Ti).float(), W_K=(f(hw.W_K) @ Ti).float(), W_V=(f(hw.W_V) @ Ti).float(),
+        W_O=(T @ f(hw.W_O)).float(), W_E=(T @ f(hw.W_E)).float(), W_U=(f(hw.W_U) @ Ti).float(),
+    )
+    a = scores(hw, "QKV", ALL, metric="embed", pairs="all", ridge=0.0, progress=False)
+    b = scores(moved, "QKV", ALL, metric="embed", pairs="all", ridge=0.0, progress=False)
+    raw = scores(moved, "QKV", ["frobenius"], progress=False)
+    for m in ALL:
+        for k in "QKV":
+            torch.testing.assert_close(a.dense(m, k), b.dense(m, k), rtol=1e-4, atol=1e-5, equal_nan=True)
+    ref = scores(hw, "QKV", ["frobenius"], progress=False)
+    assert not torch.allclose(torch.nan_to_num(raw.dense("frobenius", "K")), torch.nan_to_num(ref.dense("frobenius", "K")), atol=1e-3)
+
+
+def test_table_round_trip(tmp_path):
+    hw = model()
+    t = scores(hw, "QK", ["frobenius", "overlap"], progress=False)
+    from compscope.results import read_scores
+
+    for suffix in (".csv", ".parquet"):
+        pytest.importorskip("pandas")
+        if suffix == ".parquet":
+            pytest.importorskip("pyarrow")
+        p = t.save(tmp_path / f"s{suffix}")
+        back = read_scores(p, shape=(hw.n_layers, hw.n_heads))
+        for key, v in t.values.items():
+            torch.testing.assert_close(back.values[key], v, equal_nan=True, rtol=1e-12, atol=1e-12)
+    df = t.to_pandas()
+    assert list(df.columns[:8]) == ["measure", "metric", "kind", "src_layer", "src_head", "dst_layer", "dst_head", "value"]
+    assert len(df) == 2 * 2 * (4 * 4 * 3)
