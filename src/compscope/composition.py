@@ -171,23 +171,29 @@ def scores(
         x2 = torch.full_like(ba2, float("nan"))
         writers_fixed = None if per_layer_metric else head_sides(hw, "W", met)
         readers_fixed = None if per_layer_metric else head_sides(hw, kind, met, offset)
-        for l2 in range(1, L):
-            W = writers_fixed or head_sides(hw, "W", met, layer_metric=l2)
-            R = readers_fixed or head_sides(hw, kind, met, offset, layer_metric=l2)
-            if gram_ms or need_frob_for_topk:
-                rb, rs = R.basis[l2], R.spectrum[l2]
-                n_r = _packed(rb, rs.pow(2), dtype)
-                p_r = _packed(rb, (rs > 0).to(rb.dtype) * _mask(R.rank[l2], rs.shape[-1]), dtype)
-                for start in range(0, l2, block):
-                    stop = min(l2, start + block)
-                    wb = W.basis[start:stop].reshape(-1, d, W.basis.shape[-1])
-                    ws = W.spectrum[start:stop].reshape(-1, W.spectrum.shape[-1])
-                    wr = W.rank[start:stop].reshape(-1)
-                    n_w = _packed(wb, ws.pow(2), dtype)
-                    p_w = _packed(wb, _mask(wr, ws.shape[-1]).to(wb.dtype), dtype)
-                    ba2[start:stop, :, l2] = (n_r @ n_w.T).to(torch.float64).T.reshape(stop - start, H, H)
-                    x2[start:stop, :, l2] = (p_r @ p_w.T).to(torch.float64).T.reshape(stop - start, H, H)
-            bar.update(1)
+        if gram_ms or need_frob_for_topk:
+            for start in range(0, L - 1, block):  # writer layers [start, stop), packed once
+                stop = min(L - 1, start + block)
+                packed_w = None
+                for l2 in range(start + 1, L):
+                    W = writers_fixed or head_sides(hw, "W", met, layer_metric=l2)
+                    R = readers_fixed or head_sides(hw, kind, met, offset, layer_metric=l2)
+                    if packed_w is None or per_layer_metric:
+                        wb = W.basis[start:stop].reshape(-1, d, W.basis.shape[-1])
+                        ws = W.spectrum[start:stop].reshape(-1, W.spectrum.shape[-1])
+                        wr = W.rank[start:stop].reshape(-1)
+                        packed_w = (_packed(wb, ws.pow(2), dtype), _packed(wb, _mask(wr, ws.shape[-1]).to(wb.dtype), dtype))
+                    rb, rs = R.basis[l2], R.spectrum[l2]
+                    n_r = _packed(rb, rs.pow(2), dtype)
+                    p_r = _packed(rb, _mask(R.rank[l2], rs.shape[-1]).to(rb.dtype), dtype)
+                    top = min(stop, l2)  # writers strictly before the reader
+                    n_w, p_w = packed_w[0][: (top - start) * H], packed_w[1][: (top - start) * H]
+                    ba2[start:top, :, l2] = (n_r @ n_w.T).to(torch.float64).T.reshape(top - start, H, H)
+                    x2[start:top, :, l2] = (p_r @ p_w.T).to(torch.float64).T.reshape(top - start, H, H)
+                    if start == 0:
+                        bar.update(1)
+        else:
+            bar.update(L - 1)
         W_all = writers_fixed or head_sides(hw, "W", met, layer_metric=L - 1)
         R_all = readers_fixed or head_sides(hw, kind, met, offset, layer_metric=L - 1)
         a = W_all.spectrum[:, :, None, None, :].expand(L, H, L, H, -1)

@@ -235,7 +235,7 @@ class HeadWeights:
 
     def replace(self, *, step: str | None = None, note: str | None = None, **changes) -> HeadWeights:
         """A copy with ``changes``; ``step`` is appended to ``meta.processing``."""
-        meta = self.meta
+        meta = changes.pop("meta", self.meta)
         if step is not None:
             meta = dataclasses.replace(meta, processing=meta.processing + (step,))
         if note is not None and note not in meta.notes:

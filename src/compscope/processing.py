@@ -5,9 +5,11 @@
   and ``b' = b + W beta`` every reader ``W N(x) + b = W' n(x) + b'`` is unchanged, and the
   norm keeps only its gainless part ``n``. Applied to ``W_Q, W_K, W_V`` (and the final norm
   into ``W_U, b_U``). Refused for post-LN models, where the norm acts on the residual itself.
+  After ``fold_value_bias`` the new value bias ``W_V beta`` goes straight into ``b_O``.
 - ``center_writing``: every reader of a LayerNorm model removes the mean over ``d_model``
   first, so writers may drop it: ``W_O ← (I - 11ᵀ/d) W_O`` (and ``b_O``, ``W_E``, ``W_pos``).
-  Refused unless every norm reading the residual is a pre-LayerNorm.
+  Refused unless every norm reading the residual is a pre-LayerNorm (and refused when
+  ``W_U`` reads the residual without a final norm).
 - ``fold_value_bias``: attention rows sum to 1, so ``b_V`` adds the constant
   ``W_O b_V`` to a head's output: ``b_O ← b_O + Σ_h W_O^h b_V^h``, ``b_V ← 0``.
 """
@@ -44,6 +46,10 @@ def fold_norm(hw: HeadWeights) -> HeadWeights:
             w, b = getattr(hw, wn), getattr(hw, bn)
             extra = torch.einsum("lhrd,ld->lhr", w, n.bias)
             changes[bn] = extra if b is None else b + extra
+        if "fold_value_bias" in hw.meta.processing:  # keep b_V folded: its new part goes to b_O too
+            b_v = changes.pop("b_V")[:, list(hw.kv_map)]
+            extra = torch.einsum("lhdr,lhr->ld", hw.W_O, b_v)
+            changes["b_O"] = extra if hw.b_O is None else hw.b_O + extra
     changes["attn_norm"] = Norm(n.kind, None, None, n.eps)
     f = hw.final_norm
     if f is not None and hw.W_U is not None:
@@ -66,6 +72,11 @@ def center_writing(hw: HeadWeights) -> HeadWeights:
         raise ProcessingError(
             f"center_writing: {hw.meta.name} has {hw.norm_placement}-norm {'/'.join(kinds)}; centring writing "
             "weights preserves the model only when every reader is a pre-LayerNorm"
+        )
+    if hw.W_U is not None and hw.final_norm is None:
+        raise ProcessingError(
+            f"center_writing: {hw.meta.name} has an unembedding but no final norm; W_U reads the raw residual, "
+            "so removing its mean would change the logits"
         )
     centre = lambda t: None if t is None else t - t.mean(dim=-2 if t.ndim >= 2 else -1, keepdim=True)  # noqa: E731
     return hw.replace(

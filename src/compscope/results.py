@@ -101,7 +101,8 @@ def read_scores(path: str | Path, shape: tuple[int, int] | None = None) -> Score
     values = {}
     for (m, k), g in df.groupby(["measure", "kind"], sort=False):
         t = torch.full((L, H, L, H), float("nan"), dtype=torch.float64)
-        t[g.src_layer.values, g.src_head.values, g.dst_layer.values, g.dst_head.values] = torch.tensor(g.value.to_numpy(copy=True), dtype=torch.float64)
+        idx = [torch.as_tensor(g[c].to_numpy(copy=True)) for c in ("src_layer", "src_head", "dst_layer", "dst_head")]
+        t[idx[0], idx[1], idx[2], idx[3]] = torch.as_tensor(g.value.to_numpy(copy=True), dtype=torch.float64)
         values[(m, k)] = t
     model = str(df["model"].iloc[0]) if "model" in df and len(df) else "unknown"
     proc = tuple(p for p in str(df["processing"].iloc[0]).split(",") if p and p != "nan") if "processing" in df and len(df) else ()

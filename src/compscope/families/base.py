@@ -80,6 +80,18 @@ def need(config: dict, key: str, where: str, *alternatives: str) -> Any:
     raise UnsupportedModelError(f"{where}: config key '{key}' is missing")
 
 
+def unembedding(ckpt: Checkpoint, candidates: list[str], emb: Tensor) -> tuple[Tensor | None, str | None]:
+    """The unembedding ``(n_vocab, d_model)`` and a note: the first tensor of ``candidates``
+    present; else the embedding itself when the config ties them (``tie_word_embeddings``,
+    HF's default when the key is absent); else ``None`` (a base model without a head)."""
+    head = ckpt.first_present(candidates)
+    if head:
+        return ckpt.tensors.take(head, tuple(emb.shape)), None
+    if ckpt.config.get("tie_word_embeddings", True):
+        return emb, None
+    return None, f"no unembedding: none of {candidates} is present and tie_word_embeddings is false"
+
+
 def split_rows(w: Tensor, n_heads: int, d_head: int) -> Tensor:
     """``(n_heads*d_head, d) -> (n_heads, d_head, d)``: a projection's output rows, per head."""
     return w.reshape(n_heads, d_head, w.shape[-1])

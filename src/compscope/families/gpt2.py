@@ -14,7 +14,7 @@ from ..checkpoint import Checkpoint
 from ..errors import WeightError
 from ..heads import HeadWeights, Meta, Norm
 from . import register
-from .base import Family, need, split_cols, split_rows
+from .base import Family, need, split_cols, split_rows, unembedding
 
 
 @register
@@ -59,8 +59,7 @@ class GPT2(Family):
         wpe = ts.take(prefix + "wpe.weight")
         if wte.ndim != 2 or wte.shape[1] != d:
             raise WeightError(f"{ts.origin(prefix + 'wte.weight')}: 'wte.weight' has shape {tuple(wte.shape)}, expected (n_vocab, {d})")
-        head = ckpt.first_present(["lm_head.weight"])
-        W_U = ts.take(head, tuple(wte.shape)) if head else wte
+        W_U, head_note = unembedding(ckpt, ["lm_head.weight"], wte)
         lnf_w = ts.take(prefix + "ln_f.weight", (d,), required=False)
         lnf_b = ts.take(prefix + "ln_f.bias", (d,), required=False)
         return HeadWeights(
@@ -74,5 +73,6 @@ class GPT2(Family):
             positions="learned",
             causal=True,
             sliding_window=(None,) * L,
-            meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(ckpt.notes)),
+            meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (),
+                      tuple(ckpt.notes) + ((head_note,) if head_note else ())),
         )

@@ -16,7 +16,7 @@ from ..checkpoint import Checkpoint
 from ..errors import UnsupportedModelError
 from ..heads import HeadWeights, Meta, Norm, Rotary
 from . import register
-from .base import Family, inv_freq, need, rope_accept, rope_settings, split_cols, split_rows, stack
+from .base import Family, inv_freq, need, rope_accept, rope_settings, split_cols, split_rows, stack, unembedding
 
 PREFIXES = ("model.", "", "model.language_model.", "language_model.model.")
 
@@ -31,12 +31,23 @@ class LlamaLikeOptions:
     default_theta: float = 10000.0
 
 
-def layer_types(config: dict, n_layers: int) -> list[str]:
-    """Per-layer 'full_attention' / 'sliding_attention' from any of the config styles."""
+LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
+def layer_types(config: dict, n_layers: int, where: str = "config") -> list[str]:
+    """Per-layer 'full_attention' / 'sliding_attention' from any of the config styles; any
+    other layer type (chunked, linear, ...) is refused by name, not read as full attention."""
     if config.get("layer_types"):
         types = list(config["layer_types"])
         if len(types) != n_layers:
-            raise UnsupportedModelError(f"layer_types lists {len(types)} layers, num_hidden_layers is {n_layers}")
+            raise UnsupportedModelError(f"{where}: layer_types lists {len(types)} layers, num_hidden_layers is {n_layers}")
+        unknown = sorted({t for t in types if t not in LAYER_TYPES})
+        if unknown:
+            raise UnsupportedModelError(
+                f"{where}: layer_types {unknown} are not supported (supported: {', '.join(LAYER_TYPES)})"
+            )
+        if "sliding_attention" in types and not config.get("sliding_window"):
+            raise UnsupportedModelError(f"{where}: layer_types has sliding_attention layers but sliding_window is not set")
         return types
     window = config.get("sliding_window")
     if config.get("model_type") == "qwen2":
@@ -86,11 +97,10 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
     emb = ts.take(prefix + "embed_tokens.weight")
     if emb.ndim != 2 or emb.shape[1] != d:
         raise UnsupportedModelError(f"{ts.origin(prefix + 'embed_tokens.weight')}: embed_tokens has shape {tuple(emb.shape)}")
-    head = ckpt.first_present(["lm_head.weight", prefix + "lm_head.weight"])
-    W_U = ts.take(head, tuple(emb.shape)) if head else emb  # tied when absent
+    W_U, head_note = unembedding(ckpt, ["lm_head.weight", prefix + "lm_head.weight"], emb)
     final = ts.take(prefix + "norm.weight", (d,), required=False)
 
-    types = layer_types(cfg, L)
+    types = layer_types(cfg, L, where)
     window = cfg.get("sliding_window")
     freqs = []
     rot_dim = r
@@ -101,7 +111,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
         rot_dim = int(r * float(s.get("partial_rotary_factor", 1.0)))
         freqs.append(inv_freq(rot_dim, s, where, opts.default_theta))
 
-    notes = list(ckpt.notes)
+    notes = list(ckpt.notes) + ([head_note] if head_note else [])
     if opts.qk_norm:
         notes.append(
             "QK-norm: q and k are RMS-normalised per head before the dot product, so W_QK-based "

@@ -13,7 +13,7 @@ import torch
 from ..checkpoint import Checkpoint
 from ..heads import HeadWeights, Meta, Norm, Rotary
 from . import register
-from .base import Family, inv_freq, need, rope_accept, rope_settings, split_cols
+from .base import Family, inv_freq, need, rope_accept, rope_settings, split_cols, stack, unembedding
 
 
 @register
@@ -42,15 +42,15 @@ class GPTNeoX(Family):
             p = f"{prefix}layers.{i}."
             qkv_w.append(ts.take(p + "attention.query_key_value.weight", (3 * d, d)).reshape(H, 3, r, d))
             b = ts.take(p + "attention.query_key_value.bias", (3 * d,), required=False)
-            qkv_b.append(torch.zeros(H, 3, r) if b is None else b.reshape(H, 3, r))
+            qkv_b.append(None if b is None else b.reshape(H, 3, r))
             wo.append(split_cols(ts.take(p + "attention.dense.weight", (d, d)), H, r))
             bo.append(ts.take(p + "attention.dense.bias", (d,), required=False))
             g.append(ts.take(p + "input_layernorm.weight", (d,)))
             beta.append(ts.take(p + "input_layernorm.bias", (d,)))
-        w, b = torch.stack(qkv_w), torch.stack(qkv_b)  # (L, H, 3, r, d), (L, H, 3, r)
+        w, b = torch.stack(qkv_w), stack(qkv_b)  # (L, H, 3, r, d), (L, H, 3, r) or None (attention_bias=False)
         emb = ts.take(prefix + "embed_in.weight")
-        head = ckpt.first_present(["embed_out.weight"])
-        W_U = ts.take(head, tuple(emb.shape)) if head else emb
+        # the output head is 'embed_out' in Pythia files, 'lm_head' in transformers >= 5
+        W_U, head_note = unembedding(ckpt, ["embed_out.weight", "lm_head.weight"], emb)
         lnf_w = ts.take(prefix + "final_layer_norm.weight", (d,), required=False)
         lnf_b = ts.take(prefix + "final_layer_norm.bias", (d,), required=False)
 
@@ -60,14 +60,16 @@ class GPTNeoX(Family):
         pct = float(s.get("partial_rotary_factor", cfg.get("rotary_pct", 1.0)))
         rot_dim = int(r * pct)
         freqs = inv_freq(rot_dim, s, where)
-        notes = list(ckpt.notes)
+        notes = list(ckpt.notes) + ([head_note] if head_note else [])
         if cfg.get("use_parallel_residual", True):
             notes.append("parallel residual: attention and MLP of a layer read the same residual")
         return HeadWeights(
             W_Q=w[:, :, 0].contiguous(), W_K=w[:, :, 1].contiguous(), W_V=w[:, :, 2].contiguous(),
             W_O=torch.stack(wo),
-            b_Q=b[:, :, 0].contiguous(), b_K=b[:, :, 1].contiguous(), b_V=b[:, :, 2].contiguous(),
-            b_O=None if bo[0] is None else torch.stack(bo),
+            b_Q=None if b is None else b[:, :, 0].contiguous(),
+            b_K=None if b is None else b[:, :, 1].contiguous(),
+            b_V=None if b is None else b[:, :, 2].contiguous(),
+            b_O=stack(bo),
             W_E=emb.T, W_pos=None, W_U=W_U, b_U=None,
             kv_map=tuple(range(H)),
             attn_norm=Norm("layernorm", torch.stack(g), torch.stack(beta), eps),

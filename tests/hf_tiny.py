@@ -1,0 +1,176 @@
+"""Tiny random HuggingFace models, one per supported family variant, and what HF itself
+computes inside them (captured with forward hooks on HF's own modules).
+
+Shared by ``test_family_consistency.py`` and ``test_processing.py``. Nothing is downloaded:
+every model is built with ``from_config`` (float32, eval mode, eager attention) and every
+parameter is perturbed with noise, so that norm gains are not ones, norm biases not zeros,
+and any folding or mapping mistake shows up in the outputs.
+
+Tests as data: ``VARIANTS`` lists ``(id, kind, config)``; ``kind`` names where the hooks go.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+D, HEADS, D_HEAD, VOCAB, SEQ, BATCH = 32, 4, 8, 61, 10, 2
+
+_COMMON = dict(vocab_size=VOCAB, hidden_size=D, num_attention_heads=HEADS, intermediate_size=48, num_hidden_layers=2)
+_LLAMA = dict(_COMMON, head_dim=D_HEAD, max_position_embeddings=64, rms_norm_eps=1e-5, tie_word_embeddings=False)
+
+
+@dataclass(frozen=True)
+class Variant:
+    id: str
+    kind: str  # 'gpt2' | 'neox' | 'llama' | 'gemma3' | 'bert': where HF's modules live
+    config_cls: str
+    config: dict = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        return self.id
+
+
+VARIANTS = [
+    Variant("gpt2", "gpt2", "GPT2Config",
+            dict(vocab_size=VOCAB, n_embd=D, n_head=HEADS, n_layer=2, n_positions=32, n_inner=48)),
+    Variant("neox-partial-rotary-parallel", "neox", "GPTNeoXConfig",
+            dict(_COMMON, max_position_embeddings=64, use_parallel_residual=True,
+                 rope_parameters={"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.25})),
+    Variant("neox-sequential-no-bias", "neox", "GPTNeoXConfig",
+            dict(_COMMON, max_position_embeddings=64, use_parallel_residual=False, attention_bias=False,
+                 rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5})),
+    Variant("llama-mha", "llama", "LlamaConfig",
+            dict(_LLAMA, num_key_value_heads=HEADS, rope_parameters={"rope_type": "default", "rope_theta": 300.0})),
+    Variant("llama-mqa", "llama", "LlamaConfig", dict(_LLAMA, num_key_value_heads=1)),
+    Variant("llama-gqa-bias", "llama", "LlamaConfig", dict(_LLAMA, num_key_value_heads=2, attention_bias=True)),
+    Variant("llama-head-dim-not-d-over-h", "llama", "LlamaConfig", dict(_LLAMA, head_dim=12, num_key_value_heads=2)),
+    Variant("llama-linear-rope-tied", "llama", "LlamaConfig",
+            dict(_LLAMA, num_key_value_heads=2, tie_word_embeddings=True,
+                 rope_parameters={"rope_type": "linear", "rope_theta": 1000.0, "factor": 2.0})),
+    Variant("mistral-sliding3", "llama", "MistralConfig",
+            dict(_LLAMA, num_key_value_heads=2, sliding_window=3,
+                 rope_parameters={"rope_type": "default", "rope_theta": 1000.0})),
+    Variant("qwen2-bias", "llama", "Qwen2Config", dict(_LLAMA, num_key_value_heads=2)),
+    Variant("qwen2-sliding-upper-layers", "llama", "Qwen2Config",
+            dict(_LLAMA, num_hidden_layers=3, num_key_value_heads=2, use_sliding_window=True, sliding_window=3,
+                 max_window_layers=1)),
+    Variant("gemma", "llama", "GemmaConfig", dict(_LLAMA, num_key_value_heads=1, tie_word_embeddings=True)),
+    Variant("gemma3-text", "gemma3", "Gemma3TextConfig",
+            dict(_LLAMA, num_hidden_layers=3, num_key_value_heads=2, query_pre_attn_scalar=13, sliding_window=3,
+                 layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                 rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 50.0},
+                                  "full_attention": {"rope_type": "default", "rope_theta": 3000.0}},
+                 final_logit_softcapping=None, attn_logit_softcapping=None, tie_word_embeddings=True)),
+    Variant("gemma3-text-mqa-bias", "gemma3", "Gemma3TextConfig",
+            dict(_LLAMA, num_key_value_heads=1, attention_bias=True, query_pre_attn_scalar=6, sliding_window=4,
+                 layer_types=["full_attention", "sliding_attention"],
+                 final_logit_softcapping=None, attn_logit_softcapping=None)),
+    Variant("bert", "bert", "BertConfig",
+            dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12)),
+]
+BY_ID = {v.id: v for v in VARIANTS}
+PRE_LN_LAYERNORM = ["gpt2", "neox-partial-rotary-parallel", "neox-sequential-no-bias"]
+RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "gemma3")]
+
+
+def make_config(variant: Variant, **overrides):
+    cls = getattr(transformers, variant.config_cls)
+    cfg = cls(**{**variant.config, **overrides})
+    cfg._attn_implementation = "eager"
+    return cfg
+
+
+def build(variant: Variant, seed: int = 0, **overrides):
+    """The model for ``variant`` with every parameter perturbed (norm gains ≠ 1, biases ≠ 0)."""
+    cfg = make_config(variant, **overrides)
+    torch.manual_seed(seed)
+    auto = transformers.AutoModel if variant.kind == "bert" else transformers.AutoModelForCausalLM
+    model = auto.from_config(cfg, attn_implementation="eager", dtype=torch.float32)
+    model.eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.25 * torch.randn_like(p))
+    return model
+
+
+def _modules(model, kind: str):
+    """(module whose input is the residual a layer's attention reads, module whose output is
+    what attention adds to the residual) per layer, and the final norm (or None)."""
+    if kind == "gpt2":
+        t = model.transformer
+        return [(b.ln_1, b.attn) for b in t.h], t.ln_f
+    if kind == "neox":
+        t = model.gpt_neox
+        return [(b.input_layernorm, b.attention) for b in t.layers], t.final_layer_norm
+    if kind == "llama":
+        t = model.model
+        return [(b.input_layernorm, b.self_attn) for b in t.layers], t.norm
+    if kind == "gemma3":
+        t = model.model
+        return [(b.input_layernorm, b.post_attention_layernorm) for b in t.layers], t.norm
+    if kind == "bert":
+        return [(b.attention.self, b.attention.output.dense) for b in model.encoder.layer], None
+    raise ValueError(kind)
+
+
+@dataclass
+class Capture:
+    ids: torch.Tensor  # (batch, seq)
+    resid: list[torch.Tensor]  # per layer: what enters the attention norm (pre-LN) / attention (post-LN)
+    attn_out: list[torch.Tensor]  # per layer: what attention adds to the residual
+    final_in: torch.Tensor | None  # input of the final norm
+    logits: torch.Tensor | None
+    extra: dict = field(default_factory=dict)
+
+
+def _first(args, kwargs):
+    return args[0] if args else kwargs["hidden_states"]
+
+
+def capture(model, kind: str, ids: torch.Tensor) -> Capture:
+    pairs, final = _modules(model, kind)
+    resid: dict[int, torch.Tensor] = {}
+    out: dict[int, torch.Tensor] = {}
+    store: dict[str, torch.Tensor] = {}
+    handles = []
+    for i, (rm, om) in enumerate(pairs):
+        handles.append(rm.register_forward_pre_hook(
+            lambda m, a, k, i=i: resid.__setitem__(i, _first(a, k).detach().clone()), with_kwargs=True))
+        handles.append(om.register_forward_hook(
+            lambda m, a, o, i=i: out.__setitem__(i, (o[0] if isinstance(o, tuple) else o).detach().clone())))
+    if final is not None:
+        handles.append(final.register_forward_pre_hook(
+            lambda m, a, k: store.__setitem__("final_in", _first(a, k).detach().clone()), with_kwargs=True))
+    if kind == "bert":
+        emb = model.embeddings
+        for name in ("word_embeddings", "position_embeddings", "token_type_embeddings"):
+            handles.append(getattr(emb, name).register_forward_hook(
+                lambda m, a, o, name=name: store.__setitem__(name, o.detach().clone())))
+    try:
+        with torch.no_grad():
+            res = model(input_ids=ids)
+    finally:
+        for h in handles:
+            h.remove()
+    logits = getattr(res, "logits", None)
+    return Capture(ids, [resid[i] for i in range(len(pairs))], [out[i] for i in range(len(pairs))],
+                   store.pop("final_in", None), logits, store)
+
+
+def random_ids(seed: int = 1, batch: int = BATCH, seq: int = SEQ) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, VOCAB, (batch, seq), generator=g)
+
+
+@functools.lru_cache(maxsize=None)
+def model_and_capture(variant_id: str):
+    """Cached per variant: the model and one captured forward pass (do not mutate)."""
+    v = BY_ID[variant_id]
+    model = build(v)
+    return model, capture(model, v.kind, random_ids())

@@ -1,0 +1,343 @@
+"""Every family, against HuggingFace's own implementation.
+
+For tiny random models of each supported variant (``hf_tiny.VARIANTS``: GPT-2, GPT-NeoX with
+partial rotary and parallel residual, Llama MHA/MQA/GQA with and without biases, Mistral with
+a sliding window shorter than the sequence, Qwen2, Gemma, Gemma 3 text, BERT), HF runs the
+whole model while hooks record what enters each attention layer and what it adds to the
+residual; ``attention_forward`` must reproduce the latter from the loaded ``HeadWeights``
+and the former alone. Embeddings, unembeddings (through the final norm, to HF's logits) and
+``W_QK`` at a rotary offset (to HF's attention pattern) are compared with HF too; so are the
+same weights saved with a transformers-4-style config file, and bare models without a head.
+Config settings a family does not understand must be refused by name.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import compscope
+from compscope.attention import attention_forward
+
+from hf_tiny import BY_ID, SEQ, VARIANTS, VOCAB, build, capture, make_config, model_and_capture, random_ids
+
+ATOL = 1e-5
+
+pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"), pytest.mark.filterwarnings("ignore::FutureWarning")]
+
+
+@pytest.fixture(params=VARIANTS, ids=str)
+def variant(request):
+    return request.param
+
+
+def assert_matches(hw, cap, what: str) -> None:
+    """``attention_forward`` reproduces, at every layer, what HF's attention added to the residual."""
+    assert hw.n_layers == len(cap.resid)
+    for layer, (resid, want) in enumerate(zip(cap.resid, cap.attn_out)):
+        got = attention_forward(hw, layer, resid)
+        torch.testing.assert_close(got, want, atol=ATOL, rtol=0, msg=lambda m: f"{what} layer {layer}: {m}")
+
+
+def loaded(variant_id: str):
+    model, cap = model_and_capture(variant_id)
+    return compscope.load(model), model, cap
+
+
+# ---------------------------------------------------------------------------- attention
+
+
+def test_attention_matches_hf(variant):
+    hw, model, cap = loaded(variant.id)
+    assert hw.n_layers == model.config.num_hidden_layers
+    assert hw.meta.processing == ()
+    assert_matches(hw, cap, variant.id)
+
+
+def test_attention_depends_on_what_the_variant_is_about(variant):
+    """Guard against a vacuous pass: the features under test change the output here."""
+    hw, _, cap = loaded(variant.id)
+    resid, want = cap.resid[-1], cap.attn_out[-1]
+    layer = hw.n_layers - 1
+    if any(w is not None for w in hw.sliding_window):
+        layer = next(i for i, w in enumerate(hw.sliding_window) if w is not None)
+        assert hw.sliding_window[layer] < SEQ
+        resid, want = cap.resid[layer], cap.attn_out[layer]
+        no_window = hw.replace(sliding_window=(None,) * hw.n_layers)
+        assert (attention_forward(no_window, layer, resid) - want).abs().max() > 1e-3
+    if hw.rotary is not None:
+        no_rotary = hw.replace(rotary=None)
+        assert (attention_forward(no_rotary, layer, resid) - want).abs().max() > 1e-3
+    changed = []
+    if hw.attn_norm is not None and hw.attn_norm.weight is not None and hw.norm_placement == "pre":
+        changed.append(hw.replace(attn_norm=type(hw.attn_norm)(hw.attn_norm.kind, None, None, hw.attn_norm.eps)))
+    if hw.rotary is not None:
+        other = [i for i in range(hw.n_layers) if not torch.equal(hw.rotary.inv_freq[i], hw.rotary.inv_freq[layer])]
+        if other:  # per-layer rotary bases (Gemma 3): another layer's base must not do
+            freqs = hw.rotary.inv_freq.clone()
+            freqs[layer] = freqs[other[0]]
+            changed.append(hw.replace(rotary=type(hw.rotary)(hw.rotary.dim, freqs, hw.rotary.style)))
+    if hw.attn_scale:
+        changed.append(hw.replace(attn_scale=0.0))
+    if hw.qk_norm is not None:
+        changed.append(hw.replace(qk_norm=None))
+    if hw.attn_out_norm is not None:
+        changed.append(hw.replace(attn_out_norm=None))
+    if hw.b_Q is not None:
+        changed.append(hw.replace(b_Q=None))
+    if not hw.causal:
+        changed.append(hw.replace(causal=True))
+    for wrong in changed:
+        assert (attention_forward(wrong, layer, resid) - want).abs().max() > 1e-3
+
+
+def test_shapes_and_gqa_map(variant):
+    hw, model, _ = loaded(variant.id)
+    cfg = model.config
+    n_kv = getattr(cfg, "num_key_value_heads", None) or hw.n_heads
+    assert (hw.n_heads, hw.n_kv_heads, hw.d_model) == (cfg.num_attention_heads, n_kv, cfg.hidden_size)
+    rep = hw.n_heads // n_kv
+    assert hw.kv_map == tuple(h // rep for h in range(hw.n_heads))  # HF repeat_kv: repeat_interleave
+
+
+# ---------------------------------------------------------------------------- embeddings
+
+
+def test_embedding_columns_match_hf(variant):
+    """``W_E[:, tok]`` (+ ``W_pos[:, pos]``) is what HF puts into the residual for ``tok``
+    (Gemma: including the sqrt(d_model) scale)."""
+    hw, model, cap = loaded(variant.id)
+    ids = cap.ids
+    assert hw.n_vocab == VOCAB
+    emb = hw.W_E[:, ids].permute(1, 2, 0)  # (batch, seq, d)
+    if variant.kind == "bert":
+        torch.testing.assert_close(emb, cap.extra["word_embeddings"], atol=0, rtol=0)
+        torch.testing.assert_close(hw.W_pos[:, :SEQ].T, cap.extra["position_embeddings"][0], atol=0, rtol=0)
+        torch.testing.assert_close(hw.embed_extra["W_type"][:, 0], cap.extra["token_type_embeddings"][0, 0])
+        # attn_norm of layer 0 is the embeddings LayerNorm: it produced the residual layer 0 reads
+        summed = emb + hw.W_pos[:, :SEQ].T + hw.embed_extra["W_type"][:, 0]
+        torch.testing.assert_close(hw.attn_norm.apply(summed, 0), cap.resid[0], atol=ATOL, rtol=0)
+        return
+    if hw.W_pos is not None:
+        emb = emb + hw.W_pos[:, : ids.shape[1]].T
+    torch.testing.assert_close(emb, cap.resid[0], atol=ATOL, rtol=1e-6)
+    if variant.config_cls.startswith("Gemma"):
+        raw = model.get_input_embeddings().weight
+        torch.testing.assert_close(hw.W_E, raw.T * hw.d_model**0.5)
+
+
+def test_unembedding_matches_hf(variant):
+    hw, model, cap = loaded(variant.id)
+    if variant.kind == "bert":
+        assert hw.W_U is None and hw.final_norm is None
+        return
+    torch.testing.assert_close(hw.W_U, model.get_output_embeddings().weight, atol=0, rtol=0)
+    # logits = W_U · final_norm(x) (+ b_U): the final norm must be right too
+    logits = cap.final_in @ hw.W_U.T if hw.final_norm is None else hw.final_norm.apply(cap.final_in, 0) @ hw.W_U.T
+    if hw.b_U is not None:
+        logits = logits + hw.b_U
+    torch.testing.assert_close(logits, cap.logits, atol=1e-4, rtol=1e-5)
+
+
+def test_loading_does_not_touch_the_model():
+    model, _ = model_and_capture("gpt2")
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    hw = compscope.load(model, fold_norm=True, center_writing=True, fold_value_bias=True)
+    assert hw.meta.processing == ("fold_norm", "center_writing", "fold_value_bias")
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, before[k]), k
+
+
+# ---------------------------------------------------------------------------- refusals
+
+REFUSALS = [
+    # (variant, config overrides, attributes set on the config afterwards, text the error must name)
+    ("gpt2", dict(scale_attn_by_inverse_layer_idx=True), {}, "scale_attn_by_inverse_layer_idx"),
+    ("gpt2", dict(scale_attn_weights=False), {}, "scale_attn_weights"),
+    ("llama-mha", dict(rope_parameters={"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0,
+                                        "original_max_position_embeddings": 16}), {}, "yarn"),
+    ("llama-mha", {}, {"rope_scaling": {"type": "dynamic", "factor": 2.0}}, "dynamic"),
+    ("llama-mha", {}, {"my_new_attention_trick": True}, "my_new_attention_trick"),
+    ("neox-partial-rotary-parallel", {}, {"attention_sink_tokens": 4}, "attention_sink_tokens"),
+    ("bert", {}, {"position_embedding_type": "relative_key"}, "position_embedding_type"),
+    ("gemma3-text", dict(attn_logit_softcapping=50.0), {}, "attn_logit_softcapping"),
+    ("gemma3-text", dict(use_bidirectional_attention=True), {}, "use_bidirectional_attention"),
+    ("qwen2-bias", {}, {"layer_types": ["full_attention", "chunked_attention"]}, "chunked_attention"),
+    ("gemma3-text", {}, {"layer_types": ["sliding_attention", "full_attention", "linear_attention"]},
+     "linear_attention"),
+]
+
+
+@pytest.mark.parametrize("variant_id, overrides, setattrs, needle", REFUSALS,
+                         ids=[f"{r[0]}-{r[3]}" for r in REFUSALS])
+def test_unsupported_config_is_refused_by_name(variant_id, overrides, setattrs, needle):
+    model = build(BY_ID[variant_id], **overrides)
+    for k, v in setattrs.items():
+        setattr(model.config, k, v)
+    with pytest.raises(compscope.UnsupportedModelError, match=needle):
+        compscope.load(model)
+
+
+def test_switched_off_unknown_key_is_accepted():
+    model = build(BY_ID["llama-mha"])
+    model.config.my_new_attention_trick = False
+    compscope.load(model)
+
+
+def test_unknown_model_type_is_named(tmp_path):
+    from safetensors.torch import save_file
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "weirdformer", "hidden_size": 8}))
+    save_file({"w": torch.zeros(2, 2)}, str(tmp_path / "model.safetensors"))
+    with pytest.raises(compscope.UnsupportedModelError, match="weirdformer"):
+        compscope.load(tmp_path)
+
+
+def test_unsupported_hf_model_is_named():
+    import transformers
+
+    cfg = transformers.OPTConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, ffn_dim=16,
+                                 num_attention_heads=2, word_embed_proj_dim=16, max_position_embeddings=16)
+    model = transformers.OPTForCausalLM(cfg)
+    with pytest.raises(compscope.UnsupportedModelError, match="'opt'"):
+        compscope.load(model)
+
+
+# ---------------------------------------------------------------------------- legacy config files
+# The same weights saved as a HF folder with a transformers-4-style config.json (rope_theta /
+# rope_scaling / rope_local_base_freq / sliding_window_pattern / rotary_pct instead of
+# rope_parameters and layer_types; Pythia's 'embed_out' head; a tied head left out of the file).
+
+
+def _legacy_gemma3(cfg):
+    for k in ("layer_types", "rope_parameters", "_sliding_window_pattern"):
+        cfg.pop(k, None)
+    # layer i is global iff (i + 1) % pattern == 0: sliding, full, sliding
+    return dict(cfg, rope_theta=3000.0, rope_local_base_freq=50.0, sliding_window_pattern=2, rope_scaling=None)
+
+
+def _legacy_llama(cfg):
+    cfg.pop("rope_parameters")
+    return dict(cfg, rope_theta=1000.0, rope_scaling={"type": "linear", "factor": 2.0})
+
+
+def _legacy_neox(cfg):
+    cfg.pop("rope_parameters")
+    return dict(cfg, rotary_pct=0.25, rotary_emb_base=500.0)
+
+
+def _legacy_mistral(cfg):
+    cfg.pop("rope_parameters")
+    return dict(cfg, rope_theta=1000.0)
+
+
+def _legacy_qwen2(cfg):
+    cfg.pop("rope_parameters")
+    cfg.pop("layer_types")
+    return dict(cfg, rope_theta=10000.0)
+
+
+LEGACY = [
+    ("gemma3-text", _legacy_gemma3, {}),
+    ("llama-linear-rope-tied", _legacy_llama, {}),
+    ("neox-partial-rotary-parallel", _legacy_neox, {"lm_head.weight": "embed_out.weight"}),
+    ("mistral-sliding3", _legacy_mistral, {}),
+    ("qwen2-sliding-upper-layers", _legacy_qwen2, {}),
+]
+
+
+@pytest.mark.parametrize("variant_id, legacy, rename", LEGACY, ids=[x[0] for x in LEGACY])
+def test_legacy_config_folder_matches_hf(tmp_path, variant_id, legacy, rename):
+    from safetensors.torch import save_file
+
+    model, cap = model_and_capture(variant_id)
+    cfg = legacy(model.config.to_dict())
+    sd = {rename.get(k, k): v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+    if cfg.get("tie_word_embeddings"):
+        del sd["lm_head.weight"]  # HF saves a tied head once, as the embedding
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    save_file(sd, str(tmp_path / "model.safetensors"))
+    hw = compscope.load(tmp_path)
+    assert_matches(hw, cap, f"{variant_id} (legacy config file)")
+    torch.testing.assert_close(hw.W_U, model.get_output_embeddings().weight, atol=0, rtol=0)
+
+
+def test_untied_model_without_head_has_no_unembedding(tmp_path):
+    from safetensors.torch import save_file
+
+    model, _ = model_and_capture("llama-gqa-bias")
+    sd = {k: v.detach().clone() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    cfg = model.config.to_dict()
+    assert cfg["tie_word_embeddings"] is False
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    save_file(sd, str(tmp_path / "model.safetensors"))
+    hw = compscope.load(tmp_path)
+    assert hw.W_U is None
+    assert any("unembedding" in n for n in hw.meta.notes)
+
+
+# ---------------------------------------------------------------------------- W_QK with a rotary offset
+
+BILINEAR = ["llama-mha", "llama-mqa", "mistral-sliding3", "neox-sequential-no-bias", "gemma"]
+
+
+@pytest.mark.parametrize("vid", BILINEAR)
+def test_qk_circuit_with_offset_gives_hf_pattern(vid):
+    """Without biases or QK-norm the logit is ``x_i^T W_QK(δ = i - j) x_j``: softmax of these
+    over the allowed keys is HF's attention pattern (``output_attentions``)."""
+    model, cap = model_and_capture(vid)
+    hw = compscope.load(model)
+    assert hw.b_Q is None and hw.b_K is None and hw.qk_norm is None
+    with torch.no_grad():
+        pattern = model(input_ids=cap.ids, output_attentions=True).attentions
+    norms = [b.input_layernorm for b in (model.gpt_neox.layers if hw.meta.family == "neox" else model.model.layers)]
+    i, j = torch.arange(SEQ)[:, None], torch.arange(SEQ)[None, :]
+    for layer in range(hw.n_layers):
+        with torch.no_grad():
+            x = norms[layer](cap.resid[layer])[0]  # (seq, d), first batch row
+        window = hw.sliding_window[layer]
+        for head in range(hw.n_heads):
+            logits = torch.full((SEQ, SEQ), float("-inf"))
+            for delta in range(SEQ):
+                qk = hw.W_QK(layer, head, offset=delta).dense()
+                full = hw.scale * x @ qk @ x.T
+                keep = (i - j == delta) & (window is None or delta < window)
+                logits[keep] = full[keep]
+            torch.testing.assert_close(logits.softmax(-1), pattern[layer][0, head], atol=1e-5, rtol=0)
+
+
+# ---------------------------------------------------------------------------- with and without a head
+
+BASES = [("gpt2", "transformer", True), ("neox-partial-rotary-parallel", "gpt_neox", False),
+         ("llama-gqa-bias", "model", False), ("gemma3-text", "model", True)]
+
+
+@pytest.mark.parametrize("vid, attr, tied", BASES, ids=[b[0] for b in BASES])
+def test_base_model_without_head(vid, attr, tied):
+    """The bare decoder (no LM head, tensor names without the prefix) loads the same heads;
+    its unembedding is the embedding when the config ties them, and absent otherwise."""
+    model, cap = model_and_capture(vid)
+    hw = compscope.load(getattr(model, attr))
+    assert_matches(hw, cap, vid)
+    if tied:
+        torch.testing.assert_close(hw.W_U, model.get_input_embeddings().weight, atol=0, rtol=0)
+    else:
+        assert hw.W_U is None
+
+
+def test_bert_with_mlm_head():
+    import transformers
+
+    v = BY_ID["bert"]
+    torch.manual_seed(0)
+    mlm = transformers.BertForMaskedLM(make_config(v)).eval()
+    with torch.no_grad():
+        for p in mlm.parameters():
+            p.add_(0.25 * torch.randn_like(p))
+    cap = capture(mlm.bert, "bert", random_ids())
+    hw = compscope.load(mlm)
+    assert hw.W_U is None
+    assert_matches(hw, cap, "bert (masked LM)")
+

@@ -1,0 +1,210 @@
+"""Weight processing (``fold_norm``, ``center_writing``, ``fold_value_bias``) preserves the
+model, checked against HuggingFace's own forward pass (``hf_tiny``), never against the
+unprocessed ``HeadWeights`` alone.
+
+- folded / value-bias-folded: ``attention_forward`` still reproduces HF's attention output;
+- centred: on the centred residual it reproduces HF's output minus its mean over d_model,
+  and HF's own LayerNorm cannot tell the centred embeddings from the original ones;
+- the final norm folded into ``W_U``: ``W_U n(x) + b_U`` still gives HF's logits.
+Every step is recorded in ``meta.processing`` in order, refuses to run twice, and refuses
+models it would change, saying why.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import compscope
+from compscope import ProcessingError, center_writing, fold_norm, fold_value_bias
+from compscope.attention import attention_forward
+
+from hf_tiny import PRE_LN_LAYERNORM, RMSNORM, SEQ, VARIANTS, model_and_capture
+
+ATOL = 1e-5
+PRE_NORM = PRE_LN_LAYERNORM + RMSNORM
+ALL = [v.id for v in VARIANTS]
+
+pytestmark = [pytest.mark.filterwarnings("ignore::UserWarning"), pytest.mark.filterwarnings("ignore::FutureWarning")]
+
+
+def _centre(x: torch.Tensor) -> torch.Tensor:
+    return x - x.mean(-1, keepdim=True)
+
+
+def assert_attention(hw, cap, *, centred: bool = False, what: str = ""):
+    for layer, (resid, want) in enumerate(zip(cap.resid, cap.attn_out)):
+        if centred:
+            resid, want = _centre(resid), _centre(want)
+        got = attention_forward(hw, layer, resid)
+        torch.testing.assert_close(got, want, atol=ATOL, rtol=0, msg=lambda m: f"{what} layer {layer}: {m}")
+
+
+def hf_logits_from(hw, cap):
+    x = cap.final_in if hw.final_norm is None else hw.final_norm.apply(cap.final_in, 0)
+    logits = x @ hw.W_U.T
+    return logits if hw.b_U is None else logits + hw.b_U
+
+
+# ---------------------------------------------------------------------------- fold_norm
+
+
+@pytest.mark.parametrize("vid", PRE_NORM)
+def test_fold_norm_keeps_attention(vid):
+    model, cap = model_and_capture(vid)
+    hw = fold_norm(compscope.load(model))
+    assert hw.meta.processing == ("fold_norm",)
+    assert hw.attn_norm.weight is None and hw.attn_norm.bias is None
+    assert_attention(hw, cap, what=f"{vid} folded")
+
+
+@pytest.mark.parametrize("vid", PRE_NORM)
+def test_fold_norm_keeps_logits(vid):
+    model, cap = model_and_capture(vid)
+    hw0 = compscope.load(model)
+    hw = fold_norm(hw0)
+    assert hw.final_norm.weight is None and hw.final_norm.bias is None
+    if hw0.final_norm.bias is not None:
+        assert hw.b_U is not None
+    torch.testing.assert_close(hf_logits_from(hw, cap), cap.logits, atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(hf_logits_from(hw, cap), hf_logits_from(hw0, cap), atol=1e-4, rtol=1e-5)
+    # the embedding is not touched by folding (it is read, not a reader)
+    assert torch.equal(hw.W_E, hw0.W_E)
+
+
+def test_fold_norm_refused_post_ln():
+    model, _ = model_and_capture("bert")
+    hw = compscope.load(model)
+    with pytest.raises(ProcessingError, match="post"):
+        fold_norm(hw)
+    with pytest.raises(ProcessingError, match="post"):
+        compscope.load(model, fold_norm=True)
+
+
+# ---------------------------------------------------------------------------- center_writing
+
+
+@pytest.mark.parametrize("vid", PRE_LN_LAYERNORM)
+def test_center_writing_centres_attention_output(vid):
+    model, cap = model_and_capture(vid)
+    hw0 = compscope.load(model)
+    hw = center_writing(hw0)
+    assert hw.meta.processing == ("center_writing",)
+    assert_attention(hw, cap, centred=True, what=f"{vid} centred")
+    # the reads are unchanged: the uncentred residual gives the centred output too
+    got = attention_forward(hw, 0, cap.resid[0])
+    torch.testing.assert_close(got, _centre(cap.attn_out[0]), atol=ATOL, rtol=0)
+    assert hw.W_E.mean(0).abs().max() < 1e-6
+    assert hw.W_O.mean(-2).abs().max() < 1e-6
+    if hw.b_O is not None:
+        assert hw.b_O.mean(-1).abs().max() < 1e-6
+
+
+@pytest.mark.parametrize("vid", PRE_LN_LAYERNORM)
+def test_center_writing_keeps_layernorm_of_residual(vid):
+    """HF's own first LayerNorm gives the same output on the centred embedding residual."""
+    model, cap = model_and_capture(vid)
+    hw0 = compscope.load(model)
+    hw = center_writing(hw0)
+    ids = cap.ids
+    resid_c = hw.W_E[:, ids].permute(1, 2, 0)
+    if hw.W_pos is not None:
+        resid_c = resid_c + hw.W_pos[:, :SEQ].T
+    torch.testing.assert_close(resid_c, _centre(cap.resid[0]), atol=ATOL, rtol=0)
+    ln = model.transformer.h[0].ln_1 if vid == "gpt2" else model.gpt_neox.layers[0].input_layernorm
+    with torch.no_grad():
+        torch.testing.assert_close(ln(resid_c), ln(cap.resid[0]), atol=1e-5, rtol=0)
+        # the unembedding reads through the final LayerNorm: a centred final residual gives HF's logits
+        final = model.transformer.ln_f if vid == "gpt2" else model.gpt_neox.final_layer_norm
+        logits = final(_centre(cap.final_in)) @ hw.W_U.T
+    torch.testing.assert_close(logits, cap.logits, atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("vid", RMSNORM + ["bert"])
+def test_center_writing_refused_without_pre_layernorm(vid):
+    model, _ = model_and_capture(vid)
+    hw = compscope.load(model)
+    reason = "post" if vid == "bert" else "rmsnorm"
+    with pytest.raises(ProcessingError, match=reason):
+        center_writing(hw)
+    with pytest.raises(ProcessingError, match=reason):
+        compscope.load(model, center_writing=True)
+
+
+def test_center_writing_refused_when_unembedding_reads_raw_residual():
+    model, _ = model_and_capture("gpt2")
+    hw = compscope.load(model).replace(final_norm=None)
+    with pytest.raises(ProcessingError, match="final"):
+        center_writing(hw)
+
+
+# ---------------------------------------------------------------------------- fold_value_bias
+
+
+@pytest.mark.parametrize("vid", ALL)
+def test_fold_value_bias_keeps_attention(vid):
+    model, cap = model_and_capture(vid)
+    hw0 = compscope.load(model)
+    hw = fold_value_bias(hw0)
+    assert hw.meta.processing == ("fold_value_bias",)
+    assert hw.b_V is None
+    if hw0.b_V is not None and hw0.b_V.abs().max() > 0:
+        assert hw.b_O is not None and not (hw0.b_O is not None and torch.equal(hw.b_O, hw0.b_O))
+    assert_attention(hw, cap, what=f"{vid} value bias folded")
+
+
+# ---------------------------------------------------------------------------- all together, via load
+
+
+@pytest.mark.parametrize("vid", ALL)
+def test_load_with_processing(vid):
+    model, cap = model_and_capture(vid)
+    layernorm, pre = vid in PRE_LN_LAYERNORM, vid in PRE_NORM
+    hw = compscope.load(model, fold_norm=pre, center_writing=layernorm, fold_value_bias=True)
+    want = tuple(s for s, on in (("fold_norm", pre), ("center_writing", layernorm), ("fold_value_bias", True)) if on)
+    assert hw.meta.processing == want
+    assert_attention(hw, cap, centred=layernorm, what=f"{vid} {want}")
+    if hw.W_U is not None:
+        torch.testing.assert_close(hf_logits_from(hw, cap), cap.logits, atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("order", [
+    (fold_value_bias, center_writing, fold_norm),
+    (center_writing, fold_norm, fold_value_bias),
+    (fold_norm, fold_value_bias, center_writing),
+], ids=lambda o: "-".join(f.__name__ for f in o))
+def test_steps_in_any_order_are_recorded_in_order(order):
+    model, cap = model_and_capture("gpt2")
+    hw = compscope.load(model)
+    for step in order:
+        hw = step(hw)
+    assert hw.meta.processing == tuple(f.__name__ for f in order)
+    assert hw.b_V is None  # folded whatever came after it
+    assert hw.b_O.mean(-1).abs().max() < 1e-6  # centred whatever came after it
+    assert_attention(hw, cap, centred=True, what=str(hw.meta.processing))
+
+
+# ---------------------------------------------------------------------------- once only
+
+
+TWICE = [(vid, step) for vid in ("gpt2", "neox-sequential-no-bias", "llama-gqa-bias", "llama-mha")
+         for step in (fold_norm, center_writing, fold_value_bias)
+         if step is not center_writing or vid in PRE_LN_LAYERNORM]  # centring RMSNorm models: refused anyway
+
+
+@pytest.mark.parametrize("vid, step", TWICE, ids=[f"{v}-{f.__name__}" for v, f in TWICE])
+def test_twice_is_refused(step, vid):
+    model, _ = model_and_capture(vid)
+    hw = step(compscope.load(model))
+    with pytest.raises(ProcessingError, match=step.__name__):
+        step(hw)
+
+
+def test_processing_leaves_the_input_unchanged():
+    model, _ = model_and_capture("gpt2")
+    hw0 = compscope.load(model)
+    snapshot = {k: getattr(hw0, k).clone() for k in ("W_Q", "W_O", "b_O", "b_V", "W_E", "W_U")}
+    compscope.load(hw0, fold_norm=True, center_writing=True, fold_value_bias=True)
+    for k, v in snapshot.items():
+        assert torch.equal(getattr(hw0, k), v), k
+    assert hw0.meta.processing == ()
