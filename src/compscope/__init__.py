@@ -1,6 +1,7 @@
 """compscope: how attention heads compose, read from a transformer's weights."""
 
-from .errors import CompscopeError, LoadError, ProcessingError, UnsupportedModelError, WeightError
+from .errors import CompscopeError, LoadError, OptionError, ProcessingError, UnsupportedModelError, WeightError
+from .composition import scores
 from .heads import HeadWeights, Meta, Norm, Rotary
 from .loading import load
 from .lowrank import LowRank
@@ -9,7 +10,7 @@ from .processing import center_writing, fold_norm, fold_value_bias
 __version__ = "0.1.0"
 
 __all__ = [
-    "CompscopeError", "HeadWeights", "LoadError", "LowRank", "Meta", "Norm", "ProcessingError",
+    "CompscopeError", "HeadWeights", "LoadError", "OptionError", "LowRank", "Meta", "Norm", "ProcessingError",
     "Rotary", "UnsupportedModelError", "WeightError", "center_writing", "fold_norm",
-    "fold_value_bias", "load",
+    "fold_value_bias", "load", "scores",
 ]

@@ -55,6 +55,25 @@ def describe(hw) -> str:
     return "\n".join(lines)
 
 
+def _positive_int(text: str, option: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise CompscopeError(f"{option} {text!r}: expected 'all' or a positive integer")
+    return int(text)
+
+
+def format_top(table, n: int) -> str:
+    """The ``n`` strongest pairs per kind and measure, as ``L1.H1 -> L2.H2  value``."""
+    lines = [f"{table.model}: metric {table.metric}, processing {', '.join(table.processing) or 'none'}"]
+    for kind in table.kinds:
+        for m in table.measures:
+            if (m, kind) not in table.values:
+                continue
+            top = table.top(kind, m, n)
+            pairs = "   ".join(f"{l1}.{h1}->{l2}.{h2} {v:.3f}" for l1, h1, l2, h2, v in top)
+            lines.append(f"{kind}  {m:<20} {pairs}")
+    return "\n".join(lines)
+
+
 def _add_processing(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fold-norm", action="store_true", help="fold norm gains into W_Q, W_K, W_V (pre-norm models)")
     p.add_argument("--center-writing", action="store_true", help="centre W_O, W_E, W_pos (LayerNorm models)")
@@ -67,6 +86,18 @@ def main(argv: list[str] | None = None) -> int:
     p_info = sub.add_parser("info", help="summarise a model's attention weights")
     p_info.add_argument("model", help="a HuggingFace folder, a .gguf file, a compscope model, or a built-in name (smollm2, gemma3-270m, minilm)")
     _add_processing(p_info)
+    p_sc = sub.add_parser("scores", help="Q/K/V composition scores of every head pair; prints the strongest")
+    p_sc.add_argument("model", help="as for info")
+    p_sc.add_argument("--kinds", default="QKV", help="any of Q, K, V (default QKV)")
+    p_sc.add_argument("--measure", action="append", dest="measures", metavar="NAME",
+                      help="a measure (repeatable; 'all' for every one; default frobenius, frobenius_baselined, tight, overlap)")
+    p_sc.add_argument("--metric", default="identity", help="identity, embed or unembed (default identity)")
+    p_sc.add_argument("--offset", type=float, default=0.0, help="rotary offset: query minus key position (default 0)")
+    p_sc.add_argument("--pairs", default="256", help="for bandwidth/spectral: 'all' or the top N pairs by frobenius (default 256)")
+    p_sc.add_argument("--precision", default="float32", choices=["float32", "float64"], help="dtype of the large products (default float32)")
+    p_sc.add_argument("--top", type=int, default=5, help="pairs to print per kind and measure (default 5)")
+    p_sc.add_argument("--out", help="write the full table (.csv or .parquet)")
+    _add_processing(p_sc)
     args = parser.parse_args(argv)
     from .loading import load
 
@@ -74,6 +105,19 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "info":
             hw = load(args.model, fold_norm=args.fold_norm, center_writing=args.center_writing, fold_value_bias=args.fold_value_bias)
             print(describe(hw))
+        elif args.command == "scores":
+            from .composition import scores
+
+            if args.out and not args.out.endswith((".csv", ".parquet")):
+                raise CompscopeError(f"--out {args.out}: use a .csv or .parquet file name")
+            hw = load(args.model, fold_norm=args.fold_norm, center_writing=args.center_writing, fold_value_bias=args.fold_value_bias)
+            measures = args.measures or ["frobenius", "frobenius_baselined", "tight", "overlap"]
+            pairs = "all" if args.pairs == "all" else _positive_int(args.pairs, "--pairs")
+            table = scores(hw, args.kinds, "all" if measures == ["all"] else measures, args.metric,
+                           offset=args.offset, pairs=pairs, precision=args.precision)
+            print(format_top(table, args.top))
+            if args.out:
+                print(f"wrote {table.save(args.out)}")
     except CompscopeError as e:
         print(f"compscope: error: {e}", file=sys.stderr)
         return 2

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .errors import OptionError
 from .heads import HeadWeights
 from .measures import GramStats, PairSpectra, get_measure
 from .metrics import DEFAULT_RIDGE, Metric, get_metric
@@ -92,7 +93,7 @@ def head_sides(hw: HeadWeights, kind: str, metric: Metric, offset: float = 0.0, 
         U, S, V = _svd_factors(tr(rd(W_Q)), rd(_rotate_rows(W_K, hw, -offset)))
         basis = V
     else:
-        raise ValueError(f"unknown kind {kind!r}; kinds: Q, K, V")
+        raise OptionError(f"unknown kind {kind!r}; kinds: Q, K, V")
     return Sides(basis, S, _rank(S, hw.d_model))
 
 
@@ -146,12 +147,12 @@ def scores(
     ms = [get_measure(n) for n in names]
     bad = [k for k in kinds if k not in KINDS]
     if bad or not kinds:
-        raise ValueError(f"kinds={kinds!r}: use letters from 'QKV'")
+        raise OptionError(f"kinds={kinds!r}: use letters from 'QKV'")
     if pairs != "all" and not (isinstance(pairs, int) and pairs > 0):
-        raise ValueError(f"pairs={pairs!r}: use 'all' or a positive number of top pairs")
+        raise OptionError(f"pairs={pairs!r}: use 'all' or a positive number of top pairs")
     dtype = {"float64": torch.float64, "float32": torch.float32}.get(precision)
     if dtype is None:
-        raise ValueError(f"precision={precision!r}: use 'float32' or 'float64'")
+        raise OptionError(f"precision={precision!r}: use 'float32' or 'float64'")
     met = get_metric(metric, hw, ridge)
     L, H, d = hw.n_layers, hw.n_heads, hw.d_model
     values = {}

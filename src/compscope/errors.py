@@ -19,3 +19,7 @@ class UnsupportedModelError(CompscopeError):
 
 class ProcessingError(CompscopeError):
     """A requested weight transform is not valid for this model (e.g. centring an RMSNorm model)."""
+
+
+class OptionError(CompscopeError, ValueError):
+    """An option has a value compscope does not accept (unknown measure, metric, kind, ...)."""

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from .errors import OptionError
 from .heads import HeadWeights
 
 DEFAULT_RIDGE = 1e-6
@@ -51,15 +52,15 @@ def _roots(G: Tensor, ridge: float, what: str, invert: bool = False) -> tuple[Te
     G = G.to(torch.float64)
     G = (G + G.T) / 2
     if not torch.isfinite(G).all():
-        raise ValueError(f"metric {what}: G has NaN/Inf entries")
+        raise OptionError(f"metric {what}: G has NaN/Inf entries")
     evals, evecs = torch.linalg.eigh(G)
     if evals[-1] <= 0:
-        raise ValueError(f"metric {what}: G is zero or negative definite")
+        raise OptionError(f"metric {what}: G is zero or negative definite")
     raw_cond = float(evals[-1] / evals[0]) if evals[0] > 0 else float("inf")
     lam = ridge * float(evals.clamp_min(0).sum()) / G.shape[0]
     e = evals.clamp_min(0) + lam
     if e[0] <= 0:
-        raise ValueError(f"metric {what}: G is singular; pass a positive ridge")
+        raise OptionError(f"metric {what}: G is singular; pass a positive ridge")
     cond = float(e[-1] / e[0])
     s, si = e.sqrt(), e.rsqrt()
     if invert:  # G = M^{-1}: G^{1/2} = M^{-1/2}
@@ -89,7 +90,7 @@ def embed(hw: HeadWeights, ridge: float = DEFAULT_RIDGE) -> Metric:
 def unembed(hw: HeadWeights, ridge: float = DEFAULT_RIDGE) -> Metric:
     """``G = (W_Uᵀ W_U / n_vocab)^{-1}`` (ridge applied to ``W_Uᵀ W_U / n_vocab``)."""
     if hw.W_U is None:
-        raise ValueError(f"metric 'unembed': {hw.meta.name} has no unembedding (W_U is None)")
+        raise OptionError(f"metric 'unembed': {hw.meta.name} has no unembedding (W_U is None)")
     W_U = hw.W_U.to(torch.float64)
     return _single("unembed", W_U.T @ W_U / W_U.shape[0], ridge, invert=True)
 
@@ -113,5 +114,5 @@ def get_metric(metric: str | Metric, hw: HeadWeights, ridge: float = DEFAULT_RID
     if isinstance(metric, Metric):
         return metric
     if metric not in _NAMED:
-        raise ValueError(f"unknown metric {metric!r}; metrics: {', '.join(_NAMED)}, or a Metric from compscope.metrics.activations(...)")
+        raise OptionError(f"unknown metric {metric!r}; metrics: {', '.join(_NAMED)}, or a Metric from compscope.metrics.activations(...)")
     return _NAMED[metric](hw, ridge)

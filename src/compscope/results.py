@@ -15,6 +15,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from .errors import LoadError, OptionError
+
 COLUMNS = ["measure", "metric", "kind", "src_layer", "src_head", "dst_layer", "dst_head", "value"]
 
 
@@ -43,7 +45,7 @@ class ScoreTable:
     def dense(self, measure: str, kind: str) -> Tensor:
         """``[src_layer, src_head, dst_layer, dst_head]`` (NaN where not computed)."""
         if (measure, kind) not in self.values:
-            raise KeyError(f"no scores for measure={measure!r}, kind={kind!r}; have {sorted(self.values)}")
+            raise OptionError(f"no scores for measure={measure!r}, kind={kind!r}; have {sorted(self.values)}")
         return self.values[(measure, kind)]
 
     def rows(self):
@@ -82,7 +84,7 @@ class ScoreTable:
         elif path.suffix == ".parquet":
             df.to_parquet(path, index=False)
         else:
-            raise ValueError(f"{path}: use a .csv or .parquet file name")
+            raise OptionError(f"{path}: use a .csv or .parquet file name")
         return path
 
 
@@ -94,7 +96,7 @@ def read_scores(path: str | Path, shape: tuple[int, int] | None = None) -> Score
     df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
-        raise ValueError(f"{path}: not a compscope score table (missing columns {missing})")
+        raise LoadError(f"{path}: not a compscope score table (missing columns {missing})")
     if shape is None:
         shape = (int(max(df.src_layer.max(), df.dst_layer.max())) + 1, int(max(df.src_head.max(), df.dst_head.max())) + 1)
     L, H = shape

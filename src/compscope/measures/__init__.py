@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 from torch import Tensor
 
+from ..errors import OptionError
+
 #: Axioms of MATH.md: full read, no read, monotone, gauge (orthogonal), identity (C(I,I)=1 for
 #: every d), padding, scale invariance, head splitting.
 AXIOMS = ("full_read", "no_read", "monotone", "orthogonal_invariant", "identity", "padding", "scale", "split")
@@ -86,7 +88,7 @@ def register(m: Measure) -> Measure:
 
 def get_measure(name: str) -> Measure:
     if name not in _MEASURES:
-        raise KeyError(f"unknown measure {name!r}; measures: {', '.join(_MEASURES)}")
+        raise OptionError(f"unknown measure {name!r}; measures: {', '.join(_MEASURES)}")
     return _MEASURES[name]
 
 
