@@ -100,10 +100,11 @@ def head_sides(hw: HeadWeights, kind: str, metric: Metric, offset: float = 0.0, 
 def _packed(basis: Tensor, weights: Tensor, dtype: torch.dtype) -> Tensor:
     """Symmetric-packed ``V diag(w) Vᵀ`` for ``basis: (n, d, r)``, ``weights: (n, r)`` -> ``(n, d(d+1)/2)``."""
     d = basis.shape[-2]
-    M = (basis * weights[:, None, :]) @ basis.transpose(-1, -2)
+    b = basis.to(dtype)
+    M = (b * weights.to(dtype)[:, None, :]) @ b.transpose(-1, -2)
     iu = torch.triu_indices(d, d)
-    scale = torch.where(iu[0] == iu[1], 1.0, math.sqrt(2.0)).to(M.dtype)
-    return (M[:, iu[0], iu[1]] * scale).to(dtype)
+    scale = torch.where(iu[0] == iu[1], 1.0, math.sqrt(2.0)).to(dtype)
+    return M[:, iu[0], iu[1]] * scale
 
 
 def _memory_budget(max_memory: int | None) -> int:
