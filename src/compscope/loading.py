@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .builtin import BUILTINS, resolve
-from .checkpoint import Checkpoint
+from .checkpoint import Checkpoint, one_line
 from .errors import LoadError, UnsupportedModelError
 from .families import family_for
 from .heads import HeadWeights
@@ -42,17 +42,18 @@ def _load_unprocessed(source) -> HeadWeights:
 
     if native.is_native(path):
         return native.load(path)
-    if path.is_file() and path.suffix == ".gguf":
-        from .formats.gguf import open_gguf
-
-        return _checkpoint_to_heads(open_gguf(path))
+    if path.is_file() and path.name == "config.json":  # the config of a HuggingFace folder
+        path = path.parent
     if path.is_dir() or path.suffix == ".safetensors":
         from .formats.safetensors_folder import open_folder
 
         return _checkpoint_to_heads(open_folder(path))
-    with open(path, "rb") as fh:
-        magic = fh.read(4)
-    if magic == b"GGUF":
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(4)
+    except OSError as e:
+        raise LoadError(f"{path}: cannot be read ({one_line(e)})") from e
+    if path.suffix == ".gguf" or magic == b"GGUF":
         from .formats.gguf import open_gguf
 
         return _checkpoint_to_heads(open_gguf(path))

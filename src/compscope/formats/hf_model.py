@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from ..checkpoint import Checkpoint, TensorStore
 
+#: config keys that only name the model; transformers' GGUF loader writes the second
+_NAME_KEYS = ("_name_or_path", "_model_name_or_path")
+
 
 def is_hf_model(obj: object) -> bool:
     return hasattr(obj, "config") and hasattr(obj.config, "to_dict") and hasattr(obj, "state_dict") and hasattr(obj, "base_model_prefix")
@@ -12,6 +15,7 @@ def is_hf_model(obj: object) -> bool:
 def from_hf_model(model) -> Checkpoint:
     cfg = model.config.to_dict()
     where = f"{type(model).__name__} object"
-    name = cfg.get("_name_or_path") or cfg.get("model_type", "model")
+    name = next((cfg[k] for k in _NAME_KEYS if cfg.get(k)), None) or cfg.get("model_type", "model")
+    cfg.pop("_model_name_or_path", None)  # a name, not a setting (families ignore '_name_or_path')
     sd = {k: v.detach() for k, v in model.state_dict().items()}
     return Checkpoint(cfg, TensorStore.from_dict(sd, where), where, str(name))

@@ -12,6 +12,7 @@ import dataclasses
 import json
 from pathlib import Path
 
+from ..checkpoint import all_finite, one_line
 from ..errors import LoadError, WeightError
 from ..heads import HeadWeights, Meta, Norm, Rotary
 
@@ -47,9 +48,24 @@ def save(hw: HeadWeights, path: str | Path) -> Path:
         attn_scale=hw.attn_scale, causal=hw.causal, sliding_window=list(hw.sliding_window),
         meta=dataclasses.asdict(hw.meta),
     )
-    save_file(tensors, str(path / "heads.safetensors"))
+    save_file(_unshared(tensors), str(path / "heads.safetensors"))
     (path / "compscope.json").write_text(json.dumps({"format": FORMAT, "version": VERSION, "fields": fields}, indent=1))
     return path
+
+
+def _unshared(tensors: dict) -> dict:
+    """Contiguous tensors, none sharing storage with another (safetensors refuses shared
+    storage: a tied unembedding, or one norm used for both q and k, is written twice)."""
+    seen: set[int] = set()
+    out = {}
+    for k, t in tensors.items():
+        t = t.detach().contiguous()
+        ptr = t.untyped_storage().data_ptr()
+        if ptr in seen:
+            t = t.clone()
+        seen.add(t.untyped_storage().data_ptr())
+        out[k] = t
+    return out
 
 
 def _norm_fields(n: Norm, key: str, tensors: dict) -> dict:
@@ -73,7 +89,7 @@ def load(path: str | Path) -> HeadWeights:
     except FileNotFoundError as e:
         raise LoadError(f"{cfg_path}: not found") from e
     except (json.JSONDecodeError, KeyError, TypeError) as e:
-        raise LoadError(f"{cfg_path}: not a compscope model description ({e})") from e
+        raise LoadError(f"{cfg_path}: not a compscope model description ({one_line(e)})") from e
     if doc.get("format") != FORMAT or doc.get("version") != VERSION:
         raise LoadError(f"{cfg_path}: format {doc.get('format')!r} version {doc.get('version')!r}; expected {FORMAT!r} {VERSION}")
     if not st_path.is_file():
@@ -81,9 +97,12 @@ def load(path: str | Path) -> HeadWeights:
     try:
         tensors = load_file(str(st_path))
     except Exception as e:
-        raise LoadError(f"{st_path}: not a readable safetensors file ({e})") from e
+        raise LoadError(f"{st_path}: not a readable safetensors file ({one_line(e)})") from e
+    missing = [k for k in ("W_Q", "W_K", "W_V", "W_O", "W_E") if k not in tensors]
+    if missing:
+        raise LoadError(f"{st_path}: required tensors missing: {', '.join(missing)}")
     for k, t in tensors.items():
-        if t.is_floating_point() and not t.isfinite().all():
+        if not all_finite(t):
             raise WeightError(f"{st_path}: tensor '{k}' has NaN/Inf values")
 
     def norm(f: dict | None, key: str) -> Norm | None:
@@ -108,6 +127,6 @@ def load(path: str | Path) -> HeadWeights:
             meta=Meta(**{**fields["meta"], "processing": tuple(fields["meta"]["processing"]), "notes": tuple(fields["meta"]["notes"])}),
         )
     except (KeyError, TypeError) as e:
-        raise LoadError(f"{path}: incomplete compscope model ({e})") from e
+        raise LoadError(f"{path}: incomplete compscope model ({one_line(e)})") from e
     except WeightError as e:
         raise WeightError(f"{st_path}: {e}") from e

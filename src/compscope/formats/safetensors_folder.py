@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..checkpoint import Checkpoint, TensorStore
+from ..checkpoint import Checkpoint, TensorStore, one_line
 from ..errors import LoadError
 
 
@@ -19,7 +19,7 @@ def read_config(path: Path) -> dict:
     try:
         cfg = json.loads(cfg_path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise LoadError(f"{cfg_path}: not valid JSON ({e})") from e
+        raise LoadError(f"{cfg_path}: not valid JSON ({one_line(e)})") from e
     if not isinstance(cfg, dict):
         raise LoadError(f"{cfg_path}: expected a JSON object")
     return cfg
@@ -31,7 +31,7 @@ def shard_files(path: Path) -> list[Path]:
         try:
             weight_map = json.loads(index.read_text())["weight_map"]
         except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise LoadError(f"{index}: not a valid safetensors index ({e})") from e
+            raise LoadError(f"{index}: not a valid safetensors index ({one_line(e)})") from e
         files = [path / f for f in dict.fromkeys(weight_map.values())]
         for f in files:
             if not f.is_file():
@@ -58,14 +58,14 @@ def open_folder(path: str | Path) -> Checkpoint:
             handle = safe_open(str(f), framework="pt")
             keys = list(handle.keys())
         except Exception as e:  # safetensors raises its own error types for bad headers
-            raise LoadError(f"{f}: not a readable safetensors file ({e})") from e
+            raise LoadError(f"{f}: not a readable safetensors file, truncated or corrupt ({one_line(e)})") from e
         size = f.stat().st_size
         for k in keys:
             try:
                 sl = handle.get_slice(k)
                 dtypes[k] = sl.get_dtype().lower()
             except Exception as e:
-                raise LoadError(f"{f}: tensor '{k}' has an unreadable header ({e})") from e
+                raise LoadError(f"{f}: tensor '{k}' has an unreadable header ({one_line(e)})") from e
             loaders[k] = lambda h=handle, k=k: h.get_tensor(k)
             origin[k] = str(f)
         _check_payload_size(f, size)

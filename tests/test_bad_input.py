@@ -1,0 +1,405 @@
+"""Bad input gives one compscope error (a ``CompscopeError`` subclass) whose one-line message
+names the file, tensor or key at fault; never a raw traceback from numpy/safetensors/json."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import compscope  # noqa: E402
+from compscope import CompscopeError, LoadError, UnsupportedModelError, WeightError  # noqa: E402
+from compscope.builtin import BUILTINS, resolve  # noqa: E402
+from compscope.cli import main  # noqa: E402
+from compscope.formats import native  # noqa: E402
+
+
+def expect(exc: type[CompscopeError], fn, *needles: str) -> str:
+    """``fn()`` raises ``exc`` with a one-line message containing every needle; the message."""
+    with pytest.raises(exc) as info:
+        fn()
+    msg = str(info.value)
+    print(f"{exc.__name__}: {msg}")
+    assert isinstance(info.value, CompscopeError)
+    assert "\n" not in msg, f"multi-line message: {msg!r}"
+    for n in needles:
+        assert str(n) in msg, f"{n!r} not in {msg!r}"
+    return msg
+
+
+# ---------------------------------------------------------------- a tiny Llama folder (safetensors)
+@pytest.fixture(scope="module")
+def llama_dir(tmp_path_factory) -> Path:
+    transformers = pytest.importorskip("transformers")
+    cfg = transformers.LlamaConfig(
+        vocab_size=32, hidden_size=16, intermediate_size=24, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=32,
+    )
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("llama") / "tiny-llama"
+    transformers.LlamaForCausalLM(cfg).save_pretrained(path, safe_serialization=True)
+    assert (path / "model.safetensors").is_file()
+    return path
+
+
+@pytest.fixture
+def llama_copy(llama_dir, tmp_path) -> Path:
+    dst = tmp_path / "copy"
+    shutil.copytree(llama_dir, dst)
+    return dst
+
+
+def edit_tensors(folder: Path, edit) -> None:
+    from safetensors.torch import load_file, save_file
+
+    f = folder / "model.safetensors"
+    tensors = load_file(str(f))
+    edit(tensors)
+    save_file(tensors, str(f), metadata={"format": "pt"})
+
+
+def test_intact_tiny_llama_loads(llama_dir):
+    hw = compscope.load(llama_dir)
+    assert (hw.n_layers, hw.n_heads, hw.n_kv_heads, hw.d_model) == (2, 4, 2, 16)
+
+
+def test_missing_path(tmp_path):
+    expect(LoadError, lambda: compscope.load(tmp_path / "nope"), str(tmp_path / "nope"), "smollm2")
+
+
+def test_folder_without_config(tmp_path, llama_dir):
+    (tmp_path / "m").mkdir()
+    shutil.copy(llama_dir / "model.safetensors", tmp_path / "m")
+    expect(LoadError, lambda: compscope.load(tmp_path / "m"), str(tmp_path / "m" / "config.json"))
+    (tmp_path / "empty").mkdir()
+    expect(LoadError, lambda: compscope.load(tmp_path / "empty"), "config.json")
+
+
+@pytest.mark.parametrize("text", ["{not json", "", "[1, 2]", "\xff\xfe garbage"])
+def test_invalid_json_config(llama_copy, text):
+    (llama_copy / "config.json").write_bytes(text.encode("latin-1"))
+    expect(LoadError, lambda: compscope.load(llama_copy), str(llama_copy / "config.json"))
+
+
+def test_folder_without_weights(llama_copy):
+    (llama_copy / "model.safetensors").unlink()
+    expect(LoadError, lambda: compscope.load(llama_copy), str(llama_copy), "safetensors")
+
+
+@pytest.mark.parametrize("keep", [4, 7, 60, -100, -1])
+def test_truncated_safetensors(llama_copy, keep):
+    """Cut inside the 8-byte length, inside the JSON header, and inside the tensor data."""
+    f = llama_copy / "model.safetensors"
+    data = f.read_bytes()
+    f.write_bytes(data[:keep] if keep > 0 else data[:keep])
+    expect(LoadError, lambda: compscope.load(llama_copy), str(f))
+
+
+def test_safetensors_file_path_loads_its_folder(llama_dir):
+    hw = compscope.load(llama_dir / "model.safetensors")
+    assert hw.n_layers == 2
+    assert compscope.load(llama_dir / "config.json").n_layers == 2
+
+
+@pytest.mark.parametrize("model_type", ["mamba", "definitely-not-a-model", None])
+def test_unknown_model_type(llama_copy, model_type):
+    cfg = json.loads((llama_copy / "config.json").read_text())
+    cfg["model_type"] = model_type
+    cfg["architectures"] = ["MambaForCausalLM"]
+    (llama_copy / "config.json").write_text(json.dumps(cfg))
+    expect(UnsupportedModelError, lambda: compscope.load(llama_copy), str(llama_copy), repr(model_type), "MambaForCausalLM")
+
+
+def test_unsupported_config_setting_is_named(llama_copy):
+    cfg = json.loads((llama_copy / "config.json").read_text())
+    cfg["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0}
+    cfg["rope_parameters"] = {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0}
+    (llama_copy / "config.json").write_text(json.dumps(cfg))
+    expect(UnsupportedModelError, lambda: compscope.load(llama_copy), "yarn")
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_nonfinite_tensor_is_named(llama_copy, bad):
+    name = "model.layers.1.self_attn.k_proj.weight"
+
+    def poison(ts):
+        ts[name][3, 5] = bad
+
+    edit_tensors(llama_copy, poison)
+    expect(WeightError, lambda: compscope.load(llama_copy), name, str(llama_copy / "model.safetensors"), "NaN/Inf")
+
+
+def test_mismatched_shape_is_named(llama_copy):
+    name = "model.layers.0.self_attn.q_proj.weight"
+
+    def reshape(ts):
+        ts[name] = torch.randn(16, 15)
+
+    edit_tensors(llama_copy, reshape)
+    expect(WeightError, lambda: compscope.load(llama_copy), name, "(16, 15)", "(16, 16)")
+
+
+def test_missing_tensor_is_named(llama_copy):
+    name = "model.layers.1.self_attn.v_proj.weight"
+    edit_tensors(llama_copy, lambda ts: ts.pop(name))
+    expect(WeightError, lambda: compscope.load(llama_copy), name)
+
+
+def test_sharded_index_with_missing_shard(llama_copy):
+    (llama_copy / "model.safetensors.index.json").write_text(
+        json.dumps({"weight_map": {"model.embed_tokens.weight": "model-00001-of-00002.safetensors"}})
+    )
+    expect(LoadError, lambda: compscope.load(llama_copy), "model-00001-of-00002.safetensors")
+    (llama_copy / "model.safetensors.index.json").write_text("{")
+    expect(LoadError, lambda: compscope.load(llama_copy), "model.safetensors.index.json")
+
+
+# ---------------------------------------------------------------- GGUF
+N_HEADS, N_KV, D, VOCAB, LAYERS = 4, 2, 16, 24, 2
+
+
+def llama_cpp_permute(w: np.ndarray, n_head: int) -> np.ndarray:
+    """llama.cpp's convert_hf_to_gguf ``LlamaModel.permute`` (rotate-half rows -> interleaved)."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def write_tiny_gguf(path: Path, arch: str = "llama", seed: int = 0, *, edit=None, metadata=None) -> dict[str, np.ndarray]:
+    """A float32 llama GGUF written with gguf.GGUFWriter; returns the HF-layout tensors.
+    ``edit(gguf_tensors)`` may change/remove GGUF tensors before writing; ``metadata(writer)``
+    may add KV pairs."""
+    gguf = pytest.importorskip("gguf")
+    rng = np.random.default_rng(seed)
+    r = D // N_HEADS
+    hf = {"model.embed_tokens.weight": rng.standard_normal((VOCAB, D), dtype=np.float32),
+          "model.norm.weight": rng.standard_normal(D, dtype=np.float32)}
+    g = {"token_embd.weight": hf["model.embed_tokens.weight"]}
+    for i in range(LAYERS):
+        p = f"model.layers.{i}."
+        hf[p + "input_layernorm.weight"] = rng.standard_normal(D, dtype=np.float32)
+        hf[p + "self_attn.q_proj.weight"] = rng.standard_normal((N_HEADS * r, D), dtype=np.float32)
+        hf[p + "self_attn.k_proj.weight"] = rng.standard_normal((N_KV * r, D), dtype=np.float32)
+        hf[p + "self_attn.v_proj.weight"] = rng.standard_normal((N_KV * r, D), dtype=np.float32)
+        hf[p + "self_attn.o_proj.weight"] = rng.standard_normal((D, N_HEADS * r), dtype=np.float32)
+        g[f"blk.{i}.attn_norm.weight"] = hf[p + "input_layernorm.weight"]
+        g[f"blk.{i}.attn_q.weight"] = llama_cpp_permute(hf[p + "self_attn.q_proj.weight"], N_HEADS)
+        g[f"blk.{i}.attn_k.weight"] = llama_cpp_permute(hf[p + "self_attn.k_proj.weight"], N_KV)
+        g[f"blk.{i}.attn_v.weight"] = hf[p + "self_attn.v_proj.weight"]
+        g[f"blk.{i}.attn_output.weight"] = hf[p + "self_attn.o_proj.weight"]
+    g["output_norm.weight"] = hf["model.norm.weight"]
+    if edit is not None:
+        edit(g)
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name("tiny")
+    w.add_block_count(LAYERS)
+    w.add_context_length(32)
+    w.add_embedding_length(D)
+    w.add_feed_forward_length(8)
+    w.add_head_count(N_HEADS)
+    w.add_head_count_kv(N_KV)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_freq_base(10000.0)
+    w.add_vocab_size(VOCAB)
+    if metadata is not None:
+        metadata(w)
+    for name, t in g.items():
+        w.add_tensor(name, t)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return hf
+
+
+@pytest.fixture(scope="module")
+def tiny_gguf(tmp_path_factory) -> tuple[Path, dict]:
+    path = tmp_path_factory.mktemp("gguf") / "tiny.gguf"
+    return path, write_tiny_gguf(path)
+
+
+def test_intact_tiny_gguf_loads_and_is_unpermuted(tiny_gguf):
+    """Control for the truncation tests; also: llama.cpp's row permutation is undone exactly."""
+    path, hf = tiny_gguf
+    hw = compscope.load(path)
+    r = D // N_HEADS
+    assert (hw.n_layers, hw.n_heads, hw.n_kv_heads, hw.d_model, hw.d_head) == (LAYERS, N_HEADS, N_KV, D, r)
+    for i in range(LAYERS):
+        p = f"model.layers.{i}.self_attn."
+        assert np.array_equal(hw.W_Q[i].reshape(N_HEADS * r, D).numpy(), hf[p + "q_proj.weight"])
+        assert np.array_equal(hw.W_K[i].reshape(N_KV * r, D).numpy(), hf[p + "k_proj.weight"])
+    assert hw.meta.name == "tiny" and hw.meta.source_dtype == "F32"
+
+
+def gguf_cut_points(path: Path) -> dict[str, tuple[int, str | None]]:
+    """Byte counts to keep, found with gguf's own reader, and what the message must name:
+    inside the magic, the KV metadata, the tensor table, and the data of the first and the
+    last tensor (whose names the error must give)."""
+    from gguf import GGUFReader
+
+    r = GGUFReader(str(path))
+    first = min(r.tensors, key=lambda t: t.data_offset)
+    last = max(r.tensors, key=lambda t: t.data_offset)
+    kv_last = max(r.fields.values(), key=lambda f: f.offset)  # the last KV pair
+    return {
+        "magic": (3, None),
+        "kv": (kv_last.offset + 5, "metadata"),
+        "tensor-table": (r.data_offset - 40, "tensor table"),
+        "first-data": (first.data_offset + 4, f"'{first.name}'"),
+        "last-tensor": (last.data_offset + last.n_bytes - 4, f"'{last.name}'"),
+    }
+
+
+@pytest.mark.parametrize("where", ["magic", "kv", "tensor-table", "first-data", "last-tensor"])
+def test_truncated_tiny_gguf(tiny_gguf, tmp_path, where):
+    src, _ = tiny_gguf
+    keep, needle = gguf_cut_points(src)[where]
+    dst = tmp_path / "cut.gguf"
+    dst.write_bytes(src.read_bytes()[:keep])
+    expect(LoadError, lambda: compscope.load(dst), str(dst), "truncated", *([needle] if needle else []))
+
+
+@pytest.mark.parametrize("fraction", [0.001, 0.5, 0.999999])
+def test_truncated_smollm2_gguf(tmp_path, fraction):
+    """A prefix of the real SmolLM2 file (cut in its tokenizer metadata, mid-data, at the end)."""
+    try:
+        src = resolve("smollm2")
+    except LoadError as e:
+        pytest.skip(str(e))
+    size = src.stat().st_size
+    dst = tmp_path / "smol-cut.gguf"
+    with open(src, "rb") as fi, open(dst, "wb") as fo:
+        fo.write(fi.read(int(size * fraction)))
+    msg = expect(LoadError, lambda: compscope.load(dst), str(dst))
+    if fraction > 0.1:  # in the data: the first tensor cut off is named
+        assert "tensor '" in msg
+
+
+def test_not_a_gguf_file(tmp_path):
+    f = tmp_path / "fake.gguf"
+    f.write_bytes(b"NOPE" + bytes(100))
+    expect(LoadError, lambda: compscope.load(f), str(f), "magic")
+    e = tmp_path / "empty.gguf"
+    e.write_bytes(b"")
+    expect(LoadError, lambda: compscope.load(e), str(e))
+    other = tmp_path / "weights.bin"
+    other.write_bytes(bytes(64))
+    expect(LoadError, lambda: compscope.load(other), str(other), "unrecognised")
+
+
+def test_unknown_gguf_architecture(tmp_path):
+    f = tmp_path / "mamba.gguf"
+    write_tiny_gguf(f, arch="mamba")
+    expect(UnsupportedModelError, lambda: compscope.load(f), str(f), "'mamba'")
+
+
+def test_gguf_missing_tensor_is_named(tmp_path):
+    f = tmp_path / "m.gguf"
+    write_tiny_gguf(f, edit=lambda g: g.pop("blk.1.attn_v.weight"))
+    expect(WeightError, lambda: compscope.load(f), "'model.layers.1.self_attn.v_proj.weight' is missing from " + str(f) + " ")
+
+
+def test_gguf_nonfinite_tensor_is_named(tmp_path):
+    def poison(g):
+        g["blk.0.attn_output.weight"] = g["blk.0.attn_output.weight"].copy()
+        g["blk.0.attn_output.weight"][2, 1] = np.nan
+
+    f = tmp_path / "nan.gguf"
+    write_tiny_gguf(f, edit=poison)
+    expect(WeightError, lambda: compscope.load(f), str(f), "blk.0.attn_output.weight", "NaN/Inf")
+
+
+def test_gguf_mismatched_shape_is_named(tmp_path):
+    f = tmp_path / "shape.gguf"
+    write_tiny_gguf(f, edit=lambda g: g.update({"blk.1.attn_q.weight": np.zeros((D, D - 2), np.float32)}))
+    expect(WeightError, lambda: compscope.load(f), str(f), "blk.1.attn_q.weight", f"({D}, {D - 2})")
+
+
+def test_gguf_linear_rope_scaling_is_read(tmp_path):
+    """Control for the refusals below: GGUF's linear rope scaling divides the frequencies."""
+    gguf = pytest.importorskip("gguf")
+    plain, scaled = tmp_path / "plain.gguf", tmp_path / "linear.gguf"
+    write_tiny_gguf(plain)
+    write_tiny_gguf(scaled, metadata=lambda w: (w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR),
+                                               w.add_rope_scaling_factor(4.0)))
+    expected = compscope.load(plain).rotary.inv_freq / 4.0
+    torch.testing.assert_close(compscope.load(scaled).rotary.inv_freq, expected, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("what", ["yarn", "rope_freqs"])
+def test_gguf_unsupported_rope_is_refused(tmp_path, what):
+    gguf = pytest.importorskip("gguf")
+    f = tmp_path / f"{what}.gguf"
+    if what == "yarn":
+        write_tiny_gguf(f, metadata=lambda w: (w.add_rope_scaling_type(gguf.RopeScalingType.YARN),
+                                              w.add_rope_scaling_factor(4.0)))
+        expect(UnsupportedModelError, lambda: compscope.load(f), str(f), "yarn")
+    else:
+        write_tiny_gguf(f, edit=lambda g: g.update({"rope_freqs.weight": np.ones(D // N_HEADS // 2, np.float32)}))
+        expect(UnsupportedModelError, lambda: compscope.load(f), str(f), "rope_freqs.weight")
+
+
+# ---------------------------------------------------------------- built-ins, native, CLI
+@pytest.mark.parametrize("name", ["smollm3", "gemma3", "SmolLM2"])
+def test_unknown_builtin_name(name):
+    msg = expect(LoadError, lambda: compscope.load(name), name)
+    for b in BUILTINS:
+        assert b in msg
+    expect(LoadError, lambda: resolve(name), repr(name), *BUILTINS)
+
+
+def test_bad_native_folder(tmp_path, llama_dir):
+    d = native.save(compscope.load(llama_dir), tmp_path / "n")
+    (d / "heads.safetensors").unlink()
+    expect(LoadError, lambda: compscope.load(d), str(d / "heads.safetensors"))
+    (d / "compscope.json").write_text("{oops")
+    expect(LoadError, lambda: compscope.load(d), str(d / "compscope.json"))
+    (d / "compscope.json").write_text(json.dumps({"format": "other", "version": 9, "fields": {}}))
+    expect(LoadError, lambda: compscope.load(d), str(d / "compscope.json"), "'other'")
+
+
+def test_nonfinite_native_tensor_is_named(tmp_path, llama_dir):
+    from safetensors.torch import load_file, save_file
+
+    d = native.save(compscope.load(llama_dir), tmp_path / "n")
+    ts = load_file(str(d / "heads.safetensors"))
+    ts["W_V"][1, 0, 2, 3] = float("nan")
+    save_file(ts, str(d / "heads.safetensors"))
+    expect(WeightError, lambda: compscope.load(d), "'W_V'", str(d / "heads.safetensors"))
+
+
+def test_unloadable_object():
+    expect(LoadError, lambda: compscope.load(42), "int")
+
+
+@pytest.mark.parametrize("make", ["missing", "no-config", "unknown-type", "truncated-gguf"])
+def test_cli_info_bad_path_exits_2_with_one_line(make, tmp_path, capsys, llama_dir, tiny_gguf):
+    if make == "missing":
+        bad = tmp_path / "missing"
+    elif make == "no-config":
+        bad = tmp_path / "d"
+        bad.mkdir()
+    elif make == "unknown-type":
+        bad = tmp_path / "u"
+        shutil.copytree(llama_dir, bad)
+        (bad / "config.json").write_text(json.dumps({"model_type": "mamba"}))
+    else:
+        bad = tmp_path / "t.gguf"
+        bad.write_bytes(tiny_gguf[0].read_bytes()[:-10])
+    rc = main(["info", str(bad)])
+    out, err = capsys.readouterr()
+    assert rc == 2
+    assert out == ""
+    lines = err.strip("\n").split("\n")
+    assert len(lines) == 1 and lines[0].startswith("compscope: error: ") and str(bad) in lines[0], err
+
+
+def test_cli_info_good_path(capsys, llama_dir):
+    assert main(["info", str(llama_dir)]) == 0
+    out, err = capsys.readouterr()
+    assert "layers" in out and err == ""

@@ -1,0 +1,157 @@
+"""TransformerLens ``HookedTransformer`` objects (transformer-lens 3.9): small random models
+built from a ``HookedTransformerConfig`` (no downloads) load into ``HeadWeights`` whose
+weights are TransformerLens's, transposed (TL uses row vectors), and whose
+``attention_forward`` reproduces ``blocks.{l}.hook_attn_out`` from ``blocks.{l}.hook_resid_pre``.
+
+Tolerance: float32, ``atol = rtol = 1e-5`` on outputs of size O(1).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+tl = pytest.importorskip("transformer_lens")
+
+import compscope  # noqa: E402
+from compscope.attention import attention_forward  # noqa: E402
+
+ATOL = RTOL = 1e-5
+pytestmark = pytest.mark.filterwarnings("ignore:HookedTransformer is deprecated:DeprecationWarning")
+
+BASE = dict(n_layers=2, d_model=32, n_ctx=24, d_head=8, n_heads=4, d_vocab=37, act_fn="gelu", seed=0)
+
+CONFIGS = {
+    # learned positions, LayerNorm, full multi-head attention
+    "standard-ln": dict(normalization_type="LN", positional_embedding_type="standard"),
+    # rotary (rotate-half) with grouped-query attention and RMSNorm, partial rotary
+    "rotary-gqa": dict(normalization_type="RMS", positional_embedding_type="rotary", rotary_dim=6,
+                       n_key_value_heads=2, rotary_base=500),
+    # GPT-J style adjacent pairs, multi-query attention, no attention scaling
+    "rotary-adjacent-mqa": dict(normalization_type="RMS", positional_embedding_type="rotary", rotary_dim=8,
+                                rotary_adjacent_pairs=True, n_key_value_heads=1, use_attn_scale=False),
+    # Gemma-like: QK-norm, post-attention norm, alternating local/global layers with their own bases
+    "gemma-like": dict(normalization_type="RMS", positional_embedding_type="rotary", rotary_dim=8,
+                       n_key_value_heads=2, use_qk_norm=True, use_normalization_before_and_after=True,
+                       use_local_attn=True, attn_types=["local", "global"], window_size=3,
+                       rotary_base=10000, rotary_base_local=100, rotary_scaling_factor=4.0, attn_scale=3.0),
+    # bidirectional, no norms
+    "bidirectional-no-norm": dict(normalization_type=None, positional_embedding_type="standard",
+                                  attention_dir="bidirectional"),
+}
+
+
+def build(name: str, seed: int = 0):
+    cfg = tl.HookedTransformerConfig(**{**BASE, **CONFIGS[name]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # "HookedTransformer is deprecated" (TL 3.9)
+        model = tl.HookedTransformer(cfg)
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():  # TL initialises biases to 0 and gains to 1: randomise everything
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.3 + (1.0 if p.ndim == 1 and p.shape[0] in (8, 32) else 0.0))
+    return model.eval()
+
+
+def tokens(model, seq: int = 11, seed: int = 1) -> torch.Tensor:
+    return torch.randint(0, model.cfg.d_vocab, (2, seq), generator=torch.Generator().manual_seed(seed))
+
+
+def check_forward(model, hw) -> None:
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens(model))
+    for layer in range(model.cfg.n_layers):
+        resid = cache[f"blocks.{layer}.hook_resid_pre"]
+        ref = cache[f"blocks.{layer}.hook_attn_out"]
+        out = attention_forward(hw, layer, resid)
+        torch.testing.assert_close(out, ref, atol=ATOL, rtol=RTOL, msg=lambda m: f"layer {layer}: {m}")
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_weights_match_transposed(name):
+    model = build(name)
+    hw = compscope.load(model)
+    T = lambda t: t.detach().transpose(-1, -2)  # noqa: E731
+    assert torch.equal(hw.W_Q, T(model.W_Q))
+    assert torch.equal(hw.W_O, T(model.W_O))
+    # TL's W_K/W_V properties expand shared K/V heads to one per query head (repeat_interleave)
+    assert torch.equal(hw.kv_expanded("W_K"), T(model.W_K))
+    assert torch.equal(hw.kv_expanded("W_V"), T(model.W_V))
+    assert torch.equal(hw.kv_expanded("b_K"), model.b_K.detach())
+    assert torch.equal(hw.b_Q, model.b_Q.detach()) and torch.equal(hw.b_O, model.b_O.detach())
+    assert torch.equal(hw.W_E, model.W_E.detach().T) and torch.equal(hw.W_U, model.W_U.detach().T)
+    n_kv = model.cfg.n_key_value_heads or model.cfg.n_heads
+    assert (hw.n_layers, hw.n_heads, hw.n_kv_heads, hw.d_model, hw.d_head) == (2, 4, n_kv, 32, 8)
+    if model.cfg.positional_embedding_type == "standard":
+        assert torch.equal(hw.W_pos, model.W_pos.detach().T)
+    else:
+        assert hw.W_pos is None and hw.rotary.dim == model.cfg.rotary_dim
+    assert hw.causal == (model.cfg.attention_dir == "causal")
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_attention_forward_matches_hooks(name):
+    model = build(name)
+    check_forward(model, compscope.load(model))
+
+
+def test_gemma_like_features_are_used():
+    """The gemma-like config really has a window that cuts, local/global bases and norms."""
+    model = build("gemma-like")
+    hw = compscope.load(model)
+    assert hw.sliding_window == (3, None)
+    assert hw.qk_norm is not None and hw.attn_out_norm is not None
+    assert hw.scale == pytest.approx(1 / 3)
+    assert not torch.equal(hw.rotary.inv_freq[0], hw.rotary.inv_freq[1])
+    # ignoring the window changes the output: the test above is sensitive to it
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens(model))
+    no_window = hw.replace(sliding_window=(None, None))
+    out = attention_forward(no_window, 0, cache["blocks.0.hook_resid_pre"])
+    assert not torch.allclose(out, cache["blocks.0.hook_attn_out"], atol=1e-3)
+
+
+def test_fold_ln_model_loads_and_matches():
+    """TL's own fold_ln/centring leaves LayerNormPre; compscope records it and still matches."""
+    model = build("standard-ln")
+    model.process_weights_(fold_ln=True, center_writing_weights=True, center_unembed=False)
+    hw = compscope.load(model)
+    assert "transformer_lens:fold_ln" in hw.meta.processing
+    assert hw.attn_norm.weight is None and hw.attn_norm.bias is None
+    check_forward(model, hw)
+
+
+def test_compscope_fold_norm_agrees_with_transformer_lens_fold_ln():
+    """compscope's fold_norm + fold_value_bias give TL's process_weights_(fold_ln) weights (up to
+    float rounding; TL's process_weights_ always folds value biases too). TL also centres the
+    reading weights over d_model (a LayerNorm output has mean zero, so that changes nothing);
+    compscope does not, so its weights are compared after centring."""
+    model = build("standard-ln")
+    ours = compscope.load(model, fold_norm=True, fold_value_bias=True)
+    model.process_weights_(fold_ln=True, center_writing_weights=False, center_unembed=False)
+    theirs = compscope.load(model)
+    for name in ("W_Q", "W_K", "W_V"):
+        w = getattr(ours, name)
+        torch.testing.assert_close(w - w.mean(-1, keepdim=True), getattr(theirs, name), atol=1e-5, rtol=1e-5)
+    assert ours.b_V is None and not theirs.b_V.any()
+    for name in ("b_Q", "b_K", "b_O"):
+        torch.testing.assert_close(getattr(ours, name), getattr(theirs, name), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "extra, key",
+    [
+        (dict(positional_embedding_type="shortformer"), "positional_embedding_type"),
+        (dict(attn_scores_soft_cap=30.0), "attn_scores_soft_cap"),
+        (dict(scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx"),
+    ],
+)
+def test_unsupported_settings_are_refused_by_name(extra, key):
+    cfg = tl.HookedTransformerConfig(**{**BASE, **CONFIGS["standard-ln"], **extra})
+    with pytest.raises(compscope.UnsupportedModelError, match=key):
+        compscope.load(tl.HookedTransformer(cfg))
