@@ -117,6 +117,16 @@ def test_unknown_model_type(llama_copy, model_type):
     expect(UnsupportedModelError, lambda: compscope.load(llama_copy), str(llama_copy), repr(model_type), "MambaForCausalLM")
 
 
+@pytest.mark.parametrize(
+    "model_type, key",
+    [("llama", "hidden_size"), ("gpt2", "n_embd"), ("bert", "hidden_size"), ("gpt_neox", "hidden_size"),
+     ("gemma", "hidden_size"), ("gemma3_text", "num_hidden_layers")],
+)
+def test_config_missing_a_required_key(llama_copy, model_type, key):
+    (llama_copy / "config.json").write_text(json.dumps({"model_type": model_type}))
+    expect(UnsupportedModelError, lambda: compscope.load(llama_copy), str(llama_copy), key)
+
+
 def test_unsupported_config_setting_is_named(llama_copy):
     cfg = json.loads((llama_copy / "config.json").read_text())
     cfg["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0}
@@ -264,6 +274,32 @@ def test_truncated_tiny_gguf(tiny_gguf, tmp_path, where):
     expect(LoadError, lambda: compscope.load(dst), str(dst), "truncated", *([needle] if needle else []))
 
 
+def test_corrupt_gguf_headers_give_compscope_errors(tiny_gguf, tmp_path):
+    """300 seeded random corruptions of 1-4 header bytes: each file loads or raises a
+    CompscopeError with a one-line message; nothing else escapes (struct/numpy/Unicode errors)."""
+    import random
+    import warnings
+
+    from gguf import GGUFReader
+
+    src, _ = tiny_gguf
+    data = src.read_bytes()
+    header_end = GGUFReader(str(src)).data_offset
+    rng = random.Random(0)
+    f = tmp_path / "corrupt.gguf"
+    for _ in range(300):
+        b = bytearray(data)
+        for _ in range(rng.randint(1, 4)):
+            b[rng.randrange(header_end)] = rng.randrange(256)
+        f.write_bytes(bytes(b))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                compscope.load(f)
+        except CompscopeError as e:
+            assert "\n" not in str(e)
+
+
 @pytest.mark.parametrize("fraction", [0.001, 0.5, 0.999999])
 def test_truncated_smollm2_gguf(tmp_path, fraction):
     """A prefix of the real SmolLM2 file (cut in its tokenizer metadata, mid-data, at the end)."""
@@ -403,3 +439,17 @@ def test_cli_info_good_path(capsys, llama_dir):
     assert main(["info", str(llama_dir)]) == 0
     out, err = capsys.readouterr()
     assert "layers" in out and err == ""
+
+
+def test_cli_process_exit_code(tmp_path):
+    """The real process: exit status 2 and exactly one stderr line (no traceback)."""
+    import subprocess
+    import sys
+
+    bad = tmp_path / "missing.gguf"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run([sys.executable, "-m", "compscope.cli", "info", str(bad)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("compscope: error: ") and str(bad) in proc.stderr

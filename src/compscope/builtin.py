@@ -25,6 +25,11 @@ BUILTINS = {
 }
 
 
+#: the name a built-in's ``HeadWeights.meta.name`` gets (the files' own names are "model" or
+#: a training-run label)
+DISPLAY_NAMES = {"smollm2": "SmolLM2-135M-Instruct", "gemma3-270m": "Gemma 3 270M", "minilm": "all-MiniLM-L6-v2"}
+
+
 def cache_dir() -> Path:
     """Where assembled files go: ``$COMPSCOPE_CACHE``, else ``$XDG_CACHE_HOME/compscope``, else ``~/.cache/compscope``."""
     if os.environ.get("COMPSCOPE_CACHE"):

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
-from .builtin import BUILTINS, resolve
+from .builtin import BUILTINS, DISPLAY_NAMES, resolve
 from .checkpoint import Checkpoint, one_line
 from .errors import LoadError, UnsupportedModelError
 from .families import family_for
@@ -35,9 +36,9 @@ def _load_unprocessed(source) -> HeadWeights:
     path = Path(source)
     if not path.exists():
         if str(source) in BUILTINS:
-            path = resolve(str(source))
-        else:
-            raise LoadError(f"{source}: no such file or folder, and not a built-in model ({', '.join(BUILTINS)})")
+            hw = _load_unprocessed(resolve(str(source)))
+            return dataclasses.replace(hw, meta=dataclasses.replace(hw.meta, name=DISPLAY_NAMES[str(source)]))
+        raise LoadError(f"{source}: no such file or folder, and not a built-in model ({', '.join(BUILTINS)})")
     from .formats import native
 
     if native.is_native(path):

