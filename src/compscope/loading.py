@@ -36,8 +36,11 @@ def _load_unprocessed(source) -> HeadWeights:
     path = Path(source)
     if not path.exists():
         if str(source) in BUILTINS:
-            hw = _load_unprocessed(resolve(str(source)))
-            return dataclasses.replace(hw, meta=dataclasses.replace(hw.meta, name=DISPLAY_NAMES[str(source)]))
+            name = str(source)
+            path = resolve(name)
+            hw = _load_unprocessed(path)
+            where = f"built-in '{name}': {path.name} from the {BUILTINS[name][1]} package"
+            return dataclasses.replace(hw, meta=dataclasses.replace(hw.meta, name=DISPLAY_NAMES[name], source=where))
         raise LoadError(f"{source}: no such file or folder, and not a built-in model ({', '.join(BUILTINS)})")
     from .formats import native
 
