@@ -168,10 +168,10 @@ def scores(
     need_frob_for_topk = bool(x_ms) and pairs != "all"
     total = len(kinds) * (L - 1)
     bar = progress_bar(total, "composition", enabled=progress)
+    writers_fixed = None if per_layer_metric else head_sides(hw, "W", met)  # the same for every kind
     for kind in kinds:
         ba2 = torch.full((L, H, L, H), float("nan"), dtype=torch.float64)
         x2 = torch.full_like(ba2, float("nan"))
-        writers_fixed = None if per_layer_metric else head_sides(hw, "W", met)
         readers_fixed = None if per_layer_metric else head_sides(hw, kind, met, offset)
         if gram_ms or need_frob_for_topk:
             for start in range(0, L - 1, block):  # writer layers [start, stop), packed once
