@@ -184,3 +184,21 @@ def test_table_round_trip(tmp_path):
     df = t.to_pandas()
     assert list(df.columns[:8]) == ["measure", "metric", "kind", "src_layer", "src_head", "dst_layer", "dst_head", "value"]
     assert len(df) == 2 * 2 * (4 * 4 * 3)
+
+
+def test_activation_metric_per_layer_matches_dense_and_refuses_missing_layers():
+    """A per-layer G is used for the reader's layer; a layer without one is an error, not identity."""
+    from compscope import OptionError
+    from compscope.metrics import activations
+
+    hw = model(rotary=False, seed=2)
+    g = torch.Generator().manual_seed(4)
+    Gs = {l: (lambda M: M @ M.T / hw.d_model + torch.eye(hw.d_model, dtype=torch.float64))(torch.randn(hw.d_model, hw.d_model, generator=g, dtype=torch.float64)) for l in (1, 2)}
+    t = scores(hw, "V", ["frobenius"], metric=activations(Gs, ridge=0.0), progress=False)
+    n = lambda x: x.double().numpy()  # noqa: E731
+    S, Si = sqrtm(Gs[2].numpy())
+    A = Si @ n(hw.W_O[0, 1]) @ n(hw.W_V[0, hw.kv_map[1]]) @ S
+    B = Si @ n(hw.W_O[2, 3]) @ n(hw.W_V[2, hw.kv_map[3]]) @ S
+    assert float(t.dense("frobenius", "V")[0, 1, 2, 3]) == pytest.approx(dense_measures(A, B)["frobenius"], rel=1e-6)
+    with pytest.raises(OptionError, match="no G for layer 2"):
+        scores(hw, "V", ["frobenius"], metric=activations({1: Gs[1]}), progress=False)

@@ -45,6 +45,8 @@ class Metric:
 
     def for_layer(self, layer: int) -> tuple[Tensor | None, Tensor | None]:
         key = layer if layer in self.sqrt else None
+        if key is None and self.sqrt and None not in self.sqrt:
+            raise OptionError(f"metric {self.name!r} has no G for layer {layer} (it has layers {sorted(self.sqrt)})")
         return self.sqrt.get(key), self.inv_sqrt.get(key)
 
 
