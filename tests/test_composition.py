@@ -4,10 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from compscope import HeadWeights, Meta, Norm, Rotary
+from compscope import HeadWeights, Meta, Rotary
 from compscope.composition import scores
 from compscope.measures import PairSpectra, get_measure
-from compscope.metrics import embed
 
 ALL = ["frobenius", "tight", "overlap", "shared_dims", "bandwidth", "spectral"]
 

@@ -65,7 +65,7 @@ class Norm:
     def describe(self) -> str:
         parts = [self.kind, f"eps={self.eps:g}"]
         if self.offset:
-            parts.append(f"gain=1+w" if self.offset == 1 else f"gain={self.offset:g}+w")
+            parts.append("gain=1+w" if self.offset == 1 else f"gain={self.offset:g}+w")
         if self.weight is None:
             parts.append("no gain")
         if self.bias is not None:

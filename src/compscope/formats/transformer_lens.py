@@ -73,7 +73,7 @@ def from_hooked_transformer(model) -> HeadWeights:
         raise UnsupportedModelError(f"{where}: unsupported TransformerLens settings: {', '.join(bad)}")
     t = lambda x: x.detach().float().transpose(-1, -2).contiguous()  # noqa: E731
     blocks = list(model.blocks)
-    L, H = cfg.n_layers, cfg.n_heads
+    H = cfg.n_heads
     gqa = hasattr(blocks[0].attn, "_W_K")
     W_K = torch.stack([t(b.attn._W_K if gqa else b.attn.W_K) for b in blocks])
     W_V = torch.stack([t(b.attn._W_V if gqa else b.attn.W_V) for b in blocks])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from . import GramStats, Measure, PairSpectra, register
+from . import Measure, register
 
 
 def effective_rank(sigma: torch.Tensor) -> torch.Tensor:

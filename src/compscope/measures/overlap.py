@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from . import GramStats, Measure, PairSpectra, register
+from . import Measure, register
 
 
 def _overlap(x2, rank_a):
