@@ -36,3 +36,35 @@ def test_info_minilm_and_refused_fold(capsys):
     assert main(["info", "minilm", "--fold-norm"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "fold_norm" in err and "post" in err
+
+
+def test_default_model_when_none_is_named(capsys):
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "induction-2l" in out and any(l.split()[:2] == ["family", "toy"] for l in out.splitlines())
+    assert main(["scores", "--kinds", "K", "--measure", "frobenius", "--top", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("induction-2l: metric identity") and lines[1].startswith("K  frobenius")
+    assert lines[1].count("->") == 2 and all(p.startswith("0.") for p in lines[1].split()[2::2])
+
+
+def test_train_then_track(tmp_path, capsys):
+    pytest.importorskip("pandas")
+    run = tmp_path / "run"
+    assert main(["train", "--preset", "tiny", "--out", str(run), "--steps", "12", "--checkpoints", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "12 steps" in out and "best previous-token head" in out
+    args = ["track", str(run), "--measure", "frobenius", "--metric", "identity", "--out", str(tmp_path / "t.csv")]
+    if importlib.util.find_spec("matplotlib") is not None:
+        args += ["--plot", str(tmp_path / "t.png")]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("4 checkpoints, steps 0..12") and "induction forms at step" in out
+    import pandas as pd
+
+    df = pd.read_csv(tmp_path / "t.csv")
+    assert sorted(df.step.unique()) == [0, 1, 3, 12] and len(df) == 4 * 4  # 4 checkpoints x 4 forward pairs
+    assert main(["track", str(run), "--plot", str(tmp_path / "t.gif")]) == 2
+    assert "--plot" in capsys.readouterr().err
+    assert main(["train", "--preset", "tiny", "--out", str(run)]) == 2
+    assert "already holds a run" in capsys.readouterr().err

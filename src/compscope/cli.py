@@ -80,25 +80,60 @@ def _add_processing(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fold-value-bias", action="store_true", help="move b_V into b_O")
 
 
-def main(argv: list[str] | None = None) -> int:
+MODEL_HELP = ("a HuggingFace folder, a .gguf file, a compscope or toy model folder, or a built-in name "
+              "(induction-2l, smollm2, gemma3-270m, minilm); default: the built-in induction-2l")
+
+
+def _add_scoring(p: argparse.ArgumentParser, default_kinds: str, default_measures: str) -> None:
+    p.add_argument("--kinds", default=default_kinds, help=f"any of Q, K, V (default {default_kinds})")
+    p.add_argument("--measure", action="append", dest="measures", metavar="NAME",
+                   help=f"a measure (repeatable; 'all' for every one; default {default_measures})")
+    p.add_argument("--offset", type=float, default=0.0, help="rotary offset: query minus key position (default 0)")
+    p.add_argument("--pairs", default="256", help="for bandwidth/spectral: 'all' or the top N pairs by frobenius (default 256)")
+    p.add_argument("--precision", default="float32", choices=["float32", "float64"], help="dtype of the large products (default float32)")
+
+
+def _score_options(args) -> dict:
+    pairs = "all" if args.pairs == "all" else _positive_int(args.pairs, "--pairs")
+    return {"offset": args.offset, "pairs": pairs, "precision": args.precision}
+
+
+def _out_table(path: str | None) -> None:
+    if path and not path.endswith((".csv", ".parquet")):
+        raise CompscopeError(f"--out {path}: use a .csv or .parquet file name")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    from .builtin import DEFAULT_MODEL
+
     parser = argparse.ArgumentParser(prog="compscope", description="How attention heads compose, read from the weights.")
     sub = parser.add_subparsers(dest="command", required=True)
     p_info = sub.add_parser("info", help="summarise a model's attention weights")
-    p_info.add_argument("model", help="a HuggingFace folder, a .gguf file, a compscope model, or a built-in name (smollm2, gemma3-270m, minilm)")
+    p_info.add_argument("model", nargs="?", default=DEFAULT_MODEL, help=MODEL_HELP)
     _add_processing(p_info)
     p_sc = sub.add_parser("scores", help="Q/K/V composition scores of every head pair; prints the strongest")
-    p_sc.add_argument("model", help="as for info")
-    p_sc.add_argument("--kinds", default="QKV", help="any of Q, K, V (default QKV)")
-    p_sc.add_argument("--measure", action="append", dest="measures", metavar="NAME",
-                      help="a measure (repeatable; 'all' for every one; default frobenius, frobenius_baselined, tight, overlap)")
+    p_sc.add_argument("model", nargs="?", default=DEFAULT_MODEL, help=MODEL_HELP)
+    _add_scoring(p_sc, "QKV", "frobenius, frobenius_baselined, tight, overlap")
     p_sc.add_argument("--metric", default="identity", help="identity, embed or unembed (default identity)")
-    p_sc.add_argument("--offset", type=float, default=0.0, help="rotary offset: query minus key position (default 0)")
-    p_sc.add_argument("--pairs", default="256", help="for bandwidth/spectral: 'all' or the top N pairs by frobenius (default 256)")
-    p_sc.add_argument("--precision", default="float32", choices=["float32", "float64"], help="dtype of the large products (default float32)")
     p_sc.add_argument("--top", type=int, default=5, help="pairs to print per kind and measure (default 5)")
     p_sc.add_argument("--out", help="write the full table (.csv or .parquet)")
     _add_processing(p_sc)
-    args = parser.parse_args(argv)
+    from .toy.cli import add_train_parser
+
+    add_train_parser(sub)
+    p_tr = sub.add_parser("track", help="composition at every checkpoint of a training run, as one table and a plot")
+    p_tr.add_argument("checkpoints", nargs="+", help="a run folder from 'compscope train', a folder of checkpoints, or checkpoint paths in order")
+    _add_scoring(p_tr, "K", "frobenius, tight, overlap")
+    p_tr.add_argument("--metric", action="append", dest="metrics", metavar="NAME", help="a metric (repeatable; default identity and embed)")
+    p_tr.add_argument("--out", help="write the table, one row per (checkpoint, metric, measure, kind, pair) (.csv or .parquet)")
+    p_tr.add_argument("--plot", help="write the composition-over-training figure (.png, .svg or .pdf)")
+    p_tr.add_argument("--pair", action="append", dest="highlight", metavar="L1.H1-L2.H2",
+                      help="pair to highlight in the plot (repeatable; default: previous-token -> induction heads of a toy run)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _build_parser().parse_args(argv)
     from .loading import load
 
     try:
@@ -108,20 +143,60 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "scores":
             from .composition import scores
 
-            if args.out and not args.out.endswith((".csv", ".parquet")):
-                raise CompscopeError(f"--out {args.out}: use a .csv or .parquet file name")
+            _out_table(args.out)
             hw = load(args.model, fold_norm=args.fold_norm, center_writing=args.center_writing, fold_value_bias=args.fold_value_bias)
             measures = args.measures or ["frobenius", "frobenius_baselined", "tight", "overlap"]
-            pairs = "all" if args.pairs == "all" else _positive_int(args.pairs, "--pairs")
-            table = scores(hw, args.kinds, "all" if measures == ["all"] else measures, args.metric,
-                           offset=args.offset, pairs=pairs, precision=args.precision)
+            table = scores(hw, args.kinds, "all" if measures == ["all"] else measures, args.metric, **_score_options(args))
             print(format_top(table, args.top))
             if args.out:
                 print(f"wrote {table.save(args.out)}")
+        elif args.command == "train":
+            from .toy.cli import run_train
+
+            run_train(args)
+        elif args.command == "track":
+            _run_track(args)
     except CompscopeError as e:
         print(f"compscope: error: {e}", file=sys.stderr)
         return 2
     return 0
+
+
+def _parse_pair(text: str) -> tuple[int, int, int, int]:
+    try:
+        a, b = text.split("-")
+        (l1, h1), (l2, h2) = (map(int, a.split(".")), map(int, b.split(".")))
+        return (l1, h1, l2, h2)
+    except ValueError:
+        raise CompscopeError(f"--pair {text!r}: expected SRC_LAYER.SRC_HEAD-DST_LAYER.DST_HEAD, e.g. 0.1-1.2") from None
+
+
+def _run_track(args) -> None:
+    from .tracking import track
+
+    _out_table(args.out)
+    if args.plot and not args.plot.endswith((".png", ".svg", ".pdf")):
+        raise CompscopeError(f"--plot {args.plot}: use a .png, .svg or .pdf file name")
+    highlight = [_parse_pair(p) for p in args.highlight] if args.highlight else None
+    source = args.checkpoints[0] if len(args.checkpoints) == 1 else args.checkpoints
+    measures = args.measures or ["frobenius", "tight", "overlap"]
+    metrics = args.metrics or ["identity", "embed"]
+    tr = track(source, args.kinds, "all" if measures == ["all"] else measures, metrics, **_score_options(args))
+    print(f"{len(tr.checkpoints)} checkpoints, steps {tr.steps[0]}..{tr.steps[-1]}; kinds {args.kinds}; "
+          f"metrics {', '.join(metrics)}")
+    if tr.labels[-1] is not None:
+        prev, ind = tr.roles()
+        lab = tr.labels[-1]
+        print("previous-token heads (last checkpoint): " + ", ".join(f"{l}.{h} ({float(lab.previous[l, h]):.2f})" for l, h in prev))
+        print("induction heads (last checkpoint):      " + ", ".join(f"{l}.{h} ({float(lab.induction[l, h]):.2f})" for l, h in ind))
+        print(f"induction forms at step {tr.formation_step()} (first checkpoint at half the final induction score)")
+    if args.out:
+        print(f"wrote {tr.save(args.out)}")
+    if args.plot:
+        from .plots import plot_track
+
+        kind = "K" if "K" in args.kinds else args.kinds[0]
+        print(f"wrote {plot_track(tr, args.plot, kind=kind, highlight=highlight)}")
 
 
 def entry() -> None:

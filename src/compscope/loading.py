@@ -43,7 +43,10 @@ def _load_unprocessed(source) -> HeadWeights:
             return dataclasses.replace(hw, meta=dataclasses.replace(hw.meta, name=DISPLAY_NAMES[name], source=where))
         raise LoadError(f"{source}: no such file or folder, and not a built-in model ({', '.join(BUILTINS)})")
     from .formats import native
+    from .toy import storage as toy_storage
 
+    if toy_storage.is_toy(path):
+        return toy_storage.load_heads(path)
     if native.is_native(path):
         return native.load(path)
     if path.is_file() and path.name == "config.json":  # the config of a HuggingFace folder
@@ -68,8 +71,8 @@ def load(source, *, fold_norm: bool = False, center_writing: bool = False, fold_
     """Load ``source`` into canonical ``HeadWeights`` (float32).
 
     ``source``: a HuggingFace folder (``config.json`` + ``*.safetensors``), a ``.gguf`` file,
-    a compscope model folder, a loaded ``transformers`` model or TransformerLens
-    ``HookedTransformer``, or a built-in name (``smollm2``, ``gemma3-270m``, ``minilm``).
+    a compscope model folder (``compscope.json``) or toy model folder (``toy.json``), a loaded ``transformers`` model or TransformerLens
+    ``HookedTransformer``, or a built-in name (``induction-2l``, the default; ``smollm2``, ``gemma3-270m``, ``minilm``).
     Processing is off unless asked for, and recorded in ``meta.processing``.
 
     >>> hw = load("smollm2")                        # doctest: +SKIP

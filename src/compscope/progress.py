@@ -26,6 +26,10 @@ class _Bar:
         elif self._tqdm is not None:
             self._tqdm.update(n)
 
+    def set_postfix(self, **values) -> None:
+        if self._tqdm is not None:
+            self._tqdm.set_postfix(**values)
+
     def close(self) -> None:
         if self._tqdm is not None:
             self._tqdm.close()

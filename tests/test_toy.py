@@ -1,0 +1,319 @@
+"""Toy models: forward vs the HeadWeights reference, hooks, storage, data, training, tracking."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import compscope
+from compscope.attention import attention_forward, attention_pattern_and_values
+from compscope.errors import LoadError, OptionError, WeightError
+from compscope.head_labels import induction_scores, label_heads, previous_token_scores
+from compscope.toy import (
+    PRESETS, DataConfig, InductionData, ToyConfig, ToyTransformer, checkpoint_steps, load_toy, read_log,
+    repeated_random, save_toy, train,
+)
+from compscope.toy.data import bigram_chain
+
+VARIANTS = [
+    ToyConfig(),
+    ToyConfig(n_layers=3, n_heads=2, d_model=24, d_head=6, d_vocab=20, n_ctx=12, positions="rotary", norm="layernorm"),
+    ToyConfig(n_layers=1, n_heads=3, d_model=16, d_head=4, d_vocab=11, n_ctx=9, norm="rmsnorm", tied=True),
+    ToyConfig(n_layers=4, n_heads=2, d_model=16, d_head=8, d_vocab=13, n_ctx=10, positions="rotary", norm="rmsnorm"),
+]
+
+
+def _perturbed(cfg: ToyConfig, seed: int = 0) -> ToyTransformer:
+    """A model whose norm gains and biases are not at their init values (so they are tested)."""
+    m = ToyTransformer(cfg, seed=seed)
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            if name.endswith((".w", ".b")):
+                p.add_(0.3 * torch.randn(p.shape, generator=g))
+    return m
+
+
+@pytest.mark.parametrize("cfg", VARIANTS, ids=lambda c: f"{c.n_layers}L-{c.positions}-{c.norm}-tied{c.tied}")
+def test_forward_matches_headweights_reference(cfg):
+    """The toy's own forward == the residual stream rebuilt from its HeadWeights with
+    compscope.attention (an independent implementation: other rotary code, other layout)."""
+    m = _perturbed(cfg)
+    tokens = torch.randint(cfg.d_vocab, (3, cfg.n_ctx), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        logits = m(tokens)
+    hw = m.head_weights()
+    resid = hw.W_E.T[tokens]
+    if hw.W_pos is not None:
+        resid = resid + hw.W_pos.T[: cfg.n_ctx]
+    for layer in range(hw.n_layers):
+        resid = resid + attention_forward(hw, layer, resid)
+    if hw.final_norm is not None:
+        resid = hw.final_norm.apply(resid, 0)
+    torch.testing.assert_close(logits, resid @ hw.W_U.T, rtol=1e-4, atol=1e-4)
+
+
+def test_cache_holds_patterns_and_head_outputs():
+    cfg = VARIANTS[1]
+    m = _perturbed(cfg)
+    tokens = torch.randint(cfg.d_vocab, (2, cfg.n_ctx), generator=torch.Generator().manual_seed(1))
+    cache: dict = {}
+    with torch.no_grad():
+        m(tokens, cache=cache)
+    hw = m.head_weights()
+    for layer in range(cfg.n_layers):
+        pattern, _ = attention_pattern_and_values(hw, layer, cache[f"resid_pre.{layer}"])
+        torch.testing.assert_close(cache[f"pattern.{layer}"], pattern, rtol=1e-4, atol=1e-5)
+        nxt = cache[f"resid_pre.{layer + 1}"] if layer + 1 < cfg.n_layers else None
+        if nxt is not None:
+            torch.testing.assert_close(nxt, cache[f"resid_pre.{layer}"] + cache[f"head_out.{layer}"].sum(2))
+    assert torch.allclose(cache["pattern.0"].sum(-1), torch.ones(()))
+
+
+@pytest.mark.parametrize("kind", ["Q", "K", "V"])
+def test_edit_reaches_one_head_through_one_kind(kind):
+    """Removing head 0.1's output from head 1.0's ``kind`` input: head 1.0's Q/K/V are those
+    computed from ``resid - out_{0.1}`` for that kind and from the clean residual otherwise;
+    every other head of layer 1 is untouched."""
+    cfg = VARIANTS[1]
+    m = _perturbed(cfg, seed=3)
+    tokens = torch.randint(cfg.d_vocab, (2, cfg.n_ctx), generator=torch.Generator().manual_seed(2))
+    clean: dict = {}
+    with torch.no_grad():
+        m(tokens, cache=clean)
+        delta = -clean["head_out.0"][:, :, 1]
+        edited: dict = {}
+        m(tokens, cache=edited, edits={(1, 0, kind): delta})
+    torch.testing.assert_close(edited["pattern.1"][:, 1], clean["pattern.1"][:, 1])
+    # hand computation of head 1.0 from the HeadWeights
+    hw = m.head_weights()
+    x_clean = hw.attn_norm.apply(clean["resid_pre.1"], 1)
+    x_edit = hw.attn_norm.apply(clean["resid_pre.1"] + delta, 1)
+    xs = {k: (x_edit if k == kind else x_clean) for k in "QKV"}
+    q = xs["Q"] @ hw.W_Q[1, 0].T
+    k = xs["K"] @ hw.W_K[1, 0].T
+    v = xs["V"] @ hw.W_V[1, 0].T
+    pos = torch.arange(cfg.n_ctx)
+    q, k = hw.rotary.rotate(q, pos, 1), hw.rotary.rotate(k, pos, 1)
+    logits = (q @ k.transpose(-1, -2)) / math.sqrt(cfg.d_head)
+    pattern = logits.masked_fill(~torch.ones(cfg.n_ctx, cfg.n_ctx, dtype=torch.bool).tril(), -math.inf).softmax(-1)
+    torch.testing.assert_close(edited["pattern.1"][:, 0], pattern, rtol=1e-4, atol=1e-5)
+    out = (pattern @ v) @ hw.W_O[1, 0].T
+    torch.testing.assert_close(edited["head_out.1"][:, :, 0], out, rtol=1e-4, atol=1e-5)
+    changed = (edited["pattern.1"][:, 0] - clean["pattern.1"][:, 0]).abs().max()
+    assert (changed > 1e-4) == (kind in "QK")
+
+
+def test_zero_edit_changes_nothing_and_bad_edits_are_refused():
+    cfg = VARIANTS[0]
+    m = ToyTransformer(cfg)
+    tokens = torch.randint(cfg.d_vocab, (2, 8))
+    with torch.no_grad():
+        a = m(tokens)
+        b = m(tokens, edits={(1, 2, "V"): torch.zeros(2, 8, cfg.d_model)})
+    torch.testing.assert_close(a, b, rtol=0, atol=0)
+    with pytest.raises(OptionError, match="keys are"):
+        m(tokens, edits={(2, 0, "K"): torch.zeros(2, 8, cfg.d_model)})
+    with pytest.raises(OptionError, match="keys are"):
+        m(tokens, edits={(0, 0, "O"): torch.zeros(2, 8, cfg.d_model)})
+    with pytest.raises(OptionError, match="delta has shape"):
+        m(tokens, edits={(0, 0, "K"): torch.zeros(2, 7, cfg.d_model)})
+    with pytest.raises(OptionError, match="n_ctx"):
+        m(torch.zeros(1, cfg.n_ctx + 1, dtype=torch.long))
+
+
+def test_config_errors():
+    with pytest.raises(OptionError, match="n_heads"):
+        ToyConfig(n_heads=0)
+    with pytest.raises(OptionError, match="even d_head"):
+        ToyConfig(d_head=5, positions="rotary")
+    with pytest.raises(OptionError, match="norm"):
+        ToyConfig(norm="batchnorm")
+    with pytest.raises(OptionError, match="unknown field"):
+        ToyConfig.from_dict({"n_layer": 2})
+
+
+# ---------------------------------------------------------------------- storage
+@pytest.mark.parametrize("cfg", VARIANTS + [ToyConfig(n_layers=2, d_model=16, d_head=4, d_vocab=9, n_ctx=8, mlp=True, d_mlp=12, norm="layernorm")],
+                         ids=lambda c: f"{c.n_layers}L-{c.norm}-mlp{c.mlp}")
+def test_save_load_round_trip_is_bit_exact(tmp_path, cfg):
+    m = _perturbed(cfg, seed=7)
+    save_toy(m, tmp_path / "ck", name="rt", step=12, info={"seed": 7})
+    back, manifest = load_toy(tmp_path / "ck")
+    assert manifest["step"] == 12 and manifest["name"] == "rt" and back.cfg == cfg
+    sa, sb = m.state_dict(), back.state_dict()
+    assert sa.keys() == sb.keys()
+    for k in sa:
+        assert torch.equal(sa[k], sb[k]), k
+    hw = compscope.load(tmp_path / "ck")
+    assert hw.meta.family == "toy" and hw.meta.name == "rt step 12"
+    assert torch.equal(hw.W_Q, m.head_weights().W_Q)
+    if cfg.mlp:
+        assert any("MLP" in n for n in hw.meta.notes)
+
+
+def test_bad_toy_folders(tmp_path):
+    m = ToyTransformer(VARIANTS[2])
+    save_toy(m, tmp_path / "a")
+    (tmp_path / "a" / "model.safetensors").write_bytes(b"not safetensors")
+    with pytest.raises(LoadError, match="model.safetensors"):
+        compscope.load(tmp_path / "a")
+    save_toy(m, tmp_path / "b")
+    man = json.loads((tmp_path / "b" / "toy.json").read_text())
+    man["config"]["d_model"] = 32
+    (tmp_path / "b" / "toy.json").write_text(json.dumps(man))
+    with pytest.raises(WeightError, match="shape"):
+        compscope.load(tmp_path / "b")
+    man["config"]["bogus"] = 1
+    (tmp_path / "b" / "toy.json").write_text(json.dumps(man))
+    with pytest.raises(LoadError, match="bogus"):
+        compscope.load(tmp_path / "b")
+    with torch.no_grad():
+        m.blocks[0].W_K[0, 0, 0] = float("nan")
+    save_toy(m, tmp_path / "c")
+    with pytest.raises(WeightError, match="blocks.0.W_K"):
+        compscope.load(tmp_path / "c")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "toy.json").write_text('{"format": "something else"}')
+    with pytest.raises(LoadError, match="not a compscope toy model"):
+        compscope.load(tmp_path / "d")
+
+
+# ---------------------------------------------------------------------- data
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**31), n_ctx=st.integers(8, 40), vocab=st.integers(2, 50), bigram=st.floats(0, 1))
+def test_repeats_are_where_the_batch_says(seed, n_ctx, vocab, bigram):
+    span_max = n_ctx // 2
+    cfg = DataConfig(d_vocab=vocab, n_ctx=n_ctx, span_min=1, span_max=span_max, bigram=bigram, branching=min(3, vocab))
+    b = InductionData(cfg, seed=seed).batch(16)
+    assert b.tokens.shape == (16, n_ctx) and int(b.tokens.min()) >= 0 and int(b.tokens.max()) < vocab
+    for i in range(16):
+        f, s, n = int(b.first[i]), int(b.second[i]), int(b.span[i])
+        assert 1 <= n <= span_max and 0 <= f and f + n <= s and s + n <= n_ctx
+        assert torch.equal(b.tokens[i, f : f + n], b.tokens[i, s : s + n])
+
+
+def test_filler_follows_the_bigram_chain_and_is_seeded():
+    cfg = DataConfig(d_vocab=30, n_ctx=40, span_max=20, bigram=1.0, branching=3)
+    P = bigram_chain(cfg)
+    assert torch.allclose(P.sum(1), torch.ones(30, dtype=torch.float64)) and int((P > 0).sum(1).max()) == 3
+    f = InductionData(cfg, seed=4).filler(50)
+    assert bool((P[f[:, :-1], f[:, 1:]] > 0).all())
+    assert torch.equal(f, InductionData(cfg, seed=4).filler(50))
+    assert not torch.equal(f, InductionData(cfg, seed=5).filler(50))
+    t = repeated_random(4, 7, 30, seed=1)
+    assert torch.equal(t[:, :7], t[:, 7:])
+    with pytest.raises(OptionError, match="2\\*span_max"):
+        DataConfig(n_ctx=10, span_max=6)
+
+
+# ---------------------------------------------------------------------- labels
+def test_head_labels_on_hand_made_patterns():
+    half, n = 5, 10
+    prev = torch.zeros(n, n)
+    prev[0, 0] = 1
+    prev[torch.arange(1, n), torch.arange(n - 1)] = 1
+    ind = torch.zeros(n, n)
+    ind[torch.arange(half), 0] = 1
+    ind[torch.arange(half, n), torch.arange(half, n) - half + 1] = 1
+    uniform = torch.ones(n, n).tril() / torch.arange(1, n + 1)[:, None]
+    pats = [torch.stack([prev, ind, uniform])[None]]  # (batch 1, 3 heads, n, n)
+    assert induction_scores(pats, half)[0].tolist() == pytest.approx([0.0, 1.0, sum(1 / (i + 1) for i in range(half, n)) / half])
+    # the induction head attends to i - 1 only at i = 1 (row 1 -> 0): 1 of the 9 rows
+    assert previous_token_scores(pats)[0].tolist() == pytest.approx([1.0, 1 / 9, sum(1 / (i + 1) for i in range(1, n)) / 9])
+    with pytest.raises(OptionError, match="repeated sequences"):
+        label_heads(ToyTransformer(VARIANTS[0]), torch.arange(10)[None])
+
+
+# ---------------------------------------------------------------------- training
+def test_checkpoint_schedule():
+    s = checkpoint_steps(4000, 100)
+    assert s[0] == 0 and s[-1] == 4000 and s == sorted(set(s)) and len(s) <= 100
+    ratios = [b / a for a, b in zip(s[20:], s[21:])]
+    assert max(ratios) / min(ratios) < 1.5  # log-spaced once past the integer crowding
+    assert checkpoint_steps(5, 1) == [0, 5]
+
+
+def _tiny_run(path, seed=0):
+    p = PRESETS["tiny"]
+    import dataclasses
+
+    return train(p.model, p.data, dataclasses.replace(p.train, seed=seed), path, name="tiny", progress=False)
+
+
+def test_tiny_training_is_deterministic(tmp_path):
+    a, b, c = _tiny_run(tmp_path / "a"), _tiny_run(tmp_path / "b"), _tiny_run(tmp_path / "c", seed=1)
+    assert a.log == b.log and a.log != c.log
+    sa, sb = load_toy(tmp_path / "a" / "final")[0].state_dict(), load_toy(tmp_path / "b" / "final")[0].state_dict()
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    steps = [r["step"] for r in read_log(tmp_path / "a")]
+    assert steps == checkpoint_steps(30, 6)
+    assert sorted(p.name for p in (tmp_path / "a" / "checkpoints").iterdir()) == [f"step_{s:06d}" for s in steps]
+    final_ck = load_toy(tmp_path / "a" / "checkpoints" / "step_000030")[0].state_dict()
+    assert all(torch.equal(sa[k], final_ck[k]) for k in sa)
+    assert a.log[-1]["loss_first"] < a.log[0]["loss_first"] - 0.1  # it learns something (held-out loss)
+    with pytest.raises(OptionError, match="already holds a run"):
+        _tiny_run(tmp_path / "a")
+
+
+def test_track_rows_and_plot(tmp_path):
+    pytest.importorskip("pandas")
+    from compscope.tracking import list_checkpoints, track
+
+    _tiny_run(tmp_path / "run")
+    tr = track(tmp_path / "run", "QK", ["frobenius", "tight"], ["identity", "embed"], progress=False)
+    n_ck = len(checkpoint_steps(30, 6))
+    assert tr.steps == checkpoint_steps(30, 6)
+    df = tr.to_pandas()
+    L, H = 2, 2
+    forward_pairs = H * H * L * (L - 1) // 2
+    assert len(df) == n_ck * 2 * 2 * 2 * forward_pairs  # checkpoints x metrics x measures x kinds x pairs
+    assert not df.duplicated(["step", "metric", "measure", "kind", "src_layer", "src_head", "dst_layer", "dst_head"]).any()
+    one = df[(df.step == 30) & (df.metric == "identity") & (df.measure == "frobenius") & (df.kind == "K")]
+    direct = compscope.scores(compscope.load(tmp_path / "run" / "final"), "K", ["frobenius"], progress=False)
+    for r in one.itertuples():
+        assert r.value == pytest.approx(float(direct.dense("frobenius", "K")[r.src_layer, r.src_head, r.dst_layer, r.dst_head]), abs=1e-12)
+    # labels of the checkpoints equal those logged during training
+    log = read_log(tmp_path / "run")
+    assert tr.labels[-1] is not None and len(tr.labels_frame()) == n_ck * L * H
+    assert tr.save(tmp_path / "t.csv").stat().st_size > 0
+    # an explicit list of checkpoint paths, steps from names when there is no manifest step
+    cks = list_checkpoints([tmp_path / "run" / "checkpoints" / f"step_{s:06d}" for s in (30, 0, 5)])
+    assert [c.step for c in cks] == [0, 5, 30]
+    from compscope.formats import native
+
+    hw = compscope.load(tmp_path / "run" / "final")
+    for name in ("rev-step1000", "rev-step200"):  # not toy folders: steps from the names
+        native.save(hw, tmp_path / "revs" / name)
+    assert [(c.step, c.path.name) for c in list_checkpoints(tmp_path / "revs")] == [(200, "rev-step200"), (1000, "rev-step1000")]
+    plain = track(tmp_path / "revs", "K", ["frobenius"], progress=False)
+    assert plain.labels == [None, None] and plain.formation_step() is None
+    with pytest.raises(OptionError, match="no such checkpoint"):
+        list_checkpoints([tmp_path / "nope"])
+    assert log[-1]["step"] == 30
+    pytest.importorskip("matplotlib")
+    from compscope.plots import plot_track
+
+    out = plot_track(tr, tmp_path / "f.png", kind="K", panels=[("frobenius", "identity"), ("tight", "embed")], highlight=[(0, 0, 1, 1)])
+    assert out.stat().st_size > 1000
+
+
+# ---------------------------------------------------------------------- the shipped default model
+def test_default_model_is_the_preset_and_has_induction_heads():
+    from compscope.builtin import DEFAULT_MODEL, resolve
+
+    path = resolve(DEFAULT_MODEL)
+    model, manifest = load_toy(path)
+    assert model.cfg == PRESETS[DEFAULT_MODEL].model and manifest["step"] == PRESETS[DEFAULT_MODEL].train.steps
+    assert sum(f.stat().st_size for f in path.iterdir()) < 5_000_000
+    labels = label_heads(model, repeated_random(64, 24, model.cfg.d_vocab, seed=123))  # not the training eval seed
+    assert float(labels.induction[1].max()) >= 0.5
+    assert float(labels.previous[0].max()) >= 0.5
+    assert labels.loss_second < 0.5 * labels.loss_first
+    hw = compscope.load(DEFAULT_MODEL)
+    assert hw.meta.family == "toy" and hw.meta.name == "induction-2l" and "built-in" in hw.meta.source
