@@ -68,3 +68,13 @@ def test_train_then_track(tmp_path, capsys):
     assert "--plot" in capsys.readouterr().err
     assert main(["train", "--preset", "tiny", "--out", str(run)]) == 2
     assert "already holds a run" in capsys.readouterr().err
+
+
+def test_pair_command(capsys):
+    assert main(["pair", "0.0", "1.1", "--kind", "K"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "induction-2l: 0.0 -> 1.1, K-composition, metric identity"
+    angles = [float(x) for x in out[1].split()[3:]]
+    assert len(angles) == 16 and angles == sorted(angles) and 0 <= angles[0] and angles[-1] <= 90
+    assert main(["pair", "1.0", "0.1"]) == 2 and "before" in capsys.readouterr().err
+    assert main(["pair", "0", "1.1"]) == 2 and "LAYER.HEAD" in capsys.readouterr().err

@@ -118,6 +118,14 @@ def _build_parser() -> argparse.ArgumentParser:
     p_sc.add_argument("--top", type=int, default=5, help="pairs to print per kind and measure (default 5)")
     p_sc.add_argument("--out", help="write the full table (.csv or .parquet)")
     _add_processing(p_sc)
+    p_pair = sub.add_parser("pair", help="one writer -> reader pair in detail: principal angles, composed spectrum, every measure")
+    p_pair.add_argument("writer", help="LAYER.HEAD of the writing head")
+    p_pair.add_argument("reader", help="LAYER.HEAD of the reading head (a later layer)")
+    p_pair.add_argument("--model", default=DEFAULT_MODEL, help=MODEL_HELP)
+    p_pair.add_argument("--kind", default="K", choices=["Q", "K", "V"], help="composition kind (default K)")
+    p_pair.add_argument("--metric", default="identity", help="identity, embed or unembed (default identity)")
+    p_pair.add_argument("--offset", type=float, default=0.0, help="rotary offset: query minus key position (default 0)")
+    _add_processing(p_pair)
     from .toy.cli import add_train_parser
 
     add_train_parser(sub)
@@ -150,6 +158,12 @@ def main(argv: list[str] | None = None) -> int:
             print(format_top(table, args.top))
             if args.out:
                 print(f"wrote {table.save(args.out)}")
+        elif args.command == "pair":
+            from .pair import compose_pair
+
+            hw = load(args.model, fold_norm=args.fold_norm, center_writing=args.center_writing, fold_value_bias=args.fold_value_bias)
+            rep = compose_pair(hw, _parse_head(args.writer), _parse_head(args.reader), args.kind, args.metric, offset=args.offset)
+            print(format_pair(rep, hw.meta.name))
         elif args.command == "train":
             from .toy.cli import run_train
 
@@ -160,6 +174,32 @@ def main(argv: list[str] | None = None) -> int:
         print(f"compscope: error: {e}", file=sys.stderr)
         return 2
     return 0
+
+
+def _parse_head(text: str) -> tuple[int, int]:
+    try:
+        layer, head = text.split(".")
+        return int(layer), int(head)
+    except ValueError:
+        raise CompscopeError(f"head {text!r}: expected LAYER.HEAD, e.g. 0.1") from None
+
+
+def format_pair(rep, model: str) -> str:
+    """What ``compscope pair`` prints."""
+    import math
+
+    (l1, h1), (l2, h2) = rep.writer, rep.reader
+    fmt = lambda xs: " ".join(f"{float(x):.3g}" for x in xs)  # noqa: E731
+    lines = [
+        f"{model}: {l1}.{h1} -> {l2}.{h2}, {rep.kind}-composition, metric {rep.metric}",
+        f"principal angles (deg)     {fmt(t * 180 / math.pi for t in rep.principal_angles)}",
+        f"cosines                    {fmt(rep.cosines)}",
+        f"composed singular values   {fmt(rep.composed_singular_values)}",
+        f"writer singular values     {fmt(rep.writer_singular_values)}",
+        f"reader singular values     {fmt(rep.reader_singular_values)}",
+    ]
+    lines += [f"{name:<26} {v:.4f}" for name, v in rep.measures.items()]
+    return "\n".join(lines)
 
 
 def _parse_pair(text: str) -> tuple[int, int, int, int]:

@@ -1,0 +1,114 @@
+"""One writer → reader pair in detail: principal angles, composed spectrum, every measure.
+
+For writer ``A = W_OV^{h1}`` (thin SVD ``U_A S_A V_Aᵀ``, rank ``r_A``) and reader ``B`` of the
+given kind (``U_B S_B V_Bᵀ``, rank ``r_B``), in the metric's whitened coordinates:
+
+- principal angles ``θ_k`` between ``col(A)`` (what the writer can write) and ``row(B)`` (what
+  the reader can read): ``cos θ_k = σ_k(V_Bᵀ U_A)``, ``k = 1 … min(r_A, r_B)``, ascending θ;
+- singular values of the composed map ``BA``: ``σ(S_B (V_Bᵀ U_A) S_A)`` (descending, nonzero
+  count ≤ ``min(r_A, r_B)``), from ``r × r`` factors, never the ``d × d`` product.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from .errors import OptionError
+from .heads import HeadWeights
+from .measures import PairSpectra, measures
+from .metrics import DEFAULT_RIDGE, Metric, get_metric
+
+KINDS = ("Q", "K", "V")
+
+
+def _thin_svd(left: Tensor, right: Tensor) -> tuple[Tensor, Tensor, Tensor, int]:
+    """``U, S, V, rank`` of ``left @ right`` (``(d, r) @ (r, d)``) from QR of each factor and
+    the SVD of the ``r × r`` core (float64)."""
+    ql, rl = torch.linalg.qr(left)
+    qr, rr = torch.linalg.qr(right.T)
+    u, s, vh = torch.linalg.svd(rl @ rr.T)
+    rank = int((s > s[:1] * max(left.shape) * torch.finfo(s.dtype).eps).sum())
+    return ql @ u, s, qr @ vh.T, rank
+
+
+def _rows_rotated(w: Tensor, hw: HeadWeights, layer: int, offset: float) -> Tensor:
+    """``R(offset) w`` for ``w: (d_head, d_model)``."""
+    if hw.rotary is None or offset == 0:
+        return w
+    return hw.rotary.rotate(w.T, torch.tensor([float(offset)]), layer).T
+
+
+@dataclass(frozen=True)
+class PairReport:
+    """Everything about one pair (float64)."""
+
+    writer: tuple[int, int]
+    reader: tuple[int, int]
+    kind: str
+    metric: str
+    principal_angles: Tensor  # (min(r_A, r_B),) radians, ascending
+    composed_singular_values: Tensor  # (min(r_A, r_B),) descending
+    writer_singular_values: Tensor  # (r_A,)
+    reader_singular_values: Tensor  # (r_B,)
+    measures: dict[str, float]
+
+    @property
+    def cosines(self) -> Tensor:
+        return self.principal_angles.cos()
+
+
+def compose_pair(
+    model,
+    writer: tuple[int, int],
+    reader: tuple[int, int],
+    kind: str = "K",
+    metric: str | Metric = "identity",
+    *,
+    offset: float = 0.0,
+    ridge: float = DEFAULT_RIDGE,
+) -> PairReport:
+    """Principal angles, composed singular values and every X-route measure of the pair
+    ``writer = (layer, head)`` → ``reader = (layer, head)`` (reader in a later layer)."""
+    from .loading import load
+
+    hw = model if isinstance(model, HeadWeights) else load(model)
+    if kind not in KINDS:
+        raise OptionError(f"kind={kind!r}: use 'Q', 'K' or 'V'")
+    (l1, h1), (l2, h2) = writer, reader
+    L, H = hw.n_layers, hw.n_heads
+    for name, (l, h) in (("writer", writer), ("reader", reader)):
+        if not (0 <= l < L and 0 <= h < H):
+            raise OptionError(f"{name} {l}.{h}: the model has layers 0..{L - 1} and heads 0..{H - 1}")
+    if not l1 < l2:
+        raise OptionError(f"writer layer {l1} must come before reader layer {l2}")
+    met = get_metric(metric, hw, ridge)
+    per_layer = not met.is_identity and None not in met.sqrt
+    S, Si = met.for_layer(l2 if per_layer else -1)
+    f64 = lambda t: t.to(torch.float64)  # noqa: E731
+    rd = (lambda w: w) if S is None else (lambda w: w @ S)  # reading factor W G^{1/2}  # noqa: E731
+    wr = (lambda w: w) if Si is None else (lambda w: Si @ w)  # writing factor G^{-1/2} W_O  # noqa: E731
+    g1, g2 = hw.kv_map[h1], hw.kv_map[h2]
+    UA, a, _, ra = _thin_svd(wr(f64(hw.W_O[l1, h1])), rd(f64(hw.W_V[l1, g1])))
+    WQ, WK = f64(hw.W_Q[l2, h2]), f64(hw.W_K[l2, g2])
+    if kind == "V":
+        _, b, VB, rb = _thin_svd(wr(f64(hw.W_O[l2, h2])), rd(f64(hw.W_V[l2, g2])))
+    elif kind == "Q":  # B = W_Kᵀ R(δ) W_Q, reads through W_Q
+        _, b, VB, rb = _thin_svd(rd(WK).T, rd(_rows_rotated(WQ, hw, l2, offset)))
+    else:  # B = W_Qᵀ R(-δ) W_K, reads through W_K
+        _, b, VB, rb = _thin_svd(rd(WQ).T, rd(_rows_rotated(WK, hw, l2, -offset)))
+    UA, a, VB, b = UA[:, :ra], a[:ra], VB[:, :rb], b[:rb]
+    X = VB.T @ UA  # (r_B, r_A)
+    k = min(ra, rb)
+    cos = torch.linalg.svdvals(X)[:k].clamp(0.0, 1.0)
+    composed = torch.linalg.svdvals(b[:, None] * X * a[None, :])[:k]
+    # the registered measures, on the same pieces
+    spectra = PairSpectra(a[None], b[None], X[None], hw.d_model, torch.tensor([ra]))
+    values = {}
+    for name, m in measures().items():
+        if m.needs_baseline:
+            continue  # needs the Monte Carlo expectation: use compscope.scores
+        values[name] = float(m.exact(spectra)[0])
+    return PairReport(writer, reader, kind, met.name, torch.arccos(cos), composed, a, b, values)

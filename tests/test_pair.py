@@ -1,0 +1,55 @@
+"""One-pair detail (principal angles, composed spectrum) against dense float64 numpy."""
+
+import numpy as np
+import pytest
+
+from compscope.errors import OptionError
+from compscope.pair import compose_pair
+from test_composition import dense_measures, model, rot_matrix, sqrtm
+
+
+def _dense_pair(hw, l1, h1, l2, h2, kind, metric, offset):
+    n = lambda x: x.double().numpy()  # noqa: E731
+    d = hw.d_model
+    if metric == "identity":
+        S = Si = np.eye(d)
+    else:
+        S, Si = sqrtm(n(hw.W_E) @ n(hw.W_E).T / hw.n_vocab)
+    A = Si @ n(hw.W_O[l1, h1]) @ n(hw.W_V[l1, hw.kv_map[h1]]) @ S
+    R = rot_matrix(float(hw.rotary.inv_freq[l2, 0]), offset, hw.d_head)
+    g2 = hw.kv_map[h2]
+    QK = (n(hw.W_Q[l2, h2]) @ S).T @ R.T @ (n(hw.W_K[l2, g2]) @ S)
+    B = {"Q": QK.T, "K": QK, "V": Si @ n(hw.W_O[l2, h2]) @ n(hw.W_V[l2, g2]) @ S}[kind]
+    return A, B
+
+
+@pytest.mark.parametrize("kind", ["Q", "K", "V"])
+@pytest.mark.parametrize("metric", ["identity", "embed"])
+def test_angles_and_composed_spectrum_match_dense(kind, metric):
+    hw = model()
+    for (l1, h1, l2, h2), offset in (((0, 1, 2, 3), 0), ((1, 0, 2, 2), 3)):
+        A, B = _dense_pair(hw, l1, h1, l2, h2, kind, metric, offset)
+        rep = compose_pair(hw, (l1, h1), (l2, h2), kind, metric, offset=offset)
+        # principal angles between col(A) and row(B), from dense SVDs of the d x d matrices
+        U, sa, _ = np.linalg.svd(A)
+        _, sb, Vt = np.linalg.svd(B)
+        ra, rb = int((sa > sa[0] * 1e-10).sum()), int((sb > sb[0] * 1e-10).sum())
+        cos = np.linalg.svd(Vt[:rb] @ U[:, :ra], compute_uv=False)
+        np.testing.assert_allclose(rep.cosines.numpy(), cos[: min(ra, rb)], atol=1e-5)  # metric ridge 1e-6
+        assert bool((rep.principal_angles[1:] >= rep.principal_angles[:-1] - 1e-12).all())
+        composed = np.linalg.svd(B @ A, compute_uv=False)[: min(ra, rb)]
+        np.testing.assert_allclose(rep.composed_singular_values.numpy(), composed, rtol=1e-5, atol=1e-8 * composed[0])
+        np.testing.assert_allclose(rep.writer_singular_values.numpy(), sa[:ra], rtol=1e-5)
+        ref = dense_measures(A, B)
+        for m, v in ref.items():
+            assert rep.measures[m] == pytest.approx(v, rel=1e-5, abs=1e-6), m
+
+
+def test_pair_errors():
+    hw = model()
+    with pytest.raises(OptionError, match="before"):
+        compose_pair(hw, (2, 0), (1, 0))
+    with pytest.raises(OptionError, match="heads 0..3"):
+        compose_pair(hw, (0, 9), (1, 0))
+    with pytest.raises(OptionError, match="kind"):
+        compose_pair(hw, (0, 0), (1, 0), "O")
