@@ -295,6 +295,8 @@ def test_track_rows_and_plot(tmp_path):
     assert plain.labels == [None, None] and plain.formation_step() is None
     with pytest.raises(OptionError, match="no such checkpoint"):
         list_checkpoints([tmp_path / "nope"])
+    with pytest.raises(OptionError, match="is one model"):
+        list_checkpoints(tmp_path / "run" / "final")
     assert log[-1]["step"] == 30
     pytest.importorskip("matplotlib")
     from compscope.plots import plot_track
@@ -317,3 +319,16 @@ def test_default_model_is_the_preset_and_has_induction_heads():
     assert labels.loss_second < 0.5 * labels.loss_first
     hw = compscope.load(DEFAULT_MODEL)
     assert hw.meta.family == "toy" and hw.meta.name == "induction-2l" and "built-in" in hw.meta.source
+
+
+def test_training_variants_run(tmp_path):
+    """MLP + LayerNorm + rotary + tied, and RMSNorm: a few steps train and load as HeadWeights."""
+    import dataclasses
+
+    p = PRESETS["tiny"]
+    for i, changes in enumerate([dict(mlp=True, d_mlp=8, norm="layernorm", positions="rotary", tied=True), dict(norm="rmsnorm", n_layers=3)]):
+        cfg = dataclasses.replace(p.model, **changes)
+        run = train(cfg, p.data, dataclasses.replace(p.train, steps=5, n_checkpoints=3), tmp_path / str(i), progress=False)
+        hw = compscope.load(tmp_path / str(i) / "final")
+        assert hw.n_layers == cfg.n_layers and hw.attn_norm.kind == cfg.norm and len(run.log) == 3
+        assert (hw.rotary is not None) == (cfg.positions == "rotary")

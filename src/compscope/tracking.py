@@ -41,6 +41,8 @@ def list_checkpoints(source: str | Path | Sequence[str | Path]) -> list[Checkpoi
             raise OptionError(f"{folder}: not a folder of checkpoints")
         if (folder / "checkpoints").is_dir():
             folder = folder / "checkpoints"
+        elif any((folder / f).is_file() for f in ("toy.json", "compscope.json", "config.json")):
+            raise OptionError(f"{folder}: is one model, not a folder of checkpoints (pass the run folder or several paths)")
         paths = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
         if not paths:
             raise OptionError(f"{folder}: holds no checkpoints")
