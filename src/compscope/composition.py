@@ -8,24 +8,51 @@ For every writer ``h1`` in layer ``l1`` and reader ``h2`` in a later layer ``l2 
     kind V: B = W_OV^{h2}   = W_O W_V            (reads through W_V)
 
 (``δ`` the rotary offset, query minus key position; in whitened coordinates when a metric is
-given). Thin SVDs of every ``A`` and ``B`` come from their ``r × d`` factors (QR of each,
-SVD of the ``r × r`` core) in float64.
+given). ``B_Q = B_Kᵀ``, so one SVD of each head's ``W_QK`` serves kinds Q and K, and one of
+its ``W_OV`` serves writers and V-readers.
 
-Routes, cheapest exact one per measure:
+**SVDs from the factors.** For ``M = Pᵀ Q`` (``P, Q``: ``r × d``) with ``r × r`` Grams
+``G_P = P Pᵀ``, ``G_Q = Q Qᵀ``: ``M Mᵀ = Pᵀ G_Q P``; with ``G_Q = F Fᵀ`` (eigh) and
+``Fᵀ G_P F = W diag(σ²) Wᵀ`` (eigh), the left singular vectors are the rows of
+``diag(σ)⁻¹ Wᵀ Fᵀ P``. Float64, ``O(d r²)`` per head at matrix-multiply speed. Its error grows
+like ``ε κ²``; heads with a condition number above 1e4 (or rank-deficient) take the QR route
+instead (QR of each factor, SVD of the ``r × r`` core), whose rank tolerance
+``σ_max · d · ε`` decides ``rank``.
+
+**Routes**, the cheapest exact one per measure:
 
 - **gram** (frobenius, frobenius_baselined, tight, overlap, shared_dims): ``‖BA‖_F² =
-  ⟨BᵀB, AAᵀ⟩_F`` and ``‖X‖_F² = ⟨P_B, P_A⟩_F`` for all pairs of a tile with one matrix
-  multiply of symmetric-packed ``d × d`` Grams (``d(d+1)/2`` entries, off-diagonals times
-  √2): ``N_r N_w d²/2`` multiply-adds per product instead of ``N_r N_w r² d`` for every ``X``.
-- **X** (bandwidth, spectral, and any measure on request): ``X = V_Bᵀ U_A`` per pair, batched.
-  For all pairs when ``pairs='all'``, else for the top ``pairs`` pairs by ``frobenius``.
+  ⟨BᵀB, AAᵀ⟩_F = ⟨Ṽ_B Ṽ_Bᵀ, Ũ_A Ũ_Aᵀ⟩_F`` (``Ũ = U diag(σ)``) and ``‖X‖_F² = ⟨V_B V_Bᵀ, U_A
+  U_Aᵀ⟩_F``: inner products of per-head ``d × d`` Grams, never formed whole. The Gram index
+  ``(i, j)`` is cut into blocks of ``block`` rows and columns; for each block pair ``p ≤ q``
+  the ``block × block`` tiles of every head's Grams are formed (batched ``(block × r) @ (r ×
+  block)``) and all pairs of one tile are one matrix multiply, weighted 2 off the diagonal
+  (symmetry) and 1 on it. ``≈ d²/2 · (1 + block/d)`` multiply-adds per pair and product, and
+  ``≈ r d² (1 + block/d)`` per head and Gram, instead of ``r² d`` per pair for every ``X``
+  (cheaper whenever ``d < 2 r²``). Reader layers (all kinds together) are multiplied only by
+  the writers of earlier layers.
+- **X** (bandwidth, spectral, and every measure when ``pairs='all'``): ``X = V_Bᵀ U_A``. For
+  ``pairs='all'`` one block matrix multiply per reader layer and kind, ``V_{l2}ᵀ U_{<l2}``
+  (``(H r) × (n_w r)``), read as per-pair ``r × r`` blocks; ``‖BA‖_F²`` and ``‖X‖_F²`` come from
+  the same blocks, so the gram route is skipped. Otherwise ``X`` for the top ``pairs`` pairs
+  by ``frobenius``. The core ``C = diag(b) X diag(a)``'s squared singular values are the
+  eigenvalues of ``C Cᵀ`` (batched ``eigvalsh``).
 
-Tiles are whole layers; writer layers are grouped so that the packed Grams fit ``max_memory``.
+**Precision per step** (``precision`` sets the large products; see ``bench/RESULTS.md``):
+factor Grams, ``eigh`` and spectra in float64 always; bases, tiles, tile products and the
+``X`` blocks in ``precision``. The gram route sums ``d²/2`` products of mixed sign, so
+float32 costs absolute accuracy on near-zero scores (measured max |f32 - f64| on GPT-2-shape
+random weights: see RESULTS.md); ``'float64'`` (the default) is exact to ~1e-12 at about
+half the speed.
+
+**Memory**: the bases (``2 · n_heads · r · d`` numbers per side) plus tiles chosen so that
+tiles, ``X`` blocks and baseline chunks stay within ``max_memory`` (default a quarter of the
+available RAM).
 """
 
 from __future__ import annotations
 
-import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import torch
@@ -33,21 +60,28 @@ from torch import Tensor
 
 from .errors import OptionError
 from .heads import HeadWeights
-from .measures import GramStats, PairSpectra, get_measure
+from .measures import GramStats, Measure, PairSpectra, get_measure
 from .metrics import DEFAULT_RIDGE, Metric, get_metric
 from .progress import progress_bar
 from .results import ScoreTable
 
 KINDS = ("Q", "K", "V")
 DEFAULT_MEASURES = ("frobenius", "frobenius_baselined", "tight", "overlap", "shared_dims", "bandwidth", "spectral")
+#: Relative size of the smallest eigenvalue of a factor Gram (σ_min²/σ_max²) below which a
+#: head's SVD takes the QR route (Gram route error ~ ε κ²: 1e-8 at this bound).
+_WELL_CONDITIONED = 1e-8
+_F64 = torch.float64
 
 
 @dataclass(frozen=True)
 class Sides:
-    """Per-head SVD pieces, float64. ``basis: (layer, head, d, r)`` is ``U_A`` (writers) or
-    ``V_B`` (readers); ``spectrum: (layer, head, r)`` descending; ``rank: (layer, head)``."""
+    """Singular pieces of one side of every head of some layers.
 
-    basis: Tensor
+    ``rows: (layer, head, r, d)``: orthonormal rows ``U_Aᵀ`` (writers) or ``V_Bᵀ`` (readers),
+    rows beyond the rank zero; ``spectrum: (layer, head, r)`` float64, descending, zero beyond
+    the rank; ``rank: (layer, head)``."""
+
+    rows: Tensor
     spectrum: Tensor
     rank: Tensor
 
@@ -65,46 +99,129 @@ def _rank(s: Tensor, dims: int) -> Tensor:
     return (s > tol).sum(-1)
 
 
-def _rotate_rows(w: Tensor, hw: HeadWeights, offset: float) -> Tensor:
-    """``R(offset) W`` for ``w: (layer, head, r, d)`` (rows are head dims)."""
+def _rotate(w: Tensor, hw: HeadWeights, layer: int, offset: float) -> Tensor:
+    """``R(offset) w`` for ``w: (head, r, n)`` of one layer (rows are head dims)."""
     if hw.rotary is None or offset == 0:
         return w
     pos = torch.tensor([float(offset)])
-    out = [hw.rotary.rotate(w[l].transpose(-1, -2), pos, l).transpose(-1, -2) for l in range(w.shape[0])]
-    return torch.stack(out)
+    return hw.rotary.rotate(w.transpose(-1, -2), pos, layer).transpose(-1, -2)
 
 
-def head_sides(hw: HeadWeights, kind: str, metric: Metric, offset: float = 0.0, layer_metric: int | None = None) -> Sides:
-    """Writer (``kind='W'``) or reader (``'Q'``, ``'K'``, ``'V'``) sides of every head."""
-    f64 = torch.float64
-    kv = list(hw.kv_map)
-    W_Q, W_K, W_V, W_O = (hw.W_Q.to(f64), hw.W_K.to(f64)[:, kv], hw.W_V.to(f64)[:, kv], hw.W_O.to(f64))
-    s, si = metric.for_layer(layer_metric) if layer_metric is not None else metric.for_layer(-1)
-    rd = (lambda w: w) if s is None else (lambda w: w @ s)  # reading factor W G^{1/2}  # noqa: E731
-    wr = (lambda w: w) if si is None else (lambda w: si @ w)  # writing factor G^{-1/2} W_O  # noqa: E731
-    tr = lambda w: w.transpose(-1, -2)  # noqa: E731
-    if kind in ("W", "V"):
-        U, S, V = _svd_factors(wr(W_O), rd(W_V))
-        basis = U if kind == "W" else V
-    elif kind == "Q":
-        U, S, V = _svd_factors(tr(rd(W_K)), rd(_rotate_rows(W_Q, hw, offset)))
-        basis = V
-    elif kind == "K":
-        U, S, V = _svd_factors(tr(rd(W_Q)), rd(_rotate_rows(W_K, hw, -offset)))
-        basis = V
-    else:
-        raise OptionError(f"unknown kind {kind!r}; kinds: Q, K, V")
-    return Sides(basis, S, _rank(S, hw.d_model))
+_POOL: dict[int, ThreadPoolExecutor] = {}
 
 
-def _packed(basis: Tensor, weights: Tensor, dtype: torch.dtype) -> Tensor:
-    """Symmetric-packed ``V diag(w) Vᵀ`` for ``basis: (n, d, r)``, ``weights: (n, r)`` -> ``(n, d(d+1)/2)``."""
-    d = basis.shape[-2]
-    b = basis.to(dtype)
-    M = (b * weights.to(dtype)[:, None, :]) @ b.transpose(-1, -2)
-    iu = torch.triu_indices(d, d)
-    scale = torch.where(iu[0] == iu[1], 1.0, math.sqrt(2.0)).to(dtype)
-    return M[:, iu[0], iu[1]] * scale
+def _threaded(fn, x: Tensor):
+    """``fn(x)`` for a batched LAPACK call, the batch split over torch's threads (torch runs
+    a batch of small factorisations one after another on one core)."""
+    n = torch.get_num_threads()
+    if n < 2 or x.shape[0] < 4 * n:
+        return fn(x)
+    pool = _POOL.get(n) or _POOL.setdefault(n, ThreadPoolExecutor(n, thread_name_prefix="compscope"))
+    parts = list(pool.map(fn, x.tensor_split(n)))
+    if isinstance(parts[0], Tensor):
+        return torch.cat(parts)
+    return tuple(torch.cat(p) for p in zip(*parts))
+
+
+#: The two SVDs per head, ``M = Pᵀ Q``: (side given by U, side given by V, factor P, factor Q).
+#: ``W_OV = W_O W_V``: writers read ``U``, V-readers ``V``. ``B_K = W_Qᵀ (R(-δ) W_K)``:
+#: K-readers read its row space ``V``, Q-readers (``B_Q = B_Kᵀ``) its column space ``U``.
+_CIRCUITS = (("W", "V", "O", "V"), ("Q", "K", "Q", "K"))
+
+
+def _svd_cores(Gp: Tensor, Gq: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The ``r × r`` part of the thin SVDs ``M = Pᵀ Q = U diag(σ) Vᵀ`` of a batch of heads
+    from the float64 Grams ``Gp = P Pᵀ``, ``Gq = Q Qᵀ``: ``Uᵀ = cu P``, ``Vᵀ = cv Q``.
+
+    With ``Q Qᵀ = F Fᵀ`` (Cholesky), ``Q̂ = F⁻¹ Q`` has orthonormal rows and ``M = (Pᵀ F) Q̂``;
+    ``Fᵀ Gp F = W diag(σ²) Wᵀ`` (eigh) gives ``cu = diag(σ)⁻¹ Wᵀ Fᵀ`` and
+    ``cv = diag(σ)⁻¹ cu Gp`` (``Vᵀ = diag(σ)⁻¹ Uᵀ M``).
+    Returns ``cu, cv, σ`` (descending) and ``ok``: false for heads whose ``M``, ``P`` or ``Q``
+    has a condition number above 1e4 (the error grows like ε κ²) or is rank-deficient."""
+    F, info = torch.linalg.cholesky_ex(Gq)
+    mu, W = _threaded(torch.linalg.eigh, F.mT @ Gp @ F)
+    mu, W = mu.flip(-1), W.flip(-1)  # descending
+    s = mu.clamp_min(0).sqrt()
+    fd = torch.diagonal(F, dim1=-2, dim2=-1).abs()
+    gp = torch.diagonal(Gp, dim1=-2, dim2=-1)
+    ok = (info == 0) & (mu[:, -1] > _WELL_CONDITIONED * mu[:, 0]) & (fd.amin(-1) ** 2 > _WELL_CONDITIONED * fd.amax(-1) ** 2)
+    ok &= gp.amin(-1) > _WELL_CONDITIONED * gp.amax(-1)
+    s_ok = torch.where(ok[:, None], s, 1.0)[:, :, None]
+    cu = W.mT @ F.mT / s_ok
+    cv = cu @ Gp / s_ok  # Vᵀ = diag(σ)⁻¹ Uᵀ M = diag(σ)⁻¹ cu P Pᵀ Q (error ~ ε κ² as well)
+    return cu, cv, s, ok
+
+
+def _factor(hw: HeadWeights, metric: Metric, layer_metric: int | None, layer: int, name: str, offset: float,
+            dtype: torch.dtype) -> Tensor:
+    """One factor of one layer in whitened coordinates, ``(head, r, d)`` per query head, in
+    ``dtype``: ``Q`` (``W_Q G^{1/2}``), ``K`` (``R(-δ) W_K G^{1/2}``), ``V``, ``O`` (``W_Oᵀ G^{-1/2}``)."""
+    s, si = metric.for_layer(layer_metric if layer_metric is not None else -1)
+    w = hw.W_O[layer].mT if name == "O" else {"Q": hw.W_Q, "K": hw.W_K, "V": hw.W_V}[name][layer]
+    if name in "KV" and list(hw.kv_map) != list(range(hw.n_kv_heads)):
+        w = w[list(hw.kv_map)]
+    m = si if name == "O" else s
+    rot = name == "K" and hw.rotary is not None and offset != 0
+    if m is None and not rot:
+        return w.to(dtype)
+    w = w.to(_F64)
+    w = w if m is None else w @ m
+    w = _rotate(w, hw, layer, -offset) if rot else w
+    return w.to(dtype)
+
+
+def head_sides(
+    hw: HeadWeights, sides: tuple[str, ...], metric: Metric, offset: float, layers: dict[str, range],
+    dtype: torch.dtype, layer_metric: int | None = None, out: dict[str, Tensor] | None = None,
+) -> dict[str, Sides]:
+    """Writer (``'W'``) and reader (``'Q'``, ``'K'``, ``'V'``) sides for ``layers[side]``: one
+    SVD of ``W_OV`` serves ``W`` and ``V``, one of ``W_QK`` serves ``Q`` and ``K`` (see
+    ``_CIRCUITS``). Float64 Grams layer by layer, the ``r × r`` cores of all heads batched,
+    then the bases ``cu P`` and ``cv Q`` layer by layer in ``dtype``; heads that are not
+    well-conditioned take the QR route. ``out[side]``: optional ``(layer, head, r, d)``
+    buffer for the rows."""
+    H, r, d = hw.n_heads, hw.d_head, hw.d_model
+    res = {}
+    for side in sides:
+        if side not in ("W",) + KINDS:
+            raise OptionError(f"unknown kind {side!r}; kinds: Q, K, V")
+        n = len(layers[side])
+        buf = out[side] if out and side in out else torch.empty(n, H, r, d, dtype=dtype)
+        res[side] = Sides(buf, torch.zeros(n, H, r, dtype=_F64), torch.zeros(n, H, dtype=torch.long))
+    at = {side: {l: i for i, l in enumerate(layers[side])} for side in sides}
+    wants = lambda layer, c: tuple(sd in res and layer in at[sd] for sd in c[:2])  # noqa: E731
+    jobs = [(layer, c) for layer in sorted(set().union(*(layers[s] for s in sides))) for c in _CIRCUITS if any(wants(layer, c))]
+    factor = lambda layer, name, dt: _factor(hw, metric, layer_metric, layer, name, offset, dt)  # noqa: E731
+    Gp = torch.empty(len(jobs), H, r, r, dtype=_F64)
+    Gq = torch.empty_like(Gp)
+    for j, (layer, c) in enumerate(jobs):
+        P, Q = factor(layer, c[2], _F64), factor(layer, c[3], _F64)
+        torch.bmm(P, P.mT, out=Gp[j])
+        torch.bmm(Q, Q.mT, out=Gq[j])
+    cu, cv, s, ok = (t.unflatten(0, (len(jobs), H)) for t in _svd_cores(Gp.flatten(0, 1), Gq.flatten(0, 1)))
+    for j, (layer, c) in enumerate(jobs):
+        sj, rj = s[j].clone(), torch.full((H,), r, dtype=torch.long)
+        bad = (~ok[j]).nonzero().flatten()
+        if len(bad):  # QR route: robust for ill-conditioned and rank-deficient heads
+            U, sb, V = _svd_factors(factor(layer, c[2], _F64)[bad].mT, factor(layer, c[3], _F64)[bad])
+            rb = _rank(sb, d)
+            keep = (torch.arange(sb.shape[-1])[None, :] < rb[:, None]).to(_F64)
+            sj[bad] = 0
+            sj[bad, : sb.shape[-1]] = sb * keep
+            rj[bad] = rb
+        for sd, want, coef, name, basis in ((c[0], wants(layer, c)[0], cu, c[2], 0), (c[1], wants(layer, c)[1], cv, c[3], 1)):
+            if not want:
+                continue
+            i = at[sd][layer]
+            rows = res[sd].rows[i]
+            torch.bmm(coef[j].to(dtype), factor(layer, name, dtype), out=rows)
+            if len(bad):
+                Bt = ((U, V)[basis] * keep[:, None, :]).mT
+                rows[bad] = 0
+                rows[bad, : Bt.shape[1]] = Bt.to(dtype)
+            res[sd].spectrum[i] = sj
+            res[sd].rank[i] = rj
+    return res
 
 
 def _memory_budget(max_memory: int | None) -> int:
@@ -116,6 +233,65 @@ def _memory_budget(max_memory: int | None) -> int:
     except (OSError, StopIteration):
         avail = 8 << 30
     return avail // 4
+
+
+def _blocks(d: int, size: int) -> list[tuple[int, int]]:
+    return [(i, min(d, i + size)) for i in range(0, d, size)]
+
+
+def _gram_products(
+    W: Sides, R_rows: Tensor, R_spectrum: Tensor, groups: list[tuple[int, int, int]], block: int, width: int, bar,
+) -> tuple[Tensor, Tensor]:
+    """``‖BA‖_F²`` and ``‖X‖_F²`` for readers ``R_rows: (n_r, r, d)`` (spectra ``(n_r, r)``) and
+    writers ``W`` (flattened to ``(n_w, r, d)``). ``groups``: ``(r0, r1, n_cols)``: reader rows
+    ``[r0, r1)`` need writer columns ``[0, n_cols)``. Tiles: Gram rows ``[p0, p0 + block)``
+    against the diagonal block (weight 1) and against column chunks of ``width`` right of it
+    (weight 2, for the mirror image); the tiles of ``U diag(σ²) Uᵀ`` and ``U Uᵀ`` share the
+    right operand ``U_qᵀ``. Returns two ``(n_r, n_w)`` tensors (0 outside the groups' columns)."""
+    Wr, Ws = W.rows.flatten(0, 1), W.spectrum.flatten(0, 1)
+    n_w, n_r, r, d, dtype = Wr.shape[0], R_rows.shape[0], Wr.shape[1], Wr.shape[-1], Wr.dtype
+    w2, r2 = Ws.square().to(dtype)[:, :, None], R_spectrum.square().to(dtype)[:, :, None]
+    ba2 = torch.zeros(n_r, n_w, dtype=dtype)
+    x2 = torch.zeros(n_r, n_w, dtype=dtype)
+    m = max(r1 - r0 for r0, r1, _ in groups)
+    size = block * max(block, width)
+    wbuf, rbuf = torch.empty(2, n_w * size, dtype=dtype), torch.empty(2, m * size, dtype=dtype)
+    wsc, rsc = torch.empty(n_w, r, block, dtype=dtype), torch.empty(n_r, r, block, dtype=dtype)
+    for p0, p1 in _blocks(d, block):
+        bp = p1 - p0
+        ws = torch.mul(Wr[:, :, p0:p1], w2, out=wsc[:, :, :bp])  # diag(σ²) U_pᵀ
+        rs = torch.mul(R_rows[:, :, p0:p1], r2, out=rsc[:, :, :bp])
+        tiles = [(p0, p1, 1.0)] + [(q0 + p1, q1 + p1, 2.0) for q0, q1 in _blocks(d - p1, width)]
+        for q0, q1, alpha in tiles:
+            sh, k = (bp, q1 - q0), bp * (q1 - q0)
+            wn = torch.bmm(ws.mT, Wr[:, :, q0:q1], out=wbuf[0, : n_w * k].view(n_w, *sh)).view(n_w, k)
+            wp = torch.bmm(Wr[:, :, p0:p1].mT, Wr[:, :, q0:q1], out=wbuf[1, : n_w * k].view(n_w, *sh)).view(n_w, k)
+            for r0, r1, nc in groups:
+                if nc == 0:
+                    continue
+                mm = r1 - r0
+                rn = torch.bmm(rs[r0:r1].mT, R_rows[r0:r1, :, q0:q1], out=rbuf[0, : mm * k].view(mm, *sh))
+                rp = torch.bmm(R_rows[r0:r1, :, p0:p1].mT, R_rows[r0:r1, :, q0:q1], out=rbuf[1, : mm * k].view(mm, *sh))
+                ba2[r0:r1, :nc].addmm_(rn.view(mm, k), wn[:nc].T, alpha=alpha)
+                x2[r0:r1, :nc].addmm_(rp.view(mm, k), wp[:nc].T, alpha=alpha)
+        bar.update(1)
+    return ba2, x2
+
+
+def _core_sv2(X: Tensor, a: Tensor, b: Tensor) -> Tensor:
+    """Squared singular values of ``C = diag(b) X diag(a)`` (``X: (n, r_B, r_A)``), descending:
+    eigenvalues of ``C Cᵀ`` (or ``Cᵀ C``, the smaller)."""
+    C = X * b.to(X.dtype)[:, :, None] * a.to(X.dtype)[:, None, :]
+    G = C @ C.mT if C.shape[-2] <= C.shape[-1] else C.mT @ C
+    return _threaded(torch.linalg.eigvalsh, G).flip(-1).clamp_min(0).to(_F64)
+
+
+def _choose_block(d: int, n_w: int, m: int, esize: int, budget: int) -> int:
+    """Tile size: 64 (128 from d = 2048 on), halved until the tiles fit ``budget``."""
+    block = 128 if d >= 2048 else 64
+    while block > 8 and 2 * (n_w + m) * block * block * esize > budget:
+        block //= 2
+    return min(block, d)
 
 
 def scores(
@@ -132,6 +308,8 @@ def scores(
     seed: int = 0,
     max_memory: int | None = None,
     progress: bool = True,
+    block: int | None = None,
+    width: int | None = None,
 ) -> ScoreTable:
     """Composition scores of every (earlier writer, later reader) head pair.
 
@@ -139,8 +317,9 @@ def scores(
     ``compscope.measures.measures()`` (``'all'`` for every one). ``metric``: ``'identity'``,
     ``'embed'``, ``'unembed'`` or a ``Metric``. ``pairs``: for X-route measures, ``'all'`` or
     the number of top pairs by ``frobenius`` per kind (others NaN). ``precision``: dtype of
-    the large Gram products (``'float64'`` exact to ~1e-12; ``'float32'`` faster, absolute
-    error ~1e-4 on near-zero ``frobenius``)."""
+    the large products (``'float64'`` exact to ~1e-12; ``'float32'`` about twice as fast, with
+    the absolute errors of ``bench/RESULTS.md``). ``max_memory``: bytes for tiles and
+    blocks (the per-head bases come on top). ``block``: Gram tile size (default by ``d``)."""
     from .loading import load
 
     hw = model if isinstance(model, HeadWeights) else load(model)
@@ -149,125 +328,164 @@ def scores(
     bad = [k for k in kinds if k not in KINDS]
     if bad or not kinds:
         raise OptionError(f"kinds={kinds!r}: use letters from 'QKV'")
+    kinds = "".join(dict.fromkeys(kinds))
     if pairs != "all" and not (isinstance(pairs, int) and pairs > 0):
         raise OptionError(f"pairs={pairs!r}: use 'all' or a positive number of top pairs")
     dtype = {"float64": torch.float64, "float32": torch.float32}.get(precision)
     if dtype is None:
         raise OptionError(f"precision={precision!r}: use 'float32' or 'float64'")
     met = get_metric(metric, hw, ridge)
-    L, H, d = hw.n_layers, hw.n_heads, hw.d_model
-    values = {}
-    per_layer_metric = not met.is_identity and None not in met.sqrt
+    L, H, r, d = hw.n_layers, hw.n_heads, hw.d_head, hw.d_model
     budget = _memory_budget(max_memory)
-    D2 = d * (d + 1) // 2
-    esize = torch.finfo(dtype).bits // 8
-    # writer layers per block: packed Grams (2 per head) of the block and of one reader layer
-    block = max(1, min(L - 1, budget // max(1, 2 * H * D2 * esize) - 1)) if L > 1 else 1
+    per_layer_metric = not met.is_identity and None not in met.sqrt
     gram_ms = [m for m in ms if m.from_gram is not None]
     x_ms = [m for m in ms if m.from_gram is None]
-    need_frob_for_topk = bool(x_ms) and pairs != "all"
-    total = len(kinds) * (L - 1)
-    bar = progress_bar(total, "composition", enabled=progress)
-    writers_fixed = None if per_layer_metric else head_sides(hw, "W", met)  # the same for every kind
-    for kind in kinds:
-        ba2 = torch.full((L, H, L, H), float("nan"), dtype=torch.float64)
-        x2 = torch.full_like(ba2, float("nan"))
-        readers_fixed = None if per_layer_metric else head_sides(hw, kind, met, offset)
-        if gram_ms or need_frob_for_topk:
-            for start in range(0, L - 1, block):  # writer layers [start, stop), packed once
-                stop = min(L - 1, start + block)
-                packed_w = None
-                for l2 in range(start + 1, L):
-                    W = writers_fixed or head_sides(hw, "W", met, layer_metric=l2)
-                    R = readers_fixed or head_sides(hw, kind, met, offset, layer_metric=l2)
-                    if packed_w is None or per_layer_metric:
-                        wb = W.basis[start:stop].reshape(-1, d, W.basis.shape[-1])
-                        ws = W.spectrum[start:stop].reshape(-1, W.spectrum.shape[-1])
-                        wr = W.rank[start:stop].reshape(-1)
-                        packed_w = (_packed(wb, ws.pow(2), dtype), _packed(wb, _mask(wr, ws.shape[-1]).to(wb.dtype), dtype))
-                    rb, rs = R.basis[l2], R.spectrum[l2]
-                    n_r = _packed(rb, rs.pow(2), dtype)
-                    p_r = _packed(rb, _mask(R.rank[l2], rs.shape[-1]).to(rb.dtype), dtype)
-                    top = min(stop, l2)  # writers strictly before the reader
-                    n_w, p_w = packed_w[0][: (top - start) * H], packed_w[1][: (top - start) * H]
-                    ba2[start:top, :, l2] = (n_r @ n_w.T).to(torch.float64).T.reshape(top - start, H, H)
-                    x2[start:top, :, l2] = (p_r @ p_w.T).to(torch.float64).T.reshape(top - start, H, H)
-                    if start == 0:
-                        bar.update(1)
+    all_x = bool(x_ms) and pairs == "all"
+    need_gram = not all_x and bool(gram_ms or x_ms)
+    baseline = any(m.needs_baseline for m in ms)
+    # reader layers sharing one metric: all of them, or one group per layer
+    groups = [[l2] for l2 in range(1, L)] if per_layer_metric else [list(range(1, L))] if L > 1 else []
+    nan = lambda *shape: torch.full(shape, float("nan"), dtype=_F64)  # noqa: E731
+    ba2, x2 = {k: nan(L, H, L, H) for k in kinds}, {k: nan(L, H, L, H) for k in kinds}
+    expected = {k: nan(L, H, L, H) for k in kinds} if baseline else None
+    xval = {(m.name, k): nan(L, H, L, H) for m in x_ms for k in kinds}
+    # spectra per pair, broadcastable to (L, H, L, H, r): writer (L, H, 1, 1, r), reader (1, 1, L, H, r)
+    full = (L, H, L, H) if per_layer_metric else (L, H, 1, 1)
+    a = torch.zeros(*full, r, dtype=_F64)
+    rank_a = torch.zeros(full, dtype=torch.long)
+    b = {k: torch.zeros(*((L, H, L, H) if per_layer_metric else (1, 1, L, H)), r, dtype=_F64) for k in kinds}
+    bases: dict[str, Sides] = {}
+    bar = progress_bar(0, "composition", enabled=progress)
+    for readers in groups:
+        lmax, K = readers[-1], len(kinds)
+        wl, rl = range(0, lmax), range(readers[0], lmax + 1)
+        rbuf = torch.empty(len(readers), K, H, r, d, dtype=dtype)  # reader rows ordered (layer, kind, head)
+        sd = head_sides(hw, ("W",) + tuple(kinds), met, offset, {"W": wl, **{k: rl for k in kinds}}, dtype,
+                        readers[0] if per_layer_metric else None, out={k: rbuf[:, i] for i, k in enumerate(kinds)})
+        W = sd["W"]
+        if per_layer_metric:
+            (l2,) = readers
+            a[:l2, :, l2], rank_a[:l2, :, l2] = W.spectrum[:, :, None], W.rank[:, :, None]
+            for k in kinds:
+                b[k][:, :, l2] = sd[k].spectrum[0][None]
         else:
-            bar.update(L - 1)
-        W_all = writers_fixed or head_sides(hw, "W", met, layer_metric=L - 1)
-        R_all = readers_fixed or head_sides(hw, kind, met, offset, layer_metric=L - 1)
-        a = W_all.spectrum[:, :, None, None, :].expand(L, H, L, H, -1)
-        b = R_all.spectrum[None, None, :, :, :].expand(L, H, L, H, -1)
-        rank_a = W_all.rank[:, :, None, None].expand(L, H, L, H)
-        expected = None
-        if any(m.needs_baseline for m in ms):
-            e, _ = _baseline(W_all, R_all, d, baseline_samples, seed)
-            expected = e
-        stats = GramStats(ba2, x2, a, b, rank_a, d, expected)
-        for m in gram_ms:
-            values[(m.name, kind)] = _only_forward(m.from_gram(stats), L)
-        if x_ms:
-            if pairs == "all":
-                sel = _forward_pairs(L, H)
-            else:
-                frob = _only_forward(get_measure("frobenius").from_gram(stats), L)
-                flat = torch.nan_to_num(frob, nan=-1.0).flatten()
-                k = min(int(pairs), int(torch.isfinite(frob).sum()))
-                idx = flat.topk(k).indices
-                sel = torch.stack(torch.unravel_index(idx, frob.shape), -1)
-            xv = _x_route(hw, kind, met, offset, sel, x_ms, per_layer_metric, W_all, R_all, expected)
-            for m in x_ms:
-                out = torch.full((L, H, L, H), float("nan"), dtype=torch.float64)
-                out[sel[:, 0], sel[:, 1], sel[:, 2], sel[:, 3]] = xv[m.name]
-                values[(m.name, kind)] = out
+            a[:lmax, :, 0, 0], rank_a[:lmax, :, 0, 0] = W.spectrum, W.rank
+            for k in kinds:
+                b[k][0, 0, rl.start :] = sd[k].spectrum
+            bases = sd
+        if baseline:
+            from .baseline import expected_frobenius
+
+            for k in kinds:
+                for j, l2 in enumerate(readers):
+                    e, _ = expected_frobenius(W.spectrum[:l2].flatten(0, 1), sd[k].spectrum[j], d, baseline_samples, seed)
+                    expected[k][:l2, :, l2] = e.view(H, l2, H).permute(1, 2, 0)
+        if need_gram:
+            per = K * H
+            g = max(1, round(64 / per))  # reader layers per product: about 64 rows
+            rg = [(i * per, min(len(readers), i + g) * per, readers[min(len(readers), i + g) - 1] * H) for i in range(0, len(readers), g)]
+            n_w = len(wl) * H
+            blk = block or _choose_block(d, n_w, max(r1 - r0 for r0, r1, _ in rg), torch.finfo(dtype).bits // 8, budget)
+            bar.total += len(_blocks(d, blk))
+            rspec = torch.stack([sd[k].spectrum for k in kinds], 1).flatten(0, 2)
+            b_, x_ = _gram_products(W, rbuf.flatten(0, 2), rspec, rg, blk, width or 2 * blk, bar)
+            b_ = b_.to(_F64).view(len(readers), K, H, len(wl), H)
+            x_ = x_.to(_F64).view(len(readers), K, H, len(wl), H)
+            for i, k in enumerate(kinds):
+                for j, l2 in enumerate(readers):
+                    ba2[k][:l2, :, l2] = b_[j, i, :, :l2].permute(1, 2, 0)
+                    x2[k][:l2, :, l2] = x_[j, i, :, :l2].permute(1, 2, 0)
+        if all_x:
+            bar.total += len(readers) * K
+            for k in kinds:
+                for j, l2 in enumerate(readers):
+                    e = None if expected is None else expected[k][:l2, :, l2]
+                    _x_all(W, sd[k], j, l2, budget, x_ms, {m.name: xval[(m.name, k)] for m in x_ms}, ba2[k], x2[k], e, d)
+                    bar.update(1)
     bar.close()
-    return ScoreTable.from_dense(values, hw, met, offset=offset)
+    values = {}
+    for k in kinds:
+        stats = GramStats(ba2[k], x2[k], a, b[k], rank_a, d, None if expected is None else expected[k])
+        for m in gram_ms:
+            values[(m.name, k)] = _only_forward(m.from_gram(stats).expand(L, H, L, H), L)
+        if x_ms and not all_x and groups:
+            frob = _only_forward(get_measure("frobenius").from_gram(stats), L)
+            flat = torch.nan_to_num(frob, nan=-1.0).flatten()
+            n = min(int(pairs), int(torch.isfinite(frob).sum()))
+            sel = torch.stack(torch.unravel_index(flat.topk(n).indices, frob.shape), -1)
+            X, s = _x_pairs(hw, met, offset, k, sel, per_layer_metric, bases, dtype)
+            at = lambda t: _at_pairs(t, sel)  # noqa: E731
+            p = PairSpectra(at(a), at(b[k]), X, d, at(rank_a), None if expected is None else at(expected[k]), core_sv2=s)
+            for m in x_ms:
+                xval[(m.name, k)][sel[:, 0], sel[:, 1], sel[:, 2], sel[:, 3]] = m.exact(p).to(_F64)
+    values.update(xval)
+    order = {(m.name, k): values[(m.name, k)] for k in kinds for m in ms}
+    return ScoreTable.from_dense(order, hw, met, offset=offset)
 
 
-def _mask(rank: Tensor, r: int) -> Tensor:
-    return (torch.arange(r)[None, :] < rank[:, None]).to(torch.float64)
+def _x_all(W: Sides, R: Sides, j: int, l2: int, budget: int, x_ms: list[Measure], out: dict[str, Tensor],
+           ba2: Tensor, x2: Tensor, expected: Tensor | None, d: int) -> None:
+    """Every ``X`` of reader layer ``l2`` (index ``j`` in ``R``) against writer layers ``< l2``:
+    ``V_{l2}ᵀ U_{<l2}`` in writer chunks that fit ``budget``. Fills ``[:l2, :, l2]`` of ``ba2``,
+    ``x2`` and of each X-route measure's ``out``."""
+    H, r = R.rows.shape[1], R.rows.shape[2]
+    Vt = R.rows[j].reshape(H * r, -1)
+    b = R.spectrum[j]  # (H, r)
+    Ut = W.rows[:l2].flatten(0, 1)  # (n, r, d)
+    a, rank = W.spectrum[:l2].flatten(0, 1), W.rank[:l2].flatten()
+    n = Ut.shape[0]
+    step = max(1, min(n, budget // max(1, 6 * H * r * r * 8)))
+    res = {k: torch.empty(H, n, dtype=_F64) for k in ["ba2", "x2"] + [m.name for m in x_ms]}
+    e = None if expected is None else expected.flatten(0, 1).T  # (H, n)
+    for c0 in range(0, n, step):
+        c1, c = min(n, c0 + step), min(n, c0 + step) - c0
+        X = (Vt @ Ut[c0:c1].flatten(0, 1).T).view(H, r, c, r).permute(0, 2, 1, 3)  # (H, c, r_B, r_A)
+        X2 = X.square()
+        res["x2"][:, c0:c1] = X2.sum((-1, -2))
+        res["ba2"][:, c0:c1] = torch.einsum("hi,hwij,wj->hw", b.square().to(X.dtype), X2, a[c0:c1].square().to(X.dtype))
+        if x_ms:
+            pa, pb = a[None, c0:c1].expand(H, c, r).reshape(-1, r), b[:, None].expand(H, c, r).reshape(-1, r)
+            Xp = X.reshape(-1, r, r)
+            p = PairSpectra(pa, pb, Xp, d, rank[None, c0:c1].expand(H, c).reshape(-1),
+                            None if e is None else e[:, c0:c1].reshape(-1), core_sv2=_core_sv2(Xp, pa, pb))
+            for m in x_ms:
+                res[m.name][:, c0:c1] = m.exact(p).to(_F64).view(H, c)
+    ba2[:l2, :, l2] = res.pop("ba2").view(H, l2, H).permute(1, 2, 0)
+    x2[:l2, :, l2] = res.pop("x2").view(H, l2, H).permute(1, 2, 0)
+    for name, v in res.items():
+        out[name][:l2, :, l2] = v.view(H, l2, H).permute(1, 2, 0)
 
 
-def _only_forward(t: Tensor, L: int) -> Tensor:
-    keep = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)  # l1 < l2
-    return torch.where(keep[:, None, :, None], t, torch.full_like(t, float("nan")))
-
-
-def _forward_pairs(L: int, H: int) -> Tensor:
-    idx = torch.cartesian_prod(torch.arange(L), torch.arange(H), torch.arange(L), torch.arange(H))
-    return idx[idx[:, 0] < idx[:, 2]]
-
-
-def _baseline(W: Sides, R: Sides, d: int, n: int, seed: int) -> tuple[Tensor, Tensor]:
-    from .baseline import expected_frobenius
-
-    L, H, r = W.spectrum.shape
-    e, se = expected_frobenius(W.spectrum.reshape(L * H, r), R.spectrum.reshape(L * H, -1), d, n, seed)
-    return e.T.reshape(L, H, L, H), se.T.reshape(L, H, L, H)
-
-
-def _x_route(hw, kind, met, offset, sel, x_ms, per_layer_metric, W_all, R_all, expected, chunk: int = 4096) -> dict:
-    out = {m.name: [] for m in x_ms}
+def _x_pairs(hw, met, offset, kind, sel, per_layer_metric, bases, dtype, chunk: int = 4096) -> tuple[Tensor, Tensor]:
+    """``X`` and the core's squared singular values for the pairs ``sel: (n, 4)``."""
+    Xs, ss = [], []
     for i in range(0, len(sel), chunk):
         s = sel[i : i + chunk]
         if per_layer_metric:  # bases depend on the reader layer
             ws, rs = [], []
             for l1, h1, l2, h2 in s.tolist():
-                W = head_sides(hw, "W", met, layer_metric=l2)
-                R = head_sides(hw, kind, met, offset, layer_metric=l2)
-                ws.append((W.basis[l1, h1], W.spectrum[l1, h1], W.rank[l1, h1]))
-                rs.append((R.basis[l2, h2], R.spectrum[l2, h2]))
-            UA, a, ra = (torch.stack(t) for t in zip(*ws))
+                sd = head_sides(hw, ("W", kind), met, offset, {"W": range(l1, l1 + 1), kind: range(l2, l2 + 1)}, dtype, l2)
+                ws.append((sd["W"].rows[0, h1], sd["W"].spectrum[0, h1]))
+                rs.append((sd[kind].rows[0, h2], sd[kind].spectrum[0, h2]))
+            UA, a = (torch.stack(t) for t in zip(*ws))
             VB, b = (torch.stack(t) for t in zip(*rs))
         else:
-            UA, a, ra = W_all.basis[s[:, 0], s[:, 1]], W_all.spectrum[s[:, 0], s[:, 1]], W_all.rank[s[:, 0], s[:, 1]]
-            VB, b = R_all.basis[s[:, 2], s[:, 3]], R_all.spectrum[s[:, 2], s[:, 3]]
-        X = VB.transpose(-1, -2) @ UA
-        X = X * _mask(ra, X.shape[-1])[:, None, :]
-        e = None if expected is None else expected[s[:, 0], s[:, 1], s[:, 2], s[:, 3]]
-        p = PairSpectra(a, b, X, hw.d_model, ra, e)
-        for m in x_ms:
-            out[m.name].append(m.exact(p))
-    return {k: torch.cat(v) for k, v in out.items()}
+            W, R = bases["W"], bases[kind]
+            UA, a = W.rows[s[:, 0], s[:, 1]], W.spectrum[s[:, 0], s[:, 1]]
+            VB, b = R.rows[s[:, 2] - 1, s[:, 3]], R.spectrum[s[:, 2] - 1, s[:, 3]]
+        X = VB @ UA.mT
+        Xs.append(X)
+        ss.append(_core_sv2(X, a, b))
+    return torch.cat(Xs), torch.cat(ss)
+
+
+def _at_pairs(t: Tensor, sel: Tensor) -> Tensor:
+    """``t[l1, h1, l2, h2]`` for ``sel: (n, 4)``; ``t`` may be broadcast in its writer
+    (``(1, 1, L, H, ...)``) or reader (``(L, H, 1, 1, ...)``) dimensions."""
+    i = [sel[:, j] if t.shape[j] > 1 else torch.zeros_like(sel[:, j]) for j in range(4)]
+    return t[i[0], i[1], i[2], i[3]]
+
+
+def _only_forward(t: Tensor, L: int) -> Tensor:
+    keep = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)  # l1 < l2
+    return torch.where(keep[:, None, :, None], t, torch.full_like(t, float("nan")))

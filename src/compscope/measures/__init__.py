@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import torch
 from torch import Tensor
 
 from ..errors import OptionError
@@ -30,7 +31,8 @@ AXIOMS = ("full_read", "no_read", "monotone", "orthogonal_invariant", "identity"
 class PairSpectra:
     """Batched per-pair data: ``a: (..., r_A)`` writer spectrum, ``b: (..., r_B)`` reader
     spectrum (both descending, zero-padded), ``X: (..., r_B, r_A)`` cosines, ``d`` the width,
-    ``rank_a``: the writer's rank (``(...)``)."""
+    ``rank_a``: the writer's rank (``(...)``). ``core_sv2``: the squared singular values of
+    :meth:`core`, descending, when the engine has them already (else :meth:`sv2` computes them)."""
 
     a: Tensor
     b: Tensor
@@ -38,16 +40,26 @@ class PairSpectra:
     d: int
     rank_a: Tensor
     expected_frobenius: Tensor | None = None
+    core_sv2: Tensor | None = None
 
     def core(self) -> Tensor:
         """``diag(b) X diag(a)``: ``BA`` in the bases ``U_B``, ``V_A``."""
         return self.b[..., :, None] * self.X * self.a[..., None, :]
 
+    def sv2(self) -> Tensor:
+        """Squared singular values of ``BA`` (of :meth:`core`), descending."""
+        if self.core_sv2 is not None:
+            return self.core_sv2
+        return torch.linalg.svdvals(self.core().to(torch.float64)).pow(2)
+
 
 @dataclass(frozen=True)
 class GramStats:
     """Batched per-pair inner products and spectra (see module docstring). ``ba2 = ‖BA‖_F²``,
-    ``x2 = ‖X‖_F²``, ``a: (..., r)``, ``b: (..., r)`` descending spectra, ``rank_a``, ``d``.
+    ``x2 = ‖X‖_F²`` (``(...)``), ``a: (..., r)``, ``b: (..., r)`` descending spectra and
+    ``rank_a``, broadcastable against the pairs (the engine passes writer spectra as
+    ``(L, H, 1, 1, r)`` and reader spectra as ``(1, 1, L, H, r)``: a measure must not assume
+    they are expanded), ``d``.
     ``expected_frobenius``: the Haar-baseline expectation, filled when a measure asks for it."""
 
     ba2: Tensor

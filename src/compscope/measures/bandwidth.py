@@ -14,7 +14,12 @@ from . import Measure, register
 
 
 def effective_rank(sigma: torch.Tensor) -> torch.Tensor:
-    s2 = sigma.pow(2)
+    """``exp(H(p))``, ``p = σ² / Σ σ²`` over the last dimension (0 where every ``σ = 0``)."""
+    return effective_rank_sq(sigma.pow(2))
+
+
+def effective_rank_sq(s2: torch.Tensor) -> torch.Tensor:
+    """:func:`effective_rank` from the squared singular values."""
     total = s2.sum(-1, keepdim=True)
     p = torch.where(total > 0, s2 / total.clamp_min(1e-300), torch.zeros_like(s2))
     h = -(p * torch.where(p > 0, p.log(), torch.zeros_like(p))).sum(-1)
@@ -23,7 +28,7 @@ def effective_rank(sigma: torch.Tensor) -> torch.Tensor:
 
 register(Measure(
     name="bandwidth",
-    exact=lambda p: effective_rank(torch.linalg.svdvals(p.core())),
+    exact=lambda p: effective_rank_sq(p.sv2()),
     from_gram=None,
     range=(0.0, float("inf")),
     doc="exp(entropy of the normalised squared singular values of BA)",

@@ -9,7 +9,7 @@ from . import Measure, PairSpectra, register
 
 
 def _spectral(p: PairSpectra):
-    top = torch.linalg.matrix_norm(p.core(), ord=2)
+    top = p.sv2().amax(-1).clamp_min(0).sqrt().to(p.a.dtype)
     den = p.a.amax(-1) * p.b.amax(-1)
     return torch.where(den > 0, top / den.clamp_min(1e-300), torch.zeros_like(den))
 

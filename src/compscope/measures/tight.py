@@ -16,7 +16,7 @@ def _tight(ba2, a, b):
     k = min(a.shape[-1], b.shape[-1])
     a_s = a.sort(-1, descending=True).values[..., :k]
     b_s = b.sort(-1, descending=True).values[..., :k]
-    den = (a_s.pow(2) * b_s.pow(2)).sum(-1)
+    den = torch.einsum("...i,...i->...", a_s.pow(2), b_s.pow(2))  # broadcast pairs, no (pairs, r) temporary
     return torch.where(den > 0, (ba2.clamp_min(0) / den.clamp_min(1e-300)).sqrt(), torch.zeros_like(den))
 
 
