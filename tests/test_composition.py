@@ -14,7 +14,7 @@ ALL = ["frobenius", "tight", "overlap", "shared_dims", "bandwidth", "spectral"]
 def model(L=3, H=4, G=2, r=3, d=9, V=40, seed=0, rotary=True) -> HeadWeights:
     g = torch.Generator().manual_seed(seed)
     rn = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64).float()  # noqa: E731
-    rot = Rotary(2, torch.tensor([[0.9], [0.5], [0.2]])[:L], "half") if rotary else None
+    rot = Rotary(2, torch.tensor([[0.9], [0.5], [0.2], [0.7]])[:L], "half") if rotary else None
     return HeadWeights(
         W_Q=rn(L, H, r, d), W_K=rn(L, G, r, d), W_V=rn(L, G, r, d), W_O=rn(L, H, d, r),
         b_Q=None, b_K=None, b_V=None, b_O=None, W_E=rn(d, V), W_pos=None, W_U=rn(V, d), b_U=None,
@@ -33,6 +33,7 @@ def rot_matrix(theta: float, delta: float, r: int) -> np.ndarray:
 
 
 def dense_measures(A: np.ndarray, B: np.ndarray) -> dict:
+    """Every measure from the dense matrices (NaN where a map is zero)."""
     sa, sb = np.linalg.svd(A, compute_uv=False), np.linalg.svd(B, compute_uv=False)
     U, s_a, _ = np.linalg.svd(A)
     _, s_b, Vt = np.linalg.svd(B)
@@ -42,16 +43,17 @@ def dense_measures(A: np.ndarray, B: np.ndarray) -> dict:
     BA = B @ A
     k = min(ra, rb)
     sv = np.linalg.svd(BA, compute_uv=False)
-    p = sv**2 / (sv**2).sum()
-    p = p[p > 0]
-    return {
-        "frobenius": np.linalg.norm(BA) / (np.linalg.norm(A) * np.linalg.norm(B)),
-        "tight": np.linalg.norm(BA) / np.sqrt((sa[:k] ** 2 * sb[:k] ** 2).sum()),
-        "overlap": (X**2).sum() / ra,
-        "shared_dims": (X**2).sum(),
-        "bandwidth": np.exp(-(p * np.log(p)).sum()),
-        "spectral": sv[0] / (sa[0] * sb[0]),
-    }
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = sv**2 / (sv**2).sum()
+        p = p[p > 0]
+        return {
+            "frobenius": np.linalg.norm(BA) / (np.linalg.norm(A) * np.linalg.norm(B)),
+            "tight": np.linalg.norm(BA) / np.sqrt((sa[:k] ** 2 * sb[:k] ** 2).sum()),
+            "overlap": (X**2).sum() / ra,
+            "shared_dims": (X**2).sum(),
+            "bandwidth": np.exp(-(p * np.log(p)).sum()) if sv.any() else np.nan,
+            "spectral": sv[0] / (sa[0] * sb[0]),
+        }
 
 
 def sqrtm(G):
@@ -59,11 +61,8 @@ def sqrtm(G):
     return (v * np.sqrt(e)) @ v.T, (v / np.sqrt(e)) @ v.T
 
 
-@pytest.mark.parametrize("metric", ["identity", "embed", "unembed"])
-@pytest.mark.parametrize("offset", [0, 2])
-def test_all_pairs_match_dense_reference(metric, offset):
-    hw = model()
-    t = scores(hw, "QKV", ALL, metric=metric, offset=offset, pairs="all", progress=False)
+def check_dense(hw, t, metric="identity", offset=0, measures=ALL, kinds="QKV"):
+    """Every pair's measures in ``t`` against dense float64 numpy matrices; returns the count."""
     n = lambda x: x.double().numpy()  # noqa: E731
     d = hw.d_model
     if metric == "identity":
@@ -78,22 +77,92 @@ def test_all_pairs_match_dense_reference(metric, offset):
             g1 = hw.kv_map[h1]
             A = Si @ n(hw.W_O[l1, h1]) @ n(hw.W_V[l1, g1]) @ S
             for l2 in range(l1 + 1, hw.n_layers):
-                R = rot_matrix(float(hw.rotary.inv_freq[l2, 0]), offset, hw.d_head)
+                R = np.eye(hw.d_head) if hw.rotary is None else rot_matrix(float(hw.rotary.inv_freq[l2, 0]), offset, hw.d_head)
                 for h2 in range(hw.n_heads):
                     g2 = hw.kv_map[h2]
                     WQ, WK = n(hw.W_Q[l2, h2]) @ S, n(hw.W_K[l2, g2]) @ S
                     QK = WQ.T @ R.T @ WK  # W_Q^T R(-δ) W_K, R(-δ) = R(δ)^T
                     readers = {"Q": QK.T, "K": QK, "V": Si @ n(hw.W_O[l2, h2]) @ n(hw.W_V[l2, g2]) @ S}
-                    for kind, B in readers.items():
-                        ref = dense_measures(A, B)
-                        for m in ALL:
+                    for kind in kinds:
+                        ref = dense_measures(A, readers[kind])
+                        for m in measures:
                             got = float(t.dense(m, kind)[l1, h1, l2, h2])
-                            assert got == pytest.approx(ref[m], rel=1e-5, abs=1e-6), (m, kind, l1, h1, l2, h2)
+                            want = 0.0 if np.isnan(ref[m]) else ref[m]  # a zero map: 0 by convention
+                            assert got == pytest.approx(want, rel=1e-5, abs=1e-6), (m, kind, l1, h1, l2, h2)
                             checked += 1
-    assert checked == 3 * 6 * (4 * 4 * 3)
+    return checked
+
+
+@pytest.mark.parametrize("metric", ["identity", "embed", "unembed"])
+@pytest.mark.parametrize("offset", [0, 2])
+def test_all_pairs_match_dense_reference(metric, offset):
+    hw = model()
+    t = scores(hw, "QKV", ALL, metric=metric, offset=offset, pairs="all", progress=False)
+    assert check_dense(hw, t, metric, offset) == 3 * 6 * (4 * 4 * 3)
     # same-layer and backward pairs are not computed
     f = t.dense("frobenius", "K")
     assert torch.isnan(f[1, :, 1]).all() and torch.isnan(f[2, :, 0]).all()
+
+
+GRAM = ["frobenius", "tight", "overlap", "shared_dims"]
+
+
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+@pytest.mark.parametrize("block,width", [(2, 2), (2, 3), (4, 8), (9, 9)])
+def test_gram_tiles_match_dense_reference(block, width, precision):
+    """Tiles of every size, ragged at the edge of d = 9, diagonal and off-diagonal (weight 2)."""
+    hw = model(L=4, seed=1)
+    t = scores(hw, "QKV", GRAM, offset=1, block=block, width=width, precision=precision, progress=False)
+    assert check_dense(hw, t, offset=1, measures=GRAM) == 3 * 4 * (4 * 4 * 6)
+
+
+def test_kinds_subset_and_order():
+    """Any subset of kinds gives the same scores as all three."""
+    hw = model(seed=4)
+    full = scores(hw, "QKV", GRAM, progress=False)
+    for kinds in ("K", "VQ", "QK"):
+        part = scores(hw, kinds, GRAM, progress=False)
+        assert part.kinds == list(kinds)
+        for k in kinds:
+            for m in GRAM:
+                torch.testing.assert_close(part.dense(m, k), full.dense(m, k), equal_nan=True)
+
+
+def test_ill_conditioned_and_rank_deficient_heads_take_the_qr_route():
+    """A rank-deficient W_V, a zero head and a head with condition number 1e6 match the dense
+    reference (ranks by the SVD tolerance) on both routes."""
+    hw = model(rotary=False, seed=6)
+    W_V, W_O = hw.W_V.clone(), hw.W_O.clone()
+    W_V[0, 0, 2] = W_V[0, 0, 0] + W_V[0, 0, 1]  # layer 0, K/V head 0: rank 2
+    W_O[1, 3] = 0  # layer 1, head 3 writes nothing
+    W_O[0, 2, :, 0] *= 1e-6  # layer 0, head 2: condition number ~1e6
+    hw = hw.replace(W_V=W_V, W_O=W_O)
+    from compscope.composition import _svd_cores
+
+    t = scores(hw, "QKV", ALL, pairs="all", precision="float64", progress=False)
+    assert check_dense(hw, t) == 3 * 6 * (4 * 4 * 3)
+    assert float(t.dense("overlap", "K")[0, 0, 1, 0]) <= 1.0
+    assert torch.all(t.dense("frobenius", "V")[1, 3, 2] == 0)
+    g = torch.randn(3, 3, 9, dtype=torch.float64)
+    assert not _svd_cores(g @ g.mT, torch.zeros(3, 3, 3, dtype=torch.float64))[3].any()
+
+
+def test_x_route_in_small_chunks_and_top_pairs():
+    """A tiny memory budget (one writer per X block) and the top-k route agree with pairs='all'."""
+    hw = model(seed=7)
+    ref = scores(hw, "QKV", "all", pairs="all", progress=False)
+    small = scores(hw, "QKV", "all", pairs="all", max_memory=1, progress=False)
+    top = scores(hw, "QKV", ["frobenius", "bandwidth", "spectral"], pairs=5, progress=False)
+    for k in "QKV":
+        for m in ref.measures:
+            torch.testing.assert_close(small.dense(m, k), ref.dense(m, k), equal_nan=True, rtol=1e-6, atol=1e-6)
+        for m in ("bandwidth", "spectral"):
+            got = top.dense(m, k)
+            ok = torch.isfinite(got)
+            assert int(ok.sum()) == 5
+            torch.testing.assert_close(got[ok], ref.dense(m, k)[ok], rtol=1e-6, atol=1e-6)
+            best = torch.nan_to_num(ref.dense("frobenius", k), nan=-1).flatten().topk(5).indices
+            assert ok.flatten()[best].all()
 
 
 def _pair(a, b, X, d):

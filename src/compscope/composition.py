@@ -302,7 +302,7 @@ def scores(
     *,
     offset: float = 0.0,
     pairs: str | int = 256,
-    precision: str = "float64",
+    precision: str = "float32",
     ridge: float = DEFAULT_RIDGE,
     baseline_samples: int = 256,
     seed: int = 0,
