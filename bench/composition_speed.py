@@ -1,21 +1,43 @@
 """Benchmark: all-pairs composition vs TransformerLens and vs the matmul floor of each route.
 
-    python bench/composition_speed.py [--repeats 3] [--shapes small,medium]
+    .venv/bin/python bench/composition_speed.py [--repeats 5] [--shapes small,medium]
 
 On random weights of GPT-2-small shape (12 x 12 heads, d_model 768, d_head 64) and
-GPT-2-medium shape (24 x 16, 1024/64) it times, interleaved and repeated (medians, min-max):
-TransformerLens's three ``all_composition_scores`` calls (when it is installed and fits);
-compscope Q+K+V with (a) frobenius, frobenius_baselined, tight, overlap and (b) all measures
-for all pairs; and the floor of each route: a plain dense float32 matmul with the FLOP count
-of the products that route must form. It also reports the float32-vs-float64 difference.
-Run it on an idle machine: it waits for the 1-minute load average to drop below 0.5.
+GPT-2-medium shape (24 x 16, 1024/64), the same weights for every contender (a random
+``HookedTransformer`` read by ``compscope.load``), it times, interleaved and repeated (median,
+min-max):
+
+- TransformerLens: its three ``all_composition_scores`` calls (Q, K, V), each repeat in a fresh
+  subprocess with a 14 GiB address-space limit, so running out of memory is reported, not
+  fatal; a subprocess that does not finish in ``--tl-timeout`` seconds is reported as such;
+- compscope Q+K+V, (a) ``frobenius, frobenius_baselined, tight, overlap`` (the Gram route) and
+  (b) every measure for every pair (the X route, ``pairs='all'``), default precision;
+- the floor of each route: the FLOP count of the products that route must form (below),
+  divided by the rate of a plain dense float32 ``4096 x 4096`` matmul timed in the same run.
+
+FLOPs counted (multiply-add = 2), forward pairs only: per-head SVDs from the factors (two
+float64 ``r x r`` Grams per head and circuit, ``2 r² d`` each, and one ``r x r @ r x d`` basis
+per head and side); Gram route: two symmetric Grams per writer head and per reader head and
+kind (``r d (d + 1)`` each: ``d(d+1)/2`` entries of ``2 r``) and two inner products per pair and
+kind (``d (d + 1)`` each), plus the baseline's ``256 x 2 r`` per pair; X route: ``X`` per pair
+and kind (``2 r² d``) and ``C Cᵀ`` (``2 r³``). Eigenvalue solves, element-wise work and memory
+traffic are not counted: they are what the ratio measures.
+
+It also prints float32-vs-float64 max |difference| per route and measure. The machine may be
+shared: before timing it waits (up to ``--wait`` s) for the 1-minute load average to drop
+below 0.5, and during every timing it measures the CPU time that other processes used
+(``/proc/stat`` busy time minus this process and its children) and prints it.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import statistics
+import subprocess
+import sys
 import time
 
 import torch
@@ -24,108 +46,192 @@ import compscope
 from compscope import HeadWeights, Meta
 
 SHAPES = {"small": (12, 12, 768, 64), "medium": (24, 16, 1024, 64)}
+MEASURES_A = ["frobenius", "frobenius_baselined", "tight", "overlap"]
+TL_MEMORY = 14 << 30
 
 
-def random_heads(L, H, d, r, seed=0) -> HeadWeights:
+def random_heads(L: int, H: int, d: int, r: int, seed: int = 0, dtype: torch.dtype = torch.float32, vocab: int = 1000) -> HeadWeights:
+    """Random ``HeadWeights`` built directly (no model, no vocabulary-sized matrices beyond ``vocab``)."""
     g = torch.Generator().manual_seed(seed)
-    rn = lambda *s: torch.randn(*s, generator=g) * 0.02  # noqa: E731
+    rn = lambda *s: (torch.randn(*s, generator=g) * 0.02).to(dtype)  # noqa: E731
     return HeadWeights(
         W_Q=rn(L, H, r, d), W_K=rn(L, H, r, d), W_V=rn(L, H, r, d), W_O=rn(L, H, d, r),
-        b_Q=None, b_K=None, b_V=None, b_O=None, W_E=rn(d, 1000), W_pos=None, W_U=None, b_U=None,
+        b_Q=None, b_K=None, b_V=None, b_O=None, W_E=rn(d, vocab), W_pos=None, W_U=None, b_U=None,
         kv_map=tuple(range(H)), attn_norm=None, final_norm=None, norm_placement="none",
-        sliding_window=(None,) * L, meta=Meta("bench", "random", f"random {L}x{H} d{d}", "float32", "float32"),
+        sliding_window=(None,) * L, meta=Meta("bench", "random", f"random {L}x{H} d{d}", str(dtype).split(".")[-1], "random"),
     )
 
 
-def wait_idle(limit: float = 0.5, timeout: float = 600) -> float:
+def tl_model(shape: str):
+    """A random-weight ``HookedTransformer`` of the shape (seeded: the same weights in every process)."""
+    import transformer_lens as tl
+
+    L, H, d, r = SHAPES[shape]
+    cfg = tl.HookedTransformerConfig(n_layers=L, d_model=d, d_head=r, n_heads=H, n_ctx=64, d_vocab=1000, act_fn="gelu", seed=0)
+    return tl.HookedTransformer(cfg)
+
+
+def tl_worker(shape: str) -> None:
+    """Subprocess: time the three ``all_composition_scores`` calls; print JSON."""
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    resource.setrlimit(resource.RLIMIT_AS, (TL_MEMORY, TL_MEMORY))
+    try:
+        model = tl_model(shape)
+        check = float(model.W_Q.double().sum())
+        t = time.perf_counter()
+        for kind in "QKV":
+            model.all_composition_scores(kind)
+        print(json.dumps({"time": time.perf_counter() - t, "check": check}))
+    except (RuntimeError, MemoryError) as e:
+        print(json.dumps({"error": f"out of memory ({type(e).__name__}: {str(e).splitlines()[0][:120]})"}))
+
+
+def busy_ticks() -> int:
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return sum(v) - v[3] - v[4]  # all but idle and iowait
+
+
+def own_seconds() -> float:
+    s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+
+
+def measured(fn):
+    """``fn()``'s result, its wall time, and the cores other processes kept busy meanwhile."""
+    hz = os.sysconf("SC_CLK_TCK")
+    b0, o0, t0 = busy_ticks(), own_seconds(), time.perf_counter()
+    out = fn()
+    wall = time.perf_counter() - t0
+    others = max(0.0, (busy_ticks() - b0) / hz - (own_seconds() - o0)) / wall
+    return out, wall, others
+
+
+def wait_idle(limit: float, timeout: float) -> tuple[bool, float]:
     t0 = time.time()
     while os.getloadavg()[0] > limit and time.time() - t0 < timeout:
         time.sleep(5)
-    return os.getloadavg()[0]
+    return os.getloadavg()[0] <= limit, os.getloadavg()[0]
 
 
-def matmul_floor(flops: float) -> float:
-    """Seconds a dense float32 matmul of ``flops`` FLOPs takes here (measured, 2048² tiles)."""
-    n = 2048
+def matmul_rate(n: int = 4096) -> float:
+    """FLOP/s of one dense float32 ``n x n`` matmul (after a warm-up)."""
     a, b = torch.randn(n, n), torch.randn(n, n)
     a @ b
     t = time.perf_counter()
-    reps = 5
-    for _ in range(reps):
-        a @ b
-    rate = 2 * n**3 * reps / (time.perf_counter() - t)
-    return flops / rate, rate
+    a @ b
+    return 2 * n**3 / (time.perf_counter() - t)
 
 
-def route_flops(L, H, d, r, kinds=3) -> dict:
-    """FLOPs of the products each route forms (forward pairs only)."""
-    N = L * H
-    pairs = H * H * L * (L - 1) / 2
-    D2 = d * (d + 1) / 2
-    packs = 2 * N * d * d * r * (1 + kinds)  # V diag(w) Vᵀ, two per head: writers once, readers per kind
-    gram = packs + kinds * 2 * 2 * pairs * D2  # ‖BA‖² and ‖X‖² products
-    x = kinds * 2 * pairs * r * r * d  # every X
+def route_flops(L: int, H: int, d: int, r: int, kinds: int = 3, samples: int = 256) -> dict[str, float]:
+    """FLOPs of the products each route must form (see the module docstring)."""
+    n_w = (L - 1) * H  # writers: every layer but the last
+    n_r = (L - 1) * H * kinds  # readers: every layer but the first, per kind
+    pairs = H * H * L * (L - 1) / 2 * kinds
+    circuits = L * H + (L - 1) * H  # SVDs of W_OV (every layer) and W_QK (every layer but the first)
+    svd = circuits * 2 * (2 * r * r * d) + (n_w + n_r) * 2 * r * r * d
+    gram = svd + (n_w + n_r) * 2 * r * d * (d + 1) + pairs * 2 * d * (d + 1) + pairs * samples * 2 * r
+    x = svd + pairs * (2 * r * r * d + 2 * r**3)
     return {"gram": gram, "X": x}
 
 
-def timed(fn, repeats):
-    out = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return out
-
-
-def fmt(ts):
+def fmt(ts: list[float]) -> str:
     return f"{statistics.median(ts):8.3f} s  [{min(ts):.3f}-{max(ts):.3f}]"
+
+
+def tl_run(shape: str, timeout: float) -> tuple[float | None, str, float | None]:
+    cmd = [sys.executable, __file__, "--tl-worker", shape]
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, f"did not finish in {timeout:.0f} s", None
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        err = (p.stderr.strip().splitlines() or ["no output"])[-1]
+        return None, f"failed (exit {p.returncode}: {err[:150]})", None
+    res = json.loads(lines[-1])
+    return res.get("time"), res.get("error", ""), res.get("check")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--shapes", default="small,medium")
-    ap.add_argument("--no-wait", action="store_true")
+    ap.add_argument("--wait", type=float, default=900, help="seconds to wait for an idle CPU (default 900)")
+    ap.add_argument("--tl-timeout", type=float, default=600)
+    ap.add_argument("--no-tl", action="store_true")
+    ap.add_argument("--tl-worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, load {os.getloadavg()[0]:.2f}")
-    if not args.no_wait:
-        print(f"load after waiting: {wait_idle():.2f}")
+    if args.tl_worker:
+        return tl_worker(args.tl_worker)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs; "
+          f"load average now {os.getloadavg()[0]:.2f}")
+    ok, load = wait_idle(0.5, args.wait)
+    print(f"load average before timing: {load:.2f}" + ("" if ok else f"  (NOT IDLE after waiting {args.wait:.0f} s: timings are not trustworthy)"))
     for shape in args.shapes.split(","):
         L, H, d, r = SHAPES[shape]
-        hw = random_heads(L, H, d, r)
         fl = route_flops(L, H, d, r)
-        floor_a, rate = matmul_floor(fl["gram"])
-        floor_b, _ = matmul_floor(fl["gram"] + fl["X"])
-        print(f"\n== GPT-2-{shape} shape: {L} layers x {H} heads, d_model {d}, d_head {r}; matmul {rate / 1e9:.0f} GFLOP/s")
-        contenders = {
-            "(a) gram measures, f32": lambda: compscope.scores(hw, "QKV", ["frobenius", "frobenius_baselined", "tight", "overlap"], precision="float32", progress=False),
-            "(b) all measures, all pairs": lambda: compscope.scores(hw, "QKV", "all", pairs="all", precision="float32", progress=False),
-        }
+        have_tl = not args.no_tl
         try:
-            import transformer_lens as tl
-
-            cfg = tl.HookedTransformerConfig(n_layers=L, d_model=d, d_head=r, n_heads=H, n_ctx=64, d_vocab=100, act_fn="gelu", seed=0)
-            model = tl.HookedTransformer(cfg)
-            if shape == "small":
-                contenders["TransformerLens Q+K+V"] = lambda: [model.all_composition_scores(k) for k in "QKV"]
+            hw = compscope.load(tl_model(shape)) if have_tl else random_heads(L, H, d, r)
+            check = float(hw.W_Q.double().sum())
         except ImportError:
-            pass
-        times = {k: [] for k in contenders}
+            have_tl, hw = False, random_heads(L, H, d, r)
+        print(f"\n== GPT-2-{shape} shape: {L} layers x {H} heads, d_model {d}, d_head {r}; "
+              f"{H * H * L * (L - 1) // 2} forward pairs per kind")
+        contenders = {
+            "(a) frobenius, frobenius_baselined, tight, overlap": lambda: compscope.scores(hw, "QKV", MEASURES_A, progress=False),
+            "(b) all measures, all pairs": lambda: compscope.scores(hw, "QKV", "all", pairs="all", progress=False),
+        }
+        for fn in contenders.values():  # warm-up
+            fn()
+        times: dict[str, list[float]] = {k: [] for k in ["TransformerLens Q+K+V"] * have_tl + list(contenders) + ["matmul 4096^2"]}
+        others: dict[str, float] = dict.fromkeys(times, 0.0)
+        rates: list[float] = []
+        tl_note = ""
         for _ in range(args.repeats):  # interleaved
+            if have_tl and not tl_note:
+                (t, err, chk), _, o = measured(lambda: tl_run(shape, args.tl_timeout))
+                if t is None:
+                    tl_note = err
+                else:
+                    assert chk is not None and abs(chk - check) < 1e-6 * max(1.0, abs(check)), "TransformerLens weights differ"
+                    times["TransformerLens Q+K+V"].append(t)
+                    others["TransformerLens Q+K+V"] = max(others["TransformerLens Q+K+V"], o)
             for k, fn in contenders.items():
-                times[k] += timed(fn, 1)
+                _, t, o = measured(fn)
+                times[k].append(t)
+                others[k] = max(others[k], o)
+            rate, t, o = measured(matmul_rate)
+            rates.append(rate)
+            times["matmul 4096^2"].append(t)
+            others["matmul 4096^2"] = max(others["matmul 4096^2"], o)
+        rate = statistics.median(rates)
+        print(f"dense float32 matmul: {rate / 1e9:.0f} GFLOP/s (median; {min(rates) / 1e9:.0f}-{max(rates) / 1e9:.0f})")
         for k, ts in times.items():
-            print(f"{k:<30} {fmt(ts)}")
-        a = statistics.median(times["(a) gram measures, f32"])
-        b = statistics.median(times["(b) all measures, all pairs"])
-        print(f"floor (a) {floor_a:.3f} s -> ratio {a / floor_a:.2f}x;  floor (b) {floor_b:.3f} s -> ratio {b / floor_b:.2f}x")
-        if "TransformerLens Q+K+V" in times:
-            print(f"speed-up of (a) over TransformerLens: {statistics.median(times['TransformerLens Q+K+V']) / a:.1f}x")
-        f32 = compscope.scores(hw, "K", ["frobenius", "overlap"], precision="float32", progress=False)
-        f64 = compscope.scores(hw, "K", ["frobenius", "overlap"], precision="float64", progress=False)
-        for m in ("frobenius", "overlap"):
-            diff = (f32.dense(m, "K") - f64.dense(m, "K")).abs().nan_to_num().max()
-            print(f"float32 vs float64, {m}: max abs difference {float(diff):.2e}")
+            if ts:
+                print(f"  {k:<52} {fmt(ts)}   other processes: {others[k]:.2f} cores (max)")
+            else:
+                print(f"  {k:<52} {tl_note}")
+        ta = statistics.median(times["(a) frobenius, frobenius_baselined, tight, overlap"])
+        tb = statistics.median(times["(b) all measures, all pairs"])
+        fa, fb = fl["gram"] / rate, fl["X"] / rate
+        print(f"  floor (a), Gram route: {fl['gram'] / 1e9:7.1f} GFLOP -> {fa:.3f} s;  (a) / floor = {ta / fa:.2f}")
+        print(f"  floor (b), X route:    {fl['X'] / 1e9:7.1f} GFLOP -> {fb:.3f} s;  (b) / floor = {tb / fb:.2f}")
+        if times.get("TransformerLens Q+K+V"):
+            tt = statistics.median(times["TransformerLens Q+K+V"])
+            print(f"  TransformerLens / (a) = {tt / ta:.1f}x;  TransformerLens / (b) = {tt / tb:.1f}x")
+        for route, kw in (("Gram route (a)", dict(measures=MEASURES_A + ["shared_dims"])), ("X route (b)", dict(measures="all", pairs="all"))):
+            f32 = compscope.scores(hw, "QKV", precision="float32", progress=False, **kw)
+            f64 = compscope.scores(hw, "QKV", precision="float64", progress=False, **kw)
+            diffs = []
+            for m in f32.measures:
+                dm = max(float((f32.dense(m, k) - f64.dense(m, k)).abs().nan_to_num().max()) for k in "QKV")
+                rel = max(float(((f32.dense(m, k) - f64.dense(m, k)).abs() / f64.dense(m, k).abs()).nan_to_num().max()) for k in "QKV")
+                diffs.append(f"{m} {dm:.1e} (rel {rel:.1e})")
+            print(f"  float32 vs float64, {route}: max |diff| " + ", ".join(diffs))
 
 
 if __name__ == "__main__":

@@ -246,34 +246,35 @@ def _gram_products(
     writers ``W`` (flattened to ``(n_w, r, d)``). ``groups``: ``(r0, r1, n_cols)``: reader rows
     ``[r0, r1)`` need writer columns ``[0, n_cols)``. Tiles: Gram rows ``[p0, p0 + block)``
     against the diagonal block (weight 1) and against column chunks of ``width`` right of it
-    (weight 2, for the mirror image); the tiles of ``U diag(σ²) Uᵀ`` and ``U Uᵀ`` share the
-    right operand ``U_qᵀ``. Returns two ``(n_r, n_w)`` tensors (0 outside the groups' columns)."""
+    (weight 2, for the mirror image); the tiles of ``U diag(σ²) Uᵀ`` and ``U Uᵀ`` come from
+    one product ``[U_p diag(σ²), U_p]ᵀ U_qᵀ``. Returns two ``(n_r, n_w)`` tensors (0 outside the groups' columns)."""
     Wr, Ws = W.rows.flatten(0, 1), W.spectrum.flatten(0, 1)
     n_w, n_r, r, d, dtype = Wr.shape[0], R_rows.shape[0], Wr.shape[1], Wr.shape[-1], Wr.dtype
     w2, r2 = Ws.square().to(dtype)[:, :, None], R_spectrum.square().to(dtype)[:, :, None]
     ba2 = torch.zeros(n_r, n_w, dtype=dtype)
     x2 = torch.zeros(n_r, n_w, dtype=dtype)
     m = max(r1 - r0 for r0, r1, _ in groups)
-    size = block * max(block, width)
-    wbuf, rbuf = torch.empty(2, n_w * size, dtype=dtype), torch.empty(2, m * size, dtype=dtype)
-    wsc, rsc = torch.empty(n_w, r, block, dtype=dtype), torch.empty(n_r, r, block, dtype=dtype)
+    size = 2 * block * max(block, width)
+    wbuf, rbuf = torch.empty(n_w * size, dtype=dtype), torch.empty(m * size, dtype=dtype)
+    wa, ra = torch.empty(n_w, r, 2 * block, dtype=dtype), torch.empty(n_r, r, 2 * block, dtype=dtype)
     for p0, p1 in _blocks(d, block):
         bp = p1 - p0
-        ws = torch.mul(Wr[:, :, p0:p1], w2, out=wsc[:, :, :bp])  # diag(σ²) U_pᵀ
-        rs = torch.mul(R_rows[:, :, p0:p1], r2, out=rsc[:, :, :bp])
+        # left operands [diag(σ²) U_pᵀ, U_pᵀ]: one product gives the tiles of both Grams
+        torch.mul(Wr[:, :, p0:p1], w2, out=wa[:, :, :bp])
+        wa[:, :, bp : 2 * bp] = Wr[:, :, p0:p1]
+        torch.mul(R_rows[:, :, p0:p1], r2, out=ra[:, :, :bp])
+        ra[:, :, bp : 2 * bp] = R_rows[:, :, p0:p1]
         tiles = [(p0, p1, 1.0)] + [(q0 + p1, q1 + p1, 2.0) for q0, q1 in _blocks(d - p1, width)]
         for q0, q1, alpha in tiles:
-            sh, k = (bp, q1 - q0), bp * (q1 - q0)
-            wn = torch.bmm(ws.mT, Wr[:, :, q0:q1], out=wbuf[0, : n_w * k].view(n_w, *sh)).view(n_w, k)
-            wp = torch.bmm(Wr[:, :, p0:p1].mT, Wr[:, :, q0:q1], out=wbuf[1, : n_w * k].view(n_w, *sh)).view(n_w, k)
+            k = bp * (q1 - q0)
+            wt = torch.bmm(wa[:, :, : 2 * bp].mT, Wr[:, :, q0:q1], out=wbuf[: 2 * n_w * k].view(n_w, 2 * bp, q1 - q0)).view(n_w, 2, k)
             for r0, r1, nc in groups:
                 if nc == 0:
                     continue
                 mm = r1 - r0
-                rn = torch.bmm(rs[r0:r1].mT, R_rows[r0:r1, :, q0:q1], out=rbuf[0, : mm * k].view(mm, *sh))
-                rp = torch.bmm(R_rows[r0:r1, :, p0:p1].mT, R_rows[r0:r1, :, q0:q1], out=rbuf[1, : mm * k].view(mm, *sh))
-                ba2[r0:r1, :nc].addmm_(rn.view(mm, k), wn[:nc].T, alpha=alpha)
-                x2[r0:r1, :nc].addmm_(rp.view(mm, k), wp[:nc].T, alpha=alpha)
+                rt = torch.bmm(ra[r0:r1, :, : 2 * bp].mT, R_rows[r0:r1, :, q0:q1], out=rbuf[: 2 * mm * k].view(mm, 2 * bp, q1 - q0)).view(mm, 2, k)
+                ba2[r0:r1, :nc].addmm_(rt[:, 0], wt[:nc, 0].T, alpha=alpha)
+                x2[r0:r1, :nc].addmm_(rt[:, 1], wt[:nc, 1].T, alpha=alpha)
         bar.update(1)
     return ba2, x2
 
@@ -286,10 +287,11 @@ def _core_sv2(X: Tensor, a: Tensor, b: Tensor) -> Tensor:
     return _threaded(torch.linalg.eigvalsh, G).flip(-1).clamp_min(0).to(_F64)
 
 
-def _choose_block(d: int, n_w: int, m: int, esize: int, budget: int) -> int:
-    """Tile size: 64 (128 from d = 2048 on), halved until the tiles fit ``budget``."""
+def _choose_block(d: int, r: int, n_w: int, n_r: int, m: int, esize: int, budget: int) -> int:
+    """Tile size: 64 (128 from d = 2048 on), halved until the tile buffers of
+    ``_gram_products`` (tiles of ``width = 2 · block``, left operands) fit ``budget``."""
     block = 128 if d >= 2048 else 64
-    while block > 8 and 2 * (n_w + m) * block * block * esize > budget:
+    while block > 8 and (2 * (n_w + m) * block * 2 * block + (n_w + n_r) * r * 2 * block) * esize > budget:
         block //= 2
     return min(block, d)
 
@@ -385,7 +387,7 @@ def scores(
             g = max(1, round(64 / per))  # reader layers per product: about 64 rows
             rg = [(i * per, min(len(readers), i + g) * per, readers[min(len(readers), i + g) - 1] * H) for i in range(0, len(readers), g)]
             n_w = len(wl) * H
-            blk = block or _choose_block(d, n_w, max(r1 - r0 for r0, r1, _ in rg), torch.finfo(dtype).bits // 8, budget)
+            blk = block or _choose_block(d, r, n_w, len(readers) * per, max(r1 - r0 for r0, r1, _ in rg), torch.finfo(dtype).bits // 8, budget)
             bar.total += len(_blocks(d, blk))
             rspec = torch.stack([sd[k].spectrum for k in kinds], 1).flatten(0, 2)
             b_, x_ = _gram_products(W, rbuf.flatten(0, 2), rspec, rg, blk, width or 2 * blk, bar)
