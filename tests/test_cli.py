@@ -59,7 +59,7 @@ def test_train_then_track(tmp_path, capsys):
         args += ["--plot", str(tmp_path / "t.png")]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert out.startswith("4 checkpoints, steps 0..12") and "induction forms at step" in out
+    assert out.startswith("4 checkpoints, steps 0..12") and "no induction head forms" in out  # 12 steps: none
     import pandas as pd
 
     df = pd.read_csv(tmp_path / "t.csv")

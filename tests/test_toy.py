@@ -281,6 +281,8 @@ def test_track_rows_and_plot(tmp_path):
     # labels of the checkpoints equal those logged during training
     log = read_log(tmp_path / "run")
     assert tr.labels[-1] is not None and len(tr.labels_frame()) == n_ck * L * H
+    best = float(tr.labels[-1].induction[1:].max())
+    assert (tr.formation_step() is None) == (best < 0.5) and tr.formation_step() in (None, *tr.steps)
     assert tr.save(tmp_path / "t.csv").stat().st_size > 0
     # an explicit list of checkpoint paths, steps from names when there is no manifest step
     cks = list_checkpoints([tmp_path / "run" / "checkpoints" / f"step_{s:06d}" for s in (30, 0, 5)])

@@ -229,7 +229,11 @@ def _run_track(args) -> None:
         lab = tr.labels[-1]
         print("previous-token heads (last checkpoint): " + ", ".join(f"{l}.{h} ({float(lab.previous[l, h]):.2f})" for l, h in prev))
         print("induction heads (last checkpoint):      " + ", ".join(f"{l}.{h} ({float(lab.induction[l, h]):.2f})" for l, h in ind))
-        print(f"induction forms at step {tr.formation_step()} (first checkpoint at half the final induction score)")
+        formed = tr.formation_step()
+        if formed is None:
+            print("no induction head forms (no head ends with an induction score >= 0.5)")
+        else:
+            print(f"induction forms at step {formed} (first checkpoint at half the final induction score)")
     if args.out:
         print(f"wrote {tr.save(args.out)}")
     if args.plot:

@@ -140,11 +140,13 @@ class Track:
 
     def formation_step(self, threshold: float = 0.5) -> int | None:
         """First step at which the eventual induction heads' best induction score reaches half
-        its final value (``None`` without labels)."""
+        its final value (``None`` without labels, or when no head ends at ``threshold``)."""
         if any(lab is None for lab in self.labels):
             return None
         _, ind = self.roles(threshold)
         curve = [max(float(lab.induction[l, h]) for l, h in ind) for lab in self.labels]
+        if curve[-1] < threshold:
+            return None
         half = curve[-1] / 2
         return next(s for s, v in zip(self.steps, curve) if v >= half)
 
