@@ -12,42 +12,44 @@ given). ``B_Q = B_Kᵀ``, so one SVD of each head's ``W_QK`` serves kinds Q and 
 its ``W_OV`` serves writers and V-readers.
 
 **SVDs from the factors.** For ``M = Pᵀ Q`` (``P, Q``: ``r × d``) with ``r × r`` Grams
-``G_P = P Pᵀ``, ``G_Q = Q Qᵀ``: ``M Mᵀ = Pᵀ G_Q P``; with ``G_Q = F Fᵀ`` (eigh) and
-``Fᵀ G_P F = W diag(σ²) Wᵀ`` (eigh), the left singular vectors are the rows of
-``diag(σ)⁻¹ Wᵀ Fᵀ P``. Float64, ``O(d r²)`` per head at matrix-multiply speed. Its error grows
-like ``ε κ²``; heads with a condition number above 1e4 (or rank-deficient) take the QR route
-instead (QR of each factor, SVD of the ``r × r`` core), whose rank tolerance
-``σ_max · d · ε`` decides ``rank``.
+``G_P = P Pᵀ``, ``G_Q = Q Qᵀ``: ``G_Q = F Fᵀ`` (Cholesky) makes ``F⁻¹ Q`` orthonormal and
+``M = (Pᵀ F)(F⁻¹ Q)``; ``Fᵀ G_P F = W diag(σ²) Wᵀ`` (eigh) gives ``Uᵀ = diag(σ)⁻¹ Wᵀ Fᵀ P``
+and ``Vᵀ = diag(σ)⁻¹ Uᵀ M``. Float64 Grams and ``r × r`` algebra, then one ``(r × r) @ (r ×
+d)`` product per head and side: ``O(d r²)`` at matrix-multiply speed. The error grows like
+``ε κ²``; heads with a condition number above 1e4 (or rank-deficient) take the QR route
+(QR of each factor, SVD of the ``r × r`` core), whose tolerance ``σ_max · d · ε`` sets ``rank``.
 
 **Routes**, the cheapest exact one per measure:
 
 - **gram** (frobenius, frobenius_baselined, tight, overlap, shared_dims): ``‖BA‖_F² =
-  ⟨BᵀB, AAᵀ⟩_F = ⟨Ṽ_B Ṽ_Bᵀ, Ũ_A Ũ_Aᵀ⟩_F`` (``Ũ = U diag(σ)``) and ``‖X‖_F² = ⟨V_B V_Bᵀ, U_A
+  ⟨BᵀB, AAᵀ⟩_F = ⟨V_B diag(b²) V_Bᵀ, U_A diag(a²) U_Aᵀ⟩_F`` and ``‖X‖_F² = ⟨V_B V_Bᵀ, U_A
   U_Aᵀ⟩_F``: inner products of per-head ``d × d`` Grams, never formed whole. The Gram index
-  ``(i, j)`` is cut into blocks of ``block`` rows and columns; for each block pair ``p ≤ q``
-  the ``block × block`` tiles of every head's Grams are formed (batched ``(block × r) @ (r ×
-  block)``) and all pairs of one tile are one matrix multiply, weighted 2 off the diagonal
-  (symmetry) and 1 on it. ``≈ d²/2 · (1 + block/d)`` multiply-adds per pair and product, and
-  ``≈ r d² (1 + block/d)`` per head and Gram, instead of ``r² d`` per pair for every ``X``
-  (cheaper whenever ``d < 2 r²``). Reader layers (all kinds together) are multiplied only by
-  the writers of earlier layers.
+  ``(i, j)`` is cut into ``block`` rows by ``width`` columns; per row block ``p`` the tiles
+  on the diagonal block (weight 1) and right of it (weight 2: the mirror image) are formed
+  for every head at once (batched ``[U_p diag(σ²), U_p]ᵀ U_qᵀ``, ``2 block × r × width``),
+  and all pairs of one tile are one matrix multiply. ``d (d + block)`` multiply-adds per pair
+  and ``r d (d + block)`` per head and Gram, where every ``X`` would cost ``r² d`` per pair
+  (the gram route is cheaper whenever ``d < 2 r²``: every real model). Reader layers (all
+  kinds together, about 64 rows) are multiplied only by the writers of earlier layers.
 - **X** (bandwidth, spectral, and every measure when ``pairs='all'``): ``X = V_Bᵀ U_A``. For
   ``pairs='all'`` one block matrix multiply per reader layer and kind, ``V_{l2}ᵀ U_{<l2}``
-  (``(H r) × (n_w r)``), read as per-pair ``r × r`` blocks; ``‖BA‖_F²`` and ``‖X‖_F²`` come from
-  the same blocks, so the gram route is skipped. Otherwise ``X`` for the top ``pairs`` pairs
-  by ``frobenius``. The core ``C = diag(b) X diag(a)``'s squared singular values are the
-  eigenvalues of ``C Cᵀ`` (batched ``eigvalsh``).
+  (``(H r) × (n_w r)``, in writer chunks that fit ``max_memory``), read as per-pair ``r × r``
+  blocks; ``‖BA‖_F²`` and ``‖X‖_F²`` come from the same blocks, so the gram route is skipped.
+  Otherwise ``X`` for the top ``pairs`` pairs by ``frobenius``. The squared singular values
+  of the core ``C = diag(b) X diag(a)`` are the eigenvalues of ``C Cᵀ`` (batched
+  ``eigvalsh``, the batch split over torch's threads).
 
-**Precision per step** (``precision`` sets the large products; see ``bench/RESULTS.md``):
-factor Grams, ``eigh`` and spectra in float64 always; bases, tiles, tile products and the
-``X`` blocks in ``precision``. The gram route sums ``d²/2`` products of mixed sign, so
-float32 costs absolute accuracy on near-zero scores (measured max |f32 - f64| on GPT-2-shape
-random weights: see RESULTS.md); ``'float64'`` (the default) is exact to ~1e-12 at about
-half the speed.
+**Precision per step**: factor Grams, their Cholesky/eigh, spectra, ranks and per-pair
+results in float64 always; bases, Gram tiles, tile products, ``X`` blocks and ``C Cᵀ`` in
+``precision``, float32 by default: on GPT-2-shape random weights float32 is within 4e-8 of
+float64 on frobenius and overlap (relative 1e-6; bench/RESULTS.md), at about half the time.
+The gram route sums ``d²/2`` products of mixed sign, so float32 has an absolute floor: about
+``ε₃₂ ‖AAᵀ‖_F ‖BᵀB‖_F`` on ``‖BA‖_F²``, i.e. ~3e-8 on overlap and ~3e-10/frobenius on
+frobenius (5e-7 at frobenius = 1e-3, relative error 1 below ~1e-5). Use
+``precision='float64'`` when near-zero scores matter (exact to ~1e-12).
 
-**Memory**: the bases (``2 · n_heads · r · d`` numbers per side) plus tiles chosen so that
-tiles, ``X`` blocks and baseline chunks stay within ``max_memory`` (default a quarter of the
-available RAM).
+**Memory**: the bases (``n_heads · r · d`` numbers per side) plus tile buffers, ``X`` blocks
+and baseline chunks chosen to fit ``max_memory`` (default a quarter of the available RAM).
 """
 
 from __future__ import annotations
@@ -153,9 +155,11 @@ def _svd_cores(Gp: Tensor, Gq: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
 
 
 def _factor(hw: HeadWeights, metric: Metric, layer_metric: int | None, layer: int, name: str, offset: float,
-            dtype: torch.dtype) -> Tensor:
-    """One factor of one layer in whitened coordinates, ``(head, r, d)`` per query head, in
-    ``dtype``: ``Q`` (``W_Q G^{1/2}``), ``K`` (``R(-δ) W_K G^{1/2}``), ``V``, ``O`` (``W_Oᵀ G^{-1/2}``)."""
+            out: Tensor) -> Tensor:
+    """One factor of one layer in whitened coordinates, ``(head, r, d)`` per query head:
+    ``Q`` (``W_Q G^{1/2}``), ``K`` (``R(-δ) W_K G^{1/2}``), ``V``, ``O`` (``W_Oᵀ G^{-1/2}``).
+    Written into ``out`` (whose dtype it takes), or the stored weights themselves when they
+    need no change."""
     s, si = metric.for_layer(layer_metric if layer_metric is not None else -1)
     w = hw.W_O[layer].mT if name == "O" else {"Q": hw.W_Q, "K": hw.W_K, "V": hw.W_V}[name][layer]
     if name in "KV" and list(hw.kv_map) != list(range(hw.n_kv_heads)):
@@ -163,11 +167,11 @@ def _factor(hw: HeadWeights, metric: Metric, layer_metric: int | None, layer: in
     m = si if name == "O" else s
     rot = name == "K" and hw.rotary is not None and offset != 0
     if m is None and not rot:
-        return w.to(dtype)
+        return w if w.dtype == out.dtype else out.copy_(w)  # into a reused buffer: no page faults
     w = w.to(_F64)
     w = w if m is None else w @ m
     w = _rotate(w, hw, layer, -offset) if rot else w
-    return w.to(dtype)
+    return out.copy_(w)
 
 
 def head_sides(
@@ -191,11 +195,12 @@ def head_sides(
     at = {side: {l: i for i, l in enumerate(layers[side])} for side in sides}
     wants = lambda layer, c: tuple(sd in res and layer in at[sd] for sd in c[:2])  # noqa: E731
     jobs = [(layer, c) for layer in sorted(set().union(*(layers[s] for s in sides))) for c in _CIRCUITS if any(wants(layer, c))]
-    factor = lambda layer, name, dt: _factor(hw, metric, layer_metric, layer, name, offset, dt)  # noqa: E731
+    work = {dt: (torch.empty(H, r, d, dtype=dt), torch.empty(H, r, d, dtype=dt)) for dt in {_F64, dtype}}
+    factor = lambda layer, name, dt, i=0: _factor(hw, metric, layer_metric, layer, name, offset, work[dt][i])  # noqa: E731
     Gp = torch.empty(len(jobs), H, r, r, dtype=_F64)
     Gq = torch.empty_like(Gp)
     for j, (layer, c) in enumerate(jobs):
-        P, Q = factor(layer, c[2], _F64), factor(layer, c[3], _F64)
+        P, Q = factor(layer, c[2], _F64), factor(layer, c[3], _F64, 1)
         torch.bmm(P, P.mT, out=Gp[j])
         torch.bmm(Q, Q.mT, out=Gq[j])
     cu, cv, s, ok = (t.unflatten(0, (len(jobs), H)) for t in _svd_cores(Gp.flatten(0, 1), Gq.flatten(0, 1)))
@@ -203,7 +208,7 @@ def head_sides(
         sj, rj = s[j].clone(), torch.full((H,), r, dtype=torch.long)
         bad = (~ok[j]).nonzero().flatten()
         if len(bad):  # QR route: robust for ill-conditioned and rank-deficient heads
-            U, sb, V = _svd_factors(factor(layer, c[2], _F64)[bad].mT, factor(layer, c[3], _F64)[bad])
+            U, sb, V = _svd_factors(factor(layer, c[2], _F64)[bad].mT, factor(layer, c[3], _F64, 1)[bad])
             rb = _rank(sb, d)
             keep = (torch.arange(sb.shape[-1])[None, :] < rb[:, None]).to(_F64)
             sj[bad] = 0
@@ -319,9 +324,10 @@ def scores(
     ``compscope.measures.measures()`` (``'all'`` for every one). ``metric``: ``'identity'``,
     ``'embed'``, ``'unembed'`` or a ``Metric``. ``pairs``: for X-route measures, ``'all'`` or
     the number of top pairs by ``frobenius`` per kind (others NaN). ``precision``: dtype of
-    the large products (``'float64'`` exact to ~1e-12; ``'float32'`` about twice as fast, with
-    the absolute errors of ``bench/RESULTS.md``). ``max_memory``: bytes for tiles and
-    blocks (the per-head bases come on top). ``block``: Gram tile size (default by ``d``)."""
+    the large products (``'float32'``, the default: see the module docstring for its error;
+    ``'float64'``: exact to ~1e-12, about half the speed). ``max_memory``: bytes for tiles
+    and blocks (the per-head bases come on top). ``block``, ``width``: Gram tile rows and
+    columns (default from ``d`` and ``max_memory``)."""
     from .loading import load
 
     hw = model if isinstance(model, HeadWeights) else load(model)
