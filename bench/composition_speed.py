@@ -9,7 +9,8 @@ min-max):
 
 - TransformerLens: its three ``all_composition_scores`` calls (Q, K, V), each repeat in a fresh
   subprocess with a 14 GiB address-space limit, so running out of memory is reported, not
-  fatal; a subprocess that does not finish in ``--tl-timeout`` seconds is reported as such;
+  fatal; a subprocess that does not finish in ``--tl-timeout`` seconds is reported as such,
+  and one that takes over two minutes is timed once;
 - compscope Q+K+V, (a) ``frobenius, frobenius_baselined, tight, overlap`` (the Gram route) and
   (b) every measure for every pair (the X route, ``pairs='all'``), default precision;
 - the floor of each route: the FLOP count of the products that route must form (below),
@@ -196,6 +197,8 @@ def main() -> None:
                 (t, err, chk), _, o = measured(lambda: tl_run(shape, args.tl_timeout))
                 if t is None:
                     tl_note = err
+                elif t > 120:  # slow enough to time once
+                    tl_note = "(timed once: too slow to repeat)"
                 else:
                     assert chk is not None and abs(chk - check) < 1e-6 * max(1.0, abs(check)), "TransformerLens weights differ"
                     times["TransformerLens Q+K+V"].append(t)
@@ -212,7 +215,8 @@ def main() -> None:
         print(f"dense float32 matmul: {rate / 1e9:.0f} GFLOP/s (median; {min(rates) / 1e9:.0f}-{max(rates) / 1e9:.0f})")
         for k, ts in times.items():
             if ts:
-                print(f"  {k:<52} {fmt(ts)}   other processes: {others[k]:.2f} cores (max)")
+                note = f"  {tl_note}" if k.startswith("Transformer") else ""
+                print(f"  {k:<52} {fmt(ts)}   other processes: {others[k]:.2f} cores (max){note}")
             else:
                 print(f"  {k:<52} {tl_note}")
         ta = statistics.median(times["(a) frobenius, frobenius_baselined, tight, overlap"])

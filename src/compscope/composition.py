@@ -284,11 +284,10 @@ def _gram_products(
     return ba2, x2
 
 
-def _core_sv2(X: Tensor, a: Tensor, b: Tensor) -> Tensor:
-    """Squared singular values of ``C = diag(b) X diag(a)`` (``X: (n, r_B, r_A)``), descending:
-    eigenvalues of ``C Cᵀ`` (or ``Cᵀ C``, the smaller)."""
-    C = X * b.to(X.dtype)[:, :, None] * a.to(X.dtype)[:, None, :]
-    G = C @ C.mT if C.shape[-2] <= C.shape[-1] else C.mT @ C
+def _core_sv2(C: Tensor, out: Tensor | None = None) -> Tensor:
+    """Squared singular values of the cores ``C: (n, r_B, r_A)`` (``diag(b) X diag(a)``),
+    descending: eigenvalues of ``C Cᵀ`` (or ``Cᵀ C``, the smaller; into ``out`` if given)."""
+    G = torch.bmm(C, C.mT, out=out) if C.shape[-2] <= C.shape[-1] else torch.bmm(C.mT, C, out=out)
     return _threaded(torch.linalg.eigvalsh, G).flip(-1).clamp_min(0).to(_F64)
 
 
@@ -432,32 +431,36 @@ def scores(
 
 
 def _x_all(W: Sides, R: Sides, j: int, l2: int, budget: int, x_ms: list[Measure], out: dict[str, Tensor],
-           ba2: Tensor, x2: Tensor, expected: Tensor | None, d: int) -> None:
+           ba2: Tensor, x2: Tensor, expected: Tensor | None, d: int, chunk_bytes: int = 4 << 20) -> None:
     """Every ``X`` of reader layer ``l2`` (index ``j`` in ``R``) against writer layers ``< l2``:
-    ``V_{l2}ᵀ U_{<l2}`` in writer chunks that fit ``budget``. Fills ``[:l2, :, l2]`` of ``ba2``,
-    ``x2`` and of each X-route measure's ``out``."""
+    ``V_{l2}ᵀ U_{<l2}`` in writer chunks of about ``chunk_bytes`` (cache-sized; at most
+    ``budget``), each one matrix multiply into a reused buffer. Fills ``[:l2, :, l2]`` of
+    ``ba2``, ``x2`` and of each X-route measure's ``out``."""
     H, r = R.rows.shape[1], R.rows.shape[2]
     Vt = R.rows[j].reshape(H * r, -1)
     b = R.spectrum[j]  # (H, r)
     Ut = W.rows[:l2].flatten(0, 1)  # (n, r, d)
     a, rank = W.spectrum[:l2].flatten(0, 1), W.rank[:l2].flatten()
-    n = Ut.shape[0]
-    step = max(1, min(n, budget // max(1, 6 * H * r * r * 8)))
+    n, dt = Ut.shape[0], Ut.dtype
+    step = max(1, min(n, min(budget, chunk_bytes) // (H * r * r * Ut.element_size())))
+    size = H * step * r * r  # buffers reused by every chunk (fresh large tensors cost page faults)
+    xbuf, pbuf, cbuf, gbuf = (torch.empty(size, dtype=dt) for _ in range(4))
     res = {k: torch.empty(H, n, dtype=_F64) for k in ["ba2", "x2"] + [m.name for m in x_ms]}
     e = None if expected is None else expected.flatten(0, 1).T  # (H, n)
+    bw = b.to(dt)[:, None, :, None]
     for c0 in range(0, n, step):
         c1, c = min(n, c0 + step), min(n, c0 + step) - c0
-        X = (Vt @ Ut[c0:c1].flatten(0, 1).T).view(H, r, c, r).permute(0, 2, 1, 3)  # (H, c, r_B, r_A)
-        X2 = X.square()
-        res["x2"][:, c0:c1] = X2.sum((-1, -2))
-        res["ba2"][:, c0:c1] = torch.einsum("hi,hwij,wj->hw", b.square().to(X.dtype), X2, a[c0:c1].square().to(X.dtype))
-        if x_ms:
-            pa, pb = a[None, c0:c1].expand(H, c, r).reshape(-1, r), b[:, None].expand(H, c, r).reshape(-1, r)
-            Xp = X.reshape(-1, r, r)
-            p = PairSpectra(pa, pb, Xp, d, rank[None, c0:c1].expand(H, c).reshape(-1),
-                            None if e is None else e[:, c0:c1].reshape(-1), core_sv2=_core_sv2(Xp, pa, pb))
-            for m in x_ms:
-                res[m.name][:, c0:c1] = m.exact(p).to(_F64).view(H, c)
+        k = H * c * r * r
+        Xm = torch.mm(Vt, Ut[c0:c1].flatten(0, 1).T, out=xbuf[:k].view(H * r, c * r))
+        X = pbuf[:k].view(H, c, r, r).copy_(Xm.view(H, r, c, r).permute(0, 2, 1, 3))  # (H, c, r_B, r_A)
+        res["x2"][:, c0:c1] = torch.linalg.vector_norm(X, dim=(-2, -1)).square()
+        C = torch.mul(X, a[c0:c1].to(dt)[None, :, None, :], out=cbuf[:k].view(H, c, r, r)).mul_(bw)  # diag(b) X diag(a)
+        res["ba2"][:, c0:c1] = torch.linalg.vector_norm(C, dim=(-2, -1)).square()
+        pa, pb = a[None, c0:c1].expand(H, c, r).reshape(-1, r), b[:, None].expand(H, c, r).reshape(-1, r)
+        p = PairSpectra(pa, pb, X.view(-1, r, r), d, rank[None, c0:c1].expand(H, c).reshape(-1),
+                        None if e is None else e[:, c0:c1].reshape(-1), core_sv2=_core_sv2(C.view(-1, r, r), gbuf[:k].view(-1, r, r)))
+        for m in x_ms:
+            res[m.name][:, c0:c1] = m.exact(p).to(_F64).view(H, c)
     ba2[:l2, :, l2] = res.pop("ba2").view(H, l2, H).permute(1, 2, 0)
     x2[:l2, :, l2] = res.pop("x2").view(H, l2, H).permute(1, 2, 0)
     for name, v in res.items():
@@ -483,7 +486,7 @@ def _x_pairs(hw, met, offset, kind, sel, per_layer_metric, bases, dtype, chunk: 
             VB, b = R.rows[s[:, 2] - 1, s[:, 3]], R.spectrum[s[:, 2] - 1, s[:, 3]]
         X = VB @ UA.mT
         Xs.append(X)
-        ss.append(_core_sv2(X, a, b))
+        ss.append(_core_sv2(X * b.to(X.dtype)[:, :, None] * a.to(X.dtype)[:, None, :]))
     return torch.cat(Xs), torch.cat(ss)
 
 
