@@ -10,7 +10,7 @@ min-max):
 - TransformerLens: its three ``all_composition_scores`` calls (Q, K, V), each repeat in a fresh
   subprocess with a 14 GiB address-space limit, so running out of memory is reported, not
   fatal; a subprocess that does not finish in ``--tl-timeout`` seconds is reported as such,
-  and one that takes over two minutes is timed once;
+  and one that takes over two minutes is timed once; 5 s pause after each;
 - compscope Q+K+V, (a) ``frobenius, frobenius_baselined, tight, overlap`` (the Gram route) and
   (b) every measure for every pair (the X route, ``pairs='all'``), default precision;
 - the floor of each route: the FLOP count of the products that route must form (below),
@@ -199,6 +199,7 @@ def main() -> None:
                     tl_note = err
                 elif t > 120:  # slow enough to time once
                     tl_note = "(timed once: too slow to repeat)"
+                time.sleep(5)  # let the system settle after a subprocess that freed gigabytes
                 else:
                     assert chk is not None and abs(chk - check) < 1e-6 * max(1.0, abs(check)), "TransformerLens weights differ"
                     times["TransformerLens Q+K+V"].append(t)
