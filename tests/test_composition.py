@@ -270,3 +270,24 @@ def test_activation_metric_per_layer_matches_dense_and_refuses_missing_layers():
     assert float(t.dense("frobenius", "V")[0, 1, 2, 3]) == pytest.approx(dense_measures(A, B)["frobenius"], rel=1e-6)
     with pytest.raises(OptionError, match="no G for layer 2"):
         scores(hw, "V", ["frobenius"], metric=activations({1: Gs[1]}), progress=False)
+
+
+def test_float32_near_zero_scores_are_refined_from_x():
+    """Writers and V-readers in complementary halves of a rotated residual stream: scores
+    ~1e-4 of the usual. The float32 Gram route alone loses them to cancellation; the pairs it
+    flags are recomputed from X, so float32 stays within 1e-3 (relative) of float64 (the
+    rounding of the float32 bases: ~1e-7 absolute on each cosine)."""
+    L, H, r, d = 3, 4, 8, 64
+    g = torch.Generator().manual_seed(11)
+    rn = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
+    half = (torch.arange(d) < d // 2).double()
+    T = torch.linalg.qr(rn(d, d))[0]
+    W_O = T @ (rn(L, H, d, r) * half[:, None] + 1e-4 * rn(L, H, d, r))
+    W_V = (rn(L, H, r, d) * (1 - half) + 1e-4 * rn(L, H, r, d)) @ T.T
+    hw = model(L=L, H=H, G=H, r=r, d=d, rotary=False).replace(W_O=W_O.float(), W_V=W_V.float())
+    lo = scores(hw, "V", GRAM, precision="float32", progress=False)
+    hi = scores(hw, "V", GRAM, precision="float64", progress=False)
+    f = hi.dense("frobenius", "V")
+    assert float(f.nanmedian()) < 1e-3  # near zero: float32 Grams alone would be off by ~100%
+    for m in GRAM:
+        torch.testing.assert_close(lo.dense(m, "V"), hi.dense(m, "V"), rtol=1e-3, atol=0, equal_nan=True)

@@ -41,12 +41,13 @@ d)`` product per head and side: ``O(d r²)`` at matrix-multiply speed. The error
 
 **Precision per step**: factor Grams, their Cholesky/eigh, spectra, ranks and per-pair
 results in float64 always; bases, Gram tiles, tile products, ``X`` blocks and ``C Cᵀ`` in
-``precision``, float32 by default: on GPT-2-shape random weights float32 is within 4e-8 of
-float64 on frobenius and overlap (relative 1e-6; bench/RESULTS.md), at about half the time.
-The gram route sums ``d²/2`` products of mixed sign, so float32 has an absolute floor: about
-``ε₃₂ ‖AAᵀ‖_F ‖BᵀB‖_F`` on ``‖BA‖_F²``, i.e. ~3e-8 on overlap and ~3e-10/frobenius on
-frobenius (5e-7 at frobenius = 1e-3, relative error 1 below ~1e-5). Use
-``precision='float64'`` when near-zero scores matter (exact to ~1e-12).
+``precision``, float32 by default (about half the time of float64). The gram route sums
+``d²/2`` products of mixed sign, so a float32 ``‖BA‖_F²`` is off by up to about
+``ε₃₂ ‖AAᵀ‖_F ‖BᵀB‖_F`` (and ``‖X‖_F²`` by ``ε₃₂ (r_A r_B)^{1/2}``): harmless for typical
+scores (relative 1e-6 on GPT-2-shape random weights), fatal for near-zero ones. Pairs where
+8× that bound exceeds 2e-5 of the value are recomputed from their ``X`` (single dot products,
+no cancellation), which leaves float32 ~1e-7 absolute on each cosine: relative 1e-5 at
+frobenius 1e-3, 1e-4 at 1e-5 (bench/RESULTS.md). ``precision='float64'``: exact to ~1e-12.
 
 **Memory**: the bases (``n_heads · r · d`` numbers per side) plus tile buffers, ``X`` blocks
 and baseline chunks chosen to fit ``max_memory`` (default a quarter of the available RAM).
@@ -284,6 +285,35 @@ def _gram_products(
     return ba2, x2
 
 
+def _refine_small(W: Sides, R_rows: Tensor, R_spectrum: Tensor, R_rank: Tensor, ba2: Tensor, x2: Tensor,
+                  groups: list[tuple[int, int, int]], H: int, budget: int, tol: float = 2e-5, safety: float = 8.0) -> int:
+    """Recompute from ``X`` the float32 Gram-route values that cancellation may have spoiled.
+
+    A float32 inner product of two Grams is off by about ``ε₃₂ ‖AAᵀ‖_F ‖BᵀB‖_F`` (measured:
+    0.6 of that); where ``safety`` times this bound exceeds ``tol · ‖BA‖_F²`` (or, for
+    ``‖X‖_F²``, ``safety · ε₃₂ (r_A r_B)^{1/2}`` exceeds ``tol · ‖X‖_F²``), the pair's ``X =
+    V_Bᵀ U_A`` is formed (float32, no cancellation: its entries are single dot products) and
+    both values are replaced. Updates ``ba2``, ``x2`` in place; returns the number of pairs."""
+    Wr = W.rows.flatten(0, 1)
+    a, rank_a = W.spectrum.flatten(0, 1), W.rank.flatten()
+    eps = safety * torch.finfo(torch.float32).eps / tol
+    err_n = eps * torch.outer(R_spectrum.pow(2).norm(dim=-1), a.pow(2).norm(dim=-1))
+    err_p = eps * torch.outer(R_rank.double(), rank_a.double()).sqrt()
+    bad = torch.zeros_like(ba2, dtype=torch.bool)
+    for r0, r1, nc in groups:
+        bad[r0:r1, :nc] = (ba2[r0:r1, :nc].double() < err_n[r0:r1, :nc]) | (x2[r0:r1, :nc].double() < err_p[r0:r1, :nc])
+    idx = bad.nonzero()
+    r, d = Wr.shape[1], Wr.shape[2]
+    step = max(1, min(1024, budget // max(1, 2 * r * d * Wr.element_size())))
+    for i in range(0, len(idx), step):
+        ri, wi = idx[i : i + step, 0], idx[i : i + step, 1]
+        X = torch.bmm(R_rows[ri], Wr[wi].mT)
+        x2[ri, wi] = X.square().sum((-1, -2)).to(x2.dtype)
+        C = X * R_spectrum[ri].to(X.dtype)[:, :, None] * a[wi].to(X.dtype)[:, None, :]
+        ba2[ri, wi] = C.square().sum((-1, -2)).to(ba2.dtype)
+    return len(idx)
+
+
 def _core_sv2(C: Tensor, out: Tensor | None = None) -> Tensor:
     """Squared singular values of the cores ``C: (n, r_B, r_A)`` (``diag(b) X diag(a)``),
     descending: eigenvalues of ``C Cᵀ`` (or ``Cᵀ C``, the smaller; into ``out`` if given)."""
@@ -396,6 +426,9 @@ def scores(
             bar.total += len(_blocks(d, blk))
             rspec = torch.stack([sd[k].spectrum for k in kinds], 1).flatten(0, 2)
             b_, x_ = _gram_products(W, rbuf.flatten(0, 2), rspec, rg, blk, width or 2 * blk, bar)
+            if dtype == torch.float32:
+                rrank = torch.stack([sd[k].rank for k in kinds], 1).flatten()
+                _refine_small(W, rbuf.flatten(0, 2), rspec, rrank, b_, x_, rg, H, budget)
             b_ = b_.to(_F64).view(len(readers), K, H, len(wl), H)
             x_ = x_.to(_F64).view(len(readers), K, H, len(wl), H)
             for i, k in enumerate(kinds):
