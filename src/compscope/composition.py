@@ -46,8 +46,8 @@ results in float64 always; bases, Gram tiles, tile products, ``X`` blocks and ``
 ``ε₃₂ ‖AAᵀ‖_F ‖BᵀB‖_F`` (and ``‖X‖_F²`` by ``ε₃₂ (r_A r_B)^{1/2}``): harmless for typical
 scores (relative 1e-6 on GPT-2-shape random weights), fatal for near-zero ones. Pairs where
 8× that bound exceeds 2e-5 of the value are recomputed from their ``X`` (single dot products,
-no cancellation), which leaves float32 ~1e-7 absolute on each cosine: relative 1e-5 at
-frobenius 1e-3, 1e-4 at 1e-5 (bench/RESULTS.md). ``precision='float64'``: exact to ~1e-12.
+no cancellation), which leaves float32 ~1e-7 absolute on each cosine: relative ~1e-6 at
+frobenius 1e-3, ~1e-4 at 1e-5 (bench/RESULTS.md). ``precision='float64'``: exact to ~1e-12.
 
 **Memory**: the bases (``n_heads · r · d`` numbers per side) plus tile buffers, ``X`` blocks
 and baseline chunks chosen to fit ``max_memory`` (default a quarter of the available RAM).
