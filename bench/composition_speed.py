@@ -12,7 +12,8 @@ min-max):
   fatal; a subprocess that does not finish in ``--tl-timeout`` seconds is reported as such,
   and one that takes over two minutes is timed once; 5 s pause after each;
 - compscope Q+K+V, (a) ``frobenius, frobenius_baselined, tight, overlap`` (the Gram route) and
-  (b) every measure for every pair (the X route, ``pairs='all'``), default precision;
+  (b) every measure for every pair (the X route, ``pairs='all'``), default precision
+  (float32 products), and (a) again with ``precision='float64'``;
 - the floor of each route: the FLOP count of the products that route must form (below),
   divided by the rate of a plain dense float32 ``4096 x 4096`` matmul timed in the same run.
 
@@ -185,6 +186,7 @@ def main() -> None:
         contenders = {
             "(a) frobenius, frobenius_baselined, tight, overlap": lambda: compscope.scores(hw, "QKV", MEASURES_A, progress=False),
             "(b) all measures, all pairs": lambda: compscope.scores(hw, "QKV", "all", pairs="all", progress=False),
+            "(a) with precision='float64'": lambda: compscope.scores(hw, "QKV", MEASURES_A, precision="float64", progress=False),
         }
         for fn in contenders.values():  # warm-up
             fn()
