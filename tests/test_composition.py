@@ -291,3 +291,18 @@ def test_float32_near_zero_scores_are_refined_from_x():
     assert float(f.nanmedian()) < 1e-3  # near zero: float32 Grams alone would be off by ~100%
     for m in GRAM:
         torch.testing.assert_close(lo.dense(m, "V"), hi.dense(m, "V"), rtol=1e-3, atol=0, equal_nan=True)
+
+
+def test_random_heads_need_no_refinement(monkeypatch):
+    """Typical scores are far above float32's cancellation bound: nothing is recomputed."""
+    import compscope.composition as engine
+
+    counts = []
+    real = engine._refine_small
+    monkeypatch.setattr(engine, "_refine_small", lambda *a, **k: counts.append(real(*a, **k)) or counts[-1])
+    g = torch.Generator().manual_seed(2)
+    L, H, r, d = 3, 4, 32, 512
+    rn = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
+    hw = model(L=L, H=H, G=H, r=r, d=d, rotary=False).replace(W_Q=rn(L, H, r, d), W_K=rn(L, H, r, d), W_V=rn(L, H, r, d), W_O=rn(L, H, d, r))
+    scores(hw, "QKV", GRAM, progress=False)
+    assert counts == [0]
