@@ -306,3 +306,11 @@ def test_random_heads_need_no_refinement(monkeypatch):
     hw = model(L=L, H=H, G=H, r=r, d=d, rotary=False).replace(W_Q=rn(L, H, r, d), W_K=rn(L, H, r, d), W_V=rn(L, H, r, d), W_O=rn(L, H, d, r))
     scores(hw, "QKV", GRAM, progress=False)
     assert counts == [0]
+
+
+def test_tiny_memory_budget_shrinks_tiles_not_results():
+    hw = model(seed=8)
+    ref = scores(hw, "QKV", GRAM + ["frobenius_baselined"], progress=False)
+    small = scores(hw, "QKV", GRAM + ["frobenius_baselined"], max_memory=1, progress=False)
+    for key, v in ref.values.items():
+        torch.testing.assert_close(small.values[key], v, equal_nan=True, rtol=1e-6, atol=1e-7)

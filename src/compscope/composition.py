@@ -455,8 +455,8 @@ def scores(
             n = min(int(pairs), int(torch.isfinite(frob).sum()))
             sel = torch.stack(torch.unravel_index(flat.topk(n).indices, frob.shape), -1)
             X, s = _x_pairs(hw, met, offset, k, sel, per_layer_metric, bases, dtype)
-            at = lambda t: _at_pairs(t, sel)  # noqa: E731
-            p = PairSpectra(at(a), at(b[k]), X, d, at(rank_a), None if expected is None else at(expected[k]), core_sv2=s)
+            e = None if expected is None else _at_pairs(expected[k], sel)
+            p = PairSpectra(_at_pairs(a, sel), _at_pairs(b[k], sel), X, d, _at_pairs(rank_a, sel), e, core_sv2=s)
             for m in x_ms:
                 xval[(m.name, k)][sel[:, 0], sel[:, 1], sel[:, 2], sel[:, 3]] = m.exact(p).to(_F64)
     values.update(xval)
