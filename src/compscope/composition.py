@@ -55,8 +55,10 @@ and baseline chunks chosen to fit ``max_memory`` (default a quarter of the avail
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -113,7 +115,7 @@ def _rotate(w: Tensor, hw: HeadWeights, layer: int, offset: float) -> Tensor:
 _POOL: dict[int, ThreadPoolExecutor] = {}
 
 
-def _threaded(fn, x: Tensor):
+def _threaded(fn: Callable[[Tensor], Any], x: Tensor) -> Any:
     """``fn(x)`` for a batched LAPACK call, the batch split over torch's threads (torch runs
     a batch of small factorisations one after another on one core)."""
     n = torch.get_num_threads()
