@@ -91,7 +91,7 @@ class Sides:
     rank: Tensor
 
 
-def _svd_factors(left: Tensor, right: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+def svd_from_factors(left: Tensor, right: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """Batched thin SVD of ``left @ right`` (``(..., m, r) @ (..., r, n)``): ``U, S, V``."""
     q_l, r_l = torch.linalg.qr(left)
     q_r, r_r = torch.linalg.qr(right.transpose(-1, -2))
@@ -99,13 +99,13 @@ def _svd_factors(left: Tensor, right: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     return q_l @ u, s, q_r @ vh.transpose(-1, -2)
 
 
-def _rank(s: Tensor, dims: int) -> Tensor:
+def numerical_rank(s: Tensor, dims: int) -> Tensor:
     tol = s[..., :1] * dims * torch.finfo(s.dtype).eps
     return (s > tol).sum(-1)
 
 
-def _rotate(w: Tensor, hw: HeadWeights, layer: int, offset: float) -> Tensor:
-    """``R(offset) w`` for ``w: (head, r, n)`` of one layer (rows are head dims)."""
+def rotate_rows(w: Tensor, hw: HeadWeights, layer: int, offset: float) -> Tensor:
+    """``R(offset) w`` for ``w: (..., r, n)`` of one layer (rows are head dims)."""
     if hw.rotary is None or offset == 0:
         return w
     pos = torch.tensor([float(offset)])
@@ -173,7 +173,7 @@ def _factor(hw: HeadWeights, metric: Metric, layer_metric: int | None, layer: in
         return w if w.dtype == out.dtype else out.copy_(w)  # into a reused buffer: no page faults
     w = w.to(_F64)
     w = w if m is None else w @ m
-    w = _rotate(w, hw, layer, -offset) if rot else w
+    w = rotate_rows(w, hw, layer, -offset) if rot else w
     return out.copy_(w)
 
 
@@ -211,8 +211,8 @@ def head_sides(
         sj, rj = s[j].clone(), torch.full((H,), r, dtype=torch.long)
         bad = (~ok[j]).nonzero().flatten()
         if len(bad):  # QR route: robust for ill-conditioned and rank-deficient heads
-            U, sb, V = _svd_factors(factor(layer, c[2], _F64)[bad].mT, factor(layer, c[3], _F64, 1)[bad])
-            rb = _rank(sb, d)
+            U, sb, V = svd_from_factors(factor(layer, c[2], _F64)[bad].mT, factor(layer, c[3], _F64, 1)[bad])
+            rb = numerical_rank(sb, d)
             keep = (torch.arange(sb.shape[-1])[None, :] < rb[:, None]).to(_F64)
             sj[bad] = 0
             sj[bad, : sb.shape[-1]] = sb * keep

@@ -16,29 +16,12 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from .composition import KINDS, numerical_rank, rotate_rows, svd_from_factors
 from .errors import OptionError
 from .heads import HeadWeights
 from .measures import PairSpectra, measures
 from .metrics import DEFAULT_RIDGE, Metric, get_metric
 
-KINDS = ("Q", "K", "V")
-
-
-def _thin_svd(left: Tensor, right: Tensor) -> tuple[Tensor, Tensor, Tensor, int]:
-    """``U, S, V, rank`` of ``left @ right`` (``(d, r) @ (r, d)``) from QR of each factor and
-    the SVD of the ``r × r`` core (float64)."""
-    ql, rl = torch.linalg.qr(left)
-    qr, rr = torch.linalg.qr(right.T)
-    u, s, vh = torch.linalg.svd(rl @ rr.T)
-    rank = int((s > s[:1] * max(left.shape) * torch.finfo(s.dtype).eps).sum())
-    return ql @ u, s, qr @ vh.T, rank
-
-
-def _rows_rotated(w: Tensor, hw: HeadWeights, layer: int, offset: float) -> Tensor:
-    """``R(offset) w`` for ``w: (d_head, d_model)``."""
-    if hw.rotary is None or offset == 0:
-        return w
-    return hw.rotary.rotate(w.T, torch.tensor([float(offset)]), layer).T
 
 
 @dataclass(frozen=True)
@@ -91,14 +74,15 @@ def compose_pair(
     rd = (lambda w: w) if S is None else (lambda w: w @ S)  # reading factor W G^{1/2}  # noqa: E731
     wr = (lambda w: w) if Si is None else (lambda w: Si @ w)  # writing factor G^{-1/2} W_O  # noqa: E731
     g1, g2 = hw.kv_map[h1], hw.kv_map[h2]
-    UA, a, _, ra = _thin_svd(wr(f64(hw.W_O[l1, h1])), rd(f64(hw.W_V[l1, g1])))
+    UA, a, _ = svd_from_factors(wr(f64(hw.W_O[l1, h1])), rd(f64(hw.W_V[l1, g1])))
     WQ, WK = f64(hw.W_Q[l2, h2]), f64(hw.W_K[l2, g2])
     if kind == "V":
-        _, b, VB, rb = _thin_svd(wr(f64(hw.W_O[l2, h2])), rd(f64(hw.W_V[l2, g2])))
+        _, b, VB = svd_from_factors(wr(f64(hw.W_O[l2, h2])), rd(f64(hw.W_V[l2, g2])))
     elif kind == "Q":  # B = W_Kᵀ R(δ) W_Q, reads through W_Q
-        _, b, VB, rb = _thin_svd(rd(WK).T, rd(_rows_rotated(WQ, hw, l2, offset)))
+        _, b, VB = svd_from_factors(rd(WK).T, rd(rotate_rows(WQ, hw, l2, offset)))
     else:  # B = W_Qᵀ R(-δ) W_K, reads through W_K
-        _, b, VB, rb = _thin_svd(rd(WQ).T, rd(_rows_rotated(WK, hw, l2, -offset)))
+        _, b, VB = svd_from_factors(rd(WQ).T, rd(rotate_rows(WK, hw, l2, -offset)))
+    ra, rb = int(numerical_rank(a, hw.d_model)), int(numerical_rank(b, hw.d_model))
     UA, a, VB, b = UA[:, :ra], a[:ra], VB[:, :rb], b[:rb]
     X = VB.T @ UA  # (r_B, r_A)
     k = min(ra, rb)

@@ -77,15 +77,19 @@ class ScoreTable:
 
     def save(self, path: str | Path) -> Path:
         """Write ``.csv`` or ``.parquet`` (by suffix); :func:`read_scores` reads it back."""
-        path = Path(path)
-        df = self.to_pandas()
-        if path.suffix == ".csv":
-            df.to_csv(path, index=False)
-        elif path.suffix == ".parquet":
-            df.to_parquet(path, index=False)
-        else:
-            raise OptionError(f"{path}: use a .csv or .parquet file name")
-        return path
+        return write_frame(self.to_pandas(), path)
+
+
+def write_frame(df, path: str | Path) -> Path:
+    """Write a pandas frame as ``.csv`` or ``.parquet``, chosen by the suffix of ``path``."""
+    path = Path(path)
+    if path.suffix == ".csv":
+        df.to_csv(path, index=False)
+    elif path.suffix == ".parquet":
+        df.to_parquet(path, index=False)
+    else:
+        raise OptionError(f"{path}: use a .csv or .parquet file name")
+    return path
 
 
 def read_scores(path: str | Path, shape: tuple[int, int] | None = None) -> ScoreTable:
@@ -112,4 +116,4 @@ def read_scores(path: str | Path, shape: tuple[int, int] | None = None) -> Score
     return ScoreTable(values, str(df["metric"].iloc[0]) if len(df) else "identity", model, proc, offset)
 
 
-__all__ = ["COLUMNS", "ScoreTable", "read_scores"]
+__all__ = ["COLUMNS", "ScoreTable", "read_scores", "write_frame"]

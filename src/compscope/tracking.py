@@ -22,7 +22,7 @@ from .composition import scores
 from .errors import OptionError
 from .head_labels import HeadLabels, label_heads
 from .progress import progress_bar
-from .results import ScoreTable
+from .results import ScoreTable, write_frame
 
 
 @dataclass(frozen=True)
@@ -119,15 +119,8 @@ class Track:
         return pd.DataFrame(rows, columns=["step", "layer", "head", "induction", "previous", "loss_first", "loss_second"])
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        df = self.to_pandas()
-        if path.suffix == ".csv":
-            df.to_csv(path, index=False)
-        elif path.suffix == ".parquet":
-            df.to_parquet(path, index=False)
-        else:
-            raise OptionError(f"{path}: use a .csv or .parquet file name")
-        return path
+        """Write :meth:`to_pandas` as ``.csv`` or ``.parquet``."""
+        return write_frame(self.to_pandas(), path)
 
     # ------------------------------------------------------------------ circuit reading
     def roles(self, threshold: float = 0.5) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
@@ -177,18 +170,21 @@ def track(
     metric; ``score_options`` go to it), plus activation labels for toy checkpoints."""
     from .loading import load
     from .toy.data import repeated_random
-    from .toy.storage import is_toy, load_toy
+    from .toy.storage import heads_of, is_toy, load_toy
 
     ckpts = list_checkpoints(source)
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
     tables, labs = [], []
     bar = progress_bar(len(ckpts), "tracking", enabled=progress)
     for c in ckpts:
-        hw = load(c.path)
+        model = lab = None
+        if is_toy(c.path):  # read once: the weights for the scores, the model for the labels
+            model, manifest = load_toy(c.path)
+            hw = heads_of(model, manifest, c.path)
+        else:
+            hw = load(c.path)
         tables.append([scores(hw, kinds, measures, m, progress=False, **score_options) for m in metrics])
-        lab = None
-        if labels and is_toy(c.path):
-            model, _ = load_toy(c.path)
+        if labels and model is not None:
             half = min(24, model.cfg.n_ctx // 2)
             lab = label_heads(model, repeated_random(label_sequences, half, model.cfg.d_vocab, label_seed))
         labs.append(lab)

@@ -90,7 +90,11 @@ def load_toy(path: str | Path) -> tuple[ToyTransformer, dict]:
 
 def load_heads(path: str | Path):
     """``HeadWeights`` of the toy model in ``path``."""
-    model, manifest = load_toy(path)
+    return heads_of(*load_toy(path), path)
+
+
+def heads_of(model: ToyTransformer, manifest: dict, path: str | Path):
+    """``HeadWeights`` of a loaded toy ``model``, named from its manifest."""
     name = manifest.get("name") or "toy"
     if manifest.get("step") is not None:
         name = f"{name} step {manifest['step']}"
