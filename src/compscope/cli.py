@@ -91,11 +91,12 @@ def _add_scoring(p: argparse.ArgumentParser, default_kinds: str, default_measure
     p.add_argument("--offset", type=float, default=0.0, help="rotary offset: query minus key position (default 0)")
     p.add_argument("--pairs", default="256", help="for bandwidth/spectral: 'all' or the top N pairs by frobenius (default 256)")
     p.add_argument("--precision", default="float32", choices=["float32", "float64"], help="dtype of the large products (default float32)")
+    p.add_argument("--device", default=None, help="where to compute: cpu, cuda, cuda:N (default: cuda when present, else cpu)")
 
 
 def _score_options(args) -> dict:
     pairs = "all" if args.pairs == "all" else _positive_int(args.pairs, "--pairs")
-    return {"offset": args.offset, "pairs": pairs, "precision": args.precision}
+    return {"offset": args.offset, "pairs": pairs, "precision": args.precision, "device": args.device}
 
 
 def _out_table(path: str | None) -> None:

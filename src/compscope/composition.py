@@ -50,7 +50,14 @@ no cancellation), which leaves float32 ~1e-7 absolute on each cosine: relative ~
 frobenius 1e-3, ~1e-4 at 1e-5 (bench/RESULTS.md). ``precision='float64'``: exact to ~1e-12.
 
 **Memory**: the bases (``n_heads · r · d`` numbers per side) plus tile buffers, ``X`` blocks
-and baseline chunks chosen to fit ``max_memory`` (default a quarter of the available RAM).
+and baseline chunks chosen to fit ``max_memory`` (default a quarter of the available memory
+of the device).
+
+**Device**: everything from the factors on (factor Grams, SVDs, bases, tiles, ``X``, spectra)
+runs on ``device``, CUDA when present unless told otherwise; weights are copied there one layer
+and factor at a time, results come back to the CPU in float64, and the Haar baseline (``O(r²)``
+per pair) stays on the CPU. Float32 products are kept in IEEE float32 (TF32 and other reduced
+matmul precisions are switched off for the call), since the error bounds above assume it.
 """
 
 from __future__ import annotations
@@ -119,7 +126,7 @@ def _threaded(fn: Callable[[Tensor], Any], x: Tensor) -> Any:
     """``fn(x)`` for a batched LAPACK call, the batch split over torch's threads (torch runs
     a batch of small factorisations one after another on one core)."""
     n = torch.get_num_threads()
-    if n < 2 or x.shape[0] < 4 * n:
+    if n < 2 or x.shape[0] < 4 * n or x.device.type != "cpu":
         return fn(x)
     pool = _POOL.get(n) or _POOL.setdefault(n, ThreadPoolExecutor(n, thread_name_prefix="compscope"))
     parts = list(pool.map(fn, x.tensor_split(n)))
@@ -161,8 +168,8 @@ def _factor(hw: HeadWeights, metric: Metric, layer_metric: int | None, layer: in
             out: Tensor) -> Tensor:
     """One factor of one layer in whitened coordinates, ``(head, r, d)`` per query head:
     ``Q`` (``W_Q G^{1/2}``), ``K`` (``R(-δ) W_K G^{1/2}``), ``V``, ``O`` (``W_Oᵀ G^{-1/2}``).
-    Written into ``out`` (whose dtype it takes), or the stored weights themselves when they
-    need no change."""
+    Written into ``out`` (whose dtype and device it takes), or the stored weights themselves
+    when they need no change."""
     s, si = metric.for_layer(layer_metric if layer_metric is not None else -1)
     w = hw.W_O[layer].mT if name == "O" else {"Q": hw.W_Q, "K": hw.W_K, "V": hw.W_V}[name][layer]
     if name in "KV" and list(hw.kv_map) != list(range(hw.n_kv_heads)):
@@ -170,9 +177,10 @@ def _factor(hw: HeadWeights, metric: Metric, layer_metric: int | None, layer: in
     m = si if name == "O" else s
     rot = name == "K" and hw.rotary is not None and offset != 0
     if m is None and not rot:
-        return w if w.dtype == out.dtype else out.copy_(w)  # into a reused buffer: no page faults
-    w = w.to(_F64)
-    w = w if m is None else w @ m
+        same = w.dtype == out.dtype and w.device == out.device
+        return w if same else out.copy_(w)  # into a reused buffer: no page faults
+    w = w.to(out.device, _F64)
+    w = w if m is None else w @ m.to(out.device)
     w = rotate_rows(w, hw, layer, -offset) if rot else w
     return out.copy_(w)
 
@@ -180,27 +188,28 @@ def _factor(hw: HeadWeights, metric: Metric, layer_metric: int | None, layer: in
 def head_sides(
     hw: HeadWeights, sides: tuple[str, ...], metric: Metric, offset: float, layers: dict[str, range],
     dtype: torch.dtype, layer_metric: int | None = None, out: dict[str, Tensor] | None = None,
+    device: torch.device | str = "cpu",
 ) -> dict[str, Sides]:
     """Writer (``'W'``) and reader (``'Q'``, ``'K'``, ``'V'``) sides for ``layers[side]``: one
     SVD of ``W_OV`` serves ``W`` and ``V``, one of ``W_QK`` serves ``Q`` and ``K`` (see
     ``_CIRCUITS``). Float64 Grams layer by layer, the ``r × r`` cores of all heads batched,
     then the bases ``cu P`` and ``cv Q`` layer by layer in ``dtype``; heads that are not
     well-conditioned take the QR route. ``out[side]``: optional ``(layer, head, r, d)``
-    buffer for the rows."""
+    buffer for the rows. Everything is computed and returned on ``device``."""
     H, r, d = hw.n_heads, hw.d_head, hw.d_model
     res = {}
     for side in sides:
         if side not in ("W",) + KINDS:
             raise OptionError(f"unknown kind {side!r}; kinds: Q, K, V")
         n = len(layers[side])
-        buf = out[side] if out and side in out else torch.empty(n, H, r, d, dtype=dtype)
-        res[side] = Sides(buf, torch.zeros(n, H, r, dtype=_F64), torch.zeros(n, H, dtype=torch.long))
+        buf = out[side] if out and side in out else torch.empty(n, H, r, d, dtype=dtype, device=device)
+        res[side] = Sides(buf, torch.zeros(n, H, r, dtype=_F64, device=device), torch.zeros(n, H, dtype=torch.long, device=device))
     at = {side: {l: i for i, l in enumerate(layers[side])} for side in sides}
     wants = lambda layer, c: tuple(sd in res and layer in at[sd] for sd in c[:2])  # noqa: E731
     jobs = [(layer, c) for layer in sorted(set().union(*(layers[s] for s in sides))) for c in _CIRCUITS if any(wants(layer, c))]
-    work = {dt: (torch.empty(H, r, d, dtype=dt), torch.empty(H, r, d, dtype=dt)) for dt in {_F64, dtype}}
+    work = {dt: (torch.empty(H, r, d, dtype=dt, device=device), torch.empty(H, r, d, dtype=dt, device=device)) for dt in {_F64, dtype}}
     factor = lambda layer, name, dt, i=0: _factor(hw, metric, layer_metric, layer, name, offset, work[dt][i])  # noqa: E731
-    Gp = torch.empty(len(jobs), H, r, r, dtype=_F64)
+    Gp = torch.empty(len(jobs), H, r, r, dtype=_F64, device=device)
     Gq = torch.empty_like(Gp)
     for j, (layer, c) in enumerate(jobs):
         P, Q = factor(layer, c[2], _F64), factor(layer, c[3], _F64, 1)
@@ -208,12 +217,12 @@ def head_sides(
         torch.bmm(Q, Q.mT, out=Gq[j])
     cu, cv, s, ok = (t.unflatten(0, (len(jobs), H)) for t in _svd_cores(Gp.flatten(0, 1), Gq.flatten(0, 1)))
     for j, (layer, c) in enumerate(jobs):
-        sj, rj = s[j].clone(), torch.full((H,), r, dtype=torch.long)
+        sj, rj = s[j].clone(), torch.full((H,), r, dtype=torch.long, device=device)
         bad = (~ok[j]).nonzero().flatten()
         if len(bad):  # QR route: robust for ill-conditioned and rank-deficient heads
             U, sb, V = svd_from_factors(factor(layer, c[2], _F64)[bad].mT, factor(layer, c[3], _F64, 1)[bad])
             rb = numerical_rank(sb, d)
-            keep = (torch.arange(sb.shape[-1])[None, :] < rb[:, None]).to(_F64)
+            keep = (torch.arange(sb.shape[-1], device=sb.device)[None, :] < rb[:, None]).to(_F64)
             sj[bad] = 0
             sj[bad, : sb.shape[-1]] = sb * keep
             rj[bad] = rb
@@ -232,9 +241,11 @@ def head_sides(
     return res
 
 
-def _memory_budget(max_memory: int | None) -> int:
+def _memory_budget(max_memory: int | None, device: torch.device) -> int:
     if max_memory is not None:
         return int(max_memory)
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0] // 4
     try:
         with open("/proc/meminfo") as f:
             avail = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable"))
@@ -259,12 +270,12 @@ def _gram_products(
     Wr, Ws = W.rows.flatten(0, 1), W.spectrum.flatten(0, 1)
     n_w, n_r, r, d, dtype = Wr.shape[0], R_rows.shape[0], Wr.shape[1], Wr.shape[-1], Wr.dtype
     w2, r2 = Ws.square().to(dtype)[:, :, None], R_spectrum.square().to(dtype)[:, :, None]
-    ba2 = torch.zeros(n_r, n_w, dtype=dtype)
-    x2 = torch.zeros(n_r, n_w, dtype=dtype)
+    new = lambda *shape: torch.empty(shape, dtype=dtype, device=Wr.device)  # noqa: E731
+    ba2, x2 = new(n_r, n_w).zero_(), new(n_r, n_w).zero_()
     m = max(r1 - r0 for r0, r1, _ in groups)
     size = 2 * block * max(block, width)
-    wbuf, rbuf = torch.empty(n_w * size, dtype=dtype), torch.empty(m * size, dtype=dtype)
-    wa, ra = torch.empty(n_w, r, 2 * block, dtype=dtype), torch.empty(n_r, r, 2 * block, dtype=dtype)
+    wbuf, rbuf = new(n_w * size), new(m * size)
+    wa, ra = new(n_w, r, 2 * block), new(n_r, r, 2 * block)
     for p0, p1 in _blocks(d, block):
         bp = p1 - p0
         # left operands [diag(σ²) U_pᵀ, U_pᵀ]: one product gives the tiles of both Grams
@@ -349,6 +360,7 @@ def scores(
     progress: bool = True,
     block: int | None = None,
     width: int | None = None,
+    device: str | torch.device | None = None,
 ) -> ScoreTable:
     """Composition scores of every (earlier writer, later reader) head pair.
 
@@ -359,7 +371,8 @@ def scores(
     the large products (``'float32'``, the default: see the module docstring for its error;
     ``'float64'``: exact to ~1e-12, about half the speed). ``max_memory``: bytes for tiles
     and blocks (the per-head bases come on top). ``block``, ``width``: Gram tile rows and
-    columns (default from ``d`` and ``max_memory``)."""
+    columns (default from ``d`` and ``max_memory``). ``device``: where to compute (``'cpu'``,
+    ``'cuda'``, ``'cuda:1'``; default CUDA when available, else the CPU)."""
     from .loading import load
 
     hw = model if isinstance(model, HeadWeights) else load(model)
@@ -375,8 +388,40 @@ def scores(
     if dtype is None:
         raise OptionError(f"precision={precision!r}: use 'float32' or 'float64'")
     met = get_metric(metric, hw, ridge)
+    dev = resolve_device(device)
+    budget = _memory_budget(max_memory, dev)
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")  # IEEE float32: the error bounds assume it
+    try:
+        return _scores(hw, kinds, ms, met, dev, budget, offset, pairs, dtype, baseline_samples, seed, progress, block, width)
+    finally:
+        torch.set_float32_matmul_precision(previous)
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """``device`` as a ``torch.device``: CUDA when available for ``None``, else the CPU; an
+    ``OptionError`` for devices that are not there or that the engine does not support."""
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise OptionError(f"device={device!r}: not a device name ({e}); use 'cpu' or 'cuda'") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise OptionError(f"device={device!r}: torch sees no CUDA device here (torch {torch.__version__}); use 'cpu'")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise OptionError(f"device={device!r}: there are {torch.cuda.device_count()} CUDA devices")
+    elif dev.type != "cpu":
+        raise OptionError(f"device={device!r}: the engine runs on 'cpu' or 'cuda'")
+    return dev
+
+
+def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: torch.device, budget: int,
+            offset: float, pairs: str | int, dtype: torch.dtype, baseline_samples: int, seed: int, progress: bool,
+            block: int | None, width: int | None) -> ScoreTable:
+    """The body of :func:`scores`, options checked."""
     L, H, r, d = hw.n_layers, hw.n_heads, hw.d_head, hw.d_model
-    budget = _memory_budget(max_memory)
     per_layer_metric = not met.is_identity and None not in met.sqrt
     gram_ms = [m for m in ms if m.from_gram is not None]
     x_ms = [m for m in ms if m.from_gram is None]
@@ -399,26 +444,28 @@ def scores(
     for readers in groups:
         lmax, K = readers[-1], len(kinds)
         wl, rl = range(0, lmax), range(readers[0], lmax + 1)
-        rbuf = torch.empty(len(readers), K, H, r, d, dtype=dtype)  # reader rows ordered (layer, kind, head)
+        rbuf = torch.empty(len(readers), K, H, r, d, dtype=dtype, device=dev)  # reader rows ordered (layer, kind, head)
         sd = head_sides(hw, ("W",) + tuple(kinds), met, offset, {"W": wl, **{k: rl for k in kinds}}, dtype,
-                        readers[0] if per_layer_metric else None, out={k: rbuf[:, i] for i, k in enumerate(kinds)})
+                        readers[0] if per_layer_metric else None, out={k: rbuf[:, i] for i, k in enumerate(kinds)}, device=dev)
         W = sd["W"]
+        spec = {side: sd[side].spectrum.cpu() for side in sd}
+        W_rank = W.rank.cpu()
         if per_layer_metric:
             (l2,) = readers
-            a[:l2, :, l2], rank_a[:l2, :, l2] = W.spectrum[:, :, None], W.rank[:, :, None]
+            a[:l2, :, l2], rank_a[:l2, :, l2] = spec["W"][:, :, None], W_rank[:, :, None]
             for k in kinds:
-                b[k][:, :, l2] = sd[k].spectrum[0][None]
+                b[k][:, :, l2] = spec[k][0][None]
         else:
-            a[:lmax, :, 0, 0], rank_a[:lmax, :, 0, 0] = W.spectrum, W.rank
+            a[:lmax, :, 0, 0], rank_a[:lmax, :, 0, 0] = spec["W"], W_rank
             for k in kinds:
-                b[k][0, 0, rl.start :] = sd[k].spectrum
+                b[k][0, 0, rl.start :] = spec[k]
             bases = sd
         if baseline:
             from .baseline import expected_frobenius
 
             for k in kinds:
                 for j, l2 in enumerate(readers):
-                    e, _ = expected_frobenius(W.spectrum[:l2].flatten(0, 1), sd[k].spectrum[j], d, baseline_samples, seed)
+                    e, _ = expected_frobenius(spec["W"][:l2].flatten(0, 1), spec[k][j], d, baseline_samples, seed)
                     expected[k][:l2, :, l2] = e.view(H, l2, H).permute(1, 2, 0)
         if need_gram:
             per = K * H
@@ -432,8 +479,8 @@ def scores(
             if dtype == torch.float32:
                 rrank = torch.stack([sd[k].rank for k in kinds], 1).flatten()
                 _refine_small(W, rbuf.flatten(0, 2), rspec, rrank, b_, x_, rg, H, budget)
-            b_ = b_.to(_F64).view(len(readers), K, H, len(wl), H)
-            x_ = x_.to(_F64).view(len(readers), K, H, len(wl), H)
+            b_ = b_.to("cpu", _F64).view(len(readers), K, H, len(wl), H)
+            x_ = x_.to("cpu", _F64).view(len(readers), K, H, len(wl), H)
             for i, k in enumerate(kinds):
                 for j, l2 in enumerate(readers):
                     ba2[k][:l2, :, l2] = b_[j, i, :, :l2].permute(1, 2, 0)
@@ -456,7 +503,7 @@ def scores(
             flat = torch.nan_to_num(frob, nan=-1.0).flatten()
             n = min(int(pairs), int(torch.isfinite(frob).sum()))
             sel = torch.stack(torch.unravel_index(flat.topk(n).indices, frob.shape), -1)
-            X, s = _x_pairs(hw, met, offset, k, sel, per_layer_metric, bases, dtype)
+            X, s = _x_pairs(hw, met, offset, k, sel, per_layer_metric, bases, dtype, dev)
             e = None if expected is None else _at_pairs(expected[k], sel)
             p = PairSpectra(_at_pairs(a, sel), _at_pairs(b[k], sel), X, d, _at_pairs(rank_a, sel), e, core_sv2=s)
             for m in x_ms:
@@ -480,9 +527,9 @@ def _x_all(W: Sides, R: Sides, j: int, l2: int, budget: int, x_ms: list[Measure]
     n, dt = Ut.shape[0], Ut.dtype
     step = max(1, min(n, min(budget, chunk_bytes) // (H * r * r * Ut.element_size())))
     size = H * step * r * r  # buffers reused by every chunk (fresh large tensors cost page faults)
-    xbuf, pbuf, cbuf, gbuf = (torch.empty(size, dtype=dt) for _ in range(4))
-    res = {k: torch.empty(H, n, dtype=_F64) for k in ["ba2", "x2"] + [m.name for m in x_ms]}
-    e = None if expected is None else expected.flatten(0, 1).T  # (H, n)
+    xbuf, pbuf, cbuf, gbuf = (torch.empty(size, dtype=dt, device=Ut.device) for _ in range(4))
+    res = {k: torch.empty(H, n, dtype=_F64, device=Ut.device) for k in ["ba2", "x2"] + [m.name for m in x_ms]}
+    e = None if expected is None else expected.flatten(0, 1).T.to(Ut.device)  # (H, n)
     bw = b.to(dt)[:, None, :, None]
     for c0 in range(0, n, step):
         c1, c = min(n, c0 + step), min(n, c0 + step) - c0
@@ -497,21 +544,22 @@ def _x_all(W: Sides, R: Sides, j: int, l2: int, budget: int, x_ms: list[Measure]
                         None if e is None else e[:, c0:c1].reshape(-1), core_sv2=_core_sv2(C.view(-1, r, r), gbuf[:k].view(-1, r, r)))
         for m in x_ms:
             res[m.name][:, c0:c1] = m.exact(p).to(_F64).view(H, c)
-    ba2[:l2, :, l2] = res.pop("ba2").view(H, l2, H).permute(1, 2, 0)
-    x2[:l2, :, l2] = res.pop("x2").view(H, l2, H).permute(1, 2, 0)
+    ba2[:l2, :, l2] = res.pop("ba2").view(H, l2, H).permute(1, 2, 0).cpu()
+    x2[:l2, :, l2] = res.pop("x2").view(H, l2, H).permute(1, 2, 0).cpu()
     for name, v in res.items():
-        out[name][:l2, :, l2] = v.view(H, l2, H).permute(1, 2, 0)
+        out[name][:l2, :, l2] = v.view(H, l2, H).permute(1, 2, 0).cpu()
 
 
-def _x_pairs(hw, met, offset, kind, sel, per_layer_metric, bases, dtype, chunk: int = 4096) -> tuple[Tensor, Tensor]:
-    """``X`` and the core's squared singular values for the pairs ``sel: (n, 4)``."""
+def _x_pairs(hw, met, offset, kind, sel, per_layer_metric, bases, dtype, device, chunk: int = 4096) -> tuple[Tensor, Tensor]:
+    """``X`` and the core's squared singular values for the pairs ``sel: (n, 4)``, on the CPU."""
     Xs, ss = [], []
     for i in range(0, len(sel), chunk):
-        s = sel[i : i + chunk]
+        s = sel[i : i + chunk].to(device)
         if per_layer_metric:  # bases depend on the reader layer
             ws, rs = [], []
             for l1, h1, l2, h2 in s.tolist():
-                sd = head_sides(hw, ("W", kind), met, offset, {"W": range(l1, l1 + 1), kind: range(l2, l2 + 1)}, dtype, l2)
+                sd = head_sides(hw, ("W", kind), met, offset, {"W": range(l1, l1 + 1), kind: range(l2, l2 + 1)}, dtype, l2,
+                                device=device)
                 ws.append((sd["W"].rows[0, h1], sd["W"].spectrum[0, h1]))
                 rs.append((sd[kind].rows[0, h2], sd[kind].spectrum[0, h2]))
             UA, a = (torch.stack(t) for t in zip(*ws))
@@ -521,8 +569,8 @@ def _x_pairs(hw, met, offset, kind, sel, per_layer_metric, bases, dtype, chunk: 
             UA, a = W.rows[s[:, 0], s[:, 1]], W.spectrum[s[:, 0], s[:, 1]]
             VB, b = R.rows[s[:, 2] - 1, s[:, 3]], R.spectrum[s[:, 2] - 1, s[:, 3]]
         X = VB @ UA.mT
-        Xs.append(X)
-        ss.append(_core_sv2(X * b.to(X.dtype)[:, :, None] * a.to(X.dtype)[:, None, :]))
+        Xs.append(X.cpu())
+        ss.append(_core_sv2(X * b.to(X.dtype)[:, :, None] * a.to(X.dtype)[:, None, :]).cpu())
     return torch.cat(Xs), torch.cat(ss)
 
 

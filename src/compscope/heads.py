@@ -88,7 +88,7 @@ class Rotary:
     def rotate(self, x: Tensor, positions: Tensor, layer: int) -> Tensor:
         """Rotate ``x: (..., seq, d_head)`` by ``positions: (seq,)`` (may be negative or float)."""
         ang = positions.to(torch.float64)[:, None] * self.inv_freq[layer].to(torch.float64)[None, :]
-        cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+        cos, sin = ang.cos().to(x), ang.sin().to(x)  # x's dtype and device
         rot, rest = x[..., : self.dim], x[..., self.dim :]
         if self.style == "half":
             a, b = rot[..., : self.dim // 2], rot[..., self.dim // 2 :]

@@ -1,0 +1,91 @@
+"""Where the engine computes: device choice, its errors, and CUDA against the CPU."""
+
+import pytest
+import torch
+
+from compscope import OptionError
+from compscope import composition
+from compscope.composition import resolve_device, scores
+from compscope.metrics import activations
+
+from test_composition import ALL, model
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+
+
+@pytest.mark.parametrize("name,match", [("tpu", "not a device name"), ("cuda:x", "not a device name"),
+                                        ("meta", "runs on 'cpu' or 'cuda'"), ("mps", "runs on 'cpu' or 'cuda'")])
+def test_bad_device_names_are_refused(name, match):
+    with pytest.raises(OptionError, match=match):
+        scores(model(), "K", ["frobenius"], device=name, progress=False)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
+def test_cuda_without_a_gpu_is_a_clear_error_and_the_default_is_the_cpu():
+    with pytest.raises(OptionError, match="no CUDA device"):
+        scores(model(), "K", ["frobenius"], device="cuda", progress=False)
+    assert resolve_device(None) == torch.device("cpu")
+    hw = model()
+    a = scores(hw, "QKV", ALL, pairs="all", progress=False)
+    b = scores(hw, "QKV", ALL, pairs="all", device="cpu", progress=False)
+    assert a.to_pandas()["value"].equals(b.to_pandas()["value"])
+
+
+def test_float32_products_run_in_ieee_float32_and_the_setting_is_restored(monkeypatch):
+    """A reduced float32 matmul precision (TF32 on CUDA, bfloat16 on some CPUs) would void the
+    engine's error bounds: it is set to 'highest' for the call and put back afterwards."""
+    seen = []
+    inner = composition._gram_products
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_float32_matmul_precision())
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(composition, "_gram_products", spy)
+    previous = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("medium")
+        scores(model(), "QK", ["frobenius"], progress=False)
+        assert torch.get_float32_matmul_precision() == "medium"
+    finally:
+        torch.set_float32_matmul_precision(previous)
+    assert seen == ["highest"]
+
+
+def _close(a, b, tol):
+    va, vb = a.to_pandas()["value"].to_numpy(), b.to_pandas()["value"].to_numpy()
+    assert (a.to_pandas()[["measure", "kind", "src_layer", "src_head", "dst_layer", "dst_head"]]
+            .equals(b.to_pandas()[["measure", "kind", "src_layer", "src_head", "dst_layer", "dst_head"]]))
+    assert abs(va - vb).max() < tol
+
+
+@cuda
+@pytest.mark.parametrize("precision,tol", [("float64", 1e-10), ("float32", 1e-5)])
+@pytest.mark.parametrize("metric", ["identity", "embed"])
+def test_cuda_matches_the_cpu_on_every_route(precision, tol, metric):
+    """GQA, rotary offset 2, the Gram route, the X route for all pairs, the top-pairs route."""
+    hw = model(L=4, seed=3)
+    for kw in ({"measures": ["frobenius", "frobenius_baselined", "tight", "overlap"]},
+               {"measures": ALL, "pairs": "all"}, {"measures": ALL, "pairs": 20}):
+        c = scores(hw, "QKV", metric=metric, offset=2, precision=precision, device="cpu", progress=False, **kw)
+        g = scores(hw, "QKV", metric=metric, offset=2, precision=precision, device="cuda", progress=False, **kw)
+        _close(c, g, tol)
+
+
+@cuda
+def test_cuda_per_layer_metric_and_qr_route_match_the_cpu():
+    hw = model(L=3, seed=5, rotary=False)
+    g = torch.Generator().manual_seed(1)
+    Gs = {l: (lambda M: M @ M.T / hw.d_model + torch.eye(hw.d_model, dtype=torch.float64))(
+        torch.randn(hw.d_model, hw.d_model, generator=g, dtype=torch.float64)) for l in range(3)}
+    met = activations(Gs)
+    c = scores(hw, "QKV", ALL, metric=met, pairs=10, precision="float64", device="cpu", progress=False)
+    gpu = scores(hw, "QKV", ALL, metric=met, pairs=10, precision="float64", device="cuda", progress=False)
+    _close(c, gpu, 1e-10)
+    W_O = hw.W_O.clone()
+    W_O[1, 0, :, 1] = W_O[1, 0, :, 0]  # a rank-deficient writer: QR route
+    W_O[0, 2, :, 0] *= 1e-6  # condition number ~1e6: QR route
+    bad = hw.replace(W_O=W_O)
+    c = scores(bad, "QKV", ALL, pairs="all", precision="float64", device="cpu", progress=False)
+    gpu = scores(bad, "QKV", ALL, pairs="all", precision="float64", device="cuda", progress=False)
+    _close(c, gpu, 1e-10)
