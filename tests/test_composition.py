@@ -314,3 +314,26 @@ def test_tiny_memory_budget_shrinks_tiles_not_results():
     small = scores(hw, "QKV", GRAM + ["frobenius_baselined"], max_memory=1, progress=False)
     for key, v in ref.values.items():
         torch.testing.assert_close(small.values[key], v, equal_nan=True, rtol=1e-6, atol=1e-7)
+
+
+def test_gqa_key_value_factors_are_computed_once_per_kv_head(monkeypatch):
+    """With 4 query heads on 2 K/V heads, the K and V factors that feed the factor Grams come
+    per K/V head (2 rows), and the scores still match the dense reference."""
+    from compscope import composition
+
+    seen = []
+    inner = composition._factor
+
+    def spy(hw, metric, layer_metric, layer, name, offset, out, shared=False):
+        w = inner(hw, metric, layer_metric, layer, name, offset, out, shared)
+        seen.append((name, shared, w.shape[0]))
+        return w
+
+    monkeypatch.setattr(composition, "_factor", spy)
+    hw = model(seed=7)
+    assert hw.n_heads == 4 and hw.n_kv_heads == 2
+    t = scores(hw, "QKV", GRAM, metric="embed", offset=1, progress=False)
+    assert check_dense(hw, t, "embed", offset=1, measures=GRAM) == 3 * 4 * (4 * 4 * 3)
+    shared = {(n, k) for n, s, k in seen if s}
+    assert shared == {("K", 2), ("V", 2)}
+    assert all(k == 4 for n, s, k in seen if not s)

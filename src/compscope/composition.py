@@ -18,6 +18,8 @@ and ``Vᵀ = diag(σ)⁻¹ Uᵀ M``. Float64 Grams and ``r × r`` algebra, then 
 d)`` product per head and side: ``O(d r²)`` at matrix-multiply speed. The error grows like
 ``ε κ²``; heads with a condition number above 1e4 (or rank-deficient) take the QR route
 (QR of each factor, SVD of the ``r × r`` core), whose tolerance ``σ_max · d · ε`` sets ``rank``.
+With grouped-query attention the ``K`` and ``V`` factors (metric, rotation and Gram) are
+computed once per K/V head and shared by its query heads; what follows differs per query head.
 
 **Routes**, the cheapest exact one per measure:
 
@@ -165,24 +167,26 @@ def _svd_cores(Gp: Tensor, Gq: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
 
 
 def _factor(hw: HeadWeights, metric: Metric, layer_metric: int | None, layer: int, name: str, offset: float,
-            out: Tensor) -> Tensor:
+            out: Tensor, shared: bool = False) -> Tensor:
     """One factor of one layer in whitened coordinates, ``(head, r, d)`` per query head:
-    ``Q`` (``W_Q G^{1/2}``), ``K`` (``R(-δ) W_K G^{1/2}``), ``V``, ``O`` (``W_Oᵀ G^{-1/2}``).
-    Written into ``out`` (whose dtype and device it takes), or the stored weights themselves
-    when they need no change."""
+    ``Q`` (``W_Q G^{1/2}``), ``K`` (``R(-δ) W_K G^{1/2}``), ``V``, ``O`` (``W_Oᵀ G^{-1/2}``);
+    ``shared``: ``K`` and ``V`` per K/V head (GQA: once for all the query heads that share
+    it). Written into ``out`` (whose dtype and device it takes), or the stored weights
+    themselves when they need no change."""
     s, si = metric.for_layer(layer_metric if layer_metric is not None else -1)
     w = hw.W_O[layer].mT if name == "O" else {"Q": hw.W_Q, "K": hw.W_K, "V": hw.W_V}[name][layer]
-    if name in "KV" and list(hw.kv_map) != list(range(hw.n_kv_heads)):
-        w = w[list(hw.kv_map)]
     m = si if name == "O" else s
     rot = name == "K" and hw.rotary is not None and offset != 0
-    if m is None and not rot:
-        same = w.dtype == out.dtype and w.device == out.device
-        return w if same else out.copy_(w)  # into a reused buffer: no page faults
-    w = w.to(out.device, _F64)
-    w = w if m is None else w @ m.to(out.device)
-    w = rotate_rows(w, hw, layer, -offset) if rot else w
-    return out.copy_(w)
+    changed = m is not None or rot
+    if changed:  # metric and rotation once per stored (K/V) head
+        w = w.to(out.device, _F64)
+        w = w if m is None else w @ m.to(out.device)
+        w = rotate_rows(w, hw, layer, -offset) if rot else w
+    if name in "KV" and not shared and list(hw.kv_map) != list(range(hw.n_kv_heads)):
+        return out.copy_(w[torch.tensor(hw.kv_map, device=w.device)])
+    if not changed and w.dtype == out.dtype and w.device == out.device:
+        return w
+    return out[: w.shape[0]].copy_(w)  # into a reused buffer: no page faults
 
 
 def head_sides(
@@ -208,13 +212,17 @@ def head_sides(
     wants = lambda layer, c: tuple(sd in res and layer in at[sd] for sd in c[:2])  # noqa: E731
     jobs = [(layer, c) for layer in sorted(set().union(*(layers[s] for s in sides))) for c in _CIRCUITS if any(wants(layer, c))]
     work = {dt: (torch.empty(H, r, d, dtype=dt, device=device), torch.empty(H, r, d, dtype=dt, device=device)) for dt in {_F64, dtype}}
-    factor = lambda layer, name, dt, i=0: _factor(hw, metric, layer_metric, layer, name, offset, work[dt][i])  # noqa: E731
+    factor = lambda layer, name, dt, i=0, shared=False: _factor(hw, metric, layer_metric, layer, name, offset, work[dt][i], shared)  # noqa: E731
     Gp = torch.empty(len(jobs), H, r, r, dtype=_F64, device=device)
     Gq = torch.empty_like(Gp)
+    kv = torch.tensor(hw.kv_map, device=device)
     for j, (layer, c) in enumerate(jobs):
-        P, Q = factor(layer, c[2], _F64), factor(layer, c[3], _F64, 1)
+        P, Q = factor(layer, c[2], _F64), factor(layer, c[3], _F64, 1, True)  # Q: K or V, per K/V head
         torch.bmm(P, P.mT, out=Gp[j])
-        torch.bmm(Q, Q.mT, out=Gq[j])
+        if Q.shape[0] == H and list(hw.kv_map) == list(range(H)):
+            torch.bmm(Q, Q.mT, out=Gq[j])
+        else:
+            Gq[j] = (Q @ Q.mT)[kv]
     cu, cv, s, ok = (t.unflatten(0, (len(jobs), H)) for t in _svd_cores(Gp.flatten(0, 1), Gq.flatten(0, 1)))
     for j, (layer, c) in enumerate(jobs):
         sj, rj = s[j].clone(), torch.full((H,), r, dtype=torch.long, device=device)
