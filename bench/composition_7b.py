@@ -53,6 +53,7 @@ def main() -> None:
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])
     ap.add_argument("--max-memory-gib", type=float, default=None, help="compscope's max_memory (default: its own)")
     ap.add_argument("--wait", type=float, default=900)
+    ap.add_argument("--device", default="cpu", help="compscope's device and the floor's matmul (default cpu)")
     ap.add_argument("--shape", default=",".join(map(str, SHAPE)), help=argparse.SUPPRESS)  # for a quick trial
     args = ap.parse_args()
     L, H, d, r = (int(x) for x in args.shape.split(","))
@@ -65,10 +66,10 @@ def main() -> None:
     weights = sum(t.numel() * t.element_size() for t in (hw.W_Q, hw.W_K, hw.W_V, hw.W_O))
     print(f"{'7B' if (L, H, d, r) == SHAPE else 'trial'} shape: {L} layers x {H} heads, d_model {d}, d_head {r}; weights {args.dtype}, {weights / 2**30:.1f} GiB; "
           f"{H * H * L * (L - 1) // 2} forward pairs")
-    rate0 = max(matmul_rate() for _ in range(3))
+    rate0 = max(matmul_rate(device=args.device) for _ in range(3))
     mm = None if args.max_memory_gib is None else int(args.max_memory_gib * 2**30)
-    table, wall, others = measured(lambda: compscope.scores(hw, "K", MEASURES_A, max_memory=mm))
-    rate1 = max(matmul_rate() for _ in range(3))
+    table, wall, others = measured(lambda: compscope.scores(hw, "K", MEASURES_A, max_memory=mm, device=args.device))
+    rate1 = max(matmul_rate(device=args.device) for _ in range(3))
     sampler.running = False
     sampler.join()
     peak = max(sampler.peak, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
@@ -79,6 +80,8 @@ def main() -> None:
     print(f"time {wall:.1f} s ({wall / 60:.1f} min); other processes used {others:.2f} cores meanwhile")
     print(f"peak RSS {peak / 2**30:.2f} GiB (limit 16 GiB: {'met' if peak < 16 * 2**30 else 'NOT met'}); "
           f"max_memory {'default' if mm is None else f'{args.max_memory_gib} GiB'}")
+    if torch.device(args.device).type == "cuda":
+        print(f"peak GPU memory allocated {torch.cuda.max_memory_allocated(args.device) / 2**30:.2f} GiB")
     print(f"dense float32 matmul {rate0 / 1e9:.0f} GFLOP/s before, {rate1 / 1e9:.0f} after; floor: {fl / 1e12:.2f} TFLOP -> "
           f"{floor:.1f} s; time / floor = {wall / floor:.2f}")
     print(f"frobenius: {int(torch.isfinite(f).sum())} pairs, mean {float(f.nanmean()):.4f} (1/sqrt(d) = {d**-0.5:.4f}), "

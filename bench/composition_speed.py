@@ -118,12 +118,15 @@ def wait_idle(limit: float, timeout: float) -> tuple[bool, float]:
     return os.getloadavg()[0] <= limit, os.getloadavg()[0]
 
 
-def matmul_rate(n: int = 4096) -> float:
-    """FLOP/s of one dense float32 ``n x n`` matmul (after a warm-up)."""
-    a, b = torch.randn(n, n), torch.randn(n, n)
+def matmul_rate(n: int = 4096, device: str = "cpu") -> float:
+    """FLOP/s of one dense float32 ``n x n`` matmul on ``device`` (after a warm-up)."""
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
     a @ b
+    sync()
     t = time.perf_counter()
     a @ b
+    sync()
     return 2 * n**3 / (time.perf_counter() - t)
 
 
@@ -164,12 +167,14 @@ def main() -> None:
     ap.add_argument("--wait", type=float, default=900, help="seconds to wait for an idle CPU (default 900)")
     ap.add_argument("--tl-timeout", type=float, default=600)
     ap.add_argument("--no-tl", action="store_true")
+    ap.add_argument("--device", default="cpu", help="compscope's device and the floor's matmul (default cpu; TransformerLens stays on the CPU)")
     ap.add_argument("--tl-worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.tl_worker:
         return tl_worker(args.tl_worker)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs; "
-          f"load average now {os.getloadavg()[0]:.2f}")
+          f"load average now {os.getloadavg()[0]:.2f}; compscope on {args.device}")
+    dev = args.device
     ok, load = wait_idle(0.5, args.wait)
     print(f"load average before timing: {load:.2f}" + ("" if ok else f"  (NOT IDLE after waiting {args.wait:.0f} s: timings are not trustworthy)"))
     for shape in args.shapes.split(","):
@@ -184,9 +189,9 @@ def main() -> None:
         print(f"\n== GPT-2-{shape} shape: {L} layers x {H} heads, d_model {d}, d_head {r}; "
               f"{H * H * L * (L - 1) // 2} forward pairs per kind")
         contenders = {
-            "(a) frobenius, frobenius_baselined, tight, overlap": lambda: compscope.scores(hw, "QKV", MEASURES_A, progress=False),
-            "(b) all measures, all pairs": lambda: compscope.scores(hw, "QKV", "all", pairs="all", progress=False),
-            "(a) with precision='float64'": lambda: compscope.scores(hw, "QKV", MEASURES_A, precision="float64", progress=False),
+            "(a) frobenius, frobenius_baselined, tight, overlap": lambda: compscope.scores(hw, "QKV", MEASURES_A, progress=False, device=dev),
+            "(b) all measures, all pairs": lambda: compscope.scores(hw, "QKV", "all", pairs="all", progress=False, device=dev),
+            "(a) with precision='float64'": lambda: compscope.scores(hw, "QKV", MEASURES_A, precision="float64", progress=False, device=dev),
         }
         for fn in contenders.values():  # warm-up
             fn()
@@ -210,7 +215,7 @@ def main() -> None:
                 _, t, o = measured(fn)
                 times[k].append(t)
                 others[k] = max(others[k], o)
-            rate, t, o = measured(matmul_rate)
+            rate, t, o = measured(lambda: matmul_rate(device=dev))
             rates.append(rate)
             times["matmul 4096^2"].append(t)
             others["matmul 4096^2"] = max(others["matmul 4096^2"], o)
