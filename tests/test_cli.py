@@ -66,6 +66,20 @@ def test_train_then_track(tmp_path, capsys):
     assert sorted(df.step.unique()) == [0, 1, 3, 12] and len(df) == 4 * 4  # 4 checkpoints x 4 forward pairs
     assert main(["track", str(run), "--plot", str(tmp_path / "t.gif")]) == 2
     assert "--plot" in capsys.readouterr().err
+    import compscope.plots
+    import compscope.tracking
+
+    def no_matplotlib():
+        raise compscope.OptionError("plots need matplotlib: pip install 'compscope[plot]'")
+
+    def must_not_run(*a, **k):
+        raise AssertionError("track ran before the missing matplotlib was reported")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(compscope.plots, "_pyplot", no_matplotlib)
+        mp.setattr(compscope.tracking, "track", must_not_run)
+        assert main(["track", str(run), "--plot", str(tmp_path / "t.png")]) == 2
+    assert "plots need matplotlib" in capsys.readouterr().err
     assert main(["train", "--preset", "tiny", "--out", str(run)]) == 2
     assert "already holds a run" in capsys.readouterr().err
 

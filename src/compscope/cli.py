@@ -218,6 +218,10 @@ def _run_track(args) -> None:
     _out_table(args.out)
     if args.plot and not args.plot.endswith((".png", ".svg", ".pdf")):
         raise CompscopeError(f"--plot {args.plot}: use a .png, .svg or .pdf file name")
+    if args.plot:
+        from .plots import require_matplotlib
+
+        require_matplotlib()  # before the checkpoints are read
     highlight = [_parse_pair(p) for p in args.highlight] if args.highlight else None
     source = args.checkpoints[0] if len(args.checkpoints) == 1 else args.checkpoints
     measures = args.measures or ["frobenius", "tight", "overlap"]

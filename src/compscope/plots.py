@@ -8,6 +8,11 @@ from typing import Sequence
 from .errors import OptionError
 
 
+def require_matplotlib() -> None:
+    """An ``OptionError`` now, not after a long computation, when matplotlib is missing."""
+    _pyplot()
+
+
 def _pyplot():
     try:
         import matplotlib
