@@ -252,6 +252,8 @@ def test_table_round_trip(tmp_path):
     df = t.to_pandas()
     assert list(df.columns[:8]) == ["measure", "metric", "kind", "src_layer", "src_head", "dst_layer", "dst_head", "value"]
     assert len(df) == 2 * 2 * (4 * 4 * 3)
+    assert [tuple(r) for r in df[df.columns[:8]].itertuples(index=False)] == list(t.rows())  # the row-by-row reference
+    assert df.src_layer.dtype.kind == "i" and df.value.dtype == "float64"
 
 
 def test_activation_metric_per_layer_matches_dense_and_refuses_missing_layers():

@@ -66,9 +66,23 @@ class ScoreTable:
         return [(*c, float(v)) for c, v in zip(coords, vals)]
 
     def to_pandas(self):
+        """The tidy table (rows in the order of :meth:`rows`), built column by column."""
+        import numpy as np
         import pandas as pd
 
-        df = pd.DataFrame(list(self.rows()), columns=COLUMNS)
+        parts = []
+        for (m, k), t in self.values.items():
+            ok = torch.isfinite(t)
+            parts.append((m, k, ok.nonzero().numpy(), t[ok].numpy()))
+        counts = [len(p[3]) for p in parts]
+        idx = np.concatenate([p[2] for p in parts]) if parts else np.zeros((0, 4), dtype=np.int64)
+        df = pd.DataFrame({
+            "measure": np.repeat(np.array([p[0] for p in parts], dtype=object), counts),
+            "metric": self.metric,
+            "kind": np.repeat(np.array([p[1] for p in parts], dtype=object), counts),
+            **{c: idx[:, i] for i, c in enumerate(COLUMNS[3:7])},
+            "value": np.concatenate([p[3] for p in parts]) if parts else np.zeros(0),
+        }, columns=COLUMNS)
         df["model"] = self.model
         df["processing"] = ",".join(self.processing)
         df["offset"] = self.offset
