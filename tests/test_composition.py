@@ -139,7 +139,7 @@ def test_ill_conditioned_and_rank_deficient_heads_take_the_qr_route():
     W_O[1, 3] = 0  # layer 1, head 3 writes nothing
     W_O[0, 2, :, 0] *= 1e-6  # layer 0, head 2: condition number ~1e6
     hw = hw.replace(W_V=W_V, W_O=W_O)
-    from compscope.composition import _svd_cores
+    from compscope.head_svd import _svd_cores
 
     t = scores(hw, "QKV", ALL, pairs="all", precision="float64", progress=False)
     assert check_dense(hw, t) == 3 * 6 * (4 * 4 * 3)
@@ -302,8 +302,8 @@ def test_random_heads_need_no_refinement(monkeypatch):
     import compscope.composition as engine
 
     counts = []
-    real = engine._refine_small
-    monkeypatch.setattr(engine, "_refine_small", lambda *a, **k: counts.append(real(*a, **k)) or counts[-1])
+    real = engine.refine_small
+    monkeypatch.setattr(engine, "refine_small", lambda *a, **k: counts.append(real(*a, **k)) or counts[-1])
     g = torch.Generator().manual_seed(2)
     L, H, r, d = 3, 4, 32, 512
     rn = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
@@ -323,17 +323,17 @@ def test_tiny_memory_budget_shrinks_tiles_not_results():
 def test_gqa_key_value_factors_are_computed_once_per_kv_head(monkeypatch):
     """With 4 query heads on 2 K/V heads, the K and V factors that feed the factor Grams come
     per K/V head (2 rows), and the scores still match the dense reference."""
-    from compscope import composition
+    from compscope import head_svd
 
     seen = []
-    inner = composition._factor
+    inner = head_svd._factor
 
     def spy(hw, metric, layer_metric, layer, name, offset, out, shared=False):
         w = inner(hw, metric, layer_metric, layer, name, offset, out, shared)
         seen.append((name, shared, w.shape[0]))
         return w
 
-    monkeypatch.setattr(composition, "_factor", spy)
+    monkeypatch.setattr(head_svd, "_factor", spy)
     hw = model(seed=7)
     assert hw.n_heads == 4 and hw.n_kv_heads == 2
     t = scores(hw, "QKV", GRAM, metric="embed", offset=1, progress=False)

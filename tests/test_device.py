@@ -35,13 +35,13 @@ def test_float32_products_run_in_ieee_float32_and_the_setting_is_restored(monkey
     """A reduced float32 matmul precision (TF32 on CUDA, bfloat16 on some CPUs) would void the
     engine's error bounds: it is set to 'highest' for the call and put back afterwards."""
     seen = []
-    inner = composition._gram_products
+    inner = composition.gram_products
 
     def spy(*args, **kwargs):
         seen.append(torch.get_float32_matmul_precision())
         return inner(*args, **kwargs)
 
-    monkeypatch.setattr(composition, "_gram_products", spy)
+    monkeypatch.setattr(composition, "gram_products", spy)
     previous = torch.get_float32_matmul_precision()
     try:
         torch.set_float32_matmul_precision("medium")

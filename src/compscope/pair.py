@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .composition import KINDS, numerical_rank, rotate_rows, svd_from_factors
+from .head_svd import KINDS, numerical_rank, rotate_rows, svd_from_factors
 from .errors import OptionError
 from .heads import HeadWeights
 from .measures import PairSpectra, measures

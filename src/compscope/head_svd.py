@@ -1,0 +1,197 @@
+"""Thin SVDs of every head's ``W_OV`` and ``W_QK`` from their factors, for the composition engine.
+
+For ``M = Pᵀ Q`` (``P, Q``: ``r × d``) with ``r × r`` Grams
+``G_P = P Pᵀ``, ``G_Q = Q Qᵀ``: ``G_Q = F Fᵀ`` (Cholesky) makes ``F⁻¹ Q`` orthonormal and
+``M = (Pᵀ F)(F⁻¹ Q)``; ``Fᵀ G_P F = W diag(σ²) Wᵀ`` (eigh) gives ``Uᵀ = diag(σ)⁻¹ Wᵀ Fᵀ P``
+and ``Vᵀ = diag(σ)⁻¹ Uᵀ M``. Float64 Grams and ``r × r`` algebra, then one ``(r × r) @ (r ×
+d)`` product per head and side: ``O(d r²)`` at matrix-multiply speed. The error grows like
+``ε κ²``; heads with a condition number above 1e4 (or rank-deficient) take the QR route
+(QR of each factor, SVD of the ``r × r`` core), whose tolerance ``σ_max · d · ε`` sets ``rank``.
+With grouped-query attention the ``K`` and ``V`` factors (metric, rotation and Gram) are
+computed once per K/V head and shared by its query heads; what follows differs per query head.
+
+The engine needs, per head, the orthonormal rows of one side of each circuit (``U_Aᵀ`` of a
+writer, ``V_Bᵀ`` of a reader of kind Q, K or V) and its spectrum: :func:`head_sides`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from .errors import OptionError
+from .heads import HeadWeights
+from .metrics import Metric
+
+KINDS = ("Q", "K", "V")
+#: Relative size of the smallest eigenvalue of a factor Gram (σ_min²/σ_max²) below which a
+#: head's SVD takes the QR route (Gram route error ~ ε κ²: 1e-8 at this bound).
+_WELL_CONDITIONED = 1e-8
+_F64 = torch.float64
+
+
+@dataclass(frozen=True)
+class Sides:
+    """Singular pieces of one side of every head of some layers.
+
+    ``rows: (layer, head, r, d)``: orthonormal rows ``U_Aᵀ`` (writers) or ``V_Bᵀ`` (readers),
+    rows beyond the rank zero; ``spectrum: (layer, head, r)`` float64, descending, zero beyond
+    the rank; ``rank: (layer, head)``."""
+
+    rows: Tensor
+    spectrum: Tensor
+    rank: Tensor
+
+
+def svd_from_factors(left: Tensor, right: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Batched thin SVD of ``left @ right`` (``(..., m, r) @ (..., r, n)``): ``U, S, V``."""
+    q_l, r_l = torch.linalg.qr(left)
+    q_r, r_r = torch.linalg.qr(right.transpose(-1, -2))
+    u, s, vh = torch.linalg.svd(r_l @ r_r.transpose(-1, -2), full_matrices=False)
+    return q_l @ u, s, q_r @ vh.transpose(-1, -2)
+
+
+def numerical_rank(s: Tensor, dims: int) -> Tensor:
+    tol = s[..., :1] * dims * torch.finfo(s.dtype).eps
+    return (s > tol).sum(-1)
+
+
+def rotate_rows(w: Tensor, hw: HeadWeights, layer: int, offset: float) -> Tensor:
+    """``R(offset) w`` for ``w: (..., r, n)`` of one layer (rows are head dims)."""
+    if hw.rotary is None or offset == 0:
+        return w
+    pos = torch.tensor([float(offset)])
+    return hw.rotary.rotate(w.transpose(-1, -2), pos, layer).transpose(-1, -2)
+
+
+_POOL: dict[int, ThreadPoolExecutor] = {}
+
+
+def threaded(fn: Callable[[Tensor], Any], x: Tensor) -> Any:
+    """``fn(x)`` for a batched LAPACK call, the batch split over torch's threads (torch runs
+    a batch of small factorisations one after another on one core)."""
+    n = torch.get_num_threads()
+    if n < 2 or x.shape[0] < 4 * n or x.device.type != "cpu":
+        return fn(x)
+    pool = _POOL.get(n) or _POOL.setdefault(n, ThreadPoolExecutor(n, thread_name_prefix="compscope"))
+    parts = list(pool.map(fn, x.tensor_split(n)))
+    if isinstance(parts[0], Tensor):
+        return torch.cat(parts)
+    return tuple(torch.cat(p) for p in zip(*parts))
+
+
+#: The two SVDs per head, ``M = Pᵀ Q``: (side given by U, side given by V, factor P, factor Q).
+#: ``W_OV = W_O W_V``: writers read ``U``, V-readers ``V``. ``B_K = W_Qᵀ (R(-δ) W_K)``:
+#: K-readers read its row space ``V``, Q-readers (``B_Q = B_Kᵀ``) its column space ``U``.
+_CIRCUITS = (("W", "V", "O", "V"), ("Q", "K", "Q", "K"))
+
+
+def _svd_cores(Gp: Tensor, Gq: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The ``r × r`` part of the thin SVDs ``M = Pᵀ Q = U diag(σ) Vᵀ`` of a batch of heads
+    from the float64 Grams ``Gp = P Pᵀ``, ``Gq = Q Qᵀ``: ``Uᵀ = cu P``, ``Vᵀ = cv Q``.
+
+    With ``Q Qᵀ = F Fᵀ`` (Cholesky), ``Q̂ = F⁻¹ Q`` has orthonormal rows and ``M = (Pᵀ F) Q̂``;
+    ``Fᵀ Gp F = W diag(σ²) Wᵀ`` (eigh) gives ``cu = diag(σ)⁻¹ Wᵀ Fᵀ`` and
+    ``cv = diag(σ)⁻¹ cu Gp`` (``Vᵀ = diag(σ)⁻¹ Uᵀ M``).
+    Returns ``cu, cv, σ`` (descending) and ``ok``: false for heads whose ``M``, ``P`` or ``Q``
+    has a condition number above 1e4 (the error grows like ε κ²) or is rank-deficient."""
+    F, info = torch.linalg.cholesky_ex(Gq)
+    mu, W = threaded(torch.linalg.eigh, F.mT @ Gp @ F)
+    mu, W = mu.flip(-1), W.flip(-1)  # descending
+    s = mu.clamp_min(0).sqrt()
+    fd = torch.diagonal(F, dim1=-2, dim2=-1).abs()
+    gp = torch.diagonal(Gp, dim1=-2, dim2=-1)
+    ok = (info == 0) & (mu[:, -1] > _WELL_CONDITIONED * mu[:, 0]) & (fd.amin(-1) ** 2 > _WELL_CONDITIONED * fd.amax(-1) ** 2)
+    ok &= gp.amin(-1) > _WELL_CONDITIONED * gp.amax(-1)
+    s_ok = torch.where(ok[:, None], s, 1.0)[:, :, None]
+    cu = W.mT @ F.mT / s_ok
+    cv = cu @ Gp / s_ok  # Vᵀ = diag(σ)⁻¹ Uᵀ M = diag(σ)⁻¹ cu P Pᵀ Q (error ~ ε κ² as well)
+    return cu, cv, s, ok
+
+
+def _factor(hw: HeadWeights, metric: Metric, layer_metric: int | None, layer: int, name: str, offset: float,
+            out: Tensor, shared: bool = False) -> Tensor:
+    """One factor of one layer in whitened coordinates, ``(head, r, d)`` per query head:
+    ``Q`` (``W_Q G^{1/2}``), ``K`` (``R(-δ) W_K G^{1/2}``), ``V``, ``O`` (``W_Oᵀ G^{-1/2}``);
+    ``shared``: ``K`` and ``V`` per K/V head (GQA: once for all the query heads that share
+    it). Written into ``out`` (whose dtype and device it takes), or the stored weights
+    themselves when they need no change."""
+    s, si = metric.for_layer(layer_metric if layer_metric is not None else -1)
+    w = hw.W_O[layer].mT if name == "O" else {"Q": hw.W_Q, "K": hw.W_K, "V": hw.W_V}[name][layer]
+    m = si if name == "O" else s
+    rot = name == "K" and hw.rotary is not None and offset != 0
+    changed = m is not None or rot
+    if changed:  # metric and rotation once per stored (K/V) head
+        w = w.to(out.device, _F64)
+        w = w if m is None else w @ m.to(out.device)
+        w = rotate_rows(w, hw, layer, -offset) if rot else w
+    if name in "KV" and not shared and list(hw.kv_map) != list(range(hw.n_kv_heads)):
+        return out.copy_(w[torch.tensor(hw.kv_map, device=w.device)])
+    if not changed and w.dtype == out.dtype and w.device == out.device:
+        return w
+    return out[: w.shape[0]].copy_(w)  # into a reused buffer: no page faults
+
+
+def head_sides(
+    hw: HeadWeights, sides: tuple[str, ...], metric: Metric, offset: float, layers: dict[str, range],
+    dtype: torch.dtype, layer_metric: int | None = None, out: dict[str, Tensor] | None = None,
+    device: torch.device | str = "cpu",
+) -> dict[str, Sides]:
+    """Writer (``'W'``) and reader (``'Q'``, ``'K'``, ``'V'``) sides for ``layers[side]``: one
+    SVD of ``W_OV`` serves ``W`` and ``V``, one of ``W_QK`` serves ``Q`` and ``K`` (see
+    ``_CIRCUITS``). Float64 Grams layer by layer, the ``r × r`` cores of all heads batched,
+    then the bases ``cu P`` and ``cv Q`` layer by layer in ``dtype``; heads that are not
+    well-conditioned take the QR route. ``out[side]``: optional ``(layer, head, r, d)``
+    buffer for the rows. Everything is computed and returned on ``device``."""
+    H, r, d = hw.n_heads, hw.d_head, hw.d_model
+    res = {}
+    for side in sides:
+        if side not in ("W",) + KINDS:
+            raise OptionError(f"unknown kind {side!r}; kinds: Q, K, V")
+        n = len(layers[side])
+        buf = out[side] if out and side in out else torch.empty(n, H, r, d, dtype=dtype, device=device)
+        res[side] = Sides(buf, torch.zeros(n, H, r, dtype=_F64, device=device), torch.zeros(n, H, dtype=torch.long, device=device))
+    at = {side: {l: i for i, l in enumerate(layers[side])} for side in sides}
+    wants = lambda layer, c: tuple(sd in res and layer in at[sd] for sd in c[:2])  # noqa: E731
+    jobs = [(layer, c) for layer in sorted(set().union(*(layers[s] for s in sides))) for c in _CIRCUITS if any(wants(layer, c))]
+    work = {dt: (torch.empty(H, r, d, dtype=dt, device=device), torch.empty(H, r, d, dtype=dt, device=device)) for dt in {_F64, dtype}}
+    factor = lambda layer, name, dt, i=0, shared=False: _factor(hw, metric, layer_metric, layer, name, offset, work[dt][i], shared)  # noqa: E731
+    Gp = torch.empty(len(jobs), H, r, r, dtype=_F64, device=device)
+    Gq = torch.empty_like(Gp)
+    kv = torch.tensor(hw.kv_map, device=device)
+    for j, (layer, c) in enumerate(jobs):
+        P, Q = factor(layer, c[2], _F64), factor(layer, c[3], _F64, 1, True)  # Q: K or V, per K/V head
+        torch.bmm(P, P.mT, out=Gp[j])
+        if Q.shape[0] == H and list(hw.kv_map) == list(range(H)):
+            torch.bmm(Q, Q.mT, out=Gq[j])
+        else:
+            Gq[j] = (Q @ Q.mT)[kv]
+    cu, cv, s, ok = (t.unflatten(0, (len(jobs), H)) for t in _svd_cores(Gp.flatten(0, 1), Gq.flatten(0, 1)))
+    for j, (layer, c) in enumerate(jobs):
+        sj, rj = s[j].clone(), torch.full((H,), r, dtype=torch.long, device=device)
+        bad = (~ok[j]).nonzero().flatten()
+        if len(bad):  # QR route: robust for ill-conditioned and rank-deficient heads
+            U, sb, V = svd_from_factors(factor(layer, c[2], _F64)[bad].mT, factor(layer, c[3], _F64, 1)[bad])
+            rb = numerical_rank(sb, d)
+            keep = (torch.arange(sb.shape[-1], device=sb.device)[None, :] < rb[:, None]).to(_F64)
+            sj[bad] = 0
+            sj[bad, : sb.shape[-1]] = sb * keep
+            rj[bad] = rb
+        for sd, want, coef, name, basis in ((c[0], wants(layer, c)[0], cu, c[2], 0), (c[1], wants(layer, c)[1], cv, c[3], 1)):
+            if not want:
+                continue
+            i = at[sd][layer]
+            rows = res[sd].rows[i]
+            torch.bmm(coef[j].to(dtype), factor(layer, name, dtype), out=rows)
+            if len(bad):
+                Bt = ((U, V)[basis] * keep[:, None, :]).mT
+                rows[bad] = 0
+                rows[bad, : Bt.shape[1]] = Bt.to(dtype)
+            res[sd].spectrum[i] = sj
+            res[sd].rank[i] = rj
+    return res
