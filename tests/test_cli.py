@@ -92,3 +92,27 @@ def test_pair_command(capsys):
     assert len(angles) == 16 and angles == sorted(angles) and 0 <= angles[0] and angles[-1] <= 90
     assert main(["pair", "1.0", "0.1"]) == 2 and "before" in capsys.readouterr().err
     assert main(["pair", "0", "1.1"]) == 2 and "LAYER.HEAD" in capsys.readouterr().err
+
+
+def test_scores_header_states_the_metric_condition_number(capsys):
+    """A non-identity metric's condition number (MATH.md: recorded) is printed, and it is the
+    one of G = W_E W_Eᵀ / n_vocab (+ W_pos W_posᵀ / n_ctx), computed here independently."""
+    import numpy as np
+
+    from compscope import load
+    from compscope.builtin import DEFAULT_MODEL
+
+    assert main(["scores", "--metric", "embed", "--kinds", "K", "--measure", "frobenius", "--top", "1"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    hw = load(DEFAULT_MODEL)
+    E = hw.W_E.double().numpy()
+    G = E @ E.T / E.shape[1]
+    if hw.W_pos is not None:
+        P = hw.W_pos.double().numpy()
+        G = G + P @ P.T / P.shape[1]
+    ev = np.linalg.eigvalsh(G)
+    lam = 1e-6 * ev.sum() / len(ev)
+    assert f"condition number {(ev[-1] + lam) / (ev[0] + lam):.3g} with ridge 1e-06" in head
+    assert f"{ev[-1] / ev[0]:.3g} without" in head
+    assert main(["scores", "--kinds", "K", "--measure", "frobenius", "--top", "1"]) == 0
+    assert "condition" not in capsys.readouterr().out

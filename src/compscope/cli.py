@@ -61,9 +61,19 @@ def _positive_int(text: str, option: str) -> int:
     return int(text)
 
 
+def _metric_text(table) -> str:
+    """The metric's name and, for a non-identity metric, its condition number (MATH.md's ridge)."""
+    cond = table.info.get("condition") or {}
+    if not cond:
+        return table.metric
+    raw, reg = max(c[0] for c in cond.values()), max(c[1] for c in cond.values())
+    what = "condition number" if len(cond) == 1 else f"largest condition number of {len(cond)} layers"
+    return f"{table.metric} ({what} {reg:.3g} with ridge {table.info.get('ridge', 0):g}·tr(G)/d, {raw:.3g} without)"
+
+
 def format_top(table, n: int) -> str:
     """The ``n`` strongest pairs per kind and measure, as ``L1.H1 -> L2.H2  value``."""
-    lines = [f"{table.model}: metric {table.metric}, processing {', '.join(table.processing) or 'none'}"]
+    lines = [f"{table.model}: metric {_metric_text(table)}, processing {', '.join(table.processing) or 'none'}"]
     for kind in table.kinds:
         for m in table.measures:
             if (m, kind) not in table.values:
