@@ -174,7 +174,8 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
         wl, rl = range(0, lmax), range(readers[0], lmax + 1)
         rbuf = torch.empty(len(readers), K, H, r, d, dtype=dtype, device=dev)  # reader rows ordered (layer, kind, head)
         sd = head_sides(hw, ("W",) + tuple(kinds), met, offset, {"W": wl, **{k: rl for k in kinds}}, dtype,
-                        readers[0] if per_layer_metric else None, out={k: rbuf[:, i] for i, k in enumerate(kinds)}, device=dev)
+                        readers[0] if per_layer_metric else None, out={k: rbuf[:, i] for i, k in enumerate(kinds)}, device=dev,
+                        bar=bar)
         W = sd["W"]
         spec = {side: sd[side].spectrum.cpu() for side in sd}
         W_rank = W.rank.cpu()
@@ -202,6 +203,7 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
             n_w = len(wl) * H
             blk = block or choose_block(d, r, n_w, len(readers) * per, max(r1 - r0 for r0, r1, _ in rg), torch.finfo(dtype).bits // 8, budget)
             bar.total += len(tile_ranges(d, blk))
+            bar.set_postfix(step="Gram tiles")
             rspec = torch.stack([sd[k].spectrum for k in kinds], 1).flatten(0, 2)
             b_, x_ = gram_products(W, rbuf.flatten(0, 2), rspec, rg, blk, width or 2 * blk, bar)
             if dtype == torch.float32:
@@ -215,6 +217,7 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
                     x2[k][:l2, :, l2] = x_[j, i, :, :l2].permute(1, 2, 0)
         if all_x:
             bar.total += len(readers) * K
+            bar.set_postfix(step="X blocks")
             for k in kinds:
                 for j, l2 in enumerate(readers):
                     e = None if expected is None else expected[k][:l2, :, l2]

@@ -140,14 +140,15 @@ def _factor(hw: HeadWeights, metric: Metric, layer_metric: int | None, layer: in
 def head_sides(
     hw: HeadWeights, sides: tuple[str, ...], metric: Metric, offset: float, layers: dict[str, range],
     dtype: torch.dtype, layer_metric: int | None = None, out: dict[str, Tensor] | None = None,
-    device: torch.device | str = "cpu",
+    device: torch.device | str = "cpu", bar=None,
 ) -> dict[str, Sides]:
     """Writer (``'W'``) and reader (``'Q'``, ``'K'``, ``'V'``) sides for ``layers[side]``: one
     SVD of ``W_OV`` serves ``W`` and ``V``, one of ``W_QK`` serves ``Q`` and ``K`` (see
     ``_CIRCUITS``). Float64 Grams layer by layer, the ``r × r`` cores of all heads batched,
     then the bases ``cu P`` and ``cv Q`` layer by layer in ``dtype``; heads that are not
     well-conditioned take the QR route. ``out[side]``: optional ``(layer, head, r, d)``
-    buffer for the rows. Everything is computed and returned on ``device``."""
+    buffer for the rows. Everything is computed and returned on ``device``. ``bar``: a
+    progress bar (``compscope.progress``) advanced twice per layer and circuit."""
     H, r, d = hw.n_heads, hw.d_head, hw.d_model
     res = {}
     for side in sides:
@@ -164,6 +165,10 @@ def head_sides(
     Gp = torch.empty(len(jobs), H, r, r, dtype=_F64, device=device)
     Gq = torch.empty_like(Gp)
     kv = torch.tensor(hw.kv_map, device=device)
+    tick = (lambda: None) if bar is None else (lambda: bar.update(1))  # noqa: E731
+    if bar is not None:
+        bar.total += 2 * len(jobs)
+        bar.set_postfix(step="head SVDs")
     for j, (layer, c) in enumerate(jobs):
         P, Q = factor(layer, c[2], _F64), factor(layer, c[3], _F64, 1, True)  # Q: K or V, per K/V head
         torch.bmm(P, P.mT, out=Gp[j])
@@ -171,6 +176,7 @@ def head_sides(
             torch.bmm(Q, Q.mT, out=Gq[j])
         else:
             Gq[j] = (Q @ Q.mT)[kv]
+        tick()
     cu, cv, s, ok = (t.unflatten(0, (len(jobs), H)) for t in _svd_cores(Gp.flatten(0, 1), Gq.flatten(0, 1)))
     for j, (layer, c) in enumerate(jobs):
         sj, rj = s[j].clone(), torch.full((H,), r, dtype=torch.long, device=device)
@@ -194,4 +200,5 @@ def head_sides(
                 rows[bad, : Bt.shape[1]] = Bt.to(dtype)
             res[sd].spectrum[i] = sj
             res[sd].rank[i] = rj
+        tick()
     return res

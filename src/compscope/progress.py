@@ -9,7 +9,7 @@ import time
 class _Bar:
     def __init__(self, total: int, desc: str, enabled: bool, delay: float = 2.0) -> None:
         self.total, self.desc, self.enabled, self.delay = total, desc, enabled, delay
-        self.n, self.start, self._tqdm = 0, time.monotonic(), None
+        self.n, self.start, self._tqdm, self._postfix = 0, time.monotonic(), None, {}
 
     def update(self, n: int = 1) -> None:
         self.n += n
@@ -20,14 +20,19 @@ class _Bar:
                 from tqdm import tqdm
 
                 self._tqdm = tqdm(total=self.total, desc=self.desc, initial=self.n, file=sys.stderr, leave=False)
+                if self._postfix:
+                    self._tqdm.set_postfix(**self._postfix)
             except ImportError:
                 self.enabled = False
                 return
         elif self._tqdm is not None:
+            self._tqdm.total = self.total  # the total grows as the work is planned
             self._tqdm.update(n)
 
     def set_postfix(self, **values) -> None:
+        self._postfix = values
         if self._tqdm is not None:
+            self._tqdm.total = self.total
             self._tqdm.set_postfix(**values)
 
     def close(self) -> None:
