@@ -346,13 +346,34 @@ def test_gqa_key_value_factors_are_computed_once_per_kv_head(monkeypatch):
 @settings(max_examples=30, deadline=None)
 @given(L=st.integers(2, 4), H=st.sampled_from([1, 2, 4]), gqa=st.booleans(), r=st.integers(2, 5), d=st.integers(3, 12),
        seed=st.integers(0, 10**6), offset=st.sampled_from([0, 1, 2.5]), metric=st.sampled_from(["identity", "embed", "unembed"]),
-       block=st.integers(1, 12), width=st.integers(1, 12), pairs=st.sampled_from(["all", 1000]))
-def test_engine_matches_dense_reference_on_random_shapes(L, H, gqa, r, d, seed, offset, metric, block, width, pairs):
+       block=st.integers(1, 12), width=st.integers(1, 12), pairs=st.sampled_from(["all", 1000]),
+       measures=st.lists(st.sampled_from(ALL), min_size=1, max_size=4, unique=True))
+def test_engine_matches_dense_reference_on_random_shapes(L, H, gqa, r, d, seed, offset, metric, block, width, pairs, measures):
     """Any shape (d_model below d_head included: rank-deficient heads), GQA or not, rotary
     offset, metric, tile size and route: every measure of every pair equals the dense float64
     numpy reference."""
     G = H // 2 if gqa and H > 1 else H
     hw = model(L=L, H=H, G=G, r=r, d=d, V=3 * d, seed=seed, rotary=offset != 0)
-    t = scores(hw, "QKV", ALL, metric=metric, offset=offset, pairs=pairs, precision="float64", block=block, width=width,
+    t = scores(hw, "QKV", measures, metric=metric, offset=offset, pairs=pairs, precision="float64", block=block, width=width,
                progress=False)
-    assert check_dense(hw, t, metric, offset) == 3 * len(ALL) * H * H * L * (L - 1) // 2
+    assert check_dense(hw, t, metric, offset, measures=measures) == 3 * len(measures) * H * H * L * (L - 1) // 2
+
+
+@pytest.mark.parametrize("measures,want", [(["frobenius"], ("ba2",)), (["tight", "frobenius_baselined"], ("ba2",)),
+                                           (["overlap"], ("x2",)), (["shared_dims", "frobenius"], ("ba2", "x2")),
+                                           (["bandwidth"], ("ba2",))])
+def test_only_the_grams_the_measures_read_are_formed(monkeypatch, measures, want):
+    """frobenius, frobenius_baselined and tight read ‖BA‖² only; overlap and shared_dims ‖X‖²
+    only; X-route measures rank their top pairs by ‖BA‖². Values equal those of a full run."""
+    from compscope import composition
+
+    seen = []
+    inner = composition.gram_products
+    monkeypatch.setattr(composition, "gram_products", lambda *a: seen.append(a[-1]) or inner(*a))
+    hw = model(L=4, seed=9)
+    t = scores(hw, "QKV", measures, pairs=5, progress=False)
+    assert seen == [want]
+    full = scores(hw, "QKV", ["frobenius", "frobenius_baselined", "tight", "overlap", "shared_dims", "bandwidth"], pairs=5,
+                  progress=False)
+    for key, v in t.values.items():
+        torch.testing.assert_close(v, full.values[key], rtol=1e-6, atol=1e-7, equal_nan=True)

@@ -154,8 +154,10 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
     gram_ms = [m for m in ms if m.from_gram is not None]
     x_ms = [m for m in ms if m.from_gram is None]
     all_x = bool(x_ms) and pairs == "all"
-    need_gram = not all_x and bool(gram_ms or x_ms)
     baseline = any(m.needs_baseline for m in ms)
+    # the Gram inner products some measure reads (ba2 also ranks the top pairs of the X route)
+    want = tuple(n for n in ("ba2", "x2") if any(n in m.gram_inputs for m in gram_ms) or (n == "ba2" and x_ms))
+    need_gram = not all_x and bool(want)
     # reader layers sharing one metric: all of them, or one group per layer
     groups = [[l2] for l2 in range(1, L)] if per_layer_metric else [list(range(1, L))] if L > 1 else []
     nan = lambda *shape: torch.full(shape, float("nan"), dtype=_F64)  # noqa: E731
@@ -205,16 +207,17 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
             bar.total += len(tile_ranges(d, blk))
             bar.set_postfix(step="Gram tiles")
             rspec = torch.stack([sd[k].spectrum for k in kinds], 1).flatten(0, 2)
-            b_, x_ = gram_products(W, rbuf.flatten(0, 2), rspec, rg, blk, width or 2 * blk, bar)
+            got = gram_products(W, rbuf.flatten(0, 2), rspec, rg, blk, width or 2 * blk, bar, want)
             if dtype == torch.float32:
                 rrank = torch.stack([sd[k].rank for k in kinds], 1).flatten()
-                refine_small(W, rbuf.flatten(0, 2), rspec, rrank, b_, x_, rg, H, budget)
-            b_ = b_.to("cpu", _F64).view(len(readers), K, H, len(wl), H)
-            x_ = x_.to("cpu", _F64).view(len(readers), K, H, len(wl), H)
-            for i, k in enumerate(kinds):
-                for j, l2 in enumerate(readers):
-                    ba2[k][:l2, :, l2] = b_[j, i, :, :l2].permute(1, 2, 0)
-                    x2[k][:l2, :, l2] = x_[j, i, :, :l2].permute(1, 2, 0)
+                refine_small(W, rbuf.flatten(0, 2), rspec, rrank, got, rg, budget)
+            for name, dense in (("ba2", ba2), ("x2", x2)):
+                if name not in got:
+                    continue
+                v = got[name].to("cpu", _F64).view(len(readers), K, H, len(wl), H)
+                for i, k in enumerate(kinds):
+                    for j, l2 in enumerate(readers):
+                        dense[k][:l2, :, l2] = v[j, i, :, :l2].permute(1, 2, 0)
         if all_x:
             bar.total += len(readers) * K
             bar.set_postfix(step="X blocks")

@@ -35,46 +35,54 @@ def tile_ranges(d: int, size: int) -> list[tuple[int, int]]:
 
 def gram_products(
     W: Sides, R_rows: Tensor, R_spectrum: Tensor, groups: list[tuple[int, int, int]], block: int, width: int, bar,
-) -> tuple[Tensor, Tensor]:
-    """``‖BA‖_F²`` and ``‖X‖_F²`` for readers ``R_rows: (n_r, r, d)`` (spectra ``(n_r, r)``) and
-    writers ``W`` (flattened to ``(n_w, r, d)``). ``groups``: ``(r0, r1, n_cols)``: reader rows
-    ``[r0, r1)`` need writer columns ``[0, n_cols)``. Tiles: Gram rows ``[p0, p0 + block)``
-    against the diagonal block (weight 1) and against column chunks of ``width`` right of it
-    (weight 2, for the mirror image); the tiles of ``U diag(σ²) Uᵀ`` and ``U Uᵀ`` come from
-    one product ``[U_p diag(σ²), U_p]ᵀ U_qᵀ``. Returns two ``(n_r, n_w)`` tensors (0 outside the groups' columns)."""
+    want: tuple[str, ...] = ("ba2", "x2"),
+) -> dict[str, Tensor]:
+    """``‖BA‖_F²`` (``'ba2'``) and/or ``‖X‖_F²`` (``'x2'``), as listed in ``want``, for readers
+    ``R_rows: (n_r, r, d)`` (spectra ``(n_r, r)``) and writers ``W`` (flattened to ``(n_w, r,
+    d)``). ``groups``: ``(r0, r1, n_cols)``: reader rows ``[r0, r1)`` need writer columns ``[0,
+    n_cols)``. Tiles: Gram rows ``[p0, p0 + block)`` against the diagonal block (weight 1) and
+    against column chunks of ``width`` right of it (weight 2, for the mirror image); the tiles
+    of ``U diag(σ²) Uᵀ`` and ``U Uᵀ`` come from one product ``[U_p diag(σ²), U_p]ᵀ U_qᵀ`` (one
+    half of it when only one is wanted). Returns ``(n_r, n_w)`` tensors (0 outside the groups'
+    columns) by name."""
     Wr, Ws = W.rows.flatten(0, 1), W.spectrum.flatten(0, 1)
     n_w, n_r, r, d, dtype = Wr.shape[0], R_rows.shape[0], Wr.shape[1], Wr.shape[-1], Wr.dtype
     w2, r2 = Ws.square().to(dtype)[:, :, None], R_spectrum.square().to(dtype)[:, :, None]
     new = lambda *shape: torch.empty(shape, dtype=dtype, device=Wr.device)  # noqa: E731
-    ba2, x2 = new(n_r, n_w).zero_(), new(n_r, n_w).zero_()
+    out = {name: new(n_r, n_w).zero_() for name in want}
+    g = len(want)  # Grams per head: weighted (ba2) and/or unweighted (x2)
     m = max(r1 - r0 for r0, r1, _ in groups)
-    size = 2 * block * max(block, width)
+    size = g * block * max(block, width)
     wbuf, rbuf = new(n_w * size), new(m * size)
-    wa, ra = new(n_w, r, 2 * block), new(n_r, r, 2 * block)
+    wa, ra = new(n_w, r, g * block), new(n_r, r, g * block)
     for p0, p1 in tile_ranges(d, block):
         bp = p1 - p0
-        # left operands [diag(σ²) U_pᵀ, U_pᵀ]: one product gives the tiles of both Grams
-        torch.mul(Wr[:, :, p0:p1], w2, out=wa[:, :, :bp])
-        wa[:, :, bp : 2 * bp] = Wr[:, :, p0:p1]
-        torch.mul(R_rows[:, :, p0:p1], r2, out=ra[:, :, :bp])
-        ra[:, :, bp : 2 * bp] = R_rows[:, :, p0:p1]
+        # left operands [diag(σ²) U_pᵀ, U_pᵀ] (or one of them): one product gives the tiles of every wanted Gram
+        for i, name in enumerate(want):
+            part = slice(i * bp, (i + 1) * bp)
+            if name == "ba2":
+                torch.mul(Wr[:, :, p0:p1], w2, out=wa[:, :, part])
+                torch.mul(R_rows[:, :, p0:p1], r2, out=ra[:, :, part])
+            else:
+                wa[:, :, part] = Wr[:, :, p0:p1]
+                ra[:, :, part] = R_rows[:, :, p0:p1]
         tiles = [(p0, p1, 1.0)] + [(q0 + p1, q1 + p1, 2.0) for q0, q1 in tile_ranges(d - p1, width)]
         for q0, q1, alpha in tiles:
             k = bp * (q1 - q0)
-            wt = torch.bmm(wa[:, :, : 2 * bp].mT, Wr[:, :, q0:q1], out=wbuf[: 2 * n_w * k].view(n_w, 2 * bp, q1 - q0)).view(n_w, 2, k)
+            wt = torch.bmm(wa[:, :, : g * bp].mT, Wr[:, :, q0:q1], out=wbuf[: g * n_w * k].view(n_w, g * bp, q1 - q0)).view(n_w, g, k)
             for r0, r1, nc in groups:
                 if nc == 0:
                     continue
                 mm = r1 - r0
-                rt = torch.bmm(ra[r0:r1, :, : 2 * bp].mT, R_rows[r0:r1, :, q0:q1], out=rbuf[: 2 * mm * k].view(mm, 2 * bp, q1 - q0)).view(mm, 2, k)
-                ba2[r0:r1, :nc].addmm_(rt[:, 0], wt[:nc, 0].T, alpha=alpha)
-                x2[r0:r1, :nc].addmm_(rt[:, 1], wt[:nc, 1].T, alpha=alpha)
+                rt = torch.bmm(ra[r0:r1, :, : g * bp].mT, R_rows[r0:r1, :, q0:q1], out=rbuf[: g * mm * k].view(mm, g * bp, q1 - q0)).view(mm, g, k)
+                for i, name in enumerate(want):
+                    out[name][r0:r1, :nc].addmm_(rt[:, i], wt[:nc, i].T, alpha=alpha)
         bar.update(1)
-    return ba2, x2
+    return out
 
 
-def refine_small(W: Sides, R_rows: Tensor, R_spectrum: Tensor, R_rank: Tensor, ba2: Tensor, x2: Tensor,
-                  groups: list[tuple[int, int, int]], H: int, budget: int, tol: float = 1e-4, safety: float = 4.0) -> int:
+def refine_small(W: Sides, R_rows: Tensor, R_spectrum: Tensor, R_rank: Tensor, values: dict[str, Tensor],
+                  groups: list[tuple[int, int, int]], budget: int, tol: float = 1e-4, safety: float = 4.0) -> int:
     """Recompute from ``X`` the float32 Gram-route values that cancellation may have spoiled.
 
     A float32 inner product of two Grams is off by up to about ``ε₃₂ ‖AAᵀ‖_F ‖BᵀB‖_F``
@@ -82,24 +90,32 @@ def refine_small(W: Sides, R_rows: Tensor, R_spectrum: Tensor, R_rank: Tensor, b
     ``safety`` times this bound exceeds ``tol · ‖BA‖_F²`` (or, for
     ``‖X‖_F²``, ``safety · ε₃₂ (r_A r_B)^{1/2}`` exceeds ``tol · ‖X‖_F²``), the pair's ``X =
     V_Bᵀ U_A`` is formed (float32, no cancellation: its entries are single dot products) and
-    both values are replaced. Updates ``ba2``, ``x2`` in place; returns the number of pairs."""
+    the values are replaced. ``values``: :func:`gram_products`'s ``'ba2'`` and/or ``'x2'``,
+    updated in place; returns the number of pairs recomputed."""
     Wr = W.rows.flatten(0, 1)
     a, rank_a = W.spectrum.flatten(0, 1), W.rank.flatten()
     eps = safety * torch.finfo(torch.float32).eps / tol
-    err_n = eps * torch.outer(R_spectrum.pow(2).norm(dim=-1), a.pow(2).norm(dim=-1))
-    err_p = eps * torch.outer(R_rank.double(), rank_a.double()).sqrt()
-    bad = torch.zeros_like(ba2, dtype=torch.bool)
+    bound = {}
+    if "ba2" in values:
+        bound["ba2"] = eps * torch.outer(R_spectrum.pow(2).norm(dim=-1), a.pow(2).norm(dim=-1))
+    if "x2" in values:
+        bound["x2"] = eps * torch.outer(R_rank.double(), rank_a.double()).sqrt()
+    some = next(iter(values.values()))
+    bad = torch.zeros_like(some, dtype=torch.bool)
     for r0, r1, nc in groups:
-        bad[r0:r1, :nc] = (ba2[r0:r1, :nc].double() < err_n[r0:r1, :nc]) | (x2[r0:r1, :nc].double() < err_p[r0:r1, :nc])
+        for name, err in bound.items():
+            bad[r0:r1, :nc] |= values[name][r0:r1, :nc].double() < err[r0:r1, :nc]
     idx = bad.nonzero()
     r, d = Wr.shape[1], Wr.shape[2]
     step = max(1, min(1024, budget // max(1, 2 * r * d * Wr.element_size())))
     for i in range(0, len(idx), step):
         ri, wi = idx[i : i + step, 0], idx[i : i + step, 1]
         X = torch.bmm(R_rows[ri], Wr[wi].mT)
-        x2[ri, wi] = X.square().sum((-1, -2)).to(x2.dtype)
-        C = X * R_spectrum[ri].to(X.dtype)[:, :, None] * a[wi].to(X.dtype)[:, None, :]
-        ba2[ri, wi] = C.square().sum((-1, -2)).to(ba2.dtype)
+        if "x2" in values:
+            values["x2"][ri, wi] = X.square().sum((-1, -2)).to(some.dtype)
+        if "ba2" in values:
+            C = X * R_spectrum[ri].to(X.dtype)[:, :, None] * a[wi].to(X.dtype)[:, None, :]
+            values["ba2"][ri, wi] = C.square().sum((-1, -2)).to(some.dtype)
     return len(idx)
 
 

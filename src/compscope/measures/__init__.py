@@ -81,6 +81,10 @@ class Measure:
     satisfies: frozenset[str]  # axioms it is meant to satisfy
     fails: dict[str, str] = field(default_factory=dict)  # axiom -> why it fails by design
     needs_baseline: bool = False
+    #: which of ``GramStats.ba2`` (``‖BA‖_F²``) and ``GramStats.x2`` (``‖X‖_F²``) ``from_gram``
+    #: reads: the engine forms only the Grams that some requested measure needs (the others
+    #: reach ``from_gram`` as NaN)
+    gram_inputs: frozenset[str] = frozenset({"ba2", "x2"})
 
     @property
     def route(self) -> str:

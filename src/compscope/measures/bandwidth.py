@@ -44,4 +44,5 @@ register(Measure(
     doc="‖X‖_F² = Σ_k cos² θ_k (unweighted bandwidth)",
     satisfies=frozenset({"no_read", "monotone", "orthogonal_invariant", "padding", "scale", "split"}),
     fails={"full_read": "equals rank(A), not 1", "identity": "C(I, I) = d"},
+    gram_inputs=frozenset({"x2"}),
 ))

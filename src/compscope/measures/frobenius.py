@@ -38,6 +38,7 @@ FROBENIUS = register(Measure(
         "full_read": "equals 1 only for rank-one aligned maps: a flat rank-r read gives r^-1/2",
         "identity": "C(I, I) = d^-1/2",
     },
+    gram_inputs=frozenset({"ba2"}),
 ))
 
 
@@ -61,4 +62,5 @@ register(Measure(
         "padding": "the baseline depends on d",
     },
     needs_baseline=True,
+    gram_inputs=frozenset({"ba2"}),
 ))

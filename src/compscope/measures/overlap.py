@@ -23,4 +23,5 @@ register(Measure(
     range=(0.0, 1.0),
     doc="‖X‖_F² / rank(A), X = V_Bᵀ U_A",
     satisfies=frozenset({"full_read", "no_read", "monotone", "orthogonal_invariant", "identity", "padding", "scale", "split"}),
+    gram_inputs=frozenset({"x2"}),
 ))

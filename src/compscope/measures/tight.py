@@ -28,4 +28,5 @@ register(Measure(
     doc="‖BA‖_F / sqrt(Σ_i a_(i)² b_(i)²), spectra sorted descending",
     satisfies=frozenset({"no_read", "orthogonal_invariant", "identity", "padding", "scale", "split"}),
     fails={"full_read": "a full read with mismatched spectrum orders gives < 1", "monotone": "not guaranteed: the best alignment can change along the path"},
+    gram_inputs=frozenset({"ba2"}),
 ))
