@@ -13,7 +13,7 @@ min-max):
   and one that takes over two minutes is timed once; 5 s pause after each;
 - compscope Q+K+V, (a) ``frobenius, frobenius_baselined, tight, overlap`` (the Gram route) and
   (b) every measure for every pair (the X route, ``pairs='all'``), default precision
-  (float32 products), and (a) again with ``precision='float64'``;
+  (float32 products), (a) again with ``precision='float64'``, and ``frobenius`` alone;
 - the floor of each route: the FLOP count of the products that route must form (below),
   divided by the rate of a plain dense float32 ``4096 x 4096`` matmul timed in the same run.
 
@@ -22,8 +22,10 @@ float64 ``r x r`` Grams per head and circuit, ``2 r² d`` each, and one ``r x r 
 per head and side); Gram route: two symmetric Grams per writer head and per reader head and
 kind (``r d (d + 1)`` each: ``d(d+1)/2`` entries of ``2 r``) and two inner products per pair and
 kind (``d (d + 1)`` each), plus the baseline's ``256 x 2 r`` per pair; X route: ``X`` per pair
-and kind (``2 r² d``) and ``C Cᵀ`` (``2 r³``). Eigenvalue solves, element-wise work and memory
-traffic are not counted: they are what the ratio measures.
+and kind (``2 r² d``) and ``C Cᵀ`` (``2 r³``); ``frobenius`` alone (the score TransformerLens
+computes, also timed): one Gram per head and one inner product per pair, no baseline.
+Eigenvalue solves, element-wise work and memory traffic are not counted: they are what the
+ratio measures.
 
 It also prints float32-vs-float64 max |difference| per route and measure. The machine may be
 shared: before timing it waits (up to ``--wait`` s) for the 1-minute load average to drop
@@ -138,8 +140,9 @@ def route_flops(L: int, H: int, d: int, r: int, kinds: int = 3, samples: int = 2
     circuits = L * H + (L - 1) * H  # SVDs of W_OV (every layer) and W_QK (every layer but the first)
     svd = circuits * 2 * (2 * r * r * d) + (n_w + n_r) * 2 * r * r * d
     gram = svd + (n_w + n_r) * 2 * r * d * (d + 1) + pairs * 2 * d * (d + 1) + pairs * samples * 2 * r
+    gram_frobenius = svd + (n_w + n_r) * r * d * (d + 1) + pairs * d * (d + 1)  # one Gram per head, no baseline
     x = svd + pairs * (2 * r * r * d + 2 * r**3)
-    return {"gram": gram, "X": x}
+    return {"gram": gram, "gram_frobenius": gram_frobenius, "X": x}
 
 
 def fmt(ts: list[float]) -> str:
@@ -192,6 +195,7 @@ def main() -> None:
             "(a) frobenius, frobenius_baselined, tight, overlap": lambda: compscope.scores(hw, "QKV", MEASURES_A, progress=False, device=dev),
             "(b) all measures, all pairs": lambda: compscope.scores(hw, "QKV", "all", pairs="all", progress=False, device=dev),
             "(a) with precision='float64'": lambda: compscope.scores(hw, "QKV", MEASURES_A, precision="float64", progress=False, device=dev),
+            "frobenius alone (what TransformerLens computes)": lambda: compscope.scores(hw, "QKV", ["frobenius"], progress=False, device=dev),
         }
         for fn in contenders.values():  # warm-up
             fn()
@@ -229,12 +233,15 @@ def main() -> None:
                 print(f"  {k:<52} {tl_note}")
         ta = statistics.median(times["(a) frobenius, frobenius_baselined, tight, overlap"])
         tb = statistics.median(times["(b) all measures, all pairs"])
-        fa, fb = fl["gram"] / rate, fl["X"] / rate
+        tf = statistics.median(times["frobenius alone (what TransformerLens computes)"])
+        fa, fb, ff = fl["gram"] / rate, fl["X"] / rate, fl["gram_frobenius"] / rate
         print(f"  floor (a), Gram route: {fl['gram'] / 1e9:7.1f} GFLOP -> {fa:.3f} s;  (a) / floor = {ta / fa:.2f}")
         print(f"  floor (b), X route:    {fl['X'] / 1e9:7.1f} GFLOP -> {fb:.3f} s;  (b) / floor = {tb / fb:.2f}")
+        print(f"  floor, frobenius alone: {fl['gram_frobenius'] / 1e9:6.1f} GFLOP -> {ff:.3f} s;  time / floor = {tf / ff:.2f}")
         if times.get("TransformerLens Q+K+V"):
             tt = statistics.median(times["TransformerLens Q+K+V"])
-            print(f"  TransformerLens / (a) = {tt / ta:.1f}x;  TransformerLens / (b) = {tt / tb:.1f}x")
+            print(f"  TransformerLens / (a) = {tt / ta:.1f}x;  TransformerLens / (b) = {tt / tb:.1f}x;  "
+                  f"TransformerLens / frobenius alone = {tt / tf:.1f}x")
         for route, kw in (("Gram route (a)", dict(measures=MEASURES_A + ["shared_dims"])), ("X route (b)", dict(measures="all", pairs="all"))):
             f32 = compscope.scores(hw, "QKV", precision="float32", progress=False, **kw)
             f64 = compscope.scores(hw, "QKV", precision="float64", progress=False, **kw)
