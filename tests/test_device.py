@@ -63,10 +63,11 @@ def _close(a, b, tol):
 @pytest.mark.parametrize("precision,tol", [("float64", 1e-10), ("float32", 1e-5)])
 @pytest.mark.parametrize("metric", ["identity", "embed"])
 def test_cuda_matches_the_cpu_on_every_route(precision, tol, metric):
-    """GQA, rotary offset 2, the Gram route, the X route for all pairs, the top-pairs route."""
+    """GQA, rotary offset 2, the Gram route, the X route for all pairs, the top-pairs route
+    (in float64 only: in float32 a near-tie at the 20th pair could swap which pairs are kept)."""
     hw = model(L=4, seed=3)
-    for kw in ({"measures": ["frobenius", "frobenius_baselined", "tight", "overlap"]},
-               {"measures": ALL, "pairs": "all"}, {"measures": ALL, "pairs": 20}):
+    routes = [{"measures": ["frobenius", "frobenius_baselined", "tight", "overlap"]}, {"measures": ALL, "pairs": "all"}]
+    for kw in routes + ([{"measures": ALL, "pairs": 20}] if precision == "float64" else []):
         c = scores(hw, "QKV", metric=metric, offset=2, precision=precision, device="cpu", progress=False, **kw)
         g = scores(hw, "QKV", metric=metric, offset=2, precision=precision, device="cuda", progress=False, **kw)
         _close(c, g, tol)
