@@ -116,3 +116,13 @@ def test_scores_header_states_the_metric_condition_number(capsys):
     assert f"{ev[-1] / ev[0]:.3g} without" in head
     assert main(["scores", "--kinds", "K", "--measure", "frobenius", "--top", "1"]) == 0
     assert "condition" not in capsys.readouterr().out
+
+
+def test_max_memory_option(capsys):
+    assert main(["scores", "--kinds", "K", "--measure", "frobenius", "--top", "2"]) == 0
+    ref = capsys.readouterr().out
+    assert main(["scores", "--kinds", "K", "--measure", "frobenius", "--top", "2", "--max-memory", "0.0001"]) == 0
+    assert capsys.readouterr().out == ref  # smaller tiles, same scores
+    for bad in ("0", "-1", "lots"):
+        assert main(["scores", "--max-memory", bad]) == 2
+        assert "--max-memory" in capsys.readouterr().err

@@ -102,11 +102,20 @@ def _add_scoring(p: argparse.ArgumentParser, default_kinds: str, default_measure
     p.add_argument("--pairs", default="256", help="for bandwidth/spectral: 'all' or the top N pairs by frobenius (default 256)")
     p.add_argument("--precision", default="float32", choices=["float32", "float64"], help="dtype of the large products (default float32)")
     p.add_argument("--device", default=None, help="where to compute: cpu, cuda, cuda:N (default: cuda when present, else cpu)")
+    p.add_argument("--max-memory", metavar="GIB", help="GiB for tiles and blocks, beyond the per-head bases (default: a quarter of the free memory)")
 
 
 def _score_options(args) -> dict:
     pairs = "all" if args.pairs == "all" else _positive_int(args.pairs, "--pairs")
-    return {"offset": args.offset, "pairs": pairs, "precision": args.precision, "device": args.device}
+    max_memory = None
+    if args.max_memory is not None:
+        try:
+            max_memory = int(float(args.max_memory) * 2**30)
+        except ValueError:
+            max_memory = -1
+        if not max_memory > 0:
+            raise CompscopeError(f"--max-memory {args.max_memory!r}: expected a positive number of GiB, e.g. 2 or 0.5")
+    return {"offset": args.offset, "pairs": pairs, "precision": args.precision, "device": args.device, "max_memory": max_memory}
 
 
 def _out_table(path: str | None) -> None:
