@@ -8,8 +8,9 @@ Every measure is computed from per-pair quantities of the thin SVDs
   spectra alone (only measures that need no more), which the all-pairs engine gets with one
   large matrix multiply instead of forming every ``X``.
 
-A measure is added by writing one file that calls :func:`register`; it declares its range and
-the axioms it is meant to satisfy, so the axiom battery checks it with no other edit.
+A measure is added by writing one file that calls :func:`register`; it declares its range,
+the axioms it is meant to satisfy (so the axiom battery checks it with no other edit) and, if
+it has a ``from_gram``, which of ``ba2`` and ``x2`` it reads (the engine forms only those).
 """
 
 from __future__ import annotations
