@@ -155,3 +155,24 @@ def test_unsupported_settings_are_refused_by_name(extra, key):
     cfg = tl.HookedTransformerConfig(**{**BASE, **CONFIGS["standard-ln"], **extra})
     with pytest.raises(compscope.UnsupportedModelError, match=key):
         compscope.load(tl.HookedTransformer(cfg))
+
+
+def test_transformer_bridge_is_refused_with_the_reason():
+    """A real ``TransformerBridge`` around a tiny random GPT-2, built offline (a word-level
+    tokenizer without a BOS token, so TransformerLens fetches none). The bridge rewrites the
+    HF model in place, which then no longer has GPT-2's parameter names either."""
+    transformers = pytest.importorskip("transformers")
+    tokenizers = pytest.importorskip("tokenizers")
+    bridge_mod = pytest.importorskip("transformer_lens.model_bridge")
+    vocab = {f"t{i}": i for i in range(60)} | {"[UNK]": 60}
+    tk = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="[UNK]"))
+    tk.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]", eos_token="t0")
+    cfg = transformers.GPT2Config(vocab_size=61, n_embd=32, n_head=4, n_layer=2, n_positions=64, bos_token_id=0, eos_token_id=0)
+    hf = transformers.GPT2LMHeadModel(cfg).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bridge = bridge_mod.TransformerBridge.boot_transformers("gpt2", hf_model=hf, tokenizer=tok)
+    with pytest.raises(compscope.UnsupportedModelError, match="rewrites the HuggingFace model"):
+        compscope.load(bridge)
+    assert not any(k.endswith("attn.c_attn.weight") for k in hf.state_dict())  # why: the wrapped model changed

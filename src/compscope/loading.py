@@ -24,8 +24,10 @@ def _load_unprocessed(source) -> HeadWeights:
         return source
     if transformer_lens.is_bridge(source):
         raise UnsupportedModelError(
-            "TransformerLens 4 TransformerBridge objects are not supported; pass a HookedTransformer "
-            "(transformer-lens 3.x) or the underlying HuggingFace model"
+            "TransformerLens TransformerBridge objects are not supported: the bridge rewrites the HuggingFace "
+            "model it wraps in place (its modules and parameter names change, GPT-2's fused c_attn is split), so "
+            "that model cannot be read either; pass a HookedTransformer (transformer-lens 3.x) or a HuggingFace "
+            "model or folder loaded on its own"
         )
     if transformer_lens.is_hooked_transformer(source):
         return transformer_lens.from_hooked_transformer(source)

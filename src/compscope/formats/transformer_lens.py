@@ -9,8 +9,10 @@ did (``fold_ln`` turns ``ln1`` into ``LayerNormPre``/``RMSNormPre``) is recorded
 ``rotary_scaling_factor``), local attention (``attn_types`` + ``window_size``), QK-norm
 (``use_qk_norm``) and the post-attention norm (``use_normalization_before_and_after``).
 Every other config switch that changes what attention computes is refused by name.
-TransformerLens 4's ``TransformerBridge`` is not accepted: load the underlying HuggingFace
-model instead.
+TransformerLens's ``TransformerBridge`` (3.9 has it too) is not accepted: it rewrites the
+HuggingFace model it wraps in place (``_original_component`` levels in every parameter name,
+GPT-2's fused ``c_attn`` split into ``q``, ``k``, ``v``), so neither can be read as what it
+was; load the HuggingFace model on its own instead.
 """
 
 from __future__ import annotations
