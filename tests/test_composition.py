@@ -272,6 +272,17 @@ def test_activation_metric_per_layer_matches_dense_and_refuses_missing_layers():
     A = Si @ n(hw.W_O[0, 1]) @ n(hw.W_V[0, hw.kv_map[1]]) @ S
     B = Si @ n(hw.W_O[2, 3]) @ n(hw.W_V[2, hw.kv_map[3]]) @ S
     assert float(t.dense("frobenius", "V")[0, 1, 2, 3]) == pytest.approx(dense_measures(A, B)["frobenius"], rel=1e-6)
+    # X-route measures of the top pairs (bases per (writer, reader) layer) equal the dense reference
+    top = scores(hw, "V", ["bandwidth", "spectral", "shared_dims"], metric=activations(Gs, ridge=0.0), pairs=9, progress=False)
+    got = top.dense("spectral", "V")
+    assert int(torch.isfinite(got).sum()) == 9 and torch.isfinite(got[:, :, 1]).any() and torch.isfinite(got[:, :, 2]).any()
+    for l1, h1, l2, h2 in torch.isfinite(got).nonzero().tolist():
+        S, Si = sqrtm(Gs[l2].numpy())
+        A = Si @ n(hw.W_O[l1, h1]) @ n(hw.W_V[l1, hw.kv_map[h1]]) @ S
+        B = Si @ n(hw.W_O[l2, h2]) @ n(hw.W_V[l2, hw.kv_map[h2]]) @ S
+        ref = dense_measures(A, B)
+        for m in ("bandwidth", "spectral", "shared_dims"):
+            assert float(top.dense(m, "V")[l1, h1, l2, h2]) == pytest.approx(ref[m], rel=1e-5), (m, l1, h1, l2, h2)
     with pytest.raises(OptionError, match="no G for layer 2"):
         scores(hw, "V", ["frobenius"], metric=activations({1: Gs[1]}), progress=False)
 

@@ -61,6 +61,17 @@ def _positive_int(text: str, option: str) -> int:
     return int(text)
 
 
+def _positive_gib(text: str, option: str) -> int:
+    """``text`` GiB as bytes."""
+    try:
+        gib = float(text)
+    except ValueError:
+        gib = 0.0
+    if not gib > 0:
+        raise CompscopeError(f"{option} {text!r}: expected a positive number of GiB, e.g. 2 or 0.5")
+    return int(gib * 2**30)
+
+
 def _metric_text(table) -> str:
     """The metric's name and, for a non-identity metric, its condition number (MATH.md's ridge)."""
     cond = table.info.get("condition") or {}
@@ -107,14 +118,7 @@ def _add_scoring(p: argparse.ArgumentParser, default_kinds: str, default_measure
 
 def _score_options(args) -> dict:
     pairs = "all" if args.pairs == "all" else _positive_int(args.pairs, "--pairs")
-    max_memory = None
-    if args.max_memory is not None:
-        try:
-            max_memory = int(float(args.max_memory) * 2**30)
-        except ValueError:
-            max_memory = -1
-        if not max_memory > 0:
-            raise CompscopeError(f"--max-memory {args.max_memory!r}: expected a positive number of GiB, e.g. 2 or 0.5")
+    max_memory = None if args.max_memory is None else _positive_gib(args.max_memory, "--max-memory")
     return {"offset": args.offset, "pairs": pairs, "precision": args.precision, "device": args.device, "max_memory": max_memory}
 
 

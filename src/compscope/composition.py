@@ -21,13 +21,9 @@ the Haar baseline of ``frobenius_baselined`` (:mod:`compscope.baseline`).
 
 **Precision per step**: factor Grams, their Cholesky/eigh, spectra, ranks and per-pair
 results in float64 always; bases, Gram tiles, tile products, ``X`` blocks and ``C Cᵀ`` in
-``precision``, float32 by default (about half the time of float64). The gram route sums
-``d²/2`` products of mixed sign, so a float32 ``‖BA‖_F²`` is off by up to about
-``ε₃₂ ‖AAᵀ‖_F ‖BᵀB‖_F`` (and ``‖X‖_F²`` by ``ε₃₂ (r_A r_B)^{1/2}``): harmless for typical
-scores (relative 1e-6 on GPT-2-shape random weights), fatal for near-zero ones. Pairs where
-4× that bound exceeds 1e-4 of the value are recomputed from their ``X`` (single dot products,
-no cancellation), which leaves float32 ~1e-7 absolute on each cosine: relative ~1e-6 at
-frobenius 1e-3, ~1e-4 at 1e-5 (bench/RESULTS.md). ``precision='float64'``: exact to ~1e-12.
+``precision``, float32 by default (about half the time of float64): within ~1e-6 relative on
+typical scores; the Gram route's cancellation on near-zero scores, and its repair, are
+described in :mod:`compscope.gram_route`. ``precision='float64'``: exact to ~1e-12.
 
 **Memory**: the bases (``n_heads · r · d`` numbers per side) plus tile buffers, ``X`` blocks
 and baseline chunks chosen to fit ``max_memory`` (default a quarter of the available memory

@@ -69,15 +69,16 @@ def x_pairs(hw, met, offset, kind, sel, per_layer_metric, bases, dtype, device, 
     Xs, ss = [], []
     for i in range(0, len(sel), chunk):
         s = sel[i : i + chunk].to(device)
-        if per_layer_metric:  # bases depend on the reader layer
-            ws, rs = [], []
-            for l1, h1, l2, h2 in s.tolist():
+        if per_layer_metric:  # bases depend on the reader layer: one SVD pass per (writer, reader) layer pair
+            r, d = hw.d_head, hw.d_model
+            UA, VB = (torch.empty(len(s), r, d, dtype=dtype, device=device) for _ in range(2))
+            a, b = (torch.empty(len(s), r, dtype=_F64, device=device) for _ in range(2))
+            for l1, l2 in torch.unique(s[:, [0, 2]], dim=0).tolist():
+                at = ((s[:, 0] == l1) & (s[:, 2] == l2)).nonzero().flatten()
                 sd = head_sides(hw, ("W", kind), met, offset, {"W": range(l1, l1 + 1), kind: range(l2, l2 + 1)}, dtype, l2,
                                 device=device)
-                ws.append((sd["W"].rows[0, h1], sd["W"].spectrum[0, h1]))
-                rs.append((sd[kind].rows[0, h2], sd[kind].spectrum[0, h2]))
-            UA, a = (torch.stack(t) for t in zip(*ws))
-            VB, b = (torch.stack(t) for t in zip(*rs))
+                UA[at], a[at] = sd["W"].rows[0, s[at, 1]], sd["W"].spectrum[0, s[at, 1]]
+                VB[at], b[at] = sd[kind].rows[0, s[at, 3]], sd[kind].spectrum[0, s[at, 3]]
         else:
             W, R = bases["W"], bases[kind]
             UA, a = W.rows[s[:, 0], s[:, 1]], W.spectrum[s[:, 0], s[:, 1]]
