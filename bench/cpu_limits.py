@@ -1,0 +1,204 @@
+"""Benchmark: the CPU limits behind the engine's ratios to its floors, and ideas that did not help.
+
+    .venv/bin/python bench/cpu_limits.py [--repeats 5]
+
+Prints, on this machine, in one run (medians of ``--repeats``; the machine may be shared, so it
+first waits for an idle CPU like the other benchmarks):
+
+1. symmetric eigenvalues of 64 x 64 matrices, per matrix, one call per batch of 4096 (the X
+   route needs one per pair): torch ``eigvalsh`` float32/float64, numpy, ``svdvals`` of the core,
+   SciPy's LAPACK drivers one matrix at a time, and the two stages (``dsytrd``, ``dsterf``);
+2. float32 matmul rates: the 4096² reference (torch's MKL and numpy's OpenBLAS) and the shapes
+   the Gram route runs (batched ``(128 x 64)(64 x 128)`` tiles, ``(72 x 8192)(8192 x 120)``
+   pair products), with torch's two threads and as two Python threads of one thread each;
+3. ``bmm`` writing 7 x 67 MB of bases into fresh memory, memory mapped with ``MAP_POPULATE``,
+   and memory already mapped;
+4. (a) on the GPT-2-small shape for several Gram tile shapes, and right after another process
+   allocated and freed 8 GiB (what a TransformerLens run does);
+5. where (a)'s time goes on that shape: the per-head SVDs, the Gram tiles, the Haar baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import mmap
+import os
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import torch
+
+import compscope
+
+sys.path.insert(0, os.path.dirname(__file__))
+from composition_speed import MEASURES_A, random_heads, wait_idle  # noqa: E402
+
+
+def timed(fn, repeats: int) -> float:
+    fn()
+    ts = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts)
+
+
+def eigen(repeats: int, n: int = 4096) -> None:
+    try:
+        import scipy.linalg.lapack as la  # installed by `make test` (a dependency of the MiniLM package)
+    except ImportError:
+        la = None
+    g = torch.Generator().manual_seed(0)
+    C = torch.randn(n, 64, 64, generator=g)
+    G32 = C @ C.mT
+    G64 = G32.double()
+    g64 = G64.numpy()
+    runs = {
+        "torch eigvalsh float32": lambda: torch.linalg.eigvalsh(G32),
+        "torch eigvalsh float64": lambda: torch.linalg.eigvalsh(G64),
+        "numpy eigvalsh float64": lambda: np.linalg.eigvalsh(g64),
+        "torch svdvals of the core (float32)": lambda: torch.linalg.svdvals(C),
+    }
+    if la is not None:
+        tri = [la.dsytrd(m, lower=1)[1:3] for m in g64]
+        runs.update({
+            "SciPy dsyevd, one call per matrix": lambda: [la.dsyevd(m, compute_v=0) for m in g64],
+            "SciPy dsyevr, one call per matrix": lambda: [la.dsyevr(m, compute_v=0) for m in g64],
+            "  of which dsytrd (tridiagonalise)": lambda: [la.dsytrd(m, lower=1) for m in g64],
+            "  of which dsterf (its eigenvalues)": lambda: [la.dsterf(d, e) for d, e in tri],
+        })
+    print(f"\n1. eigenvalues of 64 x 64 symmetric matrices ({n} per call, torch threads {torch.get_num_threads()})")
+    for name, fn in runs.items():
+        print(f"  {name:<40} {timed(fn, repeats) / n * 1e6:7.1f} us per matrix")
+
+
+def matmul(repeats: int) -> None:
+    print("\n2. float32 matmul rates (GFLOP/s)")
+    n = 4096
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    an, bn = a.numpy(), b.numpy()
+    print(f"  4096^2, torch (MKL)                      {2 * n**3 / timed(lambda: a @ b, repeats) / 1e9:6.0f}")
+    print(f"  4096^2, numpy (its BLAS)                 {2 * n**3 / timed(lambda: an @ bn, repeats) / 1e9:6.0f}")
+    A, B, O = [torch.randn(72, 8192) for _ in range(2)], [torch.randn(8192, 120) for _ in range(2)], [torch.zeros(72, 120) for _ in range(2)]
+    x, y, z = [torch.randn(132, 128, 64) for _ in range(2)], [torch.randn(132, 64, 128) for _ in range(2)], [torch.empty(132, 128, 128) for _ in range(2)]
+    f_pair, f_tile = 72 * 8192 * 120 * 2, 132 * 128 * 128 * 64 * 2
+    print(f"  pair product (72 x 8192)(8192 x 120)     {f_pair / timed(lambda: O[0].addmm_(A[0], B[0]), repeats * 10) / 1e9:6.0f}")
+    print(f"  tiles 132 x (128 x 64)(64 x 128)         {f_tile / timed(lambda: torch.bmm(x[0], y[0], out=z[0]), repeats * 10) / 1e9:6.0f}")
+
+    def work(i: int) -> None:
+        for _ in range(20):
+            O[i].addmm_(A[i], B[i])
+            torch.bmm(x[i], y[i], out=z[i])
+
+    flops = 2 * 20 * (f_pair + f_tile)
+    both = timed(lambda: (work(0), work(1)), repeats)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    pool = ThreadPoolExecutor(2)
+    split = timed(lambda: list(pool.map(work, [0, 1])), repeats)
+    alone = timed(lambda: work(0), repeats)
+    torch.set_num_threads(threads)
+    print(f"  both shapes, torch's {threads} threads, in turn    {flops / both / 1e9:6.0f}")
+    print(f"  both shapes, 2 Python threads x 1 thread {flops / split / 1e9:6.0f}")
+    print(f"  both shapes, 1 thread alone              {flops / 2 / alone / 1e9:6.0f}")
+
+
+def mapped_memory(repeats: int) -> None:
+    c, F = torch.randn(32, 128, 128), torch.randn(32, 128, 4096)
+    shape, nbytes = (7, 32, 128, 4096), 7 * 32 * 128 * 4096 * 4
+
+    def fill(buf: torch.Tensor) -> None:
+        for i in range(7):
+            torch.bmm(c, F, out=buf[i])
+
+    def populated() -> torch.Tensor:
+        m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0))
+        return torch.frombuffer(m, dtype=torch.float32).view(shape)
+
+    kept = torch.zeros(shape)
+    print("\n3. bmm writing 7 x 67 MB of bases (s)")
+    print(f"  into fresh memory (torch.empty)          {timed(lambda: fill(torch.empty(shape)), repeats):6.3f}")
+    print(f"  into memory mapped with MAP_POPULATE     {timed(lambda: fill(populated()), repeats):6.3f}")
+    print(f"  into memory already mapped               {timed(lambda: fill(kept), repeats):6.3f}")
+
+
+def engine(repeats: int) -> None:
+    hw = random_heads(12, 12, 768, 64)
+    run = lambda **kw: compscope.scores(hw, "QKV", MEASURES_A, progress=False, **kw)  # noqa: E731
+    print("\n4. (a) on the GPT-2-small shape (s)")
+    for block, width in [(None, None), (32, 768), (64, 256), (64, 768), (128, 256)]:
+        label = "default tiles" if block is None else f"block {block}, width {width}"
+        print(f"  {label:<40} {timed(lambda: run(block=block, width=width), repeats):6.3f}")
+    hog = [sys.executable, "-c", "import numpy as np; a = np.ones(8 << 30, dtype=np.uint8); a[::4096] = 2"]
+    ts = []
+    for _ in range(repeats):
+        subprocess.run(hog, check=True)
+        time.sleep(1)
+        t = time.perf_counter()
+        run()
+        ts.append(time.perf_counter() - t)
+    print(f"  default tiles, 1 s after 8 GiB freed     {statistics.median(ts):6.3f}")
+
+
+def phases(repeats: int) -> None:
+    from compscope import baseline, composition
+
+    hw = random_heads(12, 12, 768, 64)
+    spent: dict[str, list[float]] = {}
+
+    def clock(owner, name: str, label: str) -> None:
+        inner = getattr(owner, name)
+
+        def wrapped(*a, **k):
+            t = time.perf_counter()
+            out = inner(*a, **k)
+            spent[label][-1] += time.perf_counter() - t
+            return out
+
+        setattr(owner, name, wrapped)
+
+    parts = {"per-head SVDs (head_sides)": (composition, "head_sides"), "Gram tiles (gram_products)": (composition, "gram_products"),
+             "Haar baseline (expected_frobenius)": (baseline, "expected_frobenius")}
+    saved = {label: getattr(*where) for label, where in parts.items()}
+    for label, (owner, name) in parts.items():
+        clock(owner, name, label)
+    totals = []
+    for label in parts:
+        spent[label] = [0.0]
+    compscope.scores(hw, "QKV", MEASURES_A, progress=False)  # warm-up
+    for _ in range(repeats):
+        for label in parts:
+            spent[label].append(0.0)
+        t = time.perf_counter()
+        compscope.scores(hw, "QKV", MEASURES_A, progress=False)
+        totals.append(time.perf_counter() - t)
+    for label, (owner, name) in parts.items():
+        setattr(owner, name, saved[label])
+    print("\n5. where (a)'s time goes, GPT-2-small shape (s, medians)")
+    for label in parts:
+        print(f"  {label:<40} {statistics.median(spent[label][-repeats:]):6.3f}")
+    print(f"  {'all of (a)':<40} {statistics.median(totals):6.3f}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--wait", type=float, default=900, help="seconds to wait for an idle CPU (default 900)")
+    args = ap.parse_args()
+    print(f"torch {torch.__version__}, numpy {np.__version__}, {torch.get_num_threads()} threads; load average {os.getloadavg()[0]:.2f}")
+    ok, load = wait_idle(0.5, args.wait)
+    print(f"load average before timing: {load:.2f}" + ("" if ok else "  (NOT IDLE: timings are not trustworthy)"))
+    eigen(args.repeats)
+    matmul(args.repeats)
+    mapped_memory(args.repeats)
+    engine(args.repeats)
+    phases(args.repeats)
+
+
+if __name__ == "__main__":
+    main()
