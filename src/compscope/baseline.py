@@ -46,6 +46,12 @@ def _haar_cosines(d: int, r_b: int, r_a: int, n_samples: int, seed: int) -> Tens
     return torch.linalg.solve_triangular(R, g1, upper=True, left=False)
 
 
+@lru_cache(maxsize=4)
+def _haar_squares(d: int, r_b: int, r_a: int, n_samples: int, seed: int) -> Tensor:
+    """``X_ij²`` of :func:`haar_cosines`' draws, in float32 (read-only: cached)."""
+    return _haar_cosines(d, r_b, r_a, n_samples, seed).pow(2).float()
+
+
 def expected_frobenius(
     a: Tensor, b: Tensor, d: int, n_samples: int = 256, seed: int = 0, max_elements: int = 1 << 20
 ) -> tuple[Tensor, Tensor]:
@@ -55,7 +61,7 @@ def expected_frobenius(
     float64. Per sample ``‖BA‖_F² = Σ_ij b_i² X_ij² a_j²`` is a sum of non-negative terms, so it
     is formed in float32 (relative error ~1e-7, far below the Monte-Carlo error); readers are
     taken in chunks of at most ``max_elements`` sample × pair entries."""
-    Y = _haar_cosines(d, b.shape[-1], a.shape[-1], n_samples, seed).pow(2).float()  # (S, rB, rA)
+    Y = _haar_squares(d, b.shape[-1], a.shape[-1], n_samples, seed)  # (S, rB, rA)
     a2, b2 = _unit_rows(a.to(torch.float64).pow(2)), _unit_rows(b.to(torch.float64).pow(2))  # frobenius = sqrt(Σ b²X²a²)
     a2t = a2.float().T.contiguous()
     mean = torch.empty(b.shape[0], a.shape[0], dtype=torch.float64)

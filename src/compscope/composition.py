@@ -52,6 +52,9 @@ from .results import ScoreTable
 from .x_route import at_pairs, x_all, x_pairs
 
 _F64 = torch.float64
+#: Reader rows (layers × kinds × heads) per Gram-route product: larger runs the pair products
+#: nearer the matmul rate, but pays for the writers of the group's later layers on its earlier ones.
+_READER_ROWS = 144
 DEFAULT_MEASURES = ("frobenius", "frobenius_baselined", "tight", "overlap", "shared_dims", "bandwidth", "spectral")
 
 
@@ -196,7 +199,7 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
                     expected[k][:l2, :, l2] = e.view(H, l2, H).permute(1, 2, 0)
         if need_gram:
             per = K * H
-            g = max(1, round(64 / per))  # reader layers per product: about 64 rows
+            g = max(1, round(_READER_ROWS / per))  # reader layers per product
             rg = [(i * per, min(len(readers), i + g) * per, readers[min(len(readers), i + g) - 1] * H) for i in range(0, len(readers), g)]
             n_w = len(wl) * H
             blk = block or choose_block(d, r, n_w, len(readers) * per, max(r1 - r0 for r0, r1, _ in rg), torch.finfo(dtype).bits // 8, budget)

@@ -8,8 +8,9 @@ block (weight 1) and right of it (weight 2: the mirror image) are formed for eve
 once (batched ``[U_p diag(σ²), U_p]ᵀ U_qᵀ``, ``2 block × r × width``), and all pairs of one
 tile are one matrix multiply. ``d (d + block)`` multiply-adds per pair and ``r d (d +
 block)`` per head and Gram, where every ``X`` would cost ``r² d`` per pair (the Gram route is
-cheaper whenever ``d < 2 r²``: every real model). Reader layers (all kinds together, about 64
-rows) are multiplied only by the writers of earlier layers.
+cheaper whenever ``d < 2 r²``: every real model). Readers go in groups of whole layers
+(all kinds together, about 144 rows), each multiplied only by the writers of layers before the
+group's last (the few backward products inside a group are discarded).
 
 Float32 cancellation and its repair (:func:`refine_small`): the route sums
 ``d²/2`` products of mixed sign, so a float32 ``‖BA‖_F²`` is off by up to about
