@@ -388,3 +388,15 @@ def test_only_the_grams_the_measures_read_are_formed(monkeypatch, measures, want
                   progress=False)
     for key, v in t.values.items():
         torch.testing.assert_close(v, full.values[key], rtol=1e-6, atol=1e-7, equal_nan=True)
+
+
+@pytest.mark.parametrize("rows", [1, 12, 24, 1000])
+def test_reader_group_sizes_do_not_change_scores(monkeypatch, rows):
+    """One reader layer per group, several, or all: the same scores as the dense reference
+    (12 reader rows per layer here: 3 kinds × 4 heads)."""
+    from compscope import composition
+
+    monkeypatch.setattr(composition, "_READER_ROWS", rows)
+    hw = model(L=4, seed=3)
+    t = scores(hw, "QKV", GRAM, offset=1, block=3, progress=False)
+    assert check_dense(hw, t, offset=1, measures=GRAM) == 3 * 4 * (4 * 4 * 6)
