@@ -15,6 +15,7 @@ first waits for an idle CPU like the other benchmarks):
    and memory already mapped;
 4. (a) on the GPT-2-small shape for several Gram tile shapes, and right after another process
    allocated and freed 8 GiB (what a TransformerLens run does);
+4b. (a) on the GPT-2-small and -medium shapes for several sizes of the reader groups;
 5. where (a)'s time goes on that shape: the per-head SVDs, the Gram tiles, the Haar baseline.
 """
 
@@ -145,6 +146,42 @@ def engine(repeats: int) -> None:
     print(f"  default tiles, 1 s after 8 GiB freed     {statistics.median(ts):6.3f}")
 
 
+def interleaved(fns: dict, repeats: int) -> dict:
+    """Median time of each function, the functions taking turns (drifts hit all alike)."""
+    for fn in fns.values():
+        fn()
+    ts: dict = {k: [] for k in fns}
+    for _ in range(repeats):
+        for k, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            ts[k].append(time.perf_counter() - t)
+    return {k: statistics.median(v) for k, v in ts.items()}
+
+
+def reader_rows(repeats: int) -> None:
+    """(a) for several sizes of the Gram route's reader groups (``composition._READER_ROWS``)."""
+    from compscope import composition
+
+    default = composition._READER_ROWS
+    for name, (L, H, d, r) in (("small", (12, 12, 768, 64)), ("medium", (24, 16, 1024, 64))):
+        hw = random_heads(L, H, d, r)
+        per = 3 * H
+
+        def run(rows: int) -> None:
+            composition._READER_ROWS = rows
+            try:
+                compscope.scores(hw, "QKV", MEASURES_A, progress=False)
+            finally:
+                composition._READER_ROWS = default
+
+        sizes = sorted({per, 2 * per, 144, 4 * per})
+        got = interleaved({rows: (lambda rows=rows: run(rows)) for rows in sizes}, repeats)
+        print(f"\n4b. (a) on the GPT-2-{name} shape by reader rows per group ({per} per layer; default {default}) (s)")
+        for rows, t in got.items():
+            print(f"  {rows:>4} rows{' (default)' if rows == default else '':<35} {t:6.3f}")
+
+
 def phases(repeats: int) -> None:
     from compscope import baseline, composition
 
@@ -197,6 +234,7 @@ def main() -> None:
     matmul(args.repeats)
     mapped_memory(args.repeats)
     engine(args.repeats)
+    reader_rows(args.repeats)
     phases(args.repeats)
 
 

@@ -380,7 +380,7 @@ def test_only_the_grams_the_measures_read_are_formed(monkeypatch, measures, want
 
     seen = []
     inner = composition.gram_products
-    monkeypatch.setattr(composition, "gram_products", lambda *a: seen.append(a[-1]) or inner(*a))
+    monkeypatch.setattr(composition, "gram_products", lambda *a, **k: seen.append(a[-1]) or inner(*a, **k))
     hw = model(L=4, seed=9)
     t = scores(hw, "QKV", measures, pairs=5, progress=False)
     assert seen == [want]

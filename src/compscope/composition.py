@@ -27,7 +27,8 @@ described in :mod:`compscope.gram_route`. ``precision='float64'``: exact to ~1e-
 
 **Memory**: the bases (``n_heads · r · d`` numbers per side) plus tile buffers, ``X`` blocks
 and baseline chunks chosen to fit ``max_memory`` (default a quarter of the available memory
-of the device).
+of the device). The bases and tile operands come from :mod:`compscope.workspace`, kept for
+the next call while they total at most 1 GiB (fresh pages cost up to a tenth of a call).
 
 **Device**: everything from the factors on (factor Grams, SVDs, bases, tiles, ``X``, spectra)
 runs on ``device``, CUDA when present unless told otherwise; weights are copied there one layer
@@ -49,6 +50,7 @@ from .measures import GramStats, Measure, PairSpectra, get_measure
 from .metrics import DEFAULT_RIDGE, Metric, get_metric
 from .progress import progress_bar
 from .results import ScoreTable
+from .workspace import Workspace, borrowed
 from .x_route import at_pairs, x_all, x_pairs
 
 _F64 = torch.float64
@@ -120,7 +122,8 @@ def scores(
     previous = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("highest")  # IEEE float32: the error bounds assume it
     try:
-        return _scores(hw, kinds, ms, met, dev, budget, offset, pairs, dtype, baseline_samples, seed, progress, block, width)
+        with borrowed() as ws:
+            return _scores(hw, kinds, ms, met, dev, budget, offset, pairs, dtype, baseline_samples, seed, progress, block, width, ws)
     finally:
         torch.set_float32_matmul_precision(previous)
 
@@ -146,8 +149,8 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
 
 def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: torch.device, budget: int,
             offset: float, pairs: str | int, dtype: torch.dtype, baseline_samples: int, seed: int, progress: bool,
-            block: int | None, width: int | None) -> ScoreTable:
-    """The body of :func:`scores`, options checked."""
+            block: int | None, width: int | None, ws: Workspace) -> ScoreTable:
+    """The body of :func:`scores`, options checked; large scratch buffers from ``ws``."""
     L, H, r, d = hw.n_layers, hw.n_heads, hw.d_head, hw.d_model
     per_layer_metric = not met.is_identity and None not in met.sqrt
     gram_ms = [m for m in ms if m.from_gram is not None]
@@ -173,10 +176,10 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
     for readers in groups:
         lmax, K = readers[-1], len(kinds)
         wl, rl = range(0, lmax), range(readers[0], lmax + 1)
-        rbuf = torch.empty(len(readers), K, H, r, d, dtype=dtype, device=dev)  # reader rows ordered (layer, kind, head)
+        rbuf = ws.take("reader rows", (len(readers), K, H, r, d), dtype, dev)  # ordered (layer, kind, head)
+        out = {"W": ws.take("writer rows", (len(wl), H, r, d), dtype, dev), **{k: rbuf[:, i] for i, k in enumerate(kinds)}}
         sd = head_sides(hw, ("W",) + tuple(kinds), met, offset, {"W": wl, **{k: rl for k in kinds}}, dtype,
-                        readers[0] if per_layer_metric else None, out={k: rbuf[:, i] for i, k in enumerate(kinds)}, device=dev,
-                        bar=bar)
+                        readers[0] if per_layer_metric else None, out=out, device=dev, bar=bar)
         W = sd["W"]
         spec = {side: sd[side].spectrum.cpu() for side in sd}
         W_rank = W.rank.cpu()
@@ -206,7 +209,7 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
             bar.total += len(tile_ranges(d, blk))
             bar.set_postfix(step="Gram tiles")
             rspec = torch.stack([sd[k].spectrum for k in kinds], 1).flatten(0, 2)
-            got = gram_products(W, rbuf.flatten(0, 2), rspec, rg, blk, width or 2 * blk, bar, want)
+            got = gram_products(W, rbuf.flatten(0, 2), rspec, rg, blk, width or 2 * blk, bar, want, ws=ws)
             if dtype == torch.float32:
                 rrank = torch.stack([sd[k].rank for k in kinds], 1).flatten()
                 refine_small(W, rbuf.flatten(0, 2), rspec, rrank, got, rg, budget)

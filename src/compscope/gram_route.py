@@ -27,6 +27,7 @@ import torch
 from torch import Tensor
 
 from .head_svd import Sides
+from .workspace import Workspace
 
 
 def tile_ranges(d: int, size: int) -> list[tuple[int, int]]:
@@ -36,7 +37,7 @@ def tile_ranges(d: int, size: int) -> list[tuple[int, int]]:
 
 def gram_products(
     W: Sides, R_rows: Tensor, R_spectrum: Tensor, groups: list[tuple[int, int, int]], block: int, width: int, bar,
-    want: tuple[str, ...] = ("ba2", "x2"),
+    want: tuple[str, ...] = ("ba2", "x2"), ws: Workspace | None = None,
 ) -> dict[str, Tensor]:
     """``‖BA‖_F²`` (``'ba2'``) and/or ``‖X‖_F²`` (``'x2'``), as listed in ``want``, for readers
     ``R_rows: (n_r, r, d)`` (spectra ``(n_r, r)``) and writers ``W`` (flattened to ``(n_w, r,
@@ -44,18 +45,19 @@ def gram_products(
     n_cols)``. Tiles: Gram rows ``[p0, p0 + block)`` against the diagonal block (weight 1) and
     against column chunks of ``width`` right of it (weight 2, for the mirror image); the tiles
     of ``U diag(σ²) Uᵀ`` and ``U Uᵀ`` come from one product ``[U_p diag(σ²), U_p]ᵀ U_qᵀ`` (one
-    half of it when only one is wanted). Returns ``(n_r, n_w)`` tensors (0 outside the groups'
+    half of it when only one is wanted). Scratch buffers from ``ws`` when given. Returns ``(n_r, n_w)`` tensors (0 outside the groups'
     columns) by name."""
     Wr, Ws = W.rows.flatten(0, 1), W.spectrum.flatten(0, 1)
     n_w, n_r, r, d, dtype = Wr.shape[0], R_rows.shape[0], Wr.shape[1], Wr.shape[-1], Wr.dtype
     w2, r2 = Ws.square().to(dtype)[:, :, None], R_spectrum.square().to(dtype)[:, :, None]
-    new = lambda *shape: torch.empty(shape, dtype=dtype, device=Wr.device)  # noqa: E731
-    out = {name: new(n_r, n_w).zero_() for name in want}
+    ws = ws or Workspace()
+    new = lambda name, *shape: ws.take(name, shape, dtype, Wr.device)  # noqa: E731
+    out = {name: torch.zeros(n_r, n_w, dtype=dtype, device=Wr.device) for name in want}
     g = len(want)  # Grams per head: weighted (ba2) and/or unweighted (x2)
     m = max(r1 - r0 for r0, r1, _ in groups)
     size = g * block * max(block, width)
-    wbuf, rbuf = new(n_w * size), new(m * size)
-    wa, ra = new(n_w, r, g * block), new(n_r, r, g * block)
+    wbuf, rbuf = new("writer tiles", n_w * size), new("reader tiles", m * size)
+    wa, ra = new("writer operands", n_w, r, g * block), new("reader operands", n_r, r, g * block)
     for p0, p1 in tile_ranges(d, block):
         bp = p1 - p0
         # left operands [diag(σ²) U_pᵀ, U_pᵀ] (or one of them): one product gives the tiles of every wanted Gram

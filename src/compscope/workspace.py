@@ -1,0 +1,84 @@
+"""Buffers the composition engine keeps between calls, so that repeated calls skip fresh pages.
+
+A large ``torch.empty`` on the CPU is new memory from the operating system, and its first write
+faults in every 4 KiB page: on the 2-core benchmark machine 0.35–1 ms per MB
+(``bench/cpu_limits.py``, section 3), up to a tenth of a GPT-2-small-shaped ``scores`` call,
+and more right after another process has freed a lot of memory. The engine therefore takes
+its large buffers (per-head bases, Gram-tile operands) from one shared :class:`Workspace`,
+which keeps them after the call while they total at most :data:`KEEP_BYTES`; larger ones (a
+7B-shaped model's bases) are released when the call ends. The first call pays for its pages
+either way. A call that finds the shared workspace busy (another thread inside ``scores``)
+uses a private one. :func:`release` frees the kept buffers.
+
+Buffers from the workspace are scratch space: their contents are undefined when taken, and
+nothing the engine returns refers to them.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import Tensor
+
+#: Bytes of buffers kept between calls (default 1 GiB); larger workspaces are freed at the end.
+KEEP_BYTES = 1 << 30
+
+
+class Workspace:
+    """Named, growable scratch buffers: ``take(name, shape, dtype, device)`` returns a tensor of
+    ``shape`` on the storage kept under ``(name, dtype, device)``, reallocated only to grow."""
+
+    def __init__(self) -> None:
+        self._bufs: dict[tuple[str, torch.dtype, torch.device], Tensor] = {}
+
+    def take(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device | str = "cpu") -> Tensor:
+        n = math.prod(shape)
+        key = (name, dtype, torch.device(device))
+        buf = self._bufs.get(key)
+        if buf is None or buf.numel() < n:
+            self._bufs.pop(key, None)
+            del buf  # free the old storage before allocating the larger one
+            buf = self._bufs[key] = torch.empty(n, dtype=dtype, device=key[2])
+        return buf[:n].view(shape)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(b.numel() * b.element_size() for b in self._bufs.values())
+
+    def clear(self) -> None:
+        self._bufs.clear()
+
+
+_SHARED = Workspace()
+_LOCK = threading.Lock()
+
+
+@contextmanager
+def borrowed() -> Iterator[Workspace]:
+    """The shared workspace for the duration of one engine call (a private one when another
+    thread holds it); trimmed to nothing afterwards if it exceeds :data:`KEEP_BYTES`."""
+    if not _LOCK.acquire(blocking=False):
+        yield Workspace()
+        return
+    try:
+        yield _SHARED
+    finally:
+        if _SHARED.nbytes > KEEP_BYTES:
+            _SHARED.clear()
+        _LOCK.release()
+
+
+def release() -> int:
+    """Free the buffers kept between calls; returns the bytes released (0 while a call runs)."""
+    if not _LOCK.acquire(blocking=False):
+        return 0
+    try:
+        n = _SHARED.nbytes
+        _SHARED.clear()
+        return n
+    finally:
+        _LOCK.release()

@@ -1,0 +1,74 @@
+"""The engine's scratch buffers kept between calls (compscope.workspace)."""
+
+import threading
+
+import torch
+
+from compscope import workspace
+from compscope.composition import scores
+from test_composition import GRAM, check_dense, model
+
+
+def test_take_reuses_storage_and_grows():
+    ws = workspace.Workspace()
+    a = ws.take("x", (3, 4), torch.float32)
+    assert a.shape == (3, 4) and a.dtype == torch.float32
+    b = ws.take("x", (2, 5), torch.float32)  # smaller: same storage
+    assert b.shape == (2, 5) and b.data_ptr() == a.data_ptr()
+    c = ws.take("x", (5, 5), torch.float32)  # larger: new storage
+    assert c.shape == (5, 5) and ws.nbytes == 25 * 4
+    d = ws.take("x", (2,), torch.float64)  # other dtype: its own buffer
+    assert d.dtype == torch.float64 and ws.nbytes == 25 * 4 + 2 * 8
+    ws.clear()
+    assert ws.nbytes == 0
+
+
+def test_borrowed_is_shared_once_and_trimmed(monkeypatch):
+    workspace.release()
+    with workspace.borrowed() as outer:
+        assert outer is workspace._SHARED
+        with workspace.borrowed() as inner:  # held: a private workspace
+            assert inner is not outer
+        outer.take("x", (10,), torch.float32)
+    assert workspace._SHARED.nbytes == 40  # kept: under KEEP_BYTES
+    monkeypatch.setattr(workspace, "KEEP_BYTES", 39)
+    with workspace.borrowed() as ws:
+        ws.take("x", (10,), torch.float32)
+    assert workspace._SHARED.nbytes == 0  # over the limit: freed at the end
+    assert workspace.release() == 0
+
+
+def test_repeated_calls_reuse_buffers_and_results_do_not_alias_them():
+    workspace.release()
+    hw1, hw2 = model(L=4, seed=11), model(L=4, seed=12)
+    t1 = scores(hw1, "QKV", GRAM, offset=1, progress=False)
+    kept = workspace._SHARED.nbytes
+    assert kept > 0
+    first = {k: v.clone() for k, v in t1.values.items()}
+    t2 = scores(hw2, "QKV", GRAM, offset=1, progress=False)  # same shapes: the same buffers, new contents
+    assert workspace._SHARED.nbytes == kept
+    for k, v in t1.values.items():
+        assert torch.equal(v.nan_to_num(), first[k].nan_to_num())
+    assert check_dense(hw2, t2, offset=1, measures=GRAM) == 3 * 4 * (4 * 4 * 6)
+    again = scores(hw1, "QKV", GRAM, offset=1, progress=False)
+    for k, v in again.values.items():
+        assert torch.equal(v.nan_to_num(), first[k].nan_to_num())
+    assert workspace.release() == kept and workspace._SHARED.nbytes == 0
+
+
+def test_concurrent_calls_use_separate_buffers():
+    hws = [model(L=4, seed=s) for s in (21, 22, 23, 24)]
+    alone = [scores(hw, "QKV", GRAM, offset=1, progress=False).values for hw in hws]
+    got = [None] * len(hws)
+
+    def run(i):
+        got[i] = scores(hws[i], "QKV", GRAM, offset=1, progress=False).values
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(hws))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for a, b in zip(alone, got):
+        for k in a:
+            torch.testing.assert_close(a[k], b[k], equal_nan=True, rtol=0, atol=0)
