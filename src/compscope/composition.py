@@ -179,7 +179,7 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
         rbuf = ws.take("reader rows", (len(readers), K, H, r, d), dtype, dev)  # ordered (layer, kind, head)
         out = {"W": ws.take("writer rows", (len(wl), H, r, d), dtype, dev), **{k: rbuf[:, i] for i, k in enumerate(kinds)}}
         sd = head_sides(hw, ("W",) + tuple(kinds), met, offset, {"W": wl, **{k: rl for k in kinds}}, dtype,
-                        readers[0] if per_layer_metric else None, out=out, device=dev, bar=bar)
+                        readers[0] if per_layer_metric else None, out=out, device=dev, bar=bar, ws=ws)
         W = sd["W"]
         spec = {side: sd[side].spectrum.cpu() for side in sd}
         W_rank = W.rank.cpu()

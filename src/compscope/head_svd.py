@@ -27,12 +27,15 @@ from torch import Tensor
 from .errors import OptionError
 from .heads import HeadWeights
 from .metrics import Metric
+from .workspace import Workspace
 
 KINDS = ("Q", "K", "V")
 #: Relative size of the smallest eigenvalue of a factor Gram (σ_min²/σ_max²) below which a
 #: head's SVD takes the QR route (Gram route error ~ ε κ²: 1e-8 at this bound).
 _WELL_CONDITIONED = 1e-8
 _F64 = torch.float64
+#: Heads per batch of ``r × r`` core factorisations (temporaries of ~64 · r² float64 each).
+_CORE_CHUNK = 64
 
 
 @dataclass(frozen=True)
@@ -140,7 +143,7 @@ def _factor(hw: HeadWeights, metric: Metric, layer_metric: int | None, layer: in
 def head_sides(
     hw: HeadWeights, sides: tuple[str, ...], metric: Metric, offset: float, layers: dict[str, range],
     dtype: torch.dtype, layer_metric: int | None = None, out: dict[str, Tensor] | None = None,
-    device: torch.device | str = "cpu", bar=None,
+    device: torch.device | str = "cpu", bar=None, ws: Workspace | None = None,
 ) -> dict[str, Sides]:
     """Writer (``'W'``) and reader (``'Q'``, ``'K'``, ``'V'``) sides for ``layers[side]``: one
     SVD of ``W_OV`` serves ``W`` and ``V``, one of ``W_QK`` serves ``Q`` and ``K`` (see
@@ -148,7 +151,9 @@ def head_sides(
     then the bases ``cu P`` and ``cv Q`` layer by layer in ``dtype``; heads that are not
     well-conditioned take the QR route. ``out[side]``: optional ``(layer, head, r, d)``
     buffer for the rows. Everything is computed and returned on ``device``. ``bar``: a
-    progress bar (``compscope.progress``) advanced twice per layer and circuit."""
+    progress bar (``compscope.progress``) advanced twice per layer and circuit. ``ws``: where
+    scratch buffers come from (:mod:`compscope.workspace`); the ``r × r`` cores are computed
+    in chunks of ``_CORE_CHUNK`` heads so that their temporaries stay small."""
     H, r, d = hw.n_heads, hw.d_head, hw.d_model
     res = {}
     for side in sides:
@@ -160,10 +165,11 @@ def head_sides(
     at = {side: {l: i for i, l in enumerate(layers[side])} for side in sides}
     wants = lambda layer, c: tuple(sd in res and layer in at[sd] for sd in c[:2])  # noqa: E731
     jobs = [(layer, c) for layer in sorted(set().union(*(layers[s] for s in sides))) for c in _CIRCUITS if any(wants(layer, c))]
-    work = {dt: (torch.empty(H, r, d, dtype=dt, device=device), torch.empty(H, r, d, dtype=dt, device=device)) for dt in {_F64, dtype}}
+    ws = ws or Workspace()
+    take = lambda name, shape, dt=_F64: ws.take(name, shape, dt, device)  # noqa: E731
+    work = {dt: (take("factor P", (H, r, d), dt), take("factor Q", (H, r, d), dt)) for dt in {_F64, dtype}}
     factor = lambda layer, name, dt, i=0, shared=False: _factor(hw, metric, layer_metric, layer, name, offset, work[dt][i], shared)  # noqa: E731
-    Gp = torch.empty(len(jobs), H, r, r, dtype=_F64, device=device)
-    Gq = torch.empty_like(Gp)
+    Gp, Gq = take("Gram P", (len(jobs), H, r, r)), take("Gram Q", (len(jobs), H, r, r))
     kv = torch.tensor(hw.kv_map, device=device)
     tick = (lambda: None) if bar is None else (lambda: bar.update(1))  # noqa: E731
     if bar is not None:
@@ -177,7 +183,13 @@ def head_sides(
         else:
             Gq[j] = (Q @ Q.mT)[kv]
         tick()
-    cu, cv, s, ok = (t.unflatten(0, (len(jobs), H)) for t in _svd_cores(Gp.flatten(0, 1), Gq.flatten(0, 1)))
+    n = len(jobs) * H
+    cu, cv = take("core U", (n, r, r)), take("core V", (n, r, r))
+    s, ok = torch.empty(n, r, dtype=_F64, device=device), torch.empty(n, dtype=torch.bool, device=device)
+    for i in range(0, n, _CORE_CHUNK):
+        part = slice(i, i + _CORE_CHUNK)
+        cu[part], cv[part], s[part], ok[part] = _svd_cores(Gp.flatten(0, 1)[part], Gq.flatten(0, 1)[part])
+    cu, cv, s, ok = (t.unflatten(0, (len(jobs), H)) for t in (cu, cv, s, ok))
     for j, (layer, c) in enumerate(jobs):
         sj, rj = s[j].clone(), torch.full((H,), r, dtype=torch.long, device=device)
         bad = (~ok[j]).nonzero().flatten()

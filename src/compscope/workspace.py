@@ -1,9 +1,9 @@
 """Buffers the composition engine keeps between calls, so that repeated calls skip fresh pages.
 
 A large ``torch.empty`` on the CPU is new memory from the operating system, and its first write
-faults in every 4 KiB page: on the 2-core benchmark machine 0.35–1 ms per MB
-(``bench/cpu_limits.py``, section 3), up to a tenth of a GPT-2-small-shaped ``scores`` call,
-and more right after another process has freed a lot of memory. The engine therefore takes
+faults in every 4 KiB page: 0.3–1.1 ms per MB on the 2-core benchmark machine
+(``bench/cpu_limits.py``, section 3); a GPT-2-small-shaped ``scores`` call wrote 148 MB of
+fresh pages (73 MB with this module), 5–15 % of its time. The engine therefore takes
 its large buffers (per-head bases, Gram-tile operands) from one shared :class:`Workspace`,
 which keeps them after the call while they total at most :data:`KEEP_BYTES`; larger ones (a
 7B-shaped model's bases) are released when the call ends. The first call pays for its pages
