@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import mmap
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -216,7 +217,17 @@ def phases(repeats: int) -> None:
         totals.append(time.perf_counter() - t)
     for label, (owner, name) in parts.items():
         setattr(owner, name, saved[label])
+    from compscope import workspace
+
+    def faulted_mb() -> float:
+        f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        compscope.scores(hw, "QKV", MEASURES_A, progress=False)
+        return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+    workspace.release()
+    cold, warm = faulted_mb(), faulted_mb()
     print("\n5. where (a)'s time goes, GPT-2-small shape (s, medians)")
+    print(f"  fresh memory faulted in: {cold:.0f} MB with the workspace released first, {warm:.0f} MB on a repeated call")
     for label in parts:
         print(f"  {label:<40} {statistics.median(spent[label][-repeats:]):6.3f}")
     print(f"  {'all of (a)':<40} {statistics.median(totals):6.3f}")
