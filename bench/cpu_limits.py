@@ -161,26 +161,30 @@ def interleaved(fns: dict, repeats: int) -> dict:
 
 
 def reader_rows(repeats: int) -> None:
-    """(a) for several sizes of the Gram route's reader groups (``composition._READER_ROWS``)."""
+    """(a) for groups of 1-4 reader layers (``composition._READER_ROWS``, no cap by
+    ``_GROUP_SHARE``) and for the default rule, interleaved."""
     from compscope import composition
 
-    default = composition._READER_ROWS
+    default = (composition._READER_ROWS, composition._GROUP_SHARE)
     for name, (L, H, d, r) in (("small", (12, 12, 768, 64)), ("medium", (24, 16, 1024, 64))):
         hw = random_heads(L, H, d, r)
         per = 3 * H
 
-        def run(rows: int) -> None:
-            composition._READER_ROWS = rows
+        def run(rows: int | None) -> None:
+            if rows is not None:
+                composition._READER_ROWS, composition._GROUP_SHARE = rows, 1
             try:
                 compscope.scores(hw, "QKV", MEASURES_A, progress=False)
             finally:
-                composition._READER_ROWS = default
+                composition._READER_ROWS, composition._GROUP_SHARE = default
 
-        sizes = sorted({per, 2 * per, 144, 4 * per})
-        got = interleaved({rows: (lambda rows=rows: run(rows)) for rows in sizes}, repeats)
-        print(f"\n4b. (a) on the GPT-2-{name} shape by reader rows per group ({per} per layer; default {default}) (s)")
-        for rows, t in got.items():
-            print(f"  {rows:>4} rows{' (default)' if rows == default else '':<35} {t:6.3f}")
+        variants = {f"{g} layer{'s' * (g > 1)} ({g * per} rows)": g * per for g in (1, 2, 3, 4)}
+        g_default = max(1, min(round(default[0] / per), round((L - 1) / default[1])))
+        variants[f"default rule: {g_default} layers"] = None
+        got = interleaved({k: (lambda rows=rows: run(rows)) for k, rows in variants.items()}, repeats)
+        print(f"\n4b. (a) on the GPT-2-{name} shape by reader layers per group ({per} rows each) (s)")
+        for k, t in got.items():
+            print(f"  {k:<40} {t:6.3f}")
 
 
 def phases(repeats: int) -> None:

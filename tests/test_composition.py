@@ -397,6 +397,7 @@ def test_reader_group_sizes_do_not_change_scores(monkeypatch, rows):
     from compscope import composition
 
     monkeypatch.setattr(composition, "_READER_ROWS", rows)
+    monkeypatch.setattr(composition, "_GROUP_SHARE", 1)  # groups may span every reader layer
     hw = model(L=4, seed=3)
     t = scores(hw, "QKV", GRAM, offset=1, block=3, progress=False)
     assert check_dense(hw, t, offset=1, measures=GRAM) == 3 * 4 * (4 * 4 * 6)

@@ -54,9 +54,11 @@ from .workspace import Workspace, borrowed
 from .x_route import at_pairs, x_all, x_pairs
 
 _F64 = torch.float64
-#: Reader rows (layers × kinds × heads) per Gram-route product: larger runs the pair products
-#: nearer the matmul rate, but pays for the writers of the group's later layers on its earlier ones.
-_READER_ROWS = 144
+#: Reader rows (layers × kinds × heads) per Gram-route product, at most: larger runs the pair
+#: products nearer the matmul rate, but pays for the writers of the group's later layers on its
+#: earlier ones (discarded), so a group also spans at most 1/_GROUP_SHARE of the reader layers
+#: (those products then stay under about a tenth; bench/cpu_limits.py section 4b).
+_READER_ROWS, _GROUP_SHARE = 144, 6
 DEFAULT_MEASURES = ("frobenius", "frobenius_baselined", "tight", "overlap", "shared_dims", "bandwidth", "spectral")
 
 
@@ -202,7 +204,7 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
                     expected[k][:l2, :, l2] = e.view(H, l2, H).permute(1, 2, 0)
         if need_gram:
             per = K * H
-            g = max(1, round(_READER_ROWS / per))  # reader layers per product
+            g = max(1, min(round(_READER_ROWS / per), round(len(readers) / _GROUP_SHARE)))  # reader layers per product
             rg = [(i * per, min(len(readers), i + g) * per, readers[min(len(readers), i + g) - 1] * H) for i in range(0, len(readers), g)]
             n_w = len(wl) * H
             blk = block or choose_block(d, r, n_w, len(readers) * per, max(r1 - r0 for r0, r1, _ in rg), torch.finfo(dtype).bits // 8, budget)
