@@ -240,7 +240,7 @@ def main() -> None:
         rate = statistics.median(rates)
         if any(discarded.values()):
             print(f"timings discarded and repeated (other processes or the host above {DISTURBED} cores): "
-                  + ", ".join(f"{k.split(' ')[0]} {n}" for k, n in discarded.items() if n))
+                  + "; ".join(f"{k}: {n}" for k, n in discarded.items() if n))
         print(f"dense float32 matmul: {rate / 1e9:.0f} GFLOP/s (median; {min(rates) / 1e9:.0f}-{max(rates) / 1e9:.0f})")
         for k, ts in times.items():
             if ts:
