@@ -44,7 +44,7 @@ from torch import Tensor
 
 from .errors import OptionError
 from .gram_route import choose_block, gram_products, refine_small, tile_ranges
-from .head_svd import KINDS, Sides, head_sides
+from .head_svd import KINDS, Sides, head_sides, svd_jobs
 from .heads import HeadWeights
 from .measures import GramStats, Measure, PairSpectra, get_measure
 from .metrics import DEFAULT_RIDGE, Metric, get_metric
@@ -174,10 +174,23 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
     rank_a = torch.zeros(full, dtype=torch.long)
     b = {k: torch.zeros(*((L, H, L, H) if per_layer_metric else (1, 1, L, H)), r, dtype=_F64) for k in kinds}
     bases: dict[str, Sides] = {}
-    bar = progress_bar(0, "composition", enabled=progress)
+    K, per = len(kinds), len(kinds) * H
+    plan, units = [], 0  # per reader group: its layers, Gram-route groups and tile size; the bar's total
     for readers in groups:
-        lmax, K = readers[-1], len(kinds)
+        lmax = readers[-1]
         wl, rl = range(0, lmax), range(readers[0], lmax + 1)
+        units += 2 * len(svd_jobs(("W",) + tuple(kinds), {"W": wl, **{k: rl for k in kinds}}))
+        rg, blk = None, None
+        if need_gram:
+            g = max(1, min(round(_READER_ROWS / per), round(len(readers) / _GROUP_SHARE)))  # reader layers per product
+            rg = [(i * per, min(len(readers), i + g) * per, readers[min(len(readers), i + g) - 1] * H) for i in range(0, len(readers), g)]
+            blk = block or choose_block(d, r, len(wl) * H, len(readers) * per, max(r1 - r0 for r0, r1, _ in rg),
+                                        torch.finfo(dtype).bits // 8, budget)
+            units += len(tile_ranges(d, blk))
+        units += len(readers) * K if all_x else 0
+        plan.append((readers, lmax, wl, rl, rg, blk))
+    bar = progress_bar(units, "composition", enabled=progress)
+    for readers, lmax, wl, rl, rg, blk in plan:
         rbuf = ws.take("reader rows", (len(readers), K, H, r, d), dtype, dev)  # ordered (layer, kind, head)
         out = {"W": ws.take("writer rows", (len(wl), H, r, d), dtype, dev), **{k: rbuf[:, i] for i, k in enumerate(kinds)}}
         sd = head_sides(hw, ("W",) + tuple(kinds), met, offset, {"W": wl, **{k: rl for k in kinds}}, dtype,
@@ -203,12 +216,6 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
                     e, _ = expected_frobenius(spec["W"][:l2].flatten(0, 1), spec[k][j], d, baseline_samples, seed)
                     expected[k][:l2, :, l2] = e.view(H, l2, H).permute(1, 2, 0)
         if need_gram:
-            per = K * H
-            g = max(1, min(round(_READER_ROWS / per), round(len(readers) / _GROUP_SHARE)))  # reader layers per product
-            rg = [(i * per, min(len(readers), i + g) * per, readers[min(len(readers), i + g) - 1] * H) for i in range(0, len(readers), g)]
-            n_w = len(wl) * H
-            blk = block or choose_block(d, r, n_w, len(readers) * per, max(r1 - r0 for r0, r1, _ in rg), torch.finfo(dtype).bits // 8, budget)
-            bar.total += len(tile_ranges(d, blk))
             bar.set_postfix(step="Gram tiles")
             rspec = torch.stack([sd[k].spectrum for k in kinds], 1).flatten(0, 2)
             got = gram_products(W, rbuf.flatten(0, 2), rspec, rg, blk, width or 2 * blk, bar, want, ws=ws)
@@ -223,7 +230,6 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
                     for j, l2 in enumerate(readers):
                         dense[k][:l2, :, l2] = v[j, i, :, :l2].permute(1, 2, 0)
         if all_x:
-            bar.total += len(readers) * K
             bar.set_postfix(step="X blocks")
             for k in kinds:
                 for j, l2 in enumerate(readers):

@@ -94,6 +94,12 @@ def threaded(fn: Callable[[Tensor], Any], x: Tensor) -> Any:
 _CIRCUITS = (("W", "V", "O", "V"), ("Q", "K", "Q", "K"))
 
 
+def svd_jobs(sides: tuple[str, ...], layers: dict[str, range]) -> list[tuple[int, tuple[str, str, str, str]]]:
+    """The (layer, circuit) SVDs :func:`head_sides` computes for ``sides`` and ``layers``."""
+    want = lambda layer, c: any(sd in sides and layer in layers[sd] for sd in c[:2])  # noqa: E731
+    return [(layer, c) for layer in sorted(set().union(*(layers[s] for s in sides))) for c in _CIRCUITS if want(layer, c)]
+
+
 def _svd_cores(Gp: Tensor, Gq: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """The ``r × r`` part of the thin SVDs ``M = Pᵀ Q = U diag(σ) Vᵀ`` of a batch of heads
     from the float64 Grams ``Gp = P Pᵀ``, ``Gq = Q Qᵀ``: ``Uᵀ = cu P``, ``Vᵀ = cv Q``.
@@ -151,7 +157,7 @@ def head_sides(
     then the bases ``cu P`` and ``cv Q`` layer by layer in ``dtype``; heads that are not
     well-conditioned take the QR route. ``out[side]``: optional ``(layer, head, r, d)``
     buffer for the rows. Everything is computed and returned on ``device``. ``bar``: a
-    progress bar (``compscope.progress``) advanced twice per layer and circuit. ``ws``: where
+    progress bar (``compscope.progress``) advanced twice per job of :func:`svd_jobs`. ``ws``: where
     scratch buffers come from (:mod:`compscope.workspace`); the ``r × r`` cores are computed
     in chunks of ``_CORE_CHUNK`` heads so that their temporaries stay small."""
     H, r, d = hw.n_heads, hw.d_head, hw.d_model
@@ -164,7 +170,7 @@ def head_sides(
         res[side] = Sides(buf, torch.zeros(n, H, r, dtype=_F64, device=device), torch.zeros(n, H, dtype=torch.long, device=device))
     at = {side: {l: i for i, l in enumerate(layers[side])} for side in sides}
     wants = lambda layer, c: tuple(sd in res and layer in at[sd] for sd in c[:2])  # noqa: E731
-    jobs = [(layer, c) for layer in sorted(set().union(*(layers[s] for s in sides))) for c in _CIRCUITS if any(wants(layer, c))]
+    jobs = svd_jobs(sides, layers)
     ws = ws or Workspace()
     take = lambda name, shape, dt=_F64: ws.take(name, shape, dt, device)  # noqa: E731
     work = {dt: (take("factor P", (H, r, d), dt), take("factor Q", (H, r, d), dt)) for dt in {_F64, dtype}}
@@ -173,7 +179,6 @@ def head_sides(
     kv = torch.tensor(hw.kv_map, device=device)
     tick = (lambda: None) if bar is None else (lambda: bar.update(1))  # noqa: E731
     if bar is not None:
-        bar.total += 2 * len(jobs)
         bar.set_postfix(step="head SVDs")
     for j, (layer, c) in enumerate(jobs):
         P, Q = factor(layer, c[2], _F64), factor(layer, c[3], _F64, 1, True)  # Q: K or V, per K/V head
