@@ -43,7 +43,7 @@ import torch
 from torch import Tensor
 
 from .errors import OptionError
-from .gram_route import choose_block, gram_products, refine_small, tile_ranges
+from .gram_route import block_flops, choose_block, gram_products, refine_small
 from .head_svd import KINDS, Sides, head_sides, svd_jobs
 from .heads import HeadWeights
 from .measures import GramStats, Measure, PairSpectra, get_measure
@@ -175,22 +175,30 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
     b = {k: torch.zeros(*((L, H, L, H) if per_layer_metric else (1, 1, L, H)), r, dtype=_F64) for k in kinds}
     bases: dict[str, Sides] = {}
     K, per = len(kinds), len(kinds) * H
-    plan, units = [], 0  # per reader group: its layers, Gram-route groups and tile size; the bar's total
+    # Plan every reader group first (its layers, Gram-route groups and tile size) and the progress
+    # bar's total, in ticks of about one head SVD's work (2 r² d H multiply-adds): a head SVD job
+    # is 2 ticks, a Gram row block or an X block as many as its multiply-adds make.
+    tick = 2 * r * r * d * H
+    weigh = lambda flops: max(1, round(flops / tick))  # noqa: E731
+    plan, units = [], 0
     for readers in groups:
         lmax = readers[-1]
         wl, rl = range(0, lmax), range(readers[0], lmax + 1)
         units += 2 * len(svd_jobs(("W",) + tuple(kinds), {"W": wl, **{k: rl for k in kinds}}))
-        rg, blk = None, None
+        rg, blk, ticks = None, None, None
         if need_gram:
             g = max(1, min(round(_READER_ROWS / per), round(len(readers) / _GROUP_SHARE)))  # reader layers per product
             rg = [(i * per, min(len(readers), i + g) * per, readers[min(len(readers), i + g) - 1] * H) for i in range(0, len(readers), g)]
             blk = block or choose_block(d, r, len(wl) * H, len(readers) * per, max(r1 - r0 for r0, r1, _ in rg),
                                         torch.finfo(dtype).bits // 8, budget)
-            units += len(tile_ranges(d, blk))
-        units += len(readers) * K if all_x else 0
-        plan.append((readers, lmax, wl, rl, rg, blk))
+            n_pairs = sum((r1 - r0) * nc for r0, r1, nc in rg)
+            ticks = [weigh(f) for f in block_flops(d, blk, r, len(wl) * H + len(readers) * per, n_pairs, len(want))]
+            units += sum(ticks)
+        x_ticks = [weigh(l2 * H * H * r * r * d) for l2 in readers] if all_x else []
+        units += K * sum(x_ticks)
+        plan.append((readers, lmax, wl, rl, rg, blk, ticks, x_ticks))
     bar = progress_bar(units, "composition", enabled=progress)
-    for readers, lmax, wl, rl, rg, blk in plan:
+    for readers, lmax, wl, rl, rg, blk, ticks, x_ticks in plan:
         rbuf = ws.take("reader rows", (len(readers), K, H, r, d), dtype, dev)  # ordered (layer, kind, head)
         out = {"W": ws.take("writer rows", (len(wl), H, r, d), dtype, dev), **{k: rbuf[:, i] for i, k in enumerate(kinds)}}
         sd = head_sides(hw, ("W",) + tuple(kinds), met, offset, {"W": wl, **{k: rl for k in kinds}}, dtype,
@@ -218,7 +226,7 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
         if need_gram:
             bar.set_postfix(step="Gram tiles")
             rspec = torch.stack([sd[k].spectrum for k in kinds], 1).flatten(0, 2)
-            got = gram_products(W, rbuf.flatten(0, 2), rspec, rg, blk, width or 2 * blk, bar, want, ws=ws)
+            got = gram_products(W, rbuf.flatten(0, 2), rspec, rg, blk, width or 2 * blk, bar, want, ws=ws, ticks=ticks)
             if dtype == torch.float32:
                 rrank = torch.stack([sd[k].rank for k in kinds], 1).flatten()
                 refine_small(W, rbuf.flatten(0, 2), rspec, rrank, got, rg, budget)
@@ -235,7 +243,7 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
                 for j, l2 in enumerate(readers):
                     e = None if expected is None else expected[k][:l2, :, l2]
                     x_all(W, sd[k], j, l2, budget, x_ms, {m.name: xval[(m.name, k)] for m in x_ms}, ba2[k], x2[k], e, d)
-                    bar.update(1)
+                    bar.update(x_ticks[j])
     bar.close()
     values = {}
     for k in kinds:

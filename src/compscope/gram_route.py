@@ -37,7 +37,7 @@ def tile_ranges(d: int, size: int) -> list[tuple[int, int]]:
 
 def gram_products(
     W: Sides, R_rows: Tensor, R_spectrum: Tensor, groups: list[tuple[int, int, int]], block: int, width: int, bar,
-    want: tuple[str, ...] = ("ba2", "x2"), ws: Workspace | None = None,
+    want: tuple[str, ...] = ("ba2", "x2"), ws: Workspace | None = None, ticks: list[int] | None = None,
 ) -> dict[str, Tensor]:
     """``‖BA‖_F²`` (``'ba2'``) and/or ``‖X‖_F²`` (``'x2'``), as listed in ``want``, for readers
     ``R_rows: (n_r, r, d)`` (spectra ``(n_r, r)``) and writers ``W`` (flattened to ``(n_w, r,
@@ -45,7 +45,8 @@ def gram_products(
     n_cols)``. Tiles: Gram rows ``[p0, p0 + block)`` against the diagonal block (weight 1) and
     against column chunks of ``width`` right of it (weight 2, for the mirror image); the tiles
     of ``U diag(σ²) Uᵀ`` and ``U Uᵀ`` come from one product ``[U_p diag(σ²), U_p]ᵀ U_qᵀ`` (one
-    half of it when only one is wanted). Scratch buffers from ``ws`` when given. Returns ``(n_r, n_w)`` tensors (0 outside the groups'
+    half of it when only one is wanted). Scratch buffers from ``ws`` when given; ``bar``
+    advances by ``ticks[i]`` after row block ``i`` (default 1). Returns ``(n_r, n_w)`` tensors (0 outside the groups'
     columns) by name."""
     Wr, Ws = W.rows.flatten(0, 1), W.spectrum.flatten(0, 1)
     n_w, n_r, r, d, dtype = Wr.shape[0], R_rows.shape[0], Wr.shape[1], Wr.shape[-1], Wr.dtype
@@ -58,7 +59,7 @@ def gram_products(
     size = g * block * max(block, width)
     wbuf, rbuf = new("writer tiles", n_w * size), new("reader tiles", m * size)
     wa, ra = new("writer operands", n_w, r, g * block), new("reader operands", n_r, r, g * block)
-    for p0, p1 in tile_ranges(d, block):
+    for i_block, (p0, p1) in enumerate(tile_ranges(d, block)):
         bp = p1 - p0
         # left operands [diag(σ²) U_pᵀ, U_pᵀ] (or one of them): one product gives the tiles of every wanted Gram
         for i, name in enumerate(want):
@@ -80,8 +81,14 @@ def gram_products(
                 rt = torch.bmm(ra[r0:r1, :, : g * bp].mT, R_rows[r0:r1, :, q0:q1], out=rbuf[: g * mm * k].view(mm, g * bp, q1 - q0)).view(mm, g, k)
                 for i, name in enumerate(want):
                     out[name][r0:r1, :nc].addmm_(rt[:, i], wt[:nc, i].T, alpha=alpha)
-        bar.update(1)
+        bar.update(1 if ticks is None else ticks[i_block])
     return out
+
+
+def block_flops(d: int, block: int, r: int, n_heads: int, n_pairs: int, grams: int) -> list[float]:
+    """Multiply-adds of :func:`gram_products` per row block (for a progress bar): forming the
+    tiles of ``grams`` Grams of ``n_heads`` heads, and ``n_pairs`` pairs' products."""
+    return [grams * (p1 - p0) * (d - p0) * (n_heads * r + n_pairs) for p0, p1 in tile_ranges(d, block)]
 
 
 def refine_small(W: Sides, R_rows: Tensor, R_spectrum: Tensor, R_rank: Tensor, values: dict[str, Tensor],
