@@ -33,8 +33,8 @@ below 0.5, and during every timing it measures the CPU time that other processes
 (``/proc/stat`` busy time, the hypervisor's steal included, minus this process and its
 children) and prints it. A compscope timing during which they kept more than ``DISTURBED``
 cores busy is discarded and repeated (at most ``RETRIES`` times; the counts are printed): the
-hypervisor takes 0.2 cores in bursts for tens of seconds after a TransformerLens subprocess
-has freed its gigabytes, and (a) timed then ran up to ~30 % slower.
+hypervisor takes about 0.2 cores in bursts for a while (at least 10 s) after a TransformerLens
+subprocess has freed its gigabytes, and (a) timed then ran up to ~30 % slower.
 """
 
 from __future__ import annotations

@@ -16,7 +16,8 @@ first waits for an idle CPU like the other benchmarks):
 4. (a) on the GPT-2-small shape for several Gram tile shapes, and right after another process
    allocated and freed 8 GiB (what a TransformerLens run does);
 4b. (a) on the GPT-2-small and -medium shapes for several sizes of the reader groups;
-5. where (a)'s time goes on that shape: the per-head SVDs, the Gram tiles, the Haar baseline.
+5. where (a)'s time goes on that shape: the per-head SVDs, the Gram tiles, the Haar baseline;
+5b. fresh memory faulted in per (a) call, with nothing kept between calls and with the workspace.
 """
 
 from __future__ import annotations
@@ -161,30 +162,54 @@ def interleaved(fns: dict, repeats: int) -> dict:
 
 
 def reader_rows(repeats: int) -> None:
-    """(a) for groups of 1-4 reader layers (``composition._READER_ROWS``, no cap by
-    ``_GROUP_SHARE``) and for the default rule, interleaved."""
-    from compscope import composition
+    """(a) for groups of 1-4 reader layers (``gram_route.READER_ROWS``, no cap by
+    ``GROUP_SHARE``) and for the default rule, interleaved."""
+    from compscope import gram_route
 
-    default = (composition._READER_ROWS, composition._GROUP_SHARE)
+    default = (gram_route.READER_ROWS, gram_route.GROUP_SHARE)
     for name, (L, H, d, r) in (("small", (12, 12, 768, 64)), ("medium", (24, 16, 1024, 64))):
         hw = random_heads(L, H, d, r)
         per = 3 * H
 
         def run(rows: int | None) -> None:
             if rows is not None:
-                composition._READER_ROWS, composition._GROUP_SHARE = rows, 1
+                gram_route.READER_ROWS, gram_route.GROUP_SHARE = rows, 1
             try:
                 compscope.scores(hw, "QKV", MEASURES_A, progress=False)
             finally:
-                composition._READER_ROWS, composition._GROUP_SHARE = default
+                gram_route.READER_ROWS, gram_route.GROUP_SHARE = default
 
         variants = {f"{g} layer{'s' * (g > 1)} ({g * per} rows)": g * per for g in (1, 2, 3, 4)}
-        g_default = max(1, min(round(default[0] / per), round((L - 1) / default[1])))
+        g_default = gram_route.layers_per_group(L - 1, per)
         variants[f"default rule: {g_default} layers"] = None
         got = interleaved({k: (lambda rows=rows: run(rows)) for k, rows in variants.items()}, repeats)
         print(f"\n4b. (a) on the GPT-2-{name} shape by reader layers per group ({per} rows each) (s)")
         for k, t in got.items():
             print(f"  {k:<40} {t:6.3f}")
+
+
+def fresh_pages() -> None:
+    """Fresh memory (minor page faults) per (a) call, with and without the workspace."""
+    from compscope import workspace
+
+    print("\n5b. fresh memory faulted in per (a) call (MB)")
+    for name, (L, H, d, r) in (("small", (12, 12, 768, 64)), ("medium", (24, 16, 1024, 64))):
+        hw = random_heads(L, H, d, r)
+
+        def faulted_mb() -> float:
+            f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+            compscope.scores(hw, "QKV", MEASURES_A, progress=False)
+            return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+        keep = workspace.KEEP_BYTES
+        workspace.KEEP_BYTES = 0  # nothing kept between calls
+        faulted_mb()
+        none_kept = faulted_mb()
+        workspace.KEEP_BYTES = keep
+        workspace.release()
+        cold, warm = faulted_mb(), faulted_mb()
+        print(f"  GPT-2-{name:<7} nothing kept between calls {none_kept:5.0f}; right after workspace.release() "
+              f"{cold:5.0f}; repeated call {warm:5.0f}")
 
 
 def phases(repeats: int) -> None:
@@ -221,17 +246,7 @@ def phases(repeats: int) -> None:
         totals.append(time.perf_counter() - t)
     for label, (owner, name) in parts.items():
         setattr(owner, name, saved[label])
-    from compscope import workspace
-
-    def faulted_mb() -> float:
-        f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-        compscope.scores(hw, "QKV", MEASURES_A, progress=False)
-        return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) * os.sysconf("SC_PAGE_SIZE") / 2**20
-
-    workspace.release()
-    cold, warm = faulted_mb(), faulted_mb()
     print("\n5. where (a)'s time goes, GPT-2-small shape (s, medians)")
-    print(f"  fresh memory faulted in: {cold:.0f} MB with the workspace released first, {warm:.0f} MB on a repeated call")
     for label in parts:
         print(f"  {label:<40} {statistics.median(spent[label][-repeats:]):6.3f}")
     print(f"  {'all of (a)':<40} {statistics.median(totals):6.3f}")
@@ -251,6 +266,7 @@ def main() -> None:
     engine(args.repeats)
     reader_rows(args.repeats)
     phases(args.repeats)
+    fresh_pages()
 
 
 if __name__ == "__main__":

@@ -394,10 +394,10 @@ def test_only_the_grams_the_measures_read_are_formed(monkeypatch, measures, want
 def test_reader_group_sizes_do_not_change_scores(monkeypatch, rows):
     """One reader layer per group, several, or all: the same scores as the dense reference
     (12 reader rows per layer here: 3 kinds × 4 heads)."""
-    from compscope import composition
+    from compscope import gram_route
 
-    monkeypatch.setattr(composition, "_READER_ROWS", rows)
-    monkeypatch.setattr(composition, "_GROUP_SHARE", 1)  # groups may span every reader layer
+    monkeypatch.setattr(gram_route, "READER_ROWS", rows)
+    monkeypatch.setattr(gram_route, "GROUP_SHARE", 1)  # groups may span every reader layer
     hw = model(L=4, seed=3)
     t = scores(hw, "QKV", GRAM, offset=1, block=3, progress=False)
     assert check_dense(hw, t, offset=1, measures=GRAM) == 3 * 4 * (4 * 4 * 6)

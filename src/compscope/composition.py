@@ -39,11 +39,13 @@ matmul precisions are switched off for the call), since the error bounds above a
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from torch import Tensor
 
 from .errors import OptionError
-from .gram_route import block_flops, choose_block, gram_products, refine_small
+from .gram_route import block_flops, choose_block, gram_products, reader_groups, refine_small
 from .head_svd import KINDS, Sides, head_sides, svd_jobs
 from .heads import HeadWeights
 from .measures import GramStats, Measure, PairSpectra, get_measure
@@ -54,11 +56,6 @@ from .workspace import Workspace, borrowed
 from .x_route import at_pairs, x_all, x_pairs
 
 _F64 = torch.float64
-#: Reader rows (layers × kinds × heads) per Gram-route product, at most: larger runs the pair
-#: products nearer the matmul rate, but pays for the writers of the group's later layers on its
-#: earlier ones (discarded), so a group also spans at most 1/_GROUP_SHARE of the reader layers
-#: (those products then stay under about a tenth; bench/cpu_limits.py section 4b).
-_READER_ROWS, _GROUP_SHARE = 144, 6
 DEFAULT_MEASURES = ("frobenius", "frobenius_baselined", "tight", "overlap", "shared_dims", "bandwidth", "spectral")
 
 
@@ -174,31 +171,10 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
     rank_a = torch.zeros(full, dtype=torch.long)
     b = {k: torch.zeros(*((L, H, L, H) if per_layer_metric else (1, 1, L, H)), r, dtype=_F64) for k in kinds}
     bases: dict[str, Sides] = {}
-    K, per = len(kinds), len(kinds) * H
-    # Plan every reader group first (its layers, Gram-route groups and tile size) and the progress
-    # bar's total, in ticks of about one head SVD's work (2 r² d H multiply-adds): a head SVD job
-    # is 2 ticks, a Gram row block or an X block as many as its multiply-adds make.
-    tick = 2 * r * r * d * H
-    weigh = lambda flops: max(1, round(flops / tick))  # noqa: E731
-    plan, units = [], 0
-    for readers in groups:
-        lmax = readers[-1]
-        wl, rl = range(0, lmax), range(readers[0], lmax + 1)
-        units += 2 * len(svd_jobs(("W",) + tuple(kinds), {"W": wl, **{k: rl for k in kinds}}))
-        rg, blk, ticks = None, None, None
-        if need_gram:
-            g = max(1, min(round(_READER_ROWS / per), round(len(readers) / _GROUP_SHARE)))  # reader layers per product
-            rg = [(i * per, min(len(readers), i + g) * per, readers[min(len(readers), i + g) - 1] * H) for i in range(0, len(readers), g)]
-            blk = block or choose_block(d, r, len(wl) * H, len(readers) * per, max(r1 - r0 for r0, r1, _ in rg),
-                                        torch.finfo(dtype).bits // 8, budget)
-            n_pairs = sum((r1 - r0) * nc for r0, r1, nc in rg)
-            ticks = [weigh(f) for f in block_flops(d, blk, r, len(wl) * H + len(readers) * per, n_pairs, len(want))]
-            units += sum(ticks)
-        x_ticks = [weigh(l2 * H * H * r * r * d) for l2 in readers] if all_x else []
-        units += K * sum(x_ticks)
-        plan.append((readers, lmax, wl, rl, rg, blk, ticks, x_ticks))
-    bar = progress_bar(units, "composition", enabled=progress)
-    for readers, lmax, wl, rl, rg, blk, ticks, x_ticks in plan:
+    K = len(kinds)
+    plan = _plan(hw, groups, kinds, want if need_gram else (), all_x, block, dtype, budget)
+    bar = progress_bar(sum(g.units for g in plan), "composition", enabled=progress)
+    for readers, wl, rl, rg, blk, ticks, x_ticks, _ in plan:
         rbuf = ws.take("reader rows", (len(readers), K, H, r, d), dtype, dev)  # ordered (layer, kind, head)
         out = {"W": ws.take("writer rows", (len(wl), H, r, d), dtype, dev), **{k: rbuf[:, i] for i, k in enumerate(kinds)}}
         sd = head_sides(hw, ("W",) + tuple(kinds), met, offset, {"W": wl, **{k: rl for k in kinds}}, dtype,
@@ -212,7 +188,7 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
             for k in kinds:
                 b[k][:, :, l2] = spec[k][0][None]
         else:
-            a[:lmax, :, 0, 0], rank_a[:lmax, :, 0, 0] = spec["W"], W_rank
+            a[: wl.stop, :, 0, 0], rank_a[: wl.stop, :, 0, 0] = spec["W"], W_rank
             for k in kinds:
                 b[k][0, 0, rl.start :] = spec[k]
             bases = sd
@@ -263,6 +239,46 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
     values.update(xval)
     order = {(m.name, k): values[(m.name, k)] for k in kinds for m in ms}
     return ScoreTable.from_dense(order, hw, met, offset=offset)
+
+
+class _Group(NamedTuple):
+    """The work for one group of reader layers sharing a metric: writer layers ``wl``, reader
+    layers ``rl``; Gram-route row groups ``rg`` and tile size ``blk`` (None when the route is
+    not taken); progress ticks per Gram row block and per X block; their total ``units``."""
+
+    readers: list[int]
+    wl: range
+    rl: range
+    rg: list[tuple[int, int, int]] | None
+    blk: int | None
+    ticks: list[int] | None
+    x_ticks: list[int]
+    units: int
+
+
+def _plan(hw: HeadWeights, groups: list[list[int]], kinds: str, want: tuple[str, ...], all_x: bool, block: int | None,
+          dtype: torch.dtype, budget: int) -> list[_Group]:
+    """Every reader group's work, planned before any is done so that the progress bar's total
+    is known: ticks of about one head SVD's work (``2 r² d H`` multiply-adds), a head SVD job
+    being 2 ticks and a Gram row block (``want``: the Grams formed; none: no Gram route) or an
+    X block as many as its multiply-adds make."""
+    H, r, d, per = hw.n_heads, hw.d_head, hw.d_model, len(kinds) * hw.n_heads
+    weigh = lambda flops: max(1, round(flops / (2 * r * r * d * H)))  # noqa: E731
+    plan = []
+    for readers in groups:
+        wl, rl = range(0, readers[-1]), range(readers[0], readers[-1] + 1)
+        units = 2 * len(svd_jobs(("W",) + tuple(kinds), {"W": wl, **{k: rl for k in kinds}}))
+        rg = blk = ticks = None
+        if want:
+            rg = reader_groups(readers, per, H)
+            blk = block or choose_block(d, r, len(wl) * H, len(readers) * per, max(r1 - r0 for r0, r1, _ in rg),
+                                        torch.finfo(dtype).bits // 8, budget)
+            n_pairs = sum((r1 - r0) * nc for r0, r1, nc in rg)
+            ticks = [weigh(f) for f in block_flops(d, blk, r, len(wl) * H + len(readers) * per, n_pairs, len(want))]
+            units += sum(ticks)
+        x_ticks = [weigh(l2 * H * H * r * r * d) for l2 in readers] if all_x else []
+        plan.append(_Group(readers, wl, rl, rg, blk, ticks, x_ticks, units + len(kinds) * sum(x_ticks)))
+    return plan
 
 
 def _only_forward(t: Tensor, L: int) -> Tensor:

@@ -9,8 +9,8 @@ once (batched ``[U_p diag(σ²), U_p]ᵀ U_qᵀ``, ``2 block × r × width``), a
 tile are one matrix multiply. ``d (d + block)`` multiply-adds per pair and ``r d (d +
 block)`` per head and Gram, where every ``X`` would cost ``r² d`` per pair (the Gram route is
 cheaper whenever ``d < 2 r²``: every real model). Readers go in groups of whole layers
-(all kinds together, about 144 rows), each multiplied only by the writers of layers before the
-group's last (the few backward products inside a group are discarded).
+(all kinds together, :func:`reader_groups`), each multiplied only by the writers of layers
+before the group's last (the few backward products inside a group are discarded).
 
 Float32 cancellation and its repair (:func:`refine_small`): the route sums
 ``d²/2`` products of mixed sign, so a float32 ``‖BA‖_F²`` is off by up to about
@@ -35,6 +35,26 @@ def tile_ranges(d: int, size: int) -> list[tuple[int, int]]:
     return [(i, min(d, i + size)) for i in range(0, d, size)]
 
 
+#: Reader rows (layers × kinds × heads) per group, at most: larger groups run the pair products
+#: nearer the matmul rate, but multiply the writers of a group's later layers into its earlier
+#: layers too (discarded), so a group also spans at most 1/GROUP_SHARE of the reader layers
+#: (those products then stay under about a tenth; bench/cpu_limits.py section 4b).
+READER_ROWS, GROUP_SHARE = 144, 6
+
+
+def layers_per_group(n_readers: int, per: int) -> int:
+    """Reader layers per group, for ``n_readers`` reader layers of ``per`` rows each."""
+    return max(1, min(round(READER_ROWS / per), round(n_readers / GROUP_SHARE)))
+
+
+def reader_groups(readers: list[int], per: int, H: int) -> list[tuple[int, int, int]]:
+    """Groups ``(r0, r1, n_cols)`` of consecutive reader layers ``readers`` (``per`` rows each,
+    layer-major): rows ``[r0, r1)`` against the writer columns ``[0, n_cols)`` of every layer
+    before the group's last (``H`` heads per writer layer)."""
+    g = layers_per_group(len(readers), per)
+    return [(i * per, min(len(readers), i + g) * per, readers[min(len(readers), i + g) - 1] * H) for i in range(0, len(readers), g)]
+
+
 def gram_products(
     W: Sides, R_rows: Tensor, R_spectrum: Tensor, groups: list[tuple[int, int, int]], block: int, width: int, bar,
     want: tuple[str, ...] = ("ba2", "x2"), ws: Workspace | None = None, ticks: list[int] | None = None,
@@ -46,8 +66,8 @@ def gram_products(
     against column chunks of ``width`` right of it (weight 2, for the mirror image); the tiles
     of ``U diag(σ²) Uᵀ`` and ``U Uᵀ`` come from one product ``[U_p diag(σ²), U_p]ᵀ U_qᵀ`` (one
     half of it when only one is wanted). Scratch buffers from ``ws`` when given; ``bar``
-    advances by ``ticks[i]`` after row block ``i`` (default 1). Returns ``(n_r, n_w)`` tensors (0 outside the groups'
-    columns) by name."""
+    advances by ``ticks[i]`` after row block ``i`` (default 1). Returns ``(n_r, n_w)`` tensors
+    (0 outside the groups' columns) by name."""
     Wr, Ws = W.rows.flatten(0, 1), W.spectrum.flatten(0, 1)
     n_w, n_r, r, d, dtype = Wr.shape[0], R_rows.shape[0], Wr.shape[1], Wr.shape[-1], Wr.dtype
     w2, r2 = Ws.square().to(dtype)[:, :, None], R_spectrum.square().to(dtype)[:, :, None]

@@ -94,10 +94,15 @@ def threaded(fn: Callable[[Tensor], Any], x: Tensor) -> Any:
 _CIRCUITS = (("W", "V", "O", "V"), ("Q", "K", "Q", "K"))
 
 
+def _wants(sides: tuple[str, ...], layers: dict[str, range], layer: int, circuit: tuple[str, ...]) -> tuple[bool, bool]:
+    """Whether the ``U`` side and the ``V`` side of ``circuit`` in ``layer`` are wanted."""
+    return tuple(sd in sides and layer in layers[sd] for sd in circuit[:2])
+
+
 def svd_jobs(sides: tuple[str, ...], layers: dict[str, range]) -> list[tuple[int, tuple[str, str, str, str]]]:
     """The (layer, circuit) SVDs :func:`head_sides` computes for ``sides`` and ``layers``."""
-    want = lambda layer, c: any(sd in sides and layer in layers[sd] for sd in c[:2])  # noqa: E731
-    return [(layer, c) for layer in sorted(set().union(*(layers[s] for s in sides))) for c in _CIRCUITS if want(layer, c)]
+    return [(layer, c) for layer in sorted(set().union(*(layers[s] for s in sides))) for c in _CIRCUITS
+            if any(_wants(sides, layers, layer, c))]
 
 
 def _svd_cores(Gp: Tensor, Gq: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
@@ -169,7 +174,6 @@ def head_sides(
         buf = out[side] if out and side in out else torch.empty(n, H, r, d, dtype=dtype, device=device)
         res[side] = Sides(buf, torch.zeros(n, H, r, dtype=_F64, device=device), torch.zeros(n, H, dtype=torch.long, device=device))
     at = {side: {l: i for i, l in enumerate(layers[side])} for side in sides}
-    wants = lambda layer, c: tuple(sd in res and layer in at[sd] for sd in c[:2])  # noqa: E731
     jobs = svd_jobs(sides, layers)
     ws = ws or Workspace()
     take = lambda name, shape, dt=_F64: ws.take(name, shape, dt, device)  # noqa: E731
@@ -205,7 +209,7 @@ def head_sides(
             sj[bad] = 0
             sj[bad, : sb.shape[-1]] = sb * keep
             rj[bad] = rb
-        for sd, want, coef, name, basis in ((c[0], wants(layer, c)[0], cu, c[2], 0), (c[1], wants(layer, c)[1], cv, c[3], 1)):
+        for sd, want, coef, name, basis in zip(c[:2], _wants(sides, layers, layer, c), (cu, cv), c[2:], (0, 1)):
             if not want:
                 continue
             i = at[sd][layer]

@@ -26,13 +26,11 @@ class _Bar:
                 self.enabled = False
                 return
         elif self._tqdm is not None:
-            self._tqdm.total = self.total  # the total grows as the work is planned
             self._tqdm.update(n)
 
     def set_postfix(self, **values) -> None:
         self._postfix = values
         if self._tqdm is not None:
-            self._tqdm.total = self.total
             self._tqdm.set_postfix(**values)
 
     def close(self) -> None:
