@@ -8,6 +8,7 @@ first waits for an idle CPU like the other benchmarks):
 1. symmetric eigenvalues of 64 x 64 matrices, per matrix, one call per batch of 4096 (the X
    route needs one per pair): torch ``eigvalsh`` float32/float64, numpy, ``svdvals`` of the core,
    SciPy's LAPACK drivers one matrix at a time, and the two stages (``dsytrd``, ``dsterf``);
+   compscope's ``batch_eig`` (what the engine uses) on one thread and on torch's threads;
 2. float32 matmul rates: the 4096² reference (torch's MKL and numpy's OpenBLAS) and the shapes
    the Gram route runs (batched ``(128 x 64)(64 x 128)`` tiles, ``(72 x 8192)(8192 x 120)``
    pair products), with torch's two threads and as two Python threads of one thread each;
@@ -36,6 +37,7 @@ import numpy as np
 import torch
 
 import compscope
+from compscope import batch_eig
 
 sys.path.insert(0, os.path.dirname(__file__))
 from composition_speed import MEASURES_A, random_heads, wait_idle  # noqa: E402
@@ -67,6 +69,24 @@ def eigen(repeats: int, n: int = 4096) -> None:
         "numpy eigvalsh float64": lambda: np.linalg.eigvalsh(g64),
         "torch svdvals of the core (float32)": lambda: torch.linalg.svdvals(C),
     }
+
+    def ours(G: torch.Tensor, threads: int):
+        def run():
+            was = torch.get_num_threads()
+            torch.set_num_threads(threads)
+            try:
+                return batch_eig.eigvalsh(G.clone())  # it overwrites its input: timed with the copy
+            finally:
+                torch.set_num_threads(was)
+        return run
+
+    nt = torch.get_num_threads()
+    runs.update({
+        "compscope batch_eig float32, 1 thread": ours(G32, 1),
+        "compscope batch_eig float64, 1 thread": ours(G64, 1),
+        f"compscope batch_eig float32, {nt} threads": ours(G32, nt),
+        f"compscope batch_eig float64, {nt} threads": ours(G64, nt),
+    })
     if la is not None:
         tri = [la.dsytrd(m, lower=1)[1:3] for m in g64]
         runs.update({

@@ -15,7 +15,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from . import batch_eig
 from .head_svd import Sides, head_sides
 from .measures import Measure, PairSpectra
 
@@ -26,6 +25,8 @@ def core_sv2(C: Tensor, out: Tensor | None = None) -> Tensor:
     """Squared singular values of the cores ``C: (n, r_B, r_A)`` (``diag(b) X diag(a)``),
     descending: eigenvalues of ``C Cᵀ`` (or ``Cᵀ C``, the smaller; formed in ``out`` if
     given, which the solver overwrites)."""
+    from . import batch_eig  # numba: imported when a spectrum is first wanted
+
     G = torch.bmm(C, C.mT, out=out) if C.shape[-2] <= C.shape[-1] else torch.bmm(C.mT, C, out=out)
     return batch_eig.eigvalsh(G).flip(-1).clamp_min(0).to(_F64)
 
