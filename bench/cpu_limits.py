@@ -1,6 +1,6 @@
 """Benchmark: the CPU limits behind the engine's ratios to its floors, and ideas that did not help.
 
-    .venv/bin/python bench/cpu_limits.py [--repeats 5]
+    .venv/bin/python bench/cpu_limits.py [--repeats 5] [--sections 1,1b,...]
 
 Prints, on this machine, in one run (medians of ``--repeats``; the machine may be shared, so it
 first waits for an idle CPU like the other benchmarks):
@@ -9,6 +9,8 @@ first waits for an idle CPU like the other benchmarks):
    route needs one per pair): torch ``eigvalsh`` float32/float64, numpy, ``svdvals`` of the core,
    SciPy's LAPACK drivers one matrix at a time, and the two stages (``dsytrd``, ``dsterf``);
    compscope's ``batch_eig`` (what the engine uses) on one thread and on torch's threads;
+1b. (b) on the GPT-2-small and -medium shapes with ``batch_eig`` and with LAPACK's ``eigvalsh``
+   (the batch split over torch's threads, as the engine did before), interleaved;
 2. float32 matmul rates: the 4096² reference (torch's MKL and numpy's OpenBLAS) and the shapes
    the Gram route runs (batched ``(128 x 64)(64 x 128)`` tiles, ``(72 x 8192)(8192 x 120)``
    pair products), with torch's two threads and as two Python threads of one thread each;
@@ -18,6 +20,7 @@ first waits for an idle CPU like the other benchmarks):
    allocated and freed 8 GiB (what a TransformerLens run does);
 4b. (a) on the GPT-2-small and -medium shapes for several sizes of the reader groups;
 5. where (a)'s time goes on that shape: the per-head SVDs, the Gram tiles, the Haar baseline;
+   and (b)'s, small and medium: the X products, the batched products, the eigenvalues;
 5b. fresh memory faulted in per (a) call, with nothing kept between calls and with the workspace.
 """
 
@@ -181,6 +184,31 @@ def interleaved(fns: dict, repeats: int) -> dict:
     return {k: statistics.median(v) for k, v in ts.items()}
 
 
+def eigen_in_engine(repeats: int) -> None:
+    """(b) with the engine's ``batch_eig`` and with LAPACK one matrix at a time, interleaved."""
+    from compscope import batch_eig
+    from compscope.head_svd import threaded
+
+    ours = batch_eig.eigvalsh
+    for name, (L, H, d, r) in (("small", (12, 12, 768, 64)), ("medium", (24, 16, 1024, 64))):
+        hw = random_heads(L, H, d, r)
+
+        def run(solver) -> None:
+            batch_eig.eigvalsh = solver
+            try:
+                compscope.scores(hw, "QKV", "all", pairs="all", progress=False)
+            finally:
+                batch_eig.eigvalsh = ours
+
+        got = interleaved({
+            "batch_eig": lambda: run(ours),
+            "LAPACK eigvalsh (torch, threads split the batch)": lambda: run(lambda G: threaded(torch.linalg.eigvalsh, G)),
+        }, repeats)
+        print(f"\n1b. (b) on the GPT-2-{name} shape by eigensolver (s)")
+        for k, t in got.items():
+            print(f"  {k:<50} {t:6.3f}")
+
+
 def reader_rows(repeats: int) -> None:
     """(a) for groups of 1-4 reader layers (``gram_route.READER_ROWS``, no cap by
     ``GROUP_SHARE``) and for the default rule, interleaved."""
@@ -232,61 +260,72 @@ def fresh_pages() -> None:
               f"{cold:5.0f}; repeated call {warm:5.0f}")
 
 
-def phases(repeats: int) -> None:
-    from compscope import baseline, composition
+def breakdown(hw, parts: dict, repeats: int, **kw) -> tuple[dict[str, float], float]:
+    """Median seconds per call spent inside each of ``parts`` (label: (owner, attribute)),
+    wrapped with a clock, and the median of the whole ``compscope.scores(hw, **kw)``."""
+    spent: dict[str, list[float]] = {label: [0.0] for label in parts}
+    saved = {label: getattr(*where) for label, where in parts.items()}
 
-    hw = random_heads(12, 12, 768, 64)
-    spent: dict[str, list[float]] = {}
-
-    def clock(owner, name: str, label: str) -> None:
-        inner = getattr(owner, name)
-
+    def clocked(inner, label: str):
         def wrapped(*a, **k):
             t = time.perf_counter()
             out = inner(*a, **k)
             spent[label][-1] += time.perf_counter() - t
             return out
+        return wrapped
 
-        setattr(owner, name, wrapped)
+    for label, (owner, name) in parts.items():
+        setattr(owner, name, clocked(saved[label], label))
+    totals = []
+    try:
+        compscope.scores(hw, progress=False, **kw)  # warm-up
+        for _ in range(repeats):
+            for label in parts:
+                spent[label].append(0.0)
+            t = time.perf_counter()
+            compscope.scores(hw, progress=False, **kw)
+            totals.append(time.perf_counter() - t)
+    finally:
+        for label, (owner, name) in parts.items():
+            setattr(owner, name, saved[label])
+    return {label: statistics.median(v[-repeats:]) for label, v in spent.items()}, statistics.median(totals)
 
+
+def phases(repeats: int) -> None:
+    from compscope import baseline, batch_eig, composition
+
+    hw = random_heads(12, 12, 768, 64)
     parts = {"per-head SVDs (head_sides)": (composition, "head_sides"), "Gram tiles (gram_products)": (composition, "gram_products"),
              "Haar baseline (expected_frobenius)": (baseline, "expected_frobenius")}
-    saved = {label: getattr(*where) for label, where in parts.items()}
-    for label, (owner, name) in parts.items():
-        clock(owner, name, label)
-    totals = []
-    for label in parts:
-        spent[label] = [0.0]
-    compscope.scores(hw, "QKV", MEASURES_A, progress=False)  # warm-up
-    for _ in range(repeats):
-        for label in parts:
-            spent[label].append(0.0)
-        t = time.perf_counter()
-        compscope.scores(hw, "QKV", MEASURES_A, progress=False)
-        totals.append(time.perf_counter() - t)
-    for label, (owner, name) in parts.items():
-        setattr(owner, name, saved[label])
+    got, total = breakdown(hw, parts, repeats, kinds="QKV", measures=MEASURES_A)
     print("\n5. where (a)'s time goes, GPT-2-small shape (s, medians)")
-    for label in parts:
-        print(f"  {label:<40} {statistics.median(spent[label][-repeats:]):6.3f}")
-    print(f"  {'all of (a)':<40} {statistics.median(totals):6.3f}")
+    for label, t in got.items():
+        print(f"  {label:<40} {t:6.3f}")
+    print(f"  {'all of (a)':<40} {total:6.3f}")
+    parts = {"X products (torch.mm)": (torch, "mm"), "batched products (torch.bmm; C Cᵀ, SVD cores)": (torch, "bmm"),
+             "eigenvalues (batch_eig.eigvalsh)": (batch_eig, "eigvalsh")}
+    for name, (L, H, d, r) in (("small", (12, 12, 768, 64)), ("medium", (24, 16, 1024, 64))):
+        got, total = breakdown(random_heads(L, H, d, r), parts, repeats, kinds="QKV", measures="all", pairs="all")
+        print(f"\n5. where (b)'s time goes, GPT-2-{name} shape (s, medians)")
+        for label, t in got.items():
+            print(f"  {label:<50} {t:6.3f}")
+        print(f"  {'all of (b)':<50} {total:6.3f}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--wait", type=float, default=900, help="seconds to wait for an idle CPU (default 900)")
+    ap.add_argument("--sections", default="1,1b,2,3,4,4b,5,5b", help="which sections to run (default: all)")
     args = ap.parse_args()
+    want = set(args.sections.split(","))
     print(f"torch {torch.__version__}, numpy {np.__version__}, {torch.get_num_threads()} threads; load average {os.getloadavg()[0]:.2f}")
     ok, load = wait_idle(0.5, args.wait)
     print(f"load average before timing: {load:.2f}" + ("" if ok else "  (NOT IDLE: timings are not trustworthy)"))
-    eigen(args.repeats)
-    matmul(args.repeats)
-    mapped_memory(args.repeats)
-    engine(args.repeats)
-    reader_rows(args.repeats)
-    phases(args.repeats)
-    fresh_pages()
+    for section, run in (("1", eigen), ("1b", eigen_in_engine), ("2", matmul), ("3", mapped_memory), ("4", engine),
+                         ("4b", reader_rows), ("5", phases), ("5b", lambda repeats: fresh_pages())):
+        if section in want:
+            run(args.repeats)
 
 
 if __name__ == "__main__":
