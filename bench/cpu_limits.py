@@ -193,7 +193,7 @@ def eigen_in_engine(repeats: int) -> None:
     for name, (L, H, d, r) in (("small", (12, 12, 768, 64)), ("medium", (24, 16, 1024, 64))):
         hw = random_heads(L, H, d, r)
 
-        def run(solver) -> None:
+        def run(solver, hw=hw) -> None:
             batch_eig.eigvalsh = solver
             try:
                 compscope.scores(hw, "QKV", "all", pairs="all", progress=False)

@@ -116,7 +116,7 @@ def test_concurrent_calls():
     def run(i):
         try:
             got[i] = batch_eig.eigvalsh(M.clone())
-        except Exception as e:  # pragma: no cover - reported below
+        except Exception as e:  # noqa: BLE001 - re-raised in the main thread  # pragma: no cover
             errors.append(e)
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
@@ -124,6 +124,8 @@ def test_concurrent_calls():
         t.start()
     for t in threads:
         t.join()
-    assert not errors
+    if errors:
+        raise errors[0]
+    assert len(got) == 4
     for g in got.values():
         torch.testing.assert_close(g, want, rtol=0, atol=1e-11)
