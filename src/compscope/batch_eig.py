@@ -3,8 +3,8 @@
 LAPACK solves a batch of ``64 × 64`` symmetric eigenproblems one matrix at a time at
 about 100 µs each (``dsytrd`` then ``dsterf``: call overheads and scalar code at this size);
 the X route needs one per pair (28 512 for GPT-2-small shape, Q+K+V). Here each matrix is
-reduced to tridiagonal form ``T = Qᵀ M Q`` by Householder reflections (upper triangle
-only, vectorised along rows), and all ``n`` eigenvalues of ``T`` are found together by
+reduced to tridiagonal form ``T = Qᵀ M Q`` by Householder reflections (vector loops along
+rows, two rows at a time), and all ``n`` eigenvalues of ``T`` are found together by
 bisection on Sturm counts: ``count(x) = #{i : q_i(x) ≤ 0}``, ``q_0 = d_0 − x``,
 ``q_i = d_i − x − e_{i−1}² / q_{i−1}`` (LAPACK's ``dlaebz`` recurrence with its pivot
 guard), vectorised across the ``n`` shifts. A first pass counts at ``n`` evenly spaced
@@ -13,11 +13,12 @@ of width ``(g_u − g_l)/(n + 1)``; bisection then halves the brackets until the
 ``2 ε max(|g_l|, |g_u|)`` (``ε`` the dtype's unit roundoff; looser brackets cost the
 entropy in ``bandwidth`` visible accuracy through its small eigenvalues). Eigenvalue ``k``
 (ascending) is the midpoint of its bracket: within ``ε max|g|`` of an eigenvalue of ``T``,
-on top of the reduction's rounding (backward stable). Measured on the X route's ``C Cᵀ`` (64 × 64): errors
-of ≈ 4e-7 ‖M‖ in float32 and ≈ 4e-15 ‖M‖ in float64, against LAPACK's 1.4e-6 and ~1e-16
-(``tests/test_batch_eig.py`` bounds them by ``64 ε ‖M‖`` and ``256 ε ‖M‖``). Results do not
-depend on thread count or buffer alignment. Batches run on numba's threads (at most torch's
-thread count), one matrix per task; ``bench/cpu_limits.py`` section 1 times it against LAPACK.
+on top of the reduction's rounding (backward stable). Measured on the X route's ``C Cᵀ``
+(64 × 64): errors of ≈ 4e-7 ‖M‖ in float32 and ≈ 4e-15 ‖M‖ in float64, against LAPACK's
+1.4e-6 and ~1e-16 (``tests/test_batch_eig.py`` bounds them by ``64 ε ‖M‖`` and
+``256 ε ‖M‖``). Results do not depend on thread count or buffer alignment. Batches run on
+numba's threads (at most torch's thread count), a few runs of matrices per thread;
+``bench/cpu_limits.py`` section 1 times it against LAPACK.
 """
 
 from __future__ import annotations
@@ -57,7 +58,21 @@ def _tridiagonalise(a, d, e, v, p, zero, half, two):  # pragma: no cover - compi
             v[jj + k1] = rk[jj + k1]
         v[k1] = v0
         K = zero
-        for i in range(k1, n):  # p = τ A₂₂ v
+        i = k1
+        while i + 1 < n:  # p = τ A₂₂ v, two rows at a time
+            r0 = a[i]
+            r1 = a[i + 1]
+            acc0 = zero
+            acc1 = zero
+            for jj in range(m):
+                vj = v[jj + k1]
+                acc0 += r0[jj + k1] * vj
+                acc1 += r1[jj + k1] * vj
+            p[i] = acc0 * tau
+            p[i + 1] = acc1 * tau
+            K += v[i] * p[i] + v[i + 1] * p[i + 1]
+            i += 2
+        if i < n:
             row = a[i]
             acc = zero
             for jj in range(m):
@@ -67,7 +82,17 @@ def _tridiagonalise(a, d, e, v, p, zero, half, two):  # pragma: no cover - compi
         K *= half * tau
         for jj in range(m):  # w = p − (τ vᵀp / 2) v
             p[jj + k1] -= K * v[jj + k1]
-        for i in range(k1, n):  # A₂₂ −= v wᵀ + w vᵀ
+        i = k1
+        while i + 1 < n:  # A₂₂ −= v wᵀ + w vᵀ, two rows at a time
+            r0 = a[i]
+            r1 = a[i + 1]
+            v0, p0, v1, p1 = v[i], p[i], v[i + 1], p[i + 1]
+            for jj in range(m):
+                pj, vj = p[jj + k1], v[jj + k1]
+                r0[jj + k1] -= v0 * pj + p0 * vj
+                r1[jj + k1] -= v1 * pj + p1 * vj
+            i += 2
+        if i < n:
             row = a[i]
             vi, pi = v[i], p[i]
             for jj in range(m):
@@ -96,61 +121,70 @@ def _sturm(d, e2, x, t, c, piv, zero, one):  # pragma: no cover - compiled
 
 
 @numba.njit(parallel=True, fastmath=_FAST, cache=True)
-def _eigvalsh_kernel(A, out, zero, half, one, two, eps, tiny):  # pragma: no cover - compiled
+def _eigvalsh_kernel(A, out, zero, half, one, two, eps, tiny, chunks):  # pragma: no cover - compiled
     N, n = A.shape[0], A.shape[1]
-    for g in numba.prange(N):
+    for ch in numba.prange(chunks):
         d = np.zeros(n, A.dtype)
         e = np.zeros(n, A.dtype)
         v = np.zeros(n, A.dtype)
         p = np.zeros(n, A.dtype)
-        _tridiagonalise(A[g], d, e, v, p, zero, half, two)
-        # Gershgorin interval, widened by the rounding of its ends
-        gl, gu, emax = d[0], d[0], zero
-        for i in range(n):
-            r = (abs(e[i - 1]) if i > 0 else zero) + (abs(e[i]) if i < n - 1 else zero)
-            gl = min(gl, d[i] - r)
-            gu = max(gu, d[i] + r)
         e2 = np.zeros(n, A.dtype)
-        for i in range(n - 1):
-            e2[i] = e[i] * e[i]
-            emax = max(emax, e2[i])
-        big = max(abs(gl), abs(gu))
-        pad = eps * (gu - gl + big) + tiny
-        gl, gu = gl - pad, gu + pad
-        piv = tiny * max(one, emax)
         x = np.empty(n, A.dtype)
         t = np.empty(n, A.dtype)
         c = np.empty(n, A.dtype)
         lo = np.empty(n, A.dtype)
         hi = np.empty(n, A.dtype)
-        step = (gu - gl) / (n + 1)
-        for k in range(n):  # first pass: n evenly spaced points
-            x[k] = gl + (k + 1) * step
-        _sturm(d, e2, x, t, c, piv, zero, one)
-        for k in range(n):  # brackets with count(lo) ≤ k < count(hi)
-            lo[k] = gl
-            hi[k] = gu
-        for j in range(n):
-            xj, cj = x[j], c[j]
-            for k in range(n):
-                below = cj <= k
-                lo[k] = max(lo[k], xj) if below else lo[k]
-                hi[k] = hi[k] if below else min(hi[k], xj)
-        for rep in range(200):
-            width = zero
-            for k in range(n):
-                width = max(width, hi[k] - lo[k])
-            if width <= two * eps * big or width <= tiny:
-                break
-            for k in range(n):
-                x[k] = half * (lo[k] + hi[k])
+        for g in range(ch * N // chunks, (ch + 1) * N // chunks):
+            for i in range(n):
+                d[i] = zero
+                e[i] = zero
+                e2[i] = zero
+            _tridiagonalise(A[g], d, e, v, p, zero, half, two)
+            # Gershgorin interval, widened by the rounding of its ends
+            gl, gu, emax = d[0], d[0], zero
+            for i in range(n):
+                r = (abs(e[i - 1]) if i > 0 else zero) + (abs(e[i]) if i < n - 1 else zero)
+                gl = min(gl, d[i] - r)
+                gu = max(gu, d[i] + r)
+            for i in range(n - 1):
+                e2[i] = e[i] * e[i]
+                emax = max(emax, e2[i])
+            big = max(abs(gl), abs(gu))
+            pad = eps * (gu - gl + big) + tiny
+            gl, gu = gl - pad, gu + pad
+            piv = tiny * max(one, emax)
+            step = (gu - gl) / (n + 1)
+            for k in range(n):  # first pass: n evenly spaced points
+                x[k] = gl + (k + 1) * step
             _sturm(d, e2, x, t, c, piv, zero, one)
+            for k in range(n):  # brackets with count(lo) ≤ k < count(hi)
+                lo[k] = gl
+                hi[k] = gu
+            for j in range(n):
+                xj, cj = x[j], c[j]
+                for k in range(n):
+                    below = cj <= k
+                    lo[k] = max(lo[k], xj) if below else lo[k]
+                    hi[k] = hi[k] if below else min(hi[k], xj)
+            for rep in range(200):
+                width = zero
+                for k in range(n):
+                    width = max(width, hi[k] - lo[k])
+                if width <= two * eps * big or width <= tiny:
+                    break
+                for k in range(n):
+                    x[k] = half * (lo[k] + hi[k])
+                _sturm(d, e2, x, t, c, piv, zero, one)
+                for k in range(n):
+                    up = c[k] > k
+                    hi[k] = x[k] if up else hi[k]
+                    lo[k] = lo[k] if up else x[k]
             for k in range(n):
-                up = c[k] > k
-                hi[k] = x[k] if up else hi[k]
-                lo[k] = lo[k] if up else x[k]
-        for k in range(n):
-            out[g, k] = half * (lo[k] + hi[k])
+                out[g, k] = half * (lo[k] + hi[k])
+
+
+#: tasks per thread: each allocates its scratch vectors once and solves a contiguous run of matrices
+_CHUNKS_PER_THREAD = 4
 
 
 def eigvalsh(M: Tensor) -> Tensor:
@@ -167,5 +201,6 @@ def eigvalsh(M: Tensor) -> Tensor:
     fi = np.finfo(A.dtype)
     with _LOCK:
         numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
-        _eigvalsh_kernel(A, out, t(0), t(0.5), t(1), t(2), t(fi.eps / 2), t(fi.tiny * 2 ** 20))
+        tasks = _CHUNKS_PER_THREAD * numba.get_num_threads()
+        _eigvalsh_kernel(A, out, t(0), t(0.5), t(1), t(2), t(fi.eps / 2), t(fi.tiny * 2 ** 20), tasks)
     return torch.from_numpy(out)
