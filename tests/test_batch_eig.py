@@ -129,3 +129,22 @@ def test_concurrent_calls():
     assert len(got) == 4
     for g in got.values():
         torch.testing.assert_close(g, want, rtol=0, atol=1e-11)
+
+
+def test_the_x_route_falls_back_to_lapack_without_numba(monkeypatch):
+    """Where numba cannot be imported, the X route warns once and uses LAPACK: same spectra."""
+    import sys
+
+    import compscope
+    from compscope import x_route
+
+    rng = np.random.default_rng(4)
+    C = torch.from_numpy(rng.standard_normal((30, 16, 16)))
+    want = x_route.core_sv2(C.clone())
+    monkeypatch.setattr(x_route, "_BATCH_EIG", None)
+    monkeypatch.setitem(sys.modules, "compscope.batch_eig", None)  # `import` now raises ImportError
+    monkeypatch.delattr(compscope, "batch_eig", raising=False)
+    with pytest.warns(RuntimeWarning, match="numba is unusable"):
+        got = x_route.core_sv2(C.clone())
+    torch.testing.assert_close(got, want, rtol=0, atol=1e-12 * float(want.max()))
+    assert x_route._BATCH_EIG is False

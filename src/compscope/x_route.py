@@ -6,29 +6,51 @@ For bandwidth and spectral, and for every measure when ``pairs='all'``. For
 blocks; ``‖BA‖_F²`` and ``‖X‖_F²`` come from the same blocks, so the gram route is skipped.
 Otherwise ``X`` for the top ``pairs`` pairs by ``frobenius``. The squared singular values
 of the core ``C = diag(b) X diag(a)`` are the eigenvalues of ``C Cᵀ``: on the CPU by
-:mod:`compscope.batch_eig` (tridiagonalisation and bisection, many matrices at once, 2.5–3.5×
-faster than LAPACK one matrix at a time), elsewhere by ``torch.linalg.eigvalsh``.
+:mod:`compscope.batch_eig` (tridiagonalisation and bisection, many matrices at once, about 3×
+faster than LAPACK one matrix at a time in float32; ``bench/cpu_limits.py`` section 1),
+elsewhere by ``torch.linalg.eigvalsh``.
 """
 
 from __future__ import annotations
 
+import warnings
+from types import ModuleType
+
 import torch
 from torch import Tensor
 
-from .head_svd import Sides, head_sides
+from .head_svd import Sides, head_sides, threaded
 from .measures import Measure, PairSpectra
 
 _F64 = torch.float64
+_BATCH_EIG: ModuleType | bool | None = None  # the module once imported; False if numba is unusable
+
+
+def eigvalsh(G: Tensor) -> Tensor:
+    """Ascending eigenvalues of the symmetric batch ``G`` (overwritten): ``batch_eig``
+    (numba, imported on first use), or LAPACK one matrix at a time, with a warning, where
+    numba cannot be imported or cannot compile here."""
+    global _BATCH_EIG
+    if _BATCH_EIG is None:
+        try:
+            from . import batch_eig
+
+            _BATCH_EIG = batch_eig
+        except (ImportError, RuntimeError, OSError) as e:
+            warnings.warn(f"compscope: numba is unusable here ({type(e).__name__}: {e}); the X route's "
+                          "eigenvalues fall back to LAPACK, one matrix at a time (slower)", RuntimeWarning, stacklevel=2)
+            _BATCH_EIG = False
+    if _BATCH_EIG is False:
+        return threaded(torch.linalg.eigvalsh, G)
+    return _BATCH_EIG.eigvalsh(G)
 
 
 def core_sv2(C: Tensor, out: Tensor | None = None) -> Tensor:
     """Squared singular values of the cores ``C: (n, r_B, r_A)`` (``diag(b) X diag(a)``),
     descending: eigenvalues of ``C Cᵀ`` (or ``Cᵀ C``, the smaller; formed in ``out`` if
     given, which the solver overwrites)."""
-    from . import batch_eig  # numba: imported when a spectrum is first wanted
-
     G = torch.bmm(C, C.mT, out=out) if C.shape[-2] <= C.shape[-1] else torch.bmm(C.mT, C, out=out)
-    return batch_eig.eigvalsh(G).flip(-1).clamp_min(0).to(_F64)
+    return eigvalsh(G).flip(-1).clamp_min(0).to(_F64)
 
 
 def x_all(W: Sides, R: Sides, j: int, l2: int, budget: int, x_ms: list[Measure], out: dict[str, Tensor],
