@@ -29,7 +29,8 @@ _BATCH_EIG: ModuleType | bool | None = None  # the module once imported; False i
 def eigvalsh(G: Tensor) -> Tensor:
     """Ascending eigenvalues of the symmetric batch ``G`` (overwritten): ``batch_eig``
     (numba, imported on first use), or LAPACK one matrix at a time, with a warning, where
-    numba cannot be imported or cannot compile here."""
+    numba cannot be imported (no wheel for the platform, or a broken install; a read-only
+    install folder is fine: numba then caches elsewhere or compiles per process)."""
     global _BATCH_EIG
     if _BATCH_EIG is None:
         try:
