@@ -122,6 +122,8 @@ def _sturm(d, e2, x, t, c, piv, zero, one):  # pragma: no cover - compiled
 
 @numba.njit(parallel=True, fastmath=_FAST, cache=True)
 def _eigvalsh_kernel(A, out, zero, half, one, two, eps, tiny, chunks):  # pragma: no cover - compiled
+    """``out[g]`` = ascending eigenvalues of ``A[g]`` (overwritten), in ``chunks`` tasks. The
+    constants come in ``A``'s dtype so that float32 arithmetic stays float32."""
     N, n = A.shape[0], A.shape[1]
     for ch in numba.prange(chunks):
         d = np.zeros(n, A.dtype)
@@ -188,12 +190,13 @@ _CHUNKS_PER_THREAD = 4
 
 
 def eigvalsh(M: Tensor) -> Tensor:
-    """Eigenvalues, ascending, of the symmetric ``M: (N, n, n)`` (float32 or float64, CPU;
-    only the upper triangle is read; ``M`` is overwritten). Other devices and dtypes go to
-    ``torch.linalg.eigvalsh``."""
+    """Eigenvalues, ascending, of the symmetric ``M: (N, n, n)`` (float32 or float64, CPU; both
+    triangles are read, so ``M`` must be symmetric, not just one triangle of it as for
+    ``torch.linalg.eigvalsh``; ``M`` is overwritten). Other devices, dtypes and ``n < 2`` go
+    to ``torch.linalg.eigvalsh``."""
     if M.device.type != "cpu" or M.dtype not in (torch.float32, torch.float64) or M.shape[-1] < 2 or M.ndim != 3:
         return torch.linalg.eigvalsh(M)
-    A = M.contiguous().numpy()
+    A = M.detach().contiguous().numpy()
     out = np.empty(A.shape[:2], A.dtype)
     if A.shape[0] == 0:
         return torch.from_numpy(out)
