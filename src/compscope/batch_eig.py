@@ -37,14 +37,21 @@ _FAST = {"contract", "nsz", "arcp", "reassoc"}
 
 @numba.njit(fastmath=_FAST, inline="always")
 def _tridiagonalise(a, d, e, v, p, zero, half, two):  # pragma: no cover - compiled
-    """``a`` (full symmetric, overwritten) → diagonal ``d`` and off-diagonal ``e``."""
+    """``a`` (full symmetric, overwritten) → diagonal ``d`` and off-diagonal ``e``. The
+    products over a row run from a multiple of 16 (``v`` and ``p`` are zero before the
+    active part): loops of fixed-width blocks, which the vectoriser runs in full vectors
+    (short loops with an arbitrary start fell to scalar remainders)."""
     n = a.shape[0]
+    for j in range(n):
+        v[j] = zero
+        p[j] = zero
     for k in range(n - 2):
         k1 = k + 1
-        m = n - k1
+        s0 = k1 - k1 % 16
+        m = n - s0
         rk = a[k]
         s = zero
-        for jj in range(1, m):
+        for jj in range(1, n - k1):
             s += rk[jj + k1] * rk[jj + k1]
         x0 = rk[k1]
         nrm = np.sqrt(s + x0 * x0)
@@ -54,7 +61,9 @@ def _tridiagonalise(a, d, e, v, p, zero, half, two):  # pragma: no cover - compi
         tau = two / (s + v0 * v0) if ok else zero
         e[k] = al if ok else x0
         d[k] = rk[k]
-        for jj in range(m):
+        v[k] = zero
+        p[k] = zero
+        for jj in range(n - k1):
             v[jj + k1] = rk[jj + k1]
         v[k1] = v0
         K = zero
@@ -65,9 +74,9 @@ def _tridiagonalise(a, d, e, v, p, zero, half, two):  # pragma: no cover - compi
             acc0 = zero
             acc1 = zero
             for jj in range(m):
-                vj = v[jj + k1]
-                acc0 += r0[jj + k1] * vj
-                acc1 += r1[jj + k1] * vj
+                vj = v[jj + s0]
+                acc0 += r0[jj + s0] * vj
+                acc1 += r1[jj + s0] * vj
             p[i] = acc0 * tau
             p[i + 1] = acc1 * tau
             K += v[i] * p[i] + v[i + 1] * p[i + 1]
@@ -76,27 +85,27 @@ def _tridiagonalise(a, d, e, v, p, zero, half, two):  # pragma: no cover - compi
             row = a[i]
             acc = zero
             for jj in range(m):
-                acc += row[jj + k1] * v[jj + k1]
+                acc += row[jj + s0] * v[jj + s0]
             p[i] = acc * tau
             K += v[i] * p[i]
         K *= half * tau
-        for jj in range(m):  # w = p − (τ vᵀp / 2) v
+        for jj in range(n - k1):  # w = p − (τ vᵀp / 2) v
             p[jj + k1] -= K * v[jj + k1]
         i = k1
         while i + 1 < n:  # A₂₂ −= v wᵀ + w vᵀ, two rows at a time
             r0 = a[i]
             r1 = a[i + 1]
-            v0, p0, v1, p1 = v[i], p[i], v[i + 1], p[i + 1]
+            v0_, p0, v1, p1 = v[i], p[i], v[i + 1], p[i + 1]
             for jj in range(m):
-                pj, vj = p[jj + k1], v[jj + k1]
-                r0[jj + k1] -= v0 * pj + p0 * vj
-                r1[jj + k1] -= v1 * pj + p1 * vj
+                pj, vj = p[jj + s0], v[jj + s0]
+                r0[jj + s0] -= v0_ * pj + p0 * vj
+                r1[jj + s0] -= v1 * pj + p1 * vj
             i += 2
         if i < n:
             row = a[i]
             vi, pi = v[i], p[i]
             for jj in range(m):
-                row[jj + k1] -= vi * p[jj + k1] + pi * v[jj + k1]
+                row[jj + s0] -= vi * p[jj + s0] + pi * v[jj + s0]
     if n >= 2:
         d[n - 2] = a[n - 2, n - 2]
         e[n - 2] = a[n - 2, n - 1]
