@@ -148,3 +148,15 @@ def test_the_x_route_falls_back_to_lapack_without_numba(monkeypatch):
         got = x_route.core_sv2(C.clone())
     torch.testing.assert_close(got, want, rtol=0, atol=1e-12 * float(want.max()))
     assert x_route._BATCH_EIG is False
+
+
+def test_sturm_counts_a_pivot_it_replaces():
+    """At a shift where a pivot is exactly 0 the count must include it (LAPACK ``dlaebz``):
+    ``[[1, ½], [½, 2]]`` has eigenvalues 1.5 ∓ √½, so one of them lies below ``x = 1``, where
+    ``q_0 = 0`` (a count that skipped the replaced pivot said 0)."""
+    d, e2 = np.array([1.0, 2.0]), np.array([0.25, 0.0])
+    x = np.array([1.0, 2.5])  # one shift per eigenvalue, as the solver calls it
+    t, c = np.empty(2), np.empty(2)
+    batch_eig._sturm(d, e2, x, t, c, 1e-300, 0.0, 1.0)
+    want = [(np.array([1.5 - 0.5**0.5, 1.5 + 0.5**0.5]) < xi).sum() for xi in x]
+    assert c.tolist() == want == [1, 2]
