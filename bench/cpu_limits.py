@@ -8,7 +8,8 @@ first waits for an idle CPU like the other benchmarks):
 1. symmetric eigenvalues of 64 x 64 matrices, per matrix, one call per batch of 4096 (the X
    route needs one per pair): torch ``eigvalsh`` float32/float64, numpy, ``svdvals`` of the core,
    SciPy's LAPACK drivers one matrix at a time, and the two stages (``dsytrd``, ``dsterf``);
-   compscope's ``batch_eig`` (what the engine uses) on one thread and on torch's threads;
+   compscope's ``batch_eig`` (what the engine uses) on one thread and on torch's threads; the
+   errors against LAPACK float64; batch_eig's first call in a new process (compile, cache);
 1b. (b) on the GPT-2-small and -medium shapes with ``batch_eig`` and with LAPACK's ``eigvalsh``
    (the batch split over torch's threads, as the engine did before), interleaved;
 2. float32 matmul rates: the 4096² reference (torch's MKL and numpy's OpenBLAS) and the shapes
@@ -33,6 +34,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -101,6 +103,20 @@ def eigen(repeats: int, n: int = 4096) -> None:
     print(f"\n1. eigenvalues of 64 x 64 symmetric matrices ({n} per call, torch threads {torch.get_num_threads()})")
     for name, fn in runs.items():
         print(f"  {name:<40} {timed(fn, repeats) / n * 1e6:7.1f} us per matrix")
+    exact = torch.linalg.eigvalsh(G64)
+    scale = exact.abs().amax(-1, keepdim=True)
+    print("  max error / max|eigenvalue| against LAPACK float64 on the same (float32-rounded) matrices:")
+    for name, got in (("torch eigvalsh float32", torch.linalg.eigvalsh(G32)), ("compscope batch_eig float32", batch_eig.eigvalsh(G32.clone())),
+                      ("compscope batch_eig float64", batch_eig.eigvalsh(G64.clone()))):
+        print(f"  {name:<40} {float(((got.double() - exact).abs() / scale).max()):.1e}")
+    code = ("import time, torch; from compscope import batch_eig; G = torch.randn(8, 64, 64); G = G @ G.mT; "
+            "t = time.perf_counter(); batch_eig.eigvalsh(G.clone()); batch_eig.eigvalsh(G.double()); print(time.perf_counter() - t)")
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+        first, again = (float(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout)
+                        for _ in range(2))
+    print(f"  first call of batch_eig in a new process, float32 + float64: {first:.1f} s with an empty numba cache "
+          f"(compiling), {again:.2f} s with it filled")
 
 
 def matmul(repeats: int) -> None:
@@ -187,7 +203,7 @@ def interleaved(fns: dict, repeats: int) -> dict:
 def eigen_in_engine(repeats: int) -> None:
     """(b) with the engine's ``batch_eig`` and with LAPACK one matrix at a time, interleaved."""
     from compscope import batch_eig
-    from compscope.head_svd import threaded
+    from compscope.x_route import lapack_eigvalsh
 
     ours = batch_eig.eigvalsh
     for name, (L, H, d, r) in (("small", (12, 12, 768, 64)), ("medium", (24, 16, 1024, 64))):
@@ -202,7 +218,7 @@ def eigen_in_engine(repeats: int) -> None:
 
         got = interleaved({
             "batch_eig": lambda: run(ours),
-            "LAPACK eigvalsh (torch, threads split the batch)": lambda: run(lambda G: threaded(torch.linalg.eigvalsh, G)),
+            "LAPACK eigvalsh (torch, threads split the batch)": lambda: run(lapack_eigvalsh),
         }, repeats)
         print(f"\n1b. (b) on the GPT-2-{name} shape by eigensolver (s)")
         for k, t in got.items():

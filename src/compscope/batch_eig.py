@@ -129,6 +129,55 @@ def _sturm(d, e2, x, t, c, piv, zero, one):  # pragma: no cover - compiled
             t[k] = tt if tt > piv else min(tt, -piv)
 
 
+@numba.njit(fastmath=_FAST, inline="always")
+def _bisect(d, e, e2, x, t, c, lo, hi, o, zero, half, one, two, eps, tiny):  # pragma: no cover - compiled
+    """Every eigenvalue of the tridiagonal ``(d, e)`` into ``o``, ascending: counts on an even
+    grid of the Gershgorin interval give each a bracket, which bisection halves until it is
+    below ``2 ε max|g|``. ``e2, x, t, c, lo, hi``: scratch vectors."""
+    n = d.shape[0]
+    # Gershgorin interval, widened by the rounding of its ends
+    gl, gu, emax = d[0], d[0], zero
+    for i in range(n):
+        r = (abs(e[i - 1]) if i > 0 else zero) + (abs(e[i]) if i < n - 1 else zero)
+        gl = min(gl, d[i] - r)
+        gu = max(gu, d[i] + r)
+    for i in range(n - 1):
+        e2[i] = e[i] * e[i]
+        emax = max(emax, e2[i])
+    big = max(abs(gl), abs(gu))
+    pad = eps * (gu - gl + big) + tiny
+    gl, gu = gl - pad, gu + pad
+    piv = tiny * max(one, emax)
+    step = (gu - gl) / (n + 1)
+    for k in range(n):  # first pass: n evenly spaced points
+        x[k] = gl + (k + 1) * step
+    _sturm(d, e2, x, t, c, piv, zero, one)
+    for k in range(n):  # brackets with count(lo) ≤ k < count(hi)
+        lo[k] = gl
+        hi[k] = gu
+    for j in range(n):
+        xj, cj = x[j], c[j]
+        for k in range(n):
+            below = cj <= k
+            lo[k] = max(lo[k], xj) if below else lo[k]
+            hi[k] = hi[k] if below else min(hi[k], xj)
+    for rep in range(200):
+        width = zero
+        for k in range(n):
+            width = max(width, hi[k] - lo[k])
+        if width <= two * eps * big or width <= tiny:
+            break
+        for k in range(n):
+            x[k] = half * (lo[k] + hi[k])
+        _sturm(d, e2, x, t, c, piv, zero, one)
+        for k in range(n):
+            up = c[k] > k
+            hi[k] = x[k] if up else hi[k]
+            lo[k] = lo[k] if up else x[k]
+    for k in range(n):
+        o[k] = half * (lo[k] + hi[k])
+
+
 @numba.njit(parallel=True, fastmath=_FAST, cache=True)
 def _eigvalsh_kernel(A, out, zero, half, one, two, eps, tiny, chunks):  # pragma: no cover - compiled
     """``out[g]`` = ascending eigenvalues of ``A[g]`` (overwritten), in ``chunks`` tasks. The
@@ -145,53 +194,9 @@ def _eigvalsh_kernel(A, out, zero, half, one, two, eps, tiny, chunks):  # pragma
         c = np.empty(n, A.dtype)
         lo = np.empty(n, A.dtype)
         hi = np.empty(n, A.dtype)
-        for g in range(ch * N // chunks, (ch + 1) * N // chunks):
-            for i in range(n):
-                d[i] = zero
-                e[i] = zero
-                e2[i] = zero
+        for g in range(ch * N // chunks, (ch + 1) * N // chunks):  # every entry read is rewritten per matrix
             _tridiagonalise(A[g], d, e, v, p, zero, half, two)
-            # Gershgorin interval, widened by the rounding of its ends
-            gl, gu, emax = d[0], d[0], zero
-            for i in range(n):
-                r = (abs(e[i - 1]) if i > 0 else zero) + (abs(e[i]) if i < n - 1 else zero)
-                gl = min(gl, d[i] - r)
-                gu = max(gu, d[i] + r)
-            for i in range(n - 1):
-                e2[i] = e[i] * e[i]
-                emax = max(emax, e2[i])
-            big = max(abs(gl), abs(gu))
-            pad = eps * (gu - gl + big) + tiny
-            gl, gu = gl - pad, gu + pad
-            piv = tiny * max(one, emax)
-            step = (gu - gl) / (n + 1)
-            for k in range(n):  # first pass: n evenly spaced points
-                x[k] = gl + (k + 1) * step
-            _sturm(d, e2, x, t, c, piv, zero, one)
-            for k in range(n):  # brackets with count(lo) ≤ k < count(hi)
-                lo[k] = gl
-                hi[k] = gu
-            for j in range(n):
-                xj, cj = x[j], c[j]
-                for k in range(n):
-                    below = cj <= k
-                    lo[k] = max(lo[k], xj) if below else lo[k]
-                    hi[k] = hi[k] if below else min(hi[k], xj)
-            for rep in range(200):
-                width = zero
-                for k in range(n):
-                    width = max(width, hi[k] - lo[k])
-                if width <= two * eps * big or width <= tiny:
-                    break
-                for k in range(n):
-                    x[k] = half * (lo[k] + hi[k])
-                _sturm(d, e2, x, t, c, piv, zero, one)
-                for k in range(n):
-                    up = c[k] > k
-                    hi[k] = x[k] if up else hi[k]
-                    lo[k] = lo[k] if up else x[k]
-            for k in range(n):
-                out[g, k] = half * (lo[k] + hi[k])
+            _bisect(d, e, e2, x, t, c, lo, hi, out[g], zero, half, one, two, eps, tiny)
 
 
 #: tasks per thread: each allocates its scratch vectors once and solves a contiguous run of matrices
@@ -203,7 +208,7 @@ def eigvalsh(M: Tensor) -> Tensor:
     triangles are read, so ``M`` must be symmetric, not just one triangle of it as for
     ``torch.linalg.eigvalsh``; ``M`` is overwritten). Other devices, dtypes and ``n < 2`` go
     to ``torch.linalg.eigvalsh``."""
-    if M.device.type != "cpu" or M.dtype not in (torch.float32, torch.float64) or M.shape[-1] < 2 or M.ndim != 3:
+    if M.ndim != 3 or M.shape[-1] < 2 or M.device.type != "cpu" or M.dtype not in (torch.float32, torch.float64):
         return torch.linalg.eigvalsh(M)
     A = M.detach().contiguous().numpy()
     out = np.empty(A.shape[:2], A.dtype)

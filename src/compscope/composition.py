@@ -218,7 +218,8 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
             for k in kinds:
                 for j, l2 in enumerate(readers):
                     e = None if expected is None else expected[k][:l2, :, l2]
-                    x_all(W, sd[k], j, l2, budget, x_ms, {m.name: xval[(m.name, k)] for m in x_ms}, ba2[k], x2[k], e, d)
+                    x_all(W, sd[k], j, l2, budget, x_ms, {m.name: xval[(m.name, k)] for m in x_ms}, ba2[k], x2[k], e, d,
+                          ws=ws)
                     bar.update(x_ticks[j])
     bar.close()
     values = {}

@@ -5,7 +5,7 @@ faults in every 4 KiB page: 0.3–1.1 ms per MB on the 2-core benchmark machine
 (``bench/cpu_limits.py``, section 3). With nothing kept between calls a GPT-2-small-shaped
 ``scores`` call faults in 57–75 MB, a GPT-2-medium-shaped one 311–403 MB (section 5b): a few %
 of their time, up to about a tenth. The engine therefore takes its large buffers (per-head
-bases, factor Grams and SVD cores, Gram-tile operands) from one shared :class:`Workspace`,
+bases, factor Grams and SVD cores, Gram-tile operands, X-route blocks) from one shared :class:`Workspace`,
 which keeps them after the call while they total at most :data:`KEEP_BYTES`; larger ones (a
 7B-shaped model's bases) are released when the call ends. The first call pays for its pages
 either way; a repeated call on the same shapes faults in 0–4 MB. A call that finds the shared

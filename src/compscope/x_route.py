@@ -6,9 +6,9 @@ For bandwidth and spectral, and for every measure when ``pairs='all'``. For
 blocks; ``‖BA‖_F²`` and ``‖X‖_F²`` come from the same blocks, so the gram route is skipped.
 Otherwise ``X`` for the top ``pairs`` pairs by ``frobenius``. The squared singular values
 of the core ``C = diag(b) X diag(a)`` are the eigenvalues of ``C Cᵀ``: on the CPU by
-:mod:`compscope.batch_eig` (tridiagonalisation and bisection, many matrices at once, about 3×
-faster than LAPACK one matrix at a time in float32; ``bench/cpu_limits.py`` section 1),
-elsewhere by ``torch.linalg.eigvalsh``.
+:mod:`compscope.batch_eig` (tridiagonalisation and bisection, many matrices at once, about 2×
+faster per thread than LAPACK one matrix at a time in float32; ``bench/cpu_limits.py``
+section 1), elsewhere by ``torch.linalg.eigvalsh``.
 """
 
 from __future__ import annotations
@@ -21,9 +21,16 @@ from torch import Tensor
 
 from .head_svd import Sides, head_sides, threaded
 from .measures import Measure, PairSpectra
+from .workspace import Workspace
 
 _F64 = torch.float64
 _BATCH_EIG: ModuleType | bool | None = None  # the module once imported; False if numba is unusable
+
+
+def lapack_eigvalsh(G: Tensor) -> Tensor:
+    """Ascending eigenvalues of the batch ``G`` by LAPACK, one matrix at a time, the batch split
+    over torch's threads (the fallback where numba is unusable)."""
+    return threaded(torch.linalg.eigvalsh, G)
 
 
 def eigvalsh(G: Tensor) -> Tensor:
@@ -42,7 +49,7 @@ def eigvalsh(G: Tensor) -> Tensor:
                           "eigenvalues fall back to LAPACK, one matrix at a time (slower)", RuntimeWarning, stacklevel=2)
             _BATCH_EIG = False
     if _BATCH_EIG is False:
-        return threaded(torch.linalg.eigvalsh, G)
+        return lapack_eigvalsh(G)
     return _BATCH_EIG.eigvalsh(G)
 
 
@@ -55,11 +62,12 @@ def core_sv2(C: Tensor, out: Tensor | None = None) -> Tensor:
 
 
 def x_all(W: Sides, R: Sides, j: int, l2: int, budget: int, x_ms: list[Measure], out: dict[str, Tensor],
-           ba2: Tensor, x2: Tensor, expected: Tensor | None, d: int, chunk_bytes: int = 4 << 20) -> None:
+           ba2: Tensor, x2: Tensor, expected: Tensor | None, d: int, chunk_bytes: int = 4 << 20,
+           ws: Workspace | None = None) -> None:
     """Every ``X`` of reader layer ``l2`` (index ``j`` in ``R``) against writer layers ``< l2``:
     ``V_{l2}ᵀ U_{<l2}`` in writer chunks of about ``chunk_bytes`` (cache-sized; at most
-    ``budget``), each one matrix multiply into a reused buffer. Fills ``[:l2, :, l2]`` of
-    ``ba2``, ``x2`` and of each X-route measure's ``out``."""
+    ``budget``), each one matrix multiply into a reused buffer (from ``ws`` when given). Fills
+    ``[:l2, :, l2]`` of ``ba2``, ``x2`` and of each X-route measure's ``out``."""
     H, r = R.rows.shape[1], R.rows.shape[2]
     Vt = R.rows[j].reshape(H * r, -1)
     b = R.spectrum[j]  # (H, r)
@@ -68,7 +76,8 @@ def x_all(W: Sides, R: Sides, j: int, l2: int, budget: int, x_ms: list[Measure],
     n, dt = Ut.shape[0], Ut.dtype
     step = max(1, min(n, min(budget, chunk_bytes) // (H * r * r * Ut.element_size())))
     size = H * step * r * r  # buffers reused by every chunk (fresh large tensors cost page faults)
-    xbuf, pbuf, cbuf, gbuf = (torch.empty(size, dtype=dt, device=Ut.device) for _ in range(4))
+    ws = ws or Workspace()
+    xbuf, pbuf, cbuf, gbuf = (ws.take(name, (size,), dt, Ut.device) for name in ("X product", "X blocks", "cores", "core Grams"))
     res = {k: torch.empty(H, n, dtype=_F64, device=Ut.device) for k in ["ba2", "x2"] + [m.name for m in x_ms]}
     e = None if expected is None else expected.flatten(0, 1).T.to(Ut.device)  # (H, n)
     bw = b.to(dt)[:, None, :, None]
