@@ -22,7 +22,12 @@ first waits for an idle CPU like the other benchmarks):
 4b. (a) on the GPT-2-small and -medium shapes for several sizes of the reader groups;
 5. where (a)'s time goes on that shape: the per-head SVDs, the Gram tiles, the Haar baseline;
    and (b)'s, small and medium: the X products, the batched products, the eigenvalues;
-5b. fresh memory faulted in per (a) call, with nothing kept between calls and with the workspace.
+5b. fresh memory faulted in per (a) call, with nothing kept between calls and with the workspace;
+6. the matrix multiplies inside (a), small and medium: every ``torch.bmm``, ``torch.mm`` and
+   ``Tensor.addmm_`` of one ``compscope.scores`` call is clocked; printed are their time, the
+   FLOPs they do (from their shapes) against the floor's count, their rate against the 4096²
+   matmul timed just before, and their time against the floor: what the engine's products
+   alone cost through MKL on this machine, whatever the rest of the engine costs.
 """
 
 from __future__ import annotations
@@ -328,18 +333,72 @@ def phases(repeats: int) -> None:
         print(f"  {'all of (b)':<50} {total:6.3f}")
 
 
+def gemm_flops(a: torch.Tensor, b: torch.Tensor) -> float:
+    """FLOPs of the product ``a @ b`` (batched or not; multiply-add = 2)."""
+    batch = a.shape[0] if a.dim() == 3 else 1
+    return 2.0 * batch * a.shape[-2] * a.shape[-1] * b.shape[-1]
+
+
+def gemms_inside(repeats: int) -> None:
+    from composition_speed import matmul_rate, route_flops
+
+    clock: dict[str, list[float]] = {}  # "op dtype": [seconds, FLOPs]
+    saved = {"bmm": torch.bmm, "mm": torch.mm, "addmm_": torch.Tensor.addmm_}
+
+    def clocked(op, inner, operands):
+        def wrapped(*args, **kwargs):
+            t = time.perf_counter()
+            out = inner(*args, **kwargs)
+            dt = time.perf_counter() - t
+            a, b = operands(args)
+            c = clock.setdefault(f"{op} {str(a.dtype).removeprefix('torch.')}", [0.0, 0.0])
+            c[0] += dt
+            c[1] += gemm_flops(a, b)
+            return out
+        return wrapped
+
+    print("\n6. the matrix multiplies inside (a) (every torch.bmm, torch.mm and Tensor.addmm_ of one call, clocked; medians)")
+    print(f"  {'shape':<8} {'floor':>7} {'call':>7} {'GEMMs':>7} {'GEMMs/floor':>11} {'GFLOP done/floor':>17} {'GEMM rate/4096²':>16}")
+    torch.bmm, torch.mm = clocked("bmm", saved["bmm"], lambda a: a[:2]), clocked("mm", saved["mm"], lambda a: a[:2])
+    torch.Tensor.addmm_ = clocked("addmm_", saved["addmm_"], lambda a: a[1:3])
+    try:
+        for name, shape in (("small", (12, 12, 768, 64)), ("medium", (24, 16, 1024, 64))):
+            hw = random_heads(*shape)
+            floor_flops = route_flops(*shape)["gram"]
+            compscope.scores(hw, "QKV", MEASURES_A, progress=False)  # warm-up
+            rows, per_op = [], {}
+            for _ in range(repeats):
+                rate = matmul_rate()
+                clock.clear()
+                t = time.perf_counter()
+                compscope.scores(hw, "QKV", MEASURES_A, progress=False)
+                call = time.perf_counter() - t
+                secs, flops = (sum(c[i] for c in clock.values()) for i in (0, 1))
+                floor = floor_flops / rate
+                rows.append((floor, call, secs, secs / floor, flops / floor_flops, flops / secs / rate))
+                for op, (s, f) in clock.items():
+                    per_op.setdefault(op, []).append((s, f / s / 1e9))
+            m = [statistics.median(col) for col in zip(*rows)]
+            print(f"  {name:<8} {m[0]:6.3f}s {m[1]:6.3f}s {m[2]:6.3f}s {m[3]:11.2f} {m[4]:17.2f} {m[5]:16.2f}")
+            for op, v in sorted(per_op.items(), key=lambda kv: -statistics.median(x[0] for x in kv[1])):
+                print(f"    {op:<16} {statistics.median(x[0] for x in v):6.3f} s at {statistics.median(x[1] for x in v):5.0f} GFLOP/s")
+    finally:
+        torch.bmm, torch.mm, torch.Tensor.addmm_ = saved["bmm"], saved["mm"], saved["addmm_"]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--wait", type=float, default=900, help="seconds to wait for an idle CPU (default 900)")
-    ap.add_argument("--sections", default="1,1b,2,3,4,4b,5,5b", help="which sections to run (default: all)")
+    ap.add_argument("--sections", default="1,1b,2,3,4,4b,5,5b,6", help="which sections to run (default: all)")
     args = ap.parse_args()
     want = set(args.sections.split(","))
     print(f"torch {torch.__version__}, numpy {np.__version__}, {torch.get_num_threads()} threads; load average {os.getloadavg()[0]:.2f}")
     ok, load = wait_idle(0.5, args.wait)
     print(f"load average before timing: {load:.2f}" + ("" if ok else "  (NOT IDLE: timings are not trustworthy)"))
     for section, run in (("1", eigen), ("1b", eigen_in_engine), ("2", matmul), ("3", mapped_memory), ("4", engine),
-                         ("4b", reader_rows), ("5", phases), ("5b", lambda repeats: fresh_pages())):
+                         ("4b", reader_rows), ("5", phases), ("5b", lambda repeats: fresh_pages()),
+                         ("6", gemms_inside)):
         if section in want:
             run(args.repeats)
 
