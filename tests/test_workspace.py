@@ -56,6 +56,40 @@ def test_repeated_calls_reuse_buffers_and_results_do_not_alias_them():
     assert workspace.release() == kept and workspace._SHARED.nbytes == 0
 
 
+def test_a_call_frees_same_named_buffers_of_another_dtype_before_allocating_and_what_it_did_not_take_at_its_end():
+    ws = workspace.Workspace()
+    ws.begin()
+    ws.take("x", (10,), torch.float32)
+    ws.take("y", (10,), torch.float32)
+    ws.end()
+    assert ws.nbytes == 80  # both kept
+    ws.begin()
+    ws.take("x", (10,), torch.float64)  # another dtype under "x": the float32 "x" goes first
+    assert ws.nbytes == 40 + 80  # "y" float32 and "x" float64
+    ws.take("x", (5,), torch.float64)
+    ws.end()  # "y" was not taken in this call: freed
+    assert ws.nbytes == 80
+    ws.begin()
+    ws.take("x", (3,), torch.float64)  # reused: no allocation
+    ws.take("x", (3,), torch.float32)  # allocated; the float64 "x", taken in this call, stays
+    ws.end()
+    assert ws.nbytes == 80 + 12
+
+
+def test_after_a_call_in_the_other_precision_only_its_own_buffers_are_kept():
+    hw = model(L=4, seed=13)
+    workspace.release()
+    scores(hw, "QKV", GRAM, precision="float64", progress=False)
+    alone = workspace._SHARED.nbytes
+    workspace.release()
+    scores(hw, "QKV", GRAM, progress=False)  # float32 buffers
+    assert workspace._SHARED.nbytes != alone
+    t = scores(hw, "QKV", GRAM, precision="float64", progress=False)
+    assert workspace._SHARED.nbytes == alone
+    assert check_dense(hw, t, measures=GRAM) == 3 * 4 * (4 * 4 * 6)
+    workspace.release()
+
+
 def test_concurrent_calls_use_separate_buffers():
     hws = [model(L=4, seed=s) for s in (21, 22, 23, 24)]
     alone = [scores(hw, "QKV", GRAM, offset=1, progress=False).values for hw in hws]

@@ -177,7 +177,8 @@ def head_sides(
     jobs = svd_jobs(sides, layers)
     ws = ws or Workspace()
     take = lambda name, shape, dt=_F64: ws.take(name, shape, dt, device)  # noqa: E731
-    work = {dt: (take("factor P", (H, r, d), dt), take("factor Q", (H, r, d), dt)) for dt in {_F64, dtype}}
+    # float64 first: taking a name in a new dtype frees its other dtypes not yet taken in this call
+    work = {dt: (take("factor P", (H, r, d), dt), take("factor Q", (H, r, d), dt)) for dt in dict.fromkeys((_F64, dtype))}
     factor = lambda layer, name, dt, i=0, shared=False: _factor(hw, metric, layer_metric, layer, name, offset, work[dt][i], shared)  # noqa: E731
     Gp, Gq = take("Gram P", (len(jobs), H, r, r)), take("Gram Q", (len(jobs), H, r, r))
     kv = torch.tensor(hw.kv_map, device=device)

@@ -8,9 +8,12 @@ of their time, up to about a tenth. The engine therefore takes its large buffers
 bases, factor Grams and SVD cores, Gram-tile operands, X-route blocks) from one shared :class:`Workspace`,
 which keeps them after the call while they total at most :data:`KEEP_BYTES`; larger ones (a
 7B-shaped model's bases) are released when the call ends. The first call pays for its pages
-either way; a repeated call on the same shapes faults in 0–4 MB. A call that finds the shared
-workspace busy (another thread inside ``scores``) uses a private one. :func:`release` frees
-the kept buffers.
+either way; a repeated call on the same shapes faults in 0–4 MB. Only what the latest call
+took is kept: a buffer of another dtype or device under the name being taken (a call in the
+other ``precision``, or on another device) is freed before the new one is allocated, and what
+the call did not take at all is freed when it ends. A call that finds the shared workspace
+busy (another thread inside ``scores``) uses a private one. :func:`release` frees the kept
+buffers.
 
 Buffers from the workspace are scratch space: their contents are undefined when taken, and
 nothing the engine returns refers to them.
@@ -32,20 +35,36 @@ KEEP_BYTES = 1 << 30
 
 class Workspace:
     """Named, growable scratch buffers: ``take(name, shape, dtype, device)`` returns a tensor of
-    ``shape`` on the storage kept under ``(name, dtype, device)``, reallocated only to grow."""
+    ``shape`` on the storage kept under ``(name, dtype, device)``, reallocated only to grow.
+    Between :meth:`begin` and :meth:`end` (one engine call) it tracks which buffers were taken:
+    allocating one frees the same name's buffers of other dtypes or devices not taken since
+    ``begin``, and ``end`` frees every buffer not taken since ``begin``."""
 
     def __init__(self) -> None:
         self._bufs: dict[tuple[str, torch.dtype, torch.device], Tensor] = {}
+        self._taken: set[tuple[str, torch.dtype, torch.device]] = set()
 
     def take(self, name: str, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device | str = "cpu") -> Tensor:
         n = math.prod(shape)
         key = (name, dtype, torch.device(device))
+        self._taken.add(key)
         buf = self._bufs.get(key)
         if buf is None or buf.numel() < n:
+            for k in [k for k in self._bufs if k[0] == name and k not in self._taken]:
+                del self._bufs[k]  # the same buffer of an earlier call in another dtype or device
             self._bufs.pop(key, None)
             del buf  # free the old storage before allocating the larger one
             buf = self._bufs[key] = torch.empty(n, dtype=dtype, device=key[2])
         return buf[:n].view(shape)
+
+    def begin(self) -> None:
+        """Start tracking which buffers a call takes."""
+        self._taken = set()
+
+    def end(self) -> None:
+        """Free the buffers not taken since :meth:`begin`."""
+        for k in [k for k in self._bufs if k not in self._taken]:
+            del self._bufs[k]
 
     @property
     def nbytes(self) -> int:
@@ -62,13 +81,16 @@ _LOCK = threading.Lock()
 @contextmanager
 def borrowed() -> Iterator[Workspace]:
     """The shared workspace for the duration of one engine call (a private one when another
-    thread holds it); trimmed to nothing afterwards if it exceeds :data:`KEEP_BYTES`."""
+    thread holds it); afterwards it keeps only what the call took, and nothing if that exceeds
+    :data:`KEEP_BYTES`."""
     if not _LOCK.acquire(blocking=False):
         yield Workspace()
         return
     try:
+        _SHARED.begin()
         yield _SHARED
     finally:
+        _SHARED.end()
         if _SHARED.nbytes > KEEP_BYTES:
             _SHARED.clear()
         _LOCK.release()
