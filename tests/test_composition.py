@@ -401,3 +401,22 @@ def test_reader_group_sizes_do_not_change_scores(monkeypatch, rows):
     hw = model(L=4, seed=3)
     t = scores(hw, "QKV", GRAM, offset=1, block=3, progress=False)
     assert check_dense(hw, t, offset=1, measures=GRAM) == 3 * 4 * (4 * 4 * 6)
+
+
+@pytest.mark.parametrize("precision", ["float32", "float64"])
+def test_bandwidth_of_an_orthogonal_pair_is_zero_on_both_routes(precision):
+    """Writer 0.0 writes only into dims 0-3; V-reader 1.1 reads only dims 5-8: BA = 0, and
+    bandwidth (effective rank of rounding noise otherwise) is 0; the other pairs are unchanged."""
+    hw = model(L=2, rotary=False)
+    W_O, W_V = hw.W_O.clone(), hw.W_V.clone()
+    W_O[0, 0, 4:] = 0
+    W_V[1, hw.kv_map[1], :, :5] = 0
+    # a random rotation of the residual basis, so that BA = 0 is rounding noise, not exact zeros;
+    # float64 weights, so that the stored maps are orthogonal to float64 precision
+    T = torch.linalg.qr(torch.randn(hw.d_model, hw.d_model, generator=torch.Generator().manual_seed(7), dtype=torch.float64))[0]
+    hw = hw.replace(W_O=T @ W_O.double(), W_V=W_V.double() @ T.T, W_Q=hw.W_Q.double(), W_K=hw.W_K.double())
+    for pairs in ("all", 50):
+        t = scores(hw, "V", ["bandwidth", "frobenius"], pairs=pairs, precision=precision, progress=False)
+        assert float(t.dense("frobenius", "V")[0, 0, 1, 1]) < 1e-6
+        assert float(t.dense("bandwidth", "V")[0, 0, 1, 1]) == 0.0
+        assert float(t.dense("bandwidth", "V")[0, 1, 1, 1]) > 0.5

@@ -150,6 +150,11 @@ def _build_parser() -> argparse.ArgumentParser:
     p_pair.add_argument("--metric", default="identity", help="identity, embed or unembed (default identity)")
     p_pair.add_argument("--offset", type=float, default=0.0, help="rotary offset: query minus key position (default 0)")
     _add_processing(p_pair)
+    p_ax = sub.add_parser("axioms", help="check every measure against MATH.md's axioms on constructed pairs")
+    p_ax.add_argument("--measure", action="append", dest="measures", metavar="NAME", help="a measure (repeatable; default: all)")
+    p_ax.add_argument("--axiom", action="append", dest="axioms", metavar="NAME", help="an axiom (repeatable; default: all)")
+    p_ax.add_argument("--trials", type=int, default=6, help="random pairs per check (default 6)")
+    p_ax.add_argument("--seed", type=int, default=0, help="seed of the random pairs (default 0)")
     from .toy.cli import add_train_parser
 
     add_train_parser(sub)
@@ -188,6 +193,13 @@ def main(argv: list[str] | None = None) -> int:
             hw = load(args.model, fold_norm=args.fold_norm, center_writing=args.center_writing, fold_value_bias=args.fold_value_bias)
             rep = compose_pair(hw, _parse_head(args.writer), _parse_head(args.reader), args.kind, args.metric, offset=args.offset)
             print(format_pair(rep, hw.meta.name))
+        elif args.command == "axioms":
+            from .axioms import check_axioms, format_axioms
+
+            results = check_axioms(args.measures, args.axioms, trials=args.trials, seed=args.seed)
+            print(format_axioms(results, args.trials, args.seed))
+            if any(r.violated for r in results):
+                return 1
         elif args.command == "train":
             from .toy.cli import run_train
 

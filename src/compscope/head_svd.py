@@ -26,6 +26,7 @@ from torch import Tensor
 
 from .errors import OptionError
 from .heads import HeadWeights
+from .lowrank import numerical_rank, svd_from_factors
 from .metrics import Metric
 from .workspace import Workspace
 
@@ -49,19 +50,6 @@ class Sides:
     rows: Tensor
     spectrum: Tensor
     rank: Tensor
-
-
-def svd_from_factors(left: Tensor, right: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """Batched thin SVD of ``left @ right`` (``(..., m, r) @ (..., r, n)``): ``U, S, V``."""
-    q_l, r_l = torch.linalg.qr(left)
-    q_r, r_r = torch.linalg.qr(right.transpose(-1, -2))
-    u, s, vh = torch.linalg.svd(r_l @ r_r.transpose(-1, -2), full_matrices=False)
-    return q_l @ u, s, q_r @ vh.transpose(-1, -2)
-
-
-def numerical_rank(s: Tensor, dims: int) -> Tensor:
-    tol = s[..., :1] * dims * torch.finfo(s.dtype).eps
-    return (s > tol).sum(-1)
 
 
 def rotate_rows(w: Tensor, hw: HeadWeights, layer: int, offset: float) -> Tensor:

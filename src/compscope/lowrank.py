@@ -13,6 +13,21 @@ import torch
 from torch import Tensor
 
 
+def svd_from_factors(left: Tensor, right: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """Batched thin SVD of ``left @ right`` (``(..., m, r) @ (..., r, n)``): ``U, S, V``.
+    ``left = Q_l R_l``, ``rightᵀ = Q_r R_r`` (QR), SVD of the ``r × r`` core ``R_l R_rᵀ``."""
+    q_l, r_l = torch.linalg.qr(left)
+    q_r, r_r = torch.linalg.qr(right.transpose(-1, -2))
+    u, s, vh = torch.linalg.svd(r_l @ r_r.transpose(-1, -2), full_matrices=False)
+    return q_l @ u, s, q_r @ vh.transpose(-1, -2)
+
+
+def numerical_rank(s: Tensor, dims: int) -> Tensor:
+    """Singular values ``s`` (descending) above ``s_max · dims · ε`` (of ``s``'s dtype)."""
+    tol = s[..., :1] * dims * torch.finfo(s.dtype).eps
+    return (s > tol).sum(-1)
+
+
 @dataclass(frozen=True)
 class LowRank:
     """``M = left @ right``; ``left: (m, r)``, ``right: (r, n)``."""
@@ -43,12 +58,9 @@ class LowRank:
         return LowRank(self.left, (self.right @ other.left) @ other.right)
 
     def svd(self) -> tuple[Tensor, Tensor, Tensor]:
-        """Thin SVD ``M = U diag(S) V^T`` from the factors: ``left = Q_l R_l``,
-        ``right^T = Q_r R_r``, SVD of the core ``R_l R_r^T``. Returns ``U (m,k), S (k,), V (n,k)``."""
-        q_l, r_l = torch.linalg.qr(self.left)
-        q_r, r_r = torch.linalg.qr(self.right.T)
-        u, s, vh = torch.linalg.svd(r_l @ r_r.T, full_matrices=False)
-        return q_l @ u, s, q_r @ vh.T
+        """Thin SVD ``M = U diag(S) V^T`` from the factors (:func:`svd_from_factors`).
+        Returns ``U (m,k), S (k,), V (n,k)``."""
+        return svd_from_factors(self.left, self.right)
 
     def singular_values(self) -> Tensor:
         return self.svd()[1]

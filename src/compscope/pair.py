@@ -16,11 +16,34 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from .head_svd import KINDS, numerical_rank, rotate_rows, svd_from_factors
 from .errors import OptionError
+from .head_svd import KINDS, rotate_rows
 from .heads import HeadWeights
+from .lowrank import LowRank, numerical_rank
 from .measures import PairSpectra, measures
 from .metrics import DEFAULT_RIDGE, Metric, get_metric
+
+
+def pair_spectra(writer: LowRank, reader: LowRank, *, baseline: bool = False, samples: int = 256,
+                 seed: int = 0) -> PairSpectra:
+    """The pieces every measure reads for one pair, float64, as a batch of one: the writer's
+    ``U_A``, ``a`` and the reader's ``b``, ``V_B`` from the factors (thin SVDs, cut to their
+    numerical ranks), and ``X = V_Bᵀ U_A``; with ``baseline``, the Haar expectation of
+    ``frobenius`` (``compscope.baseline``, ``samples`` draws, ``seed``)."""
+    d = writer.shape[0]
+    if writer.shape != (d, d) or reader.shape != (d, d):
+        raise OptionError(f"pair_spectra: writer {writer.shape} and reader {reader.shape} must both be {d} x {d}")
+    f64 = lambda lr: LowRank(lr.left.to(torch.float64), lr.right.to(torch.float64))  # noqa: E731
+    UA, a, _ = f64(writer).svd()
+    _, b, VB = f64(reader).svd()
+    ra, rb = int(numerical_rank(a, d)), int(numerical_rank(b, d))
+    UA, a, VB, b = UA[:, :ra], a[:ra], VB[:, :rb], b[:rb]
+    expected = None
+    if baseline:
+        from .baseline import expected_frobenius
+
+        expected = expected_frobenius(a[None], b[None], d, samples, seed)[0].reshape(1)
+    return PairSpectra(a[None], b[None], (VB.T @ UA)[None], d, torch.tensor([ra]), expected)
 
 
 
@@ -74,25 +97,23 @@ def compose_pair(
     rd = (lambda w: w) if S is None else (lambda w: w @ S)  # reading factor W G^{1/2}  # noqa: E731
     wr = (lambda w: w) if Si is None else (lambda w: Si @ w)  # writing factor G^{-1/2} W_O  # noqa: E731
     g1, g2 = hw.kv_map[h1], hw.kv_map[h2]
-    UA, a, _ = svd_from_factors(wr(f64(hw.W_O[l1, h1])), rd(f64(hw.W_V[l1, g1])))
+    writer_map = LowRank(wr(f64(hw.W_O[l1, h1])), rd(f64(hw.W_V[l1, g1])))
     WQ, WK = f64(hw.W_Q[l2, h2]), f64(hw.W_K[l2, g2])
     if kind == "V":
-        _, b, VB = svd_from_factors(wr(f64(hw.W_O[l2, h2])), rd(f64(hw.W_V[l2, g2])))
+        reader_map = LowRank(wr(f64(hw.W_O[l2, h2])), rd(f64(hw.W_V[l2, g2])))
     elif kind == "Q":  # B = W_Kᵀ R(δ) W_Q, reads through W_Q
-        _, b, VB = svd_from_factors(rd(WK).T, rd(rotate_rows(WQ, hw, l2, offset)))
+        reader_map = LowRank(rd(WK).T, rd(rotate_rows(WQ, hw, l2, offset)))
     else:  # B = W_Qᵀ R(-δ) W_K, reads through W_K
-        _, b, VB = svd_from_factors(rd(WQ).T, rd(rotate_rows(WK, hw, l2, -offset)))
-    ra, rb = int(numerical_rank(a, hw.d_model)), int(numerical_rank(b, hw.d_model))
-    UA, a, VB, b = UA[:, :ra], a[:ra], VB[:, :rb], b[:rb]
-    X = VB.T @ UA  # (r_B, r_A)
-    k = min(ra, rb)
+        reader_map = LowRank(rd(WQ).T, rd(rotate_rows(WK, hw, l2, -offset)))
+    p = pair_spectra(writer_map, reader_map)
+    a, b, X = p.a[0], p.b[0], p.X[0]
+    k = min(len(a), len(b))
     cos = torch.linalg.svdvals(X)[:k].clamp(0.0, 1.0)
-    composed = torch.linalg.svdvals(b[:, None] * X * a[None, :])[:k]
+    composed = torch.linalg.svdvals(p.core()[0])[:k]
     # the registered measures, on the same pieces
-    spectra = PairSpectra(a[None], b[None], X[None], hw.d_model, torch.tensor([ra]))
     values = {}
     for name, m in measures().items():
         if m.needs_baseline:
             continue  # needs the Monte Carlo expectation: use compscope.scores
-        values[name] = float(m.exact(spectra)[0])
+        values[name] = float(m.exact(p)[0])
     return PairReport(writer, reader, kind, met.name, torch.arccos(cos), composed, a, b, values)

@@ -20,6 +20,6 @@ register(Measure(
     from_gram=None,
     range=(0.0, 1.0),
     doc="‖BA‖_2 / (‖B‖_2 ‖A‖_2)",
-    satisfies=frozenset({"no_read", "orthogonal_invariant", "identity", "padding", "scale", "split"}),
-    fails={"full_read": "1 only when the top directions align", "monotone": "not guaranteed"},
+    satisfies=frozenset({"no_read", "monotone", "orthogonal_invariant", "identity", "padding", "scale", "split"}),
+    fails={"full_read": "1 only when the top directions align"},
 ))

@@ -1,0 +1,135 @@
+"""The axiom battery (compscope.axioms): every measure keeps the axioms it declares, the checks
+find the failures that are hand-derived, and the constructed pairs are what they claim to be
+(checked with dense numpy matrices)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from compscope import OptionError
+from compscope.axioms import CHECKS, TOL, check_axioms, format_axioms, monotone_path, value
+from compscope.cli import main
+from compscope.lowrank import LowRank
+from compscope.measures import AXIOMS, Measure, get_measure, measures
+
+
+@pytest.mark.parametrize("name", sorted(measures()))
+def test_every_measure_keeps_the_axioms_it_declares(name):
+    """The conformance suite: a new measure is checked here with no other edit."""
+    results = check_axioms(name, seed=1)
+    assert {r.axiom for r in results} == set(AXIOMS)
+    for r in results:
+        if r.declared == "satisfies":
+            assert r.holds, (r.axiom, r.worst, r.detail)
+
+
+@pytest.mark.parametrize("name", sorted(measures()))
+def test_the_battery_finds_every_failure_a_measure_declares(name):
+    for r in check_axioms(name, seed=2):
+        if r.declared == "fails":
+            assert not r.holds, (r.axiom, r.reason)
+
+
+def test_identity_failures_have_their_hand_derived_values():
+    """C(I_d, I_d): frobenius d^-1/2, bandwidth and shared_dims d; the worst of d = 2, 8, 32."""
+    got = {r.measure: r.worst for r in check_axioms(["frobenius", "bandwidth", "shared_dims", "overlap"], ["identity"])}
+    assert got["frobenius"] == pytest.approx(1 - 32**-0.5, rel=1e-12)
+    assert got["bandwidth"] == pytest.approx(31, rel=1e-9)
+    assert got["shared_dims"] == pytest.approx(31, rel=1e-9)
+    assert got["overlap"] <= TOL
+
+
+def _dense(lr: LowRank) -> np.ndarray:
+    return lr.dense().numpy()
+
+
+def test_monotone_path_rotates_the_write_space_into_the_read_space():
+    """Along the path B A(t) = sin t · B A(π/2): frobenius(t) = sin t · frobenius(π/2) and
+    overlap(t) = sin² t, from dense matrices."""
+    path, _ = monotone_path(seed=5)
+    A1, B = (_dense(x) for x in path(math.pi / 2))
+    frob = lambda A: np.linalg.norm(B @ A) / (np.linalg.norm(A) * np.linalg.norm(B))  # noqa: E731
+    P_B = np.linalg.pinv(B) @ B  # projector onto row(B)
+    for t in (0.0, 0.3, 1.0, 1.4):
+        A, _ = (_dense(x) for x in path(t))
+        assert frob(A) == pytest.approx(math.sin(t) * frob(A1), abs=1e-12)
+        U = np.linalg.svd(A)[0][:, : np.linalg.matrix_rank(A)]
+        assert np.linalg.norm(P_B @ U) ** 2 / U.shape[1] == pytest.approx(math.sin(t) ** 2, abs=1e-10)
+        assert value(get_measure("overlap"), *path(t)) == pytest.approx(math.sin(t) ** 2, abs=1e-10)
+        assert value(get_measure("frobenius"), *path(t)) == pytest.approx(frob(A), abs=1e-12)
+
+
+def test_full_and_no_read_pairs_are_what_they_claim(monkeypatch):
+    """The writers the two checks build lie inside / orthogonal to the reader's row space."""
+    seen = []
+    import compscope.axioms as ax
+
+    inner = ax.value
+
+    def spy(m, W, R, seed=0):
+        seen.append((_dense(W), _dense(R)))
+        return inner(m, W, R, seed)
+
+    monkeypatch.setattr(ax, "value", spy)
+    for axiom, inside in (("full_read", True), ("no_read", False)):
+        seen.clear()
+        check_axioms("overlap", [axiom], trials=4)
+        assert len(seen) == 4
+        for A, B in seen:
+            P_B = np.linalg.pinv(B) @ B
+            moved = np.linalg.norm(P_B @ A - (A if inside else 0)) / np.linalg.norm(A)
+            assert moved < 1e-12
+
+
+def _broken(name, fn, satisfies):
+    """A measure from ``fn(ba2, a, b, x2)`` declared to satisfy ``satisfies`` (not registered)."""
+    def exact(p):
+        return fn(p.core().pow(2).sum((-1, -2)), p.a, p.b, p.X.pow(2).sum((-1, -2)))
+    return Measure(name=name, exact=exact, from_gram=None, range=(0.0, 1.0), doc="test", satisfies=frozenset(satisfies))
+
+
+def test_a_measure_that_breaks_what_it_declares_is_reported_violated():
+    unnormalised = _broken("unnormalised", lambda ba2, a, b, x2: ba2.sqrt(), {"scale", "identity", "no_read"})
+    got = {r.axiom: r for r in check_axioms(unnormalised)}
+    assert got["scale"].violated and got["identity"].violated  # ‖BA‖_F: scales with α β; ‖I_32‖_F = √32
+    assert got["identity"].worst == pytest.approx(math.sqrt(32) - 1, rel=1e-12)
+    assert not got["no_read"].violated
+    assert got["full_read"].declared == "undeclared"
+    decreasing = _broken("one_minus_overlap", lambda ba2, a, b, x2: 1 - x2 / (a > 0).sum(-1), {"monotone"})
+    (r,) = check_axioms(decreasing, ["monotone"], trials=2)
+    assert r.violated and "decreases" in r.detail
+    text = format_axioms(check_axioms(decreasing, ["monotone", "scale"], trials=2), 2, 0)
+    assert "VIOLATED" in text and "one_minus_overlap / monotone" in text
+
+
+def test_bandwidth_of_an_orthogonal_pair_is_zero_not_rounding_noise():
+    """col(A) ⊥ row(B): the core is rounding noise (~1e-16), whose effective rank would be ~r."""
+    (r,) = check_axioms("bandwidth", ["no_read"], trials=6)
+    assert r.holds and r.worst == 0.0
+
+
+def test_options_are_checked():
+    with pytest.raises(OptionError, match="unknown axioms"):
+        check_axioms("overlap", ["smoothness"])
+    with pytest.raises(OptionError, match="unknown measure"):
+        check_axioms("nope")
+    with pytest.raises(OptionError, match="trials"):
+        check_axioms("overlap", trials=0)
+    assert set(CHECKS) == set(AXIOMS)
+
+
+def test_cli_prints_the_table_and_fails_on_bad_names(capsys):
+    assert main(["axioms", "--measure", "overlap", "--measure", "frobenius", "--trials", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[2].split() == ["overlap"] + ["yes"] * len(AXIOMS)
+    assert "frobenius / identity: C(I, I) = d^-1/2" in out
+    assert main(["axioms", "--measure", "nope"]) == 2
+    assert "unknown measure 'nope'" in capsys.readouterr().err
+
+
+def test_seeded_results_repeat():
+    a, b = check_axioms("tight", seed=3), check_axioms("tight", seed=3)
+    assert [(r.holds, r.worst) for r in a] == [(r.holds, r.worst) for r in b]
+    assert torch.get_default_dtype() == torch.float32  # the battery does not change torch's defaults
