@@ -19,7 +19,7 @@ from compscope.measures import AXIOMS, Measure, get_measure, measures
 def test_every_measure_keeps_the_axioms_it_declares(name):
     """The conformance suite: a new measure is checked here with no other edit."""
     results = check_axioms(name, seed=1)
-    assert {r.axiom for r in results} == set(AXIOMS)
+    assert {r.axiom for r in results} == set(AXIOMS) | {"gauge"}
     for r in results:
         if r.declared == "satisfies":
             assert r.holds, (r.axiom, r.worst, r.detail)
@@ -30,6 +30,15 @@ def test_the_battery_finds_every_failure_a_measure_declares(name):
     for r in check_axioms(name, seed=2):
         if r.declared == "fails":
             assert not r.holds, (r.axiom, r.reason)
+
+
+@pytest.mark.parametrize("name", sorted(measures()))
+def test_gauge_orderings_flip_in_the_raw_basis_and_hold_under_a_metric_that_moves_with_the_model(name):
+    """MATH.md axiom 4 for T in GL(d): the seed's point, and the metrics' purpose."""
+    (raw,) = check_axioms(name, ["gauge"], seed=4)
+    assert raw.declared == "fails" and not raw.holds and "orderings flipped" in raw.detail
+    (embed,) = check_axioms(name, ["gauge"], seed=4, metric="embed")
+    assert embed.declared == "satisfies" and embed.holds, embed.detail
 
 
 def test_identity_failures_have_their_hand_derived_values():
@@ -117,13 +126,17 @@ def test_options_are_checked():
         check_axioms("nope")
     with pytest.raises(OptionError, match="trials"):
         check_axioms("overlap", trials=0)
-    assert set(CHECKS) == set(AXIOMS)
+    with pytest.raises(OptionError, match="gauge check takes"):
+        check_axioms("overlap", ["gauge"], metric="unembed")
+    assert set(CHECKS) == set(AXIOMS) | {"gauge"}
 
 
 def test_cli_prints_the_table_and_fails_on_bad_names(capsys):
     assert main(["axioms", "--measure", "overlap", "--measure", "frobenius", "--trials", "2"]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[2].split() == ["overlap"] + ["yes"] * len(AXIOMS)
+    assert out.splitlines()[2].split() == ["overlap"] + ["yes"] * len(AXIOMS) + ["no"]  # gauge: raw basis
+    assert main(["axioms", "--measure", "overlap", "--axiom", "gauge", "--metric", "embed", "--trials", "2"]) == 0
+    assert capsys.readouterr().out.splitlines()[2].split() == ["overlap", "yes"]
     assert "frobenius / identity: C(I, I) = d^-1/2" in out
     assert main(["axioms", "--measure", "nope"]) == 2
     assert "unknown measure 'nope'" in capsys.readouterr().err

@@ -5,7 +5,9 @@ A measure declares the axioms it is meant to satisfy and those it fails by desig
 reason (``compscope.measures.Measure.satisfies`` / ``fails``); :func:`check_axioms` runs every
 check on every registered measure (or on a ``Measure`` given directly, registered or not) and
 reports, per measure and axiom, whether the axiom held on every constructed pair and the worst
-deviation. A declared axiom that does not hold is a defect of the measure or of its declaration.
+deviation. A declared axiom that does not hold is a defect of the measure or of its declaration. The
+gauge check is a property of the measure and the metric together, so it is not declared by
+measures: it is expected to fail in the raw residual basis and to hold under a metric.
 
 The pairs, for writer ``A = U_A diag(a) V_Aᵀ`` and reader ``B = U_B diag(b) V_Bᵀ`` given by
 their factors (``W_O = U_A diag(a)``, ``W_V = V_Aᵀ``; likewise ``B``), with Haar-random
@@ -28,6 +30,13 @@ ranks from 1 to 6 (a trial draws one of each):
 - ``scale``: ``C(αA, βB) = C(A, B)`` for ``α, β ∈ {-1000, 0.001, 7}``.
 - ``split``: ``W_O S``, ``S⁻¹ W_V`` for random ``S`` of condition number about 1e3 (and the
   reader's factors likewise): unchanged.
+- ``gauge`` (MATH.md axiom 4 for ``T`` in ``GL(d)``): one writer, four readers of one rank,
+  ``A → T A T⁻¹`` and each reader by its own law (``W_OV``: ``T B T⁻¹``; ``W_QK``:
+  ``T⁻ᵀ B T⁻¹``), ``T`` with condition number 100: no ordering ``C(A, B_i) > C(A, B_j)`` may
+  flip. Under ``metric='embed'`` every map is first whitened by ``G = W_E W_Eᵀ / n`` of a random
+  embedding that moves with the model (``W_E → T W_E``; no ridge, which would not move): the
+  raw basis is expected to fail it, the metric to make every orthogonally invariant measure
+  keep it.
 
 Values are compared with ``|ΔC| ≤ tol · max(1, |C|)``, ``tol = 1e-7`` (float64; the split check
 loses about three digits to ``S``'s conditioning). Measures with a Haar baseline get it by the
@@ -50,8 +59,20 @@ from .pair import pair_spectra
 
 _F64 = torch.float64
 TOL = 1e-7
+#: Metrics of the gauge check: the raw residual basis, or a metric built from an embedding
+#: that moves with the model (``G = W_E W_Eᵀ / n``, so ``G → T G Tᵀ``).
+METRICS = ("identity", "embed")
 #: Grid of the monotone path and the size a step must shrink to under bisection.
 _GRID, _HALVINGS, _JUMP = 41, 12, 1e-3
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every check is given: random pairs per check, the seed, the gauge check's metric."""
+
+    trials: int
+    seed: int
+    metric: str = "identity"
 
 
 @dataclass(frozen=True)
@@ -146,7 +167,8 @@ def _unchanged(m: Measure, pairs: Iterable[tuple[tuple[LowRank, LowRank], tuple[
     return worst <= tol, worst, where
 
 
-def _full_read(m: Measure, trials: int, seed: int):
+def _full_read(m: Measure, s: Setup):
+    trials, seed = s.trials, s.seed
     def pairs():
         for t in range(trials):
             dr = _Draw(seed + t)
@@ -157,7 +179,8 @@ def _full_read(m: Measure, trials: int, seed: int):
     return _exact(m, pairs(), 1.0, seed)
 
 
-def _no_read(m: Measure, trials: int, seed: int):
+def _no_read(m: Measure, s: Setup):
+    trials, seed = s.trials, s.seed
     def pairs():
         for t in range(trials):
             dr = _Draw(seed + t)
@@ -179,7 +202,8 @@ def monotone_path(seed: int) -> tuple[Callable[[float], tuple[LowRank, LowRank]]
     return (lambda t: (_with_left(P * math.cos(t) + Q * math.sin(t), a, V), R)), f"d={d}, r_A={r_a}, r_B={r_b}"
 
 
-def _monotone(m: Measure, trials: int, seed: int):
+def _monotone(m: Measure, s: Setup):
+    trials, seed = s.trials, s.seed
     ok, worst, where = True, 0.0, ""
     for t in range(trials):
         path, label = monotone_path(seed + t)
@@ -205,7 +229,8 @@ def _monotone(m: Measure, trials: int, seed: int):
     return ok, worst, where
 
 
-def _orthogonal_invariant(m: Measure, trials: int, seed: int):
+def _orthogonal_invariant(m: Measure, s: Setup):
+    trials, seed = s.trials, s.seed
     def pairs():
         for t in range(trials):
             dr = _Draw(seed + t)
@@ -216,7 +241,8 @@ def _orthogonal_invariant(m: Measure, trials: int, seed: int):
     return _unchanged(m, pairs(), seed)
 
 
-def _identity(m: Measure, trials: int, seed: int):
+def _identity(m: Measure, s: Setup):
+    trials, seed = s.trials, s.seed
     def pairs():
         for d in (2, 8, 32):
             eye = torch.eye(d, dtype=_F64)
@@ -224,7 +250,8 @@ def _identity(m: Measure, trials: int, seed: int):
     return _exact(m, pairs(), 1.0, seed)
 
 
-def _padding(m: Measure, trials: int, seed: int):
+def _padding(m: Measure, s: Setup):
+    trials, seed = s.trials, s.seed
     def pairs():
         for t in range(trials):
             dr = _Draw(seed + t)
@@ -237,7 +264,8 @@ def _padding(m: Measure, trials: int, seed: int):
     return _unchanged(m, pairs(), seed)
 
 
-def _scale(m: Measure, trials: int, seed: int):
+def _scale(m: Measure, s: Setup):
+    trials, seed = s.trials, s.seed
     def pairs():
         for t in range(trials):
             dr = _Draw(seed + t)
@@ -248,7 +276,8 @@ def _scale(m: Measure, trials: int, seed: int):
     return _unchanged(m, pairs(), seed)
 
 
-def _split(m: Measure, trials: int, seed: int):
+def _split(m: Measure, s: Setup):
+    trials, seed = s.trials, s.seed
     def conditioned(dr: _Draw, k: int) -> Tensor:
         return dr.orthonormal(k, k) @ torch.diag(torch.logspace(0, 3, k, dtype=_F64)) @ dr.orthonormal(k, k).T
 
@@ -263,21 +292,83 @@ def _split(m: Measure, trials: int, seed: int):
     return _unchanged(m, pairs(), seed, tol=1e3 * TOL)
 
 
-#: axiom -> check(measure, trials, seed) -> (holds, worst deviation, where)
-CHECKS: dict[str, Callable[[Measure, int, int], tuple[bool, float, str]]] = {
+def _gauge(m: Measure, s: Setup):
+    """Orderings ``C(A, B) > C(A, D)`` before and after ``A → T A T⁻¹`` and each reader's own law
+    (``W_OV``: ``T B T⁻¹``; ``W_QK``: ``T⁻ᵀ B T⁻¹``), ``T`` random with condition number 100, the
+    metric (if any) moving as ``G → T G Tᵀ``; near-ties (``|ΔC| ≤ 1e-9``) are not compared."""
+    from .metrics import _roots
+
+    flips = total = 0
+    worst, where = 0.0, ""
+    for t in range(s.trials):
+        dr = _Draw(s.seed + t)
+        d = dr.int(6, 16)
+        T = dr.orthonormal(d, d) @ torch.diag(torch.logspace(-1, 1, d, dtype=_F64)) @ dr.orthonormal(d, d).T
+        Ti = torch.linalg.inv(T)
+        E = torch.randn(d, 3 * d, generator=dr.g, dtype=_F64)
+        W = dr.map(d, dr.int(1, d // 3))
+        qk = t % 2 == 1  # readers are W_QK (K-composition) on odd trials, W_OV (V) on even ones
+        r_b = dr.int(1, d // 3)
+        readers = [dr.map(d, r_b) for _ in range(4)]  # one rank: orderings not settled by rank alone
+
+        def values(W, readers, E):
+            if s.metric == "identity":
+                Gh = Ghi = torch.eye(d, dtype=_F64)
+            else:
+                Gh, Ghi, _ = _roots(E @ E.T / E.shape[1], 0.0, "of the gauge check")
+            w = LowRank(Ghi @ W.left, W.right @ Gh)  # whitened: G^{-1/2} A G^{1/2}
+            rd = (lambda R: LowRank(Gh @ R.left, R.right @ Gh)) if qk else (lambda R: LowRank(Ghi @ R.left, R.right @ Gh))
+            return [value(m, w, rd(R), s.seed) for R in readers]
+
+        before = values(W, readers, E)
+        law = (lambda R: LowRank(Ti.T @ R.left, R.right @ Ti)) if qk else (lambda R: LowRank(T @ R.left, R.right @ Ti))
+        after = values(LowRank(T @ W.left, W.right @ Ti), [law(R) for R in readers], T @ E)
+        for i in range(len(readers)):
+            for j in range(i + 1, len(readers)):
+                a, b = before[i] - before[j], after[i] - after[j]
+                if min(abs(a), abs(b)) <= 1e-9:
+                    continue
+                total += 1
+                if (a > 0) != (b > 0):
+                    flips += 1
+                    if abs(a) > worst:
+                        worst, where = abs(a), (f"d={d}, {'K' if qk else 'V'} readers {i}, {j}: "
+                                                f"{before[i]:.4g} vs {before[j]:.4g} before, {after[i]:.4g} vs {after[j]:.4g} after")
+    return flips == 0, worst, (f"{flips} of {total} orderings flipped; largest gap flipped: {where}" if flips else "")
+
+
+#: axiom -> check(measure, setup) -> (holds, worst deviation, where). ``gauge`` is MATH.md's
+#: axiom 4 for ``T`` in ``GL(d)`` (orderings kept; ``orthogonal_invariant`` is its ``O(d)``
+#: part): a property of the measure *and the metric*, so no measure declares it; it is expected
+#: to fail in the raw basis and to hold, for every orthogonally invariant measure, under a metric.
+CHECKS: dict[str, Callable[[Measure, Setup], tuple[bool, float, str]]] = {
     "full_read": _full_read, "no_read": _no_read, "monotone": _monotone, "orthogonal_invariant": _orthogonal_invariant,
-    "identity": _identity, "padding": _padding, "scale": _scale, "split": _split,
+    "identity": _identity, "padding": _padding, "scale": _scale, "split": _split, "gauge": _gauge,
 }
-assert set(CHECKS) == set(AXIOMS), "every axiom of compscope.measures.AXIOMS has a check"
+assert set(CHECKS) == set(AXIOMS) | {"gauge"}, "every axiom of compscope.measures.AXIOMS has a check"
+_GAUGE_RAW = ("in the raw residual basis only orthogonal changes of basis keep a measure (MATH.md); "
+              "a metric that moves with the model (--metric embed) makes it hold")
+
+
+def _declared(m: Measure, axiom: str, metric: str) -> tuple[str, str]:
+    if axiom == "gauge":
+        if metric == "identity":
+            return "fails", _GAUGE_RAW
+        return ("satisfies", "") if "orthogonal_invariant" in m.satisfies else ("undeclared", "")
+    if axiom in m.satisfies:
+        return "satisfies", ""
+    return ("fails", m.fails[axiom]) if axiom in m.fails else ("undeclared", "")
 
 
 def check_axioms(
     which: str | Measure | Iterable[str | Measure] | None = None, axioms: Iterable[str] | None = None, *,
-    trials: int = 6, seed: int = 0,
+    trials: int = 6, seed: int = 0, metric: str = "identity",
 ) -> list[AxiomResult]:
     """Every check of ``axioms`` (default: all of MATH.md's) on the measures ``which`` (names or
     ``Measure`` objects; default: every registered measure), ``trials`` random pairs per check
-    (the identity check uses ``d = 2, 8, 32``), seeded."""
+    (the identity check uses ``d = 2, 8, 32``), seeded. ``metric``: for the gauge check only,
+    ``'identity'`` (the raw basis) or ``'embed'`` (``G`` from a random embedding that moves
+    with the model); the other axioms are about the measure in the basis it is given."""
     if which is None:
         ms = list(measures().values())
     else:
@@ -289,16 +380,19 @@ def check_axioms(
         raise OptionError(f"unknown axioms {bad}; axioms: {', '.join(CHECKS)}")
     if trials < 1:
         raise OptionError(f"trials={trials}: need at least 1")
+    if metric not in METRICS:
+        raise OptionError(f"metric={metric!r}: the battery's gauge check takes {' or '.join(METRICS)}")
+    setup = Setup(trials, seed, metric)
     out = []
     for m in ms:
         for ax in names:
-            holds, worst, where = CHECKS[ax](m, trials, seed)
-            declared = "satisfies" if ax in m.satisfies else "fails" if ax in m.fails else "undeclared"
-            out.append(AxiomResult(m.name, ax, declared, holds, worst, where, m.fails.get(ax, "")))
+            holds, worst, where = CHECKS[ax](m, setup)
+            declared, reason = _declared(m, ax, metric)
+            out.append(AxiomResult(m.name, ax, declared, holds, worst, where, reason))
     return out
 
 
-def format_axioms(results: list[AxiomResult], trials: int, seed: int) -> str:
+def format_axioms(results: list[AxiomResult], trials: int, seed: int, metric: str = "identity") -> str:
     """The battery as a measure × axiom table, then the reasons of declared failures and the
     evidence of any violation (what ``compscope axioms`` prints)."""
     axioms = list(dict.fromkeys(r.axiom for r in results))
@@ -314,7 +408,7 @@ def format_axioms(results: list[AxiomResult], trials: int, seed: int) -> str:
 
     w = max(len(m) for m in rows) + 2
     widths = [max(len(a), 8) + 2 for a in axioms]
-    lines = [f"axiom battery (MATH.md): {trials} random pairs per check, seed {seed}, float64",
+    lines = [f"axiom battery (MATH.md): {trials} random pairs per check, seed {seed}, float64, gauge check under metric {metric}",
              "".ljust(w) + "".join(a.ljust(n) for a, n in zip(axioms, widths))]
     lines += [m.ljust(w) + "".join(mark(cell[m, a]).ljust(n) for a, n in zip(axioms, widths)) for m in rows]
     lines.append("yes: declared and holds; no: fails by design, counterexample found; (yes): declared to fail, "
@@ -322,7 +416,9 @@ def format_axioms(results: list[AxiomResult], trials: int, seed: int) -> str:
     failing = [r for r in results if r.declared == "fails"]
     if failing:
         lines.append("fails by design:")
-        lines += [f"  {r.measure} / {r.axiom}: {r.reason}" for r in failing]
+        reasons = dict.fromkeys((r.axiom, r.reason) for r in failing if r.axiom == "gauge")
+        lines += [f"  every measure / {ax}: {why}" for ax, why in reasons]
+        lines += [f"  {r.measure} / {r.axiom}: {r.reason}" for r in failing if r.axiom != "gauge"]
     broken = [r for r in results if r.violated]
     if broken:
         lines.append("violations:")

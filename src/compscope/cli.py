@@ -155,6 +155,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p_ax.add_argument("--axiom", action="append", dest="axioms", metavar="NAME", help="an axiom (repeatable; default: all)")
     p_ax.add_argument("--trials", type=int, default=6, help="random pairs per check (default 6)")
     p_ax.add_argument("--seed", type=int, default=0, help="seed of the random pairs (default 0)")
+    p_ax.add_argument("--metric", default="identity", choices=["identity", "embed"],
+                      help="the gauge check's metric: the raw basis, or one that moves with the model (default identity)")
     from .toy.cli import add_train_parser
 
     add_train_parser(sub)
@@ -196,8 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "axioms":
             from .axioms import check_axioms, format_axioms
 
-            results = check_axioms(args.measures, args.axioms, trials=args.trials, seed=args.seed)
-            print(format_axioms(results, args.trials, args.seed))
+            results = check_axioms(args.measures, args.axioms, trials=args.trials, seed=args.seed, metric=args.metric)
+            print(format_axioms(results, args.trials, args.seed, args.metric))
             if any(r.violated for r in results):
                 return 1
         elif args.command == "train":
