@@ -150,9 +150,10 @@ def _writer(dr: _Draw, U: Tensor) -> LowRank:
 def _exact(m: Measure, pairs: Iterable[tuple[LowRank, LowRank, str]], target: float, seed: int) -> tuple[bool, float, str]:
     worst, where = 0.0, ""
     for W, R, label in pairs:
-        dev = abs(value(m, W, R, seed) - target) / max(1.0, abs(target))
+        c = value(m, W, R, seed)
+        dev = abs(c - target) / max(1.0, abs(target))
         if dev > worst:
-            worst, where = dev, label
+            worst, where = dev, f"{label}: C = {c:.6g}"
     return worst <= TOL, worst, where
 
 
@@ -169,6 +170,7 @@ def _unchanged(m: Measure, pairs: Iterable[tuple[tuple[LowRank, LowRank], tuple[
 
 def _full_read(m: Measure, s: Setup):
     trials, seed = s.trials, s.seed
+
     def pairs():
         for t in range(trials):
             dr = _Draw(seed + t)
@@ -181,6 +183,7 @@ def _full_read(m: Measure, s: Setup):
 
 def _no_read(m: Measure, s: Setup):
     trials, seed = s.trials, s.seed
+
     def pairs():
         for t in range(trials):
             dr = _Draw(seed + t)
@@ -231,6 +234,7 @@ def _monotone(m: Measure, s: Setup):
 
 def _orthogonal_invariant(m: Measure, s: Setup):
     trials, seed = s.trials, s.seed
+
     def pairs():
         for t in range(trials):
             dr = _Draw(seed + t)
@@ -242,7 +246,8 @@ def _orthogonal_invariant(m: Measure, s: Setup):
 
 
 def _identity(m: Measure, s: Setup):
-    trials, seed = s.trials, s.seed
+    seed = s.seed
+
     def pairs():
         for d in (2, 8, 32):
             eye = torch.eye(d, dtype=_F64)
@@ -252,6 +257,7 @@ def _identity(m: Measure, s: Setup):
 
 def _padding(m: Measure, s: Setup):
     trials, seed = s.trials, s.seed
+
     def pairs():
         for t in range(trials):
             dr = _Draw(seed + t)
@@ -266,6 +272,7 @@ def _padding(m: Measure, s: Setup):
 
 def _scale(m: Measure, s: Setup):
     trials, seed = s.trials, s.seed
+
     def pairs():
         for t in range(trials):
             dr = _Draw(seed + t)
@@ -278,6 +285,7 @@ def _scale(m: Measure, s: Setup):
 
 def _split(m: Measure, s: Setup):
     trials, seed = s.trials, s.seed
+
     def conditioned(dr: _Draw, k: int) -> Tensor:
         return dr.orthonormal(k, k) @ torch.diag(torch.logspace(0, 3, k, dtype=_F64)) @ dr.orthonormal(k, k).T
 
