@@ -150,6 +150,12 @@ def _build_parser() -> argparse.ArgumentParser:
     p_pair.add_argument("--metric", default="identity", help="identity, embed or unembed (default identity)")
     p_pair.add_argument("--offset", type=float, default=0.0, help="rotary offset: query minus key position (default 0)")
     _add_processing(p_pair)
+    p_ci = sub.add_parser("circuits", help="copying, matching, previous-token and induction scores of every head, from the weights")
+    p_ci.add_argument("model", nargs="?", default=DEFAULT_MODEL, help=MODEL_HELP)
+    p_ci.add_argument("--measure", default="frobenius", help="K-composition measure of the induction score (default frobenius)")
+    p_ci.add_argument("--offset", type=float, default=0.0, help="rotary offset of the matching score (default 0)")
+    p_ci.add_argument("--top", type=int, default=5, help="heads to print per score for models of over 48 heads (default 5)")
+    _add_processing(p_ci)
     p_ax = sub.add_parser("axioms", help="check every measure against MATH.md's axioms on constructed pairs")
     p_ax.add_argument("--measure", action="append", dest="measures", metavar="NAME", help="a measure (repeatable; default: all)")
     p_ax.add_argument("--axiom", action="append", dest="axioms", metavar="NAME", help="an axiom (repeatable; default: all)")
@@ -195,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
             hw = load(args.model, fold_norm=args.fold_norm, center_writing=args.center_writing, fold_value_bias=args.fold_value_bias)
             rep = compose_pair(hw, _parse_head(args.writer), _parse_head(args.reader), args.kind, args.metric, offset=args.offset)
             print(format_pair(rep, hw.meta.name))
+        elif args.command == "circuits":
+            print(_run_circuits(args))
         elif args.command == "axioms":
             from .axioms import check_axioms, format_axioms
 
@@ -212,6 +220,53 @@ def main(argv: list[str] | None = None) -> int:
         print(f"compscope: error: {e}", file=sys.stderr)
         return 2
     return 0
+
+
+def _run_circuits(args) -> str:
+    """What ``compscope circuits`` prints: every head's scores (the top ones for large models),
+    and for a toy model the activation-based labels beside them with rank correlations."""
+    from pathlib import Path
+
+    from .builtin import resolve
+    from .circuits import circuits, spearman
+    from .loading import load
+    from .measures import get_measure
+    from .toy.storage import is_toy
+
+    get_measure(args.measure)
+    hw = load(args.model, fold_norm=args.fold_norm, center_writing=args.center_writing, fold_value_bias=args.fold_value_bias)
+    c = circuits(hw, args.measure, offset=args.offset)
+    cols = {"copying": c.copying, "matching": c.matching}
+    if c.previous is not None:
+        cols.update({"prev-token": c.previous, "induction": c.induction})
+    lines = [f"{c.model}: circuits from the weights (induction: K-composition by {c.measure}"
+             + ("" if c.previous is not None else "; no learned positions, so no previous-token or induction scores") + ")"]
+    try:
+        path = Path(args.model) if Path(args.model).exists() else resolve(args.model)
+    except CompscopeError:
+        path = None
+    if path is not None and is_toy(path) and not (args.fold_norm or args.center_writing or args.fold_value_bias):
+        from .head_labels import label_heads
+        from .toy import repeated_random
+        from .toy.storage import load_toy
+
+        toy, _ = load_toy(path)
+        half = min(32, toy.cfg.n_ctx // 2)
+        labels = label_heads(toy, repeated_random(200, half, toy.cfg.d_vocab, seed=12345))
+        cols.update({"data: induction": labels.induction, "data: prev-token": labels.previous})
+        lines[0] += f"; data: 200 held-out repeated random sequences [t, t], |t| = {half}"
+    L, H = c.copying.shape
+    if L * H <= 48:
+        lines.append("head  " + "".join(f"{k:>18}" for k in cols))
+        lines += [f"{l}.{h:<4}" + "".join(f"{float(v[l, h]):18.3f}" for v in cols.values()) for l in range(L) for h in range(H)]
+    else:
+        for k, v in cols.items():
+            top = v.flatten().nan_to_num(nan=-2.0).topk(min(args.top, v.numel())).indices
+            lines.append(f"{k:<12} " + "   ".join(f"{int(i) // H}.{int(i) % H} {float(v.flatten()[i]):.3f}" for i in top))
+    if "data: induction" in cols:
+        lines.append(f"rank correlation (Spearman, all heads), weights vs data: induction {spearman(c.induction, cols['data: induction']):.2f}, "
+                     f"previous-token {spearman(c.previous, cols['data: prev-token']):.2f}")
+    return "\n".join(lines)
 
 
 def _parse_head(text: str) -> tuple[int, int]:

@@ -1,0 +1,126 @@
+"""Circuits from the weights (compscope.circuits): hand-derived heads, a dense numpy reference
+over the whole vocabulary, and the default model's heads against their activation-based labels."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from compscope import WeightError
+from compscope.circuits import circuits, copying_scores, eigen_score, matching_scores, positional_previous, spearman
+from compscope.cli import main
+from compscope.errors import OptionError
+from compscope.head_labels import label_heads
+from compscope.builtin import resolve
+from compscope.toy import repeated_random
+from compscope.toy.storage import load_toy
+
+from test_composition import model, rot_matrix
+
+
+def _unit_embeddings(hw):
+    """W_E = [I_d, 0] and W_U = [I_d; 0]: the first d tokens are the residual basis."""
+    d, V = hw.d_model, hw.n_vocab
+    W_E = torch.zeros(d, V)
+    W_E[:, :d] = torch.eye(d)
+    return hw.replace(W_E=W_E, W_U=W_E.T.clone())
+
+
+def test_copying_is_one_for_a_projection_minus_one_for_its_negative_and_zero_for_a_rotation():
+    hw = _unit_embeddings(model(L=1, rotary=False))  # d = 9, r = 3; query heads 0, 1 share K/V head 0
+    W_O, W_V = hw.W_O.clone(), hw.W_V.clone()
+    basis = torch.eye(9)[:3]  # (r, d): e_0, e_1, e_2
+    W_O[0, 0], W_V[0, 0] = basis.T, basis  # head 0: W_OV = projection onto e_0..e_2
+    W_O[0, 1] = -basis.T  # head 1 (same V factor): W_OV = -projection
+    rot = torch.tensor([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    W_O[0, 2], W_V[0, 1] = basis.T, rot @ basis  # head 2 (K/V head 1): a quarter turn in the e_0, e_1 plane
+    c = copying_scores(hw.replace(W_O=W_O, W_V=W_V))
+    assert c[0, 0].item() == pytest.approx(1.0, abs=1e-12)
+    assert c[0, 1].item() == pytest.approx(-1.0, abs=1e-12)
+    assert c[0, 2].item() == pytest.approx(0.0, abs=1e-12)  # eigenvalues ±i and 0
+
+
+def test_eigen_score_on_known_spectra():
+    assert eigen_score(torch.diag(torch.tensor([2.0, 1.0, -1.0]))).item() == pytest.approx(2 / 4)
+    assert eigen_score(torch.zeros(3, 3)).item() == 0.0
+
+
+def _dense_score(M: np.ndarray) -> float:
+    lam = np.linalg.eigvals(M)
+    return float(lam.sum().real / np.abs(lam).sum())
+
+
+@pytest.mark.parametrize("offset", [0.0, 2.0])
+def test_scores_match_the_vocabulary_sized_circuits(offset):
+    """Σλ/Σ|λ| of W_U W_OV W_E and of W_Eᵀ W_Qᵀ R(-δ) W_K W_E (40 × 40, numpy) equal the
+    r × r computation, for every head (GQA: query heads share K/V factors)."""
+    hw = model(L=2, seed=4)
+    n = lambda t: t.double().numpy()  # noqa: E731
+    cop, mat = copying_scores(hw), matching_scores(hw, offset)
+    for layer in range(2):
+        R = rot_matrix(float(hw.rotary.inv_freq[layer, 0]), offset, hw.d_head)
+        for h in range(hw.n_heads):
+            g = hw.kv_map[h]
+            ov = n(hw.W_U) @ n(hw.W_O[layer, h]) @ n(hw.W_V[layer, g]) @ n(hw.W_E)
+            qk = n(hw.W_E).T @ n(hw.W_Q[layer, h]).T @ R.T @ n(hw.W_K[layer, g]) @ n(hw.W_E)
+            assert cop[layer, h].item() == pytest.approx(_dense_score(ov), abs=1e-9)
+            assert mat[layer, h].item() == pytest.approx(_dense_score(qk), abs=1e-9)
+
+
+def test_positional_previous_token_score_of_a_head_built_to_attend_back_one_position():
+    """One-hot positions, q_i = c e_i, k_j = e_{j+1}: the logit is scale·c at j = i - 1 and 0 at
+    the other i keys, so the mass there is e^{sc} / (e^{sc} + i)."""
+    n, c = 9, 3.0  # d = n_ctx = 9, d_head = 9
+    hw = model(L=1, H=1, G=1, r=9, d=9, rotary=False)
+    shift = torch.diag(torch.ones(n - 1), -1)  # e_j -> e_{j+1}
+    hw = hw.replace(W_Q=(c * torch.eye(n))[None, None], W_K=shift[None, None], W_pos=torch.eye(n), positions="learned")
+    s = hw.scale * c
+    want = sum(math.exp(s) / (math.exp(s) + i) for i in range(1, n)) / (n - 1)
+    assert positional_previous(hw)[0, 0].item() == pytest.approx(want, rel=1e-12)
+
+
+@pytest.fixture(scope="module")
+def default_model():
+    toy, _ = load_toy(resolve("induction-2l"))
+    return circuits("induction-2l"), label_heads(toy, repeated_random(200, 32, toy.cfg.d_vocab, seed=77))
+
+
+def test_default_model_heads_from_weights_agree_with_their_activation_labels(default_model):
+    """The previous-token heads (attention on data ≥ 0.5) are exactly the heads whose positional
+    QK puts ≥ 0.5 on the previous position; the induction heads (≥ 0.5 on data) copy (≥ 0.9) and
+    are the top of the induction score from weights."""
+    c, labels = default_model
+    assert torch.equal(c.previous > 0.5, labels.previous > 0.5) and (labels.previous > 0.5).sum() >= 1
+    induction = labels.induction > 0.5
+    assert induction.sum() >= 1 and (c.copying[induction] > 0.9).all()
+    top = c.induction.flatten().topk(int(induction.sum())).indices
+    assert set(top.tolist()) == set(induction.flatten().nonzero().flatten().tolist())
+    assert spearman(c.previous, labels.previous) > 0.8
+
+
+def test_spearman_on_known_rankings():
+    x = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    assert spearman(x, x * 10) == pytest.approx(1.0)
+    assert spearman(x, -x) == pytest.approx(-1.0)
+    assert spearman(x, torch.tensor([1.0, float("nan"), 3.0, 4.0])) == pytest.approx(1.0)
+
+
+def test_missing_weights_are_named():
+    hw = model(L=2, rotary=False)
+    with pytest.raises(WeightError, match="W_U"):
+        copying_scores(hw.replace(W_U=None))
+    with pytest.raises(OptionError, match="W_pos"):
+        positional_previous(hw)
+    c = circuits(hw)
+    assert c.previous is None and c.induction is None and c.copying.shape == (2, 4)
+
+
+def test_cli_prints_every_head_with_the_data_beside_it(capsys):
+    assert main(["circuits"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "induction-2l" in out[0] and len(out) == 2 + 8 + 1
+    assert out[1].split()[:3] == ["head", "copying", "matching"]
+    assert out[-1].startswith("rank correlation")
+    assert main(["circuits", "--measure", "nope"]) == 2
+    assert "unknown measure" in capsys.readouterr().err
