@@ -124,3 +124,12 @@ def test_cli_prints_every_head_with_the_data_beside_it(capsys):
     assert out[-1].startswith("rank correlation")
     assert main(["circuits", "--measure", "nope"]) == 2
     assert "unknown measure" in capsys.readouterr().err
+
+
+def test_toy_labels_only_for_toy_models():
+    from compscope.circuits import toy_labels
+
+    assert toy_labels(model(L=2)) is None  # HeadWeights: no activations to read
+    assert toy_labels("no-such-model") is None
+    labels = toy_labels("induction-2l", sequences=20, half=8)
+    assert labels.half == 8 and labels.induction.shape == (2, 4)

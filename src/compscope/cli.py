@@ -224,16 +224,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run_circuits(args) -> str:
     """What ``compscope circuits`` prints: every head's scores (the top ones for large models),
-    and for a toy model the activation-based labels beside them with rank correlations."""
-    from pathlib import Path
-
-    from .builtin import resolve
-    from .circuits import circuits, spearman
+    and for an unprocessed toy model its activation-based labels beside them."""
+    from .circuits import circuits, spearman, toy_labels
     from .loading import load
     from .measures import get_measure
-    from .toy.storage import is_toy
 
     get_measure(args.measure)
+    processed = args.fold_norm or args.center_writing or args.fold_value_bias
     hw = load(args.model, fold_norm=args.fold_norm, center_writing=args.center_writing, fold_value_bias=args.fold_value_bias)
     c = circuits(hw, args.measure, offset=args.offset)
     cols = {"copying": c.copying, "matching": c.matching}
@@ -241,20 +238,10 @@ def _run_circuits(args) -> str:
         cols.update({"prev-token": c.previous, "induction": c.induction})
     lines = [f"{c.model}: circuits from the weights (induction: K-composition by {c.measure}"
              + ("" if c.previous is not None else "; no learned positions, so no previous-token or induction scores") + ")"]
-    try:
-        path = Path(args.model) if Path(args.model).exists() else resolve(args.model)
-    except CompscopeError:
-        path = None
-    if path is not None and is_toy(path) and not (args.fold_norm or args.center_writing or args.fold_value_bias):
-        from .head_labels import label_heads
-        from .toy import repeated_random
-        from .toy.storage import load_toy
-
-        toy, _ = load_toy(path)
-        half = min(32, toy.cfg.n_ctx // 2)
-        labels = label_heads(toy, repeated_random(200, half, toy.cfg.d_vocab, seed=12345))
+    labels = None if processed else toy_labels(args.model)
+    if labels is not None:
         cols.update({"data: induction": labels.induction, "data: prev-token": labels.previous})
-        lines[0] += f"; data: 200 held-out repeated random sequences [t, t], |t| = {half}"
+        lines[0] += f"; data: 200 held-out repeated random sequences [t, t], |t| = {labels.half}"
     L, H = c.copying.shape
     if L * H <= 48:
         lines.append("head  " + "".join(f"{k:>18}" for k in cols))
@@ -263,9 +250,9 @@ def _run_circuits(args) -> str:
         for k, v in cols.items():
             top = v.flatten().nan_to_num(nan=-2.0).topk(min(args.top, v.numel())).indices
             lines.append(f"{k:<12} " + "   ".join(f"{int(i) // H}.{int(i) % H} {float(v.flatten()[i]):.3f}" for i in top))
-    if "data: induction" in cols:
-        lines.append(f"rank correlation (Spearman, all heads), weights vs data: induction {spearman(c.induction, cols['data: induction']):.2f}, "
-                     f"previous-token {spearman(c.previous, cols['data: prev-token']):.2f}")
+    if labels is not None and c.previous is not None:
+        lines.append(f"rank correlation (Spearman, all heads), weights vs data: induction {spearman(c.induction, labels.induction):.2f}, "
+                     f"previous-token {spearman(c.previous, labels.previous):.2f}")
     return "\n".join(lines)
 
 

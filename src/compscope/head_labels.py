@@ -49,6 +49,7 @@ class HeadLabels:
     previous: Tensor  # (layer, head)
     loss_first: float
     loss_second: float
+    half: int | None = None  # length of the repeated half of the sequences
 
     @property
     def icl_drop(self) -> float:
@@ -73,4 +74,4 @@ def label_heads(model, tokens: Tensor) -> HeadLabels:
     ).view(tokens.shape[0], -1)  # ce[:, i] is the loss of predicting token i + 1
     first = ce[:, : half - 1].mean().item()  # targets 1 .. half-1
     second = ce[:, half:].mean().item()  # targets half+1 .. 2 half-1
-    return HeadLabels(induction_scores(patterns, half), previous_token_scores(patterns), first, second)
+    return HeadLabels(induction_scores(patterns, half), previous_token_scores(patterns), first, second, half)
