@@ -156,6 +156,13 @@ def _build_parser() -> argparse.ArgumentParser:
     p_ci.add_argument("--offset", type=float, default=0.0, help="rotary offset of the matching score (default 0)")
     p_ci.add_argument("--top", type=int, default=5, help="heads to print per score for models of over 48 heads (default 5)")
     _add_processing(p_ci)
+    p_iv = sub.add_parser("intervene", help="interventional composition of a toy model on data, against every measure")
+    p_iv.add_argument("model", nargs="?", default=DEFAULT_MODEL, help="a toy model folder or induction-2l (default)")
+    p_iv.add_argument("--kinds", default="QKV", help="any of Q, K, V (default QKV)")
+    p_iv.add_argument("--metric", default="identity", help="metric of the measures: identity, embed or unembed (default identity)")
+    p_iv.add_argument("--sequences", type=int, default=100, help="held-out repeated random sequences (default 100)")
+    p_iv.add_argument("--ablation", default="mean", choices=["mean", "zero"], help="how h1's output is removed (default mean)")
+    p_iv.add_argument("--top", type=int, default=3, help="strongest pairs to print per kind (default 3)")
     p_ax = sub.add_parser("axioms", help="check every measure against MATH.md's axioms on constructed pairs")
     p_ax.add_argument("--measure", action="append", dest="measures", metavar="NAME", help="a measure (repeatable; default: all)")
     p_ax.add_argument("--axiom", action="append", dest="axioms", metavar="NAME", help="an axiom (repeatable; default: all)")
@@ -203,6 +210,8 @@ def main(argv: list[str] | None = None) -> int:
             print(format_pair(rep, hw.meta.name))
         elif args.command == "circuits":
             print(_run_circuits(args))
+        elif args.command == "intervene":
+            print(_run_intervene(args))
         elif args.command == "axioms":
             from .axioms import check_axioms, format_axioms
 
@@ -253,6 +262,32 @@ def _run_circuits(args) -> str:
     if labels is not None and c.previous is not None:
         lines.append(f"rank correlation (Spearman, all heads), weights vs data: induction {spearman(c.induction, labels.induction):.2f}, "
                      f"previous-token {spearman(c.previous, labels.previous):.2f}")
+    return "\n".join(lines)
+
+
+def _run_intervene(args) -> str:
+    """What ``compscope intervene`` prints: per kind the strongest pairs by interventional
+    effect and each measure's rank correlation with the effect over all pairs."""
+    import torch
+
+    from .circuits import spearman
+    from .intervene import against_measures
+
+    if args.sequences < 1:
+        raise CompscopeError(f"--sequences {args.sequences}: need at least 1")
+    effects, table, half = against_measures(args.model, args.kinds, metric=args.metric, sequences=args.sequences,
+                                            ablation=args.ablation)
+    lines = [f"{table.model}: interventional composition ({args.ablation}-ablation of h1's output in h2's input) on "
+             f"{args.sequences} held-out repeated random sequences [t, t], |t| = {half}; measures under metric {args.metric}"]
+    for kind, eff in effects.items():
+        L, H = eff.shape[:2]
+        flat = eff.flatten().nan_to_num(nan=-1.0)
+        n = int(torch.isfinite(eff).sum())
+        top = flat.topk(min(args.top, n)).indices
+        pair = lambda i: "{}.{}->{}.{}".format(*(int(x) for x in torch.unravel_index(i, eff.shape)))  # noqa: E731
+        lines.append(f"{kind}  strongest effects: " + "   ".join(f"{pair(i)} {float(flat[i]):.3f}" for i in top))
+        rho = "  ".join(f"{m} {spearman(table.dense(m, kind), eff):.2f}" for m in table.measures)
+        lines.append(f"   rank correlation with the effect over {n} pairs (Spearman): {rho}")
     return "\n".join(lines)
 
 
