@@ -114,6 +114,8 @@ def test_missing_weights_are_named():
         positional_previous(hw)
     c = circuits(hw)
     assert c.previous is None and c.induction is None and c.copying.shape == (2, 4)
+    c = circuits(hw.replace(W_U=None))  # an encoder: matching only
+    assert c.copying is None and c.induction is None and c.matching.shape == (2, 4)
 
 
 def test_cli_prints_every_head_with_the_data_beside_it(capsys):
@@ -133,3 +135,14 @@ def test_toy_labels_only_for_toy_models():
     assert toy_labels("no-such-model") is None
     labels = toy_labels("induction-2l", sequences=20, half=8)
     assert labels.half == 8 and labels.induction.shape == (2, 4)
+
+
+def test_positional_score_of_a_bidirectional_model_sees_every_key():
+    """Same head as above without the causal mask: row i has n keys, one at scale·c."""
+    n, c = 9, 3.0
+    hw = model(L=1, H=1, G=1, r=9, d=9, rotary=False)
+    shift = torch.diag(torch.ones(n - 1), -1)
+    hw = hw.replace(W_Q=(c * torch.eye(n))[None, None], W_K=shift[None, None], W_pos=torch.eye(n), positions="learned", causal=False)
+    s = hw.scale * c
+    want = math.exp(s) / (math.exp(s) + n - 1)
+    assert positional_previous(hw)[0, 0].item() == pytest.approx(want, rel=1e-12)

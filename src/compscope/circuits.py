@@ -9,7 +9,8 @@
   eigenvalues are those of ``(R(−δ) W_K) (W_E W_Eᵀ) W_Qᵀ``: 1 when every token attends most to
   itself. ``δ``: the rotary offset (query minus key position), 0 by default.
 - **Positional previous-token score** (learned absolute positions only): attention from the
-  positional parts alone, ``scale · (W_Q p_i)·(W_K p_j)`` over ``j ≤ i`` (``p = W_pos`` columns;
+  positional parts alone, ``scale · (W_Q p_i)·(W_K p_j)`` over ``j ≤ i`` (every ``j`` for a
+  bidirectional model; ``p = W_pos`` columns;
   token content, biases and norms left out), softmax, and the mean mass on ``j = i − 1`` over
   ``i ≥ 1``.
 - **Induction circuit from the weights**: a previous-token head ``h1`` K-composing into a head
@@ -74,7 +75,7 @@ def positional_previous(hw: HeadWeights) -> Tensor:
                           f"this model's positions are {hw.positions!r}")
     P = hw.W_pos.to(_F64)  # (d, n)
     n = P.shape[1]
-    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    causal = torch.ones(n, n, dtype=torch.bool).tril() if hw.causal else torch.ones(n, n, dtype=torch.bool)
     i = torch.arange(1, n)
     out = []
     for layer in range(hw.n_layers):
@@ -87,11 +88,12 @@ def positional_previous(hw: HeadWeights) -> Tensor:
 
 @dataclass(frozen=True)
 class Circuits:
-    """Per-head scores read from the weights, ``(layer, head)`` float64 each; ``previous`` and
-    ``induction`` are None without learned positions (no previous-token heads from weights)."""
+    """Per-head scores read from the weights, ``(layer, head)`` float64 each; ``copying`` is None
+    without an unembedding (an encoder), ``previous`` without learned positions (no
+    previous-token heads from the weights), ``induction`` without either."""
 
     model: str
-    copying: Tensor
+    copying: Tensor | None
     matching: Tensor
     previous: Tensor | None
     induction: Tensor | None
@@ -106,10 +108,11 @@ def circuits(model, measure: str = "frobenius", *, offset: float = 0.0) -> Circu
     from .loading import load
 
     hw = model if isinstance(model, HeadWeights) else load(model)
-    copying, matching = copying_scores(hw), matching_scores(hw, offset)
-    previous = induction = None
-    if hw.W_pos is not None:
-        previous = positional_previous(hw)
+    copying = None if hw.W_U is None else copying_scores(hw)
+    matching = matching_scores(hw, offset)
+    previous = None if hw.W_pos is None else positional_previous(hw)
+    induction = None
+    if previous is not None and copying is not None:
         induction = torch.zeros_like(copying)
         if hw.n_layers > 1:
             K = scores(hw, "K", [measure], offset=offset, progress=False).dense(measure, "K")  # (L, H, L, H)

@@ -242,16 +242,17 @@ def _run_circuits(args) -> str:
     processed = args.fold_norm or args.center_writing or args.fold_value_bias
     hw = load(args.model, fold_norm=args.fold_norm, center_writing=args.center_writing, fold_value_bias=args.fold_value_bias)
     c = circuits(hw, args.measure, offset=args.offset)
-    cols = {"copying": c.copying, "matching": c.matching}
-    if c.previous is not None:
-        cols.update({"prev-token": c.previous, "induction": c.induction})
+    found = {"copying": c.copying, "matching": c.matching, "prev-token": c.previous, "induction": c.induction}
+    cols = {k: v for k, v in found.items() if v is not None}
+    missing = ([] if c.copying is not None else ["no unembedding, so no copying"]) + \
+        ([] if c.previous is not None else ["no learned positions, so no previous-token"])
     lines = [f"{c.model}: circuits from the weights (induction: K-composition by {c.measure}"
-             + ("" if c.previous is not None else "; no learned positions, so no previous-token or induction scores") + ")"]
+             + "".join(f"; {m}" for m in missing) + (" or induction scores" if missing else "") + ")"]
     labels = None if processed else toy_labels(args.model)
     if labels is not None:
         cols.update({"data: induction": labels.induction, "data: prev-token": labels.previous})
         lines[0] += f"; data: 200 held-out repeated random sequences [t, t], |t| = {labels.half}"
-    L, H = c.copying.shape
+    L, H = c.matching.shape
     if L * H <= 48:
         lines.append("head  " + "".join(f"{k:>18}" for k in cols))
         lines += [f"{l}.{h:<4}" + "".join(f"{float(v[l, h]):18.3f}" for v in cols.values()) for l in range(L) for h in range(H)]
@@ -259,7 +260,7 @@ def _run_circuits(args) -> str:
         for k, v in cols.items():
             top = v.flatten().nan_to_num(nan=-2.0).topk(min(args.top, v.numel())).indices
             lines.append(f"{k:<12} " + "   ".join(f"{int(i) // H}.{int(i) % H} {float(v.flatten()[i]):.3f}" for i in top))
-    if labels is not None and c.previous is not None:
+    if labels is not None and c.induction is not None:
         lines.append(f"rank correlation (Spearman, all heads), weights vs data: induction {spearman(c.induction, labels.induction):.2f}, "
                      f"previous-token {spearman(c.previous, labels.previous):.2f}")
     return "\n".join(lines)
