@@ -121,7 +121,8 @@ def test_missing_weights_are_named():
 def test_cli_prints_every_head_with_the_data_beside_it(capsys):
     assert main(["circuits"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert "induction-2l" in out[0] and len(out) == 2 + 8 + 1
+    assert "induction-2l" in out[0] and len(out) == 2 + 8 + 2
+    assert out[-2].startswith("zero-layer bigram W_U W_E: copying") and "virtual heads" in out[-2]
     assert out[1].split()[:3] == ["head", "copying", "matching"]
     assert out[-1].startswith("rank correlation")
     assert main(["circuits", "--measure", "nope"]) == 2
@@ -146,3 +147,31 @@ def test_positional_score_of_a_bidirectional_model_sees_every_key():
     s = hw.scale * c
     want = math.exp(s) / (math.exp(s) + n - 1)
     assert positional_previous(hw)[0, 0].item() == pytest.approx(want, rel=1e-12)
+
+
+def test_bigram_and_virtual_heads_match_the_vocabulary_sized_circuits():
+    from compscope.circuits import bigram_copying, virtual_copying
+
+    hw = model(L=3, seed=6)
+    n = lambda t: t.double().numpy()  # noqa: E731
+    assert bigram_copying(hw) == pytest.approx(_dense_score(n(hw.W_U) @ n(hw.W_E)), abs=1e-9)
+    v = virtual_copying(hw)
+    ov = lambda l, h: n(hw.W_O[l, h]) @ n(hw.W_V[l, hw.kv_map[h]])  # noqa: E731
+    for l1, h1, l2, h2 in [(0, 0, 1, 3), (0, 2, 2, 1), (1, 3, 2, 0)]:
+        want = _dense_score(n(hw.W_U) @ ov(l2, h2) @ ov(l1, h1) @ n(hw.W_E))
+        assert v[l1, h1, l2, h2].item() == pytest.approx(want, abs=1e-9)
+    assert torch.isnan(v[1, 0, 0, 0]) and torch.isnan(v[1, 0, 1, 1]) and torch.isfinite(v[0, :, 1:]).all()
+
+
+def test_virtual_head_of_two_projections_copies():
+    """W_OV of both heads the projection onto e_0..e_2 (unit embeddings): the path is that
+    projection, copying score 1."""
+    from compscope.circuits import virtual_copying
+
+    hw = _unit_embeddings(model(L=2, rotary=False))
+    W_O, W_V = hw.W_O.clone(), hw.W_V.clone()
+    basis = torch.eye(9)[:3]
+    for layer in (0, 1):
+        W_O[layer, 0], W_V[layer, 0] = basis.T, basis
+    v = virtual_copying(hw.replace(W_O=W_O, W_V=W_V))
+    assert v[0, 0, 1, 0].item() == pytest.approx(1.0, abs=1e-12)

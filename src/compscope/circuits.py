@@ -13,6 +13,10 @@
   bidirectional model; ``p = W_pos`` columns;
   token content, biases and norms left out), softmax, and the mean mass on ``j = i − 1`` over
   ``i ≥ 1``.
+- **Zero-layer bigram** ``W_U W_E`` and **virtual heads** ``W_OV^{h2} W_OV^{h1}`` (the
+  V-composition path through ``h1`` then ``h2``): the same copying score, from the ``d × d``
+  matrix ``W_E W_U`` and from the ``r × r`` matrices ``(W_V^{h1} W_E W_U W_O^{h2})(W_V^{h2}
+  W_O^{h1})``.
 - **Induction circuit from the weights**: a previous-token head ``h1`` K-composing into a head
   ``h2`` that copies. A head ``h2`` in layer ``l2 ≥ 1`` gets
   ``max(copying(h2), 0) · max_{h1 in layers < l2} previous(h1) · K(h1 → h2)``, with ``K`` a
@@ -66,6 +70,31 @@ def matching_scores(hw: HeadWeights, offset: float = 0.0) -> Tensor:
         WK = rotate_rows(_kv(hw, hw.W_K)[layer].to(_F64), hw, layer, -offset)
         out.append(eigen_score(WK @ N @ hw.W_Q[layer].to(_F64).mT))
     return torch.stack(out)
+
+
+def bigram_copying(hw: HeadWeights) -> float:
+    """Copying score of the zero-layer bigram ``W_U W_E`` (direct path from token to logit)."""
+    if hw.W_U is None:
+        raise WeightError(f"{hw.meta.name}: the bigram W_U W_E needs the unembedding W_U, and this model has none")
+    return float(eigen_score(hw.W_E.to(_F64) @ hw.W_U.to(_F64)))
+
+
+def virtual_copying(hw: HeadWeights) -> Tensor:
+    """``(L, H, L, H)`` copying scores of the virtual heads ``W_OV^{h2} W_OV^{h1}`` for ``h1`` in
+    an earlier layer than ``h2`` (NaN elsewhere); one ``r × r`` eigenproblem per pair."""
+    if hw.W_U is None:
+        raise WeightError(f"{hw.meta.name}: virtual copying scores need the unembedding W_U, and this model has none")
+    L, H = hw.n_layers, hw.n_heads
+    M = hw.W_E.to(_F64) @ hw.W_U.to(_F64)
+    WV, WO = _kv(hw, hw.W_V).to(_F64), hw.W_O.to(_F64)  # (L, H, r, d), (L, H, d, r)
+    out = torch.full((L, H, L, H), float("nan"), dtype=_F64)
+    for l1 in range(L - 1):
+        left = WV[l1] @ M  # (H, r, d): W_V^{h1} W_E W_U
+        for l2 in range(l1 + 1, L):
+            a = torch.einsum("ird,jdk->ijrk", left, WO[l2])  # W_V^{h1} W_E W_U W_O^{h2}
+            b = torch.einsum("jrd,idk->ijrk", WV[l2], WO[l1])  # W_V^{h2} W_O^{h1}
+            out[l1, :, l2] = eigen_score(a @ b)
+    return out
 
 
 def positional_previous(hw: HeadWeights) -> Tensor:

@@ -234,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
 def _run_circuits(args) -> str:
     """What ``compscope circuits`` prints: every head's scores (the top ones for large models),
     and for an unprocessed toy model its activation-based labels beside them."""
+    import torch
+
     from .circuits import circuits, spearman, toy_labels
     from .loading import load
     from .measures import get_measure
@@ -260,6 +262,20 @@ def _run_circuits(args) -> str:
         for k, v in cols.items():
             top = v.flatten().nan_to_num(nan=-2.0).topk(min(args.top, v.numel())).indices
             lines.append(f"{k:<12} " + "   ".join(f"{int(i) // H}.{int(i) % H} {float(v.flatten()[i]):.3f}" for i in top))
+    if c.copying is not None:
+        from .circuits import bigram_copying, virtual_copying
+
+        line = f"zero-layer bigram W_U W_E: copying {bigram_copying(hw):.3f}"
+        if L * H <= 48 and L > 1:
+            from .composition import scores
+
+            frob = scores(hw, "V", ["frobenius"], progress=False).dense("frobenius", "V")
+            virt = virtual_copying(hw)
+            top = frob.flatten().nan_to_num(nan=-1.0).topk(3).indices
+            at = lambda i: tuple(int(x) for x in torch.unravel_index(i, frob.shape))  # noqa: E731
+            line += "; virtual heads h1->h2 with the strongest V-composition (frobenius, copying): " + "   ".join(
+                "{}.{}->{}.{} ".format(*at(i)) + f"{float(frob.flatten()[i]):.3f}, {float(virt[at(i)]):.3f}" for i in top)
+        lines.append(line)
     if labels is not None and c.induction is not None:
         lines.append(f"rank correlation (Spearman, all heads), weights vs data: induction {spearman(c.induction, labels.induction):.2f}, "
                      f"previous-token {spearman(c.previous, labels.previous):.2f}")
