@@ -232,17 +232,22 @@ def _monotone(m: Measure, s: Setup):
     return ok, worst, where
 
 
-def _orthogonal_invariant(m: Measure, s: Setup):
-    trials, seed = s.trials, s.seed
+def _generic(s: Setup):
+    """Per trial: its draw, ``d``, a generic writer and reader (random factors of random ranks)
+    and a label."""
+    for t in range(s.trials):
+        dr = _Draw(s.seed + t)
+        d, r_a, r_b = dr.shape()
+        yield dr, d, dr.map(d, r_a), dr.map(d, r_b), f"d={d}, r_A={r_a}, r_B={r_b}"
 
+
+def _orthogonal_invariant(m: Measure, s: Setup):
     def pairs():
-        for t in range(trials):
-            dr = _Draw(seed + t)
-            d, r_a, r_b = dr.shape()
-            W, R, T = dr.map(d, r_a), dr.map(d, r_b), dr.orthonormal(d, d)
+        for dr, d, W, R, label in _generic(s):
+            T = dr.orthonormal(d, d)
             moved = lambda lr: LowRank(T @ lr.left, lr.right @ T.T)  # noqa: E731
-            yield (W, R), (moved(W), moved(R)), f"d={d}, r_A={r_a}, r_B={r_b}"
-    return _unchanged(m, pairs(), seed)
+            yield (W, R), (moved(W), moved(R)), label
+    return _unchanged(m, pairs(), s.seed)
 
 
 def _identity(m: Measure, s: Setup):
@@ -256,48 +261,32 @@ def _identity(m: Measure, s: Setup):
 
 
 def _padding(m: Measure, s: Setup):
-    trials, seed = s.trials, s.seed
-
     def pairs():
-        for t in range(trials):
-            dr = _Draw(seed + t)
-            d, r_a, r_b = dr.shape()
+        for dr, d, W, R, label in _generic(s):
             p = dr.int(1, 8)
             pad = lambda lr: LowRank(torch.cat([lr.left, lr.left.new_zeros(p, lr.left.shape[1])]),  # noqa: E731
                                      torch.cat([lr.right, lr.right.new_zeros(lr.right.shape[0], p)], 1))
-            W, R = dr.map(d, r_a), dr.map(d, r_b)
-            yield (W, R), (pad(W), pad(R)), f"d={d} padded by {p}"
-    return _unchanged(m, pairs(), seed)
+            yield (W, R), (pad(W), pad(R)), f"{label}, padded by {p}"
+    return _unchanged(m, pairs(), s.seed)
 
 
 def _scale(m: Measure, s: Setup):
-    trials, seed = s.trials, s.seed
-
     def pairs():
-        for t in range(trials):
-            dr = _Draw(seed + t)
-            d, r_a, r_b = dr.shape()
-            W, R = dr.map(d, r_a), dr.map(d, r_b)
+        for _, _, W, R, label in _generic(s):
             for alpha, beta in ((-1000.0, 0.001), (0.001, 7.0), (7.0, -1000.0)):
-                yield (W, R), (LowRank(alpha * W.left, W.right), LowRank(beta * R.left, R.right)), f"d={d}, α={alpha:g}, β={beta:g}"
-    return _unchanged(m, pairs(), seed)
+                yield (W, R), (LowRank(alpha * W.left, W.right), LowRank(beta * R.left, R.right)), f"{label}, α={alpha:g}, β={beta:g}"
+    return _unchanged(m, pairs(), s.seed)
 
 
 def _split(m: Measure, s: Setup):
-    trials, seed = s.trials, s.seed
-
     def conditioned(dr: _Draw, k: int) -> Tensor:
         return dr.orthonormal(k, k) @ torch.diag(torch.logspace(0, 3, k, dtype=_F64)) @ dr.orthonormal(k, k).T
 
     def pairs():
-        for t in range(trials):
-            dr = _Draw(seed + t)
-            d, r_a, r_b = dr.shape()
-            W, R = dr.map(d, r_a), dr.map(d, r_b)
-            S, T = conditioned(dr, r_a), conditioned(dr, r_b)
-            yield ((W, R), (LowRank(W.left @ S, torch.linalg.solve(S, W.right)), LowRank(R.left @ T, torch.linalg.solve(T, R.right))),
-                   f"d={d}, r_A={r_a}, r_B={r_b}")
-    return _unchanged(m, pairs(), seed, tol=1e3 * TOL)
+        for dr, _, W, R, label in _generic(s):
+            S, T = conditioned(dr, W.left.shape[1]), conditioned(dr, R.left.shape[1])
+            yield (W, R), (LowRank(W.left @ S, torch.linalg.solve(S, W.right)), LowRank(R.left @ T, torch.linalg.solve(T, R.right))), label
+    return _unchanged(m, pairs(), s.seed, tol=1e3 * TOL)
 
 
 def _gauge(m: Measure, s: Setup):
