@@ -138,7 +138,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p_sc = sub.add_parser("scores", help="Q/K/V composition scores of every head pair; prints the strongest")
     p_sc.add_argument("model", nargs="?", default=DEFAULT_MODEL, help=MODEL_HELP)
     _add_scoring(p_sc, "QKV", "frobenius, frobenius_baselined, tight, overlap")
-    p_sc.add_argument("--metric", default="identity", help="identity, embed or unembed (default identity)")
+    p_sc.add_argument("--metric", default="identity",
+                      help="identity, embed, unembed, or activations (toy models: residual second moments on data) (default identity)")
     p_sc.add_argument("--top", type=int, default=5, help="pairs to print per kind and measure (default 5)")
     p_sc.add_argument("--out", help="write the full table (.csv or .parquet)")
     _add_processing(p_sc)
@@ -159,7 +160,8 @@ def _build_parser() -> argparse.ArgumentParser:
     p_iv = sub.add_parser("intervene", help="interventional composition of a toy model on data, against every measure")
     p_iv.add_argument("model", nargs="?", default=DEFAULT_MODEL, help="a toy model folder or induction-2l (default)")
     p_iv.add_argument("--kinds", default="QKV", help="any of Q, K, V (default QKV)")
-    p_iv.add_argument("--metric", default="identity", help="metric of the measures: identity, embed or unembed (default identity)")
+    p_iv.add_argument("--metric", default="identity",
+                      help="metric of the measures: identity, embed, unembed or activations (default identity)")
     p_iv.add_argument("--sequences", type=int, default=100, help="held-out repeated random sequences (default 100)")
     p_iv.add_argument("--ablation", default="mean", choices=["mean", "zero"], help="how h1's output is removed (default mean)")
     p_iv.add_argument("--top", type=int, default=3, help="strongest pairs to print per kind (default 3)")
@@ -198,7 +200,14 @@ def main(argv: list[str] | None = None) -> int:
             _out_table(args.out)
             hw = load(args.model, fold_norm=args.fold_norm, center_writing=args.center_writing, fold_value_bias=args.fold_value_bias)
             measures = args.measures or ["frobenius", "frobenius_baselined", "tight", "overlap"]
-            table = scores(hw, args.kinds, "all" if measures == ["all"] else measures, args.metric, **_score_options(args))
+            metric = args.metric
+            if metric == "activations":
+                from .residual_moments import toy_activation_metric
+
+                if args.fold_norm or args.center_writing or args.fold_value_bias:
+                    raise CompscopeError("--metric activations is estimated on the unprocessed toy model: drop the processing options")
+                metric = toy_activation_metric(args.model)
+            table = scores(hw, args.kinds, "all" if measures == ["all"] else measures, metric, **_score_options(args))
             print(format_top(table, args.top))
             if args.out:
                 print(f"wrote {table.save(args.out)}")

@@ -70,7 +70,9 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
                      seed: int = 12345, ablation: str = "mean"):
     """Interventional composition of a toy model (folder or built-in name) on ``sequences``
     held-out repeated random sequences ``[t, t]`` (``|t| = min(half, n_ctx / 2)``), and every
-    measure's score of the same pairs (``metric``): ``(effects, ScoreTable, half)``."""
+    measure's score of the same pairs (``metric``: a name, ``'activations'`` for the toy's own
+    residual second moments on other held-out sequences, or a ``Metric``):
+    ``(effects, ScoreTable, half)``."""
     from pathlib import Path
 
     from .builtin import resolve
@@ -85,5 +87,9 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
     toy, manifest = load_toy(path)
     half = min(half, toy.cfg.n_ctx // 2)
     effects = interventional_composition(toy, repeated_random(sequences, half, toy.cfg.d_vocab, seed=seed), kinds, ablation)
+    if metric == "activations":
+        from .residual_moments import toy_activation_metric
+
+        metric = toy_activation_metric(path, seed=seed + 1)  # its own held-out sequences
     table = scores(heads_of(toy, manifest, path), kinds, "all", metric, pairs="all", progress=False)
     return effects, table, half

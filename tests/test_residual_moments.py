@@ -1,0 +1,89 @@
+"""The activations metric from data (compscope.residual_moments): the moments by hand, and the
+GL(d) invariance it buys, on a toy model and the same model in another residual basis."""
+
+import pytest
+import torch
+
+from compscope.cli import main
+from compscope.composition import scores
+from compscope.errors import OptionError
+from compscope.metrics import activations
+from compscope.residual_moments import residual_second_moments, toy_activation_metric
+from compscope.toy import repeated_random
+from compscope.toy.model import ToyConfig, ToyTransformer
+
+ALL = ["frobenius", "tight", "overlap", "shared_dims", "bandwidth", "spectral"]
+
+
+def toy(norm="none", seed=0):
+    cfg = ToyConfig(n_layers=3, n_heads=2, d_model=8, d_head=3, d_vocab=11, n_ctx=6, norm=norm)
+    return ToyTransformer(cfg, seed=seed).double()
+
+
+def test_layer_zero_moment_is_that_of_token_plus_position_embeddings():
+    m = toy()
+    t = repeated_random(5, 3, 11, seed=1)
+    x = m.W_E[t] + m.W_pos[None, : t.shape[1]]  # (batch, pos, d)
+    want = torch.einsum("bpi,bpj->ij", x, x) / x.shape[0] / x.shape[1]
+    torch.testing.assert_close(residual_second_moments(m, t)[0], want, rtol=1e-12, atol=1e-12)
+
+
+def test_heads_read_the_normed_residual():
+    m = toy(norm="rmsnorm")
+    m.blocks[1].ln1.w.data.uniform_(0.5, 2.0)
+    t = repeated_random(4, 3, 11, seed=2)
+    cache = {}
+    m(t, cache=cache)
+    r = cache["resid_pre.1"]
+    x = r / r.pow(2).mean(-1, keepdim=True).add(m.cfg.norm_eps).sqrt() * m.blocks[1].ln1.w
+    x = x.reshape(-1, 8)
+    torch.testing.assert_close(residual_second_moments(m, t)[1], x.T @ x / x.shape[0], rtol=1e-12, atol=1e-12)
+
+
+def _in_another_basis(m: ToyTransformer, T: torch.Tensor) -> ToyTransformer:
+    """The same model with residual x -> T x: every reader W -> W T^-1, writer W_O -> T W_O,
+    embeddings -> T e (rows: e T^T), unembedding -> W_U T^-1."""
+    out = ToyTransformer(m.cfg, seed=0).double()
+    Ti = torch.linalg.inv(T)
+    out.W_E.data = m.W_E.data @ T.T
+    out.W_pos.data = m.W_pos.data @ T.T
+    out.W_U.data = m.W_U.data @ Ti
+    for b, b2 in zip(m.blocks, out.blocks):
+        for name in ("W_Q", "W_K", "W_V"):
+            getattr(b2, name).data = getattr(b, name).data @ Ti
+        b2.W_O.data = T @ b.W_O.data
+    return out
+
+
+def test_scores_under_the_data_metric_do_not_see_a_change_of_residual_basis():
+    """Same logits, different basis: every measure is unchanged under the activations metric
+    estimated from each model's own residuals, and changes under the identity metric."""
+    m = toy(seed=3)
+    g = torch.Generator().manual_seed(4)
+    T = torch.randn(8, 8, generator=g, dtype=torch.float64) + 3 * torch.eye(8, dtype=torch.float64)
+    m2 = _in_another_basis(m, T)
+    t = repeated_random(40, 3, 11, seed=5)
+    torch.testing.assert_close(m(t), m2(t), rtol=1e-9, atol=1e-9)
+    hw, hw2 = m.head_weights(), m2.head_weights()
+    G, G2 = residual_second_moments(m, t), residual_second_moments(m2, t)
+    a = scores(hw, "QKV", ALL, activations(G, ridge=0.0), pairs="all", precision="float64", progress=False)
+    b = scores(hw2, "QKV", ALL, activations(G2, ridge=0.0), pairs="all", precision="float64", progress=False)
+    for key, v in a.values.items():
+        torch.testing.assert_close(b.values[key], v, rtol=1e-4, atol=1e-5, equal_nan=True)
+    raw, raw2 = (scores(h, "K", ["frobenius"], progress=False).dense("frobenius", "K") for h in (hw, hw2))
+    assert (raw - raw2).nan_to_num().abs().max() > 1e-2
+
+
+def test_toy_metric_by_name_and_errors():
+    met = toy_activation_metric("induction-2l", sequences=10, half=8)
+    assert met.name == "activations" and set(met.sqrt) == {0, 1}
+    with pytest.raises(OptionError, match="toy models only"):
+        toy_activation_metric("smollm2")
+    with pytest.raises(OptionError, match="non-empty"):
+        residual_second_moments(toy(), torch.zeros(0, 3, dtype=torch.long))
+
+
+def test_cli_scores_with_the_data_metric(capsys):
+    assert main(["scores", "--metric", "activations", "--kinds", "K", "--top", "1"]) == 0
+    assert "metric activations" in capsys.readouterr().out
+    assert main(["scores", "smollm2", "--metric", "activations"]) == 2
