@@ -175,3 +175,11 @@ def test_virtual_head_of_two_projections_copies():
         W_O[layer, 0], W_V[layer, 0] = basis.T, basis
     v = virtual_copying(hw.replace(W_O=W_O, W_V=W_V))
     assert v[0, 0, 1, 0].item() == pytest.approx(1.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("argv", [["scores", "--top", "-1"], ["circuits", "--top", "0"], ["intervene", "--sequences", "0"],
+                                  ["axioms", "--trials", "x"]])
+def test_counts_on_the_command_line_must_be_positive(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2 and "expected a positive integer" in capsys.readouterr().err

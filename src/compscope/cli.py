@@ -55,6 +55,13 @@ def describe(hw) -> str:
     return "\n".join(lines)
 
 
+def _count(text: str) -> int:
+    """An argparse type: a positive integer."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive integer")
+    return int(text)
+
+
 def _positive_int(text: str, option: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise CompscopeError(f"{option} {text!r}: expected 'all' or a positive integer")
@@ -140,7 +147,7 @@ def _build_parser() -> argparse.ArgumentParser:
     _add_scoring(p_sc, "QKV", "frobenius, frobenius_baselined, tight, overlap")
     p_sc.add_argument("--metric", default="identity",
                       help="identity, embed, unembed, or activations (toy models: residual second moments on data) (default identity)")
-    p_sc.add_argument("--top", type=int, default=5, help="pairs to print per kind and measure (default 5)")
+    p_sc.add_argument("--top", type=_count, default=5, help="pairs to print per kind and measure (default 5)")
     p_sc.add_argument("--out", help="write the full table (.csv or .parquet)")
     _add_processing(p_sc)
     p_pair = sub.add_parser("pair", help="one writer -> reader pair in detail: principal angles, composed spectrum, every measure")
@@ -155,20 +162,20 @@ def _build_parser() -> argparse.ArgumentParser:
     p_ci.add_argument("model", nargs="?", default=DEFAULT_MODEL, help=MODEL_HELP)
     p_ci.add_argument("--measure", default="frobenius", help="K-composition measure of the induction score (default frobenius)")
     p_ci.add_argument("--offset", type=float, default=0.0, help="rotary offset of the matching score (default 0)")
-    p_ci.add_argument("--top", type=int, default=5, help="heads to print per score for models of over 48 heads (default 5)")
+    p_ci.add_argument("--top", type=_count, default=5, help="heads to print per score for models of over 48 heads (default 5)")
     _add_processing(p_ci)
     p_iv = sub.add_parser("intervene", help="interventional composition of a toy model on data, against every measure")
     p_iv.add_argument("model", nargs="?", default=DEFAULT_MODEL, help="a toy model folder or induction-2l (default)")
     p_iv.add_argument("--kinds", default="QKV", help="any of Q, K, V (default QKV)")
     p_iv.add_argument("--metric", default="identity",
                       help="metric of the measures: identity, embed, unembed or activations (default identity)")
-    p_iv.add_argument("--sequences", type=int, default=100, help="held-out repeated random sequences (default 100)")
+    p_iv.add_argument("--sequences", type=_count, default=100, help="held-out repeated random sequences (default 100)")
     p_iv.add_argument("--ablation", default="mean", choices=["mean", "zero"], help="how h1's output is removed (default mean)")
-    p_iv.add_argument("--top", type=int, default=3, help="strongest pairs to print per kind (default 3)")
+    p_iv.add_argument("--top", type=_count, default=3, help="strongest pairs to print per kind (default 3)")
     p_ax = sub.add_parser("axioms", help="check every measure against MATH.md's axioms on constructed pairs")
     p_ax.add_argument("--measure", action="append", dest="measures", metavar="NAME", help="a measure (repeatable; default: all)")
     p_ax.add_argument("--axiom", action="append", dest="axioms", metavar="NAME", help="an axiom (repeatable; default: all)")
-    p_ax.add_argument("--trials", type=int, default=6, help="random pairs per check (default 6)")
+    p_ax.add_argument("--trials", type=_count, default=6, help="random pairs per check (default 6)")
     p_ax.add_argument("--seed", type=int, default=0, help="seed of the random pairs (default 0)")
     p_ax.add_argument("--metric", default="identity", choices=["identity", "embed"],
                       help="the gauge check's metric: the raw basis, or one that moves with the model (default identity)")
@@ -299,8 +306,6 @@ def _run_intervene(args) -> str:
     from .circuits import spearman
     from .intervene import against_measures
 
-    if args.sequences < 1:
-        raise CompscopeError(f"--sequences {args.sequences}: need at least 1")
     effects, table, half = against_measures(args.model, args.kinds, metric=args.metric, sequences=args.sequences,
                                             ablation=args.ablation)
     lines = [f"{table.model}: interventional composition ({args.ablation}-ablation of h1's output in h2's input) on "
