@@ -97,4 +97,3 @@ def test_cli_prints_each_kind_with_the_measures_rank_correlations(capsys):
     assert "frobenius" in out[2] and "over 16 pairs" in out[2]
     assert main(["intervene", "smollm2"]) == 2
     assert "toy models" in capsys.readouterr().err
-    assert main(["intervene", "--sequences", "0"]) == 2
