@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from compscope import WeightError
-from compscope.circuits import circuits, copying_scores, eigen_score, matching_scores, positional_previous, spearman
+from compscope.circuits import copying_scores, head_circuits, eigen_score, matching_scores, positional_previous, spearman
 from compscope.cli import main
 from compscope.errors import OptionError
 from compscope.head_labels import label_heads
@@ -83,7 +83,7 @@ def test_positional_previous_token_score_of_a_head_built_to_attend_back_one_posi
 @pytest.fixture(scope="module")
 def default_model():
     toy, _ = load_toy(resolve("induction-2l"))
-    return circuits("induction-2l"), label_heads(toy, repeated_random(200, 32, toy.cfg.d_vocab, seed=77))
+    return head_circuits("induction-2l"), label_heads(toy, repeated_random(200, 32, toy.cfg.d_vocab, seed=77))
 
 
 def test_default_model_heads_from_weights_agree_with_their_activation_labels(default_model):
@@ -112,9 +112,9 @@ def test_missing_weights_are_named():
         copying_scores(hw.replace(W_U=None))
     with pytest.raises(OptionError, match="W_pos"):
         positional_previous(hw)
-    c = circuits(hw)
+    c = head_circuits(hw)
     assert c.previous is None and c.induction is None and c.copying.shape == (2, 4)
-    c = circuits(hw.replace(W_U=None))  # an encoder: matching only
+    c = head_circuits(hw.replace(W_U=None))  # an encoder: matching only
     assert c.copying is None and c.induction is None and c.matching.shape == (2, 4)
 
 

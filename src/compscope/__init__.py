@@ -1,7 +1,7 @@
 """compscope: how attention heads compose, read from a transformer's weights."""
 
 from .axioms import check_axioms
-from .circuits import circuits
+from .circuits import head_circuits
 from .errors import CompscopeError, LoadError, OptionError, ProcessingError, UnsupportedModelError, WeightError
 from .composition import scores
 from .heads import HeadWeights, Meta, Norm, Rotary
@@ -14,7 +14,7 @@ from .tracking import track
 __version__ = "0.1.0"
 
 __all__ = [
-    "CompscopeError", "HeadWeights", "check_axioms", "circuits", "PairReport", "compose_pair", "LoadError", "OptionError", "LowRank", "Meta", "Norm", "ProcessingError",
+    "CompscopeError", "HeadWeights", "check_axioms", "head_circuits", "PairReport", "compose_pair", "LoadError", "OptionError", "LowRank", "Meta", "Norm", "ProcessingError",
     "Rotary", "UnsupportedModelError", "WeightError", "center_writing", "fold_norm",
     "fold_value_bias", "load", "scores", "track",
 ]

@@ -130,7 +130,7 @@ class Circuits:
     offset: float
 
 
-def circuits(model, measure: str = "frobenius", *, offset: float = 0.0) -> Circuits:
+def head_circuits(model, measure: str = "frobenius", *, offset: float = 0.0) -> Circuits:
     """Copying, matching, positional previous-token and induction scores of every head
     (module docstring); ``measure``: the K-composition measure of the induction score."""
     from .composition import scores

@@ -252,14 +252,14 @@ def _run_circuits(args) -> str:
     and for an unprocessed toy model its activation-based labels beside them."""
     import torch
 
-    from .circuits import circuits, spearman, toy_labels
+    from .circuits import head_circuits, spearman, toy_labels
     from .loading import load
     from .measures import get_measure
 
     get_measure(args.measure)
     processed = args.fold_norm or args.center_writing or args.fold_value_bias
     hw = load(args.model, fold_norm=args.fold_norm, center_writing=args.center_writing, fold_value_bias=args.fold_value_bias)
-    c = circuits(hw, args.measure, offset=args.offset)
+    c = head_circuits(hw, args.measure, offset=args.offset)
     found = {"copying": c.copying, "matching": c.matching, "prev-token": c.previous, "induction": c.induction}
     cols = {k: v for k, v in found.items() if v is not None}
     missing = ([] if c.copying is not None else ["no unembedding, so no copying"]) + \
