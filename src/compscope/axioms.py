@@ -415,6 +415,10 @@ def format_axioms(results: list[AxiomResult], trials: int, seed: int, metric: st
         lines.append("fails by design:")
         reasons = dict.fromkeys((r.axiom, r.reason) for r in failing if r.axiom == "gauge")
         lines += [f"  every measure / {ax}: {why}" for ax, why in reasons]
+        flips = [f"{r.measure} {r.detail.split(' orderings')[0].replace(' of ', '/')}" for r in failing
+                 if r.axiom == "gauge" and r.detail]
+        if flips:
+            lines.append("    orderings flipped: " + ", ".join(flips))
         lines += [f"  {r.measure} / {r.axiom}: {r.reason}" for r in failing if r.axiom != "gauge"]
     broken = [r for r in results if r.violated]
     if broken:
