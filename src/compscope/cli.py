@@ -311,7 +311,6 @@ def _run_intervene(args) -> str:
     lines = [f"{table.model}: interventional composition ({args.ablation}-ablation of h1's output in h2's input) on "
              f"{args.sequences} held-out repeated random sequences [t, t], |t| = {half}; measures under metric {args.metric}"]
     for kind, eff in effects.items():
-        L, H = eff.shape[:2]
         flat = eff.flatten().nan_to_num(nan=-1.0)
         n = int(torch.isfinite(eff).sum())
         top = flat.topk(min(args.top, n)).indices
