@@ -45,6 +45,18 @@ def test_angles_and_composed_spectrum_match_dense(kind, metric):
             assert rep.measures[m] == pytest.approx(v, rel=1e-5, abs=1e-6), m
 
 
+def test_baselined_frobenius_of_a_pair_equals_the_engines():
+    """The same seeded Haar expectation as compscope.scores, on the same spectra."""
+    from compscope.composition import scores
+
+    hw = model()
+    t = scores(hw, "QKV", ["frobenius_baselined"], offset=2, precision="float64", progress=False)
+    for kind in "QKV":
+        rep = compose_pair(hw, (0, 1), (2, 3), kind, offset=2)
+        assert rep.measures["frobenius_baselined"] == pytest.approx(float(t.dense("frobenius_baselined", kind)[0, 1, 2, 3]), abs=1e-6)
+        assert rep.measures["frobenius_baselined"] < rep.measures["frobenius"]
+
+
 def test_pair_errors():
     hw = model()
     with pytest.raises(OptionError, match="before"):

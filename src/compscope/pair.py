@@ -76,8 +76,9 @@ def compose_pair(
     offset: float = 0.0,
     ridge: float = DEFAULT_RIDGE,
 ) -> PairReport:
-    """Principal angles, composed singular values and every X-route measure of the pair
-    ``writer = (layer, head)`` → ``reader = (layer, head)`` (reader in a later layer)."""
+    """Principal angles, composed singular values and every measure of the pair ``writer =
+    (layer, head)`` → ``reader = (layer, head)`` (reader in a later layer; the Haar baseline by
+    the same seeded Monte Carlo as :func:`compscope.scores`)."""
     from .loading import load
 
     hw = model if isinstance(model, HeadWeights) else load(model)
@@ -105,7 +106,7 @@ def compose_pair(
         reader_map = LowRank(rd(WK).T, rd(rotate_rows(WQ, hw, l2, offset)))
     else:  # B = W_Qᵀ R(-δ) W_K, reads through W_K
         reader_map = LowRank(rd(WQ).T, rd(rotate_rows(WK, hw, l2, -offset)))
-    p = pair_spectra(writer_map, reader_map)
+    p = pair_spectra(writer_map, reader_map, baseline=True)
     a, b, X = p.a[0], p.b[0], p.X[0]
     k = min(len(a), len(b))
     cos = torch.linalg.svdvals(X)[:k].clamp(0.0, 1.0)
@@ -113,7 +114,5 @@ def compose_pair(
     # the registered measures, on the same pieces
     values = {}
     for name, m in measures().items():
-        if m.needs_baseline:
-            continue  # needs the Monte Carlo expectation: use compscope.scores
         values[name] = float(m.exact(p)[0])
     return PairReport(writer, reader, kind, met.name, torch.arccos(cos), composed, a, b, values)
