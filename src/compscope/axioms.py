@@ -168,29 +168,18 @@ def _unchanged(m: Measure, pairs: Iterable[tuple[tuple[LowRank, LowRank], tuple[
     return worst <= tol, worst, where
 
 
-def _full_read(m: Measure, s: Setup):
-    trials, seed = s.trials, s.seed
-
+def _read(m: Measure, s: Setup, inside: bool):
+    """Writers inside ``row(B)`` (``r_A ≤ r_B``; ``C = 1``) or orthogonal to it (``C = 0``)."""
     def pairs():
-        for t in range(trials):
-            dr = _Draw(seed + t)
+        for t in range(s.trials):
+            dr = _Draw(s.seed + t)
             d, r_a, r_b = dr.shape()
-            r_a, r_b = min(r_a, r_b), max(r_a, r_b)
-            R, VB, _ = _reader_and_space(dr, d, r_b)
-            yield _writer(dr, VB @ dr.orthonormal(r_b, r_a)), R, f"d={d}, r_A={r_a}, r_B={r_b}"
-    return _exact(m, pairs(), 1.0, seed)
-
-
-def _no_read(m: Measure, s: Setup):
-    trials, seed = s.trials, s.seed
-
-    def pairs():
-        for t in range(trials):
-            dr = _Draw(seed + t)
-            d, r_a, r_b = dr.shape()
-            R, _, rest = _reader_and_space(dr, d, r_b)
-            yield _writer(dr, rest @ dr.orthonormal(d - r_b, r_a)), R, f"d={d}, r_A={r_a}, r_B={r_b}"
-    return _exact(m, pairs(), 0.0, seed)
+            if inside:
+                r_a, r_b = min(r_a, r_b), max(r_a, r_b)
+            R, VB, rest = _reader_and_space(dr, d, r_b)
+            space = VB if inside else rest
+            yield _writer(dr, space @ dr.orthonormal(space.shape[1], r_a)), R, f"d={d}, r_A={r_a}, r_B={r_b}"
+    return _exact(m, pairs(), 1.0 if inside else 0.0, s.seed)
 
 
 def monotone_path(seed: int) -> tuple[Callable[[float], tuple[LowRank, LowRank]], str]:
@@ -339,7 +328,7 @@ def _gauge(m: Measure, s: Setup):
 #: part): a property of the measure *and the metric*, so no measure declares it; it is expected
 #: to fail in the raw basis and to hold, for every orthogonally invariant measure, under a metric.
 CHECKS: dict[str, Callable[[Measure, Setup], tuple[bool, float, str]]] = {
-    "full_read": _full_read, "no_read": _no_read, "monotone": _monotone, "orthogonal_invariant": _orthogonal_invariant,
+    "full_read": lambda m, s: _read(m, s, True), "no_read": lambda m, s: _read(m, s, False), "monotone": _monotone, "orthogonal_invariant": _orthogonal_invariant,
     "identity": _identity, "padding": _padding, "scale": _scale, "split": _split, "gauge": _gauge,
 }
 assert set(CHECKS) == set(AXIOMS) | {"gauge"}, "every axiom of compscope.measures.AXIOMS has a check"

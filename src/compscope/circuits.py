@@ -155,25 +155,14 @@ def toy_labels(model, sequences: int = 200, half: int = 32, seed: int = 12345):
     """Activation-based labels (``compscope.head_labels.HeadLabels``) of a toy model given by
     its folder or built-in name, on ``sequences`` held-out repeated random sequences ``[t, t]``
     with ``|t| = min(half, n_ctx / 2)``; None for anything that is not a toy model."""
-    from pathlib import Path
-
-    from .builtin import resolve
-    from .errors import CompscopeError
     from .head_labels import label_heads
-    from .toy import repeated_random
-    from .toy.storage import is_toy, load_toy
+    from .toy.storage import find_toy, held_out_repeats, load_toy
 
-    if isinstance(model, HeadWeights):
-        return None
-    try:
-        path = Path(model) if Path(model).exists() else resolve(str(model))
-    except CompscopeError:
-        return None
-    if not is_toy(path):
+    path = find_toy(model)
+    if path is None:
         return None
     toy, _ = load_toy(path)
-    half = min(half, toy.cfg.n_ctx // 2)
-    return label_heads(toy, repeated_random(sequences, half, toy.cfg.d_vocab, seed=seed))
+    return label_heads(toy, held_out_repeats(toy, sequences, half, seed))
 
 
 def spearman(x: Tensor, y: Tensor) -> float:

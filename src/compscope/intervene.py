@@ -73,23 +73,19 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
     measure's score of the same pairs (``metric``: a name, ``'activations'`` for the toy's own
     residual second moments on other held-out sequences, or a ``Metric``):
     ``(effects, ScoreTable, half)``."""
-    from pathlib import Path
-
-    from .builtin import resolve
     from .composition import scores
-    from .toy import repeated_random
-    from .toy.storage import heads_of, is_toy, load_toy
+    from .toy.storage import find_toy, heads_of, held_out_repeats, load_toy
 
-    path = Path(model) if Path(str(model)).exists() else resolve(str(model))
-    if not is_toy(path):
+    path = find_toy(model)
+    if path is None:
         raise OptionError(f"{model}: interventions run on compscope's toy models (a 'compscope train' folder or "
                           "'induction-2l'); other models have no forward pass here")
     toy, manifest = load_toy(path)
-    half = min(half, toy.cfg.n_ctx // 2)
-    effects = interventional_composition(toy, repeated_random(sequences, half, toy.cfg.d_vocab, seed=seed), kinds, ablation)
+    tokens = held_out_repeats(toy, sequences, half, seed)
+    effects = interventional_composition(toy, tokens, kinds, ablation)
     if metric == "activations":
         from .residual_moments import toy_activation_metric
 
         metric = toy_activation_metric(path, seed=seed + 1)  # its own held-out sequences
     table = scores(heads_of(toy, manifest, path), kinds, "all", metric, pairs="all", progress=False)
-    return effects, table, half
+    return effects, table, tokens.shape[1] // 2

@@ -40,16 +40,11 @@ def toy_activation_metric(model, sequences: int = 200, half: int = 32, seed: int
                           ridge: float = DEFAULT_RIDGE) -> Metric:
     """The ``activations`` metric of a toy model (folder or built-in name) from ``sequences``
     held-out repeated random sequences ``[t, t]``, ``|t| = min(half, n_ctx / 2)``."""
-    from pathlib import Path
+    from .toy.storage import find_toy, held_out_repeats, load_toy
 
-    from .builtin import resolve
-    from .toy import repeated_random
-    from .toy.storage import is_toy, load_toy
-
-    path = Path(model) if Path(str(model)).exists() else resolve(str(model))
-    if not is_toy(path):
+    path = find_toy(model)
+    if path is None:
         raise OptionError(f"{model}: the activations metric is estimated here for compscope's toy models only; "
                           "for another model pass compscope.metrics.activations(second moments)")
     toy, _ = load_toy(path)
-    tokens = repeated_random(sequences, min(half, toy.cfg.n_ctx // 2), toy.cfg.d_vocab, seed=seed)
-    return activations(residual_second_moments(toy, tokens), ridge)
+    return activations(residual_second_moments(toy, held_out_repeats(toy, sequences, half, seed)), ridge)

@@ -26,6 +26,29 @@ def is_toy(path: Path) -> bool:
     return (path / MANIFEST).is_file() if path.is_dir() else path.name == MANIFEST
 
 
+def find_toy(model) -> Path | None:
+    """The folder of a toy model given by its folder or built-in name; None for anything else
+    (another kind of model, an unknown name, a ``HeadWeights``)."""
+    from ..builtin import resolve
+    from ..errors import CompscopeError
+
+    if not isinstance(model, (str, Path)):
+        return None
+    try:
+        path = Path(model) if Path(model).exists() else resolve(str(model))
+    except CompscopeError:
+        return None
+    return path if is_toy(path) else None
+
+
+def held_out_repeats(model: ToyTransformer, sequences: int, half: int, seed: int) -> torch.Tensor:
+    """``(sequences, 2·h)`` repeated random sequences ``[t, t]`` for ``model``, ``h = min(half,
+    n_ctx / 2)`` (seeded; the training data never hold such sequences)."""
+    from .data import repeated_random
+
+    return repeated_random(sequences, min(half, model.cfg.n_ctx // 2), model.cfg.d_vocab, seed=seed)
+
+
 def save_toy(model: ToyTransformer, path: str | Path, *, name: str = "toy", step: int | None = None, info: dict | None = None) -> Path:
     """Write ``model`` to the folder ``path`` (created; files replaced)."""
     from safetensors.torch import save_file
