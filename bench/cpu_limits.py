@@ -208,7 +208,7 @@ def interleaved(fns: dict, repeats: int) -> dict:
 def eigen_in_engine(repeats: int) -> None:
     """(b) with the engine's ``batch_eig`` and with LAPACK one matrix at a time, interleaved."""
     from compscope import batch_eig
-    from compscope.x_route import lapack_eigvalsh
+    from compscope.engine.x_route import lapack_eigvalsh
 
     ours = batch_eig.eigvalsh
     for name, (L, H, d, r) in (("small", (12, 12, 768, 64)), ("medium", (24, 16, 1024, 64))):

@@ -9,7 +9,7 @@ per core), or reuses finished run folders (``--runs``); the shipped default mode
 always included. For each final model it prints its best layer-1 induction and layer-0
 previous-token scores on held-out repeated sequences, and then, per kind (Q, K, V), each
 measure's Spearman rank correlation with the interventional composition of the same 16 pairs
-(``compscope.intervene.against_measures``: mean-ablation, 100 held-out repeated random
+(``compscope.data.intervene.against_measures``: mean-ablation, 100 held-out repeated random
 sequences), per model and the median over models.
 """
 
@@ -22,13 +22,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from compscope.circuits import spearman, toy_labels
-from compscope.intervene import against_measures
+from compscope.analysis.stats import spearman
+from compscope.data.head_labels import toy_labels
+from compscope.data.intervene import against_measures
 
 
 def train_seed(seed: int, root: Path) -> subprocess.Popen:
     out = root / f"seed{seed}"
-    return subprocess.Popen([sys.executable, "-m", "compscope.cli", "train", "--out", str(out), "--seed", str(seed),
+    return subprocess.Popen([sys.executable, "-m", "compscope.cli.main", "train", "--out", str(out), "--seed", str(seed),
                              "--checkpoints", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 

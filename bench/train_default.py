@@ -22,10 +22,10 @@ from pathlib import Path
 
 import torch
 
-from compscope.builtin import DEFAULT_MODEL, resolve
-from compscope.head_labels import label_heads
+from compscope.loading.builtin import DEFAULT_MODEL, resolve
+from compscope.data.head_labels import label_heads
 from compscope.toy import PRESETS, load_toy, repeated_random, train
-from compscope.tracking import track
+from compscope.analysis.tracking import track
 
 
 def main() -> None:

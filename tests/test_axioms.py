@@ -1,4 +1,4 @@
-"""The axiom battery (compscope.axioms): every measure keeps the axioms it declares, the checks
+"""The axiom battery (compscope.analysis.axioms): every measure keeps the axioms it declares, the checks
 find the failures that are hand-derived, and the constructed pairs are what they claim to be
 (checked with dense numpy matrices)."""
 
@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from compscope import OptionError
-from compscope.axioms import CHECKS, TOL, check_axioms, format_axioms, monotone_path, value
-from compscope.cli import main
-from compscope.lowrank import LowRank
+from compscope.analysis.axioms import CHECKS, TOL, check_axioms, format_axioms, monotone_path, value
+from compscope.cli.main import main
+from compscope.core.lowrank import LowRank
 from compscope.measures import AXIOMS, Measure, get_measure, measures
 
 
@@ -73,7 +73,7 @@ def test_monotone_path_rotates_the_write_space_into_the_read_space():
 def test_full_and_no_read_pairs_are_what_they_claim(monkeypatch):
     """The writers the two checks build lie inside / orthogonal to the reader's row space."""
     seen = []
-    import compscope.axioms as ax
+    import compscope.analysis.axioms as ax
 
     inner = ax.value
 

@@ -16,9 +16,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import compscope  # noqa: E402
 from compscope import CompscopeError, LoadError, UnsupportedModelError, WeightError  # noqa: E402
-from compscope.builtin import BUILTINS, resolve  # noqa: E402
-from compscope.cli import main  # noqa: E402
-from compscope.formats import native  # noqa: E402
+from compscope.loading.builtin import BUILTINS, resolve  # noqa: E402
+from compscope.cli.main import main  # noqa: E402
+from compscope.loading.formats import native  # noqa: E402
 
 
 def expect(exc: type[CompscopeError], fn, *needles: str) -> str:
@@ -448,7 +448,7 @@ def test_cli_process_exit_code(tmp_path):
 
     bad = tmp_path / "missing.gguf"
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    proc = subprocess.run([sys.executable, "-m", "compscope.cli", "info", str(bad)], capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "compscope.cli.main", "info", str(bad)], capture_output=True, text=True,
                           env=env, timeout=120)
     assert proc.returncode == 2
     assert proc.stdout == ""

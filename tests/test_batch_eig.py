@@ -1,4 +1,4 @@
-"""compscope.batch_eig against numpy's LAPACK eigvalsh in float64, on hard and easy spectra.
+"""compscope.engine.batch_eig against numpy's LAPACK eigvalsh in float64, on hard and easy spectra.
 
 Tolerances: the error bound of a backward-stable method, ``c · ε · ‖M‖₂`` (``ε`` the unit
 roundoff of the dtype), with ``c = 64`` for float32 and ``c = 256`` for float64 (n ≤ 128),
@@ -16,7 +16,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compscope import batch_eig
+from compscope.engine import batch_eig
 
 EPS = {torch.float32: 2.0**-24, torch.float64: 2.0**-53}
 C = {torch.float32: 64, torch.float64: 256}
@@ -135,15 +135,15 @@ def test_the_x_route_falls_back_to_lapack_without_numba(monkeypatch):
     """Where numba cannot be imported, the X route warns once and uses LAPACK: same spectra."""
     import sys
 
-    import compscope
-    from compscope import x_route
+    import compscope.engine
+    from compscope.engine import x_route
 
     rng = np.random.default_rng(4)
     C = torch.from_numpy(rng.standard_normal((30, 16, 16)))
     want = x_route.core_sv2(C.clone())
     monkeypatch.setattr(x_route, "_BATCH_EIG", None)
-    monkeypatch.setitem(sys.modules, "compscope.batch_eig", None)  # `import` now raises ImportError
-    monkeypatch.delattr(compscope, "batch_eig", raising=False)
+    monkeypatch.setitem(sys.modules, "compscope.engine.batch_eig", None)  # `import` now raises ImportError
+    monkeypatch.delattr(compscope.engine, "batch_eig", raising=False)
     with pytest.warns(RuntimeWarning, match="numba is unusable"):
         got = x_route.core_sv2(C.clone())
     torch.testing.assert_close(got, want, rtol=0, atol=1e-12 * float(want.max()))

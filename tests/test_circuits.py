@@ -1,4 +1,4 @@
-"""Circuits from the weights (compscope.circuits): hand-derived heads, a dense numpy reference
+"""Circuits from the weights (compscope.analysis.circuits): hand-derived heads, a dense numpy reference
 over the whole vocabulary, and the default model's heads against their activation-based labels."""
 
 import math
@@ -8,11 +8,13 @@ import pytest
 import torch
 
 from compscope import WeightError
-from compscope.circuits import copying_scores, head_circuits, eigen_score, matching_scores, positional_previous, spearman
-from compscope.cli import main
+from compscope.analysis.circuits import copying_scores, eigen_score, matching_scores, positional_previous
+from compscope.analysis.stats import spearman
+from compscope.api import head_circuits
+from compscope.cli.main import main
 from compscope.errors import OptionError
-from compscope.head_labels import label_heads
-from compscope.builtin import resolve
+from compscope.data.head_labels import label_heads
+from compscope.loading.builtin import resolve
 from compscope.toy import repeated_random
 from compscope.toy.storage import load_toy
 
@@ -130,7 +132,7 @@ def test_cli_prints_every_head_with_the_data_beside_it(capsys):
 
 
 def test_toy_labels_only_for_toy_models():
-    from compscope.circuits import toy_labels
+    from compscope.data.head_labels import toy_labels
 
     assert toy_labels(model(L=2)) is None  # HeadWeights: no activations to read
     assert toy_labels("no-such-model") is None
@@ -150,7 +152,7 @@ def test_positional_score_of_a_bidirectional_model_sees_every_key():
 
 
 def test_bigram_and_virtual_heads_match_the_vocabulary_sized_circuits():
-    from compscope.circuits import bigram_copying, virtual_copying
+    from compscope.analysis.circuits import bigram_copying, virtual_copying
 
     hw = model(L=3, seed=6)
     n = lambda t: t.double().numpy()  # noqa: E731
@@ -166,7 +168,7 @@ def test_bigram_and_virtual_heads_match_the_vocabulary_sized_circuits():
 def test_virtual_head_of_two_projections_copies():
     """W_OV of both heads the projection onto e_0..e_2 (unit embeddings): the path is that
     projection, copying score 1."""
-    from compscope.circuits import virtual_copying
+    from compscope.analysis.circuits import virtual_copying
 
     hw = _unit_embeddings(model(L=2, rotary=False))
     W_O, W_V = hw.W_O.clone(), hw.W_V.clone()

@@ -4,7 +4,7 @@ import importlib.util
 
 import pytest
 
-from compscope.cli import main
+from compscope.cli.main import main
 
 
 def test_help_lists_info(capsys):
@@ -66,8 +66,8 @@ def test_train_then_track(tmp_path, capsys):
     assert sorted(df.step.unique()) == [0, 1, 3, 12] and len(df) == 4 * 4  # 4 checkpoints x 4 forward pairs
     assert main(["track", str(run), "--plot", str(tmp_path / "t.gif")]) == 2
     assert "--plot" in capsys.readouterr().err
-    import compscope.plots
-    import compscope.tracking
+    import compscope.report.plots
+    import compscope.analysis.tracking
 
     def no_matplotlib():
         raise compscope.OptionError("plots need matplotlib: pip install 'compscope[plot]'")
@@ -76,8 +76,8 @@ def test_train_then_track(tmp_path, capsys):
         raise AssertionError("track ran before the missing matplotlib was reported")
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(compscope.plots, "_pyplot", no_matplotlib)
-        mp.setattr(compscope.tracking, "track", must_not_run)
+        mp.setattr(compscope.report.plots, "_pyplot", no_matplotlib)
+        mp.setattr(compscope.analysis.tracking, "track", must_not_run)
         assert main(["track", str(run), "--plot", str(tmp_path / "t.png")]) == 2
     assert "plots need matplotlib" in capsys.readouterr().err
     assert main(["train", "--preset", "tiny", "--out", str(run)]) == 2
@@ -100,7 +100,7 @@ def test_scores_header_states_the_metric_condition_number(capsys):
     import numpy as np
 
     from compscope import load
-    from compscope.builtin import DEFAULT_MODEL
+    from compscope.loading.builtin import DEFAULT_MODEL
 
     assert main(["scores", "--metric", "embed", "--kinds", "K", "--measure", "frobenius", "--top", "1"]) == 0
     head = capsys.readouterr().out.splitlines()[0]

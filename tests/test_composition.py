@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from compscope import HeadWeights, Meta, Rotary
-from compscope.composition import scores
+from compscope.api import scores
 from compscope.measures import PairSpectra, get_measure
 
 ALL = ["frobenius", "tight", "overlap", "shared_dims", "bandwidth", "spectral"]
@@ -139,7 +139,7 @@ def test_ill_conditioned_and_rank_deficient_heads_take_the_qr_route():
     W_O[1, 3] = 0  # layer 1, head 3 writes nothing
     W_O[0, 2, :, 0] *= 1e-6  # layer 0, head 2: condition number ~1e6
     hw = hw.replace(W_V=W_V, W_O=W_O)
-    from compscope.head_svd import _svd_cores
+    from compscope.engine.head_svd import _svd_cores
 
     t = scores(hw, "QKV", ALL, pairs="all", precision="float64", progress=False)
     assert check_dense(hw, t) == 3 * 6 * (4 * 4 * 3)
@@ -195,7 +195,7 @@ def test_identity_pair(d):
 
 def test_expected_frobenius_squared_is_one_over_d():
     """Seeded simulation: with Haar-random subspaces E[frobenius²] = 1/d, whatever the spectra."""
-    from compscope.baseline import haar_cosines
+    from compscope.engine.baseline import haar_cosines
 
     d, r = 32, 4
     X = haar_cosines(d, r, r, n_samples=4000, seed=1)
@@ -241,7 +241,7 @@ def test_embed_metric_is_gauge_invariant():
 def test_table_round_trip(tmp_path):
     hw = model()
     t = scores(hw, "QK", ["frobenius", "overlap"], progress=False)
-    from compscope.results import read_scores
+    from compscope.results.table import read_scores
 
     for suffix in (".csv", ".parquet"):
         pytest.importorskip("pandas")
@@ -261,7 +261,7 @@ def test_table_round_trip(tmp_path):
 def test_activation_metric_per_layer_matches_dense_and_refuses_missing_layers():
     """A per-layer G is used for the reader's layer; a layer without one is an error, not identity."""
     from compscope import OptionError
-    from compscope.metrics import activations
+    from compscope.core.metrics import activations
 
     hw = model(rotary=False, seed=2)
     g = torch.Generator().manual_seed(4)
@@ -310,7 +310,7 @@ def test_float32_near_zero_scores_are_refined_from_x():
 
 def test_random_heads_need_no_refinement(monkeypatch):
     """Typical scores are far above float32's cancellation bound: nothing is recomputed."""
-    import compscope.composition as engine
+    import compscope.engine.composition as engine
 
     counts = []
     real = engine.refine_small
@@ -334,7 +334,7 @@ def test_tiny_memory_budget_shrinks_tiles_not_results():
 def test_gqa_key_value_factors_are_computed_once_per_kv_head(monkeypatch):
     """With 4 query heads on 2 K/V heads, the K and V factors that feed the factor Grams come
     per K/V head (2 rows), and the scores still match the dense reference."""
-    from compscope import head_svd
+    from compscope.engine import head_svd
 
     seen = []
     inner = head_svd._factor
@@ -376,7 +376,7 @@ def test_engine_matches_dense_reference_on_random_shapes(L, H, gqa, r, d, seed, 
 def test_only_the_grams_the_measures_read_are_formed(monkeypatch, measures, want):
     """frobenius, frobenius_baselined and tight read ‖BA‖² only; overlap and shared_dims ‖X‖²
     only; X-route measures rank their top pairs by ‖BA‖². Values equal those of a full run."""
-    from compscope import composition
+    from compscope.engine import composition
 
     seen = []
     inner = composition.gram_products
@@ -394,7 +394,7 @@ def test_only_the_grams_the_measures_read_are_formed(monkeypatch, measures, want
 def test_reader_group_sizes_do_not_change_scores(monkeypatch, rows):
     """One reader layer per group, several, or all: the same scores as the dense reference
     (12 reader rows per layer here: 3 kinds × 4 heads)."""
-    from compscope import gram_route
+    from compscope.engine import gram_route
 
     monkeypatch.setattr(gram_route, "READER_ROWS", rows)
     monkeypatch.setattr(gram_route, "GROUP_SHARE", 1)  # groups may span every reader layer

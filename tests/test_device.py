@@ -4,9 +4,10 @@ import pytest
 import torch
 
 from compscope import OptionError
-from compscope import composition
-from compscope.composition import resolve_device, scores
-from compscope.metrics import activations
+from compscope.engine import composition
+from compscope.api import scores
+from compscope.engine.composition import resolve_device
+from compscope.core.metrics import activations
 
 from test_composition import ALL, model
 

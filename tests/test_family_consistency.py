@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import compscope
-from compscope.attention import attention_forward
+from compscope.core.attention import attention_forward
 
 from hf_tiny import BY_ID, SEQ, VARIANTS, VOCAB, build, capture, make_config, model_and_capture, random_ids
 

@@ -100,7 +100,7 @@ def test_gemma3_gguf_matches_model_object(tmp_path, pattern, types):
         assert a.offset == b.offset == 1.0
         torch.testing.assert_close(a.weight, b.weight, atol=1e-6, rtol=0)
     x = torch.randn(1, 2 * WINDOW + 3, D, generator=torch.Generator().manual_seed(1))
-    from compscope.attention import attention_forward
+    from compscope.core.attention import attention_forward
 
     for layer in range(L):
         torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-4, rtol=1e-4)

@@ -111,7 +111,7 @@ def test_norm_gain_offset():
 
 def test_core_import_is_light():
     code = (
-        "import sys, compscope; compscope.load; import compscope.cli; "
+        "import sys, compscope; compscope.load; import compscope.cli.main; "
         "heavy = [m for m in ('transformers', 'gguf', 'transformer_lens', 'matplotlib', 'pandas', 'safetensors') if m in sys.modules]; "
         "print(','.join(heavy))"
     )

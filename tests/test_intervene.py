@@ -1,4 +1,4 @@
-"""Interventional composition (compscope.intervene): against a hand-written patched forward pass
+"""Interventional composition (compscope.data.intervene): against a hand-written patched forward pass
 of layer 1, zero effects for a silent writer, and the default model's known circuit."""
 
 import math
@@ -6,10 +6,10 @@ import math
 import pytest
 import torch
 
-from compscope.circuits import spearman
-from compscope.cli import main
+from compscope.analysis.stats import spearman
+from compscope.cli.main import main
 from compscope.errors import OptionError
-from compscope.intervene import against_measures, interventional_composition
+from compscope.data.intervene import against_measures, interventional_composition
 from compscope.toy import repeated_random
 from compscope.toy.model import ToyConfig, ToyTransformer
 

@@ -14,9 +14,9 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import compscope  # noqa: E402
-from compscope.attention import attention_forward  # noqa: E402
-from compscope.formats import native  # noqa: E402
-from compscope.heads import HeadWeights, Norm, Rotary  # noqa: E402
+from compscope.core.attention import attention_forward  # noqa: E402
+from compscope.loading.formats import native  # noqa: E402
+from compscope.core.heads import HeadWeights, Norm, Rotary  # noqa: E402
 
 transformers = pytest.importorskip("transformers")
 

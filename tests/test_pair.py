@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from compscope.errors import OptionError
-from compscope.pair import compose_pair
+from compscope.api import compose_pair
 from test_composition import dense_measures, model, rot_matrix, sqrtm
 
 
@@ -47,7 +47,7 @@ def test_angles_and_composed_spectrum_match_dense(kind, metric):
 
 def test_baselined_frobenius_of_a_pair_equals_the_engines():
     """The same seeded Haar expectation as compscope.scores, on the same spectra."""
-    from compscope.composition import scores
+    from compscope.api import scores
 
     hw = model()
     t = scores(hw, "QKV", ["frobenius_baselined"], offset=2, precision="float64", progress=False)

@@ -17,7 +17,7 @@ import torch
 
 import compscope
 from compscope import ProcessingError, center_writing, fold_norm, fold_value_bias
-from compscope.attention import attention_forward
+from compscope.core.attention import attention_forward
 
 from hf_tiny import PRE_LN_LAYERNORM, RMSNORM, SEQ, VARIANTS, model_and_capture
 

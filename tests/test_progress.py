@@ -2,8 +2,9 @@
 
 import pytest
 
-from compscope import composition, progress
-from compscope.composition import scores
+from compscope import progress
+from compscope.engine import composition
+from compscope.api import scores
 
 from test_composition import model
 

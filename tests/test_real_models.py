@@ -10,7 +10,7 @@ For every layer, hooks capture the residual the attention reads (decoders: the d
 layer's input, before ``input_layernorm``; BERT: the input of ``attention``) and what the
 attention adds (Llama: ``self_attn``'s output; Gemma 3: after ``post_attention_layernorm``;
 BERT: ``attention.output.dense``, before its dropout/residual/LayerNorm).
-``compscope.attention.attention_forward`` must reproduce it from ``HeadWeights`` alone.
+``compscope.core.attention.attention_forward`` must reproduce it from ``HeadWeights`` alone.
 
 Tolerance: float32 throughout; per layer ``max |ours - theirs| <= 1e-4 * max(1, max |theirs|)``,
 i.e. an absolute 1e-4 on O(1) outputs (SmolLM2, MiniLM; observed ≤ 4e-5), relative to the
@@ -36,8 +36,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import compscope  # noqa: E402
-from compscope.attention import attention_forward  # noqa: E402
-from compscope.builtin import resolve  # noqa: E402
+from compscope.core.attention import attention_forward  # noqa: E402
+from compscope.loading.builtin import resolve  # noqa: E402
 
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("gguf")

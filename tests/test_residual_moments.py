@@ -1,14 +1,14 @@
-"""The activations metric from data (compscope.residual_moments): the moments by hand, and the
+"""The activations metric from data (compscope.data.residual_moments): the moments by hand, and the
 GL(d) invariance it buys, on a toy model and the same model in another residual basis."""
 
 import pytest
 import torch
 
-from compscope.cli import main
-from compscope.composition import scores
+from compscope.cli.main import main
+from compscope.api import scores
 from compscope.errors import OptionError
-from compscope.metrics import activations
-from compscope.residual_moments import residual_second_moments, toy_activation_metric
+from compscope.core.metrics import activations
+from compscope.data.residual_moments import residual_second_moments, toy_activation_metric
 from compscope.toy import repeated_random
 from compscope.toy.model import ToyConfig, ToyTransformer
 

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import compscope
-from compscope.attention import attention_forward, attention_pattern_and_values
+from compscope.core.attention import attention_forward, attention_pattern_and_values
 from compscope.errors import LoadError, OptionError, WeightError
-from compscope.head_labels import induction_scores, label_heads, previous_token_scores
+from compscope.data.head_labels import induction_scores, label_heads, previous_token_scores
 from compscope.toy import (
     PRESETS, DataConfig, InductionData, ToyConfig, ToyTransformer, checkpoint_steps, load_toy, read_log,
     repeated_random, save_toy, train,
@@ -42,7 +42,7 @@ def _perturbed(cfg: ToyConfig, seed: int = 0) -> ToyTransformer:
 @pytest.mark.parametrize("cfg", VARIANTS, ids=lambda c: f"{c.n_layers}L-{c.positions}-{c.norm}-tied{c.tied}")
 def test_forward_matches_headweights_reference(cfg):
     """The toy's own forward == the residual stream rebuilt from its HeadWeights with
-    compscope.attention (an independent implementation: other rotary code, other layout)."""
+    compscope.core.attention (an independent implementation: other rotary code, other layout)."""
     m = _perturbed(cfg)
     tokens = torch.randint(cfg.d_vocab, (3, cfg.n_ctx), generator=torch.Generator().manual_seed(5))
     with torch.no_grad():
@@ -263,7 +263,7 @@ def test_tiny_training_is_deterministic(tmp_path):
 
 def test_track_rows_and_plot(tmp_path):
     pytest.importorskip("pandas")
-    from compscope.tracking import list_checkpoints, track
+    from compscope.analysis.tracking import list_checkpoints, track
 
     _tiny_run(tmp_path / "run")
     tr = track(tmp_path / "run", "QK", ["frobenius", "tight"], ["identity", "embed"], progress=False)
@@ -287,7 +287,7 @@ def test_track_rows_and_plot(tmp_path):
     # an explicit list of checkpoint paths, steps from names when there is no manifest step
     cks = list_checkpoints([tmp_path / "run" / "checkpoints" / f"step_{s:06d}" for s in (30, 0, 5)])
     assert [c.step for c in cks] == [0, 5, 30]
-    from compscope.formats import native
+    from compscope.loading.formats import native
 
     hw = compscope.load(tmp_path / "run" / "final")
     for name in ("rev-step1000", "rev-step200"):  # not toy folders: steps from the names
@@ -301,7 +301,7 @@ def test_track_rows_and_plot(tmp_path):
         list_checkpoints(tmp_path / "run" / "final")
     assert log[-1]["step"] == 30
     pytest.importorskip("matplotlib")
-    from compscope.plots import plot_track
+    from compscope.report.plots import plot_track
 
     out = plot_track(tr, tmp_path / "f.png", kind="K", panels=[("frobenius", "identity"), ("tight", "embed")], highlight=[(0, 0, 1, 1)])
     assert out.stat().st_size > 1000
@@ -309,7 +309,7 @@ def test_track_rows_and_plot(tmp_path):
 
 # ---------------------------------------------------------------------- the shipped default model
 def test_default_model_is_the_preset_and_has_induction_heads():
-    from compscope.builtin import DEFAULT_MODEL, resolve
+    from compscope.loading.builtin import DEFAULT_MODEL, resolve
 
     path = resolve(DEFAULT_MODEL)
     model, manifest = load_toy(path)

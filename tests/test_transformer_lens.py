@@ -19,7 +19,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 tl = pytest.importorskip("transformer_lens")
 
 import compscope  # noqa: E402
-from compscope.attention import attention_forward  # noqa: E402
+from compscope.core.attention import attention_forward  # noqa: E402
 
 ATOL = RTOL = 1e-5
 pytestmark = pytest.mark.filterwarnings("ignore:HookedTransformer is deprecated:DeprecationWarning")

@@ -1,11 +1,11 @@
-"""The engine's scratch buffers kept between calls (compscope.workspace)."""
+"""The engine's scratch buffers kept between calls (compscope.engine.workspace)."""
 
 import threading
 
 import torch
 
-from compscope import workspace
-from compscope.composition import scores
+from compscope.engine import workspace
+from compscope.api import scores
 from test_composition import GRAM, check_dense, model
 
 

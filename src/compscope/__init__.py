@@ -1,20 +1,61 @@
-"""compscope: how attention heads compose, read from a transformer's weights."""
+"""compscope: how attention heads compose, read from a transformer's weights.
 
-from .axioms import check_axioms
-from .circuits import head_circuits
+The package root is light: names below are imported on first use (``import compscope`` does
+not import torch), so the command line answers ``--help`` at once.
+
+>>> import compscope                                     # doctest: +SKIP
+>>> t = compscope.scores("induction-2l", kinds="K")      # doctest: +SKIP
+>>> t.top("K", "frobenius", 1)                           # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import importlib
+
 from .errors import CompscopeError, LoadError, OptionError, ProcessingError, UnsupportedModelError, WeightError
-from .composition import scores
-from .heads import HeadWeights, Meta, Norm, Rotary
-from .loading import load
-from .lowrank import LowRank
-from .pair import PairReport, compose_pair
-from .processing import center_writing, fold_norm, fold_value_bias
-from .tracking import track
 
 __version__ = "0.1.0"
 
+#: public name -> module that defines it (imported on first access)
+_PUBLIC = {
+    "load": "compscope.loading.sources",
+    "scores": "compscope.api",
+    "compose_pair": "compscope.api",
+    "head_circuits": "compscope.api",
+    "as_heads": "compscope.api",
+    "PairReport": "compscope.analysis.pair",
+    "check_axioms": "compscope.analysis.axioms",
+    "track": "compscope.analysis.tracking",
+    "HeadWeights": "compscope.core.heads",
+    "Meta": "compscope.core.heads",
+    "Norm": "compscope.core.heads",
+    "Rotary": "compscope.core.heads",
+    "LowRank": "compscope.core.lowrank",
+    "center_writing": "compscope.core.processing",
+    "fold_norm": "compscope.core.processing",
+    "fold_value_bias": "compscope.core.processing",
+    "ScoreTable": "compscope.results.table",
+    "read_scores": "compscope.results.table",
+}
+#: subpackages reachable as attributes after ``import compscope``
+_SUBPACKAGES = ("analysis", "api", "core", "data", "engine", "loading", "measures", "report", "results", "toy")
+
 __all__ = [
-    "CompscopeError", "HeadWeights", "check_axioms", "head_circuits", "PairReport", "compose_pair", "LoadError", "OptionError", "LowRank", "Meta", "Norm", "ProcessingError",
-    "Rotary", "UnsupportedModelError", "WeightError", "center_writing", "fold_norm",
-    "fold_value_bias", "load", "scores", "track",
+    "CompscopeError", "LoadError", "OptionError", "ProcessingError", "UnsupportedModelError", "WeightError",
+    *_PUBLIC, "__version__",
 ]
+
+
+def __getattr__(name: str):
+    if name in _PUBLIC:
+        value = getattr(importlib.import_module(_PUBLIC[name]), name)
+    elif name in _SUBPACKAGES:
+        value = importlib.import_module(f"compscope.{name}")
+    else:
+        raise AttributeError(f"module 'compscope' has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC) | set(_SUBPACKAGES))

@@ -23,3 +23,8 @@ class ProcessingError(CompscopeError):
 
 class OptionError(CompscopeError, ValueError):
     """An option has a value compscope does not accept (unknown measure, metric, kind, ...)."""
+
+
+def one_line(e: BaseException) -> str:
+    """An exception's message on one line (compscope's messages are single lines)."""
+    return " ".join(str(e).split()) or type(e).__name__

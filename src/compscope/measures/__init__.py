@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from ..errors import OptionError
+from ..defaults import MEASURES as MEASURES_DEFAULT, TRACKED_MEASURES
+from ..registry import Registry
 
 #: Axioms of MATH.md: full read, no read, monotone, gauge (orthogonal), identity (C(I,I)=1 for
 #: every d), padding, scale invariance, head splitting.
@@ -92,25 +93,33 @@ class Measure:
         return "gram" if self.from_gram is not None else "X"
 
 
-_MEASURES: dict[str, Measure] = {}
+#: every measure, in registration order (which is the order of ``'all'`` and of printed tables)
+MEASURES: Registry = Registry("measure")
+
+#: the measures computed when none are named, and those followed over training
+DEFAULT, TRACKED = MEASURES_DEFAULT, TRACKED_MEASURES
 
 
 def register(m: Measure) -> Measure:
+    """Add ``m`` to :data:`MEASURES` after checking the axioms it declares exist."""
     unknown = (set(m.satisfies) | set(m.fails)) - set(AXIOMS)
     if unknown:
         raise ValueError(f"measure {m.name}: unknown axioms {sorted(unknown)}; known: {AXIOMS}")
-    _MEASURES[m.name] = m
-    return m
+    return MEASURES.add(m.name, m)
 
 
 def get_measure(name: str) -> Measure:
-    if name not in _MEASURES:
-        raise OptionError(f"unknown measure {name!r}; measures: {', '.join(_MEASURES)}")
-    return _MEASURES[name]
+    return MEASURES.get(name)
 
 
 def measures() -> dict[str, Measure]:
-    return dict(_MEASURES)
+    return dict(MEASURES.items())
 
 
-from . import bandwidth, frobenius, overlap, spectral, tight  # noqa: E402,F401  (registration)
+def select(names: str | list[str] | tuple[str, ...]) -> list[Measure]:
+    """The measures ``names`` (``'all'``: every registered one), each checked."""
+    return [MEASURES.get(n) for n in MEASURES.select(names)]
+
+
+# registration, in the order of 'all'
+from . import frobenius, tight, overlap, bandwidth, spectral  # noqa: E402,F401,I001

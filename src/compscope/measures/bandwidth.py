@@ -44,16 +44,6 @@ def _bandwidth(p: PairSpectra) -> torch.Tensor:
 
 
 register(Measure(
-    name="bandwidth",
-    exact=_bandwidth,
-    from_gram=None,
-    range=(0.0, float("inf")),
-    doc="exp(entropy of the normalised squared singular values of BA)",
-    satisfies=frozenset({"no_read", "orthogonal_invariant", "padding", "scale", "split"}),
-    fails={"full_read": "a count of channels, not a fraction", "identity": "C(I, I) = d", "monotone": "a scale-free count: 0 while col(A) ⊥ row(B), its full value as soon as A turns (not continuous)"},
-))
-
-register(Measure(
     name="shared_dims",
     exact=lambda p: p.X.pow(2).sum((-1, -2)),
     from_gram=lambda g: g.x2,
@@ -62,4 +52,14 @@ register(Measure(
     satisfies=frozenset({"no_read", "monotone", "orthogonal_invariant", "padding", "scale", "split"}),
     fails={"full_read": "equals rank(A), not 1", "identity": "C(I, I) = d"},
     gram_inputs=frozenset({"x2"}),
+))
+
+register(Measure(
+    name="bandwidth",
+    exact=_bandwidth,
+    from_gram=None,
+    range=(0.0, float("inf")),
+    doc="exp(entropy of the normalised squared singular values of BA)",
+    satisfies=frozenset({"no_read", "orthogonal_invariant", "padding", "scale", "split"}),
+    fails={"full_read": "a count of channels, not a fraction", "identity": "C(I, I) = d", "monotone": "a scale-free count: 0 while col(A) ⊥ row(B), its full value as soon as A turns (not continuous)"},
 ))

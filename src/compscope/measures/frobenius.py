@@ -3,7 +3,7 @@
 ``frobenius = ‖BA‖_F / (‖B‖_F ‖A‖_F)`` with ``‖BA‖_F² = Σ_ij b_i² X_ij² a_j²``.
 Under uniformly random subspaces ``E[X_ij²] = 1/d``, so ``E[frobenius²] = 1/d`` exactly; the
 expectation of ``frobenius`` itself (for the pair's own spectra) is estimated by a seeded
-Monte Carlo over Haar-random ``X`` (see ``compscope.baseline``), and
+Monte Carlo over Haar-random ``X`` (see ``compscope.engine.baseline``), and
 ``frobenius_baselined = frobenius - E[frobenius]`` (can be negative).
 """
 

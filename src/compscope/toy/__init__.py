@@ -1,4 +1,4 @@
-"""Toy transformers that grow induction heads: model, data, trainer, storage."""
+"""Toy transformers that grow induction heads: model, data, trainer, storage (the toy folder format)."""
 
 from .data import Batch, DataConfig, InductionData, repeated_random
 from .model import ToyConfig, ToyTransformer

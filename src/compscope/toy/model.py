@@ -24,7 +24,7 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import OptionError
-from ..heads import HeadWeights, Meta, Norm, Rotary
+from ..core.heads import HeadWeights, Meta, Norm, Rotary
 
 
 @dataclass(frozen=True)

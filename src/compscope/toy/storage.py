@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from ..checkpoint import one_line
+from ..loading.checkpoint import one_line
 from ..errors import LoadError, OptionError, WeightError
 from .model import ToyConfig, ToyTransformer
 
@@ -24,21 +24,6 @@ MANIFEST, TENSORS = "toy.json", "model.safetensors"
 def is_toy(path: Path) -> bool:
     path = Path(path)
     return (path / MANIFEST).is_file() if path.is_dir() else path.name == MANIFEST
-
-
-def find_toy(model) -> Path | None:
-    """The folder of a toy model given by its folder or built-in name; None for anything else
-    (another kind of model, an unknown name, a ``HeadWeights``)."""
-    from ..builtin import resolve
-    from ..errors import CompscopeError
-
-    if not isinstance(model, (str, Path)):
-        return None
-    try:
-        path = Path(model) if Path(model).exists() else resolve(str(model))
-    except CompscopeError:
-        return None
-    return path if is_toy(path) else None
 
 
 def held_out_repeats(model: ToyTransformer, sequences: int, half: int, seed: int) -> torch.Tensor:

@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 
 from ..errors import OptionError
-from ..head_labels import HeadLabels, label_heads
+from ..data.head_labels import HeadLabels, label_heads
 from ..progress import progress_bar
 from .data import DataConfig, InductionData, repeated_random
 from .model import ToyConfig, ToyTransformer

@@ -1,0 +1,101 @@
+"""One writer → reader pair in detail: principal angles, composed spectrum, every measure.
+
+For writer ``A = W_OV^{h1}`` (thin SVD ``U_A S_A V_Aᵀ``, rank ``r_A``) and reader ``B`` of the
+given kind (``U_B S_B V_Bᵀ``, rank ``r_B``), in the metric's whitened coordinates:
+
+- principal angles ``θ_k`` between ``col(A)`` (what the writer can write) and ``row(B)`` (what
+  the reader can read): ``cos θ_k = σ_k(V_Bᵀ U_A)``, ``k = 1 … min(r_A, r_B)``, ascending θ;
+- singular values of the composed map ``BA``: ``σ(S_B (V_Bᵀ U_A) S_A)`` (descending, nonzero
+  count ≤ ``min(r_A, r_B)``), from ``r × r`` factors, never the ``d × d`` product.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ..errors import OptionError
+from ..core.factors import check_kind, head_circuit
+from ..core.heads import HeadWeights
+from ..core.lowrank import LowRank, numerical_rank
+from ..measures import PairSpectra, measures
+from ..core.metrics import DEFAULT_RIDGE, Metric, get_metric
+
+
+def pair_spectra(writer: LowRank, reader: LowRank, *, baseline: bool = False, samples: int = 256,
+                 seed: int = 0) -> PairSpectra:
+    """The pieces every measure reads for one pair, float64, as a batch of one: the writer's
+    ``U_A``, ``a`` and the reader's ``b``, ``V_B`` from the factors (thin SVDs, cut to their
+    numerical ranks), and ``X = V_Bᵀ U_A``; with ``baseline``, the Haar expectation of
+    ``frobenius`` (``compscope.engine.baseline``, ``samples`` draws, ``seed``)."""
+    d = writer.shape[0]
+    if writer.shape != (d, d) or reader.shape != (d, d):
+        raise OptionError(f"pair_spectra: writer {writer.shape} and reader {reader.shape} must both be {d} x {d}")
+    f64 = lambda lr: LowRank(lr.left.to(torch.float64), lr.right.to(torch.float64))  # noqa: E731
+    UA, a, _ = f64(writer).svd()
+    _, b, VB = f64(reader).svd()
+    ra, rb = int(numerical_rank(a, d)), int(numerical_rank(b, d))
+    UA, a, VB, b = UA[:, :ra], a[:ra], VB[:, :rb], b[:rb]
+    expected = None
+    if baseline:
+        from ..engine.baseline import expected_frobenius
+
+        expected = expected_frobenius(a[None], b[None], d, samples, seed)[0].reshape(1)
+    return PairSpectra(a[None], b[None], (VB.T @ UA)[None], d, torch.tensor([ra]), expected)
+
+
+
+@dataclass(frozen=True)
+class PairReport:
+    """Everything about one pair (float64)."""
+
+    writer: tuple[int, int]
+    reader: tuple[int, int]
+    kind: str
+    metric: str
+    principal_angles: Tensor  # (min(r_A, r_B),) radians, ascending
+    composed_singular_values: Tensor  # (min(r_A, r_B),) descending
+    writer_singular_values: Tensor  # (r_A,)
+    reader_singular_values: Tensor  # (r_B,)
+    measures: dict[str, float]
+
+    @property
+    def cosines(self) -> Tensor:
+        return self.principal_angles.cos()
+
+
+def compose_pair(
+    hw: HeadWeights,
+    writer: tuple[int, int],
+    reader: tuple[int, int],
+    kind: str = "K",
+    metric: str | Metric = "identity",
+    *,
+    offset: float = 0.0,
+    ridge: float = DEFAULT_RIDGE,
+) -> PairReport:
+    """Principal angles, composed singular values and every measure of the pair ``writer =
+    (layer, head)`` → ``reader = (layer, head)`` (reader in a later layer; the Haar baseline by
+    the same seeded Monte Carlo as :func:`compscope.scores`)."""
+    check_kind(kind)
+    (l1, h1), (l2, h2) = writer, reader
+    L, H = hw.n_layers, hw.n_heads
+    for name, (l, h) in (("writer", writer), ("reader", reader)):
+        if not (0 <= l < L and 0 <= h < H):
+            raise OptionError(f"{name} {l}.{h}: the model has layers 0..{L - 1} and heads 0..{H - 1}")
+    if not l1 < l2:
+        raise OptionError(f"writer layer {l1} must come before reader layer {l2}")
+    met = get_metric(metric, hw, ridge)
+    per_layer = not met.is_identity and None not in met.sqrt
+    S, Si = met.for_layer(l2 if per_layer else -1)
+    writer_map = head_circuit(hw, l1, h1, "W", sqrt=S, inv_sqrt=Si, dtype=torch.float64)
+    reader_map = head_circuit(hw, l2, h2, kind, sqrt=S, inv_sqrt=Si, offset=offset, dtype=torch.float64)
+    p = pair_spectra(writer_map, reader_map, baseline=True)
+    a, b, X = p.a[0], p.b[0], p.X[0]
+    k = min(len(a), len(b))
+    cos = torch.linalg.svdvals(X)[:k].clamp(0.0, 1.0)
+    composed = torch.linalg.svdvals(p.core()[0])[:k]
+    values = {name: float(m.exact(p)[0]) for name, m in measures().items()}  # every registered measure
+    return PairReport(writer, reader, kind, met.name, torch.arccos(cos), composed, a, b, values)

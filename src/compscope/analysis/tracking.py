@@ -1,0 +1,207 @@
+"""Composition over training: scores for every checkpoint of an ordered list, one table.
+
+``track(source)`` takes a run folder written by ``compscope train`` (its ``checkpoints/``), a
+folder of checkpoint folders, or an explicit list of model paths (any format ``load`` reads,
+e.g. Pythia-style revisions saved locally). Steps come from a toy checkpoint's manifest, else
+from the last number in the folder or file name (``step_1000``, ``step143000``), else the
+position in the list. Toy checkpoints also get activation labels (induction and
+previous-token scores, ``head_labels``) computed on held-out repeated sequences, from which
+the induction-formation step is read.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from ..engine.composition import scores
+from ..core.metrics import DEFAULT_RIDGE, get_metric
+from ..errors import OptionError
+from ..defaults import TRACKED_METRICS
+from ..measures import TRACKED
+from ..data.head_labels import HeadLabels, label_heads
+from ..progress import progress_bar
+from ..results.table import ScoreTable, write_frame
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    step: int
+    path: Path
+
+
+def list_checkpoints(source: str | Path | Sequence[str | Path]) -> list[Checkpoint]:
+    """Checkpoints of ``source`` in step order (see the module docstring)."""
+    from ..toy.storage import is_toy, read_manifest
+
+    if isinstance(source, (str, Path)):
+        folder = Path(source)
+        if not folder.is_dir():
+            raise OptionError(f"{folder}: not a folder of checkpoints")
+        if (folder / "checkpoints").is_dir():
+            folder = folder / "checkpoints"
+        elif any((folder / f).is_file() for f in ("toy.json", "compscope.json", "config.json")):
+            raise OptionError(f"{folder}: is one model, not a folder of checkpoints (pass the run folder or several paths)")
+        paths = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
+        if not paths:
+            raise OptionError(f"{folder}: holds no checkpoints")
+    else:
+        paths = [Path(p) for p in source]
+        if not paths:
+            raise OptionError("track needs at least one checkpoint")
+    out = []
+    for i, p in enumerate(paths):
+        if not p.exists():
+            raise OptionError(f"{p}: no such checkpoint")
+        step = None
+        if is_toy(p):
+            step = read_manifest(p).get("step")
+        if step is None:
+            nums = re.findall(r"\d+", p.stem if p.is_file() else p.name)
+            step = int(nums[-1]) if nums else i
+        out.append(Checkpoint(int(step), p))
+    steps = [c.step for c in out]
+    if len(set(steps)) != len(steps):
+        raise OptionError(f"checkpoints of {source} have repeated steps {sorted(s for s in steps if steps.count(s) > 1)[:5]}")
+    return sorted(out, key=lambda c: c.step)
+
+
+@dataclass
+class Track:
+    """Score tables and (toy checkpoints only) activation labels per checkpoint, in step order."""
+
+    checkpoints: list[Checkpoint]
+    tables: list[list[ScoreTable]]  # per checkpoint, one table per metric
+    labels: list[HeadLabels | None]
+
+    @property
+    def steps(self) -> list[int]:
+        return [c.step for c in self.checkpoints]
+
+    def check_pairs(self, pairs) -> None:
+        """An error naming the first of ``pairs`` (``(src_layer, src_head, dst_layer, dst_head)``)
+        that is not an earlier → later head pair of the tracked model."""
+        L, H = self.tables[-1][0].values[next(iter(self.tables[-1][0].values))].shape[:2]
+        for l1, h1, l2, h2 in pairs:
+            if not (0 <= l1 < l2 < L and 0 <= h1 < H and 0 <= h2 < H):
+                raise OptionError(f"pair {l1}.{h1}-{l2}.{h2}: not a pair of this model (layers 0..{L - 1}, heads "
+                                  f"0..{H - 1}; the writer's layer before the reader's)")
+
+    def series(self, measure: str, kind: str, pair: tuple[int, int, int, int], metric: str | None = None) -> list[float]:
+        """The score of ``pair = (src_layer, src_head, dst_layer, dst_head)`` at every step."""
+        out = []
+        for tabs in self.tables:
+            tab = next((t for t in tabs if metric is None or t.metric == metric), None)
+            if tab is None:
+                raise OptionError(f"metric {metric!r} was not tracked; have {[t.metric for t in tabs]}")
+            out.append(float(tab.dense(measure, kind)[pair]))
+        return out
+
+    def to_pandas(self):
+        """One row per (checkpoint, metric, measure, kind, pair): score-table columns plus
+        ``step`` and ``checkpoint``."""
+        import pandas as pd
+
+        frames = []
+        for c, tabs in zip(self.checkpoints, self.tables):
+            for t in tabs:
+                df = t.to_pandas()
+                df.insert(0, "step", c.step)
+                df["checkpoint"] = c.path.name
+                frames.append(df)
+        return pd.concat(frames, ignore_index=True)
+
+    def labels_frame(self):
+        """Per-head activation labels per step (toy checkpoints): ``step, layer, head,
+        induction, previous, loss_first, loss_second``."""
+        import pandas as pd
+
+        rows = []
+        for c, lab in zip(self.checkpoints, self.labels):
+            if lab is None:
+                continue
+            L, H = lab.induction.shape
+            for l in range(L):
+                for h in range(H):
+                    rows.append((c.step, l, h, float(lab.induction[l, h]), float(lab.previous[l, h]), lab.loss_first, lab.loss_second))
+        return pd.DataFrame(rows, columns=["step", "layer", "head", "induction", "previous", "loss_first", "loss_second"])
+
+    def save(self, path: str | Path) -> Path:
+        """Write :meth:`to_pandas` as ``.csv`` or ``.parquet``."""
+        return write_frame(self.to_pandas(), path)
+
+    # ------------------------------------------------------------------ circuit reading
+    def roles(self, threshold: float = 0.5) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """Previous-token heads and induction heads of the *last* checkpoint: heads whose score
+        there is ``>= threshold`` (at least the best one of each kind; induction heads after layer 0)."""
+        lab = self.labels[-1]
+        if lab is None:
+            raise OptionError("the last checkpoint has no activation labels (not a toy model): name the pairs yourself")
+        return _pick(lab.previous, threshold, min_layer=0), _pick(lab.induction, threshold, min_layer=1)
+
+    def formation_step(self, threshold: float = 0.5) -> int | None:
+        """First step at which the eventual induction heads' best induction score reaches half
+        its final value (``None`` without labels, or when no head ends at ``threshold``)."""
+        if any(lab is None for lab in self.labels):
+            return None
+        _, ind = self.roles(threshold)
+        curve = [max(float(lab.induction[l, h]) for l, h in ind) for lab in self.labels]
+        if curve[-1] < threshold:
+            return None
+        half = curve[-1] / 2
+        return next(s for s, v in zip(self.steps, curve) if v >= half)
+
+
+def _pick(score: torch.Tensor, threshold: float, min_layer: int) -> list[tuple[int, int]]:
+    s = score.clone()
+    s[:min_layer] = -1.0
+    heads = [tuple(ix) for ix in torch.nonzero(s >= threshold).tolist()]
+    if not heads:
+        heads = [tuple(torch.unravel_index(s.argmax(), s.shape))]
+        heads = [(int(heads[0][0]), int(heads[0][1]))]
+    return [(int(l), int(h)) for l, h in heads]
+
+
+def track(
+    source: str | Path | Sequence[str | Path],
+    kinds: str = "K",
+    measures: Sequence[str] | str = TRACKED,
+    metrics: Sequence[str] | str = TRACKED_METRICS,
+    *,
+    labels: bool = True,
+    label_sequences: int = 64,
+    label_seed: int = 10_000,
+    progress: bool = True,
+    **score_options,
+) -> Track:
+    """Composition of every checkpoint of ``source`` (``compscope.scores`` per checkpoint and
+    metric; ``score_options`` go to it), plus activation labels for toy checkpoints."""
+    from ..loading.sources import load
+    from ..toy.data import repeated_random
+    from ..toy.storage import heads_of, is_toy, load_toy
+
+    ckpts = list_checkpoints(source)
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    tables, labs = [], []
+    bar = progress_bar(len(ckpts), "tracking", enabled=progress)
+    for c in ckpts:
+        model = lab = None
+        if is_toy(c.path):  # read once: the weights for the scores, the model for the labels
+            model, manifest = load_toy(c.path)
+            hw = heads_of(model, manifest, c.path)
+        else:
+            hw = load(c.path)
+        ridge = score_options.get("ridge", DEFAULT_RIDGE)
+        tables.append([scores(hw, kinds, measures, get_metric(m, hw, ridge, model=c.path), progress=False, **score_options)
+                       for m in metrics])
+        if labels and model is not None:
+            half = min(24, model.cfg.n_ctx // 2)
+            lab = label_heads(model, repeated_random(label_sequences, half, model.cfg.d_vocab, label_seed))
+        labs.append(lab)
+        bar.update(1)
+    bar.close()
+    return Track(ckpts, tables, labs)

@@ -1,0 +1,48 @@
+"""The convenience layer: any model source in — a name, a path, a loaded model or
+``HeadWeights`` — loaded with :func:`compscope.load`, then handed to the engine or an analysis.
+
+The engine (:mod:`compscope.engine`) and the analyses take ``HeadWeights`` and never load;
+this module is where "load, then score" happens, and where a metric that needs the model
+itself (``activations``, estimated on data) gets it.
+"""
+
+from __future__ import annotations
+
+from .analysis import circuits as _circuits
+from .analysis import pair as _pair
+from .core.heads import HeadWeights
+from .core.metrics import DEFAULT_RIDGE, get_metric
+from .engine import composition as _composition
+from .loading.sources import load
+from .measures import DEFAULT
+
+
+def as_heads(model) -> HeadWeights:
+    """``model`` itself when it is ``HeadWeights``, else :func:`compscope.load` of it."""
+    return model if isinstance(model, HeadWeights) else load(model)
+
+
+def scores(model, kinds: str = "QKV", measures=DEFAULT, metric="identity", *, ridge: float = DEFAULT_RIDGE, **options):
+    """Composition scores of every (earlier writer, later reader) head pair of ``model`` (any
+    source :func:`compscope.load` reads, or ``HeadWeights``): a ``ScoreTable``.
+
+    ``kinds``: letters of ``'QKV'``; ``measures``: names, or ``'all'``; ``metric``: a registered
+    name (``identity``, ``embed``, ``unembed``, ``activations``) or a ``Metric``. Every other
+    option (``offset``, ``pairs``, ``precision``, ``device``, ``max_memory``, ``progress``, …)
+    is the engine's: :func:`compscope.engine.composition.scores`."""
+    hw = as_heads(model)
+    return _composition.scores(hw, kinds, measures, get_metric(metric, hw, ridge, model=model), ridge=ridge, **options)
+
+
+def compose_pair(model, writer: tuple[int, int], reader: tuple[int, int], kind: str = "K", metric="identity", *,
+                 ridge: float = DEFAULT_RIDGE, **options):
+    """One pair of ``model`` in detail (principal angles, composed spectrum, every measure):
+    :func:`compscope.analysis.pair.compose_pair` after loading."""
+    hw = as_heads(model)
+    return _pair.compose_pair(hw, writer, reader, kind, get_metric(metric, hw, ridge, model=model), ridge=ridge, **options)
+
+
+def head_circuits(model, measure: str = "frobenius", *, offset: float = 0.0):
+    """Copying, matching, previous-token and induction scores of every head of ``model``, read
+    from the weights: :func:`compscope.analysis.circuits.head_circuits` after loading."""
+    return _circuits.head_circuits(as_heads(model), measure, offset=offset)

@@ -1,0 +1,67 @@
+"""``compscope circuits``: copying, matching, previous-token and induction scores of every head,
+read from the weights; beside them, for an unprocessed toy model, its activation labels."""
+
+from __future__ import annotations
+
+from .common import add_model, add_processing, check_offset, count, processing
+
+HELP = "copying, matching, previous-token and induction scores of every head, from the weights"
+EXAMPLE = "example: compscope circuits --measure tight"
+
+
+def add_arguments(p) -> None:
+    add_model(p)
+    p.add_argument("--measure", default="frobenius", help="K-composition measure of the induction score (default frobenius)")
+    p.add_argument("--offset", type=float, default=0.0, help="rotary offset of the matching score (default 0; rotary models only)")
+    p.add_argument("--top", type=count, default=5, help="heads to print per score for models of over 48 heads (default 5)")
+    add_processing(p)
+
+
+def run(args) -> None:
+    print(report(args))
+
+
+def report(args) -> str:
+    """What ``compscope circuits`` prints: every head's scores (the top ones for large models),
+    and for an unprocessed toy model its activation-based labels beside them."""
+    from ..analysis.circuits import bigram_copying, head_circuits, virtual_copying
+    from ..analysis.stats import spearman
+    from ..data.head_labels import toy_labels
+    from ..engine.composition import scores
+    from ..loading.sources import load
+    from ..measures import get_measure
+    from ..results.table import top_entries
+
+    get_measure(args.measure)
+    hw = load(args.model, **processing(args))
+    check_offset(hw, args.offset)
+    c = head_circuits(hw, args.measure, offset=args.offset)
+    found = {"copying": c.copying, "matching": c.matching, "prev-token": c.previous, "induction": c.induction}
+    cols = {k: v for k, v in found.items() if v is not None}
+    missing = ([] if c.copying is not None else ["no unembedding, so no copying"]) + \
+        ([] if c.previous is not None else ["no learned positions, so no previous-token"])
+    lines = [f"{c.model}: circuits from the weights (induction: K-composition by {c.measure}"
+             + "".join(f"; {m}" for m in missing) + (" or induction scores" if missing else "") + ")"]
+    labels = None if hw.meta.processing else toy_labels(args.model)
+    if labels is not None:
+        cols.update({"data: induction": labels.induction, "data: prev-token": labels.previous})
+        lines[0] += f"; data: 200 held-out repeated random sequences [t, t], |t| = {labels.half}"
+    L, H = c.matching.shape
+    if L * H <= 48:
+        lines.append("head  " + "".join(f"{k:>18}" for k in cols))
+        lines += [f"{l}.{h:<4}" + "".join(f"{float(v[l, h]):18.3f}" for v in cols.values()) for l in range(L) for h in range(H)]
+    else:
+        for k, v in cols.items():
+            lines.append(f"{k:<12} " + "   ".join(f"{l}.{h} {x:.3f}" for (l, h), x in top_entries(v, args.top)))
+    if c.copying is not None:
+        line = f"zero-layer bigram W_U W_E: copying {bigram_copying(hw):.3f}"
+        if L * H <= 48 and L > 1:
+            frob = scores(hw, "V", ["frobenius"], progress=False).dense("frobenius", "V")
+            virt = virtual_copying(hw)
+            line += "; virtual heads h1->h2 with the strongest V-composition (frobenius, copying): " + "   ".join(
+                "{}.{}->{}.{} ".format(*i) + f"{x:.3f}, {float(virt[i]):.3f}" for i, x in top_entries(frob, 3))
+        lines.append(line)
+    if labels is not None and c.induction is not None:
+        lines.append(f"rank correlation (Spearman, all heads), weights vs data: induction {spearman(c.induction, labels.induction):.2f}, "
+                     f"previous-token {spearman(c.previous, labels.previous):.2f}")
+    return "\n".join(lines)

@@ -1,0 +1,134 @@
+"""What several commands share: argument types, option groups, and checks made before any work."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..errors import CompscopeError, OptionError
+
+
+def count(text: str) -> int:
+    """An argparse type: a positive integer."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive integer")
+    return int(text)
+
+
+def positive_int(text: str, option: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise OptionError(f"{option} {text!r}: expected 'all' or a positive integer")
+    return int(text)
+
+
+def positive_gib(text: str, option: str) -> int:
+    """``text`` GiB as bytes."""
+    try:
+        gib = float(text)
+    except ValueError:
+        gib = 0.0
+    if not gib > 0:
+        raise OptionError(f"{option} {text!r}: expected a positive number of GiB, e.g. 2 or 0.5")
+    return int(gib * 2**30)
+
+
+def model_help() -> str:
+    from ..loading.builtin import BUILTINS, DEFAULT_MODEL
+
+    return ("a HuggingFace folder, a .gguf file, a compscope or toy model folder, or a built-in name "
+            f"({', '.join(BUILTINS)}); default: the built-in {DEFAULT_MODEL}")
+
+
+def add_model(p: argparse.ArgumentParser, *, positional: bool = True) -> None:
+    from ..loading.builtin import DEFAULT_MODEL
+
+    if positional:
+        p.add_argument("model", nargs="?", default=DEFAULT_MODEL, help=model_help())
+    else:
+        p.add_argument("--model", default=DEFAULT_MODEL, help=model_help())
+
+
+def add_processing(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fold-norm", action="store_true", help="fold norm gains into W_Q, W_K, W_V (pre-norm models)")
+    p.add_argument("--center-writing", action="store_true", help="centre W_O, W_E, W_pos (LayerNorm models)")
+    p.add_argument("--fold-value-bias", action="store_true", help="move b_V into b_O")
+
+
+def processing(args) -> dict:
+    return {"fold_norm": args.fold_norm, "center_writing": args.center_writing, "fold_value_bias": args.fold_value_bias}
+
+
+def metric_names() -> str:
+    return "identity, embed, unembed or activations (estimated on data: toy models)"
+
+
+def add_scoring(p: argparse.ArgumentParser, default_kinds: str, default_measures: tuple[str, ...]) -> None:
+    p.add_argument("--kinds", default=default_kinds, help=f"any of Q, K, V (default {default_kinds})")
+    p.add_argument("--measure", action="append", dest="measures", metavar="NAME",
+                   help=f"a measure (repeatable; 'all' for every one; default {', '.join(default_measures)})")
+    p.add_argument("--offset", type=float, default=0.0,
+                   help="rotary offset: query minus key position (default 0; rotary models only)")
+    p.add_argument("--pairs", default="256",
+                   help="for bandwidth/spectral: 'all' or the top N pairs by frobenius per kind (default 256)")
+    p.add_argument("--precision", default="float32", choices=["float32", "float64"], help="dtype of the large products (default float32)")
+    p.add_argument("--device", default=None, help="where to compute: cpu, cuda, cuda:N (default: cuda when present, else cpu)")
+    p.add_argument("--max-memory", metavar="GIB", help="GiB for tiles and blocks, beyond the per-head bases (default: a quarter of the free memory)")
+
+
+def score_options(args) -> dict:
+    pairs = "all" if args.pairs == "all" else positive_int(args.pairs, "--pairs")
+    max_memory = None if args.max_memory is None else positive_gib(args.max_memory, "--max-memory")
+    return {"offset": args.offset, "pairs": pairs, "precision": args.precision, "device": args.device, "max_memory": max_memory}
+
+
+def check_offset(hw, offset: float) -> None:
+    """A rotary offset means nothing without rotary positions: say so instead of ignoring it."""
+    if offset != 0 and hw.rotary is None:
+        raise OptionError(f"--offset {offset:g}: {hw.meta.name} has {hw.positions!r} positions, not rotary; "
+                          "the offset only applies to rotary models")
+
+
+def output_file(path: str | None, option: str, suffixes: tuple[str, ...]) -> None:
+    """Check ``path`` before any work: a known suffix, an existing folder, not a folder itself."""
+    if not path:
+        return
+    p = Path(path)
+    if p.suffix not in suffixes:
+        raise OptionError(f"{option} {path}: use a {' or '.join(suffixes)} file name")
+    if p.is_dir():
+        raise OptionError(f"{option} {path}: is a folder; give a file name")
+    if not p.parent.is_dir():
+        raise OptionError(f"{option} {path}: the folder {p.parent} does not exist")
+
+
+def table_file(path: str | None, option: str = "--out") -> None:
+    """:func:`output_file` for a table, and the packages that write it, checked before the work."""
+    output_file(path, option, (".csv", ".parquet"))
+    if path:
+        need = ["pandas"] + (["pyarrow"] if path.endswith(".parquet") else [])
+        missing = [m for m in need if not _importable(m)]
+        if missing:
+            raise CompscopeError(f"{option} {path}: writing tables needs {' and '.join(missing)}: pip install {' '.join(missing)}")
+
+
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def parse_head(text: str) -> tuple[int, int]:
+    try:
+        layer, head = text.split(".")
+        return int(layer), int(head)
+    except ValueError:
+        raise OptionError(f"head {text!r}: expected LAYER.HEAD, e.g. 0.1") from None
+
+
+def parse_pair(text: str) -> tuple[int, int, int, int]:
+    try:
+        a, b = text.split("-")
+        (l1, h1), (l2, h2) = (map(int, a.split(".")), map(int, b.split(".")))
+        return (l1, h1, l2, h2)
+    except ValueError:
+        raise OptionError(f"--pair {text!r}: expected SRC_LAYER.SRC_HEAD-DST_LAYER.DST_HEAD, e.g. 0.1-1.2") from None

@@ -1,0 +1,63 @@
+"""``compscope``: the command registry, the parser built from it, and the entry point.
+
+A command is a module of this package with ``HELP``, optional ``DESCRIPTION`` and ``EXAMPLE``,
+``add_arguments(parser)`` and ``run(args) -> int | None``; it is added with one line below.
+Nothing here or in a command module imports torch before ``run``: ``compscope --help`` and
+``compscope CMD --help`` answer at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ..errors import CompscopeError
+from ..registry import Registry
+
+#: the commands, in the order ``compscope --help`` lists them
+COMMANDS: Registry = Registry("command")
+for _name in ("info", "scores", "pair", "circuits", "axioms", "intervene", "train", "track"):
+    COMMANDS.lazy(_name, f"compscope.cli.{_name}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .. import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="compscope", description="How attention heads compose (Q-, K-, V-composition), read from the weights.",
+        epilog="run 'compscope CMD --help' for a command's options; with no model named, commands use the "
+               "built-in induction-2l", formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"compscope {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, mod in COMMANDS.items():
+        p = sub.add_parser(name, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP[:1].upper() + mod.HELP[1:] + "."),
+                           epilog=getattr(mod, "EXAMPLE", None), formatter_class=argparse.RawDescriptionHelpFormatter)
+        mod.add_arguments(p)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; a ``CompscopeError`` becomes one line on stderr and exit status 2."""
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS.get(args.command).run(args) or 0
+    except CompscopeError as e:
+        print(f"compscope: error: {e}", file=sys.stderr)
+        return 2
+
+
+def entry() -> None:
+    """Console entry point: exit quietly when the reader of stdout goes away (``| head``)."""
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 0
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,77 @@
+"""``compscope scores``: Q/K/V composition of every head pair; the strongest printed, all written."""
+
+from __future__ import annotations
+
+from .common import add_model, add_processing, add_scoring, check_offset, count, metric_names, processing, score_options, table_file
+
+HELP = "Q/K/V composition scores of every head pair; prints the strongest"
+EXAMPLE = ("examples:\n  compscope scores --top 3\n  compscope scores smollm2 --kinds K --measure all --pairs all --out k.parquet\n"
+           "  compscope scores --metric embed --measure tight")
+
+
+def add_arguments(p) -> None:
+    from ..defaults import MEASURES as DEFAULT
+
+    add_model(p)
+    add_scoring(p, "QKV", DEFAULT)
+    p.add_argument("--metric", default="identity", help=f"{metric_names()} (default identity)")
+    p.add_argument("--top", type=count, default=5, help="pairs to print per kind and measure (default 5)")
+    p.add_argument("--out", help="write the full table (.csv or .parquet)")
+    add_processing(p)
+
+
+def run(args) -> None:
+    from ..core.metrics import get_metric
+    from ..engine.composition import scores
+    from ..loading.sources import load
+    from ..measures import DEFAULT
+
+    table_file(args.out)
+    options = score_options(args)
+    hw = load(args.model, **processing(args))
+    check_offset(hw, args.offset)
+    metric = get_metric(args.metric, hw, model=args.model)  # 'activations' runs the model itself
+    table = scores(hw, args.kinds, args.measures or DEFAULT, metric, **options)
+    print(format_top(table, args.top))
+    if args.out:
+        print(f"wrote {table.save(args.out)}")
+
+
+def _metric_text(table) -> str:
+    """The metric's name and, for a non-identity metric, its condition number (MATH.md's ridge)."""
+    cond = table.info.get("condition") or {}
+    if not cond:
+        return table.metric
+    raw, reg = max(c[0] for c in cond.values()), max(c[1] for c in cond.values())
+    what = "condition number" if len(cond) == 1 else f"largest condition number of {len(cond)} layers"
+    return f"{table.metric} ({what} {reg:.3g} with ridge {table.info.get('ridge', 0):g}·tr(G)/d, {raw:.3g} without)"
+
+
+def format_top(table, n: int) -> str:
+    """The ``n`` strongest pairs per kind and measure, as ``L1.H1 -> L2.H2  value``."""
+    lines = [f"{table.model}: metric {_metric_text(table)}, processing {', '.join(table.processing) or 'none'}"]
+    for kind in table.kinds:
+        for m in table.measures:
+            if (m, kind) not in table.values:
+                continue
+            top = table.top(kind, m, n)
+            pairs = "   ".join(f"{l1}.{h1}->{l2}.{h2} {v:.3f}" for l1, h1, l2, h2, v in top)
+            lines.append(f"{kind}  {m:<20} {pairs}")
+    return "\n".join(lines)
+
+
+def format_top(table, n: int) -> str:
+    """The ``n`` strongest pairs per kind and measure, as ``L1.H1 -> L2.H2  value``; measures
+    computed for only some pairs say how many."""
+    lines = [f"{table.model}: metric {_metric_text(table)}, processing {', '.join(table.processing) or 'none'}"]
+    for kind in table.kinds:
+        for m in table.measures:
+            if (m, kind) not in table.values:
+                continue
+            top = table.top(kind, m, n)
+            pairs = "   ".join(f"{l1}.{h1}->{l2}.{h2} {v:.3f}" for l1, h1, l2, h2, v in top)
+            lines.append(f"{kind}  {m:<20} {pairs}")
+    partial = table.info.get("partial") or {}
+    for m, (done, total) in partial.items():
+        lines.append(f"note: {m} covers the top {done:,} of {total:,} pairs per kind by frobenius (--pairs all for every pair)")
+    return "\n".join(lines)

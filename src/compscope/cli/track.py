@@ -1,0 +1,58 @@
+"""``compscope track``: composition at every checkpoint of a training run, one table and a plot."""
+
+from __future__ import annotations
+
+from .common import add_scoring, output_file, parse_pair, score_options, table_file
+
+HELP = "composition at every checkpoint of a training run, as one table and a plot"
+EXAMPLE = "example: compscope train --out runs/a && compscope track runs/a --out track.parquet --plot track.png"
+
+
+def add_arguments(p) -> None:
+    from ..defaults import TRACKED_MEASURES as TRACKED
+
+    p.add_argument("checkpoints", nargs="+", help="a run folder from 'compscope train', a folder of checkpoints, or checkpoint paths in order")
+    add_scoring(p, "K", TRACKED)
+    p.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
+                   help="a metric (repeatable; default identity and embed)")
+    p.add_argument("--out", help="write the table, one row per (checkpoint, metric, measure, kind, pair) (.csv or .parquet)")
+    p.add_argument("--plot", help="write the composition-over-training figure (.png, .svg or .pdf)")
+    p.add_argument("--pair", action="append", dest="highlight", metavar="L1.H1-L2.H2",
+                   help="pair to highlight in the plot (repeatable; default: previous-token -> induction heads of a toy run)")
+
+
+def run(args) -> None:
+    from ..analysis.tracking import track
+    from ..defaults import TRACKED_MEASURES as TRACKED, TRACKED_METRICS
+
+    table_file(args.out)
+    output_file(args.plot, "--plot", (".png", ".svg", ".pdf"))
+    if args.plot:
+        from ..report.plots import require_matplotlib
+
+        require_matplotlib()  # before the checkpoints are read
+    highlight = [parse_pair(p) for p in args.highlight] if args.highlight else None
+    source = args.checkpoints[0] if len(args.checkpoints) == 1 else args.checkpoints
+    metrics = args.metrics or list(TRACKED_METRICS)
+    tr = track(source, args.kinds, args.measures or TRACKED, metrics, **score_options(args))
+    if highlight:
+        tr.check_pairs(highlight)  # before anything is written
+    print(f"{len(tr.checkpoints)} checkpoints, steps {tr.steps[0]}..{tr.steps[-1]}; kinds {args.kinds}; "
+          f"metrics {', '.join(metrics)}")
+    if tr.labels[-1] is not None:
+        prev, ind = tr.roles()
+        lab = tr.labels[-1]
+        print("previous-token heads (last checkpoint): " + ", ".join(f"{l}.{h} ({float(lab.previous[l, h]):.2f})" for l, h in prev))
+        print("induction heads (last checkpoint):      " + ", ".join(f"{l}.{h} ({float(lab.induction[l, h]):.2f})" for l, h in ind))
+        formed = tr.formation_step()
+        if formed is None:
+            print("no induction head forms (no head ends with an induction score >= 0.5)")
+        else:
+            print(f"induction forms at step {formed} (first checkpoint at half the final induction score)")
+    if args.out:
+        print(f"wrote {tr.save(args.out)}")
+    if args.plot:
+        from ..report.plots import plot_track
+
+        kind = "K" if "K" in args.kinds else args.kinds[0]
+        print(f"wrote {plot_track(tr, args.plot, kind=kind, highlight=highlight)}")

@@ -1,0 +1,3 @@
+"""The canonical form and what acts on it: ``HeadWeights`` (heads), factored matrices
+(lowrank), a head's factored circuits (factors), metrics on the residual stream (metrics),
+weight processing (processing), and attention recomputed from ``HeadWeights`` (attention)."""

@@ -1,0 +1,248 @@
+"""``HeadWeights``: the one canonical, frozen form of a model's attention.
+
+Column convention (MATH.md): ``x_out = W @ x_in``. For layer ``l`` and query head ``h`` with
+K/V head ``g = kv_map[h]``::
+
+    q = W_Q[l, h] x + b_Q[l, h]        W_Q: (layer, head,    d_head, d_model)
+    k = W_K[l, g] x + b_K[l, g]        W_K: (layer, kv_head, d_head, d_model)
+    v = W_V[l, g] x + b_V[l, g]        W_V: (layer, kv_head, d_head, d_model)
+    out = Σ_h W_O[l, h] z_h + b_O[l]   W_O: (layer, head,    d_model, d_head)
+
+``x`` is what the head reads: the residual after ``attn_norm`` (pre-LN models) or the
+residual itself (post-LN models, where ``attn_norm`` is the norm that produced it).
+Embeddings are columns: ``W_E: (d_model, n_vocab)``, ``W_pos: (d_model, n_ctx)``; the
+unembedding is ``W_U: (n_vocab, d_model)`` (logits ``= W_U x``).
+
+K/V heads shared by several query heads (GQA/MQA) are stored once. Every transform applied
+after loading is listed, in order, in ``meta.processing``; nothing is applied silently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from ..errors import WeightError
+from .factors import head_circuit
+from .lowrank import LowRank
+
+NormKind = Literal["layernorm", "rmsnorm"]
+
+
+@dataclass(frozen=True)
+class Norm:
+    """A normalisation with one row of parameters per layer (or per layer and head dim).
+
+    ``layernorm``: ``(x - mean x) / sqrt(var x + eps) * gain + bias``;
+    ``rmsnorm``: ``x / sqrt(mean x² + eps) * gain``; ``gain = offset + weight``
+    (Gemma stores ``w`` and multiplies by ``1 + w``: ``offset = 1``). ``weight is None``
+    means no gain (folded away, or never there)."""
+
+    kind: NormKind
+    weight: Tensor | None  # (layer, width)
+    bias: Tensor | None  # (layer, width)
+    eps: float
+    offset: float = 0.0
+
+    def gain(self, layer: int) -> Tensor | None:
+        return None if self.weight is None else self.weight[layer] + self.offset
+
+    def apply(self, x: Tensor, layer: int) -> Tensor:
+        x32 = x.float()
+        if self.kind == "layernorm":
+            x32 = x32 - x32.mean(-1, keepdim=True)
+        y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        g = self.gain(layer)
+        if g is not None:
+            y = y * g.float()
+        if self.bias is not None:
+            y = y + self.bias[layer].float()
+        return y.to(x.dtype)
+
+    def describe(self) -> str:
+        parts = [self.kind, f"eps={self.eps:g}"]
+        if self.offset:
+            parts.append("gain=1+w" if self.offset == 1 else f"gain={self.offset:g}+w")
+        if self.weight is None:
+            parts.append("no gain")
+        if self.bias is not None:
+            parts.append("bias")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class Rotary:
+    """Rotary position embedding on the first ``dim`` dims of every query/key head.
+
+    ``inv_freq: (layer, dim/2)``: pair ``i`` at position ``p`` turns by ``p * inv_freq[i]``.
+    ``style='half'`` pairs dim ``i`` with ``i + dim/2`` (Llama/NeoX, HF layout);
+    ``'interleaved'`` pairs ``2i`` with ``2i+1`` (GPT-J, GGUF's stored layout)."""
+
+    dim: int
+    inv_freq: Tensor
+    style: Literal["half", "interleaved"] = "half"
+
+    def rotate(self, x: Tensor, positions: Tensor, layer: int) -> Tensor:
+        """Rotate ``x: (..., seq, d_head)`` by ``positions: (seq,)`` (may be negative or float)."""
+        ang = positions.to(torch.float64)[:, None] * self.inv_freq[layer].to(torch.float64)[None, :]
+        cos, sin = ang.cos().to(x), ang.sin().to(x)  # x's dtype and device
+        rot, rest = x[..., : self.dim], x[..., self.dim :]
+        if self.style == "half":
+            a, b = rot[..., : self.dim // 2], rot[..., self.dim // 2 :]
+            out = torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
+        else:
+            a, b = rot[..., 0::2], rot[..., 1::2]
+            out = torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2)
+        return torch.cat([out, rest], dim=-1)
+
+    def describe(self) -> str:
+        return f"rotary dim={self.dim} ({self.style}), base freq {float(self.inv_freq[0, 0]):g}"
+
+
+@dataclass(frozen=True)
+class Meta:
+    """Where the weights came from and what was done to them."""
+
+    family: str
+    source: str
+    name: str
+    dtype: str  # dtype of the tensors held
+    source_dtype: str  # dtype(s) in the file, e.g. 'bfloat16' or 'Q4_1+Q8_0+F32'
+    processing: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()  # caveats for the scores, e.g. QK-norm inside the QK path
+
+
+@dataclass(frozen=True)
+class HeadWeights:
+    """Canonical per-head attention weights of a model (see the module docstring)."""
+
+    W_Q: Tensor  # (layer, head, d_head, d_model)
+    W_K: Tensor  # (layer, kv_head, d_head, d_model)
+    W_V: Tensor  # (layer, kv_head, d_head, d_model)
+    W_O: Tensor  # (layer, head, d_model, d_head)
+    b_Q: Tensor | None  # (layer, head, d_head)
+    b_K: Tensor | None  # (layer, kv_head, d_head)
+    b_V: Tensor | None  # (layer, kv_head, d_head)
+    b_O: Tensor | None  # (layer, d_model)
+    W_E: Tensor  # (d_model, n_vocab)
+    W_pos: Tensor | None  # (d_model, n_ctx), learned absolute positions only
+    W_U: Tensor | None  # (n_vocab, d_model)
+    b_U: Tensor | None  # (n_vocab,)
+    kv_map: tuple[int, ...]  # query head -> K/V head
+    attn_norm: Norm | None  # the norm whose output the heads read
+    final_norm: Norm | None  # before the unembedding
+    norm_placement: Literal["pre", "post", "none"]
+    qk_norm: tuple[Norm, Norm] | None = None  # per-head norms of q and k (Gemma 3)
+    attn_out_norm: Norm | None = None  # on the attention output before the residual add (Gemma 3)
+    rotary: Rotary | None = None
+    positions: str = "none"  # 'learned', 'rotary', 'none'
+    attn_scale: float = 0.0  # logit = attn_scale * q·k; 0 means d_head ** -0.5
+    causal: bool = True
+    sliding_window: tuple[int | None, ...] = ()  # per layer; None: full attention
+    embed_extra: dict[str, Tensor] = field(default_factory=dict)  # e.g. BERT token types
+    meta: Meta = field(default_factory=lambda: Meta("unknown", "unknown", "unknown", "float32", "float32"))
+
+    # ------------------------------------------------------------------ validation
+    def __post_init__(self) -> None:
+        L, H, r, d = self.W_Q.shape if self.W_Q.ndim == 4 else (None,) * 4
+        if L is None:
+            raise WeightError(f"W_Q must be (layer, head, d_head, d_model), got {tuple(self.W_Q.shape)}")
+        G = self.W_K.shape[1] if self.W_K.ndim == 4 else -1
+        expect = {
+            "W_K": (L, G, r, d),
+            "W_V": (L, G, r, d),
+            "W_O": (L, H, d, r),
+            "b_Q": (L, H, r),
+            "b_K": (L, G, r),
+            "b_V": (L, G, r),
+            "b_O": (L, d),
+        }
+        for name, shape in expect.items():
+            t = getattr(self, name)
+            if t is not None and tuple(t.shape) != shape:
+                raise WeightError(f"{name} has shape {tuple(t.shape)}, expected {shape}")
+        if self.W_E.ndim != 2 or self.W_E.shape[0] != d:
+            raise WeightError(f"W_E has shape {tuple(self.W_E.shape)}, expected ({d}, n_vocab)")
+        if self.W_pos is not None and (self.W_pos.ndim != 2 or self.W_pos.shape[0] != d):
+            raise WeightError(f"W_pos has shape {tuple(self.W_pos.shape)}, expected ({d}, n_ctx)")
+        if self.W_U is not None and (self.W_U.ndim != 2 or self.W_U.shape[1] != d):
+            raise WeightError(f"W_U has shape {tuple(self.W_U.shape)}, expected (n_vocab, {d})")
+        if self.b_U is not None and (self.W_U is None or tuple(self.b_U.shape) != (self.W_U.shape[0],)):
+            raise WeightError(f"b_U has shape {tuple(self.b_U.shape)}, expected (n_vocab,)")
+        if len(self.kv_map) != H or any(not 0 <= g < G for g in self.kv_map):
+            raise WeightError(f"kv_map {self.kv_map} does not map {H} query heads onto {G} K/V heads")
+        if self.sliding_window and len(self.sliding_window) != L:
+            raise WeightError(f"sliding_window lists {len(self.sliding_window)} layers, model has {L}")
+
+    # ------------------------------------------------------------------ sizes
+    @property
+    def n_layers(self) -> int:
+        return self.W_Q.shape[0]
+
+    @property
+    def n_heads(self) -> int:
+        return self.W_Q.shape[1]
+
+    @property
+    def n_kv_heads(self) -> int:
+        return self.W_K.shape[1]
+
+    @property
+    def d_head(self) -> int:
+        return self.W_Q.shape[2]
+
+    @property
+    def d_model(self) -> int:
+        return self.W_Q.shape[3]
+
+    @property
+    def n_vocab(self) -> int:
+        return self.W_E.shape[1]
+
+    @property
+    def scale(self) -> float:
+        """Multiplier of ``q·k`` in the attention logit."""
+        return self.attn_scale or self.d_head**-0.5
+
+    def n_attention_params(self) -> int:
+        """Parameters of the attention layers (Q, K, V, O and their biases; no norms)."""
+        ts = [self.W_Q, self.W_K, self.W_V, self.W_O, self.b_Q, self.b_K, self.b_V, self.b_O]
+        return sum(t.numel() for t in ts if t is not None)
+
+    # ------------------------------------------------------------------ per-head views
+    def kv_expanded(self, name: Literal["W_K", "W_V", "b_K", "b_V"]) -> Tensor | None:
+        """``W_K``/``W_V``/``b_K``/``b_V`` indexed by query head (a gather, shared heads repeat)."""
+        t = getattr(self, name)
+        return None if t is None else t[:, list(self.kv_map)]
+
+    def W_OV(self, layer: int, head: int) -> LowRank:  # noqa: N802
+        """``W_OV = W_O W_V`` (``d × d``, rank ≤ d_head), factored (:mod:`compscope.core.factors`)."""
+        return head_circuit(self, layer, head, "W")
+
+    def W_QK(self, layer: int, head: int, offset: float = 0) -> LowRank:  # noqa: N802
+        """``W_QK = W_Q^T R(-δ) W_K`` (logit ``x_q^T W_QK x_k``), factored.
+
+        ``offset δ = i - j``: query position minus key position (``δ ≥ 0`` in causal
+        models). Without rotary the offset does not enter. With QK-norm (``qk_norm``) the
+        logit is not bilinear in ``x``; this product ignores the norms (see ``meta.notes``)."""
+        return head_circuit(self, layer, head, "K", offset=offset, dtype=self.W_Q.dtype)
+
+    def replace(self, *, step: str | None = None, note: str | None = None, **changes) -> HeadWeights:
+        """A copy with ``changes``; ``step`` is appended to ``meta.processing``."""
+        meta = changes.pop("meta", self.meta)
+        if step is not None:
+            meta = dataclasses.replace(meta, processing=meta.processing + (step,))
+        if note is not None and note not in meta.notes:
+            meta = dataclasses.replace(meta, notes=meta.notes + (note,))
+        return dataclasses.replace(self, meta=meta, **changes)
+
+    def __repr__(self) -> str:
+        return (
+            f"HeadWeights({self.meta.name!r}, family={self.meta.family}, layers={self.n_layers}, "
+            f"heads={self.n_heads}, kv_heads={self.n_kv_heads}, d_model={self.d_model}, "
+            f"d_head={self.d_head}, processing={list(self.meta.processing)})"
+        )

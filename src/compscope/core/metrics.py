@@ -1,0 +1,129 @@
+"""Metrics on the residual stream (MATH.md, "Symmetry and invariant measures").
+
+A metric ``G`` (SPD, ``d × d``) that transforms as ``G → T G Tᵀ`` under the residual gauge
+``x → T x`` makes every measure ``GL(d)``-invariant: measures are taken in whitened
+coordinates, reading factors ``W_{Q,K,V} G^{1/2}`` and writing factors ``G^{-1/2} W_O``. The
+whitened model of ``T``-transformed weights equals the original's up to an orthogonal matrix.
+
+- ``identity``: ``G = I`` (raw residual basis; invariant under orthogonal ``T`` only);
+- ``embed``: ``G = W_E W_Eᵀ / n_vocab (+ W_pos W_posᵀ / n_ctx when positions are learned)``;
+- ``unembed``: ``G = (W_Uᵀ W_U / n_vocab)^{-1}``;
+- ``activations``: ``G_l = E[x xᵀ]`` of the residual read at layer ``l`` (user-supplied, one per
+  layer or one for all). For a pair ``l1 → l2`` every factor uses the reader's ``G_{l2}``.
+
+Ill-conditioned ``G`` is regularised by a ridge ``G + λ I`` with ``λ = ridge · tr(G)/d``
+(default ``ridge = 1e-6``); the condition numbers before and after are recorded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from ..errors import OptionError
+from ..registry import Registry
+from .heads import HeadWeights
+
+DEFAULT_RIDGE = 1e-6
+
+
+@dataclass(frozen=True)
+class Metric:
+    """``sqrt[l]`` = ``G_l^{1/2}``, ``inv_sqrt[l]`` = ``G_l^{-1/2}`` (float64, symmetric); key
+    ``None`` holds the metric of every layer when it does not depend on the layer."""
+
+    name: str
+    sqrt: dict[int | None, Tensor] = field(default_factory=dict)
+    inv_sqrt: dict[int | None, Tensor] = field(default_factory=dict)
+    ridge: float = 0.0
+    condition: dict[int | None, tuple[float, float]] = field(default_factory=dict)  # (raw, regularised)
+
+    @property
+    def is_identity(self) -> bool:
+        return not self.sqrt
+
+    def for_layer(self, layer: int) -> tuple[Tensor | None, Tensor | None]:
+        key = layer if layer in self.sqrt else None
+        if key is None and self.sqrt and None not in self.sqrt:
+            raise OptionError(f"metric {self.name!r} has no G for layer {layer} (it has layers {sorted(self.sqrt)})")
+        return self.sqrt.get(key), self.inv_sqrt.get(key)
+
+
+def _roots(G: Tensor, ridge: float, what: str, invert: bool = False) -> tuple[Tensor, Tensor, tuple[float, float]]:
+    G = G.to(torch.float64)
+    G = (G + G.T) / 2
+    if not torch.isfinite(G).all():
+        raise OptionError(f"metric {what}: G has NaN/Inf entries")
+    evals, evecs = torch.linalg.eigh(G)
+    if evals[-1] <= 0:
+        raise OptionError(f"metric {what}: G is zero or negative definite")
+    raw_cond = float(evals[-1] / evals[0]) if evals[0] > 0 else float("inf")
+    lam = ridge * float(evals.clamp_min(0).sum()) / G.shape[0]
+    e = evals.clamp_min(0) + lam
+    if e[0] <= 0:
+        raise OptionError(f"metric {what}: G is singular; pass a positive ridge")
+    cond = float(e[-1] / e[0])
+    s, si = e.sqrt(), e.rsqrt()
+    if invert:  # G = M^{-1}: G^{1/2} = M^{-1/2}
+        s, si = si, s
+    return (evecs * s) @ evecs.T, (evecs * si) @ evecs.T, (raw_cond, cond)
+
+
+def identity() -> Metric:
+    return Metric("identity")
+
+
+def _single(name: str, G: Tensor, ridge: float, invert: bool = False) -> Metric:
+    s, si, c = _roots(G, ridge, name, invert)
+    return Metric(name, {None: s}, {None: si}, ridge, {None: c})
+
+
+def embed(hw: HeadWeights, ridge: float = DEFAULT_RIDGE) -> Metric:
+    """``G = W_E W_Eᵀ / n_vocab`` (+ ``W_pos W_posᵀ / n_ctx`` for learned positions)."""
+    W_E = hw.W_E.to(torch.float64)
+    G = W_E @ W_E.T / W_E.shape[1]
+    if hw.W_pos is not None:
+        P = hw.W_pos.to(torch.float64)
+        G = G + P @ P.T / P.shape[1]
+    return _single("embed", G, ridge)
+
+
+def unembed(hw: HeadWeights, ridge: float = DEFAULT_RIDGE) -> Metric:
+    """``G = (W_Uᵀ W_U / n_vocab)^{-1}`` (ridge applied to ``W_Uᵀ W_U / n_vocab``)."""
+    if hw.W_U is None:
+        raise OptionError(f"metric 'unembed': {hw.meta.name} has no unembedding (W_U is None)")
+    W_U = hw.W_U.to(torch.float64)
+    return _single("unembed", W_U.T @ W_U / W_U.shape[0], ridge, invert=True)
+
+
+def activations(second_moments: Tensor | dict[int, Tensor], ridge: float = DEFAULT_RIDGE) -> Metric:
+    """``G_l = E[x xᵀ]`` supplied by the user: one ``(d, d)`` tensor for every layer, a
+    ``(layer, d, d)`` stack, or ``{layer: (d, d)}`` (:mod:`compscope.data.residual_moments` estimates
+    them from data for the toy models)."""
+    if isinstance(second_moments, Tensor) and second_moments.ndim == 2:
+        return _single("activations", second_moments, ridge)
+    items = second_moments.items() if isinstance(second_moments, dict) else enumerate(second_moments)
+    sq, isq, cond = {}, {}, {}
+    for layer, G in items:
+        sq[layer], isq[layer], cond[layer] = _roots(G, ridge, f"activations[layer {layer}]")
+    return Metric("activations", sq, isq, ridge, cond)
+
+
+#: metrics by name: factories ``(hw, ridge, model) -> Metric``; ``model`` is what the user
+#: passed (a name, a folder, an object) when a metric needs the model itself, else None.
+#: ``activations`` is estimated on data (:mod:`compscope.data.residual_moments`), a lazy entry.
+METRICS: Registry = Registry("metric")
+METRICS.add("identity", lambda hw, ridge, model=None: identity())
+METRICS.add("embed", lambda hw, ridge, model=None: embed(hw, ridge))
+METRICS.add("unembed", lambda hw, ridge, model=None: unembed(hw, ridge))
+METRICS.lazy("activations", "compscope.data.residual_moments:activations_metric")
+
+
+def get_metric(metric: str | Metric, hw: HeadWeights, ridge: float = DEFAULT_RIDGE, *, model=None) -> Metric:
+    """``metric`` itself when it is a :class:`Metric`, else the registered metric of that name
+    for ``hw`` (``model``: the source ``hw`` came from, for metrics estimated on data)."""
+    if isinstance(metric, Metric):
+        return metric
+    return METRICS.get(metric)(hw, ridge, model)

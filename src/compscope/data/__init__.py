@@ -1,0 +1,3 @@
+"""Ground truth from data: activation labels of heads (head_labels), interventional
+composition (intervene), and the activations metric estimated from the residual stream
+(residual_moments)."""

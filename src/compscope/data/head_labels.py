@@ -1,0 +1,91 @@
+"""Activation-based head labels (MATH.md, "Ground truth from data").
+
+On repeated random sequences ``[t_1 … t_n, t_1 … t_n]`` (length ``2n``):
+
+- induction score of a head: mean attention from position ``i`` of the second copy
+  (``n ≤ i < 2n``) to ``i − n + 1``, the token after the earlier occurrence of token ``i``;
+- previous-token score: mean attention from ``i`` to ``i − 1`` over ``1 ≤ i < 2n``;
+- in-context loss: mean next-token cross-entropy of the targets in the first copy
+  (positions ``1 … n−1``) and in the second copy (``n+1 … 2n−1``): an induction circuit makes
+  the second far lower than the first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ..errors import OptionError
+
+
+def induction_scores(patterns: list[Tensor], half: int) -> Tensor:
+    """``(layer, head)`` induction scores from ``patterns[l]: (batch, head, pos, pos)`` on
+    sequences ``[t, t]`` with ``len(t) = half``."""
+    out = []
+    for p in patterns:
+        if p.shape[-1] != 2 * half:
+            raise OptionError(f"pattern over {p.shape[-1]} positions, expected 2 x half = {2 * half}")
+        q = torch.arange(half, 2 * half)
+        out.append(p[:, :, q, q - half + 1].mean(dim=(0, 2)))
+    return torch.stack(out).double()
+
+
+def previous_token_scores(patterns: list[Tensor]) -> Tensor:
+    """``(layer, head)`` mean attention from ``i`` to ``i − 1`` over ``i ≥ 1``."""
+    out = []
+    for p in patterns:
+        q = torch.arange(1, p.shape[-1])
+        out.append(p[:, :, q, q - 1].mean(dim=(0, 2)))
+    return torch.stack(out).double()
+
+
+@dataclass(frozen=True)
+class HeadLabels:
+    """Scores of every head and the in-context losses on one set of repeated sequences."""
+
+    induction: Tensor  # (layer, head)
+    previous: Tensor  # (layer, head)
+    loss_first: float
+    loss_second: float
+    half: int | None = None  # length of the repeated half of the sequences
+
+    @property
+    def icl_drop(self) -> float:
+        """``loss_first − loss_second`` (nats)."""
+        return self.loss_first - self.loss_second
+
+
+@torch.no_grad()
+def label_heads(model, tokens: Tensor) -> HeadLabels:
+    """Labels of ``model`` (anything with ``forward(tokens, cache=dict)`` filling
+    ``pattern.{l}``, such as ``ToyTransformer``) on ``tokens = [t, t]: (batch, 2n)``."""
+    n2 = tokens.shape[1]
+    if n2 % 2 or not torch.equal(tokens[:, : n2 // 2], tokens[:, n2 // 2 :]):
+        raise OptionError("label_heads needs repeated sequences [t, t] (see toy.data.repeated_random)")
+    half = n2 // 2
+    cache: dict = {}
+    logits = model(tokens, cache=cache)
+    n_layers = sum(1 for k in cache if k.startswith("pattern."))
+    patterns = [cache[f"pattern.{l}"] for l in range(n_layers)]
+    ce = torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.shape[-1]).float(), tokens[:, 1:].reshape(-1), reduction="none"
+    ).view(tokens.shape[0], -1)  # ce[:, i] is the loss of predicting token i + 1
+    first = ce[:, : half - 1].mean().item()  # targets 1 .. half-1
+    second = ce[:, half:].mean().item()  # targets half+1 .. 2 half-1
+    return HeadLabels(induction_scores(patterns, half), previous_token_scores(patterns), first, second, half)
+
+
+def toy_labels(model, sequences: int = 200, half: int = 32, seed: int = 12345):
+    """Activation-based labels (``compscope.data.head_labels.HeadLabels``) of a toy model given by
+    its folder or built-in name, on ``sequences`` held-out repeated random sequences ``[t, t]``
+    with ``|t| = min(half, n_ctx / 2)``; None for anything that is not a toy model."""
+    from ..loading.builtin import find_toy
+    from ..toy.storage import held_out_repeats, load_toy
+
+    path = find_toy(model)
+    if path is None:
+        return None
+    toy, _ = load_toy(path)
+    return label_heads(toy, held_out_repeats(toy, sequences, half, seed))

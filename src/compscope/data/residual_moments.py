@@ -1,0 +1,69 @@
+"""The ``activations`` metric from data (MATH.md, "Symmetry and invariant measures"): the second
+moment ``G_l = E[x xᵀ]`` of the residual that layer ``l``'s heads read, estimated on token
+sequences run through a model compscope can run (its toy models).
+
+``x`` is what the heads' ``W_Q``, ``W_K`` and ``W_V`` multiply: the residual before layer ``l``
+after that layer's norm (with its gain, as ``HeadWeights`` keeps the norms unfolded), averaged
+over every sequence and position in float64. Under a change of residual basis ``T`` the
+residual moves as ``x → T x``, so ``G_l → T G_l Tᵀ``: the metric that makes every measure
+invariant (``compscope.core.metrics``). Layer 0's moment is estimated like the others, although no
+pair reads through it.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ..errors import OptionError
+from ..core.metrics import DEFAULT_RIDGE, Metric, activations
+
+
+@torch.no_grad()
+def residual_second_moments(model, tokens: Tensor) -> dict[int, Tensor]:
+    """``{layer: (d, d)}`` float64 second moments of what each layer's heads read, for a
+    ``ToyTransformer`` (or anything with its ``cache=`` hooks and ``blocks[l].ln1``) on
+    ``tokens: (batch, pos)``."""
+    if tokens.ndim != 2 or tokens.numel() == 0:
+        raise OptionError(f"tokens must be a non-empty (batch, pos) tensor, got shape {tuple(tokens.shape)}")
+    cache: dict = {}
+    model(tokens, cache=cache)
+    out = {}
+    for layer, blk in enumerate(model.blocks):
+        x = cache[f"resid_pre.{layer}"]
+        x = (x if blk.ln1 is None else blk.ln1(x)).reshape(-1, x.shape[-1]).double()
+        out[layer] = x.T @ x / x.shape[0]
+    return out
+
+
+#: seed of the sequences the activations metric is estimated on: not those of the activation
+#: labels and interventions (seed 12345), so that a measure is never scored on its own test data
+METRIC_SEED = 12346
+
+
+def toy_activation_metric(model, sequences: int = 200, half: int = 32, seed: int = METRIC_SEED,
+                          ridge: float = DEFAULT_RIDGE) -> Metric:
+    """The ``activations`` metric of a toy model (folder or built-in name) from ``sequences``
+    held-out repeated random sequences ``[t, t]``, ``|t| = min(half, n_ctx / 2)``."""
+    from ..loading.builtin import find_toy
+    from ..toy.storage import held_out_repeats, load_toy
+
+    path = find_toy(model)
+    if path is None:
+        raise OptionError(f"{model}: the activations metric is estimated on data for compscope's toy models only; "
+                          "for another model pass compscope.core.metrics.activations(second moments)")
+    toy, _ = load_toy(path)
+    return activations(residual_second_moments(toy, held_out_repeats(toy, sequences, half, seed)), ridge)
+
+
+def activations_metric(hw, ridge: float, model) -> Metric:
+    """The registered ``activations`` metric (``compscope.core.metrics.METRICS``): estimated on
+    data for ``model``, which must be the source ``hw`` was loaded from (a name or folder)."""
+    if model is None or model is hw:
+        raise OptionError("metric 'activations' is estimated on data by running the model: pass the model itself "
+                          "(a name or folder) to compscope.scores, not HeadWeights, or pass a Metric from "
+                          "compscope.core.metrics.activations(second moments)")
+    if hw.meta.processing:
+        raise OptionError("metric 'activations' is estimated on the unprocessed model: drop the processing options "
+                          f"({', '.join(hw.meta.processing)})")
+    return toy_activation_metric(model, ridge=ridge)

@@ -1,0 +1,11 @@
+"""Defaults that more than one place needs, kept here once (and free of heavy imports, so the
+command line can show them in ``--help``)."""
+
+#: the model commands use when none is named (a built-in name)
+DEFAULT_MODEL = "induction-2l"
+#: the measures computed when none are named (the engine, ``compscope scores``)
+MEASURES = ("frobenius", "frobenius_baselined", "tight", "overlap")
+#: the measures followed over training when none are named (``compscope track``)
+TRACKED_MEASURES = ("frobenius", "tight", "overlap")
+#: the metrics followed over training when none are named (``compscope track``)
+TRACKED_METRICS = ("identity", "embed")

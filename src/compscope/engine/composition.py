@@ -1,0 +1,288 @@
+"""All-pairs Q-, K- and V-composition, exact, from the factors (MATH.md).
+
+For every writer ``h1`` in layer ``l1`` and reader ``h2`` in a later layer ``l2 > l1``
+(same-layer and backward pairs are not computed), with ``A = W_OV^{h1}`` and
+
+    kind Q: B = W_QK^{h2 T} = W_Kᵀ R(δ) W_Q      (reads through W_Q)
+    kind K: B = W_QK^{h2}   = W_Qᵀ R(-δ) W_K     (reads through W_K)
+    kind V: B = W_OV^{h2}   = W_O W_V            (reads through W_V)
+
+(``δ`` the rotary offset, query minus key position; in whitened coordinates when a metric is
+given). ``B_Q = B_Kᵀ``, so one SVD of each head's ``W_QK`` serves kinds Q and K, and one of
+its ``W_OV`` serves writers and V-readers.
+
+**Steps** (one module each): the thin SVDs of every head's circuits from the factors
+(:mod:`compscope.engine.head_svd`); then, per measure, the cheapest exact route: the **Gram route**
+(:mod:`compscope.engine.gram_route`: frobenius, frobenius_baselined, tight, overlap, shared_dims from
+inner products of per-head ``d × d`` Grams, ``d²`` per pair instead of ``r² d``) or the **X
+route** (:mod:`compscope.engine.x_route`: bandwidth and spectral, and every measure when
+``pairs='all'``, from ``X = V_Bᵀ U_A``; by default only for the top pairs by ``frobenius``);
+the Haar baseline of ``frobenius_baselined`` (:mod:`compscope.engine.baseline`).
+
+**Precision per step**: factor Grams, their Cholesky/eigh, spectra, ranks and per-pair
+results in float64 always; bases, Gram tiles, tile products, ``X`` blocks and ``C Cᵀ`` in
+``precision``, float32 by default (about half the time of float64): within ~1e-6 relative on
+typical scores; the Gram route's cancellation on near-zero scores, and its repair, are
+described in :mod:`compscope.engine.gram_route`. ``precision='float64'``: exact to ~1e-12.
+
+**Memory**: the bases (``n_heads · r · d`` numbers per side) plus tile buffers, ``X`` blocks
+and baseline chunks chosen to fit ``max_memory`` (default a quarter of the available memory
+of the device). The bases and tile operands come from :mod:`compscope.engine.workspace`, kept for
+the next call while they total at most 1 GiB (fresh pages cost up to a tenth of a call).
+
+**Device**: everything from the factors on (factor Grams, SVDs, bases, tiles, ``X``, spectra)
+runs on ``device``, CUDA when present unless told otherwise; weights are copied there one layer
+and factor at a time, results come back to the CPU in float64, and the Haar baseline (``O(r²)``
+per pair) stays on the CPU. Float32 products are kept in IEEE float32 (TF32 and other reduced
+matmul precisions are switched off for the call), since the error bounds above assume it.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from ..errors import OptionError
+from .gram_route import block_flops, choose_block, gram_products, reader_groups, refine_small
+from .head_svd import Sides, head_sides, svd_jobs
+from ..core.factors import check_kinds
+from ..core.heads import HeadWeights
+from ..measures import DEFAULT, GramStats, Measure, PairSpectra, get_measure, select
+from ..core.metrics import DEFAULT_RIDGE, Metric, get_metric
+from ..progress import progress_bar
+from ..results.table import ScoreTable, top_entries
+from .workspace import Workspace, borrowed
+from .x_route import at_pairs, x_all, x_pairs
+
+_F64 = torch.float64
+
+
+def _memory_budget(max_memory: int | None, device: torch.device) -> int:
+    if max_memory is not None:
+        return int(max_memory)
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0] // 4
+    try:
+        with open("/proc/meminfo") as f:
+            avail = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable"))
+    except (OSError, StopIteration):
+        avail = 8 << 30
+    return avail // 4
+
+
+def scores(
+    hw: HeadWeights,
+    kinds: str = "QKV",
+    measures: tuple[str, ...] | list[str] | str = DEFAULT,
+    metric: str | Metric = "identity",
+    *,
+    offset: float = 0.0,
+    pairs: str | int = 256,
+    precision: str = "float32",
+    ridge: float = DEFAULT_RIDGE,
+    baseline_samples: int = 256,
+    seed: int = 0,
+    max_memory: int | None = None,
+    progress: bool = True,
+    block: int | None = None,
+    width: int | None = None,
+    device: str | torch.device | None = None,
+) -> ScoreTable:
+    """Composition scores of every (earlier writer, later reader) head pair of ``hw``
+    (``compscope.scores`` takes any model source and loads it first).
+
+    ``kinds``: any of ``'Q'``, ``'K'``, ``'V'``. ``measures``: names from
+    ``compscope.measures.MEASURES`` (``'all'`` for every one). ``metric``: a registered
+    name (``compscope.core.metrics.METRICS``) or a ``Metric``. ``pairs``: for X-route measures, ``'all'`` or
+    the number of top pairs by ``frobenius`` per kind (others NaN). ``precision``: dtype of
+    the large products (``'float32'``, the default: see the module docstring for its error;
+    ``'float64'``: exact to ~1e-12, about half the speed). ``max_memory``: bytes for tiles
+    and blocks (the per-head bases come on top). ``block``, ``width``: Gram tile rows and
+    columns (default from ``d`` and ``max_memory``). ``device``: where to compute (``'cpu'``,
+    ``'cuda'``, ``'cuda:1'``; default CUDA when available, else the CPU)."""
+    if not isinstance(hw, HeadWeights):
+        raise OptionError(f"the engine scores HeadWeights, not a {type(hw).__name__}: "
+                          "compscope.scores(model) loads a name, path or model object first")
+    ms = select(measures)
+    kinds = check_kinds(kinds)
+    if pairs != "all" and not (isinstance(pairs, int) and pairs > 0):
+        raise OptionError(f"pairs={pairs!r}: use 'all' or a positive number of top pairs")
+    dtype = {"float64": torch.float64, "float32": torch.float32}.get(precision)
+    if dtype is None:
+        raise OptionError(f"precision={precision!r}: use 'float32' or 'float64'")
+    met = get_metric(metric, hw, ridge)
+    dev = resolve_device(device)
+    budget = _memory_budget(max_memory, dev)
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")  # IEEE float32: the error bounds assume it
+    try:
+        with borrowed() as ws:
+            return _scores(hw, kinds, ms, met, dev, budget, offset, pairs, dtype, baseline_samples, seed, progress, block, width, ws)
+    finally:
+        torch.set_float32_matmul_precision(previous)
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """``device`` as a ``torch.device``: CUDA when available for ``None``, else the CPU; an
+    ``OptionError`` for devices that are not there or that the engine does not support."""
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise OptionError(f"device={device!r}: not a device name ({e}); use 'cpu' or 'cuda'") from None
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise OptionError(f"device={device!r}: torch sees no CUDA device here (torch {torch.__version__}); use 'cpu'")
+        if dev.index is not None and dev.index >= torch.cuda.device_count():
+            raise OptionError(f"device={device!r}: there are {torch.cuda.device_count()} CUDA devices")
+    elif dev.type != "cpu":
+        raise OptionError(f"device={device!r}: the engine runs on 'cpu' or 'cuda'")
+    return dev
+
+
+def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: torch.device, budget: int,
+            offset: float, pairs: str | int, dtype: torch.dtype, baseline_samples: int, seed: int, progress: bool,
+            block: int | None, width: int | None, ws: Workspace) -> ScoreTable:
+    """The body of :func:`scores`, options checked; large scratch buffers from ``ws``."""
+    L, H, r, d = hw.n_layers, hw.n_heads, hw.d_head, hw.d_model
+    per_layer_metric = not met.is_identity and None not in met.sqrt
+    gram_ms = [m for m in ms if m.from_gram is not None]
+    x_ms = [m for m in ms if m.from_gram is None]
+    all_x = bool(x_ms) and pairs == "all"
+    baseline = any(m.needs_baseline for m in ms)
+    # the Gram inner products some measure reads (ba2 also ranks the top pairs of the X route)
+    want = tuple(n for n in ("ba2", "x2") if any(n in m.gram_inputs for m in gram_ms) or (n == "ba2" and x_ms))
+    need_gram = not all_x and bool(want)
+    # reader layers sharing one metric: all of them, or one group per layer
+    groups = [[l2] for l2 in range(1, L)] if per_layer_metric else [list(range(1, L))] if L > 1 else []
+    nan = lambda *shape: torch.full(shape, float("nan"), dtype=_F64)  # noqa: E731
+    ba2, x2 = {k: nan(L, H, L, H) for k in kinds}, {k: nan(L, H, L, H) for k in kinds}
+    expected = {k: nan(L, H, L, H) for k in kinds} if baseline else None
+    xval = {(m.name, k): nan(L, H, L, H) for m in x_ms for k in kinds}
+    # spectra per pair, broadcastable to (L, H, L, H, r): writer (L, H, 1, 1, r), reader (1, 1, L, H, r)
+    full = (L, H, L, H) if per_layer_metric else (L, H, 1, 1)
+    a = torch.zeros(*full, r, dtype=_F64)
+    rank_a = torch.zeros(full, dtype=torch.long)
+    b = {k: torch.zeros(*((L, H, L, H) if per_layer_metric else (1, 1, L, H)), r, dtype=_F64) for k in kinds}
+    bases: dict[str, Sides] = {}
+    K = len(kinds)
+    plan = _plan(hw, groups, kinds, want if need_gram else (), all_x, block, dtype, budget)
+    bar = progress_bar(sum(g.units for g in plan), "composition", enabled=progress)
+    for readers, wl, rl, rg, blk, ticks, x_ticks, _ in plan:
+        rbuf = ws.take("reader rows", (len(readers), K, H, r, d), dtype, dev)  # ordered (layer, kind, head)
+        out = {"W": ws.take("writer rows", (len(wl), H, r, d), dtype, dev), **{k: rbuf[:, i] for i, k in enumerate(kinds)}}
+        sd = head_sides(hw, ("W",) + tuple(kinds), met, offset, {"W": wl, **{k: rl for k in kinds}}, dtype,
+                        readers[0] if per_layer_metric else None, out=out, device=dev, bar=bar, ws=ws)
+        W = sd["W"]
+        spec = {side: sd[side].spectrum.cpu() for side in sd}
+        W_rank = W.rank.cpu()
+        if per_layer_metric:
+            (l2,) = readers
+            a[:l2, :, l2], rank_a[:l2, :, l2] = spec["W"][:, :, None], W_rank[:, :, None]
+            for k in kinds:
+                b[k][:, :, l2] = spec[k][0][None]
+        else:
+            a[: wl.stop, :, 0, 0], rank_a[: wl.stop, :, 0, 0] = spec["W"], W_rank
+            for k in kinds:
+                b[k][0, 0, rl.start :] = spec[k]
+            bases = sd
+        if baseline:
+            from .baseline import expected_frobenius
+
+            for k in kinds:
+                for j, l2 in enumerate(readers):
+                    e, _ = expected_frobenius(spec["W"][:l2].flatten(0, 1), spec[k][j], d, baseline_samples, seed)
+                    expected[k][:l2, :, l2] = e.view(H, l2, H).permute(1, 2, 0)
+        if need_gram:
+            bar.set_postfix(step="Gram tiles")
+            rspec = torch.stack([sd[k].spectrum for k in kinds], 1).flatten(0, 2)
+            got = gram_products(W, rbuf.flatten(0, 2), rspec, rg, blk, width or 2 * blk, bar, want, ws=ws, ticks=ticks)
+            if dtype == torch.float32:
+                rrank = torch.stack([sd[k].rank for k in kinds], 1).flatten()
+                refine_small(W, rbuf.flatten(0, 2), rspec, rrank, got, rg, budget)
+            for name, dense in (("ba2", ba2), ("x2", x2)):
+                if name not in got:
+                    continue
+                v = got[name].to("cpu", _F64).view(len(readers), K, H, len(wl), H)
+                for i, k in enumerate(kinds):
+                    for j, l2 in enumerate(readers):
+                        dense[k][:l2, :, l2] = v[j, i, :, :l2].permute(1, 2, 0)
+        if all_x:
+            bar.set_postfix(step="X blocks")
+            for k in kinds:
+                for j, l2 in enumerate(readers):
+                    e = None if expected is None else expected[k][:l2, :, l2]
+                    x_all(W, sd[k], j, l2, budget, x_ms, {m.name: xval[(m.name, k)] for m in x_ms}, ba2[k], x2[k], e, d,
+                          ws=ws)
+                    bar.update(x_ticks[j])
+    bar.close()
+    values, partial = {}, {}
+    for k in kinds:
+        stats = GramStats(ba2[k], x2[k], a, b[k], rank_a, d, None if expected is None else expected[k])
+        for m in gram_ms:
+            values[(m.name, k)] = _only_forward(m.from_gram(stats).expand(L, H, L, H), L)
+        if x_ms and not all_x and groups:
+            frob = _only_forward(get_measure("frobenius").from_gram(stats), L)
+            sel = torch.tensor([c for c, _ in top_entries(frob, int(pairs))], dtype=torch.long).reshape(-1, 4)
+            total = int(torch.isfinite(frob).sum())
+            if len(sel) < total:
+                partial.update({m.name: (len(sel), total) for m in x_ms})
+            X, s = x_pairs(hw, met, offset, k, sel, per_layer_metric, bases, dtype, dev)
+            e = None if expected is None else at_pairs(expected[k], sel)
+            p = PairSpectra(at_pairs(a, sel), at_pairs(b[k], sel), X, d, at_pairs(rank_a, sel), e, core_sv2=s)
+            for m in x_ms:
+                xval[(m.name, k)][sel[:, 0], sel[:, 1], sel[:, 2], sel[:, 3]] = m.exact(p).to(_F64)
+    values.update(xval)
+    order = {(m.name, k): values[(m.name, k)] for k in kinds for m in ms}
+    table = ScoreTable.from_dense(order, hw, met, offset=offset)
+    if partial:  # X-route measures of the top pairs only: say so in the table
+        table.info["partial"] = partial
+    return table
+
+
+class _Group(NamedTuple):
+    """The work for one group of reader layers sharing a metric: writer layers ``wl``, reader
+    layers ``rl``; Gram-route row groups ``rg`` and tile size ``blk`` (None when the route is
+    not taken); progress ticks per Gram row block and per X block; their total ``units``."""
+
+    readers: list[int]
+    wl: range
+    rl: range
+    rg: list[tuple[int, int, int]] | None
+    blk: int | None
+    ticks: list[int] | None
+    x_ticks: list[int]
+    units: int
+
+
+def _plan(hw: HeadWeights, groups: list[list[int]], kinds: str, want: tuple[str, ...], all_x: bool, block: int | None,
+          dtype: torch.dtype, budget: int) -> list[_Group]:
+    """Every reader group's work, planned before any is done so that the progress bar's total
+    is known: ticks of about one head SVD's work (``2 r² d H`` multiply-adds), a head SVD job
+    being 2 ticks and a Gram row block (``want``: the Grams formed; none: no Gram route) or an
+    X block as many as its multiply-adds make."""
+    H, r, d, per = hw.n_heads, hw.d_head, hw.d_model, len(kinds) * hw.n_heads
+    weigh = lambda flops: max(1, round(flops / (2 * r * r * d * H)))  # noqa: E731
+    plan = []
+    for readers in groups:
+        wl, rl = range(0, readers[-1]), range(readers[0], readers[-1] + 1)
+        units = 2 * len(svd_jobs(("W",) + tuple(kinds), {"W": wl, **{k: rl for k in kinds}}))
+        rg = blk = ticks = None
+        if want:
+            rg = reader_groups(readers, per, H)
+            blk = block or choose_block(d, r, len(wl) * H, len(readers) * per, max(r1 - r0 for r0, r1, _ in rg),
+                                        torch.finfo(dtype).bits // 8, budget)
+            n_pairs = sum((r1 - r0) * nc for r0, r1, nc in rg)
+            ticks = [weigh(f) for f in block_flops(d, blk, r, len(wl) * H + len(readers) * per, n_pairs, len(want))]
+            units += sum(ticks)
+        x_ticks = [weigh(l2 * H * H * r * r * d) for l2 in readers] if all_x else []
+        plan.append(_Group(readers, wl, rl, rg, blk, ticks, x_ticks, units + len(kinds) * sum(x_ticks)))
+    return plan
+
+
+def _only_forward(t: Tensor, L: int) -> Tensor:
+    keep = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)  # l1 < l2
+    return torch.where(keep[:, None, :, None], t, torch.full_like(t, float("nan")))

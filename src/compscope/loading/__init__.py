@@ -1,0 +1,3 @@
+"""Source → raw tensors → ``HeadWeights``. Two independent axes: the *format* (where tensors
+come from: ``formats/``, asked in turn by :func:`compscope.loading.sources.load`) and the
+*family* (how names map to heads: ``families/``); plus built-in model names (builtin)."""

@@ -1,0 +1,46 @@
+"""Model families: how a checkpoint's tensor names map onto heads. One file per family;
+each registers itself with :func:`register` where it is defined."""
+
+from __future__ import annotations
+
+from ...errors import UnsupportedModelError
+from ...core.heads import HeadWeights
+from ...registry import Registry
+from .base import Family
+
+#: every family, found by its ``model_types`` and ``architectures``
+FAMILIES: Registry = Registry("family", "families", error=UnsupportedModelError)
+
+
+def register(cls: type[Family]) -> type[Family]:
+    """Class decorator: make a family findable by its ``model_types`` and ``architectures``."""
+    return FAMILIES.add(cls.name, cls)
+
+
+def families() -> dict[str, type[Family]]:
+    return dict(FAMILIES.items())
+
+
+def family_for(config: dict, where: str) -> type[Family]:
+    """The family that handles ``config`` (by ``model_type``, then ``architectures``)."""
+    model_type = config.get("model_type")
+    archs = config.get("architectures") or []
+    for fam in families().values():
+        if model_type in fam.model_types:
+            return fam
+    for fam in families().values():
+        if any(a in fam.architectures for a in archs):
+            return fam
+    known = sorted(t for f in families().values() for t in f.model_types)
+    what = f"model_type={model_type!r}" + (f", architectures={archs}" if archs else "")
+    raise UnsupportedModelError(f"{where}: unsupported architecture ({what}); supported model types: {', '.join(known)}")
+
+
+def to_heads(ckpt) -> HeadWeights:
+    """``HeadWeights`` of a format's ``Checkpoint``, by the family its config names."""
+    return family_for(ckpt.config, ckpt.source).convert(ckpt)
+
+
+from . import bert, gemma, gpt2, llama, neox  # noqa: E402,F401  (registration)
+
+__all__ = ["FAMILIES", "Family", "family_for", "families", "register", "to_heads"]

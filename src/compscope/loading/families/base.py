@@ -1,0 +1,152 @@
+"""What a model family is, and how its config is checked.
+
+A family maps a checkpoint's names onto heads. It declares the config keys it understands
+(``handled``), the keys that cannot change the attention weights (``ignored``: MLP widths,
+dropout, token ids, ...), and tests for settings it accepts only with certain values
+(``accept``). Any other key that is switched on (not ``None``/``False``/``0``/empty) is
+refused with its name: no silent misreading of an exotic config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor
+
+from ..checkpoint import Checkpoint
+from ...errors import UnsupportedModelError
+from ...core.heads import HeadWeights
+
+#: Keys of every HF config that never change attention weights.
+COMMON_IGNORED = frozenset(
+    """
+    _name_or_path architectures model_type transformers_version torch_dtype dtype
+    id2label label2id problem_type return_dict output_attentions output_hidden_states
+    use_cache bos_token_id eos_token_id pad_token_id sep_token_id unk_token_id _model_name_or_path decoder_start_token_id
+    initializer_range chunk_size_feed_forward is_encoder_decoder is_decoder tie_word_embeddings
+    vocab_size max_position_embeddings n_positions n_ctx intermediate_size n_inner hidden_act
+    hidden_activation activation_function mlp_bias attention_dropout hidden_dropout
+    attn_pdrop resid_pdrop embd_pdrop hidden_dropout_prob attention_probs_dropout_prob
+    classifier_dropout gradient_checkpointing tokenizer_class prefix task_specific_params
+    finetuning_task torchscript pruned_heads use_return_dict quantization_config
+    _attn_implementation_autoset _attn_implementation output_scores
+    """.split()
+)
+
+
+def _is_off(value: Any) -> bool:
+    return value is None or value is False or value == 0 or value == {} or value == [] or value == ""
+
+
+class Family:
+    """Base of every family; subclasses set the class attributes and ``convert``."""
+
+    name: ClassVar[str]
+    model_types: ClassVar[tuple[str, ...]]  # HF ``model_type`` values
+    architectures: ClassVar[tuple[str, ...]] = ()  # HF ``architectures`` values
+    handled: ClassVar[frozenset[str]] = frozenset()
+    ignored: ClassVar[frozenset[str]] = frozenset()
+    accept: ClassVar[dict[str, Callable[[Any], bool]]] = {}
+
+    @classmethod
+    def check_config(cls, config: dict, where: str) -> None:
+        """Refuse, by name, every config setting this family does not understand."""
+        bad = []
+        for key, value in config.items():
+            if key in cls.accept:
+                if not cls.accept[key](value):
+                    bad.append(f"{key}={value!r}")
+            elif key in cls.handled or key in cls.ignored or key in COMMON_IGNORED:
+                continue
+            elif not _is_off(value):
+                bad.append(f"{key}={value!r}")
+        if bad:
+            raise UnsupportedModelError(
+                f"{where}: the {cls.name} family does not support these config settings: {', '.join(bad)}"
+            )
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        raise NotImplementedError
+
+
+def need(config: dict, key: str, where: str, *alternatives: str) -> Any:
+    """``config[key]`` (or the first alternative present), or an error naming the key."""
+    for k in (key, *alternatives):
+        if k in config and config[k] is not None:
+            return config[k]
+    raise UnsupportedModelError(f"{where}: config key '{key}' is missing")
+
+
+def unembedding(ckpt: Checkpoint, candidates: list[str], emb: Tensor) -> tuple[Tensor | None, str | None]:
+    """The unembedding ``(n_vocab, d_model)`` and a note: the first tensor of ``candidates``
+    present; else the embedding itself when the config ties them (``tie_word_embeddings``,
+    HF's default when the key is absent); else ``None`` (a base model without a head)."""
+    head = ckpt.first_present(candidates)
+    if head:
+        return ckpt.tensors.take(head, tuple(emb.shape)), None
+    if ckpt.config.get("tie_word_embeddings", True):
+        return emb, None
+    return None, f"no unembedding: none of {candidates} is present and tie_word_embeddings is false"
+
+
+def split_rows(w: Tensor, n_heads: int, d_head: int) -> Tensor:
+    """``(n_heads*d_head, d) -> (n_heads, d_head, d)``: a projection's output rows, per head."""
+    return w.reshape(n_heads, d_head, w.shape[-1])
+
+
+def split_cols(w: Tensor, n_heads: int, d_head: int) -> Tensor:
+    """``(d, n_heads*d_head) -> (n_heads, d, d_head)``: an output projection's columns, per head."""
+    return w.reshape(w.shape[0], n_heads, d_head).permute(1, 0, 2)
+
+
+def stack(layers: list[Tensor | None]) -> Tensor | None:
+    """Stack per-layer tensors; ``None`` if every layer lacks it."""
+    if all(t is None for t in layers):
+        return None
+    if any(t is None for t in layers):
+        missing = [i for i, t in enumerate(layers) if t is None]
+        raise UnsupportedModelError(f"a bias is present in some layers but missing in layers {missing}")
+    return torch.stack(layers)  # type: ignore[arg-type]
+
+
+def rope_settings(config: dict, layer_type: str | None = None) -> dict:
+    """Rope parameters from either config style: ``rope_parameters`` (transformers ≥ 5,
+    possibly one dict per layer type) or ``rope_theta`` + ``rope_scaling`` (older files)."""
+    params = config.get("rope_parameters")
+    if isinstance(params, dict) and layer_type is not None and layer_type in params:
+        params = params[layer_type]
+    out: dict = dict(params) if isinstance(params, dict) else {}
+    if "rope_theta" not in out and config.get("rope_theta") is not None:
+        out["rope_theta"] = config["rope_theta"]
+    scaling = config.get("rope_scaling")
+    if isinstance(scaling, dict):
+        out.setdefault("rope_type", scaling.get("rope_type", scaling.get("type")))
+        out.update({k: v for k, v in scaling.items() if k not in ("type",)})
+    if config.get("partial_rotary_factor") is not None:
+        out.setdefault("partial_rotary_factor", config["partial_rotary_factor"])
+    return out
+
+
+def inv_freq(dim: int, settings: dict, where: str, default_theta: float = 10000.0) -> Tensor:
+    """``1 / theta^(2i/dim)``, with linear scaling; other rope types are refused by name."""
+    theta = float(settings.get("rope_theta", default_theta))
+    f = 1.0 / theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    kind = settings.get("rope_type") or "default"
+    if kind == "linear":
+        f = f / float(settings["factor"])
+    elif kind != "default":
+        raise UnsupportedModelError(f"{where}: rope type {kind!r} is not supported (supported: default, linear)")
+    return f
+
+
+def rope_accept(value: Any) -> bool:
+    """Accept rope settings whose type is default/linear (checked in detail by ``inv_freq``)."""
+    if value is None:
+        return True
+    if not isinstance(value, dict):
+        return False
+    subs = [v for v in value.values() if isinstance(v, dict)] or [value]
+    return all((s.get("rope_type") or s.get("type") or "default") in ("default", "linear") for s in subs)

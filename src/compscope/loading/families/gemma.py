@@ -1,0 +1,69 @@
+"""Gemma and Gemma 3 (text) decoders: Llama-like with three twists.
+
+- Every RMSNorm multiplies by ``1 + w`` (``Norm.offset = 1``).
+- Embeddings enter the residual times ``sqrt(d_model)`` (folded into ``W_E``, not ``W_U``).
+- Gemma 3 adds per-head RMSNorm on q and k (QK-norm), an RMSNorm on the attention output
+  before the residual add, logit scale ``query_pre_attn_scalar^-1/2``, and alternating
+  sliding-window / global layers with their own rotary bases. The QK-norm and post-attention
+  norm sit inside the QK and OV paths: products of the weights are approximations there,
+  and the loaded ``HeadWeights`` says so in ``meta.notes``.
+"""
+
+from __future__ import annotations
+
+from ..checkpoint import Checkpoint
+from ...core.heads import HeadWeights
+from . import register
+from .base import Family, need, rope_accept
+from .llama import Llama, LlamaLikeOptions, convert_llamalike
+
+
+@register
+class Gemma(Family):
+    name = "gemma"
+    model_types = ("gemma",)
+    architectures = ("GemmaForCausalLM",)
+    handled = Llama.handled
+    ignored = frozenset()
+    accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept, "use_bidirectional_attention": lambda v: not v}
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        d = int(need(ckpt.config, "hidden_size", ckpt.source))
+        return convert_llamalike(ckpt, cls, LlamaLikeOptions(norm_offset=1.0, embed_scale=d**0.5))
+
+
+@register
+class Gemma3(Family):
+    name = "gemma3"
+    model_types = ("gemma3_text",)
+    architectures = ("Gemma3ForCausalLM",)
+    handled = Llama.handled | {"query_pre_attn_scalar", "rope_local_base_freq", "sliding_window_pattern", "_sliding_window_pattern"}
+    ignored = frozenset({"final_logit_softcapping", "cache_implementation"})
+    accept = {
+        "rope_parameters": rope_accept,
+        "rope_scaling": rope_accept,
+        "attn_logit_softcapping": lambda v: v is None,
+        "use_bidirectional_attention": lambda v: not v,
+    }
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        cfg = dict(ckpt.config)
+        n_layers = int(need(cfg, "num_hidden_layers", ckpt.source))
+        if not cfg.get("layer_types"):  # HF default: every 6th layer global
+            pattern = int(cfg.get("sliding_window_pattern") or cfg.get("_sliding_window_pattern") or 6)
+            cfg["layer_types"] = [
+                "full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n_layers)
+            ]
+        if cfg.get("rope_parameters") is None and "rope_local_base_freq" not in cfg:
+            cfg["rope_local_base_freq"] = 10000.0  # HF default for the sliding layers
+        cfg.setdefault("rope_theta", 1_000_000.0)
+        scalar = float(cfg.get("query_pre_attn_scalar") or 256)
+        ckpt = Checkpoint(cfg, ckpt.tensors, ckpt.source, ckpt.name, ckpt.notes)
+        d = int(need(cfg, "hidden_size", ckpt.source))
+        opts = LlamaLikeOptions(
+            norm_offset=1.0, embed_scale=d**0.5, qk_norm=True, post_attn_norm=True,
+            attn_scale=scalar**-0.5, default_theta=1_000_000.0,
+        )
+        return convert_llamalike(ckpt, cls, opts)

@@ -1,0 +1,78 @@
+"""GPT-2: pre-LayerNorm, learned absolute positions, fused QKV.
+
+GPT-2 uses ``Conv1D`` layers, ``y = x @ W + b`` with ``W: (in, out)``, the transpose of
+``nn.Linear``: ``c_attn.weight`` is ``(d, 3d)`` and its transpose stacks ``W_Q; W_K; W_V``
+(rows ``[q heads | k heads | v heads]``); ``c_proj.weight`` is ``(d, d)`` and its transpose
+has one ``d × d_head`` block of columns per head (``W_O``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..checkpoint import Checkpoint
+from ...errors import WeightError
+from ...core.heads import HeadWeights, Meta, Norm
+from . import register
+from .base import Family, need, split_cols, split_rows, unembedding
+
+
+@register
+class GPT2(Family):
+    name = "gpt2"
+    model_types = ("gpt2",)
+    architectures = ("GPT2LMHeadModel", "GPT2Model")
+    handled = frozenset("n_embd n_layer n_head layer_norm_epsilon scale_attn_weights reorder_and_upcast_attn".split())
+    ignored = frozenset(
+        "summary_type summary_use_proj summary_activation summary_proj_to_labels summary_first_dropout "
+        "n_special predict_special_tokens".split()
+    )
+    accept = {
+        "scale_attn_by_inverse_layer_idx": lambda v: not v,
+        "add_cross_attention": lambda v: not v,
+        "scale_attn_weights": lambda v: v in (True, None),
+    }
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
+        cls.check_config(cfg, where)
+        d = int(need(cfg, "n_embd", where, "hidden_size"))
+        H = int(need(cfg, "n_head", where, "num_attention_heads"))
+        L = int(need(cfg, "n_layer", where, "num_hidden_layers"))
+        eps = float(cfg.get("layer_norm_epsilon", 1e-5))
+        r = d // H
+        prefix = "transformer." if "transformer.wte.weight" in ts else ""
+        wq, wk, wv, wo, bq, bk, bv, bo, g, beta = ([] for _ in range(10))
+        for i in range(L):
+            p = f"{prefix}h.{i}."
+            w = ts.take(p + "attn.c_attn.weight", (d, 3 * d)).T  # Conv1D: transpose to (3d, d)
+            b = ts.take(p + "attn.c_attn.bias", (3 * d,))
+            for part, (ws, bs) in enumerate([(wq, bq), (wk, bk), (wv, bv)]):
+                ws.append(split_rows(w[part * d : (part + 1) * d], H, r))
+                bs.append(b[part * d : (part + 1) * d].reshape(H, r))
+            wo.append(split_cols(ts.take(p + "attn.c_proj.weight", (d, d)).T, H, r))
+            bo.append(ts.take(p + "attn.c_proj.bias", (d,)))
+            g.append(ts.take(p + "ln_1.weight", (d,)))
+            beta.append(ts.take(p + "ln_1.bias", (d,)))
+        wte = ts.take(prefix + "wte.weight")
+        wpe = ts.take(prefix + "wpe.weight")
+        if wte.ndim != 2 or wte.shape[1] != d:
+            raise WeightError(f"{ts.origin(prefix + 'wte.weight')}: 'wte.weight' has shape {tuple(wte.shape)}, expected (n_vocab, {d})")
+        W_U, head_note = unembedding(ckpt, ["lm_head.weight"], wte)
+        lnf_w = ts.take(prefix + "ln_f.weight", (d,), required=False)
+        lnf_b = ts.take(prefix + "ln_f.bias", (d,), required=False)
+        return HeadWeights(
+            W_Q=torch.stack(wq), W_K=torch.stack(wk), W_V=torch.stack(wv), W_O=torch.stack(wo),
+            b_Q=torch.stack(bq), b_K=torch.stack(bk), b_V=torch.stack(bv), b_O=torch.stack(bo),
+            W_E=wte.T, W_pos=wpe.T, W_U=W_U, b_U=None,
+            kv_map=tuple(range(H)),
+            attn_norm=Norm("layernorm", torch.stack(g), torch.stack(beta), eps),
+            final_norm=None if lnf_w is None else Norm("layernorm", lnf_w[None], None if lnf_b is None else lnf_b[None], eps),
+            norm_placement="pre",
+            positions="learned",
+            causal=True,
+            sliding_window=(None,) * L,
+            meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (),
+                      tuple(ckpt.notes) + ((head_note,) if head_note else ())),
+        )

@@ -1,0 +1,168 @@
+"""Llama-like decoders: Llama, Mistral, Qwen2, SmolLM (and the shared converter Gemma uses).
+
+Pre-RMSNorm; separate ``q/k/v/o_proj`` (``nn.Linear``: weight ``(out, in)``, already the
+column convention); rotary in the HF "rotate-half" layout; GQA with ``num_key_value_heads``
+(query head ``h`` reads K/V head ``h // (n_heads / n_kv_heads)``); Qwen2's Q/K/V biases;
+Mistral/Qwen2 sliding windows (a mask, not weights: recorded per layer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from ..checkpoint import Checkpoint
+from ...errors import UnsupportedModelError
+from ...core.heads import HeadWeights, Meta, Norm, Rotary
+from . import register
+from .base import Family, inv_freq, need, rope_accept, rope_settings, split_cols, split_rows, stack, unembedding
+
+PREFIXES = ("model.", "", "model.language_model.", "language_model.model.")
+
+
+@dataclass
+class LlamaLikeOptions:
+    norm_offset: float = 0.0  # Gemma: gain = 1 + w
+    embed_scale: float = 1.0  # Gemma: embeddings times sqrt(d_model)
+    qk_norm: bool = False  # Gemma 3: RMSNorm on each q and k head
+    post_attn_norm: bool = False  # Gemma 3: RMSNorm on the attention output
+    attn_scale: float = 0.0  # 0: d_head ** -0.5
+    default_theta: float = 10000.0
+
+
+LAYER_TYPES = ("full_attention", "sliding_attention")
+
+
+def layer_types(config: dict, n_layers: int, where: str = "config") -> list[str]:
+    """Per-layer 'full_attention' / 'sliding_attention' from any of the config styles; any
+    other layer type (chunked, linear, ...) is refused by name, not read as full attention."""
+    if config.get("layer_types"):
+        types = list(config["layer_types"])
+        if len(types) != n_layers:
+            raise UnsupportedModelError(f"{where}: layer_types lists {len(types)} layers, num_hidden_layers is {n_layers}")
+        unknown = sorted({t for t in types if t not in LAYER_TYPES})
+        if unknown:
+            raise UnsupportedModelError(
+                f"{where}: layer_types {unknown} are not supported (supported: {', '.join(LAYER_TYPES)})"
+            )
+        if "sliding_attention" in types and not config.get("sliding_window"):
+            raise UnsupportedModelError(f"{where}: layer_types has sliding_attention layers but sliding_window is not set")
+        return types
+    window = config.get("sliding_window")
+    if config.get("model_type") == "qwen2":
+        on = config.get("use_sliding_window") and window
+        first = config.get("max_window_layers", n_layers)
+        return ["sliding_attention" if on and i >= first else "full_attention" for i in range(n_layers)]
+    return ["sliding_attention" if window else "full_attention"] * n_layers
+
+
+def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOptions) -> HeadWeights:
+    cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
+    family.check_config(cfg, where)
+    d = int(need(cfg, "hidden_size", where))
+    H = int(need(cfg, "num_attention_heads", where))
+    G = int(cfg.get("num_key_value_heads") or H)
+    r = int(cfg.get("head_dim") or d // H)
+    L = int(need(cfg, "num_hidden_layers", where))
+    eps = float(need(cfg, "rms_norm_eps", where))
+    if H % G:
+        raise UnsupportedModelError(f"{where}: num_attention_heads={H} is not a multiple of num_key_value_heads={G}")
+    probe = "layers.0.self_attn.q_proj.weight"
+    prefix = next((p for p in PREFIXES if p + probe in ts), None)
+    if prefix is None:
+        raise UnsupportedModelError(f"{where}: no tensor named like '{probe}' (tried prefixes {PREFIXES})")
+
+    wq, wk, wv, wo, bq, bk, bv, bo, g_in, qn, kn, g_post = ([] for _ in range(12))
+    for i in range(L):
+        p = f"{prefix}layers.{i}."
+        wq.append(split_rows(ts.take(p + "self_attn.q_proj.weight", (H * r, d)), H, r))
+        wk.append(split_rows(ts.take(p + "self_attn.k_proj.weight", (G * r, d)), G, r))
+        wv.append(split_rows(ts.take(p + "self_attn.v_proj.weight", (G * r, d)), G, r))
+        wo.append(split_cols(ts.take(p + "self_attn.o_proj.weight", (d, H * r)), H, r))
+        b = ts.take(p + "self_attn.q_proj.bias", (H * r,), required=False)
+        bq.append(None if b is None else b.reshape(H, r))
+        b = ts.take(p + "self_attn.k_proj.bias", (G * r,), required=False)
+        bk.append(None if b is None else b.reshape(G, r))
+        b = ts.take(p + "self_attn.v_proj.bias", (G * r,), required=False)
+        bv.append(None if b is None else b.reshape(G, r))
+        bo.append(ts.take(p + "self_attn.o_proj.bias", (d,), required=False))
+        g_in.append(ts.take(p + "input_layernorm.weight", (d,)))
+        if opts.qk_norm:
+            qn.append(ts.take(p + "self_attn.q_norm.weight", (r,)))
+            kn.append(ts.take(p + "self_attn.k_norm.weight", (r,)))
+        if opts.post_attn_norm:
+            g_post.append(ts.take(p + "post_attention_layernorm.weight", (d,)))
+
+    emb = ts.take(prefix + "embed_tokens.weight")
+    if emb.ndim != 2 or emb.shape[1] != d:
+        raise UnsupportedModelError(f"{ts.origin(prefix + 'embed_tokens.weight')}: embed_tokens has shape {tuple(emb.shape)}")
+    W_U, head_note = unembedding(ckpt, ["lm_head.weight", prefix + "lm_head.weight"], emb)
+    final = ts.take(prefix + "norm.weight", (d,), required=False)
+
+    types = layer_types(cfg, L, where)
+    window = cfg.get("sliding_window")
+    freqs = []
+    rot_dim = r
+    for t in types:
+        s = rope_settings(cfg, t)
+        if t == "sliding_attention" and "rope_local_base_freq" in cfg and "sliding_attention" not in (cfg.get("rope_parameters") or {}):
+            s = {**s, "rope_theta": cfg["rope_local_base_freq"], "rope_type": "default"}
+        rot_dim = int(r * float(s.get("partial_rotary_factor", 1.0)))
+        freqs.append(inv_freq(rot_dim, s, where, opts.default_theta))
+
+    notes = list(ckpt.notes) + ([head_note] if head_note else [])
+    if opts.qk_norm:
+        notes.append(
+            "QK-norm: q and k are RMS-normalised per head before the dot product, so W_QK-based "
+            "scores (Q/K-composition) describe the bilinear part only; they are approximations"
+        )
+    if opts.post_attn_norm:
+        notes.append(
+            "post-attention norm: each layer's attention output is RMS-normalised before entering "
+            "the residual, so W_OV describes what a head writes only up to that per-token scale"
+        )
+    if opts.embed_scale != 1.0:
+        notes.append(f"W_E includes the embedding scale {opts.embed_scale:g} (sqrt(d_model)); W_U does not")
+    if any(t == "sliding_attention" for t in types):
+        notes.append(f"sliding-window attention (window {window}) on {types.count('sliding_attention')} of {L} layers")
+
+    norm = lambda ws: Norm("rmsnorm", torch.stack(ws), None, eps, opts.norm_offset)  # noqa: E731
+    return HeadWeights(
+        W_Q=torch.stack(wq), W_K=torch.stack(wk), W_V=torch.stack(wv), W_O=torch.stack(wo),
+        b_Q=stack(bq), b_K=stack(bk), b_V=stack(bv), b_O=stack(bo),
+        W_E=(emb * opts.embed_scale).T if opts.embed_scale != 1.0 else emb.T,
+        W_pos=None,
+        W_U=W_U, b_U=None,
+        kv_map=tuple(h // (H // G) for h in range(H)),
+        attn_norm=norm(g_in),
+        final_norm=None if final is None else norm([final]),
+        norm_placement="pre",
+        qk_norm=(norm(qn), norm(kn)) if opts.qk_norm else None,
+        attn_out_norm=norm(g_post) if opts.post_attn_norm else None,
+        rotary=Rotary(rot_dim, torch.stack(freqs), "half"),
+        positions="rotary",
+        attn_scale=opts.attn_scale,
+        causal=True,
+        sliding_window=tuple(window if t == "sliding_attention" else None for t in types),
+        meta=Meta(family.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
+    )
+
+
+@register
+class Llama(Family):
+    """Llama, Mistral, Qwen2 and SmolLM checkpoints."""
+
+    name = "llama"
+    model_types = ("llama", "mistral", "qwen2", "smollm", "smollm2")
+    architectures = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "LlamaModel")
+    handled = frozenset(
+        "hidden_size num_attention_heads num_key_value_heads head_dim num_hidden_layers rms_norm_eps "
+        "rope_theta attention_bias sliding_window layer_types max_window_layers use_sliding_window".split()
+    )
+    ignored = frozenset("pretraining_tp".split())
+    accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        return convert_llamalike(ckpt, cls, LlamaLikeOptions())

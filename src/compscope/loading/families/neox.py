@@ -1,0 +1,83 @@
+"""GPT-NeoX / Pythia: pre-LayerNorm, fused QKV interleaved per head, partial rotary.
+
+``query_key_value.weight`` is ``(3d, d)`` with rows ordered ``[head][q|k|v][d_head]``: reshape
+to ``(H, 3, d_head, d)``. Rotary turns only the first ``partial_rotary_factor * d_head``
+dims of each head (Pythia: 25%). ``use_parallel_residual`` (attention and MLP read the same
+residual) does not change the heads' weights; it is recorded in the notes.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..checkpoint import Checkpoint
+from ...core.heads import HeadWeights, Meta, Norm, Rotary
+from . import register
+from .base import Family, inv_freq, need, rope_accept, rope_settings, split_cols, stack, unembedding
+
+
+@register
+class GPTNeoX(Family):
+    name = "neox"
+    model_types = ("gpt_neox",)
+    architectures = ("GPTNeoXForCausalLM", "GPTNeoXModel")
+    handled = frozenset(
+        "hidden_size num_attention_heads num_hidden_layers layer_norm_eps rotary_pct rotary_emb_base "
+        "use_parallel_residual attention_bias partial_rotary_factor rope_theta".split()
+    )
+    accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
+        cls.check_config(cfg, where)
+        d = int(need(cfg, "hidden_size", where))
+        H = int(need(cfg, "num_attention_heads", where))
+        L = int(need(cfg, "num_hidden_layers", where))
+        eps = float(cfg.get("layer_norm_eps", 1e-5))
+        r = d // H
+        prefix = "gpt_neox." if "gpt_neox.embed_in.weight" in ts else ""
+        qkv_w, qkv_b, wo, bo, g, beta = ([] for _ in range(6))
+        for i in range(L):
+            p = f"{prefix}layers.{i}."
+            qkv_w.append(ts.take(p + "attention.query_key_value.weight", (3 * d, d)).reshape(H, 3, r, d))
+            b = ts.take(p + "attention.query_key_value.bias", (3 * d,), required=False)
+            qkv_b.append(None if b is None else b.reshape(H, 3, r))
+            wo.append(split_cols(ts.take(p + "attention.dense.weight", (d, d)), H, r))
+            bo.append(ts.take(p + "attention.dense.bias", (d,), required=False))
+            g.append(ts.take(p + "input_layernorm.weight", (d,)))
+            beta.append(ts.take(p + "input_layernorm.bias", (d,)))
+        w, b = torch.stack(qkv_w), stack(qkv_b)  # (L, H, 3, r, d), (L, H, 3, r) or None (attention_bias=False)
+        emb = ts.take(prefix + "embed_in.weight")
+        # the output head is 'embed_out' in Pythia files, 'lm_head' in transformers >= 5
+        W_U, head_note = unembedding(ckpt, ["embed_out.weight", "lm_head.weight"], emb)
+        lnf_w = ts.take(prefix + "final_layer_norm.weight", (d,), required=False)
+        lnf_b = ts.take(prefix + "final_layer_norm.bias", (d,), required=False)
+
+        s = rope_settings(cfg)
+        if "rotary_emb_base" in cfg:
+            s.setdefault("rope_theta", cfg["rotary_emb_base"])
+        pct = float(s.get("partial_rotary_factor", cfg.get("rotary_pct", 1.0)))
+        rot_dim = int(r * pct)
+        freqs = inv_freq(rot_dim, s, where)
+        notes = list(ckpt.notes) + ([head_note] if head_note else [])
+        if cfg.get("use_parallel_residual", True):
+            notes.append("parallel residual: attention and MLP of a layer read the same residual")
+        return HeadWeights(
+            W_Q=w[:, :, 0].contiguous(), W_K=w[:, :, 1].contiguous(), W_V=w[:, :, 2].contiguous(),
+            W_O=torch.stack(wo),
+            b_Q=None if b is None else b[:, :, 0].contiguous(),
+            b_K=None if b is None else b[:, :, 1].contiguous(),
+            b_V=None if b is None else b[:, :, 2].contiguous(),
+            b_O=stack(bo),
+            W_E=emb.T, W_pos=None, W_U=W_U, b_U=None,
+            kv_map=tuple(range(H)),
+            attn_norm=Norm("layernorm", torch.stack(g), torch.stack(beta), eps),
+            final_norm=None if lnf_w is None else Norm("layernorm", lnf_w[None], None if lnf_b is None else lnf_b[None], eps),
+            norm_placement="pre",
+            rotary=Rotary(rot_dim, freqs[None].expand(L, -1).contiguous(), "half"),
+            positions="rotary",
+            causal=True,
+            sliding_window=(None,) * L,
+            meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
+        )

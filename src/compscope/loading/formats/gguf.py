@@ -1,0 +1,384 @@
+"""GGUF files (llama.cpp): dequantise to float32, rename to HF names.
+
+GGUF stores each 2-D tensor as ``(out, in)`` once read into numpy, like ``nn.Linear``. For the
+``llama`` architecture, llama.cpp's converter reorders the rows of ``W_Q`` and ``W_K`` within
+each head from HF's rotate-half layout ``[x_0..x_{n/2-1} | x_{n/2}..]`` to interleaved pairs
+``[x_0, x_{n/2}, x_1, ...]``. That reordering leaves ``W_Q^T W_K`` unchanged but pairs the
+wrong dims under rotary, so it is undone here. Gemma GGUFs store every RMSNorm gain as
+``1 + w``; ``w`` is recovered so that the Gemma families (which add the 1) read it unchanged.
+
+The header is parsed here (``_read_header``) rather than with ``gguf.GGUFReader``, which builds
+a numpy view per array element and takes ~15 s on a 262k-token vocabulary; the ``gguf``
+package is used for its quantisation tables and dequantisers only. A tensor whose bytes run
+past the end of the file (a truncated download) is reported by name when the file is opened.
+"""
+
+from __future__ import annotations
+
+import math
+import mmap
+import re
+import struct
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from ..checkpoint import Checkpoint, TensorStore, one_line
+from ...errors import LoadError, UnsupportedModelError
+
+#: GGUF metadata key (after ``{arch}.``) -> HF config key
+_CONFIG_KEYS = {
+    "embedding_length": "hidden_size",
+    "block_count": "num_hidden_layers",
+    "attention.head_count": "num_attention_heads",
+    "attention.head_count_kv": "num_key_value_heads",
+    "attention.key_length": "head_dim",
+    "attention.layer_norm_rms_epsilon": "rms_norm_eps",
+    "attention.sliding_window": "sliding_window",
+    "rope.freq_base": "rope_theta",
+    "rope.freq_base_swa": "rope_local_base_freq",
+    "vocab_size": "vocab_size",
+}
+
+#: GGUF architecture -> (HF model_type, rows permuted for rotary, norms stored as 1 + w)
+_ARCHS = {
+    "llama": ("llama", True, False),
+    "qwen2": ("qwen2", False, False),
+    "gemma": ("gemma", False, True),
+    "gemma3": ("gemma3_text", False, True),
+}
+
+#: GGUF per-block tensor name -> HF name under ``model.layers.{i}.``
+_BLOCK = {
+    "attn_norm.weight": "input_layernorm.weight",
+    "attn_q.weight": "self_attn.q_proj.weight",
+    "attn_k.weight": "self_attn.k_proj.weight",
+    "attn_v.weight": "self_attn.v_proj.weight",
+    "attn_output.weight": "self_attn.o_proj.weight",
+    "attn_q.bias": "self_attn.q_proj.bias",
+    "attn_k.bias": "self_attn.k_proj.bias",
+    "attn_v.bias": "self_attn.v_proj.bias",
+    "attn_q_norm.weight": "self_attn.q_norm.weight",
+    "attn_k_norm.weight": "self_attn.k_norm.weight",
+    "post_attention_norm.weight": "post_attention_layernorm.weight",
+}
+_TOP = {"token_embd.weight": "model.embed_tokens.weight", "output.weight": "lm_head.weight", "output_norm.weight": "model.norm.weight"}
+
+_MAGIC = b"GGUF"
+_VERSIONS = (2, 3)
+_DEFAULT_ALIGNMENT = 32
+#: GGUF metadata value types: id -> struct format (STRING = 8 and ARRAY = 9 are handled apart)
+_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+_NP_SCALARS = {0: "u1", 1: "i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4", 7: "?", 10: "<u8", 11: "<i8", 12: "<f8"}
+_STRING, _ARRAY = 8, 9
+#: string arrays longer than this (tokenizer vocabularies) are skipped, not decoded
+_MAX_DECODED_STRINGS = 1024
+
+
+class SkippedStrings:
+    """A long string array (a tokenizer vocabulary) that was skipped; only its length is kept."""
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __repr__(self) -> str:
+        return f"<{self.n} strings>"
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    dims: tuple[int, ...]  # GGUF order: innermost (contiguous) dimension first
+    type_id: int
+    offset: int  # absolute, in the file
+    nbytes: int | None  # None: quantisation type unknown to the gguf package
+
+    @property
+    def shape(self) -> tuple[int, ...]:  # numpy / torch order
+        return tuple(reversed(self.dims))
+
+
+class _Cursor:
+    """Little-endian reads from a buffer; every overrun raises ``EOFError`` with the offset."""
+
+    def __init__(self, buf, size: int) -> None:
+        self.buf, self.size, self.pos = buf, size, 0
+
+    def need(self, n: int) -> None:
+        if n < 0 or self.pos + n > self.size:
+            raise EOFError(
+                f"header runs past the end of the file at byte {self.pos} (needs {n} more bytes, file has {self.size})"
+            )
+
+    def scalar(self, fmt: str):
+        n = struct.calcsize("<" + fmt)
+        self.need(n)
+        (v,) = struct.unpack_from("<" + fmt, self.buf, self.pos)
+        self.pos += n
+        return v
+
+    def string(self, decode: bool = True) -> str | None:
+        n = self.scalar("Q")
+        self.need(n)
+        raw = self.buf[self.pos : self.pos + n] if decode else None
+        self.pos += n
+        return None if raw is None else bytes(raw).decode("utf-8", errors="replace")
+
+    def value(self, type_id: int):
+        if type_id in _SCALARS:
+            return self.scalar(_SCALARS[type_id])
+        if type_id == _STRING:
+            return self.string()
+        if type_id == _ARRAY:
+            item_type, n = self.scalar("I"), self.scalar("Q")
+            if item_type in _NP_SCALARS:
+                dt = np.dtype(_NP_SCALARS[item_type])
+                self.need(n * dt.itemsize)
+                a = np.frombuffer(self.buf, dtype=dt, count=n, offset=self.pos)
+                self.pos += n * dt.itemsize
+                return a.tolist() if n <= _MAX_DECODED_STRINGS else a.copy()
+            if item_type == _STRING:
+                decode = n <= _MAX_DECODED_STRINGS
+                items = [self.string(decode) for _ in range(n)]
+                return items if decode else SkippedStrings(n)
+            return [self.value(item_type) for _ in range(n)]
+        raise ValueError(f"unknown metadata value type {type_id} at byte {self.pos}")
+
+
+def _read_header(buf, size: int) -> tuple[dict, list[TensorInfo]]:
+    """Metadata and tensor table of a GGUF file held in ``buf`` (``size`` bytes)."""
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    c = _Cursor(buf, size)
+    c.need(4)
+    if bytes(buf[:4]) != _MAGIC:
+        raise ValueError(f"does not start with the GGUF magic (starts with {bytes(buf[:4])!r})")
+    c.pos = 4
+    version = c.scalar("I")
+    if version not in _VERSIONS:
+        swapped = int.from_bytes(version.to_bytes(4, "little"), "big")
+        what = " (a big-endian file?)" if swapped in _VERSIONS else ""
+        raise ValueError(f"GGUF version {version}{what} is not supported (supported: {_VERSIONS})")
+    n_tensors, n_kv = c.scalar("Q"), c.scalar("Q")
+    fields: dict = {}
+    raw = []
+    where = "the header"
+    try:
+        for i in range(n_kv):
+            where = f"metadata entry {i} of {n_kv}"
+            key = c.string()
+            where = f"metadata '{key}'"
+            fields[key] = c.value(c.scalar("I"))
+        for i in range(n_tensors):
+            where = f"tensor table entry {i} of {n_tensors}"
+            name = c.string()
+            where = f"the tensor table entry of '{name}'"
+            n_dims = c.scalar("I")
+            if n_dims > 8:
+                raise ValueError(f"claims {n_dims} dimensions")
+            dims = tuple(c.scalar("Q") for _ in range(n_dims))
+            raw.append((name, dims, c.scalar("I"), c.scalar("Q")))
+    except (EOFError, ValueError) as e:
+        raise (EOFError if isinstance(e, EOFError) else ValueError)(f"in {where}: {e}") from e
+    align = fields.get("general.alignment", _DEFAULT_ALIGNMENT)
+    if not isinstance(align, int) or align <= 0 or align & (align - 1):
+        raise ValueError(f"general.alignment={align!r} is not a power of two")
+    data_start = -(-c.pos // align) * align
+    tensors = []
+    for name, dims, type_id, rel in raw:
+        nbytes = None
+        try:
+            block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(type_id)]
+            n = math.prod(dims)  # exact Python ints: corrupt dims must not wrap around
+            nbytes = n // block * type_size
+        except (ValueError, KeyError):
+            pass
+        tensors.append(TensorInfo(name, dims, type_id, data_start + rel, nbytes))
+    return fields, tensors
+
+
+def unpermute_rows(w: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Undo llama.cpp's per-head interleave of rotary rows (inverse of its ``permute``)."""
+    rows = w.shape[0]
+    return w.reshape(n_heads, rows // n_heads // 2, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
+
+
+def _dequantize(buf, info: TensorInfo) -> torch.Tensor:
+    """float32 tensor of ``info.shape`` from its bytes in ``buf`` (a fresh, writable copy).
+
+    F32/F16/BF16 and Q8_0 (``q * d``: int8 times the block's float16 scale, as in ggml's
+    ``dequantize_row_q8_0``) are decoded with torch; other types with ``gguf.quants``."""
+    from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+    from gguf.quants import dequantize
+
+    qtype = GGMLQuantizationType(info.type_id)
+    block, type_size = GGML_QUANT_SIZES[qtype]
+    inner = info.dims[0] if info.dims else 1
+    if inner % block:
+        raise ValueError(f"innermost dimension {inner} is not a multiple of the {qtype.name} block size {block}")
+    raw = np.frombuffer(buf, dtype=np.uint8, count=info.nbytes, offset=info.offset)
+    simple = {GGMLQuantizationType.F32: torch.float32, GGMLQuantizationType.F16: torch.float16,
+              GGMLQuantizationType.BF16: torch.bfloat16}
+    if qtype in simple or qtype == GGMLQuantizationType.Q8_0:
+        with warnings.catch_warnings():  # read-only mmap: every result below is a fresh tensor
+            warnings.simplefilter("ignore", UserWarning)
+            b = torch.frombuffer(buf, dtype=torch.uint8, count=info.nbytes, offset=info.offset)
+        if qtype in simple:
+            t = b.view(simple[qtype]).to(torch.float32, copy=True)
+        else:
+            blocks = b.reshape(-1, type_size)
+            d = blocks[:, :2].contiguous().view(torch.float16).float()  # (n_blocks, 1)
+            t = blocks[:, 2:].view(torch.int8) * d  # int8 * float32 -> float32, one pass
+    else:
+        rows = raw.reshape(-1, inner // block * type_size)
+        t = torch.from_numpy(np.asarray(dequantize(rows, qtype), dtype=np.float32))
+    return t.reshape(info.shape)
+
+
+def open_gguf(path: str | Path) -> Checkpoint:
+    try:
+        from gguf.constants import GGMLQuantizationType
+    except ImportError as e:
+        raise LoadError("reading GGUF files needs the 'gguf' package: pip install 'compscope[gguf]'") from e
+    path = Path(path)
+    if not path.is_file():
+        raise LoadError(f"{path}: no such file")
+    size = path.stat().st_size
+    if size == 0:
+        raise LoadError(f"{path}: empty file, not a GGUF file")
+    try:
+        with open(path, "rb") as fh:
+            buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as e:
+        raise LoadError(f"{path}: cannot be read ({one_line(e)})") from e
+    try:
+        fields, infos = _read_header(buf, size)
+    except (EOFError, ValueError, UnicodeDecodeError, struct.error, OverflowError) as e:
+        kind = "truncated GGUF file" if isinstance(e, EOFError) else "not a readable GGUF file"
+        raise LoadError(f"{path}: {kind}: {one_line(e)}") from e
+    for info in infos:
+        if info.nbytes is not None and info.offset + info.nbytes > size:
+            raise LoadError(
+                f"{path}: truncated GGUF file: tensor '{info.name}' needs bytes {info.offset}..{info.offset + info.nbytes}, "
+                f"the file has {size}"
+            )
+
+    arch = fields.get("general.architecture")
+    if arch not in _ARCHS:
+        raise UnsupportedModelError(f"{path}: GGUF architecture {arch!r} is not supported (supported: {', '.join(_ARCHS)})")
+    model_type, permuted, one_plus = _ARCHS[arch]
+    cfg: dict = {"model_type": model_type}
+    for gkey, hkey in _CONFIG_KEYS.items():
+        v = fields.get(f"{arch}.{gkey}")
+        if v is not None:
+            cfg[hkey] = v
+    for key in ("hidden_size", "num_hidden_layers", "num_attention_heads"):
+        if key not in cfg:
+            gkey = next(g for g, h in _CONFIG_KEYS.items() if h == key)
+            raise LoadError(f"{path}: GGUF metadata '{arch}.{gkey}' is missing")
+    n_heads = cfg["num_attention_heads"]
+    n_kv = cfg.get("num_key_value_heads") or n_heads
+    if isinstance(n_heads, list) or isinstance(n_kv, list):
+        raise UnsupportedModelError(
+            f"{path}: per-layer head counts ('{arch}.attention.head_count' is a list) are not supported"
+        )
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // n_heads
+    rope_dim = fields.get(f"{arch}.rope.dimension_count")
+    if rope_dim is not None and rope_dim != head_dim:
+        raise UnsupportedModelError(
+            f"{path}: GGUF metadata '{arch}.rope.dimension_count'={rope_dim} differs from the head width {head_dim}: "
+            "partial rotary is not supported for GGUF files"
+        )
+    pattern = fields.get(f"{arch}.attention.sliding_window_pattern")
+    if isinstance(pattern, list):  # one flag per layer: True = sliding-window layer
+        cfg["layer_types"] = ["sliding_attention" if p else "full_attention" for p in pattern]
+    elif pattern is not None:  # every pattern-th layer is global (llama.cpp and HF agree)
+        cfg["sliding_window_pattern"] = pattern
+    scaling = fields.get(f"{arch}.rope.scaling.type")
+    factor = fields.get(f"{arch}.rope.scaling.factor")
+    if scaling not in (None, "none") or factor not in (None, 0.0, 1.0):
+        # the families accept 'linear' and refuse other types by name
+        cfg["rope_scaling"] = {"rope_type": scaling or "linear", "factor": 1.0 if factor is None else factor}
+    if any(info.name == "rope_freqs.weight" for info in infos):
+        raise UnsupportedModelError(
+            f"{path}: tensor 'rope_freqs.weight' (per-dimension rotary frequency factors, e.g. Llama 3.1 rope "
+            "scaling) is not supported"
+        )
+    if arch == "gemma3":
+        # not stored in GGUF; llama.cpp's rule: 27B scales by (d_model / n_heads)^-1/2, others by head_dim^-1/2
+        n_layers = cfg["num_hidden_layers"]
+        cfg["query_pre_attn_scalar"] = cfg["hidden_size"] // n_heads if n_layers == 62 else head_dim
+    if "vocab_size" not in cfg:
+        toks = fields.get("tokenizer.ggml.tokens")
+        if toks is not None:
+            cfg["vocab_size"] = len(toks)
+
+    loaders, origin, dtypes = {}, {}, {}
+    block = re.compile(r"blk\.(\d+)\.(.+)$")
+    for info in infos:
+        m = block.match(info.name)
+        if m:
+            sub = _BLOCK.get(m.group(2))
+            hf = None if sub is None else f"model.layers.{m.group(1)}.{sub}"
+        else:
+            hf = _TOP.get(info.name)
+        if hf is None:
+            continue
+        is_norm = hf.endswith("norm.weight")
+        # llama.cpp permutes the rows of q/k weights and biases alike (convert_hf_to_gguf LlamaModel)
+        n_rows = n_heads if ".q_proj." in hf else n_kv if ".k_proj." in hf else None
+        try:
+            type_name = GGMLQuantizationType(info.type_id).name
+        except ValueError:
+            type_name = f"type{info.type_id}"
+
+        def load(info=info, n_rows=n_rows, is_norm=is_norm, type_name=type_name):
+            if info.nbytes is None:
+                raise LoadError(
+                    f"{path}: tensor '{info.name}' has GGML type {type_name}, unknown to the installed 'gguf' package"
+                )
+            try:
+                w = _dequantize(buf, info)
+            except (ValueError, NotImplementedError, RuntimeError) as e:
+                msg = f"{path}: tensor '{info.name}' ({type_name}) cannot be dequantised ({one_line(e)})"
+                raise LoadError(msg) from e
+            if permuted and n_rows is not None:
+                w = unpermute_rows(w, n_rows)
+            if one_plus and is_norm:
+                w = w - 1.0
+            return w
+
+        loaders[hf] = load
+        origin[hf] = f"{path} ({info.name})"
+        dtypes[hf] = type_name
+    name = fields.get("general.name") or path.stem
+    notes = ["dequantised from GGUF to float32"]
+    return Checkpoint(cfg, TensorStore(loaders, origin, dtypes, source=str(path)), str(path), str(name), notes)
+
+
+def recognise(source: object) -> bool:
+    """A ``.gguf`` file, or any file that starts with the magic ``GGUF``."""
+    from . import existing_path
+
+    path = existing_path(source)
+    if path is None or not path.is_file():
+        return False
+    if path.suffix == ".gguf":
+        return True
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == b"GGUF"
+    except OSError as e:
+        raise LoadError(f"{path}: cannot be read ({one_line(e)})") from e
+
+
+def read(source):
+    from ..families import to_heads
+
+    return to_heads(open_gguf(source))

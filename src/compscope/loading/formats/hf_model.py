@@ -1,0 +1,31 @@
+"""An already-loaded ``transformers`` model object (its ``state_dict`` and config)."""
+
+from __future__ import annotations
+
+from ..checkpoint import Checkpoint, TensorStore
+
+#: config keys that only name the model; transformers' GGUF loader writes the second
+_NAME_KEYS = ("_name_or_path", "_model_name_or_path")
+
+
+def is_hf_model(obj: object) -> bool:
+    return hasattr(obj, "config") and hasattr(obj.config, "to_dict") and hasattr(obj, "state_dict") and hasattr(obj, "base_model_prefix")
+
+
+def from_hf_model(model) -> Checkpoint:
+    cfg = model.config.to_dict()
+    where = f"{type(model).__name__} object"
+    name = next((cfg[k] for k in _NAME_KEYS if cfg.get(k)), None) or cfg.get("model_type", "model")
+    cfg.pop("_model_name_or_path", None)  # a name, not a setting (families ignore '_name_or_path')
+    sd = {k: v.detach() for k, v in model.state_dict().items()}
+    return Checkpoint(cfg, TensorStore.from_dict(sd, where), where, str(name))
+
+
+def recognise(source: object) -> bool:
+    return is_hf_model(source)
+
+
+def read(model):
+    from ..families import to_heads
+
+    return to_heads(from_hf_model(model))

@@ -1,0 +1,99 @@
+"""A local HuggingFace folder: ``config.json`` plus ``*.safetensors`` (sharded or not).
+
+Read with ``safetensors`` directly, lazily (memory-mapped), never over the network.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..checkpoint import Checkpoint, TensorStore, one_line
+from ...errors import LoadError
+
+
+def read_config(path: Path) -> dict:
+    cfg_path = path / "config.json"
+    if not cfg_path.is_file():
+        raise LoadError(f"{cfg_path}: config.json not found (a HuggingFace folder needs one)")
+    try:
+        cfg = json.loads(cfg_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise LoadError(f"{cfg_path}: not valid JSON ({one_line(e)})") from e
+    if not isinstance(cfg, dict):
+        raise LoadError(f"{cfg_path}: expected a JSON object")
+    return cfg
+
+
+def shard_files(path: Path) -> list[Path]:
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            weight_map = json.loads(index.read_text())["weight_map"]
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise LoadError(f"{index}: not a valid safetensors index ({one_line(e)})") from e
+        files = [path / f for f in dict.fromkeys(weight_map.values())]
+        for f in files:
+            if not f.is_file():
+                raise LoadError(f"{f}: shard listed in {index.name} is missing")
+        return files
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        raise LoadError(f"{path}: no *.safetensors files (pickled .bin checkpoints are not loaded: convert them to safetensors)")
+    return files
+
+
+def open_folder(path: str | Path) -> Checkpoint:
+    from safetensors import safe_open
+
+    path = Path(path)
+    if path.is_file() and path.suffix == ".safetensors":
+        path = path.parent
+    if not path.exists():
+        raise LoadError(f"{path}: no such file or folder")
+    cfg = read_config(path)
+    loaders, origin, dtypes = {}, {}, {}
+    for f in shard_files(path):
+        try:
+            handle = safe_open(str(f), framework="pt")
+            keys = list(handle.keys())
+        except Exception as e:  # safetensors raises its own error types for bad headers
+            raise LoadError(f"{f}: not a readable safetensors file, truncated or corrupt ({one_line(e)})") from e
+        size = f.stat().st_size
+        for k in keys:
+            try:
+                sl = handle.get_slice(k)
+                dtypes[k] = sl.get_dtype().lower()
+            except Exception as e:
+                raise LoadError(f"{f}: tensor '{k}' has an unreadable header ({one_line(e)})") from e
+            loaders[k] = lambda h=handle, k=k: h.get_tensor(k)
+            origin[k] = str(f)
+        _check_payload_size(f, size)
+    return Checkpoint(cfg, TensorStore(loaders, origin, dtypes), str(path), path.name)
+
+
+def _check_payload_size(f: Path, size: int) -> None:
+    """A truncated file keeps a valid header; its last tensor runs past the end of the file."""
+    with open(f, "rb") as fh:
+        n = int.from_bytes(fh.read(8), "little")
+        header = json.loads(fh.read(n))
+    end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
+    if 8 + n + end > size:
+        raise LoadError(f"{f}: truncated ({size} bytes, header promises {8 + n + end})")
+
+
+def recognise(source: object) -> bool:
+    """A folder, a ``.safetensors`` file, or a folder's ``config.json``."""
+    from . import existing_path
+
+    path = existing_path(source)
+    return path is not None and (path.is_dir() or path.suffix == ".safetensors" or (path.is_file() and path.name == "config.json"))
+
+
+def read(source):
+    from ..families import to_heads
+
+    path = Path(source)
+    if path.is_file() and path.name == "config.json":  # the config of a HuggingFace folder
+        path = path.parent
+    return to_heads(open_folder(path))

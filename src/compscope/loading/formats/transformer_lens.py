@@ -1,0 +1,158 @@
+"""TransformerLens ``HookedTransformer`` objects (TransformerLens ≤ 3.x).
+
+TransformerLens uses row vectors (``x @ W``): ``W_Q: (layer, head, d_model, d_head)``,
+``W_O: (layer, head, d_head, d_model)``, ``W_E: (n_vocab, d_model)``, ``W_U: (d_model, n_vocab)``;
+each is transposed into the column convention here. Weight processing TransformerLens already
+did (``fold_ln`` turns ``ln1`` into ``LayerNormPre``/``RMSNormPre``) is recorded as a
+``transformer_lens:fold_ln`` step. Supported beyond the plain block: GQA
+(``n_key_value_heads``), rotary (half or adjacent pairs, ``rotary_base_local`` and linear
+``rotary_scaling_factor``), local attention (``attn_types`` + ``window_size``), QK-norm
+(``use_qk_norm``) and the post-attention norm (``use_normalization_before_and_after``).
+Every other config switch that changes what attention computes is refused by name.
+TransformerLens's ``TransformerBridge`` (3.9 has it too) is not accepted: it rewrites the
+HuggingFace model it wraps in place (``_original_component`` levels in every parameter name,
+GPT-2's fused ``c_attn`` split into ``q``, ``k``, ``v``), so neither can be read as what it
+was; load the HuggingFace model on its own instead.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ...errors import UnsupportedModelError
+from ...core.heads import HeadWeights, Meta, Norm, Rotary
+
+#: cfg attribute -> test that the value is one compscope reproduces (absent attributes pass)
+_REFUSE_UNLESS = {
+    "attention_dir": lambda v: v in ("causal", "bidirectional"),
+    "positional_embedding_type": lambda v: v in ("standard", "rotary"),  # shortformer: W_pos enters Q/K only
+    "attn_types": lambda v: not v or set(v) <= {"global", "local"},
+    "clip_qkv": lambda v: v is None,
+    "use_logn_attn": lambda v: not v,
+    "use_dynamic_ntk_rope": lambda v: not v,
+    "scale_attn_by_inverse_layer_idx": lambda v: not v,
+    "attn_scores_soft_cap": lambda v: v is None or v <= 0,
+    "use_NTK_by_parts_rope": lambda v: not v,
+    "use_yarn_rope": lambda v: not v,
+    "use_attention_sinks": lambda v: not v,
+    "load_in_4bit": lambda v: not v,
+    "original_architecture": lambda v: v not in ("OlmoeForCausalLM", "Olmo2ForCausalLM", "Olmo3ForCausalLM"),
+}
+
+
+def is_hooked_transformer(obj: object) -> bool:
+    return type(obj).__name__ == "HookedTransformer" or (hasattr(obj, "cfg") and hasattr(obj, "blocks") and hasattr(obj, "W_Q"))
+
+
+def is_bridge(obj: object) -> bool:
+    return type(obj).__name__ == "TransformerBridge"
+
+
+def _norm(modules: list, where: str, eps: float) -> tuple[Norm | None, bool]:
+    """The ``Norm`` of TransformerLens norm modules (one per layer), and whether it was folded."""
+    kinds = {type(m).__name__ for m in modules}
+    if len(kinds) != 1:
+        raise UnsupportedModelError(f"{where}: layers use different norm modules {sorted(kinds)}")
+    kind = kinds.pop()
+    if kind == "Identity":
+        return None, False
+    if kind in ("LayerNormPre", "RMSNormPre"):
+        return Norm("layernorm" if kind == "LayerNormPre" else "rmsnorm", None, None, eps), True
+    if kind == "LayerNorm":
+        w = torch.stack([m.w.detach().float() for m in modules])
+        b = torch.stack([m.b.detach().float() for m in modules])
+        return Norm("layernorm", w, b, float(modules[0].eps)), False
+    if kind == "RMSNorm":
+        return Norm("rmsnorm", torch.stack([m.w.detach().float() for m in modules]), None, float(modules[0].eps)), False
+    raise UnsupportedModelError(f"{where}: norm module {kind} is not supported")
+
+
+def from_hooked_transformer(model) -> HeadWeights:
+    cfg = model.cfg
+    where = f"HookedTransformer({cfg.model_name})"
+    bad = [f"cfg.{k}={getattr(cfg, k)!r}" for k, ok in _REFUSE_UNLESS.items() if hasattr(cfg, k) and not ok(getattr(cfg, k))]
+    if bad:
+        raise UnsupportedModelError(f"{where}: unsupported TransformerLens settings: {', '.join(bad)}")
+    t = lambda x: x.detach().float().transpose(-1, -2).contiguous()  # noqa: E731
+    blocks = list(model.blocks)
+    H = cfg.n_heads
+    gqa = hasattr(blocks[0].attn, "_W_K")
+    W_K = torch.stack([t(b.attn._W_K if gqa else b.attn.W_K) for b in blocks])
+    W_V = torch.stack([t(b.attn._W_V if gqa else b.attn.W_V) for b in blocks])
+    b_K = torch.stack([(b.attn._b_K if gqa else b.attn.b_K).detach().float() for b in blocks])
+    b_V = torch.stack([(b.attn._b_V if gqa else b.attn.b_V).detach().float() for b in blocks])
+    G = W_K.shape[1]
+    if H % G:
+        raise UnsupportedModelError(f"{where}: n_heads={H} is not a multiple of n_key_value_heads={G}")
+
+    steps, notes = [], []
+    norm, folded = _norm([b.ln1 for b in blocks], where, cfg.eps)
+    if folded:
+        steps.append("transformer_lens:fold_ln")
+    final = None
+    lf = getattr(model, "ln_final", None)
+    if lf is not None:
+        final, _ = _norm([lf], where, cfg.eps)
+    attn_out_norm = None
+    if getattr(cfg, "use_normalization_before_and_after", False):
+        attn_out_norm, _ = _norm([b.ln1_post for b in blocks], where, cfg.eps)
+    qk_norm = None
+    if getattr(cfg, "use_qk_norm", False):
+        qn, _ = _norm([b.attn.q_norm for b in blocks], where, cfg.eps)
+        kn, _ = _norm([b.attn.k_norm for b in blocks], where, cfg.eps)
+        qk_norm = (qn, kn)
+        notes.append("QK-norm: q and k are RMS-normalised per head; W_QK-based scores describe the bilinear part only")
+
+    types = [getattr(b.attn, "attn_type", "global") for b in blocks]
+    window = getattr(cfg, "window_size", None)
+    if "local" in types and not isinstance(window, int):
+        raise UnsupportedModelError(f"{where}: local attention layers need an integer cfg.window_size, got {window!r}")
+    rotary = None
+    if cfg.positional_embedding_type == "rotary":
+        dim = cfg.rotary_dim
+        factor = float(getattr(cfg, "rotary_scaling_factor", 1.0) or 1.0)
+        freqs = []
+        for kind in types:
+            local = kind == "local"
+            base = cfg.rotary_base_local if local and getattr(cfg, "rotary_base_local", None) is not None else cfg.rotary_base
+            f = 1.0 / float(base) ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+            freqs.append(f if local else f / factor)  # TransformerLens scales global layers only
+        rotary = Rotary(dim, torch.stack(freqs), "interleaved" if cfg.rotary_adjacent_pairs else "half")
+    scale = (1.0 / cfg.attn_scale) if cfg.use_attn_scale else 1.0
+    W_U = getattr(model, "W_U", None)
+    b_U = getattr(model, "b_U", None)
+    return HeadWeights(
+        W_Q=t(model.W_Q), W_K=W_K, W_V=W_V, W_O=t(model.W_O),
+        b_Q=model.b_Q.detach().float(), b_K=b_K, b_V=b_V, b_O=model.b_O.detach().float(),
+        W_E=model.W_E.detach().float().T.contiguous(),
+        W_pos=model.W_pos.detach().float().T.contiguous() if cfg.positional_embedding_type == "standard" else None,
+        W_U=None if W_U is None else W_U.detach().float().T.contiguous(),
+        b_U=None if b_U is None else b_U.detach().float(),
+        kv_map=tuple(h // (H // G) for h in range(H)),
+        attn_norm=norm,
+        final_norm=final,
+        norm_placement="pre" if norm is not None else "none",
+        qk_norm=qk_norm,
+        attn_out_norm=attn_out_norm,
+        rotary=rotary,
+        positions={"standard": "learned", "rotary": "rotary"}[cfg.positional_embedding_type],
+        attn_scale=scale,
+        causal=cfg.attention_dir == "causal",
+        sliding_window=tuple(window if k == "local" else None for k in types),
+        meta=Meta("transformer_lens", where, cfg.model_name, "float32", str(cfg.dtype).removeprefix("torch."), tuple(steps), tuple(notes)),
+    )
+
+
+def recognise(source: object) -> bool:
+    return is_bridge(source) or is_hooked_transformer(source)
+
+
+def read(model) -> HeadWeights:
+    if is_bridge(model):
+        raise UnsupportedModelError(
+            "TransformerLens TransformerBridge objects are not supported: the bridge rewrites the HuggingFace "
+            "model it wraps in place (its modules and parameter names change, GPT-2's fused c_attn is split), so "
+            "that model cannot be read either; pass a HookedTransformer (transformer-lens 3.x) or a HuggingFace "
+            "model or folder loaded on its own"
+        )
+    return from_hooked_transformer(model)

@@ -1,0 +1,43 @@
+"""``load(source, **processing) -> HeadWeights``: the one entry point for every source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..core.heads import HeadWeights
+from ..core.processing import process
+from ..errors import LoadError
+from .builtin import BUILTINS
+from .formats import FORMATS
+
+
+def read_unprocessed(source) -> HeadWeights:
+    """``source`` as read by the first format of :data:`~compscope.loading.formats.FORMATS` that
+    recognises it (``HeadWeights`` pass through), nothing processed."""
+    if isinstance(source, HeadWeights):
+        return source
+    for _, fmt in FORMATS.items():
+        if fmt.recognise(source):
+            return fmt.read(source)
+    if not isinstance(source, (str, Path)):
+        raise LoadError(f"cannot load a {type(source).__name__}: expected a path, a built-in name, or a model object")
+    path = Path(source)
+    if not path.exists():
+        raise LoadError(f"{source}: no such file or folder, and not a built-in model ({', '.join(BUILTINS)})")
+    raise LoadError(f"{path}: unrecognised file (expected a folder with config.json, a .gguf file, or a compscope model)")
+
+
+def load(source, *, fold_norm: bool = False, center_writing: bool = False, fold_value_bias: bool = False) -> HeadWeights:
+    """Load ``source`` into canonical ``HeadWeights`` (float32).
+
+    ``source``: a HuggingFace folder (``config.json`` + ``*.safetensors``), a ``.gguf`` file,
+    a compscope model folder (``compscope.json``) or toy model folder (``toy.json``), a loaded ``transformers`` model or TransformerLens
+    ``HookedTransformer``, or a built-in name (``induction-2l``, the default; ``smollm2``, ``gemma3-270m``, ``minilm``).
+    Processing is off unless asked for, and recorded in ``meta.processing``.
+
+    >>> hw = load("smollm2")                        # doctest: +SKIP
+    >>> hw.n_layers, hw.n_heads, hw.n_kv_heads      # doctest: +SKIP
+    (30, 9, 3)
+    """
+    hw = read_unprocessed(source)
+    return process(hw, fold_norm=fold_norm, center_writing=center_writing, fold_value_bias=fold_value_bias)

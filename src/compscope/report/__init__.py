@@ -1,0 +1,1 @@
+"""What compscope shows: figures (plots). Only the command line imports this package."""

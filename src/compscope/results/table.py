@@ -1,0 +1,152 @@
+"""``ScoreTable``: composition scores as a tidy table with a dense view.
+
+Long form: one row per ``(measure, metric, kind, src_layer, src_head, dst_layer, dst_head)``
+with its ``value``; the model's name, the processing applied and the rotary offset travel as
+table metadata (and as constant columns in exports). Dense view: ``[src_layer, src_head,
+dst_layer, dst_head]`` with NaN where a pair was not computed (same-layer, backward, or
+outside the top-k of an X-route measure).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from ..errors import LoadError, OptionError
+
+def top_entries(t: Tensor, n: int) -> list[tuple[tuple[int, ...], float]]:
+    """The ``n`` largest finite entries of ``t`` (NaN entries are never chosen), as
+    ``(index tuple, value)``, largest first; fewer when fewer are finite."""
+    finite = torch.isfinite(t)
+    n = min(int(n), int(finite.sum()))
+    if n <= 0:
+        return []
+    vals, idx = torch.where(finite, t, torch.full_like(t, -float("inf"))).flatten().topk(n)
+    coords = torch.stack(torch.unravel_index(idx, t.shape), -1).tolist()
+    return [(tuple(c), float(v)) for c, v in zip(coords, vals)]
+
+
+COLUMNS = ["measure", "metric", "kind", "src_layer", "src_head", "dst_layer", "dst_head", "value"]
+
+
+@dataclass(frozen=True)
+class ScoreTable:
+    values: dict[tuple[str, str], Tensor]  # (measure, kind) -> (L, H, L, H) float64
+    metric: str
+    model: str
+    processing: tuple[str, ...] = ()
+    offset: float = 0.0
+    info: dict = field(default_factory=dict)  # e.g. metric condition numbers
+
+    @classmethod
+    def from_dense(cls, values, hw, metric, offset: float = 0.0) -> ScoreTable:
+        info = {"condition": {str(k): v for k, v in metric.condition.items()}, "ridge": metric.ridge}
+        return cls(values, metric.name, hw.meta.name, hw.meta.processing, offset, info)
+
+    @property
+    def measures(self) -> list[str]:
+        return list(dict.fromkeys(m for m, _ in self.values))
+
+    @property
+    def kinds(self) -> list[str]:
+        return list(dict.fromkeys(k for _, k in self.values))
+
+    def dense(self, measure: str, kind: str) -> Tensor:
+        """``[src_layer, src_head, dst_layer, dst_head]`` (NaN where not computed)."""
+        if (measure, kind) not in self.values:
+            raise OptionError(f"no scores for measure={measure!r}, kind={kind!r}; have {sorted(self.values)}")
+        return self.values[(measure, kind)]
+
+    def rows(self):
+        """Yield tidy rows ``(measure, metric, kind, src_layer, src_head, dst_layer, dst_head, value)``."""
+        for (m, k), t in self.values.items():
+            idx = torch.nonzero(torch.isfinite(t))
+            vals = t[torch.isfinite(t)]
+            for (l1, h1, l2, h2), v in zip(idx.tolist(), vals.tolist()):
+                yield (m, self.metric, k, l1, h1, l2, h2, v)
+
+    def top(self, kind: str, measure: str = "frobenius", n: int = 10) -> list[tuple[int, int, int, int, float]]:
+        """The ``n`` strongest pairs ``(src_layer, src_head, dst_layer, dst_head, value)``."""
+        return [(*c, v) for c, v in top_entries(self.dense(measure, kind), n)]
+
+    def to_pandas(self):
+        """The tidy table (rows in the order of :meth:`rows`), built column by column."""
+        import numpy as np
+        import pandas as pd
+
+        parts = []
+        for (m, k), t in self.values.items():
+            ok = torch.isfinite(t)
+            parts.append((m, k, ok.nonzero().numpy(), t[ok].numpy()))
+        counts = [len(p[3]) for p in parts]
+        idx = np.concatenate([p[2] for p in parts]) if parts else np.zeros((0, 4), dtype=np.int64)
+        df = pd.DataFrame({
+            "measure": np.repeat(np.array([p[0] for p in parts], dtype=object), counts),
+            "metric": self.metric,
+            "kind": np.repeat(np.array([p[1] for p in parts], dtype=object), counts),
+            **{c: idx[:, i] for i, c in enumerate(COLUMNS[3:7])},
+            "value": np.concatenate([p[3] for p in parts]) if parts else np.zeros(0),
+        }, columns=COLUMNS)
+        df["model"] = self.model
+        df["processing"] = ",".join(self.processing) or "none"  # never empty: an empty CSV field reads back as NaN
+        df["offset"] = self.offset
+        df.attrs.update(model=self.model, processing=list(self.processing), offset=self.offset, metric=self.metric)
+        if self.info.get("partial"):  # measures computed for the top pairs only: {measure: [pairs, of all]}
+            df.attrs["partial"] = {m: list(v) for m, v in self.info["partial"].items()}
+        return df
+
+    def save(self, path: str | Path) -> Path:
+        """Write ``.csv`` or ``.parquet`` (by suffix); :func:`read_scores` reads it back."""
+        return write_frame(self.to_pandas(), path)
+
+
+def write_frame(df, path: str | Path) -> Path:
+    """Write a pandas frame as ``.csv`` or ``.parquet``, chosen by the suffix of ``path``."""
+    path = Path(path)
+    if path.suffix == ".csv":
+        df.to_csv(path, index=False)
+    elif path.suffix == ".parquet":
+        df.to_parquet(path, index=False)
+    else:
+        raise OptionError(f"{path}: use a .csv or .parquet file name")
+    return path
+
+
+def read_scores(path: str | Path, shape: tuple[int, int] | None = None) -> ScoreTable:
+    """Read a table written by :meth:`ScoreTable.save` (``shape=(layers, heads)`` if not inferable)."""
+    import pandas as pd
+
+    from ..errors import one_line
+
+    path = Path(path)
+    if path.suffix not in (".csv", ".parquet"):
+        raise LoadError(f"{path}: not a score table (expected a .csv or .parquet file)")
+    if not path.is_file():
+        raise LoadError(f"{path}: no such file")
+    try:
+        df = pd.read_parquet(path) if path.suffix == ".parquet" else pd.read_csv(path)
+    except Exception as e:  # pandas and pyarrow raise many kinds of errors on a damaged file
+        raise LoadError(f"{path}: cannot be read as a score table ({one_line(e)})") from e
+    missing = [c for c in COLUMNS if c not in df.columns]
+    if missing:
+        raise LoadError(f"{path}: not a compscope score table (missing columns {missing})")
+    if shape is None:
+        shape = (int(max(df.src_layer.max(), df.dst_layer.max())) + 1, int(max(df.src_head.max(), df.dst_head.max())) + 1)
+    L, H = shape
+    values = {}
+    for (m, k), g in df.groupby(["measure", "kind"], sort=False):
+        t = torch.full((L, H, L, H), float("nan"), dtype=torch.float64)
+        idx = [torch.as_tensor(g[c].to_numpy(copy=True)) for c in ("src_layer", "src_head", "dst_layer", "dst_head")]
+        t[idx[0], idx[1], idx[2], idx[3]] = torch.as_tensor(g.value.to_numpy(copy=True), dtype=torch.float64)
+        values[(m, k)] = t
+    model = str(df["model"].iloc[0]) if "model" in df and len(df) else "unknown"
+    proc = tuple(p for p in str(df["processing"].iloc[0]).split(",") if p and p not in ("nan", "none")) if "processing" in df and len(df) else ()
+    offset = float(df["offset"].iloc[0]) if "offset" in df and len(df) else 0.0
+    info = {"partial": {m: tuple(v) for m, v in df.attrs["partial"].items()}} if df.attrs.get("partial") else {}
+    return ScoreTable(values, str(df["metric"].iloc[0]) if len(df) else "identity", model, proc, offset, info)
+
+
+__all__ = ["COLUMNS", "ScoreTable", "read_scores", "write_frame"]
