@@ -99,3 +99,20 @@ class Registry(Generic[T]):
 
     def __repr__(self) -> str:
         return f"Registry({self.what}: {', '.join(self._entries)})"
+
+
+def submodules(package: str) -> Callable[[str], object]:
+    """A module ``__getattr__`` for ``package``: its submodules as attributes, imported on first
+    use (``compscope.data.intervene`` after ``import compscope``)."""
+
+    def __getattr__(name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        try:
+            return importlib.import_module(f"{package}.{name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{package}.{name}":
+                raise
+            raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
+
+    return __getattr__

@@ -2,3 +2,7 @@
 (``compscope.scores`` in :mod:`compscope.api` does that, then calls :func:`composition.scores`).
 Memory and device are decided once (plan); head SVDs, the Gram and X routes, the Haar
 baseline, scratch buffers (workspace) and the batched eigen-solver are its steps."""
+
+from ..registry import submodules as _submodules
+
+__getattr__ = _submodules(__name__)

@@ -39,14 +39,13 @@ matmul precisions are switched off for the call), since the error bounds above a
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import torch
 from torch import Tensor
 
 from ..errors import OptionError
-from .gram_route import block_flops, choose_block, gram_products, reader_groups, refine_small
-from .head_svd import Sides, head_sides, svd_jobs
+from .gram_route import gram_products, refine_small
+from .head_svd import Sides, head_sides
+from .plan import memory_budget, plan_groups, resolve_device
 from ..core.factors import check_kinds
 from ..core.heads import HeadWeights
 from ..measures import DEFAULT, GramStats, Measure, PairSpectra, get_measure, select
@@ -57,19 +56,6 @@ from .workspace import Workspace, borrowed
 from .x_route import at_pairs, x_all, x_pairs
 
 _F64 = torch.float64
-
-
-def _memory_budget(max_memory: int | None, device: torch.device) -> int:
-    if max_memory is not None:
-        return int(max_memory)
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0] // 4
-    try:
-        with open("/proc/meminfo") as f:
-            avail = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable"))
-    except (OSError, StopIteration):
-        avail = 8 << 30
-    return avail // 4
 
 
 def scores(
@@ -114,7 +100,7 @@ def scores(
         raise OptionError(f"precision={precision!r}: use 'float32' or 'float64'")
     met = get_metric(metric, hw, ridge)
     dev = resolve_device(device)
-    budget = _memory_budget(max_memory, dev)
+    budget = memory_budget(max_memory, dev)
     previous = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision("highest")  # IEEE float32: the error bounds assume it
     try:
@@ -122,25 +108,6 @@ def scores(
             return _scores(hw, kinds, ms, met, dev, budget, offset, pairs, dtype, baseline_samples, seed, progress, block, width, ws)
     finally:
         torch.set_float32_matmul_precision(previous)
-
-
-def resolve_device(device: str | torch.device | None) -> torch.device:
-    """``device`` as a ``torch.device``: CUDA when available for ``None``, else the CPU; an
-    ``OptionError`` for devices that are not there or that the engine does not support."""
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as e:
-        raise OptionError(f"device={device!r}: not a device name ({e}); use 'cpu' or 'cuda'") from None
-    if dev.type == "cuda":
-        if not torch.cuda.is_available():
-            raise OptionError(f"device={device!r}: torch sees no CUDA device here (torch {torch.__version__}); use 'cpu'")
-        if dev.index is not None and dev.index >= torch.cuda.device_count():
-            raise OptionError(f"device={device!r}: there are {torch.cuda.device_count()} CUDA devices")
-    elif dev.type != "cpu":
-        raise OptionError(f"device={device!r}: the engine runs on 'cpu' or 'cuda'")
-    return dev
 
 
 def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: torch.device, budget: int,
@@ -169,7 +136,7 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
     b = {k: torch.zeros(*((L, H, L, H) if per_layer_metric else (1, 1, L, H)), r, dtype=_F64) for k in kinds}
     bases: dict[str, Sides] = {}
     K = len(kinds)
-    plan = _plan(hw, groups, kinds, want if need_gram else (), all_x, block, dtype, budget)
+    plan = plan_groups(hw, groups, kinds, want if need_gram else (), all_x, block, dtype, budget)
     bar = progress_bar(sum(g.units for g in plan), "composition", enabled=progress)
     for readers, wl, rl, rg, blk, ticks, x_ticks, _ in plan:
         rbuf = ws.take("reader rows", (len(readers), K, H, r, d), dtype, dev)  # ordered (layer, kind, head)
@@ -241,46 +208,6 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
     if partial:  # X-route measures of the top pairs only: say so in the table
         table.info["partial"] = partial
     return table
-
-
-class _Group(NamedTuple):
-    """The work for one group of reader layers sharing a metric: writer layers ``wl``, reader
-    layers ``rl``; Gram-route row groups ``rg`` and tile size ``blk`` (None when the route is
-    not taken); progress ticks per Gram row block and per X block; their total ``units``."""
-
-    readers: list[int]
-    wl: range
-    rl: range
-    rg: list[tuple[int, int, int]] | None
-    blk: int | None
-    ticks: list[int] | None
-    x_ticks: list[int]
-    units: int
-
-
-def _plan(hw: HeadWeights, groups: list[list[int]], kinds: str, want: tuple[str, ...], all_x: bool, block: int | None,
-          dtype: torch.dtype, budget: int) -> list[_Group]:
-    """Every reader group's work, planned before any is done so that the progress bar's total
-    is known: ticks of about one head SVD's work (``2 r² d H`` multiply-adds), a head SVD job
-    being 2 ticks and a Gram row block (``want``: the Grams formed; none: no Gram route) or an
-    X block as many as its multiply-adds make."""
-    H, r, d, per = hw.n_heads, hw.d_head, hw.d_model, len(kinds) * hw.n_heads
-    weigh = lambda flops: max(1, round(flops / (2 * r * r * d * H)))  # noqa: E731
-    plan = []
-    for readers in groups:
-        wl, rl = range(0, readers[-1]), range(readers[0], readers[-1] + 1)
-        units = 2 * len(svd_jobs(("W",) + tuple(kinds), {"W": wl, **{k: rl for k in kinds}}))
-        rg = blk = ticks = None
-        if want:
-            rg = reader_groups(readers, per, H)
-            blk = block or choose_block(d, r, len(wl) * H, len(readers) * per, max(r1 - r0 for r0, r1, _ in rg),
-                                        torch.finfo(dtype).bits // 8, budget)
-            n_pairs = sum((r1 - r0) * nc for r0, r1, nc in rg)
-            ticks = [weigh(f) for f in block_flops(d, blk, r, len(wl) * H + len(readers) * per, n_pairs, len(want))]
-            units += sum(ticks)
-        x_ticks = [weigh(l2 * H * H * r * r * d) for l2 in readers] if all_x else []
-        plan.append(_Group(readers, wl, rl, rg, blk, ticks, x_ticks, units + len(kinds) * sum(x_ticks)))
-    return plan
 
 
 def _only_forward(t: Tensor, L: int) -> Tensor:

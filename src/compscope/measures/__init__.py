@@ -123,3 +123,7 @@ def select(names: str | list[str] | tuple[str, ...]) -> list[Measure]:
 
 # registration, in the order of 'all'
 from . import frobenius, tight, overlap, bandwidth, spectral  # noqa: E402,F401,I001
+
+from ..registry import submodules as _submodules
+
+__getattr__ = _submodules(__name__)

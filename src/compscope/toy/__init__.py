@@ -9,3 +9,7 @@ __all__ = [
     "Batch", "DataConfig", "InductionData", "repeated_random", "ToyConfig", "ToyTransformer",
     "is_toy", "load_toy", "save_toy", "PRESETS", "TrainConfig", "checkpoint_steps", "read_log", "train",
 ]
+
+from ..registry import submodules as _submodules
+
+__getattr__ = _submodules(__name__)

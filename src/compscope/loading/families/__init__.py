@@ -44,3 +44,7 @@ def to_heads(ckpt) -> HeadWeights:
 from . import bert, gemma, gpt2, llama, neox  # noqa: E402,F401  (registration)
 
 __all__ = ["FAMILIES", "Family", "family_for", "families", "register", "to_heads"]
+
+from ...registry import submodules as _submodules
+
+__getattr__ = _submodules(__name__)

@@ -35,3 +35,7 @@ def existing_path(source: object) -> Path | None:
         return path if path.exists() else None
     except (OSError, ValueError):
         return None
+
+from ...registry import submodules as _submodules
+
+__getattr__ = _submodules(__name__)

@@ -1,0 +1,228 @@
+"""The package's shape: imports follow the flow, heavy dependencies stay out until used, the
+command line answers --help without torch, and every kind of thing registers one way."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import compscope
+
+SRC = Path(compscope.__file__).parent
+#: the stage each top-level part of the package belongs to
+STAGE = {
+    "errors": "base", "registry": "base", "progress": "base", "defaults": "base",
+    "core": "core", "measures": "measures", "results": "results", "engine": "engine",
+    "loading": "loading", "toy": "toy", "analysis": "analysis", "data": "data",
+    "api": "api", "report": "report", "cli": "cli", "sweep": "sweep", "__init__": "root",
+}
+#: what each stage may not import (statically, anywhere in its modules)
+FORBIDDEN = {
+    "base": {"core", "measures", "results", "engine", "loading", "toy", "analysis", "data", "api", "report", "cli", "sweep"},
+    "core": {"measures", "results", "engine", "loading", "toy", "analysis", "data", "api", "report", "cli", "sweep"},
+    "measures": {"results", "engine", "loading", "toy", "analysis", "data", "api", "report", "cli", "sweep"},
+    "results": {"engine", "loading", "toy", "analysis", "data", "api", "report", "cli", "sweep"},
+    "engine": {"loading", "toy", "analysis", "data", "api", "report", "cli", "sweep"},
+    "loading": {"engine", "analysis", "data", "api", "report", "cli", "sweep"},
+    "toy": {"engine", "analysis", "api", "report", "cli", "sweep"},
+    "analysis": {"api", "report", "cli", "sweep"},
+    "data": {"api", "report", "cli", "sweep"},
+    "api": {"report", "cli", "sweep"},
+    "report": {"cli", "sweep"},
+    "sweep": {"cli"},
+    "cli": set(),
+    "root": set(),
+}
+
+
+def _imports(path: Path) -> list[tuple[int, str]]:
+    """``(line, top-level part of compscope)`` of every compscope import in ``path``."""
+    rel = path.relative_to(SRC).with_suffix("")
+    package = list(rel.parts[:-1]) if rel.name != "__init__" else list(rel.parts[:-1])
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+                target = base + (node.module.split(".") if node.module else [])
+                names = [target + [a.name] for a in node.names] if not target else [target]
+            elif node.module and node.module.split(".")[0] == "compscope":
+                names = [node.module.split(".")[1:] or [a.name for a in node.names][:1]]
+            else:
+                continue
+            out += [(node.lineno, n[0]) for n in names if n]
+        elif isinstance(node, ast.Import):
+            out += [(node.lineno, a.name.split(".")[1]) for a in node.names if a.name.startswith("compscope.")]
+    return out
+
+
+def _stage(path: Path) -> str:
+    part = path.relative_to(SRC).parts[0]
+    return STAGE[part.removesuffix(".py")]
+
+
+def test_every_part_of_the_package_has_a_stage():
+    parts = {p.name.removesuffix(".py") for p in SRC.iterdir() if (p.suffix == ".py" or (p / "__init__.py").exists())}
+    assert parts <= set(STAGE), f"new top-level parts without a stage: {sorted(parts - set(STAGE))}"
+
+
+def test_imports_follow_the_flow():
+    """source -> HeadWeights -> scores -> analyses -> report: nothing imports the command line or
+    the report, the engine never imports loading, core imports nothing above it."""
+    bad = []
+    for path in sorted(SRC.rglob("*.py")):
+        stage = _stage(path)
+        for line, target in _imports(path):
+            if target in FORBIDDEN[stage] or (target in ("cli", "report") and stage not in ("cli", "report", "root")):
+                bad.append(f"{path.relative_to(SRC)}:{line} ({stage}) imports compscope.{target}")
+    assert not bad, "imports against the flow:\n" + "\n".join(bad)
+
+
+def test_the_flow_check_catches_a_bad_import(tmp_path):
+    """The checker itself: an engine module importing the loader is found."""
+    fake = SRC / "engine" / "_probe_flow.py"
+    fake.write_text("from ..loading.sources import load\n")
+    try:
+        assert (1, "loading") in _imports(fake)
+        assert "loading" in FORBIDDEN[_stage(fake)]
+    finally:
+        fake.unlink()
+
+
+HEAVY = ("torch", "numpy", "numba", "tqdm", "pandas", "pyarrow", "transformers", "gguf", "transformer_lens",
+         "matplotlib", "plotly", "ray", "safetensors")
+
+
+def _imported_after(code: str) -> list[str]:
+    probe = f"import sys; {code}; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
+    return [m for m in out.split(",") if m]
+
+
+def test_importing_compscope_is_light():
+    assert _imported_after("import compscope, compscope.cli.main") == []
+
+
+def test_loading_and_scoring_import_only_what_they_use():
+    """The engine needs torch, numpy and safetensors (to read the model); numba comes with the
+    first spectrum, never with a load; nothing optional comes along."""
+    got = _imported_after("import compscope; hw = compscope.load('induction-2l'); compscope.scores(hw, 'K', progress=False)")
+    floor = _imported_after("import torch, numpy, safetensors.torch")  # what they bring themselves (torch: tqdm)
+    assert set(got) - set(floor) == set(), got
+
+
+@pytest.mark.parametrize("command", ["", "info", "scores", "pair", "circuits", "axioms", "intervene", "train", "track"])
+def test_help_answers_without_torch(command):
+    code = (f"import sys; sys.argv = ['compscope'] + {command.split()!r} + ['--help']\n"
+            "from compscope.cli.main import main\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    assert e.code == 0\n"
+            "assert 'torch' not in sys.modules, 'torch imported'\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "usage: compscope" in proc.stdout
+
+
+def test_version():
+    proc = subprocess.run([sys.executable, "-m", "compscope.cli.main", "--version"], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout.strip() == f"compscope {compscope.__version__}"
+
+
+def test_train_presets_named_for_help_are_the_presets():
+    from compscope.cli.train import PRESET_NAMES
+    from compscope.toy.train import PRESETS
+
+    assert tuple(PRESETS) == PRESET_NAMES
+
+
+def test_the_root_exposes_its_api_and_subpackages():
+    """What the README uses as attributes of ``compscope`` after ``import compscope`` exists."""
+    import compscope as cs
+
+    for name in cs.__all__:
+        assert getattr(cs, name) is not None
+    for sub in ("data", "toy", "report", "loading", "engine", "analysis", "results", "measures", "core"):
+        assert getattr(cs, sub).__name__ == f"compscope.{sub}"
+    assert callable(cs.data.residual_moments.residual_second_moments)
+    assert callable(cs.loading.formats.native.save)
+    with pytest.raises(AttributeError):
+        cs.no_such_thing  # noqa: B018
+
+
+# ---------------------------------------------------------------- registries
+def test_every_registry_is_one_mechanism_and_lists_its_names_in_errors():
+    from compscope.cli.main import COMMANDS
+    from compscope.core.metrics import METRICS
+    from compscope.errors import CompscopeError
+    from compscope.loading.builtin import BUILTINS
+    from compscope.loading.families import FAMILIES
+    from compscope.loading.formats import FORMATS
+    from compscope.measures import MEASURES
+    from compscope.registry import Registry
+
+    for reg in (COMMANDS, METRICS, BUILTINS, FAMILIES, FORMATS, MEASURES):
+        assert isinstance(reg, Registry)
+        with pytest.raises(CompscopeError) as e:
+            reg.get("no-such-name")
+        msg = str(e.value)
+        assert "no-such-name" in msg and all(n in msg for n in reg.names()), msg
+        assert reg.select("all") == reg.names()
+    assert MEASURES.names() == ["frobenius", "frobenius_baselined", "tight", "overlap", "shared_dims", "bandwidth", "spectral"]
+    assert METRICS.names() == ["identity", "embed", "unembed", "activations"]
+    assert set(FAMILIES.names()) == {"bert", "llama", "gemma", "gemma3", "gpt2", "neox"}
+    assert FORMATS.names() == ["transformer_lens", "hf_model", "builtin", "toy", "native", "safetensors", "gguf"]
+
+
+def test_all_means_the_registry(monkeypatch):
+    """A measure registered at run time is part of 'all' for the engine, with no other edit."""
+    from compscope.measures import MEASURES, Measure, get_measure, register
+
+    base = get_measure("overlap")
+    monkeypatch.setattr(MEASURES, "_entries", dict(MEASURES._entries))
+    register(Measure("overlap_twice", lambda p: 2 * base.exact(p), lambda g: 2 * base.from_gram(g), (0.0, 2.0),
+                     "2 x overlap", frozenset(), gram_inputs=base.gram_inputs))
+    t = compscope.scores("induction-2l", "K", "all", progress=False, pairs="all")
+    assert "overlap_twice" in t.measures
+    import torch
+
+    torch.testing.assert_close(t.dense("overlap_twice", "K"), 2 * t.dense("overlap", "K"), equal_nan=True)
+
+
+def test_a_format_is_asked_in_turn(monkeypatch, tmp_path):
+    """load asks the registered formats in order; a new one needs one registration."""
+    from compscope.loading.formats import FORMATS
+
+    class Probe:
+        @staticmethod
+        def recognise(source):
+            return isinstance(source, str) and source.endswith(".probe")
+
+        @staticmethod
+        def read(source):
+            return compscope.load("induction-2l")
+
+    monkeypatch.setattr(FORMATS, "_entries", dict(FORMATS._entries))
+    FORMATS.add("probe", Probe)
+    assert compscope.load("x.probe").n_layers == 2
+    with pytest.raises(compscope.LoadError, match="no such file or folder"):
+        compscope.load("x.nothing")
+
+
+# ---------------------------------------------------------------- one place for each thing
+def test_no_copies_of_factor_building_topk_or_kind_checks():
+    """Factored circuits come from core.factors, top-k selection from results.table.top_entries,
+    kinds checks from core.factors.check_kinds: no second copy in src/."""
+    offenders = []
+    for path in SRC.rglob("*.py"):
+        text = path.read_text()
+        rel = str(path.relative_to(SRC))
+        if ".topk(" in text and rel != "results/table.py":
+            offenders.append(f"{rel}: topk")
+        if "use letters from 'QKV'" in text and rel != "core/factors.py":
+            offenders.append(f"{rel}: kinds check")
+        if "rotary.rotate(" in text and rel not in ("core/factors.py", "core/attention.py", "core/heads.py"):
+            offenders.append(f"{rel}: rotation of a factor")
+        if ("W_O[" in text and "W_V[" in text and "LowRank(" in text) and rel != "core/factors.py":
+            offenders.append(f"{rel}: builds W_OV")
+    assert not offenders, offenders
