@@ -11,6 +11,7 @@ given kind (``U_B S_B V_Bᵀ``, rank ``r_B``), in the metric's whitened coordina
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -64,6 +65,18 @@ class PairReport:
     @property
     def cosines(self) -> Tensor:
         return self.principal_angles.cos()
+
+    @property
+    def angles_degrees(self) -> list[float]:
+        return [float(t) * 180 / math.pi for t in self.principal_angles]
+
+    def __repr__(self) -> str:
+        (l1, h1), (l2, h2) = self.writer, self.reader
+        g = lambda xs: "[" + ", ".join(f"{float(x):.3g}" for x in xs) + "]"  # noqa: E731
+        ms = ", ".join(f"{k}={v:.4g}" for k, v in self.measures.items())
+        return (f"PairReport({l1}.{h1} -> {l2}.{h2}, {self.kind}-composition, metric {self.metric}; "
+                f"principal angles (deg) {g(self.angles_degrees)}; composed singular values "
+                f"{g(self.composed_singular_values)}; {ms})")
 
 
 def compose_pair(

@@ -34,13 +34,12 @@ def run(args) -> None:
 
 def format_pair(rep, model: str) -> str:
     """What ``compscope pair`` prints."""
-    import math
 
     (l1, h1), (l2, h2) = rep.writer, rep.reader
     fmt = lambda xs: " ".join(f"{float(x):.3g}" for x in xs)  # noqa: E731
     lines = [
         f"{model}: {l1}.{h1} -> {l2}.{h2}, {rep.kind}-composition, metric {rep.metric}",
-        f"principal angles (deg)     {fmt(t * 180 / math.pi for t in rep.principal_angles)}",
+        f"principal angles (deg)     {fmt(rep.angles_degrees)}",
         f"cosines                    {fmt(rep.cosines)}",
         f"composed singular values   {fmt(rep.composed_singular_values)}",
         f"writer singular values     {fmt(rep.writer_singular_values)}",

@@ -1,0 +1,169 @@
+"""Each rough edge a new user hit, now a clear one-line error (exit status 2) or a fix, tested."""
+
+import math
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+import compscope
+from compscope.cli.main import main
+
+
+def _one_line_error(capsys, argv, *needles) -> str:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    err = captured.err
+    assert err.startswith("compscope: error: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    for n in needles:
+        assert n in err, err
+    return err
+
+
+def test_scores_out_in_a_missing_folder_fails_before_the_work(capsys, monkeypatch):
+    import compscope.engine.composition as engine
+
+    monkeypatch.setattr(engine, "_scores", lambda *a, **k: pytest.fail("scored before the --out check"))
+    _one_line_error(capsys, ["scores", "--out", "/no/such/dir/x.csv"], "/no/such/dir", "does not exist")
+    _one_line_error(capsys, ["scores", "--out", "x.txt"], ".csv or .parquet")
+
+
+def test_scores_out_without_pandas_says_what_to_install(capsys, monkeypatch, tmp_path):
+    import compscope.cli.common as common
+
+    monkeypatch.setattr(common, "_importable", lambda m: m != "pyarrow")
+    _one_line_error(capsys, ["scores", "--out", str(tmp_path / "x.parquet")], "pip install pyarrow")
+    assert not (tmp_path / "x.parquet").exists()
+
+
+def test_tables_are_written_after_a_plain_install(capsys, tmp_path):
+    """pandas and pyarrow are dependencies: the README's --out works after `make demo`."""
+    for name in ("x.parquet", "x.csv"):
+        assert main(["scores", "--kinds", "K", "--measure", "frobenius", "--out", str(tmp_path / name)]) == 0
+        assert (tmp_path / name).stat().st_size > 0
+    capsys.readouterr()
+
+
+def test_train_out_that_is_a_file_or_in_a_missing_folder(capsys, tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    _one_line_error(capsys, ["train", "--preset", "tiny", "--out", str(f)], "is a file")
+    missing = tmp_path / "no" / "such" / "run"
+    _one_line_error(capsys, ["train", "--preset", "tiny", "--out", str(missing)], "does not exist")
+    assert not (tmp_path / "no").exists()  # nothing created on the way
+
+
+def test_train_layers_out_of_range(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["train", "--out", "x", "--layers", "9"])
+    assert e.value.code == 2
+    assert "1 to 4 layers" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    run = tmp_path_factory.mktemp("run") / "run"
+    assert main(["train", "--preset", "tiny", "--out", str(run), "--steps", "8", "--checkpoints", "3"]) == 0
+    return run
+
+
+@pytest.mark.parametrize("plot", [False, True])
+def test_track_with_a_pair_that_is_not_in_the_model(capsys, tiny_run, tmp_path, plot):
+    pytest.importorskip("matplotlib")
+    argv = ["track", str(tiny_run), "--measure", "frobenius", "--metric", "identity", "--pair", "9.9-9.9"]
+    out = tmp_path / "t.csv"
+    argv += ["--out", str(out)] + (["--plot", str(tmp_path / "p.png")] if plot else [])
+    _one_line_error(capsys, argv, "9.9-9.9", "not a pair of this model")
+    assert not out.exists()
+
+
+def test_track_pair_that_is_not_a_pair(capsys, tiny_run):
+    _one_line_error(capsys, ["track", str(tiny_run), "--pair", "1.2"], "--pair '1.2'")
+
+
+def test_x_route_measures_of_the_top_pairs_say_so(capsys, tmp_path):
+    """bandwidth and spectral on the top N pairs only: the header says it, the table keeps it."""
+    out = tmp_path / "bw.parquet"
+    assert main(["scores", "--kinds", "K", "--measure", "bandwidth", "--pairs", "5", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "note: bandwidth covers the top 5 of 16 pairs per kind by frobenius (--pairs all for every pair)" in text
+    back = compscope.read_scores(out)
+    assert back.info["partial"] == {"bandwidth": (5, 16)}
+    assert int(torch.isfinite(back.dense("bandwidth", "K")).sum()) == 5
+    assert main(["scores", "--kinds", "K", "--measure", "bandwidth", "--pairs", "all"]) == 0
+    assert "note:" not in capsys.readouterr().out
+
+
+def test_offset_on_a_model_without_rotary(capsys):
+    _one_line_error(capsys, ["scores", "--offset", "5"], "--offset 5", "not rotary")
+    _one_line_error(capsys, ["pair", "0.0", "1.1", "--offset", "2"], "not rotary")
+    _one_line_error(capsys, ["circuits", "--offset", "1"], "not rotary")
+
+
+def test_pair_takes_the_activations_metric_like_scores(capsys):
+    assert main(["pair", "0.0", "1.1", "--metric", "activations"]) == 0
+    out = capsys.readouterr().out
+    assert "metric activations" in out
+    rep = compscope.compose_pair("induction-2l", (0, 0), (1, 1), "K", "activations")
+    table = compscope.scores("induction-2l", "K", ["tight"], "activations", progress=False)
+    assert rep.measures["tight"] == pytest.approx(float(table.dense("tight", "K")[0, 0, 1, 1]), rel=1e-5)
+
+
+def test_activations_metric_needs_the_model_not_its_weights(capsys):
+    hw = compscope.load("induction-2l")
+    with pytest.raises(compscope.OptionError, match="pass the model itself"):
+        compscope.scores(hw, "K", metric="activations", progress=False)
+    _one_line_error(capsys, ["scores", "--metric", "activations", "--fold-value-bias"], "unprocessed")
+
+
+def test_read_scores_errors_and_processing_round_trip(tmp_path):
+    with pytest.raises(compscope.LoadError, match="no such file"):
+        compscope.read_scores(tmp_path / "missing.parquet")
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(b"not parquet at all")
+    with pytest.raises(compscope.LoadError, match="cannot be read"):
+        compscope.read_scores(bad)
+    t = compscope.scores("induction-2l", "K", ["frobenius"], progress=False)
+    for name in ("t.csv", "t.parquet"):
+        back = compscope.read_scores(t.save(tmp_path / name))
+        assert back.processing == () and back.model == "induction-2l"
+        import pandas as pd
+
+        df = pd.read_csv(tmp_path / name) if name.endswith("csv") else pd.read_parquet(tmp_path / name)
+        assert not df["processing"].isna().any()
+    t2 = compscope.scores(compscope.load("induction-2l", fold_value_bias=True), "K", ["frobenius"], progress=False)
+    assert compscope.read_scores(t2.save(tmp_path / "c.csv")).processing == t2.processing != ()
+
+
+def test_readme_names_exist_after_import_compscope():
+    import compscope as cs
+
+    assert callable(cs.data.residual_moments.residual_second_moments)
+    assert callable(cs.data.intervene.interventional_composition)
+    assert callable(cs.toy.train) and callable(cs.report.plots.plot_track)
+    assert callable(cs.loading.formats.native.save)
+
+
+def test_pair_report_repr_is_readable():
+    rep = compscope.compose_pair("induction-2l", (0, 0), (1, 1))
+    text = repr(rep)
+    assert "tensor(" not in text and "dtype" not in text
+    assert "principal angles (deg)" in text
+    first = float(text.split("principal angles (deg) [")[1].split(",")[0])
+    assert first == pytest.approx(math.degrees(float(rep.principal_angles[0])), rel=1e-2)
+
+
+def test_train_progress_in_a_log_is_short_and_reaches_the_total(tmp_path, monkeypatch, capsys):
+    """stderr not a terminal: a dozen lines at most, the last at the total."""
+    import compscope.progress as progress
+
+    monkeypatch.setattr(progress, "_Bar", lambda total, desc, enabled, delay=0.0, _B=progress._Bar: _B(total, desc, enabled, delay=0.0))
+    from compscope.toy import PRESETS, train
+
+    p = PRESETS["tiny"]
+    train(p.model, p.data, p.train, tmp_path / "run")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert 1 <= len(err) <= 12, err
+    assert err[-1].startswith(f"training toy: {p.train.steps}/{p.train.steps} done")
