@@ -47,7 +47,7 @@ import numpy as np
 import torch
 
 import compscope
-from compscope import batch_eig
+from compscope.engine import batch_eig
 
 sys.path.insert(0, os.path.dirname(__file__))
 from composition_speed import MEASURES_A, random_heads, wait_idle  # noqa: E402
@@ -207,7 +207,7 @@ def interleaved(fns: dict, repeats: int) -> dict:
 
 def eigen_in_engine(repeats: int) -> None:
     """(b) with the engine's ``batch_eig`` and with LAPACK one matrix at a time, interleaved."""
-    from compscope import batch_eig
+    from compscope.engine import batch_eig
     from compscope.engine.x_route import lapack_eigvalsh
 
     ours = batch_eig.eigvalsh
@@ -233,7 +233,7 @@ def eigen_in_engine(repeats: int) -> None:
 def reader_rows(repeats: int) -> None:
     """(a) for groups of 1-4 reader layers (``gram_route.READER_ROWS``, no cap by
     ``GROUP_SHARE``) and for the default rule, interleaved."""
-    from compscope import gram_route
+    from compscope.engine import gram_route
 
     default = (gram_route.READER_ROWS, gram_route.GROUP_SHARE)
     for name, (L, H, d, r) in (("small", (12, 12, 768, 64)), ("medium", (24, 16, 1024, 64))):
@@ -259,7 +259,7 @@ def reader_rows(repeats: int) -> None:
 
 def fresh_pages() -> None:
     """Fresh memory (minor page faults) per (a) call, with and without the workspace."""
-    from compscope import workspace
+    from compscope.engine import workspace
 
     print("\n5b. fresh memory faulted in per (a) call (MB)")
     for name, (L, H, d, r) in (("small", (12, 12, 768, 64)), ("medium", (24, 16, 1024, 64))):
@@ -313,7 +313,7 @@ def breakdown(hw, parts: dict, repeats: int, **kw) -> tuple[dict[str, float], fl
 
 
 def phases(repeats: int) -> None:
-    from compscope import baseline, batch_eig, composition
+    from compscope.engine import baseline, batch_eig, composition
 
     hw = random_heads(12, 12, 768, 64)
     parts = {"per-head SVDs (head_sides)": (composition, "head_sides"), "Gram tiles (gram_products)": (composition, "gram_products"),

@@ -34,7 +34,7 @@ def test_the_battery_finds_every_failure_a_measure_declares(name):
 
 @pytest.mark.parametrize("name", sorted(measures()))
 def test_gauge_orderings_flip_in_the_raw_basis_and_hold_under_a_metric_that_moves_with_the_model(name):
-    """MATH.md axiom 4 for T in GL(d): the seed's point, and the metrics' purpose."""
+    """Axiom 4 of docs/spec.md for T in GL(d): the seed's point, and the metrics' purpose."""
     (raw,) = check_axioms(name, ["gauge"], seed=4)
     assert raw.declared == "fails" and not raw.holds and "orderings flipped" in raw.detail
     (embed,) = check_axioms(name, ["gauge"], seed=4, metric="embed")

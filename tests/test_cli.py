@@ -95,7 +95,7 @@ def test_pair_command(capsys):
 
 
 def test_scores_header_states_the_metric_condition_number(capsys):
-    """A non-identity metric's condition number (MATH.md: recorded) is printed, and it is the
+    """A non-identity metric's condition number (docs/spec.md: recorded) is printed, and it is the
     one of G = W_E W_Eᵀ / n_vocab (+ W_pos W_posᵀ / n_ctx), computed here independently."""
     import numpy as np
 

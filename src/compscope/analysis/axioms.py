@@ -1,4 +1,4 @@
-"""The axiom battery (MATH.md, "Axioms"): each measure checked against each axiom on pairs built
+"""The axiom battery (spec, "Axioms"): each measure checked against each axiom on pairs built
 to make the axiom's premise true, in float64, seeded.
 
 A measure declares the axioms it is meant to satisfy and those it fails by design, with a
@@ -30,7 +30,7 @@ ranks from 1 to 6 (a trial draws one of each):
 - ``scale``: ``C(αA, βB) = C(A, B)`` for ``α, β ∈ {-1000, 0.001, 7}``.
 - ``split``: ``W_O S``, ``S⁻¹ W_V`` for random ``S`` of condition number about 1e3 (and the
   reader's factors likewise): unchanged.
-- ``gauge`` (MATH.md axiom 4 for ``T`` in ``GL(d)``): one writer, four readers of one rank,
+- ``gauge`` (axiom 4 of the spec for ``T`` in ``GL(d)``): one writer, four readers of one rank,
   ``A → T A T⁻¹`` and each reader by its own law (``W_OV``: ``T B T⁻¹``; ``W_QK``:
   ``T⁻ᵀ B T⁻¹``), ``T`` with condition number 100: no ordering ``C(A, B_i) > C(A, B_j)`` may
   flip. Under ``metric='embed'`` every map is first whitened by ``G = W_E W_Eᵀ / n`` of a random
@@ -323,7 +323,7 @@ def _gauge(m: Measure, s: Setup):
     return flips == 0, worst, (f"{flips} of {total} orderings flipped; largest gap flipped: {where}" if flips else "")
 
 
-#: axiom -> check(measure, setup) -> (holds, worst deviation, where). ``gauge`` is MATH.md's
+#: axiom -> check(measure, setup) -> (holds, worst deviation, where). ``gauge`` is the spec's
 #: axiom 4 for ``T`` in ``GL(d)`` (orderings kept; ``orthogonal_invariant`` is its ``O(d)``
 #: part): a property of the measure *and the metric*, so no measure declares it; it is expected
 #: to fail in the raw basis and to hold, for every orthogonally invariant measure, under a metric.
@@ -332,7 +332,7 @@ CHECKS: dict[str, Callable[[Measure, Setup], tuple[bool, float, str]]] = {
     "identity": _identity, "padding": _padding, "scale": _scale, "split": _split, "gauge": _gauge,
 }
 assert set(CHECKS) == set(AXIOMS) | {"gauge"}, "every axiom of compscope.measures.AXIOMS has a check"
-_GAUGE_RAW = ("in the raw residual basis only orthogonal changes of basis keep a measure (MATH.md); "
+_GAUGE_RAW = ("in the raw residual basis only orthogonal changes of basis keep a measure (docs/spec.md); "
               "a metric that moves with the model (--metric embed) makes it hold")
 
 
@@ -350,7 +350,7 @@ def check_axioms(
     which: str | Measure | Iterable[str | Measure] | None = None, axioms: Iterable[str] | None = None, *,
     trials: int = 6, seed: int = 0, metric: str = "identity",
 ) -> list[AxiomResult]:
-    """Every check of ``axioms`` (default: all of MATH.md's) on the measures ``which`` (names or
+    """Every check of ``axioms`` (default: all of the spec's) on the measures ``which`` (names or
     ``Measure`` objects; default: every registered measure), ``trials`` random pairs per check
     (the identity check uses ``d = 2, 8, 32``), seeded. ``metric``: for the gauge check only,
     ``'identity'`` (the raw basis) or ``'embed'`` (``G`` from a random embedding that moves
@@ -394,7 +394,7 @@ def format_axioms(results: list[AxiomResult], trials: int, seed: int, metric: st
 
     w = max(len(m) for m in rows) + 2
     widths = [max(len(a), 8) + 2 for a in axioms]
-    lines = [f"axiom battery (MATH.md): {trials} random pairs per check, seed {seed}, float64, gauge check under metric {metric}",
+    lines = [f"axiom battery (docs/spec.md): {trials} random pairs per check, seed {seed}, float64, gauge check under metric {metric}",
              "".ljust(w) + "".join(a.ljust(n) for a, n in zip(axioms, widths))]
     lines += [m.ljust(w) + "".join(mark(cell[m, a]).ljust(n) for a, n in zip(axioms, widths)) for m in rows]
     lines.append("yes: declared and holds; no: fails by design, counterexample found; (yes): declared to fail, "

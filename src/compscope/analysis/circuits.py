@@ -1,4 +1,4 @@
-"""Circuits read from the weights (MATH.md, "Circuits from weights"), float64.
+"""Circuits read from the weights (spec, "Circuits from the weights"), float64.
 
 - **Copying score** of a head: the eigenvalues ``λ`` of its token-space OV circuit
   ``W_U W_OV W_E`` (``n_vocab × n_vocab``) are, apart from zeros, those of the ``r × r`` matrix

@@ -38,26 +38,13 @@ def run(args) -> None:
 
 
 def _metric_text(table) -> str:
-    """The metric's name and, for a non-identity metric, its condition number (MATH.md's ridge)."""
+    """The metric's name and, for a non-identity metric, its condition number (the spec's ridge)."""
     cond = table.info.get("condition") or {}
     if not cond:
         return table.metric
     raw, reg = max(c[0] for c in cond.values()), max(c[1] for c in cond.values())
     what = "condition number" if len(cond) == 1 else f"largest condition number of {len(cond)} layers"
     return f"{table.metric} ({what} {reg:.3g} with ridge {table.info.get('ridge', 0):g}·tr(G)/d, {raw:.3g} without)"
-
-
-def format_top(table, n: int) -> str:
-    """The ``n`` strongest pairs per kind and measure, as ``L1.H1 -> L2.H2  value``."""
-    lines = [f"{table.model}: metric {_metric_text(table)}, processing {', '.join(table.processing) or 'none'}"]
-    for kind in table.kinds:
-        for m in table.measures:
-            if (m, kind) not in table.values:
-                continue
-            top = table.top(kind, m, n)
-            pairs = "   ".join(f"{l1}.{h1}->{l2}.{h2} {v:.3f}" for l1, h1, l2, h2, v in top)
-            lines.append(f"{kind}  {m:<20} {pairs}")
-    return "\n".join(lines)
 
 
 def format_top(table, n: int) -> str:

@@ -1,6 +1,6 @@
 """``HeadWeights``: the one canonical, frozen form of a model's attention.
 
-Column convention (MATH.md): ``x_out = W @ x_in``. For layer ``l`` and query head ``h`` with
+Column convention (docs/spec.md): ``x_out = W @ x_in``. For layer ``l`` and query head ``h`` with
 K/V head ``g = kv_map[h]``::
 
     q = W_Q[l, h] x + b_Q[l, h]        W_Q: (layer, head,    d_head, d_model)

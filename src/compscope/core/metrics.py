@@ -1,4 +1,4 @@
-"""Metrics on the residual stream (MATH.md, "Symmetry and invariant measures").
+"""Metrics on the residual stream (spec, "Symmetries and metrics").
 
 A metric ``G`` (SPD, ``d × d``) that transforms as ``G → T G Tᵀ`` under the residual gauge
 ``x → T x`` makes every measure ``GL(d)``-invariant: measures are taken in whitened

@@ -1,4 +1,4 @@
-"""Activation-based head labels (MATH.md, "Ground truth from data").
+"""Activation-based head labels (spec, "Ground truth from data").
 
 On repeated random sequences ``[t_1 … t_n, t_1 … t_n]`` (length ``2n``):
 

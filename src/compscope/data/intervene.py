@@ -1,4 +1,4 @@
-"""Interventional composition on data (MATH.md, "Ground truth from data"), for models compscope
+"""Interventional composition on data (spec, "Ground truth from data"), for models compscope
 can run: its toy models.
 
 For a pair ``(h1 → h2, kind)``, ``h1`` in an earlier layer than ``h2``: on a batch of token

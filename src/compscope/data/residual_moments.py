@@ -1,4 +1,4 @@
-"""The ``activations`` metric from data (MATH.md, "Symmetry and invariant measures"): the second
+"""The ``activations`` metric from data (spec, "Symmetries and metrics"): the second
 moment ``G_l = E[x xᵀ]`` of the residual that layer ``l``'s heads read, estimated on token
 sequences run through a model compscope can run (its toy models).
 

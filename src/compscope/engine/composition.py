@@ -1,4 +1,4 @@
-"""All-pairs Q-, K- and V-composition, exact, from the factors (MATH.md).
+"""All-pairs Q-, K- and V-composition, exact, from the factors (docs/spec.md).
 
 For every writer ``h1`` in layer ``l1`` and reader ``h2`` in a later layer ``l2 > l1``
 (same-layer and backward pairs are not computed), with ``A = W_OV^{h1}`` and

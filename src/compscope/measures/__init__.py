@@ -1,4 +1,4 @@
-"""Composition measures ``C(A, B)`` of a writer ``A`` read by a reader ``B`` (MATH.md, "Measures").
+"""Composition measures ``C(A, B)`` of a writer ``A`` read by a reader ``B`` (spec, "Measures").
 
 Every measure is computed from per-pair quantities of the thin SVDs
 ``A = U_A diag(a) V_Aᵀ``, ``B = U_B diag(b) V_Bᵀ`` and ``X = V_Bᵀ U_A``:
@@ -24,7 +24,7 @@ from torch import Tensor
 from ..defaults import MEASURES as MEASURES_DEFAULT, TRACKED_MEASURES
 from ..registry import Registry
 
-#: Axioms of MATH.md: full read, no read, monotone, gauge (orthogonal), identity (C(I,I)=1 for
+#: Axioms of the spec (docs/spec.md): full read, no read, monotone, gauge (orthogonal), identity (C(I,I)=1 for
 #: every d), padding, scale invariance, head splitting.
 AXIOMS = ("full_read", "no_read", "monotone", "orthogonal_invariant", "identity", "padding", "scale", "split")
 
