@@ -54,7 +54,7 @@ def copying_scores(hw: HeadWeights) -> Tensor:
     if hw.W_U is None:
         raise WeightError(f"{hw.meta.name}: copying scores need the unembedding W_U, and this model has none")
     M = hw.W_E.to(_F64) @ hw.W_U.to(_F64)  # (d, d)
-    return eigen_score(model_factor(hw, "V", _F64) @ M @ hw.W_O.to(_F64))
+    return eigen_score(model_factor(hw, "V", _F64) @ M @ model_factor(hw, "O", _F64).mT)
 
 
 def matching_scores(hw: HeadWeights, offset: float = 0.0) -> Tensor:
@@ -63,7 +63,7 @@ def matching_scores(hw: HeadWeights, offset: float = 0.0) -> Tensor:
     out = []
     for layer in range(hw.n_layers):
         WK = layer_factor(hw, layer, "K", offset=offset, dtype=_F64)  # R(-δ) W_K per query head
-        out.append(eigen_score(WK @ N @ hw.W_Q[layer].to(_F64).mT))
+        out.append(eigen_score(WK @ N @ layer_factor(hw, layer, "Q", dtype=_F64).mT))
     return torch.stack(out)
 
 
@@ -81,7 +81,7 @@ def virtual_copying(hw: HeadWeights) -> Tensor:
         raise WeightError(f"{hw.meta.name}: virtual copying scores need the unembedding W_U, and this model has none")
     L, H = hw.n_layers, hw.n_heads
     M = hw.W_E.to(_F64) @ hw.W_U.to(_F64)
-    WV, WO = model_factor(hw, "V", _F64), hw.W_O.to(_F64)  # (L, H, r, d), (L, H, d, r)
+    WV, WO = model_factor(hw, "V", _F64), model_factor(hw, "O", _F64).mT  # (L, H, r, d), (L, H, d, r)
     out = torch.full((L, H, L, H), float("nan"), dtype=_F64)
     for l1 in range(L - 1):
         left = WV[l1] @ M  # (H, r, d): W_V^{h1} W_E W_U
@@ -103,7 +103,7 @@ def positional_previous(hw: HeadWeights) -> Tensor:
     i = torch.arange(1, n)
     out = []
     for layer in range(hw.n_layers):
-        q = hw.W_Q[layer].to(_F64) @ P  # (H, r, n)
+        q = layer_factor(hw, layer, "Q", dtype=_F64) @ P  # (H, r, n)
         k = layer_factor(hw, layer, "K", dtype=_F64) @ P
         logits = (hw.scale * q.mT @ k).masked_fill(~causal, float("-inf"))  # (H, n_query, n_key)
         out.append(logits.softmax(-1)[:, i, i - 1].mean(-1))
