@@ -17,30 +17,25 @@ class _Bar:
         self.total, self.desc, self.enabled, self.delay = total, desc, enabled, delay
         self.n, self.start, self._tqdm, self._postfix = 0, time.monotonic(), None, {}
         self._lines = None if _is_terminal() else -1  # line mode: the last tenth written (-1: none yet)
+        if self._lines is None and enabled:  # a terminal: tqdm counts from 0 and shows itself after the delay
+            try:
+                from tqdm import tqdm
+
+                self._tqdm = tqdm(total=total, desc=desc, file=sys.stderr, leave=False, delay=delay)
+            except ImportError:
+                self.enabled = False
 
     def update(self, n: int = 1) -> None:
         self.n += n
         if not self.enabled:
             return
-        if time.monotonic() - self.start <= self.delay:
-            return
-        if self._lines is not None:
+        if self._tqdm is not None:
+            self._tqdm.update(n)
+        elif self._lines is not None and time.monotonic() - self.start > self.delay:
             tenth = 10 * self.n // max(1, self.total)
             if tenth > self._lines:
                 self._lines = tenth
                 self._line()
-            return
-        if self._tqdm is None:
-            try:
-                from tqdm import tqdm
-
-                self._tqdm = tqdm(total=self.total, desc=self.desc, initial=self.n, file=sys.stderr, leave=False)
-                if self._postfix:
-                    self._tqdm.set_postfix(**self._postfix)
-            except ImportError:
-                self.enabled = False
-        else:
-            self._tqdm.update(n)
 
     def set_postfix(self, **values) -> None:
         step_changed = values.get("step") != self._postfix.get("step")
