@@ -1,7 +1,5 @@
 """HeadWeights, LowRank and Rotary against dense float64 numpy computations."""
 
-import subprocess
-import sys
 
 import numpy as np
 import pytest

