@@ -165,3 +165,12 @@ def test_train_progress_in_a_log_is_short_and_reaches_the_total(tmp_path, monkey
     err = capsys.readouterr().err.strip().splitlines()
     assert 1 <= len(err) <= 12, err
     assert err[-1].startswith(f"training toy: {p.train.steps}/{p.train.steps} done")
+
+
+def test_measure_all_on_the_command_line(capsys):
+    """``--measure all`` means every registered measure (README: analyse your own model)."""
+    from compscope.measures import MEASURES
+
+    assert main(["scores", "--kinds", "K", "--measure", "all", "--top", "1"]) == 0
+    rows = [l.split()[1] for l in capsys.readouterr().out.splitlines()[1:] if l.startswith("K ")]
+    assert rows == MEASURES.names()

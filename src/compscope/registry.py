@@ -74,11 +74,11 @@ class Registry(Generic[T]):
         return list(self._entries)
 
     def select(self, names: str | Iterable[str]) -> list[str]:
-        """``'all'`` as every registered name, one name, or several; each checked, order kept,
-        repeats dropped."""
-        if names == "all":
-            return self.names()
+        """``'all'`` (alone or among others) as every registered name, one name, or several;
+        each checked, order kept, repeats dropped."""
         names = [names] if isinstance(names, str) else list(names)
+        if "all" in names:
+            return self.names()
         if not names:
             raise self.error(f"no {self.what} given; {self.plural}: {', '.join(self._entries)}")
         for n in names:
