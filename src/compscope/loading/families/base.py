@@ -50,6 +50,22 @@ class Family:
     ignored: ClassVar[frozenset[str]] = frozenset()
     accept: ClassVar[dict[str, Callable[[Any], bool]]] = {}
 
+    #: attribute of a transformers head model (``...ForCausalLM``) that holds the base model
+    hf_base: ClassVar[str] = "model"
+
+    @classmethod
+    def hook_points(cls, model) -> list[tuple[Any, Any]]:
+        """Where a running ``transformers`` model of this family keeps what the data-based measures
+        read, per layer: ``(module whose input is the residual the layer's attention reads — before
+        the norm in pre-LN models —, module whose output is what the attention adds to the
+        residual)``. ``model``: the head model or its base model."""
+        raise UnsupportedModelError(f"family {cls.name}: compscope cannot run this family's models yet")
+
+    @classmethod
+    def base_model(cls, model):
+        """The base model inside a head model (``model.model`` of a ``LlamaForCausalLM``), or ``model``."""
+        return getattr(model, cls.hf_base, model)
+
     @classmethod
     def check_config(cls, config: dict, where: str) -> None:
         """Refuse, by name, every config setting this family does not understand."""

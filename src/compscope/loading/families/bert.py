@@ -31,6 +31,14 @@ class Bert(Family):
         "is_decoder": lambda v: not v,
     }
 
+    hf_base = "bert"
+
+    @classmethod
+    def hook_points(cls, model):
+        """BERT layers (post-LN): ``attention.self`` reads the residual (the previous LayerNorm's
+        output), ``attention.output.dense`` returns what is added (before dropout, residual, LN)."""
+        return [(b.attention.self, b.attention.output.dense) for b in cls.base_model(model).encoder.layer]
+
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors

@@ -28,6 +28,11 @@ class Gemma(Family):
     accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept, "use_bidirectional_attention": lambda v: not v}
 
     @classmethod
+    def hook_points(cls, model):
+        """As Llama: ``input_layernorm`` reads the residual, ``self_attn`` returns what is added."""
+        return [(b.input_layernorm, b.self_attn) for b in cls.base_model(model).layers]
+
+    @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         d = int(need(ckpt.config, "hidden_size", ckpt.source))
         return convert_llamalike(ckpt, cls, LlamaLikeOptions(norm_offset=1.0, embed_scale=d**0.5))
@@ -46,6 +51,12 @@ class Gemma3(Family):
         "attn_logit_softcapping": lambda v: v is None,
         "use_bidirectional_attention": lambda v: not v,
     }
+
+    @classmethod
+    def hook_points(cls, model):
+        """Gemma 3 layers: ``input_layernorm`` reads the residual; what is added is the output of
+        ``post_attention_layernorm`` (the attention-output norm)."""
+        return [(b.input_layernorm, b.post_attention_layernorm) for b in cls.base_model(model).layers]
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:

@@ -33,6 +33,13 @@ class GPT2(Family):
         "scale_attn_weights": lambda v: v in (True, None),
     }
 
+    hf_base = "transformer"
+
+    @classmethod
+    def hook_points(cls, model):
+        """GPT-2 blocks: ``ln_1`` reads the residual, ``attn`` returns what is added (after ``c_proj``)."""
+        return [(b.ln_1, b.attn) for b in cls.base_model(model).h]
+
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors

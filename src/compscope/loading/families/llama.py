@@ -164,5 +164,11 @@ class Llama(Family):
     accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
 
     @classmethod
+    def hook_points(cls, model):
+        """Llama-like decoder layers: ``input_layernorm`` reads the residual, ``self_attn`` returns
+        what is added (after ``o_proj``)."""
+        return [(b.input_layernorm, b.self_attn) for b in cls.base_model(model).layers]
+
+    @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         return convert_llamalike(ckpt, cls, LlamaLikeOptions())

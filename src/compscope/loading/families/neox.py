@@ -27,6 +27,13 @@ class GPTNeoX(Family):
     )
     accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
 
+    hf_base = "gpt_neox"
+
+    @classmethod
+    def hook_points(cls, model):
+        """NeoX layers: ``input_layernorm`` reads the residual, ``attention`` returns what is added."""
+        return [(b.input_layernorm, b.attention) for b in cls.base_model(model).layers]
+
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors

@@ -1,0 +1,188 @@
+"""Running a model on data: one interface for compscope's toy models and ``transformers`` models.
+
+A runner holds a model that can run and the ``HeadWeights`` read from the same weights. Its one
+method, :meth:`Runner.trace`, runs a batch of token sequences once and keeps, per layer, the
+residual that the layer's attention reads (``resid``: before the norm in pre-LN models) and
+what the attention added to the residual (``attn_out``). Everything per head — queries, keys,
+values, patterns, each head's output — is then recomputed from ``HeadWeights`` with
+:mod:`compscope.core.attention`, which the tests tie to each family's own modules (its sum
+over heads equals ``attn_out``). So the data-based measures need from a model only these two
+hook points per layer, which each family file names (``Family.hook_points``).
+
+Where the weights come from decides how the model runs (nothing is ever downloaded):
+
+- a toy model folder or ``induction-2l``: the toy model itself;
+- a HuggingFace folder: ``transformers``, ``from_pretrained(folder, local_files_only=True)``;
+- a ``.gguf`` file: ``transformers`` reading the same file (``gguf_file=``; needs ``accelerate``);
+- a loaded ``transformers`` model: itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from ..core.attention import combine, head_outputs, head_states, read_input
+from ..core.heads import HeadWeights
+from ..errors import OptionError, UnsupportedModelError, one_line
+
+
+@dataclass(frozen=True)
+class Trace:
+    """One clean forward pass: ``tokens (batch, seq)``; per layer ``resid[l]`` and ``attn_out[l]``,
+    each ``(batch, seq, d_model)`` float32."""
+
+    tokens: Tensor
+    resid: list[Tensor]
+    attn_out: list[Tensor]
+
+
+@dataclass(frozen=True)
+class LayerState:
+    """A layer recomputed from ``HeadWeights``: what its heads read (``x``), their patterns
+    ``(batch, head, q, k)``, values and outputs ``(batch, seq, head, d_model)``, and their sum
+    as added to the residual (``out``)."""
+
+    x: Tensor
+    pattern: Tensor
+    v: Tensor
+    outputs: Tensor
+    out: Tensor
+
+
+def layer_state(hw: HeadWeights, layer: int, resid: Tensor) -> LayerState:
+    """:class:`LayerState` of ``layer`` for the residual ``resid`` it reads."""
+    x = read_input(hw, layer, resid)
+    pattern, v = head_states(hw, layer, x)
+    o = head_outputs(hw, layer, pattern, v)
+    return LayerState(x, pattern, v, o, combine(hw, layer, o))
+
+
+class Runner:
+    """A model that runs, and its ``HeadWeights`` (``hw``). Subclasses implement :meth:`_run`."""
+
+    hw: HeadWeights
+    #: token a sequence starts with when the model expects one (None: no such token)
+    bos: int | None = None
+    #: the model's own tokenizer, when it has one (``encode(text) -> list[int]``)
+    tokenizer = None
+
+    @torch.no_grad()
+    def trace(self, tokens: Tensor) -> Trace:
+        """Run ``tokens: (batch, seq)`` once; see :class:`Trace`."""
+        if tokens.ndim != 2 or tokens.numel() == 0:
+            raise OptionError(f"tokens must be a non-empty (batch, seq) tensor, got shape {tuple(tokens.shape)}")
+        if int(tokens.min()) < 0 or int(tokens.max()) >= self.hw.n_vocab:
+            raise OptionError(f"token ids must lie in 0..{self.hw.n_vocab - 1} for {self.hw.meta.name}")
+        resid, out = self._run(tokens)
+        return Trace(tokens, [r.float() for r in resid], [o.float() for o in out])
+
+    def _run(self, tokens: Tensor) -> tuple[list[Tensor], list[Tensor]]:
+        raise NotImplementedError
+
+
+class ToyRunner(Runner):
+    """compscope's own toy models (``compscope.toy``)."""
+
+    def __init__(self, model, hw: HeadWeights) -> None:
+        self.model, self.hw = model, hw
+
+    def _run(self, tokens: Tensor) -> tuple[list[Tensor], list[Tensor]]:
+        cache: dict = {}
+        self.model.eval()
+        self.model(tokens, cache=cache)
+        L = self.model.cfg.n_layers
+        return [cache[f"resid_pre.{l}"] for l in range(L)], [cache[f"head_out.{l}"].sum(2) for l in range(L)]
+
+
+class HFRunner(Runner):
+    """A ``transformers`` model, hooked where its family says (``Family.hook_points``)."""
+
+    def __init__(self, model, hw: HeadWeights, tokenizer=None) -> None:
+        from ..loading.families import family_for
+
+        self.model, self.hw, self.tokenizer = model.eval(), hw, tokenizer
+        family = family_for(model.config.to_dict(), f"{type(model).__name__} object")
+        self.points = family.hook_points(model)
+        if len(self.points) != hw.n_layers:
+            raise UnsupportedModelError(f"{hw.meta.name}: the running model has {len(self.points)} layers, its "
+                                        f"HeadWeights {hw.n_layers}: they are not the same model")
+        bos = getattr(model.config, "bos_token_id", None)
+        self.bos = bos if isinstance(bos, int) and family.name != "bert" and hw.causal else None
+
+    def _run(self, tokens: Tensor) -> tuple[list[Tensor], list[Tensor]]:
+        resid: dict[int, Tensor] = {}
+        out: dict[int, Tensor] = {}
+        handles = []
+        first = lambda args, kwargs: args[0] if args else kwargs["hidden_states"]  # noqa: E731
+        for i, (rm, om) in enumerate(self.points):
+            handles.append(rm.register_forward_pre_hook(
+                lambda m, a, k, i=i: resid.__setitem__(i, first(a, k).detach()), with_kwargs=True))
+            handles.append(om.register_forward_hook(
+                lambda m, a, o, i=i: out.__setitem__(i, (o[0] if isinstance(o, tuple) else o).detach())))
+        try:
+            self.model(input_ids=tokens)
+        finally:
+            for h in handles:
+                h.remove()
+        return [resid[i] for i in range(len(self.points))], [out[i] for i in range(len(self.points))]
+
+
+def runner_for(model, hw: HeadWeights | None = None) -> Runner:
+    """A :class:`Runner` for ``model``: a toy folder or built-in toy name, a HuggingFace folder, a
+    ``.gguf`` file, a built-in real model name, or a loaded ``transformers`` model (module docstring).
+    ``hw``: its ``HeadWeights`` when already loaded (unprocessed: processing changes the model)."""
+    from ..loading.builtin import BUILTINS, find_toy, resolve
+    from ..loading.sources import load
+
+    if hw is not None and hw.meta.processing:
+        raise OptionError(f"{hw.meta.name}: data-based measures run the unprocessed model; drop the processing "
+                          f"({', '.join(hw.meta.processing)})")
+    toy = find_toy(model)
+    if toy is not None:
+        from ..toy.storage import heads_of, load_toy
+
+        net, manifest = load_toy(toy)
+        return ToyRunner(net, heads_of(net, manifest, toy) if hw is None else hw)
+    if _is_hf_model(model):
+        return HFRunner(model, load(model) if hw is None else hw)
+    if not isinstance(model, (str, Path)):
+        raise OptionError(f"cannot run a {type(model).__name__}: give a toy model, a HuggingFace folder, a .gguf "
+                          "file or a transformers model")
+    path = resolve(str(model)) if str(model) in BUILTINS and not Path(model).exists() else Path(model)
+    hw = load(model) if hw is None else hw
+    return _hf_runner(path, hw)
+
+
+def _is_hf_model(obj) -> bool:
+    from ..loading.formats.hf_model import is_hf_model
+
+    return is_hf_model(obj)
+
+
+def _hf_runner(path: Path, hw: HeadWeights) -> HFRunner:
+    """Load the ``transformers`` model (and its tokenizer, when there is one) from local files."""
+    try:
+        import transformers
+    except ImportError as e:
+        raise OptionError(f"{path}: running this model on data needs transformers (pip install transformers "
+                          "accelerate)") from e
+    kw = dict(dtype=torch.float32, attn_implementation="eager", local_files_only=True)
+    folder, gguf = (path.parent, path.name) if path.is_file() else (path if path.is_dir() else path.parent, None)
+    if gguf is not None:
+        kw["gguf_file"] = gguf
+    auto = transformers.AutoModel if not hw.causal else transformers.AutoModelForCausalLM
+    try:
+        model = auto.from_pretrained(str(folder), **kw)
+    except Exception as e:  # transformers raises many kinds; the message names the cause
+        raise OptionError(f"{path}: transformers could not load the model to run it ({one_line(e)})") from e
+    tokenizer = None
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), **({"gguf_file": gguf} if gguf else {}),
+                                                               local_files_only=True)
+    except Exception:  # a model without a tokenizer still runs on token ids
+        tokenizer = None
+    return HFRunner(model, hw, tokenizer)

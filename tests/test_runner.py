@@ -1,0 +1,60 @@
+"""The runner: hooks each family owns, on tiny random configs (no downloads), and the toy model
+behind the same interface. What is hooked, recomputed per head from ``HeadWeights``, must give
+the module's own attention output (summed over heads) and its own attention pattern
+(``output_attentions``), at float32 tolerance."""
+
+import pytest
+import torch
+
+import compscope
+from compscope.core.attention import combine
+from compscope.data.runner import HFRunner, ToyRunner, layer_state, runner_for
+
+from hf_tiny import VARIANTS, build, random_ids
+
+ATOL = 2e-5
+
+
+@pytest.mark.parametrize("variant", VARIANTS, ids=str)
+def test_hooks_and_per_head_recomputation_match_the_module(variant):
+    model = build(variant)
+    hw = compscope.load(model)
+    runner = runner_for(model, hw)
+    assert isinstance(runner, HFRunner)
+    ids = random_ids()
+    tr = runner.trace(ids)
+    with torch.no_grad():
+        res = model(input_ids=ids, output_attentions=True)
+    assert len(tr.resid) == len(tr.attn_out) == hw.n_layers == len(res.attentions)
+    for layer in range(hw.n_layers):
+        st = layer_state(hw, layer, tr.resid[layer])
+        scale = max(1.0, float(tr.attn_out[layer].abs().max()))
+        torch.testing.assert_close(st.out, tr.attn_out[layer], atol=ATOL * scale, rtol=0)
+        torch.testing.assert_close(combine(hw, layer, st.outputs), tr.attn_out[layer], atol=ATOL * scale, rtol=0)
+        torch.testing.assert_close(st.pattern, res.attentions[layer].float(), atol=ATOL, rtol=0)
+
+
+def test_the_toy_model_runs_behind_the_same_interface():
+    runner = runner_for("induction-2l")
+    assert isinstance(runner, ToyRunner)
+    from compscope.toy import repeated_random
+
+    tokens = repeated_random(4, 16, runner.hw.n_vocab, seed=3)
+    tr = runner.trace(tokens)
+    cache: dict = {}
+    with torch.no_grad():
+        runner.model(tokens, cache=cache)
+    for layer in range(runner.hw.n_layers):
+        st = layer_state(runner.hw, layer, tr.resid[layer])
+        torch.testing.assert_close(st.pattern, cache[f"pattern.{layer}"], atol=1e-6, rtol=0)
+        torch.testing.assert_close(st.outputs, cache[f"head_out.{layer}"], atol=1e-5, rtol=0)
+
+
+def test_runner_refuses_what_it_cannot_run(tmp_path):
+    with pytest.raises(compscope.OptionError, match="cannot run a HeadWeights"):
+        runner_for(compscope.load("induction-2l"))  # weights alone do not run
+    with pytest.raises(compscope.OptionError, match="unprocessed"):
+        runner_for("induction-2l", compscope.load("induction-2l", fold_value_bias=True))
+    runner = runner_for("induction-2l")
+    with pytest.raises(compscope.OptionError, match="token ids"):
+        runner.trace(torch.tensor([[0, runner.hw.n_vocab]]))
