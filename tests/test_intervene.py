@@ -97,3 +97,131 @@ def test_cli_prints_each_kind_with_the_measures_rank_correlations(capsys):
     assert "frobenius" in out[2] and "over 16 pairs" in out[2]
     assert main(["intervene", "smollm2"]) == 2
     assert "toy models" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- every runner: one forward, changed sides only
+from compscope.core.attention import combine, head_states, read_input  # noqa: E402
+from compscope.data.intervene import intervention_effects  # noqa: E402
+from compscope.data.runner import ToyRunner, layer_state, runner_for  # noqa: E402
+
+
+def _runner(m):
+    return ToyRunner(m, m.head_weights())
+
+
+@pytest.mark.parametrize("kw", [dict(), dict(norm="layernorm"), dict(norm="rmsnorm", positions="rotary"),
+                                dict(norm="layernorm", mlp=True)], ids=["plain", "layernorm", "rms-rotary", "mlp"])
+@pytest.mark.parametrize("ablation", ["mean", "zero"])
+def test_runner_effects_equal_the_toy_forward_with_edits(kw, ablation):
+    """The efficient path (one trace, changed sides recomputed from HeadWeights) against the toy's
+    own patched forward pass per (h1, kind, layer of h2), three layers, float32."""
+    cfg = ToyConfig(n_layers=3, n_heads=3, d_model=12, d_head=4, d_vocab=10, n_ctx=8, **kw)
+    m = ToyTransformer(cfg, seed=2)
+    t = tokens()
+    want = interventional_composition(m, t, "QKV", ablation)
+    got = intervention_effects(_runner(m), t, "QKV", ablation, progress=False)
+    for kind in "QKV":
+        torch.testing.assert_close(got.by_kind[kind], want[kind], atol=1e-5, rtol=1e-4, equal_nan=True)
+
+
+def _brute_force(hw, tr, l1, h1, l2, kind, ablation):
+    """One pair, the slow way: layer l1 recomputed with h1's output replaced, layer l2 recomputed in
+    full with the kind's input patched; the effect on every head of l2."""
+    s1 = layer_state(hw, l1, tr.resid[l1])
+    o = s1.outputs.double().clone()
+    w = o[:, :, h1]
+    o[:, :, h1] = w.mean(0, keepdim=True) if ablation == "mean" else 0 * w
+    delta = combine(hw.replace(), l1, o.float()) - s1.out
+    clean = read_input(hw, l2, tr.resid[l2])
+    patched = read_input(hw, l2, tr.resid[l2] + delta)
+    xs = {k: patched if k == kind else clean for k in "QKV"}
+    p0, v0 = head_states(hw, l2, clean)
+    p1, v1 = head_states(hw, l2, xs["Q"], xs["K"], xs["V"])
+    if kind in "QK":
+        return 0.5 * (p1.double() - p0.double()).abs().sum(-1).mean(dim=(0, 2)), None
+    W_O = hw.W_O[l2].double()
+    o0 = torch.einsum("hdr,bhsr->bshd", W_O, (p0 @ v0).double())
+    o1 = torch.einsum("hdr,bhsr->bshd", W_O, (p1 @ v1).double())
+    n0 = o0.norm(dim=-1)
+    return ((o1.norm(dim=-1) - n0).abs() / n0).mean(dim=(0, 1)), ((o1 - o0).norm(dim=-1) / n0).mean(dim=(0, 1))
+
+
+PRE_NORM = ["gpt2", "neox-partial-rotary-parallel", "llama-gqa-bias", "mistral-sliding3", "qwen2-bias", "gemma",
+            "gemma3-text", "gemma3-text-mqa-bias"]
+
+
+@pytest.mark.parametrize("variant_id", PRE_NORM)
+def test_runner_effects_equal_a_brute_force_patch_per_pair_on_hf_models(variant_id):
+    pytest.importorskip("transformers")
+    from hf_tiny import BY_ID, build, random_ids
+
+    import compscope
+
+    model = build(BY_ID[variant_id])
+    runner = runner_for(model, compscope.load(model))
+    hw = runner.hw
+    t = random_ids(batch=3)
+    got = intervention_effects(runner, t, "QKV", "mean", progress=False)
+    tr = runner.trace(t)
+    L = hw.n_layers
+    for l1 in range(L - 1):
+        for h1 in range(hw.n_heads):
+            for l2 in range(l1 + 1, L):
+                for kind in "QKV":
+                    want, turn = _brute_force(hw, tr, l1, h1, l2, kind, "mean")
+                    torch.testing.assert_close(got.by_kind[kind][l1, h1, l2], want, atol=1e-5, rtol=1e-4)
+                    if turn is not None:
+                        torch.testing.assert_close(got.v_direction[l1, h1, l2], turn, atol=1e-5, rtol=1e-4)
+
+
+def _constructed():
+    """A model whose only composing pair is known by construction: head 0.0 copies token dims 0-1
+    into dims 4-5; head 1.1 reads dims 4-5 through W_K only; every other read is of dims 0-3, and
+    head 0.1 writes nothing. So the only nonzero effect is 0.0 -> 1.1, K."""
+    cfg = ToyConfig(n_layers=2, n_heads=2, d_model=8, d_head=2, d_vocab=10, n_ctx=8)
+    m = ToyTransformer(cfg, seed=0)
+    g = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        m.W_E.zero_()
+        m.W_E[:, :4] = torch.randn(10, 4, generator=g)
+        m.W_pos.zero_()
+        m.W_pos[:, :4] = 0.5 * torch.randn(8, 4, generator=g)
+        for blk in m.blocks:
+            for w in (blk.W_Q, blk.W_K, blk.W_V, blk.W_O):
+                w.zero_()
+        b0, b1 = m.blocks
+        b0.W_Q[0, :, :4] = torch.randn(2, 4, generator=g)
+        b0.W_K[0, :, :4] = torch.randn(2, 4, generator=g)
+        b0.W_V[0, :, :2] = torch.eye(2)
+        b0.W_O[0, 4:6, :] = torch.eye(2)  # head 0.0 writes dims 4-5
+        b0.W_Q[1, :, :4] = torch.randn(2, 4, generator=g)
+        b0.W_V[1, :, :4] = torch.randn(2, 4, generator=g)  # head 0.1: W_O stays 0
+        for h in range(2):
+            b1.W_Q[h, :, :4] = torch.randn(2, 4, generator=g)
+            b1.W_V[h, :, :4] = torch.randn(2, 4, generator=g)
+            b1.W_O[h, :4, :] = torch.randn(4, 2, generator=g)
+        b1.W_K[0, :, :4] = torch.randn(2, 4, generator=g)
+        b1.W_K[1, :, 4:6] = 3 * torch.randn(2, 2, generator=g)  # head 1.1's keys read what 0.0 writes
+    return m
+
+
+def test_the_pair_built_to_compose_is_the_only_one_that_does():
+    m = _constructed()
+    eff = intervention_effects(_runner(m), tokens(n=8), "QKV", progress=False)
+    k = eff.by_kind["K"]
+    assert float(k[0, 0, 1, 1]) > 0.05
+    others = [float(eff.by_kind[kind][0, h1, 1, h2]) for kind in "QKV" for h1 in range(2) for h2 in range(2)
+              if (kind, h1, h2) != ("K", 0, 1)]
+    assert max(others) < 1e-6, others
+    assert float(eff.v_direction[0, 0, 1].max()) < 1e-6
+
+
+def test_post_ln_models_are_refused():
+    pytest.importorskip("transformers")
+    from hf_tiny import BY_ID, build
+
+    import compscope
+
+    model = build(BY_ID["bert"])
+    with pytest.raises(OptionError, match="post-LN"):
+        intervention_effects(runner_for(model, compscope.load(model)), torch.zeros(1, 4, dtype=torch.long))

@@ -5,7 +5,8 @@ consistency tests match it against each family's own implementation, and the dat
 measures (activation labels, interventions) run on it. A layer in steps, each one function:
 
     x = read_input(hw, l, resid)                      what the heads read (after the norm, pre-LN)
-    pattern, v = head_states(hw, l, x_q, x_k, x_v)    Q, K and V may each read a different x
+    q, k, v = project(hw, l, "Q", x), ...             each of Q, K, V may read a different x
+    pattern = attend(hw, l, q, k)                      (head_states: both steps at once)
     o = head_outputs(hw, l, pattern, v)                per head: W_O^h z_h,  (batch, seq, head, d_model)
     out = combine(hw, l, o)                            Σ_h o_h + b_O, then the attention-output norm
 """
@@ -26,37 +27,35 @@ def read_input(hw: HeadWeights, layer: int, resid: Tensor) -> Tensor:
     return resid
 
 
-def head_states(hw: HeadWeights, layer: int, x_q: Tensor, x_k: Tensor | None = None, x_v: Tensor | None = None,
-                positions: Tensor | None = None) -> tuple[Tensor, Tensor]:
-    """Attention pattern ``(batch, head, q_pos, k_pos)`` and values ``(batch, head, k_pos, d_head)``
-    of ``layer`` when queries read ``x_q``, keys ``x_k`` and values ``x_v`` (each ``(batch, seq,
-    d_model)``, or ``(batch, seq, head, d_model)`` for one input per query head; ``x_k``, ``x_v``
-    default to ``x_q``)."""
-    x_k = x_q if x_k is None else x_k
-    x_v = x_q if x_v is None else x_v
-    kv = list(hw.kv_map)
-
-    def project(w: Tensor, x: Tensor) -> Tensor:
-        if x.ndim == 4:  # one input per query head
-            return torch.einsum("hrd,bshd->bhsr", w, x)
-        return torch.einsum("hrd,bsd->bhsr", w, x)
-
-    q = project(hw.W_Q[layer], x_q)
-    k = project(hw.W_K[layer][kv], x_k)
-    v = project(hw.W_V[layer][kv], x_v)
-    if hw.b_Q is not None:
-        q = q + hw.b_Q[layer][None, :, None]
-    if hw.b_K is not None:
-        k = k + hw.b_K[layer][kv][None, :, None]
-    if hw.b_V is not None:
-        v = v + hw.b_V[layer][kv][None, :, None]
+def project(hw: HeadWeights, layer: int, kind: str, x: Tensor, positions: Tensor | None = None) -> Tensor:
+    """Queries (``kind='Q'``), keys (``'K'``) or values (``'V'``) of every query head of ``layer``
+    for the input ``x: (batch, seq, d_model)`` (or ``(batch, seq, head, d_model)``, one input per
+    query head): ``(batch, head, seq, d_head)``, with biases, QK-norm and rotary positions."""
+    w = {"Q": hw.W_Q, "K": hw.W_K, "V": hw.W_V}[kind][layer]
+    b = {"Q": hw.b_Q, "K": hw.b_K, "V": hw.b_V}[kind]
+    if kind != "Q":
+        kv = list(hw.kv_map)
+        w, b = w[kv], (None if b is None else b[layer][kv])
+    elif b is not None:
+        b = b[layer]
+    y = torch.einsum("hrd,bshd->bhsr", w, x) if x.ndim == 4 else torch.einsum("hrd,bsd->bhsr", w, x)
+    if b is not None:
+        y = y + b[None, :, None]
+    if kind == "V":
+        return y
     if hw.qk_norm is not None:
-        q, k = hw.qk_norm[0].apply(q, layer), hw.qk_norm[1].apply(k, layer)
-    seq = x_q.shape[1]
+        y = hw.qk_norm[0 if kind == "Q" else 1].apply(y, layer)
+    if hw.rotary is not None:
+        y = hw.rotary.rotate(y, torch.arange(x.shape[1]) if positions is None else positions, layer)
+    return y
+
+
+def attend(hw: HeadWeights, layer: int, q: Tensor, k: Tensor, positions: Tensor | None = None) -> Tensor:
+    """The attention pattern ``(batch, head, q_pos, k_pos)`` of queries and keys from :func:`project`:
+    scaled dot products, the causal mask and the layer's sliding window, softmax."""
+    seq = q.shape[-2]
     if positions is None:
         positions = torch.arange(seq)
-    if hw.rotary is not None:
-        q, k = hw.rotary.rotate(q, positions, layer), hw.rotary.rotate(k, positions, layer)
     logits = hw.scale * (q @ k.transpose(-1, -2))
     i, j = positions[:, None], positions[None, :]
     allowed = torch.ones(seq, seq, dtype=torch.bool)
@@ -65,8 +64,19 @@ def head_states(hw: HeadWeights, layer: int, x_q: Tensor, x_k: Tensor | None = N
     window = hw.sliding_window[layer] if hw.sliding_window else None
     if window is not None:
         allowed &= (i - j) < window
-    logits = logits.masked_fill(~allowed, float("-inf"))
-    return logits.softmax(-1), v
+    return logits.masked_fill(~allowed, float("-inf")).softmax(-1)
+
+
+def head_states(hw: HeadWeights, layer: int, x_q: Tensor, x_k: Tensor | None = None, x_v: Tensor | None = None,
+                positions: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """Attention pattern ``(batch, head, q_pos, k_pos)`` and values ``(batch, head, k_pos, d_head)``
+    of ``layer`` when queries read ``x_q``, keys ``x_k`` and values ``x_v`` (each ``(batch, seq,
+    d_model)``, or ``(batch, seq, head, d_model)`` for one input per query head; ``x_k``, ``x_v``
+    default to ``x_q``)."""
+    x_k = x_q if x_k is None else x_k
+    x_v = x_q if x_v is None else x_v
+    q, k = project(hw, layer, "Q", x_q, positions), project(hw, layer, "K", x_k, positions)
+    return attend(hw, layer, q, k, positions), project(hw, layer, "V", x_v, positions)
 
 
 def head_outputs(hw: HeadWeights, layer: int, pattern: Tensor, v: Tensor) -> Tensor:

@@ -1,5 +1,5 @@
-"""Interventional composition on data (spec, "Ground truth from data"), for models compscope
-can run: its toy models.
+"""Interventional composition on data (spec, "Ground truth from data"), for every model compscope
+can run (:mod:`compscope.data.runner`: its toy models and ``transformers`` models).
 
 For a pair ``(h1 → h2, kind)``, ``h1`` in an earlier layer than ``h2``: on a batch of token
 sequences, ``h1``'s output is removed from the residual that ``h2`` reads through ``kind``
@@ -10,20 +10,120 @@ path ``h1 → h2`` alone is cut. The effect:
 - Q or K: the mean total-variation distance ``½ Σ_j |p_ij − p'_ij|`` between ``h2``'s clean and
   patched attention patterns, over sequences and query positions ``i`` (in ``[0, 1]``);
 - V: the mean relative change of the norm of ``h2``'s output, ``|‖o'‖ − ‖o‖| / ‖o‖``, over
-  sequences and positions (positions where ``‖o‖ = 0`` are left out).
+  sequences and positions (positions where ``‖o‖ = 0`` are left out); beside it the
+  direction-sensitive ``‖o' − o‖ / ‖o‖`` (:attr:`Effects.v_direction`), which also sees a turn
+  at equal norm.
 
-One forward pass per ``(h1, kind, layer of h2)`` patches every head of that layer at once
-(heads of one layer do not read each other), so a model of ``L`` layers of ``H`` heads takes
-``3 H L (L − 1) / 2`` passes.
+"Removed" means: the layer of ``h1`` recomputed with ``h1``'s output replaced (its mean, or 0),
+and the difference ``δ`` of what the layer adds to the residual; ``h2`` then reads
+``resid + δ`` through ``kind``. Without an attention-output norm ``δ`` is just ``mean(o) − o``
+of ``h1``; with one (Gemma 3) the norm of the changed sum is taken, so ``δ`` is exact for the
+layer. Post-LN models (BERT) renormalise the residual between layers, so the direct path is not
+a sum there: they are refused.
+
+Two implementations, one definition:
+
+- :func:`intervention_effects` on a runner: one clean forward (:meth:`Runner.trace`), then per
+  writer ``h1`` its ``δ`` once, and for every later layer and kind only the changed side — the
+  queries, keys or values of all that layer's heads at once — recomputed from ``HeadWeights``
+  (:mod:`compscope.core.attention`), nothing propagated: about one layer's attention per
+  (writer, later layer, kind), never a whole forward pass, in memory of a few layers' states;
+- :func:`interventional_composition` on a ``ToyTransformer``: the toy's own forward pass with
+  ``edits=``, one pass per ``(h1, kind, layer of h2)`` — the brute-force reference the tests
+  hold the first against.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
+from ..core.attention import attend, combine, head_outputs, project, read_input
 from ..core.factors import check_kinds
 from ..errors import OptionError
+from ..progress import progress_bar
+
+
+@dataclass(frozen=True)
+class Effects:
+    """Interventional effects ``(L, H, L, H)`` float64 per kind (NaN except earlier → later layer
+    pairs); ``v_direction``: ``‖o' − o‖ / ‖o‖`` for V; the ablation and the data's shape."""
+
+    by_kind: dict[str, Tensor]
+    v_direction: Tensor | None
+    ablation: str
+    sequences: int
+    seq_len: int
+
+
+def _check(kinds: str, ablation: str, tokens: Tensor) -> str:
+    if ablation not in ("mean", "zero"):
+        raise OptionError(f"ablation={ablation!r}: use 'mean' or 'zero'")
+    if tokens.ndim != 2 or tokens.shape[0] < 1:
+        raise OptionError(f"tokens must be (batch, pos), got shape {tuple(tokens.shape)}")
+    return check_kinds(kinds)
+
+
+@torch.no_grad()
+def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: str = "mean", *,
+                         progress: bool = True) -> Effects:
+    """Interventional composition of every pair and kind of ``runner``'s model on ``tokens:
+    (batch, seq)`` (module docstring)."""
+    kinds = _check(kinds, ablation, tokens)
+    hw = runner.hw
+    if hw.norm_placement == "post":
+        raise OptionError(f"{hw.meta.name}: post-LN models renormalise the residual between layers, so the direct "
+                          "path of one head into another is not defined by removing its output; interventions "
+                          "need a pre-LN or norm-free model")
+    tr = runner.trace(tokens)
+    L, H = hw.n_layers, hw.n_heads
+    nan = lambda: torch.full((L, H, L, H), float("nan"), dtype=torch.float64)  # noqa: E731
+    out = {k: nan() for k in kinds}
+    direction = nan() if "V" in kinds else None
+    x = [read_input(hw, l, tr.resid[l]) for l in range(L)]
+    qkv = [{k: project(hw, l, k, x[l]) for k in "QKV"} for l in range(L)]
+    pattern = [attend(hw, l, qkv[l]["Q"], qkv[l]["K"]) for l in range(L)]
+    o = [head_outputs(hw, l, pattern[l], qkv[l]["V"]) for l in range(L)]
+    bar = progress_bar((L - 1) * H, "interventions", enabled=progress)
+    for l1 in range(L - 1):
+        added = combine(hw, l1, o[l1]) if hw.attn_out_norm is not None else None
+        for h1 in range(H):
+            w = o[l1][:, :, h1]
+            repl = w.mean(0, keepdim=True).expand_as(w) if ablation == "mean" else torch.zeros_like(w)
+            if added is None:
+                delta = repl - w
+            else:
+                o2 = o[l1].clone()
+                o2[:, :, h1] = repl
+                delta = combine(hw, l1, o2) - added
+            for l2 in range(l1 + 1, L):
+                x2 = read_input(hw, l2, tr.resid[l2] + delta)
+                for kind in kinds:
+                    changed = project(hw, l2, kind, x2)
+                    if kind == "V":
+                        o2 = head_outputs(hw, l2, pattern[l2], changed)
+                        out["V"][l1, h1, l2], direction[l1, h1, l2] = _v_effects(o[l2], o2)
+                    else:
+                        q, k = (changed, qkv[l2]["K"]) if kind == "Q" else (qkv[l2]["Q"], changed)
+                        p2 = attend(hw, l2, q, k)
+                        out[kind][l1, h1, l2] = 0.5 * (pattern[l2].double() - p2.double()).abs().sum(-1).mean(dim=(0, 2))
+            bar.update(1)
+    bar.close()
+    return Effects(out, direction, ablation, int(tokens.shape[0]), int(tokens.shape[1]))
+
+
+def _v_effects(o: Tensor, o2: Tensor) -> tuple[Tensor, Tensor]:
+    """``(head,)`` mean ``|‖o'‖ − ‖o‖| / ‖o‖`` and mean ``‖o' − o‖ / ‖o‖`` over positions where
+    ``‖o‖ > 0``, for head outputs ``(batch, seq, head, d_model)``."""
+    o, o2 = o.double(), o2.double()
+    n = o.norm(dim=-1)
+    keep = (n > 0).double()
+    count = keep.sum(dim=(0, 1)).clamp_min(1)
+    norm_change = ((o2.norm(dim=-1) - n).abs() / n.clamp_min(1e-300) * keep).sum(dim=(0, 1)) / count
+    turn = ((o2 - o).norm(dim=-1) / n.clamp_min(1e-300) * keep).sum(dim=(0, 1)) / count
+    return norm_change, turn
 
 
 @torch.no_grad()
@@ -31,11 +131,7 @@ def interventional_composition(model, tokens: Tensor, kinds: str = "QKV", ablati
     """``{kind: (L, H, L, H)}`` effects (float64; NaN except for earlier → later layer pairs)
     of ``model`` (a ``ToyTransformer``, or anything with its ``forward(tokens, cache=, edits=)``
     hooks) on ``tokens: (batch, pos)``."""
-    if ablation not in ("mean", "zero"):
-        raise OptionError(f"ablation={ablation!r}: use 'mean' or 'zero'")
-    kinds = check_kinds(kinds)
-    if tokens.ndim != 2 or tokens.shape[0] < 1:
-        raise OptionError(f"tokens must be (batch, pos), got shape {tuple(tokens.shape)}")
+    kinds = _check(kinds, ablation, tokens)
     cache: dict = {}
     model(tokens, cache=cache)
     L = sum(1 for k in cache if k.startswith("pattern."))
