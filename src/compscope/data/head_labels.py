@@ -89,3 +89,91 @@ def toy_labels(model, sequences: int = 200, half: int = 32, seed: int = 12345):
         return None
     toy, _ = load_toy(path)
     return label_heads(toy, held_out_repeats(toy, sequences, half, seed))
+
+
+#: the activation labels of :func:`activation_labels`, as column names
+LABELS = ("induction", "previous_token", "duplicate_token", "sink")
+
+
+@dataclass(frozen=True)
+class ActivationLabels:
+    """Per head ``(layer, head)`` float64: the mean of each label over all sequences (``mean``) and
+    the standard deviation of the per-batch means (``spread``); labels are :data:`LABELS`:
+
+    - ``induction``: attention from position ``i`` of the second copy to ``i − half + 1``;
+    - ``previous_token``: attention from ``i`` to ``i − 1`` (every ``i ≥ 1``);
+    - ``duplicate_token``: attention from ``i`` of the second copy to ``i − half``, the earlier
+      occurrence of the same token;
+    - ``sink``: attention on the first position (every ``i ≥ 1``).
+    """
+
+    mean: dict[str, Tensor]
+    spread: dict[str, Tensor]
+    sequences: int
+    half: int
+    start: int
+    seed: int
+    batches: int
+
+    def __getattr__(self, name: str) -> Tensor:
+        if name in LABELS:
+            return self.mean[name]
+        raise AttributeError(name)
+
+    def to_pandas(self):
+        """One row per head: ``layer, head`` and every label, then its spread (``<label>_spread``)."""
+        import pandas as pd
+
+        L, H = self.mean["induction"].shape
+        rows = {"layer": [l for l in range(L) for _ in range(H)], "head": [h for _ in range(L) for h in range(H)]}
+        rows.update({k: self.mean[k].flatten().tolist() for k in LABELS})
+        rows.update({f"{k}_spread": self.spread[k].flatten().tolist() for k in LABELS})
+        df = pd.DataFrame(rows)
+        df.attrs.update(sequences=self.sequences, half=self.half, seed=self.seed, batches=self.batches)
+        return df
+
+
+def pattern_labels(pattern: Tensor, half: int, start: int) -> dict[str, Tensor]:
+    """The four labels of one layer from its patterns ``(batch, head, q, k)`` on ``[first] t t``
+    sequences (``start``: 1 with a first token, else 0): ``{label: (batch, head)}``."""
+    T = pattern.shape[-1]
+    if T != start + 2 * half:
+        raise OptionError(f"pattern over {T} positions, expected {start} + 2 x {half}")
+    i = torch.arange(start + half, start + 2 * half)
+    every = torch.arange(1, T)
+    return {
+        "induction": pattern[:, :, i, i - half + 1].mean(-1),
+        "previous_token": pattern[:, :, every, every - 1].mean(-1),
+        "duplicate_token": pattern[:, :, i, i - half].mean(-1),
+        "sink": pattern[:, :, every, 0].mean(-1),
+    }
+
+
+@torch.no_grad()
+def activation_labels(runner, reps, batch_size: int = 16, progress: bool = True) -> ActivationLabels:
+    """:class:`ActivationLabels` of ``runner``'s model (:mod:`compscope.data.runner`) on the repeated
+    sequences ``reps`` (:func:`compscope.data.sequences.repeats`), ``batch_size`` sequences at a
+    time (memory: one batch's patterns of one layer)."""
+    from ..progress import progress_bar
+    from .runner import layer_state
+
+    hw = runner.hw
+    n = reps.tokens.shape[0]
+    per_batch: dict[str, list[Tensor]] = {k: [] for k in LABELS}
+    sizes = []
+    bar = progress_bar(n, "activation labels", enabled=progress)
+    for b0 in range(0, n, batch_size):
+        tok = reps.tokens[b0 : b0 + batch_size]
+        tr = runner.trace(tok)
+        got = [pattern_labels(layer_state(hw, l, tr.resid[l]).pattern.double(), reps.half, reps.start)
+               for l in range(hw.n_layers)]
+        for k in LABELS:
+            per_batch[k].append(torch.stack([g[k].mean(0) for g in got]))  # (layer, head)
+        sizes.append(tok.shape[0])
+        bar.update(tok.shape[0])
+    bar.close()
+    w = torch.tensor(sizes, dtype=torch.float64)
+    mean = {k: (torch.stack(v) * w[:, None, None]).sum(0) / w.sum() for k, v in per_batch.items()}
+    spread = {k: torch.stack(v).std(0, correction=0) if len(v) > 1 else torch.zeros_like(mean[k])
+              for k, v in per_batch.items()}
+    return ActivationLabels(mean, spread, n, reps.half, reps.start, reps.seed, len(sizes))

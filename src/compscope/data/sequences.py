@@ -1,0 +1,117 @@
+"""Data every machine has, made offline and seeded: repeated random token sequences, and natural
+text assembled from the docstrings of the installed Python standard library.
+
+- :func:`repeats`: ``[bos] t t`` with ``t`` uniform random tokens (``bos`` only where the model
+  expects a first token): in the second copy only in-context copying predicts the next token,
+  so the activation labels read induction and duplicate-token heads there.
+- :func:`natural_text`: the docstrings of a fixed list of standard-library modules (their
+  classes and functions, in source order), tokenised with the model's own tokenizer and cut into
+  sequences; ``seed`` picks which. It is English technical prose, the same on every machine with
+  the same Python minor version (the version is recorded with the results).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import inspect
+import sys
+import warnings
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ..errors import OptionError
+
+#: modules whose docstrings make the natural text (all in every CPython installation)
+STDLIB_MODULES = (
+    "argparse", "collections", "functools", "itertools", "pathlib", "json", "csv", "datetime", "decimal",
+    "fractions", "statistics", "random", "string", "textwrap", "difflib", "heapq", "bisect", "contextlib",
+    "dataclasses", "enum", "typing", "logging", "unittest", "inspect", "tokenize", "shutil", "tempfile",
+    "subprocess", "threading", "queue", "socket", "email", "http.client", "urllib.parse", "zipfile",
+    "tarfile", "gzip", "pickle", "copy", "pprint", "calendar", "locale", "gettext", "optparse", "pdb",
+)
+
+
+@dataclass(frozen=True)
+class Repeats:
+    """``tokens: (n, start + 2·half)``: an optional first token, then ``t, t``; ``start`` is 1 with
+    a first token and 0 without; the seed they were drawn with."""
+
+    tokens: Tensor
+    half: int
+    start: int
+    seed: int
+
+    @property
+    def second(self) -> Tensor:
+        """Positions of the second copy."""
+        return torch.arange(self.start + self.half, self.start + 2 * self.half)
+
+
+def repeats(n: int, half: int, n_vocab: int, seed: int, bos: int | None = None, *,
+            avoid: tuple[int, ...] = ()) -> Repeats:
+    """``n`` sequences ``[bos] t t``, ``len(t) = half``, tokens uniform over ``0 … n_vocab − 1``
+    without the ids in ``avoid`` (special tokens), seeded."""
+    if half < 2 or n < 1:
+        raise OptionError(f"repeated sequences need n >= 1 and half-length >= 2, got n={n}, half={half}")
+    allowed = torch.ones(n_vocab, dtype=torch.bool)
+    allowed[[a for a in avoid if 0 <= a < n_vocab]] = False
+    pool = allowed.nonzero().flatten()
+    g = torch.Generator().manual_seed(seed)
+    t = pool[torch.randint(len(pool), (n, half), generator=g)]
+    parts = ([torch.full((n, 1), bos, dtype=torch.long)] if bos is not None else []) + [t, t]
+    return Repeats(torch.cat(parts, dim=1), half, 1 if bos is not None else 0, seed)
+
+
+@functools.lru_cache(maxsize=4)
+def stdlib_text(modules: tuple[str, ...] = STDLIB_MODULES) -> str:
+    """The docstrings of ``modules`` and of their public classes and functions, paragraphs joined."""
+    with warnings.catch_warnings():  # reading some attributes (typing.io) warns of deprecation
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return _docstrings(modules)
+
+
+def _docstrings(modules: tuple[str, ...]) -> str:
+    parts = []
+    for name in modules:
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:  # a trimmed installation: skip, the version string records which Python
+            continue
+        doc = inspect.getdoc(mod)
+        if doc:
+            parts.append(doc)
+        for attr, obj in sorted(vars(mod).items()):
+            if attr.startswith("_") or getattr(obj, "__module__", None) != mod.__name__:
+                continue
+            if inspect.isclass(obj) or inspect.isfunction(obj):
+                d = inspect.getdoc(obj)
+                if d and len(d) > 40:
+                    parts.append(d)
+    return "\n\n".join(parts)
+
+
+def natural_text(tokenizer, n: int, seq_len: int, seed: int, bos: int | None = None) -> Tensor:
+    """``(n, seq_len)`` token ids of standard-library docstrings (module docstring), ``[bos]`` first
+    when given; ``seed`` picks the ``n`` windows out of the whole text."""
+    if tokenizer is None:
+        raise OptionError("natural text needs the model's tokenizer, and this model has none (a toy model, or a "
+                          "folder without tokenizer files)")
+    body = seq_len - (bos is not None)
+    ids = torch.tensor(tokenizer.encode(stdlib_text(), add_special_tokens=False), dtype=torch.long)
+    windows = len(ids) // body
+    if windows < n:
+        raise OptionError(f"the standard-library text gives {windows} sequences of {seq_len} tokens; asked for {n}")
+    g = torch.Generator().manual_seed(seed)
+    pick = torch.randperm(windows, generator=g)[:n].sort().values
+    out = ids[: windows * body].view(windows, body)[pick]
+    if bos is not None:
+        out = torch.cat([torch.full((n, 1), bos, dtype=torch.long), out], dim=1)
+    return out
+
+
+def python_version() -> str:
+    """The Python version whose standard library made the text (recorded with results)."""
+    return ".".join(map(str, sys.version_info[:3]))
