@@ -83,7 +83,41 @@ def test_toy_metric_by_name_and_errors():
         residual_second_moments(toy(), torch.zeros(0, 3, dtype=torch.long))
 
 
-def test_cli_scores_with_the_data_metric(capsys):
+def test_cli_scores_with_the_data_metric(capsys, tmp_path):
     assert main(["scores", "--metric", "activations", "--kinds", "K", "--top", "1"]) == 0
     assert "metric activations" in capsys.readouterr().out
-    assert main(["scores", "smollm2", "--metric", "activations"]) == 2
+    import compscope
+
+    native = tmp_path / "native"
+    compscope.loading.formats.native.save(compscope.load("induction-2l"), native)
+    assert main(["scores", str(native), "--metric", "activations"]) == 2  # weights alone do not run
+    assert "could not load the model to run it" in capsys.readouterr().err
+
+
+def test_second_moments_of_a_transformers_model_equal_what_its_attention_reads():
+    """A tiny random Llama: G_l from the runner equals E[x xᵀ] of the input HF's own self_attn
+    receives (after input_layernorm, gain included), by a hook on that module."""
+    pytest.importorskip("transformers")
+    from hf_tiny import BY_ID, build, random_ids
+
+    import compscope
+    from compscope.data.residual_moments import data_activation_metric, runner_second_moments
+    from compscope.data.runner import runner_for
+
+    model = build(BY_ID["llama-gqa-bias"])
+    runner = runner_for(model, compscope.load(model))
+    ids = random_ids(batch=5)
+    seen = {}
+    hooks = [b.self_attn.register_forward_pre_hook(
+        lambda m, a, k, i=i: seen.__setitem__(i, k["hidden_states"].detach()), with_kwargs=True)
+        for i, b in enumerate(model.model.layers)]
+    with torch.no_grad():
+        model(input_ids=ids)
+    for h in hooks:
+        h.remove()
+    got = runner_second_moments(runner, ids, batch_size=2)
+    for layer, x in seen.items():
+        x = x.reshape(-1, x.shape[-1]).double()
+        torch.testing.assert_close(got[layer], x.T @ x / x.shape[0], rtol=1e-5, atol=1e-7)
+    met = data_activation_metric(runner, sequences=4, seq_len=8)  # no tokenizer: repeated random sequences
+    assert met.name == "activations" and set(met.sqrt) == set(range(runner.hw.n_layers))

@@ -110,6 +110,38 @@ def positional_previous(hw: HeadWeights) -> Tensor:
     return torch.stack(out)
 
 
+def rotary_previous(hw: HeadWeights, window: int = 64) -> Tensor:
+    """``(layer, head)`` previous-token scores of rotary heads from the weights: the QK logit as a
+    function of the relative offset ``δ = i − j`` alone, with the content part under a stated
+    distribution — query and key tokens drawn independently and uniformly from the vocabulary,
+    each embedding passed through the layer's attention norm (gain included) — so the expected
+    logit is ``μ_lᵀ W_Q^ᵀ R(−δ) W_K μ_l + biases`` with ``μ_l`` the mean normed embedding; softmax
+    over ``δ = 0 … window − 1`` (the keys a query at position ``window − 1`` sees, within the
+    layer's sliding window), and the mass on ``δ = 1``. A ranking of heads by how much their
+    weights alone prefer the previous position; position-independent content (induction,
+    duplicate tokens) is averaged out by design."""
+    from ..core.attention import project, read_input
+
+    if hw.rotary is None:
+        raise OptionError(f"{hw.meta.name}: rotary scores need rotary positions; this model's are {hw.positions!r}")
+    E = hw.W_E.T.to(torch.float32)  # (n_vocab, d)
+    out = []
+    delta = torch.arange(window)
+    for layer in range(hw.n_layers):
+        mu = torch.zeros(hw.d_model, dtype=_F64)
+        for part in E.split(8192):  # the normed embeddings, in chunks (vocabularies reach 262,144)
+            mu += read_input(hw, layer, part).to(_F64).sum(0)
+        mu = (mu / E.shape[0])[None, None].float()  # (1, 1, d): one token at one position
+        q = project(hw, layer, "Q", mu, positions=torch.zeros(1))  # (1, H, 1, r), unrotated (position 0)
+        k = project(hw, layer, "K", mu.expand(1, window, -1), positions=-delta)  # key at offset δ behind
+        logits = hw.scale * (q @ k.transpose(-1, -2))[0, :, 0]  # (H, window)
+        w = hw.sliding_window[layer] if hw.sliding_window else None
+        if w is not None:
+            logits = logits.masked_fill(delta[None] >= w, float("-inf"))
+        out.append(logits.double().softmax(-1)[:, 1])
+    return torch.stack(out)
+
+
 @dataclass(frozen=True)
 class Circuits:
     """Per-head scores read from the weights, ``(layer, head)`` float64 each; ``copying`` is None
@@ -132,7 +164,7 @@ def head_circuits(hw: HeadWeights, measure: str = "frobenius", *, offset: float 
 
     copying = None if hw.W_U is None else copying_scores(hw)
     matching = matching_scores(hw, offset)
-    previous = None if hw.W_pos is None else positional_previous(hw)
+    previous = positional_previous(hw) if hw.W_pos is not None else rotary_previous(hw) if hw.rotary is not None else None
     induction = None
     if previous is not None and copying is not None:
         induction = torch.zeros_like(copying)

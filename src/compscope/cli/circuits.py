@@ -39,7 +39,7 @@ def report(args) -> str:
     found = {"copying": c.copying, "matching": c.matching, "prev-token": c.previous, "induction": c.induction}
     cols = {k: v for k, v in found.items() if v is not None}
     missing = ([] if c.copying is not None else ["no unembedding, so no copying"]) + \
-        ([] if c.previous is not None else ["no learned positions, so no previous-token"])
+        ([] if c.previous is not None else ["no learned or rotary positions, so no previous-token"])
     lines = [f"{c.model}: circuits from the weights (induction: K-composition by {c.measure}"
              + "".join(f"; {m}" for m in missing) + (" or induction scores" if missing else "") + ")"]
     labels = None if hw.meta.processing else toy_labels(args.model)

@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from ..errors import OptionError
+from .common import output_folder
 
 HELP = "train a toy transformer on induction data, saving log-spaced checkpoints"
 DESCRIPTION = "Train a toy model from a preset; options override the preset's values."
@@ -63,7 +64,7 @@ def add_arguments(p) -> None:
 def run(args) -> None:
     from ..toy.train import PRESETS, train
 
-    _check_out(args.out)
+    output_folder(args.out)
     preset = PRESETS[args.preset]
     changes: dict[str, dict] = {"model": {}, "data": {}, "train": {}}
     for opt, (which, field) in _OVERRIDES.items():
@@ -98,12 +99,3 @@ def summary(log: list[dict], name: str, folder: str) -> str:
     if ind:
         lines.append("best induction head (layer >= 1)  {1}.{2}  score {0:.3f}".format(*max(ind)))
     return "\n".join(lines)
-
-
-def _check_out(out: str) -> None:
-    """The run folder: new or a folder (never a file), inside a folder that exists."""
-    path = Path(out)
-    if path.exists() and not path.is_dir():
-        raise OptionError(f"--out {out}: is a file; give a folder for the run")
-    if not path.parent.is_dir():
-        raise OptionError(f"--out {out}: the folder {path.parent} does not exist (create it first)")

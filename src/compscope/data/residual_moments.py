@@ -1,13 +1,16 @@
 """The ``activations`` metric from data (spec, "Symmetries and metrics"): the second
 moment ``G_l = E[x xᵀ]`` of the residual that layer ``l``'s heads read, estimated on token
-sequences run through a model compscope can run (its toy models).
+sequences run through a model compscope can run (:mod:`compscope.data.runner`): toy models on
+held-out repeated random sequences, ``transformers`` models on natural text (the standard
+library's docstrings, :mod:`compscope.data.sequences`) tokenised by their own tokenizer.
 
 ``x`` is what the heads' ``W_Q``, ``W_K`` and ``W_V`` multiply: the residual before layer ``l``
 after that layer's norm (with its gain, as ``HeadWeights`` keeps the norms unfolded), averaged
 over every sequence and position in float64. Under a change of residual basis ``T`` the
 residual moves as ``x → T x``, so ``G_l → T G_l Tᵀ``: the metric that makes every measure
 invariant (``compscope.core.metrics``). Layer 0's moment is estimated like the others, although no
-pair reads through it.
+pair reads through it. Norm gains are part of ``x`` (unfolded, as ``HeadWeights`` keeps them);
+the metric is estimated on the unprocessed model only (processing changes what the heads read).
 """
 
 from __future__ import annotations
@@ -56,6 +59,37 @@ def toy_activation_metric(model, sequences: int = 200, half: int = 32, seed: int
     return activations(residual_second_moments(toy, held_out_repeats(toy, sequences, half, seed)), ridge)
 
 
+@torch.no_grad()
+def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16) -> dict[int, Tensor]:
+    """``{layer: (d, d)}`` float64 second moments of what each layer's heads read, for any runner
+    on ``tokens: (batch, seq)``, ``batch_size`` sequences at a time."""
+    from ..core.attention import read_input
+
+    hw = runner.hw
+    acc = {l: torch.zeros(hw.d_model, hw.d_model, dtype=torch.float64) for l in range(hw.n_layers)}
+    count = 0
+    for b0 in range(0, tokens.shape[0], batch_size):
+        tr = runner.trace(tokens[b0 : b0 + batch_size])
+        for l in range(hw.n_layers):
+            x = read_input(hw, l, tr.resid[l]).reshape(-1, hw.d_model).double()
+            acc[l] += x.T @ x
+        count += tr.resid[0].shape[0] * tr.resid[0].shape[1]
+    return {l: G / count for l, G in acc.items()}
+
+
+def data_activation_metric(runner, sequences: int = 64, seq_len: int = 128, seed: int = METRIC_SEED,
+                           ridge: float = DEFAULT_RIDGE) -> Metric:
+    """The ``activations`` metric of a runner's model: on natural text when it has a tokenizer
+    (``sequences`` of ``seq_len`` tokens), else on held-out repeated random sequences."""
+    from .sequences import natural_text, repeats
+
+    if runner.tokenizer is not None:
+        tokens = natural_text(runner.tokenizer, sequences, seq_len, seed, runner.bos)
+    else:
+        tokens = repeats(sequences, max(2, seq_len // 2), runner.hw.n_vocab, seed, runner.bos).tokens
+    return activations(runner_second_moments(runner, tokens), ridge)
+
+
 def activations_metric(hw, ridge: float, model) -> Metric:
     """The registered ``activations`` metric (``compscope.core.metrics.METRICS``): estimated on
     data for ``model``, which must be the source ``hw`` was loaded from (a name or folder)."""
@@ -66,4 +100,10 @@ def activations_metric(hw, ridge: float, model) -> Metric:
     if hw.meta.processing:
         raise OptionError("metric 'activations' is estimated on the unprocessed model: drop the processing options "
                           f"({', '.join(hw.meta.processing)})")
-    return toy_activation_metric(model, ridge=ridge)
+    from ..loading.builtin import find_toy
+
+    if find_toy(model) is not None:
+        return toy_activation_metric(model, ridge=ridge)
+    from .runner import runner_for
+
+    return data_activation_metric(runner_for(model, hw), ridge=ridge)

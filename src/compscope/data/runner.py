@@ -175,10 +175,15 @@ def _hf_runner(path: Path, hw: HeadWeights) -> HFRunner:
     if gguf is not None:
         kw["gguf_file"] = gguf
     auto = transformers.AutoModel if not hw.causal else transformers.AutoModelForCausalLM
+    quiet = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()  # compscope's own bar speaks for the work
     try:
         model = auto.from_pretrained(str(folder), **kw)
     except Exception as e:  # transformers raises many kinds; the message names the cause
         raise OptionError(f"{path}: transformers could not load the model to run it ({one_line(e)})") from e
+    finally:
+        if quiet:
+            transformers.utils.logging.enable_progress_bar()
     tokenizer = None
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), **({"gguf_file": gguf} if gguf else {}),

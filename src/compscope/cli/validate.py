@@ -1,0 +1,43 @@
+"""``compscope validate``: which measure × metric agrees with the model's behaviour on data."""
+
+from __future__ import annotations
+
+from .common import count, output_folder
+
+HELP = "judge every measure x metric against interventions and activation labels on data"
+EXAMPLE = ("examples:\n  compscope validate --out verdict\n"
+           "  compscope validate smollm2 --out verdict-smollm2 --intervention-sequences 8")
+
+
+def add_arguments(p) -> None:
+    from ..defaults import DEFAULT_MODEL
+
+    p.add_argument("model", nargs="?", default=DEFAULT_MODEL,
+                   help=f"a toy model, HuggingFace folder, .gguf file or built-in name (default {DEFAULT_MODEL})")
+    p.add_argument("--out", help="folder for head_labels.csv, interventions.parquet, verdict.csv, heads.csv, run.json")
+    p.add_argument("--sequences", type=count, default=64, help="repeated random sequences for the labels (default 64)")
+    p.add_argument("--half", type=count, default=32, help="length of the repeated half |t| (default 32)")
+    p.add_argument("--seed", type=int, default=12345, help="seed of the sequences (default 12345)")
+    p.add_argument("--intervention-sequences", type=count, default=16,
+                   help="of those, how many the interventions run on (default 16)")
+    p.add_argument("--kinds", default="QKV", help="any of Q, K, V (default QKV)")
+    p.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
+                   help="a metric (repeatable; default identity, embed and activations)")
+    p.add_argument("--ablation", default="mean", choices=["mean", "zero"], help="how h1's output is removed (default mean)")
+    p.add_argument("--prev-threshold", type=float, default=0.4, help="previous-token label of a true writer (default 0.4)")
+    p.add_argument("--induction-threshold", type=float, default=0.3, help="induction label of a true reader (default 0.3)")
+    p.add_argument("--top", type=count, help="rows of the ranked table to print (default all)")
+
+
+def run(args) -> None:
+    from ..data.validate import DEFAULT_METRICS, validate
+
+    output_folder(args.out)
+    v = validate(args.model, sequences=args.sequences, half=args.half, seed=args.seed,
+                 intervention_sequences=args.intervention_sequences, kinds=args.kinds,
+                 metrics=args.metrics or DEFAULT_METRICS, ablation=args.ablation, prev_threshold=args.prev_threshold,
+                 induction_threshold=args.induction_threshold)
+    print(v.format(args.top))
+    if args.out:
+        for p in v.save(args.out):
+            print(f"wrote {p}")

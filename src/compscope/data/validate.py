@@ -1,0 +1,270 @@
+"""The verdict: which measure × metric agrees with what the model does on data.
+
+``validate(model)`` runs the model (:mod:`compscope.data.runner`) on seeded repeated random
+sequences and measures, for the same weights:
+
+1. the activation labels of every head (:func:`compscope.data.head_labels.activation_labels`);
+2. the interventional composition of every pair and kind (:mod:`compscope.data.intervene`);
+3. every measure of every pair under each metric (the engine, every pair: ``pairs='all'``).
+
+It then judges each measure × metric:
+
+- ``spearman``: rank correlation with the interventional effect over all earlier → later pairs
+  of the kind (for V also ``spearman_direction``, against ``‖o' − o‖ / ‖o‖``);
+- ``auroc`` (kind K only): how well the measure separates the *true previous-token → induction
+  pairs* from all other K pairs: ``h1`` with a previous-token label ``≥ prev_threshold``, ``h2``
+  in a later layer with an induction label ``≥ induction_threshold`` (the thresholds are
+  options and are recorded); the probability that a true pair scores above a false one, ties
+  counted half; NaN when there is no true pair;
+- the axioms the measure keeps, from its declaration (which the axiom battery checks).
+
+And the weight-only head scores (:mod:`compscope.analysis.circuits`: previous-token from
+positions, induction from copying × previous × K-composition) against the activation labels:
+Spearman over heads, and the precision of the top 5 (the share of the five heads the weights
+rank highest whose label passes its threshold).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from ..errors import OptionError
+
+#: metrics judged by default (each skipped, with a note, where the model lacks what it needs)
+DEFAULT_METRICS = ("identity", "embed", "activations")
+
+
+@dataclass
+class Verdict:
+    """Everything :func:`validate` measured, and the judgement (module docstring)."""
+
+    model: str
+    labels: object  # ActivationLabels
+    effects: object  # Effects
+    tables: dict  # metric -> ScoreTable
+    rows: list[dict]
+    heads: list[dict]
+    options: dict
+    notes: list[str] = field(default_factory=list)
+
+    def verdict_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.rows)
+
+    def interventions_frame(self):
+        """One row per pair and kind: ``kind, src_layer, src_head, dst_layer, dst_head, effect``
+        (and ``effect_direction`` for V)."""
+        import pandas as pd
+
+        rows = []
+        for kind, t in self.effects.by_kind.items():
+            idx = torch.isfinite(t).nonzero().tolist()
+            for l1, h1, l2, h2 in idx:
+                row = {"kind": kind, "src_layer": l1, "src_head": h1, "dst_layer": l2, "dst_head": h2,
+                       "effect": float(t[l1, h1, l2, h2])}
+                if kind == "V" and self.effects.v_direction is not None:
+                    row["effect_direction"] = float(self.effects.v_direction[l1, h1, l2, h2])
+                rows.append(row)
+        df = pd.DataFrame(rows)
+        df.attrs.update(ablation=self.effects.ablation, sequences=self.effects.sequences, seq_len=self.effects.seq_len)
+        return df
+
+    def save(self, out: str | Path) -> list[Path]:
+        """Write ``head_labels.csv``, ``interventions.parquet``, ``verdict.csv``, ``heads.csv`` and
+        ``run.json`` (options, thresholds, notes) into the folder ``out`` (created; its parent must
+        exist)."""
+        import pandas as pd
+
+        out = Path(out)
+        if out.exists() and not out.is_dir():
+            raise OptionError(f"{out}: is a file; give a folder for the results")
+        if not out.parent.is_dir():
+            raise OptionError(f"{out}: the folder {out.parent} does not exist")
+        out.mkdir(exist_ok=True)
+        labels = self.labels.to_pandas()
+        paths = [out / "head_labels.csv", out / "interventions.parquet", out / "verdict.csv", out / "heads.csv",
+                 out / "run.json"]
+        labels.to_csv(paths[0], index=False)
+        self.interventions_frame().to_parquet(paths[1], index=False)
+        self.verdict_frame().to_csv(paths[2], index=False)
+        pd.DataFrame(self.heads).to_csv(paths[3], index=False)
+        paths[4].write_text(json.dumps({"model": self.model, **self.options, "notes": self.notes}, indent=1))
+        return paths
+
+    def format(self, top: int | None = None) -> str:
+        """The ranked table (by K AUROC, then K Spearman), the head rankings and the strongest heads."""
+        o = self.options
+        lab = self.labels
+        lines = [f"{self.model}: {o['sequences']} repeated random sequences [t, t], |t| = {o['half']} (seed {o['seed']}); "
+                 f"interventions ({o['ablation']}-ablation) on {o['intervention_sequences']} of them"]
+        for name, key in (("induction", "induction"), ("previous-token", "previous_token")):
+            t = lab.mean[key]
+            best = _top_heads(t, 5)
+            lines.append(f"top {name} heads (data): " + "   ".join(f"{l}.{h} {v:.2f}" for (l, h), v in best))
+        lines.append(f"true previous-token -> induction K-pairs: {o['true_pairs']} (previous-token >= {o['prev_threshold']}, "
+                     f"induction >= {o['induction_threshold']})")
+        kinds = [k for k in "QKV" if k in self.effects.by_kind]
+        header = f"{'measure':<20} {'metric':<12}" + "".join(f" {'rho ' + k:>7}" for k in kinds) + \
+            (f" {'AUROC K':>8}" if "K" in kinds else "") + "  axioms kept"
+        lines += ["", header]
+        by = {}
+        for r in self.rows:
+            by.setdefault((r["measure"], r["metric"]), {})[r["kind"]] = r
+        def key(item):  # noqa: E306
+            k = item[1].get("K", {})
+            a, s = k.get("auroc", float("nan")), k.get("spearman", float("nan"))
+            return (-(a if a == a else -1), -(s if s == s else -1))
+        ranked = sorted(by.items(), key=key)
+        for (m, met), ks in ranked[:top] if top else ranked:
+            cells = "".join(f" {_fmt(ks.get(k, {}).get('spearman')):>7}" for k in kinds)
+            au = f" {_fmt(ks.get('K', {}).get('auroc')):>8}" if "K" in kinds else ""
+            ax = next(iter(ks.values()))["axioms"]
+            lines.append(f"{m:<20} {met:<12}{cells}{au}  {ax}")
+        if self.heads:
+            lines += ["", "weights vs data, per head: " + "   ".join(
+                f"{h['score']}: Spearman {_fmt(h['spearman'])}, precision of the top 5 {_fmt(h['precision_top5'])}"
+                for h in self.heads)]
+        lines += [f"note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def _fmt(v) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
+
+
+def _top_heads(t: Tensor, n: int):
+    from ..results.table import top_entries
+
+    return top_entries(t, n)
+
+
+def auroc(scores: Tensor, truth: Tensor) -> float:
+    """The probability that a random true item scores above a random false one (ties count ½),
+    over the entries where ``scores`` is finite; NaN without both classes."""
+    keep = torch.isfinite(scores)
+    s, y = scores[keep].double(), truth[keep].bool()
+    pos, neg = s[y], s[~y]
+    if len(pos) == 0 or len(neg) == 0:
+        return float("nan")
+    # rank-sum (Mann–Whitney U), average ranks for ties
+    allv = torch.cat([pos, neg])
+    order = allv.argsort()
+    ranks = torch.empty_like(allv)
+    ranks[order] = torch.arange(1, len(allv) + 1, dtype=torch.float64)
+    for v in allv[order].unique_consecutive():  # average the ranks of tied values
+        tied = allv == v
+        if int(tied.sum()) > 1:
+            ranks[tied] = ranks[tied].mean()
+    u = float(ranks[: len(pos)].sum()) - len(pos) * (len(pos) + 1) / 2
+    return u / (len(pos) * len(neg))
+
+
+def true_pairs(previous: Tensor, induction: Tensor, prev_threshold: float, induction_threshold: float) -> Tensor:
+    """``(L, H, L, H)`` bool: ``h1`` previous-token, ``h2`` induction, ``h1``'s layer before ``h2``'s."""
+    L, H = previous.shape
+    t = (previous >= prev_threshold)[:, :, None, None] & (induction >= induction_threshold)[None, None]
+    later = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)[:, None, :, None]
+    return t & later
+
+
+def precision_at(weights: Tensor, truth: Tensor, n: int = 5) -> float:
+    """The share of the ``n`` heads ranked highest by ``weights`` that are true."""
+    top = [i for i, _ in _top_heads(weights, n)]
+    return sum(bool(truth[i]) for i in top) / max(1, len(top))
+
+
+def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, intervention_sequences: int = 16,
+             kinds: str = "QKV", metrics=DEFAULT_METRICS, ablation: str = "mean", prev_threshold: float = 0.4,
+             induction_threshold: float = 0.3, batch_size: int = 16, progress: bool = True) -> Verdict:
+    """Judge every measure × metric on ``model`` against its behaviour on data (module docstring).
+
+    ``model``: anything :func:`compscope.data.runner.runner_for` runs (a toy folder or name, a
+    HuggingFace folder, a ``.gguf`` file, a built-in, a ``transformers`` model)."""
+    from ..analysis.circuits import head_circuits
+    from ..analysis.stats import spearman
+    from ..core.factors import check_kinds
+    from ..core.metrics import get_metric
+    from ..engine.composition import scores
+    from ..loading.sources import load
+    from ..measures import MEASURES
+    from ..measures import AXIOMS
+    from .head_labels import activation_labels
+    from .intervene import intervention_effects
+    from .runner import runner_for
+    from .sequences import python_version, repeats
+
+    kinds = check_kinds(kinds)
+    for name, v in (("sequences", sequences), ("half", half), ("intervention_sequences", intervention_sequences)):
+        if not isinstance(v, int) or v < (2 if name == "half" else 1):
+            raise OptionError(f"{name}={v!r}: expected a positive integer" + (" >= 2" if name == "half" else ""))
+    hw = load(model) if not hasattr(model, "W_Q") else model
+    runner = runner_for(model, hw)
+    hw = runner.hw
+    special = tuple(t for t in (runner.bos, *(_special_ids(runner))) if t is not None)
+    reps = repeats(sequences, half, hw.n_vocab, seed, runner.bos, avoid=special)
+    labels = activation_labels(runner, reps, batch_size, progress)
+    n_int = min(intervention_sequences, sequences)
+    notes = []
+    if hw.norm_placement == "post":
+        effects = None
+        notes.append("post-LN model: no interventions (the direct path is not defined); only head rankings")
+    else:
+        effects = intervention_effects(runner, reps.tokens[:n_int], kinds, ablation, progress=progress)
+    truth = true_pairs(labels.previous_token, labels.induction, prev_threshold, induction_threshold)
+    rows, tables = [], {}
+    for name in metrics:
+        try:
+            met = get_metric(name, hw, model=model)
+        except OptionError as e:
+            notes.append(f"metric {name} skipped: {e}")
+            continue
+        table = scores(hw, kinds, "all", met, pairs="all", progress=progress)
+        tables[name] = table
+        if effects is None:
+            continue
+        for m in table.measures:
+            meas = MEASURES.get(m)
+            kept = [a for a in AXIOMS if a in meas.satisfies]
+            for kind in kinds:
+                dense = table.dense(m, kind)
+                row = {"measure": m, "metric": name, "kind": kind,
+                       "spearman": spearman(dense, effects.by_kind[kind]),
+                       "auroc": auroc(dense, truth) if kind == "K" else float("nan"),
+                       "spearman_direction": spearman(dense, effects.v_direction) if kind == "V" else float("nan"),
+                       "axioms": f"{len(kept)}/{len(AXIOMS)}", "axioms_failed": ",".join(a for a in AXIOMS if a not in kept)}
+                rows.append(row)
+    heads = []
+    circ = head_circuits(hw)
+    for score, weights, label, thr in (("induction", circ.induction, labels.induction, induction_threshold),
+                                       ("previous_token", circ.previous, labels.previous_token, prev_threshold)):
+        if weights is None:
+            notes.append(f"no {score} score from the weights for this model (no positions to read, or no unembedding)")
+            continue
+        heads.append({"score": score, "spearman": spearman(weights, label),
+                      "precision_top5": precision_at(weights, label >= thr), "true_heads": int((label >= thr).sum())})
+    options = {"sequences": sequences, "half": half, "seed": seed, "intervention_sequences": n_int, "kinds": kinds,
+               "metrics": list(tables), "ablation": ablation, "prev_threshold": prev_threshold,
+               "induction_threshold": induction_threshold, "true_pairs": int(truth.sum()), "first_token": runner.bos,
+               "python": python_version(), "torch": torch.__version__}
+    if effects is None:
+        from .intervene import Effects
+
+        effects = Effects({}, None, ablation, 0, 0)
+    return Verdict(hw.meta.name, labels, effects, tables, rows, heads, options, notes)
+
+
+def _special_ids(runner) -> list[int | None]:
+    """Token ids a random sequence should not contain (end, padding), where the model names them."""
+    cfg = getattr(getattr(runner, "model", None), "config", None)
+    out = []
+    for key in ("eos_token_id", "pad_token_id"):
+        v = getattr(cfg, key, None)
+        out += v if isinstance(v, list) else [v]
+    return [v for v in out if isinstance(v, int)]

@@ -1,0 +1,82 @@
+"""The verdict (compscope.data.validate, compscope validate): its statistics by hand, its files,
+and on the default model the known circuit judged as such."""
+
+import itertools
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from compscope.cli.main import main
+from compscope.data.validate import auroc, precision_at, true_pairs, validate
+from compscope.errors import OptionError
+
+
+def _auroc_by_counting(s, y):
+    pos = [a for a, t in zip(s, y) if t]
+    neg = [a for a, t in zip(s, y) if not t]
+    wins = sum(1.0 if p > n else 0.5 if p == n else 0.0 for p, n in itertools.product(pos, neg))
+    return wins / (len(pos) * len(neg))
+
+
+def test_auroc_equals_counting_pairs_with_ties_and_nans():
+    g = torch.Generator().manual_seed(0)
+    s = torch.randint(0, 5, (40,), generator=g).double()  # many ties
+    y = torch.rand(40, generator=g) < 0.3
+    s[3] = float("nan")
+    keep = torch.isfinite(s)
+    assert auroc(s, y) == pytest.approx(_auroc_by_counting(s[keep].tolist(), y[keep].tolist()))
+    assert auroc(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([False, False, True])) == 1.0
+    assert auroc(torch.tensor([3.0, 2.0, 1.0]), torch.tensor([False, False, True])) == 0.0
+    assert math.isnan(auroc(torch.tensor([1.0, 2.0]), torch.tensor([False, False])))
+
+
+def test_true_pairs_and_precision():
+    prev = torch.tensor([[0.9, 0.1], [0.8, 0.0]])
+    ind = torch.tensor([[0.5, 0.0], [0.0, 0.6]])
+    t = true_pairs(prev, ind, 0.4, 0.3)
+    assert t.nonzero().tolist() == [[0, 0, 1, 1]]  # 0.0 -> 1.1 only: 1.0 is in no later layer than 0.0's reader
+    assert precision_at(torch.tensor([[0.9, 0.1], [0.2, 0.8]]), torch.tensor([[True, False], [False, False]]), 2) == 0.5
+
+
+@pytest.fixture(scope="module")
+def verdict():
+    return validate("induction-2l", sequences=32, half=16, intervention_sequences=8, progress=False)
+
+
+def test_the_default_model_is_judged_as_its_circuit_says(verdict):
+    """Previous-token heads 0.0, 0.1 and induction heads 1.0-1.3 come out of the labels; their
+    8 pairs are the true K-pairs; frobenius separates them perfectly under every metric."""
+    lab = verdict.labels
+    assert (lab.previous_token[0, :2] > 0.5).all() and (lab.induction[1] > 0.4).all()
+    assert verdict.options["true_pairs"] == 8
+    rows = {(r["measure"], r["metric"], r["kind"]): r for r in verdict.rows}
+    for metric in ("identity", "embed", "activations"):
+        assert rows[("frobenius", metric, "K")]["auroc"] == 1.0
+        assert rows[("frobenius", metric, "K")]["spearman"] > 0.9
+    assert math.isnan(rows[("frobenius", "identity", "Q")]["auroc"])
+    heads = {h["score"]: h for h in verdict.heads}
+    assert heads["induction"]["spearman"] > 0.8 and heads["previous_token"]["spearman"] > 0.8
+
+
+def test_files_have_the_columns_asked_for(verdict, tmp_path):
+    paths = verdict.save(tmp_path / "out")
+    labels = pd.read_csv(paths[0])
+    assert list(labels.columns[:6]) == ["layer", "head", "induction", "previous_token", "duplicate_token", "sink"]
+    inter = pd.read_parquet(paths[1])
+    assert len(inter) == 3 * 16 and set(inter.kind) == {"Q", "K", "V"}  # one row per pair and kind
+    v = pd.read_csv(paths[2])
+    assert list(v.columns[:5]) == ["measure", "metric", "kind", "spearman", "auroc"]
+    assert len(v) == 7 * 3 * 3  # measures x metrics x kinds
+
+
+def test_cli(capsys, tmp_path):
+    assert main(["validate", "--sequences", "16", "--half", "8", "--intervention-sequences", "4", "--kinds", "K",
+                 "--metric", "identity", "--out", str(tmp_path / "v")]) == 0
+    out = capsys.readouterr().out
+    assert "AUROC K" in out and "wrote" in out and (tmp_path / "v" / "verdict.csv").is_file()
+    assert main(["validate", "--out", str(tmp_path / "no" / "such")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    with pytest.raises(OptionError, match="half"):
+        validate("induction-2l", half=1)
