@@ -16,7 +16,10 @@ from compscope.errors import OptionError
 from compscope.data.head_labels import label_heads
 from compscope.loading.builtin import resolve
 from compscope.toy import repeated_random
+from compscope.toy.model import ToyConfig, ToyTransformer
 from compscope.toy.storage import load_toy
+
+import compscope
 
 from test_composition import model, rot_matrix
 
@@ -185,3 +188,24 @@ def test_counts_on_the_command_line_must_be_positive(argv, capsys):
     with pytest.raises(SystemExit) as e:
         main(argv)
     assert e.value.code == 2 and "expected a positive integer" in capsys.readouterr().err
+
+
+def test_rotary_previous_token_score_equals_its_closed_form():
+    """One rotary head, d_head 2, mean embedding (1, 0): W_Q μ = (a, 0), W_K μ = (b, 0), so the
+    logit at offset δ is s·a·b·cos(ω δ); the score is the softmax mass at δ = 1 over δ = 0..63."""
+    from compscope.analysis.circuits import rotary_previous
+
+    cfg = ToyConfig(n_layers=1, n_heads=1, d_model=2, d_head=2, d_vocab=2, n_ctx=64, positions="rotary")
+    m = ToyTransformer(cfg, seed=0)
+    a, b = 3.0, 2.5
+    with torch.no_grad():
+        m.W_E.copy_(torch.tensor([[1.0, 1.0], [1.0, -1.0]]))
+        m.blocks[0].W_Q.copy_(torch.tensor([[[a, 0.0], [0.0, 0.0]]]))
+        m.blocks[0].W_K.copy_(torch.tensor([[[b, 0.0], [0.0, 0.0]]]))
+    hw = m.head_weights()
+    w = float(hw.rotary.inv_freq[0, 0])
+    logits = np.array([hw.scale * a * b * math.cos(w * d) for d in range(64)])
+    want = np.exp(logits[1] - logits.max()) / np.exp(logits - logits.max()).sum()
+    assert float(rotary_previous(hw)[0, 0]) == pytest.approx(want, rel=1e-5)
+    with pytest.raises(OptionError, match="rotary"):
+        rotary_previous(compscope.load("induction-2l"))
