@@ -92,7 +92,17 @@ def data_activation_metric(runner, sequences: int = 64, seq_len: int = 128, seed
 
 def activations_metric(hw, ridge: float, model) -> Metric:
     """The registered ``activations`` metric (``compscope.core.metrics.METRICS``): estimated on
-    data for ``model``, which must be the source ``hw`` was loaded from (a name or folder)."""
+    data for ``model``, which must be the source ``hw`` was loaded from (a name or folder) or a
+    runner already holding the model (:mod:`compscope.data.runner`)."""
+    from .runner import Runner, ToyRunner
+
+    if isinstance(model, ToyRunner):
+        from ..toy.storage import held_out_repeats
+
+        tokens = held_out_repeats(model.model, 200, 32, METRIC_SEED)
+        return activations(residual_second_moments(model.model, tokens), ridge)
+    if isinstance(model, Runner):
+        return data_activation_metric(model, ridge=ridge)
     if model is None or model is hw:
         raise OptionError("metric 'activations' is estimated on data by running the model: pass the model itself "
                           "(a name or folder) to compscope.scores, not HeadWeights, or pass a Metric from "

@@ -221,7 +221,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     rows, tables = [], {}
     for name in metrics:
         try:
-            met = get_metric(name, hw, model=model)
+            met = get_metric(name, hw, model=runner)  # 'activations' runs the model already loaded
         except OptionError as e:
             notes.append(f"metric {name} skipped: {e}")
             continue
