@@ -103,7 +103,8 @@ class Verdict:
         o = self.options
         lab = self.labels
         lines = [f"{self.model}: {o['sequences']} repeated random sequences [t, t], |t| = {o['half']} (seed {o['seed']}); "
-                 f"interventions ({o['ablation']}-ablation) on {o['intervention_sequences']} of them"]
+                 + (f"interventions ({o['ablation']}-ablation) on {o['intervention_sequences']} of them"
+                    if self.effects.sequences else "no interventions")]
         for name, key in (("induction", "induction"), ("previous-token", "previous_token")):
             t = lab.mean[key]
             best = _top_heads(t, 5)
@@ -111,9 +112,12 @@ class Verdict:
         lines.append(f"true previous-token -> induction K-pairs: {o['true_pairs']} (previous-token >= {o['prev_threshold']}, "
                      f"induction >= {o['induction_threshold']})")
         kinds = [k for k in "QKV" if k in self.effects.by_kind]
+        if not self.rows:
+            kinds = []
         header = f"{'measure':<20} {'metric':<12}" + "".join(f" {'rho ' + k:>7}" for k in kinds) + \
             (f" {'AUROC K':>8}" if "K" in kinds else "") + "  axioms kept"
-        lines += ["", header]
+        if self.rows:
+            lines += ["", header]
         by = {}
         for r in self.rows:
             by.setdefault((r["measure"], r["metric"]), {})[r["kind"]] = r
