@@ -225,3 +225,17 @@ def test_post_ln_models_are_refused():
     model = build(BY_ID["bert"])
     with pytest.raises(OptionError, match="post-LN"):
         intervention_effects(runner_for(model, compscope.load(model)), torch.zeros(1, 4, dtype=torch.long))
+
+
+def test_batches_give_the_effects_of_the_whole():
+    """Mean-ablation uses the mean over every sequence, whatever the batch size."""
+    cfg = ToyConfig(n_layers=3, n_heads=2, d_model=12, d_head=4, d_vocab=10, n_ctx=8, norm="layernorm")
+    r = _runner(ToyTransformer(cfg, seed=4))
+    t = tokens(n=7)
+    whole = intervention_effects(r, t, progress=False)
+    parts = intervention_effects(r, t, batch_size=3, progress=False)
+    for kind in "QKV":
+        torch.testing.assert_close(parts.by_kind[kind], whole.by_kind[kind], atol=1e-6, rtol=1e-5, equal_nan=True)
+    torch.testing.assert_close(parts.v_direction, whole.v_direction, atol=1e-6, rtol=1e-5, equal_nan=True)
+    with pytest.raises(OptionError, match="batch_size"):
+        intervention_effects(r, t, batch_size=0)

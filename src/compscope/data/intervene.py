@@ -66,64 +66,93 @@ def _check(kinds: str, ablation: str, tokens: Tensor) -> str:
     return check_kinds(kinds)
 
 
+def _heads(hw, tr) -> tuple[list, list, list]:
+    """Per layer of a trace: the clean queries, keys and values, patterns and head outputs."""
+    L = hw.n_layers
+    x = [read_input(hw, l, tr.resid[l]) for l in range(L)]
+    qkv = [{k: project(hw, l, k, x[l]) for k in "QKV"} for l in range(L)]
+    pattern = [attend(hw, l, qkv[l]["Q"], qkv[l]["K"]) for l in range(L)]
+    return qkv, pattern, [head_outputs(hw, l, pattern[l], qkv[l]["V"]) for l in range(L)]
+
+
 @torch.no_grad()
 def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: str = "mean", *,
-                         progress: bool = True) -> Effects:
+                         batch_size: int = 16, progress: bool = True) -> Effects:
     """Interventional composition of every pair and kind of ``runner``'s model on ``tokens:
-    (batch, seq)`` (module docstring)."""
+    (batch, seq)`` (module docstring), ``batch_size`` sequences at a time: memory holds one
+    batch's clean queries, keys, values and head outputs of every layer; mean-ablation uses the
+    mean over *all* sequences (a first pass computes it)."""
     kinds = _check(kinds, ablation, tokens)
     hw = runner.hw
     if hw.norm_placement == "post":
         raise OptionError(f"{hw.meta.name}: post-LN models renormalise the residual between layers, so the direct "
                           "path of one head into another is not defined by removing its output; interventions "
                           "need a pre-LN or norm-free model")
-    tr = runner.trace(tokens)
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise OptionError(f"batch_size={batch_size!r}: expected a positive integer")
     L, H = hw.n_layers, hw.n_heads
-    nan = lambda: torch.full((L, H, L, H), float("nan"), dtype=torch.float64)  # noqa: E731
-    out = {k: nan() for k in kinds}
-    direction = nan() if "V" in kinds else None
-    x = [read_input(hw, l, tr.resid[l]) for l in range(L)]
-    qkv = [{k: project(hw, l, k, x[l]) for k in "QKV"} for l in range(L)]
-    pattern = [attend(hw, l, qkv[l]["Q"], qkv[l]["K"]) for l in range(L)]
-    o = [head_outputs(hw, l, pattern[l], qkv[l]["V"]) for l in range(L)]
-    bar = progress_bar((L - 1) * H, "interventions", enabled=progress)
-    for l1 in range(L - 1):
-        added = combine(hw, l1, o[l1]) if hw.attn_out_norm is not None else None
-        for h1 in range(H):
-            w = o[l1][:, :, h1]
-            repl = w.mean(0, keepdim=True).expand_as(w) if ablation == "mean" else torch.zeros_like(w)
-            if added is None:
-                delta = repl - w
-            else:
-                o2 = o[l1].clone()
-                o2[:, :, h1] = repl
-                delta = combine(hw, l1, o2) - added
-            for l2 in range(l1 + 1, L):
-                x2 = read_input(hw, l2, tr.resid[l2] + delta)
-                for kind in kinds:
-                    changed = project(hw, l2, kind, x2)
-                    if kind == "V":
-                        o2 = head_outputs(hw, l2, pattern[l2], changed)
-                        out["V"][l1, h1, l2], direction[l1, h1, l2] = _v_effects(o[l2], o2)
-                    else:
-                        q, k = (changed, qkv[l2]["K"]) if kind == "Q" else (qkv[l2]["Q"], changed)
-                        p2 = attend(hw, l2, q, k)
-                        out[kind][l1, h1, l2] = 0.5 * (pattern[l2].double() - p2.double()).abs().sum(-1).mean(dim=(0, 2))
+    chunks = tokens.split(batch_size)
+    bar = progress_bar(len(chunks) * ((L - 1) * H + (ablation == "mean")), "interventions", enabled=progress)
+    means = None
+    if ablation == "mean":  # each head's output at each position, averaged over every sequence
+        sums = [torch.zeros(tokens.shape[1], H, hw.d_model, dtype=torch.float64) for _ in range(L)]
+        for chunk in chunks:
+            _, _, o = _heads(hw, runner.trace(chunk))
+            for l in range(L):
+                sums[l] += o[l].double().sum(0)
             bar.update(1)
+        means = [(s_ / tokens.shape[0]).float() for s_ in sums]
+    zero = lambda: torch.zeros(L, H, L, H, dtype=torch.float64)  # noqa: E731
+    acc = {k: zero() for k in kinds}
+    turn, kept = zero(), zero()
+    for chunk in chunks:
+        tr = runner.trace(chunk)
+        qkv, pattern, o = _heads(hw, tr)
+        for l1 in range(L - 1):
+            added = combine(hw, l1, o[l1]) if hw.attn_out_norm is not None else None
+            for h1 in range(H):
+                w = o[l1][:, :, h1]
+                repl = means[l1][None, :, h1].expand_as(w) if means is not None else torch.zeros_like(w)
+                if added is None:
+                    delta = repl - w
+                else:
+                    o2 = o[l1].clone()
+                    o2[:, :, h1] = repl
+                    delta = combine(hw, l1, o2) - added
+                for l2 in range(l1 + 1, L):
+                    x2 = read_input(hw, l2, tr.resid[l2] + delta)
+                    for kind in kinds:
+                        changed = project(hw, l2, kind, x2)
+                        if kind == "V":
+                            norm_sum, turn_sum, count = _v_sums(o[l2], head_outputs(hw, l2, pattern[l2], changed))
+                            acc["V"][l1, h1, l2] += norm_sum
+                            turn[l1, h1, l2] += turn_sum
+                            kept[l1, h1, l2] += count
+                        else:
+                            q, k = (changed, qkv[l2]["K"]) if kind == "Q" else (qkv[l2]["Q"], changed)
+                            tv = 0.5 * (pattern[l2].double() - attend(hw, l2, q, k).double()).abs().sum(-1)
+                            acc[kind][l1, h1, l2] += tv.mean(2).sum(0)  # per sequence: mean over queries
+                bar.update(1)
     bar.close()
+    forward = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)[:, None, :, None].expand(L, H, L, H)
+    nan = torch.tensor(float("nan"), dtype=torch.float64)
+    out = {}
+    for kind in kinds:
+        v = acc[kind] / (kept.clamp_min(1) if kind == "V" else tokens.shape[0])
+        out[kind] = torch.where(forward, v, nan)
+    direction = torch.where(forward, turn / kept.clamp_min(1), nan) if "V" in kinds else None
     return Effects(out, direction, ablation, int(tokens.shape[0]), int(tokens.shape[1]))
 
 
-def _v_effects(o: Tensor, o2: Tensor) -> tuple[Tensor, Tensor]:
-    """``(head,)`` mean ``|‖o'‖ − ‖o‖| / ‖o‖`` and mean ``‖o' − o‖ / ‖o‖`` over positions where
-    ``‖o‖ > 0``, for head outputs ``(batch, seq, head, d_model)``."""
+def _v_sums(o: Tensor, o2: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """``(head,)`` sums over positions where ``‖o‖ > 0`` of ``|‖o'‖ − ‖o‖| / ‖o‖`` and of
+    ``‖o' − o‖ / ‖o‖``, and how many positions, for head outputs ``(batch, seq, head, d_model)``."""
     o, o2 = o.double(), o2.double()
     n = o.norm(dim=-1)
     keep = (n > 0).double()
-    count = keep.sum(dim=(0, 1)).clamp_min(1)
-    norm_change = ((o2.norm(dim=-1) - n).abs() / n.clamp_min(1e-300) * keep).sum(dim=(0, 1)) / count
-    turn = ((o2 - o).norm(dim=-1) / n.clamp_min(1e-300) * keep).sum(dim=(0, 1)) / count
-    return norm_change, turn
+    inv = keep / n.clamp_min(1e-300)
+    return ((o2.norm(dim=-1) - n).abs() * inv).sum(dim=(0, 1)), ((o2 - o).norm(dim=-1) * inv).sum(dim=(0, 1)), \
+        keep.sum(dim=(0, 1))
 
 
 @torch.no_grad()

@@ -42,9 +42,18 @@ def residual_second_moments(model, tokens: Tensor) -> dict[int, Tensor]:
 #: seed of the sequences the activations metric is estimated on: not those of the activation
 #: labels and interventions (seed 12345), so that a measure is never scored on its own test data
 METRIC_SEED = 12346
+#: how much data the metric is estimated on: natural text (sequences, tokens each), toy repeats
+TEXT_SEQUENCES, TEXT_LENGTH, TOY_SEQUENCES = 64, 128, 200
 
 
-def toy_activation_metric(model, sequences: int = 200, half: int = 32, seed: int = METRIC_SEED,
+def metric_data(runner) -> str:
+    """What :func:`activations_metric` estimates on for ``runner``'s model, in words (recorded)."""
+    if runner.tokenizer is None:
+        return f"{TOY_SEQUENCES} held-out repeated random sequences (seed {METRIC_SEED})"
+    return f"{TEXT_SEQUENCES} sequences of {TEXT_LENGTH} tokens of standard-library docstrings (seed {METRIC_SEED})"
+
+
+def toy_activation_metric(model, sequences: int = TOY_SEQUENCES, half: int = 32, seed: int = METRIC_SEED,
                           ridge: float = DEFAULT_RIDGE) -> Metric:
     """The ``activations`` metric of a toy model (folder or built-in name) from ``sequences``
     held-out repeated random sequences ``[t, t]``, ``|t| = min(half, n_ctx / 2)``."""
@@ -77,7 +86,7 @@ def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16) -> dict[
     return {l: G / count for l, G in acc.items()}
 
 
-def data_activation_metric(runner, sequences: int = 64, seq_len: int = 128, seed: int = METRIC_SEED,
+def data_activation_metric(runner, sequences: int = TEXT_SEQUENCES, seq_len: int = TEXT_LENGTH, seed: int = METRIC_SEED,
                            ridge: float = DEFAULT_RIDGE) -> Metric:
     """The ``activations`` metric of a runner's model: on natural text when it has a tokenizer
     (``sequences`` of ``seq_len`` tokens), else on held-out repeated random sequences."""
@@ -99,7 +108,7 @@ def activations_metric(hw, ridge: float, model) -> Metric:
     if isinstance(model, ToyRunner):
         from ..toy.storage import held_out_repeats
 
-        tokens = held_out_repeats(model.model, 200, 32, METRIC_SEED)
+        tokens = held_out_repeats(model.model, TOY_SEQUENCES, 32, METRIC_SEED)
         return activations(residual_second_moments(model.model, tokens), ridge)
     if isinstance(model, Runner):
         return data_activation_metric(model, ridge=ridge)

@@ -201,6 +201,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     from ..measures import AXIOMS
     from .head_labels import activation_labels
     from .intervene import intervention_effects
+    from .residual_moments import metric_data
     from .runner import runner_for
     from .sequences import python_version, repeats
 
@@ -220,7 +221,8 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
         effects = None
         notes.append("post-LN model: no interventions (the direct path is not defined); only head rankings")
     else:
-        effects = intervention_effects(runner, reps.tokens[:n_int], kinds, ablation, progress=progress)
+        effects = intervention_effects(runner, reps.tokens[:n_int], kinds, ablation, batch_size=batch_size,
+                                       progress=progress)
     truth = true_pairs(labels.previous_token, labels.induction, prev_threshold, induction_threshold)
     rows, tables = [], {}
     for name in metrics:
@@ -256,7 +258,8 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     options = {"sequences": sequences, "half": half, "seed": seed, "intervention_sequences": n_int, "kinds": kinds,
                "metrics": list(tables), "ablation": ablation, "prev_threshold": prev_threshold,
                "induction_threshold": induction_threshold, "true_pairs": int(truth.sum()), "first_token": runner.bos,
-               "python": python_version(), "torch": torch.__version__}
+               "python": python_version(), "torch": torch.__version__,
+               "activations_metric_data": metric_data(runner) if "activations" in tables else None}
     if effects is None:
         from .intervene import Effects
 
