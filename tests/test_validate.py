@@ -80,3 +80,50 @@ def test_cli(capsys, tmp_path):
     assert "does not exist" in capsys.readouterr().err
     with pytest.raises(OptionError, match="half"):
         validate("induction-2l", half=1)
+
+
+def test_with_folded_gains_the_metric_is_of_what_the_folded_heads_read():
+    """The data come from the unprocessed model. With the norm gains ``γ`` folded into the weights
+    the heads read the norm's output without its gain, so the second moments estimated for the
+    folded weights are ``D⁻¹ G D⁻¹`` (``D = diag(γ)``) of those for the unprocessed ones. (Folding
+    changes readers only, not the residual basis, so it is not a gauge change: measures differ.)"""
+    from compscope.core.processing import fold_norm
+    from compscope.data.residual_moments import runner_second_moments
+    from compscope.data.runner import ToyRunner
+    from compscope.toy import repeated_random
+    from compscope.toy.model import ToyConfig, ToyTransformer
+
+    m = ToyTransformer(ToyConfig(n_layers=2, n_heads=2, d_model=12, d_head=4, d_vocab=10, n_ctx=8, norm="rmsnorm"),
+                       seed=3)
+    with torch.no_grad():
+        for b in m.blocks:
+            b.ln1.w.mul_(torch.linspace(0.3, 3.0, 12))  # gains far from one
+    hw = m.head_weights()
+    runner = ToyRunner(m, hw)
+    t = repeated_random(6, 4, 10, seed=0)
+    G = runner_second_moments(runner, t)
+    Gf = runner_second_moments(runner, t, hw=fold_norm(hw))
+    for layer in range(2):
+        g = hw.attn_norm.gain(layer).double()
+        torch.testing.assert_close(Gf[layer], G[layer] / g[:, None] / g[None, :], rtol=1e-5, atol=1e-8)
+
+
+def test_qk_norm_gains_folded_keep_every_query_and_key_direction():
+    """Approximate by a per-token scalar only: after fold_qk_norm_gains the unit query and key
+    vectors of every head and token equal the model's."""
+    pytest.importorskip("transformers")
+    import compscope
+    from compscope.core.attention import project, read_input
+    from compscope.core.processing import fold_qk_norm_gains
+    from hf_tiny import BY_ID, build, random_ids
+
+    model = build(BY_ID["gemma3-text"])
+    hw = compscope.load(model)
+    f = fold_qk_norm_gains(hw)
+    assert f.meta.processing == ("fold_qk_norm_gains (approximate)",)
+    x = read_input(hw, 1, torch.randn(2, 6, hw.d_model))
+    for kind in "QK":
+        a, b = project(hw, 1, kind, x), project(f, 1, kind, x)
+        torch.testing.assert_close(a / a.norm(dim=-1, keepdim=True), b / b.norm(dim=-1, keepdim=True), atol=1e-5, rtol=0)
+    with pytest.raises(compscope.ProcessingError, match="no QK-norm"):
+        fold_qk_norm_gains(compscope.load("induction-2l"))

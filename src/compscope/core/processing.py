@@ -63,6 +63,30 @@ def fold_norm(hw: HeadWeights) -> HeadWeights:
     return hw.replace(step="fold_norm", **changes)
 
 
+def fold_qk_norm_gains(hw: HeadWeights) -> HeadWeights:
+    """Move QK-norm's per-dimension gains into ``W_Q``, ``W_K`` (and their biases): ``diag(γ_q) W_Q``,
+    ``diag(γ_k) W_K``, QK-norm left without gains. **Approximate, for analysis only**: the model
+    divides ``q`` by ``rms(q)`` before the gain, and after this step by ``rms(γ ⊙ q)``; the two
+    differ by a per-token scalar, which no subspace-based measure sees, but the model is not the
+    same (``compscope validate --fold-qk-gains`` judges the measures of these weights against the
+    data of the unchanged model). Recorded as ``fold_qk_norm_gains (approximate)``."""
+    step = "fold_qk_norm_gains (approximate)"
+    _check_once(hw, step)
+    if hw.qk_norm is None:
+        raise ProcessingError(f"fold_qk_norm_gains: {hw.meta.name} has no QK-norm")
+    nq, nk = hw.qk_norm
+    L = hw.n_layers
+    gq = torch.stack([nq.gain(l) if nq.weight is not None else torch.ones(hw.d_head) for l in range(L)])  # (L, r)
+    gk = torch.stack([nk.gain(l) if nk.weight is not None else torch.ones(hw.d_head) for l in range(L)])
+    changes = {"W_Q": hw.W_Q * gq[:, None, :, None], "W_K": hw.W_K * gk[:, None, :, None],
+               "qk_norm": (Norm(nq.kind, None, None, nq.eps), Norm(nk.kind, None, None, nk.eps))}
+    if hw.b_Q is not None:
+        changes["b_Q"] = hw.b_Q * gq[:, None, :]
+    if hw.b_K is not None:
+        changes["b_K"] = hw.b_K * gk[:, None, :]
+    return hw.replace(step=step, **changes)
+
+
 def center_writing(hw: HeadWeights) -> HeadWeights:
     """Remove the mean over ``d_model`` from everything written into the residual."""
     _check_once(hw, "center_writing")

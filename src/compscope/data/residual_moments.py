@@ -69,12 +69,14 @@ def toy_activation_metric(model, sequences: int = TOY_SEQUENCES, half: int = 32,
 
 
 @torch.no_grad()
-def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16) -> dict[int, Tensor]:
+def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16, hw=None) -> dict[int, Tensor]:
     """``{layer: (d, d)}`` float64 second moments of what each layer's heads read, for any runner
-    on ``tokens: (batch, seq)``, ``batch_size`` sequences at a time."""
+    on ``tokens: (batch, seq)``, ``batch_size`` sequences at a time. ``hw``: the weights whose heads
+    read (default the runner's; with norm gains folded the heads read the norm's output without
+    its gain)."""
     from ..core.attention import read_input
 
-    hw = runner.hw
+    hw = runner.hw if hw is None else hw
     acc = {l: torch.zeros(hw.d_model, hw.d_model, dtype=torch.float64) for l in range(hw.n_layers)}
     count = 0
     for b0 in range(0, tokens.shape[0], batch_size):
@@ -87,7 +89,7 @@ def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16) -> dict[
 
 
 def data_activation_metric(runner, sequences: int = TEXT_SEQUENCES, seq_len: int = TEXT_LENGTH, seed: int = METRIC_SEED,
-                           ridge: float = DEFAULT_RIDGE) -> Metric:
+                           ridge: float = DEFAULT_RIDGE, hw=None) -> Metric:
     """The ``activations`` metric of a runner's model: on natural text when it has a tokenizer
     (``sequences`` of ``seq_len`` tokens), else on held-out repeated random sequences."""
     from .sequences import natural_text, repeats
@@ -96,7 +98,7 @@ def data_activation_metric(runner, sequences: int = TEXT_SEQUENCES, seq_len: int
         tokens = natural_text(runner.tokenizer, sequences, seq_len, seed, runner.bos)
     else:
         tokens = repeats(sequences, max(2, seq_len // 2), runner.hw.n_vocab, seed, runner.bos).tokens
-    return activations(runner_second_moments(runner, tokens), ridge)
+    return activations(runner_second_moments(runner, tokens, hw=hw), ridge)
 
 
 def activations_metric(hw, ridge: float, model) -> Metric:
@@ -109,9 +111,9 @@ def activations_metric(hw, ridge: float, model) -> Metric:
         from ..toy.storage import held_out_repeats
 
         tokens = held_out_repeats(model.model, TOY_SEQUENCES, 32, METRIC_SEED)
-        return activations(residual_second_moments(model.model, tokens), ridge)
-    if isinstance(model, Runner):
-        return data_activation_metric(model, ridge=ridge)
+        return activations(runner_second_moments(model, tokens, batch_size=TOY_SEQUENCES, hw=hw), ridge)
+    if isinstance(model, Runner):  # the model runs unprocessed; hw's heads (processed or not) read
+        return data_activation_metric(model, ridge=ridge, hw=hw)
     if model is None or model is hw:
         raise OptionError("metric 'activations' is estimated on data by running the model: pass the model itself "
                           "(a name or folder) to compscope.scores, not HeadWeights, or pass a Metric from "

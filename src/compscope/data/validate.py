@@ -102,7 +102,8 @@ class Verdict:
         """The ranked table (by K AUROC, then K Spearman), the head rankings and the strongest heads."""
         o = self.options
         lab = self.labels
-        lines = [f"{self.model}: {o['sequences']} repeated random sequences [t, t], |t| = {o['half']} (seed {o['seed']}); "
+        proc = f" (weights: {', '.join(o['weights_processing'])})" if o.get("weights_processing") else ""
+        lines = [f"{self.model}{proc}: {o['sequences']} repeated random sequences [t, t], |t| = {o['half']} (seed {o['seed']}); "
                  + (f"interventions ({o['ablation']}-ablation) on {o['intervention_sequences']} of them"
                     if self.effects.sequences else "no interventions")]
         for name, key in (("induction", "induction"), ("previous-token", "previous_token")):
@@ -186,11 +187,15 @@ def precision_at(weights: Tensor, truth: Tensor, n: int = 5) -> float:
 
 def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, intervention_sequences: int = 16,
              kinds: str = "QKV", metrics=DEFAULT_METRICS, ablation: str = "mean", prev_threshold: float = 0.4,
-             induction_threshold: float = 0.3, batch_size: int = 16, progress: bool = True) -> Verdict:
+             induction_threshold: float = 0.3, batch_size: int = 16, fold_norm: bool = False,
+             fold_qk_gains: bool = False, progress: bool = True) -> Verdict:
     """Judge every measure × metric on ``model`` against its behaviour on data (module docstring).
 
     ``model``: anything :func:`compscope.data.runner.runner_for` runs (a toy folder or name, a
-    HuggingFace folder, a ``.gguf`` file, a built-in, a ``transformers`` model)."""
+    HuggingFace folder, a ``.gguf`` file, a built-in, a ``transformers`` model). ``fold_norm``,
+    ``fold_qk_gains``: judge the measures of the weights with the norm gains folded in (exact) or
+    QK-norm's gains moved into ``W_Q``, ``W_K`` (approximate: :func:`~compscope.core.processing.fold_qk_norm_gains`);
+    the model that runs on the data is always the unprocessed one."""
     from ..analysis.circuits import head_circuits
     from ..analysis.stats import spearman
     from ..core.factors import check_kinds
@@ -212,6 +217,15 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     hw = load(model) if not hasattr(model, "W_Q") else model
     runner = runner_for(model, hw)
     hw = runner.hw
+    weights = hw  # what the measures read; the data come from the unprocessed model
+    if fold_norm:
+        from ..core.processing import fold_norm as _fold
+
+        weights = _fold(weights)
+    if fold_qk_gains:
+        from ..core.processing import fold_qk_norm_gains
+
+        weights = fold_qk_norm_gains(weights)
     special = tuple(t for t in (runner.bos, *(_special_ids(runner))) if t is not None)
     reps = repeats(sequences, half, hw.n_vocab, seed, runner.bos, avoid=special)
     labels = activation_labels(runner, reps, batch_size, progress)
@@ -227,11 +241,11 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     rows, tables = [], {}
     for name in metrics:
         try:
-            met = get_metric(name, hw, model=runner)  # 'activations' runs the model already loaded
+            met = get_metric(name, weights, model=runner)  # 'activations' runs the model already loaded
         except OptionError as e:
             notes.append(f"metric {name} skipped: {e}")
             continue
-        table = scores(hw, kinds, "all", met, pairs="all", progress=progress)
+        table = scores(weights, kinds, "all", met, pairs="all", progress=progress)
         tables[name] = table
         if effects is None:
             continue
@@ -247,19 +261,20 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
                        "axioms": f"{len(kept)}/{len(AXIOMS)}", "axioms_failed": ",".join(a for a in AXIOMS if a not in kept)}
                 rows.append(row)
     heads = []
-    circ = head_circuits(hw)
-    for score, weights, label, thr in (("induction", circ.induction, labels.induction, induction_threshold),
-                                       ("previous_token", circ.previous, labels.previous_token, prev_threshold)):
-        if weights is None:
+    circ = head_circuits(weights)
+    for score, from_weights, label, thr in (("induction", circ.induction, labels.induction, induction_threshold),
+                                            ("previous_token", circ.previous, labels.previous_token, prev_threshold)):
+        if from_weights is None:
             notes.append(f"no {score} score from the weights for this model (no positions to read, or no unembedding)")
             continue
-        heads.append({"score": score, "spearman": spearman(weights, label),
-                      "precision_top5": precision_at(weights, label >= thr), "true_heads": int((label >= thr).sum())})
+        heads.append({"score": score, "spearman": spearman(from_weights, label),
+                      "precision_top5": precision_at(from_weights, label >= thr), "true_heads": int((label >= thr).sum())})
     options = {"sequences": sequences, "half": half, "seed": seed, "intervention_sequences": n_int, "kinds": kinds,
                "metrics": list(tables), "ablation": ablation, "prev_threshold": prev_threshold,
                "induction_threshold": induction_threshold, "true_pairs": int(truth.sum()), "first_token": runner.bos,
                "python": python_version(), "torch": torch.__version__,
-               "activations_metric_data": metric_data(runner) if "activations" in tables else None}
+               "activations_metric_data": metric_data(runner) if "activations" in tables else None,
+               "weights_processing": list(weights.meta.processing)}
     if effects is None:
         from .intervene import Effects
 
