@@ -115,7 +115,7 @@ def test_qk_norm_gains_folded_keep_every_query_and_key_direction():
     import compscope
     from compscope.core.attention import project, read_input
     from compscope.core.processing import fold_qk_norm_gains
-    from hf_tiny import BY_ID, build, random_ids
+    from hf_tiny import BY_ID, build
 
     model = build(BY_ID["gemma3-text"])
     hw = compscope.load(model)

@@ -85,7 +85,8 @@ class Track:
     def check_pairs(self, pairs) -> None:
         """An error naming the first of ``pairs`` (``(src_layer, src_head, dst_layer, dst_head)``)
         that is not an earlier → later head pair of the tracked model."""
-        L, H = self.tables[-1][0].values[next(iter(self.tables[-1][0].values))].shape[:2]
+        tab = self.tables[-1][0]
+        L, H = tab.dense(tab.measures[0], tab.kinds[0]).shape[:2]
         for l1, h1, l2, h2 in pairs:
             if not (0 <= l1 < l2 < L and 0 <= h1 < H and 0 <= h2 < H):
                 raise OptionError(f"pair {l1}.{h1}-{l2}.{h2}: not a pair of this model (layers 0..{L - 1}, heads "

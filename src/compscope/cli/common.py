@@ -59,7 +59,7 @@ def processing(args) -> dict:
 
 
 def metric_names() -> str:
-    return "identity, embed, unembed or activations (estimated on data: toy models)"
+    return "identity, embed, unembed or activations (estimated on data by running the model)"
 
 
 def add_scoring(p: argparse.ArgumentParser, default_kinds: str, default_measures: tuple[str, ...]) -> None:

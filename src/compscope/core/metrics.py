@@ -101,7 +101,7 @@ def unembed(hw: HeadWeights, ridge: float = DEFAULT_RIDGE) -> Metric:
 def activations(second_moments: Tensor | dict[int, Tensor], ridge: float = DEFAULT_RIDGE) -> Metric:
     """``G_l = E[x xᵀ]`` supplied by the user: one ``(d, d)`` tensor for every layer, a
     ``(layer, d, d)`` stack, or ``{layer: (d, d)}`` (:mod:`compscope.data.residual_moments` estimates
-    them from data for the toy models)."""
+    them from data for any model it can run)."""
     if isinstance(second_moments, Tensor) and second_moments.ndim == 2:
         return _single("activations", second_moments, ridge)
     items = second_moments.items() if isinstance(second_moments, dict) else enumerate(second_moments)

@@ -23,22 +23,18 @@ from ..errors import OptionError
 def induction_scores(patterns: list[Tensor], half: int) -> Tensor:
     """``(layer, head)`` induction scores from ``patterns[l]: (batch, head, pos, pos)`` on
     sequences ``[t, t]`` with ``len(t) = half``."""
-    out = []
-    for p in patterns:
-        if p.shape[-1] != 2 * half:
-            raise OptionError(f"pattern over {p.shape[-1]} positions, expected 2 x half = {2 * half}")
-        q = torch.arange(half, 2 * half)
-        out.append(p[:, :, q, q - half + 1].mean(dim=(0, 2)))
-    return torch.stack(out).double()
+    return torch.stack([pattern_labels(p.double(), half, 0)["induction"].mean(0) for p in patterns])
 
 
 def previous_token_scores(patterns: list[Tensor]) -> Tensor:
     """``(layer, head)`` mean attention from ``i`` to ``i − 1`` over ``i ≥ 1``."""
-    out = []
-    for p in patterns:
-        q = torch.arange(1, p.shape[-1])
-        out.append(p[:, :, q, q - 1].mean(dim=(0, 2)))
-    return torch.stack(out).double()
+    return torch.stack([_to_previous(p.double()).mean(0) for p in patterns])
+
+
+def _to_previous(pattern: Tensor) -> Tensor:
+    """``(batch, head)`` mean attention from ``i`` to ``i − 1`` over ``i ≥ 1``."""
+    every = torch.arange(1, pattern.shape[-1])
+    return pattern[:, :, every, every - 1].mean(-1)
 
 
 @dataclass(frozen=True)
@@ -140,12 +136,11 @@ def pattern_labels(pattern: Tensor, half: int, start: int) -> dict[str, Tensor]:
     if T != start + 2 * half:
         raise OptionError(f"pattern over {T} positions, expected {start} + 2 x {half}")
     i = torch.arange(start + half, start + 2 * half)
-    every = torch.arange(1, T)
     return {
         "induction": pattern[:, :, i, i - half + 1].mean(-1),
-        "previous_token": pattern[:, :, every, every - 1].mean(-1),
+        "previous_token": _to_previous(pattern),
         "duplicate_token": pattern[:, :, i, i - half].mean(-1),
-        "sink": pattern[:, :, every, 0].mean(-1),
+        "sink": pattern[:, :, 1:, 0].mean(-1),
     }
 
 

@@ -93,21 +93,27 @@ def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: s
     L, H = hw.n_layers, hw.n_heads
     chunks = tokens.split(batch_size)
     bar = progress_bar(len(chunks) * ((L - 1) * H + (ablation == "mean")), "interventions", enabled=progress)
-    means = None
+    means = kept_state = None
     if ablation == "mean":  # each head's output at each position, averaged over every sequence
         sums = [torch.zeros(tokens.shape[1], H, hw.d_model, dtype=torch.float64) for _ in range(L)]
         for chunk in chunks:
-            _, _, o = _heads(hw, runner.trace(chunk))
+            tr = runner.trace(chunk)
+            state = _heads(hw, tr)
             for l in range(L):
-                sums[l] += o[l].double().sum(0)
+                sums[l] += state[2][l].double().sum(0)
             bar.update(1)
         means = [(s_ / tokens.shape[0]).float() for s_ in sums]
+        if len(chunks) == 1:  # one batch: its trace serves the effects too
+            kept_state = (tr, state)
     zero = lambda: torch.zeros(L, H, L, H, dtype=torch.float64)  # noqa: E731
     acc = {k: zero() for k in kinds}
     turn, kept = zero(), zero()
     for chunk in chunks:
-        tr = runner.trace(chunk)
-        qkv, pattern, o = _heads(hw, tr)
+        if kept_state is not None:
+            tr, (qkv, pattern, o) = kept_state
+        else:
+            tr = runner.trace(chunk)
+            qkv, pattern, o = _heads(hw, tr)
         for l1 in range(L - 1):
             added = combine(hw, l1, o[l1]) if hw.attn_out_norm is not None else None
             for h1 in range(H):
@@ -183,11 +189,8 @@ def _effect(kind: str, clean: dict, patched: dict, layer: int) -> Tensor:
     if kind in "QK":
         p, q = clean[f"pattern.{layer}"].double(), patched[f"pattern.{layer}"].double()  # (batch, head, i, j)
         return 0.5 * (p - q).abs().sum(-1).mean(dim=(0, 2))
-    o = clean[f"head_out.{layer}"].double().norm(dim=-1)  # (batch, pos, head)
-    o2 = patched[f"head_out.{layer}"].double().norm(dim=-1)
-    rel = (o2 - o).abs() / o.clamp_min(1e-300)
-    keep = (o > 0).double()
-    return (rel * keep).sum(dim=(0, 1)) / keep.sum(dim=(0, 1)).clamp_min(1)
+    norm_sum, _, count = _v_sums(clean[f"head_out.{layer}"], patched[f"head_out.{layer}"])
+    return norm_sum / count.clamp_min(1)
 
 
 def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", sequences: int = 100, half: int = 32,

@@ -58,14 +58,22 @@ def toy_activation_metric(model, sequences: int = TOY_SEQUENCES, half: int = 32,
     """The ``activations`` metric of a toy model (folder or built-in name) from ``sequences``
     held-out repeated random sequences ``[t, t]``, ``|t| = min(half, n_ctx / 2)``."""
     from ..loading.builtin import find_toy
-    from ..toy.storage import held_out_repeats, load_toy
+    from .runner import runner_for
 
     path = find_toy(model)
     if path is None:
         raise OptionError(f"{model}: the activations metric is estimated on data for compscope's toy models only; "
                           "for another model pass compscope.core.metrics.activations(second moments)")
-    toy, _ = load_toy(path)
-    return activations(residual_second_moments(toy, held_out_repeats(toy, sequences, half, seed)), ridge)
+    return _toy_metric(runner_for(path), sequences, half, seed, ridge)
+
+
+def _toy_metric(runner, sequences: int, half: int, seed: int, ridge: float, hw=None) -> Metric:
+    """The activations metric of a toy runner's model on held-out repeated random sequences, for the
+    heads of ``hw`` (default the runner's)."""
+    from ..toy.storage import held_out_repeats
+
+    tokens = held_out_repeats(runner.model, sequences, half, seed)
+    return activations(runner_second_moments(runner, tokens, batch_size=sequences, hw=hw), ridge)
 
 
 @torch.no_grad()
@@ -108,10 +116,7 @@ def activations_metric(hw, ridge: float, model) -> Metric:
     from .runner import Runner, ToyRunner
 
     if isinstance(model, ToyRunner):
-        from ..toy.storage import held_out_repeats
-
-        tokens = held_out_repeats(model.model, TOY_SEQUENCES, 32, METRIC_SEED)
-        return activations(runner_second_moments(model, tokens, batch_size=TOY_SEQUENCES, hw=hw), ridge)
+        return _toy_metric(model, TOY_SEQUENCES, 32, METRIC_SEED, ridge, hw)
     if isinstance(model, Runner):  # the model runs unprocessed; hw's heads (processed or not) read
         return data_activation_metric(model, ridge=ridge, hw=hw)
     if model is None or model is hw:

@@ -135,7 +135,8 @@ def runner_for(model, hw: HeadWeights | None = None) -> Runner:
     """A :class:`Runner` for ``model``: a toy folder or built-in toy name, a HuggingFace folder, a
     ``.gguf`` file, a built-in real model name, or a loaded ``transformers`` model (module docstring).
     ``hw``: its ``HeadWeights`` when already loaded (unprocessed: processing changes the model)."""
-    from ..loading.builtin import BUILTINS, find_toy, resolve
+    from ..loading.builtin import find_toy, resolve
+    from ..loading.formats import builtin_name
     from ..loading.sources import load
 
     if hw is not None and hw.meta.processing:
@@ -143,16 +144,16 @@ def runner_for(model, hw: HeadWeights | None = None) -> Runner:
                           f"({', '.join(hw.meta.processing)})")
     toy = find_toy(model)
     if toy is not None:
-        from ..toy.storage import heads_of, load_toy
+        from ..toy.storage import load_toy
 
-        net, manifest = load_toy(toy)
-        return ToyRunner(net, heads_of(net, manifest, toy) if hw is None else hw)
+        net, _ = load_toy(toy)
+        return ToyRunner(net, load(model) if hw is None else hw)  # load names a built-in as the user does
     if _is_hf_model(model):
         return HFRunner(model, load(model) if hw is None else hw)
     if not isinstance(model, (str, Path)):
         raise OptionError(f"cannot run a {type(model).__name__}: give a toy model, a HuggingFace folder, a .gguf "
                           "file or a transformers model")
-    path = resolve(str(model)) if str(model) in BUILTINS and not Path(model).exists() else Path(model)
+    path = resolve(model) if builtin_name.recognise(model) else Path(model)
     hw = load(model) if hw is None else hw
     return _hf_runner(path, hw)
 
@@ -170,8 +171,11 @@ def _hf_runner(path: Path, hw: HeadWeights) -> HFRunner:
     except ImportError as e:
         raise OptionError(f"{path}: running this model on data needs transformers (pip install transformers "
                           "accelerate)") from e
+    from ..loading.formats import gguf as gguf_format
+
     kw = dict(dtype=torch.float32, attn_implementation="eager", local_files_only=True)
-    folder, gguf = (path.parent, path.name) if path.is_file() else (path if path.is_dir() else path.parent, None)
+    gguf = path.name if gguf_format.recognise(path) else None  # else a folder, or a file inside one (config.json)
+    folder = path if path.is_dir() else path.parent
     if gguf is not None:
         kw["gguf_file"] = gguf
     auto = transformers.AutoModel if not hw.causal else transformers.AutoModelForCausalLM

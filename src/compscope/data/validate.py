@@ -113,8 +113,6 @@ class Verdict:
         lines.append(f"true previous-token -> induction K-pairs: {o['true_pairs']} (previous-token >= {o['prev_threshold']}, "
                      f"induction >= {o['induction_threshold']})")
         kinds = [k for k in "QKV" if k in self.effects.by_kind]
-        if not self.rows:
-            kinds = []
         header = f"{'measure':<20} {'metric':<12}" + "".join(f" {'rho ' + k:>7}" for k in kinds) + \
             (f" {'AUROC K':>8}" if "K" in kinds else "") + "  axioms kept"
         if self.rows:
@@ -122,11 +120,7 @@ class Verdict:
         by = {}
         for r in self.rows:
             by.setdefault((r["measure"], r["metric"]), {})[r["kind"]] = r
-        def key(item):  # noqa: E306
-            k = item[1].get("K", {})
-            a, s = k.get("auroc", float("nan")), k.get("spearman", float("nan"))
-            return (-(a if a == a else -1), -(s if s == s else -1))
-        ranked = sorted(by.items(), key=key)
+        ranked = sorted(by.items(), key=lambda item: _rank_key(item[1].get("K", {})))
         for (m, met), ks in ranked[:top] if top else ranked:
             cells = "".join(f" {_fmt(ks.get(k, {}).get('spearman')):>7}" for k in kinds)
             au = f" {_fmt(ks.get('K', {}).get('auroc')):>8}" if "K" in kinds else ""
@@ -138,6 +132,12 @@ class Verdict:
                 for h in self.heads)]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+
+def _rank_key(k_row: dict) -> tuple[float, float]:
+    """Best first: higher K AUROC, then higher K Spearman; NaN (or no K row) last."""
+    a, s = k_row.get("auroc", float("nan")), k_row.get("spearman", float("nan"))
+    return (-(a if a == a else -1), -(s if s == s else -1))
 
 
 def _fmt(v) -> str:
@@ -201,9 +201,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     from ..core.factors import check_kinds
     from ..core.metrics import get_metric
     from ..engine.composition import scores
-    from ..loading.sources import load
-    from ..measures import MEASURES
-    from ..measures import AXIOMS
+    from ..measures import AXIOMS, MEASURES
     from .head_labels import activation_labels
     from .intervene import intervention_effects
     from .residual_moments import metric_data
@@ -214,8 +212,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     for name, v in (("sequences", sequences), ("half", half), ("intervention_sequences", intervention_sequences)):
         if not isinstance(v, int) or v < (2 if name == "half" else 1):
             raise OptionError(f"{name}={v!r}: expected a positive integer" + (" >= 2" if name == "half" else ""))
-    hw = load(model) if not hasattr(model, "W_Q") else model
-    runner = runner_for(model, hw)
+    runner = runner_for(model)
     hw = runner.hw
     weights = hw  # what the measures read; the data come from the unprocessed model
     if fold_norm:
@@ -226,7 +223,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
         from ..core.processing import fold_qk_norm_gains
 
         weights = fold_qk_norm_gains(weights)
-    special = tuple(t for t in (runner.bos, *(_special_ids(runner))) if t is not None)
+    special = tuple(_special_ids(runner)) + ((runner.bos,) if runner.bos is not None else ())
     reps = repeats(sequences, half, hw.n_vocab, seed, runner.bos, avoid=special)
     labels = activation_labels(runner, reps, batch_size, progress)
     n_int = min(intervention_sequences, sequences)
@@ -239,7 +236,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
                                        progress=progress)
     truth = true_pairs(labels.previous_token, labels.induction, prev_threshold, induction_threshold)
     rows, tables = [], {}
-    for name in metrics:
+    for name in metrics if effects is not None else ():  # post-LN: nothing to judge the scores against
         try:
             met = get_metric(name, weights, model=runner)  # 'activations' runs the model already loaded
         except OptionError as e:
@@ -247,8 +244,6 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
             continue
         table = scores(weights, kinds, "all", met, pairs="all", progress=progress)
         tables[name] = table
-        if effects is None:
-            continue
         for m in table.measures:
             meas = MEASURES.get(m)
             kept = [a for a in AXIOMS if a in meas.satisfies]

