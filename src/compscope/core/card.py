@@ -1,0 +1,60 @@
+"""The model card: what was loaded — shapes, normalisation, positions, processing — and the
+notes that change what the scores mean (``compscope info`` prints it; the report shows it)."""
+
+from __future__ import annotations
+
+from .heads import HeadWeights
+
+
+def _fmt_int(n: int) -> str:
+    return f"{n:,}"
+
+
+def card_rows(hw: HeadWeights) -> list[tuple[str, str]]:
+    """``(field, value)`` rows describing ``hw``; its notes are ``hw.meta.notes``."""
+    m = hw.meta
+    gqa = "" if hw.n_kv_heads == hw.n_heads else f"  (GQA: {hw.n_heads // hw.n_kv_heads} query heads per K/V head)"
+    if hw.rotary is not None:
+        bases = sorted({round(1 / float(hw.rotary.inv_freq[l, 1]) ** (hw.rotary.dim / 2), -1) for l in range(hw.n_layers)})
+        pos = f"rotary on {hw.rotary.dim} of {hw.d_head} head dims ({hw.rotary.style} pairs), base {', '.join(f'{b:g}' for b in bases)}"
+    elif hw.W_pos is not None:
+        pos = f"learned absolute, {hw.W_pos.shape[1]} positions"
+    else:
+        pos = "none"
+    windows = sorted({w for w in hw.sliding_window if w is not None})
+    rows = [
+        ("model", m.name),
+        ("source", m.source),
+        ("family", m.family),
+        ("dtype", f"{m.dtype} (stored as {m.source_dtype})"),
+        ("layers", str(hw.n_layers)),
+        ("heads per layer", f"{hw.n_heads}"),
+        ("K/V heads per layer", f"{hw.n_kv_heads}{gqa}"),
+        ("d_model", str(hw.d_model)),
+        ("d_head", str(hw.d_head)),
+        ("vocabulary", _fmt_int(hw.n_vocab)),
+        ("attention", ("causal" if hw.causal else "bidirectional") + (f", sliding window {windows} on {sum(w is not None for w in hw.sliding_window)} layers" if windows else "")),
+        ("logit scale", f"{hw.scale:.6g}"),
+        ("normalisation", f"{hw.norm_placement}-norm: {hw.attn_norm.describe()}" if hw.attn_norm else "none"),
+    ]
+    if hw.qk_norm is not None:
+        rows.append(("QK-norm", hw.qk_norm[0].describe()))
+    if hw.attn_out_norm is not None:
+        rows.append(("attention-output norm", hw.attn_out_norm.describe()))
+    rows += [
+        ("positions", pos),
+        ("unembedding", "none" if hw.W_U is None else f"W_U {hw.W_U.shape[0]} x {hw.W_U.shape[1]}" + (" + bias" if hw.b_U is not None else "")),
+        ("processing", ", ".join(m.processing) or "none"),
+        ("attention parameters", _fmt_int(hw.n_attention_params())),
+    ]
+    return rows
+
+
+def describe(hw: HeadWeights) -> str:
+    """A human summary of ``hw``: :func:`card_rows`, then the notes."""
+    rows = card_rows(hw)
+    m = hw.meta
+    width = max(len(k) for k, _ in rows)
+    lines = [f"{k:<{width}}  {v}" for k, v in rows]
+    lines += [f"note: {n}" for n in m.notes]
+    return "\n".join(lines)

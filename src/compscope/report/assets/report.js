@@ -1,0 +1,239 @@
+// compscope report: reads the embedded JSON document and draws every section with plotly.
+"use strict";
+const D = JSON.parse(document.getElementById("compscope-data").textContent);
+const L = D.L, H = D.H;
+const $ = (id) => document.getElementById(id);
+const fmt = (v, n = 4) => (v === null || v === undefined || Number.isNaN(v)) ? "—" : Number(v).toPrecision(n);
+const head = (l, h) => `${l}.${h}`;
+const CONFIG = { displaylogo: false, responsive: true };
+
+// ---------------------------------------------------------------- pair tables
+const blockStart = {};
+(function () { let i = 0; for (let l1 = 0; l1 < L; l1++) for (let l2 = l1 + 1; l2 < L; l2++) { blockStart[l1 * L + l2] = i; i += H * H; } })();
+const decoded = {};
+function pairs(key) {
+  if (key in decoded) return decoded[key];
+  const t = D.tables[key];
+  if (!t || !t.enc) return (decoded[key] = null);
+  const bin = atob(t.b64), bytes = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  let out;
+  if (t.enc === "f4") out = new Float32Array(bytes.buffer);
+  else {
+    const q = new Uint16Array(bytes.buffer), span = t.hi - t.lo;
+    out = new Float32Array(q.length);
+    for (let i = 0; i < q.length; i++) out[i] = q[i] === 65535 ? NaN : t.lo + (q[i] / 65534) * span;
+  }
+  return (decoded[key] = out);
+}
+function pairValue(arr, l1, h1, l2, h2) {
+  if (!arr || l1 >= l2) return NaN;
+  return arr[blockStart[l1 * L + l2] + h1 * H + h2];
+}
+const tkey = (metric, kind, measure) => `${metric}|${kind}|${measure}`;
+
+function colours(measure) {
+  const c = D.centres[measure];
+  return (c === null || c === undefined) ? { colorscale: "Viridis" } : { colorscale: "RdBu", reversescale: true, zmid: c };
+}
+
+// ---------------------------------------------------------------- model card
+function drawCard() {
+  $("title").textContent = `compscope report: ${D.model}`;
+  $("card-table").innerHTML = D.card.map(([k, v]) => `<tr><th>${k}</th><td>${escapeHtml(String(v))}</td></tr>`).join("");
+  $("notes").innerHTML = D.notes.map((n) => `<li>${escapeHtml(n)}</li>`).join("");
+  $("command").textContent = `made by: ${D.command}   (compscope ${D.version}; pairs stored: ${D.stored})`;
+}
+function escapeHtml(s) { return s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" })[c]); }
+
+// ---------------------------------------------------------------- heatmaps
+function fillSelect(id, items) { $(id).innerHTML = items.map((x) => `<option value="${x}">${x}</option>`).join(""); }
+function state() { return { metric: $("sel-metric").value, kind: $("sel-kind").value, measure: $("sel-measure").value, view: $("sel-view").value }; }
+
+function hoverText(s, l1, h1, l2, h2) {
+  const parts = D.measures.map((m) => `${m}: ${fmt(pairValue(pairs(tkey(s.metric, s.kind, m)), l1, h1, l2, h2))}`);
+  return `writer ${head(l1, h1)} → reader ${head(l2, h2)} (${s.kind}, ${s.metric})<br>` + parts.join("<br>");
+}
+
+function layerTicks(n) {
+  return { tickvals: [...Array(L).keys()].map((l) => l * n + (n - 1) / 2), ticktext: [...Array(L).keys()].map((l) => `L${l}`) };
+}
+
+function drawHeatmap() {
+  const s = state();
+  const arr = pairs(tkey(s.metric, s.kind, s.measure));
+  const t = D.tables[tkey(s.metric, s.kind, s.measure)];
+  $("drill").innerHTML = "";
+  const view = arr ? s.view : "layers";
+  $("heat-note").textContent = (arr ? "" : "Pairs of this table were not stored (size budget); showing the layer summary. ") +
+    `Colours ${D.centres[s.measure] === null || D.centres[s.measure] === undefined ? "on the measure's range" : "centred on the random-subspace baseline " + fmt(D.centres[s.measure], 3)}.`;
+  if (view === "layers") return drawLayers(s, t);
+  const n = L * H, z = [], text = [], withText = n * n <= 160000;
+  for (let l2 = 0; l2 < L; l2++) for (let h2 = 0; h2 < H; h2++) {
+    const row = [], trow = [];
+    for (let l1 = 0; l1 < L; l1++) for (let h1 = 0; h1 < H; h1++) {
+      const v = pairValue(arr, l1, h1, l2, h2);
+      row.push(Number.isNaN(v) ? null : v);
+      if (withText) trow.push(l1 < l2 ? hoverText(s, l1, h1, l2, h2) : "");
+    }
+    z.push(row); text.push(trow);
+  }
+  const ticks = layerTicks(H);
+  const shapes = [];
+  for (let l = 1; l < L; l++) {
+    shapes.push({ type: "line", x0: l * H - 0.5, x1: l * H - 0.5, y0: -0.5, y1: n - 0.5, line: { width: 0.5, color: "#888" } });
+    shapes.push({ type: "line", y0: l * H - 0.5, y1: l * H - 0.5, x0: -0.5, x1: n - 0.5, line: { width: 0.5, color: "#888" } });
+  }
+  const trace = Object.assign({ type: "heatmap", z, hoverongaps: false, colorbar: { title: { text: s.measure } } }, colours(s.measure));
+  if (withText) { trace.text = text; trace.hovertemplate = "%{text}<extra></extra>"; }
+  else trace.hovertemplate = "writer col %{x} → reader row %{y}: %{z:.4g}<extra></extra>";
+  const size = Math.min(900, Math.max(420, 12 * n + 120));
+  Plotly.newPlot("heatmap", [trace], {
+    title: { text: `${s.kind}-composition, ${s.measure}, metric ${s.metric}` }, width: size + 120, height: size,
+    xaxis: Object.assign({ title: { text: "writer head (earlier layer)" } }, ticks), yaxis: Object.assign({ title: { text: "reader head (later layer)" }, autorange: "reversed" }, ticks),
+    shapes, margin: { l: 70, r: 20, t: 50, b: 60 },
+  }, CONFIG);
+  $("heatmap").on("plotly_click", (ev) => {
+    const p = ev.points[0], c = p.x, r = p.y;
+    const l1 = Math.floor(c / H), h1 = c % H, l2 = Math.floor(r / H), h2 = r % H;
+    if (l1 < l2) showPair(s.metric, s.kind, l1, h1, l2, h2);
+  });
+}
+
+function drawLayers(s, t) {
+  const z = t.max.map((row) => row.map((v) => (v === null ? null : v)));
+  const text = t.max.map((row, l2) => row.map((v, l1) => (v === null ? "" :
+    `writer layer ${l1} → reader layer ${l2}<br>largest ${fmt(v)}<br>mean ${fmt(t.mean[l2][l1])}`)));
+  const trace = Object.assign({ type: "heatmap", z, text, hovertemplate: "%{text}<extra></extra>", hoverongaps: false,
+    colorbar: { title: { text: `${s.measure} (max)` } } }, colours(s.measure));
+  Plotly.newPlot("heatmap", [trace], {
+    title: { text: `${s.kind}-composition, ${s.measure}, metric ${s.metric}: largest value per layer pair` }, width: 640, height: 560,
+    xaxis: { title: { text: "writer layer" }, dtick: 1 }, yaxis: { title: { text: "reader layer" }, autorange: "reversed", dtick: 1 },
+  }, CONFIG);
+  $("heatmap").on("plotly_click", (ev) => { const p = ev.points[0]; if (p.x < p.y) drill(s, p.x, p.y); });
+}
+
+function drill(s, l1, l2) {
+  const arr = pairs(tkey(s.metric, s.kind, s.measure));
+  if (!arr) { $("drill").innerHTML = `<p class="small">The pairs of this table were not stored; rerun with fewer measures or metrics.</p>`; return; }
+  const z = [], text = [];
+  for (let h2 = 0; h2 < H; h2++) {
+    z.push([...Array(H).keys()].map((h1) => pairValue(arr, l1, h1, l2, h2)));
+    text.push([...Array(H).keys()].map((h1) => hoverText(s, l1, h1, l2, h2)));
+  }
+  const trace = Object.assign({ type: "heatmap", z, text, hovertemplate: "%{text}<extra></extra>" }, colours(s.measure));
+  $("drill").innerHTML = "";
+  Plotly.newPlot("drill", [trace], { title: { text: `layer ${l1} → layer ${l2}` }, width: 560, height: 500,
+    xaxis: { title: { text: `writer head of layer ${l1}` } }, yaxis: { title: { text: `reader head of layer ${l2}` }, autorange: "reversed" } }, CONFIG);
+  $("drill").on("plotly_click", (ev) => { const p = ev.points[0]; showPair(s.metric, s.kind, l1, p.x, l2, p.y); });
+}
+
+// ---------------------------------------------------------------- one pair
+function showPair(metric, kind, l1, h1, l2, h2) {
+  const key = `${metric}|${kind}|${head(l1, h1)}|${head(l2, h2)}`;
+  const det = D.details[key];
+  $("pair-title").textContent = `writer ${head(l1, h1)} → reader ${head(l2, h2)}, ${kind}-composition, metric ${metric}`;
+  if (!det) {
+    Plotly.purge("pair-fig");
+    $("pair-fig").innerHTML = `<p>Spectra are stored for the strongest pairs only. For this one run:<br><code>compscope pair ${head(l1, h1)} ${head(l2, h2)} --model MODEL --kind ${kind} --metric ${metric}</code></p>`;
+    $("pair-measures").innerHTML = "";
+    return;
+  }
+  $("pair-fig").innerHTML = "";
+  const bar = (y, ax, name) => ({ type: "bar", y, x: y.map((_, i) => i + 1), xaxis: "x" + ax, yaxis: "y" + ax, name });
+  Plotly.newPlot("pair-fig", [bar(det.writer_sv, "", "writer singular values"), bar(det.reader_sv, "2", "reader singular values"),
+    bar(det.angles_deg, "3", "principal angles (deg)"), bar(det.composed_sv, "4", "composed map's singular values")], {
+    grid: { rows: 2, columns: 2, pattern: "independent" }, height: 520, width: 900, showlegend: false,
+    annotations: [["writer W_OV singular values", 0.22, 1.0], ["reader singular values", 0.78, 1.0],
+      ["principal angles (degrees)", 0.22, 0.45], ["singular values of BA", 0.78, 0.45]].map(([text, x, y]) =>
+      ({ text, x, y, xref: "paper", yref: "paper", showarrow: false, xanchor: "center", yanchor: "bottom" })),
+    margin: { t: 40 },
+  }, CONFIG);
+  $("pair-measures").innerHTML = "<tr><th>measure</th><th>value</th></tr>" +
+    Object.entries(det.measures).map(([m, v]) => `<tr><td>${m}</td><td>${fmt(v, 5)}</td></tr>`).join("");
+}
+
+// ---------------------------------------------------------------- circuit graph
+const ROLE_COLOUR = { induction: "#d62728", previous_token: "#1f77b4", copying: "#2ca02c", none: "#bbbbbb" };
+const KIND_COLOUR = { Q: "#9467bd", K: "#ff7f0e", V: "#17becf" };
+function roleOf(l, h) {
+  const r = D.labels.roles;
+  for (const name of ["induction", "previous_token", "copying"]) if ((r[name] || []).some(([a, b]) => a === l && b === h)) return name;
+  return "none";
+}
+function drawGraph() {
+  $("graph-note").textContent = `Heads by layer; edges: the strongest pairs per kind by ${D.edge_measure} (metric ${D.edge_metric}) above the random baseline. ` +
+    `Node colours: labels from ${D.labels.source} (${D.labels.rule}).`;
+  const traces = [];
+  for (const kind of D.kinds) {
+    const xs = [], ys = [], text = [];
+    for (const [l1, h1, l2, h2, v] of D.edges[kind] || []) { xs.push(l1, l2, null); ys.push(h1, h2, null); text.push(v); }
+    traces.push({ type: "scatter", mode: "lines", x: xs, y: ys, name: `${kind}-composition`, hoverinfo: "skip",
+      line: { color: KIND_COLOUR[kind], width: 1.5 }, opacity: 0.6 });
+  }
+  for (const role of ["induction", "previous_token", "copying", "none"]) {
+    const xs = [], ys = [], text = [];
+    for (let l = 0; l < L; l++) for (let h = 0; h < H; h++) if (roleOf(l, h) === role) {
+      xs.push(l); ys.push(h);
+      const sc = Object.entries(D.labels.scores).map(([k, v]) => `${k} ${fmt(v[l][h], 3)}`).join("<br>");
+      text.push(`head ${head(l, h)}<br>${sc}`);
+    }
+    traces.push({ type: "scatter", mode: "markers", x: xs, y: ys, text, hovertemplate: "%{text}<extra></extra>",
+      name: role === "none" ? "other heads" : role.replace("_", "-"), marker: { size: Math.max(5, Math.min(14, 300 / Math.max(L, H))), color: ROLE_COLOUR[role], line: { width: 0.5, color: "#333" } } });
+  }
+  Plotly.newPlot("graph-fig", traces, { width: Math.max(560, Math.min(1200, 200 + 40 * L)), height: Math.max(380, Math.min(900, 160 + 28 * H)),
+    xaxis: { title: { text: "layer" }, dtick: 1 }, yaxis: { title: { text: "head" }, dtick: H > 20 ? 4 : 1 } }, CONFIG);
+}
+
+// ---------------------------------------------------------------- axioms, verdict, training
+function drawAxioms() {
+  const a = D.axioms;
+  $("axioms-table").innerHTML = `<tr><th>measure</th>${a.axioms.map((x) => `<th>${x}</th>`).join("")}</tr>` +
+    a.rows.map((r) => `<tr><td>${r.measure}</td>${r.cells.map((c) => `<td title="${escapeHtml(c.reason || c.where)}" class="${c.mark === "VIOLATED" ? "bad" : ""}">${c.mark}</td>`).join("")}</tr>`).join("");
+}
+function drawVerdict() {
+  if (!D.verdict) { $("verdict").innerHTML = `<p>No data for this report. Run <code>compscope validate MODEL --out DIR</code> and pass <code>--data DIR</code>.</p>`; return; }
+  const by = {};
+  for (const r of D.verdict) (by[`${r.measure}|${r.metric}`] = by[`${r.measure}|${r.metric}`] || {})[r.kind] = r;
+  const kinds = D.kinds.split("");
+  const rows = Object.entries(by).sort((x, y) => ((y[1].K || {}).auroc ?? -1) - ((x[1].K || {}).auroc ?? -1) || ((y[1].K || {}).spearman ?? -1) - ((x[1].K || {}).spearman ?? -1));
+  let h = `<table><tr><th>measure</th><th>metric</th>${kinds.map((k) => `<th>Spearman ${k}</th>`).join("")}<th>AUROC K</th><th>axioms kept</th></tr>`;
+  for (const [key, ks] of rows) {
+    const [m, met] = key.split("|"), any = Object.values(ks)[0];
+    h += `<tr><td>${m}</td><td>${met}</td>${kinds.map((k) => `<td>${fmt((ks[k] || {}).spearman, 3)}</td>`).join("")}<td>${fmt((ks.K || {}).auroc, 3)}</td><td>${any.axioms}</td></tr>`;
+  }
+  h += "</table>";
+  if (D.verdict_heads && D.verdict_heads.length) h += "<p>Weights against data, per head: " +
+    D.verdict_heads.map((r) => `${r.score}: Spearman ${fmt(r.spearman, 3)}, precision of the top 5 ${fmt(r.precision_top5, 3)}`).join("; ") + "</p>";
+  $("verdict").innerHTML = h;
+}
+function drawTraining() {
+  const T = D.track;
+  if (!T) { $("training-body").innerHTML = "<p>No training run given (<code>--run DIR</code>, a folder written by <code>compscope train</code>).</p>"; return; }
+  const panels = T.panels.filter((p) => p.kind === "K").concat(T.panels.filter((p) => p.kind !== "K")).slice(0, 6);
+  $("training-body").innerHTML = panels.map((_, i) => `<div id="train-${i}" class="fig"></div>`).join("");
+  panels.forEach((p, i) => {
+    const traces = p.series.map((s) => ({ type: "scatter", mode: "lines", x: T.steps.map((x) => Math.max(x, 1)), y: s.values, name: s.pair,
+      line: { width: s.highlight ? 2.5 : 1, color: s.highlight ? undefined : "#bbb" }, showlegend: s.highlight }));
+    const shapes = T.formation === null ? [] : [{ type: "line", x0: Math.max(T.formation, 1), x1: Math.max(T.formation, 1), yref: "paper", y0: 0, y1: 1, line: { dash: "dash" } }];
+    Plotly.newPlot(`train-${i}`, traces, { title: { text: `${p.kind}-composition: ${p.measure}, metric ${p.metric}` }, width: 760, height: 340,
+      xaxis: { type: "log", title: { text: "training step (step 0 drawn at 1)" } }, shapes }, CONFIG);
+  });
+}
+
+function drawComposition() {
+  fillSelect("sel-metric", D.metrics); fillSelect("sel-kind", D.kinds.split("")); fillSelect("sel-measure", D.measures);
+  if (D.kinds.includes("K")) $("sel-kind").value = "K";
+  if (L * H > 320) $("sel-view").value = "layers";
+  for (const id of ["sel-metric", "sel-kind", "sel-measure", "sel-view"]) $(id).addEventListener("change", drawHeatmap);
+  drawHeatmap();
+  const first = (D.edges[$("sel-kind").value] || [])[0];
+  if (first) showPair(D.metrics[0], $("sel-kind").value, first[0], first[1], first[2], first[3]);
+}
+
+drawCard();
+drawComposition();
+drawGraph();
+drawAxioms();
+drawVerdict();
+drawTraining();

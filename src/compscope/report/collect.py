@@ -1,0 +1,206 @@
+"""Everything a report shows, gathered once: the model card, score tables under each metric,
+head labels (from the weights, and from data when there are data), the axiom battery, the
+verdict, per-pair details and training curves. :mod:`compscope.report.page` renders it.
+
+Data are used when they exist: ``data='auto'`` runs :func:`compscope.validate` on a toy model (a
+few seconds) and skips it elsewhere (minutes); ``'run'`` always runs it; ``'none'`` never; a
+folder reads what ``compscope validate --out`` wrote there.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from ..errors import OptionError
+
+#: the measures a report shows by default: every one the all-pairs engine gets from one product
+REPORT_MEASURES = ("frobenius", "frobenius_baselined", "tight", "overlap", "shared_dims")
+#: the metrics a report shows by default
+REPORT_METRICS = ("identity", "embed")
+#: pairs per kind and metric whose spectra and principal angles are kept (all of them below this)
+DETAIL_PAIRS = 120
+#: head-label thresholds: data (those of ``compscope validate``) and weights
+DATA_THRESHOLDS = {"previous_token": 0.4, "induction": 0.3}
+WEIGHT_THRESHOLDS = {"previous_token": 0.4, "copying": 0.5, "induction_fraction": 0.5}
+
+
+@dataclass
+class Labels:
+    """Per-head scores ``(L, H)`` and the label sets they give; ``source``: 'data' or 'weights'."""
+
+    source: str
+    scores: dict[str, torch.Tensor]
+    roles: dict[str, list[tuple[int, int]]]
+    rule: str
+
+
+@dataclass
+class Report:
+    hw: object  # HeadWeights
+    model: str
+    tables: dict  # metric -> ScoreTable
+    weight_labels: Labels
+    data_labels: Labels | None
+    axioms: list  # AxiomResult
+    verdict: list[dict] | None
+    verdict_heads: list[dict] | None
+    details: dict  # (metric, kind, l1, h1, l2, h2) -> PairReport
+    track: object | None  # Track
+    options: dict
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def labels(self) -> Labels:
+        """The labels the circuit graph colours by: from data when there are data."""
+        return self.data_labels or self.weight_labels
+
+
+def weight_labels(hw) -> Labels:
+    """Previous-token, copying and induction heads from the weights (:func:`head_circuits`)."""
+    from ..analysis.circuits import head_circuits
+
+    c = head_circuits(hw)
+    scores = {k: v for k, v in (("previous_token", c.previous), ("copying", c.copying), ("induction", c.induction),
+                                ("matching", c.matching)) if v is not None}
+    t = WEIGHT_THRESHOLDS
+    roles = {"previous_token": _above(c.previous, t["previous_token"]), "copying": _above(c.copying, t["copying"])}
+    if c.induction is not None and float(c.induction.max()) > 0:
+        roles["induction"] = _above(c.induction, t["induction_fraction"] * float(c.induction.max()))
+    rule = (f"weights: previous-token score >= {t['previous_token']}, copying score >= {t['copying']}, induction score "
+            f">= {t['induction_fraction']} x the largest")
+    return Labels("weights", scores, roles, rule)
+
+
+def data_labels(scores: dict[str, torch.Tensor], copying: torch.Tensor | None) -> Labels:
+    """Labels from activation scores (the thresholds of ``compscope validate``); copying, which
+    data do not measure here, from the weights."""
+    t = DATA_THRESHOLDS
+    roles = {k: _above(scores[k], v) for k, v in t.items() if k in scores}
+    if copying is not None:
+        roles["copying"] = _above(copying, WEIGHT_THRESHOLDS["copying"])
+    rule = (f"data: previous-token >= {t['previous_token']}, induction >= {t['induction']} (attention on repeated random "
+            f"sequences); copying from the weights (>= {WEIGHT_THRESHOLDS['copying']})")
+    return Labels("data", scores, roles, rule)
+
+
+def _above(t: torch.Tensor | None, threshold: float) -> list[tuple[int, int]]:
+    if t is None:
+        return []
+    return [tuple(x) for x in (t >= threshold).nonzero().tolist()]
+
+
+def read_validation(folder: str | Path, hw) -> tuple[dict, list[dict], list[dict]]:
+    """Head labels, verdict rows and head rankings from a ``compscope validate --out`` folder,
+    checked against the model's shape."""
+    import pandas as pd
+
+    folder = Path(folder)
+    need = [folder / n for n in ("head_labels.csv", "verdict.csv", "heads.csv")]
+    missing = [p.name for p in need if not p.is_file()]
+    if missing:
+        raise OptionError(f"--data {folder}: not a folder written by `compscope validate --out` (missing {', '.join(missing)})")
+    try:
+        lab = pd.read_csv(need[0])
+        verdict = pd.read_csv(need[1]).to_dict("records")
+        heads = pd.read_csv(need[2]).to_dict("records") if need[2].stat().st_size > 1 else []
+    except (ValueError, OSError, UnicodeDecodeError) as e:
+        raise OptionError(f"--data {folder}: cannot read the validation tables: {e}") from None
+    L, H = hw.n_layers, hw.n_heads
+    cols = {"layer", "head", "induction", "previous_token", "duplicate_token", "sink"}
+    if not cols <= set(lab.columns) or len(lab) != L * H or set(zip(lab.layer, lab.head)) != {
+            (l, h) for l in range(L) for h in range(H)}:
+        raise OptionError(f"--data {need[0]}: expected columns {sorted(cols)} with one row per head of a {L} x {H} model")
+    scores = {}
+    for k in ("induction", "previous_token", "duplicate_token", "sink"):
+        t = torch.full((L, H), float("nan"), dtype=torch.float64)
+        t[torch.tensor(lab.layer.values), torch.tensor(lab.head.values)] = torch.tensor(lab[k].values, dtype=torch.float64)
+        scores[k] = t
+    run = folder / "run.json"
+    if run.is_file():
+        try:
+            model = json.loads(run.read_text()).get("model")
+        except (ValueError, UnicodeDecodeError):
+            model = None
+        if model is not None and model != hw.meta.name:
+            raise OptionError(f"--data {folder}: validated model {model!r}, not {hw.meta.name!r}")
+    return scores, verdict, heads
+
+
+def pair_details(hw, tables: dict, metrics: dict, kinds: str, measure: str, n: int) -> dict:
+    """Principal angles and spectra (:func:`compose_pair`) of every pair when there are at most
+    ``n`` per kind, else of the ``n`` strongest by ``measure`` per kind and metric."""
+    from ..analysis.pair import compose_pair
+    from ..results.table import top_entries
+
+    L, H = hw.n_layers, hw.n_heads
+    out = {}
+    for name, table in tables.items():
+        for kind in kinds:
+            dense = table.dense(measure, kind)
+            total = H * H * L * (L - 1) // 2
+            keys = ([((l1, h1, l2, h2), 0.0) for l1 in range(L) for h1 in range(H) for l2 in range(l1 + 1, L)
+                     for h2 in range(H)] if total <= n else top_entries(dense, n))
+            for (l1, h1, l2, h2), _ in keys:
+                out[name, kind, l1, h1, l2, h2] = compose_pair(hw, (l1, h1), (l2, h2), kind, metrics[name],
+                                                               offset=table.offset)
+    return out
+
+
+def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPORT_METRICS, data: str = "auto",
+            run: str | Path | None = None, detail_pairs: int = DETAIL_PAIRS, processing: dict | None = None,
+            progress: bool = True) -> Report:
+    """Gather a report of ``model`` (any source :func:`compscope.load` reads; module docstring)."""
+    from ..analysis.axioms import check_axioms
+    from ..core.factors import check_kinds
+    from ..core.metrics import get_metric
+    from ..engine.composition import scores
+    from ..loading.sources import load
+    from ..measures import select
+
+    kinds = check_kinds(kinds)
+    ms = [m.name for m in select(measures)]
+    primary = ms[0]
+    hw = load(model, **(processing or {}))
+    if hw.n_layers < 2:
+        raise OptionError(f"{hw.meta.name}: one layer, so no head pair composes; a report needs at least 2 layers")
+    notes = list(hw.meta.notes)
+    mets, tables = {}, {}
+    for name in dict.fromkeys(metrics):
+        try:
+            mets[name] = get_metric(name, hw, model=model)
+        except OptionError as e:
+            notes.append(f"metric {name} left out: {e}")
+            continue
+        tables[name] = scores(hw, kinds, ms, mets[name], pairs="all", progress=progress)
+    if not tables:
+        raise OptionError(f"no metric of {list(metrics)} applies to {hw.meta.name}")
+    wl = weight_labels(hw)
+    dl, verdict, vheads = None, None, None
+    is_toy = hw.meta.family == "toy"
+    if data not in ("auto", "run", "none") or (data == "auto" and is_toy) or data == "run":
+        if data in ("auto", "run"):
+            from ..data.validate import validate
+
+            v = validate(model, kinds=kinds, progress=progress)
+            lab = {k: v.labels.mean[k] for k in ("induction", "previous_token", "duplicate_token", "sink")}
+            verdict, vheads = v.rows, v.heads
+            notes += v.notes
+        else:
+            lab, verdict, vheads = read_validation(data, hw)
+        dl = data_labels(lab, wl.scores.get("copying"))
+    elif data == "auto":
+        notes.append("no data: head labels from the weights; run `compscope validate MODEL --out DIR` and give "
+                     "`--data DIR` for labels and the verdict from data")
+    details = pair_details(hw, tables, mets, kinds, primary, detail_pairs)
+    tr = None
+    if run is not None:
+        from ..analysis.tracking import track
+
+        tr = track(run, kinds, ms[:3], list(tables), progress=progress)
+    options = {"kinds": kinds, "measures": ms, "metrics": list(tables), "data": str(data), "run": None if run is None else str(run),
+               "detail_pairs": detail_pairs, "processing": list(hw.meta.processing)}
+    return Report(hw, hw.meta.name, tables, wl, dl, check_axioms(), verdict, vheads, details, tr, options, notes)
