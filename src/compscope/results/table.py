@@ -115,8 +115,9 @@ def write_frame(df, path: str | Path) -> Path:
     return path
 
 
-def read_scores(path: str | Path, shape: tuple[int, int] | None = None) -> ScoreTable:
-    """Read a table written by :meth:`ScoreTable.save` (``shape=(layers, heads)`` if not inferable)."""
+def read_scores(path: str | Path, shape: tuple[int, int] | None = None, metric: str | None = None) -> ScoreTable:
+    """Read a table written by :meth:`ScoreTable.save` (``shape=(layers, heads)`` if not inferable).
+    A file holding several metrics (a report's ``scores.parquet``) needs ``metric`` named."""
     import pandas as pd
 
     from ..errors import one_line
@@ -133,6 +134,13 @@ def read_scores(path: str | Path, shape: tuple[int, int] | None = None) -> Score
     missing = [c for c in COLUMNS if c not in df.columns]
     if missing:
         raise LoadError(f"{path}: not a compscope score table (missing columns {missing})")
+    held = [str(x) for x in dict.fromkeys(df["metric"])]
+    if metric is not None:
+        if metric not in held:
+            raise LoadError(f"{path}: no rows of metric {metric!r}; it holds {', '.join(held) or 'none'}")
+        df = df[df["metric"] == metric]
+    elif len(held) > 1:
+        raise LoadError(f"{path}: holds the metrics {', '.join(held)}; name one (read_scores(path, metric=...))")
     if shape is None:
         shape = (int(max(df.src_layer.max(), df.dst_layer.max())) + 1, int(max(df.src_head.max(), df.dst_head.max())) + 1)
     L, H = shape

@@ -178,8 +178,8 @@
       el(`ch-${which}l`).value = Math.min(3, Math.max(0.1, Math.hypot(x, y))).toFixed(1);
       channel();
     };
-    gd.addEventListener("mousedown", (e) => { down = true; move(e); });
-    gd.addEventListener("mousemove", (e) => { if (down) move(e); });
+    gd.addEventListener("mousedown", (e) => { down = true; move(e); }, true);  // capture: before plotly's drag layer
+    gd.addEventListener("mousemove", (e) => { if (down) move(e); }, true);
     window.addEventListener("mouseup", () => { down = false; });
   }
 

@@ -1,0 +1,217 @@
+"""The report: its files, its embedded numbers against the score tables, its size on a 7B-shape
+model, the explainers' Python side against closed forms, and the command's options and errors."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from compscope.cli.main import main
+from compscope.errors import OptionError
+
+pytest.importorskip("plotly")
+pytest.importorskip("pandas")
+
+
+def _document(index_html: str) -> dict:
+    m = re.search(r'<script type="application/json" id="compscope-data">(.*?)</script>', index_html, re.S)
+    return json.loads(m.group(1).replace("<\\/", "</"))
+
+
+def _decode(entry: dict, n: int) -> np.ndarray:
+    """An independent reading of a packed table (the layout of compscope.report.payload's docstring)."""
+    raw = base64.b64decode(entry["b64"])
+    if entry["enc"] == "f4":
+        return np.frombuffer(raw, "<f4").astype(np.float64)
+    q = np.frombuffer(raw, "<u2").astype(np.float64)
+    v = entry["lo"] + q / 65534 * (entry["hi"] - entry["lo"])
+    v[q == 65535] = np.nan
+    assert v.size == n
+    return v
+
+
+@pytest.fixture(scope="module")
+def toy_report(tmp_path_factory):
+    out = tmp_path_factory.mktemp("rep") / "report"
+    assert main(["report", "--out", str(out), "--quiet"]) == 0
+    return out
+
+
+def test_files_and_offline(toy_report, capsys):
+    names = {p.name for p in toy_report.iterdir()}
+    assert {"index.html", "scores.parquet", "head_labels.csv", "axioms.csv", "verdict.csv", "circuit_graph.png",
+            "circuit_graph.svg", "heatmap_K.png", "heatmap_Q.svg"} <= names
+    page = (toy_report / "index.html").read_text()
+    skeleton = re.sub(r"<script([^>]*)>.*?</script>", r"<script\1></script>", page, flags=re.S)  # tags, not code
+    assert re.findall(r"<script[^>]*>", skeleton) == ["<script>", '<script type="application/json" id="compscope-data">',
+                                                      "<script>"]  # plotly inline: nothing is fetched
+    assert "<link" not in skeleton and "http" not in skeleton
+    assert "Plotly" in page and page.count('id="compscope-data"') == 1
+
+
+def test_embedded_pairs_equal_the_table(toy_report):
+    """Every stored pair value, read back independently, equals the engine's table (float32)."""
+    import compscope
+    from compscope.results.table import read_scores
+
+    doc = _document((toy_report / "index.html").read_text())
+    L, H = doc["L"], doc["H"]
+    with pytest.raises(compscope.LoadError, match="holds the metrics identity, embed"):
+        read_scores(toy_report / "scores.parquet")
+    table = read_scores(toy_report / "scores.parquet", metric="identity")
+    assert doc["metrics"] == ["identity", "embed"]
+    for key, entry in doc["tables"].items():
+        metric, kind, measure = key.split("|")
+        if metric != table.metric:
+            continue
+        got = _decode(entry, H * H * L * (L - 1) // 2)
+        dense = table.dense(measure, kind).numpy()
+        want = np.concatenate([dense[l1, :, l2, :].ravel() for l1 in range(L) for l2 in range(l1 + 1, L)])
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+        # the layer summary: the largest value of each block (reader layer row, writer layer column)
+        assert entry["max"][1][0] == pytest.approx(float(np.nanmax(dense[0, :, 1, :])), rel=1e-9)
+        assert entry["max"][0][1] is None
+    # the pair details are compose_pair's (principal angles in degrees)
+    rep = compscope.compose_pair("induction-2l", (0, 0), (1, 1), "K")
+    det = doc["details"]["identity|K|0.0|1.1"]
+    np.testing.assert_allclose(det["angles_deg"], rep.angles_degrees, atol=1e-5)
+    np.testing.assert_allclose(det["writer_sv"], rep.writer_singular_values.numpy(), rtol=1e-5)
+    assert det["measures"]["tight"] == pytest.approx(rep.measures["tight"], abs=1e-6)
+
+
+def test_labels_and_verdict_from_data(toy_report):
+    """On the toy model the labels come from data: its previous-token heads 0.0, 0.1 and induction heads 1.0-1.3."""
+    doc = _document((toy_report / "index.html").read_text())
+    assert doc["labels"]["source"] == "data"
+    assert sorted(map(tuple, doc["labels"]["roles"]["previous_token"])) == [(0, 0), (0, 1)]
+    assert sorted(map(tuple, doc["labels"]["roles"]["induction"])) == [(1, h) for h in range(4)]
+    assert doc["weight_labels"]["source"] == "weights"
+    k_auroc = [r["auroc"] for r in doc["verdict"] if r["kind"] == "K" and r["measure"] == "frobenius" and r["metric"] == "identity"]
+    assert k_auroc == [1.0]
+    # the graph's K edges: the strongest by frobenius_baselined, all above the baseline, from previous-token heads
+    k_edges = doc["edges"]["K"]
+    assert k_edges and all(v > 0 for *_, v in k_edges)
+    assert {(l1, h1) for l1, h1, *_ in k_edges[:4]} <= {(0, 0), (0, 1)}
+
+
+def test_pack_tables_budget_on_a_7b_shape():
+    """32 layers x 32 heads: pairs as 16-bit codes (error within the stated bound), the tables
+    past the budget as layer summaries only, and the page under 20 MB."""
+    from plotly.offline import get_plotlyjs
+
+    from compscope.report.payload import PAIR_BUDGET, pack_tables
+    from compscope.results.table import ScoreTable
+
+    L, H = 32, 32
+    g = torch.Generator().manual_seed(0)
+    mask = torch.zeros(L, H, L, H, dtype=torch.bool)
+    for l1 in range(L):
+        mask[l1, :, l1 + 1:, :] = True
+    measures = ["frobenius", "frobenius_baselined", "tight", "overlap", "shared_dims"]
+    tables = {}
+    for metric in ("identity", "embed"):
+        values = {}
+        for m in measures:
+            for k in "QKV":
+                v = torch.rand(L, H, L, H, generator=g, dtype=torch.float64)
+                values[m, k] = torch.where(mask, v, torch.full_like(v, float("nan")))
+        tables[metric] = ScoreTable(values, metric, "seven-b-shape")
+    packed, how = pack_tables(tables, "QKV", measures)
+    stored = [e for e in packed.values() if e["enc"]]
+    assert all(e["enc"] == "u2" for e in stored) and 0 < len(stored) < len(packed)
+    assert "layer x layer summaries only" in how
+    assert sum(len(e["b64"]) for e in stored) * 3 / 4 <= PAIR_BUDGET
+    assert all(e["max"][5][3] is not None and e["max"][3][5] is None for e in packed.values())
+    size = sum(len(e["b64"]) for e in stored) + len(get_plotlyjs()) + len(json.dumps([e["max"] for e in packed.values()]))
+    assert size < 20e6
+    # the 16-bit codes: within (hi - lo) / 131068 of the value
+    first = next(iter(packed))
+    e = packed[first]
+    n = H * H * L * (L - 1) // 2
+    metric, kind, m = first.split("|")
+    dense = tables[metric].values[m, kind].numpy()
+    want = np.concatenate([dense[l1, :, l2, :].ravel() for l1 in range(L) for l2 in range(l1 + 1, L)])
+    assert np.nanmax(np.abs(_decode(e, n) - want)) <= (e["hi"] - e["lo"]) / 131068 * 1.0001
+
+
+def test_explainer_measures_against_closed_forms():
+    """Two rank-1 maps: frobenius = tight = spectral = |cos|, overlap = shared_dims = cos², bandwidth 1
+    (0 when orthogonal), whatever the lengths; the polarizer chain of the seed."""
+    from compscope.report.explainers import channel_measures, polarizer_chain, rank1_baseline
+
+    for wa, ra, wl, rl in ((30, 75, 1.5, 1.0), (10, 190, 0.2, 3.0), (0, 90, 1, 1), (45, 45, 2, 0.5)):
+        c = abs(math.cos(math.radians(ra - wa)))
+        m = channel_measures(wa, ra, wl, rl)
+        for name in ("frobenius", "tight", "spectral"):
+            assert m[name] == pytest.approx(c, abs=1e-12)
+        assert m["overlap"] == pytest.approx(c * c, abs=1e-12) and m["shared_dims"] == pytest.approx(c * c, abs=1e-12)
+        assert m["bandwidth"] == (0.0 if c < 1e-12 else pytest.approx(1.0))
+        assert m["frobenius_baselined"] == pytest.approx(c - rank1_baseline(2), abs=1e-12)
+    # E|cos| = 2/pi for two random lines in the plane; 256 seeded draws, sd of |cos| about 0.31
+    assert abs(rank1_baseline(2) - 2 / math.pi) < 4 * 0.31 / 16
+    np.testing.assert_allclose(polarizer_chain([0, 90]).numpy(), np.zeros((2, 2)), atol=1e-15)
+    np.testing.assert_allclose(polarizer_chain([0, 45, 90]).numpy(), [[0, 0], [0.5, 0]], atol=1e-15)
+
+
+def test_weights_only_labels_and_training_curves(tmp_path, capsys):
+    """--data none: labels from the weights, said so; --run: the tracked checkpoints' curves."""
+    run = tmp_path / "run"
+    assert main(["train", "--preset", "tiny", "--out", str(run), "--steps", "12", "--checkpoints", "3"]) == 0
+    capsys.readouterr()
+    final = sorted((run / "checkpoints").iterdir())[-1]
+    out = tmp_path / "rep"
+    assert main(["report", str(final), "--run", str(run), "--data", "none", "--kinds", "K", "--no-figures",
+                 "--measure", "frobenius", "--metric", "identity", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "heads labelled from weights" in text and f"wrote {out / 'index.html'}" in text
+    doc = _document((out / "index.html").read_text())
+    assert doc["labels"]["source"] == "weights" and doc["verdict"] is None
+    assert doc["track"]["steps"] == [0, 1, 12][: len(doc["track"]["steps"])] or doc["track"]["steps"][-1] == 12
+    panel = doc["track"]["panels"][0]
+    assert panel["kind"] == "K" and len(panel["series"]) == 4 and len(panel["series"][0]["values"]) == len(doc["track"]["steps"])
+    assert not list(out.glob("*.png"))
+
+
+def test_data_folder_is_read_and_checked(tmp_path, capsys):
+    v = tmp_path / "v"
+    assert main(["validate", "--out", str(v), "--sequences", "8", "--intervention-sequences", "4", "--metric", "identity"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "rep"
+    assert main(["report", "--data", str(v), "--out", str(out), "--no-figures", "--quiet"]) == 0
+    assert capsys.readouterr().out.strip() == str(out / "index.html")
+    doc = _document((out / "index.html").read_text())
+    assert doc["labels"]["source"] == "data" and {r["metric"] for r in doc["verdict"]} == {"identity"}
+    (v / "head_labels.csv").write_text("layer,head\n0,0\n")
+    assert main(["report", "--data", str(v), "--out", str(out), "--no-figures"]) == 2
+    assert "head_labels.csv" in capsys.readouterr().err
+    assert main(["report", "--data", str(tmp_path), "--out", str(out), "--no-figures"]) == 2
+    assert "not a folder written by `compscope validate --out`" in capsys.readouterr().err
+
+
+def test_bad_out_and_help(tmp_path, capsys):
+    f = tmp_path / "file"
+    f.write_text("x")
+    for bad, words in ((f, "is a file"), (tmp_path / "missing" / "r", "does not exist"), (tmp_path / "r.html", "give a folder")):
+        assert main(["report", "--out", str(bad)]) == 2
+        assert words in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["report", "--help"])
+    text = capsys.readouterr().out
+    assert "--quiet" in text and "--open" in text and "examples:" in text and "compscope report" in text
+
+
+def test_one_layer_model_is_refused(tmp_path):
+    from compscope.report.collect import collect
+    from compscope.toy.model import ToyConfig, ToyTransformer
+    from compscope.toy.storage import save_toy
+
+    torch.manual_seed(0)
+    model = ToyTransformer(ToyConfig(n_layers=1, n_heads=2, d_model=16, d_head=8, d_vocab=16, n_ctx=16))
+    with pytest.raises(OptionError, match="at least 2 layers"):
+        collect(save_toy(model, tmp_path / "one"), data="none", progress=False)

@@ -1,0 +1,87 @@
+"""The report in a real browser: headless Chromium opens it from disk with the network off, every
+figure renders without a console error, and the communication explainer, set by its sliders and
+by dragging on the plane, shows the measures Python computes for the same matrices.
+
+Needs Debian's ``chromium`` and the ``playwright`` package (``.ci/run`` installs chromium); skipped,
+saying which is missing, where they cannot be had."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from compscope.cli.main import main
+
+pytest.importorskip("plotly")
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install playwright)")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine (Debian: apt-get install chromium)")
+
+FIGURES = ("heatmap", "graph-fig", "pair-fig", "ex-down", "ex-up", "ex-bottleneck", "ex-polarizer", "ex-channel")
+
+
+@pytest.fixture(scope="module")
+def page(tmp_path_factory):
+    out = tmp_path_factory.mktemp("browser") / "report"
+    assert main(["report", "--out", str(out), "--quiet", "--no-figures"]) == 0
+    with sync_api.sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        ctx = browser.new_context(offline=True, viewport={"width": 1300, "height": 900})
+        requests, errors = [], []
+        ctx.route("**/*", lambda route: (requests.append(route.request.url), route.continue_() if
+                                         route.request.url.startswith("file:") else route.abort()))
+        pg = ctx.new_page()
+        pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto((out / "index.html").as_uri())
+        pg.wait_for_function("window.compscopeMeasures !== undefined")
+        yield pg, requests, errors
+        browser.close()
+
+
+def _measures(pg) -> dict[str, float | None]:
+    cells = pg.eval_on_selector_all("[id^=ch-m-]", "els => els.map(e => [e.id.slice(5), e.textContent])")
+    return {k: (None if v == "—" else float(v)) for k, v in cells}
+
+
+def test_every_figure_renders_offline(page):
+    pg, requests, errors = page
+    assert all(u.startswith("file:") for u in requests), requests
+    for fig in FIGURES:
+        n = pg.evaluate(f"(() => {{ const g = document.getElementById('{fig}'); return g.data ? g.data.length : 0; }})()")
+        svgs = pg.evaluate(f"document.querySelectorAll('#{fig} .main-svg').length")
+        assert n > 0 and svgs > 0, fig
+    # switching the heatmap to the layer summary and another kind redraws without an error
+    pg.select_option("#sel-view", "layers")
+    pg.select_option("#sel-kind", "V")
+    assert pg.evaluate("document.getElementById('heatmap').data[0].z.length") == 2  # 2 layers
+    assert errors == []
+
+
+def test_explainer_measures_equal_python(page):
+    from compscope.report.explainers import channel_measures
+
+    pg, _, errors = page
+    for wa, wl, ra, rl in (("50", "2.3", "110", "0.7"), ("0", "1", "90", "1"), ("200", "0.4", "20", "3")):
+        for slider, v in (("ch-wa", wa), ("ch-wl", wl), ("ch-ra", ra), ("ch-rl", rl)):
+            pg.eval_on_selector(f"#{slider}", "(e, v) => { e.value = v; e.dispatchEvent(new Event('input')); }", v)
+        shown = _measures(pg)
+        want = channel_measures(float(wa), float(ra), float(wl), float(rl))
+        assert set(shown) == set(want)
+        for k, v in want.items():
+            assert shown[k] == pytest.approx(v, abs=2e-10), (k, wa, ra)
+    # drag on the plane: the writer's direction follows the pointer, and the measures follow it
+    pg.locator("#ex-channel").scroll_into_view_if_needed()
+    box = pg.locator("#ex-channel .nsewdrag").first.bounding_box()
+    pg.mouse.move(box["x"] + box["width"] * 0.8, box["y"] + box["height"] * 0.3)
+    pg.mouse.down()
+    pg.mouse.move(box["x"] + box["width"] * 0.85, box["y"] + box["height"] * 0.2)
+    pg.mouse.up()
+    wa, wl = pg.input_value("#ch-wa"), pg.input_value("#ch-wl")
+    assert 0 < float(wa) < 90  # up and to the right
+    want = channel_measures(float(wa), float(pg.input_value("#ch-ra")), float(wl), float(pg.input_value("#ch-rl")))
+    assert _measures(pg)["overlap"] == pytest.approx(want["overlap"], abs=2e-10)
+    # the three-polarizer example, in the page's own words
+    assert "amplitude out 0.500, intensity 0.250" in pg.text_content("#tp-text")
+    assert errors == []
