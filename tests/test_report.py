@@ -215,3 +215,13 @@ def test_one_layer_model_is_refused(tmp_path):
     model = ToyTransformer(ToyConfig(n_layers=1, n_heads=2, d_model=16, d_head=8, d_vocab=16, n_ctx=16))
     with pytest.raises(OptionError, match="at least 2 layers"):
         collect(save_toy(model, tmp_path / "one"), data="none", progress=False)
+
+
+def test_open_hands_the_page_to_the_browser(tmp_path, monkeypatch, capsys):
+    import webbrowser
+
+    opened = []
+    monkeypatch.setattr(webbrowser, "open", lambda uri: opened.append(uri) or True)
+    out = tmp_path / "rep"
+    assert main(["report", "--data", "none", "--no-figures", "--kinds", "K", "--quiet", "--open", "--out", str(out)]) == 0
+    assert opened == [(out / "index.html").resolve().as_uri()]

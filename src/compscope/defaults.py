@@ -9,3 +9,9 @@ MEASURES = ("frobenius", "frobenius_baselined", "tight", "overlap")
 TRACKED_MEASURES = ("frobenius", "tight", "overlap")
 #: the metrics followed over training when none are named (``compscope track``)
 TRACKED_METRICS = ("identity", "embed")
+#: the measures a report shows when none are named: every one the all-pairs engine gets from one product
+REPORT_MEASURES = ("frobenius", "frobenius_baselined", "tight", "overlap", "shared_dims")
+#: the metrics a report shows when none are named
+REPORT_METRICS = ("identity", "embed")
+#: pairs per kind and metric whose spectra and principal angles a report keeps (all of them when fewer)
+DETAIL_PAIRS = 120

@@ -17,7 +17,7 @@ EXAMPLE = ("examples:\n  compscope report --out report                  # the bu
 
 
 def add_arguments(p) -> None:
-    from ..report.collect import DETAIL_PAIRS, REPORT_MEASURES, REPORT_METRICS
+    from ..defaults import DETAIL_PAIRS, REPORT_MEASURES, REPORT_METRICS
 
     add_model(p)
     p.add_argument("--out", default="compscope-report", help="folder to write (default compscope-report)")
@@ -40,7 +40,8 @@ def add_arguments(p) -> None:
 
 def run(args) -> None:
     from .. import __version__
-    from ..report.collect import REPORT_MEASURES, REPORT_METRICS, collect
+    from ..defaults import REPORT_MEASURES, REPORT_METRICS
+    from ..report.collect import collect
     from ..report.page import check_out, require_plotly
 
     out = check_out(args.out)

@@ -15,14 +15,9 @@ from pathlib import Path
 
 import torch
 
+from ..defaults import DETAIL_PAIRS, REPORT_MEASURES, REPORT_METRICS
 from ..errors import OptionError
 
-#: the measures a report shows by default: every one the all-pairs engine gets from one product
-REPORT_MEASURES = ("frobenius", "frobenius_baselined", "tight", "overlap", "shared_dims")
-#: the metrics a report shows by default
-REPORT_METRICS = ("identity", "embed")
-#: pairs per kind and metric whose spectra and principal angles are kept (all of them below this)
-DETAIL_PAIRS = 120
 #: head-label thresholds: data (those of ``compscope validate``) and weights
 DATA_THRESHOLDS = {"previous_token": 0.4, "induction": 0.3}
 WEIGHT_THRESHOLDS = {"previous_token": 0.4, "copying": 0.5, "induction_fraction": 0.5}

@@ -34,7 +34,7 @@ const tkey = (metric, kind, measure) => `${metric}|${kind}|${measure}`;
 
 function colours(measure) {
   const c = D.centres[measure];
-  return (c === null || c === undefined) ? { colorscale: "Viridis" } : { colorscale: "RdBu", reversescale: true, zmid: c };
+  return (c === null || c === undefined) ? { colorscale: "Viridis" } : { colorscale: "RdBu", zmid: c };
 }
 
 // ---------------------------------------------------------------- model card
@@ -55,9 +55,6 @@ function hoverText(s, l1, h1, l2, h2) {
   return `writer ${head(l1, h1)} → reader ${head(l2, h2)} (${s.kind}, ${s.metric})<br>` + parts.join("<br>");
 }
 
-function layerTicks(n) {
-  return { tickvals: [...Array(L).keys()].map((l) => l * n + (n - 1) / 2), ticktext: [...Array(L).keys()].map((l) => `L${l}`) };
-}
 
 function drawHeatmap() {
   const s = state();
@@ -68,21 +65,23 @@ function drawHeatmap() {
   $("heat-note").textContent = (arr ? "" : "Pairs of this table were not stored (size budget); showing the layer summary. ") +
     `Colours ${D.centres[s.measure] === null || D.centres[s.measure] === undefined ? "on the measure's range" : "centred on the random-subspace baseline " + fmt(D.centres[s.measure], 3)}.`;
   if (view === "layers") return drawLayers(s, t);
-  const n = L * H, z = [], text = [], withText = n * n <= 160000;
-  for (let l2 = 0; l2 < L; l2++) for (let h2 = 0; h2 < H; h2++) {
+  // rows: readers of layers 1..L-1; columns: writers of layers 0..L-2 (no other pair composes)
+  const n = (L - 1) * H, z = [], text = [], withText = n * n <= 160000;
+  for (let l2 = 1; l2 < L; l2++) for (let h2 = 0; h2 < H; h2++) {
     const row = [], trow = [];
-    for (let l1 = 0; l1 < L; l1++) for (let h1 = 0; h1 < H; h1++) {
+    for (let l1 = 0; l1 < L - 1; l1++) for (let h1 = 0; h1 < H; h1++) {
       const v = pairValue(arr, l1, h1, l2, h2);
       row.push(Number.isNaN(v) ? null : v);
       if (withText) trow.push(l1 < l2 ? hoverText(s, l1, h1, l2, h2) : "");
     }
     z.push(row); text.push(trow);
   }
-  const ticks = layerTicks(H);
+  const tick = (first) => ({ tickvals: [...Array(L - 1).keys()].map((i) => i * H + (H - 1) / 2),
+    ticktext: [...Array(L - 1).keys()].map((i) => `L${i + first}`), showgrid: false, zeroline: false });
   const shapes = [];
-  for (let l = 1; l < L; l++) {
-    shapes.push({ type: "line", x0: l * H - 0.5, x1: l * H - 0.5, y0: -0.5, y1: n - 0.5, line: { width: 0.5, color: "#888" } });
-    shapes.push({ type: "line", y0: l * H - 0.5, y1: l * H - 0.5, x0: -0.5, x1: n - 0.5, line: { width: 0.5, color: "#888" } });
+  for (let i = 1; i < L - 1; i++) {
+    shapes.push({ type: "line", x0: i * H - 0.5, x1: i * H - 0.5, y0: -0.5, y1: n - 0.5, line: { width: 0.5, color: "#888" } });
+    shapes.push({ type: "line", y0: i * H - 0.5, y1: i * H - 0.5, x0: -0.5, x1: n - 0.5, line: { width: 0.5, color: "#888" } });
   }
   const trace = Object.assign({ type: "heatmap", z, hoverongaps: false, colorbar: { title: { text: s.measure } } }, colours(s.measure));
   if (withText) { trace.text = text; trace.hovertemplate = "%{text}<extra></extra>"; }
@@ -90,12 +89,12 @@ function drawHeatmap() {
   const size = Math.min(900, Math.max(420, 12 * n + 120));
   Plotly.newPlot("heatmap", [trace], {
     title: { text: `${s.kind}-composition, ${s.measure}, metric ${s.metric}` }, width: size + 120, height: size,
-    xaxis: Object.assign({ title: { text: "writer head (earlier layer)" } }, ticks), yaxis: Object.assign({ title: { text: "reader head (later layer)" }, autorange: "reversed" }, ticks),
+    xaxis: Object.assign({ title: { text: "writer head (earlier layer)" } }, tick(0)), yaxis: Object.assign({ title: { text: "reader head (later layer)" }, autorange: "reversed" }, tick(1)),
     shapes, margin: { l: 70, r: 20, t: 50, b: 60 },
   }, CONFIG);
   $("heatmap").on("plotly_click", (ev) => {
     const p = ev.points[0], c = p.x, r = p.y;
-    const l1 = Math.floor(c / H), h1 = c % H, l2 = Math.floor(r / H), h2 = r % H;
+    const l1 = Math.floor(c / H), h1 = c % H, l2 = 1 + Math.floor(r / H), h2 = r % H;
     if (l1 < l2) showPair(s.metric, s.kind, l1, h1, l2, h2);
   });
 }
