@@ -12,9 +12,6 @@ from pathlib import Path
 from ..errors import OptionError
 from . import payload as P
 
-FILES = ("index.html", "scores.parquet", "head_labels.csv", "axioms.csv")
-
-
 def check_out(out: str | Path) -> Path:
     """``out`` as a folder that can be written (its parent must exist); an error naming it otherwise."""
     out = Path(out)

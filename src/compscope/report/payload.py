@@ -75,7 +75,7 @@ def pack_tables(tables: dict, kinds: str, measures: list[str], budget: int = PAI
         entry.update(max=mx, mean=mean)
         out[f"{met}|{k}|{m}"] = entry
     how = ("every pair, float32" if enc == "f4" else
-           f"every pair as 16-bit codes of each table's range (error <= range / 131068)" if keep == len(combos) else
+           "every pair as 16-bit codes of each table's range (error <= range / 131068)" if keep == len(combos) else
            f"pairs of the first {keep} of {len(combos)} tables as 16-bit codes; the rest as layer x layer summaries only "
            f"(report fewer measures or metrics for every pair)")
     return out, how
