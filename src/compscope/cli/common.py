@@ -103,13 +103,10 @@ def output_file(path: str | None, option: str, suffixes: tuple[str, ...]) -> Non
 
 def output_folder(path: str | None, option: str = "--out") -> None:
     """Check a results folder before any work: new or a folder (never a file), its parent existing."""
-    if not path:
-        return
-    p = Path(path)
-    if p.exists() and not p.is_dir():
-        raise OptionError(f"{option} {path}: is a file; give a folder")
-    if not p.parent.is_dir():
-        raise OptionError(f"{option} {path}: the folder {p.parent} does not exist (create it first)")
+    if path:
+        from ..results.files import check_folder
+
+        check_folder(path, option)
 
 
 def table_file(path: str | None, option: str = "--out") -> None:

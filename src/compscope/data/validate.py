@@ -82,11 +82,9 @@ class Verdict:
         exist)."""
         import pandas as pd
 
-        out = Path(out)
-        if out.exists() and not out.is_dir():
-            raise OptionError(f"{out}: is a file; give a folder for the results")
-        if not out.parent.is_dir():
-            raise OptionError(f"{out}: the folder {out.parent} does not exist")
+        from ..results.files import check_folder
+
+        out = check_folder(out)
         out.mkdir(exist_ok=True)
         labels = self.labels.to_pandas()
         paths = [out / "head_labels.csv", out / "interventions.parquet", out / "verdict.csv", out / "heads.csv",

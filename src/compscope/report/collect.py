@@ -138,14 +138,13 @@ def pair_details(hw, tables: dict, metrics: dict, kinds: str, measure: str, n: i
     from ..results.table import top_entries
 
     L, H = hw.n_layers, hw.n_heads
+    every = [(l1, h1, l2, h2) for l1 in range(L) for h1 in range(H) for l2 in range(l1 + 1, L) for h2 in range(H)] \
+        if H * H * L * (L - 1) // 2 <= n else None
     out = {}
     for name, table in tables.items():
         for kind in kinds:
-            dense = table.dense(measure, kind)
-            total = H * H * L * (L - 1) // 2
-            keys = ([((l1, h1, l2, h2), 0.0) for l1 in range(L) for h1 in range(H) for l2 in range(l1 + 1, L)
-                     for h2 in range(H)] if total <= n else top_entries(dense, n))
-            for (l1, h1, l2, h2), _ in keys:
+            keys = every or [p for p, _ in top_entries(table.dense(measure, kind), n)]
+            for l1, h1, l2, h2 in keys:
                 out[name, kind, l1, h1, l2, h2] = compose_pair(hw, (l1, h1), (l2, h2), kind, metrics[name],
                                                                offset=table.offset)
     return out
@@ -168,6 +167,11 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     hw = load(model, **(processing or {}))
     if hw.n_layers < 2:
         raise OptionError(f"{hw.meta.name}: one layer, so no head pair composes; a report needs at least 2 layers")
+    saved = read_validation(data, hw) if data not in ("auto", "run", "none") else None  # checked before any work
+    if run is not None:
+        from ..analysis.tracking import list_checkpoints
+
+        list_checkpoints(run)
     notes = list(hw.meta.notes)
     mets, tables = {}, {}
     for name in dict.fromkeys(metrics):
@@ -181,17 +185,16 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
         raise OptionError(f"no metric of {list(metrics)} applies to {hw.meta.name}")
     wl = weight_labels(hw)
     dl, verdict, vheads = None, None, None
-    is_toy = hw.meta.family == "toy"
-    if data not in ("auto", "run", "none") or (data == "auto" and is_toy) or data == "run":
-        if data in ("auto", "run"):
-            from ..data.validate import validate
+    if data == "run" or (data == "auto" and hw.meta.family == "toy"):  # toy models: seconds
+        from ..data.validate import validate
 
-            v = validate(model, kinds=kinds, progress=progress)
-            lab = {k: v.labels.mean[k] for k in ("induction", "previous_token", "duplicate_token", "sink")}
-            verdict, vheads = v.rows, v.heads
-            notes += v.notes
-        else:
-            lab, verdict, vheads = read_validation(data, hw)
+        v = validate(model, kinds=kinds, progress=progress)
+        lab = {k: v.labels.mean[k] for k in ("induction", "previous_token", "duplicate_token", "sink")}
+        verdict, vheads = v.rows, v.heads
+        notes += v.notes
+        dl = data_labels(lab, wl.scores.get("copying"))
+    elif saved is not None:  # a folder written by `compscope validate --out`
+        lab, verdict, vheads = saved
         dl = data_labels(lab, wl.scores.get("copying"))
     elif data == "auto":
         notes.append("no data: head labels from the weights; run `compscope validate MODEL --out DIR` and give "

@@ -10,15 +10,12 @@ from importlib import resources
 from pathlib import Path
 
 from ..errors import OptionError
+from ..results.files import check_folder
 from . import payload as P
 
 def check_out(out: str | Path) -> Path:
     """``out`` as a folder that can be written (its parent must exist); an error naming it otherwise."""
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise OptionError(f"--out {out}: is a file; give a folder for the report")
-    if not out.parent.is_dir():
-        raise OptionError(f"--out {out}: the folder {out.parent} does not exist")
+    out = check_folder(out, "--out")
     if out.suffix.lower() in (".html", ".htm"):
         raise OptionError(f"--out {out}: give a folder; the report is written to {out}/index.html")
     return out
@@ -63,24 +60,16 @@ def _asset(name: str) -> str:
 
 
 def _json_for_script(doc: dict) -> str:
-    text = json.dumps(doc, separators=(",", ":"), allow_nan=False, default=_plain)
+    text = json.dumps(doc, separators=(",", ":"), allow_nan=False)
     return text.replace("</", "<\\/")
 
 
-def _plain(x):
-    import math
-
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return str(x)
-    return v if math.isfinite(v) else None
-
-
 def _clean(doc):
-    """NaN and infinities to ``null`` (JSON has neither)."""
+    """Plain JSON: numpy and torch scalars as Python numbers, NaN and infinities as ``null``."""
     import math
 
+    if hasattr(doc, "item") and not isinstance(doc, (dict, list, tuple, str)):
+        doc = doc.item()
     if isinstance(doc, dict):
         return {k: _clean(v) for k, v in doc.items()}
     if isinstance(doc, (list, tuple)):

@@ -96,6 +96,15 @@ def need(config: dict, key: str, where: str, *alternatives: str) -> Any:
     raise UnsupportedModelError(f"{where}: config key '{key}' is missing")
 
 
+def sizes(config: dict, where: str, *, width: tuple[str, ...] = ("hidden_size",),
+          heads: tuple[str, ...] = ("num_attention_heads",), layers: tuple[str, ...] = ("num_hidden_layers",)
+          ) -> tuple[int, int, int, int]:
+    """``(d_model, n_heads, n_layers, d_head = d_model // n_heads)`` from the first present key
+    of each group, or an error naming the missing one."""
+    d, H, L = (int(need(config, ks[0], where, *ks[1:])) for ks in (width, heads, layers))
+    return d, H, L, d // H
+
+
 def unembedding(ckpt: Checkpoint, candidates: list[str], emb: Tensor) -> tuple[Tensor | None, str | None]:
     """The unembedding ``(n_vocab, d_model)`` and a note: the first tensor of ``candidates``
     present; else the embedding itself when the config ties them (``tie_word_embeddings``,

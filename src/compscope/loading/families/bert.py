@@ -16,7 +16,7 @@ import torch
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm
 from . import register
-from .base import Family, need, split_cols, split_rows
+from .base import Family, sizes, split_cols, split_rows
 
 
 @register
@@ -43,11 +43,8 @@ class Bert(Family):
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
         cls.check_config(cfg, where)
-        d = int(need(cfg, "hidden_size", where))
-        H = int(need(cfg, "num_attention_heads", where))
-        L = int(need(cfg, "num_hidden_layers", where))
+        d, H, L, r = sizes(cfg, where)
         eps = float(cfg.get("layer_norm_eps", 1e-12))
-        r = d // H
         prefix = "bert." if "bert.embeddings.word_embeddings.weight" in ts else ""
         e = prefix + "embeddings."
         ln_w = [ts.take(e + "LayerNorm.weight", (d,))]

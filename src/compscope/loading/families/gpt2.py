@@ -14,7 +14,7 @@ from ..checkpoint import Checkpoint
 from ...errors import WeightError
 from ...core.heads import HeadWeights, Meta, Norm
 from . import register
-from .base import Family, need, split_cols, split_rows, unembedding
+from .base import Family, sizes, split_cols, split_rows, unembedding
 
 
 @register
@@ -44,11 +44,9 @@ class GPT2(Family):
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
         cls.check_config(cfg, where)
-        d = int(need(cfg, "n_embd", where, "hidden_size"))
-        H = int(need(cfg, "n_head", where, "num_attention_heads"))
-        L = int(need(cfg, "n_layer", where, "num_hidden_layers"))
+        d, H, L, r = sizes(cfg, where, width=("n_embd", "hidden_size"), heads=("n_head", "num_attention_heads"),
+                           layers=("n_layer", "num_hidden_layers"))
         eps = float(cfg.get("layer_norm_epsilon", 1e-5))
-        r = d // H
         prefix = "transformer." if "transformer.wte.weight" in ts else ""
         wq, wk, wv, wo, bq, bk, bv, bo, g, beta = ([] for _ in range(10))
         for i in range(L):

@@ -13,7 +13,7 @@ import torch
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm, Rotary
 from . import register
-from .base import Family, inv_freq, need, rope_accept, rope_settings, split_cols, stack, unembedding
+from .base import Family, inv_freq, rope_accept, rope_settings, sizes, split_cols, stack, unembedding
 
 
 @register
@@ -38,11 +38,8 @@ class GPTNeoX(Family):
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
         cls.check_config(cfg, where)
-        d = int(need(cfg, "hidden_size", where))
-        H = int(need(cfg, "num_attention_heads", where))
-        L = int(need(cfg, "num_hidden_layers", where))
+        d, H, L, r = sizes(cfg, where)
         eps = float(cfg.get("layer_norm_eps", 1e-5))
-        r = d // H
         prefix = "gpt_neox." if "gpt_neox.embed_in.weight" in ts else ""
         qkv_w, qkv_b, wo, bo, g, beta = ([] for _ in range(6))
         for i in range(L):

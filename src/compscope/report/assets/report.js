@@ -100,7 +100,7 @@ function drawHeatmap() {
 }
 
 function drawLayers(s, t) {
-  const z = t.max.map((row) => row.map((v) => (v === null ? null : v)));
+  const z = t.max;
   const text = t.max.map((row, l2) => row.map((v, l1) => (v === null ? "" :
     `writer layer ${l1} → reader layer ${l2}<br>largest ${fmt(v)}<br>mean ${fmt(t.mean[l2][l1])}`)));
   const trace = Object.assign({ type: "heatmap", z, text, hovertemplate: "%{text}<extra></extra>", hoverongaps: false,
