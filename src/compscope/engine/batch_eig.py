@@ -30,6 +30,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from ..core.lowrank import pow2_scale
+
 # numba's default threading layer must not be entered from two Python threads at once
 _LOCK = threading.Lock()
 _FAST = {"contract", "nsz", "arcp", "reassoc"}
@@ -210,14 +212,17 @@ def eigvalsh(M: Tensor) -> Tensor:
     to ``torch.linalg.eigvalsh``."""
     if M.ndim != 3 or M.shape[-1] < 2 or M.device.type != "cpu" or M.dtype not in (torch.float32, torch.float64):
         return torch.linalg.eigvalsh(M)
-    A = M.detach().contiguous().numpy()
+    if M.shape[0] == 0:
+        return M.new_empty(M.shape[:2])
+    # exact power-of-two scaling to entries of order one: the sums of squares in the reduction
+    # stay in range for any ‖M‖ the dtype can hold (float32 overflowed from ‖M‖ ≈ 1e19 on)
+    s = pow2_scale(M, (-2, -1)).to(M.dtype)
+    A = (M.detach().contiguous().div_(s[:, None, None]) if M.is_contiguous() else M.detach() / s[:, None, None]).numpy()
     out = np.empty(A.shape[:2], A.dtype)
-    if A.shape[0] == 0:
-        return torch.from_numpy(out)
     t = A.dtype.type
     fi = np.finfo(A.dtype)
     with _LOCK:
         numba.set_num_threads(max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS)))
         tasks = _CHUNKS_PER_THREAD * numba.get_num_threads()
         _eigvalsh_kernel(A, out, t(0), t(0.5), t(1), t(2), t(fi.eps / 2), t(fi.tiny * 2 ** 20), tasks)
-    return torch.from_numpy(out)
+    return torch.from_numpy(out).mul_(s[:, None])

@@ -27,7 +27,7 @@ from torch import Tensor
 from ..errors import OptionError
 from ..core.factors import KINDS, layer_factor
 from ..core.heads import HeadWeights
-from ..core.lowrank import numerical_rank, svd_from_factors
+from ..core.lowrank import numerical_rank, pow2_scale, svd_from_factors
 from ..core.metrics import Metric
 from .workspace import Workspace
 
@@ -45,7 +45,8 @@ class Sides:
 
     ``rows: (layer, head, r, d)``: orthonormal rows ``U_Aᵀ`` (writers) or ``V_Bᵀ`` (readers),
     rows beyond the rank zero; ``spectrum: (layer, head, r)`` float64, descending, zero beyond
-    the rank; ``rank: (layer, head)``."""
+    the rank, divided by its largest value (every measure is invariant to the scale of either
+    map; this keeps every product in range); ``rank: (layer, head)``."""
 
     rows: Tensor
     spectrum: Tensor
@@ -117,10 +118,13 @@ def _factor(hw: HeadWeights, metric: Metric, layer_metric: int | None, layer: in
     s, si = metric.for_layer(layer_metric if layer_metric is not None else -1)
     w = layer_factor(hw, layer, name, sqrt=s, inv_sqrt=si, offset=offset, per_kv=True, device=out.device)
     if name in "KV" and not shared and list(hw.kv_map) != list(range(hw.n_kv_heads)):
-        return out.copy_(w[torch.tensor(hw.kv_map, device=w.device)])
-    if w.dtype == out.dtype:
-        return w
-    return out[: w.shape[0]].copy_(w)  # into a reused buffer: no page faults
+        w = w[torch.tensor(hw.kv_map, device=w.device)]
+    dest = out[: w.shape[0]]
+    dest.copy_(w)  # into a reused buffer: no page faults
+    # entries of order one (exact powers of two per head): no product, Gram or eigenproblem
+    # downstream overflows or underflows; every measure is invariant to the scale of either map
+    return dest.div_(pow2_scale(w, (-2, -1)).to(dest.dtype)[:, None, None])
+
 
 
 def head_sides(
@@ -182,6 +186,8 @@ def head_sides(
             sj[bad] = 0
             sj[bad, : sb.shape[-1]] = sb * keep
             rj[bad] = rb
+        top = sj[:, :1]
+        sj = sj / torch.where(top > 0, top, 1.0)  # largest singular value 1 (measures are scale-invariant)
         for sd, want, coef, name, basis in zip(c[:2], _wants(sides, layers, layer, c), (cu, cv), c[2:], (0, 1)):
             if not want:
                 continue
