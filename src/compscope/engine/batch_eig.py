@@ -216,7 +216,7 @@ def eigvalsh(M: Tensor) -> Tensor:
         return M.new_empty(M.shape[:2])
     # exact power-of-two scaling to entries of order one: the sums of squares in the reduction
     # stay in range for any ‖M‖ the dtype can hold (float32 overflowed from ‖M‖ ≈ 1e19 on)
-    s = pow2_scale(M, (-2, -1)).to(M.dtype)
+    s = pow2_scale(M).to(M.dtype)
     A = (M.detach().contiguous().div_(s[:, None, None]) if M.is_contiguous() else M.detach() / s[:, None, None]).numpy()
     out = np.empty(A.shape[:2], A.dtype)
     t = A.dtype.type

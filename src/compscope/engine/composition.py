@@ -24,9 +24,10 @@ results in float64 always; bases, Gram tiles, tile products, ``X`` blocks and ``
 ``precision``, float32 by default (about half the time of float64): within ~1e-6 relative on
 typical scores; the Gram route's cancellation on near-zero scores, and its repair, are
 described in :mod:`compscope.engine.gram_route`. ``precision='float64'``: exact to ~1e-12.
-**Scale**: every measure is invariant to a positive scale of either map, so each head's factors
-are divided by a power of two near their largest entry (exact) and each spectrum by its largest
-value: nothing overflows or underflows for weights from 1e-30 to 1e30 or one entry of 1e26.
+**Scale**: every measure is invariant to a positive scale of either map, so each head's spectrum
+is divided by its largest value once the float64 SVDs are done (and the batched eigen-solver
+scales each core by a power of two): nothing in float32 overflows or underflows for weights from
+1e-30 to 1e30 or one entry of 1e26.
 
 **Memory**: the bases (``n_heads · r · d`` numbers per side) plus tile buffers, ``X`` blocks
 and baseline chunks chosen to fit ``max_memory`` (default a quarter of the available memory

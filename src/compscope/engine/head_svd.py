@@ -27,7 +27,7 @@ from torch import Tensor
 from ..errors import OptionError
 from ..core.factors import KINDS, layer_factor
 from ..core.heads import HeadWeights
-from ..core.lowrank import numerical_rank, pow2_scale, svd_from_factors
+from ..core.lowrank import numerical_rank, svd_from_factors
 from ..core.metrics import Metric
 from .workspace import Workspace
 
@@ -118,13 +118,10 @@ def _factor(hw: HeadWeights, metric: Metric, layer_metric: int | None, layer: in
     s, si = metric.for_layer(layer_metric if layer_metric is not None else -1)
     w = layer_factor(hw, layer, name, sqrt=s, inv_sqrt=si, offset=offset, per_kv=True, device=out.device)
     if name in "KV" and not shared and list(hw.kv_map) != list(range(hw.n_kv_heads)):
-        w = w[torch.tensor(hw.kv_map, device=w.device)]
-    dest = out[: w.shape[0]]
-    dest.copy_(w)  # into a reused buffer: no page faults
-    # entries of order one (exact powers of two per head): no product, Gram or eigenproblem
-    # downstream overflows or underflows; every measure is invariant to the scale of either map
-    return dest.div_(pow2_scale(w, (-2, -1)).to(dest.dtype)[:, None, None])
-
+        return out.copy_(w[torch.tensor(hw.kv_map, device=w.device)])
+    if w.dtype == out.dtype:
+        return w
+    return out[: w.shape[0]].copy_(w)  # into a reused buffer: no page faults
 
 
 def head_sides(
