@@ -20,6 +20,7 @@ after loading is listed, in order, in ``meta.processing``; nothing is applied si
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -72,6 +73,20 @@ class Norm:
         if self.bias is not None:
             parts.append("bias")
         return ", ".join(parts)
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _check_norm(n: Norm | None, name: str) -> None:
+    if n is None:
+        return
+    if n.kind not in ("layernorm", "rmsnorm"):
+        raise WeightError(f"{name}: norm kind {n.kind!r}, expected 'layernorm' or 'rmsnorm'")
+    for what, v in (("eps", n.eps), ("offset", n.offset)):
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or (what == "eps" and v < 0):
+            raise WeightError(f"{name}: {what} {v!r} is not a finite number" + (" >= 0" if what == "eps" else ""))
 
 
 @dataclass(frozen=True)
@@ -173,10 +188,41 @@ class HeadWeights:
             raise WeightError(f"W_U has shape {tuple(self.W_U.shape)}, expected (n_vocab, {d})")
         if self.b_U is not None and (self.W_U is None or tuple(self.b_U.shape) != (self.W_U.shape[0],)):
             raise WeightError(f"b_U has shape {tuple(self.b_U.shape)}, expected (n_vocab,)")
-        if len(self.kv_map) != H or any(not 0 <= g < G for g in self.kv_map):
+        if len(self.kv_map) != H or any(not _is_int(g) or not 0 <= g < G for g in self.kv_map):
             raise WeightError(f"kv_map {self.kv_map} does not map {H} query heads onto {G} K/V heads")
         if self.sliding_window and len(self.sliding_window) != L:
             raise WeightError(f"sliding_window lists {len(self.sliding_window)} layers, model has {L}")
+        self._check_settings(L, r)
+
+    def _check_settings(self, L: int, r: int) -> None:
+        """The non-tensor settings: what a corrupt description could set to anything."""
+        if any(w is not None and (not _is_int(w) or w < 1) for w in self.sliding_window):
+            raise WeightError(f"sliding_window {self.sliding_window}: each entry must be None or a positive integer")
+        if self.norm_placement not in ("pre", "post", "none") or self.positions not in ("learned", "rotary", "none"):
+            raise WeightError(f"norm_placement {self.norm_placement!r} / positions {self.positions!r}: "
+                              "expected pre/post/none and learned/rotary/none")
+        if not isinstance(self.causal, bool):
+            raise WeightError(f"causal {self.causal!r}: expected true or false")
+        if not isinstance(self.attn_scale, (int, float)) or isinstance(self.attn_scale, bool) or not math.isfinite(self.attn_scale) or self.attn_scale < 0:
+            raise WeightError(f"attn_scale {self.attn_scale!r}: expected a finite number >= 0 (0: d_head ** -0.5)")
+        for name in ("attn_norm", "final_norm", "attn_out_norm"):
+            _check_norm(getattr(self, name), name)
+        if self.qk_norm is not None:
+            if len(self.qk_norm) != 2:
+                raise WeightError(f"qk_norm holds {len(self.qk_norm)} norms, expected 2 (q and k)")
+            for n, which in zip(self.qk_norm, "qk"):
+                _check_norm(n, f"qk_norm ({which})")
+        rot = self.rotary
+        if rot is not None:
+            if not _is_int(rot.dim) or rot.dim <= 0 or rot.dim % 2 or rot.dim > r:
+                raise WeightError(f"rotary dim {rot.dim!r}: expected a positive even integer <= d_head {r}")
+            if rot.style not in ("half", "interleaved"):
+                raise WeightError(f"rotary style {rot.style!r}: expected 'half' or 'interleaved'")
+            f = rot.inv_freq
+            if not isinstance(f, Tensor) or tuple(f.shape) != (L, rot.dim // 2):
+                raise WeightError(f"rotary inv_freq has shape {tuple(getattr(f, 'shape', ()))}, expected {(L, rot.dim // 2)}")
+            if not bool(torch.isfinite(f).all()) or bool((f < 0).any()):
+                raise WeightError("rotary inv_freq has NaN, infinite or negative frequencies (a rope base of 0 or NaN?)")
 
     # ------------------------------------------------------------------ sizes
     @property

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..core.heads import HeadWeights
 from ..core.processing import process
-from ..errors import LoadError
+from ..errors import CompscopeError, LoadError, one_line
 from .builtin import BUILTINS
 from .formats import FORMATS
 
@@ -16,15 +16,37 @@ def read_unprocessed(source) -> HeadWeights:
     recognises it (``HeadWeights`` pass through), nothing processed."""
     if isinstance(source, HeadWeights):
         return source
-    for _, fmt in FORMATS.items():
-        if fmt.recognise(source):
-            return fmt.read(source)
+    for name, fmt in FORMATS.items():
+        if guarded(source, name, fmt.recognise, source):
+            return guarded(source, name, fmt.read, source)
     if not isinstance(source, (str, Path)):
         raise LoadError(f"cannot load a {type(source).__name__}: expected a path, a built-in name, or a model object")
     path = Path(source)
     if not path.exists():
         raise LoadError(f"{source}: no such file or folder, and not a built-in model ({', '.join(BUILTINS)})")
     raise LoadError(f"{path}: unrecognised file (expected a folder with config.json, a .gguf file, or a compscope model)")
+
+
+def guarded(source, fmt: str, fn, *args):
+    """``fn(*args)``; an exception that is not compscope's (a reader or converter tripped on a
+    value no check foresaw) becomes a ``LoadError`` that names the source, the format and the
+    problem, never a traceback from deep inside a library."""
+    try:
+        return fn(*args)
+    except CompscopeError:
+        raise
+    except (KeyboardInterrupt, SystemExit, GeneratorExit):
+        raise
+    except RecursionError as e:
+        raise LoadError(f"{_name(source)}: cannot be read as a {fmt} model: nested too deeply") from e
+    except MemoryError as e:
+        raise LoadError(f"{_name(source)}: cannot be read as a {fmt} model: it asks for more memory than there is") from e
+    except Exception as e:
+        raise LoadError(f"{_name(source)}: cannot be read as a {fmt} model ({type(e).__name__}: {one_line(e)})") from e
+
+
+def _name(source) -> str:
+    return str(source) if isinstance(source, (str, Path)) else type(source).__name__
 
 
 def load(source, *, fold_norm: bool = False, center_writing: bool = False, fold_value_bias: bool = False) -> HeadWeights:

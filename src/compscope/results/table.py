@@ -141,9 +141,7 @@ def read_scores(path: str | Path, shape: tuple[int, int] | None = None, metric: 
         df = df[df["metric"] == metric]
     elif len(held) > 1:
         raise LoadError(f"{path}: holds the metrics {', '.join(held)}; name one (read_scores(path, metric=...))")
-    if shape is None:
-        shape = (int(max(df.src_layer.max(), df.dst_layer.max())) + 1, int(max(df.src_head.max(), df.dst_head.max())) + 1)
-    L, H = shape
+    L, H = _table_shape(df, path, shape)
     values = {}
     for (m, k), g in df.groupby(["measure", "kind"], sort=False):
         t = torch.full((L, H, L, H), float("nan"), dtype=torch.float64)
@@ -155,6 +153,46 @@ def read_scores(path: str | Path, shape: tuple[int, int] | None = None, metric: 
     offset = float(df["offset"].iloc[0]) if "offset" in df and len(df) else 0.0
     info = {"partial": {m: tuple(v) for m, v in df.attrs["partial"].items()}} if df.attrs.get("partial") else {}
     return ScoreTable(values, str(df["metric"].iloc[0]) if len(df) else "identity", model, proc, offset, info)
+
+
+#: Most heads (layers × heads) a score table may declare: its dense view holds ``(L H)²`` float64
+#: per measure and kind (2 GiB at this bound; a 405B-class model has about 16 000 heads)
+MAX_HEADS_TOTAL = 1 << 14
+
+
+def _table_shape(df, path: Path, shape: tuple[int, int] | None) -> tuple[int, int]:
+    """``(layers, heads)`` of a score table, after checking its index columns: whole numbers, not
+    negative (``-1`` must not wrap to the last layer), writers before readers, within ``shape``
+    when given, and small enough that the dense view cannot ask for more than a few GiB."""
+    import numpy as np
+
+    cols = ("src_layer", "src_head", "dst_layer", "dst_head")
+    idx = {}
+    for c in cols:
+        v = df[c].to_numpy()
+        if len(v) and not (np.issubdtype(v.dtype, np.integer) or (np.issubdtype(v.dtype, np.floating) and np.all(np.isfinite(v)) and np.all(v == np.round(v)))):
+            raise LoadError(f"{path}: column '{c}' holds values that are not whole numbers")
+        idx[c] = v.astype(np.int64) if len(v) else v
+        if len(v) and idx[c].min() < 0:
+            raise LoadError(f"{path}: column '{c}' has the negative value {int(idx[c].min())}")
+    if len(df) and (idx["src_layer"] >= idx["dst_layer"]).any():
+        raise LoadError(f"{path}: a row has src_layer >= dst_layer (only earlier writers and later readers are scored)")
+    top = lambda a, b: int(max(a.max(), b.max())) + 1 if len(df) else 1  # noqa: E731
+    need = (top(idx["src_layer"], idx["dst_layer"]), top(idx["src_head"], idx["dst_head"]))
+    if shape is None:
+        shape = need
+    elif need[0] > shape[0] or need[1] > shape[1]:
+        raise LoadError(f"{path}: rows name layer {need[0] - 1} or head {need[1] - 1}, beyond the shape {tuple(shape)}")
+    if not (shape[0] > 0 and shape[1] > 0 and shape[0] * shape[1] <= MAX_HEADS_TOTAL):
+        raise LoadError(f"{path}: rows name {shape[0]} layers × {shape[1]} heads, more than a score table holds "
+                        f"({MAX_HEADS_TOTAL} heads in all)")
+    v = df["value"].to_numpy()
+    if len(v) and (not np.issubdtype(v.dtype, np.number) or np.isinf(v.astype(np.float64)).any()):
+        raise LoadError(f"{path}: column 'value' holds infinite or non-numeric values")
+    bad_kinds = sorted(set(map(str, df["kind"])) - {"Q", "K", "V"})
+    if bad_kinds:
+        raise LoadError(f"{path}: column 'kind' holds {bad_kinds}; kinds are Q, K, V")
+    return int(shape[0]), int(shape[1])
 
 
 __all__ = ["COLUMNS", "ScoreTable", "read_scores", "write_frame"]

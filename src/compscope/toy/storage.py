@@ -76,12 +76,14 @@ def load_toy(path: str | Path) -> tuple[ToyTransformer, dict]:
     except (OptionError, TypeError) as e:
         raise LoadError(f"{folder / MANIFEST}: bad config ({one_line(e)})") from e
     file = folder / TENSORS
+    if not file.is_file():  # missing, a folder, or a FIFO that would block
+        raise LoadError(f"{file}: not found or not a regular file")
     try:
         state = load_file(str(file))
     except (OSError, SafetensorError, ValueError) as e:
         raise LoadError(f"{file}: cannot be read as safetensors ({one_line(e)})") from e
-    model = ToyTransformer(cfg)
-    want = model.state_dict()
+    with torch.device("meta"):  # the shapes the config implies, nothing allocated
+        want = ToyTransformer(cfg).state_dict()
     missing, extra = sorted(set(want) - set(state)), sorted(set(state) - set(want))
     if missing or extra:
         raise LoadError(f"{file}: tensors do not match the config (missing {missing[:5]}, unexpected {extra[:5]})")
@@ -92,6 +94,7 @@ def load_toy(path: str | Path) -> tuple[ToyTransformer, dict]:
             raise WeightError(f"{file}: tensor {k} is {t.dtype}, expected {want[k].dtype}")
         if not torch.isfinite(t).all():
             raise WeightError(f"{file}: tensor {k} has NaN or Inf values")
+    model = ToyTransformer(cfg)  # sizes now match the file's tensors
     model.load_state_dict(state)
     return model, manifest
 

@@ -9,6 +9,7 @@ refused with its name: no silent misreading of an exotic config.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -16,7 +17,7 @@ import torch
 from torch import Tensor
 
 from ..checkpoint import Checkpoint
-from ...errors import UnsupportedModelError
+from ...errors import LoadError, UnsupportedModelError
 from ...core.heads import HeadWeights
 
 #: Keys of every HF config that never change attention weights.
@@ -88,6 +89,12 @@ class Family:
         raise NotImplementedError
 
 
+#: Largest sizes a config may declare (past the largest published models, far below what
+#: would make a shape computation allocate memory blindly).
+MAX_WIDTH, MAX_HEADS, MAX_LAYERS = 1 << 17, 1 << 12, 1 << 12
+_MISSING = object()
+
+
 def need(config: dict, key: str, where: str, *alternatives: str) -> Any:
     """``config[key]`` (or the first alternative present), or an error naming the key."""
     for k in (key, *alternatives):
@@ -96,12 +103,55 @@ def need(config: dict, key: str, where: str, *alternatives: str) -> Any:
     raise UnsupportedModelError(f"{where}: config key '{key}' is missing")
 
 
+def _found(config: dict, keys: tuple[str, ...]) -> tuple[str, Any]:
+    return next(((k, config[k]) for k in keys if k in config and config[k] is not None), (keys[0], _MISSING))
+
+
+def integer(config: dict, where: str, *keys: str, default: Any = _MISSING, low: int = 1, high: int = MAX_WIDTH) -> int:
+    """The first present of ``keys`` as an int in ``[low, high]`` (``default`` when none is
+    present), or a ``LoadError`` naming the key and its value: wrong types (strings, lists,
+    floats with a fraction, booleans), NaN, negative and huge sizes are refused here, before
+    any shape is computed from them."""
+    key, v = _found(config, keys)
+    if v is _MISSING:
+        if default is _MISSING:
+            raise UnsupportedModelError(f"{where}: config key '{key}' is missing")
+        return default
+    if isinstance(v, float) and v.is_integer():
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or not low <= v <= high:
+        raise LoadError(f"{where}: config key '{key}' = {v!r} is not an integer in [{low}, {high}]")
+    return v
+
+
+def number(config: dict, where: str, *keys: str, default: Any = _MISSING, low: float = 0.0, high: float = 1e300,
+           open_low: bool = False) -> float:
+    """The first present of ``keys`` as a finite float in ``[low, high]`` (``(low, high]`` with
+    ``open_low``), ``default`` when none is present; else a ``LoadError`` naming the key."""
+    key, v = _found(config, keys)
+    if v is _MISSING:
+        if default is _MISSING:
+            raise UnsupportedModelError(f"{where}: config key '{key}' is missing")
+        return float(default)
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v <= high
+    ok = ok and (v > low if open_low else v >= low)
+    if not ok:
+        rng = f"{'(' if open_low else '['}{low:g}, {high:g}]"
+        raise LoadError(f"{where}: config key '{key}' = {v!r} is not a finite number in {rng}")
+    return float(v)
+
+
 def sizes(config: dict, where: str, *, width: tuple[str, ...] = ("hidden_size",),
           heads: tuple[str, ...] = ("num_attention_heads",), layers: tuple[str, ...] = ("num_hidden_layers",)
           ) -> tuple[int, int, int, int]:
-    """``(d_model, n_heads, n_layers, d_head = d_model // n_heads)`` from the first present key
-    of each group, or an error naming the missing one."""
-    d, H, L = (int(need(config, ks[0], where, *ks[1:])) for ks in (width, heads, layers))
+    """``(d_model, n_heads, n_layers, d_head = d_model / n_heads)`` from the first present key
+    of each group, checked (:func:`integer`; the head count must divide the width), or an error
+    naming the key."""
+    d = integer(config, where, *width)
+    H = integer(config, where, *heads, high=MAX_HEADS)
+    L = integer(config, where, *layers, high=MAX_LAYERS)
+    if d % H:
+        raise LoadError(f"{where}: config key '{heads[0]}' = {H} does not divide '{width[0]}' = {d}")
     return d, H, L, d // H
 
 
@@ -156,15 +206,30 @@ def rope_settings(config: dict, layer_type: str | None = None) -> dict:
 
 
 def inv_freq(dim: int, settings: dict, where: str, default_theta: float = 10000.0) -> Tensor:
-    """``1 / theta^(2i/dim)``, with linear scaling; other rope types are refused by name."""
-    theta = float(settings.get("rope_theta", default_theta))
+    """``1 / theta^(2i/dim)``, with linear scaling; other rope types are refused by name. The
+    base must be a finite number above 1 and ``dim`` a positive even number."""
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0 or dim % 2:
+        raise LoadError(f"{where}: the rotary dimension {dim!r} is not a positive even number (head width × partial_rotary_factor)")
+    theta = number(settings, where, "rope_theta", default=default_theta, low=1.0, open_low=True)
     f = 1.0 / theta ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)
     kind = settings.get("rope_type") or "default"
     if kind == "linear":
-        f = f / float(settings["factor"])
+        f = f / number(settings, where, "factor", low=0.0, open_low=True)
     elif kind != "default":
         raise UnsupportedModelError(f"{where}: rope type {kind!r} is not supported (supported: default, linear)")
     return f
+
+
+def rotary_dim(d_head: int, settings: dict, where: str, *fallback: str) -> int:
+    """Rotated dims per head: ``int(d_head × partial_rotary_factor)`` as transformers computes
+    it (the factor a number in ``(0, 1]``, also read from ``fallback`` keys of ``settings``),
+    which must come out a positive even number."""
+    pct = number(settings, where, "partial_rotary_factor", *fallback, default=1.0, high=1.0, open_low=True)
+    dim = int(d_head * pct)
+    if dim <= 0 or dim % 2:
+        raise LoadError(f"{where}: partial_rotary_factor {pct:g} of a head of {d_head} dims gives {dim} rotary dims, "
+                        "not a positive even number")
+    return dim
 
 
 def rope_accept(value: Any) -> bool:

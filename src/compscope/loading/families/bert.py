@@ -16,7 +16,7 @@ import torch
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm
 from . import register
-from .base import Family, sizes, split_cols, split_rows
+from .base import Family, number, sizes, split_cols, split_rows
 
 
 @register
@@ -44,7 +44,7 @@ class Bert(Family):
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
         cls.check_config(cfg, where)
         d, H, L, r = sizes(cfg, where)
-        eps = float(cfg.get("layer_norm_eps", 1e-12))
+        eps = number(cfg, where, "layer_norm_eps", default=1e-12)
         prefix = "bert." if "bert.embeddings.word_embeddings.weight" in ts else ""
         e = prefix + "embeddings."
         ln_w = [ts.take(e + "LayerNorm.weight", (d,))]

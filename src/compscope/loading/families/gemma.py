@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
-from .base import Family, need, rope_accept
+from .base import MAX_LAYERS, Family, integer, number, rope_accept
 from .llama import Llama, LlamaLikeOptions, convert_llamalike
 
 
@@ -34,7 +34,7 @@ class Gemma(Family):
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
-        d = int(need(ckpt.config, "hidden_size", ckpt.source))
+        d = integer(ckpt.config, ckpt.source, "hidden_size")
         return convert_llamalike(ckpt, cls, LlamaLikeOptions(norm_offset=1.0, embed_scale=d**0.5))
 
 
@@ -61,18 +61,18 @@ class Gemma3(Family):
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg = dict(ckpt.config)
-        n_layers = int(need(cfg, "num_hidden_layers", ckpt.source))
+        n_layers = integer(cfg, ckpt.source, "num_hidden_layers", high=MAX_LAYERS)
         if not cfg.get("layer_types"):  # HF default: every 6th layer global
-            pattern = int(cfg.get("sliding_window_pattern") or cfg.get("_sliding_window_pattern") or 6)
+            pattern = integer(cfg, ckpt.source, "sliding_window_pattern", "_sliding_window_pattern", default=6, high=MAX_LAYERS)
             cfg["layer_types"] = [
                 "full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n_layers)
             ]
         if cfg.get("rope_parameters") is None and "rope_local_base_freq" not in cfg:
             cfg["rope_local_base_freq"] = 10000.0  # HF default for the sliding layers
         cfg.setdefault("rope_theta", 1_000_000.0)
-        scalar = float(cfg.get("query_pre_attn_scalar") or 256)
+        scalar = number(cfg, ckpt.source, "query_pre_attn_scalar", default=256, open_low=True)
         ckpt = Checkpoint(cfg, ckpt.tensors, ckpt.source, ckpt.name, ckpt.notes)
-        d = int(need(cfg, "hidden_size", ckpt.source))
+        d = integer(cfg, ckpt.source, "hidden_size")
         opts = LlamaLikeOptions(
             norm_offset=1.0, embed_scale=d**0.5, qk_norm=True, post_attn_norm=True,
             attn_scale=scalar**-0.5, default_theta=1_000_000.0,

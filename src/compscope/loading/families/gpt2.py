@@ -14,7 +14,7 @@ from ..checkpoint import Checkpoint
 from ...errors import WeightError
 from ...core.heads import HeadWeights, Meta, Norm
 from . import register
-from .base import Family, sizes, split_cols, split_rows, unembedding
+from .base import Family, number, sizes, split_cols, split_rows, unembedding
 
 
 @register
@@ -46,7 +46,7 @@ class GPT2(Family):
         cls.check_config(cfg, where)
         d, H, L, r = sizes(cfg, where, width=("n_embd", "hidden_size"), heads=("n_head", "num_attention_heads"),
                            layers=("n_layer", "num_hidden_layers"))
-        eps = float(cfg.get("layer_norm_epsilon", 1e-5))
+        eps = number(cfg, where, "layer_norm_epsilon", default=1e-5)
         prefix = "transformer." if "transformer.wte.weight" in ts else ""
         wq, wk, wv, wo, bq, bk, bv, bo, g, beta = ([] for _ in range(10))
         for i in range(L):

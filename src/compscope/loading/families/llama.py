@@ -13,10 +13,11 @@ from dataclasses import dataclass
 import torch
 
 from ..checkpoint import Checkpoint
-from ...errors import UnsupportedModelError
+from ...errors import LoadError, UnsupportedModelError
 from ...core.heads import HeadWeights, Meta, Norm, Rotary
 from . import register
-from .base import Family, inv_freq, need, rope_accept, rope_settings, split_cols, split_rows, stack, unembedding
+from .base import (MAX_HEADS, MAX_LAYERS, Family, integer, inv_freq, number, rope_accept, rope_settings, rotary_dim, split_cols,
+                   split_rows, stack, unembedding)
 
 PREFIXES = ("model.", "", "model.language_model.", "language_model.model.")
 
@@ -38,7 +39,9 @@ def layer_types(config: dict, n_layers: int, where: str = "config") -> list[str]
     """Per-layer 'full_attention' / 'sliding_attention' from any of the config styles; any
     other layer type (chunked, linear, ...) is refused by name, not read as full attention."""
     if config.get("layer_types"):
-        types = list(config["layer_types"])
+        types = config["layer_types"]
+        if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+            raise LoadError(f"{where}: config key 'layer_types' = {types!r} is not a list of layer type names")
         if len(types) != n_layers:
             raise UnsupportedModelError(f"{where}: layer_types lists {len(types)} layers, num_hidden_layers is {n_layers}")
         unknown = sorted({t for t in types if t not in LAYER_TYPES})
@@ -48,11 +51,15 @@ def layer_types(config: dict, n_layers: int, where: str = "config") -> list[str]
             )
         if "sliding_attention" in types and not config.get("sliding_window"):
             raise UnsupportedModelError(f"{where}: layer_types has sliding_attention layers but sliding_window is not set")
+        if "sliding_attention" in types:
+            integer(config, where, "sliding_window")  # a positive size
         return types
     window = config.get("sliding_window")
+    if window:
+        integer(config, where, "sliding_window")
     if config.get("model_type") == "qwen2":
         on = config.get("use_sliding_window") and window
-        first = config.get("max_window_layers", n_layers)
+        first = integer(config, where, "max_window_layers", default=n_layers, low=0, high=MAX_LAYERS)
         return ["sliding_attention" if on and i >= first else "full_attention" for i in range(n_layers)]
     return ["sliding_attention" if window else "full_attention"] * n_layers
 
@@ -60,12 +67,18 @@ def layer_types(config: dict, n_layers: int, where: str = "config") -> list[str]
 def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOptions) -> HeadWeights:
     cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
     family.check_config(cfg, where)
-    d = int(need(cfg, "hidden_size", where))
-    H = int(need(cfg, "num_attention_heads", where))
-    G = int(cfg.get("num_key_value_heads") or H)
-    r = int(cfg.get("head_dim") or d // H)
-    L = int(need(cfg, "num_hidden_layers", where))
-    eps = float(need(cfg, "rms_norm_eps", where))
+    d = integer(cfg, where, "hidden_size")
+    H = integer(cfg, where, "num_attention_heads", high=MAX_HEADS)
+    G = integer(cfg, where, "num_key_value_heads", default=H, high=MAX_HEADS)
+    if "head_dim" in cfg and cfg["head_dim"] is not None:
+        r = integer(cfg, where, "head_dim")
+    elif d % H:
+        raise LoadError(f"{where}: config key 'num_attention_heads' = {H} does not divide 'hidden_size' = {d} "
+                        "(and no head_dim is given)")
+    else:
+        r = d // H
+    L = integer(cfg, where, "num_hidden_layers", high=MAX_LAYERS)
+    eps = number(cfg, where, "rms_norm_eps")
     if H % G:
         raise UnsupportedModelError(f"{where}: num_attention_heads={H} is not a multiple of num_key_value_heads={G}")
     probe = "layers.0.self_attn.q_proj.weight"
@@ -108,7 +121,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
         s = rope_settings(cfg, t)
         if t == "sliding_attention" and "rope_local_base_freq" in cfg and "sliding_attention" not in (cfg.get("rope_parameters") or {}):
             s = {**s, "rope_theta": cfg["rope_local_base_freq"], "rope_type": "default"}
-        rot_dim = int(r * float(s.get("partial_rotary_factor", 1.0)))
+        rot_dim = rotary_dim(r, s, where)
         freqs.append(inv_freq(rot_dim, s, where, opts.default_theta))
 
     notes = list(ckpt.notes) + ([head_note] if head_note else [])

@@ -13,7 +13,7 @@ import torch
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm, Rotary
 from . import register
-from .base import Family, inv_freq, rope_accept, rope_settings, sizes, split_cols, stack, unembedding
+from .base import Family, inv_freq, number, rope_accept, rope_settings, rotary_dim, sizes, split_cols, stack, unembedding
 
 
 @register
@@ -39,7 +39,7 @@ class GPTNeoX(Family):
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
         cls.check_config(cfg, where)
         d, H, L, r = sizes(cfg, where)
-        eps = float(cfg.get("layer_norm_eps", 1e-5))
+        eps = number(cfg, where, "layer_norm_eps", default=1e-5)
         prefix = "gpt_neox." if "gpt_neox.embed_in.weight" in ts else ""
         qkv_w, qkv_b, wo, bo, g, beta = ([] for _ in range(6))
         for i in range(L):
@@ -61,8 +61,9 @@ class GPTNeoX(Family):
         s = rope_settings(cfg)
         if "rotary_emb_base" in cfg:
             s.setdefault("rope_theta", cfg["rotary_emb_base"])
-        pct = float(s.get("partial_rotary_factor", cfg.get("rotary_pct", 1.0)))
-        rot_dim = int(r * pct)
+        if "partial_rotary_factor" not in s and "rotary_pct" in cfg:
+            s["partial_rotary_factor"] = cfg["rotary_pct"]
+        rot_dim = rotary_dim(r, s, where)
         freqs = inv_freq(rot_dim, s, where)
         notes = list(ckpt.notes) + ([head_note] if head_note else [])
         if cfg.get("use_parallel_residual", True):

@@ -76,6 +76,8 @@ _NP_SCALARS = {0: "u1", 1: "i1", 2: "<u2", 3: "<i2", 4: "<u4", 5: "<i4", 6: "<f4
 _STRING, _ARRAY = 8, 9
 #: string arrays longer than this (tokenizer vocabularies) are skipped, not decoded
 _MAX_DECODED_STRINGS = 1024
+#: arrays of arrays deeper than this are refused (no real file nests them)
+_MAX_NESTING = 8
 
 
 class SkippedStrings:
@@ -130,7 +132,9 @@ class _Cursor:
         self.pos += n
         return None if raw is None else bytes(raw).decode("utf-8", errors="replace")
 
-    def value(self, type_id: int):
+    def value(self, type_id: int, depth: int = 0):
+        if depth > _MAX_NESTING:
+            raise ValueError(f"arrays nested more than {_MAX_NESTING} deep at byte {self.pos}")
         if type_id in _SCALARS:
             return self.scalar(_SCALARS[type_id])
         if type_id == _STRING:
@@ -147,7 +151,7 @@ class _Cursor:
                 decode = n <= _MAX_DECODED_STRINGS
                 items = [self.string(decode) for _ in range(n)]
                 return items if decode else SkippedStrings(n)
-            return [self.value(item_type) for _ in range(n)]
+            return [self.value(item_type, depth + 1) for _ in range(n)]
         raise ValueError(f"unknown metadata value type {type_id} at byte {self.pos}")
 
 
@@ -183,6 +187,8 @@ def _read_header(buf, size: int) -> tuple[dict, list[TensorInfo]]:
             if n_dims > 8:
                 raise ValueError(f"claims {n_dims} dimensions")
             dims = tuple(c.scalar("Q") for _ in range(n_dims))
+            if any(x == 0 for x in dims):
+                raise ValueError(f"has a dimension of size 0 ({dims})")
             raw.append((name, dims, c.scalar("I"), c.scalar("Q")))
     except (EOFError, ValueError) as e:
         raise (EOFError if isinstance(e, EOFError) else ValueError)(f"in {where}: {e}") from e
@@ -192,6 +198,8 @@ def _read_header(buf, size: int) -> tuple[dict, list[TensorInfo]]:
     data_start = -(-c.pos // align) * align
     tensors = []
     for name, dims, type_id, rel in raw:
+        if rel % align:  # the format requires it; a shifted offset would read shifted weights
+            raise ValueError(f"tensor '{name}' has offset {rel}, not a multiple of the alignment {align}")
         nbytes = None
         try:
             block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(type_id)]
@@ -200,6 +208,10 @@ def _read_header(buf, size: int) -> tuple[dict, list[TensorInfo]]:
         except (ValueError, KeyError):
             pass
         tensors.append(TensorInfo(name, dims, type_id, data_start + rel, nbytes))
+    spans = sorted((t.offset, t.offset + (t.nbytes or 0), t.name) for t in tensors)
+    for (_, end, a), (start, _, b) in zip(spans, spans[1:]):
+        if start < end:
+            raise ValueError(f"the data of tensors '{a}' and '{b}' overlap (offsets out of order or corrupt)")
     return fields, tensors
 
 
@@ -316,7 +328,7 @@ def open_gguf(path: str | Path) -> Checkpoint:
         cfg["query_pre_attn_scalar"] = cfg["hidden_size"] // n_heads if n_layers == 62 else head_dim
     if "vocab_size" not in cfg:
         toks = fields.get("tokenizer.ggml.tokens")
-        if toks is not None:
+        if isinstance(toks, (list, SkippedStrings)):
             cfg["vocab_size"] = len(toks)
 
     loaders, origin, dtypes = {}, {}, {}

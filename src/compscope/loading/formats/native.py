@@ -105,13 +105,18 @@ def load(path: str | Path) -> HeadWeights:
         if not all_finite(t):
             raise WeightError(f"{st_path}: tensor '{k}' has NaN/Inf values")
 
+    if not isinstance(fields, dict):
+        raise LoadError(f"{cfg_path}: 'fields' is not a JSON object")
+
     def norm(f: dict | None, key: str) -> Norm | None:
         if f is None:
             return None
+        if not isinstance(f, dict):
+            raise LoadError(f"{cfg_path}: norm field '{key}' = {f!r} is not a JSON object")
         return Norm(f["kind"], tensors.get(f"{key}.weight"), tensors.get(f"{key}.bias"), f["eps"], f["offset"])
 
-    rot = fields["rotary"]
     try:
+        rot = fields["rotary"]
         return HeadWeights(
             **{k: tensors.get(k) for k in _TENSORS},
             kv_map=tuple(fields["kv_map"]),
@@ -126,8 +131,10 @@ def load(path: str | Path) -> HeadWeights:
             embed_extra={k.split(".", 1)[1]: t for k, t in tensors.items() if k.startswith("embed_extra.")},
             meta=Meta(**{**fields["meta"], "processing": tuple(fields["meta"]["processing"]), "notes": tuple(fields["meta"]["notes"])}),
         )
-    except (KeyError, TypeError) as e:
-        raise LoadError(f"{path}: incomplete compscope model ({one_line(e)})") from e
+    except KeyError as e:
+        raise LoadError(f"{cfg_path}: field {e.args[0]!r} is missing (an incomplete or edited compscope model)") from e
+    except (TypeError, AttributeError, ValueError) as e:
+        raise LoadError(f"{cfg_path}: a field has the wrong type or value ({one_line(e)})") from e
     except WeightError as e:
         raise WeightError(f"{st_path}: {e}") from e
 

@@ -32,12 +32,17 @@ def shard_files(path: Path) -> list[Path]:
             weight_map = json.loads(index.read_text())["weight_map"]
         except (json.JSONDecodeError, KeyError, TypeError) as e:
             raise LoadError(f"{index}: not a valid safetensors index ({one_line(e)})") from e
+        if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
+            raise LoadError(f"{index}: not a valid safetensors index (weight_map is not a map of names to files)")
         files = [path / f for f in dict.fromkeys(weight_map.values())]
         for f in files:
             if not f.is_file():
-                raise LoadError(f"{f}: shard listed in {index.name} is missing")
+                raise LoadError(f"{f}: shard listed in {index.name} is missing or not a regular file")
         return files
     files = sorted(path.glob("*.safetensors"))
+    odd = [f for f in files if not f.is_file()]  # a folder or a FIFO would fail or block
+    if odd:
+        raise LoadError(f"{odd[0]}: not a regular file")
     if not files:
         raise LoadError(f"{path}: no *.safetensors files (pickled .bin checkpoints are not loaded: convert them to safetensors)")
     return files
