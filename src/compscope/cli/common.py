@@ -35,8 +35,9 @@ def positive_gib(text: str, option: str) -> int:
 def model_help() -> str:
     from ..loading.builtin import BUILTINS, DEFAULT_MODEL
 
-    return ("a HuggingFace folder, a .gguf file, a compscope or toy model folder, or a built-in name "
-            f"({', '.join(BUILTINS)}); default: the built-in {DEFAULT_MODEL}")
+    return ("a HuggingFace folder, a .gguf file, a compscope or toy model folder, a built-in name "
+            f"({', '.join(BUILTINS)}), or a HuggingFace hub id (owner/name[@revision]; the local cache first, "
+            f"no download with HF_HUB_OFFLINE=1); default: the built-in {DEFAULT_MODEL}")
 
 
 def add_model(p: argparse.ArgumentParser, *, positional: bool = True) -> None:

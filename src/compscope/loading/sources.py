@@ -49,17 +49,26 @@ def _name(source) -> str:
     return str(source) if isinstance(source, (str, Path)) else type(source).__name__
 
 
-def load(source, *, fold_norm: bool = False, center_writing: bool = False, fold_value_bias: bool = False) -> HeadWeights:
+def load(source, *, revision: str | None = None, cache_dir: str | Path | None = None, fold_norm: bool = False,
+         center_writing: bool = False, fold_value_bias: bool = False) -> HeadWeights:
     """Load ``source`` into canonical ``HeadWeights`` (float32).
 
     ``source``: a HuggingFace folder (``config.json`` + ``*.safetensors``), a ``.gguf`` file,
     a compscope model folder (``compscope.json``) or toy model folder (``toy.json``), a loaded ``transformers`` model or TransformerLens
-    ``HookedTransformer``, or a built-in name (``induction-2l``, the default; ``smollm2``, ``gemma3-270m``, ``minilm``).
-    Processing is off unless asked for, and recorded in ``meta.processing``.
+    ``HookedTransformer``, a built-in name (``induction-2l``, the default; ``smollm2``, ``gemma3-270m``, ``minilm``),
+    or a HuggingFace hub id (``"EleutherAI/pythia-70m"``, with ``revision`` a branch, tag or commit
+    and ``cache_dir`` the hub cache): read from the local cache first, downloaded only where
+    ``HF_HUB_OFFLINE`` is not set. Processing is off unless asked for, and recorded in ``meta.processing``.
 
     >>> hw = load("smollm2")                        # doctest: +SKIP
     >>> hw.n_layers, hw.n_heads, hw.n_kv_heads      # doctest: +SKIP
     (30, 9, 3)
     """
+    if revision is not None or cache_dir is not None:
+        from .formats.hub import looks_like_id, parse
+
+        if not isinstance(source, str) or not looks_like_id(source):
+            raise LoadError(f"{source}: revision= and cache_dir= apply to HuggingFace hub ids (like 'EleutherAI/pythia-70m')")
+        source = parse(source, revision, cache_dir)
     hw = read_unprocessed(source)
     return process(hw, fold_norm=fold_norm, center_writing=center_writing, fold_value_bias=fold_value_bias)

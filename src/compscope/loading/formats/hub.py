@@ -1,0 +1,115 @@
+"""Models by HuggingFace hub id (``"EleutherAI/pythia-70m"``, ``"gpt2"``), through ``huggingface_hub``.
+
+The local cache is read first (``snapshots/<commit>`` of ``models--owner--name``, a branch or
+tag through ``refs/<revision>``). A download happens only where the environment allows it: never
+with ``HF_HUB_OFFLINE`` set, and then only the config, tokenizer and safetensors files (no pickled
+``.bin``). A missing model is an error naming the id, the revision and the cache folder. The
+snapshot is read by the folder (or GGUF) format like any local path.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...errors import LoadError, one_line
+
+#: what a hub id looks like: ``name`` or ``owner/name`` (letters, digits, ``-``, ``_``, ``.``),
+#: optionally ``@revision`` (a branch, tag or commit: how the command line names a revision)
+_ID = re.compile(r"^(?P<id>[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?)(@(?P<rev>[\w./-]{1,128}))?$")
+#: files fetched when a download is allowed (weights as safetensors only; configs and tokenizers)
+ALLOW = ["*.json", "*.safetensors", "tokenizer.model", "*.txt"]
+
+
+@dataclass(frozen=True)
+class HubModel:
+    """A hub id with the revision (branch, tag or commit; default ``main``) and cache folder
+    (default: huggingface_hub's) to read it from."""
+
+    repo_id: str
+    revision: str | None = None
+    cache_dir: str | Path | None = None
+
+    def __str__(self) -> str:
+        return self.repo_id + (f"@{self.revision}" if self.revision else "")
+
+
+def looks_like_id(source: object) -> bool:
+    """A string shaped like a hub id that is not a local path or a file name."""
+    if isinstance(source, HubModel):
+        return True
+    if not isinstance(source, str) or not _ID.match(source) or source.endswith((".gguf", ".safetensors", ".json", ".parquet", ".csv")):
+        return False
+    try:
+        return not Path(source).exists()
+    except OSError:
+        return False
+
+
+def parse(text: str, revision: str | None = None, cache_dir: str | Path | None = None) -> HubModel:
+    """``owner/name`` or ``owner/name@revision`` as a :class:`HubModel` (``revision`` given here wins)."""
+    m = _ID.match(text)
+    if m is None:
+        raise LoadError(f"{text!r} is not a HuggingFace hub id (owner/name, optionally @revision)")
+    return HubModel(m["id"], revision or m["rev"], cache_dir)
+
+
+def offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def cache_folder(cache_dir: str | Path | None) -> str:
+    if cache_dir is not None:
+        return str(cache_dir)
+    from huggingface_hub import constants
+
+    return str(constants.HF_HUB_CACHE)
+
+
+def snapshot(model: HubModel) -> Path:
+    """The local snapshot folder of ``model``: from the cache, or downloaded where allowed."""
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError as e:
+        raise LoadError(f"{model}: loading by hub id needs 'huggingface_hub' (pip install huggingface_hub)") from e
+    kw = dict(repo_id=model.repo_id, revision=model.revision, cache_dir=model.cache_dir, allow_patterns=ALLOW)
+    where = f"{model.repo_id} (revision {model.revision or 'main'})"
+    try:
+        return Path(snapshot_download(**kw, local_files_only=True))
+    except Exception as cached_error:  # not cached (huggingface_hub raises several kinds)
+        if offline():
+            from ..builtin import BUILTINS
+
+            raise LoadError(
+                f"{where}: not a local path, not a built-in model ({', '.join(BUILTINS)}), and not in the HuggingFace "
+                f"cache {cache_folder(model.cache_dir)} (HF_HUB_OFFLINE is set, so nothing is downloaded)"
+            ) from cached_error
+    try:
+        return Path(snapshot_download(**kw))
+    except Exception as e:
+        raise LoadError(
+            f"{where}: not in the HuggingFace cache {cache_folder(model.cache_dir)} and cannot be downloaded ({one_line(e)})"
+        ) from e
+
+
+def recognise(source: object) -> bool:
+    return looks_like_id(source)
+
+
+def read(source):
+    import dataclasses
+
+    from ..sources import read_unprocessed
+
+    model = source if isinstance(source, HubModel) else parse(source)
+    folder = snapshot(model)
+    target: Path = folder
+    if not (folder / "config.json").is_file():
+        ggufs = sorted(folder.glob("*.gguf"))
+        if len(ggufs) != 1:
+            raise LoadError(f"{model}: the snapshot {folder} has no config.json" + (f" and {len(ggufs)} .gguf files" if ggufs else ""))
+        target = ggufs[0]
+    hw = read_unprocessed(target)
+    return dataclasses.replace(hw, meta=dataclasses.replace(hw.meta, name=str(model), source=f"hub id {model} ({folder})"))
