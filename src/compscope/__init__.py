@@ -38,7 +38,7 @@ _PUBLIC = {
     "read_scores": "compscope.results.table",
 }
 #: subpackages reachable as attributes after ``import compscope``
-_SUBPACKAGES = ("analysis", "api", "core", "data", "engine", "loading", "measures", "report", "results", "toy")
+_SUBPACKAGES = ("analysis", "api", "core", "data", "engine", "loading", "measures", "report", "results", "sweep", "toy")
 
 __all__ = [
     "CompscopeError", "LoadError", "OptionError", "ProcessingError", "UnsupportedModelError", "WeightError",

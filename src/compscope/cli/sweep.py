@@ -1,0 +1,62 @@
+"""``compscope sweep``: scores or validation over many models, checkpoints or revisions × metrics,
+as independent tasks (this process, or Ray), streamed into one Parquet dataset."""
+
+from __future__ import annotations
+
+from .common import positive_int
+
+HELP = "scores or validation over many models, checkpoints or revisions, into one Parquet dataset (local or Ray)"
+EXAMPLE = """examples:
+  compscope train --out runs/a && compscope sweep runs/a --out sweep/
+  compscope sweep EleutherAI/pythia-70m --revision step1000 --revision step2000 --metric identity --metric embed --out sweep/
+  compscope sweep runs/a runs/b --executor ray --workers 2 --out sweep/      # a local Ray instance
+  compscope sweep runs/a --executor ray --address ray://head:10001 --out sweep/   # an existing cluster"""
+
+
+def add_arguments(p) -> None:
+    p.add_argument("sources", nargs="+", metavar="MODEL",
+                   help="models: a run folder or folder of checkpoints (one task per checkpoint), a model path, "
+                        "a built-in name, or a hub id (with --revision: one task per revision)")
+    p.add_argument("--out", required=True, help="the dataset folder (partitioned model=/step=; finished parts are skipped)")
+    p.add_argument("--job", default="scores", choices=["scores", "validate"], help="what each task computes (default scores)")
+    p.add_argument("--revision", action="append", dest="revisions", metavar="REV", help="a hub revision (repeatable)")
+    p.add_argument("--kinds", default="QKV", help="any of Q, K, V (default QKV)")
+    p.add_argument("--measure", action="append", dest="measures", metavar="NAME", help="a measure (repeatable; default frobenius)")
+    p.add_argument("--metric", action="append", dest="metrics", metavar="NAME", help="a metric (repeatable: one task each; default identity)")
+    p.add_argument("--executor", default="local", choices=["local", "ray"], help="where tasks run (default local: this process)")
+    p.add_argument("--address", help="Ray: an existing cluster's address (default: start a local instance)")
+    p.add_argument("--workers", help="Ray: CPUs of the local instance (default: all)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def run(args) -> int:
+    from ..errors import OptionError
+    from ..measures import select
+    from ..core.factors import check_kinds
+    from ..sweep import Task, expand_sources, read_dataset, sweep
+
+    if args.executor == "local" and (args.address or args.workers):
+        raise OptionError("--address and --workers apply to --executor ray")
+    kinds = check_kinds(args.kinds)
+    measures = [m.name for m in select(args.measures or ["frobenius"])]
+    options = {}
+    if args.workers:
+        options["workers"] = positive_int(args.workers, "--workers")
+    if args.address:
+        options["address"] = args.address
+    tasks = []
+    for src, model, step in expand_sources(args.sources, args.revisions):
+        for metric in args.metrics or ["identity"]:
+            opts = {"kinds": kinds, "measures": measures, "metric": metric} if args.job == "scores" else {}
+            tasks.append(Task(src, model, step, args.job, opts))
+        if args.job == "validate":
+            tasks = list({t.key(): t for t in tasks}.values())
+    r = sweep(tasks, args.out, executor=args.executor, progress=not args.quiet, **options)
+    if r.done == 0 and not r.failed:
+        print(f"{args.out}: nothing to do ({r.skipped} tasks already done)")
+    else:
+        print(f"{args.out}: computed {r.done} tasks, skipped {r.skipped} already done, {len(r.failed)} failed; "
+              f"{len(read_dataset(args.out))} rows in the dataset")
+    for key, msg in r.failed.items():
+        print(f"  failed: {msg}")
+    return 2 if r.failed else 0

@@ -1,0 +1,51 @@
+"""The sweep's Parquet dataset: ``OUT/model=<name>/step=<step>/part-<task key>.parquet``, one file
+per task, written to a hidden temporary name and renamed into place (atomic on one file system):
+a part is either absent or complete, a rerun of a task replaces its own file (no duplicate rows),
+and readers skip the hidden leftovers of a worker killed mid-write."""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from pathlib import Path
+
+from ..errors import LoadError
+from .tasks import Task
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^\w.@-]", "_", name)
+
+
+def part_path(out: Path, task: Task) -> Path:
+    return Path(out) / f"model={_safe(task.model)}" / f"step={task.step}" / f"part-{task.key()}.parquet"
+
+
+def is_done(out: Path, task: Task) -> bool:
+    return part_path(out, task).is_file()
+
+
+def write_part(out: Path, task: Task, df) -> Path:
+    """Write ``df`` as ``task``'s part, atomically."""
+    path = part_path(out, task)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".tmp-{uuid.uuid4().hex}.parquet"
+    df.drop(columns=[c for c in ("model", "step") if c in df]).to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+    return path
+
+
+def read_dataset(out: str | Path):
+    """Every finished part of the dataset in ``out`` as one pandas frame (``model`` and ``step``
+    columns from the partitions)."""
+    import pandas as pd
+    import pyarrow.dataset as ds
+
+    out = Path(out)
+    if not out.is_dir():
+        raise LoadError(f"{out}: no sweep dataset here")
+    files = sorted(str(p) for p in out.glob("model=*/step=*/part-*.parquet"))
+    if not files:
+        return pd.DataFrame()
+    return ds.dataset(files, format="parquet", partitioning="hive", partition_base_dir=str(out)).to_table().to_pandas()

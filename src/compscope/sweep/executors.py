@@ -1,0 +1,91 @@
+"""Running sweep tasks: ``local`` (this process, one task after another) or ``ray`` (independent
+remote tasks on a local Ray instance, or an existing cluster with ``address``; a task whose worker
+dies is retried by Ray, ``max_retries`` times). Both skip tasks whose part is already written
+and call the same ``work(task, out)``, which computes the task and writes its part."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import CompscopeError, OptionError
+from ..progress import progress_bar
+from .dataset import is_done, write_part
+from .tasks import Task, run_task
+
+
+def work(task: Task, out: str) -> str:
+    """Compute ``task`` and write its part under ``out``; the part's path."""
+    return str(write_part(Path(out), task, run_task(task)))
+
+
+@dataclass
+class SweepResult:
+    out: Path
+    done: int  # tasks computed in this run
+    skipped: int  # tasks whose part was already there
+    failed: dict[str, str]  # task key -> error
+
+
+def _local(todo: list[Task], out: Path, fn: Callable, bar, **_) -> dict[str, str]:
+    failed = {}
+    for t in todo:
+        try:
+            fn(t, str(out))
+        except CompscopeError as e:
+            failed[t.key()] = f"{t.source}: {e}"
+        bar.update(1)
+    return failed
+
+
+def _ray(todo: list[Task], out: Path, fn: Callable, bar, address: str | None = None, workers: int | None = None,
+         max_retries: int = 3, runtime_env: dict | None = None) -> dict[str, str]:
+    try:
+        import ray
+    except ImportError as e:
+        raise OptionError("--executor ray needs Ray: pip install 'compscope[ray]' (or use --executor local)") from e
+    started = not ray.is_initialized()
+    if started:
+        kw = {"address": address} if address else {"num_cpus": workers} if workers else {}
+        ray.init(**kw, runtime_env=runtime_env, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    remote = ray.remote(num_cpus=1, max_retries=max_retries, retry_exceptions=False)(fn)
+    pending = {remote.remote(t, str(out)): t for t in todo}
+    failed = {}
+    try:
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            t = pending.pop(ready[0])
+            try:
+                ray.get(ready[0])
+            except Exception as e:  # a task's own error, or a worker lost more often than max_retries
+                cause = getattr(e, "cause", None) or e
+                failed[t.key()] = f"{t.source}: {type(cause).__name__}: {cause}"
+            bar.update(1)
+    finally:
+        if started:
+            ray.shutdown()
+    return failed
+
+
+EXECUTORS: dict[str, Callable] = {"local": _local, "ray": _ray}
+
+
+def sweep(tasks: list[Task], out: str | Path, *, executor: str = "local", progress: bool = True,
+          fn: Callable[[Task, str], str] = work, **options) -> SweepResult:
+    """Run every task of ``tasks`` whose part is not yet in ``out`` on ``executor`` (``'local'`` or
+    ``'ray'``; Ray options: ``address``, ``workers``, ``max_retries``, ``runtime_env``)."""
+    if executor not in EXECUTORS:
+        raise OptionError(f"executor {executor!r}: use one of {', '.join(EXECUTORS)}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    keys = [t.key() for t in tasks]
+    if len(set(keys)) != len(keys):
+        raise OptionError("the sweep lists the same task twice")
+    todo = [t for t in tasks if not is_done(out, t)]
+    bar = progress_bar(len(todo), f"sweep ({executor})", enabled=progress)
+    try:
+        failed = EXECUTORS[executor](todo, out, fn, bar, **options)
+    finally:
+        bar.close()
+    return SweepResult(out, len(todo) - len(failed), len(tasks) - len(todo), failed)

@@ -1,0 +1,96 @@
+"""One sweep task: a model (a path, a checkpoint, a built-in name or a hub id at a revision), a
+job and its options; :func:`run_task` computes its rows."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import OptionError
+
+JOBS = ("scores", "validate")
+
+
+@dataclass(frozen=True)
+class Task:
+    """``source``: what :func:`compscope.load` reads; ``model``: the name the dataset partitions by;
+    ``step``: the checkpoint step (``-1`` for a model that is not a checkpoint); ``options``: the
+    job's options (JSON-able; part of the task's identity)."""
+
+    source: str
+    model: str
+    step: int = -1
+    job: str = "scores"
+    options: dict = field(default_factory=dict)
+
+    def key(self) -> str:
+        """A short hash of everything that defines the task (its part file's name)."""
+        doc = json.dumps(asdict(self), sort_keys=True, default=str)
+        return hashlib.sha256(doc.encode()).hexdigest()[:16]
+
+
+def content_hash(hw) -> str:
+    """SHA-256 (first 16 hex digits) of a model's attention weights and embeddings as stored."""
+    import torch
+
+    h = hashlib.sha256()
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E"):
+        t = getattr(hw, name).detach().contiguous().cpu()
+        h.update(name.encode() + str(tuple(t.shape)).encode() + str(t.dtype).encode())
+        h.update(t.view(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()[:16]
+
+
+def expand_sources(sources: list[str], revisions: list[str] | None = None) -> list[tuple[str, str, int]]:
+    """``(source, model name, step)`` for every model: a run folder (``compscope train``) or a folder
+    of checkpoints gives one per checkpoint, named after the folder; a hub id with ``revisions``
+    one per revision (``id@revision``, step = the revision's last number, e.g. ``step1000``)."""
+    import re
+
+    from ..analysis.tracking import list_checkpoints
+
+    out = []
+    for s in sources:
+        p = Path(s)
+        if p.is_dir() and ((p / "checkpoints").is_dir() or not any((p / f).is_file() for f in ("toy.json", "compscope.json", "config.json"))):
+            out += [(str(c.path), p.name, c.step) for c in list_checkpoints(p)]
+        elif revisions and not p.exists():
+            for r in revisions:
+                nums = re.findall(r"\d+", r)
+                out.append((f"{s}@{r}", s, int(nums[-1]) if nums else -1))
+        else:
+            out.append((s, p.name if p.exists() else s, -1))
+    names = [(m, st) for _, m, st in out]
+    if len(set(names)) != len(names):
+        raise OptionError("two sweep sources have the same model name and step; give them distinct folders")
+    return out
+
+
+def run_task(task: Task):
+    """The task's rows (a pandas frame) with ``content_hash``, ``options`` (JSON) and ``task``
+    columns; the partition columns (model, step) are added by the dataset."""
+    from ..loading.sources import load
+
+    opts = dict(task.options)
+    if task.job == "scores":
+        from ..api import scores
+
+        hw = load(task.source)
+        df = scores(hw, kinds=opts.get("kinds", "QKV"), measures=tuple(opts.get("measures", ("frobenius",))),
+                    metric=opts.get("metric", "identity"), progress=False).to_pandas()
+        df = df.drop(columns=[c for c in ("model",) if c in df])
+    elif task.job == "validate":
+        from ..data.validate import validate
+
+        hw = load(task.source)
+        v = validate(task.source, sequences=int(opts.get("sequences", 16)), half=int(opts.get("half", 16)), progress=False)
+        df = v.verdict_frame()
+    else:
+        raise OptionError(f"sweep job {task.job!r}: use one of {', '.join(JOBS)}")
+    df["content_hash"] = content_hash(hw)
+    df["options"] = json.dumps(opts, sort_keys=True)
+    df["task"] = task.key()
+    df["source"] = task.source
+    return df

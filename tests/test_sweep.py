@@ -1,0 +1,125 @@
+"""Sweeps: the default model's training checkpoints, on the local executor and on a local Ray
+instance with a worker killed mid-run; the dataset is complete, without duplicates, and a
+second run does nothing."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+import compscope
+from compscope import OptionError
+from compscope.cli.main import main
+from compscope.sweep import Task, expand_sources, read_dataset, sweep
+from compscope.sweep.executors import work
+
+KINDS = "QK"
+OPTIONS = {"kinds": KINDS, "measures": ["frobenius", "overlap"], "metric": "identity"}
+
+
+@pytest.fixture(scope="module")
+def run_folder(tmp_path_factory) -> Path:
+    """A short training run of the default preset, with 4 checkpoints."""
+    from compscope.toy import PRESETS, TrainConfig, train
+
+    p = PRESETS["induction-2l"]
+    out = tmp_path_factory.mktemp("run") / "induction-2l"
+    cfg = dataclasses.replace(p.train, steps=24, n_checkpoints=4, eval_sequences=8, batch_size=8)
+    train(p.model, p.data, cfg, out, name="induction-2l", progress=False)
+    return out
+
+
+def tasks_of(run_folder) -> list[Task]:
+    return [Task(src, model, step, "scores", OPTIONS) for src, model, step in expand_sources([str(run_folder)])]
+
+
+def check_complete(out: Path, tasks: list[Task]) -> None:
+    df = read_dataset(out)
+    L, H = 2, 4  # the default model
+    pairs = H * H  # writers of layer 0 × readers of layer 1
+    assert len(df) == len(tasks) * 2 * len(KINDS) * pairs  # 2 measures
+    key = ["model", "step", "measure", "kind", "src_layer", "src_head", "dst_layer", "dst_head"]
+    assert not df.duplicated(key).any()
+    assert sorted(df.step.unique().tolist()) == sorted(t.step for t in tasks)
+    assert set(df.content_hash.groupby(df.step).nunique()) == {1}  # one model per step
+    assert df.content_hash.nunique() == len(tasks)  # and a different one at each step
+    assert (df.options.unique() == [compscope.sweep.tasks.json.dumps(OPTIONS, sort_keys=True)]).all()
+    # the values are the engine's for that checkpoint
+    last = max(tasks, key=lambda t: t.step)
+    t = compscope.scores(last.source, kinds="K", measures=("frobenius",), progress=False)
+    row = df[(df.step == last.step) & (df.kind == "K") & (df.measure == "frobenius")].iloc[0]
+    assert row.value == pytest.approx(float(t.dense("frobenius", "K")[row.src_layer, row.src_head, row.dst_layer, row.dst_head]))
+
+
+def test_local_sweep_over_checkpoints_then_nothing_to_do(run_folder, tmp_path):
+    tasks = tasks_of(run_folder)
+    assert len(tasks) >= 4
+    r = sweep(tasks, tmp_path / "ds", progress=False)
+    assert (r.done, r.skipped, r.failed) == (len(tasks), 0, {})
+    check_complete(tmp_path / "ds", tasks)
+    again = sweep(tasks, tmp_path / "ds", progress=False)
+    assert (again.done, again.skipped) == (0, len(tasks))
+
+
+def test_a_task_that_fails_is_reported_and_rerun_later(run_folder, tmp_path):
+    tasks = tasks_of(run_folder)
+    bad = Task(str(tmp_path / "missing"), "missing", 0, "scores", OPTIONS)
+    r = sweep(tasks + [bad], tmp_path / "ds", progress=False)
+    assert list(r.failed) == [bad.key()] and "missing" in r.failed[bad.key()]
+    check_complete(tmp_path / "ds", tasks)
+
+
+def crash_once(task: Task, out: str) -> str:
+    """Kill this worker process the first time the second checkpoint's task runs."""
+    marker = Path(out) / ".crashed"
+    if task.step == int(os.environ["COMPSCOPE_CRASH_STEP"]) and not marker.exists():
+        marker.write_text("x")
+        os._exit(1)
+    return work(task, out)
+
+
+def test_ray_sweep_survives_a_killed_worker_without_duplicates(run_folder, tmp_path):
+    pytest.importorskip("ray")
+    tasks = tasks_of(run_folder)
+    out = tmp_path / "ds"
+    env = {"env_vars": {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
+                        "COMPSCOPE_CRASH_STEP": str(tasks[1].step)}}
+    r = sweep(tasks, out, executor="ray", workers=2, fn=crash_once, runtime_env=env, progress=False)
+    assert (out / ".crashed").exists(), "the worker was not killed"
+    assert r.failed == {} and r.done == len(tasks)
+    check_complete(out, tasks)
+    again = sweep(tasks, out, executor="ray", workers=2, progress=False)
+    assert (again.done, again.skipped) == (0, len(tasks))
+
+
+def test_cli_sweep(run_folder, tmp_path, capsys):
+    out = tmp_path / "ds"
+    args = ["sweep", str(run_folder), "--out", str(out), "--kinds", KINDS, "--measure", "frobenius", "--measure", "overlap"]
+    assert main(args) == 0
+    first = capsys.readouterr().out
+    assert "computed" in first
+    assert len(read_dataset(out)) > 0
+    assert main(args) == 0
+    assert "nothing to do" in capsys.readouterr().out
+
+
+def test_bad_sweep_options(tmp_path):
+    with pytest.raises(OptionError, match="executor"):
+        sweep([], tmp_path, executor="slurm")
+    t = Task("induction-2l", "m", -1, "scores", OPTIONS)
+    with pytest.raises(OptionError, match="twice"):
+        sweep([t, t], tmp_path)
+    with pytest.raises(OptionError, match="job"):
+        from compscope.sweep.tasks import run_task
+
+        run_task(Task("induction-2l", "m", -1, "bake", {}))
+
+
+def test_revisions_expand_hub_ids():
+    got = expand_sources(["Org/model"], ["step1000", "step2000"])
+    assert got == [("Org/model@step1000", "Org/model", 1000), ("Org/model@step2000", "Org/model", 2000)]
+    assert torch is not None
