@@ -24,7 +24,7 @@ OPTIONS = {"kinds": KINDS, "measures": ["frobenius", "overlap"], "metric": "iden
 @pytest.fixture(scope="module")
 def run_folder(tmp_path_factory) -> Path:
     """A short training run of the default preset, with 4 checkpoints."""
-    from compscope.toy import PRESETS, TrainConfig, train
+    from compscope.toy import PRESETS, train
 
     p = PRESETS["induction-2l"]
     out = tmp_path_factory.mktemp("run") / "induction-2l"
@@ -39,7 +39,7 @@ def tasks_of(run_folder) -> list[Task]:
 
 def check_complete(out: Path, tasks: list[Task]) -> None:
     df = read_dataset(out)
-    L, H = 2, 4  # the default model
+    H = 4  # heads per layer of the default model (2 layers)
     pairs = H * H  # writers of layer 0 × readers of layer 1
     assert len(df) == len(tasks) * 2 * len(KINDS) * pairs  # 2 measures
     key = ["model", "step", "measure", "kind", "src_layer", "src_head", "dst_layer", "dst_head"]

@@ -19,6 +19,10 @@ def read_unprocessed(source) -> HeadWeights:
     for name, fmt in FORMATS.items():
         if guarded(source, name, fmt.recognise, source):
             return guarded(source, name, fmt.read, source)
+    from .formats import hub  # the last resort: a name no format knows may be a HuggingFace hub id
+
+    if hub.looks_like_id(source):
+        return guarded(source, "hub", hub.read, source)
     if not isinstance(source, (str, Path)):
         raise LoadError(f"cannot load a {type(source).__name__}: expected a path, a built-in name, or a model object")
     path = Path(source)

@@ -24,7 +24,6 @@ FORMATS.lazy("toy", "compscope.loading.formats.toy")                            
 FORMATS.lazy("native", "compscope.loading.formats.native")                      # compscope folders (compscope.json)
 FORMATS.lazy("safetensors", "compscope.loading.formats.safetensors_folder")     # HuggingFace folders
 FORMATS.lazy("gguf", "compscope.loading.formats.gguf")                          # llama.cpp .gguf files
-FORMATS.lazy("hub", "compscope.loading.formats.hub")                            # HuggingFace hub ids (cache first)
 
 
 def existing_path(source: object) -> Path | None:

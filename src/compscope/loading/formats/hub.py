@@ -1,6 +1,6 @@
 """Models by HuggingFace hub id (``"EleutherAI/pythia-70m"``, ``"gpt2"``), through ``huggingface_hub``.
 
-The local cache is read first (``snapshots/<commit>`` of ``models--owner--name``, a branch or
+Asked after every format of :data:`FORMATS` (a name none of them knows). The local cache is read first (``snapshots/<commit>`` of ``models--owner--name``, a branch or
 tag through ``refs/<revision>``). A download happens only where the environment allows it: never
 with ``HF_HUB_OFFLINE`` set, and then only the config, tokenizer and safetensors files (no pickled
 ``.bin``). A missing model is an error naming the id, the revision and the cache folder. The
@@ -43,7 +43,9 @@ def looks_like_id(source: object) -> bool:
     if not isinstance(source, str) or not _ID.match(source) or source.endswith((".gguf", ".safetensors", ".json", ".parquet", ".csv")):
         return False
     try:
-        return not Path(source).exists()
+        path = Path(source)
+        # a path whose folder exists locally ("runs/a" beside "runs/") is a missing file, not a hub id
+        return not path.exists() and not (len(path.parts) > 1 and Path(path.parts[0]).is_dir())
     except OSError:
         return False
 
@@ -90,7 +92,8 @@ def snapshot(model: HubModel) -> Path:
         return Path(snapshot_download(**kw))
     except Exception as e:
         raise LoadError(
-            f"{where}: not in the HuggingFace cache {cache_folder(model.cache_dir)} and cannot be downloaded ({one_line(e)})"
+            f"{where}: not a local path or built-in model, not in the HuggingFace cache {cache_folder(model.cache_dir)}, "
+            f"and cannot be downloaded ({type(e).__name__}: {one_line(e)[:200]})"
         ) from e
 
 
