@@ -238,22 +238,6 @@ def native_folder(hf_folders, tmp_path_factory):
     return path
 
 
-def test_fuzzed_native_description(native_folder, tmp_path):
-    doc = json.loads((native_folder / "compscope.json").read_text())
-
-    @FUZZ
-    @given(st.lists(json_edit(doc), min_size=1, max_size=3))
-    def case(edits):
-        folder = _copy(native_folder, tmp_path / "m")
-        d = doc
-        for e in edits:
-            d = apply_edit(d, e)
-        (folder / "compscope.json").write_text(json.dumps(d))
-        outcome("compscope.json", lambda: compscope.load(folder), [str(folder)])
-
-    case()
-
-
 @pytest.fixture(scope="module")
 def toy_folder():
     from compscope.loading.builtin import resolve
@@ -261,18 +245,21 @@ def toy_folder():
     return Path(resolve("induction-2l"))
 
 
-def test_fuzzed_toy_description(toy_folder, tmp_path):
-    doc = json.loads((toy_folder / "toy.json").read_text())
+@pytest.mark.parametrize("folder_fixture, manifest", [("native_folder", "compscope.json"), ("toy_folder", "toy.json")])
+def test_fuzzed_model_descriptions(request, tmp_path, folder_fixture, manifest):
+    """compscope's own model folders: their JSON description edited."""
+    src = request.getfixturevalue(folder_fixture)
+    doc = json.loads((src / manifest).read_text())
 
     @FUZZ
     @given(st.lists(json_edit(doc), min_size=1, max_size=3))
     def case(edits):
-        folder = _copy(toy_folder, tmp_path / "m")
+        folder = _copy(src, tmp_path / "m")
         d = doc
         for e in edits:
             d = apply_edit(d, e)
-        (folder / "toy.json").write_text(json.dumps(d))
-        outcome("toy.json", lambda: compscope.load(folder), [str(folder)])
+        (folder / manifest).write_text(json.dumps(d))
+        outcome(manifest, lambda: compscope.load(folder), [str(folder)])
 
     case()
 
