@@ -18,7 +18,9 @@ def add_arguments(p) -> None:
                    help="models: a run folder or folder of checkpoints (one task per checkpoint), a model path, "
                         "a built-in name, or a hub id (with --revision: one task per revision)")
     p.add_argument("--out", required=True, help="the dataset folder (partitioned model=/step=; finished parts are skipped)")
-    p.add_argument("--job", default="scores", choices=["scores", "validate"], help="what each task computes (default scores)")
+    from ..sweep.tasks import JOBS
+
+    p.add_argument("--job", default="scores", choices=JOBS, help="what each task computes (default scores)")
     p.add_argument("--revision", action="append", dest="revisions", metavar="REV", help="a hub revision (repeatable)")
     p.add_argument("--kinds", default="QKV", help="any of Q, K, V (default QKV)")
     p.add_argument("--measure", action="append", dest="measures", metavar="NAME", help="a measure (repeatable; default frobenius)")

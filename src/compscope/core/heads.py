@@ -79,13 +79,18 @@ def _is_int(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
+def is_finite_number(x) -> bool:
+    """An int or float (not a bool), finite: what a size, scale or epsilon read from a file must be."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
 def _check_norm(n: Norm | None, name: str) -> None:
     if n is None:
         return
     if n.kind not in ("layernorm", "rmsnorm"):
         raise WeightError(f"{name}: norm kind {n.kind!r}, expected 'layernorm' or 'rmsnorm'")
     for what, v in (("eps", n.eps), ("offset", n.offset)):
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v) or (what == "eps" and v < 0):
+        if not is_finite_number(v) or (what == "eps" and v < 0):
             raise WeightError(f"{name}: {what} {v!r} is not a finite number" + (" >= 0" if what == "eps" else ""))
 
 
@@ -203,7 +208,7 @@ class HeadWeights:
                               "expected pre/post/none and learned/rotary/none")
         if not isinstance(self.causal, bool):
             raise WeightError(f"causal {self.causal!r}: expected true or false")
-        if not isinstance(self.attn_scale, (int, float)) or isinstance(self.attn_scale, bool) or not math.isfinite(self.attn_scale) or self.attn_scale < 0:
+        if not is_finite_number(self.attn_scale) or self.attn_scale < 0:
             raise WeightError(f"attn_scale {self.attn_scale!r}: expected a finite number >= 0 (0: d_head ** -0.5)")
         for name in ("attn_norm", "final_norm", "attn_out_norm"):
             _check_norm(getattr(self, name), name)

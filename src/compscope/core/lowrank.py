@@ -28,15 +28,6 @@ def numerical_rank(s: Tensor, dims: int) -> Tensor:
     return (s > tol).sum(-1)
 
 
-def pow2_scale(x: Tensor) -> Tensor:
-    """Per leading index of ``x: (n, ...)``, a power of two within a factor 2 of the largest
-    ``|entry|`` (1 where that is 0 or not finite), float64. Dividing by it is exact and brings entries to order one, so that squares,
-    Grams and eigenproblems downstream neither overflow nor underflow."""
-    m = x.flatten(1).abs().amax(1).double()
-    ok = torch.isfinite(m) & (m > 0)
-    return torch.where(ok, torch.exp2(torch.floor(torch.log2(torch.where(ok, m, 1.0)))), 1.0)
-
-
 @dataclass(frozen=True)
 class LowRank:
     """``M = left @ right``; ``left: (m, r)``, ``right: (r, n)``."""

@@ -30,8 +30,6 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..core.lowrank import pow2_scale
-
 # numba's default threading layer must not be entered from two Python threads at once
 _LOCK = threading.Lock()
 _FAST = {"contract", "nsz", "arcp", "reassoc"}
@@ -201,6 +199,15 @@ def _eigvalsh_kernel(A, out, zero, half, one, two, eps, tiny, chunks):  # pragma
             _bisect(d, e, e2, x, t, c, lo, hi, out[g], zero, half, one, two, eps, tiny)
 
 
+def _pow2_scale(M: Tensor) -> Tensor:
+    """Per matrix of ``M: (N, n, n)``, a power of two within a factor 2 of its largest ``|entry|``
+    (1 where that is 0 or not finite): dividing by it is exact and keeps the reduction's sums of
+    squares in range."""
+    m = M.flatten(1).abs().amax(1)
+    ok = torch.isfinite(m) & (m > 0)
+    return torch.where(ok, torch.exp2(torch.floor(torch.log2(torch.where(ok, m, 1.0)))), 1.0)
+
+
 #: tasks per thread: each allocates its scratch vectors once and solves a contiguous run of matrices
 _CHUNKS_PER_THREAD = 4
 
@@ -216,7 +223,7 @@ def eigvalsh(M: Tensor) -> Tensor:
         return M.new_empty(M.shape[:2])
     # exact power-of-two scaling to entries of order one: the sums of squares in the reduction
     # stay in range for any ‖M‖ the dtype can hold (float32 overflowed from ‖M‖ ≈ 1e19 on)
-    s = pow2_scale(M).to(M.dtype)
+    s = _pow2_scale(M)
     A = (M.detach().contiguous().div_(s[:, None, None]) if M.is_contiguous() else M.detach() / s[:, None, None]).numpy()
     out = np.empty(A.shape[:2], A.dtype)
     t = A.dtype.type

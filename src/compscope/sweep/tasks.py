@@ -80,7 +80,6 @@ def run_task(task: Task):
         hw = load(task.source)
         df = scores(hw, kinds=opts.get("kinds", "QKV"), measures=tuple(opts.get("measures", ("frobenius",))),
                     metric=opts.get("metric", "identity"), progress=False).to_pandas()
-        df = df.drop(columns=[c for c in ("model",) if c in df])
     elif task.job == "validate":
         from ..data.validate import validate
 

@@ -9,7 +9,6 @@ refused with its name: no silent misreading of an exotic config.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -18,7 +17,7 @@ from torch import Tensor
 
 from ..checkpoint import Checkpoint
 from ...errors import LoadError, UnsupportedModelError
-from ...core.heads import HeadWeights
+from ...core.heads import HeadWeights, is_finite_number
 
 #: Keys of every HF config that never change attention weights.
 COMMON_IGNORED = frozenset(
@@ -133,7 +132,7 @@ def number(config: dict, where: str, *keys: str, default: Any = _MISSING, low: f
         if default is _MISSING:
             raise UnsupportedModelError(f"{where}: config key '{key}' is missing")
         return float(default)
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v <= high
+    ok = is_finite_number(v) and v <= high
     ok = ok and (v > low if open_low else v >= low)
     if not ok:
         rng = f"{'(' if open_low else '['}{low:g}, {high:g}]"

@@ -1,7 +1,8 @@
 """Models by HuggingFace hub id (``"EleutherAI/pythia-70m"``, ``"gpt2"``), through ``huggingface_hub``.
 
-Asked after every format of :data:`FORMATS` (a name none of them knows). The local cache is read first (``snapshots/<commit>`` of ``models--owner--name``, a branch or
-tag through ``refs/<revision>``). A download happens only where the environment allows it: never
+Not one of :data:`FORMATS`: ``load`` asks it last, for a name no format knows. The local cache
+is read first (``snapshots/<commit>`` of ``models--owner--name``, a branch or tag through
+``refs/<revision>``). A download happens only where the environment allows it: never
 with ``HF_HUB_OFFLINE`` set, and then only the config, tokenizer and safetensors files (no pickled
 ``.bin``). A missing model is an error naming the id, the revision and the cache folder. The
 snapshot is read by the folder (or GGUF) format like any local path.
@@ -95,10 +96,6 @@ def snapshot(model: HubModel) -> Path:
             f"{where}: not a local path or built-in model, not in the HuggingFace cache {cache_folder(model.cache_dir)}, "
             f"and cannot be downloaded ({type(e).__name__}: {one_line(e)[:200]})"
         ) from e
-
-
-def recognise(source: object) -> bool:
-    return looks_like_id(source)
 
 
 def read(source):
