@@ -37,6 +37,9 @@ def run(args) -> int:
     from ..core.factors import check_kinds
     from ..sweep import Task, expand_sources, read_dataset, sweep
 
+    from .common import output_folder
+
+    output_folder(args.out)
     if args.executor == "local" and (args.address or args.workers):
         raise OptionError("--address and --workers apply to --executor ray")
     kinds = check_kinds(args.kinds)

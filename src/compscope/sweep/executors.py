@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..errors import CompscopeError, OptionError
 from ..progress import progress_bar
+from ..results.files import check_folder
 from .dataset import is_done, write_part
 from .tasks import Task, run_task
 
@@ -34,7 +35,7 @@ def _local(todo: list[Task], out: Path, fn: Callable, bar, **_) -> dict[str, str
         try:
             fn(t, str(out))
         except CompscopeError as e:
-            failed[t.key()] = f"{t.source}: {e}"
+            failed[t.key()] = str(e)  # compscope's errors name the source
         bar.update(1)
     return failed
 
@@ -77,8 +78,8 @@ def sweep(tasks: list[Task], out: str | Path, *, executor: str = "local", progre
     ``'ray'``; Ray options: ``address``, ``workers``, ``max_retries``, ``runtime_env``)."""
     if executor not in EXECUTORS:
         raise OptionError(f"executor {executor!r}: use one of {', '.join(EXECUTORS)}")
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    out = check_folder(out)
+    out.mkdir(exist_ok=True)
     keys = [t.key() for t in tasks]
     if len(set(keys)) != len(keys):
         raise OptionError("the sweep lists the same task twice")
