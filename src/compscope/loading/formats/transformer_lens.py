@@ -9,10 +9,8 @@ did (``fold_ln`` turns ``ln1`` into ``LayerNormPre``/``RMSNormPre``) is recorded
 ``rotary_scaling_factor``), local attention (``attn_types`` + ``window_size``), QK-norm
 (``use_qk_norm``) and the post-attention norm (``use_normalization_before_and_after``).
 Every other config switch that changes what attention computes is refused by name.
-TransformerLens's ``TransformerBridge`` (3.9 has it too) is not accepted: it rewrites the
-HuggingFace model it wraps in place (``_original_component`` levels in every parameter name,
-GPT-2's fused ``c_attn`` split into ``q``, ``k``, ``v``), so neither can be read as what it
-was; load the HuggingFace model on its own instead.
+TransformerLens's ``TransformerBridge`` (TransformerLens 4, and 3.9) is read by
+:mod:`~compscope.loading.formats.transformer_bridge`, through the HuggingFace model it wraps.
 """
 
 from __future__ import annotations
@@ -41,11 +39,9 @@ _REFUSE_UNLESS = {
 
 
 def is_hooked_transformer(obj: object) -> bool:
+    if type(obj).__name__ == "TransformerBridge":
+        return False
     return type(obj).__name__ == "HookedTransformer" or (hasattr(obj, "cfg") and hasattr(obj, "blocks") and hasattr(obj, "W_Q"))
-
-
-def is_bridge(obj: object) -> bool:
-    return type(obj).__name__ == "TransformerBridge"
 
 
 def _norm(modules: list, where: str, eps: float) -> tuple[Norm | None, bool]:
@@ -144,15 +140,8 @@ def from_hooked_transformer(model) -> HeadWeights:
 
 
 def recognise(source: object) -> bool:
-    return is_bridge(source) or is_hooked_transformer(source)
+    return is_hooked_transformer(source)
 
 
 def read(model) -> HeadWeights:
-    if is_bridge(model):
-        raise UnsupportedModelError(
-            "TransformerLens TransformerBridge objects are not supported: the bridge rewrites the HuggingFace "
-            "model it wraps in place (its modules and parameter names change, GPT-2's fused c_attn is split), so "
-            "that model cannot be read either; pass a HookedTransformer (transformer-lens 3.x) or a HuggingFace "
-            "model or folder loaded on its own"
-        )
     return from_hooked_transformer(model)

@@ -1,0 +1,149 @@
+"""Checks of compscope's ``TransformerBridge`` reader, run by ``test_transformer_bridge.py`` in a
+separate environment that has transformer-lens 4 (it cannot share one with transformer-lens
+3.9). Prints one JSON line per case; nothing is downloaded (tiny random models, a word-level
+tokenizer saved to a temporary folder).
+
+For each tiny HuggingFace model (every parameter perturbed, so norm gains are not ones):
+- the bridge is booted around the model; compscope reads it; every tensor equals what
+  compscope reads from an untouched copy of the same HuggingFace model;
+- each layer's attention recomputed from the ``HeadWeights`` on the residual the bridge hooks
+  (``ln1.hook_in``) equals the bridge's own attention output (after the post-attention norm
+  where there is one), and the pattern equals ``attn.hook_pattern``;
+- the same after ``enable_compatibility_mode()`` (weights processed in place), where the
+  processing is recorded;
+- reading changes nothing: the bridge's state dict is bitwise the same before and after.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+import tempfile
+import warnings
+
+import torch
+import transformers
+from tokenizers import Tokenizer, models, pre_tokenizers
+
+import compscope
+from compscope.core.attention import attention_forward, attention_pattern_and_values
+
+VOCAB = 61
+CASES = {
+    "gpt2": lambda: transformers.GPT2LMHeadModel(transformers.GPT2Config(
+        vocab_size=VOCAB, n_embd=32, n_head=4, n_layer=2, n_positions=32, n_inner=48)),
+    "neox": lambda: transformers.GPTNeoXForCausalLM(transformers.GPTNeoXConfig(
+        vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_hidden_layers=2, intermediate_size=48,
+        max_position_embeddings=64, rotary_pct=0.5)),
+    "llama-gqa": lambda: transformers.LlamaForCausalLM(transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2,
+        intermediate_size=48, max_position_embeddings=64, rope_theta=500.0)),
+    "qwen2-bias": lambda: transformers.Qwen2ForCausalLM(transformers.Qwen2Config(
+        vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2,
+        intermediate_size=48, max_position_embeddings=64)),
+    "gemma3": lambda: transformers.Gemma3ForCausalLM(transformers.Gemma3TextConfig(
+        architectures=["Gemma3ForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
+        num_key_value_heads=1, head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64,
+        sliding_window=3, layer_types=["sliding_attention", "full_attention"], query_pre_attn_scalar=16)),
+}
+#: a bridge around an architecture compscope has no family for: a clean error naming it
+UNSUPPORTED = {
+    "opt": lambda: transformers.OPTForCausalLM(transformers.OPTConfig(
+        vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_hidden_layers=2, ffn_dim=48,
+        max_position_embeddings=64, word_embed_proj_dim=32)),
+}
+
+
+def tokenizer():
+    tk = Tokenizer(models.WordLevel({f"t{i}": i for i in range(VOCAB)}, unk_token="t0"))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="t0", bos_token="t1", eos_token="t1",
+                                               pad_token="t1")
+    folder = tempfile.mkdtemp()
+    tok.save_pretrained(folder)  # TransformerLens reloads a tokenizer by its name_or_path
+    return transformers.AutoTokenizer.from_pretrained(folder)
+
+
+def state(bridge) -> dict:
+    return {k: v.detach().clone() for k, v in bridge.original_model.state_dict().items()}
+
+
+def forward_errors(bridge, hw, tokens) -> tuple[float, float]:
+    """Largest |compscope - bridge| of each layer's attention output and pattern."""
+    _, cache = bridge.run_with_cache(tokens)
+    out_err = pat_err = 0.0
+    for layer, block in enumerate(bridge.blocks):
+        resid = cache[f"blocks.{layer}.ln1.hook_in"]
+        post = f"blocks.{layer}.ln1_post.hook_out"
+        want = cache[post] if post in cache else cache[f"blocks.{layer}.attn.hook_out"]
+        with torch.no_grad():
+            got = attention_forward(hw, layer, resid)
+            pattern, _ = attention_pattern_and_values(hw, layer, resid)
+        out_err = max(out_err, float((got - want).abs().max() / want.abs().max()))
+        pat_err = max(pat_err, float((pattern - cache[f"blocks.{layer}.attn.hook_pattern"]).abs().max()))
+    return out_err, pat_err
+
+
+def boot(hf, case: str):
+    from transformer_lens.model_bridge import TransformerBridge
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return TransformerBridge.boot_transformers(f"tiny-{case}", hf_model=hf, tokenizer=tokenizer())
+
+
+def refusal(case: str) -> dict:
+    bridge = boot(UNSUPPORTED[case]().eval(), case)
+    try:
+        compscope.load(bridge)
+    except compscope.CompscopeError as e:
+        return {"case": case, "refused": f"{type(e).__name__}: {e}"}
+    return {"case": case, "refused": None}
+
+
+def check(case: str) -> dict:
+    torch.manual_seed(0)
+    hf = CASES[case]().eval()
+    with torch.no_grad():
+        for p in hf.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    pristine = copy.deepcopy(hf)
+    bridge = boot(hf, case)
+    tokens = torch.randint(0, VOCAB, (2, 9))
+    row = {"case": case}
+
+    before = state(bridge)
+    hw = compscope.load(bridge)
+    row["unchanged"] = all(torch.equal(v, state(bridge)[k]) for k, v in before.items())
+    ref = compscope.load(pristine)
+    names = ["W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_pos", "W_U"]
+    row["same_as_hf"] = all(
+        (getattr(hw, n) is None and getattr(ref, n) is None) or torch.equal(getattr(hw, n), getattr(ref, n)) for n in names
+    ) and hw.attn_norm is not None and torch.equal(hw.attn_norm.weight, ref.attn_norm.weight)
+    row["raw_processing"] = list(hw.meta.processing)
+    row["raw_out_err"], row["raw_pattern_err"] = forward_errors(bridge, hw, tokens)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bridge.enable_compatibility_mode(disable_warnings=True)
+    before = state(bridge)
+    processed = compscope.load(bridge)
+    row["compat_unchanged"] = all(torch.equal(v, state(bridge)[k]) for k, v in before.items())
+    row["compat_processing"] = list(processed.meta.processing)
+    row["compat_note"] = any("fold_ln" in n for n in processed.meta.notes)
+    row["compat_weights_differ"] = not torch.equal(processed.W_Q, hw.W_Q)
+    row["compat_out_err"], row["compat_pattern_err"] = forward_errors(bridge, processed, tokens)
+    return row
+
+
+if __name__ == "__main__":
+    import transformer_lens  # noqa: F401  (fail here, not halfway, when it is missing)
+    from importlib.metadata import version
+
+    print(json.dumps({"transformer_lens": version("transformer-lens"), "transformers": transformers.__version__}))
+    for case in sys.argv[1:] or [*CASES, *UNSUPPORTED]:
+        try:
+            print(json.dumps(check(case) if case in CASES else refusal(case)), flush=True)
+        except Exception as e:  # reported as a failed case, not a lost run
+            print(json.dumps({"case": case, "error": f"{type(e).__name__}: {e}"}), flush=True)
