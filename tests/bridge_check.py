@@ -11,6 +11,8 @@ For each tiny HuggingFace model (every parameter perturbed, so norm gains are no
   where there is one), and the pattern equals ``attn.hook_pattern``;
 - the same after ``enable_compatibility_mode()`` (weights processed in place), where the
   processing is recorded;
+- compscope's runner traces the bridge (raw and processed) so that each layer recomputed from
+  the ``HeadWeights`` gives what the bridge's attention added;
 - reading changes nothing: the bridge's state dict is bitwise the same before and after.
 """
 
@@ -102,6 +104,20 @@ def refusal(case: str) -> dict:
     return {"case": case, "refused": None}
 
 
+def runner_error(bridge, tokens) -> float:
+    """Largest relative |recomputed − traced| attention output of compscope's runner on the bridge."""
+    from compscope.data.runner import TransformerLensRunner, layer_state, runner_for
+
+    runner = runner_for(bridge)
+    assert isinstance(runner, TransformerLensRunner)
+    tr = runner.trace(tokens)
+    err = 0.0
+    for layer in range(runner.hw.n_layers):
+        out = layer_state(runner.hw, layer, tr.resid[layer]).out
+        err = max(err, float((out - tr.attn_out[layer]).abs().max() / tr.attn_out[layer].abs().max()))
+    return err
+
+
 def check(case: str) -> dict:
     torch.manual_seed(0)
     hf = CASES[case]().eval()
@@ -123,6 +139,7 @@ def check(case: str) -> dict:
     ) and hw.attn_norm is not None and torch.equal(hw.attn_norm.weight, ref.attn_norm.weight)
     row["raw_processing"] = list(hw.meta.processing)
     row["raw_out_err"], row["raw_pattern_err"] = forward_errors(bridge, hw, tokens)
+    row["raw_runner_err"] = runner_error(bridge, tokens)
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -134,6 +151,7 @@ def check(case: str) -> dict:
     row["compat_note"] = any("fold_ln" in n for n in processed.meta.notes)
     row["compat_weights_differ"] = not torch.equal(processed.W_Q, hw.W_Q)
     row["compat_out_err"], row["compat_pattern_err"] = forward_errors(bridge, processed, tokens)
+    row["compat_runner_err"] = runner_error(bridge, tokens)
     return row
 
 

@@ -171,7 +171,7 @@ def test_every_registry_is_one_mechanism_and_lists_its_names_in_errors():
     assert MEASURES.names() == ["frobenius", "frobenius_baselined", "tight", "overlap", "shared_dims", "bandwidth", "spectral"]
     assert METRICS.names() == ["identity", "embed", "unembed", "activations"]
     assert set(FAMILIES.names()) == {"bert", "llama", "gemma", "gemma3", "gpt2", "neox"}
-    assert FORMATS.names() == ["transformer_lens", "hf_model", "builtin", "toy", "native", "safetensors", "gguf"]
+    assert FORMATS.names() == ["transformer_lens", "transformer_bridge", "hf_model", "builtin", "toy", "native", "safetensors", "gguf"]
 
 
 def test_all_means_the_registry(monkeypatch):

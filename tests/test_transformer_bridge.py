@@ -51,6 +51,7 @@ def test_bridge_reads_as_the_model_it_wraps(rows, case):
     assert row["unchanged"] and row["compat_unchanged"], "reading the bridge changed its weights"
     assert row["raw_processing"] == []
     assert row["raw_out_err"] < 1e-5 and row["raw_pattern_err"] < 1e-5, row
+    assert row["raw_runner_err"] < 1e-5, row
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -60,6 +61,7 @@ def test_compatibility_mode_weights_are_read_as_processed(rows, case):
     assert row["compat_processing"] == ["transformer_lens_bridge:process_weights"] and row["compat_note"]
     assert row["compat_weights_differ"], "processing changed nothing: the check would not see stale weights"
     assert row["compat_out_err"] < 1e-5 and row["compat_pattern_err"] < 1e-5, row
+    assert row["compat_runner_err"] < 1e-5, row
 
 
 def test_unsupported_architecture_is_refused_by_name(rows):

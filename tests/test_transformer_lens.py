@@ -188,3 +188,62 @@ def test_transformer_bridge_of_3_9_reads_as_the_model_it_wraps():
         torch.testing.assert_close(getattr(got, name), getattr(want, name), rtol=0, atol=0, msg=name)
     torch.testing.assert_close(got.attn_norm.weight, want.attn_norm.weight, rtol=0, atol=0)
     assert got.meta.source == "TransformerBridge(GPT2LMHeadModel)" and got.meta.processing == ()
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_runner_traces_what_the_model_computes(name):
+    """The data-based side runs a ``HookedTransformer`` through its own hooks: what it traces per
+    layer, recomputed per head from ``HeadWeights``, is the model's attention output and pattern."""
+    from compscope.data.runner import TransformerLensRunner, layer_state, runner_for
+
+    model = build(name)
+    runner = runner_for(model)
+    assert isinstance(runner, TransformerLensRunner)
+    ids = tokens(model)
+    tr = runner.trace(ids)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(ids)
+    for layer in range(model.cfg.n_layers):
+        torch.testing.assert_close(tr.resid[layer], cache[f"blocks.{layer}.hook_resid_pre"], atol=0, rtol=0)
+        st = layer_state(runner.hw, layer, tr.resid[layer])
+        torch.testing.assert_close(st.out, cache[f"blocks.{layer}.hook_attn_out"], atol=ATOL, rtol=RTOL)
+        torch.testing.assert_close(st.pattern, cache[f"blocks.{layer}.attn.hook_pattern"], atol=ATOL, rtol=RTOL)
+
+
+def test_interventions_on_a_hooked_transformer_match_a_patched_forward():
+    """Interventional composition of one pair, brute force: the writer's output mean-ablated in the
+    residual the reader's keys read (TransformerLens's ``hook_k_input``), everything else clean;
+    the reader's pattern change equals what compscope computes from the traced residuals."""
+    from compscope.data.intervene import intervention_effects
+    from compscope.data.runner import runner_for
+
+    model = build("rotary-gqa")
+    model.set_use_split_qkv_input(True)
+    model.set_use_attn_result(True)
+    ids = tokens(model, seq=9)
+    fx = intervention_effects(runner_for(model), ids, "K", "mean", progress=False)
+    with torch.no_grad():
+        _, clean = model.run_with_cache(ids)
+        for h1 in range(model.cfg.n_heads):
+            o = clean["blocks.0.attn.hook_result"][:, :, h1]  # (batch, pos, d_model)
+            delta = o.mean(0, keepdim=True) - o
+            edit = lambda x, hook: x + delta[:, :, None, :]  # noqa: E731
+            with model.hooks(fwd_hooks=[("blocks.1.hook_k_input", edit)]):
+                _, p_cache = model.run_with_cache(ids, names_filter=lambda n: n == "blocks.1.attn.hook_pattern")
+            p, q = clean["blocks.1.attn.hook_pattern"].double(), p_cache["blocks.1.attn.hook_pattern"].double()
+            want = 0.5 * (p - q).abs().sum(-1).mean(dim=(0, 2))  # (head,)
+            assert float(want.max()) > 1e-3  # the edit did something
+            torch.testing.assert_close(fx.by_kind["K"][0, h1, 1], want, atol=1e-5, rtol=0)
+
+
+def test_validate_runs_on_a_hooked_transformer_within_its_context():
+    """``compscope.validate`` takes a ``HookedTransformer`` object; its context (``n_ctx`` 24) bounds
+    the sequences: the activations metric's text is cut to it, longer repeats are refused by name."""
+    model = build("rotary-gqa")
+    v = compscope.validate(model, sequences=4, half=4, intervention_sequences=2, metrics=["identity", "activations"],
+                           progress=False)
+    frame = v.verdict_frame()
+    assert set(frame.metric) == {"identity", "activations"}
+    assert frame.spearman.notna().all()
+    with pytest.raises(compscope.OptionError, match="longer than .* takes \\(24\\)"):
+        compscope.validate(model, sequences=2, half=13, metrics=["identity"], progress=False)

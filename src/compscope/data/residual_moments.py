@@ -99,8 +99,12 @@ def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16, hw=None)
 def data_activation_metric(runner, sequences: int = TEXT_SEQUENCES, seq_len: int = TEXT_LENGTH, seed: int = METRIC_SEED,
                            ridge: float = DEFAULT_RIDGE, hw=None) -> Metric:
     """The ``activations`` metric of a runner's model: on natural text when it has a tokenizer
-    (``sequences`` of ``seq_len`` tokens), else on held-out repeated random sequences."""
+    (``sequences`` of ``seq_len`` tokens, at most the model's context), else on held-out repeated
+    random sequences."""
     from .sequences import natural_text, repeats
+
+    if runner.n_ctx is not None:
+        seq_len = min(seq_len, runner.n_ctx)
 
     if runner.tokenizer is not None:
         tokens = natural_text(runner.tokenizer, sequences, seq_len, seed, runner.bos)

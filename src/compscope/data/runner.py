@@ -14,7 +14,10 @@ Where the weights come from decides how the model runs (nothing is ever download
 - a toy model folder or ``induction-2l``: the toy model itself;
 - a HuggingFace folder: ``transformers``, ``from_pretrained(folder, local_files_only=True)``;
 - a ``.gguf`` file: ``transformers`` reading the same file (``gguf_file=``; needs ``accelerate``);
-- a loaded ``transformers`` model: itself.
+- a loaded ``transformers`` model: itself;
+- a TransformerLens ``HookedTransformer`` or ``TransformerBridge``: itself, through its own hook
+  points (``hook_resid_pre`` / ``ln1.hook_in`` and the attention output), with the weights it
+  holds, processed or not (the processing TransformerLens did is part of the model that runs).
 """
 
 from __future__ import annotations
@@ -69,6 +72,8 @@ class Runner:
     bos: int | None = None
     #: the model's own tokenizer, when it has one (``encode(text) -> list[int]``)
     tokenizer = None
+    #: the longest sequence the model takes (its learned positions or its configured context; None: no limit known)
+    n_ctx: int | None = None
 
     @torch.no_grad()
     def trace(self, tokens: Tensor) -> Trace:
@@ -77,6 +82,9 @@ class Runner:
             raise OptionError(f"tokens must be a non-empty (batch, seq) tensor, got shape {tuple(tokens.shape)}")
         if int(tokens.min()) < 0 or int(tokens.max()) >= self.hw.n_vocab:
             raise OptionError(f"token ids must lie in 0..{self.hw.n_vocab - 1} for {self.hw.meta.name}")
+        if self.n_ctx is not None and tokens.shape[1] > self.n_ctx:
+            raise OptionError(f"sequences of {tokens.shape[1]} tokens are longer than {self.hw.meta.name} takes "
+                              f"({self.n_ctx}); use shorter sequences (validate: a smaller --half)")
         resid, out = self._run(tokens)
         return Trace(tokens, [r.float() for r in resid], [o.float() for o in out])
 
@@ -89,6 +97,7 @@ class ToyRunner(Runner):
 
     def __init__(self, model, hw: HeadWeights) -> None:
         self.model, self.hw = model, hw
+        self.n_ctx = int(model.cfg.n_ctx)
 
     def _run(self, tokens: Tensor) -> tuple[list[Tensor], list[Tensor]]:
         cache: dict = {}
@@ -112,6 +121,10 @@ class HFRunner(Runner):
                                         f"HeadWeights {hw.n_layers}: they are not the same model")
         bos = getattr(model.config, "bos_token_id", None)
         self.bos = bos if isinstance(bos, int) and family.name != "bert" and hw.causal else None
+        if hw.positions == "learned":  # rotary models run past their training context; learned positions cannot
+            n = next((getattr(model.config, k) for k in ("n_positions", "max_position_embeddings")
+                      if isinstance(getattr(model.config, k, None), int)), None)
+            self.n_ctx = n
 
     def _run(self, tokens: Tensor) -> tuple[list[Tensor], list[Tensor]]:
         resid: dict[int, Tensor] = {}
@@ -131,6 +144,50 @@ class HFRunner(Runner):
         return [resid[i] for i in range(len(self.points))], [out[i] for i in range(len(self.points))]
 
 
+class TransformerLensRunner(Runner):
+    """A TransformerLens model (``HookedTransformer``, or TransformerLens 4's ``TransformerBridge``),
+    run with its own ``run_with_cache``: the residual each layer's attention reads and what that
+    attention adds to the residual (after the post-attention norm where there is one)."""
+
+    def __init__(self, model, hw: HeadWeights) -> None:
+        self.model, self.hw = model.eval(), hw
+        self.bridge = type(model).__name__ == "TransformerBridge"
+        n = len(model.blocks)
+        if n != hw.n_layers:
+            raise UnsupportedModelError(f"{hw.meta.name}: the running model has {n} layers, its HeadWeights "
+                                        f"{hw.n_layers}: they are not the same model")
+        self.tokenizer = getattr(model, "tokenizer", None)
+        bos = getattr(self.tokenizer, "bos_token_id", None)
+        prepend = getattr(model.cfg, "default_prepend_bos", True)
+        self.bos = bos if isinstance(bos, int) and prepend and hw.causal else None
+        n_ctx = getattr(model.cfg, "n_ctx", None)
+        self.n_ctx = n_ctx if isinstance(n_ctx, int) else None
+
+    def _names(self, layer: int) -> tuple[str, str]:
+        block = self.model.blocks[layer]
+        if self.bridge:
+            return f"blocks.{layer}.ln1.hook_in", (f"blocks.{layer}.ln1_post.hook_out" if hasattr(block, "ln1_post")
+                                                   else f"blocks.{layer}.attn.hook_out")
+        return f"blocks.{layer}.hook_resid_pre", f"blocks.{layer}.hook_attn_out"
+
+    def _run(self, tokens: Tensor) -> tuple[list[Tensor], list[Tensor]]:
+        names = [self._names(l) for l in range(self.hw.n_layers)]
+        wanted = {n for pair in names for n in pair}
+        _, cache = self.model.run_with_cache(tokens, names_filter=lambda n: n in wanted)
+        return [cache[r] for r, _ in names], [cache[o] for _, o in names]
+
+
+def _is_transformer_lens(obj) -> bool:
+    from ..loading.formats.transformer_bridge import is_bridge
+    from ..loading.formats.transformer_lens import is_hooked_transformer
+
+    return is_bridge(obj) or is_hooked_transformer(obj)
+
+
+#: processing that TransformerLens did to the weights of the model that runs (so it runs with them)
+_MODEL_PROCESSING = ("transformer_lens:", "transformer_lens_bridge:")
+
+
 def runner_for(model, hw: HeadWeights | None = None) -> Runner:
     """A :class:`Runner` for ``model``: a toy folder or built-in toy name, a HuggingFace folder, a
     ``.gguf`` file, a built-in real model name, or a loaded ``transformers`` model (module docstring).
@@ -139,20 +196,23 @@ def runner_for(model, hw: HeadWeights | None = None) -> Runner:
     from ..loading.formats import builtin_name
     from ..loading.sources import load
 
-    if hw is not None and hw.meta.processing:
+    ours = [p for p in hw.meta.processing if not p.startswith(_MODEL_PROCESSING)] if hw is not None else []
+    if ours:
         raise OptionError(f"{hw.meta.name}: data-based measures run the unprocessed model; drop the processing "
-                          f"({', '.join(hw.meta.processing)})")
+                          f"({', '.join(ours)})")
     toy = find_toy(model)
     if toy is not None:
         from ..toy.storage import load_toy
 
         net, _ = load_toy(toy)
         return ToyRunner(net, load(model) if hw is None else hw)  # load names a built-in as the user does
+    if _is_transformer_lens(model):
+        return TransformerLensRunner(model, load(model) if hw is None else hw)
     if _is_hf_model(model):
         return HFRunner(model, load(model) if hw is None else hw)
     if not isinstance(model, (str, Path)):
         raise OptionError(f"cannot run a {type(model).__name__}: give a toy model, a HuggingFace folder, a .gguf "
-                          "file or a transformers model")
+                          "file, a transformers model or a TransformerLens model")
     path = resolve(model) if builtin_name.recognise(model) else Path(model)
     hw = load(model) if hw is None else hw
     return _hf_runner(path, hw)
