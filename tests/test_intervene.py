@@ -77,17 +77,15 @@ def test_options_are_checked():
         interventional_composition(m, t, "X")
     with pytest.raises(OptionError, match="batch, pos"):
         interventional_composition(m, t[0])
-    with pytest.raises(OptionError, match="toy models"):
-        against_measures("smollm2")
 
 
 def test_default_model_k_composition_by_measures_ranks_like_the_intervention():
     """The previous-token heads 0.0 and 0.1 K-compose into the induction heads of layer 1 far
     more than 0.2 and 0.3 do, on data; frobenius ranks the 16 pairs as the intervention does."""
     effects, table, half = against_measures("induction-2l", "K", sequences=50)
-    k = effects["K"][0, :, 1]  # (h1, h2)
+    k = effects.by_kind["K"][0, :, 1]  # (h1, h2)
     assert half == 32 and k[:2].min() > 2 * k[2:].max()
-    assert spearman(table.dense("frobenius", "K"), effects["K"]) > 0.8
+    assert spearman(table.dense("frobenius", "K"), effects.by_kind["K"]) > 0.8
 
 
 def test_cli_prints_each_kind_with_the_measures_rank_correlations(capsys):
@@ -95,8 +93,25 @@ def test_cli_prints_each_kind_with_the_measures_rank_correlations(capsys):
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 3 and out[1].startswith("K  strongest effects: 0.")
     assert "frobenius" in out[2] and "over 16 pairs" in out[2]
-    assert main(["intervene", "smollm2"]) == 2
-    assert "toy models" in capsys.readouterr().err
+
+
+
+def test_cli_intervenes_on_a_huggingface_folder(tmp_path, capsys):
+    """The same command on a tiny random Llama (GQA) saved as a HuggingFace folder: every pair of
+    its 2 layers × 4 heads, each kind, and the V direction; a post-LN BERT is refused by name."""
+    from hf_tiny import VARIANTS, build
+
+    by_id = {v.id: v for v in VARIANTS}
+    build(by_id["llama-gqa-bias"]).save_pretrained(tmp_path / "llama")
+    assert main(["intervene", str(tmp_path / "llama"), "--sequences", "4", "--half", "4", "--top", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "|t| = 4 (seed 12345)" in out[0]
+    for kind in ("Q", "K", "V", "V (direction)"):
+        line = next(i for i, x in enumerate(out) if x.startswith(f"{kind}  strongest effects: 0."))
+        assert "over 16 pairs" in out[line + 1]
+    build(by_id["bert"]).save_pretrained(tmp_path / "bert")
+    assert main(["intervene", str(tmp_path / "bert"), "--sequences", "2", "--half", "4"]) == 2
+    assert "post-LN" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------- every runner: one forward, changed sides only

@@ -1,20 +1,24 @@
-"""``compscope intervene``: interventional composition of a toy model on data, against every measure."""
+"""``compscope intervene``: interventional composition of a model on data, against every measure."""
 
 from __future__ import annotations
 
 from .common import count, metric_names
 
-HELP = "interventional composition of a toy model on data, against every measure"
-EXAMPLE = "example: compscope intervene --kinds K --top 16 --metric activations"
+HELP = "interventional composition of a model on data, against every measure"
+EXAMPLE = "example: compscope intervene --kinds K --top 16 --metric activations   (or: compscope intervene smollm2 --kinds K --sequences 8)"
 
 
 def add_arguments(p) -> None:
     from ..loading.builtin import DEFAULT_MODEL
 
-    p.add_argument("model", nargs="?", default=DEFAULT_MODEL, help=f"a toy model folder or {DEFAULT_MODEL} (default)")
+    p.add_argument("model", nargs="?", default=DEFAULT_MODEL,
+                   help=f"a toy model folder, a HuggingFace folder, a .gguf file or a built-in name ({DEFAULT_MODEL}, the default)")
     p.add_argument("--kinds", default="QKV", help="any of Q, K, V (default QKV)")
     p.add_argument("--metric", default="identity", help=f"metric of the measures: {metric_names()} (default identity)")
     p.add_argument("--sequences", type=count, default=100, help="held-out repeated random sequences (default 100)")
+    p.add_argument("--half", type=count, default=32, help="length of the repeated half |t| (default 32)")
+    p.add_argument("--seed", type=int, default=12345, help="seed of the sequences (default 12345)")
+    p.add_argument("--batch-size", type=count, default=16, help="sequences per forward pass (default 16)")
     p.add_argument("--ablation", default="mean", choices=["mean", "zero"], help="how h1's output is removed (default mean)")
     p.add_argument("--top", type=count, default=3, help="strongest pairs to print per kind (default 3)")
 
@@ -32,14 +36,19 @@ def report(args) -> str:
     from ..data.intervene import against_measures
     from ..results.table import top_entries
 
-    effects, table, half = against_measures(args.model, args.kinds, metric=args.metric, sequences=args.sequences,
-                                            ablation=args.ablation)
+    fx, table, half = against_measures(args.model, args.kinds, metric=args.metric, sequences=args.sequences,
+                                       half=args.half, seed=args.seed, ablation=args.ablation,
+                                       batch_size=args.batch_size, progress=True)
     lines = [f"{table.model}: interventional composition ({args.ablation}-ablation of h1's output in h2's input) on "
-             f"{args.sequences} held-out repeated random sequences [t, t], |t| = {half}; measures under metric {args.metric}"]
+             f"{args.sequences} held-out repeated random sequences [t, t], |t| = {half} (seed {args.seed}); "
+             f"measures under metric {args.metric}"]
+    effects = dict(fx.by_kind)
+    if fx.v_direction is not None:
+        effects["V (direction)"] = fx.v_direction
     for kind, eff in effects.items():
         n = int(torch.isfinite(eff).sum())
         top = top_entries(eff, args.top)
         lines.append(f"{kind}  strongest effects: " + "   ".join("{}.{}->{}.{}".format(*i) + f" {x:.3f}" for i, x in top))
-        rho = "  ".join(f"{m} {spearman(table.dense(m, kind), eff):.2f}" for m in table.measures)
+        rho = "  ".join(f"{m} {spearman(table.dense(m, kind[0]), eff):.2f}" for m in table.measures)
         lines.append(f"   rank correlation with the effect over {n} pairs (Spearman): {rho}")
     return "\n".join(lines)

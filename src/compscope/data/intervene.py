@@ -1,5 +1,5 @@
 """Interventional composition on data (spec, "Ground truth from data"), for every model compscope
-can run (:mod:`compscope.data.runner`: its toy models and ``transformers`` models).
+can run (:mod:`compscope.data.runner`: its toy models, ``transformers`` and TransformerLens models).
 
 For a pair ``(h1 → h2, kind)``, ``h1`` in an earlier layer than ``h2``: on a batch of token
 sequences, ``h1``'s output is removed from the residual that ``h2`` reads through ``kind``
@@ -194,24 +194,27 @@ def _effect(kind: str, clean: dict, patched: dict, layer: int) -> Tensor:
 
 
 def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", sequences: int = 100, half: int = 32,
-                     seed: int = 12345, ablation: str = "mean"):
-    """Interventional composition of a toy model (folder or built-in name) on ``sequences``
-    held-out repeated random sequences ``[t, t]`` (``|t| = min(half, n_ctx / 2)``), and every
-    measure's score of the same pairs (``metric``: a name, ``'activations'`` for the toy's own
-    residual second moments on other held-out sequences, or a ``Metric``):
-    ``(effects, ScoreTable, half)``."""
+                     seed: int = 12345, ablation: str = "mean", batch_size: int = 16, progress: bool = False):
+    """Interventional composition of any model compscope runs (:func:`~compscope.data.runner.runner_for`)
+    on ``sequences`` held-out repeated random sequences ``[bos] t t`` (``|t| = half``, cut to the
+    model's context; toy models: their own held-out repeats, ``|t| = min(half, n_ctx / 2)``), and
+    every measure's score of the same pairs (``metric``: a name, ``'activations'`` for the model's
+    own residual second moments, or a ``Metric``): ``(Effects, ScoreTable, half)``."""
     from ..core.metrics import get_metric
     from ..engine.composition import scores
-    from ..loading.builtin import find_toy
-    from ..toy.storage import heads_of, held_out_repeats, load_toy
+    from .runner import ToyRunner, runner_for
+    from .sequences import repeats
 
-    path = find_toy(model)
-    if path is None:
-        raise OptionError(f"{model}: interventions run on compscope's toy models (a 'compscope train' folder or "
-                          "'induction-2l'); other models have no forward pass here")
-    toy, manifest = load_toy(path)
-    tokens = held_out_repeats(toy, sequences, half, seed)
-    effects = interventional_composition(toy, tokens, kinds, ablation)
-    hw = heads_of(toy, manifest, path)
-    table = scores(hw, kinds, "all", get_metric(metric, hw, model=path), pairs="all", progress=False)
-    return effects, table, tokens.shape[1] // 2
+    runner = runner_for(model)
+    hw = runner.hw
+    if isinstance(runner, ToyRunner):
+        from ..toy.storage import held_out_repeats
+
+        tokens = held_out_repeats(runner.model, sequences, half, seed)
+    else:
+        if runner.n_ctx is not None:
+            half = min(half, (runner.n_ctx - (runner.bos is not None)) // 2)
+        tokens = repeats(sequences, half, hw.n_vocab, seed, runner.bos, avoid=runner.special_ids()).tokens
+    effects = intervention_effects(runner, tokens, kinds, ablation, batch_size=batch_size, progress=progress)
+    table = scores(hw, kinds, "all", get_metric(metric, hw, model=runner), pairs="all", progress=progress)
+    return effects, table, (tokens.shape[1] - (runner.bos is not None)) // 2

@@ -75,6 +75,15 @@ class Runner:
     #: the longest sequence the model takes (its learned positions or its configured context; None: no limit known)
     n_ctx: int | None = None
 
+    def special_ids(self) -> tuple[int, ...]:
+        """Token ids a random sequence should not contain (end, padding), where the model names them."""
+        cfg = getattr(getattr(self, "model", None), "config", None)
+        out: list = []
+        for key in ("eos_token_id", "pad_token_id"):
+            v = getattr(cfg, key, None)
+            out += v if isinstance(v, list) else [v]
+        return tuple(v for v in out if isinstance(v, int))
+
     @torch.no_grad()
     def trace(self, tokens: Tensor) -> Trace:
         """Run ``tokens: (batch, seq)`` once; see :class:`Trace`."""

@@ -221,7 +221,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
         from ..core.processing import fold_qk_norm_gains
 
         weights = fold_qk_norm_gains(weights)
-    special = tuple(_special_ids(runner)) + ((runner.bos,) if runner.bos is not None else ())
+    special = runner.special_ids() + ((runner.bos,) if runner.bos is not None else ())
     reps = repeats(sequences, half, hw.n_vocab, seed, runner.bos, avoid=special)
     labels = activation_labels(runner, reps, batch_size, progress)
     n_int = min(intervention_sequences, sequences)
@@ -273,13 +273,3 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
 
         effects = Effects({}, None, ablation, 0, 0)
     return Verdict(hw.meta.name, labels, effects, tables, rows, heads, options, notes)
-
-
-def _special_ids(runner) -> list[int | None]:
-    """Token ids a random sequence should not contain (end, padding), where the model names them."""
-    cfg = getattr(getattr(runner, "model", None), "config", None)
-    out = []
-    for key in ("eos_token_id", "pad_token_id"):
-        v = getattr(cfg, key, None)
-        out += v if isinstance(v, list) else [v]
-    return [v for v in out if isinstance(v, int)]
