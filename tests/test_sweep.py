@@ -123,3 +123,22 @@ def test_revisions_expand_hub_ids():
     got = expand_sources(["Org/model"], ["step1000", "step2000"])
     assert got == [("Org/model@step1000", "Org/model", 1000), ("Org/model@step2000", "Org/model", 2000)]
     assert torch is not None
+
+
+def test_track_job_gives_compscope_track_rows_with_each_checkpoints_labels(run_folder, tmp_path):
+    """``--job track``: per checkpoint, the rows ``compscope track`` gives for it, with the writer's
+    previous-token and the reader's induction label at that step (the labels ``track`` reads)."""
+    assert main(["sweep", str(run_folder), "--job", "track", "--kinds", "K", "--out", str(tmp_path / "tr"), "--quiet"]) == 0
+    df = read_dataset(tmp_path / "tr")
+    tr = compscope.track(str(run_folder), "K", ["frobenius"], ["identity"], progress=False)
+    assert sorted(df.step.unique().tolist()) == tr.steps
+    labels = tr.labels_frame().set_index(["step", "layer", "head"])
+    want = tr.to_pandas()
+    for step in tr.steps:
+        got = df[df.step == step].sort_values(["src_layer", "src_head", "dst_layer", "dst_head"])
+        ref = want[want.step == step].sort_values(["src_layer", "src_head", "dst_layer", "dst_head"])
+        assert len(got) == len(ref) == 16
+        assert got.value.to_numpy() == pytest.approx(ref.value.to_numpy())
+        for row in got.itertuples():
+            assert row.src_previous == pytest.approx(labels.loc[(step, row.src_layer, row.src_head), "previous"])
+            assert row.dst_induction == pytest.approx(labels.loc[(step, row.dst_layer, row.dst_head), "induction"])

@@ -20,7 +20,9 @@ def add_arguments(p) -> None:
     p.add_argument("--out", required=True, help="the dataset folder (partitioned model=/step=; finished parts are skipped)")
     from ..sweep.tasks import JOBS
 
-    p.add_argument("--job", default="scores", choices=JOBS, help="what each task computes (default scores)")
+    p.add_argument("--job", default="scores", choices=JOBS, help="what each task computes: scores (composition), track (scores plus the "
+                   "checkpoint's previous-token label of each writer and induction label of each reader) or validate "
+                   "(the verdict frame); default scores")
     p.add_argument("--revision", action="append", dest="revisions", metavar="REV", help="a hub revision (repeatable)")
     p.add_argument("--kinds", default="QKV", help="any of Q, K, V (default QKV)")
     p.add_argument("--measure", action="append", dest="measures", metavar="NAME", help="a measure (repeatable; default frobenius)")
@@ -52,7 +54,7 @@ def run(args) -> int:
     tasks = []
     for src, model, step in expand_sources(args.sources, args.revisions):
         for metric in args.metrics or ["identity"]:
-            opts = {"kinds": kinds, "measures": measures, "metric": metric} if args.job == "scores" else {}
+            opts = {"kinds": kinds, "measures": measures, "metric": metric} if args.job in ("scores", "track") else {}
             tasks.append(Task(src, model, step, args.job, opts))
         if args.job == "validate":
             tasks = list({t.key(): t for t in tasks}.values())

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..errors import OptionError
 
-JOBS = ("scores", "validate")
+JOBS = ("scores", "track", "validate")
 
 
 @dataclass(frozen=True)
@@ -68,6 +68,23 @@ def expand_sources(sources: list[str], revisions: list[str] | None = None) -> li
     return out
 
 
+def _track_rows(source: str, opts: dict):
+    """``compscope track``'s rows for one checkpoint, each with the writer's previous-token and the
+    reader's induction label at that checkpoint (toy checkpoints; NaN for others)."""
+    from ..analysis.tracking import track
+    from ..defaults import TRACKED_MEASURES
+    from ..loading.sources import load
+
+    tr = track([source], opts.get("kinds", "K"), tuple(opts.get("measures", TRACKED_MEASURES)), [opts.get("metric", "identity")],
+               progress=False)
+    df = tr.to_pandas().drop(columns=["step", "checkpoint"])
+    lab = tr.labels[0]
+    nan = float("nan")
+    df["src_previous"] = [nan if lab is None else float(lab.previous[l, h]) for l, h in zip(df.src_layer, df.src_head)]
+    df["dst_induction"] = [nan if lab is None else float(lab.induction[l, h]) for l, h in zip(df.dst_layer, df.dst_head)]
+    return df, load(source)
+
+
 def run_task(task: Task):
     """The task's rows (a pandas frame) with ``content_hash``, ``options`` (JSON) and ``task``
     columns; the partition columns (model, step) are added by the dataset."""
@@ -80,6 +97,8 @@ def run_task(task: Task):
         hw = load(task.source)
         df = scores(hw, kinds=opts.get("kinds", "QKV"), measures=tuple(opts.get("measures", ("frobenius",))),
                     metric=opts.get("metric", "identity"), progress=False).to_pandas()
+    elif task.job == "track":
+        df, hw = _track_rows(task.source, opts)
     elif task.job == "validate":
         from ..data.validate import validate
 
