@@ -131,7 +131,8 @@ def check(case: str) -> dict:
 
     before = state(bridge)
     hw = compscope.load(bridge)
-    row["unchanged"] = all(torch.equal(v, state(bridge)[k]) for k, v in before.items())
+    after = state(bridge)
+    row["unchanged"] = all(torch.equal(v, after[k]) for k, v in before.items())
     ref = compscope.load(pristine)
     names = ["W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_pos", "W_U"]
     row["same_as_hf"] = all(
@@ -146,7 +147,8 @@ def check(case: str) -> dict:
         bridge.enable_compatibility_mode(disable_warnings=True)
     before = state(bridge)
     processed = compscope.load(bridge)
-    row["compat_unchanged"] = all(torch.equal(v, state(bridge)[k]) for k, v in before.items())
+    after = state(bridge)
+    row["compat_unchanged"] = all(torch.equal(v, after[k]) for k, v in before.items())
     row["compat_processing"] = list(processed.meta.processing)
     row["compat_note"] = any("fold_ln" in n for n in processed.meta.notes)
     row["compat_weights_differ"] = not torch.equal(processed.W_Q, hw.W_Q)

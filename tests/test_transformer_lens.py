@@ -247,3 +247,26 @@ def test_validate_runs_on_a_hooked_transformer_within_its_context():
     assert frame.spearman.notna().all()
     with pytest.raises(compscope.OptionError, match="longer than .* takes \\(24\\)"):
         compscope.validate(model, sequences=2, half=13, metrics=["identity"], progress=False)
+
+
+def test_runner_takes_a_hooked_transformer_processed_by_transformer_lens():
+    """TransformerLens's own processing (``fold_ln``, centring) is part of the model that runs, so the
+    runner accepts it and traces what the processed model computes; compscope's processing is refused."""
+    from compscope.data.runner import layer_state, runner_for
+
+    model = build("standard-ln")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.process_weights_(fold_ln=True, center_writing_weights=True, center_unembed=True)
+    hw = compscope.load(model)
+    assert hw.meta.processing == ("transformer_lens:fold_ln",) and hw.meta.processed_here == ()
+    runner = runner_for(model, hw)
+    ids = tokens(model)
+    tr = runner.trace(ids)
+    with torch.no_grad():
+        _, cache = model.run_with_cache(ids)
+    for layer in range(model.cfg.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, cache[f"blocks.{layer}.hook_attn_out"],
+                                   atol=ATOL, rtol=RTOL)
+    with pytest.raises(compscope.OptionError, match="fold_value_bias"):
+        runner_for(model, compscope.fold_value_bias(hw))

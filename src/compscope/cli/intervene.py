@@ -42,13 +42,13 @@ def report(args) -> str:
     lines = [f"{table.model}: interventional composition ({args.ablation}-ablation of h1's output in h2's input) on "
              f"{args.sequences} held-out repeated random sequences [t, t], |t| = {half} (seed {args.seed}); "
              f"measures under metric {args.metric}"]
-    effects = dict(fx.by_kind)
+    rows = [(kind, kind, eff) for kind, eff in fx.by_kind.items()]
     if fx.v_direction is not None:
-        effects["V (direction)"] = fx.v_direction
-    for kind, eff in effects.items():
+        rows.append(("V (direction)", "V", fx.v_direction))
+    for label, kind, eff in rows:
         n = int(torch.isfinite(eff).sum())
         top = top_entries(eff, args.top)
-        lines.append(f"{kind}  strongest effects: " + "   ".join("{}.{}->{}.{}".format(*i) + f" {x:.3f}" for i, x in top))
-        rho = "  ".join(f"{m} {spearman(table.dense(m, kind[0]), eff):.2f}" for m in table.measures)
+        lines.append(f"{label}  strongest effects: " + "   ".join("{}.{}->{}.{}".format(*i) + f" {x:.3f}" for i, x in top))
+        rho = "  ".join(f"{m} {spearman(table.dense(m, kind), eff):.2f}" for m in table.measures)
         lines.append(f"   rank correlation with the effect over {n} pairs (Spearman): {rho}")
     return "\n".join(lines)

@@ -132,8 +132,14 @@ class Meta:
     name: str
     dtype: str  # dtype of the tensors held
     source_dtype: str  # dtype(s) in the file, e.g. 'bfloat16' or 'Q4_1+Q8_0+F32'
-    processing: tuple[str, ...] = ()
+    processing: tuple[str, ...] = ()  # compscope's steps ('fold_norm'), and the source's own ('transformer_lens:fold_ln')
     notes: tuple[str, ...] = ()  # caveats for the scores, e.g. QK-norm inside the QK path
+
+    @property
+    def processed_here(self) -> tuple[str, ...]:
+        """The steps compscope applied after reading. A step named ``source:step`` was done by the
+        model's source (TransformerLens) before: the model that runs holds it too."""
+        return tuple(p for p in self.processing if ":" not in p)
 
 
 @dataclass(frozen=True)

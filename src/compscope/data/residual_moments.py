@@ -127,9 +127,9 @@ def activations_metric(hw, ridge: float, model) -> Metric:
         raise OptionError("metric 'activations' is estimated on data by running the model: pass the model itself "
                           "(a name or folder) to compscope.scores, not HeadWeights, or pass a Metric from "
                           "compscope.core.metrics.activations(second moments)")
-    if hw.meta.processing:
+    if hw.meta.processed_here:
         raise OptionError("metric 'activations' is estimated on the unprocessed model: drop the processing options "
-                          f"({', '.join(hw.meta.processing)})")
+                          f"({', '.join(hw.meta.processed_here)})")
     from ..loading.builtin import find_toy
 
     if find_toy(model) is not None:

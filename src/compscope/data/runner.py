@@ -159,8 +159,9 @@ class TransformerLensRunner(Runner):
     attention adds to the residual (after the post-attention norm where there is one)."""
 
     def __init__(self, model, hw: HeadWeights) -> None:
+        from ..loading.formats.transformer_bridge import is_bridge
+
         self.model, self.hw = model.eval(), hw
-        self.bridge = type(model).__name__ == "TransformerBridge"
         n = len(model.blocks)
         if n != hw.n_layers:
             raise UnsupportedModelError(f"{hw.meta.name}: the running model has {n} layers, its HeadWeights "
@@ -171,19 +172,16 @@ class TransformerLensRunner(Runner):
         self.bos = bos if isinstance(bos, int) and prepend and hw.causal else None
         n_ctx = getattr(model.cfg, "n_ctx", None)
         self.n_ctx = n_ctx if isinstance(n_ctx, int) else None
-
-    def _names(self, layer: int) -> tuple[str, str]:
-        block = self.model.blocks[layer]
-        if self.bridge:
-            return f"blocks.{layer}.ln1.hook_in", (f"blocks.{layer}.ln1_post.hook_out" if hasattr(block, "ln1_post")
-                                                   else f"blocks.{layer}.attn.hook_out")
-        return f"blocks.{layer}.hook_resid_pre", f"blocks.{layer}.hook_attn_out"
+        if is_bridge(model):  # the bridge's hooks: the norm's input, and after the post-attention norm if any
+            self.names = [(f"blocks.{l}.ln1.hook_in", f"blocks.{l}.ln1_post.hook_out" if hasattr(b, "ln1_post")
+                           else f"blocks.{l}.attn.hook_out") for l, b in enumerate(model.blocks)]
+        else:
+            self.names = [(f"blocks.{l}.hook_resid_pre", f"blocks.{l}.hook_attn_out") for l in range(n)]
+        self.wanted = {name for pair in self.names for name in pair}
 
     def _run(self, tokens: Tensor) -> tuple[list[Tensor], list[Tensor]]:
-        names = [self._names(l) for l in range(self.hw.n_layers)]
-        wanted = {n for pair in names for n in pair}
-        _, cache = self.model.run_with_cache(tokens, names_filter=lambda n: n in wanted)
-        return [cache[r] for r, _ in names], [cache[o] for _, o in names]
+        _, cache = self.model.run_with_cache(tokens, names_filter=lambda n: n in self.wanted)
+        return [cache[r] for r, _ in self.names], [cache[o] for _, o in self.names]
 
 
 def _is_transformer_lens(obj) -> bool:
@@ -191,10 +189,6 @@ def _is_transformer_lens(obj) -> bool:
     from ..loading.formats.transformer_lens import is_hooked_transformer
 
     return is_bridge(obj) or is_hooked_transformer(obj)
-
-
-#: processing that TransformerLens did to the weights of the model that runs (so it runs with them)
-_MODEL_PROCESSING = ("transformer_lens:", "transformer_lens_bridge:")
 
 
 def runner_for(model, hw: HeadWeights | None = None) -> Runner:
@@ -205,7 +199,7 @@ def runner_for(model, hw: HeadWeights | None = None) -> Runner:
     from ..loading.formats import builtin_name
     from ..loading.sources import load
 
-    ours = [p for p in hw.meta.processing if not p.startswith(_MODEL_PROCESSING)] if hw is not None else []
+    ours = hw.meta.processed_here if hw is not None else ()
     if ours:
         raise OptionError(f"{hw.meta.name}: data-based measures run the unprocessed model; drop the processing "
                           f"({', '.join(ours)})")

@@ -12,12 +12,13 @@ def is_hf_model(obj: object) -> bool:
     return hasattr(obj, "config") and hasattr(obj.config, "to_dict") and hasattr(obj, "state_dict") and hasattr(obj, "base_model_prefix")
 
 
-def from_hf_model(model) -> Checkpoint:
+def from_hf_model(model, tensors: dict | None = None, where: str | None = None) -> Checkpoint:
+    """The checkpoint of ``model``: its config and ``tensors`` (default: its ``state_dict``)."""
     cfg = model.config.to_dict()
-    where = f"{type(model).__name__} object"
+    where = where or f"{type(model).__name__} object"
     name = next((cfg[k] for k in _NAME_KEYS if cfg.get(k)), None) or cfg.get("model_type", "model")
     cfg.pop("_model_name_or_path", None)  # a name, not a setting (families ignore '_name_or_path')
-    sd = {k: v.detach() for k, v in model.state_dict().items()}
+    sd = {k: v.detach() for k, v in (model.state_dict() if tensors is None else tensors).items()}
     return Checkpoint(cfg, TensorStore.from_dict(sd, where), where, str(name))
 
 

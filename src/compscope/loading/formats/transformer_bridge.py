@@ -24,7 +24,6 @@ import dataclasses
 
 from ...core.heads import HeadWeights
 from ...errors import UnsupportedModelError
-from ..checkpoint import Checkpoint, TensorStore
 
 #: what ``process_weights`` does with its default options (TransformerLens 4)
 PROCESSING_NOTE = (
@@ -60,7 +59,7 @@ def hf_tensors(bridge) -> dict:
     def take(module, path: str) -> None:
         for n, t in list(module.named_parameters(recurse=False)) + list(module.named_buffers(recurse=False)):
             if t is not None:
-                tensors.setdefault(f"{path}.{n}", t.detach())
+                tensors.setdefault(f"{path}.{n}", t)
 
     def walk(component, path: str) -> None:
         original = _wrapped(component)
@@ -110,17 +109,16 @@ def _projections(bridge, hw: HeadWeights, where: str) -> dict:
 def read(bridge) -> HeadWeights:
     from ..families import to_heads
 
+    from .hf_model import from_hf_model
+
     hf = bridge.original_model
     if not hasattr(hf, "config") or not hasattr(hf.config, "to_dict"):
         raise UnsupportedModelError(f"TransformerBridge: the wrapped {type(hf).__name__} has no HuggingFace config")
-    cfg = hf.config.to_dict()
-    name = cfg.get("_name_or_path") or getattr(bridge.cfg, "model_name", None) or cfg.get("model_type", "model")
     where = f"TransformerBridge({type(hf).__name__})"
-    cfg.pop("_model_name_or_path", None)
     tensors = hf_tensors(bridge)
     if not tensors:
         raise UnsupportedModelError(f"{where}: no wrapped HuggingFace parameters found (adapter {type(bridge.adapter).__name__})")
-    hw = to_heads(Checkpoint(cfg, TensorStore.from_dict(tensors, where), where, str(name)))
+    hw = to_heads(from_hf_model(hf, tensors, where))
     hw = dataclasses.replace(hw, **_projections(bridge, hw, where))
     meta = hw.meta
     if getattr(bridge, "_weights_processed", False):

@@ -39,7 +39,9 @@ _REFUSE_UNLESS = {
 
 
 def is_hooked_transformer(obj: object) -> bool:
-    if type(obj).__name__ == "TransformerBridge":
+    from .transformer_bridge import is_bridge
+
+    if is_bridge(obj):
         return False
     return type(obj).__name__ == "HookedTransformer" or (hasattr(obj, "cfg") and hasattr(obj, "blocks") and hasattr(obj, "W_Q"))
 
