@@ -142,3 +142,23 @@ def test_track_job_gives_compscope_track_rows_with_each_checkpoints_labels(run_f
         for row in got.itertuples():
             assert row.src_previous == pytest.approx(labels.loc[(step, row.src_layer, row.src_head), "previous"])
             assert row.dst_induction == pytest.approx(labels.loc[(step, row.dst_layer, row.dst_head), "induction"])
+
+
+def test_validate_job_writes_the_verdict_of_each_checkpoint(run_folder, tmp_path):
+    """``--job validate``: one task per checkpoint (not per metric), the verdict frame of that
+    checkpoint, with the hash of the weights the verdict ran on."""
+    from compscope.sweep.tasks import content_hash
+
+    last = max(expand_sources([str(run_folder)]), key=lambda s: s[2])
+    task = Task(last[0], last[1], last[2], "validate", {})
+    r = sweep([task], tmp_path / "v", progress=False)
+    assert (r.done, r.failed) == (1, {})
+    df = read_dataset(tmp_path / "v")
+    assert set(df.kind) == set("QKV") and {"measure", "metric", "spearman", "auroc"} <= set(df.columns)
+    want = compscope.validate(last[0], sequences=16, half=16, progress=False).verdict_frame()  # the job's options
+    key = ["measure", "metric", "kind"]
+    got = df.sort_values(key)[key + ["spearman"]].reset_index(drop=True)
+    want = want.sort_values(key)[key + ["spearman"]].reset_index(drop=True)
+    assert got[key].equals(want[key]) and got.spearman.notna().all()
+    assert got.spearman.to_numpy() == pytest.approx(want.spearman.to_numpy())
+    assert set(df.content_hash) == {content_hash(compscope.load(last[0]))}

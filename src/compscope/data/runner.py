@@ -193,12 +193,15 @@ def _is_transformer_lens(obj) -> bool:
 
 def runner_for(model, hw: HeadWeights | None = None) -> Runner:
     """A :class:`Runner` for ``model``: a toy folder or built-in toy name, a HuggingFace folder, a
-    ``.gguf`` file, a built-in real model name, or a loaded ``transformers`` model (module docstring).
-    ``hw``: its ``HeadWeights`` when already loaded (unprocessed: processing changes the model)."""
+    ``.gguf`` file, a built-in real model name, a loaded ``transformers`` or TransformerLens model
+    (module docstring), or a runner (returned as it is). ``hw``: its ``HeadWeights`` when already
+    loaded (unprocessed: processing changes the model)."""
     from ..loading.builtin import find_toy, resolve
     from ..loading.formats import builtin_name
     from ..loading.sources import load
 
+    if isinstance(model, Runner) and hw is None:  # already running
+        return model
     ours = hw.meta.processed_here if hw is not None else ()
     if ours:
         raise OptionError(f"{hw.meta.name}: data-based measures run the unprocessed model; drop the processing "

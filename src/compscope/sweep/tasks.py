@@ -100,10 +100,12 @@ def run_task(task: Task):
     elif task.job == "track":
         df, hw = _track_rows(task.source, opts)
     elif task.job == "validate":
+        from ..data.runner import runner_for
         from ..data.validate import validate
 
-        hw = load(task.source)
-        v = validate(task.source, sequences=int(opts.get("sequences", 16)), half=int(opts.get("half", 16)), progress=False)
+        runner = runner_for(task.source)  # loads the weights once: the hash and the verdict read the same
+        hw = runner.hw
+        v = validate(runner, sequences=int(opts.get("sequences", 16)), half=int(opts.get("half", 16)), progress=False)
         df = v.verdict_frame()
     else:
         raise OptionError(f"sweep job {task.job!r}: use one of {', '.join(JOBS)}")
