@@ -162,3 +162,11 @@ def test_validate_job_writes_the_verdict_of_each_checkpoint(run_folder, tmp_path
     assert got[key].equals(want[key]) and got.spearman.notna().all()
     assert got.spearman.to_numpy() == pytest.approx(want.spearman.to_numpy())
     assert set(df.content_hash) == {content_hash(compscope.load(last[0]))}
+
+
+def test_an_empty_dataset_still_has_its_partition_columns(tmp_path):
+    (tmp_path / "empty").mkdir()
+    df = read_dataset(tmp_path / "empty")
+    assert len(df) == 0 and list(df.columns) == ["model", "step"] and str(df.step.dtype) == "int64"
+    with pytest.raises(compscope.LoadError, match="no sweep dataset"):
+        read_dataset(tmp_path / "missing")

@@ -46,6 +46,6 @@ def read_dataset(out: str | Path):
     if not out.is_dir():
         raise LoadError(f"{out}: no sweep dataset here")
     files = sorted(str(p) for p in out.glob("model=*/step=*/part-*.parquet"))
-    if not files:
-        return pd.DataFrame()
+    if not files:  # nothing finished yet: the partition columns all the same
+        return pd.DataFrame({"model": pd.Series(dtype=str), "step": pd.Series(dtype="int64")})
     return ds.dataset(files, format="parquet", partitioning="hive", partition_base_dir=str(out)).to_table().to_pandas()
