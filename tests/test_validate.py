@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from compscope.cli.main import main
-from compscope.data.validate import auroc, precision_at, true_pairs, validate
+from compscope.data.validate import auroc, confirmed_pairs, precision_at, true_pairs, validate
 from compscope.errors import OptionError
 
 
@@ -40,6 +40,13 @@ def test_true_pairs_and_precision():
     assert precision_at(torch.tensor([[0.9, 0.1], [0.2, 0.8]]), torch.tensor([[True, False], [False, False]]), 2) == 0.5
 
 
+def test_confirmed_pairs_are_true_pairs_with_a_large_enough_effect():
+    truth = torch.tensor([True, True, False, True])
+    effects = torch.tensor([0.2, 0.01, 0.9, float("nan")])
+    assert confirmed_pairs(truth, effects, 0.05).tolist() == [True, False, False, False]
+    assert confirmed_pairs(truth, effects, 0.01).tolist() == [True, True, False, False]
+
+
 @pytest.fixture(scope="module")
 def verdict():
     return validate("induction-2l", sequences=32, half=16, intervention_sequences=8, progress=False)
@@ -56,6 +63,13 @@ def test_the_default_model_is_judged_as_its_circuit_says(verdict):
         assert rows[("frobenius", metric, "K")]["auroc"] == 1.0
         assert rows[("frobenius", metric, "K")]["spearman"] > 0.9
     assert math.isnan(rows[("frobenius", "identity", "Q")]["auroc"])
+    # each true pair's K effect is large here, so all 8 are confirmed, and the interventions
+    # themselves (the ceiling) separate them as the measures do
+    effects = verdict.effects.by_kind["K"]
+    truth = true_pairs(lab.previous_token, lab.induction, 0.4, 0.3)
+    assert verdict.options["confirmed_pairs"] == int((effects[truth] >= 0.05).sum()) == 8
+    assert verdict.options["interventions_auroc"] == auroc(effects, truth) == 1.0
+    assert rows[("frobenius", "identity", "K")]["auroc_confirmed"] == 1.0
     heads = {h["score"]: h for h in verdict.heads}
     assert heads["induction"]["spearman"] > 0.8 and heads["previous_token"]["spearman"] > 0.8
 
@@ -67,7 +81,7 @@ def test_files_have_the_columns_asked_for(verdict, tmp_path):
     inter = pd.read_parquet(paths[1])
     assert len(inter) == 3 * 16 and set(inter.kind) == {"Q", "K", "V"}  # one row per pair and kind
     v = pd.read_csv(paths[2])
-    assert list(v.columns[:5]) == ["measure", "metric", "kind", "spearman", "auroc"]
+    assert list(v.columns[:6]) == ["measure", "metric", "kind", "spearman", "auroc", "auroc_confirmed"]
     assert len(v) == 7 * 3 * 3  # measures x metrics x kinds
 
 
@@ -75,7 +89,7 @@ def test_cli(capsys, tmp_path):
     assert main(["validate", "--sequences", "16", "--half", "8", "--intervention-sequences", "4", "--kinds", "K",
                  "--metric", "identity", "--out", str(tmp_path / "v")]) == 0
     out = capsys.readouterr().out
-    assert "AUROC K" in out and "wrote" in out and (tmp_path / "v" / "verdict.csv").is_file()
+    assert "AUROC K" in out and "confirmed by the K intervention" in out and "wrote" in out and (tmp_path / "v" / "verdict.csv").is_file()
     assert main(["validate", "--out", str(tmp_path / "no" / "such")]) == 2
     assert "does not exist" in capsys.readouterr().err
     with pytest.raises(OptionError, match="half"):

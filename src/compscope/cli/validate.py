@@ -26,6 +26,8 @@ def add_arguments(p) -> None:
     p.add_argument("--ablation", default="mean", choices=["mean", "zero"], help="how h1's output is removed (default mean)")
     p.add_argument("--prev-threshold", type=float, default=0.4, help="previous-token label of a true writer (default 0.4)")
     p.add_argument("--induction-threshold", type=float, default=0.3, help="induction label of a true reader (default 0.3)")
+    p.add_argument("--effect-threshold", type=float, default=0.05,
+                   help="K effect (total variation) that confirms a true pair, for 'confirmed' (default 0.05)")
     p.add_argument("--top", type=count, help="rows of the ranked table to print (default all)")
     p.add_argument("--fold-norm", action="store_true", help="judge the weights with norm gains folded in (pre-norm models)")
     p.add_argument("--fold-qk-gains", action="store_true",
@@ -39,7 +41,7 @@ def run(args) -> None:
     v = validate(args.model, sequences=args.sequences, half=args.half, seed=args.seed,
                  intervention_sequences=args.intervention_sequences, kinds=args.kinds,
                  metrics=args.metrics or DEFAULT_METRICS, ablation=args.ablation, prev_threshold=args.prev_threshold,
-                 induction_threshold=args.induction_threshold, fold_norm=args.fold_norm,
+                 induction_threshold=args.induction_threshold, effect_threshold=args.effect_threshold, fold_norm=args.fold_norm,
                  fold_qk_gains=args.fold_qk_gains)
     print(v.format(args.top))
     if args.out:

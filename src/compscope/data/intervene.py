@@ -18,8 +18,16 @@ path ``h1 → h2`` alone is cut. The effect:
 and the difference ``δ`` of what the layer adds to the residual; ``h2`` then reads
 ``resid + δ`` through ``kind``. Without an attention-output norm ``δ`` is just ``mean(o) − o``
 of ``h1``; with one (Gemma 3) the norm of the changed sum is taken, so ``δ`` is exact for the
-layer. Post-LN models (BERT) renormalise the residual between layers, so the direct path is not
-a sum there: they are refused.
+layer.
+
+Post-LN models (BERT) renormalise the residual itself after every sublayer,
+``m_l = LN1_l(r_l + a_l)``, ``r_{l+1} = LN2_l(m_l + f_l)`` (``a_l``: attention output, ``f_l``:
+MLP output), so a head's write reaches a later layer only through those norms. The direct path
+there: ``δ`` enters ``h1``'s sum, ``LN1(r + a + δ)``, and passes through every norm between the
+layers, with every sublayer's output (``a_l``, ``f_l``, the MLP of ``h1``'s own layer included)
+held at its clean value; ``h2`` reads the residual so obtained through ``kind``. The norms are
+the running model's own modules (``Runner.post_norms``). With no norm between the layers this is
+exactly the pre-LN definition.
 
 Two implementations, one definition:
 
@@ -84,10 +92,10 @@ def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: s
     mean over *all* sequences (a first pass computes it)."""
     kinds = _check(kinds, ablation, tokens)
     hw = runner.hw
-    if hw.norm_placement == "post":
-        raise OptionError(f"{hw.meta.name}: post-LN models renormalise the residual between layers, so the direct "
-                          "path of one head into another is not defined by removing its output; interventions "
-                          "need a pre-LN or norm-free model")
+    if hw.norm_placement == "post" and getattr(runner, "post_norms", None) is None:
+        raise OptionError(f"{hw.meta.name}: a post-LN model's direct path passes through its norms, and this "
+                          f"runner ({type(runner).__name__}) does not name them; interventions on post-LN models "
+                          "need a transformers model")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise OptionError(f"batch_size={batch_size!r}: expected a positive integer")
     L, H = hw.n_layers, hw.n_heads
@@ -125,8 +133,8 @@ def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: s
                     o2 = o[l1].clone()
                     o2[:, :, h1] = repl
                     delta = combine(hw, l1, o2) - added
-                for l2 in range(l1 + 1, L):
-                    x2 = read_input(hw, l2, tr.resid[l2] + delta)
+                for l2, resid2 in _direct_path(runner, tr, l1, delta):
+                    x2 = read_input(hw, l2, resid2)
                     for kind in kinds:
                         changed = project(hw, l2, kind, x2)
                         if kind == "V":
@@ -148,6 +156,23 @@ def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: s
         out[kind] = torch.where(forward, v, nan)
     direction = torch.where(forward, turn / kept.clamp_min(1), nan) if "V" in kinds else None
     return Effects(out, direction, ablation, int(tokens.shape[0]), int(tokens.shape[1]))
+
+
+def _direct_path(runner, tr, l1: int, delta: Tensor):
+    """``(l2, residual)`` for every layer after ``l1``: the residual ``l2`` reads when ``δ`` is
+    added to what layer ``l1``'s attention writes, along the direct path (module docstring)."""
+    L = len(tr.resid)
+    if tr.norm_in is None:  # pre-LN or no norm: the residual is a sum
+        for l2 in range(l1 + 1, L):
+            yield l2, tr.resid[l2] + delta
+        return
+    change = delta  # added to the sum the layer's first norm takes
+    for layer in range(l1, L - 1):
+        ln1, ln2 = runner.post_norms[layer]
+        u, v = tr.norm_in[layer]
+        resid = ln2(v - ln1(u) + ln1(u + change))  # the MLP output v − LN1(u) held clean
+        yield layer + 1, resid
+        change = resid - tr.resid[layer + 1]
 
 
 def _v_sums(o: Tensor, o2: Tensor) -> tuple[Tensor, Tensor, Tensor]:

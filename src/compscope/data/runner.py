@@ -36,11 +36,13 @@ from ..errors import OptionError, UnsupportedModelError, one_line
 @dataclass(frozen=True)
 class Trace:
     """One clean forward pass: ``tokens (batch, seq)``; per layer ``resid[l]`` and ``attn_out[l]``,
-    each ``(batch, seq, d_model)`` float32."""
+    each ``(batch, seq, d_model)`` float32; for post-LN models also ``norm_in[l]``, the sums the
+    layer's two norms normalise (``resid + attention``, and that normalised ``+ MLP``)."""
 
     tokens: Tensor
     resid: list[Tensor]
     attn_out: list[Tensor]
+    norm_in: list[tuple[Tensor, Tensor]] | None = None
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,9 @@ class Runner:
     tokenizer = None
     #: the longest sequence the model takes (its learned positions or its configured context; None: no limit known)
     n_ctx: int | None = None
+    #: post-LN models: per layer the two norms (callables on ``(batch, seq, d_model)``) that the
+    #: residual passes through (:meth:`Family.post_norm_points`); None otherwise
+    post_norms: list[tuple] | None = None
 
     def special_ids(self) -> tuple[int, ...]:
         """Token ids a random sequence should not contain (end, padding), where the model names them."""
@@ -94,10 +99,12 @@ class Runner:
         if self.n_ctx is not None and tokens.shape[1] > self.n_ctx:
             raise OptionError(f"sequences of {tokens.shape[1]} tokens are longer than {self.hw.meta.name} takes "
                               f"({self.n_ctx}); use shorter sequences (validate: a smaller --half)")
-        resid, out = self._run(tokens)
-        return Trace(tokens, [r.float() for r in resid], [o.float() for o in out])
+        resid, out, *norm_in = self._run(tokens)
+        norm_in = [(a.float(), b.float()) for a, b in norm_in[0]] if norm_in and norm_in[0] is not None else None
+        return Trace(tokens, [r.float() for r in resid], [o.float() for o in out], norm_in)
 
-    def _run(self, tokens: Tensor) -> tuple[list[Tensor], list[Tensor]]:
+    def _run(self, tokens: Tensor) -> tuple:
+        """``(resid, attn_out)`` per layer, and for post-LN models the norms' inputs per layer."""
         raise NotImplementedError
 
 
@@ -128,6 +135,7 @@ class HFRunner(Runner):
         if len(self.points) != hw.n_layers:
             raise UnsupportedModelError(f"{hw.meta.name}: the running model has {len(self.points)} layers, its "
                                         f"HeadWeights {hw.n_layers}: they are not the same model")
+        self.post_norms = family.post_norm_points(model)
         bos = getattr(model.config, "bos_token_id", None)
         self.bos = bos if isinstance(bos, int) and family.name != "bert" and hw.causal else None
         if hw.positions == "learned":  # rotary models run past their training context; learned positions cannot
@@ -135,9 +143,10 @@ class HFRunner(Runner):
                       if isinstance(getattr(model.config, k, None), int)), None)
             self.n_ctx = n
 
-    def _run(self, tokens: Tensor) -> tuple[list[Tensor], list[Tensor]]:
+    def _run(self, tokens: Tensor) -> tuple:
         resid: dict[int, Tensor] = {}
         out: dict[int, Tensor] = {}
+        norm_in: dict[tuple[int, int], Tensor] = {}
         handles = []
         first = lambda args, kwargs: args[0] if args else kwargs["hidden_states"]  # noqa: E731
         for i, (rm, om) in enumerate(self.points):
@@ -145,12 +154,19 @@ class HFRunner(Runner):
                 lambda m, a, k, i=i: resid.__setitem__(i, first(a, k).detach()), with_kwargs=True))
             handles.append(om.register_forward_hook(
                 lambda m, a, o, i=i: out.__setitem__(i, (o[0] if isinstance(o, tuple) else o).detach())))
+        for i, norms in enumerate(self.post_norms or ()):
+            for j, nm in enumerate(norms):
+                handles.append(nm.register_forward_pre_hook(
+                    lambda m, a, k, key=(i, j): norm_in.__setitem__(key, (a[0] if a else k["input"]).detach()),
+                    with_kwargs=True))
         try:
             self.model(input_ids=tokens)
         finally:
             for h in handles:
                 h.remove()
-        return [resid[i] for i in range(len(self.points))], [out[i] for i in range(len(self.points))]
+        n = len(self.points)
+        post = [(norm_in[i, 0], norm_in[i, 1]) for i in range(n)] if self.post_norms else None
+        return [resid[i] for i in range(n)], [out[i] for i in range(n)], post
 
 
 class TransformerLensRunner(Runner):

@@ -16,6 +16,12 @@ It then judges each measure × metric:
   in a later layer with an induction label ``≥ induction_threshold`` (the thresholds are
   options and are recorded); the probability that a true pair scores above a false one, ties
   counted half; NaN when there is no true pair;
+- ``auroc_confirmed`` (kind K only): the same against the true pairs that the interventions
+  confirm, those whose K effect is at least ``effect_threshold`` (total variation; recorded):
+  the label truth counts every previous-token head before every induction head, also pairs
+  the data show do not talk directly. As a ceiling for the first, ``interventions_auroc``
+  (in ``run.json``) is the AUROC of the K interventions themselves against the label truth:
+  how well the model's own direct-path composition separates those pairs;
 - the axioms the measure keeps, from its declaration (which the axiom battery checks).
 
 And the weight-only head scores (:mod:`compscope.analysis.circuits`: previous-token from
@@ -110,9 +116,13 @@ class Verdict:
             lines.append(f"top {name} heads (data): " + "   ".join(f"{l}.{h} {v:.2f}" for (l, h), v in best))
         lines.append(f"true previous-token -> induction K-pairs: {o['true_pairs']} (previous-token >= {o['prev_threshold']}, "
                      f"induction >= {o['induction_threshold']})")
+        if o.get("confirmed_pairs") is not None and o["true_pairs"]:
+            lines.append(f"  confirmed by the K intervention (effect >= {o['effect_threshold']}): {o['confirmed_pairs']}; "
+                         f"the K interventions themselves separate the {o['true_pairs']} at AUROC "
+                         f"{_fmt(o['interventions_auroc'])}")
         kinds = [k for k in "QKV" if k in self.effects.by_kind]
         header = f"{'measure':<20} {'metric':<12}" + "".join(f" {'rho ' + k:>7}" for k in kinds) + \
-            (f" {'AUROC K':>8}" if "K" in kinds else "") + "  axioms kept"
+            (f" {'AUROC K':>8} {'confirmed':>9}" if "K" in kinds else "") + "  axioms kept"
         if self.rows:
             lines += ["", header]
         by = {}
@@ -121,7 +131,8 @@ class Verdict:
         ranked = sorted(by.items(), key=lambda item: _rank_key(item[1].get("K", {})))
         for (m, met), ks in ranked[:top] if top else ranked:
             cells = "".join(f" {_fmt(ks.get(k, {}).get('spearman')):>7}" for k in kinds)
-            au = f" {_fmt(ks.get('K', {}).get('auroc')):>8}" if "K" in kinds else ""
+            k_row = ks.get("K", {})
+            au = f" {_fmt(k_row.get('auroc')):>8} {_fmt(k_row.get('auroc_confirmed')):>9}" if "K" in kinds else ""
             ax = next(iter(ks.values()))["axioms"]
             lines.append(f"{m:<20} {met:<12}{cells}{au}  {ax}")
         if self.heads:
@@ -177,6 +188,11 @@ def true_pairs(previous: Tensor, induction: Tensor, prev_threshold: float, induc
     return t & later
 
 
+def confirmed_pairs(truth: Tensor, effects: Tensor, threshold: float) -> Tensor:
+    """The true pairs whose interventional effect is at least ``threshold`` (NaN effects: not confirmed)."""
+    return truth & (torch.nan_to_num(effects, nan=-math.inf) >= threshold)
+
+
 def precision_at(weights: Tensor, truth: Tensor, n: int = 5) -> float:
     """The share of the ``n`` heads ranked highest by ``weights`` that are true."""
     top = [i for i, _ in _top_heads(weights, n)]
@@ -185,7 +201,7 @@ def precision_at(weights: Tensor, truth: Tensor, n: int = 5) -> float:
 
 def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, intervention_sequences: int = 16,
              kinds: str = "QKV", metrics=DEFAULT_METRICS, ablation: str = "mean", prev_threshold: float = 0.4,
-             induction_threshold: float = 0.3, batch_size: int = 16, fold_norm: bool = False,
+             induction_threshold: float = 0.3, effect_threshold: float = 0.05, batch_size: int = 16, fold_norm: bool = False,
              fold_qk_gains: bool = False, progress: bool = True) -> Verdict:
     """Judge every measure × metric on ``model`` against its behaviour on data (module docstring).
 
@@ -193,7 +209,8 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     HuggingFace folder, a ``.gguf`` file, a built-in, a ``transformers`` model). ``fold_norm``,
     ``fold_qk_gains``: judge the measures of the weights with the norm gains folded in (exact) or
     QK-norm's gains moved into ``W_Q``, ``W_K`` (approximate: :func:`~compscope.core.processing.fold_qk_norm_gains`);
-    the model that runs on the data is always the unprocessed one."""
+    the model that runs on the data is always the unprocessed one. ``effect_threshold``: the K
+    effect that confirms a true pair (``auroc_confirmed``)."""
     from ..analysis.circuits import head_circuits
     from ..analysis.stats import spearman
     from ..core.factors import check_kinds
@@ -226,15 +243,13 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     labels = activation_labels(runner, reps, batch_size, progress)
     n_int = min(intervention_sequences, sequences)
     notes = []
-    if hw.norm_placement == "post":
-        effects = None
-        notes.append("post-LN model: no interventions (the direct path is not defined); only head rankings")
-    else:
-        effects = intervention_effects(runner, reps.tokens[:n_int], kinds, ablation, batch_size=batch_size,
-                                       progress=progress)
+    effects = intervention_effects(runner, reps.tokens[:n_int], kinds, ablation, batch_size=batch_size,
+                                   progress=progress)
     truth = true_pairs(labels.previous_token, labels.induction, prev_threshold, induction_threshold)
+    k_effects = effects.by_kind.get("K")
+    confirmed = confirmed_pairs(truth, k_effects, effect_threshold) if k_effects is not None else None
     rows, tables = [], {}
-    for name in metrics if effects is not None else ():  # post-LN: nothing to judge the scores against
+    for name in metrics:
         try:
             met = get_metric(name, weights, model=runner)  # 'activations' runs the model already loaded
         except OptionError as e:
@@ -250,6 +265,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
                 row = {"measure": m, "metric": name, "kind": kind,
                        "spearman": spearman(dense, effects.by_kind[kind]),
                        "auroc": auroc(dense, truth) if kind == "K" else float("nan"),
+                       "auroc_confirmed": auroc(dense, confirmed) if kind == "K" else float("nan"),
                        "spearman_direction": spearman(dense, effects.v_direction) if kind == "V" else float("nan"),
                        "axioms": f"{len(kept)}/{len(AXIOMS)}", "axioms_failed": ",".join(a for a in AXIOMS if a not in kept)}
                 rows.append(row)
@@ -264,12 +280,12 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
                       "precision_top5": precision_at(from_weights, label >= thr), "true_heads": int((label >= thr).sum())})
     options = {"sequences": sequences, "half": half, "seed": seed, "intervention_sequences": n_int, "kinds": kinds,
                "metrics": list(tables), "ablation": ablation, "prev_threshold": prev_threshold,
-               "induction_threshold": induction_threshold, "true_pairs": int(truth.sum()), "first_token": runner.bos,
+               "induction_threshold": induction_threshold, "true_pairs": int(truth.sum()),
+               "effect_threshold": effect_threshold,
+               "confirmed_pairs": int(confirmed.sum()) if confirmed is not None else None,
+               "interventions_auroc": auroc(k_effects, truth) if k_effects is not None else None,
+               "first_token": runner.bos,
                "python": python_version(), "torch": torch.__version__,
                "activations_metric_data": metric_data(runner) if "activations" in tables else None,
                "weights_processing": list(weights.meta.processing)}
-    if effects is None:
-        from .intervene import Effects
-
-        effects = Effects({}, None, ablation, 0, 0)
     return Verdict(hw.meta.name, labels, effects, tables, rows, heads, options, notes)

@@ -62,6 +62,13 @@ class Family:
         raise UnsupportedModelError(f"family {cls.name}: compscope cannot run this family's models yet")
 
     @classmethod
+    def post_norm_points(cls, model) -> list[tuple[Any, Any]] | None:
+        """Post-LN families: per layer the two norms the residual passes through, ``(norm of
+        residual + attention, norm of that + MLP)``, each called on the sum (its input is the
+        sum); None for pre-LN and norm-free families."""
+        return None
+
+    @classmethod
     def base_model(cls, model):
         """The base model inside a head model (``model.model`` of a ``LlamaForCausalLM``), or ``model``."""
         return getattr(model, cls.hf_base, model)

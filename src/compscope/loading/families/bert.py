@@ -40,6 +40,11 @@ class Bert(Family):
         return [(b.attention.self, b.attention.output.dense) for b in cls.base_model(model).encoder.layer]
 
     @classmethod
+    def post_norm_points(cls, model):
+        """``LN(h + Attn(h))`` is ``attention.output.LayerNorm``, ``LN(m + MLP(m))`` is ``output.LayerNorm``."""
+        return [(b.attention.output.LayerNorm, b.output.LayerNorm) for b in cls.base_model(model).encoder.layer]
+
+    @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
         cls.check_config(cfg, where)
