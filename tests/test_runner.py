@@ -34,6 +34,25 @@ def test_hooks_and_per_head_recomputation_match_the_module(variant):
         torch.testing.assert_close(st.pattern, res.attentions[layer].float(), atol=ATOL, rtol=0)
 
 
+@pytest.mark.parametrize("variant", VARIANTS, ids=str)
+def test_post_ln_traces_carry_the_sums_their_norms_take(variant):
+    """Post-LN (BERT): the first norm takes residual + attention output, and the two norms, in
+    turn, give the next layer's residual; pre-LN traces carry none."""
+    model = build(variant, **({"num_hidden_layers": 3} if variant.kind == "bert" else {}))
+    runner = runner_for(model, compscope.load(model))
+    tr = runner.trace(random_ids())
+    if variant.kind != "bert":
+        assert tr.norm_in is None and runner.post_norms is None
+        return
+    assert len(tr.norm_in) == len(runner.post_norms) == 3
+    with torch.no_grad():
+        for layer, ((u, v), (ln1, ln2)) in enumerate(zip(tr.norm_in, runner.post_norms)):
+            torch.testing.assert_close(u, tr.resid[layer] + tr.attn_out[layer], atol=ATOL, rtol=0)
+            if layer + 1 < 3:
+                torch.testing.assert_close(ln2(v), tr.resid[layer + 1], atol=ATOL, rtol=0)
+            assert float((v - ln1(u)).abs().max()) > 0.1  # the MLP's output is in v
+
+
 def test_the_toy_model_runs_behind_the_same_interface():
     runner = runner_for("induction-2l")
     assert isinstance(runner, ToyRunner)

@@ -1,0 +1,107 @@
+"""Candidates for the previous-token → induction K-pair AUROC, judged against a saved verdict.
+
+``compscope validate MODEL --out DIR`` saves the activation labels and the interventions; this
+script reads them back (nothing runs on data again) and scores every pair of ``MODEL`` with each
+candidate, printing the AUROC against the label truth (previous-token >= 0.4 before induction
+>= 0.3) and against the confirmed truth (those pairs whose K effect is >= 0.05):
+
+- ``interventions``: the K effects themselves (the ceiling of any composition score against the
+  label truth);
+- every measure under ``identity``, ``embed`` and ``unembed``;
+- two weight-statistics metrics (the seed's option 2: statistics of all heads at once, which
+  move with the residual gauge as ``G -> T G Tᵀ``): ``writers``, ``G = Σ_heads W_O W_Oᵀ`` (what
+  the heads write), and ``readers``, ``G = (Σ_heads W_Qᵀ W_Q + W_Kᵀ W_K + W_Vᵀ W_V)^{-1}``;
+- ``layer-standardised``: each score as a z-score among the pairs of its (writer layer, reader
+  layer) block, which removes what neighbouring layers share whatever the heads.
+
+    compscope validate smollm2 --out verdict-smollm2
+    python bench/verdict_candidates.py smollm2 verdict-smollm2
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pandas as pd  # noqa: E402
+import torch  # noqa: E402
+
+import compscope  # noqa: E402
+from compscope.core.metrics import DEFAULT_RIDGE, Metric, _roots, get_metric  # noqa: E402
+from compscope.data.validate import auroc, confirmed_pairs, true_pairs  # noqa: E402
+from compscope.engine.composition import scores  # noqa: E402
+
+MEASURES = ("frobenius", "tight", "overlap", "spectral", "bandwidth")
+
+
+def _grid(frame: pd.DataFrame, column: str, L: int, H: int) -> torch.Tensor:
+    g = torch.full((L, H), float("nan"))
+    g[torch.tensor(frame["layer"].to_numpy()), torch.tensor(frame["head"].to_numpy())] = \
+        torch.tensor(frame[column].to_numpy(dtype="float32"))
+    return g
+
+
+def _pairs(frame: pd.DataFrame, L: int, H: int) -> torch.Tensor:
+    e = torch.full((L, H, L, H), float("nan"), dtype=torch.float64)
+    idx = tuple(torch.tensor(frame[c].to_numpy()) for c in ("src_layer", "src_head", "dst_layer", "dst_head"))
+    e[idx] = torch.tensor(frame["effect"].to_numpy(dtype="float64"))
+    return e
+
+
+def _metric(name: str, G: torch.Tensor, invert: bool = False) -> Metric:
+    s, si, c = _roots(G, DEFAULT_RIDGE, name, invert)
+    return Metric(name, {None: s}, {None: si}, DEFAULT_RIDGE, {None: c})
+
+
+def _standardised(x: torch.Tensor) -> torch.Tensor:
+    """z-score of each pair among the pairs of its (writer layer, reader layer) block."""
+    x = x.double()
+    m = torch.nanmean(x, dim=(1, 3), keepdim=True)
+    sd = torch.nanmean((x - m) ** 2, dim=(1, 3), keepdim=True).sqrt().clamp_min(1e-30)
+    return (x - m) / sd
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("model")
+    ap.add_argument("verdict", help="a folder written by compscope validate --out")
+    ap.add_argument("--prev-threshold", type=float, default=0.4)
+    ap.add_argument("--induction-threshold", type=float, default=0.3)
+    ap.add_argument("--effect-threshold", type=float, default=0.05)
+    args = ap.parse_args()
+    hw = compscope.load(args.model)
+    L, H = hw.n_layers, hw.n_heads
+    labels = pd.read_csv(os.path.join(args.verdict, "head_labels.csv"))
+    inter = pd.read_parquet(os.path.join(args.verdict, "interventions.parquet"))
+    truth = true_pairs(_grid(labels, "previous_token", L, H), _grid(labels, "induction", L, H),
+                       args.prev_threshold, args.induction_threshold)
+    effects = _pairs(inter[inter.kind == "K"], L, H)
+    confirmed = confirmed_pairs(truth, effects, args.effect_threshold)
+    print(f"{hw.meta.name}: {int(truth.sum())} true K-pairs (previous-token >= {args.prev_threshold}, induction >= "
+          f"{args.induction_threshold}); {int(confirmed.sum())} confirmed (K effect >= {args.effect_threshold})")
+    rows = [("interventions (K effect)", "-", auroc(effects, truth), auroc(effects, confirmed))]
+    W_O = hw.W_O.double()
+    writers = torch.einsum("lhdr,lher->de", W_O, W_O)
+    readers = sum(torch.einsum("lhrd,lhre->de", W.double(), W.double()) for W in (hw.W_Q, hw.W_K, hw.W_V))
+    metrics = {"identity": get_metric("identity", hw), "embed": get_metric("embed", hw),
+               "writers": _metric("writers", writers), "readers": _metric("readers", readers, invert=True)}
+    if hw.W_U is not None:
+        metrics["unembed"] = get_metric("unembed", hw)
+    for name, met in metrics.items():
+        table = scores(hw, "K", list(MEASURES), met, pairs="all", progress=False)
+        for m in MEASURES:
+            x = table.dense(m, "K")
+            rows.append((m, name, auroc(x, truth), auroc(x, confirmed)))
+            if name == "identity":
+                z = _standardised(x)
+                rows.append((m, "identity, layer-standardised", auroc(z, truth), auroc(z, confirmed)))
+    rows.sort(key=lambda r: -r[2])
+    print(f"\n{'candidate':<26} {'metric':<30} {'AUROC K':>8} {'confirmed':>9}")
+    for cand, met, a, c in rows:
+        print(f"{cand:<26} {met:<30} {a:8.3f} {c:9.3f}")
+
+
+if __name__ == "__main__":
+    main()
