@@ -94,6 +94,10 @@ def test_cli(capsys, tmp_path):
     assert "does not exist" in capsys.readouterr().err
     with pytest.raises(OptionError, match="half"):
         validate("induction-2l", half=1)
+    with pytest.raises(OptionError, match="effect_threshold"):
+        validate("induction-2l", effect_threshold=float("nan"))
+    assert main(["validate", "--prev-threshold", "inf"]) == 2
+    assert "prev_threshold=inf" in capsys.readouterr().err
 
 
 def test_with_folded_gains_the_metric_is_of_what_the_folded_heads_read():

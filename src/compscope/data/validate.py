@@ -227,6 +227,10 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     for name, v in (("sequences", sequences), ("half", half), ("intervention_sequences", intervention_sequences)):
         if not isinstance(v, int) or v < (2 if name == "half" else 1):
             raise OptionError(f"{name}={v!r}: expected a positive integer" + (" >= 2" if name == "half" else ""))
+    for name, v in (("prev_threshold", prev_threshold), ("induction_threshold", induction_threshold),
+                    ("effect_threshold", effect_threshold)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise OptionError(f"{name}={v!r}: expected a finite number")
     runner = runner_for(model)
     hw = runner.hw
     weights = hw  # what the measures read; the data come from the unprocessed model
