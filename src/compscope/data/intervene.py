@@ -122,6 +122,7 @@ def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: s
         else:
             tr = runner.trace(chunk)
             qkv, pattern, o = _heads(hw, tr)
+        mlp = _clean_mlp(runner, tr)
         for l1 in range(L - 1):
             added = combine(hw, l1, o[l1]) if hw.attn_out_norm is not None else None
             for h1 in range(H):
@@ -133,7 +134,7 @@ def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: s
                     o2 = o[l1].clone()
                     o2[:, :, h1] = repl
                     delta = combine(hw, l1, o2) - added
-                for l2, resid2 in _direct_path(runner, tr, l1, delta):
+                for l2, resid2 in _direct_path(runner, tr, mlp, l1, delta):
                     x2 = read_input(hw, l2, resid2)
                     for kind in kinds:
                         changed = project(hw, l2, kind, x2)
@@ -158,19 +159,27 @@ def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: s
     return Effects(out, direction, ablation, int(tokens.shape[0]), int(tokens.shape[1]))
 
 
-def _direct_path(runner, tr, l1: int, delta: Tensor):
+def _clean_mlp(runner, tr) -> list[Tensor] | None:
+    """Post-LN traces: each layer's MLP output ``f_l = v_l − LN1_l(u_l)``, held clean on the
+    direct path (computed once per trace); None otherwise."""
+    if tr.norm_in is None:
+        return None
+    return [v - ln1(u) for (u, v), (ln1, _) in zip(tr.norm_in, runner.post_norms)]
+
+
+def _direct_path(runner, tr, mlp: list[Tensor] | None, l1: int, delta: Tensor):
     """``(l2, residual)`` for every layer after ``l1``: the residual ``l2`` reads when ``δ`` is
-    added to what layer ``l1``'s attention writes, along the direct path (module docstring)."""
+    added to what layer ``l1``'s attention writes, along the direct path (module docstring);
+    ``mlp``: :func:`_clean_mlp` of the trace."""
     L = len(tr.resid)
-    if tr.norm_in is None:  # pre-LN or no norm: the residual is a sum
+    if mlp is None:  # pre-LN or no norm: the residual is a sum
         for l2 in range(l1 + 1, L):
             yield l2, tr.resid[l2] + delta
         return
     change = delta  # added to the sum the layer's first norm takes
     for layer in range(l1, L - 1):
         ln1, ln2 = runner.post_norms[layer]
-        u, v = tr.norm_in[layer]
-        resid = ln2(v - ln1(u) + ln1(u + change))  # the MLP output v − LN1(u) held clean
+        resid = ln2(mlp[layer] + ln1(tr.norm_in[layer][0] + change))
         yield layer + 1, resid
         change = resid - tr.resid[layer + 1]
 
