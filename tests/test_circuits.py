@@ -1,6 +1,7 @@
 """Circuits from the weights (compscope.analysis.circuits): hand-derived heads, a dense numpy reference
 over the whole vocabulary, and the default model's heads against their activation-based labels."""
 
+import itertools
 import math
 
 import numpy as np
@@ -209,3 +210,78 @@ def test_rotary_previous_token_score_equals_its_closed_form():
     assert float(rotary_previous(hw)[0, 0]) == pytest.approx(want, rel=1e-5)
     with pytest.raises(OptionError, match="rotary"):
         rotary_previous(compscope.load("induction-2l"))
+
+
+def _one_rotary_head(a: float, b: float):
+    """One rotary head, d_model = d_head = 2, reading only the first coordinate:
+    ``W_Q x = (a x₁, 0)``, ``W_K x = (b x₁, 0)``; the logit of query x and key y at offset δ is
+    ``s·a·b·x₁·y₁·cos(ω δ)``."""
+    cfg = ToyConfig(n_layers=1, n_heads=1, d_model=2, d_head=2, d_vocab=2, n_ctx=64, positions="rotary")
+    m = ToyTransformer(cfg, seed=0)
+    with torch.no_grad():
+        m.blocks[0].W_Q.copy_(torch.tensor([[[a, 0.0], [0.0, 0.0]]]))
+        m.blocks[0].W_K.copy_(torch.tensor([[[b, 0.0], [0.0, 0.0]]]))
+    hw = m.head_weights()
+    return hw, float(hw.rotary.inv_freq[0, 0])
+
+
+def test_rotary_previous_token_score_from_content_samples_is_the_expected_softmax():
+    """Content from samples: the query's own key at δ = 0 and independent draws at δ = 1, 2.
+    With half the samples x₁ = 1 and half x₁ = c, the expected softmax mass at δ = 1 is an average
+    over the 2³ equally likely (query, key at 1, key at 2); the Monte Carlo estimate over 20,000
+    queries lies within 0.015 of it (its standard error is under 0.004), and the softmax of the
+    expected logit is farther off than that (0.05)."""
+    from compscope.analysis.circuits import rotary_previous
+
+    a, b, c = 3.0, 2.0, -0.5
+    hw, w = _one_rotary_head(a, b)
+    s = hw.scale * a * b
+    exact = []
+    for x, y1, y2 in itertools.product([1.0, c], repeat=3):
+        logits = np.array([s * x * x, s * x * y1 * math.cos(w), s * x * y2 * math.cos(2 * w)])
+        e = np.exp(logits - logits.max())
+        exact.append(e[1] / e.sum())
+    want = float(np.mean(exact))
+    samples = torch.tensor([[1.0, 0.7]] * 10000 + [[c, -0.3]] * 10000)  # the second coordinate is not read
+    got = float(rotary_previous(hw, window=3, content={0: samples}, seed=1)[0, 0])
+    assert got == pytest.approx(want, abs=0.015)
+    m = (1 + c) / 2  # the mean sample: the softmax of the expected logit (not what content samples give)
+    logits = np.array([s * (1 + c * c) / 2, s * m * m * math.cos(w), s * m * m * math.cos(2 * w)])
+    e = np.exp(logits - logits.max())
+    assert abs(e[1] / e.sum() - want) > 0.04
+    # one repeated sample: every draw is that sample, so the score is its closed form exactly
+    one = torch.tensor([[1.0, 0.0]] * 5)
+    logits = np.array([s * math.cos(w * d) for d in range(64)])
+    e = np.exp(logits - logits.max())
+    assert float(rotary_previous(hw, content={0: one})[0, 0]) == pytest.approx(e[1] / e.sum(), rel=1e-5)
+
+
+def test_content_samples_and_options_are_checked():
+    from compscope.analysis.circuits import rotary_previous
+
+    hw, _ = _one_rotary_head(1.0, 1.0)
+    with pytest.raises(OptionError, match=r"must be \(n, 2\)"):
+        rotary_previous(hw, content={0: torch.zeros(4, 3)})
+    with pytest.raises(OptionError, match="missing for layers"):
+        rotary_previous(hw, content={})
+    with pytest.raises(OptionError, match="content='tokens'"):
+        head_circuits("induction-2l", content="tokens")
+    with pytest.raises(OptionError, match="rotary previous-token score"):
+        head_circuits("induction-2l", content="activations")  # learned positions: nothing to sample for
+    with pytest.raises(OptionError, match="pass the model itself"):
+        head_circuits(hw, content="activations")
+
+
+
+def test_cli_content_option(tmp_path, capsys):
+    """``--content activations`` runs the model and says so; on learned positions it is refused by name."""
+    from compscope.toy.storage import save_toy
+
+    m = ToyTransformer(ToyConfig(n_layers=2, n_heads=2, d_model=16, d_head=4, d_vocab=20, n_ctx=16,
+                                 positions="rotary"), seed=5)
+    folder = save_toy(m, tmp_path / "rot")
+    assert main(["circuits", str(folder), "--content", "activations"]) == 0
+    out = capsys.readouterr().out
+    assert "content from the residual each layer reads on data" in out and "prev-token" in out
+    assert main(["circuits", "--content", "activations"]) == 2
+    assert "content='activations' applies to the rotary previous-token score" in capsys.readouterr().err

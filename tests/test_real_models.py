@@ -180,6 +180,34 @@ def test_smollm2_hf_object_path_agrees(smollm2):
     assert_same_heads(compscope.load(hf), hw)
 
 
+def test_smollm2_previous_token_heads_from_the_weights_and_sampled_content(smollm2):
+    path, hw, _ = smollm2
+    previous_token_heads_from_sampled_content(path, hw, top=4, threshold=0.4)
+
+
+def previous_token_heads_from_sampled_content(path, hw, top: int, threshold: float):
+    """The rotary previous-token score with the residual each layer reads on natural text as content
+    (4 sequences of 128 tokens), against the previous-token labels on 8 repeated random sequences:
+    the ``top`` heads the weights rank highest are all previous-token heads (label >= ``threshold``), and
+    the rank correlation over every head is above 0.5. (With the normed embeddings as content it
+    is 0.17 on SmolLM2 and 0.01 on Gemma 3.)"""
+    from compscope.analysis.circuits import rotary_previous
+    from compscope.analysis.stats import spearman
+    from compscope.data.head_labels import activation_labels
+    from compscope.data.residual_moments import content_samples
+    from compscope.data.runner import runner_for
+    from compscope.data.sequences import repeats
+
+    runner = runner_for(path, hw)
+    assert runner.tokenizer is not None  # the GGUF file's own
+    special = runner.special_ids() + (runner.bos,)
+    labels = activation_labels(runner, repeats(8, 32, hw.n_vocab, 12345, runner.bos, avoid=special), progress=False)
+    prev = rotary_previous(hw, content=content_samples(hw, runner, sequences=4, progress=False))
+    best = prev.flatten().argsort(descending=True)[:top]
+    assert bool((labels.previous_token.flatten()[best] >= threshold).all()), labels.previous_token.flatten()[best]
+    assert spearman(prev, labels.previous_token) > 0.5
+
+
 # ============================================================== Gemma 3 270M (QK-norm, sliding window)
 @pytest.fixture(scope="module")
 def gemma3(cache_dir):
@@ -247,6 +275,11 @@ def test_gemma3_hf_object_path_agrees(gemma3):
     assert_same_heads(obj, hw)
     for a, b in ((obj.qk_norm[0], hw.qk_norm[0]), (obj.attn_out_norm, hw.attn_out_norm), (obj.attn_norm, hw.attn_norm)):
         assert torch.equal(a.weight, b.weight) and a.offset == b.offset == 1.0
+
+
+def test_gemma3_previous_token_heads_from_the_weights_and_sampled_content(gemma3):
+    path, hw, _ = gemma3
+    previous_token_heads_from_sampled_content(path, hw, top=3, threshold=0.3)  # 10.1's label is 0.40 on 64
 
 
 # ============================================================== all-MiniLM-L6-v2 (BERT, safetensors)

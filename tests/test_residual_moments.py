@@ -121,3 +121,37 @@ def test_second_moments_of_a_transformers_model_equal_what_its_attention_reads()
         torch.testing.assert_close(got[layer], x.T @ x / x.shape[0], rtol=1e-5, atol=1e-7)
     met = data_activation_metric(runner, sequences=4, seq_len=8)  # no tokenizer: repeated random sequences
     assert met.name == "activations" and set(met.sqrt) == set(range(runner.hw.n_layers))
+
+
+def test_residual_samples_are_the_normed_residual_after_the_first_position():
+    """Every sample is a row of ``ln1(resid_pre)`` (computed by hand, as above) at a position after
+    the first; with ``n`` at least the number of such positions the samples are all of them; a
+    smaller ``n`` draws a seeded subset; the rotary content of ``head_circuits`` takes them."""
+    from compscope.data.residual_moments import residual_samples
+    from compscope.data.runner import ToyRunner
+
+    m = ToyTransformer(ToyConfig(n_layers=2, n_heads=2, d_model=8, d_head=4, d_vocab=11, n_ctx=6, norm="rmsnorm",
+                                 positions="rotary"), seed=4)
+    m.blocks[1].ln1.w.data.uniform_(0.5, 2.0)
+    t = repeated_random(5, 3, 11, seed=2)
+    cache = {}
+    m(t, cache=cache)
+    runner = ToyRunner(m, m.head_weights())
+    every = residual_samples(runner, t, n=10_000, batch_size=2, progress=False)
+    for layer in range(2):
+        r = cache[f"resid_pre.{layer}"][:, 1:]
+        x = (r / r.pow(2).mean(-1, keepdim=True).add(m.cfg.norm_eps).sqrt() * m.blocks[layer].ln1.w).reshape(-1, 8)
+        got = every[layer]
+        assert got.shape == (5 * 5, 8)
+        order = lambda a: a[torch.argsort(a[:, 0])]  # noqa: E731  (the same rows, whatever their order)
+        torch.testing.assert_close(order(got), order(x).float(), rtol=1e-5, atol=1e-6)
+    few = residual_samples(runner, t, n=7, seed=3, progress=False)
+    again = residual_samples(runner, t, n=7, seed=3, progress=False)
+    assert few[0].shape == (7, 8) and torch.equal(few[1], again[1])
+    assert all(bool(torch.isclose(every[1], row, rtol=1e-5, atol=1e-6).all(-1).any()) for row in few[1])
+    with pytest.raises(OptionError, match="seq >= 2"):
+        residual_samples(runner, t[:, :1])
+    from compscope.analysis.circuits import head_circuits
+
+    c = head_circuits(runner.hw, content=every)
+    assert c.content == "activations" and c.previous.shape == (2, 2) and bool(((c.previous > 0) & (c.previous < 1)).all())

@@ -145,3 +145,29 @@ def test_qk_norm_gains_folded_keep_every_query_and_key_direction():
         torch.testing.assert_close(a / a.norm(dim=-1, keepdim=True), b / b.norm(dim=-1, keepdim=True), atol=1e-5, rtol=0)
     with pytest.raises(compscope.ProcessingError, match="no QK-norm"):
         fold_qk_norm_gains(compscope.load("induction-2l"))
+
+
+def test_a_rotary_model_is_also_judged_with_sampled_content(tmp_path, capsys):
+    """For rotary heads the verdict ranks heads twice: with the normed embeddings as the content of
+    the previous-token score (the weights alone) and with samples of what each layer reads; the
+    second is recorded with the data it was sampled on. Learned positions: once."""
+    from compscope.toy.model import ToyConfig, ToyTransformer
+    from compscope.toy.storage import save_toy
+
+    m = ToyTransformer(ToyConfig(n_layers=2, n_heads=2, d_model=16, d_head=4, d_vocab=20, n_ctx=16,
+                                 positions="rotary"), seed=5)
+    folder = save_toy(m, tmp_path / "rot")
+    v = validate(str(folder), sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
+                 progress=False)
+    assert {(h["score"], h["content"]) for h in v.heads} == {(s, c) for s in ("induction", "previous_token")
+                                                              for c in ("embed", "activations")}
+    assert v.options["head_scores_content"] == ["embed", "activations"]
+    assert "repeated random sequences" in v.options["activations_content_data"]
+    assert "residual each layer reads on data as the content" in v.format()
+    paths = v.save(tmp_path / "out")
+    assert set(pd.read_csv(paths[3]).content) == {"embed", "activations"}
+
+
+def test_learned_positions_are_judged_once(verdict):
+    assert {h["content"] for h in verdict.heads} == {"embed"}
+    assert verdict.options["activations_content_data"] is None

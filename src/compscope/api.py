@@ -13,6 +13,7 @@ from .analysis import pair as _pair
 from .core.heads import HeadWeights
 from .core.metrics import DEFAULT_RIDGE, get_metric
 from .engine import composition as _composition
+from .errors import OptionError
 from .loading.sources import load
 from .measures import DEFAULT
 
@@ -42,7 +43,31 @@ def compose_pair(model, writer: tuple[int, int], reader: tuple[int, int], kind: 
     return _pair.compose_pair(hw, writer, reader, kind, get_metric(metric, hw, ridge, model=model), ridge=ridge, **options)
 
 
-def head_circuits(model, measure: str = "frobenius", *, offset: float = 0.0):
+def head_circuits(model, measure: str = "frobenius", *, offset: float = 0.0, content: str = "embed"):
     """Copying, matching, previous-token and induction scores of every head of ``model``, read
-    from the weights: :func:`compscope.analysis.circuits.head_circuits` after loading."""
-    return _circuits.head_circuits(as_heads(model), measure, offset=offset)
+    from the weights: :func:`compscope.analysis.circuits.head_circuits` after loading.
+    ``content``: the content distribution of the rotary previous-token score, ``embed`` (the
+    normed embeddings: weights only) or ``activations`` (what each layer reads on natural text:
+    runs ``model``, which must then be a name, folder or runner, not ``HeadWeights``)."""
+    hw = as_heads(model)
+    return _circuits.head_circuits(hw, measure, offset=offset, content=circuit_content(hw, content, model))
+
+
+def circuit_content(hw, content: str, model):
+    """The samples :func:`head_circuits` takes for ``content`` (``embed``: None; ``activations``:
+    :func:`compscope.data.residual_moments.content_samples`, only where the previous-token score
+    is rotary)."""
+    if content not in CONTENTS:
+        raise OptionError(f"content={content!r}: expected one of {', '.join(CONTENTS)}")
+    if content == "embed":
+        return None
+    if hw.rotary is None or hw.W_pos is not None:
+        raise OptionError(f"{hw.meta.name}: content='activations' applies to the rotary previous-token score, and "
+                          f"this model's positions are {hw.positions!r}")
+    from .data.residual_moments import content_samples
+
+    return content_samples(hw, model)
+
+
+#: content distributions of the rotary previous-token score
+CONTENTS = ("embed", "activations")

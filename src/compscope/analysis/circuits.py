@@ -30,6 +30,7 @@ Norms are not part of these circuits: load with ``fold_norm=True`` to fold their
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
@@ -110,20 +111,31 @@ def positional_previous(hw: HeadWeights) -> Tensor:
     return torch.stack(out)
 
 
-def rotary_previous(hw: HeadWeights, window: int = 64) -> Tensor:
+def rotary_previous(hw: HeadWeights, window: int = 64, content: Mapping[int, Tensor] | None = None,
+                    seed: int = 0) -> Tensor:
     """``(layer, head)`` previous-token scores of rotary heads from the weights: the QK logit as a
     function of the relative offset ``δ = i − j`` alone, with the content part under a stated
-    distribution — query and key tokens drawn independently and uniformly from the vocabulary,
-    each embedding passed through the layer's attention norm (gain included) — so the expected
-    logit is ``μ_lᵀ W_Q^ᵀ R(−δ) W_K μ_l + biases`` with ``μ_l`` the mean normed embedding; softmax
-    over ``δ = 0 … window − 1`` (the keys a query at position ``window − 1`` sees, within the
-    layer's sliding window), and the mass on ``δ = 1``. A ranking of heads by how much their
-    weights alone prefer the previous position; position-independent content (induction,
-    duplicate tokens) is averaged out by design."""
+    distribution; softmax over ``δ = 0 … window − 1`` (the keys a query at position
+    ``window − 1`` sees, within the layer's sliding window), and the mass on ``δ = 1``.
+
+    - ``content=None`` (the weights alone): query and key tokens drawn independently and uniformly
+      from the vocabulary, each embedding passed through the layer's attention norm (gain
+      included), so the expected logit is ``μ_lᵀ W_Qᵀ R(−δ) W_K μ_l + biases`` with ``μ_l`` the mean
+      normed embedding, and the score is the softmax of that expected logit.
+    - ``content={layer: x (n, d_model)}``: samples of what each layer's heads read (the normed
+      residual on data: :func:`compscope.data.residual_moments.residual_samples`). Each sample is
+      a query at offset 0 and its own key at ``δ = 0`` (a token sees itself); the key at each
+      ``δ ≥ 1`` is a sample drawn independently and uniformly (``seed``); the score is the
+      softmax mass on ``δ = 1`` averaged over the queries, an expected softmax.
+
+    A ranking of heads by how much their weights prefer the previous position; position-independent
+    content (induction, duplicate tokens) is averaged out by design."""
     from ..core.attention import project, read_input
 
     if hw.rotary is None:
         raise OptionError(f"{hw.meta.name}: rotary scores need rotary positions; this model's are {hw.positions!r}")
+    if content is not None:
+        return _sampled_rotary_previous(hw, window, content, seed)
     E = hw.W_E.T.to(torch.float32)  # (n_vocab, d)
     out = []
     delta = torch.arange(window)
@@ -135,10 +147,40 @@ def rotary_previous(hw: HeadWeights, window: int = 64) -> Tensor:
         q = project(hw, layer, "Q", mu, positions=torch.zeros(1))  # (1, H, 1, r), unrotated (position 0)
         k = project(hw, layer, "K", mu.expand(1, window, -1), positions=-delta)  # key at offset δ behind
         logits = hw.scale * (q @ k.transpose(-1, -2))[0, :, 0]  # (H, window)
-        w = hw.sliding_window[layer] if hw.sliding_window else None
-        if w is not None:
-            logits = logits.masked_fill(delta[None] >= w, float("-inf"))
-        out.append(logits.double().softmax(-1)[:, 1])
+        out.append(_window(hw, layer, logits, delta).double().softmax(-1)[:, 1])
+    return torch.stack(out)
+
+
+def _window(hw: HeadWeights, layer: int, logits: Tensor, delta: Tensor) -> Tensor:
+    """``logits (..., window)`` with the offsets beyond ``layer``'s sliding window masked out."""
+    w = hw.sliding_window[layer] if hw.sliding_window else None
+    return logits if w is None else logits.masked_fill(delta >= w, float("-inf"))
+
+
+def _sampled_rotary_previous(hw: HeadWeights, window: int, content: Mapping[int, Tensor], seed: int) -> Tensor:
+    """:func:`rotary_previous` with the content drawn from samples (its docstring)."""
+    from ..core.attention import project
+
+    missing = [l for l in range(hw.n_layers) if l not in content]
+    if missing:
+        raise OptionError(f"{hw.meta.name}: content samples are missing for layers {missing}")
+    g = torch.Generator().manual_seed(seed)
+    delta = torch.arange(window)
+    out = []
+    for layer in range(hw.n_layers):
+        x = content[layer]
+        if x.ndim != 2 or x.shape[1] != hw.d_model or x.shape[0] == 0:
+            raise OptionError(f"{hw.meta.name}: content samples of layer {layer} must be (n, {hw.d_model}), "
+                              f"got {tuple(x.shape)}")
+        x = x.float()[None]  # (1, n, d)
+        n = x.shape[1]
+        q = project(hw, layer, "Q", x, positions=torch.zeros(n))[0]  # (H, n, r)
+        draws = torch.randint(n, (window, n), generator=g)
+        draws[0] = torch.arange(n)  # δ = 0: the query's own key
+        logits = torch.stack([(q * project(hw, layer, "K", x[:, draws[d]], positions=torch.full((n,), -float(d)))[0])
+                              .sum(-1) for d in range(window)], -1)  # (H, n, window)
+        logits = _window(hw, layer, hw.scale * logits, delta)
+        out.append(logits.double().softmax(-1)[..., 1].mean(-1))
     return torch.stack(out)
 
 
@@ -155,16 +197,23 @@ class Circuits:
     induction: Tensor | None
     measure: str
     offset: float
+    #: the content distribution of the rotary previous-token score: ``embed`` (the normed
+    #: embeddings, weights only) or ``activations`` (samples of what each layer reads on data)
+    content: str = "embed"
 
 
-def head_circuits(hw: HeadWeights, measure: str = "frobenius", *, offset: float = 0.0) -> Circuits:
+def head_circuits(hw: HeadWeights, measure: str = "frobenius", *, offset: float = 0.0,
+                  content: Mapping[int, Tensor] | None = None) -> Circuits:
     """Copying, matching, positional previous-token and induction scores of every head
-    (module docstring); ``measure``: the K-composition measure of the induction score."""
+    (module docstring); ``measure``: the K-composition measure of the induction score;
+    ``content``: samples of what each layer reads for the rotary previous-token score
+    (:func:`rotary_previous`; None: the normed embeddings, weights only)."""
     from ..engine.composition import scores
 
     copying = None if hw.W_U is None else copying_scores(hw)
     matching = matching_scores(hw, offset)
-    previous = positional_previous(hw) if hw.W_pos is not None else rotary_previous(hw) if hw.rotary is not None else None
+    previous = positional_previous(hw) if hw.W_pos is not None else \
+        rotary_previous(hw, content=content) if hw.rotary is not None else None
     induction = None
     if previous is not None and copying is not None:
         induction = torch.zeros_like(copying)
@@ -173,4 +222,5 @@ def head_circuits(hw: HeadWeights, measure: str = "frobenius", *, offset: float 
             for l2 in range(1, hw.n_layers):
                 via = (previous[:l2, :, None] * K[:l2, :, l2]).flatten(0, 1).amax(0)  # best previous-token feeder per h2
                 induction[l2] = copying[l2].clamp_min(0) * via
-    return Circuits(hw.meta.name, copying, matching, previous, induction, measure, offset)
+    used = "activations" if content is not None and hw.W_pos is None and hw.rotary is not None else "embed"
+    return Circuits(hw.meta.name, copying, matching, previous, induction, measure, offset, used)

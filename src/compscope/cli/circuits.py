@@ -13,6 +13,9 @@ def add_arguments(p) -> None:
     add_model(p)
     p.add_argument("--measure", default="frobenius", help="K-composition measure of the induction score (default frobenius)")
     p.add_argument("--offset", type=float, default=0.0, help="rotary offset of the matching score (default 0; rotary models only)")
+    p.add_argument("--content", choices=("embed", "activations"), default="embed",
+                   help="content distribution of the rotary previous-token score: the normed embeddings (default; "
+                        "weights only) or what each layer reads on natural text (runs the model; rotary models only)")
     p.add_argument("--top", type=count, default=5, help="heads to print per score for models of over 48 heads (default 5)")
     add_processing(p)
 
@@ -25,6 +28,7 @@ def report(args) -> str:
     """What ``compscope circuits`` prints: every head's scores (the top ones for large models),
     and for an unprocessed toy model its activation-based labels beside them."""
     from ..analysis.circuits import bigram_copying, head_circuits, virtual_copying
+    from ..api import circuit_content
     from ..analysis.stats import spearman
     from ..data.head_labels import toy_labels
     from ..engine.composition import scores
@@ -35,12 +39,14 @@ def report(args) -> str:
     get_measure(args.measure)
     hw = load(args.model, **processing(args))
     check_offset(hw, args.offset)
-    c = head_circuits(hw, args.measure, offset=args.offset)
+    c = head_circuits(hw, args.measure, offset=args.offset, content=circuit_content(hw, args.content, args.model))
     found = {"copying": c.copying, "matching": c.matching, "prev-token": c.previous, "induction": c.induction}
     cols = {k: v for k, v in found.items() if v is not None}
     missing = ([] if c.copying is not None else ["no unembedding, so no copying"]) + \
         ([] if c.previous is not None else ["no learned or rotary positions, so no previous-token"])
     lines = [f"{c.model}: circuits from the weights (induction: K-composition by {c.measure}"
+             + ("; rotary previous-token: content from the residual each layer reads on data"
+                if c.content == "activations" else "")
              + "".join(f"; {m}" for m in missing) + (" or induction scores" if missing else "") + ")"]
     labels = None if hw.meta.processing else toy_labels(args.model)
     if labels is not None:

@@ -11,6 +11,9 @@ residual moves as ``x → T x``, so ``G_l → T G_l Tᵀ``: the metric that make
 invariant (``compscope.core.metrics``). Layer 0's moment is estimated like the others, although no
 pair reads through it. Norm gains are part of ``x`` (unfolded, as ``HeadWeights`` keeps them);
 the metric is estimated on the unprocessed model only (processing changes what the heads read).
+
+The same residual, sampled rather than averaged (:func:`residual_samples`), is the ``activations``
+content distribution of the rotary previous-token score (:func:`compscope.analysis.circuits.rotary_previous`).
 """
 
 from __future__ import annotations
@@ -101,16 +104,67 @@ def data_activation_metric(runner, sequences: int = TEXT_SEQUENCES, seq_len: int
     """The ``activations`` metric of a runner's model: on natural text when it has a tokenizer
     (``sequences`` of ``seq_len`` tokens, at most the model's context), else on held-out repeated
     random sequences."""
+    return activations(runner_second_moments(runner, metric_tokens(runner, sequences, seq_len, seed)[0], hw=hw), ridge)
+
+
+def metric_tokens(runner, sequences: int, seq_len: int, seed: int) -> tuple[Tensor, str]:
+    """``(sequences, seq_len)`` tokens the residual statistics are estimated on, and what they are
+    in words: natural text when the runner has a tokenizer (``seq_len`` at most the model's
+    context), else repeated random sequences."""
     from .sequences import natural_text, repeats
 
     if runner.n_ctx is not None:
         seq_len = min(seq_len, runner.n_ctx)
-
     if runner.tokenizer is not None:
-        tokens = natural_text(runner.tokenizer, sequences, seq_len, seed, runner.bos)
-    else:
-        tokens = repeats(sequences, max(2, seq_len // 2), runner.hw.n_vocab, seed, runner.bos).tokens
-    return activations(runner_second_moments(runner, tokens, hw=hw), ridge)
+        return (natural_text(runner.tokenizer, sequences, seq_len, seed, runner.bos),
+                f"{sequences} sequences of {seq_len} tokens of standard-library docstrings (seed {seed})")
+    half = max(2, seq_len // 2)
+    return (repeats(sequences, half, runner.hw.n_vocab, seed, runner.bos).tokens,
+            f"{sequences} repeated random sequences [t, t], |t| = {half} (seed {seed})")
+
+
+#: how many samples per layer :func:`residual_samples` keeps, from how many sequences
+CONTENT_SAMPLES, CONTENT_SEQUENCES = 1024, 16
+
+
+@torch.no_grad()
+def residual_samples(runner, tokens: Tensor, n: int = CONTENT_SAMPLES, seed: int = METRIC_SEED, batch_size: int = 16,
+                     hw=None, progress: bool = True) -> dict[int, Tensor]:
+    """``{layer: (n, d_model)}`` float32 samples of what each layer's heads read (as
+    :func:`runner_second_moments`), at every position but the first (the first token is where
+    attention sinks, not content), ``n`` drawn without replacement (``seed``; all of them when
+    there are fewer)."""
+    from ..core.attention import read_input
+    from ..progress import progress_bar
+
+    hw = runner.hw if hw is None else hw
+    if tokens.ndim != 2 or tokens.shape[1] < 2:
+        raise OptionError(f"residual samples need (batch, seq) tokens with seq >= 2, got shape {tuple(tokens.shape)}")
+    xs: dict[int, list[Tensor]] = {l: [] for l in range(hw.n_layers)}
+    bar = progress_bar(tokens.shape[0], "residual samples", enabled=progress)
+    for b0 in range(0, tokens.shape[0], batch_size):
+        tr = runner.trace(tokens[b0 : b0 + batch_size])
+        for l in range(hw.n_layers):
+            xs[l].append(read_input(hw, l, tr.resid[l])[:, 1:].reshape(-1, hw.d_model).float())
+        bar.update(tr.tokens.shape[0])
+    bar.close()
+    total = sum(x.shape[0] for x in xs[0])
+    keep = torch.randperm(total, generator=torch.Generator().manual_seed(seed))[:n]
+    return {l: torch.cat(x)[keep] for l, x in xs.items()}
+
+
+def content_samples(hw, model, sequences: int = CONTENT_SEQUENCES, seq_len: int = TEXT_LENGTH,
+                    seed: int = METRIC_SEED, progress: bool = True) -> dict[int, Tensor]:
+    """:func:`residual_samples` of ``model`` (a runner, or a name or folder :func:`runner_for`
+    runs) on the data of the activations metric (:func:`metric_tokens`), as ``hw``'s heads read
+    (processed or not; the model runs unprocessed)."""
+    from .runner import Runner, runner_for
+
+    if model is None or model is hw:
+        raise OptionError("the activations content is sampled by running the model: pass the model itself "
+                          "(a name or folder), not HeadWeights")
+    runner = model if isinstance(model, Runner) else runner_for(model, None if hw.meta.processed_here else hw)
+    return residual_samples(runner, metric_tokens(runner, sequences, seq_len, seed)[0], seed=seed, hw=hw, progress=progress)
 
 
 def activations_metric(hw, ridge: float, model) -> Metric:

@@ -27,7 +27,9 @@ It then judges each measure × metric:
 And the weight-only head scores (:mod:`compscope.analysis.circuits`: previous-token from
 positions, induction from copying × previous × K-composition) against the activation labels:
 Spearman over heads, and the precision of the top 5 (the share of the five heads the weights
-rank highest whose label passes its threshold).
+rank highest whose label passes its threshold). Rotary heads are ranked twice: with the normed
+embeddings as the content of the previous-token score (the weights alone) and with samples of
+the residual each layer reads on the activations metric's data (``content`` in ``heads.csv``).
 """
 
 from __future__ import annotations
@@ -135,10 +137,13 @@ class Verdict:
             au = f" {_fmt(k_row.get('auroc')):>8} {_fmt(k_row.get('auroc_confirmed')):>9}" if "K" in kinds else ""
             ax = next(iter(ks.values()))["axioms"]
             lines.append(f"{m:<20} {met:<12}{cells}{au}  {ax}")
-        if self.heads:
-            lines += ["", "weights vs data, per head: " + "   ".join(
-                f"{h['score']}: Spearman {_fmt(h['spearman'])}, precision of the top 5 {_fmt(h['precision_top5'])}"
-                for h in self.heads)]
+        for content, title in (("embed", "weights vs data, per head: "),
+                               ("activations", "  with the residual each layer reads on data as the content of the rotary previous-token score: ")):
+            hs = [h for h in self.heads if h.get("content", "embed") == content]
+            if hs:
+                lines += ([""] if content == "embed" else []) + [title + "   ".join(
+                    f"{h['score']}: Spearman {_fmt(h['spearman'])}, precision of the top 5 {_fmt(h['precision_top5'])}"
+                    for h in hs)]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
 
@@ -219,7 +224,8 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     from ..measures import AXIOMS, MEASURES
     from .head_labels import activation_labels
     from .intervene import intervention_effects
-    from .residual_moments import metric_data
+    from .residual_moments import (CONTENT_SAMPLES, CONTENT_SEQUENCES, METRIC_SEED, TEXT_LENGTH, metric_data,
+                                   metric_tokens, residual_samples)
     from .runner import runner_for
     from .sequences import python_version, repeats
 
@@ -274,14 +280,20 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
                        "axioms": f"{len(kept)}/{len(AXIOMS)}", "axioms_failed": ",".join(a for a in AXIOMS if a not in kept)}
                 rows.append(row)
     heads = []
-    circ = head_circuits(weights)
-    for score, from_weights, label, thr in (("induction", circ.induction, labels.induction, induction_threshold),
-                                            ("previous_token", circ.previous, labels.previous_token, prev_threshold)):
-        if from_weights is None:
-            notes.append(f"no {score} score from the weights for this model (no positions to read, or no unembedding)")
-            continue
-        heads.append({"score": score, "spearman": spearman(from_weights, label),
-                      "precision_top5": precision_at(from_weights, label >= thr), "true_heads": int((label >= thr).sum())})
+    contents = {"embed": None}
+    if weights.rotary is not None and weights.W_pos is None:  # the rotary score also from what each layer reads
+        tokens, content_data = metric_tokens(runner, CONTENT_SEQUENCES, TEXT_LENGTH, METRIC_SEED)
+        contents["activations"] = residual_samples(runner, tokens, hw=weights, progress=progress)
+    for content, samples in contents.items():
+        circ = head_circuits(weights, content=samples)
+        for score, from_weights, label, thr in (("induction", circ.induction, labels.induction, induction_threshold),
+                                                ("previous_token", circ.previous, labels.previous_token, prev_threshold)):
+            if from_weights is None:
+                notes.append(f"no {score} score from the weights for this model (no positions to read, or no unembedding)")
+                continue
+            heads.append({"score": score, "content": content, "spearman": spearman(from_weights, label),
+                          "precision_top5": precision_at(from_weights, label >= thr),
+                          "true_heads": int((label >= thr).sum())})
     options = {"sequences": sequences, "half": half, "seed": seed, "intervention_sequences": n_int, "kinds": kinds,
                "metrics": list(tables), "ablation": ablation, "prev_threshold": prev_threshold,
                "induction_threshold": induction_threshold, "true_pairs": int(truth.sum()),
@@ -291,5 +303,8 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
                "first_token": runner.bos,
                "python": python_version(), "torch": torch.__version__,
                "activations_metric_data": metric_data(runner) if "activations" in tables else None,
+               "head_scores_content": list(contents),
+               "activations_content_data": (f"{content_data}; {CONTENT_SAMPLES} positions after the first, seed {METRIC_SEED}"
+                                            if "activations" in contents else None),
                "weights_processing": list(weights.meta.processing)}
     return Verdict(hw.meta.name, labels, effects, tables, rows, heads, options, notes)

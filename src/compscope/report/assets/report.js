@@ -203,7 +203,7 @@ function drawVerdict() {
   }
   h += "</table>";
   if (D.verdict_heads && D.verdict_heads.length) h += "<p>Weights against data, per head: " +
-    D.verdict_heads.map((r) => `${r.score}: Spearman ${fmt(r.spearman, 3)}, precision of the top 5 ${fmt(r.precision_top5, 3)}`).join("; ") + "</p>";
+    D.verdict_heads.map((r) => `${r.score}${r.content === "activations" ? " (rotary, content sampled from the residual on data)" : ""}: Spearman ${fmt(r.spearman, 3)}, precision of the top 5 ${fmt(r.precision_top5, 3)}`).join("; ") + "</p>";
   $("verdict").innerHTML = h;
 }
 function drawTraining() {
