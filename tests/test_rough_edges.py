@@ -174,3 +174,13 @@ def test_measure_all_on_the_command_line(capsys):
     assert main(["scores", "--kinds", "K", "--measure", "all", "--top", "1"]) == 0
     rows = [l.split()[1] for l in capsys.readouterr().out.splitlines()[1:] if l.startswith("K ")]
     assert rows == MEASURES.names()
+
+
+@pytest.mark.parametrize("command", ["intervene", "validate"])
+@pytest.mark.parametrize("value", ["1", "0", "x"])
+def test_half_length_below_two_names_the_option(capsys, command, value):
+    with pytest.raises(SystemExit) as e:
+        main([command, "--half", value])
+    err = capsys.readouterr().err
+    assert e.value.code == 2
+    assert "--half" in err and "expected an integer >= 2" in err

@@ -175,10 +175,11 @@ def _sampled_rotary_previous(hw: HeadWeights, window: int, content: Mapping[int,
         x = x.float()[None]  # (1, n, d)
         n = x.shape[1]
         q = project(hw, layer, "Q", x, positions=torch.zeros(n))[0]  # (H, n, r)
+        k = project(hw, layer, "K", x, positions=torch.zeros(n))  # (1, H, n, r), unrotated: R(0) = I
         draws = torch.randint(n, (window, n), generator=g)
         draws[0] = torch.arange(n)  # δ = 0: the query's own key
-        logits = torch.stack([(q * project(hw, layer, "K", x[:, draws[d]], positions=torch.full((n,), -float(d)))[0])
-                              .sum(-1) for d in range(window)], -1)  # (H, n, window)
+        logits = torch.stack([(q * hw.rotary.rotate(k[:, :, draws[d]], torch.full((n,), -float(d)), layer)[0]).sum(-1)
+                              for d in range(window)], -1)  # (H, n, window): the key drawn for δ, rotated back δ
         logits = _window(hw, layer, hw.scale * logits, delta)
         out.append(logits.double().softmax(-1)[..., 1].mean(-1))
     return torch.stack(out)

@@ -15,6 +15,14 @@ def count(text: str) -> int:
     return int(text)
 
 
+def half_length(text: str) -> int:
+    """An argparse type: the half-length of repeated sequences ``[t, t]``, an integer >= 2 (a
+    previous-token or induction label needs a repeat one token back)."""
+    if not text.isdigit() or int(text) < 2:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 2")
+    return int(text)
+
+
 def positive_int(text: str, option: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise OptionError(f"{option} {text!r}: expected 'all' or a positive integer")

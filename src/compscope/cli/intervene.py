@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import count, metric_names
+from .common import count, half_length, metric_names
 
 HELP = "interventional composition of a model on data, against every measure"
 EXAMPLE = "example: compscope intervene --kinds K --top 16 --metric activations   (or: compscope intervene smollm2 --kinds K --sequences 8)"
@@ -16,7 +16,7 @@ def add_arguments(p) -> None:
     p.add_argument("--kinds", default="QKV", help="any of Q, K, V (default QKV)")
     p.add_argument("--metric", default="identity", help=f"metric of the measures: {metric_names()} (default identity)")
     p.add_argument("--sequences", type=count, default=100, help="held-out repeated random sequences (default 100)")
-    p.add_argument("--half", type=count, default=32, help="length of the repeated half |t| (default 32)")
+    p.add_argument("--half", type=half_length, default=32, help="length of the repeated half |t| (default 32)")
     p.add_argument("--seed", type=int, default=12345, help="seed of the sequences (default 12345)")
     p.add_argument("--batch-size", type=count, default=16, help="sequences per forward pass (default 16)")
     p.add_argument("--ablation", default="mean", choices=["mean", "zero"], help="how h1's output is removed (default mean)")

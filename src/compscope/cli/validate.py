@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import count, output_folder
+from .common import count, half_length, output_folder
 
 HELP = "judge every measure x metric against interventions and activation labels on data"
 EXAMPLE = ("examples:\n  compscope validate --out verdict\n"
@@ -16,7 +16,7 @@ def add_arguments(p) -> None:
                    help=f"a toy model, HuggingFace folder, .gguf file or built-in name (default {DEFAULT_MODEL})")
     p.add_argument("--out", help="folder for head_labels.csv, interventions.parquet, verdict.csv, heads.csv, run.json")
     p.add_argument("--sequences", type=count, default=64, help="repeated random sequences for the labels (default 64)")
-    p.add_argument("--half", type=count, default=32, help="length of the repeated half |t| (default 32)")
+    p.add_argument("--half", type=half_length, default=32, help="length of the repeated half |t| (default 32)")
     p.add_argument("--seed", type=int, default=12345, help="seed of the sequences (default 12345)")
     p.add_argument("--intervention-sequences", type=count, default=16,
                    help="of those, how many the interventions run on (default 16)")
