@@ -159,7 +159,7 @@ def _window(hw: HeadWeights, layer: int, logits: Tensor, delta: Tensor) -> Tenso
 
 def _sampled_rotary_previous(hw: HeadWeights, window: int, content: Mapping[int, Tensor], seed: int) -> Tensor:
     """:func:`rotary_previous` with the content drawn from samples (its docstring)."""
-    from ..core.attention import project
+    from ..core.attention import move, project
 
     missing = [l for l in range(hw.n_layers) if l not in content]
     if missing:
@@ -178,7 +178,7 @@ def _sampled_rotary_previous(hw: HeadWeights, window: int, content: Mapping[int,
         k = project(hw, layer, "K", x, positions=torch.zeros(n))  # (1, H, n, r), unrotated: R(0) = I
         draws = torch.randint(n, (window, n), generator=g)
         draws[0] = torch.arange(n)  # δ = 0: the query's own key
-        logits = torch.stack([(q * hw.rotary.rotate(k[:, :, draws[d]], torch.full((n,), -float(d)), layer)[0]).sum(-1)
+        logits = torch.stack([(q * move(hw, layer, k[:, :, draws[d]], torch.full((n,), -float(d)))[0]).sum(-1)
                               for d in range(window)], -1)  # (H, n, window): the key drawn for δ, rotated back δ
         logits = _window(hw, layer, hw.scale * logits, delta)
         out.append(logits.double().softmax(-1)[..., 1].mean(-1))

@@ -50,6 +50,13 @@ def project(hw: HeadWeights, layer: int, kind: str, x: Tensor, positions: Tensor
     return y
 
 
+def move(hw: HeadWeights, layer: int, y: Tensor, positions: Tensor) -> Tensor:
+    """Queries or keys that :func:`project` made at position 0, ``y: (batch, head, seq, d_head)``,
+    as they would be at ``positions: (seq,)``: the rotary rotation ``R(p)`` (``R(0) = I``); the
+    same ``y`` without rotary positions."""
+    return y if hw.rotary is None else hw.rotary.rotate(y, positions, layer)
+
+
 def attend(hw: HeadWeights, layer: int, q: Tensor, k: Tensor, positions: Tensor | None = None) -> Tensor:
     """The attention pattern ``(batch, head, q_pos, k_pos)`` of queries and keys from :func:`project`:
     scaled dot products, the causal mask and the layer's sliding window, softmax."""
