@@ -207,11 +207,12 @@ def _is_transformer_lens(obj) -> bool:
     return is_bridge(obj) or is_hooked_transformer(obj)
 
 
-def runner_for(model, hw: HeadWeights | None = None) -> Runner:
+def runner_for(model, hw: HeadWeights | None = None, progress: bool = True) -> Runner:
     """A :class:`Runner` for ``model``: a toy folder or built-in toy name, a HuggingFace folder, a
     ``.gguf`` file, a built-in real model name, a loaded ``transformers`` or TransformerLens model
     (module docstring), or a runner (returned as it is). ``hw``: its ``HeadWeights`` when already
-    loaded (unprocessed: processing changes the model)."""
+    loaded (unprocessed: processing changes the model). ``progress``: a bar while ``transformers``
+    loads a model from files (shown after 2 s; a GGUF file is dequantised, which takes a while)."""
     from ..loading.builtin import find_toy, resolve
     from ..loading.formats import builtin_name
     from ..loading.sources import load
@@ -237,7 +238,7 @@ def runner_for(model, hw: HeadWeights | None = None) -> Runner:
                           "file, a transformers model or a TransformerLens model")
     path = resolve(model) if builtin_name.recognise(model) else Path(model)
     hw = load(model) if hw is None else hw
-    return _hf_runner(path, hw)
+    return _hf_runner(path, hw, progress)
 
 
 def _is_hf_model(obj) -> bool:
@@ -246,7 +247,7 @@ def _is_hf_model(obj) -> bool:
     return is_hf_model(obj)
 
 
-def _hf_runner(path: Path, hw: HeadWeights) -> HFRunner:
+def _hf_runner(path: Path, hw: HeadWeights, progress: bool = True) -> HFRunner:
     """Load the ``transformers`` model (and its tokenizer, when there is one) from local files."""
     try:
         import transformers
@@ -263,11 +264,16 @@ def _hf_runner(path: Path, hw: HeadWeights) -> HFRunner:
     auto = transformers.AutoModel if not hw.causal else transformers.AutoModelForCausalLM
     quiet = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()  # compscope's own bar speaks for the work
+    from ..progress import progress_bar
+
+    bar = progress_bar(1, f"loading {hw.meta.name} to run it (transformers)", enabled=progress)
     try:
         model = auto.from_pretrained(str(folder), **kw)
+        bar.update()
     except Exception as e:  # transformers raises many kinds; the message names the cause
         raise OptionError(f"{path}: transformers could not load the model to run it ({one_line(e)})") from e
     finally:
+        bar.close()
         if quiet:
             transformers.utils.logging.enable_progress_bar()
     tokenizer = None

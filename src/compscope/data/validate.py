@@ -237,7 +237,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
                     ("effect_threshold", effect_threshold)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise OptionError(f"{name}={v!r}: expected a finite number")
-    runner = runner_for(model)
+    runner = runner_for(model, progress=progress)
     hw = runner.hw
     weights = hw  # what the measures read; the data come from the unprocessed model
     if fold_norm:

@@ -103,7 +103,7 @@ def run_task(task: Task):
         from ..data.runner import runner_for
         from ..data.validate import validate
 
-        runner = runner_for(task.source)  # loads the weights once: the hash and the verdict read the same
+        runner = runner_for(task.source, progress=False)  # loads the weights once: the hash and the verdict read the same
         hw = runner.hw
         v = validate(runner, sequences=int(opts.get("sequences", 16)), half=int(opts.get("half", 16)), progress=False)
         df = v.verdict_frame()
