@@ -14,6 +14,13 @@ candidate, printing the AUROC against the label truth (previous-token >= 0.4 bef
 - ``layer-standardised``: each score as a z-score among the pairs of its (writer layer, reader
   layer) block, which removes what neighbouring layers share whatever the heads.
 
+Then, apart (they are not measure × metric pairs: they know which heads are previous-token
+heads), the induction-circuit pair scores from the weights: the writer's previous-token score
+(``compscope circuits``; for rotary heads with both contents, the ``activations`` one running the
+model on natural text) alone, and times each measure under ``identity`` and ``embed``. The label
+truth asks "is h1 a previous-token head and h2 an induction head"; the first row says how much of
+it the writer's role alone answers.
+
     compscope validate smollm2 --out verdict-smollm2
     python bench/verdict_candidates.py smollm2 verdict-smollm2
 """
@@ -29,8 +36,10 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 import compscope  # noqa: E402
+from compscope.analysis.circuits import positional_previous, rotary_previous  # noqa: E402
 from compscope.core.metrics import DEFAULT_RIDGE, Metric, _roots, get_metric  # noqa: E402
 from compscope.data.validate import auroc, confirmed_pairs, true_pairs  # noqa: E402
+from compscope.data.residual_moments import content_samples  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
 
 MEASURES = ("frobenius", "tight", "overlap", "spectral", "bandwidth")
@@ -89,18 +98,45 @@ def main() -> None:
                "writers": _metric("writers", writers), "readers": _metric("readers", readers, invert=True)}
     if hw.W_U is not None:
         metrics["unembed"] = get_metric("unembed", hw)
+    dense = {}
     for name, met in metrics.items():
         table = scores(hw, "K", list(MEASURES), met, pairs="all", progress=False)
         for m in MEASURES:
-            x = table.dense(m, "K")
+            x = dense[m, name] = table.dense(m, "K")
             rows.append((m, name, auroc(x, truth), auroc(x, confirmed)))
             if name == "identity":
                 z = _standardised(x)
                 rows.append((m, "identity, layer-standardised", auroc(z, truth), auroc(z, confirmed)))
-    rows.sort(key=lambda r: -r[2])
-    print(f"\n{'candidate':<26} {'metric':<30} {'AUROC K':>8} {'confirmed':>9}")
+    _print(rows, "candidate")
+    circuit = []
+    for content, prev in _previous_scores(hw, args.model).items():
+        writer = prev.double()[:, :, None, None].expand(L, H, L, H)
+        alone = torch.where(torch.isfinite(effects), writer, torch.nan)
+        circuit.append(("previous-token score alone", content, auroc(alone, truth), auroc(alone, confirmed)))
+        for m in MEASURES:
+            for name in ("identity", "embed"):
+                x = writer * dense[m, name].double()
+                circuit.append((f"previous-token x {m}", f"{content}; {name}", auroc(x, truth), auroc(x, confirmed)))
+    if circuit:
+        print("\ninduction-circuit pair scores (the writer's previous-token score from the weights, alone and times K):")
+        _print(circuit, "circuit score")
+
+
+def _previous_scores(hw, model) -> dict[str, torch.Tensor]:
+    """The previous-token score of every head from the weights, per content distribution."""
+    if hw.W_pos is not None:
+        return {"positions": positional_previous(hw)}
+    if hw.rotary is None:
+        return {}
+    return {"embed content": rotary_previous(hw),
+            "activations content": rotary_previous(hw, content=content_samples(hw, model, progress=False))}
+
+
+def _print(rows: list[tuple], title: str) -> None:
+    rows = sorted(rows, key=lambda r: -r[2])
+    print(f"\n{title:<30} {'metric':<30} {'AUROC K':>8} {'confirmed':>9}")
     for cand, met, a, c in rows:
-        print(f"{cand:<26} {met:<30} {a:8.3f} {c:9.3f}")
+        print(f"{cand:<30} {met:<30} {a:8.3f} {c:9.3f}")
 
 
 if __name__ == "__main__":
