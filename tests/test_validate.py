@@ -72,6 +72,19 @@ def test_the_default_model_is_judged_as_its_circuit_says(verdict):
     assert rows[("frobenius", "identity", "K")]["auroc_confirmed"] == 1.0
     heads = {h["score"]: h for h in verdict.heads}
     assert heads["induction"]["spearman"] > 0.8 and heads["previous_token"]["spearman"] > 0.8
+    # the baseline that knows only the writer's role: its previous-token score from the weights,
+    # the same for every reader, counted by hand over the 16 layer-0 -> layer-1 pairs
+    from compscope.api import head_circuits
+
+    prev = head_circuits("induction-2l").previous
+    s, y = [], []
+    for h1, h2 in itertools.product(range(4), range(4)):
+        s.append(float(prev[0, h1]))
+        y.append(bool(truth[0, h1, 1, h2]))
+    assert verdict.options["writer_previous_auroc"] == {"positions": pytest.approx(_auroc_by_counting(s, y))}
+    frob = verdict.tables["identity"].dense("frobenius", "K")
+    s2 = [float(prev[0, h1] * frob[0, h1, 1, h2]) for h1, h2 in itertools.product(range(4), range(4))]
+    assert verdict.options["circuit_auroc"] == {"positions": pytest.approx(_auroc_by_counting(s2, y))}
 
 
 def test_files_have_the_columns_asked_for(verdict, tmp_path):
@@ -164,6 +177,7 @@ def test_a_rotary_model_is_also_judged_with_sampled_content(tmp_path, capsys):
     assert v.options["head_scores_content"] == ["embed", "activations"]
     assert "repeated random sequences" in v.options["activations_content_data"]
     assert "residual each layer reads on data as the content" in v.format()
+    assert set(v.options["writer_previous_auroc"]) == {"embed", "activations"}
     paths = v.save(tmp_path / "out")
     assert set(pd.read_csv(paths[3]).content) == {"embed", "activations"}
 

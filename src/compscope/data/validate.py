@@ -21,7 +21,10 @@ It then judges each measure × metric:
   the label truth counts every previous-token head before every induction head, also pairs
   the data show do not talk directly. As a ceiling for the first, ``interventions_auroc``
   (in ``run.json``) is the AUROC of the K interventions themselves against the label truth:
-  how well the model's own direct-path composition separates those pairs;
+  how well the model's own direct-path composition separates those pairs; and as a baseline,
+  ``writer_previous_auroc``: that of the writer's previous-token score from the weights alone
+  (per content), which knows nothing of the pair, with ``circuit_auroc``, the same times
+  ``frobenius`` under ``identity`` (the induction-circuit pair score);
 - the axioms the measure keeps, from its declaration (which the axiom battery checks).
 
 And the weight-only head scores (:mod:`compscope.analysis.circuits`: previous-token from
@@ -44,6 +47,8 @@ from torch import Tensor
 
 from ..errors import OptionError
 
+#: the K measure and metric of the induction-circuit pair score (writer's previous-token score × K)
+CIRCUIT_MEASURE = ("frobenius", "identity")
 #: metrics judged by default (each skipped, with a note, where the model lacks what it needs)
 DEFAULT_METRICS = ("identity", "embed", "activations")
 
@@ -122,6 +127,12 @@ class Verdict:
             lines.append(f"  confirmed by the K intervention (effect >= {o['effect_threshold']}): {o['confirmed_pairs']}; "
                          f"the K interventions themselves separate the {o['true_pairs']} at AUROC "
                          f"{_fmt(o['interventions_auroc'])}")
+        if o.get("writer_previous_auroc") and o["true_pairs"]:
+            lines.append("  the writer's previous-token score from the weights alone separates them at AUROC " + ", ".join(
+                f"{_fmt(a)} ({'content: ' + c if c != 'positions' else 'positions'})"
+                for c, a in o["writer_previous_auroc"].items())
+                + (f"; times {CIRCUIT_MEASURE[0]} ({CIRCUIT_MEASURE[1]}) " + ", ".join(
+                    _fmt(a) for a in o["circuit_auroc"].values()) if o.get("circuit_auroc") else ""))
         kinds = [k for k in "QKV" if k in self.effects.by_kind]
         header = f"{'measure':<20} {'metric':<12}" + "".join(f" {'rho ' + k:>7}" for k in kinds) + \
             (f" {'AUROC K':>8} {'confirmed':>9}" if "K" in kinds else "") + "  axioms kept"
@@ -284,8 +295,16 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     if weights.rotary is not None and weights.W_pos is None:  # the rotary score also from what each layer reads
         tokens, content_data = metric_tokens(runner, CONTENT_SEQUENCES, TEXT_LENGTH, METRIC_SEED)
         contents["activations"] = residual_samples(runner, tokens, hw=weights, progress=progress)
+    writer_auroc, circuit_auroc = {}, {}
     for content, samples in contents.items():
         circ = head_circuits(weights, content=samples)
+        if circ.previous is not None and "K" in kinds:  # how much of the label truth the writer's role alone gives
+            name = content if weights.W_pos is None else "positions"
+            writer = circ.previous.double()[:, :, None, None] * torch.ones(1, 1, *circ.previous.shape, dtype=torch.float64)
+            writer = torch.where(torch.isfinite(effects.by_kind["K"]), writer, torch.nan)
+            writer_auroc[name] = auroc(writer, truth)
+            if CIRCUIT_MEASURE[1] in tables:
+                circuit_auroc[name] = auroc(writer * tables[CIRCUIT_MEASURE[1]].dense(CIRCUIT_MEASURE[0], "K").double(), truth)
         for score, from_weights, label, thr in (("induction", circ.induction, labels.induction, induction_threshold),
                                                 ("previous_token", circ.previous, labels.previous_token, prev_threshold)):
             if from_weights is None:
@@ -304,6 +323,8 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
                "python": python_version(), "torch": torch.__version__,
                "activations_metric_data": metric_data(runner) if "activations" in tables else None,
                "head_scores_content": list(contents),
+               "writer_previous_auroc": writer_auroc or None,
+               "circuit_auroc": circuit_auroc or None, "circuit_measure": list(CIRCUIT_MEASURE),
                "activations_content_data": (f"{content_data}; {CONTENT_SAMPLES} positions after the first, seed {METRIC_SEED}"
                                             if "activations" in contents else None),
                "weights_processing": list(weights.meta.processing)}
