@@ -5,7 +5,9 @@ identity, embed and activations), with the wall time and the peak memory of the 
     python bench/validate_real.py                 # smollm2
     python bench/validate_real.py --model gemma3-270m
 
-Prints the time, the peak resident memory and the best three measure x metric rows by K AUROC.
+Prints the time, the peak resident memory, and the verdict as ``compscope validate --top 3``
+prints it (the truth, the ceiling and the writer baseline, the best three measure x metric rows by
+K AUROC, the head rankings from the weights with each content).
 """
 
 from __future__ import annotations
@@ -33,8 +35,7 @@ def main() -> None:
     print(f"{v.model}: compscope.validate with its defaults, {torch.get_num_threads()} threads, torch {torch.__version__}")
     print(f"wall time              {wall:7.1f} s")
     print(f"peak resident memory   {peak:7.0f} MiB")
-    best = sorted((r for r in v.rows if r["kind"] == "K"), key=lambda r: -r["auroc"])[:3]
-    print("best K AUROC: " + "   ".join(f"{r['measure']} ({r['metric']}) {r['auroc']:.2f}" for r in best))
+    print(v.format(top=3))
 
 
 if __name__ == "__main__":

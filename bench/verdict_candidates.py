@@ -38,8 +38,7 @@ import torch  # noqa: E402
 import compscope  # noqa: E402
 from compscope.analysis.circuits import positional_previous, rotary_previous  # noqa: E402
 from compscope.core.metrics import DEFAULT_RIDGE, Metric, _roots, get_metric  # noqa: E402
-from compscope.data.validate import auroc, confirmed_pairs, true_pairs  # noqa: E402
-from compscope.data.residual_moments import content_samples  # noqa: E402
+from compscope.data.validate import auroc, confirmed_pairs, previous_contents, true_pairs, writer_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
 
 MEASURES = ("frobenius", "tight", "overlap", "spectral", "bandwidth")
@@ -110,9 +109,8 @@ def main() -> None:
     _print(rows, "candidate")
     circuit = []
     for content, prev in _previous_scores(hw, args.model).items():
-        writer = prev.double()[:, :, None, None].expand(L, H, L, H)
-        alone = torch.where(torch.isfinite(effects), writer, torch.nan)
-        circuit.append(("previous-token score alone", content, auroc(alone, truth), auroc(alone, confirmed)))
+        writer = writer_pairs(prev, effects)
+        circuit.append(("previous-token score alone", content, auroc(writer, truth), auroc(writer, confirmed)))
         for m in MEASURES:
             for name in ("identity", "embed"):
                 x = writer * dense[m, name].double()
@@ -128,8 +126,8 @@ def _previous_scores(hw, model) -> dict[str, torch.Tensor]:
         return {"positions": positional_previous(hw)}
     if hw.rotary is None:
         return {}
-    return {"embed content": rotary_previous(hw),
-            "activations content": rotary_previous(hw, content=content_samples(hw, model, progress=False))}
+    return {f"{content} content": rotary_previous(hw, content=samples)
+            for content, samples in previous_contents(hw, model, progress=False).items()}
 
 
 def _print(rows: list[tuple], title: str) -> None:

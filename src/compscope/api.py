@@ -12,6 +12,7 @@ from .analysis import circuits as _circuits
 from .analysis import pair as _pair
 from .core.heads import HeadWeights
 from .core.metrics import DEFAULT_RIDGE, get_metric
+from .defaults import CONTENTS
 from .engine import composition as _composition
 from .errors import OptionError
 from .loading.sources import load
@@ -68,6 +69,3 @@ def circuit_content(hw, content: str, model):
 
     return content_samples(hw, model)
 
-
-#: content distributions of the rotary previous-token score
-CONTENTS = ("embed", "activations")

@@ -11,6 +11,8 @@ TRACKED_MEASURES = ("frobenius", "tight", "overlap")
 TRACKED_METRICS = ("identity", "embed")
 #: the measures a report shows when none are named: every one the all-pairs engine gets from one product
 REPORT_MEASURES = ("frobenius", "frobenius_baselined", "tight", "overlap", "shared_dims")
+#: content distributions of the rotary previous-token score (``compscope circuits --content``)
+CONTENTS = ("embed", "activations")
 #: the metrics a report shows when none are named
 REPORT_METRICS = ("identity", "embed")
 #: pairs per kind and metric whose spectra and principal angles a report keeps (all of them when fewer)

@@ -13,7 +13,9 @@ def add_arguments(p) -> None:
     add_model(p)
     p.add_argument("--measure", default="frobenius", help="K-composition measure of the induction score (default frobenius)")
     p.add_argument("--offset", type=float, default=0.0, help="rotary offset of the matching score (default 0; rotary models only)")
-    p.add_argument("--content", choices=("embed", "activations"), default="embed",
+    from ..defaults import CONTENTS
+
+    p.add_argument("--content", choices=CONTENTS, default="embed",
                    help="content distribution of the rotary previous-token score: the normed embeddings (default; "
                         "weights only) or what each layer reads on natural text (runs the model; rotary models only)")
     p.add_argument("--top", type=count, default=5, help="heads to print per score for models of over 48 heads (default 5)")

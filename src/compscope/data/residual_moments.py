@@ -104,23 +104,31 @@ def data_activation_metric(runner, sequences: int = TEXT_SEQUENCES, seq_len: int
     """The ``activations`` metric of a runner's model: on natural text when it has a tokenizer
     (``sequences`` of ``seq_len`` tokens, at most the model's context), else on held-out repeated
     random sequences."""
-    return activations(runner_second_moments(runner, metric_tokens(runner, sequences, seq_len, seed)[0], hw=hw), ridge)
+    return activations(runner_second_moments(runner, metric_tokens(runner, sequences, seq_len, seed), hw=hw), ridge)
 
 
-def metric_tokens(runner, sequences: int, seq_len: int, seed: int) -> tuple[Tensor, str]:
-    """``(sequences, seq_len)`` tokens the residual statistics are estimated on, and what they are
-    in words: natural text when the runner has a tokenizer (``seq_len`` at most the model's
-    context), else repeated random sequences."""
+def metric_tokens(runner, sequences: int, seq_len: int, seed: int) -> Tensor:
+    """``(sequences, seq_len)`` tokens the residual statistics are estimated on (:func:`tokens_data`
+    says what they are): natural text when the runner has a tokenizer (``seq_len`` at most the
+    model's context), else repeated random sequences ``[t, t]``."""
     from .sequences import natural_text, repeats
 
-    if runner.n_ctx is not None:
-        seq_len = min(seq_len, runner.n_ctx)
+    seq_len = _within_context(runner, seq_len)
     if runner.tokenizer is not None:
-        return (natural_text(runner.tokenizer, sequences, seq_len, seed, runner.bos),
-                f"{sequences} sequences of {seq_len} tokens of standard-library docstrings (seed {seed})")
-    half = max(2, seq_len // 2)
-    return (repeats(sequences, half, runner.hw.n_vocab, seed, runner.bos).tokens,
-            f"{sequences} repeated random sequences [t, t], |t| = {half} (seed {seed})")
+        return natural_text(runner.tokenizer, sequences, seq_len, seed, runner.bos)
+    return repeats(sequences, max(2, seq_len // 2), runner.hw.n_vocab, seed, runner.bos).tokens
+
+
+def tokens_data(runner, sequences: int, seq_len: int, seed: int) -> str:
+    """What :func:`metric_tokens` gives for these arguments, in words (recorded with results)."""
+    seq_len = _within_context(runner, seq_len)
+    if runner.tokenizer is not None:
+        return f"{sequences} sequences of {seq_len} tokens of standard-library docstrings (seed {seed})"
+    return f"{sequences} repeated random sequences [t, t], |t| = {max(2, seq_len // 2)} (seed {seed})"
+
+
+def _within_context(runner, seq_len: int) -> int:
+    return seq_len if runner.n_ctx is None else min(seq_len, runner.n_ctx)
 
 
 #: how many samples per layer :func:`residual_samples` keeps, from how many sequences
@@ -164,7 +172,7 @@ def content_samples(hw, model, sequences: int = CONTENT_SEQUENCES, seq_len: int 
         raise OptionError("the activations content is sampled by running the model: pass the model itself "
                           "(a name or folder), not HeadWeights")
     runner = model if isinstance(model, Runner) else runner_for(model, None if hw.meta.processed_here else hw)
-    return residual_samples(runner, metric_tokens(runner, sequences, seq_len, seed)[0], seed=seed, hw=hw, progress=progress)
+    return residual_samples(runner, metric_tokens(runner, sequences, seq_len, seed), seed=seed, hw=hw, progress=progress)
 
 
 def activations_metric(hw, ridge: float, model) -> Metric:

@@ -128,11 +128,13 @@ class Verdict:
                          f"the K interventions themselves separate the {o['true_pairs']} at AUROC "
                          f"{_fmt(o['interventions_auroc'])}")
         if o.get("writer_previous_auroc") and o["true_pairs"]:
-            lines.append("  the writer's previous-token score from the weights alone separates them at AUROC " + ", ".join(
-                f"{_fmt(a)} ({'content: ' + c if c != 'positions' else 'positions'})"
-                for c, a in o["writer_previous_auroc"].items())
-                + (f"; times {CIRCUIT_MEASURE[0]} ({CIRCUIT_MEASURE[1]}) " + ", ".join(
-                    _fmt(a) for a in o["circuit_auroc"].values()) if o.get("circuit_auroc") else ""))
+            alone = ", ".join(f"{_fmt(a)} ({c if c == 'positions' else 'content: ' + c})"
+                              for c, a in o["writer_previous_auroc"].items())
+            line = f"  the writer's previous-token score from the weights alone separates them at AUROC {alone}"
+            if o.get("circuit_auroc"):
+                measure, metric = o["circuit_measure"]
+                line += f"; times {measure} ({metric}) " + ", ".join(_fmt(a) for a in o["circuit_auroc"].values())
+            lines.append(line)
         kinds = [k for k in "QKV" if k in self.effects.by_kind]
         header = f"{'measure':<20} {'metric':<12}" + "".join(f" {'rho ' + k:>7}" for k in kinds) + \
             (f" {'AUROC K':>8} {'confirmed':>9}" if "K" in kinds else "") + "  axioms kept"
@@ -209,6 +211,25 @@ def confirmed_pairs(truth: Tensor, effects: Tensor, threshold: float) -> Tensor:
     return truth & (torch.nan_to_num(effects, nan=-math.inf) >= threshold)
 
 
+def writer_pairs(previous: Tensor, like: Tensor) -> Tensor:
+    """``(L, H, L, H)`` float64: every pair scored by its writer's ``previous`` score ``(L, H)``
+    alone, where ``like`` (a pair table) is finite; NaN elsewhere."""
+    return torch.where(torch.isfinite(like), previous.double()[:, :, None, None].expand_as(like), torch.nan)
+
+
+def previous_contents(weights, model, progress: bool = True) -> dict[str, dict | None]:
+    """The content distributions the previous-token score from the weights is judged under:
+    ``embed`` (None: the weights alone), and for rotary heads also ``activations``, samples of
+    what each layer reads (:func:`~compscope.data.residual_moments.content_samples` of ``model``,
+    a runner or a source)."""
+    from .residual_moments import content_samples
+
+    contents = {"embed": None}
+    if weights.rotary is not None and weights.W_pos is None:
+        contents["activations"] = content_samples(weights, model, progress=progress)
+    return contents
+
+
 def precision_at(weights: Tensor, truth: Tensor, n: int = 5) -> float:
     """The share of the ``n`` heads ranked highest by ``weights`` that are true."""
     top = [i for i, _ in _top_heads(weights, n)]
@@ -235,8 +256,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     from ..measures import AXIOMS, MEASURES
     from .head_labels import activation_labels
     from .intervene import intervention_effects
-    from .residual_moments import (CONTENT_SAMPLES, CONTENT_SEQUENCES, METRIC_SEED, TEXT_LENGTH, metric_data,
-                                   metric_tokens, residual_samples)
+    from .residual_moments import CONTENT_SAMPLES, CONTENT_SEQUENCES, METRIC_SEED, TEXT_LENGTH, metric_data, tokens_data
     from .runner import runner_for
     from .sequences import python_version, repeats
 
@@ -291,17 +311,13 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
                        "axioms": f"{len(kept)}/{len(AXIOMS)}", "axioms_failed": ",".join(a for a in AXIOMS if a not in kept)}
                 rows.append(row)
     heads = []
-    contents = {"embed": None}
-    if weights.rotary is not None and weights.W_pos is None:  # the rotary score also from what each layer reads
-        tokens, content_data = metric_tokens(runner, CONTENT_SEQUENCES, TEXT_LENGTH, METRIC_SEED)
-        contents["activations"] = residual_samples(runner, tokens, hw=weights, progress=progress)
+    contents = previous_contents(weights, runner, progress)
     writer_auroc, circuit_auroc = {}, {}
     for content, samples in contents.items():
         circ = head_circuits(weights, content=samples)
         if circ.previous is not None and "K" in kinds:  # how much of the label truth the writer's role alone gives
             name = content if weights.W_pos is None else "positions"
-            writer = circ.previous.double()[:, :, None, None] * torch.ones(1, 1, *circ.previous.shape, dtype=torch.float64)
-            writer = torch.where(torch.isfinite(effects.by_kind["K"]), writer, torch.nan)
+            writer = writer_pairs(circ.previous, effects.by_kind["K"])
             writer_auroc[name] = auroc(writer, truth)
             if CIRCUIT_MEASURE[1] in tables:
                 circuit_auroc[name] = auroc(writer * tables[CIRCUIT_MEASURE[1]].dense(CIRCUIT_MEASURE[0], "K").double(), truth)
@@ -325,7 +341,8 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
                "head_scores_content": list(contents),
                "writer_previous_auroc": writer_auroc or None,
                "circuit_auroc": circuit_auroc or None, "circuit_measure": list(CIRCUIT_MEASURE),
-               "activations_content_data": (f"{content_data}; {CONTENT_SAMPLES} positions after the first, seed {METRIC_SEED}"
+               "activations_content_data": (f"{tokens_data(runner, CONTENT_SEQUENCES, TEXT_LENGTH, METRIC_SEED)}; "
+                                            f"{CONTENT_SAMPLES} positions after the first, seed {METRIC_SEED}"
                                             if "activations" in contents else None),
                "weights_processing": list(weights.meta.processing)}
     return Verdict(hw.meta.name, labels, effects, tables, rows, heads, options, notes)
