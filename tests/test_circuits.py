@@ -74,6 +74,67 @@ def test_scores_match_the_vocabulary_sized_circuits(offset):
             assert mat[layer, h].item() == pytest.approx(_dense_score(qk), abs=1e-9)
 
 
+@pytest.mark.parametrize("offset", [0.0, 2.0])
+def test_matching_through_a_writer_matches_the_vocabulary_sized_circuit(offset):
+    """Σλ/Σ|λ| of W_Eᵀ W_Q^{h2ᵀ} R(-δ) W_K^{h2} W_O^{h1} W_V^{h1} W_E (40 × 40, numpy) equals the
+    r × r computation for every pair with h1 earlier (GQA: shared K/V factors); NaN elsewhere."""
+    from compscope.analysis.circuits import induction_matching
+
+    hw = model(L=3, seed=8)
+    n = lambda t: t.double().numpy()  # noqa: E731
+    m = induction_matching(hw, offset)
+    for l1, l2 in [(0, 1), (0, 2), (1, 2)]:
+        R = rot_matrix(float(hw.rotary.inv_freq[l2, 0]), offset, hw.d_head)
+        for h1, h2 in itertools.product(range(hw.n_heads), repeat=2):
+            ov = n(hw.W_O[l1, h1]) @ n(hw.W_V[l1, hw.kv_map[h1]])
+            qk = n(hw.W_Q[l2, h2]).T @ R.T @ n(hw.W_K[l2, hw.kv_map[h2]])
+            want = _dense_score(n(hw.W_E).T @ qk @ ov @ n(hw.W_E))
+            assert m[l1, h1, l2, h2].item() == pytest.approx(want, abs=1e-9)
+    assert torch.isnan(m[1, 0, 0, 0]) and torch.isnan(m[1, 2, 1, 3]) and torch.isnan(m[2]).all()
+
+
+def test_matching_through_a_writer_of_hand_built_heads():
+    """Unit embeddings; writer h1's W_OV the projection onto e_0..e_2. A reader with W_Q = W_K =
+    that projection matches a query token with the token h1 moved to the key: 1; with W_K its
+    negative: -1; through a writer whose OV turns a quarter (eigenvalues ±i, 0): 0."""
+    from compscope.analysis.circuits import induction_matching
+
+    hw = _unit_embeddings(model(L=2, rotary=False))
+    basis = torch.eye(9)[:3]
+    rot = torch.tensor([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    W_Q, W_K, W_V, W_O = hw.W_Q.clone(), hw.W_K.clone(), hw.W_V.clone(), hw.W_O.clone()
+    W_O[0, 0], W_V[0, 0] = basis.T, basis  # writer 0.0: projection
+    W_O[0, 2], W_V[0, 1] = basis.T, rot @ basis  # writer 0.2 (K/V head 1): a quarter turn
+    W_Q[1, 0], W_Q[1, 2] = basis, basis
+    W_K[1, 0], W_K[1, 1] = basis, -basis  # reader 1.0 (K head 0): +; reader 1.2 (K head 1): -
+    m = induction_matching(hw.replace(W_Q=W_Q, W_K=W_K, W_V=W_V, W_O=W_O))
+    assert m[0, 0, 1, 0].item() == pytest.approx(1.0, abs=1e-12)
+    assert m[0, 0, 1, 2].item() == pytest.approx(-1.0, abs=1e-12)
+    assert m[0, 2, 1, 0].item() == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("seed,measure", [(1, "frobenius"), (2, "frobenius_baselined"), (3, "tight")])
+def test_induction_scores_are_the_brute_force_maximum_over_writers(seed, measure):
+    """``induction_qk`` (writers visited in decreasing previous · K, stopped by the bound) equals the
+    maximum of previous(h1) · max(K, 0) · max(match, 0) over every earlier h1, computed for all
+    pairs; ``induction`` is that times max(copying, 0); layer 0 gets 0."""
+    from compscope.analysis.circuits import head_circuits as circuits_of, induction_matching, induction_qk
+    from compscope.engine.composition import scores
+
+    hw = model(L=4, seed=seed).replace(W_pos=None)
+    g = torch.Generator().manual_seed(seed)
+    previous = torch.rand(4, 4, generator=g, dtype=torch.float64)
+    previous[1, 2] = previous[0, 1]  # a tie in the bound
+
+    K = scores(hw, "K", [measure], progress=False).dense(measure, "K").double()
+    got = induction_qk(hw, previous, K)
+    brute = torch.nan_to_num(previous[:, :, None, None] * K.clamp_min(0) * induction_matching(hw).clamp_min(0),
+                             nan=0.0).flatten(0, 1).amax(0)
+    assert torch.allclose(got, brute, rtol=0, atol=1e-12) and (got[0] == 0).all() and (got[1:] > 0).any()
+    c = circuits_of(hw, measure)
+    assert torch.allclose(c.induction, c.copying.clamp_min(0) * c.induction_qk, rtol=0, atol=0)
+
+
 def test_positional_previous_token_score_of_a_head_built_to_attend_back_one_position():
     """One-hot positions, q_i = c e_i, k_j = e_{j+1}: the logit is scale·c at j = i - 1 and 0 at
     the other i keys, so the mass there is e^{sc} / (e^{sc} + i)."""

@@ -72,6 +72,7 @@ def test_the_default_model_is_judged_as_its_circuit_says(verdict):
     assert rows[("frobenius", "identity", "K")]["auroc_confirmed"] == 1.0
     heads = {h["score"]: h for h in verdict.heads}
     assert heads["induction"]["spearman"] > 0.8 and heads["previous_token"]["spearman"] > 0.8
+    assert heads["induction_qk"]["spearman"] > 0.8 and heads["induction_qk"]["precision_top5"] == 0.8
     # the baseline that knows only the writer's role: its previous-token score from the weights,
     # the same for every reader, counted by hand over the 16 layer-0 -> layer-1 pairs
     from compscope.api import head_circuits
@@ -172,7 +173,7 @@ def test_a_rotary_model_is_also_judged_with_sampled_content(tmp_path, capsys):
     folder = save_toy(m, tmp_path / "rot")
     v = validate(str(folder), sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
                  progress=False)
-    assert {(h["score"], h["content"]) for h in v.heads} == {(s, c) for s in ("induction", "previous_token")
+    assert {(h["score"], h["content"]) for h in v.heads} == {(s, c) for s in ("induction", "induction_qk", "previous_token")
                                                               for c in ("embed", "activations")}
     assert v.options["head_scores_content"] == ["embed", "activations"]
     assert "repeated random sequences" in v.options["activations_content_data"]

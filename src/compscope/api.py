@@ -44,14 +44,14 @@ def compose_pair(model, writer: tuple[int, int], reader: tuple[int, int], kind: 
     return _pair.compose_pair(hw, writer, reader, kind, get_metric(metric, hw, ridge, model=model), ridge=ridge, **options)
 
 
-def head_circuits(model, measure: str = "frobenius", *, offset: float = 0.0, content: str = "embed"):
+def head_circuits(model, measure: str = "frobenius", *, offset: float = 0.0, content: str = "embed", progress: bool = True):
     """Copying, matching, previous-token and induction scores of every head of ``model``, read
     from the weights: :func:`compscope.analysis.circuits.head_circuits` after loading.
     ``content``: the content distribution of the rotary previous-token score, ``embed`` (the
     normed embeddings: weights only) or ``activations`` (what each layer reads on natural text:
     runs ``model``, which must then be a name, folder or runner, not ``HeadWeights``)."""
     hw = as_heads(model)
-    return _circuits.head_circuits(hw, measure, offset=offset, content=circuit_content(hw, content, model))
+    return _circuits.head_circuits(hw, measure, offset=offset, content=circuit_content(hw, content, model), progress=progress)
 
 
 def circuit_content(hw, content: str, model):

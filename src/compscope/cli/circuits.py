@@ -1,5 +1,6 @@
-"""``compscope circuits``: copying, matching, previous-token and induction scores of every head,
-read from the weights; beside them, for an unprocessed toy model, its activation labels."""
+"""``compscope circuits``: copying, matching, previous-token and induction scores (and the
+induction circuit's attention half, ``induction (QK)``) of every head, read from the weights;
+beside them, for an unprocessed toy model, its activation labels."""
 
 from __future__ import annotations
 
@@ -41,12 +42,14 @@ def report(args) -> str:
     get_measure(args.measure)
     hw = load(args.model, **processing(args))
     check_offset(hw, args.offset)
-    c = head_circuits(hw, args.measure, offset=args.offset, content=circuit_content(hw, args.content, args.model))
-    found = {"copying": c.copying, "matching": c.matching, "prev-token": c.previous, "induction": c.induction}
+    c = head_circuits(hw, args.measure, offset=args.offset, content=circuit_content(hw, args.content, args.model),
+                      progress=True)
+    found = {"copying": c.copying, "matching": c.matching, "prev-token": c.previous, "induction": c.induction,
+             "induction (QK)": c.induction_qk}
     cols = {k: v for k, v in found.items() if v is not None}
     missing = ([] if c.copying is not None else ["no unembedding, so no copying"]) + \
         ([] if c.previous is not None else ["no learned or rotary positions, so no previous-token"])
-    lines = [f"{c.model}: circuits from the weights (induction: K-composition by {c.measure}"
+    lines = [f"{c.model}: circuits from the weights (induction: K-composition by {c.measure}, matching through the writer"
              + ("; rotary previous-token: content from the residual each layer reads on data"
                 if c.content == "activations" else "")
              + "".join(f"; {m}" for m in missing) + (" or induction scores" if missing else "") + ")"]
@@ -71,5 +74,6 @@ def report(args) -> str:
         lines.append(line)
     if labels is not None and c.induction is not None:
         lines.append(f"rank correlation (Spearman, all heads), weights vs data: induction {spearman(c.induction, labels.induction):.2f}, "
+                     f"induction (QK) {spearman(c.induction_qk, labels.induction):.2f}, "
                      f"previous-token {spearman(c.previous, labels.previous):.2f}")
     return "\n".join(lines)

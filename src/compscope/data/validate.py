@@ -28,7 +28,9 @@ It then judges each measure × metric:
 - the axioms the measure keeps, from its declaration (which the axiom battery checks).
 
 And the weight-only head scores (:mod:`compscope.analysis.circuits`: previous-token from
-positions, induction from copying × previous × K-composition) against the activation labels:
+positions; induction from copying × previous × K-composition × matching through the writer, and
+``induction_qk``, its attention half without copying, which is what the label measures) against
+the activation labels:
 Spearman over heads, and the precision of the top 5 (the share of the five heads the weights
 rank highest whose label passes its threshold). Rotary heads are ranked twice: with the normed
 embeddings as the content of the previous-token score (the weights alone) and with samples of
@@ -314,7 +316,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     contents = previous_contents(weights, runner, progress)
     writer_auroc, circuit_auroc = {}, {}
     for content, samples in contents.items():
-        circ = head_circuits(weights, content=samples)
+        circ = head_circuits(weights, content=samples, progress=progress)
         if circ.previous is not None and "K" in kinds:  # how much of the label truth the writer's role alone gives
             name = content if weights.W_pos is None else "positions"
             writer = writer_pairs(circ.previous, effects.by_kind["K"])
@@ -322,6 +324,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
             if CIRCUIT_MEASURE[1] in tables:
                 circuit_auroc[name] = auroc(writer * tables[CIRCUIT_MEASURE[1]].dense(CIRCUIT_MEASURE[0], "K").double(), truth)
         for score, from_weights, label, thr in (("induction", circ.induction, labels.induction, induction_threshold),
+                                                ("induction_qk", circ.induction_qk, labels.induction, induction_threshold),
                                                 ("previous_token", circ.previous, labels.previous_token, prev_threshold)):
             if from_weights is None:
                 notes.append(f"no {score} score from the weights for this model (no positions to read, or no unembedding)")
