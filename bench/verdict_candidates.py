@@ -15,11 +15,13 @@ candidate, printing the AUROC against the label truth (previous-token >= 0.4 bef
   layer) block, which removes what neighbouring layers share whatever the heads.
 
 Then, apart (they are not measure × metric pairs: they know which heads are previous-token
-heads), the induction-circuit pair scores from the weights: the writer's previous-token score
-(``compscope circuits``; for rotary heads with both contents, the ``activations`` one running the
-model on natural text) alone, and times each measure under ``identity`` and ``embed``. The label
-truth asks "is h1 a previous-token head and h2 an induction head"; the first row says how much of
-it the writer's role alone answers.
+heads, or what an induction head's attention looks like), the induction-circuit pair scores from
+the weights: the writer's previous-token score (``compscope circuits``; for rotary heads with both
+contents, the ``activations`` one running the model on natural text) alone, times each measure
+under ``identity`` and ``embed``, and times ``frobenius`` (identity) and the matching through the
+writer (``induction_matching``, clamped at 0: the pair score inside ``induction_qk``); and the
+matching through the writer alone. The label truth asks "is h1 a previous-token head and h2 an
+induction head"; the first row says how much of it the writer's role alone answers.
 
     compscope validate smollm2 --out verdict-smollm2
     python bench/verdict_candidates.py smollm2 verdict-smollm2
@@ -36,7 +38,7 @@ import pandas as pd  # noqa: E402
 import torch  # noqa: E402
 
 import compscope  # noqa: E402
-from compscope.analysis.circuits import positional_previous, rotary_previous  # noqa: E402
+from compscope.analysis.circuits import induction_matching, positional_previous, rotary_previous  # noqa: E402
 from compscope.core.metrics import DEFAULT_RIDGE, Metric, _roots, get_metric  # noqa: E402
 from compscope.data.validate import auroc, confirmed_pairs, previous_contents, true_pairs, writer_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
@@ -108,13 +110,19 @@ def main() -> None:
                 rows.append((m, "identity, layer-standardised", auroc(z, truth), auroc(z, confirmed)))
     _print(rows, "candidate")
     circuit = []
-    for content, prev in _previous_scores(hw, args.model).items():
+    previous = _previous_scores(hw, args.model)
+    if previous:
+        match = induction_matching(hw, progress=True)
+        circuit.append(("matching through the writer", "-", auroc(match, truth), auroc(match, confirmed)))
+    for content, prev in previous.items():
         writer = writer_pairs(prev, effects)
         circuit.append(("previous-token score alone", content, auroc(writer, truth), auroc(writer, confirmed)))
         for m in MEASURES:
             for name in ("identity", "embed"):
                 x = writer * dense[m, name].double()
                 circuit.append((f"previous-token x {m}", f"{content}; {name}", auroc(x, truth), auroc(x, confirmed)))
+        x = writer * dense["frobenius", "identity"].double().clamp_min(0) * match.clamp_min(0)
+        circuit.append(("prev. x frobenius x matching", f"{content}; identity", auroc(x, truth), auroc(x, confirmed)))
     if circuit:
         print("\ninduction-circuit pair scores (the writer's previous-token score from the weights, alone and times K):")
         _print(circuit, "circuit score")

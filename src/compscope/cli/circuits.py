@@ -63,7 +63,7 @@ def report(args) -> str:
         lines += [f"{l}.{h:<4}" + "".join(f"{float(v[l, h]):18.3f}" for v in cols.values()) for l in range(L) for h in range(H)]
     else:
         for k, v in cols.items():
-            lines.append(f"{k:<12} " + "   ".join(f"{l}.{h} {x:.3f}" for (l, h), x in top_entries(v, args.top)))
+            lines.append(f"{k:<14} " + "   ".join(f"{l}.{h} {x:.3f}" for (l, h), x in top_entries(v, args.top)))
     if c.copying is not None:
         line = f"zero-layer bigram W_U W_E: copying {bigram_copying(hw):.3f}"
         if L * H <= 48 and L > 1:
