@@ -186,3 +186,15 @@ def test_a_rotary_model_is_also_judged_with_sampled_content(tmp_path, capsys):
 def test_learned_positions_are_judged_once(verdict):
     assert {h["content"] for h in verdict.heads} == {"embed"}
     assert verdict.options["activations_content_data"] is None
+
+
+def test_a_bidirectional_model_is_judged_on_previous_token_heads_only():
+    """An encoder sees the repeat ahead as well as behind, so its induction labels say nothing of
+    an induction circuit: the verdict judges the previous-token score from the weights only, and
+    says so."""
+    from hf_tiny import BY_ID, build
+
+    v = validate(build(BY_ID["bert"]), sequences=4, half=4, intervention_sequences=2, kinds="K",
+                 metrics=("identity",), progress=False)
+    assert [h["score"] for h in v.heads] == ["previous_token"]
+    assert any("bidirectional model" in n for n in v.notes)

@@ -329,6 +329,11 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
             if from_weights is None:
                 notes.append(f"no {score} score from the weights for this model (no positions to read, or no unembedding)")
                 continue
+            if score != "previous_token" and not weights.causal:
+                if score == "induction_qk":
+                    notes.append("bidirectional model: the induction scores from the weights are not judged "
+                                 "(an encoder sees the repeat ahead as well as behind)")
+                continue
             heads.append({"score": score, "content": content, "spearman": spearman(from_weights, label),
                           "precision_top5": precision_at(from_weights, label >= thr),
                           "true_heads": int((label >= thr).sum())})
