@@ -303,7 +303,7 @@ def head_circuits(hw: HeadWeights, measure: str = "frobenius", *, offset: float 
     (module docstring); ``measure``: the K-composition measure of the induction score;
     ``content``: samples of what each layer reads for the rotary previous-token score
     (:func:`rotary_previous`; None: the normed embeddings, weights only); ``progress``: a bar
-    while the induction scores are computed (a minute on Gemma 3 270M)."""
+    while the induction scores are computed."""
     from ..engine.composition import scores
 
     copying = None if hw.W_U is None else copying_scores(hw)
