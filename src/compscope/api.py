@@ -62,7 +62,9 @@ def circuit_content(hw, content: str, model):
         raise OptionError(f"content={content!r}: expected one of {', '.join(CONTENTS)}")
     if content == "embed":
         return None
-    if hw.rotary is None or hw.W_pos is not None:
+    from .analysis.circuits import reads_content
+
+    if not reads_content(hw):
         raise OptionError(f"{hw.meta.name}: content='activations' applies to the rotary previous-token score, and "
                           f"this model's positions are {hw.positions!r}")
     from .data.residual_moments import content_samples

@@ -29,7 +29,8 @@
   with ``K`` a composition measure (``frobenius`` by default, or any other), is what an
   activation-based induction label measures; the circuit is
   ``induction(h2) = max(copying(h2), 0) · induction_qk(h2)``. Heads of layer 0 get 0 (no earlier
-  head to compose with). Every factor is a number in ``[0, 1]`` for the measures of range
+  head to compose with); a bidirectional model (an encoder) gets neither score, as its heads see
+  the repeat ahead as well as behind. Every factor is a number in ``[0, 1]`` for the measures of range
   ``[0, 1]``; the product is a ranking, not a probability. The maximum is exact but visits the
   writers in decreasing ``previous · K`` (a bound of each product, as ``match ≤ 1``) and stops
   when no later writer can beat the best so far: one ``r × r`` eigenproblem for a few pairs
@@ -42,7 +43,7 @@ Norms are not part of these circuits: load with ``fold_norm=True`` to fold their
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -112,10 +113,10 @@ def induction_matching(hw: HeadWeights, offset: float = 0.0, progress: bool = Fa
 
     L, H = hw.n_layers, hw.n_heads
     out = torch.full((L, H, L, H), float("nan"), dtype=_F64)
-    writers = _Writers(hw)
+    writers = _Matcher(hw, offset)
     bar = progress_bar(L * (L - 1) // 2, "matching through writers", enabled=progress)
     for l2 in range(1, L):
-        Q2, K2 = _reader(hw, l2, offset)
+        Q2, K2 = writers.reader(l2)
         for l1 in range(l2):
             out[l1, :, l2] = _matched(K2, Q2, *writers.layer(l1))
             bar.update(1)
@@ -123,14 +124,17 @@ def induction_matching(hw: HeadWeights, offset: float = 0.0, progress: bool = Fa
     return out
 
 
-class _Writers:
-    """The writer side of :func:`induction_matching`, per layer and head on demand, float64:
-    ``W_O^{h1ᵀ}`` and ``W_V^{h1} W_E W_Eᵀ``, each ``(r, d)``."""
+class _Matcher:
+    """Matching through a writer (module docstring) at one rotary offset, float64, with what it
+    has computed kept: each writer head's ``W_O^{h1ᵀ}`` and ``W_V^{h1} W_E W_Eᵀ`` (``(1, r, d)``
+    each, only for the heads asked for) and each pair's score, so that several previous-token
+    scores (contents) share the eigenproblems."""
 
-    def __init__(self, hw: HeadWeights) -> None:
-        self.hw = hw
+    def __init__(self, hw: HeadWeights, offset: float = 0.0) -> None:
+        self.hw, self.offset = hw, offset
         self.N = hw.W_E.to(_F64) @ hw.W_E.to(_F64).T  # (d, d)
         self.heads: dict[tuple[int, int], tuple[Tensor, Tensor]] = {}
+        self.scores: dict[tuple[int, int, int, int], float] = {}
 
     def layer(self, l1: int) -> tuple[Tensor, Tensor]:
         """``(H, r, d)`` each, for every head of ``l1`` (not kept)."""
@@ -139,14 +143,23 @@ class _Writers:
     def head(self, l1: int, h1: int) -> tuple[Tensor, Tensor]:
         """``(1, r, d)`` each, for head ``h1`` of ``l1`` (kept)."""
         if (l1, h1) not in self.heads:
-            O, VN = self.layer(l1)
-            self.heads[l1, h1] = (O[h1:h1 + 1].clone(), VN[h1:h1 + 1].clone())
+            hw = self.hw
+            O = hw.W_O[l1, h1].mT.to(_F64)  # (r, d)
+            VN = hw.W_V[l1, hw.kv_map[h1]].to(_F64) @ self.N
+            self.heads[l1, h1] = (O[None], VN[None])
         return self.heads[l1, h1]
 
+    def reader(self, l2: int) -> tuple[Tensor, Tensor]:
+        """``W_Q`` and ``R(−δ) W_K`` of every head of ``l2``, ``(H, r, d)`` float64."""
+        return layer_factor(self.hw, l2, "Q", dtype=_F64), layer_factor(self.hw, l2, "K", offset=self.offset, dtype=_F64)
 
-def _reader(hw: HeadWeights, l2: int, offset: float) -> tuple[Tensor, Tensor]:
-    """``W_Q`` and ``R(−δ) W_K`` of every head of ``l2``, ``(H, r, d)`` float64."""
-    return layer_factor(hw, l2, "Q", dtype=_F64), layer_factor(hw, l2, "K", offset=offset, dtype=_F64)
+    def pair(self, l1: int, h1: int, l2: int, h2: int, reader: tuple[Tensor, Tensor]) -> float:
+        """The matching of ``h2`` (of ``l2``, whose :meth:`reader` is ``reader``) through ``h1``."""
+        key = (l1, h1, l2, h2)
+        if key not in self.scores:
+            Q2, K2 = reader
+            self.scores[key] = float(_matched(K2[h2:h2 + 1], Q2[h2:h2 + 1], *self.head(l1, h1))[0, 0])
+        return self.scores[key]
 
 
 def _matched(K2: Tensor, Q2: Tensor, O1: Tensor, VN1: Tensor) -> Tensor:
@@ -157,28 +170,29 @@ def _matched(K2: Tensor, Q2: Tensor, O1: Tensor, VN1: Tensor) -> Tensor:
     return eigen_score(KO @ VQ)
 
 
-def induction_qk(hw: HeadWeights, previous: Tensor, K: Tensor, offset: float = 0.0, progress: bool = False) -> Tensor:
+def induction_qk(hw: HeadWeights, previous: Tensor, K: Tensor, offset: float = 0.0, progress: bool = False,
+                 matcher: _Matcher | None = None) -> Tensor:
     """``(layer, head)``: ``max_{h1 earlier} previous(h1) · max(K(h1 → h2), 0) · max(match(h1 → h2), 0)``
     (module docstring) for ``previous (L, H)`` and K-composition scores ``K (L, H, L, H)``; exact,
-    with the writers visited in decreasing ``previous · K`` until none can beat the best."""
+    with the writers visited in decreasing ``previous · K`` until none can beat the best.
+    ``matcher``: the matching scores computed for another ``previous`` (same ``hw`` and ``offset``)."""
     from ..progress import progress_bar
 
     L, H = previous.shape
     out = torch.zeros(L, H, dtype=_F64)
-    writers = _Writers(hw)
+    matcher = _Matcher(hw, offset) if matcher is None else matcher
     bar = progress_bar((L - 1) * H, "induction from the weights", enabled=progress)
     for l2 in range(1, L):
         bound = torch.nan_to_num(previous[:l2, :, None].double() * K[:l2, :, l2].double(), nan=0.0).clamp_min(0)
         bound = bound.reshape(l2 * H, H)  # (writer, reader)
-        Q2, K2 = _reader(hw, l2, offset)
+        reader = matcher.reader(l2)
         for h2 in range(H):
             best = 0.0
             for i in bound[:, h2].argsort(descending=True).tolist():
                 u = float(bound[i, h2])
                 if u <= best:
                     break
-                m = float(_matched(K2[h2:h2 + 1], Q2[h2:h2 + 1], *writers.head(*divmod(i, H)))[0, 0])
-                best = max(best, u * max(m, 0.0))
+                best = max(best, u * max(matcher.pair(*divmod(i, H), l2, h2, reader), 0.0))
             out[l2, h2] = best
             bar.update(1)
     bar.close()
@@ -277,11 +291,20 @@ def _sampled_rotary_previous(hw: HeadWeights, window: int, content: Mapping[int,
     return torch.stack(out)
 
 
+def reads_content(hw: HeadWeights) -> bool:
+    """Whether ``hw``'s previous-token score from the weights is the rotary one
+    (:func:`rotary_previous`), the only one that takes a content distribution."""
+    return hw.rotary is not None and hw.W_pos is None
+
+
 @dataclass(frozen=True)
 class Circuits:
     """Per-head scores read from the weights, ``(layer, head)`` float64 each; ``copying`` is None
-    without an unembedding (an encoder), ``previous`` and ``induction_qk`` without learned or
-    rotary positions (no previous-token heads from the weights), ``induction`` without either."""
+    without an unembedding (an encoder), ``previous`` without learned or rotary positions (no
+    previous-token heads from the weights), ``induction_qk`` without ``previous`` or for a
+    bidirectional model (an induction head attends to the token after an earlier copy of the
+    current one, which an encoder sees ahead as well as behind), ``induction`` without either
+    ``copying`` or ``induction_qk``."""
 
     model: str
     copying: Tensor | None
@@ -293,7 +316,8 @@ class Circuits:
     #: the content distribution of the rotary previous-token score: ``embed`` (the normed
     #: embeddings, weights only) or ``activations`` (samples of what each layer reads on data)
     content: str = "embed"
-    #: the attention half of ``induction`` (no copying factor): None without ``previous``
+    #: the attention half of ``induction`` (no copying factor): None without ``previous`` or for
+    #: a bidirectional model
     induction_qk: Tensor | None = None
 
 
@@ -302,21 +326,43 @@ def head_circuits(hw: HeadWeights, measure: str = "frobenius", *, offset: float 
     """Copying, matching, previous-token and induction scores (with its attention half) of every head
     (module docstring); ``measure``: the K-composition measure of the induction score;
     ``content``: samples of what each layer reads for the rotary previous-token score
-    (:func:`rotary_previous`; None: the normed embeddings, weights only); ``progress``: a bar
-    while the induction scores are computed."""
+    (:func:`rotary_previous`; None: the normed embeddings, weights only; ignored for other
+    positions); ``progress``: a bar while the induction scores are computed."""
+    name = "activations" if content is not None and reads_content(hw) else "embed"
+    return head_circuits_by_content(hw, {name: content}, measure, offset=offset, progress=progress)[name]
+
+
+def head_circuits_by_content(hw: HeadWeights, contents: Mapping[str, Mapping[int, Tensor] | None],
+                             measure: str = "frobenius", *, offset: float = 0.0,
+                             progress: bool = False) -> dict[str, Circuits]:
+    """:func:`head_circuits` under each of several content distributions of the rotary
+    previous-token score (``{name: samples}``; None: the normed embeddings), keyed alike. What
+    does not depend on the content is computed once: the copying and matching scores, the
+    K-composition scores and the matching through each writer. For a model whose previous-token
+    score is not rotary, every entry is the same."""
     from ..engine.composition import scores
 
     copying = None if hw.W_U is None else copying_scores(hw)
     matching = matching_scores(hw, offset)
-    previous = positional_previous(hw) if hw.W_pos is not None else \
-        rotary_previous(hw, content=content) if hw.rotary is not None else None
-    qk = induction = None
-    if previous is not None:
-        qk = torch.zeros_like(matching)
-        if hw.n_layers > 1:
-            K = scores(hw, "K", [measure], offset=offset, progress=False).dense(measure, "K")  # (L, H, L, H)
-            qk = induction_qk(hw, previous, K, offset, progress)
-        if copying is not None:
-            induction = copying.clamp_min(0) * qk
-    used = "activations" if content is not None and hw.W_pos is None and hw.rotary is not None else "embed"
-    return Circuits(hw.meta.name, copying, matching, previous, induction, measure, offset, used, qk)
+    K = matcher = None
+    out, done = {}, {}
+    for name, content in contents.items():
+        key = id(content) if reads_content(hw) else None
+        if key in done:
+            out[name] = replace(done[key], content=name if reads_content(hw) else "embed")
+            continue
+        previous = positional_previous(hw) if hw.W_pos is not None else \
+            rotary_previous(hw, content=content) if hw.rotary is not None else None
+        qk = induction = None
+        if previous is not None and hw.causal:
+            qk = torch.zeros_like(matching)
+            if hw.n_layers > 1:
+                if K is None:
+                    K = scores(hw, "K", [measure], offset=offset, progress=False).dense(measure, "K")  # (L, H, L, H)
+                    matcher = _Matcher(hw, offset)
+                qk = induction_qk(hw, previous, K, offset, progress, matcher)
+            if copying is not None:
+                induction = copying.clamp_min(0) * qk
+        used = name if reads_content(hw) else "embed"
+        out[name] = done[key] = Circuits(hw.meta.name, copying, matching, previous, induction, measure, offset, used, qk)
+    return out

@@ -47,12 +47,12 @@ def report(args) -> str:
     found = {"copying": c.copying, "matching": c.matching, "prev-token": c.previous, "induction": c.induction,
              "induction (QK)": c.induction_qk}
     cols = {k: v for k, v in found.items() if v is not None}
-    missing = ([] if c.copying is not None else ["no unembedding, so no copying"]) + \
-        ([] if c.previous is not None else ["no learned or rotary positions, so no previous-token"])
-    lines = [f"{c.model}: circuits from the weights (induction: K-composition by {c.measure}, matching through the writer"
-             + ("; rotary previous-token: content from the residual each layer reads on data"
-                if c.content == "activations" else "")
-             + "".join(f"; {m}" for m in missing) + (" or induction scores" if missing else "") + ")"]
+    missing = ([] if c.copying is not None else ["no unembedding, so no copying score"]) + \
+        ([] if c.previous is not None else ["no learned or rotary positions, so no previous-token or induction scores"]) + \
+        ([] if hw.causal else ["bidirectional, so no induction scores"])
+    told = ([f"induction: K-composition by {c.measure}, matching through the writer"] if c.induction_qk is not None else []) \
+        + (["rotary previous-token: content from the residual each layer reads on data"] if c.content == "activations" else [])
+    lines = [f"{c.model}: circuits from the weights ({'; '.join(told + missing)})"]
     labels = None if hw.meta.processing else toy_labels(args.model)
     if labels is not None:
         cols.update({"data: induction": labels.induction, "data: prev-token": labels.previous})

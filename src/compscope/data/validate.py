@@ -224,10 +224,11 @@ def previous_contents(weights, model, progress: bool = True) -> dict[str, dict |
     ``embed`` (None: the weights alone), and for rotary heads also ``activations``, samples of
     what each layer reads (:func:`~compscope.data.residual_moments.content_samples` of ``model``,
     a runner or a source)."""
+    from ..analysis.circuits import reads_content
     from .residual_moments import content_samples
 
     contents = {"embed": None}
-    if weights.rotary is not None and weights.W_pos is None:
+    if reads_content(weights):
         contents["activations"] = content_samples(weights, model, progress=progress)
     return contents
 
@@ -250,7 +251,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     QK-norm's gains moved into ``W_Q``, ``W_K`` (approximate: :func:`~compscope.core.processing.fold_qk_norm_gains`);
     the model that runs on the data is always the unprocessed one. ``effect_threshold``: the K
     effect that confirms a true pair (``auroc_confirmed``)."""
-    from ..analysis.circuits import head_circuits
+    from ..analysis.circuits import head_circuits_by_content
     from ..analysis.stats import spearman
     from ..core.factors import check_kinds
     from ..core.metrics import get_metric
@@ -315,8 +316,14 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     heads = []
     contents = previous_contents(weights, runner, progress)
     writer_auroc, circuit_auroc = {}, {}
-    for content, samples in contents.items():
-        circ = head_circuits(weights, content=samples, progress=progress)
+    if not weights.causal:
+        notes.append("bidirectional model: no induction scores from the weights "
+                     "(an encoder sees the repeat ahead as well as behind)")
+    elif weights.W_pos is None and weights.rotary is None:
+        notes.append("no previous-token or induction scores from the weights: no learned or rotary positions to read")
+    elif weights.W_U is None:
+        notes.append("no whole-circuit induction score from the weights: no unembedding, so no copying score")
+    for content, circ in head_circuits_by_content(weights, contents, progress=progress).items():
         if circ.previous is not None and "K" in kinds:  # how much of the label truth the writer's role alone gives
             name = content if weights.W_pos is None else "positions"
             writer = writer_pairs(circ.previous, effects.by_kind["K"])
@@ -326,17 +333,10 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
         for score, from_weights, label, thr in (("induction", circ.induction, labels.induction, induction_threshold),
                                                 ("induction_qk", circ.induction_qk, labels.induction, induction_threshold),
                                                 ("previous_token", circ.previous, labels.previous_token, prev_threshold)):
-            if from_weights is None:
-                notes.append(f"no {score} score from the weights for this model (no positions to read, or no unembedding)")
-                continue
-            if score != "previous_token" and not weights.causal:
-                if score == "induction_qk":
-                    notes.append("bidirectional model: the induction scores from the weights are not judged "
-                                 "(an encoder sees the repeat ahead as well as behind)")
-                continue
-            heads.append({"score": score, "content": content, "spearman": spearman(from_weights, label),
-                          "precision_top5": precision_at(from_weights, label >= thr),
-                          "true_heads": int((label >= thr).sum())})
+            if from_weights is not None:
+                heads.append({"score": score, "content": content, "spearman": spearman(from_weights, label),
+                              "precision_top5": precision_at(from_weights, label >= thr),
+                              "true_heads": int((label >= thr).sum())})
     options = {"sequences": sequences, "half": half, "seed": seed, "intervention_sequences": n_int, "kinds": kinds,
                "metrics": list(tables), "ablation": ablation, "prev_threshold": prev_threshold,
                "induction_threshold": induction_threshold, "true_pairs": int(truth.sum()),

@@ -60,13 +60,14 @@ def weight_labels(hw) -> Labels:
 
     c = head_circuits(hw)
     scores = {k: v for k, v in (("previous_token", c.previous), ("copying", c.copying), ("induction", c.induction),
-                                ("matching", c.matching)) if v is not None}
+                                ("induction_qk", c.induction_qk), ("matching", c.matching)) if v is not None}
     t = WEIGHT_THRESHOLDS
     roles = {"previous_token": _above(c.previous, t["previous_token"]), "copying": _above(c.copying, t["copying"])}
-    if c.induction is not None and roles["previous_token"] and float(c.induction.max()) > 0:
-        roles["induction"] = _above(c.induction, t["induction_fraction"] * float(c.induction.max()))
-    rule = (f"weights: previous-token score >= {t['previous_token']}, copying score >= {t['copying']}, induction score "
-            f">= {t['induction_fraction']} x the largest (only when some head is previous-token)")
+    qk = c.induction_qk  # the attention half: what an induction head does, whether or not it copies
+    if qk is not None and roles["previous_token"] and float(qk.max()) > 0:
+        roles["induction"] = _above(qk, t["induction_fraction"] * float(qk.max()))
+    rule = (f"weights: previous-token score >= {t['previous_token']}, copying score >= {t['copying']}, induction (QK) "
+            f"score >= {t['induction_fraction']} x the largest (only when some head is previous-token)")
     return Labels("weights", scores, roles, rule)
 
 
@@ -118,7 +119,7 @@ def read_validation(folder: str | Path, hw) -> tuple[dict, list[dict], list[dict
     scores = {}
     for k in ("induction", "previous_token", "duplicate_token", "sink"):
         t = torch.full((L, H), float("nan"), dtype=torch.float64)
-        t[torch.as_tensor(layer), torch.as_tensor(head)] = torch.as_tensor(values[k], dtype=torch.float64)
+        t[torch.tensor(layer), torch.tensor(head)] = torch.tensor(values[k], dtype=torch.float64)
         scores[k] = t
     run = folder / "run.json"
     if run.is_file():
