@@ -144,6 +144,23 @@ def test_track_job_gives_compscope_track_rows_with_each_checkpoints_labels(run_f
             assert row.dst_induction == pytest.approx(labels.loc[(step, row.dst_layer, row.dst_head), "induction"])
 
 
+def test_track_job_reads_each_checkpoint_once_and_records_its_hash(run_folder, tmp_path, monkeypatch):
+    """The track task hashes the weights it scored (``Track.hashes``) instead of loading the
+    checkpoint a second time; the hash is that of the checkpoint's weights."""
+    import compscope.toy.storage as storage
+    from compscope.sweep.tasks import content_hash, run_task
+
+    last = max(expand_sources([str(run_folder)]), key=lambda s: s[2])
+    want = content_hash(compscope.load(last[0]))
+    reads = []
+    real = storage.load_toy
+    monkeypatch.setattr(storage, "load_toy", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
+    df = run_task(Task(last[0], last[1], last[2], "track", {"kinds": "K"}))
+    assert len(reads) == 1 and set(df.content_hash) == {want}
+    other = min(expand_sources([str(run_folder)]), key=lambda s: s[2])
+    assert compscope.track([other[0]], "K", ["frobenius"], ["identity"], labels=False, progress=False).hashes != [want]
+
+
 def test_validate_job_writes_the_verdict_of_each_checkpoint(run_folder, tmp_path):
     """``--job validate``: one task per checkpoint (not per metric), the verdict frame of that
     checkpoint, with the hash of the weights the verdict ran on."""

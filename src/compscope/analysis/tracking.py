@@ -77,6 +77,8 @@ class Track:
     checkpoints: list[Checkpoint]
     tables: list[list[ScoreTable]]  # per checkpoint, one table per metric
     labels: list[HeadLabels | None]
+    #: per checkpoint, the SHA-256 (16 hex digits) of the weights scored (:func:`weights_hash`)
+    hashes: list[str] | None = None
 
     @property
     def steps(self) -> list[int]:
@@ -187,7 +189,7 @@ def track(
 
     ckpts = list_checkpoints(source)
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
-    tables, labs = [], []
+    tables, labs, hashes = [], [], []
     bar = progress_bar(len(ckpts), "tracking", enabled=progress)
     for c in ckpts:
         model = lab = None
@@ -196,6 +198,7 @@ def track(
             hw = heads_of(model, manifest, c.path)
         else:
             hw = load(c.path)
+        hashes.append(weights_hash(hw))
         ridge = score_options.get("ridge", DEFAULT_RIDGE)
         tables.append([scores(hw, kinds, measures, get_metric(m, hw, ridge, model=c.path), progress=False, **score_options)
                        for m in metrics])
@@ -205,4 +208,17 @@ def track(
         labs.append(lab)
         bar.update(1)
     bar.close()
-    return Track(ckpts, tables, labs)
+    return Track(ckpts, tables, labs, hashes)
+
+
+def weights_hash(hw) -> str:
+    """SHA-256 (first 16 hex digits) of a model's attention weights and embeddings as stored
+    (``W_Q, W_K, W_V, W_O, W_E``: names, shapes, dtypes and bytes): which weights a result read."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E"):
+        t = getattr(hw, name).detach().contiguous().cpu()
+        h.update(name.encode() + str(tuple(t.shape)).encode() + str(t.dtype).encode())
+        h.update(t.view(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()[:16]

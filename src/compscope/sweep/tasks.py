@@ -32,15 +32,11 @@ class Task:
 
 
 def content_hash(hw) -> str:
-    """SHA-256 (first 16 hex digits) of a model's attention weights and embeddings as stored."""
-    import torch
+    """SHA-256 (first 16 hex digits) of a model's attention weights and embeddings as stored
+    (:func:`compscope.analysis.tracking.weights_hash`)."""
+    from ..analysis.tracking import weights_hash
 
-    h = hashlib.sha256()
-    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E"):
-        t = getattr(hw, name).detach().contiguous().cpu()
-        h.update(name.encode() + str(tuple(t.shape)).encode() + str(t.dtype).encode())
-        h.update(t.view(-1).view(torch.uint8).numpy().tobytes())
-    return h.hexdigest()[:16]
+    return weights_hash(hw)
 
 
 def expand_sources(sources: list[str], revisions: list[str] | None = None) -> list[tuple[str, str, int]]:
@@ -73,7 +69,6 @@ def _track_rows(source: str, opts: dict):
     reader's induction label at that checkpoint (toy checkpoints; NaN for others)."""
     from ..analysis.tracking import track
     from ..defaults import TRACKED_MEASURES
-    from ..loading.sources import load
 
     tr = track([source], opts.get("kinds", "K"), tuple(opts.get("measures", TRACKED_MEASURES)), [opts.get("metric", "identity")],
                progress=False)
@@ -82,7 +77,7 @@ def _track_rows(source: str, opts: dict):
     nan = float("nan")
     df["src_previous"] = [nan if lab is None else float(lab.previous[l, h]) for l, h in zip(df.src_layer, df.src_head)]
     df["dst_induction"] = [nan if lab is None else float(lab.induction[l, h]) for l, h in zip(df.dst_layer, df.dst_head)]
-    return df, load(source)
+    return df, tr.hashes[0]
 
 
 def run_task(task: Task):
@@ -97,19 +92,20 @@ def run_task(task: Task):
         hw = load(task.source)
         df = scores(hw, kinds=opts.get("kinds", "QKV"), measures=tuple(opts.get("measures", ("frobenius",))),
                     metric=opts.get("metric", "identity"), progress=False).to_pandas()
+        digest = content_hash(hw)
     elif task.job == "track":
-        df, hw = _track_rows(task.source, opts)
+        df, digest = _track_rows(task.source, opts)  # the checkpoint is read once, its hash recorded there
     elif task.job == "validate":
         from ..data.runner import runner_for
         from ..data.validate import validate
 
         runner = runner_for(task.source, progress=False)  # loads the weights once: the hash and the verdict read the same
-        hw = runner.hw
         v = validate(runner, sequences=int(opts.get("sequences", 16)), half=int(opts.get("half", 16)), progress=False)
         df = v.verdict_frame()
+        digest = content_hash(runner.hw)
     else:
         raise OptionError(f"sweep job {task.job!r}: use one of {', '.join(JOBS)}")
-    df["content_hash"] = content_hash(hw)
+    df["content_hash"] = digest
     df["options"] = json.dumps(opts, sort_keys=True)
     df["task"] = task.key()
     df["source"] = task.source
