@@ -39,7 +39,7 @@ import torch  # noqa: E402
 
 import compscope  # noqa: E402
 from compscope.analysis.circuits import induction_matching, positional_previous, rotary_previous  # noqa: E402
-from compscope.core.metrics import DEFAULT_RIDGE, Metric, _roots, get_metric  # noqa: E402
+from compscope.core.metrics import from_gram, get_metric  # noqa: E402
 from compscope.data.validate import auroc, confirmed_pairs, previous_contents, true_pairs, writer_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
 
@@ -58,11 +58,6 @@ def _pairs(frame: pd.DataFrame, L: int, H: int) -> torch.Tensor:
     idx = tuple(torch.tensor(frame[c].to_numpy()) for c in ("src_layer", "src_head", "dst_layer", "dst_head"))
     e[idx] = torch.tensor(frame["effect"].to_numpy(dtype="float64"))
     return e
-
-
-def _metric(name: str, G: torch.Tensor, invert: bool = False) -> Metric:
-    s, si, c = _roots(G, DEFAULT_RIDGE, name, invert)
-    return Metric(name, {None: s}, {None: si}, DEFAULT_RIDGE, {None: c})
 
 
 def _standardised(x: torch.Tensor) -> torch.Tensor:
@@ -96,7 +91,7 @@ def main() -> None:
     writers = torch.einsum("lhdr,lher->de", W_O, W_O)
     readers = sum(torch.einsum("lhrd,lhre->de", W.double(), W.double()) for W in (hw.W_Q, hw.W_K, hw.W_V))
     metrics = {"identity": get_metric("identity", hw), "embed": get_metric("embed", hw),
-               "writers": _metric("writers", writers), "readers": _metric("readers", readers, invert=True)}
+               "writers": from_gram("writers", writers), "readers": from_gram("readers", readers, invert=True)}
     if hw.W_U is not None:
         metrics["unembed"] = get_metric("unembed", hw)
     dense = {}

@@ -287,6 +287,26 @@ def test_activation_metric_per_layer_matches_dense_and_refuses_missing_layers():
         scores(hw, "V", ["frobenius"], metric=activations({1: Gs[1]}), progress=False)
 
 
+def test_a_metric_from_a_gram_matrix_and_from_its_inverse():
+    """``from_gram``: ``sqrt² = G`` and ``sqrt · inv_sqrt = I`` (no ridge); with ``invert`` the
+    roots are those of ``G⁻¹``; a NaN in G is named."""
+    from compscope import OptionError
+    from compscope.core.metrics import from_gram
+
+    g = torch.Generator().manual_seed(8)
+    M = torch.randn(6, 6, generator=g, dtype=torch.float64)
+    G = M @ M.T + torch.eye(6, dtype=torch.float64)
+    m = from_gram("g", G, ridge=0.0)
+    s, si = m.for_layer(3)
+    torch.testing.assert_close(s @ s, G, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(s @ si, torch.eye(6, dtype=torch.float64), rtol=1e-12, atol=1e-12)
+    s, si = from_gram("g", G, ridge=0.0, invert=True).for_layer(0)
+    torch.testing.assert_close(s @ s, torch.linalg.inv(G), rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(si @ si, G, rtol=1e-10, atol=1e-10)
+    with pytest.raises(OptionError, match="metric bad: G has NaN"):
+        from_gram("bad", G.clone().fill_diagonal_(float("nan")))
+
+
 def test_float32_near_zero_scores_are_refined_from_x():
     """Writers and V-readers in complementary halves of a rotated residual stream: scores
     ~1e-4 of the usual. The float32 Gram route alone loses them to cancellation; the pairs it

@@ -75,7 +75,9 @@ def identity() -> Metric:
     return Metric("identity")
 
 
-def _single(name: str, G: Tensor, ridge: float, invert: bool = False) -> Metric:
+def from_gram(name: str, G: Tensor, ridge: float = DEFAULT_RIDGE, invert: bool = False) -> Metric:
+    """The metric ``name`` with one ``(d, d)`` Gram matrix for every layer: ``G`` itself, or
+    ``G⁻¹`` with ``invert`` (the ridge is added to ``G`` before inverting, as for ``unembed``)."""
     s, si, c = _roots(G, ridge, name, invert)
     return Metric(name, {None: s}, {None: si}, ridge, {None: c})
 
@@ -87,7 +89,7 @@ def embed(hw: HeadWeights, ridge: float = DEFAULT_RIDGE) -> Metric:
     if hw.W_pos is not None:
         P = hw.W_pos.to(torch.float64)
         G = G + P @ P.T / P.shape[1]
-    return _single("embed", G, ridge)
+    return from_gram("embed", G, ridge)
 
 
 def unembed(hw: HeadWeights, ridge: float = DEFAULT_RIDGE) -> Metric:
@@ -95,7 +97,7 @@ def unembed(hw: HeadWeights, ridge: float = DEFAULT_RIDGE) -> Metric:
     if hw.W_U is None:
         raise OptionError(f"metric 'unembed': {hw.meta.name} has no unembedding (W_U is None)")
     W_U = hw.W_U.to(torch.float64)
-    return _single("unembed", W_U.T @ W_U / W_U.shape[0], ridge, invert=True)
+    return from_gram("unembed", W_U.T @ W_U / W_U.shape[0], ridge, invert=True)
 
 
 def activations(second_moments: Tensor | dict[int, Tensor], ridge: float = DEFAULT_RIDGE) -> Metric:
@@ -103,7 +105,7 @@ def activations(second_moments: Tensor | dict[int, Tensor], ridge: float = DEFAU
     ``(layer, d, d)`` stack, or ``{layer: (d, d)}`` (:mod:`compscope.data.residual_moments` estimates
     them from data for any model it can run)."""
     if isinstance(second_moments, Tensor) and second_moments.ndim == 2:
-        return _single("activations", second_moments, ridge)
+        return from_gram("activations", second_moments, ridge)
     items = second_moments.items() if isinstance(second_moments, dict) else enumerate(second_moments)
     sq, isq, cond = {}, {}, {}
     for layer, G in items:
