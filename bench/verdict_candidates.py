@@ -12,7 +12,11 @@ candidate, printing the AUROC against the label truth (previous-token >= 0.4 bef
   move with the residual gauge as ``G -> T G Tᵀ``): ``writers``, ``G = Σ_heads W_O W_Oᵀ`` (what
   the heads write), and ``readers``, ``G = (Σ_heads W_Qᵀ W_Q + W_Kᵀ W_K + W_Vᵀ W_V)^{-1}``;
 - ``layer-standardised``: each score as a z-score among the pairs of its (writer layer, reader
-  layer) block, which removes what neighbouring layers share whatever the heads.
+  layer) block, which removes what neighbouring layers share whatever the heads;
+- rotary models: every measure under ``identity`` and ``embed`` at the rotary offset where an
+  induction head attends on the verdict's sequences ``[t, t]``: the token after the earlier
+  occurrence, ``δ = |t| − 1`` back (``W_Q^T R(δ) W_K`` as the reader's QK circuit instead of
+  ``δ = 0``).
 
 Then, apart (they are not measure × metric pairs: they know which heads are previous-token
 heads, or what an induction head's attention looks like), the induction-circuit pair scores from
@@ -30,6 +34,7 @@ induction head"; the first row says how much of it the writer's role alone answe
 from __future__ import annotations
 
 import argparse
+import json
 import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -103,6 +108,14 @@ def main() -> None:
             if name == "identity":
                 z = _standardised(x)
                 rows.append((m, "identity, layer-standardised", auroc(z, truth), auroc(z, confirmed)))
+    if hw.rotary is not None:
+        with open(os.path.join(args.verdict, "run.json")) as f:
+            delta = json.load(f)["half"] - 1  # query i attends to key i - |t| + 1
+        for name in ("identity", "embed"):
+            table = scores(hw, "K", list(MEASURES), metrics[name], offset=delta, pairs="all", progress=False)
+            for m in MEASURES:
+                x = table.dense(m, "K")
+                rows.append((m, f"{name}, offset {delta}", auroc(x, truth), auroc(x, confirmed)))
     _print(rows, "candidate")
     circuit = []
     previous = _previous_scores(hw, args.model)

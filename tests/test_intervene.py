@@ -339,3 +339,29 @@ def test_batches_give_the_effects_of_the_whole():
     torch.testing.assert_close(parts.v_direction, whole.v_direction, atol=1e-6, rtol=1e-5, equal_nan=True)
     with pytest.raises(OptionError, match="batch_size"):
         intervention_effects(r, t, batch_size=0)
+
+
+@pytest.mark.parametrize("scale", [1e-2, 1e-5, 1e-7])
+def test_v_effect_sums_in_float32_stay_within_float32_of_delta_against_float64(scale):
+    """The V effects' per-position terms are computed from float32 outputs without cancellation:
+    against float64 a change ``Δ`` of relative size ``scale`` (random, a pure rescaling, none at
+    all, a zero clean output) gives sums within ``1e-6 · scale`` relative, not ``1e-7`` absolute."""
+    from compscope.data.intervene import _v_sums
+
+    g = torch.Generator().manual_seed(3)
+    o = torch.randn(4, 9, 6, 64, generator=g)
+    o2 = o + scale * torch.randn(o.shape, generator=g)
+    o2[:, :, 1] = o[:, :, 1] * (1 + scale)  # pure rescaling: the direction effect is the norm effect
+    o2[:, :, 2] = o[:, :, 2]  # unchanged: both effects 0
+    o[0, 0, 3] = 0  # a zero clean output is left out
+    O, O2 = o.double(), o2.double()
+    n = O.norm(dim=-1)
+    keep = (n > 0).double()
+    inv = keep / n.clamp_min(1e-300)
+    want = (((O2.norm(dim=-1) - n).abs() * inv).sum((0, 1)), ((O2 - O).norm(dim=-1) * inv).sum((0, 1)),
+            keep.sum((0, 1)))
+    got = _v_sums(o, o2)
+    for g_, w in zip(got, want):
+        assert g_.dtype == torch.float64
+        torch.testing.assert_close(g_, w, rtol=1e-5, atol=1e-6 * scale * 36)
+    assert float(got[0][2]) == float(got[1][2]) == 0.0 and float(got[2][3]) == 35.0

@@ -6,6 +6,8 @@ import math
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import torch
 
 from compscope.cli.main import main
@@ -30,6 +32,20 @@ def test_auroc_equals_counting_pairs_with_ties_and_nans():
     assert auroc(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([False, False, True])) == 1.0
     assert auroc(torch.tensor([3.0, 2.0, 1.0]), torch.tensor([False, False, True])) == 0.0
     assert math.isnan(auroc(torch.tensor([1.0, 2.0]), torch.tensor([False, False])))
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.integers(-3, 3) | st.floats(-1e3, 1e3, allow_nan=False, width=32), st.booleans()),
+                min_size=2, max_size=60))
+def test_auroc_equals_counting_on_any_scores(items):
+    """Mann–Whitney with runs of ties against counting every (true, false) pair."""
+    s = [float(a) for a, _ in items]
+    y = [t for _, t in items]
+    got = auroc(torch.tensor(s, dtype=torch.float64), torch.tensor(y))
+    if all(y) or not any(y):
+        assert math.isnan(got)
+    else:
+        assert got == pytest.approx(_auroc_by_counting(s, y), abs=1e-12)
 
 
 def test_true_pairs_and_precision():

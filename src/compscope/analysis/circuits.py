@@ -113,7 +113,7 @@ def induction_matching(hw: HeadWeights, offset: float = 0.0, progress: bool = Fa
 
     L, H = hw.n_layers, hw.n_heads
     out = torch.full((L, H, L, H), float("nan"), dtype=_F64)
-    writers = _Matcher(hw, offset)
+    writers = MatchingThroughWriters(hw, offset)
     bar = progress_bar(L * (L - 1) // 2, "matching through writers", enabled=progress)
     for l2 in range(1, L):
         Q2, K2 = writers.reader(l2)
@@ -124,7 +124,7 @@ def induction_matching(hw: HeadWeights, offset: float = 0.0, progress: bool = Fa
     return out
 
 
-class _Matcher:
+class MatchingThroughWriters:
     """Matching through a writer (module docstring) at one rotary offset, float64, with what it
     has computed kept: each writer head's ``W_O^{h1ᵀ}`` and ``W_V^{h1} W_E W_Eᵀ`` (``(1, r, d)``
     each, only for the heads asked for) and each pair's score, so that several previous-token
@@ -171,7 +171,7 @@ def _matched(K2: Tensor, Q2: Tensor, O1: Tensor, VN1: Tensor) -> Tensor:
 
 
 def induction_qk(hw: HeadWeights, previous: Tensor, K: Tensor, offset: float = 0.0, progress: bool = False,
-                 matcher: _Matcher | None = None) -> Tensor:
+                 matcher: MatchingThroughWriters | None = None) -> Tensor:
     """``(layer, head)``: ``max_{h1 earlier} previous(h1) · max(K(h1 → h2), 0) · max(match(h1 → h2), 0)``
     (module docstring) for ``previous (L, H)`` and K-composition scores ``K (L, H, L, H)``; exact,
     with the writers visited in decreasing ``previous · K`` until none can beat the best.
@@ -180,7 +180,7 @@ def induction_qk(hw: HeadWeights, previous: Tensor, K: Tensor, offset: float = 0
 
     L, H = previous.shape
     out = torch.zeros(L, H, dtype=_F64)
-    matcher = _Matcher(hw, offset) if matcher is None else matcher
+    matcher = MatchingThroughWriters(hw, offset) if matcher is None else matcher
     bar = progress_bar((L - 1) * H, "induction from the weights", enabled=progress)
     for l2 in range(1, L):
         bound = torch.nan_to_num(previous[:l2, :, None].double() * K[:l2, :, l2].double(), nan=0.0).clamp_min(0)
@@ -359,7 +359,7 @@ def head_circuits_by_content(hw: HeadWeights, contents: Mapping[str, Mapping[int
             if hw.n_layers > 1:
                 if K is None:
                     K = scores(hw, "K", [measure], offset=offset, progress=False).dense(measure, "K")  # (L, H, L, H)
-                    matcher = _Matcher(hw, offset)
+                    matcher = MatchingThroughWriters(hw, offset)
                 qk = induction_qk(hw, previous, K, offset, progress, matcher)
             if copying is not None:
                 induction = copying.clamp_min(0) * qk

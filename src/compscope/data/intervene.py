@@ -186,13 +186,17 @@ def _direct_path(runner, tr, mlp: list[Tensor] | None, l1: int, delta: Tensor):
 
 def _v_sums(o: Tensor, o2: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """``(head,)`` sums over positions where ``‖o‖ > 0`` of ``|‖o'‖ − ‖o‖| / ‖o‖`` and of
-    ``‖o' − o‖ / ‖o‖``, and how many positions, for head outputs ``(batch, seq, head, d_model)``."""
-    o, o2 = o.double(), o2.double()
-    n = o.norm(dim=-1)
+    ``‖o' − o‖ / ‖o‖``, and how many positions, for head outputs ``(batch, seq, head, d_model)``.
+    Per position in the outputs' dtype (float32), free of cancellation: with ``Δ = o' − o``,
+    ``‖o'‖ − ‖o‖ = (2⟨Δ, o⟩ + ‖Δ‖²) / (‖o'‖ + ‖o‖)``, so each term is within a few
+    ``1e-7 ‖Δ‖ / ‖o‖`` of float64 (not ``1e-7``, as a difference of norms would be); the sums in
+    float64."""
+    delta = o2 - o
+    n, n2, dn = o.norm(dim=-1).double(), o2.norm(dim=-1).double(), delta.norm(dim=-1).double()
+    grow = (2 * torch.linalg.vecdot(delta, o, dim=-1).double() + dn * dn).abs() / (n + n2).clamp_min(1e-300)
     keep = (n > 0).double()
     inv = keep / n.clamp_min(1e-300)
-    return ((o2.norm(dim=-1) - n).abs() * inv).sum(dim=(0, 1)), ((o2 - o).norm(dim=-1) * inv).sum(dim=(0, 1)), \
-        keep.sum(dim=(0, 1))
+    return (grow * inv).sum(dim=(0, 1)), (dn * inv).sum(dim=(0, 1)), keep.sum(dim=(0, 1))
 
 
 @torch.no_grad()

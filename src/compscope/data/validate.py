@@ -187,15 +187,13 @@ def auroc(scores: Tensor, truth: Tensor) -> float:
     pos, neg = s[y], s[~y]
     if len(pos) == 0 or len(neg) == 0:
         return float("nan")
-    # rank-sum (Mann–Whitney U), average ranks for ties
+    # rank-sum (Mann–Whitney U): a run of tied values shares the mean of its ranks, start..end
     allv = torch.cat([pos, neg])
     order = allv.argsort()
+    _, run, count = torch.unique_consecutive(allv[order], return_inverse=True, return_counts=True)
+    end = count.cumsum(0).double()
     ranks = torch.empty_like(allv)
-    ranks[order] = torch.arange(1, len(allv) + 1, dtype=torch.float64)
-    for v in allv[order].unique_consecutive():  # average the ranks of tied values
-        tied = allv == v
-        if int(tied.sum()) > 1:
-            ranks[tied] = ranks[tied].mean()
+    ranks[order] = ((end - count + 1 + end) / 2)[run]
     u = float(ranks[: len(pos)].sum()) - len(pos) * (len(pos) + 1) / 2
     return u / (len(pos) * len(neg))
 
