@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import torch
 
 from compscope import WeightError
@@ -171,6 +173,46 @@ def test_spearman_on_known_rankings():
     assert spearman(x, x * 10) == pytest.approx(1.0)
     assert spearman(x, -x) == pytest.approx(-1.0)
     assert spearman(x, torch.tensor([1.0, float("nan"), 3.0, 4.0])) == pytest.approx(1.0)
+
+
+def test_spearman_gives_ties_their_mean_rank():
+    """By hand: x = (1, 1, 2, 3) has ranks (1.5, 1.5, 3, 4); against y's (1, 2, 3, 4), centred,
+    ⟨rx, ry⟩ = 4.5, ‖rx‖² = 4.5, ‖ry‖² = 5: ρ = √0.9. Ties are not broken by position, so
+    reordering the tied entries, or the whole sample, changes nothing."""
+    x, y = torch.tensor([1.0, 1.0, 2.0, 3.0]), torch.tensor([1.0, 2.0, 3.0, 4.0])
+    assert spearman(x, y) == pytest.approx(math.sqrt(0.9), abs=1e-15)
+    assert spearman(x, y.flip(0)) == pytest.approx(-math.sqrt(0.9), abs=1e-15)
+    zeros = torch.zeros(6)  # e.g. heads without an earlier writer, all scored 0
+    data = torch.tensor([0.1, 0.5, 0.2, 0.9, 0.3, 0.4])
+    assert spearman(zeros, data) != spearman(zeros, data)  # NaN: no ranking at all
+    tied = torch.tensor([0.0, 0.0, 0.0, 1.0, 2.0, 3.0])
+    assert spearman(tied, data) == pytest.approx(spearman(tied, data[[2, 0, 1, 3, 4, 5]]), abs=1e-15)
+
+
+def _mean_rank(v, i):
+    return sum(1 for a in v if a < v[i]) + (sum(1 for a in v if a == v[i]) + 1) / 2
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.integers(-2, 2), st.floats(-10, 10, allow_nan=False, width=32)), min_size=3, max_size=40),
+       st.randoms(use_true_random=False))
+def test_spearman_equals_pearson_of_mean_ranks_counted(pairs, rnd):
+    """Against ranks counted by definition (``#{x_j < x_i} + (#{x_j = x_i} + 1)/2``) and
+    Pearson's formula; and unchanged under any reordering of the sample."""
+    xs, ys = [float(a) for a, _ in pairs], [float(b) for _, b in pairs]
+    rx = [_mean_rank(xs, i) for i in range(len(xs))]
+    ry = [_mean_rank(ys, i) for i in range(len(ys))]
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    den = math.sqrt(sum((a - mx) ** 2 for a in rx) * sum((b - my) ** 2 for b in ry))
+    got = spearman(torch.tensor(xs), torch.tensor(ys))
+    if den == 0:
+        assert math.isnan(got)
+        return
+    assert got == pytest.approx(cov / den, abs=1e-12)
+    perm = list(range(len(xs)))
+    rnd.shuffle(perm)
+    assert spearman(torch.tensor(xs)[perm], torch.tensor(ys)[perm]) == pytest.approx(got, abs=1e-12)
 
 
 def test_missing_weights_are_named():

@@ -187,14 +187,10 @@ def auroc(scores: Tensor, truth: Tensor) -> float:
     pos, neg = s[y], s[~y]
     if len(pos) == 0 or len(neg) == 0:
         return float("nan")
-    # rank-sum (Mann–Whitney U): a run of tied values shares the mean of its ranks, start..end
-    allv = torch.cat([pos, neg])
-    order = allv.argsort()
-    _, run, count = torch.unique_consecutive(allv[order], return_inverse=True, return_counts=True)
-    end = count.cumsum(0).double()
-    ranks = torch.empty_like(allv)
-    ranks[order] = ((end - count + 1 + end) / 2)[run]
-    u = float(ranks[: len(pos)].sum()) - len(pos) * (len(pos) + 1) / 2
+    from ..analysis.stats import ranks
+
+    r = ranks(torch.cat([pos, neg]))  # Mann–Whitney U from the rank sum, ties at their mean rank
+    u = float(r[: len(pos)].sum()) - len(pos) * (len(pos) + 1) / 2
     return u / (len(pos) * len(neg))
 
 
