@@ -56,7 +56,7 @@ def main() -> None:
         effects, table, _ = against_measures(path, metric=args.metric)
         print(f"{label}: best induction head {float(labels.induction[1:].max()):.3f}, "
               f"best previous-token head {float(labels.previous[0].max()):.3f}")
-        for kind, eff in effects.items():
+        for kind, eff in effects.by_kind.items():
             row = []
             for m in table.measures:
                 r = spearman(table.dense(m, kind), eff)

@@ -1,0 +1,98 @@
+"""The benchmarks in ``bench/`` still run: each on the built-in default model (or a trial shape),
+as a user would call it, checked on what its output must say. Nothing is timed here; the
+benchmarks' own numbers are in bench/RESULTS.md. One of them (``measures_vs_interventions``)
+once broke unseen when the ``Effects`` it reads changed shape; these tests are why it cannot again."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def bench(script: str, *args: str, timeout: float = 300) -> str:
+    """Run ``bench/script`` with ``args``; its stdout, or a failure showing its stderr."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args], capture_output=True, text=True,
+                       timeout=timeout, cwd=ROOT, env=env)
+    assert p.returncode == 0, f"bench/{script} {' '.join(args)} exited {p.returncode}:\n{p.stderr[-3000:]}"
+    return p.stdout
+
+
+def test_measures_vs_interventions_on_the_shipped_model():
+    out = bench("measures_vs_interventions.py", "--seeds", "")
+    # the default model's K effects are its previous-token -> induction pairs; frobenius ranks them so
+    k = re.search(r"^  K: frobenius ([+-][0-9.]+)", out, re.M)
+    assert k and float(k.group(1)) > 0.9, out
+    assert "median over 1 models" in out
+
+
+def test_interventions_real_on_the_default_model():
+    out = bench("interventions_real.py", "--model", "induction-2l")
+    strongest = re.search(r"strongest K effects: (\d+)\.\d+->(\d+)\.\d+", out)
+    assert strongest and strongest.groups() == ("0", "1"), out  # a layer-0 writer into a layer-1 reader
+    assert "peak resident memory" in out
+
+
+def test_validate_real_on_the_default_model():
+    out = bench("validate_real.py", "--model", "induction-2l")
+    assert "true previous-token -> induction K-pairs: 8 " in out, out  # 2 previous-token x 4 induction heads
+
+
+def test_verdict_candidates_against_a_saved_verdict(tmp_path):
+    import compscope
+
+    compscope.validate("induction-2l", progress=False).save(tmp_path / "verdict")
+    out = bench("verdict_candidates.py", "induction-2l", str(tmp_path / "verdict"))
+    ceiling = re.search(r"^interventions \(K effect\)\s+-\s+([0-9.]+)\s+([0-9.]+)", out, re.M)
+    assert ceiling and float(ceiling.group(1)) == 1.0, out
+
+
+def test_circuits_real_pruned_maximum_equals_the_reference():
+    out = bench("circuits_real.py", "--models", "induction-2l")
+    diff = re.search(r"max \|induction_qk - reference\| = ([0-9.e+-]+)", out)
+    assert diff and float(diff.group(1)) < 1e-12, out
+
+
+def test_report_real_on_the_default_model():
+    out = bench("report_real.py", "--model", "induction-2l")
+    assert re.search(r"page [0-9.]+ MB", out), out
+
+
+def test_composition_speed_without_transformer_lens():
+    out = bench("composition_speed.py", "--no-tl", "--shapes", "small", "--repeats", "1", "--wait", "0")
+    diffs = [float(x) for x in re.findall(r"(?:frobenius|frobenius_baselined|tight|overlap|shared_dims|bandwidth|spectral) ([0-9.]+e[+-]\d+) \(rel", out)]
+    assert len(diffs) == 12, out  # 5 measures on the Gram route, 7 on the X route
+    assert max(diffs) < 1e-4, out  # float32 against float64 on scores of order 0.1 (shared_dims: of order 64)
+
+
+def test_composition_7b_on_a_trial_shape():
+    out = bench("composition_7b.py", "--shape", "2,4,128,32", "--wait", "0", "--dtype", "float32")
+    assert re.search(r"frobenius: 16 pairs, mean 0\.0[0-9]+ \(1/sqrt\(d\) = 0\.0884\)", out), out
+
+
+def test_composition_precision():
+    out = bench("composition_precision.py")
+    assert "overlap" in out and "frobenius" in out
+
+
+def test_train_default_on_a_short_run(tmp_path):
+    from compscope.cli.main import main
+
+    assert main(["train", "--out", str(tmp_path / "run"), "--steps", "40", "--checkpoints", "2"]) in (0, None)
+    out = bench("train_default.py", "--run", str(tmp_path / "run"))
+    assert re.search(r"equals the shipped model\s+NO", out), out  # 40 steps are not the shipped model
+    assert "step 40: prev->induction" in out
+
+
+def test_sweep_executors_gives_the_same_rows():
+    pytest.importorskip("ray")
+    out = bench("sweep_executors.py", "--checkpoints", "2", "--steps", "20")
+    rows = re.findall(r"^  (local|ray, 2 workers)\s+[0-9.]+ s\s+(\d+) rows", out, re.M)
+    assert len(rows) == 2 and rows[0][1] == rows[1][1], out
