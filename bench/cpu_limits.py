@@ -114,7 +114,7 @@ def eigen(repeats: int, n: int = 4096) -> None:
     for name, got in (("torch eigvalsh float32", torch.linalg.eigvalsh(G32)), ("compscope batch_eig float32", batch_eig.eigvalsh(G32.clone())),
                       ("compscope batch_eig float64", batch_eig.eigvalsh(G64.clone()))):
         print(f"  {name:<40} {float(((got.double() - exact).abs() / scale).max()):.1e}")
-    code = ("import time, torch; from compscope import batch_eig; G = torch.randn(8, 64, 64); G = G @ G.mT; "
+    code = ("import time, torch; from compscope.engine import batch_eig; G = torch.randn(8, 64, 64); G = G @ G.mT; "
             "t = time.perf_counter(); batch_eig.eigvalsh(G.clone()); batch_eig.eigvalsh(G.double()); print(time.perf_counter() - t)")
     with tempfile.TemporaryDirectory() as cache:
         env = {**os.environ, "NUMBA_CACHE_DIR": cache}

@@ -96,3 +96,12 @@ def test_sweep_executors_gives_the_same_rows():
     out = bench("sweep_executors.py", "--checkpoints", "2", "--steps", "20")
     rows = re.findall(r"^  (local|ray, 2 workers)\s+[0-9.]+ s\s+(\d+) rows", out, re.M)
     assert len(rows) == 2 and rows[0][1] == rows[1][1], out
+
+
+def test_cpu_limits_first_sections():
+    out = bench("cpu_limits.py", "--sections", "1,2,3", "--repeats", "1", "--wait", "0")
+    errs = dict(re.findall(r"^  (compscope batch_eig float(?:32|64))\s+([0-9.]+e-\d+)$", out, re.M))
+    assert len(errs) == 2, out  # batch_eig's error against LAPACK float64, relative to the largest eigenvalue
+    assert float(errs["compscope batch_eig float32"]) < 1e-5 and float(errs["compscope batch_eig float64"]) < 1e-12, out
+    assert "first call of batch_eig in a new process" in out
+    assert "3. bmm writing" in out
