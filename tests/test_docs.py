@@ -46,26 +46,32 @@ TEXT_BLOCKS = {"induction-2l: metric identity, processing none": "compscope scor
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[+-]?\d+)?")
 
 
-def shown_outputs(text: str) -> dict[str, str]:
-    """``command -> output`` for every ``$ command`` line of the console blocks of ``text`` (a block
-    may hold several), and for the text blocks named in ``TEXT_BLOCKS``."""
-    found: dict[str, str] = {}
+def shown_blocks(text: str) -> list[list[tuple[str, str]]]:
+    """Each console block of ``text`` as its ``(command, output)`` pairs in order (a block may hold
+    several), and each text block named in ``TEXT_BLOCKS`` as one pair."""
+    blocks = []
     for kind, body in re.findall(r"```(console|text)\n(.*?)```", text, re.S):
         if kind == "text":
             first = body.split("\n", 1)[0]
             if first in TEXT_BLOCKS:
-                found[TEXT_BLOCKS[first]] = body
+                blocks.append([(TEXT_BLOCKS[first], body)])
             continue
-        cmd, lines = None, []
+        pairs: list[tuple[str, list[str]]] = []
         for line in body.splitlines():
             if line.startswith("$ "):
-                if cmd is not None:
-                    found.setdefault(cmd, "\n".join(lines) + "\n")
-                cmd, lines = line[2:].strip(), []
-            else:
-                lines.append(line)
-        if cmd is not None:
-            found.setdefault(cmd, "\n".join(lines) + "\n")
+                pairs.append((line[2:].strip(), []))
+            elif pairs:
+                pairs[-1][1].append(line)
+        blocks.append([(cmd, "\n".join(lines) + "\n") for cmd, lines in pairs])
+    return blocks
+
+
+def shown_outputs(text: str) -> dict[str, str]:
+    """``command -> output`` of the first place ``text`` shows each command."""
+    found: dict[str, str] = {}
+    for block in shown_blocks(text):
+        for cmd, out in block:
+            found.setdefault(cmd, out)
     return found
 
 
@@ -112,3 +118,19 @@ def test_the_docs_show_what_the_command_prints(doc, command, tmp_path):
     printed = p.stdout if p.returncode == 0 else p.stderr
     diff = differences(shown, printed)
     assert not diff, f"{doc}, `{command}` (exit {p.returncode}):\n" + "\n".join(diff[:10])
+
+
+def test_the_readme_sweep_session_prints_what_it_shows(tmp_path):
+    """The README's training-and-sweep blocks, run in order in one folder, as shown (``.venv/bin/``
+    is where `make` installs compscope; here it is the running environment's)."""
+    session = [pair for block in shown_blocks(DOCS["README.md"].read_text())
+               if any("run-a" in cmd for cmd, _ in block) for pair in block]
+    assert [c.split()[1] for c, _ in session] == ["train", "sweep", "sweep", "sweep"], session
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    for command, shown in session:
+        line = command.replace(".venv/bin/compscope", "compscope")
+        p = subprocess.run(["bash", "-o", "pipefail", "-c", line], capture_output=True, text=True, cwd=tmp_path,
+                           env=env, timeout=300)
+        assert p.returncode == 0, f"`{command}` exited {p.returncode}:\n{p.stderr[-2000:]}"
+        diff = differences(shown, p.stdout)
+        assert not diff, f"README.md, `{command}`:\n" + "\n".join(diff[:10])
