@@ -34,9 +34,11 @@
   ``[0, 1]``; the product is a ranking, not a probability. The maximum is exact but visits the
   writers in decreasing ``previous · K`` (a bound of each product, as ``match ≤ 1``) and stops
   when no later writer can beat the best so far: one ``r × r`` eigenproblem for a few pairs
-  per reader, not for all ``(L H)²``.
+  per reader, not for all ``(L H)²``; the readers of one layer are searched at once, one per
+  torch thread (:mod:`compscope.engine.threads`).
 
-``W_E W_U`` and ``W_E W_Eᵀ`` are ``d × d`` (formed once); nothing vocabulary-sized per head.
+``W_E W_U`` and ``W_E W_Eᵀ`` are ``d × d`` (:mod:`compscope.core.vocab`: summed over the vocabulary
+in chunks, once per model); nothing vocabulary-sized per head.
 Norms are not part of these circuits: load with ``fold_norm=True`` to fold their gains in.
 """
 
@@ -51,13 +53,16 @@ from torch import Tensor
 from ..errors import OptionError, WeightError
 from ..core.factors import layer_factor, model_factor
 from ..core.heads import HeadWeights
+from ..core.vocab import embed_gram, embed_unembed
+from ..engine.threads import thread_map, threaded
 
 _F64 = torch.float64
 
 
 def eigen_score(M: Tensor) -> Tensor:
     """``Σλ / Σ|λ|`` over the eigenvalues of each ``(…, r, r)`` matrix (0 where all are 0)."""
-    lam = torch.linalg.eigvals(M.to(_F64))
+    M = M.to(_F64)
+    lam = threaded(torch.linalg.eigvals, M.reshape(-1, *M.shape[-2:])).reshape(M.shape[:-1])
     num, den = lam.sum(-1).real, lam.abs().sum(-1)
     return torch.where(den > 0, num / den.clamp_min(1e-300), torch.zeros_like(den))
 
@@ -66,13 +71,13 @@ def copying_scores(hw: HeadWeights) -> Tensor:
     """``(layer, head)`` copying scores (module docstring); needs ``W_U``."""
     if hw.W_U is None:
         raise WeightError(f"{hw.meta.name}: copying scores need the unembedding W_U, and this model has none")
-    M = hw.W_E.to(_F64) @ hw.W_U.to(_F64)  # (d, d)
+    M = embed_unembed(hw)  # (d, d)
     return eigen_score(model_factor(hw, "V", _F64) @ M @ model_factor(hw, "O", _F64).mT)
 
 
 def matching_scores(hw: HeadWeights, offset: float = 0.0) -> Tensor:
     """``(layer, head)`` same-token matching scores at rotary offset ``offset``."""
-    N = hw.W_E.to(_F64) @ hw.W_E.to(_F64).T  # (d, d)
+    N = embed_gram(hw)  # (d, d)
     out = []
     for layer in range(hw.n_layers):
         WK = layer_factor(hw, layer, "K", offset=offset, dtype=_F64)  # R(-δ) W_K per query head
@@ -84,7 +89,7 @@ def bigram_copying(hw: HeadWeights) -> float:
     """Copying score of the zero-layer bigram ``W_U W_E`` (direct path from token to logit)."""
     if hw.W_U is None:
         raise WeightError(f"{hw.meta.name}: the bigram W_U W_E needs the unembedding W_U, and this model has none")
-    return float(eigen_score(hw.W_E.to(_F64) @ hw.W_U.to(_F64)))
+    return float(eigen_score(embed_unembed(hw)))
 
 
 def virtual_copying(hw: HeadWeights) -> Tensor:
@@ -93,7 +98,7 @@ def virtual_copying(hw: HeadWeights) -> Tensor:
     if hw.W_U is None:
         raise WeightError(f"{hw.meta.name}: virtual copying scores need the unembedding W_U, and this model has none")
     L, H = hw.n_layers, hw.n_heads
-    M = hw.W_E.to(_F64) @ hw.W_U.to(_F64)
+    M = embed_unembed(hw)
     WV, WO = model_factor(hw, "V", _F64), model_factor(hw, "O", _F64).mT  # (L, H, r, d), (L, H, d, r)
     out = torch.full((L, H, L, H), float("nan"), dtype=_F64)
     for l1 in range(L - 1):
@@ -132,7 +137,7 @@ class MatchingThroughWriters:
 
     def __init__(self, hw: HeadWeights, offset: float = 0.0) -> None:
         self.hw, self.offset = hw, offset
-        self.N = hw.W_E.to(_F64) @ hw.W_E.to(_F64).T  # (d, d)
+        self.N = embed_gram(hw)  # (d, d)
         self.heads: dict[tuple[int, int], tuple[Tensor, Tensor]] = {}
         self.scores: dict[tuple[int, int, int, int], float] = {}
 
@@ -186,15 +191,18 @@ def induction_qk(hw: HeadWeights, previous: Tensor, K: Tensor, offset: float = 0
         bound = torch.nan_to_num(previous[:l2, :, None].double() * K[:l2, :, l2].double(), nan=0.0).clamp_min(0)
         bound = bound.reshape(l2 * H, H)  # (writer, reader)
         reader = matcher.reader(l2)
-        for h2 in range(H):
+
+        def search(h2: int) -> float:
             best = 0.0
             for i in bound[:, h2].argsort(descending=True).tolist():
                 u = float(bound[i, h2])
                 if u <= best:
                     break
                 best = max(best, u * max(matcher.pair(*divmod(i, H), l2, h2, reader), 0.0))
-            out[l2, h2] = best
-            bar.update(1)
+            return best
+
+        out[l2] = torch.tensor(thread_map(search, range(H)), dtype=_F64)  # readers in parallel
+        bar.update(H)
     bar.close()
     return out
 

@@ -25,6 +25,7 @@ from torch import Tensor
 from ..errors import OptionError
 from ..registry import Registry
 from .heads import HeadWeights
+from .vocab import embed_gram, unembed_gram
 
 DEFAULT_RIDGE = 1e-6
 
@@ -84,8 +85,7 @@ def from_gram(name: str, G: Tensor, ridge: float = DEFAULT_RIDGE, invert: bool =
 
 def embed(hw: HeadWeights, ridge: float = DEFAULT_RIDGE) -> Metric:
     """``G = W_E W_Eᵀ / n_vocab`` (+ ``W_pos W_posᵀ / n_ctx`` for learned positions)."""
-    W_E = hw.W_E.to(torch.float64)
-    G = W_E @ W_E.T / W_E.shape[1]
+    G = embed_gram(hw) / hw.W_E.shape[1]
     if hw.W_pos is not None:
         P = hw.W_pos.to(torch.float64)
         G = G + P @ P.T / P.shape[1]
@@ -96,8 +96,7 @@ def unembed(hw: HeadWeights, ridge: float = DEFAULT_RIDGE) -> Metric:
     """``G = (W_Uᵀ W_U / n_vocab)^{-1}`` (ridge applied to ``W_Uᵀ W_U / n_vocab``)."""
     if hw.W_U is None:
         raise OptionError(f"metric 'unembed': {hw.meta.name} has no unembedding (W_U is None)")
-    W_U = hw.W_U.to(torch.float64)
-    return from_gram("unembed", W_U.T @ W_U / W_U.shape[0], ridge, invert=True)
+    return from_gram("unembed", unembed_gram(hw) / hw.W_U.shape[0], ridge, invert=True)
 
 
 def activations(second_moments: Tensor | dict[int, Tensor], ridge: float = DEFAULT_RIDGE) -> Metric:

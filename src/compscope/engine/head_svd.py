@@ -16,10 +16,7 @@ writer, ``V_Bᵀ`` of a reader of kind Q, K or V) and its spectrum: :func:`head_
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -29,6 +26,7 @@ from ..core.factors import KINDS, layer_factor
 from ..core.heads import HeadWeights
 from ..core.lowrank import numerical_rank, svd_from_factors
 from ..core.metrics import Metric
+from .threads import threaded
 from .workspace import Workspace
 
 #: Relative size of the smallest eigenvalue of a factor Gram (σ_min²/σ_max²) below which a
@@ -51,22 +49,6 @@ class Sides:
     rows: Tensor
     spectrum: Tensor
     rank: Tensor
-
-
-_POOL: dict[int, ThreadPoolExecutor] = {}
-
-
-def threaded(fn: Callable[[Tensor], Any], x: Tensor) -> Any:
-    """``fn(x)`` for a batched LAPACK call, the batch split over torch's threads (torch runs
-    a batch of small factorisations one after another on one core)."""
-    n = torch.get_num_threads()
-    if n < 2 or x.shape[0] < 4 * n or x.device.type != "cpu":
-        return fn(x)
-    pool = _POOL.get(n) or _POOL.setdefault(n, ThreadPoolExecutor(n, thread_name_prefix="compscope"))
-    parts = list(pool.map(fn, x.tensor_split(n)))
-    if isinstance(parts[0], Tensor):
-        return torch.cat(parts)
-    return tuple(torch.cat(p) for p in zip(*parts))
 
 
 #: The two SVDs per head, ``M = Pᵀ Q``: (side given by U, side given by V, factor P, factor Q).

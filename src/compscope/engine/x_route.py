@@ -19,7 +19,8 @@ from types import ModuleType
 import torch
 from torch import Tensor
 
-from .head_svd import Sides, head_sides, threaded
+from .head_svd import Sides, head_sides
+from .threads import threaded
 from ..measures import Measure, PairSpectra
 from .workspace import Workspace
 

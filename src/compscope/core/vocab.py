@@ -1,0 +1,63 @@
+"""``d × d`` products summed over the vocabulary, float64: ``W_E W_Eᵀ``, ``W_E W_U`` and
+``W_Uᵀ W_U`` (``W_E: (d, n_vocab)``, ``W_U: (n_vocab, d)``).
+
+The vocabulary runs to 262,144 tokens (Gemma 3), so a float64 copy of ``W_E`` alone is 1.3 GB
+there; the sums are taken over chunks of tokens instead, each chunk cast to float64, and each
+product is kept for as long as the tensors it came from live unchanged, so the scores that share one (the
+matching scores, the matching through writers, the embed metric) compute it once.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+from torch import Tensor
+
+from .heads import HeadWeights
+
+_F64 = torch.float64
+#: tokens per chunk: 16,384 x d_model float64 (84 MB at d = 640) per operand
+CHUNK = 16384
+
+#: id(first tensor) -> {name: (weakrefs of the tensors, product)}; an entry goes with its first tensor
+_KEPT: dict[int, dict[str, tuple[tuple, Tensor]]] = {}
+
+
+def vocab_product(A: Tensor, B: Tensor, chunk: int = CHUNK) -> Tensor:
+    """``A @ B`` for ``A (d1, V)`` and ``B (V, d2)``, float64, summed over ``V`` in chunks."""
+    out = torch.zeros(A.shape[0], B.shape[1], dtype=_F64)
+    for s in range(0, A.shape[1], chunk):
+        out += A[:, s:s + chunk].to(_F64) @ B[s:s + chunk].to(_F64)
+    return out
+
+
+def _kept(name: str, E: Tensor, U: Tensor) -> Tensor:
+    """The product ``name`` of ``E = W_E`` and ``U = W_U`` (or ``W_E`` again), computed once while
+    both tensors live."""
+    entries = _KEPT.get(id(E))
+    if entries is None:
+        entries = _KEPT[id(E)] = {}
+        weakref.finalize(E, _KEPT.pop, id(E), None)
+    hit = entries.get(name)
+    if hit is not None and hit[0][0]() is E and hit[0][1]() is U and hit[0][2] == (E._version, U._version):
+        return hit[1]
+    A, B = {"EE": (E, E.T), "EU": (E, U), "UU": (U.T, U)}[name]
+    out = vocab_product(A, B)
+    entries[name] = ((weakref.ref(E), weakref.ref(U), (E._version, U._version)), out)  # an in-place change misses
+    return out
+
+
+def embed_gram(hw: HeadWeights) -> Tensor:
+    """``W_E W_Eᵀ`` ``(d, d)`` float64."""
+    return _kept("EE", hw.W_E, hw.W_E)
+
+
+def embed_unembed(hw: HeadWeights) -> Tensor:
+    """``W_E W_U`` ``(d, d)`` float64 (``hw.W_U`` must not be None)."""
+    return _kept("EU", hw.W_E, hw.W_U)
+
+
+def unembed_gram(hw: HeadWeights) -> Tensor:
+    """``W_Uᵀ W_U`` ``(d, d)`` float64 (``hw.W_U`` must not be None)."""
+    return _kept("UU", hw.W_E, hw.W_U)
