@@ -20,8 +20,8 @@ _F64 = torch.float64
 #: tokens per chunk: 16,384 x d_model float64 (84 MB at d = 640) per operand
 CHUNK = 16384
 
-#: id(first tensor) -> {name: (weakrefs of the tensors, product)}; an entry goes with its first tensor
-_KEPT: dict[int, dict[str, tuple[tuple, Tensor]]] = {}
+#: (name, id(W_E), id(W_U)) -> (the tensors' versions, product); an entry goes with either tensor
+_KEPT: dict[tuple[str, int, int], tuple[tuple[int, int], Tensor]] = {}
 
 
 def vocab_product(A: Tensor, B: Tensor, chunk: int = CHUNK) -> Tensor:
@@ -34,18 +34,17 @@ def vocab_product(A: Tensor, B: Tensor, chunk: int = CHUNK) -> Tensor:
 
 def _kept(name: str, E: Tensor, U: Tensor) -> Tensor:
     """The product ``name`` of ``E = W_E`` and ``U = W_U`` (or ``W_E`` again), computed once while
-    both tensors live."""
-    entries = _KEPT.get(id(E))
-    if entries is None:
-        entries = _KEPT[id(E)] = {}
-        weakref.finalize(E, _KEPT.pop, id(E), None)
-    hit = entries.get(name)
-    if hit is not None and hit[0][0]() is E and hit[0][1]() is U and hit[0][2] == (E._version, U._version):
+    both tensors live unchanged (an in-place change bumps a tensor's version)."""
+    key, versions = (name, id(E), id(U)), (E._version, U._version)
+    hit = _KEPT.get(key)
+    if hit is not None and hit[0] == versions:
         return hit[1]
+    if hit is None:
+        for t in {id(E): E, id(U): U}.values():  # ids are not reused before these run
+            weakref.finalize(t, _KEPT.pop, key, None)
     A, B = {"EE": (E, E.T), "EU": (E, U), "UU": (U.T, U)}[name]
-    out = vocab_product(A, B)
-    entries[name] = ((weakref.ref(E), weakref.ref(U), (E._version, U._version)), out)  # an in-place change misses
-    return out
+    _KEPT[key] = (versions, vocab_product(A, B))
+    return _KEPT[key][1]
 
 
 def embed_gram(hw: HeadWeights) -> Tensor:
