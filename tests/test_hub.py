@@ -15,6 +15,8 @@ import torch
 import compscope
 from compscope import LoadError
 
+hub_errors = pytest.importorskip("huggingface_hub.errors")
+
 C_MAIN, C_STEP = "a" * 40, "b" * 40
 
 
@@ -92,3 +94,55 @@ def test_cli_scores_by_hub_id_offline(cache):
     assert "Test/tiny-llama@step1000" in ok.stdout + ok.stderr
     bad = run("scores", "Test/nope")
     assert bad.returncode == 2 and "Test/nope" in bad.stderr and "HF_HUB_OFFLINE" in bad.stderr
+
+
+def _http(cls, status: int, text: str):
+    import httpx
+
+    return cls(text, response=httpx.Response(status, request=httpx.Request("GET", "https://huggingface.co/api/models/x")))
+
+
+def _unreachable():
+    """What huggingface_hub 2.x raises with no network: a LocalEntryNotFoundError caused by the
+    connection error, with a long multi-line text."""
+    LocalEntryNotFoundError = hub_errors.LocalEntryNotFoundError
+    try:
+        try:
+            raise ConnectionError("[Errno -2] Name or service not known")
+        except ConnectionError as cause:
+            raise LocalEntryNotFoundError(
+                "An error happened while trying to locate the files on the Hub, and we cannot find the\n"
+                "appropriate snapshot folder for the specified revision on the local disk. Please check") from cause
+    except LocalEntryNotFoundError as e:
+        return e
+
+
+@pytest.mark.parametrize("make, needles", [
+    (lambda: _unreachable(), ["the hub cannot be reached", "ConnectionError", "Name or service not known", "HF_HUB_OFFLINE=1"]),
+    (lambda: _http(hub_errors.RepositoryNotFoundError, 404, "Repository Not Found for url"),
+     ["the hub has no repository Test/elsewhere"]),
+    (lambda: _http(hub_errors.GatedRepoError, 403, "Access restricted"),
+     ["Test/elsewhere is gated", "log in"]),
+    (lambda: _http(hub_errors.RevisionNotFoundError, 404, "Invalid rev id"),
+     ["has no revision 'v9' on the hub"]),
+    (lambda: RuntimeError("disk full. Something else follows. " + "x " * 200), ["RuntimeError: disk full"]),
+])
+def test_failed_download_ends_with_our_own_sentence(cache, monkeypatch, make, needles):
+    """Online, a model neither cached nor downloadable: the reason is one sentence of ours (the
+    library's multi-line text never shows, cut or whole)."""
+    import huggingface_hub
+
+    def fake(**kw):
+        if kw.get("local_files_only"):
+            raise _unreachable()  # not in the cache
+        raise make()
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", fake)
+    with pytest.raises(LoadError) as e:
+        compscope.load("Test/elsewhere", revision="v9", cache_dir=cache)
+    msg = str(e.value)
+    assert msg.startswith("Test/elsewhere (revision v9): not a local path") and "cannot be downloaded: " in msg, msg
+    for n in needles:
+        assert n in msg, msg
+    assert "\n" not in msg and "Please check" not in msg and "Something else" not in msg and len(msg) < 400, msg

@@ -94,8 +94,44 @@ def snapshot(model: HubModel) -> Path:
     except Exception as e:
         raise LoadError(
             f"{where}: not a local path or built-in model, not in the HuggingFace cache {cache_folder(model.cache_dir)}, "
-            f"and cannot be downloaded ({type(e).__name__}: {one_line(e)[:200]})"
+            f"and cannot be downloaded: {download_failure(e, model)}"
         ) from e
+
+
+def download_failure(e: BaseException, model: HubModel) -> str:
+    """Why a download failed, as one sentence of ours (huggingface_hub's own text is long and
+    multi-line; it is quoted only as the name of the error underneath)."""
+    from huggingface_hub import errors
+
+    if isinstance(e, errors.GatedRepoError):
+        return f"{model.repo_id} is gated (accept its terms on the hub, then log in with `hf auth login`)"
+    if isinstance(e, errors.RevisionNotFoundError):
+        return f"{model.repo_id} has no revision {model.revision!r} on the hub"
+    if isinstance(e, errors.RepositoryNotFoundError):
+        return f"the hub has no repository {model.repo_id} (or it is private: log in with `hf auth login`)"
+    chain, cause = [], e
+    while cause is not None and len(chain) < 8:
+        chain.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    network = next((c for c in chain if _is_network(c)), None)
+    if network is not None:
+        return f"the hub cannot be reached ({type(network).__name__}: {_first_sentence(network)}); set HF_HUB_OFFLINE=1 to work from the cache only"
+    return f"{type(e).__name__}: {_first_sentence(e)}"
+
+
+def _is_network(e: BaseException) -> bool:
+    name = type(e).__name__
+    return any(word in name for word in ("Connect", "Timeout", "NetworkError", "ProxyError")) or isinstance(e, ConnectionError)
+
+
+def _first_sentence(e: BaseException, limit: int = 160) -> str:
+    """The first sentence of ``e``'s message, at most ``limit`` characters, cut at a word."""
+    text = one_line(e)
+    end = text.find(". ")
+    text = text if end < 0 else text[: end]
+    if len(text) > limit:
+        text = text[:limit].rsplit(" ", 1)[0] + " ..."
+    return text.rstrip(".")
 
 
 def read(source):
