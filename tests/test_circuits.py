@@ -315,6 +315,41 @@ def test_rotary_previous_token_score_equals_its_closed_form():
         rotary_previous(compscope.load("induction-2l"))
 
 
+@pytest.mark.parametrize("kind", ["layernorm", "rmsnorm"])
+def test_rotary_previous_token_score_under_each_layers_norm(kind):
+    """Two layers, each one rotary head reading only the first coordinate, each with its own
+    attention-norm gain and bias: layer l's logit at offset δ is ``s·a·b·μ_l1²·cos(ω δ)`` with
+    ``μ_l`` the mean over the vocabulary of ``norm_l(e_t)``, computed here token by token in numpy."""
+    from dataclasses import replace
+
+    from compscope.analysis.circuits import rotary_previous
+    from compscope.core.heads import Norm
+
+    cfg = ToyConfig(n_layers=2, n_heads=1, d_model=3, d_head=2, d_vocab=7, n_ctx=64, positions="rotary")
+    m = ToyTransformer(cfg, seed=3)
+    a, b = 2.0, 1.5
+    with torch.no_grad():
+        for block in m.blocks:
+            block.W_Q.copy_(torch.tensor([[[a, 0.0, 0.0], [0.0, 0.0, 0.0]]]))
+            block.W_K.copy_(torch.tensor([[[b, 0.0, 0.0], [0.0, 0.0, 0.0]]]))
+    gain = torch.tensor([[0.5, -1.0, 2.0], [1.5, 0.3, -0.7]])
+    bias = torch.tensor([[0.2, 0.0, -0.1], [-0.4, 0.1, 0.3]])
+    eps = 1e-5
+    hw = replace(m.head_weights(), attn_norm=Norm(kind, gain, bias, eps, offset=1.0), norm_placement="pre")
+    E = hw.W_E.T.double().numpy()  # (vocab, d)
+    w = float(hw.rotary.inv_freq[0, 0])
+    got = rotary_previous(hw)
+    for layer in range(2):
+        mu = np.zeros(3)
+        for e in E:
+            c = e - e.mean() if kind == "layernorm" else e
+            mu += c / math.sqrt((c * c).mean() + eps) * (1.0 + gain[layer].double().numpy()) + bias[layer].double().numpy()
+        mu /= len(E)
+        logits = np.array([hw.scale * a * b * mu[0] ** 2 * math.cos(w * d) for d in range(64)])
+        want = np.exp(logits[1] - logits.max()) / np.exp(logits - logits.max()).sum()
+        assert float(got[layer, 0]) == pytest.approx(want, rel=1e-5), layer
+
+
 def _one_rotary_head(a: float, b: float):
     """One rotary head, d_model = d_head = 2, reading only the first coordinate:
     ``W_Q x = (a x₁, 0)``, ``W_K x = (b x₁, 0)``; the logit of query x and key y at offset δ is

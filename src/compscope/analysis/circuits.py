@@ -244,25 +244,33 @@ def rotary_previous(hw: HeadWeights, window: int = 64, content: Mapping[int, Ten
 
     A ranking of heads by how much their weights prefer the previous position; position-independent
     content (induction, duplicate tokens) is averaged out by design."""
-    from ..core.attention import project, read_input
+    from ..core.attention import project
 
     if hw.rotary is None:
         raise OptionError(f"{hw.meta.name}: rotary scores need rotary positions; this model's are {hw.positions!r}")
     if content is not None:
         return _sampled_rotary_previous(hw, window, content, seed)
-    E = hw.W_E.T.to(torch.float32)  # (n_vocab, d)
     out = []
     delta = torch.arange(window)
+    normed = hw.norm_placement == "pre" and hw.attn_norm is not None
+    shared = _mean_embedding(hw, normed)  # the mean is linear in each layer's gain and bias
     for layer in range(hw.n_layers):
-        mu = torch.zeros(hw.d_model, dtype=_F64)
-        for part in E.split(8192):  # the normed embeddings, in chunks (vocabularies reach 262,144)
-            mu += read_input(hw, layer, part).to(_F64).sum(0)
-        mu = (mu / E.shape[0])[None, None].float()  # (1, 1, d): one token at one position
+        mu = hw.attn_norm.affine(shared, layer) if normed else shared
+        mu = mu[None, None].float()  # (1, 1, d): one token at one position
         q = project(hw, layer, "Q", mu, positions=torch.zeros(1))  # (1, H, 1, r), unrotated (position 0)
         k = project(hw, layer, "K", mu.expand(1, window, -1), positions=-delta)  # key at offset δ behind
         logits = hw.scale * (q @ k.transpose(-1, -2))[0, :, 0]  # (H, window)
         out.append(_window(hw, layer, logits, delta).double().softmax(-1)[:, 1])
     return torch.stack(out)
+
+
+def _mean_embedding(hw: HeadWeights, normed: bool) -> Tensor:
+    """``(d_model,)`` float64: the mean over the vocabulary of the embeddings, each normalised
+    without gain or bias when ``normed`` (the attention norm's part shared by all layers)."""
+    mu = torch.zeros(hw.d_model, dtype=_F64)
+    for part in hw.W_E.T.split(8192):  # in chunks: vocabularies reach 262,144
+        mu += (hw.attn_norm.normalise(part) if normed else part).to(_F64).sum(0)
+    return mu / hw.W_E.shape[1]
 
 
 def _window(hw: HeadWeights, layer: int, logits: Tensor, delta: Tensor) -> Tensor:

@@ -52,17 +52,25 @@ class Norm:
     def gain(self, layer: int) -> Tensor | None:
         return None if self.weight is None else self.weight[layer] + self.offset
 
-    def apply(self, x: Tensor, layer: int) -> Tensor:
+    def normalise(self, x: Tensor) -> Tensor:
+        """The part shared by every layer, before gain and bias (float32): ``x / sqrt(mean x² + eps)``,
+        after centring for ``layernorm``."""
         x32 = x.float()
         if self.kind == "layernorm":
             x32 = x32 - x32.mean(-1, keepdim=True)
-        y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+        return x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
+
+    def affine(self, y: Tensor, layer: int) -> Tensor:
+        """``y * gain + bias`` of ``layer`` (each where present), in ``y``'s dtype."""
         g = self.gain(layer)
         if g is not None:
-            y = y * g.float()
+            y = y * g.to(y.dtype)
         if self.bias is not None:
-            y = y + self.bias[layer].float()
-        return y.to(x.dtype)
+            y = y + self.bias[layer].to(y.dtype)
+        return y
+
+    def apply(self, x: Tensor, layer: int) -> Tensor:
+        return self.affine(self.normalise(x), layer).to(x.dtype)
 
     def describe(self) -> str:
         parts = [self.kind, f"eps={self.eps:g}"]
