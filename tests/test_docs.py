@@ -6,7 +6,7 @@ fresh folder, and its output is compared with the block under it in the docs, li
 the words exactly, each number to within one unit of its last printed digit (another CPU may
 round a last digit the other way). A command whose block is gone or renamed fails here too,
 so the list cannot silently shrink. The minutes-long commands (``validate`` and ``intervene``
-on real models, training; ``SLOW``, about 40 minutes on a 2-core CPU) run only when asked for,
+on real models, training; ``SLOW``, 23 minutes on a 2-core CPU) run only when asked for,
 ``COMPSCOPE_SLOW_DOCS=1 pytest tests/test_docs.py``, in doc order in one shared folder (later
 commands read what earlier ones wrote).
 """
@@ -103,10 +103,20 @@ def _unit(token: str) -> float:
 
 
 def differences(shown: str, printed: str) -> list[str]:
-    """Lines where ``printed`` differs from ``shown`` beyond the last digit's rounding."""
+    """Lines where ``printed`` differs from ``shown`` beyond the last digit's rounding. A shown
+    line ``...`` stands for the printed lines up to the one that matches the next shown line
+    (to the end, if it is the last): how the docs cut a long list."""
     a, b = shown.rstrip("\n").splitlines(), printed.rstrip("\n").splitlines()
-    out = [] if len(a) == len(b) else [f"{len(a)} lines shown, {len(b)} printed"]
-    for i, (x, y) in enumerate(zip(a, b)):
+    out, j = [], 0
+    for i, x in enumerate(a):
+        if x == "...":
+            words = _NUMBER.sub("#", a[i + 1]) if i + 1 < len(a) else None
+            while j < len(b) and (words is None or _NUMBER.sub("#", b[j]) != words):
+                j += 1
+            continue
+        if j >= len(b):
+            return out + [f"line {i + 1} and after shown, not printed: {x}"]
+        y, j = b[j], j + 1
         if x == y:
             continue
         if _NUMBER.sub("#", x) != _NUMBER.sub("#", y):
@@ -116,6 +126,8 @@ def differences(shown: str, printed: str) -> list[str]:
             if abs(float(s) - float(p)) > 1.01 * max(_unit(s), _unit(p)):
                 out.append(f"line {i + 1}: {s} shown, {p} printed\n  shown   {x}\n  printed {y}")
                 break
+    if j < len(b):
+        out.append(f"{len(b) - j} more lines printed than shown, from: {b[j]}")
     return out
 
 
@@ -125,6 +137,16 @@ def test_differences_tolerates_only_the_last_digit():
     assert differences("a 0.18 b\n", "a 0.18 c\n") != []
     assert differences("x 1.5e-06\n", "x 1.6e-06\n") == []
     assert differences("x\n", "x\ny\n") != []
+    assert differences("x\ny\n", "x\n") != []
+
+
+def test_an_elision_stands_for_the_lines_up_to_the_next_shown_one():
+    printed = "head\na 1\nb 2\nc 3\n\nlist two\nd 4\ne 5\nlast 6\n"
+    assert differences("head\na 1\n...\n\nlist two\nd 4\n...\nlast 6\n", printed) == []
+    assert differences("head\n...\n", printed) == []  # to the end
+    assert differences("head\na 1\n...\n\nlist two\nd 4\n", printed) != []  # more printed than shown
+    assert differences("head\n...\nlast 9\n", printed) != []  # the line after an elision is compared
+    assert differences("head\n...\nnowhere 1\n", printed) != []
 
 
 def run_shown(command: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
