@@ -53,7 +53,7 @@ from torch import Tensor
 from ..errors import OptionError, WeightError
 from ..core.factors import layer_factor, model_factor
 from ..core.heads import HeadWeights
-from ..core.vocab import embed_gram, embed_unembed
+from ..core.vocab import embed_gram, embed_unembed, mean_embedding
 from ..engine.threads import thread_map, threaded
 
 _F64 = torch.float64
@@ -244,7 +244,7 @@ def rotary_previous(hw: HeadWeights, window: int = 64, content: Mapping[int, Ten
 
     A ranking of heads by how much their weights prefer the previous position; position-independent
     content (induction, duplicate tokens) is averaged out by design."""
-    from ..core.attention import project
+    from ..core.attention import input_norm, project
 
     if hw.rotary is None:
         raise OptionError(f"{hw.meta.name}: rotary scores need rotary positions; this model's are {hw.positions!r}")
@@ -252,25 +252,16 @@ def rotary_previous(hw: HeadWeights, window: int = 64, content: Mapping[int, Ten
         return _sampled_rotary_previous(hw, window, content, seed)
     out = []
     delta = torch.arange(window)
-    normed = hw.norm_placement == "pre" and hw.attn_norm is not None
-    shared = _mean_embedding(hw, normed)  # the mean is linear in each layer's gain and bias
+    norm = input_norm(hw)
+    shared = mean_embedding(hw, norm)  # the mean is linear in each layer's gain and bias
     for layer in range(hw.n_layers):
-        mu = hw.attn_norm.affine(shared, layer) if normed else shared
+        mu = shared if norm is None else norm.affine(shared, layer)
         mu = mu[None, None].float()  # (1, 1, d): one token at one position
         q = project(hw, layer, "Q", mu, positions=torch.zeros(1))  # (1, H, 1, r), unrotated (position 0)
         k = project(hw, layer, "K", mu.expand(1, window, -1), positions=-delta)  # key at offset δ behind
         logits = hw.scale * (q @ k.transpose(-1, -2))[0, :, 0]  # (H, window)
         out.append(_window(hw, layer, logits, delta).double().softmax(-1)[:, 1])
     return torch.stack(out)
-
-
-def _mean_embedding(hw: HeadWeights, normed: bool) -> Tensor:
-    """``(d_model,)`` float64: the mean over the vocabulary of the embeddings, each normalised
-    without gain or bias when ``normed`` (the attention norm's part shared by all layers)."""
-    mu = torch.zeros(hw.d_model, dtype=_F64)
-    for part in hw.W_E.T.split(8192):  # in chunks: vocabularies reach 262,144
-        mu += (hw.attn_norm.normalise(part) if normed else part).to(_F64).sum(0)
-    return mu / hw.W_E.shape[1]
 
 
 def _window(hw: HeadWeights, layer: int, logits: Tensor, delta: Tensor) -> Tensor:

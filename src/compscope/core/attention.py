@@ -16,15 +16,20 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from .heads import HeadWeights
+from .heads import HeadWeights, Norm
+
+
+def input_norm(hw: HeadWeights) -> Norm | None:
+    """The norm the heads apply to the residual before reading it: ``attn_norm`` for pre-LN
+    models, None otherwise (post-LN models read the normed residual itself)."""
+    return hw.attn_norm if hw.norm_placement == "pre" else None
 
 
 def read_input(hw: HeadWeights, layer: int, resid: Tensor) -> Tensor:
     """What ``layer``'s heads read from the residual ``resid: (..., d_model)``: ``attn_norm(resid)``
-    for pre-LN models, the residual itself otherwise (post-LN models read the normed residual)."""
-    if hw.norm_placement == "pre" and hw.attn_norm is not None:
-        return hw.attn_norm.apply(resid, layer)
-    return resid
+    for pre-LN models, the residual itself otherwise."""
+    norm = input_norm(hw)
+    return resid if norm is None else norm.apply(resid, layer)
 
 
 def project(hw: HeadWeights, layer: int, kind: str, x: Tensor, positions: Tensor | None = None) -> Tensor:

@@ -1,5 +1,5 @@
 """``d × d`` products summed over the vocabulary, float64: ``W_E W_Eᵀ``, ``W_E W_U`` and
-``W_Uᵀ W_U`` (``W_E: (d, n_vocab)``, ``W_U: (n_vocab, d)``).
+``W_Uᵀ W_U`` (``W_E: (d, n_vocab)``, ``W_U: (n_vocab, d)``), and the mean (normalised) embedding.
 
 The vocabulary runs to 262,144 tokens (Gemma 3), so a float64 copy of ``W_E`` alone is 1.3 GB
 there; the sums are taken over chunks of tokens instead, each chunk cast to float64, and each
@@ -14,7 +14,7 @@ import weakref
 import torch
 from torch import Tensor
 
-from .heads import HeadWeights
+from .heads import HeadWeights, Norm
 
 _F64 = torch.float64
 #: tokens per chunk: 16,384 x d_model float64 (84 MB at d = 640) per operand
@@ -60,3 +60,12 @@ def embed_unembed(hw: HeadWeights) -> Tensor:
 def unembed_gram(hw: HeadWeights) -> Tensor:
     """``W_Uᵀ W_U`` ``(d, d)`` float64 (``hw.W_U`` must not be None)."""
     return _kept("UU", hw.W_E, hw.W_U)
+
+
+def mean_embedding(hw: HeadWeights, norm: Norm | None = None) -> Tensor:
+    """``(d_model,)`` float64: the mean over the vocabulary of the embeddings, each passed through
+    ``norm.normalise`` (no gain or bias) when a norm is given."""
+    mu = torch.zeros(hw.d_model, dtype=_F64)
+    for part in hw.W_E.T.split(CHUNK):
+        mu += (part if norm is None else norm.normalise(part)).to(_F64).sum(0)
+    return mu / hw.W_E.shape[1]
