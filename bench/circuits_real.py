@@ -10,7 +10,10 @@ The content of the rotary previous-token score is the normed embeddings (weights
 runs on data. ``--contents N`` (N ≥ 2): also N previous-token scores at once, each with samples of
 normed embeddings of 1,024 random tokens (seed 0 … N − 1) as content, through
 ``head_circuits_by_content`` (copying, matching, K and the matching through writers computed once)
-against N ``head_circuits`` calls. Peak resident memory of the process is printed last.
+against N ``head_circuits`` calls. ``--steps``: first, each step of ``head_circuits`` timed
+alone, in its order (copying, matching, the rotary previous-token score, K scores, the pruned
+search; the first two each form one vocabulary product), before the vocabulary products are
+cleared for the comparison. Peak resident memory of the process is printed last.
 """
 
 from __future__ import annotations
@@ -52,11 +55,29 @@ def _timed(fn):
     return out, time.perf_counter() - t
 
 
-def run(name: str, contents: int) -> None:
+def steps(hw) -> None:
+    """Each step of ``head_circuits`` timed alone, in its order; the vocabulary products it forms
+    are then dropped, so that the comparison after starts cold."""
+    from compscope.core import vocab
+
+    _, t_copy = _timed(lambda: C.copying_scores(hw))
+    _, t_match = _timed(lambda: C.matching_scores(hw))
+    previous, t_prev = _timed(lambda: C.rotary_previous(hw) if C.reads_content(hw) else C.positional_previous(hw))
+    K, t_k = _timed(lambda: scores(hw, "K", ["frobenius"], progress=False).dense("frobenius", "K"))
+    with _Count() as n:
+        _, t_search = _timed(lambda: C.induction_qk(hw, previous, K))
+    print(f"  steps: copying {t_copy:.1f} s, matching {t_match:.1f} s, previous-token {t_prev:.1f} s, "
+          f"K {t_k:.1f} s, pruned search {t_search:.1f} s ({n.n} eigenproblems)")
+    vocab._KEPT.clear()
+
+
+def run(name: str, contents: int, by_step: bool = False) -> None:
     hw = compscope.load(name)
     L, H = hw.n_layers, hw.n_heads
     print(f"{hw.meta.name}: {L} layers x {H} heads, d_model {hw.d_model}, d_head {hw.d_head}; "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}")
+    if by_step:
+        steps(hw)
     with _Count() as pruned_n:
         circ, t_pruned = _timed(lambda: C.head_circuits(hw))
     # the reference: every pair's matching, then the same maximum, from the same K and previous-token scores
@@ -94,10 +115,11 @@ def main() -> None:
     ap.add_argument("--models", nargs="+", default=["smollm2", "gemma3-270m"])
     ap.add_argument("--contents", type=int, default=1)
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
+    ap.add_argument("--steps", action="store_true", help="time each step of head_circuits first")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     for m in args.models:
-        run(m, args.contents)
+        run(m, args.contents, args.steps)
     print(f"peak resident memory {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 

@@ -55,9 +55,14 @@ def test_verdict_candidates_against_a_saved_verdict(tmp_path):
 
 
 def test_circuits_real_pruned_maximum_equals_the_reference():
-    out = bench("circuits_real.py", "--models", "induction-2l")
+    out = bench("circuits_real.py", "--models", "induction-2l", "--steps")
     diff = re.search(r"max \|induction_qk - reference\| = ([0-9.e+-]+)", out)
     assert diff and float(diff.group(1)) < 1e-12, out
+    # the pruned search timed alone solves the eigenproblems head_circuits does
+    alone = re.search(r"steps: copying [0-9.]+ s, matching [0-9.]+ s, previous-token [0-9.]+ s, K [0-9.]+ s, "
+                      r"pruned search [0-9.]+ s \((\d+) eigenproblems\)", out)
+    whole = re.search(r"head_circuits \(pruned maximum\) +[0-9.]+ s +(\d+) eigenproblems", out)
+    assert alone and whole and alone.group(1) == whole.group(1) and int(alone.group(1)) > 0, out
 
 
 def test_report_real_on_the_default_model():
