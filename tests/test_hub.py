@@ -146,3 +146,25 @@ def test_failed_download_ends_with_our_own_sentence(cache, monkeypatch, make, ne
     for n in needles:
         assert n in msg, msg
     assert "\n" not in msg and "Please check" not in msg and "Something else" not in msg and len(msg) < 400, msg
+
+
+def test_data_based_commands_run_the_model_by_hub_id(cache, monkeypatch):
+    """The runner (validate, intervene, the activations metric) runs the cached snapshot of the
+    revision asked for, as ``load`` reads it; a snapshot without tokenizer files has no tokenizer
+    (transformers would build an empty one), so the metric falls back to repeated sequences."""
+    from huggingface_hub import constants
+
+    from compscope.data.runner import runner_for
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    snap = cache / "models--Test--tiny-llama" / "snapshots"
+    by_id, step = runner_for("Test/tiny-llama@step1000", progress=False), runner_for(snap / C_STEP, progress=False)
+    main = runner_for("Test/tiny-llama", progress=False)
+    assert by_id.hw.meta.name == "Test/tiny-llama@step1000" and by_id.tokenizer is None
+    ids = torch.randint(0, by_id.hw.n_vocab, (2, 7), generator=torch.Generator().manual_seed(0))
+    a, b, c = by_id.trace(ids), step.trace(ids), main.trace(ids)
+    assert all(torch.equal(x, y) for x, y in zip(a.attn_out, b.attn_out))
+    assert not torch.allclose(a.attn_out[0], c.attn_out[0])
+    v = compscope.validate("Test/tiny-llama@step1000", sequences=2, half=4, intervention_sequences=1,
+                           kinds="K", metrics=("identity", "activations"), progress=False)
+    assert {r["metric"] for r in v.rows} == {"identity", "activations"}, v.notes

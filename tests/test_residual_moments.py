@@ -155,3 +155,42 @@ def test_residual_samples_are_the_normed_residual_after_the_first_position():
 
     c = head_circuits(runner.hw, content=every)
     assert c.content == "activations" and c.previous.shape == (2, 2) and bool(((c.previous > 0) & (c.previous < 1)).all())
+
+
+def test_activations_metric_without_a_tokenizer_fits_learned_positions_and_the_bos():
+    """No tokenizer: the metric reads repeated random sequences ``[bos] t t`` that fit the learned
+    context (32 positions with a BOS: |t| = 15, 31 tokens); a ``bos_token_id`` outside the
+    vocabulary (GPT-2's 50256 in a 61-token config) is no token the model takes, so none is used."""
+    pytest.importorskip("transformers")
+    from hf_tiny import BY_ID, build
+
+    import compscope
+    from compscope.data.residual_moments import data_activation_metric, metric_tokens, tokens_data
+    from compscope.data.runner import runner_for
+
+    for bos, half in ((0, 15), (None, 16)):
+        model = build(BY_ID["gpt2"], **({"bos_token_id": bos} if bos is not None else {}))
+        runner = runner_for(model, compscope.load(model))
+        assert runner.bos == bos and runner.n_ctx == 32
+        t = metric_tokens(runner, 4, 128, 0)
+        body = t[:, 1:] if bos is not None else t
+        assert t.shape == (4, 2 * half + (bos is not None)) and torch.equal(body[:, :half], body[:, half:])
+        assert f"|t| = {half}" in tokens_data(runner, 4, 128, 0)
+        met = data_activation_metric(runner, sequences=4)
+        assert set(met.sqrt) == {0, 1}
+
+
+def test_a_folder_without_tokenizer_files_has_no_tokenizer(tmp_path):
+    """transformers builds an empty GPT-2 tokenizer for a GPT-2 folder without tokenizer files
+    (it encodes any text to nothing); the runner has no tokenizer then, and the activations
+    metric runs on repeated random sequences instead of failing for want of text."""
+    pytest.importorskip("transformers")
+    from hf_tiny import BY_ID, build
+
+    from compscope.data.residual_moments import data_activation_metric
+    from compscope.data.runner import runner_for
+
+    build(BY_ID["gpt2"], bos_token_id=0).save_pretrained(tmp_path)
+    runner = runner_for(tmp_path, progress=False)
+    assert runner.tokenizer is None
+    assert set(data_activation_metric(runner, sequences=4).sqrt) == {0, 1}

@@ -12,7 +12,8 @@ def add_arguments(p) -> None:
     from ..loading.builtin import DEFAULT_MODEL
 
     p.add_argument("model", nargs="?", default=DEFAULT_MODEL,
-                   help=f"a toy model folder, a HuggingFace folder, a .gguf file or a built-in name ({DEFAULT_MODEL}, the default)")
+                   help=f"a toy model folder, a HuggingFace folder, a .gguf file, a built-in name ({DEFAULT_MODEL}, the "
+                        "default) or a HuggingFace hub id (owner/name[@revision], the local cache first)")
     p.add_argument("--kinds", default="QKV", help="any of Q, K, V (default QKV)")
     p.add_argument("--metric", default="identity", help=f"metric of the measures: {metric_names()} (default identity)")
     p.add_argument("--sequences", type=count, default=100, help="held-out repeated random sequences (default 100)")

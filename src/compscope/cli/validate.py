@@ -13,7 +13,8 @@ def add_arguments(p) -> None:
     from ..defaults import DEFAULT_MODEL
 
     p.add_argument("model", nargs="?", default=DEFAULT_MODEL,
-                   help=f"a toy model, HuggingFace folder, .gguf file or built-in name (default {DEFAULT_MODEL})")
+                   help=f"a toy model, HuggingFace folder, .gguf file, built-in name or HuggingFace hub id "
+                        f"(owner/name[@revision], the local cache first; default {DEFAULT_MODEL})")
     p.add_argument("--out", help="folder for head_labels.csv, interventions.parquet, verdict.csv, heads.csv, run.json")
     p.add_argument("--sequences", type=count, default=64, help="repeated random sequences for the labels (default 64)")
     p.add_argument("--half", type=half_length, default=32, help="length of the repeated half |t| (default 32)")

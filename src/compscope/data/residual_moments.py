@@ -116,7 +116,7 @@ def metric_tokens(runner, sequences: int, seq_len: int, seed: int) -> Tensor:
     seq_len = _within_context(runner, seq_len)
     if runner.tokenizer is not None:
         return natural_text(runner.tokenizer, sequences, seq_len, seed, runner.bos)
-    return repeats(sequences, max(2, seq_len // 2), runner.hw.n_vocab, seed, runner.bos).tokens
+    return repeats(sequences, _repeat_half(runner, seq_len), runner.hw.n_vocab, seed, runner.bos).tokens
 
 
 def tokens_data(runner, sequences: int, seq_len: int, seed: int) -> str:
@@ -124,11 +124,16 @@ def tokens_data(runner, sequences: int, seq_len: int, seed: int) -> str:
     seq_len = _within_context(runner, seq_len)
     if runner.tokenizer is not None:
         return f"{sequences} sequences of {seq_len} tokens of standard-library docstrings (seed {seed})"
-    return f"{sequences} repeated random sequences [t, t], |t| = {max(2, seq_len // 2)} (seed {seed})"
+    return f"{sequences} repeated random sequences [t, t], |t| = {_repeat_half(runner, seq_len)} (seed {seed})"
 
 
 def _within_context(runner, seq_len: int) -> int:
     return seq_len if runner.n_ctx is None else min(seq_len, runner.n_ctx)
+
+
+def _repeat_half(runner, seq_len: int) -> int:
+    """``|t|`` of repeated sequences ``[bos] t t`` of at most ``seq_len`` tokens (at least 2)."""
+    return max(2, (seq_len - (runner.bos is not None)) // 2)
 
 
 #: how many samples per layer :func:`residual_samples` keeps, from how many sequences

@@ -14,6 +14,7 @@ Where the weights come from decides how the model runs (nothing is ever download
 - a toy model folder or ``induction-2l``: the toy model itself;
 - a HuggingFace folder: ``transformers``, ``from_pretrained(folder, local_files_only=True)``;
 - a ``.gguf`` file: ``transformers`` reading the same file (``gguf_file=``; needs ``accelerate``);
+- a hub id (``owner/name[@revision]``): the snapshot folder (or its one ``.gguf``) that ``load`` reads;
 - a loaded ``transformers`` model: itself;
 - a TransformerLens ``HookedTransformer`` or ``TransformerBridge``: itself, through its own hook
   points (``hook_resid_pre`` / ``ln1.hook_in`` and the attention output), with the weights it
@@ -137,7 +138,8 @@ class HFRunner(Runner):
                                         f"HeadWeights {hw.n_layers}: they are not the same model")
         self.post_norms = family.post_norm_points(model)
         bos = getattr(model.config, "bos_token_id", None)
-        self.bos = bos if isinstance(bos, int) and family.name != "bert" and hw.causal else None
+        # a bos_token_id outside the vocabulary (random configs keep GPT-2's 50256) is no token this model takes
+        self.bos = bos if isinstance(bos, int) and 0 <= bos < hw.n_vocab and family.name != "bert" and hw.causal else None
         if hw.positions == "learned":  # rotary models run past their training context; learned positions cannot
             n = next((getattr(model.config, k) for k in ("n_positions", "max_position_embeddings")
                       if isinstance(getattr(model.config, k, None), int)), None)
@@ -209,12 +211,12 @@ def _is_transformer_lens(obj) -> bool:
 
 def runner_for(model, hw: HeadWeights | None = None, progress: bool = True) -> Runner:
     """A :class:`Runner` for ``model``: a toy folder or built-in toy name, a HuggingFace folder, a
-    ``.gguf`` file, a built-in real model name, a loaded ``transformers`` or TransformerLens model
+    ``.gguf`` file, a built-in real model name, a hub id, a loaded ``transformers`` or TransformerLens model
     (module docstring), or a runner (returned as it is). ``hw``: its ``HeadWeights`` when already
     loaded (unprocessed: processing changes the model). ``progress``: a bar while ``transformers``
     loads a model from files (shown after 2 s; a GGUF file is dequantised, which takes a while)."""
     from ..loading.builtin import find_toy, resolve
-    from ..loading.formats import builtin_name
+    from ..loading.formats import builtin_name, hub
     from ..loading.sources import load
 
     if isinstance(model, Runner) and hw is None:  # already running
@@ -233,9 +235,12 @@ def runner_for(model, hw: HeadWeights | None = None, progress: bool = True) -> R
         return TransformerLensRunner(model, load(model) if hw is None else hw)
     if _is_hf_model(model):
         return HFRunner(model, load(model) if hw is None else hw)
+    if not builtin_name.recognise(model) and hub.looks_like_id(model):  # the hub cache's snapshot, as load reads it
+        hw = load(model) if hw is None else hw
+        return _hf_runner(hub.local_model(model)[2], hw, progress)
     if not isinstance(model, (str, Path)):
         raise OptionError(f"cannot run a {type(model).__name__}: give a toy model, a HuggingFace folder, a .gguf "
-                          "file, a transformers model or a TransformerLens model")
+                          "file, a hub id, a transformers model or a TransformerLens model")
     path = resolve(model) if builtin_name.recognise(model) else Path(model)
     hw = load(model) if hw is None else hw
     return _hf_runner(path, hw, progress)
@@ -282,4 +287,6 @@ def _hf_runner(path: Path, hw: HeadWeights, progress: bool = True) -> HFRunner:
                                                                local_files_only=True)
     except Exception:  # a model without a tokenizer still runs on token ids
         tokenizer = None
+    if tokenizer is not None and not tokenizer.encode("The text of a docstring.", add_special_tokens=False):
+        tokenizer = None  # transformers builds an empty one for a folder without tokenizer files
     return HFRunner(model, hw, tokenizer)

@@ -240,7 +240,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     """Judge every measure × metric on ``model`` against its behaviour on data (module docstring).
 
     ``model``: anything :func:`compscope.data.runner.runner_for` runs (a toy folder or name, a
-    HuggingFace folder, a ``.gguf`` file, a built-in, a ``transformers`` model). ``fold_norm``,
+    HuggingFace folder, a ``.gguf`` file, a built-in, a hub id, a ``transformers`` model). ``fold_norm``,
     ``fold_qk_gains``: judge the measures of the weights with the norm gains folded in (exact) or
     QK-norm's gains moved into ``W_Q``, ``W_K`` (approximate: :func:`~compscope.core.processing.fold_qk_norm_gains`);
     the model that runs on the data is always the unprocessed one. ``effect_threshold``: the K

@@ -134,18 +134,24 @@ def _first_sentence(e: BaseException, limit: int = 160) -> str:
     return text.rstrip(".")
 
 
+def local_model(source: str | HubModel) -> tuple[HubModel, Path, Path]:
+    """``(model, snapshot folder, what to read there)``: the folder when it has a ``config.json``,
+    else its one ``.gguf`` file. What the loader reads and what the data runner runs."""
+    model = source if isinstance(source, HubModel) else parse(source)
+    folder = snapshot(model)
+    if (folder / "config.json").is_file():
+        return model, folder, folder
+    ggufs = sorted(folder.glob("*.gguf"))
+    if len(ggufs) != 1:
+        raise LoadError(f"{model}: the snapshot {folder} has no config.json" + (f" and {len(ggufs)} .gguf files" if ggufs else ""))
+    return model, folder, ggufs[0]
+
+
 def read(source):
     import dataclasses
 
     from ..sources import read_unprocessed
 
-    model = source if isinstance(source, HubModel) else parse(source)
-    folder = snapshot(model)
-    target: Path = folder
-    if not (folder / "config.json").is_file():
-        ggufs = sorted(folder.glob("*.gguf"))
-        if len(ggufs) != 1:
-            raise LoadError(f"{model}: the snapshot {folder} has no config.json" + (f" and {len(ggufs)} .gguf files" if ggufs else ""))
-        target = ggufs[0]
+    model, folder, target = local_model(source)
     hw = read_unprocessed(target)
     return dataclasses.replace(hw, meta=dataclasses.replace(hw.meta, name=str(model), source=f"hub id {model} ({folder})"))
