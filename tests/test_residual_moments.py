@@ -180,17 +180,19 @@ def test_activations_metric_without_a_tokenizer_fits_learned_positions_and_the_b
         assert set(met.sqrt) == {0, 1}
 
 
-def test_a_folder_without_tokenizer_files_has_no_tokenizer(tmp_path):
-    """transformers builds an empty GPT-2 tokenizer for a GPT-2 folder without tokenizer files
-    (it encodes any text to nothing); the runner has no tokenizer then, and the activations
-    metric runs on repeated random sequences instead of failing for want of text."""
+@pytest.mark.parametrize("variant", ["gpt2", "gemma3-text"])
+def test_a_folder_without_tokenizer_files_has_no_tokenizer(tmp_path, variant):
+    """For a folder without tokenizer files transformers builds a tokenizer of special tokens
+    alone (GPT-2's encodes any text to nothing, Gemma's to ``<unk>``); the runner has no
+    tokenizer then, and the activations metric runs on repeated random sequences instead of
+    failing for want of text."""
     pytest.importorskip("transformers")
     from hf_tiny import BY_ID, build
 
     from compscope.data.residual_moments import data_activation_metric
     from compscope.data.runner import runner_for
 
-    build(BY_ID["gpt2"], bos_token_id=0).save_pretrained(tmp_path)
+    build(BY_ID[variant], bos_token_id=0).save_pretrained(tmp_path)
     runner = runner_for(tmp_path, progress=False)
     assert runner.tokenizer is None
-    assert set(data_activation_metric(runner, sequences=4).sqrt) == {0, 1}
+    assert set(data_activation_metric(runner, sequences=4).sqrt) == set(range(runner.hw.n_layers))

@@ -10,13 +10,26 @@ def _fmt_int(n: int) -> str:
     return f"{n:,}"
 
 
+def _rotary_bases(hw: HeadWeights) -> str:
+    """The rotary base of each layer (distinct values), from the ratio of its first two
+    frequencies, ``inv_freq_1 / inv_freq_0 = base^(-2/dim)``, which a uniform scaling of the
+    positions (linear RoPE scaling, ``inv_freq_0 = 1/factor``; said when there is one) leaves
+    alone; with one rotated pair there is no base, only its frequency."""
+    f = hw.rotary.inv_freq.double()
+    if f.shape[1] < 2:
+        return "one frequency " + ", ".join(f"{v:g}" for v in sorted({float(x) for x in f[:, 0]}))
+    bases = sorted({round(float((f[l, 0] / f[l, 1]) ** (hw.rotary.dim / 2)), -1) for l in range(hw.n_layers)})
+    scaled = sorted({round(float(x), 6) for x in f[:, 0] if abs(float(x) - 1) > 1e-9})  # inv_freq_0 = 1 unscaled
+    return "base " + ", ".join(f"{b:g}" for b in bases) + (
+        f", positions scaled by {', '.join(f'{v:g}' for v in scaled)}" if scaled else "")
+
+
 def card_rows(hw: HeadWeights) -> list[tuple[str, str]]:
     """``(field, value)`` rows describing ``hw``; its notes are ``hw.meta.notes``."""
     m = hw.meta
     gqa = "" if hw.n_kv_heads == hw.n_heads else f"  (GQA: {hw.n_heads // hw.n_kv_heads} query heads per K/V head)"
     if hw.rotary is not None:
-        bases = sorted({round(1 / float(hw.rotary.inv_freq[l, 1]) ** (hw.rotary.dim / 2), -1) for l in range(hw.n_layers)})
-        pos = f"rotary on {hw.rotary.dim} of {hw.d_head} head dims ({hw.rotary.style} pairs), base {', '.join(f'{b:g}' for b in bases)}"
+        pos = f"rotary on {hw.rotary.dim} of {hw.d_head} head dims ({hw.rotary.style} pairs), {_rotary_bases(hw)}"
     elif hw.W_pos is not None:
         pos = f"learned absolute, {hw.W_pos.shape[1]} positions"
     else:

@@ -287,6 +287,17 @@ def _hf_runner(path: Path, hw: HeadWeights, progress: bool = True) -> HFRunner:
                                                                local_files_only=True)
     except Exception:  # a model without a tokenizer still runs on token ids
         tokenizer = None
-    if tokenizer is not None and not tokenizer.encode("The text of a docstring.", add_special_tokens=False):
-        tokenizer = None  # transformers builds an empty one for a folder without tokenizer files
-    return HFRunner(model, hw, tokenizer)
+    return HFRunner(model, hw, tokenizer if _has_vocabulary(tokenizer) else None)
+
+
+def _has_vocabulary(tokenizer) -> bool:
+    """Whether ``tokenizer`` encodes text to tokens other than its unknown token: for a folder
+    without tokenizer files transformers builds one of special tokens alone (GPT-2's encodes text
+    to nothing, Gemma's to ``<unk>``)."""
+    if tokenizer is None:
+        return False
+    try:
+        ids = tokenizer.encode("The text of a docstring.", add_special_tokens=False)
+    except Exception:
+        return False
+    return any(i != getattr(tokenizer, "unk_token_id", None) for i in ids)

@@ -1,0 +1,29 @@
+"""The model card's description of rotary positions, against the configs the tiny models were
+built from (base ``rope_theta``, linear scaling ``factor``, partial rotary dims)."""
+
+from __future__ import annotations
+
+import pytest
+
+import compscope
+from compscope.core.card import card_rows
+
+pytest.importorskip("transformers")
+
+
+@pytest.mark.parametrize("variant, expected", [
+    ("llama-mha", "rotary on 8 of 8 head dims (half pairs), base 300"),
+    # linear scaling by 2 divides every frequency by 2: the base stays 1000
+    ("llama-linear-rope-tied", "rotary on 8 of 8 head dims (half pairs), base 1000, positions scaled by 0.5"),
+    # sliding layers base 50, full-attention layers 3000
+    ("gemma3-text", "rotary on 8 of 8 head dims (half pairs), base 50, 3000"),
+    # partial_rotary_factor 0.5 of d_head 8: two pairs, base 10000
+    ("neox-sequential-no-bias", "rotary on 4 of 8 head dims (half pairs), base 10000"),
+    # 0.25 of 8: one pair, whose frequency is base^0 = 1 whatever the base
+    ("neox-partial-rotary-parallel", "rotary on 2 of 8 head dims (half pairs), one frequency 1"),
+])
+def test_card_states_the_rotary_base_of_the_config(variant, expected):
+    from hf_tiny import BY_ID, build
+
+    rows = dict(card_rows(compscope.load(build(BY_ID[variant]))))
+    assert rows["positions"] == expected
