@@ -27,3 +27,16 @@ def test_card_states_the_rotary_base_of_the_config(variant, expected):
 
     rows = dict(card_rows(compscope.load(build(BY_ID[variant]))))
     assert rows["positions"] == expected
+
+
+def test_every_family_variant_has_a_card():
+    """Every tiny variant (MHA/GQA/MQA, partial and scaled rotary, sliding windows, QK-norm, post-LN)
+    gets a card with its shapes, as its config states them."""
+    from hf_tiny import VARIANTS, build
+
+    for v in VARIANTS:
+        model = build(v)
+        rows = dict(card_rows(compscope.load(model)))
+        cfg = model.config
+        assert rows["layers"] == str(cfg.num_hidden_layers) and rows["d_model"] == str(cfg.hidden_size), v.id
+        assert rows["heads per layer"] == str(cfg.num_attention_heads), v.id
