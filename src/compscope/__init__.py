@@ -25,6 +25,7 @@ _PUBLIC = {
     "as_heads": "compscope.api",
     "PairReport": "compscope.analysis.pair",
     "check_axioms": "compscope.analysis.axioms",
+    "gauge_check": "compscope.analysis.gauge",
     "track": "compscope.analysis.tracking",
     "validate": "compscope.data.validate",
     "runner_for": "compscope.data.runner",

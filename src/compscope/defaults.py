@@ -17,3 +17,5 @@ CONTENTS = ("embed", "activations")
 REPORT_METRICS = ("identity", "embed")
 #: pairs per kind and metric whose spectra and principal angles a report keeps (all of them when fewer)
 DETAIL_PAIRS = 120
+#: changes of a model's parameters ``compscope gauge`` makes, in the order it reports them
+GAUGE_CHANGES = ("permutation", "rotation", "gain_rescale", "linear")

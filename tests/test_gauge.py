@@ -1,0 +1,116 @@
+"""Gauge checks on models (compscope.analysis.gauge): each change is what it says (a symmetry is
+checked on the model's attention, and a broken one is caught), and which scores it keeps
+follows from the measures' declared invariances."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+import compscope
+from compscope.analysis.gauge import (CHANGES, KEPT, gain_rescale, gauge_check, linear, map_residual,
+                                      model_change, permutation, rotation)
+from compscope.core.processing import fold_norm
+
+pytest.importorskip("transformers")
+
+
+def _load(variant: str):
+    from hf_tiny import BY_ID, build
+
+    return compscope.load(build(BY_ID[variant]))
+
+
+@pytest.mark.parametrize("variant", ["gpt2", "llama-gqa-bias", "neox-partial-rotary-parallel", "gemma3-text", "bert"])
+def test_symmetries_leave_the_attention_as_it_was_and_linear_maps_do_not(variant):
+    hw = _load(variant)
+    for build in (permutation, rotation, gain_rescale):
+        try:
+            c = build(hw, seed=1)
+        except compscope.ProcessingError:
+            continue
+        assert c.symmetry and model_change(c) < 2e-5, (variant, c.name)
+    if hw.norm_placement == "pre" and hw.attn_out_norm is None:
+        c = linear(hw, seed=1)
+        assert not c.symmetry and model_change(c) > 1e-2
+
+
+def test_a_change_that_forgets_the_norm_gains_is_caught():
+    """Permuting the residual without permuting the norms' gains and biases is no symmetry of a
+    model whose gains are not all equal: the check sees it."""
+    hw = _load("gpt2")
+    c = permutation(hw, seed=2)
+    perm_only = dataclasses.replace(c, hw=c.hw.replace(attn_norm=hw.attn_norm, final_norm=hw.final_norm))
+    assert model_change(perm_only) > 1e-2
+
+
+def test_rotation_keeps_the_mean_direction_of_layernorm_models_and_folds_the_gains():
+    hw = _load("gpt2")
+    c = rotation(hw, seed=3)
+    ones = torch.ones(hw.d_model, dtype=torch.float64)
+    torch.testing.assert_close(c.T @ ones, ones)
+    torch.testing.assert_close(c.T @ c.T.T, torch.eye(hw.d_model, dtype=torch.float64))
+    assert c.weights == "folded" and c.hw.attn_norm.weight is None
+
+
+def test_gain_rescale_leaves_the_folded_weights_as_they_were():
+    """``W diag(g)`` is what the model reads: trading ``s`` between ``g`` and ``W`` leaves it."""
+    hw = _load("llama-gqa-bias")
+    c = gain_rescale(hw, seed=4)
+    assert not torch.allclose(c.hw.W_Q, hw.W_Q)
+    a, b = fold_norm(hw), fold_norm(c.hw)
+    for name in ("W_Q", "W_K", "W_V", "W_U"):
+        torch.testing.assert_close(getattr(b, name).double(), getattr(a, name).double(), rtol=1e-5, atol=1e-6)
+
+
+def test_map_residual_refuses_norm_parameters_it_cannot_move():
+    hw = _load("llama-gqa-bias")
+    with pytest.raises(compscope.ProcessingError, match="attn_norm has a gain"):
+        map_residual(hw, torch.eye(hw.d_model))
+
+
+def test_refusals_become_notes():
+    rows, notes = gauge_check(_load("bert"), ["rotation", "gain_rescale", "permutation"], kinds="K", progress=False)
+    assert {r.change for r in rows} == {"permutation"}
+    assert any("post-LN" in n for n in notes) and any("gain_rescale" in n for n in notes)
+    rows, notes = gauge_check(_load("gemma3-text"), ["rotation"], kinds="K", progress=False)
+    assert not rows and "attention-output norm" in notes[0]
+
+
+def _kept(rows, change, metric):
+    return {r.measure: r.max_change <= KEPT for r in rows if r.change == change and r.metric == metric}
+
+
+def test_which_scores_each_change_keeps():
+    """Every measure is orthogonally invariant (declared; the axiom battery checks it): exact
+    symmetries keep every score under both metrics. A trade of gains against the weights changes
+    the scores of the weights as loaded (they do not include the gains). A general invertible map
+    keeps the scores only under the embed metric, which moves with the model."""
+    hw = _load("llama-gqa-bias")
+    rows, _ = gauge_check(hw, CHANGES, measures="all", metrics=("identity", "embed", "unembed"), progress=False)
+    for change in ("permutation", "rotation"):
+        for metric in ("identity", "embed", "unembed"):
+            assert all(_kept(rows, change, metric).values()), (change, metric)
+    assert not any(_kept(rows, "gain_rescale", "identity").values())
+    assert not any(_kept(rows, "linear", "identity").values())
+    assert all(_kept(rows, "linear", "embed").values()) and all(_kept(rows, "linear", "unembed").values())
+    assert all(r.model_change > 1e-2 for r in rows if r.change == "linear")  # not a symmetry with norms
+
+
+def test_without_norms_a_linear_map_is_a_symmetry():
+    rows, notes = gauge_check("induction-2l", ["linear"], kinds="K", progress=False)
+    assert rows and all(r.symmetry and r.model_change < 1e-5 for r in rows)
+    assert not any(_kept(rows, "linear", "identity").values()) and all(_kept(rows, "linear", "embed").values())
+
+
+def test_cli_gauge(capsys):
+    from compscope.cli.main import main
+
+    assert main(["gauge", "--kinds", "K", "--change", "permutation", "--change", "linear"]) == 0
+    out = capsys.readouterr().out
+    assert "permutation" in out and "linear" in out and out.count("\n") >= 7
+    with pytest.raises(SystemExit) as e:  # argparse: an unknown change is a usage error
+        main(["gauge", "--change", "nope"])
+    assert e.value.code == 2
