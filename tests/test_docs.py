@@ -35,6 +35,7 @@ CHECKED = [
     ("docs/results.md", "compscope pair 0.0 1.1 --kind K"),
     ("docs/results.md", "compscope axioms"),
     ("docs/results.md", "compscope axioms --axiom gauge --metric embed"),
+    ("docs/results.md", "compscope gauge smollm2"),
     ("docs/results.md", "compscope circuits"),
     ("docs/results.md", "compscope circuits smollm2 --top 5"),
     ("docs/results.md", "compscope intervene"),
@@ -45,6 +46,7 @@ CHECKED = [
 #: the minutes-long commands, in the order they run (``verdict_candidates`` reads the verdicts,
 #: ``track`` the training run)
 SLOW = [
+    ("docs/results.md", "compscope gauge gemma3-270m"),
     ("README.md", "compscope validate smollm2 --top 5 --out verdict-smollm2"),
     ("README.md", "compscope intervene smollm2 --kinds K --sequences 8 --top 5"),
     ("docs/results.md", "compscope circuits smollm2 --top 5 --content activations"),

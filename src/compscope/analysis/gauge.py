@@ -257,6 +257,8 @@ def gauge_check(model, changes=CHANGES, *, kinds: str = "QKV", measures="default
 
 #: a score counts as kept when it moved by at most this, relative to the largest score
 KEPT = 1e-6
+#: a change moves the model (:func:`model_change`) by less than this when it is a symmetry (float32 rounding)
+SAME = 1e-4
 
 
 def format_gauge(hw_name: str, rows: list[GaugeRow], notes: list[str], seed: int) -> str:
@@ -265,8 +267,8 @@ def format_gauge(hw_name: str, rows: list[GaugeRow], notes: list[str], seed: int
     measures = list(dict.fromkeys(r.measure for r in rows))
     width = {m: max(8, len(m)) for m in measures}
     lines = [f"{hw_name}: every pair's scores before and after each change of the parameters (seed {seed})",
-             f"model: how much the attention changes (0 up to float32 rounding: a symmetry); per measure '=' where "
-             f"every score is kept to {KEPT:g} of the largest, else the rank correlation of the scores before and after"]
+             f"model: how much the attention changes (below {SAME:g}, float32 rounding: a symmetry); per measure '=' "
+             f"where every score is kept to {KEPT:g} of the largest, else the rank correlation of the scores before and after"]
     head = f"{'change':<13} {'weights':<10} {'model':>8}  {'metric':<9}" + "".join(f" {m:>{width[m]}}" for m in measures)
     lines += ["", head]
     groups = dict.fromkeys((r.change, r.weights, r.metric) for r in rows)
@@ -274,6 +276,7 @@ def format_gauge(hw_name: str, rows: list[GaugeRow], notes: list[str], seed: int
         rs = {r.measure: r for r in rows if (r.change, r.weights, r.metric) == (change, weights, metric)}
         r0 = next(iter(rs.values()))
         cells = "".join(f" {'=' if rs[m].max_change <= KEPT else f'{rs[m].spearman:.3f}':>{width[m]}}" for m in measures)
-        lines.append(f"{change:<13} {weights:<10} {r0.model_change:>8.1e}  {metric:<9}{cells}")
+        moved = f"<{SAME:g}" if r0.model_change < SAME else f"{r0.model_change:.2g}"
+        lines.append(f"{change:<13} {weights:<10} {moved:>8}  {metric:<9}{cells}")
     lines += [f"note: {n}" for n in notes]
     return "\n".join(lines)
