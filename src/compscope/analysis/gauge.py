@@ -129,7 +129,9 @@ def rotation(hw: HeadWeights, seed: int = 0) -> Change:
 
 def gain_rescale(hw: HeadWeights, seed: int = 0, spread: float = GAIN_SPREAD) -> Change:
     """Each pre-norm's gain and bias times ``s`` (per layer and dimension, ``log s ~ N(0, spread²)``),
-    the weights reading it (``W_Q, W_K, W_V``; ``W_U`` after the final norm) times ``1/s``."""
+    the weights reading it (``W_Q, W_K, W_V``; ``W_U`` after the final norm) times ``1/s``. With
+    tied embeddings the new ``W_U`` is no longer ``W_Eᵀ``: the same function, a model with one more
+    matrix (only the ``unembed`` metric reads ``W_U``)."""
     n = hw.attn_norm
     if hw.norm_placement != "pre" or n is None or n.weight is None:
         raise ProcessingError(f"gain_rescale: {hw.meta.name} has no pre-norm gain to trade against the weights "
