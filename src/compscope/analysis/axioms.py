@@ -56,6 +56,7 @@ from ..errors import OptionError
 from ..core.factors import whiten
 from ..core.lowrank import LowRank
 from ..measures import AXIOMS, Measure, get_measure, measures
+from .stats import haar_orthonormal
 from .pair import pair_spectra
 
 _F64 = torch.float64
@@ -113,8 +114,7 @@ class _Draw:
 
     def orthonormal(self, n: int, k: int) -> Tensor:
         """``n × k`` with orthonormal columns, Haar-distributed."""
-        q, r = torch.linalg.qr(torch.randn(n, k, generator=self.g, dtype=_F64))
-        return q * torch.sign(torch.diagonal(r))[None, :]
+        return haar_orthonormal(n, k, self.g)
 
     def spectrum(self, k: int) -> Tensor:
         return 10.0 ** (3 * torch.rand(k, generator=self.g, dtype=_F64) - 1.5)

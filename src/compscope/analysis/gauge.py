@@ -36,6 +36,7 @@ from torch import Tensor
 from ..core.heads import HeadWeights, Norm
 from ..defaults import GAUGE_CHANGES as CHANGES  # the changes, in the order they are reported
 from ..errors import OptionError, ProcessingError
+from .stats import haar_orthonormal
 
 #: spread of ``log s`` in ``gain_rescale``
 GAIN_SPREAD = 0.5
@@ -89,15 +90,21 @@ def map_residual(hw: HeadWeights, T: Tensor, *, perm: Tensor | None = None) -> H
     )
 
 
-def _haar(n: int, g: torch.Generator) -> Tensor:
-    q, r = torch.linalg.qr(torch.randn(n, n, generator=g, dtype=torch.float64))
-    return q * torch.sign(torch.diagonal(r))[None, :]
-
-
-def _folded(hw: HeadWeights) -> HeadWeights:
+def _gainless(hw: HeadWeights, change: str) -> tuple[HeadWeights, str]:
+    """``hw`` with no gain or bias on the residual path (pre-norm gains folded), and which weights
+    those are (``'folded'`` or ``'as loaded'``); refused where a gain on the residual path cannot be
+    folded."""
     from ..core.processing import fold_norm
 
-    return hw if "fold_norm" in hw.meta.processing else fold_norm(hw)
+    if hw.norm_placement == "post":
+        raise ProcessingError(f"{change}: {hw.meta.name} is post-LN; its norms act on the residual with gains that "
+                              "cannot be folded, so only a permutation keeps the model")
+    if hw.attn_out_norm is not None and hw.attn_out_norm.weight is not None:
+        raise ProcessingError(f"{change}: {hw.meta.name}'s attention-output norm has a gain on the residual path, "
+                              "which cannot be folded, so only a permutation keeps the model")
+    if hw.norm_placement != "pre" or "fold_norm" in hw.meta.processing:
+        return hw, "as loaded"
+    return fold_norm(hw), "folded"
 
 
 def permutation(hw: HeadWeights, seed: int = 0) -> Change:
@@ -109,22 +116,16 @@ def permutation(hw: HeadWeights, seed: int = 0) -> Change:
 
 def rotation(hw: HeadWeights, seed: int = 0) -> Change:
     """A random orthogonal ``T`` on the gain-folded weights (``T 1 = 1`` for LayerNorm models)."""
-    if hw.norm_placement == "post":
-        raise ProcessingError(f"rotation: {hw.meta.name} is post-LN; its norms act on the residual with gains that "
-                              "cannot be folded, so no rotation but a permutation keeps the model")
-    if hw.attn_out_norm is not None and hw.attn_out_norm.weight is not None:
-        raise ProcessingError(f"rotation: {hw.meta.name}'s attention-output norm has a gain on the residual path, "
-                              "which cannot be folded, so no rotation but a permutation keeps the model")
-    base = _folded(hw) if hw.norm_placement == "pre" else hw
+    base, weights = _gainless(hw, "rotation")
     d, g = hw.d_model, torch.Generator().manual_seed(seed)
     kinds = {n.kind for n in (hw.attn_norm, hw.final_norm, hw.attn_out_norm) if n is not None}
     if "layernorm" in kinds:  # LayerNorm centres: T must keep the mean, i.e. fix the all-ones direction
         one = torch.full((d, 1), d**-0.5, dtype=torch.float64)
         B = torch.linalg.qr(torch.cat([one, torch.randn(d, d - 1, generator=g, dtype=torch.float64)], 1))[0][:, 1:]
-        T = B @ _haar(d - 1, g) @ B.T + one @ one.T
+        T = B @ haar_orthonormal(d - 1, d - 1, g) @ B.T + one @ one.T
     else:
-        T = _haar(d, g)
-    return Change("rotation", "folded" if base is not hw else "as loaded", base, map_residual(base, T), T, True)
+        T = haar_orthonormal(d, d, g)
+    return Change("rotation", weights, base, map_residual(base, T), T, True)
 
 
 def gain_rescale(hw: HeadWeights, seed: int = 0, spread: float = GAIN_SPREAD) -> Change:
@@ -160,14 +161,12 @@ def gain_rescale(hw: HeadWeights, seed: int = 0, spread: float = GAIN_SPREAD) ->
 def linear(hw: HeadWeights, seed: int = 0) -> Change:
     """A random invertible ``T = I + N/√d`` (``N`` Gaussian) on the gain-folded weights: not a
     symmetry where norms normalise the residual (the check measures how far from one it is)."""
-    if hw.norm_placement == "post" or (hw.attn_out_norm is not None and hw.attn_out_norm.weight is not None):
-        raise ProcessingError(f"linear: {hw.meta.name} has a norm gain on the residual path that cannot be folded")
-    base = _folded(hw) if hw.norm_placement == "pre" else hw
+    base, weights = _gainless(hw, "linear")
     g = torch.Generator().manual_seed(seed)
     T = torch.eye(hw.d_model, dtype=torch.float64) + torch.randn(hw.d_model, hw.d_model, generator=g,
                                                                    dtype=torch.float64) / hw.d_model**0.5
     norms = [x for x in (hw.attn_norm, hw.final_norm, hw.attn_out_norm) if x is not None]
-    return Change("linear", "folded" if base is not hw else "as loaded", base, map_residual(base, T), T, not norms)
+    return Change("linear", weights, base, map_residual(base, T), T, not norms)
 
 
 BUILDERS = {"permutation": permutation, "rotation": rotation, "gain_rescale": gain_rescale, "linear": linear}
@@ -179,7 +178,7 @@ def model_change(c: Change, seed: int = 0, batch: int = 2, seq: int = 12) -> flo
     """How much the model changes: the largest, over layers, of ``max |Δ pattern|`` and
     ``max |out' − T out| / max |out|`` for the attention recomputed from ``c.base`` on random
     residuals ``x`` and from ``c.hw`` on ``T x`` (float32)."""
-    from ..core.attention import combine, head_outputs, head_states, read_input
+    from ..data.runner import layer_state
 
     hw0, hw1 = c.base, c.hw
     g = torch.Generator().manual_seed(seed)
@@ -187,11 +186,8 @@ def model_change(c: Change, seed: int = 0, batch: int = 2, seq: int = 12) -> flo
     for layer in range(hw0.n_layers):
         x = torch.randn(batch, seq, hw0.d_model, generator=g, dtype=torch.float64)
         tx = x if c.T is None else x @ c.T.T
-        states = []
-        for hw, r in ((hw0, x), (hw1, tx)):
-            p, v = head_states(hw, layer, read_input(hw, layer, r.to(hw.W_Q.dtype)))
-            states.append((p.double(), combine(hw, layer, head_outputs(hw, layer, p, v)).double()))
-        (p0, o0), (p1, o1) = states
+        s0, s1 = (layer_state(hw, layer, r.to(hw.W_Q.dtype)) for hw, r in ((hw0, x), (hw1, tx)))
+        (p0, o0), (p1, o1) = ((st.pattern.double(), st.out.double()) for st in (s0, s1))
         to = o0 if c.T is None else o0 @ c.T.T
         scale = float(to.abs().max()) or 1.0
         worst = max(worst, float((p1 - p0).abs().max()), float((o1 - to).abs().max()) / scale)

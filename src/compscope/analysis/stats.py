@@ -1,9 +1,16 @@
-"""Statistics that compare rankings: of measures against data, of weights against activations."""
+"""Statistics that compare rankings (of measures against data, of weights against activations), and\nthe random orthonormal draws the axiom battery and the gauge checks make."""
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor
+
+
+def haar_orthonormal(n: int, k: int, g: torch.Generator) -> Tensor:
+    """``n × k`` float64 with orthonormal columns, Haar-distributed (QR of a Gaussian, signs fixed
+    by ``R``'s diagonal); ``k = n``: a random orthogonal matrix."""
+    q, r = torch.linalg.qr(torch.randn(n, k, generator=g, dtype=torch.float64))
+    return q * torch.sign(torch.diagonal(r))[None, :]
 
 
 def ranks(x: Tensor) -> Tensor:

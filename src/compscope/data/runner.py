@@ -235,15 +235,16 @@ def runner_for(model, hw: HeadWeights | None = None, progress: bool = True) -> R
         return TransformerLensRunner(model, load(model) if hw is None else hw)
     if _is_hf_model(model):
         return HFRunner(model, load(model) if hw is None else hw)
-    if not builtin_name.recognise(model) and hub.looks_like_id(model):  # the hub cache's snapshot, as load reads it
-        hw = load(model) if hw is None else hw
-        return _hf_runner(hub.local_model(model)[2], hw, progress)
-    if not isinstance(model, (str, Path)):
+    if builtin_name.recognise(model):
+        path = resolve(model)
+    elif hub.looks_like_id(model):  # the hub cache's snapshot (folder or .gguf), as load reads it
+        path = hub.local_model(model)[2]
+    elif isinstance(model, (str, Path)):
+        path = Path(model)
+    else:
         raise OptionError(f"cannot run a {type(model).__name__}: give a toy model, a HuggingFace folder, a .gguf "
                           "file, a hub id, a transformers model or a TransformerLens model")
-    path = resolve(model) if builtin_name.recognise(model) else Path(model)
-    hw = load(model) if hw is None else hw
-    return _hf_runner(path, hw, progress)
+    return _hf_runner(path, load(model) if hw is None else hw, progress)
 
 
 def _is_hf_model(obj) -> bool:
