@@ -110,3 +110,13 @@ def test_cpu_limits_first_sections():
     assert float(errs["compscope batch_eig float32"]) < 1e-5 and float(errs["compscope batch_eig float64"]) < 1e-12, out
     assert "first call of batch_eig in a new process" in out
     assert "3. bmm writing" in out
+
+
+def test_gauge_real_on_the_default_model():
+    """The toy model has no norms: every change but the gain trade applies, and the check makes a
+    scoring per change and metric plus one per metric for each base (as loaded, folded)."""
+    out = bench("gauge_real.py", "--models", "induction-2l")
+    line = re.search(r"gauge_check: (\d) changes \(([a-z_, ]+)\), (\d+) scorings", out)
+    assert line and line.group(2) == "permutation, rotation, linear", out
+    assert int(line.group(3)) == 2 * 3 + 2 * 1, out  # the toy's weights need no folding: one base
+    assert "after the check" in out

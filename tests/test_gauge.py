@@ -11,7 +11,7 @@ import torch
 
 import compscope
 from compscope.analysis.gauge import (CHANGES, KEPT, SAME, gain_rescale, gauge_check, linear, map_residual,
-                                      model_change, permutation, rotation)
+                                      model_change, permutation, permute_residual, rotation)
 from compscope.core.processing import fold_norm
 
 pytest.importorskip("transformers")
@@ -63,6 +63,30 @@ def test_gain_rescale_leaves_the_folded_weights_as_they_were():
     a, b = fold_norm(hw), fold_norm(c.hw)
     for name in ("W_Q", "W_K", "W_V", "W_U"):
         torch.testing.assert_close(getattr(b, name).double(), getattr(a, name).double(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("variant", ["gpt2", "llama-gqa-bias", "bert"])
+def test_permutation_by_indexing_is_the_matrix_map_and_moves_the_norms(variant):
+    """``permute_residual`` (indexing, in each tensor's dtype) gives exactly the weights that
+    ``T W`` and ``W T⁻¹`` give for ``T = I[perm]`` (float64 products of float32 values, so exact),
+    and carries every norm's gain and bias to the permuted coordinates."""
+    hw = _load(variant)
+    perm = torch.randperm(hw.d_model, generator=torch.Generator().manual_seed(5))
+    T = torch.eye(hw.d_model, dtype=torch.float64)[perm]
+    bare = hw.replace(attn_norm=None, final_norm=None, attn_out_norm=None)
+    a, b = permute_residual(hw, perm), map_residual(bare, T)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_pos", "W_U", "b_O"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x is None) == (y is None), name
+        if x is not None:
+            assert x.dtype == getattr(hw, name).dtype, name
+            assert torch.equal(x.double(), y), name
+    for k, v in a.embed_extra.items():
+        assert torch.equal(v.double(), b.embed_extra[k]), k
+    for name in ("attn_norm", "final_norm"):
+        n0, n1 = getattr(hw, name), getattr(a, name)
+        if n0 is not None and n0.weight is not None:  # (T g)_i = g_perm_i: the gain follows its coordinate
+            torch.testing.assert_close(n1.weight.double(), (T @ n0.weight.double().T).T, rtol=0, atol=0)
 
 
 def test_map_residual_refuses_norm_parameters_it_cannot_move():

@@ -62,18 +62,16 @@ def _map_norm(n: Norm | None, perm: Tensor | None) -> Norm | None:
     return dataclasses.replace(n, weight=take(n.weight), bias=take(n.bias))
 
 
-def map_residual(hw: HeadWeights, T: Tensor, *, perm: Tensor | None = None) -> HeadWeights:
-    """``hw`` with its residual stream mapped by ``T``: writers ``T W``, readers ``W T⁻¹``
-    (float64 products, stored in each tensor's dtype). ``perm``: when ``T`` permutes
-    coordinates (``T = I[perm]``), the norms' gains and biases are permuted with it; otherwise
-    every norm acting on the residual must have neither (their elementwise parameters do not
-    commute with ``T``)."""
-    if perm is None:
-        for name in ("attn_norm", "final_norm", "attn_out_norm"):
-            n = getattr(hw, name)
-            if n is not None and (n.weight is not None or n.bias is not None):
-                raise ProcessingError(f"{hw.meta.name}: {name} has a gain or bias, which a change of residual "
-                                      "basis other than a permutation does not keep")
+def map_residual(hw: HeadWeights, T: Tensor) -> HeadWeights:
+    """``hw`` with its residual stream mapped by ``T``: writers ``T W``, readers ``W T⁻¹``, float64
+    (kept in float64, so that a score the change keeps differs by rounding alone). Every norm acting
+    on the residual must have neither gain nor bias (their elementwise parameters do not commute
+    with ``T``); :func:`permute_residual` handles the one ``T`` that moves them too."""
+    for name in ("attn_norm", "final_norm", "attn_out_norm"):
+        n = getattr(hw, name)
+        if n is not None and (n.weight is not None or n.bias is not None):
+            raise ProcessingError(f"{hw.meta.name}: {name} has a gain or bias, which a change of residual "
+                                  "basis other than a permutation does not keep")
     T = T.double()
     Ti = torch.linalg.inv(T)
     write = lambda t: None if t is None else T @ t.double()  # noqa: E731  (d, ...) writers
@@ -85,6 +83,19 @@ def map_residual(hw: HeadWeights, T: Tensor, *, perm: Tensor | None = None) -> H
         b_Q=f64(hw.b_Q), b_K=f64(hw.b_K), b_V=f64(hw.b_V), b_U=f64(hw.b_U),
         b_O=None if hw.b_O is None else hw.b_O.double() @ T.T,
         embed_extra={k: write(v) for k, v in hw.embed_extra.items()},
+    )
+
+
+def permute_residual(hw: HeadWeights, perm: Tensor) -> HeadWeights:
+    """``hw`` mapped by ``T = I[perm]`` (``(T x)_i = x_{perm_i}``): writers' rows and readers'
+    columns permuted, and every norm's gain and bias with them. Exact, by indexing, in each
+    tensor's own dtype (no float64 copy of a 262,144-token embedding)."""
+    rows = lambda t: None if t is None else t[..., perm, :]  # noqa: E731  T W: the residual axis is second to last
+    cols = lambda t: None if t is None else t[..., perm]  # noqa: E731  W T⁻¹ = W Tᵀ: the last axis
+    return hw.replace(
+        W_Q=cols(hw.W_Q), W_K=cols(hw.W_K), W_V=cols(hw.W_V), W_U=cols(hw.W_U),
+        W_O=rows(hw.W_O), W_E=rows(hw.W_E), W_pos=rows(hw.W_pos), b_O=cols(hw.b_O),
+        embed_extra={k: rows(v) for k, v in hw.embed_extra.items()},
         attn_norm=_map_norm(hw.attn_norm, perm), final_norm=_map_norm(hw.final_norm, perm),
         attn_out_norm=_map_norm(hw.attn_out_norm, perm),
     )
@@ -111,7 +122,7 @@ def permutation(hw: HeadWeights, seed: int = 0) -> Change:
     """Permute the residual's coordinates (and every norm's parameters with them)."""
     perm = torch.randperm(hw.d_model, generator=torch.Generator().manual_seed(seed))
     T = torch.eye(hw.d_model, dtype=torch.float64)[perm]
-    return Change("permutation", "as loaded", hw, map_residual(hw, T, perm=perm), T, True)
+    return Change("permutation", "as loaded", hw, permute_residual(hw, perm), T, True)
 
 
 def rotation(hw: HeadWeights, seed: int = 0) -> Change:
@@ -148,7 +159,7 @@ def gain_rescale(hw: HeadWeights, seed: int = 0, spread: float = GAIN_SPREAD) ->
         return dataclasses.replace(norm, weight=weight, bias=bias), s
 
     attn, s = rescale(n, hw.n_layers)
-    inv = lambda w, s: (w.double() / s).to(w.dtype)  # noqa: E731  s broadcasts over d_model
+    inv = lambda w, s: w / s.to(w.dtype)  # noqa: E731  s broadcasts over d_model; in w's dtype (no float64 copy of W_U)
     changes = dict(attn_norm=attn, W_Q=inv(hw.W_Q, s[:, None, None]), W_K=inv(hw.W_K, s[:, None, None]),
                    W_V=inv(hw.W_V, s[:, None, None]))
     f = hw.final_norm
@@ -228,6 +239,7 @@ def gauge_check(model, changes=CHANGES, *, kinds: str = "QKV", measures="default
     measures = DEFAULT if measures == "default" else measures
     rows, notes, cache = [], [], {}
     for name in changes:
+        c = None  # the previous change's weights go before the next is built
         try:
             c = BUILDERS[name](hw, seed)
         except ProcessingError as e:
