@@ -148,3 +148,53 @@ def test_llama_gguf_with_biases_is_unpermuted(tmp_path):
         assert torch.equal(hw.W_Q[i].reshape(-1, D), a.q_proj.weight) and torch.equal(hw.b_Q[i].reshape(-1), a.q_proj.bias)
         assert torch.equal(hw.W_K[i].reshape(-1, D), a.k_proj.weight) and torch.equal(hw.b_K[i].reshape(-1), a.k_proj.bias)
         assert torch.equal(hw.b_V[i].reshape(-1), a.v_proj.bias)
+
+
+def test_qwen3_gguf_matches_model_object(tmp_path):
+    """llama.cpp writes Qwen3 unpermuted (rotate-half, as HF), with the per-head q/k norm gains as
+    they are (no ``1 + w``) and the embedding tied; read back, the weights, norms and attention are
+    the model object's."""
+    cfg = transformers.Qwen3Config(
+        vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2, num_attention_heads=H,
+        num_key_value_heads=G, head_dim=R, max_position_embeddings=64, tie_word_embeddings=True,
+        rope_parameters={"rope_type": "default", "rope_theta": 5000.0},
+    )
+    model = transformers.Qwen3ForCausalLM(cfg).eval()
+    g = torch.Generator().manual_seed(3)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    sd = {k: v.detach().numpy().astype(np.float32) for k, v in model.state_dict().items()}
+    w = gguf.GGUFWriter(str(tmp_path / "q.gguf"), "qwen3")
+    for add, value in [(w.add_block_count, 2), (w.add_context_length, 64), (w.add_embedding_length, D),
+                       (w.add_feed_forward_length, 32), (w.add_head_count, H), (w.add_head_count_kv, G),
+                       (w.add_key_length, R), (w.add_value_length, R), (w.add_layer_norm_rms_eps, 1e-6),
+                       (w.add_rope_freq_base, 5000.0), (w.add_vocab_size, V)]:
+        add(value)
+    names = {"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
+             "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
+             "self_attn.o_proj.weight": "attn_output.weight", "self_attn.q_norm.weight": "attn_q_norm.weight",
+             "self_attn.k_norm.weight": "attn_k_norm.weight"}
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    for i in range(2):
+        for hf_name, g_name in names.items():
+            w.add_tensor(f"blk.{i}.{g_name}", sd[f"model.layers.{i}.{hf_name}"])
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    ours, ref = compscope.load(tmp_path / "q.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "qwen3"
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for a, b in [(ours.attn_norm, ref.attn_norm), (ours.qk_norm[0], ref.qk_norm[0]), (ours.qk_norm[1], ref.qk_norm[1]),
+                 (ours.final_norm, ref.final_norm)]:
+        assert a.offset == b.offset == 0.0
+        assert torch.equal(a.weight, b.weight)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    from compscope.core.attention import attention_forward
+
+    x = torch.randn(1, 9, D, generator=torch.Generator().manual_seed(4))
+    for layer in range(2):
+        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)

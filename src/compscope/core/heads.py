@@ -170,7 +170,7 @@ class HeadWeights:
     attn_norm: Norm | None  # the norm whose output the heads read
     final_norm: Norm | None  # before the unembedding
     norm_placement: Literal["pre", "post", "none"]
-    qk_norm: tuple[Norm, Norm] | None = None  # per-head norms of q and k (Gemma 3)
+    qk_norm: tuple[Norm, Norm] | None = None  # per-head norms of q and k (Gemma 3, Qwen3)
     attn_out_norm: Norm | None = None  # on the attention output before the residual add (Gemma 3)
     rotary: Rotary | None = None
     positions: str = "none"  # 'learned', 'rotary', 'none'

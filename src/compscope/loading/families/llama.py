@@ -1,4 +1,4 @@
-"""Llama-like decoders: Llama, Mistral, Qwen2, SmolLM (and the shared converter Gemma uses).
+"""Llama-like decoders: Llama, Mistral, Qwen2, SmolLM (and the shared converter Gemma and Qwen3 use).
 
 Pre-RMSNorm; separate ``q/k/v/o_proj`` (``nn.Linear``: weight ``(out, in)``, already the
 column convention); rotary in the HF "rotate-half" layout; GQA with ``num_key_value_heads``
@@ -26,7 +26,7 @@ PREFIXES = ("model.", "", "model.language_model.", "language_model.model.")
 class LlamaLikeOptions:
     norm_offset: float = 0.0  # Gemma: gain = 1 + w
     embed_scale: float = 1.0  # Gemma: embeddings times sqrt(d_model)
-    qk_norm: bool = False  # Gemma 3: RMSNorm on each q and k head
+    qk_norm: bool = False  # Gemma 3, Qwen3: RMSNorm on each q and k head
     post_attn_norm: bool = False  # Gemma 3: RMSNorm on the attention output
     attn_scale: float = 0.0  # 0: d_head ** -0.5
     default_theta: float = 10000.0
@@ -57,7 +57,10 @@ def layer_types(config: dict, n_layers: int, where: str = "config") -> list[str]
     window = config.get("sliding_window")
     if window:
         integer(config, where, "sliding_window")
-    if config.get("model_type") == "qwen2":
+    if config.get("model_type") == "qwen3_moe":  # every layer, when on (max_window_layers is not read)
+        on = config.get("use_sliding_window") and window
+        return ["sliding_attention" if on else "full_attention"] * n_layers
+    if config.get("model_type") in ("qwen2", "qwen3"):
         on = config.get("use_sliding_window") and window
         first = integer(config, where, "max_window_layers", default=n_layers, low=0, high=MAX_LAYERS)
         return ["sliding_attention" if on and i >= first else "full_attention" for i in range(n_layers)]

@@ -47,6 +47,8 @@ _CONFIG_KEYS = {
 _ARCHS = {
     "llama": ("llama", True, False),
     "qwen2": ("qwen2", False, False),
+    "qwen3": ("qwen3", False, False),
+    "qwen3moe": ("qwen3_moe", False, False),
     "gemma": ("gemma", False, True),
     "gemma3": ("gemma3_text", False, True),
 }
