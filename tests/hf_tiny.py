@@ -28,7 +28,7 @@ _LLAMA = dict(_COMMON, head_dim=D_HEAD, max_position_embeddings=64, rms_norm_eps
 @dataclass(frozen=True)
 class Variant:
     id: str
-    kind: str  # 'gpt2' | 'neox' | 'llama' | 'gemma3' | 'bert': where HF's modules live
+    kind: str  # 'gpt2' | 'neox' | 'llama' | 'gemma3' | 'bert': where HF's modules live ('gemma3': Gemma 2 too)
     config_cls: str
     config: dict = field(default_factory=dict)
 
@@ -67,6 +67,9 @@ VARIANTS = [
             dict(_LLAMA, num_key_value_heads=1, attention_bias=True, use_sliding_window=True, sliding_window=3,
                  num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16)),
     Variant("gemma", "llama", "GemmaConfig", dict(_LLAMA, num_key_value_heads=1, tie_word_embeddings=True)),
+    Variant("gemma2-softcap", "gemma3", "Gemma2Config",
+            dict(_LLAMA, num_hidden_layers=3, num_key_value_heads=2, query_pre_attn_scalar=10, sliding_window=3,
+                 attn_logit_softcapping=0.7, final_logit_softcapping=None, tie_word_embeddings=True)),
     Variant("gemma3-text", "gemma3", "Gemma3TextConfig",
             dict(_LLAMA, num_hidden_layers=3, num_key_value_heads=2, query_pre_attn_scalar=13, sliding_window=3,
                  layer_types=["sliding_attention", "full_attention", "sliding_attention"],

@@ -220,7 +220,7 @@ def positional_previous(hw: HeadWeights) -> Tensor:
     for layer in range(hw.n_layers):
         q = layer_factor(hw, layer, "Q", dtype=_F64) @ P  # (H, r, n)
         k = layer_factor(hw, layer, "K", dtype=_F64) @ P
-        logits = (hw.scale * q.mT @ k).masked_fill(~causal, float("-inf"))  # (H, n_query, n_key)
+        logits = hw.logits(q.mT @ k).masked_fill(~causal, float("-inf"))  # (H, n_query, n_key)
         out.append(logits.softmax(-1)[:, i, i - 1].mean(-1))
     return torch.stack(out)
 
@@ -259,7 +259,7 @@ def rotary_previous(hw: HeadWeights, window: int = 64, content: Mapping[int, Ten
         mu = mu[None, None].float()  # (1, 1, d): one token at one position
         q = project(hw, layer, "Q", mu, positions=torch.zeros(1))  # (1, H, 1, r), unrotated (position 0)
         k = project(hw, layer, "K", mu.expand(1, window, -1), positions=-delta)  # key at offset δ behind
-        logits = hw.scale * (q @ k.transpose(-1, -2))[0, :, 0]  # (H, window)
+        logits = hw.logits((q @ k.transpose(-1, -2))[0, :, 0])  # (H, window)
         out.append(_window(hw, layer, logits, delta).double().softmax(-1)[:, 1])
     return torch.stack(out)
 
@@ -293,7 +293,7 @@ def _sampled_rotary_previous(hw: HeadWeights, window: int, content: Mapping[int,
         draws[0] = torch.arange(n)  # δ = 0: the query's own key
         logits = torch.stack([(q * move(hw, layer, k[:, :, draws[d]], torch.full((n,), -float(d)))[0]).sum(-1)
                               for d in range(window)], -1)  # (H, n, window): the key drawn for δ, rotated back δ
-        logits = _window(hw, layer, hw.scale * logits, delta)
+        logits = _window(hw, layer, hw.logits(logits), delta)
         out.append(logits.double().softmax(-1)[..., 1].mean(-1))
     return torch.stack(out)
 

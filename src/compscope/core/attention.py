@@ -64,11 +64,11 @@ def move(hw: HeadWeights, layer: int, y: Tensor, positions: Tensor) -> Tensor:
 
 def attend(hw: HeadWeights, layer: int, q: Tensor, k: Tensor, positions: Tensor | None = None) -> Tensor:
     """The attention pattern ``(batch, head, q_pos, k_pos)`` of queries and keys from :func:`project`:
-    scaled dot products, the causal mask and the layer's sliding window, softmax."""
+    scaled (and soft-capped) dot products, the causal mask and the layer's sliding window, softmax."""
     seq = q.shape[-2]
     if positions is None:
         positions = torch.arange(seq)
-    logits = hw.scale * (q @ k.transpose(-1, -2))
+    logits = hw.logits(q @ k.transpose(-1, -2))
     i, j = positions[:, None], positions[None, :]
     allowed = torch.ones(seq, seq, dtype=torch.bool)
     if hw.causal:

@@ -47,7 +47,7 @@ def card_rows(hw: HeadWeights) -> list[tuple[str, str]]:
         ("d_head", str(hw.d_head)),
         ("vocabulary", _fmt_int(hw.n_vocab)),
         ("attention", ("causal" if hw.causal else "bidirectional") + (f", sliding window {windows} on {sum(w is not None for w in hw.sliding_window)} layers" if windows else "")),
-        ("logit scale", f"{hw.scale:.6g}"),
+        ("logit scale", f"{hw.scale:.6g}" + ("" if hw.attn_softcap is None else f", soft-capped at {hw.attn_softcap:g} (c tanh(l / c))")),
         ("normalisation", f"{hw.norm_placement}-norm: {hw.attn_norm.describe()}" if hw.attn_norm else "none"),
     ]
     if hw.qk_norm is not None:

@@ -171,10 +171,11 @@ class HeadWeights:
     final_norm: Norm | None  # before the unembedding
     norm_placement: Literal["pre", "post", "none"]
     qk_norm: tuple[Norm, Norm] | None = None  # per-head norms of q and k (Gemma 3, Qwen3)
-    attn_out_norm: Norm | None = None  # on the attention output before the residual add (Gemma 3)
+    attn_out_norm: Norm | None = None  # on the attention output before the residual add (Gemma 2, Gemma 3)
     rotary: Rotary | None = None
     positions: str = "none"  # 'learned', 'rotary', 'none'
     attn_scale: float = 0.0  # logit = attn_scale * q·k; 0 means d_head ** -0.5
+    attn_softcap: float | None = None  # logit -> c tanh(logit / c) before the mask and softmax (Gemma 2)
     causal: bool = True
     sliding_window: tuple[int | None, ...] = ()  # per layer; None: full attention
     embed_extra: dict[str, Tensor] = field(default_factory=dict)  # e.g. BERT token types
@@ -224,6 +225,8 @@ class HeadWeights:
             raise WeightError(f"causal {self.causal!r}: expected true or false")
         if not is_finite_number(self.attn_scale) or self.attn_scale < 0:
             raise WeightError(f"attn_scale {self.attn_scale!r}: expected a finite number >= 0 (0: d_head ** -0.5)")
+        if self.attn_softcap is not None and (not is_finite_number(self.attn_softcap) or self.attn_softcap <= 0):
+            raise WeightError(f"attn_softcap {self.attn_softcap!r}: expected None or a finite number > 0")
         for name in ("attn_norm", "final_norm", "attn_out_norm"):
             _check_norm(getattr(self, name), name)
         if self.qk_norm is not None:
@@ -272,6 +275,13 @@ class HeadWeights:
     def scale(self) -> float:
         """Multiplier of ``q·k`` in the attention logit."""
         return self.attn_scale or self.d_head**-0.5
+
+    def logits(self, qk: Tensor) -> Tensor:
+        """Attention logits from dot products ``q·k``: ``scale · q·k``, soft-capped to
+        ``c tanh(ℓ / c)`` where the model caps them (``attn_softcap = c``)."""
+        ell = self.scale * qk
+        c = self.attn_softcap
+        return ell if c is None else c * torch.tanh(ell / c)
 
     def n_attention_params(self) -> int:
         """Parameters of the attention layers (Q, K, V, O and their biases; no norms)."""

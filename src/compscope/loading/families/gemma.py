@@ -1,12 +1,16 @@
-"""Gemma and Gemma 3 (text) decoders: Llama-like with three twists.
+"""Gemma, Gemma 2 and Gemma 3 (text) decoders: Llama-like with these twists.
 
 - Every RMSNorm multiplies by ``1 + w`` (``Norm.offset = 1``).
 - Embeddings enter the residual times ``sqrt(d_model)`` (folded into ``W_E``, not ``W_U``).
-- Gemma 3 adds per-head RMSNorm on q and k (QK-norm), an RMSNorm on the attention output
-  before the residual add, logit scale ``query_pre_attn_scalar^-1/2``, and alternating
-  sliding-window / global layers with their own rotary bases. The QK-norm and post-attention
-  norm sit inside the QK and OV paths: products of the weights are approximations there,
-  and the loaded ``HeadWeights`` says so in ``meta.notes``.
+- Gemma 2 adds an RMSNorm on the attention output before the residual add, logit scale
+  ``query_pre_attn_scalar^-1/2``, attention logits soft-capped to ``c tanh(ℓ / c)``
+  (``attn_logit_softcapping``), and sliding-window layers alternating with global ones (the
+  first sliding).
+- Gemma 3 drops the soft cap and adds per-head RMSNorm on q and k (QK-norm), with every sixth
+  layer global by default and separate rotary bases for the two kinds of layer.
+
+The QK-norm, the soft cap and the post-attention norm sit inside the QK and OV paths: products
+of the weights are approximations there, and the loaded ``HeadWeights`` says so in ``meta.notes``.
 """
 
 from __future__ import annotations
@@ -38,6 +42,43 @@ class Gemma(Family):
         return convert_llamalike(ckpt, cls, LlamaLikeOptions(norm_offset=1.0, embed_scale=d**0.5))
 
 
+def _post_norm_hooks(cls, model):
+    """Gemma 2 and 3 layers: ``input_layernorm`` reads the residual; what is added is the output of
+    ``post_attention_layernorm`` (the attention-output norm)."""
+    return [(b.input_layernorm, b.post_attention_layernorm) for b in cls.base_model(model).layers]
+
+
+def _default_layer_types(cfg: dict, where: str, pattern: int) -> dict:
+    """``cfg`` with HF's default ``layer_types`` when it has none: every ``pattern``-th layer global."""
+    if not cfg.get("layer_types"):
+        n_layers = integer(cfg, where, "num_hidden_layers", high=MAX_LAYERS)
+        cfg["layer_types"] = ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n_layers)]
+    return cfg
+
+
+@register
+class Gemma2(Family):
+    name = "gemma2"
+    model_types = ("gemma2",)
+    architectures = ("Gemma2ForCausalLM",)
+    handled = Llama.handled | {"query_pre_attn_scalar", "attn_logit_softcapping"}
+    ignored = frozenset({"final_logit_softcapping", "cache_implementation"})
+    accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept, "use_bidirectional_attention": lambda v: not v}
+    hook_points = classmethod(_post_norm_hooks)
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        cfg = _default_layer_types(dict(ckpt.config), ckpt.source, 2)  # HF: even layers slide, odd ones are global
+        scalar = number(cfg, ckpt.source, "query_pre_attn_scalar", default=256, open_low=True)
+        cap = None if "attn_logit_softcapping" in cfg and cfg["attn_logit_softcapping"] is None else number(
+            cfg, ckpt.source, "attn_logit_softcapping", default=50.0, open_low=True)  # absent: HF's default 50
+        ckpt = Checkpoint(cfg, ckpt.tensors, ckpt.source, ckpt.name, ckpt.notes)
+        d = integer(cfg, ckpt.source, "hidden_size")
+        opts = LlamaLikeOptions(norm_offset=1.0, embed_scale=d**0.5, post_attn_norm=True, attn_scale=scalar**-0.5,
+                                attn_softcap=cap)
+        return convert_llamalike(ckpt, cls, opts)
+
+
 @register
 class Gemma3(Family):
     name = "gemma3"
@@ -52,21 +93,14 @@ class Gemma3(Family):
         "use_bidirectional_attention": lambda v: not v,
     }
 
-    @classmethod
-    def hook_points(cls, model):
-        """Gemma 3 layers: ``input_layernorm`` reads the residual; what is added is the output of
-        ``post_attention_layernorm`` (the attention-output norm)."""
-        return [(b.input_layernorm, b.post_attention_layernorm) for b in cls.base_model(model).layers]
+    hook_points = classmethod(_post_norm_hooks)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg = dict(ckpt.config)
-        n_layers = integer(cfg, ckpt.source, "num_hidden_layers", high=MAX_LAYERS)
         if not cfg.get("layer_types"):  # HF default: every 6th layer global
             pattern = integer(cfg, ckpt.source, "sliding_window_pattern", "_sliding_window_pattern", default=6, high=MAX_LAYERS)
-            cfg["layer_types"] = [
-                "full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n_layers)
-            ]
+            cfg = _default_layer_types(cfg, ckpt.source, pattern)
         if cfg.get("rope_parameters") is None and "rope_local_base_freq" not in cfg:
             cfg["rope_local_base_freq"] = 10000.0  # HF default for the sliding layers
         cfg.setdefault("rope_theta", 1_000_000.0)

@@ -29,6 +29,7 @@ class LlamaLikeOptions:
     qk_norm: bool = False  # Gemma 3, Qwen3: RMSNorm on each q and k head
     post_attn_norm: bool = False  # Gemma 3: RMSNorm on the attention output
     attn_scale: float = 0.0  # 0: d_head ** -0.5
+    attn_softcap: float | None = None  # Gemma 2: logits soft-capped to c tanh(l / c)
     default_theta: float = 10000.0
 
 
@@ -138,6 +139,11 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
             "post-attention norm: each layer's attention output is RMS-normalised before entering "
             "the residual, so W_OV describes what a head writes only up to that per-token scale"
         )
+    if opts.attn_softcap is not None:
+        notes.append(
+            f"attention logits are soft-capped, c tanh(l / c) with c = {opts.attn_softcap:g}: a monotone map of the "
+            "bilinear logit, which W_QK-based scores describe before the cap"
+        )
     if opts.embed_scale != 1.0:
         notes.append(f"W_E includes the embedding scale {opts.embed_scale:g} (sqrt(d_model)); W_U does not")
     if any(t == "sliding_attention" for t in types):
@@ -159,6 +165,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
         rotary=Rotary(rot_dim, torch.stack(freqs), "half"),
         positions="rotary",
         attn_scale=opts.attn_scale,
+        attn_softcap=opts.attn_softcap,
         causal=True,
         sliding_window=tuple(window if t == "sliding_attention" else None for t in types),
         meta=Meta(family.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),

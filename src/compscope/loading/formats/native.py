@@ -45,8 +45,8 @@ def save(hw: HeadWeights, path: str | Path) -> Path:
         tensors[f"embed_extra.{k}"] = t.contiguous()
     fields.update(
         kv_map=list(hw.kv_map), norm_placement=hw.norm_placement, positions=hw.positions,
-        attn_scale=hw.attn_scale, causal=hw.causal, sliding_window=list(hw.sliding_window),
-        meta=dataclasses.asdict(hw.meta),
+        attn_scale=hw.attn_scale, attn_softcap=hw.attn_softcap, causal=hw.causal,
+        sliding_window=list(hw.sliding_window), meta=dataclasses.asdict(hw.meta),
     )
     save_file(_unshared(tensors), str(path / "heads.safetensors"))
     (path / "compscope.json").write_text(json.dumps({"format": FORMAT, "version": VERSION, "fields": fields}, indent=1))
@@ -127,6 +127,7 @@ def load(path: str | Path) -> HeadWeights:
             norm_placement=fields["norm_placement"],
             rotary=None if rot is None else Rotary(rot["dim"], tensors["rotary.inv_freq"], rot["style"]),
             positions=fields["positions"], attn_scale=fields["attn_scale"], causal=fields["causal"],
+            attn_softcap=fields.get("attn_softcap"),  # absent in files written before it existed
             sliding_window=tuple(fields["sliding_window"]),
             embed_extra={k.split(".", 1)[1]: t for k, t in tensors.items() if k.startswith("embed_extra.")},
             meta=Meta(**{**fields["meta"], "processing": tuple(fields["meta"]["processing"]), "notes": tuple(fields["meta"]["notes"])}),
