@@ -315,6 +315,32 @@ def test_rotary_previous_token_score_equals_its_closed_form():
         rotary_previous(compscope.load("induction-2l"))
 
 
+@pytest.mark.parametrize("cap", [0.5, 4.0])
+def test_rotary_previous_token_score_with_soft_capped_logits(cap):
+    """The head above with its logits soft-capped (Gemma 2): the logit at offset δ is
+    ``c·tanh(s·a·b·cos(ω δ) / c)``; the cap flattens the pattern, so the score moves towards the
+    uniform 1/64."""
+    from dataclasses import replace
+
+    from compscope.analysis.circuits import rotary_previous
+
+    cfg = ToyConfig(n_layers=1, n_heads=1, d_model=2, d_head=2, d_vocab=2, n_ctx=64, positions="rotary")
+    m = ToyTransformer(cfg, seed=0)
+    a, b = 3.0, 2.5
+    with torch.no_grad():
+        m.W_E.copy_(torch.tensor([[1.0, 1.0], [1.0, -1.0]]))
+        m.blocks[0].W_Q.copy_(torch.tensor([[[a, 0.0], [0.0, 0.0]]]))
+        m.blocks[0].W_K.copy_(torch.tensor([[[b, 0.0], [0.0, 0.0]]]))
+    plain = m.head_weights()
+    hw = replace(plain, attn_softcap=cap)
+    w = float(hw.rotary.inv_freq[0, 0])
+    logits = np.array([cap * math.tanh(hw.scale * a * b * math.cos(w * d) / cap) for d in range(64)])
+    want = np.exp(logits[1] - logits.max()) / np.exp(logits - logits.max()).sum()
+    got = float(rotary_previous(hw)[0, 0])
+    assert got == pytest.approx(want, rel=1e-5)
+    assert abs(got - 1 / 64) < abs(float(rotary_previous(plain)[0, 0]) - 1 / 64)
+
+
 @pytest.mark.parametrize("kind", ["layernorm", "rmsnorm"])
 def test_rotary_previous_token_score_under_each_layers_norm(kind):
     """Two layers, each one rotary head reading only the first coordinate, each with its own

@@ -39,11 +39,12 @@ def tiny_gemma3(types: list[str]):
     return model
 
 
-def write_gemma3_gguf(path, model, pattern) -> None:
-    """What llama.cpp's convert_hf_to_gguf writes for Gemma 3 (float32, no quantisation)."""
+def write_gemma3_gguf(path, model, pattern, arch: str = "gemma3") -> None:
+    """What llama.cpp's convert_hf_to_gguf writes for Gemma 3 (float32, no quantisation); with
+    ``arch='gemma2'``, for Gemma 2: no QK-norm, the soft cap in the metadata, no sliding pattern."""
     sd = {k: v.detach().numpy().astype(np.float32) for k, v in model.state_dict().items()}
-    w = gguf.GGUFWriter(str(path), "gemma3")
-    w.add_name("tiny-gemma3")
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(f"tiny-{arch}")
     w.add_block_count(L)
     w.add_context_length(64)
     w.add_embedding_length(D)
@@ -53,11 +54,15 @@ def write_gemma3_gguf(path, model, pattern) -> None:
     w.add_key_length(R)
     w.add_value_length(R)
     w.add_layer_norm_rms_eps(1e-6)
-    w.add_rope_freq_base(20000.0)
-    w.add_rope_freq_base_swa(500.0)
     w.add_sliding_window(WINDOW)
-    w.add_sliding_window_pattern(pattern)
     w.add_vocab_size(V)
+    if arch == "gemma3":
+        w.add_rope_freq_base(20000.0)
+        w.add_rope_freq_base_swa(500.0)
+        w.add_sliding_window_pattern(pattern)
+    else:
+        w.add_rope_freq_base(10000.0)
+        w.add_float32(f"{arch}.attn_logit_softcapping", model.config.attn_logit_softcapping)
     names = {
         "input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
         "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
@@ -67,6 +72,8 @@ def write_gemma3_gguf(path, model, pattern) -> None:
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
     for i in range(L):
         for hf_name, g_name in names.items():
+            if f"model.layers.{i}.{hf_name}" not in sd:  # Gemma 2: no q/k norms
+                continue
             t = sd[f"model.layers.{i}.{hf_name}"]
             w.add_tensor(f"blk.{i}.{g_name}", t + 1.0 if hf_name.endswith("norm.weight") else t)
     w.add_tensor("output_norm.weight", sd["model.norm.weight"] + 1.0)
@@ -198,3 +205,32 @@ def test_qwen3_gguf_matches_model_object(tmp_path):
     x = torch.randn(1, 9, D, generator=torch.Generator().manual_seed(4))
     for layer in range(2):
         torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
+
+
+def test_gemma2_gguf_matches_model_object(tmp_path):
+    """Gemma 2 in GGUF: ``1 + w`` norms, the soft cap from the metadata, the sliding layers (not
+    stored) every other one as HF's default, the logit scale by llama.cpp's rule."""
+    cfg = transformers.Gemma2Config(
+        vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=L, num_attention_heads=H,
+        num_key_value_heads=G, head_dim=R, query_pre_attn_scalar=R, sliding_window=WINDOW, attn_logit_softcapping=2.0,
+    )
+    model = transformers.Gemma2ForCausalLM(cfg).eval()
+    g = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    write_gemma3_gguf(tmp_path / "g2.gguf", model, None, arch="gemma2")
+    ours, ref = compscope.load(tmp_path / "g2.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "gemma2"
+    assert ours.sliding_window == ref.sliding_window == (WINDOW, None, WINDOW, None)
+    assert ours.attn_softcap == ref.attn_softcap == 2.0 and ours.scale == ref.scale and ours.qk_norm is None
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for a, b in [(ours.attn_norm, ref.attn_norm), (ours.attn_out_norm, ref.attn_out_norm), (ours.final_norm, ref.final_norm)]:
+        assert a.offset == b.offset == 1.0
+        torch.testing.assert_close(a.weight, b.weight, atol=1e-6, rtol=0)
+    from compscope.core.attention import attention_forward
+
+    x = torch.randn(1, 2 * WINDOW + 3, D, generator=torch.Generator().manual_seed(6))
+    for layer in range(L):
+        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-4, rtol=1e-4)

@@ -65,7 +65,16 @@ def bert():  # post-LN, bidirectional, token-type embeddings in embed_extra
     return _randomise(transformers.BertModel(cfg), 4)
 
 
-MODELS = {"llama-gqa": llama_gqa, "gemma3": gemma3, "gpt2": gpt2, "bert": bert}
+def gemma2():  # attention logits soft-capped
+    cfg = transformers.Gemma2Config(
+        vocab_size=59, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, max_position_embeddings=64, query_pre_attn_scalar=8,
+        sliding_window=4, attn_logit_softcapping=1.5,
+    )
+    return _randomise(transformers.Gemma2ForCausalLM(cfg), 5)
+
+
+MODELS = {"llama-gqa": llama_gqa, "gemma3": gemma3, "gpt2": gpt2, "bert": bert, "gemma2": gemma2}
 
 
 def assert_identical(a, b, path: str = "hw") -> None:
@@ -111,6 +120,18 @@ def test_round_trip_keeps_the_features_under_test(tmp_path):
     assert not torch.equal(gm.rotary.inv_freq[0], gm.rotary.inv_freq[1])  # local and global bases
     assert g2.W_pos is not None and g2.attn_norm.bias is not None and g2.final_norm is not None
     assert "W_type" in bt.embed_extra and bt.norm_placement == "post" and not bt.causal
+    g = compscope.load(MODELS["gemma2"]())
+    assert g.attn_softcap == 1.5 and g.sliding_window == (4, None)
+
+
+def test_files_written_before_the_soft_cap_existed_still_load(tmp_path):
+    """A description without ``attn_softcap`` (written by an older compscope) loads uncapped."""
+    hw = compscope.load(llama_gqa())
+    native.save(hw, tmp_path / "m")
+    desc = json.loads((tmp_path / "m" / "compscope.json").read_text())
+    del desc["fields"]["attn_softcap"]
+    (tmp_path / "m" / "compscope.json").write_text(json.dumps(desc))
+    assert_identical(hw, compscope.load(tmp_path / "m"))
 
 
 def test_processed_weights_round_trip(tmp_path):

@@ -40,6 +40,10 @@ CONFIGS = {
                        n_key_value_heads=2, use_qk_norm=True, use_normalization_before_and_after=True,
                        use_local_attn=True, attn_types=["local", "global"], window_size=3,
                        rotary_base=10000, rotary_base_local=100, rotary_scaling_factor=4.0, attn_scale=3.0),
+    # Gemma 2-like: soft-capped attention scores (a cap small enough to bend these logits)
+    "gemma2-like": dict(normalization_type="RMS", positional_embedding_type="rotary", rotary_dim=8,
+                        n_key_value_heads=2, use_normalization_before_and_after=True, use_local_attn=True,
+                        attn_types=["local", "global"], window_size=3, attn_scores_soft_cap=0.8),
     # bidirectional, no norms
     "bidirectional-no-norm": dict(normalization_type=None, positional_embedding_type="standard",
                                   attention_dir="bidirectional"),
@@ -100,6 +104,17 @@ def test_attention_forward_matches_hooks(name):
     check_forward(model, compscope.load(model))
 
 
+def test_soft_capped_scores_are_read_and_matter():
+    """The cap is carried into the weights, and without it the attention would differ."""
+    from dataclasses import replace
+
+    model = build("gemma2-like")
+    hw = compscope.load(model)
+    assert hw.attn_softcap == 0.8
+    with pytest.raises(AssertionError):
+        check_forward(model, replace(hw, attn_softcap=None))
+
+
 def test_gemma_like_features_are_used():
     """The gemma-like config really has a window that cuts, local/global bases and norms."""
     model = build("gemma-like")
@@ -147,7 +162,6 @@ def test_compscope_fold_norm_agrees_with_transformer_lens_fold_ln():
     "extra, key",
     [
         (dict(positional_embedding_type="shortformer"), "positional_embedding_type"),
-        (dict(attn_scores_soft_cap=30.0), "attn_scores_soft_cap"),
         (dict(scale_attn_by_inverse_layer_idx=True), "scale_attn_by_inverse_layer_idx"),
     ],
 )

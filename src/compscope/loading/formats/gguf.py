@@ -40,6 +40,7 @@ _CONFIG_KEYS = {
     "attention.sliding_window": "sliding_window",
     "rope.freq_base": "rope_theta",
     "rope.freq_base_swa": "rope_local_base_freq",
+    "attn_logit_softcapping": "attn_logit_softcapping",
     "vocab_size": "vocab_size",
 }
 
@@ -50,6 +51,7 @@ _ARCHS = {
     "qwen3": ("qwen3", False, False),
     "qwen3moe": ("qwen3_moe", False, False),
     "gemma": ("gemma", False, True),
+    "gemma2": ("gemma2", False, True),
     "gemma3": ("gemma3_text", False, True),
 }
 
@@ -324,10 +326,11 @@ def open_gguf(path: str | Path) -> Checkpoint:
             f"{path}: tensor 'rope_freqs.weight' (per-dimension rotary frequency factors, e.g. Llama 3.1 rope "
             "scaling) is not supported"
         )
-    if arch == "gemma3":
-        # not stored in GGUF; llama.cpp's rule: 27B scales by (d_model / n_heads)^-1/2, others by head_dim^-1/2
-        n_layers = cfg["num_hidden_layers"]
-        cfg["query_pre_attn_scalar"] = cfg["hidden_size"] // n_heads if n_layers == 62 else head_dim
+    if arch in ("gemma2", "gemma3"):
+        # not stored in GGUF; llama.cpp's rule: 27B (46 / 62 layers) scales by (d_model / n_heads)^-1/2,
+        # the others by head_dim^-1/2. Gemma 2's sliding layers are not stored either: every other one (HF's default)
+        big = cfg["num_hidden_layers"] == {"gemma2": 46, "gemma3": 62}[arch]
+        cfg["query_pre_attn_scalar"] = cfg["hidden_size"] // n_heads if big else head_dim
     if "vocab_size" not in cfg:
         toks = fields.get("tokenizer.ggml.tokens")
         if isinstance(toks, (list, SkippedStrings)):

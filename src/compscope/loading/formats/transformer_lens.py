@@ -7,7 +7,8 @@ did (``fold_ln`` turns ``ln1`` into ``LayerNormPre``/``RMSNormPre``) is recorded
 ``transformer_lens:fold_ln`` step. Supported beyond the plain block: GQA
 (``n_key_value_heads``), rotary (half or adjacent pairs, ``rotary_base_local`` and linear
 ``rotary_scaling_factor``), local attention (``attn_types`` + ``window_size``), QK-norm
-(``use_qk_norm``) and the post-attention norm (``use_normalization_before_and_after``).
+(``use_qk_norm``), the post-attention norm (``use_normalization_before_and_after``) and soft-capped
+attention scores (``attn_scores_soft_cap``).
 Every other config switch that changes what attention computes is refused by name.
 TransformerLens's ``TransformerBridge`` (TransformerLens 4, and 3.9) is read by
 :mod:`~compscope.loading.formats.transformer_bridge`, through the HuggingFace model it wraps.
@@ -29,7 +30,6 @@ _REFUSE_UNLESS = {
     "use_logn_attn": lambda v: not v,
     "use_dynamic_ntk_rope": lambda v: not v,
     "scale_attn_by_inverse_layer_idx": lambda v: not v,
-    "attn_scores_soft_cap": lambda v: v is None or v <= 0,
     "use_NTK_by_parts_rope": lambda v: not v,
     "use_yarn_rope": lambda v: not v,
     "use_attention_sinks": lambda v: not v,
@@ -117,6 +117,10 @@ def from_hooked_transformer(model) -> HeadWeights:
             freqs.append(f if local else f / factor)  # TransformerLens scales global layers only
         rotary = Rotary(dim, torch.stack(freqs), "interleaved" if cfg.rotary_adjacent_pairs else "half")
     scale = (1.0 / cfg.attn_scale) if cfg.use_attn_scale else 1.0
+    cap = getattr(cfg, "attn_scores_soft_cap", None)
+    cap = float(cap) if cap is not None and cap > 0 else None  # TransformerLens: -1 means none
+    if cap is not None:
+        notes.append(f"attention scores are soft-capped, c tanh(l / c) with c = {cap:g}; W_QK-based scores describe them before the cap")
     W_U = getattr(model, "W_U", None)
     b_U = getattr(model, "b_U", None)
     return HeadWeights(
@@ -135,6 +139,7 @@ def from_hooked_transformer(model) -> HeadWeights:
         rotary=rotary,
         positions={"standard": "learned", "rotary": "rotary"}[cfg.positional_embedding_type],
         attn_scale=scale,
+        attn_softcap=cap,
         causal=cfg.attention_dir == "causal",
         sliding_window=tuple(window if k == "local" else None for k in types),
         meta=Meta("transformer_lens", where, cfg.model_name, "float32", str(cfg.dtype).removeprefix("torch."), tuple(steps), tuple(notes)),
