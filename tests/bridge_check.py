@@ -48,6 +48,13 @@ CASES = {
         architectures=["Gemma3ForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
         num_key_value_heads=1, head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64,
         sliding_window=3, layer_types=["sliding_attention", "full_attention"], query_pre_attn_scalar=16)),
+    "qwen3": lambda: transformers.Qwen3ForCausalLM(transformers.Qwen3Config(
+        vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8, num_hidden_layers=2,
+        intermediate_size=48, max_position_embeddings=64)),
+    "gemma2": lambda: transformers.Gemma2ForCausalLM(transformers.Gemma2Config(
+        architectures=["Gemma2ForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64,
+        sliding_window=3, query_pre_attn_scalar=16, attn_logit_softcapping=1.0)),
 }
 #: a bridge around an architecture compscope has no family for: a clean error naming it
 UNSUPPORTED = {
