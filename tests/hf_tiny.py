@@ -53,6 +53,11 @@ VARIANTS = [
     Variant("llama-linear-rope-tied", "llama", "LlamaConfig",
             dict(_LLAMA, num_key_value_heads=2, tie_word_embeddings=True,
                  rope_parameters={"rope_type": "linear", "rope_theta": 1000.0, "factor": 2.0})),
+    # wavelengths 6.3, 20, 63, 199 against the original context 128: kept, kept, interpolated, divided
+    Variant("llama3-rope-scaling", "llama", "LlamaConfig",
+            dict(_LLAMA, num_key_value_heads=2, max_position_embeddings=256,
+                 rope_parameters={"rope_type": "llama3", "rope_theta": 100.0, "factor": 8.0, "low_freq_factor": 1.0,
+                                  "high_freq_factor": 4.0, "original_max_position_embeddings": 128})),
     Variant("mistral-sliding3", "llama", "MistralConfig",
             dict(_LLAMA, num_key_value_heads=2, sliding_window=3,
                  rope_parameters={"rope_type": "default", "rope_theta": 1000.0})),

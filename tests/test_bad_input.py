@@ -367,17 +367,21 @@ def test_gguf_linear_rope_scaling_is_read(tmp_path):
     torch.testing.assert_close(compscope.load(scaled).rotary.inv_freq, expected, rtol=1e-12, atol=0)
 
 
-@pytest.mark.parametrize("what", ["yarn", "rope_freqs"])
-def test_gguf_unsupported_rope_is_refused(tmp_path, what):
+def test_gguf_unsupported_rope_is_refused(tmp_path):
     gguf = pytest.importorskip("gguf")
-    f = tmp_path / f"{what}.gguf"
-    if what == "yarn":
-        write_tiny_gguf(f, metadata=lambda w: (w.add_rope_scaling_type(gguf.RopeScalingType.YARN),
-                                              w.add_rope_scaling_factor(4.0)))
-        expect(UnsupportedModelError, lambda: compscope.load(f), str(f), "yarn")
-    else:
-        write_tiny_gguf(f, edit=lambda g: g.update({"rope_freqs.weight": np.ones(D // N_HEADS // 2, np.float32)}))
-        expect(UnsupportedModelError, lambda: compscope.load(f), str(f), "rope_freqs.weight")
+    f = tmp_path / "yarn.gguf"
+    write_tiny_gguf(f, metadata=lambda w: (w.add_rope_scaling_type(gguf.RopeScalingType.YARN),
+                                          w.add_rope_scaling_factor(4.0)))
+    expect(UnsupportedModelError, lambda: compscope.load(f), str(f), "yarn")
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0])
+def test_gguf_rotary_divisors_must_be_positive(tmp_path, bad):
+    f = tmp_path / "freqs.gguf"
+    divisors = np.ones(D // N_HEADS // 2, np.float32)
+    divisors[1] = bad
+    write_tiny_gguf(f, edit=lambda g: g.update({"rope_freqs.weight": divisors}))
+    expect(LoadError, lambda: compscope.load(f), str(f), "rope_freqs.weight", "positive")
 
 
 # ---------------------------------------------------------------- built-ins, native, CLI

@@ -234,3 +234,45 @@ def test_gemma2_gguf_matches_model_object(tmp_path):
     x = torch.randn(1, 2 * WINDOW + 3, D, generator=torch.Generator().manual_seed(6))
     for layer in range(L):
         torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-4, rtol=1e-4)
+
+
+def test_llama3_rope_scaling_from_gguf_divisors_matches_the_model_object(tmp_path):
+    """llama.cpp stores Llama 3 rope scaling as per-dimension divisors of the frequencies
+    (``rope_freqs.weight``) instead of the config's settings; read back, the frequencies are the
+    ones transformers computes from the settings (float32 divisors: to 1e-6)."""
+    settings = {"rope_type": "llama3", "rope_theta": 100.0, "factor": 8.0, "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0, "original_max_position_embeddings": 128}
+    cfg = transformers.LlamaConfig(vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                                   num_attention_heads=H, num_key_value_heads=G, head_dim=R,
+                                   max_position_embeddings=256, rope_parameters=settings)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    ref = compscope.load(model)
+    plain = 1.0 / 100.0 ** (torch.arange(0, R, 2, dtype=torch.float64) / R)
+    divisors = (plain / model.model.rotary_emb.inv_freq.double()).float().numpy()
+    assert divisors[0] == 1.0 and divisors[-1] == pytest.approx(8.0)  # fast kept, slow divided
+    sd = {k: v.detach().numpy().astype(np.float32) for k, v in model.state_dict().items()}
+    w = gguf.GGUFWriter(str(tmp_path / "l3.gguf"), "llama")
+    for add, value in [(w.add_block_count, 2), (w.add_context_length, 256), (w.add_embedding_length, D),
+                       (w.add_feed_forward_length, 32), (w.add_head_count, H), (w.add_head_count_kv, G),
+                       (w.add_key_length, R), (w.add_layer_norm_rms_eps, 1e-6), (w.add_rope_freq_base, 100.0),
+                       (w.add_vocab_size, V)]:
+        add(value)
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    w.add_tensor("output.weight", sd["lm_head.weight"])
+    w.add_tensor("rope_freqs.weight", divisors)
+    for i in range(2):
+        p = f"model.layers.{i}."
+        w.add_tensor(f"blk.{i}.attn_norm.weight", sd[p + "input_layernorm.weight"])
+        for proj, short, n in (("q", "q", H), ("k", "k", G), ("v", "v", None), ("o", "output", None)):
+            t = sd[f"{p}self_attn.{proj}_proj.weight"]
+            w.add_tensor(f"blk.{i}.attn_{short}.weight", t if n is None else llama_cpp_permute(t, n))
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    ours = compscope.load(tmp_path / "l3.gguf")
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+    assert any("rope_freqs" in n for n in ours.meta.notes) and any("Llama 3" in n for n in ref.meta.notes)
+    for name in ("W_Q", "W_K", "W_V", "W_O"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name

@@ -9,6 +9,8 @@ refused with its name: no silent misreading of an exotic config.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -211,9 +213,20 @@ def rope_settings(config: dict, layer_type: str | None = None) -> dict:
     return out
 
 
+#: the rope types :func:`inv_freq` computes (each a change of the frequencies alone)
+ROPE_TYPES = ("default", "linear", "llama3")
+
+
 def inv_freq(dim: int, settings: dict, where: str, default_theta: float = 10000.0) -> Tensor:
-    """``1 / theta^(2i/dim)``, with linear scaling; other rope types are refused by name. The
-    base must be a finite number above 1 and ``dim`` a positive even number."""
+    """``1 / theta^(2i/dim)``, float64, with the rope type's scaling (``ROPE_TYPES``); other rope
+    types are refused by name. The base must be a finite number above 1 and ``dim`` a positive even
+    number.
+
+    - ``linear``: every frequency divided by ``factor``.
+    - ``llama3`` (Llama 3.1 on): with wavelengths ``λ = 2π / f`` and ``n`` the original context,
+      frequencies with ``λ < n / high_freq_factor`` are kept, those with ``λ > n / low_freq_factor``
+      divided by ``factor``, and those between interpolated, ``(1 − s) f / factor + s f`` with
+      ``s = (n / λ − low_freq_factor) / (high_freq_factor − low_freq_factor)``."""
     if isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0 or dim % 2:
         raise LoadError(f"{where}: the rotary dimension {dim!r} is not a positive even number (head width × partial_rotary_factor)")
     theta = number(settings, where, "rope_theta", default=default_theta, low=1.0, open_low=True)
@@ -221,8 +234,18 @@ def inv_freq(dim: int, settings: dict, where: str, default_theta: float = 10000.
     kind = settings.get("rope_type") or "default"
     if kind == "linear":
         f = f / number(settings, where, "factor", low=0.0, open_low=True)
+    elif kind == "llama3":
+        factor = number(settings, where, "factor", low=0.0, open_low=True)
+        low = number(settings, where, "low_freq_factor", low=0.0, open_low=True)
+        high = number(settings, where, "high_freq_factor", low=0.0, open_low=True)
+        n = number(settings, where, "original_max_position_embeddings", low=0.0, open_low=True)
+        if high <= low:
+            raise LoadError(f"{where}: rope llama3 high_freq_factor {high:g} must exceed low_freq_factor {low:g}")
+        wavelength = 2 * math.pi / f
+        s = (n / wavelength - low) / (high - low)
+        f = torch.where(wavelength < n / high, f, torch.where(wavelength > n / low, f / factor, (1 - s) * f / factor + s * f))
     elif kind != "default":
-        raise UnsupportedModelError(f"{where}: rope type {kind!r} is not supported (supported: default, linear)")
+        raise UnsupportedModelError(f"{where}: rope type {kind!r} is not supported (supported: {', '.join(ROPE_TYPES)})")
     return f
 
 
@@ -239,10 +262,10 @@ def rotary_dim(d_head: int, settings: dict, where: str, *fallback: str) -> int:
 
 
 def rope_accept(value: Any) -> bool:
-    """Accept rope settings whose type is default/linear (checked in detail by ``inv_freq``)."""
+    """Accept rope settings of a type in ``ROPE_TYPES`` (checked in detail by ``inv_freq``)."""
     if value is None:
         return True
     if not isinstance(value, dict):
         return False
     subs = [v for v in value.values() if isinstance(v, dict)] or [value]
-    return all((s.get("rope_type") or s.get("type") or "default") in ("default", "linear") for s in subs)
+    return all((s.get("rope_type") or s.get("type") or "default") in ROPE_TYPES for s in subs)

@@ -119,7 +119,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
 
     types = layer_types(cfg, L, where)
     window = cfg.get("sliding_window")
-    freqs = []
+    freqs, rope_notes = [], []
     rot_dim = r
     for t in types:
         s = rope_settings(cfg, t)
@@ -127,8 +127,20 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
             s = {**s, "rope_theta": cfg["rope_local_base_freq"], "rope_type": "default"}
         rot_dim = rotary_dim(r, s, where)
         freqs.append(inv_freq(rot_dim, s, where, opts.default_theta))
+        if s.get("rope_type") == "llama3" and not rope_notes:
+            rope_notes.append(
+                f"rotary frequencies rescaled as Llama 3 does (factor {s['factor']:g}, original context "
+                f"{s['original_max_position_embeddings']:g}): the slow ones divided by the factor, the fast ones kept"
+            )
 
-    notes = list(ckpt.notes) + ([head_note] if head_note else [])
+    divisors = ts.take("rope_freqs.weight", (rot_dim // 2,), required=False)  # only GGUF files carry it
+    if divisors is not None:  # llama.cpp's form of a frequency scaling (Llama 3.1): f_i / divisor_i
+        if not bool(torch.isfinite(divisors).all()) or bool((divisors <= 0).any()):
+            raise LoadError(f"{ts.origin('rope_freqs.weight')}: rotary frequency divisors must be finite and positive")
+        freqs = [f / divisors.double() for f in freqs]
+        rope_notes.append("rotary frequencies divided per dimension by the file's rope_freqs (llama.cpp's form of "
+                          "Llama 3 rope scaling)")
+    notes = list(ckpt.notes) + ([head_note] if head_note else []) + rope_notes
     if opts.qk_norm:
         notes.append(
             "QK-norm: q and k are RMS-normalised per head before the dot product, so W_QK-based "

@@ -69,7 +69,8 @@ _BLOCK = {
     "attn_k_norm.weight": "self_attn.k_norm.weight",
     "post_attention_norm.weight": "post_attention_layernorm.weight",
 }
-_TOP = {"token_embd.weight": "model.embed_tokens.weight", "output.weight": "lm_head.weight", "output_norm.weight": "model.norm.weight"}
+_TOP = {"token_embd.weight": "model.embed_tokens.weight", "output.weight": "lm_head.weight", "output_norm.weight": "model.norm.weight",
+        "rope_freqs.weight": "rope_freqs.weight"}  # llama.cpp's rotary frequency divisors (Llama 3.1 scaling)
 
 _MAGIC = b"GGUF"
 _VERSIONS = (2, 3)
@@ -321,11 +322,6 @@ def open_gguf(path: str | Path) -> Checkpoint:
     if scaling not in (None, "none") or factor not in (None, 0.0, 1.0):
         # the families accept 'linear' and refuse other types by name
         cfg["rope_scaling"] = {"rope_type": scaling or "linear", "factor": 1.0 if factor is None else factor}
-    if any(info.name == "rope_freqs.weight" for info in infos):
-        raise UnsupportedModelError(
-            f"{path}: tensor 'rope_freqs.weight' (per-dimension rotary frequency factors, e.g. Llama 3.1 rope "
-            "scaling) is not supported"
-        )
     if arch in ("gemma2", "gemma3"):
         # not stored in GGUF; llama.cpp's rule: 27B (46 / 62 layers) scales by (d_model / n_heads)^-1/2,
         # the others by head_dim^-1/2. Gemma 2's sliding layers are not stored either: every other one (HF's default)
