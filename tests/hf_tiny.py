@@ -61,6 +61,8 @@ VARIANTS = [
     Variant("mistral-sliding3", "llama", "MistralConfig",
             dict(_LLAMA, num_key_value_heads=2, sliding_window=3,
                  rope_parameters={"rope_type": "default", "rope_theta": 1000.0})),
+    Variant("mixtral-sliding3", "llama", "MixtralConfig",
+            dict(_LLAMA, num_key_value_heads=2, sliding_window=3, num_local_experts=4, num_experts_per_tok=2)),
     Variant("qwen2-bias", "llama", "Qwen2Config", dict(_LLAMA, num_key_value_heads=2)),
     Variant("qwen2-sliding-upper-layers", "llama", "Qwen2Config",
             dict(_LLAMA, num_hidden_layers=3, num_key_value_heads=2, use_sliding_window=True, sliding_window=3,

@@ -1,4 +1,4 @@
-"""Llama-like decoders: Llama, Mistral, Qwen2, SmolLM (and the shared converter Gemma and Qwen3 use).
+"""Llama-like decoders: Llama, Mistral, Mixtral, Qwen2, SmolLM (and the shared converter Gemma and Qwen3 use).
 
 Pre-RMSNorm; separate ``q/k/v/o_proj`` (``nn.Linear``: weight ``(out, in)``, already the
 column convention); rotary in the HF "rotate-half" layout; GQA with ``num_key_value_heads``
@@ -186,16 +186,17 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
 
 @register
 class Llama(Family):
-    """Llama, Mistral, Qwen2 and SmolLM checkpoints."""
+    """Llama, Mistral, Mixtral, Qwen2 and SmolLM checkpoints (Mixtral's experts are MLP: not read)."""
 
     name = "llama"
-    model_types = ("llama", "mistral", "qwen2", "smollm", "smollm2")
-    architectures = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "LlamaModel")
+    model_types = ("llama", "mistral", "mixtral", "qwen2", "smollm", "smollm2")
+    architectures = ("LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM", "LlamaModel")
     handled = frozenset(
         "hidden_size num_attention_heads num_key_value_heads head_dim num_hidden_layers rms_norm_eps "
         "rope_theta attention_bias sliding_window layer_types max_window_layers use_sliding_window".split()
     )
-    ignored = frozenset("pretraining_tp".split())
+    ignored = frozenset("pretraining_tp num_local_experts num_experts_per_tok output_router_logits router_aux_loss_coef "
+                        "router_jitter_noise".split())  # Mixtral's MLP
     accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
 
     @classmethod
