@@ -28,7 +28,7 @@ _LLAMA = dict(_COMMON, head_dim=D_HEAD, max_position_embeddings=64, rms_norm_eps
 @dataclass(frozen=True)
 class Variant:
     id: str
-    kind: str  # 'gpt2' | 'neox' | 'llama' | 'gemma3' | 'bert': where HF's modules live ('gemma3': Gemma 2 too)
+    kind: str  # 'gpt2' | 'neox' | 'llama' | 'gemma3' | 'bert': where HF's modules live (GPT-Neo's as GPT-2's, Gemma 2's as Gemma 3's)
     config_cls: str
     config: dict = field(default_factory=dict)
 
@@ -39,6 +39,9 @@ class Variant:
 VARIANTS = [
     Variant("gpt2", "gpt2", "GPT2Config",
             dict(vocab_size=VOCAB, n_embd=D, n_head=HEADS, n_layer=2, n_positions=32, n_inner=48)),
+    Variant("gpt-neo-local3", "gpt2", "GPTNeoConfig",
+            dict(vocab_size=VOCAB, hidden_size=D, num_heads=HEADS, num_layers=2, max_position_embeddings=32,
+                 intermediate_size=48, attention_types=[[["global", "local"], 1]], window_size=3)),
     Variant("neox-partial-rotary-parallel", "neox", "GPTNeoXConfig",
             dict(_COMMON, max_position_embeddings=64, use_parallel_residual=True,
                  rope_parameters={"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.25})),
@@ -91,7 +94,7 @@ VARIANTS = [
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12)),
 ]
 BY_ID = {v.id: v for v in VARIANTS}
-PRE_LN_LAYERNORM = ["gpt2", "neox-partial-rotary-parallel", "neox-sequential-no-bias"]
+PRE_LN_LAYERNORM = ["gpt2", "gpt-neo-local3", "neox-partial-rotary-parallel", "neox-sequential-no-bias"]
 RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "gemma3")]
 
 

@@ -457,3 +457,21 @@ def test_cli_process_exit_code(tmp_path):
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("compscope: error: ") and str(bad) in proc.stderr
+
+
+@pytest.mark.parametrize("types, exc, needles", [
+    ([[["global", "sparse"], 1]], UnsupportedModelError, ("attention types ['sparse']", "global, local")),
+    ([[["global", "local"], 2]], LoadError, ("attention_types lists 4 layers", "num_layers is 2")),
+    ([["global", 1]], LoadError, ("attention_types",)),
+])
+def test_gpt_neo_attention_types_are_checked(tmp_path, types, exc, needles):
+    pytest.importorskip("transformers")
+    from hf_tiny import BY_ID, build
+
+    folder = tmp_path / "neo"
+    build(BY_ID["gpt-neo-local3"]).save_pretrained(folder)
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg["attention_types"] = types
+    cfg.pop("attention_layers", None)
+    (folder / "config.json").write_text(json.dumps(cfg))
+    expect(exc, lambda: compscope.load(folder), str(folder), *needles)

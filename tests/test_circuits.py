@@ -149,6 +149,19 @@ def test_positional_previous_token_score_of_a_head_built_to_attend_back_one_posi
     assert positional_previous(hw)[0, 0].item() == pytest.approx(want, rel=1e-12)
 
 
+@pytest.mark.parametrize("window", [None, 1, 2, 4])
+def test_positional_previous_token_score_within_a_local_window(window):
+    """A head with no positional preference (``W_Q = 0``: every logit 0) spreads its attention
+    evenly over the keys it may see, ``min(i + 1, w)`` of them at query ``i``: the mass on
+    ``i − 1`` is ``1 / min(i + 1, w)`` (0 when the window holds the query alone)."""
+    n = 9
+    hw = model(L=1, H=1, G=1, r=9, d=9, rotary=False)
+    hw = hw.replace(W_Q=torch.zeros(1, 1, 9, 9), W_pos=torch.eye(n), positions="learned", sliding_window=(window,))
+    w = n if window is None else window
+    want = sum(0.0 if w == 1 else 1 / min(i + 1, w) for i in range(1, n)) / (n - 1)
+    assert positional_previous(hw)[0, 0].item() == pytest.approx(want, rel=1e-12)
+
+
 @pytest.fixture(scope="module")
 def default_model():
     toy, _ = load_toy(resolve("induction-2l"))

@@ -310,7 +310,7 @@ def test_qk_circuit_with_offset_gives_hf_pattern(vid):
 
 # ---------------------------------------------------------------------------- with and without a head
 
-BASES = [("gpt2", "transformer", True), ("neox-partial-rotary-parallel", "gpt_neox", False),
+BASES = [("gpt2", "transformer", True), ("gpt-neo-local3", "transformer", True), ("neox-partial-rotary-parallel", "gpt_neox", False),
          ("llama-gqa-bias", "model", False), ("gemma3-text", "model", True)]
 
 

@@ -111,11 +111,12 @@ def test_center_writing_keeps_layernorm_of_residual(vid):
     if hw.W_pos is not None:
         resid_c = resid_c + hw.W_pos[:, :SEQ].T
     torch.testing.assert_close(resid_c, _centre(cap.resid[0]), atol=ATOL, rtol=0)
-    ln = model.transformer.h[0].ln_1 if vid == "gpt2" else model.gpt_neox.layers[0].input_layernorm
+    gpt2_like = hasattr(model, "transformer")  # GPT-2 and GPT-Neo
+    ln = model.transformer.h[0].ln_1 if gpt2_like else model.gpt_neox.layers[0].input_layernorm
     with torch.no_grad():
         torch.testing.assert_close(ln(resid_c), ln(cap.resid[0]), atol=1e-5, rtol=0)
         # the unembedding reads through the final LayerNorm: a centred final residual gives HF's logits
-        final = model.transformer.ln_f if vid == "gpt2" else model.gpt_neox.final_layer_norm
+        final = model.transformer.ln_f if gpt2_like else model.gpt_neox.final_layer_norm
         logits = final(_centre(cap.final_in)) @ hw.W_U.T
     torch.testing.assert_close(logits, cap.logits, atol=1e-4, rtol=1e-5)
 

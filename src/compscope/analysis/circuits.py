@@ -10,7 +10,7 @@
   itself. ``δ``: the rotary offset (query minus key position), 0 by default.
 - **Positional previous-token score** (learned absolute positions only): attention from the
   positional parts alone, ``scale · (W_Q p_i)·(W_K p_j)`` over ``j ≤ i`` (every ``j`` for a
-  bidirectional model; ``p = W_pos`` columns;
+  bidirectional model; ``i − j`` below the window of a local layer; ``p = W_pos`` columns;
   token content, biases and norms left out), softmax, and the mean mass on ``j = i − 1`` over
   ``i ≥ 1``.
 - **Zero-layer bigram** ``W_U W_E`` and **virtual heads** ``W_OV^{h2} W_OV^{h1}`` (the
@@ -216,11 +216,14 @@ def positional_previous(hw: HeadWeights) -> Tensor:
     n = P.shape[1]
     causal = torch.ones(n, n, dtype=torch.bool).tril() if hw.causal else torch.ones(n, n, dtype=torch.bool)
     i = torch.arange(1, n)
+    ahead = torch.arange(n)[:, None] - torch.arange(n)[None]  # (n_query, n_key): i − j
     out = []
     for layer in range(hw.n_layers):
+        window = hw.sliding_window[layer] if hw.sliding_window else None
+        allowed = causal if window is None else causal & (ahead < window)
         q = layer_factor(hw, layer, "Q", dtype=_F64) @ P  # (H, r, n)
         k = layer_factor(hw, layer, "K", dtype=_F64) @ P
-        logits = hw.logits(q.mT @ k).masked_fill(~causal, float("-inf"))  # (H, n_query, n_key)
+        logits = hw.logits(q.mT @ k).masked_fill(~allowed, float("-inf"))  # (H, n_query, n_key)
         out.append(logits.softmax(-1)[:, i, i - 1].mean(-1))
     return torch.stack(out)
 

@@ -1,0 +1,101 @@
+"""GPT-Neo (and the TinyStories models built on it): pre-LayerNorm, learned absolute positions,
+separate ``q/k/v_proj`` without biases, and global layers alternating with local ones.
+
+Two things differ from GPT-2 beyond the layout: the attention logit is the bare ``q·k`` (no
+``1/sqrt(d_head)``: ``attn_scale = 1``), and local layers see only the last ``window_size``
+positions, ``0 ≤ i − j < window_size`` (recorded per layer as a sliding window).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..checkpoint import Checkpoint
+from ...errors import LoadError, UnsupportedModelError, WeightError
+from ...core.heads import HeadWeights, Meta, Norm
+from . import register
+from .base import MAX_LAYERS, Family, integer, number, sizes, split_cols, split_rows, unembedding
+
+KINDS = ("global", "local")
+
+
+def layer_kinds(cfg: dict, n_layers: int, where: str) -> list[str]:
+    """Per-layer ``'global'`` / ``'local'`` from ``attention_types`` (``[[kinds, repeats], ...]``,
+    expanded as transformers does), checked against ``num_layers``."""
+    spec = cfg.get("attention_types")
+    if spec is None:
+        return ["global"] * n_layers
+    bad = LoadError(f"{where}: config key 'attention_types' = {spec!r} is not a list of [kinds, repeats]")
+    if not isinstance(spec, list) or not all(isinstance(e, list) and len(e) == 2 and isinstance(e[0], list)
+                                             and isinstance(e[1], int) and not isinstance(e[1], bool)
+                                             and 0 <= e[1] <= MAX_LAYERS for e in spec):
+        raise bad
+    kinds = [k for group, n in spec for _ in range(n) for k in group]
+    unknown = sorted({str(k) for k in kinds if k not in KINDS})
+    if unknown:
+        raise UnsupportedModelError(f"{where}: attention types {unknown} are not supported (supported: {', '.join(KINDS)})")
+    if len(kinds) != n_layers:
+        raise LoadError(f"{where}: attention_types lists {len(kinds)} layers, num_layers is {n_layers}")
+    return kinds
+
+
+@register
+class GPTNeo(Family):
+    name = "gpt_neo"
+    model_types = ("gpt_neo",)
+    architectures = ("GPTNeoForCausalLM", "GPTNeoModel")
+    handled = frozenset("hidden_size num_heads num_layers layer_norm_epsilon attention_types attention_layers "
+                        "window_size".split())
+    ignored = frozenset("embed_dropout resid_dropout summary_type summary_use_proj summary_activation "
+                        "summary_proj_to_labels summary_first_dropout".split())
+
+    hf_base = "transformer"
+
+    @classmethod
+    def hook_points(cls, model):
+        """GPT-Neo blocks: ``ln_1`` reads the residual, ``attn`` returns what is added (after ``out_proj``)."""
+        return [(b.ln_1, b.attn) for b in cls.base_model(model).h]
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
+        cls.check_config(cfg, where)
+        d, H, L, r = sizes(cfg, where, heads=("num_heads",), layers=("num_layers",))
+        eps = number(cfg, where, "layer_norm_epsilon", default=1e-5)
+        kinds = layer_kinds(cfg, L, where)
+        window = integer(cfg, where, "window_size", default=256) if "local" in kinds else None
+        prefix = "transformer." if "transformer.wte.weight" in ts else ""
+        wq, wk, wv, wo, bo, g, beta = ([] for _ in range(7))
+        for i in range(L):
+            p = f"{prefix}h.{i}."
+            a = p + "attn.attention."
+            for ws, part in ((wq, "q"), (wk, "k"), (wv, "v")):
+                ws.append(split_rows(ts.take(f"{a}{part}_proj.weight", (d, d)), H, r))
+            wo.append(split_cols(ts.take(a + "out_proj.weight", (d, d)), H, r))
+            bo.append(ts.take(a + "out_proj.bias", (d,)))
+            g.append(ts.take(p + "ln_1.weight", (d,)))
+            beta.append(ts.take(p + "ln_1.bias", (d,)))
+        wte = ts.take(prefix + "wte.weight")
+        wpe = ts.take(prefix + "wpe.weight")
+        if wte.ndim != 2 or wte.shape[1] != d:
+            raise WeightError(f"{ts.origin(prefix + 'wte.weight')}: 'wte.weight' has shape {tuple(wte.shape)}, expected (n_vocab, {d})")
+        W_U, head_note = unembedding(ckpt, ["lm_head.weight"], wte)
+        lnf_w = ts.take(prefix + "ln_f.weight", (d,), required=False)
+        lnf_b = ts.take(prefix + "ln_f.bias", (d,), required=False)
+        notes = list(ckpt.notes) + ([head_note] if head_note else [])
+        if window is not None:
+            notes.append(f"local attention (window {window}) on {kinds.count('local')} of {L} layers")
+        return HeadWeights(
+            W_Q=torch.stack(wq), W_K=torch.stack(wk), W_V=torch.stack(wv), W_O=torch.stack(wo),
+            b_Q=None, b_K=None, b_V=None, b_O=torch.stack(bo),
+            W_E=wte.T, W_pos=wpe.T, W_U=W_U, b_U=None,
+            kv_map=tuple(range(H)),
+            attn_norm=Norm("layernorm", torch.stack(g), torch.stack(beta), eps),
+            final_norm=None if lnf_w is None else Norm("layernorm", lnf_w[None], None if lnf_b is None else lnf_b[None], eps),
+            norm_placement="pre",
+            positions="learned",
+            attn_scale=1.0,  # GPT-Neo does not scale q·k
+            causal=True,
+            sliding_window=tuple(window if k == "local" else None for k in kinds),
+            meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
+        )
