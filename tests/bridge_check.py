@@ -48,6 +48,9 @@ CASES = {
         architectures=["Gemma3ForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
         num_key_value_heads=1, head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64,
         sliding_window=3, layer_types=["sliding_attention", "full_attention"], query_pre_attn_scalar=16)),
+    "gpt-neo": lambda: transformers.GPTNeoForCausalLM(transformers.GPTNeoConfig(
+        vocab_size=VOCAB, hidden_size=32, num_heads=4, num_layers=2, intermediate_size=48, max_position_embeddings=64,
+        attention_types=[[["global", "local"], 1]], window_size=3)),
     "qwen3": lambda: transformers.Qwen3ForCausalLM(transformers.Qwen3Config(
         vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8, num_hidden_layers=2,
         intermediate_size=48, max_position_embeddings=64)),

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CASES = ["gpt2", "neox", "llama-gqa", "qwen2-bias", "qwen3", "gemma2", "gemma3"]
+CASES = ["gpt2", "gpt-neo", "neox", "llama-gqa", "qwen2-bias", "qwen3", "gemma2", "gemma3"]
 
 
 def _python() -> Path | None:
