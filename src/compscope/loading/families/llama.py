@@ -30,6 +30,7 @@ class LlamaLikeOptions:
     post_attn_norm: bool = False  # Gemma 3: RMSNorm on the attention output
     attn_scale: float = 0.0  # 0: d_head ** -0.5
     attn_softcap: float | None = None  # Gemma 2: logits soft-capped to c tanh(l / c)
+    fused_qkv: bool = False  # Phi-3: one qkv_proj, rows [q heads | k heads | v heads]
     default_theta: float = 10000.0
 
 
@@ -85,7 +86,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
     eps = number(cfg, where, "rms_norm_eps")
     if H % G:
         raise UnsupportedModelError(f"{where}: num_attention_heads={H} is not a multiple of num_key_value_heads={G}")
-    probe = "layers.0.self_attn.q_proj.weight"
+    probe = "layers.0.self_attn." + ("qkv_proj" if opts.fused_qkv else "q_proj") + ".weight"
     prefix = next((p for p in PREFIXES if p + probe in ts), None)
     if prefix is None:
         raise UnsupportedModelError(f"{where}: no tensor named like '{probe}' (tried prefixes {PREFIXES})")
@@ -93,9 +94,14 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
     wq, wk, wv, wo, bq, bk, bv, bo, g_in, qn, kn, g_post = ([] for _ in range(12))
     for i in range(L):
         p = f"{prefix}layers.{i}."
-        wq.append(split_rows(ts.take(p + "self_attn.q_proj.weight", (H * r, d)), H, r))
-        wk.append(split_rows(ts.take(p + "self_attn.k_proj.weight", (G * r, d)), G, r))
-        wv.append(split_rows(ts.take(p + "self_attn.v_proj.weight", (G * r, d)), G, r))
+        if opts.fused_qkv:
+            w = ts.take(p + "self_attn.qkv_proj.weight", ((H + 2 * G) * r, d))
+            parts = (w[: H * r], w[H * r : (H + G) * r], w[(H + G) * r :])
+        else:
+            parts = tuple(ts.take(f"{p}self_attn.{x}_proj.weight", (n * r, d)) for x, n in (("q", H), ("k", G), ("v", G)))
+        wq.append(split_rows(parts[0], H, r))
+        wk.append(split_rows(parts[1], G, r))
+        wv.append(split_rows(parts[2], G, r))
         wo.append(split_cols(ts.take(p + "self_attn.o_proj.weight", (d, H * r)), H, r))
         b = ts.take(p + "self_attn.q_proj.bias", (H * r,), required=False)
         bq.append(None if b is None else b.reshape(H, r))
