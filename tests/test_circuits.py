@@ -312,15 +312,8 @@ def test_rotary_previous_token_score_equals_its_closed_form():
     logit at offset δ is s·a·b·cos(ω δ); the score is the softmax mass at δ = 1 over δ = 0..63."""
     from compscope.analysis.circuits import rotary_previous
 
-    cfg = ToyConfig(n_layers=1, n_heads=1, d_model=2, d_head=2, d_vocab=2, n_ctx=64, positions="rotary")
-    m = ToyTransformer(cfg, seed=0)
     a, b = 3.0, 2.5
-    with torch.no_grad():
-        m.W_E.copy_(torch.tensor([[1.0, 1.0], [1.0, -1.0]]))
-        m.blocks[0].W_Q.copy_(torch.tensor([[[a, 0.0], [0.0, 0.0]]]))
-        m.blocks[0].W_K.copy_(torch.tensor([[[b, 0.0], [0.0, 0.0]]]))
-    hw = m.head_weights()
-    w = float(hw.rotary.inv_freq[0, 0])
+    hw, w = _one_rotary_head(a, b, mean_one_zero=True)
     logits = np.array([hw.scale * a * b * math.cos(w * d) for d in range(64)])
     want = np.exp(logits[1] - logits.max()) / np.exp(logits - logits.max()).sum()
     assert float(rotary_previous(hw)[0, 0]) == pytest.approx(want, rel=1e-5)
@@ -337,16 +330,9 @@ def test_rotary_previous_token_score_with_soft_capped_logits(cap):
 
     from compscope.analysis.circuits import rotary_previous
 
-    cfg = ToyConfig(n_layers=1, n_heads=1, d_model=2, d_head=2, d_vocab=2, n_ctx=64, positions="rotary")
-    m = ToyTransformer(cfg, seed=0)
     a, b = 3.0, 2.5
-    with torch.no_grad():
-        m.W_E.copy_(torch.tensor([[1.0, 1.0], [1.0, -1.0]]))
-        m.blocks[0].W_Q.copy_(torch.tensor([[[a, 0.0], [0.0, 0.0]]]))
-        m.blocks[0].W_K.copy_(torch.tensor([[[b, 0.0], [0.0, 0.0]]]))
-    plain = m.head_weights()
+    plain, w = _one_rotary_head(a, b, mean_one_zero=True)
     hw = replace(plain, attn_softcap=cap)
-    w = float(hw.rotary.inv_freq[0, 0])
     logits = np.array([cap * math.tanh(hw.scale * a * b * math.cos(w * d) / cap) for d in range(64)])
     want = np.exp(logits[1] - logits.max()) / np.exp(logits - logits.max()).sum()
     got = float(rotary_previous(hw)[0, 0])
@@ -389,13 +375,16 @@ def test_rotary_previous_token_score_under_each_layers_norm(kind):
         assert float(got[layer, 0]) == pytest.approx(want, rel=1e-5), layer
 
 
-def _one_rotary_head(a: float, b: float):
+def _one_rotary_head(a: float, b: float, mean_one_zero: bool = False):
     """One rotary head, d_model = d_head = 2, reading only the first coordinate:
     ``W_Q x = (a x₁, 0)``, ``W_K x = (b x₁, 0)``; the logit of query x and key y at offset δ is
-    ``s·a·b·x₁·y₁·cos(ω δ)``."""
+    ``s·a·b·x₁·y₁·cos(ω δ)``. ``mean_one_zero``: the two token embeddings (1, 1) and (1, −1),
+    whose mean is (1, 0)."""
     cfg = ToyConfig(n_layers=1, n_heads=1, d_model=2, d_head=2, d_vocab=2, n_ctx=64, positions="rotary")
     m = ToyTransformer(cfg, seed=0)
     with torch.no_grad():
+        if mean_one_zero:
+            m.W_E.copy_(torch.tensor([[1.0, 1.0], [1.0, -1.0]]))
         m.blocks[0].W_Q.copy_(torch.tensor([[[a, 0.0], [0.0, 0.0]]]))
         m.blocks[0].W_K.copy_(torch.tensor([[[b, 0.0], [0.0, 0.0]]]))
     hw = m.head_weights()

@@ -19,7 +19,7 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
 from .base import MAX_LAYERS, Family, integer, number, rope_accept
-from .llama import Llama, LlamaLikeOptions, convert_llamalike
+from .llama import Llama, LlamaLikeOptions, convert_llamalike, llamalike_hooks
 
 
 @register
@@ -31,10 +31,7 @@ class Gemma(Family):
     ignored = frozenset()
     accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept, "use_bidirectional_attention": lambda v: not v}
 
-    @classmethod
-    def hook_points(cls, model):
-        """As Llama: ``input_layernorm`` reads the residual, ``self_attn`` returns what is added."""
-        return [(b.input_layernorm, b.self_attn) for b in cls.base_model(model).layers]
+    hook_points = classmethod(llamalike_hooks)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:

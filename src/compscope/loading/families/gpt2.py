@@ -9,12 +9,34 @@ has one ``d × d_head`` block of columns per head (``W_O``).
 from __future__ import annotations
 
 import torch
+from torch import Tensor
 
 from ..checkpoint import Checkpoint
 from ...errors import WeightError
 from ...core.heads import HeadWeights, Meta, Norm
 from . import register
 from .base import Family, number, sizes, split_cols, split_rows, unembedding
+
+
+def gpt2_outer(ckpt: Checkpoint, prefix: str, d: int, eps: float) -> tuple[Tensor, Tensor, Tensor | None, str | None, Norm | None]:
+    """What GPT-2-like checkpoints (GPT-2, GPT-Neo) keep outside the blocks: ``W_E = wteᵀ``,
+    ``W_pos = wpeᵀ``, the unembedding (``lm_head``, or the tied ``wte``) with its note, and the final
+    LayerNorm ``ln_f`` (None when absent)."""
+    ts = ckpt.tensors
+    wte = ts.take(prefix + "wte.weight")
+    wpe = ts.take(prefix + "wpe.weight")
+    if wte.ndim != 2 or wte.shape[1] != d:
+        raise WeightError(f"{ts.origin(prefix + 'wte.weight')}: 'wte.weight' has shape {tuple(wte.shape)}, expected (n_vocab, {d})")
+    W_U, head_note = unembedding(ckpt, ["lm_head.weight"], wte)
+    lnf_w = ts.take(prefix + "ln_f.weight", (d,), required=False)
+    lnf_b = ts.take(prefix + "ln_f.bias", (d,), required=False)
+    final = None if lnf_w is None else Norm("layernorm", lnf_w[None], None if lnf_b is None else lnf_b[None], eps)
+    return wte.T, wpe.T, W_U, head_note, final
+
+
+def ln1_attn_hooks(cls, model):
+    """GPT-2-like blocks (GPT-2, GPT-Neo): ``ln_1`` reads the residual, ``attn`` returns what is added."""
+    return [(b.ln_1, b.attn) for b in cls.base_model(model).h]
 
 
 @register
@@ -35,10 +57,7 @@ class GPT2(Family):
 
     hf_base = "transformer"
 
-    @classmethod
-    def hook_points(cls, model):
-        """GPT-2 blocks: ``ln_1`` reads the residual, ``attn`` returns what is added (after ``c_proj``)."""
-        return [(b.ln_1, b.attn) for b in cls.base_model(model).h]
+    hook_points = classmethod(ln1_attn_hooks)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
@@ -60,20 +79,14 @@ class GPT2(Family):
             bo.append(ts.take(p + "attn.c_proj.bias", (d,)))
             g.append(ts.take(p + "ln_1.weight", (d,)))
             beta.append(ts.take(p + "ln_1.bias", (d,)))
-        wte = ts.take(prefix + "wte.weight")
-        wpe = ts.take(prefix + "wpe.weight")
-        if wte.ndim != 2 or wte.shape[1] != d:
-            raise WeightError(f"{ts.origin(prefix + 'wte.weight')}: 'wte.weight' has shape {tuple(wte.shape)}, expected (n_vocab, {d})")
-        W_U, head_note = unembedding(ckpt, ["lm_head.weight"], wte)
-        lnf_w = ts.take(prefix + "ln_f.weight", (d,), required=False)
-        lnf_b = ts.take(prefix + "ln_f.bias", (d,), required=False)
+        W_E, W_pos, W_U, head_note, final = gpt2_outer(ckpt, prefix, d, eps)
         return HeadWeights(
             W_Q=torch.stack(wq), W_K=torch.stack(wk), W_V=torch.stack(wv), W_O=torch.stack(wo),
             b_Q=torch.stack(bq), b_K=torch.stack(bk), b_V=torch.stack(bv), b_O=torch.stack(bo),
-            W_E=wte.T, W_pos=wpe.T, W_U=W_U, b_U=None,
+            W_E=W_E, W_pos=W_pos, W_U=W_U, b_U=None,
             kv_map=tuple(range(H)),
             attn_norm=Norm("layernorm", torch.stack(g), torch.stack(beta), eps),
-            final_norm=None if lnf_w is None else Norm("layernorm", lnf_w[None], None if lnf_b is None else lnf_b[None], eps),
+            final_norm=final,
             norm_placement="pre",
             positions="learned",
             causal=True,

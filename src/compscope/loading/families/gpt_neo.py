@@ -11,10 +11,11 @@ from __future__ import annotations
 import torch
 
 from ..checkpoint import Checkpoint
-from ...errors import LoadError, UnsupportedModelError, WeightError
+from ...errors import LoadError, UnsupportedModelError
 from ...core.heads import HeadWeights, Meta, Norm
 from . import register
-from .base import MAX_LAYERS, Family, integer, number, sizes, split_cols, split_rows, unembedding
+from .base import MAX_LAYERS, Family, integer, number, sizes, split_cols, split_rows
+from .gpt2 import gpt2_outer, ln1_attn_hooks
 
 KINDS = ("global", "local")
 
@@ -51,10 +52,7 @@ class GPTNeo(Family):
 
     hf_base = "transformer"
 
-    @classmethod
-    def hook_points(cls, model):
-        """GPT-Neo blocks: ``ln_1`` reads the residual, ``attn`` returns what is added (after ``out_proj``)."""
-        return [(b.ln_1, b.attn) for b in cls.base_model(model).h]
+    hook_points = classmethod(ln1_attn_hooks)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
@@ -75,23 +73,17 @@ class GPTNeo(Family):
             bo.append(ts.take(a + "out_proj.bias", (d,)))
             g.append(ts.take(p + "ln_1.weight", (d,)))
             beta.append(ts.take(p + "ln_1.bias", (d,)))
-        wte = ts.take(prefix + "wte.weight")
-        wpe = ts.take(prefix + "wpe.weight")
-        if wte.ndim != 2 or wte.shape[1] != d:
-            raise WeightError(f"{ts.origin(prefix + 'wte.weight')}: 'wte.weight' has shape {tuple(wte.shape)}, expected (n_vocab, {d})")
-        W_U, head_note = unembedding(ckpt, ["lm_head.weight"], wte)
-        lnf_w = ts.take(prefix + "ln_f.weight", (d,), required=False)
-        lnf_b = ts.take(prefix + "ln_f.bias", (d,), required=False)
+        W_E, W_pos, W_U, head_note, final = gpt2_outer(ckpt, prefix, d, eps)
         notes = list(ckpt.notes) + ([head_note] if head_note else [])
         if window is not None:
             notes.append(f"local attention (window {window}) on {kinds.count('local')} of {L} layers")
         return HeadWeights(
             W_Q=torch.stack(wq), W_K=torch.stack(wk), W_V=torch.stack(wv), W_O=torch.stack(wo),
             b_Q=None, b_K=None, b_V=None, b_O=torch.stack(bo),
-            W_E=wte.T, W_pos=wpe.T, W_U=W_U, b_U=None,
+            W_E=W_E, W_pos=W_pos, W_U=W_U, b_U=None,
             kv_map=tuple(range(H)),
             attn_norm=Norm("layernorm", torch.stack(g), torch.stack(beta), eps),
-            final_norm=None if lnf_w is None else Norm("layernorm", lnf_w[None], None if lnf_b is None else lnf_b[None], eps),
+            final_norm=final,
             norm_placement="pre",
             positions="learned",
             attn_scale=1.0,  # GPT-Neo does not scale q·k

@@ -69,6 +69,13 @@ def layer_types(config: dict, n_layers: int, where: str = "config") -> list[str]
     return ["sliding_attention" if window else "full_attention"] * n_layers
 
 
+def llamalike_hooks(cls, model):
+    """Llama-like decoder layers: ``input_layernorm`` reads the residual, ``self_attn`` returns
+    what is added (after ``o_proj``). Shared by the families that keep Llama's module names
+    (``hook_points = classmethod(llamalike_hooks)``)."""
+    return [(b.input_layernorm, b.self_attn) for b in cls.base_model(model).layers]
+
+
 def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOptions) -> HeadWeights:
     cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
     family.check_config(cfg, where)
@@ -205,11 +212,7 @@ class Llama(Family):
                         "router_jitter_noise".split())  # Mixtral's MLP
     accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
 
-    @classmethod
-    def hook_points(cls, model):
-        """Llama-like decoder layers: ``input_layernorm`` reads the residual, ``self_attn`` returns
-        what is added (after ``o_proj``)."""
-        return [(b.input_layernorm, b.self_attn) for b in cls.base_model(model).layers]
+    hook_points = classmethod(llamalike_hooks)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:

@@ -10,7 +10,7 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
 from .base import Family, rope_accept
-from .llama import Llama, LlamaLikeOptions, convert_llamalike
+from .llama import Llama, LlamaLikeOptions, convert_llamalike, llamalike_hooks
 
 
 @register
@@ -22,10 +22,7 @@ class Phi3(Family):
     ignored = frozenset("embd_pdrop resid_pdrop".split())
     accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
 
-    @classmethod
-    def hook_points(cls, model):
-        """As Llama: ``input_layernorm`` reads the residual, ``self_attn`` returns what is added."""
-        return [(b.input_layernorm, b.self_attn) for b in cls.base_model(model).layers]
+    hook_points = classmethod(llamalike_hooks)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
