@@ -212,19 +212,16 @@ def positional_previous(hw: HeadWeights) -> Tensor:
     if hw.W_pos is None:
         raise OptionError(f"{hw.meta.name}: positional scores need learned absolute positions (W_pos); "
                           f"this model's positions are {hw.positions!r}")
+    from ..core.attention import attend
+
     P = hw.W_pos.to(_F64)  # (d, n)
-    n = P.shape[1]
-    causal = torch.ones(n, n, dtype=torch.bool).tril() if hw.causal else torch.ones(n, n, dtype=torch.bool)
-    i = torch.arange(1, n)
-    ahead = torch.arange(n)[:, None] - torch.arange(n)[None]  # (n_query, n_key): i − j
+    i = torch.arange(1, P.shape[1])
     out = []
     for layer in range(hw.n_layers):
-        window = hw.sliding_window[layer] if hw.sliding_window else None
-        allowed = causal if window is None else causal & (ahead < window)
-        q = layer_factor(hw, layer, "Q", dtype=_F64) @ P  # (H, r, n)
-        k = layer_factor(hw, layer, "K", dtype=_F64) @ P
-        logits = hw.logits(q.mT @ k).masked_fill(~allowed, float("-inf"))  # (H, n_query, n_key)
-        out.append(logits.softmax(-1)[:, i, i - 1].mean(-1))
+        q = (layer_factor(hw, layer, "Q", dtype=_F64) @ P).mT  # (H, n, r)
+        k = (layer_factor(hw, layer, "K", dtype=_F64) @ P).mT
+        pattern = attend(hw, layer, q[None], k[None])[0]  # (H, n_query, n_key): the model's mask, window and cap
+        out.append(pattern[:, i, i - 1].mean(-1))
     return torch.stack(out)
 
 

@@ -59,11 +59,10 @@ def layer_types(config: dict, n_layers: int, where: str = "config") -> list[str]
     window = config.get("sliding_window")
     if window:
         integer(config, where, "sliding_window")
+    on = config.get("use_sliding_window") and window  # the Qwen switch
     if config.get("model_type") == "qwen3_moe":  # every layer, when on (max_window_layers is not read)
-        on = config.get("use_sliding_window") and window
         return ["sliding_attention" if on else "full_attention"] * n_layers
     if config.get("model_type") in ("qwen2", "qwen3"):
-        on = config.get("use_sliding_window") and window
         first = integer(config, where, "max_window_layers", default=n_layers, low=0, high=MAX_LAYERS)
         return ["sliding_attention" if on and i >= first else "full_attention" for i in range(n_layers)]
     return ["sliding_attention" if window else "full_attention"] * n_layers
@@ -148,7 +147,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
 
     divisors = ts.take("rope_freqs.weight", (rot_dim // 2,), required=False)  # only GGUF files carry it
     if divisors is not None:  # llama.cpp's form of a frequency scaling (Llama 3.1): f_i / divisor_i
-        if not bool(torch.isfinite(divisors).all()) or bool((divisors <= 0).any()):
+        if bool((divisors <= 0).any()):  # take() has refused non-finite values already
             raise LoadError(f"{ts.origin('rope_freqs.weight')}: rotary frequency divisors must be finite and positive")
         freqs = [f / divisors.double() for f in freqs]
         rope_notes.append("rotary frequencies divided per dimension by the file's rope_freqs (llama.cpp's form of "
