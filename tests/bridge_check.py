@@ -58,12 +58,23 @@ CASES = {
         architectures=["Gemma2ForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
         num_key_value_heads=2, head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64,
         sliding_window=3, query_pre_attn_scalar=16, attn_logit_softcapping=1.0)),
+    "olmo2": lambda: transformers.Olmo2ForCausalLM(transformers.Olmo2Config(
+        architectures=["Olmo2ForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2,
+        intermediate_size=48, max_position_embeddings=64)),
+    "phi": lambda: transformers.PhiForCausalLM(transformers.PhiConfig(
+        architectures=["PhiForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_hidden_layers=2,
+        intermediate_size=48, max_position_embeddings=64)),
+    "gptj": lambda: transformers.GPTJForCausalLM(transformers.GPTJConfig(
+        architectures=["GPTJForCausalLM"], vocab_size=VOCAB, n_embd=32, n_head=4, n_layer=2, n_positions=64,
+        rotary_dim=4)),
+    "opt": lambda: transformers.OPTForCausalLM(transformers.OPTConfig(
+        architectures=["OPTForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_hidden_layers=2,
+        ffn_dim=48, max_position_embeddings=64, word_embed_proj_dim=32)),
 }
 #: a bridge around an architecture compscope has no family for: a clean error naming it
 UNSUPPORTED = {
-    "opt": lambda: transformers.OPTForCausalLM(transformers.OPTConfig(
-        vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_hidden_layers=2, ffn_dim=48,
-        max_position_embeddings=64, word_embed_proj_dim=32)),
+    "bloom": lambda: transformers.BloomForCausalLM(transformers.BloomConfig(  # ALiBi positions
+        architectures=["BloomForCausalLM"], vocab_size=VOCAB, hidden_size=32, n_head=4, n_layer=2)),
 }
 
 
@@ -86,7 +97,7 @@ def forward_errors(bridge, hw, tokens) -> tuple[float, float]:
     _, cache = bridge.run_with_cache(tokens)
     out_err = pat_err = 0.0
     for layer, block in enumerate(bridge.blocks):
-        resid = cache[f"blocks.{layer}.ln1.hook_in"]
+        resid = cache[f"blocks.{layer}.ln1.hook_in" if hasattr(block, "ln1") else f"blocks.{layer}.attn.hook_in"]
         post = f"blocks.{layer}.ln1_post.hook_out"
         want = cache[post] if post in cache else cache[f"blocks.{layer}.attn.hook_out"]
         with torch.no_grad():
@@ -147,7 +158,8 @@ def check(case: str) -> dict:
     names = ["W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_pos", "W_U"]
     row["same_as_hf"] = all(
         (getattr(hw, n) is None and getattr(ref, n) is None) or torch.equal(getattr(hw, n), getattr(ref, n)) for n in names
-    ) and hw.attn_norm is not None and torch.equal(hw.attn_norm.weight, ref.attn_norm.weight)
+    ) and (hw.attn_norm is None) == (ref.attn_norm is None) and (
+        hw.attn_norm is None or torch.equal(hw.attn_norm.weight, ref.attn_norm.weight))
     row["raw_processing"] = list(hw.meta.processing)
     row["raw_out_err"], row["raw_pattern_err"] = forward_errors(bridge, hw, tokens)
     row["raw_runner_err"] = runner_error(bridge, tokens)

@@ -28,7 +28,8 @@ _LLAMA = dict(_COMMON, head_dim=D_HEAD, max_position_embeddings=64, rms_norm_eps
 @dataclass(frozen=True)
 class Variant:
     id: str
-    kind: str  # 'gpt2' | 'neox' | 'llama' | 'gemma3' | 'bert': where HF's modules live (GPT-Neo's as GPT-2's, Gemma 2's as Gemma 3's)
+    kind: str  # 'gpt2' | 'neox' | 'llama' | 'gemma3' | 'olmo2' | 'phi' | 'gptj' | 'opt' | 'bert': where HF's modules live
+    # (GPT-Neo's as GPT-2's, Gemma 2's as Gemma 3's, OLMo-3's as OLMo-2's)
     config_cls: str
     config: dict = field(default_factory=dict)
 
@@ -81,6 +82,29 @@ VARIANTS = [
     Variant("qwen3-moe-sliding", "llama", "Qwen3MoeConfig",
             dict(_LLAMA, num_key_value_heads=1, attention_bias=True, use_sliding_window=True, sliding_window=3,
                  num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16)),
+    Variant("olmo-parameter-free-layernorm", "llama", "OlmoConfig",
+            dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64,
+                 rope_parameters={"rope_type": "default", "rope_theta": 900.0})),
+    Variant("olmo2-layer-qk-norm", "olmo2", "Olmo2Config",
+            dict(_LLAMA, num_key_value_heads=2, rope_parameters={"rope_type": "default", "rope_theta": 5000.0})),
+    Variant("olmo3-sliding-mqa", "olmo2", "Olmo3Config",
+            dict(_LLAMA, num_hidden_layers=3, num_key_value_heads=1, sliding_window=3, attention_bias=True,
+                 layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                 rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 80.0},
+                                  "full_attention": {"rope_type": "default", "rope_theta": 4000.0}})),
+    Variant("olmoe-layer-qk-norm", "llama", "OlmoeConfig",
+            dict(_LLAMA, num_key_value_heads=2, num_experts=4, num_experts_per_tok=2)),
+    Variant("phi-partial-rotary-qk-layernorm", "phi", "PhiConfig",
+            dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64, qk_layernorm=True,
+                 rope_parameters={"rope_type": "default", "rope_theta": 600.0, "partial_rotary_factor": 0.5})),
+    Variant("phi-mha", "phi", "PhiConfig",
+            dict(_COMMON, max_position_embeddings=64, tie_word_embeddings=False,
+                 rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.75})),
+    Variant("gptj-interleaved-rotary", "gptj", "GPTJConfig",
+            dict(vocab_size=VOCAB, n_embd=D, n_head=HEADS, n_layer=2, n_positions=32, n_inner=48, rotary_dim=4)),
+    Variant("opt", "opt", "OPTConfig",
+            dict(vocab_size=VOCAB, hidden_size=D, num_attention_heads=HEADS, num_hidden_layers=2, ffn_dim=48,
+                 max_position_embeddings=32, word_embed_proj_dim=D, pad_token_id=1, bos_token_id=2, eos_token_id=2)),
     Variant("gemma", "llama", "GemmaConfig", dict(_LLAMA, num_key_value_heads=1, tie_word_embeddings=True)),
     Variant("gemma2-softcap", "gemma3", "Gemma2Config",
             dict(_LLAMA, num_hidden_layers=3, num_key_value_heads=2, query_pre_attn_scalar=10, sliding_window=3,
@@ -99,8 +123,10 @@ VARIANTS = [
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12)),
 ]
 BY_ID = {v.id: v for v in VARIANTS}
-PRE_LN_LAYERNORM = ["gpt2", "gpt-neo-local3", "neox-partial-rotary-parallel", "neox-sequential-no-bias"]
-RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "gemma3")]
+PRE_LN_LAYERNORM = ["gpt2", "gpt-neo-local3", "neox-partial-rotary-parallel", "neox-sequential-no-bias",
+                    "olmo-parameter-free-layernorm", "phi-partial-rotary-qk-layernorm", "phi-mha", "gptj-interleaved-rotary",
+                    "opt"]
+RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "gemma3") and v.id not in PRE_LN_LAYERNORM]
 
 
 def make_config(variant: Variant, **overrides):
@@ -138,6 +164,18 @@ def _modules(model, kind: str):
     if kind == "gemma3":
         t = model.model
         return [(b.input_layernorm, b.post_attention_layernorm) for b in t.layers], t.norm
+    if kind == "phi":
+        t = model.model
+        return [(b.input_layernorm, b.self_attn) for b in t.layers], t.final_layernorm
+    if kind == "gptj":
+        t = model.transformer
+        return [(b.ln_1, b.attn) for b in t.h], t.ln_f
+    if kind == "opt":
+        t = model.model.decoder
+        return [(b.self_attn_layer_norm, b.self_attn) for b in t.layers], t.final_layer_norm
+    if kind == "olmo2":
+        t = model.model
+        return [(b.self_attn, b.post_attention_layernorm) for b in t.layers], t.norm
     if kind == "bert":
         return [(b.attention.self, b.attention.output.dense) for b in model.encoder.layer], None
     raise ValueError(kind)

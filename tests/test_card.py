@@ -40,3 +40,17 @@ def test_every_family_variant_has_a_card():
         cfg = model.config
         assert rows["layers"] == str(cfg.num_hidden_layers) and rows["d_model"] == str(cfg.hidden_size), v.id
         assert rows["heads per layer"] == str(cfg.num_attention_heads), v.id
+
+
+def test_the_card_says_where_the_norms_are():
+    """OLMo-2 reads the raw residual and normalises q and k over the whole layer; Gemma 3 per head;
+    OLMo's LayerNorms have no parameters."""
+    from hf_tiny import BY_ID, build
+
+    rows = dict(card_rows(compscope.load(build(BY_ID["olmo2-layer-qk-norm"]))))
+    assert rows["normalisation"] == "none before the attention"
+    assert rows["QK-norm"] == "rmsnorm, eps=1e-05, over all heads of a layer"
+    assert rows["attention-output norm"] == "rmsnorm, eps=1e-05"
+    assert dict(card_rows(compscope.load(build(BY_ID["gemma3-text"]))))["QK-norm"].endswith(", per head")
+    rows = dict(card_rows(compscope.load(build(BY_ID["olmo-parameter-free-layernorm"]))))
+    assert rows["normalisation"] == "pre-norm: layernorm, eps=1e-05, no gain"

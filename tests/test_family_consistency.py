@@ -79,6 +79,9 @@ def test_attention_depends_on_what_the_variant_is_about(variant):
             freqs = hw.rotary.inv_freq.clone()
             freqs[layer] = freqs[other[0]]
             changed.append(hw.replace(rotary=type(hw.rotary)(hw.rotary.dim, freqs, hw.rotary.style)))
+        if hw.rotary.dim > 2:  # the pairing (half: i with i + dim/2; interleaved: 2i with 2i+1) must matter
+            style = "interleaved" if hw.rotary.style == "half" else "half"
+            changed.append(hw.replace(rotary=type(hw.rotary)(hw.rotary.dim, hw.rotary.inv_freq, style)))
     if hw.attn_scale:
         changed.append(hw.replace(attn_scale=0.0))
     if hw.qk_norm is not None:
@@ -167,6 +170,10 @@ REFUSALS = [
     ("qwen2-bias", {}, {"layer_types": ["full_attention", "chunked_attention"]}, "chunked_attention"),
     ("gemma3-text", {}, {"layer_types": ["sliding_attention", "full_attention", "linear_attention"]},
      "linear_attention"),
+    ("olmo-parameter-free-layernorm", dict(clip_qkv=8.0), {}, "clip_qkv"),
+    ("olmoe-layer-qk-norm", dict(clip_qkv=8.0), {}, "clip_qkv"),
+    ("opt", dict(do_layer_norm_before=False), {}, "do_layer_norm_before"),
+    ("opt", dict(word_embed_proj_dim=16), {}, "word_embed_proj_dim"),
 ]
 
 
@@ -178,6 +185,17 @@ def test_unsupported_config_is_refused_by_name(variant_id, overrides, setattrs, 
         setattr(model.config, k, v)
     with pytest.raises(compscope.UnsupportedModelError, match=needle):
         compscope.load(model)
+
+
+def test_gptj_without_rotary_dim_is_refused(tmp_path):
+    """An older GPT-J config may leave ``rotary_dim`` unset (frequencies of the model width on whole
+    heads): refused by name, not read as full-head rotary."""
+    build(BY_ID["gptj-interleaved-rotary"]).save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg["rotary_dim"] = None
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(compscope.UnsupportedModelError, match="rotary_dim is not set"):
+        compscope.load(tmp_path)
 
 
 def test_switched_off_unknown_key_is_accepted():
@@ -198,10 +216,9 @@ def test_unknown_model_type_is_named(tmp_path):
 def test_unsupported_hf_model_is_named():
     import transformers
 
-    cfg = transformers.OPTConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, ffn_dim=16,
-                                 num_attention_heads=2, word_embed_proj_dim=16, max_position_embeddings=16)
-    model = transformers.OPTForCausalLM(cfg)
-    with pytest.raises(compscope.UnsupportedModelError, match="'opt'"):
+    cfg = transformers.BloomConfig(vocab_size=VOCAB, hidden_size=16, n_layer=1, n_head=2)  # ALiBi positions
+    model = transformers.BloomForCausalLM(cfg)
+    with pytest.raises(compscope.UnsupportedModelError, match="'bloom'"):
         compscope.load(model)
 
 

@@ -74,7 +74,15 @@ def gemma2():  # attention logits soft-capped
     return _randomise(transformers.Gemma2ForCausalLM(cfg), 5)
 
 
-MODELS = {"llama-gqa": llama_gqa, "gemma3": gemma3, "gpt2": gpt2, "bert": bert, "gemma2": gemma2}
+def olmo2():  # QK-norm over all heads of a layer, no norm before the attention
+    cfg = transformers.Olmo2Config(
+        vocab_size=57, hidden_size=32, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=64, rope_parameters={"rope_type": "default", "rope_theta": 700.0},
+    )
+    return _randomise(transformers.Olmo2ForCausalLM(cfg), 6)
+
+
+MODELS = {"llama-gqa": llama_gqa, "gemma3": gemma3, "gpt2": gpt2, "bert": bert, "gemma2": gemma2, "olmo2": olmo2}
 
 
 def assert_identical(a, b, path: str = "hw") -> None:
@@ -122,6 +130,24 @@ def test_round_trip_keeps_the_features_under_test(tmp_path):
     assert "W_type" in bt.embed_extra and bt.norm_placement == "post" and not bt.causal
     g = compscope.load(MODELS["gemma2"]())
     assert g.attn_softcap == 1.5 and g.sliding_window == (4, None)
+    o = compscope.load(MODELS["olmo2"]())
+    assert o.qk_norm_scope == "layer" and o.qk_norm[0].weight.shape == (2, 32) and o.qk_norm[1].weight.shape == (2, 16)
+    assert o.attn_norm is None and o.norm_placement == "none" and o.attn_out_norm is not None
+
+
+def test_files_written_before_the_qk_norm_scope_existed_load_per_head(tmp_path):
+    """A description without ``qk_norm_scope`` (an older compscope wrote only per-head QK-norm) loads
+    per head; a file whose gains do not fit the scope it states is refused, naming the field."""
+    hw = compscope.load(gemma3())
+    native.save(hw, tmp_path / "m")
+    desc = json.loads((tmp_path / "m" / "compscope.json").read_text())
+    del desc["fields"]["qk_norm_scope"]
+    (tmp_path / "m" / "compscope.json").write_text(json.dumps(desc))
+    assert_identical(hw, compscope.load(tmp_path / "m"))
+    desc["fields"]["qk_norm_scope"] = "layer"
+    (tmp_path / "m" / "compscope.json").write_text(json.dumps(desc))
+    with pytest.raises(compscope.WeightError, match=r"heads.safetensors: qk_norm \(q\) weight has shape \(4, 16\), expected \(4, 64\)"):
+        compscope.load(tmp_path / "m")
 
 
 def test_files_written_before_the_soft_cap_existed_still_load(tmp_path):

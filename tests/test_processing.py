@@ -19,7 +19,7 @@ import compscope
 from compscope import ProcessingError, center_writing, fold_norm, fold_value_bias
 from compscope.core.attention import attention_forward
 
-from hf_tiny import PRE_LN_LAYERNORM, RMSNORM, SEQ, VARIANTS, model_and_capture
+from hf_tiny import BY_ID, PRE_LN_LAYERNORM, RMSNORM, SEQ, VARIANTS, _modules, model_and_capture
 
 ATOL = 1e-5
 PRE_NORM = PRE_LN_LAYERNORM + RMSNORM
@@ -111,13 +111,12 @@ def test_center_writing_keeps_layernorm_of_residual(vid):
     if hw.W_pos is not None:
         resid_c = resid_c + hw.W_pos[:, :SEQ].T
     torch.testing.assert_close(resid_c, _centre(cap.resid[0]), atol=ATOL, rtol=0)
-    gpt2_like = hasattr(model, "transformer")  # GPT-2 and GPT-Neo
-    ln = model.transformer.h[0].ln_1 if gpt2_like else model.gpt_neox.layers[0].input_layernorm
+    pairs, final = _modules(model, BY_ID[vid].kind)
+    ln = pairs[0][0]  # pre-LN: the module whose input is the residual is the first LayerNorm
     with torch.no_grad():
         torch.testing.assert_close(ln(resid_c), ln(cap.resid[0]), atol=1e-5, rtol=0)
         # the unembedding reads through the final LayerNorm: a centred final residual gives HF's logits
-        final = model.transformer.ln_f if gpt2_like else model.gpt_neox.final_layer_norm
-        logits = final(_centre(cap.final_in)) @ hw.W_U.T
+        logits = final(_centre(cap.final_in)) @ hw.W_U.T + (0 if hw.b_U is None else hw.b_U)
     torch.testing.assert_close(logits, cap.logits, atol=1e-4, rtol=1e-5)
 
 

@@ -53,6 +53,20 @@ def test_post_ln_traces_carry_the_sums_their_norms_take(variant):
             assert float((v - ln1(u)).abs().max()) > 0.1  # the MLP's output is in v
 
 
+@pytest.mark.parametrize("variant, n_ctx", [("gpt2", 32), ("opt", 32), ("gptj-interleaved-rotary", 32), ("llama-mha", None)])
+def test_models_that_cannot_run_past_their_context_say_so(variant, n_ctx):
+    """Learned positions (GPT-2, OPT) and GPT-J's table of rotary sines bound the sequences a model
+    runs; other rotary models run past their training context. A longer batch is refused by name."""
+    from hf_tiny import BY_ID
+
+    model = build(BY_ID[variant])
+    runner = runner_for(model, compscope.load(model))
+    assert runner.n_ctx == n_ctx
+    if n_ctx is not None:
+        with pytest.raises(compscope.OptionError, match="use shorter sequences"):
+            runner.trace(torch.zeros(1, n_ctx + 1, dtype=torch.long))
+
+
 def test_the_toy_model_runs_behind_the_same_interface():
     runner = runner_for("induction-2l")
     assert isinstance(runner, ToyRunner)

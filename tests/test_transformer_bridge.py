@@ -17,7 +17,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CASES = ["gpt2", "gpt-neo", "neox", "llama-gqa", "qwen2-bias", "qwen3", "gemma2", "gemma3"]
+CASES = ["gpt2", "gpt-neo", "neox", "llama-gqa", "qwen2-bias", "qwen3", "gemma2", "gemma3", "olmo2", "phi", "gptj", "opt"]
+#: OLMo-2 has no norm before its attention: compatibility mode's processing leaves its attention weights
+#: as they were, so the check that they changed (and are read as changed) cannot apply
+PROCESSED = [c for c in CASES if c != "olmo2"]
 
 
 def _python() -> Path | None:
@@ -54,7 +57,7 @@ def test_bridge_reads_as_the_model_it_wraps(rows, case):
     assert row["raw_runner_err"] < 1e-5, row
 
 
-@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("case", PROCESSED)
 def test_compatibility_mode_weights_are_read_as_processed(rows, case):
     row = rows[case]
     assert "error" not in row, row.get("error")
@@ -65,8 +68,8 @@ def test_compatibility_mode_weights_are_read_as_processed(rows, case):
 
 
 def test_unsupported_architecture_is_refused_by_name(rows):
-    assert rows["opt"]["refused"] and "UnsupportedModelError" in rows["opt"]["refused"]
-    assert "model_type='opt'" in rows["opt"]["refused"]
+    assert rows["bloom"]["refused"] and "UnsupportedModelError" in rows["bloom"]["refused"]
+    assert "model_type='bloom'" in rows["bloom"]["refused"]
 
 
 def test_no_environment_means_a_skip_not_a_pass():

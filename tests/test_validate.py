@@ -156,16 +156,18 @@ def test_with_folded_gains_the_metric_is_of_what_the_folded_heads_read():
         torch.testing.assert_close(Gf[layer], G[layer] / g[:, None] / g[None, :], rtol=1e-5, atol=1e-8)
 
 
-def test_qk_norm_gains_folded_keep_every_query_and_key_direction():
+@pytest.mark.parametrize("variant", ["gemma3-text", "olmo2-layer-qk-norm"])
+def test_qk_norm_gains_folded_keep_every_query_and_key_direction(variant):
     """Approximate by a per-token scalar only: after fold_qk_norm_gains the unit query and key
-    vectors of every head and token equal the model's."""
+    vectors of every head and token equal the model's (per-head QK-norm, and OLMo-2's over the
+    whole layer, whose gain is cut per head)."""
     pytest.importorskip("transformers")
     import compscope
     from compscope.core.attention import project, read_input
     from compscope.core.processing import fold_qk_norm_gains
     from hf_tiny import BY_ID, build
 
-    model = build(BY_ID["gemma3-text"])
+    model = build(BY_ID[variant])
     hw = compscope.load(model)
     f = fold_qk_norm_gains(hw)
     assert f.meta.processing == ("fold_qk_norm_gains (approximate)",)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from ..errors import OptionError
 from .heads import HeadWeights, Norm
 
 
@@ -35,24 +36,39 @@ def read_input(hw: HeadWeights, layer: int, resid: Tensor) -> Tensor:
 def project(hw: HeadWeights, layer: int, kind: str, x: Tensor, positions: Tensor | None = None) -> Tensor:
     """Queries (``kind='Q'``), keys (``'K'``) or values (``'V'``) of every query head of ``layer``
     for the input ``x: (batch, seq, d_model)`` (or ``(batch, seq, head, d_model)``, one input per
-    query head): ``(batch, head, seq, d_head)``, with biases, QK-norm and rotary positions."""
+    query head): ``(batch, head, seq, d_head)``, with biases, QK-norm and rotary positions. Shared
+    K/V heads are computed once and repeated for their query heads at the end."""
     w = {"Q": hw.W_Q, "K": hw.W_K, "V": hw.W_V}[kind][layer]
     b = {"Q": hw.b_Q, "K": hw.b_K, "V": hw.b_V}[kind]
-    if kind != "Q":
-        kv = list(hw.kv_map)
-        w, b = w[kv], (None if b is None else b[layer][kv])
-    elif b is not None:
-        b = b[layer]
+    b = None if b is None else b[layer]
+    kv = list(hw.kv_map)
+    expand = kind != "Q" and x.ndim == 3
+    if kind != "Q" and x.ndim == 4:  # one input per query head: each reads its own copy of its K/V head
+        w, b = w[kv], (None if b is None else b[kv])
     y = torch.einsum("hrd,bshd->bhsr", w, x) if x.ndim == 4 else torch.einsum("hrd,bsd->bhsr", w, x)
     if b is not None:
         y = y + b[None, :, None]
-    if kind == "V":
-        return y
-    if hw.qk_norm is not None:
-        y = hw.qk_norm[0 if kind == "Q" else 1].apply(y, layer)
-    if hw.rotary is not None:
-        y = hw.rotary.rotate(y, torch.arange(x.shape[1]) if positions is None else positions, layer)
-    return y
+    if kind != "V":
+        if hw.qk_norm is not None:
+            y = qk_normalise(hw, layer, kind, y, per_head_input=x.ndim == 4)
+        if hw.rotary is not None:
+            y = hw.rotary.rotate(y, torch.arange(x.shape[1]) if positions is None else positions, layer)
+    return y[:, kv] if expand else y
+
+
+def qk_normalise(hw: HeadWeights, layer: int, kind: str, y: Tensor, per_head_input: bool = False) -> Tensor:
+    """QK-norm of queries (``kind='Q'``, ``y: (batch, head, seq, d_head)``) or keys (``'K'``, one entry
+    per K head, or per query head with ``per_head_input``). Scope ``head``: each head's vector
+    RMS-normalised on its own; ``layer`` (OLMo-2): one RMS over all the layer's query heads, or all
+    its K heads, at once."""
+    norm = hw.qk_norm[0 if kind == "Q" else 1]
+    if hw.qk_norm_scope == "head":
+        return norm.apply(y, layer)
+    if per_head_input and kind == "K":
+        raise OptionError("a layer-wide QK-norm mixes every K head of the layer: keys of query heads that read "
+                          "different inputs are not defined")
+    b, n, s, r = y.shape
+    return norm.apply(y.transpose(1, 2).reshape(b, s, n * r), layer).reshape(b, s, n, r).transpose(1, 2)
 
 
 def move(hw: HeadWeights, layer: int, y: Tensor, positions: Tensor) -> Tensor:

@@ -48,10 +48,10 @@ def card_rows(hw: HeadWeights) -> list[tuple[str, str]]:
         ("vocabulary", _fmt_int(hw.n_vocab)),
         ("attention", ("causal" if hw.causal else "bidirectional") + (f", sliding window {windows} on {sum(w is not None for w in hw.sliding_window)} layers" if windows else "")),
         ("logit scale", f"{hw.scale:.6g}" + ("" if hw.attn_softcap is None else f", soft-capped at {hw.attn_softcap:g} (c tanh(l / c))")),
-        ("normalisation", f"{hw.norm_placement}-norm: {hw.attn_norm.describe()}" if hw.attn_norm else "none"),
+        ("normalisation", f"{hw.norm_placement}-norm: {hw.attn_norm.describe()}" if hw.attn_norm else "none before the attention"),
     ]
     if hw.qk_norm is not None:
-        rows.append(("QK-norm", hw.qk_norm[0].describe()))
+        rows.append(("QK-norm", hw.qk_norm[0].describe() + (", per head" if hw.qk_norm_scope == "head" else ", over all heads of a layer")))
     if hw.attn_out_norm is not None:
         rows.append(("attention-output norm", hw.attn_out_norm.describe()))
     rows += [

@@ -170,7 +170,8 @@ class HeadWeights:
     attn_norm: Norm | None  # the norm whose output the heads read
     final_norm: Norm | None  # before the unembedding
     norm_placement: Literal["pre", "post", "none"]
-    qk_norm: tuple[Norm, Norm] | None = None  # per-head norms of q and k (Gemma 3, Qwen3)
+    qk_norm: tuple[Norm, Norm] | None = None  # norms of q and k (Gemma 3, Qwen3: per head; OLMo-2: per layer)
+    qk_norm_scope: Literal["head", "layer"] = "head"  # what one RMS spans: one head, or all heads of a layer
     attn_out_norm: Norm | None = None  # on the attention output before the residual add (Gemma 2, Gemma 3)
     rotary: Rotary | None = None
     positions: str = "none"  # 'learned', 'rotary', 'none'
@@ -232,8 +233,16 @@ class HeadWeights:
         if self.qk_norm is not None:
             if len(self.qk_norm) != 2:
                 raise WeightError(f"qk_norm holds {len(self.qk_norm)} norms, expected 2 (q and k)")
-            for n, which in zip(self.qk_norm, "qk"):
+            if self.qk_norm_scope not in ("head", "layer"):
+                raise WeightError(f"qk_norm_scope {self.qk_norm_scope!r}: expected 'head' or 'layer'")
+            for n, which, heads in zip(self.qk_norm, "qk", (self.n_heads, self.n_kv_heads)):
                 _check_norm(n, f"qk_norm ({which})")
+                width = r * heads if self.qk_norm_scope == "layer" else r
+                for part in ("weight", "bias"):
+                    t = getattr(n, part)
+                    if t is not None and tuple(t.shape) != (L, width):
+                        raise WeightError(f"qk_norm ({which}) {part} has shape {tuple(t.shape)}, expected {(L, width)} "
+                                          f"(scope {self.qk_norm_scope!r})")
         rot = self.rotary
         if rot is not None:
             if not _is_int(rot.dim) or rot.dim <= 0 or rot.dim % 2 or rot.dim > r:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 
 import torch
+from torch import Tensor
 
 from ..errors import ProcessingError
 from .heads import HeadWeights, Norm
@@ -75,15 +76,21 @@ def fold_qk_norm_gains(hw: HeadWeights) -> HeadWeights:
     if hw.qk_norm is None:
         raise ProcessingError(f"fold_qk_norm_gains: {hw.meta.name} has no QK-norm")
     nq, nk = hw.qk_norm
-    L = hw.n_layers
-    gq = torch.stack([nq.gain(l) if nq.weight is not None else torch.ones(hw.d_head) for l in range(L)])  # (L, r)
-    gk = torch.stack([nk.gain(l) if nk.weight is not None else torch.ones(hw.d_head) for l in range(L)])
-    changes = {"W_Q": hw.W_Q * gq[:, None, :, None], "W_K": hw.W_K * gk[:, None, :, None],
+    L, r = hw.n_layers, hw.d_head
+
+    def gains(n: Norm, heads: int) -> Tensor:  # (L, heads, d_head): per head, or one layer-wide row cut per head
+        if n.weight is None:
+            return torch.ones(L, 1, r)
+        g = torch.stack([n.gain(l) for l in range(L)])
+        return g[:, None, :] if hw.qk_norm_scope == "head" else g.reshape(L, heads, r)
+
+    gq, gk = gains(nq, hw.n_heads), gains(nk, hw.n_kv_heads)
+    changes = {"W_Q": hw.W_Q * gq[..., None], "W_K": hw.W_K * gk[..., None],
                "qk_norm": (Norm(nq.kind, None, None, nq.eps), Norm(nk.kind, None, None, nk.eps))}
     if hw.b_Q is not None:
-        changes["b_Q"] = hw.b_Q * gq[:, None, :]
+        changes["b_Q"] = hw.b_Q * gq
     if hw.b_K is not None:
-        changes["b_K"] = hw.b_K * gk[:, None, :]
+        changes["b_K"] = hw.b_K * gk
     return hw.replace(step=step, **changes)
 
 

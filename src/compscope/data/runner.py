@@ -140,7 +140,8 @@ class HFRunner(Runner):
         bos = getattr(model.config, "bos_token_id", None)
         # a bos_token_id outside the vocabulary (random configs keep GPT-2's 50256) is no token this model takes
         self.bos = bos if isinstance(bos, int) and 0 <= bos < hw.n_vocab and family.name != "bert" and hw.causal else None
-        if hw.positions == "learned":  # rotary models run past their training context; learned positions cannot
+        if hw.positions == "learned" or family.position_table:  # rotary models run past their training context;
+            # learned positions, and a table of rotary ones, cannot
             n = next((getattr(model.config, k) for k in ("n_positions", "max_position_embeddings")
                       if isinstance(getattr(model.config, k, None), int)), None)
             self.n_ctx = n
@@ -190,9 +191,11 @@ class TransformerLensRunner(Runner):
         self.bos = bos if isinstance(bos, int) and prepend and hw.causal else None
         n_ctx = getattr(model.cfg, "n_ctx", None)
         self.n_ctx = n_ctx if isinstance(n_ctx, int) else None
-        if is_bridge(model):  # the bridge's hooks: the norm's input, and after the post-attention norm if any
-            self.names = [(f"blocks.{l}.ln1.hook_in", f"blocks.{l}.ln1_post.hook_out" if hasattr(b, "ln1_post")
-                           else f"blocks.{l}.attn.hook_out") for l, b in enumerate(model.blocks)]
+        if is_bridge(model):  # the bridge's hooks: the norm's input (the attention's where it has none, OLMo-2),
+            # and after the post-attention norm if any
+            self.names = [(f"blocks.{l}.ln1.hook_in" if hasattr(b, "ln1") else f"blocks.{l}.attn.hook_in",
+                           f"blocks.{l}.ln1_post.hook_out" if hasattr(b, "ln1_post") else f"blocks.{l}.attn.hook_out")
+                          for l, b in enumerate(model.blocks)]
         else:
             self.names = [(f"blocks.{l}.hook_resid_pre", f"blocks.{l}.hook_attn_out") for l in range(n)]
         self.wanted = {name for pair in self.names for name in pair}

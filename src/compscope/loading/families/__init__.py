@@ -41,7 +41,7 @@ def to_heads(ckpt) -> HeadWeights:
     return family_for(ckpt.config, ckpt.source).convert(ckpt)
 
 
-from . import bert, gemma, gpt2, gpt_neo, llama, neox, phi3, qwen3  # noqa: E402,F401  (registration)
+from . import bert, gemma, gpt2, gpt_neo, gptj, llama, neox, olmo, opt, phi, phi3, qwen3  # noqa: E402,F401  (registration)
 
 __all__ = ["FAMILIES", "Family", "family_for", "families", "register", "to_heads"]
 

@@ -54,6 +54,9 @@ class Family:
 
     #: attribute of a transformers head model (``...ForCausalLM``) that holds the base model
     hf_base: ClassVar[str] = "model"
+    #: whether the running model holds a table of positions even with rotary positions (GPT-J's
+    #: precomputed sines), so that it cannot run past its context as rotary models otherwise can
+    position_table: ClassVar[bool] = False
 
     @classmethod
     def hook_points(cls, model) -> list[tuple[Any, Any]]:

@@ -14,7 +14,7 @@ from ..checkpoint import Checkpoint
 from ...errors import LoadError, UnsupportedModelError
 from ...core.heads import HeadWeights, Meta, Norm
 from . import register
-from .base import MAX_LAYERS, Family, integer, number, sizes, split_cols, split_rows
+from .base import MAX_LAYERS, Family, integer, number, sizes, split_cols, split_rows, stack
 from .gpt2 import gpt2_outer, ln1_attn_hooks
 
 KINDS = ("global", "local")
@@ -63,12 +63,14 @@ class GPTNeo(Family):
         kinds = layer_kinds(cfg, L, where)
         window = integer(cfg, where, "window_size", default=256) if "local" in kinds else None
         prefix = "transformer." if "transformer.wte.weight" in ts else ""
-        wq, wk, wv, wo, bo, g, beta = ([] for _ in range(7))
+        wq, wk, wv, wo, bq, bk, bv, bo, g, beta = ([] for _ in range(10))
         for i in range(L):
             p = f"{prefix}h.{i}."
             a = p + "attn.attention."
-            for ws, part in ((wq, "q"), (wk, "k"), (wv, "v")):
+            for ws, bs, part in ((wq, bq, "q"), (wk, bk, "k"), (wv, bv, "v")):
                 ws.append(split_rows(ts.take(f"{a}{part}_proj.weight", (d, d)), H, r))
+                bias = ts.take(f"{a}{part}_proj.bias", (d,), required=False)  # none in GPT-Neo's files; processing may add them
+                bs.append(None if bias is None else bias.reshape(H, r))
             wo.append(split_cols(ts.take(a + "out_proj.weight", (d, d)), H, r))
             bo.append(ts.take(a + "out_proj.bias", (d,)))
             g.append(ts.take(p + "ln_1.weight", (d,)))
@@ -79,7 +81,7 @@ class GPTNeo(Family):
             notes.append(f"local attention (window {window}) on {kinds.count('local')} of {L} layers")
         return HeadWeights(
             W_Q=torch.stack(wq), W_K=torch.stack(wk), W_V=torch.stack(wv), W_O=torch.stack(wo),
-            b_Q=None, b_K=None, b_V=None, b_O=torch.stack(bo),
+            b_Q=stack(bq), b_K=stack(bk), b_V=stack(bv), b_O=torch.stack(bo),
             W_E=W_E, W_pos=W_pos, W_U=W_U, b_U=None,
             kv_map=tuple(range(H)),
             attn_norm=Norm("layernorm", torch.stack(g), torch.stack(beta), eps),

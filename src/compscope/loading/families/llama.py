@@ -27,6 +27,11 @@ class LlamaLikeOptions:
     norm_offset: float = 0.0  # Gemma: gain = 1 + w
     embed_scale: float = 1.0  # Gemma: embeddings times sqrt(d_model)
     qk_norm: bool = False  # Gemma 3, Qwen3: RMSNorm on each q and k head
+    qk_norm_scope: str = "head"  # OLMo-2: 'layer', one RMSNorm over all of a layer's q (k) heads
+    input_norm: bool = True  # OLMo-2: False, the attention reads the raw residual
+    norm_kind: str = "rmsnorm"  # OLMo: 'layernorm'
+    norm_gains: bool = True  # OLMo: False, norms without parameters (no tensors to read)
+    norm_eps: float | None = None  # None: the config's rms_norm_eps
     post_attn_norm: bool = False  # Gemma 3: RMSNorm on the attention output
     attn_scale: float = 0.0  # 0: d_head ** -0.5
     attn_softcap: float | None = None  # Gemma 2: logits soft-capped to c tanh(l / c)
@@ -89,7 +94,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
     else:
         r = d // H
     L = integer(cfg, where, "num_hidden_layers", high=MAX_LAYERS)
-    eps = number(cfg, where, "rms_norm_eps")
+    eps = number(cfg, where, "rms_norm_eps") if opts.norm_eps is None else opts.norm_eps
     if H % G:
         raise UnsupportedModelError(f"{where}: num_attention_heads={H} is not a multiple of num_key_value_heads={G}")
     probe = "layers.0.self_attn." + ("qkv_proj" if opts.fused_qkv else "q_proj") + ".weight"
@@ -116,10 +121,12 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
         b = ts.take(p + "self_attn.v_proj.bias", (G * r,), required=False)
         bv.append(None if b is None else b.reshape(G, r))
         bo.append(ts.take(p + "self_attn.o_proj.bias", (d,), required=False))
-        g_in.append(ts.take(p + "input_layernorm.weight", (d,)))
+        if opts.input_norm and opts.norm_gains:
+            g_in.append(ts.take(p + "input_layernorm.weight", (d,)))
         if opts.qk_norm:
-            qn.append(ts.take(p + "self_attn.q_norm.weight", (r,)))
-            kn.append(ts.take(p + "self_attn.k_norm.weight", (r,)))
+            layer_wide = opts.qk_norm_scope == "layer"
+            qn.append(ts.take(p + "self_attn.q_norm.weight", (H * r if layer_wide else r,)))
+            kn.append(ts.take(p + "self_attn.k_norm.weight", (G * r if layer_wide else r,)))
         if opts.post_attn_norm:
             g_post.append(ts.take(p + "post_attention_layernorm.weight", (d,)))
 
@@ -127,7 +134,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
     if emb.ndim != 2 or emb.shape[1] != d:
         raise UnsupportedModelError(f"{ts.origin(prefix + 'embed_tokens.weight')}: embed_tokens has shape {tuple(emb.shape)}")
     W_U, head_note = unembedding(ckpt, ["lm_head.weight", prefix + "lm_head.weight"], emb)
-    final = ts.take(prefix + "norm.weight", (d,), required=False)
+    final = ts.take(prefix + "norm.weight", (d,), required=False) if opts.norm_gains else None
 
     types = layer_types(cfg, L, where)
     window = cfg.get("sliding_window")
@@ -154,10 +161,13 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
                           "Llama 3 rope scaling)")
     notes = list(ckpt.notes) + ([head_note] if head_note else []) + rope_notes
     if opts.qk_norm:
+        over = "per head" if opts.qk_norm_scope == "head" else "over all heads of a layer at once"
         notes.append(
-            "QK-norm: q and k are RMS-normalised per head before the dot product, so W_QK-based "
+            f"QK-norm: q and k are RMS-normalised {over} before the dot product, so W_QK-based "
             "scores (Q/K-composition) describe the bilinear part only; they are approximations"
         )
+    if not opts.input_norm:
+        notes.append("no norm before the attention: the heads read the raw residual")
     if opts.post_attn_norm:
         notes.append(
             "post-attention norm: each layer's attention output is RMS-normalised before entering "
@@ -173,7 +183,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
     if any(t == "sliding_attention" for t in types):
         notes.append(f"sliding-window attention (window {window}) on {types.count('sliding_attention')} of {L} layers")
 
-    norm = lambda ws: Norm("rmsnorm", torch.stack(ws), None, eps, opts.norm_offset)  # noqa: E731
+    norm = lambda ws, kind=opts.norm_kind: Norm(kind, torch.stack(ws) if ws else None, None, eps, opts.norm_offset)  # noqa: E731
     return HeadWeights(
         W_Q=torch.stack(wq), W_K=torch.stack(wk), W_V=torch.stack(wv), W_O=torch.stack(wo),
         b_Q=stack(bq), b_K=stack(bk), b_V=stack(bv), b_O=stack(bo),
@@ -181,10 +191,11 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
         W_pos=None,
         W_U=W_U, b_U=None,
         kv_map=tuple(h // (H // G) for h in range(H)),
-        attn_norm=norm(g_in),
-        final_norm=None if final is None else norm([final]),
-        norm_placement="pre",
-        qk_norm=(norm(qn), norm(kn)) if opts.qk_norm else None,
+        attn_norm=norm(g_in) if opts.input_norm else None,
+        final_norm=norm([final]) if final is not None else None if opts.norm_gains else norm([]),
+        norm_placement="pre" if opts.input_norm else "none",
+        qk_norm=(norm(qn, "rmsnorm"), norm(kn, "rmsnorm")) if opts.qk_norm else None,
+        qk_norm_scope=opts.qk_norm_scope,
         attn_out_norm=norm(g_post) if opts.post_attn_norm else None,
         rotary=Rotary(rot_dim, torch.stack(freqs), "half"),
         positions="rotary",

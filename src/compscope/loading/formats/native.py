@@ -44,7 +44,7 @@ def save(hw: HeadWeights, path: str | Path) -> Path:
     for k, t in hw.embed_extra.items():
         tensors[f"embed_extra.{k}"] = t.contiguous()
     fields.update(
-        kv_map=list(hw.kv_map), norm_placement=hw.norm_placement, positions=hw.positions,
+        qk_norm_scope=hw.qk_norm_scope, kv_map=list(hw.kv_map), norm_placement=hw.norm_placement, positions=hw.positions,
         attn_scale=hw.attn_scale, attn_softcap=hw.attn_softcap, causal=hw.causal,
         sliding_window=list(hw.sliding_window), meta=dataclasses.asdict(hw.meta),
     )
@@ -124,6 +124,7 @@ def load(path: str | Path) -> HeadWeights:
             final_norm=norm(fields["final_norm"], "final_norm"),
             attn_out_norm=norm(fields["attn_out_norm"], "attn_out_norm"),
             qk_norm=None if fields["qk_norm"] is None else tuple(norm(f, f"qk_norm.{i}") for i, f in enumerate(fields["qk_norm"])),
+            qk_norm_scope=fields.get("qk_norm_scope", "head"),  # absent in files written before it existed
             norm_placement=fields["norm_placement"],
             rotary=None if rot is None else Rotary(rot["dim"], tensors["rotary.inv_freq"], rot["style"]),
             positions=fields["positions"], attn_scale=fields["attn_scale"], causal=fields["causal"],

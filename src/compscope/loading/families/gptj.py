@@ -1,0 +1,84 @@
+"""GPT-J decoders (GPT-J-6B and its descendants, the HF ``gptj`` layout).
+
+Pre-LayerNorm ``ln_1`` read by attention and MLP at once (a parallel block); separate
+``q/k/v_proj`` and ``out_proj`` without biases (read where a file has them: TransformerLens's
+processing adds them); rotary on the first ``rotary_dim`` dims of each
+head in the interleaved layout (pairs ``2i, 2i+1``, base 10000); logits ``q·k / sqrt(d_head)``;
+the unembedding ``lm_head`` has a bias. ``rotary_dim`` unset (rotary frequencies over the whole
+width, not the head) is refused.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..checkpoint import Checkpoint
+from ...core.heads import HeadWeights, Meta, Norm, Rotary
+from ...errors import UnsupportedModelError
+from . import register
+from .base import Family, integer, inv_freq, number, sizes, split_cols, split_rows, stack, unembedding
+
+
+@register
+class GPTJ(Family):
+    name = "gptj"
+    model_types = ("gptj",)
+    architectures = ("GPTJForCausalLM", "GPTJModel")
+    handled = frozenset("n_embd n_head n_layer rotary_dim layer_norm_epsilon".split())
+    ignored = frozenset("n_inner embd_pdrop resid_pdrop attn_pdrop n_positions".split())
+
+    hf_base = "transformer"
+    position_table = True  # HF's GPT-J looks its rotary sines up in a table of n_positions rows
+
+    @classmethod
+    def hook_points(cls, model):
+        """GPT-J blocks: ``ln_1`` reads the residual, ``attn`` returns what is added."""
+        return [(b.ln_1, b.attn) for b in cls.base_model(model).h]
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
+        cls.check_config(cfg, where)
+        d, H, L, r = sizes(cfg, where, width=("n_embd",), heads=("n_head",), layers=("n_layer",))
+        if cfg.get("rotary_dim") is None:
+            raise UnsupportedModelError(f"{where}: rotary_dim is not set (GPT-J then turns whole heads by frequencies "
+                                        "of the model width); not supported")
+        rot_dim = integer(cfg, where, "rotary_dim", high=r)
+        eps = number(cfg, where, "layer_norm_epsilon", default=1e-5)
+        prefix = "transformer." if "transformer.wte.weight" in ts else ""
+        w = {x: [] for x in ("q", "k", "v", "out")}
+        b = {x: [] for x in ("q", "k", "v", "out")}  # none in GPT-J's own files; processing may add them
+        g, beta = [], []
+        for i in range(L):
+            p = f"{prefix}h.{i}."
+            for x in ("q", "k", "v"):
+                w[x].append(split_rows(ts.take(f"{p}attn.{x}_proj.weight", (d, d)), H, r))
+                bias = ts.take(f"{p}attn.{x}_proj.bias", (d,), required=False)
+                b[x].append(None if bias is None else bias.reshape(H, r))
+            w["out"].append(split_cols(ts.take(p + "attn.out_proj.weight", (d, d)), H, r))
+            b["out"].append(ts.take(p + "attn.out_proj.bias", (d,), required=False))
+            g.append(ts.take(p + "ln_1.weight", (d,)))
+            beta.append(ts.take(p + "ln_1.bias", (d,)))
+        emb = ts.take(prefix + "wte.weight")
+        if emb.ndim != 2 or emb.shape[1] != d:
+            raise UnsupportedModelError(f"{ts.origin(prefix + 'wte.weight')}: wte has shape {tuple(emb.shape)}")
+        W_U, head_note = unembedding(ckpt, ["lm_head.weight"], emb)
+        b_U = ts.take("lm_head.bias", (emb.shape[0],), required=False) if W_U is not None else None
+        lnf = [ts.take(prefix + f"ln_f.{x}", (d,), required=False) for x in ("weight", "bias")]
+        freqs = inv_freq(rot_dim, {"rope_theta": 10000.0}, where)  # GPT-J's fixed base
+        notes = list(ckpt.notes) + ([head_note] if head_note else [])
+        notes.append("parallel block: attention and MLP of a layer read the same normed residual")
+        return HeadWeights(
+            W_Q=torch.stack(w["q"]), W_K=torch.stack(w["k"]), W_V=torch.stack(w["v"]), W_O=torch.stack(w["out"]),
+            b_Q=stack(b["q"]), b_K=stack(b["k"]), b_V=stack(b["v"]), b_O=stack(b["out"]),
+            W_E=emb.T, W_pos=None, W_U=W_U, b_U=b_U,
+            kv_map=tuple(range(H)),
+            attn_norm=Norm("layernorm", torch.stack(g), torch.stack(beta), eps),
+            final_norm=None if lnf[0] is None else Norm("layernorm", lnf[0][None], None if lnf[1] is None else lnf[1][None], eps),
+            norm_placement="pre",
+            rotary=Rotary(rot_dim, freqs[None].expand(L, -1).contiguous(), "interleaved"),
+            positions="rotary",
+            causal=True,
+            sliding_window=(None,) * L,
+            meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
+        )

@@ -1,0 +1,102 @@
+"""OPT decoders (Meta's OPT-125m ... 66B, the HF ``opt`` layout).
+
+Pre-LayerNorm ``self_attn_layer_norm`` (gain and bias, or none with
+``layer_norm_elementwise_affine=False``); separate ``q/k/v_proj`` and ``out_proj`` with biases
+(``enable_bias``); HF scales the query, bias included, by ``d_head^-1/2``, the usual logit scale;
+learned absolute positions stored two rows late (``embed_positions`` row ``p + 2`` is position
+``p``). OPT-350m's post-LN blocks (``do_layer_norm_before=False``) and its projections between a
+narrower embedding and the residual (``word_embed_proj_dim``) are refused by name.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..checkpoint import Checkpoint
+from ...core.heads import HeadWeights, Meta, Norm
+from ...errors import UnsupportedModelError
+from . import register
+from .base import Family, integer, sizes, split_cols, split_rows, stack, unembedding
+
+#: OPT's learned positions start at this row (HF's ``OPTLearnedPositionalEmbedding.offset``)
+POSITION_OFFSET = 2
+
+
+@register
+class OPT(Family):
+    name = "opt"
+    model_types = ("opt",)
+    architectures = ("OPTForCausalLM", "OPTModel")
+    handled = frozenset("hidden_size num_attention_heads num_hidden_layers enable_bias layer_norm_elementwise_affine "
+                        "word_embed_proj_dim".split())
+    ignored = frozenset("ffn_dim dropout layerdrop init_std".split())
+    accept = {"do_layer_norm_before": lambda v: v is True, "_remove_final_layer_norm": lambda v: not v}
+
+    @classmethod
+    def base_model(cls, model):
+        """The decoder inside ``OPTForCausalLM`` (``model.model.decoder``) or ``OPTModel``."""
+        base = getattr(model, "model", model)
+        return getattr(base, "decoder", base)
+
+    @classmethod
+    def hook_points(cls, model):
+        """OPT layers: ``self_attn_layer_norm`` reads the residual, ``self_attn`` returns what is added."""
+        return [(b.self_attn_layer_norm, b.self_attn) for b in cls.base_model(model).layers]
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
+        cls.check_config(cfg, where)
+        d, H, L, r = sizes(cfg, where)
+        if integer(cfg, where, "word_embed_proj_dim", default=d) != d:
+            raise UnsupportedModelError(f"{where}: word_embed_proj_dim={cfg['word_embed_proj_dim']} differs from "
+                                        f"hidden_size={d} (embeddings projected in and out of the residual: OPT-350m); "
+                                        "not supported")
+        prefix = next((p for p in ("model.decoder.", "decoder.", "") if p + "embed_tokens.weight" in ts), None)
+        if prefix is None:
+            raise UnsupportedModelError(f"{where}: no tensor named like 'model.decoder.embed_tokens.weight'")
+        affine = cfg.get("layer_norm_elementwise_affine", True)
+        w = {x: [] for x in ("q", "k", "v", "out")}
+        b = {x: [] for x in ("q", "k", "v", "out")}
+        g, beta = [], []
+        for i in range(L):
+            p = f"{prefix}layers.{i}."
+            for x in ("q", "k", "v"):
+                w[x].append(split_rows(ts.take(f"{p}self_attn.{x}_proj.weight", (d, d)), H, r))
+                bias = ts.take(f"{p}self_attn.{x}_proj.bias", (d,), required=False)
+                b[x].append(None if bias is None else bias.reshape(H, r))
+            w["out"].append(split_cols(ts.take(p + "self_attn.out_proj.weight", (d, d)), H, r))
+            b["out"].append(ts.take(p + "self_attn.out_proj.bias", (d,), required=False))
+            if affine:
+                g.append(ts.take(p + "self_attn_layer_norm.weight", (d,)))
+                beta.append(ts.take(p + "self_attn_layer_norm.bias", (d,)))
+        emb = ts.take(prefix + "embed_tokens.weight")
+        if emb.ndim != 2 or emb.shape[1] != d:
+            raise UnsupportedModelError(f"{ts.origin(prefix + 'embed_tokens.weight')}: embed_tokens has shape {tuple(emb.shape)}")
+        pos = ts.take(prefix + "embed_positions.weight")
+        if pos.ndim != 2 or pos.shape[1] != d or pos.shape[0] <= POSITION_OFFSET:
+            raise UnsupportedModelError(f"{ts.origin(prefix + 'embed_positions.weight')}: embed_positions has shape "
+                                        f"{tuple(pos.shape)}, expected ({POSITION_OFFSET} + n_ctx, {d})")
+        W_U, head_note = unembedding(ckpt, ["lm_head.weight"], emb)
+        eps = 1e-5  # nn.LayerNorm's default, which HF's OPT uses
+        if affine:
+            lnf = [ts.take(prefix + f"final_layer_norm.{x}", (d,), required=False) for x in ("weight", "bias")]
+            final = None if lnf[0] is None else Norm("layernorm", lnf[0][None], None if lnf[1] is None else lnf[1][None], eps)
+            attn_norm = Norm("layernorm", torch.stack(g), torch.stack(beta), eps)
+        else:
+            final = attn_norm = Norm("layernorm", None, None, eps)
+        notes = list(ckpt.notes) + ([head_note] if head_note else [])
+        notes.append(f"learned positions: W_pos is embed_positions from row {POSITION_OFFSET} on (OPT's offset)")
+        return HeadWeights(
+            W_Q=torch.stack(w["q"]), W_K=torch.stack(w["k"]), W_V=torch.stack(w["v"]), W_O=torch.stack(w["out"]),
+            b_Q=stack(b["q"]), b_K=stack(b["k"]), b_V=stack(b["v"]), b_O=stack(b["out"]),
+            W_E=emb.T, W_pos=pos[POSITION_OFFSET:].T, W_U=W_U, b_U=None,
+            kv_map=tuple(range(H)),
+            attn_norm=attn_norm,
+            final_norm=final,
+            norm_placement="pre",
+            positions="learned",
+            causal=True,
+            sliding_window=(None,) * L,
+            meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
+        )

@@ -1,0 +1,92 @@
+"""Phi-1, Phi-1.5 and Phi-2 decoders (the HF ``phi`` layout).
+
+Pre-LayerNorm (gain and bias) read by attention and MLP at once (a parallel block, as GPT-J's);
+separate ``q/k/v_proj`` with biases and an output ``dense`` with bias; GQA where
+``num_key_value_heads`` says; partial rotary in the rotate-half layout (``partial_rotary_factor``:
+Phi-2 0.4); optionally a LayerNorm on each query and key head (``qk_layernorm``, a per-head
+QK-norm with gain and bias); the unembedding ``lm_head`` has a bias.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..checkpoint import Checkpoint
+from ...errors import UnsupportedModelError
+from ...core.heads import HeadWeights, Meta, Norm, Rotary
+from . import register
+from .base import (MAX_HEADS, Family, integer, inv_freq, number, rope_accept, rope_settings, rotary_dim, sizes, split_cols,
+                   split_rows, stack, unembedding)
+from .llama import llamalike_hooks
+
+
+@register
+class Phi(Family):
+    name = "phi"
+    model_types = ("phi",)
+    architectures = ("PhiForCausalLM", "PhiModel")
+    handled = frozenset("hidden_size num_attention_heads num_key_value_heads num_hidden_layers layer_norm_eps "
+                        "partial_rotary_factor rope_theta qk_layernorm".split())
+    ignored = frozenset("embd_pdrop resid_pdrop".split())
+    accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
+
+    hook_points = classmethod(llamalike_hooks)
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
+        cls.check_config(cfg, where)
+        d, H, L, r = sizes(cfg, where)
+        G = integer(cfg, where, "num_key_value_heads", default=H, high=MAX_HEADS)
+        if H % G:
+            raise UnsupportedModelError(f"{where}: num_attention_heads={H} is not a multiple of num_key_value_heads={G}")
+        eps = number(cfg, where, "layer_norm_eps", default=1e-5)
+        qk_ln = bool(cfg.get("qk_layernorm"))
+        prefix = "model." if "model.embed_tokens.weight" in ts else ""
+        w = {x: [] for x in "qkvo"}
+        b = {x: [] for x in "qkvo"}
+        g, beta, qk = [], [], {"q": ([], []), "k": ([], [])}
+        for i in range(L):
+            p = f"{prefix}layers.{i}."
+            for x, n in (("q", H), ("k", G), ("v", G)):
+                w[x].append(split_rows(ts.take(f"{p}self_attn.{x}_proj.weight", (n * r, d)), n, r))
+                b[x].append(ts.take(f"{p}self_attn.{x}_proj.bias", (n * r,)).reshape(n, r))
+            w["o"].append(split_cols(ts.take(p + "self_attn.dense.weight", (d, H * r)), H, r))
+            b["o"].append(ts.take(p + "self_attn.dense.bias", (d,)))
+            g.append(ts.take(p + "input_layernorm.weight", (d,)))
+            beta.append(ts.take(p + "input_layernorm.bias", (d,)))
+            if qk_ln:
+                for x in "qk":
+                    qk[x][0].append(ts.take(f"{p}self_attn.{x}_layernorm.weight", (r,)))
+                    qk[x][1].append(ts.take(f"{p}self_attn.{x}_layernorm.bias", (r,)))
+        emb = ts.take(prefix + "embed_tokens.weight")
+        if emb.ndim != 2 or emb.shape[1] != d:
+            raise UnsupportedModelError(f"{ts.origin(prefix + 'embed_tokens.weight')}: embed_tokens has shape {tuple(emb.shape)}")
+        W_U, head_note = unembedding(ckpt, ["lm_head.weight"], emb)
+        b_U = ts.take("lm_head.bias", (emb.shape[0],), required=False) if W_U is not None else None
+        lnf = [ts.take(prefix + f"final_layernorm.{x}", (d,), required=False) for x in ("weight", "bias")]
+
+        s = rope_settings(cfg)
+        rot_dim = rotary_dim(r, s, where)
+        freqs = inv_freq(rot_dim, s, where)
+        notes = list(ckpt.notes) + ([head_note] if head_note else [])
+        notes.append("parallel block: attention and MLP of a layer read the same normed residual")
+        if qk_ln:
+            notes.append("QK-norm: q and k are LayerNorm-ed per head before the dot product, so W_QK-based scores "
+                         "(Q/K-composition) describe the bilinear part only; they are approximations")
+        ln = lambda ws, bs: Norm("layernorm", torch.stack(ws), torch.stack(bs), eps)  # noqa: E731
+        return HeadWeights(
+            W_Q=torch.stack(w["q"]), W_K=torch.stack(w["k"]), W_V=torch.stack(w["v"]), W_O=torch.stack(w["o"]),
+            b_Q=torch.stack(b["q"]), b_K=torch.stack(b["k"]), b_V=torch.stack(b["v"]), b_O=stack(b["o"]),
+            W_E=emb.T, W_pos=None, W_U=W_U, b_U=b_U,
+            kv_map=tuple(h // (H // G) for h in range(H)),
+            attn_norm=ln(g, beta),
+            final_norm=None if lnf[0] is None else Norm("layernorm", lnf[0][None], None if lnf[1] is None else lnf[1][None], eps),
+            norm_placement="pre",
+            qk_norm=(ln(*qk["q"]), ln(*qk["k"])) if qk_ln else None,
+            rotary=Rotary(rot_dim, freqs[None].expand(L, -1).contiguous(), "half"),
+            positions="rotary",
+            causal=True,
+            sliding_window=(None,) * L,
+            meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
+        )
