@@ -177,6 +177,8 @@ def test_qk_norm_gains_folded_keep_every_query_and_key_direction(variant):
         torch.testing.assert_close(a / a.norm(dim=-1, keepdim=True), b / b.norm(dim=-1, keepdim=True), atol=1e-5, rtol=0)
     with pytest.raises(compscope.ProcessingError, match="no QK-norm"):
         fold_qk_norm_gains(compscope.load("induction-2l"))
+    with pytest.raises(compscope.ProcessingError, match="QK-norm is a layernorm with a bias"):  # Phi: centres q
+        fold_qk_norm_gains(compscope.load(build(BY_ID["phi-partial-rotary-qk-layernorm"])))
 
 
 def test_a_rotary_model_is_also_judged_with_sampled_content(tmp_path, capsys):

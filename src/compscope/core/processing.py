@@ -76,6 +76,10 @@ def fold_qk_norm_gains(hw: HeadWeights) -> HeadWeights:
     if hw.qk_norm is None:
         raise ProcessingError(f"fold_qk_norm_gains: {hw.meta.name} has no QK-norm")
     nq, nk = hw.qk_norm
+    if any(n.kind != "rmsnorm" or n.bias is not None for n in (nq, nk)):
+        raise ProcessingError(f"fold_qk_norm_gains: {hw.meta.name}'s QK-norm is a {nq.kind}"
+                              + (" with a bias" if nq.bias is not None or nk.bias is not None else "")
+                              + "; only an RMSNorm's gains move into W_Q, W_K up to a per-token scalar")
     L, r = hw.n_layers, hw.d_head
 
     def gains(n: Norm, heads: int) -> Tensor:  # (L, heads, d_head): per head, or one layer-wide row cut per head
