@@ -276,3 +276,69 @@ def test_llama3_rope_scaling_from_gguf_divisors_matches_the_model_object(tmp_pat
     assert any("rope_freqs" in n for n in ours.meta.notes) and any("Llama 3" in n for n in ref.meta.notes)
     for name in ("W_Q", "W_K", "W_V", "W_O"):
         assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+
+
+def _write_phi3_gguf(path, model, window: int, extra: dict | None = None) -> None:
+    """A Phi-3 GGUF as llama.cpp writes one: the fused ``attn_qkv`` as HF's ``qkv_proj`` (no row
+    permutation: Phi-3 rotates halves in llama.cpp too), the sliding window in the metadata."""
+    sd = {k: v.detach().numpy().astype(np.float32) for k, v in model.state_dict().items()}
+    w = gguf.GGUFWriter(str(path), "phi3")
+    for add, value in [(w.add_block_count, 2), (w.add_context_length, 64), (w.add_embedding_length, D),
+                       (w.add_feed_forward_length, 32), (w.add_head_count, H), (w.add_head_count_kv, G),
+                       (w.add_layer_norm_rms_eps, 1e-5), (w.add_rope_freq_base, 700.0), (w.add_rope_dimension_count, D // H),  # Phi-3: heads of d_model / n_heads
+                       
+                       (w.add_sliding_window, window), (w.add_vocab_size, V), (w.add_pad_token_id, 0),
+                       (w.add_bos_token_id, 1), (w.add_eos_token_id, 2)]:
+        add(value)
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    w.add_tensor("output.weight", sd["lm_head.weight"])
+    for i in range(2):
+        p = f"model.layers.{i}."
+        w.add_tensor(f"blk.{i}.attn_norm.weight", sd[p + "input_layernorm.weight"])
+        w.add_tensor(f"blk.{i}.ffn_norm.weight", sd[p + "post_attention_layernorm.weight"])
+        w.add_tensor(f"blk.{i}.ffn_up.weight", sd[p + "mlp.gate_up_proj.weight"])
+        w.add_tensor(f"blk.{i}.ffn_down.weight", sd[p + "mlp.down_proj.weight"])
+        w.add_tensor(f"blk.{i}.attn_qkv.weight", sd[p + "self_attn.qkv_proj.weight"])
+        w.add_tensor(f"blk.{i}.attn_output.weight", sd[p + "self_attn.o_proj.weight"])
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    for name, t in (extra or {}).items():
+        w.add_tensor(name, t)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+def test_phi3_gguf_with_fused_qkv_matches_the_model_object(tmp_path):
+    """Phi-3's fused ``attn_qkv`` splits into the query, key and value heads of the model object;
+    the sliding window comes from the metadata; longrope factor tensors are refused by name."""
+    cfg = transformers.Phi3Config(vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                                  num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=64,
+                                  sliding_window=WINDOW, tie_word_embeddings=False, pad_token_id=0, bos_token_id=1,
+                                  eos_token_id=2, rope_parameters={"rope_type": "default", "rope_theta": 700.0})
+    model = transformers.Phi3ForCausalLM(cfg).eval()
+    g = torch.Generator().manual_seed(7)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    _write_phi3_gguf(tmp_path / "p.gguf", model, WINDOW)
+    ours, ref = compscope.load(tmp_path / "p.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "phi3" and ours.kv_map == ref.kv_map
+    assert ours.sliding_window == ref.sliding_window == (WINDOW, WINDOW)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    from compscope.core.attention import attention_forward
+
+    x = torch.randn(1, 2 * WINDOW + 3, D, generator=torch.Generator().manual_seed(8))
+    for layer in range(2):
+        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
+    # transformers' own GGUF reader (which the runner uses) splits the fused tensor the same way
+    theirs = compscope.load(transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path), gguf_file="p.gguf"))
+    for name in ("W_Q", "W_K", "W_V", "W_O"):
+        assert torch.equal(getattr(ours, name), getattr(theirs, name)), name
+    factors = np.ones(D // H // 2, dtype=np.float32)
+    _write_phi3_gguf(tmp_path / "long.gguf", model, WINDOW, {"rope_factors_long.weight": factors,
+                                                             "rope_factors_short.weight": factors})
+    with pytest.raises(compscope.UnsupportedModelError, match="rope_factors_long.weight.*longrope"):
+        compscope.load(tmp_path / "long.gguf")

@@ -53,6 +53,7 @@ _ARCHS = {
     "gemma": ("gemma", False, True),
     "gemma2": ("gemma2", False, True),
     "gemma3": ("gemma3_text", False, True),
+    "phi3": ("phi3", False, False),  # one fused attn_qkv, rows [q heads | k heads | v heads] as HF's qkv_proj
 }
 
 #: GGUF per-block tensor name -> HF name under ``model.layers.{i}.``
@@ -61,6 +62,7 @@ _BLOCK = {
     "attn_q.weight": "self_attn.q_proj.weight",
     "attn_k.weight": "self_attn.k_proj.weight",
     "attn_v.weight": "self_attn.v_proj.weight",
+    "attn_qkv.weight": "self_attn.qkv_proj.weight",
     "attn_output.weight": "self_attn.o_proj.weight",
     "attn_q.bias": "self_attn.q_proj.bias",
     "attn_k.bias": "self_attn.k_proj.bias",
@@ -312,6 +314,9 @@ def open_gguf(path: str | Path) -> Checkpoint:
             f"{path}: GGUF metadata '{arch}.rope.dimension_count'={rope_dim} differs from the head width {head_dim}: "
             "partial rotary is not supported for GGUF files"
         )
+    longrope = sorted(i.name for i in infos if i.name.startswith("rope_factors_"))
+    if longrope:  # Phi-3's long-context models: frequencies rescaled by the sequence length
+        raise UnsupportedModelError(f"{path}: rotary scaling by {', '.join(longrope)} (longrope) is not supported")
     pattern = fields.get(f"{arch}.attention.sliding_window_pattern")
     if isinstance(pattern, list):  # one flag per layer: True = sliding-window layer
         cfg["layer_types"] = ["sliding_attention" if p else "full_attention" for p in pattern]
