@@ -19,7 +19,7 @@ from torch import Tensor
 
 from ..checkpoint import Checkpoint
 from ...errors import LoadError, UnsupportedModelError
-from ...core.heads import HeadWeights, is_finite_number
+from ...core.heads import HeadWeights, Norm, is_finite_number
 
 #: Keys of every HF config that never change attention weights.
 COMMON_IGNORED = frozenset(
@@ -186,6 +186,31 @@ def split_rows(w: Tensor, n_heads: int, d_head: int) -> Tensor:
 def split_cols(w: Tensor, n_heads: int, d_head: int) -> Tensor:
     """``(d, n_heads*d_head) -> (n_heads, d, d_head)``: an output projection's columns, per head."""
     return w.reshape(w.shape[0], n_heads, d_head).permute(1, 0, 2)
+
+
+def head_rows(ts, name: str, n_heads: int, d_head: int, d_model: int, bias: bool | None = None
+              ) -> tuple[Tensor, Tensor | None]:
+    """The projection ``{name}.weight`` ``(n_heads·d_head, d_model)`` per head ``(n_heads, d_head,
+    d_model)``, and its bias ``{name}.bias`` per head: required (``bias=True``), read where present
+    (``None``: files may carry one, e.g. after TransformerLens's processing) or not read (``False``)."""
+    w = split_rows(ts.take(f"{name}.weight", (n_heads * d_head, d_model)), n_heads, d_head)
+    b = None if bias is False else ts.take(f"{name}.bias", (n_heads * d_head,), required=bool(bias))
+    return w, None if b is None else b.reshape(n_heads, d_head)
+
+
+def token_embedding(ts, name: str, d_model: int) -> Tensor:
+    """The token embedding ``(n_vocab, d_model)`` stored as ``name``, its shape checked."""
+    emb = ts.take(name)
+    if emb.ndim != 2 or emb.shape[1] != d_model:
+        raise UnsupportedModelError(f"{ts.origin(name)}: {name} has shape {tuple(emb.shape)}, expected (n_vocab, {d_model})")
+    return emb
+
+
+def final_layernorm(ts, name: str, d_model: int, eps: float) -> Norm | None:
+    """The LayerNorm before the unembedding, ``{name}.weight`` and ``{name}.bias`` (either may be
+    absent), as a one-row ``Norm``; None without a weight."""
+    w, b = (ts.take(f"{name}.{x}", (d_model,), required=False) for x in ("weight", "bias"))
+    return None if w is None else Norm("layernorm", w[None], None if b is None else b[None], eps)
 
 
 def stack(layers: list[Tensor | None]) -> Tensor | None:

@@ -15,7 +15,7 @@ from ..checkpoint import Checkpoint
 from ...errors import WeightError
 from ...core.heads import HeadWeights, Meta, Norm
 from . import register
-from .base import Family, number, sizes, split_cols, split_rows, unembedding
+from .base import Family, final_layernorm, number, sizes, split_cols, split_rows, unembedding
 
 
 def gpt2_outer(ckpt: Checkpoint, prefix: str, d: int, eps: float) -> tuple[Tensor, Tensor, Tensor | None, str | None, Norm | None]:
@@ -28,14 +28,11 @@ def gpt2_outer(ckpt: Checkpoint, prefix: str, d: int, eps: float) -> tuple[Tenso
     if wte.ndim != 2 or wte.shape[1] != d:
         raise WeightError(f"{ts.origin(prefix + 'wte.weight')}: 'wte.weight' has shape {tuple(wte.shape)}, expected (n_vocab, {d})")
     W_U, head_note = unembedding(ckpt, ["lm_head.weight"], wte)
-    lnf_w = ts.take(prefix + "ln_f.weight", (d,), required=False)
-    lnf_b = ts.take(prefix + "ln_f.bias", (d,), required=False)
-    final = None if lnf_w is None else Norm("layernorm", lnf_w[None], None if lnf_b is None else lnf_b[None], eps)
-    return wte.T, wpe.T, W_U, head_note, final
+    return wte.T, wpe.T, W_U, head_note, final_layernorm(ts, prefix + "ln_f", d, eps)
 
 
 def ln1_attn_hooks(cls, model):
-    """GPT-2-like blocks (GPT-2, GPT-Neo): ``ln_1`` reads the residual, ``attn`` returns what is added."""
+    """GPT-2-like blocks (GPT-2, GPT-Neo, GPT-J): ``ln_1`` reads the residual, ``attn`` returns what is added."""
     return [(b.ln_1, b.attn) for b in cls.base_model(model).h]
 
 

@@ -14,7 +14,7 @@ from ..checkpoint import Checkpoint
 from ...errors import LoadError, UnsupportedModelError
 from ...core.heads import HeadWeights, Meta, Norm
 from . import register
-from .base import MAX_LAYERS, Family, integer, number, sizes, split_cols, split_rows, stack
+from .base import MAX_LAYERS, Family, head_rows, integer, number, sizes, split_cols, stack
 from .gpt2 import gpt2_outer, ln1_attn_hooks
 
 KINDS = ("global", "local")
@@ -68,9 +68,9 @@ class GPTNeo(Family):
             p = f"{prefix}h.{i}."
             a = p + "attn.attention."
             for ws, bs, part in ((wq, bq, "q"), (wk, bk, "k"), (wv, bv, "v")):
-                ws.append(split_rows(ts.take(f"{a}{part}_proj.weight", (d, d)), H, r))
-                bias = ts.take(f"{a}{part}_proj.bias", (d,), required=False)  # none in GPT-Neo's files; processing may add them
-                bs.append(None if bias is None else bias.reshape(H, r))
+                wx, bx = head_rows(ts, f"{a}{part}_proj", H, r, d)  # no biases in GPT-Neo's files; processing may add them
+                ws.append(wx)
+                bs.append(bx)
             wo.append(split_cols(ts.take(a + "out_proj.weight", (d, d)), H, r))
             bo.append(ts.take(a + "out_proj.bias", (d,)))
             g.append(ts.take(p + "ln_1.weight", (d,)))

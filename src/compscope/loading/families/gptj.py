@@ -16,7 +16,9 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm, Rotary
 from ...errors import UnsupportedModelError
 from . import register
-from .base import Family, integer, inv_freq, number, sizes, split_cols, split_rows, stack, unembedding
+from .gpt2 import ln1_attn_hooks
+from .base import (Family, final_layernorm, head_rows, integer, inv_freq, number, sizes, split_cols, stack, token_embedding,
+                   unembedding)
 
 
 @register
@@ -30,10 +32,7 @@ class GPTJ(Family):
     hf_base = "transformer"
     position_table = True  # HF's GPT-J looks its rotary sines up in a table of n_positions rows
 
-    @classmethod
-    def hook_points(cls, model):
-        """GPT-J blocks: ``ln_1`` reads the residual, ``attn`` returns what is added."""
-        return [(b.ln_1, b.attn) for b in cls.base_model(model).h]
+    hook_points = classmethod(ln1_attn_hooks)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
@@ -52,19 +51,16 @@ class GPTJ(Family):
         for i in range(L):
             p = f"{prefix}h.{i}."
             for x in ("q", "k", "v"):
-                w[x].append(split_rows(ts.take(f"{p}attn.{x}_proj.weight", (d, d)), H, r))
-                bias = ts.take(f"{p}attn.{x}_proj.bias", (d,), required=False)
-                b[x].append(None if bias is None else bias.reshape(H, r))
+                wx, bx = head_rows(ts, f"{p}attn.{x}_proj", H, r, d)
+                w[x].append(wx)
+                b[x].append(bx)
             w["out"].append(split_cols(ts.take(p + "attn.out_proj.weight", (d, d)), H, r))
             b["out"].append(ts.take(p + "attn.out_proj.bias", (d,), required=False))
             g.append(ts.take(p + "ln_1.weight", (d,)))
             beta.append(ts.take(p + "ln_1.bias", (d,)))
-        emb = ts.take(prefix + "wte.weight")
-        if emb.ndim != 2 or emb.shape[1] != d:
-            raise UnsupportedModelError(f"{ts.origin(prefix + 'wte.weight')}: wte has shape {tuple(emb.shape)}")
+        emb = token_embedding(ts, prefix + "wte.weight", d)
         W_U, head_note = unembedding(ckpt, ["lm_head.weight"], emb)
         b_U = ts.take("lm_head.bias", (emb.shape[0],), required=False) if W_U is not None else None
-        lnf = [ts.take(prefix + f"ln_f.{x}", (d,), required=False) for x in ("weight", "bias")]
         freqs = inv_freq(rot_dim, {"rope_theta": 10000.0}, where)  # GPT-J's fixed base
         notes = list(ckpt.notes) + ([head_note] if head_note else [])
         notes.append("parallel block: attention and MLP of a layer read the same normed residual")
@@ -74,7 +70,7 @@ class GPTJ(Family):
             W_E=emb.T, W_pos=None, W_U=W_U, b_U=b_U,
             kv_map=tuple(range(H)),
             attn_norm=Norm("layernorm", torch.stack(g), torch.stack(beta), eps),
-            final_norm=None if lnf[0] is None else Norm("layernorm", lnf[0][None], None if lnf[1] is None else lnf[1][None], eps),
+            final_norm=final_layernorm(ts, prefix + "ln_f", d, eps),
             norm_placement="pre",
             rotary=Rotary(rot_dim, freqs[None].expand(L, -1).contiguous(), "interleaved"),
             positions="rotary",

@@ -13,7 +13,7 @@ import torch
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm, Rotary
 from . import register
-from .base import Family, inv_freq, number, rope_accept, rope_settings, rotary_dim, sizes, split_cols, stack, unembedding
+from .base import Family, final_layernorm, inv_freq, number, rope_accept, rope_settings, rotary_dim, sizes, split_cols, stack, unembedding
 
 
 @register
@@ -55,8 +55,6 @@ class GPTNeoX(Family):
         emb = ts.take(prefix + "embed_in.weight")
         # the output head is 'embed_out' in Pythia files, 'lm_head' in transformers >= 5
         W_U, head_note = unembedding(ckpt, ["embed_out.weight", "lm_head.weight"], emb)
-        lnf_w = ts.take(prefix + "final_layer_norm.weight", (d,), required=False)
-        lnf_b = ts.take(prefix + "final_layer_norm.bias", (d,), required=False)
 
         s = rope_settings(cfg)
         if "rotary_emb_base" in cfg:
@@ -78,7 +76,7 @@ class GPTNeoX(Family):
             W_E=emb.T, W_pos=None, W_U=W_U, b_U=None,
             kv_map=tuple(range(H)),
             attn_norm=Norm("layernorm", torch.stack(g), torch.stack(beta), eps),
-            final_norm=None if lnf_w is None else Norm("layernorm", lnf_w[None], None if lnf_b is None else lnf_b[None], eps),
+            final_norm=final_layernorm(ts, prefix + "final_layer_norm", d, eps),
             norm_placement="pre",
             rotary=Rotary(rot_dim, freqs[None].expand(L, -1).contiguous(), "half"),
             positions="rotary",

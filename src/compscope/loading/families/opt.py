@@ -16,7 +16,7 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm
 from ...errors import UnsupportedModelError
 from . import register
-from .base import Family, integer, sizes, split_cols, split_rows, stack, unembedding
+from .base import Family, final_layernorm, head_rows, integer, sizes, split_cols, stack, token_embedding, unembedding
 
 #: OPT's learned positions start at this row (HF's ``OPTLearnedPositionalEmbedding.offset``)
 POSITION_OFFSET = 2
@@ -62,17 +62,15 @@ class OPT(Family):
         for i in range(L):
             p = f"{prefix}layers.{i}."
             for x in ("q", "k", "v"):
-                w[x].append(split_rows(ts.take(f"{p}self_attn.{x}_proj.weight", (d, d)), H, r))
-                bias = ts.take(f"{p}self_attn.{x}_proj.bias", (d,), required=False)
-                b[x].append(None if bias is None else bias.reshape(H, r))
+                wx, bx = head_rows(ts, f"{p}self_attn.{x}_proj", H, r, d)
+                w[x].append(wx)
+                b[x].append(bx)
             w["out"].append(split_cols(ts.take(p + "self_attn.out_proj.weight", (d, d)), H, r))
             b["out"].append(ts.take(p + "self_attn.out_proj.bias", (d,), required=False))
             if affine:
                 g.append(ts.take(p + "self_attn_layer_norm.weight", (d,)))
                 beta.append(ts.take(p + "self_attn_layer_norm.bias", (d,)))
-        emb = ts.take(prefix + "embed_tokens.weight")
-        if emb.ndim != 2 or emb.shape[1] != d:
-            raise UnsupportedModelError(f"{ts.origin(prefix + 'embed_tokens.weight')}: embed_tokens has shape {tuple(emb.shape)}")
+        emb = token_embedding(ts, prefix + "embed_tokens.weight", d)
         pos = ts.take(prefix + "embed_positions.weight")
         if pos.ndim != 2 or pos.shape[1] != d or pos.shape[0] <= POSITION_OFFSET:
             raise UnsupportedModelError(f"{ts.origin(prefix + 'embed_positions.weight')}: embed_positions has shape "
@@ -80,8 +78,7 @@ class OPT(Family):
         W_U, head_note = unembedding(ckpt, ["lm_head.weight"], emb)
         eps = 1e-5  # nn.LayerNorm's default, which HF's OPT uses
         if affine:
-            lnf = [ts.take(prefix + f"final_layer_norm.{x}", (d,), required=False) for x in ("weight", "bias")]
-            final = None if lnf[0] is None else Norm("layernorm", lnf[0][None], None if lnf[1] is None else lnf[1][None], eps)
+            final = final_layernorm(ts, prefix + "final_layer_norm", d, eps)
             attn_norm = Norm("layernorm", torch.stack(g), torch.stack(beta), eps)
         else:
             final = attn_norm = Norm("layernorm", None, None, eps)

@@ -15,8 +15,8 @@ from ..checkpoint import Checkpoint
 from ...errors import UnsupportedModelError
 from ...core.heads import HeadWeights, Meta, Norm, Rotary
 from . import register
-from .base import (MAX_HEADS, Family, integer, inv_freq, number, rope_accept, rope_settings, rotary_dim, sizes, split_cols,
-                   split_rows, stack, unembedding)
+from .base import (MAX_HEADS, Family, final_layernorm, head_rows, integer, inv_freq, number, rope_accept, rope_settings,
+                   rotary_dim, sizes, split_cols, stack, token_embedding, unembedding)
 from .llama import llamalike_hooks
 
 
@@ -49,8 +49,9 @@ class Phi(Family):
         for i in range(L):
             p = f"{prefix}layers.{i}."
             for x, n in (("q", H), ("k", G), ("v", G)):
-                w[x].append(split_rows(ts.take(f"{p}self_attn.{x}_proj.weight", (n * r, d)), n, r))
-                b[x].append(ts.take(f"{p}self_attn.{x}_proj.bias", (n * r,)).reshape(n, r))
+                wx, bx = head_rows(ts, f"{p}self_attn.{x}_proj", n, r, d, bias=True)
+                w[x].append(wx)
+                b[x].append(bx)
             w["o"].append(split_cols(ts.take(p + "self_attn.dense.weight", (d, H * r)), H, r))
             b["o"].append(ts.take(p + "self_attn.dense.bias", (d,)))
             g.append(ts.take(p + "input_layernorm.weight", (d,)))
@@ -59,12 +60,9 @@ class Phi(Family):
                 for x in "qk":
                     qk[x][0].append(ts.take(f"{p}self_attn.{x}_layernorm.weight", (r,)))
                     qk[x][1].append(ts.take(f"{p}self_attn.{x}_layernorm.bias", (r,)))
-        emb = ts.take(prefix + "embed_tokens.weight")
-        if emb.ndim != 2 or emb.shape[1] != d:
-            raise UnsupportedModelError(f"{ts.origin(prefix + 'embed_tokens.weight')}: embed_tokens has shape {tuple(emb.shape)}")
+        emb = token_embedding(ts, prefix + "embed_tokens.weight", d)
         W_U, head_note = unembedding(ckpt, ["lm_head.weight"], emb)
         b_U = ts.take("lm_head.bias", (emb.shape[0],), required=False) if W_U is not None else None
-        lnf = [ts.take(prefix + f"final_layernorm.{x}", (d,), required=False) for x in ("weight", "bias")]
 
         s = rope_settings(cfg)
         rot_dim = rotary_dim(r, s, where)
@@ -81,7 +79,7 @@ class Phi(Family):
             W_E=emb.T, W_pos=None, W_U=W_U, b_U=b_U,
             kv_map=tuple(h // (H // G) for h in range(H)),
             attn_norm=ln(g, beta),
-            final_norm=None if lnf[0] is None else Norm("layernorm", lnf[0][None], None if lnf[1] is None else lnf[1][None], eps),
+            final_norm=final_layernorm(ts, prefix + "final_layernorm", d, eps),
             norm_placement="pre",
             qk_norm=(ln(*qk["q"]), ln(*qk["k"])) if qk_ln else None,
             rotary=Rotary(rot_dim, freqs[None].expand(L, -1).contiguous(), "half"),
