@@ -337,6 +337,14 @@ def test_phi3_gguf_with_fused_qkv_matches_the_model_object(tmp_path):
     theirs = compscope.load(transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path), gguf_file="p.gguf"))
     for name in ("W_Q", "W_K", "W_V", "W_O"):
         assert torch.equal(getattr(ours, name), getattr(theirs, name)), name
+    # ... but drops the sliding window: the runner then takes no sequence longer than the window
+    from compscope.data.runner import runner_for
+
+    runner = runner_for(tmp_path / "p.gguf", progress=False)
+    assert runner.model.config.sliding_window is None and runner.n_ctx == WINDOW
+    runner.trace(torch.ones(1, WINDOW, dtype=torch.long))
+    with pytest.raises(compscope.OptionError, match="use shorter sequences"):
+        runner.trace(torch.ones(1, WINDOW + 1, dtype=torch.long))
     factors = np.ones(D // H // 2, dtype=np.float32)
     _write_phi3_gguf(tmp_path / "long.gguf", model, WINDOW, {"rope_factors_long.weight": factors,
                                                              "rope_factors_short.weight": factors})

@@ -145,6 +145,11 @@ class HFRunner(Runner):
             n = next((getattr(model.config, k) for k in ("n_positions", "max_position_embeddings")
                       if isinstance(getattr(model.config, k, None), int)), None)
             self.n_ctx = n
+        windows = [w for w in hw.sliding_window if w is not None]
+        if windows and hasattr(model.config, "sliding_window") and model.config.sliding_window is None:
+            # the running model lost the window (transformers' GGUF reader drops Phi-3's): it computes
+            # what the weights say only on sequences within the window
+            self.n_ctx = min(windows) if self.n_ctx is None else min(self.n_ctx, *windows)
 
     def _run(self, tokens: Tensor) -> tuple:
         resid: dict[int, Tensor] = {}
