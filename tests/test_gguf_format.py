@@ -350,3 +350,69 @@ def test_phi3_gguf_with_fused_qkv_matches_the_model_object(tmp_path):
                                                              "rope_factors_short.weight": factors})
     with pytest.raises(compscope.UnsupportedModelError, match="rope_factors_long.weight.*longrope"):
         compscope.load(tmp_path / "long.gguf")
+
+
+def _write_olmo_gguf(path, model, arch: str, metadata: dict | None = None) -> None:
+    """An OLMo GGUF as llama.cpp writes one: OLMo's q/k rows permuted into interleaved pairs (OLMo-2's
+    not), OLMo-2's layer-wide q/k norm gains and post-attention norm, no norm before the attention."""
+    sd = {k: v.detach().numpy().astype(np.float32) for k, v in model.state_dict().items()}
+    w = gguf.GGUFWriter(str(path), arch)
+    for add, value in [(w.add_block_count, 2), (w.add_context_length, 64), (w.add_embedding_length, D),
+                       (w.add_feed_forward_length, 32), (w.add_head_count, H), (w.add_head_count_kv, G),
+                       (w.add_layer_norm_rms_eps, 1e-5), (w.add_rope_freq_base, 900.0), (w.add_vocab_size, V)]:
+        add(value)
+    for key, value in (metadata or {}).items():
+        w.add_float32(f"{arch}.{key}", value)
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    w.add_tensor("output.weight", sd["lm_head.weight"])
+    names = {"q_proj.weight": "attn_q.weight", "k_proj.weight": "attn_k.weight", "v_proj.weight": "attn_v.weight",
+             "o_proj.weight": "attn_output.weight", "q_norm.weight": "attn_q_norm.weight", "k_norm.weight": "attn_k_norm.weight"}
+    for i in range(2):
+        p = f"model.layers.{i}."
+        for hf_name, g_name in names.items():
+            t = sd.get(f"{p}self_attn.{hf_name}")
+            if t is not None:
+                if arch == "olmo" and hf_name[0] in "qk":
+                    t = llama_cpp_permute(t, H if hf_name[0] == "q" else G)
+                w.add_tensor(f"blk.{i}.{g_name}", t)
+        if p + "post_attention_layernorm.weight" in sd:
+            w.add_tensor(f"blk.{i}.post_attention_norm.weight", sd[p + "post_attention_layernorm.weight"])
+    if "model.norm.weight" in sd:
+        w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+@pytest.mark.parametrize("arch", ["olmo", "olmo2"])
+def test_olmo_ggufs_match_the_model_object(tmp_path, arch):
+    """OLMo (permuted q/k rows, no norm tensors) and OLMo-2 (QK-norm gains over the whole layer,
+    post-attention norm, no norm before the attention) read back as the model object reads; OLMo's
+    q/k/v clamp is refused by name."""
+    common = dict(vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2, num_attention_heads=H,
+                  num_key_value_heads=G, max_position_embeddings=64,
+                  rope_parameters={"rope_type": "default", "rope_theta": 900.0})
+    if arch == "olmo":
+        model = transformers.OlmoForCausalLM(transformers.OlmoConfig(**common))
+    else:
+        model = transformers.Olmo2ForCausalLM(transformers.Olmo2Config(**common, rms_norm_eps=1e-5))
+    g = torch.Generator().manual_seed(9)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    _write_olmo_gguf(tmp_path / "o.gguf", model.eval(), arch)
+    ours, ref = compscope.load(tmp_path / "o.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == arch
+    assert (ours.norm_placement, ours.qk_norm_scope) == (ref.norm_placement, ref.qk_norm_scope)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    from compscope.core.attention import attention_forward
+
+    x = torch.randn(1, 9, D, generator=torch.Generator().manual_seed(10))
+    for layer in range(2):
+        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
+    if arch == "olmo":
+        _write_olmo_gguf(tmp_path / "c.gguf", model, arch, {"attention.clamp_kqv": 8.0})
+        with pytest.raises(compscope.UnsupportedModelError, match="clip_qkv=8.0"):
+            compscope.load(tmp_path / "c.gguf")

@@ -41,6 +41,7 @@ _CONFIG_KEYS = {
     "rope.freq_base": "rope_theta",
     "rope.freq_base_swa": "rope_local_base_freq",
     "attn_logit_softcapping": "attn_logit_softcapping",
+    "attention.clamp_kqv": "clip_qkv",  # OLMo's elementwise clamp: the family refuses it by name
     "vocab_size": "vocab_size",
 }
 
@@ -54,6 +55,9 @@ _ARCHS = {
     "gemma2": ("gemma2", False, True),
     "gemma3": ("gemma3_text", False, True),
     "phi3": ("phi3", False, False),  # one fused attn_qkv, rows [q heads | k heads | v heads] as HF's qkv_proj
+    "olmo": ("olmo", True, False),  # norms without parameters: no norm tensors
+    "olmo2": ("olmo2", False, False),  # OLMo-2 and OLMo-3 (whose sliding layers the pattern flags)
+    "olmoe": ("olmoe", False, False),
 }
 
 #: GGUF per-block tensor name -> HF name under ``model.layers.{i}.``
