@@ -105,3 +105,28 @@ def test_norm_gain_offset():
     torch.testing.assert_close(plain, gemma)
     ln = Norm("layernorm", None, None, 1e-5).apply(x, 0)
     torch.testing.assert_close(ln, torch.nn.functional.layer_norm(x, (6,), eps=1e-5))
+
+
+def test_qk_norm_over_a_layer_by_hand():
+    """Layer-wide QK-norm (OLMo-2) against hand values: two query heads of width 2 whose vectors are
+    (3, 4) and (0, 0) share one RMS, sqrt((9 + 16) / 4) = 2.5, so the first becomes (1.2, 1.6) and
+    not (3, 4) / sqrt(12.5) as per head; the keys' RMS runs over the distinct K heads only, each
+    counted once however many query heads share it."""
+    from compscope.core.attention import project
+
+    hw = random_heads(L=1, H=2, G=1, r=2, d=2)
+    eye = torch.eye(2)[None, None]
+    ones = lambda n: torch.ones(1, n)  # noqa: E731
+    hw = hw.replace(W_Q=torch.cat([eye, 0 * eye], 1), W_K=eye, attn_norm=None, norm_placement="none",
+                    qk_norm=(Norm("rmsnorm", ones(4), None, 0.0), Norm("rmsnorm", ones(2), None, 0.0)),
+                    qk_norm_scope="layer")
+    x = torch.tensor([[[3.0, 4.0]]])  # (batch, seq, d)
+    q = project(hw, 0, "Q", x)
+    torch.testing.assert_close(q[0, :, 0], torch.tensor([[1.2, 1.6], [0.0, 0.0]]))
+    k = project(hw, 0, "K", x)  # one K head shared by both queries: RMS over (3, 4) alone
+    torch.testing.assert_close(k[0, :, 0], torch.tensor([[3.0, 4.0], [3.0, 4.0]]) / 12.5**0.5)
+    per_head = hw.replace(qk_norm=(Norm("rmsnorm", ones(2), None, 0.0), Norm("rmsnorm", ones(2), None, 0.0)),
+                          qk_norm_scope="head")
+    torch.testing.assert_close(project(per_head, 0, "Q", x)[0, 0, 0], torch.tensor([3.0, 4.0]) / 12.5**0.5)
+    with pytest.raises(WeightError, match=r"qk_norm \(q\) weight has shape \(1, 2\), expected \(1, 4\)"):
+        per_head.replace(qk_norm_scope="layer")
