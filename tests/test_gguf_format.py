@@ -416,3 +416,55 @@ def test_olmo_ggufs_match_the_model_object(tmp_path, arch):
         _write_olmo_gguf(tmp_path / "c.gguf", model, arch, {"attention.clamp_kqv": 8.0})
         with pytest.raises(compscope.UnsupportedModelError, match="clip_qkv=8.0"):
             compscope.load(tmp_path / "c.gguf")
+
+
+def test_gpt2_gguf_matches_the_model_object_and_transformers(tmp_path):
+    """GPT-2 as llama.cpp writes it: HF's Conv1D weights transposed to ``(out, in)`` (``attn_qkv``,
+    ``attn_output``), learned positions in ``position_embd``, no ``output`` tensor (tied). Read back:
+    the model object's weights, and what transformers' own GGUF reader (the runner's) makes of the file."""
+    cfg = transformers.GPT2Config(vocab_size=V, n_embd=D, n_head=H, n_layer=2, n_positions=1024)  # MLP 4 d, as llama.cpp assumes
+    model = transformers.GPT2LMHeadModel(cfg).eval()
+    g = torch.Generator().manual_seed(11)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    sd = {k: v.detach().numpy().astype(np.float32) for k, v in model.state_dict().items()}
+    w = gguf.GGUFWriter(str(tmp_path / "g.gguf"), "gpt2")
+    w.add_tokenizer_model("gpt2")  # transformers reads the vocabulary's size off the token list
+    w.add_token_list([f"t{i}" for i in range(V)])
+    for add, value in [(w.add_block_count, 2), (w.add_context_length, 1024), (w.add_embedding_length, D),
+                       (w.add_feed_forward_length, 4 * D), (w.add_head_count, H), (w.add_layer_norm_eps, 1e-5),
+                       (w.add_vocab_size, V)]:
+        add(value)
+    w.add_tensor("token_embd.weight", sd["transformer.wte.weight"])
+    w.add_tensor("position_embd.weight", sd["transformer.wpe.weight"])
+    names = {"ln_1.weight": "attn_norm.weight", "ln_1.bias": "attn_norm.bias", "attn.c_attn.weight": "attn_qkv.weight",
+             "attn.c_attn.bias": "attn_qkv.bias", "attn.c_proj.weight": "attn_output.weight", "attn.c_proj.bias": "attn_output.bias",
+             "ln_2.weight": "ffn_norm.weight", "ln_2.bias": "ffn_norm.bias", "mlp.c_fc.weight": "ffn_up.weight",
+             "mlp.c_fc.bias": "ffn_up.bias", "mlp.c_proj.weight": "ffn_down.weight", "mlp.c_proj.bias": "ffn_down.bias"}
+    for i in range(2):
+        for hf_name, g_name in names.items():
+            t = sd[f"transformer.h.{i}.{hf_name}"]
+            w.add_tensor(f"blk.{i}.{g_name}", np.ascontiguousarray(t.T) if t.ndim == 2 else t)
+    w.add_tensor("output_norm.weight", sd["transformer.ln_f.weight"])
+    w.add_tensor("output_norm.bias", sd["transformer.ln_f.bias"])
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    ours, ref = compscope.load(tmp_path / "g.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "gpt2" and ours.positions == "learned"
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_pos", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for a, b in [(ours.attn_norm, ref.attn_norm), (ours.final_norm, ref.final_norm)]:
+        assert torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)
+        assert a.eps == pytest.approx(b.eps, rel=1e-6)  # GGUF stores it as float32
+    theirs = compscope.load(transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path), gguf_file="g.gguf"))
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "W_pos"):
+        assert torch.equal(getattr(ours, name), getattr(theirs, name)), name
+    from compscope.data.runner import layer_state, runner_for
+
+    runner = runner_for(tmp_path / "g.gguf", progress=False)  # the data-based commands run the file
+    tr = runner.trace(torch.randint(0, V, (2, 7), generator=torch.Generator().manual_seed(12)))
+    for layer in range(2):
+        torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)

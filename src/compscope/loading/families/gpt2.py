@@ -41,10 +41,11 @@ class GPT2(Family):
     name = "gpt2"
     model_types = ("gpt2",)
     architectures = ("GPT2LMHeadModel", "GPT2Model")
-    handled = frozenset("n_embd n_layer n_head layer_norm_epsilon scale_attn_weights reorder_and_upcast_attn".split())
+    handled = frozenset("n_embd n_layer n_head hidden_size num_hidden_layers num_attention_heads layer_norm_epsilon "
+                        "scale_attn_weights reorder_and_upcast_attn".split())  # the long names: GGUF files
     ignored = frozenset(
         "summary_type summary_use_proj summary_activation summary_proj_to_labels summary_first_dropout "
-        "n_special predict_special_tokens".split()
+        "n_special predict_special_tokens feed_forward_length".split()  # the last: transformers from GGUF
     )
     accept = {
         "scale_attn_by_inverse_layer_idx": lambda v: not v,

@@ -37,6 +37,7 @@ _CONFIG_KEYS = {
     "attention.head_count_kv": "num_key_value_heads",
     "attention.key_length": "head_dim",
     "attention.layer_norm_rms_epsilon": "rms_norm_eps",
+    "attention.layer_norm_epsilon": "layer_norm_epsilon",
     "attention.sliding_window": "sliding_window",
     "rope.freq_base": "rope_theta",
     "rope.freq_base_swa": "rope_local_base_freq",
@@ -58,6 +59,7 @@ _ARCHS = {
     "olmo": ("olmo", True, False),  # norms without parameters: no norm tensors
     "olmo2": ("olmo2", False, False),  # OLMo-2 and OLMo-3 (whose sliding layers the pattern flags)
     "olmoe": ("olmoe", False, False),
+    "gpt2": ("gpt2", False, False),  # HF's GPT-2 names (_GPT2_BLOCK), Conv1D weights transposed back
 }
 
 #: GGUF per-block tensor name -> HF name under ``model.layers.{i}.``
@@ -77,6 +79,20 @@ _BLOCK = {
 }
 _TOP = {"token_embd.weight": "model.embed_tokens.weight", "output.weight": "lm_head.weight", "output_norm.weight": "model.norm.weight",
         "rope_freqs.weight": "rope_freqs.weight"}  # llama.cpp's rotary frequency divisors (Llama 3.1 scaling)
+
+#: GPT-2 files keep HF's GPT-2 names, and llama.cpp stores its Conv1D weights transposed to ``(out, in)``
+_GPT2_BLOCK = {
+    "attn_norm.weight": "ln_1.weight", "attn_norm.bias": "ln_1.bias",
+    "attn_qkv.weight": "attn.c_attn.weight", "attn_qkv.bias": "attn.c_attn.bias",
+    "attn_output.weight": "attn.c_proj.weight", "attn_output.bias": "attn.c_proj.bias",
+}
+_GPT2_TOP = {"token_embd.weight": "transformer.wte.weight", "position_embd.weight": "transformer.wpe.weight",
+             "output_norm.weight": "transformer.ln_f.weight", "output_norm.bias": "transformer.ln_f.bias",
+             "output.weight": "lm_head.weight"}
+#: architecture -> (block tensor names, block prefix, top-level names, names whose rows and columns
+#: llama.cpp swapped); every other architecture uses the Llama-like names
+_LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn.weight", "attn.c_proj.weight"))}
+_LLAMA_LAYOUT = (_BLOCK, "model.layers.{i}.", _TOP, ())
 
 _MAGIC = b"GGUF"
 _VERSIONS = (2, 3)
@@ -343,15 +359,17 @@ def open_gguf(path: str | Path) -> Checkpoint:
 
     loaders, origin, dtypes = {}, {}, {}
     block = re.compile(r"blk\.(\d+)\.(.+)$")
+    block_names, block_prefix, top_names, transposed = _LAYOUTS.get(arch, _LLAMA_LAYOUT)
     for info in infos:
         m = block.match(info.name)
         if m:
-            sub = _BLOCK.get(m.group(2))
-            hf = None if sub is None else f"model.layers.{m.group(1)}.{sub}"
+            sub = block_names.get(m.group(2))
+            hf = None if sub is None else block_prefix.format(i=m.group(1)) + sub
         else:
-            hf = _TOP.get(info.name)
+            hf = top_names.get(info.name)
         if hf is None:
             continue
+        swap = hf.endswith(transposed) if transposed else False
         is_norm = hf.endswith("norm.weight")
         # llama.cpp permutes the rows of q/k weights and biases alike (convert_hf_to_gguf LlamaModel)
         n_rows = n_heads if ".q_proj." in hf else n_kv if ".k_proj." in hf else None
@@ -360,7 +378,7 @@ def open_gguf(path: str | Path) -> Checkpoint:
         except ValueError:
             type_name = f"type{info.type_id}"
 
-        def load(info=info, n_rows=n_rows, is_norm=is_norm, type_name=type_name):
+        def load(info=info, n_rows=n_rows, is_norm=is_norm, type_name=type_name, swap=swap):
             if info.nbytes is None:
                 raise LoadError(
                     f"{path}: tensor '{info.name}' has GGML type {type_name}, unknown to the installed 'gguf' package"
@@ -374,7 +392,7 @@ def open_gguf(path: str | Path) -> Checkpoint:
                 w = unpermute_rows(w, n_rows)
             if one_plus and is_norm:
                 w = w - 1.0
-            return w
+            return w.T.contiguous() if swap else w
 
         loaders[hf] = load
         origin[hf] = f"{path} ({info.name})"
