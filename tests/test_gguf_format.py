@@ -22,6 +22,14 @@ transformers = pytest.importorskip("transformers")
 L, H, G, R, D, V, WINDOW = 4, 4, 2, 8, 24, 40, 6
 
 
+def _finish(w) -> None:
+    """Write a ``GGUFWriter``'s header, metadata and tensors, and close the file."""
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def tiny_gemma3(types: list[str]):
     cfg = transformers.Gemma3TextConfig(
         vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=L, num_attention_heads=H,
@@ -77,10 +85,7 @@ def write_gemma3_gguf(path, model, pattern, arch: str = "gemma3") -> None:
             t = sd[f"model.layers.{i}.{hf_name}"]
             w.add_tensor(f"blk.{i}.{g_name}", t + 1.0 if hf_name.endswith("norm.weight") else t)
     w.add_tensor("output_norm.weight", sd["model.norm.weight"] + 1.0)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    _finish(w)
 
 
 @pytest.mark.parametrize(
@@ -145,10 +150,7 @@ def test_llama_gguf_with_biases_is_unpermuted(tmp_path):
                 if key in sd:
                     t = sd[key] if n is None else llama_cpp_permute(sd[key], n)
                     w.add_tensor(f"blk.{i}.attn_{short}.{part}", t)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    _finish(w)
     hw = compscope.load(tmp_path / "b.gguf")
     for i, block in enumerate(model.model.layers):
         a = block.self_attn
@@ -187,10 +189,7 @@ def test_qwen3_gguf_matches_model_object(tmp_path):
         for hf_name, g_name in names.items():
             w.add_tensor(f"blk.{i}.{g_name}", sd[f"model.layers.{i}.{hf_name}"])
     w.add_tensor("output_norm.weight", sd["model.norm.weight"])
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    _finish(w)
     ours, ref = compscope.load(tmp_path / "q.gguf"), compscope.load(model)
     assert ours.meta.family == ref.meta.family == "qwen3"
     for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
@@ -267,10 +266,7 @@ def test_llama3_rope_scaling_from_gguf_divisors_matches_the_model_object(tmp_pat
             t = sd[f"{p}self_attn.{proj}_proj.weight"]
             w.add_tensor(f"blk.{i}.attn_{short}.weight", t if n is None else llama_cpp_permute(t, n))
     w.add_tensor("output_norm.weight", sd["model.norm.weight"])
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    _finish(w)
     ours = compscope.load(tmp_path / "l3.gguf")
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
     assert any("rope_freqs" in n for n in ours.meta.notes) and any("Llama 3" in n for n in ref.meta.notes)
@@ -303,10 +299,7 @@ def _write_phi3_gguf(path, model, window: int, extra: dict | None = None) -> Non
     w.add_tensor("output_norm.weight", sd["model.norm.weight"])
     for name, t in (extra or {}).items():
         w.add_tensor(name, t)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    _finish(w)
 
 
 def test_phi3_gguf_with_fused_qkv_matches_the_model_object(tmp_path):
@@ -379,10 +372,7 @@ def _write_olmo_gguf(path, model, arch: str, metadata: dict | None = None) -> No
             w.add_tensor(f"blk.{i}.post_attention_norm.weight", sd[p + "post_attention_layernorm.weight"])
     if "model.norm.weight" in sd:
         w.add_tensor("output_norm.weight", sd["model.norm.weight"])
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    _finish(w)
 
 
 @pytest.mark.parametrize("arch", ["olmo", "olmo2"])
@@ -448,10 +438,7 @@ def test_gpt2_gguf_matches_the_model_object_and_transformers(tmp_path):
             w.add_tensor(f"blk.{i}.{g_name}", np.ascontiguousarray(t.T) if t.ndim == 2 else t)
     w.add_tensor("output_norm.weight", sd["transformer.ln_f.weight"])
     w.add_tensor("output_norm.bias", sd["transformer.ln_f.bias"])
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    _finish(w)
     ours, ref = compscope.load(tmp_path / "g.gguf"), compscope.load(model)
     assert ours.meta.family == ref.meta.family == "gpt2" and ours.positions == "learned"
     for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_pos", "W_U"):

@@ -188,6 +188,15 @@ def split_cols(w: Tensor, n_heads: int, d_head: int) -> Tensor:
     return w.reshape(w.shape[0], n_heads, d_head).permute(1, 0, 2)
 
 
+def kv_groups(config: dict, where: str, n_heads: int) -> tuple[int, tuple[int, ...]]:
+    """``(n_kv_heads, kv_map)`` from ``num_key_value_heads`` (default: one K/V head per query head):
+    query head ``h`` reads K/V head ``h // (n_heads / n_kv_heads)``, as HF's ``repeat_kv`` repeats them."""
+    G = integer(config, where, "num_key_value_heads", default=n_heads, high=MAX_HEADS)
+    if n_heads % G:
+        raise UnsupportedModelError(f"{where}: num_attention_heads={n_heads} is not a multiple of num_key_value_heads={G}")
+    return G, tuple(h // (n_heads // G) for h in range(n_heads))
+
+
 def head_rows(ts, name: str, n_heads: int, d_head: int, d_model: int, bias: bool | None = None
               ) -> tuple[Tensor, Tensor | None]:
     """The projection ``{name}.weight`` ``(n_heads·d_head, d_model)`` per head ``(n_heads, d_head,

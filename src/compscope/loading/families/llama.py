@@ -16,8 +16,8 @@ from ..checkpoint import Checkpoint
 from ...errors import LoadError, UnsupportedModelError
 from ...core.heads import HeadWeights, Meta, Norm, Rotary
 from . import register
-from .base import (MAX_HEADS, MAX_LAYERS, Family, integer, inv_freq, number, rope_accept, rope_settings, rotary_dim, split_cols,
-                   split_rows, stack, unembedding)
+from .base import (MAX_HEADS, MAX_LAYERS, Family, integer, inv_freq, kv_groups, number, rope_accept, rope_settings, rotary_dim,
+                   split_cols, split_rows, stack, unembedding)
 
 PREFIXES = ("model.", "", "model.language_model.", "language_model.model.")
 
@@ -85,7 +85,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
     family.check_config(cfg, where)
     d = integer(cfg, where, "hidden_size")
     H = integer(cfg, where, "num_attention_heads", high=MAX_HEADS)
-    G = integer(cfg, where, "num_key_value_heads", default=H, high=MAX_HEADS)
+    G, kv_map = kv_groups(cfg, where, H)
     if "head_dim" in cfg and cfg["head_dim"] is not None:
         r = integer(cfg, where, "head_dim")
     elif d % H:
@@ -95,8 +95,6 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
         r = d // H
     L = integer(cfg, where, "num_hidden_layers", high=MAX_LAYERS)
     eps = number(cfg, where, "rms_norm_eps") if opts.norm_eps is None else opts.norm_eps
-    if H % G:
-        raise UnsupportedModelError(f"{where}: num_attention_heads={H} is not a multiple of num_key_value_heads={G}")
     probe = "layers.0.self_attn." + ("qkv_proj" if opts.fused_qkv else "q_proj") + ".weight"
     prefix = next((p for p in PREFIXES if p + probe in ts), None)
     if prefix is None:
@@ -134,7 +132,6 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
     if emb.ndim != 2 or emb.shape[1] != d:
         raise UnsupportedModelError(f"{ts.origin(prefix + 'embed_tokens.weight')}: embed_tokens has shape {tuple(emb.shape)}")
     W_U, head_note = unembedding(ckpt, ["lm_head.weight", prefix + "lm_head.weight"], emb)
-    final = ts.take(prefix + "norm.weight", (d,), required=False) if opts.norm_gains else None
 
     types = layer_types(cfg, L, where)
     window = cfg.get("sliding_window")
@@ -184,15 +181,20 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
         notes.append(f"sliding-window attention (window {window}) on {types.count('sliding_attention')} of {L} layers")
 
     norm = lambda ws, kind=opts.norm_kind: Norm(kind, torch.stack(ws) if ws else None, None, eps, opts.norm_offset)  # noqa: E731
+    if opts.norm_gains:
+        final = ts.take(prefix + "norm.weight", (d,), required=False)
+        final_norm = None if final is None else norm([final])
+    else:  # a norm without parameters has no tensor to say it is there: it always is
+        final_norm = norm([])
     return HeadWeights(
         W_Q=torch.stack(wq), W_K=torch.stack(wk), W_V=torch.stack(wv), W_O=torch.stack(wo),
         b_Q=stack(bq), b_K=stack(bk), b_V=stack(bv), b_O=stack(bo),
         W_E=(emb * opts.embed_scale).T if opts.embed_scale != 1.0 else emb.T,
         W_pos=None,
         W_U=W_U, b_U=None,
-        kv_map=tuple(h // (H // G) for h in range(H)),
+        kv_map=kv_map,
         attn_norm=norm(g_in) if opts.input_norm else None,
-        final_norm=norm([final]) if final is not None else None if opts.norm_gains else norm([]),
+        final_norm=final_norm,
         norm_placement="pre" if opts.input_norm else "none",
         qk_norm=(norm(qn, "rmsnorm"), norm(kn, "rmsnorm")) if opts.qk_norm else None,
         qk_norm_scope=opts.qk_norm_scope,

@@ -65,7 +65,7 @@ class Olmo2(Family):
         theta = 10000.0
         if ckpt.config.get("model_type") == "olmo3":
             cfg = _default_layer_types(dict(ckpt.config), ckpt.source, 4)  # HF: every fourth layer global
-            if cfg.get("layer_types") and "sliding_attention" in cfg["layer_types"]:
+            if "sliding_attention" in cfg["layer_types"]:
                 cfg.setdefault("sliding_window", 4096)  # HF's default
             ckpt, theta = Checkpoint(cfg, ckpt.tensors, ckpt.source, ckpt.name, ckpt.notes), 500_000.0
         opts = LlamaLikeOptions(input_norm=False, post_attn_norm=True, default_theta=theta, **_LAYER_QK_NORM)

@@ -12,11 +12,10 @@ from __future__ import annotations
 import torch
 
 from ..checkpoint import Checkpoint
-from ...errors import UnsupportedModelError
 from ...core.heads import HeadWeights, Meta, Norm, Rotary
 from . import register
-from .base import (MAX_HEADS, Family, final_layernorm, head_rows, integer, inv_freq, number, rope_accept, rope_settings,
-                   rotary_dim, sizes, split_cols, stack, token_embedding, unembedding)
+from .base import (Family, final_layernorm, head_rows, inv_freq, kv_groups, number, rope_accept, rope_settings, rotary_dim,
+                   sizes, split_cols, stack, token_embedding, unembedding)
 from .llama import llamalike_hooks
 
 
@@ -37,9 +36,7 @@ class Phi(Family):
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
         cls.check_config(cfg, where)
         d, H, L, r = sizes(cfg, where)
-        G = integer(cfg, where, "num_key_value_heads", default=H, high=MAX_HEADS)
-        if H % G:
-            raise UnsupportedModelError(f"{where}: num_attention_heads={H} is not a multiple of num_key_value_heads={G}")
+        G, kv_map = kv_groups(cfg, where, H)
         eps = number(cfg, where, "layer_norm_eps", default=1e-5)
         qk_ln = bool(cfg.get("qk_layernorm"))
         prefix = "model." if "model.embed_tokens.weight" in ts else ""
@@ -77,7 +74,7 @@ class Phi(Family):
             W_Q=torch.stack(w["q"]), W_K=torch.stack(w["k"]), W_V=torch.stack(w["v"]), W_O=torch.stack(w["o"]),
             b_Q=torch.stack(b["q"]), b_K=torch.stack(b["k"]), b_V=torch.stack(b["v"]), b_O=stack(b["o"]),
             W_E=emb.T, W_pos=None, W_U=W_U, b_U=b_U,
-            kv_map=tuple(h // (H // G) for h in range(H)),
+            kv_map=kv_map,
             attn_norm=ln(g, beta),
             final_norm=final_layernorm(ts, prefix + "final_layernorm", d, eps),
             norm_placement="pre",

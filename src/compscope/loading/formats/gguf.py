@@ -369,7 +369,7 @@ def open_gguf(path: str | Path) -> Checkpoint:
             hf = top_names.get(info.name)
         if hf is None:
             continue
-        swap = hf.endswith(transposed) if transposed else False
+        swap = hf.endswith(transposed)  # () for every layout but GPT-2's: nothing swapped
         is_norm = hf.endswith("norm.weight")
         # llama.cpp permutes the rows of q/k weights and biases alike (convert_hf_to_gguf LlamaModel)
         n_rows = n_heads if ".q_proj." in hf else n_kv if ".k_proj." in hf else None
@@ -392,7 +392,7 @@ def open_gguf(path: str | Path) -> Checkpoint:
                 w = unpermute_rows(w, n_rows)
             if one_plus and is_norm:
                 w = w - 1.0
-            return w.T.contiguous() if swap else w
+            return w.T if swap else w  # a view: the GPT-2 family transposes Conv1D weights back itself
 
         loaders[hf] = load
         origin[hf] = f"{path} ({info.name})"
