@@ -408,7 +408,7 @@ def test_olmo_ggufs_match_the_model_object(tmp_path, arch):
             compscope.load(tmp_path / "c.gguf")
 
 
-def test_gpt2_gguf_matches_the_model_object_and_transformers(tmp_path):
+def test_gpt2_gguf_matches_the_model_object_and_transformers(tmp_path, capfd):
     """GPT-2 as llama.cpp writes it: HF's Conv1D weights transposed to ``(out, in)`` (``attn_qkv``,
     ``attn_output``), learned positions in ``position_embd``, no ``output`` tensor (tied). Read back:
     the model object's weights, and what transformers' own GGUF reader (the runner's) makes of the file."""
@@ -450,8 +450,13 @@ def test_gpt2_gguf_matches_the_model_object_and_transformers(tmp_path):
     for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "W_pos"):
         assert torch.equal(getattr(ours, name), getattr(theirs, name)), name
     from compscope.data.runner import layer_state, runner_for
+    from transformers import modeling_gguf_pytorch_utils as reader
 
+    drawn = reader.tqdm
+    capfd.readouterr()
     runner = runner_for(tmp_path / "g.gguf", progress=False)  # the data-based commands run the file
+    assert "de-quantizing" not in capfd.readouterr().err  # transformers' own bar stays hidden
+    assert reader.tqdm is drawn  # and its reader is left as it was
     tr = runner.trace(torch.randint(0, V, (2, 7), generator=torch.Generator().manual_seed(12)))
     for layer in range(2):
         torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)

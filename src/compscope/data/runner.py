@@ -23,6 +23,7 @@ Where the weights come from decides how the model runs (nothing is ever download
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -282,7 +283,8 @@ def _hf_runner(path: Path, hw: HeadWeights, progress: bool = True) -> HFRunner:
 
     bar = progress_bar(1, f"loading {hw.meta.name} to run it (transformers)", enabled=progress)
     try:
-        model = auto.from_pretrained(str(folder), **kw)
+        with _quiet_gguf_conversion(gguf is not None):
+            model = auto.from_pretrained(str(folder), **kw)
         bar.update()
     except Exception as e:  # transformers raises many kinds; the message names the cause
         raise OptionError(f"{path}: transformers could not load the model to run it ({one_line(e)})") from e
@@ -297,6 +299,25 @@ def _hf_runner(path: Path, hw: HeadWeights, progress: bool = True) -> HFRunner:
     except Exception:  # a model without a tokenizer still runs on token ids
         tokenizer = None
     return HFRunner(model, hw, tokenizer if _has_vocabulary(tokenizer) else None)
+
+
+@contextlib.contextmanager
+def _quiet_gguf_conversion(active: bool):
+    """Hide the bar transformers' GGUF reader draws with its own ``tqdm`` (its progress-bar switch
+    does not reach it) while compscope's bar speaks for the load; restored afterwards."""
+    try:
+        from transformers import modeling_gguf_pytorch_utils as reader
+    except ImportError:  # an older or newer layout: its bar shows, nothing else changes
+        active = False
+    if not active or not hasattr(reader, "tqdm"):
+        yield
+        return
+    drawn = reader.tqdm
+    reader.tqdm = lambda items, *args, **kwargs: items
+    try:
+        yield
+    finally:
+        reader.tqdm = drawn
 
 
 def _has_vocabulary(tokenizer) -> bool:
