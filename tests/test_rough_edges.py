@@ -184,3 +184,35 @@ def test_half_length_below_two_names_the_option(capsys, command, value):
     err = capsys.readouterr().err
     assert e.value.code == 2
     assert "--half" in err and "expected an integer >= 2" in err
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc/self"), reason="needs Linux's /proc, where no folder can be made")
+@pytest.mark.parametrize("argv", [["report"], ["validate"], ["train", "--preset", "tiny"], ["sweep", "induction-2l"]])
+def test_an_out_folder_that_cannot_be_made_fails_before_the_work(capsys, argv):
+    """The parent exists but refuses a new folder (here /proc; elsewhere no permission or a
+    read-only disk): one line naming the option and folder, before any work, nothing left behind."""
+    _one_line_error(capsys, argv + ["--out", "/proc/compscope-out"], "--out /proc/compscope-out", "cannot create")
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc/self"), reason="needs Linux's /proc, where no file can be made")
+def test_an_out_file_that_cannot_be_made_fails_before_the_work(capsys, monkeypatch):
+    import compscope.engine.composition as engine
+
+    monkeypatch.setattr(engine, "_scores", lambda *a, **k: pytest.fail("scored before the --out check"))
+    _one_line_error(capsys, ["scores", "--out", "/proc/compscope-out.csv"], "--out /proc/compscope-out.csv", "cannot create")
+
+
+def test_the_file_system_refusing_a_write_is_one_line_naming_the_file(capsys, monkeypatch, tmp_path):
+    """What the checks cannot foresee (a disk that fills during the work) still ends in one line,
+    the file named, exit status 2."""
+    import errno
+
+    from compscope.results.table import ScoreTable
+
+    def full(self, path):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(ScoreTable, "save", full)
+    out = tmp_path / "k.csv"
+    _one_line_error(capsys, ["scores", "--kinds", "K", "--measure", "frobenius", "--out", str(out)],
+                    f"{out}: No space left on device")

@@ -108,6 +108,9 @@ def output_file(path: str | None, option: str, suffixes: tuple[str, ...]) -> Non
         raise OptionError(f"{option} {path}: is a folder; give a file name")
     if not p.parent.is_dir():
         raise OptionError(f"{option} {path}: the folder {p.parent} does not exist")
+    from ..results.files import check_new_file
+
+    check_new_file(p, f"{option} {path}")
 
 
 def output_folder(path: str | None, option: str = "--out") -> None:

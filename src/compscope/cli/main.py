@@ -37,12 +37,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one command; a ``CompscopeError`` becomes one line on stderr and exit status 2."""
+    """Run one command; a ``CompscopeError``, or the file system refusing a read or write, becomes one
+    line on stderr and exit status 2."""
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS.get(args.command).run(args) or 0
     except CompscopeError as e:
         print(f"compscope: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # the reader of stdout went away: entry() ends quietly
+        raise
+    except OSError as e:  # the file system refused what the checks could not foresee: a full disk, a
+        where = f"{e.filename}: " if e.filename else ""  # folder that cannot be made
+        print(f"compscope: error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
 
 
