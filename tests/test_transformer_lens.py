@@ -1,7 +1,9 @@
 """TransformerLens ``HookedTransformer`` objects (transformer-lens 3.9): small random models
 built from a ``HookedTransformerConfig`` (no downloads) load into ``HeadWeights`` whose
 weights are TransformerLens's, transposed (TL uses row vectors), and whose
-``attention_forward`` reproduces ``blocks.{l}.hook_attn_out`` from ``blocks.{l}.hook_resid_pre``.
+``attention_forward`` reproduces ``blocks.{l}.hook_attn_out`` from ``blocks.{l}.hook_resid_pre``;
+``HookedEncoder`` objects (BERT, post-LN) made by TransformerLens's own conversion of a tiny random
+HuggingFace BERT, against that model.
 
 Tolerance: float32, ``atol = rtol = 1e-5`` on outputs of size O(1).
 """
@@ -284,3 +286,90 @@ def test_runner_takes_a_hooked_transformer_processed_by_transformer_lens():
                                    atol=ATOL, rtol=RTOL)
     with pytest.raises(compscope.OptionError, match="fold_value_bias"):
         runner_for(model, compscope.fold_value_bias(hw))
+
+
+def _encoder_and_bert(layers: int = 3):
+    """A tiny random HuggingFace BERT and the ``HookedEncoder`` TransformerLens makes of it (its own
+    weight conversion); gains, biases and weights all randomised."""
+    import transformers
+    from transformer_lens.pretrained.weight_conversions.bert import convert_bert_weights
+
+    hc = transformers.BertConfig(vocab_size=40, hidden_size=16, num_hidden_layers=layers, num_attention_heads=4,
+                                 intermediate_size=32, max_position_embeddings=24, layer_norm_eps=1e-12)
+    torch.manual_seed(0)
+    bert = transformers.BertForPreTraining(hc).eval()
+    with torch.no_grad():
+        for p in bert.parameters():
+            p.add_(torch.randn_like(p) * 0.2)
+    cfg = tl.HookedTransformerConfig(n_layers=layers, d_model=16, n_ctx=24, d_head=4, n_heads=4, d_vocab=40, d_mlp=32,
+                                     act_fn="gelu", attention_dir="bidirectional", eps=1e-12, normalization_type="LN")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # "HookedEncoder is deprecated" (TL 3.9)
+        enc = tl.HookedEncoder(cfg)
+    enc.load_state_dict(convert_bert_weights(bert, cfg), strict=False)
+    return enc.eval(), bert.bert
+
+
+def test_hooked_encoder_reads_as_the_bert_it_was_made_from():
+    """A ``HookedEncoder`` is post-LN: each layer reads the residual straight, normalised by the
+    embeddings' LayerNorm (layer 0) or the previous block's ``ln2``. It loads exactly as compscope's
+    BERT family reads the HuggingFace model it came from (an independent reader), not as a pre-LN
+    model whose ``ln1`` (BERT's post-attention norm) would be taken for the input norm."""
+    enc, bert = _encoder_and_bert()
+    got, want = compscope.load(enc), compscope.load(bert)
+    assert want.meta.family == "bert" and got.meta.source == "HookedEncoder(custom)"
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_pos"):
+        torch.testing.assert_close(getattr(got, name), getattr(want, name), rtol=0, atol=0, msg=name)
+    torch.testing.assert_close(got.embed_extra["W_type"], want.embed_extra["W_type"], rtol=0, atol=0)
+    for field in ("weight", "bias"):
+        torch.testing.assert_close(getattr(got.attn_norm, field), getattr(want.attn_norm, field), rtol=0, atol=0)
+    assert got.attn_norm.eps == want.attn_norm.eps == 1e-12
+    assert (got.norm_placement, got.causal, got.W_U, got.positions) == ("post", False, None, "learned")
+    with pytest.raises(compscope.ProcessingError):  # folding gains into a post-LN model would change it
+        compscope.fold_norm(got)
+
+
+def test_hooked_encoder_runs_and_intervenes_as_the_huggingface_model():
+    """Through its own hooks the encoder traces the residuals and attention outputs the HuggingFace
+    model traces (and ``HeadWeights`` recompute), and its interventions, along the direct path through
+    the norms between the layers, equal the HuggingFace runner's to 1e-6 and a patched forward of
+    its own (writer in layer 0, reader's keys in layer 1) to 1e-5."""
+    from compscope.data.intervene import intervention_effects
+    from compscope.data.runner import TransformerLensRunner, layer_state, runner_for
+
+    enc, bert = _encoder_and_bert()
+    ids = torch.randint(0, 40, (3, 9), generator=torch.Generator().manual_seed(1))
+    ours, theirs = runner_for(enc), runner_for(bert)
+    assert isinstance(ours, TransformerLensRunner) and ours.post_norms is not None
+    a, b = ours.trace(ids), theirs.trace(ids)
+    for layer in range(3):
+        torch.testing.assert_close(a.resid[layer], b.resid[layer], atol=ATOL, rtol=RTOL)
+        torch.testing.assert_close(layer_state(ours.hw, layer, a.resid[layer]).out, a.attn_out[layer], atol=ATOL, rtol=RTOL)
+    fa = intervention_effects(ours, ids, progress=False)
+    fb = intervention_effects(theirs, ids, progress=False)
+    for kind in "QKV":
+        torch.testing.assert_close(fa.by_kind[kind], fb.by_kind[kind], atol=1e-6, rtol=0, equal_nan=True)
+
+    enc.cfg.use_split_qkv_input = True  # the reader's keys read their own copy of the residual
+    with torch.no_grad():
+        _, clean = enc.run_with_cache(ids)
+        ln1, ln2 = enc.blocks[0].ln1, enc.blocks[0].ln2
+        for h1 in range(4):
+            o = clean["blocks.0.attn.hook_z"][:, :, h1] @ enc.W_O[0, h1]  # the writer's output (batch, pos, d)
+            moved = ln2(ln1(clean["blocks.0.hook_resid_mid"] + o.mean(0, keepdim=True) - o) + clean["blocks.0.hook_mlp_out"])
+            edit = lambda x, hook: moved[:, :, None, :].expand_as(x)  # noqa: E731
+            with enc.hooks(fwd_hooks=[("blocks.1.hook_k_input", edit)]):
+                _, patched = enc.run_with_cache(ids, names_filter=lambda n: n == "blocks.1.attn.hook_pattern")
+            p, q = clean["blocks.1.attn.hook_pattern"].double(), patched["blocks.1.attn.hook_pattern"].double()
+            want = 0.5 * (p - q).abs().sum(-1).mean(dim=(0, 2))
+            assert float(want.max()) > 1e-3  # the edit did something
+            torch.testing.assert_close(fa.by_kind["K"][0, h1, 1], want, atol=1e-5, rtol=0)
+
+
+def test_validate_runs_on_a_hooked_encoder():
+    """``compscope.validate`` takes a ``HookedEncoder``: bidirectional, so previous-token labels and
+    interventions of every kind, no induction circuit from the weights."""
+    enc, _ = _encoder_and_bert(layers=2)
+    v = compscope.validate(enc, sequences=6, half=5, intervention_sequences=3, metrics=["identity"], progress=False)
+    frame = v.verdict_frame()
+    assert set(frame.kind) == {"Q", "K", "V"} and frame.spearman.notna().all()

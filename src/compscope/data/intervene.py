@@ -95,7 +95,7 @@ def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: s
     if hw.norm_placement == "post" and getattr(runner, "post_norms", None) is None:
         raise OptionError(f"{hw.meta.name}: a post-LN model's direct path passes through its norms, and this "
                           f"runner ({type(runner).__name__}) does not name them; interventions on post-LN models "
-                          "need a transformers model")
+                          "need a transformers model or a TransformerLens HookedEncoder")
     if not isinstance(batch_size, int) or batch_size < 1:
         raise OptionError(f"batch_size={batch_size!r}: expected a positive integer")
     L, H = hw.n_layers, hw.n_heads

@@ -16,9 +16,10 @@ Where the weights come from decides how the model runs (nothing is ever download
 - a ``.gguf`` file: ``transformers`` reading the same file (``gguf_file=``; needs ``accelerate``);
 - a hub id (``owner/name[@revision]``): the snapshot folder (or its one ``.gguf``) that ``load`` reads;
 - a loaded ``transformers`` model: itself;
-- a TransformerLens ``HookedTransformer`` or ``TransformerBridge``: itself, through its own hook
-  points (``hook_resid_pre`` / ``ln1.hook_in`` and the attention output), with the weights it
-  holds, processed or not (the processing TransformerLens did is part of the model that runs).
+- a TransformerLens ``HookedTransformer``, ``HookedEncoder`` or ``TransformerBridge``: itself,
+  through its own hook points (``hook_resid_pre`` / ``ln1.hook_in`` and the attention output; the
+  encoder's post-LN sums ``hook_resid_mid``, ``hook_resid_post``), with the weights it holds,
+  processed or not (the processing TransformerLens did is part of the model that runs).
 """
 
 from __future__ import annotations
@@ -179,12 +180,15 @@ class HFRunner(Runner):
 
 
 class TransformerLensRunner(Runner):
-    """A TransformerLens model (``HookedTransformer``, or TransformerLens 4's ``TransformerBridge``),
-    run with its own ``run_with_cache``: the residual each layer's attention reads and what that
-    attention adds to the residual (after the post-attention norm where there is one)."""
+    """A TransformerLens model (``HookedTransformer``, ``HookedEncoder``, or TransformerLens 4's
+    ``TransformerBridge``), run with its own ``run_with_cache``: the residual each layer's attention
+    reads and what that attention adds to the residual (after the post-attention norm where there
+    is one); for a ``HookedEncoder`` (post-LN) also the sums its two norms take (``hook_resid_mid``,
+    ``hook_resid_post``) and the norms themselves (``ln1``, ``ln2``)."""
 
     def __init__(self, model, hw: HeadWeights) -> None:
         from ..loading.formats.transformer_bridge import is_bridge
+        from ..loading.formats.transformer_lens import is_hooked_encoder
 
         self.model, self.hw = model.eval(), hw
         n = len(model.blocks)
@@ -204,18 +208,23 @@ class TransformerLensRunner(Runner):
                           for l, b in enumerate(model.blocks)]
         else:
             self.names = [(f"blocks.{l}.hook_resid_pre", f"blocks.{l}.hook_attn_out") for l in range(n)]
-        self.wanted = {name for pair in self.names for name in pair}
+        self.norm_names = None
+        if is_hooked_encoder(model):  # BertBlock: resid_mid = resid_pre + attn_out, ln1; resid_post = that + mlp_out, ln2
+            self.norm_names = [(f"blocks.{l}.hook_resid_mid", f"blocks.{l}.hook_resid_post") for l in range(n)]
+            self.post_norms = [(b.ln1, b.ln2) for b in model.blocks]
+        self.wanted = {name for pair in self.names + (self.norm_names or []) for name in pair}
 
-    def _run(self, tokens: Tensor) -> tuple[list[Tensor], list[Tensor]]:
+    def _run(self, tokens: Tensor) -> tuple:
         _, cache = self.model.run_with_cache(tokens, names_filter=lambda n: n in self.wanted)
-        return [cache[r] for r, _ in self.names], [cache[o] for _, o in self.names]
+        norm_in = None if self.norm_names is None else [(cache[a], cache[b]) for a, b in self.norm_names]
+        return [cache[r] for r, _ in self.names], [cache[o] for _, o in self.names], norm_in
 
 
 def _is_transformer_lens(obj) -> bool:
     from ..loading.formats.transformer_bridge import is_bridge
-    from ..loading.formats.transformer_lens import is_hooked_transformer
+    from ..loading.formats.transformer_lens import is_hooked_encoder, is_hooked_transformer
 
-    return is_bridge(obj) or is_hooked_transformer(obj)
+    return is_bridge(obj) or is_hooked_transformer(obj) or is_hooked_encoder(obj)
 
 
 def runner_for(model, hw: HeadWeights | None = None, progress: bool = True) -> Runner:

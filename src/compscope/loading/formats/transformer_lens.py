@@ -10,6 +10,9 @@ did (``fold_ln`` turns ``ln1`` into ``LayerNormPre``/``RMSNormPre``) is recorded
 (``use_qk_norm``), the post-attention norm (``use_normalization_before_and_after``) and soft-capped
 attention scores (``attn_scores_soft_cap``).
 Every other config switch that changes what attention computes is refused by name.
+``HookedEncoder`` (BERT) is read as the post-LN encoder it is: attention reads the residual
+directly, ``attn_norm`` is the norm that made it (``embed.ln`` for layer 0, the previous block's
+``ln2`` after that), and the masked-LM head is not read (``W_U = None``), as for HuggingFace BERT.
 TransformerLens's ``TransformerBridge`` (TransformerLens 4, and 3.9) is read by
 :mod:`~compscope.loading.formats.transformer_bridge`, through the HuggingFace model it wraps.
 """
@@ -38,12 +41,30 @@ _REFUSE_UNLESS = {
 }
 
 
+def is_hooked_encoder(obj: object) -> bool:
+    """A TransformerLens ``HookedEncoder`` (BERT blocks: post-LN)."""
+    blocks = getattr(obj, "blocks", None)
+    return type(obj).__name__ == "HookedEncoder" or (
+        hasattr(obj, "cfg") and blocks is not None and len(blocks) > 0 and type(blocks[0]).__name__ == "BertBlock")
+
+
 def is_hooked_transformer(obj: object) -> bool:
     from .transformer_bridge import is_bridge
 
-    if is_bridge(obj):
+    if is_bridge(obj) or is_hooked_encoder(obj):
         return False
     return type(obj).__name__ == "HookedTransformer" or (hasattr(obj, "cfg") and hasattr(obj, "blocks") and hasattr(obj, "W_Q"))
+
+
+def _refuse_unsupported(cfg, where: str) -> None:
+    bad = [f"cfg.{k}={getattr(cfg, k)!r}" for k, ok in _REFUSE_UNLESS.items() if hasattr(cfg, k) and not ok(getattr(cfg, k))]
+    if bad:
+        raise UnsupportedModelError(f"{where}: unsupported TransformerLens settings: {', '.join(bad)}")
+
+
+def _rows(x: torch.Tensor) -> torch.Tensor:
+    """TransformerLens's row-vector weight ``(..., a, b)`` as compscope's column form ``(..., b, a)``, float32."""
+    return x.detach().float().transpose(-1, -2).contiguous()
 
 
 def _norm(modules: list, where: str, eps: float) -> tuple[Norm | None, bool]:
@@ -68,10 +89,8 @@ def _norm(modules: list, where: str, eps: float) -> tuple[Norm | None, bool]:
 def from_hooked_transformer(model) -> HeadWeights:
     cfg = model.cfg
     where = f"HookedTransformer({cfg.model_name})"
-    bad = [f"cfg.{k}={getattr(cfg, k)!r}" for k, ok in _REFUSE_UNLESS.items() if hasattr(cfg, k) and not ok(getattr(cfg, k))]
-    if bad:
-        raise UnsupportedModelError(f"{where}: unsupported TransformerLens settings: {', '.join(bad)}")
-    t = lambda x: x.detach().float().transpose(-1, -2).contiguous()  # noqa: E731
+    _refuse_unsupported(cfg, where)
+    t = _rows
     blocks = list(model.blocks)
     H = cfg.n_heads
     gqa = hasattr(blocks[0].attn, "_W_K")
@@ -146,9 +165,49 @@ def from_hooked_transformer(model) -> HeadWeights:
     )
 
 
+def from_hooked_encoder(model) -> HeadWeights:
+    """A ``HookedEncoder``: BERT's post-LN blocks (module docstring)."""
+    cfg = model.cfg
+    where = f"HookedEncoder({cfg.model_name})"
+    _refuse_unsupported(cfg, where)
+    if cfg.positional_embedding_type != "standard":
+        raise UnsupportedModelError(f"{where}: cfg.positional_embedding_type={cfg.positional_embedding_type!r}: "
+                                    "a HookedEncoder has learned positions")
+    blocks = list(model.blocks)
+    L, H = len(blocks), cfg.n_heads
+    norms = [model.embed.ln] + [b.ln2 for b in blocks[:-1]]  # what layer l reads: the embeddings', then ln2's output
+    kinds = {type(m).__name__ for m in norms}
+    if kinds != {"LayerNorm"}:
+        raise UnsupportedModelError(f"{where}: the norms before the attention are {sorted(kinds)}, expected LayerNorm")
+    if any(type(b.ln1).__name__ != "LayerNorm" for b in blocks):
+        raise UnsupportedModelError(f"{where}: the post-attention norms (blocks.*.ln1) must be LayerNorm")
+    W_type = getattr(model.embed.token_type_embed, "W_token_type", None)
+    notes = ["post-LN: the residual is renormalised after every sublayer; attention reads it directly",
+             "encoder: bidirectional attention, no unembedding (W_U is None; the masked-LM head is not read)"]
+    return HeadWeights(
+        W_Q=_rows(model.W_Q), W_K=_rows(model.W_K), W_V=_rows(model.W_V), W_O=_rows(model.W_O),
+        b_Q=model.b_Q.detach().float(), b_K=model.b_K.detach().float(), b_V=model.b_V.detach().float(),
+        b_O=model.b_O.detach().float(),
+        W_E=model.W_E.detach().float().T.contiguous(), W_pos=model.W_pos.detach().float().T.contiguous(),
+        W_U=None, b_U=None,
+        kv_map=tuple(range(H)),
+        attn_norm=Norm("layernorm", torch.stack([m.w.detach().float() for m in norms]),
+                       torch.stack([m.b.detach().float() for m in norms]), float(norms[0].eps)),
+        final_norm=None,
+        norm_placement="post",
+        positions="learned",
+        attn_scale=(1.0 / cfg.attn_scale) if cfg.use_attn_scale else 1.0,
+        causal=False,
+        sliding_window=(None,) * L,
+        embed_extra={} if W_type is None else {"W_type": W_type.detach().float().T.contiguous()},
+        meta=Meta("transformer_lens", where, cfg.model_name, "float32", str(cfg.dtype).removeprefix("torch."), (),
+                  tuple(notes)),
+    )
+
+
 def recognise(source: object) -> bool:
-    return is_hooked_transformer(source)
+    return is_hooked_transformer(source) or is_hooked_encoder(source)
 
 
 def read(model) -> HeadWeights:
-    return from_hooked_transformer(model)
+    return from_hooked_encoder(model) if is_hooked_encoder(model) else from_hooked_transformer(model)
