@@ -373,3 +373,18 @@ def test_validate_runs_on_a_hooked_encoder():
     v = compscope.validate(enc, sequences=6, half=5, intervention_sequences=3, metrics=["identity"], progress=False)
     frame = v.verdict_frame()
     assert set(frame.kind) == {"Q", "K", "V"} and frame.spearman.notna().all()
+
+
+def test_other_post_ln_transformer_lens_models_are_refused_by_name():
+    """``HookedAudioEncoder`` has the encoder's post-LN blocks but no tokens: refused by name, not
+    read as a pre-LN model (its blocks' ``ln1`` is the norm after the attention)."""
+    cls = getattr(tl, "HookedAudioEncoder", None)
+    if cls is None:
+        pytest.skip("this TransformerLens has no HookedAudioEncoder")
+    cfg = tl.HookedTransformerConfig(n_layers=2, d_model=16, n_ctx=24, d_head=4, n_heads=4, d_vocab=40, d_mlp=32,
+                                     act_fn="gelu", attention_dir="bidirectional")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = cls(cfg)
+    with pytest.raises(compscope.UnsupportedModelError, match="HookedAudioEncoder: .*post-LN"):
+        compscope.load(model)

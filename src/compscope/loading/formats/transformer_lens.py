@@ -42,16 +42,23 @@ _REFUSE_UNLESS = {
 
 
 def is_hooked_encoder(obj: object) -> bool:
-    """A TransformerLens ``HookedEncoder`` (BERT blocks: post-LN)."""
+    """A TransformerLens ``HookedEncoder`` (BERT blocks: post-LN), or a subclass of it."""
+    return any(c.__name__ == "HookedEncoder" for c in type(obj).__mro__)
+
+
+def _bert_blocks(obj: object) -> bool:
+    """Post-LN ``BertBlock`` layers (``HookedEncoder``, and ``HookedAudioEncoder``, which has no tokens)."""
     blocks = getattr(obj, "blocks", None)
-    return type(obj).__name__ == "HookedEncoder" or (
-        hasattr(obj, "cfg") and blocks is not None and len(blocks) > 0 and type(blocks[0]).__name__ == "BertBlock")
+    try:
+        return hasattr(obj, "cfg") and blocks is not None and len(blocks) > 0 and type(blocks[0]).__name__ == "BertBlock"
+    except TypeError:
+        return False
 
 
 def is_hooked_transformer(obj: object) -> bool:
     from .transformer_bridge import is_bridge
 
-    if is_bridge(obj) or is_hooked_encoder(obj):
+    if is_bridge(obj) or is_hooked_encoder(obj) or _bert_blocks(obj):
         return False
     return type(obj).__name__ == "HookedTransformer" or (hasattr(obj, "cfg") and hasattr(obj, "blocks") and hasattr(obj, "W_Q"))
 
@@ -206,8 +213,13 @@ def from_hooked_encoder(model) -> HeadWeights:
 
 
 def recognise(source: object) -> bool:
-    return is_hooked_transformer(source) or is_hooked_encoder(source)
+    return is_hooked_transformer(source) or is_hooked_encoder(source) or _bert_blocks(source)
 
 
 def read(model) -> HeadWeights:
-    return from_hooked_encoder(model) if is_hooked_encoder(model) else from_hooked_transformer(model)
+    if is_hooked_encoder(model):
+        return from_hooked_encoder(model)
+    if _bert_blocks(model):  # refused here, not read as the pre-LN blocks it is not
+        raise UnsupportedModelError(f"{type(model).__name__}: TransformerLens post-LN (BertBlock) models other than "
+                                    "HookedEncoder are not supported (no token embeddings to read)")
+    return from_hooked_transformer(model)
