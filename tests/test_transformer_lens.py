@@ -46,6 +46,11 @@ CONFIGS = {
     "gemma2-like": dict(normalization_type="RMS", positional_embedding_type="rotary", rotary_dim=8,
                         n_key_value_heads=2, use_normalization_before_and_after=True, use_local_attn=True,
                         attn_types=["local", "global"], window_size=3, attn_scores_soft_cap=0.8),
+    # Llama 3.1-like: NTK-by-parts frequencies (HF's "llama3" rope type) over a short original context, so
+    # that kept, divided and interpolated frequencies all occur among the 4 pairs (base 500, dim 8)
+    "llama31-ntk": dict(normalization_type="RMS", positional_embedding_type="rotary", rotary_dim=8, rotary_base=500,
+                        n_key_value_heads=2, use_NTK_by_parts_rope=True, NTK_by_parts_factor=8.0,
+                        NTK_by_parts_low_freq_factor=1.0, NTK_by_parts_high_freq_factor=4.0, NTK_original_ctx_len=40),
     # bidirectional, no norms
     "bidirectional-no-norm": dict(normalization_type=None, positional_embedding_type="standard",
                                   attention_dir="bidirectional"),

@@ -5,8 +5,8 @@ TransformerLens uses row vectors (``x @ W``): ``W_Q: (layer, head, d_model, d_he
 each is transposed into the column convention here. Weight processing TransformerLens already
 did (``fold_ln`` turns ``ln1`` into ``LayerNormPre``/``RMSNormPre``) is recorded as a
 ``transformer_lens:fold_ln`` step. Supported beyond the plain block: GQA
-(``n_key_value_heads``), rotary (half or adjacent pairs, ``rotary_base_local`` and linear
-``rotary_scaling_factor``), local attention (``attn_types`` + ``window_size``), QK-norm
+(``n_key_value_heads``), rotary (half or adjacent pairs, ``rotary_base_local``, linear
+``rotary_scaling_factor`` and Llama 3.1's NTK-by-parts frequencies), local attention (``attn_types`` + ``window_size``), QK-norm
 (``use_qk_norm``), the post-attention norm (``use_normalization_before_and_after``) and soft-capped
 attention scores (``attn_scores_soft_cap``).
 Every other config switch that changes what attention computes is refused by name.
@@ -23,6 +23,7 @@ import torch
 
 from ...errors import UnsupportedModelError
 from ...core.heads import HeadWeights, Meta, Norm, Rotary
+from ..families.base import inv_freq
 
 #: cfg attribute -> test that the value is one compscope reproduces (absent attributes pass)
 _REFUSE_UNLESS = {
@@ -33,7 +34,6 @@ _REFUSE_UNLESS = {
     "use_logn_attn": lambda v: not v,
     "use_dynamic_ntk_rope": lambda v: not v,
     "scale_attn_by_inverse_layer_idx": lambda v: not v,
-    "use_NTK_by_parts_rope": lambda v: not v,
     "use_yarn_rope": lambda v: not v,
     "use_attention_sinks": lambda v: not v,
     "load_in_4bit": lambda v: not v,
@@ -136,9 +136,17 @@ def from_hooked_transformer(model) -> HeadWeights:
         dim = cfg.rotary_dim
         factor = float(getattr(cfg, "rotary_scaling_factor", 1.0) or 1.0)
         freqs = []
+        ntk = bool(getattr(cfg, "use_NTK_by_parts_rope", False))
         for kind in types:
             local = kind == "local"
             base = cfg.rotary_base_local if local and getattr(cfg, "rotary_base_local", None) is not None else cfg.rotary_base
+            if ntk:  # Llama 3.1: HF's "llama3" rope type, in every layer; TransformerLens then ignores the linear factor
+                freqs.append(inv_freq(dim, {"rope_theta": float(base), "rope_type": "llama3",
+                                            "factor": cfg.NTK_by_parts_factor,
+                                            "low_freq_factor": cfg.NTK_by_parts_low_freq_factor,
+                                            "high_freq_factor": cfg.NTK_by_parts_high_freq_factor,
+                                            "original_max_position_embeddings": cfg.NTK_original_ctx_len}, where))
+                continue
             f = 1.0 / float(base) ** (torch.arange(0, dim, 2, dtype=torch.float64) / dim)
             freqs.append(f if local else f / factor)  # TransformerLens scales global layers only
         rotary = Rotary(dim, torch.stack(freqs), "interleaved" if cfg.rotary_adjacent_pairs else "half")
