@@ -12,7 +12,8 @@ For each tiny HuggingFace model (every parameter perturbed, so norm gains are no
 - the same after ``enable_compatibility_mode()`` (weights processed in place), where the
   processing is recorded;
 - compscope's runner traces the bridge (raw and processed) so that each layer recomputed from
-  the ``HeadWeights`` gives what the bridge's attention added;
+  the ``HeadWeights`` gives what the bridge's attention added, and the interventions on the raw
+  bridge equal those on the untouched HuggingFace model (post-LN BERT: through its norms);
 - reading changes nothing: the bridge's state dict is bitwise the same before and after.
 """
 
@@ -70,6 +71,9 @@ CASES = {
     "opt": lambda: transformers.OPTForCausalLM(transformers.OPTConfig(
         architectures=["OPTForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_hidden_layers=2,
         ffn_dim=48, max_position_embeddings=64, word_embed_proj_dim=32)),
+    "bert": lambda: transformers.BertForMaskedLM(transformers.BertConfig(  # post-LN: ln1 is the norm after attention
+        architectures=["BertForMaskedLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_hidden_layers=3,
+        intermediate_size=48, max_position_embeddings=32)),
 }
 #: a bridge around an architecture compscope has no family for: a clean error naming it
 UNSUPPORTED = {
@@ -97,9 +101,12 @@ def forward_errors(bridge, hw, tokens) -> tuple[float, float]:
     _, cache = bridge.run_with_cache(tokens)
     out_err = pat_err = 0.0
     for layer, block in enumerate(bridge.blocks):
-        resid = cache[f"blocks.{layer}.ln1.hook_in" if hasattr(block, "ln1") else f"blocks.{layer}.attn.hook_in"]
-        post = f"blocks.{layer}.ln1_post.hook_out"
-        want = cache[post] if post in cache else cache[f"blocks.{layer}.attn.hook_out"]
+        if hw.norm_placement == "post":  # BERT: the block's input is read; ln1 normalises the sum after the attention
+            resid, want = cache[f"blocks.{layer}.hook_in"], cache[f"blocks.{layer}.attn.o.hook_out"]
+        else:
+            resid = cache[f"blocks.{layer}.ln1.hook_in" if hasattr(block, "ln1") else f"blocks.{layer}.attn.hook_in"]
+            post = f"blocks.{layer}.ln1_post.hook_out"
+            want = cache[post] if post in cache else cache[f"blocks.{layer}.attn.hook_out"]
         with torch.no_grad():
             got = attention_forward(hw, layer, resid)
             pattern, _ = attention_pattern_and_values(hw, layer, resid)
@@ -139,6 +146,20 @@ def runner_error(bridge, tokens) -> float:
     return err
 
 
+def interventions_error(bridge, pristine, tokens) -> tuple[float, float]:
+    """Largest |bridge − HuggingFace| interventional effect, every pair and kind: compscope's runner on
+    the bridge against its runner on an untouched copy of the HuggingFace model; and the smallest
+    largest effect of a kind (so that agreement is not that of zeros)."""
+    from compscope.data.intervene import intervention_effects
+    from compscope.data.runner import runner_for
+
+    a = intervention_effects(runner_for(bridge), tokens, progress=False)
+    b = intervention_effects(runner_for(pristine), tokens, progress=False)
+    err = max(float((a.by_kind[k] - b.by_kind[k]).nan_to_num().abs().max())  # NaN: the pairs that are none
+              if torch.equal(a.by_kind[k].isnan(), b.by_kind[k].isnan()) else float("inf") for k in "QKV")
+    return err, min(float(torch.nan_to_num(b.by_kind[k]).max()) for k in "QKV")
+
+
 def check(case: str) -> dict:
     torch.manual_seed(0)
     hf = CASES[case]().eval()
@@ -163,6 +184,7 @@ def check(case: str) -> dict:
     row["raw_processing"] = list(hw.meta.processing)
     row["raw_out_err"], row["raw_pattern_err"] = forward_errors(bridge, hw, tokens)
     row["raw_runner_err"] = runner_error(bridge, tokens)
+    row["raw_interventions_err"], row["raw_interventions_max"] = interventions_error(bridge, pristine, tokens)
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

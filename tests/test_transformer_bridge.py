@@ -17,10 +17,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-CASES = ["gpt2", "gpt-neo", "neox", "llama-gqa", "qwen2-bias", "qwen3", "gemma2", "gemma3", "olmo2", "phi", "gptj", "opt"]
-#: OLMo-2 has no norm before its attention: compatibility mode's processing leaves its attention weights
-#: as they were, so the check that they changed (and are read as changed) cannot apply
-PROCESSED = [c for c in CASES if c != "olmo2"]
+CASES = ["gpt2", "gpt-neo", "neox", "llama-gqa", "qwen2-bias", "qwen3", "gemma2", "gemma3", "olmo2", "phi", "gptj", "opt",
+         "bert"]
+#: OLMo-2 has no norm before its attention, and BERT's norms come after it (post-LN): compatibility mode's
+#: processing leaves their attention weights as they were, so the check that they changed (and are read
+#: as changed) cannot apply
+PROCESSED = [c for c in CASES if c not in ("olmo2", "bert")]
 
 
 def _python() -> Path | None:
@@ -55,6 +57,17 @@ def test_bridge_reads_as_the_model_it_wraps(rows, case):
     assert row["raw_processing"] == []
     assert row["raw_out_err"] < 1e-5 and row["raw_pattern_err"] < 1e-5, row
     assert row["raw_runner_err"] < 1e-5, row
+    assert row["raw_interventions_err"] < 1e-6 and row["raw_interventions_max"] > 5e-4, row
+
+
+def test_a_post_ln_bridge_runs_through_its_own_norms(rows):
+    """BERT behind a bridge: its ``ln1`` is the norm *after* the attention, so the runner reads the
+    block's input and the output projection, and the direct path passes through ``ln1`` and ``ln2``
+    (before, it read ``ln1``'s input as the residual: recomputed outputs off by more than 100%)."""
+    row = rows["bert"]
+    assert "error" not in row, row.get("error")
+    assert row["raw_runner_err"] < 1e-5 and row["compat_runner_err"] < 1e-5, row
+    assert row["raw_interventions_err"] < 1e-6, row
 
 
 @pytest.mark.parametrize("case", PROCESSED)

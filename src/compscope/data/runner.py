@@ -201,18 +201,34 @@ class TransformerLensRunner(Runner):
         self.bos = bos if isinstance(bos, int) and prepend and hw.causal else None
         n_ctx = getattr(model.cfg, "n_ctx", None)
         self.n_ctx = n_ctx if isinstance(n_ctx, int) else None
-        if is_bridge(model):  # the bridge's hooks: the norm's input (the attention's where it has none, OLMo-2),
+        self.norm_names = None
+        if is_bridge(model) and hw.norm_placement == "post":
+            self._post_ln_bridge(model)
+        elif is_bridge(model):  # the bridge's hooks: the norm's input (the attention's where it has none, OLMo-2),
             # and after the post-attention norm if any
             self.names = [(f"blocks.{l}.ln1.hook_in" if hasattr(b, "ln1") else f"blocks.{l}.attn.hook_in",
                            f"blocks.{l}.ln1_post.hook_out" if hasattr(b, "ln1_post") else f"blocks.{l}.attn.hook_out")
                           for l, b in enumerate(model.blocks)]
         else:
             self.names = [(f"blocks.{l}.hook_resid_pre", f"blocks.{l}.hook_attn_out") for l in range(n)]
-        self.norm_names = None
         if is_hooked_encoder(model):  # BertBlock: resid_mid = resid_pre + attn_out, ln1; resid_post = that + mlp_out, ln2
             self.norm_names = [(f"blocks.{l}.hook_resid_mid", f"blocks.{l}.hook_resid_post") for l in range(n)]
             self.post_norms = [(b.ln1, b.ln2) for b in model.blocks]
         self.wanted = {name for pair in self.names + (self.norm_names or []) for name in pair}
+
+    def _post_ln_bridge(self, model) -> None:
+        """A bridge around a post-LN encoder (BERT): the block's input is what attention reads, the
+        output projection ``attn.o`` returns what it adds (before the residual and ``ln1``, which
+        here is the post-attention norm, ``LN(h + Attn(h))``), and ``ln1``/``ln2`` take the sums the
+        direct path passes through (the wrapped HuggingFace modules run them)."""
+        blocks = list(model.blocks)
+        if not all(hasattr(b, "ln1") and hasattr(b, "ln2") and hasattr(b.attn, "o") for b in blocks):
+            raise UnsupportedModelError(f"{self.hw.meta.name}: a bridge around a post-LN model needs blocks with ln1, "
+                                        "ln2 and attn.o to be run on data")
+        self.names = [(f"blocks.{l}.hook_in", f"blocks.{l}.attn.o.hook_out") for l in range(len(blocks))]
+        self.norm_names = [(f"blocks.{l}.ln1.hook_in", f"blocks.{l}.ln2.hook_in") for l in range(len(blocks))]
+        self.post_norms = [(getattr(b.ln1, "_original_component", b.ln1), getattr(b.ln2, "_original_component", b.ln2))
+                           for b in blocks]
 
     def _run(self, tokens: Tensor) -> tuple:
         _, cache = self.model.run_with_cache(tokens, names_filter=lambda n: n in self.wanted)
