@@ -475,3 +475,41 @@ def test_gpt_neo_attention_types_are_checked(tmp_path, types, exc, needles):
     cfg.pop("attention_layers", None)
     (folder / "config.json").write_text(json.dumps(cfg))
     expect(exc, lambda: compscope.load(folder), str(folder), *needles)
+
+
+def test_a_bias_beside_a_weight_read_but_itself_unread_is_refused(tmp_path, monkeypatch):
+    """The guard against a family reading too little (GPT-J's processed biases went unread for a
+    while): a bias stored beside an attention weight the family read, left out by the family, is
+    refused by name. Here GPT-J's reader is made to skip the q/k/v biases a file carries."""
+    import compscope.loading.families.gptj as gptj
+    from hf_tiny import BY_ID, build
+    from safetensors.torch import load_file, save_file
+
+    build(BY_ID["gptj-interleaved-rotary"]).save_pretrained(tmp_path)
+    sd = load_file(tmp_path / "model.safetensors")
+    for l in range(2):
+        for x in "qkv":
+            w = sd[f"transformer.h.{l}.attn.{x}_proj.weight"]
+            sd[f"transformer.h.{l}.attn.{x}_proj.bias"] = torch.full((w.shape[0],), 0.5)
+    save_file(sd, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    assert float(compscope.load(tmp_path).b_Q.abs().min()) == 0.5  # the family reads them
+
+    real = gptj.head_rows
+    monkeypatch.setattr(gptj, "head_rows", lambda *a, **k: real(*a, **k, bias=False))
+    with pytest.raises(UnsupportedModelError, match=r"model\.safetensors: 'transformer\.h\.0\.attn\.k_proj\.bias', "
+                       r"'transformer\.h\.0\.attn\.q_proj\.bias', .* and 3 more present but not read by the gptj family"):
+        compscope.load(tmp_path)
+
+
+def test_a_stray_unembedding_bias_is_left_alone(tmp_path):
+    """An ``lm_head.bias`` a Llama-like file carries is a per-token logit offset that no score reads
+    (the family does not read it): it loads."""
+    from hf_tiny import BY_ID, build
+    from safetensors.torch import load_file, save_file
+
+    build(BY_ID["llama-mha"]).save_pretrained(tmp_path)
+    sd = load_file(tmp_path / "model.safetensors")
+    assert "lm_head.weight" in sd
+    sd["lm_head.bias"] = torch.ones(sd["lm_head.weight"].shape[0])
+    save_file(sd, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    assert compscope.load(tmp_path).W_U is not None

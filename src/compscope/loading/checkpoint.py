@@ -48,6 +48,7 @@ class TensorStore:
         self._dtypes = dtypes or {}
         self._source = source
         self._taken_dtypes: set[str] = set()
+        self._taken: set[str] = set()
 
     @classmethod
     def from_dict(cls, tensors: dict[str, Tensor], origin: str) -> TensorStore:
@@ -101,7 +102,18 @@ class TensorStore:
             raise WeightError(f"{where}: tensor '{name}' has {n_bad} NaN/Inf values")
         if name in self._dtypes:
             self._taken_dtypes.add(self._dtypes[name])
+        self._taken.add(name)
         return t
+
+    def leave(self, name: str) -> None:
+        """Mark ``name`` as deliberately not read (so :meth:`unread_biases` does not list it)."""
+        self._taken.add(name)
+
+    def unread_biases(self) -> list[str]:
+        """``X.bias`` tensors present beside an ``X.weight`` that was taken, but not taken themselves:
+        a bias the model adds that the reader left out (a family reading too little), never right."""
+        return sorted(b for w in self._taken if w.endswith(".weight")
+                      for b in [w[: -len("weight")] + "bias"] if b in self._loaders and b not in self._taken)
 
     def _any_origin(self) -> str:
         if self._source is not None:

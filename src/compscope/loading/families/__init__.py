@@ -37,8 +37,18 @@ def family_for(config: dict, where: str) -> type[Family]:
 
 
 def to_heads(ckpt) -> HeadWeights:
-    """``HeadWeights`` of a format's ``Checkpoint``, by the family its config names."""
-    return family_for(ckpt.config, ckpt.source).convert(ckpt)
+    """``HeadWeights`` of a format's ``Checkpoint``, by the family its config names. A bias the
+    checkpoint holds beside a weight the family read, but that the family did not read, is refused
+    by name rather than dropped (what the model computes would differ from what compscope reads)."""
+    family = family_for(ckpt.config, ckpt.source)
+    hw = family.convert(ckpt)
+    unread = ckpt.tensors.unread_biases()
+    if unread:
+        names = ", ".join(f"'{n}'" for n in unread[:3]) + (f" and {len(unread) - 3} more" if len(unread) > 3 else "")
+        raise UnsupportedModelError(
+            f"{ckpt.tensors.origin(unread[0])}: {names} present but not read by the {family.name} family: the model "
+            "adds these biases, so compscope would describe a different model")
+    return hw
 
 
 from . import bert, gemma, gpt2, gpt_neo, gptj, llama, neox, olmo, opt, phi, phi3, qwen3  # noqa: E402,F401  (registration)

@@ -172,6 +172,7 @@ def unembedding(ckpt: Checkpoint, candidates: list[str], emb: Tensor) -> tuple[T
     HF's default when the key is absent); else ``None`` (a base model without a head)."""
     head = ckpt.first_present(candidates)
     if head:
+        ckpt.tensors.leave(head.removesuffix("weight") + "bias")  # a per-token logit offset: no score reads it
         return ckpt.tensors.take(head, tuple(emb.shape)), None
     if ckpt.config.get("tie_word_embeddings", True):
         return emb, None
