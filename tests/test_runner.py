@@ -91,3 +91,21 @@ def test_runner_refuses_what_it_cannot_run(tmp_path):
     runner = runner_for("induction-2l")
     with pytest.raises(compscope.OptionError, match="token ids"):
         runner.trace(torch.tensor([[0, runner.hw.n_vocab]]))
+
+
+def test_a_running_model_that_is_not_the_one_read_is_refused_on_its_first_trace():
+    """The runner checks, on its first trace, that each layer's attention recomputed from the
+    ``HeadWeights`` is what the running model added. Weights of another model (here: one query
+    row of layer 1 scaled, as a reader that converts a file differently would) are refused, naming
+    the layer, before any data-based number is made from them; the model they were read from runs."""
+    import dataclasses
+
+    from hf_tiny import BY_ID
+
+    model = build(BY_ID["llama-gqa-bias"])
+    hw = compscope.load(model)
+    other = dataclasses.replace(hw, W_Q=hw.W_Q.clone())
+    other.W_Q[1, 0, 0] *= 3.0
+    with pytest.raises(compscope.UnsupportedModelError, match="attention at layer 1 is not what compscope recomputes"):
+        runner_for(model, other).trace(random_ids())
+    runner_for(model, hw).trace(random_ids())  # the weights it was read from: no complaint

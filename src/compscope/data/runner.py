@@ -82,6 +82,8 @@ class Runner:
     #: post-LN models: per layer the two norms (callables on ``(batch, seq, d_model)``) that the
     #: residual passes through (:meth:`Family.post_norm_points`); None otherwise
     post_norms: list[tuple] | None = None
+    #: whether a trace has shown that the running model computes what ``hw`` says (:meth:`_check_agreement`)
+    _agreed: bool = False
 
     def special_ids(self) -> tuple[int, ...]:
         """Token ids a random sequence should not contain (end, padding), where the model names them."""
@@ -104,7 +106,27 @@ class Runner:
                               f"({self.n_ctx}); use shorter sequences (validate: a smaller --half)")
         resid, out, *norm_in = self._run(tokens)
         norm_in = [(a.float(), b.float()) for a, b in norm_in[0]] if norm_in and norm_in[0] is not None else None
-        return Trace(tokens, [r.float() for r in resid], [o.float() for o in out], norm_in)
+        trace = Trace(tokens, [r.float() for r in resid], [o.float() for o in out], norm_in)
+        if not self._agreed:
+            self._check_agreement(trace, low_precision=resid[0].dtype not in (torch.float32, torch.float64))
+            self._agreed = True
+        return trace
+
+    def _check_agreement(self, trace: Trace, low_precision: bool) -> None:
+        """On the first trace: each layer's attention recomputed from ``hw`` on the residual it read
+        must be what the running model's attention added (relative to its largest value: 1e-3 in
+        float32, 5e-2 for a model running in 16-bit), else the running model is not the one whose
+        weights compscope read (a reader of the same file that converts it differently, a model
+        changed since it was loaded) and every data-based number would be wrong."""
+        tol = 5e-2 if low_precision else 1e-3
+        for layer, (resid, out) in enumerate(zip(trace.resid, trace.attn_out)):
+            scale = float(out.abs().max())
+            err = float((layer_state(self.hw, layer, resid).out - out).abs().max())
+            if not err <= tol * max(scale, 1e-30):
+                raise UnsupportedModelError(
+                    f"{self.hw.meta.name}: the running model's attention at layer {layer} is not what compscope "
+                    f"recomputes from the weights it read (largest difference {err:.3g} against outputs up to "
+                    f"{scale:.3g}): the model that runs is not the one that was read, so no data-based result would hold")
 
     def _run(self, tokens: Tensor) -> tuple:
         """``(resid, attn_out)`` per layer, and for post-LN models the norms' inputs per layer."""
