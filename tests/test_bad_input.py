@@ -481,7 +481,7 @@ def test_a_bias_beside_a_weight_read_but_itself_unread_is_refused(tmp_path, monk
     """The guard against a family reading too little (GPT-J's processed biases went unread for a
     while): a bias stored beside an attention weight the family read, left out by the family, is
     refused by name. Here GPT-J's reader is made to skip the q/k/v biases a file carries."""
-    import compscope.loading.families.gptj as gptj
+    import compscope.loading.families.base as base
     from hf_tiny import BY_ID, build
     from safetensors.torch import load_file, save_file
 
@@ -494,8 +494,8 @@ def test_a_bias_beside_a_weight_read_but_itself_unread_is_refused(tmp_path, monk
     save_file(sd, tmp_path / "model.safetensors", metadata={"format": "pt"})
     assert float(compscope.load(tmp_path).b_Q.abs().min()) == 0.5  # the family reads them
 
-    real = gptj.head_rows
-    monkeypatch.setattr(gptj, "head_rows", lambda *a, **k: real(*a, **k, bias=False))
+    real = base.head_rows
+    monkeypatch.setattr(base, "head_rows", lambda *a, **k: real(*a, **{**k, "bias": False}))
     with pytest.raises(UnsupportedModelError, match=r"model\.safetensors: 'transformer\.h\.0\.attn\.k_proj\.bias', "
                        r"'transformer\.h\.0\.attn\.q_proj\.bias', .* and 3 more present but not read by the gptj family"):
         compscope.load(tmp_path)

@@ -208,6 +208,26 @@ def head_rows(ts, name: str, n_heads: int, d_head: int, d_model: int, bias: bool
     return w, None if b is None else b.reshape(n_heads, d_head)
 
 
+def separate_projections(ts, layer_prefix: Callable[[int], str], n_layers: int, n_heads: int, n_kv_heads: int,
+                         d_head: int, d_model: int, *, out: str = "out_proj", qkv_bias: bool | None = None,
+                         out_bias: bool | None = None) -> dict[str, Tensor | None]:
+    """Attention with one projection each for Q, K and V (``{prefix}q_proj`` ...) and an output
+    ``{prefix}{out}``, in every layer: ``W_Q, W_K, W_V, W_O, b_Q, b_K, b_V, b_O`` stacked over
+    layers, as :class:`HeadWeights` takes them. Biases follow :func:`head_rows`' rule (``True``
+    required, ``None`` read where present, ``False`` not read); one absent from every layer is None."""
+    w: dict[str, list] = {x: [] for x in "QKVO"}
+    b: dict[str, list] = {x: [] for x in "QKVO"}
+    for i in range(n_layers):
+        p = layer_prefix(i)
+        for x, n in (("Q", n_heads), ("K", n_kv_heads), ("V", n_kv_heads)):
+            wx, bx = head_rows(ts, f"{p}{x.lower()}_proj", n, d_head, d_model, bias=qkv_bias)
+            w[x].append(wx)
+            b[x].append(bx)
+        w["O"].append(split_cols(ts.take(f"{p}{out}.weight", (d_model, n_heads * d_head)), n_heads, d_head))
+        b["O"].append(None if out_bias is False else ts.take(f"{p}{out}.bias", (d_model,), required=bool(out_bias)))
+    return {**{f"W_{x}": torch.stack(w[x]) for x in "QKVO"}, **{f"b_{x}": stack(b[x]) for x in "QKVO"}}
+
+
 def token_embedding(ts, name: str, d_model: int) -> Tensor:
     """The token embedding ``(n_vocab, d_model)`` stored as ``name``, its shape checked."""
     emb = ts.take(name)

@@ -14,7 +14,7 @@ from ..checkpoint import Checkpoint
 from ...errors import LoadError, UnsupportedModelError
 from ...core.heads import HeadWeights, Meta, Norm
 from . import register
-from .base import MAX_LAYERS, Family, head_rows, integer, number, sizes, split_cols, stack
+from .base import MAX_LAYERS, Family, integer, number, separate_projections, sizes
 from .gpt2 import gpt2_outer, ln1_attn_hooks
 
 KINDS = ("global", "local")
@@ -63,25 +63,16 @@ class GPTNeo(Family):
         kinds = layer_kinds(cfg, L, where)
         window = integer(cfg, where, "window_size", default=256) if "local" in kinds else None
         prefix = "transformer." if "transformer.wte.weight" in ts else ""
-        wq, wk, wv, wo, bq, bk, bv, bo, g, beta = ([] for _ in range(10))
-        for i in range(L):
-            p = f"{prefix}h.{i}."
-            a = p + "attn.attention."
-            for ws, bs, part in ((wq, bq, "q"), (wk, bk, "k"), (wv, bv, "v")):
-                wx, bx = head_rows(ts, f"{a}{part}_proj", H, r, d)  # no biases in GPT-Neo's files; processing may add them
-                ws.append(wx)
-                bs.append(bx)
-            wo.append(split_cols(ts.take(a + "out_proj.weight", (d, d)), H, r))
-            bo.append(ts.take(a + "out_proj.bias", (d,)))
-            g.append(ts.take(p + "ln_1.weight", (d,)))
-            beta.append(ts.take(p + "ln_1.bias", (d,)))
+        # no q/k/v biases in GPT-Neo's files (processing may add them); its output projection has one
+        attn = separate_projections(ts, lambda i: f"{prefix}h.{i}.attn.attention.", L, H, H, r, d, out_bias=True)
+        g = [ts.take(f"{prefix}h.{i}.ln_1.weight", (d,)) for i in range(L)]
+        beta = [ts.take(f"{prefix}h.{i}.ln_1.bias", (d,)) for i in range(L)]
         W_E, W_pos, W_U, head_note, final = gpt2_outer(ckpt, prefix, d, eps)
         notes = list(ckpt.notes) + ([head_note] if head_note else [])
         if window is not None:
             notes.append(f"local attention (window {window}) on {kinds.count('local')} of {L} layers")
         return HeadWeights(
-            W_Q=torch.stack(wq), W_K=torch.stack(wk), W_V=torch.stack(wv), W_O=torch.stack(wo),
-            b_Q=stack(bq), b_K=stack(bk), b_V=stack(bv), b_O=torch.stack(bo),
+            **attn,
             W_E=W_E, W_pos=W_pos, W_U=W_U, b_U=None,
             kv_map=tuple(range(H)),
             attn_norm=Norm("layernorm", torch.stack(g), torch.stack(beta), eps),

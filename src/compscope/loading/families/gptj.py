@@ -17,7 +17,7 @@ from ...core.heads import HeadWeights, Meta, Norm, Rotary
 from ...errors import UnsupportedModelError
 from . import register
 from .gpt2 import ln1_attn_hooks
-from .base import (Family, final_layernorm, head_rows, integer, inv_freq, number, sizes, split_cols, stack, token_embedding,
+from .base import (Family, final_layernorm, integer, inv_freq, number, separate_projections, sizes, token_embedding,
                    unembedding)
 
 
@@ -45,19 +45,10 @@ class GPTJ(Family):
         rot_dim = integer(cfg, where, "rotary_dim", high=r)
         eps = number(cfg, where, "layer_norm_epsilon", default=1e-5)
         prefix = "transformer." if "transformer.wte.weight" in ts else ""
-        w = {x: [] for x in ("q", "k", "v", "out")}
-        b = {x: [] for x in ("q", "k", "v", "out")}  # none in GPT-J's own files; processing may add them
-        g, beta = [], []
-        for i in range(L):
-            p = f"{prefix}h.{i}."
-            for x in ("q", "k", "v"):
-                wx, bx = head_rows(ts, f"{p}attn.{x}_proj", H, r, d)
-                w[x].append(wx)
-                b[x].append(bx)
-            w["out"].append(split_cols(ts.take(p + "attn.out_proj.weight", (d, d)), H, r))
-            b["out"].append(ts.take(p + "attn.out_proj.bias", (d,), required=False))
-            g.append(ts.take(p + "ln_1.weight", (d,)))
-            beta.append(ts.take(p + "ln_1.bias", (d,)))
+        # no biases in GPT-J's own files; processing may add them
+        attn = separate_projections(ts, lambda i: f"{prefix}h.{i}.attn.", L, H, H, r, d)
+        g = [ts.take(f"{prefix}h.{i}.ln_1.weight", (d,)) for i in range(L)]
+        beta = [ts.take(f"{prefix}h.{i}.ln_1.bias", (d,)) for i in range(L)]
         emb = token_embedding(ts, prefix + "wte.weight", d)
         W_U, head_note = unembedding(ckpt, ["lm_head.weight"], emb)
         b_U = ts.take("lm_head.bias", (emb.shape[0],), required=False) if W_U is not None else None
@@ -65,8 +56,7 @@ class GPTJ(Family):
         notes = list(ckpt.notes) + ([head_note] if head_note else [])
         notes.append("parallel block: attention and MLP of a layer read the same normed residual")
         return HeadWeights(
-            W_Q=torch.stack(w["q"]), W_K=torch.stack(w["k"]), W_V=torch.stack(w["v"]), W_O=torch.stack(w["out"]),
-            b_Q=stack(b["q"]), b_K=stack(b["k"]), b_V=stack(b["v"]), b_O=stack(b["out"]),
+            **attn,
             W_E=emb.T, W_pos=None, W_U=W_U, b_U=b_U,
             kv_map=tuple(range(H)),
             attn_norm=Norm("layernorm", torch.stack(g), torch.stack(beta), eps),

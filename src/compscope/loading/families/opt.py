@@ -16,7 +16,7 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm
 from ...errors import UnsupportedModelError
 from . import register
-from .base import Family, final_layernorm, head_rows, integer, sizes, split_cols, stack, token_embedding, unembedding
+from .base import Family, final_layernorm, integer, separate_projections, sizes, token_embedding, unembedding
 
 #: OPT's learned positions start at this row (HF's ``OPTLearnedPositionalEmbedding.offset``)
 POSITION_OFFSET = 2
@@ -56,20 +56,9 @@ class OPT(Family):
         if prefix is None:
             raise UnsupportedModelError(f"{where}: no tensor named like 'model.decoder.embed_tokens.weight'")
         affine = cfg.get("layer_norm_elementwise_affine", True)
-        w = {x: [] for x in ("q", "k", "v", "out")}
-        b = {x: [] for x in ("q", "k", "v", "out")}
-        g, beta = [], []
-        for i in range(L):
-            p = f"{prefix}layers.{i}."
-            for x in ("q", "k", "v"):
-                wx, bx = head_rows(ts, f"{p}self_attn.{x}_proj", H, r, d)
-                w[x].append(wx)
-                b[x].append(bx)
-            w["out"].append(split_cols(ts.take(p + "self_attn.out_proj.weight", (d, d)), H, r))
-            b["out"].append(ts.take(p + "self_attn.out_proj.bias", (d,), required=False))
-            if affine:
-                g.append(ts.take(p + "self_attn_layer_norm.weight", (d,)))
-                beta.append(ts.take(p + "self_attn_layer_norm.bias", (d,)))
+        attn = separate_projections(ts, lambda i: f"{prefix}layers.{i}.self_attn.", L, H, H, r, d)
+        g = [ts.take(f"{prefix}layers.{i}.self_attn_layer_norm.weight", (d,)) for i in range(L)] if affine else []
+        beta = [ts.take(f"{prefix}layers.{i}.self_attn_layer_norm.bias", (d,)) for i in range(L)] if affine else []
         emb = token_embedding(ts, prefix + "embed_tokens.weight", d)
         pos = ts.take(prefix + "embed_positions.weight")
         if pos.ndim != 2 or pos.shape[1] != d or pos.shape[0] <= POSITION_OFFSET:
@@ -85,8 +74,7 @@ class OPT(Family):
         notes = list(ckpt.notes) + ([head_note] if head_note else [])
         notes.append(f"learned positions: W_pos is embed_positions from row {POSITION_OFFSET} on (OPT's offset)")
         return HeadWeights(
-            W_Q=torch.stack(w["q"]), W_K=torch.stack(w["k"]), W_V=torch.stack(w["v"]), W_O=torch.stack(w["out"]),
-            b_Q=stack(b["q"]), b_K=stack(b["k"]), b_V=stack(b["v"]), b_O=stack(b["out"]),
+            **attn,
             W_E=emb.T, W_pos=pos[POSITION_OFFSET:].T, W_U=W_U, b_U=None,
             kv_map=tuple(range(H)),
             attn_norm=attn_norm,

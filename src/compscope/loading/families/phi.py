@@ -14,8 +14,8 @@ import torch
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm, Rotary
 from . import register
-from .base import (Family, final_layernorm, head_rows, inv_freq, kv_groups, number, rope_accept, rope_settings, rotary_dim,
-                   sizes, split_cols, stack, token_embedding, unembedding)
+from .base import (Family, final_layernorm, inv_freq, kv_groups, number, rope_accept, rope_settings, rotary_dim,
+                   separate_projections, sizes, token_embedding, unembedding)
 from .llama import llamalike_hooks
 
 
@@ -40,17 +40,11 @@ class Phi(Family):
         eps = number(cfg, where, "layer_norm_eps", default=1e-5)
         qk_ln = bool(cfg.get("qk_layernorm"))
         prefix = "model." if "model.embed_tokens.weight" in ts else ""
-        w = {x: [] for x in "qkvo"}
-        b = {x: [] for x in "qkvo"}
+        attn = separate_projections(ts, lambda i: f"{prefix}layers.{i}.self_attn.", L, H, G, r, d, out="dense",
+                                    qkv_bias=True, out_bias=True)
         g, beta, qk = [], [], {"q": ([], []), "k": ([], [])}
         for i in range(L):
             p = f"{prefix}layers.{i}."
-            for x, n in (("q", H), ("k", G), ("v", G)):
-                wx, bx = head_rows(ts, f"{p}self_attn.{x}_proj", n, r, d, bias=True)
-                w[x].append(wx)
-                b[x].append(bx)
-            w["o"].append(split_cols(ts.take(p + "self_attn.dense.weight", (d, H * r)), H, r))
-            b["o"].append(ts.take(p + "self_attn.dense.bias", (d,)))
             g.append(ts.take(p + "input_layernorm.weight", (d,)))
             beta.append(ts.take(p + "input_layernorm.bias", (d,)))
             if qk_ln:
@@ -71,8 +65,7 @@ class Phi(Family):
                          "(Q/K-composition) describe the bilinear part only; they are approximations")
         ln = lambda ws, bs: Norm("layernorm", torch.stack(ws), torch.stack(bs), eps)  # noqa: E731
         return HeadWeights(
-            W_Q=torch.stack(w["q"]), W_K=torch.stack(w["k"]), W_V=torch.stack(w["v"]), W_O=torch.stack(w["o"]),
-            b_Q=torch.stack(b["q"]), b_K=torch.stack(b["k"]), b_V=torch.stack(b["v"]), b_O=stack(b["o"]),
+            **attn,
             W_E=emb.T, W_pos=None, W_U=W_U, b_U=b_U,
             kv_map=kv_map,
             attn_norm=ln(g, beta),
