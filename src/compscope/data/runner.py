@@ -226,8 +226,7 @@ class TransformerLensRunner(Runner):
         self.norm_names = None
         if is_bridge(model) and hw.norm_placement == "post":
             self._post_ln_bridge(model)
-        elif is_bridge(model):  # the bridge's hooks: the norm's input (the attention's where it has none, OLMo-2),
-            # and after the post-attention norm if any
+        elif is_bridge(model):  # the norm's input (the attention's where it has none, OLMo-2), after the post-attention norm if any
             self.names = [(f"blocks.{l}.ln1.hook_in" if hasattr(b, "ln1") else f"blocks.{l}.attn.hook_in",
                            f"blocks.{l}.ln1_post.hook_out" if hasattr(b, "ln1_post") else f"blocks.{l}.attn.hook_out")
                           for l, b in enumerate(model.blocks)]

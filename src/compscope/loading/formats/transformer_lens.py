@@ -190,12 +190,8 @@ def from_hooked_encoder(model) -> HeadWeights:
                                     "a HookedEncoder has learned positions")
     blocks = list(model.blocks)
     L, H = len(blocks), cfg.n_heads
-    norms = [model.embed.ln] + [b.ln2 for b in blocks[:-1]]  # what layer l reads: the embeddings', then ln2's output
-    kinds = {type(m).__name__ for m in norms}
-    if kinds != {"LayerNorm"}:
-        raise UnsupportedModelError(f"{where}: the norms before the attention are {sorted(kinds)}, expected LayerNorm")
-    if any(type(b.ln1).__name__ != "LayerNorm" for b in blocks):
-        raise UnsupportedModelError(f"{where}: the post-attention norms (blocks.*.ln1) must be LayerNorm")
+    # what layer l reads: the embeddings' norm, then the previous block's ln2 (BertEmbed and BertBlock build LayerNorms)
+    attn_norm, _ = _norm([model.embed.ln] + [b.ln2 for b in blocks[:-1]], where, cfg.eps)
     W_type = getattr(model.embed.token_type_embed, "W_token_type", None)
     notes = ["post-LN: the residual is renormalised after every sublayer; attention reads it directly",
              "encoder: bidirectional attention, no unembedding (W_U is None; the masked-LM head is not read)"]
@@ -206,8 +202,7 @@ def from_hooked_encoder(model) -> HeadWeights:
         W_E=model.W_E.detach().float().T.contiguous(), W_pos=model.W_pos.detach().float().T.contiguous(),
         W_U=None, b_U=None,
         kv_map=tuple(range(H)),
-        attn_norm=Norm("layernorm", torch.stack([m.w.detach().float() for m in norms]),
-                       torch.stack([m.b.detach().float() for m in norms]), float(norms[0].eps)),
+        attn_norm=attn_norm,
         final_norm=None,
         norm_placement="post",
         positions="learned",
