@@ -22,6 +22,19 @@ transformers = pytest.importorskip("transformers")
 L, H, G, R, D, V, WINDOW = 4, 4, 2, 8, 24, 40, 6
 
 
+def _randomise(model, seed: int) -> None:
+    """Every parameter of ``model`` drawn N(0, 0.3²), in order, from one seeded generator (no gain is 1)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+
+
+def _numpy_state(model) -> dict:
+    """``model``'s state dict as float32 numpy arrays, as the GGUF writer takes them."""
+    return {k: v.detach().numpy().astype(np.float32) for k, v in model.state_dict().items()}
+
+
 def _finish(w) -> None:
     """Write a ``GGUFWriter``'s header, metadata and tensors, and close the file."""
     w.write_header_to_file()
@@ -40,17 +53,14 @@ def tiny_gemma3(types: list[str]):
         },
     )
     model = transformers.Gemma3ForCausalLM(cfg).eval()
-    g = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    _randomise(model, 0)
     return model
 
 
 def write_gemma3_gguf(path, model, pattern, arch: str = "gemma3") -> None:
     """What llama.cpp's convert_hf_to_gguf writes for Gemma 3 (float32, no quantisation); with
     ``arch='gemma2'``, for Gemma 2: no QK-norm, the soft cap in the metadata, no sliding pattern."""
-    sd = {k: v.detach().numpy().astype(np.float32) for k, v in model.state_dict().items()}
+    sd = _numpy_state(model)
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"tiny-{arch}")
     w.add_block_count(L)
@@ -133,7 +143,7 @@ def test_llama_gguf_with_biases_is_unpermuted(tmp_path):
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0, 0.3, generator=torch.Generator().manual_seed(p.numel()))
-    sd = {k: v.detach().numpy().astype(np.float32) for k, v in model.state_dict().items()}
+    sd = _numpy_state(model)
     w = gguf.GGUFWriter(str(tmp_path / "b.gguf"), "llama")
     for add, value in [(w.add_block_count, 2), (w.add_context_length, 64), (w.add_embedding_length, D),
                        (w.add_feed_forward_length, 32), (w.add_head_count, H), (w.add_head_count_kv, G),
@@ -169,11 +179,8 @@ def test_qwen3_gguf_matches_model_object(tmp_path):
         rope_parameters={"rope_type": "default", "rope_theta": 5000.0},
     )
     model = transformers.Qwen3ForCausalLM(cfg).eval()
-    g = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
-    sd = {k: v.detach().numpy().astype(np.float32) for k, v in model.state_dict().items()}
+    _randomise(model, 3)
+    sd = _numpy_state(model)
     w = gguf.GGUFWriter(str(tmp_path / "q.gguf"), "qwen3")
     for add, value in [(w.add_block_count, 2), (w.add_context_length, 64), (w.add_embedding_length, D),
                        (w.add_feed_forward_length, 32), (w.add_head_count, H), (w.add_head_count_kv, G),
@@ -214,10 +221,7 @@ def test_gemma2_gguf_matches_model_object(tmp_path):
         num_key_value_heads=G, head_dim=R, query_pre_attn_scalar=R, sliding_window=WINDOW, attn_logit_softcapping=2.0,
     )
     model = transformers.Gemma2ForCausalLM(cfg).eval()
-    g = torch.Generator().manual_seed(5)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    _randomise(model, 5)
     write_gemma3_gguf(tmp_path / "g2.gguf", model, None, arch="gemma2")
     ours, ref = compscope.load(tmp_path / "g2.gguf"), compscope.load(model)
     assert ours.meta.family == ref.meta.family == "gemma2"
@@ -249,7 +253,7 @@ def test_llama3_rope_scaling_from_gguf_divisors_matches_the_model_object(tmp_pat
     plain = 1.0 / 100.0 ** (torch.arange(0, R, 2, dtype=torch.float64) / R)
     divisors = (plain / model.model.rotary_emb.inv_freq.double()).float().numpy()
     assert divisors[0] == 1.0 and divisors[-1] == pytest.approx(8.0)  # fast kept, slow divided
-    sd = {k: v.detach().numpy().astype(np.float32) for k, v in model.state_dict().items()}
+    sd = _numpy_state(model)
     w = gguf.GGUFWriter(str(tmp_path / "l3.gguf"), "llama")
     for add, value in [(w.add_block_count, 2), (w.add_context_length, 256), (w.add_embedding_length, D),
                        (w.add_feed_forward_length, 32), (w.add_head_count, H), (w.add_head_count_kv, G),
@@ -277,7 +281,7 @@ def test_llama3_rope_scaling_from_gguf_divisors_matches_the_model_object(tmp_pat
 def _write_phi3_gguf(path, model, window: int, extra: dict | None = None) -> None:
     """A Phi-3 GGUF as llama.cpp writes one: the fused ``attn_qkv`` as HF's ``qkv_proj`` (no row
     permutation: Phi-3 rotates halves in llama.cpp too), the sliding window in the metadata."""
-    sd = {k: v.detach().numpy().astype(np.float32) for k, v in model.state_dict().items()}
+    sd = _numpy_state(model)
     w = gguf.GGUFWriter(str(path), "phi3")
     for add, value in [(w.add_block_count, 2), (w.add_context_length, 64), (w.add_embedding_length, D),
                        (w.add_feed_forward_length, 32), (w.add_head_count, H), (w.add_head_count_kv, G),
@@ -310,10 +314,7 @@ def test_phi3_gguf_with_fused_qkv_matches_the_model_object(tmp_path):
                                   sliding_window=WINDOW, tie_word_embeddings=False, pad_token_id=0, bos_token_id=1,
                                   eos_token_id=2, rope_parameters={"rope_type": "default", "rope_theta": 700.0})
     model = transformers.Phi3ForCausalLM(cfg).eval()
-    g = torch.Generator().manual_seed(7)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    _randomise(model, 7)
     _write_phi3_gguf(tmp_path / "p.gguf", model, WINDOW)
     ours, ref = compscope.load(tmp_path / "p.gguf"), compscope.load(model)
     assert ours.meta.family == ref.meta.family == "phi3" and ours.kv_map == ref.kv_map
@@ -348,7 +349,7 @@ def test_phi3_gguf_with_fused_qkv_matches_the_model_object(tmp_path):
 def _write_olmo_gguf(path, model, arch: str, metadata: dict | None = None) -> None:
     """An OLMo GGUF as llama.cpp writes one: OLMo's q/k rows permuted into interleaved pairs (OLMo-2's
     not), OLMo-2's layer-wide q/k norm gains and post-attention norm, no norm before the attention."""
-    sd = {k: v.detach().numpy().astype(np.float32) for k, v in model.state_dict().items()}
+    sd = _numpy_state(model)
     w = gguf.GGUFWriter(str(path), arch)
     for add, value in [(w.add_block_count, 2), (w.add_context_length, 64), (w.add_embedding_length, D),
                        (w.add_feed_forward_length, 32), (w.add_head_count, H), (w.add_head_count_kv, G),
@@ -387,10 +388,7 @@ def test_olmo_ggufs_match_the_model_object(tmp_path, arch):
         model = transformers.OlmoForCausalLM(transformers.OlmoConfig(**common))
     else:
         model = transformers.Olmo2ForCausalLM(transformers.Olmo2Config(**common, rms_norm_eps=1e-5))
-    g = torch.Generator().manual_seed(9)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    _randomise(model, 9)
     _write_olmo_gguf(tmp_path / "o.gguf", model.eval(), arch)
     ours, ref = compscope.load(tmp_path / "o.gguf"), compscope.load(model)
     assert ours.meta.family == ref.meta.family == arch
@@ -414,11 +412,8 @@ def test_gpt2_gguf_matches_the_model_object_and_transformers(tmp_path, capfd):
     the model object's weights, and what transformers' own GGUF reader (the runner's) makes of the file."""
     cfg = transformers.GPT2Config(vocab_size=V, n_embd=D, n_head=H, n_layer=2, n_positions=1024)  # MLP 4 d, as llama.cpp assumes
     model = transformers.GPT2LMHeadModel(cfg).eval()
-    g = torch.Generator().manual_seed(11)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
-    sd = {k: v.detach().numpy().astype(np.float32) for k, v in model.state_dict().items()}
+    _randomise(model, 11)
+    sd = _numpy_state(model)
     w = gguf.GGUFWriter(str(tmp_path / "g.gguf"), "gpt2")
     w.add_tokenizer_model("gpt2")  # transformers reads the vocabulary's size off the token list
     w.add_token_list([f"t{i}" for i in range(V)])
