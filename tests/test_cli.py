@@ -94,6 +94,26 @@ def test_pair_command(capsys):
     assert main(["pair", "0", "1.1"]) == 2 and "LAYER.HEAD" in capsys.readouterr().err
 
 
+def test_pair_takes_the_model_first_like_the_other_commands(capsys, tmp_path):
+    """``pair MODEL W R`` is ``pair W R --model MODEL``; two different models, or a word too many
+    or too few, are one-line errors."""
+    from compscope.toy.model import ToyConfig, ToyTransformer
+    from compscope.toy.storage import save_toy
+
+    folder = tmp_path / "toy"
+    save_toy(ToyTransformer(ToyConfig(n_layers=2, n_heads=2, d_model=16, d_head=8, d_vocab=11, n_ctx=8), seed=3), folder)
+    assert main(["pair", "0.1", "1.0", "--model", str(folder)]) == 0
+    by_option = capsys.readouterr().out
+    assert main(["pair", str(folder), "0.1", "1.0"]) == 0
+    assert capsys.readouterr().out == by_option and "0.1 -> 1.0" in by_option
+    assert main(["pair", str(folder), "0.1", "1.0", "--model", str(folder)]) == 0
+    assert main(["pair", str(folder), "0.1", "1.0", "--model", "minilm"]) == 2
+    assert "two models named" in capsys.readouterr().err
+    for words in (["0.1"], ["a", "0.1", "1.0", "1.1"]):
+        assert main(["pair", *words]) == 2
+        assert "expected [MODEL] WRITER READER" in capsys.readouterr().err
+
+
 def test_scores_header_states_the_metric_condition_number(capsys):
     """A non-identity metric's condition number (docs/spec.md: recorded) is printed, and it is the
     one of G = W_E W_Eᵀ / n_vocab (+ W_pos W_posᵀ / n_ctx), computed here independently."""

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from .common import add_model, add_processing, metric_names, parse_head, processing
+from .common import OptionError, add_model, add_processing, metric_names, parse_head, processing
 
 HELP = "one writer -> reader pair in detail: principal angles, composed spectrum, every measure"
-EXAMPLE = "example: compscope pair 0.0 1.1 --kind K --metric embed"
+EXAMPLE = "examples: compscope pair 0.0 1.1 --kind K --metric embed;  compscope pair smollm2 16.0 17.3"
 
 
 def add_arguments(p) -> None:
-    p.add_argument("writer", help="LAYER.HEAD of the writing head")
-    p.add_argument("reader", help="LAYER.HEAD of the reading head (a later layer)")
+    p.add_argument("heads", nargs="+", metavar="[MODEL] WRITER READER",
+                   help="LAYER.HEAD of the writing head and of the reading head (a later layer), after the model "
+                        "if one is named here rather than with --model")
     add_model(p, positional=False)
+    p.usage = "%(prog)s [MODEL] WRITER READER [options]"
     p.add_argument("--kind", default="K", choices=["Q", "K", "V"], help="composition kind (default K)")
     p.add_argument("--metric", default="identity", help=f"{metric_names()} (default identity)")
     p.add_argument("--offset", type=float, default=0.0, help="rotary offset: query minus key position (default 0; rotary models only)")
@@ -24,12 +26,25 @@ def run(args) -> None:
     from ..loading.sources import load
     from .common import check_offset
 
-    writer, reader = parse_head(args.writer), parse_head(args.reader)
-    hw = load(args.model, **processing(args))
+    model, writer, reader = model_and_heads(args.heads, args.model)
+    hw = load(model, **processing(args))
     check_offset(hw, args.offset)
-    metric = get_metric(args.metric, hw, model=args.model)  # 'activations' runs the model itself
+    metric = get_metric(args.metric, hw, model=model)  # 'activations' runs the model itself
     rep = compose_pair(hw, writer, reader, args.kind, metric, offset=args.offset)
     print(format_pair(rep, hw.meta.name))
+
+
+def model_and_heads(words: list[str], option: str) -> tuple[str, tuple[int, int], tuple[int, int]]:
+    """``[MODEL] WRITER READER`` as given: the model named first, else by ``--model`` (``option``)."""
+    from ..loading.builtin import DEFAULT_MODEL
+
+    if len(words) not in (2, 3):
+        raise OptionError(f"pair: expected [MODEL] WRITER READER, got: {' '.join(words)}")
+    if len(words) == 3:
+        if option != DEFAULT_MODEL and option != words[0]:
+            raise OptionError(f"pair: two models named: {words[0]!r} and --model {option!r}")
+        option = words[0]
+    return option, parse_head(words[-2]), parse_head(words[-1])
 
 
 def format_pair(rep, model: str) -> str:
