@@ -340,8 +340,24 @@ def test_base_model_without_head(vid, attr, tied):
     assert_matches(hw, cap, vid)
     if tied:
         torch.testing.assert_close(hw.W_U, model.get_input_embeddings().weight, atol=0, rtol=0)
+        said = [n for n in hw.meta.notes if "no unembedding of its own" in n]
+        assert len(said) == 1 and type(getattr(model, attr)).__name__ in said[0]
+        assert not any("no unembedding of its own" in n for n in compscope.load(model).meta.notes)
     else:
         assert hw.W_U is None
+
+
+def test_tied_unembedding_of_a_classifier_is_said(tmp_path):
+    """A GPT-2 sequence classifier has a class head, not an unembedding: W_U is its tied embedding,
+    and the card says so, for the object and for the folder it saves (its config names the class)."""
+    import transformers
+
+    model = transformers.GPT2ForSequenceClassification(make_config(BY_ID["gpt2"])).eval()
+    model.save_pretrained(tmp_path)
+    for source in (model, tmp_path):
+        hw = compscope.load(source)
+        torch.testing.assert_close(hw.W_U, model.transformer.wte.weight, atol=0, rtol=0)
+        assert any("GPT2ForSequenceClassification, has no unembedding of its own" in n for n in hw.meta.notes)
 
 
 def test_bert_with_mlm_head():

@@ -166,16 +166,24 @@ def sizes(config: dict, where: str, *, width: tuple[str, ...] = ("hidden_size",)
     return d, H, L, d // H
 
 
+#: the endings of transformers' class names for models whose head is the unembedding
+LM_HEADS = ("ForCausalLM", "LMHeadModel", "ForMaskedLM", "ForPreTraining", "ForConditionalGeneration", "WithLMHead")
+
+
 def unembedding(ckpt: Checkpoint, candidates: list[str], emb: Tensor) -> tuple[Tensor | None, str | None]:
     """The unembedding ``(n_vocab, d_model)`` and a note: the first tensor of ``candidates``
     present; else the embedding itself when the config ties them (``tie_word_embeddings``,
-    HF's default when the key is absent); else ``None`` (a base model without a head)."""
+    HF's default when the key is absent; said when the config's architecture has another head, a
+    classifier or none); else ``None`` (a base model without a head)."""
     head = ckpt.first_present(candidates)
     if head:
         ckpt.tensors.leave(head.removesuffix("weight") + "bias")  # a per-token logit offset: no score reads it
         return ckpt.tensors.take(head, tuple(emb.shape)), None
     if ckpt.config.get("tie_word_embeddings", True):
-        return emb, None
+        other = [a for a in ckpt.config.get("architectures") or [] if isinstance(a, str) and not a.endswith(LM_HEADS)]
+        return emb, (f"W_U is the embedding W_E (tie_word_embeddings): the checkpoint's model, {other[0]}, has no "
+                     "unembedding of its own, so W_U-based scores describe the language model it was built from"
+                     if other else None)
     return None, f"no unembedding: none of {candidates} is present and tie_word_embeddings is false"
 
 

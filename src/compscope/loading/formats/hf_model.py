@@ -18,6 +18,7 @@ def from_hf_model(model, tensors: dict | None = None, where: str | None = None) 
     where = where or f"{type(model).__name__} object"
     name = next((cfg[k] for k in _NAME_KEYS if cfg.get(k)), None) or cfg.get("model_type", "model")
     cfg.pop("_model_name_or_path", None)  # a name, not a setting (families ignore '_name_or_path')
+    cfg["architectures"] = [type(model).__name__]  # what this object is, not what the file it came from held
     sd = {k: v.detach() for k, v in (model.state_dict() if tensors is None else tensors).items()}
     return Checkpoint(cfg, TensorStore.from_dict(sd, where), where, str(name))
 
