@@ -374,3 +374,43 @@ def test_bert_with_mlm_head():
     assert hw.W_U is None
     assert_matches(hw, cap, "bert (masked LM)")
 
+
+
+# ---------------------------------------------------------------------------- biases the config does not build
+
+ATTENTION_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "out_proj", "qkv_proj", "query_key_value",
+                         "attention.dense", "self_attn.dense", "attention.self.query", "attention.self.key",
+                         "attention.self.value", "attention.output.dense")
+BIAS_CASES = [(v.id, {}) for v in VARIANTS] + [("opt", {"enable_bias": False})]
+
+
+@pytest.mark.parametrize("vid, overrides", BIAS_CASES, ids=[f"{c[0]}{'-' + '-'.join(c[1]) if c[1] else ''}" for c in BIAS_CASES])
+def test_a_folder_reads_the_attention_biases_transformers_builds(tmp_path, vid, overrides):
+    """A HF folder with a bias beside every attention projection, built or not: transformers
+    ignores the ones its config does not build, and compscope reads the folder as the model that
+    transformers builds from it (the same biases as that model object), saying what it left out."""
+    import transformers
+    from safetensors.torch import load_file, save_file
+
+    v = BY_ID[vid]
+    build(v, **overrides).save_pretrained(tmp_path)
+    sd = load_file(tmp_path / "model.safetensors")
+    added = {}
+    for name, w in list(sd.items()):
+        base = name.removesuffix(".weight")
+        if name.endswith(".weight") and base.endswith(ATTENTION_PROJECTIONS) and base + ".bias" not in sd:
+            added[base + ".bias"] = sd[base + ".bias"] = torch.full((w.shape[0],), 0.5)
+    save_file(sd, tmp_path / "model.safetensors", metadata={"format": "pt"})
+
+    auto = transformers.AutoModel if v.kind == "bert" else transformers.AutoModelForCausalLM
+    built = auto.from_pretrained(tmp_path, attn_implementation="eager", dtype=torch.float32).eval()
+    kept = set(added) & set(built.state_dict())
+    from_folder, from_object = compscope.load(tmp_path), compscope.load(built)
+    assert added or all(getattr(from_folder, b) is not None for b in ("b_Q", "b_K", "b_V", "b_O"))  # all there
+    for b in ("b_Q", "b_K", "b_V", "b_O"):
+        mine, theirs = getattr(from_folder, b), getattr(from_object, b)
+        assert (mine is None) == (theirs is None), f"{vid}: {b}"
+        if mine is not None:
+            torch.testing.assert_close(mine, theirs, atol=0, rtol=0)
+    said = [n for n in from_folder.meta.notes if "transformers builds this" in n]
+    assert bool(said) == (len(kept) < len(added)), f"{vid}: added {sorted(added)}, kept {sorted(kept)}, said {said}"

@@ -133,6 +133,10 @@ class Checkpoint:
     source: str
     name: str
     notes: list[str] = field(default_factory=list)
+    #: True where the model is the one transformers builds from ``config`` (a HF folder): a tensor
+    #: the built model has no parameter for is not part of it. False for objects (their tensors are
+    #: their parameters) and GGUF files (llama.cpp uses a bias wherever the file has one).
+    biases_from_config: bool = False
 
     def first_present(self, candidates: Iterable[str]) -> str | None:
         return next((c for c in candidates if c in self.tensors), None)

@@ -3,6 +3,8 @@ each registers itself with :func:`register` where it is defined."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from ...errors import UnsupportedModelError
 from ...core.heads import HeadWeights
 from ...registry import Registry
@@ -48,7 +50,20 @@ def to_heads(ckpt) -> HeadWeights:
         raise UnsupportedModelError(
             f"{ckpt.tensors.origin(unread[0])}: {names} present but not read by the {family.name} family: the model "
             "adds these biases, so compscope would describe a different model")
-    return hw
+    return _without_unbuilt_biases(hw, family, ckpt) if ckpt.biases_from_config else hw
+
+
+def _without_unbuilt_biases(hw: HeadWeights, family: type[Family], ckpt) -> HeadWeights:
+    """``hw`` without the attention biases a HF folder holds but transformers does not build from
+    its config (Llama with ``attention_bias`` false, GPT-J, ...): the running model ignores them."""
+    qkv, out = family.attention_biases(ckpt.config)
+    unbuilt = [b for b, on in (("b_Q", qkv), ("b_K", qkv), ("b_V", qkv), ("b_O", out)) if not on and getattr(hw, b) is not None]
+    if not unbuilt:
+        return hw
+    note = (f"{', '.join(unbuilt)} not read: the file holds these attention biases, but transformers builds this "
+            f"{family.name} model's projections without them (its config) and ignores the tensors")
+    meta = dataclasses.replace(hw.meta, notes=hw.meta.notes + (note,))
+    return dataclasses.replace(hw, **dict.fromkeys(unbuilt), meta=meta)
 
 
 from . import bert, gemma, gpt2, gpt_neo, gptj, llama, neox, olmo, opt, phi, phi3, qwen3  # noqa: E402,F401  (registration)

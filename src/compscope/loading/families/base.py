@@ -96,8 +96,25 @@ class Family:
             )
 
     @classmethod
+    def attention_biases(cls, config: dict) -> tuple[bool, bool]:
+        """Whether the attention that transformers builds from ``config`` has biases: ``(on q, k
+        and v, on the output projection)``. A file's bias where this says none is a tensor
+        transformers ignores (see :func:`compscope.loading.families.to_heads`)."""
+        return True, True
+
+    @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         raise NotImplementedError
+
+
+def config_attention_bias(key: str, default: bool) -> Callable[[type[Family], dict], tuple[bool, bool]]:
+    """``Family.attention_biases`` for architectures where one config switch (``key``,
+    transformers' ``default`` when absent) puts biases on all four projections."""
+    def attention_biases(cls, config: dict) -> tuple[bool, bool]:
+        on = config.get(key, default)
+        on = default if on is None else bool(on)
+        return on, on
+    return classmethod(attention_biases)  # type: ignore[return-value]
 
 
 #: Largest sizes a config may declare (past the largest published models, far below what

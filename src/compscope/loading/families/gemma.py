@@ -18,7 +18,7 @@ from __future__ import annotations
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
-from .base import MAX_LAYERS, Family, integer, number, rope_accept
+from .base import MAX_LAYERS, Family, config_attention_bias, integer, number, rope_accept
 from .llama import Llama, LlamaLikeOptions, convert_llamalike, llamalike_hooks
 
 
@@ -32,6 +32,7 @@ class Gemma(Family):
     accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept, "use_bidirectional_attention": lambda v: not v}
 
     hook_points = classmethod(llamalike_hooks)
+    attention_biases = config_attention_bias("attention_bias", False)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
@@ -62,6 +63,7 @@ class Gemma2(Family):
     ignored = frozenset({"final_logit_softcapping", "cache_implementation"})
     accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept, "use_bidirectional_attention": lambda v: not v}
     hook_points = classmethod(_post_norm_hooks)
+    attention_biases = config_attention_bias("attention_bias", False)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
@@ -91,6 +93,7 @@ class Gemma3(Family):
     }
 
     hook_points = classmethod(_post_norm_hooks)
+    attention_biases = config_attention_bias("attention_bias", False)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:

@@ -55,6 +55,10 @@ class GPTNeo(Family):
     hook_points = classmethod(ln1_attn_hooks)
 
     @classmethod
+    def attention_biases(cls, config: dict) -> tuple[bool, bool]:
+        return False, True  # q/k/v_proj without, out_proj with a bias
+
+    @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
         cls.check_config(cfg, where)

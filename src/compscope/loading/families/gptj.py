@@ -1,11 +1,11 @@
 """GPT-J decoders (GPT-J-6B and its descendants, the HF ``gptj`` layout).
 
 Pre-LayerNorm ``ln_1`` read by attention and MLP at once (a parallel block); separate
-``q/k/v_proj`` and ``out_proj`` without biases (read where a file has them: TransformerLens's
-processing adds them); rotary on the first ``rotary_dim`` dims of each
-head in the interleaved layout (pairs ``2i, 2i+1``, base 10000); logits ``q·k / sqrt(d_head)``;
-the unembedding ``lm_head`` has a bias. ``rotary_dim`` unset (rotary frequencies over the whole
-width, not the head) is refused.
+``q/k/v_proj`` and ``out_proj`` without biases (read where a model object has them:
+TransformerLens's processing adds them; a HF folder's are ignored, as transformers ignores
+them); rotary on the first ``rotary_dim`` dims of each head in the interleaved layout (pairs
+``2i, 2i+1``, base 10000); logits ``q·k / sqrt(d_head)``; the unembedding ``lm_head`` has a
+bias. ``rotary_dim`` unset (rotary frequencies over the whole width, not the head) is refused.
 """
 
 from __future__ import annotations
@@ -33,6 +33,10 @@ class GPTJ(Family):
     position_table = True  # HF's GPT-J looks its rotary sines up in a table of n_positions rows
 
     hook_points = classmethod(ln1_attn_hooks)
+
+    @classmethod
+    def attention_biases(cls, config: dict) -> tuple[bool, bool]:
+        return False, False  # transformers builds every projection with bias=False
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:

@@ -103,21 +103,20 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
     wq, wk, wv, wo, bq, bk, bv, bo, g_in, qn, kn, g_post = ([] for _ in range(12))
     for i in range(L):
         p = f"{prefix}layers.{i}."
-        if opts.fused_qkv:
-            w = ts.take(p + "self_attn.qkv_proj.weight", ((H + 2 * G) * r, d))
-            parts = (w[: H * r], w[H * r : (H + G) * r], w[(H + G) * r :])
+        if opts.fused_qkv:  # rows (and bias entries) [q heads | k heads | v heads]
+            cut = lambda t: (t[: H * r], t[H * r : (H + G) * r], t[(H + G) * r :])  # noqa: E731
+            parts = cut(ts.take(p + "self_attn.qkv_proj.weight", ((H + 2 * G) * r, d)))
+            b = ts.take(p + "self_attn.qkv_proj.bias", ((H + 2 * G) * r,), required=False)
+            biases = (None,) * 3 if b is None else cut(b)
         else:
             parts = tuple(ts.take(f"{p}self_attn.{x}_proj.weight", (n * r, d)) for x, n in (("q", H), ("k", G), ("v", G)))
+            biases = tuple(ts.take(f"{p}self_attn.{x}_proj.bias", (n * r,), required=False) for x, n in (("q", H), ("k", G), ("v", G)))
         wq.append(split_rows(parts[0], H, r))
         wk.append(split_rows(parts[1], G, r))
         wv.append(split_rows(parts[2], G, r))
         wo.append(split_cols(ts.take(p + "self_attn.o_proj.weight", (d, H * r)), H, r))
-        b = ts.take(p + "self_attn.q_proj.bias", (H * r,), required=False)
-        bq.append(None if b is None else b.reshape(H, r))
-        b = ts.take(p + "self_attn.k_proj.bias", (G * r,), required=False)
-        bk.append(None if b is None else b.reshape(G, r))
-        b = ts.take(p + "self_attn.v_proj.bias", (G * r,), required=False)
-        bv.append(None if b is None else b.reshape(G, r))
+        for out, b, n in ((bq, biases[0], H), (bk, biases[1], G), (bv, biases[2], G)):
+            out.append(None if b is None else b.reshape(n, r))
         bo.append(ts.take(p + "self_attn.o_proj.bias", (d,), required=False))
         if opts.input_norm and opts.norm_gains:
             g_in.append(ts.take(p + "input_layernorm.weight", (d,)))
@@ -225,6 +224,15 @@ class Llama(Family):
     accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
 
     hook_points = classmethod(llamalike_hooks)
+
+    @classmethod
+    def attention_biases(cls, config: dict) -> tuple[bool, bool]:
+        kind = config.get("model_type")
+        if kind in ("mistral", "mixtral"):
+            return False, False
+        if kind == "qwen2":
+            return True, False  # q/k/v_proj with, o_proj without a bias, whatever the config says
+        return (bool(config.get("attention_bias") or False),) * 2  # Llama: one switch, default off
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:

@@ -13,7 +13,7 @@ import torch
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm, Rotary
 from . import register
-from .base import Family, final_layernorm, inv_freq, number, rope_accept, rope_settings, rotary_dim, sizes, split_cols, stack, unembedding
+from .base import Family, config_attention_bias, final_layernorm, inv_freq, number, rope_accept, rope_settings, rotary_dim, sizes, split_cols, stack, unembedding
 
 
 @register
@@ -28,6 +28,7 @@ class GPTNeoX(Family):
     accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
 
     hf_base = "gpt_neox"
+    attention_biases = config_attention_bias("attention_bias", True)
 
     @classmethod
     def hook_points(cls, model):

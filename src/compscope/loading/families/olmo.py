@@ -19,7 +19,7 @@ from __future__ import annotations
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
-from .base import Family, rope_accept
+from .base import Family, config_attention_bias, rope_accept
 from .gemma import _default_layer_types
 from .llama import Llama, LlamaLikeOptions, convert_llamalike, llamalike_hooks
 
@@ -42,6 +42,7 @@ class Olmo(Family):
     accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
 
     hook_points = classmethod(llamalike_hooks)
+    attention_biases = config_attention_bias("attention_bias", False)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
@@ -59,6 +60,7 @@ class Olmo2(Family):
     accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
 
     hook_points = classmethod(_raw_residual_hooks)
+    attention_biases = config_attention_bias("attention_bias", False)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
@@ -82,6 +84,7 @@ class Olmoe(Family):
     accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
 
     hook_points = classmethod(llamalike_hooks)
+    attention_biases = config_attention_bias("attention_bias", False)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:

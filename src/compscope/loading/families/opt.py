@@ -16,7 +16,7 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm
 from ...errors import UnsupportedModelError
 from . import register
-from .base import Family, final_layernorm, integer, separate_projections, sizes, token_embedding, unembedding
+from .base import Family, config_attention_bias, final_layernorm, integer, separate_projections, sizes, token_embedding, unembedding
 
 #: OPT's learned positions start at this row (HF's ``OPTLearnedPositionalEmbedding.offset``)
 POSITION_OFFSET = 2
@@ -31,6 +31,7 @@ class OPT(Family):
                         "word_embed_proj_dim".split())
     ignored = frozenset("ffn_dim dropout layerdrop init_std".split())
     accept = {"do_layer_norm_before": lambda v: v is True, "_remove_final_layer_norm": lambda v: not v}
+    attention_biases = config_attention_bias("enable_bias", True)
 
     @classmethod
     def base_model(cls, model):

@@ -25,5 +25,9 @@ class Phi3(Family):
     hook_points = classmethod(llamalike_hooks)
 
     @classmethod
+    def attention_biases(cls, config: dict) -> tuple[bool, bool]:
+        return False, False  # transformers builds every projection with bias=False
+
+    @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         return convert_llamalike(ckpt, cls, LlamaLikeOptions(fused_qkv=True))

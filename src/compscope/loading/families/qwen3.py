@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
-from .base import Family, rope_accept
+from .base import Family, config_attention_bias, rope_accept
 from .llama import Llama, LlamaLikeOptions, convert_llamalike, llamalike_hooks
 
 #: Qwen3-MoE's MLP settings: the attention does not depend on them
@@ -32,6 +32,7 @@ class Qwen3(Family):
     accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
 
     hook_points = classmethod(llamalike_hooks)
+    attention_biases = config_attention_bias("attention_bias", False)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:

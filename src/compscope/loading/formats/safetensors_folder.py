@@ -74,7 +74,7 @@ def open_folder(path: str | Path) -> Checkpoint:
             loaders[k] = lambda h=handle, k=k: h.get_tensor(k)
             origin[k] = str(f)
         _check_payload_size(f, size)
-    return Checkpoint(cfg, TensorStore(loaders, origin, dtypes), str(path), path.name)
+    return Checkpoint(cfg, TensorStore(loaders, origin, dtypes), str(path), path.name, biases_from_config=True)
 
 
 def _check_payload_size(f: Path, size: int) -> None:
