@@ -1,6 +1,7 @@
 """Each rough edge a new user hit, now a clear one-line error (exit status 2) or a fix, tested."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -216,3 +217,40 @@ def test_the_file_system_refusing_a_write_is_one_line_naming_the_file(capsys, mo
     out = tmp_path / "k.csv"
     _one_line_error(capsys, ["scores", "--kinds", "K", "--measure", "frobenius", "--out", str(out)],
                     f"{out}: No space left on device")
+
+
+@pytest.mark.parametrize("argv", [["validate"], ["report"], ["sweep", "induction-2l"], ["scores"], ["intervene"],
+                                  ["pair", "0.0", "1.1"], ["track", "RUN"]])
+def test_an_unknown_metric_is_refused_before_any_work(capsys, monkeypatch, tmp_path, tiny_run, argv):
+    """A mistyped metric is a one-line error naming it and the metrics there are, before a model
+    runs or a file is written (before, validate and report skipped it with a note after the
+    work, and sweep failed every task)."""
+    import compscope.data.runner as runner
+    import compscope.engine.composition as engine
+
+    def must_not_run(*a, **k):
+        raise AssertionError("the work started")
+
+    monkeypatch.setattr(runner, "runner_for", must_not_run)
+    monkeypatch.setattr(engine, "scores", must_not_run)
+    out = tmp_path / "out"
+    argv = [str(tiny_run) if a == "RUN" else a for a in argv]
+    extra = ["--out", str(out)] if argv[0] in ("validate", "report", "sweep") else []
+    _one_line_error(capsys, argv + extra + ["--metric", "identity", "--metric", "embd"],
+                    "unknown metric 'embd'", "identity, embed, unembed, activations")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("option, value, needle", [("--prev-threshold", "1.5", "in [0, 1]"),
+                                                   ("--induction-threshold", "-0.1", "in [0, 1]"),
+                                                   ("--effect-threshold", "-0.01", "never negative")])
+def test_validate_thresholds_out_of_their_range(capsys, monkeypatch, option, value, needle):
+    """Labels are fractions of attention and effects are not negative: a threshold outside those
+    ranges would make every pair true (or none) and is refused before the model runs."""
+    import compscope
+    import compscope.data.runner as runner
+
+    monkeypatch.setattr(runner, "runner_for", lambda *a, **k: (_ for _ in ()).throw(AssertionError("ran")))
+    _one_line_error(capsys, ["validate", option, value], option.removeprefix("--").replace("-", "_"), needle)
+    with pytest.raises(compscope.OptionError, match=re.escape(needle)):
+        compscope.validate("induction-2l", **{option.removeprefix("--").replace("-", "_"): float(value)})

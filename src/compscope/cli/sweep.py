@@ -37,6 +37,7 @@ def run(args) -> int:
     from ..errors import OptionError
     from ..measures import select
     from ..core.factors import check_kinds
+    from ..core.metrics import check_metrics
     from ..sweep import Task, expand_sources, read_dataset, sweep
 
     from .common import output_folder
@@ -45,6 +46,7 @@ def run(args) -> int:
     if args.executor == "local" and (args.address or args.workers):
         raise OptionError("--address and --workers apply to --executor ray")
     kinds = check_kinds(args.kinds)
+    metrics = check_metrics(args.metrics or ["identity"])
     measures = [m.name for m in select(args.measures or ["frobenius"])]
     options = {}
     if args.workers:
@@ -53,7 +55,7 @@ def run(args) -> int:
         options["address"] = args.address
     tasks = []
     for src, model, step in expand_sources(args.sources, args.revisions):
-        for metric in args.metrics or ["identity"]:
+        for metric in metrics:
             opts = {"kinds": kinds, "measures": measures, "metric": metric} if args.job in ("scores", "track") else {}
             tasks.append(Task(src, model, step, args.job, opts))
         if args.job == "validate":

@@ -128,3 +128,14 @@ def get_metric(metric: str | Metric, hw: HeadWeights, ridge: float = DEFAULT_RID
     if isinstance(metric, Metric):
         return metric
     return METRICS.get(metric)(hw, ridge, model)
+
+
+def check_metrics(metrics) -> list:
+    """``metrics`` (one name or metric, or several) as a list, each name registered: an unknown
+    one (a typo) is refused before any work, not skipped where a metric cannot apply to a model."""
+    metrics = [metrics] if isinstance(metrics, (str, Metric)) else list(metrics)
+    unknown = [m for m in metrics if not isinstance(m, Metric) and m not in METRICS]
+    if unknown or not metrics:
+        raise OptionError((f"unknown metric {', '.join(map(repr, unknown))}" if unknown else "no metric given")
+                          + f"; metrics: {', '.join(METRICS.names())}")
+    return metrics

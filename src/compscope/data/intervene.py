@@ -238,11 +238,12 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
     model's context; toy models: their own held-out repeats, ``|t| = min(half, n_ctx / 2)``), and
     every measure's score of the same pairs (``metric``: a name, ``'activations'`` for the model's
     own residual second moments, or a ``Metric``): ``(Effects, ScoreTable, half)``."""
-    from ..core.metrics import get_metric
+    from ..core.metrics import check_metrics, get_metric
     from ..engine.composition import scores
     from .runner import ToyRunner, runner_for
     from .sequences import repeats
 
+    (metric,) = check_metrics(metric)
     runner = runner_for(model)
     hw = runner.hw
     if isinstance(runner, ToyRunner):

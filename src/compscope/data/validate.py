@@ -248,7 +248,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     from ..analysis.circuits import head_circuits_by_content
     from ..analysis.stats import spearman
     from ..core.factors import check_kinds
-    from ..core.metrics import get_metric
+    from ..core.metrics import check_metrics, get_metric
     from ..engine.composition import scores
     from ..measures import AXIOMS, MEASURES
     from .head_labels import activation_labels
@@ -265,6 +265,11 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
                     ("effect_threshold", effect_threshold)):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise OptionError(f"{name}={v!r}: expected a finite number")
+        if name != "effect_threshold" and not 0 <= v <= 1:
+            raise OptionError(f"{name}={v!r}: a label is a fraction of attention, so its threshold lies in [0, 1]")
+        if v < 0:
+            raise OptionError(f"{name}={v!r}: an interventional effect is never negative; expected a threshold >= 0")
+    metrics = check_metrics(metrics)
     runner = runner_for(model, progress=progress)
     hw = runner.hw
     weights = hw  # what the measures read; the data come from the unprocessed model

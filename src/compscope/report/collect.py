@@ -157,12 +157,13 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     """Gather a report of ``model`` (any source :func:`compscope.load` reads; module docstring)."""
     from ..analysis.axioms import check_axioms
     from ..core.factors import check_kinds
-    from ..core.metrics import get_metric
+    from ..core.metrics import check_metrics, get_metric
     from ..engine.composition import scores
     from ..loading.sources import load
     from ..measures import select
 
     kinds = check_kinds(kinds)
+    metrics = check_metrics(metrics)
     ms = [m.name for m in select(measures)]
     primary = ms[0]
     hw = load(model, **(processing or {}))
