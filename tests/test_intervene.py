@@ -326,7 +326,7 @@ def test_post_ln_needs_a_runner_that_names_its_norms():
     runner = runner_for(model, compscope.load(model))
     runner.post_norms = None
     with pytest.raises(OptionError, match="post-LN"):
-        intervention_effects(runner, torch.zeros(1, 4, dtype=torch.long))
+        intervention_effects(runner, torch.zeros(2, 4, dtype=torch.long))
 
 
 def test_batches_give_the_effects_of_the_whole():

@@ -254,3 +254,20 @@ def test_validate_thresholds_out_of_their_range(capsys, monkeypatch, option, val
     _one_line_error(capsys, ["validate", option, value], option.removeprefix("--").replace("-", "_"), needle)
     with pytest.raises(compscope.OptionError, match=re.escape(needle)):
         compscope.validate("induction-2l", **{option.removeprefix("--").replace("-", "_"): float(value)})
+
+
+def test_mean_ablation_on_one_sequence_is_refused(capsys, monkeypatch):
+    """The mean of one sequence's head output is that output: every effect would be 0 and every
+    rank correlation NaN (what intervene printed before). Refused, before the model runs; zero
+    ablation on one sequence is fine."""
+    import compscope.data.runner as runner
+    from compscope.data.intervene import intervention_effects
+
+    _one_line_error(capsys, ["intervene", "--sequences", "1", "--half", "4"], "mean-ablation on 1 sequence", "'zero'")
+    _one_line_error(capsys, ["validate", "--intervention-sequences", "1"], "mean-ablation on 1 sequence")
+    _one_line_error(capsys, ["validate", "--sequences", "1"], "mean-ablation on 1 sequence")
+    assert main(["intervene", "--sequences", "1", "--half", "4", "--ablation", "zero", "--kinds", "K"]) == 0
+    k = capsys.readouterr().out.splitlines()[1]
+    assert k.startswith("K  strongest effects:") and float(k.split()[4]) > 0
+    with pytest.raises(compscope.OptionError, match="mean-ablation on 1 sequence"):
+        intervention_effects(runner.runner_for("induction-2l"), torch.zeros(1, 8, dtype=torch.long), "K")

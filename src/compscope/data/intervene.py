@@ -3,7 +3,7 @@ can run (:mod:`compscope.data.runner`: its toy models, ``transformers`` and Tran
 
 For a pair ``(h1 → h2, kind)``, ``h1`` in an earlier layer than ``h2``: on a batch of token
 sequences, ``h1``'s output is removed from the residual that ``h2`` reads through ``kind``
-only, by mean-ablation (replaced by its mean over the batch at each position, the default) or
+only, by mean-ablation (replaced by its mean over all the sequences at each position, the default) or
 zero-ablation. Every other head, and ``h2``'s other inputs, read the clean residual: the direct
 path ``h1 → h2`` alone is cut. The effect:
 
@@ -66,11 +66,20 @@ class Effects:
     seq_len: int
 
 
-def _check(kinds: str, ablation: str, tokens: Tensor) -> str:
+def check_ablation(ablation: str, sequences: int) -> None:
+    """``ablation`` is 'mean' or 'zero'; a mean over one sequence is that sequence itself (every
+    effect 0, every rank correlation undefined), so mean-ablation needs two or more."""
     if ablation not in ("mean", "zero"):
         raise OptionError(f"ablation={ablation!r}: use 'mean' or 'zero'")
+    if ablation == "mean" and sequences < 2:
+        raise OptionError(f"mean-ablation on {sequences} sequence: the mean over one sequence is the output itself, "
+                          "so every effect would be 0; intervene on 2 or more sequences, or use ablation 'zero'")
+
+
+def _check(kinds: str, ablation: str, tokens: Tensor) -> str:
     if tokens.ndim != 2 or tokens.shape[0] < 1:
         raise OptionError(f"tokens must be (batch, pos), got shape {tuple(tokens.shape)}")
+    check_ablation(ablation, tokens.shape[0])
     return check_kinds(kinds)
 
 
@@ -244,6 +253,7 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
     from .sequences import repeats
 
     (metric,) = check_metrics(metric)
+    check_ablation(ablation, sequences)
     runner = runner_for(model)
     hw = runner.hw
     if isinstance(runner, ToyRunner):

@@ -252,7 +252,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     from ..engine.composition import scores
     from ..measures import AXIOMS, MEASURES
     from .head_labels import activation_labels
-    from .intervene import intervention_effects
+    from .intervene import check_ablation, intervention_effects
     from .residual_moments import CONTENT_SAMPLES, CONTENT_SEQUENCES, METRIC_SEED, TEXT_LENGTH, metric_data, tokens_data
     from .runner import runner_for
     from .sequences import python_version, repeats
@@ -270,6 +270,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
         if v < 0:
             raise OptionError(f"{name}={v!r}: an interventional effect is never negative; expected a threshold >= 0")
     metrics = check_metrics(metrics)
+    check_ablation(ablation, min(intervention_sequences, sequences))
     runner = runner_for(model, progress=progress)
     hw = runner.hw
     weights = hw  # what the measures read; the data come from the unprocessed model
