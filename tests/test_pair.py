@@ -65,3 +65,14 @@ def test_pair_errors():
         compose_pair(hw, (0, 9), (1, 0))
     with pytest.raises(OptionError, match="kind"):
         compose_pair(hw, (0, 0), (1, 0), "O")
+    for bad in ("0", "a.b", (0.5, 1), (True, 0), None, (0, 1, 2)):
+        with pytest.raises(OptionError, match="writer .*expected \\(layer, head\\) integers or 'LAYER.HEAD'"):
+            compose_pair(hw, bad, (1, 0))
+
+
+def test_heads_as_text_or_numpy_integers_are_the_same_pair():
+    hw = model()
+    ref = compose_pair(hw, (0, 1), (1, 0))
+    for w, r in (("0.1", "1.0"), ((np.int64(0), np.int32(1)), "1.0")):
+        rep = compose_pair(hw, w, r)
+        assert (rep.writer, rep.reader) == ((0, 1), (1, 0)) and rep.measures == ref.measures

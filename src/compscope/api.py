@@ -36,7 +36,7 @@ def scores(model, kinds: str = "QKV", measures=DEFAULT, metric="identity", *, ri
     return _composition.scores(hw, kinds, measures, get_metric(metric, hw, ridge, model=model), ridge=ridge, **options)
 
 
-def compose_pair(model, writer: tuple[int, int], reader: tuple[int, int], kind: str = "K", metric="identity", *,
+def compose_pair(model, writer: tuple[int, int] | str, reader: tuple[int, int] | str, kind: str = "K", metric="identity", *,
                  ridge: float = DEFAULT_RIDGE, **options):
     """One pair of ``model`` in detail (principal angles, composed spectrum, every measure):
     :func:`compscope.analysis.pair.compose_pair` after loading."""

@@ -79,10 +79,24 @@ class PairReport:
                 f"{g(self.composed_singular_values)}; {ms})")
 
 
+def as_head(value, name: str = "head") -> tuple[int, int]:
+    """``(layer, head)`` from a pair of integers or the text ``'LAYER.HEAD'``."""
+    try:
+        layer, head = value.split(".") if isinstance(value, str) else value
+        if isinstance(value, str):
+            return int(layer), int(head)
+        if isinstance(layer, bool) or isinstance(head, bool):
+            raise TypeError
+        return int(layer.__index__()), int(head.__index__())
+    except (ValueError, TypeError, AttributeError):
+        raise OptionError(f"{name} {value!r}: expected (layer, head) integers or 'LAYER.HEAD', e.g. (0, 1) or '0.1'"
+                          ) from None
+
+
 def compose_pair(
     hw: HeadWeights,
-    writer: tuple[int, int],
-    reader: tuple[int, int],
+    writer: tuple[int, int] | str,
+    reader: tuple[int, int] | str,
     kind: str = "K",
     metric: str | Metric = "identity",
     *,
@@ -90,9 +104,10 @@ def compose_pair(
     ridge: float = DEFAULT_RIDGE,
 ) -> PairReport:
     """Principal angles, composed singular values and every measure of the pair ``writer =
-    (layer, head)`` → ``reader = (layer, head)`` (reader in a later layer; the Haar baseline by
-    the same seeded Monte Carlo as :func:`compscope.scores`)."""
+    (layer, head)`` → ``reader = (layer, head)`` (either also as ``'LAYER.HEAD'``; the reader in a
+    later layer; the Haar baseline by the same seeded Monte Carlo as :func:`compscope.scores`)."""
     check_kind(kind)
+    writer, reader = as_head(writer, "writer"), as_head(reader, "reader")
     (l1, h1), (l2, h2) = writer, reader
     L, H = hw.n_layers, hw.n_heads
     for name, (l, h) in (("writer", writer), ("reader", reader)):
