@@ -271,3 +271,26 @@ def test_mean_ablation_on_one_sequence_is_refused(capsys, monkeypatch):
     assert k.startswith("K  strongest effects:") and float(k.split()[4]) > 0
     with pytest.raises(compscope.OptionError, match="mean-ablation on 1 sequence"):
         intervention_effects(runner.runner_for("induction-2l"), torch.zeros(1, 8, dtype=torch.long), "K")
+
+
+def test_data_functions_take_a_model_or_a_runner_and_name_bad_tokens():
+    """``intervention_effects`` and ``activation_labels`` run a model named as ``load`` names it
+    (equal to passing its runner); float token ids, a bare tensor for the repeats, or not a tensor
+    at all are OptionErrors naming what was expected (they were AttributeError/IndexError)."""
+    from compscope.data.sequences import repeats
+
+    runner = compscope.runner_for("induction-2l")
+    reps = repeats(4, 8, runner.hw.n_vocab, seed=3, bos=runner.bos)
+    by_name = compscope.intervention_effects("induction-2l", reps.tokens, "K", progress=False)
+    by_runner = compscope.intervention_effects(runner, reps.tokens, "K", progress=False)
+    torch.testing.assert_close(by_name.by_kind["K"], by_runner.by_kind["K"], atol=0, rtol=0, equal_nan=True)  # NaN: no pair
+    a, b = (compscope.activation_labels(m, reps, progress=False) for m in ("induction-2l", runner))
+    torch.testing.assert_close(a.induction, b.induction, atol=0, rtol=0)
+    with pytest.raises(compscope.OptionError, match="integer token ids, got dtype float32"):
+        compscope.intervention_effects(runner, reps.tokens.float(), "K")
+    with pytest.raises(compscope.OptionError, match="integer token ids"):
+        runner.trace(reps.tokens.bool())
+    with pytest.raises(compscope.OptionError, match=r"\(batch, pos\) tensor, got a list"):
+        compscope.intervention_effects(runner, [[1, 2, 3]], "K")
+    with pytest.raises(compscope.OptionError, match="repeats\\(...\\).*got a Tensor"):
+        compscope.activation_labels(runner, reps.tokens)

@@ -146,12 +146,18 @@ def pattern_labels(pattern: Tensor, half: int, start: int) -> dict[str, Tensor]:
 
 @torch.no_grad()
 def activation_labels(runner, reps, batch_size: int = 16, progress: bool = True) -> ActivationLabels:
-    """:class:`ActivationLabels` of ``runner``'s model (:mod:`compscope.data.runner`) on the repeated
+    """:class:`ActivationLabels` of ``runner``'s model (a runner, or any model
+    :func:`~compscope.data.runner.runner_for` runs) on the repeated
     sequences ``reps`` (:func:`compscope.data.sequences.repeats`), ``batch_size`` sequences at a
     time (memory: one batch's patterns of one layer)."""
     from ..progress import progress_bar
-    from .runner import layer_state
+    from .runner import layer_state, runner_for
+    from .sequences import Repeats
 
+    if not isinstance(reps, Repeats):
+        raise OptionError(f"reps: expected the repeated sequences of compscope.data.sequences.repeats(...) (tokens and "
+                          f"where the repeat starts), got a {type(reps).__name__}")
+    runner = runner_for(runner, progress=progress)
     hw = runner.hw
     n = reps.tokens.shape[0]
     per_batch: dict[str, list[Tensor]] = {k: [] for k in LABELS}

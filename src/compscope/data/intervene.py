@@ -77,8 +77,9 @@ def check_ablation(ablation: str, sequences: int) -> None:
 
 
 def _check(kinds: str, ablation: str, tokens: Tensor) -> str:
-    if tokens.ndim != 2 or tokens.shape[0] < 1:
-        raise OptionError(f"tokens must be (batch, pos), got shape {tuple(tokens.shape)}")
+    if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.shape[0] < 1:
+        got = f"shape {tuple(tokens.shape)}" if isinstance(tokens, Tensor) else f"a {type(tokens).__name__}"
+        raise OptionError(f"tokens must be a (batch, pos) tensor, got {got}")
     check_ablation(ablation, tokens.shape[0])
     return check_kinds(kinds)
 
@@ -95,11 +96,15 @@ def _heads(hw, tr) -> tuple[list, list, list]:
 @torch.no_grad()
 def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: str = "mean", *,
                          batch_size: int = 16, progress: bool = True) -> Effects:
-    """Interventional composition of every pair and kind of ``runner``'s model on ``tokens:
+    """Interventional composition of every pair and kind of ``runner``'s model (a runner, or any
+    model :func:`~compscope.data.runner.runner_for` runs) on ``tokens:
     (batch, seq)`` (module docstring), ``batch_size`` sequences at a time: memory holds one
     batch's clean queries, keys, values and head outputs of every layer; mean-ablation uses the
     mean over *all* sequences (a first pass computes it)."""
+    from .runner import runner_for
+
     kinds = _check(kinds, ablation, tokens)
+    runner = runner_for(runner, progress=progress)
     hw = runner.hw
     if hw.norm_placement == "post" and getattr(runner, "post_norms", None) is None:
         raise OptionError(f"{hw.meta.name}: a post-LN model's direct path passes through its norms, and this "

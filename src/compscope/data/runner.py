@@ -97,8 +97,10 @@ class Runner:
     @torch.no_grad()
     def trace(self, tokens: Tensor) -> Trace:
         """Run ``tokens: (batch, seq)`` once; see :class:`Trace`."""
-        if tokens.ndim != 2 or tokens.numel() == 0:
-            raise OptionError(f"tokens must be a non-empty (batch, seq) tensor, got shape {tuple(tokens.shape)}")
+        if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.numel() == 0:
+            raise OptionError(f"tokens must be a non-empty (batch, seq) tensor, got {_what(tokens)}")
+        if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
+            raise OptionError(f"tokens must be integer token ids, got dtype {str(tokens.dtype).removeprefix('torch.')}")
         if int(tokens.min()) < 0 or int(tokens.max()) >= self.hw.n_vocab:
             raise OptionError(f"token ids must lie in 0..{self.hw.n_vocab - 1} for {self.hw.meta.name}")
         if self.n_ctx is not None and tokens.shape[1] > self.n_ctx:
@@ -262,6 +264,10 @@ def _is_transformer_lens(obj) -> bool:
     from ..loading.formats.transformer_lens import is_hooked_encoder, is_hooked_transformer
 
     return is_bridge(obj) or is_hooked_transformer(obj) or is_hooked_encoder(obj)
+
+
+def _what(x) -> str:
+    return f"shape {tuple(x.shape)}" if isinstance(x, Tensor) else f"a {type(x).__name__}"
 
 
 def runner_for(model, hw: HeadWeights | None = None, progress: bool = True) -> Runner:
