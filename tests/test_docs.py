@@ -28,6 +28,8 @@ CHECKED = [
     ("README.md", "compscope scores --top 3"),  # `make demo`'s first step, shown as a text block
     ("README.md", "compscope info /nonexistent"),
     ("README.md", "compscope scores --out /no/such/dir/x.csv"),
+    ("README.md", "compscope validate smollm2 --metric embd --out v"),
+    ("README.md", "compscope intervene --sequences 1"),
     ("docs/results.md", "compscope info smollm2"),
     ("docs/results.md", "compscope info gemma3-270m"),
     ("docs/results.md", "compscope info minilm"),
