@@ -251,6 +251,29 @@ def test_cli_prints_every_head_with_the_data_beside_it(capsys):
     assert "unknown measure" in capsys.readouterr().err
 
 
+def test_cli_virtual_heads_are_ranked_by_the_measure_asked_for(capsys):
+    """The virtual heads shown are the top V pairs by ``--measure``, with that measure's scores
+    (the engine's, read independently here) and the virtual copying score of each."""
+    import re
+
+    import compscope
+    from compscope.analysis.circuits import virtual_copying
+
+    hw = compscope.load("induction-2l")
+    v = compscope.scores(hw, "V", ["tight"]).dense("tight", "V")
+    virt = virtual_copying(hw)
+    assert main(["circuits", "--measure", "tight"]) == 0
+    line = capsys.readouterr().out.splitlines()[-2]
+    assert "strongest V-composition (tight, copying)" in line
+    shown = re.findall(r"(\d+)\.(\d+)->(\d+)\.(\d+) (-?[\d.]+), (-?[\d.]+)", line)
+    order = sorted(((float(x), i) for i, x in zip(torch.cartesian_prod(*(torch.arange(n) for n in v.shape)).tolist(),
+                                                    v.flatten().tolist()) if x == x), reverse=True)
+    assert [tuple(map(int, m[:4])) for m in shown] == [tuple(i) for _, i in order[:3]]
+    for m in shown:
+        i = tuple(map(int, m[:4]))
+        assert abs(float(m[4]) - float(v[i])) < 6e-4 and abs(float(m[5]) - float(virt[i])) < 6e-4
+
+
 def test_toy_labels_only_for_toy_models():
     from compscope.data.head_labels import toy_labels
 

@@ -12,7 +12,8 @@ EXAMPLE = "example: compscope circuits --measure tight"
 
 def add_arguments(p) -> None:
     add_model(p)
-    p.add_argument("--measure", default="frobenius", help="K-composition measure of the induction score (default frobenius)")
+    p.add_argument("--measure", default="frobenius",
+                   help="measure of the induction score (K) and of the virtual heads shown (V) (default frobenius)")
     p.add_argument("--offset", type=float, default=0.0, help="rotary offset of the matching score (default 0; rotary models only)")
     from ..defaults import CONTENTS
 
@@ -67,10 +68,10 @@ def report(args) -> str:
     if c.copying is not None:
         line = f"zero-layer bigram W_U W_E: copying {bigram_copying(hw):.3f}"
         if L * H <= 48 and L > 1:
-            frob = scores(hw, "V", ["frobenius"], progress=False).dense("frobenius", "V")
+            v = scores(hw, "V", [c.measure], progress=False).dense(c.measure, "V")
             virt = virtual_copying(hw)
-            line += "; virtual heads h1->h2 with the strongest V-composition (frobenius, copying): " + "   ".join(
-                "{}.{}->{}.{} ".format(*i) + f"{x:.3f}, {float(virt[i]):.3f}" for i, x in top_entries(frob, 3))
+            line += f"; virtual heads h1->h2 with the strongest V-composition ({c.measure}, copying): " + "   ".join(
+                "{}.{}->{}.{} ".format(*i) + f"{x:.3f}, {float(virt[i]):.3f}" for i, x in top_entries(v, 3))
         lines.append(line)
     if labels is not None and c.induction is not None:
         lines.append(f"rank correlation (Spearman, all heads), weights vs data: induction {spearman(c.induction, labels.induction):.2f}, "
