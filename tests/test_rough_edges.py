@@ -294,3 +294,7 @@ def test_data_functions_take_a_model_or_a_runner_and_name_bad_tokens():
         compscope.intervention_effects(runner, [[1, 2, 3]], "K")
     with pytest.raises(compscope.OptionError, match="repeats\\(...\\).*got a Tensor"):
         compscope.activation_labels(runner, reps.tokens)
+    from compscope.data.intervene import against_measures
+
+    with pytest.raises(compscope.OptionError, match="one metric .*got 2"):
+        against_measures(runner, "K", metric=["identity", "embed"], sequences=2)

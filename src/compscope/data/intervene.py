@@ -257,7 +257,9 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
     from .runner import ToyRunner, runner_for
     from .sequences import repeats
 
-    (metric,) = check_metrics(metric)
+    metric, *more = check_metrics(metric)
+    if more:
+        raise OptionError(f"metric: one metric (a name or a Metric), got {len(more) + 1}")
     check_ablation(ablation, sequences)
     runner = runner_for(model)
     hw = runner.hw
