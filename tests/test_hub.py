@@ -165,6 +165,6 @@ def test_data_based_commands_run_the_model_by_hub_id(cache, monkeypatch):
     a, b, c = by_id.trace(ids), step.trace(ids), main.trace(ids)
     assert all(torch.equal(x, y) for x, y in zip(a.attn_out, b.attn_out))
     assert not torch.allclose(a.attn_out[0], c.attn_out[0])
-    v = compscope.validate("Test/tiny-llama@step1000", sequences=2, half=4, intervention_sequences=1,
+    v = compscope.validate("Test/tiny-llama@step1000", sequences=2, half=4, intervention_sequences=2,
                            kinds="K", metrics=("identity", "activations"), progress=False)
     assert {r["metric"] for r in v.rows} == {"identity", "activations"}, v.notes
