@@ -21,6 +21,10 @@ def _one_line_error(capsys, argv, *needles) -> str:
     return err
 
 
+def _must_not_run(*a, **k):
+    raise AssertionError("the work started")
+
+
 def test_scores_out_in_a_missing_folder_fails_before_the_work(capsys, monkeypatch):
     import compscope.engine.composition as engine
 
@@ -228,11 +232,8 @@ def test_an_unknown_metric_is_refused_before_any_work(capsys, monkeypatch, tmp_p
     import compscope.data.runner as runner
     import compscope.engine.composition as engine
 
-    def must_not_run(*a, **k):
-        raise AssertionError("the work started")
-
-    monkeypatch.setattr(runner, "runner_for", must_not_run)
-    monkeypatch.setattr(engine, "scores", must_not_run)
+    monkeypatch.setattr(runner, "runner_for", _must_not_run)
+    monkeypatch.setattr(engine, "scores", _must_not_run)
     out = tmp_path / "out"
     argv = [str(tiny_run) if a == "RUN" else a for a in argv]
     extra = ["--out", str(out)] if argv[0] in ("validate", "report", "sweep") else []
@@ -250,7 +251,7 @@ def test_validate_thresholds_out_of_their_range(capsys, monkeypatch, option, val
     import compscope
     import compscope.data.runner as runner
 
-    monkeypatch.setattr(runner, "runner_for", lambda *a, **k: (_ for _ in ()).throw(AssertionError("ran")))
+    monkeypatch.setattr(runner, "runner_for", _must_not_run)
     _one_line_error(capsys, ["validate", option, value], option.removeprefix("--").replace("-", "_"), needle)
     with pytest.raises(compscope.OptionError, match=re.escape(needle)):
         compscope.validate("induction-2l", **{option.removeprefix("--").replace("-", "_"): float(value)})

@@ -12,6 +12,7 @@ given kind (``U_B S_B V_Bᵀ``, rank ``r_B``), in the metric's whitened coordina
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass
 
 import torch
@@ -82,13 +83,14 @@ class PairReport:
 def as_head(value, name: str = "head") -> tuple[int, int]:
     """``(layer, head)`` from a pair of integers or the text ``'LAYER.HEAD'``."""
     try:
-        layer, head = value.split(".") if isinstance(value, str) else value
         if isinstance(value, str):
+            layer, head = value.split(".")
             return int(layer), int(head)
+        layer, head = value
         if isinstance(layer, bool) or isinstance(head, bool):
             raise TypeError
-        return int(layer.__index__()), int(head.__index__())
-    except (ValueError, TypeError, AttributeError):
+        return operator.index(layer), operator.index(head)
+    except (ValueError, TypeError):
         raise OptionError(f"{name} {value!r}: expected (layer, head) integers or 'LAYER.HEAD', e.g. (0, 1) or '0.1'"
                           ) from None
 

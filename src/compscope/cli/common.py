@@ -138,11 +138,9 @@ def _importable(module: str) -> bool:
 
 
 def parse_head(text: str) -> tuple[int, int]:
-    try:
-        layer, head = text.split(".")
-        return int(layer), int(head)
-    except ValueError:
-        raise OptionError(f"head {text!r}: expected LAYER.HEAD, e.g. 0.1") from None
+    from ..analysis.pair import as_head
+
+    return as_head(text, "head")
 
 
 def parse_pair(text: str) -> tuple[int, int, int, int]:

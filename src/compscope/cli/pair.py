@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .common import OptionError, add_model, add_processing, metric_names, parse_head, processing
+from ..errors import OptionError
+from .common import add_model, add_processing, metric_names, parse_head, processing
 
 HELP = "one writer -> reader pair in detail: principal angles, composed spectrum, every measure"
 EXAMPLE = "examples: compscope pair 0.0 1.1 --kind K --metric embed;  compscope pair smollm2 16.0 17.3"

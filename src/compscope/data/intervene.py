@@ -77,9 +77,10 @@ def check_ablation(ablation: str, sequences: int) -> None:
 
 
 def _check(kinds: str, ablation: str, tokens: Tensor) -> str:
+    from .runner import what_is
+
     if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.shape[0] < 1:
-        got = f"shape {tuple(tokens.shape)}" if isinstance(tokens, Tensor) else f"a {type(tokens).__name__}"
-        raise OptionError(f"tokens must be a (batch, pos) tensor, got {got}")
+        raise OptionError(f"tokens must be a (batch, pos) tensor, got {what_is(tokens)}")
     check_ablation(ablation, tokens.shape[0])
     return check_kinds(kinds)
 

@@ -98,7 +98,7 @@ class Runner:
     def trace(self, tokens: Tensor) -> Trace:
         """Run ``tokens: (batch, seq)`` once; see :class:`Trace`."""
         if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.numel() == 0:
-            raise OptionError(f"tokens must be a non-empty (batch, seq) tensor, got {_what(tokens)}")
+            raise OptionError(f"tokens must be a non-empty (batch, seq) tensor, got {what_is(tokens)}")
         if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
             raise OptionError(f"tokens must be integer token ids, got dtype {str(tokens.dtype).removeprefix('torch.')}")
         if int(tokens.min()) < 0 or int(tokens.max()) >= self.hw.n_vocab:
@@ -266,7 +266,8 @@ def _is_transformer_lens(obj) -> bool:
     return is_bridge(obj) or is_hooked_transformer(obj) or is_hooked_encoder(obj)
 
 
-def _what(x) -> str:
+def what_is(x) -> str:
+    """A tensor's shape, or the type of something that is not a tensor (for messages)."""
     return f"shape {tuple(x.shape)}" if isinstance(x, Tensor) else f"a {type(x).__name__}"
 
 

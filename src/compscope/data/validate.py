@@ -261,14 +261,14 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     for name, v in (("sequences", sequences), ("half", half), ("intervention_sequences", intervention_sequences)):
         if not isinstance(v, int) or v < (2 if name == "half" else 1):
             raise OptionError(f"{name}={v!r}: expected a positive integer" + (" >= 2" if name == "half" else ""))
-    for name, v in (("prev_threshold", prev_threshold), ("induction_threshold", induction_threshold),
-                    ("effect_threshold", effect_threshold)):
+    label = (1.0, "a label is a fraction of attention, so its threshold lies in [0, 1]")
+    for name, v, (high, why) in (("prev_threshold", prev_threshold, label), ("induction_threshold", induction_threshold, label),
+                                 ("effect_threshold", effect_threshold,
+                                  (math.inf, "an interventional effect is never negative; expected a threshold >= 0"))):
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
             raise OptionError(f"{name}={v!r}: expected a finite number")
-        if name != "effect_threshold" and not 0 <= v <= 1:
-            raise OptionError(f"{name}={v!r}: a label is a fraction of attention, so its threshold lies in [0, 1]")
-        if v < 0:
-            raise OptionError(f"{name}={v!r}: an interventional effect is never negative; expected a threshold >= 0")
+        if not 0 <= v <= high:
+            raise OptionError(f"{name}={v!r}: {why}")
     metrics = check_metrics(metrics)
     check_ablation(ablation, min(intervention_sequences, sequences))
     runner = runner_for(model, progress=progress)

@@ -15,6 +15,8 @@ of the weights are approximations there, and the loaded ``HeadWeights`` says so 
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
@@ -71,7 +73,7 @@ class Gemma2(Family):
         scalar = number(cfg, ckpt.source, "query_pre_attn_scalar", default=256, open_low=True)
         cap = None if "attn_logit_softcapping" in cfg and cfg["attn_logit_softcapping"] is None else number(
             cfg, ckpt.source, "attn_logit_softcapping", default=50.0, open_low=True)  # absent: HF's default 50
-        ckpt = Checkpoint(cfg, ckpt.tensors, ckpt.source, ckpt.name, ckpt.notes)
+        ckpt = dataclasses.replace(ckpt, config=cfg)
         d = integer(cfg, ckpt.source, "hidden_size")
         opts = LlamaLikeOptions(norm_offset=1.0, embed_scale=d**0.5, post_attn_norm=True, attn_scale=scalar**-0.5,
                                 attn_softcap=cap)
@@ -105,7 +107,7 @@ class Gemma3(Family):
             cfg["rope_local_base_freq"] = 10000.0  # HF default for the sliding layers
         cfg.setdefault("rope_theta", 1_000_000.0)
         scalar = number(cfg, ckpt.source, "query_pre_attn_scalar", default=256, open_low=True)
-        ckpt = Checkpoint(cfg, ckpt.tensors, ckpt.source, ckpt.name, ckpt.notes)
+        ckpt = dataclasses.replace(ckpt, config=cfg)
         d = integer(cfg, ckpt.source, "hidden_size")
         opts = LlamaLikeOptions(
             norm_offset=1.0, embed_scale=d**0.5, qk_norm=True, post_attn_norm=True,

@@ -16,6 +16,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
@@ -69,7 +71,7 @@ class Olmo2(Family):
             cfg = _default_layer_types(dict(ckpt.config), ckpt.source, 4)  # HF: every fourth layer global
             if "sliding_attention" in cfg["layer_types"]:
                 cfg.setdefault("sliding_window", 4096)  # HF's default
-            ckpt, theta = Checkpoint(cfg, ckpt.tensors, ckpt.source, ckpt.name, ckpt.notes), 500_000.0
+            ckpt, theta = dataclasses.replace(ckpt, config=cfg), 500_000.0
         opts = LlamaLikeOptions(input_norm=False, post_attn_norm=True, default_theta=theta, **_LAYER_QK_NORM)
         return convert_llamalike(ckpt, cls, opts)
 
