@@ -58,14 +58,25 @@ MEASURES_A = ["frobenius", "frobenius_baselined", "tight", "overlap"]
 TL_MEMORY = 14 << 30
 
 
-def random_heads(L: int, H: int, d: int, r: int, seed: int = 0, dtype: torch.dtype = torch.float32, vocab: int = 1000) -> HeadWeights:
-    """Random ``HeadWeights`` built directly (no model, no vocabulary-sized matrices beyond ``vocab``)."""
-    g = torch.Generator().manual_seed(seed)
-    rn = lambda *s: (torch.randn(*s, generator=g) * 0.02).to(dtype)  # noqa: E731
+def random_heads(L: int, H: int, d: int, r: int, seed: int = 0, dtype: torch.dtype = torch.float32, vocab: int = 1000,
+                 kv: int | None = None, device: str = "cpu") -> HeadWeights:
+    """Random ``HeadWeights`` built directly (no model, no vocabulary-sized matrices beyond
+    ``vocab``), entries N(0, 0.02²) in ``dtype``, on the CPU; ``kv``: K/V heads (grouped-query
+    attention when fewer than ``H``); drawn one layer at a time by ``device``'s generator (the
+    same seed gives other numbers on CUDA than on the CPU)."""
+    kv = kv or H
+    g = torch.Generator(device).manual_seed(seed)
+
+    def rn(*s: int) -> torch.Tensor:
+        out = torch.empty(*s, dtype=dtype)
+        for i in range(s[0]):  # a layer at a time: no float32 copy of the whole tensor
+            out[i] = (torch.randn(*s[1:], generator=g, device=device) * 0.02).to(dtype).cpu()
+        return out
+
     return HeadWeights(
-        W_Q=rn(L, H, r, d), W_K=rn(L, H, r, d), W_V=rn(L, H, r, d), W_O=rn(L, H, d, r),
+        W_Q=rn(L, H, r, d), W_K=rn(L, kv, r, d), W_V=rn(L, kv, r, d), W_O=rn(L, H, d, r),
         b_Q=None, b_K=None, b_V=None, b_O=None, W_E=rn(d, vocab), W_pos=None, W_U=None, b_U=None,
-        kv_map=tuple(range(H)), attn_norm=None, final_norm=None, norm_placement="none",
+        kv_map=tuple(h * kv // H for h in range(H)), attn_norm=None, final_norm=None, norm_placement="none",
         sliding_window=(None,) * L, meta=Meta("bench", "random", f"random {L}x{H} d{d}", str(dtype).split(".")[-1], "random"),
     )
 
@@ -129,16 +140,24 @@ def wait_idle(limit: float, timeout: float) -> tuple[bool, float]:
     return os.getloadavg()[0] <= limit, os.getloadavg()[0]
 
 
-def matmul_rate(n: int = 4096, device: str = "cpu") -> float:
-    """FLOP/s of one dense float32 ``n x n`` matmul on ``device`` (after a warm-up)."""
-    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+def matmul_rate(n: int = 4096, device: str = "cpu", kind: str = "float32") -> float:
+    """FLOP/s of one dense ``n x n`` matmul on ``device`` (after a warm-up): IEEE float32 by
+    default; ``kind='tf32'``: float32 with torch's 'high' matmul precision (TF32 on CUDA);
+    ``'bfloat16'``: bfloat16 operands."""
+    dtype = torch.bfloat16 if kind == "bfloat16" else torch.float32
+    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
     sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
-    a @ b
-    sync()
-    t = time.perf_counter()
-    a @ b
-    sync()
-    return 2 * n**3 / (time.perf_counter() - t)
+    previous = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high" if kind == "tf32" else "highest")
+    try:
+        a @ b
+        sync()
+        t = time.perf_counter()
+        a @ b
+        sync()
+        return 2 * n**3 / (time.perf_counter() - t)
+    finally:
+        torch.set_float32_matmul_precision(previous)
 
 
 def route_flops(L: int, H: int, d: int, r: int, kinds: int = 3, samples: int = 256) -> dict[str, float]:

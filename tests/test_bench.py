@@ -82,6 +82,20 @@ def test_composition_7b_on_a_trial_shape():
     assert re.search(r"frobenius: 16 pairs, mean 0\.0[0-9]+ \(1/sqrt\(d\) = 0\.0884\)", out), out
 
 
+def test_composition_7b_gqa_trial_in_a_reduced_precision():
+    out = bench("composition_7b.py", "--shape", "3,8,128,32,2", "--wait", "0", "--dtype", "float32", "--precision", "bfloat16")
+    assert "3 layers x 8 heads (2 K/V heads)" in out and "precision bfloat16" in out, out
+    assert re.search(r"frobenius: 192 pairs, mean 0\.0[0-9]+ \(1/sqrt\(d\) = 0\.0884\)", out), out
+
+
+def test_product_precision_on_a_trial_shape():
+    out = bench("product_precision.py", "--shape", "3,4,128,32")
+    rows = re.findall(r"^\s*(float64|float32|tf32|bfloat16)?\s+(?:[0-9.]+)?\s+frobenius\s+(\S+)\s+(\S+)", out, re.M)
+    assert [r[0] for r in rows] == ["float64", "float32", "tf32", "bfloat16"], out
+    err = {p: float(a) for p, a, _ in rows}
+    assert err["float64"] == 0 and err["float32"] < 1e-6 and 0 < err["bfloat16"] < 6 * 2.0**-9, out
+
+
 def test_composition_precision():
     out = bench("composition_precision.py")
     assert "overlap" in out and "frobenius" in out

@@ -53,6 +53,63 @@ def test_float32_products_run_in_ieee_float32_and_the_setting_is_restored(monkey
     assert seen == ["highest"]
 
 
+@pytest.mark.parametrize("precision,matmul", [("float32", "highest"), ("float64", "highest"), ("tf32", "high"),
+                                              ("bfloat16", "highest")])
+def test_each_precision_sets_its_float32_matmul_precision_for_the_call_only(monkeypatch, precision, matmul):
+    seen = []
+    inner = composition.gram_products
+
+    def spy(*args, **kwargs):
+        seen.append((torch.get_float32_matmul_precision(), kwargs.get("tile_dtype")))
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(composition, "gram_products", spy)
+    previous = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("medium")
+        scores(model(), "K", ["frobenius"], precision=precision, device="cpu", progress=False)
+        assert torch.get_float32_matmul_precision() == "medium"
+    finally:
+        torch.set_float32_matmul_precision(previous)
+    assert seen == [(matmul, torch.bfloat16 if precision == "bfloat16" else None)]
+
+
+def test_an_unknown_precision_names_the_ones_there_are_and_the_cli_offers_them_all():
+    with pytest.raises(OptionError, match="precision='half': use one of 'float32', 'float64', 'tf32', 'bfloat16'"):
+        scores(model(), "K", ["frobenius"], precision="half", progress=False)
+    from compscope.cli.common import add_scoring
+    import argparse
+
+    p = argparse.ArgumentParser()
+    add_scoring(p, "QKV", ("frobenius",))
+    choices = next(a.choices for a in p._actions if a.dest == "precision")
+    assert list(choices) == list(composition.PRECISIONS)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=cuda)])
+def test_reduced_precisions_stay_within_their_rounding_bound_of_float64(device):
+    """With unit roundoff u (bfloat16 2⁻⁹; TF32 2⁻¹¹), bases and Gram tiles rounded once each
+    and products accumulated in float32 (exact enough), every Gram entry is off by at most
+    ``3u (|U| σ² |U|ᵀ)_ij``; summed against the other Gram, ``|Δ‖BA‖_F²| ≤ 6u ‖a‖² ‖b‖²``,
+    i.e. ``|Δ frobenius²| ≤ 6u``, and likewise ``|Δ ‖X‖_F²| ≤ 6u (r_A r_B)^½``, i.e.
+    ``|Δ overlap| ≤ 6u`` for equal ranks (all heads here have full rank 3). On a CPU, tf32 may be
+    plain float32."""
+    hw = model(L=4, seed=3)
+    ms = ["frobenius", "overlap"]
+    ref = scores(hw, "QKV", ms, offset=2, precision="float64", device="cpu", progress=False)
+    for precision, u in (("tf32", 2.0**-11), ("bfloat16", 2.0**-9)):
+        got = scores(hw, "QKV", ms, offset=2, precision=precision, device=device, progress=False)
+        for k in "QKV":
+            for m, power in (("frobenius", 2), ("overlap", 1)):
+                x, y = got.dense(m, k), ref.dense(m, k)
+                keep = torch.isfinite(y)
+                assert torch.isfinite(x).eq(keep).all()
+                err = float((x[keep] ** power - y[keep] ** power).abs().max())
+                assert err <= 6 * u, (precision, m, k, err)
+        if precision == "bfloat16":  # and the rounding is really there: not float32 in disguise
+            assert float((got.dense("frobenius", "K") - ref.dense("frobenius", "K")).abs().nan_to_num().max()) > 1e-5
+
+
 def _close(a, b, tol):
     va, vb = a.to_pandas()["value"].to_numpy(), b.to_pandas()["value"].to_numpy()
     assert (a.to_pandas()[["measure", "kind", "src_layer", "src_head", "dst_layer", "dst_head"]]

@@ -73,8 +73,12 @@ def tiny_run(tmp_path_factory):
 
 
 @pytest.mark.parametrize("plot", [False, True])
-def test_track_with_a_pair_that_is_not_in_the_model(capsys, tiny_run, tmp_path, plot):
+def test_track_with_a_pair_that_is_not_in_the_model(capsys, tiny_run, tmp_path, plot, monkeypatch):
+    """Refused before any checkpoint is scored (once it came after all of them)."""
     pytest.importorskip("matplotlib")
+    from compscope.analysis import tracking
+
+    monkeypatch.setattr(tracking, "scores", _must_not_run)
     argv = ["track", str(tiny_run), "--measure", "frobenius", "--metric", "identity", "--pair", "9.9-9.9"]
     out = tmp_path / "t.csv"
     argv += ["--out", str(out)] + (["--plot", str(tmp_path / "p.png")] if plot else [])

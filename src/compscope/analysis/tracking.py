@@ -88,11 +88,7 @@ class Track:
         """An error naming the first of ``pairs`` (``(src_layer, src_head, dst_layer, dst_head)``)
         that is not an earlier → later head pair of the tracked model."""
         tab = self.tables[-1][0]
-        L, H = tab.dense(tab.measures[0], tab.kinds[0]).shape[:2]
-        for l1, h1, l2, h2 in pairs:
-            if not (0 <= l1 < l2 < L and 0 <= h1 < H and 0 <= h2 < H):
-                raise OptionError(f"pair {l1}.{h1}-{l2}.{h2}: not a pair of this model (layers 0..{L - 1}, heads "
-                                  f"0..{H - 1}; the writer's layer before the reader's)")
+        check_pairs(pairs, *tab.dense(tab.measures[0], tab.kinds[0]).shape[:2])
 
     def series(self, measure: str, kind: str, pair: tuple[int, int, int, int], metric: str | None = None) -> list[float]:
         """The score of ``pair = (src_layer, src_head, dst_layer, dst_head)`` at every step."""
@@ -169,6 +165,16 @@ def _pick(score: torch.Tensor, threshold: float, min_layer: int) -> list[tuple[i
     return [(int(l), int(h)) for l, h in heads]
 
 
+
+def check_pairs(pairs, L: int, H: int) -> None:
+    """An error naming the first of ``pairs`` (``(src_layer, src_head, dst_layer, dst_head)``)
+    that is not an earlier → later head pair of a model of ``L`` layers × ``H`` heads."""
+    for l1, h1, l2, h2 in pairs:
+        if not (0 <= l1 < l2 < L and 0 <= h1 < H and 0 <= h2 < H):
+            raise OptionError(f"pair {l1}.{h1}-{l2}.{h2}: not a pair of this model (layers 0..{L - 1}, heads "
+                              f"0..{H - 1}; the writer's layer before the reader's)")
+
+
 def track(
     source: str | Path | Sequence[str | Path],
     kinds: str = "K",
@@ -179,10 +185,13 @@ def track(
     label_sequences: int = 64,
     label_seed: int = 10_000,
     progress: bool = True,
+    check: Sequence[tuple[int, int, int, int]] = (),
     **score_options,
 ) -> Track:
     """Composition of every checkpoint of ``source`` (``compscope.scores`` per checkpoint and
-    metric; ``score_options`` go to it), plus activation labels for toy checkpoints."""
+    metric; ``score_options`` go to it), plus activation labels for toy checkpoints.
+    ``check``: head pairs the caller will read, checked against the first checkpoint before
+    any scoring (:func:`check_pairs`)."""
     from ..loading.sources import load
     from ..toy.data import repeated_random
     from ..toy.storage import heads_of, is_toy, load_toy
@@ -198,6 +207,8 @@ def track(
             hw = heads_of(model, manifest, c.path)
         else:
             hw = load(c.path)
+        if c is ckpts[0]:
+            check_pairs(check, hw.n_layers, hw.n_heads)
         hashes.append(weights_hash(hw))
         ridge = score_options.get("ridge", DEFAULT_RIDGE)
         tables.append([scores(hw, kinds, measures, get_metric(m, hw, ridge, model=c.path), progress=False, **score_options)

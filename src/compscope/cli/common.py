@@ -79,7 +79,8 @@ def add_scoring(p: argparse.ArgumentParser, default_kinds: str, default_measures
                    help="rotary offset: query minus key position (default 0; rotary models only)")
     p.add_argument("--pairs", default="256",
                    help="for bandwidth/spectral: 'all' or the top N pairs by frobenius per kind (default 256)")
-    p.add_argument("--precision", default="float32", choices=["float32", "float64"], help="dtype of the large products (default float32)")
+    p.add_argument("--precision", default="float32", choices=["float32", "float64", "tf32", "bfloat16"],
+                   help="precision of the large products (default float32; tf32 and bfloat16: reduced, for GPUs)")
     p.add_argument("--device", default=None, help="where to compute: cpu, cuda, cuda:N (default: cuda when present, else cpu)")
     p.add_argument("--max-memory", metavar="GIB", help="GiB for tiles and blocks, beyond the per-head bases (default: a quarter of the free memory)")
 

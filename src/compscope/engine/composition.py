@@ -24,6 +24,11 @@ results in float64 always; bases, Gram tiles, tile products, ``X`` blocks and ``
 ``precision``, float32 by default (about half the time of float64): within ~1e-6 relative on
 typical scores; the Gram route's cancellation on near-zero scores, and its repair, are
 described in :mod:`compscope.engine.gram_route`. ``precision='float64'``: exact to ~1e-12.
+Two opt-in reduced product precisions trade accuracy for speed on GPUs (errors against float64
+measured by ``bench/product_precision.py``): ``'tf32'`` (float32 storage, every float32 matmul
+on TF32 tensor cores: 10-bit mantissas in, float32 accumulation; on a CPU torch may use its own
+reduced float32 matmul or none) and ``'bfloat16'`` (the Gram route's tiles and pair products
+in bfloat16 with float32 accumulation; the rest as in float32).
 **Scale**: every measure is invariant to a positive scale of either map, so each head's spectrum
 is divided by its largest value once the float64 SVDs are done (and the batched eigen-solver
 scales each core by a power of two): nothing in float32 overflows or underflows for weights from
@@ -61,6 +66,15 @@ from .x_route import at_pairs, x_all, x_pairs
 
 _F64 = torch.float64
 
+#: ``precision`` -> (dtype of bases, tiles and ``X`` blocks; torch's float32 matmul precision for
+#: the call; dtype of the Gram route's tiles and pair products, None: the bases').
+PRECISIONS: dict[str, tuple[torch.dtype, str, torch.dtype | None]] = {
+    "float32": (torch.float32, "highest", None),
+    "float64": (torch.float64, "highest", None),
+    "tf32": (torch.float32, "high", None),
+    "bfloat16": (torch.float32, "highest", torch.bfloat16),
+}
+
 
 def scores(
     hw: HeadWeights,
@@ -86,9 +100,10 @@ def scores(
     ``kinds``: any of ``'Q'``, ``'K'``, ``'V'``. ``measures``: names from
     ``compscope.measures.MEASURES`` (``'all'`` for every one). ``metric``: a registered
     name (``compscope.core.metrics.METRICS``) or a ``Metric``. ``pairs``: for X-route measures, ``'all'`` or
-    the number of top pairs by ``frobenius`` per kind (others NaN). ``precision``: dtype of
-    the large products (``'float32'``, the default: see the module docstring for its error;
-    ``'float64'``: exact to ~1e-12, about half the speed). ``max_memory``: bytes for tiles
+    the number of top pairs by ``frobenius`` per kind (others NaN). ``precision``: of the
+    large products (``'float32'``, the default: see the module docstring for its error;
+    ``'float64'``: exact to ~1e-12, about half the speed; ``'tf32'`` and ``'bfloat16'``:
+    reduced, opt-in, for GPUs). ``max_memory``: bytes for tiles
     and blocks (the per-head bases come on top). ``block``, ``width``: Gram tile rows and
     columns (default from ``d`` and ``max_memory``). ``device``: where to compute (``'cpu'``,
     ``'cuda'``, ``'cuda:1'``; default CUDA when available, else the CPU)."""
@@ -99,24 +114,25 @@ def scores(
     kinds = check_kinds(kinds)
     if pairs != "all" and not (isinstance(pairs, int) and pairs > 0):
         raise OptionError(f"pairs={pairs!r}: use 'all' or a positive number of top pairs")
-    dtype = {"float64": torch.float64, "float32": torch.float32}.get(precision)
-    if dtype is None:
-        raise OptionError(f"precision={precision!r}: use 'float32' or 'float64'")
+    if precision not in PRECISIONS:
+        raise OptionError(f"precision={precision!r}: use one of {', '.join(map(repr, PRECISIONS))}")
+    dtype, matmul, tile_dtype = PRECISIONS[precision]
     met = get_metric(metric, hw, ridge)
     dev = resolve_device(device)
     budget = memory_budget(max_memory, dev)
     previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")  # IEEE float32: the error bounds assume it
+    torch.set_float32_matmul_precision(matmul)  # 'highest' (IEEE float32) unless asked: the error bounds assume it
     try:
         with borrowed() as ws:
-            return _scores(hw, kinds, ms, met, dev, budget, offset, pairs, dtype, baseline_samples, seed, progress, block, width, ws)
+            return _scores(hw, kinds, ms, met, dev, budget, offset, pairs, dtype, baseline_samples, seed, progress, block,
+                           width, ws, tile_dtype)
     finally:
         torch.set_float32_matmul_precision(previous)
 
 
 def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: torch.device, budget: int,
             offset: float, pairs: str | int, dtype: torch.dtype, baseline_samples: int, seed: int, progress: bool,
-            block: int | None, width: int | None, ws: Workspace) -> ScoreTable:
+            block: int | None, width: int | None, ws: Workspace, tile_dtype: torch.dtype | None = None) -> ScoreTable:
     """The body of :func:`scores`, options checked; large scratch buffers from ``ws``."""
     L, H, r, d = hw.n_layers, hw.n_heads, hw.d_head, hw.d_model
     per_layer_metric = not met.is_identity and None not in met.sqrt
@@ -170,7 +186,8 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
         if need_gram:
             bar.set_postfix(step="Gram tiles")
             rspec = torch.stack([sd[k].spectrum for k in kinds], 1).flatten(0, 2)
-            got = gram_products(W, rbuf.flatten(0, 2), rspec, rg, blk, width or 2 * blk, bar, want, ws=ws, ticks=ticks)
+            got = gram_products(W, rbuf.flatten(0, 2), rspec, rg, blk, width or 2 * blk, bar, want, ws=ws, ticks=ticks,
+                                tile_dtype=tile_dtype)
             if dtype == torch.float32:
                 rrank = torch.stack([sd[k].rank for k in kinds], 1).flatten()
                 refine_small(W, rbuf.flatten(0, 2), rspec, rrank, got, rg, budget)

@@ -19,6 +19,12 @@ scores (relative 1e-6 on GPT-2-shape random weights), fatal for near-zero ones. 
 4× that bound exceeds 1e-4 of the value are recomputed from their ``X`` (single dot products,
 no cancellation), which leaves float32 ~1e-7 absolute on each cosine: relative ~1e-6 at
 frobenius 1e-3, ~1e-4 at 1e-5 (bench/RESULTS.md). ``precision='float64'``: exact to ~1e-12.
+
+Reduced product precision (opt-in, ``tile_dtype=torch.bfloat16``): the Gram tiles are formed
+from bfloat16-rounded bases and stored in bfloat16, and the pair products take bfloat16
+operands with float32 accumulation and output (``torch.mm(..., out_dtype=float32)`` on CUDA;
+elsewhere the operands are widened first, which gives the same rounding). The errors this
+adds are measured against float64 in ``bench/product_precision.py``.
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ def reader_groups(readers: list[int], per: int, H: int) -> list[tuple[int, int, 
 def gram_products(
     W: Sides, R_rows: Tensor, R_spectrum: Tensor, groups: list[tuple[int, int, int]], block: int, width: int, bar,
     want: tuple[str, ...] = ("ba2", "x2"), ws: Workspace | None = None, ticks: list[int] | None = None,
+    tile_dtype: torch.dtype | None = None,
 ) -> dict[str, Tensor]:
     """``‖BA‖_F²`` (``'ba2'``) and/or ``‖X‖_F²`` (``'x2'``), as listed in ``want``, for readers
     ``R_rows: (n_r, r, d)`` (spectra ``(n_r, r)``) and writers ``W`` (flattened to ``(n_w, r,
@@ -66,13 +73,17 @@ def gram_products(
     against column chunks of ``width`` right of it (weight 2, for the mirror image); the tiles
     of ``U diag(σ²) Uᵀ`` and ``U Uᵀ`` come from one product ``[U_p diag(σ²), U_p]ᵀ U_qᵀ`` (one
     half of it when only one is wanted). Scratch buffers from ``ws`` when given; ``bar``
-    advances by ``ticks[i]`` after row block ``i`` (default 1). Returns ``(n_r, n_w)`` tensors
-    (0 outside the groups' columns) by name."""
+    advances by ``ticks[i]`` after row block ``i`` (default 1). ``tile_dtype``: the dtype of
+    the tiles and their products (default the bases'; bfloat16: see the module docstring).
+    Returns ``(n_r, n_w)`` tensors (0 outside the groups' columns) by name, in the bases' dtype."""
     Wr, Ws = W.rows.flatten(0, 1), W.spectrum.flatten(0, 1)
     n_w, n_r, r, d, dtype = Wr.shape[0], R_rows.shape[0], Wr.shape[1], Wr.shape[-1], Wr.dtype
+    tdtype = tile_dtype or dtype
     w2, r2 = Ws.square().to(dtype)[:, :, None], R_spectrum.square().to(dtype)[:, :, None]
     ws = ws or Workspace()
-    new = lambda name, *shape: ws.take(name, shape, dtype, Wr.device)  # noqa: E731
+    new = lambda name, *shape: ws.take(name, shape, tdtype, Wr.device)  # noqa: E731
+    cols = (lambda t: t) if tdtype == dtype else (lambda t: t.to(tdtype))  # noqa: E731
+    accumulate = _accumulate_into if tdtype != dtype else (lambda o, a, b, alpha: o.addmm_(a, b, alpha=alpha))
     out = {name: torch.zeros(n_r, n_w, dtype=dtype, device=Wr.device) for name in want}
     g = len(want)  # Grams per head: weighted (ba2) and/or unweighted (x2)
     m = max(r1 - r0 for r0, r1, _ in groups)
@@ -93,16 +104,25 @@ def gram_products(
         tiles = [(p0, p1, 1.0)] + [(q0 + p1, q1 + p1, 2.0) for q0, q1 in tile_ranges(d - p1, width)]
         for q0, q1, alpha in tiles:
             k = bp * (q1 - q0)
-            wt = torch.bmm(wa[:, :, : g * bp].mT, Wr[:, :, q0:q1], out=wbuf[: g * n_w * k].view(n_w, g * bp, q1 - q0)).view(n_w, g, k)
+            wt = torch.bmm(wa[:, :, : g * bp].mT, cols(Wr[:, :, q0:q1]), out=wbuf[: g * n_w * k].view(n_w, g * bp, q1 - q0)).view(n_w, g, k)
             for r0, r1, nc in groups:
                 if nc == 0:
                     continue
                 mm = r1 - r0
-                rt = torch.bmm(ra[r0:r1, :, : g * bp].mT, R_rows[r0:r1, :, q0:q1], out=rbuf[: g * mm * k].view(mm, g * bp, q1 - q0)).view(mm, g, k)
+                rt = torch.bmm(ra[r0:r1, :, : g * bp].mT, cols(R_rows[r0:r1, :, q0:q1]), out=rbuf[: g * mm * k].view(mm, g * bp, q1 - q0)).view(mm, g, k)
                 for i, name in enumerate(want):
-                    out[name][r0:r1, :nc].addmm_(rt[:, i], wt[:nc, i].T, alpha=alpha)
+                    accumulate(out[name][r0:r1, :nc], rt[:, i], wt[:nc, i].T, alpha)
         bar.update(1 if ticks is None else ticks[i_block])
     return out
+
+
+def _accumulate_into(out: Tensor, a: Tensor, b: Tensor, alpha: float) -> None:
+    """``out += alpha · a b`` for reduced-precision ``a, b`` and a wider ``out``: products with
+    float32 accumulation (``out_dtype`` on CUDA; the operands widened elsewhere)."""
+    if out.device.type == "cuda":
+        out.add_(torch.mm(a, b, out_dtype=out.dtype), alpha=alpha)
+    else:
+        out.addmm_(a.to(out.dtype), b.to(out.dtype), alpha=alpha)
 
 
 def block_flops(d: int, block: int, r: int, n_heads: int, n_pairs: int, grams: int) -> list[float]:

@@ -76,7 +76,12 @@ def _svd_cores(Gp: Tensor, Gq: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     ``Fᵀ Gp F = W diag(σ²) Wᵀ`` (eigh) gives ``cu = diag(σ)⁻¹ Wᵀ Fᵀ`` and
     ``cv = diag(σ)⁻¹ cu Gp`` (``Vᵀ = diag(σ)⁻¹ Uᵀ M``).
     Returns ``cu, cv, σ`` (descending) and ``ok``: false for heads whose ``M``, ``P`` or ``Q``
-    has a condition number above 1e4 (the error grows like ε κ²) or is rank-deficient."""
+    has a condition number above 1e4 (the error grows like ε κ²) or is rank-deficient.
+    On CUDA the ``r × r`` problems are solved on the CPU (LAPACK over torch's threads) and the
+    results sent back: a GPU solves a batch of ``eigh`` above 32 × 32 one matrix at a time,
+    which took seconds at the 7B shape (``bench/RESULTS.md``, "CUDA")."""
+    if Gp.device.type != "cpu":
+        return tuple(t.to(Gp.device) for t in _svd_cores(Gp.cpu(), Gq.cpu()))
     F, info = torch.linalg.cholesky_ex(Gq)
     mu, W = threaded(torch.linalg.eigh, F.mT @ Gp @ F)
     mu, W = mu.flip(-1), W.flip(-1)  # descending

@@ -8,7 +8,8 @@ Otherwise ``X`` for the top ``pairs`` pairs by ``frobenius``. The squared singul
 of the core ``C = diag(b) X diag(a)`` are the eigenvalues of ``C Cᵀ``: on the CPU by
 :mod:`compscope.engine.batch_eig` (tridiagonalisation and bisection, many matrices at once, about 2×
 faster per thread than LAPACK one matrix at a time in float32; ``bench/cpu_limits.py``
-section 1), elsewhere by ``torch.linalg.eigvalsh``.
+section 1), also for ``X`` formed on a GPU (the ``C Cᵀ`` are copied over; a GPU's batched
+``eigvalsh`` is far slower at these sizes).
 """
 
 from __future__ import annotations
@@ -38,7 +39,11 @@ def eigvalsh(G: Tensor) -> Tensor:
     """Ascending eigenvalues of the symmetric batch ``G`` (overwritten): ``batch_eig``
     (numba, imported on first use), or LAPACK one matrix at a time, with a warning, where
     numba cannot be imported (no wheel for the platform, or a broken install; a read-only
-    install folder is fine: numba then caches elsewhere or compiles per process)."""
+    install folder is fine: numba then caches elsewhere or compiles per process). A batch on
+    another device is solved on the CPU and sent back: a GPU's batched ``eigvalsh`` above 32 × 32
+    goes one matrix at a time, tens of times slower (``bench/RESULTS.md``, "CUDA")."""
+    if G.device.type != "cpu":
+        return eigvalsh(G.cpu()).to(G.device)
     global _BATCH_EIG
     if _BATCH_EIG is None:
         try:
