@@ -165,7 +165,6 @@ def _pick(score: torch.Tensor, threshold: float, min_layer: int) -> list[tuple[i
     return [(int(l), int(h)) for l, h in heads]
 
 
-
 def check_pairs(pairs, L: int, H: int) -> None:
     """An error naming the first of ``pairs`` (``(src_layer, src_head, dst_layer, dst_head)``)
     that is not an earlier → later head pair of a model of ``L`` layers × ``H`` heads."""
