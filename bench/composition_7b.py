@@ -30,7 +30,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 import compscope  # noqa: E402
-from composition_speed import MEASURES_A, matmul_rate, measured, random_heads, route_flops, wait_idle  # noqa: E402
+from composition_speed import check_device, MEASURES_A, matmul_rate, measured, random_heads, route_flops, wait_idle  # noqa: E402
 
 #: name -> (layers, query heads, d_model, d_head, K/V heads)
 SHAPES = {"7b": (32, 32, 4096, 128, 32), "70b": (80, 64, 8192, 128, 8)}
@@ -62,6 +62,7 @@ def main() -> None:
                     help="compscope's product precision (default float32)")
     ap.add_argument("--shape", default="7b", help="7b, 70b, or L,H,d,r[,kv] for a quick trial")
     args = ap.parse_args()
+    check_device(args.device)
     if args.shape in SHAPES:
         L, H, d, r, kv = SHAPES[args.shape]
     else:

@@ -133,6 +133,17 @@ def measured(fn):
     return out, wall, others
 
 
+def check_device(device: str) -> None:
+    """Exit with compscope's one-line error where ``device`` is not there (``--device cuda``
+    on a machine without CUDA)."""
+    from compscope.engine.plan import resolve_device
+
+    try:
+        resolve_device(device)
+    except compscope.OptionError as e:
+        sys.exit(f"{os.path.basename(sys.argv[0])}: error: --device: {e}")
+
+
 def wait_idle(limit: float, timeout: float) -> tuple[bool, float]:
     t0 = time.time()
     while os.getloadavg()[0] > limit and time.time() - t0 < timeout:
@@ -203,6 +214,7 @@ def main() -> None:
     args = ap.parse_args()
     if args.tl_worker:
         return tl_worker(args.tl_worker)
+    check_device(args.device)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs; "
           f"load average now {os.getloadavg()[0]:.2f}; compscope on {args.device}")
     dev = args.device

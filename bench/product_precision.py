@@ -24,7 +24,7 @@ import torch
 sys.path.insert(0, os.path.dirname(__file__))
 import compscope  # noqa: E402
 from composition_7b import SHAPES as LARGE  # noqa: E402
-from composition_speed import SHAPES, matmul_rate, random_heads  # noqa: E402
+from composition_speed import check_device, SHAPES, matmul_rate, random_heads  # noqa: E402
 
 MEASURES = ["frobenius", "frobenius_baselined", "tight", "overlap", "shared_dims"]
 PRECISIONS = ["float64", "float32", "tf32", "bfloat16"]
@@ -45,6 +45,7 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--kinds", default="K")
     args = ap.parse_args()
+    check_device(args.device)
     L, H, d, r, kv = shape_of(args.shape)
     dev = args.device
     cuda = torch.device(dev).type == "cuda"

@@ -96,6 +96,16 @@ def test_product_precision_on_a_trial_shape():
     assert err["float64"] == 0 and err["float32"] < 1e-6 and 0 < err["bfloat16"] < 6 * 2.0**-9, out
 
 
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a CUDA device is present")
+@pytest.mark.parametrize("script", ["composition_7b.py", "product_precision.py", "composition_speed.py"])
+def test_a_device_that_is_not_there_is_a_one_line_error(script):
+    extra = ["--no-tl"] if script == "composition_speed.py" else []
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / script), "--device", "cuda", *extra],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert p.returncode == 1 and p.stderr.strip() == f"{script}: error: --device: device='cuda': torch sees no CUDA device here " \
+        f"(torch {__import__('torch').__version__}); use 'cpu'", p.stderr
+
+
 def test_composition_precision():
     out = bench("composition_precision.py")
     assert "overlap" in out and "frobenius" in out
