@@ -32,30 +32,12 @@ def test_cuda_without_a_gpu_is_a_clear_error_and_the_default_is_the_cpu():
     assert a.to_pandas()["value"].equals(b.to_pandas()["value"])
 
 
-def test_float32_products_run_in_ieee_float32_and_the_setting_is_restored(monkeypatch):
-    """A reduced float32 matmul precision (TF32 on CUDA, bfloat16 on some CPUs) would void the
-    engine's error bounds: it is set to 'highest' for the call and put back afterwards."""
-    seen = []
-    inner = composition.gram_products
-
-    def spy(*args, **kwargs):
-        seen.append(torch.get_float32_matmul_precision())
-        return inner(*args, **kwargs)
-
-    monkeypatch.setattr(composition, "gram_products", spy)
-    previous = torch.get_float32_matmul_precision()
-    try:
-        torch.set_float32_matmul_precision("medium")
-        scores(model(), "QK", ["frobenius"], progress=False)
-        assert torch.get_float32_matmul_precision() == "medium"
-    finally:
-        torch.set_float32_matmul_precision(previous)
-    assert seen == ["highest"]
-
-
-@pytest.mark.parametrize("precision,matmul", [("float32", "highest"), ("float64", "highest"), ("tf32", "high"),
-                                              ("bfloat16", "highest")])
+@pytest.mark.parametrize("precision,matmul", [(None, "highest"), ("float32", "highest"), ("float64", "highest"),
+                                              ("tf32", "high"), ("bfloat16", "highest")])
 def test_each_precision_sets_its_float32_matmul_precision_for_the_call_only(monkeypatch, precision, matmul):
+    """A reduced float32 matmul precision (TF32 on CUDA, bfloat16 on some CPUs) would void the
+    engine's error bounds: it is set to 'highest' for the call unless asked ('tf32'), and put back
+    afterwards."""
     seen = []
     inner = composition.gram_products
 
@@ -67,7 +49,8 @@ def test_each_precision_sets_its_float32_matmul_precision_for_the_call_only(monk
     previous = torch.get_float32_matmul_precision()
     try:
         torch.set_float32_matmul_precision("medium")
-        scores(model(), "K", ["frobenius"], precision=precision, device="cpu", progress=False)
+        chosen = {} if precision is None else {"precision": precision}  # None: the default
+        scores(model(), "QK", ["frobenius"], device="cpu", progress=False, **chosen)
         assert torch.get_float32_matmul_precision() == "medium"
     finally:
         torch.set_float32_matmul_precision(previous)

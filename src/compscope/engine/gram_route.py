@@ -82,6 +82,8 @@ def gram_products(
     w2, r2 = Ws.square().to(dtype)[:, :, None], R_spectrum.square().to(dtype)[:, :, None]
     ws = ws or Workspace()
     new = lambda name, *shape: ws.take(name, shape, tdtype, Wr.device)  # noqa: E731
+    # bfloat16 columns are cast per tile (about d / (2 block) passes over each side's bases) rather than
+    # held as a second copy of the bases, which at 70B shape would not fit beside them on an 80 GB GPU
     cols = (lambda t: t) if tdtype == dtype else (lambda t: t.to(tdtype))  # noqa: E731
     accumulate = _accumulate_into if tdtype != dtype else (lambda o, a, b, alpha: o.addmm_(a, b, alpha=alpha))
     out = {name: torch.zeros(n_r, n_w, dtype=dtype, device=Wr.device) for name in want}
