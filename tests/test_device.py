@@ -131,3 +131,132 @@ def test_cuda_per_layer_metric_and_qr_route_match_the_cpu():
     c = scores(bad, "QKV", ALL, pairs="all", precision="float64", device="cpu", progress=False)
     gpu = scores(bad, "QKV", ALL, pairs="all", precision="float64", device="cuda", progress=False)
     _close(c, gpu, 1e-10)
+
+
+# ---------------------------------------------------------------------------------------------
+# The data-based side (runner, labels, interventions, residual statistics, the verdict)
+
+
+def _tensors(hw):
+    """Every tensor a HeadWeights holds: its fields, its norms' gains and biases, the rotary
+    frequencies and the extra embeddings, by name."""
+    import dataclasses
+
+    from compscope.core.heads import Norm, Rotary
+
+    out = {}
+    for f in dataclasses.fields(hw):
+        v = getattr(hw, f.name)
+        parts = v if isinstance(v, tuple) else (v,)
+        for i, p in enumerate(parts):
+            if isinstance(p, torch.Tensor):
+                out[f.name] = p
+            elif isinstance(p, Norm):
+                out.update({f"{f.name}[{i}].{k}": getattr(p, k) for k in ("weight", "bias") if getattr(p, k) is not None})
+            elif isinstance(p, Rotary):
+                out[f"{f.name}.inv_freq"] = p.inv_freq
+            elif isinstance(p, dict):
+                out.update({f"{f.name}.{k}": t for k, t in p.items()})
+    return out
+
+
+@pytest.mark.parametrize("variant_id", ["gemma3-text-mqa-bias", "bert", "gpt2"])
+def test_head_weights_move_every_tensor_they_hold(variant_id):
+    """``HeadWeights.to`` moves each tensor (QK-norm, attention-output norm, rotary frequencies,
+    token-type embeddings included; the ``meta`` device stands in for a GPU) and keeps the dtypes;
+    on the device it is already on, it is the object itself."""
+    import compscope
+    from hf_tiny import BY_ID, build
+
+    hw = compscope.load(build(BY_ID[variant_id]))
+    assert hw.to("cpu") is hw
+    before, after = _tensors(hw), _tensors(hw.to("meta"))
+    assert set(before) == set(after) and len(before) >= 8
+    assert {k for k, t in after.items() if t.device.type != "meta"} == set()
+    assert {k: t.dtype for k, t in after.items()} == {k: t.dtype for k, t in before.items()}
+
+
+def test_a_model_object_runs_where_it_is_and_is_never_moved():
+    """A ``transformers`` model given runs on its own device (here ``meta``, standing in for a
+    GPU); asking for another is refused by name, not done behind the user's back."""
+    import compscope
+    from compscope.data.runner import runner_for
+    from hf_tiny import BY_ID, build
+
+    model = build(BY_ID["llama-gqa-bias"])
+    hw = compscope.load(model)
+    assert runner_for(model, hw).device == torch.device("cpu")
+    assert runner_for(model, hw, device="cpu").device == torch.device("cpu")
+    model.to("meta")
+    runner = runner_for(model, hw)
+    assert runner.device == torch.device("meta") and runner.weights_here().W_Q.device.type == "meta"
+    with pytest.raises(OptionError, match="runs on meta; move it there yourself"):
+        runner_for(model, hw, device="cpu")
+    assert next(model.parameters()).device.type == "meta"  # not moved
+
+
+def test_the_verdict_records_where_it_ran(tmp_path):
+    import json
+
+    from compscope.data.validate import validate
+
+    v = validate("induction-2l", sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
+                 device="cpu", progress=False)
+    v.save(tmp_path / "v")
+    assert json.loads((tmp_path / "v" / "run.json").read_text())["device"] == "cpu"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
+@pytest.mark.parametrize("command", ["validate", "intervene"])
+def test_data_commands_on_cuda_without_a_gpu_is_a_one_line_error(command, capsys):
+    from compscope.cli.main import main
+
+    assert main([command, "--device", "cuda"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"compscope: error: device='cuda': torch sees no CUDA device here (torch {torch.__version__}); use 'cpu'"]
+
+
+@cuda
+@pytest.mark.parametrize("variant_id", ["llama-gqa-bias", "gemma3-text-mqa-bias", "bert"])
+def test_data_based_measures_on_cuda_equal_the_cpu(variant_id):
+    """Labels, every pair's interventional effect and the residual second moments of a tiny
+    random model, run on CUDA and on the CPU (float32 both): equal to float32 rounding, and
+    returned on the CPU."""
+    import compscope
+    from compscope.data.head_labels import activation_labels
+    from compscope.data.intervene import intervention_effects
+    from compscope.data.residual_moments import runner_second_moments
+    from compscope.data.runner import runner_for
+    from compscope.data.sequences import repeats
+    from hf_tiny import BY_ID, build
+
+    got = {}
+    for dev in ("cpu", "cuda"):
+        model = build(BY_ID[variant_id]).to(dev)
+        hw = compscope.load(build(BY_ID[variant_id]))
+        runner = runner_for(model, hw)
+        assert runner.device.type == dev
+        reps = repeats(6, 4, hw.n_vocab, 3, runner.bos)
+        labels = activation_labels(runner, reps, batch_size=3, progress=False)
+        fx = intervention_effects(runner, reps.tokens, "QKV", batch_size=3, progress=False)
+        moments = runner_second_moments(runner, reps.tokens)
+        got[dev] = (labels.mean, fx.by_kind, moments)
+    for part in range(3):
+        for key, a in got["cpu"][part].items():
+            b = got["cuda"][part][key]
+            assert b.device.type == "cpu"
+            torch.testing.assert_close(b, a, atol=2e-5 * max(1.0, float(a.nan_to_num().abs().max())), rtol=0,
+                                       equal_nan=True)
+
+
+@cuda
+def test_the_default_model_is_judged_alike_on_cuda_and_the_cpu():
+    from compscope.data.validate import validate
+
+    kw = dict(sequences=8, half=8, intervention_sequences=4, kinds="QK", metrics=("identity", "activations"), progress=False)
+    a, b = validate("induction-2l", device="cpu", **kw), validate("induction-2l", device="cuda", **kw)
+    assert b.options["device"].startswith("cuda")
+    for ra, rb in zip(a.rows, b.rows):
+        assert (ra["measure"], ra["metric"], ra["kind"]) == (rb["measure"], rb["metric"], rb["kind"])
+        for key in ("spearman", "auroc"):
+            assert ra[key] == pytest.approx(rb[key], abs=1e-3, nan_ok=True)

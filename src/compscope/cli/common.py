@@ -85,6 +85,11 @@ def add_scoring(p: argparse.ArgumentParser, default_kinds: str, default_measures
     p.add_argument("--max-memory", metavar="GIB", help="GiB for tiles and blocks, beyond the per-head bases (default: a quarter of the free memory)")
 
 
+def add_data_device(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default=None,
+                   help="where the model runs and the scores are computed: cpu, cuda, cuda:N (default: cuda when present, else cpu)")
+
+
 def score_options(args) -> dict:
     pairs = "all" if args.pairs == "all" else positive_int(args.pairs, "--pairs")
     max_memory = None if args.max_memory is None else positive_gib(args.max_memory, "--max-memory")

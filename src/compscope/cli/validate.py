@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import count, half_length, output_folder
+from .common import add_data_device, count, half_length, output_folder
 
 HELP = "judge every measure x metric against interventions and activation labels on data"
 EXAMPLE = ("examples:\n  compscope validate --out verdict\n"
@@ -33,6 +33,7 @@ def add_arguments(p) -> None:
     p.add_argument("--fold-norm", action="store_true", help="judge the weights with norm gains folded in (pre-norm models)")
     p.add_argument("--fold-qk-gains", action="store_true",
                    help="judge the weights with QK-norm's gains moved into W_Q, W_K (approximate; Gemma 3)")
+    add_data_device(p)
 
 
 def run(args) -> None:
@@ -43,7 +44,7 @@ def run(args) -> None:
                  intervention_sequences=args.intervention_sequences, kinds=args.kinds,
                  metrics=args.metrics or DEFAULT_METRICS, ablation=args.ablation, prev_threshold=args.prev_threshold,
                  induction_threshold=args.induction_threshold, effect_threshold=args.effect_threshold, fold_norm=args.fold_norm,
-                 fold_qk_gains=args.fold_qk_gains)
+                 fold_qk_gains=args.fold_qk_gains, device=args.device)
     print(v.format(args.top))
     if args.out:
         for p in v.save(args.out):

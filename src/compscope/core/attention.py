@@ -52,7 +52,7 @@ def project(hw: HeadWeights, layer: int, kind: str, x: Tensor, positions: Tensor
         if hw.qk_norm is not None:
             y = qk_normalise(hw, layer, kind, y, per_head_input=x.ndim == 4)
         if hw.rotary is not None:
-            y = hw.rotary.rotate(y, torch.arange(x.shape[1]) if positions is None else positions, layer)
+            y = hw.rotary.rotate(y, torch.arange(x.shape[1], device=y.device) if positions is None else positions, layer)
     return y[:, kv] if expand else y
 
 
@@ -82,11 +82,10 @@ def attend(hw: HeadWeights, layer: int, q: Tensor, k: Tensor, positions: Tensor 
     """The attention pattern ``(batch, head, q_pos, k_pos)`` of queries and keys from :func:`project`:
     scaled (and soft-capped) dot products, the causal mask and the layer's sliding window, softmax."""
     seq = q.shape[-2]
-    if positions is None:
-        positions = torch.arange(seq)
+    positions = torch.arange(seq, device=q.device) if positions is None else positions.to(q.device)
     logits = hw.logits(q @ k.transpose(-1, -2))
     i, j = positions[:, None], positions[None, :]
-    allowed = torch.ones(seq, seq, dtype=torch.bool)
+    allowed = torch.ones(seq, seq, dtype=torch.bool, device=q.device)
     if hw.causal:
         allowed &= j <= i
     window = hw.sliding_window[layer] if hw.sliding_window else None

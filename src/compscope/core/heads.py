@@ -19,6 +19,7 @@ after loading is listed, in order, in ``meta.processing``; nothing is applied si
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from dataclasses import dataclass, field
@@ -83,6 +84,14 @@ class Norm:
         return ", ".join(parts)
 
 
+def same_device(a: torch.device, b: torch.device) -> bool:
+    """``cuda`` and ``cuda:<current>`` are one device; otherwise torch's equality."""
+    if a.type == b.type == "cuda" and (a.index is None or b.index is None):
+        current = torch.cuda.current_device()
+        return (a.index if a.index is not None else current) == (b.index if b.index is not None else current)
+    return a == b
+
+
 def _is_int(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
@@ -116,7 +125,7 @@ class Rotary:
 
     def rotate(self, x: Tensor, positions: Tensor, layer: int) -> Tensor:
         """Rotate ``x: (..., seq, d_head)`` by ``positions: (seq,)`` (may be negative or float)."""
-        ang = positions.to(torch.float64)[:, None] * self.inv_freq[layer].to(torch.float64)[None, :]
+        ang = positions.to(x.device, torch.float64)[:, None] * self.inv_freq[layer].to(x.device, torch.float64)[None, :]
         cos, sin = ang.cos().to(x), ang.sin().to(x)  # x's dtype and device
         rot, rest = x[..., : self.dim], x[..., self.dim :]
         if self.style == "half":
@@ -323,6 +332,35 @@ class HeadWeights:
         if note is not None and note not in meta.notes:
             meta = dataclasses.replace(meta, notes=meta.notes + (note,))
         return dataclasses.replace(self, meta=meta, **changes)
+
+    @property
+    def device(self) -> torch.device:
+        """Where the tensors are (all on one device: :meth:`to`)."""
+        return self.W_Q.device
+
+    def to(self, device: str | torch.device) -> HeadWeights:
+        """A copy with every tensor (norm gains, rotary frequencies and embeddings included) on
+        ``device``, dtypes kept; ``self`` when it is already there. The data-based measures
+        recompute attention from these where the model runs (:mod:`compscope.data.runner`)."""
+        device = torch.device(device)
+        if same_device(self.device, device) and same_device(self.W_E.device, device):
+            return self
+        move = lambda t: None if t is None else t.to(device)  # noqa: E731
+
+        def norm(n: Norm | None) -> Norm | None:
+            return None if n is None else dataclasses.replace(n, weight=move(n.weight), bias=move(n.bias))
+
+        changes = {f.name: move(getattr(self, f.name)) for f in dataclasses.fields(self)
+                   if isinstance(getattr(self, f.name), Tensor)}
+        changes.update(
+            attn_norm=norm(self.attn_norm), final_norm=norm(self.final_norm), attn_out_norm=norm(self.attn_out_norm),
+            qk_norm=None if self.qk_norm is None else tuple(norm(n) for n in self.qk_norm),
+            rotary=None if self.rotary is None else dataclasses.replace(self.rotary, inv_freq=move(self.rotary.inv_freq)),
+            embed_extra={k: move(v) for k, v in self.embed_extra.items()})
+        moved = copy.copy(self)  # a move changes no value: the checks of __post_init__ are not run again
+        for name, value in changes.items():
+            object.__setattr__(moved, name, value)
+        return moved
 
     def __repr__(self) -> str:
         return (

@@ -33,7 +33,7 @@ def previous_token_scores(patterns: list[Tensor]) -> Tensor:
 
 def _to_previous(pattern: Tensor) -> Tensor:
     """``(batch, head)`` mean attention from ``i`` to ``i − 1`` over ``i ≥ 1``."""
-    every = torch.arange(1, pattern.shape[-1])
+    every = torch.arange(1, pattern.shape[-1], device=pattern.device)
     return pattern[:, :, every, every - 1].mean(-1)
 
 
@@ -135,7 +135,7 @@ def pattern_labels(pattern: Tensor, half: int, start: int) -> dict[str, Tensor]:
     T = pattern.shape[-1]
     if T != start + 2 * half:
         raise OptionError(f"pattern over {T} positions, expected {start} + 2 x {half}")
-    i = torch.arange(start + half, start + 2 * half)
+    i = torch.arange(start + half, start + 2 * half, device=pattern.device)
     return {
         "induction": pattern[:, :, i, i - half + 1].mean(-1),
         "previous_token": _to_previous(pattern),
@@ -145,11 +145,13 @@ def pattern_labels(pattern: Tensor, half: int, start: int) -> dict[str, Tensor]:
 
 
 @torch.no_grad()
-def activation_labels(runner, reps, batch_size: int = 16, progress: bool = True) -> ActivationLabels:
+def activation_labels(runner, reps, batch_size: int = 16, progress: bool = True,
+                      device: str | torch.device | None = None) -> ActivationLabels:
     """:class:`ActivationLabels` of ``runner``'s model (a runner, or any model
     :func:`~compscope.data.runner.runner_for` runs) on the repeated
     sequences ``reps`` (:func:`compscope.data.sequences.repeats`), ``batch_size`` sequences at a
-    time (memory: one batch's patterns of one layer)."""
+    time (memory: one batch's patterns of one layer). ``device``: where a model given by name or
+    folder runs (:func:`~compscope.data.runner.runner_for`); the labels come back on the CPU."""
     from ..progress import progress_bar
     from .runner import layer_state, runner_for
     from .sequences import Repeats
@@ -157,8 +159,8 @@ def activation_labels(runner, reps, batch_size: int = 16, progress: bool = True)
     if not isinstance(reps, Repeats):
         raise OptionError(f"reps: expected the repeated sequences of compscope.data.sequences.repeats(...) (tokens and "
                           f"where the repeat starts), got a {type(reps).__name__}")
-    runner = runner_for(runner, progress=progress)
-    hw = runner.hw
+    runner = runner_for(runner, progress=progress, device=device)
+    hw = runner.weights_here()
     n = reps.tokens.shape[0]
     per_batch: dict[str, list[Tensor]] = {k: [] for k in LABELS}
     sizes = []
@@ -169,7 +171,7 @@ def activation_labels(runner, reps, batch_size: int = 16, progress: bool = True)
         got = [pattern_labels(layer_state(hw, l, tr.resid[l]).pattern.double(), reps.half, reps.start)
                for l in range(hw.n_layers)]
         for k in LABELS:
-            per_batch[k].append(torch.stack([g[k].mean(0) for g in got]))  # (layer, head)
+            per_batch[k].append(torch.stack([g[k].mean(0) for g in got]).cpu())  # (layer, head)
         sizes.append(tok.shape[0])
         bar.update(tok.shape[0])
     bar.close()

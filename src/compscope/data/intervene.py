@@ -96,17 +96,18 @@ def _heads(hw, tr) -> tuple[list, list, list]:
 
 @torch.no_grad()
 def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: str = "mean", *,
-                         batch_size: int = 16, progress: bool = True) -> Effects:
+                         batch_size: int = 16, progress: bool = True, device: str | torch.device | None = None) -> Effects:
     """Interventional composition of every pair and kind of ``runner``'s model (a runner, or any
     model :func:`~compscope.data.runner.runner_for` runs) on ``tokens:
     (batch, seq)`` (module docstring), ``batch_size`` sequences at a time: memory holds one
     batch's clean queries, keys, values and head outputs of every layer; mean-ablation uses the
-    mean over *all* sequences (a first pass computes it)."""
+    mean over *all* sequences (a first pass computes it). ``device``: where a model given by name
+    or folder runs (:func:`~compscope.data.runner.runner_for`); the effects come back on the CPU."""
     from .runner import runner_for
 
     kinds = _check(kinds, ablation, tokens)
-    runner = runner_for(runner, progress=progress)
-    hw = runner.hw
+    runner = runner_for(runner, progress=progress, device=device)
+    hw, dev = runner.weights_here(), runner.device
     if hw.norm_placement == "post" and getattr(runner, "post_norms", None) is None:
         raise OptionError(f"{hw.meta.name}: a post-LN model's direct path passes through its norms, and this "
                           f"runner ({type(runner).__name__}) does not name them; interventions on post-LN models "
@@ -118,7 +119,7 @@ def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: s
     bar = progress_bar(len(chunks) * ((L - 1) * H + (ablation == "mean")), "interventions", enabled=progress)
     means = kept_state = None
     if ablation == "mean":  # each head's output at each position, averaged over every sequence
-        sums = [torch.zeros(tokens.shape[1], H, hw.d_model, dtype=torch.float64) for _ in range(L)]
+        sums = [torch.zeros(tokens.shape[1], H, hw.d_model, dtype=torch.float64, device=dev) for _ in range(L)]
         for chunk in chunks:
             tr = runner.trace(chunk)
             state = _heads(hw, tr)
@@ -128,7 +129,7 @@ def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: s
         means = [(s_ / tokens.shape[0]).float() for s_ in sums]
         if len(chunks) == 1:  # one batch: its trace serves the effects too
             kept_state = (tr, state)
-    zero = lambda: torch.zeros(L, H, L, H, dtype=torch.float64)  # noqa: E731
+    zero = lambda: torch.zeros(L, H, L, H, dtype=torch.float64, device=dev)  # noqa: E731
     acc = {k: zero() for k in kinds}
     turn, kept = zero(), zero()
     for chunk in chunks:
@@ -167,10 +168,11 @@ def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: s
     forward = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)[:, None, :, None].expand(L, H, L, H)
     nan = torch.tensor(float("nan"), dtype=torch.float64)
     out = {}
+    kept = kept.cpu()
     for kind in kinds:
-        v = acc[kind] / (kept.clamp_min(1) if kind == "V" else tokens.shape[0])
+        v = acc[kind].cpu() / (kept.clamp_min(1) if kind == "V" else tokens.shape[0])
         out[kind] = torch.where(forward, v, nan)
-    direction = torch.where(forward, turn / kept.clamp_min(1), nan) if "V" in kinds else None
+    direction = torch.where(forward, turn.cpu() / kept.clamp_min(1), nan) if "V" in kinds else None
     return Effects(out, direction, ablation, int(tokens.shape[0]), int(tokens.shape[1]))
 
 
@@ -247,12 +249,14 @@ def _effect(kind: str, clean: dict, patched: dict, layer: int) -> Tensor:
 
 
 def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", sequences: int = 100, half: int = 32,
-                     seed: int = 12345, ablation: str = "mean", batch_size: int = 16, progress: bool = False):
+                     seed: int = 12345, ablation: str = "mean", batch_size: int = 16, progress: bool = False,
+                     device: str | torch.device | None = None):
     """Interventional composition of any model compscope runs (:func:`~compscope.data.runner.runner_for`)
     on ``sequences`` held-out repeated random sequences ``[bos] t t`` (``|t| = half``, cut to the
     model's context; toy models: their own held-out repeats, ``|t| = min(half, n_ctx / 2)``), and
     every measure's score of the same pairs (``metric``: a name, ``'activations'`` for the model's
-    own residual second moments, or a ``Metric``): ``(Effects, ScoreTable, half)``."""
+    own residual second moments, or a ``Metric``): ``(Effects, ScoreTable, half)``. ``device``: where
+    the model runs and the measures are computed (default CUDA when present, else the CPU)."""
     from ..core.metrics import check_metrics, get_metric
     from ..engine.composition import scores
     from .runner import ToyRunner, runner_for
@@ -262,7 +266,7 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
     if more:
         raise OptionError(f"metric: one metric (a name or a Metric), got {len(more) + 1}")
     check_ablation(ablation, sequences)
-    runner = runner_for(model)
+    runner = runner_for(model, device=device)
     hw = runner.hw
     if isinstance(runner, ToyRunner):
         from ..toy.storage import held_out_repeats
@@ -273,5 +277,6 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
             half = min(half, (runner.n_ctx - (runner.bos is not None)) // 2)
         tokens = repeats(sequences, half, hw.n_vocab, seed, runner.bos, avoid=runner.special_ids()).tokens
     effects = intervention_effects(runner, tokens, kinds, ablation, batch_size=batch_size, progress=progress)
-    table = scores(hw, kinds, "all", get_metric(metric, hw, model=runner), pairs="all", progress=progress)
+    table = scores(hw, kinds, "all", get_metric(metric, hw, model=runner), pairs="all", progress=progress,
+                   device=runner.device)
     return effects, table, (tokens.shape[1] - (runner.bos is not None)) // 2

@@ -87,8 +87,8 @@ def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16, hw=None)
     its gain)."""
     from ..core.attention import read_input
 
-    hw = runner.hw if hw is None else hw
-    acc = {l: torch.zeros(hw.d_model, hw.d_model, dtype=torch.float64) for l in range(hw.n_layers)}
+    hw = runner.weights_here(hw)
+    acc = {l: torch.zeros(hw.d_model, hw.d_model, dtype=torch.float64, device=runner.device) for l in range(hw.n_layers)}
     count = 0
     for b0 in range(0, tokens.shape[0], batch_size):
         tr = runner.trace(tokens[b0 : b0 + batch_size])
@@ -96,7 +96,7 @@ def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16, hw=None)
             x = read_input(hw, l, tr.resid[l]).reshape(-1, hw.d_model).double()
             acc[l] += x.T @ x
         count += tr.resid[0].shape[0] * tr.resid[0].shape[1]
-    return {l: G / count for l, G in acc.items()}
+    return {l: (G / count).cpu() for l, G in acc.items()}
 
 
 def data_activation_metric(runner, sequences: int = TEXT_SEQUENCES, seq_len: int = TEXT_LENGTH, seed: int = METRIC_SEED,
@@ -150,7 +150,7 @@ def residual_samples(runner, tokens: Tensor, n: int = CONTENT_SAMPLES, seed: int
     from ..core.attention import read_input
     from ..progress import progress_bar
 
-    hw = runner.hw if hw is None else hw
+    hw = runner.weights_here(hw)
     if tokens.ndim != 2 or tokens.shape[1] < 2:
         raise OptionError(f"residual samples need (batch, seq) tokens with seq >= 2, got shape {tuple(tokens.shape)}")
     xs: dict[int, list[Tensor]] = {l: [] for l in range(hw.n_layers)}
@@ -158,7 +158,7 @@ def residual_samples(runner, tokens: Tensor, n: int = CONTENT_SAMPLES, seed: int
     for b0 in range(0, tokens.shape[0], batch_size):
         tr = runner.trace(tokens[b0 : b0 + batch_size])
         for l in range(hw.n_layers):
-            xs[l].append(read_input(hw, l, tr.resid[l])[:, 1:].reshape(-1, hw.d_model).float())
+            xs[l].append(read_input(hw, l, tr.resid[l])[:, 1:].reshape(-1, hw.d_model).float().cpu())
         bar.update(tr.tokens.shape[0])
     bar.close()
     total = sum(x.shape[0] for x in xs[0])

@@ -20,6 +20,11 @@ Where the weights come from decides how the model runs (nothing is ever download
   through its own hook points (``hook_resid_pre`` / ``ln1.hook_in`` and the attention output; the
   encoder's post-LN sums ``hook_resid_mid``, ``hook_resid_post``), with the weights it holds,
   processed or not (the processing TransformerLens did is part of the model that runs).
+
+Where it runs (``device``): a model loaded from files goes where it is asked (default: CUDA when
+torch sees it, else the CPU, as the engine); a model object given runs where its parameters are,
+and is never moved. The trace and every recomputation stay on that device (:meth:`Runner.weights_here`);
+what the data-based measures return comes back to the CPU.
 """
 
 from __future__ import annotations
@@ -84,6 +89,19 @@ class Runner:
     post_norms: list[tuple] | None = None
     #: whether a trace has shown that the running model computes what ``hw`` says (:meth:`_check_agreement`)
     _agreed: bool = False
+    #: where the model runs, and where traces and recomputations live
+    device: torch.device = torch.device("cpu")
+    _moved: tuple | None = None  # (HeadWeights, the same on device): the latest weights_here
+
+    def weights_here(self, hw: HeadWeights | None = None) -> HeadWeights:
+        """``hw`` (default the runner's own) on the runner's device, to recompute attention on its
+        traces; the copy of the latest one is kept."""
+        hw = self.hw if hw is None else hw
+        if self._moved is not None and self._moved[0] is hw:
+            return self._moved[1]
+        moved = hw.to(self.device)
+        self._moved = (hw, moved)
+        return moved
 
     def special_ids(self) -> tuple[int, ...]:
         """Token ids a random sequence should not contain (end, padding), where the model names them."""
@@ -106,9 +124,9 @@ class Runner:
         if self.n_ctx is not None and tokens.shape[1] > self.n_ctx:
             raise OptionError(f"sequences of {tokens.shape[1]} tokens are longer than {self.hw.meta.name} takes "
                               f"({self.n_ctx}); use shorter sequences (validate: a smaller --half)")
-        resid, out, *norm_in = self._run(tokens)
+        resid, out, *norm_in = self._run(tokens.to(self.device))
         norm_in = [(a.float(), b.float()) for a, b in norm_in[0]] if norm_in and norm_in[0] is not None else None
-        trace = Trace(tokens, [r.float() for r in resid], [o.float() for o in out], norm_in)
+        trace = Trace(tokens.to(self.device), [r.float() for r in resid], [o.float() for o in out], norm_in)
         if not self._agreed:
             self._check_agreement(trace, low_precision=resid[0].dtype not in (torch.float32, torch.float64))
             self._agreed = True
@@ -123,7 +141,7 @@ class Runner:
         tol = 5e-2 if low_precision else 1e-3
         for layer, (resid, out) in enumerate(zip(trace.resid, trace.attn_out)):
             scale = float(out.abs().max())
-            err = float((layer_state(self.hw, layer, resid).out - out).abs().max())
+            err = float((layer_state(self.weights_here(), layer, resid).out - out).abs().max())
             if not err <= tol * max(scale, 1e-30):
                 raise UnsupportedModelError(
                     f"{self.hw.meta.name}: the running model's attention at layer {layer} is not what compscope "
@@ -141,6 +159,7 @@ class ToyRunner(Runner):
     def __init__(self, model, hw: HeadWeights) -> None:
         self.model, self.hw = model, hw
         self.n_ctx = int(model.cfg.n_ctx)
+        self.device = model_device(model)
 
     def _run(self, tokens: Tensor) -> tuple[list[Tensor], list[Tensor]]:
         cache: dict = {}
@@ -157,6 +176,7 @@ class HFRunner(Runner):
         from ..loading.families import family_for
 
         self.model, self.hw, self.tokenizer = model.eval(), hw, tokenizer
+        self.device = model_device(model)
         family = family_for(model.config.to_dict(), f"{type(model).__name__} object")
         self.points = family.hook_points(model)
         if len(self.points) != hw.n_layers:
@@ -215,6 +235,7 @@ class TransformerLensRunner(Runner):
         from ..loading.formats.transformer_lens import is_hooked_encoder
 
         self.model, self.hw = model.eval(), hw
+        self.device = model_device(model)
         n = len(model.blocks)
         if n != hw.n_layers:
             raise UnsupportedModelError(f"{hw.meta.name}: the running model has {n} layers, its HeadWeights "
@@ -271,18 +292,22 @@ def what_is(x) -> str:
     return f"shape {tuple(x.shape)}" if isinstance(x, Tensor) else f"a {type(x).__name__}"
 
 
-def runner_for(model, hw: HeadWeights | None = None, progress: bool = True) -> Runner:
+def runner_for(model, hw: HeadWeights | None = None, progress: bool = True,
+               device: str | torch.device | None = None) -> Runner:
     """A :class:`Runner` for ``model``: a toy folder or built-in toy name, a HuggingFace folder, a
     ``.gguf`` file, a built-in real model name, a hub id, a loaded ``transformers`` or TransformerLens model
     (module docstring), or a runner (returned as it is). ``hw``: its ``HeadWeights`` when already
     loaded (unprocessed: processing changes the model). ``progress``: a bar while ``transformers``
-    loads a model from files (shown after 2 s; a GGUF file is dequantised, which takes a while)."""
+    loads a model from files (shown after 2 s; a GGUF file is dequantised, which takes a while).
+    ``device``: where a model loaded from files runs (default CUDA when present, else the CPU); a
+    model object or runner given runs where it is, and another ``device`` for it is refused."""
     from ..loading.builtin import find_toy, resolve
     from ..loading.formats import builtin_name, hub
     from ..loading.sources import load
 
+    device = None if device is None else _resolve(device)  # a device that is not there: refused before any load
     if isinstance(model, Runner) and hw is None:  # already running
-        return model
+        return _stays(model, model.device, device, "runner")
     ours = hw.meta.processed_here if hw is not None else ()
     if ours:
         raise OptionError(f"{hw.meta.name}: data-based measures run the unprocessed model; drop the processing "
@@ -292,10 +317,12 @@ def runner_for(model, hw: HeadWeights | None = None, progress: bool = True) -> R
         from ..toy.storage import load_toy
 
         net, _ = load_toy(toy)
-        return ToyRunner(net, load(model) if hw is None else hw)  # load names a built-in as the user does
+        return ToyRunner(net.to(_resolve(device)), load(model) if hw is None else hw)  # load names a built-in as the user does
     if _is_transformer_lens(model):
+        _stays(model, model_device(model), device, "TransformerLens model")
         return TransformerLensRunner(model, load(model) if hw is None else hw)
     if _is_hf_model(model):
+        _stays(model, model_device(model), device, "transformers model")
         return HFRunner(model, load(model) if hw is None else hw)
     if builtin_name.recognise(model):
         path = resolve(model)
@@ -306,7 +333,30 @@ def runner_for(model, hw: HeadWeights | None = None, progress: bool = True) -> R
     else:
         raise OptionError(f"cannot run a {type(model).__name__}: give a toy model, a HuggingFace folder, a .gguf "
                           "file, a hub id, a transformers model or a TransformerLens model")
-    return _hf_runner(path, load(model) if hw is None else hw, progress)
+    return _hf_runner(path, load(model) if hw is None else hw, progress, _resolve(device))
+
+
+def model_device(model) -> torch.device:
+    """Where a ``torch.nn.Module`` computes: the device of its first parameter (the CPU without any)."""
+    p = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
+    return torch.device("cpu") if p is None else p.device
+
+
+def _resolve(device) -> torch.device:
+    from ..engine.plan import resolve_device
+
+    return resolve_device(device)
+
+
+def _stays(obj, here: torch.device, device: torch.device | None, what: str):
+    """``obj`` (a model or runner on ``here``) when ``device`` is unset or names ``here``; else an
+    error: compscope does not move a model it was handed."""
+    from ..core.heads import same_device
+
+    if device is not None and not same_device(device, here):
+        raise OptionError(f"device={str(device)!r}: the {what} given runs on {here}; move it there yourself "
+                          "(model.to(...)) or leave the device unset")
+    return obj
 
 
 def _is_hf_model(obj) -> bool:
@@ -315,8 +365,8 @@ def _is_hf_model(obj) -> bool:
     return is_hf_model(obj)
 
 
-def _hf_runner(path: Path, hw: HeadWeights, progress: bool = True) -> HFRunner:
-    """Load the ``transformers`` model (and its tokenizer, when there is one) from local files."""
+def _hf_runner(path: Path, hw: HeadWeights, progress: bool = True, device: torch.device = torch.device("cpu")) -> HFRunner:
+    """Load the ``transformers`` model (and its tokenizer, when there is one) from local files, onto ``device``."""
     try:
         import transformers
     except ImportError as e:
@@ -337,7 +387,7 @@ def _hf_runner(path: Path, hw: HeadWeights, progress: bool = True) -> HFRunner:
     bar = progress_bar(1, f"loading {hw.meta.name} to run it (transformers)", enabled=progress)
     try:
         with _quiet_gguf_conversion(gguf is not None):
-            model = auto.from_pretrained(str(folder), **kw)
+            model = auto.from_pretrained(str(folder), **kw).to(device)
         bar.update()
     except Exception as e:  # transformers raises many kinds; the message names the cause
         raise OptionError(f"{path}: transformers could not load the model to run it ({one_line(e)})") from e

@@ -236,7 +236,7 @@ def precision_at(weights: Tensor, truth: Tensor, n: int = 5) -> float:
 def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, intervention_sequences: int = 16,
              kinds: str = "QKV", metrics=DEFAULT_METRICS, ablation: str = "mean", prev_threshold: float = 0.4,
              induction_threshold: float = 0.3, effect_threshold: float = 0.05, batch_size: int = 16, fold_norm: bool = False,
-             fold_qk_gains: bool = False, progress: bool = True) -> Verdict:
+             fold_qk_gains: bool = False, progress: bool = True, device: str | torch.device | None = None) -> Verdict:
     """Judge every measure × metric on ``model`` against its behaviour on data (module docstring).
 
     ``model``: anything :func:`compscope.data.runner.runner_for` runs (a toy folder or name, a
@@ -244,7 +244,9 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     ``fold_qk_gains``: judge the measures of the weights with the norm gains folded in (exact) or
     QK-norm's gains moved into ``W_Q``, ``W_K`` (approximate: :func:`~compscope.core.processing.fold_qk_norm_gains`);
     the model that runs on the data is always the unprocessed one. ``effect_threshold``: the K
-    effect that confirms a true pair (``auroc_confirmed``)."""
+    effect that confirms a true pair (``auroc_confirmed``). ``device``: where the model runs and every
+    score is computed (:func:`~compscope.data.runner.runner_for`: default CUDA when present, else the
+    CPU; a model object runs where it is); recorded."""
     from ..analysis.circuits import head_circuits_by_content
     from ..analysis.stats import spearman
     from ..core.factors import check_kinds
@@ -271,7 +273,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
             raise OptionError(f"{name}={v!r}: {why}")
     metrics = check_metrics(metrics)
     check_ablation(ablation, min(intervention_sequences, sequences))
-    runner = runner_for(model, progress=progress)
+    runner = runner_for(model, progress=progress, device=device)
     hw = runner.hw
     weights = hw  # what the measures read; the data come from the unprocessed model
     if fold_norm:
@@ -299,7 +301,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
         except OptionError as e:
             notes.append(f"metric {name} skipped: {e}")
             continue
-        table = scores(weights, kinds, "all", met, pairs="all", progress=progress)
+        table = scores(weights, kinds, "all", met, pairs="all", progress=progress, device=runner.device)
         tables[name] = table
         for m in table.measures:
             meas = MEASURES.get(m)
@@ -344,7 +346,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
                "confirmed_pairs": int(confirmed.sum()) if confirmed is not None else None,
                "interventions_auroc": auroc(k_effects, truth) if k_effects is not None else None,
                "first_token": runner.bos,
-               "python": python_version(), "torch": torch.__version__,
+               "python": python_version(), "torch": torch.__version__, "device": str(runner.device),
                "activations_metric_data": metric_data(runner) if "activations" in tables else None,
                "head_scores_content": list(contents),
                "writer_previous_auroc": writer_auroc or None,

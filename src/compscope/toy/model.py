@@ -164,9 +164,9 @@ class ToyTransformer(nn.Module):
             resid = resid + self.W_pos[:T]
         cos = sin = None
         if cfg.positions == "rotary":
-            ang = torch.arange(T, dtype=torch.float64)[:, None] * self.inv_freq[None, :]
+            ang = torch.arange(T, dtype=torch.float64, device=tokens.device)[:, None] * self.inv_freq[None, :]
             cos, sin = ang.cos().to(resid.dtype), ang.sin().to(resid.dtype)
-        mask = torch.ones(T, T, dtype=torch.bool).tril()
+        mask = torch.ones(T, T, dtype=torch.bool, device=tokens.device).tril()
         edits = dict(edits or {})
         self._check_edits(edits, tuple(resid.shape))
         for layer, blk in enumerate(self.blocks):
