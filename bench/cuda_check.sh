@@ -6,7 +6,9 @@
 #     bash bench/cuda_check.sh [OUT]
 #
 # 1. the CUDA tests; 2. the five tests that failed on the H100 without a kept traceback
-# (bench/RESULTS.md, "CUDA: an H100"); 3. the benchmarks of that section, on the device.
+# (bench/RESULTS.md, "CUDA: an H100"); 3. the benchmarks of that section, on the device;
+# 4. the data side (interventions of every pair and kind, with the labels) on a random Llama of
+# SmolLM2-135M's shape, built from a config (no download), on the GPU and on the CPU.
 set -uo pipefail
 out=${1:-cuda-check}
 mkdir -p "$out"
@@ -21,3 +23,13 @@ run open_tests 300 "$py" -m pytest -q -p no:cacheprovider --tb=short \
 run speed 300 "$py" bench/composition_speed.py --device cuda --no-tl --repeats 3 --wait 0
 run 7b 120 "$py" bench/composition_7b.py --device cuda --wait 0
 run precision_7b 200 "$py" bench/product_precision.py --shape 7b --device cuda
+model=$(mktemp -d)/random-smollm2-shape  # about 0.5 GB: kept out of OUT
+"$py" - "$model" <<'EOF'
+import sys, torch, transformers
+torch.manual_seed(0)
+cfg = transformers.LlamaConfig(hidden_size=576, intermediate_size=1536, num_attention_heads=9, num_key_value_heads=3,
+                               num_hidden_layers=30, vocab_size=49152, rope_theta=100000.0, tie_word_embeddings=True)
+transformers.LlamaForCausalLM(cfg).save_pretrained(sys.argv[1])
+EOF
+run interventions_cuda 300 "$py" bench/interventions_real.py --model "$model" --device cuda
+run interventions_cpu 300 "$py" bench/interventions_real.py --model "$model" --device cpu

@@ -5,6 +5,7 @@ memory of the process. Target (issue): all pairs and kinds in at most 10 minutes
 
     python bench/interventions_real.py                       # smollm2, 16 sequences of 1 + 2 x 32 tokens
     python bench/interventions_real.py --model PATH --sequences 8 --half 64
+    python bench/interventions_real.py --model PATH --device cuda   # the model and the recomputation on a GPU
 
 Prints the phases (load, trace + labels, interventions), the peak resident memory, and the
 strongest K effects, so that a rerun can be compared.
@@ -26,6 +27,7 @@ from compscope.data.intervene import intervention_effects  # noqa: E402
 from compscope.data.runner import runner_for  # noqa: E402
 from compscope.data.sequences import repeats  # noqa: E402
 from compscope.results.table import top_entries  # noqa: E402
+from composition_speed import check_device  # noqa: E402
 
 
 def peak_mib() -> float:
@@ -39,26 +41,30 @@ def main() -> None:
     ap.add_argument("--half", type=int, default=32)
     ap.add_argument("--seed", type=int, default=12345)
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
+    ap.add_argument("--device", default="cpu", help="where the model runs and the heads are recomputed (default cpu)")
     args = ap.parse_args()
+    check_device(args.device)
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
-    runner = runner_for(args.model)
+    runner = runner_for(args.model, device=args.device)
     t1 = time.perf_counter()
     hw = runner.hw
     reps = repeats(args.sequences, args.half, hw.n_vocab, args.seed, runner.bos)
-    labels = activation_labels(runner, reps, progress=False)
+    labels = activation_labels(runner, reps, progress=False)  # returns on the CPU: the device is done
     t2 = time.perf_counter()
     eff = intervention_effects(runner, reps.tokens, "QKV", progress=True)
     t3 = time.perf_counter()
     L, H = hw.n_layers, hw.n_heads
     blocks = H * L * (L - 1) // 2
     print(f"{hw.meta.name}: {L} layers x {H} heads, {args.sequences} sequences of {reps.tokens.shape[1]} tokens, "
-          f"{torch.get_num_threads()} threads, torch {torch.__version__}")
+          f"{torch.get_num_threads()} threads, torch {torch.__version__}, device {runner.device}")
     print(f"load (transformers + HeadWeights)   {t1 - t0:7.1f} s")
     print(f"activation labels                   {t2 - t1:7.1f} s")
     print(f"interventions, all pairs and kinds  {t3 - t2:7.1f} s   ({blocks} writer x later-layer blocks, "
           f"{1e3 * (t3 - t2) / blocks:.1f} ms each)")
     print(f"peak resident memory                {peak_mib():7.0f} MiB")
+    if runner.device.type == "cuda":
+        print(f"peak GPU memory                     {torch.cuda.max_memory_allocated(runner.device) / 2**20:7.0f} MiB")
     print("strongest K effects: " + "   ".join("{}.{}->{}.{} ".format(*i) + f"{v:.3f}"
                                              for i, v in top_entries(eff.by_kind["K"], 5)))
     print("best previous-token heads: " + "   ".join(f"{l}.{h} {v:.2f}" for (l, h), v in top_entries(labels.previous_token, 3))

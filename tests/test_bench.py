@@ -97,7 +97,8 @@ def test_product_precision_on_a_trial_shape():
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a CUDA device is present")
-@pytest.mark.parametrize("script", ["composition_7b.py", "product_precision.py", "composition_speed.py"])
+@pytest.mark.parametrize("script", ["composition_7b.py", "product_precision.py", "composition_speed.py",
+                                    "interventions_real.py"])
 def test_a_device_that_is_not_there_is_a_one_line_error(script):
     extra = ["--no-tl"] if script == "composition_speed.py" else []
     p = subprocess.run([sys.executable, str(ROOT / "bench" / script), "--device", "cuda", *extra],
