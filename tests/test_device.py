@@ -195,13 +195,24 @@ def test_a_model_object_runs_where_it_is_and_is_never_moved():
     assert next(model.parameters()).device.type == "meta"  # not moved
 
 
-def test_the_verdict_records_where_it_ran(tmp_path):
+def test_the_verdict_computes_where_it_runs_and_records_it(tmp_path, monkeypatch):
+    """Every engine call of the verdict (the measures under each metric, the K scores of the
+    induction circuit) is told the runner's device, not left to the engine's default."""
     import json
 
     from compscope.data.validate import validate
 
-    v = validate("induction-2l", sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
+    told = []
+    inner = composition.scores
+
+    def spy(*args, **kwargs):
+        told.append(kwargs.get("device"))
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(composition, "scores", spy)
+    v = validate("induction-2l", sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity", "embed"),
                  device="cpu", progress=False)
+    assert told == [torch.device("cpu")] * 3
     v.save(tmp_path / "v")
     assert json.loads((tmp_path / "v" / "run.json").read_text())["device"] == "cpu"
 

@@ -341,12 +341,13 @@ def head_circuits(hw: HeadWeights, measure: str = "frobenius", *, offset: float 
 
 def head_circuits_by_content(hw: HeadWeights, contents: Mapping[str, Mapping[int, Tensor] | None],
                              measure: str = "frobenius", *, offset: float = 0.0,
-                             progress: bool = False) -> dict[str, Circuits]:
+                             progress: bool = False, device: str | torch.device | None = None) -> dict[str, Circuits]:
     """:func:`head_circuits` under each of several content distributions of the rotary
     previous-token score (``{name: samples}``; None: the normed embeddings), keyed alike. What
     does not depend on the content is computed once: the copying and matching scores, the
     K-composition scores and the matching through each writer. For a model whose previous-token
-    score is not rotary, every entry is the same."""
+    score is not rotary, every entry is the same. ``device``: where the engine computes the
+    K-composition scores (its default: CUDA when present); the rest runs on the CPU in float64."""
     from ..engine.composition import scores
 
     copying = None if hw.W_U is None else copying_scores(hw)
@@ -365,7 +366,7 @@ def head_circuits_by_content(hw: HeadWeights, contents: Mapping[str, Mapping[int
             qk = torch.zeros_like(matching)
             if hw.n_layers > 1:
                 if K is None:
-                    K = scores(hw, "K", [measure], offset=offset, progress=False).dense(measure, "K")  # (L, H, L, H)
+                    K = scores(hw, "K", [measure], offset=offset, progress=False, device=device).dense(measure, "K")
                     matcher = MatchingThroughWriters(hw, offset)
                 qk = induction_qk(hw, previous, K, offset, progress, matcher)
             if copying is not None:

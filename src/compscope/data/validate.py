@@ -325,7 +325,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
         notes.append("no previous-token or induction scores from the weights: no learned or rotary positions to read")
     elif weights.W_U is None:
         notes.append("no whole-circuit induction score from the weights: no unembedding, so no copying score")
-    for content, circ in head_circuits_by_content(weights, contents, progress=progress).items():
+    for content, circ in head_circuits_by_content(weights, contents, progress=progress, device=runner.device).items():
         if circ.previous is not None and "K" in kinds:  # how much of the label truth the writer's role alone gives
             name = content if weights.W_pos is None else "positions"
             writer = writer_pairs(circ.previous, effects.by_kind["K"])
