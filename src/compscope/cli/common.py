@@ -81,13 +81,12 @@ def add_scoring(p: argparse.ArgumentParser, default_kinds: str, default_measures
                    help="for bandwidth/spectral: 'all' or the top N pairs by frobenius per kind (default 256)")
     p.add_argument("--precision", default="float32", choices=["float32", "float64", "tf32", "bfloat16"],
                    help="precision of the large products (default float32; tf32 and bfloat16: reduced, for GPUs)")
-    p.add_argument("--device", default=None, help="where to compute: cpu, cuda, cuda:N (default: cuda when present, else cpu)")
+    add_device(p, "where to compute")
     p.add_argument("--max-memory", metavar="GIB", help="GiB for tiles and blocks, beyond the per-head bases (default: a quarter of the free memory)")
 
 
-def add_data_device(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", default=None,
-                   help="where the model runs and the scores are computed: cpu, cuda, cuda:N (default: cuda when present, else cpu)")
+def add_device(p: argparse.ArgumentParser, what: str = "where the model runs and the scores are computed") -> None:
+    p.add_argument("--device", default=None, help=f"{what}: cpu, cuda, cuda:N (default: cuda when present, else cpu)")
 
 
 def score_options(args) -> dict:

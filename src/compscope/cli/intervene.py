@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_data_device, count, half_length, metric_names
+from .common import add_device, count, half_length, metric_names
 
 HELP = "interventional composition of a model on data, against every measure"
 EXAMPLE = "example: compscope intervene --kinds K --top 16 --metric activations   (or: compscope intervene smollm2 --kinds K --sequences 8)"
@@ -22,7 +22,7 @@ def add_arguments(p) -> None:
     p.add_argument("--batch-size", type=count, default=16, help="sequences per forward pass (default 16)")
     p.add_argument("--ablation", default="mean", choices=["mean", "zero"], help="how h1's output is removed (default mean)")
     p.add_argument("--top", type=count, default=3, help="strongest pairs to print per kind (default 3)")
-    add_data_device(p)
+    add_device(p)
 
 
 def run(args) -> None:

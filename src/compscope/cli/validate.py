@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_data_device, count, half_length, output_folder
+from .common import add_device, count, half_length, output_folder
 
 HELP = "judge every measure x metric against interventions and activation labels on data"
 EXAMPLE = ("examples:\n  compscope validate --out verdict\n"
@@ -33,7 +33,7 @@ def add_arguments(p) -> None:
     p.add_argument("--fold-norm", action="store_true", help="judge the weights with norm gains folded in (pre-norm models)")
     p.add_argument("--fold-qk-gains", action="store_true",
                    help="judge the weights with QK-norm's gains moved into W_Q, W_K (approximate; Gemma 3)")
-    add_data_device(p)
+    add_device(p)
 
 
 def run(args) -> None:

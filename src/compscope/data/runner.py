@@ -37,7 +37,8 @@ import torch
 from torch import Tensor
 
 from ..core.attention import combine, head_outputs, head_states, read_input
-from ..core.heads import HeadWeights
+from ..core.heads import HeadWeights, same_device
+from ..engine.plan import resolve_device
 from ..errors import OptionError, UnsupportedModelError, one_line
 
 
@@ -124,9 +125,10 @@ class Runner:
         if self.n_ctx is not None and tokens.shape[1] > self.n_ctx:
             raise OptionError(f"sequences of {tokens.shape[1]} tokens are longer than {self.hw.meta.name} takes "
                               f"({self.n_ctx}); use shorter sequences (validate: a smaller --half)")
-        resid, out, *norm_in = self._run(tokens.to(self.device))
+        tokens = tokens.to(self.device)
+        resid, out, *norm_in = self._run(tokens)
         norm_in = [(a.float(), b.float()) for a, b in norm_in[0]] if norm_in and norm_in[0] is not None else None
-        trace = Trace(tokens.to(self.device), [r.float() for r in resid], [o.float() for o in out], norm_in)
+        trace = Trace(tokens, [r.float() for r in resid], [o.float() for o in out], norm_in)
         if not self._agreed:
             self._check_agreement(trace, low_precision=resid[0].dtype not in (torch.float32, torch.float64))
             self._agreed = True
@@ -305,7 +307,7 @@ def runner_for(model, hw: HeadWeights | None = None, progress: bool = True,
     from ..loading.formats import builtin_name, hub
     from ..loading.sources import load
 
-    device = None if device is None else _resolve(device)  # a device that is not there: refused before any load
+    device = None if device is None else resolve_device(device)  # a device that is not there: refused before any load
     if isinstance(model, Runner) and hw is None:  # already running
         return _stays(model, model.device, device, "runner")
     ours = hw.meta.processed_here if hw is not None else ()
@@ -317,7 +319,7 @@ def runner_for(model, hw: HeadWeights | None = None, progress: bool = True,
         from ..toy.storage import load_toy
 
         net, _ = load_toy(toy)
-        return ToyRunner(net.to(_resolve(device)), load(model) if hw is None else hw)  # load names a built-in as the user does
+        return ToyRunner(net.to(resolve_device(device)), load(model) if hw is None else hw)  # load names a built-in as the user does
     if _is_transformer_lens(model):
         _stays(model, model_device(model), device, "TransformerLens model")
         return TransformerLensRunner(model, load(model) if hw is None else hw)
@@ -333,7 +335,7 @@ def runner_for(model, hw: HeadWeights | None = None, progress: bool = True,
     else:
         raise OptionError(f"cannot run a {type(model).__name__}: give a toy model, a HuggingFace folder, a .gguf "
                           "file, a hub id, a transformers model or a TransformerLens model")
-    return _hf_runner(path, load(model) if hw is None else hw, progress, _resolve(device))
+    return _hf_runner(path, load(model) if hw is None else hw, progress, resolve_device(device))
 
 
 def model_device(model) -> torch.device:
@@ -342,17 +344,9 @@ def model_device(model) -> torch.device:
     return torch.device("cpu") if p is None else p.device
 
 
-def _resolve(device) -> torch.device:
-    from ..engine.plan import resolve_device
-
-    return resolve_device(device)
-
-
 def _stays(obj, here: torch.device, device: torch.device | None, what: str):
     """``obj`` (a model or runner on ``here``) when ``device`` is unset or names ``here``; else an
     error: compscope does not move a model it was handed."""
-    from ..core.heads import same_device
-
     if device is not None and not same_device(device, here):
         raise OptionError(f"device={str(device)!r}: the {what} given runs on {here}; move it there yourself "
                           "(model.to(...)) or leave the device unset")
