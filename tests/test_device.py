@@ -217,6 +217,44 @@ def test_the_verdict_computes_where_it_runs_and_records_it(tmp_path, monkeypatch
     assert json.loads((tmp_path / "v" / "run.json").read_text())["device"] == "cpu"
 
 
+def test_the_activations_metric_runs_the_model_on_the_device_asked(monkeypatch):
+    """``compscope.scores(..., metric='activations', device=D)``: the run that estimates the
+    metric is given ``D`` too (toy model and a ``transformers`` model), not the runner's default;
+    a model object on another device is refused, not moved."""
+    import compscope
+    from compscope.core.metrics import get_metric
+    from compscope.data import runner as runner_module
+    from hf_tiny import BY_ID, build
+
+    told = []
+    inner = runner_module.runner_for
+
+    def spy(*args, **kwargs):
+        told.append(kwargs.get("device"))
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(runner_module, "runner_for", spy)
+    scores("induction-2l", "K", ["frobenius"], metric="activations", device="cpu", progress=False)
+    model = build(BY_ID["llama-gqa-bias"])
+    scores(model, "K", ["frobenius"], metric="activations", device="cpu", progress=False)
+    assert told == ["cpu", "cpu"]
+    hw = compscope.load(model)
+    model.to("meta")
+    with pytest.raises(OptionError, match="runs on meta; move it there yourself"):
+        get_metric("activations", hw, model=model, device="cpu")
+    assert next(model.parameters()).device.type == "meta"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
+def test_the_activations_metric_on_cuda_without_a_gpu_is_a_one_line_error(capsys):
+    """The metric's own run is refused as the engine is: before any model is run."""
+    from compscope.cli.main import main
+
+    assert main(["scores", "--metric", "activations", "--device", "cuda"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"compscope: error: device='cuda': torch sees no CUDA device here (torch {torch.__version__}); use 'cpu'"]
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
 @pytest.mark.parametrize("command", ["validate", "intervene"])
 def test_data_commands_on_cuda_without_a_gpu_is_a_one_line_error(command, capsys):

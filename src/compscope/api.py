@@ -31,9 +31,11 @@ def scores(model, kinds: str = "QKV", measures=DEFAULT, metric="identity", *, ri
     ``kinds``: letters of ``'QKV'``; ``measures``: names, or ``'all'``; ``metric``: a registered
     name (``identity``, ``embed``, ``unembed``, ``activations``) or a ``Metric``. Every other
     option (``offset``, ``pairs``, ``precision``, ``device``, ``max_memory``, ``progress``, …)
-    is the engine's: :func:`compscope.engine.composition.scores`."""
+    is the engine's: :func:`compscope.engine.composition.scores`; ``device`` is also where the
+    ``activations`` metric runs the model."""
     hw = as_heads(model)
-    return _composition.scores(hw, kinds, measures, get_metric(metric, hw, ridge, model=model), ridge=ridge, **options)
+    met = get_metric(metric, hw, ridge, model=model, device=options.get("device"))  # 'activations' runs the model there
+    return _composition.scores(hw, kinds, measures, met, ridge=ridge, **options)
 
 
 def compose_pair(model, writer: tuple[int, int] | str, reader: tuple[int, int] | str, kind: str = "K", metric="identity", *,

@@ -210,7 +210,7 @@ def track(
             check_pairs(check, hw.n_layers, hw.n_heads)
         hashes.append(weights_hash(hw))
         ridge = score_options.get("ridge", DEFAULT_RIDGE)
-        tables.append([scores(hw, kinds, measures, get_metric(m, hw, ridge, model=c.path), progress=False, **score_options)
+        tables.append([scores(hw, kinds, measures, get_metric(m, hw, ridge, model=c.path, device=score_options.get("device")), progress=False, **score_options)
                        for m in metrics])
         if labels and model is not None:
             half = min(24, model.cfg.n_ctx // 2)

@@ -81,7 +81,7 @@ def add_scoring(p: argparse.ArgumentParser, default_kinds: str, default_measures
                    help="for bandwidth/spectral: 'all' or the top N pairs by frobenius per kind (default 256)")
     p.add_argument("--precision", default="float32", choices=["float32", "float64", "tf32", "bfloat16"],
                    help="precision of the large products (default float32; tf32 and bfloat16: reduced, for GPUs)")
-    add_device(p, "where to compute")
+    add_device(p, "where to compute (and where --metric activations runs the model)")
     p.add_argument("--max-memory", metavar="GIB", help="GiB for tiles and blocks, beyond the per-head bases (default: a quarter of the free memory)")
 
 

@@ -30,7 +30,7 @@ def run(args) -> None:
     options = score_options(args)
     hw = load(args.model, **processing(args))
     check_offset(hw, args.offset)
-    metric = get_metric(args.metric, hw, model=args.model)  # 'activations' runs the model itself
+    metric = get_metric(args.metric, hw, model=args.model, device=args.device)  # 'activations' runs the model there
     table = scores(hw, args.kinds, args.measures or DEFAULT, metric, **options)
     print(format_top(table, args.top))
     if args.out:

@@ -112,22 +112,24 @@ def activations(second_moments: Tensor | dict[int, Tensor], ridge: float = DEFAU
     return Metric("activations", sq, isq, ridge, cond)
 
 
-#: metrics by name: factories ``(hw, ridge, model) -> Metric``; ``model`` is what the user
-#: passed (a name, a folder, an object) when a metric needs the model itself, else None.
+#: metrics by name: factories ``(hw, ridge, model, device) -> Metric``; ``model`` is what the user
+#: passed (a name, a folder, an object) when a metric needs the model itself, else None;
+#: ``device``: where a metric estimated on data runs the model (None: the runner's default).
 #: ``activations`` is estimated on data (:mod:`compscope.data.residual_moments`), a lazy entry.
 METRICS: Registry = Registry("metric")
-METRICS.add("identity", lambda hw, ridge, model=None: identity())
-METRICS.add("embed", lambda hw, ridge, model=None: embed(hw, ridge))
-METRICS.add("unembed", lambda hw, ridge, model=None: unembed(hw, ridge))
+METRICS.add("identity", lambda hw, ridge, model=None, device=None: identity())
+METRICS.add("embed", lambda hw, ridge, model=None, device=None: embed(hw, ridge))
+METRICS.add("unembed", lambda hw, ridge, model=None, device=None: unembed(hw, ridge))
 METRICS.lazy("activations", "compscope.data.residual_moments:activations_metric")
 
 
-def get_metric(metric: str | Metric, hw: HeadWeights, ridge: float = DEFAULT_RIDGE, *, model=None) -> Metric:
+def get_metric(metric: str | Metric, hw: HeadWeights, ridge: float = DEFAULT_RIDGE, *, model=None, device=None) -> Metric:
     """``metric`` itself when it is a :class:`Metric`, else the registered metric of that name
-    for ``hw`` (``model``: the source ``hw`` came from, for metrics estimated on data)."""
+    for ``hw`` (``model``: the source ``hw`` came from, for metrics estimated on data; ``device``:
+    where those run it)."""
     if isinstance(metric, Metric):
         return metric
-    return METRICS.get(metric)(hw, ridge, model)
+    return METRICS.get(metric)(hw, ridge, model, device=device)
 
 
 def check_metrics(metrics) -> list:

@@ -57,9 +57,10 @@ def metric_data(runner) -> str:
 
 
 def toy_activation_metric(model, sequences: int = TOY_SEQUENCES, half: int = 32, seed: int = METRIC_SEED,
-                          ridge: float = DEFAULT_RIDGE) -> Metric:
+                          ridge: float = DEFAULT_RIDGE, device=None) -> Metric:
     """The ``activations`` metric of a toy model (folder or built-in name) from ``sequences``
-    held-out repeated random sequences ``[t, t]``, ``|t| = min(half, n_ctx / 2)``."""
+    held-out repeated random sequences ``[t, t]``, ``|t| = min(half, n_ctx / 2)``, run on
+    ``device`` (default CUDA when present)."""
     from ..loading.builtin import find_toy
     from .runner import runner_for
 
@@ -67,7 +68,7 @@ def toy_activation_metric(model, sequences: int = TOY_SEQUENCES, half: int = 32,
     if path is None:
         raise OptionError(f"{model}: the activations metric is estimated on data for compscope's toy models only; "
                           "for another model pass compscope.core.metrics.activations(second moments)")
-    return _toy_metric(runner_for(path), sequences, half, seed, ridge)
+    return _toy_metric(runner_for(path, device=device), sequences, half, seed, ridge)
 
 
 def _toy_metric(runner, sequences: int, half: int, seed: int, ridge: float, hw=None) -> Metric:
@@ -180,11 +181,16 @@ def content_samples(hw, model, sequences: int = CONTENT_SEQUENCES, seq_len: int 
     return residual_samples(runner, metric_tokens(runner, sequences, seq_len, seed), seed=seed, hw=hw, progress=progress)
 
 
-def activations_metric(hw, ridge: float, model) -> Metric:
+def activations_metric(hw, ridge: float, model, device=None) -> Metric:
     """The registered ``activations`` metric (``compscope.core.metrics.METRICS``): estimated on
     data for ``model``, which must be the source ``hw`` was loaded from (a name or folder) or a
-    runner already holding the model (:mod:`compscope.data.runner`)."""
-    from .runner import Runner, ToyRunner
+    runner already holding the model (:mod:`compscope.data.runner`). ``device``: where a model
+    loaded from files runs (default CUDA when present); a runner or model object runs where it is,
+    and another device for it is refused."""
+    from .runner import Runner, ToyRunner, runner_for
+
+    if device is not None and isinstance(model, Runner):
+        model = runner_for(model, device=device)  # the same runner, or a one-line refusal
 
     if isinstance(model, ToyRunner):
         return _toy_metric(model, TOY_SEQUENCES, 32, METRIC_SEED, ridge, hw)
@@ -200,7 +206,5 @@ def activations_metric(hw, ridge: float, model) -> Metric:
     from ..loading.builtin import find_toy
 
     if find_toy(model) is not None:
-        return toy_activation_metric(model, ridge=ridge)
-    from .runner import runner_for
-
-    return data_activation_metric(runner_for(model, hw), ridge=ridge)
+        return toy_activation_metric(model, ridge=ridge, device=device)
+    return data_activation_metric(runner_for(model, hw, device=device), ridge=ridge)
