@@ -73,13 +73,14 @@ def test_a_task_that_fails_is_reported_and_rerun_later(run_folder, tmp_path):
     check_complete(tmp_path / "ds", tasks)
 
 
-def crash_once(task: Task, out: str) -> str:
+def crash_once(task: Task, out: str, device: str | None = None) -> str:
     """Kill this worker process the first time the second checkpoint's task runs."""
     marker = Path(out) / ".crashed"
     if task.step == int(os.environ["COMPSCOPE_CRASH_STEP"]) and not marker.exists():
         marker.write_text("x")
         os._exit(1)
-    return work(task, out)
+    assert device == "cpu", device  # the sweep's device reaches the worker
+    return work(task, out, device)
 
 
 def test_ray_sweep_survives_a_killed_worker_without_duplicates(run_folder, tmp_path):
@@ -88,7 +89,7 @@ def test_ray_sweep_survives_a_killed_worker_without_duplicates(run_folder, tmp_p
     out = tmp_path / "ds"
     env = {"env_vars": {"PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
                         "COMPSCOPE_CRASH_STEP": str(tasks[1].step)}}
-    r = sweep(tasks, out, executor="ray", workers=2, fn=crash_once, runtime_env=env, progress=False)
+    r = sweep(tasks, out, executor="ray", workers=2, fn=crash_once, runtime_env=env, device="cpu", progress=False)
     assert (out / ".crashed").exists(), "the worker was not killed"
     assert r.failed == {} and r.done == len(tasks)
     check_complete(out, tasks)
@@ -179,6 +180,46 @@ def test_validate_job_writes_the_verdict_of_each_checkpoint(run_folder, tmp_path
     assert got[key].equals(want[key]) and got.spearman.notna().all()
     assert got.spearman.to_numpy() == pytest.approx(want.spearman.to_numpy())
     assert set(df.content_hash) == {content_hash(compscope.load(last[0]))}
+
+
+def test_every_job_computes_on_the_device_of_the_sweep(run_folder, tmp_path, monkeypatch):
+    """``sweep(..., device=D)``: each job's scores and model runs are given ``D`` (spied where the
+    engine and the runner take it), the rows are those of a sweep without it, and the device is
+    not part of a task's identity (a rerun elsewhere skips what is done)."""
+    from compscope.data import runner as runner_module
+    from compscope.engine import composition
+
+    told = {"engine": [], "runner": []}
+    engine, runner = composition.scores, runner_module.runner_for
+    monkeypatch.setattr(composition, "scores", lambda *a, **k: told["engine"].append(str(k.get("device"))) or engine(*a, **k))
+    monkeypatch.setattr(runner_module, "runner_for", lambda *a, **k: told["runner"].append(
+        "given a runner" if isinstance(a[0], runner_module.Runner) else str(k.get("device"))) or runner(*a, **k))
+    last = max(expand_sources([str(run_folder)]), key=lambda s: s[2])
+    tasks = [Task(last[0], last[1], last[2], job, OPTIONS if job != "validate" else {}) for job in ("scores", "track", "validate")]
+    r = sweep(tasks, tmp_path / "cpu", device="cpu", progress=False)
+    assert (r.done, r.failed) == (3, {})
+    assert len(told["engine"]) >= 3 and set(told["engine"]) == {"cpu"} and set(told["runner"]) == {"cpu", "given a runner"}
+    assert sweep(tasks, tmp_path / "cpu", progress=False).skipped == 3
+    sweep(tasks[:1], tmp_path / "default", progress=False)
+    a, b = (read_dataset(tmp_path / d) for d in ("cpu", "default"))
+    key = ["measure", "kind", "src_layer", "src_head", "dst_layer", "dst_head"]
+    a = a[a.task == tasks[0].key()].sort_values(key)
+    assert a.value.to_numpy() == pytest.approx(b.sort_values(key).value.to_numpy(), rel=1e-5)
+
+
+def test_sweep_devices_that_cannot_be_used_are_refused_before_any_task(tmp_path, capsys):
+    from compscope.sweep.executors import _on_device
+
+    if not torch.cuda.is_available():
+        assert main(["sweep", "induction-2l", "--out", str(tmp_path / "d"), "--device", "cuda"]) == 2
+        assert capsys.readouterr().err.splitlines() == [
+            f"compscope: error: device='cuda': torch sees no CUDA device here (torch {torch.__version__}); use 'cpu'"]
+        assert not (tmp_path / "d" / "model=induction-2l").exists()
+    assert _on_device("cuda", "ray", {"workers": 2}) == ({"device": "cuda"}, {"gpus": 1, "workers": 2})  # checked on the workers
+    assert _on_device("cpu", "ray", {}) == ({"device": "cpu"}, {})
+    for bad, match in (("cuda:1", "Ray gives each task one GPU"), ("tpu", "not a device name"), ("meta", "'cpu' or 'cuda'")):
+        with pytest.raises(OptionError, match=match):
+            _on_device(bad, "ray", {})
 
 
 def test_an_empty_dataset_still_has_its_partition_columns(tmp_path):

@@ -30,6 +30,8 @@ def add_arguments(p) -> None:
     p.add_argument("--executor", default="local", choices=["local", "ray"], help="where tasks run (default local: this process)")
     p.add_argument("--address", help="Ray: an existing cluster's address (default: start a local instance)")
     p.add_argument("--workers", help="Ray: CPUs of the local instance (default: all)")
+    p.add_argument("--device", default=None, help="where each task computes and runs its model: cpu, cuda, cuda:N (default: cuda "
+                   "when present, else cpu; on Ray 'cuda' asks one GPU per task)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -60,7 +62,7 @@ def run(args) -> int:
             tasks.append(Task(src, model, step, args.job, opts))
         if args.job == "validate":
             tasks = list({t.key(): t for t in tasks}.values())
-    r = sweep(tasks, args.out, executor=args.executor, progress=not args.quiet, **options)
+    r = sweep(tasks, args.out, executor=args.executor, progress=not args.quiet, device=args.device, **options)
     if r.done == 0 and not r.failed:
         print(f"{args.out}: nothing to do ({r.skipped} tasks already done)")
     else:

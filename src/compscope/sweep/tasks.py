@@ -64,14 +64,14 @@ def expand_sources(sources: list[str], revisions: list[str] | None = None) -> li
     return out
 
 
-def _track_rows(source: str, opts: dict):
+def _track_rows(source: str, opts: dict, device=None):
     """``compscope track``'s rows for one checkpoint, each with the writer's previous-token and the
     reader's induction label at that checkpoint (toy checkpoints; NaN for others)."""
     from ..analysis.tracking import track
     from ..defaults import TRACKED_MEASURES
 
     tr = track([source], opts.get("kinds", "K"), tuple(opts.get("measures", TRACKED_MEASURES)), [opts.get("metric", "identity")],
-               progress=False)
+               progress=False, device=device)
     df = tr.to_pandas().drop(columns=["step", "checkpoint"])
     lab = tr.labels[0]
     nan = float("nan")
@@ -80,9 +80,11 @@ def _track_rows(source: str, opts: dict):
     return df, tr.hashes[0]
 
 
-def run_task(task: Task):
+def run_task(task: Task, device=None):
     """The task's rows (a pandas frame) with ``content_hash``, ``options`` (JSON) and ``task``
-    columns; the partition columns (model, step) are added by the dataset."""
+    columns; the partition columns (model, step) are added by the dataset. ``device``: where the
+    scores are computed and the model runs (default CUDA when present); not part of the task's
+    identity, since the rows agree across devices to float32 rounding."""
     from ..loading.sources import load
 
     opts = dict(task.options)
@@ -91,15 +93,15 @@ def run_task(task: Task):
 
         hw = load(task.source)
         df = scores(hw, kinds=opts.get("kinds", "QKV"), measures=tuple(opts.get("measures", ("frobenius",))),
-                    metric=opts.get("metric", "identity"), progress=False).to_pandas()
+                    metric=opts.get("metric", "identity"), device=device, progress=False).to_pandas()
         digest = content_hash(hw)
     elif task.job == "track":
-        df, digest = _track_rows(task.source, opts)  # the checkpoint is read once, its hash recorded there
+        df, digest = _track_rows(task.source, opts, device)  # the checkpoint is read once, its hash recorded there
     elif task.job == "validate":
         from ..data.runner import runner_for
         from ..data.validate import validate
 
-        runner = runner_for(task.source, progress=False)  # loads the weights once: the hash and the verdict read the same
+        runner = runner_for(task.source, progress=False, device=device)  # loads the weights once: the hash and the verdict read the same
         v = validate(runner, sequences=int(opts.get("sequences", 16)), half=int(opts.get("half", 16)), progress=False)
         df = v.verdict_frame()
         digest = content_hash(runner.hw)
