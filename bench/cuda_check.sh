@@ -32,4 +32,5 @@ cfg = transformers.LlamaConfig(hidden_size=576, intermediate_size=1536, num_atte
 transformers.LlamaForCausalLM(cfg).save_pretrained(sys.argv[1])
 EOF
 run interventions_cuda 300 "$py" bench/interventions_real.py --model "$model" --device cuda
+run interventions_cuda_bf16 300 "$py" bench/interventions_real.py --model "$model" --device cuda --model-dtype bfloat16
 run interventions_cpu 300 "$py" bench/interventions_real.py --model "$model" --device cpu

@@ -6,6 +6,7 @@ memory of the process. Target (issue): all pairs and kinds in at most 10 minutes
     python bench/interventions_real.py                       # smollm2, 16 sequences of 1 + 2 x 32 tokens
     python bench/interventions_real.py --model PATH --sequences 8 --half 64
     python bench/interventions_real.py --model PATH --device cuda   # the model and the recomputation on a GPU
+    python bench/interventions_real.py --model PATH --device cuda --model-dtype bfloat16   # the model in 16 bits
 
 Prints the phases (load, trace + labels, interventions), the peak resident memory, and the
 strongest K effects, so that a rerun can be compared.
@@ -42,11 +43,13 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=12345)
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     ap.add_argument("--device", default="cpu", help="where the model runs and the heads are recomputed (default cpu)")
+    ap.add_argument("--model-dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+                    help="what the model computes in (default float32; the recomputation stays float32)")
     args = ap.parse_args()
     check_device(args.device)
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
-    runner = runner_for(args.model, device=args.device)
+    runner = runner_for(args.model, device=args.device, dtype=args.model_dtype)
     t1 = time.perf_counter()
     hw = runner.hw
     reps = repeats(args.sequences, args.half, hw.n_vocab, args.seed, runner.bos)
@@ -57,7 +60,8 @@ def main() -> None:
     L, H = hw.n_layers, hw.n_heads
     blocks = H * L * (L - 1) // 2
     print(f"{hw.meta.name}: {L} layers x {H} heads, {args.sequences} sequences of {reps.tokens.shape[1]} tokens, "
-          f"{torch.get_num_threads()} threads, torch {torch.__version__}, device {runner.device}")
+          f"{torch.get_num_threads()} threads, torch {torch.__version__}, device {runner.device}, "
+          f"model in {str(runner.dtype).removeprefix('torch.')}")
     print(f"load (transformers + HeadWeights)   {t1 - t0:7.1f} s")
     print(f"activation labels                   {t2 - t1:7.1f} s")
     print(f"interventions, all pairs and kinds  {t3 - t2:7.1f} s   ({blocks} writer x later-layer blocks, "

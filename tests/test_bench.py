@@ -37,7 +37,7 @@ def test_interventions_real_on_the_default_model():
     out = bench("interventions_real.py", "--model", "induction-2l")
     strongest = re.search(r"strongest K effects: (\d+)\.\d+->(\d+)\.\d+", out)
     assert strongest and strongest.groups() == ("0", "1"), out  # a layer-0 writer into a layer-1 reader
-    assert "peak resident memory" in out
+    assert "peak resident memory" in out and "device cpu, model in float32" in out
 
 
 def test_validate_real_on_the_default_model():

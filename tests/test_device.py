@@ -214,7 +214,8 @@ def test_the_verdict_computes_where_it_runs_and_records_it(tmp_path, monkeypatch
                  device="cpu", progress=False)
     assert told == [torch.device("cpu")] * 3
     v.save(tmp_path / "v")
-    assert json.loads((tmp_path / "v" / "run.json").read_text())["device"] == "cpu"
+    run = json.loads((tmp_path / "v" / "run.json").read_text())
+    assert (run["device"], run["model_dtype"]) == ("cpu", "float32")
 
 
 def test_the_activations_metric_runs_the_model_on_the_device_asked(monkeypatch):

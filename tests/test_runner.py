@@ -109,3 +109,75 @@ def test_a_running_model_that_is_not_the_one_read_is_refused_on_its_first_trace(
     with pytest.raises(compscope.UnsupportedModelError, match="attention at layer 1 is not what compscope recomputes"):
         runner_for(model, other).trace(random_ids())
     runner_for(model, hw).trace(random_ids())  # the weights it was read from: no complaint
+
+
+@pytest.mark.parametrize("variant_id", ["llama-gqa-bias", "gemma3-text-mqa-bias", "gpt2", "bert"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_a_model_from_files_runs_in_16_bit_when_asked(variant_id, dtype, tmp_path):
+    """``runner_for(folder, dtype=)``: transformers loads the model in that dtype (half the
+    memory), the first trace's agreement check passes at its 16-bit tolerance, and the labels and
+    every pair's effect, recomputed in float32 on the 16-bit residuals, stay within 16-bit
+    rounding of the float32 run's."""
+    from hf_tiny import BY_ID
+
+    from compscope.data.head_labels import activation_labels
+    from compscope.data.intervene import intervention_effects
+    from compscope.data.sequences import repeats
+
+    build(BY_ID[variant_id]).save_pretrained(tmp_path)
+    got = {}
+    for name in ("float32", dtype):
+        runner = runner_for(tmp_path, progress=False, device="cpu", dtype=name)
+        assert runner.dtype == getattr(torch, name) and next(runner.model.parameters()).dtype == getattr(torch, name)
+        reps = repeats(6, 4, runner.hw.n_vocab, 3, runner.bos)
+        labels = activation_labels(runner, reps, batch_size=3, progress=False)
+        fx = intervention_effects(runner, reps.tokens, "QKV", batch_size=3, progress=False)
+        assert runner.trace(reps.tokens[:1]).resid[0].dtype == torch.float32  # what compscope computes on
+        got[name] = {**{f"label {k}": v for k, v in labels.mean.items()}, **{f"effect {k}": v for k, v in fx.by_kind.items()}}
+    tol = 2 ** -7 if dtype == "bfloat16" else 2 ** -10  # the 16-bit format's relative rounding, a few times over
+    for key, a in got["float32"].items():
+        b = got[dtype][key]
+        assert torch.isfinite(b).sum() == torch.isfinite(a).sum() > 0, key
+        scale = float(a.nan_to_num().abs().max())
+        assert float((b - a).nan_to_num().abs().max()) <= 8 * tol * max(scale, 1e-6), key
+
+
+def test_dtypes_a_runner_cannot_honour_are_refused():
+    """A dtype that is not a floating format, a model object in another dtype (never converted
+    behind the user's back), a runner in another dtype, and the toy models (float32 only)."""
+    from hf_tiny import BY_ID
+
+    with pytest.raises(compscope.OptionError, match="dtype='int8': a model runs on data in float32, bfloat16, float16"):
+        runner_for("induction-2l", dtype="int8")
+    with pytest.raises(compscope.OptionError, match="toy models run in float32"):
+        runner_for("induction-2l", dtype="bfloat16")
+    assert runner_for("induction-2l", dtype=torch.float32).dtype == torch.float32
+    model = build(BY_ID["llama-mqa"])
+    hw = compscope.load(model)
+    with pytest.raises(compscope.OptionError, match=r"computes in float32; convert it yourself \(model.to\(torch.bfloat16\)\)"):
+        runner_for(model, hw, dtype="bfloat16")
+    assert next(model.parameters()).dtype == torch.float32  # not converted
+    runner = runner_for(model.to(torch.bfloat16), hw, dtype="bfloat16")
+    assert runner.dtype == torch.bfloat16
+    runner.trace(random_ids())  # the agreement check at the 16-bit tolerance
+    with pytest.raises(compscope.OptionError, match="the runner given computes in bfloat16"):
+        runner_for(runner, dtype="float32")
+
+
+def test_validate_runs_a_model_in_16_bit_and_records_it(tmp_path, capsys):
+    """``compscope validate FOLDER --model-dtype bfloat16``: the verdict of a tiny random Llama run
+    in bfloat16, recorded in run.json; the toy model refuses it in one line."""
+    import json
+
+    from hf_tiny import BY_ID
+
+    from compscope.cli.main import main
+
+    build(BY_ID["llama-gqa-bias"]).save_pretrained(tmp_path / "m")
+    args = ["validate", str(tmp_path / "m"), "--sequences", "4", "--half", "4", "--intervention-sequences", "2",
+            "--metric", "identity", "--device", "cpu", "--model-dtype", "bfloat16", "--out", str(tmp_path / "v")]
+    assert main(args) == 0
+    assert json.loads((tmp_path / "v" / "run.json").read_text())["model_dtype"] == "bfloat16"
+    capsys.readouterr()
+    assert main(["intervene", "--model-dtype", "float16"]) == 2
+    assert capsys.readouterr().err.splitlines() == ["compscope: error: dtype='float16': compscope's toy models run in float32"]

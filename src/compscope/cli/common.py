@@ -89,6 +89,12 @@ def add_device(p: argparse.ArgumentParser, what: str = "where the model runs and
     p.add_argument("--device", default=None, help=f"{what}: cpu, cuda, cuda:N (default: cuda when present, else cpu)")
 
 
+def add_model_dtype(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model-dtype", default=None, choices=["float32", "bfloat16", "float16"],
+                   help="what a model loaded from files computes in on the data (default float32; 16-bit halves its "
+                        "memory, and compscope's recomputation on its residuals stays float32)")
+
+
 def score_options(args) -> dict:
     pairs = "all" if args.pairs == "all" else positive_int(args.pairs, "--pairs")
     max_memory = None if args.max_memory is None else positive_gib(args.max_memory, "--max-memory")

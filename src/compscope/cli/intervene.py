@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_device, count, half_length, metric_names
+from .common import add_device, add_model_dtype, count, half_length, metric_names
 
 HELP = "interventional composition of a model on data, against every measure"
 EXAMPLE = "example: compscope intervene --kinds K --top 16 --metric activations   (or: compscope intervene smollm2 --kinds K --sequences 8)"
@@ -23,6 +23,7 @@ def add_arguments(p) -> None:
     p.add_argument("--ablation", default="mean", choices=["mean", "zero"], help="how h1's output is removed (default mean)")
     p.add_argument("--top", type=count, default=3, help="strongest pairs to print per kind (default 3)")
     add_device(p)
+    add_model_dtype(p)
 
 
 def run(args) -> None:
@@ -40,7 +41,8 @@ def report(args) -> str:
 
     fx, table, half = against_measures(args.model, args.kinds, metric=args.metric, sequences=args.sequences,
                                        half=args.half, seed=args.seed, ablation=args.ablation,
-                                       batch_size=args.batch_size, progress=True, device=args.device)
+                                       batch_size=args.batch_size, progress=True, device=args.device,
+                                       model_dtype=args.model_dtype)
     lines = [f"{table.model}: interventional composition ({args.ablation}-ablation of h1's output in h2's input) on "
              f"{args.sequences} held-out repeated random sequences [t, t], |t| = {half} (seed {args.seed}); "
              f"measures under metric {args.metric}"]

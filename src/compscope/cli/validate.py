@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_device, count, half_length, output_folder
+from .common import add_device, add_model_dtype, count, half_length, output_folder
 
 HELP = "judge every measure x metric against interventions and activation labels on data"
 EXAMPLE = ("examples:\n  compscope validate --out verdict\n"
@@ -34,6 +34,7 @@ def add_arguments(p) -> None:
     p.add_argument("--fold-qk-gains", action="store_true",
                    help="judge the weights with QK-norm's gains moved into W_Q, W_K (approximate; Gemma 3)")
     add_device(p)
+    add_model_dtype(p)
 
 
 def run(args) -> None:
@@ -44,7 +45,7 @@ def run(args) -> None:
                  intervention_sequences=args.intervention_sequences, kinds=args.kinds,
                  metrics=args.metrics or DEFAULT_METRICS, ablation=args.ablation, prev_threshold=args.prev_threshold,
                  induction_threshold=args.induction_threshold, effect_threshold=args.effect_threshold, fold_norm=args.fold_norm,
-                 fold_qk_gains=args.fold_qk_gains, device=args.device)
+                 fold_qk_gains=args.fold_qk_gains, device=args.device, model_dtype=args.model_dtype)
     print(v.format(args.top))
     if args.out:
         for p in v.save(args.out):

@@ -250,13 +250,14 @@ def _effect(kind: str, clean: dict, patched: dict, layer: int) -> Tensor:
 
 def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", sequences: int = 100, half: int = 32,
                      seed: int = 12345, ablation: str = "mean", batch_size: int = 16, progress: bool = False,
-                     device: str | torch.device | None = None):
+                     device: str | torch.device | None = None, model_dtype: str | torch.dtype | None = None):
     """Interventional composition of any model compscope runs (:func:`~compscope.data.runner.runner_for`)
     on ``sequences`` held-out repeated random sequences ``[bos] t t`` (``|t| = half``, cut to the
     model's context; toy models: their own held-out repeats, ``|t| = min(half, n_ctx / 2)``), and
     every measure's score of the same pairs (``metric``: a name, ``'activations'`` for the model's
     own residual second moments, or a ``Metric``): ``(Effects, ScoreTable, half)``. ``device``: where
-    the model runs and the measures are computed (default CUDA when present, else the CPU)."""
+    the model runs and the measures are computed (default CUDA when present, else the CPU);
+    ``model_dtype``: what a model loaded from files computes in (default float32)."""
     from ..core.metrics import check_metrics, get_metric
     from ..engine.composition import scores
     from .runner import ToyRunner, runner_for
@@ -266,7 +267,7 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
     if more:
         raise OptionError(f"metric: one metric (a name or a Metric), got {len(more) + 1}")
     check_ablation(ablation, sequences)
-    runner = runner_for(model, device=device)
+    runner = runner_for(model, device=device, dtype=model_dtype)
     hw = runner.hw
     if isinstance(runner, ToyRunner):
         from ..toy.storage import held_out_repeats

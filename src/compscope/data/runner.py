@@ -23,7 +23,9 @@ Where the weights come from decides how the model runs (nothing is ever download
 
 Where it runs (``device``): a model loaded from files goes where it is asked (default: CUDA when
 torch sees it, else the CPU, as the engine); a model object given runs where its parameters are,
-and is never moved. The trace and every recomputation stay on that device (:meth:`Runner.weights_here`);
+and is never moved. In what (``dtype``): a ``transformers`` model loaded from files runs in
+float32 unless asked for bfloat16 or float16 (half the memory; the recomputation from
+``HeadWeights`` stays float32, on the 16-bit residuals); a model object runs in its own dtype. The trace and every recomputation stay on that device (:meth:`Runner.weights_here`);
 what the data-based measures return comes back to the CPU.
 """
 
@@ -75,6 +77,20 @@ def layer_state(hw: HeadWeights, layer: int, resid: Tensor) -> LayerState:
     return LayerState(x, pattern, v, o, combine(hw, layer, o))
 
 
+#: dtypes a model loaded from files can run in (``runner_for(dtype=)``)
+RUN_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
+    """``dtype`` (a name or a ``torch.dtype``) as one of :data:`RUN_DTYPES`; None stays None."""
+    if dtype is None:
+        return None
+    name = str(dtype).removeprefix("torch.")
+    if name not in RUN_DTYPES:
+        raise OptionError(f"dtype={name!r}: a model runs on data in {', '.join(RUN_DTYPES)}")
+    return RUN_DTYPES[name]
+
+
 class Runner:
     """A model that runs, and its ``HeadWeights`` (``hw``). Subclasses implement :meth:`_run`."""
 
@@ -93,6 +109,11 @@ class Runner:
     #: where the model runs, and where traces and recomputations live
     device: torch.device = torch.device("cpu")
     _moved: tuple | None = None  # (HeadWeights, the same on device): the latest weights_here
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """What the model computes in: the dtype of its first floating-point parameter."""
+        return model_dtype(getattr(self, "model", None))
 
     def weights_here(self, hw: HeadWeights | None = None) -> HeadWeights:
         """``hw`` (default the runner's own) on the runner's device, to recompute attention on its
@@ -184,7 +205,8 @@ class HFRunner(Runner):
         if len(self.points) != hw.n_layers:
             raise UnsupportedModelError(f"{hw.meta.name}: the running model has {len(self.points)} layers, its "
                                         f"HeadWeights {hw.n_layers}: they are not the same model")
-        self.post_norms = family.post_norm_points(model)
+        self.norm_modules = family.post_norm_points(model)  # hooked; post_norms: as compscope applies them
+        self.post_norms = _float32_norms(self.norm_modules)
         bos = getattr(model.config, "bos_token_id", None)
         # a bos_token_id outside the vocabulary (random configs keep GPT-2's 50256) is no token this model takes
         self.bos = bos if isinstance(bos, int) and 0 <= bos < hw.n_vocab and family.name != "bert" and hw.causal else None
@@ -210,7 +232,7 @@ class HFRunner(Runner):
                 lambda m, a, k, i=i: resid.__setitem__(i, first(a, k).detach()), with_kwargs=True))
             handles.append(om.register_forward_hook(
                 lambda m, a, o, i=i: out.__setitem__(i, (o[0] if isinstance(o, tuple) else o).detach())))
-        for i, norms in enumerate(self.post_norms or ()):
+        for i, norms in enumerate(self.norm_modules or ()):
             for j, nm in enumerate(norms):
                 handles.append(nm.register_forward_pre_hook(
                     lambda m, a, k, key=(i, j): norm_in.__setitem__(key, (a[0] if a else k["input"]).detach()),
@@ -259,7 +281,7 @@ class TransformerLensRunner(Runner):
             self.names = [(f"blocks.{l}.hook_resid_pre", f"blocks.{l}.hook_attn_out") for l in range(n)]
         if is_hooked_encoder(model):  # BertBlock: resid_mid = resid_pre + attn_out, ln1; resid_post = that + mlp_out, ln2
             self.norm_names = [(f"blocks.{l}.hook_resid_mid", f"blocks.{l}.hook_resid_post") for l in range(n)]
-            self.post_norms = [(b.ln1, b.ln2) for b in model.blocks]
+            self.post_norms = _float32_norms([(b.ln1, b.ln2) for b in model.blocks])
         self.wanted = {name for pair in self.names + (self.norm_names or []) for name in pair}
 
     def _post_ln_bridge(self, model) -> None:
@@ -273,13 +295,23 @@ class TransformerLensRunner(Runner):
                                         "ln2 and attn.o to be run on data")
         self.names = [(f"blocks.{l}.hook_in", f"blocks.{l}.attn.o.hook_out") for l in range(len(blocks))]
         self.norm_names = [(f"blocks.{l}.ln1.hook_in", f"blocks.{l}.ln2.hook_in") for l in range(len(blocks))]
-        self.post_norms = [(getattr(b.ln1, "_original_component", b.ln1), getattr(b.ln2, "_original_component", b.ln2))
-                           for b in blocks]
+        self.post_norms = _float32_norms([(getattr(b.ln1, "_original_component", b.ln1),
+                                           getattr(b.ln2, "_original_component", b.ln2)) for b in blocks])
 
     def _run(self, tokens: Tensor) -> tuple:
         _, cache = self.model.run_with_cache(tokens, names_filter=lambda n: n in self.wanted)
         norm_in = None if self.norm_names is None else [(cache[a], cache[b]) for a, b in self.norm_names]
         return [cache[r] for r, _ in self.names], [cache[o] for _, o in self.names], norm_in
+
+
+def _float32_norms(norms: list[tuple] | None) -> list[tuple] | None:
+    """Post-LN norms as compscope applies them, to float32 residuals: the model's own modules, or
+    float32 copies of them when the model computes in 16 bits (its parameters stay as they are)."""
+    if norms is None or all(model_dtype(n) == torch.float32 for pair in norms for n in pair):
+        return norms
+    import copy
+
+    return [tuple(copy.deepcopy(n).float() for n in pair) for pair in norms]
 
 
 def _is_transformer_lens(obj) -> bool:
@@ -295,20 +327,25 @@ def what_is(x) -> str:
 
 
 def runner_for(model, hw: HeadWeights | None = None, progress: bool = True,
-               device: str | torch.device | None = None) -> Runner:
+               device: str | torch.device | None = None, dtype: str | torch.dtype | None = None) -> Runner:
     """A :class:`Runner` for ``model``: a toy folder or built-in toy name, a HuggingFace folder, a
     ``.gguf`` file, a built-in real model name, a hub id, a loaded ``transformers`` or TransformerLens model
     (module docstring), or a runner (returned as it is). ``hw``: its ``HeadWeights`` when already
     loaded (unprocessed: processing changes the model). ``progress``: a bar while ``transformers``
     loads a model from files (shown after 2 s; a GGUF file is dequantised, which takes a while).
     ``device``: where a model loaded from files runs (default CUDA when present, else the CPU); a
-    model object or runner given runs where it is, and another ``device`` for it is refused."""
+    model object or runner given runs where it is, and another ``device`` for it is refused.
+    ``dtype``: what a ``transformers`` model loaded from files computes in (:data:`RUN_DTYPES`;
+    default float32); a model object or runner keeps its own, another is refused; toy models
+    run in float32."""
     from ..loading.builtin import find_toy, resolve
     from ..loading.formats import builtin_name, hub
     from ..loading.sources import load
 
     device = None if device is None else resolve_device(device)  # a device that is not there: refused before any load
+    dtype = resolve_dtype(dtype)
     if isinstance(model, Runner) and hw is None:  # already running
+        _keeps(model, model.dtype, dtype, "runner")
         return _stays(model, model.device, device, "runner")
     ours = hw.meta.processed_here if hw is not None else ()
     if ours:
@@ -318,13 +355,17 @@ def runner_for(model, hw: HeadWeights | None = None, progress: bool = True,
     if toy is not None:
         from ..toy.storage import load_toy
 
+        if dtype not in (None, torch.float32):
+            raise OptionError(f"dtype={str(dtype).removeprefix('torch.')!r}: compscope's toy models run in float32")
         net, _ = load_toy(toy)
         return ToyRunner(net.to(resolve_device(device)), load(model) if hw is None else hw)  # load names a built-in as the user does
     if _is_transformer_lens(model):
         _stays(model, model_device(model), device, "TransformerLens model")
+        _keeps(model, model_dtype(model), dtype, "TransformerLens model")
         return TransformerLensRunner(model, load(model) if hw is None else hw)
     if _is_hf_model(model):
         _stays(model, model_device(model), device, "transformers model")
+        _keeps(model, model_dtype(model), dtype, "transformers model")
         return HFRunner(model, load(model) if hw is None else hw)
     if builtin_name.recognise(model):
         path = resolve(model)
@@ -335,13 +376,28 @@ def runner_for(model, hw: HeadWeights | None = None, progress: bool = True,
     else:
         raise OptionError(f"cannot run a {type(model).__name__}: give a toy model, a HuggingFace folder, a .gguf "
                           "file, a hub id, a transformers model or a TransformerLens model")
-    return _hf_runner(path, load(model) if hw is None else hw, progress, resolve_device(device))
+    return _hf_runner(path, load(model) if hw is None else hw, progress, resolve_device(device), dtype or torch.float32)
 
 
 def model_device(model) -> torch.device:
     """Where a ``torch.nn.Module`` computes: the device of its first parameter (the CPU without any)."""
     p = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
     return torch.device("cpu") if p is None else p.device
+
+
+def model_dtype(model) -> torch.dtype:
+    """What a ``torch.nn.Module`` computes in: the dtype of its first floating-point parameter (float32 without)."""
+    params = model.parameters() if hasattr(model, "parameters") else ()
+    return next((p.dtype for p in params if p.is_floating_point()), torch.float32)
+
+
+def _keeps(obj, have: torch.dtype, dtype: torch.dtype | None, what: str) -> None:
+    """Nothing when ``dtype`` is unset or is ``have``; else an error: compscope does not convert a
+    model it was handed."""
+    if dtype is not None and dtype != have:
+        name = lambda d: str(d).removeprefix("torch.")  # noqa: E731
+        raise OptionError(f"dtype={name(dtype)!r}: the {what} given computes in {name(have)}; convert it yourself "
+                          f"(model.to(torch.{name(dtype)})) or leave the dtype unset")
 
 
 def _stays(obj, here: torch.device, device: torch.device | None, what: str):
@@ -359,8 +415,10 @@ def _is_hf_model(obj) -> bool:
     return is_hf_model(obj)
 
 
-def _hf_runner(path: Path, hw: HeadWeights, progress: bool = True, device: torch.device = torch.device("cpu")) -> HFRunner:
-    """Load the ``transformers`` model (and its tokenizer, when there is one) from local files, onto ``device``."""
+def _hf_runner(path: Path, hw: HeadWeights, progress: bool = True, device: torch.device = torch.device("cpu"),
+               dtype: torch.dtype = torch.float32) -> HFRunner:
+    """Load the ``transformers`` model (and its tokenizer, when there is one) from local files, onto
+    ``device``, in ``dtype``."""
     try:
         import transformers
     except ImportError as e:
@@ -368,7 +426,7 @@ def _hf_runner(path: Path, hw: HeadWeights, progress: bool = True, device: torch
                           "accelerate)") from e
     from ..loading.formats import gguf as gguf_format
 
-    kw = dict(dtype=torch.float32, attn_implementation="eager", local_files_only=True)
+    kw = dict(dtype=dtype, attn_implementation="eager", local_files_only=True)
     gguf = path.name if gguf_format.recognise(path) else None  # else a folder, or a file inside one (config.json)
     folder = path if path.is_dir() else path.parent
     if gguf is not None:

@@ -236,7 +236,8 @@ def precision_at(weights: Tensor, truth: Tensor, n: int = 5) -> float:
 def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, intervention_sequences: int = 16,
              kinds: str = "QKV", metrics=DEFAULT_METRICS, ablation: str = "mean", prev_threshold: float = 0.4,
              induction_threshold: float = 0.3, effect_threshold: float = 0.05, batch_size: int = 16, fold_norm: bool = False,
-             fold_qk_gains: bool = False, progress: bool = True, device: str | torch.device | None = None) -> Verdict:
+             fold_qk_gains: bool = False, progress: bool = True, device: str | torch.device | None = None,
+             model_dtype: str | torch.dtype | None = None) -> Verdict:
     """Judge every measure × metric on ``model`` against its behaviour on data (module docstring).
 
     ``model``: anything :func:`compscope.data.runner.runner_for` runs (a toy folder or name, a
@@ -246,7 +247,8 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     the model that runs on the data is always the unprocessed one. ``effect_threshold``: the K
     effect that confirms a true pair (``auroc_confirmed``). ``device``: where the model runs and every
     score is computed (:func:`~compscope.data.runner.runner_for`: default CUDA when present, else the
-    CPU; a model object runs where it is); recorded."""
+    CPU; a model object runs where it is); ``model_dtype``: what a model loaded from files computes
+    in (float32, the default, bfloat16 or float16: :func:`~compscope.data.runner.runner_for`); both recorded."""
     from ..analysis.circuits import head_circuits_by_content
     from ..analysis.stats import spearman
     from ..core.factors import check_kinds
@@ -273,7 +275,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
             raise OptionError(f"{name}={v!r}: {why}")
     metrics = check_metrics(metrics)
     check_ablation(ablation, min(intervention_sequences, sequences))
-    runner = runner_for(model, progress=progress, device=device)
+    runner = runner_for(model, progress=progress, device=device, dtype=model_dtype)
     hw = runner.hw
     weights = hw  # what the measures read; the data come from the unprocessed model
     if fold_norm:
@@ -347,6 +349,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
                "interventions_auroc": auroc(k_effects, truth) if k_effects is not None else None,
                "first_token": runner.bos,
                "python": python_version(), "torch": torch.__version__, "device": str(runner.device),
+               "model_dtype": str(runner.dtype).removeprefix("torch."),
                "activations_metric_data": metric_data(runner) if "activations" in tables else None,
                "head_scores_content": list(contents),
                "writer_previous_auroc": writer_auroc or None,
