@@ -455,3 +455,78 @@ def test_gpt2_gguf_matches_the_model_object_and_transformers(tmp_path, capfd):
     tr = runner.trace(torch.randint(0, V, (2, 7), generator=torch.Generator().manual_seed(12)))
     for layer in range(2):
         torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
+
+
+def _write_phi2_gguf(path, model, fused: bool, rope_dim: int, qkv_rows: int | None = None) -> None:
+    """A Phi-2 GGUF as llama.cpp's converter writes one: HF's phi tensors renamed, nothing permuted
+    (llama.cpp rotates halves for Phi-2), MHA, the rotary width as ``rope.dimension_count``, no
+    rotary base (the default 10 000); ``fused``: one ``attn_qkv`` as older conversions store it
+    (``qkv_rows``: cut it short, as a broken file would)."""
+    sd = _numpy_state(model)
+    d, h = model.config.hidden_size, model.config.num_attention_heads
+    w = gguf.GGUFWriter(str(path), "phi2")
+    for add, value in [(w.add_block_count, 2), (w.add_context_length, 64), (w.add_embedding_length, d),
+                       (w.add_feed_forward_length, 4 * d), (w.add_head_count, h), (w.add_head_count_kv, h),
+                       (w.add_layer_norm_eps, 1e-5), (w.add_rope_dimension_count, rope_dim), (w.add_vocab_size, V)]:
+        add(value)
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    for i in range(2):
+        p = f"model.layers.{i}."
+        for part in ("weight", "bias"):
+            w.add_tensor(f"blk.{i}.attn_norm.{part}", sd[p + f"input_layernorm.{part}"])
+            w.add_tensor(f"blk.{i}.attn_output.{part}", sd[p + f"self_attn.dense.{part}"])
+            w.add_tensor(f"blk.{i}.ffn_up.{part}", sd[p + f"mlp.fc1.{part}"])
+            w.add_tensor(f"blk.{i}.ffn_down.{part}", sd[p + f"mlp.fc2.{part}"])
+            qkv = [sd[p + f"self_attn.{x}_proj.{part}"] for x in "qkv"]
+            if fused:
+                w.add_tensor(f"blk.{i}.attn_qkv.{part}", np.concatenate(qkv)[:qkv_rows])
+            else:
+                for x, t in zip("qkv", qkv):
+                    w.add_tensor(f"blk.{i}.attn_{x}.{part}", t)
+    for part in ("weight", "bias"):
+        w.add_tensor(f"output_norm.{part}", sd[f"model.final_layernorm.{part}"])
+        w.add_tensor(f"output.{part}", sd[f"lm_head.{part}"])
+    _finish(w)
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["separate-qkv", "fused-qkv"])
+def test_phi2_gguf_with_partial_rotary_matches_the_model_object(tmp_path, fused):
+    """Phi-2 (``phi2``): separate or fused query/key/value tensors give the model object's heads,
+    biases, LayerNorms and biased unembedding; ``rope.dimension_count`` below the head width is
+    partial rotary (here 30 of 44 dims: ``int(44 × 30/44)`` is 29 in floating point, so the factor
+    taken naively would give the wrong width). A fused tensor of the wrong height is refused by name."""
+    d, r = 176, 44
+    cfg = transformers.PhiConfig(vocab_size=V, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=2,
+                                 num_attention_heads=d // r, max_position_embeddings=64,
+                                 rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                  "partial_rotary_factor": 30.5 / r})  # transformers: int(r × factor) = 30
+    model = transformers.PhiForCausalLM(cfg).eval()
+    _randomise(model, 13)
+    assert int(r * (30 / r)) == 29
+    _write_phi2_gguf(tmp_path / "p.gguf", model, fused, rope_dim=30)
+    ours, ref = compscope.load(tmp_path / "p.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "phi" and ours.rotary.dim == ref.rotary.dim == 30
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_U", "b_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for a, b in [(ours.attn_norm, ref.attn_norm), (ours.final_norm, ref.final_norm)]:
+        assert torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)
+        assert a.eps == pytest.approx(b.eps, rel=1e-6)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    from compscope.core.attention import attention_forward
+
+    x = torch.randn(2, 9, d, generator=torch.Generator().manual_seed(14))
+    for layer in range(2):  # against the model's own attention module, rotary and all
+        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
+    if fused:
+        _write_phi2_gguf(tmp_path / "short.gguf", model, True, rope_dim=30, qkv_rows=3 * d - 1)
+        with pytest.raises(compscope.LoadError, match=r"'blk\.0\.attn_qkv\.(weight|bias)' has 527 rows.*176 \+ 176 \+ 176 = 528"):
+            compscope.load(tmp_path / "short.gguf")
+
+
+def test_a_gguf_rotary_wider_than_a_head_is_refused(tmp_path):
+    cfg = transformers.PhiConfig(vocab_size=V, hidden_size=D, intermediate_size=4 * D, num_hidden_layers=2,
+                                 num_attention_heads=H, max_position_embeddings=64)
+    model = transformers.PhiForCausalLM(cfg).eval()
+    _write_phi2_gguf(tmp_path / "p.gguf", model, False, rope_dim=D // H + 2)  # wider than a head
+    with pytest.raises(compscope.UnsupportedModelError, match="rope.dimension_count'=8 differs from the head width 6"):
+        compscope.load(tmp_path / "p.gguf")

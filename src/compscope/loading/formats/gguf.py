@@ -1,4 +1,5 @@
-"""GGUF files (llama.cpp): dequantise to float32, rename to HF names.
+"""GGUF files (llama.cpp): dequantise to float32, rename to HF names (a fused query-key-value tensor of
+Phi-2 split into its three).
 
 GGUF stores each 2-D tensor as ``(out, in)`` once read into numpy, like ``nn.Linear``. For the
 ``llama`` architecture, llama.cpp's converter reorders the rows of ``W_Q`` and ``W_K`` within
@@ -60,6 +61,7 @@ _ARCHS = {
     "olmo2": ("olmo2", False, False),  # OLMo-2 and OLMo-3 (whose sliding layers the pattern flags)
     "olmoe": ("olmoe", False, False),
     "gpt2": ("gpt2", False, False),  # HF's GPT-2 names (_GPT2_BLOCK), Conv1D weights transposed back
+    "phi2": ("phi", False, False),  # Phi-1/1.5/2: HF's phi names (_PHI2_BLOCK), partial rotary in halves
 }
 
 #: GGUF per-block tensor name -> HF name under ``model.layers.{i}.``
@@ -89,9 +91,25 @@ _GPT2_BLOCK = {
 _GPT2_TOP = {"token_embd.weight": "transformer.wte.weight", "position_embd.weight": "transformer.wpe.weight",
              "output_norm.weight": "transformer.ln_f.weight", "output_norm.bias": "transformer.ln_f.bias",
              "output.weight": "lm_head.weight"}
+#: Phi-2 files keep HF's phi names: LayerNorms with biases, an output ``dense``, a biased ``lm_head``;
+#: older conversions store one fused ``attn_qkv`` (rows: query heads, key heads, value heads), split here
+_PHI2_BLOCK = {
+    "attn_norm.weight": "input_layernorm.weight", "attn_norm.bias": "input_layernorm.bias",
+    **{f"attn_{x}.{p}": f"self_attn.{x}_proj.{p}" for x in "qkv" for p in ("weight", "bias")},
+    **{f"attn_qkv.{p}": tuple(f"self_attn.{x}_proj.{p}" for x in "qkv") for p in ("weight", "bias")},
+    "attn_output.weight": "self_attn.dense.weight", "attn_output.bias": "self_attn.dense.bias",
+}
+_PHI2_TOP = {"token_embd.weight": "model.embed_tokens.weight", "output.weight": "lm_head.weight", "output.bias": "lm_head.bias",
+             "output_norm.weight": "model.final_layernorm.weight", "output_norm.bias": "model.final_layernorm.bias"}
 #: architecture -> (block tensor names, block prefix, top-level names, names whose rows and columns
-#: llama.cpp swapped); every other architecture uses the Llama-like names
-_LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn.weight", "attn.c_proj.weight"))}
+#: llama.cpp swapped); every other architecture uses the Llama-like names. A block name mapped to
+#: a tuple of HF names is a fused tensor whose rows split into them (query, key, value heads).
+_LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn.weight", "attn.c_proj.weight")),
+            "phi2": (_PHI2_BLOCK, "model.layers.{i}.", _PHI2_TOP, ())}
+#: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
+_PARTIAL_ROTARY = {"phi2"}
+#: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
+_RENAMED_KEYS = {"phi2": {"layer_norm_epsilon": "layer_norm_eps"}}
 _LLAMA_LAYOUT = (_BLOCK, "model.layers.{i}.", _TOP, ())
 
 _MAGIC = b"GGUF"
@@ -316,7 +334,7 @@ def open_gguf(path: str | Path) -> Checkpoint:
     for gkey, hkey in _CONFIG_KEYS.items():
         v = fields.get(f"{arch}.{gkey}")
         if v is not None:
-            cfg[hkey] = v
+            cfg[_RENAMED_KEYS.get(arch, {}).get(hkey, hkey)] = v
     for key in ("hidden_size", "num_hidden_layers", "num_attention_heads"):
         if key not in cfg:
             gkey = next(g for g, h in _CONFIG_KEYS.items() if h == key)
@@ -329,10 +347,13 @@ def open_gguf(path: str | Path) -> Checkpoint:
         )
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // n_heads
     rope_dim = fields.get(f"{arch}.rope.dimension_count")
-    if rope_dim is not None and rope_dim != head_dim:
+    if rope_dim is not None and rope_dim != head_dim and arch in _PARTIAL_ROTARY and 0 < rope_dim < head_dim:
+        factor = rope_dim / head_dim  # the families take int(head_dim × factor) dims, as transformers does
+        cfg["partial_rotary_factor"] = factor if int(head_dim * factor) == rope_dim else (rope_dim + 0.5) / head_dim
+    elif rope_dim is not None and rope_dim != head_dim:
         raise UnsupportedModelError(
             f"{path}: GGUF metadata '{arch}.rope.dimension_count'={rope_dim} differs from the head width {head_dim}: "
-            "partial rotary is not supported for GGUF files"
+            f"partial rotary is supported for GGUF files of {', '.join(sorted(_PARTIAL_ROTARY))} only"
         )
     longrope = sorted(i.name for i in infos if i.name.startswith("rope_factors_"))
     if longrope:  # Phi-3's long-context models: frequencies rescaled by the sequence length
@@ -360,43 +381,53 @@ def open_gguf(path: str | Path) -> Checkpoint:
     loaders, origin, dtypes = {}, {}, {}
     block = re.compile(r"blk\.(\d+)\.(.+)$")
     block_names, block_prefix, top_names, transposed = _LAYOUTS.get(arch, _LLAMA_LAYOUT)
+    splits = (n_heads * head_dim, n_kv * head_dim, n_kv * head_dim)  # a fused tensor's rows: q, k, v heads
     for info in infos:
         m = block.match(info.name)
         if m:
             sub = block_names.get(m.group(2))
-            hf = None if sub is None else block_prefix.format(i=m.group(1)) + sub
+            names = () if sub is None else sub if isinstance(sub, tuple) else (sub,)
+            names = tuple(block_prefix.format(i=m.group(1)) + n for n in names)
         else:
-            hf = top_names.get(info.name)
-        if hf is None:
-            continue
-        swap = hf.endswith(transposed)  # () for every layout but GPT-2's: nothing swapped
-        is_norm = hf.endswith("norm.weight")
-        # llama.cpp permutes the rows of q/k weights and biases alike (convert_hf_to_gguf LlamaModel)
-        n_rows = n_heads if ".q_proj." in hf else n_kv if ".k_proj." in hf else None
+            names = (top_names[info.name],) if info.name in top_names else ()
         try:
             type_name = GGMLQuantizationType(info.type_id).name
         except ValueError:
             type_name = f"type{info.type_id}"
+        for part, hf in enumerate(names):
+            rows = None
+            if len(names) > 1:
+                start = sum(splits[:part])
+                rows = (start, start + splits[part])
+            swap = hf.endswith(transposed)  # () for every layout but GPT-2's: nothing swapped
+            is_norm = hf.endswith("norm.weight")
+            # llama.cpp permutes the rows of q/k weights and biases alike (convert_hf_to_gguf LlamaModel)
+            n_rows = n_heads if ".q_proj." in hf else n_kv if ".k_proj." in hf else None
 
-        def load(info=info, n_rows=n_rows, is_norm=is_norm, type_name=type_name, swap=swap):
-            if info.nbytes is None:
-                raise LoadError(
-                    f"{path}: tensor '{info.name}' has GGML type {type_name}, unknown to the installed 'gguf' package"
-                )
-            try:
-                w = _dequantize(buf, info)
-            except (ValueError, NotImplementedError, RuntimeError) as e:
-                msg = f"{path}: tensor '{info.name}' ({type_name}) cannot be dequantised ({one_line(e)})"
-                raise LoadError(msg) from e
-            if permuted and n_rows is not None:
-                w = unpermute_rows(w, n_rows)
-            if one_plus and is_norm:
-                w = w - 1.0
-            return w.T if swap else w  # a view: the GPT-2 family transposes Conv1D weights back itself
+            def load(info=info, n_rows=n_rows, is_norm=is_norm, type_name=type_name, swap=swap, rows=rows):
+                if info.nbytes is None:
+                    raise LoadError(
+                        f"{path}: tensor '{info.name}' has GGML type {type_name}, unknown to the installed 'gguf' package"
+                    )
+                try:
+                    w = _dequantize(buf, info)
+                except (ValueError, NotImplementedError, RuntimeError) as e:
+                    msg = f"{path}: tensor '{info.name}' ({type_name}) cannot be dequantised ({one_line(e)})"
+                    raise LoadError(msg) from e
+                if rows is not None:
+                    if w.shape[0] != sum(splits):
+                        raise LoadError(f"{path}: tensor '{info.name}' has {w.shape[0]} rows; fused query, key and value "
+                                        f"heads of this model need {' + '.join(map(str, splits))} = {sum(splits)}")
+                    w = w[rows[0] : rows[1]]
+                if permuted and n_rows is not None:
+                    w = unpermute_rows(w, n_rows)
+                if one_plus and is_norm:
+                    w = w - 1.0
+                return w.T if swap else w  # a view: the GPT-2 family transposes Conv1D weights back itself
 
-        loaders[hf] = load
-        origin[hf] = f"{path} ({info.name})"
-        dtypes[hf] = type_name
+            loaders[hf] = load
+            origin[hf] = f"{path} ({info.name})"
+            dtypes[hf] = type_name
     name = fields.get("general.name") or path.stem
     notes = ["dequantised from GGUF to float32"]
     return Checkpoint(cfg, TensorStore(loaders, origin, dtypes, source=str(path)), str(path), str(name), notes)
