@@ -195,6 +195,18 @@ def test_a_model_object_runs_where_it_is_and_is_never_moved():
     assert next(model.parameters()).device.type == "meta"  # not moved
 
 
+def devices_told(monkeypatch, module, name: str) -> list:
+    """The ``device=`` of every call to ``module.name`` from now on (the function still runs)."""
+    told, inner = [], getattr(module, name)
+
+    def spy(*args, **kwargs):
+        told.append(kwargs.get("device"))
+        return inner(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, spy)
+    return told
+
+
 def test_the_verdict_computes_where_it_runs_and_records_it(tmp_path, monkeypatch):
     """Every engine call of the verdict (the measures under each metric, the K scores of the
     induction circuit) is told the runner's device, not left to the engine's default."""
@@ -202,14 +214,7 @@ def test_the_verdict_computes_where_it_runs_and_records_it(tmp_path, monkeypatch
 
     from compscope.data.validate import validate
 
-    told = []
-    inner = composition.scores
-
-    def spy(*args, **kwargs):
-        told.append(kwargs.get("device"))
-        return inner(*args, **kwargs)
-
-    monkeypatch.setattr(composition, "scores", spy)
+    told = devices_told(monkeypatch, composition, "scores")
     v = validate("induction-2l", sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity", "embed"),
                  device="cpu", progress=False)
     assert told == [torch.device("cpu")] * 3
@@ -227,14 +232,7 @@ def test_the_activations_metric_runs_the_model_on_the_device_asked(monkeypatch):
     from compscope.data import runner as runner_module
     from hf_tiny import BY_ID, build
 
-    told = []
-    inner = runner_module.runner_for
-
-    def spy(*args, **kwargs):
-        told.append(kwargs.get("device"))
-        return inner(*args, **kwargs)
-
-    monkeypatch.setattr(runner_module, "runner_for", spy)
+    told = devices_told(monkeypatch, runner_module, "runner_for")
     scores("induction-2l", "K", ["frobenius"], metric="activations", device="cpu", progress=False)
     model = build(BY_ID["llama-gqa-bias"])
     scores(model, "K", ["frobenius"], metric="activations", device="cpu", progress=False)
