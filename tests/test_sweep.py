@@ -222,6 +222,21 @@ def test_sweep_devices_that_cannot_be_used_are_refused_before_any_task(tmp_path,
             _on_device(bad, "ray", {})
 
 
+def test_the_activations_metric_runs_each_checkpoint_on_data(run_folder, tmp_path):
+    """``--metric activations``: each task estimates the metric by running its own checkpoint (not
+    refused for lack of a model to run), and its rows are ``compscope.scores`` of that checkpoint."""
+    last = max(expand_sources([str(run_folder)]), key=lambda s: s[2])
+    task = Task(last[0], last[1], last[2], "scores", {**OPTIONS, "metric": "activations"})
+    r = sweep([task], tmp_path / "a", progress=False)
+    assert (r.done, r.failed) == (1, {})
+    df = read_dataset(tmp_path / "a")
+    want = compscope.scores(last[0], kinds=KINDS, measures=OPTIONS["measures"], metric="activations", progress=False)
+    assert set(df.metric) == {"activations"}
+    for row in df.itertuples():
+        v = float(want.dense(row.measure, row.kind)[row.src_layer, row.src_head, row.dst_layer, row.dst_head])
+        assert row.value == pytest.approx(v, rel=1e-6), row
+
+
 def test_an_empty_dataset_still_has_its_partition_columns(tmp_path):
     (tmp_path / "empty").mkdir()
     df = read_dataset(tmp_path / "empty")

@@ -90,10 +90,12 @@ def run_task(task: Task, device=None):
     opts = dict(task.options)
     if task.job == "scores":
         from ..api import scores
+        from ..core.metrics import get_metric
 
         hw = load(task.source)
+        metric = get_metric(opts.get("metric", "identity"), hw, model=task.source, device=device)  # 'activations' runs it
         df = scores(hw, kinds=opts.get("kinds", "QKV"), measures=tuple(opts.get("measures", ("frobenius",))),
-                    metric=opts.get("metric", "identity"), device=device, progress=False).to_pandas()
+                    metric=metric, device=device, progress=False).to_pandas()
         digest = content_hash(hw)
     elif task.job == "track":
         df, digest = _track_rows(task.source, opts, device)  # the checkpoint is read once, its hash recorded there
