@@ -237,6 +237,29 @@ def test_the_activations_metric_runs_each_checkpoint_on_data(run_folder, tmp_pat
         assert row.value == pytest.approx(v, rel=1e-6), row
 
 
+def test_cli_validate_job_takes_its_sequences_half_and_metrics(run_folder, tmp_path, capsys):
+    """``sweep --job validate --sequences N --half M --metric X``: one task per checkpoint whose
+    verdict uses them (recorded in the options), equal to ``compscope.validate`` with them; the
+    options that belong to validation are refused with another job."""
+    import json
+
+    last = max(expand_sources([str(run_folder)]), key=lambda s: s[2])
+    out = tmp_path / "v"
+    assert main(["sweep", last[0], "--job", "validate", "--sequences", "8", "--half", "6", "--metric", "identity",
+                 "--metric", "embed", "--out", str(out), "--quiet"]) == 0
+    df = read_dataset(out)
+    assert set(df.metric) == {"identity", "embed"} and df.task.nunique() == 1
+    assert json.loads(df.options.iloc[0]) == {"half": 6, "metrics": ["identity", "embed"], "sequences": 8}
+    want = compscope.validate(last[0], sequences=8, half=6, metrics=("identity", "embed"), progress=False).verdict_frame()
+    key = ["measure", "metric", "kind"]
+    got = df.sort_values(key).reset_index(drop=True)
+    want = want.sort_values(key).reset_index(drop=True)
+    assert got[key].equals(want[key]) and got.spearman.to_numpy() == pytest.approx(want.spearman.to_numpy())
+    capsys.readouterr()
+    assert main(["sweep", last[0], "--sequences", "8", "--out", str(tmp_path / "s")]) == 2
+    assert "--sequences and --half apply to --job validate" in capsys.readouterr().err
+
+
 def test_an_empty_dataset_still_has_its_partition_columns(tmp_path):
     (tmp_path / "empty").mkdir()
     df = read_dataset(tmp_path / "empty")

@@ -3,7 +3,7 @@ as independent tasks (this process, or Ray), streamed into one Parquet dataset."
 
 from __future__ import annotations
 
-from .common import positive_int
+from .common import count, half_length, positive_int
 
 HELP = "scores or validation over many models, checkpoints or revisions, into one Parquet dataset (local or Ray)"
 EXAMPLE = """examples:
@@ -26,7 +26,11 @@ def add_arguments(p) -> None:
     p.add_argument("--revision", action="append", dest="revisions", metavar="REV", help="a hub revision (repeatable)")
     p.add_argument("--kinds", default="QKV", help="any of Q, K, V (default QKV)")
     p.add_argument("--measure", action="append", dest="measures", metavar="NAME", help="a measure (repeatable; default frobenius)")
-    p.add_argument("--metric", action="append", dest="metrics", metavar="NAME", help="a metric (repeatable: one task each; default identity)")
+    p.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
+                   help="a metric (repeatable: one task each; default identity); --job validate: the metrics each "
+                        "verdict judges, all in one task (default identity, embed and activations)")
+    p.add_argument("--sequences", type=count, metavar="N", help="--job validate: repeated random sequences per verdict (default 16)")
+    p.add_argument("--half", type=half_length, metavar="N", help="--job validate: length of the repeated half |t| (default 16)")
     p.add_argument("--executor", default="local", choices=["local", "ray"], help="where tasks run (default local: this process)")
     p.add_argument("--address", help="Ray: an existing cluster's address (default: start a local instance)")
     p.add_argument("--workers", help="Ray: CPUs of the local instance (default: all)")
@@ -55,13 +59,23 @@ def run(args) -> int:
         options["workers"] = positive_int(args.workers, "--workers")
     if args.address:
         options["address"] = args.address
+    verdict = {}  # a validate task's options: only those given, so that a task keeps its identity across versions
+    if args.job != "validate" and (args.sequences or args.half):
+        raise OptionError("--sequences and --half apply to --job validate")
+    if args.job == "validate":
+        if args.metrics:
+            verdict["metrics"] = metrics
+        if args.sequences:
+            verdict["sequences"] = args.sequences
+        if args.half:
+            verdict["half"] = args.half
     tasks = []
     for src, model, step in expand_sources(args.sources, args.revisions):
-        for metric in metrics:
-            opts = {"kinds": kinds, "measures": measures, "metric": metric} if args.job in ("scores", "track") else {}
-            tasks.append(Task(src, model, step, args.job, opts))
         if args.job == "validate":
-            tasks = list({t.key(): t for t in tasks}.values())
+            tasks.append(Task(src, model, step, args.job, verdict))
+            continue
+        for metric in metrics:
+            tasks.append(Task(src, model, step, args.job, {"kinds": kinds, "measures": measures, "metric": metric}))
     r = sweep(tasks, args.out, executor=args.executor, progress=not args.quiet, device=args.device, **options)
     if r.done == 0 and not r.failed:
         print(f"{args.out}: nothing to do ({r.skipped} tasks already done)")

@@ -101,10 +101,11 @@ def run_task(task: Task, device=None):
         df, digest = _track_rows(task.source, opts, device)  # the checkpoint is read once, its hash recorded there
     elif task.job == "validate":
         from ..data.runner import runner_for
-        from ..data.validate import validate
+        from ..data.validate import DEFAULT_METRICS, validate
 
         runner = runner_for(task.source, progress=False, device=device)  # loads the weights once: the hash and the verdict read the same
-        v = validate(runner, sequences=int(opts.get("sequences", 16)), half=int(opts.get("half", 16)), progress=False)
+        v = validate(runner, sequences=int(opts.get("sequences", 16)), half=int(opts.get("half", 16)),
+                     metrics=tuple(opts.get("metrics", DEFAULT_METRICS)), progress=False)
         df = v.verdict_frame()
         digest = content_hash(runner.hw)
     else:
