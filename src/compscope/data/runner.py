@@ -23,10 +23,11 @@ Where the weights come from decides how the model runs (nothing is ever download
 
 Where it runs (``device``): a model loaded from files goes where it is asked (default: CUDA when
 torch sees it, else the CPU, as the engine); a model object given runs where its parameters are,
-and is never moved. In what (``dtype``): a ``transformers`` model loaded from files runs in
-float32 unless asked for bfloat16 or float16 (half the memory; the recomputation from
-``HeadWeights`` stays float32, on the 16-bit residuals); a model object runs in its own dtype. The trace and every recomputation stay on that device (:meth:`Runner.weights_here`);
-what the data-based measures return comes back to the CPU.
+and is never moved. The trace and every recomputation stay on that device (:meth:`Runner.weights_here`);
+what the data-based measures return comes back to the CPU. In what (``dtype``): a ``transformers``
+model loaded from files runs in float32 unless asked for bfloat16 or float16 (half the memory; the
+recomputation from ``HeadWeights`` stays float32, on the 16-bit residuals, and post-LN norms are
+applied as float32 copies); a model object runs in its own dtype.
 """
 
 from __future__ import annotations
@@ -345,7 +346,7 @@ def runner_for(model, hw: HeadWeights | None = None, progress: bool = True,
     device = None if device is None else resolve_device(device)  # a device that is not there: refused before any load
     dtype = resolve_dtype(dtype)
     if isinstance(model, Runner) and hw is None:  # already running
-        _keeps(model, model.dtype, dtype, "runner")
+        _keeps(model.dtype, dtype, "runner")
         return _stays(model, model.device, device, "runner")
     ours = hw.meta.processed_here if hw is not None else ()
     if ours:
@@ -361,11 +362,11 @@ def runner_for(model, hw: HeadWeights | None = None, progress: bool = True,
         return ToyRunner(net.to(resolve_device(device)), load(model) if hw is None else hw)  # load names a built-in as the user does
     if _is_transformer_lens(model):
         _stays(model, model_device(model), device, "TransformerLens model")
-        _keeps(model, model_dtype(model), dtype, "TransformerLens model")
+        _keeps(model_dtype(model), dtype, "TransformerLens model")
         return TransformerLensRunner(model, load(model) if hw is None else hw)
     if _is_hf_model(model):
         _stays(model, model_device(model), device, "transformers model")
-        _keeps(model, model_dtype(model), dtype, "transformers model")
+        _keeps(model_dtype(model), dtype, "transformers model")
         return HFRunner(model, load(model) if hw is None else hw)
     if builtin_name.recognise(model):
         path = resolve(model)
@@ -391,7 +392,7 @@ def model_dtype(model) -> torch.dtype:
     return next((p.dtype for p in params if p.is_floating_point()), torch.float32)
 
 
-def _keeps(obj, have: torch.dtype, dtype: torch.dtype | None, what: str) -> None:
+def _keeps(have: torch.dtype, dtype: torch.dtype | None, what: str) -> None:
     """Nothing when ``dtype`` is unset or is ``have``; else an error: compscope does not convert a
     model it was handed."""
     if dtype is not None and dtype != have:
