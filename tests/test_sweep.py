@@ -266,3 +266,26 @@ def test_an_empty_dataset_still_has_its_partition_columns(tmp_path):
     assert len(df) == 0 and list(df.columns) == ["model", "step"] and str(df.step.dtype) == "int64"
     with pytest.raises(compscope.LoadError, match="no sweep dataset"):
         read_dataset(tmp_path / "missing")
+
+
+def test_a_dataset_of_several_jobs_keeps_every_column_whatever_part_is_read_first(tmp_path):
+    """Parts with different columns (here a validate part and a scores part): every column of
+    both is in the frame, whichever part the reader meets first (pyarrow takes the first file's
+    schema unless told otherwise, which silently dropped the other job's columns)."""
+    import pandas as pd
+
+    from compscope.sweep.dataset import write_part
+
+    a = Task("x", "m", 1, "scores", {})
+    b = Task("y", "m", 1, "validate", {})
+    write_part(tmp_path, a, pd.DataFrame({"src_layer": [0, 1], "value": [0.5, 0.25]}))
+    write_part(tmp_path, b, pd.DataFrame({"auroc": [0.75], "value": [1.0]}))
+    parts = {t.key(): next(tmp_path.glob(f"model=*/step=*/part-*{t.key()}*.parquet")) for t in (a, b)}
+    for first in (a, b):  # rename the parts so that each sorts first once
+        for key, p in list(parts.items()):
+            parts[key] = p.rename(p.with_name(f"part-{'0' if key == first.key() else '1'}-{key}.parquet"))
+        assert sorted(tmp_path.glob("model=*/step=*/part-*.parquet"))[0] == parts[first.key()]
+        df = read_dataset(tmp_path).sort_values("value").reset_index(drop=True)
+        assert {"src_layer", "auroc", "value", "model", "step"} <= set(df.columns)
+        assert df.value.tolist() == [0.25, 0.5, 1.0]
+        assert df.src_layer.tolist()[:2] == [1, 0] and pd.isna(df.src_layer[2]) and df.auroc[2] == 0.75

@@ -38,9 +38,12 @@ def write_part(out: Path, task: Task, df) -> Path:
 
 def read_dataset(out: str | Path):
     """Every finished part of the dataset in ``out`` as one pandas frame (``model`` and ``step``
-    columns from the partitions)."""
+    columns from the partitions). Parts of different jobs have different columns: the frame has
+    all of them (missing values where a part lacks one), not only those of the first part read."""
     import pandas as pd
+    import pyarrow as pa
     import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
 
     out = Path(out)
     if not out.is_dir():
@@ -48,4 +51,11 @@ def read_dataset(out: str | Path):
     files = sorted(str(p) for p in out.glob("model=*/step=*/part-*.parquet"))
     if not files:  # nothing finished yet: the partition columns all the same
         return pd.DataFrame({"model": pd.Series(dtype=str), "step": pd.Series(dtype="int64")})
-    return ds.dataset(files, format="parquet", partitioning="hive", partition_base_dir=str(out)).to_table().to_pandas()
+    inferred = ds.dataset(files, format="parquet", partitioning="hive", partition_base_dir=str(out)).schema
+    schemas = [inferred] + [pq.read_schema(f) for f in files]
+    try:
+        schema = pa.unify_schemas(schemas, promote_options="permissive")  # pyarrow >= 14: int and float columns meet
+    except TypeError:
+        schema = pa.unify_schemas(schemas)
+    return ds.dataset(files, schema=schema, format="parquet", partitioning="hive",
+                      partition_base_dir=str(out)).to_table().to_pandas()
