@@ -25,7 +25,7 @@ import torch  # noqa: E402
 
 from compscope.data.head_labels import activation_labels  # noqa: E402
 from compscope.data.intervene import intervention_effects  # noqa: E402
-from compscope.data.runner import runner_for  # noqa: E402
+from compscope.data.runner import RUN_DTYPES, runner_for  # noqa: E402
 from compscope.data.sequences import repeats  # noqa: E402
 from compscope.results.table import top_entries  # noqa: E402
 from composition_speed import check_device  # noqa: E402
@@ -43,7 +43,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=12345)
     ap.add_argument("--threads", type=int, default=torch.get_num_threads())
     ap.add_argument("--device", default="cpu", help="where the model runs and the heads are recomputed (default cpu)")
-    ap.add_argument("--model-dtype", default="float32", choices=["float32", "bfloat16", "float16"],
+    ap.add_argument("--model-dtype", default="float32", choices=list(RUN_DTYPES),
                     help="what the model computes in (default float32; the recomputation stays float32)")
     args = ap.parse_args()
     check_device(args.device)

@@ -3,7 +3,7 @@ as independent tasks (this process, or Ray), streamed into one Parquet dataset."
 
 from __future__ import annotations
 
-from .common import count, half_length, positive_int
+from .common import add_device, count, half_length, positive_int
 
 HELP = "scores or validation over many models, checkpoints or revisions, into one Parquet dataset (local or Ray)"
 EXAMPLE = """examples:
@@ -34,8 +34,7 @@ def add_arguments(p) -> None:
     p.add_argument("--executor", default="local", choices=["local", "ray"], help="where tasks run (default local: this process)")
     p.add_argument("--address", help="Ray: an existing cluster's address (default: start a local instance)")
     p.add_argument("--workers", help="Ray: CPUs of the local instance (default: all)")
-    p.add_argument("--device", default=None, help="where each task computes and runs its model: cpu, cuda, cuda:N (default: cuda "
-                   "when present, else cpu; on Ray 'cuda' asks one GPU per task)")
+    add_device(p, "where each task computes and runs its model (on Ray 'cuda' asks one GPU per task)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 

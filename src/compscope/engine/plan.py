@@ -41,16 +41,23 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     ``OptionError`` for devices that are not there or that the engine does not support."""
     if device is None:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as e:
-        raise OptionError(f"device={device!r}: not a device name ({e}); use 'cpu' or 'cuda'") from None
+    dev = parse_device(device)
     if dev.type == "cuda":
         if not torch.cuda.is_available():
             raise OptionError(f"device={device!r}: torch sees no CUDA device here (torch {torch.__version__}); use 'cpu'")
         if dev.index is not None and dev.index >= torch.cuda.device_count():
             raise OptionError(f"device={device!r}: there are {torch.cuda.device_count()} CUDA devices")
-    elif dev.type != "cpu":
+    return dev
+
+
+def parse_device(device: str | torch.device) -> torch.device:
+    """``device`` as a ``torch.device`` of a type the engine supports (cpu, cuda), whether or not it
+    is present here (:func:`resolve_device` also checks that)."""
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as e:
+        raise OptionError(f"device={device!r}: not a device name ({e}); use 'cpu' or 'cuda'") from None
+    if dev.type not in ("cpu", "cuda"):
         raise OptionError(f"device={device!r}: the engine runs on 'cpu' or 'cuda'")
     return dev
 

@@ -75,25 +75,16 @@ EXECUTORS: dict[str, Callable] = {"local": _local, "ray": _ray}
 def _on_device(device: str, executor: str, options: dict) -> tuple[dict, dict]:
     """What each task's ``fn`` is told (``device=``), and the executor's options for it (Ray: one
     GPU per CUDA task)."""
-    import torch
-
-    from ..engine.plan import resolve_device
+    from ..engine.plan import parse_device, resolve_device
 
     if executor == "local":
-        device = str(resolve_device(device))  # not there: one line now, not one failure per task
-    else:
-        try:
-            dev = torch.device(device)
-        except (RuntimeError, TypeError) as e:
-            raise OptionError(f"device={device!r}: not a device name ({e}); use 'cpu' or 'cuda'") from None
-        if dev.type not in ("cpu", "cuda"):
-            raise OptionError(f"device={device!r}: the engine runs on 'cpu' or 'cuda'")
-        if dev.type == "cuda" and dev.index is not None:
-            raise OptionError(f"device={device!r}: on Ray give 'cuda'; Ray gives each task one GPU of its own")
-        if dev.type == "cuda":
-            options = {"gpus": 1, **options}
-        device = dev.type
-    return {"device": device}, options
+        return {"device": str(resolve_device(device))}, options  # not there: one line now, not one failure per task
+    dev = parse_device(device)  # present on the workers, perhaps not here
+    if dev.type == "cuda" and dev.index is not None:
+        raise OptionError(f"device={device!r}: on Ray give 'cuda'; Ray gives each task one GPU of its own")
+    if dev.type == "cuda":
+        options = {"gpus": 1, **options}
+    return {"device": dev.type}, options
 
 
 def sweep(tasks: list[Task], out: str | Path, *, executor: str = "local", progress: bool = True,

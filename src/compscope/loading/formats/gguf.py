@@ -347,14 +347,14 @@ def open_gguf(path: str | Path) -> Checkpoint:
         )
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // n_heads
     rope_dim = fields.get(f"{arch}.rope.dimension_count")
-    if rope_dim is not None and rope_dim != head_dim and arch in _PARTIAL_ROTARY and 0 < rope_dim < head_dim:
+    if rope_dim is not None and rope_dim != head_dim:
+        if arch not in _PARTIAL_ROTARY or not 0 < rope_dim < head_dim:
+            raise UnsupportedModelError(
+                f"{path}: GGUF metadata '{arch}.rope.dimension_count'={rope_dim} differs from the head width {head_dim}: "
+                f"partial rotary is supported for GGUF files of {', '.join(sorted(_PARTIAL_ROTARY))} only"
+            )
         factor = rope_dim / head_dim  # the families take int(head_dim × factor) dims, as transformers does
         cfg["partial_rotary_factor"] = factor if int(head_dim * factor) == rope_dim else (rope_dim + 0.5) / head_dim
-    elif rope_dim is not None and rope_dim != head_dim:
-        raise UnsupportedModelError(
-            f"{path}: GGUF metadata '{arch}.rope.dimension_count'={rope_dim} differs from the head width {head_dim}: "
-            f"partial rotary is supported for GGUF files of {', '.join(sorted(_PARTIAL_ROTARY))} only"
-        )
     longrope = sorted(i.name for i in infos if i.name.startswith("rope_factors_"))
     if longrope:  # Phi-3's long-context models: frequencies rescaled by the sequence length
         raise UnsupportedModelError(f"{path}: rotary scaling by {', '.join(longrope)} (longrope) is not supported")
