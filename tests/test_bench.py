@@ -40,6 +40,22 @@ def test_interventions_real_on_the_default_model():
     assert "peak resident memory" in out and "device cpu, model in float32" in out
 
 
+def test_model_dtype_on_a_tiny_model_folder(tmp_path):
+    """bench/model_dtype.py on a tiny random Llama folder: one line per 16-bit dtype, every label
+    and effect named, each change within the bound tests/test_runner.py holds it to (6.25%)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from hf_tiny import BY_ID, build
+
+    build(BY_ID["llama-gqa-bias"]).save_pretrained(tmp_path)
+    out = bench("model_dtype.py", "--model", str(tmp_path), "--dtypes", "bfloat16", "--sequences", "4", "--half", "4")
+    line = re.search(r"^bfloat16 .*largest change / largest value: (.*)$", out, re.M)
+    assert line, out
+    changes = dict(re.findall(r"(label \w+|effect [QKV]) ([0-9.]+)%", line.group(1)))
+    assert set(changes) == {"label induction", "label previous_token", "label duplicate_token", "label sink",
+                            "effect Q", "effect K", "effect V"}, out
+    assert all(0 <= float(v) <= 6.25 for v in changes.values()), out
+
+
 def test_validate_real_on_the_default_model():
     out = bench("validate_real.py", "--model", "induction-2l")
     assert "true previous-token -> induction K-pairs: 8 " in out, out  # 2 previous-token x 4 induction heads

@@ -91,8 +91,8 @@ def add_device(p: argparse.ArgumentParser, what: str = "where the model runs and
 
 def add_model_dtype(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model-dtype", default=None, choices=["float32", "bfloat16", "float16"],
-                   help="what a model loaded from files computes in on the data (default float32; 16-bit halves its "
-                        "memory, and compscope's recomputation on its residuals stays float32)")
+                   help="what a model loaded from files computes in on the data (default float32; 16-bit halves a "
+                        "folder model's memory, not a GGUF file's; compscope's recomputation stays float32)")
 
 
 def score_options(args) -> dict:

@@ -25,7 +25,8 @@ Where it runs (``device``): a model loaded from files goes where it is asked (de
 torch sees it, else the CPU, as the engine); a model object given runs where its parameters are,
 and is never moved. The trace and every recomputation stay on that device (:meth:`Runner.weights_here`);
 what the data-based measures return comes back to the CPU. In what (``dtype``): a ``transformers``
-model loaded from files runs in float32 unless asked for bfloat16 or float16 (half the memory; the
+model loaded from files runs in float32 unless asked for bfloat16 or float16 (half the memory of a
+folder's parameters; transformers keeps a GGUF file's weights packed whatever the dtype; the
 recomputation from ``HeadWeights`` stays float32, on the 16-bit residuals, and post-LN norms are
 applied as float32 copies); a model object runs in its own dtype.
 """
