@@ -244,6 +244,23 @@ def test_the_activations_metric_runs_the_model_on_the_device_asked(monkeypatch):
     assert next(model.parameters()).device.type == "meta"
 
 
+def test_one_pair_under_the_activations_metric_runs_the_model_on_the_device_asked(monkeypatch, capsys):
+    """``compscope.compose_pair(..., metric='activations', device=D)`` and ``compscope pair
+    --metric activations --device D`` tell the metric's run ``D``; the pair is the same as
+    under the metric estimated with the runner's default device."""
+    import compscope
+    from compscope.cli.main import main
+    from compscope.data import runner as runner_module
+
+    default = compscope.compose_pair("induction-2l", "0.0", "1.1", "K", "activations")
+    told = devices_told(monkeypatch, runner_module, "runner_for")
+    rep = compscope.compose_pair("induction-2l", "0.0", "1.1", "K", "activations", device="cpu")
+    assert main(["pair", "0.0", "1.1", "--metric", "activations", "--device", "cpu"]) == 0
+    assert told == ["cpu", "cpu"]
+    assert rep.measures == pytest.approx(default.measures, rel=1e-6)
+    assert "metric activations" in capsys.readouterr().out
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is present")
 def test_the_activations_metric_on_cuda_without_a_gpu_is_a_one_line_error(capsys):
     """The metric's own run is refused as the engine is: before any model is run."""

@@ -39,11 +39,13 @@ def scores(model, kinds: str = "QKV", measures=DEFAULT, metric="identity", *, ri
 
 
 def compose_pair(model, writer: tuple[int, int] | str, reader: tuple[int, int] | str, kind: str = "K", metric="identity", *,
-                 ridge: float = DEFAULT_RIDGE, **options):
+                 ridge: float = DEFAULT_RIDGE, device=None, **options):
     """One pair of ``model`` in detail (principal angles, composed spectrum, every measure):
-    :func:`compscope.analysis.pair.compose_pair` after loading."""
+    :func:`compscope.analysis.pair.compose_pair` after loading. ``device``: where the
+    ``activations`` metric runs the model (the pair itself is float64 on the CPU)."""
     hw = as_heads(model)
-    return _pair.compose_pair(hw, writer, reader, kind, get_metric(metric, hw, ridge, model=model), ridge=ridge, **options)
+    met = get_metric(metric, hw, ridge, model=model, device=device)
+    return _pair.compose_pair(hw, writer, reader, kind, met, ridge=ridge, **options)
 
 
 def head_circuits(model, measure: str = "frobenius", *, offset: float = 0.0, content: str = "embed", progress: bool = True):

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import OptionError
-from .common import add_model, add_processing, metric_names, parse_head, processing
+from .common import add_device, add_model, add_processing, metric_names, parse_head, processing
 
 HELP = "one writer -> reader pair in detail: principal angles, composed spectrum, every measure"
 EXAMPLE = "examples: compscope pair 0.0 1.1 --kind K --metric embed;  compscope pair smollm2 16.0 17.3"
@@ -18,6 +18,7 @@ def add_arguments(p) -> None:
     p.add_argument("--kind", default="K", choices=["Q", "K", "V"], help="composition kind (default K)")
     p.add_argument("--metric", default="identity", help=f"{metric_names()} (default identity)")
     p.add_argument("--offset", type=float, default=0.0, help="rotary offset: query minus key position (default 0; rotary models only)")
+    add_device(p, "where the model runs for --metric activations (the pair itself is computed on the CPU)")
     add_processing(p)
 
 
@@ -30,7 +31,7 @@ def run(args) -> None:
     model, writer, reader = model_and_heads(args.heads, args.model)
     hw = load(model, **processing(args))
     check_offset(hw, args.offset)
-    metric = get_metric(args.metric, hw, model=model)  # 'activations' runs the model itself
+    metric = get_metric(args.metric, hw, model=model, device=args.device)  # 'activations' runs the model there
     rep = compose_pair(hw, writer, reader, args.kind, metric, offset=args.offset)
     print(format_pair(rep, hw.meta.name))
 
