@@ -256,8 +256,36 @@ def test_cli_validate_job_takes_its_sequences_half_and_metrics(run_folder, tmp_p
     want = want.sort_values(key).reset_index(drop=True)
     assert got[key].equals(want[key]) and got.spearman.to_numpy() == pytest.approx(want.spearman.to_numpy())
     capsys.readouterr()
-    assert main(["sweep", last[0], "--sequences", "8", "--out", str(tmp_path / "s")]) == 2
-    assert "--sequences and --half apply to --job validate" in capsys.readouterr().err
+    for option in (["--sequences", "8"], ["--model-dtype", "bfloat16"]):
+        assert main(["sweep", last[0], *option, "--out", str(tmp_path / "s")]) == 2
+        assert "--sequences, --half and --model-dtype apply to --job validate" in capsys.readouterr().err
+
+
+def test_cli_validate_job_runs_a_folder_model_in_16_bit(tmp_path):
+    """``sweep --job validate --model-dtype bfloat16`` on a tiny random Llama folder: the verdict
+    is ``compscope.validate(folder, model_dtype='bfloat16')``'s and the dtype is in the task's
+    options (a new task: its rows differ from float32's by 16-bit rounding); float32, the
+    default, keeps the options of a task given none."""
+    import json
+
+    from hf_tiny import BY_ID, build
+
+    folder = tmp_path / "llama"
+    build(BY_ID["llama-gqa-bias"]).save_pretrained(folder)
+    args = ["--job", "validate", "--sequences", "4", "--half", "4", "--metric", "identity", "--quiet"]
+    assert main(["sweep", str(folder), *args, "--model-dtype", "bfloat16", "--out", str(tmp_path / "b")]) == 0
+    assert main(["sweep", str(folder), *args, "--model-dtype", "float32", "--out", str(tmp_path / "f")]) == 0
+    got, f32 = read_dataset(tmp_path / "b"), read_dataset(tmp_path / "f")
+    assert json.loads(got.options.iloc[0]) == {"half": 4, "metrics": ["identity"], "model_dtype": "bfloat16", "sequences": 4}
+    assert json.loads(f32.options.iloc[0]) == {"half": 4, "metrics": ["identity"], "sequences": 4}
+    assert got.task.iloc[0] != f32.task.iloc[0]
+    want = compscope.validate(str(folder), sequences=4, half=4, metrics=("identity",), model_dtype="bfloat16",
+                              progress=False).verdict_frame()
+    key = ["measure", "metric", "kind"]
+    got = got.sort_values(key).reset_index(drop=True)
+    want = want.sort_values(key).reset_index(drop=True)
+    assert got[key].equals(want[key])
+    assert got.spearman.to_numpy() == pytest.approx(want.spearman.to_numpy(), nan_ok=True)
 
 
 def test_an_empty_dataset_still_has_its_partition_columns(tmp_path):

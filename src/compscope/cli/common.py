@@ -89,9 +89,9 @@ def add_device(p: argparse.ArgumentParser, what: str = "where the model runs and
     p.add_argument("--device", default=None, help=f"{what}: cpu, cuda, cuda:N (default: cuda when present, else cpu)")
 
 
-def add_model_dtype(p: argparse.ArgumentParser) -> None:
+def add_model_dtype(p: argparse.ArgumentParser, prefix: str = "") -> None:
     p.add_argument("--model-dtype", default=None, choices=["float32", "bfloat16", "float16"],
-                   help="what a model loaded from files computes in on the data (default float32; 16-bit halves a "
+                   help=prefix + "what a model loaded from files computes in on the data (default float32; 16-bit halves a "
                         "folder model's memory, not a GGUF file's; compscope's recomputation stays float32)")
 
 

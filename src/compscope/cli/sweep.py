@@ -3,7 +3,7 @@ as independent tasks (this process, or Ray), streamed into one Parquet dataset."
 
 from __future__ import annotations
 
-from .common import add_device, count, half_length, positive_int
+from .common import add_device, add_model_dtype, count, half_length, positive_int
 
 HELP = "scores or validation over many models, checkpoints or revisions, into one Parquet dataset (local or Ray)"
 EXAMPLE = """examples:
@@ -31,6 +31,7 @@ def add_arguments(p) -> None:
                         "verdict judges, all in one task (default identity, embed and activations)")
     p.add_argument("--sequences", type=count, metavar="N", help="--job validate: repeated random sequences per verdict (default 16)")
     p.add_argument("--half", type=half_length, metavar="N", help="--job validate: length of the repeated half |t| (default 16)")
+    add_model_dtype(p, "--job validate: ")
     p.add_argument("--executor", default="local", choices=["local", "ray"], help="where tasks run (default local: this process)")
     p.add_argument("--address", help="Ray: an existing cluster's address (default: start a local instance)")
     p.add_argument("--workers", help="Ray: CPUs of the local instance (default: all)")
@@ -59,8 +60,8 @@ def run(args) -> int:
     if args.address:
         options["address"] = args.address
     verdict = {}  # a validate task's options: only those given, so that a task keeps its identity across versions
-    if args.job != "validate" and (args.sequences or args.half):
-        raise OptionError("--sequences and --half apply to --job validate")
+    if args.job != "validate" and (args.sequences or args.half or args.model_dtype):
+        raise OptionError("--sequences, --half and --model-dtype apply to --job validate")
     if args.job == "validate":
         if args.metrics:
             verdict["metrics"] = metrics
@@ -68,6 +69,8 @@ def run(args) -> int:
             verdict["sequences"] = args.sequences
         if args.half:
             verdict["half"] = args.half
+        if args.model_dtype not in (None, "float32"):  # float32 is the default: the same task
+            verdict["model_dtype"] = args.model_dtype
     tasks = []
     for src, model, step in expand_sources(args.sources, args.revisions):
         if args.job == "validate":

@@ -103,7 +103,8 @@ def run_task(task: Task, device=None):
         from ..data.runner import runner_for
         from ..data.validate import DEFAULT_METRICS, validate
 
-        runner = runner_for(task.source, progress=False, device=device)  # loads the weights once: the hash and the verdict read the same
+        # the weights are loaded once: the hash and the verdict read the same
+        runner = runner_for(task.source, progress=False, device=device, dtype=opts.get("model_dtype"))
         v = validate(runner, sequences=int(opts.get("sequences", 16)), half=int(opts.get("half", 16)),
                      metrics=tuple(opts.get("metrics", DEFAULT_METRICS)), progress=False)
         df = v.verdict_frame()
