@@ -317,3 +317,12 @@ def test_a_dataset_of_several_jobs_keeps_every_column_whatever_part_is_read_firs
         assert {"src_layer", "auroc", "value", "model", "step"} <= set(df.columns)
         assert df.value.tolist() == [0.25, 0.5, 1.0]
         assert df.src_layer.tolist()[:2] == [1, 0] and pd.isna(df.src_layer[2]) and df.auroc[2] == 0.75
+
+
+def test_bad_counts_are_refused_naming_what_the_option_takes(tmp_path, capsys):
+    """``--workers`` takes a positive integer only; ``scores --pairs`` also takes 'all'."""
+    for bad in ("0", "two", "-1"):
+        assert main(["sweep", "induction-2l", "--executor", "ray", "--workers", bad, "--out", str(tmp_path / "w")]) == 2
+        assert f"--workers {bad!r}: expected a positive integer" in capsys.readouterr().err
+    assert main(["scores", "--pairs", "some"]) == 2
+    assert "--pairs 'some': expected 'all' or a positive integer" in capsys.readouterr().err

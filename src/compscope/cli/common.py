@@ -23,9 +23,10 @@ def half_length(text: str) -> int:
     return int(text)
 
 
-def positive_int(text: str, option: str) -> int:
+def positive_int(text: str, option: str, also: str = "") -> int:
+    """``text`` as a positive integer; ``also``: the other words the option takes, for the message."""
     if not text.isdigit() or int(text) < 1:
-        raise OptionError(f"{option} {text!r}: expected 'all' or a positive integer")
+        raise OptionError(f"{option} {text!r}: expected {also}a positive integer")
     return int(text)
 
 
@@ -96,7 +97,7 @@ def add_model_dtype(p: argparse.ArgumentParser, prefix: str = "") -> None:
 
 
 def score_options(args) -> dict:
-    pairs = "all" if args.pairs == "all" else positive_int(args.pairs, "--pairs")
+    pairs = "all" if args.pairs == "all" else positive_int(args.pairs, "--pairs", "'all' or ")
     max_memory = None if args.max_memory is None else positive_gib(args.max_memory, "--max-memory")
     return {"offset": args.offset, "pairs": pairs, "precision": args.precision, "device": args.device, "max_memory": max_memory}
 
