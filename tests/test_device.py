@@ -1,5 +1,7 @@
 """Where the engine computes: device choice, its errors, and CUDA against the CPU."""
 
+import copy
+
 import pytest
 import torch
 
@@ -174,6 +176,14 @@ def test_head_weights_move_every_tensor_they_hold(variant_id):
     assert set(before) == set(after) and len(before) >= 8
     assert {k for k, t in after.items() if t.device.type != "meta"} == set()
     assert {k: t.dtype for k, t in after.items()} == {k: t.dtype for k, t in before.items()}
+    held = {k.split(".")[0].split("[")[0] for k in before if "." in k}  # norms, rotary, extra embeddings
+    assert len(held) >= 2
+    for field in held:  # one of them left behind: the weights are not "already there"
+        mixed = copy.copy(hw.to("meta"))
+        object.__setattr__(mixed, field, getattr(hw, field))
+        assert any(t.device.type == "cpu" for t in _tensors(mixed).values()), field
+        moved = mixed.to("meta")
+        assert moved is not mixed and all(t.device.type == "meta" for t in _tensors(moved).values()), field
 
 
 def test_a_model_object_runs_where_it_is_and_is_never_moved():

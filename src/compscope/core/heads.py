@@ -343,7 +343,7 @@ class HeadWeights:
         ``device``, dtypes kept; ``self`` when it is already there. The data-based measures
         recompute attention from these where the model runs (:mod:`compscope.data.runner`)."""
         device = torch.device(device)
-        if same_device(self.device, device) and same_device(self.W_E.device, device):
+        if all(same_device(t.device, device) for t in self._tensors()):
             return self
         move = lambda t: None if t is None else t.to(device)  # noqa: E731
 
@@ -361,6 +361,16 @@ class HeadWeights:
         for name, value in changes.items():
             object.__setattr__(moved, name, value)
         return moved
+
+    def _tensors(self):
+        """Every tensor held: the fields, the norms' gains and biases, the rotary frequencies and
+        the extra embeddings."""
+        norms = [self.attn_norm, self.final_norm, self.attn_out_norm, *(self.qk_norm or ())]
+        yield from (v for f in dataclasses.fields(self) if isinstance(v := getattr(self, f.name), Tensor))
+        yield from (t for n in norms if n is not None for t in (n.weight, n.bias) if t is not None)
+        if self.rotary is not None and isinstance(self.rotary.inv_freq, Tensor):
+            yield self.rotary.inv_freq
+        yield from self.embed_extra.values()
 
     def __repr__(self) -> str:
         return (
