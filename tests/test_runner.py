@@ -125,15 +125,18 @@ def test_a_model_from_files_runs_in_16_bit_when_asked(variant_id, dtype, tmp_pat
     from compscope.data.sequences import repeats
 
     build(BY_ID[variant_id]).save_pretrained(tmp_path)
-    got = {}
+    got, held = {}, {}
     for name in ("float32", dtype):
         runner = runner_for(tmp_path, progress=False, device="cpu", dtype=name)
-        assert runner.dtype == getattr(torch, name) and next(runner.model.parameters()).dtype == getattr(torch, name)
+        assert runner.dtype == getattr(torch, name)
+        assert {p.dtype for p in runner.model.parameters()} == {getattr(torch, name)}  # every one, norms too
+        held[name] = sum(p.numel() * p.element_size() for p in runner.model.parameters())
         reps = repeats(6, 4, runner.hw.n_vocab, 3, runner.bos)
         labels = activation_labels(runner, reps, batch_size=3, progress=False)
         fx = intervention_effects(runner, reps.tokens, "QKV", batch_size=3, progress=False)
         assert runner.trace(reps.tokens[:1]).resid[0].dtype == torch.float32  # what compscope computes on
         got[name] = {**{f"label {k}": v for k, v in labels.mean.items()}, **{f"effect {k}": v for k, v in fx.by_kind.items()}}
+    assert 2 * held[dtype] == held["float32"]  # half the parameter memory
     tol = 2 ** -7 if dtype == "bfloat16" else 2 ** -10  # the 16-bit format's relative rounding, a few times over
     for key, a in got["float32"].items():
         b = got[dtype][key]
