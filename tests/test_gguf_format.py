@@ -530,3 +530,64 @@ def test_a_gguf_rotary_wider_than_a_head_is_refused(tmp_path):
     _write_phi2_gguf(tmp_path / "p.gguf", model, False, rope_dim=D // H + 2)  # wider than a head
     with pytest.raises(compscope.UnsupportedModelError, match="rope.dimension_count'=8 differs from the head width 6"):
         compscope.load(tmp_path / "p.gguf")
+
+
+def _write_neox_gguf(path, model, rope_dim: int, qkv_rows: int | None = None) -> None:
+    """A GPT-NeoX GGUF as llama.cpp's converter writes one: HF's gpt_neox tensors renamed, the
+    fused ``query_key_value`` rows (and bias) regrouped from ``[head][q|k|v]`` to ``[q|k|v][head]``,
+    the rotary width as ``rope.dimension_count``, no rotary base (the default 10 000)."""
+    sd = _numpy_state(model)
+    cfg = model.config
+    d, h, n = cfg.hidden_size, cfg.num_attention_heads, cfg.num_hidden_layers
+    r = d // h
+    w = gguf.GGUFWriter(str(path), "gptneox")
+    for add, value in [(w.add_block_count, n), (w.add_context_length, 64), (w.add_embedding_length, d),
+                       (w.add_feed_forward_length, 4 * d), (w.add_head_count, h), (w.add_layer_norm_eps, 1e-5),
+                       (w.add_rope_dimension_count, rope_dim), (w.add_parallel_residual, True),
+                       (w.add_vocab_size, V)]:
+        add(value)
+    w.add_tensor("token_embd.weight", sd["gpt_neox.embed_in.weight"])
+    for i in range(n):
+        p = f"gpt_neox.layers.{i}."
+        for part in ("weight", "bias"):
+            w.add_tensor(f"blk.{i}.attn_norm.{part}", sd[p + f"input_layernorm.{part}"])
+            w.add_tensor(f"blk.{i}.attn_output.{part}", sd[p + f"attention.dense.{part}"])
+            qkv = sd[p + f"attention.query_key_value.{part}"]
+            grouped = qkv.reshape(h, 3, r, *qkv.shape[1:]).swapaxes(0, 1).reshape(qkv.shape)
+            w.add_tensor(f"blk.{i}.attn_qkv.{part}", np.ascontiguousarray(grouped[:qkv_rows]))
+    for part in ("weight", "bias"):
+        w.add_tensor(f"output_norm.{part}", sd[f"gpt_neox.final_layer_norm.{part}"])
+    w.add_tensor("output.weight", sd["embed_out.weight" if "embed_out.weight" in sd else "lm_head.weight"])
+    _finish(w)
+
+
+def test_neox_gguf_with_regrouped_qkv_matches_the_model_object(tmp_path):
+    """GPT-NeoX / Pythia (``gptneox``): the fused query/key/value rows, regrouped by llama.cpp, are
+    put back per head, so every head, bias, LayerNorm and the partial rotary (a quarter of each
+    head, as in Pythia) are the model object's, and so is the attention recomputed from them. A
+    fused tensor of the wrong height is refused by name."""
+    d, h = 64, 4
+    cfg = transformers.GPTNeoXConfig(vocab_size=V, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=2,
+                                     num_attention_heads=h, max_position_embeddings=64, use_parallel_residual=True,
+                                     rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                      "partial_rotary_factor": 0.25})
+    model = transformers.GPTNeoXForCausalLM(cfg).eval()
+    _randomise(model, 17)
+    _write_neox_gguf(tmp_path / "n.gguf", model, rope_dim=4)
+    ours, ref = compscope.load(tmp_path / "n.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "neox" and ours.rotary.dim == ref.rotary.dim == 4
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for a, b in [(ours.attn_norm, ref.attn_norm), (ours.final_norm, ref.final_norm)]:
+        assert torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)
+        assert a.eps == pytest.approx(b.eps, rel=1e-6)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    assert any("parallel residual" in n for n in ours.meta.notes)
+    from compscope.core.attention import attention_forward
+
+    x = torch.randn(2, 9, d, generator=torch.Generator().manual_seed(18))
+    for layer in range(2):
+        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
+    _write_neox_gguf(tmp_path / "short.gguf", model, rope_dim=4, qkv_rows=3 * d - 1)
+    with pytest.raises(compscope.LoadError, match=r"'blk\.0\.attn_qkv\.(weight|bias)' has 191 rows.*3 x 4 x 16 = 192"):
+        compscope.load(tmp_path / "short.gguf")

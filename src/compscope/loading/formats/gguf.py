@@ -44,6 +44,7 @@ _CONFIG_KEYS = {
     "rope.freq_base_swa": "rope_local_base_freq",
     "attn_logit_softcapping": "attn_logit_softcapping",
     "attention.clamp_kqv": "clip_qkv",  # OLMo's elementwise clamp: the family refuses it by name
+    "use_parallel_residual": "use_parallel_residual",  # GPT-NeoX: recorded in the notes
     "vocab_size": "vocab_size",
 }
 
@@ -62,6 +63,7 @@ _ARCHS = {
     "olmoe": ("olmoe", False, False),
     "gpt2": ("gpt2", False, False),  # HF's GPT-2 names (_GPT2_BLOCK), Conv1D weights transposed back
     "phi2": ("phi", False, False),  # Phi-1/1.5/2: HF's phi names (_PHI2_BLOCK), partial rotary in halves
+    "gptneox": ("gpt_neox", False, False),  # GPT-NeoX/Pythia: HF's names (_NEOX_BLOCK), fused qkv regrouped per head
 }
 
 #: GGUF per-block tensor name -> HF name under ``model.layers.{i}.``
@@ -101,15 +103,27 @@ _PHI2_BLOCK = {
 }
 _PHI2_TOP = {"token_embd.weight": "model.embed_tokens.weight", "output.weight": "lm_head.weight", "output.bias": "lm_head.bias",
              "output_norm.weight": "model.final_layernorm.weight", "output_norm.bias": "model.final_layernorm.bias"}
+#: GPT-NeoX files keep HF's gpt_neox names, with the fused ``query_key_value`` rows regrouped by
+#: llama.cpp's converter from HF's per-head ``[head][q|k|v][d_head]`` to ``[q|k|v][head][d_head]``
+_NEOX_BLOCK = {
+    "attn_norm.weight": "input_layernorm.weight", "attn_norm.bias": "input_layernorm.bias",
+    "attn_qkv.weight": "attention.query_key_value.weight", "attn_qkv.bias": "attention.query_key_value.bias",
+    "attn_output.weight": "attention.dense.weight", "attn_output.bias": "attention.dense.bias",
+}
+_NEOX_TOP = {"token_embd.weight": "gpt_neox.embed_in.weight", "output.weight": "embed_out.weight",
+             "output_norm.weight": "gpt_neox.final_layer_norm.weight", "output_norm.bias": "gpt_neox.final_layer_norm.bias"}
+#: HF names whose rows llama.cpp regrouped ``[q|k|v][head]``: put back per head, ``[head][q|k|v]``
+_REGROUPED = ("attention.query_key_value.weight", "attention.query_key_value.bias")
 #: architecture -> (block tensor names, block prefix, top-level names, names whose rows and columns
 #: llama.cpp swapped); every other architecture uses the Llama-like names. A block name mapped to
 #: a tuple of HF names is a fused tensor whose rows split into them (query, key, value heads).
 _LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn.weight", "attn.c_proj.weight")),
-            "phi2": (_PHI2_BLOCK, "model.layers.{i}.", _PHI2_TOP, ())}
+            "phi2": (_PHI2_BLOCK, "model.layers.{i}.", _PHI2_TOP, ()),
+            "gptneox": (_NEOX_BLOCK, "gpt_neox.layers.{i}.", _NEOX_TOP, ())}
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
-_PARTIAL_ROTARY = {"phi2"}
+_PARTIAL_ROTARY = {"phi2", "gptneox"}
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
-_RENAMED_KEYS = {"phi2": {"layer_norm_epsilon": "layer_norm_eps"}}
+_RENAMED_KEYS = {arch: {"layer_norm_epsilon": "layer_norm_eps"} for arch in ("phi2", "gptneox")}
 _LLAMA_LAYOUT = (_BLOCK, "model.layers.{i}.", _TOP, ())
 
 _MAGIC = b"GGUF"
@@ -400,11 +414,12 @@ def open_gguf(path: str | Path) -> Checkpoint:
                 start = sum(splits[:part])
                 rows = (start, start + splits[part])
             swap = hf.endswith(transposed)  # () for every layout but GPT-2's: nothing swapped
+            regroup = arch == "gptneox" and hf.endswith(_REGROUPED)
             is_norm = hf.endswith("norm.weight")
             # llama.cpp permutes the rows of q/k weights and biases alike (convert_hf_to_gguf LlamaModel)
             n_rows = n_heads if ".q_proj." in hf else n_kv if ".k_proj." in hf else None
 
-            def load(info=info, n_rows=n_rows, is_norm=is_norm, type_name=type_name, swap=swap, rows=rows):
+            def load(info=info, n_rows=n_rows, is_norm=is_norm, type_name=type_name, swap=swap, rows=rows, regroup=regroup):
                 if info.nbytes is None:
                     raise LoadError(
                         f"{path}: tensor '{info.name}' has GGML type {type_name}, unknown to the installed 'gguf' package"
@@ -419,6 +434,8 @@ def open_gguf(path: str | Path) -> Checkpoint:
                         raise LoadError(f"{path}: tensor '{info.name}' has {w.shape[0]} rows; fused query, key and value "
                                         f"heads of this model need {' + '.join(map(str, splits))} = {sum(splits)}")
                     w = w[rows[0] : rows[1]]
+                if regroup:
+                    w = _per_head(w, n_heads, head_dim, f"{path}: tensor '{info.name}'")
                 if permuted and n_rows is not None:
                     w = unpermute_rows(w, n_rows)
                 if one_plus and is_norm:
@@ -431,6 +448,14 @@ def open_gguf(path: str | Path) -> Checkpoint:
     name = fields.get("general.name") or path.stem
     notes = ["dequantised from GGUF to float32"]
     return Checkpoint(cfg, TensorStore(loaders, origin, dtypes, source=str(path)), str(path), str(name), notes)
+
+
+def _per_head(w, n_heads: int, head_dim: int, what: str):
+    """Rows ``[q|k|v][head][d_head]`` (llama.cpp's fused GPT-NeoX tensor) as HF's ``[head][q|k|v][d_head]``."""
+    if w.shape[0] != 3 * n_heads * head_dim:
+        raise LoadError(f"{what} has {w.shape[0]} rows; fused query, key and value heads of this model need "
+                        f"3 x {n_heads} x {head_dim} = {3 * n_heads * head_dim}")
+    return w.reshape(3, n_heads, head_dim, *w.shape[1:]).swapaxes(0, 1).reshape(w.shape)
 
 
 def recognise(source: object) -> bool:
