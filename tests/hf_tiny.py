@@ -100,6 +100,17 @@ VARIANTS = [
     Variant("phi-mha", "phi", "PhiConfig",
             dict(_COMMON, max_position_embeddings=64, tie_word_embeddings=False,
                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.75})),
+    Variant("stablelm-partial-rotary-parallel", "llama", "StableLmConfig",
+            dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64, use_qkv_bias=True, use_parallel_residual=True,
+                 layer_norm_eps=1e-5, tie_word_embeddings=False, bos_token_id=1, eos_token_id=2,
+                 rope_parameters={"rope_type": "default", "rope_theta": 800.0, "partial_rotary_factor": 0.25})),
+    Variant("stablelm-sequential-no-bias", "llama", "StableLmConfig",
+            dict(_COMMON, num_key_value_heads=HEADS, max_position_embeddings=64, use_qkv_bias=False, use_parallel_residual=False,
+                 bos_token_id=1, eos_token_id=2,
+                 rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5})),
+    Variant("starcoder2-bias-sliding3", "llama", "Starcoder2Config",
+            dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64, sliding_window=3, norm_epsilon=1e-5,
+                 bos_token_id=1, eos_token_id=2, rope_parameters={"rope_type": "default", "rope_theta": 1500.0})),
     Variant("gptj-interleaved-rotary", "gptj", "GPTJConfig",
             dict(vocab_size=VOCAB, n_embd=D, n_head=HEADS, n_layer=2, n_positions=32, n_inner=48, rotary_dim=4)),
     Variant("opt", "opt", "OPTConfig",
@@ -125,7 +136,7 @@ VARIANTS = [
 BY_ID = {v.id: v for v in VARIANTS}
 PRE_LN_LAYERNORM = ["gpt2", "gpt-neo-local3", "neox-partial-rotary-parallel", "neox-sequential-no-bias",
                     "olmo-parameter-free-layernorm", "phi-partial-rotary-qk-layernorm", "phi-mha", "gptj-interleaved-rotary",
-                    "opt"]
+                    "opt", "stablelm-partial-rotary-parallel", "stablelm-sequential-no-bias", "starcoder2-bias-sliding3"]
 RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "gemma3") and v.id not in PRE_LN_LAYERNORM]
 
 

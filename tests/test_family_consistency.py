@@ -174,6 +174,7 @@ REFUSALS = [
     ("olmoe-layer-qk-norm", dict(clip_qkv=8.0), {}, "clip_qkv"),
     ("opt", dict(do_layer_norm_before=False), {}, "do_layer_norm_before"),
     ("opt", dict(word_embed_proj_dim=16), {}, "word_embed_proj_dim"),
+    ("stablelm-sequential-no-bias", dict(qk_layernorm=True), {}, "qk_layernorm=True"),  # a gain per head: not read
 ]
 
 

@@ -591,3 +591,78 @@ def test_neox_gguf_with_regrouped_qkv_matches_the_model_object(tmp_path):
     _write_neox_gguf(tmp_path / "short.gguf", model, rope_dim=4, qkv_rows=3 * d - 1)
     with pytest.raises(compscope.LoadError, match=r"'blk\.0\.attn_qkv\.(weight|bias)' has 191 rows.*3 x 4 x 16 = 192"):
         compscope.load(tmp_path / "short.gguf")
+
+
+#: HF name under ``model.layers.{i}.`` -> GGUF name under ``blk.{i}.``, as llama.cpp's converter renames them
+_LLAMALIKE_LAYER = {
+    "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
+    "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down", "mlp.c_fc": "ffn_up",
+    "mlp.c_proj": "ffn_down",
+}
+
+
+def _write_llamalike_gguf(path, model, arch: str, rope_dim: int) -> None:
+    """A StableLM or StarCoder2 GGUF as llama.cpp writes one: Llama-like tensor names (biases and
+    LayerNorm biases included), nothing permuted (both rotate halves), the rotary width as
+    ``rope.dimension_count``, and a token list for transformers' reader."""
+    sd = _numpy_state(model)
+    cfg = model.config
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([f"t{i}" for i in range(V)])
+    theta = cfg.rope_parameters["rope_theta"]
+    for add, value in [(w.add_block_count, cfg.num_hidden_layers), (w.add_context_length, 64),
+                       (w.add_embedding_length, cfg.hidden_size), (w.add_feed_forward_length, cfg.intermediate_size),
+                       (w.add_head_count, cfg.num_attention_heads), (w.add_head_count_kv, cfg.num_key_value_heads),
+                       (w.add_layer_norm_eps, 1e-5), (w.add_rope_dimension_count, rope_dim), (w.add_rope_freq_base, theta),
+                       (w.add_vocab_size, V)]:
+        add(value)
+    for name, t in sd.items():
+        if name.startswith("model.layers."):
+            i, rest = name.removeprefix("model.layers.").split(".", 1)
+            module, part = rest.rsplit(".", 1)
+            w.add_tensor(f"blk.{i}.{_LLAMALIKE_LAYER[module]}.{part}", t)
+        else:
+            top = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+                   "model.norm.bias": "output_norm.bias", "lm_head.weight": "output.weight"}
+            w.add_tensor(top[name], t)
+    _finish(w)
+
+
+@pytest.mark.parametrize("arch", ["stablelm", "starcoder2"])
+def test_stablelm_and_starcoder2_ggufs_match_the_model_object_and_transformers(tmp_path, arch):
+    """StableLM (partial rotary, q/k/v biases, a parallel block: no MLP norm) and StarCoder2 (every
+    projection biased, GQA): the model object's heads, biases and LayerNorms (gain and bias); and
+    the data-based commands run the file through transformers' own GGUF reader, whose attention is
+    what compscope recomputes from the weights it read."""
+    common = dict(vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2, num_attention_heads=H,
+                  num_key_value_heads=G, max_position_embeddings=64, tie_word_embeddings=False)
+    if arch == "stablelm":
+        cfg = transformers.StableLmConfig(**common, use_qkv_bias=True, use_parallel_residual=True, layer_norm_eps=1e-5,
+                                          rope_parameters={"rope_type": "default", "rope_theta": 900.0,
+                                                           "partial_rotary_factor": 4 / (D // H)})
+        model, rope_dim = transformers.StableLmForCausalLM(cfg).eval(), 4
+    else:
+        cfg = transformers.Starcoder2Config(**common, norm_epsilon=1e-5, use_bias=True,
+                                            rope_parameters={"rope_type": "default", "rope_theta": 900.0})
+        model, rope_dim = transformers.Starcoder2ForCausalLM(cfg).eval(), D // H
+    _randomise(model, 19)
+    _write_llamalike_gguf(tmp_path / "m.gguf", model, arch, rope_dim)
+    ours, ref = compscope.load(tmp_path / "m.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == arch and ours.rotary.dim == ref.rotary.dim == rope_dim
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_U"):
+        a, b = getattr(ours, name), getattr(ref, name)
+        assert (a is None and b is None) or torch.equal(a, b), name
+    assert (ours.b_O is None) == (arch == "stablelm") and ours.b_Q is not None
+    for a, b in [(ours.attn_norm, ref.attn_norm), (ours.final_norm, ref.final_norm)]:
+        assert a.kind == "layernorm" and torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)
+        assert a.eps == pytest.approx(b.eps, rel=1e-6)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+    assert any("parallel residual" in n for n in ours.meta.notes) == (arch == "stablelm")
+    from compscope.data.runner import layer_state, runner_for
+
+    runner = runner_for(tmp_path / "m.gguf", progress=False)
+    tr = runner.trace(torch.randint(0, V, (2, 7), generator=torch.Generator().manual_seed(20)))
+    for layer in range(2):
+        torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)

@@ -164,7 +164,8 @@ def _brute_force(hw, tr, l1, h1, l2, kind, ablation):
 NOT_POST_LN = ["gpt2", "gpt-neo-local3", "neox-partial-rotary-parallel", "llama-gqa-bias", "mistral-sliding3", "qwen2-bias",
                "qwen3-qk-norm", "phi3-fused-partial-rotary-sliding", "gemma", "gemma2-softcap", "gemma3-text",
                "gemma3-text-mqa-bias", "olmo-parameter-free-layernorm", "olmo2-layer-qk-norm", "olmo3-sliding-mqa",
-               "olmoe-layer-qk-norm", "phi-partial-rotary-qk-layernorm", "gptj-interleaved-rotary", "opt"]
+               "olmoe-layer-qk-norm", "phi-partial-rotary-qk-layernorm", "gptj-interleaved-rotary", "opt",
+               "stablelm-partial-rotary-parallel", "starcoder2-bias-sliding3"]
 
 
 @pytest.mark.parametrize("variant_id", NOT_POST_LN)

@@ -432,7 +432,7 @@ def _hf_runner(path: Path, hw: HeadWeights, progress: bool = True, device: torch
     gguf = path.name if gguf_format.recognise(path) else None  # else a folder, or a file inside one (config.json)
     folder = path if path.is_dir() else path.parent
     if gguf is not None:
-        kw["gguf_file"] = gguf
+        kw.update(gguf_file=gguf, **gguf_format.runtime_config(path))  # what transformers' reader would drop
     auto = transformers.AutoModel if not hw.causal else transformers.AutoModelForCausalLM
     quiet = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()  # compscope's own bar speaks for the work

@@ -31,12 +31,15 @@ class LlamaLikeOptions:
     input_norm: bool = True  # OLMo-2: False, the attention reads the raw residual
     norm_kind: str = "rmsnorm"  # OLMo: 'layernorm'
     norm_gains: bool = True  # OLMo: False, norms without parameters (no tensors to read)
-    norm_eps: float | None = None  # None: the config's rms_norm_eps
+    norm_eps: float | None = None  # None: the config's value under eps_key
+    eps_key: str = "rms_norm_eps"  # StableLM: layer_norm_eps; StarCoder2: norm_epsilon
+    norm_bias: bool = False  # StableLM, StarCoder2: LayerNorms with a bias (input and final norms)
     post_attn_norm: bool = False  # Gemma 3: RMSNorm on the attention output
     attn_scale: float = 0.0  # 0: d_head ** -0.5
     attn_softcap: float | None = None  # Gemma 2: logits soft-capped to c tanh(l / c)
     fused_qkv: bool = False  # Phi-3: one qkv_proj, rows [q heads | k heads | v heads]
     default_theta: float = 10000.0
+    notes: tuple[str, ...] = ()  # more for meta.notes (StableLM: the parallel residual)
 
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -94,13 +97,13 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
     else:
         r = d // H
     L = integer(cfg, where, "num_hidden_layers", high=MAX_LAYERS)
-    eps = number(cfg, where, "rms_norm_eps") if opts.norm_eps is None else opts.norm_eps
+    eps = number(cfg, where, opts.eps_key) if opts.norm_eps is None else opts.norm_eps
     probe = "layers.0.self_attn." + ("qkv_proj" if opts.fused_qkv else "q_proj") + ".weight"
     prefix = next((p for p in PREFIXES if p + probe in ts), None)
     if prefix is None:
         raise UnsupportedModelError(f"{where}: no tensor named like '{probe}' (tried prefixes {PREFIXES})")
 
-    wq, wk, wv, wo, bq, bk, bv, bo, g_in, qn, kn, g_post = ([] for _ in range(12))
+    wq, wk, wv, wo, bq, bk, bv, bo, g_in, b_in, qn, kn, g_post = ([] for _ in range(13))
     for i in range(L):
         p = f"{prefix}layers.{i}."
         if opts.fused_qkv:  # rows (and bias entries) [q heads | k heads | v heads]
@@ -120,6 +123,8 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
         bo.append(ts.take(p + "self_attn.o_proj.bias", (d,), required=False))
         if opts.input_norm and opts.norm_gains:
             g_in.append(ts.take(p + "input_layernorm.weight", (d,)))
+        if opts.norm_bias:
+            b_in.append(ts.take(p + "input_layernorm.bias", (d,)))
         if opts.qk_norm:
             layer_wide = opts.qk_norm_scope == "layer"
             qn.append(ts.take(p + "self_attn.q_norm.weight", (H * r if layer_wide else r,)))
@@ -155,7 +160,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
         freqs = [f / divisors.double() for f in freqs]
         rope_notes.append("rotary frequencies divided per dimension by the file's rope_freqs (llama.cpp's form of "
                           "Llama 3 rope scaling)")
-    notes = list(ckpt.notes) + ([head_note] if head_note else []) + rope_notes
+    notes = list(ckpt.notes) + ([head_note] if head_note else []) + rope_notes + list(opts.notes)
     if opts.qk_norm:
         over = "per head" if opts.qk_norm_scope == "head" else "over all heads of a layer at once"
         notes.append(
@@ -179,10 +184,13 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
     if any(t == "sliding_attention" for t in types):
         notes.append(f"sliding-window attention (window {window}) on {types.count('sliding_attention')} of {L} layers")
 
-    norm = lambda ws, kind=opts.norm_kind: Norm(kind, torch.stack(ws) if ws else None, None, eps, opts.norm_offset)  # noqa: E731
+    def norm(ws, kind=opts.norm_kind, bs=()):
+        return Norm(kind, torch.stack(ws) if ws else None, torch.stack(bs) if bs else None, eps, opts.norm_offset)
+
     if opts.norm_gains:
         final = ts.take(prefix + "norm.weight", (d,), required=False)
-        final_norm = None if final is None else norm([final])
+        final_bias = [ts.take(prefix + "norm.bias", (d,))] if final is not None and opts.norm_bias else []
+        final_norm = None if final is None else norm([final], bs=final_bias)
     else:  # a norm without parameters has no tensor to say it is there: it always is
         final_norm = norm([])
     return HeadWeights(
@@ -192,7 +200,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
         W_pos=None,
         W_U=W_U, b_U=None,
         kv_map=kv_map,
-        attn_norm=norm(g_in) if opts.input_norm else None,
+        attn_norm=norm(g_in, bs=b_in) if opts.input_norm else None,
         final_norm=final_norm,
         norm_placement="pre" if opts.input_norm else "none",
         qk_norm=(norm(qn, "rmsnorm"), norm(kn, "rmsnorm")) if opts.qk_norm else None,

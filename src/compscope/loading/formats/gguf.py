@@ -64,11 +64,14 @@ _ARCHS = {
     "gpt2": ("gpt2", False, False),  # HF's GPT-2 names (_GPT2_BLOCK), Conv1D weights transposed back
     "phi2": ("phi", False, False),  # Phi-1/1.5/2: HF's phi names (_PHI2_BLOCK), partial rotary in halves
     "gptneox": ("gpt_neox", False, False),  # GPT-NeoX/Pythia: HF's names (_NEOX_BLOCK), fused qkv regrouped per head
+    "stablelm": ("stablelm", False, False),  # Llama's names with LayerNorm biases; partial rotary in halves
+    "starcoder2": ("starcoder2", False, False),  # Llama's names with LayerNorm and output-projection biases
 }
 
 #: GGUF per-block tensor name -> HF name under ``model.layers.{i}.``
 _BLOCK = {
     "attn_norm.weight": "input_layernorm.weight",
+    "attn_norm.bias": "input_layernorm.bias",  # StableLM, StarCoder2: LayerNorms
     "attn_q.weight": "self_attn.q_proj.weight",
     "attn_k.weight": "self_attn.k_proj.weight",
     "attn_v.weight": "self_attn.v_proj.weight",
@@ -77,11 +80,13 @@ _BLOCK = {
     "attn_q.bias": "self_attn.q_proj.bias",
     "attn_k.bias": "self_attn.k_proj.bias",
     "attn_v.bias": "self_attn.v_proj.bias",
+    "attn_output.bias": "self_attn.o_proj.bias",  # StarCoder2
     "attn_q_norm.weight": "self_attn.q_norm.weight",
     "attn_k_norm.weight": "self_attn.k_norm.weight",
     "post_attention_norm.weight": "post_attention_layernorm.weight",
 }
 _TOP = {"token_embd.weight": "model.embed_tokens.weight", "output.weight": "lm_head.weight", "output_norm.weight": "model.norm.weight",
+        "output_norm.bias": "model.norm.bias",
         "rope_freqs.weight": "rope_freqs.weight"}  # llama.cpp's rotary frequency divisors (Llama 3.1 scaling)
 
 #: GPT-2 files keep HF's GPT-2 names, and llama.cpp stores its Conv1D weights transposed to ``(out, in)``
@@ -121,9 +126,10 @@ _LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn
             "phi2": (_PHI2_BLOCK, "model.layers.{i}.", _PHI2_TOP, ()),
             "gptneox": (_NEOX_BLOCK, "gpt_neox.layers.{i}.", _NEOX_TOP, ())}
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
-_PARTIAL_ROTARY = {"phi2", "gptneox"}
+_PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm"}
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
-_RENAMED_KEYS = {arch: {"layer_norm_epsilon": "layer_norm_eps"} for arch in ("phi2", "gptneox")}
+_RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"} for arch in ("phi2", "gptneox", "stablelm")},
+                 "starcoder2": {"layer_norm_epsilon": "norm_epsilon"}}
 _LLAMA_LAYOUT = (_BLOCK, "model.layers.{i}.", _TOP, ())
 
 _MAGIC = b"GGUF"
@@ -387,6 +393,8 @@ def open_gguf(path: str | Path) -> Checkpoint:
         # the others by head_dim^-1/2. Gemma 2's sliding layers are not stored either: every other one (HF's default)
         big = cfg["num_hidden_layers"] == {"gemma2": 46, "gemma3": 62}[arch]
         cfg["query_pre_attn_scalar"] = cfg["hidden_size"] // n_heads if big else head_dim
+    if arch == "stablelm":  # llama.cpp: a layer without an MLP norm is a parallel block (not in the metadata)
+        cfg["use_parallel_residual"] = not any(i.name.endswith("ffn_norm.weight") for i in infos)
     if "vocab_size" not in cfg:
         toks = fields.get("tokenizer.ggml.tokens")
         if isinstance(toks, (list, SkippedStrings)):
@@ -448,6 +456,22 @@ def open_gguf(path: str | Path) -> Checkpoint:
     name = fields.get("general.name") or path.stem
     notes = ["dequantised from GGUF to float32"]
     return Checkpoint(cfg, TensorStore(loaders, origin, dtypes, source=str(path)), str(path), str(name), notes)
+
+
+#: HF model types whose rotary base and width transformers' GGUF reader does not take from the file
+#: (it keeps its config defaults: base 10 000; StableLM a quarter of each head)
+_ROTARY_DROPPED = ("stablelm", "starcoder2")
+
+
+def runtime_config(path: str | Path) -> dict:
+    """Config settings to give ``transformers`` when it runs the GGUF file at ``path``: what the
+    file says and transformers' GGUF reader drops (the rotary base and width of StableLM and
+    StarCoder2 files), so that the model that runs is the one compscope read."""
+    cfg = open_gguf(path).config  # the header only: no tensor is read
+    if cfg["model_type"] not in _ROTARY_DROPPED:
+        return {}
+    return {"rope_parameters": {"rope_type": "default", "rope_theta": float(cfg.get("rope_theta", 10000.0)),
+                                "partial_rotary_factor": float(cfg.get("partial_rotary_factor", 1.0))}}
 
 
 def _per_head(w, n_heads: int, head_dim: int, what: str):

@@ -1,0 +1,40 @@
+"""StableLM decoders (StableLM-3B-4E1T, StableLM 2): Llama's module names with LayerNorms.
+
+Pre-LayerNorm with gain and bias (``layer_norm_eps``); separate ``q/k/v_proj`` with biases when
+``use_qkv_bias``, ``o_proj`` without; GQA; partial rotary in the rotate-half layout
+(``partial_rotary_factor``, 0.25 in the released models); ``use_parallel_residual``: attention
+and MLP read the same residual (the heads' weights are the same; recorded in the notes). The
+per-head QK LayerNorm of the 12B model (``qk_layernorm``: a separate gain for every head) is not
+read: such a config is refused by name.
+"""
+
+from __future__ import annotations
+
+from ..checkpoint import Checkpoint
+from ...core.heads import HeadWeights
+from . import register
+from .base import Family, rope_accept
+from .llama import LlamaLikeOptions, convert_llamalike, llamalike_hooks
+
+
+@register
+class StableLm(Family):
+    name = "stablelm"
+    model_types = ("stablelm",)
+    architectures = ("StableLmForCausalLM", "StableLmModel")
+    handled = frozenset("hidden_size num_attention_heads num_key_value_heads num_hidden_layers layer_norm_eps "
+                        "use_qkv_bias use_parallel_residual rope_theta partial_rotary_factor".split())
+    accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
+
+    hook_points = classmethod(llamalike_hooks)
+
+    @classmethod
+    def attention_biases(cls, config: dict) -> tuple[bool, bool]:
+        return bool(config.get("use_qkv_bias") or False), False
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        parallel = ("parallel residual: attention and MLP of a layer read the same residual",)
+        return convert_llamalike(ckpt, cls, LlamaLikeOptions(
+            norm_kind="layernorm", norm_bias=True, eps_key="layer_norm_eps",
+            notes=parallel if ckpt.config.get("use_parallel_residual") else ()))
