@@ -415,3 +415,20 @@ def test_a_folder_reads_the_attention_biases_transformers_builds(tmp_path, vid, 
             torch.testing.assert_close(mine, theirs, atol=0, rtol=0)
     said = [n for n in from_folder.meta.notes if "transformers builds this" in n]
     assert bool(said) == (len(kept) < len(added)), f"{vid}: added {sorted(added)}, kept {sorted(kept)}, said {said}"
+
+
+def test_stablelm_config_without_a_rotary_share_rotates_a_quarter_as_transformers_does(tmp_path):
+    """A StableLM config.json that does not say how much of each head rotates: transformers takes a
+    quarter, and so does compscope (not the whole head)."""
+    import transformers
+
+    from hf_tiny import D_HEAD
+
+    build(BY_ID["stablelm-sequential-no-bias"]).save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg.pop("partial_rotary_factor", None)
+    cfg["rope_parameters"].pop("partial_rotary_factor")
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    theirs = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path))
+    assert theirs.config.rope_parameters.get("partial_rotary_factor", 0.25) == 0.25
+    assert compscope.load(tmp_path).rotary.dim == compscope.load(theirs).rotary.dim == D_HEAD // 4

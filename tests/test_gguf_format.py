@@ -630,19 +630,21 @@ def _write_llamalike_gguf(path, model, arch: str, rope_dim: int) -> None:
     _finish(w)
 
 
-@pytest.mark.parametrize("arch", ["stablelm", "starcoder2"])
-def test_stablelm_and_starcoder2_ggufs_match_the_model_object_and_transformers(tmp_path, arch):
+@pytest.mark.parametrize("arch, share", [("stablelm", 4 / (D // H)), ("stablelm", 1.0), ("starcoder2", 1.0)])
+def test_stablelm_and_starcoder2_ggufs_match_the_model_object_and_transformers(tmp_path, arch, share):
     """StableLM (partial rotary, q/k/v biases, a parallel block: no MLP norm) and StarCoder2 (every
     projection biased, GQA): the model object's heads, biases and LayerNorms (gain and bias); and
     the data-based commands run the file through transformers' own GGUF reader, whose attention is
-    what compscope recomputes from the weights it read."""
+    what compscope recomputes from the weights it read. StableLM's rotary share comes from
+    ``rope.dimension_count`` (a file that rotates whole heads is not read as the family's default
+    quarter)."""
     common = dict(vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2, num_attention_heads=H,
                   num_key_value_heads=G, max_position_embeddings=64, tie_word_embeddings=False)
     if arch == "stablelm":
         cfg = transformers.StableLmConfig(**common, use_qkv_bias=True, use_parallel_residual=True, layer_norm_eps=1e-5,
                                           rope_parameters={"rope_type": "default", "rope_theta": 900.0,
-                                                           "partial_rotary_factor": 4 / (D // H)})
-        model, rope_dim = transformers.StableLmForCausalLM(cfg).eval(), 4
+                                                           "partial_rotary_factor": share})
+        model, rope_dim = transformers.StableLmForCausalLM(cfg).eval(), round(share * (D // H))
     else:
         cfg = transformers.Starcoder2Config(**common, norm_epsilon=1e-5, use_bias=True,
                                             rope_parameters={"rope_type": "default", "rope_theta": 900.0})

@@ -40,6 +40,7 @@ class LlamaLikeOptions:
     fused_qkv: bool = False  # Phi-3: one qkv_proj, rows [q heads | k heads | v heads]
     default_theta: float = 10000.0
     notes: tuple[str, ...] = ()  # more for meta.notes (StableLM: the parallel residual)
+    partial_rotary: float = 1.0  # the share of each head rotated when the config does not say (StableLM: 0.25)
 
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -145,6 +146,8 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
         s = rope_settings(cfg, t)
         if t == "sliding_attention" and "rope_local_base_freq" in cfg and "sliding_attention" not in (cfg.get("rope_parameters") or {}):
             s = {**s, "rope_theta": cfg["rope_local_base_freq"], "rope_type": "default"}
+        if opts.partial_rotary != 1.0:
+            s.setdefault("partial_rotary_factor", opts.partial_rotary)
         rot_dim = rotary_dim(r, s, where)
         freqs.append(inv_freq(rot_dim, s, where, opts.default_theta))
         if s.get("rope_type") == "llama3" and not rope_notes:

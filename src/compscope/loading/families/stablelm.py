@@ -36,5 +36,5 @@ class StableLm(Family):
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         parallel = ("parallel residual: attention and MLP of a layer read the same residual",)
         return convert_llamalike(ckpt, cls, LlamaLikeOptions(
-            norm_kind="layernorm", norm_bias=True, eps_key="layer_norm_eps",
+            norm_kind="layernorm", norm_bias=True, eps_key="layer_norm_eps", partial_rotary=0.25,  # transformers' default
             notes=parallel if ckpt.config.get("use_parallel_residual") else ()))

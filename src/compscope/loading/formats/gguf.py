@@ -367,6 +367,8 @@ def open_gguf(path: str | Path) -> Checkpoint:
         )
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // n_heads
     rope_dim = fields.get(f"{arch}.rope.dimension_count")
+    if rope_dim == head_dim and arch in _PARTIAL_ROTARY:  # said outright: StableLM's family would take a quarter
+        cfg["partial_rotary_factor"] = 1.0
     if rope_dim is not None and rope_dim != head_dim:
         if arch not in _PARTIAL_ROTARY or not 0 < rope_dim < head_dim:
             raise UnsupportedModelError(
