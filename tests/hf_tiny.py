@@ -28,7 +28,7 @@ _LLAMA = dict(_COMMON, head_dim=D_HEAD, max_position_embeddings=64, rms_norm_eps
 @dataclass(frozen=True)
 class Variant:
     id: str
-    kind: str  # 'gpt2' | 'neox' | 'llama' | 'gemma3' | 'olmo2' | 'phi' | 'gptj' | 'opt' | 'bert': where HF's modules live
+    kind: str  # 'gpt2' | 'neox' | 'llama' | 'gemma3' | 'olmo2' | 'phi' | 'falcon' | 'gptj' | 'opt' | 'bert': where HF's modules live
     # (GPT-Neo's as GPT-2's, Gemma 2's as Gemma 3's, OLMo-3's as OLMo-2's)
     config_cls: str
     config: dict = field(default_factory=dict)
@@ -111,6 +111,18 @@ VARIANTS = [
     Variant("starcoder2-bias-sliding3", "llama", "Starcoder2Config",
             dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64, sliding_window=3, norm_epsilon=1e-5,
                  bos_token_id=1, eos_token_id=2, rope_parameters={"rope_type": "default", "rope_theta": 1500.0})),
+    Variant("falcon-mqa-parallel", "falcon", "FalconConfig",
+            dict(vocab_size=VOCAB, hidden_size=D, num_attention_heads=HEADS, num_hidden_layers=2, ffn_hidden_size=48,
+                 multi_query=True, parallel_attn=True, bias=False, bos_token_id=1, eos_token_id=2,
+                 rope_parameters={"rope_type": "default", "rope_theta": 500.0})),
+    Variant("falcon-grouped-gqa-bias", "falcon", "FalconConfig",
+            dict(vocab_size=VOCAB, hidden_size=D, num_attention_heads=HEADS, num_hidden_layers=2, ffn_hidden_size=48,
+                 new_decoder_architecture=True, num_kv_heads=2, bias=True, bos_token_id=1, eos_token_id=2,
+                 tie_word_embeddings=False)),
+    Variant("falcon-per-head-sequential", "falcon", "FalconConfig",
+            dict(vocab_size=VOCAB, hidden_size=D, num_attention_heads=HEADS, num_hidden_layers=2, ffn_hidden_size=48,
+                 multi_query=False, parallel_attn=False, bias=True, bos_token_id=1, eos_token_id=2,
+                 rope_parameters={"rope_type": "default", "rope_theta": 3000.0})),
     Variant("gptj-interleaved-rotary", "gptj", "GPTJConfig",
             dict(vocab_size=VOCAB, n_embd=D, n_head=HEADS, n_layer=2, n_positions=32, n_inner=48, rotary_dim=4)),
     Variant("opt", "opt", "OPTConfig",
@@ -136,7 +148,8 @@ VARIANTS = [
 BY_ID = {v.id: v for v in VARIANTS}
 PRE_LN_LAYERNORM = ["gpt2", "gpt-neo-local3", "neox-partial-rotary-parallel", "neox-sequential-no-bias",
                     "olmo-parameter-free-layernorm", "phi-partial-rotary-qk-layernorm", "phi-mha", "gptj-interleaved-rotary",
-                    "opt", "stablelm-partial-rotary-parallel", "stablelm-sequential-no-bias", "starcoder2-bias-sliding3"]
+                    "opt", "stablelm-partial-rotary-parallel", "stablelm-sequential-no-bias", "starcoder2-bias-sliding3",
+                    "falcon-mqa-parallel", "falcon-grouped-gqa-bias", "falcon-per-head-sequential"]
 RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "gemma3") and v.id not in PRE_LN_LAYERNORM]
 
 
@@ -178,6 +191,10 @@ def _modules(model, kind: str):
     if kind == "phi":
         t = model.model
         return [(b.input_layernorm, b.self_attn) for b in t.layers], t.final_layernorm
+    if kind == "falcon":
+        t = model.transformer
+        norm = "ln_attn" if model.config.new_decoder_architecture else "input_layernorm"
+        return [(getattr(b, norm), b.self_attention) for b in t.h], t.ln_f
     if kind == "gptj":
         t = model.transformer
         return [(b.ln_1, b.attn) for b in t.h], t.ln_f

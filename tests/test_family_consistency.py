@@ -100,6 +100,9 @@ def test_shapes_and_gqa_map(variant):
     hw, model, _ = loaded(variant.id)
     cfg = model.config
     n_kv = getattr(cfg, "num_key_value_heads", None) or hw.n_heads
+    if variant.kind == "falcon":  # its attention module says: multi_query one, the grouped layout num_kv_heads
+        n_kv = model.transformer.h[0].self_attention.num_kv_heads
+        assert n_kv == {"falcon-mqa-parallel": 1, "falcon-grouped-gqa-bias": 2, "falcon-per-head-sequential": 4}[variant.id]
     assert (hw.n_heads, hw.n_kv_heads, hw.d_model) == (cfg.num_attention_heads, n_kv, cfg.hidden_size)
     rep = hw.n_heads // n_kv
     assert hw.kv_map == tuple(h // rep for h in range(hw.n_heads))  # HF repeat_kv: repeat_interleave
@@ -175,6 +178,7 @@ REFUSALS = [
     ("opt", dict(do_layer_norm_before=False), {}, "do_layer_norm_before"),
     ("opt", dict(word_embed_proj_dim=16), {}, "word_embed_proj_dim"),
     ("stablelm-sequential-no-bias", dict(qk_layernorm=True), {}, "qk_layernorm=True"),  # a gain per head: not read
+    ("falcon-mqa-parallel", dict(alibi=True), {}, "alibi=True"),
 ]
 
 
@@ -432,3 +436,16 @@ def test_stablelm_config_without_a_rotary_share_rotates_a_quarter_as_transformer
     theirs = transformers.AutoModelForCausalLM.from_pretrained(str(tmp_path))
     assert theirs.config.rope_parameters.get("partial_rotary_factor", 0.25) == 0.25
     assert compscope.load(tmp_path).rotary.dim == compscope.load(theirs).rotary.dim == D_HEAD // 4
+
+
+def test_a_config_naming_remote_code_is_read_as_the_native_model(tmp_path):
+    """``auto_map`` (remote code, which transformers runs only with ``trust_remote_code``; many hub
+    configs of natively supported models keep one, e.g. Falcon's and Phi-3's): not a setting of the
+    model, so not refused; the weights read are the native model's."""
+    model = build(BY_ID["falcon-mqa-parallel"])
+    model.save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg["auto_map"] = {"AutoConfig": "configuration_RW.RWConfig", "AutoModelForCausalLM": "modelling_RW.RWForCausalLM"}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    ours, ref = compscope.load(tmp_path), compscope.load(model)
+    assert all(torch.equal(getattr(ours, n), getattr(ref, n)) for n in ("W_Q", "W_K", "W_V", "W_O"))

@@ -33,8 +33,8 @@ COMMON_IGNORED = frozenset(
     attn_pdrop resid_pdrop embd_pdrop hidden_dropout_prob attention_probs_dropout_prob
     classifier_dropout gradient_checkpointing tokenizer_class prefix task_specific_params
     finetuning_task torchscript pruned_heads use_return_dict quantization_config
-    _attn_implementation_autoset _attn_implementation output_scores
-    """.split()
+    _attn_implementation_autoset _attn_implementation output_scores auto_map
+    """.split()  # auto_map: remote code that transformers runs only when trusted; compscope reads the native layout
 )
 
 

@@ -1,0 +1,116 @@
+"""Falcon decoders (the HF ``falcon`` layout): a fused ``query_key_value`` in one of three row orders.
+
+- ``new_decoder_architecture`` (Falcon-40B, 180B, Falcon 2): ``num_kv_heads`` groups, each
+  ``[its H/G query heads | one key head | one value head]``; the attention reads its own
+  LayerNorm ``ln_attn`` (``num_ln_in_parallel_attn`` 2, the default) or ``input_layernorm``;
+- ``multi_query`` (Falcon-7B): ``[H query heads | one key head | one value head]``;
+- neither: per head ``[q | k | v]``, as GPT-NeoX.
+
+Pre-LayerNorm (gain and bias, ``layer_norm_epsilon``); projections biased when ``bias``; rotary
+over the whole head in the rotate-half layout; attention and MLP in parallel when
+``parallel_attn`` (recorded in the notes). ALiBi models (``alibi``: Falcon-RW) are refused by name.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..checkpoint import Checkpoint
+from ...core.heads import HeadWeights, Meta, Norm, Rotary
+from ...errors import UnsupportedModelError
+from . import register
+from .base import (MAX_HEADS, Family, config_attention_bias, final_layernorm, integer, inv_freq, number, rope_accept,
+                   rope_settings, rotary_dim, sizes, split_cols, stack, token_embedding, unembedding)
+
+
+def _layout(cfg: dict) -> str:
+    if cfg.get("new_decoder_architecture"):
+        return "grouped"
+    return "multi_query" if cfg.get("multi_query", True) else "per_head"
+
+
+def _attn_norm_name(cfg: dict) -> str:
+    """The LayerNorm the attention reads, as transformers builds the layer."""
+    two = cfg.get("new_decoder_architecture") and cfg.get("num_ln_in_parallel_attn") in (None, 2)
+    return "ln_attn" if two else "input_layernorm"
+
+
+def split_fused(t: torch.Tensor, layout: str, H: int, G: int, r: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The fused rows (and bias entries) ``t: ((H + 2G) r, ...)`` as ``(q (H, r, ...), k (G, r, ...), v (G, r, ...))``."""
+    rest = t.shape[1:]
+    if layout == "grouped":
+        g = t.reshape(G, H // G + 2, r, *rest)
+        return g[:, :-2].reshape(H, r, *rest), g[:, -2], g[:, -1]
+    if layout == "per_head":
+        g = t.reshape(H, 3, r, *rest)
+        return g[:, 0], g[:, 1], g[:, 2]
+    return t[: H * r].reshape(H, r, *rest), t[H * r : (H + 1) * r].reshape(1, r, *rest), t[(H + 1) * r :].reshape(1, r, *rest)
+
+
+@register
+class Falcon(Family):
+    name = "falcon"
+    model_types = ("falcon",)
+    architectures = ("FalconForCausalLM", "FalconModel")
+    handled = frozenset("hidden_size num_attention_heads num_hidden_layers num_kv_heads layer_norm_epsilon "
+                        "new_decoder_architecture multi_query parallel_attn bias num_ln_in_parallel_attn rope_theta".split())
+    ignored = frozenset("ffn_hidden_size activation".split())
+    accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept, "alibi": lambda v: not v}
+
+    hf_base = "transformer"
+    attention_biases = config_attention_bias("bias", False)
+
+    @classmethod
+    def hook_points(cls, model):
+        """Falcon layers: the attention's LayerNorm reads the residual, ``self_attention`` returns what is added."""
+        norm = _attn_norm_name(model.config.to_dict())
+        return [(getattr(b, norm), b.self_attention) for b in cls.base_model(model).h]
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
+        cls.check_config(cfg, where)
+        d, H, L, r = sizes(cfg, where)
+        layout = _layout(cfg)
+        G = {"grouped": None, "multi_query": 1, "per_head": H}[layout]
+        if G is None:
+            G = integer(cfg, where, "num_kv_heads", default=H, high=MAX_HEADS)
+            if H % G:
+                raise UnsupportedModelError(f"{where}: num_attention_heads={H} is not a multiple of num_kv_heads={G}")
+        eps = number(cfg, where, "layer_norm_epsilon", default=1e-5)
+        norm_name = _attn_norm_name(cfg)
+        parts: dict[str, list] = {k: [] for k in ("wq", "wk", "wv", "bq", "bk", "bv", "wo", "bo", "g", "beta")}
+        for i in range(L):
+            p = f"transformer.h.{i}."
+            q, k, v = split_fused(ts.take(p + "self_attention.query_key_value.weight", ((H + 2 * G) * r, d)), layout, H, G, r)
+            b = ts.take(p + "self_attention.query_key_value.bias", ((H + 2 * G) * r,), required=False)
+            bq, bk, bv = (None,) * 3 if b is None else split_fused(b, layout, H, G, r)
+            for key, value in (("wq", q), ("wk", k), ("wv", v), ("bq", bq), ("bk", bk), ("bv", bv)):
+                parts[key].append(value)
+            parts["wo"].append(split_cols(ts.take(p + "self_attention.dense.weight", (d, H * r)), H, r))
+            parts["bo"].append(ts.take(p + "self_attention.dense.bias", (d,), required=False))
+            parts["g"].append(ts.take(p + f"{norm_name}.weight", (d,)))
+            parts["beta"].append(ts.take(p + f"{norm_name}.bias", (d,)))
+        emb = token_embedding(ts, "transformer.word_embeddings.weight", d)
+        W_U, head_note = unembedding(ckpt, ["lm_head.weight"], emb)
+        s = rope_settings(cfg)
+        rot_dim = rotary_dim(r, s, where)
+        freqs = inv_freq(rot_dim, s, where)
+        notes = list(ckpt.notes) + ([head_note] if head_note else [])
+        if cfg.get("parallel_attn", True):
+            notes.append("parallel block: attention and MLP of a layer read the same residual")
+        return HeadWeights(
+            W_Q=torch.stack(parts["wq"]), W_K=torch.stack(parts["wk"]), W_V=torch.stack(parts["wv"]),
+            W_O=torch.stack(parts["wo"]), b_Q=stack(parts["bq"]), b_K=stack(parts["bk"]), b_V=stack(parts["bv"]),
+            b_O=stack(parts["bo"]),
+            W_E=emb.T, W_pos=None, W_U=W_U, b_U=None,
+            kv_map=tuple(h // (H // G) for h in range(H)),
+            attn_norm=Norm("layernorm", torch.stack(parts["g"]), torch.stack(parts["beta"]), eps),
+            final_norm=final_layernorm(ts, "transformer.ln_f", d, eps),
+            norm_placement="pre",
+            rotary=Rotary(rot_dim, freqs[None].expand(L, -1).contiguous(), "half"),
+            positions="rotary",
+            causal=True,
+            sliding_window=(None,) * L,
+            meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
+        )
