@@ -108,6 +108,10 @@ VARIANTS = [
             dict(_COMMON, num_key_value_heads=HEADS, max_position_embeddings=64, use_qkv_bias=False, use_parallel_residual=False,
                  bos_token_id=1, eos_token_id=2,
                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5})),
+    Variant("stablelm-qk-layernorm-per-head", "llama", "StableLmConfig",
+            dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64, use_qkv_bias=True, qk_layernorm=True,
+                 use_parallel_residual=False, bos_token_id=1, eos_token_id=2,
+                 rope_parameters={"rope_type": "default", "rope_theta": 700.0, "partial_rotary_factor": 0.5})),
     Variant("starcoder2-bias-sliding3", "llama", "Starcoder2Config",
             dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64, sliding_window=3, norm_epsilon=1e-5,
                  bos_token_id=1, eos_token_id=2, rope_parameters={"rope_type": "default", "rope_theta": 1500.0})),
@@ -148,7 +152,8 @@ VARIANTS = [
 BY_ID = {v.id: v for v in VARIANTS}
 PRE_LN_LAYERNORM = ["gpt2", "gpt-neo-local3", "neox-partial-rotary-parallel", "neox-sequential-no-bias",
                     "olmo-parameter-free-layernorm", "phi-partial-rotary-qk-layernorm", "phi-mha", "gptj-interleaved-rotary",
-                    "opt", "stablelm-partial-rotary-parallel", "stablelm-sequential-no-bias", "starcoder2-bias-sliding3",
+                    "opt", "stablelm-partial-rotary-parallel", "stablelm-sequential-no-bias", "stablelm-qk-layernorm-per-head",
+                    "starcoder2-bias-sliding3",
                     "falcon-mqa-parallel", "falcon-grouped-gqa-bias", "falcon-per-head-sequential"]
 RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "gemma3") and v.id not in PRE_LN_LAYERNORM]
 

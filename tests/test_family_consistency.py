@@ -177,7 +177,6 @@ REFUSALS = [
     ("olmoe-layer-qk-norm", dict(clip_qkv=8.0), {}, "clip_qkv"),
     ("opt", dict(do_layer_norm_before=False), {}, "do_layer_norm_before"),
     ("opt", dict(word_embed_proj_dim=16), {}, "word_embed_proj_dim"),
-    ("stablelm-sequential-no-bias", dict(qk_layernorm=True), {}, "qk_layernorm=True"),  # a gain per head: not read
     ("falcon-mqa-parallel", dict(alibi=True), {}, "alibi=True"),
 ]
 
@@ -449,3 +448,25 @@ def test_a_config_naming_remote_code_is_read_as_the_native_model(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     ours, ref = compscope.load(tmp_path), compscope.load(model)
     assert all(torch.equal(getattr(ours, n), getattr(ref, n)) for n in ("W_Q", "W_K", "W_V", "W_O"))
+
+
+def test_stablelm_per_head_qk_gains_are_each_heads_own(capsys):
+    """StableLM's ``qk_layernorm``: one LayerNorm per head, each with its own gain, read side by side
+    ``(L, heads * d_head)``; giving every head the first head's gains changes the attention (the
+    per-head gains are used, not one of them), and the card says so."""
+    from compscope.core.heads import Norm
+
+    hw, model, cap = loaded("stablelm-qk-layernorm-per-head")
+    nq, nk = hw.qk_norm
+    assert nq.kind == nk.kind == "layernorm" and nq.bias is None
+    assert tuple(nq.weight.shape) == (hw.n_layers, hw.n_heads * hw.d_head)
+    assert tuple(nk.weight.shape) == (hw.n_layers, hw.n_kv_heads * hw.d_head)
+    attn = model.model.layers[0].self_attn
+    assert torch.equal(nq.weight[0, hw.d_head: 2 * hw.d_head], attn.q_layernorm.norms[1].weight.detach())
+    first = lambda n, k: Norm(n.kind, n.weight[:, : hw.d_head].repeat(1, k), None, n.eps)  # noqa: E731
+    same = hw.replace(qk_norm=(first(nq, hw.n_heads), first(nk, hw.n_kv_heads)))
+    assert (attention_forward(same, 0, cap.resid[0]) - cap.attn_out[0]).abs().max() > 1e-3
+    from compscope.core.card import card_rows
+
+    assert dict(card_rows(hw))["QK-norm"] == "layernorm, eps=1e-05, per head (a gain for each head)"
+    assert any("LayerNorm-ed per head (a gain for each head)" in n for n in hw.meta.notes)

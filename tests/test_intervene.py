@@ -165,7 +165,7 @@ NOT_POST_LN = ["gpt2", "gpt-neo-local3", "neox-partial-rotary-parallel", "llama-
                "qwen3-qk-norm", "phi3-fused-partial-rotary-sliding", "gemma", "gemma2-softcap", "gemma3-text",
                "gemma3-text-mqa-bias", "olmo-parameter-free-layernorm", "olmo2-layer-qk-norm", "olmo3-sliding-mqa",
                "olmoe-layer-qk-norm", "phi-partial-rotary-qk-layernorm", "gptj-interleaved-rotary", "opt",
-               "stablelm-partial-rotary-parallel", "starcoder2-bias-sliding3", "falcon-mqa-parallel",
+               "stablelm-partial-rotary-parallel", "stablelm-qk-layernorm-per-head", "starcoder2-bias-sliding3", "falcon-mqa-parallel",
                "falcon-grouped-gqa-bias", "falcon-per-head-sequential"]
 
 

@@ -63,12 +63,29 @@ def qk_normalise(hw: HeadWeights, layer: int, kind: str, y: Tensor, per_head_inp
     its K heads, at once."""
     norm = hw.qk_norm[0 if kind == "Q" else 1]
     if hw.qk_norm_scope == "head":
-        return norm.apply(y, layer)
+        g = norm.gain(layer)
+        if g is None or g.shape[-1] == y.shape[-1]:  # one gain for every head
+            return norm.apply(y, layer)
+        return _per_head_affine(hw, norm, layer, kind, norm.normalise(y), per_head_input).to(y.dtype)
     if per_head_input and kind == "K":
         raise OptionError("a layer-wide QK-norm mixes every K head of the layer: keys of query heads that read "
                           "different inputs are not defined")
     b, n, s, r = y.shape
     return norm.apply(y.transpose(1, 2).reshape(b, s, n * r), layer).reshape(b, s, n, r).transpose(1, 2)
+
+
+def _per_head_affine(hw: HeadWeights, norm, layer: int, kind: str, z: Tensor, per_head_input: bool) -> Tensor:
+    """``z: (batch, head, seq, d_head)`` normalised per head, times each head's own gain (plus its
+    bias): gains stored side by side, ``(heads * d_head,)`` per layer; keys read per query head take
+    their K head's."""
+    r = z.shape[-1]
+    g = norm.gain(layer).reshape(-1, r)
+    b = None if norm.bias is None else norm.bias[layer].reshape(-1, r)
+    if kind == "K" and per_head_input:
+        kv = list(hw.kv_map)
+        g, b = g[kv], (None if b is None else b[kv])
+    z = z * g.to(z.dtype)[None, :, None, :]
+    return z if b is None else z + b.to(z.dtype)[None, :, None, :]
 
 
 def move(hw: HeadWeights, layer: int, y: Tensor, positions: Tensor) -> Tensor:

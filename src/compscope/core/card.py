@@ -51,7 +51,10 @@ def card_rows(hw: HeadWeights) -> list[tuple[str, str]]:
         ("normalisation", f"{hw.norm_placement}-norm: {hw.attn_norm.describe()}" if hw.attn_norm else "none before the attention"),
     ]
     if hw.qk_norm is not None:
-        rows.append(("QK-norm", hw.qk_norm[0].describe() + (", per head" if hw.qk_norm_scope == "head" else ", over all heads of a layer")))
+        q = hw.qk_norm[0]
+        own = q.weight is not None and q.weight.shape[-1] != hw.d_head and hw.qk_norm_scope == "head"
+        rows.append(("QK-norm", q.describe() + (", per head" + (" (a gain for each head)" if own else "")
+                                                 if hw.qk_norm_scope == "head" else ", over all heads of a layer")))
     if hw.attn_out_norm is not None:
         rows.append(("attention-output norm", hw.attn_out_norm.describe()))
     rows += [

@@ -179,7 +179,9 @@ class HeadWeights:
     attn_norm: Norm | None  # the norm whose output the heads read
     final_norm: Norm | None  # before the unembedding
     norm_placement: Literal["pre", "post", "none"]
-    qk_norm: tuple[Norm, Norm] | None = None  # norms of q and k (Gemma 3, Qwen3: per head; OLMo-2: per layer)
+    # norms of q and k (Gemma 3, Qwen3: per head; OLMo-2: per layer); gains (L, d_head), or (L, heads * d_head):
+    # a layer-wide norm's, or per-head norms each with its own gain (StableLM)
+    qk_norm: tuple[Norm, Norm] | None = None
     qk_norm_scope: Literal["head", "layer"] = "head"  # what one RMS spans: one head, or all heads of a layer
     attn_out_norm: Norm | None = None  # on the attention output before the residual add (Gemma 2, Gemma 3)
     rotary: Rotary | None = None
@@ -246,11 +248,13 @@ class HeadWeights:
                 raise WeightError(f"qk_norm_scope {self.qk_norm_scope!r}: expected 'head' or 'layer'")
             for n, which, heads in zip(self.qk_norm, "qk", (self.n_heads, self.n_kv_heads)):
                 _check_norm(n, f"qk_norm ({which})")
-                width = r * heads if self.qk_norm_scope == "layer" else r
+                # scope 'head': one row for every head, or one per head side by side (StableLM)
+                widths = (r * heads,) if self.qk_norm_scope == "layer" else (r, r * heads)
                 for part in ("weight", "bias"):
                     t = getattr(n, part)
-                    if t is not None and tuple(t.shape) != (L, width):
-                        raise WeightError(f"qk_norm ({which}) {part} has shape {tuple(t.shape)}, expected {(L, width)} "
+                    if t is not None and (t.ndim != 2 or t.shape[0] != L or t.shape[1] not in widths):
+                        expected = " or ".join(str((L, w)) for w in widths)
+                        raise WeightError(f"qk_norm ({which}) {part} has shape {tuple(t.shape)}, expected {expected} "
                                           f"(scope {self.qk_norm_scope!r})")
         rot = self.rotary
         if rot is not None:

@@ -82,11 +82,11 @@ def fold_qk_norm_gains(hw: HeadWeights) -> HeadWeights:
                               + "; only an RMSNorm's gains move into W_Q, W_K up to a per-token scalar")
     L, r = hw.n_layers, hw.d_head
 
-    def gains(n: Norm, heads: int) -> Tensor:  # (L, heads, d_head): per head, or one layer-wide row cut per head
+    def gains(n: Norm, heads: int) -> Tensor:  # (L, heads, d_head): shared, or a layer-wide or per-head row cut per head
         if n.weight is None:
             return torch.ones(L, 1, r)
         g = torch.stack([n.gain(l) for l in range(L)])
-        return g[:, None, :] if hw.qk_norm_scope == "head" else g.reshape(L, heads, r)
+        return g[:, None, :] if g.shape[-1] == r else g.reshape(L, heads, r)  # one row for all, or one per head
 
     gq, gk = gains(nq, hw.n_heads), gains(nk, hw.n_kv_heads)
     changes = {"W_Q": hw.W_Q * gq[..., None], "W_K": hw.W_K * gk[..., None],

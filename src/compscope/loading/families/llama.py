@@ -28,6 +28,8 @@ class LlamaLikeOptions:
     embed_scale: float = 1.0  # Gemma: embeddings times sqrt(d_model)
     qk_norm: bool = False  # Gemma 3, Qwen3: RMSNorm on each q and k head
     qk_norm_scope: str = "head"  # OLMo-2: 'layer', one RMSNorm over all of a layer's q (k) heads
+    qk_norm_kind: str = "rmsnorm"  # StableLM: 'layernorm'
+    qk_gains_per_head: bool = False  # StableLM: one norm module per head (q_layernorm.norms.{h}), each its own gain
     input_norm: bool = True  # OLMo-2: False, the attention reads the raw residual
     norm_kind: str = "rmsnorm"  # OLMo: 'layernorm'
     norm_gains: bool = True  # OLMo: False, norms without parameters (no tensors to read)
@@ -126,7 +128,10 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
             g_in.append(ts.take(p + "input_layernorm.weight", (d,)))
         if opts.norm_bias:
             b_in.append(ts.take(p + "input_layernorm.bias", (d,)))
-        if opts.qk_norm:
+        if opts.qk_norm and opts.qk_gains_per_head:  # one gain row per head, side by side: (heads * d_head,)
+            qn.append(torch.cat([ts.take(f"{p}self_attn.q_layernorm.norms.{h}.weight", (r,)) for h in range(H)]))
+            kn.append(torch.cat([ts.take(f"{p}self_attn.k_layernorm.norms.{h}.weight", (r,)) for h in range(G)]))
+        elif opts.qk_norm:
             layer_wide = opts.qk_norm_scope == "layer"
             qn.append(ts.take(p + "self_attn.q_norm.weight", (H * r if layer_wide else r,)))
             kn.append(ts.take(p + "self_attn.k_norm.weight", (G * r if layer_wide else r,)))
@@ -166,8 +171,10 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
     notes = list(ckpt.notes) + ([head_note] if head_note else []) + rope_notes + list(opts.notes)
     if opts.qk_norm:
         over = "per head" if opts.qk_norm_scope == "head" else "over all heads of a layer at once"
+        how = "LayerNorm-ed" if opts.qk_norm_kind == "layernorm" else "RMS-normalised"
+        gains = " (a gain for each head)" if opts.qk_gains_per_head else ""
         notes.append(
-            f"QK-norm: q and k are RMS-normalised {over} before the dot product, so W_QK-based "
+            f"QK-norm: q and k are {how} {over}{gains} before the dot product, so W_QK-based "
             "scores (Q/K-composition) describe the bilinear part only; they are approximations"
         )
     if not opts.input_norm:
@@ -206,7 +213,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
         attn_norm=norm(g_in, bs=b_in) if opts.input_norm else None,
         final_norm=final_norm,
         norm_placement="pre" if opts.input_norm else "none",
-        qk_norm=(norm(qn, "rmsnorm"), norm(kn, "rmsnorm")) if opts.qk_norm else None,
+        qk_norm=(norm(qn, opts.qk_norm_kind), norm(kn, opts.qk_norm_kind)) if opts.qk_norm else None,
         qk_norm_scope=opts.qk_norm_scope,
         attn_out_norm=norm(g_post) if opts.post_attn_norm else None,
         rotary=Rotary(rot_dim, torch.stack(freqs), "half"),
