@@ -619,7 +619,13 @@ def _write_llamalike_gguf(path, model, arch: str, rope_dim: int) -> None:
                        (w.add_vocab_size, V)]:
         add(value)
     for name, t in sd.items():
-        if name.startswith("model.layers."):
+        if ".norms." in name:  # StableLM's per-head QK LayerNorms: llama.cpp stacks them, (heads, d_head)
+            if name.endswith("norms.0.weight"):
+                i, which = name.split(".")[2], name.split(".")[4][0]
+                stem = name.removesuffix("0.weight")
+                rows = [sd[f"{stem}{h}.weight"] for h in range(sum(k.startswith(stem) for k in sd))]
+                w.add_tensor(f"blk.{i}.attn_{which}_norm.weight", np.stack(rows))
+        elif name.startswith("model.layers."):
             i, rest = name.removeprefix("model.layers.").split(".", 1)
             module, part = rest.rsplit(".", 1)
             w.add_tensor(f"blk.{i}.{_LLAMALIKE_LAYER[module]}.{part}", t)
@@ -668,3 +674,31 @@ def test_stablelm_and_starcoder2_ggufs_match_the_model_object_and_transformers(t
     tr = runner.trace(torch.randint(0, V, (2, 7), generator=torch.Generator().manual_seed(20)))
     for layer in range(2):
         torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
+
+
+def test_a_stablelm_gguf_with_per_head_qk_layernorms_is_read_with_them(tmp_path):
+    """StableLM 2 12B's per-head QK LayerNorms, stacked by llama.cpp as ``attn_q_norm`` ``(heads,
+    d_head)``: read as the model object's per-head gains (not silently dropped: the metadata does not
+    say they are there). transformers' GGUF reader does not build them, so the model it would run is
+    not this one, and the data-based commands refuse it in one line."""
+    cfg = transformers.StableLmConfig(vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                                      num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=64,
+                                      tie_word_embeddings=False, use_qkv_bias=True, qk_layernorm=True,
+                                      use_parallel_residual=True, layer_norm_eps=1e-5,
+                                      rope_parameters={"rope_type": "default", "rope_theta": 900.0,
+                                                       "partial_rotary_factor": 4 / (D // H)})
+    model = transformers.StableLmForCausalLM(cfg).eval()
+    _randomise(model, 21)
+    _write_llamalike_gguf(tmp_path / "m.gguf", model, "stablelm", 4)
+    ours, ref = compscope.load(tmp_path / "m.gguf"), compscope.load(model)
+    for a, b in zip(ours.qk_norm, ref.qk_norm):
+        assert a.kind == b.kind == "layernorm" and torch.equal(a.weight, b.weight) and a.bias is None
+    from compscope.core.attention import attention_forward
+
+    x = torch.randn(2, 9, D, generator=torch.Generator().manual_seed(22))
+    for layer in range(2):
+        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
+    from compscope.data.runner import runner_for
+
+    with pytest.raises(compscope.UnsupportedModelError, match="attention at layer 0 is not what compscope recomputes"):
+        runner_for(tmp_path / "m.gguf", progress=False).trace(torch.randint(0, V, (2, 7)))

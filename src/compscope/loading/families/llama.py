@@ -86,6 +86,16 @@ def llamalike_hooks(cls, model):
     return [(b.input_layernorm, b.self_attn) for b in cls.base_model(model).layers]
 
 
+def _per_head_gains(ts, p: str, which: str, n: int, r: int) -> torch.Tensor:
+    """The gains of ``n`` per-head QK norms side by side, ``(n * r,)``: one module per head
+    (``{which}_layernorm.norms.{h}``, StableLM in HF files), or stacked ``(n, r)`` as llama.cpp
+    writes them (``{which}_norm``, GGUF)."""
+    stacked = f"{p}self_attn.{which}_norm.weight"
+    if stacked in ts:
+        return ts.take(stacked, (n, r)).reshape(n * r)
+    return torch.cat([ts.take(f"{p}self_attn.{which}_layernorm.norms.{h}.weight", (r,)) for h in range(n)])
+
+
 def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOptions) -> HeadWeights:
     cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
     family.check_config(cfg, where)
@@ -129,8 +139,8 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
         if opts.norm_bias:
             b_in.append(ts.take(p + "input_layernorm.bias", (d,)))
         if opts.qk_norm and opts.qk_gains_per_head:  # one gain row per head, side by side: (heads * d_head,)
-            qn.append(torch.cat([ts.take(f"{p}self_attn.q_layernorm.norms.{h}.weight", (r,)) for h in range(H)]))
-            kn.append(torch.cat([ts.take(f"{p}self_attn.k_layernorm.norms.{h}.weight", (r,)) for h in range(G)]))
+            qn.append(_per_head_gains(ts, p, "q", H, r))
+            kn.append(_per_head_gains(ts, p, "k", G, r))
         elif opts.qk_norm:
             layer_wide = opts.qk_norm_scope == "layer"
             qn.append(ts.take(p + "self_attn.q_norm.weight", (H * r if layer_wide else r,)))

@@ -397,6 +397,8 @@ def open_gguf(path: str | Path) -> Checkpoint:
         cfg["query_pre_attn_scalar"] = cfg["hidden_size"] // n_heads if big else head_dim
     if arch == "stablelm":  # llama.cpp: a layer without an MLP norm is a parallel block (not in the metadata)
         cfg["use_parallel_residual"] = not any(i.name.endswith("ffn_norm.weight") for i in infos)
+        # and per-head QK LayerNorms (StableLM 2 12B) are there when their stacked gains are
+        cfg["qk_layernorm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)
     if "vocab_size" not in cfg:
         toks = fields.get("tokenizer.ggml.tokens")
         if isinstance(toks, (list, SkippedStrings)):
