@@ -470,3 +470,23 @@ def test_stablelm_per_head_qk_gains_are_each_heads_own(capsys):
 
     assert dict(card_rows(hw))["QK-norm"] == "layernorm, eps=1e-05, per head (a gain for each head)"
     assert any("LayerNorm-ed per head (a gain for each head)" in n for n in hw.meta.notes)
+
+
+def test_per_head_qk_gains_that_agree_are_the_shared_gains():
+    """A QK-norm's gains (or biases alone) given once per head, all equal, compute what the one
+    shared row computes, for queries and for keys read per query head (GQA)."""
+    from compscope.core.attention import project
+    from compscope.core.heads import Norm
+
+    hw, _, cap = loaded("stablelm-qk-layernorm-per-head")
+    r, x = hw.d_head, cap.resid[0]
+    x4 = x[:, :, None].expand(-1, -1, hw.n_heads, -1)  # one input per query head
+    g = torch.Generator().manual_seed(3)
+    for part in ("weight", "bias"):
+        rows = [torch.randn(hw.n_layers, r, generator=g) for _ in range(2)]
+        one = tuple(Norm("layernorm", *((t, None) if part == "weight" else (None, t)), 1e-5) for t in rows)
+        each = tuple(Norm("layernorm", *((t.repeat(1, n), None) if part == "weight" else (None, t.repeat(1, n))), 1e-5)
+                     for t, n in zip(rows, (hw.n_heads, hw.n_kv_heads)))
+        shared, per_head = hw.replace(qk_norm=one), hw.replace(qk_norm=each)
+        for kind, inp in (("Q", x), ("K", x), ("K", x4)):
+            torch.testing.assert_close(project(per_head, 0, kind, inp), project(shared, 0, kind, inp), rtol=0, atol=1e-6)

@@ -63,8 +63,8 @@ def qk_normalise(hw: HeadWeights, layer: int, kind: str, y: Tensor, per_head_inp
     its K heads, at once."""
     norm = hw.qk_norm[0 if kind == "Q" else 1]
     if hw.qk_norm_scope == "head":
-        g = norm.gain(layer)
-        if g is None or g.shape[-1] == y.shape[-1]:  # one gain for every head
+        row = norm.weight if norm.weight is not None else norm.bias
+        if row is None or row.shape[-1] == y.shape[-1]:  # one gain (and bias) for every head
             return norm.apply(y, layer)
         return _per_head_affine(hw, norm, layer, kind, norm.normalise(y), per_head_input).to(y.dtype)
     if per_head_input and kind == "K":
@@ -79,13 +79,11 @@ def _per_head_affine(hw: HeadWeights, norm, layer: int, kind: str, z: Tensor, pe
     bias): gains stored side by side, ``(heads * d_head,)`` per layer; keys read per query head take
     their K head's."""
     r = z.shape[-1]
-    g = norm.gain(layer).reshape(-1, r)
-    b = None if norm.bias is None else norm.bias[layer].reshape(-1, r)
-    if kind == "K" and per_head_input:
-        kv = list(hw.kv_map)
-        g, b = g[kv], (None if b is None else b[kv])
-    z = z * g.to(z.dtype)[None, :, None, :]
-    return z if b is None else z + b.to(z.dtype)[None, :, None, :]
+    g, b = norm.gain(layer), (None if norm.bias is None else norm.bias[layer])
+    kv = list(hw.kv_map) if kind == "K" and per_head_input else slice(None)
+    if g is not None:
+        z = z * g.reshape(-1, r)[kv].to(z.dtype)[None, :, None, :]
+    return z if b is None else z + b.reshape(-1, r)[kv].to(z.dtype)[None, :, None, :]
 
 
 def move(hw: HeadWeights, layer: int, y: Tensor, positions: Tensor) -> Tensor:
