@@ -117,20 +117,20 @@ _NEOX_BLOCK = {
 }
 _NEOX_TOP = {"token_embd.weight": "gpt_neox.embed_in.weight", "output.weight": "embed_out.weight",
              "output_norm.weight": "gpt_neox.final_layer_norm.weight", "output_norm.bias": "gpt_neox.final_layer_norm.bias"}
-#: HF names whose rows llama.cpp regrouped ``[q|k|v][head]``: put back per head, ``[head][q|k|v]``
-_REGROUPED = ("attention.query_key_value.weight", "attention.query_key_value.bias")
 #: architecture -> (block tensor names, block prefix, top-level names, names whose rows and columns
-#: llama.cpp swapped); every other architecture uses the Llama-like names. A block name mapped to
+#: llama.cpp swapped, fused names whose rows it regrouped ``[q|k|v][head]``, put back per head
+#: ``[head][q|k|v]``); every other architecture uses the Llama-like names. A block name mapped to
 #: a tuple of HF names is a fused tensor whose rows split into them (query, key, value heads).
-_LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn.weight", "attn.c_proj.weight")),
-            "phi2": (_PHI2_BLOCK, "model.layers.{i}.", _PHI2_TOP, ()),
-            "gptneox": (_NEOX_BLOCK, "gpt_neox.layers.{i}.", _NEOX_TOP, ())}
+_LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn.weight", "attn.c_proj.weight"), ()),
+            "phi2": (_PHI2_BLOCK, "model.layers.{i}.", _PHI2_TOP, (), ()),
+            "gptneox": (_NEOX_BLOCK, "gpt_neox.layers.{i}.", _NEOX_TOP, (),
+                        ("attention.query_key_value.weight", "attention.query_key_value.bias"))}
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
 _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm"}
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
 _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"} for arch in ("phi2", "gptneox", "stablelm")},
                  "starcoder2": {"layer_norm_epsilon": "norm_epsilon"}}
-_LLAMA_LAYOUT = (_BLOCK, "model.layers.{i}.", _TOP, ())
+_LLAMA_LAYOUT = (_BLOCK, "model.layers.{i}.", _TOP, (), ())
 
 _MAGIC = b"GGUF"
 _VERSIONS = (2, 3)
@@ -406,7 +406,7 @@ def open_gguf(path: str | Path) -> Checkpoint:
 
     loaders, origin, dtypes = {}, {}, {}
     block = re.compile(r"blk\.(\d+)\.(.+)$")
-    block_names, block_prefix, top_names, transposed = _LAYOUTS.get(arch, _LLAMA_LAYOUT)
+    block_names, block_prefix, top_names, transposed, regrouped = _LAYOUTS.get(arch, _LLAMA_LAYOUT)
     splits = (n_heads * head_dim, n_kv * head_dim, n_kv * head_dim)  # a fused tensor's rows: q, k, v heads
     for info in infos:
         m = block.match(info.name)
@@ -426,7 +426,7 @@ def open_gguf(path: str | Path) -> Checkpoint:
                 start = sum(splits[:part])
                 rows = (start, start + splits[part])
             swap = hf.endswith(transposed)  # () for every layout but GPT-2's: nothing swapped
-            regroup = arch == "gptneox" and hf.endswith(_REGROUPED)
+            regroup = hf.endswith(regrouped)  # () but for GPT-NeoX: nothing regrouped
             is_norm = hf.endswith("norm.weight")
             # llama.cpp permutes the rows of q/k weights and biases alike (convert_hf_to_gguf LlamaModel)
             n_rows = n_heads if ".q_proj." in hf else n_kv if ".k_proj." in hf else None
@@ -441,13 +441,13 @@ def open_gguf(path: str | Path) -> Checkpoint:
                 except (ValueError, NotImplementedError, RuntimeError) as e:
                     msg = f"{path}: tensor '{info.name}' ({type_name}) cannot be dequantised ({one_line(e)})"
                     raise LoadError(msg) from e
+                if (rows is not None or regroup) and w.shape[0] != sum(splits):
+                    raise LoadError(f"{path}: tensor '{info.name}' has {w.shape[0]} rows; fused query, key and value "
+                                    f"heads of this model need {' + '.join(map(str, splits))} = {sum(splits)}")
                 if rows is not None:
-                    if w.shape[0] != sum(splits):
-                        raise LoadError(f"{path}: tensor '{info.name}' has {w.shape[0]} rows; fused query, key and value "
-                                        f"heads of this model need {' + '.join(map(str, splits))} = {sum(splits)}")
                     w = w[rows[0] : rows[1]]
-                if regroup:
-                    w = _per_head(w, n_heads, head_dim, f"{path}: tensor '{info.name}'")
+                if regroup:  # [q|k|v][head][d_head] -> [head][q|k|v][d_head] (GPT-NeoX: as many K/V heads as queries)
+                    w = w.reshape(3, n_heads, head_dim, *w.shape[1:]).swapaxes(0, 1).reshape(w.shape)
                 if permuted and n_rows is not None:
                     w = unpermute_rows(w, n_rows)
                 if one_plus and is_norm:
@@ -476,14 +476,6 @@ def runtime_config(path: str | Path) -> dict:
         return {}
     return {"rope_parameters": {"rope_type": "default", "rope_theta": float(cfg.get("rope_theta", 10000.0)),
                                 "partial_rotary_factor": float(cfg.get("partial_rotary_factor", 1.0))}}
-
-
-def _per_head(w, n_heads: int, head_dim: int, what: str):
-    """Rows ``[q|k|v][head][d_head]`` (llama.cpp's fused GPT-NeoX tensor) as HF's ``[head][q|k|v][d_head]``."""
-    if w.shape[0] != 3 * n_heads * head_dim:
-        raise LoadError(f"{what} has {w.shape[0]} rows; fused query, key and value heads of this model need "
-                        f"3 x {n_heads} x {head_dim} = {3 * n_heads * head_dim}")
-    return w.reshape(3, n_heads, head_dim, *w.shape[1:]).swapaxes(0, 1).reshape(w.shape)
 
 
 def recognise(source: object) -> bool:
