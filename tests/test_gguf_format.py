@@ -133,18 +133,22 @@ def llama_cpp_permute(w: np.ndarray, n_head: int) -> np.ndarray:
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def test_llama_gguf_with_biases_is_unpermuted(tmp_path):
-    """q/k biases are permuted by llama.cpp like the weights' rows, and must be undone too."""
+def _tiny_llama(bias: bool = True):
     cfg = transformers.LlamaConfig(
         vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2, num_attention_heads=H,
-        num_key_value_heads=G, attention_bias=True, max_position_embeddings=64,
+        num_key_value_heads=G, attention_bias=bias, max_position_embeddings=64,
     )
     model = transformers.LlamaForCausalLM(cfg).eval()
     with torch.no_grad():
         for p in model.parameters():
             p.normal_(0, 0.3, generator=torch.Generator().manual_seed(p.numel()))
+    return model
+
+
+def _write_llama_gguf(path, model, extra: dict | None = None) -> None:
+    """A Llama GGUF as llama.cpp writes one (q/k rows permuted), plus the ``extra`` tensors."""
     sd = _numpy_state(model)
-    w = gguf.GGUFWriter(str(tmp_path / "b.gguf"), "llama")
+    w = gguf.GGUFWriter(str(path), "llama")
     for add, value in [(w.add_block_count, 2), (w.add_context_length, 64), (w.add_embedding_length, D),
                        (w.add_feed_forward_length, 32), (w.add_head_count, H), (w.add_head_count_kv, G),
                        (w.add_layer_norm_rms_eps, 1e-6), (w.add_rope_freq_base, 10000.0), (w.add_vocab_size, V)]:
@@ -160,13 +164,44 @@ def test_llama_gguf_with_biases_is_unpermuted(tmp_path):
                 if key in sd:
                     t = sd[key] if n is None else llama_cpp_permute(sd[key], n)
                     w.add_tensor(f"blk.{i}.attn_{short}.{part}", t)
+        w.add_tensor(f"blk.{i}.ffn_norm.weight", sd[p + "post_attention_layernorm.weight"])
+    for name, t in (extra or {}).items():
+        w.add_tensor(name, t)
     _finish(w)
+
+
+def test_llama_gguf_with_biases_is_unpermuted(tmp_path):
+    """q/k biases are permuted by llama.cpp like the weights' rows, and must be undone too."""
+    model = _tiny_llama()
+    _write_llama_gguf(tmp_path / "b.gguf", model)
     hw = compscope.load(tmp_path / "b.gguf")
     for i, block in enumerate(model.model.layers):
         a = block.self_attn
         assert torch.equal(hw.W_Q[i].reshape(-1, D), a.q_proj.weight) and torch.equal(hw.b_Q[i].reshape(-1), a.q_proj.bias)
         assert torch.equal(hw.W_K[i].reshape(-1, D), a.k_proj.weight) and torch.equal(hw.b_K[i].reshape(-1), a.k_proj.bias)
         assert torch.equal(hw.b_V[i].reshape(-1), a.v_proj.bias)
+
+
+@pytest.mark.parametrize("extra", [
+    {"blk.1.attn_sinks.weight": np.ones(H, np.float32)},  # gpt-oss's per-head sink logits: no mapping reads them
+    {"blk.0.attn_q_norm.weight": np.ones(R, np.float32)},  # mapped, but a Llama model has no QK-norm to read
+    {"blk.0.post_attention_norm.weight": np.ones(D, np.float32)},  # a post-attention norm (Gemma's), not Llama's
+    {"token_embd_norm.weight": np.ones(D, np.float32)},  # an embedding norm before the first layer
+])
+def test_a_gguf_tensor_that_enters_attention_but_is_not_read_is_refused_by_name(tmp_path, extra):
+    """A GGUF tensor that attention depends on, which compscope would not read for the file's
+    architecture, is refused by its name in the file, not silently dropped; MLP tensors and the
+    stored rotary frequencies ``attn_rot_embd`` (the metadata's base determines them) are not."""
+    model = _tiny_llama(bias=False)
+    _write_llama_gguf(tmp_path / "x.gguf", model, extra)
+    (name,) = extra
+    with pytest.raises(compscope.UnsupportedModelError, match=rf"x\.gguf: '{name}' enters attention but compscope does not "
+                                                               "read it for this llama model"):
+        compscope.load(tmp_path / "x.gguf")
+    harmless = {"blk.0.attn_rot_embd": np.ones(R // 2, np.float32), "blk.0.ffn_gate.weight": np.ones((32, D), np.float32)}
+    _write_llama_gguf(tmp_path / "ok.gguf", model, harmless)
+    hw = compscope.load(tmp_path / "ok.gguf")
+    assert torch.equal(hw.W_K[0].reshape(-1, D), model.model.layers[0].self_attn.k_proj.weight)
 
 
 def test_qwen3_gguf_matches_model_object(tmp_path):

@@ -109,6 +109,10 @@ class TensorStore:
         """Mark ``name`` as deliberately not read (so :meth:`unread_biases` does not list it)."""
         self._taken.add(name)
 
+    def taken(self, name: str) -> bool:
+        """Whether a family read ``name`` (or left it deliberately)."""
+        return name in self._taken
+
     def unread_biases(self) -> list[str]:
         """``X.bias`` tensors present beside an ``X.weight`` that was taken, but not taken themselves:
         a bias the model adds that the reader left out (a family reading too little), never right."""
@@ -137,6 +141,15 @@ class Checkpoint:
     #: the built model has no parameter for is not part of it. False for objects (their tensors are
     #: their parameters) and GGUF files (llama.cpp uses a bias wherever the file has one).
     biases_from_config: bool = False
+    #: tensors of the file (by their own names) that enter attention, each with the names a family
+    #: reads it by (none: no mapping reads it). Every one must be read, or compscope would describe
+    #: a different model than the file's (a format that renames tensors fills this; GGUF does).
+    attention_sources: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def unread_attention_sources(self) -> list[str]:
+        """The file's attention tensors that no family read, by their names in the file."""
+        return sorted(src for src, names in self.attention_sources.items()
+                      if not any(self.tensors.taken(n) for n in names))
 
     def first_present(self, candidates: Iterable[str]) -> str | None:
         return next((c for c in candidates if c in self.tensors), None)

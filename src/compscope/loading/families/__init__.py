@@ -41,7 +41,8 @@ def family_for(config: dict, where: str) -> type[Family]:
 def to_heads(ckpt) -> HeadWeights:
     """``HeadWeights`` of a format's ``Checkpoint``, by the family its config names. A bias the
     checkpoint holds beside a weight the family read, but that the family did not read, is refused
-    by name rather than dropped (what the model computes would differ from what compscope reads)."""
+    by name rather than dropped (what the model computes would differ from what compscope reads);
+    so is any tensor the format marks as entering attention that the family did not read."""
     family = family_for(ckpt.config, ckpt.source)
     hw = family.convert(ckpt)
     unread = ckpt.tensors.unread_biases()
@@ -50,6 +51,12 @@ def to_heads(ckpt) -> HeadWeights:
         raise UnsupportedModelError(
             f"{ckpt.tensors.origin(unread[0])}: {names} present but not read by the {family.name} family: the model "
             "adds these biases, so compscope would describe a different model")
+    unread = ckpt.unread_attention_sources()
+    if unread:
+        names = ", ".join(f"'{n}'" for n in unread[:3]) + (f" and {len(unread) - 3} more" if len(unread) > 3 else "")
+        raise UnsupportedModelError(
+            f"{ckpt.source}: {names} enter{'s' if len(unread) == 1 else ''} attention but compscope does not read "
+            f"{'it' if len(unread) == 1 else 'them'} for this {family.name} model: it would describe a different model")
     return _without_unbuilt_biases(hw, family, ckpt) if ckpt.biases_from_config else hw
 
 

@@ -404,7 +404,7 @@ def open_gguf(path: str | Path) -> Checkpoint:
         if isinstance(toks, (list, SkippedStrings)):
             cfg["vocab_size"] = len(toks)
 
-    loaders, origin, dtypes = {}, {}, {}
+    loaders, origin, dtypes, attention = {}, {}, {}, {}
     block = re.compile(r"blk\.(\d+)\.(.+)$")
     block_names, block_prefix, top_names, transposed, regrouped = _LAYOUTS.get(arch, _LLAMA_LAYOUT)
     splits = (n_heads * head_dim, n_kv * head_dim, n_kv * head_dim)  # a fused tensor's rows: q, k, v heads
@@ -416,6 +416,8 @@ def open_gguf(path: str | Path) -> Checkpoint:
             names = tuple(block_prefix.format(i=m.group(1)) + n for n in names)
         else:
             names = (top_names[info.name],) if info.name in top_names else ()
+        if _enters_attention(m.group(2) if m else None, info.name):
+            attention[info.name] = names
         try:
             type_name = GGMLQuantizationType(info.type_id).name
         except ValueError:
@@ -459,7 +461,23 @@ def open_gguf(path: str | Path) -> Checkpoint:
             dtypes[hf] = type_name
     name = fields.get("general.name") or path.stem
     notes = ["dequantised from GGUF to float32"]
-    return Checkpoint(cfg, TensorStore(loaders, origin, dtypes, source=str(path)), str(path), str(name), notes)
+    return Checkpoint(cfg, TensorStore(loaders, origin, dtypes, source=str(path)), str(path), str(name), notes,
+                      attention_sources=attention)
+
+
+#: llama.cpp's per-block tensors that enter attention start with one of these (``attn_rot_embd``,
+#: a stored copy of the rotary frequencies that the metadata determines, is the exception); and
+#: these top-level ones change what attention reads (embeddings, their norm, rotary frequencies)
+_ATTENTION_BLOCK = ("attn_", "post_attention_norm")
+_ATTENTION_TOP = ("position_embd.", "token_embd_norm.", "token_types.", "rope_freqs.")
+
+
+def _enters_attention(block_name: str | None, name: str) -> bool:
+    """Whether the GGUF tensor ``name`` (``block_name``: its name inside ``blk.N.``, None at the
+    top level) is one the model's attention depends on, so that leaving it unread is an error."""
+    if block_name is None:
+        return name.startswith(_ATTENTION_TOP)
+    return block_name.startswith(_ATTENTION_BLOCK) and not block_name.startswith("attn_rot_embd")
 
 
 #: HF model types whose rotary base and width transformers' GGUF reader does not take from the file
