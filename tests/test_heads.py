@@ -130,3 +130,25 @@ def test_qk_norm_over_a_layer_by_hand():
     torch.testing.assert_close(project(per_head, 0, "Q", x)[0, 0, 0], torch.tensor([3.0, 4.0]) / 12.5**0.5)
     with pytest.raises(WeightError, match=r"qk_norm \(q\) weight has shape \(1, 2\), expected \(1, 4\)"):
         per_head.replace(qk_norm_scope="layer")
+
+
+def test_qk_norm_rows_per_head_by_hand():
+    """Scope 'head' with one gain row per head side by side (StableLM): head 0 of width 2 with
+    vector (3, 4) and RMS 12.5^1/2 is scaled by its own gains (2, 10), head 1 by (1, 1); which norm
+    has rows per head is reported for queries and keys apart; a gain per head beside one bias for
+    every head is refused by name."""
+    from compscope.core.attention import project
+
+    hw = random_heads(L=1, H=2, G=1, r=2, d=2)
+    eye = torch.eye(2)[None, None]
+    own = Norm("layernorm", torch.tensor([[2.0, 10.0, 1.0, 1.0]]), None, 0.0)
+    shared = Norm("layernorm", torch.ones(1, 2), None, 0.0)
+    hw = hw.replace(W_Q=torch.cat([eye, eye], 1), W_K=eye, attn_norm=None, norm_placement="none",
+                    qk_norm=(own, shared), qk_norm_scope="head")
+    assert hw.qk_norm_per_head == (True, False)
+    q = project(hw, 0, "Q", torch.tensor([[[3.0, 4.0]]]))
+    z = torch.tensor([-1.0, 1.0])  # (3, 4) LayerNorm-ed: mean 3.5 removed, divided by 0.5
+    torch.testing.assert_close(q[0, :, 0], torch.stack([z * torch.tensor([2.0, 10.0]), z]))
+    with pytest.raises(WeightError, match=r"qk_norm \(q\): weight \(1, 4\) and bias \(1, 2\) differ in shape"):
+        hw.replace(qk_norm=(Norm("layernorm", own.weight, torch.zeros(1, 2), 0.0), shared))
+    assert hw.replace(qk_norm=(shared, shared)).qk_norm_per_head == (False, False)

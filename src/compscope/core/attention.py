@@ -61,10 +61,10 @@ def qk_normalise(hw: HeadWeights, layer: int, kind: str, y: Tensor, per_head_inp
     per K head, or per query head with ``per_head_input``). Scope ``head``: each head's vector
     RMS-normalised on its own; ``layer`` (OLMo-2): one RMS over all the layer's query heads, or all
     its K heads, at once."""
-    norm = hw.qk_norm[0 if kind == "Q" else 1]
+    which = 0 if kind == "Q" else 1
+    norm = hw.qk_norm[which]
     if hw.qk_norm_scope == "head":
-        row = norm.weight if norm.weight is not None else norm.bias
-        if row is None or row.shape[-1] == y.shape[-1]:  # one gain (and bias) for every head
+        if not hw.qk_norm_per_head[which]:  # one gain (and bias) for every head
             return norm.apply(y, layer)
         return _per_head_affine(hw, norm, layer, kind, norm.normalise(y), per_head_input).to(y.dtype)
     if per_head_input and kind == "K":

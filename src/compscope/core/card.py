@@ -52,7 +52,7 @@ def card_rows(hw: HeadWeights) -> list[tuple[str, str]]:
     ]
     if hw.qk_norm is not None:
         q = hw.qk_norm[0]
-        own = q.weight is not None and q.weight.shape[-1] != hw.d_head and hw.qk_norm_scope == "head"
+        own = any(hw.qk_norm_per_head)
         rows.append(("QK-norm", q.describe() + (", per head" + (" (a gain for each head)" if own else "")
                                                  if hw.qk_norm_scope == "head" else ", over all heads of a layer")))
     if hw.attn_out_norm is not None:

@@ -256,6 +256,9 @@ class HeadWeights:
                         expected = " or ".join(str((L, w)) for w in widths)
                         raise WeightError(f"qk_norm ({which}) {part} has shape {tuple(t.shape)}, expected {expected} "
                                           f"(scope {self.qk_norm_scope!r})")
+                if n.weight is not None and n.bias is not None and n.weight.shape != n.bias.shape:
+                    raise WeightError(f"qk_norm ({which}): weight {tuple(n.weight.shape)} and bias {tuple(n.bias.shape)} "
+                                      "differ in shape (both one row for every head, or both one per head)")
         rot = self.rotary
         if rot is not None:
             if not _is_int(rot.dim) or rot.dim <= 0 or rot.dim % 2 or rot.dim > r:
@@ -297,6 +300,17 @@ class HeadWeights:
     def scale(self) -> float:
         """Multiplier of ``q·k`` in the attention logit."""
         return self.attn_scale or self.d_head**-0.5
+
+    @property
+    def qk_norm_per_head(self) -> tuple[bool, bool]:
+        """For the query and the key QK-norm: whether each head has its own gain (and bias), stored
+        side by side as ``(L, heads * d_head)`` (StableLM's per-head LayerNorms), rather than one
+        row for every head; False without a per-head QK-norm."""
+        if self.qk_norm is None or self.qk_norm_scope != "head":
+            return (False, False)
+        r = self.d_head
+        q, k = (any(t is not None and t.shape[-1] != r for t in (n.weight, n.bias)) for n in self.qk_norm)
+        return (q, k)
 
     def logits(self, qk: Tensor) -> Tensor:
         """Attention logits from dot products ``q·k``: ``scale · q·k``, soft-capped to
