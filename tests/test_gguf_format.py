@@ -737,3 +737,86 @@ def test_a_stablelm_gguf_with_per_head_qk_layernorms_is_read_with_them(tmp_path)
 
     with pytest.raises(compscope.UnsupportedModelError, match="attention at layer 0 is not what compscope recomputes"):
         runner_for(tmp_path / "m.gguf", progress=False).trace(torch.randint(0, V, (2, 7)))
+
+
+def _write_falcon_gguf(path, model, n_kv: int, qkv_rows: int | None = None) -> None:
+    """A Falcon GGUF as llama.cpp's converter writes one: HF's falcon tensors renamed (``ln_attn``
+    as ``attn_norm_2`` and ``ln_mlp`` as ``attn_norm`` where there are two norms), the fused
+    ``query_key_value`` rows regrouped from ``n_kv`` groups of ``[queries | key | value]`` into
+    ``[all queries | all keys | all values]``, and no rotary base (llama.cpp's 10 000)."""
+    sd = _numpy_state(model)
+    cfg = model.config
+    d, h, n = cfg.hidden_size, cfg.num_attention_heads, cfg.num_hidden_layers
+    r = d // h
+    w = gguf.GGUFWriter(str(path), "falcon")
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([f"t{i}" for i in range(V)])
+    for add, value in [(w.add_block_count, n), (w.add_context_length, 64), (w.add_embedding_length, d),
+                       (w.add_feed_forward_length, 4 * d), (w.add_head_count, h), (w.add_head_count_kv, n_kv),
+                       (w.add_layer_norm_eps, cfg.layer_norm_epsilon), (w.add_vocab_size, V)]:
+        add(value)
+    w.add_tensor("token_embd.weight", sd["transformer.word_embeddings.weight"])
+    names = {"input_layernorm": "attn_norm", "ln_mlp": "attn_norm", "ln_attn": "attn_norm_2",
+             "self_attention.query_key_value": "attn_qkv", "self_attention.dense": "attn_output",
+             "mlp.dense_h_to_4h": "ffn_up", "mlp.dense_4h_to_h": "ffn_down"}
+    for name, t in sd.items():
+        if name.startswith("transformer.h."):
+            i, rest = name.removeprefix("transformer.h.").split(".", 1)
+            module, part = rest.rsplit(".", 1)
+            if module == "self_attention.query_key_value":
+                g = t.reshape(n_kv, h // n_kv + 2, r, *t.shape[1:])
+                t = np.concatenate([g[:, :-2].reshape(h * r, *t.shape[1:]), g[:, -2].reshape(n_kv * r, *t.shape[1:]),
+                                    g[:, -1].reshape(n_kv * r, *t.shape[1:])])[:qkv_rows]
+            w.add_tensor(f"blk.{i}.{names[module]}.{part}", np.ascontiguousarray(t))
+    for part in ("weight", "bias"):
+        w.add_tensor(f"output_norm.{part}", sd[f"transformer.ln_f.{part}"])
+    w.add_tensor("output.weight", sd["lm_head.weight"])
+    _finish(w)
+
+
+@pytest.mark.parametrize("style", ["7b-multi-query", "40b-grouped-two-norms", "falcon2-grouped-one-norm"])
+def test_falcon_ggufs_match_the_model_object(tmp_path, style):
+    """Falcon (``falcon``): llama.cpp stores the fused rows as all queries, then all keys, then all
+    values, whatever the model's own order; they are put back into K/V groups, so every head, the
+    attention's LayerNorm (``ln_attn`` where the layer has two: llama.cpp's ``attn_norm_2``) and the
+    attention recomputed from them are the model object's. The MLP's own norm is not read (it does
+    not enter attention), and a fused tensor of the wrong height is refused by name. transformers'
+    GGUF reader runs the multi-query file as compscope reads it, and the grouped ones not at all
+    (refused up front)."""
+    d, h = 48, 6
+    common = dict(vocab_size=V, hidden_size=d, num_attention_heads=h, num_hidden_layers=2, ffn_hidden_size=4 * d,
+                  bias=False, parallel_attn=True, tie_word_embeddings=False,
+                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+    extra, n_kv = {"7b-multi-query": ({"multi_query": True}, 1),
+                   "40b-grouped-two-norms": ({"new_decoder_architecture": True, "num_kv_heads": 2}, 2),
+                   "falcon2-grouped-one-norm": ({"new_decoder_architecture": True, "num_kv_heads": 3,
+                                                 "num_ln_in_parallel_attn": 1}, 3)}[style]
+    model = transformers.FalconForCausalLM(transformers.FalconConfig(**common, **extra)).eval()
+    _randomise(model, 23)
+    _write_falcon_gguf(tmp_path / "f.gguf", model, n_kv)
+    ours, ref = compscope.load(tmp_path / "f.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "falcon" and ours.n_kv_heads == ref.n_kv_heads == n_kv
+    assert ours.kv_map == ref.kv_map
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for a, b in [(ours.attn_norm, ref.attn_norm), (ours.final_norm, ref.final_norm)]:
+        assert torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)
+        assert a.eps == pytest.approx(b.eps, rel=1e-6)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    from compscope.core.attention import attention_forward
+
+    x = torch.randn(2, 9, d, generator=torch.Generator().manual_seed(24))
+    for layer in range(2):
+        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
+    from compscope.data.runner import layer_state, runner_for
+
+    if n_kv == 1:  # transformers' own GGUF reader runs Falcon-7B-style files, and runs the model compscope read
+        tr = runner_for(tmp_path / "f.gguf", progress=False).trace(torch.randint(0, V, (2, 7)))
+        for layer in range(2):
+            torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
+    else:  # it builds every Falcon file as multi-query: refused in one line, before it loads anything
+        with pytest.raises(compscope.UnsupportedModelError, match=f"builds every Falcon file as multi-query.*this one has {n_kv}"):
+            runner_for(tmp_path / "f.gguf", progress=False)
+    _write_falcon_gguf(tmp_path / "short.gguf", model, n_kv, qkv_rows=(h + 2 * n_kv) * (d // h) - 1)
+    with pytest.raises(compscope.LoadError, match=rf"'blk\.0\.attn_qkv\.weight' has {(h + 2 * n_kv) * 8 - 1} rows"):
+        compscope.load(tmp_path / "short.gguf")

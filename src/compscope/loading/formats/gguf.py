@@ -1,5 +1,6 @@
 """GGUF files (llama.cpp): dequantise to float32, rename to HF names (a fused query-key-value tensor of
-Phi-2 split into its three).
+Phi-2 split into its three; the fused rows that llama.cpp regrouped for GPT-NeoX and Falcon put back
+in the model's own order).
 
 GGUF stores each 2-D tensor as ``(out, in)`` once read into numpy, like ``nn.Linear``. For the
 ``llama`` architecture, llama.cpp's converter reorders the rows of ``W_Q`` and ``W_K`` within
@@ -66,6 +67,7 @@ _ARCHS = {
     "gptneox": ("gpt_neox", False, False),  # GPT-NeoX/Pythia: HF's names (_NEOX_BLOCK), fused qkv regrouped per head
     "stablelm": ("stablelm", False, False),  # Llama's names with LayerNorm biases; partial rotary in halves
     "starcoder2": ("starcoder2", False, False),  # Llama's names with LayerNorm and output-projection biases
+    "falcon": ("falcon", False, False),  # HF's falcon names (_falcon_block), fused qkv regrouped into K/V groups
 }
 
 #: GGUF per-block tensor name -> HF name under ``model.layers.{i}.``
@@ -117,20 +119,54 @@ _NEOX_BLOCK = {
 }
 _NEOX_TOP = {"token_embd.weight": "gpt_neox.embed_in.weight", "output.weight": "embed_out.weight",
              "output_norm.weight": "gpt_neox.final_layer_norm.weight", "output_norm.bias": "gpt_neox.final_layer_norm.bias"}
+_FALCON_TOP = {"token_embd.weight": "transformer.word_embeddings.weight", "output.weight": "lm_head.weight",
+               "output_norm.weight": "transformer.ln_f.weight", "output_norm.bias": "transformer.ln_f.bias"}
+
+
+def _falcon_block(two_norms: bool) -> dict:
+    """Falcon files keep HF's falcon names. llama.cpp's ``attn_norm`` is the layer's one LayerNorm
+    (``input_layernorm``), or, beside an ``attn_norm_2`` (Falcon-40B, 180B), the MLP's
+    (``ln_mlp``), the attention then reading ``attn_norm_2`` (``ln_attn``)."""
+    norm = "ln_mlp" if two_norms else "input_layernorm"
+    return {
+        **{f"attn_norm.{p}": f"{norm}.{p}" for p in ("weight", "bias")},
+        **({f"attn_norm_2.{p}": f"ln_attn.{p}" for p in ("weight", "bias")} if two_norms else {}),
+        **{f"attn_qkv.{p}": f"self_attention.query_key_value.{p}" for p in ("weight", "bias")},
+        **{f"attn_output.{p}": f"self_attention.dense.{p}" for p in ("weight", "bias")},
+    }
+
+
+def _neox_per_head(w: torch.Tensor, H: int, G: int, r: int) -> torch.Tensor:
+    """Rows ``[q|k|v][head][d_head]`` back to GPT-NeoX's ``[head][q|k|v][d_head]`` (``G = H``)."""
+    return w.reshape(3, H, r, *w.shape[1:]).swapaxes(0, 1).reshape(w.shape)
+
+
+def _falcon_grouped(w: torch.Tensor, H: int, G: int, r: int) -> torch.Tensor:
+    """Rows ``[H query heads | G key heads | G value heads]`` back to Falcon's grouped layout: ``G``
+    groups of ``[their H/G query heads | their key head | their value head]`` (one group: Falcon-7B's
+    multi-query rows, unchanged)."""
+    rest = w.shape[1:]
+    q = w[: H * r].reshape(G, H // G, r, *rest)
+    k, v = (w[a * r : (a + G) * r].reshape(G, 1, r, *rest) for a in (H, H + G))
+    return torch.cat([q, k, v], dim=1).reshape(w.shape)
+
+
 #: architecture -> (block tensor names, block prefix, top-level names, names whose rows and columns
-#: llama.cpp swapped, fused names whose rows it regrouped ``[q|k|v][head]``, put back per head
-#: ``[head][q|k|v]``); every other architecture uses the Llama-like names. A block name mapped to
-#: a tuple of HF names is a fused tensor whose rows split into them (query, key, value heads).
-_LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn.weight", "attn.c_proj.weight"), ()),
-            "phi2": (_PHI2_BLOCK, "model.layers.{i}.", _PHI2_TOP, (), ()),
+#: llama.cpp swapped, (fused names whose rows it regrouped, the function that puts them back:
+#: ``(w, H, G, d_head) -> w``)); every other architecture uses the Llama-like names. A block name
+#: mapped to a tuple of HF names is a fused tensor whose rows split into them (query, key, value heads).
+_LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn.weight", "attn.c_proj.weight"), ((), None)),
+            "phi2": (_PHI2_BLOCK, "model.layers.{i}.", _PHI2_TOP, (), ((), None)),
             "gptneox": (_NEOX_BLOCK, "gpt_neox.layers.{i}.", _NEOX_TOP, (),
-                        ("attention.query_key_value.weight", "attention.query_key_value.bias"))}
+                        (("attention.query_key_value.weight", "attention.query_key_value.bias"), _neox_per_head)),
+            "falcon": (None, "transformer.h.{i}.", _FALCON_TOP, (),
+                       (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _falcon_grouped))}
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
 _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm"}
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
 _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"} for arch in ("phi2", "gptneox", "stablelm")},
-                 "starcoder2": {"layer_norm_epsilon": "norm_epsilon"}}
-_LLAMA_LAYOUT = (_BLOCK, "model.layers.{i}.", _TOP, (), ())
+                 "starcoder2": {"layer_norm_epsilon": "norm_epsilon"}, "falcon": {"num_key_value_heads": "num_kv_heads"}}
+_LLAMA_LAYOUT = (_BLOCK, "model.layers.{i}.", _TOP, (), ((), None))
 
 _MAGIC = b"GGUF"
 _VERSIONS = (2, 3)
@@ -360,7 +396,7 @@ def open_gguf(path: str | Path) -> Checkpoint:
             gkey = next(g for g, h in _CONFIG_KEYS.items() if h == key)
             raise LoadError(f"{path}: GGUF metadata '{arch}.{gkey}' is missing")
     n_heads = cfg["num_attention_heads"]
-    n_kv = cfg.get("num_key_value_heads") or n_heads
+    n_kv = fields.get(f"{arch}.attention.head_count_kv") or n_heads  # under the key its family reads in cfg
     if isinstance(n_heads, list) or isinstance(n_kv, list):
         raise UnsupportedModelError(
             f"{path}: per-layer head counts ('{arch}.attention.head_count' is a list) are not supported"
@@ -399,6 +435,12 @@ def open_gguf(path: str | Path) -> Checkpoint:
         cfg["use_parallel_residual"] = not any(i.name.endswith("ffn_norm.weight") for i in infos)
         # and per-head QK LayerNorms (StableLM 2 12B) are there when their stacked gains are
         cfg["qk_layernorm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)
+    not_attention: tuple[str, ...] = ()
+    if arch == "falcon":  # llama.cpp's rows are grouped whatever the model: read as the new decoder architecture
+        two_norms = any(i.name.endswith("attn_norm_2.weight") for i in infos)
+        cfg.update(new_decoder_architecture=True, num_kv_heads=n_kv, num_ln_in_parallel_attn=2 if two_norms else 1,
+                   parallel_attn=True)  # llama.cpp runs every Falcon block in parallel
+        not_attention = ("attn_norm.weight", "attn_norm.bias") if two_norms else ()  # the MLP's norm
     if "vocab_size" not in cfg:
         toks = fields.get("tokenizer.ggml.tokens")
         if isinstance(toks, (list, SkippedStrings)):
@@ -406,7 +448,9 @@ def open_gguf(path: str | Path) -> Checkpoint:
 
     loaders, origin, dtypes, attention = {}, {}, {}, {}
     block = re.compile(r"blk\.(\d+)\.(.+)$")
-    block_names, block_prefix, top_names, transposed, regrouped = _LAYOUTS.get(arch, _LLAMA_LAYOUT)
+    block_names, block_prefix, top_names, transposed, (regrouped, regroup_rows) = _LAYOUTS.get(arch, _LLAMA_LAYOUT)
+    if arch == "falcon":
+        block_names = _falcon_block(two_norms)
     splits = (n_heads * head_dim, n_kv * head_dim, n_kv * head_dim)  # a fused tensor's rows: q, k, v heads
     for info in infos:
         m = block.match(info.name)
@@ -416,7 +460,7 @@ def open_gguf(path: str | Path) -> Checkpoint:
             names = tuple(block_prefix.format(i=m.group(1)) + n for n in names)
         else:
             names = (top_names[info.name],) if info.name in top_names else ()
-        if _enters_attention(m.group(2) if m else None, info.name):
+        if _enters_attention(m.group(2) if m else None, info.name) and not (m and m.group(2) in not_attention):
             attention[info.name] = names
         try:
             type_name = GGMLQuantizationType(info.type_id).name
@@ -428,7 +472,7 @@ def open_gguf(path: str | Path) -> Checkpoint:
                 start = sum(splits[:part])
                 rows = (start, start + splits[part])
             swap = hf.endswith(transposed)  # () for every layout but GPT-2's: nothing swapped
-            regroup = hf.endswith(regrouped)  # () but for GPT-NeoX: nothing regrouped
+            regroup = hf.endswith(regrouped)  # () but for GPT-NeoX and Falcon: nothing regrouped
             is_norm = hf.endswith("norm.weight")
             # llama.cpp permutes the rows of q/k weights and biases alike (convert_hf_to_gguf LlamaModel)
             n_rows = n_heads if ".q_proj." in hf else n_kv if ".k_proj." in hf else None
@@ -448,8 +492,8 @@ def open_gguf(path: str | Path) -> Checkpoint:
                                     f"heads of this model need {' + '.join(map(str, splits))} = {sum(splits)}")
                 if rows is not None:
                     w = w[rows[0] : rows[1]]
-                if regroup:  # [q|k|v][head][d_head] -> [head][q|k|v][d_head] (GPT-NeoX: as many K/V heads as queries)
-                    w = w.reshape(3, n_heads, head_dim, *w.shape[1:]).swapaxes(0, 1).reshape(w.shape)
+                if regroup:
+                    w = regroup_rows(w, n_heads, n_kv, head_dim)
                 if permuted and n_rows is not None:
                     w = unpermute_rows(w, n_rows)
                 if one_plus and is_norm:
@@ -488,8 +532,14 @@ _ROTARY_DROPPED = ("stablelm", "starcoder2")
 def runtime_config(path: str | Path) -> dict:
     """Config settings to give ``transformers`` when it runs the GGUF file at ``path``: what the
     file says and transformers' GGUF reader drops (the rotary base and width of StableLM and
-    StarCoder2 files), so that the model that runs is the one compscope read."""
+    StarCoder2 files), so that the model that runs is the one compscope read. A file transformers
+    would build as another model (a Falcon with K/V groups) is refused."""
     cfg = open_gguf(path).config  # the header only: no tensor is read
+    if cfg["model_type"] == "falcon" and cfg["num_kv_heads"] > 1:
+        raise UnsupportedModelError(
+            f"{path}: transformers' GGUF reader builds every Falcon file as multi-query (one key/value head, as "
+            f"Falcon-7B), and this one has {cfg['num_kv_heads']}: transformers cannot run it, so the data-based "
+            "commands cannot either (the weight-only ones read it; for data, use the model's HuggingFace folder)")
     if cfg["model_type"] not in _ROTARY_DROPPED:
         return {}
     return {"rope_parameters": {"rope_type": "default", "rope_theta": float(cfg.get("rope_theta", 10000.0)),
