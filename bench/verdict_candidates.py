@@ -51,14 +51,16 @@ from compscope.engine.composition import scores  # noqa: E402
 MEASURES = ("frobenius", "tight", "overlap", "spectral", "bandwidth")
 
 
-def _grid(frame: pd.DataFrame, column: str, L: int, H: int) -> torch.Tensor:
+def head_grid(frame: pd.DataFrame, column: str, L: int, H: int) -> torch.Tensor:
+    """``(L, H)``: one column of a saved ``head_labels.csv``."""
     g = torch.full((L, H), float("nan"))
     g[torch.tensor(frame["layer"].to_numpy()), torch.tensor(frame["head"].to_numpy())] = \
         torch.tensor(frame[column].to_numpy(dtype="float32"))
     return g
 
 
-def _pairs(frame: pd.DataFrame, L: int, H: int) -> torch.Tensor:
+def pair_grid(frame: pd.DataFrame, L: int, H: int) -> torch.Tensor:
+    """``(L, H, L, H)`` float64: the ``effect`` of each pair of a saved ``interventions.parquet`` (NaN where none)."""
     e = torch.full((L, H, L, H), float("nan"), dtype=torch.float64)
     idx = tuple(torch.tensor(frame[c].to_numpy()) for c in ("src_layer", "src_head", "dst_layer", "dst_head"))
     e[idx] = torch.tensor(frame["effect"].to_numpy(dtype="float64"))
@@ -85,9 +87,9 @@ def main() -> None:
     L, H = hw.n_layers, hw.n_heads
     labels = pd.read_csv(os.path.join(args.verdict, "head_labels.csv"))
     inter = pd.read_parquet(os.path.join(args.verdict, "interventions.parquet"))
-    truth = true_pairs(_grid(labels, "previous_token", L, H), _grid(labels, "induction", L, H),
+    truth = true_pairs(head_grid(labels, "previous_token", L, H), head_grid(labels, "induction", L, H),
                        args.prev_threshold, args.induction_threshold)
-    effects = _pairs(inter[inter.kind == "K"], L, H)
+    effects = pair_grid(inter[inter.kind == "K"], L, H)
     confirmed = confirmed_pairs(truth, effects, args.effect_threshold)
     print(f"{hw.meta.name}: {int(truth.sum())} true K-pairs (previous-token >= {args.prev_threshold}, induction >= "
           f"{args.induction_threshold}); {int(confirmed.sum())} confirmed (K effect >= {args.effect_threshold})")

@@ -70,6 +70,18 @@ def test_verdict_candidates_against_a_saved_verdict(tmp_path):
     assert ceiling and float(ceiling.group(1)) == 1.0, out
 
 
+def test_verdict_thresholds_against_a_saved_verdict(tmp_path):
+    """At the verdict's own thresholds, the 8 true pairs of the default model (2 previous-token heads
+    before 4 induction heads) and the K interventions' AUROC of 1; a threshold no head reaches: no
+    true pair, and dashes rather than a number."""
+    import compscope
+
+    compscope.validate("induction-2l", progress=False).save(tmp_path / "verdict")
+    out = bench("verdict_thresholds.py", "induction-2l", str(tmp_path / "verdict"), "--prev", "0.4", "--induction", "0.3", "0.99")
+    assert re.search(r"^ +0\.40 +0\.30 +8 +8 +1\.000  \w+, \w+ +[01]\.\d{3}", out, re.M), out
+    assert re.search(r"^ +0\.40 +0\.99 +0 +- +- +- +- +- +-$", out, re.M), out
+
+
 def test_circuits_real_pruned_maximum_equals_the_reference():
     out = bench("circuits_real.py", "--models", "induction-2l", "--steps")
     diff = re.search(r"max \|induction_qk - reference\| = ([0-9.e+-]+)", out)
