@@ -75,6 +75,17 @@ def _standardised(x: torch.Tensor) -> torch.Tensor:
     return (x - m) / sd
 
 
+def read_verdict(model: str, folder: str) -> tuple:
+    """``(hw, previous (L, H), induction (L, H), K effects (L, H, L, H))`` of ``model`` and the
+    verdict saved in ``folder``."""
+    hw = compscope.load(model)
+    L, H = hw.n_layers, hw.n_heads
+    labels = pd.read_csv(os.path.join(folder, "head_labels.csv"))
+    inter = pd.read_parquet(os.path.join(folder, "interventions.parquet"))
+    return (hw, head_grid(labels, "previous_token", L, H), head_grid(labels, "induction", L, H),
+            pair_grid(inter[inter.kind == "K"], L, H))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model")
@@ -83,13 +94,8 @@ def main() -> None:
     ap.add_argument("--induction-threshold", type=float, default=0.3)
     ap.add_argument("--effect-threshold", type=float, default=0.05)
     args = ap.parse_args()
-    hw = compscope.load(args.model)
-    L, H = hw.n_layers, hw.n_heads
-    labels = pd.read_csv(os.path.join(args.verdict, "head_labels.csv"))
-    inter = pd.read_parquet(os.path.join(args.verdict, "interventions.parquet"))
-    truth = true_pairs(head_grid(labels, "previous_token", L, H), head_grid(labels, "induction", L, H),
-                       args.prev_threshold, args.induction_threshold)
-    effects = pair_grid(inter[inter.kind == "K"], L, H)
+    hw, previous, induction, effects = read_verdict(args.model, args.verdict)
+    truth = true_pairs(previous, induction, args.prev_threshold, args.induction_threshold)
     confirmed = confirmed_pairs(truth, effects, args.effect_threshold)
     print(f"{hw.meta.name}: {int(truth.sum())} true K-pairs (previous-token >= {args.prev_threshold}, induction >= "
           f"{args.induction_threshold}); {int(confirmed.sum())} confirmed (K effect >= {args.effect_threshold})")

@@ -20,13 +20,10 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import pandas as pd  # noqa: E402
-
-import compscope  # noqa: E402
 from compscope.core.metrics import get_metric  # noqa: E402
 from compscope.data.validate import auroc, confirmed_pairs, true_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
-from verdict_candidates import MEASURES, head_grid, pair_grid  # noqa: E402
+from verdict_candidates import MEASURES, read_verdict  # noqa: E402
 
 
 def main() -> None:
@@ -37,12 +34,7 @@ def main() -> None:
     ap.add_argument("--induction", type=float, nargs="+", default=[0.2, 0.3, 0.4, 0.5], help="induction thresholds")
     ap.add_argument("--effect-threshold", type=float, default=0.05)
     args = ap.parse_args()
-    hw = compscope.load(args.model)
-    L, H = hw.n_layers, hw.n_heads
-    labels = pd.read_csv(os.path.join(args.verdict, "head_labels.csv"))
-    inter = pd.read_parquet(os.path.join(args.verdict, "interventions.parquet"))
-    previous, induction = head_grid(labels, "previous_token", L, H), head_grid(labels, "induction", L, H)
-    effects = pair_grid(inter[inter.kind == "K"], L, H)
+    hw, previous, induction, effects = read_verdict(args.model, args.verdict)
     candidates = {}
     for name in ("identity", "embed") + (("unembed",) if hw.W_U is not None else ()):
         table = scores(hw, "K", list(MEASURES), get_metric(name, hw), pairs="all", progress=False)
