@@ -19,7 +19,7 @@ from torch import Tensor
 
 from ..checkpoint import Checkpoint
 from ...errors import LoadError, UnsupportedModelError
-from ...core.heads import HeadWeights, Norm, is_finite_number
+from ...core.heads import HeadWeights, Norm, Rotary, is_finite_number
 
 #: Keys of every HF config that never change attention weights.
 COMMON_IGNORED = frozenset(
@@ -342,6 +342,13 @@ def rotary_dim(d_head: int, settings: dict, where: str, *fallback: str) -> int:
         raise LoadError(f"{where}: partial_rotary_factor {pct:g} of a head of {d_head} dims gives {dim} rotary dims, "
                         "not a positive even number")
     return dim
+
+
+def layer_rotary(d_head: int, settings: dict, where: str, n_layers: int, style: str = "half") -> Rotary:
+    """The same rotary in every layer: :func:`rotary_dim` dims of each head at :func:`inv_freq`'s
+    frequencies, from one layer's rope ``settings``."""
+    dim = rotary_dim(d_head, settings, where)
+    return Rotary(dim, inv_freq(dim, settings, where)[None].expand(n_layers, -1).contiguous(), style)
 
 
 def rope_accept(value: Any) -> bool:

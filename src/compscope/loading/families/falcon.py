@@ -16,11 +16,11 @@ from __future__ import annotations
 import torch
 
 from ..checkpoint import Checkpoint
-from ...core.heads import HeadWeights, Meta, Norm, Rotary
+from ...core.heads import HeadWeights, Meta, Norm
 from ...errors import UnsupportedModelError
 from . import register
-from .base import (MAX_HEADS, Family, config_attention_bias, final_layernorm, integer, inv_freq, number, rope_accept,
-                   rope_settings, rotary_dim, sizes, split_cols, stack, token_embedding, unembedding)
+from .base import (MAX_HEADS, Family, config_attention_bias, final_layernorm, integer, layer_rotary, number, rope_accept,
+                   rope_settings, sizes, split_cols, stack, token_embedding, unembedding)
 
 
 def _layout(cfg: dict) -> str:
@@ -93,9 +93,6 @@ class Falcon(Family):
             parts["beta"].append(ts.take(p + f"{norm_name}.bias", (d,)))
         emb = token_embedding(ts, "transformer.word_embeddings.weight", d)
         W_U, head_note = unembedding(ckpt, ["lm_head.weight"], emb)
-        s = rope_settings(cfg)
-        rot_dim = rotary_dim(r, s, where)
-        freqs = inv_freq(rot_dim, s, where)
         notes = list(ckpt.notes) + ([head_note] if head_note else [])
         if cfg.get("parallel_attn", True):
             notes.append("parallel block: attention and MLP of a layer read the same residual")
@@ -108,7 +105,7 @@ class Falcon(Family):
             attn_norm=Norm("layernorm", torch.stack(parts["g"]), torch.stack(parts["beta"]), eps),
             final_norm=final_layernorm(ts, "transformer.ln_f", d, eps),
             norm_placement="pre",
-            rotary=Rotary(rot_dim, freqs[None].expand(L, -1).contiguous(), "half"),
+            rotary=layer_rotary(r, rope_settings(cfg), where, L),
             positions="rotary",
             causal=True,
             sliding_window=(None,) * L,

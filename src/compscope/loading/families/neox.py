@@ -11,9 +11,9 @@ from __future__ import annotations
 import torch
 
 from ..checkpoint import Checkpoint
-from ...core.heads import HeadWeights, Meta, Norm, Rotary
+from ...core.heads import HeadWeights, Meta, Norm
 from . import register
-from .base import Family, config_attention_bias, final_layernorm, inv_freq, number, rope_accept, rope_settings, rotary_dim, sizes, split_cols, stack, unembedding
+from .base import Family, config_attention_bias, final_layernorm, layer_rotary, number, rope_accept, rope_settings, sizes, split_cols, stack, unembedding
 
 
 @register
@@ -62,8 +62,6 @@ class GPTNeoX(Family):
             s.setdefault("rope_theta", cfg["rotary_emb_base"])
         if "partial_rotary_factor" not in s and "rotary_pct" in cfg:
             s["partial_rotary_factor"] = cfg["rotary_pct"]
-        rot_dim = rotary_dim(r, s, where)
-        freqs = inv_freq(rot_dim, s, where)
         notes = list(ckpt.notes) + ([head_note] if head_note else [])
         if cfg.get("use_parallel_residual", True):
             notes.append("parallel residual: attention and MLP of a layer read the same residual")
@@ -79,7 +77,7 @@ class GPTNeoX(Family):
             attn_norm=Norm("layernorm", torch.stack(g), torch.stack(beta), eps),
             final_norm=final_layernorm(ts, prefix + "final_layer_norm", d, eps),
             norm_placement="pre",
-            rotary=Rotary(rot_dim, freqs[None].expand(L, -1).contiguous(), "half"),
+            rotary=layer_rotary(r, s, where, L),
             positions="rotary",
             causal=True,
             sliding_window=(None,) * L,

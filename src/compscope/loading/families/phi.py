@@ -12,9 +12,9 @@ from __future__ import annotations
 import torch
 
 from ..checkpoint import Checkpoint
-from ...core.heads import HeadWeights, Meta, Norm, Rotary
+from ...core.heads import HeadWeights, Meta, Norm
 from . import register
-from .base import (Family, final_layernorm, inv_freq, kv_groups, number, rope_accept, rope_settings, rotary_dim,
+from .base import (Family, final_layernorm, layer_rotary, kv_groups, number, rope_accept, rope_settings,
                    separate_projections, sizes, token_embedding, unembedding)
 from .llama import llamalike_hooks
 
@@ -55,9 +55,6 @@ class Phi(Family):
         W_U, head_note = unembedding(ckpt, ["lm_head.weight"], emb)
         b_U = ts.take("lm_head.bias", (emb.shape[0],), required=False) if W_U is not None else None
 
-        s = rope_settings(cfg)
-        rot_dim = rotary_dim(r, s, where)
-        freqs = inv_freq(rot_dim, s, where)
         notes = list(ckpt.notes) + ([head_note] if head_note else [])
         notes.append("parallel block: attention and MLP of a layer read the same normed residual")
         if qk_ln:
@@ -72,7 +69,7 @@ class Phi(Family):
             final_norm=final_layernorm(ts, prefix + "final_layernorm", d, eps),
             norm_placement="pre",
             qk_norm=(ln(*qk["q"]), ln(*qk["k"])) if qk_ln else None,
-            rotary=Rotary(rot_dim, freqs[None].expand(L, -1).contiguous(), "half"),
+            rotary=layer_rotary(r, rope_settings(cfg), where, L),
             positions="rotary",
             causal=True,
             sliding_window=(None,) * L,
