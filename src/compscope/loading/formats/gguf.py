@@ -159,7 +159,7 @@ _LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn
             "phi2": (_PHI2_BLOCK, "model.layers.{i}.", _PHI2_TOP, (), ((), None)),
             "gptneox": (_NEOX_BLOCK, "gpt_neox.layers.{i}.", _NEOX_TOP, (),
                         (("attention.query_key_value.weight", "attention.query_key_value.bias"), _neox_per_head)),
-            "falcon": (None, "transformer.h.{i}.", _FALCON_TOP, (),
+            "falcon": (_falcon_block(two_norms=False), "transformer.h.{i}.", _FALCON_TOP, (),
                        (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _falcon_grouped))}
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
 _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm"}
@@ -435,12 +435,6 @@ def open_gguf(path: str | Path) -> Checkpoint:
         cfg["use_parallel_residual"] = not any(i.name.endswith("ffn_norm.weight") for i in infos)
         # and per-head QK LayerNorms (StableLM 2 12B) are there when their stacked gains are
         cfg["qk_layernorm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)
-    not_attention: tuple[str, ...] = ()
-    if arch == "falcon":  # llama.cpp's rows are grouped whatever the model: read as the new decoder architecture
-        two_norms = any(i.name.endswith("attn_norm_2.weight") for i in infos)
-        cfg.update(new_decoder_architecture=True, num_kv_heads=n_kv, num_ln_in_parallel_attn=2 if two_norms else 1,
-                   parallel_attn=True)  # llama.cpp runs every Falcon block in parallel
-        not_attention = ("attn_norm.weight", "attn_norm.bias") if two_norms else ()  # the MLP's norm
     if "vocab_size" not in cfg:
         toks = fields.get("tokenizer.ggml.tokens")
         if isinstance(toks, (list, SkippedStrings)):
@@ -449,8 +443,13 @@ def open_gguf(path: str | Path) -> Checkpoint:
     loaders, origin, dtypes, attention = {}, {}, {}, {}
     block = re.compile(r"blk\.(\d+)\.(.+)$")
     block_names, block_prefix, top_names, transposed, (regrouped, regroup_rows) = _LAYOUTS.get(arch, _LLAMA_LAYOUT)
-    if arch == "falcon":
-        block_names = _falcon_block(two_norms)
+    not_attention: tuple[str, ...] = ()
+    if arch == "falcon":  # llama.cpp's rows are grouped whatever the model: read as the new decoder architecture
+        two_norms = any(i.name.endswith("attn_norm_2.weight") for i in infos)
+        cfg.update(new_decoder_architecture=True, num_kv_heads=n_kv, num_ln_in_parallel_attn=2 if two_norms else 1,
+                   parallel_attn=True)  # llama.cpp runs every Falcon block in parallel
+        if two_norms:  # attn_norm_2 is the attention's LayerNorm, attn_norm the MLP's
+            block_names, not_attention = _falcon_block(two_norms=True), ("attn_norm.weight", "attn_norm.bias")
     splits = (n_heads * head_dim, n_kv * head_dim, n_kv * head_dim)  # a fused tensor's rows: q, k, v heads
     for info in infos:
         m = block.match(info.name)
