@@ -26,6 +26,9 @@ def test_layer_zero_moment_is_that_of_token_plus_position_embeddings():
     x = m.W_E[t] + m.W_pos[None, : t.shape[1]]  # (batch, pos, d)
     want = torch.einsum("bpi,bpj->ij", x, x) / x.shape[0] / x.shape[1]
     torch.testing.assert_close(residual_second_moments(m, t)[0], want, rtol=1e-12, atol=1e-12)
+    # centred: the mean of the 30 rows taken out first, the covariance with divisor n (not n - 1)
+    xc = x.reshape(-1, 8) - x.reshape(-1, 8).mean(0)
+    torch.testing.assert_close(residual_second_moments(m, t, centred=True)[0], xc.T @ xc / 30, rtol=1e-12, atol=1e-12)
 
 
 def test_heads_read_the_normed_residual():
@@ -55,9 +58,11 @@ def _in_another_basis(m: ToyTransformer, T: torch.Tensor) -> ToyTransformer:
     return out
 
 
-def test_scores_under_the_data_metric_do_not_see_a_change_of_residual_basis():
-    """Same logits, different basis: every measure is unchanged under the activations metric
-    estimated from each model's own residuals, and changes under the identity metric."""
+@pytest.mark.parametrize("centred", [False, True])
+def test_scores_under_the_data_metric_do_not_see_a_change_of_residual_basis(centred):
+    """Same logits, different basis: every measure is unchanged under the activations (and the
+    covariance) metric estimated from each model's own residuals, and changes under the identity
+    metric."""
     m = toy(seed=3)
     g = torch.Generator().manual_seed(4)
     T = torch.randn(8, 8, generator=g, dtype=torch.float64) + 3 * torch.eye(8, dtype=torch.float64)
@@ -65,7 +70,7 @@ def test_scores_under_the_data_metric_do_not_see_a_change_of_residual_basis():
     t = repeated_random(40, 3, 11, seed=5)
     torch.testing.assert_close(m(t), m2(t), rtol=1e-9, atol=1e-9)
     hw, hw2 = m.head_weights(), m2.head_weights()
-    G, G2 = residual_second_moments(m, t), residual_second_moments(m2, t)
+    G, G2 = residual_second_moments(m, t, centred), residual_second_moments(m2, t, centred)
     a = scores(hw, "QKV", ALL, activations(G, ridge=0.0), pairs="all", precision="float64", progress=False)
     b = scores(hw2, "QKV", ALL, activations(G2, ridge=0.0), pairs="all", precision="float64", progress=False)
     for key, v in a.values.items():
@@ -116,11 +121,16 @@ def test_second_moments_of_a_transformers_model_equal_what_its_attention_reads()
     for h in hooks:
         h.remove()
     got = runner_second_moments(runner, ids, batch_size=2)
+    cov = runner_second_moments(runner, ids, batch_size=2, centred=True)
     for layer, x in seen.items():
         x = x.reshape(-1, x.shape[-1]).double()
         torch.testing.assert_close(got[layer], x.T @ x / x.shape[0], rtol=1e-5, atol=1e-7)
+        xc = x - x.mean(0)
+        torch.testing.assert_close(cov[layer], xc.T @ xc / x.shape[0], rtol=1e-5, atol=1e-7)
     met = data_activation_metric(runner, sequences=4, seq_len=8)  # no tokenizer: repeated random sequences
     assert met.name == "activations" and set(met.sqrt) == set(range(runner.hw.n_layers))
+    met = data_activation_metric(runner, sequences=4, seq_len=8, centred=True)
+    assert met.name == "covariance" and set(met.sqrt) == set(range(runner.hw.n_layers))
 
 
 def test_residual_samples_are_the_normed_residual_after_the_first_position():
@@ -196,3 +206,35 @@ def test_a_folder_without_tokenizer_files_has_no_tokenizer(tmp_path, variant):
     runner = runner_for(tmp_path, progress=False)
     assert runner.tokenizer is None
     assert set(data_activation_metric(runner, sequences=4).sqrt) == set(range(runner.hw.n_layers))
+
+
+def test_the_covariance_metric_by_name_is_the_centred_moment_of_the_held_out_repeats():
+    """``metric='covariance'`` on the default model: every score equals the one under
+    ``activations(G)`` with ``G`` the covariance computed here by hand (ln1 of the cached residual,
+    centred) on the same held-out sequences; and it differs from the ``activations`` metric's.
+    Like it, weights alone are refused with a one-line error naming the metric."""
+    import compscope
+    from compscope.data.residual_moments import METRIC_SEED, TOY_SEQUENCES
+    from compscope.loading.builtin import find_toy
+    from compscope.toy.storage import held_out_repeats, load_toy
+
+    model, _ = load_toy(find_toy("induction-2l"))
+    tokens = held_out_repeats(model, TOY_SEQUENCES, 32, METRIC_SEED)
+    cache = {}
+    with torch.no_grad():
+        model(tokens, cache=cache)
+    G = {}
+    for layer, blk in enumerate(model.blocks):
+        x = cache[f"resid_pre.{layer}"]
+        x = (x if blk.ln1 is None else blk.ln1(x)).reshape(-1, x.shape[-1]).double()
+        x = x - x.mean(0)
+        G[layer] = x.T @ x / x.shape[0]
+    want = scores("induction-2l", "QK", ALL, activations(G), pairs="all", progress=False)
+    got = scores("induction-2l", "QK", ALL, "covariance", pairs="all", progress=False)
+    assert set(got.to_pandas().metric) == {"covariance"}
+    for key, v in want.values.items():
+        torch.testing.assert_close(got.values[key], v, rtol=1e-4, atol=1e-5, equal_nan=True)
+    second = scores("induction-2l", "K", ["frobenius"], "activations", progress=False).dense("frobenius", "K")
+    assert (second - got.dense("frobenius", "K")).nan_to_num().abs().max() > 1e-3
+    with pytest.raises(OptionError, match="metric 'covariance' is estimated on data"):
+        scores(compscope.load("induction-2l"), "K", ["frobenius"], "covariance", progress=False)

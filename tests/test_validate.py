@@ -75,7 +75,7 @@ def test_the_default_model_is_judged_as_its_circuit_says(verdict):
     assert (lab.previous_token[0, :2] > 0.5).all() and (lab.induction[1] > 0.4).all()
     assert verdict.options["true_pairs"] == 8
     rows = {(r["measure"], r["metric"], r["kind"]): r for r in verdict.rows}
-    for metric in ("identity", "embed", "activations"):
+    for metric in ("identity", "embed", "activations", "covariance"):
         assert rows[("frobenius", metric, "K")]["auroc"] == 1.0
         assert rows[("frobenius", metric, "K")]["spearman"] > 0.9
     assert math.isnan(rows[("frobenius", "identity", "Q")]["auroc"])
@@ -112,7 +112,7 @@ def test_files_have_the_columns_asked_for(verdict, tmp_path):
     assert len(inter) == 3 * 16 and set(inter.kind) == {"Q", "K", "V"}  # one row per pair and kind
     v = pd.read_csv(paths[2])
     assert list(v.columns[:6]) == ["measure", "metric", "kind", "spearman", "auroc", "auroc_confirmed"]
-    assert len(v) == 7 * 3 * 3  # measures x metrics x kinds
+    assert len(v) == 7 * 4 * 3  # measures x metrics x kinds
 
 
 def test_cli(capsys, tmp_path):

@@ -25,7 +25,7 @@ def add_arguments(p) -> None:
                    help=f"a measure (repeatable; 'all' for every one; default {', '.join(DEFAULT)})")
     p.add_argument("--metric", action="append", dest="metrics", choices=["identity", "embed", "unembed"], metavar="NAME",
                    help="identity, embed or unembed (repeatable; default identity and embed); the activations "
-                        "metric would need the changed model to run")
+                        "and covariance metrics would need the changed model to run")
     p.add_argument("--seed", type=int, default=0, help="seed of the changes (default 0)")
 
 

@@ -28,7 +28,7 @@ def add_arguments(p) -> None:
     p.add_argument("--measure", action="append", dest="measures", metavar="NAME", help="a measure (repeatable; default frobenius)")
     p.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
                    help="a metric (repeatable: one task each; default identity); --job validate: the metrics each "
-                        "verdict judges, all in one task (default identity, embed and activations)")
+                        "verdict judges, all in one task (default identity, embed, activations and covariance)")
     p.add_argument("--sequences", type=count, metavar="N", help="--job validate: repeated random sequences per verdict (default 16)")
     p.add_argument("--half", type=half_length, metavar="N", help="--job validate: length of the repeated half |t| (default 16)")
     add_model_dtype(p, "--job validate: ")

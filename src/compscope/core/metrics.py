@@ -9,7 +9,11 @@ whitened model of ``T``-transformed weights equals the original's up to an ortho
 - ``embed``: ``G = W_E W_Eᵀ / n_vocab (+ W_pos W_posᵀ / n_ctx when positions are learned)``;
 - ``unembed``: ``G = (W_Uᵀ W_U / n_vocab)^{-1}``;
 - ``activations``: ``G_l = E[x xᵀ]`` of the residual read at layer ``l`` (user-supplied, one per
-  layer or one for all). For a pair ``l1 → l2`` every factor uses the reader's ``G_{l2}``.
+  layer or one for all). For a pair ``l1 → l2`` every factor uses the reader's ``G_{l2}``;
+- ``covariance``: ``G_l = E[(x − μ_l)(x − μ_l)ᵀ]``, the same residual centred on its mean ``μ_l``
+  (also ``T``-covariant: ``μ → T μ``). A part of a key's input that is the same at every position
+  adds the same logit to every key of a query, which the softmax ignores (exactly without rotary
+  positions or QK-norm); the covariance leaves that part out of the metric, the second moment does not.
 
 Ill-conditioned ``G`` is regularised by a ridge ``G + λ I`` with ``λ = ridge · tr(G)/d``
 (default ``ridge = 1e-6``); the condition numbers before and after are recorded.
@@ -99,28 +103,31 @@ def unembed(hw: HeadWeights, ridge: float = DEFAULT_RIDGE) -> Metric:
     return from_gram("unembed", unembed_gram(hw) / hw.W_U.shape[0], ridge, invert=True)
 
 
-def activations(second_moments: Tensor | dict[int, Tensor], ridge: float = DEFAULT_RIDGE) -> Metric:
+def activations(second_moments: Tensor | dict[int, Tensor], ridge: float = DEFAULT_RIDGE,
+                name: str = "activations") -> Metric:
     """``G_l = E[x xᵀ]`` supplied by the user: one ``(d, d)`` tensor for every layer, a
     ``(layer, d, d)`` stack, or ``{layer: (d, d)}`` (:mod:`compscope.data.residual_moments` estimates
-    them from data for any model it can run)."""
+    them from data for any model it can run). ``name``: what the metric is recorded as
+    (``covariance`` for central second moments)."""
     if isinstance(second_moments, Tensor) and second_moments.ndim == 2:
-        return from_gram("activations", second_moments, ridge)
+        return from_gram(name, second_moments, ridge)
     items = second_moments.items() if isinstance(second_moments, dict) else enumerate(second_moments)
     sq, isq, cond = {}, {}, {}
     for layer, G in items:
-        sq[layer], isq[layer], cond[layer] = _roots(G, ridge, f"activations[layer {layer}]")
-    return Metric("activations", sq, isq, ridge, cond)
+        sq[layer], isq[layer], cond[layer] = _roots(G, ridge, f"{name}[layer {layer}]")
+    return Metric(name, sq, isq, ridge, cond)
 
 
 #: metrics by name: factories ``(hw, ridge, model, device) -> Metric``; ``model`` is what the user
 #: passed (a name, a folder, an object) when a metric needs the model itself, else None;
 #: ``device``: where a metric estimated on data runs the model (None: the runner's default).
-#: ``activations`` is estimated on data (:mod:`compscope.data.residual_moments`), a lazy entry.
+#: ``activations`` and ``covariance`` are estimated on data (:mod:`compscope.data.residual_moments`), lazy entries.
 METRICS: Registry = Registry("metric")
 METRICS.add("identity", lambda hw, ridge, model=None, device=None: identity())
 METRICS.add("embed", lambda hw, ridge, model=None, device=None: embed(hw, ridge))
 METRICS.add("unembed", lambda hw, ridge, model=None, device=None: unembed(hw, ridge))
 METRICS.lazy("activations", "compscope.data.residual_moments:activations_metric")
+METRICS.lazy("covariance", "compscope.data.residual_moments:covariance_metric")
 
 
 def get_metric(metric: str | Metric, hw: HeadWeights, ridge: float = DEFAULT_RIDGE, *, model=None, device=None) -> Metric:

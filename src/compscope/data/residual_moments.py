@@ -12,6 +12,9 @@ invariant (``compscope.core.metrics``). Layer 0's moment is estimated like the o
 pair reads through it. Norm gains are part of ``x`` (unfolded, as ``HeadWeights`` keeps them);
 the metric is estimated on the unprocessed model only (processing changes what the heads read).
 
+The ``covariance`` metric is the same residual's central second moment ``E[(x − μ)(x − μ)ᵀ]``
+(``centred=True`` below), on the same data.
+
 The same residual, sampled rather than averaged (:func:`residual_samples`), is the ``activations``
 content distribution of the rotary previous-token score (:func:`compscope.analysis.circuits.rotary_previous`).
 """
@@ -25,11 +28,17 @@ from ..errors import OptionError
 from ..core.metrics import DEFAULT_RIDGE, Metric, activations
 
 
+def _centre(G: Tensor, total: Tensor, count: int) -> Tensor:
+    """``E[x xᵀ] − μ μᵀ`` from the second moment ``G = E[x xᵀ]`` and ``total = Σ x`` over ``count`` rows."""
+    mu = total / count
+    return G - torch.outer(mu, mu)
+
+
 @torch.no_grad()
-def residual_second_moments(model, tokens: Tensor) -> dict[int, Tensor]:
+def residual_second_moments(model, tokens: Tensor, centred: bool = False) -> dict[int, Tensor]:
     """``{layer: (d, d)}`` float64 second moments of what each layer's heads read, for a
     ``ToyTransformer`` (or anything with its ``cache=`` hooks and ``blocks[l].ln1``) on
-    ``tokens: (batch, pos)``."""
+    ``tokens: (batch, pos)``; with ``centred``, central ones (covariances)."""
     if tokens.ndim != 2 or tokens.numel() == 0:
         raise OptionError(f"tokens must be a non-empty (batch, pos) tensor, got shape {tuple(tokens.shape)}")
     cache: dict = {}
@@ -39,6 +48,8 @@ def residual_second_moments(model, tokens: Tensor) -> dict[int, Tensor]:
         x = cache[f"resid_pre.{layer}"]
         x = (x if blk.ln1 is None else blk.ln1(x)).reshape(-1, x.shape[-1]).double()
         out[layer] = x.T @ x / x.shape[0]
+        if centred:
+            out[layer] = _centre(out[layer], x.sum(0), x.shape[0])
     return out
 
 
@@ -57,55 +68,64 @@ def metric_data(runner) -> str:
 
 
 def toy_activation_metric(model, sequences: int = TOY_SEQUENCES, half: int = 32, seed: int = METRIC_SEED,
-                          ridge: float = DEFAULT_RIDGE, device=None) -> Metric:
-    """The ``activations`` metric of a toy model (folder or built-in name) from ``sequences``
-    held-out repeated random sequences ``[t, t]``, ``|t| = min(half, n_ctx / 2)``, run on
-    ``device`` (default CUDA when present)."""
+                          ridge: float = DEFAULT_RIDGE, device=None, centred: bool = False) -> Metric:
+    """The ``activations`` metric (``covariance`` with ``centred``) of a toy model (folder or
+    built-in name) from ``sequences`` held-out repeated random sequences ``[t, t]``,
+    ``|t| = min(half, n_ctx / 2)``, run on ``device`` (default CUDA when present)."""
     from ..loading.builtin import find_toy
     from .runner import runner_for
 
     path = find_toy(model)
     if path is None:
-        raise OptionError(f"{model}: the activations metric is estimated on data for compscope's toy models only; "
+        raise OptionError(f"{model}: the {_name(centred)} metric is estimated on data for compscope's toy models only; "
                           "for another model pass compscope.core.metrics.activations(second moments)")
-    return _toy_metric(runner_for(path, device=device), sequences, half, seed, ridge)
+    return _toy_metric(runner_for(path, device=device), sequences, half, seed, ridge, centred=centred)
 
 
-def _toy_metric(runner, sequences: int, half: int, seed: int, ridge: float, hw=None) -> Metric:
-    """The activations metric of a toy runner's model on held-out repeated random sequences, for the
-    heads of ``hw`` (default the runner's)."""
+def _name(centred: bool) -> str:
+    return "covariance" if centred else "activations"
+
+
+def _toy_metric(runner, sequences: int, half: int, seed: int, ridge: float, hw=None, centred: bool = False) -> Metric:
+    """The activations (or covariance) metric of a toy runner's model on held-out repeated random
+    sequences, for the heads of ``hw`` (default the runner's)."""
     from ..toy.storage import held_out_repeats
 
     tokens = held_out_repeats(runner.model, sequences, half, seed)
-    return activations(runner_second_moments(runner, tokens, batch_size=sequences, hw=hw), ridge)
+    return activations(runner_second_moments(runner, tokens, batch_size=sequences, hw=hw, centred=centred), ridge,
+                       _name(centred))
 
 
 @torch.no_grad()
-def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16, hw=None) -> dict[int, Tensor]:
+def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16, hw=None,
+                          centred: bool = False) -> dict[int, Tensor]:
     """``{layer: (d, d)}`` float64 second moments of what each layer's heads read, for any runner
-    on ``tokens: (batch, seq)``, ``batch_size`` sequences at a time. ``hw``: the weights whose heads
-    read (default the runner's; with norm gains folded the heads read the norm's output without
-    its gain)."""
+    on ``tokens: (batch, seq)``, ``batch_size`` sequences at a time; with ``centred``, central ones
+    (covariances). ``hw``: the weights whose heads read (default the runner's; with norm gains
+    folded the heads read the norm's output without its gain)."""
     from ..core.attention import read_input
 
     hw = runner.weights_here(hw)
     acc = {l: torch.zeros(hw.d_model, hw.d_model, dtype=torch.float64, device=runner.device) for l in range(hw.n_layers)}
+    total = {l: torch.zeros(hw.d_model, dtype=torch.float64, device=runner.device) for l in range(hw.n_layers)}
     count = 0
     for b0 in range(0, tokens.shape[0], batch_size):
         tr = runner.trace(tokens[b0 : b0 + batch_size])
         for l in range(hw.n_layers):
             x = read_input(hw, l, tr.resid[l]).reshape(-1, hw.d_model).double()
             acc[l] += x.T @ x
+            total[l] += x.sum(0)
         count += tr.resid[0].shape[0] * tr.resid[0].shape[1]
-    return {l: (G / count).cpu() for l, G in acc.items()}
+    return {l: (_centre(G / count, total[l], count) if centred else G / count).cpu() for l, G in acc.items()}
 
 
 def data_activation_metric(runner, sequences: int = TEXT_SEQUENCES, seq_len: int = TEXT_LENGTH, seed: int = METRIC_SEED,
-                           ridge: float = DEFAULT_RIDGE, hw=None) -> Metric:
-    """The ``activations`` metric of a runner's model: on natural text when it has a tokenizer
-    (``sequences`` of ``seq_len`` tokens, at most the model's context), else on held-out repeated
-    random sequences."""
-    return activations(runner_second_moments(runner, metric_tokens(runner, sequences, seq_len, seed), hw=hw), ridge)
+                           ridge: float = DEFAULT_RIDGE, hw=None, centred: bool = False) -> Metric:
+    """The ``activations`` metric (``covariance`` with ``centred``) of a runner's model: on natural
+    text when it has a tokenizer (``sequences`` of ``seq_len`` tokens, at most the model's
+    context), else on held-out repeated random sequences."""
+    tokens = metric_tokens(runner, sequences, seq_len, seed)
+    return activations(runner_second_moments(runner, tokens, hw=hw, centred=centred), ridge, _name(centred))
 
 
 def metric_tokens(runner, sequences: int, seq_len: int, seed: int) -> Tensor:
@@ -181,30 +201,37 @@ def content_samples(hw, model, sequences: int = CONTENT_SEQUENCES, seq_len: int 
     return residual_samples(runner, metric_tokens(runner, sequences, seq_len, seed), seed=seed, hw=hw, progress=progress)
 
 
-def activations_metric(hw, ridge: float, model, device=None) -> Metric:
-    """The registered ``activations`` metric (``compscope.core.metrics.METRICS``): estimated on
-    data for ``model``, which must be the source ``hw`` was loaded from (a name or folder) or a
-    runner already holding the model (:mod:`compscope.data.runner`). ``device``: where a model
-    loaded from files runs (default CUDA when present); a runner or model object runs where it is,
-    and another device for it is refused."""
+def activations_metric(hw, ridge: float, model, device=None, centred: bool = False) -> Metric:
+    """The registered ``activations`` metric (``compscope.core.metrics.METRICS``; ``covariance``
+    with ``centred``): estimated on data for ``model``, which must be the source ``hw`` was loaded
+    from (a name or folder) or a runner already holding the model (:mod:`compscope.data.runner`).
+    ``device``: where a model loaded from files runs (default CUDA when present); a runner or model
+    object runs where it is, and another device for it is refused."""
     from .runner import Runner, ToyRunner, runner_for
 
+    name = _name(centred)
     if device is not None and isinstance(model, Runner):
         model = runner_for(model, device=device)  # the same runner, or a one-line refusal
 
     if isinstance(model, ToyRunner):
-        return _toy_metric(model, TOY_SEQUENCES, 32, METRIC_SEED, ridge, hw)
+        return _toy_metric(model, TOY_SEQUENCES, 32, METRIC_SEED, ridge, hw, centred)
     if isinstance(model, Runner):  # the model runs unprocessed; hw's heads (processed or not) read
-        return data_activation_metric(model, ridge=ridge, hw=hw)
+        return data_activation_metric(model, ridge=ridge, hw=hw, centred=centred)
     if model is None or model is hw:
-        raise OptionError("metric 'activations' is estimated on data by running the model: pass the model itself "
+        raise OptionError(f"metric {name!r} is estimated on data by running the model: pass the model itself "
                           "(a name or folder) to compscope.scores, not HeadWeights, or pass a Metric from "
                           "compscope.core.metrics.activations(second moments)")
     if hw.meta.processed_here:
-        raise OptionError("metric 'activations' is estimated on the unprocessed model: drop the processing options "
+        raise OptionError(f"metric {name!r} is estimated on the unprocessed model: drop the processing options "
                           f"({', '.join(hw.meta.processed_here)})")
     from ..loading.builtin import find_toy
 
     if find_toy(model) is not None:
-        return toy_activation_metric(model, ridge=ridge, device=device)
-    return data_activation_metric(runner_for(model, hw, device=device), ridge=ridge)
+        return toy_activation_metric(model, ridge=ridge, device=device, centred=centred)
+    return data_activation_metric(runner_for(model, hw, device=device), ridge=ridge, centred=centred)
+
+
+def covariance_metric(hw, ridge: float, model, device=None) -> Metric:
+    """The registered ``covariance`` metric: :func:`activations_metric` with the residual centred
+    on its mean, ``G_l = E[(x − μ_l)(x − μ_l)ᵀ]``, on the same data."""
+    return activations_metric(hw, ridge, model, device, centred=True)

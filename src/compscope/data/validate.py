@@ -52,7 +52,7 @@ from ..errors import OptionError
 #: the K measure and metric of the induction-circuit pair score (writer's previous-token score × K)
 CIRCUIT_MEASURE = ("frobenius", "identity")
 #: metrics judged by default (each skipped, with a note, where the model lacks what it needs)
-DEFAULT_METRICS = ("identity", "embed", "activations")
+DEFAULT_METRICS = ("identity", "embed", "activations", "covariance")
 
 
 @dataclass
@@ -350,7 +350,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
                "first_token": runner.bos,
                "python": python_version(), "torch": torch.__version__, "device": str(runner.device),
                "model_dtype": str(runner.dtype).removeprefix("torch."),
-               "activations_metric_data": metric_data(runner) if "activations" in tables else None,
+               "activations_metric_data": metric_data(runner) if {"activations", "covariance"} & set(tables) else None,
                "head_scores_content": list(contents),
                "writer_previous_auroc": writer_auroc or None,
                "circuit_auroc": circuit_auroc or None, "circuit_measure": list(CIRCUIT_MEASURE),
