@@ -1,6 +1,6 @@
 """The whole verdict on a real model (default SmolLM2-135M): ``compscope.validate`` with its defaults
 (64 sequences for the labels, 16 of them for the interventions, every measure of every pair under
-identity, embed and activations), with the wall time and the peak memory of the process.
+identity, embed, activations and covariance), with the wall time and the peak memory of the process.
 
     python bench/validate_real.py                 # smollm2
     python bench/validate_real.py --model gemma3-270m
