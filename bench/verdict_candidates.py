@@ -7,7 +7,9 @@ candidate, printing the AUROC against the label truth (previous-token >= 0.4 bef
 
 - ``interventions``: the K effects themselves (the ceiling of any composition score against the
   label truth);
-- every measure under ``identity``, ``embed`` and ``unembed``;
+- every measure under ``identity``, ``embed`` and ``unembed``, and under the metrics estimated on
+  data (the model runs once more: ``activations``, ``covariance`` and their ``-own`` variants, each
+  reading factor in its own layer's moment), here to three decimals;
 - two weight-statistics metrics (the seed's option 2: statistics of all heads at once, which
   move with the residual gauge as ``G -> T G Tᵀ``): ``writers``, ``G = Σ_heads W_O W_Oᵀ`` (what
   the heads write), and ``readers``, ``G = (Σ_heads W_Qᵀ W_Q + W_Kᵀ W_K + W_Vᵀ W_V)^{-1}``;
@@ -45,7 +47,8 @@ import torch  # noqa: E402
 import compscope  # noqa: E402
 from compscope.analysis.circuits import induction_matching, positional_previous, rotary_previous  # noqa: E402
 from compscope.core.metrics import from_gram, get_metric  # noqa: E402
-from compscope.data.validate import auroc, confirmed_pairs, previous_contents, true_pairs, writer_pairs  # noqa: E402
+from compscope.data.runner import runner_for  # noqa: E402
+from compscope.data.validate import ON_DATA, auroc, confirmed_pairs, previous_contents, true_pairs, writer_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
 
 MEASURES = ("frobenius", "tight", "overlap", "spectral", "bandwidth")
@@ -107,6 +110,9 @@ def main() -> None:
                "writers": from_gram("writers", writers), "readers": from_gram("readers", readers, invert=True)}
     if hw.W_U is not None:
         metrics["unembed"] = get_metric("unembed", hw)
+    runner = runner_for(args.model, hw)  # loaded once for the four metrics estimated on data
+    for name in ON_DATA:
+        metrics[name] = get_metric(name, hw, model=runner)
     dense = {}
     for name, met in metrics.items():
         table = scores(hw, "K", list(MEASURES), met, pairs="all", progress=False)
@@ -126,7 +132,7 @@ def main() -> None:
                 rows.append((m, f"{name}, offset {delta}", auroc(x, truth), auroc(x, confirmed)))
     _print(rows, "candidate")
     circuit = []
-    previous = _previous_scores(hw, args.model)
+    previous = _previous_scores(hw, runner)
     if previous:
         match = induction_matching(hw, progress=True)
         circuit.append(("matching through the writer", "-", auroc(match, truth), auroc(match, confirmed)))

@@ -63,8 +63,11 @@ def sqrtm(G):
     return (v * np.sqrt(e)) @ v.T, (v / np.sqrt(e)) @ v.T
 
 
-def check_dense(hw, t, metric="identity", offset=0, measures=ALL, kinds="QKV"):
-    """Every pair's measures in ``t`` against dense float64 numpy matrices; returns the count."""
+def check_dense(hw, t, metric="identity", offset=0, measures=ALL, kinds="QKV", roots=None, own_reads=False):
+    """Every pair's measures in ``t`` against dense float64 numpy matrices; returns the count.
+    ``roots``: ``{layer: (G^{1/2}, G^{-1/2})}`` of a per-layer metric (then ``metric`` is not
+    read): every factor of a pair takes the reader layer's, or with ``own_reads`` the writer's
+    ``W_V`` its own layer's."""
     n = lambda x: x.double().numpy()  # noqa: E731
     d = hw.d_model
     if metric == "identity":
@@ -77,8 +80,11 @@ def check_dense(hw, t, metric="identity", offset=0, measures=ALL, kinds="QKV"):
     for l1 in range(hw.n_layers):
         for h1 in range(hw.n_heads):
             g1 = hw.kv_map[h1]
-            A = Si @ n(hw.W_O[l1, h1]) @ n(hw.W_V[l1, g1]) @ S
             for l2 in range(l1 + 1, hw.n_layers):
+                if roots is not None:
+                    S, Si = roots[l2]
+                S1 = roots[l1][0] if own_reads else S
+                A = Si @ n(hw.W_O[l1, h1]) @ n(hw.W_V[l1, g1]) @ S1
                 R = np.eye(hw.d_head) if hw.rotary is None else rot_matrix(float(hw.rotary.inv_freq[l2, 0]), offset, hw.d_head)
                 for h2 in range(hw.n_heads):
                     g2 = hw.kv_map[h2]
@@ -285,6 +291,65 @@ def test_activation_metric_per_layer_matches_dense_and_refuses_missing_layers():
             assert float(top.dense(m, "V")[l1, h1, l2, h2]) == pytest.approx(ref[m], rel=1e-5), (m, l1, h1, l2, h2)
     with pytest.raises(OptionError, match="no G for layer 2"):
         scores(hw, "V", ["frobenius"], metric=activations({1: Gs[1]}), progress=False)
+
+
+def _layer_grams(hw, seed):
+    g = torch.Generator().manual_seed(seed)
+    d = hw.d_model
+    return {l: (lambda M: M @ M.T / d + 0.5 * torch.eye(d, dtype=torch.float64))(torch.randn(d, d, generator=g, dtype=torch.float64))
+            for l in range(hw.n_layers)}
+
+
+@pytest.mark.parametrize("own_reads", [False, True])
+def test_a_per_layer_metric_whitens_the_writer_input_by_the_reader_or_its_own_layer(own_reads):
+    """Per-layer ``G_l``, every pair, kind and measure against dense numpy: the writer's
+    ``G_{l2}^{-1/2} W_O W_V G^{1/2}`` with the reader's ``G_{l2}`` or (``own_reads``) its own
+    ``G_{l1}``; :func:`compose_pair` agrees with the engine; the two choices differ."""
+    import dataclasses
+
+    from compscope.analysis.pair import compose_pair
+    from compscope.core.metrics import activations
+
+    hw = model(L=4, seed=3)
+    Gs = _layer_grams(hw, 6)
+    met = dataclasses.replace(activations(Gs, ridge=0.0), own_reads=own_reads)
+    t = scores(hw, "QKV", ALL, metric=met, offset=1, pairs="all", progress=False)
+    roots = {l: sqrtm(G.numpy()) for l, G in Gs.items()}
+    assert check_dense(hw, t, offset=1, roots=roots, own_reads=own_reads) == 3 * 6 * (4 * 4 * 6)
+    for kind in "QKV":
+        rep = compose_pair(hw, (1, 2), (3, 0), kind, met, offset=1)
+        for m in ALL:
+            assert rep.measures[m] == pytest.approx(float(t.dense(m, kind)[1, 2, 3, 0]), rel=1e-6, abs=1e-9), (kind, m)
+    other = scores(hw, "K", ["frobenius"], metric=dataclasses.replace(met, own_reads=not own_reads), progress=False)
+    f, g = t.dense("frobenius", "K"), other.dense("frobenius", "K")
+    assert not torch.allclose(f[0, :, 1], g[0, :, 1], rtol=1e-3) and not torch.allclose(f[1, :, 3], g[1, :, 3], rtol=1e-3)
+    same = {l: Gs[0] for l in Gs}  # one G for every layer: nothing to choose
+    a, b = (scores(hw, "K", ["frobenius"], metric=dataclasses.replace(activations(same, ridge=0.0), own_reads=o),
+                   progress=False).dense("frobenius", "K") for o in (False, True))
+    torch.testing.assert_close(a, b, equal_nan=True)
+
+
+def test_reading_own_layers_metric_is_gauge_invariant():
+    """``x → T x`` moves every ``G_l → T G_l Tᵀ``; with each reading factor in its own layer's
+    ``G`` every measure of every pair stays the same."""
+    import dataclasses
+
+    from compscope.core.metrics import activations
+
+    hw = model(rotary=False, L=4, seed=7)
+    Gs = _layer_grams(hw, 2)
+    g = torch.Generator().manual_seed(11)
+    T = torch.randn(hw.d_model, hw.d_model, generator=g, dtype=torch.float64) + 3 * torch.eye(hw.d_model, dtype=torch.float64)
+    Ti = torch.linalg.inv(T)
+    f = lambda x: x.double()  # noqa: E731
+    moved = hw.replace(W_Q=(f(hw.W_Q) @ Ti).float(), W_K=(f(hw.W_K) @ Ti).float(), W_V=(f(hw.W_V) @ Ti).float(),
+                       W_O=(T @ f(hw.W_O)).float())
+    own = lambda G: dataclasses.replace(activations(G, ridge=0.0), own_reads=True)  # noqa: E731
+    a = scores(hw, "QKV", ALL, metric=own(Gs), pairs="all", progress=False)
+    b = scores(moved, "QKV", ALL, metric=own({l: T @ G @ T.T for l, G in Gs.items()}), pairs="all", progress=False)
+    for m in ALL:
+        for k in "QKV":
+            torch.testing.assert_close(a.dense(m, k), b.dense(m, k), rtol=1e-4, atol=1e-5, equal_nan=True)
 
 
 def test_a_metric_from_a_gram_matrix_and_from_its_inverse():

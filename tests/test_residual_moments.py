@@ -208,11 +208,15 @@ def test_a_folder_without_tokenizer_files_has_no_tokenizer(tmp_path, variant):
     assert set(data_activation_metric(runner, sequences=4).sqrt) == set(range(runner.hw.n_layers))
 
 
-def test_the_covariance_metric_by_name_is_the_centred_moment_of_the_held_out_repeats():
-    """``metric='covariance'`` on the default model: every score equals the one under
-    ``activations(G)`` with ``G`` the covariance computed here by hand (ln1 of the cached residual,
-    centred) on the same held-out sequences; and it differs from the ``activations`` metric's.
-    Like it, weights alone are refused with a one-line error naming the metric."""
+@pytest.mark.parametrize("own", [False, True])
+def test_the_covariance_metric_by_name_is_the_centred_moment_of_the_held_out_repeats(own):
+    """``metric='covariance'`` (``'covariance-own'``) on the default model: every score equals the
+    one under ``activations(G)`` (with ``own_reads``) with ``G`` the covariance computed here by hand
+    (ln1 of the cached residual, centred) on the same held-out sequences; and it differs from the
+    ``activations`` metric's, and the ``-own`` variant from the other. Like ``activations``,
+    weights alone are refused with a one-line error naming the metric."""
+    import dataclasses
+
     import compscope
     from compscope.data.residual_moments import METRIC_SEED, TOY_SEQUENCES
     from compscope.loading.builtin import find_toy
@@ -229,12 +233,14 @@ def test_the_covariance_metric_by_name_is_the_centred_moment_of_the_held_out_rep
         x = (x if blk.ln1 is None else blk.ln1(x)).reshape(-1, x.shape[-1]).double()
         x = x - x.mean(0)
         G[layer] = x.T @ x / x.shape[0]
-    want = scores("induction-2l", "QK", ALL, activations(G), pairs="all", progress=False)
-    got = scores("induction-2l", "QK", ALL, "covariance", pairs="all", progress=False)
-    assert set(got.to_pandas().metric) == {"covariance"}
+    name = "covariance-own" if own else "covariance"
+    want = scores("induction-2l", "QK", ALL, dataclasses.replace(activations(G), own_reads=own), pairs="all", progress=False)
+    got = scores("induction-2l", "QK", ALL, name, pairs="all", progress=False)
+    assert set(got.to_pandas().metric) == {name}
     for key, v in want.values.items():
         torch.testing.assert_close(got.values[key], v, rtol=1e-4, atol=1e-5, equal_nan=True)
-    second = scores("induction-2l", "K", ["frobenius"], "activations", progress=False).dense("frobenius", "K")
-    assert (second - got.dense("frobenius", "K")).nan_to_num().abs().max() > 1e-3
-    with pytest.raises(OptionError, match="metric 'covariance' is estimated on data"):
-        scores(compscope.load("induction-2l"), "K", ["frobenius"], "covariance", progress=False)
+    for other in ("activations-own" if own else "activations", "covariance" if own else "covariance-own"):
+        second = scores("induction-2l", "K", ["frobenius"], other, progress=False).dense("frobenius", "K")
+        assert (second - got.dense("frobenius", "K")).nan_to_num().abs().max() > 1e-3, other
+    with pytest.raises(OptionError, match=f"metric '{name}' is estimated on data"):
+        scores(compscope.load("induction-2l"), "K", ["frobenius"], name, progress=False)

@@ -218,3 +218,18 @@ def test_a_bidirectional_model_is_judged_on_previous_token_heads_only():
                  metrics=("identity",), progress=False)
     assert [h["score"] for h in v.heads] == ["previous_token"]
     assert any("bidirectional model" in n for n in v.notes)
+
+
+def test_a_metric_with_a_long_name_is_judged_recorded_and_aligned():
+    """``covariance-own`` alone: its rows are the verdict's, the data it is estimated on are
+    recorded, and the ranked table's columns line up under a header as wide as its name."""
+    v = validate("induction-2l", kinds="K", metrics=("covariance-own",), sequences=32, half=16,
+                 intervention_sequences=8, progress=False)
+    assert {r["metric"] for r in v.rows} == {"covariance-own"} and v.options["metrics"] == ["covariance-own"]
+    assert v.options["activations_metric_data"]
+    lines = v.format().splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("measure "))
+    rows = [line for line in lines[header + 1:] if line.startswith(("frobenius ", "tight "))]
+    assert rows and all(len(r) == len(rows[0]) for r in rows)
+    end = lines[header].index("rho K") + len("rho K")  # right-aligned: each value ends where the header does
+    assert all(r[end - 1].isdigit() and r[end] == " " for r in rows), rows

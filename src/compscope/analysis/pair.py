@@ -119,9 +119,11 @@ def compose_pair(
         raise OptionError(f"writer layer {l1} must come before reader layer {l2}")
     met = get_metric(metric, hw, ridge)
     per_layer = not met.is_identity and None not in met.sqrt
-    S, Si = met.for_layer(l2 if per_layer else -1)
-    writer_map = head_circuit(hw, l1, h1, "W", sqrt=S, inv_sqrt=Si, dtype=torch.float64)
-    reader_map = head_circuit(hw, l2, h2, kind, sqrt=S, inv_sqrt=Si, offset=offset, dtype=torch.float64)
+    at = l2 if per_layer else -1
+    writer_map = head_circuit(hw, l1, h1, "W", sqrt=met.for_factor("V", l1, at), inv_sqrt=met.for_factor("O", l1, at),
+                              dtype=torch.float64)
+    reader_map = head_circuit(hw, l2, h2, kind, sqrt=met.for_factor("Q", l2, at), inv_sqrt=met.for_factor("O", l2, at),
+                              offset=offset, dtype=torch.float64)
     p = pair_spectra(writer_map, reader_map, baseline=True)
     a, b, X = p.a[0], p.b[0], p.X[0]
     k = min(len(a), len(b))

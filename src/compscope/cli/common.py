@@ -69,7 +69,8 @@ def processing(args) -> dict:
 
 
 def metric_names() -> str:
-    return "identity, embed, unembed, activations or covariance (the last two estimated on data by running the model)"
+    return ("identity, embed, unembed, activations, covariance, activations-own or covariance-own (the last four "
+            "estimated on data by running the model; -own: each reading factor in its own layer's G)")
 
 
 def add_scoring(p: argparse.ArgumentParser, default_kinds: str, default_measures: tuple[str, ...]) -> None:
@@ -82,7 +83,7 @@ def add_scoring(p: argparse.ArgumentParser, default_kinds: str, default_measures
                    help="for bandwidth/spectral: 'all' or the top N pairs by frobenius per kind (default 256)")
     p.add_argument("--precision", default="float32", choices=["float32", "float64", "tf32", "bfloat16"],
                    help="precision of the large products (default float32; tf32 and bfloat16: reduced, for GPUs)")
-    add_device(p, "where to compute (and where --metric activations or covariance runs the model)")
+    add_device(p, "where to compute (and where a --metric estimated on data runs the model)")
     p.add_argument("--max-memory", metavar="GIB", help="GiB for tiles and blocks, beyond the per-head bases (default: a quarter of the free memory)")
 
 

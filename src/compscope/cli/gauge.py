@@ -24,8 +24,8 @@ def add_arguments(p) -> None:
     p.add_argument("--measure", action="append", dest="measures", metavar="NAME",
                    help=f"a measure (repeatable; 'all' for every one; default {', '.join(DEFAULT)})")
     p.add_argument("--metric", action="append", dest="metrics", choices=["identity", "embed", "unembed"], metavar="NAME",
-                   help="identity, embed or unembed (repeatable; default identity and embed); the activations "
-                        "and covariance metrics would need the changed model to run")
+                   help="identity, embed or unembed (repeatable; default identity and embed); the metrics "
+                        "estimated on data would need the changed model to run")
     p.add_argument("--seed", type=int, default=0, help="seed of the changes (default 0)")
 
 

@@ -14,6 +14,10 @@ whitened model of ``T``-transformed weights equals the original's up to an ortho
   (also ``T``-covariant: ``μ → T μ``). A part of a key's input that is the same at every position
   adds the same logit to every key of a query, which the softmax ignores (exactly without rotary
   positions or QK-norm); the covariance leaves that part out of the metric, the second moment does not.
+- ``activations-own``, ``covariance-own``: the same ``G_l``, but each reading factor takes the ``G``
+  of the layer it reads (the writer's ``W_V`` its own ``G_{l1}``: the input its output comes
+  from), each writing factor the reader's ``G_{l2}``. Still ``GL(d)``-invariant: the whitened
+  writer ``G_{l2}^{-1/2} W_O W_V G_{l1}^{1/2}`` moves by an orthogonal matrix on each side.
 
 Ill-conditioned ``G`` is regularised by a ridge ``G + λ I`` with ``λ = ridge · tr(G)/d``
 (default ``ridge = 1e-6``); the condition numbers before and after are recorded.
@@ -44,10 +48,20 @@ class Metric:
     inv_sqrt: dict[int | None, Tensor] = field(default_factory=dict)
     ridge: float = 0.0
     condition: dict[int | None, tuple[float, float]] = field(default_factory=dict)  # (raw, regularised)
+    #: per-layer metrics: False, every factor of a pair ``l1 → l2`` uses the reader's ``G_{l2}``;
+    #: True, a reading factor (``W_Q``, ``W_K``, ``W_V``) uses the ``G`` of the layer it reads
+    #: (the writer's ``W_V`` its own ``G_{l1}``), a writing factor the reader's ``G_{l2}``
+    own_reads: bool = False
 
     @property
     def is_identity(self) -> bool:
         return not self.sqrt
+
+    def for_factor(self, name: str, layer: int, reader_layer: int) -> Tensor | None:
+        """The ``G^{1/2}`` (reading factors ``Q``, ``K``, ``V``) or ``G^{-1/2}`` (``O``) that factor
+        ``name`` of a head in ``layer`` takes in a pair read at ``reader_layer``."""
+        s, si = self.for_layer(layer if self.own_reads and name != "O" else reader_layer)
+        return si if name == "O" else s
 
     def for_layer(self, layer: int) -> tuple[Tensor | None, Tensor | None]:
         key = layer if layer in self.sqrt else None
@@ -121,13 +135,16 @@ def activations(second_moments: Tensor | dict[int, Tensor], ridge: float = DEFAU
 #: metrics by name: factories ``(hw, ridge, model, device) -> Metric``; ``model`` is what the user
 #: passed (a name, a folder, an object) when a metric needs the model itself, else None;
 #: ``device``: where a metric estimated on data runs the model (None: the runner's default).
-#: ``activations`` and ``covariance`` are estimated on data (:mod:`compscope.data.residual_moments`), lazy entries.
+#: ``activations``, ``covariance`` and their ``-own`` variants are estimated on data
+#: (:mod:`compscope.data.residual_moments`), lazy entries.
 METRICS: Registry = Registry("metric")
 METRICS.add("identity", lambda hw, ridge, model=None, device=None: identity())
 METRICS.add("embed", lambda hw, ridge, model=None, device=None: embed(hw, ridge))
 METRICS.add("unembed", lambda hw, ridge, model=None, device=None: unembed(hw, ridge))
 METRICS.lazy("activations", "compscope.data.residual_moments:activations_metric")
 METRICS.lazy("covariance", "compscope.data.residual_moments:covariance_metric")
+METRICS.lazy("activations-own", "compscope.data.residual_moments:activations_own_metric")
+METRICS.lazy("covariance-own", "compscope.data.residual_moments:covariance_own_metric")
 
 
 def get_metric(metric: str | Metric, hw: HeadWeights, ridge: float = DEFAULT_RIDGE, *, model=None, device=None) -> Metric:

@@ -13,13 +13,16 @@ pair reads through it. Norm gains are part of ``x`` (unfolded, as ``HeadWeights`
 the metric is estimated on the unprocessed model only (processing changes what the heads read).
 
 The ``covariance`` metric is the same residual's central second moment ``E[(x − μ)(x − μ)ᵀ]``
-(``centred=True`` below), on the same data.
+(``centred=True`` below), on the same data. ``activations-own`` and ``covariance-own`` whiten
+each reading factor by its own layer's moment (``Metric.own_reads``).
 
 The same residual, sampled rather than averaged (:func:`residual_samples`), is the ``activations``
 content distribution of the rotary previous-token score (:func:`compscope.analysis.circuits.rotary_previous`).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import torch
 from torch import Tensor
@@ -201,15 +204,21 @@ def content_samples(hw, model, sequences: int = CONTENT_SEQUENCES, seq_len: int 
     return residual_samples(runner, metric_tokens(runner, sequences, seq_len, seed), seed=seed, hw=hw, progress=progress)
 
 
-def activations_metric(hw, ridge: float, model, device=None, centred: bool = False) -> Metric:
+def activations_metric(hw, ridge: float, model, device=None, centred: bool = False, own_reads: bool = False) -> Metric:
     """The registered ``activations`` metric (``compscope.core.metrics.METRICS``; ``covariance``
-    with ``centred``): estimated on data for ``model``, which must be the source ``hw`` was loaded
+    with ``centred``; the ``-own`` variants with ``own_reads``, each reading factor in the ``G`` of
+    its own layer): estimated on data for ``model``, which must be the source ``hw`` was loaded
     from (a name or folder) or a runner already holding the model (:mod:`compscope.data.runner`).
     ``device``: where a model loaded from files runs (default CUDA when present); a runner or model
     object runs where it is, and another device for it is refused."""
+    name = _name(centred) + ("-own" if own_reads else "")
+    return replace(_estimated(hw, ridge, model, device, centred, name), name=name, own_reads=own_reads)
+
+
+def _estimated(hw, ridge: float, model, device, centred: bool, name: str) -> Metric:
+    """The body of :func:`activations_metric`: the metric ``_name(centred)``, ``name`` in errors."""
     from .runner import Runner, ToyRunner, runner_for
 
-    name = _name(centred)
     if device is not None and isinstance(model, Runner):
         model = runner_for(model, device=device)  # the same runner, or a one-line refusal
 
@@ -235,3 +244,15 @@ def covariance_metric(hw, ridge: float, model, device=None) -> Metric:
     """The registered ``covariance`` metric: :func:`activations_metric` with the residual centred
     on its mean, ``G_l = E[(x − μ_l)(x − μ_l)ᵀ]``, on the same data."""
     return activations_metric(hw, ridge, model, device, centred=True)
+
+
+def activations_own_metric(hw, ridge: float, model, device=None) -> Metric:
+    """The registered ``activations-own`` metric: :func:`activations_metric` with each reading
+    factor in its own layer's ``G`` (the writer's ``W_V`` in ``G_{l1}``, not the reader's ``G_{l2}``)."""
+    return activations_metric(hw, ridge, model, device, own_reads=True)
+
+
+def covariance_own_metric(hw, ridge: float, model, device=None) -> Metric:
+    """The registered ``covariance-own`` metric: ``covariance`` with each reading factor in its own
+    layer's ``G``."""
+    return activations_metric(hw, ridge, model, device, centred=True, own_reads=True)

@@ -53,6 +53,8 @@ from ..errors import OptionError
 CIRCUIT_MEASURE = ("frobenius", "identity")
 #: metrics judged by default (each skipped, with a note, where the model lacks what it needs)
 DEFAULT_METRICS = ("identity", "embed", "activations", "covariance")
+#: the metrics estimated on data (``compscope.data.residual_moments``)
+ON_DATA = ("activations", "covariance", "activations-own", "covariance-own")
 
 
 @dataclass
@@ -138,7 +140,8 @@ class Verdict:
                 line += f"; times {measure} ({metric}) " + ", ".join(_fmt(a) for a in o["circuit_auroc"].values())
             lines.append(line)
         kinds = [k for k in "QKV" if k in self.effects.by_kind]
-        header = f"{'measure':<20} {'metric':<12}" + "".join(f" {'rho ' + k:>7}" for k in kinds) + \
+        w = max([12] + [len(r["metric"]) for r in self.rows])  # the metric column
+        header = f"{'measure':<20} {'metric':<{w}}" + "".join(f" {'rho ' + k:>7}" for k in kinds) + \
             (f" {'AUROC K':>8} {'confirmed':>9}" if "K" in kinds else "") + "  axioms kept"
         if self.rows:
             lines += ["", header]
@@ -151,7 +154,7 @@ class Verdict:
             k_row = ks.get("K", {})
             au = f" {_fmt(k_row.get('auroc')):>8} {_fmt(k_row.get('auroc_confirmed')):>9}" if "K" in kinds else ""
             ax = next(iter(ks.values()))["axioms"]
-            lines.append(f"{m:<20} {met:<12}{cells}{au}  {ax}")
+            lines.append(f"{m:<20} {met:<{w}}{cells}{au}  {ax}")
         for content, title in (("embed", "weights vs data, per head: "),
                                ("activations", "  with the residual each layer reads on data as the content of the rotary previous-token score: ")):
             hs = [h for h in self.heads if h.get("content", "embed") == content]
@@ -350,7 +353,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
                "first_token": runner.bos,
                "python": python_version(), "torch": torch.__version__, "device": str(runner.device),
                "model_dtype": str(runner.dtype).removeprefix("torch."),
-               "activations_metric_data": metric_data(runner) if {"activations", "covariance"} & set(tables) else None,
+               "activations_metric_data": metric_data(runner) if set(ON_DATA) & set(tables) else None,
                "head_scores_content": list(contents),
                "writer_previous_auroc": writer_auroc or None,
                "circuit_auroc": circuit_auroc or None, "circuit_measure": list(CIRCUIT_MEASURE),

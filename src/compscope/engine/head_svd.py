@@ -102,8 +102,8 @@ def _factor(hw: HeadWeights, metric: Metric, layer_metric: int | None, layer: in
     rotated for ``K``), ``(head, r, d)`` per query head, or per K/V head with ``shared`` (GQA:
     transformed once for all the query heads that share it). Written into ``out`` (whose dtype
     and device it takes), or the stored weights themselves when they need no change."""
-    s, si = metric.for_layer(layer_metric if layer_metric is not None else -1)
-    w = layer_factor(hw, layer, name, sqrt=s, inv_sqrt=si, offset=offset, per_kv=True, device=out.device)
+    m = metric.for_factor(name, layer, layer_metric if layer_metric is not None else -1)
+    w = layer_factor(hw, layer, name, sqrt=m, inv_sqrt=m, offset=offset, per_kv=True, device=out.device)
     if name in "KV" and not shared and list(hw.kv_map) != list(range(hw.n_kv_heads)):
         return out.copy_(w[torch.tensor(hw.kv_map, device=w.device)])
     if w.dtype == out.dtype:
