@@ -1,7 +1,8 @@
 """Candidates for the previous-token → induction K-pair AUROC, judged against a saved verdict.
 
 ``compscope validate MODEL --out DIR`` saves the activation labels and the interventions; this
-script reads them back (nothing runs on data again) and scores every pair of ``MODEL`` with each
+script reads them back (no labels or interventions again; the model runs only for the metrics
+estimated on data and the rotary heads' residual content) and scores every pair of ``MODEL`` with each
 candidate, printing the AUROC against the label truth (previous-token >= 0.4 before induction
 >= 0.3) and against the confirmed truth (those pairs whose K effect is >= 0.05):
 
@@ -46,9 +47,9 @@ import torch  # noqa: E402
 
 import compscope  # noqa: E402
 from compscope.analysis.circuits import induction_matching, positional_previous, rotary_previous  # noqa: E402
-from compscope.core.metrics import from_gram, get_metric  # noqa: E402
+from compscope.core.metrics import ON_DATA, from_gram, get_metric  # noqa: E402
 from compscope.data.runner import runner_for  # noqa: E402
-from compscope.data.validate import ON_DATA, auroc, confirmed_pairs, previous_contents, true_pairs, writer_pairs  # noqa: E402
+from compscope.data.validate import auroc, confirmed_pairs, previous_contents, true_pairs, writer_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
 
 MEASURES = ("frobenius", "tight", "overlap", "spectral", "bandwidth")

@@ -145,6 +145,8 @@ METRICS.lazy("activations", "compscope.data.residual_moments:activations_metric"
 METRICS.lazy("covariance", "compscope.data.residual_moments:covariance_metric")
 METRICS.lazy("activations-own", "compscope.data.residual_moments:activations_own_metric")
 METRICS.lazy("covariance-own", "compscope.data.residual_moments:covariance_own_metric")
+#: the names of the metrics estimated on data
+ON_DATA = ("activations", "covariance", "activations-own", "covariance-own")
 
 
 def get_metric(metric: str | Metric, hw: HeadWeights, ridge: float = DEFAULT_RIDGE, *, model=None, device=None) -> Metric:

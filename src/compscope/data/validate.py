@@ -48,13 +48,12 @@ import torch
 from torch import Tensor
 
 from ..errors import OptionError
+from ..core.metrics import ON_DATA
 
 #: the K measure and metric of the induction-circuit pair score (writer's previous-token score × K)
 CIRCUIT_MEASURE = ("frobenius", "identity")
 #: metrics judged by default (each skipped, with a note, where the model lacks what it needs)
 DEFAULT_METRICS = ("identity", "embed", "activations", "covariance")
-#: the metrics estimated on data (``compscope.data.residual_moments``)
-ON_DATA = ("activations", "covariance", "activations-own", "covariance-own")
 
 
 @dataclass
