@@ -9,7 +9,7 @@ candidate, printing the AUROC against the label truth (previous-token >= 0.4 bef
 - ``interventions``: the K effects themselves (the ceiling of any composition score against the
   label truth);
 - every measure under ``identity``, ``embed`` and ``unembed``, and under the metrics estimated on
-  data (the model runs once more: ``activations``, ``covariance`` and their ``-own`` variants, each
+  data (the model runs over the text once for all four: ``activations``, ``covariance`` and their ``-own`` variants, each
   reading factor in its own layer's moment), here to three decimals;
 - two weight-statistics metrics (the seed's option 2: statistics of all heads at once, which
   move with the residual gauge as ``G -> T G Tᵀ``): ``writers``, ``G = Σ_heads W_O W_Oᵀ`` (what
@@ -111,7 +111,7 @@ def main() -> None:
                "writers": from_gram("writers", writers), "readers": from_gram("readers", readers, invert=True)}
     if hw.W_U is not None:
         metrics["unembed"] = get_metric("unembed", hw)
-    runner = runner_for(args.model, hw)  # loaded once for the four metrics estimated on data
+    runner = runner_for(args.model, hw)  # loaded once; one pass over the text serves the four metrics on data
     for name in ON_DATA:
         metrics[name] = get_metric(name, hw, model=runner)
     dense = {}

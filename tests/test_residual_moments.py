@@ -101,7 +101,8 @@ def test_cli_scores_with_the_data_metric(capsys, tmp_path):
 
 def test_second_moments_of_a_transformers_model_equal_what_its_attention_reads():
     """A tiny random Llama: G_l from the runner equals E[x xᵀ] of the input HF's own self_attn
-    receives (after input_layernorm, gain included), by a hook on that module."""
+    receives (after input_layernorm, gain included), by a hook on that module; the covariance of
+    the same tokens is taken from the same pass (the model runs once per batch, not twice)."""
     pytest.importorskip("transformers")
     from hf_tiny import BY_ID, build, random_ids
 
@@ -120,8 +121,12 @@ def test_second_moments_of_a_transformers_model_equal_what_its_attention_reads()
         model(input_ids=ids)
     for h in hooks:
         h.remove()
+    traced = []
+    trace = runner.trace
+    runner.trace = lambda tokens: traced.append(len(tokens)) or trace(tokens)
     got = runner_second_moments(runner, ids, batch_size=2)
     cov = runner_second_moments(runner, ids, batch_size=2, centred=True)
+    assert traced == [2, 2, 1]
     for layer, x in seen.items():
         x = x.reshape(-1, x.shape[-1]).double()
         torch.testing.assert_close(got[layer], x.T @ x / x.shape[0], rtol=1e-5, atol=1e-7)
@@ -131,6 +136,7 @@ def test_second_moments_of_a_transformers_model_equal_what_its_attention_reads()
     assert met.name == "activations" and set(met.sqrt) == set(range(runner.hw.n_layers))
     met = data_activation_metric(runner, sequences=4, seq_len=8, centred=True)
     assert met.name == "covariance" and set(met.sqrt) == set(range(runner.hw.n_layers))
+    assert traced == [2, 2, 1, 4]  # other tokens: one more pass, shared by both metrics
 
 
 def test_residual_samples_are_the_normed_residual_after_the_first_position():

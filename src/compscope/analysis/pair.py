@@ -118,11 +118,9 @@ def compose_pair(
     if not l1 < l2:
         raise OptionError(f"writer layer {l1} must come before reader layer {l2}")
     met = get_metric(metric, hw, ridge)
-    per_layer = not met.is_identity and None not in met.sqrt
-    at = l2 if per_layer else -1
-    writer_map = head_circuit(hw, l1, h1, "W", sqrt=met.for_factor("V", l1, at), inv_sqrt=met.for_factor("O", l1, at),
+    writer_map = head_circuit(hw, l1, h1, "W", sqrt=met.for_factor("V", l1, l2), inv_sqrt=met.for_factor("O", l1, l2),
                               dtype=torch.float64)
-    reader_map = head_circuit(hw, l2, h2, kind, sqrt=met.for_factor("Q", l2, at), inv_sqrt=met.for_factor("O", l2, at),
+    reader_map = head_circuit(hw, l2, h2, kind, sqrt=met.for_factor("Q", l2, l2), inv_sqrt=met.for_factor("O", l2, l2),
                               offset=offset, dtype=torch.float64)
     p = pair_spectra(writer_map, reader_map, baseline=True)
     a, b, X = p.a[0], p.b[0], p.X[0]

@@ -59,7 +59,8 @@ class Metric:
 
     def for_factor(self, name: str, layer: int, reader_layer: int) -> Tensor | None:
         """The ``G^{1/2}`` (reading factors ``Q``, ``K``, ``V``) or ``G^{-1/2}`` (``O``) that factor
-        ``name`` of a head in ``layer`` takes in a pair read at ``reader_layer``."""
+        ``name`` of a head in ``layer`` takes in a pair read at ``reader_layer`` (one ``G`` for
+        every layer: that one, whatever the layers)."""
         s, si = self.for_layer(layer if self.own_reads and name != "O" else reader_layer)
         return si if name == "O" else s
 

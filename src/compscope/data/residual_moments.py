@@ -105,20 +105,28 @@ def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16, hw=None,
     """``{layer: (d, d)}`` float64 second moments of what each layer's heads read, for any runner
     on ``tokens: (batch, seq)``, ``batch_size`` sequences at a time; with ``centred``, central ones
     (covariances). ``hw``: the weights whose heads read (default the runner's; with norm gains
-    folded the heads read the norm's output without its gain)."""
+    folded the heads read the norm's output without its gain). The sums of the latest call stay on
+    the runner: the same tokens and heads again (the covariance after the second moment, an
+    ``-own`` variant after its metric) do not run the model again."""
     from ..core.attention import read_input
 
     hw = runner.weights_here(hw)
-    acc = {l: torch.zeros(hw.d_model, hw.d_model, dtype=torch.float64, device=runner.device) for l in range(hw.n_layers)}
-    total = {l: torch.zeros(hw.d_model, dtype=torch.float64, device=runner.device) for l in range(hw.n_layers)}
-    count = 0
-    for b0 in range(0, tokens.shape[0], batch_size):
-        tr = runner.trace(tokens[b0 : b0 + batch_size])
-        for l in range(hw.n_layers):
-            x = read_input(hw, l, tr.resid[l]).reshape(-1, hw.d_model).double()
-            acc[l] += x.T @ x
-            total[l] += x.sum(0)
-        count += tr.resid[0].shape[0] * tr.resid[0].shape[1]
+    memo = runner._moments
+    if memo is not None and memo[0] is hw and memo[2] == batch_size and memo[1].shape == tokens.shape \
+            and torch.equal(memo[1], tokens):
+        acc, total, count = memo[3]
+    else:
+        acc = {l: torch.zeros(hw.d_model, hw.d_model, dtype=torch.float64, device=runner.device) for l in range(hw.n_layers)}
+        total = {l: torch.zeros(hw.d_model, dtype=torch.float64, device=runner.device) for l in range(hw.n_layers)}
+        count = 0
+        for b0 in range(0, tokens.shape[0], batch_size):
+            tr = runner.trace(tokens[b0 : b0 + batch_size])
+            for l in range(hw.n_layers):
+                x = read_input(hw, l, tr.resid[l]).reshape(-1, hw.d_model).double()
+                acc[l] += x.T @ x
+                total[l] += x.sum(0)
+            count += tr.resid[0].shape[0] * tr.resid[0].shape[1]
+        runner._moments = (hw, tokens.clone(), batch_size, (acc, total, count))
     return {l: (_centre(G / count, total[l], count) if centred else G / count).cpu() for l, G in acc.items()}
 
 
