@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import time
 
-from .common import add_model, add_processing, count, processing
+from .common import add_model, add_processing, count, metric_names, processing
 
 HELP = "write an interactive HTML report of a model's wiring (heatmaps, circuit graph, verdict, explainers)"
 DESCRIPTION = ("Write DIR/index.html (self-contained and offline: open it from disk), scores.parquet, head_labels.csv, "
@@ -25,7 +25,7 @@ def add_arguments(p) -> None:
     p.add_argument("--measure", action="append", dest="measures", metavar="NAME",
                    help=f"a measure (repeatable; 'all' for every one; default {', '.join(REPORT_MEASURES)})")
     p.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
-                   help=f"a metric (repeatable; default {', '.join(REPORT_METRICS)})")
+                   help=f"a metric, {metric_names()} (repeatable; default {', '.join(REPORT_METRICS)})")
     p.add_argument("--data", default="auto", metavar="auto|run|none|DIR",
                    help="head labels and the verdict from data: 'auto' runs `validate` on toy models only (seconds), "
                         "'run' always, 'none' never, or a folder written by `compscope validate --out` (default auto)")

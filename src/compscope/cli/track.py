@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_scoring, output_file, parse_pair, score_options, table_file
+from .common import add_scoring, metric_names, output_file, parse_pair, score_options, table_file
 
 HELP = "composition at every checkpoint of a training run, as one table and a plot"
 EXAMPLE = "example: compscope train --out runs/a && compscope track runs/a --out track.parquet --plot track.png"
@@ -14,7 +14,7 @@ def add_arguments(p) -> None:
     p.add_argument("checkpoints", nargs="+", help="a run folder from 'compscope train', a folder of checkpoints, or checkpoint paths in order")
     add_scoring(p, "K", TRACKED)
     p.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
-                   help="a metric (repeatable; default identity and embed)")
+                   help=f"a metric, {metric_names()} (repeatable; default identity and embed)")
     p.add_argument("--out", help="write the table, one row per (checkpoint, metric, measure, kind, pair) (.csv or .parquet)")
     p.add_argument("--plot", help="write the composition-over-training figure (.png, .svg or .pdf)")
     p.add_argument("--pair", action="append", dest="highlight", metavar="L1.H1-L2.H2",

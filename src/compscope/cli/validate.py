@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_device, add_model_dtype, count, half_length, output_folder
+from .common import add_device, add_model_dtype, count, half_length, metric_names, output_folder
 
 HELP = "judge every measure x metric against interventions and activation labels on data"
 EXAMPLE = ("examples:\n  compscope validate --out verdict\n"
@@ -23,7 +23,7 @@ def add_arguments(p) -> None:
                    help="of those, how many the interventions run on (default 16)")
     p.add_argument("--kinds", default="QKV", help="any of Q, K, V (default QKV)")
     p.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
-                   help="a metric (repeatable; default identity, embed, activations and covariance)")
+                   help=f"a metric, {metric_names()} (repeatable; default identity, embed, activations and covariance)")
     p.add_argument("--ablation", default="mean", choices=["mean", "zero"], help="how h1's output is removed (default mean)")
     p.add_argument("--prev-threshold", type=float, default=0.4, help="previous-token label of a true writer (default 0.4)")
     p.add_argument("--induction-threshold", type=float, default=0.3, help="induction label of a true reader (default 0.3)")
