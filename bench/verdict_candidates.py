@@ -16,6 +16,10 @@ candidate, printing the AUROC against the label truth (previous-token >= 0.4 bef
   the heads write), and ``readers``, ``G = (Σ_heads W_Qᵀ W_Q + W_Kᵀ W_K + W_Vᵀ W_V)^{-1}``;
 - ``layer-standardised``: each score as a z-score among the pairs of its (writer layer, reader
   layer) block, which removes what neighbouring layers share whatever the heads;
+- norms inside the heads' circuits (Gemma 3: QK-norm and the attention-output norm), each alone and
+  both, replaced by their mean Jacobian on the metrics' text (``lin. qk``, ``lin. output``,
+  ``lin. qk+output``: :func:`compscope.data.norm_linearisation.linearise_norms`), every measure
+  under ``identity``, ``embed``, ``covariance`` and ``covariance-own``;
 - rotary models: every measure under ``identity`` and ``embed`` at the rotary offset where an
   induction head attends on the verdict's sequences ``[t, t]``: the token after the earlier
   occurrence, ``δ = |t| − 1`` back (``W_Q^T R(δ) W_K`` as the reader's QK circuit instead of
@@ -48,6 +52,7 @@ import torch  # noqa: E402
 import compscope  # noqa: E402
 from compscope.analysis.circuits import induction_matching, positional_previous, rotary_previous  # noqa: E402
 from compscope.core.metrics import ON_DATA, from_gram, get_metric  # noqa: E402
+from compscope.data.norm_linearisation import PARTS, linearise_norms  # noqa: E402
 from compscope.data.runner import runner_for  # noqa: E402
 from compscope.data.validate import auroc, confirmed_pairs, previous_contents, true_pairs, writer_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
@@ -123,6 +128,13 @@ def main() -> None:
             if name == "identity":
                 z = _standardised(x)
                 rows.append((m, "identity, layer-standardised", auroc(z, truth), auroc(z, confirmed)))
+    for parts in _norm_parts(hw):  # the norms inside the heads' circuits, linearised on the metrics' text
+        lin = linearise_norms(runner, parts, progress=False)
+        for name in ("identity", "embed", "covariance", "covariance-own"):
+            table = scores(lin, "K", list(MEASURES), metrics[name], pairs="all", progress=False)
+            for m in MEASURES:
+                x = table.dense(m, "K")
+                rows.append((m, f"{name}; lin. {'+'.join(parts)}", auroc(x, truth), auroc(x, confirmed)))
     if hw.rotary is not None:
         with open(os.path.join(args.verdict, "run.json")) as f:
             delta = json.load(f)["half"] - 1  # query i attends to key i - |t| + 1
@@ -149,6 +161,12 @@ def main() -> None:
     if circuit:
         print("\ninduction-circuit pair scores (the writer's previous-token score from the weights, alone and times K):")
         _print(circuit, "circuit score")
+
+
+def _norm_parts(hw) -> list[tuple[str, ...]]:
+    """Each norm inside the heads' circuits that ``hw`` has, alone, and all of them together."""
+    has = [p for p in PARTS if (hw.qk_norm if p == "qk" else hw.attn_out_norm) is not None]
+    return [(p,) for p in has] + ([tuple(has)] if len(has) > 1 else [])
 
 
 def _previous_scores(hw, model) -> dict[str, torch.Tensor]:

@@ -33,6 +33,10 @@ def add_arguments(p) -> None:
     p.add_argument("--fold-norm", action="store_true", help="judge the weights with norm gains folded in (pre-norm models)")
     p.add_argument("--fold-qk-gains", action="store_true",
                    help="judge the weights with QK-norm's gains moved into W_Q, W_K (approximate; Gemma 3)")
+    p.add_argument("--linearise-norms", nargs="?", const="all", metavar="PARTS",
+                   help="judge the weights with the norms inside the heads' circuits replaced by their mean Jacobian on "
+                        "natural text: qk (QK-norm), output (attention-output norm), or both (qk,output; the default "
+                        "without PARTS: every one the model has)")
     add_device(p)
     add_model_dtype(p)
 
@@ -45,7 +49,7 @@ def run(args) -> None:
                  intervention_sequences=args.intervention_sequences, kinds=args.kinds,
                  metrics=args.metrics or DEFAULT_METRICS, ablation=args.ablation, prev_threshold=args.prev_threshold,
                  induction_threshold=args.induction_threshold, effect_threshold=args.effect_threshold, fold_norm=args.fold_norm,
-                 fold_qk_gains=args.fold_qk_gains, device=args.device, model_dtype=args.model_dtype)
+                 fold_qk_gains=args.fold_qk_gains, linearise_norms=args.linearise_norms or False, device=args.device, model_dtype=args.model_dtype)
     print(v.format(args.top))
     if args.out:
         for p in v.save(args.out):

@@ -80,15 +80,7 @@ def fold_qk_norm_gains(hw: HeadWeights) -> HeadWeights:
         raise ProcessingError(f"fold_qk_norm_gains: {hw.meta.name}'s QK-norm is a {nq.kind}"
                               + (" with a bias" if nq.bias is not None or nk.bias is not None else "")
                               + "; only an RMSNorm's gains move into W_Q, W_K up to a per-token scalar")
-    L, r = hw.n_layers, hw.d_head
-
-    def gains(n: Norm, heads: int) -> Tensor:  # (L, heads, d_head): shared, or a layer-wide or per-head row cut per head
-        if n.weight is None:
-            return torch.ones(L, 1, r)
-        g = torch.stack([n.gain(l) for l in range(L)])
-        return g[:, None, :] if g.shape[-1] == r else g.reshape(L, heads, r)  # one row for all, or one per head
-
-    gq, gk = gains(nq, hw.n_heads), gains(nk, hw.n_kv_heads)
+    gq, gk = qk_gains(hw, 0), qk_gains(hw, 1)
     changes = {"W_Q": hw.W_Q * gq[..., None], "W_K": hw.W_K * gk[..., None],
                "qk_norm": (Norm(nq.kind, None, None, nq.eps), Norm(nk.kind, None, None, nk.eps))}
     if hw.b_Q is not None:
@@ -96,6 +88,17 @@ def fold_qk_norm_gains(hw: HeadWeights) -> HeadWeights:
     if hw.b_K is not None:
         changes["b_K"] = hw.b_K * gk
     return hw.replace(step=step, **changes)
+
+
+def qk_gains(hw: HeadWeights, which: int) -> Tensor:
+    """``(L, heads or 1, d_head)``: QK-norm's gain per layer, for queries (``which=0``) or keys (``1``):
+    one row per head where the model keeps one, one row for all heads where it shares it, ones
+    where the norm has no gain."""
+    n, heads = hw.qk_norm[which], (hw.n_heads, hw.n_kv_heads)[which]
+    if n.weight is None:
+        return torch.ones(hw.n_layers, 1, hw.d_head, device=hw.device)
+    g = torch.stack([n.gain(l) for l in range(hw.n_layers)])
+    return g[:, None, :] if g.shape[-1] == hw.d_head else g.reshape(hw.n_layers, heads, hw.d_head)
 
 
 def center_writing(hw: HeadWeights) -> HeadWeights:

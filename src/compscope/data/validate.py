@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -238,14 +239,17 @@ def precision_at(weights: Tensor, truth: Tensor, n: int = 5) -> float:
 def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, intervention_sequences: int = 16,
              kinds: str = "QKV", metrics=DEFAULT_METRICS, ablation: str = "mean", prev_threshold: float = 0.4,
              induction_threshold: float = 0.3, effect_threshold: float = 0.05, batch_size: int = 16, fold_norm: bool = False,
-             fold_qk_gains: bool = False, progress: bool = True, device: str | torch.device | None = None,
-             model_dtype: str | torch.dtype | None = None) -> Verdict:
+             fold_qk_gains: bool = False, linearise_norms: bool | str | Sequence[str] = False, progress: bool = True,
+             device: str | torch.device | None = None, model_dtype: str | torch.dtype | None = None) -> Verdict:
     """Judge every measure × metric on ``model`` against its behaviour on data (module docstring).
 
     ``model``: anything :func:`compscope.data.runner.runner_for` runs (a toy folder or name, a
     HuggingFace folder, a ``.gguf`` file, a built-in, a hub id, a ``transformers`` model). ``fold_norm``,
     ``fold_qk_gains``: judge the measures of the weights with the norm gains folded in (exact) or
     QK-norm's gains moved into ``W_Q``, ``W_K`` (approximate: :func:`~compscope.core.processing.fold_qk_norm_gains`);
+    ``linearise_norms``: judge the weights with the norms inside the heads' circuits replaced by
+    their mean Jacobians on natural text (True: every one the model has; or parts ``'qk'``,
+    ``'output'``: :func:`~compscope.data.norm_linearisation.linearise_norms`), after any folding;
     the model that runs on the data is always the unprocessed one. ``effect_threshold``: the K
     effect that confirms a true pair (``auroc_confirmed``). ``device``: where the model runs and every
     score is computed (:func:`~compscope.data.runner.runner_for`: default CUDA when present, else the
@@ -288,11 +292,19 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
         from ..core.processing import fold_qk_norm_gains
 
         weights = fold_qk_norm_gains(weights)
+    if linearise_norms is not False and linearise_norms is not None:
+        from .norm_linearisation import linearise_norms as _linearise
+
+        parts = None if linearise_norms is True or linearise_norms == "all" else linearise_norms
+        weights = _linearise(runner, parts, hw=weights, progress=progress)
+        linearised_on = weights.meta.notes[-1]
+    else:
+        linearised_on = None
     special = runner.special_ids() + ((runner.bos,) if runner.bos is not None else ())
     reps = repeats(sequences, half, hw.n_vocab, seed, runner.bos, avoid=special)
     labels = activation_labels(runner, reps, batch_size, progress)
     n_int = min(intervention_sequences, sequences)
-    notes = []
+    notes = [linearised_on] if linearised_on else []
     effects = intervention_effects(runner, reps.tokens[:n_int], kinds, ablation, batch_size=batch_size,
                                    progress=progress)
     truth = true_pairs(labels.previous_token, labels.induction, prev_threshold, induction_threshold)

@@ -1,0 +1,156 @@
+"""Norms inside the heads' circuits, linearised on data (spec, "Ground truth from data").
+
+Some models normalise inside a head's circuit: QK-norm (Gemma 3, Qwen3, StableLM) divides each
+head's query and key by its RMS (or standard deviation) before the gain, and an attention-output
+norm (Gemma 2 and 3) normalises what a layer's heads write, together, before it reaches the
+residual. A composition measure reads ``W_Q``, ``W_K`` and ``W_O`` and cannot see either. Moving
+the gain alone into the weights (:func:`compscope.core.processing.fold_qk_norm_gains`) leaves the
+per-token scale out. Here each such norm ``N(y) = γ ⊙ n(y) (+ β)`` is replaced by its Jacobian
+averaged over the inputs it meets on data,
+
+    J = diag(γ) E_y[∂n/∂y],    ∂n/∂y = (1/s) (P − z zᵀ / r),
+
+with ``s = sqrt(mean(P y)² + eps)``, ``z = P y / s``, ``r`` the dimension, ``P = I`` for an RMSNorm and
+``P = I − 11ᵀ/r`` for a LayerNorm (exact, ``eps`` included; the bias ``β`` is constant and drops
+out). Part ``qk``: ``W_Q ← J_q W_Q``, ``W_K ← J_k W_K`` per head (and their biases), QK-norm
+removed; part ``output``: ``W_O ← J_o W_O`` per layer (and ``b_O``), the attention-output norm
+removed. The result is the first-order model around the data, for analysis only: the model that
+runs stays the unprocessed one. The norm inputs are taken at every position but the first (where
+attention sinks), on natural text (the text of the ``activations`` metric) or, without a
+tokenizer, on repeated random sequences; both recorded in ``meta.notes``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor
+
+from ..core.heads import HeadWeights, Norm
+from ..core.processing import qk_gains
+from ..errors import OptionError, ProcessingError
+
+#: the norms inside the heads' circuits that can be linearised
+PARTS = ("qk", "output")
+
+
+class JacobianMean:
+    """Running mean of ``∂n(y)/∂y`` (without gain) of a norm ``n`` over rows ``y: (n, ..., r)``, float64."""
+
+    def __init__(self, norm: Norm):
+        self.norm, self.count = norm, 0
+        self.inv_s: Tensor | float = 0.0  # Σ 1/s, (...)
+        self.outer: Tensor | float = 0.0  # Σ z zᵀ / s, (..., r, r)
+
+    def add(self, y: Tensor) -> None:
+        y = y.double()
+        c = y - y.mean(-1, keepdim=True) if self.norm.kind == "layernorm" else y
+        s = (c.pow(2).mean(-1, keepdim=True) + self.norm.eps).sqrt()
+        z = c / s
+        self.inv_s = self.inv_s + (1 / s[..., 0]).sum(0)
+        self.outer = self.outer + torch.einsum("n...i,n...j->...ij", z / s, z)
+        self.count += y.shape[0]
+
+    def mean(self) -> Tensor:
+        """``(..., r, r)``: ``E[(1/s) (P − z zᵀ / r)]``."""
+        r = self.outer.shape[-1]
+        eye = torch.eye(r, dtype=torch.float64, device=self.outer.device)
+        P = eye - 1.0 / r if self.norm.kind == "layernorm" else eye
+        return (self.inv_s[..., None, None] * P - self.outer / r) / self.count
+
+
+def check_parts(hw: HeadWeights, parts: str | Sequence[str] | None) -> tuple[str, ...]:
+    """``parts`` as a tuple of :data:`PARTS` that ``hw`` has (default every one it has); clear
+    errors for an unknown part, one the model lacks, and a layer-wide QK-norm."""
+    has = tuple(p for p in PARTS if (hw.qk_norm if p == "qk" else hw.attn_out_norm) is not None)
+    if parts is None:
+        if not has:
+            raise OptionError(f"linearise_norms: {hw.meta.name} has no norm inside its heads' circuits "
+                              "(no QK-norm, no attention-output norm)")
+        parts = has
+    parts = tuple(p.strip() for p in parts.split(",")) if isinstance(parts, str) else tuple(parts)
+    for p in parts:
+        if p not in PARTS:
+            raise OptionError(f"linearise_norms: unknown part {p!r}; expected any of {', '.join(PARTS)}")
+        if p not in has:
+            what = "QK-norm" if p == "qk" else "attention-output norm"
+            raise OptionError(f"linearise_norms: {hw.meta.name} has no {what} (part {p!r})")
+    if not parts:
+        raise OptionError(f"linearise_norms: no part given; expected any of {', '.join(PARTS)}")
+    if "qk" in parts and hw.qk_norm_scope != "head":
+        raise ProcessingError(f"linearise_norms: {hw.meta.name}'s QK-norm runs over all heads of a layer at once; "
+                              "its Jacobian mixes heads, which per-head W_Q, W_K cannot hold")
+    if "qk" in parts and "fold_qk_norm_gains (approximate)" in hw.meta.processing:
+        raise ProcessingError(f"linearise_norms: {hw.meta.name}'s QK-norm gains were already moved into W_Q, W_K "
+                              "(fold_qk_norm_gains); linearise the unprocessed QK-norm instead")
+    return tuple(dict.fromkeys(parts))
+
+
+@torch.no_grad()
+def linearise_norms(runner, parts: str | Sequence[str] | None = None, hw: HeadWeights | None = None,
+                    tokens: Tensor | None = None, sequences: int = 16, seq_len: int = 128, seed: int | None = None,
+                    batch_size: int = 8, progress: bool = True) -> HeadWeights:
+    """``hw`` (default the runner's weights) with the norms named in ``parts`` (``'qk'``,
+    ``'output'``; default every one the model has) replaced by their mean Jacobians (module
+    docstring), estimated on ``tokens: (batch, seq)`` run through ``runner``'s model (default
+    ``sequences`` × ``seq_len`` tokens of natural text, seed of the ``activations`` metric)."""
+    from ..core.attention import head_outputs, head_states, read_input
+    from ..progress import progress_bar
+    from .residual_moments import METRIC_SEED, metric_tokens, tokens_data
+
+    base = runner.hw if hw is None else hw
+    parts = check_parts(base, parts)
+    seed = METRIC_SEED if seed is None else seed
+    if tokens is None:
+        data = tokens_data(runner, sequences, seq_len, seed)
+        tokens = metric_tokens(runner, sequences, seq_len, seed)
+    else:
+        data = f"{tokens.shape[0]} given sequences of {tokens.shape[1]} tokens"
+    if tokens.ndim != 2 or tokens.shape[1] < 2:
+        raise OptionError(f"linearise_norms needs (batch, seq) tokens with seq >= 2, got shape {tuple(tokens.shape)}")
+    here = runner.weights_here(base)
+    L = here.n_layers
+    acc = {(p, l): JacobianMean(n) for l in range(L) for p, n in
+           ((("q", here.qk_norm[0]), ("k", here.qk_norm[1])) if "qk" in parts else ())
+           + ((("o", here.attn_out_norm),) if "output" in parts else ())}
+    bar = progress_bar(tokens.shape[0], "linearising norms", enabled=progress)
+    for b0 in range(0, tokens.shape[0], batch_size):
+        tr = runner.trace(tokens[b0 : b0 + batch_size])
+        for l in range(L):
+            x = read_input(here, l, tr.resid[l])
+            if "qk" in parts:
+                for kind, W, b in (("q", here.W_Q, here.b_Q), ("k", here.W_K, here.b_K)):
+                    y = torch.einsum("hrd,bsd->bshr", W[l].double(), x.double())[:, 1:]
+                    if b is not None:
+                        y = y + b[l].double()
+                    acc[kind, l].add(y.reshape(-1, *y.shape[2:]))
+            if "output" in parts:
+                pattern, v = head_states(here, l, x)
+                u = head_outputs(here, l, pattern, v).sum(-2)[:, 1:]
+                if here.b_O is not None:
+                    u = u + here.b_O[l]
+                acc["o", l].add(u.reshape(-1, u.shape[-1]))
+        bar.update(tr.tokens.shape[0])
+    bar.close()
+    changes: dict = {}
+    out = base.to(here.device)
+    if "qk" in parts:
+        for i, (kind, wn, bn) in enumerate((("q", "W_Q", "b_Q"), ("k", "W_K", "b_K"))):
+            J = qk_gains(out, i).double()[..., :, None] * torch.stack([acc[kind, l].mean() for l in range(L)])
+            changes[wn] = torch.einsum("lhrs,lhsd->lhrd", J, getattr(out, wn).double()).to(out.W_Q.dtype)
+            b = getattr(out, bn)
+            if b is not None:
+                changes[bn] = torch.einsum("lhrs,lhs->lhr", J, b.double()).to(b.dtype)
+        changes["qk_norm"] = None
+    if "output" in parts:
+        n = out.attn_out_norm
+        J = torch.stack([acc["o", l].mean() if n.weight is None else n.gain(l).double()[:, None] * acc["o", l].mean()
+                         for l in range(L)])
+        changes["W_O"] = torch.einsum("lde,lher->lhdr", J, out.W_O.double()).to(out.W_O.dtype)
+        if out.b_O is not None:
+            changes["b_O"] = torch.einsum("lde,le->ld", J, out.b_O.double()).to(out.b_O.dtype)
+        changes["attn_out_norm"] = None
+    lin = out.replace(step=f"linearise_norms({', '.join(parts)})",
+                      note=f"norms linearised (their mean Jacobian) on {data}", **changes)
+    return lin.to(base.device)

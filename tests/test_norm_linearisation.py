@@ -1,0 +1,161 @@
+"""Norms inside the heads' circuits linearised on data: the mean Jacobian against autograd through
+independent norms (torch's own ``layer_norm``, ``rms_norm``) and through HuggingFace's own QK-norm
+and attention-output norm modules, and the errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import compscope
+from compscope.core.heads import Norm
+from compscope.data.norm_linearisation import JacobianMean, linearise_norms
+
+
+def _mean_jacobian(f, rows: torch.Tensor) -> torch.Tensor:
+    """``E_n[∂f(y_n)/∂y_n]`` for a rowwise ``f``: the Jacobian of ``v ↦ mean_n f(y_n + v)`` at 0."""
+    return torch.autograd.functional.jacobian(lambda v: f(rows + v).mean(0), torch.zeros_like(rows[0]))
+
+
+@settings(max_examples=25, deadline=None)
+@given(kind=st.sampled_from(["rmsnorm", "layernorm"]), r=st.integers(2, 9), n=st.integers(1, 7),
+       eps=st.sampled_from([0.0, 1e-6, 0.5]), seed=st.integers(0, 2**16), scale=st.floats(0.05, 20.0))
+def test_mean_jacobian_is_autograd_through_torchs_own_norm(kind, r, n, eps, seed, scale):
+    """``E[(1/s)(P − z zᵀ/r)]`` equals autograd through ``torch.nn.functional.layer_norm`` /
+    ``rms_norm`` (float64, eps included), for each of several slots at once."""
+    g = torch.Generator().manual_seed(seed)
+    y = scale * torch.randn(n, 3, r, generator=g, dtype=torch.float64) + torch.randn(r, generator=g, dtype=torch.float64)
+    if eps == 0.0 and kind == "layernorm" and r == 2:
+        eps = 1e-6  # two centred entries are ±a: keep the Jacobian away from its pole at a = 0
+    if kind == "layernorm":
+        def f(x):
+            return torch.nn.functional.layer_norm(x, (r,), eps=eps)
+    else:
+        def f(x):
+            return torch.nn.functional.rms_norm(x, (r,), eps=eps)
+    acc = JacobianMean(Norm(kind, None, None, eps))
+    acc.add(y[: n // 2 + 1])
+    if n // 2 + 1 < n:
+        acc.add(y[n // 2 + 1 :])  # two batches: a running mean
+    got = acc.mean()
+    for slot in range(3):
+        torch.testing.assert_close(got[slot], _mean_jacobian(f, y[:, slot]), rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("variant", ["gemma3-text", "gemma3-text-mqa-bias", "qwen3-qk-norm", "gemma2-softcap"])
+def test_linearised_weights_hold_the_mean_jacobian_of_the_models_own_norm_modules(variant):
+    """``W_Q ← J_q W_Q``, ``W_K ← J_k W_K`` (and biases), ``W_O ← J_o W_O``, with each ``J`` autograd
+    through HuggingFace's own ``q_norm``, ``k_norm`` and ``post_attention_layernorm`` (gain
+    included), averaged over the inputs they meet on the given tokens after the first position."""
+    pytest.importorskip("transformers")
+    from compscope.core.attention import head_outputs, head_states, read_input
+    from compscope.data.runner import runner_for
+    from hf_tiny import BY_ID, build, random_ids
+
+    model = build(BY_ID[variant])
+    hw = compscope.load(model)
+    runner = runner_for(model, hw)
+    tokens = random_ids(seq=9, batch=3)
+    lin = linearise_norms(runner, tokens=tokens, progress=False)
+    parts = ("qk",) * (hw.qk_norm is not None) + ("output",) * (hw.attn_out_norm is not None)
+    assert lin.meta.processing == (f"linearise_norms({', '.join(parts)})",)
+    assert "3 given sequences of 9 tokens" in lin.meta.notes[-1]
+    tr = runner.trace(tokens)
+    layers = model.model.layers
+    for l in range(hw.n_layers):
+        x = read_input(hw, l, tr.resid[l])[:, 1:].reshape(-1, hw.d_model)
+        attn = layers[l].self_attn
+        if "qk" in parts:
+            assert lin.qk_norm is None
+            for W, b, Wl, bl, module in ((hw.W_Q, hw.b_Q, lin.W_Q, lin.b_Q, attn.q_norm),
+                                         (hw.W_K, hw.b_K, lin.W_K, lin.b_K, attn.k_norm)):
+                for h in range(W.shape[1]):
+                    y = x @ W[l, h].T + (0 if b is None else b[l, h])
+                    J = _mean_jacobian(module, y.detach())
+                    torch.testing.assert_close(Wl[l, h], J @ W[l, h], atol=2e-5, rtol=1e-4)
+                    if b is not None:
+                        torch.testing.assert_close(bl[l, h], J @ b[l, h], atol=2e-5, rtol=1e-4)
+        else:
+            torch.testing.assert_close(lin.W_Q, hw.W_Q, atol=0, rtol=0)
+        if "output" in parts:
+            assert lin.attn_out_norm is None
+            x_all = read_input(hw, l, tr.resid[l])
+            pattern, v = head_states(hw, l, x_all)
+            u = head_outputs(hw, l, pattern, v).sum(-2)[:, 1:].reshape(-1, hw.d_model)
+            if hw.b_O is not None:
+                u = u + hw.b_O[l]
+            J = _mean_jacobian(layers[l].post_attention_layernorm, u.detach())
+            torch.testing.assert_close(lin.W_O[l], torch.einsum("de,her->hdr", J, hw.W_O[l]), atol=2e-5, rtol=1e-4)
+            if hw.b_O is not None:
+                torch.testing.assert_close(lin.b_O[l], J @ hw.b_O[l], atol=2e-5, rtol=1e-4)
+
+
+def test_parts_and_the_errors_that_name_them():
+    pytest.importorskip("transformers")
+    from compscope.core.processing import fold_qk_norm_gains
+    from compscope.data.runner import runner_for
+    from hf_tiny import BY_ID, build, random_ids
+
+    model = build(BY_ID["gemma3-text"])
+    hw = compscope.load(model)
+    runner = runner_for(model, hw)
+    tokens = random_ids(seq=6, batch=2)
+    only_qk = linearise_norms(runner, "qk", tokens=tokens, progress=False)
+    assert only_qk.meta.processing == ("linearise_norms(qk)",) and only_qk.attn_out_norm is not None
+    torch.testing.assert_close(only_qk.W_O, hw.W_O, atol=0, rtol=0)
+    both = linearise_norms(runner, "qk, output", tokens=tokens, progress=False)
+    torch.testing.assert_close(both.W_K, only_qk.W_K, atol=0, rtol=0)
+    with pytest.raises(compscope.OptionError, match="unknown part 'values'"):
+        linearise_norms(runner, "values", tokens=tokens)
+    with pytest.raises(compscope.OptionError, match=r"seq >= 2"):
+        linearise_norms(runner, tokens=tokens[:, :1])
+    with pytest.raises(compscope.ProcessingError, match="already moved into W_Q, W_K"):
+        linearise_norms(runner, "qk", hw=fold_qk_norm_gains(hw), tokens=tokens)
+    llama = build(BY_ID["llama-mha"])
+    with pytest.raises(compscope.OptionError, match="no norm inside its heads' circuits"):
+        linearise_norms(runner_for(llama, compscope.load(llama)), tokens=tokens)
+    qwen = build(BY_ID["qwen3-qk-norm"])
+    with pytest.raises(compscope.OptionError, match=r"no attention-output norm \(part 'output'\)"):
+        linearise_norms(runner_for(qwen, compscope.load(qwen)), "output", tokens=tokens)
+    olmo = build(BY_ID["olmo2-layer-qk-norm"])
+    with pytest.raises(compscope.ProcessingError, match="all heads of a layer at once"):
+        linearise_norms(runner_for(olmo, compscope.load(olmo)), "qk", tokens=tokens)
+
+
+def test_validate_judges_the_linearised_weights_of_the_unprocessed_model():
+    """The labels and interventions come from the model as it is (the same as without the option);
+    the measures read the linearised weights, recorded with the data they were linearised on."""
+    pytest.importorskip("transformers")
+    from compscope.data.validate import validate
+    from hf_tiny import BY_ID, build
+
+    model = build(BY_ID["gemma3-text"])
+    opts = dict(sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",), progress=False)
+    plain = validate(model, **opts)
+    lin = validate(model, linearise_norms="qk", **opts)
+    assert lin.options["weights_processing"] == ["linearise_norms(qk)"]
+    assert any("norms linearised (their mean Jacobian) on" in n for n in lin.notes)
+    assert "(weights: linearise_norms(qk))" in lin.format()
+    torch.testing.assert_close(lin.effects.by_kind["K"], plain.effects.by_kind["K"], atol=0, rtol=0, equal_nan=True)
+    assert lin.rows[0]["measure"] == plain.rows[0]["measure"] and lin.rows != plain.rows
+    with pytest.raises(compscope.ProcessingError, match="already moved"):
+        validate(model, fold_qk_gains=True, linearise_norms=True, **opts)
+
+
+def test_cli_validate_linearises_every_norm_the_model_has_or_the_parts_named(tmp_path, capsys):
+    pytest.importorskip("transformers")
+    from compscope.cli.main import main
+    from hf_tiny import BY_ID, build
+
+    folder = tmp_path / "gemma3"
+    build(BY_ID["gemma3-text"]).save_pretrained(folder)
+    small = ["--sequences", "4", "--half", "4", "--intervention-sequences", "2", "--kinds", "K", "--metric", "identity"]
+    assert main(["validate", str(folder), *small, "--linearise-norms"]) == 0
+    out = capsys.readouterr().out
+    assert "(weights: linearise_norms(qk, output))" in out and "norms linearised (their mean Jacobian) on" in out
+    assert main(["validate", str(folder), *small, "--linearise-norms", "output"]) == 0
+    assert "(weights: linearise_norms(output))" in capsys.readouterr().out
+    assert main(["validate", str(folder), *small, "--linearise-norms", "keys"]) == 2
+    assert "unknown part 'keys'" in capsys.readouterr().err
