@@ -159,3 +159,15 @@ def test_cli_validate_linearises_every_norm_the_model_has_or_the_parts_named(tmp
     assert "(weights: linearise_norms(output))" in capsys.readouterr().out
     assert main(["validate", str(folder), *small, "--linearise-norms", "keys"]) == 2
     assert "unknown part 'keys'" in capsys.readouterr().err
+
+
+def test_validate_reads_the_heads_own_scores_with_the_norms_as_they_are():
+    """The linearisation is for composition (what a writer changes); a head's own previous-token
+    and induction scores read the exact norms, so they are those of the unlinearised weights."""
+    pytest.importorskip("transformers")
+    from compscope.data.validate import validate
+    from hf_tiny import BY_ID, build
+
+    model = build(BY_ID["gemma3-text"])
+    opts = dict(sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",), progress=False)
+    assert validate(model, linearise_norms=True, **opts).heads == validate(model, **opts).heads

@@ -249,7 +249,9 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     QK-norm's gains moved into ``W_Q``, ``W_K`` (approximate: :func:`~compscope.core.processing.fold_qk_norm_gains`);
     ``linearise_norms``: judge the weights with the norms inside the heads' circuits replaced by
     their mean Jacobians on natural text (True: every one the model has; or parts ``'qk'``,
-    ``'output'``: :func:`~compscope.data.norm_linearisation.linearise_norms`), after any folding;
+    ``'output'``: :func:`~compscope.data.norm_linearisation.linearise_norms`), after any folding
+    (the heads' own previous-token and induction scores read the norms as they are: a head's
+    positional pattern comes from the mean query and key, which the linearisation drops);
     the model that runs on the data is always the unprocessed one. ``effect_threshold``: the K
     effect that confirms a true pair (``auroc_confirmed``). ``device``: where the model runs and every
     score is computed (:func:`~compscope.data.runner.runner_for`: default CUDA when present, else the
@@ -292,6 +294,8 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
         from ..core.processing import fold_qk_norm_gains
 
         weights = fold_qk_norm_gains(weights)
+    head_weights = weights  # a head's own scores read the norms exactly (its positional pattern lives in the
+    # operating point that the linearisation drops)
     if linearise_norms is not False and linearise_norms is not None:
         from .norm_linearisation import linearise_norms as _linearise
 
@@ -332,18 +336,18 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
                        "axioms": f"{len(kept)}/{len(AXIOMS)}", "axioms_failed": ",".join(a for a in AXIOMS if a not in kept)}
                 rows.append(row)
     heads = []
-    contents = previous_contents(weights, runner, progress)
+    contents = previous_contents(head_weights, runner, progress)
     writer_auroc, circuit_auroc = {}, {}
-    if not weights.causal:
+    if not head_weights.causal:
         notes.append("bidirectional model: no induction scores from the weights "
                      "(an encoder sees the repeat ahead as well as behind)")
-    elif weights.W_pos is None and weights.rotary is None:
+    elif head_weights.W_pos is None and head_weights.rotary is None:
         notes.append("no previous-token or induction scores from the weights: no learned or rotary positions to read")
-    elif weights.W_U is None:
+    elif head_weights.W_U is None:
         notes.append("no whole-circuit induction score from the weights: no unembedding, so no copying score")
-    for content, circ in head_circuits_by_content(weights, contents, progress=progress, device=runner.device).items():
+    for content, circ in head_circuits_by_content(head_weights, contents, progress=progress, device=runner.device).items():
         if circ.previous is not None and "K" in kinds:  # how much of the label truth the writer's role alone gives
-            name = content if weights.W_pos is None else "positions"
+            name = content if head_weights.W_pos is None else "positions"
             writer = writer_pairs(circ.previous, effects.by_kind["K"])
             writer_auroc[name] = auroc(writer, truth)
             if CIRCUIT_MEASURE[1] in tables:
