@@ -134,7 +134,7 @@ def linearise_norms(runner, parts: str | Sequence[str] | None = None, hw: HeadWe
         bar.update(tr.tokens.shape[0])
     bar.close()
     changes: dict = {}
-    out = base.to(here.device)
+    out = here
     if "qk" in parts:
         for i, (kind, wn, bn) in enumerate((("q", "W_Q", "b_Q"), ("k", "W_K", "b_K"))):
             J = qk_gains(out, i).double()[..., :, None] * torch.stack([acc[kind, l].mean() for l in range(L)])
