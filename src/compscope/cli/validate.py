@@ -33,7 +33,7 @@ def add_arguments(p) -> None:
     p.add_argument("--fold-norm", action="store_true", help="judge the weights with norm gains folded in (pre-norm models)")
     p.add_argument("--fold-qk-gains", action="store_true",
                    help="judge the weights with QK-norm's gains moved into W_Q, W_K (approximate; Gemma 3)")
-    p.add_argument("--linearise-norms", nargs="?", const="all", metavar="PARTS",
+    p.add_argument("--linearise-norms", nargs="?", const="all", metavar="PARTS", choices=("all", "qk", "output", "qk,output"),
                    help="judge the weights with the norms inside the heads' circuits replaced by their mean Jacobian on "
                         "natural text: qk (QK-norm), output (attention-output norm), or both (qk,output; the default "
                         "without PARTS: every one the model has)")
