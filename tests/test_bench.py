@@ -82,6 +82,27 @@ def test_verdict_thresholds_against_a_saved_verdict(tmp_path):
     assert re.search(r"^ +0\.40 +0\.99 +0 +- +- +- +- +- +-$", out, re.M), out
 
 
+def test_verdict_uncertainty_against_a_saved_verdict(tmp_path):
+    """The default model's K interventions separate its 8 true pairs perfectly: AUROC 1, no spread
+    under either the Hanley–McNeil error or the head bootstrap."""
+    import compscope
+
+    compscope.validate("induction-2l", progress=False).save(tmp_path / "verdict")
+    out = bench("verdict_uncertainty.py", "induction-2l", str(tmp_path / "verdict"), "--reps", "50")
+    assert "8 true K-pairs" in out, out
+    assert re.search(r"^interventions \(K effect\) +- +1\.000 +0\.000 +0\.000 +\[1\.000, 1\.000\]$", out, re.M), out
+
+
+@pytest.mark.parametrize("n1, n0", [(1, 1), (10, 10), (12, 2436), (60, 35175)])
+def test_hanley_mcneil_at_chance_is_the_mann_whitney_null_variance(n1, n0):
+    """At A = 1/2 (Q₁ = Q₂ = 1/3) the Hanley–McNeil variance is that of the Mann–Whitney statistic
+    under the null hypothesis without ties, (n₁ + n₀ + 1) / (12 n₁ n₀)."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from verdict_uncertainty import hanley_mcneil
+
+    assert hanley_mcneil(0.5, n1, n0) ** 2 == pytest.approx((n1 + n0 + 1) / (12 * n1 * n0), rel=1e-12)
+
+
 def test_circuits_real_pruned_maximum_equals_the_reference():
     out = bench("circuits_real.py", "--models", "induction-2l", "--steps")
     diff = re.search(r"max \|induction_qk - reference\| = ([0-9.e+-]+)", out)

@@ -1,0 +1,99 @@
+"""How uncertain is a label-truth AUROC? Standard errors for the previous-token → induction K-pairs.
+
+Reads a verdict saved by ``compscope validate MODEL --out DIR`` (the activation labels and the K
+interventions; the model does not run) and scores every pair with each measure under the
+weight-only metrics ``identity`` and ``embed``. For each score, and for the K interventions (the
+ceiling), it prints the AUROC against the label truth (previous-token >= 0.4 before induction
+>= 0.3) with two measures of its uncertainty:
+
+- the Hanley–McNeil standard error, ``sqrt((A(1−A) + (n₁−1)(Q₁−A²) + (n₀−1)(Q₂−A²)) / (n₁ n₀))``,
+  ``Q₁ = A/(2−A)``, ``Q₂ = 2A²/(1+A)``, with ``n₁`` true and ``n₀`` other pairs, which treats the
+  pairs as independent;
+- a bootstrap over heads: the model's heads drawn with replacement (``--reps`` times, ``--seed``),
+  every pair of drawn heads in order of layers scored again; pairs that share a head move together,
+  as they do in the model. The 2.5% and 97.5% quantiles of the AUROC over the draws (draws without
+  a true pair, or with nothing else, are left out and counted).
+
+    compscope validate smollm2 --out verdict-smollm2
+    python bench/verdict_uncertainty.py smollm2 verdict-smollm2
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402
+
+from compscope.core.metrics import get_metric  # noqa: E402
+from compscope.data.validate import auroc, true_pairs  # noqa: E402
+from compscope.engine.composition import scores  # noqa: E402
+from verdict_candidates import MEASURES, read_verdict  # noqa: E402
+
+
+def hanley_mcneil(a: float, n1: int, n0: int) -> float:
+    """Standard error of an AUROC ``a`` from ``n1`` positives and ``n0`` negatives (independent items)."""
+    q1, q2 = a / (2 - a), 2 * a * a / (1 + a)
+    return math.sqrt((a * (1 - a) + (n1 - 1) * (q1 - a * a) + (n0 - 1) * (q2 - a * a)) / (n1 * n0))
+
+
+def head_bootstrap(score: torch.Tensor, truth: torch.Tensor, layer: torch.Tensor, draws: list[torch.Tensor]
+                   ) -> tuple[list[float], int]:
+    """AUROCs of ``score`` against ``truth`` (both ``(n, n)`` over flattened heads) on each draw of
+    heads, over the drawn pairs whose writer's layer is before the reader's; and how many draws had
+    no true pair or no other pair."""
+    out, empty = [], 0
+    for idx in draws:
+        ok = layer[idx][:, None] < layer[idx][None, :]
+        t = truth[idx][:, idx][ok]
+        if t.all() or not t.any():
+            empty += 1
+            continue
+        out.append(auroc(score[idx][:, idx][ok], t))
+    return out, empty
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("model")
+    ap.add_argument("verdict", help="a folder written by compscope validate --out")
+    ap.add_argument("--reps", type=int, default=1000, help="bootstrap draws (default 1000)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    hw, previous, induction, effects = read_verdict(args.model, args.verdict)
+    L, H = hw.n_layers, hw.n_heads
+    n = L * H
+    truth = true_pairs(previous, induction, 0.4, 0.3)
+    later = torch.isfinite(effects)
+    n1, n0 = int(truth.sum()), int((later & ~truth).sum())
+    layer = torch.arange(L).repeat_interleave(H)
+    g = torch.Generator().manual_seed(args.seed)
+    draws = [torch.randint(n, (n,), generator=g) for _ in range(args.reps)]
+    candidates = [("interventions (K effect)", "-", effects)]
+    for name in ("identity", "embed"):
+        table = scores(hw, "K", list(MEASURES), get_metric(name, hw), pairs="all", progress=False)
+        candidates += [(m, name, table.dense(m, "K").double()) for m in MEASURES]
+    print(f"{hw.meta.name}: {n1} true K-pairs (previous-token >= 0.4, induction >= 0.3) among {n1 + n0} pairs; "
+          f"bootstrap over the {n} heads, {args.reps} draws (seed {args.seed})\n")
+    print(f"{'score':<26} {'metric':<9} {'AUROC':>6} {'SE (H-M)':>9} {'bootstrap SD':>13} {'bootstrap 95%':>16}")
+    rows = []
+    truth_flat = truth.reshape(n, n)
+    for cand, met, s in candidates:
+        a = auroc(s, truth)
+        boot, empty = head_bootstrap(s.reshape(n, n), truth_flat, layer, draws)
+        b = torch.tensor(boot, dtype=torch.float64)
+        lo, hi = torch.quantile(b, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
+        rows.append((cand, met, a, hanley_mcneil(a, n1, n0), float(b.std()), lo, hi, empty))
+    for cand, met, a, se, sd, lo, hi, empty in sorted(rows, key=lambda r: -r[2]):
+        print(f"{cand:<26} {met:<9} {a:6.3f} {se:9.3f} {sd:13.3f}   [{lo:.3f}, {hi:.3f}]")
+    empties = {r[7] for r in rows}
+    print(f"\ndraws without both true and other pairs, left out: {', '.join(str(e) for e in sorted(empties))}")
+
+
+if __name__ == "__main__":
+    main()
