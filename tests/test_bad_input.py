@@ -517,3 +517,15 @@ def test_a_stray_unembedding_bias_is_left_alone(tmp_path):
     sd["lm_head.bias"] = torch.ones(sd["lm_head.weight"].shape[0])
     save_file(sd, tmp_path / "model.safetensors", metadata={"format": "pt"})
     assert compscope.load(tmp_path).W_U is not None
+
+
+def test_a_folder_named_like_a_built_in_says_it_hides_it(tmp_path, monkeypatch):
+    """A folder in the working directory comes first; when it is not a model (a verdict saved
+    under the model's name), the error says which built-in it hides."""
+    (tmp_path / "gemma3-270m").mkdir()
+    (tmp_path / "other").mkdir()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(compscope.LoadError, match="hides the built-in model 'gemma3-270m'"):
+        compscope.load("gemma3-270m")
+    with pytest.raises(compscope.LoadError, match=r"config.json not found \(a HuggingFace folder needs one\)$"):
+        compscope.load("other")

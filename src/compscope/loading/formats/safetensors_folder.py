@@ -15,7 +15,11 @@ from ...errors import LoadError
 def read_config(path: Path) -> dict:
     cfg_path = path / "config.json"
     if not cfg_path.is_file():
-        raise LoadError(f"{cfg_path}: config.json not found (a HuggingFace folder needs one)")
+        from ..builtin import BUILTINS
+
+        shadow = (f"; this folder hides the built-in model '{path.name}' of the same name (run from another "
+                  "folder, or rename this one)" if str(path) == path.name and path.name in BUILTINS else "")
+        raise LoadError(f"{cfg_path}: config.json not found (a HuggingFace folder needs one){shadow}")
     try:
         cfg = json.loads(cfg_path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
