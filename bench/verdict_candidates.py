@@ -52,7 +52,7 @@ import torch  # noqa: E402
 import compscope  # noqa: E402
 from compscope.analysis.circuits import induction_matching, positional_previous, rotary_previous  # noqa: E402
 from compscope.core.metrics import ON_DATA, from_gram, get_metric  # noqa: E402
-from compscope.data.norm_linearisation import PARTS, linearise_norms  # noqa: E402
+from compscope.data.norm_linearisation import linearise_norms, norm_parts  # noqa: E402
 from compscope.data.runner import runner_for  # noqa: E402
 from compscope.data.validate import auroc, confirmed_pairs, previous_contents, true_pairs, writer_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
@@ -165,7 +165,7 @@ def main() -> None:
 
 def _norm_parts(hw) -> list[tuple[str, ...]]:
     """Each norm inside the heads' circuits that ``hw`` has, alone, and all of them together."""
-    has = [p for p in PARTS if (hw.qk_norm if p == "qk" else hw.attn_out_norm) is not None]
+    has = norm_parts(hw)
     return [(p,) for p in has] + ([tuple(has)] if len(has) > 1 else [])
 
 

@@ -127,13 +127,14 @@ def head_outputs(hw: HeadWeights, layer: int, pattern: Tensor, v: Tensor) -> Ten
     return torch.einsum("hdr,bhsr->bshd", hw.W_O[layer], pattern @ v)
 
 
-def combine(hw: HeadWeights, layer: int, outputs: Tensor) -> Tensor:
+def combine(hw: HeadWeights, layer: int, outputs: Tensor, norm: bool = True) -> Tensor:
     """What ``layer``'s attention adds to the residual from its heads' outputs ``(batch, seq, head,
-    d_model)``: ``Σ_h o_h + b_O``, then the attention-output norm if the model has one."""
+    d_model)``: ``Σ_h o_h + b_O``, then the attention-output norm if the model has one (without
+    ``norm``: what that norm takes)."""
     out = outputs.sum(-2)
     if hw.b_O is not None:
         out = out + hw.b_O[layer]
-    if hw.attn_out_norm is not None:
+    if norm and hw.attn_out_norm is not None:
         out = hw.attn_out_norm.apply(out, layer)
     return out
 

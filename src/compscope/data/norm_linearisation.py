@@ -60,10 +60,15 @@ class JacobianMean:
         return (self.inv_s[..., None, None] * P - self.outer / r) / self.count
 
 
+def norm_parts(hw: HeadWeights) -> tuple[str, ...]:
+    """The :data:`PARTS` that ``hw`` has: ``'qk'`` with a QK-norm, ``'output'`` with an attention-output norm."""
+    return tuple(p for p in PARTS if (hw.qk_norm if p == "qk" else hw.attn_out_norm) is not None)
+
+
 def check_parts(hw: HeadWeights, parts: str | Sequence[str] | None) -> tuple[str, ...]:
     """``parts`` as a tuple of :data:`PARTS` that ``hw`` has (default every one it has); clear
     errors for an unknown part, one the model lacks, and a layer-wide QK-norm."""
-    has = tuple(p for p in PARTS if (hw.qk_norm if p == "qk" else hw.attn_out_norm) is not None)
+    has = norm_parts(hw)
     if parts is None:
         if not has:
             raise OptionError(f"linearise_norms: {hw.meta.name} has no norm inside its heads' circuits "
@@ -95,7 +100,7 @@ def linearise_norms(runner, parts: str | Sequence[str] | None = None, hw: HeadWe
     ``'output'``; default every one the model has) replaced by their mean Jacobians (module
     docstring), estimated on ``tokens: (batch, seq)`` run through ``runner``'s model (default
     ``sequences`` × ``seq_len`` tokens of natural text, seed of the ``activations`` metric)."""
-    from ..core.attention import head_outputs, head_states, read_input
+    from ..core.attention import combine, head_outputs, head_states, read_input
     from ..progress import progress_bar
     from .residual_moments import METRIC_SEED, metric_tokens, tokens_data
 
@@ -125,11 +130,8 @@ def linearise_norms(runner, parts: str | Sequence[str] | None = None, hw: HeadWe
                     if b is not None:
                         y = y + b[l].double()
                     acc[kind, l].add(y.reshape(-1, *y.shape[2:]))
-            if "output" in parts:
-                pattern, v = head_states(here, l, x)
-                u = head_outputs(here, l, pattern, v).sum(-2)[:, 1:]
-                if here.b_O is not None:
-                    u = u + here.b_O[l]
+            if "output" in parts:  # what the attention-output norm takes
+                u = combine(here, l, head_outputs(here, l, *head_states(here, l, x)), norm=False)[:, 1:]
                 acc["o", l].add(u.reshape(-1, u.shape[-1]))
         bar.update(tr.tokens.shape[0])
     bar.close()

@@ -103,7 +103,7 @@ def _factor(hw: HeadWeights, metric: Metric, layer_metric: int | None, layer: in
     transformed once for all the query heads that share it). Written into ``out`` (whose dtype
     and device it takes), or the stored weights themselves when they need no change."""
     m = metric.for_factor(name, layer, layer_metric if layer_metric is not None else -1)
-    # layer_factor multiplies W_O by inv_sqrt and the reading factors by sqrt: m is this factor's
+    # m is this factor's own matrix (G^{-1/2} for O, G^{1/2} otherwise); layer_factor reads the one it needs
     w = layer_factor(hw, layer, name, sqrt=m, inv_sqrt=m, offset=offset, per_kv=True, device=out.device)
     if name in "KV" and not shared and list(hw.kv_map) != list(range(hw.n_kv_heads)):
         return out.copy_(w[torch.tensor(hw.kv_map, device=w.device)])
