@@ -2,7 +2,9 @@
 
 Reads a verdict saved by ``compscope validate MODEL --out DIR`` (the activation labels and the K
 interventions; the model does not run) and scores every pair with each measure under the
-weight-only metrics ``identity`` and ``embed``. For each score, and for the K interventions (the
+weight-only metrics ``identity`` and ``embed``; with ``--on-data`` also under the metrics estimated
+on natural text (``activations``, ``covariance`` and their ``-own`` variants: the model runs once
+over the text; the bootstrap below draws heads, the moments stay those of the whole text). For each score, and for the K interventions (the
 ceiling), it prints the AUROC against the label truth (previous-token >= 0.4 before induction
 >= 0.3) with two measures of its uncertainty:
 
@@ -13,12 +15,13 @@ ceiling), it prints the AUROC against the label truth (previous-token >= 0.4 bef
   every pair of drawn heads in order of layers scored again; pairs that share a head move together,
   as they do in the model. The 2.5% and 97.5% quantiles of the AUROC over the draws (draws without
   a true pair, or with nothing else, are left out and counted). Every score sees the same draws,
-  so the last column compares each with the best weight-only score paired, draw by draw: the 95%
+  so the last column compares each with the best measure × metric paired, draw by draw: the 95%
   interval of ``AUROC(best) − AUROC(score)`` (an interval above 0: the best is better on these
   heads, not by chance of which heads the model has).
 
     compscope validate smollm2 --out verdict-smollm2
     python bench/verdict_uncertainty.py smollm2 verdict-smollm2
+    python bench/verdict_uncertainty.py gemma3-270m verdict-gemma --on-data
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
 
-from compscope.core.metrics import get_metric  # noqa: E402
+from compscope.core.metrics import ON_DATA, get_metric  # noqa: E402
+from compscope.data.runner import runner_for  # noqa: E402
 from compscope.data.validate import auroc, true_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
 from verdict_candidates import MEASURES, read_verdict  # noqa: E402
@@ -67,6 +71,8 @@ def main() -> None:
     ap.add_argument("verdict", help="a folder written by compscope validate --out")
     ap.add_argument("--reps", type=int, default=1000, help="bootstrap draws (default 1000)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--on-data", action="store_true",
+                    help="also the metrics estimated on natural text (the model runs once over it)")
     args = ap.parse_args()
     hw, previous, induction, effects = read_verdict(args.model, args.verdict)
     L, H = hw.n_layers, hw.n_heads
@@ -78,12 +84,17 @@ def main() -> None:
     g = torch.Generator().manual_seed(args.seed)
     draws = [torch.randint(n, (n,), generator=g) for _ in range(args.reps)]
     candidates = [("interventions (K effect)", "-", effects)]
-    for name in ("identity", "embed"):
-        table = scores(hw, "K", list(MEASURES), get_metric(name, hw), pairs="all", progress=False)
+    metrics = {name: get_metric(name, hw) for name in ("identity", "embed")}
+    if args.on_data:
+        runner = runner_for(args.model, hw)  # one pass over the text serves every metric on data
+        metrics.update({name: get_metric(name, hw, model=runner) for name in ON_DATA})
+    for name, met in metrics.items():
+        table = scores(hw, "K", list(MEASURES), met, pairs="all", progress=False)
         candidates += [(m, name, table.dense(m, "K").double()) for m in MEASURES]
     print(f"{hw.meta.name}: {n1} true K-pairs (previous-token >= 0.4, induction >= 0.3) among {n1 + n0} pairs; "
           f"bootstrap over the {n} heads, {args.reps} draws (seed {args.seed})\n")
-    print(f"{'score':<26} {'metric':<9} {'AUROC':>6} {'SE (H-M)':>9} {'bootstrap SD':>13} {'bootstrap 95%':>16} "
+    w = max(9, *(len(name) for name in metrics))
+    print(f"{'score':<26} {'metric':<{w}} {'AUROC':>6} {'SE (H-M)':>9} {'bootstrap SD':>13} {'bootstrap 95%':>16} "
           f"{'best minus it, 95%':>20}")
     rows = []
     truth_flat = truth.reshape(n, n)
@@ -94,14 +105,14 @@ def main() -> None:
         lo, hi = torch.quantile(b, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
         rows.append((cand, met, a, hanley_mcneil(a, n1, n0), float(b.std()), lo, hi, empty, b))
     rows.sort(key=lambda r: -r[2])
-    best = next(r for r in rows if r[1] != "-")  # the best weight-only score
+    best = next(r for r in rows if r[1] != "-")  # the best measure x metric
     for cand, met, a, se, sd, lo, hi, empty, b in rows:
         if cand == best[0] and met == best[1]:
             paired = "best"
         else:
             d = torch.quantile(best[8] - b, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
             paired = f"[{d[0]:+.3f}, {d[1]:+.3f}]"
-        print(f"{cand:<26} {met:<9} {a:6.3f} {se:9.3f} {sd:13.3f}   [{lo:.3f}, {hi:.3f}] {paired:>20}")
+        print(f"{cand:<26} {met:<{w}} {a:6.3f} {se:9.3f} {sd:13.3f}   [{lo:.3f}, {hi:.3f}] {paired:>20}")
     empties = {r[7] for r in rows}
     print(f"\ndraws without both true and other pairs, left out: {', '.join(str(e) for e in sorted(empties))}")
 

@@ -94,6 +94,63 @@ def test_verdict_uncertainty_against_a_saved_verdict(tmp_path):
                      r"\[\+0\.000, \+0\.000\]$", out, re.M), out  # the best weight-only score is perfect too: no difference
 
 
+def _total_and_direct(variant_id: str):
+    """bench/total_effects.py's K effects with every path, and compscope's direct-path ones, on a
+    tiny random HF model whose MLPs write nothing (their output projections zeroed)."""
+    pytest.importorskip("transformers")
+    import torch
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT / "bench"))
+    from hf_tiny import BY_ID, build, random_ids
+    from total_effects import total_k_effects
+
+    import compscope
+    from compscope.data.intervene import intervention_effects
+    from compscope.data.runner import runner_for
+
+    model = build(BY_ID[variant_id])
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.mlp.down_proj.weight.zero_()
+    runner = runner_for(model, compscope.load(model))
+    t = random_ids(batch=3)
+    return total_k_effects(runner, t, progress=False), intervention_effects(runner, t, "K", progress=False).by_kind["K"]
+
+
+def test_total_effects_equal_the_direct_path_where_no_head_lies_between():
+    """Two layers, MLPs writing nothing: a layer-0 writer reaches layer 1 only directly, so the
+    propagated ablation gives the direct-path K effect of every pair."""
+    import torch
+
+    total, direct = _total_and_direct("llama-gqa-bias")
+    assert direct[0].nan_to_num().abs().max() > 1e-3  # the effects are not all zero
+    torch.testing.assert_close(total, direct, atol=1e-5, rtol=1e-4, equal_nan=True)
+
+
+def test_total_effects_propagate_through_the_heads_between():
+    """Three layers (Gemma 3: QK-norm, a norm after attention): into the next layer the two agree;
+    from layer 0 into layer 2 the change also arrives through layer 1's heads, and differs."""
+    import torch
+
+    total, direct = _total_and_direct("gemma3-text")
+    for l1 in range(2):
+        torch.testing.assert_close(total[l1, :, l1 + 1], direct[l1, :, l1 + 1], atol=1e-5, rtol=1e-4)
+    assert (total[0, :, 2] - direct[0, :, 2]).abs().max() > 1e-3
+
+
+def test_verdict_uncertainty_with_the_metrics_on_data(tmp_path):
+    """--on-data adds every measure under the four metrics estimated on text, each with its errors."""
+    import compscope
+
+    compscope.validate("induction-2l", progress=False).save(tmp_path / "verdict")
+    out = bench("verdict_uncertainty.py", "induction-2l", str(tmp_path / "verdict"), "--reps", "20", "--on-data")
+    for metric in ("identity", "embed", "activations", "covariance", "activations-own", "covariance-own"):
+        rows = re.findall(rf"^(\w+) +{metric} +([01]\.\d{{3}}) +0\.\d{{3}} +0\.\d{{3}} +\[[01]\.\d{{3}}, [01]\.\d{{3}}\] +"
+                          r"(best|\[[+-]\d\.\d{3}, [+-]\d\.\d{3}\])$", out, re.M)
+        assert {r[0] for r in rows} == {"frobenius", "tight", "overlap", "spectral", "bandwidth"}, (metric, out)
+
+
 @pytest.mark.parametrize("n1, n0", [(1, 1), (10, 10), (12, 2436), (60, 35175)])
 def test_hanley_mcneil_at_chance_is_the_mann_whitney_null_variance(n1, n0):
     """At A = 1/2 (Q₁ = Q₂ = 1/3) the Hanley–McNeil variance is that of the Mann–Whitney statistic
