@@ -22,7 +22,7 @@ content distribution of the rotary previous-token score (:func:`compscope.analys
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -100,6 +100,25 @@ def _toy_metric(runner, sequences: int, half: int, seed: int, ridge: float, hw=N
 
 
 @torch.no_grad()
+@dataclass(frozen=True)
+class ResidualSums:
+    """What :func:`runner_second_moments` summed over ``tokens`` for the heads of ``hw``, ``batch_size``
+    sequences at a time: per layer ``Σ x xᵀ`` (``acc``) and ``Σ x`` (``total``), float64, over
+    ``count`` positions."""
+
+    hw: object
+    tokens: Tensor
+    batch_size: int
+    acc: dict[int, Tensor]
+    total: dict[int, Tensor]
+    count: int
+
+    def serves(self, hw, tokens: Tensor, batch_size: int) -> bool:
+        """Whether these are the sums for the same heads (the same object), tokens and batches."""
+        return (self.hw is hw and self.batch_size == batch_size and self.tokens.shape == tokens.shape
+                and bool(torch.equal(self.tokens, tokens)))
+
+
 def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16, hw=None,
                           centred: bool = False) -> dict[int, Tensor]:
     """``{layer: (d, d)}`` float64 second moments of what each layer's heads read, for any runner
@@ -112,9 +131,8 @@ def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16, hw=None,
 
     hw = runner.weights_here(hw)
     memo = runner._moments
-    if memo is not None and memo[0] is hw and memo[2] == batch_size and memo[1].shape == tokens.shape \
-            and torch.equal(memo[1], tokens):
-        acc, total, count = memo[3]
+    if memo is not None and memo.serves(hw, tokens, batch_size):
+        acc, total, count = memo.acc, memo.total, memo.count
     else:
         acc = {l: torch.zeros(hw.d_model, hw.d_model, dtype=torch.float64, device=runner.device) for l in range(hw.n_layers)}
         total = {l: torch.zeros(hw.d_model, dtype=torch.float64, device=runner.device) for l in range(hw.n_layers)}
@@ -126,7 +144,7 @@ def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16, hw=None,
                 acc[l] += x.T @ x
                 total[l] += x.sum(0)
             count += tr.resid[0].shape[0] * tr.resid[0].shape[1]
-        runner._moments = (hw, tokens.clone(), batch_size, (acc, total, count))
+        runner._moments = ResidualSums(hw, tokens.clone(), batch_size, acc, total, count)
     return {l: (_centre(G / count, total[l], count) if centred else G / count).cpu() for l, G in acc.items()}
 
 

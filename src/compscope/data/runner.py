@@ -111,10 +111,10 @@ class Runner:
     #: where the model runs, and where traces and recomputations live
     device: torch.device = torch.device("cpu")
     _moved: tuple | None = None  # (HeadWeights, the same on device): the latest weights_here
-    #: (heads on device, tokens, batch size, sums): the latest residual sums of
-    #: :func:`compscope.data.residual_moments.runner_second_moments`, which every metric estimated on
-    #: the same tokens for the same heads (centred or not, ``-own`` or not) reads
-    _moments: tuple | None = None
+    #: the latest residual sums of :func:`compscope.data.residual_moments.runner_second_moments`
+    #: (a ``ResidualSums``), which every metric estimated on the same tokens for the same heads
+    #: (centred or not, ``-own`` or not) reads
+    _moments = None
 
     @property
     def dtype(self) -> torch.dtype:
