@@ -14,8 +14,9 @@ candidate, printing the AUROC against the label truth (previous-token >= 0.4 bef
 - two weight-statistics metrics (the seed's option 2: statistics of all heads at once, which
   move with the residual gauge as ``G -> T G Tᵀ``): ``writers``, ``G = Σ_heads W_O W_Oᵀ`` (what
   the heads write), and ``readers``, ``G = (Σ_heads W_Qᵀ W_Q + W_Kᵀ W_K + W_Vᵀ W_V)^{-1}``;
-- ``layer-standardised``: each score as a z-score among the pairs of its (writer layer, reader
-  layer) block, which removes what neighbouring layers share whatever the heads;
+- ``layer-standardised``: each score under each of the metrics above as a z-score among the
+  pairs of its (writer layer, reader layer) block, which removes what neighbouring layers share
+  whatever the heads;
 - norms inside the heads' circuits (Gemma 3: QK-norm and the attention-output norm), each alone and
   both, replaced by their mean Jacobian on the metrics' text (``lin. qk``, ``lin. output``,
   ``lin. qk+output``: :func:`compscope.data.norm_linearisation.linearise_norms`), every measure
@@ -125,9 +126,8 @@ def main() -> None:
         for m in MEASURES:
             x = dense[m, name] = table.dense(m, "K")
             rows.append((m, name, auroc(x, truth), auroc(x, confirmed)))
-            if name == "identity":
-                z = _standardised(x)
-                rows.append((m, "identity, layer-standardised", auroc(z, truth), auroc(z, confirmed)))
+            z = _standardised(x)
+            rows.append((m, f"{name}, layer-standardised", auroc(z, truth), auroc(z, confirmed)))
     for parts in _norm_parts(hw):  # the norms inside the heads' circuits, linearised on the metrics' text
         lin = linearise_norms(runner, parts, progress=False)
         for name in ("identity", "embed", "covariance", "covariance-own"):
@@ -181,9 +181,9 @@ def _previous_scores(hw, model) -> dict[str, torch.Tensor]:
 
 def _print(rows: list[tuple], title: str) -> None:
     rows = sorted(rows, key=lambda r: -r[2])
-    print(f"\n{title:<30} {'metric':<30} {'AUROC K':>8} {'confirmed':>9}")
+    print(f"\n{title:<30} {'metric':<36} {'AUROC K':>8} {'confirmed':>9}")
     for cand, met, a, c in rows:
-        print(f"{cand:<30} {met:<30} {a:8.3f} {c:9.3f}")
+        print(f"{cand:<30} {met:<36} {a:8.3f} {c:9.3f}")
 
 
 if __name__ == "__main__":
