@@ -13,7 +13,8 @@ For each tiny HuggingFace model (every parameter perturbed, so norm gains are no
   processing is recorded;
 - compscope's runner traces the bridge (raw and processed) so that each layer recomputed from
   the ``HeadWeights`` gives what the bridge's attention added, and the interventions on the raw
-  bridge equal those on the untouched HuggingFace model (post-LN BERT: through its norms);
+  bridge, along the direct path (post-LN BERT: through its norms) and along every path, equal
+  those on the untouched HuggingFace model;
 - reading changes nothing: the bridge's state dict is bitwise the same before and after.
 """
 
@@ -147,17 +148,21 @@ def runner_error(bridge, tokens) -> float:
 
 
 def interventions_error(bridge, pristine, tokens) -> tuple[float, float]:
-    """Largest |bridge − HuggingFace| interventional effect, every pair and kind: compscope's runner on
-    the bridge against its runner on an untouched copy of the HuggingFace model; and the smallest
-    largest effect of a kind (so that agreement is not that of zeros)."""
+    """Largest |bridge − HuggingFace| interventional effect, every pair and kind, along the direct
+    path and along every path (the bridge run with the writer's change added at its own hook):
+    compscope's runner on the bridge against its runner on an untouched copy of the HuggingFace
+    model; and the smallest largest direct effect of a kind (so that agreement is not that of zeros)."""
     from compscope.data.intervene import intervention_effects
     from compscope.data.runner import runner_for
 
-    a = intervention_effects(runner_for(bridge), tokens, progress=False)
-    b = intervention_effects(runner_for(pristine), tokens, progress=False)
-    err = max(float((a.by_kind[k] - b.by_kind[k]).nan_to_num().abs().max())  # NaN: the pairs that are none
-              if torch.equal(a.by_kind[k].isnan(), b.by_kind[k].isnan()) else float("inf") for k in "QKV")
-    return err, min(float(torch.nan_to_num(b.by_kind[k]).max()) for k in "QKV")
+    err, least = 0.0, None
+    for paths in ("direct", "all"):
+        a = intervention_effects(runner_for(bridge), tokens, progress=False, paths=paths)
+        b = intervention_effects(runner_for(pristine), tokens, progress=False, paths=paths)
+        err = max(err, *(float((a.by_kind[k] - b.by_kind[k]).nan_to_num().abs().max())  # NaN: the pairs that are none
+                         if torch.equal(a.by_kind[k].isnan(), b.by_kind[k].isnan()) else float("inf") for k in "QKV"))
+        least = least if least is not None else min(float(torch.nan_to_num(b.by_kind[k]).max()) for k in "QKV")
+    return err, least
 
 
 def check(case: str) -> dict:

@@ -114,6 +114,26 @@ def test_cli_intervenes_on_a_huggingface_folder(tmp_path, capsys):
     assert "K  strongest effects: 0." in capsys.readouterr().out
 
 
+def test_cli_intervenes_along_every_path(tmp_path, capsys):
+    """--paths all on a three-layer Gemma 3 folder: the header says so, and the strongest K effects
+    are those of intervention_effects(paths='all') on the same sequences."""
+    from hf_tiny import BY_ID, build
+
+    from compscope.data.sequences import repeats
+
+    build(BY_ID["gemma3-text"]).save_pretrained(tmp_path / "gemma")
+    assert main(["intervene", str(tmp_path / "gemma"), "--kinds", "K", "--sequences", "3", "--half", "4",
+                 "--paths", "all", "--top", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "mean-ablation of h1's output in the model, read by h2 through every path" in out
+    runner = runner_for(str(tmp_path / "gemma"), progress=False)
+    t = repeats(3, 4, runner.hw.n_vocab, 12345, runner.bos, avoid=runner.special_ids()).tokens
+    k = intervention_effects(runner, t, "K", progress=False, paths="all").by_kind["K"]
+    top = torch.nan_to_num(k, nan=-1.0).flatten().argmax()
+    a, b, c, d = (int(i) for i in torch.unravel_index(top, k.shape))
+    assert f"K  strongest effects: {a}.{b}->{c}.{d} {float(k[a, b, c, d]):.3f}" in out, out
+
+
 # ---------------------------------------------------------------- every runner: one forward, changed sides only
 from compscope.core.attention import combine, head_states, read_input  # noqa: E402
 from compscope.data.intervene import intervention_effects  # noqa: E402
@@ -147,8 +167,14 @@ def _brute_force(hw, tr, l1, h1, l2, kind, ablation):
     w = o[:, :, h1]
     o[:, :, h1] = w.mean(0, keepdim=True) if ablation == "mean" else 0 * w
     delta = combine(hw.replace(), l1, o.float()) - s1.out
-    clean = read_input(hw, l2, tr.resid[l2])
-    patched = read_input(hw, l2, tr.resid[l2] + delta)
+    return _reader_effect(hw, l2, tr.resid[l2], tr.resid[l2] + delta, kind)
+
+
+def _reader_effect(hw, l2, resid, changed, kind):
+    """The effect on every head of layer ``l2`` of reading ``changed`` instead of ``resid`` through
+    ``kind`` (the other inputs clean), layer ``l2`` recomputed in full: ``(effect, V direction or None)``."""
+    clean = read_input(hw, l2, resid)
+    patched = read_input(hw, l2, changed)
     xs = {k: patched if k == kind else clean for k in "QKV"}
     p0, v0 = head_states(hw, l2, clean)
     p1, v1 = head_states(hw, l2, xs["Q"], xs["K"], xs["V"])
@@ -369,3 +395,99 @@ def test_v_effect_sums_in_float32_stay_within_float32_of_delta_against_float64(s
         assert g_.dtype == torch.float64
         torch.testing.assert_close(g_, w, rtol=1e-5, atol=1e-6 * scale * 36)
     assert float(got[0][2]) == float(got[1][2]) == 0.0 and float(got[2][3]) == 35.0
+
+
+# ---------------------------------------------------------------- every path (paths='all')
+@pytest.mark.parametrize("kw", [dict(norm="layernorm", mlp=True), dict(norm="rmsnorm", positions="rotary", mlp=True)],
+                         ids=["layernorm-mlp", "rms-rotary-mlp"])
+@pytest.mark.parametrize("ablation", ["mean", "zero"])
+def test_every_path_equals_the_toy_forward_with_the_change_added(kw, ablation):
+    """paths='all', three layers with MLPs: one run per writer with its change added to the residual
+    (compscope) against the toy's own forward per pair (that run, then the reader's kind input
+    edited by the residual change it made); from layer 0 into layer 2 it is not the direct path."""
+    cfg = ToyConfig(n_layers=3, n_heads=3, d_model=12, d_head=4, d_vocab=10, n_ctx=8, **kw)
+    m = ToyTransformer(cfg, seed=2)
+    t = tokens()
+    want = interventional_composition(m, t, "QKV", ablation, paths="all")
+    got = intervention_effects(_runner(m), t, "QKV", ablation, progress=False, paths="all")
+    assert got.paths == "all"
+    for kind in "QKV":
+        torch.testing.assert_close(got.by_kind[kind], want[kind], atol=1e-5, rtol=1e-4, equal_nan=True)
+    direct = intervention_effects(_runner(m), t, "K", ablation, progress=False).by_kind["K"]
+    assert float((got.by_kind["K"][0, :, 2] - direct[0, :, 2]).abs().max()) > 1e-3
+
+
+def test_every_path_is_the_direct_path_in_two_attention_only_layers():
+    """The default model (two attention-only layers): a layer-0 head reaches layer 1 only directly."""
+    from compscope.data.sequences import repeats
+
+    runner = runner_for("induction-2l", progress=False)
+    t = repeats(6, 8, runner.hw.n_vocab, 1, runner.bos).tokens
+    direct = intervention_effects(runner, t, progress=False)
+    every = intervention_effects(runner, t, progress=False, paths="all")
+    for kind in "QKV":
+        assert float(direct.by_kind[kind][0].nan_to_num().max()) > 1e-3
+        torch.testing.assert_close(every.by_kind[kind], direct.by_kind[kind], atol=1e-6, rtol=1e-5, equal_nan=True)
+
+
+#: where a family keeps its heads' outputs side by side: the input of the attention's output projection
+OUTPUT_PROJECTIONS = {"gpt2": "attn.c_proj", "neox-partial-rotary-parallel": "attention.dense",
+                      "llama-gqa-bias": "self_attn.o_proj", "gemma3-text": "self_attn.o_proj",
+                      "qwen3-qk-norm": "self_attn.o_proj", "falcon-mqa-parallel": "self_attention.dense",
+                      "opt": "self_attn.out_proj", "bert": "attention.output.dense"}
+
+
+@pytest.mark.parametrize("variant_id", list(OUTPUT_PROJECTIONS))
+def test_every_path_equals_the_model_run_with_the_head_ablated_inside_it(variant_id):
+    """paths='all' on tiny models of eight families, three layers: the writer's output mean-ablated
+    where the model itself keeps it (its slice of the output projection's input) and the model run
+    on; the reader's kind input read from that run's residual, its layer recomputed in full.
+    Against compscope's δ added to what the writer's layer writes, every pair and kind."""
+    pytest.importorskip("transformers")
+    from hf_tiny import BY_ID, build, random_ids
+
+    import compscope
+
+    model = build(BY_ID[variant_id], **({"n_layer": 3} if variant_id == "gpt2" else {"num_hidden_layers": 3}))
+    runner = runner_for(model, compscope.load(model))
+    hw = runner.hw
+    t = random_ids(batch=3)
+    got = intervention_effects(runner, t, "QKV", "mean", progress=False, paths="all")
+    projections = [m for n, m in model.named_modules() if n.endswith("." + OUTPUT_PROJECTIONS[variant_id])]
+    assert len(projections) == hw.n_layers == 3
+    seen = {}
+    handles = [p.register_forward_pre_hook(lambda m, a, i=i: seen.__setitem__(i, a[0].detach()))
+               for i, p in enumerate(projections)]
+    clean = runner.trace(t)
+    for h in handles:
+        h.remove()
+    r = hw.d_head
+    for l1 in range(2):
+        mean = seen[l1].mean(0, keepdim=True)
+        for h1 in range(hw.n_heads):
+            def ablate(m, a, cut=slice(h1 * r, (h1 + 1) * r)):
+                z = a[0].clone()
+                z[..., cut] = mean[..., cut]
+                return (z, *a[1:])
+
+            handle = projections[l1].register_forward_pre_hook(ablate)
+            ablated = runner.trace(t)
+            handle.remove()
+            for l2 in range(l1 + 1, 3):
+                for kind in "QKV":
+                    want, turn = _reader_effect(hw, l2, clean.resid[l2], ablated.resid[l2], kind)
+                    torch.testing.assert_close(got.by_kind[kind][l1, h1, l2], want, atol=1e-5, rtol=1e-4)
+                    if turn is not None:
+                        torch.testing.assert_close(got.v_direction[l1, h1, l2], turn, atol=1e-5, rtol=1e-4)
+    assert float(got.by_kind["K"][0, :, 2].max()) > 1e-3
+
+
+def test_trace_add_is_checked():
+    runner = runner_for("induction-2l", progress=False)
+    t = torch.zeros(2, 5, dtype=torch.long)
+    with pytest.raises(OptionError, match="not a layer"):
+        runner.trace(t, add={7: torch.zeros(2, 5, runner.hw.d_model)})
+    with pytest.raises(OptionError, match=r"add\[0\]: expected a \(batch, seq, d_model\)"):
+        runner.trace(t, add={0: torch.zeros(2, 4, runner.hw.d_model)})
+    with pytest.raises(OptionError, match="paths='some'"):
+        intervention_effects(runner, t, paths="some")

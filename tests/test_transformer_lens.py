@@ -57,8 +57,8 @@ CONFIGS = {
 }
 
 
-def build(name: str, seed: int = 0):
-    cfg = tl.HookedTransformerConfig(**{**BASE, **CONFIGS[name]})
+def build(name: str, seed: int = 0, **extra):
+    cfg = tl.HookedTransformerConfig(**{**BASE, **CONFIGS[name], **extra})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # "HookedTransformer is deprecated" (TL 3.9)
         model = tl.HookedTransformer(cfg)
@@ -257,6 +257,39 @@ def test_interventions_on_a_hooked_transformer_match_a_patched_forward():
             torch.testing.assert_close(fx.by_kind["K"][0, h1, 1], want, atol=1e-5, rtol=0)
 
 
+def test_every_path_on_a_hooked_transformer_matches_its_own_ablation():
+    """paths='all', three layers with MLPs: the writer's head mean-ablated in TransformerLens's own
+    ``hook_z`` and the model run on; the reader's keys given that run's residual
+    (``hook_k_input``), everything else clean: the pattern change equals compscope's."""
+    from compscope.data.intervene import intervention_effects
+    from compscope.data.runner import runner_for
+
+    model = build("rotary-gqa", n_layers=3)
+    model.set_use_split_qkv_input(True)
+    ids = tokens(model, seq=9)
+    fx = intervention_effects(runner_for(model), ids, "K", "mean", progress=False, paths="all")
+    with torch.no_grad():
+        _, clean = model.run_with_cache(ids)
+        for l1, h1, l2 in ((0, 1, 2), (0, 3, 1), (1, 0, 2)):
+            z = clean[f"blocks.{l1}.attn.hook_z"]
+
+            def ablate(x, hook, h1=h1, mean=z.mean(0, keepdim=True)):
+                x = x.clone()
+                x[:, :, h1] = mean[:, :, h1]
+                return x
+
+            with model.hooks(fwd_hooks=[(f"blocks.{l1}.attn.hook_z", ablate)]):
+                _, ablated = model.run_with_cache(ids, names_filter=lambda n: n == f"blocks.{l2}.hook_resid_pre")
+            moved = ablated[f"blocks.{l2}.hook_resid_pre"]
+            edit = lambda x, hook, moved=moved: moved[:, :, None, :].expand_as(x)  # noqa: E731
+            with model.hooks(fwd_hooks=[(f"blocks.{l2}.hook_k_input", edit)]):
+                _, patched = model.run_with_cache(ids, names_filter=lambda n: n == f"blocks.{l2}.attn.hook_pattern")
+            p, q = clean[f"blocks.{l2}.attn.hook_pattern"].double(), patched[f"blocks.{l2}.attn.hook_pattern"].double()
+            want = 0.5 * (p - q).abs().sum(-1).mean(dim=(0, 2))
+            assert float(want.max()) > 1e-3  # the ablation did something
+            torch.testing.assert_close(fx.by_kind["K"][l1, h1, l2], want, atol=1e-5, rtol=0)
+
+
 def test_validate_runs_on_a_hooked_transformer_within_its_context():
     """``compscope.validate`` takes a ``HookedTransformer`` object; its context (``n_ctx`` 24) bounds
     the sequences: the activations metric's text is cut to it, longer repeats are refused by name."""
@@ -354,6 +387,8 @@ def test_hooked_encoder_runs_and_intervenes_as_the_huggingface_model():
     fb = intervention_effects(theirs, ids, progress=False)
     for kind in "QKV":
         torch.testing.assert_close(fa.by_kind[kind], fb.by_kind[kind], atol=1e-6, rtol=0, equal_nan=True)
+    every = [intervention_effects(r, ids, "K", progress=False, paths="all").by_kind["K"] for r in (ours, theirs)]
+    torch.testing.assert_close(every[0], every[1], atol=1e-6, rtol=0, equal_nan=True)  # every path: the same too
 
     enc.cfg.use_split_qkv_input = True  # the reader's keys read their own copy of the residual
     with torch.no_grad():

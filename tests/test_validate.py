@@ -233,3 +233,32 @@ def test_a_metric_with_a_long_name_is_judged_recorded_and_aligned():
     assert rows and all(len(r) == len(rows[0]) for r in rows)
     end = lines[header].index("rho K") + len("rho K")  # right-aligned: each value ends where the header does
     assert all(r[end - 1].isdigit() and r[end] == " " for r in rows), rows
+
+
+def test_the_interventions_can_follow_every_path(tmp_path):
+    """paths='all' on a three-layer toy with MLPs: the verdict's K effects are those of
+    intervention_effects(paths='all') on its sequences, and say so in the header, run.json and the
+    parquet's attributes; a bad value is refused by name."""
+    from compscope.data.intervene import intervention_effects
+    from compscope.data.runner import runner_for
+    from compscope.data.sequences import repeats
+    from compscope.toy.model import ToyConfig, ToyTransformer
+    from compscope.toy.storage import save_toy
+
+    m = ToyTransformer(ToyConfig(n_layers=3, n_heads=2, d_model=16, d_head=4, d_vocab=20, n_ctx=16, mlp=True,
+                                 norm="layernorm"), seed=5)
+    folder = str(save_toy(m, tmp_path / "toy"))
+    v = validate(folder, sequences=4, half=4, intervention_sequences=3, kinds="K", metrics=("identity",),
+                 paths="all", progress=False)
+    runner = runner_for(folder, progress=False)
+    t = repeats(4, 4, runner.hw.n_vocab, 12345, runner.bos, avoid=runner.special_ids()).tokens[:3]
+    want = intervention_effects(runner, t, "K", progress=False, paths="all").by_kind["K"]
+    torch.testing.assert_close(v.effects.by_kind["K"], want, equal_nan=True)
+    direct = intervention_effects(runner, t, "K", progress=False).by_kind["K"]
+    assert not torch.allclose(want.nan_to_num(), direct.nan_to_num(), atol=1e-4)
+    assert "interventions (mean-ablation, every path) on 3 of them" in v.format()
+    v.save(tmp_path / "out")
+    assert '"paths": "all"' in (tmp_path / "out" / "run.json").read_text()
+    assert v.interventions_frame().attrs["paths"] == "all"
+    with pytest.raises(OptionError, match="paths='both'"):
+        validate(folder, paths="both", progress=False)

@@ -91,6 +91,13 @@ def add_device(p: argparse.ArgumentParser, what: str = "where the model runs and
     p.add_argument("--device", default=None, help=f"{what}: cpu, cuda, cuda:N (default: cuda when present, else cpu)")
 
 
+def add_paths(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--paths", default="direct", choices=["direct", "all"],
+                   help="direct: h1's output removed from what h2 reads and nowhere else (the default); all: removed "
+                        "from the model, so that h2 reads the change through every layer in between too "
+                        "(one more forward pass per writer)")
+
+
 def add_model_dtype(p: argparse.ArgumentParser, prefix: str = "") -> None:
     p.add_argument("--model-dtype", default=None, choices=["float32", "bfloat16", "float16"],
                    help=prefix + "what a model loaded from files computes in on the data (default float32; 16-bit halves a "

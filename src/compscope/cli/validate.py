@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_device, add_model_dtype, count, half_length, metric_names, output_folder
+from .common import add_device, add_model_dtype, add_paths, count, half_length, metric_names, output_folder
 
 HELP = "judge every measure x metric against interventions and activation labels on data"
 EXAMPLE = ("examples:\n  compscope validate --out verdict\n"
@@ -25,6 +25,7 @@ def add_arguments(p) -> None:
     p.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
                    help=f"a metric, {metric_names()} (repeatable; default identity, embed, activations and covariance)")
     p.add_argument("--ablation", default="mean", choices=["mean", "zero"], help="how h1's output is removed (default mean)")
+    add_paths(p)
     p.add_argument("--prev-threshold", type=float, default=0.4, help="previous-token label of a true writer (default 0.4)")
     p.add_argument("--induction-threshold", type=float, default=0.3, help="induction label of a true reader (default 0.3)")
     p.add_argument("--effect-threshold", type=float, default=0.05,
@@ -47,7 +48,7 @@ def run(args) -> None:
     output_folder(args.out)
     v = validate(args.model, sequences=args.sequences, half=args.half, seed=args.seed,
                  intervention_sequences=args.intervention_sequences, kinds=args.kinds,
-                 metrics=args.metrics or DEFAULT_METRICS, ablation=args.ablation, prev_threshold=args.prev_threshold,
+                 metrics=args.metrics or DEFAULT_METRICS, ablation=args.ablation, paths=args.paths, prev_threshold=args.prev_threshold,
                  induction_threshold=args.induction_threshold, effect_threshold=args.effect_threshold, fold_norm=args.fold_norm,
                  fold_qk_gains=args.fold_qk_gains, linearise_norms=args.linearise_norms or False, device=args.device, model_dtype=args.model_dtype)
     print(v.format(args.top))

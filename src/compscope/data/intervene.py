@@ -29,6 +29,13 @@ held at its clean value; ``h2`` reads the residual so obtained through ``kind``.
 the running model's own modules (``Runner.post_norms``). With no norm between the layers this is
 exactly the pre-LN definition.
 
+Every path (``paths='all'``, not the specification's measure but beside it): the model runs again
+with ``δ`` added to what layer ``l1``'s attention writes, so that every later layer — heads,
+MLPs, norms — sees the change, and ``h2`` reads the residual of that run through ``kind``
+(its other inputs clean). That is the total effect of ``h1`` on ``h2``'s ``kind`` input: the
+direct path plus every path through the heads and MLPs in between. One forward pass per
+(writer, batch) on top of the direct path's work.
+
 Two implementations, one definition:
 
 - :func:`intervention_effects` on a runner: one clean forward (:meth:`Runner.trace`), then per
@@ -64,6 +71,7 @@ class Effects:
     ablation: str
     sequences: int
     seq_len: int
+    paths: str = "direct"
 
 
 def check_ablation(ablation: str, sequences: int) -> None:
@@ -74,6 +82,16 @@ def check_ablation(ablation: str, sequences: int) -> None:
     if ablation == "mean" and sequences < 2:
         raise OptionError(f"mean-ablation on {sequences} sequence: the mean over one sequence is the output itself, "
                           "so every effect would be 0; intervene on 2 or more sequences, or use ablation 'zero'")
+
+
+#: which paths from the writer to the reader an intervention follows (module docstring)
+PATHS = ("direct", "all")
+
+
+def check_paths(paths: str) -> None:
+    if paths not in PATHS:
+        raise OptionError(f"paths={paths!r}: use 'direct' (h1's output removed from what h2 reads and nowhere else) "
+                          "or 'all' (removed from the model, every later layer seeing it)")
 
 
 def _check(kinds: str, ablation: str, tokens: Tensor) -> str:
@@ -96,19 +114,23 @@ def _heads(hw, tr) -> tuple[list, list, list]:
 
 @torch.no_grad()
 def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: str = "mean", *,
-                         batch_size: int = 16, progress: bool = True, device: str | torch.device | None = None) -> Effects:
+                         batch_size: int = 16, progress: bool = True, device: str | torch.device | None = None,
+                         paths: str = "direct") -> Effects:
     """Interventional composition of every pair and kind of ``runner``'s model (a runner, or any
     model :func:`~compscope.data.runner.runner_for` runs) on ``tokens:
     (batch, seq)`` (module docstring), ``batch_size`` sequences at a time: memory holds one
     batch's clean queries, keys, values and head outputs of every layer; mean-ablation uses the
-    mean over *all* sequences (a first pass computes it). ``device``: where a model given by name
-    or folder runs (:func:`~compscope.data.runner.runner_for`); the effects come back on the CPU."""
+    mean over *all* sequences (a first pass computes it). ``paths``: ``'direct'`` (the
+    specification's) or ``'all'`` (the writer's change propagated through the model: one more
+    forward pass per writer and batch). ``device``: where a model given by name or folder runs
+    (:func:`~compscope.data.runner.runner_for`); the effects come back on the CPU."""
     from .runner import runner_for
 
     kinds = _check(kinds, ablation, tokens)
+    check_paths(paths)
     runner = runner_for(runner, progress=progress, device=device)
     hw, dev = runner.weights_here(), runner.device
-    if hw.norm_placement == "post" and getattr(runner, "post_norms", None) is None:
+    if paths == "direct" and hw.norm_placement == "post" and getattr(runner, "post_norms", None) is None:
         raise OptionError(f"{hw.meta.name}: a post-LN model's direct path passes through its norms, and this "
                           f"runner ({type(runner).__name__}) does not name them; interventions on post-LN models "
                           "need a transformers model or a TransformerLens HookedEncoder")
@@ -138,7 +160,7 @@ def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: s
         else:
             tr = runner.trace(chunk)
             qkv, pattern, o = _heads(hw, tr)
-        mlp = _clean_mlp(runner, tr)
+        mlp = _clean_mlp(runner, tr) if paths == "direct" else None
         for l1 in range(L - 1):
             added = combine(hw, l1, o[l1]) if hw.attn_out_norm is not None else None
             for h1 in range(H):
@@ -150,7 +172,12 @@ def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: s
                     o2 = o[l1].clone()
                     o2[:, :, h1] = repl
                     delta = combine(hw, l1, o2) - added
-                for l2, resid2 in _direct_path(runner, tr, mlp, l1, delta):
+                if paths == "all":
+                    changed_run = runner.trace(tr.tokens, add={l1: delta})
+                    targets = ((l2, changed_run.resid[l2]) for l2 in range(l1 + 1, L))
+                else:
+                    targets = _direct_path(runner, tr, mlp, l1, delta)
+                for l2, resid2 in targets:
                     x2 = read_input(hw, l2, resid2)
                     for kind in kinds:
                         changed = project(hw, l2, kind, x2)
@@ -173,7 +200,7 @@ def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: s
         v = acc[kind].cpu() / (kept.clamp_min(1) if kind == "V" else tokens.shape[0])
         out[kind] = torch.where(forward, v, nan)
     direction = torch.where(forward, turn.cpu() / kept.clamp_min(1), nan) if "V" in kinds else None
-    return Effects(out, direction, ablation, int(tokens.shape[0]), int(tokens.shape[1]))
+    return Effects(out, direction, ablation, int(tokens.shape[0]), int(tokens.shape[1]), paths)
 
 
 def _clean_mlp(runner, tr) -> list[Tensor] | None:
@@ -217,11 +244,14 @@ def _v_sums(o: Tensor, o2: Tensor) -> tuple[Tensor, Tensor, Tensor]:
 
 
 @torch.no_grad()
-def interventional_composition(model, tokens: Tensor, kinds: str = "QKV", ablation: str = "mean") -> dict[str, Tensor]:
+def interventional_composition(model, tokens: Tensor, kinds: str = "QKV", ablation: str = "mean",
+                               paths: str = "direct") -> dict[str, Tensor]:
     """``{kind: (L, H, L, H)}`` effects (float64; NaN except for earlier → later layer pairs)
-    of ``model`` (a ``ToyTransformer``, or anything with its ``forward(tokens, cache=, edits=)``
-    hooks) on ``tokens: (batch, pos)``."""
+    of ``model`` (a ``ToyTransformer``, or anything with its ``forward(tokens, cache=, edits=,
+    adds=)`` hooks) on ``tokens: (batch, pos)``. ``paths='all'``: a run with ``h1``'s output
+    replaced in the residual (``adds``) gives the residual ``h2`` reads through ``kind``."""
     kinds = _check(kinds, ablation, tokens)
+    check_paths(paths)
     cache: dict = {}
     model(tokens, cache=cache)
     L = sum(1 for k in cache if k.startswith("pattern."))
@@ -231,10 +261,14 @@ def interventional_composition(model, tokens: Tensor, kinds: str = "QKV", ablati
         for h1 in range(H):
             written = cache[f"head_out.{l1}"][:, :, h1]  # (batch, pos, d)
             delta = (written.mean(0, keepdim=True) if ablation == "mean" else torch.zeros_like(written)) - written
+            changed: dict = {}
+            if paths == "all":
+                model(tokens, cache=changed, adds={l1: delta})
             for kind in kinds:
                 for l2 in range(l1 + 1, L):
+                    d2 = changed[f"resid_pre.{l2}"] - cache[f"resid_pre.{l2}"] if paths == "all" else delta
                     patched: dict = {}
-                    model(tokens, cache=patched, edits={(l2, h2, kind): delta for h2 in range(H)})
+                    model(tokens, cache=patched, edits={(l2, h2, kind): d2 for h2 in range(H)})
                     out[kind][l1, h1, l2] = _effect(kind, cache, patched, l2)
     return out
 
@@ -250,14 +284,16 @@ def _effect(kind: str, clean: dict, patched: dict, layer: int) -> Tensor:
 
 def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", sequences: int = 100, half: int = 32,
                      seed: int = 12345, ablation: str = "mean", batch_size: int = 16, progress: bool = False,
-                     device: str | torch.device | None = None, model_dtype: str | torch.dtype | None = None):
+                     device: str | torch.device | None = None, model_dtype: str | torch.dtype | None = None,
+                     paths: str = "direct"):
     """Interventional composition of any model compscope runs (:func:`~compscope.data.runner.runner_for`)
     on ``sequences`` held-out repeated random sequences ``[bos] t t`` (``|t| = half``, cut to the
     model's context; toy models: their own held-out repeats, ``|t| = min(half, n_ctx / 2)``), and
     every measure's score of the same pairs (``metric``: a name, ``'activations'`` for the model's
     own residual second moments, or a ``Metric``): ``(Effects, ScoreTable, half)``. ``device``: where
     the model runs and the measures are computed (default CUDA when present, else the CPU);
-    ``model_dtype``: what a model loaded from files computes in (default float32)."""
+    ``model_dtype``: what a model loaded from files computes in (default float32); ``paths``: as
+    :func:`intervention_effects`."""
     from ..core.metrics import check_metrics, get_metric
     from ..engine.composition import scores
     from .runner import ToyRunner, runner_for
@@ -267,6 +303,7 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
     if more:
         raise OptionError(f"metric: one metric (a name or a Metric), got {len(more) + 1}")
     check_ablation(ablation, sequences)
+    check_paths(paths)
     runner = runner_for(model, device=device, dtype=model_dtype)
     hw = runner.hw
     if isinstance(runner, ToyRunner):
@@ -277,7 +314,8 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
         if runner.n_ctx is not None:
             half = min(half, (runner.n_ctx - (runner.bos is not None)) // 2)
         tokens = repeats(sequences, half, hw.n_vocab, seed, runner.bos, avoid=runner.special_ids()).tokens
-    effects = intervention_effects(runner, tokens, kinds, ablation, batch_size=batch_size, progress=progress)
+    effects = intervention_effects(runner, tokens, kinds, ablation, batch_size=batch_size, progress=progress,
+                                   paths=paths)
     table = scores(hw, kinds, "all", get_metric(metric, hw, model=runner), pairs="all", progress=progress,
                    device=runner.device)
     return effects, table, (tokens.shape[1] - (runner.bos is not None)) // 2

@@ -141,8 +141,11 @@ class Runner:
         return tuple(v for v in out if isinstance(v, int))
 
     @torch.no_grad()
-    def trace(self, tokens: Tensor) -> Trace:
-        """Run ``tokens: (batch, seq)`` once; see :class:`Trace`."""
+    def trace(self, tokens: Tensor, add: dict[int, Tensor] | None = None) -> Trace:
+        """Run ``tokens: (batch, seq)`` once; see :class:`Trace`. ``add``: ``{layer: (batch, seq,
+        d_model)}`` added to what that layer's attention writes into the residual (after its
+        attention-output norm where there is one; post-LN: before the norm of residual + attention),
+        so that every later layer, attention and MLP, reads the change."""
         if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.numel() == 0:
             raise OptionError(f"tokens must be a non-empty (batch, seq) tensor, got {what_is(tokens)}")
         if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
@@ -153,13 +156,29 @@ class Runner:
             raise OptionError(f"sequences of {tokens.shape[1]} tokens are longer than {self.hw.meta.name} takes "
                               f"({self.n_ctx}); use shorter sequences (validate: a smaller --half)")
         tokens = tokens.to(self.device)
-        resid, out, *norm_in = self._run(tokens)
+        add = self._check_add(add, (*tokens.shape, self.hw.d_model))
+        resid, out, *norm_in = self._run(tokens, add) if add else self._run(tokens)
         norm_in = [(a.float(), b.float()) for a, b in norm_in[0]] if norm_in and norm_in[0] is not None else None
         trace = Trace(tokens, [r.float() for r in resid], [o.float() for o in out], norm_in)
-        if not self._agreed:
+        if not self._agreed and not add:
             self._check_agreement(trace, low_precision=resid[0].dtype not in (torch.float32, torch.float64))
             self._agreed = True
         return trace
+
+    def _check_add(self, add: dict | None, shape: tuple[int, int, int]) -> dict[int, Tensor]:
+        """``add`` of :meth:`trace`, checked, on the runner's device in the model's dtype."""
+        if not add:
+            return {}
+        if not isinstance(add, dict):
+            raise OptionError(f"add must be a dict {{layer: (batch, seq, d_model) tensor}}, got {what_is(add)}")
+        out = {}
+        for layer, delta in add.items():
+            if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer < self.hw.n_layers:
+                raise OptionError(f"add: {layer!r} is not a layer of {self.hw.meta.name} (0..{self.hw.n_layers - 1})")
+            if not isinstance(delta, Tensor) or tuple(delta.shape) != shape:
+                raise OptionError(f"add[{layer}]: expected a (batch, seq, d_model) = {shape} tensor, got {what_is(delta)}")
+            out[layer] = delta.to(self.device, self.dtype)
+        return out
 
     def _check_agreement(self, trace: Trace, low_precision: bool) -> None:
         """On the first trace: each layer's attention recomputed from ``hw`` on the residual it read
@@ -177,8 +196,9 @@ class Runner:
                     f"recomputes from the weights it read (largest difference {err:.3g} against outputs up to "
                     f"{scale:.3g}): the model that runs is not the one that was read, so no data-based result would hold")
 
-    def _run(self, tokens: Tensor) -> tuple:
-        """``(resid, attn_out)`` per layer, and for post-LN models the norms' inputs per layer."""
+    def _run(self, tokens: Tensor, add: dict[int, Tensor] | None = None) -> tuple:
+        """``(resid, attn_out)`` per layer, and for post-LN models the norms' inputs per layer;
+        ``add``: as :meth:`trace` (checked)."""
         raise NotImplementedError
 
 
@@ -190,10 +210,10 @@ class ToyRunner(Runner):
         self.n_ctx = int(model.cfg.n_ctx)
         self.device = model_device(model)
 
-    def _run(self, tokens: Tensor) -> tuple[list[Tensor], list[Tensor]]:
+    def _run(self, tokens: Tensor, add: dict[int, Tensor] | None = None) -> tuple[list[Tensor], list[Tensor]]:
         cache: dict = {}
         self.model.eval()
-        self.model(tokens, cache=cache)
+        self.model(tokens, cache=cache, adds=add)
         L = self.model.cfg.n_layers
         return [cache[f"resid_pre.{l}"] for l in range(L)], [cache[f"head_out.{l}"].sum(2) for l in range(L)]
 
@@ -207,6 +227,7 @@ class HFRunner(Runner):
         self.model, self.hw, self.tokenizer = model.eval(), hw, tokenizer
         self.device = model_device(model)
         family = family_for(model.config.to_dict(), f"{type(model).__name__} object")
+        self.body = family.base_model(model)  # run without the unembedding, which nothing here reads
         self.points = family.hook_points(model)
         if len(self.points) != hw.n_layers:
             raise UnsupportedModelError(f"{hw.meta.name}: the running model has {len(self.points)} layers, its "
@@ -227,7 +248,7 @@ class HFRunner(Runner):
             # what the weights say only on sequences within the window
             self.n_ctx = min(windows) if self.n_ctx is None else min(self.n_ctx, *windows)
 
-    def _run(self, tokens: Tensor) -> tuple:
+    def _run(self, tokens: Tensor, add: dict[int, Tensor] | None = None) -> tuple:
         resid: dict[int, Tensor] = {}
         out: dict[int, Tensor] = {}
         norm_in: dict[tuple[int, int], Tensor] = {}
@@ -236,6 +257,8 @@ class HFRunner(Runner):
         for i, (rm, om) in enumerate(self.points):
             handles.append(rm.register_forward_pre_hook(
                 lambda m, a, k, i=i: resid.__setitem__(i, first(a, k).detach()), with_kwargs=True))
+            if add and i in add:  # registered first: the hook below records what the layer adds with the change
+                handles.append(om.register_forward_hook(lambda m, a, o, d=add[i]: _plus(o, d)))
             handles.append(om.register_forward_hook(
                 lambda m, a, o, i=i: out.__setitem__(i, (o[0] if isinstance(o, tuple) else o).detach())))
         for i, norms in enumerate(self.norm_modules or ()):
@@ -244,7 +267,7 @@ class HFRunner(Runner):
                     lambda m, a, k, key=(i, j): norm_in.__setitem__(key, (a[0] if a else k["input"]).detach()),
                     with_kwargs=True))
         try:
-            self.model(input_ids=tokens)
+            self.body(input_ids=tokens)
         finally:
             for h in handles:
                 h.remove()
@@ -304,10 +327,22 @@ class TransformerLensRunner(Runner):
         self.post_norms = _float32_norms([(getattr(b.ln1, "_original_component", b.ln1),
                                            getattr(b.ln2, "_original_component", b.ln2)) for b in blocks])
 
-    def _run(self, tokens: Tensor) -> tuple:
-        _, cache = self.model.run_with_cache(tokens, names_filter=lambda n: n in self.wanted)
+    def _run(self, tokens: Tensor, add: dict[int, Tensor] | None = None) -> tuple:
+        if add:
+            hooks = [(self.names[i][1], lambda x, hook, d=d: x + d) for i, d in add.items()]
+            with self.model.hooks(fwd_hooks=hooks):
+                _, cache = self.model.run_with_cache(tokens, names_filter=lambda n: n in self.wanted)
+        else:
+            _, cache = self.model.run_with_cache(tokens, names_filter=lambda n: n in self.wanted)
         norm_in = None if self.norm_names is None else [(cache[a], cache[b]) for a, b in self.norm_names]
         return [cache[r] for r, _ in self.names], [cache[o] for _, o in self.names], norm_in
+
+
+def _plus(output, delta: Tensor):
+    """A module's output (a tensor, or a tuple whose first element is the tensor) plus ``delta``."""
+    if isinstance(output, tuple):
+        return (output[0] + delta, *output[1:])
+    return output + delta
 
 
 def _float32_norms(norms: list[tuple] | None) -> list[tuple] | None:

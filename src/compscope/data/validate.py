@@ -90,7 +90,8 @@ class Verdict:
                     row["effect_direction"] = float(self.effects.v_direction[l1, h1, l2, h2])
                 rows.append(row)
         df = pd.DataFrame(rows)
-        df.attrs.update(ablation=self.effects.ablation, sequences=self.effects.sequences, seq_len=self.effects.seq_len)
+        df.attrs.update(ablation=self.effects.ablation, sequences=self.effects.sequences, seq_len=self.effects.seq_len,
+                        paths=self.effects.paths)
         return df
 
     def save(self, out: str | Path) -> list[Path]:
@@ -119,7 +120,8 @@ class Verdict:
         lab = self.labels
         proc = f" (weights: {', '.join(o['weights_processing'])})" if o.get("weights_processing") else ""
         lines = [f"{self.model}{proc}: {o['sequences']} repeated random sequences [t, t], |t| = {o['half']} (seed {o['seed']}); "
-                 + (f"interventions ({o['ablation']}-ablation) on {o['intervention_sequences']} of them"
+                 + (f"interventions ({o['ablation']}-ablation{', every path' if o.get('paths') == 'all' else ''}) "
+                    f"on {o['intervention_sequences']} of them"
                     if self.effects.sequences else "no interventions")]
         for name, key in (("induction", "induction"), ("previous-token", "previous_token")):
             t = lab.mean[key]
@@ -237,8 +239,9 @@ def precision_at(weights: Tensor, truth: Tensor, n: int = 5) -> float:
 
 
 def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, intervention_sequences: int = 16,
-             kinds: str = "QKV", metrics=DEFAULT_METRICS, ablation: str = "mean", prev_threshold: float = 0.4,
-             induction_threshold: float = 0.3, effect_threshold: float = 0.05, batch_size: int = 16, fold_norm: bool = False,
+             kinds: str = "QKV", metrics=DEFAULT_METRICS, ablation: str = "mean", paths: str = "direct",
+             prev_threshold: float = 0.4, induction_threshold: float = 0.3, effect_threshold: float = 0.05,
+             batch_size: int = 16, fold_norm: bool = False,
              fold_qk_gains: bool = False, linearise_norms: bool | str | Sequence[str] = False, progress: bool = True,
              device: str | torch.device | None = None, model_dtype: str | torch.dtype | None = None) -> Verdict:
     """Judge every measure × metric on ``model`` against its behaviour on data (module docstring).
@@ -252,7 +255,9 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     ``'output'``: :func:`~compscope.data.norm_linearisation.linearise_norms`), after any folding
     (the heads' own previous-token and induction scores read the norms as they are: a head's
     positional pattern comes from the mean query and key, which the linearisation drops);
-    the model that runs on the data is always the unprocessed one. ``effect_threshold``: the K
+    the model that runs on the data is always the unprocessed one. ``paths``: the interventions
+    along the direct path (the specification's, the default) or every path
+    (:func:`~compscope.data.intervene.intervention_effects`). ``effect_threshold``: the K
     effect that confirms a true pair (``auroc_confirmed``). ``device``: where the model runs and every
     score is computed (:func:`~compscope.data.runner.runner_for`: default CUDA when present, else the
     CPU; a model object runs where it is); ``model_dtype``: what a model loaded from files computes
@@ -264,7 +269,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     from ..engine.composition import scores
     from ..measures import AXIOMS, MEASURES
     from .head_labels import activation_labels
-    from .intervene import check_ablation, intervention_effects
+    from .intervene import check_ablation, check_paths, intervention_effects
     from .residual_moments import CONTENT_SAMPLES, CONTENT_SEQUENCES, METRIC_SEED, TEXT_LENGTH, metric_data, tokens_data
     from .runner import runner_for
     from .sequences import python_version, repeats
@@ -283,6 +288,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
             raise OptionError(f"{name}={v!r}: {why}")
     metrics = check_metrics(metrics)
     check_ablation(ablation, min(intervention_sequences, sequences))
+    check_paths(paths)
     runner = runner_for(model, progress=progress, device=device, dtype=model_dtype)
     hw = runner.hw
     weights = hw  # what the measures read; the data come from the unprocessed model
@@ -310,7 +316,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     n_int = min(intervention_sequences, sequences)
     notes = [linearised_on] if linearised_on else []
     effects = intervention_effects(runner, reps.tokens[:n_int], kinds, ablation, batch_size=batch_size,
-                                   progress=progress)
+                                   progress=progress, paths=paths)
     truth = true_pairs(labels.previous_token, labels.induction, prev_threshold, induction_threshold)
     k_effects = effects.by_kind.get("K")
     confirmed = confirmed_pairs(truth, k_effects, effect_threshold) if k_effects is not None else None
@@ -360,7 +366,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
                               "precision_top5": precision_at(from_weights, label >= thr),
                               "true_heads": int((label >= thr).sum())})
     options = {"sequences": sequences, "half": half, "seed": seed, "intervention_sequences": n_int, "kinds": kinds,
-               "metrics": list(tables), "ablation": ablation, "prev_threshold": prev_threshold,
+               "metrics": list(tables), "ablation": ablation, "paths": paths, "prev_threshold": prev_threshold,
                "induction_threshold": induction_threshold, "true_pairs": int(truth.sum()),
                "effect_threshold": effect_threshold,
                "confirmed_pairs": int(confirmed.sum()) if confirmed is not None else None,

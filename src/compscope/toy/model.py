@@ -11,7 +11,8 @@ Hooks (for activation labels and interventions): ``forward(tokens, cache=dict)``
 head, d_model)`` and ``resid_final``; ``forward(tokens, edits={(l, h, kind): delta})`` adds
 ``delta: (batch, pos, d_model)`` to the residual read by head ``h`` of layer ``l`` through
 ``kind`` (``'Q'``, ``'K'`` or ``'V'``) only, before its norm — every other head reads the
-clean residual.
+clean residual; ``forward(tokens, adds={l: delta})`` adds ``delta`` to what layer ``l``'s heads
+write into the residual, so that every later layer reads it.
 """
 
 from __future__ import annotations
@@ -153,6 +154,7 @@ class ToyTransformer(nn.Module):
         *,
         cache: dict | None = None,
         edits: Mapping[tuple[int, int, str], Tensor] | None = None,
+        adds: Mapping[int, Tensor] | None = None,
     ) -> Tensor:
         """Logits ``(batch, pos, d_vocab)`` for ``tokens: (batch, pos)`` (see the module docstring)."""
         cfg = self.cfg
@@ -167,8 +169,13 @@ class ToyTransformer(nn.Module):
             ang = torch.arange(T, dtype=torch.float64, device=tokens.device)[:, None] * self.inv_freq[None, :]
             cos, sin = ang.cos().to(resid.dtype), ang.sin().to(resid.dtype)
         mask = torch.ones(T, T, dtype=torch.bool, device=tokens.device).tril()
-        edits = dict(edits or {})
+        edits, adds = dict(edits or {}), dict(adds or {})
         self._check_edits(edits, tuple(resid.shape))
+        for key, delta in adds.items():
+            if not (isinstance(key, int) and 0 <= key < cfg.n_layers and isinstance(delta, Tensor)
+                    and tuple(delta.shape) == tuple(resid.shape)):
+                raise OptionError(f"adds: keys are layers < {cfg.n_layers}, values (batch, pos, d_model) = "
+                                  f"{tuple(resid.shape)}; got {key!r}: {tuple(getattr(delta, 'shape', ()))}")
         for layer, blk in enumerate(self.blocks):
             if cache is not None:
                 cache[f"resid_pre.{layer}"] = resid
@@ -185,6 +192,8 @@ class ToyTransformer(nn.Module):
                 cache[f"pattern.{layer}"] = pattern
                 cache[f"head_out.{layer}"] = head_out
             resid = resid + head_out.sum(2)
+            if layer in adds:
+                resid = resid + adds[layer]
             if cfg.mlp:
                 x = resid if blk.ln2 is None else blk.ln2(resid)
                 resid = resid + torch.nn.functional.gelu(x @ blk.W_in.T + blk.b_in) @ blk.W_out.T + blk.b_out
