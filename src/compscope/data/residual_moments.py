@@ -99,7 +99,6 @@ def _toy_metric(runner, sequences: int, half: int, seed: int, ridge: float, hw=N
                        _name(centred))
 
 
-@torch.no_grad()
 @dataclass(frozen=True)
 class ResidualSums:
     """What :func:`runner_second_moments` summed over ``tokens`` for the heads of ``hw``, ``batch_size``
@@ -119,6 +118,7 @@ class ResidualSums:
                 and bool(torch.equal(self.tokens, tokens)))
 
 
+@torch.no_grad()
 def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16, hw=None,
                           centred: bool = False) -> dict[int, Tensor]:
     """``{layer: (d, d)}`` float64 second moments of what each layer's heads read, for any runner
