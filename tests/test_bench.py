@@ -56,6 +56,18 @@ def test_model_dtype_on_a_tiny_model_folder(tmp_path):
     assert all(0 <= float(v) <= 6.25 for v in changes.values()), out
 
 
+def test_trace_speed_on_a_tiny_model_folder(tmp_path):
+    """bench/trace_speed.py on a tiny random Llama folder: both timings, and the runner's base-model
+    trace bitwise the same as the head model's."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from hf_tiny import BY_ID, build
+
+    build(BY_ID["llama-gqa-bias"]).save_pretrained(tmp_path)
+    out = bench("trace_speed.py", "--model", str(tmp_path), "--sequences", "2", "--half", "4", "--reps", "1")
+    assert re.search(r"^base model \(the runner\) +[0-9.]+ s$", out, re.M), out
+    assert "bitwise the same: True" in out, out
+
+
 def test_validate_real_on_the_default_model():
     out = bench("validate_real.py", "--model", "induction-2l")
     assert "true previous-token -> induction K-pairs: 8 " in out, out  # 2 previous-token x 4 induction heads
