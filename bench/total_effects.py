@@ -13,8 +13,8 @@ specification, with the change propagated). One forward pass per writer, on the 
 intervention sequences; ``compscope intervene --paths all`` is the same on any model.
 
 Printed: the label-truth AUROC (previous-token >= 0.4 before induction >= 0.3) of the direct-path
-K effects saved in the verdict and of the total K effects, and the strongest total effects from
-the true writers.
+K effects saved in the verdict and of the total K effects, each true pair's two effects, and the
+spread of the total effects over the other pairs.
 
     compscope validate smollm2 --out verdict-smollm2
     python bench/total_effects.py smollm2 verdict-smollm2
