@@ -434,12 +434,18 @@ def test_every_path_is_the_direct_path_in_two_attention_only_layers():
 OUTPUT_PROJECTIONS = {"gpt2": "attn.c_proj", "neox-partial-rotary-parallel": "attention.dense",
                       "llama-gqa-bias": "self_attn.o_proj", "gemma3-text": "self_attn.o_proj",
                       "qwen3-qk-norm": "self_attn.o_proj", "falcon-mqa-parallel": "self_attention.dense",
-                      "opt": "self_attn.out_proj", "bert": "attention.output.dense"}
+                      "opt": "self_attn.out_proj", "bert": "attention.output.dense",
+                      "mistral-sliding3": "self_attn.o_proj", "phi3-fused-partial-rotary-sliding": "self_attn.o_proj",
+                      "olmo-parameter-free-layernorm": "self_attn.o_proj", "olmo2-layer-qk-norm": "self_attn.o_proj",
+                      "phi-partial-rotary-qk-layernorm": "self_attn.dense", "stablelm-partial-rotary-parallel": "self_attn.o_proj",
+                      "starcoder2-bias-sliding3": "self_attn.o_proj", "falcon-per-head-sequential": "self_attention.dense",
+                      "gptj-interleaved-rotary": "attn.out_proj", "gemma": "self_attn.o_proj",
+                      "gemma2-softcap": "self_attn.o_proj"}
 
 
 @pytest.mark.parametrize("variant_id", list(OUTPUT_PROJECTIONS))
 def test_every_path_equals_the_model_run_with_the_head_ablated_inside_it(variant_id):
-    """paths='all' on tiny models of eight families, three layers: the writer's output mean-ablated
+    """paths='all' on tiny models of every family, three layers: the writer's output mean-ablated
     where the model itself keeps it (its slice of the output projection's input) and the model run
     on; the reader's kind input read from that run's residual, its layer recomputed in full.
     Against compscope's δ added to what the writer's layer writes, every pair and kind."""
@@ -448,7 +454,8 @@ def test_every_path_equals_the_model_run_with_the_head_ablated_inside_it(variant
 
     import compscope
 
-    model = build(BY_ID[variant_id], **({"n_layer": 3} if variant_id == "gpt2" else {"num_hidden_layers": 3}))
+    layers = {"gpt2": "n_layer", "gptj-interleaved-rotary": "n_layer"}.get(variant_id, "num_hidden_layers")
+    model = build(BY_ID[variant_id], **{layers: 3})
     runner = runner_for(model, compscope.load(model))
     hw = runner.hw
     t = random_ids(batch=3)
