@@ -36,8 +36,7 @@ import torch  # noqa: E402
 
 from compscope.data.intervene import intervention_effects  # noqa: E402
 from compscope.data.runner import runner_for  # noqa: E402
-from compscope.data.sequences import repeats  # noqa: E402
-from compscope.data.validate import auroc, true_pairs  # noqa: E402
+from compscope.data.validate import auroc, true_pairs, verdict_sequences  # noqa: E402
 from verdict_candidates import read_verdict  # noqa: E402
 
 
@@ -51,9 +50,7 @@ def main() -> None:
     with open(os.path.join(args.verdict, "run.json")) as f:
         run = json.load(f)
     runner = runner_for(args.model, hw)
-    special = runner.special_ids() + ((runner.bos,) if runner.bos is not None else ())
-    tokens = repeats(run["sequences"], run["half"], hw.n_vocab, run["seed"], runner.bos, avoid=special).tokens
-    tokens = tokens[:run["intervention_sequences"]]
+    tokens = verdict_sequences(runner, run["sequences"], run["half"], run["seed"]).tokens[:run["intervention_sequences"]]
     t0 = time.perf_counter()
     total = intervention_effects(runner, tokens, "K", paths="all").by_kind["K"]
     seconds = time.perf_counter() - t0

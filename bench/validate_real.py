@@ -4,6 +4,10 @@ identity, embed, activations and covariance), with the wall time and the peak me
 
     python bench/validate_real.py                 # smollm2
     python bench/validate_real.py --model gemma3-270m
+    python bench/validate_real.py --model gemma3-270m --with-logits   # the runner as it was before 2026-11-25
+
+``--with-logits``: the transformers model runs as its head model, which also computes the logits
+that nothing reads (the runner calls the base model), for the comparison in bench/RESULTS.md.
 
 Prints the time, the peak resident memory, and the verdict as ``compscope validate --top 3``
 prints it (the truth, the ceiling and the writer baseline, the best three measure x metric rows by
@@ -27,9 +31,16 @@ import compscope  # noqa: E402
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="smollm2")
+    ap.add_argument("--with-logits", action="store_true", help="run the head model (computing logits), as before")
     args = ap.parse_args()
     t0 = time.perf_counter()
-    v = compscope.data.validate.validate(args.model, progress=False)
+    model = args.model
+    if args.with_logits:
+        from compscope.data.runner import runner_for
+
+        model = runner_for(args.model, progress=False)
+        model.body = model.model
+    v = compscope.data.validate.validate(model, progress=False)
     wall = time.perf_counter() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
     print(f"{v.model}: compscope.validate with its defaults, {torch.get_num_threads()} threads, torch {torch.__version__}")

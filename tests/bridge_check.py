@@ -155,14 +155,12 @@ def interventions_error(bridge, pristine, tokens) -> tuple[float, float]:
     from compscope.data.intervene import intervention_effects
     from compscope.data.runner import runner_for
 
-    err, least = 0.0, None
-    for paths in ("direct", "all"):
-        a = intervention_effects(runner_for(bridge), tokens, progress=False, paths=paths)
-        b = intervention_effects(runner_for(pristine), tokens, progress=False, paths=paths)
-        err = max(err, *(float((a.by_kind[k] - b.by_kind[k]).nan_to_num().abs().max())  # NaN: the pairs that are none
-                         if torch.equal(a.by_kind[k].isnan(), b.by_kind[k].isnan()) else float("inf") for k in "QKV"))
-        least = least if least is not None else min(float(torch.nan_to_num(b.by_kind[k]).max()) for k in "QKV")
-    return err, least
+    ours, theirs = runner_for(bridge), runner_for(pristine)
+    a, b = ({paths: intervention_effects(r, tokens, progress=False, paths=paths).by_kind for paths in ("direct", "all")}
+            for r in (ours, theirs))
+    err = max(float((a[p][k] - b[p][k]).nan_to_num().abs().max())  # NaN: the pairs that are none
+              if torch.equal(a[p][k].isnan(), b[p][k].isnan()) else float("inf") for p in a for k in "QKV")
+    return err, min(float(torch.nan_to_num(b["direct"][k]).max()) for k in "QKV")
 
 
 def check(case: str) -> dict:

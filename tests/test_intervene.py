@@ -498,3 +498,8 @@ def test_trace_add_is_checked():
         runner.trace(t, add={0: torch.zeros(2, 4, runner.hw.d_model)})
     with pytest.raises(OptionError, match="paths='some'"):
         intervention_effects(runner, t, paths="some")
+    m = toy()  # the toy model's own forward checks its adds too
+    with pytest.raises(OptionError, match="adds: keys are layers < 2"):
+        m(tokens(), adds={2: torch.zeros(6, 8, 12, dtype=torch.float64)})
+    with pytest.raises(OptionError, match=r"got 0: \(6, 7, 12\)"):
+        m(tokens(), adds={0: torch.zeros(6, 7, 12, dtype=torch.float64)})

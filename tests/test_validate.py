@@ -241,7 +241,7 @@ def test_the_interventions_can_follow_every_path(tmp_path):
     parquet's attributes; a bad value is refused by name."""
     from compscope.data.intervene import intervention_effects
     from compscope.data.runner import runner_for
-    from compscope.data.sequences import repeats
+    from compscope.data.validate import verdict_sequences
     from compscope.toy.model import ToyConfig, ToyTransformer
     from compscope.toy.storage import save_toy
 
@@ -251,7 +251,7 @@ def test_the_interventions_can_follow_every_path(tmp_path):
     v = validate(folder, sequences=4, half=4, intervention_sequences=3, kinds="K", metrics=("identity",),
                  paths="all", progress=False)
     runner = runner_for(folder, progress=False)
-    t = repeats(4, 4, runner.hw.n_vocab, 12345, runner.bos, avoid=runner.special_ids()).tokens[:3]
+    t = verdict_sequences(runner, 4, 4, 12345).tokens[:3]
     want = intervention_effects(runner, t, "K", progress=False, paths="all").by_kind["K"]
     torch.testing.assert_close(v.effects.by_kind["K"], want, equal_nan=True)
     direct = intervention_effects(runner, t, "K", progress=False).by_kind["K"]

@@ -218,6 +218,16 @@ def writer_pairs(previous: Tensor, like: Tensor) -> Tensor:
     return torch.where(torch.isfinite(like), previous.double()[:, :, None, None].expand_as(like), torch.nan)
 
 
+def verdict_sequences(runner, sequences: int, half: int, seed: int):
+    """The verdict's repeated random sequences ``[bos] t t`` for ``runner``'s model (a
+    :class:`~compscope.data.sequences.Repeats`), avoiding its special tokens and its first token;
+    the interventions read the first ``intervention_sequences`` of them."""
+    from .sequences import repeats
+
+    special = runner.special_ids() + ((runner.bos,) if runner.bos is not None else ())
+    return repeats(sequences, half, runner.hw.n_vocab, seed, runner.bos, avoid=special)
+
+
 def previous_contents(weights, model, progress: bool = True) -> dict[str, dict | None]:
     """The content distributions the previous-token score from the weights is judged under:
     ``embed`` (None: the weights alone), and for rotary heads also ``activations``, samples of
@@ -272,7 +282,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
     from .intervene import check_ablation, check_paths, intervention_effects
     from .residual_moments import CONTENT_SAMPLES, CONTENT_SEQUENCES, METRIC_SEED, TEXT_LENGTH, metric_data, tokens_data
     from .runner import runner_for
-    from .sequences import python_version, repeats
+    from .sequences import python_version
 
     kinds = check_kinds(kinds)
     for name, v in (("sequences", sequences), ("half", half), ("intervention_sequences", intervention_sequences)):
@@ -310,8 +320,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, i
         linearised_on = weights.meta.notes[-1]
     else:
         linearised_on = None
-    special = runner.special_ids() + ((runner.bos,) if runner.bos is not None else ())
-    reps = repeats(sequences, half, hw.n_vocab, seed, runner.bos, avoid=special)
+    reps = verdict_sequences(runner, sequences, half, seed)
     labels = activation_labels(runner, reps, batch_size, progress)
     n_int = min(intervention_sequences, sequences)
     notes = [linearised_on] if linearised_on else []

@@ -171,11 +171,7 @@ class ToyTransformer(nn.Module):
         mask = torch.ones(T, T, dtype=torch.bool, device=tokens.device).tril()
         edits, adds = dict(edits or {}), dict(adds or {})
         self._check_edits(edits, tuple(resid.shape))
-        for key, delta in adds.items():
-            if not (isinstance(key, int) and 0 <= key < cfg.n_layers and isinstance(delta, Tensor)
-                    and tuple(delta.shape) == tuple(resid.shape)):
-                raise OptionError(f"adds: keys are layers < {cfg.n_layers}, values (batch, pos, d_model) = "
-                                  f"{tuple(resid.shape)}; got {key!r}: {tuple(getattr(delta, 'shape', ()))}")
+        self._check_adds(adds, tuple(resid.shape))
         for layer, blk in enumerate(self.blocks):
             if cache is not None:
                 cache[f"resid_pre.{layer}"] = resid
@@ -229,6 +225,13 @@ class ToyTransformer(nn.Module):
                 raise OptionError(f"edit {key!r}: keys are (layer < {cfg.n_layers}, head < {cfg.n_heads}, 'Q'|'K'|'V')")
             if tuple(delta.shape) != shape:
                 raise OptionError(f"edit {key!r}: delta has shape {tuple(delta.shape)}, expected (batch, pos, d_model) = {shape}")
+
+    def _check_adds(self, adds: dict, shape: tuple[int, ...]) -> None:
+        for key, delta in adds.items():
+            if not (isinstance(key, int) and 0 <= key < self.cfg.n_layers and isinstance(delta, Tensor)
+                    and tuple(delta.shape) == shape):
+                raise OptionError(f"adds: keys are layers < {self.cfg.n_layers}, values (batch, pos, d_model) = "
+                                  f"{shape}; got {key!r}: {tuple(getattr(delta, 'shape', ()))}")
 
     @property
     def unembedding(self) -> Tensor:
