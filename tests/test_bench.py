@@ -73,6 +73,17 @@ def test_validate_real_on_the_default_model():
     assert "true previous-token -> induction K-pairs: 8 " in out, out  # 2 previous-token x 4 induction heads
 
 
+def test_validate_real_with_logits_prints_the_same_verdict(tmp_path):
+    """--with-logits runs the head model instead of the base model: the same verdict, line for line."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from hf_tiny import BY_ID, build
+
+    build(BY_ID["llama-gqa-bias"]).save_pretrained(tmp_path)
+    base, logits = (bench("validate_real.py", "--model", str(tmp_path), *extra) for extra in ((), ("--with-logits",)))
+    assert "true previous-token -> induction K-pairs" in base, base
+    assert base.splitlines()[3:] == logits.splitlines()[3:], (base, logits)  # after the time and memory lines
+
+
 def test_verdict_candidates_against_a_saved_verdict(tmp_path):
     import compscope
 
