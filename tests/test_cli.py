@@ -84,6 +84,21 @@ def test_train_then_track(tmp_path, capsys):
     assert "already holds a run" in capsys.readouterr().err
 
 
+def test_train_with_gemma_norms(tmp_path, capsys):
+    """--qk-norm and --attn-out-norm reach the saved model (its HeadWeights hold both norms); without
+    --norm they are a one-line error naming what is missing."""
+    run = tmp_path / "run"
+    args = ["train", "--preset", "tiny", "--out", str(run), "--steps", "3", "--checkpoints", "2", "--norm", "rmsnorm"]
+    assert main(args + ["--qk-norm", "--attn-out-norm"]) == 0
+    from compscope import load
+
+    hw = load(run / "final")
+    assert hw.qk_norm is not None and hw.attn_out_norm is not None and hw.attn_out_norm.kind == "rmsnorm"
+    capsys.readouterr()
+    assert main(["train", "--preset", "tiny", "--out", str(tmp_path / "r2"), "--qk-norm"]) == 2
+    assert "qk_norm=True needs a norm kind" in capsys.readouterr().err
+
+
 def test_pair_command(capsys):
     assert main(["pair", "0.0", "1.1", "--kind", "K"]) == 0
     out = capsys.readouterr().out.splitlines()

@@ -145,7 +145,9 @@ def _runner(m):
 
 
 @pytest.mark.parametrize("kw", [dict(), dict(norm="layernorm"), dict(norm="rmsnorm", positions="rotary"),
-                                dict(norm="layernorm", mlp=True)], ids=["plain", "layernorm", "rms-rotary", "mlp"])
+                                dict(norm="layernorm", mlp=True),
+                                dict(norm="rmsnorm", positions="rotary", qk_norm=True, attn_out_norm=True)],
+                         ids=["plain", "layernorm", "rms-rotary", "mlp", "qk-norm-output-norm"])
 @pytest.mark.parametrize("ablation", ["mean", "zero"])
 def test_runner_effects_equal_the_toy_forward_with_edits(kw, ablation):
     """The efficient path (one trace, changed sides recomputed from HeadWeights) against the toy's
@@ -398,8 +400,9 @@ def test_v_effect_sums_in_float32_stay_within_float32_of_delta_against_float64(s
 
 
 # ---------------------------------------------------------------- every path (paths='all')
-@pytest.mark.parametrize("kw", [dict(norm="layernorm", mlp=True), dict(norm="rmsnorm", positions="rotary", mlp=True)],
-                         ids=["layernorm-mlp", "rms-rotary-mlp"])
+@pytest.mark.parametrize("kw", [dict(norm="layernorm", mlp=True), dict(norm="rmsnorm", positions="rotary", mlp=True),
+                                dict(norm="rmsnorm", positions="rotary", mlp=True, qk_norm=True, attn_out_norm=True)],
+                         ids=["layernorm-mlp", "rms-rotary-mlp", "qk-norm-output-norm-mlp"])
 @pytest.mark.parametrize("ablation", ["mean", "zero"])
 def test_every_path_equals_the_toy_forward_with_the_change_added(kw, ablation):
     """paths='all', three layers with MLPs: one run per writer with its change added to the residual

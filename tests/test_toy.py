@@ -25,7 +25,16 @@ VARIANTS = [
     ToyConfig(n_layers=3, n_heads=2, d_model=24, d_head=6, d_vocab=20, n_ctx=12, positions="rotary", norm="layernorm"),
     ToyConfig(n_layers=1, n_heads=3, d_model=16, d_head=4, d_vocab=11, n_ctx=9, norm="rmsnorm", tied=True),
     ToyConfig(n_layers=4, n_heads=2, d_model=16, d_head=8, d_vocab=13, n_ctx=10, positions="rotary", norm="rmsnorm"),
+    # Gemma 3's norms inside the circuits: QK-norm and an attention-output norm
+    ToyConfig(n_layers=3, n_heads=3, d_model=12, d_head=4, d_vocab=10, n_ctx=8, positions="rotary", norm="rmsnorm",
+              qk_norm=True, attn_out_norm=True),
+    ToyConfig(n_layers=2, n_heads=2, d_model=12, d_head=6, d_vocab=10, n_ctx=8, norm="layernorm", qk_norm=True),
 ]
+
+
+def _id(c: ToyConfig) -> str:
+    return (f"{c.n_layers}L-{c.positions}-{c.norm}-tied{c.tied}-mlp{c.mlp}"
+            + "-qknorm" * c.qk_norm + "-outnorm" * c.attn_out_norm)
 
 
 def _perturbed(cfg: ToyConfig, seed: int = 0) -> ToyTransformer:
@@ -39,7 +48,7 @@ def _perturbed(cfg: ToyConfig, seed: int = 0) -> ToyTransformer:
     return m
 
 
-@pytest.mark.parametrize("cfg", VARIANTS, ids=lambda c: f"{c.n_layers}L-{c.positions}-{c.norm}-tied{c.tied}")
+@pytest.mark.parametrize("cfg", VARIANTS, ids=_id)
 def test_forward_matches_headweights_reference(cfg):
     """The toy's own forward == the residual stream rebuilt from its HeadWeights with
     compscope.core.attention (an independent implementation: other rotary code, other layout)."""
@@ -71,7 +80,8 @@ def test_cache_holds_patterns_and_head_outputs():
         torch.testing.assert_close(cache[f"pattern.{layer}"], pattern, rtol=1e-4, atol=1e-5)
         nxt = cache[f"resid_pre.{layer + 1}"] if layer + 1 < cfg.n_layers else None
         if nxt is not None:
-            torch.testing.assert_close(nxt, cache[f"resid_pre.{layer}"] + cache[f"head_out.{layer}"].sum(2))
+            torch.testing.assert_close(nxt, cache[f"resid_pre.{layer}"] + cache[f"attn_out.{layer}"])
+        torch.testing.assert_close(cache[f"attn_out.{layer}"], cache[f"head_out.{layer}"].sum(2))  # no output norm
     assert torch.allclose(cache["pattern.0"].sum(-1), torch.ones(()))
 
 
@@ -136,11 +146,43 @@ def test_config_errors():
         ToyConfig(norm="batchnorm")
     with pytest.raises(OptionError, match="unknown field"):
         ToyConfig.from_dict({"n_layer": 2})
+    for f in ("qk_norm", "attn_out_norm"):
+        with pytest.raises(OptionError, match=f"{f}=True needs a norm kind"):
+            ToyConfig(**{f: True})
+        with pytest.raises(OptionError, match=f"{f}='yes': expected true or false"):
+            ToyConfig(norm="rmsnorm", **{f: "yes"})
+
+
+def test_qk_norm_and_output_norm_act_where_gemma_has_them():
+    """By hand on one layer: the queries and keys RMS-normalised per head (with the shared gain)
+    before the rotary rotation, the heads' summed output normalised before the residual add."""
+    cfg = VARIANTS[4]
+    m = _perturbed(cfg, seed=3)
+    tokens = torch.randint(cfg.d_vocab, (2, cfg.n_ctx), generator=torch.Generator().manual_seed(2))
+    cache: dict = {}
+    with torch.no_grad():
+        m(tokens, cache=cache)
+    blk, x = m.blocks[1], cache["resid_pre.1"]
+    rms = lambda y, w: y / (y.pow(2).mean(-1, keepdim=True) + cfg.norm_eps).sqrt() * w  # noqa: E731
+    xn = rms(x, blk.ln1.w)
+    q, k = (rms(torch.einsum("hrd,bsd->bhsr", W, xn), n.w) for W, n in ((blk.W_Q, blk.q_norm), (blk.W_K, blk.k_norm)))
+    pos = torch.arange(cfg.n_ctx, dtype=torch.float64)[:, None] * m.inv_freq[None, :]
+    cos, sin = pos.cos().float(), pos.sin().float()
+    rot = lambda y: torch.cat([y[..., :2] * cos - y[..., 2:] * sin, y[..., :2] * sin + y[..., 2:] * cos], -1)  # noqa: E731
+    logits = (rot(q) @ rot(k).mT) / 2.0
+    p = logits.masked_fill(~torch.ones(cfg.n_ctx, cfg.n_ctx, dtype=torch.bool).tril(), float("-inf")).softmax(-1)
+    torch.testing.assert_close(cache["pattern.1"], p.detach(), rtol=1e-4, atol=1e-5)
+    heads = cache["head_out.1"].sum(2)
+    torch.testing.assert_close(cache["attn_out.1"], rms(heads, blk.ln_out.w).detach(), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(cache["resid_pre.2"], x + cache["attn_out.1"])
+    assert float((cache["attn_out.1"] - heads).abs().max()) > 1e-2  # the norm does something here
+    hw = m.head_weights()
+    assert hw.qk_norm is not None and hw.qk_norm[0].weight.shape == (3, 4) and hw.attn_out_norm is not None
 
 
 # ---------------------------------------------------------------------- storage
 @pytest.mark.parametrize("cfg", VARIANTS + [ToyConfig(n_layers=2, d_model=16, d_head=4, d_vocab=9, n_ctx=8, mlp=True, d_mlp=12, norm="layernorm")],
-                         ids=lambda c: f"{c.n_layers}L-{c.norm}-mlp{c.mlp}")
+                         ids=_id)
 def test_save_load_round_trip_is_bit_exact(tmp_path, cfg):
     m = _perturbed(cfg, seed=7)
     save_toy(m, tmp_path / "ck", name="rt", step=12, info={"seed": 7})

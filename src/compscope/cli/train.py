@@ -19,7 +19,8 @@ MAX_LAYERS = 4
 _OVERRIDES = {
     "layers": ("model", "n_layers"), "heads": ("model", "n_heads"), "d_model": ("model", "d_model"),
     "d_head": ("model", "d_head"), "positions": ("model", "positions"), "norm": ("model", "norm"),
-    "mlp": ("model", "mlp"), "tied": ("model", "tied"),
+    "mlp": ("model", "mlp"), "tied": ("model", "tied"), "qk_norm": ("model", "qk_norm"),
+    "attn_out_norm": ("model", "attn_out_norm"),
     "span_min": ("data", "span_min"), "span_max": ("data", "span_max"), "bigram": ("data", "bigram"),
     "steps": ("train", "steps"), "batch_size": ("train", "batch_size"), "lr": ("train", "lr"),
     "seed": ("train", "seed"), "checkpoints": ("train", "n_checkpoints"), "threads": ("train", "threads"),
@@ -47,6 +48,10 @@ def add_arguments(p) -> None:
     g.add_argument("--norm", choices=["none", "layernorm", "rmsnorm"])
     g.add_argument("--mlp", action=argparse.BooleanOptionalAction, default=None, help="add MLP layers")
     g.add_argument("--tied", action=argparse.BooleanOptionalAction, default=None, help="tie W_U to W_E")
+    g.add_argument("--qk-norm", action=argparse.BooleanOptionalAction, default=None,
+                   help="normalise each head's queries and keys (one gain per layer), as Gemma 3 does; needs --norm")
+    g.add_argument("--attn-out-norm", action=argparse.BooleanOptionalAction, default=None,
+                   help="normalise what each layer's attention writes, before the residual add, as Gemma 3 does; needs --norm")
     g = p.add_argument_group("data")
     g.add_argument("--span-min", type=int, help="shortest repeated segment")
     g.add_argument("--span-max", type=int, help="longest repeated segment")

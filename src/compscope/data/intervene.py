@@ -261,6 +261,8 @@ def interventional_composition(model, tokens: Tensor, kinds: str = "QKV", ablati
         for h1 in range(H):
             written = cache[f"head_out.{l1}"][:, :, h1]  # (batch, pos, d)
             delta = (written.mean(0, keepdim=True) if ablation == "mean" else torch.zeros_like(written)) - written
+            if hasattr(model, "layer_write"):  # what the layer adds changes through its attention-output norm
+                delta = model.layer_write(l1, cache[f"head_out.{l1}"].sum(2) + delta) - cache[f"attn_out.{l1}"]
             changed: dict = {}
             if paths == "all":
                 model(tokens, cache=changed, adds={l1: delta})

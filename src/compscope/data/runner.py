@@ -215,7 +215,7 @@ class ToyRunner(Runner):
         self.model.eval()
         self.model(tokens, cache=cache, adds=add)
         L = self.model.cfg.n_layers
-        return [cache[f"resid_pre.{l}"] for l in range(L)], [cache[f"head_out.{l}"].sum(2) for l in range(L)]
+        return [cache[f"resid_pre.{l}"] for l in range(L)], [cache[f"attn_out.{l}"] for l in range(L)]
 
 
 class HFRunner(Runner):

@@ -2,13 +2,17 @@
 
 Pre-norm (or norm-free) decoder: ``resid_0 = W_E[t] + W_pos[p]``, then per layer
 ``resid += Σ_h W_O^h softmax(mask(q_h·k_h / √r)) v_h`` (and ``+= MLP(norm(resid))`` when it has
-MLPs), logits ``= W_U norm_f(resid)``. Head weights are stored exactly as ``HeadWeights``
+MLPs), logits ``= W_U norm_f(resid)``. Optionally, as in Gemma 3, a QK-norm (``q_h ← norm(q_h)``,
+``k_h ← norm(k_h)`` over each head's ``d_head`` entries, one gain per layer shared by its heads,
+before the rotary rotation) and an attention-output norm (``resid += norm(Σ_h W_O^h …)``), both
+of the model's norm kind. Head weights are stored exactly as ``HeadWeights``
 holds them (``W_Q, W_K, W_V: (head, d_head, d_model)``, ``W_O: (head, d_model, d_head)``), so
 :meth:`ToyTransformer.head_weights` copies nothing but the layout of the embeddings.
 
 Hooks (for activation labels and interventions): ``forward(tokens, cache=dict)`` fills
 ``resid_pre.{l}``, ``pattern.{l}: (batch, head, q_pos, k_pos)``, ``head_out.{l}: (batch, pos,
-head, d_model)`` and ``resid_final``; ``forward(tokens, edits={(l, h, kind): delta})`` adds
+head, d_model)``, ``attn_out.{l}`` (what the layer's attention adds to the residual: the sum of
+its heads' outputs, normed when the model has an attention-output norm) and ``resid_final``; ``forward(tokens, edits={(l, h, kind): delta})`` adds
 ``delta: (batch, pos, d_model)`` to the residual read by head ``h`` of layer ``l`` through
 ``kind`` (``'Q'``, ``'K'`` or ``'V'``) only, before its norm — every other head reads the
 clean residual; ``forward(tokens, adds={l: delta})`` adds ``delta`` to what layer ``l``'s heads
@@ -46,6 +50,8 @@ class ToyConfig:
     d_mlp: int = 256
     tied: bool = False
     init_scale: float = 1.0
+    qk_norm: bool = False
+    attn_out_norm: bool = False
 
     def __post_init__(self) -> None:
         for f in ("n_layers", "n_heads", "d_model", "d_head", "d_vocab", "n_ctx", "d_mlp"):
@@ -58,6 +64,11 @@ class ToyConfig:
             raise OptionError(f"toy config d_head={self.d_head}: rotary positions need an even d_head")
         if self.norm not in ("none", "layernorm", "rmsnorm"):
             raise OptionError(f"toy config norm={self.norm!r}: use 'none', 'layernorm' or 'rmsnorm'")
+        for f in ("qk_norm", "attn_out_norm"):
+            if not isinstance(getattr(self, f), bool):
+                raise OptionError(f"toy config {f}={getattr(self, f)!r}: expected true or false")
+            if getattr(self, f) and self.norm == "none":
+                raise OptionError(f"toy config {f}=True needs a norm kind: set norm to 'rmsnorm' or 'layernorm'")
         if not (self.init_scale > 0 and self.norm_eps > 0 and self.rotary_base > 1):
             raise OptionError("toy config: init_scale and norm_eps must be positive, rotary_base > 1")
 
@@ -96,6 +107,9 @@ class _Block(nn.Module):
         self.W_V = nn.Parameter(torch.empty(H, r, d))
         self.W_O = nn.Parameter(torch.empty(H, d, r))
         self.ln1 = _Norm(cfg.norm, d, cfg.norm_eps) if cfg.norm != "none" else None
+        self.q_norm = _Norm(cfg.norm, r, cfg.norm_eps) if cfg.qk_norm else None
+        self.k_norm = _Norm(cfg.norm, r, cfg.norm_eps) if cfg.qk_norm else None
+        self.ln_out = _Norm(cfg.norm, d, cfg.norm_eps) if cfg.attn_out_norm else None
         if cfg.mlp:
             self.ln2 = _Norm(cfg.norm, d, cfg.norm_eps) if cfg.norm != "none" else None
             self.W_in = nn.Parameter(torch.empty(cfg.d_mlp, d))
@@ -179,15 +193,19 @@ class ToyTransformer(nn.Module):
             q = torch.einsum("hrd,bshd->bhsr", blk.W_Q, xs["Q"])
             k = torch.einsum("hrd,bshd->bhsr", blk.W_K, xs["K"])
             v = torch.einsum("hrd,bshd->bhsr", blk.W_V, xs["V"])
+            if blk.q_norm is not None:
+                q, k = blk.q_norm(q), blk.k_norm(k)
             if cos is not None:
                 q, k = _rotate_half(q, cos, sin), _rotate_half(k, cos, sin)
             logits = (q @ k.transpose(-1, -2)) / math.sqrt(cfg.d_head)
             pattern = logits.masked_fill(~mask, float("-inf")).softmax(-1)
             head_out = torch.einsum("hdr,bhsr->bshd", blk.W_O, pattern @ v)
+            written = self.layer_write(layer, head_out.sum(2))
             if cache is not None:
                 cache[f"pattern.{layer}"] = pattern
                 cache[f"head_out.{layer}"] = head_out
-            resid = resid + head_out.sum(2)
+                cache[f"attn_out.{layer}"] = written
+            resid = resid + written
             if layer in adds:
                 resid = resid + adds[layer]
             if cfg.mlp:
@@ -198,6 +216,12 @@ class ToyTransformer(nn.Module):
         if cache is not None:
             cache["resid_final"] = resid
         return resid @ self.unembedding.T
+
+    def layer_write(self, layer: int, heads_sum: Tensor) -> Tensor:
+        """What ``layer``'s attention adds to the residual for the sum of its heads' outputs
+        ``(batch, pos, d_model)``: that sum, through the attention-output norm if there is one."""
+        norm = self.blocks[layer].ln_out
+        return heads_sum if norm is None else norm(heads_sum)
 
     def _head_inputs(self, blk: _Block, resid: Tensor, layer: int, edits) -> dict[str, Tensor]:
         """What each head reads per kind, ``(batch, pos, head, d_model)`` (broadcast when unedited)."""
@@ -243,7 +267,7 @@ class ToyTransformer(nn.Module):
         cfg = self.cfg
         st = lambda n: torch.stack([getattr(b, n).detach() for b in self.blocks]).float().clone()  # noqa: E731
         L, r = cfg.n_layers, cfg.d_head
-        attn_norm = final_norm = None
+        attn_norm = final_norm = qk_norm = out_norm = None
         if cfg.norm != "none":
             def norm_of(mods):
                 return Norm(cfg.norm, torch.stack([m.w.detach() for m in mods]).float().clone(),
@@ -251,6 +275,10 @@ class ToyTransformer(nn.Module):
                             cfg.norm_eps)
             attn_norm = norm_of([b.ln1 for b in self.blocks])
             final_norm = norm_of([self.ln_f])
+            if cfg.qk_norm:  # one (d_head,) gain per layer, shared by its heads
+                qk_norm = (norm_of([b.q_norm for b in self.blocks]), norm_of([b.k_norm for b in self.blocks]))
+            if cfg.attn_out_norm:
+                out_norm = norm_of([b.ln_out for b in self.blocks])
         rotary = None
         if cfg.positions == "rotary":
             rotary = Rotary(r, self.inv_freq.float()[None, :].expand(L, -1).clone(), "half")
@@ -262,6 +290,7 @@ class ToyTransformer(nn.Module):
             W_pos=None if self.W_pos is None else self.W_pos.detach().T.float().clone(),
             W_U=self.unembedding.detach().float().clone(), b_U=None,
             kv_map=tuple(range(cfg.n_heads)), attn_norm=attn_norm, final_norm=final_norm,
+            qk_norm=qk_norm, attn_out_norm=out_norm,
             norm_placement="pre" if cfg.norm != "none" else "none", rotary=rotary, positions=cfg.positions,
             attn_scale=1 / math.sqrt(r), causal=True, sliding_window=(None,) * L,
             meta=Meta("toy", source, name, "float32", "float32", (), notes),
