@@ -92,6 +92,40 @@ def test_linearised_weights_hold_the_mean_jacobian_of_the_models_own_norm_module
                 torch.testing.assert_close(lin.b_O[l], J @ hw.b_O[l], atol=2e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("kind", ["rmsnorm", "layernorm"])
+def test_a_toy_with_gemmas_norms_is_linearised_through_its_own_norm_modules(kind):
+    """A toy with QK-norm and an attention-output norm (no transformers needed): the same
+    equalities, autograd through the toy's own ``q_norm``, ``k_norm`` and ``ln_out`` modules (gains
+    and LayerNorm biases perturbed off their initial values), inputs from the toy's own forward cache."""
+    from compscope.data.runner import runner_for
+    from compscope.toy import ToyConfig, ToyTransformer
+    from compscope.toy.data import repeated_random
+
+    m = ToyTransformer(ToyConfig(n_layers=2, n_heads=2, d_model=12, d_head=4, d_vocab=10, n_ctx=8, norm=kind,
+                                 positions="rotary", qk_norm=True, attn_out_norm=True), seed=4)
+    g = torch.Generator().manual_seed(9)
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            if name.endswith((".w", ".b")):
+                p.add_(0.3 * torch.randn(p.shape, generator=g))
+    hw = m.head_weights()
+    tokens = repeated_random(3, 4, 10, seed=1)
+    lin = linearise_norms(runner_for(m, hw), tokens=tokens, progress=False)
+    assert lin.qk_norm is None and lin.attn_out_norm is None
+    cache: dict = {}
+    with torch.no_grad():
+        m(tokens, cache=cache)
+    for l, blk in enumerate(m.blocks):
+        x = blk.ln1(cache[f"resid_pre.{l}"])[:, 1:].reshape(-1, hw.d_model).detach()
+        for W, Wl, module in ((blk.W_Q, lin.W_Q, blk.q_norm), (blk.W_K, lin.W_K, blk.k_norm)):
+            for h in range(W.shape[0]):
+                J = _mean_jacobian(module, (x @ W[h].T).detach())
+                torch.testing.assert_close(Wl[l, h], (J @ W[h]).detach(), atol=2e-5, rtol=1e-4)
+        u = cache[f"head_out.{l}"].sum(2)[:, 1:].reshape(-1, hw.d_model).detach()
+        J = _mean_jacobian(blk.ln_out, u)
+        torch.testing.assert_close(lin.W_O[l], torch.einsum("de,her->hdr", J, blk.W_O).detach(), atol=2e-5, rtol=1e-4)
+
+
 def test_parts_and_the_errors_that_name_them():
     pytest.importorskip("transformers")
     from compscope.core.processing import fold_qk_norm_gains

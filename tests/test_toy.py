@@ -376,3 +376,34 @@ def test_training_variants_run(tmp_path):
         hw = compscope.load(tmp_path / str(i) / "final")
         assert hw.n_layers == cfg.n_layers and hw.attn_norm.kind == cfg.norm and len(run.log) == 3
         assert (hw.rotary is not None) == (cfg.positions == "rotary")
+
+
+def test_a_toy_object_loads_and_runs_as_its_folder_does(tmp_path):
+    """A ``ToyTransformer`` in memory: ``load`` gives its HeadWeights, ``runner_for`` runs it, and its
+    interventions and verdict are those of the same model saved and read back from its folder; a
+    parameter holding NaN is refused by name."""
+    from compscope.data.intervene import intervention_effects
+    from compscope.data.runner import ToyRunner, runner_for
+
+    cfg = VARIANTS[4]
+    m = _perturbed(cfg, seed=2)
+    save_toy(m, tmp_path / "ck", name="obj")
+    hw = compscope.load(m)
+    assert hw.meta.source == "ToyTransformer object" and torch.equal(hw.W_K, compscope.load(tmp_path / "ck").W_K)
+    runner = runner_for(m)
+    assert isinstance(runner, ToyRunner) and runner.model is m
+    t = repeated_random(4, 3, cfg.d_vocab, seed=1)
+    a = intervention_effects(runner, t, "QKV", progress=False)
+    b = intervention_effects(runner_for(tmp_path / "ck"), t, "QKV", progress=False)
+    for kind in "QKV":
+        torch.testing.assert_close(a.by_kind[kind], b.by_kind[kind], atol=0, rtol=0, equal_nan=True)
+    va = compscope.validate(m, sequences=6, half=3, intervention_sequences=3, metrics=["identity"], progress=False)
+    vb = compscope.validate(tmp_path / "ck", sequences=6, half=3, intervention_sequences=3, metrics=["identity"],
+                            progress=False)
+    assert va.verdict_frame().equals(vb.verdict_frame()) and va.interventions_frame().equals(vb.interventions_frame())
+    with pytest.raises(OptionError, match="toy model"):
+        runner_for(m, dtype="bfloat16")
+    with torch.no_grad():
+        m.blocks[1].q_norm.w[0] = float("nan")
+    with pytest.raises(WeightError, match=r"ToyTransformer object: parameter blocks\.1\.q_norm\.w holds NaN"):
+        compscope.load(m)

@@ -369,7 +369,7 @@ def what_is(x) -> str:
 
 def runner_for(model, hw: HeadWeights | None = None, progress: bool = True,
                device: str | torch.device | None = None, dtype: str | torch.dtype | None = None) -> Runner:
-    """A :class:`Runner` for ``model``: a toy folder or built-in toy name, a HuggingFace folder, a
+    """A :class:`Runner` for ``model``: a toy folder, built-in toy name or ``ToyTransformer``, a HuggingFace folder, a
     ``.gguf`` file, a built-in real model name, a hub id, a loaded ``transformers`` or TransformerLens model
     (module docstring), or a runner (returned as it is). ``hw``: its ``HeadWeights`` when already
     loaded (unprocessed: processing changes the model). ``progress``: a bar while ``transformers``
@@ -381,6 +381,7 @@ def runner_for(model, hw: HeadWeights | None = None, progress: bool = True,
     run in float32."""
     from ..loading.builtin import find_toy, resolve
     from ..loading.formats import builtin_name, hub
+    from ..loading.formats.toy import is_toy_model
     from ..loading.sources import load
 
     device = None if device is None else resolve_device(device)  # a device that is not there: refused before any load
@@ -400,6 +401,10 @@ def runner_for(model, hw: HeadWeights | None = None, progress: bool = True,
             raise OptionError(f"dtype={str(dtype).removeprefix('torch.')!r}: compscope's toy models run in float32")
         net, _ = load_toy(toy)
         return ToyRunner(net.to(resolve_device(device)), load(model) if hw is None else hw)  # load names a built-in as the user does
+    if is_toy_model(model):
+        _stays(model, model_device(model), device, "toy model")
+        _keeps(model_dtype(model), dtype, "toy model")
+        return ToyRunner(model, load(model) if hw is None else hw)
     if _is_transformer_lens(model):
         _stays(model, model_device(model), device, "TransformerLens model")
         _keeps(model_dtype(model), dtype, "TransformerLens model")
@@ -415,7 +420,7 @@ def runner_for(model, hw: HeadWeights | None = None, progress: bool = True,
     elif isinstance(model, (str, Path)):
         path = Path(model)
     else:
-        raise OptionError(f"cannot run a {type(model).__name__}: give a toy model, a HuggingFace folder, a .gguf "
+        raise OptionError(f"cannot run a {type(model).__name__}: give a toy model (folder or object), a HuggingFace folder, a .gguf "
                           "file, a hub id, a transformers model or a TransformerLens model")
     return _hf_runner(path, load(model) if hw is None else hw, progress, resolve_device(device), dtype or torch.float32)
 

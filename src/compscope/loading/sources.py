@@ -58,7 +58,7 @@ def load(source, *, revision: str | None = None, cache_dir: str | Path | None = 
     """Load ``source`` into canonical ``HeadWeights`` (float32).
 
     ``source``: a HuggingFace folder (``config.json`` + ``*.safetensors``), a ``.gguf`` file,
-    a compscope model folder (``compscope.json``) or toy model folder (``toy.json``), a loaded ``transformers`` model or TransformerLens
+    a compscope model folder (``compscope.json``), a toy model folder (``toy.json``) or ``ToyTransformer``, a loaded ``transformers`` model or TransformerLens
     ``HookedTransformer``, a built-in name (``induction-2l``, the default; ``smollm2``, ``gemma3-270m``, ``minilm``),
     or a HuggingFace hub id (``"EleutherAI/pythia-70m"``, with ``revision`` a branch, tag or commit
     and ``cache_dir`` the hub cache): read from the local cache first, downloaded only where
