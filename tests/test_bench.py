@@ -141,6 +141,21 @@ def test_verdict_uncertainty_with_the_metrics_on_data(tmp_path):
         assert {r[0] for r in rows} == {"frobenius", "tight", "overlap", "spectral", "bandwidth"}, (metric, out)
 
 
+def test_toy_norms_trains_what_is_missing_and_judges_every_toy(tmp_path):
+    out = bench("toy_norms.py", "--runs", str(tmp_path), "--steps", "20")
+    lines, spread = out.split("\n\n")[0].splitlines(), out.split("\n\n")[1].splitlines()
+    assert lines[1].split()[:4] == ["toy", "weights", "metric", "true"] and len(lines) == 2 + 14, out
+    assert [l.split()[0] for l in spread[1:4]] == ["qknorm-4l", "outnorm-4l", "gemma-like-4l"], out
+    assert "output norm" in spread[2] and "QK-norm (k)" in spread[3] and "output norm" in spread[3], out
+    for name, n in (("rotary-4l", 2), ("qknorm-4l", 4), ("outnorm-4l", 4), ("gemma-like-4l", 4)):
+        mine = [l for l in lines if l.startswith(name + " ")]
+        assert len(mine) == n and (n == 2 or sum("linearised" in l for l in mine) == 2), (name, out)
+        assert all(len(re.findall(r"-?\d\.\d\d\b", l)) >= 4 for l in mine), (name, out)  # 4 rank correlations
+    stamp = (tmp_path / "gemma-like-4l" / "final" / "model.safetensors").stat().st_mtime_ns
+    assert bench("toy_norms.py", "--runs", str(tmp_path), "--steps", "20") == out  # read again, not retrained
+    assert (tmp_path / "gemma-like-4l" / "final" / "model.safetensors").stat().st_mtime_ns == stamp
+
+
 @pytest.mark.parametrize("n1, n0", [(1, 1), (10, 10), (12, 2436), (60, 35175)])
 def test_hanley_mcneil_at_chance_is_the_mann_whitney_null_variance(n1, n0):
     """At A = 1/2 (Q₁ = Q₂ = 1/3) the Hanley–McNeil variance is that of the Mann–Whitney statistic
