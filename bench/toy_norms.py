@@ -98,7 +98,7 @@ def main() -> None:
     runs = Path(args.runs)
     runs.mkdir(parents=True, exist_ok=True)
     head = " ".join(f"{SHORT[m]:>5}" for m in MEASURES)
-    print(f"K-pairs of four toys (rotary, RMSNorm, MLPs; 4 layers x 4 heads); true: previous-token >= 0.4 -> induction >= 0.3")
+    print("K-pairs of four toys (rotary, RMSNorm, MLPs; 4 layers x 4 heads); true: previous-token >= 0.4 -> induction >= 0.3")
     print(f"{'toy':<14} {'weights':<11} {'metric':<11} true (conf.)  AUROC K: {head}   rho K: {head}")
     for name in TOYS:
         final = final_model(runs, name, args.steps)

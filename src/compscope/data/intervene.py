@@ -248,7 +248,8 @@ def interventional_composition(model, tokens: Tensor, kinds: str = "QKV", ablati
                                paths: str = "direct") -> dict[str, Tensor]:
     """``{kind: (L, H, L, H)}`` effects (float64; NaN except for earlier → later layer pairs)
     of ``model`` (a ``ToyTransformer``, or anything with its ``forward(tokens, cache=, edits=,
-    adds=)`` hooks) on ``tokens: (batch, pos)``. ``paths='all'``: a run with ``h1``'s output
+    adds=)`` hooks, and its ``layer_write`` where the layer's attention output is normed) on
+    ``tokens: (batch, pos)``. ``paths='all'``: a run with ``h1``'s output
     replaced in the residual (``adds``) gives the residual ``h2`` reads through ``kind``."""
     kinds = _check(kinds, ablation, tokens)
     check_paths(paths)
