@@ -49,7 +49,7 @@ def add_arguments(p) -> None:
     g.add_argument("--mlp", action=argparse.BooleanOptionalAction, default=None, help="add MLP layers")
     g.add_argument("--tied", action=argparse.BooleanOptionalAction, default=None, help="tie W_U to W_E")
     g.add_argument("--qk-norm", action=argparse.BooleanOptionalAction, default=None,
-                   help="normalise each head's queries and keys (one gain per layer), as Gemma 3 does; needs --norm")
+                   help="normalise each head's queries and keys (one gain per layer, shared by its heads), as Gemma 3 does; needs --norm")
     g.add_argument("--attn-out-norm", action=argparse.BooleanOptionalAction, default=None,
                    help="normalise what each layer's attention writes, before the residual add, as Gemma 3 does; needs --norm")
     g = p.add_argument_group("data")
