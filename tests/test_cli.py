@@ -95,8 +95,10 @@ def test_train_with_gemma_norms(tmp_path, capsys):
     hw = load(run / "final")
     assert hw.qk_norm is not None and hw.attn_out_norm is not None and hw.attn_out_norm.kind == "rmsnorm"
     capsys.readouterr()
-    assert main(["train", "--preset", "tiny", "--out", str(tmp_path / "r2"), "--qk-norm"]) == 2
-    assert "qk_norm=True needs a norm kind" in capsys.readouterr().err
+    for flag in ("--qk-norm", "--attn-out-norm"):
+        assert main(["train", "--preset", "tiny", "--out", str(tmp_path / "r2"), flag]) == 2
+        assert f"{flag} needs a norm kind: add --norm rmsnorm" in capsys.readouterr().err
+    assert not (tmp_path / "r2").exists()  # refused before anything is written
 
 
 def test_pair_command(capsys):

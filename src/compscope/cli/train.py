@@ -78,6 +78,11 @@ def run(args) -> None:
     for opt, field in (("vocab", "d_vocab"), ("n_ctx", "n_ctx")):
         if getattr(args, opt) is not None:
             changes["model"][field] = changes["data"][field] = getattr(args, opt)
+    norm = changes["model"].get("norm", preset.model.norm)
+    for flag, field in (("--qk-norm", "qk_norm"), ("--attn-out-norm", "attn_out_norm")):
+        if changes["model"].get(field) and norm == "none":
+            raise OptionError(f"{flag} needs a norm kind: add --norm rmsnorm (as Gemma 3) or --norm layernorm "
+                              f"(the preset {args.preset!r} has none)")
     try:
         model = dataclasses.replace(preset.model, **changes["model"])
         data = dataclasses.replace(preset.data, **changes["data"])
