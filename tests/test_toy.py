@@ -48,6 +48,16 @@ def _perturbed(cfg: ToyConfig, seed: int = 0) -> ToyTransformer:
     return m
 
 
+def _cached_run(cfg: ToyConfig, seed: int = 0, tokens_seed: int = 1):
+    """A perturbed toy, two random sequences of full length, and the cache of one forward pass."""
+    m = _perturbed(cfg, seed)
+    tokens = torch.randint(cfg.d_vocab, (2, cfg.n_ctx), generator=torch.Generator().manual_seed(tokens_seed))
+    cache: dict = {}
+    with torch.no_grad():
+        m(tokens, cache=cache)
+    return m, tokens, cache
+
+
 @pytest.mark.parametrize("cfg", VARIANTS, ids=_id)
 def test_forward_matches_headweights_reference(cfg):
     """The toy's own forward == the residual stream rebuilt from its HeadWeights with
@@ -69,11 +79,7 @@ def test_forward_matches_headweights_reference(cfg):
 
 def test_cache_holds_patterns_and_head_outputs():
     cfg = VARIANTS[1]
-    m = _perturbed(cfg)
-    tokens = torch.randint(cfg.d_vocab, (2, cfg.n_ctx), generator=torch.Generator().manual_seed(1))
-    cache: dict = {}
-    with torch.no_grad():
-        m(tokens, cache=cache)
+    m, tokens, cache = _cached_run(cfg)
     hw = m.head_weights()
     for layer in range(cfg.n_layers):
         pattern, _ = attention_pattern_and_values(hw, layer, cache[f"resid_pre.{layer}"])
@@ -91,11 +97,8 @@ def test_edit_reaches_one_head_through_one_kind(kind):
     computed from ``resid - out_{0.1}`` for that kind and from the clean residual otherwise;
     every other head of layer 1 is untouched."""
     cfg = VARIANTS[1]
-    m = _perturbed(cfg, seed=3)
-    tokens = torch.randint(cfg.d_vocab, (2, cfg.n_ctx), generator=torch.Generator().manual_seed(2))
-    clean: dict = {}
+    m, tokens, clean = _cached_run(cfg, seed=3, tokens_seed=2)
     with torch.no_grad():
-        m(tokens, cache=clean)
         delta = -clean["head_out.0"][:, :, 1]
         edited: dict = {}
         m(tokens, cache=edited, edits={(1, 0, kind): delta})
@@ -157,11 +160,7 @@ def test_qk_norm_and_output_norm_act_where_gemma_has_them():
     """By hand on one layer: the queries and keys RMS-normalised per head (with the shared gain)
     before the rotary rotation, the heads' summed output normalised before the residual add."""
     cfg = VARIANTS[4]
-    m = _perturbed(cfg, seed=3)
-    tokens = torch.randint(cfg.d_vocab, (2, cfg.n_ctx), generator=torch.Generator().manual_seed(2))
-    cache: dict = {}
-    with torch.no_grad():
-        m(tokens, cache=cache)
+    m, tokens, cache = _cached_run(cfg, seed=3, tokens_seed=2)
     blk, x = m.blocks[1], cache["resid_pre.1"]
     rms = lambda y, w: y / (y.pow(2).mean(-1, keepdim=True) + cfg.norm_eps).sqrt() * w  # noqa: E731
     xn = rms(x, blk.ln1.w)
