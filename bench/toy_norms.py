@@ -12,7 +12,7 @@ norm inside its circuits, its weights are judged twice: as read, and with those 
 their mean Jacobian on data (``validate --linearise-norms``); the labels and interventions are the
 model's own either way.
 
-    python bench/toy_norms.py                 # trains into ./toy-norms (7 to 9 minutes a toy)
+    python bench/toy_norms.py                 # trains into ./toy-norms (several minutes a toy)
     python bench/toy_norms.py --runs DIR      # trains only the toys DIR lacks (DIR/NAME/final)
     python bench/toy_norms.py --steps 20      # a trial of the script (no induction forms so soon)
 

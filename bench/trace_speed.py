@@ -21,7 +21,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from compscope.data.runner import HFRunner, runner_for  # noqa: E402
-from compscope.data.sequences import repeats  # noqa: E402
+from compscope.data.validate import verdict_sequences  # noqa: E402
 
 
 def main() -> None:
@@ -34,7 +34,7 @@ def main() -> None:
     runner = runner_for(args.model)
     if not isinstance(runner, HFRunner):
         raise SystemExit(f"{args.model}: not a transformers model; nothing to compare")
-    tokens = repeats(args.sequences, args.half, runner.hw.n_vocab, 12345, runner.bos).tokens
+    tokens = verdict_sequences(runner, args.sequences, args.half, 12345).tokens
     base = runner.body
     times = {"base model (the runner)": [], "head model (with logits)": []}
     traces = {}

@@ -6,7 +6,7 @@ fresh folder, and its output is compared with the block under it in the docs, li
 the words exactly, each number to within one unit of its last printed digit (another CPU may
 round a last digit the other way). A command whose block is gone or renamed fails here too,
 so the list cannot silently shrink. The minutes-long commands (``validate`` and ``intervene``
-on real models, training; ``SLOW``, over an hour on a 2-core CPU) run only when asked for,
+on real models, training; ``SLOW``, long: they train five toys) run only when asked for,
 ``COMPSCOPE_SLOW_DOCS=1 pytest tests/test_docs.py``, in doc order in one shared folder (later
 commands read what earlier ones wrote).
 """
