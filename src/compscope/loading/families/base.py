@@ -204,6 +204,12 @@ def unembedding(ckpt: Checkpoint, candidates: list[str], emb: Tensor) -> tuple[T
     return None, f"no unembedding: none of {candidates} is present and tie_word_embeddings is false"
 
 
+def checkpoint_notes(ckpt: Checkpoint, *more: str | None) -> list[str]:
+    """The checkpoint's own notes (what reading it found), then each of ``more`` that is not None
+    (the unembedding's note, a family's)."""
+    return list(ckpt.notes) + [n for n in more if n]
+
+
 def split_rows(w: Tensor, n_heads: int, d_head: int) -> Tensor:
     """``(n_heads*d_head, d) -> (n_heads, d_head, d)``: a projection's output rows, per head."""
     return w.reshape(n_heads, d_head, w.shape[-1])

@@ -19,8 +19,8 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm
 from ...errors import UnsupportedModelError
 from . import register
-from .base import (MAX_HEADS, Family, config_attention_bias, final_layernorm, integer, layer_rotary, number, rope_accept,
-                   rope_settings, sizes, split_cols, stack, token_embedding, unembedding)
+from .base import (MAX_HEADS, Family, checkpoint_notes, config_attention_bias, final_layernorm, integer, layer_rotary,
+                   number, rope_accept, rope_settings, sizes, split_cols, stack, token_embedding, unembedding)
 
 
 def _layout(cfg: dict) -> str:
@@ -93,7 +93,7 @@ class Falcon(Family):
             parts["beta"].append(ts.take(p + f"{norm_name}.bias", (d,)))
         emb = token_embedding(ts, "transformer.word_embeddings.weight", d)
         W_U, head_note = unembedding(ckpt, ["lm_head.weight"], emb)
-        notes = list(ckpt.notes) + ([head_note] if head_note else [])
+        notes = checkpoint_notes(ckpt, head_note)
         if cfg.get("parallel_attn", True):
             notes.append("parallel block: attention and MLP of a layer read the same residual")
         return HeadWeights(

@@ -15,7 +15,7 @@ from ..checkpoint import Checkpoint
 from ...errors import WeightError
 from ...core.heads import HeadWeights, Meta, Norm
 from . import register
-from .base import Family, final_layernorm, number, sizes, split_cols, split_rows, unembedding
+from .base import Family, checkpoint_notes, final_layernorm, number, sizes, split_cols, split_rows, unembedding
 
 
 def gpt2_outer(ckpt: Checkpoint, prefix: str, d: int, eps: float) -> tuple[Tensor, Tensor, Tensor | None, str | None, Norm | None]:
@@ -90,5 +90,5 @@ class GPT2(Family):
             causal=True,
             sliding_window=(None,) * L,
             meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (),
-                      tuple(ckpt.notes) + ((head_note,) if head_note else ())),
+                      tuple(checkpoint_notes(ckpt, head_note))),
         )

@@ -14,7 +14,7 @@ from ..checkpoint import Checkpoint
 from ...errors import LoadError, UnsupportedModelError
 from ...core.heads import HeadWeights, Meta, Norm
 from . import register
-from .base import MAX_LAYERS, Family, integer, number, separate_projections, sizes
+from .base import MAX_LAYERS, Family, checkpoint_notes, integer, number, separate_projections, sizes
 from .gpt2 import gpt2_outer, ln1_attn_hooks
 
 KINDS = ("global", "local")
@@ -72,7 +72,7 @@ class GPTNeo(Family):
         g = [ts.take(f"{prefix}h.{i}.ln_1.weight", (d,)) for i in range(L)]
         beta = [ts.take(f"{prefix}h.{i}.ln_1.bias", (d,)) for i in range(L)]
         W_E, W_pos, W_U, head_note, final = gpt2_outer(ckpt, prefix, d, eps)
-        notes = list(ckpt.notes) + ([head_note] if head_note else [])
+        notes = checkpoint_notes(ckpt, head_note)
         if window is not None:
             notes.append(f"local attention (window {window}) on {kinds.count('local')} of {L} layers")
         return HeadWeights(

@@ -17,8 +17,8 @@ from ...core.heads import HeadWeights, Meta, Norm, Rotary
 from ...errors import UnsupportedModelError
 from . import register
 from .gpt2 import ln1_attn_hooks
-from .base import (Family, final_layernorm, integer, inv_freq, number, separate_projections, sizes, token_embedding,
-                   unembedding)
+from .base import (Family, checkpoint_notes, final_layernorm, integer, inv_freq, number, separate_projections, sizes,
+                   token_embedding, unembedding)
 
 
 @register
@@ -57,7 +57,7 @@ class GPTJ(Family):
         W_U, head_note = unembedding(ckpt, ["lm_head.weight"], emb)
         b_U = ts.take("lm_head.bias", (emb.shape[0],), required=False) if W_U is not None else None
         freqs = inv_freq(rot_dim, {"rope_theta": 10000.0}, where)  # GPT-J's fixed base
-        notes = list(ckpt.notes) + ([head_note] if head_note else [])
+        notes = checkpoint_notes(ckpt, head_note)
         notes.append("parallel block: attention and MLP of a layer read the same normed residual")
         return HeadWeights(
             **attn,

@@ -16,8 +16,8 @@ from ..checkpoint import Checkpoint
 from ...errors import LoadError, UnsupportedModelError
 from ...core.heads import HeadWeights, Meta, Norm, Rotary
 from . import register
-from .base import (MAX_HEADS, MAX_LAYERS, Family, integer, inv_freq, kv_groups, number, rope_accept, rope_settings, rotary_dim,
-                   split_cols, split_rows, stack, unembedding)
+from .base import (MAX_HEADS, MAX_LAYERS, Family, checkpoint_notes, integer, inv_freq, kv_groups, number, rope_accept,
+                   rope_settings, rotary_dim, split_cols, split_rows, stack, unembedding)
 
 PREFIXES = ("model.", "", "model.language_model.", "language_model.model.")
 
@@ -178,7 +178,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
         freqs = [f / divisors.double() for f in freqs]
         rope_notes.append("rotary frequencies divided per dimension by the file's rope_freqs (llama.cpp's form of "
                           "Llama 3 rope scaling)")
-    notes = list(ckpt.notes) + ([head_note] if head_note else []) + rope_notes + list(opts.notes)
+    notes = checkpoint_notes(ckpt, head_note) + rope_notes + list(opts.notes)
     if opts.qk_norm:
         over = "per head" if opts.qk_norm_scope == "head" else "over all heads of a layer at once"
         how = "LayerNorm-ed" if opts.qk_norm_kind == "layernorm" else "RMS-normalised"

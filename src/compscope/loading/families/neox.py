@@ -13,7 +13,8 @@ import torch
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm
 from . import register
-from .base import Family, config_attention_bias, final_layernorm, layer_rotary, number, rope_accept, rope_settings, sizes, split_cols, stack, unembedding
+from .base import (Family, checkpoint_notes, config_attention_bias, final_layernorm, layer_rotary, number, rope_accept,
+                   rope_settings, sizes, split_cols, stack, unembedding)
 
 
 @register
@@ -62,7 +63,7 @@ class GPTNeoX(Family):
             s.setdefault("rope_theta", cfg["rotary_emb_base"])
         if "partial_rotary_factor" not in s and "rotary_pct" in cfg:
             s["partial_rotary_factor"] = cfg["rotary_pct"]
-        notes = list(ckpt.notes) + ([head_note] if head_note else [])
+        notes = checkpoint_notes(ckpt, head_note)
         if cfg.get("use_parallel_residual", True):
             notes.append("parallel residual: attention and MLP of a layer read the same residual")
         return HeadWeights(

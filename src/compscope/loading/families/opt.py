@@ -16,7 +16,8 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm
 from ...errors import UnsupportedModelError
 from . import register
-from .base import Family, config_attention_bias, final_layernorm, integer, separate_projections, sizes, token_embedding, unembedding
+from .base import (Family, checkpoint_notes, config_attention_bias, final_layernorm, integer, separate_projections,
+                   sizes, token_embedding, unembedding)
 
 #: OPT's learned positions start at this row (HF's ``OPTLearnedPositionalEmbedding.offset``)
 POSITION_OFFSET = 2
@@ -72,7 +73,7 @@ class OPT(Family):
             attn_norm = Norm("layernorm", torch.stack(g), torch.stack(beta), eps)
         else:
             final = attn_norm = Norm("layernorm", None, None, eps)
-        notes = list(ckpt.notes) + ([head_note] if head_note else [])
+        notes = checkpoint_notes(ckpt, head_note)
         notes.append(f"learned positions: W_pos is embed_positions from row {POSITION_OFFSET} on (OPT's offset)")
         return HeadWeights(
             **attn,

@@ -14,8 +14,8 @@ import torch
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm
 from . import register
-from .base import (Family, final_layernorm, layer_rotary, kv_groups, number, rope_accept, rope_settings,
-                   separate_projections, sizes, token_embedding, unembedding)
+from .base import (Family, checkpoint_notes, final_layernorm, layer_rotary, kv_groups, number, rope_accept,
+                   rope_settings, separate_projections, sizes, token_embedding, unembedding)
 from .llama import llamalike_hooks
 
 
@@ -55,7 +55,7 @@ class Phi(Family):
         W_U, head_note = unembedding(ckpt, ["lm_head.weight"], emb)
         b_U = ts.take("lm_head.bias", (emb.shape[0],), required=False) if W_U is not None else None
 
-        notes = list(ckpt.notes) + ([head_note] if head_note else [])
+        notes = checkpoint_notes(ckpt, head_note)
         notes.append("parallel block: attention and MLP of a layer read the same normed residual")
         if qk_ln:
             notes.append("QK-norm: q and k are LayerNorm-ed per head before the dot product, so W_QK-based scores "
