@@ -115,6 +115,45 @@ def test_files_have_the_columns_asked_for(verdict, tmp_path):
     assert len(v) == 7 * 4 * 3  # measures x metrics x kinds
 
 
+def test_results_show_as_one_line_of_what_matters(verdict):
+    """A notebook shows a verdict, its labels, effects and score tables as one short line naming
+    the model and the strongest entries (each taken here from the object's own tensors), not
+    their tensors in full."""
+    from compscope.results.table import top_entries
+
+    text = repr(verdict)
+    best = min((r for r in verdict.rows if r["kind"] == "K"), key=lambda r: (-r["auroc"], -r["spearman"]))
+    assert len(text) < 300 and "'induction-2l'" in text and "8 true K-pairs, 8 confirmed" in text
+    assert f"best by K: {best['measure']} ({best['metric']}) AUROC {best['auroc']:.2f}" in text
+    (l, h), v = top_entries(verdict.labels.induction, 1)[0]
+    assert f"top induction {l}.{h} {v:.2f}" in repr(verdict.labels) and len(repr(verdict.labels)) < 300
+    (a, b, c, d), v = top_entries(verdict.effects.by_kind["K"], 1)[0]
+    assert f"strongest K {a}.{b}->{c}.{d} {v:.3g}" in repr(verdict.effects)
+    assert "8 sequences of 32 tokens" in repr(verdict.effects)
+    table = verdict.tables["identity"]
+    a, b, c, d, v = table.top("K", "frobenius", 1)[0]
+    assert repr(table).endswith(f"strongest K by frobenius: {a}.{b}->{c}.{d} {v:.3g})") and len(repr(table)) < 300
+
+
+def test_labels_default_to_the_verdicts_sequences():
+    """Without sequences given, the labels are read on the verdict's own (64 sequences, |t| = 32,
+    seed 12345), and |t| is cut to what the model takes."""
+    from compscope.data.head_labels import activation_labels
+    from compscope.data.runner import runner_for
+    from compscope.data.validate import verdict_sequences
+
+    runner = runner_for("induction-2l", progress=False)
+    got = activation_labels(runner, progress=False)
+    want = activation_labels(runner, verdict_sequences(runner, 64, 32, 12345), progress=False)
+    assert (got.sequences, got.half, got.seed) == (64, 32, 12345)
+    assert all(torch.equal(got.mean[k], want.mean[k]) for k in want.mean)
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    small = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=50, n_embd=16, n_layer=2, n_head=2,
+                                                                 n_positions=20, bos_token_id=None)).eval()
+    assert activation_labels(small, progress=False).half == 10  # 2 x 10 tokens fit a context of 20
+
+
 def test_cli(capsys, tmp_path):
     assert main(["validate", "--sequences", "16", "--half", "8", "--intervention-sequences", "4", "--kinds", "K",
                  "--metric", "identity", "--out", str(tmp_path / "v")]) == 0

@@ -327,6 +327,17 @@ class Circuits:
     #: a bidirectional model
     induction_qk: Tensor | None = None
 
+    def __repr__(self) -> str:
+        from ..results.table import top_entries
+
+        L, H = self.matching.shape
+        scores = {"copying": self.copying, "matching": self.matching, "previous": self.previous,
+                  "induction": self.induction}
+        tops = "; ".join(f"top {k} " + ", ".join(f"{l}.{h} {v:.2f}" for (l, h), v in top_entries(t, 3))
+                         for k, t in scores.items() if t is not None)
+        return (f"Circuits({self.model!r}, {L} layers x {H} heads; measure {self.measure}, content {self.content}; "
+                f"{tops})")
+
 
 def head_circuits(hw: HeadWeights, measure: str = "frobenius", *, offset: float = 0.0,
                   content: Mapping[int, Tensor] | None = None, progress: bool = False) -> Circuits:

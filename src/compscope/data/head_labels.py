@@ -116,6 +116,15 @@ class ActivationLabels:
             return self.mean[name]
         raise AttributeError(name)
 
+    def __repr__(self) -> str:
+        from ..results.table import top_entries
+
+        L, H = self.mean["induction"].shape
+        tops = "; ".join(f"top {k} " + ", ".join(f"{l}.{h} {v:.2f}" for (l, h), v in top_entries(self.mean[k], 3))
+                         for k in ("induction", "previous_token"))
+        return (f"ActivationLabels({L} layers x {H} heads; {self.sequences} sequences [t, t], |t| = {self.half}, "
+                f"seed {self.seed}; {tops})")
+
     def to_pandas(self):
         """One row per head: ``layer, head`` and every label, then its spread (``<label>_spread``)."""
         import pandas as pd
@@ -145,21 +154,28 @@ def pattern_labels(pattern: Tensor, half: int, start: int) -> dict[str, Tensor]:
 
 
 @torch.no_grad()
-def activation_labels(runner, reps, batch_size: int = 16, progress: bool = True,
+def activation_labels(runner, reps=None, batch_size: int = 16, progress: bool = True,
                       device: str | torch.device | None = None) -> ActivationLabels:
     """:class:`ActivationLabels` of ``runner``'s model (a runner, or any model
     :func:`~compscope.data.runner.runner_for` runs) on the repeated
-    sequences ``reps`` (:func:`compscope.data.sequences.repeats`), ``batch_size`` sequences at a
+    sequences ``reps`` (:func:`compscope.data.sequences.repeats`; default: those of
+    :func:`~compscope.data.validate.validate`, 64 sequences ``[bos] t t`` with ``|t| = 32``, seed
+    12345, ``|t|`` cut to the model's context), ``batch_size`` sequences at a
     time (memory: one batch's patterns of one layer). ``device``: where a model given by name or
     folder runs (:func:`~compscope.data.runner.runner_for`); the labels come back on the CPU."""
     from ..progress import progress_bar
     from .runner import layer_state, runner_for
     from .sequences import Repeats
 
-    if not isinstance(reps, Repeats):
+    if reps is not None and not isinstance(reps, Repeats):
         raise OptionError(f"reps: expected the repeated sequences of compscope.data.sequences.repeats(...) (tokens and "
                           f"where the repeat starts), got a {type(reps).__name__}")
     runner = runner_for(runner, progress=progress, device=device)
+    if reps is None:
+        from .validate import verdict_sequences
+
+        half = 32 if runner.n_ctx is None else min(32, (runner.n_ctx - (runner.bos is not None)) // 2)
+        reps = verdict_sequences(runner, 64, half, 12345)
     hw = runner.weights_here()
     n = reps.tokens.shape[0]
     per_batch: dict[str, list[Tensor]] = {k: [] for k in LABELS}

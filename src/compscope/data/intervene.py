@@ -73,6 +73,15 @@ class Effects:
     seq_len: int
     paths: str = "direct"
 
+    def __repr__(self) -> str:
+        from ..results.table import top_entries
+
+        t = next(iter(self.by_kind.values()))
+        strongest = "; ".join(f"strongest {k} " + ", ".join(f"{a}.{b}->{c}.{d} {v:.3g}" for (a, b, c, d), v in
+                                                          top_entries(e, 1)) for k, e in self.by_kind.items())
+        return (f"Effects({t.shape[0]} layers x {t.shape[1]} heads; {self.ablation}-ablation, {self.paths} path"
+                f"{'s' if self.paths == 'all' else ''}, {self.sequences} sequences of {self.seq_len} tokens; {strongest})")
+
 
 def check_ablation(ablation: str, sequences: int) -> None:
     """``ablation`` is 'mean' or 'zero'; a mean over one sequence is that sequence itself (every

@@ -54,6 +54,16 @@ class ScoreTable:
     def kinds(self) -> list[str]:
         return list(dict.fromkeys(k for _, k in self.values))
 
+    def __repr__(self) -> str:
+        t = next(iter(self.values.values()), None)
+        shape = f"{t.shape[0]} layers x {t.shape[1]} heads; " if t is not None else ""
+        m, k = next(((m, k) for m, k in self.values if k == "K"), next(iter(self.values), (None, None)))
+        best = self.top(k, m, 1) if m is not None else []
+        strongest = (f"; strongest {k} by {m}: {best[0][0]}.{best[0][1]}->{best[0][2]}.{best[0][3]} {best[0][4]:.3g}"
+                     if best else "")
+        return (f"ScoreTable({self.model!r}, metric {self.metric}, processing {','.join(self.processing) or 'none'}; "
+                f"{shape}measures {', '.join(self.measures)}; kinds {''.join(self.kinds)}{strongest})")
+
     def dense(self, measure: str, kind: str) -> Tensor:
         """``[src_layer, src_head, dst_layer, dst_head]`` (NaN where not computed)."""
         if (measure, kind) not in self.values:
