@@ -65,6 +65,7 @@ SLOW = [
     ("docs/results.md", "mkdir -p runs && compscope train --out runs/rotary-4l --name rotary-4l --layers 4 --positions rotary --norm rmsnorm --mlp"),
     ("docs/results.md", "compscope validate runs/rotary-4l/final --top 10 --out verdict-rotary-4l"),
     ("docs/results.md", "python bench/toy_norms.py --runs runs"),
+    ("docs/results.md", "compscope validate gemma3-270m --linearise-norms --metric identity --metric covariance"),
     ("docs/results.md", "compscope validate minilm --top 6"),
     ("docs/results.md", "mkdir -p runs && compscope train --out runs/induction-2l"),
     ("docs/results.md", "compscope track runs/induction-2l --out track.parquet --plot docs/k_composition_over_training.png"),
