@@ -66,6 +66,8 @@ SLOW = [
     ("docs/results.md", "compscope validate runs/rotary-4l/final --top 10 --out verdict-rotary-4l"),
     ("docs/results.md", "python bench/toy_norms.py --runs runs"),
     ("docs/results.md", "compscope validate gemma3-270m --linearise-norms --metric identity --metric covariance"),
+    ("docs/results.md", "compscope validate runs/gemma-like-4l/final --prev-threshold 0.2 --metric identity --metric covariance --top 6 --out verdict-gemma-like-t02"),
+    ("docs/results.md", "compscope validate runs/gemma-like-4l/final --prev-threshold 0.2 --metric identity --linearise-norms --top 4"),
     ("docs/results.md", "compscope validate minilm --top 6"),
     ("docs/results.md", "mkdir -p runs && compscope train --out runs/induction-2l"),
     ("docs/results.md", "compscope track runs/induction-2l --out track.parquet --plot docs/k_composition_over_training.png"),
