@@ -506,3 +506,52 @@ def test_trace_add_is_checked():
         m(tokens(), adds={2: torch.zeros(6, 8, 12, dtype=torch.float64)})
     with pytest.raises(OptionError, match=r"got 0: \(6, 7, 12\)"):
         m(tokens(), adds={0: torch.zeros(6, 7, 12, dtype=torch.float64)})
+
+
+@pytest.mark.parametrize("kw", [dict(norm="layernorm"), dict(norm="rmsnorm", positions="rotary", qk_norm=True,
+                                                             attn_out_norm=True)], ids=["layernorm", "gemma-norms"])
+@pytest.mark.parametrize("paths", ["direct", "all"])
+def test_chosen_writers_get_the_effects_of_the_whole_run_and_the_rest_none(kw, paths):
+    """Intervening on some writers gives their rows exactly as intervening on all does (the mean is
+    still over every sequence, the readers still every later head); the other rows are NaN."""
+    cfg = ToyConfig(n_layers=4, n_heads=3, d_model=12, d_head=4, d_vocab=10, n_ctx=8, **kw)
+    r = _runner(ToyTransformer(cfg, seed=5))
+    t = tokens(n=5)
+    whole = intervention_effects(r, t, progress=False, paths=paths)
+    some = intervention_effects(r, t, progress=False, paths=paths, writers=[(2, 1), 0, (0, 2)])
+    assert whole.writers is None and some.writers == ((0, 0), (0, 1), (0, 2), (2, 1))  # sorted, once each
+    chosen = torch.zeros(4, 3, dtype=torch.bool)
+    chosen[0] = True
+    chosen[2, 1] = True
+    for kind in "QKV":
+        got, want = some.by_kind[kind], whole.by_kind[kind]
+        torch.testing.assert_close(got[chosen], want[chosen], rtol=0, atol=0, equal_nan=True)
+        assert got[~chosen].isnan().all()
+    torch.testing.assert_close(some.v_direction[chosen], whole.v_direction[chosen], rtol=0, atol=0, equal_nan=True)
+    assert "4 writers" in repr(some)
+
+
+def test_writers_are_checked_against_the_model():
+    from compscope.data.intervene import writer_heads
+
+    assert writer_heads(None, 3, 2) is None
+    assert writer_heads([1, (0, 1), (0, 1)], 3, 2) == ((0, 1), (1, 0), (1, 1))
+    r = _runner(toy())
+    t = tokens()
+    for bad, match in [([(5, 0)], "writer layer 5: .* has layers 0-1"), ([(0, 7)], "writer 0.7: .* heads 0-2"),
+                       ([1], "writer layer 1: the last layer"), (["0.1"], "writer '0.1': expected"),
+                       ([True], "writer True"), ([], "none given"), ("0.1", "writers='0.1'")]:
+        with pytest.raises(OptionError, match=match):
+            intervention_effects(r, t, writers=bad, progress=False)
+
+
+def test_cli_intervenes_on_the_writers_named(capsys):
+    from compscope.cli.common import writers
+
+    assert writers("16.0,11.1, 2-4,7") == [(16, 0), (11, 1), 2, 3, 4, 7]
+    for bad in ("a.b", "1.2.3", "4-2", "", "-1"):
+        with pytest.raises(Exception, match="expected LAYER.HEAD"):
+            writers(bad)
+    main(["intervene", "--writers", "0.1", "--kinds", "K", "--sequences", "4", "--half", "8"])
+    out = capsys.readouterr().out
+    assert "writers 0.1 (1 head)" in out and "over 4 pairs" in out  # 0.1 into the four heads of layer 1

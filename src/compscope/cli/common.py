@@ -23,6 +23,26 @@ def half_length(text: str) -> int:
     return int(text)
 
 
+def writers(text: str) -> list:
+    """An argparse type: writer heads ``LAYER.HEAD``, layers ``LAYER`` and layer ranges ``A-B``
+    (inclusive), comma-separated: ``16.0,11.1,2-4`` -> ``[(16, 0), (11, 1), 2, 3, 4]``."""
+    out: list = []
+    for part in text.split(","):
+        part = part.strip()
+        a, dash, b = part.partition("-")
+        if dash and a.isdigit() and b.isdigit() and int(a) <= int(b):
+            out += list(range(int(a), int(b) + 1))
+        elif part.isdigit():
+            out.append(int(part))
+        elif part.count(".") == 1 and all(x.isdigit() for x in part.split(".")):
+            layer, head = part.split(".")
+            out.append((int(layer), int(head)))
+        else:
+            raise argparse.ArgumentTypeError(f"{part!r}: expected LAYER.HEAD (16.0), a layer (16) or layers (10-20), "
+                                             "comma-separated")
+    return out
+
+
 def positive_int(text: str, option: str, also: str = "") -> int:
     """``text`` as a positive integer; ``also``: the other words the option takes, for the message."""
     if not text.isdigit() or int(text) < 1:

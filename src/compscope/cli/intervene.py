@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_device, add_model_dtype, add_paths, count, half_length, metric_names
+from .common import add_device, add_model_dtype, add_paths, count, half_length, metric_names, writers
 
 HELP = "interventional composition of a model on data, against every measure"
 EXAMPLE = "example: compscope intervene --kinds K --top 16 --metric activations   (or: compscope intervene smollm2 --kinds K --sequences 8)"
@@ -22,6 +22,9 @@ def add_arguments(p) -> None:
     p.add_argument("--batch-size", type=count, default=16, help="sequences per forward pass (default 16)")
     p.add_argument("--ablation", default="mean", choices=["mean", "zero"], help="how h1's output is removed (default mean)")
     add_paths(p)
+    p.add_argument("--writers", type=writers, help="intervene on these writer heads only: LAYER.HEAD, LAYER or "
+                   "A-B (layers), comma-separated, e.g. 16.0,11.1 or 10-20 (default every head; the time scales "
+                   "with their number)")
     p.add_argument("--top", type=count, default=3, help="strongest pairs to print per kind (default 3)")
     add_device(p)
     add_model_dtype(p)
@@ -43,11 +46,15 @@ def report(args) -> str:
     fx, table, half = against_measures(args.model, args.kinds, metric=args.metric, sequences=args.sequences,
                                        half=args.half, seed=args.seed, ablation=args.ablation,
                                        batch_size=args.batch_size, progress=True, device=args.device,
-                                       model_dtype=args.model_dtype, paths=args.paths)
+                                       model_dtype=args.model_dtype, paths=args.paths, writers=args.writers)
     where = "in h2's input" if args.paths == "direct" else "in the model, read by h2 through every path"
+    some = ""
+    if fx.writers is not None:
+        named = " ".join(f"{l}.{h}" for l, h in fx.writers[:8]) + " ..." * (len(fx.writers) > 8)
+        some = f"; writers {named} ({len(fx.writers)} head{'s' * (len(fx.writers) != 1)})"
     lines = [f"{table.model}: interventional composition ({args.ablation}-ablation of h1's output {where}) on "
              f"{args.sequences} held-out repeated random sequences [t, t], |t| = {half} (seed {args.seed}); "
-             f"measures under metric {args.metric}"]
+             f"measures under metric {args.metric}{some}"]
     rows = [(kind, kind, eff) for kind, eff in fx.by_kind.items()]
     if fx.v_direction is not None:
         rows.append(("V (direction)", "V", fx.v_direction))

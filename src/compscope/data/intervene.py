@@ -72,6 +72,8 @@ class Effects:
     sequences: int
     seq_len: int
     paths: str = "direct"
+    #: the writers intervened on, ``(layer, head)`` in order; None: every head before the last layer
+    writers: tuple[tuple[int, int], ...] | None = None
 
     def __repr__(self) -> str:
         from ..results.table import top_entries
@@ -79,8 +81,10 @@ class Effects:
         t = next(iter(self.by_kind.values()))
         strongest = "; ".join(f"strongest {k} " + ", ".join(f"{a}.{b}->{c}.{d} {v:.3g}" for (a, b, c, d), v in
                                                           top_entries(e, 1)) for k, e in self.by_kind.items())
+        chosen = "" if self.writers is None else f", {len(self.writers)} writer{'s' * (len(self.writers) != 1)}"
         return (f"Effects({t.shape[0]} layers x {t.shape[1]} heads; {self.ablation}-ablation, {self.paths} path"
-                f"{'s' if self.paths == 'all' else ''}, {self.sequences} sequences of {self.seq_len} tokens; {strongest})")
+                f"{'s' if self.paths == 'all' else ''}{chosen}, {self.sequences} sequences of {self.seq_len} tokens; "
+                f"{strongest})")
 
 
 def check_ablation(ablation: str, sequences: int) -> None:
@@ -101,6 +105,36 @@ def check_paths(paths: str) -> None:
     if paths not in PATHS:
         raise OptionError(f"paths={paths!r}: use 'direct' (h1's output removed from what h2 reads and nowhere else) "
                           "or 'all' (removed from the model, every later layer seeing it)")
+
+
+def writer_heads(writers, n_layers: int, n_heads: int, model: str = "the model") -> tuple[tuple[int, int], ...] | None:
+    """The writers to intervene on as sorted ``(layer, head)`` pairs, from ``writers``: None (every
+    head before the last layer: None back), or an iterable of ``(layer, head)`` pairs and layer
+    numbers (a layer: each of its heads). A head outside the model, or in its last layer (no later
+    head reads it), is refused by name."""
+    if writers is None:
+        return None
+    if isinstance(writers, (str, bytes)) or not hasattr(writers, "__iter__"):
+        raise OptionError(f"writers={writers!r}: expected (layer, head) pairs or layer numbers, e.g. [(16, 0), 11]")
+    chosen: set[tuple[int, int]] = set()
+    for w in writers:
+        is_int = lambda x: isinstance(x, int) and not isinstance(x, bool)  # noqa: E731
+        if is_int(w):
+            layer, heads = w, range(n_heads)
+        elif isinstance(w, (tuple, list)) and len(w) == 2 and all(is_int(x) for x in w):
+            layer, heads = w[0], (w[1],)
+            if not 0 <= w[1] < n_heads:
+                raise OptionError(f"writer {w[0]}.{w[1]}: {model} has heads 0-{n_heads - 1} in a layer")
+        else:
+            raise OptionError(f"writer {w!r}: expected a (layer, head) pair or a layer number")
+        if not 0 <= layer < n_layers:
+            raise OptionError(f"writer layer {layer}: {model} has layers 0-{n_layers - 1}")
+        if layer == n_layers - 1:
+            raise OptionError(f"writer layer {layer}: the last layer of {model}; no later head reads its heads")
+        chosen.update((layer, h) for h in heads)
+    if not chosen:
+        raise OptionError("writers: none given (leave it unset for every head)")
+    return tuple(sorted(chosen))
 
 
 def _check(kinds: str, ablation: str, tokens: Tensor) -> str:
@@ -124,15 +158,18 @@ def _heads(hw, tr) -> tuple[list, list, list]:
 @torch.no_grad()
 def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: str = "mean", *,
                          batch_size: int = 16, progress: bool = True, device: str | torch.device | None = None,
-                         paths: str = "direct") -> Effects:
+                         paths: str = "direct", writers=None) -> Effects:
     """Interventional composition of every pair and kind of ``runner``'s model (a runner, or any
     model :func:`~compscope.data.runner.runner_for` runs) on ``tokens:
     (batch, seq)`` (module docstring), ``batch_size`` sequences at a time: memory holds one
     batch's clean queries, keys, values and head outputs of every layer; mean-ablation uses the
     mean over *all* sequences (a first pass computes it). ``paths``: ``'direct'`` (the
     specification's) or ``'all'`` (the writer's change propagated through the model: one more
-    forward pass per writer and batch). ``device``: where a model given by name or folder runs
-    (:func:`~compscope.data.runner.runner_for`); the effects come back on the CPU."""
+    forward pass per writer and batch). ``writers``: the heads ``h1`` to intervene on
+    (:func:`writer_heads`: ``(layer, head)`` pairs and layer numbers; default every head), the
+    other rows left NaN: the work and the time scale with their number. ``device``: where a model
+    given by name or folder runs (:func:`~compscope.data.runner.runner_for`); the effects come back
+    on the CPU."""
     from .runner import runner_for
 
     kinds = _check(kinds, ablation, tokens)
@@ -146,8 +183,11 @@ def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: s
     if not isinstance(batch_size, int) or batch_size < 1:
         raise OptionError(f"batch_size={batch_size!r}: expected a positive integer")
     L, H = hw.n_layers, hw.n_heads
+    chosen = writer_heads(writers, L, H, hw.meta.name)
+    by_layer = {l: [h for h in range(H) if chosen is None or (l, h) in chosen] for l in range(L - 1)}
     chunks = tokens.split(batch_size)
-    bar = progress_bar(len(chunks) * ((L - 1) * H + (ablation == "mean")), "interventions", enabled=progress)
+    n_writers = sum(len(v) for v in by_layer.values())
+    bar = progress_bar(len(chunks) * (n_writers + (ablation == "mean")), "interventions", enabled=progress)
     means = kept_state = None
     if ablation == "mean":  # each head's output at each position, averaged over every sequence
         sums = [torch.zeros(tokens.shape[1], H, hw.d_model, dtype=torch.float64, device=dev) for _ in range(L)]
@@ -171,8 +211,10 @@ def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: s
             qkv, pattern, o = _heads(hw, tr)
         mlp = _clean_mlp(runner, tr) if paths == "direct" else None
         for l1 in range(L - 1):
+            if not by_layer[l1]:
+                continue
             added = combine(hw, l1, o[l1]) if hw.attn_out_norm is not None else None
-            for h1 in range(H):
+            for h1 in by_layer[l1]:
                 w = o[l1][:, :, h1]
                 repl = means[l1][None, :, h1].expand_as(w) if means is not None else torch.zeros_like(w)
                 if added is None:
@@ -202,6 +244,10 @@ def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: s
                 bar.update(1)
     bar.close()
     forward = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)[:, None, :, None].expand(L, H, L, H)
+    if chosen is not None:
+        mask = torch.zeros(L, H, dtype=torch.bool)
+        mask[tuple(torch.tensor(chosen).T)] = True
+        forward = forward & mask[:, :, None, None]
     nan = torch.tensor(float("nan"), dtype=torch.float64)
     out = {}
     kept = kept.cpu()
@@ -209,7 +255,7 @@ def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: s
         v = acc[kind].cpu() / (kept.clamp_min(1) if kind == "V" else tokens.shape[0])
         out[kind] = torch.where(forward, v, nan)
     direction = torch.where(forward, turn.cpu() / kept.clamp_min(1), nan) if "V" in kinds else None
-    return Effects(out, direction, ablation, int(tokens.shape[0]), int(tokens.shape[1]), paths)
+    return Effects(out, direction, ablation, int(tokens.shape[0]), int(tokens.shape[1]), paths, chosen)
 
 
 def _clean_mlp(runner, tr) -> list[Tensor] | None:
@@ -297,15 +343,15 @@ def _effect(kind: str, clean: dict, patched: dict, layer: int) -> Tensor:
 def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", sequences: int = 100, half: int = 32,
                      seed: int = 12345, ablation: str = "mean", batch_size: int = 16, progress: bool = False,
                      device: str | torch.device | None = None, model_dtype: str | torch.dtype | None = None,
-                     paths: str = "direct"):
+                     paths: str = "direct", writers=None):
     """Interventional composition of any model compscope runs (:func:`~compscope.data.runner.runner_for`)
     on ``sequences`` held-out repeated random sequences ``[bos] t t`` (``|t| = half``, cut to the
     model's context; toy models: their own held-out repeats, ``|t| = min(half, n_ctx / 2)``), and
     every measure's score of the same pairs (``metric``: a name, ``'activations'`` for the model's
     own residual second moments, or a ``Metric``): ``(Effects, ScoreTable, half)``. ``device``: where
     the model runs and the measures are computed (default CUDA when present, else the CPU);
-    ``model_dtype``: what a model loaded from files computes in (default float32); ``paths``: as
-    :func:`intervention_effects`."""
+    ``model_dtype``: what a model loaded from files computes in (default float32); ``paths``,
+    ``writers``: as :func:`intervention_effects`."""
     from ..core.metrics import check_metrics, get_metric
     from ..engine.composition import scores
     from .runner import ToyRunner, runner_for
@@ -318,6 +364,7 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
     check_paths(paths)
     runner = runner_for(model, device=device, dtype=model_dtype)
     hw = runner.hw
+    writer_heads(writers, hw.n_layers, hw.n_heads, hw.meta.name)  # refused before any forward pass
     if isinstance(runner, ToyRunner):
         from ..toy.storage import held_out_repeats
 
@@ -327,7 +374,7 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
             half = min(half, (runner.n_ctx - (runner.bos is not None)) // 2)
         tokens = repeats(sequences, half, hw.n_vocab, seed, runner.bos, avoid=runner.special_ids()).tokens
     effects = intervention_effects(runner, tokens, kinds, ablation, batch_size=batch_size, progress=progress,
-                                   paths=paths)
+                                   paths=paths, writers=writers)
     table = scores(hw, kinds, "all", get_metric(metric, hw, model=runner), pairs="all", progress=progress,
                    device=runner.device)
     return effects, table, (tokens.shape[1] - (runner.bos is not None)) // 2
