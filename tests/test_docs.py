@@ -51,6 +51,7 @@ SLOW = [
     ("docs/results.md", "compscope gauge gemma3-270m"),
     ("README.md", "compscope validate smollm2 --top 5 --out verdict-smollm2"),
     ("README.md", "compscope intervene smollm2 --kinds K --sequences 8 --top 5"),
+    ("README.md", "compscope intervene smollm2 --writers 16.0 --kinds K --sequences 8 --top 5"),
     ("docs/results.md", "compscope circuits smollm2 --top 5 --content activations"),
     ("docs/results.md", "compscope circuits gemma3-270m --top 5 --content activations"),
     ("docs/results.md", "compscope validate smollm2 --out verdict-smollm2"),
