@@ -48,6 +48,7 @@ CHECKED = [
 #: the minutes-long commands, in the order they run (``verdict_candidates`` reads the verdicts,
 #: ``track`` the training run)
 SLOW = [
+    ("docs/results.md", "compscope pair smollm2 16.0 17.5 --kind K --on-data | tail -4"),
     ("docs/results.md", "compscope gauge gemma3-270m"),
     ("README.md", "compscope validate smollm2 --top 5 --out verdict-smollm2"),
     ("README.md", "compscope intervene smollm2 --kinds K --sequences 8 --top 5"),

@@ -76,3 +76,28 @@ def test_heads_as_text_or_numpy_integers_are_the_same_pair():
     for w, r in (("0.1", "1.0"), ((np.int64(0), np.int32(1)), "1.0")):
         rep = compose_pair(hw, w, r)
         assert (rep.writer, rep.reader) == ((0, 1), (1, 0)) and rep.measures == ref.measures
+
+
+def test_pair_on_data_is_what_the_verdict_measured(capsys):
+    """``pair --on-data`` prints the pair's K effect and both heads' labels as ``validate`` (run
+    here in full, every writer) measures them on the same sequences; and its rank among the
+    writer's later heads, counted here from the verdict's effects."""
+    import re
+
+    from compscope.cli.main import main
+    from compscope.data.validate import validate
+
+    v = validate("induction-2l", progress=False)
+    main(["pair", "0.0", "1.1", "--kind", "K", "--on-data"])
+    out = capsys.readouterr().out
+    k = v.effects.by_kind["K"]
+    got = re.search(r"K effect of 0.0 on 1.1: (\S+), rank (\d+) of the 4 later heads", out)
+    assert got is not None, out
+    assert float(got.group(1)) == pytest.approx(float(k[0, 0, 1, 1]), abs=1e-4)
+    assert int(got.group(2)) == 1 + int((k[0, 0, 1] > k[0, 0, 1, 1]).sum())
+    for who, (l, h) in (("writer", (0, 0)), ("reader", (1, 1))):
+        line = next(x for x in out.splitlines() if x.startswith(f"{who} {l}.{h} labels:"))
+        shown = dict(re.findall(r"(\w+) (-?\d\.\d\d)", line))
+        assert {name: float(x) for name, x in shown.items()} == pytest.approx(
+            {name: float(v.labels.mean[name][l, h]) for name in shown}, abs=0.006)
+        assert set(shown) == {"induction", "previous_token", "duplicate_token", "sink"}

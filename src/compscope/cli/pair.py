@@ -18,7 +18,11 @@ def add_arguments(p) -> None:
     p.add_argument("--kind", default="K", choices=["Q", "K", "V"], help="composition kind (default K)")
     p.add_argument("--metric", default="identity", help=f"{metric_names()} (default identity)")
     p.add_argument("--offset", type=float, default=0.0, help="rotary offset: query minus key position (default 0; rotary models only)")
-    add_device(p, "where the model runs for --metric activations (the pair itself is computed on the CPU)")
+    p.add_argument("--on-data", action="store_true",
+                   help="also run the model on the verdict's sequences (64 repeated random sequences, |t| = 32, seed "
+                        "12345, as compscope validate): both heads' activation labels, and the pair's interventional "
+                        "effect (the writer mean-ablated, direct path, on 16 of them, as validate's)")
+    add_device(p, "where the model runs for --metric activations or --on-data (the pair itself is computed on the CPU)")
     add_processing(p)
 
 
@@ -34,6 +38,42 @@ def run(args) -> None:
     metric = get_metric(args.metric, hw, model=model, device=args.device)  # 'activations' runs the model there
     rep = compose_pair(hw, writer, reader, args.kind, metric, offset=args.offset)
     print(format_pair(rep, hw.meta.name))
+    if args.on_data:
+        print(on_data(model, writer, reader, args.kind, args.device))
+
+
+def on_data(model, writer: tuple[int, int], reader: tuple[int, int], kind: str, device=None,
+            intervention_sequences: int = 16) -> str:
+    """The pair on data, as :func:`compscope.validate` sees it: both heads' activation labels on
+    the verdict's sequences, and the writer's interventions (its row only) on the first
+    ``intervention_sequences`` of them, the pair's effect ranked among the writer's readers."""
+    import torch
+
+    from ..data.head_labels import LABELS, activation_labels
+    from ..data.intervene import intervention_effects
+    from ..data.runner import runner_for
+    from ..data.validate import verdict_sequences
+    from ..results.table import top_entries
+
+    runner = runner_for(model, device=device)  # the model as it is: processing changes only the weights' side
+    labels = activation_labels(runner)
+    reps = verdict_sequences(runner, labels.sequences, labels.half, labels.seed)
+    fx = intervention_effects(runner, reps.tokens[:intervention_sequences], kind, writers=[writer])
+    (l1, h1), (l2, h2) = writer, reader
+    row = fx.by_kind[kind][l1, h1]  # (layer, head): the writer's effect on every later head
+    value = float(row[l2, h2])
+    rank = int((row[torch.isfinite(row)] > value).sum()) + 1
+    (b2, c2), best = top_entries(row, 1)[0]
+    what = "effect" if kind != "V" else "effect (relative change of the output's norm)"
+    lines = [f"on data: {labels.sequences} repeated random sequences [t, t], |t| = {labels.half} (seed {labels.seed}), "
+             f"as compscope validate; interventions ({fx.ablation}-ablation, direct path) on {fx.sequences} of them",
+             f"{kind} {what} of {l1}.{h1} on {l2}.{h2}: {value:.4f}, rank {rank} of the {int(torch.isfinite(row).sum())} "
+             f"later heads (largest {l1}.{h1}->{b2}.{c2} {best:.4f})"]
+    if kind == "V" and fx.v_direction is not None:
+        lines.append(f"V direction-sensitive effect ||o' - o|| / ||o||: {float(fx.v_direction[l1, h1, l2, h2]):.4f}")
+    for who, (l, h) in (("writer", writer), ("reader", reader)):
+        lines.append(f"{who} {l}.{h} labels: " + "  ".join(f"{k} {float(labels.mean[k][l, h]):.2f}" for k in LABELS))
+    return "\n".join(lines)
 
 
 def model_and_heads(words: list[str], option: str) -> tuple[str, tuple[int, int], tuple[int, int]]:
