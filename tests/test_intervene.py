@@ -536,6 +536,10 @@ def test_writers_are_checked_against_the_model():
 
     assert writer_heads(None, 3, 2) is None
     assert writer_heads([1, (0, 1), (0, 1)], 3, 2) == ((0, 1), (1, 0), (1, 1))
+    import numpy as np
+
+    assert writer_heads([np.int64(1), (np.int64(0), 1)], 3, 2) == ((0, 1), (1, 0), (1, 1))
+    assert all(type(x) is int for pair in writer_heads([np.int64(1)], 3, 2) for x in pair)
     r = _runner(toy())
     t = tokens()
     for bad, match in [([(5, 0)], "writer layer 5: .* has layers 0-1"), ([(0, 7)], "writer 0.7: .* heads 0-2"),

@@ -124,6 +124,7 @@ def test_results_show_as_one_line_of_what_matters(verdict):
     text = repr(verdict)
     best = min((r for r in verdict.rows if r["kind"] == "K"), key=lambda r: (-r["auroc"], -r["spearman"]))
     assert len(text) < 300 and "'induction-2l'" in text and "8 true K-pairs, 8 confirmed" in text
+    assert "32 sequences, 8 intervened" in text
     assert f"best by K: {best['measure']} ({best['metric']}) AUROC {best['auroc']:.2f}" in text
     (l, h), v = top_entries(verdict.labels.induction, 1)[0]
     assert f"top induction {l}.{h} {v:.2f}" in repr(verdict.labels) and len(repr(verdict.labels)) < 300

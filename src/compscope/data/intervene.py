@@ -116,13 +116,15 @@ def writer_heads(writers, n_layers: int, n_heads: int, model: str = "the model")
         return None
     if isinstance(writers, (str, bytes)) or not hasattr(writers, "__iter__"):
         raise OptionError(f"writers={writers!r}: expected (layer, head) pairs or layer numbers, e.g. [(16, 0), 11]")
+    import numbers
+
+    is_int = lambda x: isinstance(x, numbers.Integral) and not isinstance(x, bool)  # noqa: E731 (numpy's too)
     chosen: set[tuple[int, int]] = set()
     for w in writers:
-        is_int = lambda x: isinstance(x, int) and not isinstance(x, bool)  # noqa: E731
         if is_int(w):
-            layer, heads = w, range(n_heads)
+            layer, heads = int(w), range(n_heads)
         elif isinstance(w, (tuple, list)) and len(w) == 2 and all(is_int(x) for x in w):
-            layer, heads = w[0], (w[1],)
+            layer, heads = int(w[0]), (int(w[1]),)
             if not 0 <= w[1] < n_heads:
                 raise OptionError(f"writer {w[0]}.{w[1]}: {model} has heads 0-{n_heads - 1} in a layer")
         else:

@@ -80,7 +80,7 @@ class Verdict:
         best = sorted((r for r in self.rows if r["kind"] == "K"), key=_rank_key)
         head = (f"best by K: {best[0]['measure']} ({best[0]['metric']}) AUROC {_fmt(best[0]['auroc'])}, "
                 f"rho {_fmt(best[0]['spearman'])}; " if best else "")
-        return (f"Verdict({self.model!r}: {o['sequences']} sequences, {o['intervention_sequences']} intervened; "
+        return (f"Verdict({self.model!r}: {o['sequences']} sequences, {self.effects.sequences} intervened; "
                 f"{o['true_pairs']} true K-pairs, {o.get('confirmed_pairs') or 0} confirmed; {head}"
                 f"{len(self.rows)} rows: .format() prints the table, .verdict_frame() gives them)")
 
