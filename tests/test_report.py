@@ -180,6 +180,25 @@ def test_weights_only_labels_and_training_curves(tmp_path, capsys):
     assert not list(out.glob("*.png"))
 
 
+def test_the_models_own_effects_are_a_table_beside_the_measures(toy_report):
+    """With data the page holds the interventional effects as one more table per kind, stored as
+    the measures' pairs are; read back independently they equal a verdict's own effects (the
+    report's data run is validate with its defaults)."""
+    from compscope.data.validate import validate
+
+    doc = _document((toy_report / "index.html").read_text())
+    L, H = doc["L"], doc["H"]
+    assert doc["measures"][-1] == "interventions" and doc["centres"]["interventions"] is None
+    assert doc["effects_note"] == "mean-ablation, direct path, 16 sequences"
+    v = validate("induction-2l", progress=False)
+    for kind in "QKV":
+        got = _decode(doc["tables"][f"data|{kind}|interventions"], H * H * L * (L - 1) // 2)
+        dense = v.effects.by_kind[kind].numpy()
+        want = np.concatenate([dense[l1, :, l2, :].ravel() for l1 in range(L) for l2 in range(l1 + 1, L)])
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    assert not any(k.startswith("data|") for k in doc["tables"] if not k.endswith("|interventions"))
+
+
 def test_data_folder_is_read_and_checked(tmp_path, capsys):
     v = tmp_path / "v"
     assert main(["validate", "--out", str(v), "--sequences", "8", "--intervention-sequences", "4", "--metric", "identity"]) == 0
@@ -189,6 +208,20 @@ def test_data_folder_is_read_and_checked(tmp_path, capsys):
     assert capsys.readouterr().out.strip() == str(out / "index.html")
     doc = _document((out / "index.html").read_text())
     assert doc["labels"]["source"] == "data" and {r["metric"] for r in doc["verdict"]} == {"identity"}
+    import pandas as pd
+
+    saved = pd.read_parquet(v / "interventions.parquet")  # the folder's effects, pair by pair
+    k = saved[saved.kind == "K"]
+    packed = _decode(doc["tables"]["data|K|interventions"], 4 * 4)  # layer 0 -> 1: writer head, then reader head
+    np.testing.assert_allclose(packed, k.sort_values(["src_head", "dst_head"]).effect.to_numpy(), rtol=1e-6)
+    assert doc["effects_note"] == "mean-ablation, direct path, 4 sequences"
+    (v / "interventions.parquet").write_bytes(b"not parquet")
+    assert main(["report", "--data", str(v), "--out", str(tmp_path / "rep2"), "--no-figures"]) == 2
+    assert "interventions.parquet: cannot read the interventions" in capsys.readouterr().err
+    (v / "interventions.parquet").unlink()  # an older folder without them: the report has no effects table
+    assert main(["report", "--data", str(v), "--out", str(tmp_path / "rep2"), "--no-figures", "--quiet"]) == 0
+    assert "interventions" not in _document((tmp_path / "rep2" / "index.html").read_text())["measures"]
+    capsys.readouterr()
     (v / "head_labels.csv").write_text("layer,head\n0,0\n")
     assert main(["report", "--data", str(v), "--out", str(out), "--no-figures"]) == 2
     assert "head_labels.csv" in capsys.readouterr().err

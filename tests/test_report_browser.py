@@ -56,6 +56,12 @@ def test_every_figure_renders_offline(page):
     pg.select_option("#sel-view", "layers")
     pg.select_option("#sel-kind", "V")
     assert pg.evaluate("document.getElementById('heatmap').data[0].z.length") == 2  # 2 layers
+    # the model's own effects on data draw as a heatmap too, titled as such
+    pg.select_option("#sel-view", "pairs")
+    pg.select_option("#sel-kind", "K")
+    pg.select_option("#sel-measure", "interventions")
+    assert "interventional effect on data" in pg.evaluate("document.getElementById('heatmap').layout.title.text")
+    assert pg.evaluate("document.getElementById('heatmap').data[0].z.length") == 4  # reader heads of layer 1
     assert errors == []
 
 

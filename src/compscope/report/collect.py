@@ -47,6 +47,10 @@ class Report:
     track: object | None  # Track
     options: dict
     notes: list[str] = field(default_factory=list)
+    #: the interventional effects on data, ``{kind: (L, H, L, H)}`` float64 (NaN except measured
+    #: earlier → later pairs), when there are data; their ablation, sequences and paths in ``effects_note``
+    effects: dict | None = None
+    effects_note: str | None = None
 
     @property
     def labels(self) -> Labels:
@@ -89,9 +93,10 @@ def _above(t: torch.Tensor | None, threshold: float) -> list[tuple[int, int]]:
     return [tuple(x) for x in (t >= threshold).nonzero().tolist()]
 
 
-def read_validation(folder: str | Path, hw) -> tuple[dict, list[dict], list[dict]]:
-    """Head labels, verdict rows and head rankings from a ``compscope validate --out`` folder,
-    checked against the model's shape."""
+def read_validation(folder: str | Path, hw) -> tuple[dict, list[dict], list[dict], dict | None, str | None]:
+    """Head labels, verdict rows, head rankings and the interventional effects (with a note of how
+    they were measured; None without ``interventions.parquet``) from a ``compscope validate
+    --out`` folder, checked against the model's shape."""
     import pandas as pd
 
     folder = Path(folder)
@@ -129,7 +134,40 @@ def read_validation(folder: str | Path, hw) -> tuple[dict, list[dict], list[dict
             model = None
         if model is not None and model != hw.meta.name:
             raise OptionError(f"--data {folder}: validated model {model!r}, not {hw.meta.name!r}")
-    return scores, verdict, heads
+    effects, note = read_effects(folder / "interventions.parquet", L, H)
+    return scores, verdict, heads, effects, note
+
+
+def read_effects(path: Path, L: int, H: int) -> tuple[dict | None, str | None]:
+    """``{kind: (L, H, L, H)}`` effects from a verdict's ``interventions.parquet`` (None when
+    there is none), and how they were measured (from its ``run.json``)."""
+    import pandas as pd
+
+    if not path.is_file():
+        return None, None
+    try:
+        df = pd.read_parquet(path, columns=["kind", "src_layer", "src_head", "dst_layer", "dst_head", "effect"])
+    except Exception as e:  # pyarrow raises several kinds on a damaged or foreign file
+        raise OptionError(f"--data {path}: cannot read the interventions: {type(e).__name__}: {e}") from None
+    idx = df[["src_layer", "src_head", "dst_layer", "dst_head"]].to_numpy()
+    if len(idx) and (idx.min() < 0 or idx[:, [0, 2]].max() >= L or idx[:, [1, 3]].max() >= H
+                     or (idx[:, 0] >= idx[:, 2]).any()):
+        raise OptionError(f"--data {path}: pairs outside a {L} x {H} model's writer -> later-reader pairs")
+    out = {}
+    for kind, rows in df.groupby("kind"):
+        t = torch.full((L, H, L, H), float("nan"), dtype=torch.float64)
+        i = torch.tensor(rows[["src_layer", "src_head", "dst_layer", "dst_head"]].to_numpy()).T
+        t[tuple(i)] = torch.tensor(rows["effect"].to_numpy(), dtype=torch.float64)
+        out[str(kind)] = t
+    run = path.parent / "run.json"
+    try:
+        o = json.loads(run.read_text()) if run.is_file() else {}
+    except (ValueError, UnicodeDecodeError):
+        o = {}
+    how = ", ".join(x for x in (f"{o['ablation']}-ablation" if "ablation" in o else "",
+                                "every path" if o.get("paths") == "all" else "direct path",
+                                f"{o['intervention_sequences']} sequences" if "intervention_sequences" in o else "") if x)
+    return out, how
 
 
 def pair_details(hw, tables: dict, metrics: dict, kinds: str, measure: str, n: int) -> dict:
@@ -186,7 +224,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     if not tables:
         raise OptionError(f"no metric of {list(metrics)} applies to {hw.meta.name}")
     wl = weight_labels(hw)
-    dl, verdict, vheads = None, None, None
+    dl, verdict, vheads, effects, effects_note = None, None, None, None, None
     if data == "run" or (data == "auto" and hw.meta.family == "toy"):  # toy models: seconds
         from ..data.validate import validate
 
@@ -195,8 +233,10 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
         verdict, vheads = v.rows, v.heads
         notes += v.notes
         dl = data_labels(lab, wl.scores.get("copying"))
+        effects = dict(v.effects.by_kind)
+        effects_note = f"{v.effects.ablation}-ablation, direct path, {v.effects.sequences} sequences"
     elif saved is not None:  # a folder written by `compscope validate --out`
-        lab, verdict, vheads = saved
+        lab, verdict, vheads, effects, effects_note = saved
         dl = data_labels(lab, wl.scores.get("copying"))
     elif data == "auto":
         notes.append("no data: head labels from the weights; run `compscope validate MODEL --out DIR` and give "
@@ -209,4 +249,5 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
         tr = track(run, kinds, ms[:3], list(tables), progress=progress)
     options = {"kinds": kinds, "measures": ms, "metrics": list(tables), "data": str(data), "run": None if run is None else str(run),
                "detail_pairs": detail_pairs, "processing": list(hw.meta.processing)}
-    return Report(hw, hw.meta.name, tables, wl, dl, check_axioms(), verdict, vheads, details, tr, options, notes)
+    return Report(hw, hw.meta.name, tables, wl, dl, check_axioms(), verdict, vheads, details, tr, options, notes,
+                  effects, effects_note)

@@ -13,6 +13,10 @@ from ..errors import OptionError
 from ..results.files import check_folder
 from . import payload as P
 
+#: the name the page gives the interventional effects among the measures (table key ``data|KIND|interventions``)
+EFFECTS = "interventions"
+
+
 def check_out(out: str | Path) -> Path:
     """``out`` as a folder that can be written (its parent must exist); an error naming it otherwise."""
     out = check_folder(out, "--out")
@@ -37,13 +41,22 @@ def document(rep, command: str, version: str) -> dict:
 
     hw = rep.hw
     first = next(iter(rep.tables.values()))
-    tables, how = P.pack_tables(rep.tables, rep.options["kinds"], rep.options["measures"])
+    measures, packed = list(rep.options["measures"]), dict(rep.tables)
+    if rep.effects:  # the model's own effects, as one more table of pairs (metric 'data'), packed first
+        from ..results.table import ScoreTable
+
+        values = {(EFFECTS, k): t for k, t in rep.effects.items() if k in rep.options["kinds"]}
+        packed = {"data": ScoreTable(values, "data", rep.model), **packed}
+        measures.append(EFFECTS)
+    tables, how = P.pack_tables(packed, rep.options["kinds"], measures)
     centres = P.colour_centres(rep.tables, hw.d_model, hw.d_head)
+    if rep.effects:
+        centres[EFFECTS] = None
     edge_measure = "frobenius_baselined" if "frobenius_baselined" in first.measures else first.measures[0]
     return {
         "model": rep.model, "command": command, "version": version, "card": card_rows(hw), "notes": rep.notes,
         "L": hw.n_layers, "H": hw.n_heads, "d": hw.d_model, "r": hw.d_head,
-        "kinds": rep.options["kinds"], "measures": rep.options["measures"], "metrics": list(rep.tables),
+        "kinds": rep.options["kinds"], "measures": measures, "metrics": list(rep.tables), "effects_note": rep.effects_note,
         "stored": how, "centres": centres, "tables": tables,
         "labels": P.labels_json(rep.labels),
         "weight_labels": P.labels_json(rep.weight_labels) if rep.data_labels is not None else None,

@@ -30,7 +30,11 @@ function pairValue(arr, l1, h1, l2, h2) {
   if (!arr || l1 >= l2) return NaN;
   return arr[blockStart[l1 * L + l2] + h1 * H + h2];
 }
-const tkey = (metric, kind, measure) => `${metric}|${kind}|${measure}`;
+// the model's interventional effects (with data) are one table per kind, whatever the metric
+const EFFECTS = "interventions";
+const tkey = (metric, kind, measure) => measure === EFFECTS ? `data|${kind}|${EFFECTS}` : `${metric}|${kind}|${measure}`;
+const what = (s) => s.measure === EFFECTS ? `${s.kind} interventional effect on data (${D.effects_note})`
+  : `${s.kind}-composition, ${s.measure}, metric ${s.metric}`;
 
 function colours(measure) {
   const c = D.centres[measure];
@@ -51,7 +55,7 @@ function fillSelect(id, items) { $(id).innerHTML = items.map((x) => `<option val
 function state() { return { metric: $("sel-metric").value, kind: $("sel-kind").value, measure: $("sel-measure").value, view: $("sel-view").value }; }
 
 function hoverText(s, l1, h1, l2, h2) {
-  const parts = D.measures.map((m) => `${m}: ${fmt(pairValue(pairs(tkey(s.metric, s.kind, m)), l1, h1, l2, h2))}`);
+  const parts = D.measures.map((m) => `${m === EFFECTS ? "effect on data" : m}: ${fmt(pairValue(pairs(tkey(s.metric, s.kind, m)), l1, h1, l2, h2))}`);
   return `writer ${head(l1, h1)} → reader ${head(l2, h2)} (${s.kind}, ${s.metric})<br>` + parts.join("<br>");
 }
 
@@ -61,6 +65,11 @@ function drawHeatmap() {
   const arr = pairs(tkey(s.metric, s.kind, s.measure));
   const t = D.tables[tkey(s.metric, s.kind, s.measure)];
   $("drill").innerHTML = "";
+  if (!t) {  // the data measured other kinds than this one
+    Plotly.purge("heatmap");
+    $("heat-note").textContent = `No ${s.measure} table for ${s.kind}: the data behind this report measured other kinds.`;
+    return;
+  }
   const view = arr ? s.view : "layers";
   $("heat-note").textContent = (arr ? "" : "Pairs of this table were not stored (size budget); showing the layer summary. ") +
     `Colours ${D.centres[s.measure] === null || D.centres[s.measure] === undefined ? "on the measure's range" : "centred on the random-subspace baseline " + fmt(D.centres[s.measure], 3)}.`;
@@ -88,7 +97,7 @@ function drawHeatmap() {
   else trace.hovertemplate = "writer col %{x} → reader row %{y}: %{z:.4g}<extra></extra>";
   const size = Math.min(900, Math.max(420, 12 * n + 120));
   Plotly.newPlot("heatmap", [trace], {
-    title: { text: `${s.kind}-composition, ${s.measure}, metric ${s.metric}` }, width: size + 120, height: size,
+    title: { text: what(s) }, width: size + 120, height: size,
     xaxis: Object.assign({ title: { text: "writer head (earlier layer)" } }, tick(0)), yaxis: Object.assign({ title: { text: "reader head (later layer)" }, autorange: "reversed" }, tick(1)),
     shapes, margin: { l: 70, r: 20, t: 50, b: 60 },
   }, CONFIG);
@@ -106,7 +115,7 @@ function drawLayers(s, t) {
   const trace = Object.assign({ type: "heatmap", z, text, hovertemplate: "%{text}<extra></extra>", hoverongaps: false,
     colorbar: { title: { text: `${s.measure} (max)` } } }, colours(s.measure));
   Plotly.newPlot("heatmap", [trace], {
-    title: { text: `${s.kind}-composition, ${s.measure}, metric ${s.metric}: largest value per layer pair` }, width: 640, height: 560,
+    title: { text: `${what(s)}: largest value per layer pair` }, width: 640, height: 560,
     xaxis: { title: { text: "writer layer" }, dtick: 1 }, yaxis: { title: { text: "reader layer" }, autorange: "reversed", dtick: 1 },
   }, CONFIG);
   $("heatmap").on("plotly_click", (ev) => { const p = ev.points[0]; if (p.x < p.y) drill(s, p.x, p.y); });
