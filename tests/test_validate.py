@@ -136,10 +136,12 @@ def test_results_show_as_one_line_of_what_matters(verdict):
     assert repr(table).endswith(f"strongest K by frobenius: {a}.{b}->{c}.{d} {v:.3g})") and len(repr(table)) < 300
 
 
-def test_labels_default_to_the_verdicts_sequences():
+def test_labels_and_effects_default_to_the_verdicts_sequences():
     """Without sequences given, the labels are read on the verdict's own (64 sequences, |t| = 32,
-    seed 12345), and |t| is cut to what the model takes."""
+    seed 12345) and the interventions run on its first 16, as a verdict with its defaults does;
+    |t| is cut to what the model takes."""
     from compscope.data.head_labels import activation_labels
+    from compscope.data.intervene import intervention_effects
     from compscope.data.runner import runner_for
     from compscope.data.validate import verdict_sequences
 
@@ -148,6 +150,9 @@ def test_labels_default_to_the_verdicts_sequences():
     want = activation_labels(runner, verdict_sequences(runner, 64, 32, 12345), progress=False)
     assert (got.sequences, got.half, got.seed) == (64, 32, 12345)
     assert all(torch.equal(got.mean[k], want.mean[k]) for k in want.mean)
+    v = validate("induction-2l", kinds="K", metrics=["identity"], progress=False)
+    fx = intervention_effects("induction-2l", kinds="K", progress=False)
+    assert fx.sequences == 16 and torch.equal(fx.by_kind["K"].nan_to_num(-1), v.effects.by_kind["K"].nan_to_num(-1))
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     small = transformers.GPT2LMHeadModel(transformers.GPT2Config(vocab_size=50, n_embd=16, n_layer=2, n_head=2,

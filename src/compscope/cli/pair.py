@@ -52,12 +52,12 @@ def on_data(model, writer: tuple[int, int], reader: tuple[int, int], kind: str, 
     from ..data.head_labels import LABELS, activation_labels
     from ..data.intervene import intervention_effects
     from ..data.runner import runner_for
-    from ..data.validate import verdict_sequences
+    from ..data.validate import default_sequences
     from ..results.table import top_entries
 
     runner = runner_for(model, device=device)  # the model as it is: processing changes only the weights' side
-    labels = activation_labels(runner)
-    reps = verdict_sequences(runner, labels.sequences, labels.half, labels.seed)
+    reps = default_sequences(runner)
+    labels = activation_labels(runner, reps)
     fx = intervention_effects(runner, reps.tokens[:intervention_sequences], kind, writers=[writer])
     (l1, h1), (l2, h2) = writer, reader
     row = fx.by_kind[kind][l1, h1]  # (layer, head): the writer's effect on every later head

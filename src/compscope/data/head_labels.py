@@ -172,10 +172,9 @@ def activation_labels(runner, reps=None, batch_size: int = 16, progress: bool = 
                           f"where the repeat starts), got a {type(reps).__name__}")
     runner = runner_for(runner, progress=progress, device=device)
     if reps is None:
-        from .validate import verdict_sequences
+        from .validate import default_sequences
 
-        half = 32 if runner.n_ctx is None else min(32, (runner.n_ctx - (runner.bos is not None)) // 2)
-        reps = verdict_sequences(runner, 64, half, 12345)
+        reps = default_sequences(runner)
     hw = runner.weights_here()
     n = reps.tokens.shape[0]
     per_batch: dict[str, list[Tensor]] = {k: [] for k in LABELS}

@@ -158,12 +158,13 @@ def _heads(hw, tr) -> tuple[list, list, list]:
 
 
 @torch.no_grad()
-def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: str = "mean", *,
+def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV", ablation: str = "mean", *,
                          batch_size: int = 16, progress: bool = True, device: str | torch.device | None = None,
                          paths: str = "direct", writers=None) -> Effects:
     """Interventional composition of every pair and kind of ``runner``'s model (a runner, or any
     model :func:`~compscope.data.runner.runner_for` runs) on ``tokens:
-    (batch, seq)`` (module docstring), ``batch_size`` sequences at a time: memory holds one
+    (batch, seq)`` (module docstring; default: the 16 sequences :func:`~compscope.data.validate.validate`
+    intervenes on with its defaults), ``batch_size`` sequences at a time: memory holds one
     batch's clean queries, keys, values and head outputs of every layer; mean-ablation uses the
     mean over *all* sequences (a first pass computes it). ``paths``: ``'direct'`` (the
     specification's) or ``'all'`` (the writer's change propagated through the model: one more
@@ -174,6 +175,11 @@ def intervention_effects(runner, tokens: Tensor, kinds: str = "QKV", ablation: s
     on the CPU."""
     from .runner import runner_for
 
+    if tokens is None:
+        from .validate import default_sequences
+
+        runner = runner_for(runner, progress=progress, device=device)
+        tokens = default_sequences(runner).tokens[:16]
     kinds = _check(kinds, ablation, tokens)
     check_paths(paths)
     runner = runner_for(runner, progress=progress, device=device)

@@ -237,6 +237,14 @@ def verdict_sequences(runner, sequences: int, half: int, seed: int):
     return repeats(sequences, half, runner.hw.n_vocab, seed, runner.bos, avoid=special)
 
 
+def default_sequences(runner):
+    """The verdict's sequences with :func:`validate`'s defaults (64 of them, ``|t| = 32``, seed
+    12345; ``|t|`` cut to the model's context): what :func:`activation_labels` and
+    :func:`intervention_effects` (the first 16) read when given none."""
+    half = 32 if runner.n_ctx is None else min(32, (runner.n_ctx - (runner.bos is not None)) // 2)
+    return verdict_sequences(runner, 64, half, 12345)
+
+
 def previous_contents(weights, model, progress: bool = True) -> dict[str, dict | None]:
     """The content distributions the previous-token score from the weights is judged under:
     ``embed`` (None: the weights alone), and for rotary heads also ``activations``, samples of
