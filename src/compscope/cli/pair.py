@@ -42,23 +42,20 @@ def run(args) -> None:
         print(on_data(model, writer, reader, args.kind, args.device))
 
 
-def on_data(model, writer: tuple[int, int], reader: tuple[int, int], kind: str, device=None,
-            intervention_sequences: int = 16) -> str:
-    """The pair on data, as :func:`compscope.validate` sees it: both heads' activation labels on
-    the verdict's sequences, and the writer's interventions (its row only) on the first
-    ``intervention_sequences`` of them, the pair's effect ranked among the writer's readers."""
+def on_data(model, writer: tuple[int, int], reader: tuple[int, int], kind: str, device=None) -> str:
+    """The pair on data, as :func:`compscope.validate` sees it with its defaults: both heads'
+    activation labels on the verdict's sequences, and the writer's interventions (its row only) on
+    the ones the verdict intervenes on, the pair's effect ranked among the writer's readers."""
     import torch
 
     from ..data.head_labels import LABELS, activation_labels
     from ..data.intervene import intervention_effects
     from ..data.runner import runner_for
-    from ..data.validate import default_sequences
     from ..results.table import top_entries
 
     runner = runner_for(model, device=device)  # the model as it is: processing changes only the weights' side
-    reps = default_sequences(runner)
-    labels = activation_labels(runner, reps)
-    fx = intervention_effects(runner, reps.tokens[:intervention_sequences], kind, writers=[writer])
+    labels = activation_labels(runner)  # both default to the verdict's sequences
+    fx = intervention_effects(runner, kinds=kind, writers=[writer])
     (l1, h1), (l2, h2) = writer, reader
     row = fx.by_kind[kind][l1, h1]  # (layer, head): the writer's effect on every later head
     value = float(row[l2, h2])

@@ -176,10 +176,10 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
     from .runner import runner_for
 
     if tokens is None:
-        from .validate import default_sequences
+        from .validate import INTERVENTION_SEQUENCES, default_sequences
 
         runner = runner_for(runner, progress=progress, device=device)
-        tokens = default_sequences(runner).tokens[:16]
+        tokens = default_sequences(runner).tokens[:INTERVENTION_SEQUENCES]
     kinds = _check(kinds, ablation, tokens)
     check_paths(paths)
     runner = runner_for(runner, progress=progress, device=device)
@@ -192,10 +192,13 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
         raise OptionError(f"batch_size={batch_size!r}: expected a positive integer")
     L, H = hw.n_layers, hw.n_heads
     chosen = writer_heads(writers, L, H, hw.meta.name)
-    by_layer = {l: [h for h in range(H) if chosen is None or (l, h) in chosen] for l in range(L - 1)}
+    mask = torch.zeros(L, H, dtype=torch.bool)  # the writers intervened on
+    if chosen is None:
+        mask[:-1] = True
+    else:
+        mask[tuple(torch.tensor(chosen).T)] = True
     chunks = tokens.split(batch_size)
-    n_writers = sum(len(v) for v in by_layer.values())
-    bar = progress_bar(len(chunks) * (n_writers + (ablation == "mean")), "interventions", enabled=progress)
+    bar = progress_bar(len(chunks) * (int(mask.sum()) + (ablation == "mean")), "interventions", enabled=progress)
     means = kept_state = None
     if ablation == "mean":  # each head's output at each position, averaged over every sequence
         sums = [torch.zeros(tokens.shape[1], H, hw.d_model, dtype=torch.float64, device=dev) for _ in range(L)]
@@ -219,10 +222,10 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
             qkv, pattern, o = _heads(hw, tr)
         mlp = _clean_mlp(runner, tr) if paths == "direct" else None
         for l1 in range(L - 1):
-            if not by_layer[l1]:
+            if not mask[l1].any():
                 continue
             added = combine(hw, l1, o[l1]) if hw.attn_out_norm is not None else None
-            for h1 in by_layer[l1]:
+            for h1 in mask[l1].nonzero().flatten().tolist():
                 w = o[l1][:, :, h1]
                 repl = means[l1][None, :, h1].expand_as(w) if means is not None else torch.zeros_like(w)
                 if added is None:
@@ -251,11 +254,7 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
                             acc[kind][l1, h1, l2] += tv.mean(2).sum(0)  # per sequence: mean over queries
                 bar.update(1)
     bar.close()
-    forward = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)[:, None, :, None].expand(L, H, L, H)
-    if chosen is not None:
-        mask = torch.zeros(L, H, dtype=torch.bool)
-        mask[tuple(torch.tensor(chosen).T)] = True
-        forward = forward & mask[:, :, None, None]
+    forward = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)[:, None, :, None] & mask[:, :, None, None]
     nan = torch.tensor(float("nan"), dtype=torch.float64)
     out = {}
     kept = kept.cpu()
@@ -378,8 +377,7 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
 
         tokens = held_out_repeats(runner.model, sequences, half, seed)
     else:
-        if runner.n_ctx is not None:
-            half = min(half, (runner.n_ctx - (runner.bos is not None)) // 2)
+        half = runner.fitting_half(half)
         tokens = repeats(sequences, half, hw.n_vocab, seed, runner.bos, avoid=runner.special_ids()).tokens
     effects = intervention_effects(runner, tokens, kinds, ablation, batch_size=batch_size, progress=progress,
                                    paths=paths, writers=writers)

@@ -116,6 +116,10 @@ class Runner:
     #: (centred or not, ``-own`` or not) reads
     _moments = None
 
+    def fitting_half(self, half: int) -> int:
+        """``half``, cut so that a repeated sequence ``[bos] t t`` with ``|t|`` of it fits the context."""
+        return half if self.n_ctx is None else min(half, (self.n_ctx - (self.bos is not None)) // 2)
+
     @property
     def dtype(self) -> torch.dtype:
         """What the model computes in: the dtype of its first floating-point parameter."""

@@ -240,9 +240,8 @@ def verdict_sequences(runner, sequences: int, half: int, seed: int):
 def default_sequences(runner):
     """The verdict's sequences with :func:`validate`'s defaults (64 of them, ``|t| = 32``, seed
     12345; ``|t|`` cut to the model's context): what :func:`activation_labels` and
-    :func:`intervention_effects` (the first 16) read when given none."""
-    half = 32 if runner.n_ctx is None else min(32, (runner.n_ctx - (runner.bos is not None)) // 2)
-    return verdict_sequences(runner, 64, half, 12345)
+    :func:`intervention_effects` (the first :data:`INTERVENTION_SEQUENCES`) read when given none."""
+    return verdict_sequences(runner, 64, runner.fitting_half(32), 12345)
 
 
 def previous_contents(weights, model, progress: bool = True) -> dict[str, dict | None]:
@@ -265,7 +264,12 @@ def precision_at(weights: Tensor, truth: Tensor, n: int = 5) -> float:
     return sum(bool(truth[i]) for i in top) / max(1, len(top))
 
 
-def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345, intervention_sequences: int = 16,
+#: how many of the verdict's sequences the interventions run on by default
+INTERVENTION_SEQUENCES = 16
+
+
+def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
+             intervention_sequences: int = INTERVENTION_SEQUENCES,
              kinds: str = "QKV", metrics=DEFAULT_METRICS, ablation: str = "mean", paths: str = "direct",
              prev_threshold: float = 0.4, induction_threshold: float = 0.3, effect_threshold: float = 0.05,
              batch_size: int = 16, fold_norm: bool = False,

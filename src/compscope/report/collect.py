@@ -138,9 +138,17 @@ def read_validation(folder: str | Path, hw) -> tuple[dict, list[dict], list[dict
     return scores, verdict, heads, effects, note
 
 
+def effects_note(ablation: str | None, paths: str | None, sequences: int | None) -> str:
+    """How interventional effects were measured, as the page says it (parts not known left out)."""
+    parts = (f"{ablation}-ablation" if ablation else "", "every path" if paths == "all" else "direct path",
+             f"{sequences} sequences" if sequences else "")
+    return ", ".join(x for x in parts if x)
+
+
 def read_effects(path: Path, L: int, H: int) -> tuple[dict | None, str | None]:
     """``{kind: (L, H, L, H)}`` effects from a verdict's ``interventions.parquet`` (None when
-    there is none), and how they were measured (from its ``run.json``)."""
+    there is none), and how they were measured (from the frame's own metadata,
+    :meth:`~compscope.data.validate.Verdict.interventions_frame`)."""
     import pandas as pd
 
     if not path.is_file():
@@ -159,15 +167,8 @@ def read_effects(path: Path, L: int, H: int) -> tuple[dict | None, str | None]:
         i = torch.tensor(rows[["src_layer", "src_head", "dst_layer", "dst_head"]].to_numpy()).T
         t[tuple(i)] = torch.tensor(rows["effect"].to_numpy(), dtype=torch.float64)
         out[str(kind)] = t
-    run = path.parent / "run.json"
-    try:
-        o = json.loads(run.read_text()) if run.is_file() else {}
-    except (ValueError, UnicodeDecodeError):
-        o = {}
-    how = ", ".join(x for x in (f"{o['ablation']}-ablation" if "ablation" in o else "",
-                                "every path" if o.get("paths") == "all" else "direct path",
-                                f"{o['intervention_sequences']} sequences" if "intervention_sequences" in o else "") if x)
-    return out, how
+    a = df.attrs
+    return out, effects_note(a.get("ablation"), a.get("paths"), a.get("sequences"))
 
 
 def pair_details(hw, tables: dict, metrics: dict, kinds: str, measure: str, n: int) -> dict:
@@ -224,7 +225,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     if not tables:
         raise OptionError(f"no metric of {list(metrics)} applies to {hw.meta.name}")
     wl = weight_labels(hw)
-    dl, verdict, vheads, effects, effects_note = None, None, None, None, None
+    dl, verdict, vheads, effects, note = None, None, None, None, None
     if data == "run" or (data == "auto" and hw.meta.family == "toy"):  # toy models: seconds
         from ..data.validate import validate
 
@@ -234,9 +235,9 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
         notes += v.notes
         dl = data_labels(lab, wl.scores.get("copying"))
         effects = dict(v.effects.by_kind)
-        effects_note = f"{v.effects.ablation}-ablation, direct path, {v.effects.sequences} sequences"
+        note = effects_note(v.effects.ablation, v.effects.paths, v.effects.sequences)
     elif saved is not None:  # a folder written by `compscope validate --out`
-        lab, verdict, vheads, effects, effects_note = saved
+        lab, verdict, vheads, effects, note = saved
         dl = data_labels(lab, wl.scores.get("copying"))
     elif data == "auto":
         notes.append("no data: head labels from the weights; run `compscope validate MODEL --out DIR` and give "
@@ -250,4 +251,4 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     options = {"kinds": kinds, "measures": ms, "metrics": list(tables), "data": str(data), "run": None if run is None else str(run),
                "detail_pairs": detail_pairs, "processing": list(hw.meta.processing)}
     return Report(hw, hw.meta.name, tables, wl, dl, check_axioms(), verdict, vheads, details, tr, options, notes,
-                  effects, effects_note)
+                  effects, note)
