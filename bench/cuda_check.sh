@@ -1,29 +1,31 @@
 #!/usr/bin/env bash
-# The checks a GPU machine can make, in one run (about 8 minutes on an H100), each output kept
+# The checks a GPU machine can make, in one run, each output kept
 # in OUT (default cuda-check/). Run from the repository root with compscope importable (installed,
 # or PYTHONPATH=src) and a CUDA build of torch:
 #
 #     bash bench/cuda_check.sh [OUT]
 #
-# 1. the CUDA tests; 2. the five tests that failed on the H100 without a kept traceback
-# (bench/RESULTS.md, "CUDA: an H100"); 3. the benchmarks of that section, on the device;
-# 4. the data side (interventions of every pair and kind, with the labels) on a random Llama of
-# SmolLM2-135M's shape, built from a config (no download), on the GPU and on the CPU.
+# In the order run: 1. the CUDA tests; 2. the data side (interventions of every pair and kind,
+# with the labels) on a random Llama of SmolLM2-135M's shape, built from a config (no download),
+# on the GPU in float32 and bfloat16; 3. the four tests that failed on the H100 without a kept
+# traceback (bench/RESULTS.md, "CUDA: an H100"); 4. the data side on the machine's CPU; 5. the
+# engine benchmarks of that section, on the device. ONLY="name ..." runs the checks named
+# (test_device interventions_cuda interventions_cuda_bf16 open_tests interventions_cpu speed 7b
+# precision_7b); the first five took 194 s on an H100 (bench/RESULTS.md, 2026-11-26).
 set -uo pipefail
 out=${1:-cuda-check}
 mkdir -p "$out"
 py=${PYTHON:-python3}
-run() { local name=$1 limit=$2; shift 2; echo "== $name"; timeout "$limit" "$@" 2>&1 | grep -v "^composition: [0-9]*/" | tee "$out/$name.txt"; }
+only=${ONLY:-}
+wanted() { [[ -z "$only" || " $only " == *" $1 "* ]]; }
+run() {
+  local name=$1 limit=$2; shift 2
+  wanted "$name" || return 0
+  echo "== $name"; timeout "$limit" "$@" 2>&1 | grep -v "^composition: [0-9]*/" | tee "$out/$name.txt"
+}
 run test_device 200 "$py" -m pytest -q -p no:cacheprovider tests/test_device.py -rs
-run open_tests 300 "$py" -m pytest -q -p no:cacheprovider --tb=short \
-  tests/test_axioms.py::test_seeded_results_repeat \
-  "tests/test_rough_edges.py::test_track_with_a_pair_that_is_not_in_the_model" \
-  tests/test_bench.py::test_measures_vs_interventions_on_the_shipped_model \
-  tests/test_hub.py::test_data_based_commands_run_the_model_by_hub_id
-run speed 300 "$py" bench/composition_speed.py --device cuda --no-tl --repeats 3 --wait 0
-run 7b 120 "$py" bench/composition_7b.py --device cuda --wait 0
-run precision_7b 200 "$py" bench/product_precision.py --shape 7b --device cuda
 model=$(mktemp -d)/random-smollm2-shape  # about 0.5 GB: kept out of OUT
+if wanted interventions_cuda || wanted interventions_cuda_bf16 || wanted interventions_cpu; then
 "$py" - "$model" <<'EOF'
 import sys, torch, transformers
 torch.manual_seed(0)
@@ -31,6 +33,15 @@ cfg = transformers.LlamaConfig(hidden_size=576, intermediate_size=1536, num_atte
                                num_hidden_layers=30, vocab_size=49152, rope_theta=100000.0, tie_word_embeddings=True)
 transformers.LlamaForCausalLM(cfg).save_pretrained(sys.argv[1])
 EOF
+fi
 run interventions_cuda 300 "$py" bench/interventions_real.py --model "$model" --device cuda
 run interventions_cuda_bf16 300 "$py" bench/interventions_real.py --model "$model" --device cuda --model-dtype bfloat16
+run open_tests 300 "$py" -m pytest -q -p no:cacheprovider --tb=short \
+  tests/test_axioms.py::test_seeded_results_repeat \
+  "tests/test_rough_edges.py::test_track_with_a_pair_that_is_not_in_the_model" \
+  tests/test_bench.py::test_measures_vs_interventions_on_the_shipped_model \
+  tests/test_hub.py::test_data_based_commands_run_the_model_by_hub_id
 run interventions_cpu 300 "$py" bench/interventions_real.py --model "$model" --device cpu
+run speed 300 "$py" bench/composition_speed.py --device cuda --no-tl --repeats 3 --wait 0
+run 7b 120 "$py" bench/composition_7b.py --device cuda --wait 0
+run precision_7b 200 "$py" bench/product_precision.py --shape 7b --device cuda

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -303,6 +304,7 @@ def test_corrupt_gguf_headers_give_compscope_errors(tiny_gguf, tmp_path):
 @pytest.mark.parametrize("fraction", [0.001, 0.5, 0.999999])
 def test_truncated_smollm2_gguf(tmp_path, fraction):
     """A prefix of the real SmolLM2 file (cut in its tokenizer metadata, mid-data, at the end)."""
+    pytest.importorskip("gguf")
     try:
         src = resolve("smollm2")
     except LoadError as e:
@@ -326,6 +328,19 @@ def test_not_a_gguf_file(tmp_path):
     other = tmp_path / "weights.bin"
     other.write_bytes(bytes(64))
     expect(LoadError, lambda: compscope.load(other), str(other), "unrecognised")
+
+
+def test_a_gguf_file_without_the_gguf_package(tmp_path, monkeypatch):
+    """Without the optional 'gguf' package a file with the GGUF magic is refused naming the file
+    and the package to install; a file that is no GGUF file is still named as such."""
+    real = tmp_path / "m.gguf"
+    real.write_bytes(b"GGUF" + (3).to_bytes(4, "little") + bytes(16))
+    fake = tmp_path / "fake.gguf"
+    fake.write_bytes(b"NOPE" + bytes(100))
+    for name in ("gguf", "gguf.constants", "gguf.quants"):
+        monkeypatch.setitem(sys.modules, name, None)  # import of gguf now fails as where it is not installed
+    expect(LoadError, lambda: compscope.load(real), str(real), "needs the 'gguf' package", "compscope[gguf]")
+    expect(LoadError, lambda: compscope.load(fake), str(fake), "magic")
 
 
 def test_unknown_gguf_architecture(tmp_path):

@@ -145,8 +145,10 @@ def test_toy_norms_trains_what_is_missing_and_judges_every_toy(tmp_path):
     out = bench("toy_norms.py", "--runs", str(tmp_path), "--steps", "20")
     lines, spread = out.split("\n\n")[0].splitlines(), out.split("\n\n")[1].splitlines()
     assert lines[1].split()[:4] == ["toy", "weights", "metric", "true"] and len(lines) == 2 + 14, out
-    assert [l.split()[0] for l in spread[1:4]] == ["qknorm-4l", "outnorm-4l", "gemma-like-4l"], out
-    assert "output norm" in spread[2] and "QK-norm (k)" in spread[3] and "output norm" in spread[3], out
+    gains = {l.split()[0]: l for l in spread[1:] if not l.startswith("(")}  # "(gemma3-270m is not installed ...)"
+    assert [n for n in gains if n.endswith("-4l")] == ["qknorm-4l", "outnorm-4l", "gemma-like-4l"], out
+    assert "output norm" in gains["outnorm-4l"] and "QK-norm (k)" in gains["gemma-like-4l"], out
+    assert "output norm" in gains["gemma-like-4l"], out
     for name, n in (("rotary-4l", 2), ("qknorm-4l", 4), ("outnorm-4l", 4), ("gemma-like-4l", 4)):
         mine = [l for l in lines if l.startswith(name + " ")]
         assert len(mine) == n and (n == 2 or sum("linearised" in l for l in mine) == 2), (name, out)
@@ -178,6 +180,7 @@ def test_circuits_real_pruned_maximum_equals_the_reference():
 
 
 def test_report_real_on_the_default_model():
+    pytest.importorskip("plotly")
     out = bench("report_real.py", "--model", "induction-2l")
     assert re.search(r"page [0-9.]+ MB", out), out
 

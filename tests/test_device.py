@@ -335,3 +335,22 @@ def test_the_default_model_is_judged_alike_on_cuda_and_the_cpu():
         assert (ra["measure"], ra["metric"], ra["kind"]) == (rb["measure"], rb["metric"], rb["kind"])
         for key in ("spearman", "auroc"):
             assert ra[key] == pytest.approx(rb[key], abs=1e-3, nan_ok=True)
+
+
+@cuda
+def test_toy_labels_on_cuda_take_tokens_from_the_cpu_and_equal_the_cpu():
+    """``label_heads`` runs where the toy's parameters are (tokens moved there) and returns its
+    scores on the CPU, equal to the CPU's."""
+    from compscope.data.head_labels import label_heads
+    from compscope.loading.builtin import find_toy
+    from compscope.toy import repeated_random
+    from compscope.toy.storage import load_toy
+
+    toy, _ = load_toy(find_toy("induction-2l"))
+    tokens = repeated_random(16, 12, toy.cfg.d_vocab, seed=4)
+    a = label_heads(toy, tokens)
+    b = label_heads(copy.deepcopy(toy).cuda(), tokens)
+    for got, want in ((b.induction, a.induction), (b.previous, a.previous)):
+        assert got.device.type == "cpu"
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+    assert b.loss_second == pytest.approx(a.loss_second, abs=1e-4)

@@ -198,6 +198,7 @@ def test_fuzzed_safetensors(hf_folders, tmp_path, family):
 
 # ---------------------------------------------------------------- GGUF files
 def test_intact_serialised_gguf_loads(tmp_path):
+    pytest.importorskip("gguf")
     meta, tensors = llama_gguf_parts()
     (tmp_path / "m.gguf").write_bytes(gguf_file(meta, tensors))
     hw = compscope.load(tmp_path / "m.gguf")
@@ -205,6 +206,7 @@ def test_intact_serialised_gguf_loads(tmp_path):
 
 
 def test_fuzzed_gguf(tmp_path):
+    pytest.importorskip("gguf")
     meta, tensors = llama_gguf_parts()
 
     @FUZZ
@@ -221,6 +223,7 @@ def test_fuzzed_gguf(tmp_path):
 def test_gguf_offsets_off_alignment_are_refused(tmp_path, shift):
     """GGUF requires every tensor offset to be a multiple of the alignment; a shifted offset
     used to load shifted weights silently."""
+    pytest.importorskip("gguf")
     meta, tensors = llama_gguf_parts()
     path = tmp_path / "m.gguf"
     path.write_bytes(apply_gguf_edit(meta, tensors, ("offset", 3, shift)))

@@ -73,12 +73,12 @@ def test_the_toy_model_runs_behind_the_same_interface():
     from compscope.toy import repeated_random
 
     tokens = repeated_random(4, 16, runner.hw.n_vocab, seed=3)
-    tr = runner.trace(tokens)
+    tr = runner.trace(tokens)  # on the runner's device (CUDA where there is one)
     cache: dict = {}
     with torch.no_grad():
-        runner.model(tokens, cache=cache)
+        runner.model(tokens.to(runner.device), cache=cache)
     for layer in range(runner.hw.n_layers):
-        st = layer_state(runner.hw, layer, tr.resid[layer])
+        st = layer_state(runner.weights_here(), layer, tr.resid[layer])
         torch.testing.assert_close(st.pattern, cache[f"pattern.{layer}"], atol=1e-6, rtol=0)
         torch.testing.assert_close(st.outputs, cache[f"head_out.{layer}"], atol=1e-5, rtol=0)
 

@@ -393,12 +393,12 @@ def test_a_toy_object_loads_and_runs_as_its_folder_does(tmp_path):
     assert isinstance(runner, ToyRunner) and runner.model is m
     t = repeated_random(4, 3, cfg.d_vocab, seed=1)
     a = intervention_effects(runner, t, "QKV", progress=False)
-    b = intervention_effects(runner_for(tmp_path / "ck"), t, "QKV", progress=False)
+    b = intervention_effects(runner_for(tmp_path / "ck", device="cpu"), t, "QKV", progress=False)  # where m is
     for kind in "QKV":
         torch.testing.assert_close(a.by_kind[kind], b.by_kind[kind], atol=0, rtol=0, equal_nan=True)
     va = compscope.validate(m, sequences=6, half=3, intervention_sequences=3, metrics=["identity"], progress=False)
     vb = compscope.validate(tmp_path / "ck", sequences=6, half=3, intervention_sequences=3, metrics=["identity"],
-                            progress=False)
+                            device="cpu", progress=False)
     assert va.verdict_frame().equals(vb.verdict_frame()) and va.interventions_frame().equals(vb.interventions_frame())
     with pytest.raises(OptionError, match="toy model"):
         runner_for(m, dtype="bfloat16")

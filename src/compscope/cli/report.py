@@ -42,9 +42,11 @@ def run(args) -> None:
     from .. import __version__
     from ..defaults import REPORT_MEASURES, REPORT_METRICS
     from ..report.collect import collect
+    from ..core.metrics import check_metrics
     from ..report.page import check_out, require_plotly
 
     out = check_out(args.out)
+    metrics = check_metrics(args.metrics or REPORT_METRICS)  # a typo is named before a missing package
     require_plotly()
     if not args.no_figures:
         from ..report.plots import require_matplotlib
@@ -52,7 +54,7 @@ def run(args) -> None:
         require_matplotlib()
     start = time.perf_counter()
     rep = collect(args.model, kinds=args.kinds, measures=args.measures or REPORT_MEASURES,
-                  metrics=args.metrics or REPORT_METRICS, data=args.data, run=args.run, detail_pairs=args.detail_pairs,
+                  metrics=metrics, data=args.data, run=args.run, detail_pairs=args.detail_pairs,
                   processing=processing(args), progress=not args.quiet)
     from ..report.page import write
 

@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from ..errors import OptionError
+from .runner import model_device
 
 
 def induction_scores(patterns: list[Tensor], half: int) -> Tensor:
@@ -56,11 +57,13 @@ class HeadLabels:
 @torch.no_grad()
 def label_heads(model, tokens: Tensor) -> HeadLabels:
     """Labels of ``model`` (anything with ``forward(tokens, cache=dict)`` filling
-    ``pattern.{l}``, such as ``ToyTransformer``) on ``tokens = [t, t]: (batch, 2n)``."""
+    ``pattern.{l}``, such as ``ToyTransformer``) on ``tokens = [t, t]: (batch, 2n)``, run where
+    the model's parameters are (a toy on CUDA takes tokens from the CPU); the scores on the CPU."""
     n2 = tokens.shape[1]
     if n2 % 2 or not torch.equal(tokens[:, : n2 // 2], tokens[:, n2 // 2 :]):
         raise OptionError("label_heads needs repeated sequences [t, t] (see toy.data.repeated_random)")
     half = n2 // 2
+    tokens = tokens.to(model_device(model))
     cache: dict = {}
     logits = model(tokens, cache=cache)
     n_layers = sum(1 for k in cache if k.startswith("pattern."))
@@ -70,7 +73,7 @@ def label_heads(model, tokens: Tensor) -> HeadLabels:
     ).view(tokens.shape[0], -1)  # ce[:, i] is the loss of predicting token i + 1
     first = ce[:, : half - 1].mean().item()  # targets 1 .. half-1
     second = ce[:, half:].mean().item()  # targets half+1 .. 2 half-1
-    return HeadLabels(induction_scores(patterns, half), previous_token_scores(patterns), first, second, half)
+    return HeadLabels(induction_scores(patterns, half).cpu(), previous_token_scores(patterns).cpu(), first, second, half)
 
 
 def toy_labels(model, sequences: int = 200, half: int = 32, seed: int = 12345):

@@ -107,14 +107,19 @@ class _Cursor:
         raise ValueError(f"unknown metadata value type {type_id} at byte {self.pos}")
 
 
+def check_magic(first: bytes) -> None:
+    """ValueError unless ``first`` (a file's first four bytes) is the GGUF magic."""
+    if first != _MAGIC:
+        raise ValueError(f"does not start with the GGUF magic (starts with {first!r})")
+
+
 def read_header(buf, size: int) -> tuple[dict, list[TensorInfo]]:
     """Metadata and tensor table of a GGUF file held in ``buf`` (``size`` bytes)."""
     from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
 
     c = _Cursor(buf, size)
     c.need(4)
-    if bytes(buf[:4]) != _MAGIC:
-        raise ValueError(f"does not start with the GGUF magic (starts with {bytes(buf[:4])!r})")
+    check_magic(bytes(buf[:4]))
     c.pos = 4
     version = c.scalar("I")
     if version not in _VERSIONS:

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 
 from ..checkpoint import Checkpoint, TensorStore, one_line
-from ..gguf_file import SkippedStrings, dequantize, read_header
+from ..gguf_file import SkippedStrings, check_magic, dequantize, read_header
 from ...errors import LoadError, UnsupportedModelError
 
 #: GGUF metadata key (after ``{arch}.``) -> HF config key
@@ -171,10 +171,6 @@ def unpermute_rows(w: torch.Tensor, n_heads: int) -> torch.Tensor:
 
 
 def open_gguf(path: str | Path) -> Checkpoint:
-    try:
-        from gguf.constants import GGMLQuantizationType
-    except ImportError as e:
-        raise LoadError("reading GGUF files needs the 'gguf' package: pip install 'compscope[gguf]'") from e
     path = Path(path)
     if not path.is_file():
         raise LoadError(f"{path}: no such file")
@@ -186,6 +182,14 @@ def open_gguf(path: str | Path) -> Checkpoint:
             buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as e:
         raise LoadError(f"{path}: cannot be read ({one_line(e)})") from e
+    try:  # a file that is no GGUF file is named so, whether or not the reader's package is there
+        check_magic(bytes(buf[:4])) if size >= 4 else None
+    except ValueError as e:
+        raise LoadError(f"{path}: not a readable GGUF file: {e}") from e
+    try:
+        from gguf.constants import GGMLQuantizationType
+    except ImportError as e:
+        raise LoadError(f"{path}: reading GGUF files needs the 'gguf' package: pip install 'compscope[gguf]'") from e
     try:
         fields, infos = read_header(buf, size)
     except (EOFError, ValueError, UnicodeDecodeError, struct.error, OverflowError) as e:
