@@ -313,7 +313,8 @@ def test_a_per_layer_metric_whitens_the_writer_input_by_the_reader_or_its_own_la
     hw = model(L=4, seed=3)
     Gs = _layer_grams(hw, 6)
     met = dataclasses.replace(activations(Gs, ridge=0.0), own_reads=own_reads)
-    t = scores(hw, "QKV", ALL, metric=met, offset=1, pairs="all", progress=False)
+    # on the CPU: compose_pair's float64 against the engine's float32 at 1e-6 (tests/test_device.py holds CUDA to the CPU)
+    t = scores(hw, "QKV", ALL, metric=met, offset=1, pairs="all", progress=False, device="cpu")
     roots = {l: sqrtm(G.numpy()) for l, G in Gs.items()}
     assert check_dense(hw, t, offset=1, roots=roots, own_reads=own_reads) == 3 * 6 * (4 * 4 * 6)
     for kind in "QKV":

@@ -125,7 +125,7 @@ def test_results_show_as_one_line_of_what_matters(verdict):
     best = min((r for r in verdict.rows if r["kind"] == "K"), key=lambda r: (-r["auroc"], -r["spearman"]))
     assert len(text) < 300 and "'induction-2l'" in text and "8 true K-pairs, 8 confirmed" in text
     assert "32 sequences, 8 intervened" in text
-    assert f"best by K: {best['measure']} ({best['metric']}) AUROC {best['auroc']:.2f}" in text
+    assert f"best by K: {best['measure']} ({best['metric']}) AUROC {best['auroc']:.3f}" in text
     (l, h), v = top_entries(verdict.labels.induction, 1)[0]
     assert f"top induction {l}.{h} {v:.2f}" in repr(verdict.labels) and len(repr(verdict.labels)) < 300
     (a, b, c, d), v = top_entries(verdict.effects.by_kind["K"], 1)[0]

@@ -78,7 +78,7 @@ class Verdict:
     def __repr__(self) -> str:
         o = self.options
         best = sorted((r for r in self.rows if r["kind"] == "K"), key=_rank_key)
-        head = (f"best by K: {best[0]['measure']} ({best[0]['metric']}) AUROC {_fmt(best[0]['auroc'])}, "
+        head = (f"best by K: {best[0]['measure']} ({best[0]['metric']}) AUROC {_auroc(best[0]['auroc'])}, "
                 f"rho {_fmt(best[0]['spearman'])}; " if best else "")
         return (f"Verdict({self.model!r}: {o['sequences']} sequences, {self.effects.sequences} intervened; "
                 f"{o['true_pairs']} true K-pairs, {o.get('confirmed_pairs') or 0} confirmed; {head}"
@@ -141,14 +141,14 @@ class Verdict:
         if o.get("confirmed_pairs") is not None and o["true_pairs"]:
             lines.append(f"  confirmed by the K intervention (effect >= {o['effect_threshold']}): {o['confirmed_pairs']}; "
                          f"the K interventions themselves separate the {o['true_pairs']} at AUROC "
-                         f"{_fmt(o['interventions_auroc'])}")
+                         f"{_auroc(o['interventions_auroc'])}")
         if o.get("writer_previous_auroc") and o["true_pairs"]:
-            alone = ", ".join(f"{_fmt(a)} ({c if c == 'positions' else 'content: ' + c})"
+            alone = ", ".join(f"{_auroc(a)} ({c if c == 'positions' else 'content: ' + c})"
                               for c, a in o["writer_previous_auroc"].items())
             line = f"  the writer's previous-token score from the weights alone separates them at AUROC {alone}"
             if o.get("circuit_auroc"):
                 measure, metric = o["circuit_measure"]
-                line += f"; times {measure} ({metric}) " + ", ".join(_fmt(a) for a in o["circuit_auroc"].values())
+                line += f"; times {measure} ({metric}) " + ", ".join(_auroc(a) for a in o["circuit_auroc"].values())
             lines.append(line)
         kinds = [k for k in "QKV" if k in self.effects.by_kind]
         w = max([12] + [len(r["metric"]) for r in self.rows])  # the metric column
@@ -163,7 +163,7 @@ class Verdict:
         for (m, met), ks in ranked[:top] if top else ranked:
             cells = "".join(f" {_fmt(ks.get(k, {}).get('spearman')):>7}" for k in kinds)
             k_row = ks.get("K", {})
-            au = f" {_fmt(k_row.get('auroc')):>8} {_fmt(k_row.get('auroc_confirmed')):>9}" if "K" in kinds else ""
+            au = f" {_auroc(k_row.get('auroc')):>8} {_auroc(k_row.get('auroc_confirmed')):>9}" if "K" in kinds else ""
             ax = next(iter(ks.values()))["axioms"]
             lines.append(f"{m:<20} {met:<{w}}{cells}{au}  {ax}")
         for content, title in (("embed", "weights vs data, per head: "),
@@ -183,8 +183,13 @@ def _rank_key(k_row: dict) -> tuple[float, float]:
     return (-(a if a == a else -1), -(s if s == s else -1))
 
 
-def _fmt(v) -> str:
-    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.2f}"
+def _fmt(v, digits: int = 2) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.{digits}f}"
+
+
+def _auroc(v) -> str:
+    """An AUROC to 3 decimals: the goals are stated at 0.90 and 0.97, and 0.899 is not 0.90."""
+    return _fmt(v, 3)
 
 
 def _top_heads(t: Tensor, n: int):
