@@ -69,7 +69,7 @@ def rows(final: Path, linearise: bool) -> list[str]:
     by = {(r["measure"], r["metric"]): r for r in v.rows if r["kind"] == "K"}
     out = []
     for metric in METRICS:
-        au = " ".join(f"{by[m, metric]['auroc']:5.2f}" if o["true_pairs"] else "  n/a" for m in MEASURES)
+        au = " ".join(f"{by[m, metric]['auroc']:5.3f}" if o["true_pairs"] else "  n/a" for m in MEASURES)
         rho = " ".join(f"{by[m, metric]['spearman']:5.2f}" for m in MEASURES)
         out.append(f"{'linearised' if linearise else 'as read':<11} {metric:<11} {o['true_pairs']:>4} ({o.get('confirmed_pairs') or 0})     "
                    f"   {au}   {rho}")
