@@ -246,6 +246,18 @@ def test_an_unknown_metric_is_refused_before_any_work(capsys, monkeypatch, tmp_p
     assert not out.exists()
 
 
+def test_report_without_plotly_names_a_mistyped_metric_first(capsys, monkeypatch, tmp_path):
+    """Where plotly is not installed, ``report`` still names a mistyped metric (the user's own
+    mistake) first; a correct command is then refused naming the package to install."""
+    import sys
+
+    for name in ("plotly", "plotly.offline"):
+        monkeypatch.setitem(sys.modules, name, None)  # import of plotly fails as where it is not installed
+    out = str(tmp_path / "r")
+    _one_line_error(capsys, ["report", "--metric", "embd", "--out", out], "unknown metric 'embd'")
+    _one_line_error(capsys, ["report", "--metric", "identity", "--out", out], "the report needs plotly", "compscope[report]")
+
+
 @pytest.mark.parametrize("option, value, needle", [("--prev-threshold", "1.5", "in [0, 1]"),
                                                    ("--induction-threshold", "-0.1", "in [0, 1]"),
                                                    ("--effect-threshold", "-0.01", "never negative")])
