@@ -215,6 +215,11 @@ def test_data_folder_is_read_and_checked(tmp_path, capsys):
     packed = _decode(doc["tables"]["data|K|interventions"], 4 * 4)  # layer 0 -> 1: writer head, then reader head
     np.testing.assert_allclose(packed, k.sort_values(["src_head", "dst_head"]).effect.to_numpy(), rtol=1e-6)
     assert doc["effects_note"] == "mean-ablation, direct path, 4 sequences"
+    assert main(["report", "--data", str(v), "--out", str(tmp_path / "rep1"), "--no-figures"]) == 0
+    rows = pd.read_csv(v / "verdict.csv")
+    best = rows[rows.kind == "K"].sort_values(["auroc", "spearman"], ascending=False).iloc[0]  # the best K row, to 3 decimals
+    assert (f"best measure x metric on data: {best.measure}, {best.metric} (AUROC of the true previous-token -> "
+            f"induction K-pairs {best.auroc:.3f}, Spearman with interventions {best.spearman:.2f})") in capsys.readouterr().out
     (v / "interventions.parquet").write_bytes(b"not parquet")
     assert main(["report", "--data", str(v), "--out", str(tmp_path / "rep2"), "--no-figures"]) == 2
     assert "interventions.parquet: cannot read the interventions" in capsys.readouterr().err
