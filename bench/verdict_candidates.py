@@ -53,7 +53,7 @@ import torch  # noqa: E402
 import compscope  # noqa: E402
 from compscope.analysis.circuits import induction_matching, positional_previous, rotary_previous  # noqa: E402
 from compscope.core.metrics import ON_DATA, from_gram, get_metric  # noqa: E402
-from compscope.data.norm_linearisation import linearise_norms, norm_parts  # noqa: E402
+from compscope.data.norm_linearisation import mean_jacobians, norm_parts  # noqa: E402
 from compscope.data.runner import runner_for  # noqa: E402
 from compscope.data.validate import auroc, confirmed_pairs, previous_contents, true_pairs, writer_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
@@ -128,8 +128,9 @@ def main() -> None:
             rows.append((m, name, auroc(x, truth), auroc(x, confirmed)))
             z = _standardised(x)
             rows.append((m, f"{name}, layer-standardised", auroc(z, truth), auroc(z, confirmed)))
+    jacobians = mean_jacobians(runner, progress=False) if norm_parts(hw) else None  # one pass serves each subset
     for parts in _norm_parts(hw):  # the norms inside the heads' circuits, linearised on the metrics' text
-        lin = linearise_norms(runner, parts, progress=False)
+        lin = jacobians.apply(hw, parts)
         for name in ("identity", "embed", "covariance", "covariance-own"):
             table = scores(lin, "K", list(MEASURES), metrics[name], pairs="all", progress=False)
             for m in MEASURES:

@@ -126,6 +126,33 @@ def test_a_toy_with_gemmas_norms_is_linearised_through_its_own_norm_modules(kind
         torch.testing.assert_close(lin.W_O[l], torch.einsum("de,her->hdr", J, blk.W_O).detach(), atol=2e-5, rtol=1e-4)
 
 
+def test_one_pass_of_jacobians_serves_every_subset_of_the_parts():
+    """``mean_jacobians`` measured once for both parts, applied to each subset, gives exactly what
+    ``linearise_norms`` gives for that subset alone (the traces are the unprocessed model's);
+    a part not measured is refused by name."""
+    pytest.importorskip("transformers")
+    from compscope.data.norm_linearisation import mean_jacobians
+    from compscope.data.runner import runner_for
+    from hf_tiny import BY_ID, build, random_ids
+
+    model = build(BY_ID["gemma3-text"])
+    hw = compscope.load(model)
+    runner = runner_for(model, hw)
+    tokens = random_ids(seq=6, batch=3)
+    jac = mean_jacobians(runner, tokens=tokens, progress=False)
+    assert jac.parts == ("qk", "output") and jac.data == "3 given sequences of 6 tokens"
+    for parts in ("qk", "output", None):
+        got, want = jac.apply(hw, parts), linearise_norms(runner, parts, tokens=tokens, progress=False)
+        assert got.meta.processing == want.meta.processing and got.meta.notes == want.meta.notes
+        for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_O"):
+            a, b = getattr(got, name), getattr(want, name)
+            assert (a is None) == (b is None) and (a is None or torch.equal(a, b)), (parts, name)
+        assert (got.qk_norm is None) == (want.qk_norm is None) and (got.attn_out_norm is None) == (want.attn_out_norm is None)
+    only_qk = mean_jacobians(runner, "qk", tokens=tokens, progress=False)
+    with pytest.raises(compscope.OptionError, match="part 'output' was not measured"):
+        only_qk.apply(hw, "output")
+
+
 def test_parts_and_the_errors_that_name_them():
     pytest.importorskip("transformers")
     from compscope.core.processing import fold_qk_norm_gains

@@ -23,6 +23,7 @@ tokenizer, on repeated random sequences; both recorded in ``meta.notes``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
@@ -92,13 +93,54 @@ def check_parts(hw: HeadWeights, parts: str | Sequence[str] | None) -> tuple[str
     return tuple(dict.fromkeys(parts))
 
 
+@dataclass(frozen=True)
+class NormJacobians:
+    """Mean Jacobians (without gain) of the norms inside a model's heads' circuits, measured on
+    data: ``means[(n, layer)]`` for ``n`` in ``q``, ``k`` (``(head, r, r)``) and ``o``
+    (``(d_model, d_model)``), float64; ``parts``: the :data:`PARTS` measured; ``data``: what they
+    were measured on. :meth:`apply` linearises any of those parts, so one pass over the data
+    serves each subset (the traces are the unprocessed model's whatever is linearised)."""
+
+    means: dict[tuple[str, int], Tensor]
+    parts: tuple[str, ...]
+    data: str
+
+    def apply(self, hw: HeadWeights, parts: str | Sequence[str] | None = None) -> HeadWeights:
+        """``hw`` with the norms of ``parts`` (default every part measured) replaced by their mean
+        Jacobians: ``W_{Q,K} ← diag(γ) J W_{Q,K}`` per head, ``W_O ← diag(γ) J W_O`` per layer."""
+        parts = check_parts(hw, self.parts if parts is None else parts)
+        missing = [p for p in parts if p not in self.parts]
+        if missing:
+            raise OptionError(f"linearise_norms: part {missing[0]!r} was not measured (measured: {', '.join(self.parts)})")
+        L = hw.n_layers
+        mean = lambda n, l: self.means[n, l].to(hw.device)  # noqa: E731
+        changes: dict = {}
+        if "qk" in parts:
+            for i, (n, wn, bn) in enumerate((("q", "W_Q", "b_Q"), ("k", "W_K", "b_K"))):
+                J = qk_gains(hw, i).double()[..., :, None] * torch.stack([mean(n, l) for l in range(L)])
+                changes[wn] = torch.einsum("lhrs,lhsd->lhrd", J, getattr(hw, wn).double()).to(hw.W_Q.dtype)
+                b = getattr(hw, bn)
+                if b is not None:
+                    changes[bn] = torch.einsum("lhrs,lhs->lhr", J, b.double()).to(b.dtype)
+            changes["qk_norm"] = None
+        if "output" in parts:
+            norm = hw.attn_out_norm
+            J = torch.stack([mean("o", l) if norm.weight is None else norm.gain(l).double()[:, None] * mean("o", l)
+                             for l in range(L)])
+            changes["W_O"] = torch.einsum("lde,lher->lhdr", J, hw.W_O.double()).to(hw.W_O.dtype)
+            if hw.b_O is not None:
+                changes["b_O"] = torch.einsum("lde,le->ld", J, hw.b_O.double()).to(hw.b_O.dtype)
+            changes["attn_out_norm"] = None
+        return hw.replace(step=f"linearise_norms({', '.join(parts)})",
+                          note=f"norms linearised (their mean Jacobian) on {self.data}", **changes)
+
+
 @torch.no_grad()
-def linearise_norms(runner, parts: str | Sequence[str] | None = None, hw: HeadWeights | None = None,
-                    tokens: Tensor | None = None, sequences: int = 16, seq_len: int = 128, seed: int | None = None,
-                    batch_size: int = 8, progress: bool = True) -> HeadWeights:
-    """``hw`` (default the runner's weights) with the norms named in ``parts`` (``'qk'``,
-    ``'output'``; default every one the model has) replaced by their mean Jacobians (module
-    docstring), estimated on ``tokens: (batch, seq)`` run through ``runner``'s model (default
+def mean_jacobians(runner, parts: str | Sequence[str] | None = None, hw: HeadWeights | None = None,
+                   tokens: Tensor | None = None, sequences: int = 16, seq_len: int = 128, seed: int | None = None,
+                   batch_size: int = 8, progress: bool = True) -> NormJacobians:
+    """The mean Jacobians of the norms of ``parts`` (default every one ``hw``, the runner's weights
+    by default, has) on ``tokens: (batch, seq)`` run through ``runner``'s model (default
     ``sequences`` × ``seq_len`` tokens of natural text, seed of the ``activations`` metric)."""
     from ..core.attention import combine, head_outputs, head_states, read_input
     from ..progress import progress_bar
@@ -135,24 +177,17 @@ def linearise_norms(runner, parts: str | Sequence[str] | None = None, hw: HeadWe
                 acc["o", l].add(u.reshape(-1, u.shape[-1]))
         bar.update(tr.tokens.shape[0])
     bar.close()
-    changes: dict = {}
-    out = here
-    if "qk" in parts:
-        for i, (kind, wn, bn) in enumerate((("q", "W_Q", "b_Q"), ("k", "W_K", "b_K"))):
-            J = qk_gains(out, i).double()[..., :, None] * torch.stack([acc[kind, l].mean() for l in range(L)])
-            changes[wn] = torch.einsum("lhrs,lhsd->lhrd", J, getattr(out, wn).double()).to(out.W_Q.dtype)
-            b = getattr(out, bn)
-            if b is not None:
-                changes[bn] = torch.einsum("lhrs,lhs->lhr", J, b.double()).to(b.dtype)
-        changes["qk_norm"] = None
-    if "output" in parts:
-        n = out.attn_out_norm
-        J = torch.stack([acc["o", l].mean() if n.weight is None else n.gain(l).double()[:, None] * acc["o", l].mean()
-                         for l in range(L)])
-        changes["W_O"] = torch.einsum("lde,lher->lhdr", J, out.W_O.double()).to(out.W_O.dtype)
-        if out.b_O is not None:
-            changes["b_O"] = torch.einsum("lde,le->ld", J, out.b_O.double()).to(out.b_O.dtype)
-        changes["attn_out_norm"] = None
-    lin = out.replace(step=f"linearise_norms({', '.join(parts)})",
-                      note=f"norms linearised (their mean Jacobian) on {data}", **changes)
-    return lin.to(base.device)
+    return NormJacobians({key: a.mean().cpu() for key, a in acc.items()}, parts, data)
+
+
+def linearise_norms(runner, parts: str | Sequence[str] | None = None, hw: HeadWeights | None = None,
+                    tokens: Tensor | None = None, sequences: int = 16, seq_len: int = 128, seed: int | None = None,
+                    batch_size: int = 8, progress: bool = True) -> HeadWeights:
+    """``hw`` (default the runner's weights) with the norms named in ``parts`` (``'qk'``,
+    ``'output'``; default every one the model has) replaced by their mean Jacobians (module
+    docstring), estimated on ``tokens: (batch, seq)`` run through ``runner``'s model (default
+    ``sequences`` × ``seq_len`` tokens of natural text, seed of the ``activations`` metric):
+    :func:`mean_jacobians` then :meth:`NormJacobians.apply`."""
+    base = runner.hw if hw is None else hw
+    jac = mean_jacobians(runner, parts, base, tokens, sequences, seq_len, seed, batch_size, progress)
+    return jac.apply(base)
