@@ -162,10 +162,11 @@ def read_effects(path: Path, L: int, H: int) -> tuple[dict | None, str | None]:
                      or (idx[:, 0] >= idx[:, 2]).any()):
         raise OptionError(f"--data {path}: pairs outside a {L} x {H} model's writer -> later-reader pairs")
     out = {}
-    for kind, rows in df.groupby("kind"):
+    kinds, effect = df["kind"].to_numpy(), torch.tensor(df["effect"].to_numpy(), dtype=torch.float64)
+    for kind in sorted(set(kinds)):
+        sel = kinds == kind
         t = torch.full((L, H, L, H), float("nan"), dtype=torch.float64)
-        i = torch.tensor(rows[["src_layer", "src_head", "dst_layer", "dst_head"]].to_numpy()).T
-        t[tuple(i)] = torch.tensor(rows["effect"].to_numpy(), dtype=torch.float64)
+        t[tuple(torch.tensor(idx[sel]).T)] = effect[torch.from_numpy(sel)]
         out[str(kind)] = t
     a = df.attrs
     return out, effects_note(a.get("ablation"), a.get("paths"), a.get("sequences"))

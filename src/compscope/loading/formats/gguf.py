@@ -183,7 +183,8 @@ def open_gguf(path: str | Path) -> Checkpoint:
     except OSError as e:
         raise LoadError(f"{path}: cannot be read ({one_line(e)})") from e
     try:  # a file that is no GGUF file is named so, whether or not the reader's package is there
-        check_magic(bytes(buf[:4])) if size >= 4 else None
+        if size >= 4:  # shorter: read_header calls it truncated
+            check_magic(bytes(buf[:4]))
     except ValueError as e:
         raise LoadError(f"{path}: not a readable GGUF file: {e}") from e
     try:
