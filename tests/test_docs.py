@@ -51,6 +51,7 @@ SLOW = [
     ("docs/results.md", "compscope pair smollm2 16.0 17.5 --kind K --on-data | tail -4"),
     ("docs/results.md", "compscope gauge gemma3-270m"),
     ("README.md", "compscope validate smollm2 --top 5 --out verdict-smollm2"),
+    ("README.md", "compscope validate smollm2 --writers 16 --metric identity --top 5"),
     ("README.md", "compscope intervene smollm2 --kinds K --sequences 8 --top 5"),
     ("README.md", "compscope intervene smollm2 --writers 16.0 --kinds K --sequences 8 --top 5"),
     ("docs/results.md", "compscope circuits smollm2 --top 5 --content activations"),

@@ -136,6 +136,39 @@ def test_results_show_as_one_line_of_what_matters(verdict):
     assert repr(table).endswith(f"strongest K by frobenius: {a}.{b}->{c}.{d} {v:.3g})") and len(repr(table)) < 300
 
 
+def test_a_verdict_on_some_writers_judges_their_pairs_and_keeps_the_label_truth(verdict, capsys):
+    """Intervening on 0.0 (previous-token head) and 0.2 only: their effects are the full
+    verdict's, every other writer's NaN; rho and the confirmed AUROC are those of their 8 pairs
+    (pandas' Spearman and counting, against the full verdict's effects); the label-truth AUROC
+    and the writer's-role baseline need no interventions and are the full verdict's."""
+    some = validate("induction-2l", sequences=32, half=16, intervention_sequences=8, progress=False,
+                    metrics=["identity"], writers=[(0, 2), (0, 0)])
+    K, full = some.effects.by_kind["K"], verdict.effects.by_kind["K"]
+    assert torch.allclose(K[0, [0, 2]], full[0, [0, 2]], rtol=0, atol=1e-12, equal_nan=True)
+    assert K[0, [1, 3]].isnan().all()
+    assert some.options["writers"] == [[0, 0], [0, 2]]
+    assert some.options["true_pairs"] == 8 and some.options["true_pairs_intervened"] == 4
+    frob = verdict.tables["identity"].dense("frobenius", "K")
+    pairs = [(h1, h2) for h1 in (0, 2) for h2 in range(4)]
+    s = [float(frob[0, h1, 1, h2]) for h1, h2 in pairs]
+    e = [float(full[0, h1, 1, h2]) for h1, h2 in pairs]
+    y = [h1 == 0 and e[i] >= 0.05 for i, (h1, _) in enumerate(pairs)]
+    assert sum(y) == some.options["confirmed_pairs"] == 4
+    rows = {(r["measure"], r["metric"], r["kind"]): r for r in some.rows}
+    whole = {(r["measure"], r["metric"], r["kind"]): r for r in verdict.rows}
+    row = rows[("frobenius", "identity", "K")]
+    assert row["spearman"] == pytest.approx(pd.Series(s).corr(pd.Series(e), method="spearman"), abs=1e-12)
+    assert row["auroc_confirmed"] == pytest.approx(_auroc_by_counting(s, y), abs=1e-12)
+    assert row["auroc"] == whole[("frobenius", "identity", "K")]["auroc"]
+    assert some.options["writer_previous_auroc"] == verdict.options["writer_previous_auroc"]
+    assert "writers 0.0 0.2 (2 heads" in some.format() and "confirmed by the K intervention (effect >= 0.05): 4 of their writers' 4" in some.format()
+    assert main(["validate", "--sequences", "8", "--half", "8", "--intervention-sequences", "4", "--kinds", "K",
+                 "--metric", "identity", "--writers", "0.1"]) == 0
+    assert "writers 0.1 (1 head" in capsys.readouterr().out
+    assert main(["validate", "--writers", "1.0"]) == 2  # the last layer writes to no later head
+    assert "the last layer of induction-2l" in capsys.readouterr().err
+
+
 def test_labels_and_effects_default_to_the_verdicts_sequences():
     """Without sequences given, the labels are read on the verdict's own (64 sequences, |t| = 32,
     seed 12345) and the interventions run on its first 16, as a verdict with its defaults does;

@@ -51,11 +51,13 @@ def on_data(model, writer: tuple[int, int], reader: tuple[int, int], kind: str, 
     from ..data.head_labels import LABELS, activation_labels
     from ..data.intervene import intervention_effects
     from ..data.runner import runner_for
+    from ..data.validate import INTERVENTION_SEQUENCES, default_sequences
     from ..results.table import top_entries
 
     runner = runner_for(model, device=device)  # the model as it is: processing changes only the weights' side
-    labels = activation_labels(runner)  # both default to the verdict's sequences
-    fx = intervention_effects(runner, kinds=kind, writers=[writer])
+    reps = default_sequences(runner)  # the verdict's, built once for both
+    labels = activation_labels(runner, reps)
+    fx = intervention_effects(runner, reps.tokens[:INTERVENTION_SEQUENCES], kinds=kind, writers=[writer])
     (l1, h1), (l2, h2) = writer, reader
     row = fx.by_kind[kind][l1, h1]  # (layer, head): the writer's effect on every later head
     value = float(row[l2, h2])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_device, add_model_dtype, add_paths, count, half_length, metric_names, output_folder
+from .common import add_device, add_model_dtype, add_paths, count, half_length, metric_names, output_folder, writers
 
 HELP = "judge every measure x metric against interventions and activation labels on data"
 EXAMPLE = ("examples:\n  compscope validate --out verdict\n"
@@ -26,6 +26,9 @@ def add_arguments(p) -> None:
                    help=f"a metric, {metric_names()} (repeatable; default identity, embed, activations and covariance)")
     p.add_argument("--ablation", default="mean", choices=["mean", "zero"], help="how h1's output is removed (default mean)")
     add_paths(p)
+    p.add_argument("--writers", type=writers, help="intervene on these writer heads only: LAYER.HEAD, LAYER or A-B "
+                   "(layers), comma-separated, e.g. 0-5 (default every head; the interventions' time scales with their "
+                   "number; rho and the confirmed pairs are then over their pairs)")
     p.add_argument("--prev-threshold", type=float, default=0.4, help="previous-token label of a true writer (default 0.4)")
     p.add_argument("--induction-threshold", type=float, default=0.3, help="induction label of a true reader (default 0.3)")
     p.add_argument("--effect-threshold", type=float, default=0.05,
@@ -50,7 +53,8 @@ def run(args) -> None:
                  intervention_sequences=args.intervention_sequences, kinds=args.kinds,
                  metrics=args.metrics or DEFAULT_METRICS, ablation=args.ablation, paths=args.paths, prev_threshold=args.prev_threshold,
                  induction_threshold=args.induction_threshold, effect_threshold=args.effect_threshold, fold_norm=args.fold_norm,
-                 fold_qk_gains=args.fold_qk_gains, linearise_norms=args.linearise_norms or False, device=args.device, model_dtype=args.model_dtype)
+                 fold_qk_gains=args.fold_qk_gains, linearise_norms=args.linearise_norms or False, device=args.device, model_dtype=args.model_dtype,
+                 writers=args.writers)
     print(v.format(args.top))
     if args.out:
         for p in v.save(args.out):

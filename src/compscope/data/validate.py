@@ -130,7 +130,7 @@ class Verdict:
         proc = f" (weights: {', '.join(o['weights_processing'])})" if o.get("weights_processing") else ""
         lines = [f"{self.model}{proc}: {o['sequences']} repeated random sequences [t, t], |t| = {o['half']} (seed {o['seed']}); "
                  + (f"interventions ({o['ablation']}-ablation{', every path' if o.get('paths') == 'all' else ''}) "
-                    f"on {o['intervention_sequences']} of them"
+                    f"on {o['intervention_sequences']} of them{_writers_text(o.get('writers'))}"
                     if self.effects.sequences else "no interventions")]
         for name, key in (("induction", "induction"), ("previous-token", "previous_token")):
             t = lab.mean[key]
@@ -139,9 +139,11 @@ class Verdict:
         lines.append(f"true previous-token -> induction K-pairs: {o['true_pairs']} (previous-token >= {o['prev_threshold']}, "
                      f"induction >= {o['induction_threshold']})")
         if o.get("confirmed_pairs") is not None and o["true_pairs"]:
-            lines.append(f"  confirmed by the K intervention (effect >= {o['effect_threshold']}): {o['confirmed_pairs']}; "
-                         f"the K interventions themselves separate the {o['true_pairs']} at AUROC "
-                         f"{_auroc(o['interventions_auroc'])}")
+            some = o.get("writers") is not None
+            among = f" of their writers' {o['true_pairs_intervened']}" if some else ""
+            lines.append(f"  confirmed by the K intervention (effect >= {o['effect_threshold']}): {o['confirmed_pairs']}{among}; "
+                         f"the K interventions themselves separate the {o['true_pairs_intervened'] if some else o['true_pairs']}"
+                         f"{' among their pairs' if some else ''} at AUROC {_auroc(o['interventions_auroc'])}")
         if o.get("writer_previous_auroc") and o["true_pairs"]:
             alone = ", ".join(f"{_auroc(a)} ({c if c == 'positions' else 'content: ' + c})"
                               for c, a in o["writer_previous_auroc"].items())
@@ -175,6 +177,14 @@ class Verdict:
                     for h in hs)]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+
+def _writers_text(writers) -> str:
+    """``, writers 0.1 2.3 (2 heads)``: the writers a verdict intervened on; empty for every head."""
+    if writers is None:
+        return ""
+    named = " ".join(f"{l}.{h}" for l, h in writers[:8]) + " ..." * (len(writers) > 8)
+    return f", writers {named} ({len(writers)} head{'s' * (len(writers) != 1)}; rho and confirmed over their pairs)"
 
 
 def _rank_key(k_row: dict) -> tuple[float, float]:
@@ -224,6 +234,12 @@ def true_pairs(previous: Tensor, induction: Tensor, prev_threshold: float, induc
 def confirmed_pairs(truth: Tensor, effects: Tensor, threshold: float) -> Tensor:
     """The true pairs whose interventional effect is at least ``threshold`` (NaN effects: not confirmed)."""
     return truth & (torch.nan_to_num(effects, nan=-math.inf) >= threshold)
+
+
+def forward_pairs(n_layers: int, n_heads: int) -> Tensor:
+    """``(L, H, L, H)`` float64: 0 on every earlier → later-layer pair, NaN elsewhere."""
+    later = torch.triu(torch.ones(n_layers, n_layers, dtype=torch.bool), diagonal=1)[:, None, :, None]
+    return torch.where(later, 0.0, torch.nan).double().expand(n_layers, n_heads, n_layers, n_heads)
 
 
 def writer_pairs(previous: Tensor, like: Tensor) -> Tensor:
@@ -279,7 +295,8 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
              prev_threshold: float = 0.4, induction_threshold: float = 0.3, effect_threshold: float = 0.05,
              batch_size: int = 16, fold_norm: bool = False,
              fold_qk_gains: bool = False, linearise_norms: bool | str | Sequence[str] = False, progress: bool = True,
-             device: str | torch.device | None = None, model_dtype: str | torch.dtype | None = None) -> Verdict:
+             device: str | torch.device | None = None, model_dtype: str | torch.dtype | None = None,
+             writers=None) -> Verdict:
     """Judge every measure × metric on ``model`` against its behaviour on data (module docstring).
 
     ``model``: anything :func:`compscope.data.runner.runner_for` runs (a toy folder or name, a
@@ -297,7 +314,12 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
     effect that confirms a true pair (``auroc_confirmed``). ``device``: where the model runs and every
     score is computed (:func:`~compscope.data.runner.runner_for`: default CUDA when present, else the
     CPU; a model object runs where it is); ``model_dtype``: what a model loaded from files computes
-    in (float32, the default, bfloat16 or float16: :func:`~compscope.data.runner.runner_for`); both recorded."""
+    in (float32, the default, bfloat16 or float16: :func:`~compscope.data.runner.runner_for`); both recorded.
+    ``writers``: intervene on these writer heads only (:func:`~compscope.data.intervene.writer_heads`:
+    ``(layer, head)`` pairs and layer numbers; default every head; recorded): the interventions'
+    time scales with their number, and the Spearman correlations, the confirmed pairs and their
+    AUROC, and the interventions' own AUROC are then over the pairs of those writers only (the
+    label-truth AUROC and the head rankings need no interventions and stay over every pair)."""
     from ..analysis.circuits import head_circuits_by_content
     from ..analysis.stats import spearman
     from ..core.factors import check_kinds
@@ -305,7 +327,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
     from ..engine.composition import scores
     from ..measures import AXIOMS, MEASURES
     from .head_labels import activation_labels
-    from .intervene import check_ablation, check_paths, intervention_effects
+    from .intervene import check_ablation, check_paths, intervention_effects, writer_heads
     from .residual_moments import CONTENT_SAMPLES, CONTENT_SEQUENCES, METRIC_SEED, TEXT_LENGTH, metric_data, tokens_data
     from .runner import runner_for
     from .sequences import python_version
@@ -327,6 +349,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
     check_paths(paths)
     runner = runner_for(model, progress=progress, device=device, dtype=model_dtype)
     hw = runner.hw
+    chosen = writer_heads(writers, hw.n_layers, hw.n_heads, hw.meta.name)  # refused before any forward pass
     weights = hw  # what the measures read; the data come from the unprocessed model
     if fold_norm:
         from ..core.processing import fold_norm as _fold
@@ -351,10 +374,11 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
     n_int = min(intervention_sequences, sequences)
     notes = [linearised_on] if linearised_on else []
     effects = intervention_effects(runner, reps.tokens[:n_int], kinds, ablation, batch_size=batch_size,
-                                   progress=progress, paths=paths)
+                                   progress=progress, paths=paths, writers=chosen)
     truth = true_pairs(labels.previous_token, labels.induction, prev_threshold, induction_threshold)
     k_effects = effects.by_kind.get("K")
     confirmed = confirmed_pairs(truth, k_effects, effect_threshold) if k_effects is not None else None
+    measured = torch.isfinite(k_effects) if k_effects is not None else None  # the intervened writers' pairs
     rows, tables = [], {}
     for name in metrics:
         try:
@@ -372,7 +396,8 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
                 row = {"measure": m, "metric": name, "kind": kind,
                        "spearman": spearman(dense, effects.by_kind[kind]),
                        "auroc": auroc(dense, truth) if kind == "K" else float("nan"),
-                       "auroc_confirmed": auroc(dense, confirmed) if kind == "K" else float("nan"),
+                       "auroc_confirmed": (auroc(torch.where(measured, dense.double(), torch.nan), confirmed)
+                                           if kind == "K" else float("nan")),
                        "spearman_direction": spearman(dense, effects.v_direction) if kind == "V" else float("nan"),
                        "axioms": f"{len(kept)}/{len(AXIOMS)}", "axioms_failed": ",".join(a for a in AXIOMS if a not in kept)}
                 rows.append(row)
@@ -389,7 +414,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
     for content, circ in head_circuits_by_content(head_weights, contents, progress=progress, device=runner.device).items():
         if circ.previous is not None and "K" in kinds:  # how much of the label truth the writer's role alone gives
             name = content if head_weights.W_pos is None else "positions"
-            writer = writer_pairs(circ.previous, effects.by_kind["K"])
+            writer = writer_pairs(circ.previous, forward_pairs(hw.n_layers, hw.n_heads))
             writer_auroc[name] = auroc(writer, truth)
             if CIRCUIT_MEASURE[1] in tables:
                 circuit_auroc[name] = auroc(writer * tables[CIRCUIT_MEASURE[1]].dense(CIRCUIT_MEASURE[0], "K").double(), truth)
@@ -401,10 +426,12 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
                               "precision_top5": precision_at(from_weights, label >= thr),
                               "true_heads": int((label >= thr).sum())})
     options = {"sequences": sequences, "half": half, "seed": seed, "intervention_sequences": n_int, "kinds": kinds,
+               "writers": [list(w) for w in chosen] if chosen is not None else None,
                "metrics": list(tables), "ablation": ablation, "paths": paths, "prev_threshold": prev_threshold,
                "induction_threshold": induction_threshold, "true_pairs": int(truth.sum()),
                "effect_threshold": effect_threshold,
                "confirmed_pairs": int(confirmed.sum()) if confirmed is not None else None,
+               "true_pairs_intervened": int((truth & measured).sum()) if measured is not None else None,
                "interventions_auroc": auroc(k_effects, truth) if k_effects is not None else None,
                "first_token": runner.bos,
                "python": python_version(), "torch": torch.__version__, "device": str(runner.device),
