@@ -234,6 +234,27 @@ def test_data_folder_is_read_and_checked(tmp_path, capsys):
     assert "not a folder written by `compscope validate --out`" in capsys.readouterr().err
 
 
+def test_a_verdict_on_some_writers_says_so_in_the_report(tmp_path, capsys):
+    """A folder from `validate --writers 0.1`: the page's effects table holds that writer's row and
+    NaN elsewhere (the folder's own effects), and the page and the summary line name the writer."""
+    v = tmp_path / "v"
+    assert main(["validate", "--out", str(v), "--sequences", "8", "--intervention-sequences", "4", "--metric", "identity",
+                 "--kinds", "K", "--writers", "0.1"]) == 0
+    capsys.readouterr()
+    assert main(["report", "--data", str(v), "--out", str(tmp_path / "rep"), "--no-figures"]) == 0
+    assert "Spearman with interventions" in (said := capsys.readouterr().out)
+    assert "interventions: mean-ablation, direct path, 4 sequences, writers 0.1 only)" in said
+    doc = _document((tmp_path / "rep" / "index.html").read_text())
+    assert doc["effects_note"] == "mean-ablation, direct path, 4 sequences, writers 0.1 only"
+    import pandas as pd
+
+    saved = pd.read_parquet(v / "interventions.parquet")
+    assert set(saved.src_head) == {1} and len(saved) == 4
+    packed = _decode(doc["tables"]["data|K|interventions"], 4 * 4).reshape(4, 4)  # writer head x reader head
+    assert np.isnan(packed[[0, 2, 3]]).all()
+    np.testing.assert_allclose(packed[1], saved.sort_values("dst_head").effect.to_numpy(), rtol=1e-6)
+
+
 def test_bad_out_and_help(tmp_path, capsys):
     f = tmp_path / "file"
     f.write_text("x")

@@ -95,6 +95,7 @@ def summary(rep) -> str:
         if k_rows:
             best = max(k_rows, key=lambda r: (r["auroc"], r["spearman"]))
             lines.append(f"best measure x metric on data: {best['measure']}, {best['metric']} (AUROC of the true "
-                         f"previous-token -> induction K-pairs {best['auroc']:.3f}, Spearman with interventions {best['spearman']:.2f})")
+                         f"previous-token -> induction K-pairs {best['auroc']:.3f}, Spearman with interventions {best['spearman']:.2f}"
+                         + (f"; interventions: {rep.effects_note}" if "writers " in (rep.effects_note or "") else "") + ")")
     lines += [f"note: {n}" for n in rep.notes]
     return "\n".join(lines)

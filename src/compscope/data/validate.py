@@ -100,7 +100,8 @@ class Verdict:
                 rows.append(row)
         df = pd.DataFrame(rows)
         df.attrs.update(ablation=self.effects.ablation, sequences=self.effects.sequences, seq_len=self.effects.seq_len,
-                        paths=self.effects.paths)
+                        paths=self.effects.paths,
+                        writers=None if self.effects.writers is None else [list(w) for w in self.effects.writers])
         return df
 
     def save(self, out: str | Path) -> list[Path]:

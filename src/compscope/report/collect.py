@@ -138,10 +138,14 @@ def read_validation(folder: str | Path, hw) -> tuple[dict, list[dict], list[dict
     return scores, verdict, heads, effects, note
 
 
-def effects_note(ablation: str | None, paths: str | None, sequences: int | None) -> str:
-    """How interventional effects were measured, as the page says it (parts not known left out)."""
+def effects_note(ablation: str | None, paths: str | None, sequences: int | None, writers=None) -> str:
+    """How interventional effects were measured, as the page says it (parts not known left out;
+    ``writers``: the ``(layer, head)`` writers intervened on, None for every head)."""
+    some = ""
+    if writers:
+        some = "writers " + " ".join(f"{l}.{h}" for l, h in writers[:8]) + " ..." * (len(writers) > 8) + " only"
     parts = (f"{ablation}-ablation" if ablation else "", "every path" if paths == "all" else "direct path",
-             f"{sequences} sequences" if sequences else "")
+             f"{sequences} sequences" if sequences else "", some)
     return ", ".join(x for x in parts if x)
 
 
@@ -169,7 +173,7 @@ def read_effects(path: Path, L: int, H: int) -> tuple[dict | None, str | None]:
         t[tuple(torch.tensor(idx[sel]).T)] = effect[torch.from_numpy(sel)]
         out[str(kind)] = t
     a = df.attrs
-    return out, effects_note(a.get("ablation"), a.get("paths"), a.get("sequences"))
+    return out, effects_note(a.get("ablation"), a.get("paths"), a.get("sequences"), a.get("writers"))
 
 
 def pair_details(hw, tables: dict, metrics: dict, kinds: str, measure: str, n: int) -> dict:
@@ -236,7 +240,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
         notes += v.notes
         dl = data_labels(lab, wl.scores.get("copying"))
         effects = dict(v.effects.by_kind)
-        note = effects_note(v.effects.ablation, v.effects.paths, v.effects.sequences)
+        note = effects_note(v.effects.ablation, v.effects.paths, v.effects.sequences, v.effects.writers)
     elif saved is not None:  # a folder written by `compscope validate --out`
         lab, verdict, vheads, effects, note = saved
         dl = data_labels(lab, wl.scores.get("copying"))
