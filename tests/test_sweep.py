@@ -257,9 +257,33 @@ def test_cli_validate_job_takes_its_sequences_half_and_metrics(run_folder, tmp_p
     want = want.sort_values(key).reset_index(drop=True)
     assert got[key].equals(want[key]) and got.spearman.to_numpy() == pytest.approx(want.spearman.to_numpy())
     capsys.readouterr()
-    for option in (["--sequences", "8"], ["--model-dtype", "bfloat16"]):
+    for option in (["--sequences", "8"], ["--model-dtype", "bfloat16"], ["--writers", "0"]):
         assert main(["sweep", last[0], *option, "--out", str(tmp_path / "s")]) == 2
-        assert "--sequences, --half and --model-dtype apply to --job validate" in capsys.readouterr().err
+        assert "--sequences, --half, --writers and --model-dtype apply to --job validate" in capsys.readouterr().err
+    assert main(["sweep", last[0], "--job", "validate", "--measure", "tight", "--out", str(tmp_path / "s")]) == 2
+    assert "--job validate judges every measure" in capsys.readouterr().err
+
+
+def test_cli_validate_job_takes_its_kinds_and_writers(run_folder, tmp_path):
+    """``sweep --job validate --kinds K --writers 0.1``: the task's verdict is ``compscope.validate``'s
+    with them (K rows only; rho over 0.1's pairs), and both are in the task's options."""
+    import json
+
+    last = max(expand_sources([str(run_folder)]), key=lambda s: s[2])
+    out = tmp_path / "v"
+    assert main(["sweep", last[0], "--job", "validate", "--sequences", "8", "--half", "6", "--metric", "identity",
+                 "--kinds", "K", "--writers", "0.1", "--out", str(out), "--quiet"]) == 0
+    df = read_dataset(out)
+    assert set(df.kind) == {"K"}
+    assert json.loads(df.options.iloc[0]) == {"half": 6, "kinds": "K", "metrics": ["identity"], "sequences": 8,
+                                              "writers": [[0, 1]]}
+    want = compscope.validate(last[0], sequences=8, half=6, metrics=("identity",), kinds="K", writers=[(0, 1)],
+                              progress=False).verdict_frame()
+    got = df.sort_values("measure").reset_index(drop=True)
+    want = want.sort_values("measure").reset_index(drop=True)
+    assert got.measure.tolist() == want.measure.tolist()
+    assert got.spearman.to_numpy() == pytest.approx(want.spearman.to_numpy(), abs=1e-12, nan_ok=True)
+    assert got.auroc_confirmed.to_numpy() == pytest.approx(want.auroc_confirmed.to_numpy(), abs=1e-12, nan_ok=True)
 
 
 def test_cli_validate_job_runs_a_folder_model_in_16_bit(tmp_path):

@@ -3,7 +3,7 @@ as independent tasks (this process, or Ray), streamed into one Parquet dataset."
 
 from __future__ import annotations
 
-from .common import add_device, add_model_dtype, count, half_length, positive_int
+from .common import add_device, add_model_dtype, count, half_length, positive_int, writers
 
 HELP = "scores or validation over many models, checkpoints or revisions, into one Parquet dataset (local or Ray)"
 EXAMPLE = """examples:
@@ -31,6 +31,8 @@ def add_arguments(p) -> None:
                         "verdict judges, all in one task (default identity, embed, activations and covariance)")
     p.add_argument("--sequences", type=count, metavar="N", help="--job validate: repeated random sequences per verdict (default 16)")
     p.add_argument("--half", type=half_length, metavar="N", help="--job validate: length of the repeated half |t| (default 16)")
+    p.add_argument("--writers", type=writers, metavar="HEADS", help="--job validate: intervene on these writer heads "
+                   "only (LAYER.HEAD, LAYER or A-B, comma-separated; default every head)")
     add_model_dtype(p, "--job validate: ")
     p.add_argument("--executor", default="local", choices=["local", "ray"], help="where tasks run (default local: this process)")
     p.add_argument("--address", help="Ray: an existing cluster's address (default: start a local instance)")
@@ -60,9 +62,15 @@ def run(args) -> int:
     if args.address:
         options["address"] = args.address
     verdict = {}  # a validate task's options: only those given, so that a task keeps its identity across versions
-    if args.job != "validate" and (args.sequences or args.half or args.model_dtype):
-        raise OptionError("--sequences, --half and --model-dtype apply to --job validate")
+    if args.job != "validate" and (args.sequences or args.half or args.model_dtype or args.writers):
+        raise OptionError("--sequences, --half, --writers and --model-dtype apply to --job validate")
     if args.job == "validate":
+        if args.measures:
+            raise OptionError("--measure: --job validate judges every measure")
+        if kinds != "QKV":
+            verdict["kinds"] = kinds
+        if args.writers:
+            verdict["writers"] = [list(w) if isinstance(w, tuple) else w for w in args.writers]
         if args.metrics:
             verdict["metrics"] = metrics
         if args.sequences:

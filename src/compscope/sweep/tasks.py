@@ -106,7 +106,8 @@ def run_task(task: Task, device=None):
         # the weights are loaded once: the hash and the verdict read the same
         runner = runner_for(task.source, progress=False, device=device, dtype=opts.get("model_dtype"))
         v = validate(runner, sequences=int(opts.get("sequences", 16)), half=int(opts.get("half", 16)),
-                     metrics=tuple(opts.get("metrics", DEFAULT_METRICS)), progress=False)
+                     metrics=tuple(opts.get("metrics", DEFAULT_METRICS)), kinds=opts.get("kinds", "QKV"),
+                     writers=opts.get("writers"), progress=False)
         df = v.verdict_frame()
         digest = content_hash(runner.hw)
     else:
