@@ -28,3 +28,25 @@ def test_long_calls_show_every_step(monkeypatch, capsys, pairs, steps):
         assert f"step={step}" in err
     assert bars[0].n == bars[0].total > 0  # the planned total is reached, not overrun
     assert planned == [bars[0].total]  # and known from the start: the bar never jumps back
+
+
+@pytest.mark.parametrize("shown", [True, False])
+def test_the_metrics_pass_over_data_follows_the_runners_progress(monkeypatch, capsys, shown):
+    """The residual moments of the metrics estimated on data (one pass of the model over the text)
+    show a bar that reaches the number of sequences, unless the runner was made with progress=False."""
+    pytest.importorskip("tqdm")
+    import torch
+
+    from compscope.data import residual_moments
+    from compscope.data.runner import runner_for
+    from hf_tiny import BY_ID, build, random_ids
+
+    monkeypatch.setattr(progress, "_is_terminal", lambda: False)  # the log form: a line per tenth, one at the end
+    monkeypatch.setattr(progress, "_Bar", lambda total, desc, enabled, delay=0.0, _B=progress._Bar: _B(total, desc, enabled, delay=0.0))
+    model = build(BY_ID["llama-gqa-bias"])
+    runner = runner_for(model, progress=shown)
+    assert runner.progress is shown and runner_for(runner) is runner
+    tokens = torch.cat([random_ids(seed) for seed in range(3)])  # 6 sequences, 2 a batch
+    residual_moments.runner_second_moments(runner, tokens, batch_size=2)
+    err = capsys.readouterr().err
+    assert ("residual moments: 6/6 done in" in err) is shown and ("residual moments" in err) is shown

@@ -128,6 +128,7 @@ def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16, hw=None,
     the runner: the same tokens and heads again (the covariance after the second moment, an
     ``-own`` variant after its metric) do not run the model again."""
     from ..core.attention import read_input
+    from ..progress import progress_bar
 
     hw = runner.weights_here(hw)
     memo = runner._moments
@@ -137,6 +138,7 @@ def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16, hw=None,
         acc = {l: torch.zeros(hw.d_model, hw.d_model, dtype=torch.float64, device=runner.device) for l in range(hw.n_layers)}
         total = {l: torch.zeros(hw.d_model, dtype=torch.float64, device=runner.device) for l in range(hw.n_layers)}
         count = 0
+        bar = progress_bar(tokens.shape[0], "residual moments", enabled=runner.progress)
         for b0 in range(0, tokens.shape[0], batch_size):
             tr = runner.trace(tokens[b0 : b0 + batch_size])
             for l in range(hw.n_layers):
@@ -144,6 +146,8 @@ def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16, hw=None,
                 acc[l] += x.T @ x
                 total[l] += x.sum(0)
             count += tr.resid[0].shape[0] * tr.resid[0].shape[1]
+            bar.update(tr.resid[0].shape[0])
+        bar.close()
         runner._moments = ResidualSums(hw, tokens.clone(), batch_size, acc, total, count)
     return {l: (_centre(G / count, total[l], count) if centred else G / count).cpu() for l, G in acc.items()}
 

@@ -115,6 +115,9 @@ class Runner:
     #: (a ``ResidualSums``), which every metric estimated on the same tokens for the same heads
     #: (centred or not, ``-own`` or not) reads
     _moments = None
+    #: whether long passes over data that take no ``progress`` of their own (the residual moments of
+    #: the metrics estimated on data) show a bar: :func:`runner_for`'s ``progress``
+    progress: bool = True
 
     def fitting_half(self, half: int) -> int:
         """``half``, cut so that a repeated sequence ``[bos] t t`` with ``|t|`` of it fits the context."""
@@ -383,16 +386,24 @@ def runner_for(model, hw: HeadWeights | None = None, progress: bool = True,
     ``dtype``: what a ``transformers`` model loaded from files computes in (:data:`RUN_DTYPES`;
     default float32); a model object or runner keeps its own, another is refused; toy models
     run in float32."""
-    from ..loading.builtin import find_toy, resolve
-    from ..loading.formats import builtin_name, hub
-    from ..loading.formats.toy import is_toy_model
-    from ..loading.sources import load
-
     device = None if device is None else resolve_device(device)  # a device that is not there: refused before any load
     dtype = resolve_dtype(dtype)
     if isinstance(model, Runner) and hw is None:  # already running
         _keeps(model.dtype, dtype, "runner")
         return _stays(model, model.device, device, "runner")
+    runner = _new_runner(model, hw, progress, device, dtype)
+    runner.progress = progress
+    return runner
+
+
+def _new_runner(model, hw: HeadWeights | None, progress: bool, device: torch.device | None,
+                dtype: torch.dtype | None) -> Runner:
+    """The body of :func:`runner_for` for anything but a runner (device and dtype resolved)."""
+    from ..loading.builtin import find_toy, resolve
+    from ..loading.formats import builtin_name, hub
+    from ..loading.formats.toy import is_toy_model
+    from ..loading.sources import load
+
     ours = hw.meta.processed_here if hw is not None else ()
     if ours:
         raise OptionError(f"{hw.meta.name}: data-based measures run the unprocessed model; drop the processing "
