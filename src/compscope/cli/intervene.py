@@ -40,7 +40,7 @@ def report(args) -> str:
     import torch
 
     from ..analysis.stats import spearman
-    from ..data.intervene import against_measures
+    from ..data.intervene import against_measures, writers_text
     from ..results.table import top_entries
 
     fx, table, half = against_measures(args.model, args.kinds, metric=args.metric, sequences=args.sequences,
@@ -48,10 +48,7 @@ def report(args) -> str:
                                        batch_size=args.batch_size, progress=True, device=args.device,
                                        model_dtype=args.model_dtype, paths=args.paths, writers=args.writers)
     where = "in h2's input" if args.paths == "direct" else "in the model, read by h2 through every path"
-    some = ""
-    if fx.writers is not None:
-        named = " ".join(f"{l}.{h}" for l, h in fx.writers[:8]) + " ..." * (len(fx.writers) > 8)
-        some = f"; writers {named} ({len(fx.writers)} head{'s' * (len(fx.writers) != 1)})"
+    some = "" if fx.writers is None else f"; {writers_text(fx.writers)}"
     lines = [f"{table.model}: interventional composition ({args.ablation}-ablation of h1's output {where}) on "
              f"{args.sequences} held-out repeated random sequences [t, t], |t| = {half} (seed {args.seed}); "
              f"measures under metric {args.metric}{some}"]

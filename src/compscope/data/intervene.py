@@ -139,6 +139,16 @@ def writer_heads(writers, n_layers: int, n_heads: int, model: str = "the model")
     return tuple(sorted(chosen))
 
 
+def head_names(heads, most: int = 8) -> str:
+    """``16.0 16.1 ...``: ``(layer, head)`` pairs in words, the first ``most`` of them."""
+    return " ".join(f"{l}.{h}" for l, h in heads[:most]) + " ..." * (len(heads) > most)
+
+
+def writers_text(writers, also: str = "") -> str:
+    """``writers 16.0 16.1 (2 heads)`` (``also`` added inside the parentheses)."""
+    return f"writers {head_names(writers)} ({len(writers)} head{'s' * (len(writers) != 1)}{also})"
+
+
 def _check(kinds: str, ablation: str, tokens: Tensor) -> str:
     from .runner import what_is
 

@@ -181,11 +181,10 @@ class Verdict:
 
 
 def _writers_text(writers) -> str:
-    """``, writers 0.1 2.3 (2 heads)``: the writers a verdict intervened on; empty for every head."""
-    if writers is None:
-        return ""
-    named = " ".join(f"{l}.{h}" for l, h in writers[:8]) + " ..." * (len(writers) > 8)
-    return f", writers {named} ({len(writers)} head{'s' * (len(writers) != 1)}; rho and confirmed over their pairs)"
+    """``, writers 0.1 2.3 (2 heads; ...)``: the writers a verdict intervened on; empty for every head."""
+    from .intervene import writers_text
+
+    return "" if writers is None else f", {writers_text(writers, '; rho and confirmed over their pairs')}"
 
 
 def _rank_key(k_row: dict) -> tuple[float, float]:

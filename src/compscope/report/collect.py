@@ -141,9 +141,9 @@ def read_validation(folder: str | Path, hw) -> tuple[dict, list[dict], list[dict
 def effects_note(ablation: str | None, paths: str | None, sequences: int | None, writers=None) -> str:
     """How interventional effects were measured, as the page says it (parts not known left out;
     ``writers``: the ``(layer, head)`` writers intervened on, None for every head)."""
-    some = ""
-    if writers:
-        some = "writers " + " ".join(f"{l}.{h}" for l, h in writers[:8]) + " ..." * (len(writers) > 8) + " only"
+    from ..data.intervene import head_names
+
+    some = f"writers {head_names(writers)} only" if writers else ""
     parts = (f"{ablation}-ablation" if ablation else "", "every path" if paths == "all" else "direct path",
              f"{sequences} sequences" if sequences else "", some)
     return ", ".join(x for x in parts if x)
