@@ -6,7 +6,8 @@ from .common import add_device, add_model_dtype, add_paths, count, half_length, 
 
 HELP = "judge every measure x metric against interventions and activation labels on data"
 EXAMPLE = ("examples:\n  compscope validate --out verdict\n"
-           "  compscope validate smollm2 --out verdict-smollm2 --intervention-sequences 8")
+           "  compscope validate smollm2 --out verdict-smollm2 --intervention-sequences 8\n"
+           "  compscope validate path/to/large-model --writers 0-5 --out verdict   # interventions on layers 0-5 only")
 
 
 def add_arguments(p) -> None:
