@@ -73,6 +73,18 @@ def test_validate_real_on_the_default_model():
     assert "true previous-token -> induction K-pairs: 8 " in out, out  # 2 previous-token x 4 induction heads
 
 
+def test_validate_real_on_some_writers_then_the_whole_verdict():
+    """--writers 0.0 --full: the verdict on 0.0 first, then the whole one, with the same label
+    truth, and the ratio of their times."""
+    out = bench("validate_real.py", "--model", "induction-2l", "--writers", "0.0", "--full")
+    first, second = out.split("compscope.validate with its defaults")
+    assert "compscope.validate with --writers 0.0" in first and "writers 0.0 (1 head;" in first, out
+    assert "writers 0.0" not in second.split("\n\n")[0], out
+    truth = "true previous-token -> induction K-pairs: 8 "
+    assert truth in first and truth in second, out
+    assert re.search(r"^the whole verdict takes [0-9.]+x the time of the one on --writers 0.0$", out, re.M), out
+
+
 def test_validate_real_with_logits_prints_the_same_verdict(tmp_path):
     """--with-logits runs the head model instead of the base model: the same verdict, line for line."""
     sys.path.insert(0, str(ROOT / "tests"))
