@@ -101,6 +101,12 @@ def test_x_route_measures_of_the_top_pairs_say_so(capsys, tmp_path):
     assert int(torch.isfinite(back.dense("bandwidth", "K")).sum()) == 5
     assert main(["scores", "--kinds", "K", "--measure", "bandwidth", "--pairs", "all"]) == 0
     assert "note:" not in capsys.readouterr().out
+    # without bandwidth or spectral, --pairs would choose nothing: refused rather than ignored
+    assert main(["scores", "--kinds", "K", "--measure", "tight", "--pairs", "5"]) == 2
+    assert "--pairs 5: it chooses the pairs of the measures computed per pair" in capsys.readouterr().err
+    assert main(["scores", "--kinds", "K", "--pairs", "5"]) == 2  # the default measures hold neither
+    capsys.readouterr()
+    assert main(["scores", "--kinds", "K", "--measure", "all", "--pairs", "5", "--top", "1"]) == 0
 
 
 def test_offset_on_a_model_without_rotary(capsys):

@@ -99,7 +99,7 @@ def add_scoring(p: argparse.ArgumentParser, default_kinds: str, default_measures
                    help=f"a measure (repeatable; 'all' for every one; default {', '.join(default_measures)})")
     p.add_argument("--offset", type=float, default=0.0,
                    help="rotary offset: query minus key position (default 0; rotary models only)")
-    p.add_argument("--pairs", default="256",
+    p.add_argument("--pairs", default=None,
                    help="for bandwidth/spectral: 'all' or the top N pairs by frobenius per kind (default 256)")
     p.add_argument("--precision", default="float32", choices=["float32", "float64", "tf32", "bfloat16"],
                    help="precision of the large products (default float32; tf32 and bfloat16: reduced, for GPUs)")
@@ -124,8 +124,16 @@ def add_model_dtype(p: argparse.ArgumentParser, prefix: str = "") -> None:
                         "folder model's memory, not a GGUF file's; compscope's recomputation stays float32)")
 
 
-def score_options(args) -> dict:
-    pairs = "all" if args.pairs == "all" else positive_int(args.pairs, "--pairs", "'all' or ")
+def score_options(args, default_measures: tuple[str, ...]) -> dict:
+    """The engine's options from :func:`add_scoring`'s; ``--pairs`` is refused when no measure
+    selected (``args.measures``, else ``default_measures``) is computed per pair (bandwidth, spectral)."""
+    pairs = 256 if args.pairs is None else "all" if args.pairs == "all" else positive_int(args.pairs, "--pairs", "'all' or ")
+    if args.pairs is not None:
+        from ..measures import select
+
+        if all(m.from_gram is not None for m in select(args.measures or default_measures)):
+            raise OptionError(f"--pairs {args.pairs}: it chooses the pairs of the measures computed per pair "
+                              "(bandwidth, spectral), and none is selected (--measure bandwidth, --measure all)")
     max_memory = None if args.max_memory is None else positive_gib(args.max_memory, "--max-memory")
     return {"offset": args.offset, "pairs": pairs, "precision": args.precision, "device": args.device, "max_memory": max_memory}
 

@@ -27,7 +27,7 @@ def run(args) -> None:
     from ..measures import DEFAULT
 
     table_file(args.out)
-    options = score_options(args)
+    options = score_options(args, DEFAULT)
     hw = load(args.model, **processing(args))
     check_offset(hw, args.offset)
     metric = get_metric(args.metric, hw, model=args.model, device=args.device)  # 'activations' runs the model there

@@ -34,7 +34,7 @@ def run(args) -> None:
     highlight = [parse_pair(p) for p in args.highlight] if args.highlight else None
     source = args.checkpoints[0] if len(args.checkpoints) == 1 else args.checkpoints
     metrics = args.metrics or list(TRACKED_METRICS)
-    tr = track(source, args.kinds, args.measures or TRACKED, metrics, check=highlight or (), **score_options(args))
+    tr = track(source, args.kinds, args.measures or TRACKED, metrics, check=highlight or (), **score_options(args, TRACKED))
     print(f"{len(tr.checkpoints)} checkpoints, steps {tr.steps[0]}..{tr.steps[-1]}; kinds {args.kinds}; "
           f"metrics {', '.join(metrics)}")
     if tr.labels[-1] is not None:
