@@ -225,10 +225,8 @@ def auroc(scores: Tensor, truth: Tensor) -> float:
 
 def true_pairs(previous: Tensor, induction: Tensor, prev_threshold: float, induction_threshold: float) -> Tensor:
     """``(L, H, L, H)`` bool: ``h1`` previous-token, ``h2`` induction, ``h1``'s layer before ``h2``'s."""
-    L, H = previous.shape
     t = (previous >= prev_threshold)[:, :, None, None] & (induction >= induction_threshold)[None, None]
-    later = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)[:, None, :, None]
-    return t & later
+    return t & forward_pairs(*previous.shape).isfinite()
 
 
 def confirmed_pairs(truth: Tensor, effects: Tensor, threshold: float) -> Tensor:
