@@ -113,7 +113,8 @@ def test_loading_and_scoring_import_only_what_they_use():
     assert set(got) - set(floor) == set(), got
 
 
-@pytest.mark.parametrize("command", ["", "info", "scores", "pair", "circuits", "axioms", "intervene", "train", "track"])
+@pytest.mark.parametrize("command", ["", "info", "scores", "report", "pair", "circuits", "axioms", "gauge", "intervene",
+                                     "validate", "train", "track", "sweep"])
 def test_help_answers_without_torch(command):
     code = (f"import sys; sys.argv = ['compscope'] + {command.split()!r} + ['--help']\n"
             "from compscope.cli.main import main\n"

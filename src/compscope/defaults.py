@@ -19,3 +19,6 @@ REPORT_METRICS = ("identity", "embed")
 DETAIL_PAIRS = 120
 #: changes of a model's parameters ``compscope gauge`` makes, in the order it reports them
 GAUGE_CHANGES = ("permutation", "rotation", "gain_rescale", "linear")
+#: which paths from a writer to a reader an intervention follows (``compscope.data.intervene``):
+#: the direct one (the default), or every path through the layers in between
+PATHS = ("direct", "all")

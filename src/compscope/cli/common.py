@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..defaults import PATHS
 from ..errors import CompscopeError, OptionError
 
 
@@ -112,7 +113,7 @@ def add_device(p: argparse.ArgumentParser, what: str = "where the model runs and
 
 
 def add_paths(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--paths", default="direct", choices=["direct", "all"],
+    p.add_argument("--paths", default=PATHS[0], choices=PATHS,
                    help="direct: h1's output removed from what h2 reads and nowhere else (the default); all: removed "
                         "from the model, so that h2 reads the change through every layer in between too "
                         "(one more forward pass per writer)")

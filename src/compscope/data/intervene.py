@@ -57,6 +57,7 @@ from torch import Tensor
 
 from ..core.attention import attend, combine, head_outputs, project, read_input
 from ..core.factors import check_kinds
+from ..defaults import PATHS
 from ..errors import OptionError
 from ..progress import progress_bar
 
@@ -95,10 +96,6 @@ def check_ablation(ablation: str, sequences: int) -> None:
     if ablation == "mean" and sequences < 2:
         raise OptionError(f"mean-ablation on {sequences} sequence: the mean over one sequence is the output itself, "
                           "so every effect would be 0; intervene on 2 or more sequences, or use ablation 'zero'")
-
-
-#: which paths from the writer to the reader an intervention follows (module docstring)
-PATHS = ("direct", "all")
 
 
 def check_paths(paths: str) -> None:
