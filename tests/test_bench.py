@@ -117,6 +117,43 @@ def test_verdict_thresholds_against_a_saved_verdict(tmp_path):
     assert re.search(r"^ +0\.40 +0\.99 +0 +- +- +- +- +- +-$", out, re.M), out
 
 
+def test_verdict_text_labels_against_the_model_itself(tmp_path):
+    """The default model has no tokenizer, so its 'text' is held-out repeated sequences (seed
+    12346): each head's previous-token label printed must be the mean attention to the previous
+    token in the toy's own cached patterns on those sequences, the rank correlation pandas'
+    Spearman of the two labellings, and the 8 true pairs (2 previous-token heads before 4 induction
+    heads) the same under both labellings, the K interventions separating them perfectly."""
+    import pandas as pd
+    import torch
+
+    import compscope
+    from compscope.data.sequences import repeats
+    from compscope.loading.builtin import find_toy
+    from compscope.toy.storage import load_toy
+
+    compscope.validate("induction-2l", progress=False).save(tmp_path / "verdict")
+    out = bench("verdict_text_labels.py", "induction-2l", str(tmp_path / "verdict"), "--sequences", "8", "--prev", "0.01", "0.4")
+    assert "8 repeated random sequences [t, t], |t| = 32 (seed 12346)" in out, out
+    model, _ = load_toy(find_toy("induction-2l"))
+    tokens = repeats(8, 32, model.cfg.d_vocab, 12346).tokens
+    cache: dict = {}
+    with torch.no_grad():
+        model.eval()
+        model(tokens, cache=cache)
+    i = torch.arange(1, tokens.shape[1])
+    expected = {(l, h): float(cache[f"pattern.{l}"][:, h, i, i - 1].mean()) for l in range(2) for h in range(4)}
+    printed = {(int(l), int(h)): (float(r), float(t)) for l, h, r, t in
+               re.findall(r"^ +(\d+)\.(\d+) +([0-9.]+) +([0-9.]+)$", out, re.M)}
+    assert set(printed) == set(expected), out  # every head is above 0.01 on one side or the other
+    for lh, (_, on_text) in printed.items():
+        assert on_text == pytest.approx(expected[lh], abs=0.0051), (lh, out)
+    labels = pd.read_csv(tmp_path / "verdict" / "head_labels.csv").set_index(["layer", "head"])
+    rho = pd.Series(labels["previous_token"]).corr(pd.Series(expected).rename_axis(["layer", "head"]), method="spearman")
+    assert f"(Spearman): {rho:.2f}" in out, out
+    rows = re.findall(r"^ +0\.40 +0\.30 +(\d+) +(\d+) +([0-9.]+)  ", out, re.M)
+    assert rows == [("8", "8", "1.000")] * 2, out
+
+
 def test_verdict_uncertainty_against_a_saved_verdict(tmp_path):
     """The default model's K interventions separate its 8 true pairs perfectly: AUROC 1, no spread
     under either the Hanley–McNeil error or the head bootstrap."""
