@@ -340,3 +340,23 @@ def test_the_interventions_can_follow_every_path(tmp_path):
     assert v.interventions_frame().attrs["paths"] == "all"
     with pytest.raises(OptionError, match="paths='both'"):
         validate(folder, paths="both", progress=False)
+
+
+def test_a_metric_the_model_cannot_have_is_refused_before_the_model_runs(monkeypatch):
+    """An encoder has no unembedding: asked for ``unembed`` alone, the verdict is refused with the
+    reason before any forward pass (the runner's trace is never called); beside a metric that
+    applies, it is skipped with a note and the other judged."""
+    from hf_tiny import BY_ID, build
+    from compscope.data.runner import Runner
+
+    model = build(BY_ID["bert"])
+    calls = []
+    real = Runner.trace
+    monkeypatch.setattr(Runner, "trace", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    with pytest.raises(OptionError, match=r"no metric given applies to .*'unembed'.*no unembedding"):
+        validate(model, sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("unembed",), progress=False)
+    assert calls == []
+    v = validate(model, sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("unembed", "identity"),
+                 progress=False)
+    assert calls and {r["metric"] for r in v.rows} == {"identity"}
+    assert any(n.startswith("metric unembed skipped") and "no unembedding" in n for n in v.notes), v.notes

@@ -367,10 +367,23 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
         linearised_on = weights.meta.notes[-1]
     else:
         linearised_on = None
+    notes = [linearised_on] if linearised_on else []
+    # the metrics from the weights alone, before any forward pass: one the model lacks what it needs
+    # for is skipped with a note, and a verdict left with no metric at all is refused
+    ready: list = []  # per metric: the Metric, None (estimated on data, later) or False (skipped)
+    why = []
+    for name in metrics:
+        try:
+            ready.append(None if isinstance(name, str) and name in ON_DATA else get_metric(name, weights))
+        except OptionError as e:
+            notes.append(f"metric {name} skipped: {e}")
+            ready.append(False)
+            why.append(str(e))
+    if not any(r is not False for r in ready):
+        raise OptionError(f"no metric given applies to {hw.meta.name}: " + "; ".join(why))
     reps = verdict_sequences(runner, sequences, half, seed)
     labels = activation_labels(runner, reps, batch_size, progress)
     n_int = min(intervention_sequences, sequences)
-    notes = [linearised_on] if linearised_on else []
     effects = intervention_effects(runner, reps.tokens[:n_int], kinds, ablation, batch_size=batch_size,
                                    progress=progress, paths=paths, writers=chosen)
     truth = true_pairs(labels.previous_token, labels.induction, prev_threshold, induction_threshold)
@@ -378,12 +391,15 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
     confirmed = confirmed_pairs(truth, k_effects, effect_threshold) if k_effects is not None else None
     measured = torch.isfinite(k_effects) if k_effects is not None else None  # the intervened writers' pairs
     rows, tables = [], {}
-    for name in metrics:
-        try:
-            met = get_metric(name, weights, model=runner)  # 'activations' runs the model already loaded
-        except OptionError as e:
-            notes.append(f"metric {name} skipped: {e}")
+    for name, met in zip(metrics, ready):
+        if met is False:
             continue
+        if met is None:
+            try:
+                met = get_metric(name, weights, model=runner)  # runs the model already loaded
+            except OptionError as e:
+                notes.append(f"metric {name} skipped: {e}")
+                continue
         table = scores(weights, kinds, "all", met, pairs="all", progress=progress, device=runner.device)
         tables[name] = table
         for m in table.measures:
