@@ -1,15 +1,24 @@
-"""Does the label truth depend on the data its previous-token labels come from?
+"""Does the label truth depend on the data its labels come from?
 
 ``compscope validate`` labels heads on repeated random token sequences ``[bos] t t``, text no
 model was trained on. This script reads a saved verdict back, runs the model once more on natural
 text (standard-library docstrings, tokenised with the model's own tokenizer; the residual
 statistics' text, seed 12346, never the verdict's sequences; a toy model, which has no tokenizer,
-gets held-out repeated sequences instead) and labels every head's previous-token score there: the
-mean attention from position ``i`` to ``i − 1`` over ``i ≥ 1``, as on the repeats. It prints the
-rank correlation of the two labellings over all heads and the heads either calls previous-token
-heads, then the AUROC grid of ``verdict_thresholds.py`` with the truth's writers labelled on the
-text (its readers stay those of the repeats: an induction score needs repeated tokens), the K
-interventions as the ceiling and every measure under ``identity``, ``embed`` and ``unembed``.
+gets held-out repeated sequences instead) and labels every head there:
+
+- previous-token: the mean attention from position ``i`` to ``i − 1`` over ``i ≥ 1``, as on the
+  repeats;
+- induction: at each position ``i`` whose token occurred before, the attention from ``i`` to the
+  tokens that followed its earlier copies (every ``j + 1`` with ``x_j = x_i``, ``j < i − 1``, ``j``
+  after the BOS token), summed, averaged over those positions. On ``[t, t]`` the second copy's
+  positions give the repeats' induction label (plus any token repeated inside ``t``); on text a
+  token has many earlier copies that predict nothing, and the scores run lower.
+
+It prints the rank correlation of the two labellings over all heads and the heads either calls a
+previous-token or induction head, then AUROC grids as ``verdict_thresholds.py`` prints them (the
+K interventions as the ceiling, every measure under ``identity``, ``embed`` and ``unembed``):
+the truth's writers labelled on the text and its readers on the repeats; both on the text (at
+lower induction thresholds: see above); and both on the repeats, the verdict's own.
 
     compscope validate smollm2 --out verdict-smollm2
     python bench/verdict_text_labels.py smollm2 verdict-smollm2
@@ -32,17 +41,33 @@ from verdict_candidates import read_verdict  # noqa: E402
 from verdict_thresholds import print_grid, weight_only  # noqa: E402
 
 
+def after_earlier_copies(tokens: torch.Tensor, start: int) -> torch.Tensor:
+    """``(batch, i, k)`` bool: ``k = j + 1`` for some ``j`` with ``x_j = x_i``, ``start <= j < i − 1``."""
+    T = tokens.shape[1]
+    pos = torch.arange(T)
+    copy = (tokens[:, :, None] == tokens[:, None, :]) & ((pos[None, :] < pos[:, None] - 1) & (pos[None, :] >= start))[None]
+    out = torch.zeros_like(copy)
+    out[:, :, 1:] = copy[:, :, :-1]
+    return out
+
+
 @torch.no_grad()
-def previous_on(runner, tokens: torch.Tensor, batch_size: int = 8) -> torch.Tensor:
-    """``(L, H)`` float64: every head's mean attention from ``i`` to ``i − 1`` on ``tokens``."""
+def labels_on(runner, tokens: torch.Tensor, batch_size: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(previous_token, induction)``, each ``(L, H)`` float64, of every head on ``tokens`` (module docstring)."""
     hw = runner.weights_here()
-    total, n = 0.0, 0
+    start = 1 if runner.bos is not None else 0
+    prev_sum, ind_sum, ind_count, n = 0.0, 0.0, 0.0, 0
     for b0 in range(0, tokens.shape[0], batch_size):
         tok = tokens[b0 : b0 + batch_size]
         tr = runner.trace(tok)
-        total = total + previous_token_scores([layer_state(hw, l, tr.resid[l]).pattern for l in range(hw.n_layers)]).cpu() * tok.shape[0]
+        patterns = [layer_state(hw, l, tr.resid[l]).pattern.double().cpu() for l in range(hw.n_layers)]
+        prev_sum = prev_sum + previous_token_scores(patterns) * tok.shape[0]
         n += tok.shape[0]
-    return total / n
+        after = after_earlier_copies(tok.cpu(), start).double()  # (b, i, k)
+        has = after.any(-1).double()  # (b, i): positions with an earlier copy
+        ind_sum = ind_sum + torch.stack([((p * after[:, None]).sum(-1) * has[:, None]).sum((0, 2)) for p in patterns])
+        ind_count += float(has.sum())
+    return prev_sum / n, ind_sum / max(ind_count, 1.0)
 
 
 def main() -> None:
@@ -53,27 +78,36 @@ def main() -> None:
     ap.add_argument("--length", type=int, default=128, help="tokens per sequence (default 128)")
     ap.add_argument("--seed", type=int, default=METRIC_SEED, help=f"which windows of the text (default {METRIC_SEED})")
     ap.add_argument("--prev", type=float, nargs="+", default=[0.3, 0.4, 0.5], help="previous-token thresholds")
-    ap.add_argument("--induction", type=float, nargs="+", default=[0.3], help="induction thresholds")
+    ap.add_argument("--induction", type=float, nargs="+", default=[0.3], help="induction thresholds on the repeats")
+    ap.add_argument("--text-induction", type=float, nargs="+", default=[0.1, 0.2, 0.3],
+                    help="induction thresholds on the text (default 0.1 0.2 0.3)")
     ap.add_argument("--effect-threshold", type=float, default=0.05)
+    ap.add_argument("--list-induction", type=float, default=0.2,
+                    help="list the heads with an induction label at least this on either data (default 0.2)")
     args = ap.parse_args()
     hw, previous, induction, effects = read_verdict(args.model, args.verdict)
     runner = runner_for(args.model, progress=False)
     tokens = metric_tokens(runner, args.sequences, args.length, args.seed)
-    on_text = previous_on(runner, tokens).to(previous.dtype)
+    prev_text, ind_text = (x.to(previous.dtype) for x in labels_on(runner, tokens))
     L, H = previous.shape
-    print(f"{hw.meta.name}: previous-token labels on {tokens_data(runner, args.sequences, args.length, args.seed)} "
-          f"against those on the verdict's repeated random sequences\n")
-    print(f"rank correlation over all {L * H} heads (Spearman): {spearman(previous.flatten(), on_text.flatten()):.2f}")
-    low = min(args.prev)
-    either = ((previous >= low) | (on_text >= low)).nonzero().tolist()
-    print(f"heads either labels previous-token (>= {low}), sorted by the repeats' score:")
-    print(f"{'head':>6} {'repeats':>8} {'text':>6}")
-    for l, h in sorted(either, key=lambda lh: -float(previous[lh[0], lh[1]])):
-        print(f"{l:>4}.{h:<1} {float(previous[l, h]):8.2f} {float(on_text[l, h]):6.2f}")
-    print("\nthe truth with its writers labelled on the text (readers: the repeats' induction scores)")
-    print_grid(on_text, induction, effects, weight_only(hw), args.prev, args.induction, args.effect_threshold)
-    print("\nthe same with both labelled on the repeats (the verdict's own)")
-    print_grid(previous, induction, effects, weight_only(hw), args.prev, args.induction, args.effect_threshold)
+    print(f"{hw.meta.name}: labels on {tokens_data(runner, args.sequences, args.length, args.seed)} against those on "
+          f"the verdict's repeated random sequences\n")
+    print(f"rank correlation over all {L * H} heads (Spearman): previous-token {spearman(previous.flatten(), prev_text.flatten()):.2f}, "
+          f"induction {spearman(induction.flatten(), ind_text.flatten()):.2f}")
+    p_low, i_low = min(args.prev), args.list_induction
+    either = ((previous >= p_low) | (prev_text >= p_low) | (induction >= i_low) | (ind_text >= i_low)).nonzero().tolist()
+    print(f"heads either labels previous-token (>= {p_low}) or induction (>= {i_low}), by layer:")
+    print(f"{'head':>6} {'previous-token:':>15} {'repeats':>7} {'text':>6}   {'induction:':>10} {'repeats':>7} {'text':>6}")
+    for l, h in sorted(either):
+        print(f"{l:>4}.{h:<1} {'':>15} {float(previous[l, h]):7.2f} {float(prev_text[l, h]):6.2f}   {'':>10} "
+              f"{float(induction[l, h]):7.2f} {float(ind_text[l, h]):6.2f}")
+    candidates = weight_only(hw)
+    print("\nthe truth with its writers labelled on the text, its readers on the repeats")
+    print_grid(prev_text, induction, effects, candidates, args.prev, args.induction, args.effect_threshold)
+    print("\nthe truth with both labelled on the text")
+    print_grid(prev_text, ind_text, effects, candidates, args.prev, args.text_induction, args.effect_threshold)
+    print("\nthe truth with both labelled on the repeats (the verdict's own)")
+    print_grid(previous, induction, effects, candidates, args.prev, args.induction, args.effect_threshold)
 
 
 if __name__ == "__main__":

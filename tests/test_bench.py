@@ -119,10 +119,12 @@ def test_verdict_thresholds_against_a_saved_verdict(tmp_path):
 
 def test_verdict_text_labels_against_the_model_itself(tmp_path):
     """The default model has no tokenizer, so its 'text' is held-out repeated sequences (seed
-    12346): each head's previous-token label printed must be the mean attention to the previous
-    token in the toy's own cached patterns on those sequences, the rank correlation pandas'
-    Spearman of the two labellings, and the 8 true pairs (2 previous-token heads before 4 induction
-    heads) the same under both labellings, the K interventions separating them perfectly."""
+    12346): each head's labels printed must be those of the toy's own cached patterns on those
+    sequences, counted here position by position (previous-token: attention to ``i − 1``;
+    induction: the attention to every token after an earlier copy of ``x_i``, summed, averaged over
+    the positions that have one), the rank correlations pandas' Spearman of the two labellings, and
+    the 8 true pairs (2 previous-token heads before 4 induction heads) the same under all three
+    truths, the K interventions separating them perfectly."""
     import pandas as pd
     import torch
 
@@ -132,7 +134,8 @@ def test_verdict_text_labels_against_the_model_itself(tmp_path):
     from compscope.toy.storage import load_toy
 
     compscope.validate("induction-2l", progress=False).save(tmp_path / "verdict")
-    out = bench("verdict_text_labels.py", "induction-2l", str(tmp_path / "verdict"), "--sequences", "8", "--prev", "0.01", "0.4")
+    out = bench("verdict_text_labels.py", "induction-2l", str(tmp_path / "verdict"), "--sequences", "8",
+                "--prev", "0.01", "0.4", "--list-induction", "0")
     assert "8 repeated random sequences [t, t], |t| = 32 (seed 12346)" in out, out
     model, _ = load_toy(find_toy("induction-2l"))
     tokens = repeats(8, 32, model.cfg.d_vocab, 12346).tokens
@@ -140,18 +143,25 @@ def test_verdict_text_labels_against_the_model_itself(tmp_path):
     with torch.no_grad():
         model.eval()
         model(tokens, cache=cache)
-    i = torch.arange(1, tokens.shape[1])
-    expected = {(l, h): float(cache[f"pattern.{l}"][:, h, i, i - 1].mean()) for l in range(2) for h in range(4)}
-    printed = {(int(l), int(h)): (float(r), float(t)) for l, h, r, t in
-               re.findall(r"^ +(\d+)\.(\d+) +([0-9.]+) +([0-9.]+)$", out, re.M)}
-    assert set(printed) == set(expected), out  # every head is above 0.01 on one side or the other
-    for lh, (_, on_text) in printed.items():
-        assert on_text == pytest.approx(expected[lh], abs=0.0051), (lh, out)
+    prev, ind = {}, {}
+    for l in range(2):
+        p = cache[f"pattern.{l}"].double()
+        for h in range(4):
+            prev[l, h] = float(torch.stack([p[:, h, i, i - 1] for i in range(1, 64)]).mean())
+            got = [float(sum(p[b, h, i, j + 1] for j in range(i - 1) if tokens[b, j] == tokens[b, i]))
+                   for b in range(8) for i in range(64) if any(tokens[b, j] == tokens[b, i] for j in range(i - 1))]
+            ind[l, h] = sum(got) / len(got)
+    printed = {(int(l), int(h)): tuple(map(float, v)) for l, h, *v in
+               re.findall(r"^ +(\d+)\.(\d+) +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+)$", out, re.M)}
+    assert set(printed) == set(prev), out  # every head, with the listing threshold at 0
+    for lh, (_, p_text, _, i_text) in printed.items():
+        assert p_text == pytest.approx(prev[lh], abs=0.0051) and i_text == pytest.approx(ind[lh], abs=0.0051), (lh, out)
     labels = pd.read_csv(tmp_path / "verdict" / "head_labels.csv").set_index(["layer", "head"])
-    rho = pd.Series(labels["previous_token"]).corr(pd.Series(expected).rename_axis(["layer", "head"]), method="spearman")
-    assert f"(Spearman): {rho:.2f}" in out, out
-    rows = re.findall(r"^ +0\.40 +0\.30 +(\d+) +(\d+) +([0-9.]+)  ", out, re.M)
-    assert rows == [("8", "8", "1.000")] * 2, out
+    for column, ours in (("previous_token", prev), ("induction", ind)):
+        rho = labels[column].corr(pd.Series(ours).rename_axis(["layer", "head"]), method="spearman")
+        assert f"{column.replace('_', '-')} {rho:.2f}" in out, (column, out)
+    rows = re.findall(r"^ +0\.40 +0\.[123]0 +(\d+) +(\d+) +([0-9.]+)  ", out, re.M)
+    assert rows == [("8", "8", "1.000")] * 5, out  # text/repeats at 0.3; text/text at 0.1, 0.2, 0.3; the verdict's
 
 
 def test_verdict_uncertainty_against_a_saved_verdict(tmp_path):
