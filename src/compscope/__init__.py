@@ -31,6 +31,7 @@ _PUBLIC = {
     "runner_for": "compscope.data.runner",
     "activation_labels": "compscope.data.head_labels",
     "intervention_effects": "compscope.data.intervene",
+    "MetricData": "compscope.data.residual_moments",
     "HeadWeights": "compscope.core.heads",
     "Meta": "compscope.core.heads",
     "Norm": "compscope.core.heads",

@@ -24,7 +24,8 @@ def as_heads(model) -> HeadWeights:
     return model if isinstance(model, HeadWeights) else load(model)
 
 
-def scores(model, kinds: str = "QKV", measures=DEFAULT, metric="identity", *, ridge: float = DEFAULT_RIDGE, **options):
+def scores(model, kinds: str = "QKV", measures=DEFAULT, metric="identity", *, ridge: float = DEFAULT_RIDGE, metric_data=None,
+           **options):
     """Composition scores of every (earlier writer, later reader) head pair of ``model`` (any
     source :func:`compscope.load` reads, or ``HeadWeights``): a ``ScoreTable``.
 
@@ -32,19 +33,21 @@ def scores(model, kinds: str = "QKV", measures=DEFAULT, metric="identity", *, ri
     name (``identity``, ``embed``, ``unembed``, ``activations``) or a ``Metric``. Every other
     option (``offset``, ``pairs``, ``precision``, ``device``, ``max_memory``, ``progress``, …)
     is the engine's: :func:`compscope.engine.composition.scores`; ``device`` is also where the
-    ``activations`` metric runs the model."""
+    ``activations`` metric runs the model, and ``metric_data`` what it runs it on
+    (:class:`~compscope.data.residual_moments.MetricData`; default the model's default)."""
     hw = as_heads(model)
-    met = get_metric(metric, hw, ridge, model=model, device=options.get("device"))  # 'activations' runs the model there
+    met = get_metric(metric, hw, ridge, model=model, device=options.get("device"), data=metric_data)  # runs the model there
     return _composition.scores(hw, kinds, measures, met, ridge=ridge, **options)
 
 
 def compose_pair(model, writer: tuple[int, int] | str, reader: tuple[int, int] | str, kind: str = "K", metric="identity", *,
-                 ridge: float = DEFAULT_RIDGE, device=None, **options):
+                 ridge: float = DEFAULT_RIDGE, device=None, metric_data=None, **options):
     """One pair of ``model`` in detail (principal angles, composed spectrum, every measure):
     :func:`compscope.analysis.pair.compose_pair` after loading. ``device``: where the
-    ``activations`` metric runs the model (the pair itself is float64 on the CPU)."""
+    ``activations`` metric runs the model (the pair itself is float64 on the CPU), ``metric_data``
+    what it runs it on (as :func:`scores`)."""
     hw = as_heads(model)
-    met = get_metric(metric, hw, ridge, model=model, device=device)
+    met = get_metric(metric, hw, ridge, model=model, device=device, data=metric_data)
     return _pair.compose_pair(hw, writer, reader, kind, met, ridge=ridge, **options)
 
 

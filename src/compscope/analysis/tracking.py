@@ -185,12 +185,14 @@ def track(
     label_seed: int = 10_000,
     progress: bool = True,
     check: Sequence[tuple[int, int, int, int]] = (),
+    metric_data=None,
     **score_options,
 ) -> Track:
     """Composition of every checkpoint of ``source`` (``compscope.scores`` per checkpoint and
     metric; ``score_options`` go to it), plus activation labels for toy checkpoints.
     ``check``: head pairs the caller will read, checked against the first checkpoint before
-    any scoring (:func:`check_pairs`)."""
+    any scoring (:func:`check_pairs`). ``metric_data``: what a metric estimated on data is
+    estimated on at each checkpoint (:class:`~compscope.data.residual_moments.MetricData`)."""
     from ..loading.sources import load
     from ..toy.data import repeated_random
     from ..toy.storage import heads_of, is_toy, load_toy
@@ -210,7 +212,8 @@ def track(
             check_pairs(check, hw.n_layers, hw.n_heads)
         hashes.append(weights_hash(hw))
         ridge = score_options.get("ridge", DEFAULT_RIDGE)
-        tables.append([scores(hw, kinds, measures, get_metric(m, hw, ridge, model=c.path, device=score_options.get("device")), progress=False, **score_options)
+        tables.append([scores(hw, kinds, measures, get_metric(m, hw, ridge, model=c.path, device=score_options.get("device"),
+                                                        data=metric_data), progress=False, **score_options)
                        for m in metrics])
         if labels and model is not None:
             half = min(24, model.cfg.n_ctx // 2)

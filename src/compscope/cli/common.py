@@ -108,6 +108,45 @@ def add_scoring(p: argparse.ArgumentParser, default_kinds: str, default_measures
     p.add_argument("--max-memory", metavar="GIB", help="GiB for tiles and blocks, beyond the per-head bases (default: a quarter of the free memory)")
 
 
+def _at_least(low: int):
+    def parse(text: str) -> int:
+        if not text.isdigit() or int(text) < low:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= {low}")
+        return int(text)
+    return parse
+
+
+def add_metric_data(p: argparse.ArgumentParser) -> None:
+    """``--metric-sequences``, ``--metric-length``, ``--metric-seed``: what the metrics estimated on
+    data are estimated on (:func:`metric_data`)."""
+    p.add_argument("--metric-sequences", type=count, metavar="N",
+                   help="for a metric estimated on data: how many sequences (default 64 of natural text; compscope's "
+                        "toy models: 200 held-out repeated random sequences)")
+    p.add_argument("--metric-length", type=_at_least(4), metavar="T",
+                   help="for a metric estimated on data: tokens per sequence (default 128, at most the model's context; "
+                        "toy models: 64, [t, t] with |t| = T / 2)")
+    p.add_argument("--metric-seed", type=_at_least(0), metavar="S",
+                   help="for a metric estimated on data: which sequences (default 12346)")
+
+
+def metric_data(args, metrics):
+    """The ``MetricData`` that ``--metric-sequences/-length/-seed`` ask for (None when none is
+    given), refused when none of ``metrics`` is estimated on data (it would change nothing)."""
+    given = {k: getattr(args, k) for k in ("metric_sequences", "metric_length", "metric_seed")}
+    if all(v is None for v in given.values()):
+        return None
+    from ..core.metrics import ON_DATA
+
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    if not set(metrics) & set(ON_DATA):
+        flags = ", ".join("--" + k.replace("_", "-") for k, v in given.items() if v is not None)
+        raise OptionError(f"{flags}: for the metrics estimated on data ({', '.join(ON_DATA)}), and none is selected "
+                          f"(metrics: {', '.join(metrics)})")
+    from ..data.residual_moments import MetricData
+
+    return MetricData(given["metric_sequences"], given["metric_length"], given["metric_seed"])
+
+
 def add_device(p: argparse.ArgumentParser, what: str = "where the model runs and the scores are computed") -> None:
     p.add_argument("--device", default=None, help=f"{what}: cpu, cuda, cuda:N (default: cuda when present, else cpu)")
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_device, add_model_dtype, add_paths, count, half_length, metric_names, writers
+from .common import add_device, add_metric_data, add_model_dtype, add_paths, count, half_length, metric_data, metric_names, writers
 
 HELP = "interventional composition of a model on data, against every measure"
 EXAMPLE = "example: compscope intervene --kinds K --top 16 --metric activations   (or: compscope intervene smollm2 --kinds K --sequences 8)"
@@ -16,6 +16,7 @@ def add_arguments(p) -> None:
                         "default) or a HuggingFace hub id (owner/name[@revision], the local cache first)")
     p.add_argument("--kinds", default="QKV", help="any of Q, K, V (default QKV)")
     p.add_argument("--metric", default="identity", help=f"metric of the measures: {metric_names()} (default identity)")
+    add_metric_data(p)
     p.add_argument("--sequences", type=count, default=100, help="held-out repeated random sequences (default 100)")
     p.add_argument("--half", type=half_length, default=32, help="length of the repeated half |t| (default 32)")
     p.add_argument("--seed", type=int, default=12345, help="seed of the sequences (default 12345)")
@@ -46,7 +47,8 @@ def report(args) -> str:
     fx, table, half = against_measures(args.model, args.kinds, metric=args.metric, sequences=args.sequences,
                                        half=args.half, seed=args.seed, ablation=args.ablation,
                                        batch_size=args.batch_size, progress=True, device=args.device,
-                                       model_dtype=args.model_dtype, paths=args.paths, writers=args.writers)
+                                       model_dtype=args.model_dtype, paths=args.paths, writers=args.writers,
+                                       metric_data=metric_data(args, args.metric))
     where = "in h2's input" if args.paths == "direct" else "in the model, read by h2 through every path"
     some = "" if fx.writers is None else f"; {writers_text(fx.writers)}"
     lines = [f"{table.model}: interventional composition ({args.ablation}-ablation of h1's output {where}) on "

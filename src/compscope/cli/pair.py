@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import OptionError
-from .common import add_device, add_model, add_processing, metric_names, parse_head, processing
+from .common import add_device, add_metric_data, add_model, add_processing, metric_data, metric_names, parse_head, processing
 
 HELP = "one writer -> reader pair in detail: principal angles, composed spectrum, every measure"
 EXAMPLE = "examples: compscope pair 0.0 1.1 --kind K --metric embed;  compscope pair smollm2 16.0 17.3"
@@ -17,6 +17,7 @@ def add_arguments(p) -> None:
     p.usage = "%(prog)s [MODEL] WRITER READER [options]"
     p.add_argument("--kind", default="K", choices=["Q", "K", "V"], help="composition kind (default K)")
     p.add_argument("--metric", default="identity", help=f"{metric_names()} (default identity)")
+    add_metric_data(p)
     p.add_argument("--offset", type=float, default=0.0, help="rotary offset: query minus key position (default 0; rotary models only)")
     p.add_argument("--on-data", action="store_true",
                    help="also run the model on the verdict's sequences (64 repeated random sequences, |t| = 32, seed "
@@ -33,9 +34,10 @@ def run(args) -> None:
     from .common import check_offset
 
     model, writer, reader = model_and_heads(args.heads, args.model)
+    data = metric_data(args, args.metric)
     hw = load(model, **processing(args))
     check_offset(hw, args.offset)
-    metric = get_metric(args.metric, hw, model=model, device=args.device)  # 'activations' runs the model there
+    metric = get_metric(args.metric, hw, model=model, device=args.device, data=data)  # 'activations' runs the model there
     rep = compose_pair(hw, writer, reader, args.kind, metric, offset=args.offset)
     print(format_pair(rep, hw.meta.name))
     if args.on_data:

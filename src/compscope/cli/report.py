@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import time
 
-from .common import add_model, add_processing, count, metric_names, processing
+from .common import add_metric_data, add_model, add_processing, count, metric_data, metric_names, processing
 
 HELP = "write an interactive HTML report of a model's wiring (heatmaps, circuit graph, verdict, explainers)"
 DESCRIPTION = ("Write DIR/index.html (self-contained and offline: open it from disk), scores.parquet, head_labels.csv, "
@@ -26,6 +26,7 @@ def add_arguments(p) -> None:
                    help=f"a measure (repeatable; 'all' for every one; default {', '.join(REPORT_MEASURES)})")
     p.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
                    help=f"a metric, {metric_names()} (repeatable; default {', '.join(REPORT_METRICS)})")
+    add_metric_data(p)
     p.add_argument("--data", default="auto", metavar="auto|run|none|DIR",
                    help="head labels and the verdict from data: 'auto' runs `validate` on toy models only (seconds), "
                         "'run' always, 'none' never, or a folder written by `compscope validate --out` (default auto)")
@@ -43,10 +44,12 @@ def run(args) -> None:
     from ..defaults import REPORT_MEASURES, REPORT_METRICS
     from ..report.collect import collect
     from ..core.metrics import check_metrics
+    from ..data.validate import DEFAULT_METRICS
     from ..report.page import check_out, require_plotly
 
     out = check_out(args.out)
     metrics = check_metrics(args.metrics or REPORT_METRICS)  # a typo is named before a missing package
+    data = metric_data(args, metrics if args.data == "none" else [*metrics, *DEFAULT_METRICS])  # the verdict's too
     require_plotly()
     if not args.no_figures:
         from ..report.plots import require_matplotlib
@@ -55,7 +58,7 @@ def run(args) -> None:
     start = time.perf_counter()
     rep = collect(args.model, kinds=args.kinds, measures=args.measures or REPORT_MEASURES,
                   metrics=metrics, data=args.data, run=args.run, detail_pairs=args.detail_pairs,
-                  processing=processing(args), progress=not args.quiet)
+                  processing=processing(args), progress=not args.quiet, metric_data=data)
     from ..report.page import write
 
     command = "compscope " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("compscope") else "compscope report"

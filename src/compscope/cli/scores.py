@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .common import add_model, add_processing, add_scoring, check_offset, count, metric_names, processing, score_options, table_file
+from .common import (add_metric_data, add_model, add_processing, add_scoring, check_offset, count, metric_data, metric_names,
+                     processing, score_options, table_file)
 
 HELP = "Q/K/V composition scores of every head pair; prints the strongest"
 EXAMPLE = ("examples:\n  compscope scores --top 3\n  compscope scores smollm2 --kinds K --measure all --pairs all --out k.parquet\n"
@@ -15,6 +16,7 @@ def add_arguments(p) -> None:
     add_model(p)
     add_scoring(p, "QKV", DEFAULT)
     p.add_argument("--metric", default="identity", help=f"{metric_names()} (default identity)")
+    add_metric_data(p)
     p.add_argument("--top", type=count, default=5, help="pairs to print per kind and measure (default 5)")
     p.add_argument("--out", help="write the full table (.csv or .parquet)")
     add_processing(p)
@@ -28,9 +30,10 @@ def run(args) -> None:
 
     table_file(args.out)
     options = score_options(args, DEFAULT)
+    data = metric_data(args, args.metric)
     hw = load(args.model, **processing(args))
     check_offset(hw, args.offset)
-    metric = get_metric(args.metric, hw, model=args.model, device=args.device)  # 'activations' runs the model there
+    metric = get_metric(args.metric, hw, model=args.model, device=args.device, data=data)  # 'activations' runs the model there
     table = scores(hw, args.kinds, args.measures or DEFAULT, metric, **options)
     print(format_top(table, args.top))
     if args.out:
@@ -38,13 +41,15 @@ def run(args) -> None:
 
 
 def _metric_text(table) -> str:
-    """The metric's name and, for a non-identity metric, its condition number (the spec's ridge)."""
+    """The metric's name and, for a non-identity metric, its condition number (the spec's ridge)
+    and for one estimated on data what it was estimated on."""
     cond = table.info.get("condition") or {}
+    on = f", estimated on {table.info['metric_data']}" if table.info.get("metric_data") else ""
     if not cond:
-        return table.metric
+        return table.metric + on
     raw, reg = max(c[0] for c in cond.values()), max(c[1] for c in cond.values())
     what = "condition number" if len(cond) == 1 else f"largest condition number of {len(cond)} layers"
-    return f"{table.metric} ({what} {reg:.3g} with ridge {table.info.get('ridge', 0):g}·tr(G)/d, {raw:.3g} without)"
+    return f"{table.metric} ({what} {reg:.3g} with ridge {table.info.get('ridge', 0):g}·tr(G)/d, {raw:.3g} without){on}"
 
 
 def format_top(table, n: int) -> str:

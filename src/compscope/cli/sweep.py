@@ -3,7 +3,7 @@ as independent tasks (this process, or Ray), streamed into one Parquet dataset."
 
 from __future__ import annotations
 
-from .common import add_device, add_model_dtype, count, half_length, positive_int, writers
+from .common import add_device, add_metric_data, add_model_dtype, count, half_length, metric_data, positive_int, writers
 
 HELP = "scores or validation over many models, checkpoints or revisions, into one Parquet dataset (local or Ray)"
 EXAMPLE = """examples:
@@ -34,6 +34,7 @@ def add_arguments(p) -> None:
     p.add_argument("--writers", type=writers, metavar="HEADS", help="--job validate: intervene on these writer heads "
                    "only (LAYER.HEAD, LAYER or A-B, comma-separated; default every head)")
     add_model_dtype(p, "--job validate: ")
+    add_metric_data(p)
     p.add_argument("--executor", default="local", choices=["local", "ray"], help="where tasks run (default local: this process)")
     p.add_argument("--address", help="Ray: an existing cluster's address (default: start a local instance)")
     p.add_argument("--workers", help="Ray: CPUs of the local instance (default: all)")
@@ -45,7 +46,8 @@ def run(args) -> int:
     from ..errors import OptionError
     from ..measures import select
     from ..core.factors import check_kinds
-    from ..core.metrics import check_metrics
+    from ..core.metrics import ON_DATA, check_metrics
+    from ..data.validate import DEFAULT_METRICS
     from ..sweep import Task, expand_sources, read_dataset, sweep
 
     from .common import output_folder
@@ -55,6 +57,9 @@ def run(args) -> int:
         raise OptionError("--address and --workers apply to --executor ray")
     kinds = check_kinds(args.kinds)
     metrics = check_metrics(args.metrics or ["identity"])
+    data = metric_data(args, metrics if args.job != "validate" or args.metrics else DEFAULT_METRICS)
+    # as a task option, only what is given: a task without them keeps its identity
+    data = {k: v for k, v in vars(data).items() if v is not None} if data is not None else None
     measures = [m.name for m in select(args.measures or ["frobenius"])]
     options = {}
     if args.workers:
@@ -79,13 +84,16 @@ def run(args) -> int:
             verdict["half"] = args.half
         if args.model_dtype not in (None, "float32"):  # float32 is the default: the same task
             verdict["model_dtype"] = args.model_dtype
+        if data:
+            verdict["metric_data"] = data
     tasks = []
     for src, model, step in expand_sources(args.sources, args.revisions):
         if args.job == "validate":
             tasks.append(Task(src, model, step, args.job, verdict))
             continue
         for metric in metrics:
-            tasks.append(Task(src, model, step, args.job, {"kinds": kinds, "measures": measures, "metric": metric}))
+            on_data = {"metric_data": data} if data and metric in ON_DATA else {}
+            tasks.append(Task(src, model, step, args.job, {"kinds": kinds, "measures": measures, "metric": metric, **on_data}))
     r = sweep(tasks, args.out, executor=args.executor, progress=not args.quiet, device=args.device, **options)
     if r.done == 0 and not r.failed:
         print(f"{args.out}: nothing to do ({r.skipped} tasks already done)")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_scoring, metric_names, output_file, parse_pair, score_options, table_file
+from .common import add_metric_data, add_scoring, metric_data, metric_names, output_file, parse_pair, score_options, table_file
 
 HELP = "composition at every checkpoint of a training run, as one table and a plot"
 EXAMPLE = "example: compscope train --out runs/a && compscope track runs/a --out track.parquet --plot track.png"
@@ -15,6 +15,7 @@ def add_arguments(p) -> None:
     add_scoring(p, "K", TRACKED)
     p.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
                    help=f"a metric, {metric_names()} (repeatable; default identity and embed)")
+    add_metric_data(p)
     p.add_argument("--out", help="write the table, one row per (checkpoint, metric, measure, kind, pair) (.csv or .parquet)")
     p.add_argument("--plot", help="write the composition-over-training figure (.png, .svg or .pdf)")
     p.add_argument("--pair", action="append", dest="highlight", metavar="L1.H1-L2.H2",
@@ -34,7 +35,8 @@ def run(args) -> None:
     highlight = [parse_pair(p) for p in args.highlight] if args.highlight else None
     source = args.checkpoints[0] if len(args.checkpoints) == 1 else args.checkpoints
     metrics = args.metrics or list(TRACKED_METRICS)
-    tr = track(source, args.kinds, args.measures or TRACKED, metrics, check=highlight or (), **score_options(args, TRACKED))
+    tr = track(source, args.kinds, args.measures or TRACKED, metrics, check=highlight or (),
+               metric_data=metric_data(args, metrics), **score_options(args, TRACKED))
     print(f"{len(tr.checkpoints)} checkpoints, steps {tr.steps[0]}..{tr.steps[-1]}; kinds {args.kinds}; "
           f"metrics {', '.join(metrics)}")
     if tr.labels[-1] is not None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .common import add_device, add_model_dtype, add_paths, count, half_length, metric_names, output_folder, writers
+from .common import (add_device, add_metric_data, add_model_dtype, add_paths, count, half_length, metric_data, metric_names,
+                     output_folder, writers)
 
 HELP = "judge every measure x metric against interventions and activation labels on data"
 EXAMPLE = ("examples:\n  compscope validate --out verdict\n"
@@ -25,6 +26,7 @@ def add_arguments(p) -> None:
     p.add_argument("--kinds", default="QKV", help="any of Q, K, V (default QKV)")
     p.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
                    help=f"a metric, {metric_names()} (repeatable; default identity, embed, activations and covariance)")
+    add_metric_data(p)
     p.add_argument("--ablation", default="mean", choices=["mean", "zero"], help="how h1's output is removed (default mean)")
     add_paths(p)
     p.add_argument("--writers", type=writers, help="intervene on these writer heads only: LAYER.HEAD, LAYER or A-B "
@@ -50,12 +52,14 @@ def run(args) -> None:
     from ..data.validate import DEFAULT_METRICS, validate
 
     output_folder(args.out)
+    metrics = args.metrics or DEFAULT_METRICS
+    data = metric_data(args, metrics)
     v = validate(args.model, sequences=args.sequences, half=args.half, seed=args.seed,
                  intervention_sequences=args.intervention_sequences, kinds=args.kinds,
-                 metrics=args.metrics or DEFAULT_METRICS, ablation=args.ablation, paths=args.paths, prev_threshold=args.prev_threshold,
+                 metrics=metrics, ablation=args.ablation, paths=args.paths, prev_threshold=args.prev_threshold,
                  induction_threshold=args.induction_threshold, effect_threshold=args.effect_threshold, fold_norm=args.fold_norm,
                  fold_qk_gains=args.fold_qk_gains, linearise_norms=args.linearise_norms or False, device=args.device, model_dtype=args.model_dtype,
-                 writers=args.writers)
+                 writers=args.writers, metric_data=data)
     print(v.format(args.top))
     if args.out:
         for p in v.save(args.out):

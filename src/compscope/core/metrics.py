@@ -52,6 +52,8 @@ class Metric:
     #: True, a reading factor (``W_Q``, ``W_K``, ``W_V``) uses the ``G`` of the layer it reads
     #: (the writer's ``W_V`` its own ``G_{l1}``), a writing factor the reader's ``G_{l2}``
     own_reads: bool = False
+    #: what a metric estimated on data was estimated on, in words (empty for one from the weights)
+    data: str = ""
 
     @property
     def is_identity(self) -> bool:
@@ -150,12 +152,16 @@ METRICS.lazy("covariance-own", "compscope.data.residual_moments:covariance_own_m
 ON_DATA = ("activations", "covariance", "activations-own", "covariance-own")
 
 
-def get_metric(metric: str | Metric, hw: HeadWeights, ridge: float = DEFAULT_RIDGE, *, model=None, device=None) -> Metric:
+def get_metric(metric: str | Metric, hw: HeadWeights, ridge: float = DEFAULT_RIDGE, *, model=None, device=None,
+               data=None) -> Metric:
     """``metric`` itself when it is a :class:`Metric`, else the registered metric of that name
     for ``hw`` (``model``: the source ``hw`` came from, for metrics estimated on data; ``device``:
-    where those run it)."""
+    where those run it; ``data``: what they are estimated on, a
+    :class:`~compscope.data.residual_moments.MetricData`, default the model's default)."""
     if isinstance(metric, Metric):
         return metric
+    if data is not None and metric in ON_DATA:
+        return METRICS.get(metric)(hw, ridge, model, device=device, data=data)
     return METRICS.get(metric)(hw, ridge, model, device=device)
 
 

@@ -357,7 +357,7 @@ def _effect(kind: str, clean: dict, patched: dict, layer: int) -> Tensor:
 def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", sequences: int = 100, half: int = 32,
                      seed: int = 12345, ablation: str = "mean", batch_size: int = 16, progress: bool = False,
                      device: str | torch.device | None = None, model_dtype: str | torch.dtype | None = None,
-                     paths: str = "direct", writers=None):
+                     paths: str = "direct", writers=None, metric_data=None):
     """Interventional composition of any model compscope runs (:func:`~compscope.data.runner.runner_for`)
     on ``sequences`` held-out repeated random sequences ``[bos] t t`` (``|t| = half``, cut to the
     model's context; toy models: their own held-out repeats, ``|t| = min(half, n_ctx / 2)``), and
@@ -365,7 +365,8 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
     own residual second moments, or a ``Metric``): ``(Effects, ScoreTable, half)``. ``device``: where
     the model runs and the measures are computed (default CUDA when present, else the CPU);
     ``model_dtype``: what a model loaded from files computes in (default float32); ``paths``,
-    ``writers``: as :func:`intervention_effects`."""
+    ``writers``: as :func:`intervention_effects`; ``metric_data``: what a metric estimated on data
+    is estimated on (:class:`~compscope.data.residual_moments.MetricData`)."""
     from ..core.metrics import check_metrics, get_metric
     from ..engine.composition import scores
     from .runner import ToyRunner, runner_for
@@ -388,6 +389,6 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
         tokens = repeats(sequences, half, hw.n_vocab, seed, runner.bos, avoid=runner.special_ids()).tokens
     effects = intervention_effects(runner, tokens, kinds, ablation, batch_size=batch_size, progress=progress,
                                    paths=paths, writers=writers)
-    table = scores(hw, kinds, "all", get_metric(metric, hw, model=runner), pairs="all", progress=progress,
+    table = scores(hw, kinds, "all", get_metric(metric, hw, model=runner, data=metric_data), pairs="all", progress=progress,
                    device=runner.device)
     return effects, table, (tokens.shape[1] - (runner.bos is not None)) // 2

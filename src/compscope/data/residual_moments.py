@@ -60,14 +60,51 @@ def residual_second_moments(model, tokens: Tensor, centred: bool = False) -> dic
 #: labels and interventions (seed 12345), so that a measure is never scored on its own test data
 METRIC_SEED = 12346
 #: how much data the metric is estimated on: natural text (sequences, tokens each), toy repeats
-TEXT_SEQUENCES, TEXT_LENGTH, TOY_SEQUENCES = 64, 128, 200
+TEXT_SEQUENCES, TEXT_LENGTH, TOY_SEQUENCES, TOY_HALF = 64, 128, 200, 32
 
 
-def metric_data(runner) -> str:
-    """What :func:`activations_metric` estimates on for ``runner``'s model, in words (recorded)."""
-    if runner.tokenizer is None:
-        return f"{TOY_SEQUENCES} held-out repeated random sequences (seed {METRIC_SEED})"
-    return f"{TEXT_SEQUENCES} sequences of {TEXT_LENGTH} tokens of standard-library docstrings (seed {METRIC_SEED})"
+@dataclass(frozen=True)
+class MetricData:
+    """What the metrics estimated on data (``activations``, ``covariance`` and their ``-own``
+    variants) are estimated on: ``sequences`` of ``length`` tokens, ``seed`` picking them. None
+    leaves the model's default: natural text, 64 sequences of 128 tokens (at most the model's
+    context); compscope's toy models, which have no tokenizer, 200 held-out repeated random
+    sequences ``[t, t]`` of 64 tokens (``|t| = length / 2``); seed 12346 (the verdict's sequences
+    use 12345, so that a measure is never scored on its own test data)."""
+
+    sequences: int | None = None
+    length: int | None = None
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        for name, low in (("sequences", 1), ("length", 4), ("seed", 0)):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < low):
+                raise OptionError(f"metric data: {name}={v!r}: expected an integer >= {low} (or None for the default)")
+
+    def resolved(self, runner) -> tuple[int, int, int]:
+        """``(sequences, length, seed)`` for ``runner``'s model, the defaults filled in."""
+        from .runner import ToyRunner
+
+        toy = isinstance(runner, ToyRunner)
+        return (self.sequences or (TOY_SEQUENCES if toy else TEXT_SEQUENCES),
+                self.length or (2 * TOY_HALF if toy else TEXT_LENGTH),
+                METRIC_SEED if self.seed is None else self.seed)
+
+
+def metric_data(runner, data: MetricData | None = None) -> str:
+    """What :func:`activations_metric` estimates on for ``runner``'s model with ``data``, in words (recorded)."""
+    from .runner import ToyRunner
+
+    n, length, seed = (data or MetricData()).resolved(runner)
+    if isinstance(runner, ToyRunner):
+        return f"{n} held-out repeated random sequences [t, t], |t| = {_toy_half(runner, length)} (seed {seed})"
+    return tokens_data(runner, n, length, seed)
+
+
+def _toy_half(runner, length: int) -> int:
+    """``|t|`` of a toy's held-out ``[t, t]`` of at most ``length`` tokens (and the model's context)."""
+    return min(length, runner.n_ctx) // 2
 
 
 def toy_activation_metric(model, sequences: int = TOY_SEQUENCES, half: int = 32, seed: int = METRIC_SEED,
@@ -234,28 +271,34 @@ def content_samples(hw, model, sequences: int = CONTENT_SEQUENCES, seq_len: int 
     return residual_samples(runner, metric_tokens(runner, sequences, seq_len, seed), seed=seed, hw=hw, progress=progress)
 
 
-def activations_metric(hw, ridge: float, model, device=None, centred: bool = False, own_reads: bool = False) -> Metric:
+def activations_metric(hw, ridge: float, model, device=None, centred: bool = False, own_reads: bool = False,
+                       data: MetricData | None = None) -> Metric:
     """The registered ``activations`` metric (``compscope.core.metrics.METRICS``; ``covariance``
     with ``centred``; the ``-own`` variants with ``own_reads``, each reading factor in the ``G`` of
     its own layer): estimated on data for ``model``, which must be the source ``hw`` was loaded
     from (a name or folder) or a runner already holding the model (:mod:`compscope.data.runner`).
     ``device``: where a model loaded from files runs (default CUDA when present); a runner or model
-    object runs where it is, and another device for it is refused."""
+    object runs where it is, and another device for it is refused. ``data``: what it is estimated
+    on (:class:`MetricData`; default the model's default)."""
     name = _name(centred) + ("-own" if own_reads else "")
-    return replace(_estimated(hw, ridge, model, device, centred, name), name=name, own_reads=own_reads)
+    return replace(_estimated(hw, ridge, model, device, centred, name, data or MetricData()), name=name, own_reads=own_reads)
 
 
-def _estimated(hw, ridge: float, model, device, centred: bool, name: str) -> Metric:
+def _estimated(hw, ridge: float, model, device, centred: bool, name: str, data: MetricData) -> Metric:
     """The body of :func:`activations_metric`: the metric ``_name(centred)``, ``name`` in errors."""
     from .runner import Runner, ToyRunner, runner_for
 
+    if not isinstance(data, MetricData):
+        raise OptionError(f"metric {name!r}: data must be a compscope.data.residual_moments.MetricData, got "
+                          f"{type(data).__name__}")
     if device is not None and isinstance(model, Runner):
         model = runner_for(model, device=device)  # the same runner, or a one-line refusal
 
-    if isinstance(model, ToyRunner):
-        return _toy_metric(model, TOY_SEQUENCES, 32, METRIC_SEED, ridge, hw, centred)
     if isinstance(model, Runner):  # the model runs unprocessed; hw's heads (processed or not) read
-        return data_activation_metric(model, ridge=ridge, hw=hw, centred=centred)
+        n, length, seed = data.resolved(model)
+        met = (_toy_metric(model, n, length // 2, seed, ridge, hw, centred) if isinstance(model, ToyRunner)
+               else data_activation_metric(model, n, length, seed, ridge=ridge, hw=hw, centred=centred))
+        return replace(met, data=metric_data(model, data))
     if model is None or model is hw:
         raise OptionError(f"metric {name!r} is estimated on data by running the model: pass the model itself "
                           "(a name or folder) to compscope.scores, not HeadWeights, or pass a Metric from "
@@ -265,24 +308,24 @@ def _estimated(hw, ridge: float, model, device, centred: bool, name: str) -> Met
                           f"({', '.join(hw.meta.processed_here)})")
     from ..loading.builtin import find_toy
 
-    if find_toy(model) is not None:
-        return toy_activation_metric(model, ridge=ridge, device=device, centred=centred)
-    return data_activation_metric(runner_for(model, hw, device=device), ridge=ridge, centred=centred)
+    toy = find_toy(model)
+    runner = runner_for(toy if toy is not None else model, None if toy is not None else hw, device=device)
+    return _estimated(hw if toy is None else runner.hw, ridge, runner, None, centred, name, data)
 
 
-def covariance_metric(hw, ridge: float, model, device=None) -> Metric:
+def covariance_metric(hw, ridge: float, model, device=None, data: MetricData | None = None) -> Metric:
     """The registered ``covariance`` metric: :func:`activations_metric` with the residual centred
     on its mean, ``G_l = E[(x − μ_l)(x − μ_l)ᵀ]``, on the same data."""
-    return activations_metric(hw, ridge, model, device, centred=True)
+    return activations_metric(hw, ridge, model, device, centred=True, data=data)
 
 
-def activations_own_metric(hw, ridge: float, model, device=None) -> Metric:
+def activations_own_metric(hw, ridge: float, model, device=None, data: MetricData | None = None) -> Metric:
     """The registered ``activations-own`` metric: :func:`activations_metric` with each reading
     factor in its own layer's ``G`` (the writer's ``W_V`` in ``G_{l1}``, not the reader's ``G_{l2}``)."""
-    return activations_metric(hw, ridge, model, device, own_reads=True)
+    return activations_metric(hw, ridge, model, device, own_reads=True, data=data)
 
 
-def covariance_own_metric(hw, ridge: float, model, device=None) -> Metric:
+def covariance_own_metric(hw, ridge: float, model, device=None, data: MetricData | None = None) -> Metric:
     """The registered ``covariance-own`` metric: ``covariance`` with each reading factor in its own
     layer's ``G``."""
-    return activations_metric(hw, ridge, model, device, centred=True, own_reads=True)
+    return activations_metric(hw, ridge, model, device, centred=True, own_reads=True, data=data)

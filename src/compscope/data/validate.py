@@ -294,7 +294,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
              batch_size: int = 16, fold_norm: bool = False,
              fold_qk_gains: bool = False, linearise_norms: bool | str | Sequence[str] = False, progress: bool = True,
              device: str | torch.device | None = None, model_dtype: str | torch.dtype | None = None,
-             writers=None) -> Verdict:
+             writers=None, metric_data=None) -> Verdict:
     """Judge every measure × metric on ``model`` against its behaviour on data (module docstring).
 
     ``model``: anything :func:`compscope.data.runner.runner_for` runs (a toy folder or name, a
@@ -317,7 +317,9 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
     ``(layer, head)`` pairs and layer numbers; default every head; recorded): the interventions'
     time scales with their number, and the Spearman correlations, the confirmed pairs and their
     AUROC, and the interventions' own AUROC are then over the pairs of those writers only (the
-    label-truth AUROC and the head rankings need no interventions and stay over every pair)."""
+    label-truth AUROC and the head rankings need no interventions and stay over every pair).
+    ``metric_data``: what the metrics estimated on data are estimated on
+    (:class:`~compscope.data.residual_moments.MetricData`; default the model's default; recorded)."""
     from ..analysis.circuits import head_circuits_by_content
     from ..analysis.stats import spearman
     from ..core.factors import check_kinds
@@ -326,7 +328,8 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
     from ..measures import AXIOMS, MEASURES
     from .head_labels import activation_labels
     from .intervene import check_ablation, check_paths, intervention_effects, writer_heads
-    from .residual_moments import CONTENT_SAMPLES, CONTENT_SEQUENCES, METRIC_SEED, TEXT_LENGTH, metric_data, tokens_data
+    from .residual_moments import CONTENT_SAMPLES, CONTENT_SEQUENCES, METRIC_SEED, TEXT_LENGTH, MetricData, tokens_data
+    from .residual_moments import metric_data as data_words
     from .runner import runner_for
     from .sequences import python_version
 
@@ -343,6 +346,9 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
         if not 0 <= v <= high:
             raise OptionError(f"{name}={v!r}: {why}")
     metrics = check_metrics(metrics)
+    metric_data = MetricData() if metric_data is None else metric_data
+    if not isinstance(metric_data, MetricData):
+        raise OptionError(f"metric_data: expected a compscope.data.residual_moments.MetricData, got {type(metric_data).__name__}")
     check_ablation(ablation, min(intervention_sequences, sequences))
     check_paths(paths)
     runner = runner_for(model, progress=progress, device=device, dtype=model_dtype)
@@ -396,7 +402,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
             continue
         if met is None:
             try:
-                met = get_metric(name, weights, model=runner)  # runs the model already loaded
+                met = get_metric(name, weights, model=runner, data=metric_data)  # runs the model already loaded
             except OptionError as e:
                 notes.append(f"metric {name} skipped: {e}")
                 continue
@@ -450,7 +456,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
                "first_token": runner.bos,
                "python": python_version(), "torch": torch.__version__, "device": str(runner.device),
                "model_dtype": str(runner.dtype).removeprefix("torch."),
-               "activations_metric_data": metric_data(runner) if set(ON_DATA) & set(tables) else None,
+               "activations_metric_data": data_words(runner, metric_data) if set(ON_DATA) & set(tables) else None,
                "head_scores_content": list(contents),
                "writer_previous_auroc": writer_auroc or None,
                "circuit_auroc": circuit_auroc or None, "circuit_measure": list(CIRCUIT_MEASURE),

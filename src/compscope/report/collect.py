@@ -197,8 +197,10 @@ def pair_details(hw, tables: dict, metrics: dict, kinds: str, measure: str, n: i
 
 def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPORT_METRICS, data: str = "auto",
             run: str | Path | None = None, detail_pairs: int = DETAIL_PAIRS, processing: dict | None = None,
-            progress: bool = True) -> Report:
-    """Gather a report of ``model`` (any source :func:`compscope.load` reads; module docstring)."""
+            progress: bool = True, metric_data=None) -> Report:
+    """Gather a report of ``model`` (any source :func:`compscope.load` reads; module docstring).
+    ``metric_data``: what the metrics estimated on data (the report's and its verdict's) are
+    estimated on (:class:`~compscope.data.residual_moments.MetricData`)."""
     from ..analysis.axioms import check_axioms
     from ..core.factors import check_kinds
     from ..core.metrics import check_metrics, get_metric
@@ -222,7 +224,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     mets, tables = {}, {}
     for name in dict.fromkeys(metrics):
         try:
-            mets[name] = get_metric(name, hw, model=model)
+            mets[name] = get_metric(name, hw, model=model, data=metric_data)
         except OptionError as e:
             notes.append(f"metric {name} left out: {e}")
             continue
@@ -234,7 +236,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     if data == "run" or (data == "auto" and hw.meta.family == "toy"):  # toy models: seconds
         from ..data.validate import validate
 
-        v = validate(model, kinds=kinds, progress=progress)
+        v = validate(model, kinds=kinds, progress=progress, metric_data=metric_data)
         lab = {k: v.labels.mean[k] for k in ("induction", "previous_token", "duplicate_token", "sink")}
         verdict, vheads = v.rows, v.heads
         notes += v.notes
@@ -252,8 +254,9 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     if run is not None:
         from ..analysis.tracking import track
 
-        tr = track(run, kinds, ms[:3], list(tables), progress=progress)
+        tr = track(run, kinds, ms[:3], list(tables), progress=progress, metric_data=metric_data)
     options = {"kinds": kinds, "measures": ms, "metrics": list(tables), "data": str(data), "run": None if run is None else str(run),
-               "detail_pairs": detail_pairs, "processing": list(hw.meta.processing)}
+               "detail_pairs": detail_pairs, "processing": list(hw.meta.processing),
+               "metric_data": {n: t.info["metric_data"] for n, t in tables.items() if t.info.get("metric_data")} or None}
     return Report(hw, hw.meta.name, tables, wl, dl, check_axioms(), verdict, vheads, details, tr, options, notes,
                   effects, note)

@@ -44,6 +44,8 @@ class ScoreTable:
     @classmethod
     def from_dense(cls, values, hw, metric, offset: float = 0.0) -> ScoreTable:
         info = {"condition": {str(k): v for k, v in metric.condition.items()}, "ridge": metric.ridge}
+        if metric.data:
+            info["metric_data"] = metric.data
         return cls(values, metric.name, hw.meta.name, hw.meta.processing, offset, info)
 
     @property
@@ -104,6 +106,8 @@ class ScoreTable:
         df["processing"] = ",".join(self.processing) or "none"  # never empty: an empty CSV field reads back as NaN
         df["offset"] = self.offset
         df.attrs.update(model=self.model, processing=list(self.processing), offset=self.offset, metric=self.metric)
+        if self.info.get("metric_data"):  # what a metric estimated on data was estimated on
+            df.attrs["metric_data"] = self.info["metric_data"]
         if self.info.get("partial"):  # measures computed for the top pairs only: {measure: [pairs, of all]}
             df.attrs["partial"] = {m: list(v) for m, v in self.info["partial"].items()}
         return df
@@ -162,6 +166,8 @@ def read_scores(path: str | Path, shape: tuple[int, int] | None = None, metric: 
     proc = tuple(p for p in str(df["processing"].iloc[0]).split(",") if p and p not in ("nan", "none")) if "processing" in df and len(df) else ()
     offset = float(df["offset"].iloc[0]) if "offset" in df and len(df) else 0.0
     info = {"partial": {m: tuple(v) for m, v in df.attrs["partial"].items()}} if df.attrs.get("partial") else {}
+    if df.attrs.get("metric_data"):
+        info["metric_data"] = str(df.attrs["metric_data"])
     return ScoreTable(values, str(df["metric"].iloc[0]) if len(df) else "identity", model, proc, offset, info)
 
 

@@ -71,13 +71,22 @@ def _track_rows(source: str, opts: dict, device=None):
     from ..defaults import TRACKED_MEASURES
 
     tr = track([source], opts.get("kinds", "K"), tuple(opts.get("measures", TRACKED_MEASURES)), [opts.get("metric", "identity")],
-               progress=False, device=device)
+               progress=False, device=device, metric_data=_metric_data(opts))
     df = tr.to_pandas().drop(columns=["step", "checkpoint"])
     lab = tr.labels[0]
     nan = float("nan")
     df["src_previous"] = [nan if lab is None else float(lab.previous[l, h]) for l, h in zip(df.src_layer, df.src_head)]
     df["dst_induction"] = [nan if lab is None else float(lab.induction[l, h]) for l, h in zip(df.dst_layer, df.dst_head)]
     return df, tr.hashes[0]
+
+
+def _metric_data(opts: dict):
+    """The task's ``MetricData`` (None: the defaults)."""
+    if not opts.get("metric_data"):
+        return None
+    from ..data.residual_moments import MetricData
+
+    return MetricData(**opts["metric_data"])
 
 
 def run_task(task: Task, device=None):
@@ -93,7 +102,8 @@ def run_task(task: Task, device=None):
         from ..core.metrics import get_metric
 
         hw = load(task.source)
-        metric = get_metric(opts.get("metric", "identity"), hw, model=task.source, device=device)  # 'activations' runs it
+        metric = get_metric(opts.get("metric", "identity"), hw, model=task.source, device=device,
+                            data=_metric_data(opts))  # 'activations' runs it
         df = scores(hw, kinds=opts.get("kinds", "QKV"), measures=tuple(opts.get("measures", ("frobenius",))),
                     metric=metric, device=device, progress=False).to_pandas()
         digest = content_hash(hw)
@@ -107,7 +117,7 @@ def run_task(task: Task, device=None):
         runner = runner_for(task.source, progress=False, device=device, dtype=opts.get("model_dtype"))
         v = validate(runner, sequences=int(opts.get("sequences", 16)), half=int(opts.get("half", 16)),
                      metrics=tuple(opts.get("metrics", DEFAULT_METRICS)), kinds=opts.get("kinds", "QKV"),
-                     writers=opts.get("writers"), progress=False)
+                     writers=opts.get("writers"), progress=False, metric_data=_metric_data(opts))
         df = v.verdict_frame()
         digest = content_hash(runner.hw)
     else:

@@ -1,0 +1,167 @@
+"""What the metrics estimated on data are estimated on: ``MetricData`` (API) and
+``--metric-sequences``, ``--metric-length``, ``--metric-seed`` (command line). The defaults are
+the metrics' own; other data reach the estimate, are recorded with the metric and the table, and
+options that would change nothing are refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import compscope
+from compscope.cli.main import main
+from compscope.core.metrics import activations, get_metric
+from compscope.data.residual_moments import MetricData, residual_second_moments
+from compscope.errors import OptionError
+from compscope.loading.builtin import find_toy
+from compscope.toy.storage import held_out_repeats, load_toy
+
+
+def _by_hand(sequences: int, half: int, seed: int, centred: bool = False) -> dict[int, torch.Tensor]:
+    """The toy's residual moments, from its own cache on its held-out repeats (not the runner)."""
+    model, _ = load_toy(find_toy("induction-2l"))
+    with torch.no_grad():
+        return residual_second_moments(model, held_out_repeats(model, sequences, half, seed), centred=centred)
+
+
+@pytest.mark.parametrize("name, centred", [("activations", False), ("covariance", True)])
+def test_the_data_asked_for_are_the_data_estimated_on(name, centred):
+    hw = compscope.load("induction-2l")
+    got = get_metric(name, hw, model="induction-2l", data=MetricData(sequences=20, length=40, seed=3))
+    want = activations(_by_hand(20, 20, 3, centred), name=name)
+    for layer in want.sqrt:
+        torch.testing.assert_close(got.sqrt[layer], want.sqrt[layer], rtol=1e-6, atol=1e-8)
+    assert got.data == "20 held-out repeated random sequences [t, t], |t| = 20 (seed 3)"
+    default = get_metric(name, hw, model="induction-2l")  # the defaults: 200 sequences, |t| = 32, seed 12346
+    torch.testing.assert_close(default.sqrt[1], activations(_by_hand(200, 32, 12346, centred), name=name).sqrt[1],
+                               rtol=1e-6, atol=1e-8)
+    assert default.data == "200 held-out repeated random sequences [t, t], |t| = 32 (seed 12346)"
+    assert (got.sqrt[1] - default.sqrt[1]).abs().max() > 1e-3  # other data, another metric
+
+
+def test_a_model_with_a_tokenizer_is_estimated_on_that_much_text():
+    """The runner's tokenizer (a stand-in: one id per character) reads the docstrings; the metric
+    is the moment of the runner's residual on ``natural_text`` with the sizes and seed asked for."""
+    from compscope.data.residual_moments import runner_second_moments
+    from compscope.data.runner import runner_for
+    from compscope.data.sequences import natural_text
+
+    runner = runner_for("induction-2l", progress=False)
+
+    class Chars:
+        def encode(self, text, add_special_tokens=False):
+            return [ord(c) % runner.hw.n_vocab for c in text]
+
+    runner.tokenizer = Chars()
+    runner.__class__ = type("TextRunner", (compscope.data.runner.Runner,), {"_run": type(runner)._run})
+    got = get_metric("activations", runner.hw, model=runner, data=MetricData(sequences=5, length=16, seed=7))
+    tokens = natural_text(runner.tokenizer, 5, 16, 7, runner.bos)
+    want = activations(runner_second_moments(runner, tokens))
+    torch.testing.assert_close(got.sqrt[1], want.sqrt[1])
+    assert got.data == "5 sequences of 16 tokens of standard-library docstrings (seed 7)"
+
+
+@pytest.mark.parametrize("field, value", [("sequences", 0), ("length", 3), ("seed", -1), ("sequences", 2.5),
+                                          ("length", True)])
+def test_bad_metric_data_are_refused_by_name(field, value):
+    with pytest.raises(OptionError, match=f"metric data: {field}="):
+        MetricData(**{field: value})
+
+
+def test_the_data_travel_with_the_table(tmp_path):
+    t = compscope.scores("induction-2l", "K", ["frobenius"], "covariance", metric_data=MetricData(sequences=12), progress=False)
+    assert t.info["metric_data"] == "12 held-out repeated random sequences [t, t], |t| = 32 (seed 12346)"
+    assert compscope.read_scores(t.save(tmp_path / "t.parquet")).info["metric_data"] == t.info["metric_data"]
+    plain = compscope.scores("induction-2l", "K", ["frobenius"], "embed", metric_data=MetricData(sequences=12), progress=False)
+    assert "metric_data" not in plain.info  # a metric from the weights ignores them
+
+
+def test_command_line(tmp_path, capsys):
+    assert main(["scores", "--metric", "covariance", "--metric-sequences", "12", "--metric-seed", "5", "--kinds", "K",
+                 "--measure", "frobenius", "--top", "1"]) == 0
+    assert "estimated on 12 held-out repeated random sequences [t, t], |t| = 32 (seed 5)" in capsys.readouterr().out
+    for argv in (["scores", "--metric-sequences", "12"], ["validate", "--metric", "identity", "--metric-seed", "1"],
+                 ["pair", "0.0", "1.1", "--metric-length", "8"], ["intervene", "--metric", "embed", "--metric-sequences", "3"]):
+        assert main(argv) == 2, argv
+        assert "for the metrics estimated on data" in capsys.readouterr().err, argv
+    with pytest.raises(SystemExit):
+        main(["scores", "--metric", "activations", "--metric-length", "3"])
+    assert "--metric-length: '3': expected an integer >= 4" in capsys.readouterr().err
+    assert main(["validate", "--metric", "covariance", "--metric-sequences", "12", "--metric-length", "20", "--kinds", "K",
+                 "--sequences", "8", "--half", "8", "--intervention-sequences", "2", "--out", str(tmp_path / "v")]) == 0
+    run = json.loads((tmp_path / "v" / "run.json").read_text())
+    assert run["activations_metric_data"] == "12 held-out repeated random sequences [t, t], |t| = 10 (seed 12346)"
+
+
+def test_intervene_and_pair_take_the_data():
+    from compscope.data.intervene import against_measures
+
+    data = MetricData(sequences=12, length=20, seed=4)
+    _, table, _ = against_measures("induction-2l", "K", metric="covariance", sequences=4, metric_data=data)
+    assert table.info["metric_data"] == "12 held-out repeated random sequences [t, t], |t| = 10 (seed 4)"
+    rep = compscope.compose_pair("induction-2l", (0, 0), (1, 1), "K", "covariance", metric_data=data)
+    want = compscope.compose_pair("induction-2l", (0, 0), (1, 1), "K", activations(_by_hand(12, 10, 4, True), name="covariance"))
+    assert rep.measures["frobenius"] == pytest.approx(want.measures["frobenius"], rel=1e-6)
+
+
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory):
+    """A short training run of the default preset with 2 checkpoints."""
+    import dataclasses
+
+    from compscope.toy import PRESETS, train
+
+    p = PRESETS["induction-2l"]
+    out = tmp_path_factory.mktemp("run") / "tiny"
+    train(p.model, p.data, dataclasses.replace(p.train, steps=8, n_checkpoints=2, eval_sequences=4, batch_size=4), out,
+          name="tiny", progress=False)
+    return out
+
+
+def test_track_estimates_each_checkpoint_on_the_data_asked_for(short_run):
+    from compscope.analysis.tracking import list_checkpoints
+
+    data = MetricData(sequences=12, length=20, seed=4)
+    tr = compscope.track(short_run, "K", ["frobenius"], ["covariance"], metric_data=data, progress=False)
+    for c, (table,) in zip(list_checkpoints(short_run), tr.tables):
+        want = compscope.scores(c.path, "K", ["frobenius"], "covariance", metric_data=data, progress=False)
+        torch.testing.assert_close(table.dense("frobenius", "K"), want.dense("frobenius", "K"), equal_nan=True)
+        assert table.info["metric_data"] == "12 held-out repeated random sequences [t, t], |t| = 10 (seed 4)"
+    assert main(["track", str(short_run), "--metric", "identity", "--metric-seed", "4"]) == 2
+
+
+def test_a_sweep_task_carries_the_data_only_where_a_metric_reads_them(tmp_path, capsys):
+    """The covariance task's options hold the data asked for and its rows are the scores under them;
+    the identity task's options are those of a sweep without them (the same task, skipped on a rerun)."""
+    out = tmp_path / "ds"
+    assert main(["sweep", "induction-2l", "--metric", "covariance", "--metric", "identity", "--metric-sequences", "12",
+                 "--kinds", "K", "--out", str(out), "--quiet"]) == 0
+    from compscope.sweep import read_dataset
+
+    df = read_dataset(out)
+    opts = {m: json.loads(o) for m, o in df.groupby("metric").options.first().items()}
+    assert opts["covariance"]["metric_data"] == {"sequences": 12} and "metric_data" not in opts["identity"]
+    want = compscope.scores("induction-2l", "K", ["frobenius"], "covariance", metric_data=MetricData(sequences=12),
+                            progress=False).to_pandas().set_index(["src_layer", "src_head", "dst_layer", "dst_head"]).value
+    got = df[df.metric == "covariance"].set_index(["src_layer", "src_head", "dst_layer", "dst_head"]).value
+    assert got.sort_index().to_numpy() == pytest.approx(want.sort_index().to_numpy(), rel=1e-6)
+    capsys.readouterr()
+    assert main(["sweep", "induction-2l", "--metric", "identity", "--kinds", "K", "--out", str(out), "--quiet"]) == 0
+    assert "nothing to do (1 tasks already done)" in capsys.readouterr().out
+    assert main(["sweep", "induction-2l", "--metric", "identity", "--metric-seed", "1", "--out", str(out)]) == 2
+
+
+def test_the_report_and_its_verdict_take_the_data():
+    from compscope.report.collect import collect
+
+    data = MetricData(sequences=12, seed=4)
+    rep = collect("induction-2l", kinds="K", metrics=("identity", "covariance"), metric_data=data, progress=False,
+                  detail_pairs=2)
+    words = "12 held-out repeated random sequences [t, t], |t| = 32 (seed 4)"
+    assert rep.options["metric_data"] == {"covariance": words}
+    want = compscope.validate("induction-2l", kinds="K", metric_data=data, progress=False)
+    got = {(r["measure"], r["metric"]): r["spearman"] for r in rep.verdict}
+    assert got == pytest.approx({(r["measure"], r["metric"]): r["spearman"] for r in want.rows})
+    assert main(["report", "--metric", "identity", "--data", "none", "--metric-length", "8", "--out", "unused"]) == 2
