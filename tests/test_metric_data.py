@@ -91,6 +91,7 @@ def test_command_line(tmp_path, capsys):
     assert "--metric-length: '3': expected an integer >= 4" in capsys.readouterr().err
     assert main(["validate", "--metric", "covariance", "--metric-sequences", "12", "--metric-length", "20", "--kinds", "K",
                  "--sequences", "8", "--half", "8", "--intervention-sequences", "2", "--out", str(tmp_path / "v")]) == 0
+    assert "note: metrics on data estimated on 12 held-out repeated random sequences" in capsys.readouterr().out
     run = json.loads((tmp_path / "v" / "run.json").read_text())
     assert run["activations_metric_data"] == "12 held-out repeated random sequences [t, t], |t| = 10 (seed 12346)"
 

@@ -360,3 +360,24 @@ def test_a_metric_the_model_cannot_have_is_refused_before_the_model_runs(monkeyp
                  progress=False)
     assert calls and {r["metric"] for r in v.rows} == {"identity"}
     assert any(n.startswith("metric unembed skipped") and "no unembedding" in n for n in v.notes), v.notes
+
+
+def test_a_metric_of_ones_own_is_judged_under_its_name():
+    """A ``Metric`` object (here the embed metric renamed) is judged beside the registered one of
+    the same matrices: its rows carry its name and equal theirs; two metrics of one name are refused."""
+    import dataclasses
+
+    import compscope
+    from compscope.core.metrics import get_metric
+
+    hw = compscope.load("induction-2l")
+    mine = dataclasses.replace(get_metric("embed", hw), name="my-embed")
+    v = validate("induction-2l", kinds="K", metrics=[mine, "embed"], sequences=8, half=8, intervention_sequences=2,
+                 progress=False)
+    assert v.options["metrics"] == ["my-embed", "embed"]
+    rows = {(r["measure"], r["metric"]): r for r in v.rows}
+    for m in {r["measure"] for r in v.rows}:
+        assert rows[m, "my-embed"]["auroc"] == rows[m, "embed"]["auroc"]
+        assert rows[m, "my-embed"]["spearman"] == pytest.approx(rows[m, "embed"]["spearman"])
+    with pytest.raises(OptionError, match="each once"):
+        validate("induction-2l", metrics=["embed", get_metric("embed", hw)], progress=False)

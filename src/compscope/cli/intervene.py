@@ -51,9 +51,10 @@ def report(args) -> str:
                                        metric_data=metric_data(args, args.metric))
     where = "in h2's input" if args.paths == "direct" else "in the model, read by h2 through every path"
     some = "" if fx.writers is None else f"; {writers_text(fx.writers)}"
+    on = f" (estimated on {table.info['metric_data']})" if table.info.get("metric_data") else ""
     lines = [f"{table.model}: interventional composition ({args.ablation}-ablation of h1's output {where}) on "
              f"{args.sequences} held-out repeated random sequences [t, t], |t| = {half} (seed {args.seed}); "
-             f"measures under metric {args.metric}{some}"]
+             f"measures under metric {args.metric}{on}{some}"]
     rows = [(kind, kind, eff) for kind, eff in fx.by_kind.items()]
     if fx.v_direction is not None:
         rows.append(("V (direction)", "V", fx.v_direction))

@@ -346,6 +346,9 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
         if not 0 <= v <= high:
             raise OptionError(f"{name}={v!r}: {why}")
     metrics = check_metrics(metrics)
+    named = [m if isinstance(m, str) else m.name for m in metrics]
+    if len(set(named)) < len(named):
+        raise OptionError(f"metrics: each once, by a name of its own (got {', '.join(named)})")
     metric_data = MetricData() if metric_data is None else metric_data
     if not isinstance(metric_data, MetricData):
         raise OptionError(f"metric_data: expected a compscope.data.residual_moments.MetricData, got {type(metric_data).__name__}")
@@ -374,6 +377,8 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
     else:
         linearised_on = None
     notes = [linearised_on] if linearised_on else []
+    if metric_data != MetricData() and any(isinstance(m, str) and m in ON_DATA for m in metrics):
+        notes.append(f"metrics on data estimated on {data_words(runner, metric_data)}")
     # the metrics from the weights alone, before any forward pass: one the model lacks what it needs
     # for is skipped with a note, and a verdict left with no metric at all is refused
     ready: list = []  # per metric: the Metric, None (estimated on data, later) or False (skipped)
@@ -407,6 +412,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
                 notes.append(f"metric {name} skipped: {e}")
                 continue
         table = scores(weights, kinds, "all", met, pairs="all", progress=progress, device=runner.device)
+        name = met.name  # a Metric passed in: by its own name
         tables[name] = table
         for m in table.measures:
             meas = MEASURES.get(m)
