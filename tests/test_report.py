@@ -286,3 +286,21 @@ def test_open_hands_the_page_to_the_browser(tmp_path, monkeypatch, capsys):
     out = tmp_path / "rep"
     assert main(["report", "--data", "none", "--no-figures", "--kinds", "K", "--quiet", "--open", "--out", str(out)]) == 0
     assert opened == [(out / "index.html").resolve().as_uri()]
+
+
+def test_a_metric_of_ones_own_is_reported_under_its_name():
+    """A ``Metric`` object beside a registered name given twice: one table each, under the
+    Metric's own name, equal to the scores under that Metric (it once failed hashing the object)."""
+    import dataclasses
+
+    import compscope
+    from compscope.core.metrics import get_metric
+    from compscope.report.collect import collect
+
+    hw = compscope.load("induction-2l")
+    mine = dataclasses.replace(get_metric("embed", hw), name="my-embed")
+    rep = collect("induction-2l", kinds="K", metrics=[mine, "identity", "identity"], data="none", progress=False,
+                  detail_pairs=2)
+    assert list(rep.tables) == ["my-embed", "identity"] and rep.options["metrics"] == ["my-embed", "identity"]
+    want = compscope.scores(hw, "K", ["frobenius"], get_metric("embed", hw), progress=False).dense("frobenius", "K")
+    torch.testing.assert_close(rep.tables["my-embed"].dense("frobenius", "K"), want, equal_nan=True)

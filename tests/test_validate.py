@@ -364,7 +364,8 @@ def test_a_metric_the_model_cannot_have_is_refused_before_the_model_runs(monkeyp
 
 def test_a_metric_of_ones_own_is_judged_under_its_name():
     """A ``Metric`` object (here the embed metric renamed) is judged beside the registered one of
-    the same matrices: its rows carry its name and equal theirs; two metrics of one name are refused."""
+    the same matrices: its rows carry its name and equal theirs; two different metrics of one name
+    are refused, one name given twice is judged once."""
     import dataclasses
 
     import compscope
@@ -379,5 +380,8 @@ def test_a_metric_of_ones_own_is_judged_under_its_name():
     for m in {r["measure"] for r in v.rows}:
         assert rows[m, "my-embed"]["auroc"] == rows[m, "embed"]["auroc"]
         assert rows[m, "my-embed"]["spearman"] == pytest.approx(rows[m, "embed"]["spearman"])
-    with pytest.raises(OptionError, match="each once"):
+    with pytest.raises(OptionError, match="two different metrics are named 'embed'"):
         validate("induction-2l", metrics=["embed", get_metric("embed", hw)], progress=False)
+    twice = validate("induction-2l", kinds="K", metrics=["embed", "embed"], sequences=8, half=8, intervention_sequences=2,
+                     progress=False)
+    assert twice.options["metrics"] == ["embed"] and len(twice.rows) == len({r["measure"] for r in twice.rows})

@@ -19,7 +19,7 @@ from typing import Sequence
 import torch
 
 from ..engine.composition import scores
-from ..core.metrics import DEFAULT_RIDGE, check_metrics, get_metric
+from ..core.metrics import DEFAULT_RIDGE, distinct_metrics, get_metric
 from ..errors import OptionError
 from ..defaults import TRACKED_METRICS
 from ..measures import TRACKED
@@ -198,7 +198,7 @@ def track(
     from ..toy.storage import heads_of, is_toy, load_toy
 
     ckpts = list_checkpoints(source)
-    metrics = check_metrics(metrics)
+    metrics = distinct_metrics(metrics)
     tables, labs, hashes = [], [], []
     bar = progress_bar(len(ckpts), "tracking", enabled=progress)
     for c in ckpts:

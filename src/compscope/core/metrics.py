@@ -174,3 +174,20 @@ def check_metrics(metrics) -> list:
         raise OptionError((f"unknown metric {', '.join(map(repr, unknown))}" if unknown else "no metric given")
                           + f"; metrics: {', '.join(METRICS.names())}")
     return metrics
+
+
+def distinct_metrics(metrics) -> list:
+    """:func:`check_metrics`, each metric once by name: a name given twice counts once, and two
+    different metrics under one name (a ``Metric`` of one's own called ``embed`` beside ``embed``)
+    are refused, since their results could not be told apart."""
+    out, seen = [], {}
+    for m in check_metrics(metrics):
+        name = m if isinstance(m, str) else m.name
+        if name in seen:
+            if seen[name] is m or (isinstance(m, str) and isinstance(seen[name], str)):
+                continue
+            raise OptionError(f"metrics: two different metrics are named {name!r}; give a Metric of your own a name "
+                              "of its own (dataclasses.replace(metric, name=...))")
+        seen[name] = m
+        out.append(m)
+    return out

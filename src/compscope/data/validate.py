@@ -323,7 +323,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
     from ..analysis.circuits import head_circuits_by_content
     from ..analysis.stats import spearman
     from ..core.factors import check_kinds
-    from ..core.metrics import check_metrics, get_metric
+    from ..core.metrics import distinct_metrics, get_metric
     from ..engine.composition import scores
     from ..measures import AXIOMS, MEASURES
     from .head_labels import activation_labels
@@ -345,10 +345,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
             raise OptionError(f"{name}={v!r}: expected a finite number")
         if not 0 <= v <= high:
             raise OptionError(f"{name}={v!r}: {why}")
-    metrics = check_metrics(metrics)
-    named = [m if isinstance(m, str) else m.name for m in metrics]
-    if len(set(named)) < len(named):
-        raise OptionError(f"metrics: each once, by a name of its own (got {', '.join(named)})")
+    metrics = distinct_metrics(metrics)
     metric_data = MetricData() if metric_data is None else metric_data
     if not isinstance(metric_data, MetricData):
         raise OptionError(f"metric_data: expected a compscope.data.residual_moments.MetricData, got {type(metric_data).__name__}")

@@ -203,13 +203,13 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     estimated on (:class:`~compscope.data.residual_moments.MetricData`)."""
     from ..analysis.axioms import check_axioms
     from ..core.factors import check_kinds
-    from ..core.metrics import check_metrics, get_metric
+    from ..core.metrics import distinct_metrics, get_metric
     from ..engine.composition import scores
     from ..loading.sources import load
     from ..measures import select
 
     kinds = check_kinds(kinds)
-    metrics = check_metrics(metrics)
+    metrics = distinct_metrics(metrics)
     ms = [m.name for m in select(measures)]
     primary = ms[0]
     hw = load(model, **(processing or {}))
@@ -221,14 +221,16 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
 
         list_checkpoints(run)
     notes = list(hw.meta.notes)
-    mets, tables = {}, {}
-    for name in dict.fromkeys(metrics):
+    mets, tables, given = {}, {}, {}
+    for metric in metrics:
+        name = metric if isinstance(metric, str) else metric.name
         try:
-            mets[name] = get_metric(name, hw, model=model, data=metric_data)
+            mets[name] = get_metric(metric, hw, model=model, data=metric_data)
         except OptionError as e:
             notes.append(f"metric {name} left out: {e}")
             continue
         tables[name] = scores(hw, kinds, ms, mets[name], pairs="all", progress=progress)
+        given[name] = metric  # a name is estimated again on each checkpoint of a run
     if not tables:
         raise OptionError(f"no metric of {list(metrics)} applies to {hw.meta.name}")
     wl = weight_labels(hw)
@@ -254,7 +256,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     if run is not None:
         from ..analysis.tracking import track
 
-        tr = track(run, kinds, ms[:3], list(tables), progress=progress, metric_data=metric_data)
+        tr = track(run, kinds, ms[:3], list(given.values()), progress=progress, metric_data=metric_data)
     options = {"kinds": kinds, "measures": ms, "metrics": list(tables), "data": str(data), "run": None if run is None else str(run),
                "detail_pairs": detail_pairs, "processing": list(hw.meta.processing),
                "metric_data": {n: t.info["metric_data"] for n, t in tables.items() if t.info.get("metric_data")} or None}
