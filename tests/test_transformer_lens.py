@@ -178,6 +178,15 @@ def test_unsupported_settings_are_refused_by_name(extra, key):
         compscope.load(tl.HookedTransformer(cfg))
 
 
+@pytest.mark.parametrize("arch", ["Olmo2ForCausalLM", "Olmo3ForCausalLM", "OlmoeForCausalLM"])
+def test_an_architecture_read_elsewhere_is_refused_with_where_to_read_it(arch):
+    """OLMo's layer-wide QK-norm and post-norms, as transformer-lens lays them out in a
+    HookedTransformer, are not read; the refusal names the architecture and the way that works."""
+    cfg = tl.HookedTransformerConfig(**{**BASE, **CONFIGS["standard-ln"], "original_architecture": arch})
+    with pytest.raises(compscope.UnsupportedModelError, match=f"original_architecture='{arch}'.*HuggingFace model itself"):
+        compscope.load(tl.HookedTransformer(cfg))
+
+
 def test_transformer_bridge_of_3_9_reads_as_the_model_it_wraps():
     """A real ``TransformerBridge`` of transformer-lens 3.9 around a tiny random GPT-2, built
     offline (a word-level tokenizer without a BOS token, so TransformerLens fetches none). The

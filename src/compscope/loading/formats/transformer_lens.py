@@ -66,7 +66,10 @@ def is_hooked_transformer(obj: object) -> bool:
 def _refuse_unsupported(cfg, where: str) -> None:
     bad = [f"cfg.{k}={getattr(cfg, k)!r}" for k, ok in _REFUSE_UNLESS.items() if hasattr(cfg, k) and not ok(getattr(cfg, k))]
     if bad:
-        raise UnsupportedModelError(f"{where}: unsupported TransformerLens settings: {', '.join(bad)}")
+        hint = ("; compscope reads that architecture from the HuggingFace model itself, or from a TransformerBridge "
+                "wrapping it" if not _REFUSE_UNLESS["original_architecture"](getattr(cfg, "original_architecture", None))
+                else "")
+        raise UnsupportedModelError(f"{where}: unsupported TransformerLens settings: {', '.join(bad)}{hint}")
 
 
 def _rows(x: torch.Tensor) -> torch.Tensor:
