@@ -107,7 +107,7 @@ def _toy_half(runner, length: int) -> int:
     return min(length, runner.n_ctx) // 2
 
 
-def toy_activation_metric(model, sequences: int = TOY_SEQUENCES, half: int = 32, seed: int = METRIC_SEED,
+def toy_activation_metric(model, sequences: int = TOY_SEQUENCES, half: int = TOY_HALF, seed: int = METRIC_SEED,
                           ridge: float = DEFAULT_RIDGE, device=None, centred: bool = False) -> Metric:
     """The ``activations`` metric (``covariance`` with ``centred``) of a toy model (folder or
     built-in name) from ``sequences`` held-out repeated random sequences ``[t, t]``,
