@@ -162,6 +162,7 @@ def test_the_report_and_its_verdict_take_the_data():
                   detail_pairs=2)
     words = "12 held-out repeated random sequences [t, t], |t| = 32 (seed 4)"
     assert rep.options["metric_data"] == {"covariance": words}
+    assert f"metric covariance estimated on {words}" in rep.notes  # on the page and in the summary
     want = compscope.validate("induction-2l", kinds="K", metric_data=data, progress=False)
     got = {(r["measure"], r["metric"]): r["spearman"] for r in rep.verdict}
     assert got == pytest.approx({(r["measure"], r["metric"]): r["spearman"] for r in want.rows})

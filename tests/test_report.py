@@ -304,3 +304,12 @@ def test_a_metric_of_ones_own_is_reported_under_its_name():
     assert list(rep.tables) == ["my-embed", "identity"] and rep.options["metrics"] == ["my-embed", "identity"]
     want = compscope.scores(hw, "K", ["frobenius"], get_metric("embed", hw), progress=False).dense("frobenius", "K")
     torch.testing.assert_close(rep.tables["my-embed"].dense("frobenius", "K"), want, equal_nan=True)
+
+
+def test_a_report_with_no_metric_that_applies_says_why():
+    from hf_tiny import BY_ID, build
+
+    from compscope.report.collect import collect
+
+    with pytest.raises(OptionError, match=r"no metric given applies to .*: metric 'unembed': .*no unembedding"):
+        collect(build(BY_ID["bert"]), metrics=("unembed",), data="none", progress=False)

@@ -221,18 +221,20 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
 
         list_checkpoints(run)
     notes = list(hw.meta.notes)
-    mets, tables, given = {}, {}, {}
+    mets, tables, given, why = {}, {}, {}, []
     for metric in metrics:
         name = metric if isinstance(metric, str) else metric.name
         try:
             mets[name] = get_metric(metric, hw, model=model, data=metric_data)
         except OptionError as e:
             notes.append(f"metric {name} left out: {e}")
+            why.append(str(e))
             continue
         tables[name] = scores(hw, kinds, ms, mets[name], pairs="all", progress=progress)
         given[name] = metric  # a name is estimated again on each checkpoint of a run
     if not tables:
-        raise OptionError(f"no metric of {list(metrics)} applies to {hw.meta.name}")
+        raise OptionError(f"no metric given applies to {hw.meta.name}: " + "; ".join(why))
+    notes += [f"metric {n} estimated on {t.info['metric_data']}" for n, t in tables.items() if t.info.get("metric_data")]
     wl = weight_labels(hw)
     dl, verdict, vheads, effects, note = None, None, None, None, None
     if data == "run" or (data == "auto" and hw.meta.family == "toy"):  # toy models: seconds
