@@ -164,6 +164,41 @@ def test_verdict_text_labels_against_the_model_itself(tmp_path):
     assert rows == [("8", "8", "1.000")] * 5, out  # text/repeats at 0.3; text/text at 0.1, 0.2, 0.3; the verdict's
 
 
+def test_metric_data_spread_against_the_scores_under_the_same_data(tmp_path):
+    """Each printed AUROC is the one counted here (every true pair against every other, ties half)
+    from ``compscope.scores`` under the metric estimated on the same data; thresholds that make
+    the default model's truth imperfect (4 writers, 2 readers), so that the data matter."""
+    import itertools
+
+    import pandas as pd
+
+    import compscope
+
+    compscope.validate("induction-2l", progress=False).save(tmp_path / "verdict")
+    out = bench("metric_data_spread.py", "induction-2l", str(tmp_path / "verdict"), "--metric", "covariance",
+                "--seeds", "12346", "1", "--sequences", "200", "10", "--prev-threshold", "0.05",
+                "--induction-threshold", "0.665")
+    labels = pd.read_csv(tmp_path / "verdict" / "head_labels.csv").set_index(["layer", "head"])
+    pairs = [(0, h1, 1, h2) for h1 in range(4) for h2 in range(4)]
+    truth = {p: labels.previous_token[p[0], p[1]] >= 0.05 and labels.induction[p[2], p[3]] >= 0.665 for p in pairs}
+    measures = ["frobenius", "tight", "overlap", "spectral", "bandwidth"]
+    rows = 0
+    for n, seed in itertools.product((200, 10), (12346, 1)):
+        t = compscope.scores("induction-2l", "K", measures, "covariance", pairs="all", progress=False,
+                             metric_data=compscope.MetricData(sequences=n, seed=seed))
+        want = []
+        for m in measures:
+            d = t.dense(m, "K")
+            pos = [float(d[p]) for p in pairs if truth[p]]
+            neg = [float(d[p]) for p in pairs if not truth[p]]
+            want.append(sum((a > b) + 0.5 * (a == b) for a in pos for b in neg) / (len(pos) * len(neg)))
+        line = re.search(rf"^{n} held-out repeated random sequences .*\(seed {seed}\) +([0-9. ]+)$", out, re.M)
+        assert line, out
+        assert [float(x) for x in line.group(1).split()] == pytest.approx(want, abs=5e-4), (n, seed, out)
+        rows += 1
+    assert rows == 4 and "AUROC of 8 true K-pairs" in out, out  # 4 writers x 2 readers
+
+
 def test_verdict_uncertainty_against_a_saved_verdict(tmp_path):
     """The default model's K interventions separate its 8 true pairs perfectly: AUROC 1, no spread
     under either the Hanley–McNeil error or the head bootstrap."""

@@ -1,0 +1,67 @@
+"""How much a metric estimated on data depends on the data it is estimated on.
+
+``compscope validate`` estimates ``activations``, ``covariance`` and their ``-own`` variants on
+64 sequences of 128 tokens of standard-library docstrings, the windows picked with seed 12346.
+This script reads a saved verdict back (its labels: nothing runs for them again), estimates one
+such metric again on other windows of the text (other seeds) and on more or less of it
+(``compscope.MetricData``), and prints, for each, the label-truth AUROC of the true
+previous-token → induction K-pairs (previous-token >= 0.4 before induction >= 0.3) of every
+measure under it, then each measure's range over the seeds at each amount of text. The model
+is loaded once; each estimate runs it over its text once.
+
+    compscope validate gemma3-270m --out verdict-gemma
+    python bench/metric_data_spread.py gemma3-270m verdict-gemma --metric covariance-own
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from compscope.core.metrics import ON_DATA, get_metric  # noqa: E402
+from compscope.data.residual_moments import METRIC_SEED, MetricData, metric_data  # noqa: E402
+from compscope.data.runner import runner_for  # noqa: E402
+from compscope.data.validate import auroc, true_pairs  # noqa: E402
+from compscope.engine.composition import scores  # noqa: E402
+from verdict_candidates import MEASURES, read_verdict  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("model")
+    ap.add_argument("verdict", help="a folder written by compscope validate --out")
+    ap.add_argument("--metric", default="covariance-own", choices=ON_DATA, help="the metric (default covariance-own)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[METRIC_SEED, 1, 2, 3],
+                    help=f"seeds picking the text's windows (default {METRIC_SEED}, the verdict's, then 1 2 3)")
+    ap.add_argument("--sequences", type=int, nargs="+", default=[16, 64, 256],
+                    help="amounts of text, in sequences (default 16 64 256; 64 is the verdict's)")
+    ap.add_argument("--length", type=int, default=None, help="tokens per sequence (default the metric's: 128, toys 64)")
+    ap.add_argument("--prev-threshold", type=float, default=0.4)
+    ap.add_argument("--induction-threshold", type=float, default=0.3)
+    args = ap.parse_args()
+    hw, previous, induction, _ = read_verdict(args.model, args.verdict)
+    truth = true_pairs(previous, induction, args.prev_threshold, args.induction_threshold)
+    runner = runner_for(args.model, progress=False)
+    print(f"{hw.meta.name}: label-truth AUROC of {int(truth.sum())} true K-pairs (previous-token >= "
+          f"{args.prev_threshold}, induction >= {args.induction_threshold}) under {args.metric}, by the data it is "
+          f"estimated on\n")
+    print(f"{'data':<72}" + "".join(f"{m:>12}" for m in MEASURES))
+    got: dict[int, list[dict[str, float]]] = {}
+    for n in args.sequences:
+        for seed in args.seeds:
+            data = MetricData(sequences=n, length=args.length, seed=seed)
+            met = get_metric(args.metric, hw, model=runner, data=data)
+            table = scores(hw, "K", list(MEASURES), met, pairs="all", progress=False)
+            row = {m: auroc(table.dense(m, "K"), truth) for m in MEASURES}
+            got.setdefault(n, []).append(row)
+            print(f"{metric_data(runner, data):<72}" + "".join(f"{row[m]:12.3f}" for m in MEASURES))
+    print("\nrange over the seeds")
+    for n, rows in got.items():
+        spans = [f"{min(r[m] for r in rows):.3f}-{max(r[m] for r in rows):.3f}" for m in MEASURES]
+        print(f"{f'{n} sequences':<72}" + "".join(f"{x:>12}" for x in spans))
+
+
+if __name__ == "__main__":
+    main()
