@@ -140,3 +140,19 @@ def test_cli_gauge(capsys):
     with pytest.raises(SystemExit) as e:  # argparse: an unknown change is a usage error
         main(["gauge", "--change", "nope"])
     assert e.value.code == 2
+
+
+def test_only_metrics_of_each_models_own_weights_are_taken():
+    """A metric estimated on data, or a Metric object made for the unchanged model, cannot follow a
+    change: refused by name before any scoring (a Metric object once failed hashing)."""
+    import re
+
+    from compscope.core.metrics import get_metric
+    from compscope.errors import OptionError
+
+    hw = compscope.load("induction-2l")
+    for metrics, named in ((["activations"], "activations"), ([get_metric("embed", hw)], "a Metric (embed)"), ([], "(none)")):
+        with pytest.raises(OptionError, match=re.escape(f"metrics {named}: a gauge check")):
+            gauge_check(hw, ("permutation",), metrics=metrics, progress=False)
+    rows, _ = gauge_check(hw, ("permutation",), kinds="K", measures=["frobenius"], metrics="embed", progress=False)
+    assert [r.metric for r in rows] == ["embed"]

@@ -22,3 +22,7 @@ GAUGE_CHANGES = ("permutation", "rotation", "gain_rescale", "linear")
 #: which paths from a writer to a reader an intervention follows (``compscope.data.intervene``):
 #: the direct one (the default), or every path through the layers in between
 PATHS = ("direct", "all")
+#: the metrics a gauge check can apply to a changed model: those computed from each model's own
+#: weights (one estimated on data would need the changed model to run; a Metric object stays with
+#: the model it was made for)
+GAUGE_METRICS = ("identity", "embed", "unembed")

@@ -35,6 +35,7 @@ from torch import Tensor
 
 from ..core.heads import HeadWeights, Norm
 from ..defaults import GAUGE_CHANGES as CHANGES  # the changes, in the order they are reported
+from ..defaults import GAUGE_METRICS
 from ..errors import OptionError, ProcessingError
 from .stats import haar_orthonormal
 
@@ -226,7 +227,8 @@ def gauge_check(model, changes=CHANGES, *, kinds: str = "QKV", measures="default
     """Score every pair of ``model`` before and after each change (module docstring), per metric
     and measure. Returns the rows and notes (changes this model does not allow, and why).
     ``precision``: the engine's (float64 by default, so that a kept score differs by rounding
-    alone, about 1e-12)."""
+    alone, about 1e-12). ``metrics``: of ``identity``, ``embed``, ``unembed``, each computed from
+    the weights of the model it scores."""
     from ..engine.composition import scores
     from ..loading.sources import load
     from ..measures import DEFAULT
@@ -237,6 +239,12 @@ def gauge_check(model, changes=CHANGES, *, kinds: str = "QKV", measures="default
     if unknown:
         raise OptionError(f"changes {unknown}: expected any of {', '.join(CHANGES)}")
     measures = DEFAULT if measures == "default" else measures
+    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    bad = [m if isinstance(m, str) else f"a {type(m).__name__} ({getattr(m, 'name', '?')})" for m in metrics
+           if not isinstance(m, str) or m not in GAUGE_METRICS]
+    if bad or not metrics:
+        raise OptionError(f"metrics {', '.join(map(str, bad)) or '(none)'}: a gauge check scores each changed model under "
+                          f"a metric of its own weights, one of {', '.join(GAUGE_METRICS)}")
     rows, notes, cache = [], [], {}
     for name in changes:
         c = None  # the previous change's weights go before the next is built

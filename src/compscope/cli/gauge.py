@@ -15,6 +15,7 @@ EXAMPLE = "examples:\n  compscope gauge\n  compscope gauge smollm2 --kinds K --m
 
 def add_arguments(p) -> None:
     from ..defaults import GAUGE_CHANGES as CHANGES
+    from ..defaults import GAUGE_METRICS
     from ..defaults import MEASURES as DEFAULT
 
     add_model(p)
@@ -23,7 +24,7 @@ def add_arguments(p) -> None:
     p.add_argument("--kinds", default="QKV", help="any of Q, K, V (default QKV)")
     p.add_argument("--measure", action="append", dest="measures", metavar="NAME",
                    help=f"a measure (repeatable; 'all' for every one; default {', '.join(DEFAULT)})")
-    p.add_argument("--metric", action="append", dest="metrics", choices=["identity", "embed", "unembed"], metavar="NAME",
+    p.add_argument("--metric", action="append", dest="metrics", choices=GAUGE_METRICS, metavar="NAME",
                    help="identity, embed or unembed (repeatable; default identity and embed); the metrics "
                         "estimated on data would need the changed model to run")
     p.add_argument("--seed", type=int, default=0, help="seed of the changes (default 0)")
