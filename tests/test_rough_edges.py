@@ -321,3 +321,12 @@ def test_data_functions_take_a_model_or_a_runner_and_name_bad_tokens():
 
     with pytest.raises(compscope.OptionError, match="one metric .*got 2"):
         against_measures(runner, "K", metric=["identity", "embed"], sequences=2)
+
+
+@pytest.mark.parametrize("bad", [None, 3])
+def test_metrics_that_are_no_list_are_refused_by_name(bad):
+    """``validate(metrics=None)`` raised a TypeError from inside ``list()``."""
+    import compscope
+
+    with pytest.raises(compscope.OptionError, match=f"metrics: expected a metric's name, a Metric, or a list of them, got {type(bad).__name__}"):
+        compscope.validate("induction-2l", metrics=bad, progress=False)

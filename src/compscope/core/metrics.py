@@ -168,6 +168,8 @@ def get_metric(metric: str | Metric, hw: HeadWeights, ridge: float = DEFAULT_RID
 def check_metrics(metrics) -> list:
     """``metrics`` (one name or metric, or several) as a list, each name registered: an unknown
     one (a typo) is refused before any work, not skipped where a metric cannot apply to a model."""
+    if not isinstance(metrics, (str, Metric)) and not hasattr(metrics, "__iter__"):
+        raise OptionError(f"metrics: expected a metric's name, a Metric, or a list of them, got {type(metrics).__name__}")
     metrics = [metrics] if isinstance(metrics, (str, Metric)) else list(metrics)
     unknown = [m for m in metrics if not isinstance(m, Metric) and m not in METRICS]
     if unknown or not metrics:
