@@ -330,3 +330,16 @@ def test_metrics_that_are_no_list_are_refused_by_name(bad):
 
     with pytest.raises(compscope.OptionError, match=f"metrics: expected a metric's name, a Metric, or a list of them, got {type(bad).__name__}"):
         compscope.validate("induction-2l", metrics=bad, progress=False)
+
+
+@pytest.mark.parametrize("option, value, message", [("batch_size", 0, "batch_size=0: expected a positive integer"),
+                                                    ("seed", "a", "seed='a': expected an integer"),
+                                                    ("sequences", True, "sequences=True: expected a positive integer")])
+def test_validate_names_a_bad_count_or_seed(option, value, message):
+    """batch_size=0 raised range()'s ValueError and a string seed torch's RuntimeError."""
+    import re
+
+    import compscope
+
+    with pytest.raises(compscope.OptionError, match=re.escape(message)):
+        compscope.validate("induction-2l", progress=False, **{option: value})

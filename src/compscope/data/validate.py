@@ -334,9 +334,12 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
     from .sequences import python_version
 
     kinds = check_kinds(kinds)
-    for name, v in (("sequences", sequences), ("half", half), ("intervention_sequences", intervention_sequences)):
-        if not isinstance(v, int) or v < (2 if name == "half" else 1):
+    for name, v in (("sequences", sequences), ("half", half), ("intervention_sequences", intervention_sequences),
+                    ("batch_size", batch_size)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < (2 if name == "half" else 1):
             raise OptionError(f"{name}={v!r}: expected a positive integer" + (" >= 2" if name == "half" else ""))
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise OptionError(f"seed={seed!r}: expected an integer")
     label = (1.0, "a label is a fraction of attention, so its threshold lies in [0, 1]")
     for name, v, (high, why) in (("prev_threshold", prev_threshold, label), ("induction_threshold", induction_threshold, label),
                                  ("effect_threshold", effect_threshold,
