@@ -343,3 +343,26 @@ def test_validate_names_a_bad_count_or_seed(option, value, message):
 
     with pytest.raises(compscope.OptionError, match=re.escape(message)):
         compscope.validate("induction-2l", progress=False, **{option: value})
+
+
+@pytest.mark.parametrize("offset, message", [("a", "offset='a': expected a finite number"),
+                                             (float("nan"), "offset=nan: expected a finite number"),
+                                             (2, "offset 2: induction-2l has 'learned' positions, not rotary")])
+def test_the_api_checks_a_rotary_offset_as_the_command_line_does(offset, message):
+    """``scores(offset='a')`` on a model without rotary positions was silently ignored."""
+    import re
+
+    import compscope
+
+    for call in (lambda: compscope.scores("induction-2l", "K", offset=offset, progress=False),
+                 lambda: compscope.compose_pair("induction-2l", (0, 0), (1, 1), offset=offset)):
+        with pytest.raises(compscope.OptionError, match=re.escape(message)):
+            call()
+
+
+def test_activation_labels_name_a_bad_batch_size():
+    """``batch_size=0`` raised range()'s ValueError."""
+    import compscope
+
+    with pytest.raises(compscope.OptionError, match="batch_size=0: expected a positive integer"):
+        compscope.activation_labels("induction-2l", batch_size=0, progress=False)

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from ..errors import OptionError
-from ..core.factors import check_kind, head_circuit
+from ..core.factors import check_kind, check_offset, head_circuit
 from ..core.heads import HeadWeights
 from ..core.lowrank import LowRank, numerical_rank
 from ..measures import PairSpectra, measures
@@ -109,6 +109,7 @@ def compose_pair(
     (layer, head)`` → ``reader = (layer, head)`` (either also as ``'LAYER.HEAD'``; the reader in a
     later layer; the Haar baseline by the same seeded Monte Carlo as :func:`compscope.scores`)."""
     check_kind(kind)
+    check_offset(hw, offset)
     writer, reader = as_head(writer, "writer"), as_head(reader, "reader")
     (l1, h1), (l2, h2) = writer, reader
     L, H = hw.n_layers, hw.n_heads

@@ -179,10 +179,11 @@ def score_options(args, default_measures: tuple[str, ...]) -> dict:
 
 
 def check_offset(hw, offset: float) -> None:
-    """A rotary offset means nothing without rotary positions: say so instead of ignoring it."""
-    if offset != 0 and hw.rotary is None:
-        raise OptionError(f"--offset {offset:g}: {hw.meta.name} has {hw.positions!r} positions, not rotary; "
-                          "the offset only applies to rotary models")
+    """A rotary offset means nothing without rotary positions: say so instead of ignoring it
+    (before a metric on data runs the model)."""
+    from ..core.factors import check_offset as check
+
+    check(hw, offset, "--offset")
 
 
 def output_file(path: str | None, option: str, suffixes: tuple[str, ...]) -> None:

@@ -53,6 +53,19 @@ def check_kind(kind: str) -> str:
     return kind
 
 
+def check_offset(hw: HeadWeights, offset: float, option: str = "offset") -> float:
+    """``offset``, a rotary offset (query minus key position): a finite number, and 0 unless the
+    model has rotary positions (it would mean nothing there: said rather than ignored)."""
+    import math
+
+    if isinstance(offset, bool) or not isinstance(offset, (int, float)) or not math.isfinite(offset):
+        raise OptionError(f"{option}={offset!r}: expected a finite number (the query's position minus the key's)")
+    if offset != 0 and hw.rotary is None:
+        raise OptionError(f"{option} {offset:g}: {hw.meta.name} has {hw.positions!r} positions, not rotary; "
+                          "the offset only applies to rotary models")
+    return offset
+
+
 def rotate_rows(w: Tensor, hw: HeadWeights, layer: int, offset: float) -> Tensor:
     """``R(offset) w`` for ``w: (..., r, n)`` of one layer (rows are head dims); ``w`` itself
     without rotary or at offset 0."""

@@ -55,7 +55,7 @@ from ..errors import OptionError
 from .gram_route import gram_products, refine_small
 from .head_svd import Sides, head_sides
 from .plan import memory_budget, plan_groups, resolve_device
-from ..core.factors import check_kinds
+from ..core.factors import check_kinds, check_offset
 from ..core.heads import HeadWeights
 from ..measures import DEFAULT, GramStats, Measure, PairSpectra, get_measure, select
 from ..core.metrics import DEFAULT_RIDGE, Metric, get_metric
@@ -112,6 +112,7 @@ def scores(
                           "compscope.scores(model) loads a name, path or model object first")
     ms = select(measures)
     kinds = check_kinds(kinds)
+    check_offset(hw, offset)
     if pairs != "all" and not (isinstance(pairs, int) and pairs > 0):
         raise OptionError(f"pairs={pairs!r}: use 'all' or a positive number of top pairs")
     if precision not in PRECISIONS:
