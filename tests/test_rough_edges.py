@@ -366,3 +366,22 @@ def test_activation_labels_name_a_bad_batch_size():
 
     with pytest.raises(compscope.OptionError, match="batch_size=0: expected a positive integer"):
         compscope.activation_labels("induction-2l", batch_size=0, progress=False)
+
+
+def test_the_api_names_bad_counts_lists_and_budgets():
+    """Each raised a TypeError or ValueError from inside, or (max_memory=-1) was taken silently."""
+    import re
+
+    import compscope
+
+    t = compscope.scores("induction-2l", "K", ["frobenius"], progress=False)
+    for call, message in ((lambda: t.top("K", "frobenius", "a"), "n='a': expected how many entries"),
+                          (lambda: t.top("K", "frobenius", -1), "n=-1: expected how many entries"),
+                          (lambda: compscope.check_axioms(seed="a"), "seed='a': expected an integer"),
+                          (lambda: compscope.check_axioms(trials=1.5), "trials=1.5: need an integer >= 1"),
+                          (lambda: compscope.track(None), "source: expected a run folder"),
+                          (lambda: compscope.scores("induction-2l", "K", measures=5), "measures: expected a name or a list"),
+                          (lambda: compscope.scores("induction-2l", "K", max_memory=-1), "max_memory=-1: expected a positive")):
+        with pytest.raises(compscope.OptionError, match=re.escape(message)):
+            call()
+    assert [p[:4] for p in t.top("K", "frobenius", 2)] == [(0, 0, 1, 1), (0, 0, 1, 2)]  # the good call unchanged

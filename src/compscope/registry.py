@@ -76,6 +76,8 @@ class Registry(Generic[T]):
     def select(self, names: str | Iterable[str]) -> list[str]:
         """``'all'`` (alone or among others) as every registered name, one name, or several;
         each checked, order kept, repeats dropped."""
+        if not isinstance(names, str) and not hasattr(names, "__iter__"):
+            raise self.error(f"{self.plural}: expected a name or a list of names, got {type(names).__name__}")
         names = [names] if isinstance(names, str) else list(names)
         if "all" in names:
             return self.names()

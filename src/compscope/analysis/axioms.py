@@ -364,8 +364,10 @@ def check_axioms(
     bad = [a for a in names if a not in CHECKS]
     if bad:
         raise OptionError(f"unknown axioms {bad}; axioms: {', '.join(CHECKS)}")
-    if trials < 1:
-        raise OptionError(f"trials={trials}: need at least 1")
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+        raise OptionError(f"trials={trials!r}: need an integer >= 1")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise OptionError(f"seed={seed!r}: expected an integer")
     if metric not in METRICS:
         raise OptionError(f"metric={metric!r}: the battery's gauge check takes {' or '.join(METRICS)}")
     setup = Setup(trials, seed, metric)

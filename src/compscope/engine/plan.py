@@ -25,6 +25,8 @@ def memory_budget(max_memory: int | None, device: torch.device) -> int:
     """Bytes for tiles, blocks and chunks: ``max_memory`` when given, else a quarter of the
     free memory of ``device`` (``MemAvailable`` on the CPU; 8 GiB assumed where unreadable)."""
     if max_memory is not None:
+        if isinstance(max_memory, bool) or not isinstance(max_memory, (int, float)) or not max_memory > 0:
+            raise OptionError(f"max_memory={max_memory!r}: expected a positive number of bytes")
         return int(max_memory)
     if device.type == "cuda":
         return torch.cuda.mem_get_info(device)[0] // 4

@@ -20,6 +20,10 @@ from ..errors import LoadError, OptionError
 def top_entries(t: Tensor, n: int) -> list[tuple[tuple[int, ...], float]]:
     """The ``n`` largest finite entries of ``t`` (NaN entries are never chosen), as
     ``(index tuple, value)``, largest first; fewer when fewer are finite."""
+    import numbers
+
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
+        raise OptionError(f"n={n!r}: expected how many entries, an integer >= 0")
     finite = torch.isfinite(t)
     n = min(int(n), int(finite.sum()))
     if n <= 0:
