@@ -103,7 +103,8 @@ def outcome(target: str, fn, names: list[str]) -> str:
             for name in ("W_Q", "W_K", "W_V", "W_O", "W_E"):
                 assert bool(torch.isfinite(getattr(result, name)).all()), name
             if result.n_layers > 1:
-                t = compscope.scores(result, kinds="QK", measures=("frobenius", "overlap"), offset=1.0, progress=False)
+                offset = 1.0 if result.rotary is not None else 0.0  # an offset means something with rotary positions only
+                t = compscope.scores(result, kinds="QK", measures=("frobenius", "overlap"), offset=offset, progress=False)
                 assert all(bool(torch.isfinite(v[~v.isnan()]).all()) for v in t.values.values())
         kind = "loaded"
     assert time.monotonic() - t0 < TIME_BOUND
