@@ -25,6 +25,24 @@ class OptionError(CompscopeError, ValueError):
     """An option has a value compscope does not accept (unknown measure, metric, kind, ...)."""
 
 
+def at_least_words(low: int | None) -> str:
+    """How an integer option's bound reads in an error: 'an integer', 'a positive integer',
+    'a positive integer >= 2', 'an integer >= 0'."""
+    if low is None:
+        return "an integer"
+    return "a positive integer" + (f" >= {low}" if low > 1 else "") if low >= 1 else f"an integer >= {low}"
+
+
+def check_int(name: str, value, low: int | None = None) -> int:
+    """``value`` when it is an integer (not a bool) of at least ``low``; else an ``OptionError``
+    naming ``name``."""
+    import numbers
+
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or (low is not None and value < low):
+        raise OptionError(f"{name}={value!r}: expected {at_least_words(low)}")
+    return int(value)
+
+
 def one_line(e: BaseException) -> str:
     """An exception's message on one line (compscope's messages are single lines)."""
     return " ".join(str(e).split()) or type(e).__name__

@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..errors import OptionError
+from ..errors import OptionError, check_int
 from ..core.factors import whiten
 from ..core.lowrank import LowRank
 from ..measures import AXIOMS, Measure, get_measure, measures
@@ -366,8 +366,7 @@ def check_axioms(
         raise OptionError(f"unknown axioms {bad}; axioms: {', '.join(CHECKS)}")
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise OptionError(f"trials={trials!r}: need an integer >= 1")
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise OptionError(f"seed={seed!r}: expected an integer")
+    check_int("seed", seed)
     if metric not in METRICS:
         raise OptionError(f"metric={metric!r}: the battery's gauge check takes {' or '.join(METRICS)}")
     setup = Setup(trials, seed, metric)

@@ -38,7 +38,7 @@ def list_checkpoints(source: str | Path | Sequence[str | Path]) -> list[Checkpoi
     """Checkpoints of ``source`` in step order (see the module docstring)."""
     from ..toy.storage import is_toy, read_manifest
 
-    if not isinstance(source, (str, Path)) and not isinstance(source, (list, tuple)):
+    if not isinstance(source, (str, Path, list, tuple)):
         raise OptionError(f"source: expected a run folder, a folder of checkpoints, or a list of checkpoint paths, got "
                           f"{type(source).__name__}")
     if isinstance(source, (str, Path)):

@@ -9,19 +9,22 @@ from ..defaults import PATHS
 from ..errors import CompscopeError, OptionError
 
 
-def count(text: str) -> int:
-    """An argparse type: a positive integer."""
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive integer")
-    return int(text)
+def at_least(low: int, words: str | None = None):
+    """An argparse type: an integer of at least ``low`` (``words``: how the bound reads in the error)."""
+    from ..errors import at_least_words
+
+    def parse(text: str) -> int:
+        if not text.isdigit() or int(text) < low:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {words or at_least_words(low)}")
+        return int(text)
+    return parse
 
 
-def half_length(text: str) -> int:
-    """An argparse type: the half-length of repeated sequences ``[t, t]``, an integer >= 2 (a
-    previous-token or induction label needs a repeat one token back)."""
-    if not text.isdigit() or int(text) < 2:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= 2")
-    return int(text)
+#: an argparse type: a positive integer
+count = at_least(1)
+#: an argparse type: the half-length of repeated sequences ``[t, t]``, an integer >= 2 (a
+#: previous-token or induction label needs a repeat one token back)
+half_length = at_least(2, "an integer >= 2")
 
 
 def writers(text: str) -> list:
@@ -108,24 +111,16 @@ def add_scoring(p: argparse.ArgumentParser, default_kinds: str, default_measures
     p.add_argument("--max-memory", metavar="GIB", help="GiB for tiles and blocks, beyond the per-head bases (default: a quarter of the free memory)")
 
 
-def _at_least(low: int):
-    def parse(text: str) -> int:
-        if not text.isdigit() or int(text) < low:
-            raise argparse.ArgumentTypeError(f"{text!r}: expected an integer >= {low}")
-        return int(text)
-    return parse
-
-
 def add_metric_data(p: argparse.ArgumentParser) -> None:
     """``--metric-sequences``, ``--metric-length``, ``--metric-seed``: what the metrics estimated on
     data are estimated on (:func:`metric_data`)."""
     p.add_argument("--metric-sequences", type=count, metavar="N",
                    help="for a metric estimated on data: how many sequences (default 64 of natural text; compscope's "
                         "toy models: 200 held-out repeated random sequences)")
-    p.add_argument("--metric-length", type=_at_least(4), metavar="T",
+    p.add_argument("--metric-length", type=at_least(4, "an integer >= 4"), metavar="T",
                    help="for a metric estimated on data: tokens per sequence (default 128, at most the model's context; "
                         "toy models: 64, [t, t] with |t| = T / 2)")
-    p.add_argument("--metric-seed", type=_at_least(0), metavar="S",
+    p.add_argument("--metric-seed", type=at_least(0), metavar="S",
                    help="for a metric estimated on data: which sequences (default 12346)")
 
 

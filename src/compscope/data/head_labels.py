@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..errors import OptionError
+from ..errors import OptionError, check_int
 from .runner import model_device
 
 
@@ -173,8 +173,7 @@ def activation_labels(runner, reps=None, batch_size: int = 16, progress: bool = 
     if reps is not None and not isinstance(reps, Repeats):
         raise OptionError(f"reps: expected the repeated sequences of compscope.data.sequences.repeats(...) (tokens and "
                           f"where the repeat starts), got a {type(reps).__name__}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise OptionError(f"batch_size={batch_size!r}: expected a positive integer")
+    check_int("batch_size", batch_size, 1)
     runner = runner_for(runner, progress=progress, device=device)
     if reps is None:
         from .validate import default_sequences

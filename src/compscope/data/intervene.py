@@ -58,7 +58,7 @@ from torch import Tensor
 from ..core.attention import attend, combine, head_outputs, project, read_input
 from ..core.factors import check_kinds
 from ..defaults import PATHS
-from ..errors import OptionError
+from ..errors import OptionError, check_int
 from ..progress import progress_bar
 
 
@@ -195,8 +195,7 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
         raise OptionError(f"{hw.meta.name}: a post-LN model's direct path passes through its norms, and this "
                           f"runner ({type(runner).__name__}) does not name them; interventions on post-LN models "
                           "need a transformers model or a TransformerLens HookedEncoder")
-    if not isinstance(batch_size, int) or batch_size < 1:
-        raise OptionError(f"batch_size={batch_size!r}: expected a positive integer")
+    check_int("batch_size", batch_size, 1)
     L, H = hw.n_layers, hw.n_heads
     chosen = writer_heads(writers, L, H, hw.meta.name)
     mask = torch.zeros(L, H, dtype=torch.bool)  # the writers intervened on

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor
 
-from ..errors import OptionError
+from ..errors import OptionError, check_int
 from ..core.metrics import DEFAULT_RIDGE, Metric, activations
 
 
@@ -78,9 +78,8 @@ class MetricData:
 
     def __post_init__(self) -> None:
         for name, low in (("sequences", 1), ("length", 4), ("seed", 0)):
-            v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < low):
-                raise OptionError(f"metric data: {name}={v!r}: expected an integer >= {low} (or None for the default)")
+            if getattr(self, name) is not None:
+                check_int(f"metric data: {name}", getattr(self, name), low)
 
     def resolved(self, runner) -> tuple[int, int, int]:
         """``(sequences, length, seed)`` for ``runner``'s model, the defaults filled in."""
@@ -92,19 +91,25 @@ class MetricData:
                 METRIC_SEED if self.seed is None else self.seed)
 
 
+def as_metric_data(data) -> MetricData:
+    """``data`` as a :class:`MetricData` (None: the defaults); anything else is refused."""
+    if data is None:
+        return MetricData()
+    if not isinstance(data, MetricData):
+        raise OptionError(f"metric data: expected a compscope.MetricData, got {type(data).__name__}")
+    return data
+
+
 def metric_data(runner, data: MetricData | None = None) -> str:
     """What :func:`activations_metric` estimates on for ``runner``'s model with ``data``, in words (recorded)."""
     from .runner import ToyRunner
 
     n, length, seed = (data or MetricData()).resolved(runner)
     if isinstance(runner, ToyRunner):
-        return f"{n} held-out repeated random sequences [t, t], |t| = {_toy_half(runner, length)} (seed {seed})"
+        from ..toy.storage import held_out_half
+
+        return f"{n} held-out repeated random sequences [t, t], |t| = {held_out_half(runner.model, length // 2)} (seed {seed})"
     return tokens_data(runner, n, length, seed)
-
-
-def _toy_half(runner, length: int) -> int:
-    """``|t|`` of a toy's held-out ``[t, t]`` of at most ``length`` tokens (and the model's context)."""
-    return min(length, runner.n_ctx) // 2
 
 
 def toy_activation_metric(model, sequences: int = TOY_SEQUENCES, half: int = TOY_HALF, seed: int = METRIC_SEED,
@@ -281,16 +286,13 @@ def activations_metric(hw, ridge: float, model, device=None, centred: bool = Fal
     object runs where it is, and another device for it is refused. ``data``: what it is estimated
     on (:class:`MetricData`; default the model's default)."""
     name = _name(centred) + ("-own" if own_reads else "")
-    return replace(_estimated(hw, ridge, model, device, centred, name, data or MetricData()), name=name, own_reads=own_reads)
+    return replace(_estimated(hw, ridge, model, device, centred, name, as_metric_data(data)), name=name, own_reads=own_reads)
 
 
 def _estimated(hw, ridge: float, model, device, centred: bool, name: str, data: MetricData) -> Metric:
     """The body of :func:`activations_metric`: the metric ``_name(centred)``, ``name`` in errors."""
     from .runner import Runner, ToyRunner, runner_for
 
-    if not isinstance(data, MetricData):
-        raise OptionError(f"metric {name!r}: data must be a compscope.data.residual_moments.MetricData, got "
-                          f"{type(data).__name__}")
     if device is not None and isinstance(model, Runner):
         model = runner_for(model, device=device)  # the same runner, or a one-line refusal
 

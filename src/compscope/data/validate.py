@@ -48,7 +48,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from ..errors import OptionError
+from ..errors import OptionError, check_int
 from ..core.metrics import ON_DATA
 
 #: the K measure and metric of the induction-circuit pair score (writer's previous-token score × K)
@@ -328,7 +328,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
     from ..measures import AXIOMS, MEASURES
     from .head_labels import activation_labels
     from .intervene import check_ablation, check_paths, intervention_effects, writer_heads
-    from .residual_moments import CONTENT_SAMPLES, CONTENT_SEQUENCES, METRIC_SEED, TEXT_LENGTH, MetricData, tokens_data
+    from .residual_moments import CONTENT_SAMPLES, CONTENT_SEQUENCES, METRIC_SEED, TEXT_LENGTH, MetricData, as_metric_data, tokens_data
     from .residual_moments import metric_data as data_words
     from .runner import runner_for
     from .sequences import python_version
@@ -336,10 +336,8 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
     kinds = check_kinds(kinds)
     for name, v in (("sequences", sequences), ("half", half), ("intervention_sequences", intervention_sequences),
                     ("batch_size", batch_size)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < (2 if name == "half" else 1):
-            raise OptionError(f"{name}={v!r}: expected a positive integer" + (" >= 2" if name == "half" else ""))
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise OptionError(f"seed={seed!r}: expected an integer")
+        check_int(name, v, 2 if name == "half" else 1)
+    check_int("seed", seed)
     label = (1.0, "a label is a fraction of attention, so its threshold lies in [0, 1]")
     for name, v, (high, why) in (("prev_threshold", prev_threshold, label), ("induction_threshold", induction_threshold, label),
                                  ("effect_threshold", effect_threshold,
@@ -349,9 +347,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
         if not 0 <= v <= high:
             raise OptionError(f"{name}={v!r}: {why}")
     metrics = distinct_metrics(metrics)
-    metric_data = MetricData() if metric_data is None else metric_data
-    if not isinstance(metric_data, MetricData):
-        raise OptionError(f"metric_data: expected a compscope.data.residual_moments.MetricData, got {type(metric_data).__name__}")
+    metric_data = as_metric_data(metric_data)
     check_ablation(ablation, min(intervention_sequences, sequences))
     check_paths(paths)
     runner = runner_for(model, progress=progress, device=device, dtype=model_dtype)

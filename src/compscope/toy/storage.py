@@ -26,12 +26,17 @@ def is_toy(path: Path) -> bool:
     return (path / MANIFEST).is_file() if path.is_dir() else path.name == MANIFEST
 
 
+def held_out_half(model: ToyTransformer, half: int) -> int:
+    """``|t|`` of :func:`held_out_repeats`' ``[t, t]`` for ``half``: at most half the model's context."""
+    return min(half, model.cfg.n_ctx // 2)
+
+
 def held_out_repeats(model: ToyTransformer, sequences: int, half: int, seed: int) -> torch.Tensor:
-    """``(sequences, 2·h)`` repeated random sequences ``[t, t]`` for ``model``, ``h = min(half,
-    n_ctx / 2)`` (seeded; the training data never hold such sequences)."""
+    """``(sequences, 2·h)`` repeated random sequences ``[t, t]`` for ``model``, ``h`` =
+    :func:`held_out_half` (seeded; the training data never hold such sequences)."""
     from .data import repeated_random
 
-    return repeated_random(sequences, min(half, model.cfg.n_ctx // 2), model.cfg.d_vocab, seed=seed)
+    return repeated_random(sequences, held_out_half(model, half), model.cfg.d_vocab, seed=seed)
 
 
 def save_toy(model: ToyTransformer, path: str | Path, *, name: str = "toy", step: int | None = None, info: dict | None = None) -> Path:
