@@ -471,7 +471,8 @@ def test_cli_content_option(tmp_path, capsys):
     folder = save_toy(m, tmp_path / "rot")
     assert main(["circuits", str(folder), "--content", "activations"]) == 0
     out = capsys.readouterr().out
-    assert "content from the residual each layer reads on data" in out and "prev-token" in out
+    assert ("content from the residual each layer reads on 16 repeated random sequences [t, t], |t| = 8 (seed 12346); "
+            "all 240 positions after the first") in out and "prev-token" in out
     assert main(["circuits", "--content", "activations"]) == 2
     assert "content='activations' applies to the rotary previous-token score" in capsys.readouterr().err
 

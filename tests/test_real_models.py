@@ -200,7 +200,7 @@ def previous_token_heads_from_sampled_content(path, hw, top: int, threshold: flo
     from compscope.analysis.circuits import head_circuits
     from compscope.analysis.stats import spearman
     from compscope.data.head_labels import activation_labels
-    from compscope.data.residual_moments import content_samples
+    from compscope.data.residual_moments import SampleData, content_samples
     from compscope.data.runner import runner_for
     from compscope.data.sequences import repeats
 
@@ -208,7 +208,7 @@ def previous_token_heads_from_sampled_content(path, hw, top: int, threshold: flo
     assert runner.tokenizer is not None  # the GGUF file's own
     special = runner.special_ids() + (runner.bos,)
     labels = activation_labels(runner, repeats(8, 32, hw.n_vocab, 12345, runner.bos, avoid=special), progress=False)
-    circuits = head_circuits(hw, content=content_samples(hw, runner, sequences=4, progress=False))
+    circuits = head_circuits(hw, content=content_samples(hw, runner, SampleData(sequences=4), progress=False))
     prev = circuits.previous
     best = prev.flatten().argsort(descending=True)[:top]
     assert bool((labels.previous_token.flatten()[best] >= threshold).all()), labels.previous_token.flatten()[best]

@@ -51,30 +51,36 @@ def compose_pair(model, writer: tuple[int, int] | str, reader: tuple[int, int] |
     return _pair.compose_pair(hw, writer, reader, kind, met, ridge=ridge, **options)
 
 
-def head_circuits(model, measure: str = "frobenius", *, offset: float = 0.0, content: str = "embed", progress: bool = True):
+def head_circuits(model, measure: str = "frobenius", *, offset: float = 0.0, content: str = "embed",
+                  sample_data=None, progress: bool = True):
     """Copying, matching, previous-token and induction scores of every head of ``model``, read
     from the weights: :func:`compscope.analysis.circuits.head_circuits` after loading.
     ``content``: the content distribution of the rotary previous-token score, ``embed`` (the
     normed embeddings: weights only) or ``activations`` (what each layer reads on natural text:
-    runs ``model``, which must then be a name, folder or runner, not ``HeadWeights``)."""
+    runs ``model``, which must then be a name, folder or runner, not ``HeadWeights``), sampled on
+    ``sample_data`` (:class:`~compscope.data.residual_moments.SampleData`; only with ``activations``)."""
     hw = as_heads(model)
-    return _circuits.head_circuits(hw, measure, offset=offset, content=circuit_content(hw, content, model), progress=progress)
+    return _circuits.head_circuits(hw, measure, offset=offset, content=circuit_content(hw, content, model, sample_data),
+                                   progress=progress)
 
 
-def circuit_content(hw, content: str, model):
+def circuit_content(hw, content: str, model, sample_data=None):
     """The samples :func:`head_circuits` takes for ``content`` (``embed``: None; ``activations``:
-    :func:`compscope.data.residual_moments.content_samples`, only where the previous-token score
-    is rotary)."""
+    :func:`compscope.data.residual_moments.content_samples` on ``sample_data``, only where the
+    previous-token score is rotary)."""
+    from .data.residual_moments import as_sample_data, content_samples
+
     if content not in CONTENTS:
         raise OptionError(f"content={content!r}: expected one of {', '.join(CONTENTS)}")
+    data = None if sample_data is None else as_sample_data(sample_data)
     if content == "embed":
+        if data is not None:
+            raise OptionError("sample data: the residual is sampled for content='activations' only, and content is 'embed'")
         return None
     from .analysis.circuits import reads_content
 
     if not reads_content(hw):
         raise OptionError(f"{hw.meta.name}: content='activations' applies to the rotary previous-token score, and "
                           f"this model's positions are {hw.positions!r}")
-    from .data.residual_moments import content_samples
-
-    return content_samples(hw, model)
+    return content_samples(hw, model, data)
 

@@ -4,7 +4,7 @@ beside them, for an unprocessed toy model, its activation labels."""
 
 from __future__ import annotations
 
-from .common import add_model, add_processing, check_offset, count, processing
+from .common import add_model, add_processing, add_sample_data, check_offset, count, processing, sample_data
 
 HELP = "copying, matching, previous-token and induction scores of every head, from the weights"
 EXAMPLE = "example: compscope circuits --measure tight"
@@ -20,6 +20,7 @@ def add_arguments(p) -> None:
     p.add_argument("--content", choices=CONTENTS, default="embed",
                    help="content distribution of the rotary previous-token score: the normed embeddings (default; "
                         "weights only) or what each layer reads on natural text (runs the model; rotary models only)")
+    add_sample_data(p, "with --content activations")
     p.add_argument("--top", type=count, default=5, help="heads to print per score for models of over 48 heads (default 5)")
     add_processing(p)
 
@@ -31,7 +32,8 @@ def run(args) -> None:
 def report(args) -> str:
     """What ``compscope circuits`` prints: every head's scores (the top ones for large models),
     and for an unprocessed toy model its activation-based labels beside them."""
-    from ..analysis.circuits import bigram_copying, head_circuits, virtual_copying
+    from ..analysis.circuits import bigram_copying, head_circuits, reads_content, virtual_copying
+    from ..data.residual_moments import as_sample_data, content_runner
     from ..api import circuit_content
     from ..analysis.stats import spearman
     from ..data.head_labels import toy_labels
@@ -41,9 +43,13 @@ def report(args) -> str:
     from ..results.table import top_entries
 
     get_measure(args.measure)
+    data = sample_data(args, args.content == "activations", "--content activations")
     hw = load(args.model, **processing(args))
     check_offset(hw, args.offset)
-    c = head_circuits(hw, args.measure, offset=args.offset, content=circuit_content(hw, args.content, args.model),
+    model = args.model
+    if args.content == "activations" and reads_content(hw):  # one runner samples the content and says on what
+        model = content_runner(hw, args.model)
+    c = head_circuits(hw, args.measure, offset=args.offset, content=circuit_content(hw, args.content, model, data),
                       progress=True)
     found = {"copying": c.copying, "matching": c.matching, "prev-token": c.previous, "induction": c.induction,
              "induction (QK)": c.induction_qk}
@@ -52,7 +58,8 @@ def report(args) -> str:
         ([] if c.previous is not None else ["no learned or rotary positions, so no previous-token or induction scores"]) + \
         ([] if hw.causal else ["bidirectional, so no induction scores"])
     told = ([f"induction: K-composition by {c.measure}, matching through the writer"] if c.induction_qk is not None else []) \
-        + (["rotary previous-token: content from the residual each layer reads on data"] if c.content == "activations" else [])
+        + ([f"rotary previous-token: content from the residual each layer reads on {as_sample_data(data).content(model)}"]
+           if c.content == "activations" else [])
     lines = [f"{c.model}: circuits from the weights ({'; '.join(told + missing)})"]
     labels = None if hw.meta.processing else toy_labels(args.model)
     if labels is not None:

@@ -142,6 +142,34 @@ def metric_data(args, metrics):
     return MetricData(given["metric_sequences"], given["metric_length"], given["metric_seed"])
 
 
+def add_sample_data(p: argparse.ArgumentParser, where: str) -> None:
+    """``--sample-sequences``, ``--sample-length``, ``--sample-seed``, ``--sample-positions``: what
+    the residual is sampled on (``where``: the options that sample it; :func:`sample_data`)."""
+    p.add_argument("--sample-sequences", type=count, metavar="N",
+                   help=f"how many sequences the residual is sampled on, {where} (default 16 of natural text; "
+                        "models without a tokenizer: repeated random sequences)")
+    p.add_argument("--sample-length", type=at_least(4, "an integer >= 4"), metavar="T",
+                   help="tokens per sampled sequence (default 128, at most the model's context)")
+    p.add_argument("--sample-seed", type=at_least(0), metavar="S", help="which sequences and positions are sampled (default 12346)")
+    p.add_argument("--sample-positions", type=count, metavar="K",
+                   help="residuals per layer drawn as the previous-token score's content (default 1024)")
+
+
+def sample_data(args, used: bool, where: str):
+    """The ``SampleData`` that ``--sample-*`` ask for (None when none is given), refused unless
+    ``used`` (``where``: what would use it, for the error)."""
+    names = ("sample_sequences", "sample_length", "sample_seed", "sample_positions")
+    given = [getattr(args, k) for k in names]
+    if all(v is None for v in given):
+        return None
+    if not used:
+        flags = ", ".join("--" + k.replace("_", "-") for k, v in zip(names, given) if v is not None)
+        raise OptionError(f"{flags}: for {where} only")
+    from ..data.residual_moments import SampleData
+
+    return SampleData(*given)
+
+
 def add_device(p: argparse.ArgumentParser, what: str = "where the model runs and the scores are computed") -> None:
     p.add_argument("--device", default=None, help=f"{what}: cpu, cuda, cuda:N (default: cuda when present, else cpu)")
 

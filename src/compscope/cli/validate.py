@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .common import (add_device, add_metric_data, add_model_dtype, add_paths, count, half_length, metric_data, metric_names,
-                     output_folder, writers)
+from .common import (add_device, add_metric_data, add_model_dtype, add_paths, add_sample_data, count, half_length, metric_data,
+                     metric_names, output_folder, sample_data, writers)
 
 HELP = "judge every measure x metric against interventions and activation labels on data"
 EXAMPLE = ("examples:\n  compscope validate --out verdict\n"
@@ -44,6 +44,8 @@ def add_arguments(p) -> None:
                    help="judge the weights with the norms inside the heads' circuits replaced by their mean Jacobian on "
                         "natural text: qk (QK-norm), output (attention-output norm), or both (qk,output; the default "
                         "without PARTS: every one the model has)")
+    add_sample_data(p, "for a rotary model's previous-token score from the weights with the residual as content, "
+                       "and for --linearise-norms")
     add_device(p)
     add_model_dtype(p)
 
@@ -59,7 +61,7 @@ def run(args) -> None:
                  metrics=metrics, ablation=args.ablation, paths=args.paths, prev_threshold=args.prev_threshold,
                  induction_threshold=args.induction_threshold, effect_threshold=args.effect_threshold, fold_norm=args.fold_norm,
                  fold_qk_gains=args.fold_qk_gains, linearise_norms=args.linearise_norms or False, device=args.device, model_dtype=args.model_dtype,
-                 writers=args.writers, metric_data=data)
+                 writers=args.writers, metric_data=data, sample_data=sample_data(args, True, ""))
     print(v.format(args.top))
     if args.out:
         for p in v.save(args.out):

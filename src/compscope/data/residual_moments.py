@@ -77,9 +77,7 @@ class MetricData:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        for name, low in (("sequences", 1), ("length", 4), ("seed", 0)):
-            if getattr(self, name) is not None:
-                check_int(f"metric data: {name}", getattr(self, name), low)
+        _check_fields(self, "metric data", (("sequences", 1), ("length", 4), ("seed", 0)))
 
     def resolved(self, runner) -> tuple[int, int, int]:
         """``(sequences, length, seed)`` for ``runner``'s model, the defaults filled in."""
@@ -91,13 +89,25 @@ class MetricData:
                 METRIC_SEED if self.seed is None else self.seed)
 
 
+def _check_fields(data, what: str, lows: tuple[tuple[str, int], ...]) -> None:
+    """Each field of ``data`` named in ``lows`` None or an integer at least its low (``what`` in errors)."""
+    for name, low in lows:
+        if getattr(data, name) is not None:
+            check_int(f"{what}: {name}", getattr(data, name), low)
+
+
+def _as(data, cls, what: str):
+    """``data`` as a ``cls`` (None: the defaults); anything else is refused, ``what`` in the error."""
+    if data is None:
+        return cls()
+    if not isinstance(data, cls):
+        raise OptionError(f"{what}: expected a compscope.{cls.__name__}, got {type(data).__name__}")
+    return data
+
+
 def as_metric_data(data) -> MetricData:
     """``data`` as a :class:`MetricData` (None: the defaults); anything else is refused."""
-    if data is None:
-        return MetricData()
-    if not isinstance(data, MetricData):
-        raise OptionError(f"metric data: expected a compscope.MetricData, got {type(data).__name__}")
-    return data
+    return _as(data, MetricData, "metric data")
 
 
 def metric_data(runner, data: MetricData | None = None) -> str:
@@ -227,6 +237,12 @@ def _within_context(runner, seq_len: int) -> int:
     return seq_len if runner.n_ctx is None else min(seq_len, runner.n_ctx)
 
 
+def _token_length(runner, seq_len: int) -> int:
+    """The length of the sequences :func:`metric_tokens` gives for ``seq_len``."""
+    seq_len = _within_context(runner, seq_len)
+    return seq_len if runner.tokenizer is not None else (runner.bos is not None) + 2 * _repeat_half(runner, seq_len)
+
+
 def _repeat_half(runner, seq_len: int) -> int:
     """``|t|`` of repeated sequences ``[bos] t t`` of at most ``seq_len`` tokens (at least 2)."""
     return max(2, (seq_len - (runner.bos is not None)) // 2)
@@ -234,6 +250,54 @@ def _repeat_half(runner, seq_len: int) -> int:
 
 #: how many samples per layer :func:`residual_samples` keeps, from how many sequences
 CONTENT_SAMPLES, CONTENT_SEQUENCES = 1024, 16
+
+
+@dataclass(frozen=True)
+class SampleData:
+    """What the residual is sampled on where compscope needs the heads' operating point rather
+    than the residual's moments: the ``activations`` content of the rotary previous-token score
+    (``positions`` residuals per layer, drawn from every position after the first) and the mean
+    Jacobians of the norms that :func:`~compscope.data.norm_linearisation.linearise_norms`
+    replaces (every position after the first). ``sequences`` of ``length`` tokens as the metrics'
+    text (:func:`metric_tokens`: natural text, or repeated random sequences for a model without a
+    tokenizer), ``seed`` picking them and the positions. None leaves the default: 16 sequences of
+    128 tokens (at most the model's context), 1024 positions, seed 12346."""
+
+    sequences: int | None = None
+    length: int | None = None
+    seed: int | None = None
+    positions: int | None = None
+
+    def __post_init__(self) -> None:
+        _check_fields(self, "sample data", (("sequences", 1), ("length", 4), ("seed", 0), ("positions", 1)))
+
+    def resolved(self) -> tuple[int, int, int, int]:
+        """``(sequences, length, seed, positions)``, the defaults filled in."""
+        return (self.sequences or CONTENT_SEQUENCES, self.length or TEXT_LENGTH,
+                METRIC_SEED if self.seed is None else self.seed, self.positions or CONTENT_SAMPLES)
+
+    def tokens(self, runner) -> Tensor:
+        """The ``(sequences, length)`` tokens of ``runner``'s model these samples are taken on."""
+        n, length, seed, _ = self.resolved()
+        return metric_tokens(runner, n, length, seed)
+
+    def text(self, runner) -> str:
+        """What :meth:`tokens` gives, in words."""
+        n, length, seed, _ = self.resolved()
+        return tokens_data(runner, n, length, seed)
+
+    def content(self, runner) -> str:
+        """What the ``activations`` content is sampled on, in words (recorded)."""
+        n, length, _, k = self.resolved()
+        there = n * (_token_length(runner, length) - 1)
+        drawn = f"{k} of the {there} positions after the first, drawn by the same seed" if k < there \
+            else f"all {there} positions after the first"
+        return f"{self.text(runner)}; {drawn}"
+
+
+def as_sample_data(data) -> SampleData:
+    """``data`` as a :class:`SampleData` (None: the defaults); anything else is refused."""
+    return _as(data, SampleData, "sample data")
 
 
 @torch.no_grad()
@@ -262,18 +326,26 @@ def residual_samples(runner, tokens: Tensor, n: int = CONTENT_SAMPLES, seed: int
     return {l: torch.cat(x)[keep] for l, x in xs.items()}
 
 
-def content_samples(hw, model, sequences: int = CONTENT_SEQUENCES, seq_len: int = TEXT_LENGTH,
-                    seed: int = METRIC_SEED, progress: bool = True) -> dict[int, Tensor]:
-    """:func:`residual_samples` of ``model`` (a runner, or a name or folder :func:`runner_for`
-    runs) on the data of the activations metric (:func:`metric_tokens`), as ``hw``'s heads read
-    (processed or not; the model runs unprocessed)."""
+def content_runner(hw, model):
+    """The runner that samples the content of ``hw``'s heads: ``model`` itself when a runner, else
+    one for it (a name or folder; the model runs unprocessed, with ``hw`` when that is unprocessed)."""
     from .runner import Runner, runner_for
 
     if model is None or model is hw:
         raise OptionError("the activations content is sampled by running the model: pass the model itself "
                           "(a name or folder), not HeadWeights")
-    runner = model if isinstance(model, Runner) else runner_for(model, None if hw.meta.processed_here else hw)
-    return residual_samples(runner, metric_tokens(runner, sequences, seq_len, seed), seed=seed, hw=hw, progress=progress)
+    return model if isinstance(model, Runner) else runner_for(model, None if hw.meta.processed_here else hw)
+
+
+def content_samples(hw, model, data: SampleData | None = None, progress: bool = True) -> dict[int, Tensor]:
+    """:func:`residual_samples` of ``model`` (a runner, or a name or folder :func:`runner_for`
+    runs) on ``data`` (:class:`SampleData`; default 1024 positions of 16 sequences of 128 tokens
+    of the metrics' text, :func:`metric_tokens`), as ``hw``'s heads read (processed or not; the
+    model runs unprocessed)."""
+    data = as_sample_data(data)
+    runner = content_runner(hw, model)
+    _, _, seed, positions = data.resolved()
+    return residual_samples(runner, data.tokens(runner), positions, seed=seed, hw=hw, progress=progress)
 
 
 def activations_metric(hw, ridge: float, model, device=None, centred: bool = False, own_reads: bool = False,

@@ -263,7 +263,7 @@ def default_sequences(runner):
     return verdict_sequences(runner, 64, runner.fitting_half(32), 12345)
 
 
-def previous_contents(weights, model, progress: bool = True) -> dict[str, dict | None]:
+def previous_contents(weights, model, progress: bool = True, data=None) -> dict[str, dict | None]:
     """The content distributions the previous-token score from the weights is judged under:
     ``embed`` (None: the weights alone), and for rotary heads also ``activations``, samples of
     what each layer reads (:func:`~compscope.data.residual_moments.content_samples` of ``model``,
@@ -273,7 +273,7 @@ def previous_contents(weights, model, progress: bool = True) -> dict[str, dict |
 
     contents = {"embed": None}
     if reads_content(weights):
-        contents["activations"] = content_samples(weights, model, progress=progress)
+        contents["activations"] = content_samples(weights, model, data, progress=progress)
     return contents
 
 
@@ -294,7 +294,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
              batch_size: int = 16, fold_norm: bool = False,
              fold_qk_gains: bool = False, linearise_norms: bool | str | Sequence[str] = False, progress: bool = True,
              device: str | torch.device | None = None, model_dtype: str | torch.dtype | None = None,
-             writers=None, metric_data=None) -> Verdict:
+             writers=None, metric_data=None, sample_data=None) -> Verdict:
     """Judge every measure × metric on ``model`` against its behaviour on data (module docstring).
 
     ``model``: anything :func:`compscope.data.runner.runner_for` runs (a toy folder or name, a
@@ -319,7 +319,10 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
     AUROC, and the interventions' own AUROC are then over the pairs of those writers only (the
     label-truth AUROC and the head rankings need no interventions and stay over every pair).
     ``metric_data``: what the metrics estimated on data are estimated on
-    (:class:`~compscope.data.residual_moments.MetricData`; default the model's default; recorded)."""
+    (:class:`~compscope.data.residual_moments.MetricData`; default the model's default; recorded).
+    ``sample_data``: what the residual is sampled on for the rotary previous-token score's
+    ``activations`` content and for ``linearise_norms``
+    (:class:`~compscope.data.residual_moments.SampleData`; recorded; refused where neither runs)."""
     from ..analysis.circuits import head_circuits_by_content
     from ..analysis.stats import spearman
     from ..core.factors import check_kinds
@@ -328,7 +331,8 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
     from ..measures import AXIOMS, MEASURES
     from .head_labels import activation_labels
     from .intervene import check_ablation, check_paths, intervention_effects, writer_heads
-    from .residual_moments import CONTENT_SAMPLES, CONTENT_SEQUENCES, METRIC_SEED, TEXT_LENGTH, MetricData, as_metric_data, tokens_data
+    from ..analysis.circuits import reads_content
+    from .residual_moments import MetricData, SampleData, as_metric_data, as_sample_data
     from .residual_moments import metric_data as data_words
     from .runner import runner_for
     from .sequences import python_version
@@ -348,6 +352,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
             raise OptionError(f"{name}={v!r}: {why}")
     metrics = distinct_metrics(metrics)
     metric_data = as_metric_data(metric_data)
+    sample_data = as_sample_data(sample_data)
     check_ablation(ablation, min(intervention_sequences, sequences))
     check_paths(paths)
     runner = runner_for(model, progress=progress, device=device, dtype=model_dtype)
@@ -364,17 +369,25 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
         weights = fold_qk_norm_gains(weights)
     head_weights = weights  # a head's own scores read the norms exactly (its positional pattern lives in the
     # operating point that the linearisation drops)
-    if linearise_norms is not False and linearise_norms is not None:
+    linearising = linearise_norms is not False and linearise_norms is not None
+    if sample_data != SampleData() and not linearising and not reads_content(head_weights):
+        raise OptionError(f"sample data: the residual is sampled for the rotary previous-token score's activations "
+                          f"content and for linearise_norms; {hw.meta.name} has no rotary positions "
+                          f"({head_weights.positions}) and no linearisation is asked for")
+    if linearising:
         from .norm_linearisation import linearise_norms as _linearise
 
         parts = None if linearise_norms is True or linearise_norms == "all" else linearise_norms
-        weights = _linearise(runner, parts, hw=weights, progress=progress)
+        n, length, sample_seed, _ = sample_data.resolved()
+        weights = _linearise(runner, parts, hw=weights, sequences=n, seq_len=length, seed=sample_seed, progress=progress)
         linearised_on = weights.meta.notes[-1]
     else:
         linearised_on = None
     notes = [linearised_on] if linearised_on else []
     if metric_data != MetricData() and any(isinstance(m, str) and m in ON_DATA for m in metrics):
         notes.append(f"metrics on data estimated on {data_words(runner, metric_data)}")
+    if sample_data != SampleData() and reads_content(head_weights):
+        notes.append(f"the previous-token score's activations content sampled on {sample_data.content(runner)}")
     # the metrics from the weights alone, before any forward pass: one the model lacks what it needs
     # for is skipped with a note, and a verdict left with no metric at all is refused
     ready: list = []  # per metric: the Metric, None (estimated on data, later) or False (skipped)
@@ -424,7 +437,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
                        "axioms": f"{len(kept)}/{len(AXIOMS)}", "axioms_failed": ",".join(a for a in AXIOMS if a not in kept)}
                 rows.append(row)
     heads = []
-    contents = previous_contents(head_weights, runner, progress)
+    contents = previous_contents(head_weights, runner, progress, sample_data)
     writer_auroc, circuit_auroc = {}, {}
     if not head_weights.causal:
         notes.append("bidirectional model: no induction scores from the weights "
@@ -462,8 +475,8 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
                "head_scores_content": list(contents),
                "writer_previous_auroc": writer_auroc or None,
                "circuit_auroc": circuit_auroc or None, "circuit_measure": list(CIRCUIT_MEASURE),
-               "activations_content_data": (f"{tokens_data(runner, CONTENT_SEQUENCES, TEXT_LENGTH, METRIC_SEED)}; "
-                                            f"{CONTENT_SAMPLES} positions after the first, seed {METRIC_SEED}"
-                                            if "activations" in contents else None),
+               "activations_content_data": sample_data.content(runner) if "activations" in contents else None,
+               "sample_data": {k: v for k, v in zip(("sequences", "length", "seed", "positions"), sample_data.resolved())}
+               if "activations" in contents or linearising else None,
                "weights_processing": list(weights.meta.processing)}
     return Verdict(hw.meta.name, labels, effects, tables, rows, heads, options, notes)

@@ -1,0 +1,138 @@
+"""What the residual is sampled on, for a rotary head's previous-token score with the residual as
+content and for the norms' mean Jacobians: ``SampleData`` (API) and ``--sample-sequences``,
+``--sample-length``, ``--sample-seed``, ``--sample-positions`` (command line). The samples are
+checked against the toy's own forward cache, the counts in the recorded words against the samples'
+own shape; options that would change nothing are refused."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import compscope
+from compscope.cli.main import main
+from compscope.data.residual_moments import SampleData, content_samples
+from compscope.data.runner import runner_for
+from compscope.data.sequences import repeats
+from compscope.errors import OptionError
+from compscope.toy.model import ToyConfig, ToyTransformer
+from compscope.toy.storage import save_toy
+
+#: a rotary toy of context 16: sampled sequences are [t, t] with |t| = 8, 15 positions after the first
+CONFIG = dict(n_layers=2, n_heads=2, d_model=16, d_head=4, d_vocab=20, n_ctx=16, positions="rotary", norm="rmsnorm")
+
+
+@pytest.fixture(scope="module")
+def rotary(tmp_path_factory):
+    return save_toy(ToyTransformer(ToyConfig(**CONFIG), seed=5), tmp_path_factory.mktemp("rot") / "toy")
+
+
+def _read_by_hand(folder, n: int, seed: int) -> dict[int, torch.Tensor]:
+    """Every residual the toy's heads read after the first position of ``n`` repeated sequences of
+    ``seed`` (the toy's own cache and ``ln1``, not the runner), in the order of the positions."""
+    from compscope.toy.storage import load_toy
+
+    model, _ = load_toy(folder)
+    tokens = repeats(n, 8, 20, seed).tokens
+    cache: dict = {}
+    with torch.no_grad():
+        model(tokens, cache=cache)
+        return {l: blk.ln1(cache[f"resid_pre.{l}"])[:, 1:].reshape(-1, 16) for l, blk in enumerate(model.blocks)}
+
+
+@pytest.mark.parametrize("field, value", [("sequences", 0), ("length", 3), ("seed", -1), ("positions", 0),
+                                          ("sequences", 2.5), ("positions", "a"), ("seed", True)])
+def test_bad_sample_data_are_refused_by_name(field, value):
+    with pytest.raises(OptionError, match=f"sample data: {field}"):
+        SampleData(**{field: value})
+    with pytest.raises(OptionError, match="expected a compscope.SampleData"):
+        content_samples(compscope.load("induction-2l"), "induction-2l", data=(3, 8))
+
+
+def test_the_content_is_sampled_on_the_data_asked_for(rotary):
+    """Fewer positions than asked: every one, each a row of the toy's own cache; more: that many
+    distinct rows of it, another seed another draw; the words count what was drawn."""
+    runner = runner_for(str(rotary), progress=False)
+    hw = runner.hw
+    want = _read_by_hand(rotary, 3, 12346)
+    got = content_samples(hw, runner, SampleData(sequences=3), progress=False)
+    for l in range(2):
+        assert got[l].shape == (45, 16)  # 3 sequences x 15 positions
+        torch.testing.assert_close(got[l][torch.argsort(got[l][:, 0])], want[l][torch.argsort(want[l][:, 0])],
+                                   atol=1e-5, rtol=1e-5)
+    assert SampleData(sequences=3).content(runner).endswith("all 45 positions after the first")
+    assert "3 repeated random sequences [t, t], |t| = 8 (seed 12346)" in SampleData(sequences=3).content(runner)
+
+    few = content_samples(hw, runner, SampleData(sequences=3, positions=10, seed=7), progress=False)
+    other = content_samples(hw, runner, SampleData(sequences=3, positions=10, seed=8), progress=False)
+    own = _read_by_hand(rotary, 3, 7)
+    for l in range(2):
+        assert few[l].shape == (10, 16)
+        distance = torch.cdist(few[l], own[l], compute_mode="donot_use_mm_for_euclid_dist")
+        assert float(distance.min(1).values.max()) < 1e-4  # each drawn row is one of the cache's rows
+    assert not torch.equal(few[0], other[0])
+    assert SampleData(sequences=3, positions=10).content(runner).endswith(
+        "10 of the 45 positions after the first, drawn by the same seed")
+
+
+def test_head_circuits_take_the_data(rotary, capsys):
+    from compscope.analysis.circuits import rotary_previous
+
+    runner = runner_for(str(rotary), progress=False)
+    data = SampleData(sequences=3, positions=20)
+    c = compscope.head_circuits(str(rotary), content="activations", sample_data=data, progress=False)
+    by_hand = rotary_previous(runner.hw, content=content_samples(runner.hw, runner, data, progress=False))
+    torch.testing.assert_close(c.previous, by_hand)
+    with pytest.raises(OptionError, match="content='activations' only"):
+        compscope.head_circuits(str(rotary), sample_data=data)
+
+    assert main(["circuits", str(rotary), "--content", "activations", "--sample-sequences", "3",
+                 "--sample-positions", "20"]) == 0
+    assert ("content from the residual each layer reads on 3 repeated random sequences [t, t], |t| = 8 (seed 12346); "
+            "20 of the 45 positions after the first") in capsys.readouterr().out
+    assert main(["circuits", str(rotary), "--sample-seed", "3"]) == 2
+    assert "--sample-seed: for --content activations only" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["circuits", str(rotary), "--content", "activations", "--sample-length", "2"])
+    assert "--sample-length: '2': expected an integer >= 4" in capsys.readouterr().err
+
+
+def test_validate_records_the_data_and_refuses_them_where_nothing_is_sampled(rotary, tmp_path, capsys):
+    common = dict(sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",), progress=False)
+    v = compscope.validate(str(rotary), sample_data=SampleData(sequences=3, seed=4), **common)
+    assert v.options["sample_data"] == {"sequences": 3, "length": 128, "seed": 4, "positions": 1024}
+    assert v.options["activations_content_data"].startswith("3 repeated random sequences [t, t], |t| = 8 (seed 4)")
+    assert any(n.startswith("the previous-token score's activations content sampled on 3 repeated") for n in v.notes)
+    default = compscope.validate(str(rotary), **common)
+    assert default.options["sample_data"]["sequences"] == 16 and not any("sampled on" in n for n in default.notes)
+
+    with pytest.raises(OptionError, match="no rotary positions"):  # learned positions, nothing linearised
+        compscope.validate("induction-2l", sample_data=SampleData(sequences=3), **common)
+    assert main(["validate", "--sample-sequences", "3", "--kinds", "K", "--sequences", "4", "--half", "4"]) == 2
+    assert "no rotary positions" in capsys.readouterr().err
+
+    assert main(["validate", str(rotary), "--sample-sequences", "2", "--sample-positions", "5", "--kinds", "K",
+                 "--metric", "identity", "--sequences", "4", "--half", "4", "--intervention-sequences", "2",
+                 "--out", str(tmp_path / "v")]) == 0
+    run = json.loads((tmp_path / "v" / "run.json").read_text())
+    assert run["sample_data"] == {"sequences": 2, "length": 128, "seed": 12346, "positions": 5}
+
+
+def test_the_norms_are_linearised_on_the_data_asked_for(tmp_path):
+    """``validate(linearise_norms=True, sample_data=...)`` linearises on those sequences: its weights'
+    note names them, and the verdict equals one on weights linearised on the same tokens by hand."""
+    from compscope.data.norm_linearisation import linearise_norms
+
+    m = ToyTransformer(ToyConfig(**CONFIG, qk_norm=True, attn_out_norm=True), seed=4)
+    folder = save_toy(m, tmp_path / "norms")
+    data = SampleData(sequences=2, length=8, seed=3)
+    v = compscope.validate(str(folder), sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
+                           linearise_norms=True, sample_data=data, progress=False)
+    assert v.notes[0] == "norms linearised (their mean Jacobian) on 2 repeated random sequences [t, t], |t| = 4 (seed 3)"
+    runner = runner_for(str(folder), progress=False)
+    lin = linearise_norms(runner, tokens=repeats(2, 4, 20, 3).tokens, progress=False)
+    table = compscope.scores(lin, kinds="K", measures="all", metric="identity", pairs="all", progress=False)
+    for m_ in table.measures:
+        torch.testing.assert_close(v.tables["identity"].dense(m_, "K"), table.dense(m_, "K"), equal_nan=True)
