@@ -3,6 +3,8 @@ built to attend one way, against the toy's own labels, and for the data's shape 
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compscope.data.head_labels import LABELS, activation_labels, label_heads, pattern_labels
 from compscope.data.runner import runner_for
@@ -75,3 +77,97 @@ def test_natural_text_is_the_standard_library_cut_into_seeded_windows():
     assert bytes(a[0, 1:].tolist()).decode(errors="replace") in text
     with pytest.raises(OptionError, match="tokenizer"):
         natural_text(None, 5, 64, seed=0)
+
+
+# ---------------------------------------------------------------- labels on any tokens (natural text)
+def _random_pattern(b: int, h: int, T: int, g: torch.Generator) -> torch.Tensor:
+    """(b, h, T, T) causal row-stochastic patterns."""
+    logits = torch.randn(b, h, T, T, generator=g, dtype=torch.float64)
+    return logits.masked_fill(torch.triu(torch.ones(T, T, dtype=torch.bool), 1), -torch.inf).softmax(-1)
+
+
+def _sums(pattern, tokens, start):
+    from compscope.data.head_labels import text_pattern_sums
+
+    return {k: s / n for k, (s, n) in text_pattern_sums(pattern, tokens, start).items()}
+
+
+@pytest.mark.parametrize("start", [0, 1])
+def test_text_labels_by_hand_on_a_short_sequence(start):
+    """``x = [5, 7, 5, 7, 5]``: earlier copies at i = 2 (j = 0), 3 (j = 1), 4 (j = 0, 2); the tokens
+    after them (j < i − 1): 1; 2; 1 and 3. With a first token (start 1), j = 0 is not a copy."""
+    g = torch.Generator().manual_seed(0)
+    A = _random_pattern(1, 1, 5, g)
+    a = A[0, 0]
+    got = _sums(A, torch.tensor([[5, 7, 5, 7, 5]]), start)
+    if start == 0:
+        dup = (a[2, 0] + a[3, 1] + a[4, 0] + a[4, 2]) / 3
+        ind = (a[2, 1] + a[3, 2] + a[4, 1] + a[4, 3]) / 3
+    else:
+        dup = (a[3, 1] + a[4, 2]) / 2
+        ind = (a[3, 2] + a[4, 3]) / 2
+    assert float(got["duplicate_token"]) == pytest.approx(float(dup), rel=1e-12)
+    assert float(got["induction"]) == pytest.approx(float(ind), rel=1e-12)
+    assert float(got["previous_token"]) == pytest.approx(float(sum(a[i, i - 1] for i in range(1, 5)) / 4), rel=1e-12)
+    assert float(got["sink"]) == pytest.approx(float(a[1:, 0].mean()), rel=1e-12)
+
+
+@settings(max_examples=30, deadline=None)
+@given(half=st.integers(2, 9), start=st.integers(0, 1), b=st.integers(1, 3), seed=st.integers(0, 2**16))
+def test_text_labels_on_repeats_of_distinct_tokens_are_the_repeats_labels(half, start, b, seed):
+    """On ``[first] t t`` with no token repeated inside ``t``, every label of any pattern equals
+    :func:`pattern_labels`' (the copies are exactly the second half's earlier occurrences)."""
+    g = torch.Generator().manual_seed(seed)
+    t = torch.stack([torch.randperm(40, generator=g)[:half] + 1 for _ in range(b)])
+    tokens = torch.cat(([torch.zeros(b, 1, dtype=torch.long)] if start else []) + [t, t], dim=1)
+    A = _random_pattern(b, 2, tokens.shape[1], g)
+    got = _sums(A, tokens, start)
+    want = {k: v.mean(0) for k, v in pattern_labels(A, half, start).items()}
+    for k in LABELS:
+        torch.testing.assert_close(got[k], want[k], rtol=1e-12, atol=1e-12)
+
+
+def test_text_labels_on_the_toy_equal_a_count_over_its_own_cache_whatever_the_batches():
+    """The mean is over every position that has a copy, not over batches: batches of 2 and of 16
+    give the same; each label equals a loop over the toy's own cached patterns."""
+    from compscope.data.head_labels import text_labels
+
+    runner = runner_for("induction-2l")
+    tokens = torch.randint(0, runner.hw.n_vocab, (6, 20), generator=torch.Generator().manual_seed(3))
+    one = text_labels(runner, tokens, batch_size=16, progress=False)
+    many = text_labels(runner, tokens, batch_size=2, progress=False)
+    for k in LABELS:
+        torch.testing.assert_close(one.mean[k], many.mean[k], rtol=1e-10, atol=1e-12)
+    assert many.batches == 3 and float(many.spread["induction"].max()) > 0 and one.batches == 1
+    cache: dict = {}
+    with torch.no_grad():
+        runner.model(tokens, cache=cache)
+    for l in range(2):
+        p = cache[f"pattern.{l}"].double()
+        ind, dup, n_ind, n_dup = torch.zeros(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64), 0, 0
+        for s in range(6):
+            x = tokens[s].tolist()
+            for i in range(20):
+                after = {j + 1 for j in range(i - 1) if x[j] == x[i]}
+                same = [j for j in range(i) if x[j] == x[i]]
+                if after:
+                    ind += sum(p[s, :, i, k] for k in after)
+                    n_ind += 1
+                if same:
+                    dup += sum(p[s, :, i, j] for j in same)
+                    n_dup += 1
+        torch.testing.assert_close(one.induction[l], ind / n_ind, rtol=1e-6, atol=1e-7)
+        torch.testing.assert_close(one.duplicate_token[l], dup / n_dup, rtol=1e-6, atol=1e-7)
+    assert one.positions["induction"] == n_ind and one.positions["duplicate_token"] == n_dup
+    df = one.to_pandas()
+    assert list(df.columns[:6]) == ["layer", "head", *LABELS] and df.attrs["induction"] == n_ind
+
+
+def test_text_labels_refuse_bad_tokens():
+    from compscope.data.head_labels import text_labels
+
+    for bad in (torch.zeros(5, dtype=torch.long), torch.zeros(2, 2, dtype=torch.long), [[1, 2, 3]]):
+        with pytest.raises(OptionError, match="text labels need"):
+            text_labels("induction-2l", bad, progress=False)
+    with pytest.raises(OptionError, match="batch_size"):
+        text_labels("induction-2l", torch.zeros(2, 4, dtype=torch.long), batch_size=0, progress=False)

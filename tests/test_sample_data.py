@@ -136,3 +136,29 @@ def test_the_norms_are_linearised_on_the_data_asked_for(tmp_path):
     table = compscope.scores(lin, kinds="K", measures="all", metric="identity", pairs="all", progress=False)
     for m_ in table.measures:
         torch.testing.assert_close(v.tables["identity"].dense(m_, "K"), table.dense(m_, "K"), equal_nan=True)
+
+
+def test_validate_labels_the_heads_on_the_sample_text_too(tmp_path, capsys):
+    """``text_labels``: the labels of ``text_labels`` on the sample data's tokens, saved, printed
+    beside the repeats' and recorded; they count as a use of the sample data on any model."""
+    from compscope.data.head_labels import text_labels
+    from compscope.data.residual_moments import metric_tokens
+
+    common = dict(sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",), progress=False)
+    data = SampleData(sequences=5, length=24, seed=2)
+    v = compscope.validate("induction-2l", sample_data=data, text_labels=True, **common)
+    runner = runner_for("induction-2l", progress=False)
+    want = text_labels(runner, metric_tokens(runner, 5, 24, 2), progress=False)
+    for k in ("induction", "previous_token", "duplicate_token", "sink"):
+        torch.testing.assert_close(v.text_labels.mean[k], want.mean[k])
+    assert v.options["text_labels_data"] == "5 repeated random sequences [t, t], |t| = 12 (seed 2)"
+    assert "labelled again on 5 repeated random sequences" in v.format()
+    paths = v.save(tmp_path / "v")
+    assert paths[-1].name == "head_labels_text.csv" and len(paths) == 6
+    assert compscope.validate("induction-2l", **common).text_labels is None
+
+    assert main(["validate", "--text-labels", "--sample-sequences", "3", "--kinds", "K", "--metric", "identity",
+                 "--sequences", "4", "--half", "4", "--intervention-sequences", "2", "--out", str(tmp_path / "w")]) == 0
+    out = capsys.readouterr().out
+    assert "top induction heads there:" in out and "rank correlation with the repeats' labels" in out
+    assert (tmp_path / "w" / "head_labels_text.csv").exists()

@@ -17,7 +17,7 @@ def add_arguments(p) -> None:
     p.add_argument("model", nargs="?", default=DEFAULT_MODEL,
                    help=f"a toy model, HuggingFace folder, .gguf file, built-in name or HuggingFace hub id "
                         f"(owner/name[@revision], the local cache first; default {DEFAULT_MODEL})")
-    p.add_argument("--out", help="folder for head_labels.csv, interventions.parquet, verdict.csv, heads.csv, run.json")
+    p.add_argument("--out", help="folder for head_labels.csv, interventions.parquet, verdict.csv, heads.csv, run.json (and head_labels_text.csv with --text-labels)")
     p.add_argument("--sequences", type=count, default=64, help="repeated random sequences for the labels (default 64)")
     p.add_argument("--half", type=half_length, default=32, help="length of the repeated half |t| (default 32)")
     p.add_argument("--seed", type=int, default=12345, help="seed of the sequences (default 12345)")
@@ -44,8 +44,11 @@ def add_arguments(p) -> None:
                    help="judge the weights with the norms inside the heads' circuits replaced by their mean Jacobian on "
                         "natural text: qk (QK-norm), output (attention-output norm), or both (qk,output; the default "
                         "without PARTS: every one the model has)")
+    p.add_argument("--text-labels", action="store_true",
+                   help="label every head on natural text too (the --sample-* text): head_labels_text.csv, and how its "
+                        "labels agree with the repeats' (the truth stays the repeats')")
     add_sample_data(p, "for a rotary model's previous-token score from the weights with the residual as content, "
-                       "and for --linearise-norms")
+                       "for --linearise-norms and for --text-labels")
     add_device(p)
     add_model_dtype(p)
 
@@ -61,7 +64,8 @@ def run(args) -> None:
                  metrics=metrics, ablation=args.ablation, paths=args.paths, prev_threshold=args.prev_threshold,
                  induction_threshold=args.induction_threshold, effect_threshold=args.effect_threshold, fold_norm=args.fold_norm,
                  fold_qk_gains=args.fold_qk_gains, linearise_norms=args.linearise_norms or False, device=args.device, model_dtype=args.model_dtype,
-                 writers=args.writers, metric_data=data, sample_data=sample_data(args, True, ""))
+                 writers=args.writers, metric_data=data, sample_data=sample_data(args, True, ""),
+                 text_labels=args.text_labels)
     print(v.format(args.top))
     if args.out:
         for p in v.save(args.out):

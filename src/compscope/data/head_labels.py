@@ -130,15 +130,21 @@ class ActivationLabels:
 
     def to_pandas(self):
         """One row per head: ``layer, head`` and every label, then its spread (``<label>_spread``)."""
-        import pandas as pd
+        return _label_frame(self.mean, self.spread, sequences=self.sequences, half=self.half, seed=self.seed,
+                            batches=self.batches)
 
-        L, H = self.mean["induction"].shape
-        rows = {"layer": [l for l in range(L) for _ in range(H)], "head": [h for _ in range(L) for h in range(H)]}
-        rows.update({k: self.mean[k].flatten().tolist() for k in LABELS})
-        rows.update({f"{k}_spread": self.spread[k].flatten().tolist() for k in LABELS})
-        df = pd.DataFrame(rows)
-        df.attrs.update(sequences=self.sequences, half=self.half, seed=self.seed, batches=self.batches)
-        return df
+
+def _label_frame(mean: dict[str, Tensor], spread: dict[str, Tensor], **attrs):
+    """One row per head: ``layer, head``, every label of :data:`LABELS`, then ``<label>_spread``."""
+    import pandas as pd
+
+    L, H = mean["induction"].shape
+    rows = {"layer": [l for l in range(L) for _ in range(H)], "head": [h for _ in range(L) for h in range(H)]}
+    rows.update({k: mean[k].flatten().tolist() for k in LABELS})
+    rows.update({f"{k}_spread": spread[k].flatten().tolist() for k in LABELS})
+    df = pd.DataFrame(rows)
+    df.attrs.update(attrs)
+    return df
 
 
 def pattern_labels(pattern: Tensor, half: int, start: int) -> dict[str, Tensor]:
@@ -199,3 +205,103 @@ def activation_labels(runner, reps=None, batch_size: int = 16, progress: bool = 
     spread = {k: torch.stack(v).std(0, correction=0) if len(v) > 1 else torch.zeros_like(mean[k])
               for k, v in per_batch.items()}
     return ActivationLabels(mean, spread, n, reps.half, reps.start, reps.seed, len(sizes))
+
+
+@dataclass(frozen=True)
+class TextLabels:
+    """The labels of :data:`LABELS` on any token sequences, natural text above all (:func:`text_labels`):
+    per head ``(layer, head)`` float64, the mean (``mean``) and the standard deviation of the
+    per-batch means (``spread``). With ``x`` the tokens and ``s`` the first position that can be
+    an earlier copy (after the first token, where the model has one):
+
+    - ``previous_token``: attention from ``i`` to ``i − 1``, every ``i ≥ 1``;
+    - ``sink``: attention on the first position, every ``i ≥ 1``;
+    - ``duplicate_token``: at each ``i`` with earlier copies (``x_j = x_i``, ``s ≤ j < i``), the
+      attention on them, summed; averaged over those positions;
+    - ``induction``: at each ``i`` with an earlier copy ``j < i − 1``, the attention on the tokens
+      that followed its earlier copies (every ``j + 1``), summed; averaged over those positions.
+
+    On ``[first] t t`` with no token repeated inside ``t`` the last two are the labels of
+    :class:`ActivationLabels`; on text a token has many earlier copies that predict nothing, and
+    the induction label runs lower. ``positions``: how many positions each label averages over."""
+
+    mean: dict[str, Tensor]
+    spread: dict[str, Tensor]
+    positions: dict[str, int]
+    data: str
+    batches: int
+
+    def __getattr__(self, name: str) -> Tensor:
+        if name in LABELS:
+            return self.mean[name]
+        raise AttributeError(name)
+
+    def to_pandas(self):
+        """One row per head: ``layer, head`` and every label, then its spread (``<label>_spread``)."""
+        return _label_frame(self.mean, self.spread, data=self.data, batches=self.batches, **self.positions)
+
+
+def copy_masks(tokens: Tensor, start: int) -> tuple[Tensor, Tensor]:
+    """``(duplicate, induction)``, each ``(batch, i, k)`` bool, for tokens ``(batch, pos)``:
+    ``duplicate[b, i, k]``: ``x_k = x_i``, ``start ≤ k < i``; ``induction[b, i, k]``: ``k = j + 1``
+    for some ``j`` with ``x_j = x_i``, ``start ≤ j < i − 1``."""
+    T = tokens.shape[1]
+    pos = torch.arange(T, device=tokens.device)
+    same = tokens[:, :, None] == tokens[:, None, :]
+    duplicate = same & ((pos[None, :] < pos[:, None]) & (pos[None, :] >= start))[None]
+    before = same & ((pos[None, :] < pos[:, None] - 1) & (pos[None, :] >= start))[None]
+    induction = torch.zeros_like(before)
+    induction[:, :, 1:] = before[:, :, :-1]
+    return duplicate, induction
+
+
+def text_pattern_sums(pattern: Tensor, tokens: Tensor, start: int) -> dict[str, tuple[Tensor, int]]:
+    """Per label of :class:`TextLabels`, ``(sum over this batch's positions (head,), positions)``
+    from one layer's patterns ``(batch, head, q, k)`` on ``tokens (batch, pos)``."""
+    pattern = pattern.double()
+    b, _, T, _ = pattern.shape
+    out = {"previous_token": (_to_previous(pattern).sum(0) * (T - 1), b * (T - 1)),
+           "sink": (pattern[:, :, 1:, 0].sum((0, 2)), b * (T - 1))}
+    for name, mask in zip(("duplicate_token", "induction"), copy_masks(tokens.to(pattern.device), start)):
+        has = mask.any(-1)  # (batch, i): positions with an earlier copy of their kind
+        out[name] = ((pattern * mask[:, None].double()).sum(-1).sum((0, 2)), int(has.sum()))
+    return out
+
+
+@torch.no_grad()
+def text_labels(runner, tokens: Tensor, batch_size: int = 16, progress: bool = True, data: str | None = None) -> TextLabels:
+    """:class:`TextLabels` of ``runner``'s model (any model :func:`~compscope.data.runner.runner_for`
+    runs) on ``tokens (sequences, pos)``, ``batch_size`` sequences at a time; ``data``: what the
+    tokens are, in words (recorded; default their shape)."""
+    from ..progress import progress_bar
+    from .runner import layer_state, runner_for
+
+    check_int("batch_size", batch_size, 1)
+    if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.shape[1] < 3:
+        raise OptionError(f"text labels need (sequences, pos) tokens with pos >= 3, got "
+                          f"{tuple(tokens.shape) if isinstance(tokens, Tensor) else type(tokens).__name__}")
+    runner = runner_for(runner, progress=progress)
+    hw = runner.weights_here()
+    start = 1 if runner.bos is not None else 0
+    sums = {k: 0.0 for k in LABELS}
+    counts = {k: 0 for k in LABELS}
+    per_batch: dict[str, list[Tensor]] = {k: [] for k in LABELS}
+    bar = progress_bar(tokens.shape[0], "labels on text", enabled=progress)
+    for b0 in range(0, tokens.shape[0], batch_size):
+        tok = tokens[b0 : b0 + batch_size]
+        tr = runner.trace(tok)
+        got = [text_pattern_sums(layer_state(hw, l, tr.resid[l]).pattern, tok, start) for l in range(hw.n_layers)]
+        for k in LABELS:
+            total, n = torch.stack([g[k][0] for g in got]).cpu(), got[0][k][1]
+            sums[k] = sums[k] + total
+            counts[k] += n
+            if n:
+                per_batch[k].append(total / n)
+        bar.update(tok.shape[0])
+    bar.close()
+    shape = (hw.n_layers, hw.n_heads)
+    mean = {k: sums[k] / counts[k] if counts[k] else torch.full(shape, torch.nan, dtype=torch.float64) for k in LABELS}
+    spread = {k: torch.stack(v).std(0, correction=0) if len(v) > 1 else torch.zeros(shape, dtype=torch.float64)
+              for k, v in per_batch.items()}
+    words = data or f"{tokens.shape[0]} given sequences of {tokens.shape[1]} tokens"
+    return TextLabels(mean, spread, counts, words, -(-tokens.shape[0] // batch_size))

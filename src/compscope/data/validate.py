@@ -69,6 +69,7 @@ class Verdict:
     heads: list[dict]
     options: dict
     notes: list[str] = field(default_factory=list)
+    text_labels: object = None  # TextLabels, when asked for
 
     def verdict_frame(self):
         import pandas as pd
@@ -107,7 +108,7 @@ class Verdict:
     def save(self, out: str | Path) -> list[Path]:
         """Write ``head_labels.csv``, ``interventions.parquet``, ``verdict.csv``, ``heads.csv`` and
         ``run.json`` (options, thresholds, notes) into the folder ``out`` (created; its parent must
-        exist)."""
+        exist), and ``head_labels_text.csv`` when the heads were labelled on text too."""
         import pandas as pd
 
         from ..results.files import check_folder
@@ -122,6 +123,9 @@ class Verdict:
         self.verdict_frame().to_csv(paths[2], index=False)
         pd.DataFrame(self.heads).to_csv(paths[3], index=False)
         paths[4].write_text(json.dumps({"model": self.model, **self.options, "notes": self.notes}, indent=1))
+        if self.text_labels is not None:
+            paths.append(out / "head_labels_text.csv")
+            self.text_labels.to_pandas().to_csv(paths[-1], index=False)
         return paths
 
     def format(self, top: int | None = None) -> str:
@@ -137,6 +141,8 @@ class Verdict:
             t = lab.mean[key]
             best = _top_heads(t, 5)
             lines.append(f"top {name} heads (data): " + "   ".join(f"{l}.{h} {v:.2f}" for (l, h), v in best))
+        if self.text_labels is not None:
+            lines += _text_lines(self.text_labels, lab)
         lines.append(f"true previous-token -> induction K-pairs: {o['true_pairs']} (previous-token >= {o['prev_threshold']}, "
                      f"induction >= {o['induction_threshold']})")
         if o.get("confirmed_pairs") is not None and o["true_pairs"]:
@@ -178,6 +184,19 @@ class Verdict:
                     for h in hs)]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+
+def _text_lines(text, lab) -> list[str]:
+    """The heads' labels on text beside those on the repeats: the top heads, and the rank correlation."""
+    from ..analysis.stats import spearman
+
+    lines = [f"labelled again on {text.data}:"]
+    for name, key in (("induction", "induction"), ("previous-token", "previous_token")):
+        lines.append(f"  top {name} heads there: " + "   ".join(f"{l}.{h} {v:.2f}" for (l, h), v in _top_heads(text.mean[key], 5)))
+    lines.append("  rank correlation with the repeats' labels over all heads (Spearman): " + ", ".join(
+        f"{name} {_fmt(spearman(text.mean[key], lab.mean[key]))}" for name, key in
+        (("induction", "induction"), ("previous-token", "previous_token"), ("duplicate-token", "duplicate_token"))))
+    return lines
 
 
 def _writers_text(writers) -> str:
@@ -294,7 +313,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
              batch_size: int = 16, fold_norm: bool = False,
              fold_qk_gains: bool = False, linearise_norms: bool | str | Sequence[str] = False, progress: bool = True,
              device: str | torch.device | None = None, model_dtype: str | torch.dtype | None = None,
-             writers=None, metric_data=None, sample_data=None) -> Verdict:
+             writers=None, metric_data=None, sample_data=None, text_labels: bool = False) -> Verdict:
     """Judge every measure × metric on ``model`` against its behaviour on data (module docstring).
 
     ``model``: anything :func:`compscope.data.runner.runner_for` runs (a toy folder or name, a
@@ -321,8 +340,11 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
     ``metric_data``: what the metrics estimated on data are estimated on
     (:class:`~compscope.data.residual_moments.MetricData`; default the model's default; recorded).
     ``sample_data``: what the residual is sampled on for the rotary previous-token score's
-    ``activations`` content and for ``linearise_norms``
-    (:class:`~compscope.data.residual_moments.SampleData`; recorded; refused where neither runs)."""
+    ``activations`` content, for ``linearise_norms`` and for ``text_labels``
+    (:class:`~compscope.data.residual_moments.SampleData`; recorded; refused where none runs).
+    ``text_labels``: label every head on that text too
+    (:func:`~compscope.data.head_labels.text_labels`, ``Verdict.text_labels``): the labels'
+    agreement with those on the repeats is printed, the truth stays the repeats'."""
     from ..analysis.circuits import head_circuits_by_content
     from ..analysis.stats import spearman
     from ..core.factors import check_kinds
@@ -370,10 +392,10 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
     head_weights = weights  # a head's own scores read the norms exactly (its positional pattern lives in the
     # operating point that the linearisation drops)
     linearising = linearise_norms is not False and linearise_norms is not None
-    if sample_data != SampleData() and not linearising and not reads_content(head_weights):
+    if sample_data != SampleData() and not (linearising or text_labels or reads_content(head_weights)):
         raise OptionError(f"sample data: the residual is sampled for the rotary previous-token score's activations "
-                          f"content and for linearise_norms; {hw.meta.name} has no rotary positions "
-                          f"({head_weights.positions}) and no linearisation is asked for")
+                          f"content, for linearise_norms and for text_labels; {hw.meta.name} has no rotary positions "
+                          f"({head_weights.positions}) and neither is asked for")
     if linearising:
         from .norm_linearisation import linearise_norms as _linearise
 
@@ -403,6 +425,11 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
         raise OptionError(f"no metric given applies to {hw.meta.name}: " + "; ".join(why))
     reps = verdict_sequences(runner, sequences, half, seed)
     labels = activation_labels(runner, reps, batch_size, progress)
+    on_text = None
+    if text_labels:
+        from .head_labels import text_labels as _text_labels
+
+        on_text = _text_labels(runner, sample_data.tokens(runner), batch_size, progress, data=sample_data.text(runner))
     n_int = min(intervention_sequences, sequences)
     effects = intervention_effects(runner, reps.tokens[:n_int], kinds, ablation, batch_size=batch_size,
                                    progress=progress, paths=paths, writers=chosen)
@@ -477,6 +504,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
                "circuit_auroc": circuit_auroc or None, "circuit_measure": list(CIRCUIT_MEASURE),
                "activations_content_data": sample_data.content(runner) if "activations" in contents else None,
                "sample_data": {k: v for k, v in zip(("sequences", "length", "seed", "positions"), sample_data.resolved())}
-               if "activations" in contents or linearising else None,
+               if "activations" in contents or linearising or text_labels else None,
+               "text_labels_data": on_text.data if on_text is not None else None,
                "weights_processing": list(weights.meta.processing)}
-    return Verdict(hw.meta.name, labels, effects, tables, rows, heads, options, notes)
+    return Verdict(hw.meta.name, labels, effects, tables, rows, heads, options, notes, on_text)
