@@ -34,40 +34,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from compscope.analysis.stats import spearman  # noqa: E402
-from compscope.data.head_labels import previous_token_scores  # noqa: E402
+from compscope.data.head_labels import text_labels  # noqa: E402
 from compscope.data.residual_moments import METRIC_SEED, metric_tokens, tokens_data  # noqa: E402
-from compscope.data.runner import layer_state, runner_for  # noqa: E402
+from compscope.data.runner import runner_for  # noqa: E402
 from verdict_candidates import read_verdict  # noqa: E402
 from verdict_thresholds import print_grid, weight_only  # noqa: E402
 
 
-def after_earlier_copies(tokens: torch.Tensor, start: int) -> torch.Tensor:
-    """``(batch, i, k)`` bool: ``k = j + 1`` for some ``j`` with ``x_j = x_i``, ``start <= j < i − 1``."""
-    T = tokens.shape[1]
-    pos = torch.arange(T)
-    copy = (tokens[:, :, None] == tokens[:, None, :]) & ((pos[None, :] < pos[:, None] - 1) & (pos[None, :] >= start))[None]
-    out = torch.zeros_like(copy)
-    out[:, :, 1:] = copy[:, :, :-1]
-    return out
-
-
-@torch.no_grad()
 def labels_on(runner, tokens: torch.Tensor, batch_size: int = 8) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(previous_token, induction)``, each ``(L, H)`` float64, of every head on ``tokens`` (module docstring)."""
-    hw = runner.weights_here()
-    start = 1 if runner.bos is not None else 0
-    prev_sum, ind_sum, ind_count, n = 0.0, 0.0, 0.0, 0
-    for b0 in range(0, tokens.shape[0], batch_size):
-        tok = tokens[b0 : b0 + batch_size]
-        tr = runner.trace(tok)
-        patterns = [layer_state(hw, l, tr.resid[l]).pattern.double().cpu() for l in range(hw.n_layers)]
-        prev_sum = prev_sum + previous_token_scores(patterns) * tok.shape[0]
-        n += tok.shape[0]
-        after = after_earlier_copies(tok.cpu(), start).double()  # (b, i, k)
-        has = after.any(-1).double()  # (b, i): positions with an earlier copy
-        ind_sum = ind_sum + torch.stack([((p * after[:, None]).sum(-1) * has[:, None]).sum((0, 2)) for p in patterns])
-        ind_count += float(has.sum())
-    return prev_sum / n, ind_sum / max(ind_count, 1.0)
+    """``(previous_token, induction)``, each ``(L, H)`` float64, of every head on ``tokens``
+    (``compscope.data.head_labels.text_labels``, as ``validate --text-labels``)."""
+    got = text_labels(runner, tokens, batch_size, progress=False)
+    return got.previous_token, got.induction
 
 
 def main() -> None:

@@ -58,6 +58,7 @@ SLOW = [
     ("docs/results.md", "compscope circuits gemma3-270m --top 5 --content activations"),
     ("docs/results.md", "compscope validate smollm2 --out verdict-smollm2"),
     ("docs/results.md", "compscope validate gemma3-270m --out verdict-gemma"),
+    ("docs/results.md", "compscope validate smollm2 --text-labels --sample-sequences 32 --kinds K --metric identity --writers 16.0 --intervention-sequences 2 --top 3"),
     ("docs/results.md", "compscope validate gemma3-270m --fold-norm --fold-qk-gains --top 6"),
     ("docs/results.md", "compscope validate gemma3-270m --fold-qk-gains --metric covariance-own --metric covariance --metric identity --kinds K --top 8"),
     ("docs/results.md", "compscope validate gemma3-270m --linearise-norms qk --top 6"),
