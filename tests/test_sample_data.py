@@ -156,6 +156,8 @@ def test_validate_labels_the_heads_on_the_sample_text_too(tmp_path, capsys):
     paths = v.save(tmp_path / "v")
     assert paths[-1].name == "head_labels_text.csv" and len(paths) == 6
     assert compscope.validate("induction-2l", **common).text_labels is None
+    with pytest.raises(OptionError, match="text_labels='yes': expected True or False"):
+        compscope.validate("induction-2l", text_labels="yes", **common)
 
     assert main(["validate", "--text-labels", "--sample-sequences", "3", "--kinds", "K", "--metric", "identity",
                  "--sequences", "4", "--half", "4", "--intervention-sequences", "2", "--out", str(tmp_path / "w")]) == 0

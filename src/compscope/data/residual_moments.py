@@ -258,7 +258,8 @@ class SampleData:
     than the residual's moments: the ``activations`` content of the rotary previous-token score
     (``positions`` residuals per layer, drawn from every position after the first) and the mean
     Jacobians of the norms that :func:`~compscope.data.norm_linearisation.linearise_norms`
-    replaces (every position after the first). ``sequences`` of ``length`` tokens as the metrics'
+    replaces (every position after the first); and the heads' labels on text (``validate``'s
+    ``text_labels``). ``sequences`` of ``length`` tokens as the metrics'
     text (:func:`metric_tokens`: natural text, or repeated random sequences for a model without a
     tokenizer), ``seed`` picking them and the positions. None leaves the default: 16 sequences of
     128 tokens (at most the model's context), 1024 positions, seed 12346."""

@@ -372,6 +372,8 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
             raise OptionError(f"{name}={v!r}: expected a finite number")
         if not 0 <= v <= high:
             raise OptionError(f"{name}={v!r}: {why}")
+    if not isinstance(text_labels, bool):
+        raise OptionError(f"text_labels={text_labels!r}: expected True or False")
     metrics = distinct_metrics(metrics)
     metric_data = as_metric_data(metric_data)
     sample_data = as_sample_data(sample_data)
