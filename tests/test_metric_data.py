@@ -6,9 +6,12 @@ options that would change nothing are refused."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import compscope
 from compscope.cli.main import main
@@ -167,3 +170,97 @@ def test_the_report_and_its_verdict_take_the_data():
     got = {(r["measure"], r["metric"]): r["spearman"] for r in rep.verdict}
     assert got == pytest.approx({(r["measure"], r["metric"]): r["spearman"] for r in want.rows})
     assert main(["report", "--metric", "identity", "--data", "none", "--metric-length", "8", "--out", "unused"]) == 2
+
+
+# ---------------------------------------------------------------- Ledoit-Wolf shrinkage of G
+def _rows_by_hand(sequences: int, half: int, seed: int) -> dict[int, torch.Tensor]:
+    """Every residual row the toy's heads read on its held-out repeats, from its own cache (float64)."""
+    model, _ = load_toy(find_toy("induction-2l"))
+    cache: dict = {}
+    with torch.no_grad():
+        model(held_out_repeats(model, sequences, half, seed), cache=cache)
+        return {l: (cache[f"resid_pre.{l}"] if blk.ln1 is None else blk.ln1(cache[f"resid_pre.{l}"]))
+                .reshape(-1, model.cfg.d_model).double() for l, blk in enumerate(model.blocks)}
+
+
+def _ledoit_wolf_dense(x: torch.Tensor, centred: bool) -> tuple[torch.Tensor, float]:
+    """Ledoit and Wolf (2004), term by term over the samples: ``S``, ``m = tr S / d``,
+    ``δ² = |S − m I|² / d``, ``b̄² = Σ_k |y_k y_kᵀ − S|² / (n² d)``, ``ρ = min(b̄², δ²) / δ²``."""
+    y = x - x.mean(0) if centred else x
+    n, d = y.shape
+    S = y.T @ y / n
+    m = torch.trace(S) / d
+    eye = torch.eye(d, dtype=S.dtype)
+    delta2 = float(((S - m * eye) ** 2).sum()) / d
+    beta2 = sum(float(((torch.outer(r, r) - S) ** 2).sum()) for r in y) / (n * n * d)
+    rho = min(beta2, delta2) / delta2
+    return (1 - rho) * S + rho * m * eye, rho
+
+
+@pytest.mark.parametrize("centred", [False, True])
+def test_ledoit_wolf_is_the_papers_estimate_of_the_toys_own_residual(centred):
+    """The shrunk moments from the runner's running sums (the fourth moment of ``x − μ`` expanded in
+    them) equal Ledoit and Wolf's estimate taken sample by sample from the toy's own cache, and
+    scikit-learn's where it is installed."""
+    from compscope.data.residual_moments import runner_second_moments
+    from compscope.data.runner import runner_for
+
+    runner = runner_for("induction-2l", progress=False)
+    model = runner.model
+    tokens = held_out_repeats(model, 12, 10, 5)
+    got = runner_second_moments(runner, tokens, centred=centred, shrinkage="ledoit-wolf")
+    plain = runner_second_moments(runner, tokens, centred=centred)
+    rows = _rows_by_hand(12, 10, 5)
+    for l, x in rows.items():
+        want, rho = _ledoit_wolf_dense(x, centred)
+        assert 0 < rho < 1
+        torch.testing.assert_close(got[l], want, rtol=1e-6, atol=1e-9)
+        assert float((got[l] - plain[l]).abs().max()) > 1e-6  # it did shrink
+        sklearn = pytest.importorskip("sklearn.covariance")
+        sk, sk_rho = sklearn.ledoit_wolf(x.numpy(), assume_centered=not centred)
+        assert rho == pytest.approx(sk_rho, rel=1e-6)
+        torch.testing.assert_close(got[l], torch.from_numpy(sk), rtol=1e-6, atol=1e-9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n=st.integers(3, 40), d=st.integers(2, 6), shift=st.floats(-50, 50), seed=st.integers(0, 2**16))
+def test_the_centred_fourth_moment_from_running_sums(n, d, shift, seed):
+    """``Σ |x − μ|⁴`` from ``Σ |x|⁴``, ``Σ |x|² x``, ``Σ x xᵀ`` and ``Σ x``, whatever the mean (float64)."""
+    from compscope.data.residual_moments import ResidualSums
+
+    x = torch.randn(n, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) + shift
+    sq = (x * x).sum(1)
+    sums = ResidualSums(None, torch.zeros(1, 1), 1, {0: x.T @ x}, {0: x.sum(0)}, n, {0: (sq * sq).sum()}, {0: sq @ x})
+    y = x - x.mean(0)
+    want = float(((y * y).sum(1) ** 2).sum())
+    assert float(sums.fourth(0, True)) == pytest.approx(want, rel=1e-7, abs=1e-9 * float((sq * sq).sum()))
+    assert float(sums.fourth(0, False)) == pytest.approx(float((sq * sq).sum()), rel=1e-12)
+
+
+def test_shrinkage_reaches_the_metric_the_table_and_the_command_line(capsys):
+    from compscope.data.residual_moments import runner_second_moments
+    from compscope.data.runner import runner_for
+
+    data = MetricData(sequences=20, length=40, seed=3, shrinkage="ledoit-wolf")
+    got = get_metric("covariance-own", compscope.load("induction-2l"), model="induction-2l", data=data)
+    runner = runner_for("induction-2l", progress=False)
+    moments = runner_second_moments(runner, held_out_repeats(runner.model, 20, 20, 3), batch_size=20, centred=True,
+                                    shrinkage="ledoit-wolf")
+    want = activations(moments, name="covariance")
+    for layer in want.sqrt:
+        torch.testing.assert_close(got.sqrt[layer], want.sqrt[layer], rtol=1e-6, atol=1e-8)
+    assert got.own_reads and re.fullmatch(r"20 held-out repeated random sequences \[t, t\], \|t\| = 20 \(seed 3\); "
+                                          r"Ledoit-Wolf shrinkage [0-9.e-]+(-[0-9.e-]+ per layer| in every layer)", got.data)
+    t = compscope.scores("induction-2l", "K", ["frobenius"], "covariance", progress=False,
+                         metric_data=MetricData(shrinkage="ledoit-wolf"))
+    assert "Ledoit-Wolf shrinkage" in t.info["metric_data"]
+    assert MetricData(shrinkage="none") == MetricData() and not MetricData(shrinkage="none").shrinks
+    with pytest.raises(OptionError, match="metric data: shrinkage='lw': expected one of none, ledoit-wolf"):
+        MetricData(shrinkage="lw")
+    assert main(["scores", "--metric", "covariance", "--metric-shrinkage", "ledoit-wolf", "--kinds", "K",
+                 "--measure", "frobenius", "--top", "1"]) == 0
+    assert "; Ledoit-Wolf shrinkage" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["scores", "--metric", "covariance", "--metric-shrinkage", "lw"])
+    assert main(["scores", "--metric-shrinkage", "ledoit-wolf"]) == 2
+    assert "for the metrics estimated on data" in capsys.readouterr().err

@@ -26,3 +26,6 @@ PATHS = ("direct", "all")
 #: weights (one estimated on data would need the changed model to run; a Metric object stays with
 #: the model it was made for)
 GAUGE_METRICS = ("identity", "embed", "unembed")
+#: how a metric estimated on data estimates each layer's G (``MetricData.shrinkage``,
+#: ``--metric-shrinkage``): the sample moment, or that moment shrunk by its Ledoit–Wolf intensity
+SHRINKAGES = ("none", "ledoit-wolf")

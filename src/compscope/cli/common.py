@@ -112,7 +112,7 @@ def add_scoring(p: argparse.ArgumentParser, default_kinds: str, default_measures
 
 
 def add_metric_data(p: argparse.ArgumentParser) -> None:
-    """``--metric-sequences``, ``--metric-length``, ``--metric-seed``: what the metrics estimated on
+    """``--metric-sequences``, ``--metric-length``, ``--metric-seed``, ``--metric-shrinkage``: what the metrics estimated on
     data are estimated on (:func:`metric_data`)."""
     p.add_argument("--metric-sequences", type=count, metavar="N",
                    help="for a metric estimated on data: how many sequences (default 64 of natural text; compscope's "
@@ -122,12 +122,17 @@ def add_metric_data(p: argparse.ArgumentParser) -> None:
                         "toy models: 64, [t, t] with |t| = T / 2)")
     p.add_argument("--metric-seed", type=at_least(0), metavar="S",
                    help="for a metric estimated on data: which sequences (default 12346)")
+    from ..defaults import SHRINKAGES
+
+    p.add_argument("--metric-shrinkage", choices=SHRINKAGES,
+                   help="for a metric estimated on data: each layer's G as the sample moment (none, the default) or "
+                        "shrunk toward a multiple of the identity by its Ledoit-Wolf intensity (ledoit-wolf)")
 
 
 def metric_data(args, metrics):
     """The ``MetricData`` that ``--metric-sequences/-length/-seed`` ask for (None when none is
     given), refused when none of ``metrics`` is estimated on data (it would change nothing)."""
-    given = {k: getattr(args, k) for k in ("metric_sequences", "metric_length", "metric_seed")}
+    given = {k: getattr(args, k) for k in ("metric_sequences", "metric_length", "metric_seed", "metric_shrinkage")}
     if all(v is None for v in given.values()):
         return None
     from ..core.metrics import ON_DATA
@@ -139,7 +144,7 @@ def metric_data(args, metrics):
                           f"(metrics: {', '.join(metrics)})")
     from ..data.residual_moments import MetricData
 
-    return MetricData(given["metric_sequences"], given["metric_length"], given["metric_seed"])
+    return MetricData(given["metric_sequences"], given["metric_length"], given["metric_seed"], given["metric_shrinkage"])
 
 
 def add_sample_data(p: argparse.ArgumentParser, where: str) -> None:

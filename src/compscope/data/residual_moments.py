@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor
 
+from ..defaults import SHRINKAGES
 from ..errors import OptionError, check_int
 from ..core.metrics import DEFAULT_RIDGE, Metric, activations
 
@@ -70,14 +71,27 @@ class MetricData:
     leaves the model's default: natural text, 64 sequences of 128 tokens (at most the model's
     context); compscope's toy models, which have no tokenizer, 200 held-out repeated random
     sequences ``[t, t]`` of 64 tokens (``|t| = length / 2``); seed 12346 (the verdict's sequences
-    use 12345, so that a measure is never scored on its own test data)."""
+    use 12345, so that a measure is never scored on its own test data). ``shrinkage``: how each
+    layer's ``G`` is estimated from them: None (or ``'none'``), the sample moment;
+    ``'ledoit-wolf'``, the sample moment shrunk toward a multiple of the identity by the
+    Ledoit–Wolf intensity, which the same data give (:func:`ledoit_wolf`)."""
 
     sequences: int | None = None
     length: int | None = None
     seed: int | None = None
+    shrinkage: str | None = None
 
     def __post_init__(self) -> None:
         _check_fields(self, "metric data", (("sequences", 1), ("length", 4), ("seed", 0)))
+        if self.shrinkage is not None and self.shrinkage not in SHRINKAGES:
+            raise OptionError(f"metric data: shrinkage={self.shrinkage!r}: expected one of {', '.join(SHRINKAGES)}")
+        if self.shrinkage == "none":  # the default, spelled out: the same data
+            object.__setattr__(self, "shrinkage", None)
+
+    @property
+    def shrinks(self) -> bool:
+        """Whether ``G`` is the Ledoit–Wolf estimate rather than the sample moment."""
+        return self.shrinkage == "ledoit-wolf"
 
     def resolved(self, runner) -> tuple[int, int, int]:
         """``(sequences, length, seed)`` for ``runner``'s model, the defaults filled in."""
@@ -114,12 +128,15 @@ def metric_data(runner, data: MetricData | None = None) -> str:
     """What :func:`activations_metric` estimates on for ``runner``'s model with ``data``, in words (recorded)."""
     from .runner import ToyRunner
 
-    n, length, seed = (data or MetricData()).resolved(runner)
+    data = data or MetricData()
+    n, length, seed = data.resolved(runner)
+    shrunk = "; Ledoit-Wolf shrinkage" if data.shrinks else ""
     if isinstance(runner, ToyRunner):
         from ..toy.storage import held_out_half
 
-        return f"{n} held-out repeated random sequences [t, t], |t| = {held_out_half(runner.model, length // 2)} (seed {seed})"
-    return tokens_data(runner, n, length, seed)
+        return (f"{n} held-out repeated random sequences [t, t], |t| = {held_out_half(runner.model, length // 2)} "
+                f"(seed {seed}){shrunk}")
+    return tokens_data(runner, n, length, seed) + shrunk
 
 
 def toy_activation_metric(model, sequences: int = TOY_SEQUENCES, half: int = TOY_HALF, seed: int = METRIC_SEED,
@@ -141,14 +158,15 @@ def _name(centred: bool) -> str:
     return "covariance" if centred else "activations"
 
 
-def _toy_metric(runner, sequences: int, half: int, seed: int, ridge: float, hw=None, centred: bool = False) -> Metric:
+def _toy_metric(runner, sequences: int, half: int, seed: int, ridge: float, hw=None, centred: bool = False,
+                shrinkage: str | None = None) -> Metric:
     """The activations (or covariance) metric of a toy runner's model on held-out repeated random
     sequences, for the heads of ``hw`` (default the runner's)."""
     from ..toy.storage import held_out_repeats
 
     tokens = held_out_repeats(runner.model, sequences, half, seed)
-    return activations(runner_second_moments(runner, tokens, batch_size=sequences, hw=hw, centred=centred), ridge,
-                       _name(centred))
+    G = runner_second_moments(runner, tokens, batch_size=sequences, hw=hw, centred=centred, shrinkage=shrinkage)
+    return activations(G, ridge, _name(centred))
 
 
 @dataclass(frozen=True)
@@ -163,19 +181,55 @@ class ResidualSums:
     acc: dict[int, Tensor]
     total: dict[int, Tensor]
     count: int
+    #: per layer ``Σ |x|⁴`` and ``Σ |x|² x`` (for the Ledoit–Wolf intensity)
+    quartic: dict[int, Tensor]
+    weighted: dict[int, Tensor]
 
     def serves(self, hw, tokens: Tensor, batch_size: int) -> bool:
         """Whether these are the sums for the same heads (the same object), tokens and batches."""
         return (self.hw is hw and self.batch_size == batch_size and self.tokens.shape == tokens.shape
                 and bool(torch.equal(self.tokens, tokens)))
 
+    def moment(self, layer: int, centred: bool) -> Tensor:
+        """``E[x xᵀ]`` of ``layer`` (``E[(x − μ)(x − μ)ᵀ]`` with ``centred``), float64 where the sums are."""
+        G = self.acc[layer] / self.count
+        return _centre(G, self.total[layer], self.count) if centred else G
+
+    def fourth(self, layer: int, centred: bool) -> Tensor:
+        """``Σ |y|⁴`` over the positions, ``y = x`` (``x − μ`` with ``centred``: expanded in the sums,
+        ``|x − μ|² = a − 2b + c`` with ``a = |x|²``, ``b = xᵀμ``, ``c = |μ|²``, ``Σ b = n c``)."""
+        q = self.quartic[layer]
+        if not centred:
+            return q
+        n, A = self.count, self.acc[layer]
+        mu = self.total[layer] / n
+        c = mu @ mu
+        return q + 4 * (mu @ A @ mu) - 4 * (self.weighted[layer] @ mu) + 2 * c * torch.trace(A) - 3 * n * c * c
+
+    def ledoit_wolf(self, layer: int, centred: bool) -> tuple[Tensor, float]:
+        """``((1 − ρ) S + ρ m I, ρ)`` for the sample moment ``S`` of ``layer`` (:meth:`moment`),
+        ``m = tr S / d``, and the Ledoit–Wolf intensity ``ρ = min(b̄², δ²) / δ²`` with
+        ``δ² = |S − m I|² / d`` and ``b̄² = Σ_k |y_k y_kᵀ − S|² / (n² d) = (Σ_k |y_k|⁴ − n |S|²) / (n² d)``
+        (Frobenius norms; Ledoit and Wolf 2004, "A well-conditioned estimator for large-dimensional
+        covariance matrices"). ``ρ = 0`` when ``S`` is already a multiple of the identity."""
+        S = self.moment(layer, centred)
+        n, d = self.count, S.shape[0]
+        m = torch.trace(S) / d
+        delta2 = float(((S - m * torch.eye(d, dtype=S.dtype, device=S.device)) ** 2).sum()) / d
+        if delta2 <= 0:
+            return S, 0.0
+        beta2 = max(0.0, float(self.fourth(layer, centred) - n * (S ** 2).sum()) / (n * n * d))
+        rho = min(beta2, delta2) / delta2
+        return (1 - rho) * S + rho * m * torch.eye(d, dtype=S.dtype, device=S.device), rho
+
 
 @torch.no_grad()
 def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16, hw=None,
-                          centred: bool = False) -> dict[int, Tensor]:
+                          centred: bool = False, shrinkage: str | None = None) -> dict[int, Tensor]:
     """``{layer: (d, d)}`` float64 second moments of what each layer's heads read, for any runner
     on ``tokens: (batch, seq)``, ``batch_size`` sequences at a time; with ``centred``, central ones
-    (covariances). ``hw``: the weights whose heads read (default the runner's; with norm gains
+    (covariances); with ``shrinkage='ledoit-wolf'``, each shrunk by its Ledoit–Wolf intensity
+    (:meth:`ResidualSums.ledoit_wolf`). ``hw``: the weights whose heads read (default the runner's; with norm gains
     folded the heads read the norm's output without its gain). The sums of the latest call stay on
     the runner: the same tokens and heads again (the covariance after the second moment, an
     ``-own`` variant after its metric) do not run the model again."""
@@ -184,33 +238,40 @@ def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16, hw=None,
 
     hw = runner.weights_here(hw)
     memo = runner._moments
-    if memo is not None and memo.serves(hw, tokens, batch_size):
-        acc, total, count = memo.acc, memo.total, memo.count
-    else:
-        acc = {l: torch.zeros(hw.d_model, hw.d_model, dtype=torch.float64, device=runner.device) for l in range(hw.n_layers)}
-        total = {l: torch.zeros(hw.d_model, dtype=torch.float64, device=runner.device) for l in range(hw.n_layers)}
+    if memo is None or not memo.serves(hw, tokens, batch_size):
+        def zeros(*shape):
+            return {l: torch.zeros(*shape, dtype=torch.float64, device=runner.device) for l in range(hw.n_layers)}
+
+        acc, total, quartic, weighted = zeros(hw.d_model, hw.d_model), zeros(hw.d_model), zeros(()), zeros(hw.d_model)
         count = 0
         bar = progress_bar(tokens.shape[0], "residual moments", enabled=runner.progress)
         for b0 in range(0, tokens.shape[0], batch_size):
             tr = runner.trace(tokens[b0 : b0 + batch_size])
             for l in range(hw.n_layers):
                 x = read_input(hw, l, tr.resid[l]).reshape(-1, hw.d_model).double()
+                sq = (x * x).sum(1)
                 acc[l] += x.T @ x
                 total[l] += x.sum(0)
+                quartic[l] += (sq * sq).sum()
+                weighted[l] += sq @ x
             count += tr.resid[0].shape[0] * tr.resid[0].shape[1]
             bar.update(tr.resid[0].shape[0])
         bar.close()
-        runner._moments = ResidualSums(hw, tokens.clone(), batch_size, acc, total, count)
-    return {l: (_centre(G / count, total[l], count) if centred else G / count).cpu() for l, G in acc.items()}
+        memo = runner._moments = ResidualSums(hw, tokens.clone(), batch_size, acc, total, count, quartic, weighted)
+    if shrinkage == "ledoit-wolf":
+        return {l: memo.ledoit_wolf(l, centred)[0].cpu() for l in memo.acc}
+    return {l: memo.moment(l, centred).cpu() for l in memo.acc}
 
 
 def data_activation_metric(runner, sequences: int = TEXT_SEQUENCES, seq_len: int = TEXT_LENGTH, seed: int = METRIC_SEED,
-                           ridge: float = DEFAULT_RIDGE, hw=None, centred: bool = False) -> Metric:
+                           ridge: float = DEFAULT_RIDGE, hw=None, centred: bool = False,
+                           shrinkage: str | None = None) -> Metric:
     """The ``activations`` metric (``covariance`` with ``centred``) of a runner's model: on natural
     text when it has a tokenizer (``sequences`` of ``seq_len`` tokens, at most the model's
-    context), else on held-out repeated random sequences."""
+    context), else on held-out repeated random sequences; ``shrinkage`` as :func:`runner_second_moments`."""
     tokens = metric_tokens(runner, sequences, seq_len, seed)
-    return activations(runner_second_moments(runner, tokens, hw=hw, centred=centred), ridge, _name(centred))
+    return activations(runner_second_moments(runner, tokens, hw=hw, centred=centred, shrinkage=shrinkage), ridge,
+                       _name(centred))
 
 
 def metric_tokens(runner, sequences: int, seq_len: int, seed: int) -> Tensor:
@@ -371,9 +432,15 @@ def _estimated(hw, ridge: float, model, device, centred: bool, name: str, data: 
 
     if isinstance(model, Runner):  # the model runs unprocessed; hw's heads (processed or not) read
         n, length, seed = data.resolved(model)
-        met = (_toy_metric(model, n, length // 2, seed, ridge, hw, centred) if isinstance(model, ToyRunner)
-               else data_activation_metric(model, n, length, seed, ridge=ridge, hw=hw, centred=centred))
-        return replace(met, data=metric_data(model, data))
+        met = (_toy_metric(model, n, length // 2, seed, ridge, hw, centred, data.shrinkage) if isinstance(model, ToyRunner)
+               else data_activation_metric(model, n, length, seed, ridge=ridge, hw=hw, centred=centred,
+                                           shrinkage=data.shrinkage))
+        words = metric_data(model, data)
+        if data.shrinks:  # the intensities the data gave, from the sums the estimate kept on the runner
+            rho = [model._moments.ledoit_wolf(l, centred)[1] for l in sorted(model._moments.acc)]
+            low, high = f"{min(rho):.2g}", f"{max(rho):.2g}"
+            words += f" {low} in every layer" if low == high else f" {low}-{high} per layer"
+        return replace(met, data=words)
     if model is None or model is hw:
         raise OptionError(f"metric {name!r} is estimated on data by running the model: pass the model itself "
                           "(a name or folder) to compscope.scores, not HeadWeights, or pass a Metric from "
