@@ -11,6 +11,7 @@ is loaded once; each estimate runs it over its text once.
 
     compscope validate gemma3-270m --out verdict-gemma
     python bench/metric_data_spread.py gemma3-270m verdict-gemma --metric covariance-own
+    python bench/metric_data_spread.py gemma3-270m verdict-gemma --metric covariance-own --shrinkage ledoit-wolf
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from compscope.core.metrics import ON_DATA, get_metric  # noqa: E402
+from compscope.defaults import SHRINKAGES  # noqa: E402
 from compscope.data.residual_moments import METRIC_SEED, MetricData, metric_data  # noqa: E402
 from compscope.data.runner import runner_for  # noqa: E402
 from compscope.data.validate import auroc, true_pairs  # noqa: E402
@@ -38,6 +40,8 @@ def main() -> None:
     ap.add_argument("--sequences", type=int, nargs="+", default=[16, 64, 256],
                     help="amounts of text, in sequences (default 16 64 256; 64 is the verdict's)")
     ap.add_argument("--length", type=int, default=None, help="tokens per sequence (default the metric's: 128, toys 64)")
+    ap.add_argument("--shrinkage", default=None, choices=SHRINKAGES,
+                    help="how each layer's G is estimated (default none: the sample moment; ledoit-wolf)")
     ap.add_argument("--prev-threshold", type=float, default=0.4)
     ap.add_argument("--induction-threshold", type=float, default=0.3)
     args = ap.parse_args()
@@ -51,7 +55,7 @@ def main() -> None:
     got: dict[int, list[dict[str, float]]] = {}
     for n in args.sequences:
         for seed in args.seeds:
-            data = MetricData(sequences=n, length=args.length, seed=seed)
+            data = MetricData(sequences=n, length=args.length, seed=seed, shrinkage=args.shrinkage)
             met = get_metric(args.metric, hw, model=runner, data=data)
             table = scores(hw, "K", list(MEASURES), met, pairs="all", progress=False)
             row = {m: auroc(table.dense(m, "K"), truth) for m in MEASURES}

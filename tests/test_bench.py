@@ -199,6 +199,36 @@ def test_metric_data_spread_against_the_scores_under_the_same_data(tmp_path):
     assert rows == 4 and "AUROC of 8 true K-pairs" in out, out  # 4 writers x 2 readers
 
 
+def test_metric_shrinkage_against_the_scores_under_the_same_regulariser(tmp_path):
+    """Each printed AUROC is the one counted here from ``compscope.scores`` under the metric with
+    that ridge, or with its Ledoit-Wolf estimate; the thresholds make the toy's truth imperfect."""
+    import pandas as pd
+
+    import compscope
+
+    compscope.validate("induction-2l", progress=False).save(tmp_path / "verdict")
+    out = bench("metric_shrinkage.py", "induction-2l", str(tmp_path / "verdict"), "--metric", "covariance",
+                "--ridges", "1e-06", "10", "--prev-threshold", "0.05", "--induction-threshold", "0.665")
+    labels = pd.read_csv(tmp_path / "verdict" / "head_labels.csv").set_index(["layer", "head"])
+    pairs = [(0, h1, 1, h2) for h1 in range(4) for h2 in range(4)]
+    truth = {p: labels.previous_token[p[0], p[1]] >= 0.05 and labels.induction[p[2], p[3]] >= 0.665 for p in pairs}
+    measures = ["frobenius", "tight", "overlap", "spectral", "bandwidth"]
+    rows = {"ridge 1e-06": dict(ridge=1e-6), "ridge 10": dict(ridge=10.0),
+            "Ledoit-Wolf": dict(metric_data=compscope.MetricData(shrinkage="ledoit-wolf"))}
+    for name, how in rows.items():
+        t = compscope.scores("induction-2l", "K", measures, "covariance", pairs="all", progress=False, **how)
+        want = []
+        for m in measures:
+            d = t.dense(m, "K")
+            pos = [float(d[p]) for p in pairs if truth[p]]
+            neg = [float(d[p]) for p in pairs if not truth[p]]
+            want.append(sum((a > b) + 0.5 * (a == b) for a in pos for b in neg) / (len(pos) * len(neg)))
+        line = re.search(rf"^covariance +{re.escape(name)}.*?((?: +[0-9.]+){{5}})$", out, re.M)
+        assert line, (name, out)
+        assert [float(x) for x in line.group(1).split()] == pytest.approx(want, abs=5e-4), (name, out)
+    assert "AUROC of 8 true K-pairs" in out and "Ledoit-Wolf 0.011 in every layer" in out, out
+
+
 def test_verdict_uncertainty_against_a_saved_verdict(tmp_path):
     """The default model's K interventions separate its 8 true pairs perfectly: AUROC 1, no spread
     under either the Hanley–McNeil error or the head bootstrap."""

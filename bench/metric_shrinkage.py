@@ -1,0 +1,69 @@
+"""How the metrics estimated on data depend on how each layer's ``G`` is regularised.
+
+A metric estimated on data whitens by ``G^{-1/2}``, so the directions in which the residual barely
+varies on the text are magnified most, and their estimate is the noisiest (``d`` of 576 or 640
+against 8,192 positions that are far from independent). ``compscope`` adds a ridge ``λ I`` with
+``λ = ridge · tr(G)/d`` (default ``ridge = 1e-6``: almost none); ``G + λ I`` is, up to a scale no
+measure sees, ``(1 − ρ) G + ρ (tr G/d) I`` with ``ρ = ridge / (1 + ridge)``: shrinkage toward a
+multiple of the identity. This script reads a saved verdict back (its labels), estimates each
+metric once, and prints the label-truth AUROC of the true previous-token → induction K-pairs of
+every measure under it for a grid of ridges, and with the Ledoit–Wolf estimate, whose intensity
+each layer's own data give (``MetricData(shrinkage='ledoit-wolf')``; no label is looked at),
+with the range of those intensities, as ridges.
+
+    compscope validate gemma3-270m --out verdict-gemma
+    python bench/metric_shrinkage.py gemma3-270m verdict-gemma
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from compscope.core.metrics import DEFAULT_RIDGE, ON_DATA, get_metric  # noqa: E402
+from compscope.data.residual_moments import MetricData  # noqa: E402
+from compscope.data.runner import runner_for  # noqa: E402
+from compscope.data.validate import auroc, true_pairs  # noqa: E402
+from compscope.engine.composition import scores  # noqa: E402
+from verdict_candidates import MEASURES, read_verdict  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("model")
+    ap.add_argument("verdict", help="a folder written by compscope validate --out")
+    ap.add_argument("--metric", action="append", choices=ON_DATA,
+                    help="a metric estimated on data (repeatable; default covariance-own, covariance)")
+    ap.add_argument("--ridges", type=float, nargs="+", default=[DEFAULT_RIDGE, 1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0],
+                    help=f"ridges, as multiples of tr(G)/d (default {DEFAULT_RIDGE:g}, compscope's, to 10)")
+    ap.add_argument("--sequences", type=int, default=None, help="text to estimate on, in sequences (default the metric's)")
+    ap.add_argument("--seed", type=int, default=None, help="which windows of the text (default the metric's)")
+    ap.add_argument("--prev-threshold", type=float, default=0.4)
+    ap.add_argument("--induction-threshold", type=float, default=0.3)
+    args = ap.parse_args()
+    hw, previous, induction, _ = read_verdict(args.model, args.verdict)
+    truth = true_pairs(previous, induction, args.prev_threshold, args.induction_threshold)
+    runner = runner_for(args.model, progress=False)
+    plain = MetricData(sequences=args.sequences, seed=args.seed)
+    shrunk = MetricData(sequences=args.sequences, seed=args.seed, shrinkage="ledoit-wolf")
+    print(f"{hw.meta.name}: label-truth AUROC of {int(truth.sum())} true K-pairs (previous-token >= "
+          f"{args.prev_threshold}, induction >= {args.induction_threshold}), by how G is regularised\n")
+    print(f"{'metric':<16} {'G':<34}" + "".join(f"{m:>11}" for m in MEASURES))
+    for name in args.metric or ["covariance-own", "covariance"]:
+        for ridge in args.ridges:
+            met = get_metric(name, hw, ridge, model=runner, data=plain)  # the model runs once: its sums are kept
+            _row(name, f"ridge {ridge:g}", met, hw, truth)
+        met = get_metric(name, hw, model=runner, data=shrunk)
+        _row(name, "Ledoit-Wolf" + met.data.split("Ledoit-Wolf shrinkage")[1], met, hw, truth)
+    print(f"\nestimated on {get_metric(name, hw, model=runner, data=plain).data}")
+
+
+def _row(name: str, how: str, met, hw, truth) -> None:
+    table = scores(hw, "K", list(MEASURES), met, pairs="all", progress=False)
+    print(f"{name:<16} {how:<34}" + "".join(f"{auroc(table.dense(m, 'K'), truth):11.3f}" for m in MEASURES), flush=True)
+
+
+if __name__ == "__main__":
+    main()
