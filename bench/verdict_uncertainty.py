@@ -22,6 +22,7 @@ ceiling), it prints the AUROC against the label truth (previous-token >= 0.4 bef
     compscope validate smollm2 --out verdict-smollm2
     python bench/verdict_uncertainty.py smollm2 verdict-smollm2
     python bench/verdict_uncertainty.py gemma3-270m verdict-gemma --on-data
+    python bench/verdict_uncertainty.py gemma3-270m verdict-gemma --on-data --shrinkage ledoit-wolf
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
 from compscope.core.metrics import ON_DATA, get_metric  # noqa: E402
+from compscope.data.residual_moments import MetricData  # noqa: E402
 from compscope.data.runner import runner_for  # noqa: E402
 from compscope.data.validate import auroc, true_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
@@ -73,6 +75,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--on-data", action="store_true",
                     help="also the metrics estimated on natural text (the model runs once over it)")
+    ap.add_argument("--shrinkage", choices=["ledoit-wolf"], default=None,
+                    help="with --on-data, also each of those metrics with its G shrunk by Ledoit-Wolf (rows 'NAME, LW')")
     args = ap.parse_args()
     hw, previous, induction, effects = read_verdict(args.model, args.verdict)
     L, H = hw.n_layers, hw.n_heads
@@ -88,6 +92,9 @@ def main() -> None:
     if args.on_data:
         runner = runner_for(args.model, hw)  # one pass over the text serves every metric on data
         metrics.update({name: get_metric(name, hw, model=runner) for name in ON_DATA})
+        if args.shrinkage:
+            shrunk = MetricData(shrinkage=args.shrinkage)
+            metrics.update({f"{name}, LW": get_metric(name, hw, model=runner, data=shrunk) for name in ON_DATA})
     for name, met in metrics.items():
         table = scores(hw, "K", list(MEASURES), met, pairs="all", progress=False)
         candidates += [(m, name, table.dense(m, "K").double()) for m in MEASURES]
