@@ -74,7 +74,7 @@ class MetricData:
     use 12345, so that a measure is never scored on its own test data). ``shrinkage``: how each
     layer's ``G`` is estimated from them: None (or ``'none'``), the sample moment;
     ``'ledoit-wolf'``, the sample moment shrunk toward a multiple of the identity by the
-    Ledoit–Wolf intensity, which the same data give (:func:`ledoit_wolf`)."""
+    Ledoit–Wolf intensity, which the same data give (:meth:`ResidualSums.ledoit_wolf`)."""
 
     sequences: int | None = None
     length: int | None = None
