@@ -254,12 +254,15 @@ def test_total_effects_against_a_saved_verdict(tmp_path):
 
 
 def test_verdict_uncertainty_with_the_metrics_on_data(tmp_path):
-    """--on-data adds every measure under the four metrics estimated on text, each with its errors."""
+    """--on-data adds every measure under the four metrics estimated on text, each with its errors;
+    --shrinkage the same four shrunk by Ledoit-Wolf."""
     import compscope
 
     compscope.validate("induction-2l", progress=False).save(tmp_path / "verdict")
-    out = bench("verdict_uncertainty.py", "induction-2l", str(tmp_path / "verdict"), "--reps", "20", "--on-data")
-    for metric in ("identity", "embed", "activations", "covariance", "activations-own", "covariance-own"):
+    out = bench("verdict_uncertainty.py", "induction-2l", str(tmp_path / "verdict"), "--reps", "20", "--on-data",
+                "--shrinkage", "ledoit-wolf")
+    for metric in ("identity", "embed", "activations", "covariance", "activations-own", "covariance-own",
+                   "activations, LW", "covariance, LW", "activations-own, LW", "covariance-own, LW"):
         rows = re.findall(rf"^(\w+) +{metric} +([01]\.\d{{3}}) +0\.\d{{3}} +0\.\d{{3}} +\[[01]\.\d{{3}}, [01]\.\d{{3}}\] +"
                           r"(best|\[[+-]\d\.\d{3}, [+-]\d\.\d{3}\])$", out, re.M)
         assert {r[0] for r in rows} == {"frobenius", "tight", "overlap", "spectral", "bandwidth"}, (metric, out)
