@@ -24,10 +24,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from compscope.core.metrics import ON_DATA, get_metric  # noqa: E402
 from compscope.defaults import SHRINKAGES  # noqa: E402
 from compscope.data.residual_moments import METRIC_SEED, MetricData, metric_data  # noqa: E402
-from compscope.data.runner import runner_for  # noqa: E402
-from compscope.data.validate import auroc, true_pairs  # noqa: E402
+from compscope.data.validate import auroc  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
-from verdict_candidates import MEASURES, read_verdict  # noqa: E402
+from verdict_candidates import MEASURES, truth_from_args  # noqa: E402
 
 
 def main() -> None:
@@ -42,12 +41,7 @@ def main() -> None:
     ap.add_argument("--length", type=int, default=None, help="tokens per sequence (default the metric's: 128, toys 64)")
     ap.add_argument("--shrinkage", default=None, choices=SHRINKAGES,
                     help="how each layer's G is estimated (default none: the sample moment; ledoit-wolf)")
-    ap.add_argument("--prev-threshold", type=float, default=0.4)
-    ap.add_argument("--induction-threshold", type=float, default=0.3)
-    args = ap.parse_args()
-    hw, previous, induction, _ = read_verdict(args.model, args.verdict)
-    truth = true_pairs(previous, induction, args.prev_threshold, args.induction_threshold)
-    runner = runner_for(args.model, progress=False)
+    args, hw, truth, runner = truth_from_args(ap)
     print(f"{hw.meta.name}: label-truth AUROC of {int(truth.sum())} true K-pairs (previous-token >= "
           f"{args.prev_threshold}, induction >= {args.induction_threshold}) under {args.metric}, by the data it is "
           f"estimated on\n")

@@ -24,10 +24,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from compscope.core.metrics import DEFAULT_RIDGE, ON_DATA, get_metric  # noqa: E402
 from compscope.data.residual_moments import MetricData  # noqa: E402
-from compscope.data.runner import runner_for  # noqa: E402
-from compscope.data.validate import auroc, true_pairs  # noqa: E402
+from compscope.data.validate import auroc  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
-from verdict_candidates import MEASURES, read_verdict  # noqa: E402
+from verdict_candidates import MEASURES, truth_from_args  # noqa: E402
 
 
 def main() -> None:
@@ -40,12 +39,7 @@ def main() -> None:
                     help=f"ridges, as multiples of tr(G)/d (default {DEFAULT_RIDGE:g}, compscope's, to 10)")
     ap.add_argument("--sequences", type=int, default=None, help="text to estimate on, in sequences (default the metric's)")
     ap.add_argument("--seed", type=int, default=None, help="which windows of the text (default the metric's)")
-    ap.add_argument("--prev-threshold", type=float, default=0.4)
-    ap.add_argument("--induction-threshold", type=float, default=0.3)
-    args = ap.parse_args()
-    hw, previous, induction, _ = read_verdict(args.model, args.verdict)
-    truth = true_pairs(previous, induction, args.prev_threshold, args.induction_threshold)
-    runner = runner_for(args.model, progress=False)
+    args, hw, truth, runner = truth_from_args(ap)
     plain = MetricData(sequences=args.sequences, seed=args.seed)
     shrunk = MetricData(sequences=args.sequences, seed=args.seed, shrinkage="ledoit-wolf")
     print(f"{hw.meta.name}: label-truth AUROC of {int(truth.sum())} true K-pairs (previous-token >= "

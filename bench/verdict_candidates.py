@@ -96,6 +96,21 @@ def read_verdict(model: str, folder: str) -> tuple:
             pair_grid(inter[inter.kind == "K"], L, H))
 
 
+def truth_from_args(ap: argparse.ArgumentParser) -> tuple:
+    """``(args, hw, truth (L, H, L, H) bool, runner)``: ``ap`` given the label thresholds
+    (``--prev-threshold``, ``--induction-threshold``) and parsed, its ``verdict`` read back for its
+    ``model``, and a runner of the model (for the metrics estimated on data)."""
+    from compscope.data.runner import runner_for
+    from compscope.data.validate import true_pairs
+
+    ap.add_argument("--prev-threshold", type=float, default=0.4)
+    ap.add_argument("--induction-threshold", type=float, default=0.3)
+    args = ap.parse_args()
+    hw, previous, induction, _ = read_verdict(args.model, args.verdict)
+    truth = true_pairs(previous, induction, args.prev_threshold, args.induction_threshold)
+    return args, hw, truth, runner_for(args.model, progress=False)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model")

@@ -164,13 +164,28 @@ def test_verdict_text_labels_against_the_model_itself(tmp_path):
     assert rows == [("8", "8", "1.000")] * 5, out  # text/repeats at 0.3; text/text at 0.1, 0.2, 0.3; the verdict's
 
 
+def _toy_truth(folder) -> dict:
+    """``{(0, h1, 1, h2): true}`` of the default model's verdict in ``folder`` at thresholds that make
+    its truth imperfect (previous-token >= 0.05, induction >= 0.665: 4 writers, 2 readers)."""
+    import pandas as pd
+
+    labels = pd.read_csv(folder / "head_labels.csv").set_index(["layer", "head"])
+    pairs = [(0, h1, 1, h2) for h1 in range(4) for h2 in range(4)]
+    return {p: labels.previous_token[p[0], p[1]] >= 0.05 and labels.induction[p[2], p[3]] >= 0.665 for p in pairs}
+
+
+def _auroc_by_hand(dense, truth: dict) -> float:
+    """Every true pair against every other, ties half."""
+    pos = [float(dense[p]) for p, t in truth.items() if t]
+    neg = [float(dense[p]) for p, t in truth.items() if not t]
+    return sum((a > b) + 0.5 * (a == b) for a in pos for b in neg) / (len(pos) * len(neg))
+
+
 def test_metric_data_spread_against_the_scores_under_the_same_data(tmp_path):
     """Each printed AUROC is the one counted here (every true pair against every other, ties half)
     from ``compscope.scores`` under the metric estimated on the same data; thresholds that make
     the default model's truth imperfect (4 writers, 2 readers), so that the data matter."""
     import itertools
-
-    import pandas as pd
 
     import compscope
 
@@ -178,20 +193,13 @@ def test_metric_data_spread_against_the_scores_under_the_same_data(tmp_path):
     out = bench("metric_data_spread.py", "induction-2l", str(tmp_path / "verdict"), "--metric", "covariance",
                 "--seeds", "12346", "1", "--sequences", "200", "10", "--prev-threshold", "0.05",
                 "--induction-threshold", "0.665")
-    labels = pd.read_csv(tmp_path / "verdict" / "head_labels.csv").set_index(["layer", "head"])
-    pairs = [(0, h1, 1, h2) for h1 in range(4) for h2 in range(4)]
-    truth = {p: labels.previous_token[p[0], p[1]] >= 0.05 and labels.induction[p[2], p[3]] >= 0.665 for p in pairs}
+    truth = _toy_truth(tmp_path / "verdict")
     measures = ["frobenius", "tight", "overlap", "spectral", "bandwidth"]
     rows = 0
     for n, seed in itertools.product((200, 10), (12346, 1)):
         t = compscope.scores("induction-2l", "K", measures, "covariance", pairs="all", progress=False,
                              metric_data=compscope.MetricData(sequences=n, seed=seed))
-        want = []
-        for m in measures:
-            d = t.dense(m, "K")
-            pos = [float(d[p]) for p in pairs if truth[p]]
-            neg = [float(d[p]) for p in pairs if not truth[p]]
-            want.append(sum((a > b) + 0.5 * (a == b) for a in pos for b in neg) / (len(pos) * len(neg)))
+        want = [_auroc_by_hand(t.dense(m, "K"), truth) for m in measures]
         line = re.search(rf"^{n} held-out repeated random sequences .*\(seed {seed}\) +([0-9. ]+)$", out, re.M)
         assert line, out
         assert [float(x) for x in line.group(1).split()] == pytest.approx(want, abs=5e-4), (n, seed, out)
@@ -202,27 +210,18 @@ def test_metric_data_spread_against_the_scores_under_the_same_data(tmp_path):
 def test_metric_shrinkage_against_the_scores_under_the_same_regulariser(tmp_path):
     """Each printed AUROC is the one counted here from ``compscope.scores`` under the metric with
     that ridge, or with its Ledoit-Wolf estimate; the thresholds make the toy's truth imperfect."""
-    import pandas as pd
-
     import compscope
 
     compscope.validate("induction-2l", progress=False).save(tmp_path / "verdict")
     out = bench("metric_shrinkage.py", "induction-2l", str(tmp_path / "verdict"), "--metric", "covariance",
                 "--ridges", "1e-06", "10", "--prev-threshold", "0.05", "--induction-threshold", "0.665")
-    labels = pd.read_csv(tmp_path / "verdict" / "head_labels.csv").set_index(["layer", "head"])
-    pairs = [(0, h1, 1, h2) for h1 in range(4) for h2 in range(4)]
-    truth = {p: labels.previous_token[p[0], p[1]] >= 0.05 and labels.induction[p[2], p[3]] >= 0.665 for p in pairs}
+    truth = _toy_truth(tmp_path / "verdict")
     measures = ["frobenius", "tight", "overlap", "spectral", "bandwidth"]
     rows = {"ridge 1e-06": dict(ridge=1e-6), "ridge 10": dict(ridge=10.0),
             "Ledoit-Wolf": dict(metric_data=compscope.MetricData(shrinkage="ledoit-wolf"))}
     for name, how in rows.items():
         t = compscope.scores("induction-2l", "K", measures, "covariance", pairs="all", progress=False, **how)
-        want = []
-        for m in measures:
-            d = t.dense(m, "K")
-            pos = [float(d[p]) for p in pairs if truth[p]]
-            neg = [float(d[p]) for p in pairs if not truth[p]]
-            want.append(sum((a > b) + 0.5 * (a == b) for a in pos for b in neg) / (len(pos) * len(neg)))
+        want = [_auroc_by_hand(t.dense(m, "K"), truth) for m in measures]
         line = re.search(rf"^covariance +{re.escape(name)}.*?((?: +[0-9.]+){{5}})$", out, re.M)
         assert line, (name, out)
         assert [float(x) for x in line.group(1).split()] == pytest.approx(want, abs=5e-4), (name, out)

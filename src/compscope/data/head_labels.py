@@ -94,6 +94,13 @@ def toy_labels(model, sequences: int = 200, half: int = 32, seed: int = 12345):
 LABELS = ("induction", "previous_token", "duplicate_token", "sink")
 
 
+def _label(self, name: str) -> Tensor:
+    """``labels.induction`` and the like: the mean of that label (``__getattr__`` of the label classes)."""
+    if name in LABELS:
+        return self.mean[name]
+    raise AttributeError(name)
+
+
 @dataclass(frozen=True)
 class ActivationLabels:
     """Per head ``(layer, head)`` float64: the mean of each label over all sequences (``mean``) and
@@ -114,10 +121,7 @@ class ActivationLabels:
     seed: int
     batches: int
 
-    def __getattr__(self, name: str) -> Tensor:
-        if name in LABELS:
-            return self.mean[name]
-        raise AttributeError(name)
+    __getattr__ = _label
 
     def __repr__(self) -> str:
         from ..results.table import top_entries
@@ -231,10 +235,7 @@ class TextLabels:
     data: str
     batches: int
 
-    def __getattr__(self, name: str) -> Tensor:
-        if name in LABELS:
-            return self.mean[name]
-        raise AttributeError(name)
+    __getattr__ = _label
 
     def to_pandas(self):
         """One row per head: ``layer, head`` and every label, then its spread (``<label>_spread``)."""
