@@ -397,7 +397,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
     if sample_data != SampleData() and not (linearising or text_labels or reads_content(head_weights)):
         raise OptionError(f"sample data: the residual is sampled for the rotary previous-token score's activations "
                           f"content, for linearise_norms and for text_labels; {hw.meta.name} has no rotary positions "
-                          f"({head_weights.positions}) and neither is asked for")
+                          f"({head_weights.positions}) and none of the others is asked for")
     if linearising:
         from .norm_linearisation import linearise_norms as _linearise
 
