@@ -112,8 +112,8 @@ def add_scoring(p: argparse.ArgumentParser, default_kinds: str, default_measures
 
 
 def add_metric_data(p: argparse.ArgumentParser) -> None:
-    """``--metric-sequences``, ``--metric-length``, ``--metric-seed``, ``--metric-shrinkage``: what the metrics estimated on
-    data are estimated on (:func:`metric_data`)."""
+    """``--metric-sequences``, ``--metric-length``, ``--metric-seed``, ``--metric-shrinkage``: what
+    the metrics estimated on data are estimated on, and how (:func:`metric_data`)."""
     p.add_argument("--metric-sequences", type=count, metavar="N",
                    help="for a metric estimated on data: how many sequences (default 64 of natural text; compscope's "
                         "toy models: 200 held-out repeated random sequences)")
@@ -130,8 +130,8 @@ def add_metric_data(p: argparse.ArgumentParser) -> None:
 
 
 def metric_data(args, metrics):
-    """The ``MetricData`` that ``--metric-sequences/-length/-seed`` ask for (None when none is
-    given), refused when none of ``metrics`` is estimated on data (it would change nothing)."""
+    """The ``MetricData`` that ``--metric-sequences/-length/-seed/-shrinkage`` ask for (None when
+    none is given), refused when none of ``metrics`` is estimated on data (it would change nothing)."""
     given = {k: getattr(args, k) for k in ("metric_sequences", "metric_length", "metric_seed", "metric_shrinkage")}
     if all(v is None for v in given.values()):
         return None
@@ -160,9 +160,9 @@ def add_sample_data(p: argparse.ArgumentParser, where: str) -> None:
                    help="residuals per layer drawn as the previous-token score's content (default 1024)")
 
 
-def sample_data(args, used: bool, where: str):
+def sample_data(args, used: bool = True, where: str = ""):
     """The ``SampleData`` that ``--sample-*`` ask for (None when none is given), refused unless
-    ``used`` (``where``: what would use it, for the error)."""
+    ``used`` (``where``: what would use it, for the error; the API refuses what it cannot use)."""
     names = ("sample_sequences", "sample_length", "sample_seed", "sample_positions")
     given = [getattr(args, k) for k in names]
     if all(v is None for v in given):

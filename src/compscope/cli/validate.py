@@ -17,7 +17,8 @@ def add_arguments(p) -> None:
     p.add_argument("model", nargs="?", default=DEFAULT_MODEL,
                    help=f"a toy model, HuggingFace folder, .gguf file, built-in name or HuggingFace hub id "
                         f"(owner/name[@revision], the local cache first; default {DEFAULT_MODEL})")
-    p.add_argument("--out", help="folder for head_labels.csv, interventions.parquet, verdict.csv, heads.csv, run.json (and head_labels_text.csv with --text-labels)")
+    p.add_argument("--out", help="folder for head_labels.csv, interventions.parquet, verdict.csv, heads.csv, run.json "
+                                 "(and head_labels_text.csv with --text-labels)")
     p.add_argument("--sequences", type=count, default=64, help="repeated random sequences for the labels (default 64)")
     p.add_argument("--half", type=half_length, default=32, help="length of the repeated half |t| (default 32)")
     p.add_argument("--seed", type=int, default=12345, help="seed of the sequences (default 12345)")
@@ -64,7 +65,7 @@ def run(args) -> None:
                  metrics=metrics, ablation=args.ablation, paths=args.paths, prev_threshold=args.prev_threshold,
                  induction_threshold=args.induction_threshold, effect_threshold=args.effect_threshold, fold_norm=args.fold_norm,
                  fold_qk_gains=args.fold_qk_gains, linearise_norms=args.linearise_norms or False, device=args.device, model_dtype=args.model_dtype,
-                 writers=args.writers, metric_data=data, sample_data=sample_data(args, True, ""),
+                 writers=args.writers, metric_data=data, sample_data=sample_data(args),
                  text_labels=args.text_labels)
     print(v.format(args.top))
     if args.out:
