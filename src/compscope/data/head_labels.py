@@ -256,16 +256,18 @@ def copy_masks(tokens: Tensor, start: int) -> tuple[Tensor, Tensor]:
     return duplicate, induction
 
 
-def text_pattern_sums(pattern: Tensor, tokens: Tensor, start: int) -> dict[str, tuple[Tensor, int]]:
+def text_pattern_sums(pattern: Tensor, tokens: Tensor, start: int, masks=None) -> dict[str, tuple[Tensor, int]]:
     """Per label of :class:`TextLabels`, ``(sum over this batch's positions (head,), positions)``
-    from one layer's patterns ``(batch, head, q, k)`` on ``tokens (batch, pos)``."""
+    from one layer's patterns ``(batch, head, q, k)`` on ``tokens (batch, pos)``; ``masks``:
+    :func:`copy_masks` of the tokens when already made (every layer of a batch shares them)."""
     pattern = pattern.double()
     b, _, T, _ = pattern.shape
     out = {"previous_token": (_to_previous(pattern).sum(0) * (T - 1), b * (T - 1)),
            "sink": (pattern[:, :, 1:, 0].sum((0, 2)), b * (T - 1))}
-    for name, mask in zip(("duplicate_token", "induction"), copy_masks(tokens.to(pattern.device), start)):
+    masks = copy_masks(tokens.to(pattern.device), start) if masks is None else masks
+    for name, mask in zip(("duplicate_token", "induction"), masks):
         has = mask.any(-1)  # (batch, i): positions with an earlier copy of their kind
-        out[name] = ((pattern * mask[:, None].double()).sum(-1).sum((0, 2)), int(has.sum()))
+        out[name] = ((pattern * mask[:, None].to(pattern.dtype)).sum(-1).sum((0, 2)), int(has.sum()))
     return out
 
 
@@ -291,7 +293,8 @@ def text_labels(runner, tokens: Tensor, batch_size: int = 16, progress: bool = T
     for b0 in range(0, tokens.shape[0], batch_size):
         tok = tokens[b0 : b0 + batch_size]
         tr = runner.trace(tok)
-        got = [text_pattern_sums(layer_state(hw, l, tr.resid[l]).pattern, tok, start) for l in range(hw.n_layers)]
+        masks = copy_masks(tok.to(runner.device), start)
+        got = [text_pattern_sums(layer_state(hw, l, tr.resid[l]).pattern, tok, start, masks) for l in range(hw.n_layers)]
         for k in LABELS:
             total, n = torch.stack([g[k][0] for g in got]).cpu(), got[0][k][1]
             sums[k] = sums[k] + total

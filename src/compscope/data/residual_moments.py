@@ -22,7 +22,7 @@ content distribution of the rotary previous-token score (:func:`compscope.analys
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch import Tensor
@@ -184,6 +184,8 @@ class ResidualSums:
     #: per layer ``Σ |x|⁴`` and ``Σ |x|² x`` (for the Ledoit–Wolf intensity)
     quartic: dict[int, Tensor]
     weighted: dict[int, Tensor]
+    #: :meth:`ledoit_wolf` by ``(layer, centred)``, made once (the metric and its description read it)
+    shrunk: dict = field(default_factory=dict, compare=False, repr=False)
 
     def serves(self, hw, tokens: Tensor, batch_size: int) -> bool:
         """Whether these are the sums for the same heads (the same object), tokens and batches."""
@@ -212,6 +214,11 @@ class ResidualSums:
         ``δ² = |S − m I|² / d`` and ``b̄² = Σ_k |y_k y_kᵀ − S|² / (n² d) = (Σ_k |y_k|⁴ − n |S|²) / (n² d)``
         (Frobenius norms; Ledoit and Wolf 2004, "A well-conditioned estimator for large-dimensional
         covariance matrices"). ``ρ = 0`` when ``S`` is already a multiple of the identity."""
+        if (layer, centred) not in self.shrunk:
+            self.shrunk[layer, centred] = self._ledoit_wolf(layer, centred)
+        return self.shrunk[layer, centred]
+
+    def _ledoit_wolf(self, layer: int, centred: bool) -> tuple[Tensor, float]:
         S = self.moment(layer, centred)
         n, d = self.count, S.shape[0]
         m = torch.trace(S) / d
@@ -259,7 +266,7 @@ def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16, hw=None,
         bar.close()
         memo = runner._moments = ResidualSums(hw, tokens.clone(), batch_size, acc, total, count, quartic, weighted)
     if shrinkage == "ledoit-wolf":
-        return {l: memo.ledoit_wolf(l, centred)[0].cpu() for l in memo.acc}
+        return {l: memo.ledoit_wolf(l, centred)[0].cpu().clone() for l in memo.acc}  # the kept one stays as it is
     return {l: memo.moment(l, centred).cpu() for l in memo.acc}
 
 
@@ -436,7 +443,7 @@ def _estimated(hw, ridge: float, model, device, centred: bool, name: str, data: 
                else data_activation_metric(model, n, length, seed, ridge=ridge, hw=hw, centred=centred,
                                            shrinkage=data.shrinkage))
         words = metric_data(model, data)
-        if data.shrinks:  # the intensities the data gave, from the sums the estimate kept on the runner
+        if data.shrinks:  # the intensities the estimate found, kept with its sums on the runner
             rho = [model._moments.ledoit_wolf(l, centred)[1] for l in sorted(model._moments.acc)]
             low, high = f"{min(rho):.2g}", f"{max(rho):.2g}"
             words += f" {low} in every layer" if low == high else f" {low}-{high} per layer"
