@@ -37,6 +37,11 @@ induction head"; the first row says how much of it the writer's role alone answe
 
     compscope validate smollm2 --out verdict-smollm2
     python bench/verdict_candidates.py smollm2 verdict-smollm2
+    python bench/verdict_candidates.py gemma3-270m verdict-gemma --shrinkage ledoit-wolf
+
+``--shrinkage ledoit-wolf`` adds every metric on data with each layer's ``G`` shrunk by
+Ledoit-Wolf (rows ``NAME, LW``, layer-standardised too, and ``covariance-own, LW`` with the norms
+linearised), from the same pass over the text.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ import compscope  # noqa: E402
 from compscope.analysis.circuits import induction_matching, positional_previous, rotary_previous  # noqa: E402
 from compscope.core.metrics import ON_DATA, from_gram, get_metric  # noqa: E402
 from compscope.data.norm_linearisation import mean_jacobians, norm_parts  # noqa: E402
+from compscope.data.residual_moments import MetricData  # noqa: E402
 from compscope.data.runner import runner_for  # noqa: E402
 from compscope.data.validate import auroc, confirmed_pairs, previous_contents, true_pairs, writer_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
@@ -118,6 +124,8 @@ def main() -> None:
     ap.add_argument("--prev-threshold", type=float, default=0.4)
     ap.add_argument("--induction-threshold", type=float, default=0.3)
     ap.add_argument("--effect-threshold", type=float, default=0.05)
+    ap.add_argument("--shrinkage", choices=["ledoit-wolf"], default=None,
+                    help="also each metric on data with its G shrunk so (rows 'NAME, LW'; MetricData(shrinkage=...))")
     args = ap.parse_args()
     hw, previous, induction, effects = read_verdict(args.model, args.verdict)
     truth = true_pairs(previous, induction, args.prev_threshold, args.induction_threshold)
@@ -135,6 +143,9 @@ def main() -> None:
     runner = runner_for(args.model, hw)  # loaded once; one pass over the text serves the four metrics on data
     for name in ON_DATA:
         metrics[name] = get_metric(name, hw, model=runner)
+    if args.shrinkage:  # the same pass's sums, shrunk
+        shrunk = MetricData(shrinkage=args.shrinkage)
+        metrics.update({f"{name}, LW": get_metric(name, hw, model=runner, data=shrunk) for name in ON_DATA})
     dense = {}
     for name, met in metrics.items():
         table = scores(hw, "K", list(MEASURES), met, pairs="all", progress=False)
@@ -146,7 +157,7 @@ def main() -> None:
     jacobians = mean_jacobians(runner, progress=False) if norm_parts(hw) else None  # one pass serves each subset
     for parts in _norm_parts(hw):  # the norms inside the heads' circuits, linearised on the metrics' text
         lin = jacobians.apply(hw, parts)
-        for name in ("identity", "embed", "covariance", "covariance-own"):
+        for name in [n for n in ("identity", "embed", "covariance", "covariance-own", "covariance-own, LW") if n in metrics]:
             table = scores(lin, "K", list(MEASURES), metrics[name], pairs="all", progress=False)
             for m in MEASURES:
                 x = table.dense(m, "K")
@@ -197,9 +208,10 @@ def _previous_scores(hw, model) -> dict[str, torch.Tensor]:
 
 def _print(rows: list[tuple], title: str) -> None:
     rows = sorted(rows, key=lambda r: -r[2])
-    print(f"\n{title:<30} {'metric':<36} {'AUROC K':>8} {'confirmed':>9}")
+    w = max(36, *(len(r[1]) for r in rows))
+    print(f"\n{title:<30} {'metric':<{w}} {'AUROC K':>8} {'confirmed':>9}")
     for cand, met, a, c in rows:
-        print(f"{cand:<30} {met:<36} {a:8.3f} {c:9.3f}")
+        print(f"{cand:<30} {met:<{w}} {a:8.3f} {c:9.3f}")
 
 
 if __name__ == "__main__":
