@@ -17,9 +17,16 @@ from torch import Tensor
 
 from ..errors import LoadError, OptionError
 
+#: entries closer than this times the largest ``|entry|`` count as equal when ranked (ordered by
+#: index): heads that share a K/V head score the same to float32 rounding, which would otherwise
+#: order them by that rounding, differently from one machine to the next
+TIE = 1e-6
+
+
 def top_entries(t: Tensor, n: int) -> list[tuple[tuple[int, ...], float]]:
     """The ``n`` largest finite entries of ``t`` (NaN entries are never chosen), as
-    ``(index tuple, value)``, largest first; fewer when fewer are finite."""
+    ``(index tuple, value)``, largest first; fewer when fewer are finite. Entries within
+    ``TIE · max|t|`` of the first of a run of equal ones are ties, taken in index order."""
     import numbers
 
     if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
@@ -28,9 +35,22 @@ def top_entries(t: Tensor, n: int) -> list[tuple[tuple[int, ...], float]]:
     n = min(int(n), int(finite.sum()))
     if n <= 0:
         return []
-    vals, idx = torch.where(finite, t, torch.full_like(t, -float("inf"))).flatten().topk(n)
-    coords = torch.stack(torch.unravel_index(idx, t.shape), -1).tolist()
-    return [(tuple(c), float(v)) for c, v in zip(coords, vals)]
+    flat = torch.where(finite, t, torch.full_like(t, -float("inf"))).flatten()
+    tol = TIE * float(t[finite].abs().max())
+    last = float(flat.topk(n).values[-1])
+    cand = (flat >= last - tol).nonzero().squeeze(1)  # the top n and whatever ties with the n-th
+    vals, order = flat[cand].sort(descending=True, stable=True)
+    cand, vals = cand[order].tolist(), vals.tolist()
+    ranked, i = [], 0
+    while len(ranked) < n:  # runs of ties, each in index order
+        j = i + 1
+        while j < len(vals) and vals[i] - vals[j] <= tol:
+            j += 1
+        ranked += sorted(zip(cand[i:j], vals[i:j]))
+        i = j
+    ranked = ranked[:n]
+    coords = torch.stack(torch.unravel_index(torch.tensor([k for k, _ in ranked]), t.shape), -1).tolist()
+    return [(tuple(c), float(v)) for c, (_, v) in zip(coords, ranked)]
 
 
 COLUMNS = ["measure", "metric", "kind", "src_layer", "src_head", "dst_layer", "dst_head", "value"]
