@@ -100,9 +100,14 @@ def test_verdict_candidates_against_a_saved_verdict(tmp_path):
     import compscope
 
     compscope.validate("induction-2l", progress=False).save(tmp_path / "verdict")
-    out = bench("verdict_candidates.py", "induction-2l", str(tmp_path / "verdict"))
+    out = bench("verdict_candidates.py", "induction-2l", str(tmp_path / "verdict"), "--shrinkage", "ledoit-wolf")
     ceiling = re.search(r"^interventions \(K effect\)\s+-\s+([0-9.]+)\s+([0-9.]+)", out, re.M)
     assert ceiling and float(ceiling.group(1)) == 1.0, out
+    # --shrinkage: every metric on data shrunk too, each measure once, as is and layer-standardised
+    for metric in ("activations, LW", "covariance, LW", "activations-own, LW", "covariance-own, LW"):
+        for suffix in ("", ", layer-standardised"):
+            rows = re.findall(rf"^(\w+) +{metric}{suffix} +([01]\.\d{{3}}) +([01]\.\d{{3}})$", out, re.M)
+            assert sorted(r[0] for r in rows) == ["bandwidth", "frobenius", "overlap", "spectral", "tight"], (metric, out)
 
 
 def test_verdict_thresholds_against_a_saved_verdict(tmp_path):
