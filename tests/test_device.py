@@ -294,9 +294,9 @@ def test_data_commands_on_cuda_without_a_gpu_is_a_one_line_error(command, capsys
 @cuda
 @pytest.mark.parametrize("variant_id", ["llama-gqa-bias", "gemma3-text-mqa-bias", "bert"])
 def test_data_based_measures_on_cuda_equal_the_cpu(variant_id):
-    """Labels, every pair's interventional effect and the residual second moments of a tiny
-    random model, run on CUDA and on the CPU (float32 both): equal to float32 rounding, and
-    returned on the CPU."""
+    """Labels, every pair's interventional effect and the residual second moments (plain, and centred
+    and shrunk by Ledoit-Wolf) of a tiny random model, run on CUDA and on the CPU (float32 both):
+    equal to float32 rounding, and returned on the CPU."""
     import compscope
     from compscope.data.head_labels import activation_labels
     from compscope.data.intervene import intervention_effects
@@ -315,8 +315,9 @@ def test_data_based_measures_on_cuda_equal_the_cpu(variant_id):
         labels = activation_labels(runner, reps, batch_size=3, progress=False)
         fx = intervention_effects(runner, reps.tokens, "QKV", batch_size=3, progress=False)
         moments = runner_second_moments(runner, reps.tokens)
-        got[dev] = (labels.mean, fx.by_kind, moments)
-    for part in range(3):
+        shrunk = runner_second_moments(runner, reps.tokens, centred=True, shrinkage="ledoit-wolf")
+        got[dev] = (labels.mean, fx.by_kind, moments, shrunk)
+    for part in range(4):
         for key, a in got["cpu"][part].items():
             b = got["cuda"][part][key]
             assert b.device.type == "cpu"

@@ -484,7 +484,7 @@ def test_gpt2_gguf_matches_the_model_object_and_transformers(tmp_path, capfd):
 
     drawn = reader.tqdm
     capfd.readouterr()
-    runner = runner_for(tmp_path / "g.gguf", progress=False)  # the data-based commands run the file
+    runner = runner_for(tmp_path / "g.gguf", progress=False, device="cpu")  # the data-based commands run the file
     assert "de-quantizing" not in capfd.readouterr().err  # transformers' own bar stays hidden
     assert reader.tqdm is drawn  # and its reader is left as it was
     tr = runner.trace(torch.randint(0, V, (2, 7), generator=torch.Generator().manual_seed(12)))
@@ -705,7 +705,7 @@ def test_stablelm_and_starcoder2_ggufs_match_the_model_object_and_transformers(t
     assert any("parallel residual" in n for n in ours.meta.notes) == (arch == "stablelm")
     from compscope.data.runner import layer_state, runner_for
 
-    runner = runner_for(tmp_path / "m.gguf", progress=False)
+    runner = runner_for(tmp_path / "m.gguf", progress=False, device="cpu")  # compared with the CPU's reading
     tr = runner.trace(torch.randint(0, V, (2, 7), generator=torch.Generator().manual_seed(20)))
     for layer in range(2):
         torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
@@ -811,7 +811,7 @@ def test_falcon_ggufs_match_the_model_object(tmp_path, style):
     from compscope.data.runner import layer_state, runner_for
 
     if n_kv == 1:  # transformers' own GGUF reader runs Falcon-7B-style files, and runs the model compscope read
-        tr = runner_for(tmp_path / "f.gguf", progress=False).trace(torch.randint(0, V, (2, 7)))
+        tr = runner_for(tmp_path / "f.gguf", progress=False, device="cpu").trace(torch.randint(0, V, (2, 7)))
         for layer in range(2):
             torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
     else:  # it builds every Falcon file as multi-query: refused in one line, before it loads anything

@@ -132,7 +132,7 @@ def test_text_labels_on_the_toy_equal_a_count_over_its_own_cache_whatever_the_ba
     give the same; each label equals a loop over the toy's own cached patterns."""
     from compscope.data.head_labels import text_labels
 
-    runner = runner_for("induction-2l")
+    runner = runner_for("induction-2l", device="cpu")  # exact sums: the CPU (a GPU's is tests/test_device.py's)
     tokens = torch.randint(0, runner.hw.n_vocab, (6, 20), generator=torch.Generator().manual_seed(3))
     one = text_labels(runner, tokens, batch_size=16, progress=False)
     many = text_labels(runner, tokens, batch_size=2, progress=False)

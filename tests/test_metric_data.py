@@ -205,7 +205,7 @@ def test_ledoit_wolf_is_the_papers_estimate_of_the_toys_own_residual(centred):
     from compscope.data.residual_moments import runner_second_moments
     from compscope.data.runner import runner_for
 
-    runner = runner_for("induction-2l", progress=False)
+    runner = runner_for("induction-2l", progress=False, device="cpu")  # to 1e-6 against float64: the CPU's float32
     model = runner.model
     tokens = held_out_repeats(model, 12, 10, 5)
     got = runner_second_moments(runner, tokens, centred=centred, shrinkage="ledoit-wolf")
