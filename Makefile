@@ -35,5 +35,9 @@ demo: $(VENV)/.demo
 	$(BIN)/compscope scores --top 3
 	$(BIN)/compscope report --out compscope-report
 
+# The suite runs on one pytest-xdist worker per core, at most 8 (JOBS=0 runs it in one process);
+# tests/conftest.py keeps a module's tests on one worker (they share loaded models), but for two.
+JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 8 ] && n=8; echo $$n)
+
 test: $(VENV)/.test .venv-tl4/.ok
-	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q -n $(JOBS)

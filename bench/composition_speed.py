@@ -1,6 +1,6 @@
 """Benchmark: all-pairs composition vs TransformerLens and vs the matmul floor of each route.
 
-    .venv/bin/python bench/composition_speed.py [--repeats 5] [--shapes small,medium]
+    .venv/bin/python bench/composition_speed.py [--repeats 5] [--shapes small,medium|trial]
 
 On random weights of GPT-2-small shape (12 x 12 heads, d_model 768, d_head 64) and
 GPT-2-medium shape (24 x 16, 1024/64), the same weights for every contender (a random
@@ -53,7 +53,8 @@ import torch
 import compscope
 from compscope import HeadWeights, Meta
 
-SHAPES = {"small": (12, 12, 768, 64), "medium": (24, 16, 1024, 64)}
+#: layers, heads, d_model, d_head; ``trial``: GPT-2-small's first four layers (the tests run it)
+SHAPES = {"small": (12, 12, 768, 64), "medium": (24, 16, 1024, 64), "trial": (4, 12, 768, 64)}
 MEASURES_A = ["frobenius", "frobenius_baselined", "tight", "overlap"]
 TL_MEMORY = 14 << 30
 
@@ -207,6 +208,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--shapes", default="small,medium")
     ap.add_argument("--wait", type=float, default=900, help="seconds to wait for an idle CPU (default 900)")
+    ap.add_argument("--retries", type=int, default=RETRIES,
+                    help=f"times a disturbed compscope timing is repeated (default {RETRIES}; 0 where other work shares the CPU anyway, as in the tests)")
     ap.add_argument("--tl-timeout", type=float, default=600)
     ap.add_argument("--no-tl", action="store_true")
     ap.add_argument("--device", default="cpu", help="compscope's device and the floor's matmul (default cpu; TransformerLens stays on the CPU)")
@@ -229,7 +232,7 @@ def main() -> None:
             check = float(hw.W_Q.double().sum())
         except ImportError:
             have_tl, hw = False, random_heads(L, H, d, r)
-        print(f"\n== GPT-2-{shape} shape: {L} layers x {H} heads, d_model {d}, d_head {r}; "
+        print(f"\n== {'trial' if shape == 'trial' else 'GPT-2-' + shape} shape: {L} layers x {H} heads, d_model {d}, d_head {r}; "
               f"{H * H * L * (L - 1) // 2} forward pairs per kind")
         contenders = {
             "(a) frobenius, frobenius_baselined, tight, overlap": lambda: compscope.scores(hw, "QKV", MEASURES_A, progress=False, device=dev),
@@ -257,7 +260,7 @@ def main() -> None:
                         tl_note = "(timed once: too slow to repeat)"
                 time.sleep(5)  # let the system settle after a subprocess that freed gigabytes
             for k, fn in contenders.items():
-                for _ in range(RETRIES + 1):
+                for _ in range(args.retries + 1):
                     _, t, o = measured(fn)
                     if o <= DISTURBED:
                         break

@@ -5,7 +5,7 @@
 Prints, on this machine, in one run (medians of ``--repeats``; the machine may be shared, so it
 first waits for an idle CPU like the other benchmarks):
 
-1. symmetric eigenvalues of 64 x 64 matrices, per matrix, one call per batch of 4096 (the X
+1. symmetric eigenvalues of 64 x 64 matrices, per matrix, one call per batch of 4096 (``--batch``; the X
    route needs one per pair): torch ``eigvalsh`` float32/float64, numpy, ``svdvals`` of the core,
    SciPy's LAPACK drivers one matrix at a time, and the two stages (``dsytrd``, ``dsterf``);
    compscope's ``batch_eig`` (what the engine uses) on one thread and on torch's threads; the
@@ -391,12 +391,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--wait", type=float, default=900, help="seconds to wait for an idle CPU (default 900)")
     ap.add_argument("--sections", default="1,1b,2,3,4,4b,5,5b,6", help="which sections to run (default: all)")
+    ap.add_argument("--batch", type=int, default=4096, help="matrices per eigenvalue call in section 1 (default 4096, as the X route)")
     args = ap.parse_args()
     want = set(args.sections.split(","))
     print(f"torch {torch.__version__}, numpy {np.__version__}, {torch.get_num_threads()} threads; load average {os.getloadavg()[0]:.2f}")
     ok, load = wait_idle(0.5, args.wait)
     print(f"load average before timing: {load:.2f}" + ("" if ok else "  (NOT IDLE: timings are not trustworthy)"))
-    for section, run in (("1", eigen), ("1b", eigen_in_engine), ("2", matmul), ("3", mapped_memory), ("4", engine),
+    for section, run in (("1", lambda repeats: eigen(repeats, args.batch)), ("1b", eigen_in_engine), ("2", matmul), ("3", mapped_memory), ("4", engine),
                          ("4b", reader_rows), ("5", phases), ("5b", lambda repeats: fresh_pages()),
                          ("6", gemms_inside)):
         if section in want:

