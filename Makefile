@@ -39,5 +39,6 @@ demo: $(VENV)/.demo
 # tests/conftest.py keeps a module's tests on one worker (they share loaded models), but for two.
 JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 8 ] && n=8; echo $$n)
 
-test: $(VENV)/.test .venv-tl4/.ok
+test:  # the two environments are built side by side
+	$(MAKE) --no-print-directory -j2 $(VENV)/.test .venv-tl4/.ok
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 $(BIN)/python -m pytest -q -n $(JOBS)
