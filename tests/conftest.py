@@ -16,26 +16,14 @@ if _workers > 1:
 #: Modules whose tests share no module-scoped fixture and each take long (benchmarks, shown
 #: commands): spread over the workers one test at a time.
 SPREAD = ("tests/test_bench.py", "tests/test_docs.py")
-#: The modules that take longest (minutes on a 2-core CPU), handed out first so that none is left
-#: running alone at the end; the others follow in their own order.
-FIRST = ("tests/test_real_models.py", "tests/test_bench.py", "tests/test_docs.py", "tests/test_transformer_bridge.py",
-         "tests/test_sweep.py", "tests/test_report.py", "tests/test_report_browser.py")
-
-
-def pytest_collection_modifyitems(config, items):
-    """On a pytest-xdist worker: ``FIRST``'s modules first, each module's tests kept together and in order."""
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        rank = {module: i for i, module in enumerate(FIRST)}
-        items.sort(key=lambda item: rank.get(item.nodeid.split("::", 1)[0], len(FIRST)))
 
 
 def pytest_xdist_make_scheduler(config, log):
     """Under pytest-xdist: every module runs whole on one worker (its module-scoped fixtures,
     a real model loaded, a toy trained, a report rendered, are made once) but ``SPREAD``'s, whose
-    tests go to whichever worker is free; in the order the workers collected them."""
+    tests go to whichever worker is free. xdist hands out the modules with the most tests first and
+    the single tests last, which fill the workers evenly at the end."""
     from xdist.scheduler import LoadScopeScheduling
-
-    config.option.loadscopereorder = False  # xdist's default sorts the modules by their number of tests
 
     class ByModule(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
