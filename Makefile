@@ -36,7 +36,8 @@ demo: $(VENV)/.demo
 	$(BIN)/compscope report --out compscope-report
 
 # The suite runs on one pytest-xdist worker per core, at most 8 (JOBS=0 runs it in one process);
-# tests/conftest.py keeps a module's tests on one worker (they share loaded models), but for two.
+# tests/conftest.py keeps each module's tests on one worker (they share loaded models), but the
+# benchmarks' and the docs', which it spreads.
 JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 8 ] && n=8; echo $$n)
 
 test:  # the two environments are built side by side

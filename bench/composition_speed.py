@@ -215,6 +215,8 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", help="compscope's device and the floor's matmul (default cpu; TransformerLens stays on the CPU)")
     ap.add_argument("--tl-worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.retries < 0:
+        ap.error(f"--retries {args.retries}: give 0 or more")
     if args.tl_worker:
         return tl_worker(args.tl_worker)
     check_device(args.device)

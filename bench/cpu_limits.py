@@ -393,6 +393,8 @@ def main() -> None:
     ap.add_argument("--sections", default="1,1b,2,3,4,4b,5,5b,6", help="which sections to run (default: all)")
     ap.add_argument("--batch", type=int, default=4096, help="matrices per eigenvalue call in section 1 (default 4096, as the X route)")
     args = ap.parse_args()
+    if args.batch < 1:
+        ap.error(f"--batch {args.batch}: give at least one matrix per call")
     want = set(args.sections.split(","))
     print(f"torch {torch.__version__}, numpy {np.__version__}, {torch.get_num_threads()} threads; load average {os.getloadavg()[0]:.2f}")
     ok, load = wait_idle(0.5, args.wait)
