@@ -68,7 +68,7 @@ def built_once(path: Path, hw):
 
     pytest.importorskip("accelerate")
     runner = runner_for(path, hw, progress=False, device="cpu")
-    return path, hw, runner.model.eval(), runner
+    return path, hw, runner.model, runner  # the runner keeps its model in eval mode
 
 
 def random_tokens(n_vocab: int, seq: int = SEQ, seed: int = 0) -> torch.Tensor:
