@@ -1,5 +1,6 @@
 """Do the norms inside Gemma 3's circuits defeat the composition measures? Four toys that differ
-only in those norms, each trained here and judged by ``compscope.validate``:
+only in those norms, each trained here and judged by ``compscope.validate`` (its K interventions:
+the K-pairs are what this prints):
 
     rotary-4l       4 layers, rotary positions, RMSNorm before attention and MLP, MLPs
     qknorm-4l       the same with QK-norm                       (compscope train ... --qk-norm)
@@ -64,7 +65,7 @@ def final_model(runs: Path, name: str, steps: int | None = None) -> Path:
 
 
 def rows(final: Path, linearise: bool) -> list[str]:
-    v = compscope.validate(final, metrics=list(METRICS), linearise_norms=linearise, progress=False)
+    v = compscope.validate(final, kinds="K", metrics=list(METRICS), linearise_norms=linearise, progress=False)
     o = v.options
     by = {(r["measure"], r["metric"]): r for r in v.rows if r["kind"] == "K"}
     out = []

@@ -441,7 +441,7 @@ def test_olmo_ggufs_match_the_model_object(tmp_path, arch):
             compscope.load(tmp_path / "c.gguf")
 
 
-def test_gpt2_gguf_matches_the_model_object_and_transformers(tmp_path, capfd):
+def test_gpt2_gguf_matches_the_model_object_and_transformers(tmp_path, capfd, monkeypatch):
     """GPT-2 as llama.cpp writes it: HF's Conv1D weights transposed to ``(out, in)`` (``attn_qkv``,
     ``attn_output``), learned positions in ``position_embd``, no ``output`` tensor (tied). Read back:
     the model object's weights, and what transformers' own GGUF reader (the runner's) makes of the file."""
@@ -482,11 +482,19 @@ def test_gpt2_gguf_matches_the_model_object_and_transformers(tmp_path, capfd):
     from compscope.data.runner import layer_state, runner_for
     from transformers import modeling_gguf_pytorch_utils as reader
 
+    parsed = []
+
+    def counted(path, *args, **kwargs):
+        parsed.append(str(path))
+        return made(path, *args, **kwargs)
+    made, named = gguf.GGUFReader, gguf.get_tensor_name_map
+    monkeypatch.setattr(gguf, "GGUFReader", counted)
     drawn = reader.tqdm
     capfd.readouterr()
     runner = runner_for(tmp_path / "g.gguf", progress=False, device="cpu")  # the data-based commands run the file
     assert "de-quantizing" not in capfd.readouterr().err  # transformers' own bar stays hidden
-    assert reader.tqdm is drawn  # and its reader is left as it was
+    assert parsed == [str(tmp_path / "g.gguf")]  # config, weights and tokenizer read one parse of the file
+    assert reader.tqdm is drawn and gguf.GGUFReader is counted and gguf.get_tensor_name_map is named  # left as they were
     tr = runner.trace(torch.randint(0, V, (2, 7), generator=torch.Generator().manual_seed(12)))
     for layer in range(2):
         torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)

@@ -34,6 +34,7 @@ applied as float32 copies); a model object runs in its own dtype.
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -498,42 +499,71 @@ def _hf_runner(path: Path, hw: HeadWeights, progress: bool = True, device: torch
     from ..progress import progress_bar
 
     bar = progress_bar(1, f"loading {hw.meta.name} to run it (transformers)", enabled=progress)
-    try:
-        with _quiet_gguf_conversion(gguf is not None):
+    with _transformers_gguf_reading(gguf is not None):  # the weights and the tokenizer read one parse of the file
+        try:
             model = auto.from_pretrained(str(folder), **kw).to(device)
-        bar.update()
-    except Exception as e:  # transformers raises many kinds; the message names the cause
-        raise OptionError(f"{path}: transformers could not load the model to run it ({one_line(e)})") from e
-    finally:
-        bar.close()
-        if quiet:
-            transformers.utils.logging.enable_progress_bar()
-    tokenizer = None
-    try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), **({"gguf_file": gguf} if gguf else {}),
-                                                               local_files_only=True)
-    except Exception:  # a model without a tokenizer still runs on token ids
-        tokenizer = None
+            bar.update()
+        except Exception as e:  # transformers raises many kinds; the message names the cause
+            raise OptionError(f"{path}: transformers could not load the model to run it ({one_line(e)})") from e
+        finally:
+            bar.close()
+            if quiet:
+                transformers.utils.logging.enable_progress_bar()
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), **({"gguf_file": gguf} if gguf else {}),
+                                                                   local_files_only=True)
+        except Exception:  # a model without a tokenizer still runs on token ids
+            tokenizer = None
     return HFRunner(model, hw, tokenizer if _has_vocabulary(tokenizer) else None)
 
 
 @contextlib.contextmanager
-def _quiet_gguf_conversion(active: bool):
-    """Hide the bar transformers' GGUF reader draws with its own ``tqdm`` (its progress-bar switch
-    does not reach it) while compscope's bar speaks for the load; restored afterwards."""
+def _transformers_gguf_reading(active: bool):
+    """While transformers reads a GGUF file (its config, its weights, its tokenizer): hide the bar
+    its reader draws with its own ``tqdm`` (its progress-bar switch does not reach it; compscope's
+    bar speaks for the load), parse the file once rather than once per part (gguf-py's
+    ``GGUFReader`` reads every field, the whole vocabulary included, each time it is made) and
+    build gguf-py's tensor-name map once rather than once per submodule. What the reader returns
+    is unchanged; all three are restored afterwards. Where transformers or gguf-py lay these out
+    otherwise, the load runs as it is, only slower."""
     try:
+        import gguf
         from transformers import modeling_gguf_pytorch_utils as reader
-    except ImportError:  # an older or newer layout: its bar shows, nothing else changes
+    except ImportError:
         active = False
-    if not active or not hasattr(reader, "tqdm"):
+    if not active:
         yield
         return
-    drawn = reader.tqdm
-    reader.tqdm = lambda items, *args, **kwargs: items
+    saved = {}
+    if hasattr(reader, "tqdm"):
+        saved[reader, "tqdm"] = reader.tqdm
+        reader.tqdm = lambda items, *args, **kwargs: items
+    for name, factory in (("GGUFReader", _once_per_path), ("get_tensor_name_map", _once_per_arguments)):
+        if callable(getattr(gguf, name, None)):
+            saved[gguf, name] = getattr(gguf, name)
+            setattr(gguf, name, factory(getattr(gguf, name)))
     try:
         yield
     finally:
-        reader.tqdm = drawn
+        for (module, name), value in saved.items():
+            setattr(module, name, value)
+
+
+def _once_per_path(make):
+    """``make(path, *rest)``, made once per path and mode while this wrapper lives."""
+    made = {}
+
+    def once(path, *rest, **kw):
+        key = (str(path), rest, tuple(sorted(kw.items())))
+        if key not in made:
+            made[key] = make(path, *rest, **kw)
+        return made[key]
+    return once
+
+
+def _once_per_arguments(make):
+    """``make(*args)`` for hashable arguments, made once per arguments while this wrapper lives."""
+    return functools.lru_cache(maxsize=None)(make)
 
 
 def _has_vocabulary(tokenizer) -> bool:
