@@ -500,6 +500,32 @@ def test_gpt2_gguf_matches_the_model_object_and_transformers(tmp_path, capfd, mo
         torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
 
 
+def test_gguf_loads_in_two_threads_patch_one_at_a_time_and_leave_gguf_as_it_was():
+    """While one thread's runner reads a GGUF file through the patched reader, another waits; then
+    both leave gguf-py and transformers' reader as they found them."""
+    import threading
+
+    from compscope.data.runner import _transformers_gguf_reading
+    from transformers import modeling_gguf_pytorch_utils as reader
+
+    before = (gguf.GGUFReader, gguf.get_tensor_name_map, reader.tqdm)
+    entered = threading.Event()
+
+    def second():
+        with _transformers_gguf_reading(True):
+            entered.set()
+            assert gguf.GGUFReader is not before[0]
+
+    with _transformers_gguf_reading(True):
+        patched = gguf.GGUFReader
+        t = threading.Thread(target=second)
+        t.start()
+        assert not entered.wait(0.3)  # the second waits for the first
+        assert gguf.GGUFReader is patched
+    t.join(10)
+    assert entered.is_set() and (gguf.GGUFReader, gguf.get_tensor_name_map, reader.tqdm) == before
+
+
 def _write_phi2_gguf(path, model, fused: bool, rope_dim: int, qkv_rows: int | None = None) -> None:
     """A Phi-2 GGUF as llama.cpp's converter writes one: HF's phi tensors renamed, nothing permuted
     (llama.cpp rotates halves for Phi-2), MHA, the rotary width as ``rope.dimension_count``, no

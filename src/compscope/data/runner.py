@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -525,7 +526,8 @@ def _transformers_gguf_reading(active: bool):
     ``GGUFReader`` reads every field, the whole vocabulary included, each time it is made) and
     build gguf-py's tensor-name map once rather than once per submodule. What the reader returns
     is unchanged; all three are restored afterwards. Where transformers or gguf-py lay these out
-    otherwise, the load runs as it is, only slower."""
+    otherwise, the load runs as it is, only slower. One load at a time patches them: loads from
+    several threads wait for each other here."""
     try:
         import gguf
         from transformers import modeling_gguf_pytorch_utils as reader
@@ -534,6 +536,16 @@ def _transformers_gguf_reading(active: bool):
     if not active:
         yield
         return
+    with _GGUF_READING, _patched_gguf_reading(gguf, reader):
+        yield
+
+
+#: held while :func:`_transformers_gguf_reading` has gguf-py and transformers patched
+_GGUF_READING = threading.RLock()
+
+
+@contextlib.contextmanager
+def _patched_gguf_reading(gguf, reader):
     saved = {}
     if hasattr(reader, "tqdm"):
         saved[reader, "tqdm"] = reader.tqdm
