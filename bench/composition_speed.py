@@ -55,6 +55,8 @@ from compscope import HeadWeights, Meta
 
 #: layers, heads, d_model, d_head; ``trial``: GPT-2-small's first four layers (the tests run it)
 SHAPES = {"small": (12, 12, 768, 64), "medium": (24, 16, 1024, 64), "trial": (4, 12, 768, 64)}
+#: what each shape is called in the output
+SHAPE_NAMES = {"small": "GPT-2-small", "medium": "GPT-2-medium", "trial": "trial"}
 MEASURES_A = ["frobenius", "frobenius_baselined", "tight", "overlap"]
 TL_MEMORY = 14 << 30
 
@@ -217,6 +219,9 @@ def main() -> None:
     args = ap.parse_args()
     if args.retries < 0:
         ap.error(f"--retries {args.retries}: give 0 or more")
+    unknown = [s for s in args.shapes.split(",") if s not in SHAPES]
+    if unknown:
+        ap.error(f"--shapes {args.shapes}: unknown {', '.join(unknown)}; shapes: {', '.join(SHAPES)}")
     if args.tl_worker:
         return tl_worker(args.tl_worker)
     check_device(args.device)
@@ -234,7 +239,7 @@ def main() -> None:
             check = float(hw.W_Q.double().sum())
         except ImportError:
             have_tl, hw = False, random_heads(L, H, d, r)
-        print(f"\n== {'trial' if shape == 'trial' else 'GPT-2-' + shape} shape: {L} layers x {H} heads, d_model {d}, d_head {r}; "
+        print(f"\n== {SHAPE_NAMES[shape]} shape: {L} layers x {H} heads, d_model {d}, d_head {r}; "
               f"{H * H * L * (L - 1) // 2} forward pairs per kind")
         contenders = {
             "(a) frobenius, frobenius_baselined, tight, overlap": lambda: compscope.scores(hw, "QKV", MEASURES_A, progress=False, device=dev),

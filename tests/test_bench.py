@@ -323,6 +323,18 @@ def test_composition_speed_without_transformer_lens():
     assert max(diffs) < 1e-4, out  # float32 against float64 on scores of order 0.1 (shared_dims: of order 64)
 
 
+@pytest.mark.parametrize("script, args, named", [
+    ("composition_speed.py", ("--shapes", "small,bogus"), "unknown bogus; shapes: small, medium, trial"),
+    ("composition_speed.py", ("--retries", "-1"), "--retries -1"),
+    ("cpu_limits.py", ("--batch", "0"), "--batch 0"),
+])
+def test_bench_options_refuse_what_would_time_nothing(script, args, named):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args], capture_output=True, text=True,
+                       timeout=120, cwd=ROOT, env=env)
+    assert p.returncode == 2 and named in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
 def test_composition_7b_on_a_trial_shape():
     out = bench("composition_7b.py", "--shape", "2,4,128,32", "--wait", "0", "--dtype", "float32")
     assert re.search(r"frobenius: 16 pairs, mean 0\.0[0-9]+ \(1/sqrt\(d\) = 0\.0884\)", out), out
