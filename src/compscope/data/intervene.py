@@ -51,6 +51,7 @@ Two implementations, one definition:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -139,6 +140,22 @@ def writer_heads(writers, n_layers: int, n_heads: int, model: str = "the model")
 def head_names(heads, most: int = 8) -> str:
     """``16.0 16.1 ...``: ``(layer, head)`` pairs in words, the first ``most`` of them."""
     return " ".join(f"{l}.{h}" for l, h in heads[:most]) + " ..." * (len(heads) > most)
+
+
+def runner_with_writers(model, writers, **kw):
+    """:func:`~compscope.data.runner.runner_for` ``(model, **kw)``, with ``writers`` the model lacks
+    (:func:`writer_heads`) refused before any forward pass, and, for a model named by files (a
+    path, a built-in or a hub id), before ``transformers`` loads it to run: its heads are read first."""
+    from ..loading.sources import load
+    from .runner import runner_for
+
+    hw = None
+    if isinstance(model, (str, Path)):
+        hw = load(model)
+        writer_heads(writers, hw.n_layers, hw.n_heads, hw.meta.name)
+    runner = runner_for(model, hw, **kw)
+    writer_heads(writers, runner.hw.n_layers, runner.hw.n_heads, runner.hw.meta.name)
+    return runner
 
 
 def writers_text(writers, also: str = "") -> str:
@@ -368,7 +385,7 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
     is estimated on (:class:`~compscope.data.residual_moments.MetricData`)."""
     from ..core.metrics import check_metrics, get_metric
     from ..engine.composition import scores
-    from .runner import ToyRunner, runner_for
+    from .runner import ToyRunner
     from .sequences import repeats
 
     metric, *more = check_metrics(metric)
@@ -376,9 +393,8 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
         raise OptionError(f"metric: one metric (a name or a Metric), got {len(more) + 1}")
     check_ablation(ablation, sequences)
     check_paths(paths)
-    runner = runner_for(model, device=device, dtype=model_dtype)
+    runner = runner_with_writers(model, writers, device=device, dtype=model_dtype)
     hw = runner.hw
-    writer_heads(writers, hw.n_layers, hw.n_heads, hw.meta.name)  # refused before any forward pass
     if isinstance(runner, ToyRunner):
         from ..toy.storage import held_out_repeats
 
