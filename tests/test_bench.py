@@ -16,11 +16,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def run_bench(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``bench/script`` run with ``args``, offline."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    return subprocess.run([sys.executable, str(ROOT / "bench" / script), *args], capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT, env=env)
+
+
 def bench(script: str, *args: str, timeout: float = 300) -> str:
     """Run ``bench/script`` with ``args``; its stdout, or a failure showing its stderr."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    p = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args], capture_output=True, text=True,
-                       timeout=timeout, cwd=ROOT, env=env)
+    p = run_bench(script, *args, timeout=timeout)
     assert p.returncode == 0, f"bench/{script} {' '.join(args)} exited {p.returncode}:\n{p.stderr[-3000:]}"
     return p.stdout
 
@@ -329,9 +334,7 @@ def test_composition_speed_without_transformer_lens():
     ("cpu_limits.py", ("--batch", "0"), "--batch 0"),
 ])
 def test_bench_options_refuse_what_would_time_nothing(script, args, named):
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    p = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args], capture_output=True, text=True,
-                       timeout=120, cwd=ROOT, env=env)
+    p = run_bench(script, *args, timeout=120)
     assert p.returncode == 2 and named in p.stderr and "Traceback" not in p.stderr, p.stderr
 
 

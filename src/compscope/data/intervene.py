@@ -143,19 +143,18 @@ def head_names(heads, most: int = 8) -> str:
 
 
 def runner_with_writers(model, writers, **kw):
-    """:func:`~compscope.data.runner.runner_for` ``(model, **kw)``, with ``writers`` the model lacks
-    (:func:`writer_heads`) refused before any forward pass, and, for a model named by files (a
-    path, a built-in or a hub id), before ``transformers`` loads it to run: its heads are read first."""
+    """``(runner, writer heads)``: :func:`~compscope.data.runner.runner_for` ``(model, **kw)`` and
+    :func:`writer_heads` of ``writers``, refused before any forward pass, and, for a model named by
+    files (a path, a built-in or a hub id), before ``transformers`` loads it to run: its heads are read first."""
     from ..loading.sources import load
     from .runner import runner_for
 
-    hw = None
     if isinstance(model, (str, Path)):
         hw = load(model)
-        writer_heads(writers, hw.n_layers, hw.n_heads, hw.meta.name)
-    runner = runner_for(model, hw, **kw)
-    writer_heads(writers, runner.hw.n_layers, runner.hw.n_heads, runner.hw.meta.name)
-    return runner
+        chosen = writer_heads(writers, hw.n_layers, hw.n_heads, hw.meta.name)
+        return runner_for(model, hw, **kw), chosen
+    runner = runner_for(model, **kw)
+    return runner, writer_heads(writers, runner.hw.n_layers, runner.hw.n_heads, runner.hw.meta.name)
 
 
 def writers_text(writers, also: str = "") -> str:
@@ -393,7 +392,7 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
         raise OptionError(f"metric: one metric (a name or a Metric), got {len(more) + 1}")
     check_ablation(ablation, sequences)
     check_paths(paths)
-    runner = runner_with_writers(model, writers, device=device, dtype=model_dtype)
+    runner, _ = runner_with_writers(model, writers, device=device, dtype=model_dtype)
     hw = runner.hw
     if isinstance(runner, ToyRunner):
         from ..toy.storage import held_out_repeats

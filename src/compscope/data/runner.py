@@ -550,32 +550,15 @@ def _patched_gguf_reading(gguf, reader):
     if hasattr(reader, "tqdm"):
         saved[reader, "tqdm"] = reader.tqdm
         reader.tqdm = lambda items, *args, **kwargs: items
-    for name, factory in (("GGUFReader", _once_per_path), ("get_tensor_name_map", _once_per_arguments)):
+    for name in ("GGUFReader", "get_tensor_name_map"):  # made once per arguments while patched
         if callable(getattr(gguf, name, None)):
             saved[gguf, name] = getattr(gguf, name)
-            setattr(gguf, name, factory(getattr(gguf, name)))
+            setattr(gguf, name, functools.lru_cache(maxsize=None)(getattr(gguf, name)))
     try:
         yield
     finally:
         for (module, name), value in saved.items():
             setattr(module, name, value)
-
-
-def _once_per_path(make):
-    """``make(path, *rest)``, made once per path and mode while this wrapper lives."""
-    made = {}
-
-    def once(path, *rest, **kw):
-        key = (str(path), rest, tuple(sorted(kw.items())))
-        if key not in made:
-            made[key] = make(path, *rest, **kw)
-        return made[key]
-    return once
-
-
-def _once_per_arguments(make):
-    """``make(*args)`` for hashable arguments, made once per arguments while this wrapper lives."""
-    return functools.lru_cache(maxsize=None)(make)
 
 
 def _has_vocabulary(tokenizer) -> bool:

@@ -352,7 +352,7 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
     from ..engine.composition import scores
     from ..measures import AXIOMS, MEASURES
     from .head_labels import activation_labels
-    from .intervene import check_ablation, check_paths, intervention_effects, runner_with_writers, writer_heads
+    from .intervene import check_ablation, check_paths, intervention_effects, runner_with_writers
     from ..analysis.circuits import reads_content
     from .residual_moments import MetricData, SampleData, as_metric_data, as_sample_data
     from .residual_moments import metric_data as data_words
@@ -378,9 +378,8 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
     sample_data = as_sample_data(sample_data)
     check_ablation(ablation, min(intervention_sequences, sequences))
     check_paths(paths)
-    runner = runner_with_writers(model, writers, progress=progress, device=device, dtype=model_dtype)
+    runner, chosen = runner_with_writers(model, writers, progress=progress, device=device, dtype=model_dtype)
     hw = runner.hw
-    chosen = writer_heads(writers, hw.n_layers, hw.n_heads, hw.meta.name)
     weights = hw  # what the measures read; the data come from the unprocessed model
     if fold_norm:
         from ..core.processing import fold_norm as _fold
