@@ -16,6 +16,7 @@ model's own either way.
     python bench/toy_norms.py                 # trains into ./toy-norms (several minutes a toy)
     python bench/toy_norms.py --runs DIR      # trains only the toys DIR lacks (DIR/NAME/final)
     python bench/toy_norms.py --steps 20      # a trial of the script (no induction forms so soon)
+    python bench/toy_norms.py --toys qknorm-4l gemma-like-4l   # only these toys
 
 Prints, per toy, weights and metric (identity, covariance): the true previous-token -> induction
 K-pairs (confirmed by the K intervention), their AUROC and the rank correlation with the K
@@ -95,19 +96,22 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", default="toy-norms", help="folder of the training runs (default ./toy-norms)")
     ap.add_argument("--steps", type=int, help="training steps of a toy the folder lacks (default the preset's 4000)")
+    ap.add_argument("--toys", nargs="+", choices=list(TOYS), default=list(TOYS), metavar="NAME",
+                    help=f"the toys to train where missing and judge (default all: {', '.join(TOYS)})")
     args = ap.parse_args()
+    toys = [name for name in TOYS if name in args.toys]
     runs = Path(args.runs)
     runs.mkdir(parents=True, exist_ok=True)
     head = " ".join(f"{SHORT[m]:>5}" for m in MEASURES)
-    print("K-pairs of four toys (rotary, RMSNorm, MLPs; 4 layers x 4 heads); true: previous-token >= 0.4 -> induction >= 0.3")
+    print(f"K-pairs of {'four toys' if len(toys) == len(TOYS) else ', '.join(toys)} (rotary, RMSNorm, MLPs; 4 layers x 4 heads); true: previous-token >= 0.4 -> induction >= 0.3")
     print(f"{'toy':<14} {'weights':<11} {'metric':<11} true (conf.)  AUROC K: {head}   rho K: {head}")
-    for name in TOYS:
+    for name in toys:
         final = final_model(runs, name, args.steps)
         for linearise in (False, True) if inner_norms(name) else (False,):
             for line in rows(final, linearise):
                 print(f"{name:<14} {line}")
     print("\nhow uneven the inner norms' gains are: largest |gain| / median |gain| within a layer, most uneven layer")
-    models = [(name, runs / name / "final") for name in TOYS if inner_norms(name)]
+    models = [(name, runs / name / "final") for name in toys if inner_norms(name)]
     try:
         from compscope.loading.builtin import resolve
 
