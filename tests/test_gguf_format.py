@@ -7,6 +7,7 @@ model object. The real quantised files are checked against transformers in
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -484,17 +485,18 @@ def test_gpt2_gguf_matches_the_model_object_and_transformers(tmp_path, capfd, mo
 
     parsed = []
 
-    def counted(path, *args, **kwargs):
-        parsed.append(str(path))
-        return made(path, *args, **kwargs)
-    made, named = gguf.GGUFReader, gguf.get_tensor_name_map
-    monkeypatch.setattr(gguf, "GGUFReader", counted)
+    def counted(self, path, *args, **kwargs):
+        parsed.append((type(self).__name__, str(path)))
+        return made(self, path, *args, **kwargs)
+    made, made_class, named = gguf.GGUFReader.__init__, gguf.GGUFReader, gguf.get_tensor_name_map
+    monkeypatch.setattr(gguf.GGUFReader, "__init__", counted)
     drawn = reader.tqdm
     capfd.readouterr()
     runner = runner_for(tmp_path / "g.gguf", progress=False, device="cpu")  # the data-based commands run the file
     assert "de-quantizing" not in capfd.readouterr().err  # transformers' own bar stays hidden
-    assert parsed == [str(tmp_path / "g.gguf")]  # config, weights and tokenizer read one parse of the file
-    assert reader.tqdm is drawn and gguf.GGUFReader is counted and gguf.get_tensor_name_map is named  # left as they were
+    # config, weights and tokenizer read one parse of the file, by the plain-array reader
+    assert parsed == [("PlainGGUFReader", str(tmp_path / "g.gguf"))]
+    assert reader.tqdm is drawn and gguf.GGUFReader is made_class and gguf.get_tensor_name_map is named  # as they were
     tr = runner.trace(torch.randint(0, V, (2, 7), generator=torch.Generator().manual_seed(12)))
     for layer in range(2):
         torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
@@ -505,18 +507,18 @@ def test_gguf_loads_in_two_threads_patch_one_at_a_time_and_leave_gguf_as_it_was(
     both leave gguf-py and transformers' reader as they found them."""
     import threading
 
-    from compscope.data.runner import _transformers_gguf_reading
+    from compscope.data.gguf_reading import transformers_gguf_reading
     from transformers import modeling_gguf_pytorch_utils as reader
 
     before = (gguf.GGUFReader, gguf.get_tensor_name_map, reader.tqdm)
     entered = threading.Event()
 
     def second():
-        with _transformers_gguf_reading(True):
+        with transformers_gguf_reading(True):
             entered.set()
             assert gguf.GGUFReader is not before[0]
 
-    with _transformers_gguf_reading(True):
+    with transformers_gguf_reading(True):
         patched = gguf.GGUFReader
         t = threading.Thread(target=second)
         t.start()
@@ -524,6 +526,62 @@ def test_gguf_loads_in_two_threads_patch_one_at_a_time_and_leave_gguf_as_it_was(
         assert gguf.GGUFReader is patched
     t.join(10)
     assert entered.is_set() and (gguf.GGUFReader, gguf.get_tensor_name_map, reader.tqdm) == before
+
+
+@pytest.mark.parametrize("endian", ["little", "big"])
+def test_the_plain_array_reader_parses_as_gguf_py_does(tmp_path, endian):
+    """The reader transformers gets while compscope loads a GGUF file to run it
+    (:func:`compscope.data.gguf_reading.plain_reader`) parses a file as gguf-py's own reader does:
+    every field's name, offset, types, data indices and parts (values, dtypes with their byte
+    order), every tensor's name, type, shape, offset and data, for metadata of every value type
+    and tensors stored plain and quantized, in either byte order."""
+    from compscope.data.gguf_reading import plain_reader
+
+    order = gguf.GGUFEndian.LITTLE if endian == "little" else gguf.GGUFEndian.BIG
+    w = gguf.GGUFWriter(str(tmp_path / "f.gguf"), "llama", endianess=order)
+    w.add_uint8("t.u8", 7), w.add_int16("t.i16", -300), w.add_uint32("t.u32", 2**31 + 5), w.add_int64("t.i64", -2**40)
+    w.add_float32("t.f32", 0.1), w.add_float64("t.f64", -1e-300), w.add_bool("t.bool", True), w.add_string("t.s", "é ✓")
+    w.add_array("t.ints", [1, -2, 3]), w.add_array("t.strs", ["", "a", "bc" * 50]), w.add_array("t.floats", [0.5, -2.25])
+    rng = np.random.default_rng(0)
+    for name, dtype in [("f32", np.float32), ("f16", np.float16), ("i32", np.int32)]:
+        w.add_tensor(name, (rng.standard_normal((3, 64)) * 100).astype(dtype))
+    quantized = gguf.quants.quantize(rng.standard_normal((2, 64)).astype(np.float32), gguf.GGMLQuantizationType.Q8_0)
+    w.add_tensor("q8", quantized, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+    _finish(w)
+    stock, plain = gguf.GGUFReader(tmp_path / "f.gguf"), plain_reader(gguf.GGUFReader)(tmp_path / "f.gguf")
+    assert type(plain).__name__ == "PlainGGUFReader" and type(plain.data) is np.memmap  # its own data stays a map
+    assert plain.byte_order == stock.byte_order == ("I" if endian == sys.byteorder else "S")  # S: swapped
+    assert list(plain.fields) == list(stock.fields) and len(stock.fields) > 11
+    for name, a in stock.fields.items():
+        b = plain.fields[name]
+        assert (a.offset, a.name, a.data, a.types) == (b.offset, b.name, b.data, b.types), name
+        assert len(a.parts) == len(b.parts), name
+        for x, y in zip(a.parts, b.parts):
+            assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y), name
+            assert type(y) is np.ndarray and not y.flags.writeable, name  # a plain, read-only view
+    assert [t.name for t in plain.tensors] == [t.name for t in stock.tensors] == ["f32", "f16", "i32", "q8"]
+    for a, b in zip(stock.tensors, plain.tensors):
+        assert (a.tensor_type, a.n_elements, a.n_bytes, a.data_offset) == (b.tensor_type, b.n_elements, b.n_bytes, b.data_offset)
+        assert np.array_equal(a.shape, b.shape) and a.data.dtype == b.data.dtype and np.array_equal(a.data, b.data), a.name
+    text = {name: [bytes(plain.fields[name].parts[i]).decode() for i in plain.fields[name].data] for name in ("t.s", "t.strs")}
+    assert text == {"t.s": ["é ✓"], "t.strs": ["", "a", "bc" * 50]}
+    assert [int(plain.fields["t.ints"].parts[i][0]) for i in plain.fields["t.ints"].data] == [1, -2, 3]
+
+
+def test_the_plain_array_reader_leaves_other_readers_as_they_are():
+    """Where gguf-py's reader is not a class, or its ``_get`` takes other arguments, the reader is
+    used as it is (the load runs, only slower)."""
+    from compscope.data.gguf_reading import plain_reader
+
+    def a_function(path):
+        return path
+
+    class OtherGet(gguf.GGUFReader):
+        def _get(self, offset, dtype, count=1):
+            return super()._get(offset, dtype, count)
+
+    assert plain_reader(a_function) is a_function and plain_reader(OtherGet) is OtherGet
+    assert plain_reader(gguf.GGUFReader).__mro__[1] is gguf.GGUFReader
 
 
 def _write_phi2_gguf(path, model, fused: bool, rope_dim: int, qkv_rows: int | None = None) -> None:

@@ -33,9 +33,6 @@ applied as float32 copies); a model object runs in its own dtype.
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -500,7 +497,9 @@ def _hf_runner(path: Path, hw: HeadWeights, progress: bool = True, device: torch
     from ..progress import progress_bar
 
     bar = progress_bar(1, f"loading {hw.meta.name} to run it (transformers)", enabled=progress)
-    with _transformers_gguf_reading(gguf is not None):  # the weights and the tokenizer read one parse of the file
+    from .gguf_reading import transformers_gguf_reading
+
+    with transformers_gguf_reading(gguf is not None):  # the weights and the tokenizer read one parse of the file
         try:
             model = auto.from_pretrained(str(folder), **kw).to(device)
             bar.update()
@@ -516,49 +515,6 @@ def _hf_runner(path: Path, hw: HeadWeights, progress: bool = True, device: torch
         except Exception:  # a model without a tokenizer still runs on token ids
             tokenizer = None
     return HFRunner(model, hw, tokenizer if _has_vocabulary(tokenizer) else None)
-
-
-@contextlib.contextmanager
-def _transformers_gguf_reading(active: bool):
-    """While transformers reads a GGUF file (its config, its weights, its tokenizer): hide the bar
-    its reader draws with its own ``tqdm`` (its progress-bar switch does not reach it; compscope's
-    bar speaks for the load), parse the file once rather than once per part (gguf-py's
-    ``GGUFReader`` reads every field, the whole vocabulary included, each time it is made) and
-    build gguf-py's tensor-name map once rather than once per submodule. What the reader returns
-    is unchanged; all three are restored afterwards. Where transformers or gguf-py lay these out
-    otherwise, the load runs as it is, only slower. One load at a time patches them: loads from
-    several threads wait for each other here."""
-    try:
-        import gguf
-        from transformers import modeling_gguf_pytorch_utils as reader
-    except ImportError:
-        active = False
-    if not active:
-        yield
-        return
-    with _GGUF_READING, _patched_gguf_reading(gguf, reader):
-        yield
-
-
-#: held while :func:`_transformers_gguf_reading` has gguf-py and transformers patched
-_GGUF_READING = threading.RLock()
-
-
-@contextlib.contextmanager
-def _patched_gguf_reading(gguf, reader):
-    saved = {}
-    if hasattr(reader, "tqdm"):
-        saved[reader, "tqdm"] = reader.tqdm
-        reader.tqdm = lambda items, *args, **kwargs: items
-    for name in ("GGUFReader", "get_tensor_name_map"):  # made once per arguments while patched
-        if callable(getattr(gguf, name, None)):
-            saved[gguf, name] = getattr(gguf, name)
-            setattr(gguf, name, functools.lru_cache(maxsize=None)(getattr(gguf, name)))
-    try:
-        yield
-    finally:
-        for (module, name), value in saved.items():
-            setattr(module, name, value)
 
 
 def _has_vocabulary(tokenizer) -> bool:
