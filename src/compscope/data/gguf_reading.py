@@ -25,6 +25,8 @@ import functools
 import inspect
 import threading
 
+import numpy as np
+
 #: held while :func:`transformers_gguf_reading` has gguf-py and transformers patched
 _GGUF_READING = threading.RLock()
 
@@ -81,8 +83,6 @@ def plain_reader(cls):
 def _plain_get(self, offset, dtype, count=1, override_order=None):
     """``GGUFReader._get``: ``count`` values of ``dtype`` at byte ``offset``, in the file's byte
     order (or ``override_order``), sliced from a plain ``ndarray`` view of ``self.data``."""
-    import numpy as np
-
     if self.__dict__.get("_plain_of") is not self.data:
         self._plain, self._plain_of = self.data.view(np.ndarray), self.data
     count = int(count)
