@@ -56,11 +56,11 @@ def _patched(gguf, reader):
     if hasattr(reader, "tqdm"):
         saved[reader, "tqdm"] = reader.tqdm
         reader.tqdm = lambda items, *args, **kwargs: items
-    for name in ("GGUFReader", "get_tensor_name_map"):  # made once per arguments while patched
+    for name, how in (("GGUFReader", plain_reader), ("get_tensor_name_map", None)):  # made once per arguments
         made = getattr(gguf, name, None)
         if callable(made):
             saved[gguf, name] = made
-            setattr(gguf, name, functools.lru_cache(maxsize=None)(plain_reader(made) if name == "GGUFReader" else made))
+            setattr(gguf, name, functools.lru_cache(maxsize=None)(how(made) if how else made))
     try:
         yield
     finally:
