@@ -12,7 +12,8 @@ GB at 70B; drawn by ``--device``'s generator).
 the default precision; reported: wall time, peak resident memory (``ru_maxrss`` and a thread
 sampling ``VmRSS`` every 50 ms; the limit is 16 GiB), and the ratio to the floor: the FLOPs
 of the products of the Gram route (``bench/composition_speed.py``'s count, K only) over the
-rate of a dense float32 ``4096 x 4096`` matmul timed before and after in the same run.
+rate of a dense float32 ``4096 x 4096`` matmul (``8192`` on CUDA; ``--rate-size`` another) timed
+before and after in the same run, best of three each.
 Waits (up to ``--wait`` s) for the 1-minute load average to drop below 0.5 first, and prints
 the CPU time other processes used while it ran.
 """
@@ -61,7 +62,11 @@ def main() -> None:
     ap.add_argument("--precision", default="float32", choices=["float32", "float64", "tf32", "bfloat16"],
                     help="compscope's product precision (default float32)")
     ap.add_argument("--shape", default="7b", help="7b, 70b, or L,H,d,r[,kv] for a quick trial")
+    ap.add_argument("--rate-size", type=int, help="n of the n x n matmul that sets the floor's rate "
+                    "(default 4096, 8192 on CUDA; a smaller one for a quick trial)")
     args = ap.parse_args()
+    if args.rate_size is not None and args.rate_size < 1:
+        ap.error(f"--rate-size {args.rate_size}: give 1 or more")
     check_device(args.device)
     if args.shape in SHAPES:
         L, H, d, r, kv = SHAPES[args.shape]
@@ -81,7 +86,7 @@ def main() -> None:
     print(f"{name} shape: {L} layers x {H} heads ({kv} K/V heads), d_model {d}, d_head {r}; weights {args.dtype}, "
           f"{weights / 2**30:.1f} GiB (drawn in {time.perf_counter() - t0:.0f} s); {H * H * L * (L - 1) // 2} forward pairs; "
           f"precision {args.precision}; device {torch.cuda.get_device_name(args.device) if cuda else 'cpu'}")
-    n = 8192 if cuda else 4096  # a GPU needs the larger product to reach its rate
+    n = args.rate_size or (8192 if cuda else 4096)  # a GPU needs the larger product to reach its rate
     rate0 = max(matmul_rate(n, device=args.device) for _ in range(3))
     mm = None if args.max_memory_gib is None else int(args.max_memory_gib * 2**30)
     if cuda:

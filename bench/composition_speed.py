@@ -53,10 +53,10 @@ import torch
 import compscope
 from compscope import HeadWeights, Meta
 
-#: layers, heads, d_model, d_head; ``trial``: GPT-2-small's first four layers (the tests run it)
-SHAPES = {"small": (12, 12, 768, 64), "medium": (24, 16, 1024, 64), "trial": (4, 12, 768, 64)}
-#: what each shape is called in the output
-SHAPE_NAMES = {"small": "GPT-2-small", "medium": "GPT-2-medium", "trial": "trial"}
+#: what each shape is called in the output, and its layers, heads, d_model, d_head; ``trial``:
+#: GPT-2-small's first four layers (the tests run it)
+SHAPES = {"small": ("GPT-2-small", (12, 12, 768, 64)), "medium": ("GPT-2-medium", (24, 16, 1024, 64)),
+          "trial": ("trial", (4, 12, 768, 64))}
 MEASURES_A = ["frobenius", "frobenius_baselined", "tight", "overlap"]
 TL_MEMORY = 14 << 30
 
@@ -88,7 +88,7 @@ def tl_model(shape: str):
     """A random-weight ``HookedTransformer`` of the shape (seeded: the same weights in every process)."""
     import transformer_lens as tl
 
-    L, H, d, r = SHAPES[shape]
+    L, H, d, r = SHAPES[shape][1]
     cfg = tl.HookedTransformerConfig(n_layers=L, d_model=d, d_head=r, n_heads=H, n_ctx=64, d_vocab=1000, act_fn="gelu", seed=0)
     return tl.HookedTransformer(cfg)
 
@@ -231,7 +231,7 @@ def main() -> None:
     ok, load = wait_idle(0.5, args.wait)
     print(f"load average before timing: {load:.2f}" + ("" if ok else f"  (NOT IDLE after waiting {args.wait:.0f} s: timings are not trustworthy)"))
     for shape in args.shapes.split(","):
-        L, H, d, r = SHAPES[shape]
+        title, (L, H, d, r) = SHAPES[shape]
         fl = route_flops(L, H, d, r)
         have_tl = not args.no_tl
         try:
@@ -239,7 +239,7 @@ def main() -> None:
             check = float(hw.W_Q.double().sum())
         except ImportError:
             have_tl, hw = False, random_heads(L, H, d, r)
-        print(f"\n== {SHAPE_NAMES[shape]} shape: {L} layers x {H} heads, d_model {d}, d_head {r}; "
+        print(f"\n== {title} shape: {L} layers x {H} heads, d_model {d}, d_head {r}; "
               f"{H * H * L * (L - 1) // 2} forward pairs per kind")
         contenders = {
             "(a) frobenius, frobenius_baselined, tight, overlap": lambda: compscope.scores(hw, "QKV", MEASURES_A, progress=False, device=dev),

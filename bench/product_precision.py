@@ -33,7 +33,8 @@ PRECISIONS = ["float64", "float32", "tf32", "bfloat16"]
 
 def shape_of(text: str) -> tuple[int, int, int, int, int]:
     if text in SHAPES:
-        return (*SHAPES[text], SHAPES[text][1])
+        L, H, d, r = SHAPES[text][1]
+        return L, H, d, r, H
     if text in LARGE:
         return LARGE[text]
     L, H, d, r, *kv = (int(x) for x in text.split(","))

@@ -335,6 +335,7 @@ def test_composition_speed_without_transformer_lens():
     ("composition_speed.py", ("--shapes", "small,bogus"), "unknown bogus; shapes: small, medium, trial"),
     ("composition_speed.py", ("--retries", "-1"), "--retries -1"),
     ("cpu_limits.py", ("--batch", "0"), "--batch 0"),
+    ("composition_7b.py", ("--rate-size", "0"), "--rate-size 0"),
 ])
 def test_bench_options_refuse_what_would_time_nothing(script, args, named):
     p = run_bench(script, *args, timeout=120)
@@ -342,12 +343,13 @@ def test_bench_options_refuse_what_would_time_nothing(script, args, named):
 
 
 def test_composition_7b_on_a_trial_shape():
-    out = bench("composition_7b.py", "--shape", "2,4,128,32", "--wait", "0", "--dtype", "float32")
+    out = bench("composition_7b.py", "--shape", "2,4,128,32", "--wait", "0", "--dtype", "float32", "--rate-size", "512")
     assert re.search(r"frobenius: 16 pairs, mean 0\.0[0-9]+ \(1/sqrt\(d\) = 0\.0884\)", out), out
 
 
 def test_composition_7b_gqa_trial_in_a_reduced_precision():
-    out = bench("composition_7b.py", "--shape", "3,8,128,32,2", "--wait", "0", "--dtype", "float32", "--precision", "bfloat16")
+    out = bench("composition_7b.py", "--shape", "3,8,128,32,2", "--wait", "0", "--dtype", "float32", "--precision", "bfloat16",
+                "--rate-size", "512")
     assert "3 layers x 8 heads (2 K/V heads)" in out and "precision bfloat16" in out, out
     assert re.search(r"frobenius: 192 pairs, mean 0\.0[0-9]+ \(1/sqrt\(d\) = 0\.0884\)", out), out
 
