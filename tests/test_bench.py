@@ -277,24 +277,27 @@ def test_verdict_uncertainty_with_the_metrics_on_data(tmp_path):
         assert {r[0] for r in rows} == {"frobenius", "tight", "overlap", "spectral", "bandwidth"}, (metric, out)
 
 
-def test_toy_norms_trains_what_is_missing_and_judges_every_toy(tmp_path):
-    out = bench("toy_norms.py", "--runs", str(tmp_path), "--steps", "20")
+def test_toy_norms_trains_what_is_missing_and_judges_the_toys_asked_for(tmp_path):
+    """Two of the four toys (one without norms inside its circuits, one with both of Gemma 3's: the
+    other two differ from these only in their training options), then one of them read back."""
+    out = bench("toy_norms.py", "--runs", str(tmp_path), "--steps", "20", "--toys", "gemma-like-4l", "rotary-4l")
     lines, spread = out.split("\n\n")[0].splitlines(), out.split("\n\n")[1].splitlines()
-    assert lines[1].split()[:4] == ["toy", "weights", "metric", "true"] and len(lines) == 2 + 14, out
+    assert lines[0].startswith("K-pairs of rotary-4l, gemma-like-4l (")  # in the script's order
+    assert lines[1].split()[:4] == ["toy", "weights", "metric", "true"] and len(lines) == 2 + 6, out
     gains = {l.split()[0]: l for l in spread[1:] if not l.startswith("(")}  # "(gemma3-270m is not installed ...)"
-    assert [n for n in gains if n.endswith("-4l")] == ["qknorm-4l", "outnorm-4l", "gemma-like-4l"], out
-    assert "output norm" in gains["outnorm-4l"] and "QK-norm (k)" in gains["gemma-like-4l"], out
+    assert [n for n in gains if n.endswith("-4l")] == ["gemma-like-4l"], out
+    assert "QK-norm (q)" in gains["gemma-like-4l"] and "QK-norm (k)" in gains["gemma-like-4l"], out
     assert "output norm" in gains["gemma-like-4l"], out
-    for name, n in (("rotary-4l", 2), ("qknorm-4l", 4), ("outnorm-4l", 4), ("gemma-like-4l", 4)):
+    for name, n in (("rotary-4l", 2), ("gemma-like-4l", 4)):
         mine = [l for l in lines if l.startswith(name + " ")]
         assert len(mine) == n and (n == 2 or sum("linearised" in l for l in mine) == 2), (name, out)
         assert all(len(re.findall(r"-?\d\.\d\d\b", l)) >= 4 for l in mine), (name, out)  # 4 rank correlations
-    stamp = (tmp_path / "gemma-like-4l" / "final" / "model.safetensors").stat().st_mtime_ns
-    again = bench("toy_norms.py", "--runs", str(tmp_path), "--steps", "20", "--toys", "gemma-like-4l").splitlines()
-    others = ("rotary-4l ", "qknorm-4l ", "outnorm-4l ")
-    assert again[0].startswith("K-pairs of gemma-like-4l (")
-    assert again[1:] == [l for l in out.splitlines()[1:] if not l.startswith(others)], again  # read again, the same
-    assert (tmp_path / "gemma-like-4l" / "final" / "model.safetensors").stat().st_mtime_ns == stamp
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gemma-like-4l", "rotary-4l"]
+    stamp = (tmp_path / "rotary-4l" / "final" / "model.safetensors").stat().st_mtime_ns
+    again = bench("toy_norms.py", "--runs", str(tmp_path), "--steps", "20", "--toys", "rotary-4l").splitlines()
+    assert again[0].startswith("K-pairs of rotary-4l (")
+    assert again[1:] == [l for l in out.splitlines()[1:] if not l.startswith("gemma-like-4l ")], again  # read again, the same
+    assert (tmp_path / "rotary-4l" / "final" / "model.safetensors").stat().st_mtime_ns == stamp
 
 
 @pytest.mark.parametrize("n1, n0", [(1, 1), (10, 10), (12, 2436), (60, 35175)])
