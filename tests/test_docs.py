@@ -68,12 +68,14 @@ SLOW = [
     ("docs/results.md", "python bench/verdict_candidates.py gemma3-270m verdict-gemma"),
     ("docs/results.md", "python bench/verdict_thresholds.py smollm2 verdict-smollm2"),
     ("docs/results.md", "python bench/verdict_thresholds.py gemma3-270m verdict-gemma"),
-    ("docs/results.md", "mkdir -p runs && compscope train --out runs/rotary-4l --name rotary-4l --layers 4 --positions rotary --norm rmsnorm --mlp"),
-    ("docs/results.md", "compscope validate runs/rotary-4l/final --top 10 --out verdict-rotary-4l"),
-    ("docs/results.md", "python bench/toy_norms.py --runs runs"),
+    # "trained here": toys trained in the folder, whose numbers repeat only on the kind of CPU that
+    # trained them for the docs (docs/results.md says so, with another machine's numbers)
+    ("docs/results.md", "mkdir -p runs && compscope train --out runs/rotary-4l --name rotary-4l --layers 4 --positions rotary --norm rmsnorm --mlp"),  # trained here
+    ("docs/results.md", "compscope validate runs/rotary-4l/final --top 10 --out verdict-rotary-4l"),  # trained here
+    ("docs/results.md", "python bench/toy_norms.py --runs runs"),  # trained here
     ("docs/results.md", "compscope validate gemma3-270m --linearise-norms --metric identity --metric covariance"),
-    ("docs/results.md", "compscope validate runs/gemma-like-4l/final --prev-threshold 0.2 --metric identity --metric covariance --top 6 --out verdict-gemma-like-t02"),
-    ("docs/results.md", "compscope validate runs/gemma-like-4l/final --prev-threshold 0.2 --metric identity --linearise-norms --top 4"),
+    ("docs/results.md", "compscope validate runs/gemma-like-4l/final --prev-threshold 0.2 --metric identity --metric covariance --top 6 --out verdict-gemma-like-t02"),  # trained here
+    ("docs/results.md", "compscope validate runs/gemma-like-4l/final --prev-threshold 0.2 --metric identity --linearise-norms --top 4"),  # trained here
     ("docs/results.md", "compscope validate minilm --top 6"),
     ("docs/results.md", "mkdir -p runs && compscope train --out runs/induction-2l"),
     ("docs/results.md", "compscope track runs/induction-2l --out track.parquet --plot docs/k_composition_over_training.png"),
