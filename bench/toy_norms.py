@@ -106,7 +106,10 @@ def main() -> None:
     print(f"K-pairs of {'four toys' if len(toys) == len(TOYS) else ', '.join(toys)} (rotary, RMSNorm, MLPs; 4 layers x 4 heads); true: previous-token >= 0.4 -> induction >= 0.3")
     print(f"{'toy':<14} {'weights':<11} {'metric':<11} true (conf.)  AUROC K: {head}   rho K: {head}")
     for name in toys:
-        final = final_model(runs, name, args.steps)
+        try:
+            final = final_model(runs, name, args.steps)
+        except compscope.CompscopeError as e:  # e.g. an unfinished run of the toy in the folder
+            ap.exit(2, f"{ap.prog}: error: {e}\n")
         for linearise in (False, True) if inner_norms(name) else (False,):
             for line in rows(final, linearise):
                 print(f"{name:<14} {line}")

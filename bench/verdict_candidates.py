@@ -207,7 +207,7 @@ def _previous_scores(hw, model) -> dict[str, torch.Tensor]:
 
 
 def _print(rows: list[tuple], title: str) -> None:
-    rows = sorted(rows, key=lambda r: -r[2])
+    rows = sorted(rows, key=lambda r: -round(r[2], 3))  # ties as printed keep the order they were made in
     w = max(36, *(len(r[1]) for r in rows))
     print(f"\n{title:<30} {'metric':<{w}} {'AUROC K':>8} {'confirmed':>9}")
     for cand, met, a, c in rows:

@@ -300,6 +300,14 @@ def test_toy_norms_trains_what_is_missing_and_judges_the_toys_asked_for(tmp_path
     assert (tmp_path / "rotary-4l" / "final" / "model.safetensors").stat().st_mtime_ns == stamp
 
 
+def test_toy_norms_names_an_unfinished_run_it_would_train_over(tmp_path):
+    (tmp_path / "qknorm-4l").mkdir()
+    (tmp_path / "qknorm-4l" / "log.jsonl").write_text("{}\n")  # a training stopped before its final model
+    p = run_bench("toy_norms.py", "--runs", str(tmp_path), "--toys", "qknorm-4l", "--steps", "5", timeout=120)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.strip() == f"toy_norms.py: error: {tmp_path / 'qknorm-4l'}: already holds a run (log.jsonl); choose a new folder"
+
+
 @pytest.mark.parametrize("n1, n0", [(1, 1), (10, 10), (12, 2436), (60, 35175)])
 def test_hanley_mcneil_at_chance_is_the_mann_whitney_null_variance(n1, n0):
     """At A = 1/2 (Q₁ = Q₂ = 1/3) the Hanley–McNeil variance is that of the Mann–Whitney statistic
