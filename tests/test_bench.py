@@ -115,6 +115,14 @@ def test_verdict_candidates_against_a_saved_verdict(tmp_path):
             assert sorted(r[0] for r in rows) == ["bandwidth", "frobenius", "overlap", "spectral", "tight"], (metric, out)
 
 
+def test_verdict_candidates_keeps_rows_tied_as_printed_in_the_order_they_came(capsys):
+    sys.path.insert(0, str(ROOT / "bench"))
+    from verdict_candidates import _print
+
+    _print([("a", "m", 0.9031, 1.0), ("b", "m", 0.9034, 1.0), ("c", "m", 0.95, 1.0), ("d", "m", 0.9026, 1.0)], "t")
+    assert [line.split()[0] for line in capsys.readouterr().out.splitlines()[2:]] == ["c", "a", "b", "d"]
+
+
 def test_verdict_thresholds_against_a_saved_verdict(tmp_path):
     """At the verdict's own thresholds, the 8 true pairs of the default model (2 previous-token heads
     before 4 induction heads) and the K interventions' AUROC of 1; a threshold no head reaches: no
