@@ -206,12 +206,16 @@ def _previous_scores(hw, model) -> dict[str, torch.Tensor]:
             for content, samples in previous_contents(hw, model, progress=False).items()}
 
 
+#: decimals an AUROC is printed (and ranked) to
+DIGITS = 3
+
+
 def _print(rows: list[tuple], title: str) -> None:
-    rows = sorted(rows, key=lambda r: -round(r[2], 3))  # ties as printed keep the order they were made in
+    rows = sorted(rows, key=lambda r: -round(r[2], DIGITS))  # ties as printed keep the order they were made in
     w = max(36, *(len(r[1]) for r in rows))
     print(f"\n{title:<30} {'metric':<{w}} {'AUROC K':>8} {'confirmed':>9}")
     for cand, met, a, c in rows:
-        print(f"{cand:<30} {met:<{w}} {a:8.3f} {c:9.3f}")
+        print(f"{cand:<30} {met:<{w}} {a:8.{DIGITS}f} {c:9.{DIGITS}f}")
 
 
 if __name__ == "__main__":
