@@ -186,6 +186,37 @@ def test_head_weights_move_every_tensor_they_hold(variant_id):
         assert moved is not mixed and all(t.device.type == "meta" for t in _tensors(moved).values()), field
 
 
+def test_a_factor_crosses_devices_in_its_narrower_dtype():
+    """Between devices torch casts on the CPU and sends the cast copy: ``moved`` sends bfloat16
+    weights as stored and widens them where they arrive, and narrows float64 before sending
+    (``meta`` stands in for another device)."""
+    from torch.overrides import TorchFunctionMode
+
+    from compscope.core.factors import moved
+
+    class Log(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.steps = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func is torch.Tensor.to:
+                self.steps.append((args[0].device.type, args[0].dtype, out.device.type, out.dtype))
+            return out
+
+    w = torch.ones(2, 3, dtype=torch.bfloat16)
+    with Log() as log:
+        out = moved(w, "meta", torch.float64)
+    assert (out.device.type, out.dtype) == ("meta", torch.float64)
+    assert log.steps == [("cpu", torch.bfloat16, "meta", torch.bfloat16), ("meta", torch.bfloat16, "meta", torch.float64)]
+    with Log() as log:
+        out = moved(torch.ones(2, dtype=torch.float64), "meta", torch.float32)
+    assert (out.device.type, out.dtype) == ("meta", torch.float32)
+    assert log.steps == [("cpu", torch.float64, "cpu", torch.float32), ("cpu", torch.float32, "meta", torch.float32)]
+    assert moved(w, None, None) is w and moved(w, "cpu", torch.bfloat16) is w
+
+
 def test_a_model_object_runs_where_it_is_and_is_never_moved():
     """A ``transformers`` model given runs on its own device (here ``meta``, standing in for a
     GPU); asking for another is refused by name, not done behind the user's back."""
