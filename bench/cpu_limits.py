@@ -10,6 +10,10 @@ first waits for an idle CPU like the other benchmarks):
    SciPy's LAPACK drivers one matrix at a time, and the two stages (``dsytrd``, ``dsterf``);
    compscope's ``batch_eig`` (what the engine uses) on one thread and on torch's threads; the
    errors against LAPACK float64; batch_eig's first call in a new process (compile, cache);
+1c. the per-head SVD cores (``head_svd._svd_cores``): ``eigh`` of 128 x 128 float64 matrices in
+   chunks of 64 (the engine's) and all 2,048 of the 7B shape at once (``--cores``), as one call (torch's threads
+   inside LAPACK), over compscope's pool (one core per thread) and over as many Python threads
+   left at torch's count (the pool before 2026-11-27: a threaded LAPACK in each thread);
 1b. (b) on the GPT-2-small and -medium shapes with ``batch_eig`` and with LAPACK's ``eigvalsh``
    (the batch split over torch's threads, as the engine did before), interleaved;
 2. float32 matmul rates: the 4096² reference (torch's MKL and numpy's OpenBLAS) and the shapes
@@ -281,6 +285,31 @@ def fresh_pages() -> None:
               f"{cold:5.0f}; repeated call {warm:5.0f}")
 
 
+def svd_cores(repeats: int, big: int = 2048) -> None:
+    from compscope.engine.head_svd import _CORE_CHUNK, _svd_cores
+    from compscope.engine.threads import threaded
+
+    g = torch.Generator().manual_seed(0)
+    P = torch.randn(2 * _CORE_CHUNK, 128, 1024, dtype=torch.float64, generator=g)
+    G = P @ P.mT
+    Gp, Gq = G[:_CORE_CHUNK], G[_CORE_CHUNK:]
+    nt = torch.get_num_threads()
+    with ThreadPoolExecutor(nt) as plain:
+        def at_torch_count(x: torch.Tensor):
+            return [torch.cat(t) for t in zip(*plain.map(torch.linalg.eigh, x.tensor_split(nt)))]
+
+        print(f"\n1c. the per-head SVD cores: eigh of 128 x 128 float64 matrices (torch threads {nt}), us per matrix")
+        for n in (_CORE_CHUNK, big):
+            B = Gp.repeat(n // _CORE_CHUNK, 1, 1)
+            runs = {"one call (threads inside LAPACK)": lambda: torch.linalg.eigh(B),
+                    "compscope's pool (threaded: one core each)": lambda: threaded(torch.linalg.eigh, B),
+                    f"{nt} Python threads at torch's count": lambda: at_torch_count(B)}
+            for name, fn in runs.items():
+                print(f"  {n:>5} per call, {name:<44} {timed(fn, repeats) / n * 1e6:8.1f}")
+    print(f"  {_CORE_CHUNK:>5} per call, {'the whole core (_svd_cores: Cholesky, eigh, products)':<44} "
+          f"{timed(lambda: _svd_cores(Gp, Gq), repeats) / _CORE_CHUNK * 1e6:8.1f}")
+
+
 def breakdown(hw, parts: dict, repeats: int, **kw) -> tuple[dict[str, float], float]:
     """Median seconds per call spent inside each of ``parts`` (label: (owner, attribute)),
     wrapped with a clock, and the median of the whole ``compscope.scores(hw, **kw)``."""
@@ -390,16 +419,20 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--wait", type=float, default=900, help="seconds to wait for an idle CPU (default 900)")
-    ap.add_argument("--sections", default="1,1b,2,3,4,4b,5,5b,6", help="which sections to run (default: all)")
+    ap.add_argument("--sections", default="1,1c,1b,2,3,4,4b,5,5b,6", help="which sections to run (default: all)")
     ap.add_argument("--batch", type=int, default=4096, help="matrices per eigenvalue call in section 1 (default 4096, as the X route)")
+    ap.add_argument("--cores", type=int, default=2048, help="matrices in section 1c's larger call, a multiple of 64 "
+                    "(default 2048: every head's core of a 7B model's K-composition)")
     args = ap.parse_args()
     if args.batch < 1:
         ap.error(f"--batch {args.batch}: give at least one matrix per call")
+    if args.cores < 64 or args.cores % 64:
+        ap.error(f"--cores {args.cores}: give a multiple of 64 (the engine's chunk of cores)")
     want = set(args.sections.split(","))
     print(f"torch {torch.__version__}, numpy {np.__version__}, {torch.get_num_threads()} threads; load average {os.getloadavg()[0]:.2f}")
     ok, load = wait_idle(0.5, args.wait)
     print(f"load average before timing: {load:.2f}" + ("" if ok else "  (NOT IDLE: timings are not trustworthy)"))
-    for section, run in (("1", lambda repeats: eigen(repeats, args.batch)), ("1b", eigen_in_engine), ("2", matmul), ("3", mapped_memory), ("4", engine),
+    for section, run in (("1", lambda repeats: eigen(repeats, args.batch)), ("1c", lambda repeats: svd_cores(repeats, args.cores)), ("1b", eigen_in_engine), ("2", matmul), ("3", mapped_memory), ("4", engine),
                          ("4b", reader_rows), ("5", phases), ("5b", lambda repeats: fresh_pages()),
                          ("6", gemms_inside)):
         if section in want:

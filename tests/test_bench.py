@@ -354,6 +354,7 @@ def test_composition_speed_without_transformer_lens():
     ("composition_speed.py", ("--shapes", "small,bogus"), "unknown bogus; shapes: small, medium, trial"),
     ("composition_speed.py", ("--retries", "-1"), "--retries -1"),
     ("cpu_limits.py", ("--batch", "0"), "--batch 0"),
+    ("cpu_limits.py", ("--cores", "100"), "--cores 100"),
     ("composition_7b.py", ("--rate-size", "0"), "--rate-size 0"),
 ])
 def test_bench_options_refuse_what_would_time_nothing(script, args, named):
@@ -414,12 +415,14 @@ def test_sweep_executors_gives_the_same_rows():
 
 
 def test_cpu_limits_first_sections():
-    out = bench("cpu_limits.py", "--sections", "1,2,3", "--repeats", "1", "--wait", "0", "--batch", "512")
+    out = bench("cpu_limits.py", "--sections", "1,1c,2,3", "--repeats", "1", "--wait", "0", "--batch", "512", "--cores", "128")
     errs = dict(re.findall(r"^  (compscope batch_eig float(?:32|64))\s+([0-9.]+e-\d+)$", out, re.M))
     assert len(errs) == 2, out  # batch_eig's error against LAPACK float64, relative to the largest eigenvalue
     assert float(errs["compscope batch_eig float32"]) < 1e-5 and float(errs["compscope batch_eig float64"]) < 1e-12, out
     assert "first call of batch_eig in a new process" in out
     assert "3. bmm writing" in out
+    cores = re.findall(r"^\s+(64|128) per call, (.+?)\s+([0-9.]+)$", out, re.M)
+    assert len(cores) == 7 and all(float(t) > 0 for _, _, t in cores), out  # three ways at two sizes, and the whole core
 
 
 def test_gauge_real_on_the_default_model():

@@ -29,6 +29,22 @@ def test_thread_map_keeps_the_order_and_uses_the_threads(two_threads):
     assert all(n.startswith("compscope") for n in names)
 
 
+def test_pool_threads_run_torch_on_one_core_and_leave_the_callers_count(two_threads):
+    """The pool is the parallelism: inside it torch runs on one thread (a threaded LAPACK in each
+    of n pool threads would put n² threads on n cores); the caller keeps its own count."""
+    counts = thread_map(lambda i: (threading.current_thread().name, torch.get_num_threads()), range(8))
+    assert all(name.startswith("compscope") and n == 1 for name, n in counts), counts
+    seen = []
+    threaded(lambda x: (seen.append(torch.get_num_threads()), x)[1], torch.zeros(8, 2))
+    assert seen == [1, 1]
+    assert torch.get_num_threads() == 2
+    fresh = []  # torch's default for a thread not yet started is the caller's again
+    t = threading.Thread(target=lambda: fresh.append(torch.get_num_threads()))
+    t.start()
+    t.join()
+    assert fresh == [2]
+
+
 def test_a_call_from_a_pool_thread_runs_in_turn(two_threads):
     """Nested maps do not wait on the pool they run in (two outer calls fill both threads)."""
     inner_names = []

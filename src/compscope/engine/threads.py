@@ -4,7 +4,10 @@ torch runs a batch of small factorisations (``eigh``, ``eigvals`` of ``r × r`` 
 after another on one core, and LAPACK's general eigensolver does not use a second one either;
 Python threads do, as torch releases the GIL inside them. :func:`threaded` splits a batch over
 torch's threads, :func:`thread_map` maps a function over a list. Both keep the order, and both
-run in turn when called from one of their own threads (no pool waits on itself).
+run in turn when called from one of their own threads (no pool waits on itself). Each pool
+thread runs torch (and its LAPACK) on one core: the pool is the parallelism. Left at torch's
+count, the ``n`` pool threads of an ``n``-core machine each started ``n`` more (``bench/cpu_limits.py``
+section 1c times both).
 """
 
 from __future__ import annotations
@@ -30,17 +33,34 @@ def _pool() -> ThreadPoolExecutor | None:
     n = torch.get_num_threads()
     if n < 2 or threading.current_thread().name.startswith(_PREFIX):
         return None
-    return _POOL.get(n) or _POOL.setdefault(n, ThreadPoolExecutor(n, thread_name_prefix=_PREFIX))
+    return _POOL.get(n) or _POOL.setdefault(n, ThreadPoolExecutor(n, thread_name_prefix=_PREFIX, initializer=_one_core))
+
+
+def _one_core() -> None:
+    """A pool thread's start: torch's thread count there (OpenMP's and MKL's, per thread) is 1.
+    Torch sets a thread's count on its first use, from a process-wide default that
+    ``set_num_threads`` also sets: first that use, then the count (:func:`_map` puts the default back)."""
+    torch.get_num_threads()
+    torch.set_num_threads(1)
+
+
+def _map(pool: ThreadPoolExecutor, fn: Callable[[T], R], items) -> list[R]:
+    """``pool.map``, then torch's default count for new threads back at the caller's own."""
+    n = torch.get_num_threads()
+    try:
+        return list(pool.map(fn, items))
+    finally:
+        torch.set_num_threads(n)
 
 
 def threaded(fn: Callable[[Tensor], Any], x: Tensor) -> Any:
-    """``fn(x)`` for a batched LAPACK call on CPU, the batch (dim 0) split over torch's threads;
+    """``fn(x)`` for a batched LAPACK call on CPU, the batch (dim 0) split over torch's threads
+    (one core each: a small batch too, as LAPACK's own threads slow small problems down);
     ``fn`` returns a tensor or a tuple of tensors with the same leading dim."""
     pool = _pool()
-    n = torch.get_num_threads()
-    if pool is None or x.shape[0] < 4 * n or x.device.type != "cpu":
+    if pool is None or x.shape[0] < 2 or x.device.type != "cpu":
         return fn(x)
-    parts = list(pool.map(fn, x.tensor_split(n)))
+    parts = _map(pool, fn, x.tensor_split(min(torch.get_num_threads(), x.shape[0])))
     if isinstance(parts[0], Tensor):
         return torch.cat(parts)
     return tuple(torch.cat(p) for p in zip(*parts))
@@ -52,4 +72,4 @@ def thread_map(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
     pool = _pool()
     if pool is None or len(items) < 2:
         return [fn(x) for x in items]
-    return list(pool.map(fn, items))
+    return _map(pool, fn, items)
