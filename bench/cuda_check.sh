@@ -9,13 +9,15 @@
 # with the labels) on a random Llama of SmolLM2-135M's shape, built from a config (no download),
 # on the GPU in float32 and bfloat16; 3. the four tests that failed on the H100 without a kept
 # traceback (bench/RESULTS.md, "CUDA: an H100"); 4. the data side on the machine's CPU; 5. the
-# engine benchmarks of that section, on the device. ONLY="name ..." runs the checks named
-# (test_device interventions_cuda interventions_cuda_bf16 open_tests interventions_cpu speed 7b
+# engine benchmarks of that section, on the device (and, as `cores`, the per-head SVD cores on the
+# machine's CPU: bench/cpu_limits.py section 1c). ONLY="name ..." runs the checks named
+# (test_device interventions_cuda interventions_cuda_bf16 open_tests interventions_cpu cores speed 7b
 # precision_7b); the first five took 194 s on an H100 (bench/RESULTS.md, 2026-11-26). ONLY=suite
 # (named only, never by default) runs the whole test suite but the docs test on 16 workers, each
 # test's name and outcome printed as it ends (a run cut off by the lease still names its failures);
 # alone, ONLY=suite, it reached 95 % of the suite in 530 s on an H100 with the gguf and plotly wheels
-# carried (bench/RESULTS.md): give it the call's whole 600 s.
+# carried (bench/RESULTS.md): give it the call's whole 600 s. It runs with OMP_WAIT_POLICY=PASSIVE,
+# as `make test` does (its workers share the cores).
 set -uo pipefail
 out=${1:-cuda-check}
 mkdir -p "$out"
@@ -46,11 +48,12 @@ run open_tests 300 "$py" -m pytest -q -p no:cacheprovider --tb=short \
   tests/test_bench.py::test_measures_vs_interventions_on_the_shipped_model \
   tests/test_hub.py::test_data_based_commands_run_the_model_by_hub_id
 run interventions_cpu 300 "$py" bench/interventions_real.py --model "$model" --device cpu
+run cores 120 "$py" bench/cpu_limits.py --sections 1c --repeats 3 --wait 0
 run speed 300 "$py" bench/composition_speed.py --device cuda --no-tl --repeats 3 --wait 0
 run 7b 120 "$py" bench/composition_7b.py --device cuda --wait 0
 run precision_7b 200 "$py" bench/product_precision.py --shape 7b --device cuda
 if [[ " $only " == *" suite "* ]]; then
   echo "== suite"
-  timeout "${SUITE_LIMIT:-560}" "$py" -m pytest -p no:cacheprovider -n 16 -v --tb=short -rfE --ignore=tests/test_docs.py tests 2>&1 \
+  OMP_WAIT_POLICY=PASSIVE timeout "${SUITE_LIMIT:-560}" "$py" -m pytest -p no:cacheprovider -n 16 -v --tb=short -rfE --ignore=tests/test_docs.py tests 2>&1 \
     | tee "$out/suite.txt" | grep -E "FAILED|ERROR|passed|failed"
 fi
