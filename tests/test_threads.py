@@ -45,6 +45,24 @@ def test_pool_threads_run_torch_on_one_core_and_leave_the_callers_count(two_thre
     assert fresh == [2]
 
 
+def test_only_a_map_that_starts_pool_threads_puts_the_default_back(two_threads, monkeypatch):
+    """Once every pool thread runs, a map sets no thread count (``set_num_threads`` also resets
+    torch's own thread pool); the default for new threads stays the caller's."""
+    both = threading.Barrier(2, timeout=30)  # two items that wait for each other: two threads running
+    thread_map(lambda i: both.wait(), range(2))
+    calls = []
+    real = torch.set_num_threads
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: (calls.append(n), real(n))[1])
+    assert thread_map(lambda i: i * 2, range(6)) == [0, 2, 4, 6, 8, 10]
+    threaded(lambda x: x + 1, torch.zeros(4, 2))
+    assert calls == []
+    fresh = []
+    t = threading.Thread(target=lambda: fresh.append(torch.get_num_threads()))
+    t.start()
+    t.join()
+    assert fresh == [2]
+
+
 def test_a_call_from_a_pool_thread_runs_in_turn(two_threads):
     """Nested maps do not wait on the pool they run in (two outer calls fill both threads)."""
     inner_names = []

@@ -25,6 +25,8 @@ R = TypeVar("R")
 
 _POOL: dict[int, ThreadPoolExecutor] = {}
 _PREFIX = "compscope"
+_STARTED = [0]  # pool threads started so far (the pools start them as work comes)
+_LOCK = threading.Lock()
 
 
 def _pool() -> ThreadPoolExecutor | None:
@@ -42,15 +44,20 @@ def _one_core() -> None:
     ``set_num_threads`` also sets: first that use, then the count (:func:`_map` puts the default back)."""
     torch.get_num_threads()
     torch.set_num_threads(1)
+    with _LOCK:
+        _STARTED[0] += 1
 
 
 def _map(pool: ThreadPoolExecutor, fn: Callable[[T], R], items) -> list[R]:
-    """``pool.map``, then torch's default count for new threads back at the caller's own."""
-    n = torch.get_num_threads()
+    """``pool.map``, then, where it started a pool thread, torch's default count for new threads
+    back at the caller's own (``set_num_threads`` also resets torch's own thread pool: not on
+    every map)."""
+    n, started = torch.get_num_threads(), _STARTED[0]
     try:
         return list(pool.map(fn, items))
     finally:
-        torch.set_num_threads(n)
+        if _STARTED[0] != started:
+            torch.set_num_threads(n)
 
 
 def threaded(fn: Callable[[Tensor], Any], x: Tensor) -> Any:
