@@ -94,6 +94,15 @@ def test_labels_and_verdict_from_data(toy_report):
     assert doc["weight_labels"]["source"] == "weights"
     k_auroc = [r["auroc"] for r in doc["verdict"] if r["kind"] == "K" and r["measure"] == "frobenius" and r["metric"] == "identity"]
     assert k_auroc == [1.0]
+    # the rows come in the printed verdict's order (the page sorts nothing), a group's kinds together
+    import pandas as pd
+
+    from compscope.data.validate import ranked
+
+    groups = [(r["measure"], r["metric"]) for r in doc["verdict"]]
+    runs = [g for i, g in enumerate(groups) if i == 0 or g != groups[i - 1]]
+    saved = pd.read_csv(toy_report / "verdict.csv").to_dict("records")
+    assert runs == [key for key, _ in ranked(saved)] and len(runs) == len(set(groups))
     # the graph's K edges: the strongest by frobenius_baselined, all above the baseline, from previous-token heads
     k_edges = doc["edges"]["K"]
     assert k_edges and all(v > 0 for *_, v in k_edges)
@@ -217,7 +226,9 @@ def test_data_folder_is_read_and_checked(tmp_path, capsys):
     assert doc["effects_note"] == "mean-ablation, direct path, 4 sequences"
     assert main(["report", "--data", str(v), "--out", str(tmp_path / "rep1"), "--no-figures"]) == 0
     rows = pd.read_csv(v / "verdict.csv")
-    best = rows[rows.kind == "K"].sort_values(["auroc", "spearman"], ascending=False).iloc[0]  # the best K row, to 3 decimals
+    k_rows = list(rows[rows.kind == "K"].itertuples())
+    top = max((round(r.auroc, 3), round(r.spearman, 2)) for r in k_rows)  # the best K row as printed; the first of ties
+    best = next(r for r in k_rows if (round(r.auroc, 3), round(r.spearman, 2)) == top)
     assert (f"best measure x metric on data: {best.measure}, {best.metric} (AUROC of the true previous-token -> "
             f"induction K-pairs {best.auroc:.3f}, Spearman with interventions {best.spearman:.2f})") in capsys.readouterr().out
     (v / "interventions.parquet").write_bytes(b"not parquet")

@@ -36,7 +36,7 @@ def page(tmp_path_factory):
         pg.on("pageerror", lambda e: errors.append(str(e)))
         pg.goto((out / "index.html").as_uri())
         pg.wait_for_function("window.compscopeMeasures !== undefined")
-        yield pg, requests, errors
+        yield pg, requests, errors, out
         browser.close()
 
 
@@ -46,7 +46,7 @@ def _measures(pg) -> dict[str, float | None]:
 
 
 def test_every_figure_renders_offline(page):
-    pg, requests, errors = page
+    pg, requests, errors, out = page
     assert all(u.startswith("file:") for u in requests), requests
     for fig in FIGURES:
         n = pg.evaluate(f"(() => {{ const g = document.getElementById('{fig}'); return g.data ? g.data.length : 0; }})()")
@@ -65,10 +65,24 @@ def test_every_figure_renders_offline(page):
     assert errors == []
 
 
+def test_the_verdict_table_reads_as_the_printed_one(page):
+    """The verdict's rows in the order and digits ``compscope validate`` prints them (ranked on the
+    saved verdict.csv, Spearman to 2 decimals, AUROC to 3)."""
+    import pandas as pd
+
+    from compscope.data.validate import ranked
+
+    pg, _, errors, out = page
+    cells = pg.eval_on_selector_all("#verdict-table tr", "rows => rows.slice(1).map(r => [...r.cells].map(c => c.textContent))")
+    want = [[m, met, *(f"{ks[k]['spearman']:.2f}" for k in "QKV"), f"{ks['K']['auroc']:.3f}", ks["K"]["axioms"]]
+            for (m, met), ks in ranked(pd.read_csv(out / "verdict.csv").to_dict("records"))]
+    assert cells == want and len(cells) > 1 and errors == []
+
+
 def test_explainer_measures_equal_python(page):
     from compscope.report.explainers import channel_measures
 
-    pg, _, errors = page
+    pg, _, errors, _ = page
     for wa, wl, ra, rl in (("50", "2.3", "110", "0.7"), ("0", "1", "90", "1"), ("200", "0.4", "20", "3")):
         for slider, v in (("ch-wa", wa), ("ch-wl", wl), ("ch-ra", ra), ("ch-rl", rl)):
             pg.eval_on_selector(f"#{slider}", "(e, v) => { e.value = v; e.dispatchEvent(new Event('input')); }", v)

@@ -63,6 +63,29 @@ def test_confirmed_pairs_are_true_pairs_with_a_large_enough_effect():
     assert confirmed_pairs(truth, effects, 0.01).tolist() == [True, True, False, False]
 
 
+def test_rows_rank_by_their_printed_values_and_ties_keep_the_order_they_were_made_in():
+    """Ranked by K AUROC to 3 decimals, then K Spearman to 2, as printed; rows tied as printed stay
+    in the order given, whatever their digits past those (float noise that moves with the thread
+    count); no AUROC last. Each (measure, metric) group keeps all its kinds."""
+    from compscope.data.validate import ranked
+
+    nan = float("nan")
+
+    def rows(measure, auroc, rho):
+        return [{"measure": measure, "metric": "m", "kind": k, "auroc": auroc if k == "K" else nan,
+                 "spearman": rho if k == "K" else 0.0} for k in "QKV"]
+
+    made = (rows("a", 0.9001, 0.501) + rows("b", 0.9004, 0.504) + rows("c", nan, 0.9) + rows("d", 0.9006, 0.1)
+            + rows("e", 0.9002, 0.6) + rows("f", 0.8996, 0.5049))
+    got = ranked(made)
+    # d prints 0.901; e ties a, b and f at 0.900 but its rho 0.60 is higher; a, b and f print
+    # (0.900, 0.50): made in that order, though b's exact values are the largest
+    assert [m for (m, _), _ in got] == ["d", "e", "a", "b", "f", "c"]
+    assert all(set(ks) == set("QKV") for _, ks in got)
+    a_k = next(ks["K"] for (m, _), ks in got if m == "a")
+    assert a_k["auroc"] == 0.9001 and a_k["kind"] == "K"
+
+
 @pytest.fixture(scope="module")
 def verdict():
     return validate("induction-2l", sequences=32, half=16, intervention_sequences=8, progress=False)
@@ -122,7 +145,9 @@ def test_results_show_as_one_line_of_what_matters(verdict):
     from compscope.results.table import top_entries
 
     text = repr(verdict)
-    best = min((r for r in verdict.rows if r["kind"] == "K"), key=lambda r: (-r["auroc"], -r["spearman"]))
+    k_rows = [r for r in verdict.rows if r["kind"] == "K"]
+    top = max((round(r["auroc"], 3), round(r["spearman"], 2)) for r in k_rows)  # as printed
+    best = next(r for r in k_rows if (round(r["auroc"], 3), round(r["spearman"], 2)) == top)  # the first made
     assert len(text) < 300 and "'induction-2l'" in text and "8 true K-pairs, 8 confirmed" in text
     assert "32 sequences, 8 intervened" in text
     assert f"best by K: {best['measure']} ({best['metric']}) AUROC {best['auroc']:.3f}" in text

@@ -94,9 +94,10 @@ def summary(rep) -> str:
                        + (f" (+{len(heads) - 8})" if len(heads) > 8 else "") for name, heads in lab.roles.items())
     lines.append(f"heads labelled from {lab.source}: {roles}")
     if rep.verdict:
-        k_rows = [r for r in rep.verdict if r["kind"] == "K" and r.get("auroc") == r.get("auroc")]
-        if k_rows:
-            best = max(k_rows, key=lambda r: (r["auroc"], r["spearman"]))
+        from ..data.validate import ranked
+
+        best = ranked(rep.verdict)[0][1].get("K")  # the verdict table's first row
+        if best and best.get("auroc") == best.get("auroc"):
             lines.append(f"best measure x metric on data: {best['measure']}, {best['metric']} (AUROC of the true "
                          f"previous-token -> induction K-pairs {best['auroc']:.3f}, Spearman with interventions {best['spearman']:.2f}"
                          + (f"; interventions: {rep.effects_note}" if "writers " in (rep.effects_note or "") else "") + ")")

@@ -78,7 +78,7 @@ class Verdict:
 
     def __repr__(self) -> str:
         o = self.options
-        best = sorted((r for r in self.rows if r["kind"] == "K"), key=_rank_key)
+        best = [ks["K"] for _, ks in ranked(self.rows) if "K" in ks]
         head = (f"best by K: {best[0]['measure']} ({best[0]['metric']}) AUROC {_auroc(best[0]['auroc'])}, "
                 f"rho {_fmt(best[0]['spearman'])}; " if best else "")
         return (f"Verdict({self.model!r}: {o['sequences']} sequences, {self.effects.sequences} intervened; "
@@ -165,11 +165,8 @@ class Verdict:
             (f" {'AUROC K':>8} {'confirmed':>9}" if "K" in kinds else "") + "  axioms kept"
         if self.rows:
             lines += ["", header]
-        by = {}
-        for r in self.rows:
-            by.setdefault((r["measure"], r["metric"]), {})[r["kind"]] = r
-        ranked = sorted(by.items(), key=lambda item: _rank_key(item[1].get("K", {})))
-        for (m, met), ks in ranked[:top] if top else ranked:
+        groups = ranked(self.rows)
+        for (m, met), ks in groups[:top] if top else groups:
             cells = "".join(f" {_fmt(ks.get(k, {}).get('spearman')):>7}" for k in kinds)
             k_row = ks.get("K", {})
             au = f" {_auroc(k_row.get('auroc')):>8} {_auroc(k_row.get('auroc_confirmed')):>9}" if "K" in kinds else ""
@@ -206,10 +203,25 @@ def _writers_text(writers) -> str:
     return "" if writers is None else f", {writers_text(writers, '; rho and confirmed over their pairs')}"
 
 
-def _rank_key(k_row: dict) -> tuple[float, float]:
-    """Best first: higher K AUROC, then higher K Spearman; NaN (or no K row) last."""
-    a, s = k_row.get("auroc", float("nan")), k_row.get("spearman", float("nan"))
-    return (-(a if a == a else -1), -(s if s == s else -1))
+def ranked(rows: list[dict]) -> list[tuple[tuple[str, str], dict[str, dict]]]:
+    """A verdict's rows grouped by (measure, metric), ``{kind: row}`` each, best first by
+    :func:`rank_key` of the K row: the order of the printed table, the report's and its summary's."""
+    by: dict = {}
+    for r in rows:
+        by.setdefault((r["measure"], r["metric"]), {})[r["kind"]] = r
+    return sorted(by.items(), key=lambda item: rank_key(item[1].get("K", {})))
+
+
+def rank_key(k_row: dict) -> tuple:
+    """Best first: higher K AUROC, then higher K Spearman, each as printed (3 and 2 decimals); NaN
+    (or no K row) last. Rows tied as printed keep the order they were made in (metric as given, then
+    measure as registered) under a stable sort, so the table does not reorder with float noise (the
+    thread count, the device)."""
+
+    def printed(v, digits):
+        return (True, 0.0) if v is None or v != v else (False, -float(f"{v:.{digits}f}"))
+
+    return printed(k_row.get("auroc"), 3) + printed(k_row.get("spearman"), 2)
 
 
 def _fmt(v, digits: int = 2) -> str:

@@ -123,6 +123,14 @@ def _lists(t: torch.Tensor | None):
     return [[None if not math.isfinite(float(x)) else round(float(x), 6) for x in row] for row in t]
 
 
+def verdict_json(rows: list[dict] | None) -> list[dict] | None:
+    """The verdict's rows in the order of its printed table (best measure x metric first, the kinds
+    of one together): the page shows them in this order and sorts nothing itself."""
+    from ..data.validate import ranked
+
+    return None if rows is None else [r for _, ks in ranked(rows) for r in ks.values()]
+
+
 def labels_json(lab) -> dict | None:
     if lab is None:
         return None
