@@ -67,14 +67,15 @@ def test_every_figure_renders_offline(page):
 
 def test_the_verdict_table_reads_as_the_printed_one(page):
     """The verdict's rows in the order and digits ``compscope validate`` prints them (ranked on the
-    saved verdict.csv, Spearman to 2 decimals, AUROC to 3)."""
+    saved verdict.csv, Spearman to 2 decimals, the AUROCs to 3)."""
     import pandas as pd
 
     from compscope.data.validate import ranked
 
     pg, _, errors, out = page
     cells = pg.eval_on_selector_all("#verdict-table tr", "rows => rows.slice(1).map(r => [...r.cells].map(c => c.textContent))")
-    want = [[m, met, *(f"{ks[k]['spearman']:.2f}" for k in "QKV"), f"{ks['K']['auroc']:.3f}", ks["K"]["axioms"]]
+    want = [[m, met, *(f"{ks[k]['spearman']:.2f}" for k in "QKV"), f"{ks['K']['auroc']:.3f}",
+             f"{ks['K']['auroc_confirmed']:.3f}", ks["K"]["axioms"]]
             for (m, met), ks in ranked(pd.read_csv(out / "verdict.csv").to_dict("records"))]
     assert cells == want and len(cells) > 1 and errors == []
 
