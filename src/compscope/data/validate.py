@@ -78,9 +78,9 @@ class Verdict:
 
     def __repr__(self) -> str:
         o = self.options
-        best = [ks["K"] for _, ks in ranked(self.rows) if "K" in ks]
-        head = (f"best by K: {best[0]['measure']} ({best[0]['metric']}) AUROC {_auroc(best[0]['auroc'])}, "
-                f"rho {_fmt(best[0]['spearman'])}; " if best else "")
+        best = next((ks["K"] for _, ks in ranked(self.rows) if "K" in ks), None)
+        head = (f"best by K: {best['measure']} ({best['metric']}) AUROC {_auroc(best['auroc'])}, "
+                f"rho {_fmt(best['spearman'])}; " if best else "")
         return (f"Verdict({self.model!r}: {o['sequences']} sequences, {self.effects.sequences} intervened; "
                 f"{o['true_pairs']} true K-pairs, {o.get('confirmed_pairs') or 0} confirmed; {head}"
                 f"{len(self.rows)} rows: .format() prints the table, .verdict_frame() gives them)")
@@ -218,10 +218,10 @@ def rank_key(k_row: dict) -> tuple:
     measure as registered) under a stable sort, so the table does not reorder with float noise (the
     thread count, the device)."""
 
-    def printed(v, digits):
-        return (True, 0.0) if v is None or v != v else (False, -float(f"{v:.{digits}f}"))
+    def printed(text: str) -> tuple[bool, float]:
+        return (True, 0.0) if text == "n/a" else (False, -float(text))
 
-    return printed(k_row.get("auroc"), 3) + printed(k_row.get("spearman"), 2)
+    return printed(_auroc(k_row.get("auroc"))) + printed(_fmt(k_row.get("spearman")))
 
 
 def _fmt(v, digits: int = 2) -> str:
