@@ -94,6 +94,10 @@ def test_labels_and_verdict_from_data(toy_report):
     assert doc["weight_labels"]["source"] == "weights"
     k_auroc = [r["auroc"] for r in doc["verdict"] if r["kind"] == "K" and r["measure"] == "frobenius" and r["metric"] == "identity"]
     assert k_auroc == [1.0]
+    # its truth: 2 previous-token heads before 4 induction heads make 8 true K-pairs, each a pair that talks
+    summary = doc["verdict_summary"]
+    assert summary[1] == "true previous-token -> induction K-pairs: 8 (previous-token >= 0.4, induction >= 0.3)"
+    assert summary[2].startswith("  confirmed by the K intervention (effect >= 0.05): 8; the K interventions themselves separate the 8")
     # the rows come in the printed verdict's order (the page sorts nothing), a group's kinds together
     import pandas as pd
 
@@ -211,12 +215,18 @@ def test_the_models_own_effects_are_a_table_beside_the_measures(toy_report):
 def test_data_folder_is_read_and_checked(tmp_path, capsys):
     v = tmp_path / "v"
     assert main(["validate", "--out", str(v), "--sequences", "8", "--intervention-sequences", "4", "--metric", "identity"]) == 0
-    capsys.readouterr()
+    printed = capsys.readouterr().out.splitlines()
     out = tmp_path / "rep"
     assert main(["report", "--data", str(v), "--out", str(out), "--no-figures", "--quiet"]) == 0
     assert capsys.readouterr().out.strip() == str(out / "index.html")
     doc = _document((out / "index.html").read_text())
     assert doc["labels"]["source"] == "data" and {r["metric"] for r in doc["verdict"]} == {"identity"}
+    # the page's summary is what validate printed above its table: its first line, then the truth's lines
+    summary = doc["verdict_summary"]
+    first_truth = printed.index(summary[1])
+    assert summary[0] == printed[0] and summary[0].startswith("induction-2l: 8 repeated random sequences [t, t], |t| = 32")
+    assert summary[1].startswith("true previous-token -> induction K-pairs: ")
+    assert summary[1:] == printed[first_truth:first_truth + len(summary) - 1] and printed[first_truth + len(summary) - 1] == ""
     import pandas as pd
 
     saved = pd.read_parquet(v / "interventions.parquet")  # the folder's effects, pair by pair
@@ -231,6 +241,10 @@ def test_data_folder_is_read_and_checked(tmp_path, capsys):
     best = next(r for r in k_rows if (round(r.auroc, 3), round(r.spearman, 2)) == top)
     assert (f"best measure x metric on data: {best.measure}, {best.metric} (AUROC of the true previous-token -> "
             f"induction K-pairs {best.auroc:.3f}, Spearman with interventions {best.spearman:.2f})") in capsys.readouterr().out
+    run = json.loads((v / "run.json").read_text())
+    (v / "run.json").write_text(json.dumps({k: x for k, x in run.items() if k != "true_pairs"}))  # an older or edited run.json
+    assert main(["report", "--data", str(v), "--out", str(tmp_path / "rep3"), "--no-figures", "--quiet"]) == 0
+    assert _document((tmp_path / "rep3" / "index.html").read_text())["verdict_summary"] is None
     (v / "interventions.parquet").write_bytes(b"not parquet")
     assert main(["report", "--data", str(v), "--out", str(tmp_path / "rep2"), "--no-figures"]) == 2
     assert "interventions.parquet: cannot read the interventions" in capsys.readouterr().err

@@ -80,6 +80,22 @@ def test_the_verdict_table_reads_as_the_printed_one(page):
     assert cells == want and len(cells) > 1 and errors == []
 
 
+def test_the_verdict_says_its_truth_and_ranks_heads_as_printed(page):
+    """Above the table, the lines ``compscope validate`` prints above its own (an indented one as an
+    item under the line before); below it, each head score from the weights against its label, with
+    the CLI's digits and the count of heads labelled (the toy: 4 induction heads, 2 previous-token)."""
+    pg, _, errors, _ = page
+    doc = pg.evaluate("JSON.parse(document.getElementById('compscope-data').textContent)")
+    shown = pg.eval_on_selector_all("#verdict-summary p, #verdict-summary li", "els => els.map(e => [e.tagName, e.textContent])")
+    assert shown == [["LI" if line.startswith("  ") else "P", line.strip()] for line in doc["verdict_summary"]]
+    assert [tag for tag, _ in shown] == ["P", "P", "LI", "LI"]  # what it ran on; the truth; confirmed; the writer's role
+    cells = pg.eval_on_selector_all("#verdict-heads tr", "rows => rows.slice(1).map(r => [...r.cells].map(c => c.textContent))")
+    want = [[r["score"], "previous-token" if r["score"] == "previous_token" else "induction", f"{r['spearman']:.2f}",
+             f"{r['precision_top5']:.2f}", str(r["true_heads"])] for r in doc["verdict_heads"]]
+    assert cells == want and [c[0] for c in cells] == ["induction", "induction_qk", "previous_token"]
+    assert [c[-1] for c in cells] == ["4", "4", "2"] and errors == []
+
+
 def test_explainer_measures_equal_python(page):
     from compscope.report.explainers import channel_measures
 

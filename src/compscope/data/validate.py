@@ -132,33 +132,14 @@ class Verdict:
         """The ranked table (by K AUROC, then K Spearman), the head rankings and the strongest heads."""
         o = self.options
         lab = self.labels
-        proc = f" (weights: {', '.join(o['weights_processing'])})" if o.get("weights_processing") else ""
-        lines = [f"{self.model}{proc}: {o['sequences']} repeated random sequences [t, t], |t| = {o['half']} (seed {o['seed']}); "
-                 + (f"interventions ({o['ablation']}-ablation{', every path' if o.get('paths') == 'all' else ''}) "
-                    f"on {o['intervention_sequences']} of them{_writers_text(o.get('writers'))}"
-                    if self.effects.sequences else "no interventions")]
+        lines = [data_line(self.model, o)]
         for name, key in (("induction", "induction"), ("previous-token", "previous_token")):
             t = lab.mean[key]
             best = _top_heads(t, 5)
             lines.append(f"top {name} heads (data): " + "   ".join(f"{l}.{h} {v:.2f}" for (l, h), v in best))
         if self.text_labels is not None:
             lines += _text_lines(self.text_labels, lab)
-        lines.append(f"true previous-token -> induction K-pairs: {o['true_pairs']} (previous-token >= {o['prev_threshold']}, "
-                     f"induction >= {o['induction_threshold']})")
-        if o.get("confirmed_pairs") is not None and o["true_pairs"]:
-            some = o.get("writers") is not None
-            among = f" of their writers' {o['true_pairs_intervened']}" if some else ""
-            lines.append(f"  confirmed by the K intervention (effect >= {o['effect_threshold']}): {o['confirmed_pairs']}{among}; "
-                         f"the K interventions themselves separate the {o['true_pairs_intervened'] if some else o['true_pairs']}"
-                         f"{' among their pairs' if some else ''} at AUROC {_auroc(o['interventions_auroc'])}")
-        if o.get("writer_previous_auroc") and o["true_pairs"]:
-            alone = ", ".join(f"{_auroc(a)} ({c if c == 'positions' else 'content: ' + c})"
-                              for c, a in o["writer_previous_auroc"].items())
-            line = f"  the writer's previous-token score from the weights alone separates them at AUROC {alone}"
-            if o.get("circuit_auroc"):
-                measure, metric = o["circuit_measure"]
-                line += f"; times {measure} ({metric}) " + ", ".join(_auroc(a) for a in o["circuit_auroc"].values())
-            lines.append(line)
+        lines += truth_lines(o)
         kinds = [k for k in "QKV" if k in self.effects.by_kind]
         w = max([12] + [len(r["metric"]) for r in self.rows])  # the metric column
         header = f"{'measure':<20} {'metric':<{w}}" + "".join(f" {'rho ' + k:>7}" for k in kinds) + \
@@ -181,6 +162,37 @@ class Verdict:
                     for h in hs)]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+
+def data_line(model: str, o: dict) -> str:
+    """What a verdict ran on, its first printed line (``o``: its options, as ``run.json`` keeps them)."""
+    proc = f" (weights: {', '.join(o['weights_processing'])})" if o.get("weights_processing") else ""
+    return (f"{model}{proc}: {o['sequences']} repeated random sequences [t, t], |t| = {o['half']} (seed {o['seed']}); "
+            + (f"interventions ({o['ablation']}-ablation{', every path' if o.get('paths') == 'all' else ''}) "
+               f"on {o['intervention_sequences']} of them{_writers_text(o.get('writers'))}"
+               if o.get("intervention_sequences") else "no interventions"))
+
+
+def truth_lines(o: dict) -> list[str]:
+    """The label truth of the K AUROC (how many true pairs, by which thresholds), how many the K
+    interventions confirm, and how well the interventions and the writer's role alone separate it."""
+    lines = [f"true previous-token -> induction K-pairs: {o['true_pairs']} (previous-token >= {o['prev_threshold']}, "
+             f"induction >= {o['induction_threshold']})"]
+    if o.get("confirmed_pairs") is not None and o["true_pairs"]:
+        some = o.get("writers") is not None
+        among = f" of their writers' {o['true_pairs_intervened']}" if some else ""
+        lines.append(f"  confirmed by the K intervention (effect >= {o['effect_threshold']}): {o['confirmed_pairs']}{among}; "
+                     f"the K interventions themselves separate the {o['true_pairs_intervened'] if some else o['true_pairs']}"
+                     f"{' among their pairs' if some else ''} at AUROC {_auroc(o['interventions_auroc'])}")
+    if o.get("writer_previous_auroc") and o["true_pairs"]:
+        alone = ", ".join(f"{_auroc(a)} ({c if c == 'positions' else 'content: ' + c})"
+                          for c, a in o["writer_previous_auroc"].items())
+        line = f"  the writer's previous-token score from the weights alone separates them at AUROC {alone}"
+        if o.get("circuit_auroc"):
+            measure, metric = o["circuit_measure"]
+            line += f"; times {measure} ({metric}) " + ", ".join(_auroc(a) for a in o["circuit_auroc"].values())
+        lines.append(line)
+    return lines
 
 
 def _text_lines(text, lab) -> list[str]:

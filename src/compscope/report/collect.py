@@ -51,6 +51,8 @@ class Report:
     #: earlier → later pairs), when there are data; their ablation, sequences and paths in ``effects_note``
     effects: dict | None = None
     effects_note: str | None = None
+    #: what the verdict ran on and its label truth, as ``compscope validate`` prints them above its table
+    verdict_summary: list[str] | None = None
 
     @property
     def labels(self) -> Labels:
@@ -93,9 +95,10 @@ def _above(t: torch.Tensor | None, threshold: float) -> list[tuple[int, int]]:
     return [tuple(x) for x in (t >= threshold).nonzero().tolist()]
 
 
-def read_validation(folder: str | Path, hw) -> tuple[dict, list[dict], list[dict], dict | None, str | None]:
-    """Head labels, verdict rows, head rankings and the interventional effects (with a note of how
-    they were measured; None without ``interventions.parquet``) from a ``compscope validate
+def read_validation(folder: str | Path, hw) -> tuple[dict, list[dict], list[dict], dict | None, str | None, list[str] | None]:
+    """Head labels, verdict rows, head rankings, the interventional effects (with a note of how
+    they were measured; None without ``interventions.parquet``) and the verdict's summary lines
+    (:func:`verdict_summary`; None without a readable ``run.json``) from a ``compscope validate
     --out`` folder, checked against the model's shape."""
     import pandas as pd
 
@@ -126,16 +129,32 @@ def read_validation(folder: str | Path, hw) -> tuple[dict, list[dict], list[dict
         t = torch.full((L, H), float("nan"), dtype=torch.float64)
         t[torch.tensor(layer), torch.tensor(head)] = torch.tensor(values[k], dtype=torch.float64)
         scores[k] = t
-    run = folder / "run.json"
+    run, summary = folder / "run.json", None
     if run.is_file():
         try:
-            model = json.loads(run.read_text()).get("model")
+            options = json.loads(run.read_text())
         except (ValueError, UnicodeDecodeError):
-            model = None
+            options = {}
+        model = options.get("model") if isinstance(options, dict) else None
         if model is not None and model != hw.meta.name:
             raise OptionError(f"--data {folder}: validated model {model!r}, not {hw.meta.name!r}")
+        summary = verdict_summary(model, options)
     effects, note = read_effects(folder / "interventions.parquet", L, H)
-    return scores, verdict, heads, effects, note
+    return scores, verdict, heads, effects, note, summary
+
+
+def verdict_summary(model: str | None, options) -> list[str] | None:
+    """The lines ``compscope validate`` prints above its table (what it ran on, the label truth),
+    from its options (``Verdict.options``, or a ``run.json``); None when they lack what those
+    lines need (a ``run.json`` from an older version, or edited by hand)."""
+    from ..data.validate import data_line, truth_lines
+
+    if model is None or not isinstance(options, dict):
+        return None
+    try:
+        return [data_line(model, options)] + truth_lines(options)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
 
 
 def effects_note(ablation: str | None, paths: str | None, sequences: int | None, writers=None) -> str:
@@ -236,19 +255,19 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
         raise OptionError(f"no metric given applies to {hw.meta.name}: " + "; ".join(why))
     notes += [f"metric {n} estimated on {t.info['metric_data']}" for n, t in tables.items() if t.info.get("metric_data")]
     wl = weight_labels(hw)
-    dl, verdict, vheads, effects, note = None, None, None, None, None
+    dl, verdict, vheads, effects, note, summary = None, None, None, None, None, None
     if data == "run" or (data == "auto" and hw.meta.family == "toy"):  # toy models: seconds
         from ..data.validate import validate
 
         v = validate(model, kinds=kinds, progress=progress, metric_data=metric_data)
         lab = {k: v.labels.mean[k] for k in ("induction", "previous_token", "duplicate_token", "sink")}
-        verdict, vheads = v.rows, v.heads
+        verdict, vheads, summary = v.rows, v.heads, verdict_summary(v.model, v.options)
         notes += v.notes
         dl = data_labels(lab, wl.scores.get("copying"))
         effects = dict(v.effects.by_kind)
         note = effects_note(v.effects.ablation, v.effects.paths, v.effects.sequences, v.effects.writers)
     elif saved is not None:  # a folder written by `compscope validate --out`
-        lab, verdict, vheads, effects, note = saved
+        lab, verdict, vheads, effects, note, summary = saved
         dl = data_labels(lab, wl.scores.get("copying"))
     elif data == "auto":
         notes.append("no data: head labels from the weights; run `compscope validate MODEL --out DIR` and give "
@@ -263,4 +282,4 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
                "detail_pairs": detail_pairs, "processing": list(hw.meta.processing),
                "metric_data": {n: t.info["metric_data"] for n, t in tables.items() if t.info.get("metric_data")} or None}
     return Report(hw, hw.meta.name, tables, wl, dl, check_axioms(), verdict, vheads, details, tr, options, notes,
-                  effects, note)
+                  effects, note, summary)

@@ -63,7 +63,8 @@ def document(rep, command: str, version: str) -> dict:
         "edges": P.graph_edges(first, rep.options["kinds"], edge_measure, centres.get(edge_measure)),
         "edge_measure": edge_measure, "edge_metric": first.metric,
         "details": P.details_json(rep.details), "axioms": P.axioms_json(rep.axioms),
-        "verdict": P.verdict_json(rep.verdict), "verdict_heads": rep.verdict_heads, "track": P.track_json(rep.track, rep.options["kinds"]),
+        "verdict": P.verdict_json(rep.verdict), "verdict_heads": rep.verdict_heads,
+        "verdict_summary": rep.verdict_summary, "track": P.track_json(rep.track, rep.options["kinds"]),
         "explainer": explainer_json(),
     }
 

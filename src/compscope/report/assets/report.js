@@ -206,15 +206,38 @@ function drawVerdict() {
   const kinds = D.kinds.split("");
   // the rows come ranked as the printed verdict ranks them (payload.verdict_json); digits as it prints them
   const fixed = (v, n) => (v === null || v === undefined || Number.isNaN(v)) ? "—" : Number(v).toFixed(n);
-  let h = `<table id="verdict-table"><tr><th>measure</th><th>metric</th>${kinds.map((k) => `<th>Spearman ${k}</th>`).join("")}<th>AUROC K</th><th title="AUROC K over the true pairs the K interventions confirm">confirmed</th><th>axioms kept</th></tr>`;
+  let h = verdictSummary(D.verdict_summary) + `<table id="verdict-table"><tr><th>measure</th><th>metric</th>${kinds.map((k) => `<th>Spearman ${k}</th>`).join("")}<th>AUROC K</th><th title="AUROC K over the true pairs the K interventions confirm">confirmed</th><th>axioms kept</th></tr>`;
   for (const [key, ks] of Object.entries(by)) {
     const [m, met] = key.split("|"), any = Object.values(ks)[0];
     h += `<tr><td>${m}</td><td>${met}</td>${kinds.map((k) => `<td>${fixed((ks[k] || {}).spearman, 2)}</td>`).join("")}<td>${fixed((ks.K || {}).auroc, 3)}</td><td>${fixed((ks.K || {}).auroc_confirmed, 3)}</td><td>${any.axioms}</td></tr>`;
   }
   h += "</table>";
-  if (D.verdict_heads && D.verdict_heads.length) h += "<p>Weights against data, per head: " +
-    D.verdict_heads.map((r) => `${r.score}${r.content === "activations" ? " (rotary, content sampled from the residual on data)" : ""}: Spearman ${fmt(r.spearman, 3)}, precision of the top 5 ${fmt(r.precision_top5, 3)}`).join("; ") + "</p>";
+  if (D.verdict_heads && D.verdict_heads.length) {
+    // the per-head rankings as `compscope validate` prints them (2 decimals), one row per score and content
+    const rotary = D.verdict_heads.some((r) => r.content === "activations");
+    const CONTENT = { embed: "embeddings", activations: "residual on data" };
+    h += `<p>Each head's score from the weights against its label from data (over all heads):</p><table id="verdict-heads"><tr><th>score from the weights</th>` +
+      (rotary ? `<th title="the distribution of the content part of a rotary head's previous-token score">rotary content</th>` : "") +
+      `<th>label</th><th>Spearman</th><th>precision of the top 5</th><th title="heads at or above the label's threshold">heads labelled</th></tr>` +
+      D.verdict_heads.map((r) => `<tr><td>${escapeHtml(r.score)}</td>${rotary ? `<td>${CONTENT[r.content] || escapeHtml(r.content)}</td>` : ""}` +
+        `<td>${r.score === "previous_token" ? "previous-token" : "induction"}</td><td>${fixed(r.spearman, 2)}</td>` +
+        `<td>${fixed(r.precision_top5, 2)}</td><td>${r.true_heads === undefined || r.true_heads === null ? "—" : r.true_heads}</td></tr>`).join("") +
+      "</table>";
+  }
   $("verdict").innerHTML = h;
+}
+// the lines `compscope validate` prints above its table: what it ran on and the label truth; an
+// indented line goes in a list under the line before it
+function verdictSummary(lines) {
+  if (!lines || !lines.length) return "";
+  let h = "", open = false;
+  for (const line of lines) {
+    const sub = line.startsWith("  ");
+    if (sub && !open) { h += "<ul>"; open = true; }
+    if (!sub && open) { h += "</ul>"; open = false; }
+    h += sub ? `<li>${escapeHtml(line.trim())}</li>` : `<p>${escapeHtml(line)}</p>`;
+  }
+  return `<div id="verdict-summary">${h}${open ? "</ul>" : ""}</div>`;
 }
 function drawTraining() {
   const T = D.track;
