@@ -96,6 +96,22 @@ def test_the_verdict_says_its_truth_and_ranks_heads_as_printed(page):
     assert [c[-1] for c in cells] == ["4", "4", "2"] and errors == []
 
 
+def test_a_pair_shows_its_own_interventional_effect(page):
+    """With data, the pair section's table ends with the pair's effect of that kind, to 3
+    significant digits, equal to a fresh verdict's (the default model's previous-token head 0.0 ->
+    induction head 1.1 under K; and the V effect of 0.1 -> 1.2)."""
+    from compscope import validate
+
+    pg, _, errors, _ = page
+    effects = validate("induction-2l", progress=False).effects.by_kind
+    for kind, (l1, h1, l2, h2) in (("K", (0, 0, 1, 1)), ("V", (0, 1, 1, 2))):
+        pg.evaluate(f"showPair('identity', '{kind}', {l1}, {h1}, {l2}, {h2})")
+        label, value = pg.eval_on_selector("#pair-effect", "r => [...r.cells].map(c => c.textContent)")
+        assert label == f"effect on data ({kind} intervention)"
+        assert float(value) == pytest.approx(float(effects[kind][l1, h1, l2, h2]), rel=5e-3)
+    assert errors == []
+
+
 def test_explainer_measures_equal_python(page):
     from compscope.report.explainers import channel_measures
 

@@ -144,7 +144,7 @@ function showPair(metric, kind, l1, h1, l2, h2) {
   if (!det) {
     Plotly.purge("pair-fig");
     $("pair-fig").innerHTML = `<p>Spectra are stored for the strongest pairs only. For this one run:<br><code>compscope pair ${head(l1, h1)} ${head(l2, h2)} --model MODEL --kind ${kind} --metric ${metric}</code></p>`;
-    $("pair-measures").innerHTML = "";
+    $("pair-measures").innerHTML = effectRow(kind, l1, h1, l2, h2, "<tr><th>measure</th><th>value</th></tr>");
     return;
   }
   $("pair-fig").innerHTML = "";
@@ -158,7 +158,14 @@ function showPair(metric, kind, l1, h1, l2, h2) {
     margin: { t: 40 },
   }, CONFIG);
   $("pair-measures").innerHTML = "<tr><th>measure</th><th>value</th></tr>" +
-    Object.entries(det.measures).map(([m, v]) => `<tr><td>${m}</td><td>${fmt(v, 5)}</td></tr>`).join("");
+    Object.entries(det.measures).map(([m, v]) => `<tr><td>${m}</td><td>${fmt(v, 5)}</td></tr>`).join("") + effectRow(kind, l1, h1, l2, h2);
+}
+// with data, the pair's own interventional effect of this kind under the measures (empty without)
+function effectRow(kind, l1, h1, l2, h2, before = "") {
+  if (!D.measures.includes(EFFECTS)) return "";
+  const v = pairValue(pairs(tkey(null, kind, EFFECTS)), l1, h1, l2, h2);
+  return before + `<tr id="pair-effect"><td title="${escapeHtml(D.effects_note || "")}">effect on data (${kind} intervention)</td>` +
+    `<td>${Number.isNaN(v) ? "not intervened" : fmt(v, 3)}</td></tr>`;
 }
 
 // ---------------------------------------------------------------- circuit graph
