@@ -271,6 +271,8 @@ def test_a_verdict_on_some_writers_says_so_in_the_report(tmp_path, capsys):
     assert "interventions: mean-ablation, direct path, 4 sequences, writers 0.1 only)" in said
     doc = _document((tmp_path / "rep" / "index.html").read_text())
     assert doc["effects_note"] == "mean-ablation, direct path, 4 sequences, writers 0.1 only"
+    assert "on 4 of them, writers 0.1 (" in doc["verdict_summary"][0]  # the summary names it as validate prints it
+    assert " among their pairs at AUROC " in doc["verdict_summary"][2]
     import pandas as pd
 
     saved = pd.read_parquet(v / "interventions.parquet")
