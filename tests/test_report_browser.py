@@ -7,6 +7,7 @@ saying which is missing, where they cannot be had."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pytest
@@ -109,6 +110,30 @@ def test_a_pair_shows_its_own_interventional_effect(page):
         label, value = pg.eval_on_selector("#pair-effect", "r => [...r.cells].map(c => c.textContent)")
         assert label == f"effect on data ({kind} intervention)"
         assert float(value) == pytest.approx(float(effects[kind][l1, h1, l2, h2]), rel=5e-3)
+    assert errors == []
+
+
+def test_a_pair_without_stored_spectra_gives_a_command_that_runs(page, capsys):
+    """A pair whose spectra the page did not store names the command that prints it in full, with
+    the model as the report was given it; that command runs."""
+    import shlex
+
+    pg, _, errors, _ = page
+    key = "identity|K|0.0|1.1"
+    pg.evaluate(f"window._kept = D.details['{key}']; delete D.details['{key}']; showPair('identity', 'K', 0, 0, 1, 1)")
+    try:
+        cmd = pg.eval_on_selector("#pair-fig code", "e => e.textContent")
+        assert pg.eval_on_selector("#pair-effect", "r => r.cells[0].textContent") == "effect on data (K intervention)"
+    finally:
+        pg.evaluate(f"D.details['{key}'] = window._kept")
+    assert cmd == "compscope pair induction-2l 0.0 1.1 --kind K --metric identity"
+    capsys.readouterr()
+    assert main(shlex.split(cmd)[1:]) == 0 and "0.0 -> 1.1" in capsys.readouterr().out
+    # a model path a shell would split comes back whole; an object, as MODEL
+    for given, want in (("my models/it's here", "my models/it's here"), (None, "MODEL")):
+        got = pg.evaluate(f"(() => {{ const k = D.model_arg; D.model_arg = {json.dumps(given)};"
+                          " try { return pairCommand('embed', 'V', 0, 2, 1, 3); } finally { D.model_arg = k; } })()")
+        assert shlex.split(got) == ["compscope", "pair", want, "0.2", "1.3", "--kind", "V", "--metric", "embed"]
     assert errors == []
 
 

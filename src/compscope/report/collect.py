@@ -279,6 +279,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
 
         tr = track(run, kinds, ms[:3], list(given.values()), progress=progress, metric_data=metric_data)
     options = {"kinds": kinds, "measures": ms, "metrics": list(tables), "data": str(data), "run": None if run is None else str(run),
+               "model": str(model) if isinstance(model, (str, Path)) else None,  # as named, for the commands the page suggests
                "detail_pairs": detail_pairs, "processing": list(hw.meta.processing),
                "metric_data": {n: t.info["metric_data"] for n, t in tables.items() if t.info.get("metric_data")} or None}
     return Report(hw, hw.meta.name, tables, wl, dl, check_axioms(), verdict, vheads, details, tr, options, notes,

@@ -143,7 +143,7 @@ function showPair(metric, kind, l1, h1, l2, h2) {
   $("pair-title").textContent = `writer ${head(l1, h1)} → reader ${head(l2, h2)}, ${kind}-composition, metric ${metric}`;
   if (!det) {
     Plotly.purge("pair-fig");
-    $("pair-fig").innerHTML = `<p>Spectra are stored for the strongest pairs only. For this one run:<br><code>compscope pair ${head(l1, h1)} ${head(l2, h2)} --model MODEL --kind ${kind} --metric ${metric}</code></p>`;
+    $("pair-fig").innerHTML = `<p>Spectra are stored for the strongest pairs only. For this one run:<br><code>${escapeHtml(pairCommand(metric, kind, l1, h1, l2, h2))}</code></p>`;
     $("pair-measures").innerHTML = effectRow(kind, l1, h1, l2, h2, "<tr><th>measure</th><th>value</th></tr>");
     return;
   }
@@ -159,6 +159,12 @@ function showPair(metric, kind, l1, h1, l2, h2) {
   }, CONFIG);
   $("pair-measures").innerHTML = "<tr><th>measure</th><th>value</th></tr>" +
     Object.entries(det.measures).map(([m, v]) => `<tr><td>${m}</td><td>${fmt(v, 5)}</td></tr>`).join("") + effectRow(kind, l1, h1, l2, h2);
+}
+// the command that prints one pair in full: the model as the report was given it (MODEL when it was an object)
+function pairCommand(metric, kind, l1, h1, l2, h2) {
+  const m = D.model_arg === null || D.model_arg === undefined ? "MODEL"
+    : /^[\w@%+=:,.\/-]+$/.test(D.model_arg) ? D.model_arg : `'${D.model_arg.replace(/'/g, "'\\''")}'`;
+  return `compscope pair ${m} ${head(l1, h1)} ${head(l2, h2)} --kind ${kind} --metric ${metric}`;
 }
 // with data, the pair's own interventional effect of this kind under the measures (empty without)
 function effectRow(kind, l1, h1, l2, h2, before = "") {
