@@ -183,6 +183,7 @@ def test_weights_only_labels_and_training_curves(tmp_path, capsys):
                  "--measure", "frobenius", "--metric", "identity", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "heads labelled from weights" in text and f"wrote {out / 'index.html'}" in text
+    assert "copying: " in text and "(from the weights)" not in text
     doc = _document((out / "index.html").read_text())
     assert doc["labels"]["source"] == "weights" and doc["verdict"] is None
     from compscope.toy.train import checkpoint_steps
@@ -239,8 +240,11 @@ def test_data_folder_is_read_and_checked(tmp_path, capsys):
     k_rows = list(rows[rows.kind == "K"].itertuples())
     top = max((round(r.auroc, 3), round(r.spearman, 2)) for r in k_rows)  # the best K row as printed; the first of ties
     best = next(r for r in k_rows if (round(r.auroc, 3), round(r.spearman, 2)) == top)
+    said = capsys.readouterr().out
     assert (f"best measure x metric on data: {best.measure}, {best.metric} (AUROC of the true previous-token -> "
-            f"induction K-pairs {best.auroc:.3f}, Spearman with interventions {best.spearman:.2f})") in capsys.readouterr().out
+            f"induction K-pairs {best.auroc:.3f}, Spearman with interventions {best.spearman:.2f})") in said
+    # the toy's roles from data; copying, which the data do not label, said to come from the weights
+    assert "heads labelled from data: previous-token: 0.0 0.1   induction: 1.0 1.1 1.2 1.3   copying (from the weights): " in said
     run = json.loads((v / "run.json").read_text())
     (v / "run.json").write_text(json.dumps({k: x for k, x in run.items() if k != "true_pairs"}))  # an older or edited run.json
     assert main(["report", "--data", str(v), "--out", str(tmp_path / "rep3"), "--no-figures", "--quiet"]) == 0

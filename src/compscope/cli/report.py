@@ -90,7 +90,8 @@ def summary(rep) -> str:
         tops.append(f"{k} {l1}.{h1}->{l2}.{h2} {v:.3f}")
     lines.append(f"strongest pair by {m} ({table.metric}): " + "   ".join(tops))
     lab = rep.labels
-    roles = "   ".join(f"{name.replace('_', '-')}: " + (" ".join(f"{l}.{h}" for l, h in heads[:8]) or "none")
+    aside = {"copying": " (from the weights)"} if lab.source == "data" else {}  # data do not label copying
+    roles = "   ".join(f"{name.replace('_', '-')}{aside.get(name, '')}: " + (" ".join(f"{l}.{h}" for l, h in heads[:8]) or "none")
                        + (f" (+{len(heads) - 8})" if len(heads) > 8 else "") for name, heads in lab.roles.items())
     lines.append(f"heads labelled from {lab.source}: {roles}")
     if rep.verdict:
