@@ -344,3 +344,47 @@ def test_a_report_with_no_metric_that_applies_says_why():
 
     with pytest.raises(OptionError, match=r"no metric given applies to .*: metric 'unembed': .*no unembedding"):
         collect(build(BY_ID["bert"]), metrics=("unembed",), data="none", progress=False)
+
+
+def test_the_python_api_writes_the_page_the_command_writes(tmp_path, capsys):
+    """``compscope.write_report`` and ``compscope report`` write the same page (but for the line
+    that says what made it), and return / print where it is."""
+    import compscope
+
+    assert main(["report", "--out", str(tmp_path / "cli"), "--no-figures", "--quiet"]) == 0
+    assert capsys.readouterr().out.strip() == str(tmp_path / "cli" / "index.html")
+    index = compscope.write_report(out=tmp_path / "api", figures=False, progress=False)
+    assert index == tmp_path / "api" / "index.html"
+    cli, api = (_document((tmp_path / d / "index.html").read_text()) for d in ("cli", "api"))
+    assert api.pop("command") == f"compscope.write_report('induction-2l', out={str(tmp_path / 'api')!r})"
+    cli.pop("command")
+    assert api == cli
+
+
+def test_a_verdict_in_hand_is_the_reports_data(tmp_path, monkeypatch):
+    """``data=`` a Verdict: the page holds its rows, truth lines, head rankings and effects, and
+    nothing is validated again; a verdict of another model, or data of no known kind, is refused."""
+    import dataclasses
+
+    import compscope
+    import compscope.data.validate as validation
+    from compscope.data.validate import data_line, ranked, truth_lines
+
+    v = compscope.validate("induction-2l", kinds="K", metrics=["identity"], sequences=8, intervention_sequences=4,
+                           progress=False)
+    monkeypatch.setattr(validation, "validate", lambda *a, **k: pytest.fail("validated again"))
+    index = compscope.write_report("induction-2l", tmp_path / "r", kinds="K", metrics=["identity"], data=v,
+                                   figures=False, progress=False)
+    doc = _document(index.read_text())
+    assert doc["verdict_summary"] == [data_line(v.model, v.options)] + truth_lines(v.options)
+    assert doc["verdict_summary"][0].startswith("induction-2l: 8 repeated random sequences")
+    assert [(r["measure"], r["metric"]) for r in doc["verdict"]] == [key for key, _ in ranked(v.rows)]
+    assert doc["verdict_heads"] == v.heads and doc["labels"]["source"] == "data"
+    packed = _decode(doc["tables"]["data|K|interventions"], 16)
+    np.testing.assert_allclose(packed, v.effects.by_kind["K"][0, :, 1, :].numpy().ravel(), rtol=1e-6)
+    assert "data='a Verdict given'" not in doc["command"] and "data=Verdict" in doc["command"]
+    with pytest.raises(OptionError, match="a verdict of 'other-model', not of 'induction-2l'"):
+        compscope.write_report("induction-2l", tmp_path / "r2", data=dataclasses.replace(v, model="other-model"),
+                               figures=False, progress=False)
+    with pytest.raises(OptionError, match="data=int: give 'auto', 'run', 'none', a folder"):
+        compscope.write_report("induction-2l", tmp_path / "r3", data=5, figures=False, progress=False)

@@ -43,6 +43,7 @@ _PUBLIC = {
     "fold_value_bias": "compscope.core.processing",
     "ScoreTable": "compscope.results.table",
     "read_scores": "compscope.results.table",
+    "write_report": "compscope.report.build",
 }
 #: subpackages reachable as attributes after ``import compscope``
 _SUBPACKAGES = ("analysis", "api", "core", "data", "engine", "loading", "measures", "report", "results", "sweep", "toy")

@@ -40,29 +40,20 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> None:
-    from .. import __version__
     from ..defaults import REPORT_MEASURES, REPORT_METRICS
-    from ..report.collect import collect
     from ..core.metrics import check_metrics
     from ..data.validate import DEFAULT_METRICS
-    from ..report.page import check_out, require_plotly
+    from ..report.build import build
+    from ..report.page import check_out
 
-    out = check_out(args.out)
+    check_out(args.out)
     metrics = check_metrics(args.metrics or REPORT_METRICS)  # a typo is named before a missing package
     data = metric_data(args, metrics if args.data == "none" else [*metrics, *DEFAULT_METRICS])  # the verdict's too
-    require_plotly()
-    if not args.no_figures:
-        from ..report.plots import require_matplotlib
-
-        require_matplotlib()
     start = time.perf_counter()
-    rep = collect(args.model, kinds=args.kinds, measures=args.measures or REPORT_MEASURES,
-                  metrics=metrics, data=args.data, run=args.run, detail_pairs=args.detail_pairs,
-                  processing=processing(args), progress=not args.quiet, metric_data=data)
-    from ..report.page import write
-
     command = "compscope " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("compscope") else "compscope report"
-    paths = write(rep, out, command=command, version=__version__, figures=not args.no_figures)
+    rep, paths = build(args.model, args.out, command=command, kinds=args.kinds, measures=args.measures or REPORT_MEASURES,
+                       metrics=metrics, data=args.data, run=args.run, detail_pairs=args.detail_pairs,
+                       processing=processing(args), figures=not args.no_figures, progress=not args.quiet, metric_data=data)
     index = paths[0]
     if not args.quiet:
         print(summary(rep))

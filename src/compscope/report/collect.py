@@ -234,7 +234,15 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     hw = load(model, **(processing or {}))
     if hw.n_layers < 2:
         raise OptionError(f"{hw.meta.name}: one layer, so no head pair composes; a report needs at least 2 layers")
-    saved = read_validation(data, hw) if data not in ("auto", "run", "none") else None  # checked before any work
+    from ..data.validate import Verdict
+
+    in_hand = data if isinstance(data, Verdict) else None  # a verdict already computed: its model must be this one
+    if in_hand is not None and in_hand.model != hw.meta.name:
+        raise OptionError(f"data: a verdict of {in_hand.model!r}, not of {hw.meta.name!r}")
+    if in_hand is None and not isinstance(data, (str, Path)):
+        raise OptionError(f"data={type(data).__name__}: give 'auto', 'run', 'none', a folder written by "
+                          "`compscope validate --out`, or a Verdict from compscope.validate")
+    saved = read_validation(data, hw) if in_hand is None and data not in ("auto", "run", "none") else None  # checked before any work
     if run is not None:
         from ..analysis.tracking import list_checkpoints
 
@@ -256,10 +264,10 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     notes += [f"metric {n} estimated on {t.info['metric_data']}" for n, t in tables.items() if t.info.get("metric_data")]
     wl = weight_labels(hw)
     dl, verdict, vheads, effects, note, summary = None, None, None, None, None, None
-    if data == "run" or (data == "auto" and hw.meta.family == "toy"):  # toy models: seconds
+    if in_hand is not None or data == "run" or (data == "auto" and hw.meta.family == "toy"):  # toy models: seconds
         from ..data.validate import validate
 
-        v = validate(model, kinds=kinds, progress=progress, metric_data=metric_data)
+        v = in_hand or validate(model, kinds=kinds, progress=progress, metric_data=metric_data)
         lab = {k: v.labels.mean[k] for k in ("induction", "previous_token", "duplicate_token", "sink")}
         verdict, vheads, summary = v.rows, v.heads, verdict_summary(v.model, v.options)
         notes += v.notes
@@ -278,7 +286,8 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
         from ..analysis.tracking import track
 
         tr = track(run, kinds, ms[:3], list(given.values()), progress=progress, metric_data=metric_data)
-    options = {"kinds": kinds, "measures": ms, "metrics": list(tables), "data": str(data), "run": None if run is None else str(run),
+    options = {"kinds": kinds, "measures": ms, "metrics": list(tables), "data": "a Verdict given" if in_hand else str(data),
+               "run": None if run is None else str(run),
                "model": str(model) if isinstance(model, (str, Path)) else None,  # as named, for the commands the page suggests
                "detail_pairs": detail_pairs, "processing": list(hw.meta.processing),
                "metric_data": {n: t.info["metric_data"] for n, t in tables.items() if t.info.get("metric_data")} or None}

@@ -1,0 +1,60 @@
+"""The report from Python: :func:`write_report` does what ``compscope report`` does, and takes a
+:class:`~compscope.data.validate.Verdict` already computed as its data."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..defaults import DEFAULT_MODEL, DETAIL_PAIRS, REPORT_MEASURES, REPORT_METRICS
+
+
+def build(model, out, *, command: str, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPORT_METRICS,
+          data="auto", run=None, detail_pairs: int = DETAIL_PAIRS, processing: dict | None = None,
+          figures: bool = True, progress: bool = True, metric_data=None) -> tuple:
+    """``(Report, paths written)``: the report of ``model`` gathered
+    (:func:`~compscope.report.collect.collect`) and written into the folder ``out``, every option
+    checked before any work; ``command``: what the page says made it."""
+    from .. import __version__
+    from ..core.metrics import check_metrics
+    from .collect import collect
+    from .page import check_out, require_plotly, write
+
+    out = check_out(out)
+    metrics = check_metrics(metrics)
+    require_plotly()
+    if figures:
+        from .plots import require_matplotlib
+
+        require_matplotlib()
+    rep = collect(model, kinds=kinds, measures=measures, metrics=metrics, data=data, run=run,
+                  detail_pairs=detail_pairs, processing=processing, progress=progress, metric_data=metric_data)
+    return rep, write(rep, out, command=command, version=__version__, figures=figures)
+
+
+def write_report(model=DEFAULT_MODEL, out: str | Path = "compscope-report", *, kinds: str = "QKV",
+                 measures=REPORT_MEASURES, metrics=REPORT_METRICS, data="auto", run: str | Path | None = None,
+                 detail_pairs: int = DETAIL_PAIRS, figures: bool = True, progress: bool = True, metric_data=None,
+                 fold_norm: bool = False, center_writing: bool = False, fold_value_bias: bool = False) -> Path:
+    """Write the interactive report of ``model`` (any source :func:`compscope.load` reads) into the
+    folder ``out``, as ``compscope report`` does, and return the path of its ``index.html``.
+
+    ``data``: ``'auto'`` (the verdict run on toy models only), ``'run'`` (always), ``'none'``, a
+    folder written by ``compscope validate --out``, or a :class:`~compscope.data.validate.Verdict`
+    of the same model from :func:`compscope.validate` (its labels, effects and table, not run
+    again). ``run``: a ``compscope train`` folder for the training curves; ``figures``: the PNG/SVG
+    figures beside the page (matplotlib); ``fold_norm``, ``center_writing``, ``fold_value_bias``:
+    how the weights are processed when loaded."""
+    given = {"kinds": (kinds, "QKV"), "data": (data, "auto"), "run": (run, None), "fold_norm": (fold_norm, False),
+             "center_writing": (center_writing, False), "fold_value_bias": (fold_value_bias, False)}
+    said = [repr(model if isinstance(model, (str, Path)) else type(model).__name__), f"out={str(out)!r}"]
+    said += [f"{k}={_said(v)}" for k, (v, default) in given.items() if v is not default and v != default]
+    _, paths = build(model, out, command=f"compscope.write_report({', '.join(said)})", kinds=kinds, measures=measures,
+                     metrics=metrics, data=data, run=run, detail_pairs=detail_pairs, figures=figures, progress=progress,
+                     metric_data=metric_data, processing={"fold_norm": fold_norm, "center_writing": center_writing,
+                                                          "fold_value_bias": fold_value_bias})
+    return paths[0]
+
+
+def _said(v) -> str:
+    """An argument as the page's "made by" line names it (an object by its kind)."""
+    return repr(str(v) if isinstance(v, Path) else v) if isinstance(v, (str, Path, bool, type(None))) else type(v).__name__
