@@ -345,6 +345,25 @@ def test_a_bidirectional_model_is_judged_on_previous_token_heads_only():
     assert any("bidirectional model" in n for n in v.notes)
 
 
+def test_repeats_longer_than_the_context_are_cut_to_fit_and_said_so():
+    """A model that takes 32 tokens: the default |t| = 32 would not fit, so the verdict runs on the
+    longest repeats that do, (32 - 1 for a first token) // 2, and records and says the cut; a |t|
+    given that does not fit is refused, not cut."""
+    from hf_tiny import BY_ID, build
+
+    from compscope.data.runner import runner_for
+
+    model = build(BY_ID["gpt2"])  # n_positions 32
+    first = runner_for(model, progress=False).bos is not None
+    want = (32 - first) // 2
+    v = validate(model, sequences=4, intervention_sequences=2, kinds="K", metrics=("identity",), progress=False)
+    assert v.options["half"] == want and v.effects.seq_len == first + 2 * want <= 32
+    assert f"|t| cut from 32 to {want} so that [t, t] fits the 32 tokens" in "\n".join(v.notes)
+    assert f"|t| = {want} (seed" in v.format().splitlines()[0]
+    with pytest.raises(OptionError, match=r"sequences of \d+ tokens are longer than .* takes \(32\)"):
+        validate(model, sequences=2, half=want + 1, kinds="K", metrics=("identity",), progress=False)
+
+
 def test_a_metric_with_a_long_name_is_judged_recorded_and_aligned():
     """``covariance-own`` alone: its rows are the verdict's, the data it is estimated on are
     recorded, and the ranked table's columns line up under a header as wide as its name."""

@@ -53,6 +53,8 @@ from ..core.metrics import ON_DATA
 
 #: the K measure and metric of the induction-circuit pair score (writer's previous-token score × K)
 CIRCUIT_MEASURE = ("frobenius", "identity")
+#: ``|t|`` of the verdict's repeated sequences ``[bos] t t`` by default (cut to a shorter context)
+HALF = 32
 #: metrics judged by default (each skipped, with a note, where the model lacks what it needs)
 DEFAULT_METRICS = ("identity", "embed", "activations", "covariance")
 
@@ -303,7 +305,7 @@ def default_sequences(runner):
     """The verdict's sequences with :func:`validate`'s defaults (64 of them, ``|t| = 32``, seed
     12345; ``|t|`` cut to the model's context): what :func:`activation_labels` and
     :func:`intervention_effects` (the first :data:`INTERVENTION_SEQUENCES`) read when given none."""
-    return verdict_sequences(runner, 64, runner.fitting_half(32), 12345)
+    return verdict_sequences(runner, 64, runner.fitting_half(HALF), 12345)
 
 
 def previous_contents(weights, model, progress: bool = True, data=None) -> dict[str, dict | None]:
@@ -330,7 +332,7 @@ def precision_at(weights: Tensor, truth: Tensor, n: int = 5) -> float:
 INTERVENTION_SEQUENCES = 16
 
 
-def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
+def validate(model, *, sequences: int = 64, half: int | None = None, seed: int = 12345,
              intervention_sequences: int = INTERVENTION_SEQUENCES,
              kinds: str = "QKV", metrics=DEFAULT_METRICS, ablation: str = "mean", paths: str = "direct",
              prev_threshold: float = 0.4, induction_threshold: float = 0.3, effect_threshold: float = 0.05,
@@ -339,6 +341,8 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
              device: str | torch.device | None = None, model_dtype: str | torch.dtype | None = None,
              writers=None, metric_data=None, sample_data=None, text_labels: bool = False) -> Verdict:
     """Judge every measure × metric on ``model`` against its behaviour on data (module docstring).
+    ``half``: ``|t|`` of the repeated sequences (default :data:`HALF`, cut with a note where
+    ``[bos] t t`` would not fit the model's context; a ``half`` given that does not fit is refused).
 
     ``model``: anything :func:`compscope.data.runner.runner_for` runs (a toy folder or name, a
     HuggingFace folder, a ``.gguf`` file, a built-in, a hub id, a ``transformers`` model). ``fold_norm``,
@@ -383,8 +387,8 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
     from .sequences import python_version
 
     kinds = check_kinds(kinds)
-    for name, v in (("sequences", sequences), ("half", half), ("intervention_sequences", intervention_sequences),
-                    ("batch_size", batch_size)):
+    for name, v in (("sequences", sequences), ("half", HALF if half is None else half),
+                    ("intervention_sequences", intervention_sequences), ("batch_size", batch_size)):
         check_int(name, v, 2 if name == "half" else 1)
     check_int("seed", seed)
     label = (1.0, "a label is a fraction of attention, so its threshold lies in [0, 1]")
@@ -430,6 +434,13 @@ def validate(model, *, sequences: int = 64, half: int = 32, seed: int = 12345,
     else:
         linearised_on = None
     notes = [linearised_on] if linearised_on else []
+    if half is None:  # the default: |t| = 32, cut to the model's context (said so); one given is kept or refused
+        half = runner.fitting_half(HALF)
+        if half < 2:
+            raise OptionError(f"{hw.meta.name} takes {runner.n_ctx} tokens: too few for repeated sequences [t, t] "
+                              "with |t| >= 2")
+        if half != HALF:
+            notes.append(f"|t| cut from {HALF} to {half} so that [t, t] fits the {runner.n_ctx} tokens {hw.meta.name} takes")
     if metric_data != MetricData() and any(isinstance(m, str) and m in ON_DATA for m in metrics):
         notes.append(f"metrics on data estimated on {data_words(runner, metric_data)}")
     if sample_data != SampleData() and reads_content(head_weights):
