@@ -343,6 +343,11 @@ def test_a_bidirectional_model_is_judged_on_previous_token_heads_only():
                  metrics=("identity",), progress=False)
     assert [h["score"] for h in v.heads] == ["previous_token"]
     assert any("bidirectional model" in n for n in v.notes)
+    # no induction head, no true pair: the AUROCs are n/a, and the verdict says what judges instead
+    lines = v.format().splitlines()
+    at = lines.index("true previous-token -> induction K-pairs: 0 (previous-token >= 0.4, induction >= 0.3)")
+    assert lines[at + 1] == "  none, so no AUROC: the rank correlations with the interventions judge the measures alone"
+    assert all(r["auroc"] != r["auroc"] for r in v.rows)  # NaN
 
 
 def test_repeats_longer_than_the_context_are_cut_to_fit_and_said_so():

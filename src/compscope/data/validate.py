@@ -180,6 +180,8 @@ def truth_lines(o: dict) -> list[str]:
     interventions confirm, and how well the interventions and the writer's role alone separate it."""
     lines = [f"true previous-token -> induction K-pairs: {o['true_pairs']} (previous-token >= {o['prev_threshold']}, "
              f"induction >= {o['induction_threshold']})"]
+    if not o["true_pairs"]:
+        lines.append("  none, so no AUROC: the rank correlations with the interventions judge the measures alone")
     if o.get("confirmed_pairs") is not None and o["true_pairs"]:
         some = o.get("writers") is not None
         among = f" of their writers' {o['true_pairs_intervened']}" if some else ""
