@@ -54,6 +54,7 @@ def test_true_pairs_and_precision():
     t = true_pairs(prev, ind, 0.4, 0.3)
     assert t.nonzero().tolist() == [[0, 0, 1, 1]]  # 0.0 -> 1.1 only: 1.0 is in no later layer than 0.0's reader
     assert precision_at(torch.tensor([[0.9, 0.1], [0.2, 0.8]]), torch.tensor([[True, False], [False, False]]), 2) == 0.5
+    assert math.isnan(precision_at(torch.tensor([[0.9, 0.1], [0.2, 0.8]]), torch.zeros(2, 2, dtype=torch.bool), 2))
 
 
 def test_confirmed_pairs_are_true_pairs_with_a_large_enough_effect():

@@ -325,7 +325,10 @@ def previous_contents(weights, model, progress: bool = True, data=None) -> dict[
 
 
 def precision_at(weights: Tensor, truth: Tensor, n: int = 5) -> float:
-    """The share of the ``n`` heads ranked highest by ``weights`` that are true."""
+    """The share of the ``n`` heads ranked highest by ``weights`` that are true; NaN when no head
+    is (a precision of nothing to find)."""
+    if not bool(truth.any()):
+        return float("nan")
     top = [i for i, _ in _top_heads(weights, n)]
     return sum(bool(truth[i]) for i in top) / max(1, len(top))
 
