@@ -413,6 +413,14 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     check_paths(paths)
     runner, chosen = runner_with_writers(model, writers, progress=progress, device=device, dtype=model_dtype)
     hw = runner.hw
+    cut = None  # the default |t| = 32 is cut to the model's context (said so); one given is kept, or refused when run
+    if half is None:
+        half = runner.fitting_half(HALF)
+        if half < 2:
+            raise OptionError(f"{hw.meta.name} takes {runner.n_ctx} tokens: too few for repeated sequences [t, t] "
+                              "with |t| >= 2")
+        if half != HALF:
+            cut = f"|t| cut from {HALF} to {half} so that [t, t] fits the {runner.n_ctx} tokens {hw.meta.name} takes"
     weights = hw  # what the measures read; the data come from the unprocessed model
     if fold_norm:
         from ..core.processing import fold_norm as _fold
@@ -439,13 +447,8 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     else:
         linearised_on = None
     notes = [linearised_on] if linearised_on else []
-    if half is None:  # the default: |t| = 32, cut to the model's context (said so); one given is kept or refused
-        half = runner.fitting_half(HALF)
-        if half < 2:
-            raise OptionError(f"{hw.meta.name} takes {runner.n_ctx} tokens: too few for repeated sequences [t, t] "
-                              "with |t| >= 2")
-        if half != HALF:
-            notes.append(f"|t| cut from {HALF} to {half} so that [t, t] fits the {runner.n_ctx} tokens {hw.meta.name} takes")
+    if cut:
+        notes.append(cut)
     if metric_data != MetricData() and any(isinstance(m, str) and m in ON_DATA for m in metrics):
         notes.append(f"metrics on data estimated on {data_words(runner, metric_data)}")
     if sample_data != SampleData() and reads_content(head_weights):
