@@ -386,5 +386,26 @@ def test_a_verdict_in_hand_is_the_reports_data(tmp_path, monkeypatch):
     with pytest.raises(OptionError, match="a verdict of 'other-model', not of 'induction-2l'"):
         compscope.write_report("induction-2l", tmp_path / "r2", data=dataclasses.replace(v, model="other-model"),
                                figures=False, progress=False)
-    with pytest.raises(OptionError, match="data=int: give 'auto', 'run', 'none', a folder"):
-        compscope.write_report("induction-2l", tmp_path / "r3", data=5, figures=False, progress=False)
+    with pytest.raises(OptionError, match="data=int: give 'auto', 'run', 'none', a folder"):  # before any loading
+        compscope.write_report(tmp_path / "no-such-model", tmp_path / "r3", data=5, figures=False, progress=False)
+
+
+def test_the_pair_command_the_page_suggests_loads_the_model_as_the_report_did(tmp_path, capsys):
+    """A report of weights loaded with ``--fold-norm`` records the flag for the pair command it
+    suggests, and that command prints the pair's measures as the page holds them."""
+    from hf_tiny import BY_ID, build
+
+    folder = tmp_path / "llama"
+    build(BY_ID["llama-mha"]).save_pretrained(folder)
+    out = tmp_path / "rep"
+    assert main(["report", str(folder), "--fold-norm", "--data", "none", "--kinds", "K", "--metric", "identity",
+                 "--no-figures", "--quiet", "--out", str(out)]) == 0
+    doc = _document((out / "index.html").read_text())
+    assert doc["model_arg"] == str(folder) and doc["model_flags"] == ["--fold-norm"]
+    capsys.readouterr()
+    assert main(["pair", str(folder), "0.1", "1.2", "--kind", "K", "--metric", "identity", *doc["model_flags"]]) == 0
+    printed = capsys.readouterr().out
+    measures = doc["details"]["identity|K|0.1|1.2"]["measures"]
+    assert set(measures) == {"frobenius", "frobenius_baselined", "tight", "overlap", "shared_dims", "bandwidth", "spectral"}
+    for measure, value in measures.items():
+        assert re.search(rf"\b{measure}\b\s+{value:.4f}", printed), (measure, value, printed)

@@ -130,10 +130,12 @@ def test_a_pair_without_stored_spectra_gives_a_command_that_runs(page, capsys):
     capsys.readouterr()
     assert main(shlex.split(cmd)[1:]) == 0 and "0.0 -> 1.1" in capsys.readouterr().out
     # a model path a shell would split comes back whole; an object, as MODEL
-    for given, want in (("my models/it's here", "my models/it's here"), (None, "MODEL")):
-        got = pg.evaluate(f"(() => {{ const k = D.model_arg; D.model_arg = {json.dumps(given)};"
-                          " try { return pairCommand('embed', 'V', 0, 2, 1, 3); } finally { D.model_arg = k; } })()")
-        assert shlex.split(got) == ["compscope", "pair", want, "0.2", "1.3", "--kind", "V", "--metric", "embed"]
+    # (and the weights' processing flags after it)
+    for given, flags, want in (("my models/it's here", [], "my models/it's here"), (None, ["--fold-norm"], "MODEL")):
+        got = pg.evaluate(f"(() => {{ const k = [D.model_arg, D.model_flags]; D.model_arg = {json.dumps(given)};"
+                          f" D.model_flags = {json.dumps(flags)};"
+                          " try { return pairCommand('embed', 'V', 0, 2, 1, 3); } finally { [D.model_arg, D.model_flags] = k; } })()")
+        assert shlex.split(got) == ["compscope", "pair", want, "0.2", "1.3", "--kind", "V", "--metric", "embed", *flags]
     assert errors == []
 
 

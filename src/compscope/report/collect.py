@@ -227,6 +227,11 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     from ..loading.sources import load
     from ..measures import select
 
+    from ..data.validate import Verdict
+
+    if not isinstance(data, (str, Path, Verdict)):
+        raise OptionError(f"data={type(data).__name__}: give 'auto', 'run', 'none', a folder written by "
+                          "`compscope validate --out`, or a Verdict from compscope.validate")
     kinds = check_kinds(kinds)
     metrics = distinct_metrics(metrics)
     ms = [m.name for m in select(measures)]
@@ -234,14 +239,9 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     hw = load(model, **(processing or {}))
     if hw.n_layers < 2:
         raise OptionError(f"{hw.meta.name}: one layer, so no head pair composes; a report needs at least 2 layers")
-    from ..data.validate import Verdict
-
     in_hand = data if isinstance(data, Verdict) else None  # a verdict already computed: its model must be this one
     if in_hand is not None and in_hand.model != hw.meta.name:
         raise OptionError(f"data: a verdict of {in_hand.model!r}, not of {hw.meta.name!r}")
-    if in_hand is None and not isinstance(data, (str, Path)):
-        raise OptionError(f"data={type(data).__name__}: give 'auto', 'run', 'none', a folder written by "
-                          "`compscope validate --out`, or a Verdict from compscope.validate")
     saved = read_validation(data, hw) if in_hand is None and data not in ("auto", "run", "none") else None  # checked before any work
     if run is not None:
         from ..analysis.tracking import list_checkpoints
@@ -289,6 +289,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     options = {"kinds": kinds, "measures": ms, "metrics": list(tables), "data": "a Verdict given" if in_hand else str(data),
                "run": None if run is None else str(run),
                "model": str(model) if isinstance(model, (str, Path)) else None,  # as named, for the commands the page suggests
+               "model_flags": [f"--{k.replace('_', '-')}" for k, on in (processing or {}).items() if on],  # and as loaded
                "detail_pairs": detail_pairs, "processing": list(hw.meta.processing),
                "metric_data": {n: t.info["metric_data"] for n, t in tables.items() if t.info.get("metric_data")} or None}
     return Report(hw, hw.meta.name, tables, wl, dl, check_axioms(), verdict, vheads, details, tr, options, notes,

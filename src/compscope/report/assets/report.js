@@ -160,11 +160,12 @@ function showPair(metric, kind, l1, h1, l2, h2) {
   $("pair-measures").innerHTML = "<tr><th>measure</th><th>value</th></tr>" +
     Object.entries(det.measures).map(([m, v]) => `<tr><td>${m}</td><td>${fmt(v, 5)}</td></tr>`).join("") + effectRow(kind, l1, h1, l2, h2);
 }
-// the command that prints one pair in full: the model as the report was given it (MODEL when it was an object)
+// the command that prints one pair in full: the model as the report was given it (MODEL when it was
+// an object) and loaded (its processing flags)
 function pairCommand(metric, kind, l1, h1, l2, h2) {
   const m = D.model_arg === null || D.model_arg === undefined ? "MODEL"
     : /^[\w@%+=:,.\/-]+$/.test(D.model_arg) ? D.model_arg : `'${D.model_arg.replace(/'/g, "'\\''")}'`;
-  return `compscope pair ${m} ${head(l1, h1)} ${head(l2, h2)} --kind ${kind} --metric ${metric}`;
+  return [`compscope pair ${m} ${head(l1, h1)} ${head(l2, h2)} --kind ${kind} --metric ${metric}`, ...(D.model_flags || [])].join(" ");
 }
 // with data, the pair's own interventional effect of this kind under the measures (empty without)
 function effectRow(kind, l1, h1, l2, h2, before = "") {
