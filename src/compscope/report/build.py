@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 
 from ..defaults import DEFAULT_MODEL, DETAIL_PAIRS, REPORT_MEASURES, REPORT_METRICS
@@ -44,10 +45,11 @@ def write_report(model=DEFAULT_MODEL, out: str | Path = "compscope-report", *, k
     again). ``run``: a ``compscope train`` folder for the training curves; ``figures``: the PNG/SVG
     figures beside the page (matplotlib); ``fold_norm``, ``center_writing``, ``fold_value_bias``:
     how the weights are processed when loaded."""
-    given = {"kinds": (kinds, "QKV"), "data": (data, "auto"), "run": (run, None), "fold_norm": (fold_norm, False),
-             "center_writing": (center_writing, False), "fold_value_bias": (fold_value_bias, False)}
+    defaults = inspect.signature(write_report).parameters  # the call as the page names it: arguments not left as they were
+    chosen = {"kinds": kinds, "data": data, "run": run, "fold_norm": fold_norm, "center_writing": center_writing,
+              "fold_value_bias": fold_value_bias}
     said = [repr(model if isinstance(model, (str, Path)) else type(model).__name__), f"out={str(out)!r}"]
-    said += [f"{k}={_said(v)}" for k, (v, default) in given.items() if v is not default and v != default]
+    said += [f"{k}={_said(v)}" for k, v in chosen.items() if v is not defaults[k].default and v != defaults[k].default]
     _, paths = build(model, out, command=f"compscope.write_report({', '.join(said)})", kinds=kinds, measures=measures,
                      metrics=metrics, data=data, run=run, detail_pairs=detail_pairs, figures=figures, progress=progress,
                      metric_data=metric_data, processing={"fold_norm": fold_norm, "center_writing": center_writing,

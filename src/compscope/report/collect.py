@@ -223,11 +223,10 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     from ..analysis.axioms import check_axioms
     from ..core.factors import check_kinds
     from ..core.metrics import distinct_metrics, get_metric
+    from ..data.validate import Verdict, validate
     from ..engine.composition import scores
     from ..loading.sources import load
     from ..measures import select
-
-    from ..data.validate import Verdict
 
     if not isinstance(data, (str, Path, Verdict)):
         raise OptionError(f"data={type(data).__name__}: give 'auto', 'run', 'none', a folder written by "
@@ -265,8 +264,6 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     wl = weight_labels(hw)
     dl, verdict, vheads, effects, note, summary = None, None, None, None, None, None
     if in_hand is not None or data == "run" or (data == "auto" and hw.meta.family == "toy"):  # toy models: seconds
-        from ..data.validate import validate
-
         v = in_hand or validate(model, kinds=kinds, progress=progress, metric_data=metric_data)
         lab = {k: v.labels.mean[k] for k in ("induction", "previous_token", "duplicate_token", "sink")}
         verdict, vheads, summary = v.rows, v.heads, verdict_summary(v.model, v.options)
