@@ -114,6 +114,32 @@ def test_cli_intervenes_on_a_huggingface_folder(tmp_path, capsys):
     assert "K  strongest effects: 0." in capsys.readouterr().out
 
 
+def test_the_default_half_fits_a_short_context_and_a_half_given_that_does_not_is_refused(tmp_path, capsys):
+    """As validate: a tiny GPT-2 takes 32 tokens, so the default |t| = 32 is cut to the longest
+    repeats that fit, (32 - 1 for a first token) // 2, and the CLI says so; a |t| given that does
+    not fit is refused by name before any work (was cut silently), as it is on a toy model."""
+    from hf_tiny import BY_ID, build
+
+    build(BY_ID["gpt2"]).save_pretrained(tmp_path / "gpt2")  # n_positions 32
+    first = runner_for(str(tmp_path / "gpt2"), progress=False).bos is not None
+    want = (32 - first) // 2
+    effects, _, half = against_measures(str(tmp_path / "gpt2"), "K", sequences=2)
+    assert half == want and effects.seq_len == first + 2 * want
+    assert main(["intervene", str(tmp_path / "gpt2"), "--kinds", "K", "--sequences", "2", "--top", "1"]) == 0
+    assert f"|t| = {want} (cut from 32 to fit the model's context) (seed 12345)" in capsys.readouterr().out
+    assert main(["intervene", str(tmp_path / "gpt2"), "--kinds", "K", "--sequences", "2", "--half", str(want)]) == 0
+    assert f"|t| = {want} (seed 12345)" in capsys.readouterr().out
+    with pytest.raises(OptionError, match=rf"half={want + 1}: .* longer than .* takes \(32\); give \|t\| <= {want}"):
+        against_measures(str(tmp_path / "gpt2"), "K", sequences=2, half=want + 1)
+    assert main(["intervene", str(tmp_path / "gpt2"), "--kinds", "K", "--sequences", "2", "--half", str(want + 1)]) != 0
+    err = capsys.readouterr().err
+    assert f"half={want + 1}" in err and "Traceback" not in err
+    with pytest.raises(OptionError, match=r"half=33: .* longer than .* takes \(64\); give \|t\| <= 32"):
+        against_measures("induction-2l", "K", sequences=2, half=33)  # the toy's n_ctx 64, no first token
+    with pytest.raises(OptionError, match=r"half=1: expected a positive integer >= 2"):
+        against_measures("induction-2l", "K", sequences=2, half=1)
+
+
 def test_cli_intervenes_along_every_path(tmp_path, capsys):
     """--paths all on a three-layer Gemma 3 folder: the header says so, and the strongest K effects
     are those of intervention_effects(paths='all') on the same sequences."""

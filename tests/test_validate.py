@@ -366,7 +366,8 @@ def test_repeats_longer_than_the_context_are_cut_to_fit_and_said_so():
     assert v.options["half"] == want and v.effects.seq_len == first + 2 * want <= 32
     assert f"|t| cut from 32 to {want} so that [t, t] fits the 32 tokens" in "\n".join(v.notes)
     assert f"|t| = {want} (seed" in v.format().splitlines()[0]
-    with pytest.raises(OptionError, match=r"sequences of \d+ tokens are longer than .* takes \(32\)"):
+    with pytest.raises(OptionError, match=rf"half={want + 1}: sequences \[t, t\] of {first + 2 * want + 2} tokens are "
+                       rf"longer than .* takes \(32\); give \|t\| <= {want}, or leave it out"):
         validate(model, sequences=2, half=want + 1, kinds="K", metrics=("identity",), progress=False)
 
 

@@ -18,7 +18,9 @@ def add_arguments(p) -> None:
     p.add_argument("--metric", default="identity", help=f"metric of the measures: {metric_names()} (default identity)")
     add_metric_data(p)
     p.add_argument("--sequences", type=count, default=100, help="held-out repeated random sequences (default 100)")
-    p.add_argument("--half", type=half_length, default=32, help="length of the repeated half |t| (default 32)")
+    p.add_argument("--half", type=half_length, default=None,
+                   help="length of the repeated half |t| (default 32, or the longest that fits the model's context; "
+                        "a length given that does not fit is refused)")
     p.add_argument("--seed", type=int, default=12345, help="seed of the sequences (default 12345)")
     p.add_argument("--batch-size", type=count, default=16, help="sequences per forward pass (default 16)")
     p.add_argument("--ablation", default="mean", choices=["mean", "zero"], help="how h1's output is removed (default mean)")
@@ -42,6 +44,7 @@ def report(args) -> str:
 
     from ..analysis.stats import spearman
     from ..data.intervene import against_measures, writers_text
+    from ..data.sequences import HALF
     from ..results.table import top_entries
 
     fx, table, half = against_measures(args.model, args.kinds, metric=args.metric, sequences=args.sequences,
@@ -49,11 +52,12 @@ def report(args) -> str:
                                        batch_size=args.batch_size, progress=True, device=args.device,
                                        model_dtype=args.model_dtype, paths=args.paths, writers=args.writers,
                                        metric_data=metric_data(args, args.metric))
+    cut = f" (cut from {HALF} to fit the model's context)" if args.half is None and half != HALF else ""
     where = "in h2's input" if args.paths == "direct" else "in the model, read by h2 through every path"
     some = "" if fx.writers is None else f"; {writers_text(fx.writers)}"
     on = f" (estimated on {table.info['metric_data']})" if table.info.get("metric_data") else ""
     lines = [f"{table.model}: interventional composition ({args.ablation}-ablation of h1's output {where}) on "
-             f"{args.sequences} held-out repeated random sequences [t, t], |t| = {half} (seed {args.seed}); "
+             f"{args.sequences} held-out repeated random sequences [t, t], |t| = {half}{cut} (seed {args.seed}); "
              f"measures under metric {args.metric}{on}{some}"]
     rows = [(kind, kind, eff) for kind, eff in fx.by_kind.items()]
     if fx.v_direction is not None:

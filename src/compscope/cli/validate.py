@@ -22,7 +22,7 @@ def add_arguments(p) -> None:
     p.add_argument("--sequences", type=count, default=64, help="repeated random sequences for the labels (default 64)")
     p.add_argument("--half", type=half_length, default=None,
                    help="length of the repeated half |t| (default 32, or the longest that fits the model's context, "
-                        "with a note)")
+                        "with a note; a length given that does not fit is refused)")
     p.add_argument("--seed", type=int, default=12345, help="seed of the sequences (default 12345)")
     p.add_argument("--intervention-sequences", type=count, default=16,
                    help="of those, how many the interventions run on (default 16)")

@@ -369,13 +369,14 @@ def _effect(kind: str, clean: dict, patched: dict, layer: int) -> Tensor:
     return norm_sum / count.clamp_min(1)
 
 
-def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", sequences: int = 100, half: int = 32,
+def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", sequences: int = 100, half: int | None = None,
                      seed: int = 12345, ablation: str = "mean", batch_size: int = 16, progress: bool = False,
                      device: str | torch.device | None = None, model_dtype: str | torch.dtype | None = None,
                      paths: str = "direct", writers=None, metric_data=None):
     """Interventional composition of any model compscope runs (:func:`~compscope.data.runner.runner_for`)
-    on ``sequences`` held-out repeated random sequences ``[bos] t t`` (``|t| = half``, cut to the
-    model's context; toy models: their own held-out repeats, ``|t| = min(half, n_ctx / 2)``), and
+    on ``sequences`` held-out repeated random sequences ``[bos] t t`` (toy models: their own held-out
+    repeats; ``|t| = half``, refused when it does not fit the model's context; by default 32, cut to
+    the longest that fits), and
     every measure's score of the same pairs (``metric``: a name, ``'activations'`` for the model's
     own residual second moments, or a ``Metric``): ``(Effects, ScoreTable, half)``. ``device``: where
     the model runs and the measures are computed (default CUDA when present, else the CPU);
@@ -385,21 +386,23 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
     from ..core.metrics import check_metrics, get_metric
     from ..engine.composition import scores
     from .runner import ToyRunner
-    from .sequences import repeats
+    from .sequences import HALF, repeats
 
     metric, *more = check_metrics(metric)
     if more:
         raise OptionError(f"metric: one metric (a name or a Metric), got {len(more) + 1}")
     check_ablation(ablation, sequences)
     check_paths(paths)
+    if half is not None:
+        check_int("half", half, 2)
     runner, _ = runner_with_writers(model, writers, device=device, dtype=model_dtype)
     hw = runner.hw
+    half, _ = runner.repeat_half(half, HALF)
     if isinstance(runner, ToyRunner):
         from ..toy.storage import held_out_repeats
 
         tokens = held_out_repeats(runner.model, sequences, half, seed)
     else:
-        half = runner.fitting_half(half)
         tokens = repeats(sequences, half, hw.n_vocab, seed, runner.bos, avoid=runner.special_ids()).tokens
     effects = intervention_effects(runner, tokens, kinds, ablation, batch_size=batch_size, progress=progress,
                                    paths=paths, writers=writers)

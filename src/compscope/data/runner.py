@@ -122,6 +122,23 @@ class Runner:
         """``half``, cut so that a repeated sequence ``[bos] t t`` with ``|t|`` of it fits the context."""
         return half if self.n_ctx is None else min(half, (self.n_ctx - (self.bos is not None)) // 2)
 
+    def repeat_half(self, half: int | None, default: int) -> tuple[int, str | None]:
+        """``|t|`` of repeated sequences ``[bos] t t`` on this model and a note when it was cut:
+        ``half`` as given (refused when the sequence would not fit the context), or, when None,
+        ``default`` cut to the longest that fits."""
+        name, first = self.hw.meta.name, self.bos is not None
+        room = self.fitting_half(max(default, half or 0))
+        if half is not None:
+            if half > room:
+                raise OptionError(f"half={half}: sequences [t, t] of {first + 2 * half} tokens are longer than {name} "
+                                  f"takes ({self.n_ctx}); give |t| <= {room}, or leave it out for the longest that fits")
+            return half, None
+        if room < 2:
+            raise OptionError(f"{name} takes {self.n_ctx} tokens: too few for repeated sequences [t, t] with |t| >= 2")
+        if room == default:
+            return default, None
+        return room, f"|t| cut from {default} to {room} so that [t, t] fits the {self.n_ctx} tokens {name} takes"
+
     @property
     def dtype(self) -> torch.dtype:
         """What the model computes in: the dtype of its first floating-point parameter."""

@@ -24,6 +24,10 @@ from torch import Tensor
 
 from ..errors import OptionError
 
+#: ``|t|`` of the repeated sequences ``[bos] t t`` that validate and intervene run on by default
+#: (cut to a shorter context)
+HALF = 32
+
 #: modules whose docstrings make the natural text (all in every CPython installation)
 STDLIB_MODULES = (
     "argparse", "collections", "functools", "itertools", "pathlib", "json", "csv", "datetime", "decimal",

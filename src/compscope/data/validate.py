@@ -50,11 +50,10 @@ from torch import Tensor
 
 from ..errors import OptionError, check_int
 from ..core.metrics import ON_DATA
+from .sequences import HALF
 
 #: the K measure and metric of the induction-circuit pair score (writer's previous-token score × K)
 CIRCUIT_MEASURE = ("frobenius", "identity")
-#: ``|t|`` of the verdict's repeated sequences ``[bos] t t`` by default (cut to a shorter context)
-HALF = 32
 #: metrics judged by default (each skipped, with a note, where the model lacks what it needs)
 DEFAULT_METRICS = ("identity", "embed", "activations", "covariance")
 
@@ -413,14 +412,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     check_paths(paths)
     runner, chosen = runner_with_writers(model, writers, progress=progress, device=device, dtype=model_dtype)
     hw = runner.hw
-    cut = None  # the default |t| = 32 is cut to the model's context (said so); one given is kept, or refused when run
-    if half is None:
-        half = runner.fitting_half(HALF)
-        if half < 2:
-            raise OptionError(f"{hw.meta.name} takes {runner.n_ctx} tokens: too few for repeated sequences [t, t] "
-                              "with |t| >= 2")
-        if half != HALF:
-            cut = f"|t| cut from {HALF} to {half} so that [t, t] fits the {runner.n_ctx} tokens {hw.meta.name} takes"
+    half, cut = runner.repeat_half(half, HALF)  # the default cut to the model's context (said so); one given kept or refused
     weights = hw  # what the measures read; the data come from the unprocessed model
     if fold_norm:
         from ..core.processing import fold_norm as _fold

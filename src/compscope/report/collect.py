@@ -33,6 +33,21 @@ class Labels:
     rule: str
 
 
+@dataclass(frozen=True)
+class VerdictData:
+    """What a report shows of a verdict: the activation labels ``(L, H)`` float64 by name, the
+    verdict's rows and per-head rankings (as ``verdict.csv`` and ``heads.csv`` hold them), the
+    interventional effects by kind (None without them) with a note of how they were measured, and
+    the lines ``compscope validate`` prints above its table (None when they cannot be rebuilt)."""
+
+    labels: dict[str, torch.Tensor]
+    rows: list[dict]
+    heads: list[dict]
+    effects: dict | None
+    effects_note: str | None
+    summary: list[str] | None
+
+
 @dataclass
 class Report:
     hw: object  # HeadWeights
@@ -95,11 +110,18 @@ def _above(t: torch.Tensor | None, threshold: float) -> list[tuple[int, int]]:
     return [tuple(x) for x in (t >= threshold).nonzero().tolist()]
 
 
-def read_validation(folder: str | Path, hw) -> tuple[dict, list[dict], list[dict], dict | None, str | None, list[str] | None]:
-    """Head labels, verdict rows, head rankings, the interventional effects (with a note of how
-    they were measured; None without ``interventions.parquet``) and the verdict's summary lines
-    (:func:`verdict_summary`; None without a readable ``run.json``) from a ``compscope validate
-    --out`` folder, checked against the model's shape."""
+def verdict_data(v) -> VerdictData:
+    """:class:`VerdictData` of a :class:`~compscope.data.validate.Verdict` in hand."""
+    fx = v.effects
+    return VerdictData({k: v.labels.mean[k] for k in ("induction", "previous_token", "duplicate_token", "sink")},
+                       v.rows, v.heads, dict(fx.by_kind), effects_note(fx.ablation, fx.paths, fx.sequences, fx.writers),
+                       verdict_summary(v.model, v.options))
+
+
+def read_validation(folder: str | Path, hw) -> VerdictData:
+    """:class:`VerdictData` from a ``compscope validate --out`` folder, checked against the model's
+    shape (effects None without ``interventions.parquet``, summary None without a readable
+    ``run.json``)."""
     import pandas as pd
 
     folder = Path(folder)
@@ -140,7 +162,7 @@ def read_validation(folder: str | Path, hw) -> tuple[dict, list[dict], list[dict
             raise OptionError(f"--data {folder}: validated model {model!r}, not {hw.meta.name!r}")
         summary = verdict_summary(model, options)
     effects, note = read_effects(folder / "interventions.parquet", L, H)
-    return scores, verdict, heads, effects, note, summary
+    return VerdictData(scores, verdict, heads, effects, note, summary)
 
 
 def verdict_summary(model: str | None, options) -> list[str] | None:
@@ -262,19 +284,12 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
         raise OptionError(f"no metric given applies to {hw.meta.name}: " + "; ".join(why))
     notes += [f"metric {n} estimated on {t.info['metric_data']}" for n, t in tables.items() if t.info.get("metric_data")]
     wl = weight_labels(hw)
-    dl, verdict, vheads, effects, note, summary = None, None, None, None, None, None
+    side = saved  # a folder written by `compscope validate --out`, or None
     if in_hand is not None or data == "run" or (data == "auto" and hw.meta.family == "toy"):  # toy models: seconds
         v = in_hand or validate(model, kinds=kinds, progress=progress, metric_data=metric_data)
-        lab = {k: v.labels.mean[k] for k in ("induction", "previous_token", "duplicate_token", "sink")}
-        verdict, vheads, summary = v.rows, v.heads, verdict_summary(v.model, v.options)
+        side = verdict_data(v)
         notes += v.notes
-        dl = data_labels(lab, wl.scores.get("copying"))
-        effects = dict(v.effects.by_kind)
-        note = effects_note(v.effects.ablation, v.effects.paths, v.effects.sequences, v.effects.writers)
-    elif saved is not None:  # a folder written by `compscope validate --out`
-        lab, verdict, vheads, effects, note, summary = saved
-        dl = data_labels(lab, wl.scores.get("copying"))
-    elif data == "auto":
+    elif saved is None and data == "auto":
         notes.append("no data: head labels from the weights; run `compscope validate MODEL --out DIR` and give "
                      "`--data DIR` for labels and the verdict from data")
     details = pair_details(hw, tables, mets, kinds, primary, detail_pairs)
@@ -289,5 +304,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
                "model_flags": [f"--{k.replace('_', '-')}" for k, on in (processing or {}).items() if on],  # and as loaded
                "detail_pairs": detail_pairs, "processing": list(hw.meta.processing),
                "metric_data": {n: t.info["metric_data"] for n, t in tables.items() if t.info.get("metric_data")} or None}
-    return Report(hw, hw.meta.name, tables, wl, dl, check_axioms(), verdict, vheads, details, tr, options, notes,
-                  effects, note, summary)
+    if side is None:
+        return Report(hw, hw.meta.name, tables, wl, None, check_axioms(), None, None, details, tr, options, notes)
+    return Report(hw, hw.meta.name, tables, wl, data_labels(side.labels, wl.scores.get("copying")), check_axioms(),
+                  side.rows, side.heads, details, tr, options, notes, side.effects, side.effects_note, side.summary)
