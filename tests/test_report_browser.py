@@ -136,6 +136,12 @@ def test_a_pair_without_stored_spectra_gives_a_command_that_runs(page, capsys):
                           f" D.model_flags = {json.dumps(flags)};"
                           " try { return pairCommand('embed', 'V', 0, 2, 1, 3); } finally { [D.model_arg, D.model_flags] = k; } })()")
         assert shlex.split(got) == ["compscope", "pair", want, "0.2", "1.3", "--kind", "V", "--metric", "embed", *flags]
+    # a metric estimated on data carries the data's options; another metric does not
+    got = pg.evaluate("(() => { const k = [D.on_data, D.metric_data_flags]; D.on_data = ['covariance'];"
+                      " D.metric_data_flags = ['--metric-seed', '0']; try { return [pairCommand('covariance', 'K', 0, 0, 1, 1),"
+                      " pairCommand('identity', 'K', 0, 0, 1, 1)]; } finally { [D.on_data, D.metric_data_flags] = k; } })()")
+    assert got == ["compscope pair induction-2l 0.0 1.1 --kind K --metric covariance --metric-seed 0",
+                   "compscope pair induction-2l 0.0 1.1 --kind K --metric identity"]
     assert errors == []
 
 

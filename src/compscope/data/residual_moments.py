@@ -88,6 +88,12 @@ class MetricData:
         if self.shrinkage == "none":  # the default, spelled out: the same data
             object.__setattr__(self, "shrinkage", None)
 
+    def cli_flags(self) -> list[str]:
+        """The command-line options that ask for these data (``--metric-sequences N`` ...), the
+        defaults left out."""
+        return [x for k in ("sequences", "length", "seed", "shrinkage") if getattr(self, k) is not None
+                for x in (f"--metric-{k}", str(getattr(self, k)))]
+
     @property
     def shrinks(self) -> bool:
         """Whether ``G`` is the Ledoit–Wolf estimate rather than the sample moment."""

@@ -245,6 +245,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     from ..analysis.axioms import check_axioms
     from ..core.factors import check_kinds
     from ..core.metrics import distinct_metrics, get_metric
+    from ..data.residual_moments import as_metric_data
     from ..data.validate import Verdict, validate
     from ..engine.composition import scores
     from ..loading.sources import load
@@ -302,6 +303,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
                "run": None if run is None else str(run),
                "model": str(model) if isinstance(model, (str, Path)) else None,  # as named, for the commands the page suggests
                "model_flags": [f"--{k.replace('_', '-')}" for k, on in (processing or {}).items() if on],  # and as loaded
+               "metric_data_flags": as_metric_data(metric_data).cli_flags(),  # for a metric estimated on data
                "detail_pairs": detail_pairs, "processing": list(hw.meta.processing),
                "metric_data": {n: t.info["metric_data"] for n, t in tables.items() if t.info.get("metric_data")} or None}
     if side is None:

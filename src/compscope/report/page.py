@@ -54,7 +54,9 @@ def document(rep, command: str, version: str) -> dict:
         centres[EFFECTS] = None
     edge_measure = "frobenius_baselined" if "frobenius_baselined" in first.measures else first.measures[0]
     return {
-        "model": rep.model, "model_arg": rep.options.get("model"), "model_flags": rep.options.get("model_flags", []), "command": command, "version": version, "card": card_rows(hw), "notes": rep.notes,
+        "model": rep.model, "model_arg": rep.options.get("model"), "model_flags": rep.options.get("model_flags", []),
+        "metric_data_flags": rep.options.get("metric_data_flags", []), "on_data": list(rep.options.get("metric_data") or {}),
+        "command": command, "version": version, "card": card_rows(hw), "notes": rep.notes,
         "L": hw.n_layers, "H": hw.n_heads, "d": hw.d_model, "r": hw.d_head,
         "kinds": rep.options["kinds"], "measures": measures, "metrics": list(rep.tables), "effects_note": rep.effects_note,
         "stored": how, "centres": centres, "tables": tables,

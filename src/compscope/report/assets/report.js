@@ -161,11 +161,14 @@ function showPair(metric, kind, l1, h1, l2, h2) {
     Object.entries(det.measures).map(([m, v]) => `<tr><td>${m}</td><td>${fmt(v, 5)}</td></tr>`).join("") + effectRow(kind, l1, h1, l2, h2);
 }
 // the command that prints one pair in full: the model as the report was given it (MODEL when it was
-// an object) and loaded (its processing flags)
+// an object) and loaded (its processing flags), and for a metric estimated on data, the data it was
+// estimated on (the options that are not the defaults)
 function pairCommand(metric, kind, l1, h1, l2, h2) {
   const m = D.model_arg === null || D.model_arg === undefined ? "MODEL"
     : /^[\w@%+=:,.\/-]+$/.test(D.model_arg) ? D.model_arg : `'${D.model_arg.replace(/'/g, "'\\''")}'`;
-  return [`compscope pair ${m} ${head(l1, h1)} ${head(l2, h2)} --kind ${kind} --metric ${metric}`, ...(D.model_flags || [])].join(" ");
+  const onData = (D.on_data || []).includes(metric) ? D.metric_data_flags || [] : [];
+  return [`compscope pair ${m} ${head(l1, h1)} ${head(l2, h2)} --kind ${kind} --metric ${metric}`, ...(D.model_flags || []),
+    ...onData].join(" ");
 }
 // with data, the pair's own interventional effect of this kind under the measures (empty without)
 function effectRow(kind, l1, h1, l2, h2, before = "") {
