@@ -286,6 +286,35 @@ def test_cli_validate_job_takes_its_kinds_and_writers(run_folder, tmp_path):
     assert got.auroc_confirmed.to_numpy() == pytest.approx(want.auroc_confirmed.to_numpy(), abs=1e-12, nan_ok=True)
 
 
+def test_validate_job_cuts_its_default_half_to_a_short_context_and_refuses_one_given(tmp_path):
+    """A tiny GPT-2 that takes 24 tokens: the job's default |t| = 16 would not fit, so it runs on
+    the longest repeats that do, as ``compscope.validate`` with that |t|; a |t| given that does not
+    fit fails the task with validate's message."""
+    from hf_tiny import BY_ID, build
+
+    from compscope.data.runner import runner_for
+
+    folder = tmp_path / "gpt2"
+    build(BY_ID["gpt2"], n_positions=24).save_pretrained(folder)
+    runner = runner_for(str(folder), progress=False)
+    first = runner.bos is not None
+    assert runner.n_ctx == 24
+    want_half = (24 - first) // 2
+    opts = {"sequences": 4, "metrics": ["identity"], "kinds": "K"}
+    r = sweep([Task(str(folder), "gpt2", -1, "validate", opts)], tmp_path / "v", progress=False)
+    assert (r.done, r.failed) == (1, {})
+    got = read_dataset(tmp_path / "v")
+    want = compscope.validate(str(folder), sequences=4, half=want_half, metrics=("identity",), kinds="K",
+                              progress=False).verdict_frame()
+    key = ["measure", "metric", "kind"]
+    got, want = got.sort_values(key).reset_index(drop=True), want.sort_values(key).reset_index(drop=True)
+    assert got[key].equals(want[key])
+    assert got.spearman.to_numpy() == pytest.approx(want.spearman.to_numpy(), nan_ok=True)
+    r = sweep([Task(str(folder), "gpt2", -1, "validate", {**opts, "half": 16})], tmp_path / "w", progress=False)
+    assert r.done == 0 and len(r.failed) == 1
+    assert f"half=16: sequences [t, t] of {first + 32} tokens are longer than" in "".join(r.failed.values())
+
+
 def test_cli_validate_job_runs_a_folder_model_in_16_bit(tmp_path):
     """``sweep --job validate --model-dtype bfloat16`` on a tiny random Llama folder: the verdict
     is ``compscope.validate(folder, model_dtype='bfloat16')``'s and the dtype is in the task's

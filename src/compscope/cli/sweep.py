@@ -30,7 +30,8 @@ def add_arguments(p) -> None:
                    help="a metric (repeatable: one task each; default identity); --job validate: the metrics each "
                         "verdict judges, all in one task (default identity, embed, activations and covariance)")
     p.add_argument("--sequences", type=count, metavar="N", help="--job validate: repeated random sequences per verdict (default 16)")
-    p.add_argument("--half", type=half_length, metavar="N", help="--job validate: length of the repeated half |t| (default 16)")
+    p.add_argument("--half", type=half_length, metavar="N", help="--job validate: length of the repeated half |t| (default 16, or the longest "
+                   "that fits the model's context; a length given that does not fit is refused)")
     p.add_argument("--writers", type=writers, metavar="HEADS", help="--job validate: intervene on these writer heads "
                    "only (LAYER.HEAD, LAYER or A-B, comma-separated; default every head)")
     add_model_dtype(p, "--job validate: ")

@@ -11,6 +11,9 @@ from pathlib import Path
 from ..errors import OptionError
 
 JOBS = ("scores", "track", "validate")
+#: ``|t|`` of ``--job validate``'s repeated sequences by default (cut to a shorter context; a
+#: length given that does not fit is refused)
+SWEEP_HALF = 16
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,8 @@ def run_task(task: Task, device=None):
 
         # the weights are loaded once: the hash and the verdict read the same
         runner = runner_for(task.source, progress=False, device=device, dtype=opts.get("model_dtype"))
-        v = validate(runner, sequences=int(opts.get("sequences", 16)), half=int(opts.get("half", 16)),
+        half, _ = runner.repeat_half(opts.get("half"), SWEEP_HALF)  # the default cut to a shorter context
+        v = validate(runner, sequences=int(opts.get("sequences", 16)), half=half,
                      metrics=tuple(opts.get("metrics", DEFAULT_METRICS)), kinds=opts.get("kinds", "QKV"),
                      writers=opts.get("writers"), progress=False, metric_data=_metric_data(opts))
         df = v.verdict_frame()
