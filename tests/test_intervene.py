@@ -585,3 +585,30 @@ def test_cli_intervenes_on_the_writers_named(capsys):
     main(["intervene", "--writers", "0.1", "--kinds", "K", "--sequences", "4", "--half", "8"])
     out = capsys.readouterr().out
     assert "writers 0.1 (1 head)" in out and "over 4 pairs" in out  # 0.1 into the four heads of layer 1
+
+
+@pytest.mark.parametrize(("d_model", "d_head", "rank"), [(12, 4, 4), (12, 4, 2), (3, 5, 3), (8, 8, 8)])
+def test_output_frames_keep_every_norm_of_what_a_head_writes(d_model, d_head, rank):
+    """``R`` of :func:`output_frames` (``W_O = U R``): for outputs ``z`` and ``z'``, ``‖R z‖``,
+    ``‖R z' − R z‖`` and ``⟨R Δz, R z⟩`` equal those of ``W_O z`` in ``d_model`` coordinates
+    (dense float64), for heads of full rank, of lower rank and wider than the residual; so the V
+    effects read in those coordinates are the ones of the definition."""
+    from types import SimpleNamespace
+
+    from compscope.data.intervene import _v_sums, compact_outputs, head_outputs, output_frames
+
+    g = torch.Generator().manual_seed(d_model * 100 + d_head * 10 + rank)
+    H = 3
+    w = (torch.randn(H, d_model, rank, generator=g, dtype=torch.float64)
+         @ torch.randn(H, rank, d_head, generator=g, dtype=torch.float64))  # (head, d_model, d_head) of rank `rank`
+    hw = SimpleNamespace(W_O=[w])
+    (frame,) = output_frames(hw)
+    assert frame.shape == (H, min(d_model, d_head), d_head) and frame.dtype == torch.float64
+    pattern = torch.rand(2, H, 5, 5, generator=g, dtype=torch.float64).softmax(-1)
+    v, v2 = (torch.randn(2, H, 5, d_head, generator=g, dtype=torch.float64) for _ in range(2))
+    full = [head_outputs(SimpleNamespace(W_O=[w]), 0, pattern, x) for x in (v, v2)]
+    small = [compact_outputs(frame, pattern, x) for x in (v, v2)]
+    torch.testing.assert_close(small[0].norm(dim=-1), full[0].norm(dim=-1), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close((small[1] - small[0]).norm(dim=-1), (full[1] - full[0]).norm(dim=-1), rtol=1e-12, atol=1e-12)
+    for a, b in zip(_v_sums(small[0], small[1]), _v_sums(full[0], full[1])):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)

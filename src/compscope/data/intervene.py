@@ -42,7 +42,10 @@ Two implementations, one definition:
   writer ``h1`` its ``δ`` once, and for every later layer and kind only the changed side — the
   queries, keys or values of all that layer's heads at once — recomputed from ``HeadWeights``
   (:mod:`compscope.core.attention`), nothing propagated: about one layer's attention per
-  (writer, later layer, kind), never a whole forward pass, in memory of a few layers' states;
+  (writer, later layer, kind), never a whole forward pass, in memory of a few layers' states.
+  The V effects read each head's output in ``d_head`` coordinates, ``R z`` with ``W_O = U R``
+  (``U``'s columns orthonormal), whose norms and differences are those of ``W_O z``
+  (:func:`output_frames`);
 - :func:`interventional_composition` on a ``ToyTransformer``: the toy's own forward pass with
   ``edits=``, one pass per ``(h1, kind, layer of h2)`` — the brute-force reference the tests
   hold the first against.
@@ -171,6 +174,20 @@ def _check(kinds: str, ablation: str, tokens: Tensor) -> str:
     return check_kinds(kinds)
 
 
+def output_frames(hw) -> list[Tensor]:
+    """Per layer ``R: (head, k, d_head)``, ``k = min(d_model, d_head)``, with ``W_O^h = U R^h`` and
+    ``Uᵀ U = I`` (QR in float64, returned in ``W_O``'s dtype): ``‖R z‖ = ‖W_O z‖`` for every ``z``,
+    so a head's output norms, and those of differences of outputs, cost ``k`` coordinates rather
+    than ``d_model``."""
+    return [torch.linalg.qr(w.double()).R.to(w.dtype) for w in hw.W_O]
+
+
+def compact_outputs(frame: Tensor, pattern: Tensor, v: Tensor) -> Tensor:
+    """What each head writes in its :func:`output_frames` coordinates, ``R^h z_h`` with ``z =
+    pattern @ v``: ``(batch, seq, head, k)``, with the norms of :func:`head_outputs`'."""
+    return torch.einsum("hkr,bhsr->bshk", frame, pattern @ v)
+
+
 def _heads(hw, tr) -> tuple[list, list, list]:
     """Per layer of a trace: the clean queries, keys and values, patterns and head outputs."""
     L = hw.n_layers
@@ -233,6 +250,7 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
         means = [(s_ / tokens.shape[0]).float() for s_ in sums]
         if len(chunks) == 1:  # one batch: its trace serves the effects too
             kept_state = (tr, state)
+    frames = output_frames(hw) if "V" in kinds else None
     zero = lambda: torch.zeros(L, H, L, H, dtype=torch.float64, device=dev)  # noqa: E731
     acc = {k: zero() for k in kinds}
     turn, kept = zero(), zero()
@@ -243,6 +261,7 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
             tr = runner.trace(chunk)
             qkv, pattern, o = _heads(hw, tr)
         mlp = _clean_mlp(runner, tr) if paths == "direct" else None
+        clean_v = {l2: compact_outputs(frames[l2], pattern[l2], qkv[l2]["V"]) for l2 in range(1, L)} if frames else None
         for l1 in range(L - 1):
             if not mask[l1].any():
                 continue
@@ -266,7 +285,7 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
                     for kind in kinds:
                         changed = project(hw, l2, kind, x2)
                         if kind == "V":
-                            norm_sum, turn_sum, count = _v_sums(o[l2], head_outputs(hw, l2, pattern[l2], changed))
+                            norm_sum, turn_sum, count = _v_sums(clean_v[l2], compact_outputs(frames[l2], pattern[l2], changed))
                             acc["V"][l1, h1, l2] += norm_sum
                             turn[l1, h1, l2] += turn_sum
                             kept[l1, h1, l2] += count
@@ -314,7 +333,8 @@ def _direct_path(runner, tr, mlp: list[Tensor] | None, l1: int, delta: Tensor):
 
 def _v_sums(o: Tensor, o2: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """``(head,)`` sums over positions where ``‖o‖ > 0`` of ``|‖o'‖ − ‖o‖| / ‖o‖`` and of
-    ``‖o' − o‖ / ‖o‖``, and how many positions, for head outputs ``(batch, seq, head, d_model)``.
+    ``‖o' − o‖ / ‖o‖``, and how many positions, for head outputs ``(batch, seq, head, d)`` (in
+    ``d_model`` coordinates or those of :func:`output_frames`).
     Per position in the outputs' dtype (float32), free of cancellation: with ``Δ = o' − o``,
     ``‖o'‖ − ‖o‖ = (2⟨Δ, o⟩ + ‖Δ‖²) / (‖o'‖ + ‖o‖)``, so each term is within a few
     ``1e-7 ‖Δ‖ / ‖o‖`` of float64 (not ``1e-7``, as a difference of norms would be); the sums in
