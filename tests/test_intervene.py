@@ -606,7 +606,7 @@ def test_output_frames_keep_every_norm_of_what_a_head_writes(d_model, d_head, ra
     assert frame.shape == (H, min(d_model, d_head), d_head) and frame.dtype == torch.float64
     pattern = torch.rand(2, H, 5, 5, generator=g, dtype=torch.float64).softmax(-1)
     v, v2 = (torch.randn(2, H, 5, d_head, generator=g, dtype=torch.float64) for _ in range(2))
-    full = [head_outputs(SimpleNamespace(W_O=[w]), 0, pattern, x) for x in (v, v2)]
+    full = [head_outputs(hw, 0, pattern, x) for x in (v, v2)]
     small = [compact_outputs(frame, pattern, x) for x in (v, v2)]
     torch.testing.assert_close(small[0].norm(dim=-1), full[0].norm(dim=-1), rtol=1e-12, atol=1e-12)
     torch.testing.assert_close((small[1] - small[0]).norm(dim=-1), (full[1] - full[0]).norm(dim=-1), rtol=1e-12, atol=1e-12)
