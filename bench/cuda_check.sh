@@ -11,8 +11,8 @@
 # traceback (bench/RESULTS.md, "CUDA: an H100"); 4. the data side on the machine's CPU; 5. the
 # engine benchmarks of that section, on the device (and, as `cores`, the per-head SVD cores on the
 # machine's CPU: bench/cpu_limits.py section 1c). ONLY="name ..." runs the checks named
-# (test_device interventions_cuda interventions_cuda_bf16 open_tests interventions_cpu cores speed 7b
-# precision_7b); the first five took 194 s on an H100 (bench/RESULTS.md, 2026-11-26). ONLY=suite
+# (test_device interventions_cuda interventions_cuda_bf16 open_tests interventions_cpu verdict_cuda cores speed
+# 7b precision_7b); the first five took 194 s on an H100 (bench/RESULTS.md, 2026-11-26). ONLY=suite
 # (named only, never by default) runs the whole test suite but the docs test on 16 workers, each
 # test's name and outcome printed as it ends (a run cut off by the lease still names its failures);
 # alone, ONLY=suite, it reached 95 % of the suite in 530 s on an H100 with the gguf and plotly wheels
@@ -31,7 +31,7 @@ run() {
 }
 run test_device 200 "$py" -m pytest -q -p no:cacheprovider tests/test_device.py -rs
 model=$(mktemp -d)/random-smollm2-shape  # about 0.5 GB: kept out of OUT
-if wanted interventions_cuda || wanted interventions_cuda_bf16 || wanted interventions_cpu; then
+if wanted interventions_cuda || wanted interventions_cuda_bf16 || wanted interventions_cpu || wanted verdict_cuda; then
 "$py" - "$model" <<'EOF'
 import sys, torch, transformers
 torch.manual_seed(0)
@@ -48,6 +48,7 @@ run open_tests 300 "$py" -m pytest -q -p no:cacheprovider --tb=short \
   tests/test_bench.py::test_measures_vs_interventions_on_the_shipped_model \
   tests/test_hub.py::test_data_based_commands_run_the_model_by_hub_id
 run interventions_cpu 300 "$py" bench/interventions_real.py --model "$model" --device cpu
+run verdict_cuda 400 "$py" bench/validate_real.py --model "$model"  # the whole verdict, on CUDA by default
 run cores 120 "$py" bench/cpu_limits.py --sections 1c --repeats 3 --wait 0
 run speed 300 "$py" bench/composition_speed.py --device cuda --no-tl --repeats 3 --wait 0
 run 7b 120 "$py" bench/composition_7b.py --device cuda --wait 0

@@ -9,7 +9,12 @@ memory of the process. Target (issue): all pairs and kinds in at most 10 minutes
     python bench/interventions_real.py --model PATH --device cuda --model-dtype bfloat16   # the model in 16 bits
 
 Prints the phases (load, trace + labels, interventions), the peak resident memory, and the
-strongest K effects, so that a rerun can be compared.
+strongest K effects, so that a rerun can be compared. ``--save FILE`` keeps every effect (a
+safetensors file); ``--against FILE`` prints, per kind, the largest difference from those of an
+earlier run (another commit, device or dtype):
+
+    python bench/interventions_real.py --save before.safetensors      # on one commit
+    python bench/interventions_real.py --against before.safetensors   # on another
 """
 
 from __future__ import annotations
@@ -45,6 +50,8 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", help="where the model runs and the heads are recomputed (default cpu)")
     ap.add_argument("--model-dtype", default="float32", choices=list(RUN_DTYPES),
                     help="what the model computes in (default float32; the recomputation stays float32)")
+    ap.add_argument("--save", metavar="FILE", help="write every effect to FILE (safetensors)")
+    ap.add_argument("--against", metavar="FILE", help="print the largest difference from the effects in FILE")
     args = ap.parse_args()
     check_device(args.device)
     torch.set_num_threads(args.threads)
@@ -73,6 +80,21 @@ def main() -> None:
                                              for i, v in top_entries(eff.by_kind["K"], 5)))
     print("best previous-token heads: " + "   ".join(f"{l}.{h} {v:.2f}" for (l, h), v in top_entries(labels.previous_token, 3))
           + ";  best induction heads: " + "   ".join(f"{l}.{h} {v:.2f}" for (l, h), v in top_entries(labels.induction, 3)))
+    effects = {**eff.by_kind, "V (direction)": eff.v_direction}
+    if args.save:
+        from safetensors.torch import save_file
+
+        save_file({k: v.contiguous() for k, v in effects.items()}, args.save)
+    if args.against:
+        from safetensors.torch import load_file
+
+        before = load_file(args.against)
+        for kind, now in effects.items():
+            was = before[kind]
+            same_pairs = torch.equal(now.isfinite(), was.isfinite())
+            d = (now - was)[now.isfinite()].abs()
+            print(f"against {args.against}: {kind:<14} largest |difference| {d.max().item():.3g} "
+                  f"(largest effect {now[now.isfinite()].abs().max().item():.3g}){'' if same_pairs else '; other pairs measured'}")
 
 
 if __name__ == "__main__":

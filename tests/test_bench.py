@@ -38,11 +38,27 @@ def test_measures_vs_interventions_on_the_shipped_model():
     assert "median over 1 models" in out
 
 
-def test_interventions_real_on_the_default_model():
-    out = bench("interventions_real.py", "--model", "induction-2l")
+def test_interventions_real_on_the_default_model(tmp_path):
+    """The toy's strongest K effect is a layer-0 writer into a layer-1 reader; ``--save`` keeps every
+    effect and ``--against`` compares a run with them: 0 for the same run, the shift for a file
+    whose K effects were moved by 0.25."""
+    from safetensors.torch import load_file, save_file
+
+    saved = tmp_path / "fx.safetensors"
+    out = bench("interventions_real.py", "--model", "induction-2l", "--save", str(saved))
     strongest = re.search(r"strongest K effects: (\d+)\.\d+->(\d+)\.\d+", out)
     assert strongest and strongest.groups() == ("0", "1"), out  # a layer-0 writer into a layer-1 reader
     assert "peak resident memory" in out and "device cpu, model in float32" in out
+    effects = load_file(saved)
+    assert set(effects) == {"Q", "K", "V", "V (direction)"} and effects["K"].shape == (2, 4, 2, 4)
+    effects["K"] = effects["K"] + 0.25
+    save_file(effects, tmp_path / "moved.safetensors")
+    for against, k_shift in ((saved, 0.0), (tmp_path / "moved.safetensors", 0.25)):
+        out = bench("interventions_real.py", "--model", "induction-2l", "--against", str(against))
+        found = dict(re.findall(r"^against .*: (Q|K|V|V \(direction\)) +largest \|difference\| (\S+)", out, re.M))
+        assert set(found) == {"Q", "K", "V", "V (direction)"}, out
+        assert float(found["K"]) == pytest.approx(k_shift, abs=1e-12), out
+        assert all(float(found[k]) == 0.0 for k in ("Q", "V", "V (direction)")), out
 
 
 def test_model_dtype_on_a_tiny_model_folder(tmp_path):
