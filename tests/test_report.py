@@ -361,6 +361,23 @@ def test_the_python_api_writes_the_page_the_command_writes(tmp_path, capsys):
     assert api == cli
 
 
+def test_the_made_by_line_of_the_python_api_names_every_option_that_changes_the_page(tmp_path):
+    """Measures, metrics, detail pairs and the metric's data are named as given (a metric object by
+    its kind, the data by the fields given); options left at their defaults are not."""
+    import compscope
+    from compscope.core.metrics import get_metric
+    from compscope.data.residual_moments import MetricData
+
+    index = compscope.write_report("induction-2l", tmp_path / "r", kinds="K", measures=("tight",),
+                                   metrics=["identity", get_metric("embed", compscope.load("induction-2l")), "covariance"],
+                                   data="none", detail_pairs=2, figures=False, progress=False,
+                                   metric_data=MetricData(sequences=8, seed=0))
+    assert _document(index.read_text())["command"] == (
+        f"compscope.write_report('induction-2l', out={str(tmp_path / 'r')!r}, kinds='K', measures=('tight',), "
+        "metrics=['identity', Metric, 'covariance'], data='none', detail_pairs=2, "
+        "metric_data=MetricData(sequences=8, seed=0))")
+
+
 def test_a_verdict_in_hand_is_the_reports_data(tmp_path, monkeypatch):
     """``data=`` a Verdict: the page holds its rows, truth lines, head rankings and effects, and
     nothing is validated again; a verdict of another model, or data of no known kind, is refused."""

@@ -46,8 +46,9 @@ def write_report(model=DEFAULT_MODEL, out: str | Path = "compscope-report", *, k
     figures beside the page (matplotlib); ``fold_norm``, ``center_writing``, ``fold_value_bias``:
     how the weights are processed when loaded."""
     defaults = inspect.signature(write_report).parameters  # the call as the page names it: arguments not left as they were
-    chosen = {"kinds": kinds, "data": data, "run": run, "fold_norm": fold_norm, "center_writing": center_writing,
-              "fold_value_bias": fold_value_bias}
+    chosen = {"kinds": kinds, "measures": measures, "metrics": metrics, "data": data, "run": run,
+              "detail_pairs": detail_pairs, "metric_data": metric_data, "fold_norm": fold_norm,
+              "center_writing": center_writing, "fold_value_bias": fold_value_bias}
     said = [repr(model if isinstance(model, (str, Path)) else type(model).__name__), f"out={str(out)!r}"]
     said += [f"{k}={_said(v)}" for k, v in chosen.items() if v is not defaults[k].default and v != defaults[k].default]
     _, paths = build(model, out, command=f"compscope.write_report({', '.join(said)})", kinds=kinds, measures=measures,
@@ -58,5 +59,17 @@ def write_report(model=DEFAULT_MODEL, out: str | Path = "compscope-report", *, k
 
 
 def _said(v) -> str:
-    """An argument as the page's "made by" line names it (an object by its kind)."""
-    return repr(str(v) if isinstance(v, Path) else v) if isinstance(v, (str, Path, bool, type(None))) else type(v).__name__
+    """An argument as the page's "made by" line names it: plain values and lists of them as
+    written, :class:`~compscope.data.residual_moments.MetricData` by the fields given, any other
+    object by its kind."""
+    from ..data.residual_moments import MetricData
+
+    if isinstance(v, (str, Path, bool, int, float, type(None))):
+        return repr(str(v) if isinstance(v, Path) else v)
+    if isinstance(v, (list, tuple)):
+        inner = ", ".join(_said(x) for x in v)
+        return f"[{inner}]" if isinstance(v, list) else f"({inner}{',' if len(v) == 1 else ''})"
+    if isinstance(v, MetricData):
+        given = [f"{k}={getattr(v, k)!r}" for k in ("sequences", "length", "seed", "shrinkage") if getattr(v, k) is not None]
+        return f"MetricData({', '.join(given)})"
+    return type(v).__name__
