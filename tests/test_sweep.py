@@ -180,6 +180,7 @@ def test_validate_job_writes_the_verdict_of_each_checkpoint(run_folder, tmp_path
     assert got[key].equals(want[key]) and got.spearman.notna().all()
     assert got.spearman.to_numpy() == pytest.approx(want.spearman.to_numpy())
     assert set(df.content_hash) == {content_hash(compscope.load(last[0]))}
+    assert set(df.half) == {16} and all("|t| = 16 (seed 12345)" in d and "cut" not in d for d in df.data)
 
 
 def test_every_job_computes_on_the_device_of_the_sweep(run_folder, tmp_path, monkeypatch):
@@ -310,6 +311,10 @@ def test_validate_job_cuts_its_default_half_to_a_short_context_and_refuses_one_g
     got, want = got.sort_values(key).reset_index(drop=True), want.sort_values(key).reset_index(drop=True)
     assert got[key].equals(want[key])
     assert got.spearman.to_numpy() == pytest.approx(want.spearman.to_numpy(), nan_ok=True)
+    assert set(got.half) == {want_half}  # the |t| the rows ran on, and why it is not the default
+    assert set(got.data) == {f"gpt2: 4 repeated random sequences [t, t], |t| = {want_half} (seed 12345); interventions "
+                             f"(mean-ablation) on 4 of them; |t| cut from 16 to {want_half} so that [t, t] fits the 24 "
+                             "tokens gpt2 takes"}
     r = sweep([Task(str(folder), "gpt2", -1, "validate", {**opts, "half": 16})], tmp_path / "w", progress=False)
     assert r.done == 0 and len(r.failed) == 1
     assert f"half=16: sequences [t, t] of {first + 32} tokens are longer than" in "".join(r.failed.values())

@@ -114,15 +114,17 @@ def run_task(task: Task, device=None):
         df, digest = _track_rows(task.source, opts, device)  # the checkpoint is read once, its hash recorded there
     elif task.job == "validate":
         from ..data.runner import runner_for
-        from ..data.validate import DEFAULT_METRICS, validate
+        from ..data.validate import DEFAULT_METRICS, data_line, validate
 
         # the weights are loaded once: the hash and the verdict read the same
         runner = runner_for(task.source, progress=False, device=device, dtype=opts.get("model_dtype"))
-        half, _ = runner.repeat_half(opts.get("half"), SWEEP_HALF)  # the default cut to a shorter context
+        half, cut = runner.repeat_half(opts.get("half"), SWEEP_HALF)  # the default cut to a shorter context
         v = validate(runner, sequences=int(opts.get("sequences", 16)), half=half,
                      metrics=tuple(opts.get("metrics", DEFAULT_METRICS)), kinds=opts.get("kinds", "QKV"),
                      writers=opts.get("writers"), progress=False, metric_data=_metric_data(opts))
         df = v.verdict_frame()
+        df["half"] = half  # what the options leave to the default, the rows say
+        df["data"] = data_line(v.model, v.options) + (f"; {cut}" if cut else "")
         digest = content_hash(runner.hw)
     else:
         raise OptionError(f"sweep job {task.job!r}: use one of {', '.join(JOBS)}")
