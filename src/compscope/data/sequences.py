@@ -104,7 +104,7 @@ def natural_text(tokenizer, n: int, seq_len: int, seed: int, bos: int | None = N
         raise OptionError("natural text needs the model's tokenizer, and this model has none (a toy model, or a "
                           "folder without tokenizer files)")
     body = seq_len - (bos is not None)
-    ids = torch.tensor(tokenizer.encode(stdlib_text(), add_special_tokens=False), dtype=torch.long)
+    ids = torch.tensor(_encode(tokenizer, stdlib_text()), dtype=torch.long)
     windows = len(ids) // body
     if windows < n:
         raise OptionError(f"the standard-library text gives {windows} sequences of {seq_len} tokens; asked for {n}")
@@ -114,6 +114,16 @@ def natural_text(tokenizer, n: int, seq_len: int, seed: int, bos: int | None = N
     if bos is not None:
         out = torch.cat([torch.full((n, 1), bos, dtype=torch.long), out], dim=1)
     return out
+
+
+def _encode(tokenizer, text: str) -> list[int]:
+    """``text``'s token ids, no special tokens added. The whole text is one call, so that its
+    pieces join as the tokenizer joins them; a ``transformers`` tokenizer is told not to warn that
+    it is longer than the model's context (it is cut into windows that fit)."""
+    from transformers import PreTrainedTokenizerBase
+
+    quiet = {"verbose": False} if isinstance(tokenizer, PreTrainedTokenizerBase) else {}
+    return tokenizer.encode(text, add_special_tokens=False, **quiet)
 
 
 def python_version() -> str:
