@@ -92,6 +92,13 @@ def test_command_line(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["scores", "--metric", "activations", "--metric-length", "3"])
     assert "--metric-length: '3': expected an integer >= 4" in capsys.readouterr().err
+    # a length given is kept or refused (the toy takes 64 tokens), as a |t| given is; the default is cut to fit
+    assert main(["scores", "--metric", "activations", "--metric-length", "65", "--kinds", "K"]) == 2
+    assert ("metric data: length=65: longer than the 64 tokens induction-2l step 4000 takes; give a length <= 64, "
+            "or leave it out for the default (cut to fit)") in capsys.readouterr().err
+    assert main(["scores", "--metric", "activations", "--metric-length", "64", "--metric-sequences", "4", "--kinds", "K",
+                 "--measure", "frobenius", "--top", "1"]) == 0
+    assert "estimated on 4 held-out repeated random sequences [t, t], |t| = 32 (seed 12346)" in capsys.readouterr().out
     assert main(["validate", "--metric", "covariance", "--metric-sequences", "12", "--metric-length", "20", "--kinds", "K",
                  "--sequences", "8", "--half", "8", "--intervention-sequences", "2", "--out", str(tmp_path / "v")]) == 0
     assert "note: metrics on data estimated on 12 held-out repeated random sequences" in capsys.readouterr().out

@@ -97,6 +97,8 @@ def test_head_circuits_take_the_data(rotary, capsys):
     with pytest.raises(SystemExit):
         main(["circuits", str(rotary), "--content", "activations", "--sample-length", "2"])
     assert "--sample-length: '2': expected an integer >= 4" in capsys.readouterr().err
+    assert main(["circuits", str(rotary), "--content", "activations", "--sample-length", "17"]) == 2  # it takes 16
+    assert "sample data: length=17: longer than the 16 tokens" in capsys.readouterr().err
 
 
 def test_validate_records_the_data_and_refuses_them_where_nothing_is_sampled(rotary, tmp_path, capsys):

@@ -70,7 +70,8 @@ class MetricData:
     variants) are estimated on: ``sequences`` of ``length`` tokens, ``seed`` picking them. None
     leaves the model's default: natural text, 64 sequences of 128 tokens (at most the model's
     context); compscope's toy models, which have no tokenizer, 200 held-out repeated random
-    sequences ``[t, t]`` of 64 tokens (``|t| = length / 2``); seed 12346 (the verdict's sequences
+    sequences ``[t, t]`` of 64 tokens (``|t| = length / 2``); a length given that the model cannot
+    take is refused; seed 12346 (the verdict's sequences
     use 12345, so that a measure is never scored on its own test data). ``shrinkage``: how each
     layer's ``G`` is estimated from them: None (or ``'none'``), the sample moment;
     ``'ledoit-wolf'``, the sample moment shrunk toward a multiple of the identity by the
@@ -100,9 +101,11 @@ class MetricData:
         return self.shrinkage == "ledoit-wolf"
 
     def resolved(self, runner) -> tuple[int, int, int]:
-        """``(sequences, length, seed)`` for ``runner``'s model, the defaults filled in."""
+        """``(sequences, length, seed)`` for ``runner``'s model, the defaults filled in (a length
+        given that the model cannot take is refused; the default is cut to fit)."""
         from .runner import ToyRunner
 
+        _check_fits(runner, self.length, "metric data")
         toy = isinstance(runner, ToyRunner)
         return (self.sequences or (TOY_SEQUENCES if toy else TEXT_SEQUENCES),
                 self.length or (2 * TOY_HALF if toy else TEXT_LENGTH),
@@ -114,6 +117,14 @@ def _check_fields(data, what: str, lows: tuple[tuple[str, int], ...]) -> None:
     for name, low in lows:
         if getattr(data, name) is not None:
             check_int(f"{what}: {name}", getattr(data, name), low)
+
+
+def _check_fits(runner, length: int | None, what: str) -> None:
+    """A ``length`` given that is longer than ``runner``'s model takes is refused (as a ``|t|``
+    given is); None, the default, is cut to fit where it is used."""
+    if length is not None and runner.n_ctx is not None and length > runner.n_ctx:
+        raise OptionError(f"{what}: length={length}: longer than the {runner.n_ctx} tokens {runner.hw.meta.name} "
+                          f"takes; give a length <= {runner.n_ctx}, or leave it out for the default (cut to fit)")
 
 
 def _as(data, cls, what: str):
@@ -346,24 +357,27 @@ class SampleData:
     def __post_init__(self) -> None:
         _check_fields(self, "sample data", (("sequences", 1), ("length", 4), ("seed", 0), ("positions", 1)))
 
-    def resolved(self) -> tuple[int, int, int, int]:
-        """``(sequences, length, seed, positions)``, the defaults filled in."""
+    def resolved(self, runner=None) -> tuple[int, int, int, int]:
+        """``(sequences, length, seed, positions)``, the defaults filled in; with ``runner``, a
+        length given that its model cannot take is refused (the default is cut to fit)."""
+        if runner is not None:
+            _check_fits(runner, self.length, "sample data")
         return (self.sequences or CONTENT_SEQUENCES, self.length or TEXT_LENGTH,
                 METRIC_SEED if self.seed is None else self.seed, self.positions or CONTENT_SAMPLES)
 
     def tokens(self, runner) -> Tensor:
         """The ``(sequences, length)`` tokens of ``runner``'s model these samples are taken on."""
-        n, length, seed, _ = self.resolved()
+        n, length, seed, _ = self.resolved(runner)
         return metric_tokens(runner, n, length, seed)
 
     def text(self, runner) -> str:
         """What :meth:`tokens` gives, in words."""
-        n, length, seed, _ = self.resolved()
+        n, length, seed, _ = self.resolved(runner)
         return tokens_data(runner, n, length, seed)
 
     def content(self, runner) -> str:
         """What the ``activations`` content is sampled on, in words (recorded)."""
-        n, length, _, k = self.resolved()
+        n, length, _, k = self.resolved(runner)
         there = n * (_token_length(runner, length) - 1)
         drawn = f"{k} of the {there} positions after the first, drawn by the same seed" if k < there \
             else f"all {there} positions after the first"
@@ -419,7 +433,7 @@ def content_samples(hw, model, data: SampleData | None = None, progress: bool = 
     model runs unprocessed)."""
     data = as_sample_data(data)
     runner = content_runner(hw, model)
-    _, _, seed, positions = data.resolved()
+    _, _, seed, positions = data.resolved(runner)
     return residual_samples(runner, data.tokens(runner), positions, seed=seed, hw=hw, progress=progress)
 
 
