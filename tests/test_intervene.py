@@ -612,3 +612,57 @@ def test_output_frames_keep_every_norm_of_what_a_head_writes(d_model, d_head, ra
     torch.testing.assert_close((small[1] - small[0]).norm(dim=-1), (full[1] - full[0]).norm(dim=-1), rtol=1e-12, atol=1e-12)
     for a, b in zip(_v_sums(small[0], small[1]), _v_sums(full[0], full[1])):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("ablation", ["mean", "zero"])
+@pytest.mark.parametrize("variant_id", ["gpt2", "llama-gqa-bias", "qwen3-qk-norm", "olmo2-layer-qk-norm", "gemma",
+                                        "olmo-parameter-free-layernorm", "phi-partial-rotary-qk-layernorm",
+                                        "gptj-interleaved-rotary", "gemma3-text", "falcon-mqa-parallel"])
+def test_the_direct_path_in_the_writers_coordinates_gives_the_plain_routes_effects(variant_id, ablation, monkeypatch):
+    """``compscope.data.factored_path`` (pre-norms of every kind: LayerNorm with biases, RMSNorm,
+    Gemma's 1 + w, parameter-free; QK-norm per head and per layer; rotary in halves, partial and
+    interleaved; GQA/MQA) against the residual changed, normed and projected, for both ablations
+    (Gemma 3, whose attention output is normed, takes the plain route either way)."""
+    pytest.importorskip("transformers")
+    from hf_tiny import BY_ID, build, random_ids
+
+    import compscope
+    from compscope.data import intervene
+
+    model = build(BY_ID[variant_id])
+    runner = runner_for(model, compscope.load(model))
+    t = random_ids(batch=3)
+    got = intervention_effects(runner, t, "QKV", ablation, progress=False)
+    monkeypatch.setattr(intervene, "FACTORED", False)
+    want = intervention_effects(runner, t, "QKV", ablation, progress=False)
+    for kind in "QKV":
+        torch.testing.assert_close(got.by_kind[kind], want.by_kind[kind], atol=1e-6, rtol=1e-5, equal_nan=True)
+    torch.testing.assert_close(got.v_direction, want.v_direction, atol=1e-6, rtol=1e-5, equal_nan=True)
+
+
+@pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])
+def test_a_writer_that_nearly_cancels_the_residual_takes_the_plain_route(norm):
+    """Where ``r + W_O u`` is almost 0, ``σ'²`` from ``σ²`` and the cross terms would lose digits:
+    that later layer takes the plain route (asked for by ``plain``); elsewhere the factored reads
+    equal the plain ones (the norm's float32)."""
+    from compscope.core.attention import project
+    from compscope.data import factored_path
+    cfg = ToyConfig(n_layers=3, n_heads=3, d_model=12, d_head=4, d_vocab=10, n_ctx=8, norm=norm, positions="rotary")
+    hw = ToyTransformer(cfg, seed=0).double().head_weights()
+    g = torch.Generator().manual_seed(0)
+    u = torch.randn(2, 8, hw.d_head, generator=g, dtype=hw.W_O.dtype)
+    delta = torch.einsum("dr,bsr->bsd", hw.W_O[0][1], u)
+    resid = [torch.randn(2, 8, hw.d_model, generator=g, dtype=hw.W_O.dtype) for _ in range(3)]
+    resid[2] = -delta + 1e-4 * torch.randn(2, 8, hw.d_model, generator=g, dtype=hw.W_O.dtype)
+    asked = []
+
+    def plain(l2):
+        asked.append(l2)
+        return {k: project(hw, l2, k, read_input(hw, l2, resid[l2] + delta)) for k in "QKV"}
+
+    R = factored_path.readers(hw, resid, "QKV")
+    reads = dict(factored_path.changed_reads(hw, R, 0, 1, u, "QKV", plain))
+    assert asked == [2] and sorted(reads) == [1, 2]
+    for k in "QKV":
+        torch.testing.assert_close(reads[1][k], project(hw, 1, k, read_input(hw, 1, resid[1] + delta)),
+                                   atol=1e-5, rtol=1e-4)  # the norms normalise in float32

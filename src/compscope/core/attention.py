@@ -38,22 +38,33 @@ def project(hw: HeadWeights, layer: int, kind: str, x: Tensor, positions: Tensor
     for the input ``x: (batch, seq, d_model)`` (or ``(batch, seq, head, d_model)``, one input per
     query head): ``(batch, head, seq, d_head)``, with biases, QK-norm and rotary positions. Shared
     K/V heads are computed once and repeated for their query heads at the end."""
+    return finish_projection(hw, layer, kind, project_linear(hw, layer, kind, x), x.ndim == 4, positions)
+
+
+def project_linear(hw: HeadWeights, layer: int, kind: str, x: Tensor) -> Tensor:
+    """The linear part of :func:`project`, ``W x + b``: ``(batch, head, seq, d_head)``, one entry per
+    K/V head for ``x: (batch, seq, d_model)``, per query head for ``(batch, seq, head, d_model)``."""
     w = {"Q": hw.W_Q, "K": hw.W_K, "V": hw.W_V}[kind][layer]
     b = {"Q": hw.b_Q, "K": hw.b_K, "V": hw.b_V}[kind]
     b = None if b is None else b[layer]
-    kv = list(hw.kv_map)
-    expand = kind != "Q" and x.ndim == 3
     if kind != "Q" and x.ndim == 4:  # one input per query head: each reads its own copy of its K/V head
+        kv = list(hw.kv_map)
         w, b = w[kv], (None if b is None else b[kv])
     y = torch.einsum("hrd,bshd->bhsr", w, x) if x.ndim == 4 else torch.einsum("hrd,bsd->bhsr", w, x)
-    if b is not None:
-        y = y + b[None, :, None]
+    return y if b is None else y + b[None, :, None]
+
+
+def finish_projection(hw: HeadWeights, layer: int, kind: str, y: Tensor, per_head_input: bool = False,
+                      positions: Tensor | None = None) -> Tensor:
+    """The rest of :func:`project` on ``y = W x + b`` (:func:`project_linear`): QK-norm and rotary
+    positions for queries and keys (``positions`` default ``0 .. seq-1``), then K/V heads repeated
+    for their query heads (unless ``per_head_input``: already one per query head)."""
     if kind != "V":
         if hw.qk_norm is not None:
-            y = qk_normalise(hw, layer, kind, y, per_head_input=x.ndim == 4)
+            y = qk_normalise(hw, layer, kind, y, per_head_input=per_head_input)
         if hw.rotary is not None:
-            y = hw.rotary.rotate(y, torch.arange(x.shape[1], device=y.device) if positions is None else positions, layer)
-    return y[:, kv] if expand else y
+            y = hw.rotary.rotate(y, torch.arange(y.shape[2], device=y.device) if positions is None else positions, layer)
+    return y[:, list(hw.kv_map)] if kind != "Q" and not per_head_input else y
 
 
 def qk_normalise(hw: HeadWeights, layer: int, kind: str, y: Tensor, per_head_input: bool = False) -> Tensor:

@@ -134,7 +134,7 @@ class Rotary:
         else:
             a, b = rot[..., 0::2], rot[..., 1::2]
             out = torch.stack([a * cos - b * sin, b * cos + a * sin], dim=-1).flatten(-2)
-        return torch.cat([out, rest], dim=-1)
+        return out if rest.shape[-1] == 0 else torch.cat([out, rest], dim=-1)
 
     def describe(self) -> str:
         return f"rotary dim={self.dim} ({self.style}), base freq {float(self.inv_freq[0, 0]):g}"

@@ -45,7 +45,9 @@ Two implementations, one definition:
   (writer, later layer, kind), never a whole forward pass, in memory of a few layers' states.
   The V effects read each head's output in ``d_head`` coordinates, ``R z`` with ``W_O = U R``
   (``U``'s columns orthonormal), whose norms and differences are those of ``W_O z``
-  (:func:`output_frames`);
+  (:func:`output_frames`). Where the direct path is ``r + W_O u`` read through a pre-norm (no
+  attention-output norm, not post-LN), the changed queries, keys and values are computed in the
+  writer's ``d_head`` coordinates too, from the clean ones (:mod:`compscope.data.factored_path`);
 - :func:`interventional_composition` on a ``ToyTransformer``: the toy's own forward pass with
   ``edits=``, one pass per ``(h1, kind, layer of h2)`` — the brute-force reference the tests
   hold the first against.
@@ -64,6 +66,11 @@ from ..core.factors import check_kinds
 from ..defaults import PATHS
 from ..errors import OptionError, check_int
 from ..progress import progress_bar
+from . import factored_path as factored
+
+#: whether interventions read the direct path in the writer's coordinates where they can
+#: (:mod:`compscope.data.factored_path`); False: always the plain route (the tests compare the two)
+FACTORED = True
 
 
 @dataclass(frozen=True)
@@ -238,16 +245,19 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
         mask[tuple(torch.tensor(chosen).T)] = True
     chunks = tokens.split(batch_size)
     bar = progress_bar(len(chunks) * (int(mask.sum()) + (ablation == "mean")), "interventions", enabled=progress)
-    means = kept_state = None
-    if ablation == "mean":  # each head's output at each position, averaged over every sequence
+    means = z_means = kept_state = None
+    if ablation == "mean":  # each head's output (and its z) at each position, averaged over every sequence
         sums = [torch.zeros(tokens.shape[1], H, hw.d_model, dtype=torch.float64, device=dev) for _ in range(L)]
+        z_sums = [torch.zeros(H, tokens.shape[1], hw.d_head, dtype=torch.float64, device=dev) for _ in range(L)]
         for chunk in chunks:
             tr = runner.trace(chunk)
             state = _heads(hw, tr)
             for l in range(L):
                 sums[l] += state[2][l].double().sum(0)
+                z_sums[l] += (state[1][l] @ state[0][l]["V"]).double().sum(0)
             bar.update(1)
         means = [(s_ / tokens.shape[0]).float() for s_ in sums]
+        z_means = [(s_ / tokens.shape[0]).float() for s_ in z_sums]
         if len(chunks) == 1:  # one batch: its trace serves the effects too
             kept_state = (tr, state)
     frames = output_frames(hw) if "V" in kinds else None
@@ -262,10 +272,12 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
             qkv, pattern, o = _heads(hw, tr)
         mlp = _clean_mlp(runner, tr) if paths == "direct" else None
         clean_v = {l2: compact_outputs(frames[l2], pattern[l2], qkv[l2]["V"]) for l2 in range(1, L)} if frames else None
+        readers = factored.readers(hw, tr.resid, kinds) if factored.applies(hw, paths, mlp) and FACTORED else None
         for l1 in range(L - 1):
             if not mask[l1].any():
                 continue
             added = combine(hw, l1, o[l1]) if hw.attn_out_norm is not None else None
+            z = pattern[l1] @ qkv[l1]["V"] if readers is not None else None  # (batch, head, seq, d_head)
             for h1 in mask[l1].nonzero().flatten().tolist():
                 w = o[l1][:, :, h1]
                 repl = means[l1][None, :, h1].expand_as(w) if means is not None else torch.zeros_like(w)
@@ -280,10 +292,16 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
                     targets = ((l2, changed_run.resid[l2]) for l2 in range(l1 + 1, L))
                 else:
                     targets = _direct_path(runner, tr, mlp, l1, delta)
-                for l2, resid2 in targets:
-                    x2 = read_input(hw, l2, resid2)
+                reads = ((l2, {k: project(hw, l2, k, x2) for k in kinds})
+                         for l2, x2 in ((l2, read_input(hw, l2, resid2)) for l2, resid2 in targets))
+                if readers is not None:  # the same reads, d_head wide (compscope.data.factored_path)
+                    u = (z_means[l1][h1] if z_means is not None else 0) - z[:, h1]
+                    plain = lambda l2: {k: project(hw, l2, k, read_input(hw, l2, tr.resid[l2] + delta))  # noqa: E731
+                                        for k in kinds}
+                    reads = factored.changed_reads(hw, readers, l1, h1, u, kinds, plain)
+                for l2, inputs in reads:
                     for kind in kinds:
-                        changed = project(hw, l2, kind, x2)
+                        changed = inputs[kind]
                         if kind == "V":
                             norm_sum, turn_sum, count = _v_sums(clean_v[l2], compact_outputs(frames[l2], pattern[l2], changed))
                             acc["V"][l1, h1, l2] += norm_sum
@@ -291,7 +309,9 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
                             kept[l1, h1, l2] += count
                         else:
                             q, k = (changed, qkv[l2]["K"]) if kind == "Q" else (qkv[l2]["Q"], changed)
-                            tv = 0.5 * (pattern[l2].double() - attend(hw, l2, q, k).double()).abs().sum(-1)
+                            # a float32 difference of two probabilities is within 6e-8 of itself (relative;
+                            # exact within a factor 2 of each other), so it is summed in float64 as it is
+                            tv = 0.5 * (pattern[l2] - attend(hw, l2, q, k)).abs().double().sum(-1)
                             acc[kind][l1, h1, l2] += tv.mean(2).sum(0)  # per sequence: mean over queries
                 bar.update(1)
     bar.close()
