@@ -59,12 +59,14 @@ class Readers:
 
 
 def readers(hw, resid: list[Tensor], kinds: str) -> Readers:
-    """:class:`Readers` of the residuals ``resid`` (one per layer) that a clean trace holds."""
+    """:class:`Readers` of the residuals ``resid`` that each layer reads in a clean trace (``resid[l]``
+    for layer ``l``)."""
     norm = input_norm(hw)
     lin, centred, sigma2, gained, shift = [], [], [], [], []
     weights = {"Q": hw.W_Q, "K": hw.W_K, "V": hw.W_V}
     biases = {"Q": hw.b_Q, "K": hw.b_K, "V": hw.b_V}
-    for l, r in enumerate(resid):
+    for l in range(hw.n_layers):
+        r = resid[l]
         lin.append({k: project_linear(hw, l, k, read_input(hw, l, r)) for k in kinds})
         g = None if norm is None else norm.gain(l)
         beta = None if norm is None or norm.bias is None else norm.bias[l]
