@@ -309,8 +309,8 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
                             kept[l1, h1, l2] += count
                         else:
                             q, k = (changed, qkv[l2]["K"]) if kind == "Q" else (qkv[l2]["Q"], changed)
-                            # a float32 difference of two probabilities is within 6e-8 of itself (relative;
-                            # exact within a factor 2 of each other), so it is summed in float64 as it is
+                            # the float32 difference of two probabilities is exact where they are within a
+                            # factor 2 of each other and within 6e-8 (relative) elsewhere: summed in float64
                             tv = 0.5 * (pattern[l2] - attend(hw, l2, q, k)).abs().double().sum(-1)
                             acc[kind][l1, h1, l2] += tv.mean(2).sum(0)  # per sequence: mean over queries
                 bar.update(1)
