@@ -647,6 +647,7 @@ def test_a_writer_that_nearly_cancels_the_residual_takes_the_plain_route(norm):
     equal the plain ones (the norm's float32)."""
     from compscope.core.attention import project
     from compscope.data import factored_path
+
     cfg = ToyConfig(n_layers=3, n_heads=3, d_model=12, d_head=4, d_vocab=10, n_ctx=8, norm=norm, positions="rotary")
     hw = ToyTransformer(cfg, seed=0).double().head_weights()
     g = torch.Generator().manual_seed(0)
