@@ -595,7 +595,8 @@ def test_output_frames_keep_every_norm_of_what_a_head_writes(d_model, d_head, ra
     effects read in those coordinates are the ones of the definition."""
     from types import SimpleNamespace
 
-    from compscope.data.intervene import _v_sums, compact_outputs, head_outputs, output_frames
+    from compscope.core.attention import head_outputs
+    from compscope.data.intervene import _v_sums, compact_outputs, output_frames
 
     g = torch.Generator().manual_seed(d_model * 100 + d_head * 10 + rank)
     H = 3
@@ -607,7 +608,7 @@ def test_output_frames_keep_every_norm_of_what_a_head_writes(d_model, d_head, ra
     pattern = torch.rand(2, H, 5, 5, generator=g, dtype=torch.float64).softmax(-1)
     v, v2 = (torch.randn(2, H, 5, d_head, generator=g, dtype=torch.float64) for _ in range(2))
     full = [head_outputs(hw, 0, pattern, x) for x in (v, v2)]
-    small = [compact_outputs(frame, pattern, x) for x in (v, v2)]
+    small = [compact_outputs(frame, pattern @ x) for x in (v, v2)]
     torch.testing.assert_close(small[0].norm(dim=-1), full[0].norm(dim=-1), rtol=1e-12, atol=1e-12)
     torch.testing.assert_close((small[1] - small[0]).norm(dim=-1), (full[1] - full[0]).norm(dim=-1), rtol=1e-12, atol=1e-12)
     for a, b in zip(_v_sums(small[0], small[1]), _v_sums(full[0], full[1])):

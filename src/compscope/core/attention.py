@@ -135,7 +135,12 @@ def head_states(hw: HeadWeights, layer: int, x_q: Tensor, x_k: Tensor | None = N
 def head_outputs(hw: HeadWeights, layer: int, pattern: Tensor, v: Tensor) -> Tensor:
     """What each head writes, ``W_O^h z_h`` with ``z = pattern @ v``: ``(batch, seq, head, d_model)``
     (no bias, no attention-output norm)."""
-    return torch.einsum("hdr,bhsr->bshd", hw.W_O[layer], pattern @ v)
+    return written(hw, layer, pattern @ v)
+
+
+def written(hw: HeadWeights, layer: int, z: Tensor) -> Tensor:
+    """``W_O^h z_h`` for ``z: (batch, head, seq, d_head)``: :func:`head_outputs` of ``z = pattern @ v``."""
+    return torch.einsum("hdr,bhsr->bshd", hw.W_O[layer], z)
 
 
 def combine(hw: HeadWeights, layer: int, outputs: Tensor, norm: bool = True) -> Tensor:

@@ -61,7 +61,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from ..core.attention import attend, combine, head_outputs, project, read_input
+from ..core.attention import attend, combine, project, read_input, written
 from ..core.factors import check_kinds
 from ..defaults import PATHS
 from ..errors import OptionError, check_int
@@ -189,19 +189,26 @@ def output_frames(hw) -> list[Tensor]:
     return [torch.linalg.qr(w.double()).R.to(w.dtype) for w in hw.W_O]
 
 
-def compact_outputs(frame: Tensor, pattern: Tensor, v: Tensor) -> Tensor:
-    """What each head writes in its :func:`output_frames` coordinates, ``R^h z_h`` with ``z =
-    pattern @ v``: ``(batch, seq, head, k)``, with the norms of :func:`head_outputs`'."""
-    return torch.einsum("hkr,bhsr->bshk", frame, pattern @ v)
+def compact_outputs(frame: Tensor, z: Tensor) -> Tensor:
+    """What each head writes in its :func:`output_frames` coordinates, ``R^h z_h`` for ``z = pattern
+    @ v: (batch, head, seq, d_head)``: ``(batch, seq, head, k)``, with the norms of :func:`head_outputs`'."""
+    return torch.einsum("hkr,bhsr->bshk", frame, z)
 
 
-def _heads(hw, tr) -> tuple[list, list, list]:
-    """Per layer of a trace: the clean queries, keys and values, patterns and head outputs."""
+def _reads(hw, layer: int, resid: Tensor, kinds: str) -> dict[str, Tensor]:
+    """``{kind: queries / keys / values}`` of ``layer``'s heads reading the residual ``resid``."""
+    x = read_input(hw, layer, resid)
+    return {k: project(hw, layer, k, x) for k in kinds}
+
+
+def _heads(hw, tr) -> tuple[list, list, list, list]:
+    """Per layer of a trace: the clean queries, keys and values, patterns, attention-weighted values
+    ``z = pattern @ v`` and head outputs ``W_O z``."""
     L = hw.n_layers
-    x = [read_input(hw, l, tr.resid[l]) for l in range(L)]
-    qkv = [{k: project(hw, l, k, x[l]) for k in "QKV"} for l in range(L)]
+    qkv = [_reads(hw, l, tr.resid[l], "QKV") for l in range(L)]
     pattern = [attend(hw, l, qkv[l]["Q"], qkv[l]["K"]) for l in range(L)]
-    return qkv, pattern, [head_outputs(hw, l, pattern[l], qkv[l]["V"]) for l in range(L)]
+    z = [pattern[l] @ qkv[l]["V"] for l in range(L)]
+    return qkv, pattern, z, [written(hw, l, z[l]) for l in range(L)]
 
 
 @torch.no_grad()
@@ -253,8 +260,8 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
             tr = runner.trace(chunk)
             state = _heads(hw, tr)
             for l in range(L):
-                sums[l] += state[2][l].double().sum(0)
-                z_sums[l] += (state[1][l] @ state[0][l]["V"]).double().sum(0)
+                sums[l] += state[3][l].double().sum(0)
+                z_sums[l] += state[2][l].double().sum(0)
             bar.update(1)
         means = [(s_ / tokens.shape[0]).float() for s_ in sums]
         z_means = [(s_ / tokens.shape[0]).float() for s_ in z_sums]
@@ -266,18 +273,17 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
     turn, kept = zero(), zero()
     for chunk in chunks:
         if kept_state is not None:
-            tr, (qkv, pattern, o) = kept_state
+            tr, (qkv, pattern, z, o) = kept_state
         else:
             tr = runner.trace(chunk)
-            qkv, pattern, o = _heads(hw, tr)
+            qkv, pattern, z, o = _heads(hw, tr)
         mlp = _clean_mlp(runner, tr) if paths == "direct" else None
-        clean_v = {l2: compact_outputs(frames[l2], pattern[l2], qkv[l2]["V"]) for l2 in range(1, L)} if frames else None
+        clean_v = {l2: compact_outputs(frames[l2], z[l2]) for l2 in range(1, L)} if frames else None
         readers = factored.readers(hw, tr.resid, kinds) if factored.applies(hw, paths, mlp) and FACTORED else None
         for l1 in range(L - 1):
             if not mask[l1].any():
                 continue
             added = combine(hw, l1, o[l1]) if hw.attn_out_norm is not None else None
-            z = pattern[l1] @ qkv[l1]["V"] if readers is not None else None  # (batch, head, seq, d_head)
             for h1 in mask[l1].nonzero().flatten().tolist():
                 w = o[l1][:, :, h1]
                 repl = means[l1][None, :, h1].expand_as(w) if means is not None else torch.zeros_like(w)
@@ -292,18 +298,16 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
                     targets = ((l2, changed_run.resid[l2]) for l2 in range(l1 + 1, L))
                 else:
                     targets = _direct_path(runner, tr, mlp, l1, delta)
-                reads = ((l2, {k: project(hw, l2, k, x2) for k in kinds})
-                         for l2, x2 in ((l2, read_input(hw, l2, resid2)) for l2, resid2 in targets))
+                reads = ((l2, _reads(hw, l2, resid2, kinds)) for l2, resid2 in targets)
                 if readers is not None:  # the same reads, d_head wide (compscope.data.factored_path)
-                    u = (z_means[l1][h1] if z_means is not None else 0) - z[:, h1]
-                    plain = lambda l2: {k: project(hw, l2, k, read_input(hw, l2, tr.resid[l2] + delta))  # noqa: E731
-                                        for k in kinds}
+                    u = (z_means[l1][h1] if z_means is not None else 0) - z[l1][:, h1]
+                    plain = lambda l2: _reads(hw, l2, tr.resid[l2] + delta, kinds)  # noqa: E731
                     reads = factored.changed_reads(hw, readers, l1, h1, u, kinds, plain)
                 for l2, inputs in reads:
                     for kind in kinds:
                         changed = inputs[kind]
                         if kind == "V":
-                            norm_sum, turn_sum, count = _v_sums(clean_v[l2], compact_outputs(frames[l2], pattern[l2], changed))
+                            norm_sum, turn_sum, count = _v_sums(clean_v[l2], compact_outputs(frames[l2], pattern[l2] @ changed))
                             acc["V"][l1, h1, l2] += norm_sum
                             turn[l1, h1, l2] += turn_sum
                             kept[l1, h1, l2] += count

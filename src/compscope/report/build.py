@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from pathlib import Path
 
@@ -70,6 +71,6 @@ def _said(v) -> str:
         inner = ", ".join(_said(x) for x in v)
         return f"[{inner}]" if isinstance(v, list) else f"({inner}{',' if len(v) == 1 else ''})"
     if isinstance(v, MetricData):
-        given = [f"{k}={getattr(v, k)!r}" for k in ("sequences", "length", "seed", "shrinkage") if getattr(v, k) is not None]
+        given = [f"{f.name}={getattr(v, f.name)!r}" for f in dataclasses.fields(v) if getattr(v, f.name) is not None]
         return f"MetricData({', '.join(given)})"
     return type(v).__name__
