@@ -7,6 +7,11 @@ memory of the process. Target (issue): all pairs and kinds in at most 10 minutes
     python bench/interventions_real.py --model PATH --sequences 8 --half 64
     python bench/interventions_real.py --model PATH --device cuda   # the model and the recomputation on a GPU
     python bench/interventions_real.py --model PATH --device cuda --model-dtype bfloat16   # the model in 16 bits
+    python bench/interventions_real.py --random-llama 2048,32,8,4   # a random Llama: width, heads, K/V heads, layers
+
+``--random-llama D,H,KV,L`` builds a Llama of that shape with random weights (seed 0, heads of
+``D / H``, biases on Q/K/V, MLP as wide as the residual, 512 tokens) in a temporary folder and runs
+it instead of ``--model``: how the time grows with the residual's width against a head's.
 
 Prints the phases (load, trace + labels, interventions), the peak resident memory, and the
 strongest K effects, so that a rerun can be compared. ``--save FILE`` keeps every effect (a
@@ -40,9 +45,35 @@ def peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
+def random_llama(d_model: int, heads: int, kv_heads: int, layers: int) -> str:
+    """A folder holding a random-weight Llama of that shape (module docstring)."""
+    import tempfile
+
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(hidden_size=d_model, num_attention_heads=heads, num_key_value_heads=kv_heads,
+                                   head_dim=d_model // heads, num_hidden_layers=layers, intermediate_size=d_model,
+                                   vocab_size=512, max_position_embeddings=128, attention_bias=True)
+    folder = os.path.join(tempfile.mkdtemp(), f"random-llama-{d_model}-{heads}-{kv_heads}-{layers}")
+    transformers.LlamaForCausalLM(cfg).save_pretrained(folder)
+    return folder
+
+
+def shape(text: str) -> tuple[int, int, int, int]:
+    try:
+        d, h, kv, l = (int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected D_MODEL,HEADS,KV_HEADS,LAYERS") from None
+    if min(d, h, kv, l) < 1 or d % h or h % kv:
+        raise argparse.ArgumentTypeError(f"{text!r}: positive, with HEADS dividing D_MODEL and KV_HEADS dividing HEADS")
+    return d, h, kv, l
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default="smollm2")
+    ap.add_argument("--random-llama", type=shape, metavar="D,H,KV,L", help="a random Llama of this shape instead")
     ap.add_argument("--sequences", type=int, default=16)
     ap.add_argument("--half", type=int, default=32)
     ap.add_argument("--seed", type=int, default=12345)
@@ -53,6 +84,8 @@ def main() -> None:
     ap.add_argument("--save", metavar="FILE", help="write every effect to FILE (safetensors)")
     ap.add_argument("--against", metavar="FILE", help="print the largest difference from the effects in FILE")
     args = ap.parse_args()
+    if args.random_llama:
+        args.model = random_llama(*args.random_llama)
     check_device(args.device)
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()

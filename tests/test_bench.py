@@ -61,6 +61,17 @@ def test_interventions_real_on_the_default_model(tmp_path):
         assert all(float(found[k]) == 0.0 for k in ("Q", "V", "V (direction)")), out
 
 
+def test_interventions_real_on_a_random_llama_of_a_given_shape():
+    """``--random-llama D,H,KV,L`` runs a random Llama of that shape (the header names its layers and
+    heads); a shape whose heads do not divide the width is refused by argparse."""
+    out = bench("interventions_real.py", "--random-llama", "64,4,2,3", "--sequences", "2", "--half", "4")
+    assert re.search(r"^random-llama-64-4-2-3: 3 layers x 4 heads, 2 sequences of 9 tokens", out, re.M), out  # [bos] t t
+    assert "(12 writer x later-layer blocks" in out, out  # 4 heads x 3 layer pairs
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "interventions_real.py"), "--random-llama", "64,5,1,2"],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert p.returncode == 2 and "'64,5,1,2': positive, with HEADS dividing D_MODEL" in p.stderr, p.stderr
+
+
 def test_model_dtype_on_a_tiny_model_folder(tmp_path):
     """bench/model_dtype.py on a tiny random Llama folder: one line per 16-bit dtype, every label
     and effect named, each change within the bound tests/test_runner.py holds it to (6.25%)."""
