@@ -8,6 +8,7 @@ memory of the process. Target (issue): all pairs and kinds in at most 10 minutes
     python bench/interventions_real.py --model PATH --device cuda   # the model and the recomputation on a GPU
     python bench/interventions_real.py --model PATH --device cuda --model-dtype bfloat16   # the model in 16 bits
     python bench/interventions_real.py --random-llama 2048,32,8,4   # a random Llama: width, heads, K/V heads, layers
+    python bench/interventions_real.py --plain   # each reader's input recomputed from the residual (the route before)
 
 ``--random-llama D,H,KV,L`` builds a Llama of that shape with random weights (seed 0, heads of
 ``D / H``, biases on Q/K/V, MLP as wide as the residual, 512 tokens) in a temporary folder and runs
@@ -34,6 +35,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from compscope.data.head_labels import activation_labels  # noqa: E402
+from compscope.data import intervene  # noqa: E402
 from compscope.data.intervene import intervention_effects  # noqa: E402
 from compscope.data.runner import RUN_DTYPES, runner_for  # noqa: E402
 from compscope.data.sequences import repeats  # noqa: E402
@@ -81,12 +83,15 @@ def main() -> None:
     ap.add_argument("--device", default="cpu", help="where the model runs and the heads are recomputed (default cpu)")
     ap.add_argument("--model-dtype", default="float32", choices=list(RUN_DTYPES),
                     help="what the model computes in (default float32; the recomputation stays float32)")
+    ap.add_argument("--plain", action="store_true",
+                    help="every reader's input recomputed from the residual (no direct path in the writer's coordinates)")
     ap.add_argument("--save", metavar="FILE", help="write every effect to FILE (safetensors)")
     ap.add_argument("--against", metavar="FILE", help="print the largest difference from the effects in FILE")
     args = ap.parse_args()
     if args.random_llama:
         args.model = random_llama(*args.random_llama)
     check_device(args.device)
+    intervene.FACTORED = not args.plain
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
     runner = runner_for(args.model, device=args.device, dtype=args.model_dtype)
@@ -101,7 +106,7 @@ def main() -> None:
     blocks = H * L * (L - 1) // 2
     print(f"{hw.meta.name}: {L} layers x {H} heads, {args.sequences} sequences of {reps.tokens.shape[1]} tokens, "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}, device {runner.device}, "
-          f"model in {str(runner.dtype).removeprefix('torch.')}")
+          f"model in {str(runner.dtype).removeprefix('torch.')}, {'plain' if args.plain else 'factored'} route where it applies")
     print(f"load (transformers + HeadWeights)   {t1 - t0:7.1f} s")
     print(f"activation labels                   {t2 - t1:7.1f} s")
     print(f"interventions, all pairs and kinds  {t3 - t2:7.1f} s   ({blocks} writer x later-layer blocks, "
