@@ -46,112 +46,90 @@ def applies(hw, paths: str, post_ln_mlp) -> bool:
 
 @dataclass(frozen=True)
 class Readers:
-    """What the later layers' reads need, from one trace: ``lin[l][kind]`` the clean ``y = W N(r) + b``
-    ``(batch, head, seq, d_head)`` per K/V head of layer ``l``; ``centred[l]`` ``c(r)`` float32 and
-    ``sigma2[l]`` ``σ²`` float64 ``(batch, seq)``, None without a norm;
-    ``gained[kind]`` ``W diag(g)`` ``(layer, head, d_head, d_model)``; ``shift[kind]`` ``k = W β + b``
-    ``(layer, head, d_head)`` or None."""
+    """Per layer of one trace (index = layer), what the later layers' reads need: ``lin[l][kind]``
+    the clean ``y = W N(r) + b`` ``(batch, head, seq, d_head)`` per K/V head; ``centred[l]`` ``c(r)``
+    and ``sigma2[l]`` ``σ²`` (float64, ``(batch, seq)``), None without a norm; ``gained[l][kind]``
+    ``W diag(g)`` ``(head, d_head, d_model)``; ``shift[l][kind]`` ``k = W β + b`` or None."""
 
     lin: list[dict[str, Tensor]]
-    centred: list[Tensor] | None
-    sigma2: list[Tensor] | None
-    gained: dict[str, Tensor]
-    shift: dict[str, Tensor | None]
+    centred: list[Tensor | None]
+    sigma2: list[Tensor | None]
+    gained: list[dict[str, Tensor]]
+    shift: list[dict[str, Tensor | None]]
 
 
 def readers(hw, resid: list[Tensor], kinds: str) -> Readers:
     """:class:`Readers` of the residuals ``resid`` that each layer reads in a clean trace (``resid[l]``
     for layer ``l``)."""
     norm = input_norm(hw)
-    lin = [{k: project_linear(hw, l, k, read_input(hw, l, resid[l])) for k in kinds} for l in range(hw.n_layers)]
+    lin, centred, sigma2, gained, shift = [], [], [], [], []
     weights = {"Q": hw.W_Q, "K": hw.W_K, "V": hw.W_V}
     biases = {"Q": hw.b_Q, "K": hw.b_K, "V": hw.b_V}
-    gained, shift = {}, {}
-    for k in kinds:
-        w = weights[k]  # (layer, head, d_head, d_model)
-        gains = None if norm is None or norm.weight is None else torch.stack([norm.gain(l) for l in range(hw.n_layers)])
-        gained[k] = w if gains is None else w * gains.to(w.dtype)[:, None, None]
-        wb = None if norm is None or norm.bias is None else torch.einsum("lhrd,ld->lhr", w, norm.bias.to(w.dtype))
-        b = biases[k]
-        shift[k] = b if wb is None else (wb if b is None else wb + b)
-    if norm is None:
-        return Readers(lin, None, None, gained, shift)
-    centred = [r.float() - r.float().mean(-1, keepdim=True) if norm.kind == "layernorm" else r.float() for r in resid]
-    return Readers(lin, centred, [c.double().pow(2).mean(-1) + norm.eps for c in centred], gained, shift)
+    for l in range(hw.n_layers):
+        r = resid[l]
+        lin.append({k: project_linear(hw, l, k, read_input(hw, l, r)) for k in kinds})
+        g = None if norm is None else norm.gain(l)
+        beta = None if norm is None or norm.bias is None else norm.bias[l]
+        gained.append({k: weights[k][l] if g is None else weights[k][l] * g.to(weights[k].dtype) for k in kinds})
+        sh = {}
+        for k in kinds:
+            b = None if biases[k] is None else biases[k][l]
+            wb = None if beta is None else torch.einsum("hrd,d->hr", weights[k][l], beta.to(weights[k].dtype))
+            sh[k] = b if wb is None else (wb if b is None else wb + b)
+        shift.append(sh)
+        if norm is None:
+            centred.append(None)
+            sigma2.append(None)
+            continue
+        c = r.float()
+        if norm.kind == "layernorm":
+            c = c - c.mean(-1, keepdim=True)
+        centred.append(c)
+        sigma2.append(c.double().pow(2).mean(-1) + norm.eps)
+    return Readers(lin, centred, sigma2, gained, shift)
 
 
-def writer_columns(hw, layer: int) -> tuple[Tensor, Tensor]:
-    """``W̃ = c(W_O)`` ``(head, d_model, d_head)`` of every head of ``layer`` (centred over the
-    residual's coordinates where the heads read a LayerNorm) and their Grams ``W̃ᵀ W̃`` in float64."""
-    w = hw.W_O[layer]
+def writer_columns(hw, layer: int, head: int) -> tuple[Tensor, Tensor]:
+    """``W̃ = c(W_O^h)`` ``(d_model, d_head)`` (centred over the residual's coordinates where the
+    heads read a LayerNorm) and its Gram ``W̃ᵀ W̃`` in float64."""
+    w = hw.W_O[layer][head]
     norm = input_norm(hw)
     if norm is not None and norm.kind == "layernorm":
-        w = w - w.mean(1, keepdim=True)
+        w = w - w.mean(0, keepdim=True)
     return w, (w.double().mT @ w.double())
 
 
-@dataclass(frozen=True)
-class Writers:
-    """For the heads of one writer layer ``l1``, taken out with ``U: (batch, head, seq, d_head)``:
-    ``columns`` ``W̃`` ``(head, d_model, d_head)``; ``s2[h][i]`` ``σ'²`` ``(batch, seq)`` float64 at
-    layer ``l1 + 1 + i`` (None without a norm) and ``cancels[h][i]`` whether that layer takes the
-    plain route (module docstring)."""
-
-    layer: int
-    columns: Tensor
-    s2: Tensor | None
-    cancels: list[list[bool]]
-
-
-def writers(hw, R: Readers, l1: int, U: Tensor) -> Writers:
-    """:class:`Writers` of layer ``l1``: every head and later layer together, with one look from the host
-    (on a GPU each look waits for the work queued before it, so not one per pair)."""
-    wc, gram = writer_columns(hw, l1)
-    n_later = hw.n_layers - l1 - 1
-    if R.sigma2 is None:
-        return Writers(l1, wc, None, [[False] * n_later for _ in range(hw.n_heads)])
-    Ud = U.double()
-    quad = torch.einsum("bhsr,hrw,bhsw->hbs", Ud, gram, Ud)  # uᵀ W̃ᵀW̃ u per head
-    s2 = []
-    for l2 in range(l1 + 1, hw.n_layers):
-        c = R.centred[l2]
-        dot = torch.einsum("bsd,hdr,bhsr->hbs", c, wc.to(c.dtype), U.to(c.dtype)).double()  # ⟨c(r), W̃ u⟩
-        s2.append(R.sigma2[l2] + (2 * dot + quad) / hw.d_model)
-    s2 = torch.stack(s2, 1)  # (head, later layer, batch, seq)
-    sigma2 = torch.stack(R.sigma2[l1 + 1:])
-    cancels = (s2 < CANCELLATION * sigma2).flatten(2).any(2).tolist()
-    return Writers(l1, wc, s2, cancels)
-
-
-def changed_reads(hw, R: Readers, W: Writers, h1: int, u: Tensor, kinds: str,
+def changed_reads(hw, R: Readers, l1: int, h1: int, u: Tensor, kinds: str,
                   plain: Callable[[int], dict[str, Tensor]]) -> Iterator[tuple[int, dict[str, Tensor]]]:
-    """``(l2, {kind: changed queries / keys / values})`` for every layer after ``W.layer`` when its
-    head ``h1``'s ``u: (batch, seq, d_head)`` is taken out (module docstring); ``plain(l2)`` gives
+    """``(l2, {kind: changed queries / keys / values})`` for every layer after ``l1`` when writer
+    ``h1``'s ``u: (batch, seq, d_head)`` is taken out (module docstring); ``plain(l2)`` gives
     them by the plain route where the residual nearly cancels."""
-    l1, wc = W.layer, W.columns[h1]
-    later = slice(l1 + 1, hw.n_layers)
-    m = {k: torch.einsum("lhrd,dw->lhrw", R.gained[k][later], wc.to(R.gained[k].dtype)) for k in kinds}
-    for i, l2 in enumerate(range(l1 + 1, hw.n_layers)):
-        if W.cancels[h1][i]:
-            yield l2, plain(l2)
-            continue
-        if W.s2 is None:
+    wc, gram = writer_columns(hw, l1, h1)
+    d = hw.d_model
+    quad = ((u.double() @ gram) * u.double()).sum(-1)  # uᵀ W̃ᵀW̃ u, (batch, seq)
+    for l2 in range(l1 + 1, hw.n_layers):
+        if R.sigma2[l2] is None:
             scale = inv = None
         else:
-            s2, sigma2 = W.s2[h1, i], R.sigma2[l2]
+            dot = ((R.centred[l2] @ wc.to(R.centred[l2].dtype)) * u.to(R.centred[l2].dtype)).sum(-1).double()
+            s2 = R.sigma2[l2] + (2 * dot + quad) / d
+            if bool((s2 < CANCELLATION * R.sigma2[l2]).any()):
+                yield l2, plain(l2)
+                continue
             inv = s2.rsqrt()
-            scale = (sigma2.sqrt() * inv)[:, None, :, None].to(u.dtype)  # σ / σ', (batch, 1, seq, 1)
+            scale = (R.sigma2[l2].sqrt() * inv)[:, None, :, None].to(u.dtype)  # σ / σ', (batch, 1, seq, 1)
             inv = inv[:, None, :, None].to(u.dtype)
         out = {}
         for kind in kinds:
             y = R.lin[l2][kind]
-            pre = torch.einsum("hrw,bsw->bhsr", m[kind][i], u.to(m[kind].dtype)).to(y.dtype)  # M u, then in place
+            m = torch.einsum("hrd,dw->hrw", R.gained[l2][kind], wc.to(R.gained[l2][kind].dtype))
+            pre = torch.einsum("hrw,bsw->bhsr", m, u.to(m.dtype)).to(y.dtype)  # M u, then in place
             if scale is None:
                 pre += y
             else:
-                k = R.shift[kind]
+                k = R.shift[l2][kind]
                 pre.mul_(inv).addcmul_(scale, y)  # (σ/σ') y + M u / σ' ...
                 if k is not None:  # ... + (1 − σ/σ') k
-                    pre.add_(k[l2][None, :, None].to(y.dtype) * (1 - scale))
+                    pre.add_(k[None, :, None].to(y.dtype) * (1 - scale))
             out[kind] = finish_projection(hw, l2, kind, pre)
         yield l2, out

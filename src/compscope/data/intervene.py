@@ -284,9 +284,6 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
             if not mask[l1].any():
                 continue
             added = combine(hw, l1, o[l1]) if hw.attn_out_norm is not None else None
-            if readers is not None:  # every head of l1 taken out, in its d_head coordinates
-                U = (z_means[l1][None] if z_means is not None else 0) - z[l1]
-                writers = factored.writers(hw, readers, l1, U)
             for h1 in mask[l1].nonzero().flatten().tolist():
                 w = o[l1][:, :, h1]
                 repl = means[l1][None, :, h1].expand_as(w) if means is not None else torch.zeros_like(w)
@@ -303,8 +300,9 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
                     targets = _direct_path(runner, tr, mlp, l1, delta)
                 reads = ((l2, _reads(hw, l2, resid2, kinds)) for l2, resid2 in targets)
                 if readers is not None:  # the same reads, d_head wide (compscope.data.factored_path)
+                    u = (z_means[l1][h1] if z_means is not None else 0) - z[l1][:, h1]
                     plain = lambda l2: _reads(hw, l2, tr.resid[l2] + delta, kinds)  # noqa: E731
-                    reads = factored.changed_reads(hw, readers, writers, h1, U[:, h1], kinds, plain)
+                    reads = factored.changed_reads(hw, readers, l1, h1, u, kinds, plain)
                 for l2, inputs in reads:
                     for kind in kinds:
                         changed = inputs[kind]
