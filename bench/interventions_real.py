@@ -8,7 +8,7 @@ memory of the process. Target (issue): all pairs and kinds in at most 10 minutes
     python bench/interventions_real.py --model PATH --device cuda   # the model and the recomputation on a GPU
     python bench/interventions_real.py --model PATH --device cuda --model-dtype bfloat16   # the model in 16 bits
     python bench/interventions_real.py --random-llama 2048,32,8,4   # a random Llama: width, heads, K/V heads, layers
-    python bench/interventions_real.py --plain   # each reader's input recomputed from the residual (the route before)
+    python bench/interventions_real.py --plain   # each reader's input recomputed from the residual (a GPU's route)
 
 ``--random-llama D,H,KV,L`` builds a Llama of that shape with random weights (seed 0, heads of
 ``D / H``, biases on Q/K/V, MLP as wide as the residual, 512 tokens) in a temporary folder and runs
@@ -84,7 +84,8 @@ def main() -> None:
     ap.add_argument("--model-dtype", default="float32", choices=list(RUN_DTYPES),
                     help="what the model computes in (default float32; the recomputation stays float32)")
     ap.add_argument("--plain", action="store_true",
-                    help="every reader's input recomputed from the residual (no direct path in the writer's coordinates)")
+                    help="every reader's input recomputed from the residual (no direct path in the writer's "
+                         "coordinates; on a GPU always so)")
     ap.add_argument("--save", metavar="FILE", help="write every effect to FILE (safetensors)")
     ap.add_argument("--against", metavar="FILE", help="print the largest difference from the effects in FILE")
     args = ap.parse_args()
@@ -106,7 +107,7 @@ def main() -> None:
     blocks = H * L * (L - 1) // 2
     print(f"{hw.meta.name}: {L} layers x {H} heads, {args.sequences} sequences of {reps.tokens.shape[1]} tokens, "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}, device {runner.device}, "
-          f"model in {str(runner.dtype).removeprefix('torch.')}, {'plain' if args.plain else 'factored'} route where it applies")
+          f"model in {str(runner.dtype).removeprefix('torch.')}, {'plain' if args.plain or runner.device.type != 'cpu' else 'factored'} route where it applies")
     print(f"load (transformers + HeadWeights)   {t1 - t0:7.1f} s")
     print(f"activation labels                   {t2 - t1:7.1f} s")
     print(f"interventions, all pairs and kinds  {t3 - t2:7.1f} s   ({blocks} writer x later-layer blocks, "

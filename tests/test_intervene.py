@@ -621,9 +621,10 @@ def test_output_frames_keep_every_norm_of_what_a_head_writes(d_model, d_head, ra
                                         "gptj-interleaved-rotary", "gemma3-text", "falcon-mqa-parallel"])
 def test_the_direct_path_in_the_writers_coordinates_gives_the_plain_routes_effects(variant_id, ablation, monkeypatch):
     """``compscope.data.factored_path`` (pre-norms of every kind: LayerNorm with biases, RMSNorm,
-    Gemma's 1 + w, parameter-free; QK-norm per head and per layer; rotary in halves, partial and
-    interleaved; GQA/MQA) against the residual changed, normed and projected, for both ablations
-    (Gemma 3, whose attention output is normed, takes the plain route either way)."""
+    Gemma's 1 + w, parameter-free; QK-norm per head; rotary in halves, partial and interleaved;
+    GQA/MQA) against the residual changed, normed and projected, for both ablations (Gemma 3 and
+    OLMo 2, whose attention outputs are normed, take the plain route either way, and so does a
+    model on a GPU)."""
     pytest.importorskip("transformers")
     from hf_tiny import BY_ID, build, random_ids
 
@@ -633,8 +634,12 @@ def test_the_direct_path_in_the_writers_coordinates_gives_the_plain_routes_effec
     model = build(BY_ID[variant_id])
     runner = runner_for(model, compscope.load(model))
     t = random_ids(batch=3)
+    hw = runner.weights_here()
+    assert intervene.factored_route(hw, "direct", None, runner.device) == (variant_id not in ("gemma3-text", "olmo2-layer-qk-norm"))
+    assert not intervene.factored_route(hw, "direct", None, torch.device("cuda"))  # a GPU takes the plain route
     got = intervention_effects(runner, t, "QKV", ablation, progress=False)
     monkeypatch.setattr(intervene, "FACTORED", False)
+    assert not intervene.factored_route(hw, "direct", None, runner.device)
     want = intervention_effects(runner, t, "QKV", ablation, progress=False)
     for kind in "QKV":
         torch.testing.assert_close(got.by_kind[kind], want.by_kind[kind], atol=1e-6, rtol=1e-5, equal_nan=True)

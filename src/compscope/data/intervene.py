@@ -68,9 +68,16 @@ from ..errors import OptionError, check_int
 from ..progress import progress_bar
 from . import factored_path as factored
 
-#: whether interventions read the direct path in the writer's coordinates where they can
-#: (:mod:`compscope.data.factored_path`); False: always the plain route (the tests compare the two)
+#: whether interventions on the CPU read the direct path in the writer's coordinates where they
+#: can (:mod:`compscope.data.factored_path`); False: always the plain route (the tests compare the
+#: two). On a GPU the plain route is taken: there the blocks are small launches, and the factored
+#: route measured no faster (docs/results.md)
 FACTORED = True
+
+
+def factored_route(hw, paths: str, post_ln_mlp, device: torch.device) -> bool:
+    """Whether :func:`intervention_effects` takes the factored route (see :data:`FACTORED`)."""
+    return FACTORED and device.type == "cpu" and factored.applies(hw, paths, post_ln_mlp)
 
 
 @dataclass(frozen=True)
@@ -279,7 +286,7 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
             qkv, pattern, z, o = _heads(hw, tr)
         mlp = _clean_mlp(runner, tr) if paths == "direct" else None
         clean_v = {l2: compact_outputs(frames[l2], z[l2]) for l2 in range(1, L)} if frames else None
-        readers = factored.readers(hw, tr.resid, kinds) if factored.applies(hw, paths, mlp) and FACTORED else None
+        readers = factored.readers(hw, tr.resid, kinds) if factored_route(hw, paths, mlp, dev) else None
         for l1 in range(L - 1):
             if not mask[l1].any():
                 continue
