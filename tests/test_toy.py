@@ -336,6 +336,9 @@ def test_track_rows_and_plot(tmp_path):
     assert [(c.step, c.path.name) for c in list_checkpoints(tmp_path / "revs")] == [(200, "rev-step200"), (1000, "rev-step1000")]
     plain = track(tmp_path / "revs", "K", ["frobenius"], progress=False)
     assert plain.labels == [None, None] and plain.formation_step() is None
+    native.save(hw, tmp_path / "revs" / "also-step200")  # two names that read as one step: both named
+    with pytest.raises(OptionError, match=r"repeated steps \[200\]: also-step200, rev-step200 all read as step 200"):
+        list_checkpoints(tmp_path / "revs")
     with pytest.raises(OptionError, match="no such checkpoint"):
         list_checkpoints([tmp_path / "nope"])
     with pytest.raises(OptionError, match="is one model"):

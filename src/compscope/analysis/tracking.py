@@ -69,7 +69,11 @@ def list_checkpoints(source: str | Path | Sequence[str | Path]) -> list[Checkpoi
         out.append(Checkpoint(int(step), p))
     steps = [c.step for c in out]
     if len(set(steps)) != len(steps):
-        raise OptionError(f"checkpoints of {source} have repeated steps {sorted(s for s in steps if steps.count(s) > 1)[:5]}")
+        repeated = sorted({s for s in steps if steps.count(s) > 1})
+        clash = [c.path.name for c in out if c.step == repeated[0]]
+        raise OptionError(f"checkpoints of {source} have repeated steps {repeated[:5]}: "
+                          f"{', '.join(clash[:3])}{' ...' if len(clash) > 3 else ''} all read as step {repeated[0]} "
+                          f"(a step is the toy manifest's, else the last number in the name)")
     return sorted(out, key=lambda c: c.step)
 
 
