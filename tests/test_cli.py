@@ -163,3 +163,19 @@ def test_max_memory_option(capsys):
     for bad in ("0", "-1", "lots"):
         assert main(["scores", "--max-memory", bad]) == 2
         assert "--max-memory" in capsys.readouterr().err
+
+
+def test_an_unknown_option_is_refused_by_the_command_with_the_nearest_one(capsys):
+    """An option a command does not take is named by that command's parser (its usage, not the
+    top-level one), with the closest option it does take; a stray word is named alone."""
+    with pytest.raises(SystemExit) as e:
+        main(["scores", "--metric-lenght", "5"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "usage: compscope scores" in err
+    assert "compscope scores: error: unrecognized arguments: --metric-lenght (--metric-lenght: did you mean --metric-length?)" in err
+    with pytest.raises(SystemExit):
+        main(["report", "--measures=frobenius"])
+    assert "compscope report: error: unrecognized arguments: --measures=frobenius (--measures: did you mean --measure?)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["info", "induction-2l", "extra"])
+    assert capsys.readouterr().err.splitlines()[-1] == "compscope info: error: unrecognized arguments: extra"

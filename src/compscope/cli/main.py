@@ -33,13 +33,30 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP[:1].upper() + mod.HELP[1:] + "."),
                            epilog=getattr(mod, "EXAMPLE", None), formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(p)
+        p.set_defaults(command_parser=p)  # so that an unknown option is refused by the command's own parser
     return parser
+
+
+def refuse_unknown(parser: argparse.ArgumentParser, extra: list[str]) -> None:
+    """Exit through ``parser`` (a command's) naming the arguments it does not take, with the nearest
+    option it does take where one is close."""
+    import difflib
+
+    known = [o for o in parser._option_string_actions if o.startswith("--")]
+    hints = []
+    for a in extra:
+        close = difflib.get_close_matches(a.split("=", 1)[0], known, n=1) if a.startswith("--") else []
+        if close:
+            hints.append(f"{a.split('=', 1)[0]}: did you mean {close[0]}?")
+    parser.error(f"unrecognized arguments: {' '.join(extra)}" + (f" ({'; '.join(hints)})" if hints else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; a ``CompscopeError``, or the file system refusing a read or write, becomes one
     line on stderr and exit status 2."""
-    args = build_parser().parse_args(argv)
+    args, extra = build_parser().parse_known_args(argv)
+    if extra:
+        refuse_unknown(args.command_parser, extra)
     try:
         return COMMANDS.get(args.command).run(args) or 0
     except CompscopeError as e:
