@@ -107,7 +107,7 @@ def main() -> None:
     blocks = H * L * (L - 1) // 2
     print(f"{hw.meta.name}: {L} layers x {H} heads, {args.sequences} sequences of {reps.tokens.shape[1]} tokens, "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}, device {runner.device}, "
-          f"model in {str(runner.dtype).removeprefix('torch.')}, {'plain' if args.plain or runner.device.type != 'cpu' else 'factored'} route where it applies")
+          f"model in {str(runner.dtype).removeprefix('torch.')}, {'factored' if intervene.factored_route(hw, 'direct', None, runner.device) else 'plain'} route where it applies")
     print(f"load (transformers + HeadWeights)   {t1 - t0:7.1f} s")
     print(f"activation labels                   {t2 - t1:7.1f} s")
     print(f"interventions, all pairs and kinds  {t3 - t2:7.1f} s   ({blocks} writer x later-layer blocks, "

@@ -6,6 +6,7 @@ identity, embed, activations and covariance), with the wall time and the peak me
     python bench/validate_real.py --model gemma3-270m
     python bench/validate_real.py --model gemma3-270m --with-logits   # the runner as it was before 2026-11-25
     python bench/validate_real.py --writers 16 --full   # interventions on layer 16 only, then the whole verdict
+    python bench/validate_real.py --profile 20   # also where the time goes: compscope's 20 largest by cumulative time
 
 ``--with-logits``: the transformers model runs as its head model, which also computes the logits
 that nothing reads (the runner calls the base model), for the comparison in bench/RESULTS.md.
@@ -13,6 +14,8 @@ that nothing reads (the runner calls the base model), for the comparison in benc
 with ``--full`` the whole verdict runs after it in the same process, and the ratio of the two wall
 times is printed (the model is loaded for each, so both include loading it; the first also pays the
 imports, so the ratio is if anything understated).
+``--profile N``: the verdict runs under ``cProfile`` (slower than without: read the shares, not the
+wall time), and compscope's N functions with the largest cumulative time are printed after it.
 
 Prints the time, the peak resident memory, and the verdict as ``compscope validate --top 3``
 prints it (the truth, the ceiling and the writer baseline, the best three measure x metric rows by
@@ -40,6 +43,7 @@ def main() -> None:
     ap.add_argument("--with-logits", action="store_true", help="run the head model (computing logits), as before")
     ap.add_argument("--writers", help="intervene on these writers only: LAYER.HEAD, LAYER or A-B (as validate reads it)")
     ap.add_argument("--full", action="store_true", help="with --writers: then the whole verdict, and the ratio")
+    ap.add_argument("--profile", type=int, metavar="N", help="run under cProfile; print compscope's N largest by cumulative time")
     args = ap.parse_args()
     if args.full and not args.writers:
         ap.error("--full compares with a verdict on --writers; give --writers")
@@ -52,8 +56,16 @@ def main() -> None:
 
             model = runner_for(args.model, progress=False)
             model.body = model.model
+        profiler = None
+        if args.profile:
+            import cProfile
+
+            profiler = cProfile.Profile()
+            profiler.enable()
         v = compscope.data.validate.validate(model, progress=False, writers=chosen)
         walls.append(time.perf_counter() - t0)
+        if profiler is not None:
+            profiler.disable()
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
         what = "with its defaults" if chosen is None else f"with --writers {args.writers}"
         print(f"{v.model}: compscope.validate {what}, {torch.get_num_threads()} threads, torch {torch.__version__}")
@@ -61,6 +73,11 @@ def main() -> None:
         print(f"peak resident memory   {peak:7.0f} MiB" + (" (the process so far)" if len(walls) > 1 else ""))
         print(v.format(top=3))
         print()
+        if profiler is not None:
+            import pstats
+
+            print(f"under cProfile: compscope's {args.profile} functions with the largest cumulative time")
+            pstats.Stats(profiler).sort_stats("cumulative").print_stats(r"compscope", args.profile)
     if len(walls) == 2:
         print(f"the whole verdict takes {walls[1] / walls[0]:.1f}x the time of the one on --writers {args.writers}")
 

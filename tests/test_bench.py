@@ -110,8 +110,13 @@ def test_trace_speed_on_a_tiny_model_folder(tmp_path):
 
 
 def test_validate_real_on_the_default_model():
-    out = bench("validate_real.py", "--model", "induction-2l")
+    """The verdict's truth line; with ``--profile 5``, five compscope functions by cumulative time,
+    ``validate`` itself first (it holds all the others)."""
+    out = bench("validate_real.py", "--model", "induction-2l", "--profile", "5")
     assert "true previous-token -> induction K-pairs: 8 " in out, out  # 2 previous-token x 4 induction heads
+    profile = out.split("under cProfile: compscope's 5 functions with the largest cumulative time")[1]
+    rows = re.findall(r"^ +\d+(?:/\d+)? +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ (\S+)$", profile, re.M)
+    assert len(rows) == 5 and all("compscope" in r for r in rows) and rows[0].endswith("(validate)"), out
 
 
 def test_validate_real_on_some_writers_then_the_whole_verdict():

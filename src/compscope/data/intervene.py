@@ -260,18 +260,16 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
     chunks = tokens.split(batch_size)
     bar = progress_bar(len(chunks) * (int(mask.sum()) + (ablation == "mean")), "interventions", enabled=progress)
     means = z_means = kept_state = None
-    if ablation == "mean":  # each head's output (and its z) at each position, averaged over every sequence
-        sums = [torch.zeros(tokens.shape[1], H, hw.d_model, dtype=torch.float64, device=dev) for _ in range(L)]
+    if ablation == "mean":  # each head's z at each position, averaged over every sequence; its output W_O z̄
         z_sums = [torch.zeros(H, tokens.shape[1], hw.d_head, dtype=torch.float64, device=dev) for _ in range(L)]
         for chunk in chunks:
             tr = runner.trace(chunk)
             state = _heads(hw, tr)
             for l in range(L):
-                sums[l] += state[3][l].double().sum(0)
                 z_sums[l] += state[2][l].double().sum(0)
             bar.update(1)
-        means = [(s_ / tokens.shape[0]).float() for s_ in sums]
         z_means = [(s_ / tokens.shape[0]).float() for s_ in z_sums]
+        means = [written(hw, l, z_means[l][None])[0] for l in range(L)]  # (seq, head, d_model)
         if len(chunks) == 1:  # one batch: its trace serves the effects too
             kept_state = (tr, state)
     frames = output_frames(hw) if "V" in kinds else None
@@ -300,16 +298,17 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
                     o2 = o[l1].clone()
                     o2[:, :, h1] = repl
                     delta = combine(hw, l1, o2) - added
-                if paths == "all":
-                    changed_run = runner.trace(tr.tokens, add={l1: delta})
-                    targets = ((l2, changed_run.resid[l2]) for l2 in range(l1 + 1, L))
-                else:
-                    targets = _direct_path(runner, tr, mlp, l1, delta)
-                reads = ((l2, _reads(hw, l2, resid2, kinds)) for l2, resid2 in targets)
-                if readers is not None:  # the same reads, d_head wide (compscope.data.factored_path)
+                if readers is not None:  # the direct path's reads, d_head wide (compscope.data.factored_path)
                     u = (z_means[l1][h1] if z_means is not None else 0) - z[l1][:, h1]
                     plain = lambda l2: _reads(hw, l2, tr.resid[l2] + delta, kinds)  # noqa: E731
                     reads = factored.changed_reads(hw, readers, l1, h1, u, kinds, plain)
+                else:
+                    if paths == "all":
+                        changed_run = runner.trace(tr.tokens, add={l1: delta})
+                        targets = ((l2, changed_run.resid[l2]) for l2 in range(l1 + 1, L))
+                    else:
+                        targets = _direct_path(runner, tr, mlp, l1, delta)
+                    reads = ((l2, _reads(hw, l2, resid2, kinds)) for l2, resid2 in targets)
                 for l2, inputs in reads:
                     for kind in kinds:
                         changed = inputs[kind]
