@@ -79,6 +79,48 @@ def test_natural_text_is_the_standard_library_cut_into_seeded_windows():
         natural_text(None, 5, 64, seed=0)
 
 
+def test_a_corpus_of_ones_own_is_cut_into_windows_as_the_docstrings_are(tmp_path):
+    """A UTF-8 file's bytes (the stand-in tokenizer's ids) in windows of ``seq_len − 1`` after the
+    first token: all of them, in order, when all are asked for; a seeded choice of them otherwise.
+    Its name and SHA-256 (by hashlib here) are what results record; an edited file is read again."""
+    import hashlib
+
+    from compscope.data.sequences import corpus_words
+
+    body = "Induction heads copy what followed an earlier copy of the current token. " * 8  # 73 × 8 = 584 ASCII bytes
+    path = tmp_path / "notes.txt"
+    path.write_text(body)
+    ids = torch.tensor(list(body.encode()))
+    windows = ids[: len(ids) // 15 * 15].view(-1, 15)  # 38 windows of 15 bytes after the first token
+    every = natural_text(_Chars(), 38, 16, seed=3, bos=1, corpus=path)
+    assert torch.equal(every[:, 1:], windows) and (every[:, 0] == 1).all()
+    some = natural_text(_Chars(), 4, 16, seed=3, bos=1, corpus=str(path))
+    assert all((windows == row).all(1).any() for row in some[:, 1:])
+    assert not torch.equal(some, natural_text(_Chars(), 4, 16, seed=4, bos=1, corpus=path))
+    assert corpus_words(path) == f"notes.txt (sha256 {hashlib.sha256(body.encode()).hexdigest()[:12]})"
+    assert corpus_words(None) == "standard-library docstrings"
+    path.write_text("ünïcode " * 10)  # 10 × 10 bytes: another size: read again, and read as UTF-8
+    assert bytes(natural_text(_Chars(), 1, 80, seed=0, corpus=path)[0].tolist()).decode().startswith("ünïcode ünïcode")
+    with pytest.raises(OptionError, match=r"notes.txt \(100 tokens\) gives 1 sequences of 80 tokens; asked for 2 "
+                                          r"\(ask for fewer or shorter sequences, or give a longer text\)"):
+        natural_text(_Chars(), 2, 80, seed=0, corpus=path)
+    with pytest.raises(OptionError, match="corpus .*notes.txt: needs the model's tokenizer"):
+        natural_text(None, 1, 16, seed=0, corpus=path)
+
+
+@pytest.mark.parametrize("content, error", [(None, "no such file"), ("dir", "not a file"),
+                                            (b"caf\xe9 au lait", "not UTF-8 text \\(byte 3: invalid continuation byte\\)"),
+                                            (b" \n\t\n", "holds no text")])
+def test_a_corpus_that_is_no_text_is_refused_by_name(tmp_path, content, error):
+    path = tmp_path / "corpus.txt"
+    if content == "dir":
+        path.mkdir()
+    elif content is not None:
+        path.write_bytes(content)
+    with pytest.raises(OptionError, match=f"corpus {path}: {error}"):
+        natural_text(_Chars(), 1, 8, seed=0, corpus=path)
+
+
 # ---------------------------------------------------------------- labels on any tokens (natural text)
 def _random_pattern(b: int, h: int, T: int, g: torch.Generator) -> torch.Tensor:
     """(b, h, T, T) causal row-stochastic patterns."""

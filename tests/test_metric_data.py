@@ -44,12 +44,9 @@ def test_the_data_asked_for_are_the_data_estimated_on(name, centred):
     assert (got.sqrt[1] - default.sqrt[1]).abs().max() > 1e-3  # other data, another metric
 
 
-def test_a_model_with_a_tokenizer_is_estimated_on_that_much_text():
-    """The runner's tokenizer (a stand-in: one id per character) reads the docstrings; the metric
-    is the moment of the runner's residual on ``natural_text`` with the sizes and seed asked for."""
-    from compscope.data.residual_moments import runner_second_moments
+def _text_runner():
+    """The default toy's runner with a stand-in tokenizer (one id per character): a model with text."""
     from compscope.data.runner import runner_for
-    from compscope.data.sequences import natural_text
 
     runner = runner_for("induction-2l", progress=False)
 
@@ -59,11 +56,66 @@ def test_a_model_with_a_tokenizer_is_estimated_on_that_much_text():
 
     runner.tokenizer = Chars()
     runner.__class__ = type("TextRunner", (compscope.data.runner.Runner,), {"_run": type(runner)._run})
+    return runner
+
+
+def test_a_model_with_a_tokenizer_is_estimated_on_that_much_text():
+    """The runner's tokenizer (a stand-in: one id per character) reads the docstrings; the metric
+    is the moment of the runner's residual on ``natural_text`` with the sizes and seed asked for."""
+    from compscope.data.residual_moments import runner_second_moments
+    from compscope.data.sequences import natural_text
+
+    runner = _text_runner()
     got = get_metric("activations", runner.hw, model=runner, data=MetricData(sequences=5, length=16, seed=7))
     tokens = natural_text(runner.tokenizer, 5, 16, 7, runner.bos)
     want = activations(runner_second_moments(runner, tokens))
     torch.testing.assert_close(got.sqrt[1], want.sqrt[1])
     assert got.data == "5 sequences of 16 tokens of standard-library docstrings (seed 7)"
+
+
+def test_a_corpus_of_ones_own_is_the_text_estimated_on(tmp_path):
+    """``MetricData(corpus=FILE)``: the moment of the runner's residual on ``natural_text`` of that
+    file (not the docstrings), recorded by the file's name and SHA-256 (hashlib here)."""
+    import hashlib
+
+    from compscope.data.residual_moments import runner_second_moments
+    from compscope.data.sequences import natural_text
+
+    body = "".join(f"line {i}: the cat sat on the mat, then {i * 7 % 13} dogs ran.\n" for i in range(60))
+    path = tmp_path / "mine.txt"
+    path.write_text(body)
+    runner = _text_runner()
+    got = get_metric("covariance", runner.hw, model=runner, data=MetricData(sequences=5, length=16, seed=7, corpus=path))
+    tokens = natural_text(runner.tokenizer, 5, 16, 7, runner.bos, corpus=path)
+    assert bytes(tokens[0].tolist()) in bytes(runner.tokenizer.encode(body))
+    want = activations(runner_second_moments(runner, tokens, centred=True), name="covariance")
+    torch.testing.assert_close(got.sqrt[1], want.sqrt[1])
+    digest = hashlib.sha256(body.encode()).hexdigest()[:12]
+    assert got.data == f"5 sequences of 16 tokens of mine.txt (sha256 {digest}) (seed 7)"
+    docstrings = get_metric("covariance", runner.hw, model=runner, data=MetricData(sequences=5, length=16, seed=7))
+    assert (got.sqrt[1] - docstrings.sqrt[1]).abs().max() > 1e-3  # other text, another metric
+    assert MetricData(corpus=path).cli_flags() == ["--metric-corpus", str(path)]
+    assert MetricData(corpus=path) == MetricData(corpus=str(path))  # kept as a string: compared, hashed, JSON
+
+
+def test_a_corpus_is_refused_where_it_cannot_be_read_or_used(tmp_path, capsys):
+    with pytest.raises(OptionError, match=f"metric data: corpus {tmp_path / 'none.txt'}: no such file"):
+        MetricData(corpus=tmp_path / "none.txt")
+    with pytest.raises(OptionError, match="metric data: corpus=3: expected the path of a UTF-8 text file"):
+        MetricData(corpus=3)
+    (tmp_path / "latin1.txt").write_bytes("na\xefve".encode("latin-1"))
+    with pytest.raises(OptionError, match="metric data: corpus .*latin1.txt: not UTF-8 text"):
+        MetricData(corpus=tmp_path / "latin1.txt")  # before any model is loaded
+    text = tmp_path / "t.txt"
+    text.write_text("some text " * 100)
+    with pytest.raises(OptionError, match="induction-2l step 4000 is one of compscope's toy models, which have no tokenizer"):
+        get_metric("covariance", compscope.load("induction-2l"), model="induction-2l", data=MetricData(corpus=text))
+    assert main(["scores", "--metric", "covariance", "--metric-corpus", str(text), "--kinds", "K"]) == 2
+    assert "which have no tokenizer" in capsys.readouterr().err
+    assert main(["scores", "--metric", "identity", "--metric-corpus", str(text)]) == 2
+    assert "--metric-corpus: for the metrics estimated on data" in capsys.readouterr().err
+    assert main(["scores", "--metric", "covariance", "--metric-corpus", str(tmp_path)]) == 2
+    assert f"metric data: corpus {tmp_path}: not a file" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("field, value", [("sequences", 0), ("length", 3), ("seed", -1), ("sequences", 2.5),

@@ -214,6 +214,25 @@ def test_smollm2_heads_labelled_on_its_own_tokenizers_text(smollm2):
     assert text.data == "8 sequences of 64 tokens of standard-library docstrings (seed 12346)"
 
 
+def test_smollm2_reads_a_corpus_of_ones_own_with_its_own_tokenizer(smollm2, tmp_path):
+    """A text file given as the corpus is tokenised by the GGUF file's tokenizer: every sequence is
+    the first token, then a stretch of that file's text (decoded back, an exact substring)."""
+    from compscope.data.residual_moments import SampleData
+
+    _, hw, runner = smollm2
+    body = "".join(f"Entry {i}: a head that attends to the previous token writes it into the residual. "
+                   for i in range(50))
+    path = tmp_path / "entries.txt"
+    path.write_text(body)
+    data = SampleData(sequences=3, length=24, corpus=path)
+    tokens = data.tokens(runner)
+    assert tokens.shape == (3, 24) and (tokens[:, 0] == runner.bos).all()
+    for row in tokens[:, 1:]:
+        piece = runner.tokenizer.decode(row.tolist())
+        assert len(piece) > 40 and piece in body, piece
+    assert data.text(runner).startswith("3 sequences of 24 tokens of entries.txt (sha256 ")
+
+
 def previous_token_heads_from_sampled_content(runner, hw, top: int, threshold: float, induction_hits: int):
     """The rotary previous-token score with the residual each layer reads on natural text as content
     (4 sequences of 128 tokens), against the previous-token labels on 8 repeated random sequences:

@@ -166,3 +166,43 @@ def test_validate_labels_the_heads_on_the_sample_text_too(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "top induction heads there:" in out and "rank correlation with the repeats' labels" in out
     assert (tmp_path / "w" / "head_labels_text.csv").exists()
+
+
+def test_a_corpus_of_ones_own_is_what_validate_samples(tmp_path):
+    """``SampleData(corpus=FILE)`` on a model with a tokenizer (a rotary toy with QK- and
+    attention-output norms given a stand-in one, an id per byte): the norms are linearised on that
+    file's text (the verdict equals one on weights linearised by hand on the same tokens), the heads
+    are labelled on it too, and the file is named where the data are recorded."""
+    import hashlib
+
+    from compscope.data.head_labels import text_labels
+    from compscope.data.norm_linearisation import linearise_norms
+    from compscope.data.runner import Runner
+    from compscope.data.sequences import natural_text
+
+    folder = save_toy(ToyTransformer(ToyConfig(**CONFIG, qk_norm=True, attn_out_norm=True), seed=4), tmp_path / "norms")
+    runner = runner_for(str(folder), progress=False)
+
+    class Bytes:
+        def encode(self, text, add_special_tokens=False):
+            return [b % 20 for b in text.encode()]
+
+    runner.tokenizer = Bytes()
+    runner.__class__ = type("TextRunner", (Runner,), {"_run": type(runner)._run})
+    body = "".join(f"{i} plus {i} is {2 * i}; " for i in range(40))
+    path = tmp_path / "sums.txt"
+    path.write_text(body)
+    data = SampleData(sequences=3, length=8, seed=3, corpus=path)
+    v = compscope.validate(runner, sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
+                           linearise_norms=True, text_labels=True, sample_data=data, progress=False)
+    words = f"3 sequences of 8 tokens of sums.txt (sha256 {hashlib.sha256(body.encode()).hexdigest()[:12]}) (seed 3)"
+    assert v.notes[0] == f"norms linearised (their mean Jacobian) on {words}"
+    tokens = natural_text(Bytes(), 3, 8, 3, runner.bos, corpus=path)
+    lin = linearise_norms(runner, tokens=tokens, progress=False)
+    table = compscope.scores(lin, kinds="K", measures="all", metric="identity", pairs="all", progress=False)
+    for m_ in table.measures:
+        torch.testing.assert_close(v.tables["identity"].dense(m_, "K"), table.dense(m_, "K"), equal_nan=True)
+    want = text_labels(runner, tokens, progress=False)
+    torch.testing.assert_close(v.text_labels.mean["previous_token"], want.mean["previous_token"])
+    assert v.options["text_labels_data"] == words
+    assert v.options["sample_data"] == {"sequences": 3, "length": 8, "seed": 3, "positions": 1024, "corpus": str(path)}

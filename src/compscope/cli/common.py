@@ -127,12 +127,16 @@ def add_metric_data(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metric-shrinkage", choices=SHRINKAGES,
                    help="for a metric estimated on data: each layer's G as the sample moment (none, the default) or "
                         "shrunk toward a multiple of the identity by its Ledoit-Wolf intensity (ledoit-wolf)")
+    p.add_argument("--metric-corpus", metavar="FILE",
+                   help="for a metric estimated on data: a UTF-8 text file of your own to estimate it on instead of "
+                        "the standard library's docstrings (models with a tokenizer; its name and SHA-256 are recorded)")
 
 
 def metric_data(args, metrics):
     """The ``MetricData`` that ``--metric-sequences/-length/-seed/-shrinkage`` ask for (None when
     none is given), refused when none of ``metrics`` is estimated on data (it would change nothing)."""
-    given = {k: getattr(args, k) for k in ("metric_sequences", "metric_length", "metric_seed", "metric_shrinkage")}
+    given = {k: getattr(args, k) for k in ("metric_sequences", "metric_length", "metric_seed", "metric_shrinkage",
+                                           "metric_corpus")}
     if all(v is None for v in given.values()):
         return None
     from ..core.metrics import ON_DATA
@@ -144,12 +148,14 @@ def metric_data(args, metrics):
                           f"(metrics: {', '.join(metrics)})")
     from ..data.residual_moments import MetricData
 
-    return MetricData(given["metric_sequences"], given["metric_length"], given["metric_seed"], given["metric_shrinkage"])
+    return MetricData(given["metric_sequences"], given["metric_length"], given["metric_seed"], given["metric_shrinkage"],
+                      given["metric_corpus"])
 
 
 def add_sample_data(p: argparse.ArgumentParser, where: str) -> None:
-    """``--sample-sequences``, ``--sample-length``, ``--sample-seed``, ``--sample-positions``: what
-    the residual is sampled on (``where``: the options that sample it; :func:`sample_data`)."""
+    """``--sample-sequences``, ``--sample-length``, ``--sample-seed``, ``--sample-positions``,
+    ``--sample-corpus``: what the residual is sampled on (``where``: the options that sample it;
+    :func:`sample_data`)."""
     p.add_argument("--sample-sequences", type=count, metavar="N",
                    help=f"how many sequences the residual is sampled on, {where} (default 16 of natural text; "
                         "models without a tokenizer: repeated random sequences)")
@@ -158,12 +164,15 @@ def add_sample_data(p: argparse.ArgumentParser, where: str) -> None:
     p.add_argument("--sample-seed", type=at_least(0), metavar="S", help="which sequences and positions are sampled (default 12346)")
     p.add_argument("--sample-positions", type=count, metavar="K",
                    help="residuals per layer drawn as the previous-token score's content (default 1024)")
+    p.add_argument("--sample-corpus", metavar="FILE",
+                   help="a UTF-8 text file of your own to sample on instead of the standard library's docstrings "
+                        "(models with a tokenizer; its name and SHA-256 are recorded)")
 
 
 def sample_data(args, used: bool = True, where: str = ""):
     """The ``SampleData`` that ``--sample-*`` ask for (None when none is given), refused unless
     ``used`` (``where``: what would use it, for the error; the API refuses what it cannot use)."""
-    names = ("sample_sequences", "sample_length", "sample_seed", "sample_positions")
+    names = ("sample_sequences", "sample_length", "sample_seed", "sample_positions", "sample_corpus")
     given = [getattr(args, k) for k in names]
     if all(v is None for v in given):
         return None

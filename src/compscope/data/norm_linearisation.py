@@ -138,10 +138,11 @@ class NormJacobians:
 @torch.no_grad()
 def mean_jacobians(runner, parts: str | Sequence[str] | None = None, hw: HeadWeights | None = None,
                    tokens: Tensor | None = None, sequences: int = 16, seq_len: int = 128, seed: int | None = None,
-                   batch_size: int = 8, progress: bool = True) -> NormJacobians:
+                   batch_size: int = 8, progress: bool = True, corpus: str | None = None) -> NormJacobians:
     """The mean Jacobians of the norms of ``parts`` (default every one ``hw``, the runner's weights
     by default, has) on ``tokens: (batch, seq)`` run through ``runner``'s model (default
-    ``sequences`` × ``seq_len`` tokens of natural text, seed of the ``activations`` metric)."""
+    ``sequences`` × ``seq_len`` tokens of natural text, the file ``corpus``'s or the docstrings,
+    seed of the ``activations`` metric)."""
     from ..core.attention import combine, head_outputs, head_states, read_input
     from ..progress import progress_bar
     from .residual_moments import METRIC_SEED, metric_tokens, tokens_data
@@ -150,8 +151,8 @@ def mean_jacobians(runner, parts: str | Sequence[str] | None = None, hw: HeadWei
     parts = check_parts(base, parts)
     seed = METRIC_SEED if seed is None else seed
     if tokens is None:
-        data = tokens_data(runner, sequences, seq_len, seed)
-        tokens = metric_tokens(runner, sequences, seq_len, seed)
+        data = tokens_data(runner, sequences, seq_len, seed, corpus)
+        tokens = metric_tokens(runner, sequences, seq_len, seed, corpus)
     else:
         data = f"{tokens.shape[0]} given sequences of {tokens.shape[1]} tokens"
     if tokens.ndim != 2 or tokens.shape[1] < 2:
@@ -182,12 +183,12 @@ def mean_jacobians(runner, parts: str | Sequence[str] | None = None, hw: HeadWei
 
 def linearise_norms(runner, parts: str | Sequence[str] | None = None, hw: HeadWeights | None = None,
                     tokens: Tensor | None = None, sequences: int = 16, seq_len: int = 128, seed: int | None = None,
-                    batch_size: int = 8, progress: bool = True) -> HeadWeights:
+                    batch_size: int = 8, progress: bool = True, corpus: str | None = None) -> HeadWeights:
     """``hw`` (default the runner's weights) with the norms named in ``parts`` (``'qk'``,
     ``'output'``; default every one the model has) replaced by their mean Jacobians (module
     docstring), estimated on ``tokens: (batch, seq)`` run through ``runner``'s model (default
-    ``sequences`` × ``seq_len`` tokens of natural text, seed of the ``activations`` metric):
-    :func:`mean_jacobians` then :meth:`NormJacobians.apply`."""
+    ``sequences`` × ``seq_len`` tokens of natural text, the file ``corpus``'s or the docstrings,
+    seed of the ``activations`` metric): :func:`mean_jacobians` then :meth:`NormJacobians.apply`."""
     base = runner.hw if hw is None else hw
-    jac = mean_jacobians(runner, parts, base, tokens, sequences, seq_len, seed, batch_size, progress)
+    jac = mean_jacobians(runner, parts, base, tokens, sequences, seq_len, seed, batch_size, progress, corpus)
     return jac.apply(base)

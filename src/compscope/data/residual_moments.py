@@ -75,15 +75,19 @@ class MetricData:
     use 12345, so that a measure is never scored on its own test data). ``shrinkage``: how each
     layer's ``G`` is estimated from them: None (or ``'none'``), the sample moment;
     ``'ledoit-wolf'``, the sample moment shrunk toward a multiple of the identity by the
-    Ledoit–Wolf intensity, which the same data give (:meth:`ResidualSums.ledoit_wolf`)."""
+    Ledoit–Wolf intensity, which the same data give (:meth:`ResidualSums.ledoit_wolf`).
+    ``corpus``: a UTF-8 text file to take the natural text from instead of the docstrings (models
+    with a tokenizer; its name and SHA-256 are recorded)."""
 
     sequences: int | None = None
     length: int | None = None
     seed: int | None = None
     shrinkage: str | None = None
+    corpus: str | None = None
 
     def __post_init__(self) -> None:
         _check_fields(self, "metric data", (("sequences", 1), ("length", 4), ("seed", 0)))
+        _check_corpus(self, "metric data")
         if self.shrinkage is not None and self.shrinkage not in SHRINKAGES:
             raise OptionError(f"metric data: shrinkage={self.shrinkage!r}: expected one of {', '.join(SHRINKAGES)}")
         if self.shrinkage == "none":  # the default, spelled out: the same data
@@ -92,7 +96,7 @@ class MetricData:
     def cli_flags(self) -> list[str]:
         """The command-line options that ask for these data (``--metric-sequences N`` ...), the
         defaults left out."""
-        return [x for k in ("sequences", "length", "seed", "shrinkage") if getattr(self, k) is not None
+        return [x for k in ("sequences", "length", "seed", "shrinkage", "corpus") if getattr(self, k) is not None
                 for x in (f"--metric-{k}", str(getattr(self, k)))]
 
     @property
@@ -106,6 +110,7 @@ class MetricData:
         from .runner import ToyRunner
 
         _check_fits(runner, self.length, "metric data")
+        _check_toy_corpus(runner, self.corpus, "metric data")
         toy = isinstance(runner, ToyRunner)
         return (self.sequences or (TOY_SEQUENCES if toy else TEXT_SEQUENCES),
                 self.length or (2 * TOY_HALF if toy else TEXT_LENGTH),
@@ -117,6 +122,26 @@ def _check_fields(data, what: str, lows: tuple[tuple[str, int], ...]) -> None:
     for name, low in lows:
         if getattr(data, name) is not None:
             check_int(f"{what}: {name}", getattr(data, name), low)
+
+
+def _check_corpus(data, what: str) -> None:
+    """``data.corpus`` None or the path of a UTF-8 text file (kept as a string, so that the data
+    compare, hash and travel as JSON)."""
+    if data.corpus is not None:
+        from .sequences import corpus_path, corpus_text
+
+        object.__setattr__(data, "corpus", corpus_path(data.corpus, f"{what}: corpus"))
+        corpus_text(data.corpus, f"{what}: corpus")  # readable as text: refused before any model is loaded
+
+
+def _check_toy_corpus(runner, corpus, what: str) -> None:
+    """A corpus given for compscope's toy models (no tokenizer: their data are repeats) is refused."""
+    from .runner import ToyRunner
+
+    if corpus is not None and isinstance(runner, ToyRunner):
+        raise OptionError(f"{what}: corpus {corpus}: {runner.hw.meta.name} is one of compscope's toy models, which have "
+                          "no tokenizer (their data are held-out repeated random sequences); a corpus is text for "
+                          "a model with a tokenizer")
 
 
 def _check_fits(runner, length: int | None, what: str) -> None:
@@ -153,7 +178,7 @@ def metric_data(runner, data: MetricData | None = None) -> str:
 
         return (f"{n} held-out repeated random sequences [t, t], |t| = {held_out_half(runner.model, length // 2)} "
                 f"(seed {seed}){shrunk}")
-    return tokens_data(runner, n, length, seed) + shrunk
+    return tokens_data(runner, n, length, seed, data.corpus) + shrunk
 
 
 def toy_activation_metric(model, sequences: int = TOY_SEQUENCES, half: int = TOY_HALF, seed: int = METRIC_SEED,
@@ -289,32 +314,37 @@ def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16, hw=None,
 
 def data_activation_metric(runner, sequences: int = TEXT_SEQUENCES, seq_len: int = TEXT_LENGTH, seed: int = METRIC_SEED,
                            ridge: float = DEFAULT_RIDGE, hw=None, centred: bool = False,
-                           shrinkage: str | None = None) -> Metric:
+                           shrinkage: str | None = None, corpus: str | None = None) -> Metric:
     """The ``activations`` metric (``covariance`` with ``centred``) of a runner's model: on natural
     text when it has a tokenizer (``sequences`` of ``seq_len`` tokens, at most the model's
-    context), else on held-out repeated random sequences; ``shrinkage`` as :func:`runner_second_moments`."""
-    tokens = metric_tokens(runner, sequences, seq_len, seed)
+    context; ``corpus``: a text file's instead of the docstrings), else on held-out repeated random
+    sequences; ``shrinkage`` as :func:`runner_second_moments`."""
+    tokens = metric_tokens(runner, sequences, seq_len, seed, corpus)
     return activations(runner_second_moments(runner, tokens, hw=hw, centred=centred, shrinkage=shrinkage), ridge,
                        _name(centred))
 
 
-def metric_tokens(runner, sequences: int, seq_len: int, seed: int) -> Tensor:
+def metric_tokens(runner, sequences: int, seq_len: int, seed: int, corpus: str | None = None) -> Tensor:
     """``(sequences, seq_len)`` tokens the residual statistics are estimated on (:func:`tokens_data`
     says what they are): natural text when the runner has a tokenizer (``seq_len`` at most the
-    model's context), else repeated random sequences ``[t, t]``."""
+    model's context; the file ``corpus``'s, else the docstrings), else repeated random sequences
+    ``[t, t]`` (a corpus given is then refused)."""
     from .sequences import natural_text, repeats
 
     seq_len = _within_context(runner, seq_len)
-    if runner.tokenizer is not None:
-        return natural_text(runner.tokenizer, sequences, seq_len, seed, runner.bos)
+    if runner.tokenizer is not None or corpus is not None:
+        return natural_text(runner.tokenizer, sequences, seq_len, seed, runner.bos, corpus)
     return repeats(sequences, _repeat_half(runner, seq_len), runner.hw.n_vocab, seed, runner.bos).tokens
 
 
-def tokens_data(runner, sequences: int, seq_len: int, seed: int) -> str:
+def tokens_data(runner, sequences: int, seq_len: int, seed: int, corpus: str | None = None) -> str:
     """What :func:`metric_tokens` gives for these arguments, in words (recorded with results)."""
+    from .sequences import check_tokenizer, corpus_words
+
     seq_len = _within_context(runner, seq_len)
-    if runner.tokenizer is not None:
-        return f"{sequences} sequences of {seq_len} tokens of standard-library docstrings (seed {seed})"
+    if runner.tokenizer is not None or corpus is not None:
+        check_tokenizer(runner.tokenizer, corpus)
+        return f"{sequences} sequences of {seq_len} tokens of {corpus_words(corpus)} (seed {seed})"
     return f"{sequences} repeated random sequences [t, t], |t| = {_repeat_half(runner, seq_len)} (seed {seed})"
 
 
@@ -346,16 +376,19 @@ class SampleData:
     replaces (every position after the first); and the heads' labels on text (``validate``'s
     ``text_labels``). ``sequences`` of ``length`` tokens as the metrics'
     text (:func:`metric_tokens`: natural text, or repeated random sequences for a model without a
-    tokenizer), ``seed`` picking them and the positions. None leaves the default: 16 sequences of
-    128 tokens (at most the model's context), 1024 positions, seed 12346."""
+    tokenizer), ``seed`` picking them and the positions; ``corpus``: a UTF-8 text file to take the
+    text from instead of the docstrings. None leaves the default: 16 sequences of 128 tokens (at
+    most the model's context), 1024 positions, seed 12346."""
 
     sequences: int | None = None
     length: int | None = None
     seed: int | None = None
     positions: int | None = None
+    corpus: str | None = None
 
     def __post_init__(self) -> None:
         _check_fields(self, "sample data", (("sequences", 1), ("length", 4), ("seed", 0), ("positions", 1)))
+        _check_corpus(self, "sample data")
 
     def resolved(self, runner=None) -> tuple[int, int, int, int]:
         """``(sequences, length, seed, positions)``, the defaults filled in; with ``runner``, a
@@ -368,12 +401,12 @@ class SampleData:
     def tokens(self, runner) -> Tensor:
         """The ``(sequences, length)`` tokens of ``runner``'s model these samples are taken on."""
         n, length, seed, _ = self.resolved(runner)
-        return metric_tokens(runner, n, length, seed)
+        return metric_tokens(runner, n, length, seed, self.corpus)
 
     def text(self, runner) -> str:
         """What :meth:`tokens` gives, in words."""
         n, length, seed, _ = self.resolved(runner)
-        return tokens_data(runner, n, length, seed)
+        return tokens_data(runner, n, length, seed, self.corpus)
 
     def content(self, runner) -> str:
         """What the ``activations`` content is sampled on, in words (recorded)."""
@@ -461,7 +494,7 @@ def _estimated(hw, ridge: float, model, device, centred: bool, name: str, data: 
         n, length, seed = data.resolved(model)
         met = (_toy_metric(model, n, length // 2, seed, ridge, hw, centred, data.shrinkage) if isinstance(model, ToyRunner)
                else data_activation_metric(model, n, length, seed, ridge=ridge, hw=hw, centred=centred,
-                                           shrinkage=data.shrinkage))
+                                           shrinkage=data.shrinkage, corpus=data.corpus))
         words = metric_data(model, data)
         if data.shrinks:  # the intensities the estimate found, kept with its sums on the runner
             rho = [model._moments.ledoit_wolf(l, centred)[1] for l in sorted(model._moments.acc)]

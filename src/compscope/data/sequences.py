@@ -7,17 +7,22 @@ text assembled from the docstrings of the installed Python standard library.
 - :func:`natural_text`: the docstrings of a fixed list of standard-library modules (their
   classes and functions, in source order), tokenised with the model's own tokenizer and cut into
   sequences; ``seed`` picks which. It is English technical prose, the same on every machine with
-  the same Python minor version (the version is recorded with the results).
+  the same Python minor version (the version is recorded with the results). Or a corpus of the
+  user's own, a UTF-8 text file, cut the same way (its name and SHA-256 are recorded:
+  :func:`corpus_words`).
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
 import inspect
+import os
 import sys
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import Tensor
@@ -97,17 +102,74 @@ def _docstrings(modules: tuple[str, ...]) -> str:
     return "\n\n".join(parts)
 
 
-def natural_text(tokenizer, n: int, seq_len: int, seed: int, bos: int | None = None) -> Tensor:
-    """``(n, seq_len)`` token ids of standard-library docstrings (module docstring), ``[bos]`` first
-    when given; ``seed`` picks the ``n`` windows out of the whole text."""
+def corpus_path(corpus, what: str = "corpus") -> str:
+    """``corpus`` (a path to a text file) as a string, refused unless it names a readable file
+    (``what`` in the error)."""
+    if not isinstance(corpus, (str, os.PathLike)):
+        raise OptionError(f"{what}={corpus!r}: expected the path of a UTF-8 text file")
+    path = os.fspath(corpus)
+    if not os.path.exists(path):
+        raise OptionError(f"{what} {path}: no such file")
+    if not os.path.isfile(path):
+        raise OptionError(f"{what} {path}: not a file (a text file is expected)")
+    return path
+
+
+def corpus_text(corpus: str | os.PathLike | None = None, what: str = "corpus") -> str:
+    """The natural text: the standard library's docstrings (:func:`stdlib_text`), or the UTF-8
+    text file ``corpus``, refused by name (``what`` in the error) when it cannot be read as text
+    or holds none."""
+    if corpus is None:
+        return stdlib_text()
+    path = corpus_path(corpus, what)
+    st = os.stat(path)
+    try:
+        text = _read_corpus(os.path.abspath(path), st.st_mtime_ns, st.st_size)
+    except UnicodeDecodeError as e:
+        raise OptionError(f"{what} {path}: not UTF-8 text (byte {e.start}: {e.reason})") from None
+    except OSError as e:
+        raise OptionError(f"{what} {path}: cannot be read ({e.strerror or e})") from None
+    if not text.strip():
+        raise OptionError(f"{what} {path}: holds no text")
+    return text
+
+
+@functools.lru_cache(maxsize=4)
+def _read_corpus(path: str, mtime_ns: int, size: int) -> str:
+    """The text of the file ``path``, decoded as UTF-8 (kept while its time and size stay the same)."""
+    return Path(path).read_bytes().decode("utf-8")
+
+
+def corpus_words(corpus: str | os.PathLike | None = None) -> str:
+    """The natural text in words, as results record it: ``standard-library docstrings``, or the
+    corpus file's name and the first 12 hex digits of its SHA-256."""
+    if corpus is None:
+        return "standard-library docstrings"
+    digest = hashlib.sha256(corpus_text(corpus).encode("utf-8")).hexdigest()[:12]
+    return f"{Path(corpus_path(corpus)).name} (sha256 {digest})"
+
+
+def check_tokenizer(tokenizer, corpus: str | os.PathLike | None = None) -> None:
+    """Natural text (the docstrings, or the file ``corpus``) is refused for a model without a tokenizer."""
     if tokenizer is None:
-        raise OptionError("natural text needs the model's tokenizer, and this model has none (a toy model, or a "
+        what = "natural text" if corpus is None else f"corpus {os.fspath(corpus)}"
+        raise OptionError(f"{what}: needs the model's tokenizer, and this model has none (a toy model, or a "
                           "folder without tokenizer files)")
+
+
+def natural_text(tokenizer, n: int, seq_len: int, seed: int, bos: int | None = None,
+                 corpus: str | os.PathLike | None = None) -> Tensor:
+    """``(n, seq_len)`` token ids of the natural text (:func:`corpus_text`: standard-library
+    docstrings, or the file ``corpus``), ``[bos]`` first when given; ``seed`` picks the ``n``
+    windows out of the whole text."""
+    check_tokenizer(tokenizer, corpus)
     body = seq_len - (bos is not None)
-    ids = torch.tensor(_encode(tokenizer, stdlib_text()), dtype=torch.long)
+    ids = torch.tensor(_encode(tokenizer, corpus_text(corpus)), dtype=torch.long)
     windows = len(ids) // body
     if windows < n:
-        raise OptionError(f"the standard-library text gives {windows} sequences of {seq_len} tokens; asked for {n}")
+        source = "the standard-library text" if corpus is None else f"corpus {os.fspath(corpus)} ({len(ids)} tokens)"
+        raise OptionError(f"{source} gives {windows} sequences of {seq_len} tokens; asked for {n} (ask for fewer or "
+                          "shorter sequences, or give a longer text)")
     g = torch.Generator().manual_seed(seed)
     pick = torch.randperm(windows, generator=g)[:n].sort().values
     out = ids[: windows * body].view(windows, body)[pick]

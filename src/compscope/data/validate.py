@@ -434,7 +434,8 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
 
         parts = None if linearise_norms is True or linearise_norms == "all" else linearise_norms
         n, length, sample_seed, _ = sample_data.resolved(runner)
-        weights = _linearise(runner, parts, hw=weights, sequences=n, seq_len=length, seed=sample_seed, progress=progress)
+        weights = _linearise(runner, parts, hw=weights, sequences=n, seq_len=length, seed=sample_seed, progress=progress,
+                             corpus=sample_data.corpus)
         linearised_on = weights.meta.notes[-1]
     else:
         linearised_on = None
@@ -538,7 +539,8 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
                "writer_previous_auroc": writer_auroc or None,
                "circuit_auroc": circuit_auroc or None, "circuit_measure": list(CIRCUIT_MEASURE),
                "activations_content_data": sample_data.content(runner) if "activations" in contents else None,
-               "sample_data": {k: v for k, v in zip(("sequences", "length", "seed", "positions"), sample_data.resolved())}
+               "sample_data": {**dict(zip(("sequences", "length", "seed", "positions"), sample_data.resolved())),
+                               **({"corpus": sample_data.corpus} if sample_data.corpus else {})}
                if "activations" in contents or linearising or text_labels else None,
                "text_labels_data": on_text.data if on_text is not None else None,
                "weights_processing": list(weights.meta.processing)}
