@@ -206,6 +206,9 @@ def test_a_sweep_task_carries_the_data_only_where_a_metric_reads_them(tmp_path, 
     df = read_dataset(out)
     opts = {m: json.loads(o) for m, o in df.groupby("metric").options.first().items()}
     assert opts["covariance"]["metric_data"] == {"sequences": 12} and "metric_data" not in opts["identity"]
+    words = df.groupby("metric").metric_data.unique()  # the data in words, where a metric reads them
+    assert list(words["covariance"]) == ["12 held-out repeated random sequences [t, t], |t| = 32 (seed 12346)"]
+    assert df[df.metric == "identity"].metric_data.isna().all()
     want = compscope.scores("induction-2l", "K", ["frobenius"], "covariance", metric_data=MetricData(sequences=12),
                             progress=False).to_pandas().set_index(["src_layer", "src_head", "dst_layer", "dst_head"]).value
     got = df[df.metric == "covariance"].set_index(["src_layer", "src_head", "dst_layer", "dst_head"]).value

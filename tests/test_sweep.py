@@ -158,6 +158,10 @@ def test_track_job_reads_each_checkpoint_once_and_records_its_hash(run_folder, t
     monkeypatch.setattr(storage, "load_toy", lambda *a, **k: reads.append(a[0]) or real(*a, **k))
     df = run_task(Task(last[0], last[1], last[2], "track", {"kinds": "K"}))
     assert len(reads) == 1 and set(df.content_hash) == {want}
+    assert "metric_data" not in df  # identity: nothing estimated on data
+    on_data = run_task(Task(last[0], last[1], last[2], "track", {"kinds": "K", "metric": "covariance",
+                                                                 "metric_data": {"sequences": 12}}))
+    assert set(on_data.metric_data) == {"12 held-out repeated random sequences [t, t], |t| = 32 (seed 12346)"}
     other = min(expand_sources([str(run_folder)]), key=lambda s: s[2])
     assert compscope.track([other[0]], "K", ["frobenius"], ["identity"], labels=False, progress=False).hashes != [want]
 
@@ -173,7 +177,8 @@ def test_validate_job_writes_the_verdict_of_each_checkpoint(run_folder, tmp_path
     assert (r.done, r.failed) == (1, {})
     df = read_dataset(tmp_path / "v")
     assert set(df.kind) == set("QKV") and {"measure", "metric", "spearman", "auroc"} <= set(df.columns)
-    want = compscope.validate(last[0], sequences=16, half=16, progress=False).verdict_frame()  # the job's options
+    v = compscope.validate(last[0], sequences=16, half=16, progress=False)  # the job's options
+    want = v.verdict_frame()
     key = ["measure", "metric", "kind"]
     got = df.sort_values(key)[key + ["spearman"]].reset_index(drop=True)
     want = want.sort_values(key)[key + ["spearman"]].reset_index(drop=True)
@@ -181,6 +186,9 @@ def test_validate_job_writes_the_verdict_of_each_checkpoint(run_folder, tmp_path
     assert got.spearman.to_numpy() == pytest.approx(want.spearman.to_numpy())
     assert set(df.content_hash) == {content_hash(compscope.load(last[0]))}
     assert set(df.half) == {16} and all("|t| = 16 (seed 12345)" in d and "cut" not in d for d in df.data)
+    # the default metrics estimated on data (activations, covariance) name their data on every row
+    assert set(df.metric_data) == {v.options["activations_metric_data"]}
+    assert v.options["activations_metric_data"].startswith("200 held-out repeated random sequences [t, t]")
 
 
 def test_every_job_computes_on_the_device_of_the_sweep(run_folder, tmp_path, monkeypatch):

@@ -69,7 +69,8 @@ def expand_sources(sources: list[str], revisions: list[str] | None = None) -> li
 
 def _track_rows(source: str, opts: dict, device=None):
     """``compscope track``'s rows for one checkpoint, each with the writer's previous-token and the
-    reader's induction label at that checkpoint (toy checkpoints; NaN for others)."""
+    reader's induction label at that checkpoint (toy checkpoints; NaN for others); its weights'
+    hash; what a metric on data was estimated on (None for a metric from the weights)."""
     from ..analysis.tracking import track
     from ..defaults import TRACKED_MEASURES
 
@@ -80,7 +81,7 @@ def _track_rows(source: str, opts: dict, device=None):
     nan = float("nan")
     df["src_previous"] = [nan if lab is None else float(lab.previous[l, h]) for l, h in zip(df.src_layer, df.src_head)]
     df["dst_induction"] = [nan if lab is None else float(lab.induction[l, h]) for l, h in zip(df.dst_layer, df.dst_head)]
-    return df, tr.hashes[0]
+    return df, tr.hashes[0], tr.tables[0][0].info.get("metric_data")
 
 
 def _metric_data(opts: dict):
@@ -94,7 +95,8 @@ def _metric_data(opts: dict):
 
 def run_task(task: Task, device=None):
     """The task's rows (a pandas frame) with ``content_hash``, ``options`` (JSON) and ``task``
-    columns; the partition columns (model, step) are added by the dataset. ``device``: where the
+    columns, and ``metric_data`` (what a metric estimated on data was estimated on, in words: a
+    corpus by its name and SHA-256) where one was; the partition columns (model, step) are added by the dataset. ``device``: where the
     scores are computed and the model runs (default CUDA when present); not part of the task's
     identity, since the rows agree across devices to float32 rounding."""
     from ..loading.sources import load
@@ -107,11 +109,11 @@ def run_task(task: Task, device=None):
         hw = load(task.source)
         metric = get_metric(opts.get("metric", "identity"), hw, model=task.source, device=device,
                             data=_metric_data(opts))  # 'activations' runs it
-        df = scores(hw, kinds=opts.get("kinds", "QKV"), measures=tuple(opts.get("measures", ("frobenius",))),
-                    metric=metric, device=device, progress=False).to_pandas()
-        digest = content_hash(hw)
+        table = scores(hw, kinds=opts.get("kinds", "QKV"), measures=tuple(opts.get("measures", ("frobenius",))),
+                       metric=metric, device=device, progress=False)
+        df, digest, on_data = table.to_pandas(), content_hash(hw), table.info.get("metric_data")
     elif task.job == "track":
-        df, digest = _track_rows(task.source, opts, device)  # the checkpoint is read once, its hash recorded there
+        df, digest, on_data = _track_rows(task.source, opts, device)  # the checkpoint is read once, its hash recorded there
     elif task.job == "validate":
         from ..data.runner import runner_for
         from ..data.validate import DEFAULT_METRICS, data_line, validate
@@ -125,10 +127,12 @@ def run_task(task: Task, device=None):
         df = v.verdict_frame()
         df["half"] = half  # what the options leave to the default, the rows say
         df["data"] = data_line(v.model, v.options) + (f"; {cut}" if cut else "")
-        digest = content_hash(runner.hw)
+        digest, on_data = content_hash(runner.hw), v.options.get("activations_metric_data")
     else:
         raise OptionError(f"sweep job {task.job!r}: use one of {', '.join(JOBS)}")
     df["content_hash"] = digest
+    if on_data:  # what a metric estimated on data was estimated on (a corpus by its name and SHA-256)
+        df["metric_data"] = on_data
     df["options"] = json.dumps(opts, sort_keys=True)
     df["task"] = task.key()
     df["source"] = task.source
