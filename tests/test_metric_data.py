@@ -219,6 +219,29 @@ def test_a_sweep_task_carries_the_data_only_where_a_metric_reads_them(tmp_path, 
     assert main(["sweep", "induction-2l", "--metric", "identity", "--metric-seed", "1", "--out", str(out)]) == 2
 
 
+def test_a_sweep_task_on_a_corpus_is_the_corpus_text_too(tmp_path, monkeypatch):
+    """``sweep --metric-corpus FILE``: the tasks hold the file and the SHA-256 of its text, so that
+    the same file edited makes other tasks (not ones already done); the metric from the weights'
+    task holds neither."""
+    import hashlib
+
+    import compscope.sweep as sweeps
+
+    made = []  # the tasks the command makes (none is run)
+    monkeypatch.setattr(sweeps, "sweep", lambda tasks, *a, **k: made.append(tasks) or
+                        type("R", (), {"done": 0, "failed": {}, "skipped": len(tasks)})())
+    path = tmp_path / "mine.txt"
+    for text in ("first text " * 50, "second text " * 50):
+        path.write_text(text)
+        assert main(["sweep", "induction-2l", "--metric", "covariance", "--metric", "identity", "--metric-corpus", str(path),
+                     "--kinds", "K", "--out", str(tmp_path / "ds"), "--quiet"]) == 0
+        on_data, plain = made[-1]
+        assert on_data.options["metric_data"] == {"corpus": str(path)}
+        assert on_data.options["corpus_sha256"] == hashlib.sha256(text.encode()).hexdigest()[:12]
+        assert "metric_data" not in plain.options and "corpus_sha256" not in plain.options
+    assert made[0][0].key() != made[1][0].key() and made[0][1].key() == made[1][1].key()
+
+
 def test_the_report_and_its_verdict_take_the_data():
     from compscope.report.collect import collect
 

@@ -49,6 +49,7 @@ def run(args) -> int:
     from ..core.factors import check_kinds
     from ..core.metrics import ON_DATA, check_metrics
     from ..data.validate import DEFAULT_METRICS
+    from ..data.sequences import corpus_digest
     from ..sweep import Task, expand_sources, read_dataset, sweep
 
     from .common import output_folder
@@ -61,6 +62,8 @@ def run(args) -> int:
     data = metric_data(args, metrics if args.job != "validate" or args.metrics else DEFAULT_METRICS)
     # as a task option, only what is given: a task without them keeps its identity
     data = {k: v for k, v in vars(data).items() if v is not None} if data is not None else None
+    # a corpus's text is part of the task, not only its name
+    data_id = {"corpus_sha256": corpus_digest(data["corpus"])} if data and "corpus" in data else {}
     measures = [m.name for m in select(args.measures or ["frobenius"])]
     options = {}
     if args.workers:
@@ -86,14 +89,14 @@ def run(args) -> int:
         if args.model_dtype not in (None, "float32"):  # float32 is the default: the same task
             verdict["model_dtype"] = args.model_dtype
         if data:
-            verdict["metric_data"] = data
+            verdict.update(metric_data=data, **data_id)
     tasks = []
     for src, model, step in expand_sources(args.sources, args.revisions):
         if args.job == "validate":
             tasks.append(Task(src, model, step, args.job, verdict))
             continue
         for metric in metrics:
-            on_data = {"metric_data": data} if data and metric in ON_DATA else {}
+            on_data = {"metric_data": data, **data_id} if data and metric in ON_DATA else {}
             tasks.append(Task(src, model, step, args.job, {"kinds": kinds, "measures": measures, "metric": metric, **on_data}))
     r = sweep(tasks, args.out, executor=args.executor, progress=not args.quiet, device=args.device, **options)
     if r.done == 0 and not r.failed:

@@ -145,8 +145,12 @@ def corpus_words(corpus: str | os.PathLike | None = None) -> str:
     corpus file's name and the first 12 hex digits of its SHA-256."""
     if corpus is None:
         return "standard-library docstrings"
-    digest = hashlib.sha256(corpus_text(corpus).encode("utf-8")).hexdigest()[:12]
-    return f"{Path(corpus_path(corpus)).name} (sha256 {digest})"
+    return f"{Path(corpus_path(corpus)).name} (sha256 {corpus_digest(corpus)})"
+
+
+def corpus_digest(corpus: str | os.PathLike) -> str:
+    """The first 12 hex digits of the SHA-256 of the corpus file's text (UTF-8)."""
+    return hashlib.sha256(corpus_text(corpus).encode("utf-8")).hexdigest()[:12]
 
 
 def check_tokenizer(tokenizer, corpus: str | os.PathLike | None = None) -> None:
