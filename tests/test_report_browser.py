@@ -23,22 +23,32 @@ FIGURES = ("heatmap", "graph-fig", "pair-fig", "ex-down", "ex-up", "ex-bottlenec
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory):
+def browser():
+    """``open(out) -> (page, requests, errors)``: a report folder opened offline in one headless Chromium."""
+    with sync_api.sync_playwright() as pw:
+        chromium = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield lambda out: _opened(chromium, out)
+        chromium.close()
+
+
+def _opened(chromium, out):
+    ctx = chromium.new_context(offline=True, viewport={"width": 1300, "height": 900})
+    requests, errors = [], []
+    ctx.route("**/*", lambda route: (requests.append(route.request.url), route.continue_() if
+                                     route.request.url.startswith("file:") else route.abort()))
+    pg = ctx.new_page()
+    pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto((out / "index.html").as_uri())
+    pg.wait_for_function("window.compscopeMeasures !== undefined")
+    return pg, requests, errors
+
+
+@pytest.fixture(scope="module")
+def page(browser, tmp_path_factory):
     out = tmp_path_factory.mktemp("browser") / "report"
     assert main(["report", "--out", str(out), "--quiet", "--no-figures"]) == 0
-    with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        ctx = browser.new_context(offline=True, viewport={"width": 1300, "height": 900})
-        requests, errors = [], []
-        ctx.route("**/*", lambda route: (requests.append(route.request.url), route.continue_() if
-                                         route.request.url.startswith("file:") else route.abort()))
-        pg = ctx.new_page()
-        pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        pg.on("pageerror", lambda e: errors.append(str(e)))
-        pg.goto((out / "index.html").as_uri())
-        pg.wait_for_function("window.compscopeMeasures !== undefined")
-        yield pg, requests, errors, out
-        browser.close()
+    return (*browser(out), out)
 
 
 def _measures(pg) -> dict[str, float | None]:
@@ -53,6 +63,9 @@ def test_every_figure_renders_offline(page):
         n = pg.evaluate(f"(() => {{ const g = document.getElementById('{fig}'); return g.data ? g.data.length : 0; }})()")
         svgs = pg.evaluate(f"document.querySelectorAll('#{fig} .main-svg').length")
         assert n > 0 and svgs > 0, fig
+    # a small model's heads are each named on the axes (writers of layer 0, readers of layer 1)
+    axis = lambda a: pg.evaluate(f"document.getElementById('heatmap').layout.{a}axis.ticktext")  # noqa: E731
+    assert axis("x") == ["0.0", "0.1", "0.2", "0.3"] and axis("y") == ["1.0", "1.1", "1.2", "1.3"]
     # switching the heatmap to the layer summary and another kind redraws without an error
     pg.select_option("#sel-view", "layers")
     pg.select_option("#sel-kind", "V")
@@ -63,6 +76,20 @@ def test_every_figure_renders_offline(page):
     pg.select_option("#sel-measure", "interventions")
     assert "interventional effect on data" in pg.evaluate("document.getElementById('heatmap').layout.title.text")
     assert pg.evaluate("document.getElementById('heatmap').data[0].z.length") == 4  # reader heads of layer 1
+    assert errors == []
+
+
+def test_a_model_with_many_heads_names_its_layers_on_the_axes(browser, tmp_path):
+    """Past 48 heads per axis the pair heatmap names each layer's block, not each head."""
+    from compscope.toy.model import ToyConfig, ToyTransformer
+    from compscope.toy.storage import save_toy
+
+    cfg = ToyConfig(n_layers=3, n_heads=25, d_model=50, d_head=2, d_vocab=20, n_ctx=16)
+    folder = save_toy(ToyTransformer(cfg, seed=0), tmp_path / "wide")
+    assert main(["report", str(folder), "--out", str(tmp_path / "report"), "--data", "none", "--quiet", "--no-figures"]) == 0
+    pg, _, errors = browser(tmp_path / "report")
+    axis = lambda a: pg.evaluate(f"document.getElementById('heatmap').layout.{a}axis.ticktext")  # noqa: E731
+    assert axis("x") == ["L0", "L1"] and axis("y") == ["L1", "L2"]  # 50 writers, 50 readers
     assert errors == []
 
 

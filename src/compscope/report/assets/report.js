@@ -60,6 +60,7 @@ function hoverText(s, l1, h1, l2, h2) {
 }
 
 
+const HEAD_TICKS = 48;  // the most heads per axis of the pair heatmap that are each named on it
 function drawHeatmap() {
   const s = state();
   const arr = pairs(tkey(s.metric, s.kind, s.measure));
@@ -85,8 +86,10 @@ function drawHeatmap() {
     }
     z.push(row); text.push(trow);
   }
-  const tick = (first) => ({ tickvals: [...Array(L - 1).keys()].map((i) => i * H + (H - 1) / 2),
-    ticktext: [...Array(L - 1).keys()].map((i) => `L${i + first}`), showgrid: false, zeroline: false });
+  // every head named (layer.head) where they fit, else each layer's block
+  const tick = (first) => (n <= HEAD_TICKS
+    ? { tickvals: [...Array(n).keys()], ticktext: [...Array(n).keys()].map((i) => `${Math.floor(i / H) + first}.${i % H}`) }
+    : { tickvals: [...Array(L - 1).keys()].map((i) => i * H + (H - 1) / 2), ticktext: [...Array(L - 1).keys()].map((i) => `L${i + first}`) });
   const shapes = [];
   for (let i = 1; i < L - 1; i++) {
     shapes.push({ type: "line", x0: i * H - 0.5, x1: i * H - 0.5, y0: -0.5, y1: n - 0.5, line: { width: 0.5, color: "#888" } });
@@ -98,7 +101,8 @@ function drawHeatmap() {
   const size = Math.min(900, Math.max(420, 12 * n + 120));
   Plotly.newPlot("heatmap", [trace], {
     title: { text: what(s) }, width: size + 120, height: size,
-    xaxis: Object.assign({ title: { text: "writer head (earlier layer)" } }, tick(0)), yaxis: Object.assign({ title: { text: "reader head (later layer)" }, autorange: "reversed" }, tick(1)),
+    xaxis: Object.assign({ title: { text: "writer head (earlier layer)" }, showgrid: false, zeroline: false }, tick(0)),
+    yaxis: Object.assign({ title: { text: "reader head (later layer)" }, autorange: "reversed", showgrid: false, zeroline: false }, tick(1)),
     shapes, margin: { l: 70, r: 20, t: 50, b: 60 },
   }, CONFIG);
   $("heatmap").on("plotly_click", (ev) => {
