@@ -4,7 +4,7 @@
 64 sequences of 128 tokens of standard-library docstrings, the windows picked with seed 12346.
 This script reads a saved verdict back (its labels: nothing runs for them again), estimates one
 such metric again on other windows of the text (other seeds) and on more or less of it
-(``compscope.MetricData``), and prints, for each, the label-truth AUROC of the true
+(``compscope.MetricData``), or on another text (``--corpus FILE``), and prints, for each, the label-truth AUROC of the true
 previous-token → induction K-pairs (previous-token >= 0.4 before induction >= 0.3) of every
 measure under it, then each measure's range over the seeds at each amount of text. The model
 is loaded once; each estimate runs it over its text once.
@@ -12,6 +12,7 @@ is loaded once; each estimate runs it over its text once.
     compscope validate gemma3-270m --out verdict-gemma
     python bench/metric_data_spread.py gemma3-270m verdict-gemma --metric covariance-own
     python bench/metric_data_spread.py gemma3-270m verdict-gemma --metric covariance-own --shrinkage ledoit-wolf
+    python bench/metric_data_spread.py gemma3-270m verdict-gemma --shrinkage ledoit-wolf --corpus licences.txt
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ def main() -> None:
     ap.add_argument("--length", type=int, default=None, help="tokens per sequence (default the metric's: 128, toys 64)")
     ap.add_argument("--shrinkage", default=None, choices=SHRINKAGES,
                     help="how each layer's G is estimated (default none: the sample moment; ledoit-wolf)")
+    ap.add_argument("--corpus", metavar="FILE", default=None,
+                    help="a UTF-8 text file to estimate on instead of the standard library's docstrings")
     args, hw, truth, runner = truth_from_args(ap)
     print(f"{hw.meta.name}: label-truth AUROC of {int(truth.sum())} true K-pairs (previous-token >= "
           f"{args.prev_threshold}, induction >= {args.induction_threshold}) under {args.metric}, by the data it is "
@@ -49,7 +52,7 @@ def main() -> None:
     got: dict[int, list[dict[str, float]]] = {}
     for n in args.sequences:
         for seed in args.seeds:
-            data = MetricData(sequences=n, length=args.length, seed=seed, shrinkage=args.shrinkage)
+            data = MetricData(sequences=n, length=args.length, seed=seed, shrinkage=args.shrinkage, corpus=args.corpus)
             met = get_metric(args.metric, hw, model=runner, data=data)
             table = scores(hw, "K", list(MEASURES), met, pairs="all", progress=False)
             row = {m: auroc(table.dense(m, "K"), truth) for m in MEASURES}

@@ -264,6 +264,10 @@ def test_metric_data_spread_against_the_scores_under_the_same_data(tmp_path):
         assert [float(x) for x in line.group(1).split()] == pytest.approx(want, abs=5e-4), (n, seed, out)
         rows += 1
     assert rows == 4 and "AUROC of 8 true K-pairs" in out, out  # 4 writers x 2 readers
+    # another text reaches the estimate: the toy, which has no tokenizer, refuses one by name
+    (tmp_path / "text.txt").write_text("some text " * 100)
+    p = run_bench("metric_data_spread.py", "induction-2l", str(tmp_path / "verdict"), "--corpus", str(tmp_path / "text.txt"))
+    assert p.returncode != 0 and "one of compscope's toy models, which have no tokenizer" in p.stderr, p.stderr[-2000:]
 
 
 def test_metric_shrinkage_against_the_scores_under_the_same_regulariser(tmp_path):
