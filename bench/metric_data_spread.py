@@ -4,7 +4,8 @@
 64 sequences of 128 tokens of standard-library docstrings, the windows picked with seed 12346.
 This script reads a saved verdict back (its labels: nothing runs for them again), estimates one
 such metric again on other windows of the text (other seeds) and on more or less of it
-(``compscope.MetricData``), or on another text (``--corpus FILE``), and prints, for each, the label-truth AUROC of the true
+(``compscope.MetricData``), or on another text (``--corpus FILE``), or on repeated random
+sequences like the labels' (``--repeats HALF``, other draws), and prints, for each, the label-truth AUROC of the true
 previous-token → induction K-pairs (previous-token >= 0.4 before induction >= 0.3) of every
 measure under it, then each measure's range over the seeds at each amount of text. The model
 is loaded once; each estimate runs it over its text once.
@@ -44,7 +45,12 @@ def main() -> None:
                     help="how each layer's G is estimated (default none: the sample moment; ledoit-wolf)")
     ap.add_argument("--corpus", metavar="FILE", default=None,
                     help="a UTF-8 text file to estimate on instead of the standard library's docstrings")
+    ap.add_argument("--repeats", type=int, metavar="HALF", default=None,
+                    help="estimate on repeated random sequences [t, t] with |t| = HALF instead of text: the kind of "
+                         "sequences the labels are read on, other draws (the seeds)")
     args, hw, truth, runner = truth_from_args(ap)
+    if args.repeats is not None and (args.corpus or args.length):
+        ap.error("--repeats takes no --corpus or --length")
     print(f"{hw.meta.name}: label-truth AUROC of {int(truth.sum())} true K-pairs (previous-token >= "
           f"{args.prev_threshold}, induction >= {args.induction_threshold}) under {args.metric}, by the data it is "
           f"estimated on\n")
@@ -52,16 +58,35 @@ def main() -> None:
     got: dict[int, list[dict[str, float]]] = {}
     for n in args.sequences:
         for seed in args.seeds:
-            data = MetricData(sequences=n, length=args.length, seed=seed, shrinkage=args.shrinkage, corpus=args.corpus)
-            met = get_metric(args.metric, hw, model=runner, data=data)
+            if args.repeats is None:
+                data = MetricData(sequences=n, length=args.length, seed=seed, shrinkage=args.shrinkage, corpus=args.corpus)
+                met, words = get_metric(args.metric, hw, model=runner, data=data), metric_data(runner, data)
+            else:
+                met, words = on_repeats(runner, hw, args.metric, n, args.repeats, seed, args.shrinkage)
             table = scores(hw, "K", list(MEASURES), met, pairs="all", progress=False)
             row = {m: auroc(table.dense(m, "K"), truth) for m in MEASURES}
             got.setdefault(n, []).append(row)
-            print(f"{metric_data(runner, data):<72}" + "".join(f"{row[m]:12.3f}" for m in MEASURES))
+            print(f"{words:<72}" + "".join(f"{row[m]:12.3f}" for m in MEASURES))
     print("\nrange over the seeds")
     for n, rows in got.items():
         spans = [f"{min(r[m] for r in rows):.3f}-{max(r[m] for r in rows):.3f}" for m in MEASURES]
         print(f"{f'{n} sequences':<72}" + "".join(f"{x:>12}" for x in spans))
+
+
+def on_repeats(runner, hw, name: str, n: int, half: int, seed: int, shrinkage: str | None):
+    """``(metric, words)``: the metric ``name`` estimated on ``n`` repeated random sequences
+    ``[bos] t t`` of ``seed`` (drawn as the verdict draws its own, special tokens avoided)."""
+    from dataclasses import replace
+
+    from compscope.core.metrics import activations
+    from compscope.data.residual_moments import runner_second_moments
+    from compscope.data.validate import verdict_sequences
+
+    tokens = verdict_sequences(runner, n, half, seed).tokens
+    G = runner_second_moments(runner, tokens, hw=hw, centred=name.startswith("covariance"), shrinkage=shrinkage)
+    met = replace(activations(G, name=name), own_reads=name.endswith("-own"))
+    words = f"{n} repeated random sequences [t, t], |t| = {half} (seed {seed})"
+    return met, words + ("; Ledoit-Wolf shrinkage" if shrinkage == "ledoit-wolf" else "")
 
 
 if __name__ == "__main__":

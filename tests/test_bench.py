@@ -264,6 +264,26 @@ def test_metric_data_spread_against_the_scores_under_the_same_data(tmp_path):
         assert [float(x) for x in line.group(1).split()] == pytest.approx(want, abs=5e-4), (n, seed, out)
         rows += 1
     assert rows == 4 and "AUROC of 8 true K-pairs" in out, out  # 4 writers x 2 readers
+    # on repeated random sequences instead: the moment of the runner's residual on the verdict's kind of
+    # sequences (another seed), and the AUROC counted here
+    from dataclasses import replace
+
+    from compscope.core.metrics import activations
+    from compscope.data.residual_moments import runner_second_moments
+    from compscope.data.runner import runner_for
+    from compscope.data.sequences import repeats
+
+    out = bench("metric_data_spread.py", "induction-2l", str(tmp_path / "verdict"), "--metric", "covariance-own",
+                "--repeats", "16", "--sequences", "20", "--seeds", "7", "--prev-threshold", "0.05",
+                "--induction-threshold", "0.665")
+    runner = runner_for("induction-2l", progress=False)
+    G = runner_second_moments(runner, repeats(20, 16, 64, 7).tokens, centred=True)  # the toy has no special tokens
+    t = compscope.scores("induction-2l", "K", measures, replace(activations(G, name="covariance-own"), own_reads=True),
+                         pairs="all", progress=False)
+    line = re.search(r"^20 repeated random sequences \[t, t\], \|t\| = 16 \(seed 7\) +([0-9. ]+)$", out, re.M)
+    assert line, out
+    assert [float(x) for x in line.group(1).split()] == pytest.approx(
+        [_auroc_by_hand(t.dense(m, "K"), truth) for m in measures], abs=5e-4), out
     # another text reaches the estimate: the toy, which has no tokenizer, refuses one by name
     (tmp_path / "text.txt").write_text("some text " * 100)
     p = run_bench("metric_data_spread.py", "induction-2l", str(tmp_path / "verdict"), "--corpus", str(tmp_path / "text.txt"))
