@@ -96,9 +96,10 @@ def _metric_data(opts: dict):
 def run_task(task: Task, device=None):
     """The task's rows (a pandas frame) with ``content_hash``, ``options`` (JSON) and ``task``
     columns, and ``metric_data`` (what a metric estimated on data was estimated on, in words: a
-    corpus by its name and SHA-256) where one was; the partition columns (model, step) are added by the dataset. ``device``: where the
-    scores are computed and the model runs (default CUDA when present); not part of the task's
-    identity, since the rows agree across devices to float32 rounding."""
+    corpus by its name and SHA-256) where one was; the partition columns (model, step) are added
+    by the dataset. ``device``: where the scores are computed and the model runs (default CUDA
+    when present); not part of the task's identity, since the rows agree across devices to
+    float32 rounding."""
     from ..loading.sources import load
 
     opts = dict(task.options)
