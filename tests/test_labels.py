@@ -108,6 +108,28 @@ def test_a_corpus_of_ones_own_is_cut_into_windows_as_the_docstrings_are(tmp_path
         natural_text(None, 1, 16, seed=0, corpus=path)
 
 
+@settings(max_examples=40, deadline=None)
+@given(text=st.text(min_size=1, max_size=400).filter(str.strip), seq_len=st.integers(4, 24), seed=st.integers(0, 99),
+       data=st.data())
+def test_a_corpus_gives_distinct_aligned_windows_in_order(tmp_path_factory, text, seq_len, seed, data):
+    """Any text: after the first token the sequences are distinct ones of the text's consecutive
+    windows of ``seq_len − 1`` byte ids (aligned at multiples of it), in the text's order."""
+    path = tmp_path_factory.mktemp("corpus") / "t.txt"
+    path.write_text(text, encoding="utf-8")
+    ids = list(text.encode())
+    body = seq_len - 1
+    windows = len(ids) // body
+    if windows == 0:
+        with pytest.raises(OptionError, match="gives 0 sequences"):
+            natural_text(_Chars(), 1, seq_len, seed, bos=0, corpus=path)
+        return
+    n = data.draw(st.integers(1, windows))
+    got = natural_text(_Chars(), n, seq_len, seed, bos=0, corpus=path)
+    rest = iter([ids[k * body:(k + 1) * body] for k in range(windows)])
+    assert got.shape == (n, seq_len) and (got[:, 0] == 0).all()
+    assert all(any(w == row[1:].tolist() for w in rest) for row in got)  # a subsequence of the windows, in order
+
+
 @pytest.mark.parametrize("content, error", [(None, "no such file"), ("dir", "not a file"),
                                             (b"caf\xe9 au lait", "not UTF-8 text \\(byte 3: invalid continuation byte\\)"),
                                             (b" \n\t\n", "holds no text")])
