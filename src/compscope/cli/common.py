@@ -133,10 +133,13 @@ def add_metric_data(p: argparse.ArgumentParser) -> None:
 
 
 def metric_data(args, metrics):
-    """The ``MetricData`` that ``--metric-sequences/-length/-seed/-shrinkage`` ask for (None when
+    """The ``MetricData`` that ``--metric-sequences/-length/-seed/-shrinkage/-corpus`` ask for (None when
     none is given), refused when none of ``metrics`` is estimated on data (it would change nothing)."""
-    given = {k: getattr(args, k) for k in ("metric_sequences", "metric_length", "metric_seed", "metric_shrinkage",
-                                           "metric_corpus")}
+    from dataclasses import fields
+
+    from ..data.residual_moments import MetricData
+
+    given = {f"metric_{f.name}": getattr(args, f"metric_{f.name}") for f in fields(MetricData)}  # one option a field
     if all(v is None for v in given.values()):
         return None
     from ..core.metrics import ON_DATA
@@ -146,10 +149,7 @@ def metric_data(args, metrics):
         flags = ", ".join("--" + k.replace("_", "-") for k, v in given.items() if v is not None)
         raise OptionError(f"{flags}: for the metrics estimated on data ({', '.join(ON_DATA)}), and none is selected "
                           f"(metrics: {', '.join(metrics)})")
-    from ..data.residual_moments import MetricData
-
-    return MetricData(given["metric_sequences"], given["metric_length"], given["metric_seed"], given["metric_shrinkage"],
-                      given["metric_corpus"])
+    return MetricData(*given.values())
 
 
 def add_sample_data(p: argparse.ArgumentParser, where: str) -> None:
@@ -172,15 +172,17 @@ def add_sample_data(p: argparse.ArgumentParser, where: str) -> None:
 def sample_data(args, used: bool = True, where: str = ""):
     """The ``SampleData`` that ``--sample-*`` ask for (None when none is given), refused unless
     ``used`` (``where``: what would use it, for the error; the API refuses what it cannot use)."""
-    names = ("sample_sequences", "sample_length", "sample_seed", "sample_positions", "sample_corpus")
+    from dataclasses import fields
+
+    from ..data.residual_moments import SampleData
+
+    names = [f"sample_{f.name}" for f in fields(SampleData)]  # one option a field
     given = [getattr(args, k) for k in names]
     if all(v is None for v in given):
         return None
     if not used:
         flags = ", ".join("--" + k.replace("_", "-") for k, v in zip(names, given) if v is not None)
         raise OptionError(f"{flags}: for {where} only")
-    from ..data.residual_moments import SampleData
-
     return SampleData(*given)
 
 

@@ -22,7 +22,7 @@ content distribution of the rotary previous-token score (:func:`compscope.analys
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 
 import torch
 from torch import Tensor
@@ -96,8 +96,8 @@ class MetricData:
     def cli_flags(self) -> list[str]:
         """The command-line options that ask for these data (``--metric-sequences N`` ...), the
         defaults left out."""
-        return [x for k in ("sequences", "length", "seed", "shrinkage", "corpus") if getattr(self, k) is not None
-                for x in (f"--metric-{k}", str(getattr(self, k)))]
+        return [x for f in fields(self) if getattr(self, f.name) is not None
+                for x in (f"--metric-{f.name}", str(getattr(self, f.name)))]
 
     @property
     def shrinks(self) -> bool:
