@@ -9,6 +9,7 @@ memory of the process. Target (issue): all pairs and kinds in at most 10 minutes
     python bench/interventions_real.py --model PATH --device cuda --model-dtype bfloat16   # the model in 16 bits
     python bench/interventions_real.py --random-llama 2048,32,8,4   # a random Llama: width, heads, K/V heads, layers
     python bench/interventions_real.py --plain   # each reader's input recomputed from the residual (a GPU's route)
+    python bench/interventions_real.py --plain --writer-batch-mib 0   # that route one writer at a time
 
 ``--random-llama D,H,KV,L`` builds a Llama of that shape with random weights (seed 0, heads of
 ``D / H``, biases on Q/K/V, MLP as wide as the residual, 512 tokens) in a temporary folder and runs
@@ -62,6 +63,14 @@ def random_llama(d_model: int, heads: int, kv_heads: int, layers: int) -> str:
     return folder
 
 
+def route(hw, device, tokens_shape) -> str:
+    """The route :func:`intervention_effects` takes on the direct path of a pre-LN model, in words."""
+    if intervene.factored_route(hw, "direct", None, device):
+        return "factored"
+    group = max(1, intervene.WRITER_BATCH_BYTES // intervene._writer_bytes(hw, tokens_shape))
+    return f"plain (writers in batches of up to {min(group, hw.n_heads)})"
+
+
 def shape(text: str) -> tuple[int, int, int, int]:
     try:
         d, h, kv, l = (int(x) for x in text.split(","))
@@ -86,6 +95,9 @@ def main() -> None:
     ap.add_argument("--plain", action="store_true",
                     help="every reader's input recomputed from the residual (no direct path in the writer's "
                          "coordinates; on a GPU always so)")
+    ap.add_argument("--writer-batch-mib", type=float, default=intervene.WRITER_BATCH_BYTES / 2**20, metavar="MIB",
+                    help="on the plain route, batch a writer layer's heads in about this much memory of changed "
+                         f"reads (default {intervene.WRITER_BATCH_BYTES / 2**20:g}; 0: one writer at a time)")
     ap.add_argument("--save", metavar="FILE", help="write every effect to FILE (safetensors)")
     ap.add_argument("--against", metavar="FILE", help="print the largest difference from the effects in FILE")
     args = ap.parse_args()
@@ -93,6 +105,9 @@ def main() -> None:
         args.model = random_llama(*args.random_llama)
     check_device(args.device)
     intervene.FACTORED = not args.plain
+    if args.writer_batch_mib < 0:
+        ap.error(f"--writer-batch-mib {args.writer_batch_mib:g}: give 0 or more")
+    intervene.WRITER_BATCH_BYTES = int(args.writer_batch_mib * 2**20)
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
     runner = runner_for(args.model, device=args.device, dtype=args.model_dtype)
@@ -107,7 +122,7 @@ def main() -> None:
     blocks = H * L * (L - 1) // 2
     print(f"{hw.meta.name}: {L} layers x {H} heads, {args.sequences} sequences of {reps.tokens.shape[1]} tokens, "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}, device {runner.device}, "
-          f"model in {str(runner.dtype).removeprefix('torch.')}, {'factored' if intervene.factored_route(hw, 'direct', None, runner.device) else 'plain'} route where it applies")
+          f"model in {str(runner.dtype).removeprefix('torch.')}, {route(hw, runner.device, reps.tokens.shape)} route where it applies")
     print(f"load (transformers + HeadWeights)   {t1 - t0:7.1f} s")
     print(f"activation labels                   {t2 - t1:7.1f} s")
     print(f"interventions, all pairs and kinds  {t3 - t2:7.1f} s   ({blocks} writer x later-layer blocks, "

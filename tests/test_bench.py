@@ -63,19 +63,21 @@ def test_interventions_real_on_the_default_model(tmp_path):
 
 def test_interventions_real_on_a_random_llama_of_a_given_shape(tmp_path):
     """``--random-llama D,H,KV,L`` runs a random Llama of that shape (the header names its layers and
-    heads); ``--plain`` runs the route without the writer's coordinates, and the two routes' effects
-    agree (``--against``: within 1e-5); a shape whose heads do not divide the width is refused by argparse."""
+    heads); ``--plain`` runs the route without the writer's coordinates (a writer layer's heads
+    batched, or one by one with ``--writer-batch-mib 0``), and the routes' effects agree
+    (``--against``: within 1e-5); a shape whose heads do not divide the width is refused by argparse."""
     plain = tmp_path / "plain.safetensors"
     args = ("interventions_real.py", "--random-llama", "64,4,2,3", "--sequences", "2", "--half", "4")
     out = bench(*args, "--plain", "--save", str(plain))
     assert re.search(r"^random-llama-64-4-2-3: 3 layers x 4 heads, 2 sequences of 9 tokens", out, re.M), out  # [bos] t t
     assert "(12 writer x later-layer blocks" in out, out  # 4 heads x 3 layer pairs
-    assert "plain route where it applies" in out, out
-    out = bench(*args, "--against", str(plain))
-    assert "factored route where it applies" in out, out
-    found = dict(re.findall(r"^against .*: (Q|K|V|V \(direction\)) +largest \|difference\| (\S+)", out, re.M))
-    assert set(found) == {"Q", "K", "V", "V (direction)"} and max(map(float, found.values())) < 1e-5, out
-    assert "other pairs measured" not in out, out
+    assert "plain (writers in batches of up to 4) route where it applies" in out, out
+    for more, route in ((("--plain", "--writer-batch-mib", "0"), "plain (writers in batches of up to 1)"), ((), "factored")):
+        out = bench(*args, *more, "--against", str(plain))
+        assert f"{route} route where it applies" in out, out
+        found = dict(re.findall(r"^against .*: (Q|K|V|V \(direction\)) +largest \|difference\| (\S+)", out, re.M))
+        assert set(found) == {"Q", "K", "V", "V (direction)"} and max(map(float, found.values())) < 1e-5, out
+        assert "other pairs measured" not in out, out
     p = subprocess.run([sys.executable, str(ROOT / "bench" / "interventions_real.py"), "--random-llama", "64,5,1,2"],
                        capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert p.returncode == 2 and "'64,5,1,2': positive, with HEADS dividing D_MODEL" in p.stderr, p.stderr

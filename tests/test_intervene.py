@@ -223,8 +223,25 @@ NOT_POST_LN = ["gpt2", "gpt-neo-local3", "neox-partial-rotary-parallel", "llama-
                "falcon-grouped-gqa-bias", "falcon-per-head-sequential"]
 
 
+def _route(monkeypatch, route: str) -> None:
+    """Make :func:`intervention_effects` take ``route``: ``'default'`` (the factored route on the
+    CPU where it applies), ``'batched'`` (a writer layer's heads at once, as on a GPU), ``'threes'``
+    (the batched route in writers of three: the tiny models' four heads a layer make a group of
+    three and one alone) or ``'single'`` (one writer at a time)."""
+    from compscope.data import intervene
+
+    if route != "default":
+        monkeypatch.setattr(intervene, "FACTORED", False)
+    if route in ("threes", "single"):
+        monkeypatch.setattr(intervene, "_writer_bytes", lambda hw, shape: 1)
+        monkeypatch.setattr(intervene, "WRITER_BATCH_BYTES", 3 if route == "threes" else 1)
+
+
+@pytest.mark.parametrize("route", ["default", "threes"])
 @pytest.mark.parametrize("variant_id", NOT_POST_LN)
-def test_runner_effects_equal_a_brute_force_patch_per_pair_on_hf_models(variant_id):
+def test_runner_effects_equal_a_brute_force_patch_per_pair_on_hf_models(variant_id, route, monkeypatch):
+    """Every pair and kind against :func:`_brute_force`, on the CPU's route and on the GPU's
+    (writers batched; here in threes, so that a layer's four heads make a group of three and one alone)."""
     pytest.importorskip("transformers")
     from hf_tiny import BY_ID, build, random_ids
 
@@ -234,6 +251,7 @@ def test_runner_effects_equal_a_brute_force_patch_per_pair_on_hf_models(variant_
     runner = runner_for(model, compscope.load(model))
     hw = runner.hw
     t = random_ids(batch=3)
+    _route(monkeypatch, route)
     got = intervention_effects(runner, t, "QKV", "mean", progress=False)
     tr = runner.trace(t)
     L = hw.n_layers
@@ -624,7 +642,7 @@ def test_the_direct_path_in_the_writers_coordinates_gives_the_plain_routes_effec
     Gemma's 1 + w, parameter-free; QK-norm per head; rotary in halves, partial and interleaved;
     GQA/MQA) against the residual changed, normed and projected, for both ablations (Gemma 3 and
     OLMo 2, whose attention outputs are normed, take the plain route either way, and so does a
-    model on a GPU)."""
+    model on a GPU); the plain route with a writer layer's heads batched and one writer at a time."""
     pytest.importorskip("transformers")
     from hf_tiny import BY_ID, build, random_ids
 
@@ -638,12 +656,13 @@ def test_the_direct_path_in_the_writers_coordinates_gives_the_plain_routes_effec
     assert intervene.factored_route(hw, "direct", None, runner.device) == (variant_id not in ("gemma3-text", "olmo2-layer-qk-norm"))
     assert not intervene.factored_route(hw, "direct", None, torch.device("cuda"))  # a GPU takes the plain route
     got = intervention_effects(runner, t, "QKV", ablation, progress=False)
-    monkeypatch.setattr(intervene, "FACTORED", False)
-    assert not intervene.factored_route(hw, "direct", None, runner.device)
-    want = intervention_effects(runner, t, "QKV", ablation, progress=False)
-    for kind in "QKV":
-        torch.testing.assert_close(got.by_kind[kind], want.by_kind[kind], atol=1e-6, rtol=1e-5, equal_nan=True)
-    torch.testing.assert_close(got.v_direction, want.v_direction, atol=1e-6, rtol=1e-5, equal_nan=True)
+    for route in ("batched", "single"):  # the plain route: a writer layer's heads at once, and one by one
+        _route(monkeypatch, route)
+        assert not intervene.factored_route(hw, "direct", None, runner.device)
+        want = intervention_effects(runner, t, "QKV", ablation, progress=False)
+        for kind in "QKV":
+            torch.testing.assert_close(got.by_kind[kind], want.by_kind[kind], atol=1e-6, rtol=1e-5, equal_nan=True)
+        torch.testing.assert_close(got.v_direction, want.v_direction, atol=1e-6, rtol=1e-5, equal_nan=True)
 
 
 @pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])

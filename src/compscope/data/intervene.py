@@ -74,6 +74,12 @@ from . import factored_path as factored
 #: route measured no faster (docs/results.md)
 FACTORED = True
 
+#: elsewhere (a GPU, an attention-output norm), on the direct path of a pre-LN model or one without
+#: norms, the writers of one layer are intervened on together, as many as fit in about this many
+#: bytes of changed reads (:func:`_writer_bytes`): one batch of launches per writer layer rather
+#: than per writer (a GPU runs these small blocks bound by their launches)
+WRITER_BATCH_BYTES = 2**28
+
 
 def factored_route(hw, paths: str, post_ln_mlp, device: torch.device) -> bool:
     """Whether :func:`intervention_effects` takes the factored route (see :data:`FACTORED`)."""
@@ -285,45 +291,45 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
         mlp = _clean_mlp(runner, tr) if paths == "direct" else None
         clean_v = {l2: compact_outputs(frames[l2], z[l2]) for l2 in range(1, L)} if frames else None
         readers = factored.readers(hw, tr.resid, kinds) if factored_route(hw, paths, mlp, dev) else None
+        batched = readers is None and paths == "direct" and mlp is None  # a writer layer's heads at once
+        group = max(1, WRITER_BATCH_BYTES // _writer_bytes(hw, chunk.shape)) if batched else 1
         for l1 in range(L - 1):
             if not mask[l1].any():
                 continue
             added = combine(hw, l1, o[l1]) if hw.attn_out_norm is not None else None
-            for h1 in mask[l1].nonzero().flatten().tolist():
-                w = o[l1][:, :, h1]
-                repl = means[l1][None, :, h1].expand_as(w) if means is not None else torch.zeros_like(w)
-                if added is None:
-                    delta = repl - w
-                else:
-                    o2 = o[l1].clone()
-                    o2[:, :, h1] = repl
-                    delta = combine(hw, l1, o2) - added
+            heads1 = mask[l1].nonzero().flatten().tolist()
+            for hs in (heads1[i:i + group] for i in range(0, len(heads1), group)):
+                delta = _deltas(hw, l1, o[l1], hs, None if means is None else means[l1], added)  # (writer, b, s, d)
                 if readers is not None:  # the direct path's reads, d_head wide (compscope.data.factored_path)
+                    (h1,), d1 = hs, delta[0]
                     u = (z_means[l1][h1] if z_means is not None else 0) - z[l1][:, h1]
-                    plain = lambda l2: _reads(hw, l2, tr.resid[l2] + delta, kinds)  # noqa: E731
+                    plain = lambda l2: _reads(hw, l2, tr.resid[l2] + d1, kinds)  # noqa: E731
                     reads = factored.changed_reads(hw, readers, l1, h1, u, kinds, plain)
+                elif batched:  # every writer of the group in one batch: (writer * b, s, d)
+                    reads = ((l2, _reads(hw, l2, (tr.resid[l2] + delta).flatten(0, 1), kinds)) for l2 in range(l1 + 1, L))
                 else:
                     if paths == "all":
-                        changed_run = runner.trace(tr.tokens, add={l1: delta})
+                        changed_run = runner.trace(tr.tokens, add={l1: delta[0]})
                         targets = ((l2, changed_run.resid[l2]) for l2 in range(l1 + 1, L))
                     else:
-                        targets = _direct_path(runner, tr, mlp, l1, delta)
+                        targets = _direct_path(runner, tr, mlp, l1, delta[0])
                     reads = ((l2, _reads(hw, l2, resid2, kinds)) for l2, resid2 in targets)
                 for l2, inputs in reads:
                     for kind in kinds:
-                        changed = inputs[kind]
+                        changed = inputs[kind].unflatten(0, (len(hs), -1))  # (writer, b, head, s, ·)
                         if kind == "V":
-                            norm_sum, turn_sum, count = _v_sums(clean_v[l2], compact_outputs(frames[l2], pattern[l2] @ changed))
-                            acc["V"][l1, h1, l2] += norm_sum
-                            turn[l1, h1, l2] += turn_sum
-                            kept[l1, h1, l2] += count
+                            norm_sum, turn_sum, count = _v_sums(
+                                clean_v[l2], compact_outputs(frames[l2], (pattern[l2] @ changed).flatten(0, 1)).unflatten(0, changed.shape[:2]))
+                            acc["V"][l1, hs, l2] += norm_sum
+                            turn[l1, hs, l2] += turn_sum
+                            kept[l1, hs, l2] += count
                         else:
                             q, k = (changed, qkv[l2]["K"]) if kind == "Q" else (qkv[l2]["Q"], changed)
                             # the float32 difference of two probabilities is exact where they are within a
                             # factor 2 of each other and within 6e-8 (relative) elsewhere: summed in float64
-                            tv = 0.5 * (pattern[l2] - attend(hw, l2, q, k)).abs().double().sum(-1)
-                            acc[kind][l1, h1, l2] += tv.mean(2).sum(0)  # per sequence: mean over queries
-                bar.update(1)
+                            tv = 0.5 * (pattern[l2] - attend(hw, l2, q, k)).abs().double().sum(-1)  # (writer, b, head, s)
+                            acc[kind][l1, hs, l2] += tv.mean(3).sum(1)  # per sequence: mean over queries
+                bar.update(len(hs))
     bar.close()
     forward = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)[:, None, :, None] & mask[:, :, None, None]
     nan = torch.tensor(float("nan"), dtype=torch.float64)
@@ -334,6 +340,30 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
         out[kind] = torch.where(forward, v, nan)
     direction = torch.where(forward, turn.cpu() / kept.clamp_min(1), nan) if "V" in kinds else None
     return Effects(out, direction, ablation, int(tokens.shape[0]), int(tokens.shape[1]), paths, chosen)
+
+
+def _writer_bytes(hw, tokens_shape) -> int:
+    """About the bytes one writer adds to a batch of writers (:data:`WRITER_BATCH_BYTES`) on
+    ``tokens_shape = (batch, seq)``: a later layer's patterns, each ``(head, seq, seq)`` per
+    sequence, held about eight float32 times over (logits, softmax, difference in float64), and its
+    residual, normed input, queries, keys and values."""
+    b, s = tokens_shape
+    return b * s * (32 * hw.n_heads * s + 4 * (2 * hw.d_model + 3 * hw.n_heads * hw.d_head)) + 1
+
+
+def _deltas(hw, l1: int, o: Tensor, heads: list[int], means: Tensor | None, added: Tensor | None) -> Tensor:
+    """``δ`` for each writer ``h1`` in ``heads`` of layer ``l1``, ``(writer, batch, seq, d_model)``:
+    what the layer adds to the residual with ``h1``'s output ``o[:, :, h1]`` replaced by its mean
+    (``means: (seq, head, d_model)``) or 0, less what it adds clean (``added``: the clean
+    :func:`~compscope.core.attention.combine` where the attention output is normed; None: a sum,
+    so ``δ`` is the replacement less ``o_h1``)."""
+    w = o[:, :, heads].movedim(2, 0)  # (writer, batch, seq, d_model)
+    repl = torch.zeros_like(w) if means is None else means[None, :, heads].movedim(2, 0).expand_as(w)
+    if added is None:
+        return repl - w
+    o2 = o[None].repeat(len(heads), 1, 1, 1, 1)  # (writer, batch, seq, head, d_model)
+    o2[torch.arange(len(heads)), :, :, heads] = repl
+    return combine(hw, l1, o2.flatten(0, 1)).unflatten(0, (len(heads), -1)) - added
 
 
 def _clean_mlp(runner, tr) -> list[Tensor] | None:
@@ -364,7 +394,8 @@ def _direct_path(runner, tr, mlp: list[Tensor] | None, l1: int, delta: Tensor):
 def _v_sums(o: Tensor, o2: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     """``(head,)`` sums over positions where ``‖o‖ > 0`` of ``|‖o'‖ − ‖o‖| / ‖o‖`` and of
     ``‖o' − o‖ / ‖o‖``, and how many positions, for head outputs ``(batch, seq, head, d)`` (in
-    ``d_model`` coordinates or those of :func:`output_frames`).
+    ``d_model`` coordinates or those of :func:`output_frames`); ``o'`` may carry leading dimensions
+    (one per writer: ``(…, head)`` sums).
     Per position in the outputs' dtype (float32), free of cancellation: with ``Δ = o' − o``,
     ``‖o'‖ − ‖o‖ = (2⟨Δ, o⟩ + ‖Δ‖²) / (‖o'‖ + ‖o‖)``, so each term is within a few
     ``1e-7 ‖Δ‖ / ‖o‖`` of float64 (not ``1e-7``, as a difference of norms would be); the sums in
@@ -374,7 +405,7 @@ def _v_sums(o: Tensor, o2: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     grow = (2 * torch.linalg.vecdot(delta, o, dim=-1).double() + dn * dn).abs() / (n + n2).clamp_min(1e-300)
     keep = (n > 0).double()
     inv = keep / n.clamp_min(1e-300)
-    return (grow * inv).sum(dim=(0, 1)), (dn * inv).sum(dim=(0, 1)), keep.sum(dim=(0, 1))
+    return (grow * inv).sum(dim=(-3, -2)), (dn * inv).sum(dim=(-3, -2)), keep.sum(dim=(-3, -2))
 
 
 @torch.no_grad()
