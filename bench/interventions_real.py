@@ -67,7 +67,7 @@ def route(hw, device, tokens_shape) -> str:
     """The route :func:`intervention_effects` takes on the direct path of a pre-LN model, in words."""
     if intervene.factored_route(hw, "direct", None, device):
         return "factored"
-    group = max(1, intervene.WRITER_BATCH_BYTES // intervene._writer_bytes(hw, tokens_shape))
+    group = intervene.writers_per_batch(hw, tokens_shape, device)
     return f"plain (writers in batches of up to {min(group, hw.n_heads)})"
 
 
@@ -95,9 +95,10 @@ def main() -> None:
     ap.add_argument("--plain", action="store_true",
                     help="every reader's input recomputed from the residual (no direct path in the writer's "
                          "coordinates; on a GPU always so)")
-    ap.add_argument("--writer-batch-mib", type=float, default=intervene.WRITER_BATCH_BYTES / 2**20, metavar="MIB",
+    ap.add_argument("--writer-batch-mib", type=float, metavar="MIB",
                     help="on the plain route, batch a writer layer's heads in about this much memory of changed "
-                         f"reads (default {intervene.WRITER_BATCH_BYTES / 2**20:g}; 0: one writer at a time)")
+                         "reads (default 256 on the CPU, on a GPU 2048 or a quarter of its free memory; 0: one "
+                         "writer at a time)")
     ap.add_argument("--save", metavar="FILE", help="write every effect to FILE (safetensors)")
     ap.add_argument("--against", metavar="FILE", help="print the largest difference from the effects in FILE")
     args = ap.parse_args()
@@ -105,9 +106,10 @@ def main() -> None:
         args.model = random_llama(*args.random_llama)
     check_device(args.device)
     intervene.FACTORED = not args.plain
-    if args.writer_batch_mib < 0:
-        ap.error(f"--writer-batch-mib {args.writer_batch_mib:g}: give 0 or more")
-    intervene.WRITER_BATCH_BYTES = int(args.writer_batch_mib * 2**20)
+    if args.writer_batch_mib is not None:
+        if args.writer_batch_mib < 0:
+            ap.error(f"--writer-batch-mib {args.writer_batch_mib:g}: give 0 or more")
+        intervene.WRITER_BATCH_BYTES = int(args.writer_batch_mib * 2**20)
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
     runner = runner_for(args.model, device=args.device, dtype=args.model_dtype)

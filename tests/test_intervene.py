@@ -692,3 +692,24 @@ def test_a_writer_that_nearly_cancels_the_residual_takes_the_plain_route(norm):
     for k in "QKV":
         torch.testing.assert_close(reads[1][k], project(hw, 1, k, read_input(hw, 1, resid[1] + delta)),
                                    atol=1e-5, rtol=1e-4)  # the norms normalise in float32
+
+
+def test_writers_per_batch_fit_the_budget(monkeypatch):
+    """At least one writer; the budget over a writer's bytes (on a SmolLM2-shaped model's 16 × 65
+    tokens: 9 heads' patterns of 65 × 65 per sequence, eight float32 copies and the reads, ~31 MB a writer);
+    longer sequences fit fewer; the default on the CPU is 256 MiB."""
+    from types import SimpleNamespace
+
+    from compscope.data import intervene
+
+    hw = SimpleNamespace(n_heads=9, d_model=576, d_head=64)
+    one = intervene._writer_bytes(hw, (16, 65))
+    entries = 16 * 9 * 65 * 65  # a later layer's pattern entries on the batch
+    assert 8 * 4 * entries < one < 16 * 4 * entries  # eight float32 copies of them, and the reads
+    cpu = torch.device("cpu")
+    assert intervene.writers_per_batch(hw, (16, 65), cpu) == 2**28 // one  # 8: a layer's nine heads in two batches
+    for budget, want in ((0, 1), (one - 1, 1), (3 * one, 3), (3 * one + one - 1, 3)):
+        monkeypatch.setattr(intervene, "WRITER_BATCH_BYTES", budget)
+        assert intervene.writers_per_batch(hw, (16, 65), cpu) == want
+    monkeypatch.setattr(intervene, "WRITER_BATCH_BYTES", 2**28)
+    assert intervene.writers_per_batch(hw, (16, 257), cpu) < intervene.writers_per_batch(hw, (16, 65), cpu)

@@ -76,9 +76,21 @@ FACTORED = True
 
 #: elsewhere (a GPU, an attention-output norm), on the direct path of a pre-LN model or one without
 #: norms, the writers of one layer are intervened on together, as many as fit in about this many
-#: bytes of changed reads (:func:`_writer_bytes`): one batch of launches per writer layer rather
-#: than per writer (a GPU runs these small blocks bound by their launches)
-WRITER_BATCH_BYTES = 2**28
+#: bytes of changed reads (:func:`writers_per_batch`): one batch of launches per writer layer rather
+#: than per writer (a GPU runs these small blocks bound by their launches). None: 256 MiB on the
+#: CPU (where batching saves nothing measurable), on a GPU 2 GiB or a quarter of its free memory
+WRITER_BATCH_BYTES: int | None = None
+
+
+def writers_per_batch(hw, tokens_shape, device: torch.device) -> int:
+    """How many writers of one layer the plain route intervenes on at once (:data:`WRITER_BATCH_BYTES`)
+    for a batch of ``tokens_shape = (batch, seq)``, at least 1."""
+    budget = WRITER_BATCH_BYTES
+    if budget is None:
+        budget = 2**28
+        if device.type == "cuda":
+            budget = min(2**31, torch.cuda.mem_get_info(device)[0] // 4)
+    return max(1, budget // _writer_bytes(hw, tokens_shape))
 
 
 def factored_route(hw, paths: str, post_ln_mlp, device: torch.device) -> bool:
@@ -292,7 +304,7 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
         clean_v = {l2: compact_outputs(frames[l2], z[l2]) for l2 in range(1, L)} if frames else None
         readers = factored.readers(hw, tr.resid, kinds) if factored_route(hw, paths, mlp, dev) else None
         batched = readers is None and paths == "direct" and mlp is None  # a writer layer's heads at once
-        group = max(1, WRITER_BATCH_BYTES // _writer_bytes(hw, chunk.shape)) if batched else 1
+        group = writers_per_batch(hw, chunk.shape, dev) if batched else 1
         for l1 in range(L - 1):
             if not mask[l1].any():
                 continue
@@ -343,7 +355,7 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
 
 
 def _writer_bytes(hw, tokens_shape) -> int:
-    """About the bytes one writer adds to a batch of writers (:data:`WRITER_BATCH_BYTES`) on
+    """About the bytes one writer adds to a batch of writers (:func:`writers_per_batch`) on
     ``tokens_shape = (batch, seq)``: a later layer's patterns, each ``(head, seq, seq)`` per
     sequence, held about eight float32 times over (logits, softmax, difference in float64), and its
     residual, normed input, queries, keys and values."""
