@@ -48,6 +48,8 @@ Two implementations, one definition:
   (:func:`output_frames`). Where the direct path is ``r + W_O u`` read through a pre-norm (no
   attention-output norm, not post-LN), the changed queries, keys and values are computed in the
   writer's ``d_head`` coordinates too, from the clean ones (:mod:`compscope.data.factored_path`);
+  elsewhere on the direct path (a GPU, an attention-output norm) a writer layer's heads are
+  changed together, one batch of them per later layer (:func:`writers_per_batch`);
 - :func:`interventional_composition` on a ``ToyTransformer``: the toy's own forward pass with
   ``edits=``, one pass per ``(h1, kind, layer of h2)`` — the brute-force reference the tests
   hold the first against.
