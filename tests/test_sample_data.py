@@ -138,6 +138,15 @@ def test_the_norms_are_linearised_on_the_data_asked_for(tmp_path):
     table = compscope.scores(lin, kinds="K", measures="all", metric="identity", pairs="all", progress=False)
     for m_ in table.measures:
         torch.testing.assert_close(v.tables["identity"].dense(m_, "K"), table.dense(m_, "K"), equal_nan=True)
+    # linearise_norms itself takes the SampleData: the same tokens, the same note; tokens and data together refused
+    direct = linearise_norms(runner, data=data, progress=False)
+    assert direct.meta.notes[-1] == v.notes[0]
+    for name in ("W_Q", "W_K", "W_O"):
+        assert torch.equal(getattr(direct, name), getattr(lin, name)), name
+    with pytest.raises(OptionError, match="give tokens or data"):
+        linearise_norms(runner, tokens=repeats(2, 4, 20, 3).tokens, data=data)
+    with pytest.raises(OptionError, match="sample data: expected a compscope.SampleData, got dict"):
+        linearise_norms(runner, data={"sequences": 2})
 
 
 def test_validate_labels_the_heads_on_the_sample_text_too(tmp_path, capsys):

@@ -137,22 +137,23 @@ class NormJacobians:
 
 @torch.no_grad()
 def mean_jacobians(runner, parts: str | Sequence[str] | None = None, hw: HeadWeights | None = None,
-                   tokens: Tensor | None = None, sequences: int = 16, seq_len: int = 128, seed: int | None = None,
-                   batch_size: int = 8, progress: bool = True, corpus: str | None = None) -> NormJacobians:
+                   tokens: Tensor | None = None, data=None, batch_size: int = 8, progress: bool = True) -> NormJacobians:
     """The mean Jacobians of the norms of ``parts`` (default every one ``hw``, the runner's weights
-    by default, has) on ``tokens: (batch, seq)`` run through ``runner``'s model (default
-    ``sequences`` × ``seq_len`` tokens of natural text, the file ``corpus``'s or the docstrings,
-    seed of the ``activations`` metric)."""
+    by default, has) on ``tokens: (batch, seq)`` run through ``runner``'s model, or, without
+    ``tokens``, on those of ``data``, a :class:`~compscope.data.residual_moments.SampleData`
+    (default: 16 sequences of 128 tokens of natural text, at most the model's context, seed
+    12346; its ``corpus``: a file's text instead of the docstrings)."""
     from ..core.attention import combine, head_outputs, head_states, read_input
     from ..progress import progress_bar
-    from .residual_moments import METRIC_SEED, metric_tokens, tokens_data
+    from .residual_moments import as_sample_data
 
     base = runner.hw if hw is None else hw
     parts = check_parts(base, parts)
-    seed = METRIC_SEED if seed is None else seed
     if tokens is None:
-        data = tokens_data(runner, sequences, seq_len, seed, corpus)
-        tokens = metric_tokens(runner, sequences, seq_len, seed, corpus)
+        sample = as_sample_data(data)
+        data, tokens = sample.text(runner), sample.tokens(runner)
+    elif data is not None:
+        raise OptionError("linearise_norms: give tokens or data (what to draw them from), not both")
     else:
         data = f"{tokens.shape[0]} given sequences of {tokens.shape[1]} tokens"
     if tokens.ndim != 2 or tokens.shape[1] < 2:
@@ -182,13 +183,12 @@ def mean_jacobians(runner, parts: str | Sequence[str] | None = None, hw: HeadWei
 
 
 def linearise_norms(runner, parts: str | Sequence[str] | None = None, hw: HeadWeights | None = None,
-                    tokens: Tensor | None = None, sequences: int = 16, seq_len: int = 128, seed: int | None = None,
-                    batch_size: int = 8, progress: bool = True, corpus: str | None = None) -> HeadWeights:
+                    tokens: Tensor | None = None, data=None, batch_size: int = 8, progress: bool = True) -> HeadWeights:
     """``hw`` (default the runner's weights) with the norms named in ``parts`` (``'qk'``,
     ``'output'``; default every one the model has) replaced by their mean Jacobians (module
-    docstring), estimated on ``tokens: (batch, seq)`` run through ``runner``'s model (default
-    ``sequences`` × ``seq_len`` tokens of natural text, the file ``corpus``'s or the docstrings,
-    seed of the ``activations`` metric): :func:`mean_jacobians` then :meth:`NormJacobians.apply`."""
+    docstring), estimated on ``tokens: (batch, seq)`` run through ``runner``'s model or on those of
+    ``data``, a :class:`~compscope.data.residual_moments.SampleData` (:func:`mean_jacobians`),
+    then :meth:`NormJacobians.apply`."""
     base = runner.hw if hw is None else hw
-    jac = mean_jacobians(runner, parts, base, tokens, sequences, seq_len, seed, batch_size, progress, corpus)
+    jac = mean_jacobians(runner, parts, base, tokens, data, batch_size, progress)
     return jac.apply(base)

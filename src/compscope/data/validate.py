@@ -433,9 +433,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
         from .norm_linearisation import linearise_norms as _linearise
 
         parts = None if linearise_norms is True or linearise_norms == "all" else linearise_norms
-        n, length, sample_seed, _ = sample_data.resolved(runner)
-        weights = _linearise(runner, parts, hw=weights, sequences=n, seq_len=length, seed=sample_seed, progress=progress,
-                             corpus=sample_data.corpus)
+        weights = _linearise(runner, parts, hw=weights, data=sample_data, progress=progress)
         linearised_on = weights.meta.notes[-1]
     else:
         linearised_on = None
