@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -31,6 +32,9 @@ from torch import Tensor
 from ..core.heads import HeadWeights, Norm
 from ..core.processing import qk_gains
 from ..errors import OptionError, ProcessingError
+
+if TYPE_CHECKING:
+    from .residual_moments import SampleData
 
 #: the norms inside the heads' circuits that can be linearised
 PARTS = ("qk", "output")
@@ -137,7 +141,8 @@ class NormJacobians:
 
 @torch.no_grad()
 def mean_jacobians(runner, parts: str | Sequence[str] | None = None, hw: HeadWeights | None = None,
-                   tokens: Tensor | None = None, data=None, batch_size: int = 8, progress: bool = True) -> NormJacobians:
+                   tokens: Tensor | None = None, data: SampleData | None = None, batch_size: int = 8,
+                   progress: bool = True) -> NormJacobians:
     """The mean Jacobians of the norms of ``parts`` (default every one ``hw``, the runner's weights
     by default, has) on ``tokens: (batch, seq)`` run through ``runner``'s model, or, without
     ``tokens``, on those of ``data``, a :class:`~compscope.data.residual_moments.SampleData`
@@ -151,11 +156,11 @@ def mean_jacobians(runner, parts: str | Sequence[str] | None = None, hw: HeadWei
     parts = check_parts(base, parts)
     if tokens is None:
         sample = as_sample_data(data)
-        data, tokens = sample.text(runner), sample.tokens(runner)
+        words, tokens = sample.text(runner), sample.tokens(runner)
     elif data is not None:
         raise OptionError("linearise_norms: give tokens or data (what to draw them from), not both")
     else:
-        data = f"{tokens.shape[0]} given sequences of {tokens.shape[1]} tokens"
+        words = f"{tokens.shape[0]} given sequences of {tokens.shape[1]} tokens"
     if tokens.ndim != 2 or tokens.shape[1] < 2:
         raise OptionError(f"linearise_norms needs (batch, seq) tokens with seq >= 2, got shape {tuple(tokens.shape)}")
     here = runner.weights_here(base)
@@ -179,11 +184,12 @@ def mean_jacobians(runner, parts: str | Sequence[str] | None = None, hw: HeadWei
                 acc["o", l].add(u.reshape(-1, u.shape[-1]))
         bar.update(tr.tokens.shape[0])
     bar.close()
-    return NormJacobians({key: a.mean().cpu() for key, a in acc.items()}, parts, data)
+    return NormJacobians({key: a.mean().cpu() for key, a in acc.items()}, parts, words)
 
 
 def linearise_norms(runner, parts: str | Sequence[str] | None = None, hw: HeadWeights | None = None,
-                    tokens: Tensor | None = None, data=None, batch_size: int = 8, progress: bool = True) -> HeadWeights:
+                    tokens: Tensor | None = None, data: SampleData | None = None, batch_size: int = 8,
+                    progress: bool = True) -> HeadWeights:
     """``hw`` (default the runner's weights) with the norms named in ``parts`` (``'qk'``,
     ``'output'``; default every one the model has) replaced by their mean Jacobians (module
     docstring), estimated on ``tokens: (batch, seq)`` run through ``runner``'s model or on those of
