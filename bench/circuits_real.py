@@ -33,20 +33,20 @@ from compscope.engine.composition import scores  # noqa: E402
 
 
 class _Count:
-    """Counts the ``r × r`` matching eigenproblems :func:`compscope.analysis.circuits._matched` solves."""
+    """Counts the ``r × r`` matching eigenproblems solved (:func:`compscope.analysis.circuits._eigen_scores`)."""
 
     def __init__(self) -> None:
-        self.n, self.real = 0, C._matched
+        self.n, self.real = 0, C._eigen_scores
 
     def __enter__(self):
-        def counted(K2, Q2, O1, VN1):
-            self.n += K2.shape[0] * O1.shape[0]
-            return self.real(K2, Q2, O1, VN1)
-        C._matched = counted
+        def counted(M):
+            self.n += M.shape[:-2].numel()
+            return self.real(M)
+        C._eigen_scores = counted
         return self
 
     def __exit__(self, *exc) -> None:
-        C._matched = self.real
+        C._eigen_scores = self.real
 
 
 def _timed(fn):

@@ -496,15 +496,31 @@ def test_several_contents_share_the_work_and_equal_one_call_each():
     assert not torch.equal(both["embed"].previous, both["activations"].previous)
 
     calls = []
-    real = C._matched
+    real = C._eigen_scores
     try:
-        C._matched = lambda *a: calls.append(1) or real(*a)
+        C._eigen_scores = lambda M: calls.append(M.shape[:-2].numel()) or real(M)
         C.head_circuits_by_content(hw, {"a": None, "b": None})  # one content twice: the second is free
-        first = len(calls)
+        first = sum(calls)
         C.head_circuits_by_content(hw, {"a": None})
     finally:
-        C._matched = real
-    assert first == len(calls) - first > 0
+        C._eigen_scores = real
+    assert first == sum(calls) - first > 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 8), st.integers(0, 2**31 - 1))
+def test_a_matrix_whose_trace_is_not_positive_has_no_positive_eigen_score(r, seed):
+    """The induction search solves no eigenproblem where the trace is not positive: ``Σλ = tr M``,
+    so ``Σλ / Σ|λ| ≤ 0`` there (to float64 rounding), whatever the matrix."""
+    from compscope.analysis.circuits import eigen_score
+
+    g = torch.Generator().manual_seed(seed)
+    M = torch.randn(r, r, generator=g, dtype=torch.float64) * torch.rand(r, 1, generator=g, dtype=torch.float64)
+    tr = float(M.trace())
+    score = float(eigen_score(M[None])[0])
+    assert abs(score * float(torch.linalg.eigvals(M).abs().sum()) - tr) <= 1e-10 * float(M.abs().sum())  # Σλ = tr M
+    if tr <= 0:
+        assert score <= 1e-12
 
 
 def test_a_bidirectional_model_gets_no_induction_scores_from_the_weights():

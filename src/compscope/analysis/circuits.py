@@ -34,7 +34,8 @@
   ``[0, 1]``; the product is a ranking, not a probability. The maximum is exact but visits the
   writers in decreasing ``previous · K`` (a bound of each product, as ``match ≤ 1``) and stops
   when no later writer can beat the best so far: one ``r × r`` eigenproblem for a few pairs
-  per reader, not for all ``(L H)²``; the readers of one layer are searched at once, one per
+  per reader, not for all ``(L H)²``, and none for a pair whose matrix has a trace (the sum of
+  its eigenvalues) that is not positive, as its ``max(match, 0)`` is then 0; the readers of one layer are searched at once, one per
   torch thread (:mod:`compscope.engine.threads`).
 
 ``W_E W_U`` and ``W_E W_Eᵀ`` are ``d × d`` (:mod:`compscope.core.vocab`: summed over the vocabulary
@@ -132,8 +133,8 @@ def induction_matching(hw: HeadWeights, offset: float = 0.0, progress: bool = Fa
 class MatchingThroughWriters:
     """Matching through a writer (module docstring) at one rotary offset, float64, with what it
     has computed kept: each writer head's ``W_O^{h1ᵀ}`` and ``W_V^{h1} W_E W_Eᵀ`` (``(1, r, d)``
-    each, only for the heads asked for) and each pair's score, so that several previous-token
-    scores (contents) share the eigenproblems."""
+    each, only for the heads asked for) and each pair's positive part, so that several
+    previous-token scores (contents) share the eigenproblems."""
 
     def __init__(self, hw: HeadWeights, offset: float = 0.0) -> None:
         self.hw, self.offset = hw, offset
@@ -158,12 +159,16 @@ class MatchingThroughWriters:
         """``W_Q`` and ``R(−δ) W_K`` of every head of ``l2``, ``(H, r, d)`` float64."""
         return layer_factor(self.hw, l2, "Q", dtype=_F64), layer_factor(self.hw, l2, "K", offset=self.offset, dtype=_F64)
 
-    def pair(self, l1: int, h1: int, l2: int, h2: int, reader: tuple[Tensor, Tensor]) -> float:
-        """The matching of ``h2`` (of ``l2``, whose :meth:`reader` is ``reader``) through ``h1``."""
+    def positive(self, l1: int, h1: int, l2: int, h2: int, reader: tuple[Tensor, Tensor]) -> float:
+        """``max(match, 0)`` of ``h2`` (of ``l2``, whose :meth:`reader` is ``reader``) through ``h1``.
+        The eigenvalues are solved only where their sum, the trace of the ``r × r`` matrix, is
+        positive: elsewhere the score ``Σλ / Σ|λ|`` is not, and 0 comes back without them."""
         key = (l1, h1, l2, h2)
         if key not in self.scores:
             Q2, K2 = reader
-            self.scores[key] = float(_matched(K2[h2:h2 + 1], Q2[h2:h2 + 1], *self.head(l1, h1))[0, 0])
+            O1, VN1 = self.head(l1, h1)
+            M = (K2[h2] @ O1[0].mT) @ (VN1[0] @ Q2[h2].mT)  # (R(−δ) W_K^{h2} W_O^{h1})(W_V^{h1} W_E W_Eᵀ W_Q^{h2ᵀ})
+            self.scores[key] = max(float(_eigen_scores(M[None])[0]), 0.0) if float(M.trace()) > 0 else 0.0
         return self.scores[key]
 
 
@@ -172,7 +177,13 @@ def _matched(K2: Tensor, Q2: Tensor, O1: Tensor, VN1: Tensor) -> Tensor:
     ``(H1, r, d)``."""
     KO = torch.einsum("jrd,isd->ijrs", K2, O1)  # R(−δ) W_K^{h2} W_O^{h1}
     VQ = torch.einsum("isd,jqd->ijsq", VN1, Q2)  # W_V^{h1} W_E W_Eᵀ W_Q^{h2ᵀ}
-    return eigen_score(KO @ VQ)
+    return _eigen_scores(KO @ VQ)
+
+
+def _eigen_scores(M: Tensor) -> Tensor:
+    """:func:`eigen_score` of matching matrices ``(…, r, r)`` (one eigenproblem each; the
+    benchmark counts them here)."""
+    return eigen_score(M)
 
 
 def induction_qk(hw: HeadWeights, previous: Tensor, K: Tensor, offset: float = 0.0, progress: bool = False,
@@ -198,7 +209,7 @@ def induction_qk(hw: HeadWeights, previous: Tensor, K: Tensor, offset: float = 0
                 u = float(bound[i, h2])
                 if u <= best:
                     break
-                best = max(best, u * max(matcher.pair(*divmod(i, H), l2, h2, reader), 0.0))
+                best = max(best, u * matcher.positive(*divmod(i, H), l2, h2, reader))
             return best
 
         out[l2] = torch.tensor(thread_map(search, range(H)), dtype=_F64)  # readers in parallel
