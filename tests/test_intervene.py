@@ -713,3 +713,6 @@ def test_writers_per_batch_fit_the_budget(monkeypatch):
         assert intervene.writers_per_batch(hw, (16, 65), cpu) == want
     monkeypatch.setattr(intervene, "WRITER_BATCH_BYTES", 2**28)
     assert intervene.writers_per_batch(hw, (16, 257), cpu) < intervene.writers_per_batch(hw, (16, 65), cpu)
+    # an attention-output norm: each writer also holds a copy of the layer's head outputs (float32)
+    normed = SimpleNamespace(n_heads=9, d_model=576, d_head=64, attn_out_norm=object())
+    assert intervene._writer_bytes(normed, (16, 65)) == one + 16 * 65 * 9 * 576 * 4

@@ -360,9 +360,11 @@ def _writer_bytes(hw, tokens_shape) -> int:
     """About the bytes one writer adds to a batch of writers (:func:`writers_per_batch`) on
     ``tokens_shape = (batch, seq)``: a later layer's patterns, each ``(head, seq, seq)`` per
     sequence, held about eight float32 times over (logits, softmax, difference in float64), and its
-    residual, normed input, queries, keys and values."""
+    residual, normed input, queries, keys and values; with an attention-output norm, also the
+    writer layer's head outputs copied per writer (:func:`_deltas`)."""
     b, s = tokens_shape
-    return b * s * (32 * hw.n_heads * s + 4 * (2 * hw.d_model + 3 * hw.n_heads * hw.d_head)) + 1
+    copies = 4 * hw.n_heads * hw.d_model if getattr(hw, "attn_out_norm", None) is not None else 0
+    return b * s * (32 * hw.n_heads * s + 4 * (2 * hw.d_model + 3 * hw.n_heads * hw.d_head) + copies) + 1
 
 
 def _deltas(hw, l1: int, o: Tensor, heads: list[int], means: Tensor | None, added: Tensor | None) -> Tensor:
