@@ -11,8 +11,9 @@
 # traceback (bench/RESULTS.md, "CUDA: an H100"); 4. the data side on the machine's CPU; 5. the
 # engine benchmarks of that section, on the device (and, as `cores`, the per-head SVD cores on the
 # machine's CPU: bench/cpu_limits.py section 1c). ONLY="name ..." runs the checks named
-# (test_device interventions_cuda interventions_cuda_bf16 open_tests interventions_cpu verdict_cuda cores speed
-# 7b precision_7b); the first five took 194 s on an H100 (bench/RESULTS.md, 2026-11-26). ONLY=suite
+# (test_device interventions_cuda interventions_cuda_bf16 interventions_cuda_single open_tests interventions_cpu
+# verdict_cuda cores speed 7b precision_7b; interventions_cuda_single: the route before a writer layer's heads
+# were batched, for an A/B with interventions_cuda); the first five took 194 s on an H100 (bench/RESULTS.md, 2026-11-26). ONLY=suite
 # (named only, never by default) runs the whole test suite but the docs test on 16 workers, each
 # test's name and outcome printed as it ends (a run cut off by the lease still names its failures);
 # alone, ONLY=suite, it reached 95 % of the suite in 530 s on an H100 with the gguf and plotly wheels
@@ -31,7 +32,8 @@ run() {
 }
 run test_device 200 "$py" -m pytest -q -p no:cacheprovider tests/test_device.py -rs
 model=$(mktemp -d)/random-smollm2-shape  # about 0.5 GB: kept out of OUT
-if wanted interventions_cuda || wanted interventions_cuda_bf16 || wanted interventions_cpu || wanted verdict_cuda; then
+if wanted interventions_cuda || wanted interventions_cuda_bf16 || wanted interventions_cuda_single || wanted interventions_cpu \
+  || wanted verdict_cuda; then
 "$py" - "$model" <<'EOF'
 import sys, torch, transformers
 torch.manual_seed(0)
@@ -42,6 +44,7 @@ EOF
 fi
 run interventions_cuda 300 "$py" bench/interventions_real.py --model "$model" --device cuda
 run interventions_cuda_bf16 300 "$py" bench/interventions_real.py --model "$model" --device cuda --model-dtype bfloat16
+run interventions_cuda_single 300 "$py" bench/interventions_real.py --model "$model" --device cuda --writer-batch-mib 0  # one writer at a time
 run open_tests 300 "$py" -m pytest -q -p no:cacheprovider --tb=short \
   tests/test_axioms.py::test_seeded_results_repeat \
   "tests/test_rough_edges.py::test_track_with_a_pair_that_is_not_in_the_model" \
