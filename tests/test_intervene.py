@@ -708,7 +708,7 @@ def test_writers_per_batch_fit_the_budget(monkeypatch):
     assert 8 * 4 * entries < one < 16 * 4 * entries  # eight float32 copies of them, and the reads
     cpu = torch.device("cpu")
     assert intervene.writers_per_batch(hw, (16, 65), cpu) == 2**28 // one  # 8: a layer's nine heads in two batches
-    for budget, want in ((0, 1), (one - 1, 1), (3 * one, 3), (3 * one + one - 1, 3)):
+    for budget, want in ((0, 1), (-5, 1), (one - 1, 1), (3 * one, 3), (3 * one + one - 1, 3), (3.5 * one, 3)):
         monkeypatch.setattr(intervene, "WRITER_BATCH_BYTES", budget)
         assert intervene.writers_per_batch(hw, (16, 65), cpu) == want
     monkeypatch.setattr(intervene, "WRITER_BATCH_BYTES", 2**28)

@@ -92,7 +92,7 @@ def writers_per_batch(hw, tokens_shape, device: torch.device) -> int:
         budget = 2**28
         if device.type == "cuda":
             budget = min(2**31, torch.cuda.mem_get_info(device)[0] // 4)
-    return max(1, budget // _writer_bytes(hw, tokens_shape))
+    return max(1, int(budget) // _writer_bytes(hw, tokens_shape))
 
 
 def factored_route(hw, paths: str, post_ln_mlp, device: torch.device) -> bool:
