@@ -137,6 +137,30 @@ def test_induction_scores_are_the_brute_force_maximum_over_writers(seed, measure
     assert torch.allclose(c.induction, c.copying.clamp_min(0) * c.induction_qk, rtol=0, atol=0)
 
 
+def test_the_induction_search_solves_eigenproblems_only_for_positive_traces(monkeypatch):
+    """Every pair the search visits is kept with ``max(match, 0)``: the brute-force value (all pairs'
+    matching), and an eigenproblem was solved for exactly the visited pairs whose trace is positive."""
+    from compscope.analysis import circuits as C
+    from compscope.engine.composition import scores
+
+    hw = model(L=4, seed=1).replace(W_pos=None)
+    previous = torch.rand(4, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    K = scores(hw, "K", ["frobenius"], progress=False).dense("frobenius", "K").double()
+    brute = C.induction_matching(hw)
+    solved = []
+    real = C._eigen_scores
+    monkeypatch.setattr(C, "_eigen_scores", lambda M: solved.append(M.shape[:-2].numel()) or real(M))
+    matcher = C.MatchingThroughWriters(hw)
+    C.induction_qk(hw, previous, K, matcher=matcher)
+    positive_trace = 0
+    for (l1, h1, l2, h2), kept in matcher.scores.items():
+        assert kept == pytest.approx(max(float(brute[l1, h1, l2, h2]), 0.0), abs=1e-12)
+        Q2, K2 = matcher.reader(l2)
+        O1, VN1 = matcher.head(l1, h1)
+        positive_trace += float(((K2[h2] @ O1[0].mT) @ (VN1[0] @ Q2[h2].mT)).trace()) > 0
+    assert sum(solved) == positive_trace < len(matcher.scores)
+
+
 def test_positional_previous_token_score_of_a_head_built_to_attend_back_one_position():
     """One-hot positions, q_i = c e_i, k_j = e_{j+1}: the logit is scale·c at j = i - 1 and 0 at
     the other i keys, so the mass there is e^{sc} / (e^{sc} + i)."""
