@@ -35,8 +35,8 @@
   writers in decreasing ``previous · K`` (a bound of each product, as ``match ≤ 1``) and stops
   when no later writer can beat the best so far: one ``r × r`` eigenproblem for a few pairs
   per reader, not for all ``(L H)²``, and none for a pair whose matrix has a trace (the sum of
-  its eigenvalues) that is not positive, as its ``max(match, 0)`` is then 0; the readers of one layer are searched at once, one per
-  torch thread (:mod:`compscope.engine.threads`).
+  its eigenvalues) that is not positive, as its ``max(match, 0)`` is then 0; the readers of one
+  layer are searched at once, one per torch thread (:mod:`compscope.engine.threads`).
 
 ``W_E W_U`` and ``W_E W_Eᵀ`` are ``d × d`` (:mod:`compscope.core.vocab`: summed over the vocabulary
 in chunks, once per model); nothing vocabulary-sized per head.
@@ -166,18 +166,21 @@ class MatchingThroughWriters:
         key = (l1, h1, l2, h2)
         if key not in self.scores:
             Q2, K2 = reader
-            O1, VN1 = self.head(l1, h1)
-            M = (K2[h2] @ O1[0].mT) @ (VN1[0] @ Q2[h2].mT)  # (R(−δ) W_K^{h2} W_O^{h1})(W_V^{h1} W_E W_Eᵀ W_Q^{h2ᵀ})
-            self.scores[key] = max(float(_eigen_scores(M[None])[0]), 0.0) if float(M.trace()) > 0 else 0.0
+            M = _matching_matrices(K2[h2:h2 + 1], Q2[h2:h2 + 1], *self.head(l1, h1))[0]  # (1, r, r)
+            self.scores[key] = max(float(_eigen_scores(M)[0]), 0.0) if float(M[0].trace()) > 0 else 0.0
         return self.scores[key]
 
 
 def _matched(K2: Tensor, Q2: Tensor, O1: Tensor, VN1: Tensor) -> Tensor:
-    """``(H1, H2)`` eigen scores of ``(K2 O1ᵀ)(VN1 Q2ᵀ)`` for readers ``(H2, r, d)`` and writers
-    ``(H1, r, d)``."""
+    """``(H1, H2)`` eigen scores of :func:`_matching_matrices`."""
+    return _eigen_scores(_matching_matrices(K2, Q2, O1, VN1))
+
+
+def _matching_matrices(K2: Tensor, Q2: Tensor, O1: Tensor, VN1: Tensor) -> Tensor:
+    """``(H1, H2, r, r)``: ``(K2 O1ᵀ)(VN1 Q2ᵀ)`` for readers ``(H2, r, d)`` and writers ``(H1, r, d)``."""
     KO = torch.einsum("jrd,isd->ijrs", K2, O1)  # R(−δ) W_K^{h2} W_O^{h1}
     VQ = torch.einsum("isd,jqd->ijsq", VN1, Q2)  # W_V^{h1} W_E W_Eᵀ W_Q^{h2ᵀ}
-    return _eigen_scores(KO @ VQ)
+    return KO @ VQ
 
 
 def _eigen_scores(M: Tensor) -> Tensor:
