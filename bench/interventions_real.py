@@ -63,14 +63,6 @@ def random_llama(d_model: int, heads: int, kv_heads: int, layers: int) -> str:
     return folder
 
 
-def route(hw, device, tokens_shape) -> str:
-    """The route :func:`intervention_effects` takes on the direct path of a pre-LN model, in words."""
-    if intervene.factored_route(hw, "direct", None, device):
-        return "factored"
-    group = intervene.writers_per_batch(hw, tokens_shape, device)
-    return f"plain (writers in batches of up to {min(group, hw.n_heads)})"
-
-
 def shape(text: str) -> tuple[int, int, int, int]:
     try:
         d, h, kv, l = (int(x) for x in text.split(","))
@@ -124,7 +116,7 @@ def main() -> None:
     blocks = H * L * (L - 1) // 2
     print(f"{hw.meta.name}: {L} layers x {H} heads, {args.sequences} sequences of {reps.tokens.shape[1]} tokens, "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}, device {runner.device}, "
-          f"model in {str(runner.dtype).removeprefix('torch.')}, {route(hw, runner.device, reps.tokens.shape)} route where it applies")
+          f"model in {str(runner.dtype).removeprefix('torch.')}, {intervene.route(hw, reps.tokens.shape, runner.device)} route where it applies")
     print(f"load (transformers + HeadWeights)   {t1 - t0:7.1f} s")
     print(f"activation labels                   {t2 - t1:7.1f} s")
     print(f"interventions, all pairs and kinds  {t3 - t2:7.1f} s   ({blocks} writer x later-layer blocks, "

@@ -716,3 +716,27 @@ def test_writers_per_batch_fit_the_budget(monkeypatch):
     # an attention-output norm: each writer also holds a copy of the layer's head outputs (float32)
     normed = SimpleNamespace(n_heads=9, d_model=576, d_head=64, attn_out_norm=object())
     assert intervene._writer_bytes(normed, (16, 65)) == one + 16 * 65 * 9 * 576 * 4
+
+
+def test_the_route_follows_the_device_the_norms_and_the_paths(monkeypatch):
+    """:func:`intervene.route`: factored on the CPU where the direct path is a pre-norm's sum; the
+    batched plain route on a GPU (or with ``FACTORED`` off), its group never more than a layer's
+    heads; one writer at a time on a post-LN model's direct path and on every path."""
+    pytest.importorskip("transformers")
+    from hf_tiny import BY_ID, build
+
+    import compscope
+    from compscope.data import intervene
+
+    hw = compscope.load(build(BY_ID["llama-mha"]))
+    cpu, gpu = torch.device("cpu"), torch.device("cuda")
+    assert intervene.route(hw, (3, 9), cpu) == intervene.Route("factored")
+    monkeypatch.setattr(intervene, "WRITER_BATCH_BYTES", 2**40)  # room for any number of writers
+    assert intervene.route(hw, (3, 9), gpu) == intervene.Route("batched", hw.n_heads)
+    monkeypatch.setattr(intervene, "WRITER_BATCH_BYTES", 2 * intervene._writer_bytes(hw, (3, 9)))
+    assert intervene.route(hw, (3, 9), gpu) == intervene.Route("batched", 2)
+    assert str(intervene.route(hw, (3, 9), gpu)) == "plain (writers in batches of up to 2)"
+    assert intervene.route(hw, (3, 9), cpu, post_ln_mlp=[torch.zeros(1)]) == intervene.Route("single")
+    assert intervene.route(hw, (3, 9), cpu, paths="all") == intervene.Route("single")
+    monkeypatch.setattr(intervene, "FACTORED", False)
+    assert intervene.route(hw, (3, 9), cpu) == intervene.Route("batched", 2)

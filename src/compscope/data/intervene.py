@@ -101,6 +101,32 @@ def factored_route(hw, paths: str, post_ln_mlp, device: torch.device) -> bool:
 
 
 @dataclass(frozen=True)
+class Route:
+    """How :func:`intervention_effects` reads the changed inputs of later heads (module docstring):
+    ``'factored'`` (in the writer's ``d_head`` coordinates, one writer at a time), ``'batched'``
+    (``group`` writers of a layer at once) or ``'single'`` (one writer at a time: a post-LN model's
+    direct path, every path)."""
+
+    name: str
+    group: int = 1
+
+    def __str__(self) -> str:
+        if self.name == "batched":
+            return f"plain (writers in batches of up to {self.group})"
+        return "plain (one writer at a time)" if self.name == "single" else self.name
+
+
+def route(hw, tokens_shape, device: torch.device, paths: str = "direct", post_ln_mlp=None) -> Route:
+    """The :class:`Route` :func:`intervention_effects` takes for a batch of ``tokens_shape = (batch,
+    seq)`` on ``device`` (``post_ln_mlp``: the trace's clean MLP outputs of a post-LN model, else None)."""
+    if factored_route(hw, paths, post_ln_mlp, device):
+        return Route("factored")
+    if paths == "direct" and post_ln_mlp is None:
+        return Route("batched", min(writers_per_batch(hw, tokens_shape, device), hw.n_heads))
+    return Route("single")
+
+
+@dataclass(frozen=True)
 class Effects:
     """Interventional effects ``(L, H, L, H)`` float64 per kind (NaN except earlier → later layer
     pairs); ``v_direction``: ``‖o' − o‖ / ‖o‖`` for V; the ablation and the data's shape."""
@@ -228,14 +254,66 @@ def _reads(hw, layer: int, resid: Tensor, kinds: str) -> dict[str, Tensor]:
     return {k: project(hw, layer, k, x) for k in kinds}
 
 
-def _heads(hw, tr) -> tuple[list, list, list, list]:
-    """Per layer of a trace: the clean queries, keys and values, patterns, attention-weighted values
-    ``z = pattern @ v`` and head outputs ``W_O z``."""
-    L = hw.n_layers
-    qkv = [_reads(hw, l, tr.resid[l], "QKV") for l in range(L)]
-    pattern = [attend(hw, l, qkv[l]["Q"], qkv[l]["K"]) for l in range(L)]
-    z = [pattern[l] @ qkv[l]["V"] for l in range(L)]
-    return qkv, pattern, z, [written(hw, l, z[l]) for l in range(L)]
+@dataclass(frozen=True)
+class _Clean:
+    """Per layer of a clean trace: the queries, keys and values, patterns, attention-weighted values
+    ``z = pattern @ v``, head outputs ``W_O z``, and (V effects wanted) the outputs in their
+    :func:`output_frames` coordinates."""
+
+    qkv: list[dict[str, Tensor]]
+    pattern: list[Tensor]
+    z: list[Tensor]
+    o: list[Tensor]
+    frames: list[Tensor] | None = None
+    v: list[Tensor] | None = None
+
+    @classmethod
+    def of(cls, hw, tr, frames: list[Tensor] | None = None) -> "_Clean":
+        L = hw.n_layers
+        qkv = [_reads(hw, l, tr.resid[l], "QKV") for l in range(L)]
+        pattern = [attend(hw, l, qkv[l]["Q"], qkv[l]["K"]) for l in range(L)]
+        z = [pattern[l] @ qkv[l]["V"] for l in range(L)]
+        v = [compact_outputs(frames[l], z[l]) for l in range(L)] if frames is not None else None
+        return cls(qkv, pattern, z, [written(hw, l, z[l]) for l in range(L)], frames, v)
+
+
+class _Sums:
+    """The effects summed over sequences as writers are intervened on: per kind ``(L, H, L, H)``
+    float64 (Q, K: the per-sequence mean over queries of the total-variation distance; V: the
+    relative norm change per position), and for V the direction change and the positions counted."""
+
+    def __init__(self, kinds: str, L: int, H: int, device: torch.device):
+        zero = lambda: torch.zeros(L, H, L, H, dtype=torch.float64, device=device)  # noqa: E731
+        self.by_kind = {k: zero() for k in kinds}
+        self.turn, self.kept = zero(), zero()
+
+    def add(self, hw, clean: _Clean, l1: int, writers: list[int], l2: int, reads: dict[str, Tensor]) -> None:
+        """Add the effects on layer ``l2``'s heads of ``writers`` (heads of layer ``l1``), whose
+        changed reads ``reads[kind]`` are ``(writer × batch, head, seq, ·)``."""
+        for kind, changed in reads.items():
+            changed = changed.unflatten(0, (len(writers), -1))  # (writer, batch, head, seq, ·)
+            if kind == "V":
+                o2 = compact_outputs(clean.frames[l2], (clean.pattern[l2] @ changed).flatten(0, 1))
+                norm_sum, turn_sum, count = _v_sums(clean.v[l2], o2.unflatten(0, changed.shape[:2]))
+                self.by_kind["V"][l1, writers, l2] += norm_sum
+                self.turn[l1, writers, l2] += turn_sum
+                self.kept[l1, writers, l2] += count
+                continue
+            q, k = (changed, clean.qkv[l2]["K"]) if kind == "Q" else (clean.qkv[l2]["Q"], changed)
+            # the float32 difference of two probabilities is exact where they are within a factor 2
+            # of each other and within 6e-8 (relative) elsewhere: summed in float64
+            tv = 0.5 * (clean.pattern[l2] - attend(hw, l2, q, k)).abs().double().sum(-1)  # (writer, b, head, s)
+            self.by_kind[kind][l1, writers, l2] += tv.mean(3).sum(1)  # per sequence: mean over queries
+
+    def effects(self, mask: Tensor, sequences: int) -> tuple[dict[str, Tensor], Tensor | None]:
+        """The means, on the CPU: ``({kind: (L, H, L, H)}, V's direction change or None)``, NaN
+        except for the pairs of a writer in ``mask: (L, H)`` and a reader in a later layer."""
+        L = mask.shape[0]
+        forward = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)[:, None, :, None] & mask[:, :, None, None]
+        nan = torch.tensor(float("nan"), dtype=torch.float64)
+        kept = self.kept.cpu().clamp_min(1)
+        out = {k: torch.where(forward, v.cpu() / (kept if k == "V" else sequences), nan) for k, v in self.by_kind.items()}
+        return out, (torch.where(forward, self.turn.cpu() / kept, nan) if "V" in out else None)
 
 
 @torch.no_grad()
@@ -280,46 +358,42 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
     chunks = tokens.split(batch_size)
     bar = progress_bar(len(chunks) * (int(mask.sum()) + (ablation == "mean")), "interventions", enabled=progress)
     means = z_means = kept_state = None
+    frames = output_frames(hw) if "V" in kinds else None
     if ablation == "mean":  # each head's z at each position, averaged over every sequence; its output W_O z̄
         z_sums = [torch.zeros(H, tokens.shape[1], hw.d_head, dtype=torch.float64, device=dev) for _ in range(L)]
         for chunk in chunks:
             tr = runner.trace(chunk)
-            state = _heads(hw, tr)
+            state = _Clean.of(hw, tr, frames if len(chunks) == 1 else None)
             for l in range(L):
-                z_sums[l] += state[2][l].double().sum(0)
+                z_sums[l] += state.z[l].double().sum(0)
             bar.update(1)
         z_means = [(s_ / tokens.shape[0]).float() for s_ in z_sums]
         means = [written(hw, l, z_means[l][None])[0] for l in range(L)]  # (seq, head, d_model)
         if len(chunks) == 1:  # one batch: its trace serves the effects too
             kept_state = (tr, state)
-    frames = output_frames(hw) if "V" in kinds else None
-    zero = lambda: torch.zeros(L, H, L, H, dtype=torch.float64, device=dev)  # noqa: E731
-    acc = {k: zero() for k in kinds}
-    turn, kept = zero(), zero()
+    sums = _Sums(kinds, L, H, dev)
     for chunk in chunks:
         if kept_state is not None:
-            tr, (qkv, pattern, z, o) = kept_state
+            tr, clean = kept_state
         else:
             tr = runner.trace(chunk)
-            qkv, pattern, z, o = _heads(hw, tr)
+            clean = _Clean.of(hw, tr, frames)
         mlp = _clean_mlp(runner, tr) if paths == "direct" else None
-        clean_v = {l2: compact_outputs(frames[l2], z[l2]) for l2 in range(1, L)} if frames else None
-        readers = factored.readers(hw, tr.resid, kinds) if factored_route(hw, paths, mlp, dev) else None
-        batched = readers is None and paths == "direct" and mlp is None  # a writer layer's heads at once
-        group = writers_per_batch(hw, chunk.shape, dev) if batched else 1
+        way = route(hw, chunk.shape, dev, paths, mlp)
+        readers = factored.readers(hw, tr.resid, kinds) if way.name == "factored" else None
         for l1 in range(L - 1):
             if not mask[l1].any():
                 continue
-            added = combine(hw, l1, o[l1]) if hw.attn_out_norm is not None else None
+            added = combine(hw, l1, clean.o[l1]) if hw.attn_out_norm is not None else None
             heads1 = mask[l1].nonzero().flatten().tolist()
-            for hs in (heads1[i:i + group] for i in range(0, len(heads1), group)):
-                delta = _deltas(hw, l1, o[l1], hs, None if means is None else means[l1], added)  # (writer, b, s, d)
-                if readers is not None:  # the direct path's reads, d_head wide (compscope.data.factored_path)
+            for hs in (heads1[i:i + way.group] for i in range(0, len(heads1), way.group)):
+                delta = _deltas(hw, l1, clean.o[l1], hs, None if means is None else means[l1], added)  # (writer, b, s, d)
+                if way.name == "factored":  # the direct path's reads, d_head wide (compscope.data.factored_path)
                     (h1,), d1 = hs, delta[0]
-                    u = (z_means[l1][h1] if z_means is not None else 0) - z[l1][:, h1]
+                    u = (z_means[l1][h1] if z_means is not None else 0) - clean.z[l1][:, h1]
                     plain = lambda l2: _reads(hw, l2, tr.resid[l2] + d1, kinds)  # noqa: E731
                     reads = factored.changed_reads(hw, readers, l1, h1, u, kinds, plain)
-                elif batched:  # every writer of the group in one batch: (writer * b, s, d)
+                elif way.name == "batched":  # every writer of the group in one batch: (writer * b, s, d)
                     reads = ((l2, _reads(hw, l2, (tr.resid[l2] + delta).flatten(0, 1), kinds)) for l2 in range(l1 + 1, L))
                 else:
                     if paths == "all":
@@ -329,30 +403,10 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
                         targets = _direct_path(runner, tr, mlp, l1, delta[0])
                     reads = ((l2, _reads(hw, l2, resid2, kinds)) for l2, resid2 in targets)
                 for l2, inputs in reads:
-                    for kind in kinds:
-                        changed = inputs[kind].unflatten(0, (len(hs), -1))  # (writer, b, head, s, ·)
-                        if kind == "V":
-                            norm_sum, turn_sum, count = _v_sums(
-                                clean_v[l2], compact_outputs(frames[l2], (pattern[l2] @ changed).flatten(0, 1)).unflatten(0, changed.shape[:2]))
-                            acc["V"][l1, hs, l2] += norm_sum
-                            turn[l1, hs, l2] += turn_sum
-                            kept[l1, hs, l2] += count
-                        else:
-                            q, k = (changed, qkv[l2]["K"]) if kind == "Q" else (qkv[l2]["Q"], changed)
-                            # the float32 difference of two probabilities is exact where they are within a
-                            # factor 2 of each other and within 6e-8 (relative) elsewhere: summed in float64
-                            tv = 0.5 * (pattern[l2] - attend(hw, l2, q, k)).abs().double().sum(-1)  # (writer, b, head, s)
-                            acc[kind][l1, hs, l2] += tv.mean(3).sum(1)  # per sequence: mean over queries
+                    sums.add(hw, clean, l1, hs, l2, inputs)
                 bar.update(len(hs))
     bar.close()
-    forward = torch.triu(torch.ones(L, L, dtype=torch.bool), diagonal=1)[:, None, :, None] & mask[:, :, None, None]
-    nan = torch.tensor(float("nan"), dtype=torch.float64)
-    out = {}
-    kept = kept.cpu()
-    for kind in kinds:
-        v = acc[kind].cpu() / (kept.clamp_min(1) if kind == "V" else tokens.shape[0])
-        out[kind] = torch.where(forward, v, nan)
-    direction = torch.where(forward, turn.cpu() / kept.clamp_min(1), nan) if "V" in kinds else None
+    out, direction = sums.effects(mask, tokens.shape[0])
     return Effects(out, direction, ablation, int(tokens.shape[0]), int(tokens.shape[1]), paths, chosen)
 
 
