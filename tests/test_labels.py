@@ -100,6 +100,7 @@ def test_a_corpus_of_ones_own_is_cut_into_windows_as_the_docstrings_are(tmp_path
     assert corpus_words(path) == f"notes.txt (sha256 {hashlib.sha256(body.encode()).hexdigest()[:12]})"
     assert corpus_words(None) == "standard-library docstrings"
     path.write_text("ünïcode " * 10)  # 10 × 10 bytes: another size: read again, and read as UTF-8
+    assert corpus_words(path) == f"notes.txt (sha256 {hashlib.sha256(('ünïcode ' * 10).encode()).hexdigest()[:12]})"
     assert bytes(natural_text(_Chars(), 1, 80, seed=0, corpus=path)[0].tolist()).decode().startswith("ünïcode ünïcode")
     with pytest.raises(OptionError, match=r"notes.txt \(100 tokens\) gives 1 sequences of 80 tokens; asked for 2 "
                                           r"\(ask for fewer or shorter sequences, or give a longer text\)"):

@@ -398,6 +398,11 @@ class SampleData:
         return (self.sequences or CONTENT_SEQUENCES, self.length or TEXT_LENGTH,
                 METRIC_SEED if self.seed is None else self.seed, self.positions or CONTENT_SAMPLES)
 
+    def recorded(self) -> dict:
+        """The fields with the defaults filled in, as a run records them (``corpus`` only where given)."""
+        names = [f.name for f in fields(self) if f.name != "corpus"]  # resolved()'s order
+        return {**dict(zip(names, self.resolved(), strict=True)), **({"corpus": self.corpus} if self.corpus else {})}
+
     def tokens(self, runner) -> Tensor:
         """The ``(sequences, length)`` tokens of ``runner``'s model these samples are taken on."""
         n, length, seed, _ = self.resolved(runner)

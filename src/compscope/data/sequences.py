@@ -149,8 +149,16 @@ def corpus_words(corpus: str | os.PathLike | None = None) -> str:
 
 
 def corpus_digest(corpus: str | os.PathLike) -> str:
-    """The first 12 hex digits of the SHA-256 of the corpus file's text (UTF-8)."""
-    return hashlib.sha256(corpus_text(corpus).encode("utf-8")).hexdigest()[:12]
+    """The first 12 hex digits of the SHA-256 of the corpus file's text (UTF-8), kept as its text is."""
+    corpus_text(corpus)  # refused here, by name, if it cannot be read
+    path = os.path.abspath(os.fspath(corpus))
+    st = os.stat(path)
+    return _digest(path, st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _digest(path: str, mtime_ns: int, size: int) -> str:
+    return hashlib.sha256(_read_corpus(path, mtime_ns, size).encode("utf-8")).hexdigest()[:12]
 
 
 def check_tokenizer(tokenizer, corpus: str | os.PathLike | None = None) -> None:

@@ -537,8 +537,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
                "writer_previous_auroc": writer_auroc or None,
                "circuit_auroc": circuit_auroc or None, "circuit_measure": list(CIRCUIT_MEASURE),
                "activations_content_data": sample_data.content(runner) if "activations" in contents else None,
-               "sample_data": {**dict(zip(("sequences", "length", "seed", "positions"), sample_data.resolved())),
-                               **({"corpus": sample_data.corpus} if sample_data.corpus else {})}
+               "sample_data": sample_data.recorded()
                if "activations" in contents or linearising or text_labels else None,
                "text_labels_data": on_text.data if on_text is not None else None,
                "weights_processing": list(weights.meta.processing)}
