@@ -9,7 +9,7 @@ memory of the process. Target (issue): all pairs and kinds in at most 10 minutes
     python bench/interventions_real.py --model PATH --device cuda --model-dtype bfloat16   # the model in 16 bits
     python bench/interventions_real.py --random-llama 2048,32,8,4   # a random Llama: width, heads, K/V heads, layers
     python bench/interventions_real.py --plain   # each reader's input recomputed from the residual (a GPU's route)
-    python bench/interventions_real.py --plain --writer-batch-mib 0   # that route one writer at a time
+    python bench/interventions_real.py --plain --writer-batch-mib 256   # that route with a writer layer's heads batched
 
 ``--random-llama D,H,KV,L`` builds a Llama of that shape with random weights (seed 0, heads of
 ``D / H``, biases on Q/K/V, MLP as wide as the residual, 512 tokens) in a temporary folder and runs
@@ -89,8 +89,8 @@ def main() -> None:
                          "coordinates; on a GPU always so)")
     ap.add_argument("--writer-batch-mib", type=float, metavar="MIB",
                     help="on the plain route, batch a writer layer's heads in about this much memory of changed "
-                         "reads (default 256 on the CPU, on a GPU 2048 or a quarter of its free memory; 0: one "
-                         "writer at a time)")
+                         "reads (default: on a GPU 2048 or a quarter of its free memory, on the CPU one writer "
+                         "at a time; 0: one writer at a time)")
     ap.add_argument("--save", metavar="FILE", help="write every effect to FILE (safetensors)")
     ap.add_argument("--against", metavar="FILE", help="print the largest difference from the effects in FILE")
     args = ap.parse_args()

@@ -225,15 +225,17 @@ NOT_POST_LN = ["gpt2", "gpt-neo-local3", "neox-partial-rotary-parallel", "llama-
 
 def _route(monkeypatch, route: str) -> None:
     """Make :func:`intervention_effects` take ``route``: ``'default'`` (the factored route on the
-    CPU where it applies), ``'batched'`` (a writer layer's heads at once, as on a GPU), ``'threes'``
-    (the batched route in writers of three: the tiny models' four heads a layer make a group of
-    three and one alone) or ``'single'`` (one writer at a time)."""
+    CPU where it applies, elsewhere one writer at a time), ``'batched'`` (a writer layer's heads at
+    once, as on a GPU), ``'threes'`` (the batched route in writers of three: the tiny models' four
+    heads a layer make a group of three and one alone) or ``'single'`` (one writer at a time)."""
     from compscope.data import intervene
 
     if route != "default":
         monkeypatch.setattr(intervene, "FACTORED", False)
+    if route == "batched":
+        monkeypatch.setattr(intervene, "WRITER_BATCH_BYTES", 2**40)
     if route in ("threes", "single"):
-        monkeypatch.setattr(intervene, "_writer_bytes", lambda hw, shape: 1)
+        monkeypatch.setattr(intervene, "_writer_bytes", lambda hw, shape, paths="direct": 1)
         monkeypatch.setattr(intervene, "WRITER_BATCH_BYTES", 3 if route == "threes" else 1)
 
 
@@ -366,9 +368,11 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
     return ((o1.norm(dim=-1) - n0).abs() / n0).mean(dim=(0, 1)), ((o1 - o0).norm(dim=-1) / n0).mean(dim=(0, 1))
 
 
-def test_post_ln_effects_equal_a_patched_forward_through_the_models_own_modules():
+@pytest.mark.parametrize("route", ["batched", "threes", "single"])
+def test_post_ln_effects_equal_a_patched_forward_through_the_models_own_modules(route, monkeypatch):
     """BERT (post-LN), three layers, every pair and kind: the direct path through the norms
-    between the layers (compscope's one trace) equals the patched forward of the model itself."""
+    between the layers (compscope's one trace) equals the patched forward of the model itself;
+    with a layer's four writers in one batch (as on a GPU), in three and one, and one at a time."""
     pytest.importorskip("transformers")
     from hf_tiny import BY_ID, build, random_ids
 
@@ -376,7 +380,9 @@ def test_post_ln_effects_equal_a_patched_forward_through_the_models_own_modules(
 
     model = build(BY_ID["bert"], num_hidden_layers=3)
     runner = runner_for(model, compscope.load(model))
+    assert runner.hw.n_heads == 4
     t = random_ids(batch=3)
+    _route(monkeypatch, route)
     got = intervention_effects(runner, t, "QKV", "mean", progress=False)
     hw = runner.hw
     for l1 in range(hw.n_layers - 1):
@@ -448,13 +454,16 @@ def test_v_effect_sums_in_float32_stay_within_float32_of_delta_against_float64(s
                                 dict(norm="rmsnorm", positions="rotary", mlp=True, qk_norm=True, attn_out_norm=True)],
                          ids=["layernorm-mlp", "rms-rotary-mlp", "qk-norm-output-norm-mlp"])
 @pytest.mark.parametrize("ablation", ["mean", "zero"])
-def test_every_path_equals_the_toy_forward_with_the_change_added(kw, ablation):
+@pytest.mark.parametrize("route", ["batched", "single"])
+def test_every_path_equals_the_toy_forward_with_the_change_added(kw, ablation, route, monkeypatch):
     """paths='all', three layers with MLPs: one run per writer with its change added to the residual
-    (compscope) against the toy's own forward per pair (that run, then the reader's kind input
-    edited by the residual change it made); from layer 0 into layer 2 it is not the direct path."""
+    (compscope: a layer's three writers in one batched run, as on a GPU, or one run each) against the
+    toy's own forward per pair (that run, then the reader's kind input edited by the residual
+    change it made); from layer 0 into layer 2 it is not the direct path."""
     cfg = ToyConfig(n_layers=3, n_heads=3, d_model=12, d_head=4, d_vocab=10, n_ctx=8, **kw)
     m = ToyTransformer(cfg, seed=2)
     t = tokens()
+    _route(monkeypatch, route)
     want = interventional_composition(m, t, "QKV", ablation, paths="all")
     got = intervention_effects(_runner(m), t, "QKV", ablation, progress=False, paths="all")
     assert got.paths == "all"
@@ -490,12 +499,14 @@ OUTPUT_PROJECTIONS = {"gpt2": "attn.c_proj", "neox-partial-rotary-parallel": "at
                       "gemma2-softcap": "self_attn.o_proj"}
 
 
+@pytest.mark.parametrize("route", ["default", "batched"])
 @pytest.mark.parametrize("variant_id", list(OUTPUT_PROJECTIONS))
-def test_every_path_equals_the_model_run_with_the_head_ablated_inside_it(variant_id):
+def test_every_path_equals_the_model_run_with_the_head_ablated_inside_it(variant_id, route, monkeypatch):
     """paths='all' on tiny models of every family, three layers: the writer's output mean-ablated
     where the model itself keeps it (its slice of the output projection's input) and the model run
     on; the reader's kind input read from that run's residual, its layer recomputed in full.
-    Against compscope's δ added to what the writer's layer writes, every pair and kind."""
+    Against compscope's δ added to what the writer's layer writes (one run per writer on the CPU,
+    or a layer's writers in one run as on a GPU), every pair and kind."""
     pytest.importorskip("transformers")
     from hf_tiny import BY_ID, build, random_ids
 
@@ -506,6 +517,7 @@ def test_every_path_equals_the_model_run_with_the_head_ablated_inside_it(variant
     runner = runner_for(model, compscope.load(model))
     hw = runner.hw
     t = random_ids(batch=3)
+    _route(monkeypatch, route)
     got = intervention_effects(runner, t, "QKV", "mean", progress=False, paths="all")
     projections = [m for n, m in model.named_modules() if n.endswith("." + OUTPUT_PROJECTIONS[variant_id])]
     assert len(projections) == hw.n_layers == 3
@@ -697,7 +709,7 @@ def test_a_writer_that_nearly_cancels_the_residual_takes_the_plain_route(norm):
 def test_writers_per_batch_fit_the_budget(monkeypatch):
     """At least one writer; the budget over a writer's bytes (on a SmolLM2-shaped model's 16 × 65
     tokens: 9 heads' patterns of 65 × 65 per sequence, eight float32 copies and the reads, ~31 MB a writer);
-    longer sequences fit fewer; the default on the CPU is 256 MiB."""
+    longer sequences fit fewer; by default the CPU takes one writer at a time."""
     from types import SimpleNamespace
 
     from compscope.data import intervene
@@ -707,7 +719,8 @@ def test_writers_per_batch_fit_the_budget(monkeypatch):
     entries = 16 * 9 * 65 * 65  # a later layer's pattern entries on the batch
     assert 8 * 4 * entries < one < 16 * 4 * entries  # eight float32 copies of them, and the reads
     cpu = torch.device("cpu")
-    assert intervene.writers_per_batch(hw, (16, 65), cpu) == 2**28 // one  # 8: a layer's nine heads in two batches
+    assert intervene.writers_per_batch(hw, (16, 65), cpu) == 1
+    assert intervene.writers_per_batch(hw, (16, 65), cpu, "all") == 1
     for budget, want in ((0, 1), (-5, 1), (one - 1, 1), (3 * one, 3), (3 * one + one - 1, 3), (3.5 * one, 3)):
         monkeypatch.setattr(intervene, "WRITER_BATCH_BYTES", budget)
         assert intervene.writers_per_batch(hw, (16, 65), cpu) == want
@@ -719,9 +732,10 @@ def test_writers_per_batch_fit_the_budget(monkeypatch):
 
 
 def test_the_route_follows_the_device_the_norms_and_the_paths(monkeypatch):
-    """:func:`intervene.route`: factored on the CPU where the direct path is a pre-norm's sum; the
-    batched plain route on a GPU (or with ``FACTORED`` off), its group never more than a layer's
-    heads; one writer at a time on a post-LN model's direct path and on every path."""
+    """:func:`intervene.route`: factored on the CPU where the direct path is a pre-norm's sum; else
+    the plain route with a writer layer's heads in batches (a GPU, ``FACTORED`` off, a post-LN
+    model's direct path, every path), its group never more than a layer's heads, and smaller on
+    every path, where each writer also holds a changed forward pass."""
     pytest.importorskip("transformers")
     from hf_tiny import BY_ID, build
 
@@ -732,11 +746,13 @@ def test_the_route_follows_the_device_the_norms_and_the_paths(monkeypatch):
     cpu, gpu = torch.device("cpu"), torch.device("cuda")
     assert intervene.route(hw, (3, 9), cpu) == intervene.Route("factored")
     monkeypatch.setattr(intervene, "WRITER_BATCH_BYTES", 2**40)  # room for any number of writers
-    assert intervene.route(hw, (3, 9), gpu) == intervene.Route("batched", hw.n_heads)
-    monkeypatch.setattr(intervene, "WRITER_BATCH_BYTES", 2 * intervene._writer_bytes(hw, (3, 9)))
-    assert intervene.route(hw, (3, 9), gpu) == intervene.Route("batched", 2)
+    assert intervene.route(hw, (3, 9), gpu) == intervene.Route("plain", hw.n_heads)
+    one = intervene._writer_bytes(hw, (3, 9))
+    assert intervene._writer_bytes(hw, (3, 9), "all") == one + 3 * 9 * 4 * (2 * hw.n_layers + 4) * hw.d_model
+    monkeypatch.setattr(intervene, "WRITER_BATCH_BYTES", 2 * one)
+    assert intervene.route(hw, (3, 9), gpu) == intervene.Route("plain", 2)
     assert str(intervene.route(hw, (3, 9), gpu)) == "plain (writers in batches of up to 2)"
-    assert intervene.route(hw, (3, 9), cpu, post_ln_mlp=[torch.zeros(1)]) == intervene.Route("single")
-    assert intervene.route(hw, (3, 9), cpu, paths="all") == intervene.Route("single")
+    assert intervene.route(hw, (3, 9), cpu, post_ln_mlp=[torch.zeros(1)]) == intervene.Route("plain", 2)
+    assert intervene.route(hw, (3, 9), cpu, paths="all") == intervene.Route("plain", 1)  # 2 * one fits one changed run
     monkeypatch.setattr(intervene, "FACTORED", False)
-    assert intervene.route(hw, (3, 9), cpu) == intervene.Route("batched", 2)
+    assert intervene.route(hw, (3, 9), cpu) == intervene.Route("plain", 2)

@@ -46,10 +46,13 @@ Two implementations, one definition:
   The V effects read each head's output in ``d_head`` coordinates, ``R z`` with ``W_O = U R``
   (``U``'s columns orthonormal), whose norms and differences are those of ``W_O z``
   (:func:`output_frames`). Where the direct path is ``r + W_O u`` read through a pre-norm (no
-  attention-output norm, not post-LN), the changed queries, keys and values are computed in the
-  writer's ``d_head`` coordinates too, from the clean ones (:mod:`compscope.data.factored_path`);
-  elsewhere on the direct path (a GPU, an attention-output norm) a writer layer's heads are
-  changed together, one batch of them per later layer (:func:`writers_per_batch`);
+  attention-output norm, not post-LN) on the CPU, the changed queries, keys and values are
+  computed in the writer's ``d_head`` coordinates too, from the clean ones
+  (:mod:`compscope.data.factored_path`); elsewhere (a GPU, an attention-output norm, post-LN,
+  every path) the changed residual is read as the model reads it, and on a GPU a writer layer's
+  heads are changed together, as many in one batch as fit (:func:`writers_per_batch`): their
+  ``δ`` stacked, each later layer's reads (with every path, the changed forward pass) of
+  ``writer × sequence`` rows (:func:`route`);
 - :func:`interventional_composition` on a ``ToyTransformer``: the toy's own forward pass with
   ``edits=``, one pass per ``(h1, kind, layer of h2)`` — the brute-force reference the tests
   hold the first against.
@@ -76,23 +79,23 @@ from . import factored_path as factored
 #: route measured no faster (docs/results.md)
 FACTORED = True
 
-#: elsewhere (a GPU, an attention-output norm), on the direct path of a pre-LN model or one without
-#: norms, the writers of one layer are intervened on together, as many as fit in about this many
-#: bytes of changed reads (:func:`writers_per_batch`): one batch of launches per writer layer rather
-#: than per writer (a GPU runs these small blocks bound by their launches). None: 256 MiB on the
-#: CPU (where batching saves nothing measurable), on a GPU 2 GiB or a quarter of its free memory
+#: where the factored route is not taken (a GPU, an attention-output norm, post-LN, every path),
+#: the writers of one layer are intervened on together, as many as fit in about this many bytes
+#: (:func:`writers_per_batch`): one batch of launches per writer layer rather than per writer (a GPU
+#: runs these small blocks bound by their launches). None: on a GPU 2 GiB or a quarter of its free
+#: memory; on the CPU one writer at a time (batches measured no faster there: bench/RESULTS.md)
 WRITER_BATCH_BYTES: int | None = None
 
 
-def writers_per_batch(hw, tokens_shape, device: torch.device) -> int:
+def writers_per_batch(hw, tokens_shape, device: torch.device, paths: str = "direct") -> int:
     """How many writers of one layer the plain route intervenes on at once (:data:`WRITER_BATCH_BYTES`)
-    for a batch of ``tokens_shape = (batch, seq)``, at least 1."""
+    for a batch of ``tokens_shape = (batch, seq)`` (``paths='all'``: a changed forward pass each), at least 1."""
     budget = WRITER_BATCH_BYTES
     if budget is None:
-        budget = 2**28
-        if device.type == "cuda":
-            budget = min(2**31, torch.cuda.mem_get_info(device)[0] // 4)
-    return max(1, int(budget) // _writer_bytes(hw, tokens_shape))
+        if device.type != "cuda":
+            return 1
+        budget = min(2**31, torch.cuda.mem_get_info(device)[0] // 4)
+    return max(1, int(budget) // _writer_bytes(hw, tokens_shape, paths))
 
 
 def factored_route(hw, paths: str, post_ln_mlp, device: torch.device) -> bool:
@@ -103,17 +106,14 @@ def factored_route(hw, paths: str, post_ln_mlp, device: torch.device) -> bool:
 @dataclass(frozen=True)
 class Route:
     """How :func:`intervention_effects` reads the changed inputs of later heads (module docstring):
-    ``'factored'`` (in the writer's ``d_head`` coordinates, one writer at a time), ``'batched'``
-    (``group`` writers of a layer at once) or ``'single'`` (one writer at a time: a post-LN model's
-    direct path, every path)."""
+    ``'factored'`` (in the writer's ``d_head`` coordinates, one writer at a time) or ``'plain'``
+    (the changed residual read as the model reads it, ``group`` writers of a layer at once)."""
 
     name: str
     group: int = 1
 
     def __str__(self) -> str:
-        if self.name == "batched":
-            return f"plain (writers in batches of up to {self.group})"
-        return "plain (one writer at a time)" if self.name == "single" else self.name
+        return f"plain (writers in batches of up to {self.group})" if self.name == "plain" else self.name
 
 
 def route(hw, tokens_shape, device: torch.device, paths: str = "direct", post_ln_mlp=None) -> Route:
@@ -121,9 +121,7 @@ def route(hw, tokens_shape, device: torch.device, paths: str = "direct", post_ln
     seq)`` on ``device`` (``post_ln_mlp``: the trace's clean MLP outputs of a post-LN model, else None)."""
     if factored_route(hw, paths, post_ln_mlp, device):
         return Route("factored")
-    if paths == "direct" and post_ln_mlp is None:
-        return Route("batched", min(writers_per_batch(hw, tokens_shape, device), hw.n_heads))
-    return Route("single")
+    return Route("plain", min(writers_per_batch(hw, tokens_shape, device, paths), hw.n_heads))
 
 
 @dataclass(frozen=True)
@@ -393,14 +391,12 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
                     u = (z_means[l1][h1] if z_means is not None else 0) - clean.z[l1][:, h1]
                     plain = lambda l2: _reads(hw, l2, tr.resid[l2] + d1, kinds)  # noqa: E731
                     reads = factored.changed_reads(hw, readers, l1, h1, u, kinds, plain)
-                elif way.name == "batched":  # every writer of the group in one batch: (writer * b, s, d)
-                    reads = ((l2, _reads(hw, l2, (tr.resid[l2] + delta).flatten(0, 1), kinds)) for l2 in range(l1 + 1, L))
-                else:
-                    if paths == "all":
-                        changed_run = runner.trace(tr.tokens, add={l1: delta[0]})
+                else:  # every writer of the group in one batch: reads of (writer * b, s, d)
+                    if paths == "all":  # one forward pass of the tokens once per writer, each with its δ
+                        changed_run = runner.trace(tr.tokens.repeat(len(hs), 1), add={l1: delta.flatten(0, 1)})
                         targets = ((l2, changed_run.resid[l2]) for l2 in range(l1 + 1, L))
                     else:
-                        targets = _direct_path(runner, tr, mlp, l1, delta[0])
+                        targets = ((l2, r.flatten(0, 1)) for l2, r in _direct_path(runner, tr, mlp, l1, delta))
                     reads = ((l2, _reads(hw, l2, resid2, kinds)) for l2, resid2 in targets)
                 for l2, inputs in reads:
                     sums.add(hw, clean, l1, hs, l2, inputs)
@@ -410,14 +406,18 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
     return Effects(out, direction, ablation, int(tokens.shape[0]), int(tokens.shape[1]), paths, chosen)
 
 
-def _writer_bytes(hw, tokens_shape) -> int:
+def _writer_bytes(hw, tokens_shape, paths: str = "direct") -> int:
     """About the bytes one writer adds to a batch of writers (:func:`writers_per_batch`) on
     ``tokens_shape = (batch, seq)``: a later layer's patterns, each ``(head, seq, seq)`` per
     sequence, held about eight float32 times over (logits, softmax, difference in float64), and its
     residual, normed input, queries, keys and values; with an attention-output norm, also the
-    writer layer's head outputs copied per writer (:func:`_deltas`)."""
+    writer layer's head outputs copied per writer (:func:`_deltas`); on every path, the changed
+    run's residual at every layer, twice (a post-LN model's norm inputs), and its MLP's hidden
+    states (taken as four residuals wide)."""
     b, s = tokens_shape
     copies = 4 * hw.n_heads * hw.d_model if getattr(hw, "attn_out_norm", None) is not None else 0
+    if paths == "all":
+        copies += 4 * (2 * hw.n_layers + 4) * hw.d_model
     return b * s * (32 * hw.n_heads * s + 4 * (2 * hw.d_model + 3 * hw.n_heads * hw.d_head) + copies) + 1
 
 
@@ -445,18 +445,20 @@ def _clean_mlp(runner, tr) -> list[Tensor] | None:
 
 
 def _direct_path(runner, tr, mlp: list[Tensor] | None, l1: int, delta: Tensor):
-    """``(l2, residual)`` for every layer after ``l1``: the residual ``l2`` reads when ``δ`` is
-    added to what layer ``l1``'s attention writes, along the direct path (module docstring);
-    ``mlp``: :func:`_clean_mlp` of the trace."""
+    """``(l2, residual (writer, batch, seq, d_model))`` for every layer after ``l1``: the residual
+    ``l2`` reads when ``δ: (writer, batch, seq, d_model)`` (one per writer) is added to what layer
+    ``l1``'s attention writes, along the direct path (module docstring); ``mlp``:
+    :func:`_clean_mlp` of the trace."""
     L = len(tr.resid)
     if mlp is None:  # pre-LN or no norm: the residual is a sum
         for l2 in range(l1 + 1, L):
             yield l2, tr.resid[l2] + delta
         return
+    per_writer = lambda norm, x: norm(x.flatten(0, 1)).unflatten(0, x.shape[:2])  # noqa: E731 (the model's modules)
     change = delta  # added to the sum the layer's first norm takes
     for layer in range(l1, L - 1):
         ln1, ln2 = runner.post_norms[layer]
-        resid = ln2(mlp[layer] + ln1(tr.norm_in[layer][0] + change))
+        resid = per_writer(ln2, mlp[layer] + per_writer(ln1, tr.norm_in[layer][0] + change))
         yield layer + 1, resid
         change = resid - tr.resid[layer + 1]
 
