@@ -13,7 +13,10 @@
 # machine's CPU: bench/cpu_limits.py section 1c). ONLY="name ..." runs the checks named
 # (test_device interventions_cuda interventions_cuda_bf16 interventions_cuda_single open_tests interventions_cpu
 # verdict_cuda cores speed 7b precision_7b; interventions_cuda_single: the route before a writer layer's heads
-# were batched, for an A/B with interventions_cuda); the first five took 194 s on an H100 (bench/RESULTS.md, 2026-11-26). ONLY=suite
+# were batched, for an A/B with interventions_cuda; named only, never by default: post_ln_cuda
+# post_ln_cuda_single on a random BERT-base-shaped model, all_paths_cuda all_paths_cuda_single, every path of
+# the SmolLM2 shape: the A/B of batched writers where the direct path passes through norms, and on
+# every path, not yet measured on a GPU); the first five took 194 s on an H100 (bench/RESULTS.md, 2026-11-26). ONLY=suite
 # (named only, never by default) runs the whole test suite but the docs test on 16 workers, each
 # test's name and outcome printed as it ends (a run cut off by the lease still names its failures);
 # alone, ONLY=suite, it reached 95 % of the suite in 530 s on an H100 with the gguf and plotly wheels
@@ -25,6 +28,7 @@ mkdir -p "$out"
 py=${PYTHON:-python3}
 only=${ONLY:-}
 wanted() { [[ -z "$only" || " $only " == *" $1 "* ]]; }
+named() { [[ " $only " == *" $1 "* ]]; }
 run() {
   local name=$1 limit=$2; shift 2
   wanted "$name" || return 0
@@ -33,7 +37,7 @@ run() {
 run test_device 200 "$py" -m pytest -q -p no:cacheprovider tests/test_device.py -rs
 model=$(mktemp -d)/random-smollm2-shape  # about 0.5 GB: kept out of OUT
 if wanted interventions_cuda || wanted interventions_cuda_bf16 || wanted interventions_cuda_single || wanted interventions_cpu \
-  || wanted verdict_cuda; then
+  || wanted verdict_cuda || named all_paths_cuda || named all_paths_cuda_single; then
 "$py" - "$model" <<'EOF'
 import sys, torch, transformers
 torch.manual_seed(0)
@@ -45,6 +49,22 @@ fi
 run interventions_cuda 300 "$py" bench/interventions_real.py --model "$model" --device cuda
 run interventions_cuda_bf16 300 "$py" bench/interventions_real.py --model "$model" --device cuda --model-dtype bfloat16
 run interventions_cuda_single 300 "$py" bench/interventions_real.py --model "$model" --device cuda --writer-batch-mib 0  # one writer at a time
+if named post_ln_cuda || named post_ln_cuda_single; then
+  bert=$(mktemp -d)/random-bert-base-shape
+  "$py" - "$bert" <<'EOF'
+import sys, torch, transformers
+torch.manual_seed(0)
+transformers.BertForMaskedLM(transformers.BertConfig()).save_pretrained(sys.argv[1])  # 12 layers x 12 heads, 768 wide
+EOF
+  named post_ln_cuda && run post_ln_cuda 300 "$py" bench/interventions_real.py --model "$bert" --device cuda \
+    --save "$out/post_ln.safetensors"
+  named post_ln_cuda_single && run post_ln_cuda_single 300 "$py" bench/interventions_real.py --model "$bert" --device cuda \
+    --writer-batch-mib 0 --against "$out/post_ln.safetensors"
+fi
+named all_paths_cuda && run all_paths_cuda 300 "$py" bench/interventions_real.py --model "$model" --device cuda --paths all \
+  --save "$out/all_paths.safetensors"
+named all_paths_cuda_single && run all_paths_cuda_single 300 "$py" bench/interventions_real.py --model "$model" --device cuda \
+  --paths all --writer-batch-mib 0 --against "$out/all_paths.safetensors"
 run open_tests 300 "$py" -m pytest -q -p no:cacheprovider --tb=short \
   tests/test_axioms.py::test_seeded_results_repeat \
   "tests/test_rough_edges.py::test_track_with_a_pair_that_is_not_in_the_model" \

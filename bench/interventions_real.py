@@ -10,6 +10,7 @@ memory of the process. Target (issue): all pairs and kinds in at most 10 minutes
     python bench/interventions_real.py --random-llama 2048,32,8,4   # a random Llama: width, heads, K/V heads, layers
     python bench/interventions_real.py --plain   # each reader's input recomputed from the residual (a GPU's route)
     python bench/interventions_real.py --plain --writer-batch-mib 256   # that route with a writer layer's heads batched
+    python bench/interventions_real.py --paths all   # every path: one changed forward pass per writer (or group)
 
 ``--random-llama D,H,KV,L`` builds a Llama of that shape with random weights (seed 0, heads of
 ``D / H``, biases on Q/K/V, MLP as wide as the residual, 512 tokens) in a temporary folder and runs
@@ -37,6 +38,7 @@ import torch  # noqa: E402
 
 from compscope.data.head_labels import activation_labels  # noqa: E402
 from compscope.data import intervene  # noqa: E402
+from compscope.defaults import PATHS  # noqa: E402
 from compscope.data.intervene import intervention_effects  # noqa: E402
 from compscope.data.runner import RUN_DTYPES, runner_for  # noqa: E402
 from compscope.data.sequences import repeats  # noqa: E402
@@ -91,6 +93,8 @@ def main() -> None:
                     help="on the plain route, batch a writer layer's heads in about this much memory of changed "
                          "reads (default: on a GPU 2048 or a quarter of its free memory, on the CPU one writer "
                          "at a time; 0: one writer at a time)")
+    ap.add_argument("--paths", choices=PATHS, default="direct",
+                    help="the direct path (default) or every path (a changed forward pass per writer, or group of writers)")
     ap.add_argument("--save", metavar="FILE", help="write every effect to FILE (safetensors)")
     ap.add_argument("--against", metavar="FILE", help="print the largest difference from the effects in FILE")
     args = ap.parse_args()
@@ -110,13 +114,14 @@ def main() -> None:
     reps = repeats(args.sequences, args.half, hw.n_vocab, args.seed, runner.bos)
     labels = activation_labels(runner, reps, progress=False)  # returns on the CPU: the device is done
     t2 = time.perf_counter()
-    eff = intervention_effects(runner, reps.tokens, "QKV", progress=True)
+    eff = intervention_effects(runner, reps.tokens, "QKV", progress=True, paths=args.paths)
     t3 = time.perf_counter()
     L, H = hw.n_layers, hw.n_heads
     blocks = H * L * (L - 1) // 2
     print(f"{hw.meta.name}: {L} layers x {H} heads, {args.sequences} sequences of {reps.tokens.shape[1]} tokens, "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}, device {runner.device}, "
-          f"model in {str(runner.dtype).removeprefix('torch.')}, {intervene.route(hw, reps.tokens.shape, runner.device)} route where it applies")
+          f"model in {str(runner.dtype).removeprefix('torch.')}, {intervene.route(hw, reps.tokens.shape, runner.device, args.paths)} route where it applies"
+          + ("; every path" if args.paths == "all" else ""))
     print(f"load (transformers + HeadWeights)   {t1 - t0:7.1f} s")
     print(f"activation labels                   {t2 - t1:7.1f} s")
     print(f"interventions, all pairs and kinds  {t3 - t2:7.1f} s   ({blocks} writer x later-layer blocks, "

@@ -61,6 +61,19 @@ def test_interventions_real_on_the_default_model(tmp_path):
         assert all(float(found[k]) == 0.0 for k in ("Q", "V", "V (direction)")), out
 
 
+def test_interventions_real_on_every_path(tmp_path):
+    """``--paths all``: the header says so, and a writer layer's heads in one changed forward pass
+    give the effects of one pass per writer (within 1e-5)."""
+    batched = tmp_path / "batched.safetensors"
+    args = ("interventions_real.py", "--random-llama", "64,4,2,3", "--sequences", "2", "--half", "4", "--paths", "all")
+    out = bench(*args, "--writer-batch-mib", "256", "--save", str(batched))
+    assert "plain (writers in batches of up to 4) route where it applies; every path" in out, out
+    out = bench(*args, "--against", str(batched))
+    assert "plain (writers in batches of up to 1) route where it applies; every path" in out, out
+    found = dict(re.findall(r"^against .*: (Q|K|V|V \(direction\)) +largest \|difference\| (\S+)", out, re.M))
+    assert set(found) == {"Q", "K", "V", "V (direction)"} and max(map(float, found.values())) < 1e-5, out
+
+
 def test_interventions_real_on_a_random_llama_of_a_given_shape(tmp_path):
     """``--random-llama D,H,KV,L`` runs a random Llama of that shape (the header names its layers and
     heads); ``--plain`` runs the route without the writer's coordinates (on the CPU one writer at a
