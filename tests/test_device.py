@@ -325,9 +325,10 @@ def test_data_commands_on_cuda_without_a_gpu_is_a_one_line_error(command, capsys
 @cuda
 @pytest.mark.parametrize("variant_id", ["llama-gqa-bias", "gemma3-text-mqa-bias", "bert"])
 def test_data_based_measures_on_cuda_equal_the_cpu(variant_id):
-    """Labels, every pair's interventional effect and the residual second moments (plain, and centred
-    and shrunk by Ledoit-Wolf) of a tiny random model, run on CUDA and on the CPU (float32 both):
-    equal to float32 rounding, and returned on the CPU."""
+    """Labels, every pair's interventional effect (the direct path, and every path) and the residual
+    second moments (plain, and centred and shrunk by Ledoit-Wolf) of a tiny random model, run on CUDA
+    (a writer layer's heads batched) and on the CPU (one writer at a time; float32 both): equal to
+    float32 rounding, and returned on the CPU."""
     import compscope
     from compscope.data.head_labels import activation_labels
     from compscope.data.intervene import intervention_effects
@@ -345,10 +346,11 @@ def test_data_based_measures_on_cuda_equal_the_cpu(variant_id):
         reps = repeats(6, 4, hw.n_vocab, 3, runner.bos)
         labels = activation_labels(runner, reps, batch_size=3, progress=False)
         fx = intervention_effects(runner, reps.tokens, "QKV", batch_size=3, progress=False)
+        every = intervention_effects(runner, reps.tokens, "QKV", batch_size=3, progress=False, paths="all")
         moments = runner_second_moments(runner, reps.tokens)
         shrunk = runner_second_moments(runner, reps.tokens, centred=True, shrinkage="ledoit-wolf")
-        got[dev] = (labels.mean, fx.by_kind, moments, shrunk)
-    for part in range(4):
+        got[dev] = (labels.mean, fx.by_kind, moments, shrunk, every.by_kind)
+    for part in range(5):
         for key, a in got["cpu"][part].items():
             b = got["cuda"][part][key]
             assert b.device.type == "cpu"
