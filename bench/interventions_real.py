@@ -46,6 +46,10 @@ from compscope.results.table import top_entries  # noqa: E402
 from composition_speed import check_device  # noqa: E402
 
 
+#: sequences intervened on at a time (intervention_effects' default)
+BATCH = 16
+
+
 def peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
@@ -114,13 +118,13 @@ def main() -> None:
     reps = repeats(args.sequences, args.half, hw.n_vocab, args.seed, runner.bos)
     labels = activation_labels(runner, reps, progress=False)  # returns on the CPU: the device is done
     t2 = time.perf_counter()
-    eff = intervention_effects(runner, reps.tokens, "QKV", progress=True, paths=args.paths)
+    eff = intervention_effects(runner, reps.tokens, "QKV", progress=True, paths=args.paths, batch_size=BATCH)
     t3 = time.perf_counter()
     L, H = hw.n_layers, hw.n_heads
     blocks = H * L * (L - 1) // 2
     print(f"{hw.meta.name}: {L} layers x {H} heads, {args.sequences} sequences of {reps.tokens.shape[1]} tokens, "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}, device {runner.device}, "
-          f"model in {str(runner.dtype).removeprefix('torch.')}, {intervene.route(hw, reps.tokens.shape, runner.device, args.paths)} route where it applies"
+          f"model in {str(runner.dtype).removeprefix('torch.')}, {intervene.route(hw, reps.tokens[:BATCH].shape, runner.device, args.paths)} route where it applies"
           + ("; every path" if args.paths == "all" else ""))
     print(f"load (transformers + HeadWeights)   {t1 - t0:7.1f} s")
     print(f"activation labels                   {t2 - t1:7.1f} s")
