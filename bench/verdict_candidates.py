@@ -24,7 +24,10 @@ candidate, printing the AUROC against the label truth (previous-token >= 0.4 bef
 - rotary models: every measure under ``identity`` and ``embed`` at the rotary offset where an
   induction head attends on the verdict's sequences ``[t, t]``: the token after the earlier
   occurrence, ``δ = |t| − 1`` back (``W_Q^T R(δ) W_K`` as the reader's QK circuit instead of
-  ``δ = 0``).
+  ``δ = 0``); and under ``identity``, ``embed`` and ``unembed`` with the reader's QK circuit
+  averaged over every offset the sequences hold, ``W_Q^T (mean_δ R(δ)) W_K`` for ``δ = 0 … 2|t|``:
+  the part of the circuit that does not turn with the offset (the slow rotary pairs, which act as
+  content) kept, the fast ones damped.
 
 Then, apart (they are not measure × metric pairs: they know which heads are previous-token
 heads, or what an induction head's attention looks like), the induction-circuit pair scores from
@@ -57,6 +60,7 @@ import torch  # noqa: E402
 
 import compscope  # noqa: E402
 from compscope.analysis.circuits import induction_matching, positional_previous, rotary_previous  # noqa: E402
+from compscope.core.factors import layer_factor  # noqa: E402
 from compscope.core.metrics import ON_DATA, from_gram, get_metric  # noqa: E402
 from compscope.data.norm_linearisation import mean_jacobians, norm_parts  # noqa: E402
 from compscope.data.residual_moments import MetricData  # noqa: E402
@@ -89,6 +93,15 @@ def _standardised(x: torch.Tensor) -> torch.Tensor:
     m = torch.nanmean(x, dim=(1, 3), keepdim=True)
     sd = torch.nanmean((x - m) ** 2, dim=(1, 3), keepdim=True).sqrt().clamp_min(1e-30)
     return (x - m) / sd
+
+
+def offsets_averaged(hw, n: int):
+    """``hw`` with each reader's QK circuit averaged over the rotary offsets ``δ = 0 … n − 1``:
+    ``W_K`` replaced by ``mean_δ R(−δ) W_K`` (the rotation :meth:`HeadWeights.W_QK` applies at
+    offset ``δ``), so that at offset 0 ``W_QK = W_Q^T mean_δ R(−δ) W_K``."""
+    w_k = torch.stack([torch.stack([layer_factor(hw, layer, "K", offset=d, per_kv=True, dtype=torch.float64)
+                                    for d in range(n)]).mean(0) for layer in range(hw.n_layers)])
+    return hw.replace(W_K=w_k.to(hw.W_K.dtype), step=f"QK averaged over rotary offsets 0-{n - 1}")
 
 
 def read_verdict(model: str, folder: str) -> tuple:
@@ -170,6 +183,13 @@ def main() -> None:
             for m in MEASURES:
                 x = table.dense(m, "K")
                 rows.append((m, f"{name}, offset {delta}", auroc(x, truth), auroc(x, confirmed)))
+        most = 2 * (delta + 1)  # [bos] t t: offsets 0 ... 2|t|
+        averaged = offsets_averaged(hw, most + 1)
+        for name in [n for n in ("identity", "embed", "unembed") if n in metrics]:
+            table = scores(averaged, "K", list(MEASURES), metrics[name], pairs="all", progress=False)
+            for m in MEASURES:
+                x = table.dense(m, "K")
+                rows.append((m, f"{name}, offsets 0-{most} averaged", auroc(x, truth), auroc(x, confirmed)))
     _print(rows, "candidate")
     circuit = []
     previous = _previous_scores(hw, runner)

@@ -171,6 +171,38 @@ def test_verdict_candidates_against_a_saved_verdict(tmp_path):
             assert sorted(r[0] for r in rows) == ["bandwidth", "frobenius", "overlap", "spectral", "tight"], (metric, out)
 
 
+@pytest.mark.parametrize("variant_id", ["llama-gqa-bias", "neox-partial-rotary-parallel"])
+def test_the_offset_averaged_qk_circuit_is_the_mean_logit_over_the_offsets(variant_id):
+    """``verdict_candidates.offsets_averaged``: ``x^T W_QK y`` of the averaged model equals the
+    model's own rotary logit ``⟨R(i) W_Q x, R(j) W_K y⟩`` averaged over query positions ``i = j + δ``,
+    ``δ = 0 … n − 1`` (rotations as the model applies them to each query and key vector; GQA,
+    partial rotary)."""
+    pytest.importorskip("transformers")
+    sys.path.insert(0, str(ROOT / "bench"))
+    sys.path.insert(0, str(ROOT / "tests"))
+    import torch
+    from hf_tiny import BY_ID, build
+    from verdict_candidates import offsets_averaged
+
+    import compscope
+
+    hw = compscope.load(build(BY_ID[variant_id]))
+    assert hw.rotary is not None
+    n, j = 7, 3
+    avg = offsets_averaged(hw, n)
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(2, hw.d_model, generator=g, dtype=torch.float64)
+    for layer in range(hw.n_layers):
+        for h in range(hw.n_heads):
+            q = hw.W_Q[layer, h].double() @ x
+            k = hw.W_K[layer, hw.kv_map[h]].double() @ y
+            rot = lambda v, pos: hw.rotary.rotate(v[None], torch.tensor([float(pos)]), layer)[0]  # noqa: E731
+            want = sum(float(rot(q, j + d) @ rot(k, j)) for d in range(n)) / n
+            got = float(x @ avg.W_QK(layer, h).dense().double() @ y)
+            assert got == pytest.approx(want, rel=1e-4, abs=1e-6)
+            assert got != pytest.approx(float(x @ hw.W_QK(layer, h).dense().double() @ y), rel=1e-3)  # it moved
+
+
 def test_verdict_candidates_keeps_rows_tied_as_printed_in_the_order_they_came(capsys):
     sys.path.insert(0, str(ROOT / "bench"))
     from verdict_candidates import _print
