@@ -34,7 +34,8 @@ with ``δ`` added to what layer ``l1``'s attention writes, so that every later l
 MLPs, norms — sees the change, and ``h2`` reads the residual of that run through ``kind``
 (its other inputs clean). That is the total effect of ``h1`` on ``h2``'s ``kind`` input: the
 direct path plus every path through the heads and MLPs in between. One forward pass per
-(writer, batch) on top of the direct path's work.
+(writer, batch) on top of the direct path's work (on a GPU one per group of writers, their
+sequences stacked).
 
 Two implementations, one definition:
 
