@@ -124,7 +124,7 @@ def induction_matching(hw: HeadWeights, offset: float = 0.0, progress: bool = Fa
     for l2 in range(1, L):
         Q2, K2 = writers.reader(l2)
         for l1 in range(l2):
-            out[l1, :, l2] = _matched(K2, Q2, *writers.layer(l1))
+            out[l1, :, l2] = _eigen_scores(_matching_matrices(K2, Q2, *writers.layer(l1)))  # (H1, H2)
             bar.update(1)
     bar.close()
     return out
@@ -169,11 +169,6 @@ class MatchingThroughWriters:
             M = _matching_matrices(K2[h2:h2 + 1], Q2[h2:h2 + 1], *self.head(l1, h1))[0]  # (1, r, r)
             self.scores[key] = max(float(_eigen_scores(M)[0]), 0.0) if float(M[0].trace()) > 0 else 0.0
         return self.scores[key]
-
-
-def _matched(K2: Tensor, Q2: Tensor, O1: Tensor, VN1: Tensor) -> Tensor:
-    """``(H1, H2)`` eigen scores of :func:`_matching_matrices`."""
-    return _eigen_scores(_matching_matrices(K2, Q2, O1, VN1))
 
 
 def _matching_matrices(K2: Tensor, Q2: Tensor, O1: Tensor, VN1: Tensor) -> Tensor:

@@ -257,14 +257,14 @@ def _reads(hw, layer: int, resid: Tensor, kinds: str) -> dict[str, Tensor]:
 class _Clean:
     """Per layer of a clean trace: the queries, keys and values, patterns, attention-weighted values
     ``z = pattern @ v``, head outputs ``W_O z``, and (V effects wanted) the outputs in their
-    :func:`output_frames` coordinates."""
+    :func:`output_frames` coordinates (None for layer 0, which no writer comes before)."""
 
     qkv: list[dict[str, Tensor]]
     pattern: list[Tensor]
     z: list[Tensor]
     o: list[Tensor]
     frames: list[Tensor] | None = None
-    v: list[Tensor] | None = None
+    v: list[Tensor | None] | None = None
 
     @classmethod
     def of(cls, hw, tr, frames: list[Tensor] | None = None) -> "_Clean":
@@ -272,7 +272,7 @@ class _Clean:
         qkv = [_reads(hw, l, tr.resid[l], "QKV") for l in range(L)]
         pattern = [attend(hw, l, qkv[l]["Q"], qkv[l]["K"]) for l in range(L)]
         z = [pattern[l] @ qkv[l]["V"] for l in range(L)]
-        v = [compact_outputs(frames[l], z[l]) for l in range(L)] if frames is not None else None
+        v = [compact_outputs(frames[l], z[l]) if l else None for l in range(L)] if frames is not None else None
         return cls(qkv, pattern, z, [written(hw, l, z[l]) for l in range(L)], frames, v)
 
 
