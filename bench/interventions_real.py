@@ -11,6 +11,7 @@ memory of the process. Target (issue): all pairs and kinds in at most 10 minutes
     python bench/interventions_real.py --plain   # each reader's input recomputed from the residual (a GPU's route)
     python bench/interventions_real.py --plain --writer-batch-mib 256   # that route with a writer layer's heads batched
     python bench/interventions_real.py --paths all   # every path: one changed forward pass per writer (or group)
+    python bench/interventions_real.py --paths all --writers 3,16   # the writers of layers 3 and 16 only
 
 ``--random-llama D,H,KV,L`` builds a Llama of that shape with random weights (seed 0, heads of
 ``D / H``, biases on Q/K/V, MLP as wide as the residual, 512 tokens) in a temporary folder and runs
@@ -38,6 +39,7 @@ import torch  # noqa: E402
 
 from compscope.data.head_labels import activation_labels  # noqa: E402
 from compscope.data import intervene  # noqa: E402
+from compscope.cli.common import writers as writer_list  # noqa: E402
 from compscope.defaults import PATHS  # noqa: E402
 from compscope.data.intervene import intervention_effects  # noqa: E402
 from compscope.data.runner import RUN_DTYPES, runner_for  # noqa: E402
@@ -99,6 +101,8 @@ def main() -> None:
                          "at a time; 0: one writer at a time)")
     ap.add_argument("--paths", choices=PATHS, default="direct",
                     help="the direct path (default) or every path (a changed forward pass per writer, or group of writers)")
+    ap.add_argument("--writers", type=writer_list, metavar="LIST",
+                    help="intervene on these writers only (LAYER.HEAD, LAYER or A-B, comma-separated; default every head)")
     ap.add_argument("--save", metavar="FILE", help="write every effect to FILE (safetensors)")
     ap.add_argument("--against", metavar="FILE", help="print the largest difference from the effects in FILE")
     args = ap.parse_args()
@@ -118,14 +122,16 @@ def main() -> None:
     reps = repeats(args.sequences, args.half, hw.n_vocab, args.seed, runner.bos)
     labels = activation_labels(runner, reps, progress=False)  # returns on the CPU: the device is done
     t2 = time.perf_counter()
-    eff = intervention_effects(runner, reps.tokens, "QKV", progress=True, paths=args.paths, batch_size=BATCH)
+    eff = intervention_effects(runner, reps.tokens, "QKV", progress=True, paths=args.paths, batch_size=BATCH,
+                               writers=args.writers)
     t3 = time.perf_counter()
     L, H = hw.n_layers, hw.n_heads
-    blocks = H * L * (L - 1) // 2
+    chosen = eff.writers or [(l, h) for l in range(L - 1) for h in range(H)]
+    blocks = sum(L - 1 - l for l, _ in chosen)
     print(f"{hw.meta.name}: {L} layers x {H} heads, {args.sequences} sequences of {reps.tokens.shape[1]} tokens, "
           f"{torch.get_num_threads()} threads, torch {torch.__version__}, device {runner.device}, "
           f"model in {str(runner.dtype).removeprefix('torch.')}, {intervene.route(hw, reps.tokens[:BATCH].shape, runner.device, args.paths)} route where it applies"
-          + ("; every path" if args.paths == "all" else ""))
+          + ("; every path" if args.paths == "all" else "") + (f"; {intervene.writers_text(eff.writers)}" if eff.writers else ""))
     print(f"load (transformers + HeadWeights)   {t1 - t0:7.1f} s")
     print(f"activation labels                   {t2 - t1:7.1f} s")
     print(f"interventions, all pairs and kinds  {t3 - t2:7.1f} s   ({blocks} writer x later-layer blocks, "

@@ -70,8 +70,21 @@ def test_interventions_real_on_every_path(tmp_path):
     assert "plain (writers in batches of up to 4) route where it applies; every path" in out, out
     out = bench(*args, "--against", str(batched))
     assert "plain (writers in batches of up to 1) route where it applies; every path" in out, out
+    assert "(12 writer x later-layer blocks" in out, out  # 4 heads x 3 layer pairs
     found = dict(re.findall(r"^against .*: (Q|K|V|V \(direction\)) +largest \|difference\| (\S+)", out, re.M))
     assert set(found) == {"Q", "K", "V", "V (direction)"} and max(map(float, found.values())) < 1e-5, out
+
+
+def test_interventions_real_on_some_writers(tmp_path):
+    """``--writers``: only those heads are intervened on, the header names them, the blocks counted are
+    theirs (head 0.1 before two later layers, layer 1's four heads before one), and a bad list is
+    refused by argparse."""
+    args = ("interventions_real.py", "--random-llama", "64,4,2,3", "--sequences", "2", "--half", "4")
+    out = bench(*args, "--writers", "0.1,1")
+    assert "; writers 0.1 1.0 1.1 1.2 1.3 (5 heads)" in out, out
+    assert "(6 writer x later-layer blocks" in out, out
+    p = run_bench(*args, "--writers", "x")
+    assert p.returncode == 2 and "expected LAYER.HEAD" in p.stderr, p.stderr
 
 
 def test_interventions_real_on_a_random_llama_of_a_given_shape(tmp_path):
