@@ -41,6 +41,7 @@ from compscope.data.head_labels import activation_labels  # noqa: E402
 from compscope.data import intervene  # noqa: E402
 from compscope.cli.common import writers as writer_list  # noqa: E402
 from compscope.defaults import PATHS  # noqa: E402
+from compscope.errors import OptionError  # noqa: E402
 from compscope.data.intervene import intervention_effects  # noqa: E402
 from compscope.data.runner import RUN_DTYPES, runner_for  # noqa: E402
 from compscope.data.sequences import repeats  # noqa: E402
@@ -119,6 +120,10 @@ def main() -> None:
     runner = runner_for(args.model, device=args.device, dtype=args.model_dtype)
     t1 = time.perf_counter()
     hw = runner.hw
+    try:
+        intervene.writer_heads(args.writers, hw.n_layers, hw.n_heads, hw.meta.name)
+    except OptionError as e:
+        ap.error(f"--writers: {e}")
     reps = repeats(args.sequences, args.half, hw.n_vocab, args.seed, runner.bos)
     labels = activation_labels(runner, reps, progress=False)  # returns on the CPU: the device is done
     t2 = time.perf_counter()

@@ -85,6 +85,8 @@ def test_interventions_real_on_some_writers(tmp_path):
     assert "(6 writer x later-layer blocks" in out, out
     p = run_bench(*args, "--writers", "x")
     assert p.returncode == 2 and "expected LAYER.HEAD" in p.stderr, p.stderr
+    p = run_bench(*args, "--writers", "5")
+    assert p.returncode == 2 and "--writers: writer layer 5: random-llama-64-4-2-3 has layers 0-2" in p.stderr, p.stderr
 
 
 def test_interventions_real_on_a_random_llama_of_a_given_shape(tmp_path):
