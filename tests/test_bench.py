@@ -560,3 +560,39 @@ def test_gauge_real_on_the_default_model():
     assert line and line.group(2) == "permutation, rotation, linear", out
     assert int(line.group(3)) == 2 * 3 + 2 * 1, out  # the toy's weights need no folding: one base
     assert "after the check" in out
+
+
+def test_verdict_pairs_beaten_by_hand():
+    """``verdict_pairs.beaten``: the share of the false pairs below each pair, ties ½, NaN kept."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import torch
+    from verdict_pairs import beaten
+
+    x = torch.tensor([3.0, 1.0, 2.0, 2.0, float("nan"), 0.5])
+    truth = torch.tensor([True, False, False, True, False, False])
+    # false pairs: 1.0, 2.0, 0.5 (the NaN is no pair); a false pair ties with itself
+    got = beaten(x, truth)
+    want = [3 / 3, 1.5 / 3, 2.5 / 3, 2.5 / 3, float("nan"), 0.5 / 3]
+    assert torch.allclose(got, torch.tensor(want, dtype=torch.float64), equal_nan=True), got
+
+
+def test_verdict_pairs_rows_average_to_the_auroc(tmp_path):
+    """Each head's share, weighted by its true pairs, averages to the AUROC printed above the rows
+    (computed apart, by :func:`compscope.data.validate.auroc`), for the writers and for the
+    readers; the default model's K interventions separate every true pair (share 1)."""
+    import compscope
+
+    compscope.validate("induction-2l", progress=False).save(tmp_path / "verdict")
+    out = bench("verdict_pairs.py", "induction-2l", str(tmp_path / "verdict"), "--measure", "bandwidth", "--metric", "embed")
+    head = re.search(r"8 true pairs .* against 8 false; AUROC ([0-9.]+), the K interventions' ([0-9.]+)", out)
+    assert head and float(head.group(2)) == 1.0, out
+    assert float(head.group(1)) < 1.0, out  # bandwidth under embed misses some: the rows have something to share
+    blocks = out.split("\n\n")[1:]
+    assert len(blocks) == 2, out
+    for block in blocks:
+        rows = [line.split() for line in block.strip().splitlines()[1:]]
+        n = [int(r[2]) for r in rows]
+        assert sum(n) == 8, block
+        mean = sum(k * float(r[3]) for k, r in zip(n, rows)) / sum(n)
+        assert abs(mean - float(head.group(1))) < 2e-3, (mean, out)
+        assert all(float(r[5]) == 1.0 for r in rows), block

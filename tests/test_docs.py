@@ -68,6 +68,8 @@ SLOW = [
     ("docs/results.md", "python bench/verdict_candidates.py gemma3-270m verdict-gemma"),
     ("docs/results.md", "python bench/verdict_thresholds.py smollm2 verdict-smollm2"),
     ("docs/results.md", "python bench/verdict_thresholds.py gemma3-270m verdict-gemma"),
+    ("docs/results.md", "python bench/verdict_pairs.py smollm2 verdict-smollm2"),
+    ("docs/results.md", "python bench/verdict_pairs.py gemma3-270m verdict-gemma --measure frobenius --metric covariance"),
     # "trained here": toys trained in the folder, whose numbers repeat only on the kind of CPU that
     # trained them for the docs (docs/results.md says so, with another machine's numbers)
     ("docs/results.md", "mkdir -p runs && compscope train --out runs/rotary-4l --name rotary-4l --layers 4 --positions rotary --norm rmsnorm --mlp"),  # trained here
