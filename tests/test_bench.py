@@ -562,20 +562,6 @@ def test_gauge_real_on_the_default_model():
     assert "after the check" in out
 
 
-def test_verdict_pairs_beaten_by_hand():
-    """``verdict_pairs.beaten``: the share of the false pairs below each pair, ties ½, NaN kept."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    import torch
-    from verdict_pairs import beaten
-
-    x = torch.tensor([3.0, 1.0, 2.0, 2.0, float("nan"), 0.5])
-    truth = torch.tensor([True, False, False, True, False, False])
-    # false pairs: 1.0, 2.0, 0.5 (the NaN is no pair); a false pair ties with itself
-    got = beaten(x, truth)
-    want = [3 / 3, 1.5 / 3, 2.5 / 3, 2.5 / 3, float("nan"), 0.5 / 3]
-    assert torch.allclose(got, torch.tensor(want, dtype=torch.float64), equal_nan=True), got
-
-
 def test_verdict_pairs_rows_average_to_the_auroc(tmp_path):
     """Each head's share, weighted by its true pairs, averages to the AUROC printed above the rows
     (computed apart, by :func:`compscope.data.validate.auroc`), for the writers and for the

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 import torch
 
 from compscope.cli.main import main
-from compscope.data.validate import auroc, confirmed_pairs, precision_at, true_pairs, validate
+from compscope.data.validate import (auroc, auroc_by_head, auroc_shares, confirmed_pairs, precision_at, true_pairs,
+                                     validate)
 from compscope.errors import OptionError
 
 
@@ -46,6 +47,46 @@ def test_auroc_equals_counting_on_any_scores(items):
         assert math.isnan(got)
     else:
         assert got == pytest.approx(_auroc_by_counting(s, y), abs=1e-12)
+
+
+def test_auroc_shares_by_hand():
+    """Each entry's share of the false entries below it, ties ½ (a false entry ties with itself),
+    NaN where the score is NaN; all NaN without a false entry."""
+    x = torch.tensor([3.0, 1.0, 2.0, 2.0, float("nan"), 0.5])
+    truth = torch.tensor([True, False, False, True, False, False])
+    # the false entries: 1.0, 2.0, 0.5 (the NaN is no entry)
+    want = torch.tensor([3 / 3, 1.5 / 3, 2.5 / 3, 2.5 / 3, float("nan"), 0.5 / 3], dtype=torch.float64)
+    assert torch.allclose(auroc_shares(x, truth), want, equal_nan=True)
+    assert auroc_shares(torch.tensor([1.0, 2.0]), torch.tensor([True, True])).isnan().all()
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.integers(-3, 3) | st.floats(-1e3, 1e3, allow_nan=False, width=32), st.booleans()),
+                min_size=2, max_size=60))
+def test_auroc_shares_average_to_the_auroc_over_the_true_entries(items):
+    """The mean share over the true entries against counting every (true, false) pair."""
+    s = torch.tensor([float(a) for a, _ in items], dtype=torch.float64)
+    y = torch.tensor([t for _, t in items])
+    if y.all() or not y.any():
+        return
+    assert float(auroc_shares(s, y)[y].mean()) == pytest.approx(_auroc_by_counting(s.tolist(), y.tolist()), abs=1e-12)
+
+
+def test_auroc_by_head_by_hand():
+    """Two layers of two heads: writers 0.0 (previous-token) and 0.1 (not), readers 1.0
+    (induction) and 1.1 (not); one true pair, 0.0 -> 1.0, against three false ones."""
+    prev = torch.tensor([[0.9, 0.1], [0.0, 0.0]])
+    ind = torch.tensor([[0.0, 0.0], [0.8, 0.1]])
+    x = torch.full((2, 2, 2, 2), float("nan"), dtype=torch.float64)
+    x[0, 0, 1, 0], x[0, 0, 1, 1], x[0, 1, 1, 0], x[0, 1, 1, 1] = 0.5, 0.2, 0.7, 0.1
+    truth = true_pairs(prev, ind, 0.4, 0.3)
+    rows = auroc_by_head(x, truth, prev, ind, 0.4, 0.3)
+    # 0.0 -> 1.0 (0.5) beats 0.2 and 0.1 of the false 0.2, 0.7, 0.1: 2/3, the AUROC
+    assert [(r["side"], r["layer"], r["head"], r["true_pairs"]) for r in rows] == [("writer", 0, 0, 1), ("reader", 1, 0, 1)]
+    assert rows[0]["true"] == rows[1]["true"] == pytest.approx(2 / 3) == pytest.approx(auroc(x, truth))
+    assert rows[0]["other"] == pytest.approx(1.5 / 3)  # writer 0.0's other pair, 0.0 -> 1.1 (0.2): above 0.1, tied with itself
+    assert rows[1]["other"] == pytest.approx(2.5 / 3)  # reader 1.0's other pair, 0.1 -> 1.0 (0.7): the highest
+    assert rows[0]["label"] == pytest.approx(0.9) and rows[1]["label"] == pytest.approx(0.8)
 
 
 def test_true_pairs_and_precision():
@@ -126,6 +167,28 @@ def test_the_default_model_is_judged_as_its_circuit_says(verdict):
     frob = verdict.tables["identity"].dense("frobenius", "K")
     s2 = [float(prev[0, h1] * frob[0, h1, 1, h2]) for h1, h2 in itertools.product(range(4), range(4))]
     assert verdict.options["circuit_auroc"] == {"positions": pytest.approx(_auroc_by_counting(s2, y))}
+
+
+def test_the_auroc_taken_apart_by_head_averages_back_to_the_verdicts(verdict):
+    """``Verdict.auroc_by_head``: the default model's two previous-token writers and four induction
+    readers; weighted by their true pairs, each side's shares are the verdict's AUROC of the measure
+    and the interventions' (its ceiling); a name the verdict lacks is refused by name."""
+    rows = {(r["measure"], r["metric"]): r for r in verdict.rows if r["kind"] == "K"}
+    for measure, metric in (("bandwidth", "embed"), ("frobenius", "identity"), ("spectral", "covariance")):
+        df = verdict.auroc_by_head(measure, metric)
+        assert [(s, l, h) for s, l, h in zip(df["side"], df["layer"], df["head"])] == \
+            [("writer", 0, 0), ("writer", 0, 1)] + [("reader", 1, h) for h in range(4)]
+        for side in ("writer", "reader"):
+            part = df[df.side == side]
+            assert part.true_pairs.sum() == 8
+            mean = lambda col: float((part[col] * part.true_pairs).sum() / 8)  # noqa: E731
+            assert mean("measure_true") == pytest.approx(rows[measure, metric]["auroc"], abs=1e-12)
+            assert mean("effect_true") == pytest.approx(verdict.options["interventions_auroc"], abs=1e-12)
+        assert df.attrs == {"measure": measure, "metric": metric}
+    with pytest.raises(OptionError, match="no metric 'unembed'.*identity"):
+        verdict.auroc_by_head("frobenius", "unembed")
+    with pytest.raises(OptionError, match="no measure 'cosine'.*frobenius"):
+        verdict.auroc_by_head("cosine", "identity")
 
 
 def test_files_have_the_columns_asked_for(verdict, tmp_path):

@@ -86,6 +86,34 @@ class Verdict:
                 f"{o['true_pairs']} true K-pairs, {o.get('confirmed_pairs') or 0} confirmed; {head}"
                 f"{len(self.rows)} rows: .format() prints the table, .verdict_frame() gives them)")
 
+    def auroc_by_head(self, measure: str, metric: str):
+        """Where ``measure`` under ``metric`` finds the true previous-token -> induction K-pairs and
+        where it misses them: one row per previous-token writer and induction reader
+        (:func:`auroc_by_head`), the share of the false pairs its true pairs score above by the
+        measure (``measure_true``; its other pairs: ``measure_other``) and by the K interventions
+        (``effect_true``, ``effect_other``). Weighted by ``true_pairs``, each side's
+        ``measure_true`` averages to the verdict's AUROC, ``effect_true`` to its ceiling."""
+        import pandas as pd
+
+        o = self.options
+        if "K" not in self.effects.by_kind:
+            raise OptionError("auroc_by_head: this verdict has no K-composition (kinds without 'K')")
+        if metric not in self.tables:
+            raise OptionError(f"auroc_by_head: no metric {metric!r} in this verdict; it has {', '.join(self.tables)}")
+        table = self.tables[metric]
+        if measure not in table.measures:
+            raise OptionError(f"auroc_by_head: no measure {measure!r} in this verdict; it has {', '.join(table.measures)}")
+        thresholds = (self.labels.previous_token, self.labels.induction, o["prev_threshold"], o["induction_threshold"])
+        truth = true_pairs(*thresholds)
+        by_measure = auroc_by_head(table.dense(measure, "K"), truth, *thresholds)
+        by_effect = auroc_by_head(self.effects.by_kind["K"], truth, *thresholds)
+        head = ("side", "layer", "head", "label", "true_pairs")
+        df = pd.DataFrame([{**{k: m[k] for k in head}, "measure_true": m["true"], "measure_other": m["other"],
+                            "effect_true": e["true"], "effect_other": e["other"]} for m, e in zip(by_measure, by_effect)],
+                          columns=[*head, "measure_true", "measure_other", "effect_true", "effect_other"])
+        df.attrs.update(measure=measure, metric=metric)
+        return df
+
     def interventions_frame(self):
         """One row per pair and kind: ``kind, src_layer, src_head, dst_layer, dst_head, effect``
         (and ``effect_direction`` for V)."""
@@ -267,6 +295,45 @@ def auroc(scores: Tensor, truth: Tensor) -> float:
     r = ranks(torch.cat([pos, neg]))  # Mann–Whitney U from the rank sum, ties at their mean rank
     u = float(r[: len(pos)].sum()) - len(pos) * (len(pos) + 1) / 2
     return u / (len(pos) * len(neg))
+
+
+def auroc_shares(scores: Tensor, truth: Tensor) -> Tensor:
+    """``scores``' shape, float64: for each finite entry, the share of the false entries (finite,
+    not in ``truth``) that score below it, ties ½; NaN elsewhere, and everywhere without a false
+    entry. Its mean over the true entries is :func:`auroc`, so its mean over some of them (one
+    head's pairs) is their share in it."""
+    x = scores.double()
+    fin = torch.isfinite(x)
+    neg = x[fin & ~truth.bool()].sort().values
+    out = torch.full_like(x, float("nan"))
+    if len(neg):
+        v = x[fin]
+        below, upto = torch.searchsorted(neg, v), torch.searchsorted(neg, v, right=True)
+        out[fin] = (below + 0.5 * (upto - below)).double() / len(neg)
+    return out
+
+
+def auroc_by_head(scores: Tensor, truth: Tensor, previous: Tensor, induction: Tensor, prev_threshold: float,
+                  induction_threshold: float) -> list[dict]:
+    """:func:`auroc` of ``scores: (L, H, L, H)`` against ``truth`` taken apart by head: for each
+    previous-token writer (``previous: (L, H) >= prev_threshold``) and each induction reader, the
+    mean of :func:`auroc_shares` over its true pairs (``true``; weighted by ``true_pairs`` the rows
+    of a side average to the AUROC) and over its other pairs with a score (``other``)."""
+    share = auroc_shares(scores, truth)
+    rows = []
+    for side, label, threshold in (("writer", previous, prev_threshold), ("reader", induction, induction_threshold)):
+        for layer, head in (label >= threshold).nonzero().tolist():
+            f, t = (share[layer, head], truth[layer, head]) if side == "writer" else \
+                (share[:, :, layer, head], truth[:, :, layer, head])
+            rows.append({"side": side, "layer": layer, "head": head, "label": float(label[layer, head]),
+                         "true_pairs": int(t.sum()), "true": _mean(f[t]), "other": _mean(f[~t])})
+    return rows
+
+
+def _mean(x: Tensor) -> float:
+    """The mean of the finite entries of ``x``; NaN without any."""
+    x = x[torch.isfinite(x)]
+    return float(x.mean()) if len(x) else float("nan")
 
 
 def true_pairs(previous: Tensor, induction: Tensor, prev_threshold: float, induction_threshold: float) -> Tensor:
