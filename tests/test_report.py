@@ -113,6 +113,45 @@ def test_labels_and_verdict_from_data(toy_report):
     assert {(l1, h1) for l1, h1, *_ in k_edges[:4]} <= {(0, 0), (0, 1)}
 
 
+def test_the_verdict_taken_apart_by_head(toy_report):
+    """For every measure x metric the report computed, the toy's two previous-token writers and four
+    induction readers; weighted by their true pairs, each side's shares average to the verdict's own
+    K AUROC of that measure and metric (the report's scores and the verdict's are of the same
+    weights), and the K interventions separate every true pair (share 1)."""
+    doc = _document((toy_report / "index.html").read_text())
+    rows = doc["verdict_by_head"]
+    auroc = {(r["measure"], r["metric"]): r["auroc"] for r in doc["verdict"] if r["kind"] == "K"}
+    keys = sorted({(r["measure"], r["metric"]) for r in rows})
+    assert keys == sorted((m, met) for m in doc["measures"] if m != "interventions" for met in doc["metrics"])
+    for key in keys:
+        mine = [r for r in rows if (r["measure"], r["metric"]) == key]
+        assert [(r["side"], r["layer"], r["head"]) for r in mine] == \
+            [("writer", 0, 0), ("writer", 0, 1)] + [("reader", 1, h) for h in range(4)]
+        for side in ("writer", "reader"):
+            part = [r for r in mine if r["side"] == side]
+            assert sum(r["true_pairs"] for r in part) == 8
+            mean = sum(r["true_pairs"] * r["measure_true"] for r in part) / 8
+            assert mean == pytest.approx(auroc[key], abs=1e-9), key
+            assert all(r["effect_true"] == 1.0 for r in part)
+
+
+def test_the_verdict_taken_apart_by_head_keeps_the_verdicts_thresholds(tmp_path):
+    """A saved verdict with a stricter previous-token threshold (0.75: only 0.0 of the toy's two
+    previous-token heads, 0.79 and 0.71): the report's rows follow its truth, read from run.json."""
+    v = tmp_path / "v"
+    assert main(["validate", "--out", str(v), "--sequences", "8", "--intervention-sequences", "4", "--metric", "identity",
+                 "--prev-threshold", "0.75"]) == 0
+    assert main(["report", "--data", str(v), "--out", str(tmp_path / "rep"), "--no-figures", "--quiet"]) == 0
+    doc = _document((tmp_path / "rep" / "index.html").read_text())
+    import pandas as pd
+
+    prev = {(r["layer"], r["head"]): r["previous_token"] for r in pd.read_csv(v / "head_labels.csv").to_dict("records")}
+    strict = sorted(h for h, x in prev.items() if x >= 0.75)
+    mine = [r for r in doc["verdict_by_head"] if (r["measure"], r["metric"]) == ("frobenius", "identity")]
+    assert sorted((r["layer"], r["head"]) for r in mine if r["side"] == "writer") == strict
+    assert len(strict) == 1 and all(r["true_pairs"] == 1 for r in mine if r["side"] == "reader")
+
+
 def test_pack_tables_budget_on_a_7b_shape():
     """32 layers x 32 heads: pairs as 16-bit codes (error within the stated bound), the tables
     past the budget as layer summaries only, and the page under 20 MB."""

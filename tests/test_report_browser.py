@@ -124,6 +124,39 @@ def test_the_verdict_says_its_truth_and_ranks_heads_as_printed(page):
     assert [c[-1] for c in cells] == ["4", "4", "2"] and errors == []
 
 
+def test_the_verdict_taken_apart_by_head_shows_one_measure_at_a_time(page):
+    """The by-head table opens on the best measure x metric the verdict ranks among those the report
+    computed, its rows as the payload holds them (3 decimals); choosing another redraws it."""
+    from decimal import ROUND_HALF_UP, Decimal
+
+    import pandas as pd
+
+    from compscope.data.validate import ranked
+
+    pg, _, errors, out = page
+    doc = pg.evaluate("JSON.parse(document.getElementById('compscope-data').textContent)")
+    have = {(r["measure"], r["metric"]) for r in doc["verdict_by_head"]}
+    order = [key for key, _ in ranked(pd.read_csv(out / "verdict.csv").to_dict("records")) if key in have]
+    options = pg.eval_on_selector_all("#by-head-choice option", "els => els.map(e => e.value)")
+    assert options[0] == "|".join(order[0]) and sorted(options) == sorted("|".join(k) for k in have)
+
+    def shown():
+        return pg.eval_on_selector_all("#verdict-by-head tr", "rows => rows.slice(1).map(r => [...r.cells].map(c => c.textContent))")
+
+    def want(key):
+        # JavaScript's toFixed rounds the double's exact value half up (Python's format: half even)
+        f = lambda v: "—" if v is None else str(Decimal(v).quantize(Decimal("0.001"), ROUND_HALF_UP))  # noqa: E731
+        return [[f"{r['layer']}.{r['head']}", "previous-token writer" if r["side"] == "writer" else "induction reader",
+                 f"{r['label']:.2f}", str(r["true_pairs"]), f(r["measure_true"]), f(r["measure_other"]),
+                 f(r["effect_true"]), f(r["effect_other"])]
+                for r in doc["verdict_by_head"] if (r["measure"], r["metric"]) == key]
+
+    assert shown() == want(order[0]) and len(shown()) == 6
+    last = options[-1]
+    pg.select_option("#by-head-choice", last)
+    assert shown() == want(tuple(last.split("|"))) and errors == []
+
+
 def test_a_pair_shows_its_own_interventional_effect(page):
     """With data, the pair section's table ends with the pair's effect of that kind, to 3
     significant digits, equal to a fresh verdict's (the default model's previous-token head 0.0 ->

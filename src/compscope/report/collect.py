@@ -37,8 +37,9 @@ class Labels:
 class VerdictData:
     """What a report shows of a verdict: the activation labels ``(L, H)`` float64 by name, the
     verdict's rows and per-head rankings (as ``verdict.csv`` and ``heads.csv`` hold them), the
-    interventional effects by kind (None without them) with a note of how they were measured, and
-    the lines ``compscope validate`` prints above its table (None when they cannot be rebuilt)."""
+    interventional effects by kind (None without them) with a note of how they were measured, the
+    lines ``compscope validate`` prints above its table (None when they cannot be rebuilt), and the
+    label thresholds of its truth (previous-token, induction)."""
 
     labels: dict[str, torch.Tensor]
     rows: list[dict]
@@ -46,6 +47,7 @@ class VerdictData:
     effects: dict | None
     effects_note: str | None
     summary: list[str] | None
+    thresholds: tuple[float, float] = (DATA_THRESHOLDS["previous_token"], DATA_THRESHOLDS["induction"])
 
 
 @dataclass
@@ -68,6 +70,8 @@ class Report:
     effects_note: str | None = None
     #: what the verdict ran on and its label truth, as ``compscope validate`` prints them above its table
     verdict_summary: list[str] | None = None
+    #: the K AUROC of each of the report's measure x metric taken apart by head (:func:`verdict_by_head`)
+    verdict_by_head: list[dict] | None = None
 
     @property
     def labels(self) -> Labels:
@@ -115,7 +119,44 @@ def verdict_data(v) -> VerdictData:
     fx = v.effects
     return VerdictData({k: v.labels.mean[k] for k in ("induction", "previous_token", "duplicate_token", "sink")},
                        v.rows, v.heads, dict(fx.by_kind), effects_note(fx.ablation, fx.paths, fx.sequences, fx.writers),
-                       verdict_summary(v.model, v.options))
+                       verdict_summary(v.model, v.options), _thresholds(v.options))
+
+
+def _thresholds(options) -> tuple[float, float]:
+    """The verdict's (previous-token, induction) label thresholds from its options, or the defaults."""
+    try:
+        return float(options["prev_threshold"]), float(options["induction_threshold"])
+    except (KeyError, TypeError, ValueError):
+        return DATA_THRESHOLDS["previous_token"], DATA_THRESHOLDS["induction"]
+
+
+def verdict_by_head(tables: dict, side: VerdictData) -> list[dict] | None:
+    """For each of the report's measures under each of its metrics (K-composition), the verdict's
+    K AUROC taken apart by previous-token writer and induction reader
+    (:func:`~compscope.data.validate.auroc_by_head`): rows ``measure, metric, side, layer, head,
+    label, true_pairs, measure_true, measure_other``, and ``effect_true, effect_other`` by the K
+    interventions (NaN without them). None without K-composition or any true pair."""
+    from ..data.validate import auroc_by_head, true_pairs
+
+    prev, ind = side.labels["previous_token"], side.labels["induction"]
+    args = (prev, ind, *side.thresholds)
+    truth = true_pairs(*args)
+    if not truth.any() or not any("K" in t.kinds for t in tables.values()):
+        return None
+    k_effects = (side.effects or {}).get("K")
+    by_effect = auroc_by_head(k_effects, truth, *args) if k_effects is not None else None
+    rows = []
+    for metric, table in tables.items():
+        if "K" not in table.kinds:
+            continue
+        for measure in table.measures:
+            for i, r in enumerate(auroc_by_head(table.dense(measure, "K"), truth, *args)):
+                e = by_effect[i] if by_effect else {"true": float("nan"), "other": float("nan")}
+                rows.append({"measure": measure, "metric": metric, "side": r["side"], "layer": r["layer"],
+                             "head": r["head"], "label": r["label"], "true_pairs": r["true_pairs"],
+                             "measure_true": r["true"], "measure_other": r["other"],
+                             "effect_true": e["true"], "effect_other": e["other"]})
+    return rows
 
 
 def read_validation(folder: str | Path, hw) -> VerdictData:
@@ -151,7 +192,7 @@ def read_validation(folder: str | Path, hw) -> VerdictData:
         t = torch.full((L, H), float("nan"), dtype=torch.float64)
         t[torch.tensor(layer), torch.tensor(head)] = torch.tensor(values[k], dtype=torch.float64)
         scores[k] = t
-    run, summary = folder / "run.json", None
+    run, summary, options = folder / "run.json", None, None
     if run.is_file():
         try:
             options = json.loads(run.read_text())
@@ -162,7 +203,7 @@ def read_validation(folder: str | Path, hw) -> VerdictData:
             raise OptionError(f"--data {folder}: validated model {model!r}, not {hw.meta.name!r}")
         summary = verdict_summary(model, options)
     effects, note = read_effects(folder / "interventions.parquet", L, H)
-    return VerdictData(scores, verdict, heads, effects, note, summary)
+    return VerdictData(scores, verdict, heads, effects, note, summary, _thresholds(options))
 
 
 def verdict_summary(model: str | None, options) -> list[str] | None:
@@ -309,4 +350,5 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     if side is None:
         return Report(hw, hw.meta.name, tables, wl, None, check_axioms(), None, None, details, tr, options, notes)
     return Report(hw, hw.meta.name, tables, wl, data_labels(side.labels, wl.scores.get("copying")), check_axioms(),
-                  side.rows, side.heads, details, tr, options, notes, side.effects, side.effects_note, side.summary)
+                  side.rows, side.heads, details, tr, options, notes, side.effects, side.effects_note, side.summary,
+                  verdict_by_head(tables, side))

@@ -245,7 +245,32 @@ function drawVerdict() {
         `<td>${fixed(r.precision_top5, 2)}</td><td>${r.true_heads === undefined || r.true_heads === null ? "—" : r.true_heads}</td></tr>`).join("") +
       "</table>";
   }
+  if (D.verdict_by_head && D.verdict_by_head.length) {
+    // one measure x metric at a time, the first the best the verdict ranks among those this report computed
+    const keys = [...new Set(D.verdict_by_head.map((r) => `${r.measure}|${r.metric}`))];
+    const order = Object.keys(by);
+    keys.sort((a, b) => (order.indexOf(a) < 0 ? 1e9 : order.indexOf(a)) - (order.indexOf(b) < 0 ? 1e9 : order.indexOf(b)));
+    h += `<p>Where a measure finds the true previous-token → induction K-pairs and where it misses them: for each ` +
+      `previous-token writer and induction reader, the share of the false K-pairs its true pairs score above ` +
+      `(weighted by their number, each side averages to the AUROC), and the same share for its other pairs; ` +
+      `then both by the model's own K interventions. Scores as this report computed them. ` +
+      `<select id="by-head-choice">${keys.map((k) => `<option value="${escapeHtml(k)}">${escapeHtml(k.replace("|", ", "))}</option>`).join("")}</select></p>` +
+      `<table id="verdict-by-head"></table>`;
+  }
   $("verdict").innerHTML = h;
+  const choice = $("by-head-choice");
+  if (choice) { choice.onchange = () => drawByHead(choice.value); drawByHead(choice.value); }
+}
+// the verdict's K AUROC of one measure x metric ("measure|metric") taken apart by head (collect.verdict_by_head)
+function drawByHead(key) {
+  const fixed = (v) => (v === null || v === undefined || Number.isNaN(v)) ? "—" : Number(v).toFixed(3);
+  const rows = D.verdict_by_head.filter((r) => `${r.measure}|${r.metric}` === key);
+  $("verdict-by-head").innerHTML = `<tr><th>head</th><th>as</th><th>label</th><th>true pairs</th>` +
+    `<th title="share of the false K-pairs its true pairs score above, by the measure">measure: true</th><th>other</th>` +
+    `<th title="the same by the K interventions">K effect: true</th><th>other</th></tr>` +
+    rows.map((r) => `<tr><td>${r.layer}.${r.head}</td><td>${r.side === "writer" ? "previous-token writer" : "induction reader"}</td>` +
+      `<td>${Number(r.label).toFixed(2)}</td><td>${r.true_pairs}</td><td>${fixed(r.measure_true)}</td><td>${fixed(r.measure_other)}</td>` +
+      `<td>${fixed(r.effect_true)}</td><td>${fixed(r.effect_other)}</td></tr>`).join("");
 }
 // the lines `compscope validate` prints above its table: what it ran on and the label truth; an
 // indented line goes in a list under the line before it
