@@ -60,16 +60,15 @@ def main() -> None:
           f"{n_false} false; AUROC {auroc(x, truth):.3f}, the K interventions' {auroc(effects, truth):.3f}")
     print("share of the false pairs that each head's true pairs score above (their AUROC), and its other pairs "
           "(-: none)")
-    rows = zip(auroc_by_head(x, truth, *thresholds), auroc_by_head(effects, truth, *thresholds))
     side = None
-    for m, e in rows:
-        if m["side"] != side:
-            side = m["side"]
+    for r in auroc_by_head(x, effects, *thresholds):
+        if r["side"] != side:
+            side = r["side"]
             label = "previous" if side == "writer" else "induction"
             print(f"\n{side:<7} {label:>9} {'true':>5}  {'measure: true':>13} {'other':>6}  {'K effect: true':>14} {'other':>6}")
-        name = f"{m['layer']}.{m['head']}"
-        print(f"{name:<7} {m['label']:9.2f} {m['true_pairs']:5d}  "
-              f"{_f(m['true']):>13} {_f(m['other']):>6}  {_f(e['true']):>14} {_f(e['other']):>6}")
+        name = f"{r['layer']}.{r['head']}"
+        print(f"{name:<7} {r['label']:9.2f} {r['true_pairs']:5d}  {_f(r['measure_true']):>13} "
+              f"{_f(r['measure_other']):>6}  {_f(r['effect_true']):>14} {_f(r['effect_other']):>6}")
 
 
 if __name__ == "__main__":

@@ -80,13 +80,17 @@ def test_auroc_by_head_by_hand():
     x = torch.full((2, 2, 2, 2), float("nan"), dtype=torch.float64)
     x[0, 0, 1, 0], x[0, 0, 1, 1], x[0, 1, 1, 0], x[0, 1, 1, 1] = 0.5, 0.2, 0.7, 0.1
     truth = true_pairs(prev, ind, 0.4, 0.3)
-    rows = auroc_by_head(x, truth, prev, ind, 0.4, 0.3)
+    rows = auroc_by_head(x, -x, prev, ind, 0.4, 0.3)  # effects: the scores reversed
     # 0.0 -> 1.0 (0.5) beats 0.2 and 0.1 of the false 0.2, 0.7, 0.1: 2/3, the AUROC
     assert [(r["side"], r["layer"], r["head"], r["true_pairs"]) for r in rows] == [("writer", 0, 0, 1), ("reader", 1, 0, 1)]
-    assert rows[0]["true"] == rows[1]["true"] == pytest.approx(2 / 3) == pytest.approx(auroc(x, truth))
-    assert rows[0]["other"] == pytest.approx(1.5 / 3)  # writer 0.0's other pair, 0.0 -> 1.1 (0.2): above 0.1, tied with itself
-    assert rows[1]["other"] == pytest.approx(2.5 / 3)  # reader 1.0's other pair, 0.1 -> 1.0 (0.7): the highest
+    assert rows[0]["measure_true"] == rows[1]["measure_true"] == pytest.approx(2 / 3) == pytest.approx(auroc(x, truth))
+    assert rows[0]["measure_other"] == pytest.approx(1.5 / 3)  # writer 0.0's other pair, 0.0 -> 1.1 (0.2): above 0.1, tied with itself
+    assert rows[1]["measure_other"] == pytest.approx(2.5 / 3)  # reader 1.0's other pair, 0.1 -> 1.0 (0.7): the highest
+    # reversed: -0.5 beats -0.7 of -0.2, -0.7, -0.1; -0.2 beats -0.7 and ties itself; -0.7 ties itself
+    assert rows[0]["effect_true"] == pytest.approx(1 / 3) and rows[0]["effect_other"] == pytest.approx(1.5 / 3)
+    assert rows[1]["effect_other"] == pytest.approx(0.5 / 3)
     assert rows[0]["label"] == pytest.approx(0.9) and rows[1]["label"] == pytest.approx(0.8)
+    assert all(math.isnan(r["effect_true"]) for r in auroc_by_head(x, None, prev, ind, 0.4, 0.3))
 
 
 def test_true_pairs_and_precision():

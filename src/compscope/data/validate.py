@@ -54,6 +54,9 @@ from .sequences import HALF
 
 #: the K measure and metric of the induction-circuit pair score (writer's previous-token score × K)
 CIRCUIT_MEASURE = ("frobenius", "identity")
+#: the columns of :func:`auroc_by_head`'s rows
+BY_HEAD_COLUMNS = ("side", "layer", "head", "label", "true_pairs", "measure_true", "measure_other", "effect_true",
+                   "effect_other")
 #: metrics judged by default (each skipped, with a note, where the model lacks what it needs)
 DEFAULT_METRICS = ("identity", "embed", "activations", "covariance")
 
@@ -103,14 +106,9 @@ class Verdict:
         table = self.tables[metric]
         if measure not in table.measures:
             raise OptionError(f"auroc_by_head: no measure {measure!r} in this verdict; it has {', '.join(table.measures)}")
-        thresholds = (self.labels.previous_token, self.labels.induction, o["prev_threshold"], o["induction_threshold"])
-        truth = true_pairs(*thresholds)
-        by_measure = auroc_by_head(table.dense(measure, "K"), truth, *thresholds)
-        by_effect = auroc_by_head(self.effects.by_kind["K"], truth, *thresholds)
-        head = ("side", "layer", "head", "label", "true_pairs")
-        df = pd.DataFrame([{**{k: m[k] for k in head}, "measure_true": m["true"], "measure_other": m["other"],
-                            "effect_true": e["true"], "effect_other": e["other"]} for m, e in zip(by_measure, by_effect)],
-                          columns=[*head, "measure_true", "measure_other", "effect_true", "effect_other"])
+        df = pd.DataFrame(auroc_by_head(table.dense(measure, "K"), self.effects.by_kind["K"], self.labels.previous_token,
+                                        self.labels.induction, o["prev_threshold"], o["induction_threshold"]),
+                          columns=list(BY_HEAD_COLUMNS))
         df.attrs.update(measure=measure, metric=metric)
         return df
 
@@ -313,20 +311,26 @@ def auroc_shares(scores: Tensor, truth: Tensor) -> Tensor:
     return out
 
 
-def auroc_by_head(scores: Tensor, truth: Tensor, previous: Tensor, induction: Tensor, prev_threshold: float,
-                  induction_threshold: float) -> list[dict]:
-    """:func:`auroc` of ``scores: (L, H, L, H)`` against ``truth`` taken apart by head: for each
-    previous-token writer (``previous: (L, H) >= prev_threshold``) and each induction reader, the
-    mean of :func:`auroc_shares` over its true pairs (``true``; weighted by ``true_pairs`` the rows
-    of a side average to the AUROC) and over its other pairs with a score (``other``)."""
-    share = auroc_shares(scores, truth)
+def auroc_by_head(scores: Tensor, effects: Tensor | None, previous: Tensor, induction: Tensor,
+                  prev_threshold: float, induction_threshold: float) -> list[dict]:
+    """:func:`auroc` of ``scores: (L, H, L, H)`` against the label truth (:func:`true_pairs` of
+    ``previous``, ``induction: (L, H)`` at the thresholds) taken apart by head: for each
+    previous-token writer and each induction reader, the mean of :func:`auroc_shares` over its true
+    pairs (``measure_true``; weighted by ``true_pairs`` the rows of a side average to the AUROC)
+    and over its other pairs with a score (``measure_other``), and the same of the K ``effects``
+    (``effect_true``, ``effect_other``; NaN without effects)."""
+    truth = true_pairs(previous, induction, prev_threshold, induction_threshold)
+    shares = {"measure": auroc_shares(scores, truth),
+              "effect": auroc_shares(effects, truth) if effects is not None else torch.full_like(scores.double(), torch.nan)}
     rows = []
     for side, label, threshold in (("writer", previous, prev_threshold), ("reader", induction, induction_threshold)):
         for layer, head in (label >= threshold).nonzero().tolist():
-            f, t = (share[layer, head], truth[layer, head]) if side == "writer" else \
-                (share[:, :, layer, head], truth[:, :, layer, head])
-            rows.append({"side": side, "layer": layer, "head": head, "label": float(label[layer, head]),
-                         "true_pairs": int(t.sum()), "true": _mean(f[t]), "other": _mean(f[~t])})
+            at = (layer, head) if side == "writer" else (slice(None), slice(None), layer, head)
+            t = truth[at]
+            row = {"side": side, "layer": layer, "head": head, "label": float(label[layer, head]), "true_pairs": int(t.sum())}
+            for name, share in shares.items():
+                row[f"{name}_true"], row[f"{name}_other"] = _mean(share[at][t]), _mean(share[at][~t])
+            rows.append(row)
     return rows
 
 

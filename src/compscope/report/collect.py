@@ -133,30 +133,16 @@ def _thresholds(options) -> tuple[float, float]:
 def verdict_by_head(tables: dict, side: VerdictData) -> list[dict] | None:
     """For each of the report's measures under each of its metrics (K-composition), the verdict's
     K AUROC taken apart by previous-token writer and induction reader
-    (:func:`~compscope.data.validate.auroc_by_head`): rows ``measure, metric, side, layer, head,
-    label, true_pairs, measure_true, measure_other``, and ``effect_true, effect_other`` by the K
-    interventions (NaN without them). None without K-composition or any true pair."""
+    (:func:`~compscope.data.validate.auroc_by_head`, its rows with ``measure`` and ``metric``).
+    None without K-composition or any true pair."""
     from ..data.validate import auroc_by_head, true_pairs
 
-    prev, ind = side.labels["previous_token"], side.labels["induction"]
-    args = (prev, ind, *side.thresholds)
-    truth = true_pairs(*args)
-    if not truth.any() or not any("K" in t.kinds for t in tables.values()):
+    args = (side.labels["previous_token"], side.labels["induction"], *side.thresholds)
+    if not true_pairs(*args).any() or not any("K" in t.kinds for t in tables.values()):
         return None
     k_effects = (side.effects or {}).get("K")
-    by_effect = auroc_by_head(k_effects, truth, *args) if k_effects is not None else None
-    rows = []
-    for metric, table in tables.items():
-        if "K" not in table.kinds:
-            continue
-        for measure in table.measures:
-            for i, r in enumerate(auroc_by_head(table.dense(measure, "K"), truth, *args)):
-                e = by_effect[i] if by_effect else {"true": float("nan"), "other": float("nan")}
-                rows.append({"measure": measure, "metric": metric, "side": r["side"], "layer": r["layer"],
-                             "head": r["head"], "label": r["label"], "true_pairs": r["true_pairs"],
-                             "measure_true": r["true"], "measure_other": r["other"],
-                             "effect_true": e["true"], "effect_other": e["other"]})
-    return rows
+    return [{"measure": measure, "metric": metric, **row} for metric, table in tables.items() if "K" in table.kinds
+            for measure in table.measures for row in auroc_by_head(table.dense(measure, "K"), k_effects, *args)]
 
 
 def read_validation(folder: str | Path, hw) -> VerdictData:

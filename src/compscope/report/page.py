@@ -66,7 +66,8 @@ def document(rep, command: str, version: str) -> dict:
         "edge_measure": edge_measure, "edge_metric": first.metric,
         "details": P.details_json(rep.details), "axioms": P.axioms_json(rep.axioms),
         "verdict": P.verdict_json(rep.verdict), "verdict_heads": rep.verdict_heads,
-        "verdict_summary": rep.verdict_summary, "verdict_by_head": rep.verdict_by_head, "track": P.track_json(rep.track, rep.options["kinds"]),
+        "verdict_summary": rep.verdict_summary, "verdict_by_head": rep.verdict_by_head,
+        "track": P.track_json(rep.track, rep.options["kinds"]),
         "explainer": explainer_json(),
     }
 
