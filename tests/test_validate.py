@@ -193,6 +193,10 @@ def test_the_auroc_taken_apart_by_head_averages_back_to_the_verdicts(verdict):
         verdict.auroc_by_head("frobenius", "unembed")
     with pytest.raises(OptionError, match="no measure 'cosine'.*frobenius"):
         verdict.auroc_by_head("cosine", "identity")
+    no_k = validate("induction-2l", sequences=8, half=8, intervention_sequences=2, kinds="QV", metrics=("identity",),
+                    progress=False)
+    with pytest.raises(OptionError, match="no K-composition"):
+        no_k.auroc_by_head("frobenius", "identity")
 
 
 def test_files_have_the_columns_asked_for(verdict, tmp_path):
