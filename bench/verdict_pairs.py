@@ -26,13 +26,9 @@ import torch  # noqa: E402
 from verdict_candidates import read_verdict  # noqa: E402
 
 from compscope.core.metrics import METRICS, ON_DATA, get_metric  # noqa: E402
-from compscope.data.validate import auroc, auroc_by_head, true_pairs  # noqa: E402
+from compscope.data.validate import auroc, auroc_by_head, by_head_lines, true_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
 from compscope.measures import MEASURES  # noqa: E402
-
-
-def _f(v: float) -> str:
-    return "-" if v != v else f"{v:.3f}"
 
 
 def main() -> None:
@@ -60,16 +56,7 @@ def main() -> None:
           f"{n_false} false; AUROC {auroc(x, truth):.3f}, the K interventions' {auroc(effects, truth):.3f}")
     print("share of the false pairs that each head's true pairs score above (their AUROC), and its other pairs "
           "(-: none)")
-    side = None
-    for r in auroc_by_head(x, effects, *thresholds):
-        if r["side"] != side:
-            side = r["side"]
-            label = "previous" if side == "writer" else "induction"
-            print(f"\n{side:<7} {label:>9} {'true':>5}  {'measure: true':>13} {'other':>6}  {'K effect: true':>14} {'other':>6}")
-        name = f"{r['layer']}.{r['head']}"
-        print(f"{name:<7} {r['label']:9.2f} {r['true_pairs']:5d}  {_f(r['measure_true']):>13} "
-              f"{_f(r['measure_other']):>6}  {_f(r['effect_true']):>14} {_f(r['effect_other']):>6}")
-
+    print("\n".join(by_head_lines(auroc_by_head(x, effects, *thresholds))))
 
 if __name__ == "__main__":
     main()

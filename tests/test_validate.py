@@ -327,6 +327,35 @@ def test_cli(capsys, tmp_path):
     assert "prev_threshold=inf" in capsys.readouterr().err
 
 
+def test_cli_by_head_prints_the_verdicts_rows_and_refuses_bad_choices_before_running(capsys, monkeypatch):
+    """``--by-head``: after the table, the best-ranked measure x metric (or the one named) taken
+    apart by head, as :func:`by_head_lines` prints :meth:`Verdict.auroc_by_head`'s rows of the same
+    verdict; a measure or metric it would not have, or no K, refused before anything runs."""
+    import compscope.data.validate as V
+
+    made = []
+    real = V.validate
+    monkeypatch.setattr(V, "validate", lambda *a, **k: made.append(real(*a, **k)) or made[-1])
+    args = ["validate", "--sequences", "16", "--half", "8", "--intervention-sequences", "4", "--metric", "identity",
+            "--metric", "embed"]
+    for choice, key in ((None, None), ("overlap,identity", ("overlap", "identity"))):
+        assert main(args + ["--by-head"] + ([choice] if choice else [])) == 0
+        out = capsys.readouterr().out
+        v = made[-1]
+        key = key or next(k for k, ks in V.ranked(v.rows) if "K" in ks)
+        block = out.split("\n\n" + f"{key[0]} ({key[1]}) by head: AUROC ", 1)[1]
+        rows = v.auroc_by_head(*key).to_dict("records")
+        assert block.rstrip("\n").split("\n")[1:] == V.by_head_lines(rows)
+        assert len(rows) == 6 and [r["side"] for r in rows] == ["writer"] * 2 + ["reader"] * 4
+    runs = len(made)
+    for bad, said in ((["--by-head", "cosine,identity"], "--by-head cosine,identity: unknown measure 'cosine'"),
+                      (["--by-head", "overlap,covariance"], "METRIC one of those judged (identity, embed)"),
+                      (["--by-head", "--kinds", "QV"], "--kinds QV has no K")):
+        assert main(args + bad) == 2
+        assert said in capsys.readouterr().err
+    assert len(made) == runs  # nothing ran
+
+
 def test_with_folded_gains_the_metric_is_of_what_the_folded_heads_read():
     """The data come from the unprocessed model. With the norm gains ``γ`` folded into the weights
     the heads read the norm's output without its gain, so the second moments estimated for the

@@ -40,6 +40,9 @@ def add_arguments(p) -> None:
     p.add_argument("--effect-threshold", type=float, default=0.05,
                    help="K effect (total variation) that confirms a true pair, for 'confirmed' (default 0.05)")
     p.add_argument("--top", type=count, help="rows of the ranked table to print (default all)")
+    p.add_argument("--by-head", nargs="?", const="best", metavar="MEASURE,METRIC",
+                   help="also print the K AUROC of MEASURE under METRIC (default: the best-ranked) taken apart by "
+                        "previous-token writer and induction reader, beside the K interventions' (e.g. overlap,embed)")
     p.add_argument("--fold-norm", action="store_true", help="judge the weights with norm gains folded in (pre-norm models)")
     p.add_argument("--fold-qk-gains", action="store_true",
                    help="judge the weights with QK-norm's gains moved into W_Q, W_K (approximate; Gemma 3)")
@@ -61,6 +64,7 @@ def run(args) -> None:
 
     output_folder(args.out)
     metrics = args.metrics or DEFAULT_METRICS
+    by_head = _by_head(args.by_head, metrics, args.kinds)  # refused before the model runs
     data = metric_data(args, metrics)
     v = validate(args.model, sequences=args.sequences, half=args.half, seed=args.seed,
                  intervention_sequences=args.intervention_sequences, kinds=args.kinds,
@@ -70,6 +74,30 @@ def run(args) -> None:
                  writers=args.writers, metric_data=data, sample_data=sample_data(args),
                  text_labels=args.text_labels)
     print(v.format(args.top))
+    if by_head is not None:
+        print("\n" + v.format_by_head(*by_head))
     if args.out:
         for p in v.save(args.out):
             print(f"wrote {p}")
+
+
+def _by_head(option: str | None, metrics, kinds: str) -> tuple | None:
+    """``--by-head``: None (not asked), ``()`` (the best-ranked) or ``(measure, metric)``, checked."""
+    from ..errors import OptionError
+    from ..measures import MEASURES
+
+    if option is None:
+        return None
+    if "K" not in kinds.upper():
+        raise OptionError(f"--by-head: the AUROC is of K-composition, and --kinds {kinds} has no K")
+    if option == "best":
+        return ()
+    measure, _, metric = option.partition(",")
+    try:
+        MEASURES.get(measure.strip())
+    except OptionError as e:
+        raise OptionError(f"--by-head {option}: {e}") from None
+    names = [m if isinstance(m, str) else m.name for m in metrics]
+    if metric.strip() not in names:
+        raise OptionError(f"--by-head {option}: expected MEASURE,METRIC with METRIC one of those judged ({', '.join(names)})")
+    return measure.strip(), metric.strip()

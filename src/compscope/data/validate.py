@@ -112,6 +112,21 @@ class Verdict:
         df.attrs.update(measure=measure, metric=metric)
         return df
 
+    def format_by_head(self, measure: str | None = None, metric: str | None = None) -> str:
+        """:meth:`auroc_by_head` as ``compscope validate --by-head`` prints it; without ``measure``
+        and ``metric``, those of the best-ranked row of the table."""
+        if measure is None or metric is None:
+            best = next(((m, met) for (m, met), ks in ranked(self.rows) if "K" in ks), None)
+            if best is None:
+                raise OptionError("auroc_by_head: this verdict has no K-composition (kinds without 'K')")
+            measure, metric = best
+        df = self.auroc_by_head(measure, metric)
+        row = next(r for r in self.rows if (r["measure"], r["metric"], r["kind"]) == (measure, metric, "K"))
+        head = (f"{measure} ({metric}) by head: AUROC {_auroc(row['auroc'])}, the K interventions' "
+                f"{_auroc(self.options.get('interventions_auroc'))}; the share of the false K-pairs that each head's "
+                "true pairs score above (their AUROC), and its other pairs (-: none)")
+        return "\n".join([head, *by_head_lines(df.to_dict("records"))])
+
     def interventions_frame(self):
         """One row per pair and kind: ``kind, src_layer, src_head, dst_layer, dst_head, effect``
         (and ``effect_direction`` for V)."""
@@ -338,6 +353,22 @@ def _mean(x: Tensor) -> float:
     """The mean of the finite entries of ``x``; NaN without any."""
     x = x[torch.isfinite(x)]
     return float(x.mean()) if len(x) else float("nan")
+
+
+def by_head_lines(rows: list[dict]) -> list[str]:
+    """:func:`auroc_by_head`'s rows as printed: a block per side (a blank line before each), the
+    shares to 3 decimals (``-``: none)."""
+    share = lambda v: "-" if v != v else f"{v:.3f}"  # noqa: E731
+    lines, side = [], None
+    for r in rows:
+        if r["side"] != side:
+            side = r["side"]
+            label = "previous" if side == "writer" else "induction"
+            lines += ["", f"{side:<7} {label:>9} {'true':>5}  {'measure: true':>13} {'other':>6}  {'K effect: true':>14} {'other':>6}"]
+        name = f"{r['layer']}.{r['head']}"
+        lines.append(f"{name:<7} {r['label']:9.2f} {r['true_pairs']:5d}  {share(r['measure_true']):>13} "
+                     f"{share(r['measure_other']):>6}  {share(r['effect_true']):>14} {share(r['effect_other']):>6}")
+    return lines
 
 
 def true_pairs(previous: Tensor, induction: Tensor, prev_threshold: float, induction_threshold: float) -> Tensor:
