@@ -58,5 +58,6 @@ def main() -> None:
           "(-: none)")
     print("\n".join(by_head_lines(auroc_by_head(x, effects, *thresholds))))
 
+
 if __name__ == "__main__":
     main()
