@@ -149,8 +149,15 @@ def test_one_pass_of_jacobians_serves_every_subset_of_the_parts():
             assert (a is None) == (b is None) and (a is None or torch.equal(a, b)), (parts, name)
         assert (got.qk_norm is None) == (want.qk_norm is None) and (got.attn_out_norm is None) == (want.attn_out_norm is None)
     only_qk = mean_jacobians(runner, "qk", tokens=tokens, progress=False)
-    with pytest.raises(compscope.OptionError, match="part 'output' was not measured"):
+    with pytest.raises(compscope.OptionError, match="^NormJacobians.apply: part 'output' was not measured"):
         only_qk.apply(hw, "output")
+    # each error names the function called: mean_jacobians alone, or linearise_norms, which runs it
+    with pytest.raises(compscope.OptionError, match="^mean_jacobians: unknown part 'values'"):
+        mean_jacobians(runner, "values", tokens=tokens)
+    with pytest.raises(compscope.OptionError, match=r"^mean_jacobians needs \(batch, seq\) tokens with seq >= 2"):
+        mean_jacobians(runner, tokens=tokens[:, :1])
+    with pytest.raises(compscope.OptionError, match="^NormJacobians.apply: unknown part 'values'"):
+        jac.apply(hw, "values")
 
 
 def test_parts_and_the_errors_that_name_them():
@@ -168,9 +175,9 @@ def test_parts_and_the_errors_that_name_them():
     torch.testing.assert_close(only_qk.W_O, hw.W_O, atol=0, rtol=0)
     both = linearise_norms(runner, "qk, output", tokens=tokens, progress=False)
     torch.testing.assert_close(both.W_K, only_qk.W_K, atol=0, rtol=0)
-    with pytest.raises(compscope.OptionError, match="unknown part 'values'"):
+    with pytest.raises(compscope.OptionError, match="^linearise_norms: unknown part 'values'"):
         linearise_norms(runner, "values", tokens=tokens)
-    with pytest.raises(compscope.OptionError, match=r"seq >= 2"):
+    with pytest.raises(compscope.OptionError, match=r"^linearise_norms needs .* seq >= 2"):
         linearise_norms(runner, tokens=tokens[:, :1])
     with pytest.raises(compscope.ProcessingError, match="already moved into W_Q, W_K"):
         linearise_norms(runner, "qk", hw=fold_qk_norm_gains(hw), tokens=tokens)

@@ -70,29 +70,30 @@ def norm_parts(hw: HeadWeights) -> tuple[str, ...]:
     return tuple(p for p in PARTS if (hw.qk_norm if p == "qk" else hw.attn_out_norm) is not None)
 
 
-def check_parts(hw: HeadWeights, parts: str | Sequence[str] | None) -> tuple[str, ...]:
+def check_parts(hw: HeadWeights, parts: str | Sequence[str] | None, where: str = "linearise_norms") -> tuple[str, ...]:
     """``parts`` as a tuple of :data:`PARTS` that ``hw`` has (default every one it has); clear
-    errors for an unknown part, one the model lacks, and a layer-wide QK-norm."""
+    errors, naming the function ``where`` the user called, for an unknown part, one the model
+    lacks, and a layer-wide QK-norm."""
     has = norm_parts(hw)
     if parts is None:
         if not has:
-            raise OptionError(f"linearise_norms: {hw.meta.name} has no norm inside its heads' circuits "
+            raise OptionError(f"{where}: {hw.meta.name} has no norm inside its heads' circuits "
                               "(no QK-norm, no attention-output norm)")
         parts = has
     parts = tuple(p.strip() for p in parts.split(",")) if isinstance(parts, str) else tuple(parts)
     for p in parts:
         if p not in PARTS:
-            raise OptionError(f"linearise_norms: unknown part {p!r}; expected any of {', '.join(PARTS)}")
+            raise OptionError(f"{where}: unknown part {p!r}; expected any of {', '.join(PARTS)}")
         if p not in has:
             what = "QK-norm" if p == "qk" else "attention-output norm"
-            raise OptionError(f"linearise_norms: {hw.meta.name} has no {what} (part {p!r})")
+            raise OptionError(f"{where}: {hw.meta.name} has no {what} (part {p!r})")
     if not parts:
-        raise OptionError(f"linearise_norms: no part given; expected any of {', '.join(PARTS)}")
+        raise OptionError(f"{where}: no part given; expected any of {', '.join(PARTS)}")
     if "qk" in parts and hw.qk_norm_scope != "head":
-        raise ProcessingError(f"linearise_norms: {hw.meta.name}'s QK-norm runs over all heads of a layer at once; "
+        raise ProcessingError(f"{where}: {hw.meta.name}'s QK-norm runs over all heads of a layer at once; "
                               "its Jacobian mixes heads, which per-head W_Q, W_K cannot hold")
     if "qk" in parts and "fold_qk_norm_gains (approximate)" in hw.meta.processing:
-        raise ProcessingError(f"linearise_norms: {hw.meta.name}'s QK-norm gains were already moved into W_Q, W_K "
+        raise ProcessingError(f"{where}: {hw.meta.name}'s QK-norm gains were already moved into W_Q, W_K "
                               "(fold_qk_norm_gains); linearise the unprocessed QK-norm instead")
     return tuple(dict.fromkeys(parts))
 
@@ -112,10 +113,11 @@ class NormJacobians:
     def apply(self, hw: HeadWeights, parts: str | Sequence[str] | None = None) -> HeadWeights:
         """``hw`` with the norms of ``parts`` (default every part measured) replaced by their mean
         Jacobians: ``W_{Q,K} ← diag(γ) J W_{Q,K}`` per head, ``W_O ← diag(γ) J W_O`` per layer."""
-        parts = check_parts(hw, self.parts if parts is None else parts)
+        parts = check_parts(hw, self.parts if parts is None else parts, "NormJacobians.apply")
         missing = [p for p in parts if p not in self.parts]
         if missing:
-            raise OptionError(f"linearise_norms: part {missing[0]!r} was not measured (measured: {', '.join(self.parts)})")
+            raise OptionError(f"NormJacobians.apply: part {missing[0]!r} was not measured "
+                              f"(measured: {', '.join(self.parts)})")
         L = hw.n_layers
         mean = lambda n, l: self.means[n, l].to(hw.device)  # noqa: E731
         changes: dict = {}
@@ -148,21 +150,26 @@ def mean_jacobians(runner, parts: str | Sequence[str] | None = None, hw: HeadWei
     ``tokens``, on those of ``data``, a :class:`~compscope.data.residual_moments.SampleData`
     (default: 16 sequences of 128 tokens of natural text, at most the model's context, seed
     12346; its ``corpus``: a file's text instead of the docstrings)."""
+    return _mean_jacobians(runner, parts, hw, tokens, data, batch_size, progress, "mean_jacobians")
+
+
+def _mean_jacobians(runner, parts, hw, tokens, data, batch_size: int, progress: bool, where: str) -> NormJacobians:
+    """:func:`mean_jacobians`, its errors naming ``where``, the function the user called."""
     from ..core.attention import combine, head_outputs, head_states, read_input
     from ..progress import progress_bar
     from .residual_moments import as_sample_data
 
     base = runner.hw if hw is None else hw
-    parts = check_parts(base, parts)
+    parts = check_parts(base, parts, where)
     if tokens is None:
         sample = as_sample_data(data)
         words, tokens = sample.text(runner), sample.tokens(runner)
     elif data is not None:
-        raise OptionError("linearise_norms: give tokens or data (what to draw them from), not both")
+        raise OptionError(f"{where}: give tokens or data (what to draw them from), not both")
     else:
         words = f"{tokens.shape[0]} given sequences of {tokens.shape[1]} tokens"
     if tokens.ndim != 2 or tokens.shape[1] < 2:
-        raise OptionError(f"linearise_norms needs (batch, seq) tokens with seq >= 2, got shape {tuple(tokens.shape)}")
+        raise OptionError(f"{where} needs (batch, seq) tokens with seq >= 2, got shape {tuple(tokens.shape)}")
     here = runner.weights_here(base)
     L = here.n_layers
     acc = {(p, l): JacobianMean(n) for l in range(L) for p, n in
@@ -196,5 +203,5 @@ def linearise_norms(runner, parts: str | Sequence[str] | None = None, hw: HeadWe
     ``data``, a :class:`~compscope.data.residual_moments.SampleData` (:func:`mean_jacobians`),
     then :meth:`NormJacobians.apply`."""
     base = runner.hw if hw is None else hw
-    jac = mean_jacobians(runner, parts, base, tokens, data, batch_size, progress)
+    jac = _mean_jacobians(runner, parts, base, tokens, data, batch_size, progress, "linearise_norms")
     return jac.apply(base)
