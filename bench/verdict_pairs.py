@@ -39,19 +39,26 @@ def main() -> None:
     ap.add_argument("--metric", default="embed", choices=list(METRICS))
     ap.add_argument("--prev-threshold", type=float, default=0.4)
     ap.add_argument("--induction-threshold", type=float, default=0.3)
+    ap.add_argument("--shrinkage", choices=["ledoit-wolf"], default=None,
+                    help="a metric on data with each layer's G shrunk so (MetricData(shrinkage=...))")
     args = ap.parse_args()
     hw, previous, induction, effects = read_verdict(args.model, args.verdict)
     thresholds = (previous, induction, args.prev_threshold, args.induction_threshold)
     truth = true_pairs(*thresholds)
     if args.metric in ON_DATA:
+        from compscope.data.residual_moments import MetricData
         from compscope.data.runner import runner_for
 
-        met = get_metric(args.metric, hw, model=runner_for(args.model, hw, progress=False))
+        met = get_metric(args.metric, hw, model=runner_for(args.model, hw, progress=False),
+                         data=MetricData(shrinkage=args.shrinkage))
+    elif args.shrinkage:
+        ap.error(f"--shrinkage: {args.metric} is not estimated on data ({', '.join(ON_DATA)} are)")
     else:
         met = get_metric(args.metric, hw)
     x = scores(hw, "K", [args.measure], met, pairs="all", progress=False).dense(args.measure, "K")
     n_false = int((torch.isfinite(x) & ~truth).sum())
-    print(f"{hw.meta.name}: {args.measure} ({args.metric}), K-composition; {int(truth.sum())} true pairs "
+    shrunk = ", Ledoit-Wolf" if args.shrinkage else ""
+    print(f"{hw.meta.name}: {args.measure} ({args.metric}{shrunk}), K-composition; {int(truth.sum())} true pairs "
           f"(previous-token >= {args.prev_threshold}, induction >= {args.induction_threshold}) against "
           f"{n_false} false; AUROC {auroc(x, truth):.3f}, the K interventions' {auroc(effects, truth):.3f}")
     print("share of the false pairs that each head's true pairs score above (their AUROC), and its other pairs "

@@ -582,3 +582,9 @@ def test_verdict_pairs_rows_average_to_the_auroc(tmp_path):
         mean = sum(k * float(r[3]) for k, r in zip(n, rows)) / sum(n)
         assert abs(mean - float(head.group(1))) < 2e-3, (mean, out)
         assert all(float(r[5]) == 1.0 for r in rows), block
+    # --shrinkage: a metric on data shrunk (said in the header), and refused, by name, for one that is not
+    shrunk = bench("verdict_pairs.py", "induction-2l", str(tmp_path / "verdict"), "--measure", "frobenius", "--metric",
+                   "covariance", "--shrinkage", "ledoit-wolf")
+    assert "frobenius (covariance, Ledoit-Wolf), K-composition; 8 true pairs" in shrunk, shrunk
+    p = run_bench("verdict_pairs.py", "induction-2l", str(tmp_path / "verdict"), "--metric", "embed", "--shrinkage", "ledoit-wolf")
+    assert p.returncode == 2 and "--shrinkage: embed is not estimated on data" in p.stderr
