@@ -28,13 +28,12 @@ from compscope.defaults import SHRINKAGES  # noqa: E402
 from compscope.data.residual_moments import METRIC_SEED, MetricData, metric_data  # noqa: E402
 from compscope.data.validate import auroc  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
-from verdict_candidates import MEASURES, truth_from_args  # noqa: E402
+from verdict_candidates import MEASURES, truth_from_args, verdict_arguments  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("model")
-    ap.add_argument("verdict", help="a folder written by compscope validate --out")
+    verdict_arguments(ap)
     ap.add_argument("--metric", default="covariance-own", choices=ON_DATA, help="the metric (default covariance-own)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[METRIC_SEED, 1, 2, 3],
                     help=f"seeds picking the text's windows (default {METRIC_SEED}, the verdict's, then 1 2 3)")

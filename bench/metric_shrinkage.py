@@ -26,13 +26,12 @@ from compscope.core.metrics import DEFAULT_RIDGE, ON_DATA, get_metric  # noqa: E
 from compscope.data.residual_moments import MetricData  # noqa: E402
 from compscope.data.validate import auroc  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
-from verdict_candidates import MEASURES, truth_from_args  # noqa: E402
+from verdict_candidates import MEASURES, truth_from_args, verdict_arguments  # noqa: E402
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("model")
-    ap.add_argument("verdict", help="a folder written by compscope validate --out")
+    verdict_arguments(ap)
     ap.add_argument("--metric", action="append", choices=ON_DATA,
                     help="a metric estimated on data (repeatable; default covariance-own, covariance)")
     ap.add_argument("--ridges", type=float, nargs="+", default=[DEFAULT_RIDGE, 1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0],

@@ -107,6 +107,9 @@ def offsets_averaged(hw, n: int):
 def read_verdict(model: str, folder: str) -> tuple:
     """``(hw, previous (L, H), induction (L, H), K effects (L, H, L, H))`` of ``model`` and the
     verdict saved in ``folder``."""
+    missing = [n for n in ("head_labels.csv", "interventions.parquet") if not os.path.isfile(os.path.join(folder, n))]
+    if missing:  # the scripts' bad input: said, not a traceback
+        raise SystemExit(f"{folder}: not a folder written by `compscope validate --out` (missing {', '.join(missing)})")
     hw = compscope.load(model)
     L, H = hw.n_layers, hw.n_heads
     labels = pd.read_csv(os.path.join(folder, "head_labels.csv"))
@@ -115,15 +118,22 @@ def read_verdict(model: str, folder: str) -> tuple:
             pair_grid(inter[inter.kind == "K"], L, H))
 
 
+def verdict_arguments(ap: argparse.ArgumentParser) -> None:
+    """The arguments of a script reading a saved verdict back: ``model``, ``verdict`` (the folder)
+    and the label thresholds of its truth (``--prev-threshold``, ``--induction-threshold``)."""
+    ap.add_argument("model")
+    ap.add_argument("verdict", help="a folder written by compscope validate --out")
+    ap.add_argument("--prev-threshold", type=float, default=0.4)
+    ap.add_argument("--induction-threshold", type=float, default=0.3)
+
+
 def truth_from_args(ap: argparse.ArgumentParser) -> tuple:
-    """``(args, hw, truth (L, H, L, H) bool, runner)``: ``ap`` given the label thresholds
-    (``--prev-threshold``, ``--induction-threshold``) and parsed, its ``verdict`` read back for its
-    ``model``, and a runner of the model (for the metrics estimated on data)."""
+    """``(args, hw, truth (L, H, L, H) bool, runner)``: ``ap`` (with :func:`verdict_arguments`)
+    parsed, its ``verdict`` read back for its ``model``, and a runner of the model (for the metrics
+    estimated on data)."""
     from compscope.data.runner import runner_for
     from compscope.data.validate import true_pairs
 
-    ap.add_argument("--prev-threshold", type=float, default=0.4)
-    ap.add_argument("--induction-threshold", type=float, default=0.3)
     args = ap.parse_args()
     hw, previous, induction, _ = read_verdict(args.model, args.verdict)
     truth = true_pairs(previous, induction, args.prev_threshold, args.induction_threshold)
@@ -132,10 +142,7 @@ def truth_from_args(ap: argparse.ArgumentParser) -> tuple:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("model")
-    ap.add_argument("verdict", help="a folder written by compscope validate --out")
-    ap.add_argument("--prev-threshold", type=float, default=0.4)
-    ap.add_argument("--induction-threshold", type=float, default=0.3)
+    verdict_arguments(ap)
     ap.add_argument("--effect-threshold", type=float, default=0.05)
     ap.add_argument("--shrinkage", choices=["ledoit-wolf"], default=None,
                     help="also each metric on data with its G shrunk so (rows 'NAME, LW'; MetricData(shrinkage=...))")

@@ -23,7 +23,7 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
-from verdict_candidates import read_verdict  # noqa: E402
+from verdict_candidates import read_verdict, verdict_arguments  # noqa: E402
 
 from compscope.core.metrics import METRICS, ON_DATA, get_metric  # noqa: E402
 from compscope.data.validate import auroc, auroc_by_head, by_head_lines, true_pairs  # noqa: E402
@@ -33,12 +33,9 @@ from compscope.measures import MEASURES  # noqa: E402
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("model")
-    ap.add_argument("verdict", help="a folder written by compscope validate --out")
+    verdict_arguments(ap)
     ap.add_argument("--measure", default="overlap", choices=list(MEASURES))
     ap.add_argument("--metric", default="embed", choices=list(METRICS))
-    ap.add_argument("--prev-threshold", type=float, default=0.4)
-    ap.add_argument("--induction-threshold", type=float, default=0.3)
     ap.add_argument("--shrinkage", choices=["ledoit-wolf"], default=None,
                     help="a metric on data with each layer's G shrunk so (MetricData(shrinkage=...))")
     args = ap.parse_args()

@@ -588,3 +588,6 @@ def test_verdict_pairs_rows_average_to_the_auroc(tmp_path):
     assert "frobenius (covariance, Ledoit-Wolf), K-composition; 8 true pairs" in shrunk, shrunk
     p = run_bench("verdict_pairs.py", "induction-2l", str(tmp_path / "verdict"), "--metric", "embed", "--shrinkage", "ledoit-wolf")
     assert p.returncode == 2 and "--shrinkage: embed is not estimated on data" in p.stderr
+    p = run_bench("verdict_pairs.py", "induction-2l", str(tmp_path))  # a folder with no verdict in it
+    assert p.returncode == 1 and "not a folder written by `compscope validate --out` (missing head_labels.csv" in p.stderr
+    assert "Traceback" not in p.stderr
