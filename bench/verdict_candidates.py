@@ -8,6 +8,8 @@ candidate, printing the AUROC against the label truth (previous-token >= 0.4 bef
 
 - ``interventions``: the K effects themselves (the ceiling of any composition score against the
   label truth);
+- ``reader's ‖B‖_F alone``: under each metric below, the reader's own scale (the same for all its
+  writers; ``read_gain / frobenius``): how much of ``read_gain``'s AUROC the readers alone give;
 - every measure under ``identity``, ``embed`` and ``unembed``, and under the metrics estimated on
   data (the model runs over the text once for all four: ``activations``, ``covariance`` and their ``-own`` variants, each
   reading factor in its own layer's moment), here to three decimals;
@@ -68,7 +70,7 @@ from compscope.data.runner import runner_for  # noqa: E402
 from compscope.data.validate import auroc, confirmed_pairs, previous_contents, true_pairs, writer_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
 
-MEASURES = ("frobenius", "tight", "overlap", "spectral", "bandwidth")
+MEASURES = ("frobenius", "tight", "overlap", "spectral", "bandwidth", "read_gain")
 
 
 def head_grid(frame: pd.DataFrame, column: str, L: int, H: int) -> torch.Tensor:
@@ -174,6 +176,10 @@ def main() -> None:
             rows.append((m, name, auroc(x, truth), auroc(x, confirmed)))
             z = _standardised(x)
             rows.append((m, f"{name}, layer-standardised", auroc(z, truth), auroc(z, confirmed)))
+        # the reader's own scale, ‖B‖_F in the metric (read_gain / frobenius): what read_gain adds to frobenius,
+        # alone (one value per reader, the same for all its writers)
+        scale = torch.where(dense["frobenius", name] > 0, dense["read_gain", name] / dense["frobenius", name], torch.nan)
+        rows.append(("reader's ‖B‖_F alone", name, auroc(scale, truth), auroc(scale, confirmed)))
     jacobians = mean_jacobians(runner, progress=False) if norm_parts(hw) else None  # one pass serves each subset
     for parts in _norm_parts(hw):  # the norms inside the heads' circuits, linearised on the metrics' text
         lin = jacobians.apply(hw, parts)

@@ -1,5 +1,7 @@
 """All-pairs composition against a dense float64 numpy reference and hand-derived values."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -10,7 +12,7 @@ from compscope import HeadWeights, Meta, Rotary
 from compscope.api import scores
 from compscope.measures import PairSpectra, get_measure
 
-ALL = ["frobenius", "tight", "overlap", "shared_dims", "bandwidth", "spectral"]
+ALL = ["frobenius", "tight", "overlap", "shared_dims", "bandwidth", "spectral", "read_gain"]
 
 
 def model(L=3, H=4, G=2, r=3, d=9, V=40, seed=0, rotary=True) -> HeadWeights:
@@ -55,6 +57,7 @@ def dense_measures(A: np.ndarray, B: np.ndarray) -> dict:
             "shared_dims": (X**2).sum(),
             "bandwidth": np.exp(-(p * np.log(p)).sum()) if sv.any() else np.nan,
             "spectral": sv[0] / (sa[0] * sb[0]),
+            "read_gain": np.linalg.norm(BA) / np.linalg.norm(A),
         }
 
 
@@ -106,7 +109,7 @@ def check_dense(hw, t, metric="identity", offset=0, measures=ALL, kinds="QKV", r
 def test_all_pairs_match_dense_reference(metric, offset):
     hw = model()
     t = scores(hw, "QKV", ALL, metric=metric, offset=offset, pairs="all", progress=False)
-    assert check_dense(hw, t, metric, offset) == 3 * 6 * (4 * 4 * 3)
+    assert check_dense(hw, t, metric, offset) == 3 * len(ALL) * (4 * 4 * 3)
     # same-layer and backward pairs are not computed
     f = t.dense("frobenius", "K")
     assert torch.isnan(f[1, :, 1]).all() and torch.isnan(f[2, :, 0]).all()
@@ -148,7 +151,7 @@ def test_ill_conditioned_and_rank_deficient_heads_take_the_qr_route():
     from compscope.engine.head_svd import _svd_cores
 
     t = scores(hw, "QKV", ALL, pairs="all", precision="float64", progress=False)
-    assert check_dense(hw, t) == 3 * 6 * (4 * 4 * 3)
+    assert check_dense(hw, t) == 3 * len(ALL) * (4 * 4 * 3)
     assert float(t.dense("overlap", "K")[0, 0, 1, 0]) <= 1.0
     assert torch.all(t.dense("frobenius", "V")[1, 3, 2] == 0)
     g = torch.randn(3, 3, 9, dtype=torch.float64)
@@ -316,7 +319,7 @@ def test_a_per_layer_metric_whitens_the_writer_input_by_the_reader_or_its_own_la
     # on the CPU: compose_pair's float64 against the engine's float32 at 1e-6 (tests/test_device.py holds CUDA to the CPU)
     t = scores(hw, "QKV", ALL, metric=met, offset=1, pairs="all", progress=False, device="cpu")
     roots = {l: sqrtm(G.numpy()) for l, G in Gs.items()}
-    assert check_dense(hw, t, offset=1, roots=roots, own_reads=own_reads) == 3 * 6 * (4 * 4 * 6)
+    assert check_dense(hw, t, offset=1, roots=roots, own_reads=own_reads) == 3 * len(ALL) * (4 * 4 * 6)
     for kind in "QKV":
         rep = compose_pair(hw, (1, 2), (3, 0), kind, met, offset=1)
         for m in ALL:
@@ -506,3 +509,30 @@ def test_bandwidth_of_an_orthogonal_pair_is_zero_on_both_routes(precision):
         assert float(t.dense("frobenius", "V")[0, 0, 1, 1]) < 1e-6
         assert float(t.dense("bandwidth", "V")[0, 0, 1, 1]) == 0.0
         assert float(t.dense("bandwidth", "V")[0, 1, 1, 1]) > 0.5
+
+
+def test_read_gain_by_hand():
+    """``read_gain = ‖BA‖_F / ‖A‖_F`` on maps small enough to do by hand: a reader ``diag(2, 5, 0, 0)``
+    reading a writer ``3 u uᵀ``. Along ``e1`` it is the reader's gain 2; along ``(e1 + e2)/√2``,
+    ``‖B u‖ = √((4 + 25)/2)``; orthogonal to what the reader reads, 0. The writer's scale drops out,
+    the reader's stays (×10 gives ×10); frobenius divides it out again: ``read_gain / ‖B‖_F``."""
+    from compscope.analysis.pair import pair_spectra
+    from compscope.core.lowrank import LowRank
+    from compscope.measures import get_measure
+
+    f64 = dict(dtype=torch.float64)
+    reader = LowRank(torch.tensor([[2.0, 0], [0, 5], [0, 0], [0, 0]], **f64), torch.eye(4, **f64)[:2])
+    gain, frob = get_measure("read_gain"), get_measure("frobenius")
+
+    def writer(u, scale=3.0):
+        u = torch.tensor(u, **f64)[:, None]
+        u = u / u.norm()
+        return LowRank(scale * u, u.T)
+
+    for u, want in (([1, 0, 0, 0], 2.0), ([1, 1, 0, 0], math.sqrt(14.5)), ([0, 0, 1, 1], 0.0)):
+        p = pair_spectra(writer(u), reader)
+        assert float(gain.exact(p)[0]) == pytest.approx(want, abs=1e-12)
+        assert float(gain.exact(pair_spectra(writer(u, 0.01), reader))[0]) == pytest.approx(want, abs=1e-12)
+        louder = LowRank(10 * reader.left, reader.right)
+        assert float(gain.exact(pair_spectra(writer(u), louder))[0]) == pytest.approx(10 * want, abs=1e-11)
+        assert float(frob.exact(p)[0]) == pytest.approx(want / math.sqrt(29), abs=1e-12)

@@ -487,6 +487,6 @@ def test_the_pair_command_the_page_suggests_loads_the_model_as_the_report_did(tm
     assert main(["pair", str(folder), "0.1", "1.2", "--kind", "K", "--metric", "identity", *doc["model_flags"]]) == 0
     printed = capsys.readouterr().out
     measures = doc["details"]["identity|K|0.1|1.2"]["measures"]
-    assert set(measures) == {"frobenius", "frobenius_baselined", "tight", "overlap", "shared_dims", "bandwidth", "spectral"}
+    assert set(measures) == {"frobenius", "frobenius_baselined", "tight", "overlap", "shared_dims", "bandwidth", "spectral", "read_gain"}
     for measure, value in measures.items():
         assert re.search(rf"\b{measure}\b\s+{value:.4f}", printed), (measure, value, printed)

@@ -169,7 +169,7 @@ def test_every_registry_is_one_mechanism_and_lists_its_names_in_errors():
         msg = str(e.value)
         assert "no-such-name" in msg and all(n in msg for n in reg.names()), msg
         assert reg.select("all") == reg.names()
-    assert MEASURES.names() == ["frobenius", "frobenius_baselined", "tight", "overlap", "shared_dims", "bandwidth", "spectral"]
+    assert MEASURES.names() == ["frobenius", "frobenius_baselined", "tight", "overlap", "shared_dims", "bandwidth", "spectral", "read_gain"]
     assert METRICS.names() == ["identity", "embed", "unembed", "activations", "covariance", "activations-own", "covariance-own"]
     assert set(FAMILIES.names()) == {"bert", "falcon", "llama", "gemma", "gemma2", "gemma3", "gpt2", "gpt_neo", "neox", "gptj", "olmo", "olmo2", "olmoe", "opt", "phi", "phi3", "qwen3", "stablelm", "starcoder2"}
     assert FORMATS.names() == ["transformer_lens", "transformer_bridge", "hf_model", "builtin", "toy", "native", "safetensors", "gguf"]

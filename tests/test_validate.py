@@ -207,7 +207,7 @@ def test_files_have_the_columns_asked_for(verdict, tmp_path):
     assert len(inter) == 3 * 16 and set(inter.kind) == {"Q", "K", "V"}  # one row per pair and kind
     v = pd.read_csv(paths[2])
     assert list(v.columns[:6]) == ["measure", "metric", "kind", "spearman", "auroc", "auroc_confirmed"]
-    assert len(v) == 7 * 4 * 3  # measures x metrics x kinds
+    assert len(v) == 8 * 4 * 3  # measures (shared_dims with them) x metrics x kinds
 
 
 def test_results_show_as_one_line_of_what_matters(verdict):

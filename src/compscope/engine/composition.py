@@ -29,8 +29,9 @@ measured by ``bench/product_precision.py``): ``'tf32'`` (float32 storage, every 
 on TF32 tensor cores: 10-bit mantissas in, float32 accumulation; on a CPU torch may use its own
 reduced float32 matmul or none) and ``'bfloat16'`` (the Gram route's tiles and pair products
 in bfloat16 with float32 accumulation; the rest as in float32).
-**Scale**: every measure is invariant to a positive scale of either map, so each head's spectrum
-is divided by its largest value once the float64 SVDs are done (and the batched eigen-solver
+**Scale**: each head's spectrum is divided by its largest value once the float64 SVDs are done
+(every measure but ``read_gain`` is invariant to a positive scale of either map; that one reads
+the reader's largest value, kept apart, as ``GramStats.b_top``) (and the batched eigen-solver
 scales each core by a power of two): nothing in float32 overflows or underflows for weights from
 1e-30 to 1e30 or one entry of 1e26.
 
@@ -155,6 +156,7 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
     a = torch.zeros(*full, r, dtype=_F64)
     rank_a = torch.zeros(full, dtype=torch.long)
     b = {k: torch.zeros(*((L, H, L, H) if per_layer_metric else (1, 1, L, H)), r, dtype=_F64) for k in kinds}
+    b_top = {k: torch.zeros((L, H, L, H) if per_layer_metric else (1, 1, L, H), dtype=_F64) for k in kinds}  # their scales
     bases: dict[str, Sides] = {}
     K = len(kinds)
     plan = plan_groups(hw, groups, kinds, want if need_gram else (), all_x, block, dtype, budget)
@@ -172,10 +174,12 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
             a[:l2, :, l2], rank_a[:l2, :, l2] = spec["W"][:, :, None], W_rank[:, :, None]
             for k in kinds:
                 b[k][:, :, l2] = spec[k][0][None]
+                b_top[k][:, :, l2] = sd[k].top[0].cpu()[None]
         else:
             a[: wl.stop, :, 0, 0], rank_a[: wl.stop, :, 0, 0] = spec["W"], W_rank
             for k in kinds:
                 b[k][0, 0, rl.start :] = spec[k]
+                b_top[k][0, 0, rl.start :] = sd[k].top.cpu()
             bases = sd
         if baseline:
             from .baseline import expected_frobenius
@@ -210,7 +214,7 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
     bar.close()
     values, partial = {}, {}
     for k in kinds:
-        stats = GramStats(ba2[k], x2[k], a, b[k], rank_a, d, None if expected is None else expected[k])
+        stats = GramStats(ba2[k], x2[k], a, b[k], rank_a, d, None if expected is None else expected[k], b_top[k])
         for m in gram_ms:
             values[(m.name, k)] = _only_forward(m.from_gram(stats).expand(L, H, L, H), L)
         if x_ms and not all_x and groups:
@@ -221,7 +225,8 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
                 partial.update({m.name: (len(sel), total) for m in x_ms})
             X, s = x_pairs(hw, met, offset, k, sel, per_layer_metric, bases, dtype, dev)
             e = None if expected is None else at_pairs(expected[k], sel)
-            p = PairSpectra(at_pairs(a, sel), at_pairs(b[k], sel), X, d, at_pairs(rank_a, sel), e, core_sv2=s)
+            p = PairSpectra(at_pairs(a, sel), at_pairs(b[k], sel), X, d, at_pairs(rank_a, sel), e, core_sv2=s,
+                            b_top=at_pairs(b_top[k], sel))
             for m in x_ms:
                 xval[(m.name, k)][sel[:, 0], sel[:, 1], sel[:, 2], sel[:, 3]] = m.exact(p).to(_F64)
     values.update(xval)

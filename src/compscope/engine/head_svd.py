@@ -43,12 +43,14 @@ class Sides:
 
     ``rows: (layer, head, r, d)``: orthonormal rows ``U_Aᵀ`` (writers) or ``V_Bᵀ`` (readers),
     rows beyond the rank zero; ``spectrum: (layer, head, r)`` float64, descending, zero beyond
-    the rank, divided by its largest value (every measure is invariant to the scale of either
-    map; this keeps every product in range); ``rank: (layer, head)``."""
+    the rank, divided by its largest value (this keeps every product in range); ``rank: (layer,
+    head)``; ``top: (layer, head)`` float64, that largest value (0 for a zero map), for the measures
+    that keep a map's scale (``read_gain``)."""
 
     rows: Tensor
     spectrum: Tensor
     rank: Tensor
+    top: Tensor
 
 
 #: The two SVDs per head, ``M = Pᵀ Q``: (side given by U, side given by V, factor P, factor Q).
@@ -133,7 +135,8 @@ def head_sides(
             raise OptionError(f"unknown kind {side!r}; kinds: Q, K, V")
         n = len(layers[side])
         buf = out[side] if out and side in out else torch.empty(n, H, r, d, dtype=dtype, device=device)
-        res[side] = Sides(buf, torch.zeros(n, H, r, dtype=_F64, device=device), torch.zeros(n, H, dtype=torch.long, device=device))
+        res[side] = Sides(buf, torch.zeros(n, H, r, dtype=_F64, device=device), torch.zeros(n, H, dtype=torch.long, device=device),
+                          torch.zeros(n, H, dtype=_F64, device=device))
     at = {side: {l: i for i, l in enumerate(layers[side])} for side in sides}
     jobs = svd_jobs(sides, layers)
     ws = ws or Workspace()
@@ -172,7 +175,7 @@ def head_sides(
             sj[bad, : sb.shape[-1]] = sb * keep
             rj[bad] = rb
         top = sj[:, :1]
-        sj = sj / torch.where(top > 0, top, 1.0)  # largest singular value 1 (measures are scale-invariant)
+        sj = sj / torch.where(top > 0, top, 1.0)  # largest singular value 1; the scale kept apart in Sides.top
         for sd, want, coef, name, basis in zip(c[:2], _wants(sides, layers, layer, c), (cu, cv), c[2:], (0, 1)):
             if not want:
                 continue
@@ -185,5 +188,6 @@ def head_sides(
                 rows[bad, : Bt.shape[1]] = Bt.to(dtype)
             res[sd].spectrum[i] = sj
             res[sd].rank[i] = rj
+            res[sd].top[i] = top[:, 0]
         tick()
     return res

@@ -97,7 +97,8 @@ def x_all(W: Sides, R: Sides, j: int, l2: int, budget: int, x_ms: list[Measure],
         res["ba2"][:, c0:c1] = torch.linalg.vector_norm(C, dim=(-2, -1)).square()
         pa, pb = a[None, c0:c1].expand(H, c, r).reshape(-1, r), b[:, None].expand(H, c, r).reshape(-1, r)
         p = PairSpectra(pa, pb, X.view(-1, r, r), d, rank[None, c0:c1].expand(H, c).reshape(-1),
-                        None if e is None else e[:, c0:c1].reshape(-1), core_sv2=core_sv2(C.view(-1, r, r), gbuf[:k].view(-1, r, r)))
+                        None if e is None else e[:, c0:c1].reshape(-1), core_sv2=core_sv2(C.view(-1, r, r), gbuf[:k].view(-1, r, r)),
+                        b_top=R.top[j][:, None].expand(H, c).reshape(-1))
         for m in x_ms:
             res[m.name][:, c0:c1] = m.exact(p).to(_F64).view(H, c)
     ba2[:l2, :, l2] = res.pop("ba2").view(H, l2, H).permute(1, 2, 0).cpu()

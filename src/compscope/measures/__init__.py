@@ -34,7 +34,10 @@ class PairSpectra:
     """Batched per-pair data: ``a: (..., r_A)`` writer spectrum, ``b: (..., r_B)`` reader
     spectrum (both descending, zero-padded), ``X: (..., r_B, r_A)`` cosines, ``d`` the width,
     ``rank_a``: the writer's rank (``(...)``). ``core_sv2``: the squared singular values of
-    :meth:`core`, descending, when the engine has them already (else :meth:`sv2` computes them)."""
+    :meth:`core`, descending, when the engine has them already (else :meth:`sv2` computes them).
+    ``b_top: (...)``: when ``b`` was divided by the reader's largest singular value (the engine
+    does, to keep its products in range), that value; None when ``b`` is the reader's own spectrum.
+    Only a measure that keeps the reader's scale reads it (:meth:`reader_scale`)."""
 
     a: Tensor
     b: Tensor
@@ -43,6 +46,11 @@ class PairSpectra:
     rank_a: Tensor
     expected_frobenius: Tensor | None = None
     core_sv2: Tensor | None = None
+    b_top: Tensor | None = None
+
+    def reader_scale(self) -> Tensor | float:
+        """The factor that turns ``b`` back into the reader's own spectrum (1 when it is)."""
+        return 1.0 if self.b_top is None else self.b_top
 
     def core(self) -> Tensor:
         """``diag(b) X diag(a)``: ``BA`` in the bases ``U_B``, ``V_A``."""
@@ -62,7 +70,8 @@ class GramStats:
     ``rank_a``, broadcastable against the pairs (the engine passes writer spectra as
     ``(L, H, 1, 1, r)`` and reader spectra as ``(1, 1, L, H, r)``: a measure must not assume
     they are expanded), ``d``.
-    ``expected_frobenius``: the Haar-baseline expectation, filled when a measure asks for it."""
+    ``expected_frobenius``: the Haar-baseline expectation, filled when a measure asks for it.
+    ``b_top``: as :class:`PairSpectra`'s (broadcastable like ``b`` without its last axis)."""
 
     ba2: Tensor
     x2: Tensor
@@ -71,6 +80,11 @@ class GramStats:
     rank_a: Tensor
     d: int
     expected_frobenius: Tensor | None = None
+    b_top: Tensor | None = None
+
+    def reader_scale(self) -> Tensor | float:
+        """The factor that turns ``b`` back into the reader's own spectrum (1 when it is)."""
+        return 1.0 if self.b_top is None else self.b_top
 
 
 @dataclass(frozen=True)
@@ -122,7 +136,7 @@ def select(names: str | list[str] | tuple[str, ...]) -> list[Measure]:
 
 
 # registration, in the order of 'all'
-from . import frobenius, tight, overlap, bandwidth, spectral  # noqa: E402,F401,I001
+from . import frobenius, tight, overlap, bandwidth, spectral, read_gain  # noqa: E402,F401,I001
 
 from ..registry import submodules as _submodules
 

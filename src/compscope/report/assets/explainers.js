@@ -62,7 +62,7 @@
     const d = wl.length;
     const [UA, a] = thinSvd(wl, wr), [, b, VB] = thinSvd(rl, rr);
     const ra = a.length, rb = b.length;
-    const out = { frobenius: 0, frobenius_baselined: null, tight: 0, overlap: 0, shared_dims: 0, bandwidth: 0, spectral: 0 };
+    const out = { frobenius: 0, frobenius_baselined: null, tight: 0, overlap: 0, shared_dims: 0, bandwidth: 0, spectral: 0, read_gain: 0 };
     if (!ra || !rb) return out;
     const X = mm(T(VB), UA);
     let ba2 = 0, x2 = 0;
@@ -79,6 +79,7 @@
     const floor = (EPS * Math.sqrt(d * Math.max(ra, rb)) * a[0] * b[0]) ** 2;
     out.bandwidth = effRank(s2.map((x) => (x > floor ? x : 0)));
     out.spectral = Math.sqrt(Math.max(...s2)) / (a[0] * b[0]);
+    out.read_gain = Math.sqrt(ba2 / na);
     return out;
   }
   window.compscopeMeasures = measures;
