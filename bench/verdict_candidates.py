@@ -188,6 +188,9 @@ def main() -> None:
             for m in MEASURES:
                 x = table.dense(m, "K")
                 rows.append((m, f"{name}; lin. {'+'.join(parts)}", auroc(x, truth), auroc(x, confirmed)))
+            frob = table.dense("frobenius", "K")
+            scale = torch.where(frob > 0, table.dense("read_gain", "K") / frob, torch.nan)
+            rows.append(("reader's ‖B‖_F alone", f"{name}; lin. {'+'.join(parts)}", auroc(scale, truth), auroc(scale, confirmed)))
     if hw.rotary is not None:
         with open(os.path.join(args.verdict, "run.json")) as f:
             delta = json.load(f)["half"] - 1  # query i attends to key i - |t| + 1
