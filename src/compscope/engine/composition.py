@@ -29,11 +29,11 @@ measured by ``bench/product_precision.py``): ``'tf32'`` (float32 storage, every 
 on TF32 tensor cores: 10-bit mantissas in, float32 accumulation; on a CPU torch may use its own
 reduced float32 matmul or none) and ``'bfloat16'`` (the Gram route's tiles and pair products
 in bfloat16 with float32 accumulation; the rest as in float32).
-**Scale**: each head's spectrum is divided by its largest value once the float64 SVDs are done
-(every measure but ``read_gain`` is invariant to a positive scale of either map; that one reads
-the reader's largest value, kept apart, as ``GramStats.b_top``) (and the batched eigen-solver
-scales each core by a power of two): nothing in float32 overflows or underflows for weights from
-1e-30 to 1e30 or one entry of 1e26.
+**Scale**: each head's spectrum is divided by its largest value once the float64 SVDs are done,
+and the batched eigen-solver scales each core by a power of two: nothing in float32 overflows or
+underflows for weights from 1e-30 to 1e30 or one entry of 1e26. Every measure but ``read_gain`` is
+invariant to a positive scale of either map; ``read_gain`` reads the reader's largest value, kept
+apart, as ``GramStats.b_top``.
 
 **Memory**: the bases (``n_heads · r · d`` numbers per side) plus tile buffers, ``X`` blocks
 and baseline chunks chosen to fit ``max_memory`` (default a quarter of the available memory

@@ -29,15 +29,25 @@ from ..registry import Registry
 AXIOMS = ("full_read", "no_read", "monotone", "orthogonal_invariant", "identity", "padding", "scale", "split")
 
 
+class _ReaderScale:
+    """``b_top``: when the reader's spectrum ``b`` was divided by its largest singular value (the
+    engine does, to keep its products in range), that value; None when ``b`` is the reader's own.
+    Only a measure that keeps the reader's scale reads it."""
+
+    b_top: Tensor | None
+
+    def reader_scale(self) -> Tensor | float:
+        """The factor that turns ``b`` back into the reader's own spectrum (1 when it is)."""
+        return 1.0 if self.b_top is None else self.b_top
+
+
 @dataclass(frozen=True)
-class PairSpectra:
+class PairSpectra(_ReaderScale):
     """Batched per-pair data: ``a: (..., r_A)`` writer spectrum, ``b: (..., r_B)`` reader
     spectrum (both descending, zero-padded), ``X: (..., r_B, r_A)`` cosines, ``d`` the width,
     ``rank_a``: the writer's rank (``(...)``). ``core_sv2``: the squared singular values of
     :meth:`core`, descending, when the engine has them already (else :meth:`sv2` computes them).
-    ``b_top: (...)``: when ``b`` was divided by the reader's largest singular value (the engine
-    does, to keep its products in range), that value; None when ``b`` is the reader's own spectrum.
-    Only a measure that keeps the reader's scale reads it (:meth:`reader_scale`)."""
+    ``b_top: (...)``: see :class:`_ReaderScale` (:meth:`reader_scale`)."""
 
     a: Tensor
     b: Tensor
@@ -47,10 +57,6 @@ class PairSpectra:
     expected_frobenius: Tensor | None = None
     core_sv2: Tensor | None = None
     b_top: Tensor | None = None
-
-    def reader_scale(self) -> Tensor | float:
-        """The factor that turns ``b`` back into the reader's own spectrum (1 when it is)."""
-        return 1.0 if self.b_top is None else self.b_top
 
     def core(self) -> Tensor:
         """``diag(b) X diag(a)``: ``BA`` in the bases ``U_B``, ``V_A``."""
@@ -64,14 +70,14 @@ class PairSpectra:
 
 
 @dataclass(frozen=True)
-class GramStats:
+class GramStats(_ReaderScale):
     """Batched per-pair inner products and spectra (see module docstring). ``ba2 = ‖BA‖_F²``,
     ``x2 = ‖X‖_F²`` (``(...)``), ``a: (..., r)``, ``b: (..., r)`` descending spectra and
     ``rank_a``, broadcastable against the pairs (the engine passes writer spectra as
     ``(L, H, 1, 1, r)`` and reader spectra as ``(1, 1, L, H, r)``: a measure must not assume
     they are expanded), ``d``.
     ``expected_frobenius``: the Haar-baseline expectation, filled when a measure asks for it.
-    ``b_top``: as :class:`PairSpectra`'s (broadcastable like ``b`` without its last axis)."""
+    ``b_top``: see :class:`_ReaderScale` (broadcastable like ``b`` without its last axis)."""
 
     ba2: Tensor
     x2: Tensor
@@ -81,10 +87,6 @@ class GramStats:
     d: int
     expected_frobenius: Tensor | None = None
     b_top: Tensor | None = None
-
-    def reader_scale(self) -> Tensor | float:
-        """The factor that turns ``b`` back into the reader's own spectrum (1 when it is)."""
-        return 1.0 if self.b_top is None else self.b_top
 
 
 @dataclass(frozen=True)
