@@ -1,8 +1,9 @@
 """``read_gain = ‖BA‖_F / ‖A‖_F``: how strongly the reader responds to what the writer writes,
 the writer's scale divided out and the reader's kept (``frobenius · ‖B‖_F``).
 
-``‖BA‖_F² / ‖A‖_F² = Σ_ij b_i² X_ij² a_j² / Σ_j a_j²``: the reader's squared gains ``b_i²``
-averaged over the writer's output directions, weighted by how much of each the reader reads.
+``‖BA‖_F² / ‖A‖_F² = Σ_j a_j² ‖B u_j‖² / Σ_j a_j²`` with ``‖B u_j‖² = Σ_i b_i² X_ij²``
+(``u_j`` the writer's output directions): the reader's squared gain along each direction the
+writer writes, averaged with the writer's weights ``a_j²``.
 The normalised measures divide ``‖B‖`` out, so a reader whose logits barely move counts as
 much as a sharp one; this one keeps it. Under a metric estimated on data the scale means
 something: for independent ``x, y`` with second moment ``G``, ``E[(xᵀ W_QK y)²] =
