@@ -89,6 +89,12 @@ def pair_grid(frame: pd.DataFrame, L: int, H: int) -> torch.Tensor:
     return e
 
 
+def reader_alone(frobenius: torch.Tensor, read_gain: torch.Tensor) -> torch.Tensor:
+    """The reader's own ``‖B‖_F`` in the metric at every pair, ``read_gain / frobenius`` (NaN where
+    ``frobenius`` is 0): the same for all of a reader's writers."""
+    return torch.where(frobenius > 0, read_gain / frobenius, torch.nan)
+
+
 def _standardised(x: torch.Tensor) -> torch.Tensor:
     """z-score of each pair among the pairs of its (writer layer, reader layer) block."""
     x = x.double()
@@ -176,9 +182,7 @@ def main() -> None:
             rows.append((m, name, auroc(x, truth), auroc(x, confirmed)))
             z = _standardised(x)
             rows.append((m, f"{name}, layer-standardised", auroc(z, truth), auroc(z, confirmed)))
-        # the reader's own scale, ‖B‖_F in the metric (read_gain / frobenius): what read_gain adds to frobenius,
-        # alone (one value per reader, the same for all its writers)
-        scale = torch.where(dense["frobenius", name] > 0, dense["read_gain", name] / dense["frobenius", name], torch.nan)
+        scale = reader_alone(dense["frobenius", name], dense["read_gain", name])  # what read_gain adds to frobenius
         rows.append(("reader's ‖B‖_F alone", name, auroc(scale, truth), auroc(scale, confirmed)))
     jacobians = mean_jacobians(runner, progress=False) if norm_parts(hw) else None  # one pass serves each subset
     for parts in _norm_parts(hw):  # the norms inside the heads' circuits, linearised on the metrics' text
@@ -188,8 +192,7 @@ def main() -> None:
             for m in MEASURES:
                 x = table.dense(m, "K")
                 rows.append((m, f"{name}; lin. {'+'.join(parts)}", auroc(x, truth), auroc(x, confirmed)))
-            frob = table.dense("frobenius", "K")
-            scale = torch.where(frob > 0, table.dense("read_gain", "K") / frob, torch.nan)
+            scale = reader_alone(table.dense("frobenius", "K"), table.dense("read_gain", "K"))
             rows.append(("reader's ‖B‖_F alone", f"{name}; lin. {'+'.join(parts)}", auroc(scale, truth), auroc(scale, confirmed)))
     if hw.rotary is not None:
         with open(os.path.join(args.verdict, "run.json")) as f:
