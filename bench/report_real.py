@@ -1,5 +1,5 @@
 """The report of a real model (default SmolLM2-135M) against the target of at most 2 minutes on
-a 2-core CPU: ``compscope report MODEL`` with its defaults (five measures, identity and embed,
+a 2-core CPU: ``compscope report MODEL`` with its defaults (six measures, identity and embed,
 every pair of every kind, labels from the weights), timed with the page's size and the peak memory.
 
     python bench/report_real.py                    # smollm2

@@ -121,6 +121,12 @@ def read_verdict(model: str, folder: str) -> tuple:
     hw = compscope.load(model)
     L, H = hw.n_layers, hw.n_heads
     labels = pd.read_csv(os.path.join(folder, "head_labels.csv"))
+    heads = set(zip(labels["layer"], labels["head"]))
+    if heads != {(layer, head) for layer in range(L) for head in range(H)}:  # another model's verdict: said
+        run = os.path.join(folder, "run.json")
+        whose = json.load(open(run)).get("model") if os.path.isfile(run) else None
+        raise SystemExit(f"{folder}: its labels are of {len(heads)} heads" + (f" ({whose})" if whose else "")
+                         + f", not of {hw.meta.name}'s {L} layers x {H} heads")
     inter = pd.read_parquet(os.path.join(folder, "interventions.parquet"))
     return (hw, head_grid(labels, "previous_token", L, H), head_grid(labels, "induction", L, H),
             pair_grid(inter[inter.kind == "K"], L, H))
@@ -133,6 +139,29 @@ def verdict_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("verdict", help="a folder written by compscope validate --out")
     ap.add_argument("--prev-threshold", type=float, default=0.4)
     ap.add_argument("--induction-threshold", type=float, default=0.3)
+
+
+def norms_argument(ap: argparse.ArgumentParser) -> None:
+    """``--linearise-norms [PARTS]``, as ``compscope validate`` has it: the measures read the weights
+    with the norms inside the heads' circuits replaced by their mean Jacobian on natural text."""
+    ap.add_argument("--linearise-norms", nargs="?", const="all", metavar="PARTS", default=None,
+                    choices=("all", "qk", "output", "qk,output"),
+                    help="score the weights with the norms inside the heads' circuits (QK-norm 'qk', attention-output "
+                         "norm 'output'; alone: every one the model has) replaced by their mean Jacobian on natural text")
+
+
+def linearised(hw, runner, parts: str | None):
+    """``hw`` with the norms ``parts`` names (``'all'``, ``'qk'``, ``'output'``, ``'qk,output'``)
+    replaced by their mean Jacobian on the default text (:func:`compscope.data.norm_linearisation.linearise_norms`,
+    as ``validate`` does); ``hw`` itself for ``None``. A model without those norms: said, not a traceback."""
+    if parts is None:
+        return hw
+    from compscope.data.norm_linearisation import linearise_norms
+
+    try:
+        return linearise_norms(runner, None if parts == "all" else parts.split(","), hw=hw, progress=False)
+    except (compscope.OptionError, compscope.ProcessingError) as e:
+        raise SystemExit(f"--linearise-norms: {e}") from None
 
 
 def truth_from_args(ap: argparse.ArgumentParser) -> tuple:

@@ -13,6 +13,11 @@ nothing special in. The rows are :func:`compscope.data.validate.auroc_by_head`'s
 
     compscope validate smollm2 --out verdict-smollm2
     python bench/verdict_pairs.py smollm2 verdict-smollm2 --measure overlap --metric embed
+    python bench/verdict_pairs.py gemma3-270m verdict-gemma --measure read_gain --metric covariance --linearise-norms qk
+
+``--linearise-norms`` scores the weights with the norms inside the heads' circuits replaced by
+their mean Jacobian on natural text (as ``compscope validate --linearise-norms``; the labels and
+interventions are the model's as it is, read from the folder).
 """
 
 from __future__ import annotations
@@ -23,9 +28,10 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
-from verdict_candidates import read_verdict, verdict_arguments  # noqa: E402
+from verdict_candidates import linearised, norms_argument, read_verdict, verdict_arguments  # noqa: E402
 
 from compscope.core.metrics import METRICS, ON_DATA, get_metric  # noqa: E402
+from compscope.data.runner import runner_for  # noqa: E402
 from compscope.data.validate import auroc, auroc_by_head, by_head_lines, true_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
 from compscope.measures import MEASURES  # noqa: E402
@@ -38,24 +44,26 @@ def main() -> None:
     ap.add_argument("--metric", default="embed", choices=list(METRICS))
     ap.add_argument("--shrinkage", choices=["ledoit-wolf"], default=None,
                     help="a metric on data with each layer's G shrunk so (MetricData(shrinkage=...))")
+    norms_argument(ap)
     args = ap.parse_args()
+    if args.shrinkage and args.metric not in ON_DATA:
+        ap.error(f"--shrinkage: {args.metric} is not estimated on data ({', '.join(ON_DATA)} are)")
     hw, previous, induction, effects = read_verdict(args.model, args.verdict)
     thresholds = (previous, induction, args.prev_threshold, args.induction_threshold)
     truth = true_pairs(*thresholds)
+    runner = runner_for(args.model, hw, progress=False) if args.metric in ON_DATA or args.linearise_norms else None
+    weights = linearised(hw, runner, args.linearise_norms)
     if args.metric in ON_DATA:
         from compscope.data.residual_moments import MetricData
-        from compscope.data.runner import runner_for
 
-        met = get_metric(args.metric, hw, model=runner_for(args.model, hw, progress=False),
-                         data=MetricData(shrinkage=args.shrinkage))
-    elif args.shrinkage:
-        ap.error(f"--shrinkage: {args.metric} is not estimated on data ({', '.join(ON_DATA)} are)")
+        met = get_metric(args.metric, weights, model=runner, data=MetricData(shrinkage=args.shrinkage))
     else:
-        met = get_metric(args.metric, hw)
-    x = scores(hw, "K", [args.measure], met, pairs="all", progress=False).dense(args.measure, "K")
+        met = get_metric(args.metric, weights)
+    x = scores(weights, "K", [args.measure], met, pairs="all", progress=False).dense(args.measure, "K")
     n_false = int((torch.isfinite(x) & ~truth).sum())
     shrunk = ", Ledoit-Wolf" if args.shrinkage else ""
-    print(f"{hw.meta.name}: {args.measure} ({args.metric}{shrunk}), K-composition; {int(truth.sum())} true pairs "
+    lin = f"; lin. {args.linearise_norms.replace(',', '+')}" if args.linearise_norms else ""
+    print(f"{hw.meta.name}: {args.measure} ({args.metric}{shrunk}{lin}), K-composition; {int(truth.sum())} true pairs "
           f"(previous-token >= {args.prev_threshold}, induction >= {args.induction_threshold}) against "
           f"{n_false} false; AUROC {auroc(x, truth):.3f}, the K interventions' {auroc(effects, truth):.3f}")
     print("share of the false pairs that each head's true pairs score above (their AUROC), and its other pairs "

@@ -1,12 +1,12 @@
 """How uncertain is a label-truth AUROC? Standard errors for the previous-token → induction K-pairs.
 
 Reads a verdict saved by ``compscope validate MODEL --out DIR`` (the activation labels and the K
-interventions; the model does not run) and scores every pair with each measure under the
+interventions; the model runs only with ``--on-data`` or ``--linearise-norms``) and scores every pair with each measure under the
 weight-only metrics ``identity`` and ``embed``; with ``--on-data`` also under the metrics estimated
 on natural text (``activations``, ``covariance`` and their ``-own`` variants: the model runs once
 over the text; the bootstrap below draws heads, the moments stay those of the whole text). For each score, and for the K interventions (the
 ceiling), it prints the AUROC against the label truth (previous-token >= 0.4 before induction
->= 0.3) with two measures of its uncertainty:
+>= 0.3, or the thresholds given) with two measures of its uncertainty:
 
 - the Hanley–McNeil standard error, ``sqrt((A(1−A) + (n₁−1)(Q₁−A²) + (n₀−1)(Q₂−A²)) / (n₁ n₀))``,
   ``Q₁ = A/(2−A)``, ``Q₂ = 2A²/(1+A)``, with ``n₁`` true and ``n₀`` other pairs, which treats the
@@ -23,6 +23,11 @@ ceiling), it prints the AUROC against the label truth (previous-token >= 0.4 bef
     python bench/verdict_uncertainty.py smollm2 verdict-smollm2
     python bench/verdict_uncertainty.py gemma3-270m verdict-gemma --on-data
     python bench/verdict_uncertainty.py gemma3-270m verdict-gemma --on-data --shrinkage ledoit-wolf
+    python bench/verdict_uncertainty.py gemma3-270m verdict-gemma --on-data --linearise-norms qk
+
+``--linearise-norms`` scores the weights with the norms inside the heads' circuits replaced by
+their mean Jacobian on natural text (as ``compscope validate --linearise-norms``); the labels
+and the interventions are the model's as it is.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from compscope.data.residual_moments import MetricData  # noqa: E402
 from compscope.data.runner import runner_for  # noqa: E402
 from compscope.data.validate import auroc, true_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
-from verdict_candidates import MEASURES, read_verdict  # noqa: E402
+from verdict_candidates import MEASURES, linearised, norms_argument, read_verdict, verdict_arguments  # noqa: E402
 
 
 def hanley_mcneil(a: float, n1: int, n0: int) -> float:
@@ -69,37 +74,43 @@ def head_bootstrap(score: torch.Tensor, truth: torch.Tensor, layer: torch.Tensor
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("model")
-    ap.add_argument("verdict", help="a folder written by compscope validate --out")
+    verdict_arguments(ap)
     ap.add_argument("--reps", type=int, default=1000, help="bootstrap draws (default 1000)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--on-data", action="store_true",
                     help="also the metrics estimated on natural text (the model runs once over it)")
     ap.add_argument("--shrinkage", choices=["ledoit-wolf"], default=None,
                     help="with --on-data, also each of those metrics with its G shrunk by Ledoit-Wolf (rows 'NAME, LW')")
+    norms_argument(ap)
     args = ap.parse_args()
     hw, previous, induction, effects = read_verdict(args.model, args.verdict)
     L, H = hw.n_layers, hw.n_heads
     n = L * H
-    truth = true_pairs(previous, induction, 0.4, 0.3)
+    truth = true_pairs(previous, induction, args.prev_threshold, args.induction_threshold)
     later = torch.isfinite(effects)
     n1, n0 = int(truth.sum()), int((later & ~truth).sum())
+    said = f"previous-token >= {args.prev_threshold}, induction >= {args.induction_threshold}"
+    if not n1 or not n0:  # no AUROC to be uncertain about: said, not a traceback
+        raise SystemExit(f"{args.verdict}: {n1} true K-pairs ({said}) and {n0} others; an AUROC needs both "
+                         "(--prev-threshold, --induction-threshold)")
     layer = torch.arange(L).repeat_interleave(H)
     g = torch.Generator().manual_seed(args.seed)
     draws = [torch.randint(n, (n,), generator=g) for _ in range(args.reps)]
     candidates = [("interventions (K effect)", "-", effects)]
-    metrics = {name: get_metric(name, hw) for name in ("identity", "embed")}
-    if args.on_data:
-        runner = runner_for(args.model, hw)  # one pass over the text serves every metric on data
-        metrics.update({name: get_metric(name, hw, model=runner) for name in ON_DATA})
+    runner = runner_for(args.model, hw) if args.on_data or args.linearise_norms else None
+    weights = linearised(hw, runner, args.linearise_norms)
+    metrics = {name: get_metric(name, weights) for name in ("identity", "embed")}
+    if args.on_data:  # one pass over the text serves every metric on data
+        metrics.update({name: get_metric(name, weights, model=runner) for name in ON_DATA})
         if args.shrinkage:
             shrunk = MetricData(shrinkage=args.shrinkage)
-            metrics.update({f"{name}, LW": get_metric(name, hw, model=runner, data=shrunk) for name in ON_DATA})
+            metrics.update({f"{name}, LW": get_metric(name, weights, model=runner, data=shrunk) for name in ON_DATA})
     for name, met in metrics.items():
-        table = scores(hw, "K", list(MEASURES), met, pairs="all", progress=False)
+        table = scores(weights, "K", list(MEASURES), met, pairs="all", progress=False)
         candidates += [(m, name, table.dense(m, "K").double()) for m in MEASURES]
-    print(f"{hw.meta.name}: {n1} true K-pairs (previous-token >= 0.4, induction >= 0.3) among {n1 + n0} pairs; "
-          f"bootstrap over the {n} heads, {args.reps} draws (seed {args.seed})\n")
+    lin = f"; the norms {args.linearise_norms.replace(',', '+')} linearised" if args.linearise_norms else ""
+    print(f"{hw.meta.name}: {n1} true K-pairs ({said}) among {n1 + n0} pairs; "
+          f"bootstrap over the {n} heads, {args.reps} draws (seed {args.seed}){lin}\n")
     w = max(9, *(len(name) for name in metrics))
     print(f"{'score':<26} {'metric':<{w}} {'AUROC':>6} {'SE (H-M)':>9} {'bootstrap SD':>13} {'bootstrap 95%':>16} "
           f"{'best minus it, 95%':>20}")
@@ -108,6 +119,8 @@ def main() -> None:
     for cand, met, s in candidates:
         a = auroc(s, truth)
         boot, empty = head_bootstrap(s.reshape(n, n), truth_flat, layer, draws)
+        if not boot:
+            raise SystemExit(f"no draw of the {n} heads held both true and other pairs in {args.reps}; more --reps")
         b = torch.tensor(boot, dtype=torch.float64)
         lo, hi = torch.quantile(b, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
         rows.append((cand, met, a, hanley_mcneil(a, n1, n0), float(b.std()), lo, hi, empty, b))

@@ -412,6 +412,52 @@ def test_verdict_uncertainty_with_the_metrics_on_data(tmp_path):
         assert {r[0] for r in rows} == {"frobenius", "tight", "overlap", "spectral", "bandwidth", "read_gain"}, (metric, out)
 
 
+def test_verdict_scripts_score_the_linearised_weights_as_validate_does(tmp_path):
+    """``--linearise-norms`` in verdict_pairs and verdict_uncertainty: the AUROC of the linearised
+    weights is the one ``validate(linearise_norms=...)`` finds on the same labels (a verdict of
+    its own), and differs from the weights' as they are; a model without such norms is refused by
+    name, and thresholds that leave no true pair too."""
+    pytest.importorskip("transformers")
+    import compscope
+    from hf_tiny import BY_ID, build
+
+    folder = tmp_path / "gemma3"
+    build(BY_ID["gemma3-text"]).save_pretrained(folder)
+    opts = dict(sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",), progress=False)
+    labels = compscope.validate(str(folder), **opts).labels  # a random model: thresholds that leave true pairs
+    prev, ind = float(labels.previous_token[:-1].median()), float(labels.induction[1:].median())
+    opts.update(prev_threshold=prev, induction_threshold=ind)
+    plain = compscope.validate(str(folder), **opts)
+    plain.save(tmp_path / "verdict")
+    lin = compscope.validate(str(folder), linearise_norms="qk", **opts)
+    assert plain.options["true_pairs"] > 0
+
+    def want(v):
+        return next(r["auroc"] for r in v.rows if (r["measure"], r["metric"], r["kind"]) == ("read_gain", "identity", "K"))
+
+    args = [str(folder), str(tmp_path / "verdict"), "--prev-threshold", str(prev), "--induction-threshold", str(ind)]
+    for extra, v in (([], plain), (["--linearise-norms", "qk"], lin)):
+        out = bench("verdict_pairs.py", *args, "--measure", "read_gain", "--metric", "identity", *extra)
+        got = re.search(r"^gemma3: read_gain \(identity(; lin\. qk)?\), K-composition; .* AUROC ([0-9.]+),", out, re.M)
+        assert got and bool(got.group(1)) == bool(extra), out
+        assert float(got.group(2)) == pytest.approx(want(v), abs=5e-4), (want(v), out)
+    assert want(lin) != want(plain)
+    out = bench("verdict_uncertainty.py", *args, "--reps", "20", "--linearise-norms", "qk")
+    assert "; the norms qk linearised" in out.splitlines()[0], out
+    row = re.search(r"^read_gain +identity +([0-9.]+) ", out, re.M)
+    assert row and float(row.group(1)) == pytest.approx(want(lin), abs=5e-4), out
+    p = run_bench("verdict_uncertainty.py", *args[:2], "--prev-threshold", "2")  # no label reaches 2: no true pair
+    assert p.returncode == 1 and "Traceback" not in p.stderr and "0 true K-pairs (previous-token >= 2.0" in p.stderr, p.stderr
+    p = run_bench("verdict_pairs.py", "induction-2l", str(tmp_path / "verdict"))  # another model's verdict
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.strip() == f"{tmp_path / 'verdict'}: its labels are of {labels.induction.numel()} heads (gemma3), " \
+        "not of induction-2l's 2 layers x 4 heads", p.stderr
+    compscope.validate("induction-2l", progress=False, sequences=4, intervention_sequences=2).save(tmp_path / "toy")
+    p = run_bench("verdict_pairs.py", "induction-2l", str(tmp_path / "toy"), "--linearise-norms")
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.strip().startswith("--linearise-norms: linearise_norms: ") and "no norm inside" in p.stderr, p.stderr
+
+
 def test_toy_norms_trains_what_is_missing_and_judges_the_toys_asked_for(tmp_path):
     """Two of the four toys (one without norms inside its circuits, one with both of Gemma 3's: the
     other two differ from these only in their training options), then one of them read back."""

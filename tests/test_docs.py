@@ -71,6 +71,7 @@ SLOW = [
     ("docs/results.md", "python bench/verdict_pairs.py smollm2 verdict-smollm2"),
     ("docs/results.md", "python bench/verdict_pairs.py smollm2 verdict-smollm2 --measure read_gain --metric covariance"),
     ("docs/results.md", "python bench/verdict_pairs.py gemma3-270m verdict-gemma --measure frobenius --metric covariance"),
+    ("docs/results.md", "python bench/verdict_pairs.py gemma3-270m verdict-gemma --measure read_gain --metric covariance --linearise-norms qk"),
     # "trained here": toys trained in the folder, whose numbers repeat only on the kind of CPU that
     # trained them for the docs (docs/results.md says so, with another machine's numbers)
     ("docs/results.md", "mkdir -p runs && compscope train --out runs/rotary-4l --name rotary-4l --layers 4 --positions rotary --norm rmsnorm --mlp"),  # trained here

@@ -157,6 +157,7 @@ def test_pack_tables_budget_on_a_7b_shape():
     past the budget as layer summaries only, and the page under 20 MB."""
     from plotly.offline import get_plotlyjs
 
+    from compscope.defaults import REPORT_MEASURES
     from compscope.report.payload import PAIR_BUDGET, pack_tables
     from compscope.results.table import ScoreTable
 
@@ -165,7 +166,7 @@ def test_pack_tables_budget_on_a_7b_shape():
     mask = torch.zeros(L, H, L, H, dtype=torch.bool)
     for l1 in range(L):
         mask[l1, :, l1 + 1:, :] = True
-    measures = ["frobenius", "frobenius_baselined", "tight", "overlap", "shared_dims"]
+    measures = list(REPORT_MEASURES)  # what a report holds by default
     tables = {}
     for metric in ("identity", "embed"):
         values = {}

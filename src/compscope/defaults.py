@@ -10,7 +10,7 @@ TRACKED_MEASURES = ("frobenius", "tight", "overlap")
 #: the metrics followed over training when none are named (``compscope track``)
 TRACKED_METRICS = ("identity", "embed")
 #: the measures a report shows when none are named: every one the all-pairs engine gets from one product
-REPORT_MEASURES = ("frobenius", "frobenius_baselined", "tight", "overlap", "shared_dims")
+REPORT_MEASURES = ("frobenius", "frobenius_baselined", "tight", "overlap", "shared_dims", "read_gain")
 #: content distributions of the rotary previous-token score (``compscope circuits --content``)
 CONTENTS = ("embed", "activations")
 #: the metrics a report shows when none are named

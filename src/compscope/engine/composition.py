@@ -13,8 +13,8 @@ its ``W_OV`` serves writers and V-readers.
 
 **Steps** (one module each): the thin SVDs of every head's circuits from the factors
 (:mod:`compscope.engine.head_svd`); then, per measure, the cheapest exact route: the **Gram route**
-(:mod:`compscope.engine.gram_route`: frobenius, frobenius_baselined, tight, overlap, shared_dims from
-inner products of per-head ``d × d`` Grams, ``d²`` per pair instead of ``r² d``) or the **X
+(:mod:`compscope.engine.gram_route`: frobenius, frobenius_baselined, tight, overlap, shared_dims,
+read_gain from inner products of per-head ``d × d`` Grams, ``d²`` per pair instead of ``r² d``) or the **X
 route** (:mod:`compscope.engine.x_route`: bandwidth and spectral, and every measure when
 ``pairs='all'``, from ``X = V_Bᵀ U_A``; by default only for the top pairs by ``frobenius``);
 the Haar baseline of ``frobenius_baselined`` (:mod:`compscope.engine.baseline`).
