@@ -212,6 +212,37 @@ def test_validate_judges_the_linearised_weights_of_the_unprocessed_model():
         validate(model, fold_qk_gains=True, linearise_norms=True, **opts)
 
 
+def test_validate_notes_the_norms_its_measures_do_not_read():
+    """Without ``linearise_norms`` a verdict says which norms inside the heads' circuits the
+    measures leave out, and names the option for those it can linearise: none for a model without
+    them, only the output norm once QK-norm's gains are folded or when its QK-norm is layer-wide."""
+    pytest.importorskip("transformers")
+    from compscope.data.validate import unread_norms
+    from compscope.core.processing import fold_qk_norm_gains
+    from hf_tiny import BY_ID, build
+
+    def notes(model_id, fold=False):
+        hw = compscope.load(build(BY_ID[model_id]))
+        return unread_norms(fold_qk_norm_gains(hw) if fold else hw)
+
+    both = "QK-norm (after W_Q, W_K) and an attention-output norm (after W_O), which the measures do not read"
+    assert notes("gemma3-text") == f"the heads' circuits hold {both}; --linearise-norms qk,output (linearise_norms=) " \
+        "reads them through the mean Jacobian on text"
+    assert notes("gemma3-text", fold=True) == "the heads' circuits hold an attention-output norm (after W_O), which " \
+        "the measures do not read; --linearise-norms output (linearise_norms=) reads it through the mean Jacobian on text"
+    assert notes("qwen3-qk-norm").endswith("QK-norm (after W_Q, W_K), which the measures do not read; "
+                                           "--linearise-norms qk (linearise_norms=) reads it through the mean Jacobian on text")
+    assert notes("olmo2-layer-qk-norm").endswith(f"{both}; --linearise-norms output (linearise_norms=) reads it "
+                                                 "through the mean Jacobian on text")
+    assert notes("llama-mha") is None
+    from compscope.data.validate import validate
+
+    opts = dict(sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",), progress=False)
+    model = build(BY_ID["gemma3-text"])
+    assert validate(model, **opts).notes == [notes("gemma3-text")]
+    assert not any("do not read" in n for n in validate(model, linearise_norms="qk", **opts).notes)
+
+
 def test_cli_validate_linearises_every_norm_the_model_has_or_the_parts_named(tmp_path, capsys):
     pytest.importorskip("transformers")
     from compscope.cli.main import main
