@@ -458,6 +458,41 @@ def test_verdict_scripts_score_the_linearised_weights_as_validate_does(tmp_path)
     assert p.stderr.strip().startswith("--linearise-norms: linearise_norms: ") and "no norm inside" in p.stderr, p.stderr
 
 
+def test_verdict_within_counts_and_scores_the_comparisons_that_share_a_head(tmp_path):
+    """The default model at the imperfect thresholds (4 writers, 2 readers: 8 true pairs, 8 others):
+    64 comparisons in all, none within a reader (both readers have only true pairs), 16 within the
+    writers (2 true and 2 other readers each); every row's three AUROCs as computed here."""
+    import torch
+
+    import compscope
+    from compscope.data.validate import auroc_within
+
+    v = compscope.validate("induction-2l", progress=False)
+    v.save(tmp_path / "verdict")
+    out = bench("verdict_within.py", "induction-2l", str(tmp_path / "verdict"), "--prev-threshold", "0.05",
+                "--induction-threshold", "0.665")
+    assert out.splitlines()[0] == ("induction-2l: 8 true K-pairs (previous-token >= 0.05, induction >= 0.665); "
+                                   "comparisons of a true pair with another: 64 in all, 0 into the same reader, "
+                                   "16 from the same writer"), out
+    t = _toy_truth(tmp_path / "verdict")
+    truth = torch.zeros(2, 4, 2, 4, dtype=torch.bool)
+    for pair, true in t.items():
+        truth[pair] = bool(true)
+    measures = ["frobenius", "tight", "overlap", "spectral", "bandwidth", "read_gain"]
+    for metric in ("identity", "embed"):
+        table = compscope.scores("induction-2l", "K", measures, metric, pairs="all", progress=False)
+        for m in measures:
+            x = table.dense(m, "K")
+            row = re.search(rf"^{m} +{metric} +([0-9.]+) +nan +([0-9.]+)$", out, re.M)
+            assert row, (m, metric, out)
+            assert float(row.group(1)) == pytest.approx(_auroc_by_hand(x, t), abs=5.01e-4), (m, metric, out)
+            assert float(row.group(2)) == pytest.approx(auroc_within(x, truth, "writer"), abs=5.01e-4), (m, metric, out)
+    e = v.effects.by_kind["K"]
+    row = re.search(r"^interventions \(K effect\) +- +([0-9.]+) +nan +([0-9.]+)$", out, re.M)
+    assert row and float(row.group(1)) == pytest.approx(_auroc_by_hand(e, t), abs=5.01e-4), out
+    assert float(row.group(2)) == pytest.approx(auroc_within(e, truth, "writer"), abs=5.01e-4), out
+
+
 def test_toy_norms_trains_what_is_missing_and_judges_the_toys_asked_for(tmp_path):
     """Two of the four toys (one without norms inside its circuits, one with both of Gemma 3's: the
     other two differ from these only in their training options), then one of them read back."""

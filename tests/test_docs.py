@@ -70,6 +70,7 @@ SLOW = [
     ("docs/results.md", "python bench/verdict_thresholds.py gemma3-270m verdict-gemma"),
     ("docs/results.md", "python bench/verdict_pairs.py smollm2 verdict-smollm2"),
     ("docs/results.md", "python bench/verdict_pairs.py smollm2 verdict-smollm2 --measure read_gain --metric covariance"),
+    ("docs/results.md", "python bench/verdict_within.py smollm2 verdict-smollm2 --on-data"),
     ("docs/results.md", "python bench/verdict_pairs.py gemma3-270m verdict-gemma --measure frobenius --metric covariance"),
     ("docs/results.md", "python bench/verdict_pairs.py gemma3-270m verdict-gemma --measure read_gain --metric covariance --linearise-norms qk"),
     # "trained here": toys trained in the folder, whose numbers repeat only on the kind of CPU that

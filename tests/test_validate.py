@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 import torch
 
 from compscope.cli.main import main
-from compscope.data.validate import (auroc, auroc_by_head, auroc_shares, confirmed_pairs, precision_at, true_pairs,
-                                     validate)
+from compscope.data.validate import (auroc, auroc_by_head, auroc_shares, auroc_within, confirmed_pairs, precision_at,
+                                     true_pairs, validate)
 from compscope.errors import OptionError
 
 
@@ -91,6 +91,65 @@ def test_auroc_by_head_by_hand():
     assert rows[1]["effect_other"] == pytest.approx(0.5 / 3)
     assert rows[0]["label"] == pytest.approx(0.9) and rows[1]["label"] == pytest.approx(0.8)
     assert all(math.isnan(r["effect_true"]) for r in auroc_by_head(x, None, prev, ind, 0.4, 0.3))
+
+
+def test_auroc_within_by_hand():
+    """The by-hand case above: within readers only reader 1.0 has true and false pairs (0.0 -> 1.0
+    at 0.5 against 0.1 -> 1.0 at 0.7: 0); within writers only writer 0.0 (0.5 against 0.0 -> 1.1 at
+    0.2: 1). A score of the reader alone ties every comparison within a reader (½)."""
+    prev = torch.tensor([[0.9, 0.1], [0.0, 0.0]])
+    ind = torch.tensor([[0.0, 0.0], [0.8, 0.1]])
+    x = torch.full((2, 2, 2, 2), float("nan"), dtype=torch.float64)
+    x[0, 0, 1, 0], x[0, 0, 1, 1], x[0, 1, 1, 0], x[0, 1, 1, 1] = 0.5, 0.2, 0.7, 0.1
+    truth = true_pairs(prev, ind, 0.4, 0.3)
+    assert auroc_within(x, truth, "reader") == 0.0 and auroc_within(x, truth, "writer") == 1.0
+    reader_only = torch.where(x.isfinite(), ind[None, None].double().expand_as(x), torch.nan)
+    assert auroc_within(reader_only, truth, "reader") == 0.5 and auroc(reader_only, truth) > 0.5
+    assert math.isnan(auroc_within(x, torch.zeros_like(truth), "reader"))
+    with pytest.raises(OptionError, match="side='pair'"):
+        auroc_within(x, truth, "pair")
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(st.integers(2, 3), st.integers(1, 3), st.integers(0, 2**31 - 1))
+def test_auroc_within_counts_the_comparisons_that_share_a_head(L, H, seed):
+    """Against counting every (true, false) pair of pairs that share the reader (or the writer),
+    on integer scores (ties) with NaNs; a positive factor per reader leaves it unchanged within
+    readers."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 4, (L, H, L, H), generator=g).double()
+    x[torch.rand(x.shape, generator=g) < 0.2] = float("nan")
+    truth = torch.rand(x.shape, generator=g) < 0.4
+    for side, shared in (("reader", lambda i: i[2:]), ("writer", lambda i: i[:2])):
+        wins = total = 0.0
+        idx = [i for i in itertools.product(range(L), range(H), range(L), range(H)) if math.isfinite(x[i])]
+        for a, b in itertools.product(idx, idx):
+            if truth[a] and not truth[b] and shared(a) == shared(b):
+                wins += 1.0 if x[a] > x[b] else 0.5 if x[a] == x[b] else 0.0
+                total += 1
+        got = auroc_within(x, truth, side)
+        assert (math.isnan(got) and total == 0) or got == pytest.approx(wins / total), side
+    factor = 1 + torch.rand(L, H, generator=g, dtype=torch.float64) * 9
+    assert auroc_within(x * factor[None, None], truth, "reader") == pytest.approx(auroc_within(x, truth, "reader"),
+                                                                                 nan_ok=True)
+
+
+@pytest.mark.parametrize("metric", ["identity", "embed", "covariance"])
+def test_read_gain_within_readers_is_frobenius(metric):
+    """``read_gain = frobenius · ‖B‖_F``, the reader's own scale: among the pairs into one reader it
+    orders them as ``frobenius`` does, so their AUROCs within readers agree for any truth, while
+    over all pairs (and within writers) the reader's scale moves them apart."""
+    import compscope
+
+    table = compscope.scores("induction-2l", "K", ["frobenius", "read_gain"], metric, pairs="all", progress=False)
+    f, r = table.dense("frobenius", "K"), table.dense("read_gain", "K")
+    g = torch.Generator().manual_seed(1)
+    apart = 0
+    for _ in range(20):
+        truth = torch.rand(f.shape, generator=g) < 0.4
+        assert auroc_within(r, truth, "reader") == pytest.approx(auroc_within(f, truth, "reader"), abs=1e-12)
+        apart += auroc(r, truth) != pytest.approx(auroc(f, truth), abs=1e-12)
+    assert apart > 10
 
 
 def test_true_pairs_and_precision():

@@ -1,0 +1,141 @@
+"""How well a score of every head pair separates the true pairs from the rest: the label truth
+(a previous-token writer before an induction reader), the AUROC, and the AUROC taken apart by
+head (:func:`auroc_by_head`) or kept to comparisons between pairs that share a head
+(:func:`auroc_within`)."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from ..errors import OptionError
+
+#: the columns of :func:`auroc_by_head`'s rows
+BY_HEAD_COLUMNS = ("side", "layer", "head", "label", "true_pairs", "measure_true", "measure_other", "effect_true",
+                   "effect_other")
+
+
+def auroc(scores: Tensor, truth: Tensor) -> float:
+    """The probability that a random true item scores above a random false one (ties count ½),
+    over the entries where ``scores`` is finite; NaN without both classes."""
+    keep = torch.isfinite(scores)
+    s, y = scores[keep].double(), truth[keep].bool()
+    pos, neg = s[y], s[~y]
+    if len(pos) == 0 or len(neg) == 0:
+        return float("nan")
+    from ..analysis.stats import ranks
+
+    r = ranks(torch.cat([pos, neg]))  # Mann–Whitney U from the rank sum, ties at their mean rank
+    u = float(r[: len(pos)].sum()) - len(pos) * (len(pos) + 1) / 2
+    return u / (len(pos) * len(neg))
+
+
+def auroc_within(scores: Tensor, truth: Tensor, side: str = "reader") -> float:
+    """:func:`auroc` of ``scores: (L, H, L, H)`` kept to the comparisons between pairs that share
+    a reader (``side='reader'``) or a writer (``'writer'``): over every head with true and false
+    pairs (finite scores) on that side, ``Σ_h U_h / Σ_h n₁ₕ n₀ₕ``, ``U_h`` the number of its (true,
+    false) pairs in the right order (ties ½). Within readers it asks whether a reader's true writers
+    score above its other writers, whatever the reader: a score that depends on the reader alone
+    gets ½, and one that is another times a positive factor per reader gets that one's value. NaN
+    without any such head."""
+    if side not in ("reader", "writer"):
+        raise OptionError(f"side={side!r}: expected 'reader' or 'writer'")
+    n_heads = scores.shape[0] * scores.shape[1]
+    x, t = scores.double().reshape(n_heads, n_heads), truth.bool().reshape(n_heads, n_heads)
+    if side == "reader":  # one row per shared head
+        x, t = x.T, t.T
+    u = n = 0.0
+    for row, true in zip(x, t):
+        fin = torch.isfinite(row)
+        pos, neg = row[fin & true], row[fin & ~true]
+        if len(pos) and len(neg):
+            d = pos[:, None] - neg[None, :]
+            u += float((d > 0).sum()) + 0.5 * float((d == 0).sum())
+            n += len(pos) * len(neg)
+    return u / n if n else float("nan")
+
+
+def auroc_shares(scores: Tensor, truth: Tensor) -> Tensor:
+    """``scores``' shape, float64: for each finite entry, the share of the false entries (finite,
+    not in ``truth``) that score below it, ties ½; NaN elsewhere, and everywhere without a false
+    entry. Its mean over the true entries is :func:`auroc`, so its mean over some of them (one
+    head's pairs) is their share in it."""
+    x = scores.double()
+    fin = torch.isfinite(x)
+    neg = x[fin & ~truth.bool()].sort().values
+    out = torch.full_like(x, float("nan"))
+    if len(neg):
+        v = x[fin]
+        below, upto = torch.searchsorted(neg, v), torch.searchsorted(neg, v, right=True)
+        out[fin] = (below + 0.5 * (upto - below)).double() / len(neg)
+    return out
+
+
+def auroc_by_head(scores: Tensor, effects: Tensor | None, previous: Tensor, induction: Tensor,
+                  prev_threshold: float, induction_threshold: float) -> list[dict]:
+    """:func:`auroc` of ``scores: (L, H, L, H)`` against the label truth (:func:`true_pairs` of
+    ``previous``, ``induction: (L, H)`` at the thresholds) taken apart by head: for each
+    previous-token writer and each induction reader, the mean of :func:`auroc_shares` over its true
+    pairs (``measure_true``; weighted by ``true_pairs`` the rows of a side average to the AUROC)
+    and over its other pairs with a score (``measure_other``), and the same of the K ``effects``
+    (``effect_true``, ``effect_other``; NaN without effects)."""
+    truth = true_pairs(previous, induction, prev_threshold, induction_threshold)
+    shares = {"measure": auroc_shares(scores, truth),
+              "effect": auroc_shares(effects, truth) if effects is not None else torch.full_like(scores.double(), torch.nan)}
+    rows = []
+    for side, label, threshold in (("writer", previous, prev_threshold), ("reader", induction, induction_threshold)):
+        for layer, head in (label >= threshold).nonzero().tolist():
+            at = (layer, head) if side == "writer" else (slice(None), slice(None), layer, head)
+            t = truth[at]
+            row = {"side": side, "layer": layer, "head": head, "label": float(label[layer, head]), "true_pairs": int(t.sum())}
+            for name, share in shares.items():
+                row[f"{name}_true"], row[f"{name}_other"] = _mean(share[at][t]), _mean(share[at][~t])
+            rows.append(row)
+    return rows
+
+
+def _mean(x: Tensor) -> float:
+    """The mean of the finite entries of ``x``; NaN without any."""
+    x = x[torch.isfinite(x)]
+    return float(x.mean()) if len(x) else float("nan")
+
+
+def by_head_lines(rows: list[dict]) -> list[str]:
+    """:func:`auroc_by_head`'s rows as printed: a block per side (a blank line before each), the
+    shares to 3 decimals (``-``: none)."""
+    share = lambda v: "-" if v != v else f"{v:.3f}"  # noqa: E731
+    lines, side = [], None
+    for r in rows:
+        if r["side"] != side:
+            side = r["side"]
+            label = "previous" if side == "writer" else "induction"
+            lines += ["", f"{side:<7} {label:>9} {'true':>5}  {'measure: true':>13} {'other':>6}  {'K effect: true':>14} {'other':>6}"]
+        name = f"{r['layer']}.{r['head']}"
+        lines.append(f"{name:<7} {r['label']:9.2f} {r['true_pairs']:5d}  {share(r['measure_true']):>13} "
+                     f"{share(r['measure_other']):>6}  {share(r['effect_true']):>14} {share(r['effect_other']):>6}")
+    return lines
+
+
+def true_pairs(previous: Tensor, induction: Tensor, prev_threshold: float, induction_threshold: float) -> Tensor:
+    """``(L, H, L, H)`` bool: ``h1`` previous-token, ``h2`` induction, ``h1``'s layer before ``h2``'s."""
+    t = (previous >= prev_threshold)[:, :, None, None] & (induction >= induction_threshold)[None, None]
+    return t & forward_pairs(*previous.shape).isfinite()
+
+
+def confirmed_pairs(truth: Tensor, effects: Tensor, threshold: float) -> Tensor:
+    """The true pairs whose interventional effect is at least ``threshold`` (NaN effects: not confirmed)."""
+    return truth & (torch.nan_to_num(effects, nan=-math.inf) >= threshold)
+
+
+def forward_pairs(n_layers: int, n_heads: int) -> Tensor:
+    """``(L, H, L, H)`` float64: 0 on every earlier → later-layer pair, NaN elsewhere."""
+    later = torch.triu(torch.ones(n_layers, n_layers, dtype=torch.bool), diagonal=1)[:, None, :, None]
+    return torch.where(later, 0.0, torch.nan).double().expand(n_layers, n_heads, n_layers, n_heads)
+
+
+def writer_pairs(previous: Tensor, like: Tensor) -> Tensor:
+    """``(L, H, L, H)`` float64: every pair scored by its writer's ``previous`` score ``(L, H)``
+    alone, where ``like`` (a pair table) is finite; NaN elsewhere."""
+    return torch.where(torch.isfinite(like), previous.double()[:, :, None, None].expand_as(like), torch.nan)
