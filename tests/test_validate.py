@@ -152,6 +152,31 @@ def test_read_gain_within_readers_is_frobenius(metric):
     assert apart > 10
 
 
+def test_the_verdict_keeps_the_auroc_within_readers_and_writers():
+    """``auroc_within_readers`` / ``_writers`` of each K row, and the interventions' own in the
+    options, by counting on the default model at the imperfect thresholds (4 writers, 2 readers):
+    within readers nothing to compare (each reader's pairs are all true or all false), within
+    writers each writer's 2 true readers against its 2 others."""
+    v = validate("induction-2l", progress=False, metrics=["identity"], prev_threshold=0.05, induction_threshold=0.665)
+    truth = true_pairs(v.labels.previous_token, v.labels.induction, 0.05, 0.665)
+    assert truth[0, :, 1, :2].all() and not truth[0, :, 1, 2:].any()  # the thresholds pick what the docstring says
+
+    def by_counting(x):
+        wins = [1.0 if x[0, h, 1, a] > x[0, h, 1, b] else 0.5 if x[0, h, 1, a] == x[0, h, 1, b] else 0.0
+                for h in range(4) for a in (0, 1) for b in (2, 3)]
+        return sum(wins) / len(wins)
+
+    for row in v.rows:
+        if row["kind"] != "K":
+            assert math.isnan(row["auroc_within_readers"]) and math.isnan(row["auroc_within_writers"])
+            continue
+        x = v.tables["identity"].dense(row["measure"], "K")
+        assert math.isnan(row["auroc_within_readers"]), row
+        assert row["auroc_within_writers"] == pytest.approx(by_counting(x), abs=1e-12), row
+    within = v.options["interventions_auroc_within"]
+    assert math.isnan(within["reader"]) and within["writer"] == pytest.approx(by_counting(v.effects.by_kind["K"]))
+
+
 def test_true_pairs_and_precision():
     prev = torch.tensor([[0.9, 0.1], [0.8, 0.0]])
     ind = torch.tensor([[0.5, 0.0], [0.0, 0.6]])

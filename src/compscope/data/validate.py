@@ -25,6 +25,11 @@ It then judges each measure × metric:
   ``writer_previous_auroc``: that of the writer's previous-token score from the weights alone
   (per content), which knows nothing of the pair, with ``circuit_auroc``, the same times
   ``frobenius`` under ``identity`` (the induction-circuit pair score);
+- ``auroc_within_readers``, ``auroc_within_writers`` (kind K only): the AUROC kept to the
+  comparisons between pairs into the same reader, or from the same writer
+  (:func:`~compscope.data.separation.auroc_within`): whether the measure knows which writers a
+  reader composes with, whatever the reader (``interventions_auroc_within`` in ``run.json``: the
+  K interventions' own);
 - the axioms the measure keeps, from its declaration (which the axiom battery checks).
 
 And the weight-only head scores (:mod:`compscope.analysis.circuits`: previous-token from
@@ -520,6 +525,8 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
                        "auroc_confirmed": (auroc(torch.where(measured, dense.double(), torch.nan), confirmed)
                                            if kind == "K" else float("nan")),
                        "spearman_direction": spearman(dense, effects.v_direction) if kind == "V" else float("nan"),
+                       **{f"auroc_within_{side}s": auroc_within(dense, truth, side) if kind == "K" else float("nan")
+                          for side in ("reader", "writer")},
                        "axioms": f"{len(kept)}/{len(AXIOMS)}", "axioms_failed": ",".join(a for a in AXIOMS if a not in kept)}
                 rows.append(row)
     heads = []
@@ -554,6 +561,8 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
                "confirmed_pairs": int(confirmed.sum()) if confirmed is not None else None,
                "true_pairs_intervened": int((truth & measured).sum()) if measured is not None else None,
                "interventions_auroc": auroc(k_effects, truth) if k_effects is not None else None,
+               "interventions_auroc_within": ({side: auroc_within(k_effects, truth, side) for side in ("reader", "writer")}
+                                              if k_effects is not None else None),
                "first_token": runner.bos,
                "python": python_version(), "torch": torch.__version__, "device": str(runner.device),
                "model_dtype": str(runner.dtype).removeprefix("torch."),
