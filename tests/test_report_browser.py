@@ -95,17 +95,23 @@ def test_a_model_with_many_heads_names_its_layers_on_the_axes(browser, tmp_path)
 
 def test_the_verdict_table_reads_as_the_printed_one(page):
     """The verdict's rows in the order and digits ``compscope validate`` prints them (ranked on the
-    saved verdict.csv, Spearman to 2 decimals, the AUROCs to 3)."""
+    saved verdict.csv, Spearman to 2 decimals, the AUROCs to 3), with the AUROCs within readers and
+    writers beside them."""
     import pandas as pd
 
     from compscope.data.validate import ranked
 
     pg, _, errors, out = page
     cells = pg.eval_on_selector_all("#verdict-table tr", "rows => rows.slice(1).map(r => [...r.cells].map(c => c.textContent))")
+    def fixed(v):  # an AUROC with nothing to compare (the toy's readers all true or all false per writer): a dash
+        return "—" if v != v else f"{v:.3f}"
+
     want = [[m, met, *(f"{ks[k]['spearman']:.2f}" for k in "QKV"), f"{ks['K']['auroc']:.3f}",
-             f"{ks['K']['auroc_confirmed']:.3f}", ks["K"]["axioms"]]
+             f"{ks['K']['auroc_confirmed']:.3f}", fixed(ks["K"]["auroc_within_readers"]),
+             fixed(ks["K"]["auroc_within_writers"]), ks["K"]["axioms"]]
             for (m, met), ks in ranked(pd.read_csv(out / "verdict.csv").to_dict("records"))]
     assert cells == want and len(cells) > 1 and errors == []
+    assert any(row[-3] != "—" for row in cells) and all(row[-2] == "—" for row in cells)  # the toy: 4 readers, no writer with both
 
 
 def test_the_verdict_says_its_truth_and_ranks_heads_as_printed(page):

@@ -227,10 +227,10 @@ function drawVerdict() {
   const kinds = D.kinds.split("");
   // the rows come ranked as the printed verdict ranks them (payload.verdict_json); digits as it prints them
   const fixed = (v, n) => (v === null || v === undefined || Number.isNaN(v)) ? "—" : Number(v).toFixed(n);
-  let h = verdictSummary(D.verdict_summary) + `<table id="verdict-table"><tr><th>measure</th><th>metric</th>${kinds.map((k) => `<th>Spearman ${k}</th>`).join("")}<th>AUROC K</th><th title="AUROC K over the true pairs the K interventions confirm">confirmed</th><th>axioms kept</th></tr>`;
+  let h = verdictSummary(D.verdict_summary) + `<table id="verdict-table"><tr><th>measure</th><th>metric</th>${kinds.map((k) => `<th>Spearman ${k}</th>`).join("")}<th>AUROC K</th><th title="AUROC K over the true pairs the K interventions confirm">confirmed</th><th title="AUROC K over the comparisons between pairs into the same reader">within readers</th><th title="AUROC K over the comparisons between pairs from the same writer">within writers</th><th>axioms kept</th></tr>`;
   for (const [key, ks] of Object.entries(by)) {
     const [m, met] = key.split("|"), any = Object.values(ks)[0];
-    h += `<tr><td>${m}</td><td>${met}</td>${kinds.map((k) => `<td>${fixed((ks[k] || {}).spearman, 2)}</td>`).join("")}<td>${fixed((ks.K || {}).auroc, 3)}</td><td>${fixed((ks.K || {}).auroc_confirmed, 3)}</td><td>${any.axioms}</td></tr>`;
+    h += `<tr><td>${m}</td><td>${met}</td>${kinds.map((k) => `<td>${fixed((ks[k] || {}).spearman, 2)}</td>`).join("")}<td>${fixed((ks.K || {}).auroc, 3)}</td><td>${fixed((ks.K || {}).auroc_confirmed, 3)}</td><td>${fixed((ks.K || {}).auroc_within_readers, 3)}</td><td>${fixed((ks.K || {}).auroc_within_writers, 3)}</td><td>${any.axioms}</td></tr>`;
   }
   h += "</table>";
   if (D.verdict_heads && D.verdict_heads.length) {
