@@ -229,13 +229,28 @@ def test_verdict_candidates_keeps_rows_tied_as_printed_in_the_order_they_came(ca
 def test_verdict_thresholds_against_a_saved_verdict(tmp_path):
     """At the verdict's own thresholds, the 8 true pairs of the default model (2 previous-token heads
     before 4 induction heads) and the K interventions' AUROC of 1; a threshold no head reaches: no
-    true pair, and dashes rather than a number."""
+    true pair, and dashes rather than a number, as when every pair is true. ``--column`` adds a
+    candidate (one on data with ``--on-data``, refused by name without)."""
+    import torch
+
     import compscope
 
     compscope.validate("induction-2l", progress=False).save(tmp_path / "verdict")
     out = bench("verdict_thresholds.py", "induction-2l", str(tmp_path / "verdict"), "--prev", "0.4", "--induction", "0.3", "0.99")
     assert re.search(r"^ +0\.40 +0\.30 +8 +8 +1\.000  \w+, \w+ +[01]\.\d{3}", out, re.M), out
     assert re.search(r"^ +0\.40 +0\.99 +0 +- +- +- +- +- +-$", out, re.M), out
+    # every K-pair true (any writer is a previous-token head at 0.01): nothing to compare, dashes too
+    out = bench("verdict_thresholds.py", "induction-2l", str(tmp_path / "verdict"), "--prev", "0.01", "0.05",
+                "--induction", "0.3", "0.665", "--on-data", "--column", "read_gain,covariance")
+    assert re.search(r"^ +0\.01 +0\.30 +16 +- +- +- +- +- +- +-$", out, re.M), out
+    truth = torch.zeros(2, 4, 2, 4, dtype=torch.bool)
+    for pair, true in _toy_truth(tmp_path / "verdict").items():
+        truth[pair] = bool(true)
+    x = compscope.scores("induction-2l", "K", ["read_gain"], "covariance", pairs="all", progress=False).dense("read_gain", "K")
+    row = re.search(r"^ +0\.05 +0\.67 +8 +\d+ +[0-9.]+  [\w-]+, [\w-]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +([0-9.]+)$", out, re.M)
+    assert row and float(row.group(1)) == pytest.approx(_auroc_by_hand(x, _toy_truth(tmp_path / "verdict")), abs=5.01e-4), out
+    p = run_bench("verdict_thresholds.py", "induction-2l", str(tmp_path / "verdict"), "--column", "read_gain,covariance")
+    assert p.returncode == 2 and "--column read_gain,covariance: not among the candidates" in p.stderr, p.stderr
 
 
 def test_verdict_text_labels_against_the_model_itself(tmp_path):
