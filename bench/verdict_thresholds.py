@@ -2,12 +2,12 @@
 
 ``compscope validate`` calls a pair true when its writer's previous-token score is at least 0.4
 and its reader's induction score at least 0.3 (the writer in an earlier layer). This script reads
-a saved verdict back (nothing runs on data again) and, for a grid of both thresholds, prints the
-number of true pairs (and of those the K interventions confirm, effect >= 0.05), the AUROC of the
-K interventions themselves (the ceiling of a composition score), and the AUROC of the best
-measure × metric among every measure under ``identity``, ``embed`` and ``unembed`` (the
-``activations`` metric needs the model run on text: see ``compscope validate``), with
-``frobenius`` (identity) and ``overlap`` (embed) beside it. A row with no true pair, or no
+a saved verdict back (the labels and interventions are not run again) and, for a grid of both
+thresholds, prints the number of true pairs (and of those the K interventions confirm, effect >=
+0.05), the AUROC of the K interventions themselves (the ceiling of a composition score), and the
+AUROC of the best measure × metric among every measure under ``identity``, ``embed`` and
+``unembed`` (and the metrics on data with ``--on-data``), with ``frobenius`` (identity) and
+``overlap`` (embed) beside it. A row with no true pair, or no
 other pair, prints ``-``.
 
 ``--on-data`` adds the metrics estimated on text to the candidates (the model runs once over it),
