@@ -1,10 +1,11 @@
 """How uncertain is a label-truth AUROC? Standard errors for the previous-token → induction K-pairs.
 
 Reads a verdict saved by ``compscope validate MODEL --out DIR`` (the activation labels and the K
-interventions; the model runs only with ``--on-data`` or ``--linearise-norms``) and scores every pair with each measure under the
-weight-only metrics ``identity`` and ``embed``; with ``--on-data`` also under the metrics estimated
-on natural text (``activations``, ``covariance`` and their ``-own`` variants: the model runs once
-over the text; the bootstrap below draws heads, the moments stay those of the whole text). For each score, and for the K interventions (the
+interventions; the model runs only with ``--on-data`` or ``--linearise-norms``) and scores every
+pair with each measure under the weight-only metrics ``identity`` and ``embed``; with
+``--on-data`` also under the metrics estimated on natural text (``activations``, ``covariance``
+and their ``-own`` variants: the model runs once over the text; the bootstrap below draws heads,
+the moments stay those of the whole text). For each score, and for the K interventions (the
 ceiling), it prints the AUROC against the label truth (previous-token >= 0.4 before induction
 >= 0.3, or the thresholds given) with two measures of its uncertainty:
 
