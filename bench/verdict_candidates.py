@@ -124,7 +124,10 @@ def read_verdict(model: str, folder: str) -> tuple:
     heads = set(zip(labels["layer"], labels["head"]))
     if heads != {(layer, head) for layer in range(L) for head in range(H)}:  # another model's verdict: said
         run = os.path.join(folder, "run.json")
-        whose = json.load(open(run)).get("model") if os.path.isfile(run) else None
+        whose = None
+        if os.path.isfile(run):
+            with open(run) as f:
+                whose = json.load(f).get("model")
         raise SystemExit(f"{folder}: its labels are of {len(heads)} heads" + (f" ({whose})" if whose else "")
                          + f", not of {hw.meta.name}'s {L} layers x {H} heads")
     inter = pd.read_parquet(os.path.join(folder, "interventions.parquet"))
@@ -150,25 +153,33 @@ def norms_argument(ap: argparse.ArgumentParser) -> None:
                          "norm 'output'; alone: every one the model has) replaced by their mean Jacobian on natural text")
 
 
-def linearised(hw, runner, parts: str | None):
-    """``hw`` with the norms ``parts`` names (``'all'``, ``'qk'``, ``'output'``, ``'qk,output'``)
-    replaced by their mean Jacobian on the default text (:func:`compscope.data.norm_linearisation.linearise_norms`,
-    as ``validate`` does); ``hw`` itself for ``None``. A model without those norms: said, not a traceback."""
+def weights_to_score(args: argparse.Namespace, hw, runs: bool, progress: bool = False) -> tuple:
+    """``(weights, runner)``: the weights the measures read, ``hw`` or, with ``args.linearise_norms``
+    (:func:`norms_argument`), ``hw`` with those norms replaced by their mean Jacobian on the default
+    text (:func:`compscope.data.norm_linearisation.linearise_norms`, as ``validate`` does); and a
+    runner of ``args.model`` where the model must run (``runs``: a metric on data; or linearising),
+    else ``None``. A model without those norms: said, not a traceback."""
+    parts = args.linearise_norms
+    runner = runner_for(args.model, hw, progress=progress) if runs or parts else None
     if parts is None:
-        return hw
+        return hw, runner
     from compscope.data.norm_linearisation import linearise_norms
 
     try:
-        return linearise_norms(runner, None if parts == "all" else parts.split(","), hw=hw, progress=False)
+        return linearise_norms(runner, None if parts == "all" else parts.split(","), hw=hw, progress=False), runner
     except (compscope.OptionError, compscope.ProcessingError) as e:
         raise SystemExit(f"--linearise-norms: {e}") from None
+
+
+def linearised_words(args: argparse.Namespace) -> str:
+    """A header's words for ``--linearise-norms`` (empty without it)."""
+    return f"; the norms {args.linearise_norms.replace(',', '+')} linearised" if args.linearise_norms else ""
 
 
 def truth_from_args(ap: argparse.ArgumentParser) -> tuple:
     """``(args, hw, truth (L, H, L, H) bool, runner)``: ``ap`` (with :func:`verdict_arguments`)
     parsed, its ``verdict`` read back for its ``model``, and a runner of the model (for the metrics
     estimated on data)."""
-    from compscope.data.runner import runner_for
     from compscope.data.validate import true_pairs
 
     args = ap.parse_args()

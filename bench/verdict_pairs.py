@@ -28,10 +28,9 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
-from verdict_candidates import linearised, norms_argument, read_verdict, verdict_arguments  # noqa: E402
+from verdict_candidates import norms_argument, read_verdict, verdict_arguments, weights_to_score  # noqa: E402
 
 from compscope.core.metrics import METRICS, ON_DATA, get_metric  # noqa: E402
-from compscope.data.runner import runner_for  # noqa: E402
 from compscope.data.validate import auroc, auroc_by_head, by_head_lines, true_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
 from compscope.measures import MEASURES  # noqa: E402
@@ -51,8 +50,7 @@ def main() -> None:
     hw, previous, induction, effects = read_verdict(args.model, args.verdict)
     thresholds = (previous, induction, args.prev_threshold, args.induction_threshold)
     truth = true_pairs(*thresholds)
-    runner = runner_for(args.model, hw, progress=False) if args.metric in ON_DATA or args.linearise_norms else None
-    weights = linearised(hw, runner, args.linearise_norms)
+    weights, runner = weights_to_score(args, hw, runs=args.metric in ON_DATA)
     if args.metric in ON_DATA:
         from compscope.data.residual_moments import MetricData
 

@@ -27,10 +27,15 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from compscope.core.metrics import ON_DATA, get_metric  # noqa: E402
-from compscope.data.runner import runner_for  # noqa: E402
 from compscope.data.validate import auroc, confirmed_pairs, forward_pairs, true_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
-from verdict_candidates import MEASURES, linearised, norms_argument, read_verdict  # noqa: E402
+from verdict_candidates import (MEASURES, linearised_words, norms_argument, read_verdict,  # noqa: E402
+                                weights_to_score)
+
+
+def weight_only_names(hw) -> tuple[str, ...]:
+    """The metrics that need no data: ``identity``, ``embed`` and (with an unembedding) ``unembed``."""
+    return ("identity", "embed") + (("unembed",) if hw.W_U is not None else ())
 
 
 def weight_only(hw, metrics: dict | None = None) -> dict:
@@ -38,7 +43,7 @@ def weight_only(hw, metrics: dict | None = None) -> dict:
     and (with an unembedding) ``unembed``: the scores that need no data; and under each of
     ``metrics`` (``{name: Metric}``) given."""
     out = {}
-    named = {name: get_metric(name, hw) for name in ("identity", "embed") + (("unembed",) if hw.W_U is not None else ())}
+    named = {name: get_metric(name, hw) for name in weight_only_names(hw)}
     for name, met in {**named, **(metrics or {})}.items():
         table = scores(hw, "K", list(MEASURES), met, pairs="all", progress=False)
         for m in MEASURES:
@@ -92,16 +97,15 @@ def main() -> None:
     args = ap.parse_args()
     columns = [tuple(c.split(",", 1)) for c in args.column]
     hw, previous, induction, effects = read_verdict(args.model, args.verdict)
-    metrics = ["identity", "embed"] + (["unembed"] if hw.W_U is not None else []) + (list(ON_DATA) if args.on_data else [])
+    metrics = weight_only_names(hw) + (ON_DATA if args.on_data else ())
     unknown = [",".join(c) for c in columns if len(c) != 2 or c[0] not in MEASURES or c[1] not in metrics]
     if unknown:  # said by name, with what there is, before anything is scored
         ap.error(f"--column {unknown[0]}: not among the candidates (measures {', '.join(MEASURES)}; metrics "
                  f"{', '.join(metrics)})")
-    runner = runner_for(args.model, hw, progress=False) if args.on_data or args.linearise_norms else None
-    weights = linearised(hw, runner, args.linearise_norms)
+    weights, runner = weights_to_score(args, hw, runs=args.on_data)
     on_data = {name: get_metric(name, weights, model=runner) for name in ON_DATA} if args.on_data else None
     candidates = weight_only(weights, on_data)
-    lin = f"; the norms {args.linearise_norms.replace(',', '+')} linearised" if args.linearise_norms else ""
+    lin = linearised_words(args)
     print(f"{hw.meta.name}: AUROC of the true previous-token -> induction K-pairs, by the thresholds that define them "
           f"(confirmed: K effect >= {args.effect_threshold}){lin}\n")
     print_grid(previous, induction, effects, candidates, args.prev, args.induction, args.effect_threshold, columns)

@@ -45,10 +45,10 @@ import torch  # noqa: E402
 
 from compscope.core.metrics import ON_DATA, get_metric  # noqa: E402
 from compscope.data.residual_moments import MetricData  # noqa: E402
-from compscope.data.runner import runner_for  # noqa: E402
 from compscope.data.validate import auroc, true_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
-from verdict_candidates import MEASURES, linearised, norms_argument, read_verdict, verdict_arguments  # noqa: E402
+from verdict_candidates import (MEASURES, linearised_words, norms_argument, read_verdict,  # noqa: E402
+                                verdict_arguments, weights_to_score)
 
 
 def hanley_mcneil(a: float, n1: int, n0: int) -> float:
@@ -98,8 +98,7 @@ def main() -> None:
     g = torch.Generator().manual_seed(args.seed)
     draws = [torch.randint(n, (n,), generator=g) for _ in range(args.reps)]
     candidates = [("interventions (K effect)", "-", effects)]
-    runner = runner_for(args.model, hw) if args.on_data or args.linearise_norms else None
-    weights = linearised(hw, runner, args.linearise_norms)
+    weights, runner = weights_to_score(args, hw, runs=args.on_data, progress=True)
     metrics = {name: get_metric(name, weights) for name in ("identity", "embed")}
     if args.on_data:  # one pass over the text serves every metric on data
         metrics.update({name: get_metric(name, weights, model=runner) for name in ON_DATA})
@@ -109,7 +108,7 @@ def main() -> None:
     for name, met in metrics.items():
         table = scores(weights, "K", list(MEASURES), met, pairs="all", progress=False)
         candidates += [(m, name, table.dense(m, "K").double()) for m in MEASURES]
-    lin = f"; the norms {args.linearise_norms.replace(',', '+')} linearised" if args.linearise_norms else ""
+    lin = linearised_words(args)
     print(f"{hw.meta.name}: {n1} true K-pairs ({said}) among {n1 + n0} pairs; "
           f"bootstrap over the {n} heads, {args.reps} draws (seed {args.seed}){lin}\n")
     w = max(9, *(len(name) for name in metrics))

@@ -27,10 +27,10 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
-from verdict_candidates import MEASURES, linearised, norms_argument, read_verdict, verdict_arguments  # noqa: E402
+from verdict_candidates import (MEASURES, linearised_words, norms_argument, read_verdict,  # noqa: E402
+                                verdict_arguments, weights_to_score)
 
 from compscope.core.metrics import ON_DATA, get_metric  # noqa: E402
-from compscope.data.runner import runner_for  # noqa: E402
 from compscope.data.validate import auroc, auroc_within, true_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
 
@@ -59,8 +59,7 @@ def main() -> None:
     n = {side: comparisons(truth, scored, side) for side in (None, "reader", "writer")}
     if not n[None]:
         raise SystemExit(f"{args.verdict}: no true K-pair and other pair to compare ({said})")
-    runner = runner_for(args.model, hw, progress=False) if args.on_data or args.linearise_norms else None
-    weights = linearised(hw, runner, args.linearise_norms)
+    weights, runner = weights_to_score(args, hw, runs=args.on_data)
     metrics = {name: get_metric(name, weights) for name in ("identity", "embed")}
     if args.on_data:  # one pass over the text serves every metric on data
         metrics.update({name: get_metric(name, weights, model=runner) for name in ON_DATA})
@@ -68,7 +67,7 @@ def main() -> None:
     for name, met in metrics.items():
         table = scores(weights, "K", list(MEASURES), met, pairs="all", progress=False)
         rows += [(m, name, table.dense(m, "K")) for m in MEASURES]
-    lin = f"; the norms {args.linearise_norms.replace(',', '+')} linearised" if args.linearise_norms else ""
+    lin = linearised_words(args)
     print(f"{hw.meta.name}: {int(truth.sum())} true K-pairs ({said}){lin}; comparisons of a true pair with "
           f"another: {n[None]} in all, {n['reader']} into the same reader, {n['writer']} from the same writer\n")
     w = max(9, *(len(name) for name in metrics))

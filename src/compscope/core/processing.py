@@ -64,6 +64,10 @@ def fold_norm(hw: HeadWeights) -> HeadWeights:
     return hw.replace(step="fold_norm", **changes)
 
 
+#: how :func:`fold_qk_norm_gains` is recorded in ``meta.processing``
+QK_GAINS_FOLDED = "fold_qk_norm_gains (approximate)"
+
+
 def fold_qk_norm_gains(hw: HeadWeights) -> HeadWeights:
     """Move QK-norm's per-dimension gains into ``W_Q``, ``W_K`` (and their biases): ``diag(γ_q) W_Q``,
     ``diag(γ_k) W_K``, QK-norm left without gains. **Approximate, for analysis only**: the model
@@ -71,7 +75,7 @@ def fold_qk_norm_gains(hw: HeadWeights) -> HeadWeights:
     differ by a per-token scalar, which no subspace-based measure sees, but the model is not the
     same (``compscope validate --fold-qk-gains`` judges the measures of these weights against the
     data of the unchanged model). Recorded as ``fold_qk_norm_gains (approximate)``."""
-    step = "fold_qk_norm_gains (approximate)"
+    step = QK_GAINS_FOLDED
     _check_once(hw, step)
     if hw.qk_norm is None:
         raise ProcessingError(f"fold_qk_norm_gains: {hw.meta.name} has no QK-norm")

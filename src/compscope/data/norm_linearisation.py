@@ -30,7 +30,7 @@ import torch
 from torch import Tensor
 
 from ..core.heads import HeadWeights, Norm
-from ..core.processing import qk_gains
+from ..core.processing import QK_GAINS_FOLDED, qk_gains
 from ..errors import OptionError, ProcessingError
 
 if TYPE_CHECKING:
@@ -92,10 +92,30 @@ def check_parts(hw: HeadWeights, parts: str | Sequence[str] | None, where: str =
     if "qk" in parts and hw.qk_norm_scope != "head":
         raise ProcessingError(f"{where}: {hw.meta.name}'s QK-norm runs over all heads of a layer at once; "
                               "its Jacobian mixes heads, which per-head W_Q, W_K cannot hold")
-    if "qk" in parts and "fold_qk_norm_gains (approximate)" in hw.meta.processing:
+    if "qk" in parts and QK_GAINS_FOLDED in hw.meta.processing:
         raise ProcessingError(f"{where}: {hw.meta.name}'s QK-norm gains were already moved into W_Q, W_K "
                               "(fold_qk_norm_gains); linearise the unprocessed QK-norm instead")
     return tuple(dict.fromkeys(parts))
+
+
+def unread_norms(hw: HeadWeights) -> str | None:
+    """A note when ``hw``'s heads' circuits hold norms the measures do not read (QK-norm after
+    ``W_Q``, ``W_K``, unless its gains were folded into them; an attention-output norm after
+    ``W_O``), naming those ``linearise_norms`` can read; ``None`` when there are none."""
+    words = {"qk": "QK-norm (after W_Q, W_K)", "output": "an attention-output norm (after W_O)"}
+    folded = QK_GAINS_FOLDED in hw.meta.processing
+    parts = [p for p in norm_parts(hw) if not (p == "qk" and folded)]
+    if not parts:
+        return None
+    can = []
+    for p in parts:
+        try:
+            can.append(check_parts(hw, p)[0])
+        except ProcessingError:  # a layer-wide QK-norm: no per-head linearisation
+            pass
+    how = (f"; --linearise-norms {','.join(can)} (linearise_norms=) reads {'them' if len(can) > 1 else 'it'} "
+           "through the mean Jacobian on text") if can else ""
+    return f"the heads' circuits hold {' and '.join(words[p] for p in parts)}, which the measures do not read{how}"
 
 
 @dataclass(frozen=True)

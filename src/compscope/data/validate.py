@@ -53,8 +53,9 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from ..errors import OptionError, ProcessingError, check_int
+from ..errors import OptionError, check_int
 from ..core.metrics import ON_DATA
+from .norm_linearisation import unread_norms
 from .separation import (BY_HEAD_COLUMNS, auroc, auroc_by_head, auroc_shares, auroc_within,  # noqa: F401 (re-exported)
                          by_head_lines, confirmed_pairs, forward_pairs, true_pairs, writer_pairs)
 from .sequences import HALF
@@ -343,28 +344,6 @@ def precision_at(weights: Tensor, truth: Tensor, n: int = 5) -> float:
 INTERVENTION_SEQUENCES = 16
 
 
-def unread_norms(hw) -> str | None:
-    """A note when ``hw``'s heads' circuits hold norms the measures do not read (QK-norm after
-    ``W_Q``, ``W_K``, unless its gains were folded into them; an attention-output norm after
-    ``W_O``), naming those ``linearise_norms`` can read; ``None`` when there are none."""
-    from .norm_linearisation import check_parts, norm_parts
-
-    words = {"qk": "QK-norm (after W_Q, W_K)", "output": "an attention-output norm (after W_O)"}
-    folded = "fold_qk_norm_gains (approximate)" in hw.meta.processing
-    parts = [p for p in norm_parts(hw) if not (p == "qk" and folded)]
-    if not parts:
-        return None
-    can = []
-    for p in parts:
-        try:
-            can.append(check_parts(hw, p)[0])
-        except ProcessingError:  # a layer-wide QK-norm: no per-head linearisation
-            pass
-    how = (f"; --linearise-norms {','.join(can)} (linearise_norms=) reads {'them' if len(can) > 1 else 'it'} "
-           "through the mean Jacobian on text") if can else ""
-    return f"the heads' circuits hold {' and '.join(words[p] for p in parts)}, which the measures do not read{how}"
-
-
 def validate(model, *, sequences: int = 64, half: int | None = None, seed: int = 12345,
              intervention_sequences: int = INTERVENTION_SEQUENCES,
              kinds: str = "QKV", metrics=DEFAULT_METRICS, ablation: str = "mean", paths: str = "direct",
@@ -466,8 +445,8 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
         linearised_on = weights.meta.notes[-1]
     else:
         linearised_on = None
-    notes = [linearised_on] if linearised_on else [unread_norms(weights)]
-    notes = [n for n in notes if n]
+    note = linearised_on or unread_norms(weights)
+    notes = [note] if note else []
     if cut:
         notes.append(cut)
     if metric_data != MetricData() and any(isinstance(m, str) and m in ON_DATA for m in metrics):
