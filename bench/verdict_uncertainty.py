@@ -26,6 +26,13 @@ ceiling), it prints the AUROC against the label truth (previous-token >= 0.4 bef
     python bench/verdict_uncertainty.py gemma3-270m verdict-gemma --on-data --shrinkage ledoit-wolf
     python bench/verdict_uncertainty.py gemma3-270m verdict-gemma --on-data --linearise-norms qk
 
+``--within reader`` (or ``writer``) asks the same of the AUROC kept to the comparisons between
+pairs into the same reader (from the same writer: ``compscope.data.validate.auroc_within``), in the
+estimate and in every draw (a head drawn twice is two readers); the Hanley–McNeil error, which
+counts independent pairs, is not given then.
+
+    python bench/verdict_uncertainty.py smollm2 verdict-smollm2 --on-data --within reader
+
 ``--linearise-norms`` scores the weights with the norms inside the heads' circuits replaced by
 their mean Jacobian on natural text (as ``compscope validate --linearise-norms``); the labels
 and the interventions are the model's as it is.
@@ -45,10 +52,13 @@ import torch  # noqa: E402
 
 from compscope.core.metrics import ON_DATA, get_metric  # noqa: E402
 from compscope.data.residual_moments import MetricData  # noqa: E402
-from compscope.data.validate import auroc, true_pairs  # noqa: E402
+from compscope.data.validate import auroc, auroc_within, true_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
 from verdict_candidates import (MEASURES, linearised_words, norms_argument, read_verdict,  # noqa: E402
                                 verdict_arguments, weights_to_score)
+
+
+QUANTILES = torch.tensor([0.025, 0.975], dtype=torch.float64)
 
 
 def hanley_mcneil(a: float, n1: int, n0: int) -> float:
@@ -57,20 +67,29 @@ def hanley_mcneil(a: float, n1: int, n0: int) -> float:
     return math.sqrt((a * (1 - a) + (n1 - 1) * (q1 - a * a) + (n0 - 1) * (q2 - a * a)) / (n1 * n0))
 
 
-def head_bootstrap(score: torch.Tensor, truth: torch.Tensor, layer: torch.Tensor, draws: list[torch.Tensor]
-                   ) -> tuple[list[float], int]:
-    """AUROCs of ``score`` against ``truth`` (both ``(n, n)`` over flattened heads) on each draw of
-    heads, over the drawn pairs whose writer's layer is before the reader's; and how many draws had
-    no true pair or no other pair."""
-    out, empty = [], 0
+def separation(score: torch.Tensor, truth: torch.Tensor, ok: torch.Tensor, within: str | None) -> float:
+    """The AUROC of ``score`` against ``truth`` (both ``(n, n)`` over flattened heads) over the
+    pairs ``ok``: of all of them, or kept to those that share the reader or the writer
+    (``within``); NaN without both classes to compare."""
+    if within is None:
+        t = truth[ok]
+        return float("nan") if t.all() or not t.any() else auroc(score[ok], t)
+    n = score.shape[0]
+    x = torch.where(ok, score, torch.nan).reshape(1, n, 1, n)  # one layer of n heads: every pair counts
+    return auroc_within(x, truth.reshape(1, n, 1, n), within)
+
+
+def head_bootstrap(score: torch.Tensor, truth: torch.Tensor, layer: torch.Tensor, draws: list[torch.Tensor],
+                   within: str | None = None) -> torch.Tensor:
+    """:func:`separation` of ``score`` against ``truth`` (both ``(n, n)`` over flattened heads) on
+    each draw of heads, over the drawn pairs whose writer's layer is before the reader's: float64,
+    one per draw, NaN where a draw has nothing to compare (no true pair or no other pair; within a
+    side, no head of it with both)."""
+    out = []
     for idx in draws:
         ok = layer[idx][:, None] < layer[idx][None, :]
-        t = truth[idx][:, idx][ok]
-        if t.all() or not t.any():
-            empty += 1
-            continue
-        out.append(auroc(score[idx][:, idx][ok], t))
-    return out, empty
+        out.append(separation(score[idx][:, idx], truth[idx][:, idx], ok, within))
+    return torch.tensor(out, dtype=torch.float64)
 
 
 def main() -> None:
@@ -82,6 +101,9 @@ def main() -> None:
                     help="also the metrics estimated on natural text (the model runs once over it)")
     ap.add_argument("--shrinkage", choices=["ledoit-wolf"], default=None,
                     help="with --on-data, also each of those metrics with its G shrunk by Ledoit-Wolf (rows 'NAME, LW')")
+    ap.add_argument("--within", choices=["reader", "writer"], default=None,
+                    help="the AUROC kept to comparisons between pairs into the same reader (or from the same "
+                         "writer), in the estimate and in every draw; no Hanley-McNeil SE then")
     norms_argument(ap)
     args = ap.parse_args()
     hw, previous, induction, effects = read_verdict(args.model, args.verdict)
@@ -94,6 +116,9 @@ def main() -> None:
     if not n1 or not n0:  # no AUROC to be uncertain about: said, not a traceback
         raise SystemExit(f"{args.verdict}: {n1} true K-pairs ({said}) and {n0} others; an AUROC needs both "
                          "(--prev-threshold, --induction-threshold)")
+    if args.within and math.isnan(auroc_within(torch.where(later, 0.0, torch.nan), truth, args.within)):
+        raise SystemExit(f"{args.verdict}: no {args.within} has both a true K-pair ({said}) and another pair; "
+                         f"an AUROC within {args.within}s needs one")
     layer = torch.arange(L).repeat_interleave(H)
     g = torch.Generator().manual_seed(args.seed)
     draws = [torch.randint(n, (n,), generator=g) for _ in range(args.reps)]
@@ -109,32 +134,38 @@ def main() -> None:
         table = scores(weights, "K", list(MEASURES), met, pairs="all", progress=False)
         candidates += [(m, name, table.dense(m, "K").double()) for m in MEASURES]
     lin = linearised_words(args)
-    print(f"{hw.meta.name}: {n1} true K-pairs ({said}) among {n1 + n0} pairs; "
+    inside = "" if args.within is None else f" {'into' if args.within == 'reader' else 'from'} one {args.within}"
+    kept_to = "" if args.within is None else f"; AUROC within {args.within}s (comparisons of pairs{inside})"
+    print(f"{hw.meta.name}: {n1} true K-pairs ({said}) among {n1 + n0} pairs{kept_to}; "
           f"bootstrap over the {n} heads, {args.reps} draws (seed {args.seed}){lin}\n")
     w = max(9, *(len(name) for name in metrics))
     print(f"{'score':<26} {'metric':<{w}} {'AUROC':>6} {'SE (H-M)':>9} {'bootstrap SD':>13} {'bootstrap 95%':>16} "
           f"{'best minus it, 95%':>20}")
     rows = []
     truth_flat = truth.reshape(n, n)
+    every = torch.ones(n, n, dtype=torch.bool)  # the NaNs of a score keep its pairs in order of layers
     for cand, met, s in candidates:
-        a = auroc(s, truth)
-        boot, empty = head_bootstrap(s.reshape(n, n), truth_flat, layer, draws)
-        if not boot:
-            raise SystemExit(f"no draw of the {n} heads held both true and other pairs in {args.reps}; more --reps")
-        b = torch.tensor(boot, dtype=torch.float64)
-        lo, hi = torch.quantile(b, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
-        rows.append((cand, met, a, hanley_mcneil(a, n1, n0), float(b.std()), lo, hi, empty, b))
-    rows.sort(key=lambda r: -r[2])
+        a = separation(s.reshape(n, n), truth_flat, every, args.within)
+        se = hanley_mcneil(a, n1, n0) if args.within is None else math.nan
+        b = head_bootstrap(s.reshape(n, n), truth_flat, layer, draws, args.within)
+        kept = b[~b.isnan()]
+        if not len(kept):
+            raise SystemExit(f"no draw of the {n} heads held both true and other pairs{inside} in {args.reps}; "
+                             "more --reps")
+        lo, hi = torch.quantile(kept, QUANTILES).tolist()
+        rows.append((cand, met, a, se, float(kept.std()), lo, hi, len(b) - len(kept), b))
+    rows.sort(key=lambda r: -r[2] if r[2] == r[2] else math.inf)  # a score with nothing to compare: last
     best = next(r for r in rows if r[1] != "-")  # the best measure x metric
     for cand, met, a, se, sd, lo, hi, empty, b in rows:
         if cand == best[0] and met == best[1]:
             paired = "best"
         else:
-            d = torch.quantile(best[8] - b, torch.tensor([0.025, 0.975], dtype=torch.float64)).tolist()
+            d = torch.nanquantile(best[8] - b, QUANTILES).tolist()  # over the draws both have
             paired = f"[{d[0]:+.3f}, {d[1]:+.3f}]"
-        print(f"{cand:<26} {met:<{w}} {a:6.3f} {se:9.3f} {sd:13.3f}   [{lo:.3f}, {hi:.3f}] {paired:>20}")
+        se = "-" if math.isnan(se) else f"{se:.3f}"
+        print(f"{cand:<26} {met:<{w}} {a:6.3f} {se:>9} {sd:13.3f}   [{lo:.3f}, {hi:.3f}] {paired:>20}")
     empties = {r[7] for r in rows}
-    print(f"\ndraws without both true and other pairs, left out: {', '.join(str(e) for e in sorted(empties))}")
+    print(f"\ndraws without both true and other pairs{inside}, left out: {', '.join(str(e) for e in sorted(empties))}")
 
 
 if __name__ == "__main__":

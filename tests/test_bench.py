@@ -687,3 +687,44 @@ def test_verdict_pairs_rows_average_to_the_auroc(tmp_path):
     p = run_bench("verdict_pairs.py", "induction-2l", str(tmp_path))  # a folder with no verdict in it
     assert p.returncode == 1 and "not a folder written by `compscope validate --out` (missing head_labels.csv" in p.stderr
     assert "Traceback" not in p.stderr
+
+
+def test_verdict_uncertainty_within_readers_and_writers(tmp_path):
+    """``--within``: a draw of every head in order, or in any order, is the model itself, so its
+    AUROC is :func:`auroc_within`'s; the script's estimate for each score is too, and it gives no
+    Hanley–McNeil error."""
+    import torch
+
+    import compscope
+    from compscope.data.validate import auroc_within, true_pairs
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from verdict_uncertainty import head_bootstrap
+
+    g = torch.Generator().manual_seed(3)
+    L, H = 3, 3
+    n = L * H
+    x = torch.randint(0, 5, (L, H, L, H), generator=g).double()  # ties
+    later = torch.arange(L)[:, None, None, None] < torch.arange(L)[None, None, :, None]
+    x = torch.where(later.expand_as(x), x, torch.nan)
+    truth = (torch.rand(x.shape, generator=g) < 0.4) & later
+    layer = torch.arange(L).repeat_interleave(H)
+    draws = [torch.arange(n), torch.randperm(n, generator=g), torch.zeros(n, dtype=torch.long)]
+    for side in ("reader", "writer"):
+        got = head_bootstrap(x.reshape(n, n), truth.reshape(n, n), layer, draws, side)
+        assert got[0] == pytest.approx(auroc_within(x, truth, side), abs=1e-12)
+        assert got[1] == pytest.approx(auroc_within(x, truth, side), abs=1e-12)
+        assert got[2].isnan()  # one head drawn n times: no pair in order of layers
+    v = compscope.validate("induction-2l", progress=False)
+    v.save(tmp_path / "verdict")
+    out = bench("verdict_uncertainty.py", "induction-2l", str(tmp_path / "verdict"), "--reps", "20", "--within", "reader")
+    assert "AUROC within readers" in out.splitlines()[0], out
+    truth = true_pairs(v.labels.previous_token, v.labels.induction, 0.4, 0.3)
+    table = compscope.scores("induction-2l", "K", ["frobenius", "read_gain"], "embed", pairs="all", progress=False)
+    for m in ("frobenius", "read_gain"):
+        row = re.search(rf"^{m} +embed +([0-9.]+) +- +[0-9.]+ +\[", out, re.M)
+        assert row and float(row.group(1)) == pytest.approx(auroc_within(table.dense(m, "K"), truth, "reader"),
+                                                            abs=5e-4), out
+    p = run_bench("verdict_uncertainty.py", "induction-2l", str(tmp_path / "verdict"), "--within", "writer")
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr  # its 2 writers read into every induction head
+    assert "no writer has both a true K-pair" in p.stderr, p.stderr

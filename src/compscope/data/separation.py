@@ -46,15 +46,22 @@ def auroc_within(scores: Tensor, truth: Tensor, side: str = "reader") -> float:
     x, t = scores.double().reshape(n_heads, n_heads), truth.bool().reshape(n_heads, n_heads)
     if side == "reader":  # one row per shared head
         x, t = x.T, t.T
-    u = n = 0.0
-    for row, true in zip(x, t):
-        fin = torch.isfinite(row)
-        pos, neg = row[fin & true], row[fin & ~true]
-        if len(pos) and len(neg):
-            d = pos[:, None] - neg[None, :]
-            u += float((d > 0).sum()) + 0.5 * float((d == 0).sum())
-            n += len(pos) * len(neg)
-    return u / n if n else float("nan")
+    u, n = _within_counts(x, t)
+    return float(u.sum() / n.sum()) if n.sum() else float("nan")
+
+
+def _within_counts(x: Tensor, t: Tensor) -> tuple[Tensor, Tensor]:
+    """Per row of ``x: (rows, n)`` (``t`` its truth): ``U`` (its true entries' wins over its false
+    ones, finite entries only, ties ½) and ``n₁ n₀``, float64, zero in a row without both; what
+    :func:`auroc_within` sums, rows being the shared heads. The work is that of ``n`` comparisons
+    per true entry."""
+    fin = torch.isfinite(x)
+    pos, neg = fin & t, fin & ~t
+    rows, cols = pos.nonzero(as_tuple=True)  # each true entry against its own row's false ones
+    v, other, against = x[rows, cols][:, None], x[rows], neg[rows]
+    wins = ((other < v) & against).sum(1) + 0.5 * ((other == v) & against).sum(1)
+    u = torch.zeros(x.shape[0], dtype=torch.float64).index_add_(0, rows, wins.double())
+    return u, pos.sum(1).double() * neg.sum(1).double()
 
 
 def auroc_shares(scores: Tensor, truth: Tensor) -> Tensor:
