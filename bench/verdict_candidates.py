@@ -153,6 +153,37 @@ def norms_argument(ap: argparse.ArgumentParser) -> None:
                          "norm 'output'; alone: every one the model has) replaced by their mean Jacobian on natural text")
 
 
+def data_arguments(ap: argparse.ArgumentParser) -> None:
+    """``--on-data`` (the metrics estimated on natural text join the candidates) and, with it,
+    ``--shrinkage ledoit-wolf`` (each of them again with its ``G`` shrunk: rows ``NAME, LW``)."""
+    ap.add_argument("--on-data", action="store_true",
+                    help="also the metrics estimated on natural text (the model runs once over it)")
+    ap.add_argument("--shrinkage", choices=["ledoit-wolf"], default=None,
+                    help="with --on-data, also each of those metrics with its G shrunk by Ledoit-Wolf (rows 'NAME, LW')")
+
+
+def data_metric_names(args: argparse.Namespace) -> tuple[str, ...]:
+    """The names of the metrics on data that :func:`data_arguments` asked for (none without ``--on-data``)."""
+    if not args.on_data:
+        return ()
+    return ON_DATA + (tuple(f"{name}, LW" for name in ON_DATA) if args.shrinkage else ())
+
+
+def metrics_to_score(args: argparse.Namespace, weights, runner, names: tuple[str, ...] = ("identity", "embed")) -> dict:
+    """``{name: Metric}`` of ``weights``: the metrics ``names`` that need no data and, as
+    :func:`data_arguments` asked, those estimated on text (one pass of ``runner`` serves them all).
+    ``--shrinkage`` without ``--on-data``: refused, not ignored."""
+    if args.shrinkage and not args.on_data:
+        raise SystemExit("--shrinkage shrinks the metrics estimated on data: give --on-data with it")
+    metrics = {name: get_metric(name, weights) for name in names}
+    if args.on_data:
+        metrics.update({name: get_metric(name, weights, model=runner) for name in ON_DATA})
+        if args.shrinkage:  # the same pass's sums, shrunk
+            shrunk = MetricData(shrinkage=args.shrinkage)
+            metrics.update({f"{name}, LW": get_metric(name, weights, model=runner, data=shrunk) for name in ON_DATA})
+    return metrics
+
+
 def weights_to_score(args: argparse.Namespace, hw, runs: bool, progress: bool = False) -> tuple:
     """``(weights, runner)``: the weights the measures read, ``hw`` or, with ``args.linearise_norms``
     (:func:`norms_argument`), ``hw`` with those norms replaced by their mean Jacobian on the default

@@ -10,8 +10,8 @@ AUROC of the best measure × metric among every measure under ``identity``, ``em
 ``overlap`` (embed) beside it. A row with no true pair, or no
 other pair, prints ``-``.
 
-``--on-data`` adds the metrics estimated on text to the candidates (the model runs once over it),
-``--linearise-norms`` scores the weights with the norms inside the heads' circuits linearised (as
+``--on-data`` adds the metrics estimated on text to the candidates (the model runs once over it;
+with ``--shrinkage ledoit-wolf`` each of them shrunk too, ``NAME, LW``), ``--linearise-norms`` scores the weights with the norms inside the heads' circuits linearised (as
 ``compscope validate`` does), and ``--column MEASURE,METRIC`` adds a column for that candidate.
 
     compscope validate smollm2 --out verdict-smollm2
@@ -26,11 +26,11 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from compscope.core.metrics import ON_DATA, get_metric  # noqa: E402
+from compscope.core.metrics import get_metric  # noqa: E402
 from compscope.data.validate import auroc, confirmed_pairs, forward_pairs, true_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
-from verdict_candidates import (MEASURES, linearised_words, norms_argument, read_verdict,  # noqa: E402
-                                weights_to_score)
+from verdict_candidates import (MEASURES, data_arguments, data_metric_names, linearised_words,  # noqa: E402
+                                metrics_to_score, norms_argument, read_verdict, weights_to_score)
 
 
 def weight_only_names(hw) -> tuple[str, ...]:
@@ -65,20 +65,21 @@ def print_grid(previous, induction, effects, candidates: dict, prevs, inductions
     names = {("frobenius", "identity"): "frob. id", ("overlap", "embed"): "overlap emb"}
     heads = [names.get(c, f"{c[0]}, {c[1]}") for c in shown]
     later = forward_pairs(*previous.shape).isfinite()
-    print(f"{'prev >=':>7} {'ind >=':>6} {'true':>5} {'conf.':>5} {'ceiling':>8}  {'best measure x metric':<28} "
+    wb = max(28, *(len(f"{m}, {met}") for m, met in candidates))
+    print(f"{'prev >=':>7} {'ind >=':>6} {'true':>5} {'conf.':>5} {'ceiling':>8}  {'best measure x metric':<{wb}} "
           f"{'AUROC':>6} " + " ".join(f"{h:>{max(8, len(h))}}" for h in heads))
     for p in prevs:
         for i in inductions:
             truth = true_pairs(previous, induction, p, i)
             n = int(truth.sum())
             if n == 0 or bool(truth[later].all()):  # nothing to compare
-                print(f"{p:7.2f} {i:6.2f} {n:5d} {'-':>5} {'-':>8}  {'-':<28} {'-':>6} "
+                print(f"{p:7.2f} {i:6.2f} {n:5d} {'-':>5} {'-':>8}  {'-':<{wb}} {'-':>6} "
                       + " ".join(f"{'-':>{max(8, len(h))}}" for h in heads))
                 continue
             confirmed = int(confirmed_pairs(truth, effects, effect_threshold).sum())
             got = {k: auroc(x, truth) for k, x in candidates.items()}
             (m, met), best = max(got.items(), key=lambda kv: kv[1])
-            print(f"{p:7.2f} {i:6.2f} {n:5d} {confirmed:5d} {auroc(effects, truth):8.3f}  {m + ', ' + met:<28} {best:6.3f} "
+            print(f"{p:7.2f} {i:6.2f} {n:5d} {confirmed:5d} {auroc(effects, truth):8.3f}  {m + ', ' + met:<{wb}} {best:6.3f} "
                   + " ".join(f"{got[c]:{max(8, len(h))}.3f}" for c, h in zip(shown, heads)))
 
 
@@ -89,22 +90,20 @@ def main() -> None:
     ap.add_argument("--prev", type=float, nargs="+", default=[0.3, 0.4, 0.5, 0.6], help="previous-token thresholds")
     ap.add_argument("--induction", type=float, nargs="+", default=[0.2, 0.3, 0.4, 0.5], help="induction thresholds")
     ap.add_argument("--effect-threshold", type=float, default=0.05)
-    ap.add_argument("--on-data", action="store_true",
-                    help="also the metrics estimated on natural text (the model runs once over it)")
+    data_arguments(ap)
     ap.add_argument("--column", action="append", default=[], metavar="MEASURE,METRIC",
                     help="a column for this measure x metric (repeatable), e.g. read_gain,covariance")
     norms_argument(ap)
     args = ap.parse_args()
     columns = [tuple(c.split(",", 1)) for c in args.column]
     hw, previous, induction, effects = read_verdict(args.model, args.verdict)
-    metrics = weight_only_names(hw) + (ON_DATA if args.on_data else ())
+    metrics = weight_only_names(hw) + data_metric_names(args)
     unknown = [",".join(c) for c in columns if len(c) != 2 or c[0] not in MEASURES or c[1] not in metrics]
     if unknown:  # said by name, with what there is, before anything is scored
         ap.error(f"--column {unknown[0]}: not among the candidates (measures {', '.join(MEASURES)}; metrics "
                  f"{', '.join(metrics)})")
     weights, runner = weights_to_score(args, hw, runs=args.on_data)
-    on_data = {name: get_metric(name, weights, model=runner) for name in ON_DATA} if args.on_data else None
-    candidates = weight_only(weights, on_data)
+    candidates = weight_only(weights, metrics_to_score(args, weights, runner, names=()))
     lin = linearised_words(args)
     print(f"{hw.meta.name}: AUROC of the true previous-token -> induction K-pairs, by the thresholds that define them "
           f"(confirmed: K effect >= {args.effect_threshold}){lin}\n")

@@ -50,12 +50,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
 
-from compscope.core.metrics import ON_DATA, get_metric  # noqa: E402
-from compscope.data.residual_moments import MetricData  # noqa: E402
 from compscope.data.validate import auroc, auroc_within, true_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
-from verdict_candidates import (MEASURES, linearised_words, norms_argument, read_verdict,  # noqa: E402
-                                verdict_arguments, weights_to_score)
+from verdict_candidates import (MEASURES, data_arguments, linearised_words, metrics_to_score,  # noqa: E402
+                                norms_argument, read_verdict, verdict_arguments, weights_to_score)
 
 
 QUANTILES = torch.tensor([0.025, 0.975], dtype=torch.float64)
@@ -97,10 +95,7 @@ def main() -> None:
     verdict_arguments(ap)
     ap.add_argument("--reps", type=int, default=1000, help="bootstrap draws (default 1000)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--on-data", action="store_true",
-                    help="also the metrics estimated on natural text (the model runs once over it)")
-    ap.add_argument("--shrinkage", choices=["ledoit-wolf"], default=None,
-                    help="with --on-data, also each of those metrics with its G shrunk by Ledoit-Wolf (rows 'NAME, LW')")
+    data_arguments(ap)
     ap.add_argument("--within", choices=["reader", "writer"], default=None,
                     help="the AUROC kept to comparisons between pairs into the same reader (or from the same "
                          "writer), in the estimate and in every draw; no Hanley-McNeil SE then")
@@ -124,12 +119,7 @@ def main() -> None:
     draws = [torch.randint(n, (n,), generator=g) for _ in range(args.reps)]
     candidates = [("interventions (K effect)", "-", effects)]
     weights, runner = weights_to_score(args, hw, runs=args.on_data, progress=True)
-    metrics = {name: get_metric(name, weights) for name in ("identity", "embed")}
-    if args.on_data:  # one pass over the text serves every metric on data
-        metrics.update({name: get_metric(name, weights, model=runner) for name in ON_DATA})
-        if args.shrinkage:
-            shrunk = MetricData(shrinkage=args.shrinkage)
-            metrics.update({f"{name}, LW": get_metric(name, weights, model=runner, data=shrunk) for name in ON_DATA})
+    metrics = metrics_to_score(args, weights, runner)
     for name, met in metrics.items():
         table = scores(weights, "K", list(MEASURES), met, pairs="all", progress=False)
         candidates += [(m, name, table.dense(m, "K").double()) for m in MEASURES]

@@ -11,12 +11,14 @@ within readers, and ``read_gain`` (``frobenius`` times the reader's own scale) g
 ``frobenius``'s there, under any metric.
 
 For the K interventions (the ceiling) and every measure under ``identity`` and ``embed`` (with
-``--on-data`` also the metrics estimated on text; ``--linearise-norms`` as ``compscope validate``
-has it) this prints the three AUROCs, ranked by the first, and how many comparisons each counts.
+``--on-data`` also the metrics estimated on text, and with ``--shrinkage ledoit-wolf`` each of
+them shrunk, ``NAME, LW``; ``--linearise-norms`` as ``compscope validate`` has it) this prints the
+three AUROCs, ranked by the first, and how many comparisons each counts.
 
     compscope validate smollm2 --out verdict-smollm2
     python bench/verdict_within.py smollm2 verdict-smollm2 --on-data
     python bench/verdict_within.py gemma3-270m verdict-gemma --on-data --linearise-norms qk
+    python bench/verdict_within.py gemma3-270m verdict-gemma --on-data --shrinkage ledoit-wolf
 """
 
 from __future__ import annotations
@@ -27,10 +29,9 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
-from verdict_candidates import (MEASURES, linearised_words, norms_argument, read_verdict,  # noqa: E402
-                                verdict_arguments, weights_to_score)
+from verdict_candidates import (MEASURES, data_arguments, linearised_words, metrics_to_score,  # noqa: E402
+                                norms_argument, read_verdict, verdict_arguments, weights_to_score)
 
-from compscope.core.metrics import ON_DATA, get_metric  # noqa: E402
 from compscope.data.validate import auroc, auroc_within, true_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
 
@@ -48,8 +49,7 @@ def comparisons(truth: torch.Tensor, scored: torch.Tensor, side: str | None) -> 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     verdict_arguments(ap)
-    ap.add_argument("--on-data", action="store_true",
-                    help="also the metrics estimated on natural text (the model runs once over it)")
+    data_arguments(ap)
     norms_argument(ap)
     args = ap.parse_args()
     hw, previous, induction, effects = read_verdict(args.model, args.verdict)
@@ -60,9 +60,7 @@ def main() -> None:
     if not n[None]:
         raise SystemExit(f"{args.verdict}: no true K-pair and other pair to compare ({said})")
     weights, runner = weights_to_score(args, hw, runs=args.on_data)
-    metrics = {name: get_metric(name, weights) for name in ("identity", "embed")}
-    if args.on_data:  # one pass over the text serves every metric on data
-        metrics.update({name: get_metric(name, weights, model=runner) for name in ON_DATA})
+    metrics = metrics_to_score(args, weights, runner)
     rows = [("interventions (K effect)", "-", effects)]
     for name, met in metrics.items():
         table = scores(weights, "K", list(MEASURES), met, pairs="all", progress=False)

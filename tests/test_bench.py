@@ -728,3 +728,41 @@ def test_verdict_uncertainty_within_readers_and_writers(tmp_path):
     p = run_bench("verdict_uncertainty.py", "induction-2l", str(tmp_path / "verdict"), "--within", "writer")
     assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr  # its 2 writers read into every induction head
     assert "no writer has both a true K-pair" in p.stderr, p.stderr
+
+
+def test_verdict_scripts_take_the_shrunk_metrics_on_data(tmp_path):
+    """``--on-data --shrinkage ledoit-wolf`` adds each metric on data shrunk (rows ``NAME, LW``):
+    in verdict_within its AUROCs are those of ``compscope.scores`` with the same shrinkage, in
+    verdict_thresholds it can have a column; ``--shrinkage`` without ``--on-data`` is refused, not
+    ignored."""
+    import torch
+
+    import compscope
+    from compscope.data.validate import auroc_within
+
+    v = compscope.validate("induction-2l", progress=False)
+    v.save(tmp_path / "verdict")
+    args = ["induction-2l", str(tmp_path / "verdict"), "--prev-threshold", "0.05", "--induction-threshold", "0.665"]
+    out = bench("verdict_within.py", *args, "--on-data", "--shrinkage", "ledoit-wolf")
+    t = _toy_truth(tmp_path / "verdict")
+    truth = torch.zeros(2, 4, 2, 4, dtype=torch.bool)
+    for pair, true in t.items():
+        truth[pair] = bool(true)
+    shrunk = compscope.MetricData(shrinkage="ledoit-wolf")
+    table = compscope.scores("induction-2l", "K", ["frobenius", "read_gain"], "covariance-own", pairs="all",
+                             progress=False, metric_data=shrunk)
+    for m in ("frobenius", "read_gain"):
+        x = table.dense(m, "K")
+        row = re.search(rf"^{m} +covariance-own, LW +([0-9.]+) +nan +([0-9.]+)$", out, re.M)
+        assert row, (m, out)
+        assert float(row.group(1)) == pytest.approx(_auroc_by_hand(x, t), abs=5.01e-4), (m, out)
+        assert float(row.group(2)) == pytest.approx(auroc_within(x, truth, "writer"), abs=5.01e-4), (m, out)
+    out = bench("verdict_thresholds.py", "induction-2l", str(tmp_path / "verdict"), "--prev", "0.05", "--induction",
+                "0.665", "--on-data", "--shrinkage", "ledoit-wolf", "--column", "read_gain,covariance-own, LW")
+    row = re.search(r"^ +0\.05 +0\.67 +8 .* ([0-9.]+)$", out, re.M)
+    assert row and float(row.group(1)) == pytest.approx(_auroc_by_hand(table.dense("read_gain", "K"), t),
+                                                        abs=5.01e-4), out
+    for script in ("verdict_within.py", "verdict_uncertainty.py"):
+        p = run_bench(script, *args, "--shrinkage", "ledoit-wolf")
+        assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
+        assert "--shrinkage shrinks the metrics estimated on data: give --on-data with it" in p.stderr, p.stderr
