@@ -11,8 +11,9 @@ AUROC of the best measure × metric among every measure under ``identity``, ``em
 other pair, prints ``-``.
 
 ``--on-data`` adds the metrics estimated on text to the candidates (the model runs once over it;
-with ``--shrinkage ledoit-wolf`` each of them shrunk too, ``NAME, LW``), ``--linearise-norms`` scores the weights with the norms inside the heads' circuits linearised (as
-``compscope validate`` does), and ``--column MEASURE,METRIC`` adds a column for that candidate.
+with ``--shrinkage ledoit-wolf`` each of them shrunk too, ``NAME, LW``), ``--linearise-norms``
+scores the weights with the norms inside the heads' circuits linearised (as ``compscope
+validate`` does), and ``--column MEASURE,METRIC`` adds a column for that candidate.
 
     compscope validate smollm2 --out verdict-smollm2
     python bench/verdict_thresholds.py smollm2 verdict-smollm2
