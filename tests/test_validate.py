@@ -114,11 +114,13 @@ def test_auroc_within_by_hand():
 @given(st.integers(2, 3), st.integers(1, 3), st.integers(0, 2**31 - 1))
 def test_auroc_within_counts_the_comparisons_that_share_a_head(L, H, seed):
     """Against counting every (true, false) pair of pairs that share the reader (or the writer),
-    on integer scores (ties) with NaNs; a positive factor per reader leaves it unchanged within
-    readers."""
+    on integer scores (ties) with NaNs and infinities (left out); a positive factor per reader
+    leaves it unchanged within readers."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randint(0, 4, (L, H, L, H), generator=g).double()
     x[torch.rand(x.shape, generator=g) < 0.2] = float("nan")
+    x[torch.rand(x.shape, generator=g) < 0.05] = float("inf")  # not finite: left out, as NaN
+    x[torch.rand(x.shape, generator=g) < 0.05] = -float("inf")
     truth = torch.rand(x.shape, generator=g) < 0.4
     for side, shared in (("reader", lambda i: i[2:]), ("writer", lambda i: i[:2])):
         wins = total = 0.0
