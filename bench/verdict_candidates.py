@@ -176,11 +176,16 @@ def metrics_to_score(args: argparse.Namespace, weights, runner, names: tuple[str
     if args.shrinkage and not args.on_data:
         raise SystemExit("--shrinkage shrinks the metrics estimated on data: give --on-data with it")
     metrics = {name: get_metric(name, weights) for name in names}
-    if args.on_data:
-        metrics.update({name: get_metric(name, weights, model=runner) for name in ON_DATA})
-        if args.shrinkage:  # the same pass's sums, shrunk
-            shrunk = MetricData(shrinkage=args.shrinkage)
-            metrics.update({f"{name}, LW": get_metric(name, weights, model=runner, data=shrunk) for name in ON_DATA})
+    return {**metrics, **data_metrics(weights, runner, args.shrinkage)} if args.on_data else metrics
+
+
+def data_metrics(weights, runner, shrinkage: str | None) -> dict:
+    """``{name: Metric}`` of ``weights``: every metric estimated on text (one pass of ``runner``
+    serves them all) and, with ``shrinkage``, each again with its ``G`` shrunk (``NAME, LW``)."""
+    metrics = {name: get_metric(name, weights, model=runner) for name in ON_DATA}
+    if shrinkage:  # the same pass's sums, shrunk
+        shrunk = MetricData(shrinkage=shrinkage)
+        metrics.update({f"{name}, LW": get_metric(name, weights, model=runner, data=shrunk) for name in ON_DATA})
     return metrics
 
 
@@ -239,12 +244,8 @@ def main() -> None:
                "writers": from_gram("writers", writers), "readers": from_gram("readers", readers, invert=True)}
     if hw.W_U is not None:
         metrics["unembed"] = get_metric("unembed", hw)
-    runner = runner_for(args.model, hw)  # loaded once; one pass over the text serves the four metrics on data
-    for name in ON_DATA:
-        metrics[name] = get_metric(name, hw, model=runner)
-    if args.shrinkage:  # the same pass's sums, shrunk
-        shrunk = MetricData(shrinkage=args.shrinkage)
-        metrics.update({f"{name}, LW": get_metric(name, hw, model=runner, data=shrunk) for name in ON_DATA})
+    runner = runner_for(args.model, hw)  # loaded once; one pass over the text serves the metrics on data
+    metrics.update(data_metrics(hw, runner, args.shrinkage))
     dense = {}
     for name, met in metrics.items():
         table = scores(hw, "K", list(MEASURES), met, pairs="all", progress=False)

@@ -77,17 +77,18 @@ def separation(score: torch.Tensor, truth: torch.Tensor, ok: torch.Tensor, withi
     return auroc_within(x, truth.reshape(1, n, 1, n), within)
 
 
-def head_bootstrap(score: torch.Tensor, truth: torch.Tensor, layer: torch.Tensor, draws: list[torch.Tensor],
+def head_bootstrap(scores: list[torch.Tensor], truth: torch.Tensor, layer: torch.Tensor, draws: list[torch.Tensor],
                    within: str | None = None) -> torch.Tensor:
-    """:func:`separation` of ``score`` against ``truth`` (both ``(n, n)`` over flattened heads) on
-    each draw of heads, over the drawn pairs whose writer's layer is before the reader's: float64,
-    one per draw, NaN where a draw has nothing to compare (no true pair or no other pair; within a
-    side, no head of it with both)."""
-    out = []
-    for idx in draws:
-        ok = layer[idx][:, None] < layer[idx][None, :]
-        out.append(separation(score[idx][:, idx], truth[idx][:, idx], ok, within))
-    return torch.tensor(out, dtype=torch.float64)
+    """``(score, draw)`` float64: :func:`separation` of each of ``scores`` against ``truth`` (all
+    ``(n, n)`` over flattened heads) on each draw of heads, over the drawn pairs whose writer's
+    layer is before the reader's (found once per draw for every score); NaN where a draw has
+    nothing to compare (no true pair or no other pair; within a side, no head of it with both)."""
+    out = torch.empty(len(scores), len(draws), dtype=torch.float64)
+    for j, idx in enumerate(draws):
+        ok, t = layer[idx][:, None] < layer[idx][None, :], truth[idx[:, None], idx]
+        for i, score in enumerate(scores):
+            out[i, j] = separation(score[idx[:, None], idx], t, ok, within)
+    return out
 
 
 def main() -> None:
@@ -134,10 +135,11 @@ def main() -> None:
     rows = []
     truth_flat = truth.reshape(n, n)
     every = torch.ones(n, n, dtype=torch.bool)  # the NaNs of a score keep its pairs in order of layers
-    for cand, met, s in candidates:
-        a = separation(s.reshape(n, n), truth_flat, every, args.within)
+    flat = [s.reshape(n, n) for _, _, s in candidates]
+    boot = head_bootstrap(flat, truth_flat, layer, draws, args.within)
+    for (cand, met, _), s, b in zip(candidates, flat, boot):
+        a = separation(s, truth_flat, every, args.within)
         se = hanley_mcneil(a, n1, n0) if args.within is None else math.nan
-        b = head_bootstrap(s.reshape(n, n), truth_flat, layer, draws, args.within)
         kept = b[~b.isnan()]
         if not len(kept):
             raise SystemExit(f"no draw of the {n} heads held both true and other pairs{inside} in {args.reps}; "

@@ -711,7 +711,7 @@ def test_verdict_uncertainty_within_readers_and_writers(tmp_path):
     layer = torch.arange(L).repeat_interleave(H)
     draws = [torch.arange(n), torch.randperm(n, generator=g), torch.zeros(n, dtype=torch.long)]
     for side in ("reader", "writer"):
-        got = head_bootstrap(x.reshape(n, n), truth.reshape(n, n), layer, draws, side)
+        got = head_bootstrap([x.reshape(n, n)], truth.reshape(n, n), layer, draws, side)[0]
         assert got[0] == pytest.approx(auroc_within(x, truth, side), abs=1e-12)
         assert got[1] == pytest.approx(auroc_within(x, truth, side), abs=1e-12)
         assert got[2].isnan()  # one head drawn n times: no pair in order of layers
