@@ -12,8 +12,8 @@ is loaded once; each estimate runs it over its text once.
 
     compscope validate gemma3-270m --out verdict-gemma
     python bench/metric_data_spread.py gemma3-270m verdict-gemma --metric covariance-own
-    python bench/metric_data_spread.py gemma3-270m verdict-gemma --metric covariance-own --shrinkage ledoit-wolf
-    python bench/metric_data_spread.py gemma3-270m verdict-gemma --shrinkage ledoit-wolf --corpus licences.txt
+    python bench/metric_data_spread.py gemma3-270m verdict-gemma --metric covariance-own --shrinkage none
+    python bench/metric_data_spread.py gemma3-270m verdict-gemma --corpus licences.txt
 """
 
 from __future__ import annotations
@@ -31,6 +31,10 @@ from compscope.engine.composition import scores  # noqa: E402
 from verdict_candidates import MEASURES, truth_from_args, verdict_arguments  # noqa: E402
 
 
+#: width of the data column (the words of 64 sequences of text, shrunk)
+W = 96
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     verdict_arguments(ap)
@@ -41,7 +45,8 @@ def main() -> None:
                     help="amounts of text, in sequences (default 16 64 256; 64 is the verdict's)")
     ap.add_argument("--length", type=int, default=None, help="tokens per sequence (default the metric's: 128, toys 64)")
     ap.add_argument("--shrinkage", default=None, choices=SHRINKAGES,
-                    help="how each layer's G is estimated (default none: the sample moment; ledoit-wolf)")
+                    help="how each layer's G is estimated (default ledoit-wolf, compscope's: the sample moment "
+                         "shrunk; none: the sample moment itself)")
     ap.add_argument("--corpus", metavar="FILE", default=None,
                     help="a UTF-8 text file to estimate on instead of the standard library's docstrings")
     ap.add_argument("--repeats", type=int, metavar="HALF", default=None,
@@ -53,7 +58,7 @@ def main() -> None:
     print(f"{hw.meta.name}: label-truth AUROC of {int(truth.sum())} true K-pairs (previous-token >= "
           f"{args.prev_threshold}, induction >= {args.induction_threshold}) under {args.metric}, by the data it is "
           f"estimated on\n")
-    print(f"{'data':<72}" + "".join(f"{m:>12}" for m in MEASURES))
+    print(f"{'data':<{W}}" + "".join(f"{m:>12}" for m in MEASURES))
     got: dict[int, list[dict[str, float]]] = {}
     for n in args.sequences:
         for seed in args.seeds:
@@ -61,20 +66,22 @@ def main() -> None:
                 data = MetricData(sequences=n, length=args.length, seed=seed, shrinkage=args.shrinkage, corpus=args.corpus)
                 met, words = get_metric(args.metric, hw, model=runner, data=data), metric_data(runner, data)
             else:
-                met, words = on_repeats(runner, hw, args.metric, n, args.repeats, seed, args.shrinkage)
+                met, words = on_repeats(runner, hw, args.metric, n, args.repeats, seed,
+                                        MetricData(shrinkage=args.shrinkage).estimator)
             table = scores(hw, "K", list(MEASURES), met, pairs="all", progress=False)
             row = {m: auroc(table.dense(m, "K"), truth) for m in MEASURES}
             got.setdefault(n, []).append(row)
-            print(f"{words:<72}" + "".join(f"{row[m]:12.3f}" for m in MEASURES))
+            print(f"{words:<{W}}" + "".join(f"{row[m]:12.3f}" for m in MEASURES))
     print("\nrange over the seeds")
     for n, rows in got.items():
         spans = [f"{min(r[m] for r in rows):.3f}-{max(r[m] for r in rows):.3f}" for m in MEASURES]
-        print(f"{f'{n} sequences':<72}" + "".join(f"{x:>12}" for x in spans))
+        print(f"{f'{n} sequences':<{W}}" + "".join(f"{x:>12}" for x in spans))
 
 
 def on_repeats(runner, hw, name: str, n: int, half: int, seed: int, shrinkage: str | None):
     """``(metric, words)``: the metric ``name`` estimated on ``n`` repeated random sequences
-    ``[bos] t t`` of ``seed`` (drawn as the verdict draws its own, special tokens avoided)."""
+    ``[bos] t t`` of ``seed`` (drawn as the verdict draws its own, special tokens avoided);
+    ``shrinkage`` as :func:`compscope.data.residual_moments.runner_second_moments` takes it."""
     from dataclasses import replace
 
     from compscope.core.metrics import activations

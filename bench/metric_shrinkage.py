@@ -8,7 +8,8 @@ measure sees, ``(1 − ρ) G + ρ (tr G/d) I`` with ``ρ = ridge / (1 + ridge)``
 multiple of the identity. This script reads a saved verdict back (its labels), estimates each
 metric once, and prints the label-truth AUROC of the true previous-token → induction K-pairs of
 every measure under it for a grid of ridges, and with the Ledoit–Wolf estimate, whose intensity
-each layer's own data give (``MetricData(shrinkage='ledoit-wolf')``; no label is looked at),
+each layer's own data give (``MetricData(shrinkage='ledoit-wolf')``, compscope's default; no
+label is looked at),
 with the range of those intensities, as ridges.
 
     compscope validate gemma3-270m --out verdict-gemma
@@ -39,8 +40,8 @@ def main() -> None:
     ap.add_argument("--sequences", type=int, default=None, help="text to estimate on, in sequences (default the metric's)")
     ap.add_argument("--seed", type=int, default=None, help="which windows of the text (default the metric's)")
     args, hw, truth, runner = truth_from_args(ap)
-    plain = MetricData(sequences=args.sequences, seed=args.seed)
-    shrunk = MetricData(sequences=args.sequences, seed=args.seed, shrinkage="ledoit-wolf")
+    plain = MetricData(sequences=args.sequences, seed=args.seed, shrinkage="none")  # the sample moment, ridged
+    shrunk = MetricData(sequences=args.sequences, seed=args.seed, shrinkage="ledoit-wolf")  # compscope's default
     print(f"{hw.meta.name}: label-truth AUROC of {int(truth.sum())} true K-pairs (previous-token >= "
           f"{args.prev_threshold}, induction >= {args.induction_threshold}), by how G is regularised\n")
     print(f"{'metric':<16} {'G':<34}" + "".join(f"{m:>11}" for m in MEASURES))

@@ -42,11 +42,12 @@ induction head"; the first row says how much of it the writer's role alone answe
 
     compscope validate smollm2 --out verdict-smollm2
     python bench/verdict_candidates.py smollm2 verdict-smollm2
-    python bench/verdict_candidates.py gemma3-270m verdict-gemma --shrinkage ledoit-wolf
+    python bench/verdict_candidates.py gemma3-270m verdict-gemma --shrinkage none
 
-``--shrinkage ledoit-wolf`` adds every metric on data with each layer's ``G`` shrunk by
-Ledoit-Wolf (rows ``NAME, LW``, layer-standardised too, and ``covariance-own, LW`` with the norms
-linearised), from the same pass over the text.
+The metrics on data are estimated as compscope estimates them by default (each layer's ``G``
+shrunk by Ledoit-Wolf); ``--shrinkage none`` adds every one of them again with ``G`` the sample
+moment itself (rows ``NAME, sample``, layer-standardised too, and ``covariance-own, sample`` with
+the norms linearised), from the same pass over the text.
 """
 
 from __future__ import annotations
@@ -71,6 +72,10 @@ from compscope.data.validate import auroc, confirmed_pairs, previous_contents, t
 from compscope.engine.composition import scores  # noqa: E402
 
 MEASURES = ("frobenius", "tight", "overlap", "spectral", "bandwidth", "read_gain")
+
+
+#: the suffix of a metric on data whose G is the sample moment, not shrunk (``--shrinkage none``)
+SAMPLE = ", sample"
 
 
 def head_grid(frame: pd.DataFrame, column: str, L: int, H: int) -> torch.Tensor:
@@ -154,19 +159,27 @@ def norms_argument(ap: argparse.ArgumentParser) -> None:
 
 
 def data_arguments(ap: argparse.ArgumentParser) -> None:
-    """``--on-data`` (the metrics estimated on natural text join the candidates) and, with it,
-    ``--shrinkage ledoit-wolf`` (each of them again with its ``G`` shrunk: rows ``NAME, LW``)."""
+    """``--on-data`` (the metrics estimated on natural text join the candidates, each layer's ``G``
+    shrunk by Ledoit-Wolf as compscope's default has it) and, with it, ``--shrinkage none`` (each of
+    them again with ``G`` the sample moment: rows ``NAME, sample``)."""
     ap.add_argument("--on-data", action="store_true",
-                    help="also the metrics estimated on natural text (the model runs once over it)")
-    ap.add_argument("--shrinkage", choices=["ledoit-wolf"], default=None,
-                    help="with --on-data, also each of those metrics with its G shrunk by Ledoit-Wolf (rows 'NAME, LW')")
+                    help="also the metrics estimated on natural text (the model runs once over it; G shrunk by "
+                         "Ledoit-Wolf, the default)")
+    shrinkage_argument(ap, "with --on-data, also")
+
+
+def shrinkage_argument(ap: argparse.ArgumentParser, also: str) -> None:
+    """``--shrinkage none``: each metric on data again with ``G`` the sample moment (rows ``NAME, sample``)."""
+    ap.add_argument("--shrinkage", choices=["none"], default=None,
+                    help=f"{also} each metric on data with its G the sample moment itself, not shrunk by Ledoit-Wolf "
+                         f"(rows 'NAME{SAMPLE}')")
 
 
 def data_metric_names(args: argparse.Namespace) -> tuple[str, ...]:
     """The names of the metrics on data that :func:`data_arguments` asked for (none without ``--on-data``)."""
     if not args.on_data:
         return ()
-    return ON_DATA + (tuple(f"{name}, LW" for name in ON_DATA) if args.shrinkage else ())
+    return ON_DATA + (tuple(f"{name}{SAMPLE}" for name in ON_DATA) if args.shrinkage else ())
 
 
 def metrics_to_score(args: argparse.Namespace, weights, runner, names: tuple[str, ...] = ("identity", "embed")) -> dict:
@@ -174,18 +187,19 @@ def metrics_to_score(args: argparse.Namespace, weights, runner, names: tuple[str
     :func:`data_arguments` asked, those estimated on text (one pass of ``runner`` serves them all).
     ``--shrinkage`` without ``--on-data``: refused, not ignored."""
     if args.shrinkage and not args.on_data:
-        raise SystemExit("--shrinkage shrinks the metrics estimated on data: give --on-data with it")
+        raise SystemExit("--shrinkage says how the metrics estimated on data are estimated: give --on-data with it")
     metrics = {name: get_metric(name, weights) for name in names}
     return {**metrics, **data_metrics(weights, runner, args.shrinkage)} if args.on_data else metrics
 
 
 def data_metrics(weights, runner, shrinkage: str | None) -> dict:
-    """``{name: Metric}`` of ``weights``: every metric estimated on text (one pass of ``runner``
-    serves them all) and, with ``shrinkage``, each again with its ``G`` shrunk (``NAME, LW``)."""
+    """``{name: Metric}`` of ``weights``: every metric estimated on text as by default (one pass of
+    ``runner`` serves them all) and, with ``shrinkage`` ``'none'``, each again with its ``G`` the
+    sample moment (``NAME, sample``)."""
     metrics = {name: get_metric(name, weights, model=runner) for name in ON_DATA}
-    if shrinkage:  # the same pass's sums, shrunk
-        shrunk = MetricData(shrinkage=shrinkage)
-        metrics.update({f"{name}, LW": get_metric(name, weights, model=runner, data=shrunk) for name in ON_DATA})
+    if shrinkage:  # the same pass's sums, not shrunk
+        sample = MetricData(shrinkage=shrinkage)
+        metrics.update({f"{name}{SAMPLE}": get_metric(name, weights, model=runner, data=sample) for name in ON_DATA})
     return metrics
 
 
@@ -228,8 +242,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     verdict_arguments(ap)
     ap.add_argument("--effect-threshold", type=float, default=0.05)
-    ap.add_argument("--shrinkage", choices=["ledoit-wolf"], default=None,
-                    help="also each metric on data with its G shrunk so (rows 'NAME, LW'; MetricData(shrinkage=...))")
+    shrinkage_argument(ap, "also")
     args = ap.parse_args()
     hw, previous, induction, effects = read_verdict(args.model, args.verdict)
     truth = true_pairs(previous, induction, args.prev_threshold, args.induction_threshold)
@@ -259,7 +272,7 @@ def main() -> None:
     jacobians = mean_jacobians(runner, progress=False) if norm_parts(hw) else None  # one pass serves each subset
     for parts in _norm_parts(hw):  # the norms inside the heads' circuits, linearised on the metrics' text
         lin = jacobians.apply(hw, parts)
-        for name in [n for n in ("identity", "embed", "covariance", "covariance-own", "covariance-own, LW") if n in metrics]:
+        for name in [n for n in ("identity", "embed", "covariance", "covariance-own", f"covariance-own{SAMPLE}") if n in metrics]:
             table = scores(lin, "K", list(MEASURES), metrics[name], pairs="all", progress=False)
             for m in MEASURES:
                 x = table.dense(m, "K")

@@ -32,6 +32,7 @@ from verdict_candidates import norms_argument, read_verdict, verdict_arguments, 
 
 from compscope.core.metrics import METRICS, ON_DATA, get_metric  # noqa: E402
 from compscope.data.validate import auroc, auroc_by_head, by_head_lines, true_pairs  # noqa: E402
+from compscope.defaults import SHRINKAGES  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
 from compscope.measures import MEASURES  # noqa: E402
 
@@ -41,8 +42,9 @@ def main() -> None:
     verdict_arguments(ap)
     ap.add_argument("--measure", default="overlap", choices=list(MEASURES))
     ap.add_argument("--metric", default="embed", choices=list(METRICS))
-    ap.add_argument("--shrinkage", choices=["ledoit-wolf"], default=None,
-                    help="a metric on data with each layer's G shrunk so (MetricData(shrinkage=...))")
+    ap.add_argument("--shrinkage", choices=list(SHRINKAGES), default=None,
+                    help="how a metric on data estimates each layer's G (MetricData(shrinkage=...); default "
+                         "ledoit-wolf, the sample moment shrunk; none: the sample moment itself)")
     norms_argument(ap)
     args = ap.parse_args()
     if args.shrinkage and args.metric not in ON_DATA:
@@ -59,7 +61,7 @@ def main() -> None:
         met = get_metric(args.metric, weights)
     x = scores(weights, "K", [args.measure], met, pairs="all", progress=False).dense(args.measure, "K")
     n_false = int((torch.isfinite(x) & ~truth).sum())
-    shrunk = ", Ledoit-Wolf" if args.shrinkage else ""
+    shrunk = "" if args.metric not in ON_DATA else ", Ledoit-Wolf" if args.shrinkage != "none" else ", sample moment"
     lin = f"; lin. {args.linearise_norms.replace(',', '+')}" if args.linearise_norms else ""
     print(f"{hw.meta.name}: {args.measure} ({args.metric}{shrunk}{lin}), K-composition; {int(truth.sum())} true pairs "
           f"(previous-token >= {args.prev_threshold}, induction >= {args.induction_threshold}) against "

@@ -11,7 +11,8 @@ AUROC of the best measure × metric among every measure under ``identity``, ``em
 other pair, prints ``-``.
 
 ``--on-data`` adds the metrics estimated on text to the candidates (the model runs once over it;
-with ``--shrinkage ledoit-wolf`` each of them shrunk too, ``NAME, LW``), ``--linearise-norms``
+each layer's ``G`` shrunk by Ledoit-Wolf, as by default; with ``--shrinkage none`` each of them
+again with ``G`` the sample moment, ``NAME, sample``), ``--linearise-norms``
 scores the weights with the norms inside the heads' circuits linearised (as ``compscope
 validate`` does), and ``--column MEASURE,METRIC`` adds a column for that candidate.
 

@@ -4,7 +4,8 @@ Reads a verdict saved by ``compscope validate MODEL --out DIR`` (the activation 
 interventions; the model runs only with ``--on-data`` or ``--linearise-norms``) and scores every
 pair with each measure under the weight-only metrics ``identity`` and ``embed``; with
 ``--on-data`` also under the metrics estimated on natural text (``activations``, ``covariance``
-and their ``-own`` variants: the model runs once over the text; the bootstrap below draws heads,
+and their ``-own`` variants, each layer's ``G`` shrunk by Ledoit-Wolf as by default; ``--shrinkage
+none`` adds each again with the sample moment: the model runs once over the text; the bootstrap below draws heads,
 the moments stay those of the whole text). For each score, and for the K interventions (the
 ceiling), it prints the AUROC against the label truth (previous-token >= 0.4 before induction
 >= 0.3, or the thresholds given) with two measures of its uncertainty:
@@ -23,7 +24,7 @@ ceiling), it prints the AUROC against the label truth (previous-token >= 0.4 bef
     compscope validate smollm2 --out verdict-smollm2
     python bench/verdict_uncertainty.py smollm2 verdict-smollm2
     python bench/verdict_uncertainty.py gemma3-270m verdict-gemma --on-data
-    python bench/verdict_uncertainty.py gemma3-270m verdict-gemma --on-data --shrinkage ledoit-wolf
+    python bench/verdict_uncertainty.py gemma3-270m verdict-gemma --on-data --shrinkage none
     python bench/verdict_uncertainty.py gemma3-270m verdict-gemma --on-data --linearise-norms qk
 
 ``--within reader`` (or ``writer``) asks the same of the AUROC kept to the comparisons between

@@ -11,14 +11,14 @@ within readers, and ``read_gain`` (``frobenius`` times the reader's own scale) g
 ``frobenius``'s there, under any metric.
 
 For the K interventions (the ceiling) and every measure under ``identity`` and ``embed`` (with
-``--on-data`` also the metrics estimated on text, and with ``--shrinkage ledoit-wolf`` each of
-them shrunk, ``NAME, LW``; ``--linearise-norms`` as ``compscope validate`` has it) this prints the
+``--on-data`` also the metrics estimated on text, shrunk by Ledoit-Wolf as by default, and with
+``--shrinkage none`` each of them again with ``G`` the sample moment, ``NAME, sample``; ``--linearise-norms`` as ``compscope validate`` has it) this prints the
 three AUROCs, ranked by the first, and how many comparisons each counts.
 
     compscope validate smollm2 --out verdict-smollm2
     python bench/verdict_within.py smollm2 verdict-smollm2 --on-data
     python bench/verdict_within.py gemma3-270m verdict-gemma --on-data --linearise-norms qk
-    python bench/verdict_within.py gemma3-270m verdict-gemma --on-data --shrinkage ledoit-wolf
+    python bench/verdict_within.py gemma3-270m verdict-gemma --on-data --shrinkage none
 """
 
 from __future__ import annotations

@@ -176,11 +176,13 @@ def test_verdict_candidates_against_a_saved_verdict(tmp_path):
     import compscope
 
     compscope.validate("induction-2l", progress=False).save(tmp_path / "verdict")
-    out = bench("verdict_candidates.py", "induction-2l", str(tmp_path / "verdict"), "--shrinkage", "ledoit-wolf")
+    out = bench("verdict_candidates.py", "induction-2l", str(tmp_path / "verdict"), "--shrinkage", "none")
     ceiling = re.search(r"^interventions \(K effect\)\s+-\s+([0-9.]+)\s+([0-9.]+)", out, re.M)
     assert ceiling and float(ceiling.group(1)) == 1.0, out
-    # --shrinkage: every metric on data shrunk too, each measure once, as is and layer-standardised
-    for metric in ("activations, LW", "covariance, LW", "activations-own, LW", "covariance-own, LW"):
+    # every metric on data (shrunk, as by default) and with --shrinkage none the sample moment too, each
+    # measure once, as is and layer-standardised
+    for metric in ("activations", "covariance", "activations-own", "covariance-own", "activations, sample",
+                   "covariance, sample", "activations-own, sample", "covariance-own, sample"):
         for suffix in ("", ", layer-standardised"):
             rows = re.findall(rf"^(\w+) +{metric}{suffix} +([01]\.\d{{3}}) +([01]\.\d{{3}})$", out, re.M)
             assert sorted(r[0] for r in rows) == ["bandwidth", "frobenius", "overlap", "read_gain", "spectral", "tight"], (metric, out)
@@ -336,7 +338,8 @@ def test_metric_data_spread_against_the_scores_under_the_same_data(tmp_path):
         t = compscope.scores("induction-2l", "K", measures, "covariance", pairs="all", progress=False,
                              metric_data=compscope.MetricData(sequences=n, seed=seed))
         want = [_auroc_by_hand(t.dense(m, "K"), truth) for m in measures]
-        line = re.search(rf"^{n} held-out repeated random sequences .*\(seed {seed}\) +([0-9. ]+)$", out, re.M)
+        line = re.search(rf"^{n} held-out repeated random sequences .*\(seed {seed}\); Ledoit-Wolf shrinkage +"
+                         r"([0-9. ]+)$", out, re.M)  # shrunk, as by default
         assert line, out
         assert [float(x) for x in line.group(1).split()] == pytest.approx(want, abs=5.01e-4), (n, seed, out)
         rows += 1
@@ -354,10 +357,12 @@ def test_metric_data_spread_against_the_scores_under_the_same_data(tmp_path):
                 "--repeats", "16", "--sequences", "20", "--seeds", "7", "--prev-threshold", "0.05",
                 "--induction-threshold", "0.665")
     runner = runner_for("induction-2l", progress=False)
-    G = runner_second_moments(runner, repeats(20, 16, 64, 7).tokens, centred=True)  # the toy has no special tokens
+    G = runner_second_moments(runner, repeats(20, 16, 64, 7).tokens, centred=True,  # the toy has no special tokens
+                              shrinkage="ledoit-wolf")  # the default
     t = compscope.scores("induction-2l", "K", measures, replace(activations(G, name="covariance-own"), own_reads=True),
                          pairs="all", progress=False)
-    line = re.search(r"^20 repeated random sequences \[t, t\], \|t\| = 16 \(seed 7\) +([0-9. ]+)$", out, re.M)
+    line = re.search(r"^20 repeated random sequences \[t, t\], \|t\| = 16 \(seed 7\); Ledoit-Wolf shrinkage +([0-9. ]+)$",
+                     out, re.M)
     assert line, out
     assert [float(x) for x in line.group(1).split()] == pytest.approx(
         [_auroc_by_hand(t.dense(m, "K"), truth) for m in measures], abs=5.01e-4), out
@@ -377,7 +382,8 @@ def test_metric_shrinkage_against_the_scores_under_the_same_regulariser(tmp_path
                 "--ridges", "1e-06", "10", "--prev-threshold", "0.05", "--induction-threshold", "0.665")
     truth = _toy_truth(tmp_path / "verdict")
     measures = ["frobenius", "tight", "overlap", "spectral", "bandwidth", "read_gain"]
-    rows = {"ridge 1e-06": dict(ridge=1e-6), "ridge 10": dict(ridge=10.0),
+    sample = compscope.MetricData(shrinkage="none")  # the ridges regularise the sample moment
+    rows = {"ridge 1e-06": dict(ridge=1e-6, metric_data=sample), "ridge 10": dict(ridge=10.0, metric_data=sample),
             "Ledoit-Wolf": dict(metric_data=compscope.MetricData(shrinkage="ledoit-wolf"))}
     for name, how in rows.items():
         t = compscope.scores("induction-2l", "K", measures, "covariance", pairs="all", progress=False, **how)
@@ -414,14 +420,14 @@ def test_total_effects_against_a_saved_verdict(tmp_path):
 
 def test_verdict_uncertainty_with_the_metrics_on_data(tmp_path):
     """--on-data adds every measure under the four metrics estimated on text, each with its errors;
-    --shrinkage the same four shrunk by Ledoit-Wolf."""
+    --shrinkage none the same four with the sample moment."""
     import compscope
 
     compscope.validate("induction-2l", progress=False).save(tmp_path / "verdict")
     out = bench("verdict_uncertainty.py", "induction-2l", str(tmp_path / "verdict"), "--reps", "20", "--on-data",
-                "--shrinkage", "ledoit-wolf")
+                "--shrinkage", "none")
     for metric in ("identity", "embed", "activations", "covariance", "activations-own", "covariance-own",
-                   "activations, LW", "covariance, LW", "activations-own, LW", "covariance-own, LW"):
+                   "activations, sample", "covariance, sample", "activations-own, sample", "covariance-own, sample"):
         rows = re.findall(rf"^(\w+) +{metric} +([01]\.\d{{3}}) +0\.\d{{3}} +0\.\d{{3}} +\[[01]\.\d{{3}}, [01]\.\d{{3}}\] +"
                           r"(best|\[[+-]\d\.\d{3}, [+-]\d\.\d{3}\])$", out, re.M)
         assert {r[0] for r in rows} == {"frobenius", "tight", "overlap", "spectral", "bandwidth", "read_gain"}, (metric, out)
@@ -678,10 +684,13 @@ def test_verdict_pairs_rows_average_to_the_auroc(tmp_path):
         mean = sum(k * float(r[3]) for k, r in zip(n, rows)) / sum(n)
         assert abs(mean - float(head.group(1))) < 2e-3, (mean, out)
         assert all(float(r[5]) == 1.0 for r in rows), block
-    # --shrinkage: a metric on data shrunk (said in the header), and refused, by name, for one that is not
-    shrunk = bench("verdict_pairs.py", "induction-2l", str(tmp_path / "verdict"), "--measure", "frobenius", "--metric",
-                   "covariance", "--shrinkage", "ledoit-wolf")
-    assert "frobenius (covariance, Ledoit-Wolf), K-composition; 8 true pairs" in shrunk, shrunk
+    # --shrinkage: how a metric on data is estimated (said in the header; shrunk by default), and refused, by
+    # name, for one that is not
+    for given, words in (((), "Ledoit-Wolf"), (("--shrinkage", "ledoit-wolf"), "Ledoit-Wolf"),
+                         (("--shrinkage", "none"), "sample moment")):
+        said = bench("verdict_pairs.py", "induction-2l", str(tmp_path / "verdict"), "--measure", "frobenius", "--metric",
+                     "covariance", *given)
+        assert f"frobenius (covariance, {words}), K-composition; 8 true pairs" in said, said
     p = run_bench("verdict_pairs.py", "induction-2l", str(tmp_path / "verdict"), "--metric", "embed", "--shrinkage", "ledoit-wolf")
     assert p.returncode == 2 and "--shrinkage: embed is not estimated on data" in p.stderr
     p = run_bench("verdict_pairs.py", "induction-2l", str(tmp_path))  # a folder with no verdict in it
@@ -730,11 +739,12 @@ def test_verdict_uncertainty_within_readers_and_writers(tmp_path):
     assert "no writer has both a true K-pair" in p.stderr, p.stderr
 
 
-def test_verdict_scripts_take_the_shrunk_metrics_on_data(tmp_path):
-    """``--on-data --shrinkage ledoit-wolf`` adds each metric on data shrunk (rows ``NAME, LW``):
-    in verdict_within its AUROCs are those of ``compscope.scores`` with the same shrinkage, in
-    verdict_thresholds it can have a column; ``--shrinkage`` without ``--on-data`` is refused, not
-    ignored."""
+def test_verdict_scripts_take_the_metrics_on_data_shrunk_or_not(tmp_path):
+    """``--on-data`` adds each metric on data shrunk by Ledoit-Wolf, as by default, and
+    ``--shrinkage none`` each again with the sample moment (rows ``NAME, sample``): in
+    verdict_within their AUROCs are those of ``compscope.scores`` with the same data, in
+    verdict_thresholds each can have a column; ``--shrinkage`` without ``--on-data`` is refused,
+    not ignored."""
     import torch
 
     import compscope
@@ -743,26 +753,31 @@ def test_verdict_scripts_take_the_shrunk_metrics_on_data(tmp_path):
     v = compscope.validate("induction-2l", progress=False)
     v.save(tmp_path / "verdict")
     args = ["induction-2l", str(tmp_path / "verdict"), "--prev-threshold", "0.05", "--induction-threshold", "0.665"]
-    out = bench("verdict_within.py", *args, "--on-data", "--shrinkage", "ledoit-wolf")
+    out = bench("verdict_within.py", *args, "--on-data", "--shrinkage", "none")
     t = _toy_truth(tmp_path / "verdict")
     truth = torch.zeros(2, 4, 2, 4, dtype=torch.bool)
     for pair, true in t.items():
         truth[pair] = bool(true)
-    shrunk = compscope.MetricData(shrinkage="ledoit-wolf")
-    table = compscope.scores("induction-2l", "K", ["frobenius", "read_gain"], "covariance-own", pairs="all",
-                             progress=False, metric_data=shrunk)
-    for m in ("frobenius", "read_gain"):
-        x = table.dense(m, "K")
-        row = re.search(rf"^{m} +covariance-own, LW +([0-9.]+) +nan +([0-9.]+)$", out, re.M)
-        assert row, (m, out)
-        assert float(row.group(1)) == pytest.approx(_auroc_by_hand(x, t), abs=5.01e-4), (m, out)
-        assert float(row.group(2)) == pytest.approx(auroc_within(x, truth, "writer"), abs=5.01e-4), (m, out)
-    out = bench("verdict_thresholds.py", "induction-2l", str(tmp_path / "verdict"), "--prev", "0.05", "--induction",
-                "0.665", "--on-data", "--shrinkage", "ledoit-wolf", "--column", "read_gain,covariance-own, LW")
-    row = re.search(r"^ +0\.05 +0\.67 +8 .* ([0-9.]+)$", out, re.M)
-    assert row and float(row.group(1)) == pytest.approx(_auroc_by_hand(table.dense("read_gain", "K"), t),
-                                                        abs=5.01e-4), out
+    tables = {}
+    for suffix, data in (("", None), (", sample", compscope.MetricData(shrinkage="none"))):
+        tables[suffix] = table = compscope.scores("induction-2l", "K", ["frobenius", "read_gain"], "covariance-own",
+                                                  pairs="all", progress=False, metric_data=data)
+        for m in ("frobenius", "read_gain"):
+            x = table.dense(m, "K")
+            row = re.search(rf"^{m} +covariance-own{suffix} +([0-9.]+) +nan +([0-9.]+)$", out, re.M)
+            assert row, (m, suffix, out)
+            assert float(row.group(1)) == pytest.approx(_auroc_by_hand(x, t), abs=5.01e-4), (m, suffix, out)
+            assert float(row.group(2)) == pytest.approx(auroc_within(x, truth, "writer"), abs=5.01e-4), (m, suffix, out)
+    assert (tables[""].dense("frobenius", "K") - tables[", sample"].dense("frobenius", "K")).nan_to_num().abs().max() > 1e-6
+    for suffix, table in tables.items():
+        out = bench("verdict_thresholds.py", "induction-2l", str(tmp_path / "verdict"), "--prev", "0.05", "--induction",
+                    "0.665", "--on-data", "--shrinkage", "none", "--column", f"read_gain,covariance-own{suffix}")
+        row = re.search(r"^ +0\.05 +0\.67 +8 .* ([0-9.]+)$", out, re.M)
+        assert row and float(row.group(1)) == pytest.approx(_auroc_by_hand(table.dense("read_gain", "K"), t),
+                                                            abs=5.01e-4), out
     for script in ("verdict_within.py", "verdict_uncertainty.py"):
-        p = run_bench(script, *args, "--shrinkage", "ledoit-wolf")
+        p = run_bench(script, *args, "--shrinkage", "none")
         assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
-        assert "--shrinkage shrinks the metrics estimated on data: give --on-data with it" in p.stderr, p.stderr
+        assert "--shrinkage says how the metrics estimated on data are estimated: give --on-data with it" in p.stderr
+        p = run_bench(script, *args, "--on-data", "--shrinkage", "ledoit-wolf")  # the default: no second row of it
+        assert p.returncode == 2 and "invalid choice: 'ledoit-wolf'" in p.stderr, p.stderr

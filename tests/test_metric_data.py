@@ -1,7 +1,8 @@
 """What the metrics estimated on data are estimated on: ``MetricData`` (API) and
-``--metric-sequences``, ``--metric-length``, ``--metric-seed`` (command line). The defaults are
-the metrics' own; other data reach the estimate, are recorded with the metric and the table, and
-options that would change nothing are refused."""
+``--metric-sequences``, ``--metric-length``, ``--metric-seed``, ``--metric-shrinkage`` (command
+line). The defaults are the metrics' own (each layer's ``G`` shrunk by Ledoit-Wolf); other data
+reach the estimate, are recorded with the metric and the table, and options that would change
+nothing are refused."""
 
 from __future__ import annotations
 
@@ -32,15 +33,19 @@ def _by_hand(sequences: int, half: int, seed: int, centred: bool = False) -> dic
 @pytest.mark.parametrize("name, centred", [("activations", False), ("covariance", True)])
 def test_the_data_asked_for_are_the_data_estimated_on(name, centred):
     hw = compscope.load("induction-2l")
-    got = get_metric(name, hw, model="induction-2l", data=MetricData(sequences=20, length=40, seed=3))
-    want = activations(_by_hand(20, 20, 3, centred), name=name)
+    got = get_metric(name, hw, model="induction-2l", data=MetricData(sequences=20, length=40, seed=3, shrinkage="none"))
+    want = activations(_by_hand(20, 20, 3, centred), name=name)  # the sample moment, asked for
     for layer in want.sqrt:
         torch.testing.assert_close(got.sqrt[layer], want.sqrt[layer], rtol=1e-6, atol=1e-8)
     assert got.data == "20 held-out repeated random sequences [t, t], |t| = 20 (seed 3)"
-    default = get_metric(name, hw, model="induction-2l")  # the defaults: 200 sequences, |t| = 32, seed 12346
-    torch.testing.assert_close(default.sqrt[1], activations(_by_hand(200, 32, 12346, centred), name=name).sqrt[1],
+    default = get_metric(name, hw, model="induction-2l")  # the defaults: 200 sequences, |t| = 32, seed 12346, shrunk
+    x = _rows_by_hand(200, 32, 12346)[1]
+    shrunk, rho = _ledoit_wolf_dense(x, centred)
+    torch.testing.assert_close(default.sqrt[1], activations({0: shrunk, 1: shrunk}, name=name).sqrt[1],
                                rtol=1e-6, atol=1e-8)
-    assert default.data == "200 held-out repeated random sequences [t, t], |t| = 32 (seed 12346)"
+    assert default.data.startswith("200 held-out repeated random sequences [t, t], |t| = 32 (seed 12346); "
+                                   "Ledoit-Wolf shrinkage ")
+    assert f"{rho:.2g}" in default.data  # layer 1's intensity among those said
     assert (got.sqrt[1] - default.sqrt[1]).abs().max() > 1e-3  # other data, another metric
 
 
@@ -68,9 +73,9 @@ def test_a_model_with_a_tokenizer_is_estimated_on_that_much_text():
     runner = _text_runner()
     got = get_metric("activations", runner.hw, model=runner, data=MetricData(sequences=5, length=16, seed=7))
     tokens = natural_text(runner.tokenizer, 5, 16, 7, runner.bos)
-    want = activations(runner_second_moments(runner, tokens))
+    want = activations(runner_second_moments(runner, tokens, shrinkage="ledoit-wolf"))
     torch.testing.assert_close(got.sqrt[1], want.sqrt[1])
-    assert got.data == "5 sequences of 16 tokens of standard-library docstrings (seed 7)"
+    assert got.data.startswith("5 sequences of 16 tokens of standard-library docstrings (seed 7); Ledoit-Wolf shrinkage")
 
 
 def test_a_corpus_of_ones_own_is_the_text_estimated_on(tmp_path):
@@ -88,10 +93,10 @@ def test_a_corpus_of_ones_own_is_the_text_estimated_on(tmp_path):
     got = get_metric("covariance", runner.hw, model=runner, data=MetricData(sequences=5, length=16, seed=7, corpus=path))
     tokens = natural_text(runner.tokenizer, 5, 16, 7, runner.bos, corpus=path)
     assert bytes(tokens[0].tolist()) in bytes(runner.tokenizer.encode(body))
-    want = activations(runner_second_moments(runner, tokens, centred=True), name="covariance")
+    want = activations(runner_second_moments(runner, tokens, centred=True, shrinkage="ledoit-wolf"), name="covariance")
     torch.testing.assert_close(got.sqrt[1], want.sqrt[1])
     digest = hashlib.sha256(body.encode()).hexdigest()[:12]
-    assert got.data == f"5 sequences of 16 tokens of mine.txt (sha256 {digest}) (seed 7)"
+    assert got.data.startswith(f"5 sequences of 16 tokens of mine.txt (sha256 {digest}) (seed 7); Ledoit-Wolf shrinkage")
     docstrings = get_metric("covariance", runner.hw, model=runner, data=MetricData(sequences=5, length=16, seed=7))
     assert (got.sqrt[1] - docstrings.sqrt[1]).abs().max() > 1e-3  # other text, another metric
     assert MetricData(corpus=path).cli_flags() == ["--metric-corpus", str(path)]
@@ -127,7 +132,8 @@ def test_bad_metric_data_are_refused_by_name(field, value):
 
 def test_the_data_travel_with_the_table(tmp_path):
     t = compscope.scores("induction-2l", "K", ["frobenius"], "covariance", metric_data=MetricData(sequences=12), progress=False)
-    assert t.info["metric_data"] == "12 held-out repeated random sequences [t, t], |t| = 32 (seed 12346)"
+    assert t.info["metric_data"].startswith("12 held-out repeated random sequences [t, t], |t| = 32 (seed 12346); "
+                                            "Ledoit-Wolf shrinkage")
     assert compscope.read_scores(t.save(tmp_path / "t.parquet")).info["metric_data"] == t.info["metric_data"]
     plain = compscope.scores("induction-2l", "K", ["frobenius"], "embed", metric_data=MetricData(sequences=12), progress=False)
     assert "metric_data" not in plain.info  # a metric from the weights ignores them
@@ -155,13 +161,14 @@ def test_command_line(tmp_path, capsys):
                  "--sequences", "8", "--half", "8", "--intervention-sequences", "2", "--out", str(tmp_path / "v")]) == 0
     assert "note: metrics on data estimated on 12 held-out repeated random sequences" in capsys.readouterr().out
     run = json.loads((tmp_path / "v" / "run.json").read_text())
-    assert run["activations_metric_data"] == "12 held-out repeated random sequences [t, t], |t| = 10 (seed 12346)"
+    assert run["activations_metric_data"].startswith("12 held-out repeated random sequences [t, t], |t| = 10 "
+                                                     "(seed 12346); Ledoit-Wolf shrinkage")
 
 
 def test_intervene_and_pair_take_the_data():
     from compscope.data.intervene import against_measures
 
-    data = MetricData(sequences=12, length=20, seed=4)
+    data = MetricData(sequences=12, length=20, seed=4, shrinkage="none")
     _, table, _ = against_measures("induction-2l", "K", metric="covariance", sequences=4, metric_data=data)
     assert table.info["metric_data"] == "12 held-out repeated random sequences [t, t], |t| = 10 (seed 4)"
     rep = compscope.compose_pair("induction-2l", (0, 0), (1, 1), "K", "covariance", metric_data=data)
@@ -191,13 +198,15 @@ def test_track_estimates_each_checkpoint_on_the_data_asked_for(short_run):
     for c, (table,) in zip(list_checkpoints(short_run), tr.tables):
         want = compscope.scores(c.path, "K", ["frobenius"], "covariance", metric_data=data, progress=False)
         torch.testing.assert_close(table.dense("frobenius", "K"), want.dense("frobenius", "K"), equal_nan=True)
-        assert table.info["metric_data"] == "12 held-out repeated random sequences [t, t], |t| = 10 (seed 4)"
+        assert table.info["metric_data"].startswith("12 held-out repeated random sequences [t, t], |t| = 10 (seed 4); "
+                                                    "Ledoit-Wolf shrinkage")
     assert main(["track", str(short_run), "--metric", "identity", "--metric-seed", "4"]) == 2
 
 
 def test_a_sweep_task_carries_the_data_only_where_a_metric_reads_them(tmp_path, capsys):
-    """The covariance task's options hold the data asked for and its rows are the scores under them;
-    the identity task's options are those of a sweep without them (the same task, skipped on a rerun)."""
+    """The covariance task's options hold the data asked for, and how ``G`` is estimated (always:
+    its default changed), and its rows are the scores under them; the identity task's options are
+    those of a sweep without them (the same task, skipped on a rerun)."""
     out = tmp_path / "ds"
     assert main(["sweep", "induction-2l", "--metric", "covariance", "--metric", "identity", "--metric-sequences", "12",
                  "--kinds", "K", "--out", str(out), "--quiet"]) == 0
@@ -205,9 +214,11 @@ def test_a_sweep_task_carries_the_data_only_where_a_metric_reads_them(tmp_path, 
 
     df = read_dataset(out)
     opts = {m: json.loads(o) for m, o in df.groupby("metric").options.first().items()}
-    assert opts["covariance"]["metric_data"] == {"sequences": 12} and "metric_data" not in opts["identity"]
+    assert opts["covariance"]["metric_data"] == {"sequences": 12, "shrinkage": "ledoit-wolf"}
+    assert "metric_data" not in opts["identity"]
     words = df.groupby("metric").metric_data.unique()  # the data in words, where a metric reads them
-    assert list(words["covariance"]) == ["12 held-out repeated random sequences [t, t], |t| = 32 (seed 12346)"]
+    assert len(words["covariance"]) == 1 and words["covariance"][0].startswith(
+        "12 held-out repeated random sequences [t, t], |t| = 32 (seed 12346); Ledoit-Wolf shrinkage")
     assert df[df.metric == "identity"].metric_data.isna().all()
     want = compscope.scores("induction-2l", "K", ["frobenius"], "covariance", metric_data=MetricData(sequences=12),
                             progress=False).to_pandas().set_index(["src_layer", "src_head", "dst_layer", "dst_head"]).value
@@ -216,6 +227,12 @@ def test_a_sweep_task_carries_the_data_only_where_a_metric_reads_them(tmp_path, 
     capsys.readouterr()
     assert main(["sweep", "induction-2l", "--metric", "identity", "--kinds", "K", "--out", str(out), "--quiet"]) == 0
     assert "nothing to do (1 tasks already done)" in capsys.readouterr().out
+    assert main(["sweep", "induction-2l", "--metric", "covariance", "--metric-sequences", "12", "--metric-shrinkage",
+                 "none", "--kinds", "K", "--out", str(out), "--quiet"]) == 0  # the sample moment: another task
+    assert "computed 1 tasks, skipped 0 already done" in capsys.readouterr().out
+    df = read_dataset(out)
+    opts = {json.dumps(json.loads(o)["metric_data"], sort_keys=True) for o in df[df.metric == "covariance"].options}
+    assert opts == {'{"sequences": 12, "shrinkage": "ledoit-wolf"}', '{"sequences": 12, "shrinkage": "none"}'}
     assert main(["sweep", "induction-2l", "--metric", "identity", "--metric-seed", "1", "--out", str(out)]) == 2
 
 
@@ -236,7 +253,7 @@ def test_a_sweep_task_on_a_corpus_is_the_corpus_text_too(tmp_path, monkeypatch):
         assert main(["sweep", "induction-2l", "--metric", "covariance", "--metric", "identity", "--metric-corpus", str(path),
                      "--kinds", "K", "--out", str(tmp_path / "ds"), "--quiet"]) == 0
         on_data, plain = made[-1]
-        assert on_data.options["metric_data"] == {"corpus": str(path)}
+        assert on_data.options["metric_data"] == {"corpus": str(path), "shrinkage": "ledoit-wolf"}
         assert on_data.options["corpus_sha256"] == hashlib.sha256(text.encode()).hexdigest()[:12]
         assert "metric_data" not in plain.options and "corpus_sha256" not in plain.options
     assert made[0][0].key() != made[1][0].key() and made[0][1].key() == made[1][1].key()
@@ -248,8 +265,9 @@ def test_the_report_and_its_verdict_take_the_data():
     data = MetricData(sequences=12, seed=4)
     rep = collect("induction-2l", kinds="K", metrics=("identity", "covariance"), metric_data=data, progress=False,
                   detail_pairs=2)
-    words = "12 held-out repeated random sequences [t, t], |t| = 32 (seed 4)"
-    assert rep.options["metric_data"] == {"covariance": words}
+    words = rep.options["metric_data"]["covariance"]
+    assert set(rep.options["metric_data"]) == {"covariance"}
+    assert words.startswith("12 held-out repeated random sequences [t, t], |t| = 32 (seed 4); Ledoit-Wolf shrinkage")
     assert f"metric covariance estimated on {words}" in rep.notes  # on the page and in the summary
     want = compscope.validate("induction-2l", kinds="K", metric_data=data, progress=False)
     got = {(r["measure"], r["metric"]): r["spearman"] for r in rep.verdict}
@@ -339,12 +357,18 @@ def test_shrinkage_reaches_the_metric_the_table_and_the_command_line(capsys):
     t = compscope.scores("induction-2l", "K", ["frobenius"], "covariance", progress=False,
                          metric_data=MetricData(shrinkage="ledoit-wolf"))
     assert "Ledoit-Wolf shrinkage" in t.info["metric_data"]
-    assert MetricData(shrinkage="none") == MetricData() and not MetricData(shrinkage="none").shrinks
-    with pytest.raises(OptionError, match="metric data: shrinkage='lw': expected one of none, ledoit-wolf"):
+    assert MetricData(shrinkage="ledoit-wolf") == MetricData() and MetricData().shrinks  # the default, spelled out
+    assert not MetricData(shrinkage="none").shrinks and MetricData(shrinkage="none").cli_flags() == [
+        "--metric-shrinkage", "none"]
+    with pytest.raises(OptionError, match="metric data: shrinkage='lw': expected one of ledoit-wolf, none"):
         MetricData(shrinkage="lw")
     assert main(["scores", "--metric", "covariance", "--metric-shrinkage", "ledoit-wolf", "--kinds", "K",
                  "--measure", "frobenius", "--top", "1"]) == 0
     assert "; Ledoit-Wolf shrinkage" in capsys.readouterr().out
+    assert main(["scores", "--metric", "covariance", "--metric-shrinkage", "none", "--kinds", "K",
+                 "--measure", "frobenius", "--top", "1"]) == 0
+    out = capsys.readouterr().out  # the sample moment: no shrinkage said
+    assert "estimated on 200 held-out repeated random sequences [t, t], |t| = 32 (seed 12346), processing" in out
     with pytest.raises(SystemExit):
         main(["scores", "--metric", "covariance", "--metric-shrinkage", "lw"])
     assert main(["scores", "--metric-shrinkage", "ledoit-wolf"]) == 2

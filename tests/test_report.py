@@ -448,18 +448,18 @@ def test_a_verdict_in_hand_is_the_reports_data(tmp_path, monkeypatch):
 
 
 def test_the_pair_command_of_a_metric_on_data_names_the_data_the_report_estimated_it_on(tmp_path, capsys):
-    """A report whose covariance metric was estimated on 8 sequences with seed 0 and Ledoit-Wolf
-    shrinkage records those options (not the defaults) for the pair command of that metric only,
+    """A report whose covariance metric was estimated on 8 sequences with seed 0 and the sample
+    moment (not shrunk) records those options (not the defaults) for the pair command of that metric only,
     and that command prints the pair's measures as the page holds them."""
     from compscope.data.residual_moments import MetricData
 
     assert MetricData().cli_flags() == []
     out = tmp_path / "rep"
     assert main(["report", "induction-2l", "--data", "none", "--kinds", "K", "--metric", "identity", "--metric",
-                 "covariance", "--metric-sequences", "8", "--metric-seed", "0", "--metric-shrinkage", "ledoit-wolf",
+                 "covariance", "--metric-sequences", "8", "--metric-seed", "0", "--metric-shrinkage", "none",
                  "--no-figures", "--quiet", "--out", str(out)]) == 0
     doc = _document((out / "index.html").read_text())
-    flags = ["--metric-sequences", "8", "--metric-seed", "0", "--metric-shrinkage", "ledoit-wolf"]
+    flags = ["--metric-sequences", "8", "--metric-seed", "0", "--metric-shrinkage", "none"]
     assert doc["metric_data_flags"] == flags and doc["on_data"] == ["covariance"]
     key = next(k for k in doc["details"] if k.startswith("covariance|K|"))
     _, _, w, r = key.split("|")

@@ -241,12 +241,13 @@ def test_the_covariance_metric_by_name_is_the_centred_moment_of_the_held_out_rep
         G[layer] = x.T @ x / x.shape[0]
     name = "covariance-own" if own else "covariance"
     want = scores("induction-2l", "QK", ALL, dataclasses.replace(activations(G), own_reads=own), pairs="all", progress=False)
-    got = scores("induction-2l", "QK", ALL, name, pairs="all", progress=False)
+    sample = compscope.MetricData(shrinkage="none")  # the moment itself (the default shrinks it: test_metric_data)
+    got = scores("induction-2l", "QK", ALL, name, pairs="all", progress=False, metric_data=sample)
     assert set(got.to_pandas().metric) == {name}
     for key, v in want.values.items():
         torch.testing.assert_close(got.values[key], v, rtol=1e-4, atol=1e-5, equal_nan=True)
     for other in ("activations-own" if own else "activations", "covariance" if own else "covariance-own"):
-        second = scores("induction-2l", "K", ["frobenius"], other, progress=False).dense("frobenius", "K")
+        second = scores("induction-2l", "K", ["frobenius"], other, progress=False, metric_data=sample).dense("frobenius", "K")
         assert (second - got.dense("frobenius", "K")).nan_to_num().abs().max() > 1e-3, other
     with pytest.raises(OptionError, match=f"metric '{name}' is estimated on data"):
         scores(compscope.load("induction-2l"), "K", ["frobenius"], name, progress=False)

@@ -27,5 +27,6 @@ PATHS = ("direct", "all")
 #: the model it was made for)
 GAUGE_METRICS = ("identity", "embed", "unembed")
 #: how a metric estimated on data estimates each layer's G (``MetricData.shrinkage``,
-#: ``--metric-shrinkage``): the sample moment, or that moment shrunk by its Ledoit–Wolf intensity
-SHRINKAGES = ("none", "ledoit-wolf")
+#: ``--metric-shrinkage``): the sample moment shrunk by its Ledoit–Wolf intensity (the default),
+#: or the sample moment itself
+SHRINKAGES = ("ledoit-wolf", "none")

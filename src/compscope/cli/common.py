@@ -125,8 +125,9 @@ def add_metric_data(p: argparse.ArgumentParser) -> None:
     from ..defaults import SHRINKAGES
 
     p.add_argument("--metric-shrinkage", choices=SHRINKAGES,
-                   help="for a metric estimated on data: each layer's G as the sample moment (none, the default) or "
-                        "shrunk toward a multiple of the identity by its Ledoit-Wolf intensity (ledoit-wolf)")
+                   help="for a metric estimated on data: each layer's G as the sample moment shrunk toward a multiple "
+                        "of the identity by its Ledoit-Wolf intensity (ledoit-wolf, the default) or the sample moment "
+                        "itself (none)")
     p.add_argument("--metric-corpus", metavar="FILE",
                    help="for a metric estimated on data: a UTF-8 text file of your own to estimate it on instead of "
                         "the standard library's docstrings (models with a tokenizer; its name and SHA-256 are recorded)")

@@ -50,6 +50,7 @@ def run(args) -> int:
     from ..core.metrics import ON_DATA, check_metrics
     from ..data.validate import DEFAULT_METRICS
     from ..data.sequences import corpus_digest
+    from ..defaults import SHRINKAGES
     from ..sweep import Task, expand_sources, read_dataset, sweep
 
     from .common import output_folder
@@ -60,10 +61,12 @@ def run(args) -> int:
     kinds = check_kinds(args.kinds)
     metrics = check_metrics(args.metrics or ["identity"])
     data = metric_data(args, metrics if args.job != "validate" or args.metrics else DEFAULT_METRICS)
-    # as a task option, only what is given: a task without them keeps its identity
-    data = {k: v for k, v in vars(data).items() if v is not None} if data is not None else None
+    # as a task option, only what is given, and always how G is estimated: a task keeps its identity
+    # across versions, but not across the change of that default (the sample moment, before Ledoit-Wolf)
+    given = {k: v for k, v in vars(data).items() if v is not None} if data is not None else {}
+    data = {**given, "shrinkage": given.get("shrinkage", SHRINKAGES[0])}
     # a corpus's text is part of the task, not only its name
-    data_id = {"corpus_sha256": corpus_digest(data["corpus"])} if data and "corpus" in data else {}
+    data_id = {"corpus_sha256": corpus_digest(data["corpus"])} if "corpus" in data else {}
     measures = [m.name for m in select(args.measures or ["frobenius"])]
     options = {}
     if args.workers:
@@ -88,7 +91,7 @@ def run(args) -> int:
             verdict["half"] = args.half
         if args.model_dtype not in (None, "float32"):  # float32 is the default: the same task
             verdict["model_dtype"] = args.model_dtype
-        if data:
+        if set(metrics if args.metrics else DEFAULT_METRICS) & set(ON_DATA):
             verdict.update(metric_data=data, **data_id)
     tasks = []
     for src, model, step in expand_sources(args.sources, args.revisions):
@@ -96,7 +99,7 @@ def run(args) -> int:
             tasks.append(Task(src, model, step, args.job, verdict))
             continue
         for metric in metrics:
-            on_data = {"metric_data": data, **data_id} if data and metric in ON_DATA else {}
+            on_data = {"metric_data": data, **data_id} if metric in ON_DATA else {}
             tasks.append(Task(src, model, step, args.job, {"kinds": kinds, "measures": measures, "metric": metric, **on_data}))
     r = sweep(tasks, args.out, executor=args.executor, progress=not args.quiet, device=args.device, **options)
     if r.done == 0 and not r.failed:

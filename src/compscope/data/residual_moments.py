@@ -73,9 +73,9 @@ class MetricData:
     sequences ``[t, t]`` of 64 tokens (``|t| = length / 2``); a length given that the model cannot
     take is refused; seed 12346 (the verdict's sequences
     use 12345, so that a measure is never scored on its own test data). ``shrinkage``: how each
-    layer's ``G`` is estimated from them: None (or ``'none'``), the sample moment;
-    ``'ledoit-wolf'``, the sample moment shrunk toward a multiple of the identity by the
-    Ledoit–Wolf intensity, which the same data give (:meth:`ResidualSums.ledoit_wolf`).
+    layer's ``G`` is estimated from them: None (or ``'ledoit-wolf'``), the sample moment shrunk
+    toward a multiple of the identity by the Ledoit–Wolf intensity, which the same data give
+    (:meth:`ResidualSums.ledoit_wolf`); ``'none'``, the sample moment itself.
     ``corpus``: a UTF-8 text file to take the natural text from instead of the docstrings (models
     with a tokenizer; its name and SHA-256 are recorded)."""
 
@@ -90,7 +90,7 @@ class MetricData:
         _check_corpus(self, "metric data")
         if self.shrinkage is not None and self.shrinkage not in SHRINKAGES:
             raise OptionError(f"metric data: shrinkage={self.shrinkage!r}: expected one of {', '.join(SHRINKAGES)}")
-        if self.shrinkage == "none":  # the default, spelled out: the same data
+        if self.shrinkage == SHRINKAGES[0]:  # the default, spelled out: the same data
             object.__setattr__(self, "shrinkage", None)
 
     def cli_flags(self) -> list[str]:
@@ -101,8 +101,13 @@ class MetricData:
 
     @property
     def shrinks(self) -> bool:
-        """Whether ``G`` is the Ledoit–Wolf estimate rather than the sample moment."""
-        return self.shrinkage == "ledoit-wolf"
+        """Whether ``G`` is the Ledoit–Wolf estimate (the default) rather than the sample moment."""
+        return self.shrinkage != "none"
+
+    @property
+    def estimator(self) -> str | None:
+        """The ``shrinkage`` argument of :func:`runner_second_moments` for these data."""
+        return "ledoit-wolf" if self.shrinks else None
 
     def resolved(self, runner) -> tuple[int, int, int]:
         """``(sequences, length, seed)`` for ``runner``'s model, the defaults filled in (a length
@@ -497,9 +502,9 @@ def _estimated(hw, ridge: float, model, device, centred: bool, name: str, data: 
 
     if isinstance(model, Runner):  # the model runs unprocessed; hw's heads (processed or not) read
         n, length, seed = data.resolved(model)
-        met = (_toy_metric(model, n, length // 2, seed, ridge, hw, centred, data.shrinkage) if isinstance(model, ToyRunner)
+        met = (_toy_metric(model, n, length // 2, seed, ridge, hw, centred, data.estimator) if isinstance(model, ToyRunner)
                else data_activation_metric(model, n, length, seed, ridge=ridge, hw=hw, centred=centred,
-                                           shrinkage=data.shrinkage, corpus=data.corpus))
+                                           shrinkage=data.estimator, corpus=data.corpus))
         words = metric_data(model, data)
         if data.shrinks:  # the intensities the estimate found, kept with its sums on the runner
             rho = [model._moments.ledoit_wolf(l, centred)[1] for l in sorted(model._moments.acc)]
