@@ -20,7 +20,9 @@ whitened model of ``T``-transformed weights equals the original's up to an ortho
   writer ``G_{l2}^{-1/2} W_O W_V G_{l1}^{1/2}`` moves by an orthogonal matrix on each side.
 
 Ill-conditioned ``G`` is regularised by a ridge ``G + λ I`` with ``λ = ridge · tr(G)/d``
-(default ``ridge = 1e-6``); the condition numbers before and after are recorded.
+(default ``ridge = 1e-6``); the condition numbers before and after are recorded. A ``G``
+estimated on data is by default the sample moment shrunk toward ``(tr S/d) I`` by its
+Ledoit–Wolf intensity (``MetricData.shrinkage``; :mod:`compscope.data.residual_moments`).
 """
 
 from __future__ import annotations
