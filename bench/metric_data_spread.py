@@ -67,7 +67,7 @@ def main() -> None:
                 met, words = get_metric(args.metric, hw, model=runner, data=data), metric_data(runner, data)
             else:
                 met, words = on_repeats(runner, hw, args.metric, n, args.repeats, seed,
-                                        MetricData(shrinkage=args.shrinkage).estimator)
+                                        MetricData(shrinkage=args.shrinkage).estimate)
             table = scores(hw, "K", list(MEASURES), met, pairs="all", progress=False)
             row = {m: auroc(table.dense(m, "K"), truth) for m in MEASURES}
             got.setdefault(n, []).append(row)

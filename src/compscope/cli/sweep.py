@@ -50,7 +50,7 @@ def run(args) -> int:
     from ..core.metrics import ON_DATA, check_metrics
     from ..data.validate import DEFAULT_METRICS
     from ..data.sequences import corpus_digest
-    from ..defaults import SHRINKAGES
+    from ..data.residual_moments import MetricData
     from ..sweep import Task, expand_sources, read_dataset, sweep
 
     from .common import output_folder
@@ -60,11 +60,11 @@ def run(args) -> int:
         raise OptionError("--address and --workers apply to --executor ray")
     kinds = check_kinds(args.kinds)
     metrics = check_metrics(args.metrics or ["identity"])
-    data = metric_data(args, metrics if args.job != "validate" or args.metrics else DEFAULT_METRICS)
+    judged = metrics if args.job != "validate" or args.metrics else DEFAULT_METRICS  # what the tasks score
+    data = metric_data(args, judged) or MetricData()
     # as a task option, only what is given, and always how G is estimated: a task keeps its identity
     # across versions, but not across the change of that default (the sample moment, before Ledoit-Wolf)
-    given = {k: v for k, v in vars(data).items() if v is not None} if data is not None else {}
-    data = {**given, "shrinkage": given.get("shrinkage", SHRINKAGES[0])}
+    data = {**{k: v for k, v in vars(data).items() if v is not None}, "shrinkage": data.estimate}
     # a corpus's text is part of the task, not only its name
     data_id = {"corpus_sha256": corpus_digest(data["corpus"])} if "corpus" in data else {}
     measures = [m.name for m in select(args.measures or ["frobenius"])]
@@ -91,7 +91,7 @@ def run(args) -> int:
             verdict["half"] = args.half
         if args.model_dtype not in (None, "float32"):  # float32 is the default: the same task
             verdict["model_dtype"] = args.model_dtype
-        if set(metrics if args.metrics else DEFAULT_METRICS) & set(ON_DATA):
+        if set(judged) & set(ON_DATA):
             verdict.update(metric_data=data, **data_id)
     tasks = []
     for src, model, step in expand_sources(args.sources, args.revisions):

@@ -100,14 +100,15 @@ class MetricData:
                 for x in (f"--metric-{f.name}", str(getattr(self, f.name)))]
 
     @property
-    def shrinks(self) -> bool:
-        """Whether ``G`` is the Ledoit–Wolf estimate (the default) rather than the sample moment."""
-        return self.shrinkage != "none"
+    def estimate(self) -> str:
+        """How ``G`` is estimated, the default filled in: one of ``SHRINKAGES`` (what
+        :func:`runner_second_moments` takes as ``shrinkage``, and a sweep task records)."""
+        return self.shrinkage or SHRINKAGES[0]
 
     @property
-    def estimator(self) -> str | None:
-        """The ``shrinkage`` argument of :func:`runner_second_moments` for these data."""
-        return "ledoit-wolf" if self.shrinks else None
+    def shrinks(self) -> bool:
+        """Whether ``G`` is the Ledoit–Wolf estimate (the default) rather than the sample moment."""
+        return self.estimate == "ledoit-wolf"
 
     def resolved(self, runner) -> tuple[int, int, int]:
         """``(sequences, length, seed)`` for ``runner``'s model, the defaults filled in (a length
@@ -283,7 +284,7 @@ def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16, hw=None,
     """``{layer: (d, d)}`` float64 second moments of what each layer's heads read, for any runner
     on ``tokens: (batch, seq)``, ``batch_size`` sequences at a time; with ``centred``, central ones
     (covariances); with ``shrinkage='ledoit-wolf'``, each shrunk by its Ledoit–Wolf intensity
-    (:meth:`ResidualSums.ledoit_wolf`). ``hw``: the weights whose heads read (default the runner's; with norm gains
+    (:meth:`ResidualSums.ledoit_wolf`; None or ``'none'``: the sample moment). ``hw``: the weights whose heads read (default the runner's; with norm gains
     folded the heads read the norm's output without its gain). The sums of the latest call stay on
     the runner: the same tokens and heads again (the covariance after the second moment, an
     ``-own`` variant after its metric) do not run the model again."""
@@ -502,9 +503,9 @@ def _estimated(hw, ridge: float, model, device, centred: bool, name: str, data: 
 
     if isinstance(model, Runner):  # the model runs unprocessed; hw's heads (processed or not) read
         n, length, seed = data.resolved(model)
-        met = (_toy_metric(model, n, length // 2, seed, ridge, hw, centred, data.estimator) if isinstance(model, ToyRunner)
+        met = (_toy_metric(model, n, length // 2, seed, ridge, hw, centred, data.estimate) if isinstance(model, ToyRunner)
                else data_activation_metric(model, n, length, seed, ridge=ridge, hw=hw, centred=centred,
-                                           shrinkage=data.estimator, corpus=data.corpus))
+                                           shrinkage=data.estimate, corpus=data.corpus))
         words = metric_data(model, data)
         if data.shrinks:  # the intensities the estimate found, kept with its sums on the runner
             rho = [model._moments.ledoit_wolf(l, centred)[1] for l in sorted(model._moments.acc)]
