@@ -4,6 +4,8 @@ GL(d) invariance it buys, on a toy model and the same model in another residual 
 import pytest
 import torch
 
+import compscope
+
 from compscope.cli.main import main
 from compscope.api import scores
 from compscope.errors import OptionError
@@ -80,8 +82,22 @@ def test_scores_under_the_data_metric_do_not_see_a_change_of_residual_basis(cent
 
 
 def test_toy_metric_by_name_and_errors():
+    """By name, shrunk by Ledoit-Wolf by default as the library's metrics are: equal to the metric
+    ``get_metric`` makes with those data."""
+    from compscope.core.metrics import get_metric
+    from compscope.data.residual_moments import MetricData
+
     met = toy_activation_metric("induction-2l", sequences=10, half=8)
     assert met.name == "activations" and set(met.sqrt) == {0, 1}
+    hw = compscope.load("induction-2l")
+    for shrinkage in ("ledoit-wolf", "none"):
+        want = get_metric("activations", hw, model="induction-2l",
+                          data=MetricData(sequences=10, length=16, shrinkage=shrinkage))
+        got = toy_activation_metric("induction-2l", sequences=10, half=8, shrinkage=shrinkage)
+        for layer in want.sqrt:
+            torch.testing.assert_close(got.sqrt[layer], want.sqrt[layer])
+    with pytest.raises(OptionError, match="shrinkage='lw'"):
+        toy_activation_metric("induction-2l", sequences=10, half=8, shrinkage="lw")
     with pytest.raises(OptionError, match="toy models only"):
         toy_activation_metric("smollm2")
     with pytest.raises(OptionError, match="non-empty"):
@@ -137,6 +153,23 @@ def test_second_moments_of_a_transformers_model_equal_what_its_attention_reads()
     met = data_activation_metric(runner, sequences=4, seq_len=8, centred=True)
     assert met.name == "covariance" and set(met.sqrt) == set(range(runner.hw.n_layers))
     assert traced == [2, 2, 1, 4]  # other tokens: one more pass, shared by both metrics
+    # the metric maker shrinks by Ledoit-Wolf by default, as MetricData() does; 'none' is the sample moment
+    from compscope.data.residual_moments import metric_tokens
+
+    tokens = metric_tokens(runner, 4, 8, 12346)
+    for shrinkage in ("ledoit-wolf", "none"):
+        want = activations(runner_second_moments(runner, tokens, centred=True, shrinkage=shrinkage), name="covariance")
+        got = data_activation_metric(runner, sequences=4, seq_len=8, centred=True,
+                                     **({} if shrinkage == "ledoit-wolf" else {"shrinkage": shrinkage}))
+        for layer in want.sqrt:
+            torch.testing.assert_close(got.sqrt[layer], want.sqrt[layer])
+    shrunk, plain = (data_activation_metric(runner, sequences=4, seq_len=8, shrinkage=s) for s in ("ledoit-wolf", "none"))
+    assert max(float((shrunk.sqrt[l] - plain.sqrt[l]).abs().max()) for l in plain.sqrt) > 1e-6
+    assert traced == [2, 2, 1, 4]  # every estimate from the same sums
+    with pytest.raises(OptionError, match="shrinkage='lw'"):
+        data_activation_metric(runner, sequences=4, seq_len=8, shrinkage="lw")
+    with pytest.raises(OptionError, match="shrinkage='sample'"):
+        runner_second_moments(runner, tokens, shrinkage="sample")
 
 
 def test_residual_samples_are_the_normed_residual_after_the_first_position():

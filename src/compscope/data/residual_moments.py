@@ -188,10 +188,13 @@ def metric_data(runner, data: MetricData | None = None) -> str:
 
 
 def toy_activation_metric(model, sequences: int = TOY_SEQUENCES, half: int = TOY_HALF, seed: int = METRIC_SEED,
-                          ridge: float = DEFAULT_RIDGE, device=None, centred: bool = False) -> Metric:
+                          ridge: float = DEFAULT_RIDGE, device=None, centred: bool = False,
+                          shrinkage: str = SHRINKAGES[0]) -> Metric:
     """The ``activations`` metric (``covariance`` with ``centred``) of a toy model (folder or
     built-in name) from ``sequences`` held-out repeated random sequences ``[t, t]``,
-    ``|t| = min(half, n_ctx / 2)``, run on ``device`` (default CUDA when present)."""
+    ``|t| = min(half, n_ctx / 2)``, run on ``device`` (default CUDA when present); each layer's
+    ``G`` shrunk by Ledoit–Wolf as the library's metrics are by default (``shrinkage='none'``: the
+    sample moment; :func:`runner_second_moments`)."""
     from ..loading.builtin import find_toy
     from .runner import runner_for
 
@@ -199,7 +202,15 @@ def toy_activation_metric(model, sequences: int = TOY_SEQUENCES, half: int = TOY
     if path is None:
         raise OptionError(f"{model}: the {_name(centred)} metric is estimated on data for compscope's toy models only; "
                           "for another model pass compscope.core.metrics.activations(second moments)")
-    return _toy_metric(runner_for(path, device=device), sequences, half, seed, ridge, centred=centred)
+    return _toy_metric(runner_for(path, device=device), sequences, half, seed, ridge, centred=centred,
+                       shrinkage=_shrinkage(shrinkage))
+
+
+def _shrinkage(shrinkage: str) -> str:
+    """``shrinkage`` checked: one of ``SHRINKAGES``."""
+    if shrinkage not in SHRINKAGES:
+        raise OptionError(f"shrinkage={shrinkage!r}: expected one of {', '.join(SHRINKAGES)}")
+    return shrinkage
 
 
 def _name(centred: bool) -> str:
@@ -284,13 +295,16 @@ def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16, hw=None,
     """``{layer: (d, d)}`` float64 second moments of what each layer's heads read, for any runner
     on ``tokens: (batch, seq)``, ``batch_size`` sequences at a time; with ``centred``, central ones
     (covariances); with ``shrinkage='ledoit-wolf'``, each shrunk by its Ledoit–Wolf intensity
-    (:meth:`ResidualSums.ledoit_wolf`; None or ``'none'``: the sample moment). ``hw``: the weights whose heads read (default the runner's; with norm gains
-    folded the heads read the norm's output without its gain). The sums of the latest call stay on
+    (:meth:`ResidualSums.ledoit_wolf`; None or ``'none'``: the sample moment, this building block's
+    default, where the metrics made from it shrink by default). ``hw``: the weights whose heads read
+    (default the runner's; with norm gains folded the heads read the norm's output without its gain). The sums of the latest call stay on
     the runner: the same tokens and heads again (the covariance after the second moment, an
     ``-own`` variant after its metric) do not run the model again."""
     from ..core.attention import read_input
     from ..progress import progress_bar
 
+    if shrinkage is not None:
+        _shrinkage(shrinkage)
     hw = runner.weights_here(hw)
     memo = runner._moments
     if memo is None or not memo.serves(hw, tokens, batch_size):
@@ -320,14 +334,15 @@ def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16, hw=None,
 
 def data_activation_metric(runner, sequences: int = TEXT_SEQUENCES, seq_len: int = TEXT_LENGTH, seed: int = METRIC_SEED,
                            ridge: float = DEFAULT_RIDGE, hw=None, centred: bool = False,
-                           shrinkage: str | None = None, corpus: str | None = None) -> Metric:
+                           shrinkage: str = SHRINKAGES[0], corpus: str | None = None) -> Metric:
     """The ``activations`` metric (``covariance`` with ``centred``) of a runner's model: on natural
     text when it has a tokenizer (``sequences`` of ``seq_len`` tokens, at most the model's
     context; ``corpus``: a text file's instead of the docstrings), else on held-out repeated random
-    sequences; ``shrinkage`` as :func:`runner_second_moments`."""
+    sequences; each layer's ``G`` shrunk by Ledoit–Wolf as by default (``shrinkage='none'``: the
+    sample moment; :func:`runner_second_moments`)."""
     tokens = metric_tokens(runner, sequences, seq_len, seed, corpus)
-    return activations(runner_second_moments(runner, tokens, hw=hw, centred=centred, shrinkage=shrinkage), ridge,
-                       _name(centred))
+    return activations(runner_second_moments(runner, tokens, hw=hw, centred=centred, shrinkage=_shrinkage(shrinkage)),
+                       ridge, _name(centred))
 
 
 def metric_tokens(runner, sequences: int, seq_len: int, seed: int, corpus: str | None = None) -> Tensor:
