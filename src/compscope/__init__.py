@@ -41,6 +41,7 @@ _PUBLIC = {
     "center_writing": "compscope.core.processing",
     "fold_norm": "compscope.core.processing",
     "fold_value_bias": "compscope.core.processing",
+    "linearise_qk_norm": "compscope.core.processing",
     "ScoreTable": "compscope.results.table",
     "read_scores": "compscope.results.table",
     "write_report": "compscope.report.build",

@@ -84,12 +84,16 @@ def add_model(p: argparse.ArgumentParser, *, positional: bool = True) -> None:
 
 def add_processing(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fold-norm", action="store_true", help="fold norm gains into W_Q, W_K, W_V (pre-norm models)")
+    p.add_argument("--linearise-qk-norm", action="store_true",
+                   help="replace QK-norm by its Jacobian where the normalised input is isotropic, from the weights "
+                        "alone (approximate, for analysis; models with a per-head QK-norm such as Gemma 3)")
     p.add_argument("--center-writing", action="store_true", help="centre W_O, W_E, W_pos (LayerNorm models)")
     p.add_argument("--fold-value-bias", action="store_true", help="move b_V into b_O")
 
 
 def processing(args) -> dict:
-    return {"fold_norm": args.fold_norm, "center_writing": args.center_writing, "fold_value_bias": args.fold_value_bias}
+    return {"fold_norm": args.fold_norm, "linearise_qk_norm": args.linearise_qk_norm,
+            "center_writing": args.center_writing, "fold_value_bias": args.fold_value_bias}
 
 
 def metric_names() -> str:

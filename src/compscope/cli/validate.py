@@ -50,6 +50,9 @@ def add_arguments(p) -> None:
                    help="judge the weights with the norms inside the heads' circuits replaced by their mean Jacobian on "
                         "natural text: qk (QK-norm), output (attention-output norm), or both (qk,output; the default "
                         "without PARTS: every one the model has)")
+    p.add_argument("--linearise-qk-norm", action="store_true",
+                   help="judge the weights with QK-norm replaced by its Jacobian where the normalised input is isotropic, "
+                        "from the weights alone (approximate; per-head QK-norm such as Gemma 3's)")
     p.add_argument("--text-labels", action="store_true",
                    help="label every head on natural text too (the --sample-* text): head_labels_text.csv, and how its "
                         "labels agree with the repeats' (the truth stays the repeats')")
@@ -70,7 +73,8 @@ def run(args) -> None:
                  intervention_sequences=args.intervention_sequences, kinds=args.kinds,
                  metrics=metrics, ablation=args.ablation, paths=args.paths, prev_threshold=args.prev_threshold,
                  induction_threshold=args.induction_threshold, effect_threshold=args.effect_threshold, fold_norm=args.fold_norm,
-                 fold_qk_gains=args.fold_qk_gains, linearise_norms=args.linearise_norms or False, device=args.device, model_dtype=args.model_dtype,
+                 fold_qk_gains=args.fold_qk_gains, linearise_norms=args.linearise_norms or False,
+                 linearise_qk_norm=args.linearise_qk_norm, device=args.device, model_dtype=args.model_dtype,
                  writers=args.writers, metric_data=data, sample_data=sample_data(args),
                  text_labels=args.text_labels)
     print(v.format(args.top))

@@ -10,6 +10,9 @@
   first, so writers may drop it: ``W_O ← (I - 11ᵀ/d) W_O`` (and ``b_O``, ``W_E``, ``W_pos``).
   Refused unless every norm reading the residual is a pre-LayerNorm (and refused when
   ``W_U`` reads the residual without a final norm).
+- ``linearise_qk_norm``: QK-norm replaced by its mean Jacobian at the isotropic operating point,
+  ``W_Q ← diag(γ_q) J_q W_Q`` (keys alike), from the weights alone; approximate, for analysis
+  (:func:`linearise_qk_norm`; on data instead: :mod:`compscope.data.norm_linearisation`).
 - ``fold_value_bias``: attention rows sum to 1, so ``b_V`` adds the constant
   ``W_O b_V`` to a head's output: ``b_O ← b_O + Σ_h W_O^h b_V^h``, ``b_V ← 0``.
 """
@@ -105,6 +108,113 @@ def qk_gains(hw: HeadWeights, which: int) -> Tensor:
     return g[:, None, :] if g.shape[-1] == hw.d_head else g.reshape(hw.n_layers, heads, hw.d_head)
 
 
+#: how :func:`linearise_qk_norm` is recorded in ``meta.processing`` (at the isotropic operating point)
+QK_NORM_LINEARISED = "linearise_qk_norm (isotropic input)"
+
+
+def isotropic_read_moments(hw: HeadWeights) -> tuple[Tensor, Tensor]:
+    """``(M (L, d, d), m (L, d))``, float64: ``E[x xᵀ]`` and ``E[x]`` of what each layer's heads read
+    when the normalised residual is isotropic. After an RMSNorm ``x = γ ⊙ n + β`` with ``E[n nᵀ] = I``
+    (its output has mean square 1 per coordinate), after a LayerNorm ``E[n nᵀ] = d/(d−1) (I − 11ᵀ/d)``
+    (centred, the same mean square); without a pre-norm the residual itself, ``E[x xᵀ] = I``."""
+    L, d = hw.n_layers, hw.d_model
+    eye = torch.eye(d, dtype=torch.float64, device=hw.device)
+    norm = hw.attn_norm if hw.norm_placement == "pre" else None
+    M, m = eye.expand(L, d, d).clone(), torch.zeros(L, d, dtype=torch.float64, device=hw.device)
+    if norm is None:
+        return M, m
+    if norm.kind == "layernorm":
+        M = M - 1.0 / d
+        M = M * (d / (d - 1))
+    for layer in range(L):
+        g = norm.gain(layer)
+        if g is not None:
+            M[layer] = M[layer] * g.double()[:, None] * g.double()[None, :]
+        if norm.bias is not None:
+            beta = norm.bias[layer].double()
+            M[layer] = M[layer] + beta[:, None] * beta[None, :]
+            m[layer] = beta
+    return M, m
+
+
+def qk_norm_jacobians(hw: HeadWeights, moments: Tensor | None = None, means: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """``(J_q (L, heads, r, r), J_k (L, kv_heads, r, r))``, float64: QK-norm's Jacobian without its gain
+    at the operating point set by the second moment of what the heads read, ``moments (L, d, d)``
+    with mean ``means (L, d)`` (default :func:`isotropic_read_moments`). With ``y = W x + b`` of
+    second moment ``Σ = W M Wᵀ + W m bᵀ + b mᵀ Wᵀ + b bᵀ``, the mean Jacobian
+    ``E[(1/s)(P − z zᵀ/r)]`` (``s² = |P y|²/r + ε``, ``z = P y / s``; ``P = I`` for an RMSNorm, ``I − 11ᵀ/r``
+    for a LayerNorm) is taken at second order: ``J = (1/s̄)(P − P Σ P/(s̄² r))``, ``s̄² = tr(P Σ P)/r + ε``.
+    Exact when ``x`` takes one value; for a spread of inputs it replaces ``E[1/s]`` by ``1/s̄`` and
+    ``E[z zᵀ/s]`` by ``P Σ P/s̄³``."""
+    if hw.qk_norm is None:
+        raise ProcessingError(f"linearise_qk_norm: {hw.meta.name} has no QK-norm")
+    if hw.qk_norm_scope != "head":
+        raise ProcessingError(f"linearise_qk_norm: {hw.meta.name}'s QK-norm runs over all heads of a layer at once; "
+                              "its Jacobian mixes heads, which per-head W_Q, W_K cannot hold")
+    if QK_GAINS_FOLDED in hw.meta.processing:
+        raise ProcessingError(f"linearise_qk_norm: {hw.meta.name}'s QK-norm gains were already moved into W_Q, W_K "
+                              "(fold_qk_norm_gains); linearise the unprocessed QK-norm instead")
+    if moments is None:
+        if means is not None:
+            raise ProcessingError("linearise_qk_norm: means= without moments=")
+        moments, means = isotropic_read_moments(hw)
+    L, d = hw.n_layers, hw.d_model
+    if tuple(moments.shape) != (L, d, d):
+        raise ProcessingError(f"linearise_qk_norm: moments of shape {tuple(moments.shape)}; expected (layers, d_model, "
+                              f"d_model) = {(L, d, d)} for {hw.meta.name}")
+    if means is not None and tuple(means.shape) != (L, d):
+        raise ProcessingError(f"linearise_qk_norm: means of shape {tuple(means.shape)}; expected {(L, d)}")
+    if means is None and (hw.b_Q is not None or hw.b_K is not None):
+        raise ProcessingError(f"linearise_qk_norm: {hw.meta.name} has query or key biases; give the mean of what "
+                              "the heads read (means=) with its second moment")
+    M = moments.double().to(hw.device)
+    out = []
+    for which, (W, b) in enumerate(((hw.W_Q, hw.b_Q), (hw.W_K, hw.b_K))):
+        norm, r = hw.qk_norm[which], hw.d_head
+        W = W.double()
+        S = torch.einsum("lhrd,lde,lhse->lhrs", W, M, W)
+        if b is not None:
+            wm = torch.einsum("lhrd,ld->lhr", W, means.double().to(hw.device))
+            bb = b.double()
+            S = S + wm[..., :, None] * bb[..., None, :] + bb[..., :, None] * wm[..., None, :] + bb[..., :, None] * bb[..., None, :]
+        P = torch.eye(r, dtype=torch.float64, device=hw.device)
+        if norm.kind == "layernorm":
+            P = P - 1.0 / r
+        PSP = P @ S @ P
+        s2 = torch.diagonal(PSP, dim1=-2, dim2=-1).sum(-1) / r + norm.eps
+        out.append((P - PSP / (s2[..., None, None] * r)) / s2.sqrt()[..., None, None])
+    return out[0], out[1]
+
+
+def qk_jacobian_changes(hw: HeadWeights, J_q: Tensor, J_k: Tensor) -> dict:
+    """The ``HeadWeights`` fields with QK-norm replaced by the linear maps ``diag(γ) J``:
+    ``W_Q ← diag(γ_q) J_q W_Q``, ``W_K ← diag(γ_k) J_k W_K`` (and their biases), per head, no QK-norm."""
+    changes: dict = {"qk_norm": None}
+    for which, (J, wn, bn) in enumerate(((J_q, "W_Q", "b_Q"), (J_k, "W_K", "b_K"))):
+        J = qk_gains(hw, which).double()[..., :, None] * J.to(hw.device)
+        W = getattr(hw, wn)
+        changes[wn] = torch.einsum("lhrs,lhsd->lhrd", J, W.double()).to(W.dtype)
+        b = getattr(hw, bn)
+        if b is not None:
+            changes[bn] = torch.einsum("lhrs,lhs->lhr", J, b.double()).to(b.dtype)
+    return changes
+
+
+def linearise_qk_norm(hw: HeadWeights, moments: Tensor | None = None, means: Tensor | None = None) -> HeadWeights:
+    """QK-norm replaced by its Jacobian at an operating point, from the weights (:func:`qk_norm_jacobians`):
+    by default where the normalised residual the heads read is isotropic (:func:`isotropic_read_moments`),
+    or at ``moments (L, d, d)`` (and ``means (L, d)``), second moments of what the heads read measured
+    elsewhere. A QK-norm divides each query and key by its RMS, which takes the logit scale out of
+    ``W_Q``, ``W_K``; the first-order model puts it back, ``W_Q ← diag(γ_q) J_q W_Q`` (keys alike), so a
+    measure that keeps the reader's scale (``read_gain``) means it. **For analysis only**: the model
+    is not the same. Recorded as ``linearise_qk_norm (isotropic input)`` (or ``(given moments)``)."""
+    step = QK_NORM_LINEARISED if moments is None else "linearise_qk_norm (given moments)"
+    _check_once(hw, step)
+    J_q, J_k = qk_norm_jacobians(hw, moments, means)
+    where = "isotropic normalised input" if moments is None else "given second moments of the heads' input"
+    return hw.replace(step=step, note=f"QK-norm linearised (its Jacobian at {where})", **qk_jacobian_changes(hw, J_q, J_k))
+
+
 def center_writing(hw: HeadWeights) -> HeadWeights:
     """Remove the mean over ``d_model`` from everything written into the residual."""
     _check_once(hw, "center_writing")
@@ -142,16 +252,19 @@ def fold_value_bias(hw: HeadWeights) -> HeadWeights:
 
 
 #: name -> transform, in the order ``process`` applies them.
-STEPS = {"fold_norm": fold_norm, "center_writing": center_writing, "fold_value_bias": fold_value_bias}
+STEPS = {"fold_norm": fold_norm, "linearise_qk_norm": linearise_qk_norm, "center_writing": center_writing,
+         "fold_value_bias": fold_value_bias}
 
 
-def process(hw: HeadWeights, *, fold_norm: bool = False, center_writing: bool = False, fold_value_bias: bool = False) -> HeadWeights:
-    """Apply the requested transforms in a fixed order (fold, centre, value bias)."""
-    wanted = {"fold_norm": fold_norm, "center_writing": center_writing, "fold_value_bias": fold_value_bias}
+def process(hw: HeadWeights, *, fold_norm: bool = False, linearise_qk_norm: bool = False, center_writing: bool = False,
+            fold_value_bias: bool = False) -> HeadWeights:
+    """Apply the requested transforms in a fixed order (fold, QK-norm linearised, centre, value bias)."""
+    wanted = {"fold_norm": fold_norm, "linearise_qk_norm": linearise_qk_norm, "center_writing": center_writing,
+              "fold_value_bias": fold_value_bias}
     for name, on in wanted.items():
         if on:
             hw = STEPS[name](hw)
     return hw
 
 
-__all__ = ["STEPS", "center_writing", "fold_norm", "fold_value_bias", "process"]
+__all__ = ["STEPS", "center_writing", "fold_norm", "fold_value_bias", "linearise_qk_norm", "process"]

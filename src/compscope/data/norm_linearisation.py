@@ -30,7 +30,7 @@ import torch
 from torch import Tensor
 
 from ..core.heads import HeadWeights, Norm
-from ..core.processing import QK_GAINS_FOLDED, qk_gains
+from ..core.processing import QK_GAINS_FOLDED, qk_jacobian_changes
 from ..errors import OptionError, ProcessingError
 
 if TYPE_CHECKING:
@@ -84,6 +84,9 @@ def check_parts(hw: HeadWeights, parts: str | Sequence[str] | None, where: str =
     for p in parts:
         if p not in PARTS:
             raise OptionError(f"{where}: unknown part {p!r}; expected any of {', '.join(PARTS)}")
+        if p == "qk" and any(step.startswith("linearise_qk_norm") for step in hw.meta.processing):
+            raise ProcessingError(f"{where}: {hw.meta.name}'s QK-norm was already linearised from the weights "
+                                  "(linearise_qk_norm); linearise the unprocessed QK-norm instead")
         if p not in has:
             what = "QK-norm" if p == "qk" else "attention-output norm"
             raise OptionError(f"{where}: {hw.meta.name} has no {what} (part {p!r})")
@@ -142,13 +145,7 @@ class NormJacobians:
         mean = lambda n, l: self.means[n, l].to(hw.device)  # noqa: E731
         changes: dict = {}
         if "qk" in parts:
-            for i, (n, wn, bn) in enumerate((("q", "W_Q", "b_Q"), ("k", "W_K", "b_K"))):
-                J = qk_gains(hw, i).double()[..., :, None] * torch.stack([mean(n, l) for l in range(L)])
-                changes[wn] = torch.einsum("lhrs,lhsd->lhrd", J, getattr(hw, wn).double()).to(hw.W_Q.dtype)
-                b = getattr(hw, bn)
-                if b is not None:
-                    changes[bn] = torch.einsum("lhrs,lhs->lhr", J, b.double()).to(b.dtype)
-            changes["qk_norm"] = None
+            changes.update(qk_jacobian_changes(hw, *(torch.stack([mean(n, l) for l in range(L)]) for n in "qk")))
         if "output" in parts:
             norm = hw.attn_out_norm
             J = torch.stack([mean("o", l) if norm.weight is None else norm.gain(l).double()[:, None] * mean("o", l)

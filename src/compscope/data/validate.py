@@ -349,7 +349,8 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
              kinds: str = "QKV", metrics=DEFAULT_METRICS, ablation: str = "mean", paths: str = "direct",
              prev_threshold: float = 0.4, induction_threshold: float = 0.3, effect_threshold: float = 0.05,
              batch_size: int = 16, fold_norm: bool = False,
-             fold_qk_gains: bool = False, linearise_norms: bool | str | Sequence[str] = False, progress: bool = True,
+             fold_qk_gains: bool = False, linearise_norms: bool | str | Sequence[str] = False,
+             linearise_qk_norm: bool = False, progress: bool = True,
              device: str | torch.device | None = None, model_dtype: str | torch.dtype | None = None,
              writers=None, metric_data=None, sample_data=None, text_labels: bool = False) -> Verdict:
     """Judge every measure × metric on ``model`` against its behaviour on data (module docstring).
@@ -365,6 +366,9 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     ``'output'``: :func:`~compscope.data.norm_linearisation.linearise_norms`), after any folding
     (the heads' own previous-token and induction scores read the norms as they are: a head's
     positional pattern comes from the mean query and key, which the linearisation drops);
+    ``linearise_qk_norm``: judge the weights with QK-norm replaced by its Jacobian where the
+    normalised input is isotropic, from the weights alone
+    (:func:`~compscope.core.processing.linearise_qk_norm`; the heads' own scores as above);
     the model that runs on the data is always the unprocessed one. ``paths``: the interventions
     along the direct path (the specification's, the default) or every path
     (:func:`~compscope.data.intervene.intervention_effects`). ``effect_threshold``: the K
@@ -432,6 +436,10 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
         weights = fold_qk_norm_gains(weights)
     head_weights = weights  # a head's own scores read the norms exactly (its positional pattern lives in the
     # operating point that the linearisation drops)
+    if linearise_qk_norm:
+        from ..core.processing import linearise_qk_norm as _linearise_qk
+
+        weights = _linearise_qk(weights)
     linearising = linearise_norms is not False and linearise_norms is not None
     if sample_data != SampleData() and not (linearising or text_labels or reads_content(head_weights)):
         raise OptionError(f"sample data: the residual is sampled for the rotary previous-token score's activations "

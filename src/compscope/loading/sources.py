@@ -54,7 +54,7 @@ def _name(source) -> str:
 
 
 def load(source, *, revision: str | None = None, cache_dir: str | Path | None = None, fold_norm: bool = False,
-         center_writing: bool = False, fold_value_bias: bool = False) -> HeadWeights:
+         linearise_qk_norm: bool = False, center_writing: bool = False, fold_value_bias: bool = False) -> HeadWeights:
     """Load ``source`` into canonical ``HeadWeights`` (float32).
 
     ``source``: a HuggingFace folder (``config.json`` + ``*.safetensors``), a ``.gguf`` file,
@@ -62,7 +62,8 @@ def load(source, *, revision: str | None = None, cache_dir: str | Path | None = 
     ``HookedTransformer``, a built-in name (``induction-2l``, the default; ``smollm2``, ``gemma3-270m``, ``minilm``),
     or a HuggingFace hub id (``"EleutherAI/pythia-70m"``, with ``revision`` a branch, tag or commit
     and ``cache_dir`` the hub cache): read from the local cache first, downloaded only where
-    ``HF_HUB_OFFLINE`` is not set. Processing is off unless asked for, and recorded in ``meta.processing``.
+    ``HF_HUB_OFFLINE`` is not set. Processing is off unless asked for, and recorded in ``meta.processing``
+    (:mod:`compscope.core.processing`: ``fold_norm``, ``linearise_qk_norm``, ``center_writing``, ``fold_value_bias``).
 
     >>> hw = load("smollm2")                        # doctest: +SKIP
     >>> hw.n_layers, hw.n_heads, hw.n_kv_heads      # doctest: +SKIP
@@ -75,4 +76,5 @@ def load(source, *, revision: str | None = None, cache_dir: str | Path | None = 
             raise LoadError(f"{source}: revision= and cache_dir= apply to HuggingFace hub ids (like 'EleutherAI/pythia-70m')")
         source = parse(source, revision, cache_dir)
     hw = read_unprocessed(source)
-    return process(hw, fold_norm=fold_norm, center_writing=center_writing, fold_value_bias=fold_value_bias)
+    return process(hw, fold_norm=fold_norm, linearise_qk_norm=linearise_qk_norm, center_writing=center_writing,
+                   fold_value_bias=fold_value_bias)

@@ -36,7 +36,8 @@ def build(model, out, *, command: str, kinds: str = "QKV", measures=REPORT_MEASU
 def write_report(model=DEFAULT_MODEL, out: str | Path = "compscope-report", *, kinds: str = "QKV",
                  measures=REPORT_MEASURES, metrics=REPORT_METRICS, data="auto", run: str | Path | None = None,
                  detail_pairs: int = DETAIL_PAIRS, figures: bool = True, progress: bool = True, metric_data=None,
-                 fold_norm: bool = False, center_writing: bool = False, fold_value_bias: bool = False) -> Path:
+                 fold_norm: bool = False, linearise_qk_norm: bool = False, center_writing: bool = False,
+                 fold_value_bias: bool = False) -> Path:
     """Write the interactive report of ``model`` (any source :func:`compscope.load` reads) into the
     folder ``out``, as ``compscope report`` does, and return the path of its ``index.html``.
 
@@ -44,19 +45,22 @@ def write_report(model=DEFAULT_MODEL, out: str | Path = "compscope-report", *, k
     folder written by ``compscope validate --out``, or a :class:`~compscope.data.validate.Verdict`
     of the same model from :func:`compscope.validate` (its labels, effects and table, not run
     again). ``run``: a ``compscope train`` folder for the training curves; ``figures``: the PNG/SVG
-    figures beside the page (matplotlib); ``fold_norm``, ``center_writing``, ``fold_value_bias``:
-    how the weights are processed when loaded."""
+    figures beside the page (matplotlib); ``fold_norm``, ``linearise_qk_norm``, ``center_writing``,
+    ``fold_value_bias``: how the weights are processed when loaded (:func:`compscope.load`)."""
     defaults = inspect.signature(write_report).parameters  # the call as the page names it: arguments not left as they were
     chosen = {"kinds": kinds, "measures": measures, "metrics": metrics, "data": data, "run": run,
               "detail_pairs": detail_pairs, "metric_data": metric_data, "fold_norm": fold_norm,
-              "center_writing": center_writing, "fold_value_bias": fold_value_bias}
+              "linearise_qk_norm": linearise_qk_norm, "center_writing": center_writing, "fold_value_bias": fold_value_bias}
     said = [repr(model if isinstance(model, (str, Path)) else type(model).__name__), f"out={str(out)!r}"]
     said += [f"{k}={_said(v)}" for k, v in chosen.items() if v is not defaults[k].default and v != defaults[k].default]
     _, paths = build(model, out, command=f"compscope.write_report({', '.join(said)})", kinds=kinds, measures=measures,
                      metrics=metrics, data=data, run=run, detail_pairs=detail_pairs, figures=figures, progress=progress,
-                     metric_data=metric_data, processing={"fold_norm": fold_norm, "center_writing": center_writing,
-                                                          "fold_value_bias": fold_value_bias})
+                     metric_data=metric_data, processing={k: chosen[k] for k in PROCESSING})
     return paths[0]
+
+
+#: the processing steps ``write_report`` passes to :func:`compscope.load`
+PROCESSING = ("fold_norm", "linearise_qk_norm", "center_writing", "fold_value_bias")
 
 
 def _said(v) -> str:

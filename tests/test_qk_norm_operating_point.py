@@ -1,0 +1,188 @@
+"""QK-norm linearised from the weights (``compscope.core.processing.linearise_qk_norm``): exact
+against autograd through HuggingFace's own QK-norm modules where every input has the same RMS,
+the isotropic operating point against samples through the model's own attention norm, how it
+sits with the other steps, and the errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import compscope
+from compscope.core.heads import Norm
+from compscope.core.processing import (QK_NORM_LINEARISED, fold_norm, fold_qk_norm_gains, isotropic_read_moments,
+                                       linearise_qk_norm, qk_norm_jacobians)
+from compscope.data.norm_linearisation import JacobianMean
+
+
+def _tiny(variant):
+    pytest.importorskip("transformers")
+    from hf_tiny import BY_ID, build
+
+    model = build(BY_ID[variant])
+    return model, compscope.load(model)
+
+
+def _jacobian(module, y: torch.Tensor) -> torch.Tensor:
+    return torch.autograd.functional.jacobian(lambda v: module(y + v), torch.zeros_like(y))
+
+
+@pytest.mark.parametrize("variant", ["gemma3-text", "gemma3-text-mqa-bias", "qwen3-qk-norm"])
+def test_at_one_input_it_is_the_jacobian_of_the_models_own_qk_norm(variant):
+    """Second moment ``x0 x0ᵀ`` and mean ``x0``: the operating point is one input, where the
+    second-order formula is the exact Jacobian; autograd through HF's ``q_norm``/``k_norm`` (gain
+    included) at ``y0 = W x0 + b``."""
+    model, hw = _tiny(variant)
+    g = torch.Generator().manual_seed(3)
+    x0 = torch.randn(hw.n_layers, hw.d_model, generator=g)
+    lin = linearise_qk_norm(hw, moments=x0[:, :, None] * x0[:, None, :], means=x0)
+    assert lin.qk_norm is None and lin.meta.processing == ("linearise_qk_norm (given moments)",)
+    for l, layer in enumerate(model.model.layers):
+        attn = layer.self_attn
+        for W, b, Wl, bl, module in ((hw.W_Q, hw.b_Q, lin.W_Q, lin.b_Q, attn.q_norm),
+                                     (hw.W_K, hw.b_K, lin.W_K, lin.b_K, attn.k_norm)):
+            for h in range(W.shape[1]):
+                y0 = W[l, h] @ x0[l] + (0 if b is None else b[l, h])
+                J = _jacobian(module, y0.detach())
+                torch.testing.assert_close(Wl[l, h], (J @ W[l, h]).detach(), atol=1e-5, rtol=1e-4)
+                if b is not None:
+                    torch.testing.assert_close(bl[l, h], (J @ b[l, h]).detach(), atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["rmsnorm", "layernorm"])
+def test_inputs_of_one_rms_give_the_mean_jacobian_exactly(kind):
+    """Inputs whose queries all have the same RMS after centring (``±a q_i``, ``q_i`` orthonormal
+    and centred, drawn with unequal weights): ``E[1/s] = 1/s̄`` and ``E[z zᵀ/s] = P Σ P/s̄³``, so
+    the second-order Jacobian is the mean Jacobian over the samples (``JacobianMean``, itself
+    checked against autograd), for an anisotropic ``Σ``."""
+    from compscope.toy import ToyConfig, ToyTransformer
+
+    r, d = 4, 12
+    m = ToyTransformer(ToyConfig(n_layers=2, n_heads=2, d_model=d, d_head=r, d_vocab=10, n_ctx=8, norm=kind,
+                                 positions="rotary", qk_norm=True), seed=2)
+    hw = m.head_weights().replace(qk_norm=tuple(Norm(kind, n.weight, n.bias, 0.01) for n in m.head_weights().qk_norm))
+    g = torch.Generator().manual_seed(5)
+    P = torch.eye(r, dtype=torch.float64) - (1.0 / r if kind == "layernorm" else 0.0)
+    rank = r - 1 if kind == "layernorm" else r  # orthonormal directions (with zero mean for a LayerNorm)
+    basis = torch.linalg.qr(P @ torch.randn(r, rank, generator=g, dtype=torch.float64))[0]
+    counts = torch.arange(1, basis.shape[1] + 1)
+    ys = torch.cat([s * 1.7 * basis[:, i].expand(int(counts[i]), r) for i in range(basis.shape[1]) for s in (1, -1)])
+    l, h = 1, 0
+    W = hw.W_Q[l, h].double()
+    xs = ys @ torch.linalg.pinv(W).T  # W x = y exactly (W has full row rank)
+    torch.testing.assert_close(xs @ W.T, ys)
+    M = torch.zeros(hw.n_layers, d, d, dtype=torch.float64)
+    M[l] = xs.T @ xs / len(xs)
+    M[0] = torch.eye(d, dtype=torch.float64)
+    J_q, _ = qk_norm_jacobians(hw, M)
+    acc = JacobianMean(Norm(kind, None, None, 0.01))
+    acc.add(ys)
+    torch.testing.assert_close(J_q[l, h], acc.mean(), rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("kind", ["rmsnorm", "layernorm"])
+def test_the_isotropic_moment_is_that_of_the_attention_norm_on_isotropic_residuals(kind):
+    """``isotropic_read_moments``: the second moment and mean of the model's own attention norm
+    (gain and bias perturbed) applied to Gaussian residuals, within Monte Carlo error."""
+    from compscope.toy import ToyConfig, ToyTransformer
+
+    m = ToyTransformer(ToyConfig(n_layers=2, n_heads=2, d_model=6, d_head=2, d_vocab=10, n_ctx=8, norm=kind,
+                                 positions="rotary", qk_norm=True), seed=1)
+    g = torch.Generator().manual_seed(9)
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            if name.endswith((".w", ".b")):
+                p.add_(0.3 * torch.randn(p.shape, generator=g))
+    hw = m.head_weights()
+    M, mean = isotropic_read_moments(hw)
+    x = 3.0 * torch.randn(400_000, hw.d_model, generator=g, dtype=torch.float64)
+    for l in range(hw.n_layers):
+        n = hw.attn_norm.apply(x, l).double()
+        torch.testing.assert_close(M[l], n.T @ n / len(n), atol=0.02, rtol=0.02)
+        torch.testing.assert_close(mean[l], n.mean(0), atol=0.02, rtol=0.0)
+
+
+def test_it_commutes_with_folding_the_norm_gains():
+    """Folding the attention norm's gains into ``W_Q``, ``W_K`` first or after gives the same
+    weights: the operating point is the same input, its gain on either side."""
+    _, hw = _tiny("gemma3-text")
+    a = fold_norm(linearise_qk_norm(hw))
+    b = linearise_qk_norm(fold_norm(hw))
+    for name in ("W_Q", "W_K"):
+        torch.testing.assert_close(getattr(a, name), getattr(b, name), rtol=1e-5, atol=1e-7)
+    assert b.meta.processing == ("fold_norm", QK_NORM_LINEARISED)
+    assert compscope.load(b).meta.processing == b.meta.processing  # held as it is
+
+
+def test_the_logit_scale_goes_back_into_the_reader():
+    """``W_Q`` scaled by ``c``: QK-norm's output does not change, nor do the linearised weights,
+    while the weights as read grow by ``c`` (what ``read_gain`` would wrongly count)."""
+    _, hw = _tiny("gemma3-text")
+    big = hw.replace(W_Q=hw.W_Q * 7.0)
+    torch.testing.assert_close(linearise_qk_norm(big).W_Q, linearise_qk_norm(hw).W_Q, rtol=1e-4, atol=1e-6)
+    r = compscope.scores(linearise_qk_norm(hw), "K", ["read_gain"], progress=False).dense("read_gain", "K")
+    r_big = compscope.scores(linearise_qk_norm(big), "K", ["read_gain"], progress=False).dense("read_gain", "K")
+    torch.testing.assert_close(r_big, r, rtol=1e-3, atol=1e-6, equal_nan=True)
+
+
+def test_the_errors_name_the_model_and_the_step():
+    _, gemma = _tiny("gemma3-text")
+    _, llama = _tiny("llama-mha")
+    _, olmo = _tiny("olmo2-layer-qk-norm")
+    _, biased = _tiny("gemma3-text-mqa-bias")
+    with pytest.raises(compscope.ProcessingError, match=f"^linearise_qk_norm: {llama.meta.name} has no QK-norm"):
+        linearise_qk_norm(llama)
+    with pytest.raises(compscope.ProcessingError, match="all heads of a layer at once"):
+        linearise_qk_norm(olmo)
+    with pytest.raises(compscope.ProcessingError, match="already moved into W_Q, W_K"):
+        linearise_qk_norm(fold_qk_norm_gains(gemma))
+    with pytest.raises(compscope.ProcessingError, match="was already applied"):
+        linearise_qk_norm(linearise_qk_norm(gemma))
+    with pytest.raises(compscope.ProcessingError, match="has no QK-norm"):
+        fold_qk_norm_gains(linearise_qk_norm(gemma))
+    with pytest.raises(compscope.ProcessingError, match=r"moments of shape \(2, 3\); expected"):
+        linearise_qk_norm(gemma, moments=torch.zeros(2, 3))
+    L, d = biased.n_layers, biased.d_model
+    with pytest.raises(compscope.ProcessingError, match="query or key biases; give the mean"):
+        linearise_qk_norm(biased, moments=torch.eye(d).expand(L, d, d))
+    from compscope.data.norm_linearisation import check_parts
+
+    with pytest.raises(compscope.ProcessingError, match="already linearised from the weights"):
+        check_parts(linearise_qk_norm(gemma), "qk")
+
+
+def test_load_cli_and_validate_take_it(tmp_path, capsys):
+    """``load(..., linearise_qk_norm=True)``, ``scores --linearise-qk-norm`` (the scores of those
+    weights), and ``validate --linearise-qk-norm``: the labels and interventions of the model as it
+    is, the measures of the linearised weights, the heads' own scores read from the norms as they are."""
+    from compscope.cli.main import main
+    from compscope.data.validate import validate
+
+    model, hw = _tiny("gemma3-text")
+    folder = tmp_path / "gemma3"
+    model.save_pretrained(folder)
+    lin = compscope.load(folder, linearise_qk_norm=True)
+    assert lin.meta.processing == (QK_NORM_LINEARISED,)
+    torch.testing.assert_close(lin.W_K, linearise_qk_norm(compscope.load(folder)).W_K, rtol=0, atol=0)
+    assert main(["scores", str(folder), "--linearise-qk-norm", "--kinds", "K", "--measure", "read_gain",
+                 "--top", "1", "--out", str(tmp_path / "k.csv")]) == 0
+    assert f"processing {QK_NORM_LINEARISED}" in capsys.readouterr().out
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "k.csv")
+    want = compscope.scores(lin, "K", ["read_gain"], progress=False).dense("read_gain", "K")
+    assert len(table) > 0 and set(table["processing"]) == {QK_NORM_LINEARISED}
+    for row in table.itertuples():
+        v = float(want[row.src_layer, row.src_head, row.dst_layer, row.dst_head])
+        assert abs(row.value - v) <= 1e-5 * max(1.0, abs(v))
+    opts = dict(sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",), progress=False)
+    plain, iso = validate(model, **opts), validate(model, linearise_qk_norm=True, **opts)
+    assert iso.options["weights_processing"] == [QK_NORM_LINEARISED]
+    torch.testing.assert_close(iso.effects.by_kind["K"], plain.effects.by_kind["K"], atol=0, rtol=0, equal_nan=True)
+    assert pd.DataFrame(iso.heads).equals(pd.DataFrame(plain.heads))  # the heads' own scores: the norms as they are
+    torch.testing.assert_close(iso.tables["identity"].dense("read_gain", "K"), want, equal_nan=True)
+    with pytest.raises(compscope.ProcessingError, match="already linearised from the weights"):
+        validate(model, linearise_qk_norm=True, linearise_norms="qk", **opts)
+    assert main(["validate", str(folder), "--sequences", "4", "--half", "4", "--intervention-sequences", "2",
+                 "--kinds", "K", "--metric", "identity", "--linearise-qk-norm"]) == 0
+    assert f"(weights: {QK_NORM_LINEARISED})" in capsys.readouterr().out
