@@ -23,6 +23,11 @@ candidate, printing the AUROC against the label truth (previous-token >= 0.4 bef
   both, replaced by their mean Jacobian on the metrics' text (``lin. qk``, ``lin. output``,
   ``lin. qk+output``: :func:`compscope.data.norm_linearisation.linearise_norms`), every measure
   under ``identity``, ``embed``, ``covariance`` and ``covariance-own``;
+- a per-head QK-norm replaced by its Jacobian at an operating point read from the weights
+  (:func:`compscope.core.processing.linearise_qk_norm`, the second order of the mean Jacobian):
+  where the normalised input is isotropic (``iso. qk``, no data) and at the second moment of what
+  the heads read on the metrics' text (``G-point qk``), every measure under ``identity``,
+  ``embed``, ``covariance`` and ``covariance-own``;
 - rotary models: every measure under ``identity`` and ``embed`` at the rotary offset where an
   induction head attends on the verdict's sequences ``[t, t]``: the token after the earlier
   occurrence, ``δ = |t| − 1`` back (``W_Q^T R(δ) W_K`` as the reader's QK circuit instead of
@@ -156,6 +161,9 @@ def norms_argument(ap: argparse.ArgumentParser) -> None:
                     choices=("all", "qk", "output", "qk,output"),
                     help="score the weights with the norms inside the heads' circuits (QK-norm 'qk', attention-output "
                          "norm 'output'; alone: every one the model has) replaced by their mean Jacobian on natural text")
+    ap.add_argument("--linearise-qk-norm", action="store_true",
+                    help="score the weights with QK-norm replaced by its Jacobian where the normalised input is "
+                         "isotropic, from the weights alone (compscope.load(..., linearise_qk_norm=True))")
 
 
 def data_arguments(ap: argparse.ArgumentParser) -> None:
@@ -208,22 +216,33 @@ def weights_to_score(args: argparse.Namespace, hw, runs: bool, progress: bool = 
     (:func:`norms_argument`), ``hw`` with those norms replaced by their mean Jacobian on the default
     text (:func:`compscope.data.norm_linearisation.linearise_norms`, as ``validate`` does); and a
     runner of ``args.model`` where the model must run (``runs``: a metric on data; or linearising),
-    else ``None``. A model without those norms: said, not a traceback."""
+    else ``None``. With ``args.linearise_qk_norm``, QK-norm is linearised from the weights first
+    (:func:`compscope.core.processing.linearise_qk_norm`). A model without those norms: said, not a
+    traceback."""
     parts = args.linearise_norms
-    runner = runner_for(args.model, hw, progress=progress) if runs or parts else None
+    runner = runner_for(args.model, hw, progress=progress) if runs or parts else None  # the model as it is
+    weights = hw
+    if getattr(args, "linearise_qk_norm", False):
+        from compscope.core.processing import linearise_qk_norm
+
+        try:
+            weights = linearise_qk_norm(hw)
+        except compscope.ProcessingError as e:
+            raise SystemExit(f"--linearise-qk-norm: {e}") from None
     if parts is None:
-        return hw, runner
+        return weights, runner
     from compscope.data.norm_linearisation import linearise_norms
 
     try:
-        return linearise_norms(runner, None if parts == "all" else parts.split(","), hw=hw, progress=False), runner
+        return linearise_norms(runner, None if parts == "all" else parts.split(","), hw=weights, progress=False), runner
     except (compscope.OptionError, compscope.ProcessingError) as e:
         raise SystemExit(f"--linearise-norms: {e}") from None
 
 
 def linearised_words(args: argparse.Namespace) -> str:
-    """A header's words for ``--linearise-norms`` (empty without it)."""
-    return f"; the norms {args.linearise_norms.replace(',', '+')} linearised" if args.linearise_norms else ""
+    """A header's words for ``--linearise-norms`` and ``--linearise-qk-norm`` (empty without them)."""
+    words = "; QK-norm linearised at the isotropic point" if getattr(args, "linearise_qk_norm", False) else ""
+    return words + (f"; the norms {args.linearise_norms.replace(',', '+')} linearised" if args.linearise_norms else "")
 
 
 def truth_from_args(ap: argparse.ArgumentParser) -> tuple:
@@ -279,6 +298,12 @@ def main() -> None:
                 rows.append((m, f"{name}; lin. {'+'.join(parts)}", auroc(x, truth), auroc(x, confirmed)))
             scale = reader_alone(table.dense("frobenius", "K"), table.dense("read_gain", "K"))
             rows.append(("reader's ‖B‖_F alone", f"{name}; lin. {'+'.join(parts)}", auroc(scale, truth), auroc(scale, confirmed)))
+    for how, lin in qk_operating_points(hw, runner):  # QK-norm linearised from the weights (isotropic) and at the text's G
+        for name in [n for n in ("identity", "embed", "covariance", "covariance-own") if n in metrics]:
+            table = scores(lin, "K", list(MEASURES), metrics[name], pairs="all", progress=False)
+            for m in MEASURES:
+                x = table.dense(m, "K")
+                rows.append((m, f"{name}; {how}", auroc(x, truth), auroc(x, confirmed)))
     if hw.rotary is not None:
         with open(os.path.join(args.verdict, "run.json")) as f:
             delta = json.load(f)["half"] - 1  # query i attends to key i - |t| + 1
@@ -312,6 +337,25 @@ def main() -> None:
     if circuit:
         print("\ninduction-circuit pair scores (the writer's previous-token score from the weights, alone and times K):")
         _print(circuit, "circuit score")
+
+
+def qk_operating_points(hw, runner) -> list[tuple[str, object]]:
+    """``[(words, weights)]``: ``hw`` with its per-head QK-norm replaced by the second-order Jacobian
+    of :func:`compscope.core.processing.linearise_qk_norm`, at the isotropic operating point (``iso.
+    qk``, from the weights alone) and at the second moment of what the heads read on the metrics'
+    text (``G-point qk``: the uncentred sample moment, the same pass as the metrics); none without
+    such a QK-norm (a model with query or key biases gets the isotropic one only)."""
+    from compscope.core.processing import linearise_qk_norm
+    from compscope.data.residual_moments import metric_tokens, runner_second_moments
+
+    if hw.qk_norm is None or hw.qk_norm_scope != "head":
+        return []
+    out = [("iso. qk", linearise_qk_norm(hw))]
+    if hw.b_Q is None and hw.b_K is None:
+        tokens = metric_tokens(runner, *MetricData().resolved(runner), None)
+        G = runner_second_moments(runner, tokens, hw=hw)
+        out.append(("G-point qk", linearise_qk_norm(hw, torch.stack([G[l] for l in range(hw.n_layers)]))))
+    return out
 
 
 def _norm_parts(hw) -> list[tuple[str, ...]]:

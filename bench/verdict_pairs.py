@@ -62,7 +62,8 @@ def main() -> None:
     x = scores(weights, "K", [args.measure], met, pairs="all", progress=False).dense(args.measure, "K")
     n_false = int((torch.isfinite(x) & ~truth).sum())
     shrunk = "" if args.metric not in ON_DATA else ", Ledoit-Wolf" if args.shrinkage != "none" else ", sample moment"
-    lin = f"; lin. {args.linearise_norms.replace(',', '+')}" if args.linearise_norms else ""
+    lin = ("; iso. qk" if args.linearise_qk_norm else "") + (f"; lin. {args.linearise_norms.replace(',', '+')}"
+                                                              if args.linearise_norms else "")
     print(f"{hw.meta.name}: {args.measure} ({args.metric}{shrunk}{lin}), K-composition; {int(truth.sum())} true pairs "
           f"(previous-token >= {args.prev_threshold}, induction >= {args.induction_threshold}) against "
           f"{n_false} false; AUROC {auroc(x, truth):.3f}, the K interventions' {auroc(effects, truth):.3f}")

@@ -220,6 +220,37 @@ def test_the_offset_averaged_qk_circuit_is_the_mean_logit_over_the_offsets(varia
             assert got != pytest.approx(float(x @ hw.W_QK(layer, h).dense().double() @ y), rel=1e-3)  # it moved
 
 
+def test_verdict_candidates_reads_qk_norm_at_two_operating_points():
+    """``verdict_candidates.qk_operating_points``: the isotropic point (the library's default) and
+    the point of the text's second moment, which sits nearer the data's mean Jacobian (measured
+    by ``mean_jacobians`` on other text) than the isotropic one; the isotropic one only with query
+    biases; none without a per-head QK-norm."""
+    pytest.importorskip("transformers")
+    sys.path.insert(0, str(ROOT / "bench"))
+    sys.path.insert(0, str(ROOT / "tests"))
+    import torch
+    from hf_tiny import BY_ID, build
+    from verdict_candidates import qk_operating_points
+
+    import compscope
+    from compscope.core.processing import linearise_qk_norm
+    from compscope.data.norm_linearisation import mean_jacobians
+    from compscope.data.runner import runner_for
+
+    model = build(BY_ID["gemma3-text"])
+    hw = compscope.load(model)
+    runner = runner_for(model, hw)
+    points = qk_operating_points(hw, runner)
+    assert [how for how, _ in points] == ["iso. qk", "G-point qk"]
+    torch.testing.assert_close(points[0][1].W_Q, linearise_qk_norm(hw).W_Q, rtol=0, atol=0)
+    data = mean_jacobians(runner, "qk", progress=False).apply(hw)
+    far = [float((lin.W_Q - data.W_Q).norm() / data.W_Q.norm()) for _, lin in points]
+    assert far[1] < far[0], far
+    for variant, want in (("gemma3-text-mqa-bias", ["iso. qk"]), ("llama-mha", []), ("olmo2-layer-qk-norm", [])):
+        m = build(BY_ID[variant])
+        assert [how for how, _ in qk_operating_points(compscope.load(m), runner_for(m))] == want
+
+
 def test_verdict_candidates_keeps_rows_tied_as_printed_in_the_order_they_came(capsys):
     sys.path.insert(0, str(ROOT / "bench"))
     from verdict_candidates import _print
@@ -451,18 +482,24 @@ def test_verdict_scripts_score_the_linearised_weights_as_validate_does(tmp_path)
     plain = compscope.validate(str(folder), **opts)
     plain.save(tmp_path / "verdict")
     lin = compscope.validate(str(folder), linearise_norms="qk", **opts)
+    iso = compscope.validate(str(folder), linearise_qk_norm=True, **opts)
     assert plain.options["true_pairs"] > 0
 
     def want(v):
         return next(r["auroc"] for r in v.rows if (r["measure"], r["metric"], r["kind"]) == ("read_gain", "identity", "K"))
 
     args = [str(folder), str(tmp_path / "verdict"), "--prev-threshold", str(prev), "--induction-threshold", str(ind)]
-    for extra, v in (([], plain), (["--linearise-norms", "qk"], lin)):
+    for extra, v, words in (([], plain, ""), (["--linearise-norms", "qk"], lin, "; lin. qk"),
+                            (["--linearise-qk-norm"], iso, "; iso. qk")):
         out = bench("verdict_pairs.py", *args, "--measure", "read_gain", "--metric", "identity", *extra)
-        got = re.search(r"^gemma3: read_gain \(identity(; lin\. qk)?\), K-composition; .* AUROC ([0-9.]+),", out, re.M)
-        assert got and bool(got.group(1)) == bool(extra), out
+        got = re.search(r"^gemma3: read_gain \(identity(.*)\), K-composition; .* AUROC ([0-9.]+),", out, re.M)
+        assert got and got.group(1) == words, out
         assert float(got.group(2)) == pytest.approx(want(v), abs=5e-4), (want(v), out)
-    assert want(lin) != want(plain)
+    assert want(lin) != want(plain) and want(iso) != want(plain)
+    out = bench("verdict_uncertainty.py", *args, "--reps", "20", "--linearise-qk-norm")
+    assert "; QK-norm linearised at the isotropic point" in out.splitlines()[0], out
+    row = re.search(r"^read_gain +identity +([0-9.]+) ", out, re.M)
+    assert row and float(row.group(1)) == pytest.approx(want(iso), abs=5e-4), out
     out = bench("verdict_uncertainty.py", *args, "--reps", "20", "--linearise-norms", "qk")
     assert "; the norms qk linearised" in out.splitlines()[0], out
     row = re.search(r"^read_gain +identity +([0-9.]+) ", out, re.M)
@@ -477,6 +514,9 @@ def test_verdict_scripts_score_the_linearised_weights_as_validate_does(tmp_path)
     p = run_bench("verdict_pairs.py", "induction-2l", str(tmp_path / "toy"), "--linearise-norms")
     assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
     assert p.stderr.strip().startswith("--linearise-norms: linearise_norms: ") and "no norm inside" in p.stderr, p.stderr
+    p = run_bench("verdict_pairs.py", "induction-2l", str(tmp_path / "toy"), "--linearise-qk-norm")
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.strip() == "--linearise-qk-norm: linearise_qk_norm: induction-2l has no QK-norm", p.stderr
 
 
 def test_verdict_within_counts_and_scores_the_comparisons_that_share_a_head(tmp_path):
