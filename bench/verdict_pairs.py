@@ -17,7 +17,9 @@ nothing special in. The rows are :func:`compscope.data.validate.auroc_by_head`'s
 
 ``--linearise-norms`` scores the weights with the norms inside the heads' circuits replaced by
 their mean Jacobian on natural text (as ``compscope validate --linearise-norms``; the labels and
-interventions are the model's as it is, read from the folder).
+interventions are the model's as it is, read from the folder); ``--linearise-qk-norm`` with QK-norm
+replaced by its Jacobian at the isotropic point, from the weights alone (as ``compscope validate
+--linearise-qk-norm``).
 """
 
 from __future__ import annotations

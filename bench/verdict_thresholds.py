@@ -13,8 +13,8 @@ other pair, prints ``-``.
 ``--on-data`` adds the metrics estimated on text to the candidates (the model runs once over it;
 each layer's ``G`` shrunk by Ledoit-Wolf, as by default; with ``--shrinkage none`` each of them
 again with ``G`` the sample moment, ``NAME, sample``), ``--linearise-norms``
-scores the weights with the norms inside the heads' circuits linearised (as ``compscope
-validate`` does), and ``--column MEASURE,METRIC`` adds a column for that candidate.
+(and ``--linearise-qk-norm``) scores the weights with the norms inside the heads' circuits
+linearised (as ``compscope validate`` does), and ``--column MEASURE,METRIC`` adds a column for that candidate.
 
     compscope validate smollm2 --out verdict-smollm2
     python bench/verdict_thresholds.py smollm2 verdict-smollm2

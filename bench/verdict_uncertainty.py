@@ -35,8 +35,12 @@ counts independent pairs, is not given then.
     python bench/verdict_uncertainty.py smollm2 verdict-smollm2 --on-data --within reader
 
 ``--linearise-norms`` scores the weights with the norms inside the heads' circuits replaced by
-their mean Jacobian on natural text (as ``compscope validate --linearise-norms``); the labels
-and the interventions are the model's as it is.
+their mean Jacobian on natural text (as ``compscope validate --linearise-norms``), and
+``--linearise-qk-norm`` with QK-norm replaced by its Jacobian at the isotropic point, from the
+weights alone (as ``compscope validate --linearise-qk-norm``); the labels and the interventions are
+the model's as it is.
+
+    python bench/verdict_uncertainty.py gemma3-270m verdict-gemma --linearise-qk-norm
 """
 
 from __future__ import annotations

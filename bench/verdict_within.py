@@ -12,7 +12,7 @@ within readers, and ``read_gain`` (``frobenius`` times the reader's own scale) g
 
 For the K interventions (the ceiling) and every measure under ``identity`` and ``embed`` (with
 ``--on-data`` also the metrics estimated on text, shrunk by Ledoit-Wolf as by default, and with
-``--shrinkage none`` each of them again with ``G`` the sample moment, ``NAME, sample``; ``--linearise-norms`` as ``compscope validate`` has it) this prints the
+``--shrinkage none`` each of them again with ``G`` the sample moment, ``NAME, sample``; ``--linearise-norms`` and ``--linearise-qk-norm`` as ``compscope validate`` has them) this prints the
 three AUROCs, ranked by the first, and how many comparisons each counts.
 
     compscope validate smollm2 --out verdict-smollm2
