@@ -273,6 +273,10 @@ def test_cli_prints_every_head_with_the_data_beside_it(capsys):
     assert out[-1].startswith("rank correlation")
     assert main(["circuits", "--measure", "nope"]) == 2
     assert "unknown measure" in capsys.readouterr().err
+    assert main(["circuits", "--fold-value-bias"]) == 0  # processed weights: said in the first line, no data beside
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("induction-2l (weights: fold_value_bias): circuits from the weights"), out[0]
+    assert "data:" not in out[1]
 
 
 def test_cli_virtual_heads_are_ranked_by_the_measure_asked_for(capsys):

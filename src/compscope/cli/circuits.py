@@ -60,7 +60,8 @@ def report(args) -> str:
     told = ([f"induction: K-composition by {c.measure}, matching through the writer"] if c.induction_qk is not None else []) \
         + ([f"rotary previous-token: content from the residual each layer reads on {as_sample_data(data).content(model)}"]
            if c.content == "activations" else [])
-    lines = [f"{c.model}: circuits from the weights ({'; '.join(told + missing)})"]
+    weights = f" (weights: {', '.join(hw.meta.processing)})" if hw.meta.processing else ""  # as validate says it
+    lines = [f"{c.model}{weights}: circuits from the weights ({'; '.join(told + missing)})"]
     labels = None if hw.meta.processing else toy_labels(args.model)
     if labels is not None:
         cols.update({"data: induction": labels.induction, "data: prev-token": labels.previous})
