@@ -98,16 +98,12 @@ def test_a_toy_with_gemmas_norms_is_linearised_through_its_own_norm_modules(kind
     equalities, autograd through the toy's own ``q_norm``, ``k_norm`` and ``ln_out`` modules (gains
     and LayerNorm biases perturbed off their initial values), inputs from the toy's own forward cache."""
     from compscope.data.runner import runner_for
-    from compscope.toy import ToyConfig, ToyTransformer
+    from compscope.toy import ToyConfig
     from compscope.toy.data import repeated_random
+    from toy_tiny import perturbed_toy
 
-    m = ToyTransformer(ToyConfig(n_layers=2, n_heads=2, d_model=12, d_head=4, d_vocab=10, n_ctx=8, norm=kind,
-                                 positions="rotary", qk_norm=True, attn_out_norm=True), seed=4)
-    g = torch.Generator().manual_seed(9)
-    with torch.no_grad():
-        for name, p in m.named_parameters():
-            if name.endswith((".w", ".b")):
-                p.add_(0.3 * torch.randn(p.shape, generator=g))
+    m = perturbed_toy(ToyConfig(n_layers=2, n_heads=2, d_model=12, d_head=4, d_vocab=10, n_ctx=8, norm=kind,
+                                positions="rotary", qk_norm=True, attn_out_norm=True), seed=4)
     hw = m.head_weights()
     tokens = repeated_random(3, 4, 10, seed=1)
     lin = linearise_norms(runner_for(m, hw), tokens=tokens, progress=False)

@@ -84,16 +84,12 @@ def test_inputs_of_one_rms_give_the_mean_jacobian_exactly(kind):
 def test_the_isotropic_moment_is_that_of_the_attention_norm_on_isotropic_residuals(kind):
     """``isotropic_read_moments``: the second moment and mean of the model's own attention norm
     (gain and bias perturbed) applied to Gaussian residuals, within Monte Carlo error."""
-    from compscope.toy import ToyConfig, ToyTransformer
+    from compscope.toy import ToyConfig
+    from toy_tiny import perturbed_toy
 
-    m = ToyTransformer(ToyConfig(n_layers=2, n_heads=2, d_model=6, d_head=2, d_vocab=10, n_ctx=8, norm=kind,
-                                 positions="rotary", qk_norm=True), seed=1)
+    hw = perturbed_toy(ToyConfig(n_layers=2, n_heads=2, d_model=6, d_head=2, d_vocab=10, n_ctx=8, norm=kind,
+                                 positions="rotary", qk_norm=True), seed=1).head_weights()
     g = torch.Generator().manual_seed(9)
-    with torch.no_grad():
-        for name, p in m.named_parameters():
-            if name.endswith((".w", ".b")):
-                p.add_(0.3 * torch.randn(p.shape, generator=g))
-    hw = m.head_weights()
     M, mean = isotropic_read_moments(hw)
     x = 3.0 * torch.randn(400_000, hw.d_model, generator=g, dtype=torch.float64)
     for l in range(hw.n_layers):

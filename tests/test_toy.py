@@ -19,6 +19,7 @@ from compscope.toy import (
     repeated_random, save_toy, train,
 )
 from compscope.toy.data import bigram_chain
+from toy_tiny import perturbed_toy
 
 VARIANTS = [
     ToyConfig(),
@@ -37,20 +38,9 @@ def _id(c: ToyConfig) -> str:
             + "-qknorm" * c.qk_norm + "-outnorm" * c.attn_out_norm)
 
 
-def _perturbed(cfg: ToyConfig, seed: int = 0) -> ToyTransformer:
-    """A model whose norm gains and biases are not at their init values (so they are tested)."""
-    m = ToyTransformer(cfg, seed=seed)
-    g = torch.Generator().manual_seed(seed + 1)
-    with torch.no_grad():
-        for name, p in m.named_parameters():
-            if name.endswith((".w", ".b")):
-                p.add_(0.3 * torch.randn(p.shape, generator=g))
-    return m
-
-
 def _cached_run(cfg: ToyConfig, seed: int = 0, tokens_seed: int = 1):
     """A perturbed toy, two random sequences of full length, and the cache of one forward pass."""
-    m = _perturbed(cfg, seed)
+    m = perturbed_toy(cfg, seed)
     tokens = torch.randint(cfg.d_vocab, (2, cfg.n_ctx), generator=torch.Generator().manual_seed(tokens_seed))
     cache: dict = {}
     with torch.no_grad():
@@ -62,7 +52,7 @@ def _cached_run(cfg: ToyConfig, seed: int = 0, tokens_seed: int = 1):
 def test_forward_matches_headweights_reference(cfg):
     """The toy's own forward == the residual stream rebuilt from its HeadWeights with
     compscope.core.attention (an independent implementation: other rotary code, other layout)."""
-    m = _perturbed(cfg)
+    m = perturbed_toy(cfg)
     tokens = torch.randint(cfg.d_vocab, (3, cfg.n_ctx), generator=torch.Generator().manual_seed(5))
     with torch.no_grad():
         logits = m(tokens)
@@ -183,7 +173,7 @@ def test_qk_norm_and_output_norm_act_where_gemma_has_them():
 @pytest.mark.parametrize("cfg", VARIANTS + [ToyConfig(n_layers=2, d_model=16, d_head=4, d_vocab=9, n_ctx=8, mlp=True, d_mlp=12, norm="layernorm")],
                          ids=_id)
 def test_save_load_round_trip_is_bit_exact(tmp_path, cfg):
-    m = _perturbed(cfg, seed=7)
+    m = perturbed_toy(cfg, seed=7)
     save_toy(m, tmp_path / "ck", name="rt", step=12, info={"seed": 7})
     back, manifest = load_toy(tmp_path / "ck")
     assert manifest["step"] == 12 and manifest["name"] == "rt" and back.cfg == cfg
@@ -388,7 +378,7 @@ def test_a_toy_object_loads_and_runs_as_its_folder_does(tmp_path):
     from compscope.data.runner import ToyRunner, runner_for
 
     cfg = VARIANTS[4]
-    m = _perturbed(cfg, seed=2)
+    m = perturbed_toy(cfg, seed=2)
     save_toy(m, tmp_path / "ck", name="obj")
     hw = compscope.load(m)
     assert hw.meta.source == "ToyTransformer object" and torch.equal(hw.W_K, compscope.load(tmp_path / "ck").W_K)
