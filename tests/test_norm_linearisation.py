@@ -222,12 +222,14 @@ def test_validate_notes_the_norms_its_measures_do_not_read():
         return unread_norms(fold_qk_norm_gains(hw) if fold else hw)
 
     both = "QK-norm (after W_Q, W_K) and an attention-output norm (after W_O), which the measures do not read"
+    iso = "; --linearise-qk-norm (linearise_qk_norm=) reads QK-norm at the isotropic point, from the weights alone"
     assert notes("gemma3-text") == f"the heads' circuits hold {both}; --linearise-norms qk,output (linearise_norms=) " \
-        "reads them through the mean Jacobian on text"
+        "reads them through the mean Jacobian on text" + iso
     assert notes("gemma3-text", fold=True) == "the heads' circuits hold an attention-output norm (after W_O), which " \
         "the measures do not read; --linearise-norms output (linearise_norms=) reads it through the mean Jacobian on text"
     assert notes("qwen3-qk-norm").endswith("QK-norm (after W_Q, W_K), which the measures do not read; "
-                                           "--linearise-norms qk (linearise_norms=) reads it through the mean Jacobian on text")
+                                           "--linearise-norms qk (linearise_norms=) reads it through the mean Jacobian on text"
+                                           + iso)
     assert notes("olmo2-layer-qk-norm").endswith(f"{both}; --linearise-norms output (linearise_norms=) reads it "
                                                  "through the mean Jacobian on text")
     assert notes("llama-mha") is None
@@ -237,6 +239,7 @@ def test_validate_notes_the_norms_its_measures_do_not_read():
     model = build(BY_ID["gemma3-text"])
     assert validate(model, **opts).notes == [notes("gemma3-text")]
     assert not any("do not read" in n for n in validate(model, linearise_norms="qk", **opts).notes)
+    assert validate(model, linearise_qk_norm=True, **opts).notes == [notes("gemma3-text", fold=True)]  # the output norm's
 
 
 def test_cli_validate_linearises_every_norm_the_model_has_or_the_parts_named(tmp_path, capsys):

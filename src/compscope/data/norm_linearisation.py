@@ -118,6 +118,8 @@ def unread_norms(hw: HeadWeights) -> str | None:
             pass
     how = (f"; --linearise-norms {','.join(can)} (linearise_norms=) reads {'them' if len(can) > 1 else 'it'} "
            "through the mean Jacobian on text") if can else ""
+    if "qk" in can:
+        how += "; --linearise-qk-norm (linearise_qk_norm=) reads QK-norm at the isotropic point, from the weights alone"
     return f"the heads' circuits hold {' and '.join(words[p] for p in parts)}, which the measures do not read{how}"
 
 
