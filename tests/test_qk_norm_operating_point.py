@@ -10,7 +10,7 @@ import torch
 
 import compscope
 from compscope.core.heads import Norm
-from compscope.core.processing import (QK_NORM_LINEARISED, fold_norm, fold_qk_norm_gains, isotropic_read_moments,
+from compscope.core.processing import (QK_NORM_LINEARISED, fold_norm, fold_qk_norm_gains, isotropic_read_moment,
                                        linearise_qk_norm, qk_norm_jacobians)
 from compscope.data.norm_linearisation import JacobianMean
 
@@ -82,20 +82,38 @@ def test_inputs_of_one_rms_give_the_mean_jacobian_exactly(kind):
 
 @pytest.mark.parametrize("kind", ["rmsnorm", "layernorm"])
 def test_the_isotropic_moment_is_that_of_the_attention_norm_on_isotropic_residuals(kind):
-    """``isotropic_read_moments``: the second moment and mean of the model's own attention norm
-    (gain and bias perturbed) applied to Gaussian residuals, within Monte Carlo error."""
+    """``isotropic_read_moment``: the second moment and mean of the model's own attention norm
+    (gain and bias perturbed) applied to Gaussian residuals, within Monte Carlo error; and the
+    Jacobians from its structure (no ``d × d`` matrix) equal those from the matrices themselves."""
     from compscope.toy import ToyConfig
     from toy_tiny import perturbed_toy
 
     hw = perturbed_toy(ToyConfig(n_layers=2, n_heads=2, d_model=6, d_head=2, d_vocab=10, n_ctx=8, norm=kind,
                                  positions="rotary", qk_norm=True), seed=1).head_weights()
     g = torch.Generator().manual_seed(9)
-    M, mean = isotropic_read_moments(hw)
     x = 3.0 * torch.randn(400_000, hw.d_model, generator=g, dtype=torch.float64)
     for l in range(hw.n_layers):
+        M, mean = isotropic_read_moment(hw, l)
         n = hw.attn_norm.apply(x, l).double()
-        torch.testing.assert_close(M[l], n.T @ n / len(n), atol=0.02, rtol=0.02)
-        torch.testing.assert_close(mean[l], n.mean(0), atol=0.02, rtol=0.0)
+        torch.testing.assert_close(M, n.T @ n / len(n), atol=0.02, rtol=0.02)
+        torch.testing.assert_close(mean, n.mean(0), atol=0.02, rtol=0.0)
+    _same_as_the_matrices(hw)
+
+
+def _same_as_the_matrices(hw):
+    """``qk_norm_jacobians(hw)`` (the isotropic point from its structure) equals the Jacobians at the
+    stacked ``isotropic_read_moment`` matrices given as moments and means."""
+    moments, means = zip(*(isotropic_read_moment(hw, l) for l in range(hw.n_layers)))
+    structured = qk_norm_jacobians(hw)
+    given = qk_norm_jacobians(hw, torch.stack(moments), torch.stack(means))
+    for a, b in zip(structured, given):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("variant", ["gemma3-text", "gemma3-text-mqa-bias", "qwen3-qk-norm"])
+def test_the_isotropic_point_of_hf_models_from_its_structure(variant):
+    """The same on HuggingFace configs: Gemma's ``1 + w`` gains, query and key biases, GQA."""
+    _same_as_the_matrices(_tiny(variant)[1])
 
 
 def test_it_commutes_with_folding_the_norm_gains():

@@ -112,40 +112,62 @@ def qk_gains(hw: HeadWeights, which: int) -> Tensor:
 QK_NORM_LINEARISED = "linearise_qk_norm (isotropic input)"
 
 
-def isotropic_read_moments(hw: HeadWeights) -> tuple[Tensor, Tensor]:
-    """``(M (L, d, d), m (L, d))``, float64: ``E[x xᵀ]`` and ``E[x]`` of what each layer's heads read
-    when the normalised residual is isotropic. After an RMSNorm ``x = γ ⊙ n + β`` with ``E[n nᵀ] = I``
-    (its output has mean square 1 per coordinate), after a LayerNorm ``E[n nᵀ] = d/(d−1) (I − 11ᵀ/d)``
-    (centred, the same mean square); without a pre-norm the residual itself, ``E[x xᵀ] = I``."""
-    L, d = hw.n_layers, hw.d_model
-    eye = torch.eye(d, dtype=torch.float64, device=hw.device)
+def isotropic_read_moment(hw: HeadWeights, layer: int) -> tuple[Tensor, Tensor]:
+    """``(M (d, d), m (d,))``, float64: ``E[x xᵀ]`` and ``E[x]`` of what ``layer``'s heads read when the
+    normalised residual is isotropic. After an RMSNorm ``x = γ ⊙ n + β`` with ``E[n nᵀ] = I`` (its
+    output has mean square 1 per coordinate), after a LayerNorm ``E[n nᵀ] = d/(d−1) (I − 11ᵀ/d)``
+    (centred, the same mean square); without a pre-norm the residual itself, ``E[x xᵀ] = I``.
+    (:func:`qk_norm_jacobians` uses its structure and never forms it: ``d × d`` per layer.)"""
+    d = hw.d_model
+    M, m = torch.eye(d, dtype=torch.float64, device=hw.device), torch.zeros(d, dtype=torch.float64, device=hw.device)
     norm = hw.attn_norm if hw.norm_placement == "pre" else None
-    M, m = eye.expand(L, d, d).clone(), torch.zeros(L, d, dtype=torch.float64, device=hw.device)
     if norm is None:
         return M, m
     if norm.kind == "layernorm":
-        M = M - 1.0 / d
-        M = M * (d / (d - 1))
-    for layer in range(L):
-        g = norm.gain(layer)
-        if g is not None:
-            M[layer] = M[layer] * g.double()[:, None] * g.double()[None, :]
-        if norm.bias is not None:
-            beta = norm.bias[layer].double()
-            M[layer] = M[layer] + beta[:, None] * beta[None, :]
-            m[layer] = beta
+        M = (M - 1.0 / d) * (d / (d - 1))
+    g = norm.gain(layer)
+    if g is not None:
+        M = M * g.double()[:, None] * g.double()[None, :]
+    if norm.bias is not None:
+        m = norm.bias[layer].double()
+        M = M + m[:, None] * m[None, :]
     return M, m
+
+
+def _query_moment(hw: HeadWeights, layer: int, W: Tensor, b: Tensor | None, moment: Tensor | None,
+                  mean: Tensor | None) -> Tensor:
+    """``(heads, r, r)``: ``E[y yᵀ]`` of ``y = W x + b`` (``W: (heads, r, d)`` float64) for inputs ``x`` of
+    second moment ``moment`` and mean ``mean`` (None: the isotropic point of ``layer``, from its
+    structure ``c · (W Γ) P (W Γ)ᵀ + (W β)(W β)ᵀ``, no ``d × d`` matrix formed)."""
+    if moment is None:
+        norm = hw.attn_norm if hw.norm_placement == "pre" else None
+        g = None if norm is None else norm.gain(layer)
+        A = W if g is None else W * g.double().to(W.device)
+        S = A @ A.transpose(-1, -2)
+        if norm is not None and norm.kind == "layernorm":
+            u = A.sum(-1)
+            S = (S - u[..., :, None] * u[..., None, :] / hw.d_model) * (hw.d_model / (hw.d_model - 1))
+        mean = None if norm is None or norm.bias is None else norm.bias[layer].double().to(W.device)
+        if mean is not None:
+            wm = W @ mean
+            S = S + wm[..., :, None] * wm[..., None, :]
+    else:
+        S = W @ moment @ W.transpose(-1, -2)
+    if b is not None:
+        wm = torch.zeros_like(b) if mean is None else W @ mean
+        S = S + wm[..., :, None] * b[..., None, :] + b[..., :, None] * wm[..., None, :] + b[..., :, None] * b[..., None, :]
+    return S
 
 
 def qk_norm_jacobians(hw: HeadWeights, moments: Tensor | None = None, means: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """``(J_q (L, heads, r, r), J_k (L, kv_heads, r, r))``, float64: QK-norm's Jacobian without its gain
     at the operating point set by the second moment of what the heads read, ``moments (L, d, d)``
-    with mean ``means (L, d)`` (default :func:`isotropic_read_moments`). With ``y = W x + b`` of
+    with mean ``means (L, d)`` (default :func:`isotropic_read_moment`). With ``y = W x + b`` of
     second moment ``Σ = W M Wᵀ + W m bᵀ + b mᵀ Wᵀ + b bᵀ``, the mean Jacobian
     ``E[(1/s)(P − z zᵀ/r)]`` (``s² = |P y|²/r + ε``, ``z = P y / s``; ``P = I`` for an RMSNorm, ``I − 11ᵀ/r``
     for a LayerNorm) is taken at second order: ``J = (1/s̄)(P − P Σ P/(s̄² r))``, ``s̄² = tr(P Σ P)/r + ε``.
-    Exact when ``x`` takes one value; for a spread of inputs it replaces ``E[1/s]`` by ``1/s̄`` and
-    ``E[z zᵀ/s]`` by ``P Σ P/s̄³``."""
+    Exact when every input's query has the same RMS (one input, say); for a spread of inputs it
+    replaces ``E[1/s]`` by ``1/s̄`` and ``E[z zᵀ/s]`` by ``P Σ P/s̄³``. One layer at a time in float64."""
     if hw.qk_norm is None:
         raise ProcessingError(f"linearise_qk_norm: {hw.meta.name} has no QK-norm")
     if hw.qk_norm_scope != "head":
@@ -154,55 +176,58 @@ def qk_norm_jacobians(hw: HeadWeights, moments: Tensor | None = None, means: Ten
     if QK_GAINS_FOLDED in hw.meta.processing:
         raise ProcessingError(f"linearise_qk_norm: {hw.meta.name}'s QK-norm gains were already moved into W_Q, W_K "
                               "(fold_qk_norm_gains); linearise the unprocessed QK-norm instead")
-    if moments is None:
-        if means is not None:
-            raise ProcessingError("linearise_qk_norm: means= without moments=")
-        moments, means = isotropic_read_moments(hw)
     L, d = hw.n_layers, hw.d_model
-    if tuple(moments.shape) != (L, d, d):
+    if moments is None and means is not None:
+        raise ProcessingError("linearise_qk_norm: means= without moments=")
+    if moments is not None and tuple(moments.shape) != (L, d, d):
         raise ProcessingError(f"linearise_qk_norm: moments of shape {tuple(moments.shape)}; expected (layers, d_model, "
                               f"d_model) = {(L, d, d)} for {hw.meta.name}")
     if means is not None and tuple(means.shape) != (L, d):
         raise ProcessingError(f"linearise_qk_norm: means of shape {tuple(means.shape)}; expected {(L, d)}")
-    if means is None and (hw.b_Q is not None or hw.b_K is not None):
+    if moments is not None and means is None and (hw.b_Q is not None or hw.b_K is not None):
         raise ProcessingError(f"linearise_qk_norm: {hw.meta.name} has query or key biases; give the mean of what "
                               "the heads read (means=) with its second moment")
-    M = moments.double().to(hw.device)
     out = []
     for which, (W, b) in enumerate(((hw.W_Q, hw.b_Q), (hw.W_K, hw.b_K))):
         norm, r = hw.qk_norm[which], hw.d_head
-        W = W.double()
-        S = torch.einsum("lhrd,lde,lhse->lhrs", W, M, W)
-        if b is not None:
-            wm = torch.einsum("lhrd,ld->lhr", W, means.double().to(hw.device))
-            bb = b.double()
-            S = S + wm[..., :, None] * bb[..., None, :] + bb[..., :, None] * wm[..., None, :] + bb[..., :, None] * bb[..., None, :]
         P = torch.eye(r, dtype=torch.float64, device=hw.device)
         if norm.kind == "layernorm":
             P = P - 1.0 / r
-        PSP = P @ S @ P
-        s2 = torch.diagonal(PSP, dim1=-2, dim2=-1).sum(-1) / r + norm.eps
-        out.append((P - PSP / (s2[..., None, None] * r)) / s2.sqrt()[..., None, None])
+        J = torch.empty(L, W.shape[1], r, r, dtype=torch.float64, device=hw.device)
+        for layer in range(L):
+            S = _query_moment(hw, layer, W[layer].double(), None if b is None else b[layer].double(),
+                              None if moments is None else moments[layer].double().to(hw.device),
+                              None if means is None else means[layer].double().to(hw.device))
+            PSP = P @ S @ P
+            s2 = torch.diagonal(PSP, dim1=-2, dim2=-1).sum(-1) / r + norm.eps
+            J[layer] = (P - PSP / (s2[..., None, None] * r)) / s2.sqrt()[..., None, None]
+        out.append(J)
     return out[0], out[1]
 
 
 def qk_jacobian_changes(hw: HeadWeights, J_q: Tensor, J_k: Tensor) -> dict:
     """The ``HeadWeights`` fields with QK-norm replaced by the linear maps ``diag(γ) J``:
-    ``W_Q ← diag(γ_q) J_q W_Q``, ``W_K ← diag(γ_k) J_k W_K`` (and their biases), per head, no QK-norm."""
+    ``W_Q ← diag(γ_q) J_q W_Q``, ``W_K ← diag(γ_k) J_k W_K`` (and their biases), per head, no QK-norm
+    (one layer at a time in float64)."""
     changes: dict = {"qk_norm": None}
     for which, (J, wn, bn) in enumerate(((J_q, "W_Q", "b_Q"), (J_k, "W_K", "b_K"))):
-        J = qk_gains(hw, which).double()[..., :, None] * J.to(hw.device)
-        W = getattr(hw, wn)
-        changes[wn] = torch.einsum("lhrs,lhsd->lhrd", J, W.double()).to(W.dtype)
-        b = getattr(hw, bn)
+        gain = qk_gains(hw, which).double()
+        W, b = getattr(hw, wn), getattr(hw, bn)
+        new_W, new_b = torch.empty_like(W), None if b is None else torch.empty_like(b)
+        for layer in range(hw.n_layers):
+            Jl = gain[layer][..., :, None] * J[layer].to(hw.device)
+            new_W[layer] = (Jl @ W[layer].double()).to(W.dtype)
+            if b is not None:
+                new_b[layer] = (Jl @ b[layer].double()[..., None])[..., 0].to(b.dtype)
+        changes[wn] = new_W
         if b is not None:
-            changes[bn] = torch.einsum("lhrs,lhs->lhr", J, b.double()).to(b.dtype)
+            changes[bn] = new_b
     return changes
 
 
 def linearise_qk_norm(hw: HeadWeights, moments: Tensor | None = None, means: Tensor | None = None) -> HeadWeights:
     """QK-norm replaced by its Jacobian at an operating point, from the weights (:func:`qk_norm_jacobians`):
-    by default where the normalised residual the heads read is isotropic (:func:`isotropic_read_moments`),
+    by default where the normalised residual the heads read is isotropic (:func:`isotropic_read_moment`),
     or at ``moments (L, d, d)`` (and ``means (L, d)``), second moments of what the heads read measured
     elsewhere. A QK-norm divides each query and key by its RMS, which takes the logit scale out of
     ``W_Q``, ``W_K``; the first-order model puts it back, ``W_Q ← diag(γ_q) J_q W_Q`` (keys alike), so a
