@@ -16,6 +16,11 @@ rate of a dense float32 ``4096 x 4096`` matmul (``8192`` on CUDA; ``--rate-size`
 before and after in the same run, best of three each.
 Waits (up to ``--wait`` s) for the 1-minute load average to drop below 0.5 first, and prints
 the CPU time other processes used while it ran.
+
+``--qk-norm`` gives every head a QK-norm (an RMSNorm per head, one gain per layer, as Gemma 3 and
+Qwen3 have) and replaces it by its Jacobian at the isotropic point first
+(``compscope.core.processing.linearise_qk_norm``, one layer at a time in float64): its time is
+printed, and the peak memory covers it.
 """
 
 from __future__ import annotations
@@ -62,6 +67,8 @@ def main() -> None:
     ap.add_argument("--precision", default="float32", choices=["float32", "float64", "tf32", "bfloat16"],
                     help="compscope's product precision (default float32)")
     ap.add_argument("--shape", default="7b", help="7b, 70b, or L,H,d,r[,kv] for a quick trial")
+    ap.add_argument("--qk-norm", action="store_true",
+                    help="give the heads a per-head QK-norm and linearise it at the isotropic point before scoring")
     ap.add_argument("--rate-size", type=int, help="n of the n x n matmul that sets the floor's rate "
                     "(default 4096, 8192 on CUDA; a smaller one for a quick trial)")
     args = ap.parse_args()
@@ -86,6 +93,15 @@ def main() -> None:
     print(f"{name} shape: {L} layers x {H} heads ({kv} K/V heads), d_model {d}, d_head {r}; weights {args.dtype}, "
           f"{weights / 2**30:.1f} GiB (drawn in {time.perf_counter() - t0:.0f} s); {H * H * L * (L - 1) // 2} forward pairs; "
           f"precision {args.precision}; device {torch.cuda.get_device_name(args.device) if cuda else 'cpu'}")
+    if args.qk_norm:
+        from compscope.core.heads import Norm
+        from compscope.core.processing import linearise_qk_norm
+
+        g = torch.Generator().manual_seed(1)
+        gains = [Norm("rmsnorm", 1 + 0.1 * torch.randn(L, r, generator=g), None, 1e-6) for _ in range(2)]
+        t0 = time.perf_counter()
+        hw = linearise_qk_norm(hw.replace(qk_norm=tuple(gains)))
+        print(f"linearise_qk_norm (isotropic point): {time.perf_counter() - t0:.1f} s; W_Q, W_K stay {hw.W_Q.dtype}")
     n = args.rate_size or (8192 if cuda else 4096)  # a GPU needs the larger product to reach its rate
     rate0 = max(matmul_rate(n, device=args.device) for _ in range(3))
     mm = None if args.max_memory_gib is None else int(args.max_memory_gib * 2**30)

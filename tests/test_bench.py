@@ -643,6 +643,14 @@ def test_composition_7b_gqa_trial_in_a_reduced_precision():
     assert re.search(r"frobenius: 192 pairs, mean 0\.0[0-9]+ \(1/sqrt\(d\) = 0\.0884\)", out), out
 
 
+def test_composition_7b_with_qk_norm_linearised_first():
+    """``--qk-norm``: the linearisation's time is printed, the weights keep their dtype, and the
+    linearised heads are scored."""
+    out = bench("composition_7b.py", "--shape", "2,4,128,32,2", "--wait", "0", "--rate-size", "512", "--qk-norm")
+    assert re.search(r"^linearise_qk_norm \(isotropic point\): [0-9.]+ s; W_Q, W_K stay torch\.bfloat16$", out, re.M), out
+    assert re.search(r"frobenius: 16 pairs, mean 0\.0[0-9]+ \(1/sqrt\(d\) = 0\.0884\)", out), out
+
+
 def test_product_precision_on_a_trial_shape():
     out = bench("product_precision.py", "--shape", "3,4,128,32")
     rows = re.findall(r"^\s*(float64|float32|tf32|bfloat16)?\s+(?:[0-9.]+)?\s+frobenius\s+(\S+)\s+(\S+)", out, re.M)
