@@ -472,18 +472,19 @@ def test_the_pair_command_of_a_metric_on_data_names_the_data_the_report_estimate
     assert capsys.readouterr().out != printed
 
 
-def test_the_pair_command_the_page_suggests_loads_the_model_as_the_report_did(tmp_path, capsys):
-    """A report of weights loaded with ``--fold-norm`` records the flag for the pair command it
-    suggests, and that command prints the pair's measures as the page holds them."""
+@pytest.mark.parametrize(("variant", "flag"), [("llama-mha", "--fold-norm"), ("gemma3-text", "--linearise-qk-norm")])
+def test_the_pair_command_the_page_suggests_loads_the_model_as_the_report_did(tmp_path, capsys, variant, flag):
+    """A report of weights loaded with ``--fold-norm`` (or QK-norm linearised) records the flag for
+    the pair command it suggests, and that command prints the pair's measures as the page holds them."""
     from hf_tiny import BY_ID, build
 
-    folder = tmp_path / "llama"
-    build(BY_ID["llama-mha"]).save_pretrained(folder)
+    folder = tmp_path / "model"
+    build(BY_ID[variant]).save_pretrained(folder)
     out = tmp_path / "rep"
-    assert main(["report", str(folder), "--fold-norm", "--data", "none", "--kinds", "K", "--metric", "identity",
+    assert main(["report", str(folder), flag, "--data", "none", "--kinds", "K", "--metric", "identity",
                  "--no-figures", "--quiet", "--out", str(out)]) == 0
     doc = _document((out / "index.html").read_text())
-    assert doc["model_arg"] == str(folder) and doc["model_flags"] == ["--fold-norm"]
+    assert doc["model_arg"] == str(folder) and doc["model_flags"] == [flag]
     capsys.readouterr()
     assert main(["pair", str(folder), "0.1", "1.2", "--kind", "K", "--metric", "identity", *doc["model_flags"]]) == 0
     printed = capsys.readouterr().out
