@@ -394,3 +394,45 @@ def test_bad_counts_are_refused_naming_what_the_option_takes(tmp_path, capsys):
         assert f"--workers {bad!r}: expected a positive integer" in capsys.readouterr().err
     assert main(["scores", "--pairs", "some"]) == 2
     assert "--pairs 'some': expected 'all' or a positive integer" in capsys.readouterr().err
+
+
+def test_processing_steps_are_part_of_a_task(tmp_path, capsys):
+    """``--linearise-qk-norm`` (and ``--fold-norm``) on a tiny Gemma 3 folder: a scores task's rows
+    are ``compscope.scores`` of the weights loaded with those steps, the steps are in the task's
+    options (another task than without them), and a validate task judges the weights so processed;
+    steps a job cannot apply are refused by name before any task runs."""
+    import json
+
+    from compscope.core.processing import QK_NORM_LINEARISED
+    from hf_tiny import BY_ID, build
+
+    folder = tmp_path / "gemma3"
+    build(BY_ID["gemma3-text"]).save_pretrained(folder)
+    args = ["--kinds", "K", "--measure", "read_gain", "--quiet"]
+    assert main(["sweep", str(folder), *args, "--fold-norm", "--linearise-qk-norm", "--out", str(tmp_path / "s")]) == 0
+    assert main(["sweep", str(folder), *args, "--out", str(tmp_path / "s")]) == 0  # another task: computed
+    assert "computed 1 tasks" in capsys.readouterr().out.splitlines()[-1]
+    df = read_dataset(tmp_path / "s")
+    assert df.task.nunique() == 2
+    done = df[df.options.str.contains("processing")]
+    assert json.loads(done.options.iloc[0])["processing"] == ["fold_norm", "linearise_qk_norm"]
+    assert set(done.processing) == {f"fold_norm,{QK_NORM_LINEARISED}"}  # the table's column, as recorded
+    want = compscope.scores(compscope.load(folder, fold_norm=True, linearise_qk_norm=True), "K", ["read_gain"],
+                            progress=False).dense("read_gain", "K")
+    for row in done.itertuples():
+        assert row.value == pytest.approx(float(want[row.src_layer, row.src_head, row.dst_layer, row.dst_head]), rel=1e-5)
+    small = ["--job", "validate", "--sequences", "4", "--half", "4", "--metric", "identity", "--kinds", "K", "--quiet"]
+    assert main(["sweep", str(folder), *small, "--linearise-qk-norm", "--out", str(tmp_path / "v")]) == 0
+    got = read_dataset(tmp_path / "v")
+    assert json.loads(got.options.iloc[0])["processing"] == ["linearise_qk_norm"]
+    want = compscope.validate(str(folder), sequences=4, half=4, metrics=("identity",), kinds="K", linearise_qk_norm=True,
+                              progress=False).verdict_frame()
+    key = ["measure", "metric", "kind"]
+    got, want = (f.sort_values(key).reset_index(drop=True) for f in (got, want))
+    assert got[key].equals(want[key]) and got.auroc.to_numpy() == pytest.approx(want.auroc.to_numpy(), nan_ok=True)
+    capsys.readouterr()
+    assert main(["sweep", str(folder), *small, "--center-writing", "--out", str(tmp_path / "x")]) == 2
+    assert "--center-writing: --job validate takes --fold-norm and --linearise-qk-norm" in capsys.readouterr().err
+    assert main(["sweep", str(folder), "--job", "track", "--fold-norm", "--out", str(tmp_path / "x")]) == 2
+    assert "--fold-norm: --job track reads each checkpoint as it is" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists() or not any((tmp_path / "x").iterdir())

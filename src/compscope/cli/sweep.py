@@ -3,7 +3,8 @@ as independent tasks (this process, or Ray), streamed into one Parquet dataset."
 
 from __future__ import annotations
 
-from .common import add_device, add_metric_data, add_model_dtype, count, half_length, metric_data, positive_int, writers
+from .common import (add_device, add_metric_data, add_model_dtype, add_processing, count, half_length, metric_data,
+                     positive_int, processing, writers)
 
 HELP = "scores or validation over many models, checkpoints or revisions, into one Parquet dataset (local or Ray)"
 EXAMPLE = """examples:
@@ -36,11 +37,16 @@ def add_arguments(p) -> None:
                    "only (LAYER.HEAD, LAYER or A-B, comma-separated; default every head)")
     add_model_dtype(p, "--job validate: ")
     add_metric_data(p)
+    add_processing(p)  # --job scores: any; --job validate: --fold-norm, --linearise-qk-norm; --job track: none
     p.add_argument("--executor", default="local", choices=["local", "ray"], help="where tasks run (default local: this process)")
     p.add_argument("--address", help="Ray: an existing cluster's address (default: start a local instance)")
     p.add_argument("--workers", help="Ray: CPUs of the local instance (default: all)")
     add_device(p, "where each task computes and runs its model (on Ray 'cuda' asks one GPU per task)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+#: the processing steps a validate task applies to the weights it judges (as ``compscope validate`` has them)
+VALIDATE_STEPS = ("fold_norm", "linearise_qk_norm")
 
 
 def run(args) -> int:
@@ -74,6 +80,14 @@ def run(args) -> int:
     if args.address:
         options["address"] = args.address
     verdict = {}  # a validate task's options: only those given, so that a task keeps its identity across versions
+    steps = [name for name, on in processing(args).items() if on]  # as a task option only when given
+    judged_steps = {"scores": steps, "validate": [s for s in steps if s in VALIDATE_STEPS], "track": []}[args.job]
+    if steps != judged_steps:
+        refused = ", ".join("--" + s.replace("_", "-") for s in steps if s not in judged_steps)
+        can = {"validate": "--job validate takes --fold-norm and --linearise-qk-norm",
+               "track": "--job track reads each checkpoint as it is"}[args.job]
+        raise OptionError(f"{refused}: {can}; --job scores takes every processing step")
+    step_option = {"processing": steps} if steps else {}
     if args.job != "validate" and (args.sequences or args.half or args.model_dtype or args.writers):
         raise OptionError("--sequences, --half, --writers and --model-dtype apply to --job validate")
     if args.job == "validate":
@@ -93,6 +107,7 @@ def run(args) -> int:
             verdict["model_dtype"] = args.model_dtype
         if set(judged) & set(ON_DATA):
             verdict.update(metric_data=data, **data_id)
+        verdict.update(step_option)
     tasks = []
     for src, model, step in expand_sources(args.sources, args.revisions):
         if args.job == "validate":
@@ -100,7 +115,8 @@ def run(args) -> int:
             continue
         for metric in metrics:
             on_data = {"metric_data": data, **data_id} if metric in ON_DATA else {}
-            tasks.append(Task(src, model, step, args.job, {"kinds": kinds, "measures": measures, "metric": metric, **on_data}))
+            tasks.append(Task(src, model, step, args.job, {"kinds": kinds, "measures": measures, "metric": metric, **on_data,
+                                                           **step_option}))
     r = sweep(tasks, args.out, executor=args.executor, progress=not args.quiet, device=args.device, **options)
     if r.done == 0 and not r.failed:
         print(f"{args.out}: nothing to do ({r.skipped} tasks already done)")

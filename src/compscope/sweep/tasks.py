@@ -20,7 +20,8 @@ SWEEP_HALF = 16
 class Task:
     """``source``: what :func:`compscope.load` reads; ``model``: the name the dataset partitions by;
     ``step``: the checkpoint step (``-1`` for a model that is not a checkpoint); ``options``: the
-    job's options (JSON-able; part of the task's identity)."""
+    job's options (JSON-able; part of the task's identity; ``processing``, where given: the steps
+    of :func:`compscope.load` applied to the weights the task scores or judges)."""
 
     source: str
     model: str
@@ -107,7 +108,7 @@ def run_task(task: Task, device=None):
         from ..api import scores
         from ..core.metrics import get_metric
 
-        hw = load(task.source)
+        hw = load(task.source, **{step: True for step in opts.get("processing", ())})
         metric = get_metric(opts.get("metric", "identity"), hw, model=task.source, device=device,
                             data=_metric_data(opts))  # 'activations' runs it
         table = scores(hw, kinds=opts.get("kinds", "QKV"), measures=tuple(opts.get("measures", ("frobenius",))),
@@ -124,7 +125,8 @@ def run_task(task: Task, device=None):
         half, cut = runner.repeat_half(opts.get("half"), SWEEP_HALF)  # the default cut to a shorter context
         v = validate(runner, sequences=int(opts.get("sequences", 16)), half=half,
                      metrics=tuple(opts.get("metrics", DEFAULT_METRICS)), kinds=opts.get("kinds", "QKV"),
-                     writers=opts.get("writers"), progress=False, metric_data=_metric_data(opts))
+                     writers=opts.get("writers"), progress=False, metric_data=_metric_data(opts),
+                     **{step: True for step in opts.get("processing", ())})
         df = v.verdict_frame()
         df["half"] = half  # what the options leave to the default, the rows say
         df["data"] = data_line(v.model, v.options) + (f"; {cut}" if cut else "")
