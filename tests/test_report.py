@@ -488,6 +488,8 @@ def test_the_pair_command_the_page_suggests_loads_the_model_as_the_report_did(tm
     capsys.readouterr()
     assert main(["pair", str(folder), "0.1", "1.2", "--kind", "K", "--metric", "identity", *doc["model_flags"]]) == 0
     printed = capsys.readouterr().out
+    step = {"--fold-norm": "fold_norm", "--linearise-qk-norm": "linearise_qk_norm (isotropic input)"}[flag]
+    assert f" (weights: {step}): 0.1 -> 1.2, K-composition" in printed.splitlines()[0], printed
     measures = doc["details"]["identity|K|0.1|1.2"]["measures"]
     assert set(measures) == {"frobenius", "frobenius_baselined", "tight", "overlap", "shared_dims", "bandwidth", "spectral", "read_gain"}
     for measure, value in measures.items():

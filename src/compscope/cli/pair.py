@@ -39,7 +39,7 @@ def run(args) -> None:
     check_offset(hw, args.offset)
     metric = get_metric(args.metric, hw, model=model, device=args.device, data=data)  # 'activations' runs the model there
     rep = compose_pair(hw, writer, reader, args.kind, metric, offset=args.offset)
-    print(format_pair(rep, hw.meta.name))
+    print(format_pair(rep, hw.meta.name + (f" (weights: {', '.join(hw.meta.processing)})" if hw.meta.processing else "")))
     if args.on_data:
         print(on_data(model, writer, reader, args.kind, args.device))
 
