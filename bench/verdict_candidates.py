@@ -26,8 +26,8 @@ candidate, printing the AUROC against the label truth (previous-token >= 0.4 bef
 - a per-head QK-norm replaced by its Jacobian at an operating point read from the weights
   (:func:`compscope.core.processing.linearise_qk_norm`, the second order of the mean Jacobian):
   where the normalised input is isotropic (``iso. qk``, no data) and at the second moment of what
-  the heads read on the metrics' text (``G-point qk``), every measure under ``identity``,
-  ``embed``, ``covariance`` and ``covariance-own``;
+  the heads read on the metrics' text (``G-point qk``), every measure (and the reader's scale
+  alone) under ``identity``, ``embed``, ``covariance`` and ``covariance-own``;
 - rotary models: every measure under ``identity`` and ``embed`` at the rotary offset where an
   induction head attends on the verdict's sequences ``[t, t]``: the token after the earlier
   occurrence, ``δ = |t| − 1`` back (``W_Q^T R(δ) W_K`` as the reader's QK circuit instead of
@@ -304,6 +304,8 @@ def main() -> None:
             for m in MEASURES:
                 x = table.dense(m, "K")
                 rows.append((m, f"{name}; {how}", auroc(x, truth), auroc(x, confirmed)))
+            scale = reader_alone(table.dense("frobenius", "K"), table.dense("read_gain", "K"))
+            rows.append(("reader's ‖B‖_F alone", f"{name}; {how}", auroc(scale, truth), auroc(scale, confirmed)))
     if hw.rotary is not None:
         with open(os.path.join(args.verdict, "run.json")) as f:
             delta = json.load(f)["half"] - 1  # query i attends to key i - |t| + 1
