@@ -289,17 +289,13 @@ def main() -> None:
         scale = reader_alone(dense["frobenius", name], dense["read_gain", name])  # what read_gain adds to frobenius
         rows.append(("reader's ‖B‖_F alone", name, auroc(scale, truth), auroc(scale, confirmed)))
     jacobians = mean_jacobians(runner, progress=False) if norm_parts(hw) else None  # one pass serves each subset
-    for parts in _norm_parts(hw):  # the norms inside the heads' circuits, linearised on the metrics' text
-        lin = jacobians.apply(hw, parts)
-        for name in [n for n in ("identity", "embed", "covariance", "covariance-own", f"covariance-own{SAMPLE}") if n in metrics]:
-            table = scores(lin, "K", list(MEASURES), metrics[name], pairs="all", progress=False)
-            for m in MEASURES:
-                x = table.dense(m, "K")
-                rows.append((m, f"{name}; lin. {'+'.join(parts)}", auroc(x, truth), auroc(x, confirmed)))
-            scale = reader_alone(table.dense("frobenius", "K"), table.dense("read_gain", "K"))
-            rows.append(("reader's ‖B‖_F alone", f"{name}; lin. {'+'.join(parts)}", auroc(scale, truth), auroc(scale, confirmed)))
-    for how, lin in qk_operating_points(hw, runner):  # QK-norm linearised from the weights (isotropic) and at the text's G
-        for name in [n for n in ("identity", "embed", "covariance", "covariance-own") if n in metrics]:
+    on = ("identity", "embed", "covariance", "covariance-own")
+    # the norms inside the heads' circuits, linearised on the metrics' text; then QK-norm linearised from
+    # the weights (isotropic) and at the text's G
+    variants = [(f"lin. {'+'.join(parts)}", jacobians.apply(hw, parts), on + (f"covariance-own{SAMPLE}",))
+                for parts in _norm_parts(hw)] + [(how, lin, on) for how, lin in qk_operating_points(hw, runner)]
+    for how, lin, names in variants:
+        for name in [n for n in names if n in metrics]:
             table = scores(lin, "K", list(MEASURES), metrics[name], pairs="all", progress=False)
             for m in MEASURES:
                 x = table.dense(m, "K")

@@ -36,6 +36,7 @@ def report(args) -> str:
     from ..data.residual_moments import as_sample_data, content_runner
     from ..api import circuit_content
     from ..analysis.stats import spearman
+    from ..core.processing import weights_said
     from ..data.head_labels import toy_labels
     from ..engine.composition import scores
     from ..loading.sources import load
@@ -60,8 +61,7 @@ def report(args) -> str:
     told = ([f"induction: K-composition by {c.measure}, matching through the writer"] if c.induction_qk is not None else []) \
         + ([f"rotary previous-token: content from the residual each layer reads on {as_sample_data(data).content(model)}"]
            if c.content == "activations" else [])
-    weights = f" (weights: {', '.join(hw.meta.processing)})" if hw.meta.processing else ""  # as validate says it
-    lines = [f"{c.model}{weights}: circuits from the weights ({'; '.join(told + missing)})"]
+    lines = [f"{c.model}{weights_said(hw.meta.processing)}: circuits from the weights ({'; '.join(told + missing)})"]
     labels = None if hw.meta.processing else toy_labels(args.model)
     if labels is not None:
         cols.update({"data: induction": labels.induction, "data: prev-token": labels.previous})

@@ -92,8 +92,10 @@ def add_processing(p: argparse.ArgumentParser) -> None:
 
 
 def processing(args) -> dict:
-    return {"fold_norm": args.fold_norm, "linearise_qk_norm": args.linearise_qk_norm,
-            "center_writing": args.center_writing, "fold_value_bias": args.fold_value_bias}
+    """``{step: asked}`` for every processing step of :func:`compscope.load`, from :func:`add_processing`'s flags."""
+    from ..core.processing import STEPS
+
+    return {name: getattr(args, name) for name in STEPS}
 
 
 def metric_names() -> str:

@@ -29,6 +29,7 @@ def add_arguments(p) -> None:
 
 def run(args) -> None:
     from ..analysis.pair import compose_pair
+    from ..core.processing import weights_said
     from ..core.metrics import get_metric
     from ..loading.sources import load
     from .common import check_offset
@@ -39,7 +40,7 @@ def run(args) -> None:
     check_offset(hw, args.offset)
     metric = get_metric(args.metric, hw, model=model, device=args.device, data=data)  # 'activations' runs the model there
     rep = compose_pair(hw, writer, reader, args.kind, metric, offset=args.offset)
-    print(format_pair(rep, hw.meta.name + (f" (weights: {', '.join(hw.meta.processing)})" if hw.meta.processing else "")))
+    print(format_pair(rep, hw.meta.name + weights_said(hw.meta.processing)))
     if args.on_data:
         print(on_data(model, writer, reader, args.kind, args.device))
 

@@ -281,6 +281,12 @@ STEPS = {"fold_norm": fold_norm, "linearise_qk_norm": linearise_qk_norm, "center
          "fold_value_bias": fold_value_bias}
 
 
+def weights_said(steps) -> str:
+    """`` (weights: STEP, ...)`` for the processing ``steps`` a result was computed on, as the
+    commands' first lines say it after the model's name; empty without any."""
+    return f" (weights: {', '.join(steps)})" if steps else ""
+
+
 def process(hw: HeadWeights, *, fold_norm: bool = False, linearise_qk_norm: bool = False, center_writing: bool = False,
             fold_value_bias: bool = False) -> HeadWeights:
     """Apply the requested transforms in a fixed order (fold, QK-norm linearised, centre, value bias)."""
@@ -292,4 +298,4 @@ def process(hw: HeadWeights, *, fold_norm: bool = False, linearise_qk_norm: bool
     return hw
 
 
-__all__ = ["STEPS", "center_writing", "fold_norm", "fold_value_bias", "linearise_qk_norm", "process"]
+__all__ = ["STEPS", "weights_said", "center_writing", "fold_norm", "fold_value_bias", "linearise_qk_norm", "process"]

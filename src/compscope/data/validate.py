@@ -55,6 +55,7 @@ from torch import Tensor
 
 from ..errors import OptionError, check_int
 from ..core.metrics import ON_DATA
+from ..core.processing import weights_said
 from .norm_linearisation import unread_norms
 from .separation import (BY_HEAD_COLUMNS, auroc, auroc_by_head, auroc_shares, auroc_within,  # noqa: F401 (re-exported)
                          by_head_lines, confirmed_pairs, forward_pairs, true_pairs, writer_pairs)
@@ -213,7 +214,7 @@ class Verdict:
 
 def data_line(model: str, o: dict) -> str:
     """What a verdict ran on, its first printed line (``o``: its options, as ``run.json`` keeps them)."""
-    proc = f" (weights: {', '.join(o['weights_processing'])})" if o.get("weights_processing") else ""
+    proc = weights_said(o.get("weights_processing"))
     return (f"{model}{proc}: {o['sequences']} repeated random sequences [t, t], |t| = {o['half']} (seed {o['seed']}); "
             + (f"interventions ({o['ablation']}-ablation{', every path' if o.get('paths') == 'all' else ''}) "
                f"on {o['intervention_sequences']} of them{_writers_text(o.get('writers'))}"

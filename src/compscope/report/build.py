@@ -47,6 +47,8 @@ def write_report(model=DEFAULT_MODEL, out: str | Path = "compscope-report", *, k
     again). ``run``: a ``compscope train`` folder for the training curves; ``figures``: the PNG/SVG
     figures beside the page (matplotlib); ``fold_norm``, ``linearise_qk_norm``, ``center_writing``,
     ``fold_value_bias``: how the weights are processed when loaded (:func:`compscope.load`)."""
+    from ..core.processing import STEPS
+
     defaults = inspect.signature(write_report).parameters  # the call as the page names it: arguments not left as they were
     chosen = {"kinds": kinds, "measures": measures, "metrics": metrics, "data": data, "run": run,
               "detail_pairs": detail_pairs, "metric_data": metric_data, "fold_norm": fold_norm,
@@ -55,12 +57,8 @@ def write_report(model=DEFAULT_MODEL, out: str | Path = "compscope-report", *, k
     said += [f"{k}={_said(v)}" for k, v in chosen.items() if v is not defaults[k].default and v != defaults[k].default]
     _, paths = build(model, out, command=f"compscope.write_report({', '.join(said)})", kinds=kinds, measures=measures,
                      metrics=metrics, data=data, run=run, detail_pairs=detail_pairs, figures=figures, progress=progress,
-                     metric_data=metric_data, processing={k: chosen[k] for k in PROCESSING})
+                     metric_data=metric_data, processing={k: chosen[k] for k in STEPS})
     return paths[0]
-
-
-#: the processing steps ``write_report`` passes to :func:`compscope.load`
-PROCESSING = ("fold_norm", "linearise_qk_norm", "center_writing", "fold_value_bias")
 
 
 def _said(v) -> str:
