@@ -16,7 +16,7 @@
 # were batched, for an A/B with interventions_cuda; named only, never by default: post_ln_cuda
 # post_ln_cuda_single on a random BERT-base-shaped model, all_paths_cuda all_paths_cuda_single, every path of
 # the SmolLM2 shape: the A/B of batched writers where the direct path passes through norms, and on
-# every path, not yet measured on a GPU); the first five took 194 s on an H100 (bench/RESULTS.md, 2026-11-26). ONLY=suite
+# every path, measured on an H200 in bench/RESULTS.md, session 68); the first five took 194 s on an H100 (bench/RESULTS.md, 2026-11-26). ONLY=suite
 # (named only, never by default) runs the whole test suite but the docs test on 16 workers, each
 # test's name and outcome printed as it ends (a run cut off by the lease still names its failures);
 # alone, ONLY=suite, it reached 95 % of the suite in 530 s on an H100 with the gguf and plotly wheels

@@ -16,6 +16,9 @@ times is printed (the model is loaded for each, so both include loading it; the 
 imports, so the ratio is if anything understated).
 ``--profile N``: the verdict runs under ``cProfile`` (slower than without: read the shares, not the
 wall time), and compscope's N functions with the largest cumulative time are printed after it.
+``validate`` holds every other call, so its cumulative time is the run's; where it is not (seen on
+Python 3.12 on a GPU machine, whose cProfile runs on ``sys.monitoring`` and there counted an entry's
+cumulative time above the run's total), a line says so: read the ``tottime`` column then.
 
 Prints the time, the peak resident memory, and the verdict as ``compscope validate --top 3``
 prints it (the truth, the ceiling and the writer baseline, the best three measure x metric rows by
@@ -77,7 +80,14 @@ def main() -> None:
             import pstats
 
             print(f"under cProfile: compscope's {args.profile} functions with the largest cumulative time")
-            pstats.Stats(profiler).sort_stats("cumulative").print_stats(r"compscope", args.profile)
+            stats = pstats.Stats(profiler)
+            stats.sort_stats("cumulative").print_stats(r"compscope", args.profile)
+            held = max((ct for (f, _, name), (_, _, _, ct, _) in stats.stats.items()
+                        if name == "validate" and f.endswith("validate.py")), default=0.0)
+            if held < 0.9 * stats.total_tt:
+                print(f"cProfile's cumulative times do not add up here: validate holds {held:.1f} s of the "
+                      f"run's {stats.total_tt:.1f} s (seen on Python 3.12, whose cProfile runs on sys.monitoring); "
+                      "read the tottime column")
     if len(walls) == 2:
         print(f"the whole verdict takes {walls[1] / walls[0]:.1f}x the time of the one on --writers {args.writers}")
 

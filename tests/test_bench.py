@@ -141,12 +141,16 @@ def test_trace_speed_on_a_tiny_model_folder(tmp_path):
 
 def test_validate_real_on_the_default_model():
     """The verdict's truth line; with ``--profile 5``, five compscope functions by cumulative time,
-    ``validate`` itself first (it holds all the others)."""
+    ``validate`` itself first (it holds all the others), or, where cProfile's accounting fails (seen on
+    Python 3.12 on a GPU machine: no validate among the five), a line that says so; never on Python 3.11."""
     out = bench("validate_real.py", "--model", "induction-2l", "--profile", "5")
     assert "true previous-token -> induction K-pairs: 8 " in out, out  # 2 previous-token x 4 induction heads
     profile = out.split("under cProfile: compscope's 5 functions with the largest cumulative time")[1]
     rows = re.findall(r"^ +\d+(?:/\d+)? +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ (\S+)$", profile, re.M)
-    assert len(rows) == 5 and all("compscope" in r for r in rows) and rows[0].endswith("(validate)"), out
+    assert len(rows) == 5 and all("compscope" in r for r in rows), out
+    off = "cProfile's cumulative times do not add up here: validate holds" in profile
+    assert rows[0].endswith("(validate)") != off, out
+    assert not off or sys.version_info >= (3, 12), out
 
 
 def test_validate_real_on_some_writers_then_the_whole_verdict():
