@@ -150,8 +150,12 @@ def test_the_errors_name_the_model_and_the_step():
         linearise_qk_norm(olmo)
     with pytest.raises(compscope.ProcessingError, match="already moved into W_Q, W_K"):
         linearise_qk_norm(fold_qk_norm_gains(gemma))
-    with pytest.raises(compscope.ProcessingError, match="was already applied"):
-        linearise_qk_norm(linearise_qk_norm(gemma))
+    L, d = gemma.n_layers, gemma.d_model
+    at_moments = linearise_qk_norm(gemma, moments=torch.eye(d, dtype=torch.float64).expand(L, d, d))
+    for once in (linearise_qk_norm(gemma), at_moments):  # twice, at either operating point
+        for again in ({}, {"moments": torch.eye(d, dtype=torch.float64).expand(L, d, d)}):
+            with pytest.raises(compscope.ProcessingError, match="linearise_qk_norm was already applied"):
+                linearise_qk_norm(once, **again)
     with pytest.raises(compscope.ProcessingError, match="has no QK-norm"):
         fold_qk_norm_gains(linearise_qk_norm(gemma))
     with pytest.raises(compscope.ProcessingError, match=r"moments of shape \(2, 3\); expected"):
@@ -161,8 +165,23 @@ def test_the_errors_name_the_model_and_the_step():
         linearise_qk_norm(biased, moments=torch.eye(d).expand(L, d, d))
     from compscope.data.norm_linearisation import check_parts
 
-    with pytest.raises(compscope.ProcessingError, match="already linearised from the weights"):
-        check_parts(linearise_qk_norm(gemma), "qk")
+    for lin in (linearise_qk_norm(gemma), at_moments):
+        with pytest.raises(compscope.ProcessingError, match="already linearised from the weights"):
+            check_parts(lin, "qk")
+
+
+def test_the_loaders_qk_norm_note_gives_way_to_the_linearisations():
+    """After linearising, one note speaks of QK-norm: the linearisation's, naming its operating point;
+    the model's other notes stay, in their order."""
+    _, gemma = _tiny("gemma3-text")
+    assert any(n.startswith("QK-norm:") for n in gemma.meta.notes)
+    L, d = gemma.n_layers, gemma.d_model
+    for lin, where in ((linearise_qk_norm(gemma), "isotropic normalised input"),
+                       (linearise_qk_norm(gemma, moments=torch.eye(d).expand(L, d, d)), "given second moments")):
+        about = [n for n in lin.meta.notes if "QK-norm" in n]
+        assert len(about) == 1 and about[0].startswith(f"QK-norm linearised (its Jacobian at {where}"), lin.meta.notes
+        others = [n for n in gemma.meta.notes if not n.startswith("QK-norm:")]
+        assert [n for n in lin.meta.notes if n not in about] == others
 
 
 def test_load_cli_and_validate_take_it(tmp_path, capsys):

@@ -19,6 +19,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 
 import torch
 from torch import Tensor
@@ -108,8 +110,15 @@ def qk_gains(hw: HeadWeights, which: int) -> Tensor:
     return g[:, None, :] if g.shape[-1] == hw.d_head else g.reshape(hw.n_layers, heads, hw.d_head)
 
 
-#: how :func:`linearise_qk_norm` is recorded in ``meta.processing`` (at the isotropic operating point)
+#: how :func:`linearise_qk_norm` is recorded in ``meta.processing``: at the isotropic operating point,
+#: and at second moments given to it
 QK_NORM_LINEARISED = "linearise_qk_norm (isotropic input)"
+QK_NORM_AT_MOMENTS = "linearise_qk_norm (given moments)"
+
+
+def qk_norm_linearised(hw: HeadWeights) -> bool:
+    """Whether :func:`linearise_qk_norm` replaced ``hw``'s QK-norm (at either operating point)."""
+    return any(step in (QK_NORM_LINEARISED, QK_NORM_AT_MOMENTS) for step in hw.meta.processing)
 
 
 def isotropic_read_moment(hw: HeadWeights, layer: int) -> tuple[Tensor, Tensor]:
@@ -232,12 +241,18 @@ def linearise_qk_norm(hw: HeadWeights, moments: Tensor | None = None, means: Ten
     elsewhere. A QK-norm divides each query and key by its RMS, which takes the logit scale out of
     ``W_Q``, ``W_K``; the first-order model puts it back, ``W_Q ← diag(γ_q) J_q W_Q`` (keys alike), so a
     measure that keeps the reader's scale (``read_gain``) means it. **For analysis only**: the model
-    is not the same. Recorded as ``linearise_qk_norm (isotropic input)`` (or ``(given moments)``)."""
-    step = QK_NORM_LINEARISED if moments is None else "linearise_qk_norm (given moments)"
-    _check_once(hw, step)
+    is not the same. Recorded as ``linearise_qk_norm (isotropic input)`` (or ``(given moments)``); the
+    loader's note on QK-norm gives way to one on the linearisation."""
+    step = QK_NORM_LINEARISED if moments is None else QK_NORM_AT_MOMENTS
+    if qk_norm_linearised(hw):
+        raise ProcessingError(f"linearise_qk_norm was already applied to {hw.meta.name}")
     J_q, J_k = qk_norm_jacobians(hw, moments, means)
     where = "isotropic normalised input" if moments is None else "given second moments of the heads' input"
-    return hw.replace(step=step, note=f"QK-norm linearised (its Jacobian at {where})", **qk_jacobian_changes(hw, J_q, J_k))
+    notes = tuple(n for n in hw.meta.notes if not n.startswith("QK-norm:"))
+    note = (f"QK-norm linearised (its Jacobian at {where}): W_QK-based scores read this first-order model "
+            "of the norm, an approximation")
+    meta = dataclasses.replace(hw.meta, notes=notes)
+    return hw.replace(step=step, note=note, meta=meta, **qk_jacobian_changes(hw, J_q, J_k))
 
 
 def center_writing(hw: HeadWeights) -> HeadWeights:

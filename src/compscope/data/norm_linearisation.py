@@ -30,7 +30,7 @@ import torch
 from torch import Tensor
 
 from ..core.heads import HeadWeights, Norm
-from ..core.processing import QK_GAINS_FOLDED, qk_jacobian_changes
+from ..core.processing import QK_GAINS_FOLDED, qk_jacobian_changes, qk_norm_linearised
 from ..errors import OptionError, ProcessingError
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ def check_parts(hw: HeadWeights, parts: str | Sequence[str] | None, where: str =
     for p in parts:
         if p not in PARTS:
             raise OptionError(f"{where}: unknown part {p!r}; expected any of {', '.join(PARTS)}")
-        if p == "qk" and any(step.startswith("linearise_qk_norm") for step in hw.meta.processing):
+        if p == "qk" and qk_norm_linearised(hw):
             raise ProcessingError(f"{where}: {hw.meta.name}'s QK-norm was already linearised from the weights "
                                   "(linearise_qk_norm); linearise the unprocessed QK-norm instead")
         if p not in has:

@@ -53,6 +53,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from ..core.heads import HeadWeights
 from ..errors import OptionError, check_int
 from ..core.metrics import ON_DATA
 from ..core.processing import weights_said
@@ -390,12 +391,9 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     ``text_labels``: label every head on that text too
     (:func:`~compscope.data.head_labels.text_labels`, ``Verdict.text_labels``): the labels'
     agreement with those on the repeats is printed, the truth stays the repeats'."""
-    from ..analysis.circuits import head_circuits_by_content
-    from ..analysis.stats import spearman
     from ..core.factors import check_kinds
     from ..core.metrics import distinct_metrics, get_metric
     from ..engine.composition import scores
-    from ..measures import AXIOMS, MEASURES
     from .head_labels import activation_labels
     from .intervene import check_ablation, check_paths, intervention_effects, runner_with_writers
     from ..analysis.circuits import reads_content
@@ -404,18 +402,9 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     from .sequences import python_version
 
     kinds = check_kinds(kinds)
-    for name, v in (("sequences", sequences), ("half", HALF if half is None else half),
-                    ("intervention_sequences", intervention_sequences), ("batch_size", batch_size)):
-        check_int(name, v, 2 if name == "half" else 1)
-    check_int("seed", seed)
-    label = (1.0, "a label is a fraction of attention, so its threshold lies in [0, 1]")
-    for name, v, (high, why) in (("prev_threshold", prev_threshold, label), ("induction_threshold", induction_threshold, label),
-                                 ("effect_threshold", effect_threshold,
-                                  (math.inf, "an interventional effect is never negative; expected a threshold >= 0"))):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise OptionError(f"{name}={v!r}: expected a finite number")
-        if not 0 <= v <= high:
-            raise OptionError(f"{name}={v!r}: {why}")
+    _check_numbers(sequences=sequences, half=HALF if half is None else half, seed=seed,
+                   intervention_sequences=intervention_sequences, batch_size=batch_size, prev_threshold=prev_threshold,
+                   induction_threshold=induction_threshold, effect_threshold=effect_threshold)
     if not isinstance(text_labels, bool):
         raise OptionError(f"text_labels={text_labels!r}: expected True or False")
     metrics = distinct_metrics(metrics)
@@ -426,34 +415,13 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     runner, chosen = runner_with_writers(model, writers, progress=progress, device=device, dtype=model_dtype)
     hw = runner.hw
     half, cut = runner.repeat_half(half, HALF)  # the default cut to the model's context (said so); one given kept or refused
-    weights = hw  # what the measures read; the data come from the unprocessed model
-    if fold_norm:
-        from ..core.processing import fold_norm as _fold
-
-        weights = _fold(weights)
-    if fold_qk_gains:
-        from ..core.processing import fold_qk_norm_gains
-
-        weights = fold_qk_norm_gains(weights)
-    head_weights = weights  # a head's own scores read the norms exactly (its positional pattern lives in the
-    # operating point that the linearisation drops)
-    if linearise_qk_norm:
-        from ..core.processing import linearise_qk_norm as _linearise_qk
-
-        weights = _linearise_qk(weights)
+    head_weights = _folded(hw, fold_norm, fold_qk_gains)
     linearising = linearise_norms is not False and linearise_norms is not None
     if sample_data != SampleData() and not (linearising or text_labels or reads_content(head_weights)):
         raise OptionError(f"sample data: the residual is sampled for the rotary previous-token score's activations "
                           f"content, for linearise_norms and for text_labels; {hw.meta.name} has no rotary positions "
                           f"({head_weights.positions}) and none of the others is asked for")
-    if linearising:
-        from .norm_linearisation import linearise_norms as _linearise
-
-        parts = None if linearise_norms is True or linearise_norms == "all" else linearise_norms
-        weights = _linearise(runner, parts, hw=weights, data=sample_data, progress=progress)
-        linearised_on = weights.meta.notes[-1]
-    else:
-        linearised_on = None
+    weights, linearised_on = _linearised(runner, head_weights, linearise_qk_norm, linearise_norms, sample_data, progress)
     note = linearised_on or unread_norms(weights)
     notes = [note] if note else []
     if cut:
@@ -500,47 +468,12 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
                 notes.append(f"metric {name} skipped: {e}")
                 continue
         table = scores(weights, kinds, "all", met, pairs="all", progress=progress, device=runner.device)
-        name = met.name  # a Metric passed in: by its own name
-        tables[name] = table
-        for m in table.measures:
-            meas = MEASURES.get(m)
-            kept = [a for a in AXIOMS if a in meas.satisfies]
-            for kind in kinds:
-                dense = table.dense(m, kind)
-                row = {"measure": m, "metric": name, "kind": kind,
-                       "spearman": spearman(dense, effects.by_kind[kind]),
-                       "auroc": auroc(dense, truth) if kind == "K" else float("nan"),
-                       "auroc_confirmed": (auroc(torch.where(measured, dense.double(), torch.nan), confirmed)
-                                           if kind == "K" else float("nan")),
-                       "spearman_direction": spearman(dense, effects.v_direction) if kind == "V" else float("nan"),
-                       **{f"auroc_within_{side}s": auroc_within(dense, truth, side) if kind == "K" else float("nan")
-                          for side in ("reader", "writer")},
-                       "axioms": f"{len(kept)}/{len(AXIOMS)}", "axioms_failed": ",".join(a for a in AXIOMS if a not in kept)}
-                rows.append(row)
-    heads = []
+        tables[met.name] = table  # a Metric passed in: by its own name
+        rows += _measure_rows(table, met.name, kinds, effects, truth, measured, confirmed)
     contents = previous_contents(head_weights, runner, progress, sample_data)
-    writer_auroc, circuit_auroc = {}, {}
-    if not head_weights.causal:
-        notes.append("bidirectional model: no induction scores from the weights "
-                     "(an encoder sees the repeat ahead as well as behind)")
-    elif head_weights.W_pos is None and head_weights.rotary is None:
-        notes.append("no previous-token or induction scores from the weights: no learned or rotary positions to read")
-    elif head_weights.W_U is None:
-        notes.append("no whole-circuit induction score from the weights: no unembedding, so no copying score")
-    for content, circ in head_circuits_by_content(head_weights, contents, progress=progress, device=runner.device).items():
-        if circ.previous is not None and "K" in kinds:  # how much of the label truth the writer's role alone gives
-            name = content if head_weights.W_pos is None else "positions"
-            writer = writer_pairs(circ.previous, forward_pairs(hw.n_layers, hw.n_heads))
-            writer_auroc[name] = auroc(writer, truth)
-            if CIRCUIT_MEASURE[1] in tables:
-                circuit_auroc[name] = auroc(writer * tables[CIRCUIT_MEASURE[1]].dense(CIRCUIT_MEASURE[0], "K").double(), truth)
-        for score, from_weights, label, thr in (("induction", circ.induction, labels.induction, induction_threshold),
-                                                ("induction_qk", circ.induction_qk, labels.induction, induction_threshold),
-                                                ("previous_token", circ.previous, labels.previous_token, prev_threshold)):
-            if from_weights is not None:
-                heads.append({"score": score, "content": content, "spearman": spearman(from_weights, label),
-                              "precision_top5": precision_at(from_weights, label >= thr),
-                              "true_heads": int((label >= thr).sum())})
+    notes += _no_head_scores(head_weights)
+    heads, writer_auroc, circuit_auroc = _head_rankings(head_weights, contents, labels, truth, tables, kinds,
+                                                        prev_threshold, induction_threshold, runner.device, progress)
     options = {"sequences": sequences, "half": half, "seed": seed, "intervention_sequences": n_int, "kinds": kinds,
                "writers": [list(w) for w in chosen] if chosen is not None else None,
                "metrics": list(tables), "ablation": ablation, "paths": paths, "prev_threshold": prev_threshold,
@@ -564,3 +497,108 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
                "text_labels_data": on_text.data if on_text is not None else None,
                "weights_processing": list(weights.meta.processing)}
     return Verdict(hw.meta.name, labels, effects, tables, rows, heads, options, notes, on_text)
+
+
+def _check_numbers(**given) -> None:
+    """The verdict's counts (``half`` at least 2, the others at least 1, ``seed`` any integer) and
+    thresholds (a label's in ``[0, 1]``, an effect's ``>= 0``), each refused by its name."""
+    for name in ("sequences", "half", "intervention_sequences", "batch_size"):
+        check_int(name, given[name], 2 if name == "half" else 1)
+    check_int("seed", given["seed"])
+    label = (1.0, "a label is a fraction of attention, so its threshold lies in [0, 1]")
+    for name, (high, why) in (("prev_threshold", label), ("induction_threshold", label),
+                              ("effect_threshold", (math.inf, "an interventional effect is never negative; expected a threshold >= 0"))):
+        v = given[name]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise OptionError(f"{name}={v!r}: expected a finite number")
+        if not 0 <= v <= high:
+            raise OptionError(f"{name}={v!r}: {why}")
+
+
+def _folded(hw: HeadWeights, fold_norm: bool, fold_qk_gains: bool) -> HeadWeights:
+    """``hw`` with the asked folds (exact norm gains, then QK-norm's gains): what the heads' own scores
+    read; the measures read it after any linearisation (:func:`_linearised`)."""
+    from ..core import processing
+
+    if fold_norm:
+        hw = processing.fold_norm(hw)
+    return processing.fold_qk_norm_gains(hw) if fold_qk_gains else hw
+
+
+def _linearised(runner, hw: HeadWeights, qk_norm: bool, norms, data, progress: bool) -> tuple[HeadWeights, str | None]:
+    """``(weights the measures read, the note of a linearisation on data or None)``: ``hw`` with
+    QK-norm's Jacobian at the isotropic point (``qk_norm``), then the norms given by ``norms`` replaced
+    by their mean Jacobians on ``data`` (True or ``'all'``: every one the model has)."""
+    from ..core.processing import linearise_qk_norm
+
+    if qk_norm:
+        hw = linearise_qk_norm(hw)
+    if norms is False or norms is None:
+        return hw, None
+    from .norm_linearisation import linearise_norms
+
+    parts = None if norms is True or norms == "all" else norms
+    hw = linearise_norms(runner, parts, hw=hw, data=data, progress=progress)
+    return hw, hw.meta.notes[-1]
+
+
+def _measure_rows(table, metric: str, kinds: str, effects, truth: Tensor, measured, confirmed) -> list[dict]:
+    """The verdict's rows of one metric's table: per measure and kind, Spearman with the effects, the
+    AUROCs of the true K-pairs (all, confirmed among the intervened pairs, within readers and writers),
+    and the axioms the measure keeps."""
+    from ..analysis.stats import spearman
+    from ..measures import AXIOMS, MEASURES
+
+    nan, rows = float("nan"), []
+    for m in table.measures:
+        kept = [a for a in AXIOMS if a in MEASURES.get(m).satisfies]
+        for kind in kinds:
+            dense, K = table.dense(m, kind), kind == "K"
+            rows.append({"measure": m, "metric": metric, "kind": kind,
+                         "spearman": spearman(dense, effects.by_kind[kind]),
+                         "auroc": auroc(dense, truth) if K else nan,
+                         "auroc_confirmed": auroc(torch.where(measured, dense.double(), torch.nan), confirmed) if K else nan,
+                         "spearman_direction": spearman(dense, effects.v_direction) if kind == "V" else nan,
+                         **{f"auroc_within_{side}s": auroc_within(dense, truth, side) if K else nan
+                            for side in ("reader", "writer")},
+                         "axioms": f"{len(kept)}/{len(AXIOMS)}", "axioms_failed": ",".join(a for a in AXIOMS if a not in kept)})
+    return rows
+
+
+def _no_head_scores(hw: HeadWeights) -> list[str]:
+    """The note on which head scores the weights cannot give (none when they give them all)."""
+    if not hw.causal:
+        return ["bidirectional model: no induction scores from the weights "
+                "(an encoder sees the repeat ahead as well as behind)"]
+    if hw.W_pos is None and hw.rotary is None:
+        return ["no previous-token or induction scores from the weights: no learned or rotary positions to read"]
+    if hw.W_U is None:
+        return ["no whole-circuit induction score from the weights: no unembedding, so no copying score"]
+    return []
+
+
+def _head_rankings(hw: HeadWeights, contents, labels, truth: Tensor, tables: dict, kinds: str, prev_threshold: float,
+                   induction_threshold: float, device, progress: bool) -> tuple[list[dict], dict, dict]:
+    """``(heads, writer_auroc, circuit_auroc)``: per content of the rotary previous-token score, each
+    head score from the weights against its activation label (Spearman, precision of the top 5), and
+    the AUROC of the true K-pairs by the writer's previous-token score alone and times
+    :data:`CIRCUIT_MEASURE` (keyed ``'positions'`` for learned positions)."""
+    from ..analysis.circuits import head_circuits_by_content
+    from ..analysis.stats import spearman
+
+    heads, writer_auroc, circuit_auroc = [], {}, {}
+    for content, circ in head_circuits_by_content(hw, contents, progress=progress, device=device).items():
+        if circ.previous is not None and "K" in kinds:  # how much of the label truth the writer's role alone gives
+            name = content if hw.W_pos is None else "positions"
+            writer = writer_pairs(circ.previous, forward_pairs(hw.n_layers, hw.n_heads))
+            writer_auroc[name] = auroc(writer, truth)
+            if CIRCUIT_MEASURE[1] in tables:
+                circuit_auroc[name] = auroc(writer * tables[CIRCUIT_MEASURE[1]].dense(CIRCUIT_MEASURE[0], "K").double(), truth)
+        for score, from_weights, label, thr in (("induction", circ.induction, labels.induction, induction_threshold),
+                                                ("induction_qk", circ.induction_qk, labels.induction, induction_threshold),
+                                                ("previous_token", circ.previous, labels.previous_token, prev_threshold)):
+            if from_weights is not None:
+                heads.append({"score": score, "content": content, "spearman": spearman(from_weights, label),
+                              "precision_top5": precision_at(from_weights, label >= thr),
+                              "true_heads": int((label >= thr).sum())})
+    return heads, writer_auroc, circuit_auroc
