@@ -158,6 +158,8 @@ def test_the_errors_name_the_model_and_the_step():
                 linearise_qk_norm(once, **again)
     with pytest.raises(compscope.ProcessingError, match="has no QK-norm"):
         fold_qk_norm_gains(linearise_qk_norm(gemma))
+    with pytest.raises(compscope.ProcessingError, match="where= says what given moments are of"):
+        linearise_qk_norm(gemma, where="text")
     with pytest.raises(compscope.ProcessingError, match=r"moments of shape \(2, 3\); expected"):
         linearise_qk_norm(gemma, moments=torch.zeros(2, 3))
     L, d = biased.n_layers, biased.d_model
@@ -219,3 +221,63 @@ def test_load_cli_and_validate_take_it(tmp_path, capsys):
     assert main(["validate", str(folder), "--sequences", "4", "--half", "4", "--intervention-sequences", "2",
                  "--kinds", "K", "--metric", "identity", "--linearise-qk-norm"]) == 0
     assert f"(weights: {QK_NORM_LINEARISED})" in capsys.readouterr().out
+
+
+def test_validate_at_the_texts_moment_reads_the_models_own_attention_norm(tmp_path, capsys, monkeypatch):
+    """``validate(linearise_qk_norm='text')``: the measures of ``linearise_qk_norm(hw, M, m)`` with ``M``,
+    ``m`` the sample second moment and mean of each layer's ``input_layernorm`` output, computed here
+    through the HF model's own modules on the metrics' tokens; one pass of the model for it and the
+    ``covariance`` metric after it; the interventions and the heads' own scores those of the model as
+    it is; a note naming the text; the CLI's ``--linearise-qk-norm text``; bad values refused by name."""
+    import pandas as pd
+
+    from compscope.cli.main import main
+    from compscope.data import residual_moments
+    from compscope.data.residual_moments import MetricData, metric_tokens
+    from compscope.data.runner import runner_for
+    from compscope.data.validate import validate
+
+    model, hw = _tiny("gemma3-text-mqa-bias")  # query and key biases: the mean enters
+    data = MetricData(sequences=6, length=12)
+    tokens = metric_tokens(runner_for(model, progress=False), *data.resolved(runner_for(model, progress=False)))
+    states = model.model(tokens, output_hidden_states=True).hidden_states  # with autograd: the step detaches
+    xs = [layer.input_layernorm(states[l]).reshape(-1, hw.d_model).double() for l, layer in enumerate(model.model.layers)]
+    M = torch.stack([x.T @ x / x.shape[0] for x in xs])
+    m = torch.stack([x.mean(0) for x in xs])
+    assert M.requires_grad
+    want = compscope.scores(linearise_qk_norm(hw, M, m), "K", ["read_gain"], "identity", progress=False).dense("read_gain", "K")
+
+    made, sums = [], residual_moments.ResidualSums
+
+    def counted(*args):
+        made.append(1)
+        return sums(*args)
+
+    monkeypatch.setattr(residual_moments, "ResidualSums", counted)
+    opts = dict(sequences=4, half=4, intervention_sequences=2, kinds="K", progress=False, metric_data=data)
+    plain = validate(model, metrics=("identity",), **opts)
+    made.clear()
+    text = validate(model, linearise_qk_norm="text", metrics=("identity", "covariance"), **opts)
+    assert len(made) == 1  # the operating point and the covariance metric: one pass
+    assert text.options["weights_processing"] == ["linearise_qk_norm (given moments)"]
+    torch.testing.assert_close(text.tables["identity"].dense("read_gain", "K"), want, rtol=1e-4, atol=1e-7, equal_nan=True)
+    torch.testing.assert_close(text.effects.by_kind["K"], plain.effects.by_kind["K"], atol=0, rtol=0, equal_nan=True)
+    assert pd.DataFrame(text.heads).equals(pd.DataFrame(plain.heads))
+    said = [n for n in text.notes if n.startswith("QK-norm linearised")]
+    assert len(said) == 1 and said[0].startswith(
+        "QK-norm linearised (its Jacobian at the second moment of what the heads read on 6 repeated random sequences"), text.notes
+    for bad in ("tex", 1, None, ["text"]):
+        with pytest.raises(compscope.OptionError, match=r"^linearise_qk_norm=.*expected False, True or one of isotropic, text"):
+            validate(model, linearise_qk_norm=bad, **opts)
+    with pytest.raises(compscope.ProcessingError, match="has no QK-norm"):
+        validate(_tiny("llama-mha")[0], linearise_qk_norm="text", **opts)
+    folder = tmp_path / "gemma3"
+    model.save_pretrained(folder)
+    assert main(["validate", str(folder), "--sequences", "4", "--half", "4", "--intervention-sequences", "2",
+                 "--kinds", "K", "--metric", "identity", "--metric-sequences", "6", "--metric-length", "12",
+                 "--linearise-qk-norm", "text"]) == 0
+    out = capsys.readouterr().out
+    assert "(weights: linearise_qk_norm (given moments))" in out and "note: QK-norm linearised" in out, out
+    with pytest.raises(SystemExit):
+        main(["validate", str(folder), "--linearise-qk-norm", "texts"])
+    assert "invalid choice: 'texts'" in capsys.readouterr().err

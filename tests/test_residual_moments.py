@@ -284,3 +284,30 @@ def test_the_covariance_metric_by_name_is_the_centred_moment_of_the_held_out_rep
         assert (second - got.dense("frobenius", "K")).nan_to_num().abs().max() > 1e-3, other
     with pytest.raises(OptionError, match=f"metric '{name}' is estimated on data"):
         scores(compscope.load("induction-2l"), "K", ["frobenius"], name, progress=False)
+
+
+def test_the_kept_sums_serve_weights_whose_heads_read_the_same():
+    """``ResidualSums.serves`` (via ``same_reads``): weights whose heads read the residual through the
+    same input norm (QK-norm linearised, a copy on the same device) reuse the sums; folded gains, which
+    change what the heads read, do not; a model without a pre-norm reads the residual itself."""
+    pytest.importorskip("transformers")
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from hf_tiny import BY_ID, build
+
+    from compscope.core.attention import same_reads
+    from compscope.core.processing import fold_norm, linearise_qk_norm
+
+    hw = compscope.load(build(BY_ID["gemma3-text"]))
+    copy = hw.replace(attn_norm=type(hw.attn_norm)(hw.attn_norm.kind, hw.attn_norm.weight.clone(), None,
+                                                   hw.attn_norm.eps, hw.attn_norm.offset))
+    assert same_reads(hw, hw) and same_reads(hw, linearise_qk_norm(hw)) and same_reads(hw, copy)
+    assert not same_reads(hw, fold_norm(hw))
+    moved = hw.replace(attn_norm=type(hw.attn_norm)(hw.attn_norm.kind, hw.attn_norm.weight + 1e-3, None,
+                                                    hw.attn_norm.eps, hw.attn_norm.offset))
+    assert not same_reads(hw, moved)
+    bert = compscope.load(build(BY_ID["bert"]))  # post-LN: the heads read the residual itself
+    assert same_reads(bert, bert.replace(W_Q=bert.W_Q * 2))
+    assert not same_reads(hw, bert)

@@ -139,9 +139,10 @@ def add_metric_data(p: argparse.ArgumentParser) -> None:
                         "the standard library's docstrings (models with a tokenizer; its name and SHA-256 are recorded)")
 
 
-def metric_data(args, metrics):
+def metric_data(args, metrics, also: str | None = None):
     """The ``MetricData`` that ``--metric-sequences/-length/-seed/-shrinkage/-corpus`` ask for (None when
-    none is given), refused when none of ``metrics`` is estimated on data (it would change nothing)."""
+    none is given), refused when none of ``metrics`` is estimated on data and nothing else reads them
+    (``also``: the option that does, such as ``--linearise-qk-norm text``; else they would change nothing)."""
     from dataclasses import fields
 
     from ..data.residual_moments import MetricData
@@ -152,7 +153,7 @@ def metric_data(args, metrics):
     from ..core.metrics import ON_DATA
 
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
-    if not set(metrics) & set(ON_DATA):
+    if not set(metrics) & set(ON_DATA) and also is None:
         flags = ", ".join("--" + k.replace("_", "-") for k, v in given.items() if v is not None)
         raise OptionError(f"{flags}: for the metrics estimated on data ({', '.join(ON_DATA)}), and none is selected "
                           f"(metrics: {', '.join(metrics)})")

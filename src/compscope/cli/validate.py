@@ -50,9 +50,10 @@ def add_arguments(p) -> None:
                    help="judge the weights with the norms inside the heads' circuits replaced by their mean Jacobian on "
                         "natural text: qk (QK-norm), output (attention-output norm), or both (qk,output; the default "
                         "without PARTS: every one the model has)")
-    p.add_argument("--linearise-qk-norm", action="store_true",
-                   help="judge the weights with QK-norm replaced by its Jacobian where the normalised input is isotropic, "
-                        "from the weights alone (approximate; per-head QK-norm such as Gemma 3's)")
+    p.add_argument("--linearise-qk-norm", nargs="?", const="isotropic", choices=("isotropic", "text"), metavar="POINT",
+                   help="judge the weights with QK-norm replaced by its Jacobian (approximate; per-head QK-norm such as "
+                        "Gemma 3's) where the normalised input is isotropic, from the weights alone (the default without "
+                        "POINT), or at the second moment of what the heads read on the --metric-* text (text)")
     p.add_argument("--text-labels", action="store_true",
                    help="label every head on natural text too (the --sample-* text): head_labels_text.csv, and how its "
                         "labels agree with the repeats' (the truth stays the repeats')")
@@ -68,13 +69,13 @@ def run(args) -> None:
     output_folder(args.out)
     metrics = args.metrics or DEFAULT_METRICS
     by_head = _by_head(args.by_head, metrics, args.kinds)  # refused before the model runs
-    data = metric_data(args, metrics)
+    data = metric_data(args, metrics, "--linearise-qk-norm text" if args.linearise_qk_norm == "text" else None)
     v = validate(args.model, sequences=args.sequences, half=args.half, seed=args.seed,
                  intervention_sequences=args.intervention_sequences, kinds=args.kinds,
                  metrics=metrics, ablation=args.ablation, paths=args.paths, prev_threshold=args.prev_threshold,
                  induction_threshold=args.induction_threshold, effect_threshold=args.effect_threshold, fold_norm=args.fold_norm,
                  fold_qk_gains=args.fold_qk_gains, linearise_norms=args.linearise_norms or False,
-                 linearise_qk_norm=args.linearise_qk_norm, device=args.device, model_dtype=args.model_dtype,
+                 linearise_qk_norm=args.linearise_qk_norm or False, device=args.device, model_dtype=args.model_dtype,
                  writers=args.writers, metric_data=data, sample_data=sample_data(args),
                  text_labels=args.text_labels)
     print(v.format(args.top))

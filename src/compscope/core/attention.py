@@ -26,6 +26,21 @@ def input_norm(hw: HeadWeights) -> Norm | None:
     return hw.attn_norm if hw.norm_placement == "pre" else None
 
 
+def same_reads(a: HeadWeights, b: HeadWeights) -> bool:
+    """Whether the heads of ``a`` and ``b`` (weights of one model, processed or not) read the same
+    thing from a residual (:func:`read_input`): the same input norm, or none in either."""
+    if a is b:
+        return True
+    na, nb = input_norm(a), input_norm(b)
+    if na is None or nb is None:
+        return na is nb
+    same = (na.kind, na.eps, na.offset) == (nb.kind, nb.eps, nb.offset)
+    for x, y in ((na.weight, nb.weight), (na.bias, nb.bias)):
+        same = same and (x is y or (x is not None and y is not None and x.shape == y.shape
+                                    and x.device == y.device and bool(torch.equal(x, y))))
+    return same
+
+
 def read_input(hw: HeadWeights, layer: int, resid: Tensor) -> Tensor:
     """What ``layer``'s heads read from the residual ``resid: (..., d_model)``: ``attn_norm(resid)``
     for pre-LN models, the residual itself otherwise."""

@@ -168,6 +168,19 @@ def _query_moment(hw: HeadWeights, layer: int, W: Tensor, b: Tensor | None, mome
     return S
 
 
+def check_qk_norm_linearisable(hw: HeadWeights) -> None:
+    """Refuse, naming the model, weights whose QK-norm :func:`linearise_qk_norm` cannot replace: none,
+    one over all heads of a layer at once, gains already moved into ``W_Q``, ``W_K``."""
+    if hw.qk_norm is None:
+        raise ProcessingError(f"linearise_qk_norm: {hw.meta.name} has no QK-norm")
+    if hw.qk_norm_scope != "head":
+        raise ProcessingError(f"linearise_qk_norm: {hw.meta.name}'s QK-norm runs over all heads of a layer at once; "
+                              "its Jacobian mixes heads, which per-head W_Q, W_K cannot hold")
+    if QK_GAINS_FOLDED in hw.meta.processing:
+        raise ProcessingError(f"linearise_qk_norm: {hw.meta.name}'s QK-norm gains were already moved into W_Q, W_K "
+                              "(fold_qk_norm_gains); linearise the unprocessed QK-norm instead")
+
+
 def qk_norm_jacobians(hw: HeadWeights, moments: Tensor | None = None, means: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """``(J_q (L, heads, r, r), J_k (L, kv_heads, r, r))``, float64: QK-norm's Jacobian without its gain
     at the operating point set by the second moment of what the heads read, ``moments (L, d, d)``
@@ -177,15 +190,10 @@ def qk_norm_jacobians(hw: HeadWeights, moments: Tensor | None = None, means: Ten
     for a LayerNorm) is taken at second order: ``J = (1/s̄)(P − P Σ P/(s̄² r))``, ``s̄² = tr(P Σ P)/r + ε``.
     Exact when every input's query has the same RMS (one input, say); for a spread of inputs it
     replaces ``E[1/s]`` by ``1/s̄`` and ``E[z zᵀ/s]`` by ``P Σ P/s̄³``. One layer at a time in float64."""
-    if hw.qk_norm is None:
-        raise ProcessingError(f"linearise_qk_norm: {hw.meta.name} has no QK-norm")
-    if hw.qk_norm_scope != "head":
-        raise ProcessingError(f"linearise_qk_norm: {hw.meta.name}'s QK-norm runs over all heads of a layer at once; "
-                              "its Jacobian mixes heads, which per-head W_Q, W_K cannot hold")
-    if QK_GAINS_FOLDED in hw.meta.processing:
-        raise ProcessingError(f"linearise_qk_norm: {hw.meta.name}'s QK-norm gains were already moved into W_Q, W_K "
-                              "(fold_qk_norm_gains); linearise the unprocessed QK-norm instead")
+    check_qk_norm_linearisable(hw)
     L, d = hw.n_layers, hw.d_model
+    moments = None if moments is None else moments.detach()  # statistics, not parameters: no autograd graph
+    means = None if means is None else means.detach()
     if moments is None and means is not None:
         raise ProcessingError("linearise_qk_norm: means= without moments=")
     if moments is not None and tuple(moments.shape) != (L, d, d):
@@ -234,7 +242,8 @@ def qk_jacobian_changes(hw: HeadWeights, J_q: Tensor, J_k: Tensor) -> dict:
     return changes
 
 
-def linearise_qk_norm(hw: HeadWeights, moments: Tensor | None = None, means: Tensor | None = None) -> HeadWeights:
+def linearise_qk_norm(hw: HeadWeights, moments: Tensor | None = None, means: Tensor | None = None,
+                      where: str | None = None) -> HeadWeights:
     """QK-norm replaced by its Jacobian at an operating point, from the weights (:func:`qk_norm_jacobians`):
     by default where the normalised residual the heads read is isotropic (:func:`isotropic_read_moment`),
     or at ``moments (L, d, d)`` (and ``means (L, d)``), second moments of what the heads read measured
@@ -242,12 +251,18 @@ def linearise_qk_norm(hw: HeadWeights, moments: Tensor | None = None, means: Ten
     ``W_Q``, ``W_K``; the first-order model puts it back, ``W_Q ← diag(γ_q) J_q W_Q`` (keys alike), so a
     measure that keeps the reader's scale (``read_gain``) means it. **For analysis only**: the model
     is not the same. Recorded as ``linearise_qk_norm (isotropic input)`` (or ``(given moments)``); the
-    loader's note on QK-norm gives way to one on the linearisation."""
+    loader's note on QK-norm gives way to one on the linearisation, which names the operating point
+    (``where``: what the given moments are of, in words)."""
     step = QK_NORM_LINEARISED if moments is None else QK_NORM_AT_MOMENTS
+    if where is not None and moments is None:
+        raise ProcessingError("linearise_qk_norm: where= says what given moments are of; without moments= it has none")
     if qk_norm_linearised(hw):
         raise ProcessingError(f"linearise_qk_norm was already applied to {hw.meta.name}")
     J_q, J_k = qk_norm_jacobians(hw, moments, means)
-    where = "isotropic normalised input" if moments is None else "given second moments of the heads' input"
+    if moments is None:
+        where = "isotropic normalised input"
+    else:
+        where = f"the second moment of {where}" if where else "given second moments of the heads' input"
     notes = tuple(n for n in hw.meta.notes if not n.startswith("QK-norm:"))
     note = (f"QK-norm linearised (its Jacobian at {where}): W_QK-based scores read this first-order model "
             "of the norm, an approximation")

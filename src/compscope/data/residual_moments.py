@@ -247,9 +247,12 @@ class ResidualSums:
     shrunk: dict = field(default_factory=dict, compare=False, repr=False)
 
     def serves(self, hw, tokens: Tensor, batch_size: int) -> bool:
-        """Whether these are the sums for the same heads (the same object), tokens and batches."""
-        return (self.hw is hw and self.batch_size == batch_size and self.tokens.shape == tokens.shape
-                and bool(torch.equal(self.tokens, tokens)))
+        """Whether these are the sums for heads that read the same (:func:`~compscope.core.attention.same_reads`:
+        QK-norm linearised or not, say), the same tokens and batches."""
+        from ..core.attention import same_reads
+
+        return (self.batch_size == batch_size and self.tokens.shape == tokens.shape
+                and bool(torch.equal(self.tokens, tokens)) and same_reads(self.hw, hw))
 
     def moment(self, layer: int, centred: bool) -> Tensor:
         """``E[x xᵀ]`` of ``layer`` (``E[(x − μ)(x − μ)ᵀ]`` with ``centred``), float64 where the sums are."""

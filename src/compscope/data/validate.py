@@ -56,7 +56,7 @@ from torch import Tensor
 from ..core.heads import HeadWeights
 from ..errors import OptionError, check_int
 from ..core.metrics import ON_DATA
-from ..core.processing import weights_said
+from ..core.processing import check_qk_norm_linearisable, weights_said
 from .norm_linearisation import unread_norms
 from .separation import (BY_HEAD_COLUMNS, auroc, auroc_by_head, auroc_shares, auroc_within,  # noqa: F401 (re-exported)
                          by_head_lines, confirmed_pairs, forward_pairs, true_pairs, writer_pairs)
@@ -342,6 +342,9 @@ def precision_at(weights: Tensor, truth: Tensor, n: int = 5) -> float:
     return sum(bool(truth[i]) for i in top) / max(1, len(top))
 
 
+#: where ``validate(linearise_qk_norm=...)`` takes QK-norm's Jacobian (True: the first)
+QK_NORM_POINTS = ("isotropic", "text")
+
 #: how many of the verdict's sequences the interventions run on by default
 INTERVENTION_SEQUENCES = 16
 
@@ -352,7 +355,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
              prev_threshold: float = 0.4, induction_threshold: float = 0.3, effect_threshold: float = 0.05,
              batch_size: int = 16, fold_norm: bool = False,
              fold_qk_gains: bool = False, linearise_norms: bool | str | Sequence[str] = False,
-             linearise_qk_norm: bool = False, progress: bool = True,
+             linearise_qk_norm: bool | str = False, progress: bool = True,
              device: str | torch.device | None = None, model_dtype: str | torch.dtype | None = None,
              writers=None, metric_data=None, sample_data=None, text_labels: bool = False) -> Verdict:
     """Judge every measure × metric on ``model`` against its behaviour on data (module docstring).
@@ -368,9 +371,11 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     ``'output'``: :func:`~compscope.data.norm_linearisation.linearise_norms`), after any folding
     (the heads' own previous-token and induction scores read the norms as they are: a head's
     positional pattern comes from the mean query and key, which the linearisation drops);
-    ``linearise_qk_norm``: judge the weights with QK-norm replaced by its Jacobian where the
-    normalised input is isotropic, from the weights alone
-    (:func:`~compscope.core.processing.linearise_qk_norm`; the heads' own scores as above);
+    ``linearise_qk_norm``: judge the weights with QK-norm replaced by its Jacobian at second order
+    (:func:`~compscope.core.processing.linearise_qk_norm`; the heads' own scores as above): True or
+    ``'isotropic'``, where the normalised input is isotropic, from the weights alone; ``'text'``, at the
+    second moment of what the heads read on the ``metric_data`` text (the sample moment and mean; one
+    pass of the model, shared with the metrics estimated on data);
     the model that runs on the data is always the unprocessed one. ``paths``: the interventions
     along the direct path (the specification's, the default) or every path
     (:func:`~compscope.data.intervene.intervention_effects`). ``effect_threshold``: the K
@@ -407,6 +412,8 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
                    induction_threshold=induction_threshold, effect_threshold=effect_threshold)
     if not isinstance(text_labels, bool):
         raise OptionError(f"text_labels={text_labels!r}: expected True or False")
+    if not (isinstance(linearise_qk_norm, bool) or linearise_qk_norm in QK_NORM_POINTS):
+        raise OptionError(f"linearise_qk_norm={linearise_qk_norm!r}: expected False, True or one of {', '.join(QK_NORM_POINTS)}")
     metrics = distinct_metrics(metrics)
     metric_data = as_metric_data(metric_data)
     sample_data = as_sample_data(sample_data)
@@ -421,9 +428,14 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
         raise OptionError(f"sample data: the residual is sampled for the rotary previous-token score's activations "
                           f"content, for linearise_norms and for text_labels; {hw.meta.name} has no rotary positions "
                           f"({head_weights.positions}) and none of the others is asked for")
-    weights, linearised_on = _linearised(runner, head_weights, linearise_qk_norm, linearise_norms, sample_data, progress)
+    if linearise_qk_norm:
+        check_qk_norm_linearisable(head_weights)  # before the model runs
+    weights, linearised_on = _linearised(runner, head_weights, linearise_qk_norm, linearise_norms, sample_data,
+                                         metric_data, progress)
     note = linearised_on or unread_norms(weights)
     notes = [note] if note else []
+    if linearise_qk_norm == "text":  # where its moments come from
+        notes += [n for n in weights.meta.notes if n.startswith("QK-norm linearised")]
     if cut:
         notes.append(cut)
     if metric_data != MetricData() and any(isinstance(m, str) and m in ON_DATA for m in metrics):
@@ -525,13 +537,17 @@ def _folded(hw: HeadWeights, fold_norm: bool, fold_qk_gains: bool) -> HeadWeight
     return processing.fold_qk_norm_gains(hw) if fold_qk_gains else hw
 
 
-def _linearised(runner, hw: HeadWeights, qk_norm: bool, norms, data, progress: bool) -> tuple[HeadWeights, str | None]:
+def _linearised(runner, hw: HeadWeights, qk_norm: bool | str, norms, data, metric_data,
+                progress: bool) -> tuple[HeadWeights, str | None]:
     """``(weights the measures read, the note of a linearisation on data or None)``: ``hw`` with
-    QK-norm's Jacobian at the isotropic point (``qk_norm``), then the norms given by ``norms`` replaced
-    by their mean Jacobians on ``data`` (True or ``'all'``: every one the model has)."""
+    QK-norm's Jacobian at second order (``qk_norm``: at the isotropic point, or ``'text'`` at the
+    second moment of what the heads read on ``metric_data``'s text), then the norms given by
+    ``norms`` replaced by their mean Jacobians on ``data`` (True or ``'all'``: every one the model has)."""
     from ..core.processing import linearise_qk_norm
 
-    if qk_norm:
+    if qk_norm == "text":
+        hw = qk_norm_on_text(runner, hw, metric_data)
+    elif qk_norm:
         hw = linearise_qk_norm(hw)
     if norms is False or norms is None:
         return hw, None
@@ -540,6 +556,27 @@ def _linearised(runner, hw: HeadWeights, qk_norm: bool, norms, data, progress: b
     parts = None if norms is True or norms == "all" else norms
     hw = linearise_norms(runner, parts, hw=hw, data=data, progress=progress)
     return hw, hw.meta.notes[-1]
+
+
+def qk_norm_on_text(runner, hw: HeadWeights, data=None) -> HeadWeights:
+    """``hw`` with QK-norm replaced by its second-order Jacobian
+    (:func:`~compscope.core.processing.linearise_qk_norm`) at the sample second moment and mean of
+    what the heads read on the text the metrics are estimated on (``data``:
+    :class:`~compscope.data.residual_moments.MetricData`, default the model's default), one pass of
+    ``runner``'s unprocessed model (its sums kept on the runner for the metrics after it)."""
+    from .residual_moments import as_metric_data, metric_tokens, runner_second_moments, tokens_data
+
+    check_qk_norm_linearisable(hw)
+    data = as_metric_data(data)
+    n, length, seed = data.resolved(runner)
+    tokens = metric_tokens(runner, n, length, seed, data.corpus)
+    G = runner_second_moments(runner, tokens, hw=hw)
+    sums = runner._moments
+    moments = torch.stack([G[l] for l in range(hw.n_layers)])
+    means = torch.stack([(sums.total[l] / sums.count).cpu() for l in range(hw.n_layers)])
+    from ..core.processing import linearise_qk_norm
+
+    return linearise_qk_norm(hw, moments, means, where=f"what the heads read on {tokens_data(runner, n, length, seed, data.corpus)}")
 
 
 def _measure_rows(table, metric: str, kinds: str, effects, truth: Tensor, measured, confirmed) -> list[dict]:
