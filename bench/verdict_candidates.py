@@ -341,19 +341,14 @@ def qk_operating_points(hw, runner) -> list[tuple[str, object]]:
     """``[(words, weights)]``: ``hw`` with its per-head QK-norm replaced by the second-order Jacobian
     of :func:`compscope.core.processing.linearise_qk_norm`, at the isotropic operating point (``iso.
     qk``, from the weights alone) and at the second moment of what the heads read on the metrics'
-    text (``G-point qk``: the uncentred sample moment, the same pass as the metrics); none without
-    such a QK-norm (a model with query or key biases gets the isotropic one only)."""
+    text (``G-point qk``: the sample moment and mean, the same pass as the metrics; ``validate
+    --linearise-qk-norm text``); none without such a QK-norm."""
     from compscope.core.processing import linearise_qk_norm
-    from compscope.data.residual_moments import metric_tokens, runner_second_moments
+    from compscope.data.validate import qk_norm_on_text
 
     if hw.qk_norm is None or hw.qk_norm_scope != "head":
         return []
-    out = [("iso. qk", linearise_qk_norm(hw))]
-    if hw.b_Q is None and hw.b_K is None:
-        tokens = metric_tokens(runner, *MetricData().resolved(runner), None)
-        G = runner_second_moments(runner, tokens, hw=hw)
-        out.append(("G-point qk", linearise_qk_norm(hw, torch.stack([G[l] for l in range(hw.n_layers)]))))
-    return out
+    return [("iso. qk", linearise_qk_norm(hw)), ("G-point qk", qk_norm_on_text(runner, hw))]
 
 
 def _norm_parts(hw) -> list[tuple[str, ...]]:

@@ -227,8 +227,8 @@ def test_the_offset_averaged_qk_circuit_is_the_mean_logit_over_the_offsets(varia
 def test_verdict_candidates_reads_qk_norm_at_two_operating_points():
     """``verdict_candidates.qk_operating_points``: the isotropic point (the library's default) and
     the point of the text's second moment, which sits nearer the data's mean Jacobian (measured
-    by ``mean_jacobians`` on other text) than the isotropic one; the isotropic one only with query
-    biases; none without a per-head QK-norm."""
+    by ``mean_jacobians`` on other text) than the isotropic one; with query biases both (the text's
+    mean enters); none without a per-head QK-norm."""
     pytest.importorskip("transformers")
     sys.path.insert(0, str(ROOT / "bench"))
     sys.path.insert(0, str(ROOT / "tests"))
@@ -250,7 +250,7 @@ def test_verdict_candidates_reads_qk_norm_at_two_operating_points():
     data = mean_jacobians(runner, "qk", progress=False).apply(hw)
     far = [float((lin.W_Q - data.W_Q).norm() / data.W_Q.norm()) for _, lin in points]
     assert far[1] < far[0], far
-    for variant, want in (("gemma3-text-mqa-bias", ["iso. qk"]), ("llama-mha", []), ("olmo2-layer-qk-norm", [])):
+    for variant, want in (("gemma3-text-mqa-bias", ["iso. qk", "G-point qk"]), ("llama-mha", []), ("olmo2-layer-qk-norm", [])):
         m = build(BY_ID[variant])
         assert [how for how, _ in qk_operating_points(compscope.load(m), runner_for(m))] == want
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 
-
 import torch
 from torch import Tensor
 
