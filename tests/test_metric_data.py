@@ -146,7 +146,9 @@ def test_command_line(tmp_path, capsys):
     for argv in (["scores", "--metric-sequences", "12"], ["validate", "--metric", "identity", "--metric-seed", "1"],
                  ["pair", "0.0", "1.1", "--metric-length", "8"], ["intervene", "--metric", "embed", "--metric-sequences", "3"]):
         assert main(argv) == 2, argv
-        assert "for the metrics estimated on data" in capsys.readouterr().err, argv
+        err = capsys.readouterr().err
+        assert "for the metrics estimated on data" in err, argv
+        assert ("and --linearise-qk-norm text, and none is selected" in err) == (argv[0] == "validate"), err
     with pytest.raises(SystemExit):
         main(["scores", "--metric", "activations", "--metric-length", "3"])
     assert "--metric-length: '3': expected an integer >= 4" in capsys.readouterr().err

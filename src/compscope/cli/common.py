@@ -139,10 +139,11 @@ def add_metric_data(p: argparse.ArgumentParser) -> None:
                         "the standard library's docstrings (models with a tokenizer; its name and SHA-256 are recorded)")
 
 
-def metric_data(args, metrics, also: str | None = None):
+def metric_data(args, metrics, also: str | None = None, reading: bool = False):
     """The ``MetricData`` that ``--metric-sequences/-length/-seed/-shrinkage/-corpus`` ask for (None when
     none is given), refused when none of ``metrics`` is estimated on data and nothing else reads them
-    (``also``: the option that does, such as ``--linearise-qk-norm text``; else they would change nothing)."""
+    (they would change nothing); ``also``: another option that reads them (``--linearise-qk-norm text``),
+    given when ``reading``."""
     from dataclasses import fields
 
     from ..data.residual_moments import MetricData
@@ -153,10 +154,10 @@ def metric_data(args, metrics, also: str | None = None):
     from ..core.metrics import ON_DATA
 
     metrics = [metrics] if isinstance(metrics, str) else list(metrics)
-    if not set(metrics) & set(ON_DATA) and also is None:
+    if not set(metrics) & set(ON_DATA) and not reading:
         flags = ", ".join("--" + k.replace("_", "-") for k, v in given.items() if v is not None)
-        raise OptionError(f"{flags}: for the metrics estimated on data ({', '.join(ON_DATA)}), and none is selected "
-                          f"(metrics: {', '.join(metrics)})")
+        raise OptionError(f"{flags}: for the metrics estimated on data ({', '.join(ON_DATA)})"
+                          + (f" and {also}" if also else "") + f", and none is selected (metrics: {', '.join(metrics)})")
     return MetricData(*given.values())
 
 

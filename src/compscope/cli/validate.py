@@ -69,7 +69,7 @@ def run(args) -> None:
     output_folder(args.out)
     metrics = args.metrics or DEFAULT_METRICS
     by_head = _by_head(args.by_head, metrics, args.kinds)  # refused before the model runs
-    data = metric_data(args, metrics, "--linearise-qk-norm text" if args.linearise_qk_norm == "text" else None)
+    data = metric_data(args, metrics, "--linearise-qk-norm text", reading=args.linearise_qk_norm == "text")
     v = validate(args.model, sequences=args.sequences, half=args.half, seed=args.seed,
                  intervention_sequences=args.intervention_sequences, kinds=args.kinds,
                  metrics=metrics, ablation=args.ablation, paths=args.paths, prev_threshold=args.prev_threshold,
