@@ -344,7 +344,7 @@ def qk_operating_points(hw, runner) -> list[tuple[str, object]]:
     text (``G-point qk``: the sample moment and mean, the same pass as the metrics; ``validate
     --linearise-qk-norm text``); none without such a QK-norm."""
     from compscope.core.processing import linearise_qk_norm
-    from compscope.data.validate import qk_norm_on_text
+    from compscope.data.norm_linearisation import qk_norm_on_text
 
     if hw.qk_norm is None or hw.qk_norm_scope != "head":
         return []

@@ -64,6 +64,7 @@ SLOW = [
     ("docs/results.md", "compscope validate gemma3-270m --linearise-norms qk --top 6"),
     ("docs/results.md", "compscope validate gemma3-270m --linearise-qk-norm --top 10"),
     ("docs/results.md", "compscope validate gemma3-270m --linearise-qk-norm text --top 10"),
+    ("docs/results.md", "compscope scores gemma3-270m --linearise-qk-norm text --metric covariance --kinds K --measure read_gain --top 8"),
     ("docs/results.md", "compscope validate gemma3-270m --fold-norm --linearise-qk-norm --metric identity --metric embed --kinds K --top 4"),
     ("docs/results.md", "compscope validate gemma3-270m --metric covariance-own --metric covariance --kinds K --top 8"),
     ("docs/results.md", "compscope validate gemma3-270m --metric covariance-own --metric covariance --metric-shrinkage none --kinds K --top 8"),

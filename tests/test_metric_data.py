@@ -148,7 +148,7 @@ def test_command_line(tmp_path, capsys):
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
         assert "for the metrics estimated on data" in err, argv
-        assert ("and --linearise-qk-norm text, and none is selected" in err) == (argv[0] == "validate"), err
+        assert ("and --linearise-qk-norm text, and none is selected" in err) == (argv[0] != "intervene"), err
     with pytest.raises(SystemExit):
         main(["scores", "--metric", "activations", "--metric-length", "3"])
     assert "--metric-length: '3': expected an integer >= 4" in capsys.readouterr().err

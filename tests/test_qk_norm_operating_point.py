@@ -281,3 +281,54 @@ def test_validate_at_the_texts_moment_reads_the_models_own_attention_norm(tmp_pa
     with pytest.raises(SystemExit):
         main(["validate", str(folder), "--linearise-qk-norm", "texts"])
     assert "invalid choice: 'texts'" in capsys.readouterr().err
+
+
+def test_scores_and_pair_take_the_texts_point_and_the_other_commands_refuse_it(tmp_path, capsys, monkeypatch):
+    """``scores --linearise-qk-norm text --metric covariance``: the table of ``validate``'s weights at
+    the same point under the same metric (one pass over the text for both in each); ``pair`` the same
+    pair's values; ``info``, ``circuits``, ``report`` and ``sweep``, which read the weights alone,
+    refuse ``text`` by name; processed weights under a metric on data (here ``--fold-norm``) read the
+    unprocessed model's residual as ``validate`` does."""
+    import pandas as pd
+
+    from compscope.cli.main import main
+    from compscope.data import residual_moments
+    from compscope.data.residual_moments import MetricData
+    from compscope.data.validate import validate
+
+    model, _ = _tiny("gemma3-text")
+    folder = tmp_path / "gemma3"
+    model.save_pretrained(folder)
+    data = ["--metric-sequences", "6", "--metric-length", "12"]
+    opts = dict(sequences=4, half=4, intervention_sequences=2, kinds="K", progress=False,
+                metric_data=MetricData(sequences=6, length=12))
+    for flags, kw in ((["--linearise-qk-norm", "text"], {"linearise_qk_norm": "text"}), (["--fold-norm"], {"fold_norm": True})):
+        want = validate(str(folder), metrics=("covariance",), **kw, **opts).tables["covariance"].dense("read_gain", "K")
+        out = tmp_path / "k.csv"
+        made, sums = [], residual_moments.ResidualSums
+        monkeypatch.setattr(residual_moments, "ResidualSums", lambda *a: made.append(1) or sums(*a))
+        assert main(["scores", str(folder), *flags, "--metric", "covariance", *data, "--kinds", "K", "--measure",
+                     "read_gain", "--out", str(out)]) == 0, flags
+        monkeypatch.setattr(residual_moments, "ResidualSums", sums)
+        assert len(made) == 1, flags  # one pass over the text
+        printed = capsys.readouterr().out
+        table = pd.read_csv(out)
+        assert len(table) == int(torch.isfinite(want).sum()) > 0
+        for row in table.itertuples():
+            v = float(want[row.src_layer, row.src_head, row.dst_layer, row.dst_head])
+            assert abs(row.value - v) <= 1e-5 * max(1.0, abs(v)), (flags, row)
+        if kw.get("linearise_qk_norm") == "text":
+            assert "linearise_qk_norm (given moments)" in printed, printed
+            row = table.iloc[0]
+            assert main(["pair", str(folder), f"{row.src_layer}.{row.src_head}", f"{row.dst_layer}.{row.dst_head}",
+                         "--kind", "K", "--metric", "covariance", *data, "--linearise-qk-norm", "text"]) == 0
+            said = capsys.readouterr().out
+            assert "linearise_qk_norm (given moments)" in said.splitlines()[0], said
+            assert f"read_gain {row.value:.4f}"[:14] in " ".join(said.split()), said
+    for argv in (["info"], ["circuits"], ["report", "--out", str(tmp_path / "r")]):
+        assert main([argv[0], str(folder), *argv[1:], "--linearise-qk-norm", "text"]) == 2, argv
+        assert "linearise_qk_norm='text' runs the model over text" in capsys.readouterr().err, argv
+    assert main(["sweep", str(folder), "--out", str(tmp_path / "s"), "--linearise-qk-norm", "text"]) == 2
+    assert "--linearise-qk-norm text: runs each model over text" in capsys.readouterr().err
+    with pytest.raises(compscope.ProcessingError, match=r"linearise_qk_norm='tex': expected True or False \(or 'isotropic'\)"):
+        compscope.load(folder, linearise_qk_norm="tex")

@@ -3,6 +3,7 @@
 import math
 import re
 
+import pandas as pd
 import pytest
 import torch
 
@@ -124,11 +125,20 @@ def test_pair_takes_the_activations_metric_like_scores(capsys):
     assert rep.measures["tight"] == pytest.approx(float(table.dense("tight", "K")[0, 0, 1, 1]), rel=1e-5)
 
 
-def test_activations_metric_needs_the_model_not_its_weights(capsys):
+def test_activations_metric_needs_the_model_not_its_weights(capsys, tmp_path):
+    """The metric on data from weights alone is refused by name; processed weights under it read the
+    model as it is (``fold_value_bias`` moves ``b_V`` into ``b_O`` and changes no reading or writing
+    matrix, so the scores are those of the unprocessed weights)."""
     hw = compscope.load("induction-2l")
     with pytest.raises(compscope.OptionError, match="pass the model itself"):
         compscope.scores(hw, "K", metric="activations", progress=False)
-    _one_line_error(capsys, ["scores", "--metric", "activations", "--fold-value-bias"], "unprocessed")
+    tables = []
+    for flags in ([], ["--fold-value-bias"]):
+        out = tmp_path / f"t{len(flags)}.csv"
+        assert main(["scores", "--metric", "activations", "--kinds", "K", "--measure", "frobenius", "--out", str(out), *flags]) == 0
+        tables.append(pd.read_csv(out))
+    assert list(tables[1]["processing"].unique()) == ["fold_value_bias"]
+    assert (tables[0]["value"] - tables[1]["value"]).abs().max() <= 1e-9 and len(tables[0]) == len(tables[1]) > 0
 
 
 def test_read_scores_errors_and_processing_round_trip(tmp_path):

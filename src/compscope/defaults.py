@@ -30,3 +30,7 @@ GAUGE_METRICS = ("identity", "embed", "unembed")
 #: ``--metric-shrinkage``): the sample moment shrunk by its Ledoit–Wolf intensity (the default),
 #: or the sample moment itself
 SHRINKAGES = ("ledoit-wolf", "none")
+
+#: where QK-norm's Jacobian is taken (``--linearise-qk-norm [POINT]``): the isotropic point of the weights
+#: alone (the default), or the second moment of what the heads read on the metrics' text (runs the model)
+QK_NORM_POINTS = ("isotropic", "text")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..defaults import PATHS
+from ..defaults import PATHS, QK_NORM_POINTS
 from ..errors import CompscopeError, OptionError
 
 
@@ -84,18 +84,41 @@ def add_model(p: argparse.ArgumentParser, *, positional: bool = True) -> None:
 
 def add_processing(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fold-norm", action="store_true", help="fold norm gains into W_Q, W_K, W_V (pre-norm models)")
-    p.add_argument("--linearise-qk-norm", action="store_true",
-                   help="replace QK-norm by its Jacobian where the normalised input is isotropic, from the weights "
-                        "alone (approximate, for analysis; models with a per-head QK-norm such as Gemma 3)")
+    p.add_argument("--linearise-qk-norm", nargs="?", const="isotropic", choices=QK_NORM_POINTS, metavar="POINT",
+                   help="replace QK-norm by its Jacobian (approximate, for analysis; models with a per-head QK-norm such "
+                        "as Gemma 3) where the normalised input is isotropic, from the weights alone (the default "
+                        "without POINT), or at the second moment of what the heads read on the --metric-* text "
+                        "(text: scores, pair and validate)")
     p.add_argument("--center-writing", action="store_true", help="centre W_O, W_E, W_pos (LayerNorm models)")
     p.add_argument("--fold-value-bias", action="store_true", help="move b_V into b_O")
 
 
 def processing(args) -> dict:
-    """``{step: asked}`` for every processing step of :func:`compscope.load`, from :func:`add_processing`'s flags."""
+    """``{step: asked}`` for every processing step of :func:`compscope.load`, from :func:`add_processing`'s flags
+    (``linearise_qk_norm``: False, ``'isotropic'`` or ``'text'``)."""
     from ..core.processing import STEPS
 
-    return {name: getattr(args, name) for name in STEPS}
+    return {name: getattr(args, name) or False for name in STEPS}
+
+
+def load_processed(args, model, data=None) -> tuple:
+    """``(weights, runner or None)``: ``model`` loaded with the processing flags; with
+    ``--linearise-qk-norm text`` QK-norm is replaced at the second moment of what the heads read on the
+    metrics' text (``data``), which runs the model: its runner comes back, so that a metric estimated
+    on data reads the same pass."""
+    from ..loading.sources import load
+
+    steps = processing(args)
+    if steps["linearise_qk_norm"] != "text":
+        return load(model, **steps), None
+    from ..core.processing import check_qk_norm_linearisable
+    from ..data.norm_linearisation import qk_norm_on_text
+    from ..data.runner import runner_for
+
+    hw = load(model, **{**steps, "linearise_qk_norm": False})
+    check_qk_norm_linearisable(hw)  # before the model is built
+    runner = runner_for(model, device=getattr(args, "device", None))
+    return qk_norm_on_text(runner, hw, data), runner
 
 
 def metric_names() -> str:

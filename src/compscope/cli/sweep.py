@@ -80,6 +80,9 @@ def run(args) -> int:
     if args.address:
         options["address"] = args.address
     verdict = {}  # a validate task's options: only those given, so that a task keeps its identity across versions
+    if args.linearise_qk_norm == "text":
+        raise OptionError("--linearise-qk-norm text: runs each model over text, which a sweep task does not; "
+                          "--linearise-qk-norm (the isotropic point) does, or compscope validate/scores per model")
     steps = [name for name, on in processing(args).items() if on]  # as a task option only when given
     judged_steps = {"scores": steps, "validate": [s for s in steps if s in VALIDATE_STEPS], "track": []}[args.job]
     if steps != judged_steps:

@@ -12,7 +12,7 @@ EXAMPLE = ("examples:\n  compscope validate --out verdict\n"
 
 
 def add_arguments(p) -> None:
-    from ..defaults import DEFAULT_MODEL
+    from ..defaults import DEFAULT_MODEL, QK_NORM_POINTS
 
     p.add_argument("model", nargs="?", default=DEFAULT_MODEL,
                    help=f"a toy model, HuggingFace folder, .gguf file, built-in name or HuggingFace hub id "
@@ -50,7 +50,7 @@ def add_arguments(p) -> None:
                    help="judge the weights with the norms inside the heads' circuits replaced by their mean Jacobian on "
                         "natural text: qk (QK-norm), output (attention-output norm), or both (qk,output; the default "
                         "without PARTS: every one the model has)")
-    p.add_argument("--linearise-qk-norm", nargs="?", const="isotropic", choices=("isotropic", "text"), metavar="POINT",
+    p.add_argument("--linearise-qk-norm", nargs="?", const="isotropic", choices=QK_NORM_POINTS, metavar="POINT",
                    help="judge the weights with QK-norm replaced by its Jacobian (approximate; per-head QK-norm such as "
                         "Gemma 3's) where the normalised input is isotropic, from the weights alone (the default without "
                         "POINT), or at the second moment of what the heads read on the --metric-* text (text)")

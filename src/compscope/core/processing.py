@@ -316,12 +316,21 @@ def weights_said(steps) -> str:
     return f" (weights: {', '.join(steps)})" if steps else ""
 
 
-def process(hw: HeadWeights, *, fold_norm: bool = False, linearise_qk_norm: bool = False, center_writing: bool = False,
+def process(hw: HeadWeights, *, fold_norm: bool = False, linearise_qk_norm: bool | str = False, center_writing: bool = False,
             fold_value_bias: bool = False) -> HeadWeights:
-    """Apply the requested transforms in a fixed order (fold, QK-norm linearised, centre, value bias)."""
+    """Apply the requested transforms in a fixed order (fold, QK-norm linearised, centre, value bias).
+    ``linearise_qk_norm``: True or ``'isotropic'`` (the weights alone); ``'text'``, which runs the model,
+    is refused here (:func:`compscope.data.norm_linearisation.qk_norm_on_text` does it)."""
+    if linearise_qk_norm == "text":
+        raise ProcessingError("linearise_qk_norm='text' runs the model over text: compscope validate, scores and pair "
+                              "take it (--linearise-qk-norm text), or compscope.data.norm_linearisation.qk_norm_on_text"
+                              "(runner, hw); weights alone take the isotropic point (--linearise-qk-norm)")
     wanted = {"fold_norm": fold_norm, "linearise_qk_norm": linearise_qk_norm, "center_writing": center_writing,
               "fold_value_bias": fold_value_bias}
     for name, on in wanted.items():
+        if not (isinstance(on, bool) or on is None or (name == "linearise_qk_norm" and on == "isotropic")):
+            raise ProcessingError(f"{name}={on!r}: expected True or False"
+                                  + (" (or 'isotropic')" if name == "linearise_qk_norm" else ""))
         if on:
             hw = STEPS[name](hw)
     return hw

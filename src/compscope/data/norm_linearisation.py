@@ -30,7 +30,8 @@ import torch
 from torch import Tensor
 
 from ..core.heads import HeadWeights, Norm
-from ..core.processing import QK_GAINS_FOLDED, qk_jacobian_changes, qk_norm_linearised
+from ..core.processing import (QK_GAINS_FOLDED, check_qk_norm_linearisable, linearise_qk_norm, qk_jacobian_changes,
+                               qk_norm_linearised)
 from ..errors import OptionError, ProcessingError
 
 if TYPE_CHECKING:
@@ -224,3 +225,23 @@ def linearise_norms(runner, parts: str | Sequence[str] | None = None, hw: HeadWe
     base = runner.hw if hw is None else hw
     jac = _mean_jacobians(runner, parts, base, tokens, data, batch_size, progress, "linearise_norms")
     return jac.apply(base)
+
+
+def qk_norm_on_text(runner, hw: HeadWeights, data=None) -> HeadWeights:
+    """``hw`` with QK-norm replaced by its second-order Jacobian
+    (:func:`~compscope.core.processing.linearise_qk_norm`) at the sample second moment and mean of
+    what the heads read on the text the metrics are estimated on (``data``:
+    :class:`~compscope.data.residual_moments.MetricData`, default the model's default), one pass of
+    ``runner``'s unprocessed model (its sums kept on the runner for the metrics after it)."""
+    from .residual_moments import as_metric_data, metric_tokens, runner_second_moments, tokens_data
+
+    check_qk_norm_linearisable(hw)
+    data = as_metric_data(data)
+    n, length, seed = data.resolved(runner)
+    tokens = metric_tokens(runner, n, length, seed, data.corpus)
+    G = runner_second_moments(runner, tokens, hw=hw)
+    sums = runner._moments
+    moments = torch.stack([G[l] for l in range(hw.n_layers)])
+    means = torch.stack([(sums.total[l] / sums.count).cpu() for l in range(hw.n_layers)])
+    words = tokens_data(runner, n, length, seed, data.corpus)
+    return linearise_qk_norm(hw, moments, means, where=f"what the heads read on {words}")

@@ -10,7 +10,8 @@ over every sequence and position in float64. Under a change of residual basis ``
 residual moves as ``x → T x``, so ``G_l → T G_l Tᵀ``: the metric that makes every measure
 invariant (``compscope.core.metrics``). Layer 0's moment is estimated like the others, although no
 pair reads through it. Norm gains are part of ``x`` (unfolded, as ``HeadWeights`` keeps them);
-the metric is estimated on the unprocessed model only (processing changes what the heads read).
+the model always runs unprocessed, and processed weights read its residual as their heads do
+(with the gains folded into the weights, the norm's output without its gain).
 
 The ``covariance`` metric is the same residual's central second moment ``E[(x − μ)(x − μ)ᵀ]``
 (``centred=True`` below), on the same data. ``activations-own`` and ``covariance-own`` whiten
@@ -534,12 +535,12 @@ def _estimated(hw, ridge: float, model, device, centred: bool, name: str, data: 
         raise OptionError(f"metric {name!r} is estimated on data by running the model: pass the model itself "
                           "(a name or folder) to compscope.scores, not HeadWeights, or pass a Metric from "
                           "compscope.core.metrics.activations(second moments)")
-    if hw.meta.processed_here:
-        raise OptionError(f"metric {name!r} is estimated on the unprocessed model: drop the processing options "
-                          f"({', '.join(hw.meta.processed_here)})")
     from ..loading.builtin import find_toy
 
     toy = find_toy(model)
+    if hw.meta.processed_here:  # the model runs as it is; the processed heads read its residual
+        return _estimated(hw, ridge, runner_for(toy if toy is not None else model, None, device=device), None, centred,
+                          name, data)
     runner = runner_for(toy if toy is not None else model, None if toy is not None else hw, device=device)
     return _estimated(hw if toy is None else runner.hw, ridge, runner, None, centred, name, data)
 

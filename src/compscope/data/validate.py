@@ -57,6 +57,7 @@ from ..core.heads import HeadWeights
 from ..errors import OptionError, check_int
 from ..core.metrics import ON_DATA
 from ..core.processing import check_qk_norm_linearisable, weights_said
+from ..defaults import QK_NORM_POINTS
 from .norm_linearisation import unread_norms
 from .separation import (BY_HEAD_COLUMNS, auroc, auroc_by_head, auroc_shares, auroc_within,  # noqa: F401 (re-exported)
                          by_head_lines, confirmed_pairs, forward_pairs, true_pairs, writer_pairs)
@@ -342,9 +343,6 @@ def precision_at(weights: Tensor, truth: Tensor, n: int = 5) -> float:
     return sum(bool(truth[i]) for i in top) / max(1, len(top))
 
 
-#: where ``validate(linearise_qk_norm=...)`` takes QK-norm's Jacobian (True: the first)
-QK_NORM_POINTS = ("isotropic", "text")
-
 #: how many of the verdict's sequences the interventions run on by default
 INTERVENTION_SEQUENCES = 16
 
@@ -546,6 +544,8 @@ def _linearised(runner, hw: HeadWeights, qk_norm: bool | str, norms, data, metri
     from ..core.processing import linearise_qk_norm
 
     if qk_norm == "text":
+        from .norm_linearisation import qk_norm_on_text
+
         hw = qk_norm_on_text(runner, hw, metric_data)
     elif qk_norm:
         hw = linearise_qk_norm(hw)
@@ -556,27 +556,6 @@ def _linearised(runner, hw: HeadWeights, qk_norm: bool | str, norms, data, metri
     parts = None if norms is True or norms == "all" else norms
     hw = linearise_norms(runner, parts, hw=hw, data=data, progress=progress)
     return hw, hw.meta.notes[-1]
-
-
-def qk_norm_on_text(runner, hw: HeadWeights, data=None) -> HeadWeights:
-    """``hw`` with QK-norm replaced by its second-order Jacobian
-    (:func:`~compscope.core.processing.linearise_qk_norm`) at the sample second moment and mean of
-    what the heads read on the text the metrics are estimated on (``data``:
-    :class:`~compscope.data.residual_moments.MetricData`, default the model's default), one pass of
-    ``runner``'s unprocessed model (its sums kept on the runner for the metrics after it)."""
-    from .residual_moments import as_metric_data, metric_tokens, runner_second_moments, tokens_data
-
-    check_qk_norm_linearisable(hw)
-    data = as_metric_data(data)
-    n, length, seed = data.resolved(runner)
-    tokens = metric_tokens(runner, n, length, seed, data.corpus)
-    G = runner_second_moments(runner, tokens, hw=hw)
-    sums = runner._moments
-    moments = torch.stack([G[l] for l in range(hw.n_layers)])
-    means = torch.stack([(sums.total[l] / sums.count).cpu() for l in range(hw.n_layers)])
-    from ..core.processing import linearise_qk_norm
-
-    return linearise_qk_norm(hw, moments, means, where=f"what the heads read on {tokens_data(runner, n, length, seed, data.corpus)}")
 
 
 def _measure_rows(table, metric: str, kinds: str, effects, truth: Tensor, measured, confirmed) -> list[dict]:
