@@ -121,6 +121,18 @@ def load_processed(args, model, data=None) -> tuple:
     return qk_norm_on_text(runner, hw, data), runner
 
 
+def weights_and_metric(args, model) -> tuple:
+    """``(weights, metric)`` of a command that scores with ``--metric``: ``model`` loaded with the processing
+    flags (:func:`load_processed`), its rotary offset checked, and the metric on them (one estimated on
+    data runs the model, on the ``--metric-*`` data; where ``--linearise-qk-norm text`` ran it, that pass)."""
+    from ..core.metrics import get_metric
+
+    data = metric_data(args, args.metric, "--linearise-qk-norm text", reading=args.linearise_qk_norm == "text")
+    hw, runner = load_processed(args, model, data)
+    check_offset(hw, args.offset)
+    return hw, get_metric(args.metric, hw, model=runner or model, device=None if runner else args.device, data=data)
+
+
 def metric_names() -> str:
     return ("identity, embed, unembed, activations, covariance, activations-own or covariance-own (the last four "
             "estimated on data by running the model; -own: each reading factor in its own layer's G)")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import OptionError
-from .common import add_device, add_metric_data, add_model, add_processing, load_processed, metric_data, metric_names, parse_head
+from .common import add_device, add_metric_data, add_model, add_processing, metric_names, parse_head, weights_and_metric
 
 HELP = "one writer -> reader pair in detail: principal angles, composed spectrum, every measure"
 EXAMPLE = "examples: compscope pair 0.0 1.1 --kind K --metric embed;  compscope pair smollm2 16.0 17.3"
@@ -30,16 +30,9 @@ def add_arguments(p) -> None:
 def run(args) -> None:
     from ..analysis.pair import compose_pair
     from ..core.processing import weights_said
-    from ..core.metrics import get_metric
-    from .common import check_offset
 
     model, writer, reader = model_and_heads(args.heads, args.model)
-    text = args.linearise_qk_norm == "text"
-    data = metric_data(args, args.metric, "--linearise-qk-norm text", reading=text)
-    hw, runner = load_processed(args, model, data)
-    check_offset(hw, args.offset)
-    metric = get_metric(args.metric, hw, model=runner or model, device=None if runner else args.device,
-                        data=data)  # 'activations' runs the model there (the runner's pass, where there is one)
+    hw, metric = weights_and_metric(args, model)
     rep = compose_pair(hw, writer, reader, args.kind, metric, offset=args.offset)
     print(format_pair(rep, hw.meta.name + weights_said(hw.meta.processing)))
     if args.on_data:

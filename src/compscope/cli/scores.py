@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .common import (add_metric_data, add_model, add_processing, add_scoring, check_offset, count, load_processed, metric_data,
-                     metric_names, score_options, table_file)
+from .common import (add_metric_data, add_model, add_processing, add_scoring, count, metric_names, score_options, table_file,
+                     weights_and_metric)
 
 HELP = "Q/K/V composition scores of every head pair; prints the strongest"
 EXAMPLE = ("examples:\n  compscope scores --top 3\n  compscope scores smollm2 --kinds K --measure all --pairs all --out k.parquet\n"
@@ -23,18 +23,12 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> None:
-    from ..core.metrics import get_metric
     from ..engine.composition import scores
     from ..measures import DEFAULT
 
     table_file(args.out)
     options = score_options(args, DEFAULT)
-    text = args.linearise_qk_norm == "text"
-    data = metric_data(args, args.metric, "--linearise-qk-norm text", reading=text)
-    hw, runner = load_processed(args, args.model, data)
-    check_offset(hw, args.offset)
-    metric = get_metric(args.metric, hw, model=runner or args.model, device=None if runner else args.device,
-                        data=data)  # 'activations' runs the model there (the runner's pass, where there is one)
+    hw, metric = weights_and_metric(args, args.model)
     table = scores(hw, args.kinds, args.measures or DEFAULT, metric, **options)
     print(format_top(table, args.top))
     if args.out:
