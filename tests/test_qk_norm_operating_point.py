@@ -332,3 +332,26 @@ def test_scores_and_pair_take_the_texts_point_and_the_other_commands_refuse_it(t
     assert "--linearise-qk-norm text: runs each model over text" in capsys.readouterr().err
     with pytest.raises(compscope.ProcessingError, match=r"linearise_qk_norm='tex': expected True or False \(or 'isotropic'\)"):
         compscope.load(folder, linearise_qk_norm="tex")
+
+
+def test_the_readme_route_from_python_reads_one_pass():
+    """The README's Python route: ``qk_norm_on_text(runner, runner.hw)`` then ``get_metric('covariance',
+    hw, model=runner)`` runs the model over the text once, and the table equals ``compscope scores``'s
+    of the same weights under that metric."""
+    from compscope.core.metrics import get_metric
+    from compscope.data import residual_moments
+    from compscope.data.norm_linearisation import qk_norm_on_text
+
+    model, _ = _tiny("gemma3-text")
+    runner = compscope.runner_for(model)
+    hw = qk_norm_on_text(runner, runner.hw)
+    sums = runner._moments
+    met = get_metric("covariance", hw, model=runner)
+    assert runner._moments is sums  # the same pass's sums
+    t = compscope.scores(hw, "K", ["read_gain"], met, progress=False)
+    G = residual_moments.runner_second_moments(runner, sums.tokens, hw=hw, centred=True, shrinkage="ledoit-wolf")
+    from compscope.core.metrics import activations
+
+    want = compscope.scores(hw, "K", ["read_gain"], activations(G, name="covariance"), progress=False)
+    torch.testing.assert_close(t.dense("read_gain", "K"), want.dense("read_gain", "K"), equal_nan=True)
+    assert hw.meta.processing == ("linearise_qk_norm (given moments)",)
