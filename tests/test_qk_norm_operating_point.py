@@ -278,9 +278,11 @@ def test_validate_at_the_texts_moment_reads_the_models_own_attention_norm(tmp_pa
                  "--linearise-qk-norm", "text"]) == 0
     out = capsys.readouterr().out
     assert "(weights: linearise_qk_norm (given moments))" in out and "note: QK-norm linearised" in out, out
-    with pytest.raises(SystemExit):
-        main(["validate", str(folder), "--linearise-qk-norm", "texts"])
-    assert "invalid choice: 'texts'" in capsys.readouterr().err
+    for argv in (["validate", str(folder), "--linearise-qk-norm", "texts"], ["info", "--linearise-qk-norm", str(folder)]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        err = capsys.readouterr().err
+        assert f"argument --linearise-qk-norm: {argv[-1]!r} is no POINT (isotropic, text); a model goes before" in err, err
 
 
 def test_scores_and_pair_take_the_texts_point_and_the_other_commands_refuse_it(tmp_path, capsys, monkeypatch):

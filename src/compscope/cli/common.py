@@ -84,13 +84,22 @@ def add_model(p: argparse.ArgumentParser, *, positional: bool = True) -> None:
 
 def add_processing(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fold-norm", action="store_true", help="fold norm gains into W_Q, W_K, W_V (pre-norm models)")
-    p.add_argument("--linearise-qk-norm", nargs="?", const="isotropic", choices=QK_NORM_POINTS, metavar="POINT",
+    p.add_argument("--linearise-qk-norm", nargs="?", const="isotropic", type=qk_norm_point, metavar="POINT",
                    help="replace QK-norm by its Jacobian (approximate, for analysis; models with a per-head QK-norm such "
                         "as Gemma 3) where the normalised input is isotropic, from the weights alone (the default "
                         "without POINT), or at the second moment of what the heads read on the --metric-* text "
                         "(text: scores, pair and validate)")
     p.add_argument("--center-writing", action="store_true", help="centre W_O, W_E, W_pos (LayerNorm models)")
     p.add_argument("--fold-value-bias", action="store_true", help="move b_V into b_O")
+
+
+def qk_norm_point(value: str) -> str:
+    """``--linearise-qk-norm``'s optional POINT; anything else is refused with where a model name goes
+    (the flag takes the next word when it is not an option)."""
+    if value not in QK_NORM_POINTS:
+        raise argparse.ArgumentTypeError(f"{value!r} is no POINT ({', '.join(QK_NORM_POINTS)}); "
+                                         "a model goes before the flag or after another option")
+    return value
 
 
 def processing(args) -> dict:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .common import (add_device, add_metric_data, add_model_dtype, add_paths, add_sample_data, count, half_length, metric_data,
-                     metric_names, output_folder, sample_data, writers)
+                     metric_names, output_folder, qk_norm_point, sample_data, writers)
 
 HELP = "judge every measure x metric against interventions and activation labels on data"
 EXAMPLE = ("examples:\n  compscope validate --out verdict\n"
@@ -12,7 +12,7 @@ EXAMPLE = ("examples:\n  compscope validate --out verdict\n"
 
 
 def add_arguments(p) -> None:
-    from ..defaults import DEFAULT_MODEL, QK_NORM_POINTS
+    from ..defaults import DEFAULT_MODEL
 
     p.add_argument("model", nargs="?", default=DEFAULT_MODEL,
                    help=f"a toy model, HuggingFace folder, .gguf file, built-in name or HuggingFace hub id "
@@ -50,7 +50,7 @@ def add_arguments(p) -> None:
                    help="judge the weights with the norms inside the heads' circuits replaced by their mean Jacobian on "
                         "natural text: qk (QK-norm), output (attention-output norm), or both (qk,output; the default "
                         "without PARTS: every one the model has)")
-    p.add_argument("--linearise-qk-norm", nargs="?", const="isotropic", choices=QK_NORM_POINTS, metavar="POINT",
+    p.add_argument("--linearise-qk-norm", nargs="?", const="isotropic", type=qk_norm_point, metavar="POINT",
                    help="judge the weights with QK-norm replaced by its Jacobian (approximate; per-head QK-norm such as "
                         "Gemma 3's) where the normalised input is isotropic, from the weights alone (the default without "
                         "POINT), or at the second moment of what the heads read on the --metric-* text (text)")
