@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from ..errors import ProcessingError
+from .attention import input_norm
 from .heads import HeadWeights, Norm
 
 
@@ -128,7 +129,7 @@ def isotropic_read_moment(hw: HeadWeights, layer: int) -> tuple[Tensor, Tensor]:
     (:func:`qk_norm_jacobians` uses its structure and never forms it: ``d × d`` per layer.)"""
     d = hw.d_model
     M, m = torch.eye(d, dtype=torch.float64, device=hw.device), torch.zeros(d, dtype=torch.float64, device=hw.device)
-    norm = hw.attn_norm if hw.norm_placement == "pre" else None
+    norm = input_norm(hw)
     if norm is None:
         return M, m
     if norm.kind == "layernorm":
@@ -148,7 +149,7 @@ def _query_moment(hw: HeadWeights, layer: int, W: Tensor, b: Tensor | None, mome
     second moment ``moment`` and mean ``mean`` (None: the isotropic point of ``layer``, from its
     structure ``c · (W Γ) P (W Γ)ᵀ + (W β)(W β)ᵀ``, no ``d × d`` matrix formed)."""
     if moment is None:
-        norm = hw.attn_norm if hw.norm_placement == "pre" else None
+        norm = input_norm(hw)
         g = None if norm is None else norm.gain(layer)
         A = W if g is None else W * g.double().to(W.device)
         S = A @ A.transpose(-1, -2)

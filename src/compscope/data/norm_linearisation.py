@@ -239,9 +239,8 @@ def qk_norm_on_text(runner, hw: HeadWeights, data=None) -> HeadWeights:
     data = as_metric_data(data)
     n, length, seed = data.resolved(runner)
     tokens = metric_tokens(runner, n, length, seed, data.corpus)
-    G = runner_second_moments(runner, tokens, hw=hw)
-    sums = runner._moments
+    G = runner_second_moments(runner, tokens, hw=hw)  # its sums stay on the runner
     moments = torch.stack([G[l] for l in range(hw.n_layers)])
-    means = torch.stack([(sums.total[l] / sums.count).cpu() for l in range(hw.n_layers)])
+    means = torch.stack([runner._moments.mean(l).cpu() for l in range(hw.n_layers)])
     words = tokens_data(runner, n, length, seed, data.corpus)
     return linearise_qk_norm(hw, moments, means, where=f"what the heads read on {words}")

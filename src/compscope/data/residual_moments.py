@@ -255,6 +255,10 @@ class ResidualSums:
         return (self.batch_size == batch_size and self.tokens.shape == tokens.shape
                 and bool(torch.equal(self.tokens, tokens)) and same_reads(self.hw, hw))
 
+    def mean(self, layer: int) -> Tensor:
+        """``E[x]`` of ``layer``, float64 where the sums are."""
+        return self.total[layer] / self.count
+
     def moment(self, layer: int, centred: bool) -> Tensor:
         """``E[x xᵀ]`` of ``layer`` (``E[(x − μ)(x − μ)ᵀ]`` with ``centred``), float64 where the sums are."""
         G = self.acc[layer] / self.count

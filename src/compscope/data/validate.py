@@ -56,7 +56,7 @@ from torch import Tensor
 from ..core.heads import HeadWeights
 from ..errors import OptionError, check_int
 from ..core.metrics import ON_DATA
-from ..core.processing import check_qk_norm_linearisable, weights_said
+from ..core.processing import weights_said
 from ..defaults import QK_NORM_POINTS
 from .norm_linearisation import unread_norms
 from .separation import (BY_HEAD_COLUMNS, auroc, auroc_by_head, auroc_shares, auroc_within,  # noqa: F401 (re-exported)
@@ -426,8 +426,6 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
         raise OptionError(f"sample data: the residual is sampled for the rotary previous-token score's activations "
                           f"content, for linearise_norms and for text_labels; {hw.meta.name} has no rotary positions "
                           f"({head_weights.positions}) and none of the others is asked for")
-    if linearise_qk_norm:
-        check_qk_norm_linearisable(head_weights)  # before the model runs
     weights, linearised_on = _linearised(runner, head_weights, linearise_qk_norm, linearise_norms, sample_data,
                                          metric_data, progress)
     note = linearised_on or unread_norms(weights)
