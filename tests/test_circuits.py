@@ -568,3 +568,66 @@ def test_cli_says_why_an_encoder_has_no_induction_scores(capsys):
     head = capsys.readouterr().out.splitlines()[0]
     assert "no unembedding, so no copying score" in head and "bidirectional, so no induction scores" in head
     assert "induction:" not in head
+
+
+def _tiny_gemma3(tmp_path):
+    from hf_tiny import BY_ID, build
+
+    folder = tmp_path / "gemma3"
+    build(BY_ID["gemma3-text"]).save_pretrained(folder)
+    return folder
+
+
+def test_previous_token_scores_of_linearised_qk_norm_read_the_weights_before_it(tmp_path):
+    """QK-norm linearised at the isotropic point scales the mean query and key by the Jacobian of a
+    typical input, not of the mean, so a head's positional pattern must come from the weights before
+    the linearisation: with them, the previous-token scores are those of the unprocessed model,
+    while the copying and matching scores are the linearised weights' own."""
+    from compscope.analysis.circuits import head_circuits as circuits, rotary_previous
+    from compscope.core.processing import linearise_qk_norm
+    from compscope.loading.sources import load_with_positional
+
+    folder = _tiny_gemma3(tmp_path)
+    raw = compscope.load(folder)
+    lin, before = load_with_positional(folder, linearise_qk_norm=True)
+    assert list(lin.meta.processing) == ["linearise_qk_norm (isotropic input)"] and before.meta.processing == ()
+    torch.testing.assert_close(lin.W_Q, linearise_qk_norm(raw).W_Q, rtol=0, atol=0)
+    torch.testing.assert_close(before.W_Q, raw.W_Q, rtol=0, atol=0)
+    c = circuits(lin, positional=before)
+    assert torch.equal(c.previous, rotary_previous(raw))
+    assert not torch.allclose(rotary_previous(lin), rotary_previous(raw), atol=1e-3)  # what the option guards against
+    assert torch.equal(c.matching, matching_scores(lin)) and torch.equal(c.copying, copying_scores(lin))
+    with pytest.raises(OptionError, match=r"QK-norm linearised.*positional="):
+        circuits(lin)
+    with pytest.raises(OptionError, match="linearised there too"):
+        circuits(lin, positional=lin.replace(step="centre"))
+    with pytest.raises(OptionError, match="positional: weights of"):
+        circuits(lin, positional=compscope.load("induction-2l"))
+    assert torch.equal(circuits(raw, positional=raw).previous, circuits(raw).previous)
+    unlinearised, same = load_with_positional(folder, fold_norm=True)
+    assert same is unlinearised
+
+
+def test_cli_circuits_and_report_read_positional_scores_before_qk_norm_linearised(tmp_path, capsys):
+    """``compscope circuits --linearise-qk-norm`` prints the previous-token scores of the model as it is
+    and says so; a report of the linearised weights labels its previous-token heads from them too."""
+    from compscope.report.collect import collect
+
+    folder = _tiny_gemma3(tmp_path)
+
+    def previous(argv):
+        assert main(["circuits", str(folder), *argv]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        col = lines[1].split().index("prev-token")
+        return lines[0], [row.split()[col] for row in lines[2:] if row[:1].isdigit()]
+
+    first, linearised = previous(["--linearise-qk-norm"])
+    assert "previous-token from the weights before QK-norm was linearised" in first, first
+    plain_first, plain = previous([])
+    assert linearised == plain and "before QK-norm" not in plain_first
+    rep = collect(str(folder), kinds="K", metrics=["identity"], data="none", progress=False,
+                  processing={"linearise_qk_norm": True})
+    assert torch.equal(rep.weight_labels.scores["previous_token"],
+                       compscope.head_circuits(compscope.load(folder), progress=False).previous)
+    assert any(n.startswith("head labels from the weights: previous-token scores from the weights before QK-norm")
+               for n in rep.notes), rep.notes

@@ -52,16 +52,18 @@ def compose_pair(model, writer: tuple[int, int] | str, reader: tuple[int, int] |
 
 
 def head_circuits(model, measure: str = "frobenius", *, offset: float = 0.0, content: str = "embed",
-                  sample_data=None, progress: bool = True):
+                  sample_data=None, progress: bool = True, positional=None):
     """Copying, matching, previous-token and induction scores of every head of ``model``, read
     from the weights: :func:`compscope.analysis.circuits.head_circuits` after loading.
     ``content``: the content distribution of the rotary previous-token score, ``embed`` (the
     normed embeddings: weights only) or ``activations`` (what each layer reads on natural text:
     runs ``model``, which must then be a name, folder or runner, not ``HeadWeights``), sampled on
-    ``sample_data`` (:class:`~compscope.data.residual_moments.SampleData`; only with ``activations``)."""
+    ``sample_data`` (:class:`~compscope.data.residual_moments.SampleData`; only with ``activations``).
+    ``positional``: for weights whose QK-norm is linearised, those before it, which the previous-token
+    scores read (:func:`compscope.loading.sources.load_with_positional` gives both)."""
     hw = as_heads(model)
     return _circuits.head_circuits(hw, measure, offset=offset, content=circuit_content(hw, content, model, sample_data),
-                                   progress=progress)
+                                   progress=progress, positional=positional)
 
 
 def circuit_content(hw, content: str, model, sample_data=None):

@@ -349,27 +349,57 @@ class Circuits:
 
 
 def head_circuits(hw: HeadWeights, measure: str = "frobenius", *, offset: float = 0.0,
-                  content: Mapping[int, Tensor] | None = None, progress: bool = False) -> Circuits:
+                  content: Mapping[int, Tensor] | None = None, progress: bool = False,
+                  positional: HeadWeights | None = None) -> Circuits:
     """Copying, matching, previous-token and induction scores (with its attention half) of every head
     (module docstring); ``measure``: the K-composition measure of the induction score;
     ``content``: samples of what each layer reads for the rotary previous-token score
     (:func:`rotary_previous`; None: the normed embeddings, weights only; ignored for other
-    positions); ``progress``: a bar while the induction scores are computed."""
+    positions); ``progress``: a bar while the induction scores are computed; ``positional``: the
+    weights the previous-token score reads (default ``hw``; :func:`positional_weights`)."""
     name = "activations" if content is not None and reads_content(hw) else "embed"
-    return head_circuits_by_content(hw, {name: content}, measure, offset=offset, progress=progress)[name]
+    return head_circuits_by_content(hw, {name: content}, measure, offset=offset, progress=progress,
+                                    positional=positional)[name]
+
+
+def positional_weights(hw: HeadWeights, before: HeadWeights | None) -> HeadWeights:
+    """The weights the heads' previous-token scores read: ``hw``, or where ``hw``'s QK-norm was
+    linearised, ``before`` — the same model before the linearisation, its QK-norm as it is (a
+    positional pattern comes from the mean query and key, which QK-norm divides by their own RMS and
+    the linearisation by a typical query's; every other processing step leaves queries and keys alone). Refused when ``before`` is not ``hw``'s model
+    or when a linearised ``hw`` comes without it."""
+    from ..core.processing import qk_norm_linearised
+
+    if before is None:
+        if qk_norm_linearised(hw):
+            raise OptionError(f"{hw.meta.name}: QK-norm linearised, which loses the heads' positional patterns; give "
+                              "positional= the weights before the linearisation (compscope.loading.sources.load_with_positional)")
+        return hw
+    if before is hw:
+        return hw
+    shape = lambda w: (w.meta.name, w.n_layers, w.n_heads, w.d_model, w.positions)  # noqa: E731
+    if shape(before) != shape(hw):
+        raise OptionError(f"positional: weights of {before.meta.name} ({before.n_layers} layers x {before.n_heads} heads, "
+                          f"{before.positions}) for the scores of {hw.meta.name} ({hw.n_layers} x {hw.n_heads}, {hw.positions})")
+    if qk_norm_linearised(before):
+        raise OptionError(f"positional: {before.meta.name}'s QK-norm is linearised there too; give the weights before it")
+    return before
 
 
 def head_circuits_by_content(hw: HeadWeights, contents: Mapping[str, Mapping[int, Tensor] | None],
                              measure: str = "frobenius", *, offset: float = 0.0,
-                             progress: bool = False, device: str | torch.device | None = None) -> dict[str, Circuits]:
+                             progress: bool = False, device: str | torch.device | None = None,
+                             positional: HeadWeights | None = None) -> dict[str, Circuits]:
     """:func:`head_circuits` under each of several content distributions of the rotary
     previous-token score (``{name: samples}``; None: the normed embeddings), keyed alike. What
     does not depend on the content is computed once: the copying and matching scores, the
     K-composition scores and the matching through each writer. For a model whose previous-token
     score is not rotary, every entry is the same. ``device``: where the engine computes the
-    K-composition scores (its default: CUDA when present); the rest runs on the CPU in float64."""
+    K-composition scores (its default: CUDA when present); the rest runs on the CPU in float64.
+    ``positional``: the weights the previous-token scores read (:func:`positional_weights`)."""
     from ..engine.composition import scores
 
+    pos = positional_weights(hw, positional)
     copying = None if hw.W_U is None else copying_scores(hw)
     matching = matching_scores(hw, offset)
     K = matcher = None
@@ -379,8 +409,8 @@ def head_circuits_by_content(hw: HeadWeights, contents: Mapping[str, Mapping[int
         if key in done:
             out[name] = replace(done[key], content=name if reads_content(hw) else "embed")
             continue
-        previous = positional_previous(hw) if hw.W_pos is not None else \
-            rotary_previous(hw, content=content) if hw.rotary is not None else None
+        previous = positional_previous(pos) if hw.W_pos is not None else \
+            rotary_previous(pos, content=content) if hw.rotary is not None else None
         qk = induction = None
         if previous is not None and hw.causal:
             qk = torch.zeros_like(matching)

@@ -39,19 +39,19 @@ def report(args) -> str:
     from ..core.processing import weights_said
     from ..data.head_labels import toy_labels
     from ..engine.composition import scores
-    from ..loading.sources import load
+    from ..loading.sources import load_with_positional
     from ..measures import get_measure
     from ..results.table import top_entries
 
     get_measure(args.measure)
     data = sample_data(args, args.content == "activations", "--content activations")
-    hw = load(args.model, **processing(args))
+    hw, positional = load_with_positional(args.model, **processing(args))
     check_offset(hw, args.offset)
     model = args.model
     if args.content == "activations" and reads_content(hw):  # one runner samples the content and says on what
         model = content_runner(hw, args.model)
     c = head_circuits(hw, args.measure, offset=args.offset, content=circuit_content(hw, args.content, model, data),
-                      progress=True)
+                      progress=True, positional=positional)
     found = {"copying": c.copying, "matching": c.matching, "prev-token": c.previous, "induction": c.induction,
              "induction (QK)": c.induction_qk}
     cols = {k: v for k, v in found.items() if v is not None}
@@ -60,7 +60,9 @@ def report(args) -> str:
         ([] if hw.causal else ["bidirectional, so no induction scores"])
     told = ([f"induction: K-composition by {c.measure}, matching through the writer"] if c.induction_qk is not None else []) \
         + ([f"rotary previous-token: content from the residual each layer reads on {as_sample_data(data).content(model)}"]
-           if c.content == "activations" else [])
+           if c.content == "activations" else []) \
+        + (["previous-token from the weights before QK-norm was linearised, its positional pattern as the model has it"]
+           if positional is not hw and c.previous is not None else [])
     lines = [f"{c.model}{weights_said(hw.meta.processing)}: circuits from the weights ({'; '.join(told + missing)})"]
     labels = None if hw.meta.processing else toy_labels(args.model)
     if labels is not None:

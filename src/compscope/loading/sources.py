@@ -78,3 +78,15 @@ def load(source, *, revision: str | None = None, cache_dir: str | Path | None = 
     hw = read_unprocessed(source)
     return process(hw, fold_norm=fold_norm, linearise_qk_norm=linearise_qk_norm, center_writing=center_writing,
                    fold_value_bias=fold_value_bias)
+
+
+def load_with_positional(source, *, fold_norm: bool = False, linearise_qk_norm: bool = False, center_writing: bool = False,
+                         fold_value_bias: bool = False, **where) -> tuple[HeadWeights, HeadWeights]:
+    """``(weights, positional)``: :func:`load`'s weights, and those the heads' previous-token scores
+    read (:func:`compscope.analysis.circuits.positional_weights`): the same weights, or where QK-norm
+    is linearised, the model read once and folded as asked but before the linearisation.
+    ``where``: :func:`load`'s ``revision`` and ``cache_dir``."""
+    before = load(source, fold_norm=fold_norm, **where)
+    hw = process(before, linearise_qk_norm=linearise_qk_norm, center_writing=center_writing,
+                 fold_value_bias=fold_value_bias)
+    return hw, (before if linearise_qk_norm else hw)

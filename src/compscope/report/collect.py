@@ -79,11 +79,12 @@ class Report:
         return self.data_labels or self.weight_labels
 
 
-def weight_labels(hw) -> Labels:
-    """Previous-token, copying and induction heads from the weights (:func:`head_circuits`)."""
+def weight_labels(hw, positional=None) -> Labels:
+    """Previous-token, copying and induction heads from the weights (:func:`head_circuits`;
+    ``positional``: the weights before QK-norm was linearised, if it was)."""
     from ..analysis.circuits import head_circuits
 
-    c = head_circuits(hw)
+    c = head_circuits(hw, positional=positional)
     scores = {k: v for k, v in (("previous_token", c.previous), ("copying", c.copying), ("induction", c.induction),
                                 ("induction_qk", c.induction_qk), ("matching", c.matching)) if v is not None}
     t = WEIGHT_THRESHOLDS
@@ -275,7 +276,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     from ..data.residual_moments import as_metric_data
     from ..data.validate import Verdict, validate
     from ..engine.composition import scores
-    from ..loading.sources import load
+    from ..loading.sources import load_with_positional
     from ..measures import select
 
     if not isinstance(data, (str, Path, Verdict)):
@@ -285,7 +286,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     metrics = distinct_metrics(metrics)
     ms = [m.name for m in select(measures)]
     primary = ms[0]
-    hw = load(model, **(processing or {}))
+    hw, positional = load_with_positional(model, **(processing or {}))
     if hw.n_layers < 2:
         raise OptionError(f"{hw.meta.name}: one layer, so no head pair composes; a report needs at least 2 layers")
     in_hand = data if isinstance(data, Verdict) else None  # a verdict already computed: its model must be this one
@@ -311,7 +312,10 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     if not tables:
         raise OptionError(f"no metric given applies to {hw.meta.name}: " + "; ".join(why))
     notes += [f"metric {n} estimated on {t.info['metric_data']}" for n, t in tables.items() if t.info.get("metric_data")]
-    wl = weight_labels(hw)
+    wl = weight_labels(hw, positional)
+    if positional is not hw:
+        notes.append("head labels from the weights: previous-token scores from the weights before QK-norm was "
+                     "linearised, its positional pattern as the model has it")
     side = saved  # a folder written by `compscope validate --out`, or None
     if in_hand is not None or data == "run" or (data == "auto" and hw.meta.family == "toy"):  # toy models: seconds
         v = in_hand or validate(model, kinds=kinds, progress=progress, metric_data=metric_data)
