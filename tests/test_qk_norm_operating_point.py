@@ -5,6 +5,8 @@ sits with the other steps, and the errors."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -278,11 +280,14 @@ def test_validate_at_the_texts_moment_reads_the_models_own_attention_norm(tmp_pa
                  "--linearise-qk-norm", "text"]) == 0
     out = capsys.readouterr().out
     assert "(weights: linearise_qk_norm (given moments))" in out and "note: QK-norm linearised" in out, out
-    for argv in (["validate", str(folder), "--linearise-qk-norm", "texts"], ["info", "--linearise-qk-norm", str(folder)]):
+    for argv in (["validate", str(folder), "--linearise-qk-norm", "texts"], ["info", "--linearise-qk-norm", "isotropc"]):
         with pytest.raises(SystemExit):
             main(argv)
         err = capsys.readouterr().err
-        assert f"argument --linearise-qk-norm: {argv[-1]!r} is no POINT (isotropic, text); a model goes before" in err, err
+        assert f"argument --linearise-qk-norm: {argv[-1]!r} is no POINT (isotropic, text)" in err, err
+    assert main(["info", "--linearise-qk-norm", str(folder)]) == 0  # a word far from every POINT is the model
+    assert main(["info", str(folder), "--linearise-qk-norm"]) == 0
+    assert re.findall(r"^processing +(.*)$", capsys.readouterr().out, re.M) == ["linearise_qk_norm (isotropic input)"] * 2
 
 
 def test_scores_and_pair_take_the_texts_point_and_the_other_commands_refuse_it(tmp_path, capsys, monkeypatch):
@@ -357,3 +362,20 @@ def test_the_readme_route_from_python_reads_one_pass():
     want = compscope.scores(hw, "K", ["read_gain"], activations(G, name="covariance"), progress=False)
     torch.testing.assert_close(t.dense("read_gain", "K"), want.dense("read_gain", "K"), equal_nan=True)
     assert hw.meta.processing == ("linearise_qk_norm (given moments)",)
+
+
+def test_a_model_after_an_option_whose_value_may_be_left_out_stays_the_model(tmp_path):
+    """``--linearise-qk-norm`` and ``--linearise-norms`` take an optional word; a built-in name, an existing
+    path or a hub id after them is the model (the option takes its default), any other word is the
+    option's to take or refuse."""
+    from compscope.cli.common import leave_model_names
+
+    assert leave_model_names(["info", "--linearise-qk-norm", "gemma3-270m"]) == ["info", "--linearise-qk-norm=isotropic", "gemma3-270m"]
+    assert leave_model_names(["validate", "--linearise-norms", str(tmp_path), "--top", "3"]) == \
+        ["validate", "--linearise-norms=all", str(tmp_path), "--top", "3"]
+    assert leave_model_names(["scores", "--linearise-qk-norm", "google/gemma-3-270m"])[1] == "--linearise-qk-norm=isotropic"
+    for kept in (["scores", "--linearise-qk-norm", "text"], ["scores", "--linearise-qk-norm", "texts"],
+                 ["validate", "--linearise-norms", "qk"], ["validate", "--linearise-norms", "keys"],
+                 ["scores", "--linearise-qk-norm", "--top", "3"], ["scores", "--linearise-qk-norm"],
+                 ["scores", "--fold-norm", "gemma3-270m"]):
+        assert leave_model_names(kept) == kept

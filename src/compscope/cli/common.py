@@ -94,12 +94,33 @@ def add_processing(p: argparse.ArgumentParser) -> None:
 
 
 def qk_norm_point(value: str) -> str:
-    """``--linearise-qk-norm``'s optional POINT; anything else is refused with where a model name goes
-    (the flag takes the next word when it is not an option)."""
+    """``--linearise-qk-norm``'s optional POINT; anything else is refused naming the POINTs."""
     if value not in QK_NORM_POINTS:
-        raise argparse.ArgumentTypeError(f"{value!r} is no POINT ({', '.join(QK_NORM_POINTS)}); "
-                                         "a model goes before the flag or after another option")
+        raise argparse.ArgumentTypeError(f"{value!r} is no POINT ({', '.join(QK_NORM_POINTS)})")
     return value
+
+
+#: ``--linearise-norms``' optional PARTS
+NORM_PARTS = ("all", "qk", "output", "qk,output")
+
+#: the options whose value may be left out, with the words they take and the one taken without a word
+OPTIONAL_WORDS = {"--linearise-qk-norm": (QK_NORM_POINTS, "isotropic"), "--linearise-norms": (NORM_PARTS, "all")}
+
+
+def leave_model_names(argv: list[str]) -> list[str]:
+    """``argv`` with an option of :data:`OPTIONAL_WORDS` followed by a model (a built-in name, an existing
+    file or folder, a hub id ``org/name``: ``compscope info --linearise-qk-norm gemma3-270m``) given its
+    value outright, so that the model stays the model; any other word is left for the option to take
+    or refuse."""
+    from ..loading.builtin import BUILTINS
+
+    out = list(argv)
+    for i, a in enumerate(out[:-1]):
+        word = out[i + 1]
+        if a in OPTIONAL_WORDS and word not in OPTIONAL_WORDS[a][0] and not word.startswith("-") \
+                and (word in BUILTINS or "/" in word or Path(word).exists()):
+            out[i] = f"{a}={OPTIONAL_WORDS[a][1]}"
+    return out
 
 
 def processing(args) -> dict:
@@ -136,7 +157,7 @@ def weights_and_metric(args, model) -> tuple:
     data runs the model, on the ``--metric-*`` data; where ``--linearise-qk-norm text`` ran it, that pass)."""
     from ..core.metrics import get_metric
 
-    data = metric_data(args, args.metric, "--linearise-qk-norm text", reading=args.linearise_qk_norm == "text")
+    data = metric_data_read_by_qk_norm(args, args.metric)
     hw, runner = load_processed(args, model, data)
     check_offset(hw, args.offset)
     return hw, get_metric(args.metric, hw, model=runner or model, device=None if runner else args.device, data=data)
@@ -203,6 +224,12 @@ def metric_data(args, metrics, also: str | None = None, reading: bool = False):
         raise OptionError(f"{flags}: for the metrics estimated on data ({', '.join(ON_DATA)})"
                           + (f" and {also}" if also else "") + f", and none is selected (metrics: {', '.join(metrics)})")
     return MetricData(*given.values())
+
+
+def metric_data_read_by_qk_norm(args, metrics):
+    """:func:`metric_data` of a command whose ``--linearise-qk-norm text`` reads the ``--metric-*`` text
+    as well as ``metrics`` estimated on data do."""
+    return metric_data(args, metrics, "--linearise-qk-norm text", reading=args.linearise_qk_norm == "text")
 
 
 def add_sample_data(p: argparse.ArgumentParser, where: str) -> None:

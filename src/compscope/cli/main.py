@@ -54,7 +54,9 @@ def refuse_unknown(parser: argparse.ArgumentParser, extra: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run one command; a ``CompscopeError``, or the file system refusing a read or write, becomes one
     line on stderr and exit status 2."""
-    args, extra = build_parser().parse_known_args(argv)
+    from .common import leave_model_names
+
+    args, extra = build_parser().parse_known_args(leave_model_names(sys.argv[1:] if argv is None else argv))
     if extra:
         refuse_unknown(args.command_parser, extra)
     try:

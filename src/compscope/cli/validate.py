@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .common import (add_device, add_metric_data, add_model_dtype, add_paths, add_sample_data, count, half_length, metric_data,
-                     metric_names, output_folder, qk_norm_point, sample_data, writers)
+from .common import (add_device, add_metric_data, add_model_dtype, add_paths, add_sample_data, count, half_length, metric_data_read_by_qk_norm,
+                     metric_names, NORM_PARTS, output_folder, qk_norm_point, sample_data, writers)
 
 HELP = "judge every measure x metric against interventions and activation labels on data"
 EXAMPLE = ("examples:\n  compscope validate --out verdict\n"
@@ -46,7 +46,7 @@ def add_arguments(p) -> None:
     p.add_argument("--fold-norm", action="store_true", help="judge the weights with norm gains folded in (pre-norm models)")
     p.add_argument("--fold-qk-gains", action="store_true",
                    help="judge the weights with QK-norm's gains moved into W_Q, W_K (approximate; Gemma 3)")
-    p.add_argument("--linearise-norms", nargs="?", const="all", metavar="PARTS", choices=("all", "qk", "output", "qk,output"),
+    p.add_argument("--linearise-norms", nargs="?", const="all", metavar="PARTS", choices=NORM_PARTS,
                    help="judge the weights with the norms inside the heads' circuits replaced by their mean Jacobian on "
                         "natural text: qk (QK-norm), output (attention-output norm), or both (qk,output; the default "
                         "without PARTS: every one the model has)")
@@ -69,7 +69,7 @@ def run(args) -> None:
     output_folder(args.out)
     metrics = args.metrics or DEFAULT_METRICS
     by_head = _by_head(args.by_head, metrics, args.kinds)  # refused before the model runs
-    data = metric_data(args, metrics, "--linearise-qk-norm text", reading=args.linearise_qk_norm == "text")
+    data = metric_data_read_by_qk_norm(args, metrics)
     v = validate(args.model, sequences=args.sequences, half=args.half, seed=args.seed,
                  intervention_sequences=args.intervention_sequences, kinds=args.kinds,
                  metrics=metrics, ablation=args.ablation, paths=args.paths, prev_threshold=args.prev_threshold,

@@ -542,11 +542,10 @@ def _estimated(hw, ridge: float, model, device, centred: bool, name: str, data: 
     from ..loading.builtin import find_toy
 
     toy = find_toy(model)
-    if hw.meta.processed_here:  # the model runs as it is; the processed heads read its residual
-        return _estimated(hw, ridge, runner_for(toy if toy is not None else model, None, device=device), None, centred,
-                          name, data)
-    runner = runner_for(toy if toy is not None else model, None if toy is not None else hw, device=device)
-    return _estimated(hw if toy is None else runner.hw, ridge, runner, None, centred, name, data)
+    processed = hw.meta.processed_here  # the model runs as it is; processed heads read its residual
+    runner = runner_for(toy if toy is not None else model, None if toy is not None or processed else hw, device=device)
+    reads = runner.hw if toy is not None and not processed else hw  # a toy's unprocessed heads: its own weights
+    return _estimated(reads, ridge, runner, None, centred, name, data)
 
 
 def covariance_metric(hw, ridge: float, model, device=None, data: MetricData | None = None) -> Metric:
