@@ -18,7 +18,13 @@ memory of the process. Target (issue): all pairs and kinds in at most 10 minutes
 it instead of ``--model``: how the time grows with the residual's width against a head's.
 
 Prints the phases (load, trace + labels, interventions), the peak resident memory, and the
-strongest K effects, so that a rerun can be compared. ``--save FILE`` keeps every effect (a
+strongest K effects, so that a rerun can be compared. ``--live-memory`` also counts the bytes of
+the tensors the interventions hold at once (every tensor an operation makes, until it is freed:
+what a GPU's ``max_memory_allocated`` counts, here on any device, without the allocator's slack
+that the resident memory carries) beside the estimate the plain route sizes its writer groups by:
+
+    python bench/interventions_real.py --plain --writers 16 --writer-batch-mib 0 --live-memory
+    python bench/interventions_real.py --plain --writers 16 --writer-batch-mib 100000 --live-memory ``--save FILE`` keeps every effect (a
 safetensors file); ``--against FILE`` prints, per kind, the largest difference from those of an
 earlier run (another commit, device or dtype):
 
@@ -29,6 +35,7 @@ earlier run (another commit, device or dtype):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import time
@@ -55,6 +62,47 @@ BATCH = 16
 
 def peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+class LiveBytes:
+    """A dispatch mode counting the bytes of the storages that operations make while it is on, less
+    those freed since: ``peak`` is the most held at once (views of a storage already held, and of
+    the arguments', count nothing)."""
+
+    def __init__(self) -> None:
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        outer = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                given = {t.untyped_storage().data_ptr() for t in _tensors((args, kwargs))}
+                for t in _tensors(out):
+                    outer.made(t.untyped_storage(), given)
+                return out
+
+        self.mode, self.live, self.peak, self.held = Mode(), 0, 0, {}
+
+    def made(self, storage, given: set) -> None:
+        import weakref
+
+        key = storage.data_ptr()
+        if not key or key in given or key in self.held:
+            return
+        self.held[key] = storage.nbytes()
+        self.live += self.held[key]
+        self.peak = max(self.peak, self.live)
+        weakref.finalize(storage, self.freed, key)
+
+    def freed(self, key: int) -> None:
+        self.live -= self.held.pop(key, 0)
+
+
+def _tensors(tree) -> list[torch.Tensor]:
+    from torch.utils._pytree import tree_leaves
+
+    return [t for t in tree_leaves(tree) if isinstance(t, torch.Tensor)]
 
 
 def random_llama(d_model: int, heads: int, kv_heads: int, layers: int) -> str:
@@ -104,6 +152,8 @@ def main() -> None:
                     help="the direct path (default) or every path (a changed forward pass per writer, or group of writers)")
     ap.add_argument("--writers", type=writer_list, metavar="LIST",
                     help="intervene on these writers only (LAYER.HEAD, LAYER or A-B, comma-separated; default every head)")
+    ap.add_argument("--live-memory", action="store_true",
+                    help="count the bytes of the tensors the interventions hold at once (slower)")
     ap.add_argument("--save", metavar="FILE", help="write every effect to FILE (safetensors)")
     ap.add_argument("--against", metavar="FILE", help="print the largest difference from the effects in FILE")
     args = ap.parse_args()
@@ -127,8 +177,10 @@ def main() -> None:
     reps = repeats(args.sequences, args.half, hw.n_vocab, args.seed, runner.bos)
     labels = activation_labels(runner, reps, progress=False)  # returns on the CPU: the device is done
     t2 = time.perf_counter()
-    eff = intervention_effects(runner, reps.tokens, "QKV", progress=True, paths=args.paths, batch_size=BATCH,
-                               writers=args.writers)
+    live = LiveBytes() if args.live_memory else None
+    with live.mode if live else contextlib.nullcontext():
+        eff = intervention_effects(runner, reps.tokens, "QKV", progress=True, paths=args.paths, batch_size=BATCH,
+                                   writers=args.writers)
     t3 = time.perf_counter()
     L, H = hw.n_layers, hw.n_heads
     chosen = eff.writers or [(l, h) for l in range(L - 1) for h in range(H)]
@@ -144,6 +196,11 @@ def main() -> None:
     print(f"peak resident memory                {peak_mib():7.0f} MiB")
     if runner.device.type == "cuda":
         print(f"peak GPU memory                     {torch.cuda.max_memory_allocated(runner.device) / 2**20:7.0f} MiB")
+    if live:
+        way = intervene.route(hw, reps.tokens[:BATCH].shape, runner.device, args.paths)
+        estimate = intervene._writer_bytes(hw, reps.tokens[:BATCH].shape, args.paths) / 2**20
+        print(f"peak live tensors (interventions)   {live.peak / 2**20:7.0f} MiB   ({way} route; the writer-group "
+              f"estimate is {estimate:.1f} MiB a writer)")
     print("strongest K effects: " + "   ".join("{}.{}->{}.{} ".format(*i) + f"{v:.3f}"
                                              for i, v in top_entries(eff.by_kind["K"], 5)))
     print("best previous-token heads: " + "   ".join(f"{l}.{h} {v:.2f}" for (l, h), v in top_entries(labels.previous_token, 3))

@@ -75,6 +75,44 @@ def test_interventions_real_on_every_path(tmp_path):
     assert set(found) == {"Q", "K", "V", "V (direction)"} and max(map(float, found.values())) < 1e-5, out
 
 
+def test_live_bytes_counts_what_operations_make_until_it_is_freed():
+    """``bench/interventions_real.py``'s counter: a new tensor's bytes count, a view or an in-place
+    operation adds nothing, a freed tensor's bytes leave, and the peak keeps the most held at once."""
+    import torch
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from interventions_real import LiveBytes
+
+    live = LiveBytes()
+    with live.mode:
+        a = torch.ones(1000)  # 4000 bytes
+        b = a.view(10, 100)
+        c = a + 1  # 4000 more
+        assert (live.live, live.peak) == (8000, 8000)
+        del c
+        d = torch.zeros(250, dtype=torch.float64)  # 2000
+        a.add_(1)
+        assert (live.live, live.peak) == (6000, 8000)
+        del a, b
+    assert (live.live, live.peak) == (2000, 8000) and d.numel() == 250
+
+
+def test_interventions_real_counts_the_live_tensors_of_a_writer_group():
+    """``--live-memory``: the interventions' peak of live tensors and the estimate the writer groups are
+    sized by; a layer's four writers in one changed forward pass hold three writers' more at once than
+    one writer does, within a factor 2 of what the estimate says."""
+    args = ("interventions_real.py", "--random-llama", "256,4,2,3", "--sequences", "16", "--half", "32", "--paths", "all",
+            "--plain", "--live-memory")
+    peaks = {}
+    for mib, group in (("0", 1), ("1024", 4)):
+        out = bench(*args, "--writer-batch-mib", mib)
+        m = re.search(r"^peak live tensors \(interventions\) +(\d+) MiB   \(plain \(writers in batches of up to (\d)\) "
+                      r"route; the writer-group estimate is ([0-9.]+) MiB a writer\)$", out, re.M)
+        assert m and int(m.group(2)) == group, out
+        peaks[group], estimate = int(m.group(1)), float(m.group(3))
+    assert 0.5 < (peaks[4] - peaks[1]) / (3 * estimate) < 2, (peaks, estimate)
+
+
 def test_interventions_real_on_some_writers(tmp_path):
     """``--writers``: only those heads are intervened on, the header names them, the blocks counted are
     theirs (head 0.1 before two later layers, layer 1's four heads before one), and a bad list is
