@@ -629,5 +629,5 @@ def test_cli_circuits_and_report_read_positional_scores_before_qk_norm_linearise
                   processing={"linearise_qk_norm": True})
     assert torch.equal(rep.weight_labels.scores["previous_token"],
                        compscope.head_circuits(compscope.load(folder), progress=False).previous)
-    assert any(n.startswith("head labels from the weights: previous-token scores from the weights before QK-norm")
+    assert any(n.startswith("head labels from the weights: previous-token from the weights before QK-norm")
                for n in rep.notes), rep.notes

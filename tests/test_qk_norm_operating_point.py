@@ -377,5 +377,6 @@ def test_a_model_after_an_option_whose_value_may_be_left_out_stays_the_model(tmp
     for kept in (["scores", "--linearise-qk-norm", "text"], ["scores", "--linearise-qk-norm", "texts"],
                  ["validate", "--linearise-norms", "qk"], ["validate", "--linearise-norms", "keys"],
                  ["scores", "--linearise-qk-norm", "--top", "3"], ["scores", "--linearise-qk-norm"],
-                 ["scores", "--fold-norm", "gemma3-270m"]):
+                 ["scores", "--fold-norm", "gemma3-270m"], ["info", "--linearise-qk-norm", "a\x00b"],
+                 ["info", "--linearise-qk-norm", "x" * 5000]):
         assert leave_model_names(kept) == kept

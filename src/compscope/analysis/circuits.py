@@ -362,12 +362,16 @@ def head_circuits(hw: HeadWeights, measure: str = "frobenius", *, offset: float 
                                     positional=positional)[name]
 
 
+#: what a result read from both weights says of its previous-token scores (:func:`positional_weights`)
+POSITIONAL_BEFORE_LINEARISED = "previous-token from the weights before QK-norm was linearised, its positional pattern as the model has it"
+
+
 def positional_weights(hw: HeadWeights, before: HeadWeights | None) -> HeadWeights:
     """The weights the heads' previous-token scores read: ``hw``, or where ``hw``'s QK-norm was
     linearised, ``before`` — the same model before the linearisation, its QK-norm as it is (a
     positional pattern comes from the mean query and key, which QK-norm divides by their own RMS and
-    the linearisation by a typical query's; every other processing step leaves queries and keys alone). Refused when ``before`` is not ``hw``'s model
-    or when a linearised ``hw`` comes without it."""
+    the linearisation by a typical query's; every other processing step leaves queries and keys
+    alone). Refused when ``before`` is not ``hw``'s model or when a linearised ``hw`` comes without it."""
     from ..core.processing import qk_norm_linearised
 
     if before is None:

@@ -32,7 +32,8 @@ def run(args) -> None:
 def report(args) -> str:
     """What ``compscope circuits`` prints: every head's scores (the top ones for large models),
     and for an unprocessed toy model its activation-based labels beside them."""
-    from ..analysis.circuits import bigram_copying, head_circuits, reads_content, virtual_copying
+    from ..analysis.circuits import (POSITIONAL_BEFORE_LINEARISED, bigram_copying, head_circuits, reads_content,
+                                     virtual_copying)
     from ..data.residual_moments import as_sample_data, content_runner
     from ..api import circuit_content
     from ..analysis.stats import spearman
@@ -61,8 +62,7 @@ def report(args) -> str:
     told = ([f"induction: K-composition by {c.measure}, matching through the writer"] if c.induction_qk is not None else []) \
         + ([f"rotary previous-token: content from the residual each layer reads on {as_sample_data(data).content(model)}"]
            if c.content == "activations" else []) \
-        + (["previous-token from the weights before QK-norm was linearised, its positional pattern as the model has it"]
-           if positional is not hw and c.previous is not None else [])
+        + ([POSITIONAL_BEFORE_LINEARISED] if positional is not hw and c.previous is not None else [])
     lines = [f"{c.model}{weights_said(hw.meta.processing)}: circuits from the weights ({'; '.join(told + missing)})"]
     labels = None if hw.meta.processing else toy_labels(args.model)
     if labels is not None:

@@ -114,11 +114,16 @@ def leave_model_names(argv: list[str]) -> list[str]:
     or refuse."""
     from ..loading.builtin import BUILTINS
 
+    def names_a_model(word: str) -> bool:
+        try:
+            return word in BUILTINS or "/" in word or Path(word).exists()
+        except (OSError, ValueError):  # a word no file system takes (too long, a NUL byte)
+            return False
+
     out = list(argv)
     for i, a in enumerate(out[:-1]):
         word = out[i + 1]
-        if a in OPTIONAL_WORDS and word not in OPTIONAL_WORDS[a][0] and not word.startswith("-") \
-                and (word in BUILTINS or "/" in word or Path(word).exists()):
+        if a in OPTIONAL_WORDS and word not in OPTIONAL_WORDS[a][0] and not word.startswith("-") and names_a_model(word):
             out[i] = f"{a}={OPTIONAL_WORDS[a][1]}"
     return out
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from .common import (add_device, add_metric_data, add_model_dtype, add_paths, add_sample_data, count, half_length, metric_data_read_by_qk_norm,
-                     metric_names, NORM_PARTS, output_folder, qk_norm_point, sample_data, writers)
+from .common import (NORM_PARTS, add_device, add_metric_data, add_model_dtype, add_paths, add_sample_data, count,
+                     half_length, metric_data_read_by_qk_norm, metric_names, output_folder, qk_norm_point, sample_data,
+                     writers)
 
 HELP = "judge every measure x metric against interventions and activation labels on data"
 EXAMPLE = ("examples:\n  compscope validate --out verdict\n"

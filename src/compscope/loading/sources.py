@@ -80,8 +80,8 @@ def load(source, *, revision: str | None = None, cache_dir: str | Path | None = 
                    fold_value_bias=fold_value_bias)
 
 
-def load_with_positional(source, *, fold_norm: bool = False, linearise_qk_norm: bool = False, center_writing: bool = False,
-                         fold_value_bias: bool = False, **where) -> tuple[HeadWeights, HeadWeights]:
+def load_with_positional(source, *, fold_norm: bool = False, linearise_qk_norm: bool | str = False,
+                         center_writing: bool = False, fold_value_bias: bool = False, **where) -> tuple[HeadWeights, HeadWeights]:
     """``(weights, positional)``: :func:`load`'s weights, and those the heads' previous-token scores
     read (:func:`compscope.analysis.circuits.positional_weights`): the same weights, or where QK-norm
     is linearised, the model read once and folded as asked but before the linearisation.

@@ -276,6 +276,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     from ..data.residual_moments import as_metric_data
     from ..data.validate import Verdict, validate
     from ..engine.composition import scores
+    from ..analysis.circuits import POSITIONAL_BEFORE_LINEARISED
     from ..loading.sources import load_with_positional
     from ..measures import select
 
@@ -314,8 +315,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     notes += [f"metric {n} estimated on {t.info['metric_data']}" for n, t in tables.items() if t.info.get("metric_data")]
     wl = weight_labels(hw, positional)
     if positional is not hw:
-        notes.append("head labels from the weights: previous-token scores from the weights before QK-norm was "
-                     "linearised, its positional pattern as the model has it")
+        notes.append(f"head labels from the weights: {POSITIONAL_BEFORE_LINEARISED}")
     side = saved  # a folder written by `compscope validate --out`, or None
     if in_hand is not None or data == "run" or (data == "auto" and hw.meta.family == "toy"):  # toy models: seconds
         v = in_hand or validate(model, kinds=kinds, progress=progress, metric_data=metric_data)
