@@ -16,7 +16,8 @@
 # were batched, for an A/B with interventions_cuda; named only, never by default: post_ln_cuda
 # post_ln_cuda_single on a random BERT-base-shaped model, all_paths_cuda all_paths_cuda_single, every path of
 # the SmolLM2 shape: the A/B of batched writers where the direct path passes through norms, and on
-# every path, measured on an H200 in bench/RESULTS.md, session 68); the first five took 194 s on an H100 (bench/RESULTS.md, 2026-11-26). ONLY=suite
+# every path, measured on an H200 in bench/RESULTS.md, session 68; live_memory_cuda: the tensors one and
+# nine every-path writers of layer 16 hold, counted, beside max_memory_allocated: session 69); the first five took 194 s on an H100 (bench/RESULTS.md, 2026-11-26). ONLY=suite
 # (named only, never by default) runs the whole test suite but the docs test on 16 workers, each
 # test's name and outcome printed as it ends (a run cut off by the lease still names its failures);
 # alone, ONLY=suite, it reached 95 % of the suite in 530 s on an H100 with the gguf and plotly wheels
@@ -37,7 +38,7 @@ run() {
 run test_device 200 "$py" -m pytest -q -p no:cacheprovider tests/test_device.py -rs
 model=$(mktemp -d)/random-smollm2-shape  # about 0.5 GB: kept out of OUT
 if wanted interventions_cuda || wanted interventions_cuda_bf16 || wanted interventions_cuda_single || wanted interventions_cpu \
-  || wanted verdict_cuda || named all_paths_cuda || named all_paths_cuda_single; then
+  || wanted verdict_cuda || named all_paths_cuda || named all_paths_cuda_single || named live_memory_cuda; then
 "$py" - "$model" <<'EOF'
 import sys, torch, transformers
 torch.manual_seed(0)
@@ -65,6 +66,9 @@ named all_paths_cuda && run all_paths_cuda 300 "$py" bench/interventions_real.py
   --save "$out/all_paths.safetensors"
 named all_paths_cuda_single && run all_paths_cuda_single 300 "$py" bench/interventions_real.py --model "$model" --device cuda \
   --paths all --writer-batch-mib 0 --against "$out/all_paths.safetensors"
+# the tensors one writer and a group of nine hold, counted, beside max_memory_allocated (RESULTS, session 69)
+named live_memory_cuda && run live_memory_cuda 400 bash -c 'for group in 0 100000; do "$0" bench/interventions_real.py \
+  --model "$1" --device cuda --paths all --writers 16 --writer-batch-mib $group --live-memory; done' "$py" "$model"
 run open_tests 300 "$py" -m pytest -q -p no:cacheprovider --tb=short \
   tests/test_axioms.py::test_seeded_results_repeat \
   "tests/test_rough_edges.py::test_track_with_a_pair_that_is_not_in_the_model" \
