@@ -32,18 +32,9 @@ import torch  # noqa: E402
 from verdict_candidates import (MEASURES, data_arguments, linearised_words, metrics_to_score,  # noqa: E402
                                 norms_argument, read_verdict, verdict_arguments, weights_to_score)
 
+from compscope.data.separation import comparisons  # noqa: E402
 from compscope.data.validate import auroc, auroc_within, true_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
-
-
-def comparisons(truth: torch.Tensor, scored: torch.Tensor, side: str | None) -> int:
-    """How many (true, other) comparisons the AUROC counts over the ``scored`` pairs: all of them
-    (``side=None``), or those that share the reader or the writer."""
-    t, f = (truth & scored).double(), (~truth & scored).double()
-    if side is None:
-        return int(t.sum() * f.sum())
-    dims = (0, 1) if side == "reader" else (2, 3)  # summed over the other side: per shared head
-    return int((t.sum(dims) * f.sum(dims)).sum())
 
 
 def main() -> None:
@@ -56,7 +47,7 @@ def main() -> None:
     truth = true_pairs(previous, induction, args.prev_threshold, args.induction_threshold)
     scored = torch.isfinite(effects)
     said = f"previous-token >= {args.prev_threshold}, induction >= {args.induction_threshold}"
-    n = {side: comparisons(truth, scored, side) for side in (None, "reader", "writer")}
+    n = {side: comparisons(scored, truth, side) for side in (None, "reader", "writer")}
     if not n[None]:
         raise SystemExit(f"{args.verdict}: no true K-pair and other pair to compare ({said})")
     weights, runner = weights_to_score(args, hw, runs=args.on_data)

@@ -13,6 +13,7 @@ import torch
 from compscope.cli.main import main
 from compscope.data.validate import (auroc, auroc_by_head, auroc_shares, auroc_within, confirmed_pairs, precision_at,
                                      true_pairs, validate)
+from compscope.data.separation import comparisons
 from compscope.errors import OptionError
 
 
@@ -131,6 +132,9 @@ def test_auroc_within_counts_the_comparisons_that_share_a_head(L, H, seed):
                 total += 1
         got = auroc_within(x, truth, side)
         assert (math.isnan(got) and total == 0) or got == pytest.approx(wins / total), side
+        assert comparisons(x.isfinite(), truth, side) == total, side
+    n1, n0 = int((truth & x.isfinite()).sum()), int((~truth & x.isfinite()).sum())
+    assert comparisons(x.isfinite(), truth) == n1 * n0
     factor = 1 + torch.rand(L, H, generator=g, dtype=torch.float64) * 9
     assert auroc_within(x * factor[None, None], truth, "reader") == pytest.approx(auroc_within(x, truth, "reader"),
                                                                                  nan_ok=True)

@@ -40,14 +40,30 @@ def auroc_within(scores: Tensor, truth: Tensor, side: str = "reader") -> float:
     score above its other writers, whatever the reader: a score that depends on the reader alone
     gets ½, and one that is another times a positive factor per reader gets that one's value. NaN
     without any such head."""
+    u, n = _within_counts(*_by_shared_head(scores, truth, side))
+    return float(u.sum() / n.sum()) if n.sum() else float("nan")
+
+
+def comparisons(scored: Tensor, truth: Tensor, side: str | None = None) -> int:
+    """How many (true, false) comparisons :func:`auroc` (``side=None``) or :func:`auroc_within`
+    (``'reader'``, ``'writer'``) counts for a score of ``(L, H, L, H)`` finite where ``scored``:
+    ``n₁ n₀``, or ``Σ_h n₁ₕ n₀ₕ`` over the shared heads."""
+    scored, truth = scored.bool(), truth.bool()
+    if side is None:
+        return int((truth & scored).sum()) * int((~truth & scored).sum())
+    x, t = _by_shared_head(scored, truth, side)
+    fin = x > 0  # the mask, one row per shared head
+    return int(((t & fin).sum(1) * (~t & fin).sum(1)).sum())
+
+
+def _by_shared_head(scores: Tensor, truth: Tensor, side: str) -> tuple[Tensor, Tensor]:
+    """``(x, t)``: ``scores`` (float64) and ``truth`` of ``(L, H, L, H)`` as ``(head, head)``, one row per
+    head the compared pairs share (the reader's for ``side='reader'``, the writer's for ``'writer'``)."""
     if side not in ("reader", "writer"):
         raise OptionError(f"side={side!r}: expected 'reader' or 'writer'")
     n_heads = scores.shape[0] * scores.shape[1]
     x, t = scores.double().reshape(n_heads, n_heads), truth.bool().reshape(n_heads, n_heads)
-    if side == "reader":  # one row per shared head
-        x, t = x.T, t.T
-    u, n = _within_counts(x, t)
-    return float(u.sum() / n.sum()) if n.sum() else float("nan")
+    return (x.T, t.T) if side == "reader" else (x, t)
 
 
 def _within_counts(x: Tensor, t: Tensor) -> tuple[Tensor, Tensor]:
