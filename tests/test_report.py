@@ -101,7 +101,7 @@ def test_labels_and_verdict_from_data(toy_report):
     # the rows come in the printed verdict's order (the page sorts nothing), a group's kinds together
     import pandas as pd
 
-    from compscope.data.validate import ranked
+    from compscope.data.verdict import ranked
 
     groups = [(r["measure"], r["metric"]) for r in doc["verdict"]]
     runs = [g for i, g in enumerate(groups) if i == 0 or g != groups[i - 1]]

@@ -203,7 +203,7 @@ def test_rows_rank_by_their_printed_values_and_ties_keep_the_order_they_were_mad
     """Ranked by K AUROC to 3 decimals, then K Spearman to 2, as printed; rows tied as printed stay
     in the order given, whatever their digits past those (float noise that moves with the thread
     count); no AUROC last. Each (measure, metric) group keeps all its kinds."""
-    from compscope.data.validate import ranked
+    from compscope.data.verdict import ranked
 
     nan = float("nan")
 

@@ -86,7 +86,7 @@ def summary(rep) -> str:
                        + (f" (+{len(heads) - 8})" if len(heads) > 8 else "") for name, heads in lab.roles.items())
     lines.append(f"heads labelled from {lab.source}: {roles}")
     if rep.verdict:
-        from ..data.validate import ranked
+        from ..data.verdict import ranked
 
         best = ranked(rep.verdict)[0][1].get("K")  # the verdict table's first row
         if best and best.get("auroc") == best.get("auroc"):

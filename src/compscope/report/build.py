@@ -1,5 +1,5 @@
 """The report from Python: :func:`write_report` does what ``compscope report`` does, and takes a
-:class:`~compscope.data.validate.Verdict` already computed as its data."""
+:class:`~compscope.data.verdict.Verdict` already computed as its data."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def write_report(model=DEFAULT_MODEL, out: str | Path = "compscope-report", *, k
     folder ``out``, as ``compscope report`` does, and return the path of its ``index.html``.
 
     ``data``: ``'auto'`` (the verdict run on toy models only), ``'run'`` (always), ``'none'``, a
-    folder written by ``compscope validate --out``, or a :class:`~compscope.data.validate.Verdict`
+    folder written by ``compscope validate --out``, or a :class:`~compscope.data.verdict.Verdict`
     of the same model from :func:`compscope.validate` (its labels, effects and table, not run
     again). ``run``: a ``compscope train`` folder for the training curves; ``figures``: the PNG/SVG
     figures beside the page (matplotlib); ``fold_norm``, ``linearise_qk_norm``, ``center_writing``,

@@ -116,7 +116,7 @@ def _above(t: torch.Tensor | None, threshold: float) -> list[tuple[int, int]]:
 
 
 def verdict_data(v) -> VerdictData:
-    """:class:`VerdictData` of a :class:`~compscope.data.validate.Verdict` in hand."""
+    """:class:`VerdictData` of a :class:`~compscope.data.verdict.Verdict` in hand."""
     fx = v.effects
     return VerdictData({k: v.labels.mean[k] for k in ("induction", "previous_token", "duplicate_token", "sink")},
                        v.rows, v.heads, dict(fx.by_kind), effects_note(fx.ablation, fx.paths, fx.sequences, fx.writers),
@@ -197,7 +197,7 @@ def verdict_summary(model: str | None, options) -> list[str] | None:
     """The lines ``compscope validate`` prints above its table (what it ran on, the label truth),
     from its options (``Verdict.options``, or a ``run.json``); None when they lack what those
     lines need (a ``run.json`` from an older version, or edited by hand)."""
-    from ..data.validate import data_line, truth_lines
+    from ..data.verdict import data_line, truth_lines
 
     if model is None or not isinstance(options, dict):
         return None
@@ -221,7 +221,7 @@ def effects_note(ablation: str | None, paths: str | None, sequences: int | None,
 def read_effects(path: Path, L: int, H: int) -> tuple[dict | None, str | None]:
     """``{kind: (L, H, L, H)}`` effects from a verdict's ``interventions.parquet`` (None when
     there is none), and how they were measured (from the frame's own metadata,
-    :meth:`~compscope.data.validate.Verdict.interventions_frame`)."""
+    :meth:`~compscope.data.verdict.Verdict.interventions_frame`)."""
     import pandas as pd
 
     if not path.is_file():
@@ -274,7 +274,8 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     from ..core.factors import check_kinds
     from ..core.metrics import distinct_metrics, get_metric
     from ..data.residual_moments import as_metric_data
-    from ..data.validate import Verdict, validate
+    from ..data.validate import validate
+    from ..data.verdict import Verdict
     from ..engine.composition import scores
     from ..analysis.circuits import POSITIONAL_BEFORE_LINEARISED
     from ..loading.sources import load_with_positional

@@ -126,7 +126,7 @@ def _lists(t: torch.Tensor | None):
 def verdict_json(rows: list[dict] | None) -> list[dict] | None:
     """The verdict's rows in the order of its printed table (best measure x metric first, the kinds
     of one together): the page shows them in this order and sorts nothing itself."""
-    from ..data.validate import ranked
+    from ..data.verdict import ranked
 
     return None if rows is None else [r for _, ks in ranked(rows) for r in ks.values()]
 

@@ -118,7 +118,8 @@ def run_task(task: Task, device=None):
         df, digest, on_data = _track_rows(task.source, opts, device)  # the checkpoint is read once, its hash recorded there
     elif task.job == "validate":
         from ..data.runner import runner_for
-        from ..data.validate import DEFAULT_METRICS, data_line, validate
+        from ..data.validate import DEFAULT_METRICS, validate
+        from ..data.verdict import data_line
 
         # the weights are loaded once: the hash and the verdict read the same
         runner = runner_for(task.source, progress=False, device=device, dtype=opts.get("model_dtype"))
