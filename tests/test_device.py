@@ -403,3 +403,38 @@ def test_writers_per_batch_on_a_gpu_take_at_most_2_gib_or_a_quarter_of_its_free_
         n = intervene.writers_per_batch(hw, shape, dev)
         assert n == max(1, budget // intervene._writer_bytes(hw, shape))
     assert intervene.writers_per_batch(hw, (16, 65), dev) > intervene.writers_per_batch(hw, (16, 65), torch.device("cpu"))
+
+
+def _judged_at_the_texts_point(folder, device: str):
+    """A tiny Gemma 3's verdict with QK-norm linearised at the text's moment, run on ``device``, and
+    the linearised weights (the runner's pass, on the same device)."""
+    import compscope
+    from compscope.data.norm_linearisation import qk_norm_on_text
+    from compscope.data.residual_moments import MetricData
+    from compscope.data.runner import runner_for
+    from compscope.data.validate import validate
+
+    data = MetricData(sequences=6, length=12)
+    v = validate(str(folder), sequences=6, half=4, intervention_sequences=3, kinds="K", metrics=("identity", "covariance"),
+                 linearise_qk_norm="text", metric_data=data, progress=False, device=device)
+    runner = runner_for(str(folder), device=device)
+    return v, qk_norm_on_text(runner, compscope.load(folder), data)
+
+
+@cuda
+def test_qk_norm_at_the_texts_moment_on_cuda_equals_the_cpu(tmp_path):
+    """``linearise_qk_norm='text'`` on a GPU: the moment, the linearised ``W_Q``, ``W_K`` and the verdict
+    judged on them equal the CPU's to float32 rounding."""
+    from hf_tiny import BY_ID, build
+
+    folder = tmp_path / "gemma3"
+    build(BY_ID["gemma3-text"]).save_pretrained(folder)
+    (va, wa), (vb, wb) = _judged_at_the_texts_point(folder, "cpu"), _judged_at_the_texts_point(folder, "cuda")
+    assert vb.options["device"].startswith("cuda")
+    for name in ("W_Q", "W_K"):
+        a, b = getattr(wa, name), getattr(wb, name).cpu()
+        torch.testing.assert_close(b, a, atol=1e-5 * float(a.abs().max()), rtol=0)
+    for ra, rb in zip(va.rows, vb.rows):
+        assert (ra["measure"], ra["metric"], ra["kind"]) == (rb["measure"], rb["metric"], rb["kind"])
+        for key in ("spearman", "auroc"):
+            assert ra[key] == pytest.approx(rb[key], abs=1e-3, nan_ok=True), (ra, rb)
