@@ -19,14 +19,15 @@ it instead of ``--model``: how the time grows with the residual's width against 
 
 Prints the phases (load, trace + labels, interventions), the peak resident memory, and the
 strongest K effects, so that a rerun can be compared. ``--live-memory`` also counts the bytes of
-the tensors the interventions hold at once (every tensor an operation makes, until it is freed:
-what a GPU's ``max_memory_allocated`` counts, here on any device, without the allocator's slack
-that the resident memory carries) beside the estimate the plain route sizes its writer groups by:
+the tensors the interventions hold at once (every tensor an operation makes, until it is freed, on
+any device, without the allocator's slack that the resident memory carries) beside the estimate the
+plain route sizes its writer groups by (bench/RESULTS.md, session 69):
 
     python bench/interventions_real.py --plain --writers 16 --writer-batch-mib 0 --live-memory
-    python bench/interventions_real.py --plain --writers 16 --writer-batch-mib 100000 --live-memory ``--save FILE`` keeps every effect (a
-safetensors file); ``--against FILE`` prints, per kind, the largest difference from those of an
-earlier run (another commit, device or dtype):
+    python bench/interventions_real.py --plain --writers 16 --writer-batch-mib 100000 --live-memory
+
+``--save FILE`` keeps every effect (a safetensors file); ``--against FILE`` prints, per kind, the
+largest difference from those of an earlier run (another commit, device or dtype):
 
     python bench/interventions_real.py --save before.safetensors      # on one commit
     python bench/interventions_real.py --against before.safetensors   # on another
