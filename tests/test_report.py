@@ -494,3 +494,34 @@ def test_the_pair_command_the_page_suggests_loads_the_model_as_the_report_did(tm
     assert set(measures) == {"frobenius", "frobenius_baselined", "tight", "overlap", "shared_dims", "bandwidth", "spectral", "read_gain"}
     for measure, value in measures.items():
         assert re.search(rf"\b{measure}\b\s+{value:.4f}", printed), (measure, value, printed)
+
+
+def test_the_reports_verdict_judges_the_weights_its_tables_show(tmp_path):
+    """A report of processed weights runs its verdict on the same processing where ``validate`` takes
+    it (``--fold-norm``: the rows are ``validate(..., fold_norm=True)``'s, its first line says so, no
+    note); a verdict of other weights (a saved one of the weights as read, or one run without
+    ``center_writing``, which ``validate`` does not take) comes with a note naming both; a step that
+    moves no score (``fold_value_bias``) and a verdict that records no processing say nothing."""
+    import compscope
+    from compscope.report.collect import collect, judged_weights_note
+    from hf_tiny import BY_ID, build
+
+    llama, gpt2 = tmp_path / "llama", tmp_path / "gpt2"
+    build(BY_ID["llama-mha"]).save_pretrained(llama)
+    build(BY_ID["gpt2"]).save_pretrained(gpt2)
+    opts = dict(kinds="K", metrics=["identity"], progress=False)
+    said = lambda rep: [n for n in rep.notes if n.startswith("the verdict judged")]  # noqa: E731
+    rep = collect(str(llama), data="run", processing={"fold_norm": True}, **opts)
+    assert rep.verdict_summary[0].startswith("llama (weights: fold_norm): ") and said(rep) == []
+    want = compscope.validate(str(llama), fold_norm=True, **opts)
+    assert [(r["measure"], r["spearman"]) for r in rep.verdict if r["metric"] == "identity"] == \
+        [(r["measure"], r["spearman"]) for r in want.rows]
+    compscope.validate(str(llama), sequences=8, intervention_sequences=4, **opts).save(tmp_path / "v")
+    rep = collect(str(llama), data=str(tmp_path / "v"), processing={"fold_norm": True}, **opts)
+    assert said(rep) == ["the verdict judged the measures on the weights as read; the report's tables are of the "
+                         "weights with fold_norm: its ranking of measure x metric is of those other weights"]
+    rep = collect(str(gpt2), data="run", processing={"center_writing": True, "fold_value_bias": True}, **opts)
+    assert said(rep) == ["the verdict judged the measures on the weights as read; the report's tables are of the "
+                         "weights with center_writing: its ranking of measure x metric is of those other weights"]
+    assert said(collect(str(llama), data="run", processing={"fold_value_bias": True}, **opts)) == []
+    assert judged_weights_note(None, compscope.load(llama, fold_norm=True)) is None

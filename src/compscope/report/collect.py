@@ -38,8 +38,9 @@ class VerdictData:
     """What a report shows of a verdict: the activation labels ``(L, H)`` float64 by name, the
     verdict's rows and per-head rankings (as ``verdict.csv`` and ``heads.csv`` hold them), the
     interventional effects by kind (None without them) with a note of how they were measured, the
-    lines ``compscope validate`` prints above its table (None when they cannot be rebuilt), and the
-    label thresholds of its truth (previous-token, induction)."""
+    lines ``compscope validate`` prints above its table (None when they cannot be rebuilt), the
+    label thresholds of its truth (previous-token, induction), and the processing of the weights its
+    measures judged (``weights_processing`` of its options; None when not recorded)."""
 
     labels: dict[str, torch.Tensor]
     rows: list[dict]
@@ -48,6 +49,7 @@ class VerdictData:
     effects_note: str | None
     summary: list[str] | None
     thresholds: tuple[float, float] = (DATA_THRESHOLDS["previous_token"], DATA_THRESHOLDS["induction"])
+    judged: list[str] | None = None
 
 
 @dataclass
@@ -115,12 +117,42 @@ def _above(t: torch.Tensor | None, threshold: float) -> list[tuple[int, int]]:
     return [tuple(x) for x in (t >= threshold).nonzero().tolist()]
 
 
+#: the processing steps of :func:`compscope.load` that :func:`~compscope.data.validate.validate` judges the
+#: measures with too: a report's verdict on data is run with those it was given
+VALIDATE_STEPS = ("fold_norm", "linearise_qk_norm")
+
+
 def verdict_data(v) -> VerdictData:
     """:class:`VerdictData` of a :class:`~compscope.data.verdict.Verdict` in hand."""
     fx = v.effects
     return VerdictData({k: v.labels.mean[k] for k in ("induction", "previous_token", "duplicate_token", "sink")},
                        v.rows, v.heads, dict(fx.by_kind), effects_note(fx.ablation, fx.paths, fx.sequences, fx.writers),
-                       verdict_summary(v.model, v.options), _thresholds(v.options))
+                       verdict_summary(v.model, v.options), _thresholds(v.options), _judged(v.options))
+
+
+def _judged(options) -> list[str] | None:
+    """The processing steps of the weights a verdict judged, from its options (None: not recorded)."""
+    steps = options.get("weights_processing") if isinstance(options, dict) else None
+    return [str(x) for x in steps] if isinstance(steps, list) else None
+
+
+#: processing a verdict of the weights as read can stand for: it moves no composition score
+#: (``b_V`` enters no factor the measures read)
+SCORE_NEUTRAL_STEPS = ("fold_value_bias",)
+
+
+def judged_weights_note(judged: list[str] | None, hw) -> str | None:
+    """A note when a verdict judged other weights than ``hw`` (the report's tables): its processing
+    ``judged`` against ``hw.meta.processing``, steps that move no score left out; None when they agree
+    or the verdict does not record its own."""
+    if judged is None:
+        return None
+    mine, theirs = ([s for s in steps if s not in SCORE_NEUTRAL_STEPS] for steps in (hw.meta.processing, judged))
+    if mine == theirs:
+        return None
+    said = lambda steps: "the weights as read" if not steps else "the weights with " + ", ".join(steps)  # noqa: E731
+    return (f"the verdict judged the measures on {said(theirs)}; the report's tables are of {said(mine)}: its "
+            "ranking of measure x metric is of those other weights")
 
 
 def _thresholds(options) -> tuple[float, float]:
@@ -190,7 +222,7 @@ def read_validation(folder: str | Path, hw) -> VerdictData:
             raise OptionError(f"--data {folder}: validated model {model!r}, not {hw.meta.name!r}")
         summary = verdict_summary(model, options)
     effects, note = read_effects(folder / "interventions.parquet", L, H)
-    return VerdictData(scores, verdict, heads, effects, note, summary, _thresholds(options))
+    return VerdictData(scores, verdict, heads, effects, note, summary, _thresholds(options), _judged(options))
 
 
 def verdict_summary(model: str | None, options) -> list[str] | None:
@@ -319,12 +351,16 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
         notes.append(f"head labels from the weights: {POSITIONAL_BEFORE_LINEARISED}")
     side = saved  # a folder written by `compscope validate --out`, or None
     if in_hand is not None or data == "run" or (data == "auto" and hw.meta.family == "toy"):  # toy models: seconds
-        v = in_hand or validate(model, kinds=kinds, progress=progress, metric_data=metric_data)
+        v = in_hand or validate(model, kinds=kinds, progress=progress, metric_data=metric_data,
+                                **{k: (processing or {}).get(k) or False for k in VALIDATE_STEPS})
         side = verdict_data(v)
         notes += v.notes
     elif saved is None and data == "auto":
         notes.append("no data: head labels from the weights; run `compscope validate MODEL --out DIR` and give "
                      "`--data DIR` for labels and the verdict from data")
+    judged = judged_weights_note(side.judged, hw) if side is not None else None
+    if judged:
+        notes.append(judged)
     details = pair_details(hw, tables, mets, kinds, primary, detail_pairs)
     tr = None
     if run is not None:
