@@ -497,11 +497,10 @@ def test_the_pair_command_the_page_suggests_loads_the_model_as_the_report_did(tm
 
 
 def test_the_reports_verdict_judges_the_weights_its_tables_show(tmp_path):
-    """A report of processed weights runs its verdict on the same processing where ``validate`` takes
-    it (``--fold-norm``: the rows are ``validate(..., fold_norm=True)``'s, its first line says so, no
-    note); a verdict of other weights (a saved one of the weights as read, or one run without
-    ``center_writing``, which ``validate`` does not take) comes with a note naming both; a step that
-    moves no score (``fold_value_bias``) and a verdict that records no processing say nothing."""
+    """A report of processed weights runs its verdict on the same processing (``--fold-norm``: the rows
+    are ``validate(..., fold_norm=True)``'s, its first line says so, no note; ``--center-writing`` alike);
+    a verdict of other weights (a saved one of the weights as read) comes with a note naming both; a
+    step that moves no score (``fold_value_bias``) and a verdict that records no processing say nothing."""
     import compscope
     from compscope.report.collect import collect, judged_weights_note
     from hf_tiny import BY_ID, build
@@ -521,6 +520,9 @@ def test_the_reports_verdict_judges_the_weights_its_tables_show(tmp_path):
     assert said(rep) == ["the verdict judged the measures on the weights as read; the report's tables are of the "
                          "weights with fold_norm: its ranking of measure x metric is of those other weights"]
     rep = collect(str(gpt2), data="run", processing={"center_writing": True, "fold_value_bias": True}, **opts)
+    assert rep.verdict_summary[0].startswith("gpt2 (weights: center_writing): ") and said(rep) == []
+    compscope.validate(str(gpt2), sequences=8, intervention_sequences=4, **opts).save(tmp_path / "g")
+    rep = collect(str(gpt2), data=str(tmp_path / "g"), processing={"center_writing": True}, **opts)
     assert said(rep) == ["the verdict judged the measures on the weights as read; the report's tables are of the "
                          "weights with center_writing: its ranking of measure x metric is of those other weights"]
     assert said(collect(str(llama), data="run", processing={"fold_value_bias": True}, **opts)) == []

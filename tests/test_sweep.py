@@ -431,8 +431,9 @@ def test_processing_steps_are_part_of_a_task(tmp_path, capsys):
     got, want = (f.sort_values(key).reset_index(drop=True) for f in (got, want))
     assert got[key].equals(want[key]) and got.auroc.to_numpy() == pytest.approx(want.auroc.to_numpy(), nan_ok=True)
     capsys.readouterr()
-    assert main(["sweep", str(folder), *small, "--center-writing", "--out", str(tmp_path / "x")]) == 2
-    assert "--center-writing: --job validate takes --fold-norm and --linearise-qk-norm" in capsys.readouterr().err
+    assert main(["sweep", str(folder), *small, "--fold-value-bias", "--out", str(tmp_path / "x")]) == 2
+    assert ("--fold-value-bias: --job validate takes --fold-norm, --linearise-qk-norm and --center-writing"
+            in capsys.readouterr().err)
     assert main(["sweep", str(folder), "--job", "track", "--fold-norm", "--out", str(tmp_path / "x")]) == 2
     assert "--fold-norm: --job track reads each checkpoint as it is" in capsys.readouterr().err
     assert not (tmp_path / "x").exists() or not any((tmp_path / "x").iterdir())

@@ -648,3 +648,40 @@ def test_a_metric_of_ones_own_is_judged_under_its_name():
     twice = validate("induction-2l", kinds="K", metrics=["embed", "embed"], sequences=8, half=8, intervention_sequences=2,
                      progress=False)
     assert twice.options["metrics"] == ["embed"] and len(twice.rows) == len({r["measure"] for r in twice.rows})
+
+
+def test_a_verdict_judges_centred_writing_weights_when_asked(tmp_path, capsys):
+    """``center_writing=True`` (``--center-writing``): the measures' tables are those of the weights
+    :func:`compscope.load` centres (every kind; under a metric on data too), recorded and said in the
+    first line; the heads' own scores read the weights uncentred; a model whose readers are not all
+    pre-LayerNorms is refused before it runs, and a flag that is no boolean by name."""
+    import compscope
+    from hf_tiny import BY_ID, build
+
+    gpt2, llama = tmp_path / "gpt2", tmp_path / "llama"
+    build(BY_ID["gpt2"]).save_pretrained(gpt2)
+    build(BY_ID["llama-mha"]).save_pretrained(llama)
+    opts = dict(sequences=6, half=4, intervention_sequences=3, metrics=("identity", "covariance"), progress=False)
+    v = validate(str(gpt2), center_writing=True, **opts)
+    plain = validate(str(gpt2), **opts)
+    assert v.options["weights_processing"] == ["center_writing"]
+    centred = compscope.load(gpt2, center_writing=True)
+    want = compscope.scores(centred, "QKV", "all", "identity", pairs="all", progress=False)
+    for kind in "QKV":
+        for m in ("frobenius", "read_gain"):
+            torch.testing.assert_close(v.tables["identity"].dense(m, kind), want.dense(m, kind), equal_nan=True)
+    from compscope.core.metrics import get_metric
+
+    cov = compscope.scores(centred, "V", ["frobenius"], get_metric("covariance", centred, model=str(gpt2)), pairs="all",
+                           progress=False)
+    torch.testing.assert_close(v.tables["covariance"].dense("frobenius", "V"), cov.dense("frobenius", "V"), equal_nan=True)
+    assert not torch.allclose(v.tables["identity"].dense("frobenius", "V").nan_to_num(),
+                              plain.tables["identity"].dense("frobenius", "V").nan_to_num())
+    assert [h["spearman"] for h in v.heads] == [h["spearman"] for h in plain.heads]
+    with pytest.raises(compscope.ProcessingError, match="center_writing: llama has pre-norm rmsnorm"):
+        validate(str(llama), center_writing=True, **opts)
+    with pytest.raises(OptionError, match=r"^center_writing='yes': expected True or False"):
+        validate(str(gpt2), center_writing="yes", **opts)
+    assert main(["validate", str(gpt2), "--sequences", "6", "--half", "4", "--intervention-sequences", "3",
+                 "--metric", "identity", "--center-writing", "--top", "2"]) == 0
+    assert capsys.readouterr().out.startswith("gpt2 (weights: center_writing): 6 repeated random sequences")

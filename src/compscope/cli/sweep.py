@@ -37,7 +37,7 @@ def add_arguments(p) -> None:
                    "only (LAYER.HEAD, LAYER or A-B, comma-separated; default every head)")
     add_model_dtype(p, "--job validate: ")
     add_metric_data(p)
-    add_processing(p)  # --job scores: any; --job validate: --fold-norm, --linearise-qk-norm; --job track: none
+    add_processing(p)  # --job scores: any; --job validate: --fold-norm, --linearise-qk-norm, --center-writing; --job track: none
     p.add_argument("--executor", default="local", choices=["local", "ray"], help="where tasks run (default local: this process)")
     p.add_argument("--address", help="Ray: an existing cluster's address (default: start a local instance)")
     p.add_argument("--workers", help="Ray: CPUs of the local instance (default: all)")
@@ -45,16 +45,12 @@ def add_arguments(p) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-#: the processing steps a validate task applies to the weights it judges (as ``compscope validate`` has them)
-VALIDATE_STEPS = ("fold_norm", "linearise_qk_norm")
-
-
 def run(args) -> int:
     from ..errors import OptionError
     from ..measures import select
     from ..core.factors import check_kinds
     from ..core.metrics import ON_DATA, check_metrics
-    from ..data.validate import DEFAULT_METRICS
+    from ..data.validate import DEFAULT_METRICS, PROCESSING_STEPS
     from ..data.sequences import corpus_digest
     from ..data.residual_moments import MetricData
     from ..sweep import Task, expand_sources, read_dataset, sweep
@@ -84,10 +80,10 @@ def run(args) -> int:
         raise OptionError("--linearise-qk-norm text: runs each model over text, which a sweep task does not; "
                           "--linearise-qk-norm (the isotropic point) does, or compscope validate/scores per model")
     steps = [name for name, on in processing(args).items() if on]  # as a task option only when given
-    judged_steps = {"scores": steps, "validate": [s for s in steps if s in VALIDATE_STEPS], "track": []}[args.job]
+    judged_steps = {"scores": steps, "validate": [s for s in steps if s in PROCESSING_STEPS], "track": []}[args.job]
     if steps != judged_steps:
         refused = ", ".join("--" + s.replace("_", "-") for s in steps if s not in judged_steps)
-        can = {"validate": "--job validate takes --fold-norm and --linearise-qk-norm",
+        can = {"validate": "--job validate takes --fold-norm, --linearise-qk-norm and --center-writing",
                "track": "--job track reads each checkpoint as it is"}[args.job]
         raise OptionError(f"{refused}: {can}; --job scores takes every processing step")
     step_option = {"processing": steps} if steps else {}

@@ -55,6 +55,8 @@ def add_arguments(p) -> None:
                    help="judge the weights with QK-norm replaced by its Jacobian (approximate; per-head QK-norm such as "
                         "Gemma 3's) where the normalised input is isotropic, from the weights alone (the default without "
                         "POINT), or at the second moment of what the heads read on the --metric-* text (text)")
+    p.add_argument("--center-writing", action="store_true",
+                   help="judge the weights with W_O, W_E, W_pos centred (pre-LayerNorm models, as TransformerLens loads them)")
     p.add_argument("--text-labels", action="store_true",
                    help="label every head on natural text too (the --sample-* text): head_labels_text.csv, and how its "
                         "labels agree with the repeats' (the truth stays the repeats')")
@@ -76,7 +78,7 @@ def run(args) -> None:
                  metrics=metrics, ablation=args.ablation, paths=args.paths, prev_threshold=args.prev_threshold,
                  induction_threshold=args.induction_threshold, effect_threshold=args.effect_threshold, fold_norm=args.fold_norm,
                  fold_qk_gains=args.fold_qk_gains, linearise_norms=args.linearise_norms or False,
-                 linearise_qk_norm=args.linearise_qk_norm or False, device=args.device, model_dtype=args.model_dtype,
+                 linearise_qk_norm=args.linearise_qk_norm or False, center_writing=args.center_writing, device=args.device, model_dtype=args.model_dtype,
                  writers=args.writers, metric_data=data, sample_data=sample_data(args),
                  text_labels=args.text_labels)
     print(v.format(args.top))

@@ -272,6 +272,20 @@ def linearise_qk_norm(hw: HeadWeights, moments: Tensor | None = None, means: Ten
 
 def center_writing(hw: HeadWeights) -> HeadWeights:
     """Remove the mean over ``d_model`` from everything written into the residual."""
+    check_centrable(hw)
+    centre = lambda t: None if t is None else t - t.mean(dim=-2 if t.ndim >= 2 else -1, keepdim=True)  # noqa: E731
+    return hw.replace(
+        step="center_writing",
+        W_O=hw.W_O - hw.W_O.mean(dim=-2, keepdim=True),
+        b_O=None if hw.b_O is None else hw.b_O - hw.b_O.mean(-1, keepdim=True),
+        W_E=centre(hw.W_E),
+        W_pos=centre(hw.W_pos),
+    )
+
+
+def check_centrable(hw: HeadWeights) -> None:
+    """Refuse, naming the model, weights :func:`center_writing` would change the model of (a reader
+    that is not a pre-LayerNorm, an unembedding reading the raw residual), or centres twice."""
     _check_once(hw, "center_writing")
     norms = [n for n in (hw.attn_norm, hw.final_norm) if n is not None]
     if hw.norm_placement != "pre" or not norms or any(n.kind != "layernorm" for n in norms):
@@ -285,14 +299,6 @@ def center_writing(hw: HeadWeights) -> HeadWeights:
             f"center_writing: {hw.meta.name} has an unembedding but no final norm; W_U reads the raw residual, "
             "so removing its mean would change the logits"
         )
-    centre = lambda t: None if t is None else t - t.mean(dim=-2 if t.ndim >= 2 else -1, keepdim=True)  # noqa: E731
-    return hw.replace(
-        step="center_writing",
-        W_O=hw.W_O - hw.W_O.mean(dim=-2, keepdim=True),
-        b_O=None if hw.b_O is None else hw.b_O - hw.b_O.mean(-1, keepdim=True),
-        W_E=centre(hw.W_E),
-        W_pos=centre(hw.W_pos),
-    )
 
 
 def fold_value_bias(hw: HeadWeights) -> HeadWeights:

@@ -53,6 +53,7 @@ from torch import Tensor
 from ..core.heads import HeadWeights
 from ..errors import OptionError, check_int
 from ..core.metrics import ON_DATA
+from ..core.processing import center_writing as centred, check_centrable
 from ..defaults import QK_NORM_POINTS
 from .norm_linearisation import unread_norms
 from .separation import (BY_HEAD_COLUMNS, auroc, auroc_by_head, auroc_shares, auroc_within,  # noqa: F401 (re-exported)
@@ -64,6 +65,9 @@ from .verdict import Verdict, _top_heads, data_line, ranked, truth_lines  # noqa
 CIRCUIT_MEASURE = ("frobenius", "identity")
 #: metrics judged by default (each skipped, with a note, where the model lacks what it needs)
 DEFAULT_METRICS = ("identity", "embed", "activations", "covariance")
+#: the processing steps of :func:`compscope.load` that :func:`validate` judges the measures with too
+#: (``fold_value_bias`` moves no score; the others of its own are validate's alone)
+PROCESSING_STEPS = ("fold_norm", "linearise_qk_norm", "center_writing")
 
 
 def verdict_sequences(runner, sequences: int, half: int, seed: int):
@@ -116,7 +120,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
              prev_threshold: float = 0.4, induction_threshold: float = 0.3, effect_threshold: float = 0.05,
              batch_size: int = 16, fold_norm: bool = False,
              fold_qk_gains: bool = False, linearise_norms: bool | str | Sequence[str] = False,
-             linearise_qk_norm: bool | str = False, progress: bool = True,
+             linearise_qk_norm: bool | str = False, center_writing: bool = False, progress: bool = True,
              device: str | torch.device | None = None, model_dtype: str | torch.dtype | None = None,
              writers=None, metric_data=None, sample_data=None, text_labels: bool = False) -> Verdict:
     """Judge every measure × metric on ``model`` against its behaviour on data (module docstring).
@@ -136,7 +140,10 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     (:func:`~compscope.core.processing.linearise_qk_norm`; the heads' own scores as above): True or
     ``'isotropic'``, where the normalised input is isotropic, from the weights alone; ``'text'``, at the
     second moment of what the heads read on the ``metric_data`` text (the sample moment and mean; one
-    pass of the model, shared with the metrics estimated on data);
+    pass of the model, shared with the metrics estimated on data); ``center_writing``: judge the
+    weights with what the heads, the embeddings and the positions write centred (pre-LayerNorm
+    models: :func:`~compscope.core.processing.center_writing`; the heads' own scores read the weights
+    uncentred), after the steps above, as :func:`compscope.load` orders them;
     the model that runs on the data is always the unprocessed one. ``paths``: the interventions
     along the direct path (the specification's, the default) or every path
     (:func:`~compscope.data.intervene.intervention_effects`). ``effect_threshold``: the K
@@ -171,8 +178,9 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     _check_numbers(sequences=sequences, half=HALF if half is None else half, seed=seed,
                    intervention_sequences=intervention_sequences, batch_size=batch_size, prev_threshold=prev_threshold,
                    induction_threshold=induction_threshold, effect_threshold=effect_threshold)
-    if not isinstance(text_labels, bool):
-        raise OptionError(f"text_labels={text_labels!r}: expected True or False")
+    for name, flag in (("text_labels", text_labels), ("center_writing", center_writing)):
+        if not isinstance(flag, bool):
+            raise OptionError(f"{name}={flag!r}: expected True or False")
     if not (isinstance(linearise_qk_norm, bool) or linearise_qk_norm in QK_NORM_POINTS):
         raise OptionError(f"linearise_qk_norm={linearise_qk_norm!r}: expected False, True or one of {', '.join(QK_NORM_POINTS)}")
     metrics = distinct_metrics(metrics)
@@ -184,6 +192,8 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     hw = runner.hw
     half, cut = runner.repeat_half(half, HALF)  # the default cut to the model's context (said so); one given kept or refused
     head_weights = _folded(hw, fold_norm, fold_qk_gains)
+    if center_writing:
+        check_centrable(head_weights)  # before any pass of the model
     linearising = linearise_norms is not False and linearise_norms is not None
     if sample_data != SampleData() and not (linearising or text_labels or reads_content(head_weights)):
         raise OptionError(f"sample data: the residual is sampled for the rotary previous-token score's activations "
@@ -191,6 +201,8 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
                           f"({head_weights.positions}) and none of the others is asked for")
     weights, linearised_on = _linearised(runner, head_weights, linearise_qk_norm, linearise_norms, sample_data,
                                          metric_data, progress)
+    if center_writing:
+        weights = centred(weights)
     note = linearised_on or unread_norms(weights)
     notes = [note] if note else []
     if linearise_qk_norm == "text":  # where its moments come from

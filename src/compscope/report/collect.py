@@ -117,11 +117,6 @@ def _above(t: torch.Tensor | None, threshold: float) -> list[tuple[int, int]]:
     return [tuple(x) for x in (t >= threshold).nonzero().tolist()]
 
 
-#: the processing steps of :func:`compscope.load` that :func:`~compscope.data.validate.validate` judges the
-#: measures with too: a report's verdict on data is run with those it was given
-VALIDATE_STEPS = ("fold_norm", "linearise_qk_norm")
-
-
 def verdict_data(v) -> VerdictData:
     """:class:`VerdictData` of a :class:`~compscope.data.verdict.Verdict` in hand."""
     fx = v.effects
@@ -306,7 +301,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     from ..core.factors import check_kinds
     from ..core.metrics import distinct_metrics, get_metric
     from ..data.residual_moments import as_metric_data
-    from ..data.validate import validate
+    from ..data.validate import PROCESSING_STEPS, validate
     from ..data.verdict import Verdict
     from ..engine.composition import scores
     from ..analysis.circuits import POSITIONAL_BEFORE_LINEARISED
@@ -352,7 +347,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     side = saved  # a folder written by `compscope validate --out`, or None
     if in_hand is not None or data == "run" or (data == "auto" and hw.meta.family == "toy"):  # toy models: seconds
         v = in_hand or validate(model, kinds=kinds, progress=progress, metric_data=metric_data,
-                                **{k: (processing or {}).get(k) or False for k in VALIDATE_STEPS})
+                                **{k: (processing or {}).get(k) or False for k in PROCESSING_STEPS})
         side = verdict_data(v)
         notes += v.notes
     elif saved is None and data == "auto":
