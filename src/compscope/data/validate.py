@@ -59,15 +59,18 @@ from .norm_linearisation import unread_norms
 from .separation import (BY_HEAD_COLUMNS, auroc, auroc_by_head, auroc_shares, auroc_within,  # noqa: F401 (re-exported)
                          by_head_lines, confirmed_pairs, forward_pairs, true_pairs, writer_pairs)
 from .sequences import HALF
-from .verdict import Verdict, _top_heads, data_line, ranked, truth_lines  # noqa: F401 (re-exported)
+from .verdict import Verdict, data_line, ranked, truth_lines  # noqa: F401 (re-exported)
 
 #: the K measure and metric of the induction-circuit pair score (writer's previous-token score × K)
 CIRCUIT_MEASURE = ("frobenius", "identity")
 #: metrics judged by default (each skipped, with a note, where the model lacks what it needs)
 DEFAULT_METRICS = ("identity", "embed", "activations", "covariance")
 #: the processing steps of :func:`compscope.load` that :func:`validate` judges the measures with too
-#: (``fold_value_bias`` moves no score; the others of its own are validate's alone)
+#: (the others of its own are validate's alone)
 PROCESSING_STEPS = ("fold_norm", "linearise_qk_norm", "center_writing")
+#: the processing steps that move no composition score (``b_V`` enters no factor the measures read):
+#: a verdict without them stands for weights with them
+SCORE_NEUTRAL_STEPS = ("fold_value_bias",)
 
 
 def verdict_sequences(runner, sequences: int, half: int, seed: int):
@@ -106,7 +109,9 @@ def precision_at(weights: Tensor, truth: Tensor, n: int = 5) -> float:
     is (a precision of nothing to find)."""
     if not bool(truth.any()):
         return float("nan")
-    top = [i for i, _ in _top_heads(weights, n)]
+    from ..results.table import top_entries
+
+    top = [i for i, _ in top_entries(weights, n)]
     return sum(bool(truth[i]) for i in top) / max(1, len(top))
 
 

@@ -131,15 +131,12 @@ def _judged(options) -> list[str] | None:
     return [str(x) for x in steps] if isinstance(steps, list) else None
 
 
-#: processing a verdict of the weights as read can stand for: it moves no composition score
-#: (``b_V`` enters no factor the measures read)
-SCORE_NEUTRAL_STEPS = ("fold_value_bias",)
-
-
 def judged_weights_note(judged: list[str] | None, hw) -> str | None:
     """A note when a verdict judged other weights than ``hw`` (the report's tables): its processing
     ``judged`` against ``hw.meta.processing``, steps that move no score left out; None when they agree
     or the verdict does not record its own."""
+    from ..data.validate import SCORE_NEUTRAL_STEPS
+
     if judged is None:
         return None
     mine, theirs = ([s for s in steps if s not in SCORE_NEUTRAL_STEPS] for steps in (hw.meta.processing, judged))
