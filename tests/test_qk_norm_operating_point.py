@@ -293,8 +293,8 @@ def test_validate_at_the_texts_moment_reads_the_models_own_attention_norm(tmp_pa
 def test_scores_and_pair_take_the_texts_point_and_the_other_commands_refuse_it(tmp_path, capsys, monkeypatch):
     """``scores --linearise-qk-norm text --metric covariance``: the table of ``validate``'s weights at
     the same point under the same metric (one pass over the text for both in each); ``pair`` the same
-    pair's values; ``info``, ``circuits``, ``report`` and ``sweep``, which read the weights alone,
-    refuse ``text`` by name; processed weights under a metric on data (here ``--fold-norm``) read the
+    pair's values; ``info``, ``circuits``, ``report`` and a sweep's scores tasks, which read the weights
+    alone, refuse ``text`` by name; processed weights under a metric on data (here ``--fold-norm``) read the
     unprocessed model's residual as ``validate`` does."""
     import pandas as pd
 
@@ -336,7 +336,8 @@ def test_scores_and_pair_take_the_texts_point_and_the_other_commands_refuse_it(t
         assert main([argv[0], str(folder), *argv[1:], "--linearise-qk-norm", "text"]) == 2, argv
         assert "linearise_qk_norm='text' runs the model over text" in capsys.readouterr().err, argv
     assert main(["sweep", str(folder), "--out", str(tmp_path / "s"), "--linearise-qk-norm", "text"]) == 2
-    assert "--linearise-qk-norm text: runs each model over text" in capsys.readouterr().err
+    assert ("--linearise-qk-norm text: --job validate takes it (each verdict runs its model over the --metric-* text)"
+            in capsys.readouterr().err)
     with pytest.raises(compscope.ProcessingError, match=r"linearise_qk_norm='tex': expected True or False \(or 'isotropic'\)"):
         compscope.load(folder, linearise_qk_norm="tex")
 

@@ -396,6 +396,53 @@ def test_bad_counts_are_refused_naming_what_the_option_takes(tmp_path, capsys):
     assert "--pairs 'some': expected 'all' or a positive integer" in capsys.readouterr().err
 
 
+def test_a_sweep_linearises_qk_norm_where_a_model_has_one(tmp_path, capsys):
+    """One sweep over a tiny Gemma 3 folder (QK-norm) and a tiny Llama folder (none) with
+    ``--linearise-qk-norm``: the Gemma task's rows are those of its weights linearised, the Llama
+    task's those of its weights as read, and each row's ``processing`` says which; ``--job validate``
+    takes ``text`` (the verdict of ``validate(linearise_qk_norm='text')`` on the same ``--metric-*``
+    text for Gemma 3, the plain verdict for Llama), a scores job refuses it by name."""
+    import json
+
+    from compscope.core.processing import QK_NORM_AT_MOMENTS, QK_NORM_LINEARISED
+    from compscope.data.residual_moments import MetricData
+    from hf_tiny import BY_ID, build
+
+    gemma, llama = tmp_path / "gemma3", tmp_path / "llama"
+    build(BY_ID["gemma3-text"]).save_pretrained(gemma)
+    build(BY_ID["llama-mha"]).save_pretrained(llama)
+    assert compscope.load(llama).qk_norm is None and compscope.load(gemma).qk_norm is not None
+    args = ["--kinds", "K", "--measure", "read_gain", "--quiet", "--linearise-qk-norm"]
+    assert main(["sweep", str(gemma), str(llama), *args, "--out", str(tmp_path / "s")]) == 0
+    df = read_dataset(tmp_path / "s")
+    assert dict(df.groupby("model").processing.first()) == {"gemma3": QK_NORM_LINEARISED, "llama": "none"}
+    for folder, steps in ((gemma, {"linearise_qk_norm": True}), (llama, {})):
+        want = compscope.scores(compscope.load(folder, **steps), "K", ["read_gain"], progress=False).dense("read_gain", "K")
+        rows = df[df.model == folder.name]
+        assert len(rows) == int(torch.isfinite(want).sum()) > 0
+        for row in rows.itertuples():
+            assert row.value == pytest.approx(float(want[row.src_layer, row.src_head, row.dst_layer, row.dst_head]), rel=1e-5)
+    data = ["--metric-sequences", "6", "--metric-length", "12"]
+    small = ["--job", "validate", "--sequences", "4", "--half", "4", "--metric", "identity", "--kinds", "K", "--quiet"]
+    assert main(["sweep", str(gemma), str(llama), *small, *data, "--linearise-qk-norm", "text", "--out", str(tmp_path / "v")]) == 0
+    got = read_dataset(tmp_path / "v")
+    assert {json.loads(o)["qk_norm_point"] for o in got.options} == {"text"}
+    assert dict(got.groupby("model").processing.first()) == {"gemma3": QK_NORM_AT_MOMENTS, "llama": "none"}
+    key = ["measure", "metric", "kind"]
+    for folder, point in ((gemma, "text"), (llama, False)):
+        want = compscope.validate(str(folder), sequences=4, half=4, metrics=("identity",), kinds="K", progress=False,
+                                  linearise_qk_norm=point, metric_data=MetricData(sequences=6, length=12)).verdict_frame()
+        mine = got[got.model == folder.name].sort_values(key).reset_index(drop=True)
+        want = want.sort_values(key).reset_index(drop=True)
+        assert mine[key].equals(want[key])
+        assert mine.auroc.to_numpy() == pytest.approx(want.auroc.to_numpy(), nan_ok=True)
+        assert mine.spearman.to_numpy() == pytest.approx(want.spearman.to_numpy(), nan_ok=True)
+    assert (got[got.model == "gemma3"].data.str.startswith(f"gemma3 (weights: {QK_NORM_AT_MOMENTS}):")).all()
+    capsys.readouterr()
+    assert main(["sweep", str(gemma), "--linearise-qk-norm", "text", "--out", str(tmp_path / "x")]) == 2
+    assert "--linearise-qk-norm text: --job validate takes it" in capsys.readouterr().err
+
+
 def test_processing_steps_are_part_of_a_task(tmp_path, capsys):
     """``--linearise-qk-norm`` (and ``--fold-norm``) on a tiny Gemma 3 folder: a scores task's rows
     are ``compscope.scores`` of the weights loaded with those steps, the steps are in the task's

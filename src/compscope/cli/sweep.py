@@ -3,13 +3,15 @@ as independent tasks (this process, or Ray), streamed into one Parquet dataset."
 
 from __future__ import annotations
 
-from .common import (add_device, add_metric_data, add_model_dtype, add_processing, count, half_length, metric_data,
-                     positive_int, processing, writers)
+from .common import (add_device, add_metric_data, add_model_dtype, add_processing, count, half_length,
+                     metric_data_read_by_qk_norm, positive_int, processing, writers)
 
 HELP = "scores or validation over many models, checkpoints or revisions, into one Parquet dataset (local or Ray)"
 EXAMPLE = """examples:
   compscope train --out runs/a && compscope sweep runs/a --out sweep/
   compscope sweep EleutherAI/pythia-70m --revision step1000 --revision step2000 --metric identity --metric embed --out sweep/
+  compscope sweep smollm2 gemma3-270m --job validate --kinds K --linearise-qk-norm text --out verdicts/
+      # one verdict a model; QK-norm linearised at the text's moment where a model has one (Gemma 3)
   compscope sweep runs/a runs/b --executor ray --workers 2 --out sweep/      # a local Ray instance
   compscope sweep runs/a --executor ray --address ray://head:10001 --out sweep/   # an existing cluster"""
 
@@ -37,7 +39,9 @@ def add_arguments(p) -> None:
                    "only (LAYER.HEAD, LAYER or A-B, comma-separated; default every head)")
     add_model_dtype(p, "--job validate: ")
     add_metric_data(p)
-    add_processing(p)  # --job scores: any; --job validate: --fold-norm, --linearise-qk-norm, --center-writing; --job track: none
+    # --job scores: any; --job validate: --fold-norm, --linearise-qk-norm [text], --center-writing; --job track: none;
+    # --linearise-qk-norm is left out for a model without QK-norm (sweep.tasks.task_steps)
+    add_processing(p)
     p.add_argument("--executor", default="local", choices=["local", "ray"], help="where tasks run (default local: this process)")
     p.add_argument("--address", help="Ray: an existing cluster's address (default: start a local instance)")
     p.add_argument("--workers", help="Ray: CPUs of the local instance (default: all)")
@@ -63,7 +67,11 @@ def run(args) -> int:
     kinds = check_kinds(args.kinds)
     metrics = check_metrics(args.metrics or ["identity"])
     judged = metrics if args.job != "validate" or args.metrics else DEFAULT_METRICS  # what the tasks score
-    data = metric_data(args, judged) or MetricData()
+    on_text = args.linearise_qk_norm == "text"
+    if on_text and args.job != "validate":
+        raise OptionError("--linearise-qk-norm text: --job validate takes it (each verdict runs its model over the "
+                          "--metric-* text); --job scores takes the isotropic point, --linearise-qk-norm")
+    data = metric_data_read_by_qk_norm(args, judged) or MetricData()
     # as a task option, only what is given, and always how G is estimated: a task keeps its identity
     # across versions, but not across the change of that default (the sample moment, before Ledoit-Wolf)
     data = {**{k: v for k, v in vars(data).items() if v is not None}, "shrinkage": data.estimate}
@@ -76,9 +84,6 @@ def run(args) -> int:
     if args.address:
         options["address"] = args.address
     verdict = {}  # a validate task's options: only those given, so that a task keeps its identity across versions
-    if args.linearise_qk_norm == "text":
-        raise OptionError("--linearise-qk-norm text: runs each model over text, which a sweep task does not; "
-                          "--linearise-qk-norm (the isotropic point) does, or compscope validate/scores per model")
     steps = [name for name, on in processing(args).items() if on]  # as a task option only when given
     judged_steps = {"scores": steps, "validate": [s for s in steps if s in PROCESSING_STEPS], "track": []}[args.job]
     if steps != judged_steps:
@@ -104,9 +109,11 @@ def run(args) -> int:
             verdict["half"] = args.half
         if args.model_dtype not in (None, "float32"):  # float32 is the default: the same task
             verdict["model_dtype"] = args.model_dtype
-        if set(judged) & set(ON_DATA):
+        if set(judged) & set(ON_DATA) or on_text:
             verdict.update(metric_data=data, **data_id)
         verdict.update(step_option)
+        if on_text:
+            verdict["qk_norm_point"] = "text"
     tasks = []
     for src, model, step in expand_sources(args.sources, args.revisions):
         if args.job == "validate":

@@ -94,6 +94,22 @@ def _metric_data(opts: dict):
     return MetricData(**opts["metric_data"])
 
 
+def task_steps(hw, opts: dict) -> dict:
+    """``{step: value}`` of :func:`compscope.load`'s processing that the task's options ask for
+    (``processing``; ``qk_norm_point``: where ``linearise_qk_norm`` is taken, default the isotropic
+    point) and that apply to ``hw``: a sweep runs one set of steps over many models, and
+    ``linearise_qk_norm`` has nothing to replace in a model without QK-norm, so it is left out there
+    (the rows' ``processing`` column says what each model's weights had). Every other step, and
+    QK-norm a step cannot linearise (one over all heads of a layer), is refused as for one model."""
+    steps = {step: True for step in opts.get("processing", ())}
+    if "linearise_qk_norm" in steps:
+        if hw.qk_norm is None:
+            del steps["linearise_qk_norm"]
+        else:
+            steps["linearise_qk_norm"] = opts.get("qk_norm_point", True)
+    return steps
+
+
 def run_task(task: Task, device=None):
     """The task's rows (a pandas frame) with ``content_hash``, ``options`` (JSON) and ``task``
     columns, and ``metric_data`` (what a metric estimated on data was estimated on, in words: a
@@ -108,7 +124,10 @@ def run_task(task: Task, device=None):
         from ..api import scores
         from ..core.metrics import get_metric
 
-        hw = load(task.source, **{step: True for step in opts.get("processing", ())})
+        from ..core.processing import process
+
+        hw = load(task.source)
+        hw = process(hw, **task_steps(hw, opts))
         metric = get_metric(opts.get("metric", "identity"), hw, model=task.source, device=device,
                             data=_metric_data(opts))  # 'activations' runs it
         table = scores(hw, kinds=opts.get("kinds", "QKV"), measures=tuple(opts.get("measures", ("frobenius",))),
@@ -127,8 +146,9 @@ def run_task(task: Task, device=None):
         v = validate(runner, sequences=int(opts.get("sequences", 16)), half=half,
                      metrics=tuple(opts.get("metrics", DEFAULT_METRICS)), kinds=opts.get("kinds", "QKV"),
                      writers=opts.get("writers"), progress=False, metric_data=_metric_data(opts),
-                     **{step: True for step in opts.get("processing", ())})
+                     **task_steps(runner.hw, opts))
         df = v.verdict_frame()
+        df["processing"] = ",".join(v.options["weights_processing"]) or "none"  # as a scores task's table writes it
         df["half"] = half  # what the options leave to the default, the rows say
         df["data"] = data_line(v.model, v.options) + (f"; {cut}" if cut else "")
         digest, on_data = content_hash(runner.hw), v.options.get("activations_metric_data")
