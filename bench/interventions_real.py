@@ -199,7 +199,7 @@ def main() -> None:
         print(f"peak GPU memory                     {torch.cuda.max_memory_allocated(runner.device) / 2**20:7.0f} MiB")
     if live:
         way = intervene.route(hw, reps.tokens[:BATCH].shape, runner.device, args.paths)
-        estimate = intervene._writer_bytes(hw, reps.tokens[:BATCH].shape, args.paths) / 2**20
+        estimate = intervene.writer_bytes(hw, reps.tokens[:BATCH].shape, args.paths) / 2**20
         print(f"peak live tensors (interventions)   {live.peak / 2**20:7.0f} MiB   ({way} route; the writer-group "
               f"estimate is {estimate:.1f} MiB a writer)")
     print("strongest K effects: " + "   ".join("{}.{}->{}.{} ".format(*i) + f"{v:.3f}"

@@ -401,7 +401,7 @@ def test_writers_per_batch_on_a_gpu_take_at_most_2_gib_or_a_quarter_of_its_free_
     budget = min(2**31, torch.cuda.mem_get_info(dev)[0] // 4)
     for shape in ((16, 65), (16, 257), (64, 2049)):
         n = intervene.writers_per_batch(hw, shape, dev)
-        assert n == max(1, budget // intervene._writer_bytes(hw, shape))
+        assert n == max(1, budget // intervene.writer_bytes(hw, shape))
     assert intervene.writers_per_batch(hw, (16, 65), dev) > intervene.writers_per_batch(hw, (16, 65), torch.device("cpu"))
 
 

@@ -50,6 +50,8 @@ SLOW = [
     ("docs/results.md", "compscope pair smollm2 16.0 17.5 --kind K --on-data | tail -4"),
     ("docs/results.md", "compscope gauge smollm2"),
     ("docs/results.md", "compscope gauge gemma3-270m"),
+    ("README.md", "compscope sweep induction-2l smollm2 gemma3-270m --job validate --kinds K --sequences 64 --half 32 --metric identity --metric covariance --linearise-qk-norm text --out verdicts --quiet"),
+    ("README.md", "python -c \"from compscope.sweep import read_dataset; d = read_dataset('verdicts'); k = d[d.kind == 'K']; print(k.pivot_table('auroc', ['measure', 'metric'], 'model').round(3).to_string()); print(k.groupby('model').processing.first().to_string())\""),
     ("README.md", "compscope validate smollm2 --top 5 --out verdict-smollm2"),
     ("README.md", "compscope validate smollm2 --writers 16 --metric identity --top 5"),
     ("README.md", "compscope intervene smollm2 --kinds K --sequences 8 --top 5"),

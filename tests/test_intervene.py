@@ -235,7 +235,7 @@ def _route(monkeypatch, route: str) -> None:
     if route == "batched":
         monkeypatch.setattr(intervene, "WRITER_BATCH_BYTES", 2**40)
     if route in ("threes", "single"):
-        monkeypatch.setattr(intervene, "_writer_bytes", lambda hw, shape, paths="direct": 1)
+        monkeypatch.setattr(intervene, "writer_bytes", lambda hw, shape, paths="direct": 1)
         monkeypatch.setattr(intervene, "WRITER_BATCH_BYTES", 3 if route == "threes" else 1)
 
 
@@ -715,7 +715,7 @@ def test_writers_per_batch_fit_the_budget(monkeypatch):
     from compscope.data import intervene
 
     hw = SimpleNamespace(n_heads=9, d_model=576, d_head=64)
-    one = intervene._writer_bytes(hw, (16, 65))
+    one = intervene.writer_bytes(hw, (16, 65))
     entries = 16 * 9 * 65 * 65  # a later layer's pattern entries on the batch
     assert 8 * 4 * entries < one < 16 * 4 * entries  # eight float32 copies of them, and the reads
     cpu = torch.device("cpu")
@@ -728,7 +728,7 @@ def test_writers_per_batch_fit_the_budget(monkeypatch):
     assert intervene.writers_per_batch(hw, (16, 257), cpu) < intervene.writers_per_batch(hw, (16, 65), cpu)
     # an attention-output norm: each writer also holds a copy of the layer's head outputs (float32)
     normed = SimpleNamespace(n_heads=9, d_model=576, d_head=64, attn_out_norm=object())
-    assert intervene._writer_bytes(normed, (16, 65)) == one + 16 * 65 * 9 * 576 * 4
+    assert intervene.writer_bytes(normed, (16, 65)) == one + 16 * 65 * 9 * 576 * 4
 
 
 def test_the_route_follows_the_device_the_norms_and_the_paths(monkeypatch):
@@ -747,8 +747,8 @@ def test_the_route_follows_the_device_the_norms_and_the_paths(monkeypatch):
     assert intervene.route(hw, (3, 9), cpu) == intervene.Route("factored")
     monkeypatch.setattr(intervene, "WRITER_BATCH_BYTES", 2**40)  # room for any number of writers
     assert intervene.route(hw, (3, 9), gpu) == intervene.Route("plain", hw.n_heads)
-    one = intervene._writer_bytes(hw, (3, 9))
-    assert intervene._writer_bytes(hw, (3, 9), "all") == one + 3 * 9 * 4 * (2 * hw.n_layers + 4) * hw.d_model
+    one = intervene.writer_bytes(hw, (3, 9))
+    assert intervene.writer_bytes(hw, (3, 9), "all") == one + 3 * 9 * 4 * (2 * hw.n_layers + 4) * hw.d_model
     monkeypatch.setattr(intervene, "WRITER_BATCH_BYTES", 2 * one)
     assert intervene.route(hw, (3, 9), gpu) == intervene.Route("plain", 2)
     assert str(intervene.route(hw, (3, 9), gpu)) == "plain (writers in batches of up to 2)"

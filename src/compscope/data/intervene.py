@@ -96,7 +96,7 @@ def writers_per_batch(hw, tokens_shape, device: torch.device, paths: str = "dire
         if device.type != "cuda":
             return 1
         budget = min(2**31, torch.cuda.mem_get_info(device)[0] // 4)
-    return max(1, int(budget) // _writer_bytes(hw, tokens_shape, paths))
+    return max(1, int(budget) // writer_bytes(hw, tokens_shape, paths))
 
 
 def factored_route(hw, paths: str, post_ln_mlp, device: torch.device) -> bool:
@@ -407,7 +407,7 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
     return Effects(out, direction, ablation, int(tokens.shape[0]), int(tokens.shape[1]), paths, chosen)
 
 
-def _writer_bytes(hw, tokens_shape, paths: str = "direct") -> int:
+def writer_bytes(hw, tokens_shape, paths: str = "direct") -> int:
     """About the bytes one writer adds to a batch of writers (:func:`writers_per_batch`) on
     ``tokens_shape = (batch, seq)``: a later layer's patterns, each ``(head, seq, seq)`` per
     sequence, held about eight float32 times over (logits, softmax, difference in float64), and its
