@@ -309,7 +309,9 @@ def test_scores_and_pair_take_the_texts_point_and_the_other_commands_refuse_it(t
     data = ["--metric-sequences", "6", "--metric-length", "12"]
     opts = dict(sequences=4, half=4, intervention_sequences=2, kinds="K", progress=False,
                 metric_data=MetricData(sequences=6, length=12))
-    for flags, kw in ((["--linearise-qk-norm", "text"], {"linearise_qk_norm": "text"}), (["--fold-norm"], {"fold_norm": True})):
+    every = (["--fold-value-bias", "--linearise-qk-norm", "text", "--fold-norm"], {"linearise_qk_norm": "text", "fold_norm": True})
+    for flags, kw in ((["--linearise-qk-norm", "text"], {"linearise_qk_norm": "text"}), (["--fold-norm"], {"fold_norm": True}),
+                      every):  # the value bias moves no score; the steps in load's order whatever the flags' order
         want = validate(str(folder), metrics=("covariance",), **kw, **opts).tables["covariance"].dense("read_gain", "K")
         out = tmp_path / "k.csv"
         made, sums = [], residual_moments.ResidualSums
@@ -324,7 +326,9 @@ def test_scores_and_pair_take_the_texts_point_and_the_other_commands_refuse_it(t
         for row in table.itertuples():
             v = float(want[row.src_layer, row.src_head, row.dst_layer, row.dst_head])
             assert abs(row.value - v) <= 1e-5 * max(1.0, abs(v)), (flags, row)
-        if kw.get("linearise_qk_norm") == "text":
+        if flags is every[0]:
+            assert "processing fold_norm, linearise_qk_norm (given moments), fold_value_bias" in printed, printed
+        elif kw.get("linearise_qk_norm") == "text":
             assert "linearise_qk_norm (given moments)" in printed, printed
             row = table.iloc[0]
             assert main(["pair", str(folder), f"{row.src_layer}.{row.src_head}", f"{row.dst_layer}.{row.dst_head}",

@@ -146,14 +146,15 @@ def load_processed(args, model, data=None) -> tuple:
     steps = processing(args)
     if steps["linearise_qk_norm"] != "text":
         return load(model, **steps), None
-    from ..core.processing import check_qk_norm_linearisable
+    from ..core.processing import check_qk_norm_linearisable, process
     from ..data.norm_linearisation import qk_norm_on_text
     from ..data.runner import runner_for
 
-    hw = load(model, **{**steps, "linearise_qk_norm": False})
+    hw = load(model, fold_norm=steps["fold_norm"])  # then the rest in load's order, as validate takes them
     check_qk_norm_linearisable(hw)  # before the model is built
     runner = runner_for(model, device=getattr(args, "device", None))
-    return qk_norm_on_text(runner, hw, data), runner
+    rest = {k: v for k, v in steps.items() if k not in ("fold_norm", "linearise_qk_norm")}
+    return process(qk_norm_on_text(runner, hw, data), **rest), runner
 
 
 def weights_and_metric(args, model) -> tuple:
