@@ -414,6 +414,7 @@ def test_a_sweep_linearises_qk_norm_where_a_model_has_one(tmp_path, capsys):
     assert compscope.load(llama).qk_norm is None and compscope.load(gemma).qk_norm is not None
     args = ["--kinds", "K", "--measure", "read_gain", "--quiet", "--linearise-qk-norm"]
     assert main(["sweep", str(gemma), str(llama), *args, "--out", str(tmp_path / "s")]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "  --linearise-qk-norm left out where a model has no QK-norm: llama"
     df = read_dataset(tmp_path / "s")
     assert dict(df.groupby("model").processing.first()) == {"gemma3": QK_NORM_LINEARISED, "llama": "none"}
     for folder, steps in ((gemma, {"linearise_qk_norm": True}), (llama, {})):
@@ -425,6 +426,9 @@ def test_a_sweep_linearises_qk_norm_where_a_model_has_one(tmp_path, capsys):
     data = ["--metric-sequences", "6", "--metric-length", "12"]
     small = ["--job", "validate", "--sequences", "4", "--half", "4", "--metric", "identity", "--kinds", "K", "--quiet"]
     assert main(["sweep", str(gemma), str(llama), *small, *data, "--linearise-qk-norm", "text", "--out", str(tmp_path / "v")]) == 0
+    assert main(["sweep", str(gemma), *small, *data, "--linearise-qk-norm", "text", "--out", str(tmp_path / "v")]) == 0
+    assert capsys.readouterr().out.splitlines()[-2:] == [  # the first sweep's last line; the second, of Gemma 3 alone, has none
+        "  --linearise-qk-norm left out where a model has no QK-norm: llama", f"{tmp_path / 'v'}: nothing to do (1 tasks already done)"]
     got = read_dataset(tmp_path / "v")
     assert {json.loads(o)["qk_norm_point"] for o in got.options} == {"text"}
     assert dict(got.groupby("model").processing.first()) == {"gemma3": QK_NORM_AT_MOMENTS, "llama": "none"}

@@ -124,11 +124,24 @@ def run(args) -> int:
             tasks.append(Task(src, model, step, args.job, {"kinds": kinds, "measures": measures, "metric": metric, **on_data,
                                                            **step_option}))
     r = sweep(tasks, args.out, executor=args.executor, progress=not args.quiet, device=args.device, **options)
+    rows = read_dataset(args.out)
     if r.done == 0 and not r.failed:
         print(f"{args.out}: nothing to do ({r.skipped} tasks already done)")
     else:
         print(f"{args.out}: computed {r.done} tasks, skipped {r.skipped} already done, {len(r.failed)} failed; "
-              f"{len(read_dataset(args.out))} rows in the dataset")
+              f"{len(rows)} rows in the dataset")
+    if "linearise_qk_norm" in steps:
+        plain = read_as_they_are(rows, tasks)
+        if plain:
+            print(f"  --linearise-qk-norm left out where a model has no QK-norm: {', '.join(plain)}")
     for key, msg in r.failed.items():
         print(f"  failed: {msg}")
     return 2 if r.failed else 0
+
+
+def read_as_they_are(rows, tasks) -> list[str]:
+    """The models among ``tasks`` whose rows in ``rows`` (the dataset) read weights without QK-norm
+    linearised (``sweep.tasks.task_steps`` left the step out: they have none)."""
+    names = {t.key(): t.model for t in tasks}
+    mine = rows[rows.task.isin(names)] if "task" in rows else rows.iloc[:0]
+    return sorted({names[k] for k, p in zip(mine.task, mine.processing) if "linearise_qk_norm" not in str(p)})
