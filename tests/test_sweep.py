@@ -488,3 +488,19 @@ def test_processing_steps_are_part_of_a_task(tmp_path, capsys):
     assert main(["sweep", str(folder), "--job", "track", "--fold-norm", "--out", str(tmp_path / "x")]) == 2
     assert "--fold-norm: --job track reads each checkpoint as it is" in capsys.readouterr().err
     assert not (tmp_path / "x").exists() or not any((tmp_path / "x").iterdir())
+
+
+def test_models_left_as_read_are_named_from_rows_that_say_so():
+    """``read_as_they_are``: a model whose rows' ``processing`` lacks ``linearise_qk_norm`` is named, once;
+    rows of other tasks, rows without the column (parts written before validate rows had it) or
+    with no value in it are not."""
+    import pandas as pd
+
+    from compscope.cli.sweep import read_as_they_are
+
+    a, b, c = (Task(f"m{i}", f"m{i}", job="validate", options={"processing": ["linearise_qk_norm"]}) for i in range(3))
+    rows = pd.DataFrame({"task": [a.key(), a.key(), b.key(), c.key(), "other"],
+                         "processing": ["none", "none", "linearise_qk_norm (isotropic input)", float("nan"), "none"]})
+    assert read_as_they_are(rows, [a, b, c]) == ["m0"]
+    assert read_as_they_are(rows.drop(columns="processing"), [a, b, c]) == []
+    assert read_as_they_are(pd.DataFrame({"model": [], "step": []}), [a]) == []

@@ -141,7 +141,11 @@ def run(args) -> int:
 
 def read_as_they_are(rows, tasks) -> list[str]:
     """The models among ``tasks`` whose rows in ``rows`` (the dataset) read weights without QK-norm
-    linearised (``sweep.tasks.task_steps`` left the step out: they have none)."""
+    linearised (``sweep.tasks.task_steps`` left the step out: they have none); rows that do not say
+    (a validate part written before its rows had a ``processing`` column) count for neither."""
+    if "task" not in rows or "processing" not in rows:
+        return []
     names = {t.key(): t.model for t in tasks}
-    mine = rows[rows.task.isin(names)] if "task" in rows else rows.iloc[:0]
-    return sorted({names[k] for k, p in zip(mine.task, mine.processing) if "linearise_qk_norm" not in str(p)})
+    mine = rows[rows.task.isin(names)]
+    return sorted({names[k] for k, p in zip(mine.task, mine.processing)
+                   if isinstance(p, str) and "linearise_qk_norm" not in p})

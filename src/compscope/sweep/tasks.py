@@ -123,7 +123,6 @@ def run_task(task: Task, device=None):
     if task.job == "scores":
         from ..api import scores
         from ..core.metrics import get_metric
-
         from ..core.processing import process
 
         hw = load(task.source)
