@@ -124,8 +124,9 @@ def run(args) -> int:
             tasks.append(Task(src, model, step, args.job, {"kinds": kinds, "measures": measures, "metric": metric, **on_data,
                                                            **step_option}))
     r = sweep(tasks, args.out, executor=args.executor, progress=not args.quiet, device=args.device, **options)
-    rows = read_dataset(args.out)
-    if r.done == 0 and not r.failed:
+    idle = r.done == 0 and not r.failed
+    rows = read_dataset(args.out) if not idle or "linearise_qk_norm" in steps else None  # read only when said
+    if idle:
         print(f"{args.out}: nothing to do ({r.skipped} tasks already done)")
     else:
         print(f"{args.out}: computed {r.done} tasks, skipped {r.skipped} already done, {len(r.failed)} failed; "
