@@ -78,7 +78,8 @@ def run(args) -> None:
                  metrics=metrics, ablation=args.ablation, paths=args.paths, prev_threshold=args.prev_threshold,
                  induction_threshold=args.induction_threshold, effect_threshold=args.effect_threshold, fold_norm=args.fold_norm,
                  fold_qk_gains=args.fold_qk_gains, linearise_norms=args.linearise_norms or False,
-                 linearise_qk_norm=args.linearise_qk_norm or False, center_writing=args.center_writing, device=args.device, model_dtype=args.model_dtype,
+                 linearise_qk_norm=args.linearise_qk_norm or False, center_writing=args.center_writing,
+                 device=args.device, model_dtype=args.model_dtype,
                  writers=args.writers, metric_data=data, sample_data=sample_data(args),
                  text_labels=args.text_labels)
     print(v.format(args.top))
