@@ -67,6 +67,53 @@ def test_models_that_cannot_run_past_their_context_say_so(variant, n_ctx):
             runner.trace(torch.zeros(1, n_ctx + 1, dtype=torch.long))
 
 
+@pytest.mark.parametrize("variant", VARIANTS, ids=str)
+def test_a_changed_run_given_its_clean_trace_leaves_the_layers_before_the_change_out(variant):
+    """``trace(tokens repeated, add={l: δ}, clean=trace(tokens))`` of every family: the layers before
+    ``l`` are not run (the hook on layer 0's residual never fires), and every residual, attention
+    output and post-LN norm input equals the changed run from layer 0 (float32, 1e-5 of the scale)."""
+    model = build(variant)
+    runner = runner_for(model, compscope.load(model))
+    assert runner.layer_modules is not None and len(runner.layer_modules) == runner.hw.n_layers
+    ids = random_ids()
+    clean = runner.trace(ids)
+    last = runner.hw.n_layers - 1
+    delta = torch.randn(2 * ids.shape[0], ids.shape[1], runner.hw.d_model, generator=torch.Generator().manual_seed(0))
+    calls = []
+    handle = runner.points[0][0].register_forward_pre_hook(lambda m, a: calls.append(1))
+    try:
+        full = runner.trace(ids.repeat(2, 1), add={last: delta})
+        assert len(calls) == 1
+        part = runner.trace(ids.repeat(2, 1), add={last: delta}, clean=clean)
+        assert len(calls) == 1  # layer 0 left out
+    finally:
+        handle.remove()
+    scale = max(1.0, max(float(r.abs().max()) for r in full.resid))
+    for a, b in zip(full.resid + full.attn_out, part.resid + part.attn_out):
+        torch.testing.assert_close(b, a, atol=1e-5 * scale, rtol=0)
+    assert (full.norm_in is None) == (part.norm_in is None)
+    for a, b in zip(full.norm_in or (), part.norm_in or ()):
+        torch.testing.assert_close(b[0], a[0], atol=1e-5 * scale, rtol=0)
+        torch.testing.assert_close(b[1], a[1], atol=1e-5 * scale, rtol=0)
+    assert float((full.attn_out[last] - clean.attn_out[last].repeat(2, 1, 1)).abs().max()) > 1e-3  # δ is in it
+    for layer in runner.layer_modules:
+        assert "forward" not in layer.__dict__  # the modules are as they were
+
+
+def test_a_clean_trace_of_other_sequences_is_refused():
+    from hf_tiny import BY_ID
+
+    model = build(BY_ID["llama-gqa-bias"])
+    runner = runner_for(model, compscope.load(model))
+    ids = random_ids()
+    clean = runner.trace(ids)
+    delta = torch.zeros(ids.shape[0], ids.shape[1], runner.hw.d_model)
+    with pytest.raises(compscope.OptionError, match="clean: a trace of other sequences"):
+        runner.trace((ids + 1) % runner.hw.n_vocab, add={1: delta}, clean=clean)
+    with pytest.raises(compscope.OptionError, match="clean: expected a Trace"):
+        runner.trace(ids, add={1: delta}, clean="not a trace")
+
+
 def test_the_toy_model_runs_behind_the_same_interface():
     runner = runner_for("induction-2l")
     assert isinstance(runner, ToyRunner)

@@ -299,6 +299,35 @@ def test_every_path_on_a_hooked_transformer_matches_its_own_ablation():
             torch.testing.assert_close(fx.by_kind["K"][l1, h1, l2], want, atol=1e-5, rtol=0)
 
 
+@pytest.mark.parametrize("which", ["hooked_transformer", "hooked_encoder"])
+def test_a_changed_run_given_its_clean_trace_leaves_the_blocks_before_the_change_out(which):
+    """A block returns the residual it passes on, so a changed run of a HookedTransformer or a
+    HookedEncoder given its clean trace runs from the changed block on (block 0's hooks never fire)
+    and traces what the run from block 0 traces, post-LN sums included."""
+    from compscope.data.runner import runner_for
+
+    model = build("rotary-gqa", n_layers=3) if which == "hooked_transformer" else _encoder_and_bert()[0]
+    runner = runner_for(model)
+    ids = tokens(model, seq=9) if which == "hooked_transformer" else torch.randint(0, 40, (3, 9), generator=torch.Generator().manual_seed(1))
+    clean = runner.trace(ids)
+    delta = 0.5 * torch.randn(2 * ids.shape[0], ids.shape[1], runner.hw.d_model, generator=torch.Generator().manual_seed(2))
+    fired = []
+    model.blocks[0].hook_resid_pre.add_hook(lambda x, hook: fired.append(1))
+    try:
+        full = runner.trace(ids.repeat(2, 1), add={2: delta})
+        assert fired == [1]
+        part = runner.trace(ids.repeat(2, 1), add={2: delta}, clean=clean)
+        assert fired == [1]
+    finally:
+        model.reset_hooks()
+    for a, b in zip(full.resid + full.attn_out, part.resid + part.attn_out):
+        torch.testing.assert_close(b, a, atol=ATOL, rtol=RTOL)
+    assert (full.norm_in is None) == (which == "hooked_transformer") and (part.norm_in is None) == (full.norm_in is None)
+    for a, b in zip(full.norm_in or (), part.norm_in or ()):
+        torch.testing.assert_close(b, a, atol=ATOL, rtol=RTOL)
+    assert float((full.attn_out[2] - clean.attn_out[2].repeat(2, 1, 1)).abs().max()) > 1e-3  # δ is in it
+
+
 def test_validate_runs_on_a_hooked_transformer_within_its_context():
     """``compscope.validate`` takes a ``HookedTransformer`` object; its context (``n_ctx`` 24) bounds
     the sequences: the activations metric's text is cut to it, longer repeats are refused by name."""

@@ -35,7 +35,8 @@ MLPs, norms — sees the change, and ``h2`` reads the residual of that run throu
 (its other inputs clean). That is the total effect of ``h1`` on ``h2``'s ``kind`` input: the
 direct path plus every path through the heads and MLPs in between. One forward pass per
 (writer, batch) on top of the direct path's work (on a GPU one per group of writers, their
-sequences stacked).
+sequences stacked), from ``l1`` on: the layers before it compute what they did on the clean
+run, which gives their values (``Runner.trace``'s ``clean``; the toy model runs them).
 
 Two implementations, one definition:
 
@@ -394,7 +395,7 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
                     reads = factored.changed_reads(hw, readers, l1, h1, u, kinds, plain)
                 else:  # every writer of the group in one batch: reads of (writer * b, s, d)
                     if paths == "all":  # one forward pass of the tokens once per writer, each with its δ
-                        changed_run = runner.trace(tr.tokens.repeat(len(hs), 1), add={l1: delta.flatten(0, 1)})
+                        changed_run = runner.trace(tr.tokens.repeat(len(hs), 1), add={l1: delta.flatten(0, 1)}, clean=tr)
                         targets = ((l2, changed_run.resid[l2]) for l2 in range(l1 + 1, L))
                     else:
                         targets = ((l2, r.flatten(0, 1)) for l2, r in _direct_path(runner, tr, mlp, l1, delta))

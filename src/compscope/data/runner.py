@@ -33,6 +33,7 @@ applied as float32 copies); a model object runs in its own dtype.
 
 from __future__ import annotations
 
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,6 +118,12 @@ class Runner:
     #: whether long passes over data that take no ``progress`` of their own (the residual moments of
     #: the metrics estimated on data) show a bar: :func:`runner_for`'s ``progress``
     progress: bool = True
+    #: each layer's own module, where a changed run can leave the layers before the change out
+    #: (:meth:`trace`'s ``clean``); None: every run runs every layer
+    layer_modules: list | None = None
+    #: what a layer module returns, seen on a clean run: ("tensor" or a tuple's length, its residual's
+    #: dtype), or False (neither); None: not seen yet
+    _returns: tuple | bool | None = None
 
     def fitting_half(self, half: int) -> int:
         """``half``, cut so that a repeated sequence ``[bos] t t`` with ``|t|`` of it fits the context."""
@@ -164,11 +171,15 @@ class Runner:
         return tuple(v for v in out if isinstance(v, int))
 
     @torch.no_grad()
-    def trace(self, tokens: Tensor, add: dict[int, Tensor] | None = None) -> Trace:
+    def trace(self, tokens: Tensor, add: dict[int, Tensor] | None = None, clean: Trace | None = None) -> Trace:
         """Run ``tokens: (batch, seq)`` once; see :class:`Trace`. ``add``: ``{layer: (batch, seq,
         d_model)}`` added to what that layer's attention writes into the residual (after its
         attention-output norm where there is one; post-LN: before the norm of residual + attention),
-        so that every later layer, attention and MLP, reads the change."""
+        so that every later layer, attention and MLP, reads the change. ``clean``: the trace of the
+        same sequences without ``add`` (``tokens`` may be them repeated, ``clean.tokens.repeat(k, 1)``);
+        the layers before the first one ``add`` changes compute what they computed there, so where the
+        runner holds each layer's module (``transformers`` and TransformerLens models, not a
+        ``TransformerBridge`` or the toy model) they are left out, their values taken from ``clean``."""
         if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.numel() == 0:
             raise OptionError(f"tokens must be a non-empty (batch, seq) tensor, got {what_is(tokens)}")
         if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
@@ -180,13 +191,68 @@ class Runner:
                               f"({self.n_ctx}); use shorter sequences (validate: a smaller --half)")
         tokens = tokens.to(self.device)
         add = self._check_add(add, (*tokens.shape, self.hw.d_model))
-        resid, out, *norm_in = self._run(tokens, add) if add else self._run(tokens)
+        k = self._repeats(clean, tokens)
+        start = min(add) if add and clean is not None and self.layer_modules and self._returns else 0
+        kept = [clean.resid[i + 1].to(self._returns[1]).repeat(k, 1, 1) for i in range(start)] if start else []
+        seeing = self._seeing_returns() if not add and self.layer_modules and self._returns is None else nullcontext()
+        with seeing, self._leaving_out(kept):
+            resid, out, *norm_in = self._run(tokens, add) if add else self._run(tokens)
+        if start:  # the layers left out: their values in the clean trace, its rows repeated as the tokens
+            again = lambda x: x.repeat(k, 1, 1)  # noqa: E731
+            resid = [r if r is not None else kept[i - 1] if i else again(clean.resid[0]) for i, r in enumerate(resid)]
+            out = [again(c) if o is None else o for o, c in zip(out, clean.attn_out)]
+            if norm_in and norm_in[0] is not None:
+                norm_in = [[(again(c[0]), again(c[1])) if n is None else n for n, c in zip(norm_in[0], clean.norm_in)]]
         norm_in = [(a.float(), b.float()) for a, b in norm_in[0]] if norm_in and norm_in[0] is not None else None
         trace = Trace(tokens, [r.float() for r in resid], [o.float() for o in out], norm_in)
         if not self._agreed and not add:
             self._check_agreement(trace, low_precision=resid[0].dtype not in (torch.float32, torch.float64))
             self._agreed = True
         return trace
+
+    def _repeats(self, clean: Trace | None, tokens: Tensor) -> int:
+        """How many times ``tokens`` repeats the sequences of ``clean`` (:meth:`trace`), checked."""
+        if clean is None:
+            return 1
+        if not isinstance(clean, Trace) or len(clean.resid) != self.hw.n_layers:
+            raise OptionError(f"clean: expected a Trace of {self.hw.meta.name} ({self.hw.n_layers} layers), got {what_is(clean)}")
+        b = clean.tokens.shape[0]
+        k = tokens.shape[0] // b
+        if k * b != tokens.shape[0] or not torch.equal(tokens, clean.tokens.to(tokens.device).repeat(k, 1)):
+            raise OptionError(f"clean: a trace of other sequences ({tuple(clean.tokens.shape)} tokens) than these "
+                              f"{tuple(tokens.shape)}; it must be of the same sequences, which these may repeat")
+        return k
+
+    @contextmanager
+    def _seeing_returns(self):
+        """Record what the first layer module returns (:attr:`_returns`) on this run."""
+        def seen(module, args, output):
+            if isinstance(output, Tensor):
+                self._returns = ("tensor", output.dtype)
+            elif isinstance(output, tuple) and output and isinstance(output[0], Tensor):
+                self._returns = (len(output), output[0].dtype)
+            else:
+                self._returns = False
+        handle = self.layer_modules[0].register_forward_hook(seen)
+        try:
+            yield
+        finally:
+            handle.remove()
+
+    @contextmanager
+    def _leaving_out(self, outputs: list[Tensor]):
+        """Layers ``0 .. len(outputs) - 1`` not run: each module returns its output as given, in the
+        form the layer returns it (:attr:`_returns`; a tuple's other elements None)."""
+        layers = self.layer_modules[:len(outputs)] if outputs else []
+        for layer, o in zip(layers, outputs):
+            form = self._returns[0]
+            value = o if form == "tensor" else (o, *([None] * (form - 1)))
+            layer.forward = lambda *args, _v=value, **kwargs: _v
+        try:
+            yield
+        finally:
+            for layer in layers:
+                layer.__dict__.pop("forward", None)
 
     def _check_add(self, add: dict | None, shape: tuple[int, int, int]) -> dict[int, Tensor]:
         """``add`` of :meth:`trace`, checked, on the runner's device in the model's dtype."""
@@ -255,6 +321,7 @@ class HFRunner(Runner):
         if len(self.points) != hw.n_layers:
             raise UnsupportedModelError(f"{hw.meta.name}: the running model has {len(self.points)} layers, its "
                                         f"HeadWeights {hw.n_layers}: they are not the same model")
+        self.layer_modules = layer_modules(self.body, self.points)
         self.norm_modules = family.post_norm_points(model)  # hooked; post_norms: as compscope applies them
         self.post_norms = _float32_norms(self.norm_modules)
         bos = getattr(model.config, "bos_token_id", None)
@@ -294,9 +361,9 @@ class HFRunner(Runner):
         finally:
             for h in handles:
                 h.remove()
-        n = len(self.points)
-        post = [(norm_in[i, 0], norm_in[i, 1]) for i in range(n)] if self.post_norms else None
-        return [resid[i] for i in range(n)], [out[i] for i in range(n)], post
+        n = len(self.points)  # a layer left out (trace's clean) has None
+        post = [(norm_in[i, 0], norm_in[i, 1]) if (i, 0) in norm_in else None for i in range(n)] if self.post_norms else None
+        return [resid.get(i) for i in range(n)], [out.get(i) for i in range(n)], post
 
 
 class TransformerLensRunner(Runner):
@@ -335,6 +402,8 @@ class TransformerLensRunner(Runner):
             self.norm_names = [(f"blocks.{l}.hook_resid_mid", f"blocks.{l}.hook_resid_post") for l in range(n)]
             self.post_norms = _float32_norms([(b.ln1, b.ln2) for b in model.blocks])
         self.wanted = {name for pair in self.names + (self.norm_names or []) for name in pair}
+        if not is_bridge(model):  # a block returns the residual it passes on
+            self.layer_modules = list(model.blocks)
 
     def _post_ln_bridge(self, model) -> None:
         """A bridge around a post-LN encoder (BERT): the block's input is what attention reads, the
@@ -357,8 +426,20 @@ class TransformerLensRunner(Runner):
                 _, cache = self.model.run_with_cache(tokens, names_filter=lambda n: n in self.wanted)
         else:
             _, cache = self.model.run_with_cache(tokens, names_filter=lambda n: n in self.wanted)
-        norm_in = None if self.norm_names is None else [(cache[a], cache[b]) for a, b in self.norm_names]
-        return [cache[r] for r, _ in self.names], [cache[o] for _, o in self.names], norm_in
+        got = {name: cache[name] for name in self.wanted if name in cache.keys()}  # a block left out (trace's clean): None
+        norm_in = None if self.norm_names is None else [(got[a], got[b]) if a in got else None for a, b in self.norm_names]
+        return [got.get(r) for r, _ in self.names], [got.get(o) for _, o in self.names], norm_in
+
+
+def layer_modules(body, points: list[tuple]) -> list | None:
+    """Each layer's own module: the elements of the module list in ``body`` that hold each layer's
+    hook points (``Family.hook_points``), or None where no list does."""
+    for seq in body.modules():
+        if isinstance(seq, torch.nn.ModuleList) and len(seq) == len(points) and all(
+                any(m is a for m in layer.modules()) and any(m is b for m in layer.modules())
+                for layer, (a, b) in zip(seq, points)):
+            return list(seq)
+    return None
 
 
 def _plus(output, delta: Tensor):
