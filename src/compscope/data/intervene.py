@@ -327,7 +327,7 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
     batch's clean queries, keys, values and head outputs of every layer; mean-ablation uses the
     mean over *all* sequences (a first pass computes it). ``paths``: ``'direct'`` (the
     specification's) or ``'all'`` (the writer's change propagated through the model: one more
-    forward pass per writer and batch). ``writers``: the heads ``h1`` to intervene on
+    forward pass per writer and batch, from the writer's layer on). ``writers``: the heads ``h1`` to intervene on
     (:func:`writer_heads`: ``(layer, head)`` pairs and layer numbers; default every head), the
     other rows left NaN: the work and the time scale with their number. ``device``: where a model
     given by name or folder runs (:func:`~compscope.data.runner.runner_for`); the effects come back
