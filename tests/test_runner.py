@@ -67,24 +67,27 @@ def test_models_that_cannot_run_past_their_context_say_so(variant, n_ctx):
             runner.trace(torch.zeros(1, n_ctx + 1, dtype=torch.long))
 
 
+@pytest.mark.parametrize("k", [1, 2])
 @pytest.mark.parametrize("variant", VARIANTS, ids=str)
-def test_a_changed_run_given_its_clean_trace_leaves_the_layers_before_the_change_out(variant):
-    """``trace(tokens repeated, add={l: δ}, clean=trace(tokens))`` of every family: the layers before
-    ``l`` are not run (the hook on layer 0's residual never fires), and every residual, attention
-    output and post-LN norm input equals the changed run from layer 0 (float32, 1e-5 of the scale)."""
+def test_a_changed_run_given_its_clean_trace_leaves_the_layers_before_the_change_out(variant, k):
+    """``trace(tokens repeated k times, add={l: δ}, clean=trace(tokens))`` of every family: the layers
+    before ``l`` are not run (the hook on layer 0's residual never fires), every residual, attention
+    output and post-LN norm input equals the changed run from layer 0 (float32, 1e-5 of the scale),
+    and the clean trace is left as it was."""
     model = build(variant)
     runner = runner_for(model, compscope.load(model))
     assert runner.layer_modules is not None and len(runner.layer_modules) == runner.hw.n_layers
     ids = random_ids()
     clean = runner.trace(ids)
+    before = [r.clone() for r in clean.resid + clean.attn_out]
     last = runner.hw.n_layers - 1
-    delta = torch.randn(2 * ids.shape[0], ids.shape[1], runner.hw.d_model, generator=torch.Generator().manual_seed(0))
+    delta = torch.randn(k * ids.shape[0], ids.shape[1], runner.hw.d_model, generator=torch.Generator().manual_seed(0))
     calls = []
     handle = runner.points[0][0].register_forward_pre_hook(lambda m, a: calls.append(1))
     try:
-        full = runner.trace(ids.repeat(2, 1), add={last: delta})
+        full = runner.trace(ids.repeat(k, 1), add={last: delta})
         assert len(calls) == 1
-        part = runner.trace(ids.repeat(2, 1), add={last: delta}, clean=clean)
+        part = runner.trace(ids.repeat(k, 1), add={last: delta}, clean=clean)
         assert len(calls) == 1  # layer 0 left out
     finally:
         handle.remove()
@@ -95,7 +98,9 @@ def test_a_changed_run_given_its_clean_trace_leaves_the_layers_before_the_change
     for a, b in zip(full.norm_in or (), part.norm_in or ()):
         torch.testing.assert_close(b[0], a[0], atol=1e-5 * scale, rtol=0)
         torch.testing.assert_close(b[1], a[1], atol=1e-5 * scale, rtol=0)
-    assert float((full.attn_out[last] - clean.attn_out[last].repeat(2, 1, 1)).abs().max()) > 1e-3  # δ is in it
+    assert float((full.attn_out[last] - clean.attn_out[last].repeat(k, 1, 1)).abs().max()) > 1e-3  # δ is in it
+    for a, b in zip(before, clean.resid + clean.attn_out):
+        assert torch.equal(a, b)
     for layer in runner.layer_modules:
         assert "forward" not in layer.__dict__  # the modules are as they were
 

@@ -193,12 +193,12 @@ class Runner:
         add = self._check_add(add, (*tokens.shape, self.hw.d_model))
         k = self._repeats(clean, tokens)
         start = min(add) if add and clean is not None and self.layer_modules and self._returns else 0
-        kept = [clean.resid[i + 1].to(self._returns[1]).repeat(k, 1, 1) for i in range(start)] if start else []
+        again = lambda x: x if k == 1 else x.repeat(k, 1, 1)  # noqa: E731  (k == 1: the clean tensors themselves)
+        kept = [again(clean.resid[i + 1].to(self._returns[1])) for i in range(start)] if start else []
         seeing = self._seeing_returns() if not add and self.layer_modules and self._returns is None else nullcontext()
         with seeing, self._leaving_out(kept):
             resid, out, *norm_in = self._run(tokens, add) if add else self._run(tokens)
         if start:  # the layers left out: their values in the clean trace, its rows repeated as the tokens
-            again = lambda x: x.repeat(k, 1, 1)  # noqa: E731
             resid = [r if r is not None else kept[i - 1] if i else again(clean.resid[0]) for i, r in enumerate(resid)]
             out = [again(c) if o is None else o for o, c in zip(out, clean.attn_out)]
             if norm_in and norm_in[0] is not None:
