@@ -105,6 +105,34 @@ def test_a_changed_run_given_its_clean_trace_leaves_the_layers_before_the_change
         assert "forward" not in layer.__dict__  # the modules are as they were
 
 
+def test_a_forward_set_on_a_layer_module_is_put_back_after_a_changed_run():
+    """accelerate's hooks (a model loaded with a device map) set each module's own ``forward``; a
+    changed run that leaves the layer out puts that one back, and later runs go through it again."""
+    from accelerate.hooks import ModelHook, add_hook_to_module
+
+    from hf_tiny import BY_ID
+
+    class Count(ModelHook):
+        calls = 0
+
+        def pre_forward(self, module, *args, **kwargs):
+            Count.calls += 1
+            return args, kwargs
+
+    model = build(BY_ID["llama-gqa-bias"])
+    runner = runner_for(model, compscope.load(model))
+    add_hook_to_module(runner.layer_modules[0], Count())
+    own = runner.layer_modules[0].__dict__["forward"]
+    ids = random_ids()
+    clean = runner.trace(ids)
+    assert Count.calls == 1
+    runner.trace(ids, add={1: torch.zeros(*ids.shape, runner.hw.d_model)}, clean=clean)
+    assert Count.calls == 1 and runner.layer_modules[0].__dict__["forward"] is own
+    again = runner.trace(ids)
+    assert Count.calls == 2
+    torch.testing.assert_close(again.resid[1], clean.resid[1], atol=0, rtol=0)
+
+
 def test_a_clean_trace_of_other_sequences_is_refused():
     from hf_tiny import BY_ID
 

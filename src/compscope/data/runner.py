@@ -244,15 +244,19 @@ class Runner:
         """Layers ``0 .. len(outputs) - 1`` not run: each module returns its output as given, in the
         form the layer returns it (:attr:`_returns`; a tuple's other elements None)."""
         layers = self.layer_modules[:len(outputs)] if outputs else []
+        own = [layer.__dict__.get("forward") for layer in layers]  # a forward set on the module (accelerate's hooks)
         for layer, o in zip(layers, outputs):
             form = self._returns[0]
             value = o if form == "tensor" else (o, *([None] * (form - 1)))
-            layer.forward = lambda *args, _v=value, **kwargs: _v
+            layer.__dict__["forward"] = lambda *args, _v=value, **kwargs: _v
         try:
             yield
         finally:
-            for layer in layers:
-                layer.__dict__.pop("forward", None)
+            for layer, f in zip(layers, own):
+                if f is None:
+                    layer.__dict__.pop("forward", None)
+                else:
+                    layer.__dict__["forward"] = f
 
     def _check_add(self, add: dict | None, shape: tuple[int, int, int]) -> dict[int, Tensor]:
         """``add`` of :meth:`trace`, checked, on the runner's device in the model's dtype."""
