@@ -197,13 +197,15 @@ class Runner:
         kept = [again(clean.resid[i + 1].to(self._returns[1])) for i in range(start)] if start else []
         seeing = self._seeing_returns() if not add and self.layer_modules and self._returns is None else nullcontext()
         with seeing, self._leaving_out(kept):
-            resid, out, *norm_in = self._run(tokens, add) if add else self._run(tokens)
-        if start:  # the layers left out: their values in the clean trace, its rows repeated as the tokens
-            resid = [r if r is not None else kept[i - 1] if i else again(clean.resid[0]) for i, r in enumerate(resid)]
+            resid, out, *rest = self._run(tokens, add) if add else self._run(tokens)
+        post = rest[0] if rest else None  # post-LN: the norms' inputs per layer
+        if start:  # the layers left out (None): their values in the clean trace, its rows repeated as the tokens
+            before = [again(clean.resid[0]), *kept]  # the residual of layers 0 .. start
+            resid = [before[i] if r is None else r for i, r in enumerate(resid)]
             out = [again(c) if o is None else o for o, c in zip(out, clean.attn_out)]
-            if norm_in and norm_in[0] is not None:
-                norm_in = [[(again(c[0]), again(c[1])) if n is None else n for n, c in zip(norm_in[0], clean.norm_in)]]
-        norm_in = [(a.float(), b.float()) for a, b in norm_in[0]] if norm_in and norm_in[0] is not None else None
+            if post is not None:
+                post = [(again(c[0]), again(c[1])) if n is None else n for n, c in zip(post, clean.norm_in)]
+        norm_in = None if post is None else [(a.float(), b.float()) for a, b in post]
         trace = Trace(tokens, [r.float() for r in resid], [o.float() for o in out], norm_in)
         if not self._agreed and not add:
             self._check_agreement(trace, low_precision=resid[0].dtype not in (torch.float32, torch.float64))
