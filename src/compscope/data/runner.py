@@ -594,7 +594,8 @@ def _hf_runner(path: Path, hw: HeadWeights, progress: bool = True, device: torch
     gguf = path.name if gguf_format.recognise(path) else None  # else a folder, or a file inside one (config.json)
     folder = path if path.is_dir() else path.parent
     if gguf is not None:
-        kw.update(gguf_file=gguf, **gguf_format.runtime_config(path))  # what transformers' reader would drop
+        kw.update(gguf_file=gguf, **gguf_format.runtime_config(path, rope_parameters=transformers_at_least(5)))
+        # (what transformers' reader would drop)
     auto = transformers.AutoModel if not hw.causal else transformers.AutoModelForCausalLM
     quiet = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()  # compscope's own bar speaks for the work
@@ -619,6 +620,15 @@ def _hf_runner(path: Path, hw: HeadWeights, progress: bool = True, device: torch
         except Exception:  # a model without a tokenizer still runs on token ids
             tokenizer = None
     return HFRunner(model, hw, tokenizer if _has_vocabulary(tokenizer) else None)
+
+
+def transformers_at_least(*version: int) -> bool:
+    """Whether the installed ``transformers`` is ``version`` (``major[, minor]``) or later (a
+    pre-release of it counts as it)."""
+    import transformers
+    from packaging.version import Version  # a dependency of transformers
+
+    return Version(transformers.__version__).release[:len(version)] >= version
 
 
 def _has_vocabulary(tokenizer) -> bool:

@@ -33,8 +33,15 @@ COMMON_IGNORED = frozenset(
     attn_pdrop resid_pdrop embd_pdrop hidden_dropout_prob attention_probs_dropout_prob
     classifier_dropout gradient_checkpointing tokenizer_class prefix task_specific_params
     finetuning_task torchscript pruned_heads use_return_dict quantization_config
-    _attn_implementation_autoset _attn_implementation output_scores auto_map
+    _attn_implementation_autoset _attn_implementation output_scores auto_map use_bfloat16 tf_legacy_loss
     """.split()  # auto_map: remote code that transformers runs only when trusted; compscope reads the native layout
+) | frozenset(  # generation defaults (transformers 4 configs carry them all): how to sample, not what a forward computes
+    """
+    max_length min_length do_sample early_stopping num_beams num_beam_groups diversity_penalty temperature
+    top_k top_p typical_p repetition_penalty length_penalty no_repeat_ngram_size encoder_no_repeat_ngram_size
+    bad_words_ids num_return_sequences return_dict_in_generate forced_bos_token_id forced_eos_token_id
+    remove_invalid_values exponential_decay_length_penalty suppress_tokens begin_suppress_tokens
+    """.split()
 )
 
 

@@ -349,11 +349,13 @@ def _enters_attention(block_name: str | None, name: str) -> bool:
 _ROTARY_DROPPED = ("stablelm", "starcoder2")
 
 
-def runtime_config(path: str | Path) -> dict:
+def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     """Config settings to give ``transformers`` when it runs the GGUF file at ``path``: what the
     file says and transformers' GGUF reader drops (the rotary base and width of StableLM and
-    StarCoder2 files), so that the model that runs is the one compscope read. A file transformers
-    would build as another model (a Falcon with K/V groups) is refused."""
+    StarCoder2 files), so that the model that runs is the one compscope read; as one
+    ``rope_parameters`` (transformers 5) or, ``rope_parameters=False``, as ``rope_theta`` and
+    (StableLM) ``partial_rotary_factor`` (transformers 4). A file transformers would build as another model (a
+    Falcon with K/V groups) is refused."""
     cfg = open_gguf(path).config  # the header only: no tensor is read
     if cfg["model_type"] == "falcon" and cfg["num_kv_heads"] > 1:
         raise UnsupportedModelError(
@@ -362,8 +364,13 @@ def runtime_config(path: str | Path) -> dict:
             "commands cannot either (the weight-only ones read it; for data, use the model's HuggingFace folder)")
     if cfg["model_type"] not in _ROTARY_DROPPED:
         return {}
-    return {"rope_parameters": {"rope_type": "default", "rope_theta": float(cfg.get("rope_theta", 10000.0)),
-                                "partial_rotary_factor": float(cfg.get("partial_rotary_factor", 1.0))}}
+    rope = {"rope_theta": float(cfg.get("rope_theta", 10000.0)),
+            "partial_rotary_factor": float(cfg.get("partial_rotary_factor", 1.0))}
+    if rope_parameters:
+        return {"rope_parameters": {"rope_type": "default", **rope}}
+    if cfg["model_type"] == "starcoder2":  # transformers 4's StarCoder2 rotates whole heads, and takes no share
+        rope.pop("partial_rotary_factor")
+    return rope
 
 
 def recognise(source: object) -> bool:
