@@ -264,3 +264,20 @@ def test_validate_runs_a_model_in_16_bit_and_records_it(tmp_path, capsys):
     capsys.readouterr()
     assert main(["intervene", "--model-dtype", "float16"]) == 2
     assert capsys.readouterr().err.splitlines() == ["compscope: error: dtype='float16': compscope's toy models run in float32"]
+
+
+def test_a_transformers_older_than_compscope_takes_is_named_before_any_load(tmp_path, monkeypatch):
+    """transformers before 4.57 (the floor; tests/test_transformers_4.py runs 4.57): running a model
+    object or files is refused with the version found and the one needed, not with what an older
+    ``from_pretrained`` makes of today's arguments."""
+    import sys
+
+    model = build(VARIANTS[0])
+    model.save_pretrained(tmp_path)
+    transformers = sys.modules["transformers"]  # (building a model can put another module object there)
+    monkeypatch.setattr(transformers, "__version__", "4.56.2")
+    for source in (model, tmp_path):
+        with pytest.raises(compscope.OptionError, match=r"needs transformers >= 4\.57, and 4\.56\.2 is installed"):
+            runner_for(source, progress=False)
+    monkeypatch.setattr(transformers, "__version__", "4.57.0")
+    assert isinstance(runner_for(model, progress=False), HFRunner)

@@ -49,3 +49,16 @@ def test_the_module_passes_under_transformers_4(python, module):
                            str(ROOT / "tests" / module)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, f"{module} under transformers 4:\n{done.stdout[-6000:]}\n{done.stderr[-2000:]}"
     assert " passed" in done.stdout.splitlines()[-1], done.stdout[-2000:]
+
+
+def test_the_floor_is_the_version_tested():
+    """pyproject's floor, the runner's :data:`OLDEST_TRANSFORMERS` and the version ``.venv-hf4`` installs
+    (Makefile) are one major.minor."""
+    import re
+
+    from compscope.data.runner import OLDEST_TRANSFORMERS
+
+    floors = set(re.findall(r'"transformers>=(\d+)\.(\d+)"', (ROOT / "pyproject.toml").read_text()))
+    tested = re.findall(r"transformers==(\d+)\.(\d+)\.\d+", (ROOT / "Makefile").read_text())
+    want = tuple(map(str, OLDEST_TRANSFORMERS))
+    assert floors == {want} and tested == [want], (floors, tested, want)

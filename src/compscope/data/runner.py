@@ -319,6 +319,7 @@ class HFRunner(Runner):
     def __init__(self, model, hw: HeadWeights, tokenizer=None) -> None:
         from ..loading.families import family_for
 
+        _new_enough(hw.meta.name)
         self.model, self.hw, self.tokenizer = model.eval(), hw, tokenizer
         self.device = model_device(model)
         family = family_for(model.config.to_dict(), f"{type(model).__name__} object")
@@ -588,6 +589,7 @@ def _hf_runner(path: Path, hw: HeadWeights, progress: bool = True, device: torch
     except ImportError as e:
         raise OptionError(f"{path}: running this model on data needs transformers (pip install transformers "
                           "accelerate)") from e
+    _new_enough(path)
     from ..loading.formats import gguf as gguf_format
 
     kw = dict(dtype=dtype, attn_implementation="eager", local_files_only=True)
@@ -629,6 +631,21 @@ def transformers_at_least(*version: int) -> bool:
     from packaging.version import Version  # a dependency of transformers
 
     return Version(transformers.__version__).release[:len(version)] >= version
+
+
+#: the oldest transformers that runs models for compscope (tested: tests/test_transformers_4.py)
+OLDEST_TRANSFORMERS = (4, 57)
+
+
+def _new_enough(what) -> None:
+    """Nothing when the installed transformers is :data:`OLDEST_TRANSFORMERS` or later; else an error
+    naming ``what`` was to run, the version found and the one needed."""
+    if not transformers_at_least(*OLDEST_TRANSFORMERS):
+        import transformers
+
+        need = ".".join(map(str, OLDEST_TRANSFORMERS))
+        raise OptionError(f"{what}: running a model on data needs transformers >= {need}, and {transformers.__version__} "
+                          f"is installed (pip install -U 'transformers>={need}')")
 
 
 def _has_vocabulary(tokenizer) -> bool:
