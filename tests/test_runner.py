@@ -105,6 +105,36 @@ def test_a_changed_run_given_its_clean_trace_leaves_the_layers_before_the_change
         assert "forward" not in layer.__dict__  # the modules are as they were
 
 
+@pytest.mark.parametrize("variant", VARIANTS, ids=str)
+def test_a_run_for_residuals_only_leaves_the_last_layer_out(variant):
+    """``trace(..., last=False)`` of every family, changed at the layer before the last and given the
+    clean trace: the last layer's attention never runs (its output hook never fires), every residual,
+    the last layer's input included, and every earlier attention output equal the run of every layer
+    (float32, 1e-5 of the scale); the last attention output (and post-LN norm inputs) are None."""
+    model = build(variant)
+    runner = runner_for(model, compscope.load(model))
+    ids, L = random_ids(), runner.hw.n_layers
+    clean = runner.trace(ids)
+    delta = torch.randn(ids.shape[0], ids.shape[1], runner.hw.d_model, generator=torch.Generator().manual_seed(1))
+    full = runner.trace(ids, add={L - 2: delta}, clean=clean)
+    calls = []
+    handle = runner.points[-1][1].register_forward_hook(lambda m, a, o: calls.append(1))
+    try:
+        part = runner.trace(ids, add={L - 2: delta}, clean=clean, last=False)
+    finally:
+        handle.remove()
+    assert calls == [] and part.attn_out[-1] is None
+    assert part.norm_in is None if full.norm_in is None else part.norm_in[-1] is None
+    scale = max(1.0, max(float(r.abs().max()) for r in full.resid))
+    for a, b in zip(full.resid + full.attn_out[:-1], part.resid + part.attn_out[:-1]):
+        torch.testing.assert_close(b, a, atol=1e-5 * scale, rtol=0)
+    assert float((full.resid[-1] - clean.resid[-1]).abs().max()) > 1e-3  # δ reaches the last layer's input
+    for layer in runner.layer_modules:
+        assert "forward" not in layer.__dict__  # the modules are as they were
+    again = runner.trace(ids)
+    assert again.attn_out[-1] is not None and torch.equal(again.attn_out[-1], clean.attn_out[-1])
+
+
 def test_a_forward_set_on_a_layer_module_is_put_back_after_a_changed_run():
     """accelerate's hooks (a model loaded with a device map) set each module's own ``forward``; a
     changed run that leaves the layer out puts that one back, and later runs go through it again."""

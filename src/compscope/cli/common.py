@@ -280,7 +280,7 @@ def add_paths(p: argparse.ArgumentParser) -> None:
     p.add_argument("--paths", default=PATHS[0], choices=PATHS,
                    help="direct: h1's output removed from what h2 reads and nowhere else (the default); all: removed "
                         "from the model, so that h2 reads the change through every layer in between too "
-                        "(one more forward pass per writer, from its layer on)")
+                        "(one more forward pass per writer, from its layer to the last layer's input)")
 
 
 def add_model_dtype(p: argparse.ArgumentParser, prefix: str = "") -> None:

@@ -327,7 +327,8 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
     batch's clean queries, keys, values and head outputs of every layer; mean-ablation uses the
     mean over *all* sequences (a first pass computes it). ``paths``: ``'direct'`` (the
     specification's) or ``'all'`` (the writer's change propagated through the model: one more
-    forward pass per writer and batch, from the writer's layer on). ``writers``: the heads ``h1`` to intervene on
+    forward pass per writer and batch, from the writer's layer to the last layer's input).
+    ``writers``: the heads ``h1`` to intervene on
     (:func:`writer_heads`: ``(layer, head)`` pairs and layer numbers; default every head), the
     other rows left NaN: the work and the time scale with their number. ``device``: where a model
     given by name or folder runs (:func:`~compscope.data.runner.runner_for`); the effects come back
@@ -395,7 +396,8 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
                     reads = factored.changed_reads(hw, readers, l1, h1, u, kinds, plain)
                 else:  # every writer of the group in one batch: reads of (writer * b, s, d)
                     if paths == "all":  # one forward pass of the tokens once per writer, each with its δ
-                        changed_run = runner.trace(tr.tokens.repeat(len(hs), 1), add={l1: delta.flatten(0, 1)}, clean=tr)
+                        changed_run = runner.trace(tr.tokens.repeat(len(hs), 1), add={l1: delta.flatten(0, 1)}, clean=tr,
+                                                   last=False)  # the readers read residuals: the last layer's input
                         targets = ((l2, changed_run.resid[l2]) for l2 in range(l1 + 1, L))
                     else:
                         targets = ((l2, r.flatten(0, 1)) for l2, r in _direct_path(runner, tr, mlp, l1, delta))

@@ -50,7 +50,9 @@ from ..errors import OptionError, UnsupportedModelError, one_line
 class Trace:
     """One clean forward pass: ``tokens (batch, seq)``; per layer ``resid[l]`` and ``attn_out[l]``,
     each ``(batch, seq, d_model)`` float32; for post-LN models also ``norm_in[l]``, the sums the
-    layer's two norms normalise (``resid + attention``, and that normalised ``+ MLP``)."""
+    layer's two norms normalise (``resid + attention``, and that normalised ``+ MLP``). A run for
+    residuals only (:meth:`Runner.trace`'s ``last=False``) may leave ``attn_out[-1]`` and
+    ``norm_in[-1]`` None."""
 
     tokens: Tensor
     resid: list[Tensor]
@@ -171,7 +173,8 @@ class Runner:
         return tuple(v for v in out if isinstance(v, int))
 
     @torch.no_grad()
-    def trace(self, tokens: Tensor, add: dict[int, Tensor] | None = None, clean: Trace | None = None) -> Trace:
+    def trace(self, tokens: Tensor, add: dict[int, Tensor] | None = None, clean: Trace | None = None,
+              last: bool = True) -> Trace:
         """Run ``tokens: (batch, seq)`` once; see :class:`Trace`. ``add``: ``{layer: (batch, seq,
         d_model)}`` added to what that layer's attention writes into the residual (after its
         attention-output norm where there is one; post-LN: before the norm of residual + attention),
@@ -179,7 +182,10 @@ class Runner:
         same sequences without ``add`` (``tokens`` may be them repeated, ``clean.tokens.repeat(k, 1)``);
         the layers before the first one ``add`` changes compute what they computed there, so where the
         runner holds each layer's module (``transformers`` and TransformerLens models, not a
-        ``TransformerBridge`` or the toy model) they are left out, their values taken from ``clean``."""
+        ``TransformerBridge`` or the toy model) they are left out, their values taken from ``clean``.
+        ``last=False``: for a caller that reads residuals only; where the runner holds the layer
+        modules the last layer is not run, its input ``resid[-1]`` kept (``attn_out[-1]`` and, post-LN,
+        ``norm_in[-1]`` are then None)."""
         if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.numel() == 0:
             raise OptionError(f"tokens must be a non-empty (batch, seq) tensor, got {what_is(tokens)}")
         if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
@@ -196,18 +202,21 @@ class Runner:
         again = lambda x: x if k == 1 else x.repeat(k, 1, 1)  # noqa: E731  (k == 1: the clean tensors themselves)
         kept = [again(clean.resid[i + 1].to(self._returns[1])) for i in range(start)] if start else []
         seeing = self._seeing_returns() if not add and self.layer_modules and self._returns is None else nullcontext()
-        with seeing, self._leaving_out(kept):
+        seen: list[Tensor] = []  # the last layer's input, where it is not run
+        skipping = self._skipping_last(seen) if not last and self.layer_modules and self._returns else nullcontext()
+        with seeing, self._leaving_out(kept), skipping:
             resid, out, *rest = self._run(tokens, add) if add else self._run(tokens)
+        if seen:
+            resid[-1] = seen[0]
         post = rest[0] if rest else None  # post-LN: the norms' inputs per layer
-        if start:  # the layers left out (None): their values in the clean trace, its rows repeated as the tokens
-            before = [again(clean.resid[0]), *kept]  # the residual of layers 0 .. start
-            resid = [before[i] if r is None else r for i, r in enumerate(resid)]
-            out = [again(c) if o is None else o for o, c in zip(out, clean.attn_out)]
+        if start:  # the layers left out: their values in the clean trace, its rows repeated as the tokens
+            resid[:start] = [again(r) for r in clean.resid[:start]]
+            out[:start] = [again(o) for o in clean.attn_out[:start]]
             if post is not None:
-                post = [(again(c[0]), again(c[1])) if n is None else n for n, c in zip(post, clean.norm_in)]
-        norm_in = None if post is None else [(a.float(), b.float()) for a, b in post]
-        trace = Trace(tokens, [r.float() for r in resid], [o.float() for o in out], norm_in)
-        if not self._agreed and not add:
+                post[:start] = [(again(a), again(b)) for a, b in clean.norm_in[:start]]
+        norm_in = None if post is None else [n if n is None else (n[0].float(), n[1].float()) for n in post]
+        trace = Trace(tokens, [r.float() for r in resid], [o if o is None else o.float() for o in out], norm_in)
+        if not self._agreed and not add and out[-1] is not None:  # (last=False: the last layer may not have run)
             self._check_agreement(trace, low_precision=resid[0].dtype not in (torch.float32, torch.float64))
             self._agreed = True
         return trace
@@ -245,12 +254,35 @@ class Runner:
     def _leaving_out(self, outputs: list[Tensor]):
         """Layers ``0 .. len(outputs) - 1`` not run: each module returns its output as given, in the
         form the layer returns it (:attr:`_returns`; a tuple's other elements None)."""
-        layers = self.layer_modules[:len(outputs)] if outputs else []
-        own = [layer.__dict__.get("forward") for layer in layers]  # a forward set on the module (accelerate's hooks)
-        for layer, o in zip(layers, outputs):
-            form = self._returns[0]
-            value = o if form == "tensor" else (o, *([None] * (form - 1)))
-            layer.__dict__["forward"] = lambda *args, _v=value, **kwargs: _v
+        stubs = {i: (lambda *args, _v=self._as_returned(o), **kwargs: _v) for i, o in enumerate(outputs)}
+        with self._replacing(stubs):
+            yield
+
+    @contextmanager
+    def _skipping_last(self, seen: list[Tensor]):
+        """The last layer not run: its module keeps its input (the residual) in ``seen`` and returns
+        it, in the form the layer returns; what follows it reads nothing of it."""
+        def keep(*args, **kwargs):
+            x = args[0] if args else kwargs["hidden_states"]
+            seen.append(x.detach())
+            return self._as_returned(x)
+
+        with self._replacing({len(self.layer_modules) - 1: keep}):
+            yield
+
+    def _as_returned(self, x: Tensor):
+        """``x`` in the form a layer module returns (:attr:`_returns`; a tuple's other elements None)."""
+        form = self._returns[0]
+        return x if form == "tensor" else (x, *([None] * (form - 1)))
+
+    @contextmanager
+    def _replacing(self, forwards: dict):
+        """``{layer: forward}``: each layer module's ``forward`` replaced for the run, and afterwards put
+        back as it was (a forward set on the module itself, as accelerate's hooks do, included)."""
+        layers = [self.layer_modules[i] for i in forwards]
+        own = [layer.__dict__.get("forward") for layer in layers]
+        for layer, f in zip(layers, forwards.values()):
+            layer.__dict__["forward"] = f
         try:
             yield
         finally:

@@ -354,8 +354,8 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     file says and transformers' GGUF reader drops (the rotary base and width of StableLM and
     StarCoder2 files), so that the model that runs is the one compscope read; as one
     ``rope_parameters`` (transformers 5) or, ``rope_parameters=False``, as ``rope_theta`` and
-    (StableLM) ``partial_rotary_factor`` (transformers 4). A file transformers would build as another model (a
-    Falcon with K/V groups) is refused."""
+    (StableLM) ``partial_rotary_factor`` (transformers 4). A file transformers would build as
+    another model (a Falcon with K/V groups) is refused."""
     cfg = open_gguf(path).config  # the header only: no tensor is read
     if cfg["model_type"] == "falcon" and cfg["num_kv_heads"] > 1:
         raise UnsupportedModelError(
