@@ -167,14 +167,18 @@ def test_model_dtype_on_a_tiny_model_folder(tmp_path):
 
 def test_trace_speed_on_a_tiny_model_folder(tmp_path):
     """bench/trace_speed.py on a tiny random Llama folder: both timings, and the runner's base-model
-    trace bitwise the same as the head model's."""
+    trace bitwise the same as the head model's; a changed run's residuals the same with the last layer
+    left out."""
     sys.path.insert(0, str(ROOT / "tests"))
     from hf_tiny import BY_ID, build
 
     build(BY_ID["llama-gqa-bias"]).save_pretrained(tmp_path)
-    out = bench("trace_speed.py", "--model", str(tmp_path), "--sequences", "2", "--half", "4", "--reps", "1")
+    out = bench("trace_speed.py", "--model", str(tmp_path), "--sequences", "2", "--half", "4", "--reps", "1",
+                "--changed", "0")
     assert re.search(r"^base model \(the runner\) +[0-9.]+ s$", out, re.M), out
     assert "bitwise the same: True" in out, out
+    assert re.search(r"^changed at layer 0 +layers 0\.\.1 run +[0-9.]+ s, the last left out +[0-9.]+ s \([0-9.]+x\); "
+                     r"residuals bitwise the same: True$", out, re.M), out
 
 
 def test_validate_real_on_the_default_model():
