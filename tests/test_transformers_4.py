@@ -1,12 +1,13 @@
-"""The transformers-facing tests again under transformers 4, the oldest compscope takes (4.57).
+"""The transformers-facing tests again under transformers 4 and huggingface_hub 0.x, the oldest
+compscope takes (4.57, 0.34).
 
-The suite runs under transformers 5; transformers 4 differs in what compscope meets of it (configs
-that spell rotary settings ``rope_theta``/``rope_scaling`` and carry generation defaults,
-huggingface_hub 0.x and its ``requests`` errors, a GGUF reader that takes the dropped rotary settings
-flat), so the modules that build, load or run ``transformers`` models run again, each in a
-subprocess, in a second environment: ``.venv-hf4`` (``make test`` builds it: torch 2.13.0 CPU,
-transformers 4.57.6), or the Python named by ``COMPSCOPE_HF4_PYTHON``. Without one this module is
-skipped, saying how to build it.
+The suite runs under transformers 5 and huggingface_hub 2; the older ones differ in what compscope
+meets of them (configs that spell rotary settings ``rope_theta``/``rope_scaling`` and carry
+generation defaults, a GGUF reader that takes the dropped rotary settings flat, the hub's
+``requests`` errors), so the modules that build, load or run ``transformers`` models, and the hub's,
+run again, each in a subprocess, in a third environment: ``.venv-hf4`` (``make test`` builds it:
+torch 2.13.0 CPU, transformers 4.57.6, huggingface_hub 0.34.0), or the Python named by
+``COMPSCOPE_HF4_PYTHON``. Without one the module's runs are skipped, saying how to build it.
 """
 
 from __future__ import annotations
@@ -51,14 +52,16 @@ def test_the_module_passes_under_transformers_4(python, module):
     assert " passed" in done.stdout.splitlines()[-1], done.stdout[-2000:]
 
 
-def test_the_floor_is_the_version_tested():
-    """pyproject's floor, the runner's :data:`OLDEST_TRANSFORMERS` and the version ``.venv-hf4`` installs
-    (Makefile) are one major.minor."""
+def test_the_floors_are_the_versions_tested():
+    """pyproject's floors of transformers and huggingface_hub are the versions ``.venv-hf4`` installs
+    (Makefile), major.minor; transformers' is also the runner's :data:`OLDEST_TRANSFORMERS`."""
     import re
 
     from compscope.data.runner import OLDEST_TRANSFORMERS
 
-    floors = set(re.findall(r'"transformers>=(\d+)\.(\d+)"', (ROOT / "pyproject.toml").read_text()))
-    tested = re.findall(r"transformers==(\d+)\.(\d+)\.\d+", (ROOT / "Makefile").read_text())
-    want = tuple(map(str, OLDEST_TRANSFORMERS))
-    assert floors == {want} and tested == [want], (floors, tested, want)
+    pyproject, makefile = (ROOT / "pyproject.toml").read_text(), (ROOT / "Makefile").read_text()
+    for package, want in (("transformers", tuple(map(str, OLDEST_TRANSFORMERS))), ("huggingface_hub", None)):
+        floors = set(re.findall(rf'"{package}>=(\d+)\.(\d+)"', pyproject))
+        tested = re.findall(rf"\b{package}==(\d+)\.(\d+)\.\d+", makefile)
+        assert len(floors) == 1 and tested == list(floors), (package, floors, tested)
+        assert want is None or floors == {want}, (package, floors, want)
