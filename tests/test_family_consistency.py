@@ -20,6 +20,7 @@ import torch
 
 import compscope
 from compscope.core.attention import attention_forward
+
 from hf_tiny import BY_ID, SEQ, VARIANTS, VOCAB, build, capture, make_config, model_and_capture, random_ids
 
 ATOL = 1e-5
