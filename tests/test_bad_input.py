@@ -408,6 +408,17 @@ def test_unknown_builtin_name(name):
     expect(LoadError, lambda: resolve(name), repr(name), *BUILTINS)
 
 
+def test_an_unknown_name_without_huggingface_hub_lists_the_builtins_too(monkeypatch):
+    """A name that is no built-in (a typo) where huggingface_hub is not installed: the error says it is
+    not a built-in, with their names, besides what loading it from the hub would need."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "huggingface_hub", None)  # import fails, as where it is not installed
+    msg = expect(LoadError, lambda: compscope.load("smollm3"), "smollm3", "needs 'huggingface_hub'")
+    for b in BUILTINS:
+        assert b in msg
+
+
 def test_bad_native_folder(tmp_path, llama_dir):
     d = native.save(compscope.load(llama_dir), tmp_path / "n")
     (d / "heads.safetensors").unlink()

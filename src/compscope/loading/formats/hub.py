@@ -76,7 +76,10 @@ def snapshot(model: HubModel) -> Path:
     try:
         from huggingface_hub import snapshot_download
     except ImportError as e:
-        raise LoadError(f"{model}: loading by hub id needs 'huggingface_hub' (pip install huggingface_hub)") from e
+        from ..builtin import BUILTINS
+
+        raise LoadError(f"{model}: not a local path, not a built-in model ({', '.join(BUILTINS)}); loading it by hub "
+                        "id needs 'huggingface_hub' (pip install huggingface_hub)") from e
     kw = dict(repo_id=model.repo_id, revision=model.revision, cache_dir=model.cache_dir, allow_patterns=ALLOW)
     where = f"{model.repo_id} (revision {model.revision or 'main'})"
     try:
