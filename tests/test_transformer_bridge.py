@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from environments import python_of
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = ["gpt2", "gpt-neo", "neox", "llama-gqa", "qwen2-bias", "qwen3", "gemma2", "gemma3", "olmo2", "phi", "gptj", "opt",
@@ -25,19 +26,9 @@ CASES = ["gpt2", "gpt-neo", "neox", "llama-gqa", "qwen2-bias", "qwen3", "gemma2"
 PROCESSED = [c for c in CASES if c not in ("olmo2", "bert")]
 
 
-def _python() -> Path | None:
-    named = os.environ.get("COMPSCOPE_TL4_PYTHON")
-    for candidate in ([Path(named)] if named else []) + [ROOT / ".venv-tl4" / "bin" / "python"]:
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 @pytest.fixture(scope="module")
 def rows() -> dict:
-    python = _python()
-    if python is None:
-        pytest.skip("no transformer-lens 4 environment: `make .venv-tl4` builds one (or set COMPSCOPE_TL4_PYTHON)")
+    python = python_of(".venv-tl4", "COMPSCOPE_TL4_PYTHON", "transformer-lens 4 environment")
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     done = subprocess.run([str(python), str(ROOT / "tests" / "bridge_check.py")], env=env, capture_output=True,
                           text=True, timeout=900)
@@ -85,10 +76,13 @@ def test_unsupported_architecture_is_refused_by_name(rows):
     assert "model_type='bloom'" in rows["bloom"]["refused"]
 
 
-def test_no_environment_means_a_skip_not_a_pass():
-    """The module's fixture skips, never passes, without transformer-lens 4 (guard against a vacuous green)."""
-    code = "import sys; sys.path.insert(0, 'tests'); import test_transformer_bridge as t; print(t._python())"
-    env = {**os.environ, "COMPSCOPE_TL4_PYTHON": str(ROOT / "no-such-python")}
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
-    expected = ROOT / ".venv-tl4" / "bin" / "python"
-    assert out.stdout.strip() == (str(expected) if expected.is_file() else "None")
+def test_no_environment_means_a_skip_not_a_pass(tmp_path, monkeypatch):
+    """Without the environment the fixture skips, never passes (guard against a vacuous green); a
+    Python named by the variable is taken first."""
+    monkeypatch.setenv("COMPSCOPE_TL4_PYTHON", str(tmp_path / "no-such-python"))
+    with pytest.raises(pytest.skip.Exception, match=r"`make \.venv-none` builds one \(or set COMPSCOPE_TL4_PYTHON\)"):
+        python_of(".venv-none", "COMPSCOPE_TL4_PYTHON", "transformer-lens 4 environment")
+    named = tmp_path / "python"
+    named.write_text("")
+    monkeypatch.setenv("COMPSCOPE_TL4_PYTHON", str(named))
+    assert python_of(".venv-none", "COMPSCOPE_TL4_PYTHON", "transformer-lens 4 environment") == named

@@ -18,24 +18,16 @@ from pathlib import Path
 
 import pytest
 
+from environments import python_of
+
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = ["test_runner.py", "test_family_consistency.py", "test_gguf_format.py", "test_hub.py", "test_intervene.py",
            "test_labels.py", "test_validate.py", "test_real_models.py"]
 
 
-def _python() -> Path | None:
-    named = os.environ.get("COMPSCOPE_HF4_PYTHON")
-    for candidate in ([Path(named)] if named else []) + [ROOT / ".venv-hf4" / "bin" / "python"]:
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 @pytest.fixture(scope="module")
 def python() -> Path:
-    python = _python()
-    if python is None:
-        pytest.skip("no transformers 4 environment: `make .venv-hf4` builds one (or set COMPSCOPE_HF4_PYTHON)")
+    python = python_of(".venv-hf4", "COMPSCOPE_HF4_PYTHON", "transformers 4 environment")
     version = subprocess.run([str(python), "-c", "import transformers; print(transformers.__version__)"],
                              capture_output=True, text=True, timeout=300)
     assert version.returncode == 0 and version.stdout.startswith("4."), version.stdout + version.stderr[-2000:]
