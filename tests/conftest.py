@@ -16,8 +16,8 @@ if _workers > 1:
 
 
 #: Modules whose tests share no module-scoped fixture and each take long (benchmarks, shown
-#: commands, modules run again under transformers 4): spread over the workers one test at a time.
-SPREAD = ("tests/test_bench.py", "tests/test_docs.py", "tests/test_transformers_4.py")
+#: commands, modules run again at the oldest versions): spread over the workers one test at a time.
+SPREAD = ("tests/test_bench.py", "tests/test_docs.py", "tests/test_oldest_versions.py")
 
 
 @pytest.hookimpl(optionalhook=True)  # without pytest-xdist: not called

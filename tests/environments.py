@@ -1,4 +1,4 @@
-"""The suite's second and third environments (``.venv-tl4``, ``.venv-hf4``; Makefile), found for the
+"""The suite's second and third environments (``.venv-tl4``, ``.venv-oldest``; Makefile), found for the
 modules that run their checks there as subprocesses."""
 
 from __future__ import annotations

@@ -79,8 +79,13 @@ def write_gemma3_gguf(path, model, pattern, arch: str = "gemma3") -> None:
     w.add_vocab_size(V)
     if arch == "gemma3":
         w.add_rope_freq_base(20000.0)
-        w.add_rope_freq_base_swa(500.0)
-        w.add_sliding_window_pattern(pattern)
+        # by name: gguf's writer has methods for these two from 0.18 (add_rope_freq_base_swa, add_sliding_window_pattern)
+        w.add_float32(f"{arch}.rope.freq_base_swa", 500.0)
+        key = f"{arch}.attention.sliding_window_pattern"
+        if isinstance(pattern, int):
+            w.add_uint32(key, pattern)
+        else:
+            w.add_array(key, pattern)
     else:
         w.add_rope_freq_base(10000.0)
         w.add_float32(f"{arch}.attn_logit_softcapping", model.config.attn_logit_softcapping)

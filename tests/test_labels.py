@@ -79,6 +79,16 @@ def test_natural_text_is_the_standard_library_cut_into_seeded_windows():
         natural_text(None, 5, 64, seed=0)
 
 
+def test_natural_text_with_a_tokenizer_of_ones_own_does_not_need_transformers(monkeypatch):
+    """A tokenizer that is not ``transformers``' (here the bytes of the text) cuts the text where
+    ``transformers`` cannot be imported (``sys.modules[...] = None`` makes importing it fail)."""
+    import sys
+
+    want = natural_text(_Chars(), 3, 16, seed=0, bos=1)
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    assert torch.equal(natural_text(_Chars(), 3, 16, seed=0, bos=1), want)
+
+
 def test_a_corpus_of_ones_own_is_cut_into_windows_as_the_docstrings_are(tmp_path):
     """A UTF-8 file's bytes (the stand-in tokenizer's ids) in windows of ``seq_len − 1`` after the
     first token: all of them, in order, when all are asked for; a seeded choice of them otherwise.
@@ -161,8 +171,8 @@ def test_natural_text_from_a_transformers_tokenizer_says_nothing_of_the_texts_le
     """The whole text is tokenised in one call, longer than any model's context; a ``transformers``
     tokenizer is told not to warn of it (the windows cut from it fit), and gives the same ids. Its
     warning is read from the flag the tokenizer sets when it warns (whatever logging shows)."""
+    transformers = pytest.importorskip("transformers")
     import tokenizers
-    import transformers
 
     warned = "sequence-length-is-longer-than-the-specified-maximum"
     words = sorted({w for w in stdlib_text().split()[:2000]})

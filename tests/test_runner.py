@@ -297,7 +297,7 @@ def test_validate_runs_a_model_in_16_bit_and_records_it(tmp_path, capsys):
 
 
 def test_a_transformers_older_than_compscope_takes_is_named_before_any_load(tmp_path, monkeypatch):
-    """transformers before 4.57 (the floor; tests/test_transformers_4.py runs 4.57): running a model
+    """transformers before 4.57 (the floor; tests/test_oldest_versions.py runs 4.57): running a model
     object or files is refused with the version found and the one needed, not with what an older
     ``from_pretrained`` makes of today's arguments."""
     import sys

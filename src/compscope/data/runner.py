@@ -665,7 +665,7 @@ def transformers_at_least(*version: int) -> bool:
     return Version(transformers.__version__).release[:len(version)] >= version
 
 
-#: the oldest transformers that runs models for compscope (tested: tests/test_transformers_4.py)
+#: the oldest transformers that runs models for compscope (tested: tests/test_oldest_versions.py)
 OLDEST_TRANSFORMERS = (4, 57)
 
 

@@ -193,10 +193,10 @@ def natural_text(tokenizer, n: int, seq_len: int, seed: int, bos: int | None = N
 def _encode(tokenizer, text: str) -> list[int]:
     """``text``'s token ids, no special tokens added. The whole text is one call, so that its
     pieces join as the tokenizer joins them; a ``transformers`` tokenizer is told not to warn that
-    it is longer than the model's context (it is cut into windows that fit)."""
-    from transformers import PreTrainedTokenizerBase
-
-    quiet = {"verbose": False} if isinstance(tokenizer, PreTrainedTokenizerBase) else {}
+    it is longer than the model's context (it is cut into windows that fit). Another tokenizer does
+    not need ``transformers`` installed (one of its tokenizers has imported it)."""
+    transformers = sys.modules.get("transformers")
+    quiet = {"verbose": False} if transformers and isinstance(tokenizer, transformers.PreTrainedTokenizerBase) else {}
     return tokenizer.encode(text, add_special_tokens=False, **quiet)
 
 

@@ -1,0 +1,113 @@
+"""The suite again at the oldest version compscope takes of each package it uses.
+
+The suite runs on what pip resolves today (transformers 5, numpy 2, ...); pyproject's floors are
+older, and what compscope meets of them differs (transformers 4's configs spell rotary settings
+``rope_theta`` and carry generation defaults, its GGUF reader takes the dropped rotary settings flat;
+huggingface_hub 0.x raises ``requests`` errors; pandas before 2.1 drops a frame's info in parquet;
+gguf before 0.16.2 does not know Gemma 3). So the suite's modules run again, each in a subprocess, in
+a third environment, ``.venv-oldest`` (``make test`` builds it: every floor pinned, Makefile's
+``OLDEST``), or the Python named by ``COMPSCOPE_OLDEST_PYTHON``; without one they are skipped, saying
+how to build it. :data:`NOT_RUN_THERE` names the modules left out, and why; :data:`UNTESTED_FLOORS`
+the floors not pinned there, and why.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from environments import python_of
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: modules not run again in the oldest environment, and why
+NOT_RUN_THERE = {
+    "test_oldest_versions.py": "this module",
+    "test_bench.py": "the benchmarks measure what is installed today",
+    "test_docs.py": "the docs show what today's versions print",
+    "test_transformer_bridge.py": "runs in its own environment (.venv-tl4)",
+    "test_transformer_lens.py": "TransformerLens 3.9 is tested in .venv only (it pins its own transformers)",
+    "test_composition_tl.py": "TransformerLens 3.9 is tested in .venv only (it pins its own transformers)",
+    "test_device.py": "needs a GPU",
+    "test_sweep.py": "Ray is tested in .venv only",
+    "test_report_browser.py": "Playwright and Chromium are tested in .venv only",
+}
+MODULES = sorted(p.name for p in (ROOT / "tests").glob("test_*.py") if p.name not in NOT_RUN_THERE)
+
+#: pyproject floors not pinned in the oldest environment, and why
+UNTESTED_FLOORS = {
+    "torch": "the 2.13.0 CPU build is the one installable without CUDA packages",
+    "playwright": "the report's browser test runs in .venv only",
+    "ray": "sweeps on Ray run in .venv only",
+    "pytest": "a test tool", "pytest-xdist": "a test tool", "hypothesis": "a test tool",
+}
+
+
+def _name(package: str) -> str:
+    return package.lower().replace("_", "-")
+
+
+def oldest_pins() -> dict[str, str]:
+    """Makefile's ``OLDEST``: package → pinned version."""
+    block = re.search(r"^OLDEST := ((?:.*\\\n)*.*)$", (ROOT / "Makefile").read_text(), re.M)
+    assert block, "Makefile: no OLDEST := ..."
+    return {_name(p): v for p, v in re.findall(r"([\w.-]+)==([\w.]+)", block.group(1))}
+
+
+def pyproject_floors() -> dict[str, str]:
+    """Every ``package>=version`` in pyproject's dependencies and extras (one floor a package)."""
+    tomllib = pytest.importorskip("tomllib")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    floors: dict[str, set[str]] = {}
+    for req in project["dependencies"] + [r for rs in project["optional-dependencies"].values() for r in rs]:
+        m = re.fullmatch(r"([\w.-]+)>=([\w.]+)", req)
+        if m:
+            floors.setdefault(_name(m.group(1)), set()).add(m.group(2))
+    assert all(len(v) == 1 for v in floors.values()), {k: v for k, v in floors.items() if len(v) > 1}
+    return {k: v.pop() for k, v in floors.items()}
+
+
+@pytest.fixture(scope="module")
+def python() -> Path:
+    """The oldest environment's Python, checked to hold the pinned versions (an environment built
+    from an older Makefile is named, not used)."""
+    python = python_of(".venv-oldest", "COMPSCOPE_OLDEST_PYTHON", "environment of the oldest versions")
+    pins = oldest_pins()
+    code = ("import importlib.metadata as m, sys; "
+            "print(*(f'{p}=={m.version(p)}' for p in sys.argv[1:]))")
+    got = subprocess.run([str(python), "-c", code, *pins], capture_output=True, text=True, timeout=300)
+    assert got.returncode == 0, got.stderr[-2000:]
+    installed = dict(item.split("==") for item in got.stdout.split())
+    assert installed == pins, f"{python} holds {installed}, the Makefile pins {pins}: `make .venv-oldest` rebuilds it"
+    return python
+
+
+@pytest.mark.parametrize("module", MODULES)
+def test_the_module_passes_at_the_oldest_versions(python, module):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # not this run's worker
+    env.update(PYTHONPATH=str(ROOT / "src"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    done = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "tests" / module)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"{module} at the oldest versions:\n{done.stdout[-6000:]}\n{done.stderr[-2000:]}"
+    assert " passed" in done.stdout.splitlines()[-1], done.stdout[-2000:]
+
+
+def test_the_floors_are_the_versions_tested():
+    """Every floor in pyproject is the version the oldest environment pins, to the floor's last
+    digit (``numpy>=1.24``: 1.24.x), but :data:`UNTESTED_FLOORS`; nothing is pinned there that has no
+    floor; transformers' floor is also the runner's :data:`OLDEST_TRANSFORMERS`. The modules left
+    out exist."""
+    from compscope.data.runner import OLDEST_TRANSFORMERS
+
+    floors, pins = pyproject_floors(), oldest_pins()
+    assert set(UNTESTED_FLOORS) <= set(floors), set(UNTESTED_FLOORS) - set(floors)
+    assert set(pins) == set(floors) - set(UNTESTED_FLOORS), (sorted(pins), sorted(floors))
+    for package, floor in floors.items():
+        if package in pins:
+            assert pins[package].split(".")[: floor.count(".") + 1] == floor.split("."), (package, floor, pins[package])
+    assert floors["transformers"] == ".".join(map(str, OLDEST_TRANSFORMERS))
+    assert all((ROOT / "tests" / m).is_file() for m in NOT_RUN_THERE), NOT_RUN_THERE
