@@ -15,9 +15,10 @@ if _workers > 1:
     os.environ.setdefault("MKL_NUM_THREADS", _share)
 
 
-#: Modules whose tests share no module-scoped fixture and each take long (benchmarks, shown
-#: commands, modules run again at the oldest versions): spread over the workers one test at a time.
-SPREAD = ("tests/test_bench.py", "tests/test_docs.py", "tests/test_oldest_versions.py")
+#: Modules whose tests share no module-scoped fixture and each take long (benchmarks, shown commands,
+#: modules run again at the oldest versions and without the extras): spread over the workers one test
+#: at a time.
+SPREAD = ("tests/test_bench.py", "tests/test_docs.py", "tests/test_oldest_versions.py", "tests/test_bare_install.py")
 
 
 @pytest.hookimpl(optionalhook=True)  # without pytest-xdist: not called

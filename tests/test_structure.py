@@ -96,7 +96,7 @@ HEAVY = ("torch", "numpy", "numba", "tqdm", "pandas", "pyarrow", "transformers",
 
 
 def _imported_after(code: str) -> list[str]:
-    probe = f"import sys; {code}; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
+    probe = f"import sys; {code}; print(','.join(m for m in {HEAVY!r} if sys.modules.get(m) is not None))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.strip()
     return [m for m in out.split(",") if m]
 
