@@ -1,5 +1,5 @@
 """The suite's other installs: its second and third environments (``.venv-tl4``, ``.venv-oldest``;
-Makefile), and the modules run again, each as a subprocess, at the oldest versions and without the
+Makefile), and the modules run again in subprocesses, at the oldest versions and without the
 optional packages."""
 
 from __future__ import annotations
