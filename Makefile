@@ -30,8 +30,9 @@ $(VENV)/.test: $(BIN)/activate pyproject.toml
 	touch $@
 
 # The oldest version compscope takes of each package it uses (pyproject's floors), all in one third environment,
-# where the suite's modules run again (tests/test_oldest_versions.py: all but the benchmarks' and the docs'). torch
-# stays the 2.13.0 CPU build (the one installable without CUDA packages); the test tools are today's.
+# where the suite's modules run again (tests/test_oldest_versions.py: all but the benchmarks', the docs' and those
+# tests/environments.py names). torch stays the 2.13.0 CPU build (the one installable without CUDA packages); the
+# test tools are today's.
 OLDEST := transformers==4.57.6 huggingface_hub==0.34.0 accelerate==0.30.0 numpy==1.24.4 pandas==2.1.0 \
 	pyarrow==12.0.1 numba==0.59.1 safetensors==0.4.3 gguf==0.16.2 tqdm==4.60.0 matplotlib==3.6.3 plotly==5.20.0
 .venv-oldest/.ok: pyproject.toml Makefile
