@@ -39,13 +39,27 @@ def python_of(folder: str, variable: str, what: str) -> Path:
     pytest.skip(f"no {what}: `make {folder}` builds one (or set {variable})")
 
 
-def run_modules(python: Path | str, modules: list[str | Path], where: str, **env: str) -> str:
-    """``pytest`` on ``modules`` (names in ``tests/``, or paths) by ``python`` (``compscope`` from
-    this tree's ``src``, offline, ``env`` added); asserts that it ends well, showing its output's end
-    and naming ``where``. Returns the summary line."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # not this run's worker
+def pyproject() -> dict:
+    """pyproject.toml's ``[project]`` table."""
+    tomllib = pytest.importorskip("tomllib")
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def subprocess_env(**env: str) -> dict[str, str]:
+    """This process's environment for a Python started from a test: ``compscope`` from this tree's
+    ``src`` (after ``env``'s ``PYTHONPATH``), offline, ``env`` added, none of this run's worker's
+    ``PYTEST_*`` variables."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", **env)
     environ["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), str(ROOT / "src")]))
+    return environ
+
+
+def run_modules(python: Path | str, modules: list[str | Path], where: str, **env: str) -> str:
+    """``pytest`` on ``modules`` (names in ``tests/``, or paths) by ``python`` (:func:`subprocess_env`
+    with ``env``); asserts that it ends well, showing its output's end and naming ``where``. Returns
+    the summary line."""
+    environ = subprocess_env(**env)
     done = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
                            *(str(ROOT / "tests" / m) for m in modules)],
                           cwd=ROOT, env=environ, capture_output=True, text=True, timeout=900)

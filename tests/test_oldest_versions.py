@@ -19,9 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from environments import MODULES, NOT_RUN_AGAIN, python_of, run_modules
-
-ROOT = Path(__file__).resolve().parents[1]
+from environments import MODULES, NOT_RUN_AGAIN, ROOT, pyproject, python_of, run_modules
 
 #: pyproject floors not pinned in the oldest environment, and why
 UNTESTED_FLOORS = {
@@ -45,8 +43,7 @@ def oldest_pins() -> dict[str, str]:
 
 def pyproject_floors() -> dict[str, str]:
     """Every ``package>=version`` in pyproject's dependencies and extras (one floor a package)."""
-    tomllib = pytest.importorskip("tomllib")
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    project = pyproject()
     floors: dict[str, set[str]] = {}
     for req in project["dependencies"] + [r for rs in project["optional-dependencies"].values() for r in rs]:
         m = re.fullmatch(r"([\w.-]+)>=([\w.]+)", req)

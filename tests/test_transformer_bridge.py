@@ -9,15 +9,12 @@ builds it: torch 2.13.0 CPU and transformer-lens 4.3.0), or the Python named by
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from environments import python_of
+from environments import ROOT, python_of, subprocess_env
 
-ROOT = Path(__file__).resolve().parents[1]
 CASES = ["gpt2", "gpt-neo", "neox", "llama-gqa", "qwen2-bias", "qwen3", "gemma2", "gemma3", "olmo2", "phi", "gptj", "opt",
          "bert"]
 #: OLMo-2 has no norm before its attention, and BERT's norms come after it (post-LN): compatibility mode's
@@ -29,9 +26,8 @@ PROCESSED = [c for c in CASES if c not in ("olmo2", "bert")]
 @pytest.fixture(scope="module")
 def rows() -> dict:
     python = python_of(".venv-tl4", "COMPSCOPE_TL4_PYTHON", "transformer-lens 4 environment")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    done = subprocess.run([str(python), str(ROOT / "tests" / "bridge_check.py")], env=env, capture_output=True,
-                          text=True, timeout=900)
+    done = subprocess.run([str(python), str(ROOT / "tests" / "bridge_check.py")], env=subprocess_env(),
+                          capture_output=True, text=True, timeout=900)
     lines = [json.loads(x) for x in done.stdout.splitlines() if x.startswith("{")]
     assert done.returncode == 0 and lines, f"bridge_check.py failed:\n{done.stderr[-3000:]}"
     versions, cases = lines[0], {r["case"]: r for r in lines[1:]}
