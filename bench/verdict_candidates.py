@@ -161,9 +161,12 @@ def norms_argument(ap: argparse.ArgumentParser) -> None:
                     choices=("all", "qk", "output", "qk,output"),
                     help="score the weights with the norms inside the heads' circuits (QK-norm 'qk', attention-output "
                          "norm 'output'; alone: every one the model has) replaced by their mean Jacobian on natural text")
-    ap.add_argument("--linearise-qk-norm", action="store_true",
+    ap.add_argument("--linearise-qk-norm", nargs="?", const="isotropic", choices=("isotropic", "text"), default=None,
+                    metavar="POINT",
                     help="score the weights with QK-norm replaced by its Jacobian where the normalised input is "
-                         "isotropic, from the weights alone (compscope.load(..., linearise_qk_norm=True))")
+                         "isotropic, from the weights alone (the default without POINT; compscope.load(..., "
+                         "linearise_qk_norm=True)), or at the second moment of what the heads read on the metrics' "
+                         "text (text: validate --linearise-qk-norm text; the pass that estimates the metrics on data)")
 
 
 def data_arguments(ap: argparse.ArgumentParser) -> None:
@@ -216,17 +219,19 @@ def weights_to_score(args: argparse.Namespace, hw, runs: bool, progress: bool = 
     (:func:`norms_argument`), ``hw`` with those norms replaced by their mean Jacobian on the default
     text (:func:`compscope.data.norm_linearisation.linearise_norms`, as ``validate`` does); and a
     runner of ``args.model`` where the model must run (``runs``: a metric on data; or linearising),
-    else ``None``. With ``args.linearise_qk_norm``, QK-norm is linearised from the weights first
-    (:func:`compscope.core.processing.linearise_qk_norm`). A model without those norms: said, not a
-    traceback."""
-    parts = args.linearise_norms
-    runner = runner_for(args.model, hw, progress=progress) if runs or parts else None  # the model as it is
+    else ``None``. With ``args.linearise_qk_norm``, QK-norm is linearised first, from the weights
+    (``isotropic``: :func:`compscope.core.processing.linearise_qk_norm`) or at the second moment of
+    the metrics' text (``text``: :func:`compscope.data.norm_linearisation.qk_norm_on_text`, the pass
+    the metrics on data share). A model without those norms: said, not a traceback."""
+    parts, point = args.linearise_norms, getattr(args, "linearise_qk_norm", None)
+    runner = runner_for(args.model, hw, progress=progress) if runs or parts or point == "text" else None  # as it is
     weights = hw
-    if getattr(args, "linearise_qk_norm", False):
+    if point:
         from compscope.core.processing import linearise_qk_norm
+        from compscope.data.norm_linearisation import qk_norm_on_text
 
         try:
-            weights = linearise_qk_norm(hw)
+            weights = linearise_qk_norm(hw) if point == "isotropic" else qk_norm_on_text(runner, hw)
         except compscope.ProcessingError as e:
             raise SystemExit(f"--linearise-qk-norm: {e}") from None
     if parts is None:
@@ -241,7 +246,9 @@ def weights_to_score(args: argparse.Namespace, hw, runs: bool, progress: bool = 
 
 def linearised_words(args: argparse.Namespace) -> str:
     """A header's words for ``--linearise-norms`` and ``--linearise-qk-norm`` (empty without them)."""
-    words = "; QK-norm linearised at the isotropic point" if getattr(args, "linearise_qk_norm", False) else ""
+    point = getattr(args, "linearise_qk_norm", None)
+    words = {None: "", "isotropic": "; QK-norm linearised at the isotropic point",
+             "text": "; QK-norm linearised at the text's second moment"}[point]
     return words + (f"; the norms {args.linearise_norms.replace(',', '+')} linearised" if args.linearise_norms else "")
 
 

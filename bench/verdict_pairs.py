@@ -19,7 +19,8 @@ nothing special in. The rows are :func:`compscope.data.validate.auroc_by_head`'s
 their mean Jacobian on natural text (as ``compscope validate --linearise-norms``; the labels and
 interventions are the model's as it is, read from the folder); ``--linearise-qk-norm`` with QK-norm
 replaced by its Jacobian at the isotropic point, from the weights alone (as ``compscope validate
---linearise-qk-norm``).
+--linearise-qk-norm``), and ``--linearise-qk-norm text`` at the second moment of what the heads
+read on the metrics' text (as ``compscope validate --linearise-qk-norm text``).
 """
 
 from __future__ import annotations
@@ -64,8 +65,8 @@ def main() -> None:
     x = scores(weights, "K", [args.measure], met, pairs="all", progress=False).dense(args.measure, "K")
     n_false = int((torch.isfinite(x) & ~truth).sum())
     shrunk = "" if args.metric not in ON_DATA else ", Ledoit-Wolf" if args.shrinkage != "none" else ", sample moment"
-    lin = ("; iso. qk" if args.linearise_qk_norm else "") + (f"; lin. {args.linearise_norms.replace(',', '+')}"
-                                                              if args.linearise_norms else "")
+    lin = {None: "", "isotropic": "; iso. qk", "text": "; G-point qk"}[args.linearise_qk_norm]
+    lin += f"; lin. {args.linearise_norms.replace(',', '+')}" if args.linearise_norms else ""
     print(f"{hw.meta.name}: {args.measure} ({args.metric}{shrunk}{lin}), K-composition; {int(truth.sum())} true pairs "
           f"(previous-token >= {args.prev_threshold}, induction >= {args.induction_threshold}) against "
           f"{n_false} false; AUROC {auroc(x, truth):.3f}, the K interventions' {auroc(effects, truth):.3f}")

@@ -1,8 +1,8 @@
 """How uncertain is a label-truth AUROC? Standard errors for the previous-token → induction K-pairs.
 
 Reads a verdict saved by ``compscope validate MODEL --out DIR`` (the activation labels and the K
-interventions; the model runs only with ``--on-data`` or ``--linearise-norms``) and scores every
-pair with each measure under the weight-only metrics ``identity`` and ``embed``; with
+interventions; the model runs only with ``--on-data``, ``--linearise-norms`` or ``--linearise-qk-norm
+text``) and scores every pair with each measure under the weight-only metrics ``identity`` and ``embed``; with
 ``--on-data`` also under the metrics estimated on natural text (``activations``, ``covariance``
 and their ``-own`` variants, each layer's ``G`` shrunk by Ledoit-Wolf as by default; ``--shrinkage
 none`` adds each again with the sample moment: the model runs once over the text; the bootstrap below draws heads,
@@ -37,10 +37,13 @@ counts independent pairs, is not given then.
 ``--linearise-norms`` scores the weights with the norms inside the heads' circuits replaced by
 their mean Jacobian on natural text (as ``compscope validate --linearise-norms``), and
 ``--linearise-qk-norm`` with QK-norm replaced by its Jacobian at the isotropic point, from the
-weights alone (as ``compscope validate --linearise-qk-norm``); the labels and the interventions are
-the model's as it is.
+weights alone (as ``compscope validate --linearise-qk-norm``), or with ``--linearise-qk-norm text``
+at the second moment of what the heads read on the metrics' text (as ``compscope validate
+--linearise-qk-norm text``: the model runs once over the text, which the metrics on data share); the
+labels and the interventions are the model's as it is.
 
     python bench/verdict_uncertainty.py gemma3-270m verdict-gemma --linearise-qk-norm
+    python bench/verdict_uncertainty.py gemma3-270m verdict-gemma --on-data --linearise-qk-norm text
 """
 
 from __future__ import annotations

@@ -533,6 +533,7 @@ def test_verdict_scripts_score_the_linearised_weights_as_validate_does(tmp_path)
     plain.save(tmp_path / "verdict")
     lin = compscope.validate(str(folder), linearise_norms="qk", **opts)
     iso = compscope.validate(str(folder), linearise_qk_norm=True, **opts)
+    text = compscope.validate(str(folder), linearise_qk_norm="text", **opts)
     assert plain.options["true_pairs"] > 0
 
     def want(v):
@@ -540,16 +541,18 @@ def test_verdict_scripts_score_the_linearised_weights_as_validate_does(tmp_path)
 
     args = [str(folder), str(tmp_path / "verdict"), "--prev-threshold", str(prev), "--induction-threshold", str(ind)]
     for extra, v, words in (([], plain, ""), (["--linearise-norms", "qk"], lin, "; lin. qk"),
-                            (["--linearise-qk-norm"], iso, "; iso. qk")):
+                            (["--linearise-qk-norm"], iso, "; iso. qk"),
+                            (["--linearise-qk-norm", "text"], text, "; G-point qk")):
         out = bench("verdict_pairs.py", *args, "--measure", "read_gain", "--metric", "identity", *extra)
         got = re.search(r"^gemma3: read_gain \(identity(.*)\), K-composition; .* AUROC ([0-9.]+),", out, re.M)
         assert got and got.group(1) == words, out
         assert float(got.group(2)) == pytest.approx(want(v), abs=5e-4), (want(v), out)
-    assert want(lin) != want(plain) and want(iso) != want(plain)
-    out = bench("verdict_uncertainty.py", *args, "--reps", "20", "--linearise-qk-norm")
-    assert "; QK-norm linearised at the isotropic point" in out.splitlines()[0], out
-    row = re.search(r"^read_gain +identity +([0-9.]+) ", out, re.M)
-    assert row and float(row.group(1)) == pytest.approx(want(iso), abs=5e-4), out
+    assert want(plain) not in (want(lin), want(iso), want(text)) and want(text) != want(iso)
+    for point, v, words in (([], iso, "the isotropic point"), (["text"], text, "the text's second moment")):
+        out = bench("verdict_uncertainty.py", *args, "--reps", "20", "--linearise-qk-norm", *point)
+        assert f"; QK-norm linearised at {words}" in out.splitlines()[0], out
+        row = re.search(r"^read_gain +identity +([0-9.]+) ", out, re.M)
+        assert row and float(row.group(1)) == pytest.approx(want(v), abs=5e-4), out
     out = bench("verdict_uncertainty.py", *args, "--reps", "20", "--linearise-norms", "qk")
     assert "; the norms qk linearised" in out.splitlines()[0], out
     row = re.search(r"^read_gain +identity +([0-9.]+) ", out, re.M)

@@ -243,3 +243,62 @@ def test_the_readme_sweep_session_prints_what_it_shows(tmp_path):
         assert p.returncode == 0, f"`{command}` exited {p.returncode}:\n{p.stderr[-2000:]}"
         diff = differences(shown, p.stdout)
         assert not diff, f"README.md, `{command}`:\n" + "\n".join(diff[:10])
+
+
+#: every Markdown document of the project whose links are checked
+LINKED = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "RESULTS.md"]
+
+
+def _prose(text: str) -> str:
+    """``text`` without its fenced code blocks and inline code spans (which hold no links)."""
+    text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+def heading_anchors(text: str) -> set[str]:
+    """The anchors a Markdown renderer (GitHub's rule) gives the headings of ``text``: lower case,
+    inline code marks and every character but letters, digits, ``_``, ``-`` and spaces dropped,
+    spaces turned to ``-``; a repeated anchor gets ``-1``, ``-2``, ..."""
+    seen: dict[str, int] = {}
+    anchors = set()
+    for title in re.findall(r"^#{1,6}\s+(.*?)\s*#*\s*$", re.sub(r"^```.*?^```", "", text, flags=re.S | re.M), re.M):
+        slug = re.sub(r"[^\w\- ]", "", title.replace("`", "").lower()).replace(" ", "-")
+        n = seen.get(slug, 0)
+        seen[slug] = n + 1
+        anchors.add(slug if n == 0 else f"{slug}-{n}")
+    return anchors
+
+
+def broken_links(doc: Path) -> list[str]:
+    """The relative links of ``doc`` whose file does not exist or whose ``#anchor`` names no heading."""
+    broken = []
+    for target in re.findall(r"\[[^\]]*\]\(([^)\s]+)\)", _prose(doc.read_text())):
+        if re.match(r"[a-z]+:", target):  # http:, https:, mailto:
+            continue
+        path, _, anchor = target.partition("#")
+        file = (doc.parent / path).resolve() if path else doc
+        if not file.exists():
+            broken.append(f"{target}: no file {path}")
+        elif anchor and (file.suffix != ".md" or anchor not in heading_anchors(file.read_text())):
+            broken.append(f"{target}: no heading with the anchor #{anchor} in {path or doc.name}")
+    return broken
+
+
+def test_heading_anchors_follow_the_renderers_rule():
+    text = ("# compscope\n## The verdict on data: which measure × metric agrees with the model\n"
+            "### Keeping the reader's scale: `read_gain`\n```console\n# not a heading\n```\n## Tests\n## Tests\n")
+    assert heading_anchors(text) == {"compscope", "the-verdict-on-data-which-measure--metric-agrees-with-the-model",
+                                     "keeping-the-readers-scale-read_gain", "tests", "tests-1"}
+
+
+def test_a_broken_link_is_found(tmp_path):
+    (tmp_path / "other.md").write_text("# Other\n## A part\n")
+    doc = tmp_path / "doc.md"
+    doc.write_text("# Doc\n[ok](other.md#a-part) [self](#doc) [web](https://example.org/x#y) `[code](nowhere.md)`\n"
+                   "[bad anchor](other.md#no-part) [bad file](missing.md) [bad self](#nothing)\n")
+    assert [b.split(":")[0] for b in broken_links(doc)] == ["other.md#no-part", "missing.md", "#nothing"]
+
+
+@pytest.mark.parametrize("doc", LINKED, ids=[str(d.relative_to(ROOT)) for d in LINKED])
+def test_every_link_between_the_docs_resolves(doc):
+    assert broken_links(doc) == []
