@@ -515,10 +515,11 @@ def test_verdict_uncertainty_with_the_metrics_on_data(tmp_path):
 
 
 def test_verdict_scripts_score_the_linearised_weights_as_validate_does(tmp_path):
-    """``--linearise-norms`` in verdict_pairs and verdict_uncertainty: the AUROC of the linearised
-    weights is the one ``validate(linearise_norms=...)`` finds on the same labels (a verdict of
-    its own), and differs from the weights' as they are; a model without such norms is refused by
-    name, and thresholds that leave no true pair too."""
+    """``--linearise-norms`` and ``--linearise-qk-norm [text]`` in verdict_pairs and verdict_uncertainty:
+    the AUROC of the linearised weights is the one ``validate(linearise_norms=...)`` finds on the
+    same labels (a verdict of its own), and differs from the weights' as they are; verdict_seeds,
+    labelling the heads again, gives validate's AUROC on the verdict's seed; a model without such
+    norms is refused by name, and thresholds that leave no true pair too."""
     pytest.importorskip("transformers")
     import compscope
     from hf_tiny import BY_ID, build
@@ -557,6 +558,23 @@ def test_verdict_scripts_score_the_linearised_weights_as_validate_does(tmp_path)
     assert "; the norms qk linearised" in out.splitlines()[0], out
     row = re.search(r"^read_gain +identity +([0-9.]+) ", out, re.M)
     assert row and float(row.group(1)) == pytest.approx(want(lin), abs=5e-4), out
+    # verdict_seeds: the verdict's seed gives validate's AUROC (labels read again, weights scored as validate
+    # scores them); another seed reads other labels
+    thresholds = ["--prev-threshold", str(prev), "--induction-threshold", str(ind)]
+    for point, v in (([], plain), (["--linearise-qk-norm", "text"], text)):
+        out = bench("verdict_seeds.py", str(folder), "--seeds", "12345,7", "--sequences", "4", "--half", "4",
+                    "--metric", "identity", "--measure", "read_gain", "--goal", "0.5", *thresholds, *point)
+        rows = dict(re.findall(r"^ +(\d+) +\d+ +\d+ +\d+ +([0-9.]+|nan)(?:  (?:previous-token|induction) .*)?$", out,
+                               re.M))
+        assert set(rows) == {"12345", "7"}, out
+        assert float(rows["12345"]) == pytest.approx(want(v), abs=5e-4), (want(v), out)
+        summary = re.search(r"^read_gain, identity +([0-9.]+) +([0-9.]+) +([0-9.]+)  (\d) of (\d)$", out, re.M)
+        low, mid, high = (float(summary.group(i)) for i in (1, 2, 3))
+        kept = [float(a) for a in rows.values() if a != "nan"]
+        assert (low, high) == pytest.approx((min(kept), max(kept)), abs=5e-4) and low <= mid <= high, out
+        assert int(summary.group(4)) == sum(a >= 0.5 for a in kept) and int(summary.group(5)) == len(kept), out
+    p = run_bench("verdict_seeds.py", "induction-2l", "--half", "33")  # [t, t] of 66 tokens: the toy takes 64
+    assert p.returncode == 1 and "Traceback" not in p.stderr and p.stderr.startswith("--half: half=33: "), p.stderr
     p = run_bench("verdict_uncertainty.py", *args[:2], "--prev-threshold", "2")  # no label reaches 2: no true pair
     assert p.returncode == 1 and "Traceback" not in p.stderr and "0 true K-pairs (previous-token >= 2.0" in p.stderr, p.stderr
     p = run_bench("verdict_pairs.py", "induction-2l", str(tmp_path / "verdict"))  # another model's verdict
@@ -882,3 +900,16 @@ def test_verdict_scripts_take_the_metrics_on_data_shrunk_or_not(tmp_path):
         assert "--shrinkage says how the metrics estimated on data are estimated: give --on-data with it" in p.stderr
         p = run_bench(script, *args, "--on-data", "--shrinkage", "ledoit-wolf")  # the default: no second row of it
         assert p.returncode == 2 and "invalid choice: 'ledoit-wolf'" in p.stderr, p.stderr
+
+
+def test_verdict_seeds_names_the_heads_a_truth_gains_and_loses():
+    import torch
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from verdict_seeds import changes, heads
+
+    assert heads(torch.tensor([[False, True], [True, False]])) == {(0, 1), (1, 0)}
+    first = ({(1, 2), (2, 0)}, {(3, 0)})
+    assert changes(first, first) == ""
+    assert changes(({(1, 2)}, {(3, 0), (3, 1)}), first) == "previous-token -2.0; induction +3.1"
+    assert changes(({(0, 5), (1, 2), (2, 0)}, set()), first) == "previous-token +0.5; induction -3.0"
