@@ -267,11 +267,40 @@ def test_cli_validate_job_takes_its_sequences_half_and_metrics(run_folder, tmp_p
     want = want.sort_values(key).reset_index(drop=True)
     assert got[key].equals(want[key]) and got.spearman.to_numpy() == pytest.approx(want.spearman.to_numpy())
     capsys.readouterr()
-    for option in (["--sequences", "8"], ["--model-dtype", "bfloat16"], ["--writers", "0"]):
+    for option in (["--sequences", "8"], ["--model-dtype", "bfloat16"], ["--writers", "0"], ["--seed", "3"]):
         assert main(["sweep", last[0], *option, "--out", str(tmp_path / "s")]) == 2
-        assert "--sequences, --half, --writers and --model-dtype apply to --job validate" in capsys.readouterr().err
+        assert "--sequences, --half, --seed, --writers and --model-dtype apply to --job validate" in capsys.readouterr().err
     assert main(["sweep", last[0], "--job", "validate", "--measure", "tight", "--out", str(tmp_path / "s")]) == 2
     assert "--job validate judges every measure" in capsys.readouterr().err
+
+
+def test_cli_validate_job_takes_its_seed(run_folder, tmp_path, capsys):
+    """``sweep --job validate --seed S``: each seed its own task in one dataset (recorded in the options
+    and the rows' ``data``), equal to ``compscope.validate(seed=S)``; the default seed given is the
+    default's task, already done."""
+    import json
+
+    last = max(expand_sources([str(run_folder)]), key=lambda s: s[2])
+    out = tmp_path / "v"
+    args = ["sweep", last[0], "--job", "validate", "--sequences", "8", "--half", "6", "--metric", "identity",
+            "--kinds", "K", "--out", str(out), "--quiet"]
+    assert main(args) == 0 and main([*args, "--seed", "3"]) == 0
+    capsys.readouterr()
+    assert main([*args, "--seed", "12345"]) == 0
+    assert "nothing to do (1 tasks already done)" in capsys.readouterr().out  # the default seed's task
+    df = read_dataset(out)
+    assert df.task.nunique() == 2
+    got = {}
+    for seed in (12345, 3):
+        rows = df[df.data.str.contains(f"(seed {seed})", regex=False)].sort_values("measure").reset_index(drop=True)
+        opts = {"half": 6, "kinds": "K", "metrics": ["identity"], "sequences": 8} | ({"seed": 3} if seed == 3 else {})
+        assert len(rows) and {o for o in rows.options} == {json.dumps(opts, sort_keys=True)}
+        want = compscope.validate(last[0], sequences=8, half=6, metrics=("identity",), kinds="K", seed=seed,
+                                  progress=False).verdict_frame().sort_values("measure").reset_index(drop=True)
+        assert rows.measure.tolist() == want.measure.tolist()
+        assert rows.spearman.to_numpy() == pytest.approx(want.spearman.to_numpy(), abs=1e-12, nan_ok=True)
+        got[seed] = rows.spearman.to_numpy()
+    assert got[3] != pytest.approx(got[12345], abs=1e-6, nan_ok=True)  # other sequences, other effects
 
 
 def test_cli_validate_job_takes_its_kinds_and_writers(run_folder, tmp_path):

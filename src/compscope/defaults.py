@@ -3,6 +3,9 @@ command line can show them in ``--help``)."""
 
 #: the model commands use when none is named (a built-in name)
 DEFAULT_MODEL = "induction-2l"
+#: the seed of the repeated random sequences ``[bos] t t`` that validate and intervene read by default
+#: (the metrics estimated on data read other sequences: ``MetricData``)
+SEED = 12345
 #: the measures computed when none are named (the engine, ``compscope scores``)
 MEASURES = ("frobenius", "frobenius_baselined", "tight", "overlap")
 #: the measures followed over training when none are named (``compscope track``)

@@ -9,6 +9,7 @@ EXAMPLE = "example: compscope intervene --kinds K --top 16 --metric activations 
 
 
 def add_arguments(p) -> None:
+    from ..defaults import SEED
     from ..loading.builtin import DEFAULT_MODEL
 
     p.add_argument("model", nargs="?", default=DEFAULT_MODEL,
@@ -21,7 +22,7 @@ def add_arguments(p) -> None:
     p.add_argument("--half", type=half_length, default=None,
                    help="length of the repeated half |t| (default 32, or the longest that fits the model's context; "
                         "a length given that does not fit is refused)")
-    p.add_argument("--seed", type=int, default=12345, help="seed of the sequences (default 12345)")
+    p.add_argument("--seed", type=int, default=SEED, help=f"seed of the sequences (default {SEED})")
     p.add_argument("--batch-size", type=count, default=16, help="sequences per forward pass (default 16)")
     p.add_argument("--ablation", default="mean", choices=["mean", "zero"], help="how h1's output is removed (default mean)")
     add_paths(p)

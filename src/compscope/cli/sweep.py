@@ -17,6 +17,8 @@ EXAMPLE = """examples:
 
 
 def add_arguments(p) -> None:
+    from ..defaults import SEED
+
     p.add_argument("sources", nargs="+", metavar="MODEL",
                    help="models: a run folder or folder of checkpoints (one task per checkpoint), a model path, "
                         "a built-in name, or a hub id (with --revision: one task per revision)")
@@ -35,6 +37,9 @@ def add_arguments(p) -> None:
     p.add_argument("--sequences", type=count, metavar="N", help="--job validate: repeated random sequences per verdict (default 16)")
     p.add_argument("--half", type=half_length, metavar="N", help="--job validate: length of the repeated half |t| (default 16, or the longest "
                    "that fits the model's context; a length given that does not fit is refused)")
+    p.add_argument("--seed", type=int, metavar="S",
+                   help=f"--job validate: seed of the repeated random sequences (default {SEED}; each seed its own "
+                        "task, so one dataset can hold several)")
     p.add_argument("--writers", type=writers, metavar="HEADS", help="--job validate: intervene on these writer heads "
                    "only (LAYER.HEAD, LAYER or A-B, comma-separated; default every head)")
     add_model_dtype(p, "--job validate: ")
@@ -50,6 +55,7 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> int:
+    from ..defaults import SEED
     from ..errors import OptionError
     from ..measures import select
     from ..core.factors import check_kinds
@@ -92,8 +98,9 @@ def run(args) -> int:
                "track": "--job track reads each checkpoint as it is"}[args.job]
         raise OptionError(f"{refused}: {can}; --job scores takes every processing step")
     step_option = {"processing": steps} if steps else {}
-    if args.job != "validate" and (args.sequences or args.half or args.model_dtype or args.writers):
-        raise OptionError("--sequences, --half, --writers and --model-dtype apply to --job validate")
+    if args.job != "validate" and (args.sequences or args.half or args.seed is not None or args.model_dtype
+                                   or args.writers):
+        raise OptionError("--sequences, --half, --seed, --writers and --model-dtype apply to --job validate")
     if args.job == "validate":
         if args.measures:
             raise OptionError("--measure: --job validate judges every measure")
@@ -107,6 +114,8 @@ def run(args) -> int:
             verdict["sequences"] = args.sequences
         if args.half:
             verdict["half"] = args.half
+        if args.seed not in (None, SEED):  # the default seed: the same task
+            verdict["seed"] = args.seed
         if args.model_dtype not in (None, "float32"):  # float32 is the default: the same task
             verdict["model_dtype"] = args.model_dtype
         if set(judged) & set(ON_DATA) or on_text:

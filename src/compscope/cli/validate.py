@@ -13,7 +13,7 @@ EXAMPLE = ("examples:\n  compscope validate --out verdict\n"
 
 
 def add_arguments(p) -> None:
-    from ..defaults import DEFAULT_MODEL
+    from ..defaults import DEFAULT_MODEL, SEED
 
     p.add_argument("model", nargs="?", default=DEFAULT_MODEL,
                    help=f"a toy model, HuggingFace folder, .gguf file, built-in name or HuggingFace hub id "
@@ -24,7 +24,7 @@ def add_arguments(p) -> None:
     p.add_argument("--half", type=half_length, default=None,
                    help="length of the repeated half |t| (default 32, or the longest that fits the model's context, "
                         "with a note; a length given that does not fit is refused)")
-    p.add_argument("--seed", type=int, default=12345, help="seed of the sequences (default 12345)")
+    p.add_argument("--seed", type=int, default=SEED, help=f"seed of the sequences (default {SEED})")
     p.add_argument("--intervention-sequences", type=count, default=16,
                    help="of those, how many the interventions run on (default 16)")
     p.add_argument("--kinds", default="QKV", help="any of Q, K, V (default QKV)")

@@ -70,7 +70,7 @@ from torch import Tensor
 
 from ..core.attention import attend, combine, project, read_input, written
 from ..core.factors import check_kinds
-from ..defaults import PATHS
+from ..defaults import PATHS, SEED
 from ..errors import OptionError, check_int
 from ..progress import progress_bar
 from . import factored_path as factored
@@ -527,7 +527,7 @@ def _effect(kind: str, clean: dict, patched: dict, layer: int) -> Tensor:
 
 
 def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", sequences: int = 100, half: int | None = None,
-                     seed: int = 12345, ablation: str = "mean", batch_size: int = 16, progress: bool = False,
+                     seed: int = SEED, ablation: str = "mean", batch_size: int = 16, progress: bool = False,
                      device: str | torch.device | None = None, model_dtype: str | torch.dtype | None = None,
                      paths: str = "direct", writers=None, metric_data=None):
     """Interventional composition of any model compscope runs (:func:`~compscope.data.runner.runner_for`)

@@ -54,7 +54,7 @@ from ..core.heads import HeadWeights
 from ..errors import OptionError, check_int
 from ..core.metrics import ON_DATA
 from ..core.processing import center_writing as centred, check_centrable
-from ..defaults import QK_NORM_POINTS
+from ..defaults import QK_NORM_POINTS, SEED
 from .norm_linearisation import unread_norms
 from .separation import (BY_HEAD_COLUMNS, auroc, auroc_by_head, auroc_shares, auroc_within,  # noqa: F401 (re-exported)
                          by_head_lines, confirmed_pairs, forward_pairs, true_pairs, writer_pairs)
@@ -87,7 +87,7 @@ def default_sequences(runner):
     """The verdict's sequences with :func:`validate`'s defaults (64 of them, ``|t| = 32``, seed
     12345; ``|t|`` cut to the model's context): what :func:`activation_labels` and
     :func:`intervention_effects` (the first :data:`INTERVENTION_SEQUENCES`) read when given none."""
-    return verdict_sequences(runner, 64, runner.fitting_half(HALF), 12345)
+    return verdict_sequences(runner, 64, runner.fitting_half(HALF), SEED)
 
 
 def previous_contents(weights, model, progress: bool = True, data=None) -> dict[str, dict | None]:
@@ -119,7 +119,7 @@ def precision_at(weights: Tensor, truth: Tensor, n: int = 5) -> float:
 INTERVENTION_SEQUENCES = 16
 
 
-def validate(model, *, sequences: int = 64, half: int | None = None, seed: int = 12345,
+def validate(model, *, sequences: int = 64, half: int | None = None, seed: int = SEED,
              intervention_sequences: int = INTERVENTION_SEQUENCES,
              kinds: str = "QKV", metrics=DEFAULT_METRICS, ablation: str = "mean", paths: str = "direct",
              prev_threshold: float = 0.4, induction_threshold: float = 0.3, effect_threshold: float = 0.05,

@@ -8,6 +8,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..defaults import SEED
 from ..errors import OptionError
 
 JOBS = ("scores", "track", "validate")
@@ -142,7 +143,7 @@ def run_task(task: Task, device=None):
         # the weights are loaded once: the hash and the verdict read the same
         runner = runner_for(task.source, progress=False, device=device, dtype=opts.get("model_dtype"))
         half, cut = runner.repeat_half(opts.get("half"), SWEEP_HALF)  # the default cut to a shorter context
-        v = validate(runner, sequences=int(opts.get("sequences", 16)), half=half,
+        v = validate(runner, sequences=int(opts.get("sequences", 16)), half=half, seed=int(opts.get("seed", SEED)),
                      metrics=tuple(opts.get("metrics", DEFAULT_METRICS)), kinds=opts.get("kinds", "QKV"),
                      writers=opts.get("writers"), progress=False, metric_data=_metric_data(opts),
                      **task_steps(runner.hw, opts))
