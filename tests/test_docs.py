@@ -8,7 +8,8 @@ round a last digit the other way). A command whose block is gone or renamed fail
 so the list cannot silently shrink. The minutes-long commands (``validate`` and ``intervene``
 on real models, training; ``SLOW``, long: they train five toys) run only when asked for,
 ``COMPSCOPE_SLOW_DOCS=1 pytest tests/test_docs.py``, in doc order in one shared folder (later
-commands read what earlier ones wrote).
+commands read what earlier ones wrote). And every link between the project's documents names a
+file that exists and, with ``#``, one of its headings.
 """
 
 from __future__ import annotations
@@ -249,10 +250,13 @@ def test_the_readme_sweep_session_prints_what_it_shows(tmp_path):
 LINKED = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "bench" / "RESULTS.md"]
 
 
+#: a fenced code block (which holds no heading and no link)
+_FENCED = re.compile(r"^```.*?^```", re.S | re.M)
+
+
 def _prose(text: str) -> str:
     """``text`` without its fenced code blocks and inline code spans (which hold no links)."""
-    text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
-    return re.sub(r"`[^`\n]*`", "", text)
+    return re.sub(r"`[^`\n]*`", "", _FENCED.sub("", text))
 
 
 def heading_anchors(text: str) -> set[str]:
@@ -261,7 +265,7 @@ def heading_anchors(text: str) -> set[str]:
     spaces turned to ``-``; a repeated anchor gets ``-1``, ``-2``, ..."""
     seen: dict[str, int] = {}
     anchors = set()
-    for title in re.findall(r"^#{1,6}\s+(.*?)\s*#*\s*$", re.sub(r"^```.*?^```", "", text, flags=re.S | re.M), re.M):
+    for title in re.findall(r"^#{1,6}\s+(.*?)\s*#*\s*$", _FENCED.sub("", text), re.M):
         slug = re.sub(r"[^\w\- ]", "", title.replace("`", "").lower()).replace(" ", "-")
         n = seen.get(slug, 0)
         seen[slug] = n + 1
