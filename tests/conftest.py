@@ -21,6 +21,16 @@ if _workers > 1:
 SPREAD = ("tests/test_bench.py", "tests/test_docs.py", "tests/test_oldest_versions.py", "tests/test_bare_install.py")
 
 
+#: SPREAD's longest tests, each a subprocess running whole modules again (1-2 minutes each): collected
+#: first, so that xdist, which hands out single tests in collection order after the modules, starts them
+#: before the shorter ones, which then fill the workers evenly at the end instead of leaving one idle.
+FIRST = ("tests/test_oldest_versions.py", "tests/test_bare_install.py")
+
+
+def pytest_collection_modifyitems(items):
+    items.sort(key=lambda item: not item.nodeid.startswith(FIRST))  # stable: the rest keep their order
+
+
 @pytest.hookimpl(optionalhook=True)  # without pytest-xdist: not called
 def pytest_xdist_make_scheduler(config, log):
     """Under pytest-xdist: every module runs whole on one worker (its module-scoped fixtures,
