@@ -150,6 +150,12 @@ def verdict_arguments(ap: argparse.ArgumentParser) -> None:
     and the label thresholds of its truth (``--prev-threshold``, ``--induction-threshold``)."""
     ap.add_argument("model")
     ap.add_argument("verdict", help="a folder written by compscope validate --out")
+    threshold_arguments(ap)
+
+
+def threshold_arguments(ap: argparse.ArgumentParser) -> None:
+    """The label thresholds of the truth, as ``compscope validate`` has them: ``--prev-threshold``,
+    ``--induction-threshold``."""
     ap.add_argument("--prev-threshold", type=float, default=0.4)
     ap.add_argument("--induction-threshold", type=float, default=0.3)
 

@@ -6,8 +6,9 @@ a threshold come and go with the sequences. This script labels the heads again o
 of sequences drawn with other seeds (``compscope validate --seed``), scores every pair once with
 each measure × metric (the weights do not change with the seed; a metric on data is estimated
 once, on its own text), and prints for each seed the true pairs, the previous-token and induction
-heads they come from, and each candidate's AUROC; then each candidate's lowest, median and highest
-AUROC over the seeds, and how many seeds reach ``--goal``. No interventions run: the label-truth
+heads they come from, each candidate's AUROC, and the heads that join or leave the first seed's
+truth, with their labels; then each candidate's lowest, median and highest AUROC over the seeds,
+and how many seeds reach ``--goal``. No interventions run: the label-truth
 AUROC needs none. The first seed, 12345 unless ``--seeds`` says otherwise, is the verdict's: its
 row is what ``compscope validate`` prints.
 
@@ -36,7 +37,8 @@ from compscope.data.sequences import HALF  # noqa: E402
 from compscope.data.validate import auroc, true_pairs, verdict_sequences  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
 from compscope.core.metrics import ON_DATA, get_metric  # noqa: E402
-from verdict_candidates import linearised_words, norms_argument, weights_to_score  # noqa: E402
+from compscope.defaults import SEED  # noqa: E402
+from verdict_candidates import linearised_words, norms_argument, threshold_arguments, weights_to_score  # noqa: E402
 
 
 def seeds(text: str) -> list[int]:
@@ -54,11 +56,13 @@ def heads(mask: torch.Tensor) -> set[tuple[int, int]]:
     return {(layer, head) for layer, head in mask.nonzero().tolist()}
 
 
-def changes(sides: tuple[set, set], first: tuple[set, set]) -> str:
-    """The previous-token and induction heads of a truth that ``first``'s lacks (``+``) or has (``-``)."""
+def changes(sides: tuple[set, set], first: tuple[set, set], scores: tuple[torch.Tensor, torch.Tensor]) -> str:
+    """The previous-token and induction heads of a truth that ``first``'s lacks (``+``) or has (``-``),
+    each with its label ``scores`` (previous-token, induction: ``(L, H)``) on these sequences."""
     parts = []
-    for name, now, then in zip(("previous-token", "induction"), sides, first):
-        moved = [f"+{a}.{b}" for a, b in sorted(now - then)] + [f"-{a}.{b}" for a, b in sorted(then - now)]
+    for name, now, then, label in zip(("previous-token", "induction"), sides, first, scores):
+        moved = ([f"+{a}.{b} ({label[a, b]:.3f})" for a, b in sorted(now - then)]
+                 + [f"-{a}.{b} ({label[a, b]:.3f})" for a, b in sorted(then - now)])
         if moved:
             parts.append(f"{name} {' '.join(moved)}")
     return "; ".join(parts)
@@ -67,15 +71,14 @@ def changes(sides: tuple[set, set], first: tuple[set, set]) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("model")
-    ap.add_argument("--seeds", type=seeds, default=[12345, 1, 2, 3, 4, 5, 6, 7, 8, 9],
-                    help="the seeds of the labels' sequences (default 12345, the verdict's, then 1-9)")
+    ap.add_argument("--seeds", type=seeds, default=[SEED, *range(1, 10)],
+                    help=f"the seeds of the labels' sequences (default {SEED}, the verdict's, then 1-9)")
     ap.add_argument("--sequences", type=int, default=64, help="sequences a seed (default 64, the verdict's)")
     ap.add_argument("--half", type=int, default=None, help="|t| (default 32, the verdict's, cut to the model's context)")
     ap.add_argument("--measure", action="append", dest="measures",
                     help="repeatable (default read_gain, frobenius, overlap)")
     ap.add_argument("--metric", action="append", dest="metrics", help="repeatable (default identity, covariance)")
-    ap.add_argument("--prev-threshold", type=float, default=0.4)
-    ap.add_argument("--induction-threshold", type=float, default=0.3)
+    threshold_arguments(ap)
     ap.add_argument("--goal", type=float, default=None, help="count the seeds whose AUROC reaches this")
     norms_argument(ap)
     args = ap.parse_args()
@@ -114,11 +117,11 @@ def main() -> None:
         first = first or sides
         row = []
         for key, x in dense.items():
-            a = auroc(x, truth) if truth.any() and (torch.isfinite(x) & ~truth).any() else float("nan")
+            a = auroc(x, truth)  # NaN without both true and other pairs
             got[key].append(a)
             row.append(f"{a:>{w}.3f}")
         print(f"{seed:>6} {int(truth.sum()):>5} {len(sides[0]):>5} {len(sides[1]):>5}  " + "  ".join(row)
-              + f"  {changes(sides, first)}".rstrip())
+              + f"  {changes(sides, first, (labels.previous_token, labels.induction))}".rstrip())
     print()
     goal = f"  seeds >= {args.goal}" if args.goal is not None else ""
     print(f"{'candidate':<{w}}  {'lowest':>6} {'median':>6} {'highest':>7}{goal}")

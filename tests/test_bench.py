@@ -910,6 +910,8 @@ def test_verdict_seeds_names_the_heads_a_truth_gains_and_loses():
 
     assert heads(torch.tensor([[False, True], [True, False]])) == {(0, 1), (1, 0)}
     first = ({(1, 2), (2, 0)}, {(3, 0)})
-    assert changes(first, first) == ""
-    assert changes(({(1, 2)}, {(3, 0), (3, 1)}), first) == "previous-token -2.0; induction +3.1"
-    assert changes(({(0, 5), (1, 2), (2, 0)}, set()), first) == "previous-token +0.5; induction -3.0"
+    prev, ind = torch.arange(24.0).reshape(4, 6) / 100, torch.arange(24.0).reshape(4, 6) / 50  # head (l, h): 0.0lh
+    assert changes(first, first, (prev, ind)) == ""
+    assert changes(({(1, 2)}, {(3, 0), (3, 1)}), first, (prev, ind)) == "previous-token -2.0 (0.120); induction +3.1 (0.380)"
+    assert (changes(({(0, 5), (1, 2), (2, 0)}, set()), first, (prev, ind))
+            == "previous-token +0.5 (0.050); induction -3.0 (0.360)")
