@@ -55,13 +55,14 @@ def subprocess_env(**env: str) -> dict[str, str]:
     return environ
 
 
-def run_modules(python: Path | str, modules: list[str | Path], where: str, **env: str) -> str:
+def run_modules(python: Path | str, modules: list[str | Path], where: str, deselect: tuple[str, ...] = (),
+                **env: str) -> str:
     """``pytest`` on ``modules`` (names in ``tests/``, or paths) by ``python`` (:func:`subprocess_env`
-    with ``env``); asserts that it ends well, showing its output's end and naming ``where``. Returns
-    the summary line."""
+    with ``env``), but the tests ``deselect`` names (``tests/module.py::test``); asserts that it ends
+    well, showing its output's end and naming ``where``. Returns the summary line."""
     environ = subprocess_env(**env)
     done = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           *(str(ROOT / "tests" / m) for m in modules)],
+                           *(str(ROOT / "tests" / m) for m in modules), *(f"--deselect={t}" for t in deselect)],
                           cwd=ROOT, env=environ, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, f"{' '.join(map(str, modules))} {where}:\n{done.stdout[-6000:]}\n{done.stderr[-2000:]}"
     return done.stdout.splitlines()[-1]
