@@ -16,10 +16,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-#: scripts run in this process (:func:`run_here`) rather than in a new Python: they read a saved verdict and
-#: score weights, set no threads and measure no memory; a new Python importing torch for each of their
-#: thirty-odd runs took a sixth of this module's time
-IN_PROCESS = re.compile(r"verdict_\w+\.py")
+#: scripts run in this process (:func:`run_here`) rather than in a new Python: they score weights (and read a
+#: saved verdict), set no threads, start no process and measure no memory; a new Python importing torch for each
+#: of their forty-odd runs took a sixth of this module's time
+IN_PROCESS = re.compile(r"verdict_\w+\.py|metric_data_spread\.py|metric_shrinkage\.py|(composition|product)_precision\.py")
 
 
 def run_bench(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
