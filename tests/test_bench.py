@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 #: scripts run in this process (:func:`run_here`) rather than in a new Python: they score weights (and read a
-#: saved verdict), set no threads, start no process and measure no memory; a new Python importing torch for each
-#: of their forty-odd runs took a sixth of this module's time
+#: saved verdict), set no threads, start no process and measure no memory; starting Python and importing torch
+#: (about 3 s on 2 cores) was most of what each of their runs took
 IN_PROCESS = re.compile(r"verdict_\w+\.py|metric_data_spread\.py|metric_shrinkage\.py|(composition|product)_precision\.py")
 
 
@@ -32,8 +32,9 @@ def run_bench(script: str, *args: str, timeout: float = 300) -> subprocess.Compl
 
 
 def run_here(script: str, *args: str) -> subprocess.CompletedProcess:
-    """``bench/script`` run as ``python bench/script args`` runs it, but in this process: ``sys.argv`` and
-    the script's folder first on ``sys.path`` (both restored after), its output captured, the status of
+    """``bench/script`` run as ``python bench/script args`` runs it from the repository's root, but in this
+    process: ``sys.argv``, the script's folder first on ``sys.path`` and the working folder as Python sets
+    them (all restored after), its output captured, the status of
     its ``SystemExit`` its exit status (a message: printed, status 1), an uncaught exception its
     traceback on stderr and status 1."""
     import contextlib
@@ -42,8 +43,9 @@ def run_here(script: str, *args: str) -> subprocess.CompletedProcess:
     import traceback
 
     path, out, err = str(ROOT / "bench" / script), io.StringIO(), io.StringIO()
-    argv, syspath, status = sys.argv[:], sys.path[:], 0
+    argv, syspath, cwd, status = sys.argv[:], sys.path[:], os.getcwd(), 0
     sys.argv, sys.path[:0] = [path, *args], [str(ROOT / "bench")]
+    os.chdir(ROOT)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
@@ -59,6 +61,7 @@ def run_here(script: str, *args: str) -> subprocess.CompletedProcess:
                 status = 1
     finally:
         sys.argv, sys.path[:] = argv, syspath
+        os.chdir(cwd)
     return subprocess.CompletedProcess([sys.executable, path, *args], status, out.getvalue(), err.getvalue())
 
 
@@ -954,3 +957,23 @@ def test_verdict_seeds_names_the_heads_a_truth_gains_and_loses():
     assert changes(({(1, 2)}, {(3, 0), (3, 1)}), first, (prev, ind)) == "previous-token -2.0 (0.120); induction +3.1 (0.380)"
     assert (changes(({(0, 5), (1, 2), (2, 0)}, set()), first, (prev, ind))
             == "previous-token +0.5 (0.050); induction -3.0 (0.360)")
+
+
+def test_a_script_run_here_gives_what_a_new_python_gives(tmp_path):
+    """:func:`run_here` against ``python bench/script``: the same exit status, output and errors for a
+    run that ends well, one that argparse refuses (status 2) and one that stops with a message (status 1);
+    and ``sys.argv``, ``sys.path`` and the working folder are this process's again after each."""
+    import compscope
+
+    compscope.validate("induction-2l", progress=False, sequences=8, intervention_sequences=4).save(tmp_path / "v")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    before = (sys.argv[:], sys.path[:], os.getcwd())
+    for args in ([str(tmp_path / "v"), "--measure", "frobenius", "--metric", "embed"], ["--measure", "bogus"],
+                 [str(tmp_path / "missing")]):
+        args = ["induction-2l", *args] if args[0] != "--measure" else ["induction-2l", str(tmp_path / "v"), *args]
+        here = run_here("verdict_pairs.py", *args)
+        new = subprocess.run([sys.executable, str(ROOT / "bench" / "verdict_pairs.py"), *args], capture_output=True,
+                             text=True, timeout=300, cwd=ROOT, env=env)
+        assert (here.returncode, here.stdout, here.stderr) == (new.returncode, new.stdout, new.stderr), args
+        assert (sys.argv, sys.path, os.getcwd()) == before
+    assert here.returncode == 1 and here.stderr.strip(), here.stderr  # the last: a folder that is not there
