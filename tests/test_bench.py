@@ -5,10 +5,14 @@ once broke unseen when the ``Effects`` it reads changed shape; these tests are w
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
+import runpy
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 import pytest
@@ -24,8 +28,11 @@ IN_PROCESS = re.compile(r"verdict_\w+\.py|metric_data_spread\.py|metric_shrinkag
 
 def run_bench(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """``bench/script`` run with ``args``, offline (:data:`IN_PROCESS`'s in this process, no timeout)."""
-    if IN_PROCESS.fullmatch(script):
-        return run_here(script, *args)
+    return run_here(script, *args) if IN_PROCESS.fullmatch(script) else run_new(script, *args, timeout=timeout)
+
+
+def run_new(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``bench/script`` run with ``args`` by a new Python, from the repository's root, offline."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     return subprocess.run([sys.executable, str(ROOT / "bench" / script), *args], capture_output=True, text=True,
                           timeout=timeout, cwd=ROOT, env=env)
@@ -37,11 +44,6 @@ def run_here(script: str, *args: str) -> subprocess.CompletedProcess:
     them (all restored after), its output captured, the status of
     its ``SystemExit`` its exit status (a message: printed, status 1), an uncaught exception its
     traceback on stderr and status 1."""
-    import contextlib
-    import io
-    import runpy
-    import traceback
-
     path, out, err = str(ROOT / "bench" / script), io.StringIO(), io.StringIO()
     argv, syspath, cwd, status = sys.argv[:], sys.path[:], os.getcwd(), 0
     sys.argv, sys.path[:0] = [path, *args], [str(ROOT / "bench")]
@@ -960,20 +962,18 @@ def test_verdict_seeds_names_the_heads_a_truth_gains_and_loses():
 
 
 def test_a_script_run_here_gives_what_a_new_python_gives(tmp_path):
-    """:func:`run_here` against ``python bench/script``: the same exit status, output and errors for a
+    """:func:`run_here` against :func:`run_new` (``python bench/script``): the same exit status, output and errors for a
     run that ends well, one that argparse refuses (status 2) and one that stops with a message (status 1);
     and ``sys.argv``, ``sys.path`` and the working folder are this process's again after each."""
     import compscope
 
     compscope.validate("induction-2l", progress=False, sequences=8, intervention_sequences=4).save(tmp_path / "v")
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     before = (sys.argv[:], sys.path[:], os.getcwd())
     for args in ([str(tmp_path / "v"), "--measure", "frobenius", "--metric", "embed"], ["--measure", "bogus"],
                  [str(tmp_path / "missing")]):
         args = ["induction-2l", *args] if args[0] != "--measure" else ["induction-2l", str(tmp_path / "v"), *args]
         here = run_here("verdict_pairs.py", *args)
-        new = subprocess.run([sys.executable, str(ROOT / "bench" / "verdict_pairs.py"), *args], capture_output=True,
-                             text=True, timeout=300, cwd=ROOT, env=env)
+        new = run_new("verdict_pairs.py", *args)
         assert (here.returncode, here.stdout, here.stderr) == (new.returncode, new.stdout, new.stderr), args
         assert (sys.argv, sys.path, os.getcwd()) == before
     assert here.returncode == 1 and here.stderr.strip(), here.stderr  # the last: a folder that is not there
