@@ -527,3 +527,21 @@ def test_the_reports_verdict_judges_the_weights_its_tables_show(tmp_path):
                          "weights with center_writing: its ranking of measure x metric is of those other weights"]
     assert said(collect(str(llama), data="run", processing={"fold_value_bias": True}, **opts)) == []
     assert judged_weights_note(None, compscope.load(llama, fold_norm=True)) is None
+
+
+def test_the_axiom_battery_runs_once_a_session_for_the_same_measures(monkeypatch):
+    """The report's battery is ``check_axioms()`` of the registered measures; a second report of the
+    session reuses it, and a measure registered since runs it again, with that measure."""
+    from compscope.analysis import axioms
+    from compscope.measures import MEASURES, Measure, get_measure, register
+    from compscope.report import collect as c
+
+    monkeypatch.setattr(c, "_BATTERY", {})
+    assert c.axiom_battery() == axioms.check_axioms()
+    ran = []
+    monkeypatch.setattr(axioms, "check_axioms", lambda ms: ran.append([m.name for m in ms]) or [])
+    assert c.axiom_battery() != [] and ran == []
+    base = get_measure("overlap")
+    monkeypatch.setattr(MEASURES, "_entries", dict(MEASURES._entries))
+    register(Measure("overlap_twice", lambda p: 2 * base.exact(p), None, (0.0, 2.0), "2 x overlap", frozenset()))
+    assert c.axiom_battery() == [] and ran == [MEASURES.names()] and ran[0][-1] == "overlap_twice"

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import torch
@@ -97,10 +98,24 @@ class AxiomResult:
         return self.declared == "satisfies" and not self.holds
 
 
+#: the spectra of the pairs met so far in one :func:`check_axioms` run, by the pair's factors: every
+#: measure is checked on the same seeded pairs, whose SVDs (and Haar baselines) are then taken once
+_SPECTRA: ContextVar[dict | None] = ContextVar("axiom_spectra", default=None)
+
+
+def _key(lr: LowRank) -> tuple:
+    return tuple((tuple(t.shape), t.dtype, t.detach().cpu().contiguous().numpy().tobytes()) for t in (lr.left, lr.right))
+
+
 def value(m: Measure, writer: LowRank, reader: LowRank, seed: int = 0) -> float:
     """``C(A, B)`` of measure ``m`` for the maps given by their factors (float64)."""
-    p = pair_spectra(writer, reader, baseline=m.needs_baseline, seed=seed)
-    return float(m.exact(p)[0])
+    seen = _SPECTRA.get()
+    if seen is None:
+        return float(m.exact(pair_spectra(writer, reader, baseline=m.needs_baseline, seed=seed))[0])
+    key = (_key(writer), _key(reader), m.needs_baseline, seed)
+    if key not in seen:
+        seen[key] = pair_spectra(writer, reader, baseline=m.needs_baseline, seed=seed)
+    return float(m.exact(seen[key])[0])
 
 
 class _Draw:
@@ -371,11 +386,15 @@ def check_axioms(
         raise OptionError(f"metric={metric!r}: the battery's gauge check takes {' or '.join(METRICS)}")
     setup = Setup(trials, seed, metric)
     out = []
-    for m in ms:
-        for ax in names:
-            holds, worst, where = CHECKS[ax](m, setup)
-            declared, reason = _declared(m, ax, metric)
-            out.append(AxiomResult(m.name, ax, declared, holds, worst, where, reason))
+    token = _SPECTRA.set({})  # the measures share the pairs' spectra
+    try:
+        for m in ms:
+            for ax in names:
+                holds, worst, where = CHECKS[ax](m, setup)
+                declared, reason = _declared(m, ax, metric)
+                out.append(AxiomResult(m.name, ax, declared, holds, worst, where, reason))
+    finally:
+        _SPECTRA.reset(token)
     return out
 
 

@@ -21,6 +21,21 @@ from ..errors import OptionError
 #: head-label thresholds: data (those of ``compscope validate``) and weights
 DATA_THRESHOLDS = {"previous_token": 0.4, "induction": 0.3}
 WEIGHT_THRESHOLDS = {"previous_token": 0.4, "copying": 0.5, "induction_fraction": 0.5}
+#: the axiom battery of the registered measures, by the measures' identity (the objects kept, so
+#: no id is reused): it is of the measures, not of the model, so a session's reports run it once
+_BATTERY: dict[tuple[int, ...], tuple[list, list]] = {}
+
+
+def axiom_battery() -> list:
+    """:func:`compscope.analysis.axioms.check_axioms` of every registered measure, at its defaults."""
+    from ..analysis.axioms import check_axioms
+    from ..measures import measures
+
+    ms = list(measures().values())
+    key = tuple(map(id, ms))
+    if key not in _BATTERY:
+        _BATTERY[key] = (ms, check_axioms(ms))
+    return list(_BATTERY[key][1])
 
 
 @dataclass
@@ -294,7 +309,6 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     """Gather a report of ``model`` (any source :func:`compscope.load` reads; module docstring).
     ``metric_data``: what the metrics estimated on data (the report's and its verdict's) are
     estimated on (:class:`~compscope.data.residual_moments.MetricData`)."""
-    from ..analysis.axioms import check_axioms
     from ..core.factors import check_kinds
     from ..core.metrics import distinct_metrics, get_metric
     from ..data.residual_moments import as_metric_data
@@ -367,7 +381,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
                "detail_pairs": detail_pairs, "processing": list(hw.meta.processing),
                "metric_data": {n: t.info["metric_data"] for n, t in tables.items() if t.info.get("metric_data")} or None}
     if side is None:
-        return Report(hw, hw.meta.name, tables, wl, None, check_axioms(), None, None, details, tr, options, notes)
-    return Report(hw, hw.meta.name, tables, wl, data_labels(side.labels, wl.scores.get("copying")), check_axioms(),
+        return Report(hw, hw.meta.name, tables, wl, None, axiom_battery(), None, None, details, tr, options, notes)
+    return Report(hw, hw.meta.name, tables, wl, data_labels(side.labels, wl.scores.get("copying")), axiom_battery(),
                   side.rows, side.heads, details, tr, options, notes, side.effects, side.effects_note, side.summary,
                   verdict_by_head(tables, side))
