@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+import forked
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -26,16 +28,32 @@ ROOT = Path(__file__).resolve().parents[1]
 IN_PROCESS = re.compile(r"verdict_\w+\.py|metric_data_spread\.py|metric_shrinkage\.py|(composition|product)_precision\.py")
 
 
+#: scripts run by a new Python every time: Ray starts its own processes and stops them at exit
+NEW_PYTHON = re.compile(r"sweep_executors\.py")
+
+
 def run_bench(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    """``bench/script`` run with ``args``, offline (:data:`IN_PROCESS`'s in this process, no timeout)."""
-    return run_here(script, *args) if IN_PROCESS.fullmatch(script) else run_new(script, *args, timeout=timeout)
+    """``bench/script`` run with ``args``, offline: :data:`IN_PROCESS`'s in this process (no timeout),
+    :data:`NEW_PYTHON`'s by a new Python, the others by a Python forked from one that has imported
+    torch and transformers (``tests/forked.py``)."""
+    if IN_PROCESS.fullmatch(script):
+        return run_here(script, *args)
+    return (run_new if NEW_PYTHON.fullmatch(script) else run_forked)(script, *args, timeout=timeout)
+
+
+def _offline() -> dict[str, str]:
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
 def run_new(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """``bench/script`` run with ``args`` by a new Python, from the repository's root, offline."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     return subprocess.run([sys.executable, str(ROOT / "bench" / script), *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, env=env)
+                          timeout=timeout, cwd=ROOT, env=_offline())
+
+
+def run_forked(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """:func:`run_new`'s run by a forked Python (``tests/forked.py``)."""
+    return forked.run([str(ROOT / "bench" / script), *args], cwd=ROOT, env=_offline(), timeout=timeout)
 
 
 def run_here(script: str, *args: str) -> subprocess.CompletedProcess:
@@ -192,8 +210,7 @@ def test_interventions_real_on_a_random_llama_of_a_given_shape(tmp_path):
         found = dict(re.findall(r"^against .*: (Q|K|V|V \(direction\)) +largest \|difference\| (\S+)", out, re.M))
         assert set(found) == {"Q", "K", "V", "V (direction)"} and max(map(float, found.values())) < 1e-5, out
         assert "other pairs measured" not in out, out
-    p = subprocess.run([sys.executable, str(ROOT / "bench" / "interventions_real.py"), "--random-llama", "64,5,1,2"],
-                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    p = run_bench("interventions_real.py", "--random-llama", "64,5,1,2", timeout=120)
     assert p.returncode == 2 and "'64,5,1,2': positive, with HEADS dividing D_MODEL" in p.stderr, p.stderr
 
 
@@ -779,8 +796,7 @@ def test_product_precision_on_a_trial_shape():
                                     "interventions_real.py"])
 def test_a_device_that_is_not_there_is_a_one_line_error(script):
     extra = ["--no-tl"] if script == "composition_speed.py" else []
-    p = subprocess.run([sys.executable, str(ROOT / "bench" / script), "--device", "cuda", *extra],
-                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    p = run_bench(script, "--device", "cuda", *extra, timeout=120)
     assert p.returncode == 1 and p.stderr.strip() == f"{script}: error: --device: device='cuda': torch sees no CUDA device here " \
         f"(torch {__import__('torch').__version__}); use 'cpu'", p.stderr
 
@@ -977,3 +993,37 @@ def test_a_script_run_here_gives_what_a_new_python_gives(tmp_path):
         assert (here.returncode, here.stdout, here.stderr) == (new.returncode, new.stdout, new.stderr), args
         assert (sys.argv, sys.path, os.getcwd()) == before
     assert here.returncode == 1 and here.stderr.strip(), here.stderr  # the last: a folder that is not there
+
+
+def test_a_forked_run_gives_what_a_new_python_gives(tmp_path):
+    """``tests/forked.py`` against ``python script``: the same status, output and errors for a script that
+    ends with a status, with a message, with an uncaught exception (its traceback from the script on), and
+    ends well after joining its thread and running its ``atexit`` function; the same ``sys.argv``,
+    ``sys.path[0]``, working folder and environment. A run past its timeout is killed, with what it printed
+    so far, and the server serves the next; another environment starts another server."""
+    script = tmp_path / "probe.py"
+    script.write_text(
+        "import atexit, os, sys, threading, time\n"
+        "print(sys.argv[1:], sys.path[0], os.getcwd(), os.environ.get('PROBE'))\n"
+        "atexit.register(lambda: print('atexit'))\n"
+        "threading.Thread(target=lambda: (time.sleep(0.2), print('thread'))).start()\n"
+        "how = sys.argv[1]\n"
+        "if how == 'raise':\n    raise ValueError('boom')\n"
+        "if how == 'sleep':\n    sys.stdout.flush(); time.sleep(60)\n"
+        "sys.exit({'status': 3, 'message': 'a message', 'well': None}[how])\n")
+    env = {**os.environ, "PROBE": "1"}
+    for how, status in (("status", 3), ("message", 1), ("raise", 1), ("well", 0)):
+        new = subprocess.run([sys.executable, str(script), how], capture_output=True, text=True, cwd=tmp_path, env=env)
+        fork = forked.run([str(script), how], cwd=tmp_path, env=env, timeout=60)
+        assert (fork.returncode, fork.stdout, fork.stderr) == (new.returncode, new.stdout, new.stderr) and new.returncode == status
+    server = forked.server_for(env)
+    assert server is not None and server.alive  # they were forked, not run by a new Python
+    assert "atexit" in fork.stdout and "thread" in fork.stdout and "ValueError: boom" not in fork.stderr
+    with pytest.raises(subprocess.TimeoutExpired) as late:
+        forked.run([str(script), "sleep"], cwd=tmp_path, env=env, timeout=2)
+    assert late.value.output.startswith("['sleep']")
+    assert forked.run([str(script), "status"], cwd=tmp_path, env=env, timeout=60).returncode == 3
+    assert forked.server_for(env) is server
+    other = {**env, "PROBE": "2"}
+    assert forked.run([str(script), "well"], cwd=tmp_path, env=other, timeout=60).stdout.split("\n")[0].endswith("2")
+    assert forked.server_for(other) not in (None, server) and forked.server_for(env) is server
