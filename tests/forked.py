@@ -16,6 +16,7 @@ environment must be the one asked for but pytest's ``PYTEST_*`` (variables read 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import os
 import select
@@ -23,6 +24,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 #: what the server imports before it forks (what the benchmarks import, and what takes long)
 PRELOAD = ("torch", "numpy", "transformers", "transformers.models.llama.modeling_llama")
@@ -95,16 +97,34 @@ def _same(env: dict[str, str]) -> dict[str, str]:
 
 
 class _Server:
+    """One server: requests and replies are JSON lines over its stdin and stdout (read unbuffered, so
+    that two replies arriving together are both seen); a reply that does not come kills it."""
+
     def __init__(self, env: dict[str, str], cwd: str) -> None:
-        self.env = env
+        self.env, self.pending = env, b""
         self.proc = subprocess.Popen([sys.executable, "-c", _SERVER, *PRELOAD], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=cwd)
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
         self.alive = self._reply(600) == {"ready": True}
+        if not self.alive:
+            self.close()
 
     def _reply(self, timeout: float) -> dict | None:
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
-        line = self.proc.stdout.readline() if ready else ""
-        return json.loads(line) if line else None
+        deadline = time.monotonic() + timeout
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.pending:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None
+            chunk = os.read(fd, 65536)
+            if not chunk:  # the server is gone
+                return None
+            self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        return json.loads(line)
+
+    def _lost(self) -> None:
+        self.alive = False
+        self.close()
 
     def run(self, argv: list[str], cwd: str, env: dict[str, str], timeout: float) -> subprocess.CompletedProcess | None:
         """The script's run, or None where the server cannot fork (a new Python runs it)."""
@@ -113,19 +133,22 @@ class _Server:
             for path in paths.values():
                 open(path, "w").close()
             try:
-                self.proc.stdin.write(json.dumps({"argv": argv, "cwd": cwd, "env": env, **paths}) + "\n")
+                self.proc.stdin.write(json.dumps({"argv": argv, "cwd": cwd, "env": env, **paths}).encode() + b"\n")
                 self.proc.stdin.flush()
             except OSError:
-                self.alive = False
+                self._lost()
                 return None
             started = self._reply(60)
-            if not started or started.get("pid") is None:
-                self.alive = started is not None
+            if started is None:
+                self._lost()
+            if started is None or started["pid"] is None:
                 return None
             done = self._reply(timeout)
             if done is None:
-                os.killpg(started["pid"], signal.SIGKILL)
-                self._reply(60)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(started["pid"], signal.SIGKILL)
+                if self._reply(60) is None:
+                    self._lost()
             out, err = (open(paths[n], encoding="utf-8", errors="replace").read() for n in ("stdout", "stderr"))
             if done is None:
                 raise subprocess.TimeoutExpired([sys.executable, *argv], timeout, out, err)
@@ -133,11 +156,13 @@ class _Server:
 
     def close(self) -> None:
         if self.proc.poll() is None:
-            self.proc.stdin.close()
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()
             try:
                 self.proc.wait(30)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+                self.proc.wait()
 
 
 #: the servers, by environment (:func:`_same`), oldest first; at most :data:`SERVERS` at once

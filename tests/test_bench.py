@@ -1027,3 +1027,16 @@ def test_a_forked_run_gives_what_a_new_python_gives(tmp_path):
     other = {**env, "PROBE": "2"}
     assert forked.run([str(script), "well"], cwd=tmp_path, env=other, timeout=60).stdout.split("\n")[0].endswith("2")
     assert forked.server_for(other) not in (None, server) and forked.server_for(env) is server
+
+
+def test_a_forked_runs_two_replies_read_together_are_both_seen():
+    """The server's replies (a run's pid, then its status) may reach the pipe together: each is read."""
+    from types import SimpleNamespace
+
+    r, w = os.pipe()
+    os.write(w, b'{"pid": 1}\n{"status": 0}\n')
+    server = forked._Server.__new__(forked._Server)
+    server.pending, server.proc = b"", SimpleNamespace(stdout=os.fdopen(r, "rb"))
+    assert server._reply(5) == {"pid": 1} and server._reply(5) == {"status": 0} and server._reply(0.1) is None
+    os.close(w)
+    assert server._reply(5) is None  # the server gone: no reply, at once
