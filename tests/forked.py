@@ -19,19 +19,24 @@ import atexit
 import contextlib
 import json
 import os
+import runpy
 import select
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import traceback
 
 #: what the server imports before it forks (what the benchmarks import, and what takes long)
 PRELOAD = ("torch", "numpy", "transformers", "transformers.models.llama.modeling_llama")
 
 _SERVER = r"""
-import importlib, json, os, runpy, sys, threading, traceback
-for name in sys.argv[1:]:
+import atexit, importlib, json, os, sys, threading
+sys.path.insert(0, sys.argv[1])  # this folder, for run_as_main
+from forked import run_as_main
+del sys.path[0]
+for name in sys.argv[2:]:
     try:
         importlib.import_module(name)
     except ImportError:
@@ -64,20 +69,7 @@ for line in requests:
         os.environ.update(ask["env"])
         sys.argv = ask["argv"]
         sys.path[0] = os.path.dirname(os.path.abspath(ask["argv"][0]))
-        try:
-            runpy.run_path(ask["argv"][0], run_name="__main__")
-            status = 0
-        except SystemExit as stop:
-            if stop.code is None or isinstance(stop.code, int):
-                status = stop.code or 0
-            else:
-                print(stop.code, file=sys.stderr)
-        except BaseException as error:  # its traceback from the script's frame on, as Python prints it
-            tb = error.__traceback__
-            while tb is not None and tb.tb_frame.f_code.co_filename != ask["argv"][0]:
-                tb = tb.tb_next
-            traceback.print_exception(type(error), error, tb)
-        import atexit, threading
+        status = run_as_main(ask["argv"][0])
         getattr(threading, "_shutdown", lambda: None)()
         atexit._run_exitfuncs()
     finally:
@@ -88,6 +80,31 @@ for line in requests:
                 pass
         os._exit(status & 0xFF)
 """
+
+
+def run_as_main(path: str) -> int:
+    """Run the script ``path`` as ``__main__`` (``sys.argv`` and ``sys.path`` as the caller set them) and return
+    the exit status Python gives it: its ``SystemExit``'s (a message printed to stderr, status 1), or 1 for an
+    uncaught exception, whose traceback is printed from the script's frame on, as Python prints it."""
+    try:
+        runpy.run_path(path, run_name="__main__")
+    except SystemExit as stop:
+        if stop.code is None or isinstance(stop.code, int):
+            return stop.code or 0
+        print(stop.code, file=sys.stderr)
+        return 1
+    except Exception as error:  # noqa: BLE001 -- what Python prints and returns for it
+        tb = error.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != path:
+            tb = tb.tb_next
+        traceback.print_exception(type(error), error, tb)
+        return 1
+    return 0
+
+
+def _key(env: dict[str, str]) -> tuple:
+    """The servers' key of ``env``: :func:`_same`'s items, sorted."""
+    return tuple(sorted(_same(env).items()))
 
 
 def _same(env: dict[str, str]) -> dict[str, str]:
@@ -102,7 +119,7 @@ class _Server:
 
     def __init__(self, env: dict[str, str], cwd: str) -> None:
         self.env, self.pending = env, b""
-        self.proc = subprocess.Popen([sys.executable, "-c", _SERVER, *PRELOAD], stdin=subprocess.PIPE,
+        self.proc = subprocess.Popen([sys.executable, "-c", _SERVER, os.path.dirname(os.path.abspath(__file__)), *PRELOAD], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=cwd)
         self.alive = self._reply(600) == {"ready": True}
         if not self.alive:
@@ -175,7 +192,7 @@ def run(argv: list[str], *, cwd: str | os.PathLike, env: dict[str, str], timeout
     output captured as text, as :func:`subprocess.run` gives it; forked (module docstring) where it can be."""
     cwd = os.fspath(cwd)
     if hasattr(os, "fork"):
-        key = tuple(sorted(_same(env).items()))
+        key = _key(env)
         if key in _servers and not _servers[key].alive:
             _servers.pop(key).close()
         if key not in _servers:
@@ -192,7 +209,7 @@ def run(argv: list[str], *, cwd: str | os.PathLike, env: dict[str, str], timeout
 
 def server_for(env: dict[str, str]) -> _Server | None:
     """The server of ``env``, if one is running."""
-    return _servers.get(tuple(sorted(_same(env).items())))
+    return _servers.get(_key(env))
 
 
 @atexit.register

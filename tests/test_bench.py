@@ -9,10 +9,8 @@ import contextlib
 import io
 import os
 import re
-import runpy
 import subprocess
 import sys
-import traceback
 from pathlib import Path
 
 import pytest
@@ -63,22 +61,12 @@ def run_here(script: str, *args: str) -> subprocess.CompletedProcess:
     its ``SystemExit`` its exit status (a message: printed, status 1), an uncaught exception its
     traceback on stderr and status 1."""
     path, out, err = str(ROOT / "bench" / script), io.StringIO(), io.StringIO()
-    argv, syspath, cwd, status = sys.argv[:], sys.path[:], os.getcwd(), 0
+    argv, syspath, cwd = sys.argv[:], sys.path[:], os.getcwd()
     sys.argv, sys.path[:0] = [path, *args], [str(ROOT / "bench")]
     os.chdir(ROOT)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                runpy.run_path(path, run_name="__main__")
-            except SystemExit as stop:
-                if stop.code is None or isinstance(stop.code, int):
-                    status = stop.code or 0
-                else:
-                    print(stop.code, file=sys.stderr)
-                    status = 1
-            except Exception:  # noqa: BLE001 -- what Python prints and returns for it
-                traceback.print_exc()
-                status = 1
+            status = forked.run_as_main(path)
     finally:
         sys.argv, sys.path[:] = argv, syspath
         os.chdir(cwd)
