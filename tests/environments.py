@@ -45,12 +45,22 @@ def pyproject() -> dict:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 
+def offline_env(drop: tuple[str, ...] = (), **values: str) -> dict[str, str]:
+    """This process's environment for a program a test starts: offline (``HF_HUB_OFFLINE``,
+    ``TRANSFORMERS_OFFLINE``: no hub download), without the variables ``drop`` names (a name ending in
+    ``*``: every variable beginning with the rest), ``values`` set."""
+    exact = {d for d in drop if not d.endswith("*")}
+    prefixes = tuple(d[:-1] for d in drop if d.endswith("*"))
+    environ = {k: v for k, v in os.environ.items() if k not in exact and not (prefixes and k.startswith(prefixes))}
+    environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", **values)
+    return environ
+
+
 def subprocess_env(**env: str) -> dict[str, str]:
     """This process's environment for a Python started from a test: ``compscope`` from this tree's
     ``src`` (after ``env``'s ``PYTHONPATH``), offline, ``env`` added, none of this run's worker's
     ``PYTEST_*`` variables."""
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
-    environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", **env)
+    environ = offline_env(drop=("PYTEST_*",), **env)
     environ["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), str(ROOT / "src")]))
     return environ
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import forked
+from environments import offline_env
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,19 +40,15 @@ def run_bench(script: str, *args: str, timeout: float = 300) -> subprocess.Compl
     return (run_new if NEW_PYTHON.fullmatch(script) else run_forked)(script, *args, timeout=timeout)
 
 
-def _offline() -> dict[str, str]:
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-
-
 def run_new(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """``bench/script`` run with ``args`` by a new Python, from the repository's root, offline."""
     return subprocess.run([sys.executable, str(ROOT / "bench" / script), *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, env=_offline())
+                          timeout=timeout, cwd=ROOT, env=offline_env())
 
 
 def run_forked(script: str, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
     """:func:`run_new`'s run by a forked Python (``tests/forked.py``)."""
-    return forked.run([str(ROOT / "bench" / script), *args], cwd=ROOT, env=_offline(), timeout=timeout)
+    return forked.run([str(ROOT / "bench" / script), *args], cwd=ROOT, env=offline_env(), timeout=timeout)
 
 
 def run_here(script: str, *args: str) -> subprocess.CompletedProcess:

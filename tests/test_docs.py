@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 import forked
+from environments import offline_env
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = {"README.md": ROOT / "README.md", "docs/results.md": ROOT / "docs" / "results.md"}
@@ -193,9 +194,8 @@ def run_shown(command: str, cwd: Path, timeout: int = 300) -> subprocess.Complet
     that is one ``compscope`` or ``python script.py`` command and nothing bash would read (:data:`SHELL`)
     is that script run by a forked Python, as bash would run it."""
     line = command.replace(".venv/bin/compscope", "compscope").replace("python bench/", f"python {ROOT}/bench/")
-    env = {k: v for k, v in os.environ.items() if k not in ("HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME")}
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", COLUMNS="200",
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env = offline_env(drop=("HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"), COLUMNS="200",
+                      PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     words = shlex.split(line)
     if not SHELL.search(line):  # one command, nothing for bash to do
         if words[0] == "compscope":
