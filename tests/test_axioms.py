@@ -146,3 +146,40 @@ def test_seeded_results_repeat():
     a, b = check_axioms("tight", seed=3), check_axioms("tight", seed=3)
     assert [(r.holds, r.worst) for r in a] == [(r.holds, r.worst) for r in b]
     assert torch.get_default_dtype() == torch.float32  # the battery does not change torch's defaults
+
+
+class _NoSharing:
+    """Stands in for the battery's context variable so that every value takes its pair's spectra anew."""
+
+    def get(self):
+        return None
+
+    def set(self, _):
+        return None
+
+    def reset(self, _):
+        pass
+
+
+def _rows(results):
+    return [(r.measure, r.axiom, r.holds, r.worst, r.detail) for r in results]
+
+
+def test_sharing_the_pairs_spectra_between_measures_changes_no_result(monkeypatch):
+    from compscope.analysis import axioms
+
+    shared = check_axioms(trials=2)
+    monkeypatch.setattr(axioms, "_SPECTRA", _NoSharing())
+    assert _rows(shared) == _rows(check_axioms(trials=2))
+
+
+def test_a_measure_that_writes_into_the_shared_spectra_changes_no_other_measure():
+    def scribbler(p):  # cubes the writer's spectrum and halves the cosines in place, then scores nothing
+        p.a.pow_(3)
+        p.X.mul_(0.5)
+        return torch.zeros(p.a.shape[:-1], dtype=p.a.dtype)
+
+    rude = Measure(name="scribbler", exact=scribbler, from_gram=None, range=(0.0, 1.0), doc="test", satisfies=frozenset())
+    alone = check_axioms("frobenius", ["scale", "monotone", "identity"], trials=2)
+    after = [r for r in check_axioms([rude, "frobenius"], ["scale", "monotone", "identity"], trials=2) if r.measure == "frobenius"]
+    assert _rows(after) == _rows(alone)

@@ -48,7 +48,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 from torch import Tensor
@@ -56,7 +56,7 @@ from torch import Tensor
 from ..errors import OptionError, check_int
 from ..core.factors import whiten
 from ..core.lowrank import LowRank
-from ..measures import AXIOMS, Measure, get_measure, measures
+from ..measures import AXIOMS, Measure, PairSpectra, get_measure, measures
 from .stats import haar_orthonormal
 from .pair import pair_spectra
 
@@ -107,15 +107,22 @@ def _key(lr: LowRank) -> tuple:
     return tuple((tuple(t.shape), t.dtype, t.detach().cpu().contiguous().numpy().tobytes()) for t in (lr.left, lr.right))
 
 
+def _versions(s: PairSpectra) -> tuple[int, ...]:
+    """The in-place-change counters of ``s``'s tensors: a measure that wrote into them changes these."""
+    return tuple(t._version for f in fields(s) if isinstance(t := getattr(s, f.name), Tensor))
+
+
 def value(m: Measure, writer: LowRank, reader: LowRank, seed: int = 0) -> float:
     """``C(A, B)`` of measure ``m`` for the maps given by their factors (float64)."""
     seen = _SPECTRA.get()
     if seen is None:
         return float(m.exact(pair_spectra(writer, reader, baseline=m.needs_baseline, seed=seed))[0])
     key = (_key(writer), _key(reader), m.needs_baseline, seed)
-    if key not in seen:
-        seen[key] = pair_spectra(writer, reader, baseline=m.needs_baseline, seed=seed)
-    return float(m.exact(seen[key])[0])
+    hit = seen.get(key)
+    if hit is None or _versions(hit[0]) != hit[1]:  # new, or changed in place by a measure before
+        spectra = pair_spectra(writer, reader, baseline=m.needs_baseline, seed=seed)
+        seen[key] = hit = (spectra, _versions(spectra))
+    return float(m.exact(hit[0])[0])
 
 
 class _Draw:
