@@ -227,3 +227,70 @@ def test_no_copies_of_factor_building_topk_or_kind_checks():
         if ("W_O[" in text and "W_V[" in text and "LowRank(" in text) and rel != "core/factors.py":
             offenders.append(f"{rel}: builds W_OV")
     assert not offenders, offenders
+
+
+#: standard-library names added after Python 3.10 (the "What's New" pages of 3.11-3.13), module -> names;
+#: None: the whole module is new
+NEWER_THAN_310 = {
+    "tomllib": None, "wsgiref.types": None,
+    "typing": {"Self", "LiteralString", "Never", "assert_never", "assert_type", "reveal_type", "TypeVarTuple",
+               "Unpack", "Required", "NotRequired", "dataclass_transform", "override", "get_overloads",
+               "clear_overloads", "TypeAliasType", "ReadOnly", "TypeIs", "get_protocol_members", "is_protocol"},
+    "enum": {"StrEnum", "ReprEnum", "EnumCheck", "FlagBoundary", "verify", "member", "nonmember",
+             "global_enum", "show_flag_values", "property", "EnumType"},
+    "datetime": {"UTC"}, "contextlib": {"chdir"}, "operator": {"call"}, "hashlib": {"file_digest"},
+    "math": {"cbrt", "exp2", "sumprod", "fma"}, "itertools": {"batched"}, "asyncio": {"TaskGroup", "timeout", "Runner"},
+    "inspect": {"getmembers_static", "markcoroutinefunction"}, "logging": {"getLevelNamesMapping", "getHandlerByName"},
+    "sys": {"exception", "monitoring", "_is_gil_enabled"}, "warnings": {"deprecated"}, "copy": {"replace"},
+    "builtins": {"ExceptionGroup", "BaseExceptionGroup", "PythonFinalizationError"},
+}
+
+
+def _oldest_python() -> tuple[int, int]:
+    import re
+
+    text = (SRC.parents[1] / "pyproject.toml").read_text()
+    major, minor = re.search(r'requires-python\s*=\s*">=\s*(\d+)\.(\d+)"', text).groups()
+    return int(major), int(minor)
+
+
+def _newer_than_310(path: Path, root: Path = SRC.parents[1]) -> list[str]:
+    """Where ``path`` uses a name of :data:`NEWER_THAN_310`: imported from its module, or read as
+    ``module.name``, or (builtins) named; after parsing it with Python 3.10's grammar."""
+    tree = ast.parse(path.read_text(), str(path), feature_version=(3, 10))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [f"import {a.name}" for a in node.names if a.name in NEWER_THAN_310 and NEWER_THAN_310[a.name] is None]
+        elif isinstance(node, ast.ImportFrom) and node.module in NEWER_THAN_310:
+            new = NEWER_THAN_310[node.module]
+            found += [f"from {node.module} import {a.name}" for a in node.names if new is None or a.name in new]
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+            if node.attr in (NEWER_THAN_310.get(node.value.id) or ()) and node.value.id != "builtins":
+                found.append(f"{node.value.id}.{node.attr}")
+        elif isinstance(node, ast.Name) and node.id in NEWER_THAN_310["builtins"]:
+            found.append(node.id)
+    return [f"{path.relative_to(root)}:{w}" for w in found]
+
+
+def test_the_package_and_benchmarks_are_python_310():
+    """pyproject allows Python 3.10; this machine runs 3.11, so what 3.10 lacks is checked statically:
+    the grammar (``ast.parse`` with ``feature_version``) and the standard library's newer names."""
+    assert _oldest_python() == (3, 10)  # this test's list is of what came after 3.10
+    files = sorted(SRC.rglob("*.py")) + sorted((SRC.parents[1] / "bench").glob("*.py"))
+    assert len(files) > 100
+    found = [w for f in files for w in _newer_than_310(f)]
+    assert not found, found
+
+
+def test_the_310_check_finds_newer_grammar_and_names(tmp_path):
+    f = tmp_path / "newer.py"
+    for source, expected in [("import tomllib\n", "import tomllib"), ("from typing import Self\n", "from typing import Self"),
+                             ("import enum\nx = enum.StrEnum\n", "enum.StrEnum"), ("raise ExceptionGroup('x', [])\n", "ExceptionGroup")]:
+        f.write_text(source)
+        assert _newer_than_310(f, tmp_path) == [f"newer.py:{expected}"]
+    f.write_text("import typing\nx: typing.Optional[int] = None\n")
+    assert _newer_than_310(f, tmp_path) == []
+    f.write_text("try:\n    pass\nexcept* ValueError:\n    pass\n")  # exception groups' grammar: 3.11
+    with pytest.raises(SyntaxError):
+        _newer_than_310(f, tmp_path)
