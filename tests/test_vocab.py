@@ -35,3 +35,21 @@ def test_products_are_kept_while_the_weights_live_and_unchanged():
     del hw, hw2, N
     gc.collect()
     assert not any(k[1] == key for k in vocab._KEPT)
+
+
+def test_a_tied_unembedding_shares_the_embeddings_product_and_an_untied_one_does_not():
+    hw = load("induction-2l")
+    tied = hw.replace(W_U=hw.W_E.T.clone())  # equal values, its own tensor
+    E = tied.W_E.double()
+    N = vocab.embed_gram(tied)
+    assert vocab.embed_unembed(tied) is N and vocab.unembed_gram(tied) is N
+    assert torch.allclose(N, E @ E.T, rtol=1e-14, atol=1e-12)
+    tied.W_U.mul_(2)  # no longer tied: each product its own again
+    U = tied.W_U.double()
+    assert torch.allclose(vocab.embed_unembed(tied), 2 * N, rtol=1e-14, atol=1e-12)
+    assert torch.allclose(vocab.unembed_gram(tied), U.T @ U, rtol=1e-14, atol=1e-12)
+    assert vocab.embed_gram(tied) is N
+    nearly = hw.replace(W_U=hw.W_E.T.clone())
+    nearly.W_U[0, 0] += 1e-6  # one entry off: not tied
+    assert vocab.embed_unembed(nearly) is not vocab.embed_gram(nearly)
+    assert torch.allclose(vocab.embed_unembed(nearly), E @ nearly.W_U.double(), rtol=1e-14, atol=1e-12)

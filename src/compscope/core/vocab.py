@@ -4,7 +4,9 @@
 The vocabulary runs to 262,144 tokens (Gemma 3), so a float64 copy of ``W_E`` alone is 1.3 GB
 there; the sums are taken over chunks of tokens instead, each chunk cast to float64, and each
 product is kept for as long as the tensors it came from live unchanged, so the scores that share one (the
-matching scores, the matching through writers, the embed metric) compute it once.
+matching scores, the matching through writers, the embed metric) compute it once. Where the
+unembedding is the embedding's transpose (tied, as in SmolLM2; not Gemma's, whose ``W_E`` carries
+the ``√d`` scale), the three products are one, computed once.
 """
 
 from __future__ import annotations
@@ -42,9 +44,13 @@ def _kept(name: str, E: Tensor, U: Tensor) -> Tensor:
     if hit is None:
         for t in {id(E): E, id(U): U}.values():  # ids are not reused before these run
             weakref.finalize(t, _KEPT.pop, key, None)
-    A, B = {"EE": (E, E.T), "EU": (E, U), "UU": (U.T, U)}[name]
-    _KEPT[key] = (versions, vocab_product(A, B))
-    return _KEPT[key][1]
+    if name != "EE" and U.shape == E.T.shape and torch.equal(U.T, E):
+        product = _kept("EE", E, E)  # tied (W_U = W_Eᵀ): W_E W_U = W_Uᵀ W_U = W_E W_Eᵀ
+    else:
+        A, B = {"EE": (E, E.T), "EU": (E, U), "UU": (U.T, U)}[name]
+        product = vocab_product(A, B)
+    _KEPT[key] = (versions, product)
+    return product
 
 
 def embed_gram(hw: HeadWeights) -> Tensor:
