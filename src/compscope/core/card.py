@@ -3,6 +3,8 @@ notes that change what the scores mean (``compscope info`` prints it; the report
 
 from __future__ import annotations
 
+import torch
+
 from .heads import HeadWeights
 
 
@@ -22,6 +24,15 @@ def _rotary_bases(hw: HeadWeights) -> str:
     scaled = sorted({round(float(x), 6) for x in f[:, 0] if abs(float(x) - 1) > 1e-9})  # inv_freq_0 = 1 unscaled
     return "base " + ", ".join(f"{b:g}" for b in bases) + (
         f", positions scaled by {', '.join(f'{v:g}' for v in scaled)}" if scaled else "")
+
+
+def _unembedding(hw: HeadWeights) -> str:
+    """``W_U``'s shape, its bias, and whether it is tied: the embedding's transpose, value by value."""
+    if hw.W_U is None:
+        return "none"
+    tied = hw.W_U.shape == hw.W_E.T.shape and torch.equal(hw.W_U.T, hw.W_E)
+    return f"W_U {hw.W_U.shape[0]} x {hw.W_U.shape[1]}" + (" + bias" if hw.b_U is not None else "") + (
+        ", tied (W_E transposed)" if tied else "")
 
 
 def card_rows(hw: HeadWeights) -> list[tuple[str, str]]:
@@ -59,7 +70,7 @@ def card_rows(hw: HeadWeights) -> list[tuple[str, str]]:
         rows.append(("attention-output norm", hw.attn_out_norm.describe()))
     rows += [
         ("positions", pos),
-        ("unembedding", "none" if hw.W_U is None else f"W_U {hw.W_U.shape[0]} x {hw.W_U.shape[1]}" + (" + bias" if hw.b_U is not None else "")),
+        ("unembedding", _unembedding(hw)),
         ("processing", ", ".join(m.processing) or "none"),
         ("attention parameters", _fmt_int(hw.n_attention_params())),
     ]
