@@ -3,9 +3,8 @@ notes that change what the scores mean (``compscope info`` prints it; the report
 
 from __future__ import annotations
 
-import torch
-
 from .heads import HeadWeights
+from .vocab import tied
 
 
 def _fmt_int(n: int) -> str:
@@ -30,9 +29,8 @@ def _unembedding(hw: HeadWeights) -> str:
     """``W_U``'s shape, its bias, and whether it is tied: the embedding's transpose, value by value."""
     if hw.W_U is None:
         return "none"
-    tied = hw.W_U.shape == hw.W_E.T.shape and torch.equal(hw.W_U.T, hw.W_E)
     return f"W_U {hw.W_U.shape[0]} x {hw.W_U.shape[1]}" + (" + bias" if hw.b_U is not None else "") + (
-        ", tied (W_E transposed)" if tied else "")
+        ", tied (W_E transposed)" if tied(hw) else "")
 
 
 def card_rows(hw: HeadWeights) -> list[tuple[str, str]]:

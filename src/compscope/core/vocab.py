@@ -34,6 +34,16 @@ def vocab_product(A: Tensor, B: Tensor, chunk: int = CHUNK) -> Tensor:
     return out
 
 
+def _tied(E: Tensor, U: Tensor) -> bool:
+    """Whether ``U`` is ``Eᵀ``, value by value."""
+    return U.shape == E.T.shape and torch.equal(U.T, E)
+
+
+def tied(hw: HeadWeights) -> bool:
+    """Whether the unembedding is the embedding's transpose, value by value (False without one)."""
+    return hw.W_U is not None and _tied(hw.W_E, hw.W_U)
+
+
 def _kept(name: str, E: Tensor, U: Tensor) -> Tensor:
     """The product ``name`` of ``E = W_E`` and ``U = W_U`` (or ``W_E`` again), computed once while
     both tensors live unchanged (an in-place change bumps a tensor's version)."""
@@ -44,7 +54,7 @@ def _kept(name: str, E: Tensor, U: Tensor) -> Tensor:
     if hit is None:
         for t in {id(E): E, id(U): U}.values():  # ids are not reused before these run
             weakref.finalize(t, _KEPT.pop, key, None)
-    if name != "EE" and U.shape == E.T.shape and torch.equal(U.T, E):
+    if name != "EE" and _tied(E, U):
         product = _kept("EE", E, E)  # tied (W_U = W_Eᵀ): W_E W_U = W_Uᵀ W_U = W_E W_Eᵀ
     else:
         A, B = {"EE": (E, E.T), "EU": (E, U), "UU": (U.T, U)}[name]
