@@ -101,3 +101,43 @@ def test_pair_on_data_is_what_the_verdict_measured(capsys):
         assert {name: float(x) for name, x in shown.items()} == pytest.approx(
             {name: float(v.labels.mean[name][l, h]) for name in shown}, abs=0.006)
         assert set(shown) == {"induction", "previous_token", "duplicate_token", "sink"}
+
+
+def _per_layer_metric(hw, own_reads: bool):
+    """A metric with its own random G for every layer (``own_reads``: the -own rule of which G a factor takes)."""
+    import torch
+
+    from compscope.core.metrics import Metric, from_gram
+
+    g = torch.Generator().manual_seed(3)
+    roots = {}
+    for layer in range(hw.n_layers):
+        M = torch.randn(hw.d_model, 2 * hw.d_model, generator=g, dtype=torch.float64)
+        roots[layer] = from_gram("g", M @ M.T / (2 * hw.d_model))
+    return Metric("per-layer", {k: m.sqrt[None] for k, m in roots.items()}, {k: m.inv_sqrt[None] for k, m in roots.items()},
+                  own_reads=own_reads)
+
+
+@pytest.mark.parametrize("metric", ["identity", "embed", "per-layer", "per-layer-own"])
+def test_pairs_composed_together_are_each_pair_composed_alone(metric, monkeypatch):
+    """compose_pairs: every pair what compose_pair gives it (to the bit), each head's map decomposed once
+    for every metric, layer pair and kind that gives it the same coordinates."""
+    import torch
+
+    from compscope.analysis import pair as pair_module
+
+    hw = model()
+    met = _per_layer_metric(hw, metric.endswith("own")) if metric.startswith("per-layer") else metric
+    pairs = [((0, 1), (2, 3), "K"), ((0, 1), (1, 0), "Q"), ((1, 2), (2, 3), "V"), ((0, 1), (2, 0), "K"), ((1, 0), (2, 3), "K")]
+    alone = [compose_pair(hw, w, r, k, met, offset=2) for w, r, k in pairs]
+    taken = []
+    real = pair_module._thin_svd
+    monkeypatch.setattr(pair_module, "_thin_svd", lambda m: taken.append(m) or real(m))
+    together = pair_module.compose_pairs(hw, pairs, met, offset=2)
+    for a, b in zip(alone, together):
+        assert (a.writer, a.reader, a.kind, a.metric, a.measures) == (b.writer, b.reader, b.kind, b.metric, b.measures)
+        for f in ("principal_angles", "composed_singular_values", "writer_singular_values", "reader_singular_values"):
+            assert torch.equal(getattr(a, f), getattr(b, f)), f
+    # writers: 0.1 (read at layers 1 and 2: one map unless G is the reader's, per layer), 1.2, 1.0; readers: 4 distinct
+    writer_maps = {"identity": 3, "embed": 3, "per-layer": 4, "per-layer-own": 4}[metric]
+    assert len(taken) == writer_maps + 4

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 import operator
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -35,18 +36,26 @@ def pair_spectra(writer: LowRank, reader: LowRank, *, baseline: bool = False, sa
     d = writer.shape[0]
     if writer.shape != (d, d) or reader.shape != (d, d):
         raise OptionError(f"pair_spectra: writer {writer.shape} and reader {reader.shape} must both be {d} x {d}")
-    f64 = lambda lr: LowRank(lr.left.to(torch.float64), lr.right.to(torch.float64))  # noqa: E731
-    UA, a, _ = f64(writer).svd()
-    _, b, VB = f64(reader).svd()
-    ra, rb = int(numerical_rank(a, d)), int(numerical_rank(b, d))
-    UA, a, VB, b = UA[:, :ra], a[:ra], VB[:, :rb], b[:rb]
+    return _spectra(_thin_svd(writer), _thin_svd(reader), d, baseline, samples, seed)
+
+
+def _thin_svd(m: LowRank) -> tuple[Tensor, Tensor, Tensor]:
+    """``U, S, V`` of the ``d × d`` map ``m`` from its factors, float64, cut to its numerical rank."""
+    U, s, V = LowRank(m.left.to(torch.float64), m.right.to(torch.float64)).svd()
+    r = int(numerical_rank(s, m.shape[0]))
+    return U[:, :r], s[:r], V[:, :r]
+
+
+def _spectra(writer: tuple[Tensor, Tensor, Tensor], reader: tuple[Tensor, Tensor, Tensor], d: int, baseline: bool,
+             samples: int = 256, seed: int = 0) -> PairSpectra:
+    """:func:`pair_spectra` from the two maps' :func:`_thin_svd`."""
+    (UA, a, _), (_, b, VB) = writer, reader
     expected = None
     if baseline:
         from ..engine.baseline import expected_frobenius
 
         expected = expected_frobenius(a[None], b[None], d, samples, seed)[0].reshape(1)
-    return PairSpectra(a[None], b[None], (VB.T @ UA)[None], d, torch.tensor([ra]), expected)
-
+    return PairSpectra(a[None], b[None], (VB.T @ UA)[None], d, torch.tensor([len(a)]), expected)
 
 
 @dataclass(frozen=True)
@@ -108,25 +117,50 @@ def compose_pair(
     """Principal angles, composed singular values and every measure of the pair ``writer =
     (layer, head)`` → ``reader = (layer, head)`` (either also as ``'LAYER.HEAD'``; the reader in a
     later layer; the Haar baseline by the same seeded Monte Carlo as :func:`compscope.scores`)."""
-    check_kind(kind)
+    return compose_pairs(hw, [(writer, reader, kind)], metric, offset=offset, ridge=ridge)[0]
+
+
+def compose_pairs(
+    hw: HeadWeights,
+    pairs: Iterable[tuple[tuple[int, int] | str, tuple[int, int] | str, str]],
+    metric: str | Metric = "identity",
+    *,
+    offset: float = 0.0,
+    ridge: float = DEFAULT_RIDGE,
+) -> list[PairReport]:
+    """:func:`compose_pair` of each ``(writer, reader, kind)`` in ``pairs``, under one metric: each head's
+    map (in the metric's coordinates) and its thin SVD taken once for all the pairs it is in."""
+    items = [(as_head(w, "writer"), as_head(r, "reader"), kind) for w, r, kind in pairs]
+    for kind in {k for _, _, k in items}:
+        check_kind(kind)
     check_offset(hw, offset)
-    writer, reader = as_head(writer, "writer"), as_head(reader, "reader")
-    (l1, h1), (l2, h2) = writer, reader
     L, H = hw.n_layers, hw.n_heads
-    for name, (l, h) in (("writer", writer), ("reader", reader)):
-        if not (0 <= l < L and 0 <= h < H):
-            raise OptionError(f"{name} {l}.{h}: the model has layers 0..{L - 1} and heads 0..{H - 1}")
-    if not l1 < l2:
-        raise OptionError(f"writer layer {l1} must come before reader layer {l2}")
+    for writer, reader, _ in items:
+        for name, (l, h) in (("writer", writer), ("reader", reader)):
+            if not (0 <= l < L and 0 <= h < H):
+                raise OptionError(f"{name} {l}.{h}: the model has layers 0..{L - 1} and heads 0..{H - 1}")
+        if not writer[0] < reader[0]:
+            raise OptionError(f"writer layer {writer[0]} must come before reader layer {reader[0]}")
     met = get_metric(metric, hw, ridge)
-    writer_map = head_circuit(hw, l1, h1, "W", sqrt=met.for_factor("V", l1, l2), inv_sqrt=met.for_factor("O", l1, l2),
-                              dtype=torch.float64)
-    reader_map = head_circuit(hw, l2, h2, kind, sqrt=met.for_factor("Q", l2, l2), inv_sqrt=met.for_factor("O", l2, l2),
-                              offset=offset, dtype=torch.float64)
-    p = pair_spectra(writer_map, reader_map, baseline=True)
-    a, b, X = p.a[0], p.b[0], p.X[0]
-    k = min(len(a), len(b))
-    cos = torch.linalg.svdvals(X)[:k].clamp(0.0, 1.0)
-    composed = torch.linalg.svdvals(p.core()[0])[:k]
-    values = {name: float(m.exact(p)[0]) for name, m in measures().items()}  # every registered measure
-    return PairReport(writer, reader, kind, met.name, torch.arccos(cos), composed, a, b, values)
+    svds: dict[tuple, tuple[Tensor, Tensor, Tensor]] = {}
+
+    def svd(layer: int, head: int, role: str, sqrt: Tensor | None, inv_sqrt: Tensor | None, shift: float):
+        key = (layer, head, role, id(sqrt), id(inv_sqrt))  # the metric holds its roots, so the ids stay theirs
+        if key not in svds:
+            svds[key] = _thin_svd(head_circuit(hw, layer, head, role, sqrt=sqrt, inv_sqrt=inv_sqrt, offset=shift,
+                                               dtype=torch.float64))
+        return svds[key]
+
+    out = []
+    for (l1, h1), (l2, h2), kind in items:
+        wsvd = svd(l1, h1, "W", met.for_factor("V", l1, l2), met.for_factor("O", l1, l2), 0.0)
+        rsvd = svd(l2, h2, kind, met.for_factor("Q", l2, l2), met.for_factor("O", l2, l2), offset)
+        p = _spectra(wsvd, rsvd, hw.d_model, baseline=True)
+        sv = torch.linalg.svdvals(p.core())  # (1, k): the composed map's, which the measures read squared
+        p = replace(p, core_sv2=sv.pow(2))
+        a, b, X = p.a[0], p.b[0], p.X[0]
+        k = min(len(a), len(b))
+        cos = torch.linalg.svdvals(X)[:k].clamp(0.0, 1.0)
+        values = {name: float(m.exact(p)[0]) for name, m in measures().items()}  # every registered measure
+        out.append(PairReport((l1, h1), (l2, h2), kind, met.name, torch.arccos(cos), sv[0, :k], a, b, values))
+    return out

@@ -287,19 +287,18 @@ def read_effects(path: Path, L: int, H: int) -> tuple[dict | None, str | None]:
 def pair_details(hw, tables: dict, metrics: dict, kinds: str, measure: str, n: int) -> dict:
     """Principal angles and spectra (:func:`compose_pair`) of every pair when there are at most
     ``n`` per kind, else of the ``n`` strongest by ``measure`` per kind and metric."""
-    from ..analysis.pair import compose_pair
+    from ..analysis.pair import compose_pairs
     from ..results.table import top_entries
 
     L, H = hw.n_layers, hw.n_heads
     every = [(l1, h1, l2, h2) for l1 in range(L) for h1 in range(H) for l2 in range(l1 + 1, L) for h2 in range(H)] \
         if H * H * L * (L - 1) // 2 <= n else None
     out = {}
-    for name, table in tables.items():
-        for kind in kinds:
-            keys = every or [p for p, _ in top_entries(table.dense(measure, kind), n)]
-            for l1, h1, l2, h2 in keys:
-                out[name, kind, l1, h1, l2, h2] = compose_pair(hw, (l1, h1), (l2, h2), kind, metrics[name],
-                                                               offset=table.offset)
+    for name, table in tables.items():  # one metric: each head's spectra taken once for its pairs of every kind
+        keys = [(kind, *p) for kind in kinds for p in (every or [p for p, _ in top_entries(table.dense(measure, kind), n)])]
+        reports = compose_pairs(hw, [((l1, h1), (l2, h2), kind) for kind, l1, h1, l2, h2 in keys], metrics[name],
+                                offset=table.offset)
+        out.update({(name, *key): rep for key, rep in zip(keys, reports)})
     return out
 
 
