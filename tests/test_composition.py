@@ -376,11 +376,17 @@ def test_a_metric_from_a_gram_matrix_and_from_its_inverse():
         from_gram("bad", G.clone().fill_diagonal_(float("nan")))
 
 
-def test_float32_near_zero_scores_are_refined_from_x():
+@pytest.mark.parametrize("dense_share", [0, 4, 10**9])
+def test_float32_near_zero_scores_are_refined_from_x(dense_share, monkeypatch):
     """Writers and V-readers in complementary halves of a rotated residual stream: scores
     ~1e-4 of the usual. The float32 Gram route alone loses them to cancellation; the pairs it
     flags are recomputed from X, so float32 stays within 1e-3 (relative) of float64 (the
-    rounding of the float32 bases: ~1e-7 absolute on each cosine)."""
+    rounding of the float32 bases: ~1e-7 absolute on each cosine); pair by pair
+    (``DENSE_SHARE = 0``), or a reader's pairs all at once wherever one is flagged (``10**9``), or as
+    the engine chooses."""
+    from compscope.engine import gram_route
+
+    monkeypatch.setattr(gram_route, "DENSE_SHARE", dense_share)
     L, H, r, d = 3, 4, 8, 64
     g = torch.Generator().manual_seed(11)
     rn = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731

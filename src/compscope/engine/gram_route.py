@@ -133,6 +133,12 @@ def block_flops(d: int, block: int, r: int, n_heads: int, n_pairs: int, grams: i
     return [grams * (p1 - p0) * (d - p0) * (n_heads * r + n_pairs) for p0, p1 in tile_ranges(d, block)]
 
 
+#: a reader row with at least 1/DENSE_SHARE of its pairs flagged has all of them recomputed in one
+#: matrix product (its ``X`` against every writer at once: no gathering of rows, a matmul's rate);
+#: the others pair by pair
+DENSE_SHARE = 4
+
+
 def refine_small(W: Sides, R_rows: Tensor, R_spectrum: Tensor, R_rank: Tensor, values: dict[str, Tensor],
                   groups: list[tuple[int, int, int]], budget: int, tol: float = 1e-4, safety: float = 4.0) -> int:
     """Recompute from ``X`` the float32 Gram-route values that cancellation may have spoiled.
@@ -157,8 +163,28 @@ def refine_small(W: Sides, R_rows: Tensor, R_spectrum: Tensor, R_rank: Tensor, v
     for r0, r1, nc in groups:
         for name, err in bound.items():
             bad[r0:r1, :nc] |= values[name][r0:r1, :nc].double() < err[r0:r1, :nc]
-    idx = bad.nonzero()
+    n = int(bad.sum())
     r, d = Wr.shape[1], Wr.shape[2]
+    for r0, r1, nc in groups:  # reader rows most of whose pairs are flagged: every pair of them at once
+        if nc == 0:
+            continue
+        rows = r0 + (bad[r0:r1, :nc].sum(1) * DENSE_SHARE >= nc).nonzero().flatten()
+        per = max(1, budget // max(1, 2 * r * nc * r * Wr.element_size()))  # X and its square
+        for i in range(0, len(rows), per):
+            ri = rows[i : i + per]
+            X = (R_rows[ri].flatten(0, 1) @ Wr[:nc].flatten(0, 1).mT).view(len(ri), r, nc, r)  # (reader, r_B, writer, r_A)
+            X2 = X.square_()
+            new = {}
+            if "x2" in values:
+                new["x2"] = X2.sum((1, 3))
+            if "ba2" in values:  # Σ_ik b_i² X_ik² a_k²
+                bx = torch.bmm(R_spectrum[ri].to(X2.dtype).square()[:, None, :], X2.flatten(2)).view(len(ri), nc, r)
+                new["ba2"] = (bx * a[:nc].to(X2.dtype).square()).sum(-1)
+            sel = bad[ri, :nc]
+            for name, v in new.items():
+                values[name][ri, :nc] = torch.where(sel, v.to(some.dtype), values[name][ri, :nc])
+            bad[ri, :nc] = False
+    idx = bad.nonzero()  # the rest, pair by pair
     step = max(1, min(1024, budget // max(1, 2 * r * d * Wr.element_size())))
     for i in range(0, len(idx), step):
         ri, wi = idx[i : i + step, 0], idx[i : i + step, 1]
@@ -168,7 +194,7 @@ def refine_small(W: Sides, R_rows: Tensor, R_spectrum: Tensor, R_rank: Tensor, v
         if "ba2" in values:
             C = X * R_spectrum[ri].to(X.dtype)[:, :, None] * a[wi].to(X.dtype)[:, None, :]
             values["ba2"][ri, wi] = C.square().sum((-1, -2)).to(some.dtype)
-    return len(idx)
+    return n
 
 
 def choose_block(d: int, r: int, n_w: int, n_r: int, m: int, esize: int, budget: int) -> int:
