@@ -169,7 +169,7 @@ def refine_small(W: Sides, R_rows: Tensor, R_spectrum: Tensor, R_rank: Tensor, v
         if nc == 0:
             continue
         rows = r0 + (bad[r0:r1, :nc].sum(1) * DENSE_SHARE >= nc).nonzero().flatten()
-        per = max(1, budget // max(1, 2 * r * nc * r * Wr.element_size()))  # X and its square
+        per = max(1, budget // max(1, 2 * r * nc * r * Wr.element_size()))  # X (squared in place), twice over for headroom
         for i in range(0, len(rows), per):
             ri = rows[i : i + per]
             X = (R_rows[ri].flatten(0, 1) @ Wr[:nc].flatten(0, 1).mT).view(len(ri), r, nc, r)  # (reader, r_B, writer, r_A)
