@@ -23,7 +23,8 @@ from environments import MODULES, NOT_RUN_AGAIN, ROOT, pyproject, python_of, run
 
 #: pyproject floors not pinned in the oldest environment, and why
 UNTESTED_FLOORS = {
-    "torch": "the 2.13.0 CPU build is the one installable without CUDA packages",
+    "torch": "the 2.13.0 CPU build is the one installable without CUDA packages; `make .venv-oldest "
+             "OLDEST_TORCH=torch==<floor>` (a fresh .venv-oldest) builds it at the floor from PyPI's CUDA build",
     "playwright": "the report's browser test runs in .venv only",
     "ray": "sweeps on Ray run in .venv only",
     "pytest": "a test tool", "pytest-xdist": "a test tool", "hypothesis": "a test tool",
@@ -94,6 +95,15 @@ def numba_cache(python: Path) -> dict[str, str]:
 @pytest.mark.parametrize("modules", GROUPS, ids=["+".join(m[5:-3] for m in g) for g in GROUPS])
 def test_the_modules_pass_at_the_oldest_versions(python, modules):
     assert " passed" in run_modules(python, modules, "at the oldest versions", tuple(LEFT_OUT), **numba_cache(python))
+
+
+def test_the_torch_floor_is_the_one_the_makefile_and_readme_name():
+    """torch's floor is tested by hand, not in CI (:data:`UNTESTED_FLOORS`): the Makefile's and the
+    README's command for it name the floor, so that neither goes stale when it moves."""
+    floor = pyproject_floors()["torch"]
+    command = f"OLDEST_TORCH=torch=={floor if floor.count('.') > 1 else floor + '.0'}"
+    assert command in (ROOT / "Makefile").read_text(), command
+    assert command in " ".join((ROOT / "README.md").read_text().split()), command
 
 
 def test_the_floors_are_the_versions_tested():
