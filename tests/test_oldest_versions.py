@@ -40,7 +40,8 @@ EVERY_FLOOR_ONLY = {
 #: tests of the modules run again that are not run again here, and why (each runs in .venv)
 LEFT_OUT = {
     f"tests/test_real_models.py::test_{model}_previous_token_heads_from_the_weights_and_sampled_content":
-        "a minute of float64 work in torch (head_circuits); the module's other tests read the model files and run the models at these versions"
+        "a minute of float64 work in torch (head_circuits); the module's other tests read the model files and "
+        "run the models at these versions"
     for model in ("smollm2", "gemma3")
 }
 
@@ -136,10 +137,10 @@ def test_the_ray_and_browser_modules_pass_at_every_floor(python, every_floor):
 
 
 def test_the_floors_are_the_versions_tested():
-    """Every floor in pyproject is the version the oldest environment pins, to the floor's last
-    digit (``numpy>=1.24``: 1.24.x), but :data:`UNTESTED_FLOORS` (:data:`EVERY_FLOOR_ONLY`: where
-    ``EVERY_FLOOR=1`` pins them); nothing is pinned there that has no floor; transformers' floor is
-    also the runner's :data:`OLDEST_TRANSFORMERS`. The modules left out exist, and those run only at
+    """Every floor in pyproject but :data:`UNTESTED_FLOORS` is the version the oldest environment
+    pins (:data:`EVERY_FLOOR_ONLY`: with ``EVERY_FLOOR=1``), to the floor's last digit (``numpy>=1.24``:
+    1.24.x); nothing is pinned there that has no floor; transformers' floor is also the runner's
+    :data:`OLDEST_TRANSFORMERS`. The modules left out exist, and those run only at
     every floor are among them."""
     from compscope.data.runner import OLDEST_TRANSFORMERS
 
