@@ -165,7 +165,7 @@ def refine_small(W: Sides, R_rows: Tensor, R_spectrum: Tensor, R_rank: Tensor, v
             bad[r0:r1, :nc] |= values[name][r0:r1, :nc].double() < err[r0:r1, :nc]
     n = int(bad.sum())
     r, d = Wr.shape[1], Wr.shape[2]
-    for r0, r1, nc in groups:  # reader rows most of whose pairs are flagged: every pair of them at once
+    for r0, r1, nc in groups:  # reader rows with at least 1/DENSE_SHARE of their pairs flagged: every pair at once
         if nc == 0:
             continue
         rows = r0 + (bad[r0:r1, :nc].sum(1) * DENSE_SHARE >= nc).nonzero().flatten()
