@@ -791,6 +791,24 @@ def test_composition_precision():
     assert "overlap" in out and "frobenius" in out
 
 
+def test_refine_estimate_on_one_random_shape():
+    """On near-zero random scores every truly spoiled float32 value is flagged (none missed), and
+    after the repair float32 is within 1e-3 of float64."""
+    out = bench("refine_estimate.py", "--models", "", "--random", "768")
+    rows = [line.split() for line in out.splitlines() if line.startswith("random d=768")]
+    assert len(rows) == 2, out
+    for row in rows:
+        missed, after = int(row[-2]), float(row[-1])
+        assert missed == 0 and after < 1e-3, out
+
+
+def test_metric_precision_on_the_default_model():
+    out = bench("metric_precision.py", "--models", "induction-2l", "--metrics", "identity,embed", "--repeats", "1")
+    rows = [line.split() for line in out.splitlines()[1:]]
+    assert [r[1] for r in rows] == ["identity", "embed"], out
+    assert all(float(r[-1]) < 1e-4 for r in rows), out  # float32 against float64
+
+
 def test_train_default_on_a_short_run(tmp_path):
     from compscope.cli.main import main
 

@@ -191,11 +191,11 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
         if need_gram:
             bar.set_postfix(step="Gram tiles")
             rspec = torch.stack([sd[k].spectrum for k in kinds], 1).flatten(0, 2)
-            got = gram_products(W, rbuf.flatten(0, 2), rspec, rg, blk, width or 2 * blk, bar, want, ws=ws, ticks=ticks,
+            wid = width or 2 * blk
+            got = gram_products(W, rbuf.flatten(0, 2), rspec, rg, blk, wid, bar, want, ws=ws, ticks=ticks,
                                 tile_dtype=tile_dtype)
             if dtype == torch.float32:
-                rrank = torch.stack([sd[k].rank for k in kinds], 1).flatten()
-                refine_small(W, rbuf.flatten(0, 2), rspec, rrank, got, rg, budget)
+                refine_small(W, rbuf.flatten(0, 2), rspec, got, rg, budget, terms=blk * wid)
             for name, dense in (("ba2", ba2), ("x2", x2)):
                 if name not in got:
                     continue

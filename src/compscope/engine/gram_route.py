@@ -12,13 +12,15 @@ cheaper whenever ``d < 2 r²``: every real model). Readers go in groups of whole
 (all kinds together, :func:`reader_groups`), each multiplied only by the writers of layers
 before the group's last (the few backward products inside a group are discarded).
 
-Float32 cancellation and its repair (:func:`refine_small`): the route sums
-``d²/2`` products of mixed sign, so a float32 ``‖BA‖_F²`` is off by up to about
-``ε₃₂ ‖AAᵀ‖_F ‖BᵀB‖_F`` (and ``‖X‖_F²`` by ``ε₃₂ (r_A r_B)^{1/2}``): harmless for typical
-scores (relative 1e-6 on GPT-2-shape random weights), fatal for near-zero ones. Pairs where
-4× that bound exceeds 1e-4 of the value are recomputed from their ``X`` (single dot products,
-no cancellation), which leaves float32 ~1e-7 absolute on each cosine: relative ~1e-6 at
-frobenius 1e-3, ~1e-4 at 1e-5 (bench/RESULTS.md). ``precision='float64'``: exact to ~1e-12.
+Float32 cancellation and its repair (:func:`refine_small`): each tile's products are summed
+in float32 and the tiles in float64, but the route still sums ``d²/2`` float32 products of mixed
+sign, so a float32 ``⟨P, Q⟩`` is off by about ``ε₃₂ ⟨diag P, diag Q⟩`` times a factor that grows
+like the square root of a tile's terms (:func:`cancellation_scale`): harmless for typical scores
+(relative ~4e-7 on SmolLM2, float32 against float64), fatal for near-zero ones. Pairs where the
+margin :data:`SAFETY` ``· (block · width)^{1/2}`` on that scale exceeds 1e-4 of the value are
+recomputed from their ``X`` (single dot products, no cancellation), which leaves float32 ~1e-7
+absolute on each cosine: relative ~1e-6 at frobenius 1e-3, ~1e-4 at 1e-5 (bench/RESULTS.md).
+``precision='float64'``: exact to ~1e-12.
 
 Reduced product precision (opt-in, ``tile_dtype=torch.bfloat16``): the Gram tiles are formed
 from bfloat16-rounded bases and stored in bfloat16, and the pair products take bfloat16
@@ -28,6 +30,8 @@ adds are measured against float64 in ``bench/product_precision.py``.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import Tensor
@@ -75,7 +79,8 @@ def gram_products(
     half of it when only one is wanted). Scratch buffers from ``ws`` when given; ``bar``
     advances by ``ticks[i]`` after row block ``i`` (default 1). ``tile_dtype``: the dtype of
     the tiles and their products (default the bases'; bfloat16: see the module docstring).
-    Returns ``(n_r, n_w)`` tensors (0 outside the groups' columns) by name, in the bases' dtype."""
+    Returns ``(n_r, n_w)`` float64 tensors (0 outside the groups' columns) by name: each tile's
+    products in the bases' dtype (float32 or float64), their sum over tiles in float64."""
     Wr, Ws = W.rows.flatten(0, 1), W.spectrum.flatten(0, 1)
     n_w, n_r, r, d, dtype = Wr.shape[0], R_rows.shape[0], Wr.shape[1], Wr.shape[-1], Wr.dtype
     tdtype = tile_dtype or dtype
@@ -85,10 +90,14 @@ def gram_products(
     # bfloat16 columns are cast per tile (about d / (2 block) passes over each side's bases) rather than
     # held as a second copy of the bases, which at 70B shape would not fit beside them on an 80 GB GPU
     cols = (lambda t: t) if tdtype == dtype else (lambda t: t.to(tdtype))  # noqa: E731
-    accumulate = _accumulate_into if tdtype != dtype else (lambda o, a, b, alpha: o.addmm_(a, b, alpha=alpha))
-    out = {name: torch.zeros(n_r, n_w, dtype=dtype, device=Wr.device) for name in want}
+    out = {name: torch.zeros(n_r, n_w, dtype=torch.float64, device=Wr.device) for name in want}
     g = len(want)  # Grams per head: weighted (ba2) and/or unweighted (x2)
     m = max(r1 - r0 for r0, r1, _ in groups)
+    if dtype == torch.float64:
+        accumulate = lambda o, a, b, alpha: o.addmm_(a, b, alpha=alpha)  # noqa: E731
+    else:  # each tile's products in float32, their sum over tiles in float64
+        pbuf = ws.take("pair products", (m * n_w,), torch.float32, Wr.device)
+        accumulate = lambda o, a, b, alpha: o.add_(_product(a, b, pbuf), alpha=alpha)  # noqa: E731
     size = g * block * max(block, width)
     wbuf, rbuf = new("writer tiles", n_w * size), new("reader tiles", m * size)
     wa, ra = new("writer operands", n_w, r, g * block), new("reader operands", n_r, r, g * block)
@@ -118,13 +127,13 @@ def gram_products(
     return out
 
 
-def _accumulate_into(out: Tensor, a: Tensor, b: Tensor, alpha: float) -> None:
-    """``out += alpha · a b`` for reduced-precision ``a, b`` and a wider ``out``: products with
-    float32 accumulation (``out_dtype`` on CUDA; the operands widened elsewhere)."""
-    if out.device.type == "cuda":
-        out.add_(torch.mm(a, b, out_dtype=out.dtype), alpha=alpha)
-    else:
-        out.addmm_(a.to(out.dtype), b.to(out.dtype), alpha=alpha)
+def _product(a: Tensor, b: Tensor, buf: Tensor) -> Tensor:
+    """``a b`` in float32 (into ``buf`` where it can): for reduced-precision ``a, b``, with float32
+    accumulation (``out_dtype`` on CUDA; the operands widened elsewhere, which rounds the same)."""
+    if a.dtype != torch.float32 and a.device.type == "cuda":
+        return torch.mm(a, b, out_dtype=torch.float32)
+    out = buf[: a.shape[0] * b.shape[1]].view(a.shape[0], b.shape[1])
+    return torch.mm(a.float(), b.float(), out=out)
 
 
 def block_flops(d: int, block: int, r: int, n_heads: int, n_pairs: int, grams: int) -> list[float]:
@@ -138,26 +147,56 @@ def block_flops(d: int, block: int, r: int, n_heads: int, n_pairs: int, grams: i
 #: the others pair by pair
 DENSE_SHARE = 4
 
+#: :func:`refine_small`'s margin on ``ε₃₂ ⟨diag P, diag Q⟩``, per square root of the terms one tile
+#: product sums (``block · width``: its accumulation grows like their square root). Measured
+#: (bench/refine_estimate.py): the float32 error reaches at most 0.34 of this margin on random heads
+#: with a few dominant directions (d = 768 … 4096), 0.13 on SmolLM2, Gemma 3 and MiniLM.
+SAFETY = 1.0
 
-def refine_small(W: Sides, R_rows: Tensor, R_spectrum: Tensor, R_rank: Tensor, values: dict[str, Tensor],
-                  groups: list[tuple[int, int, int]], budget: int, tol: float = 1e-4, safety: float = 4.0) -> int:
+
+def gram_diagonals(rows: Tensor, spectrum: Tensor | None, chunk: int = 16) -> Tensor:
+    """The diagonal of each head's Gram ``U diag(σ²) Uᵀ``, ``Σ_k σ_k² U_ki²`` (``spectrum`` None:
+    of ``U Uᵀ``, ``Σ_k U_ki²``), for ``rows: (n, r, d)`` (``Uᵀ``) and ``spectrum: (n, r)``:
+    ``(n, d)`` float64, ``chunk`` heads at a time (one squared copy of theirs at a time)."""
+    n, r, d = rows.shape
+    out = torch.empty(n, d, dtype=torch.float64, device=rows.device)
+    for i in range(0, n, chunk):
+        sq = rows[i : i + chunk].square()
+        w = torch.ones(sq.shape[0], 1, r, dtype=sq.dtype, device=sq.device) if spectrum is None else \
+            spectrum[i : i + chunk, None, :].to(sq.device, sq.dtype).square()
+        out[i : i + chunk] = torch.bmm(w, sq)[:, 0].double()
+    return out
+
+
+def cancellation_scale(W: Sides, R_rows: Tensor, R_spectrum: Tensor, name: str) -> Tensor:
+    """``⟨diag BᵀB, diag AAᵀ⟩`` (``'ba2'``; ``'x2'``: of ``V_B V_Bᵀ`` and ``U_A U_Aᵀ``) of every
+    (reader, writer) pair: ``(n_r, n_w)`` float64. It bounds ``‖P ∘ Q‖_F`` of the two Grams ``P,
+    Q`` (positive semi-definite, so ``P_ij² ≤ P_ii P_jj``): the size of the sum of their
+    entries' independent rounding errors, which :func:`refine_small` scales by ``ε₃₂``."""
+    Wr, a = W.rows.flatten(0, 1), W.spectrum.flatten(0, 1)
+    weighted = name == "ba2"
+    dA = gram_diagonals(Wr, a if weighted else None)
+    dB = gram_diagonals(R_rows, R_spectrum if weighted else None)
+    return dB @ dA.T
+
+
+def refine_small(W: Sides, R_rows: Tensor, R_spectrum: Tensor, values: dict[str, Tensor],
+                 groups: list[tuple[int, int, int]], budget: int, terms: int, tol: float = 1e-4) -> int:
     """Recompute from ``X`` the float32 Gram-route values that cancellation may have spoiled.
 
-    A float32 inner product of two Grams is off by up to about ``ε₃₂ ‖AAᵀ‖_F ‖BᵀB‖_F``
-    (measured on random heads: median 0.2–0.4, max 1.8 of that for d = 768 … 4096); where
-    ``safety`` times this bound exceeds ``tol · ‖BA‖_F²`` (or, for
-    ``‖X‖_F²``, ``safety · ε₃₂ (r_A r_B)^{1/2}`` exceeds ``tol · ‖X‖_F²``), the pair's ``X =
-    V_Bᵀ U_A`` is formed (float32, no cancellation: its entries are single dot products) and
-    the values are replaced. ``values``: :func:`gram_products`'s ``'ba2'`` and/or ``'x2'``,
-    updated in place; returns the number of pairs recomputed."""
+    A float32 inner product ``⟨P, Q⟩`` of two Grams, each tile's ``terms`` products summed in
+    float32 and the tiles in float64 (:func:`gram_products`), is off by about ``ε₃₂ ‖P ∘ Q‖_F``
+    (the entries' rounding errors, summed) times a factor that grows like ``terms^{1/2}`` (the
+    accumulation), and ``‖P ∘ Q‖_F ≤ ⟨diag P, diag Q⟩`` (:func:`cancellation_scale`). Where
+    ``SAFETY · terms^{1/2} · ε₃₂ ⟨diag P, diag Q⟩`` exceeds ``tol`` times the value
+    (``‖BA‖_F²`` or ``‖X‖_F²``), the pair's ``X = V_Bᵀ U_A`` is formed (float32, no
+    cancellation: its entries are single dot products) and the values are replaced. ``values``:
+    :func:`gram_products`'s ``'ba2'`` and/or ``'x2'``, updated in place; returns the number of
+    pairs recomputed."""
     Wr = W.rows.flatten(0, 1)
-    a, rank_a = W.spectrum.flatten(0, 1), W.rank.flatten()
-    eps = safety * torch.finfo(torch.float32).eps / tol
-    bound = {}
-    if "ba2" in values:
-        bound["ba2"] = eps * torch.outer(R_spectrum.pow(2).norm(dim=-1), a.pow(2).norm(dim=-1))
-    if "x2" in values:
-        bound["x2"] = eps * torch.outer(R_rank.double(), rank_a.double()).sqrt()
+    a = W.spectrum.flatten(0, 1)
+    eps = SAFETY * math.sqrt(terms) * torch.finfo(torch.float32).eps / tol
+    bound = {name: (eps * cancellation_scale(W, R_rows, R_spectrum, name)).to(values[name].device) for name in values}
     some = next(iter(values.values()))
     bad = torch.zeros_like(some, dtype=torch.bool)
     for r0, r1, nc in groups:
