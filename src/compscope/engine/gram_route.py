@@ -150,7 +150,7 @@ DENSE_SHARE = 4
 #: :func:`refine_small`'s margin on ``ε₃₂ ⟨diag P, diag Q⟩``, per square root of the terms one tile
 #: product sums (``block · width``: its accumulation grows like their square root). Measured
 #: (bench/refine_estimate.py): the float32 error reaches at most 0.34 of this margin on random heads
-#: with a few dominant directions (d = 768 … 4096), 0.13 on SmolLM2, Gemma 3 and MiniLM.
+#: with a few dominant directions (d = 768 … 4096), 0.16 on SmolLM2, Gemma 3 and MiniLM.
 SAFETY = 1.0
 
 
