@@ -158,13 +158,14 @@ def gram_diagonals(rows: Tensor, spectrum: Tensor | None, chunk: int = 16) -> Te
     """The diagonal of each head's Gram ``U diag(σ²) Uᵀ``, ``Σ_k σ_k² U_ki²`` (``spectrum`` None:
     of ``U Uᵀ``, ``Σ_k U_ki²``), for ``rows: (n, r, d)`` (``Uᵀ``) and ``spectrum: (n, r)``:
     ``(n, d)`` float64, ``chunk`` heads at a time (one squared copy of theirs at a time)."""
-    n, r, d = rows.shape
+    n, d = rows.shape[0], rows.shape[-1]
     out = torch.empty(n, d, dtype=torch.float64, device=rows.device)
     for i in range(0, n, chunk):
         sq = rows[i : i + chunk].square()
-        w = torch.ones(sq.shape[0], 1, r, dtype=sq.dtype, device=sq.device) if spectrum is None else \
-            spectrum[i : i + chunk, None, :].to(sq.device, sq.dtype).square()
-        out[i : i + chunk] = torch.bmm(w, sq)[:, 0].double()
+        if spectrum is None:
+            out[i : i + chunk] = sq.sum(1)
+        else:
+            out[i : i + chunk] = torch.bmm(spectrum[i : i + chunk, None, :].to(sq.device, sq.dtype).square(), sq)[:, 0]
     return out
 
 
