@@ -5,8 +5,8 @@
 Per model and weight-only metric: ``compscope.scores(hw, 'QKV')`` (the Gram route's default
 measures) once to warm up (the metric's Gram is cached then), then ``precision='float32'`` and
 ``'float64'`` interleaved, ``--repeats`` times each; prints the median and min–max seconds, how
-many pairs ``gram_route.refine_small`` recomputed from ``X`` in float32 (of all ``‖BA‖²`` /
-``‖X‖²`` pairs it looked at), and the largest relative difference between the two precisions'
+many pairs ``gram_route.refine_small`` recomputed from ``X`` in float32 (of all pairs the Gram
+route computed, over the three kinds: the table's ``info['refined']``), and the largest relative difference between the two precisions'
 ``frobenius``, ``tight`` and ``overlap`` (``frobenius_baselined``, a difference, can be near 0).
 """
 
@@ -17,7 +17,6 @@ import statistics
 import time
 
 import compscope
-import compscope.engine.composition as engine
 from compscope.core.metrics import DEFAULT_RIDGE, get_metric
 
 
@@ -27,15 +26,6 @@ def main() -> None:
     ap.add_argument("--models", default="smollm2,gemma3-270m", help="built-in names or paths, comma-separated")
     ap.add_argument("--metrics", default="identity,embed,unembed", help="weight-only metrics, comma-separated")
     args = ap.parse_args()
-    counts: list[tuple[int, int]] = []
-    real = engine.refine_small
-
-    def counting(W, R_rows, R_spectrum, values, groups, *a, **k):
-        n = real(W, R_rows, R_spectrum, values, groups, *a, **k)
-        counts.append((n, sum((r1 - r0) * nc for r0, r1, nc in groups)))
-        return n
-
-    engine.refine_small = counting
     print(f"{'model':24s} {'metric':9s} {'float32 s':>22s} {'float64 s':>22s} {'refined':>17s} {'max rel diff':>12s}")
     for name in filter(None, args.models.split(",")):
         hw = compscope.load(name)
@@ -48,12 +38,10 @@ def main() -> None:
             tables = {}
             for _ in range(args.repeats):
                 for p in times:
-                    counts.clear()
                     t = time.perf_counter()
                     tables[p] = compscope.scores(hw, "QKV", metric=met, precision=p, progress=False)
                     times[p].append(time.perf_counter() - t)
-                    if p == "float32":
-                        refined = (sum(c[0] for c in counts), sum(c[1] for c in counts))
+            refined = [sum(c) for c in zip(*tables["float32"].info["refined"].values())]
             lo, hi = tables["float32"], tables["float64"]
             diff = max(float(((lo.values[key] - v).abs() / v.abs()).nan_to_num().max())
                        for key, v in hi.values.items() if key[0] != "frobenius_baselined")  # a difference: near 0

@@ -807,6 +807,7 @@ def test_metric_precision_on_the_default_model():
     rows = [line.split() for line in out.splitlines()[1:]]
     assert [r[1] for r in rows] == ["identity", "embed"], out
     assert all(float(r[-1]) < 1e-4 for r in rows), out  # float32 against float64
+    assert all(re.fullmatch(r"\d+/48", r[-2]) for r in rows), out  # 3 kinds x 16 pairs of 2 layers x 4 heads
 
 
 def test_train_default_on_a_short_run(tmp_path):

@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compscope import HeadWeights, Meta, Rotary
+from compscope import HeadWeights, Meta, Rotary, read_scores
 from compscope.api import scores
 from compscope.measures import PairSpectra, get_measure
 
@@ -377,7 +377,7 @@ def test_a_metric_from_a_gram_matrix_and_from_its_inverse():
 
 
 @pytest.mark.parametrize("dense_share", [0, 4, 10**9])
-def test_float32_near_zero_scores_are_refined_from_x(dense_share, monkeypatch):
+def test_float32_near_zero_scores_are_refined_from_x(dense_share, monkeypatch, tmp_path):
     """Writers and V-readers in complementary halves of a rotated residual stream: scores
     ~1e-4 of the usual. The float32 Gram route alone loses them to cancellation; the pairs it
     flags are recomputed from X, so float32 stays within 1e-3 (relative) of float64 (the
@@ -399,23 +399,21 @@ def test_float32_near_zero_scores_are_refined_from_x(dense_share, monkeypatch):
     hi = scores(hw, "V", GRAM, precision="float64", progress=False)
     f = hi.dense("frobenius", "V")
     assert float(f.nanmedian()) < 1e-3  # near zero: float32 Grams alone would be off by ~100%
+    n, of = lo.info["refined"]["V"]  # the table says how many it recomputed: here every pair
+    assert (n, of) == (H * H * L * (L - 1) // 2,) * 2 and "refined" not in hi.info
+    assert read_scores(lo.save(tmp_path / "lo.parquet")).info["refined"] == {"V": (n, of)}
     for m in GRAM:
         torch.testing.assert_close(lo.dense(m, "V"), hi.dense(m, "V"), rtol=1e-3, atol=0, equal_nan=True)
 
 
-def test_random_heads_need_no_refinement(monkeypatch):
+def test_random_heads_need_no_refinement():
     """Typical scores are far above float32's cancellation bound: nothing is recomputed."""
-    import compscope.engine.composition as engine
-
-    counts = []
-    real = engine.refine_small
-    monkeypatch.setattr(engine, "refine_small", lambda *a, **k: counts.append(real(*a, **k)) or counts[-1])
     g = torch.Generator().manual_seed(2)
     L, H, r, d = 3, 4, 32, 512
     rn = lambda *s: torch.randn(*s, generator=g)  # noqa: E731
     hw = model(L=L, H=H, G=H, r=r, d=d, rotary=False).replace(W_Q=rn(L, H, r, d), W_K=rn(L, H, r, d), W_V=rn(L, H, r, d), W_O=rn(L, H, d, r))
-    scores(hw, "QKV", GRAM, progress=False)
-    assert counts == [0]
+    pairs = H * H * L * (L - 1) // 2
+    assert scores(hw, "QKV", GRAM, progress=False).info["refined"] == {k: (0, pairs) for k in "QKV"}
 
 
 @settings(max_examples=30, deadline=None, derandomize=True)
@@ -449,17 +447,12 @@ def test_the_cancellation_scale_is_the_gram_diagonals_product_and_bounds_the_had
                 assert np.linalg.norm(P * Q) <= got[i, j] * (1 + 1e-5) + 1e-12
 
 
-def test_dominated_spectra_are_not_refined_for_nothing(monkeypatch):
+def test_dominated_spectra_are_not_refined_for_nothing():
     """Heads whose factors' columns fall off like ``exp(-k/2)`` (a few directions dominate, as
     under the ``embed`` metric), at typical, not near-zero, scores: at most 1 in 20 pairs is
     recomputed, and float32 is within the repair's tolerance, 1e-4 (relative), of float64. (The rule before,
     ``4 ε₃₂ ‖AAᵀ‖_F ‖BᵀB‖_F > 1e-4 ‖BA‖²``, flagged most of these pairs: it is loose by about
     ``d`` on such Grams.)"""
-    import compscope.engine.composition as engine
-
-    counts = []
-    real = engine.refine_small
-    monkeypatch.setattr(engine, "refine_small", lambda *a, **k: counts.append(real(*a, **k)) or counts[-1])
     g = torch.Generator().manual_seed(5)
     L, H, r, d = 3, 4, 32, 512
     fall = torch.exp(-torch.arange(r) / 2.0)
@@ -469,8 +462,10 @@ def test_dominated_spectra_are_not_refined_for_nothing(monkeypatch):
         W_O=rn(L, H, d, r) * fall)
     lo = scores(hw, "QKV", GRAM, precision="float32", progress=False)
     hi = scores(hw, "QKV", GRAM, precision="float64", progress=False)
-    pairs = 3 * H * H * L * (L - 1) // 2
-    assert counts[0] <= pairs // 20, (counts, pairs)
+    pairs = H * H * L * (L - 1) // 2
+    refined = lo.info["refined"]
+    assert {k: of for k, (_, of) in refined.items()} == {k: pairs for k in "QKV"}
+    assert sum(n for n, _ in refined.values()) <= 3 * pairs // 20, refined
     for key, v in lo.values.items():
         torch.testing.assert_close(v, hi.values[key], rtol=1e-4, atol=0, equal_nan=True)
 

@@ -159,6 +159,7 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
     b_top = {k: torch.zeros((L, H, L, H) if per_layer_metric else (1, 1, L, H), dtype=_F64) for k in kinds}  # their scales
     bases: dict[str, Sides] = {}
     K = len(kinds)
+    refined = {k: (0, 0) for k in kinds}
     plan = plan_groups(hw, groups, kinds, want if need_gram else (), all_x, block, dtype, budget)
     bar = progress_bar(sum(g.units for g in plan), "composition", enabled=progress)
     for readers, wl, rl, rg, blk, ticks, x_ticks, _ in plan:
@@ -195,7 +196,13 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
             got = gram_products(W, rbuf.flatten(0, 2), rspec, rg, blk, wid, bar, want, ws=ws, ticks=ticks,
                                 tile_dtype=tile_dtype)
             if dtype == torch.float32:
-                refine_small(W, rbuf.flatten(0, 2), rspec, got, rg, budget, terms=blk * wid)
+                fixed = refine_small(W, rbuf.flatten(0, 2), rspec, got, rg, budget, terms=blk * wid)
+                looked = torch.zeros_like(fixed)
+                for r0, r1, nc in rg:
+                    looked[r0:r1] = nc
+                for i, k in enumerate(kinds):  # (pairs recomputed, pairs computed), per kind
+                    n, of = (int(t.view(len(readers), K, H)[:, i].sum()) for t in (fixed, looked))
+                    refined[k] = (refined[k][0] + n, refined[k][1] + of)
             for name, dense in (("ba2", ba2), ("x2", x2)):
                 if name not in got:
                     continue
@@ -234,6 +241,8 @@ def _scores(hw: HeadWeights, kinds: str, ms: list[Measure], met: Metric, dev: to
     table = ScoreTable.from_dense(order, hw, met, offset=offset)
     if partial:  # X-route measures of the top pairs only: say so in the table
         table.info["partial"] = partial
+    if dtype == torch.float32 and need_gram:  # float32 Gram-route values recomputed from X
+        table.info["refined"] = refined
     return table
 
 

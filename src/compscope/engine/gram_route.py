@@ -182,7 +182,7 @@ def cancellation_scale(W: Sides, R_rows: Tensor, R_spectrum: Tensor, name: str) 
 
 
 def refine_small(W: Sides, R_rows: Tensor, R_spectrum: Tensor, values: dict[str, Tensor],
-                 groups: list[tuple[int, int, int]], budget: int, terms: int, tol: float = 1e-4) -> int:
+                 groups: list[tuple[int, int, int]], budget: int, terms: int, tol: float = 1e-4) -> Tensor:
     """Recompute from ``X`` the float32 Gram-route values that cancellation may have spoiled.
 
     A float32 inner product ``⟨P, Q⟩`` of two Grams, each tile's ``terms`` products summed in
@@ -192,8 +192,8 @@ def refine_small(W: Sides, R_rows: Tensor, R_spectrum: Tensor, values: dict[str,
     ``SAFETY · terms^{1/2} · ε₃₂ ⟨diag P, diag Q⟩`` exceeds ``tol`` times the value
     (``‖BA‖_F²`` or ``‖X‖_F²``), the pair's ``X = V_Bᵀ U_A`` is formed (float32, no
     cancellation: its entries are single dot products) and the values are replaced. ``values``:
-    :func:`gram_products`'s ``'ba2'`` and/or ``'x2'``, updated in place; returns the number of
-    pairs recomputed."""
+    :func:`gram_products`'s ``'ba2'`` and/or ``'x2'``, updated in place; returns, per reader row,
+    the number of its pairs recomputed (int64, on the CPU)."""
     Wr = W.rows.flatten(0, 1)
     a = W.spectrum.flatten(0, 1)
     eps = SAFETY * math.sqrt(terms) * torch.finfo(torch.float32).eps / tol
@@ -203,7 +203,7 @@ def refine_small(W: Sides, R_rows: Tensor, R_spectrum: Tensor, values: dict[str,
     for r0, r1, nc in groups:
         for name, err in bound.items():
             bad[r0:r1, :nc] |= values[name][r0:r1, :nc].double() < err[r0:r1, :nc]
-    n = int(bad.sum())
+    per_row = bad.sum(1).cpu()
     r, d = Wr.shape[1], Wr.shape[2]
     for r0, r1, nc in groups:  # reader rows with at least 1/DENSE_SHARE of their pairs flagged: every pair at once
         if nc == 0:
@@ -234,7 +234,7 @@ def refine_small(W: Sides, R_rows: Tensor, R_spectrum: Tensor, values: dict[str,
         if "ba2" in values:
             C = X * R_spectrum[ri].to(X.dtype)[:, :, None] * a[wi].to(X.dtype)[:, None, :]
             values["ba2"][ri, wi] = C.square().sum((-1, -2)).to(some.dtype)
-    return n
+    return per_row
 
 
 def choose_block(d: int, r: int, n_w: int, n_r: int, m: int, esize: int, budget: int) -> int:

@@ -63,7 +63,9 @@ class ScoreTable:
     model: str
     processing: tuple[str, ...] = ()
     offset: float = 0.0
-    info: dict = field(default_factory=dict)  # e.g. metric condition numbers
+    #: e.g. the metric's condition numbers; ``'refined'``: per kind, (pairs whose float32 Gram-route
+    #: values were recomputed from ``X``, pairs computed), see ``engine.gram_route.refine_small``
+    info: dict = field(default_factory=dict)
 
     @classmethod
     def from_dense(cls, values, hw, metric, offset: float = 0.0) -> ScoreTable:
@@ -134,6 +136,8 @@ class ScoreTable:
             df.attrs["metric_data"] = self.info["metric_data"]
         if self.info.get("partial"):  # measures computed for the top pairs only: {measure: [pairs, of all]}
             df.attrs["partial"] = {m: list(v) for m, v in self.info["partial"].items()}
+        if self.info.get("refined"):  # float32 values recomputed from X: {kind: [pairs, of all]}
+            df.attrs["refined"] = {k: list(v) for k, v in self.info["refined"].items()}
         return df
 
     def save(self, path: str | Path) -> Path:
@@ -192,6 +196,8 @@ def read_scores(path: str | Path, shape: tuple[int, int] | None = None, metric: 
     info = {"partial": {m: tuple(v) for m, v in df.attrs["partial"].items()}} if df.attrs.get("partial") else {}
     if df.attrs.get("metric_data"):
         info["metric_data"] = str(df.attrs["metric_data"])
+    if df.attrs.get("refined"):
+        info["refined"] = {k: tuple(int(x) for x in v) for k, v in df.attrs["refined"].items()}
     return ScoreTable(values, str(df["metric"].iloc[0]) if len(df) else "identity", model, proc, offset, info)
 
 
