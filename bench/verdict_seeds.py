@@ -10,7 +10,11 @@ heads they come from, each candidate's AUROC, and the heads that join or leave t
 truth, with their labels; then each candidate's lowest, median and highest AUROC over the seeds,
 and how many seeds reach ``--goal``. No interventions run: the label-truth
 AUROC needs none. The first seed, 12345 unless ``--seeds`` says otherwise, is the verdict's: its
-row is what ``compscope validate`` prints.
+row is what ``compscope validate`` prints. A last row, ``pooled``, labels the heads on every seed's
+sequences together (the mean of the seeds' labels: each seed has as many sequences, of one length),
+and gives each head that joins or leaves the first seed's truth there, or whose pooled label lies
+within two standard errors of its threshold (``near``), its pooled label ± the standard error over
+seeds (their standard deviation over ``√seeds``).
 
     python bench/verdict_seeds.py smollm2 --goal 0.97
     python bench/verdict_seeds.py gemma3-270m --linearise-qk-norm text --goal 0.90
@@ -56,16 +60,31 @@ def heads(mask: torch.Tensor) -> set[tuple[int, int]]:
     return {(layer, head) for layer, head in mask.nonzero().tolist()}
 
 
-def changes(sides: tuple[set, set], first: tuple[set, set], scores: tuple[torch.Tensor, torch.Tensor]) -> str:
+def changes(sides: tuple[set, set], first: tuple[set, set], scores: tuple[torch.Tensor, torch.Tensor],
+            errors: tuple[torch.Tensor, torch.Tensor] | None = None) -> str:
     """The previous-token and induction heads of a truth that ``first``'s lacks (``+``) or has (``-``),
-    each with its label ``scores`` (previous-token, induction: ``(L, H)``) on these sequences."""
+    each with its label ``scores`` (previous-token, induction: ``(L, H)``) on these sequences, and
+    ``± errors`` (same shapes) where given."""
     parts = []
-    for name, now, then, label in zip(("previous-token", "induction"), sides, first, scores):
-        moved = ([f"+{a}.{b} ({label[a, b]:.3f})" for a, b in sorted(now - then)]
-                 + [f"-{a}.{b} ({label[a, b]:.3f})" for a, b in sorted(then - now)])
+    for i, (name, now, then, label) in enumerate(zip(("previous-token", "induction"), sides, first, scores)):
+        pm = (lambda a, b: "") if errors is None else (lambda a, b: f" ± {errors[i][a, b]:.3f}")  # noqa: E731
+        moved = ([f"+{a}.{b} ({label[a, b]:.3f}{pm(a, b)})" for a, b in sorted(now - then)]
+                 + [f"-{a}.{b} ({label[a, b]:.3f}{pm(a, b)})" for a, b in sorted(then - now)])
         if moved:
             parts.append(f"{name} {' '.join(moved)}")
     return "; ".join(parts)
+
+
+def near(scores: tuple[torch.Tensor, torch.Tensor], errors: tuple[torch.Tensor, torch.Tensor],
+         thresholds: tuple[float, float]) -> str:
+    """The heads whose previous-token or induction label (``scores``, ``(L, H)``) lies within two
+    ``errors`` of its threshold: ``near: induction 23.1 (0.299 ± 0.002)``; empty if none."""
+    parts = []
+    for name, label, err, t in zip(("previous-token", "induction"), scores, errors, thresholds):
+        close = heads((label - t).abs() <= 2 * err)
+        if close:
+            parts.append(f"{name} " + " ".join(f"{a}.{b} ({label[a, b]:.3f} ± {err[a, b]:.3f})" for a, b in sorted(close)))
+    return f"near: {'; '.join(parts)}" if parts else ""
 
 
 def main() -> None:
@@ -110,18 +129,32 @@ def main() -> None:
           + f"  the truth's heads against seed {args.seeds[0]}'s")
     got = {key: [] for key in dense}
     first = None
-    for seed in args.seeds:
-        labels = activation_labels(runner, verdict_sequences(runner, args.sequences, half, seed), 16, False)
-        truth = true_pairs(labels.previous_token, labels.induction, args.prev_threshold, args.induction_threshold)
+    each = []  # per seed: (previous-token, induction) labels, (L, H)
+
+    def line(name, prev, ind, errors=None, keep=None):
+        nonlocal first
+        truth = true_pairs(prev, ind, args.prev_threshold, args.induction_threshold)
         sides = (heads(truth.flatten(2).any(-1)), heads(truth.flatten(0, 1).any(0)))  # writers, readers
         first = first or sides
         row = []
         for key, x in dense.items():
             a = auroc(x, truth)  # NaN without both true and other pairs
-            got[key].append(a)
+            if keep is not None:
+                keep[key].append(a)
             row.append(f"{a:>{w}.3f}")
-        print(f"{seed:>6} {int(truth.sum()):>5} {len(sides[0]):>5} {len(sides[1]):>5}  " + "  ".join(row)
-              + f"  {changes(sides, first, (labels.previous_token, labels.induction))}".rstrip())
+        said = [changes(sides, first, (prev, ind), errors)]
+        if errors is not None:
+            said.append(near((prev, ind), errors, (args.prev_threshold, args.induction_threshold)))
+        print(f"{name:>6} {int(truth.sum()):>5} {len(sides[0]):>5} {len(sides[1]):>5}  " + "  ".join(row)
+              + f"  {'; '.join(filter(None, said))}".rstrip(), flush=True)
+
+    for seed in args.seeds:
+        labels = activation_labels(runner, verdict_sequences(runner, args.sequences, half, seed), 16, False)
+        each.append((labels.previous_token, labels.induction))
+        line(str(seed), *each[-1], keep=got)
+    if len(each) > 1:
+        stacked = [torch.stack(t) for t in zip(*each)]  # (seeds, L, H) per label
+        line("pooled", *(t.mean(0) for t in stacked), errors=tuple(t.std(0) / len(each) ** 0.5 for t in stacked))
     print()
     goal = f"  seeds >= {args.goal}" if args.goal is not None else ""
     print(f"{'candidate':<{w}}  {'lowest':>6} {'median':>6} {'highest':>7}{goal}")

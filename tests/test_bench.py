@@ -619,6 +619,21 @@ def test_verdict_scripts_score_the_linearised_weights_as_validate_does(tmp_path)
         kept = [float(a) for a in rows.values() if a != "nan"]
         assert (low, high) == pytest.approx((min(kept), max(kept)), abs=5e-4) and low <= mid <= high, out
         assert int(summary.group(4)) == sum(a >= 0.5 for a in kept) and int(summary.group(5)) == len(kept), out
+        pooled = re.search(r"^pooled +\d+ +\d+ +\d+ +([0-9.]+|nan)(?:  .*)?$", out, re.M)
+        if not point:  # the pooled row: the labels read once on both seeds' sequences together
+            import torch
+            from compscope.data.head_labels import activation_labels
+            from compscope.data.runner import runner_for
+            from compscope.data.sequences import Repeats
+            from compscope.data.validate import auroc, true_pairs, verdict_sequences
+
+            runner = runner_for(str(folder), progress=False)
+            a, b = (verdict_sequences(runner, 4, 4, seed) for seed in (12345, 7))
+            both = activation_labels(runner, Repeats(torch.cat([a.tokens, b.tokens]), 4, a.start, 0), 16, False)
+            truth = true_pairs(both.previous_token, both.induction, prev, ind)
+            x = compscope.scores(str(folder), kinds="K", measures=["read_gain"], metric="identity", pairs="all",
+                                 progress=False).dense("read_gain", "K")
+            assert pooled and float(pooled.group(1)) == pytest.approx(auroc(x, truth), abs=5e-4, nan_ok=True), out
     p = run_bench("verdict_seeds.py", "induction-2l", "--half", "33")  # [t, t] of 66 tokens: the toy takes 64
     assert p.returncode == 1 and "Traceback" not in p.stderr and p.stderr.startswith("--half: half=33: "), p.stderr
     p = run_bench("verdict_uncertainty.py", *args[:2], "--prev-threshold", "2")  # no label reaches 2: no true pair
@@ -970,7 +985,7 @@ def test_verdict_seeds_names_the_heads_a_truth_gains_and_loses():
     import torch
 
     sys.path.insert(0, str(ROOT / "bench"))
-    from verdict_seeds import changes, heads
+    from verdict_seeds import changes, heads, near
 
     assert heads(torch.tensor([[False, True], [True, False]])) == {(0, 1), (1, 0)}
     first = ({(1, 2), (2, 0)}, {(3, 0)})
@@ -979,6 +994,13 @@ def test_verdict_seeds_names_the_heads_a_truth_gains_and_loses():
     assert changes(({(1, 2)}, {(3, 0), (3, 1)}), first, (prev, ind)) == "previous-token -2.0 (0.120); induction +3.1 (0.380)"
     assert (changes(({(0, 5), (1, 2), (2, 0)}, set()), first, (prev, ind))
             == "previous-token +0.5 (0.050); induction -3.0 (0.360)")
+    assert (changes(({(1, 2)}, {(3, 0), (3, 1)}), first, (prev, ind), (prev / 10, ind / 100))
+            == "previous-token -2.0 (0.120 ± 0.012); induction +3.1 (0.380 ± 0.004)")
+    # within two errors of the threshold: |0.0lh - 0.1| <= 0.022 for previous-token (0.08 ... 0.12), none for induction
+    err = torch.full((4, 6), 0.011, dtype=torch.float64)
+    assert near((prev, ind), (err, err), (0.1, 1.0)) == \
+        "near: previous-token 1.2 (0.080 ± 0.011) 1.3 (0.090 ± 0.011) 1.4 (0.100 ± 0.011) 1.5 (0.110 ± 0.011) 2.0 (0.120 ± 0.011)"
+    assert near((prev, ind), (err, err), (1.0, 1.0)) == ""
 
 
 def test_a_script_run_here_gives_what_a_new_python_gives(tmp_path):

@@ -15,7 +15,9 @@ It then judges each measure × metric:
   pairs* from all other K pairs: ``h1`` with a previous-token label ``≥ prev_threshold``, ``h2``
   in a later layer with an induction label ``≥ induction_threshold`` (the thresholds are
   options and are recorded); the probability that a true pair scores above a false one, ties
-  counted half; NaN when there is no true pair;
+  counted half; NaN when there is no true pair. Heads whose label lies within two standard
+  errors (the per-batch spread over ``√(batches − 1)``) of its threshold are named
+  (``near_threshold`` in ``run.json``): other sequences may move them across it;
 - ``auroc_confirmed`` (kind K only): the same against the true pairs that the interventions
   confirm, those whose K effect is at least ``effect_threshold`` (total variation; recorded):
   the label truth counts every previous-token head before every induction head, also pairs
@@ -57,7 +59,7 @@ from ..core.processing import center_writing as centred, check_centrable
 from ..defaults import QK_NORM_POINTS, SEED
 from .norm_linearisation import unread_norms
 from .separation import (BY_HEAD_COLUMNS, auroc, auroc_by_head, auroc_shares, auroc_within,  # noqa: F401 (re-exported)
-                         by_head_lines, confirmed_pairs, forward_pairs, true_pairs, writer_pairs)
+                         by_head_lines, confirmed_pairs, forward_pairs, near_threshold, true_pairs, writer_pairs)
 from .sequences import HALF
 from .verdict import Verdict, data_line, ranked, truth_lines  # noqa: F401 (re-exported)
 
@@ -266,6 +268,10 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
                "writers": [list(w) for w in chosen] if chosen is not None else None,
                "metrics": list(tables), "ablation": ablation, "paths": paths, "prev_threshold": prev_threshold,
                "induction_threshold": induction_threshold, "true_pairs": int(truth.sum()),
+               "label_batches": labels.batches,
+               "near_threshold": {key: near_threshold(labels.mean[key], labels.spread[key], labels.batches, t, side)
+                                  for key, t, side in (("previous_token", prev_threshold, "writer"),
+                                                       ("induction", induction_threshold, "reader"))},
                "effect_threshold": effect_threshold,
                "confirmed_pairs": int(confirmed.sum()) if confirmed is not None else None,
                "true_pairs_intervened": int((truth & measured).sum()) if measured is not None else None,

@@ -14,7 +14,7 @@ from torch import Tensor
 
 from ..core.processing import weights_said
 from ..errors import OptionError
-from .separation import BY_HEAD_COLUMNS, auroc_by_head, by_head_lines
+from .separation import BY_HEAD_COLUMNS, NEAR, auroc_by_head, by_head_lines
 
 
 @dataclass
@@ -178,6 +178,12 @@ def truth_lines(o: dict) -> list[str]:
              f"induction >= {o['induction_threshold']})"]
     if not o["true_pairs"]:
         lines.append("  none, so no AUROC: the rank correlations with the interventions judge the measures alone")
+    near = [f"{name} " + " ".join(f"{l}.{h} {v:.3f} ± {se:.3f}" for l, h, v, se in o["near_threshold"][key])
+            for name, key in (("previous-token", "previous_token"), ("induction", "induction"))
+            if (o.get("near_threshold") or {}).get(key)]
+    if near:  # heads the truth may gain or lose on other sequences
+        lines.append(f"  near a threshold (within {NEAR:g} standard errors, from the spread of {o['label_batches']} batches; "
+                     f"other sequences may put them on its other side): {'; '.join(near)}")
     if o.get("confirmed_pairs") is not None and o["true_pairs"]:
         some = o.get("writers") is not None
         among = f" of their writers' {o['true_pairs_intervened']}" if some else ""
