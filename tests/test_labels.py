@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from compscope.data.head_labels import LABELS, activation_labels, label_heads, pattern_labels
 from compscope.data.runner import runner_for
-from compscope.data.sequences import natural_text, repeats, stdlib_text
+from compscope.data.sequences import Repeats, natural_text, repeats, stdlib_text
 from compscope.errors import OptionError
 
 
@@ -47,6 +47,13 @@ def test_labels_on_the_toy_runner_equal_the_toy_labels():
     assert float(got.spread["induction"].max()) > 0  # three batches of different sequences differ
     df = got.to_pandas()
     assert list(df.columns[:6]) == ["layer", "head", *LABELS] and len(df) == 8
+    assert list(df.columns[6:]) == [f"{k}_spread" for k in LABELS] + [f"{k}_error" for k in LABELS]
+    # the standard error of the mean over the 24 sequences, from each sequence's own labels
+    per = torch.stack([activation_labels(runner, Repeats(reps.tokens[i : i + 1], 16, reps.start, 7), 1, False).induction
+                       for i in range(24)])
+    torch.testing.assert_close(got.error["induction"], per.std(0) / 24**0.5, rtol=1e-9, atol=1e-15)
+    one = activation_labels(runner, Repeats(reps.tokens[:1], 16, reps.start, 7), 1, False)
+    assert all(torch.isnan(one.error[k]).all() for k in LABELS)  # one sequence: no spread to judge by
 
 
 def test_repeats_shape_seed_and_first_token():

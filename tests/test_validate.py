@@ -3,6 +3,7 @@ and on the default model the known circuit judged as such."""
 
 import itertools
 import math
+import statistics
 
 import pandas as pd
 import pytest
@@ -193,19 +194,18 @@ def test_true_pairs_and_precision():
 
 
 def test_heads_near_a_threshold_by_hand():
-    """Standard error = spread / sqrt(batches - 1): with spread 0.02 over 5 batches, 0.01; heads
-    within 0.02 of the threshold 0.3 are near, among those that can be on the side asked."""
+    """Heads within two standard errors (0.01 here: within 0.02) of the threshold 0.3 are near,
+    among those that can be on the side asked; a NaN error (one sequence) calls none near."""
     from compscope.data.separation import near_threshold
 
     mean = torch.tensor([[0.281, 0.31], [0.319, 0.5]], dtype=torch.float64)
-    spread = torch.full((2, 2), 0.02, dtype=torch.float64)
-    assert near_threshold(mean, spread, 5, 0.3, "reader") == [[1, 0, 0.319, pytest.approx(0.01)]]  # 0.31, 0.281: layer 0
-    assert near_threshold(mean, spread, 5, 0.3, "writer") == [[0, 0, 0.281, pytest.approx(0.01)],
-                                                              [0, 1, 0.31, pytest.approx(0.01)]]
-    assert near_threshold(mean, spread, 5, 0.325, "writer") == [[0, 1, 0.31, pytest.approx(0.01)]]  # 0.281: 0.044 off
-    assert near_threshold(mean, spread, 2, 0.315, "writer") == [[0, 0, 0.281, 0.02], [0, 1, 0.31, 0.02]]  # 0.034 off
-    assert near_threshold(mean, spread, 1, 0.3, "writer") == []  # one batch: no spread to judge by
-    assert near_threshold(mean, spread * 0, 5, 0.31, "writer") == [[0, 1, 0.31, 0.0]]  # exactly at it
+    error = torch.full((2, 2), 0.01, dtype=torch.float64)
+    assert near_threshold(mean, error, 0.3, "reader") == [[1, 0, 0.319, 0.01]]  # 0.31 and 0.281: layer 0
+    assert near_threshold(mean, error, 0.3, "writer") == [[0, 0, 0.281, 0.01], [0, 1, 0.31, 0.01]]
+    assert near_threshold(mean, error, 0.325, "writer") == [[0, 1, 0.31, 0.01]]  # 0.281: 0.044 off
+    assert near_threshold(mean, error * 2, 0.315, "writer") == [[0, 0, 0.281, 0.02], [0, 1, 0.31, 0.02]]  # 0.034 off
+    assert near_threshold(mean, error * math.nan, 0.3, "writer") == []
+    assert near_threshold(mean, error * 0, 0.31, "writer") == [[0, 1, 0.31, 0.0]]  # exactly at it
 
 
 def test_confirmed_pairs_are_true_pairs_with_a_large_enough_effect():
@@ -397,21 +397,28 @@ def test_writers_a_model_lacks_are_refused_before_it_is_loaded_to_run(monkeypatc
 
 def test_a_head_at_a_threshold_is_named_near_it(tmp_path):
     """With the previous-token threshold set to head 0.1's own label, the verdict names 0.1 as near
-    it, with its standard error from the spread of its 4 batches (over sqrt(3)), records it in
-    run.json and prints it; with the default thresholds no head of the default model is near."""
+    it, with its standard error (the standard deviation of its label over the 32 sequences, each
+    labelled alone, over sqrt(32)), records it in run.json and prints it; with the default
+    thresholds no head of the default model is near."""
     import json
 
     from compscope.data.head_labels import activation_labels
     from compscope.data.runner import runner_for
+    from compscope.data.sequences import Repeats
     from compscope.data.validate import verdict_sequences
 
     runner = runner_for("induction-2l", progress=False)
-    lab = activation_labels(runner, verdict_sequences(runner, 32, 32, 12345), 8, False)
-    m, se = float(lab.previous_token[0, 1]), float(lab.spread["previous_token"][0, 1]) / math.sqrt(3)
+    reps = verdict_sequences(runner, 32, 32, 12345)
+    lab = activation_labels(runner, reps, 8, False)
+    each = [float(activation_labels(runner, Repeats(reps.tokens[i : i + 1], 32, reps.start, 0), 1, False)
+                  .previous_token[0, 1]) for i in range(32)]
+    m, se = float(lab.previous_token[0, 1]), statistics.stdev(each) / math.sqrt(32)
+    assert m == pytest.approx(statistics.fmean(each), abs=1e-12)
+    assert float(lab.error["previous_token"][0, 1]) == pytest.approx(se, rel=1e-9)
     opts = dict(sequences=32, batch_size=8, intervention_sequences=2, kinds="K", metrics=("identity",), progress=False)
     v = validate("induction-2l", prev_threshold=m, **opts)
     near = v.options["near_threshold"]
-    assert [0, 1] in [h[:2] for h in near["previous_token"]] and v.options["label_batches"] == 4
+    assert [0, 1] in [h[:2] for h in near["previous_token"]]
     assert next(h for h in near["previous_token"] if h[:2] == [0, 1])[2:] == [pytest.approx(m), pytest.approx(se)]
     assert f"previous-token 0.1 {m:.3f} ± {se:.3f}" in v.format().splitlines()[4]
     v.save(tmp_path / "v")

@@ -12,7 +12,8 @@ On repeated random sequences ``[t_1 … t_n, t_1 … t_n]`` (length ``2n``):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -103,8 +104,10 @@ def _label(self, name: str) -> Tensor:
 
 @dataclass(frozen=True)
 class ActivationLabels:
-    """Per head ``(layer, head)`` float64: the mean of each label over all sequences (``mean``) and
-    the standard deviation of the per-batch means (``spread``); labels are :data:`LABELS`:
+    """Per head ``(layer, head)`` float64: the mean of each label over all sequences (``mean``),
+    the standard deviation of the per-batch means (``spread``) and the standard error of the mean,
+    the sequences' standard deviation over ``√sequences`` (``error``; NaN with one sequence); labels
+    are :data:`LABELS`:
 
     - ``induction``: attention from position ``i`` of the second copy to ``i − half + 1``;
     - ``previous_token``: attention from ``i`` to ``i − 1`` (every ``i ≥ 1``);
@@ -120,6 +123,7 @@ class ActivationLabels:
     start: int
     seed: int
     batches: int
+    error: dict[str, Tensor] = field(default_factory=dict)
 
     __getattr__ = _label
 
@@ -133,19 +137,22 @@ class ActivationLabels:
                 f"seed {self.seed}; {tops})")
 
     def to_pandas(self):
-        """One row per head: ``layer, head`` and every label, then its spread (``<label>_spread``)."""
-        return _label_frame(self.mean, self.spread, sequences=self.sequences, half=self.half, seed=self.seed,
-                            batches=self.batches)
+        """One row per head: ``layer, head`` and every label, then its spread (``<label>_spread``) and
+        standard error (``<label>_error``)."""
+        return _label_frame(self.mean, self.spread, self.error, sequences=self.sequences, half=self.half,
+                            seed=self.seed, batches=self.batches)
 
 
-def _label_frame(mean: dict[str, Tensor], spread: dict[str, Tensor], **attrs):
-    """One row per head: ``layer, head``, every label of :data:`LABELS`, then ``<label>_spread``."""
+def _label_frame(mean: dict[str, Tensor], spread: dict[str, Tensor], error: dict[str, Tensor] | None = None, **attrs):
+    """One row per head: ``layer, head``, every label of :data:`LABELS`, then ``<label>_spread``
+    (and ``<label>_error`` where given)."""
     import pandas as pd
 
     L, H = mean["induction"].shape
     rows = {"layer": [l for l in range(L) for _ in range(H)], "head": [h for _ in range(L) for h in range(H)]}
     rows.update({k: mean[k].flatten().tolist() for k in LABELS})
     rows.update({f"{k}_spread": spread[k].flatten().tolist() for k in LABELS})
+    rows.update({f"{k}_error": error[k].flatten().tolist() for k in LABELS if error})
     df = pd.DataFrame(rows)
     df.attrs.update(attrs)
     return df
@@ -191,7 +198,7 @@ def activation_labels(runner, reps=None, batch_size: int = 16, progress: bool = 
         reps = default_sequences(runner)
     hw = runner.weights_here()
     n = reps.tokens.shape[0]
-    per_batch: dict[str, list[Tensor]] = {k: [] for k in LABELS}
+    per_sequence: dict[str, list[Tensor]] = {k: [] for k in LABELS}
     sizes = []
     bar = progress_bar(n, "activation labels", enabled=progress)
     for b0 in range(0, n, batch_size):
@@ -200,15 +207,16 @@ def activation_labels(runner, reps=None, batch_size: int = 16, progress: bool = 
         got = [pattern_labels(layer_state(hw, l, tr.resid[l]).pattern.double(), reps.half, reps.start)
                for l in range(hw.n_layers)]
         for k in LABELS:
-            per_batch[k].append(torch.stack([g[k].mean(0) for g in got]).cpu())  # (layer, head)
+            per_sequence[k].append(torch.stack([g[k] for g in got], 1).cpu())  # (batch, layer, head)
         sizes.append(tok.shape[0])
         bar.update(tok.shape[0])
     bar.close()
-    w = torch.tensor(sizes, dtype=torch.float64)
-    mean = {k: (torch.stack(v) * w[:, None, None]).sum(0) / w.sum() for k, v in per_batch.items()}
-    spread = {k: torch.stack(v).std(0, correction=0) if len(v) > 1 else torch.zeros_like(mean[k])
-              for k, v in per_batch.items()}
-    return ActivationLabels(mean, spread, n, reps.half, reps.start, reps.seed, len(sizes))
+    mean = {k: torch.cat(v).mean(0) for k, v in per_sequence.items()}
+    per_batch = {k: torch.stack([b.mean(0) for b in v]) for k, v in per_sequence.items()}
+    spread = {k: v.std(0, correction=0) if len(v) > 1 else torch.zeros_like(mean[k]) for k, v in per_batch.items()}
+    error = {k: torch.cat(v).std(0) / math.sqrt(n) if n > 1 else torch.full_like(mean[k], math.nan)
+             for k, v in per_sequence.items()}
+    return ActivationLabels(mean, spread, n, reps.half, reps.start, reps.seed, len(sizes), error)
 
 
 @dataclass(frozen=True)

@@ -151,21 +151,17 @@ def true_pairs(previous: Tensor, induction: Tensor, prev_threshold: float, induc
 NEAR = 2.0
 
 
-def near_threshold(mean: Tensor, spread: Tensor, batches: int, threshold: float, side: str) -> list[list]:
+def near_threshold(mean: Tensor, error: Tensor, threshold: float, side: str) -> list[list]:
     """``[[layer, head, label, standard error], ...]``: the heads whose label ``mean`` ``(L, H)`` lies
-    within :data:`NEAR` standard errors of ``threshold``, among those that can be in a pair on their
-    ``side`` (``'writer'``: not the last layer; ``'reader'``: not the first). The standard error is
-    the batches' spread ``(L, H)`` (the population standard deviation of their means) over
-    ``√(batches − 1)``; with one batch there is none, and no head is called near."""
-    if batches < 2:
-        return []
-    se = spread.double() / math.sqrt(batches - 1)
-    close = (mean.double() - threshold).abs() <= NEAR * se
+    within :data:`NEAR` standard errors ``error`` ``(L, H)`` of ``threshold``, among those that can be
+    in a pair on their ``side`` (``'writer'``: not the last layer; ``'reader'``: not the first).
+    A NaN error (one sequence) calls no head near."""
+    close = (mean.double() - threshold).abs() <= NEAR * error.double()
     if side == "writer":
         close[-1] = False
     else:
         close[0] = False
-    return [[l, h, float(mean[l, h]), float(se[l, h])] for l, h in close.nonzero().tolist()]
+    return [[l, h, float(mean[l, h]), float(error[l, h])] for l, h in close.nonzero().tolist()]
 
 
 def confirmed_pairs(truth: Tensor, effects: Tensor, threshold: float) -> Tensor:

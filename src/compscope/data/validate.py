@@ -16,8 +16,8 @@ It then judges each measure × metric:
   in a later layer with an induction label ``≥ induction_threshold`` (the thresholds are
   options and are recorded); the probability that a true pair scores above a false one, ties
   counted half; NaN when there is no true pair. Heads whose label lies within two standard
-  errors (the per-batch spread over ``√(batches − 1)``) of its threshold are named
-  (``near_threshold`` in ``run.json``): other sequences may move them across it;
+  errors (over the sequences) of its threshold are named (``near_threshold`` in ``run.json``):
+  other sequences may move them across it;
 - ``auroc_confirmed`` (kind K only): the same against the true pairs that the interventions
   confirm, those whose K effect is at least ``effect_threshold`` (total variation; recorded):
   the label truth counts every previous-token head before every induction head, also pairs
@@ -268,8 +268,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
                "writers": [list(w) for w in chosen] if chosen is not None else None,
                "metrics": list(tables), "ablation": ablation, "paths": paths, "prev_threshold": prev_threshold,
                "induction_threshold": induction_threshold, "true_pairs": int(truth.sum()),
-               "label_batches": labels.batches,
-               "near_threshold": {key: near_threshold(labels.mean[key], labels.spread[key], labels.batches, t, side)
+               "near_threshold": {key: near_threshold(labels.mean[key], labels.error[key], t, side)
                                   for key, t, side in (("previous_token", prev_threshold, "writer"),
                                                        ("induction", induction_threshold, "reader"))},
                "effect_threshold": effect_threshold,

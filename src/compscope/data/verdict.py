@@ -182,8 +182,8 @@ def truth_lines(o: dict) -> list[str]:
             for name, key in (("previous-token", "previous_token"), ("induction", "induction"))
             if (o.get("near_threshold") or {}).get(key)]
     if near:  # heads the truth may gain or lose on other sequences
-        lines.append(f"  near a threshold (within {NEAR:g} standard errors, from the spread of {o['label_batches']} batches; "
-                     f"other sequences may put them on its other side): {'; '.join(near)}")
+        lines.append(f"  near a threshold (within {NEAR:g} standard errors over the sequences; other sequences may put "
+                     f"them on its other side): {'; '.join(near)}")
     if o.get("confirmed_pairs") is not None and o["true_pairs"]:
         some = o.get("writers") is not None
         among = f" of their writers' {o['true_pairs_intervened']}" if some else ""
