@@ -178,7 +178,7 @@ def truth_lines(o: dict) -> list[str]:
              f"induction >= {o['induction_threshold']})"]
     if not o["true_pairs"]:
         lines.append("  none, so no AUROC: the rank correlations with the interventions judge the measures alone")
-    near = [f"{name} " + " ".join(f"{l}.{h} {v:.3f} ± {se:.3f}" for l, h, v, se in o["near_threshold"][key])
+    near = [f"{name} " + ", ".join(f"{l}.{h} {v:.3f} ± {se:.3f}" for l, h, v, se in o["near_threshold"][key])
             for name, key in (("previous-token", "previous_token"), ("induction", "induction"))
             if (o.get("near_threshold") or {}).get(key)]
     if near:  # heads the truth may gain or lose on other sequences
