@@ -208,6 +208,34 @@ def test_heads_near_a_threshold_by_hand():
     assert near_threshold(mean, error * 0, 0.31, "writer") == [[0, 1, 0.31, 0.0]]  # exactly at it
 
 
+def test_the_truths_with_near_heads_on_either_side_and_their_auroc_span():
+    """Two near heads (writer 0.1 just below 0.4, reader 1.1 just above 0.3): four truths, the first
+    the truth as it is; the span of the AUROC over them is the min and max of ``auroc`` on each, and
+    a truth with no true pair (or no false one) is left out."""
+    from compscope.data.separation import MAX_NEAR, auroc_span, near_truths
+
+    prev = torch.tensor([[0.9, 0.39], [0.1, 0.2]])
+    ind = torch.tensor([[0.0, 0.0], [0.6, 0.31]])
+    near = {"previous_token": [[0, 1, 0.39, 0.01]], "induction": [[1, 1, 0.31, 0.01]]}
+    truths = near_truths(prev, ind, near, 0.4, 0.3)
+    as_pairs = [sorted(tuple(p) for p in t.nonzero().tolist()) for t in truths]
+    assert as_pairs == [[(0, 0, 1, 0), (0, 0, 1, 1)],  # as it is
+                        [(0, 0, 1, 0), (0, 0, 1, 1), (0, 1, 1, 0), (0, 1, 1, 1)],  # 0.1 a previous-token head
+                        [(0, 0, 1, 0)],  # 1.1 not an induction head
+                        [(0, 0, 1, 0), (0, 1, 1, 0)]]
+    assert torch.equal(truths[0], true_pairs(prev, ind, 0.4, 0.3))
+    g = torch.Generator().manual_seed(3)
+    scores = torch.rand(2, 2, 2, 2, generator=g, dtype=torch.float64)
+    scores[1] = torch.nan  # backward pairs are NaN in a verdict
+    scores[0, :, 0] = torch.nan
+    each = [auroc(scores, t) for t in truths]
+    assert auroc_span(scores, truths) == (pytest.approx(min(each)), pytest.approx(max(each)))
+    everything = torch.ones(1, 2, 2, 2, 2, dtype=torch.bool)
+    assert all(math.isnan(a) for a in auroc_span(scores, everything))
+    many = {"previous_token": [[0, 0, 0.4, 0.1]] * (MAX_NEAR + 1), "induction": []}
+    assert near_truths(prev, ind, many, 0.4, 0.3) is None
+
+
 def test_confirmed_pairs_are_true_pairs_with_a_large_enough_effect():
     truth = torch.tensor([True, True, False, True])
     effects = torch.tensor([0.2, 0.01, 0.9, float("nan")])
@@ -418,11 +446,22 @@ def test_a_head_at_a_threshold_is_named_near_it(tmp_path):
     opts = dict(sequences=32, batch_size=8, intervention_sequences=2, kinds="K", metrics=("identity",), progress=False)
     v = validate("induction-2l", prev_threshold=m, **opts)
     near = v.options["near_threshold"]
-    assert [0, 1] in [h[:2] for h in near["previous_token"]]
-    assert next(h for h in near["previous_token"] if h[:2] == [0, 1])[2:] == [pytest.approx(m), pytest.approx(se)]
+    assert near == {"previous_token": [[0, 1, pytest.approx(m), pytest.approx(se)]], "induction": []}
     assert f"previous-token 0.1 {m:.3f} ± {se:.3f}" in v.format().splitlines()[4]
     v.save(tmp_path / "v")
     assert json.loads((tmp_path / "v" / "run.json").read_text())["near_threshold"] == near
+    # the K AUROC's span: over the truth with 0.1 a previous-token head and without, by hand
+    x = v.tables["identity"].dense("frobenius", "K")
+    with_01 = true_pairs(lab.previous_token, lab.induction, m, 0.3)
+    lab_prev = lab.previous_token.clone()
+    lab_prev[0, 1] = 0.0
+    without = true_pairs(lab_prev, lab.induction, m, 0.3)
+    row = next(r for r in v.rows if (r["measure"], r["metric"], r["kind"]) == ("frobenius", "identity", "K"))
+    spans = sorted([auroc(x, with_01), auroc(x, without)])
+    assert (row["auroc_near_low"], row["auroc_near_high"]) == (pytest.approx(spans[0]), pytest.approx(spans[1]))
+    assert row["auroc_near_low"] <= row["auroc"] <= row["auroc_near_high"]
+    frame = pd.read_csv(tmp_path / "v" / "verdict.csv")
+    assert list(frame.columns[:7]) == ["measure", "metric", "kind", "spearman", "auroc", "auroc_near_low", "auroc_near_high"]
     plain = validate("induction-2l", **opts)
     assert plain.options["near_threshold"] == {"previous_token": [], "induction": []}
     assert "near a threshold" not in plain.format()

@@ -164,6 +164,46 @@ def near_threshold(mean: Tensor, error: Tensor, threshold: float, side: str) -> 
     return [[l, h, float(mean[l, h]), float(error[l, h])] for l, h in close.nonzero().tolist()]
 
 
+#: most heads near a threshold whose every assignment to either side :func:`near_truths` builds
+MAX_NEAR = 10
+
+
+def near_truths(previous: Tensor, induction: Tensor, near: dict[str, list], prev_threshold: float,
+                induction_threshold: float) -> Tensor | None:
+    """``(2^k, L, H, L, H)`` bool: :func:`true_pairs` with each of the ``k`` heads of ``near``
+    (:func:`near_threshold`'s lists, keyed ``'previous_token'`` and ``'induction'``) put on either
+    side of its threshold, every assignment once (the first: the truth as it is, where each near
+    head is on its own side). None for more than :data:`MAX_NEAR` such heads."""
+    heads = [(key, l, h) for key in ("previous_token", "induction") for l, h, *_ in near.get(key, [])]
+    if len(heads) > MAX_NEAR:
+        return None
+    base = {"previous_token": previous.double(), "induction": induction.double()}
+    at = {"previous_token": prev_threshold, "induction": induction_threshold}
+    out = []
+    for bits in range(2 ** len(heads)):
+        labels = {k: v.clone() for k, v in base.items()}
+        for i, (key, l, h) in enumerate(heads):
+            if bits >> i & 1:  # the other side of its threshold
+                labels[key][l, h] = -math.inf if base[key][l, h] >= at[key] else at[key]
+        out.append(true_pairs(labels["previous_token"], labels["induction"], prev_threshold, induction_threshold))
+    return torch.stack(out)
+
+
+def auroc_span(scores: Tensor, truths: Tensor) -> tuple[float, float]:
+    """The lowest and highest :func:`auroc` of ``scores`` against each of ``truths`` (stacked along
+    the first dimension), from one ranking; NaN where no truth has both classes."""
+    from ..analysis.stats import ranks
+
+    keep = torch.isfinite(scores)
+    r = ranks(scores[keep].double())
+    y = truths[:, keep].double()
+    n1 = y.sum(1)
+    n0 = len(r) - n1
+    a = (y @ r - n1 * (n1 + 1) / 2) / (n1 * n0)
+    a = a[(n1 > 0) & (n0 > 0)]
+    return (float(a.min()), float(a.max())) if len(a) else (math.nan, math.nan)
+
+
 def confirmed_pairs(truth: Tensor, effects: Tensor, threshold: float) -> Tensor:
     """The true pairs whose interventional effect is at least ``threshold`` (NaN effects: not confirmed)."""
     return truth & (torch.nan_to_num(effects, nan=-math.inf) >= threshold)

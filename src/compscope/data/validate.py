@@ -59,7 +59,8 @@ from ..core.processing import center_writing as centred, check_centrable
 from ..defaults import QK_NORM_POINTS, SEED
 from .norm_linearisation import unread_norms
 from .separation import (BY_HEAD_COLUMNS, auroc, auroc_by_head, auroc_shares, auroc_within,  # noqa: F401 (re-exported)
-                         by_head_lines, confirmed_pairs, forward_pairs, near_threshold, true_pairs, writer_pairs)
+                         auroc_span, by_head_lines, confirmed_pairs, forward_pairs, near_threshold, near_truths,
+                         true_pairs, writer_pairs)
 from .sequences import HALF
 from .verdict import Verdict, data_line, ranked, truth_lines  # noqa: F401 (re-exported)
 
@@ -244,6 +245,9 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     effects = intervention_effects(runner, reps.tokens[:n_int], kinds, ablation, batch_size=batch_size,
                                    progress=progress, paths=paths, writers=chosen)
     truth = true_pairs(labels.previous_token, labels.induction, prev_threshold, induction_threshold)
+    near = {key: near_threshold(labels.mean[key], labels.error[key], t, side)
+            for key, t, side in (("previous_token", prev_threshold, "writer"), ("induction", induction_threshold, "reader"))}
+    truths = near_truths(labels.previous_token, labels.induction, near, prev_threshold, induction_threshold)
     k_effects = effects.by_kind.get("K")
     confirmed = confirmed_pairs(truth, k_effects, effect_threshold) if k_effects is not None else None
     measured = torch.isfinite(k_effects) if k_effects is not None else None  # the intervened writers' pairs
@@ -259,7 +263,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
                 continue
         table = scores(weights, kinds, "all", met, pairs="all", progress=progress, device=runner.device)
         tables[met.name] = table  # a Metric passed in: by its own name
-        rows += _measure_rows(table, met.name, kinds, effects, truth, measured, confirmed)
+        rows += _measure_rows(table, met.name, kinds, effects, truth, measured, confirmed, truths)
     contents = previous_contents(head_weights, runner, progress, sample_data)
     notes += _no_head_scores(head_weights)
     heads, writer_auroc, circuit_auroc = _head_rankings(head_weights, contents, labels, truth, tables, kinds,
@@ -268,9 +272,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
                "writers": [list(w) for w in chosen] if chosen is not None else None,
                "metrics": list(tables), "ablation": ablation, "paths": paths, "prev_threshold": prev_threshold,
                "induction_threshold": induction_threshold, "true_pairs": int(truth.sum()),
-               "near_threshold": {key: near_threshold(labels.mean[key], labels.error[key], t, side)
-                                  for key, t, side in (("previous_token", prev_threshold, "writer"),
-                                                       ("induction", induction_threshold, "reader"))},
+               "near_threshold": near,
                "effect_threshold": effect_threshold,
                "confirmed_pairs": int(confirmed.sum()) if confirmed is not None else None,
                "true_pairs_intervened": int((truth & measured).sum()) if measured is not None else None,
@@ -341,10 +343,12 @@ def _linearised(runner, hw: HeadWeights, qk_norm: bool | str, norms, data, metri
     return hw, hw.meta.notes[-1]
 
 
-def _measure_rows(table, metric: str, kinds: str, effects, truth: Tensor, measured, confirmed) -> list[dict]:
+def _measure_rows(table, metric: str, kinds: str, effects, truth: Tensor, measured, confirmed,
+                  truths: Tensor | None = None) -> list[dict]:
     """The verdict's rows of one metric's table: per measure and kind, Spearman with the effects, the
-    AUROCs of the true K-pairs (all, confirmed among the intervened pairs, within readers and writers),
-    and the axioms the measure keeps."""
+    AUROCs of the true K-pairs (all, confirmed among the intervened pairs, within readers and writers,
+    and the lowest and highest over ``truths``, the truth with the heads near a threshold on either
+    side: :func:`~compscope.data.separation.near_truths`), and the axioms the measure keeps."""
     from ..analysis.stats import spearman
     from ..measures import AXIOMS, MEASURES
 
@@ -356,6 +360,8 @@ def _measure_rows(table, metric: str, kinds: str, effects, truth: Tensor, measur
             rows.append({"measure": m, "metric": metric, "kind": kind,
                          "spearman": spearman(dense, effects.by_kind[kind]),
                          "auroc": auroc(dense, truth) if K else nan,
+                         **dict(zip(("auroc_near_low", "auroc_near_high"),
+                                    auroc_span(dense, truths) if K and truths is not None else (nan, nan))),
                          "auroc_confirmed": auroc(torch.where(measured, dense.double(), torch.nan), confirmed) if K else nan,
                          "spearman_direction": spearman(dense, effects.v_direction) if kind == "V" else nan,
                          **{f"auroc_within_{side}s": auroc_within(dense, truth, side) if K else nan
