@@ -360,12 +360,12 @@ def _measure_rows(table, metric: str, kinds: str, effects, truth: Tensor, measur
             rows.append({"measure": m, "metric": metric, "kind": kind,
                          "spearman": spearman(dense, effects.by_kind[kind]),
                          "auroc": auroc(dense, truth) if K else nan,
-                         **dict(zip(("auroc_near_low", "auroc_near_high"),
-                                    auroc_span(dense, truths) if K and truths is not None else (nan, nan))),
                          "auroc_confirmed": auroc(torch.where(measured, dense.double(), torch.nan), confirmed) if K else nan,
                          "spearman_direction": spearman(dense, effects.v_direction) if kind == "V" else nan,
                          **{f"auroc_within_{side}s": auroc_within(dense, truth, side) if K else nan
                             for side in ("reader", "writer")},
+                         **dict(zip(("auroc_near_low", "auroc_near_high"),
+                                    auroc_span(dense, truths) if K and truths is not None else (nan, nan))),
                          "axioms": f"{len(kept)}/{len(AXIOMS)}", "axioms_failed": ",".join(a for a in AXIOMS if a not in kept)})
     return rows
 
