@@ -8,7 +8,9 @@ each measure × metric (the weights do not change with the seed; a metric on dat
 once, on its own text), and prints for each seed the true pairs, the previous-token and induction
 heads they come from, each candidate's AUROC, and the heads that join or leave the first seed's
 truth, with their labels; then each candidate's lowest, median and highest AUROC over the seeds,
-and how many seeds reach ``--goal``. No interventions run: the label-truth
+its lowest and highest AUROC over the first seed's heads near a threshold put on either side
+(``auroc_near_low``, ``auroc_near_high`` of ``compscope validate``'s ``verdict.csv``), and how
+many seeds reach ``--goal``. No interventions run: the label-truth
 AUROC needs none. The first seed, 12345 unless ``--seeds`` says otherwise, is the verdict's: its
 row is what ``compscope validate`` prints. A last row, ``pooled``, labels the heads on every seed's
 sequences together (the mean of the seeds' labels: each seed has as many sequences, of one length),
@@ -26,6 +28,7 @@ seeds (their standard deviation over ``√seeds``).
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import sys
@@ -38,6 +41,7 @@ import torch  # noqa: E402
 import compscope  # noqa: E402
 from compscope.data.head_labels import activation_labels  # noqa: E402
 from compscope.data.sequences import HALF  # noqa: E402
+from compscope.data.separation import auroc_span, near_threshold, near_truths  # noqa: E402
 from compscope.data.validate import auroc, true_pairs, verdict_sequences  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
 from compscope.core.metrics import ON_DATA, get_metric  # noqa: E402
@@ -148,23 +152,31 @@ def main() -> None:
         print(f"{name:>6} {int(truth.sum()):>5} {len(sides[0]):>5} {len(sides[1]):>5}  " + "  ".join(row)
               + f"  {'; '.join(filter(None, said))}".rstrip(), flush=True)
 
+    spans = None  # the first seed's: each candidate's AUROC over its near heads on either side
     for seed in args.seeds:
         labels = activation_labels(runner, verdict_sequences(runner, args.sequences, half, seed), 16, False)
         each.append((labels.previous_token, labels.induction))
         line(str(seed), *each[-1], keep=got)
+        if spans is None:
+            close = {key: near_threshold(labels.mean[key], labels.error[key], t, side) for key, t, side in
+                     (("previous_token", args.prev_threshold, "writer"), ("induction", args.induction_threshold, "reader"))}
+            truths = near_truths(*each[-1], close, args.prev_threshold, args.induction_threshold)
+            spans = {key: auroc_span(x, truths) if truths is not None else (math.nan, math.nan)
+                     for key, x in dense.items()}
     if len(each) > 1:
         stacked = [torch.stack(t) for t in zip(*each)]  # (seeds, L, H) per label
         line("pooled", *(t.mean(0) for t in stacked), errors=tuple(t.std(0) / len(each) ** 0.5 for t in stacked))
     print()
     goal = f"  seeds >= {args.goal}" if args.goal is not None else ""
-    print(f"{'candidate':<{w}}  {'lowest':>6} {'median':>6} {'highest':>7}{goal}")
+    print(f"{'candidate':<{w}}  {'lowest':>6} {'median':>6} {'highest':>7}  {'near, seed ' + str(args.seeds[0]):>17}{goal}")
     for (m, n), values in got.items():
         kept = [v for v in values if v == v]
         if not kept:
             print(f"{m + ', ' + n:<{w}}  no seed gave true and other pairs")
             continue
         reach = f"  {sum(v >= args.goal for v in kept)} of {len(kept)}" if args.goal is not None else ""
-        print(f"{m + ', ' + n:<{w}}  {min(kept):6.3f} {statistics.median(kept):6.3f} {max(kept):7.3f}{reach}")
+        span = "{:.3f}-{:.3f}".format(*spans[m, n])
+        print(f"{m + ', ' + n:<{w}}  {min(kept):6.3f} {statistics.median(kept):6.3f} {max(kept):7.3f}  {span:>17}{reach}")
 
 
 if __name__ == "__main__":

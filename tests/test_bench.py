@@ -614,11 +614,16 @@ def test_verdict_scripts_score_the_linearised_weights_as_validate_does(tmp_path)
                                re.M))
         assert set(rows) == {"12345", "7"}, out
         assert float(rows["12345"]) == pytest.approx(want(v), abs=5e-4), (want(v), out)
-        summary = re.search(r"^read_gain, identity +([0-9.]+) +([0-9.]+) +([0-9.]+)  (\d) of (\d)$", out, re.M)
+        summary = re.search(r"^read_gain, identity +([0-9.]+) +([0-9.]+) +([0-9.]+) +([0-9.]+|nan)-([0-9.]+|nan)  "
+                            r"(\d) of (\d)$", out, re.M)
         low, mid, high = (float(summary.group(i)) for i in (1, 2, 3))
         kept = [float(a) for a in rows.values() if a != "nan"]
         assert (low, high) == pytest.approx((min(kept), max(kept)), abs=5e-4) and low <= mid <= high, out
-        assert int(summary.group(4)) == sum(a >= 0.5 for a in kept) and int(summary.group(5)) == len(kept), out
+        assert int(summary.group(6)) == sum(a >= 0.5 for a in kept) and int(summary.group(7)) == len(kept), out
+        # the verdict's seed: the span over its near heads is the one validate writes to verdict.csv
+        row = next(r for r in v.rows if (r["measure"], r["metric"], r["kind"]) == ("read_gain", "identity", "K"))
+        assert (float(summary.group(4)), float(summary.group(5))) == pytest.approx(
+            (row["auroc_near_low"], row["auroc_near_high"]), abs=5e-4, nan_ok=True), out
         pooled = re.search(r"^pooled +\d+ +\d+ +\d+ +([0-9.]+|nan)(?:  .*)?$", out, re.M)
         if not point:  # the pooled row: the labels read once on both seeds' sequences together
             import torch
