@@ -41,7 +41,7 @@ import torch  # noqa: E402
 import compscope  # noqa: E402
 from compscope.data.head_labels import activation_labels  # noqa: E402
 from compscope.data.sequences import HALF  # noqa: E402
-from compscope.data.separation import auroc_span, near_threshold, near_truths  # noqa: E402
+from compscope.data.separation import auroc_span, near_heads, near_threshold, near_truths  # noqa: E402
 from compscope.data.validate import auroc, true_pairs, verdict_sequences  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
 from compscope.core.metrics import ON_DATA, get_metric  # noqa: E402
@@ -82,12 +82,13 @@ def changes(sides: tuple[set, set], first: tuple[set, set], scores: tuple[torch.
 def near(scores: tuple[torch.Tensor, torch.Tensor], errors: tuple[torch.Tensor, torch.Tensor],
          thresholds: tuple[float, float]) -> str:
     """The heads whose previous-token or induction label (``scores``, ``(L, H)``) lies within two
-    ``errors`` of its threshold: ``near: induction 23.1 (0.299 ± 0.002)``; empty if none."""
+    ``errors`` of its threshold (:func:`~compscope.data.separation.near_threshold`: writers not in
+    the last layer, readers not in the first): ``near: induction 23.1 (0.299 ± 0.002)``; empty if none."""
     parts = []
-    for name, label, err, t in zip(("previous-token", "induction"), scores, errors, thresholds):
-        close = heads((label - t).abs() <= 2 * err)
+    for name, label, err, t, side in zip(("previous-token", "induction"), scores, errors, thresholds, ("writer", "reader")):
+        close = near_threshold(label, err, t, side)  # as validate finds them: writers, readers
         if close:
-            parts.append(f"{name} " + " ".join(f"{a}.{b} ({label[a, b]:.3f} ± {err[a, b]:.3f})" for a, b in sorted(close)))
+            parts.append(f"{name} " + " ".join(f"{a}.{b} ({v:.3f} ± {e:.3f})" for a, b, v, e in close))
     return f"near: {'; '.join(parts)}" if parts else ""
 
 
@@ -158,8 +159,7 @@ def main() -> None:
         each.append((labels.previous_token, labels.induction))
         line(str(seed), *each[-1], keep=got)
         if spans is None:
-            close = {key: near_threshold(labels.mean[key], labels.error[key], t, side) for key, t, side in
-                     (("previous_token", args.prev_threshold, "writer"), ("induction", args.induction_threshold, "reader"))}
+            close = near_heads(labels, args.prev_threshold, args.induction_threshold)
             truths = near_truths(*each[-1], close, args.prev_threshold, args.induction_threshold)
             spans = {key: auroc_span(x, truths) if truths is not None else (math.nan, math.nan)
                      for key, x in dense.items()}

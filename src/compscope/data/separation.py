@@ -164,6 +164,13 @@ def near_threshold(mean: Tensor, error: Tensor, threshold: float, side: str) -> 
     return [[l, h, float(mean[l, h]), float(error[l, h])] for l, h in close.nonzero().tolist()]
 
 
+def near_heads(labels, prev_threshold: float, induction_threshold: float) -> dict[str, list]:
+    """:func:`near_threshold` of an :class:`~compscope.data.head_labels.ActivationLabels`' previous-token
+    heads (as writers) and induction heads (as readers), keyed ``'previous_token'`` and ``'induction'``."""
+    return {key: near_threshold(labels.mean[key], labels.error[key], t, side)
+            for key, t, side in (("previous_token", prev_threshold, "writer"), ("induction", induction_threshold, "reader"))}
+
+
 #: most heads near a threshold whose every assignment to either side :func:`near_truths` builds
 MAX_NEAR = 10
 

@@ -59,7 +59,7 @@ from ..core.processing import center_writing as centred, check_centrable
 from ..defaults import QK_NORM_POINTS, SEED
 from .norm_linearisation import unread_norms
 from .separation import (BY_HEAD_COLUMNS, auroc, auroc_by_head, auroc_shares, auroc_within,  # noqa: F401 (re-exported)
-                         auroc_span, by_head_lines, confirmed_pairs, forward_pairs, near_threshold, near_truths,
+                         auroc_span, by_head_lines, confirmed_pairs, forward_pairs, near_heads, near_truths,
                          true_pairs, writer_pairs)
 from .sequences import HALF
 from .verdict import Verdict, data_line, ranked, truth_lines  # noqa: F401 (re-exported)
@@ -245,8 +245,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     effects = intervention_effects(runner, reps.tokens[:n_int], kinds, ablation, batch_size=batch_size,
                                    progress=progress, paths=paths, writers=chosen)
     truth = true_pairs(labels.previous_token, labels.induction, prev_threshold, induction_threshold)
-    near = {key: near_threshold(labels.mean[key], labels.error[key], t, side)
-            for key, t, side in (("previous_token", prev_threshold, "writer"), ("induction", induction_threshold, "reader"))}
+    near = near_heads(labels, prev_threshold, induction_threshold)
     truths = near_truths(labels.previous_token, labels.induction, near, prev_threshold, induction_threshold)
     k_effects = effects.by_kind.get("K")
     confirmed = confirmed_pairs(truth, k_effects, effect_threshold) if k_effects is not None else None
