@@ -20,16 +20,22 @@ BY_HEAD_COLUMNS = ("side", "layer", "head", "label", "true_pairs", "measure_true
 def auroc(scores: Tensor, truth: Tensor) -> float:
     """The probability that a random true item scores above a random false one (ties count ½),
     over the entries where ``scores`` is finite; NaN without both classes."""
-    keep = torch.isfinite(scores)
-    s, y = scores[keep].double(), truth[keep].bool()
-    pos, neg = s[y], s[~y]
-    if len(pos) == 0 or len(neg) == 0:
-        return float("nan")
+    return float(aurocs(scores, truth[None])[0])
+
+
+def aurocs(scores: Tensor, truths: Tensor) -> Tensor:
+    """:func:`auroc` of ``scores`` against each of ``truths`` (stacked along the first dimension),
+    float64, from one ranking: the Mann–Whitney U from the rank sum, ties at their mean rank (rank
+    sums of half-integers are exact in float64). NaN where a truth lacks a class."""
     from ..analysis.stats import ranks
 
-    r = ranks(torch.cat([pos, neg]))  # Mann–Whitney U from the rank sum, ties at their mean rank
-    u = float(r[: len(pos)].sum()) - len(pos) * (len(pos) + 1) / 2
-    return u / (len(pos) * len(neg))
+    keep = torch.isfinite(scores)
+    r = ranks(scores[keep].double())
+    y = truths[:, keep].double()
+    n1 = y.sum(1)
+    n0 = len(r) - n1
+    a = (y @ r - n1 * (n1 + 1) / 2) / (n1 * n0)
+    return torch.where((n1 > 0) & (n0 > 0), a, torch.nan)
 
 
 def auroc_within(scores: Tensor, truth: Tensor, side: str = "reader") -> float:
@@ -197,17 +203,9 @@ def near_truths(previous: Tensor, induction: Tensor, near: dict[str, list], prev
 
 
 def auroc_span(scores: Tensor, truths: Tensor) -> tuple[float, float]:
-    """The lowest and highest :func:`auroc` of ``scores`` against each of ``truths`` (stacked along
-    the first dimension), from one ranking; NaN where no truth has both classes."""
-    from ..analysis.stats import ranks
-
-    keep = torch.isfinite(scores)
-    r = ranks(scores[keep].double())
-    y = truths[:, keep].double()
-    n1 = y.sum(1)
-    n0 = len(r) - n1
-    a = (y @ r - n1 * (n1 + 1) / 2) / (n1 * n0)
-    a = a[(n1 > 0) & (n0 > 0)]
+    """The lowest and highest of :func:`aurocs`; NaN where no truth has both classes."""
+    a = aurocs(scores, truths)
+    a = a[~a.isnan()]
     return (float(a.min()), float(a.max())) if len(a) else (math.nan, math.nan)
 
 
