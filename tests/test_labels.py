@@ -1,6 +1,7 @@
 """Activation labels on any runner, and the offline data they read: checked by hand on patterns
 built to attend one way, against the toy's own labels, and for the data's shape and seeds."""
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -171,7 +172,7 @@ def _random_pattern(b: int, h: int, T: int, g: torch.Generator) -> torch.Tensor:
 def _sums(pattern, tokens, start):
     from compscope.data.head_labels import text_pattern_sums
 
-    return {k: s / n for k, (s, n) in text_pattern_sums(pattern, tokens, start).items()}
+    return {k: s.sum(0) / n.sum() for k, (s, n) in text_pattern_sums(pattern, tokens, start).items()}
 
 
 def test_natural_text_from_a_transformers_tokenizer_says_nothing_of_the_texts_length():
@@ -232,7 +233,9 @@ def test_text_labels_on_repeats_of_distinct_tokens_are_the_repeats_labels(half, 
 
 def test_text_labels_on_the_toy_equal_a_count_over_its_own_cache_whatever_the_batches():
     """The mean is over every position that has a copy, not over batches: batches of 2 and of 16
-    give the same; each label equals a loop over the toy's own cached patterns."""
+    give the same; each label equals a loop over the toy's own cached patterns, and its standard
+    error the ratio estimator's over that loop's per-sequence sums (numpy); the previous-token label,
+    with as many positions in every sequence, has the per-sequence means' ``std / √B``."""
     from compscope.data.head_labels import text_labels
 
     runner = runner_for("induction-2l", device="cpu")  # exact sums: the CPU (a GPU's is tests/test_device.py's)
@@ -241,29 +244,40 @@ def test_text_labels_on_the_toy_equal_a_count_over_its_own_cache_whatever_the_ba
     many = text_labels(runner, tokens, batch_size=2, progress=False)
     for k in LABELS:
         torch.testing.assert_close(one.mean[k], many.mean[k], rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(one.error[k], many.error[k], rtol=1e-10, atol=1e-12)
     assert many.batches == 3 and float(many.spread["induction"].max()) > 0 and one.batches == 1
     cache: dict = {}
     with torch.no_grad():
         runner.model(tokens, cache=cache)
+    n_ind = n_dup = 0
     for l in range(2):
-        p = cache[f"pattern.{l}"].double()
-        ind, dup, n_ind, n_dup = torch.zeros(4, dtype=torch.float64), torch.zeros(4, dtype=torch.float64), 0, 0
+        p = cache[f"pattern.{l}"].double().numpy()
+        S = {"induction": np.zeros((6, 4)), "duplicate_token": np.zeros((6, 4))}
+        n = {"induction": np.zeros(6), "duplicate_token": np.zeros(6)}
         for s in range(6):
             x = tokens[s].tolist()
             for i in range(20):
                 after = {j + 1 for j in range(i - 1) if x[j] == x[i]}
                 same = [j for j in range(i) if x[j] == x[i]]
-                if after:
-                    ind += sum(p[s, :, i, k] for k in after)
-                    n_ind += 1
-                if same:
-                    dup += sum(p[s, :, i, j] for j in same)
-                    n_dup += 1
-        torch.testing.assert_close(one.induction[l], ind / n_ind, rtol=1e-6, atol=1e-7)
-        torch.testing.assert_close(one.duplicate_token[l], dup / n_dup, rtol=1e-6, atol=1e-7)
+                for name, ks in (("induction", after), ("duplicate_token", same)):
+                    if ks:
+                        S[name][s] += sum(p[s, :, i, k] for k in ks)
+                        n[name][s] += 1
+        for name in S:
+            m = S[name].sum(0) / n[name].sum()
+            se = np.sqrt(6 / 5 * ((S[name] - m * n[name][:, None]) ** 2).sum(0)) / n[name].sum()
+            np.testing.assert_allclose(one.mean[name][l].numpy(), m, rtol=1e-6, atol=1e-7)
+            np.testing.assert_allclose(one.error[name][l].numpy(), se, rtol=1e-6, atol=1e-7)
+        prev = np.array([[p[s, h, range(1, 20), range(19)].mean() for h in range(4)] for s in range(6)])
+        np.testing.assert_allclose(one.error["previous_token"][l].numpy(), prev.std(0, ddof=1) / np.sqrt(6), rtol=1e-6)
+        n_ind, n_dup = n["induction"].sum(), n["duplicate_token"].sum()
     assert one.positions["induction"] == n_ind and one.positions["duplicate_token"] == n_dup
+    assert float(one.error["induction"].min()) > 0
     df = one.to_pandas()
     assert list(df.columns[:6]) == ["layer", "head", *LABELS] and df.attrs["induction"] == n_ind
+    assert list(df.columns[-4:]) == [f"{k}_error" for k in LABELS]
+    single = text_labels(runner, tokens[:1], progress=False)
+    assert all(bool(single.error[k].isnan().all()) for k in LABELS)
 
 
 def test_text_labels_refuse_bad_tokens():

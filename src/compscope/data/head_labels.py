@@ -222,8 +222,10 @@ def activation_labels(runner, reps=None, batch_size: int = 16, progress: bool = 
 @dataclass(frozen=True)
 class TextLabels:
     """The labels of :data:`LABELS` on any token sequences, natural text above all (:func:`text_labels`):
-    per head ``(layer, head)`` float64, the mean (``mean``) and the standard deviation of the
-    per-batch means (``spread``). With ``x`` the tokens and ``s`` the first position that can be
+    per head ``(layer, head)`` float64, the mean (``mean``), the standard deviation of the
+    per-batch means (``spread``) and the standard error of the mean over sequences (``error``: the
+    ratio estimator's, ``√(B/(B−1) Σ_s (S_s − m n_s)²) / Σ_s n_s`` with ``S_s`` a sequence's summed
+    label, ``n_s`` its positions, ``m`` the mean and ``B`` the sequences; NaN with one sequence). With ``x`` the tokens and ``s`` the first position that can be
     an earlier copy (after the first token, where the model has one):
 
     - ``previous_token``: attention from ``i`` to ``i − 1``, every ``i ≥ 1``;
@@ -242,12 +244,14 @@ class TextLabels:
     positions: dict[str, int]
     data: str
     batches: int
+    error: dict[str, Tensor] = field(default_factory=dict)
 
     __getattr__ = _label
 
     def to_pandas(self):
-        """One row per head: ``layer, head`` and every label, then its spread (``<label>_spread``)."""
-        return _label_frame(self.mean, self.spread, data=self.data, batches=self.batches, **self.positions)
+        """One row per head: ``layer, head`` and every label, then its spread (``<label>_spread``) and
+        standard error (``<label>_error``)."""
+        return _label_frame(self.mean, self.spread, self.error, data=self.data, batches=self.batches, **self.positions)
 
 
 def copy_masks(tokens: Tensor, start: int) -> tuple[Tensor, Tensor]:
@@ -264,19 +268,33 @@ def copy_masks(tokens: Tensor, start: int) -> tuple[Tensor, Tensor]:
     return duplicate, induction
 
 
-def text_pattern_sums(pattern: Tensor, tokens: Tensor, start: int, masks=None) -> dict[str, tuple[Tensor, int]]:
-    """Per label of :class:`TextLabels`, ``(sum over this batch's positions (head,), positions)``
-    from one layer's patterns ``(batch, head, q, k)`` on ``tokens (batch, pos)``; ``masks``:
-    :func:`copy_masks` of the tokens when already made (every layer of a batch shares them)."""
+def text_pattern_sums(pattern: Tensor, tokens: Tensor, start: int, masks=None) -> dict[str, tuple[Tensor, Tensor]]:
+    """Per label of :class:`TextLabels`, per sequence ``(sum over its positions (batch, head),
+    positions (batch,))`` from one layer's patterns ``(batch, head, q, k)`` on ``tokens (batch, pos)``;
+    ``masks``: :func:`copy_masks` of the tokens when already made (every layer of a batch shares them)."""
     pattern = pattern.double()
     b, _, T, _ = pattern.shape
-    out = {"previous_token": (_to_previous(pattern).sum(0) * (T - 1), b * (T - 1)),
-           "sink": (pattern[:, :, 1:, 0].sum((0, 2)), b * (T - 1))}
+    every = torch.full((b,), T - 1, dtype=torch.long)
+    out = {"previous_token": (_to_previous(pattern) * (T - 1), every),
+           "sink": (pattern[:, :, 1:, 0].sum(-1), every)}
     masks = copy_masks(tokens.to(pattern.device), start) if masks is None else masks
     for name, mask in zip(("duplicate_token", "induction"), masks):
         has = mask.any(-1)  # (batch, i): positions with an earlier copy of their kind
-        out[name] = ((pattern * mask[:, None].to(pattern.dtype)).sum(-1).sum((0, 2)), int(has.sum()))
+        out[name] = ((pattern * mask[:, None].to(pattern.dtype)).sum((-1, -2)), has.sum(-1).cpu())
     return out
+
+
+def ratio_error(sums: Tensor, counts: Tensor) -> Tensor:
+    """Standard error of the ratio ``m = Σ_s S_s / Σ_s n_s`` over ``B`` sequences (``sums (B, ...)``,
+    ``counts (B,)``), linearised: ``√(B/(B−1) Σ_s (S_s − m n_s)²) / Σ_s n_s``; with equal counts, the
+    sequences' means' standard deviation (Bessel) over ``√B``. NaN with one sequence or no positions."""
+    B, total = sums.shape[0], counts.sum()
+    shape = sums.shape[1:]
+    if B < 2 or not total:
+        return torch.full(shape, math.nan, dtype=torch.float64)
+    n = counts.to(torch.float64).view(-1, *[1] * len(shape))
+    m = sums.sum(0) / total
+    return ((sums - m * n) ** 2).sum(0).mul(B / (B - 1)).sqrt() / total
 
 
 @torch.no_grad()
@@ -294,9 +312,8 @@ def text_labels(runner, tokens: Tensor, batch_size: int = 16, progress: bool = T
     runner = runner_for(runner, progress=progress)
     hw = runner.weights_here()
     start = 1 if runner.bos is not None else 0
-    sums = {k: 0.0 for k in LABELS}
-    counts = {k: 0 for k in LABELS}
-    per_batch: dict[str, list[Tensor]] = {k: [] for k in LABELS}
+    sums: dict[str, list[Tensor]] = {k: [] for k in LABELS}  # per batch, (batch, layer, head)
+    counts: dict[str, list[Tensor]] = {k: [] for k in LABELS}  # per batch, (batch,)
     bar = progress_bar(tokens.shape[0], "labels on text", enabled=progress)
     for b0 in range(0, tokens.shape[0], batch_size):
         tok = tokens[b0 : b0 + batch_size]
@@ -304,16 +321,19 @@ def text_labels(runner, tokens: Tensor, batch_size: int = 16, progress: bool = T
         masks = copy_masks(tok.to(runner.device), start)
         got = [text_pattern_sums(layer_state(hw, l, tr.resid[l]).pattern, tok, start, masks) for l in range(hw.n_layers)]
         for k in LABELS:
-            total, n = torch.stack([g[k][0] for g in got]).cpu(), got[0][k][1]
-            sums[k] = sums[k] + total
-            counts[k] += n
-            if n:
-                per_batch[k].append(total / n)
+            sums[k].append(torch.stack([g[k][0] for g in got], 1).cpu())
+            counts[k].append(got[0][k][1])
         bar.update(tok.shape[0])
     bar.close()
     shape = (hw.n_layers, hw.n_heads)
-    mean = {k: sums[k] / counts[k] if counts[k] else torch.full(shape, torch.nan, dtype=torch.float64) for k in LABELS}
-    spread = {k: torch.stack(v).std(0, correction=0) if len(v) > 1 else torch.zeros(shape, dtype=torch.float64)
-              for k, v in per_batch.items()}
+    nan = torch.full(shape, torch.nan, dtype=torch.float64)
+    mean, spread, error, positions = {}, {}, {}, {}
+    for k in LABELS:
+        per_sequence, n = torch.cat(sums[k]), torch.cat(counts[k])
+        positions[k] = int(n.sum())
+        mean[k] = per_sequence.sum(0) / positions[k] if positions[k] else nan
+        per_batch = [s.sum(0) / c.sum() for s, c in zip(sums[k], counts[k]) if c.sum()]
+        spread[k] = torch.stack(per_batch).std(0, correction=0) if len(per_batch) > 1 else torch.zeros(shape, dtype=torch.float64)
+        error[k] = ratio_error(per_sequence, n)
     words = data or f"{tokens.shape[0]} given sequences of {tokens.shape[1]} tokens"
-    return TextLabels(mean, spread, counts, words, -(-tokens.shape[0] // batch_size))
+    return TextLabels(mean, spread, positions, words, -(-tokens.shape[0] // batch_size), error)
