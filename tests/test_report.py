@@ -303,6 +303,34 @@ def test_data_folder_is_read_and_checked(tmp_path, capsys):
     assert "not a folder written by `compscope validate --out`" in capsys.readouterr().err
 
 
+def test_the_labels_standard_errors_reach_the_page_from_a_folder_or_a_verdict_in_hand(tmp_path):
+    """The page's labels from data carry their standard errors: those of ``head_labels.csv``'s
+    ``<label>_error`` columns, or of the verdict in hand (the default model's, run by the report);
+    a folder written before those columns existed gives none."""
+    import pandas as pd
+
+    from compscope.data.head_labels import LABELS
+
+    v = tmp_path / "v"
+    assert main(["validate", "--out", str(v), "--sequences", "8", "--intervention-sequences", "2", "--metric", "identity",
+                 "--kinds", "K"]) == 0
+    lab = pd.read_csv(v / "head_labels.csv").sort_values(["layer", "head"])
+    assert main(["report", "--data", str(v), "--out", str(tmp_path / "rep"), "--no-figures", "--quiet"]) == 0
+    errors = _document((tmp_path / "rep" / "index.html").read_text())["labels"]["errors"]
+    assert set(errors) == set(LABELS)
+    for k in LABELS:
+        np.testing.assert_allclose(np.array(errors[k]).ravel(), lab[f"{k}_error"].to_numpy(), rtol=1e-5, atol=1e-6)
+    assert max(max(row) for row in errors["induction"]) > 0
+    lab.drop(columns=[f"{k}_error" for k in LABELS]).to_csv(v / "head_labels.csv", index=False)
+    assert main(["report", "--data", str(v), "--out", str(tmp_path / "old"), "--no-figures", "--quiet"]) == 0
+    doc = _document((tmp_path / "old" / "index.html").read_text())
+    assert doc["labels"]["source"] == "data" and doc["labels"]["errors"] == {}
+    assert main(["report", "--out", str(tmp_path / "auto"), "--kinds", "K", "--metric", "identity", "--no-figures",
+                 "--quiet"]) == 0  # the default model: its verdict is run, in hand
+    in_hand = _document((tmp_path / "auto" / "index.html").read_text())["labels"]["errors"]
+    assert set(in_hand) == set(LABELS) and all(x is not None and x >= 0 for row in in_hand["induction"] for x in row)
+
+
 def test_a_verdict_on_some_writers_says_so_in_the_report(tmp_path, capsys):
     """A folder from `validate --writers 0.1`: the page's effects table holds that writer's row and
     NaN elsewhere (the folder's own effects), and the page and the summary line name the writer."""

@@ -8,6 +8,7 @@ saying which is missing, where they cannot be had."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -112,6 +113,48 @@ def test_the_verdict_table_reads_as_the_printed_one(page):
             for (m, met), ks in ranked(pd.read_csv(out / "verdict.csv").to_dict("records"))]
     assert cells == want and len(cells) > 1 and errors == []
     assert any(row[-3] != "—" for row in cells) and all(row[-2] == "—" for row in cells)  # the toy: 4 readers, no writer with both
+
+
+def test_the_graph_shows_each_label_from_data_with_its_standard_error(page):
+    """Hovering a head of the circuit graph: each label from data with ``± its standard error``
+    (3 significant digits, of the page's payload), the default model's verdict being run for the report."""
+    pg, _, errors, _ = page
+    doc = pg.evaluate("JSON.parse(document.getElementById('compscope-data').textContent)")
+    texts = pg.evaluate("document.getElementById('graph-fig').data.filter(t => t.mode === 'markers').flatMap(t => t.text)")
+    assert len(texts) == 8  # 2 layers x 4 heads
+    for text in texts:
+        l, h = map(int, re.match(r"head (\d+)\.(\d+)<br>", text).groups())
+        for k in ("induction", "previous_token"):
+            mean, err = doc["labels"]["scores"][k][l][h], doc["labels"]["errors"][k][l][h]
+            assert f"{k} {mean:#.3g} ± {err:#.3g}" in text, (text, k)  # 3 significant digits, as the page shows numbers
+    assert errors == []
+
+
+def test_the_verdict_table_shows_the_span_near_a_threshold_when_it_moves(browser, tmp_path):
+    """A verdict whose K AUROC moves with heads near a threshold (here set in its ``verdict.csv``):
+    the table gains the column ``near a threshold``, ``low–high`` per row; with no such row, no column."""
+    import pandas as pd
+
+    v = tmp_path / "v"
+    assert main(["validate", "--out", str(v), "--sequences", "8", "--intervention-sequences", "2", "--metric", "identity",
+                 "--kinds", "K"]) == 0
+    rows = pd.read_csv(v / "verdict.csv")
+    assert (rows.auroc_near_low == rows.auroc_near_high).all()  # the default model: no head near a threshold
+    assert main(["report", "--data", str(v), "--out", str(tmp_path / "same"), "--no-figures", "--quiet"]) == 0
+    pg, _, errors = browser(tmp_path / "same")
+    assert "near a threshold" not in pg.eval_on_selector_all("#verdict-table th", "els => els.map(e => e.textContent)")
+    rows["auroc_near_low"] = rows.auroc - 0.25
+    rows.to_csv(v / "verdict.csv", index=False)
+    assert main(["report", "--data", str(v), "--out", str(tmp_path / "moved"), "--no-figures", "--quiet"]) == 0
+    pg, _, errors2 = browser(tmp_path / "moved")
+    header = pg.eval_on_selector_all("#verdict-table th", "els => els.map(e => e.textContent)")
+    assert header[-2:] == ["near a threshold", "axioms kept"]
+    cells = pg.eval_on_selector_all("#verdict-table tr", "rows => rows.slice(1).map(r => [...r.cells].map(c => c.textContent))")
+    by = {(r.measure, r.metric): r for r in rows.itertuples()}
+    assert len(cells) == len(by) and errors == [] and errors2 == []
+    for cell in cells:
+        r = by[(cell[0], cell[1])]
+        assert cell[-2] == f"{r.auroc - 0.25:.3f}–{r.auroc:.3f}" and cell[-6] == f"{r.auroc:.3f}"  # the AUROC K
 
 
 def test_the_verdict_says_its_truth_and_ranks_heads_as_printed(page):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from ..data.head_labels import LABELS
 from ..defaults import DETAIL_PAIRS, REPORT_MEASURES, REPORT_METRICS
 from ..errors import OptionError
 
@@ -40,12 +41,14 @@ def axiom_battery() -> list:
 
 @dataclass
 class Labels:
-    """Per-head scores ``(L, H)`` and the label sets they give; ``source``: 'data' or 'weights'."""
+    """Per-head scores ``(L, H)`` and the label sets they give; ``source``: 'data' or 'weights';
+    ``errors``: the standard errors ``(L, H)`` of the scores that have one (labels from data)."""
 
     source: str
     scores: dict[str, torch.Tensor]
     roles: dict[str, list[tuple[int, int]]]
     rule: str
+    errors: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -54,8 +57,9 @@ class VerdictData:
     verdict's rows and per-head rankings (as ``verdict.csv`` and ``heads.csv`` hold them), the
     interventional effects by kind (None without them) with a note of how they were measured, the
     lines ``compscope validate`` prints above its table (None when they cannot be rebuilt), the
-    label thresholds of its truth (previous-token, induction), and the processing of the weights its
-    measures judged (``weights_processing`` of its options; None when not recorded)."""
+    label thresholds of its truth (previous-token, induction), the processing of the weights its
+    measures judged (``weights_processing`` of its options; None when not recorded), and the
+    labels' standard errors ``(L, H)`` by name (empty when the verdict has none)."""
 
     labels: dict[str, torch.Tensor]
     rows: list[dict]
@@ -65,6 +69,7 @@ class VerdictData:
     summary: list[str] | None
     thresholds: tuple[float, float] = (DATA_THRESHOLDS["previous_token"], DATA_THRESHOLDS["induction"])
     judged: list[str] | None = None
+    errors: dict[str, torch.Tensor] = field(default_factory=dict)
 
 
 @dataclass
@@ -114,16 +119,17 @@ def weight_labels(hw, positional=None) -> Labels:
     return Labels("weights", scores, roles, rule)
 
 
-def data_labels(scores: dict[str, torch.Tensor], copying: torch.Tensor | None) -> Labels:
-    """Labels from activation scores (the thresholds of ``compscope validate``); copying, which
-    data do not measure here, from the weights."""
+def data_labels(scores: dict[str, torch.Tensor], copying: torch.Tensor | None,
+                errors: dict[str, torch.Tensor] | None = None) -> Labels:
+    """Labels from activation scores (the thresholds of ``compscope validate``) and their standard
+    errors where known; copying, which data do not measure here, from the weights."""
     t = DATA_THRESHOLDS
     roles = {k: _above(scores[k], v) for k, v in t.items() if k in scores}
     if copying is not None:
         roles["copying"] = _above(copying, WEIGHT_THRESHOLDS["copying"])
     rule = (f"data: previous-token >= {t['previous_token']}, induction >= {t['induction']} (attention on repeated random "
             f"sequences); copying from the weights (>= {WEIGHT_THRESHOLDS['copying']})")
-    return Labels("data", scores, roles, rule)
+    return Labels("data", scores, roles, rule, dict(errors or {}))
 
 
 def _above(t: torch.Tensor | None, threshold: float) -> list[tuple[int, int]]:
@@ -135,9 +141,9 @@ def _above(t: torch.Tensor | None, threshold: float) -> list[tuple[int, int]]:
 def verdict_data(v) -> VerdictData:
     """:class:`VerdictData` of a :class:`~compscope.data.verdict.Verdict` in hand."""
     fx = v.effects
-    return VerdictData({k: v.labels.mean[k] for k in ("induction", "previous_token", "duplicate_token", "sink")},
-                       v.rows, v.heads, dict(fx.by_kind), effects_note(fx.ablation, fx.paths, fx.sequences, fx.writers),
-                       verdict_summary(v.model, v.options), _thresholds(v.options), _judged(v.options))
+    return VerdictData({k: v.labels.mean[k] for k in LABELS}, v.rows, v.heads, dict(fx.by_kind),
+                       effects_note(fx.ablation, fx.paths, fx.sequences, fx.writers), verdict_summary(v.model, v.options),
+                       _thresholds(v.options), _judged(v.options), {k: v.labels.error[k] for k in LABELS if k in v.labels.error})
 
 
 def _judged(options) -> list[str] | None:
@@ -203,7 +209,7 @@ def read_validation(folder: str | Path, hw) -> VerdictData:
     except (ValueError, OSError, UnicodeDecodeError) as e:
         raise OptionError(f"--data {folder}: cannot read the validation tables: {e}") from None
     L, H = hw.n_layers, hw.n_heads
-    cols = {"layer", "head", "induction", "previous_token", "duplicate_token", "sink"}
+    cols = {"layer", "head", *LABELS}
     shape_ok = cols <= set(lab.columns) and len(lab) == L * H
     if shape_ok:
         try:
@@ -213,11 +219,18 @@ def read_validation(folder: str | Path, hw) -> VerdictData:
             shape_ok = False
     if not shape_ok or set(zip(layer.tolist(), head.tolist())) != {(l, h) for l in range(L) for h in range(H)}:
         raise OptionError(f"--data {need[0]}: expected columns {sorted(cols)} with one row per head of a {L} x {H} model")
-    scores = {}
-    for k in ("induction", "previous_token", "duplicate_token", "sink"):
+    def per_head(column) -> torch.Tensor:  # one value per row of the CSV
         t = torch.full((L, H), float("nan"), dtype=torch.float64)
-        t[torch.tensor(layer), torch.tensor(head)] = torch.tensor(values[k], dtype=torch.float64)
-        scores[k] = t
+        t[torch.tensor(layer), torch.tensor(head)] = torch.tensor(column, dtype=torch.float64)
+        return t
+
+    scores = {k: per_head(values[k]) for k in LABELS}
+    errors = {}  # the standard errors, in folders that have them (written since they were added)
+    for k in LABELS:
+        try:
+            errors[k] = per_head(lab[f"{k}_error"].astype(float).to_numpy())
+        except (KeyError, ValueError, TypeError):
+            pass
     run, summary, options = folder / "run.json", None, None
     if run.is_file():
         try:
@@ -229,7 +242,7 @@ def read_validation(folder: str | Path, hw) -> VerdictData:
             raise OptionError(f"--data {folder}: validated model {model!r}, not {hw.meta.name!r}")
         summary = verdict_summary(model, options)
     effects, note = read_effects(folder / "interventions.parquet", L, H)
-    return VerdictData(scores, verdict, heads, effects, note, summary, _thresholds(options), _judged(options))
+    return VerdictData(scores, verdict, heads, effects, note, summary, _thresholds(options), _judged(options), errors)
 
 
 def verdict_summary(model: str | None, options) -> list[str] | None:
@@ -381,6 +394,6 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
                "metric_data": {n: t.info["metric_data"] for n, t in tables.items() if t.info.get("metric_data")} or None}
     if side is None:
         return Report(hw, hw.meta.name, tables, wl, None, axiom_battery(), None, None, details, tr, options, notes)
-    return Report(hw, hw.meta.name, tables, wl, data_labels(side.labels, wl.scores.get("copying")), axiom_battery(),
+    return Report(hw, hw.meta.name, tables, wl, data_labels(side.labels, wl.scores.get("copying"), side.errors), axiom_battery(),
                   side.rows, side.heads, details, tr, options, notes, side.effects, side.effects_note, side.summary,
                   verdict_by_head(tables, side))

@@ -135,6 +135,7 @@ def labels_json(lab) -> dict | None:
     if lab is None:
         return None
     return {"source": lab.source, "rule": lab.rule, "scores": {k: _lists(v) for k, v in lab.scores.items()},
+            "errors": {k: _lists(v) for k, v in lab.errors.items()},
             "roles": {k: [list(x) for x in v] for k, v in lab.roles.items()}}
 
 

@@ -204,7 +204,9 @@ function drawGraph() {
     const xs = [], ys = [], text = [];
     for (let l = 0; l < L; l++) for (let h = 0; h < H; h++) if (roleOf(l, h) === role) {
       xs.push(l); ys.push(h);
-      const sc = Object.entries(D.labels.scores).map(([k, v]) => `${k} ${fmt(v[l][h], 3)}`).join("<br>");
+      const err = D.labels.errors || {};  // standard errors of labels from data (over the sequences)
+      const sc = Object.entries(D.labels.scores).map(([k, v]) => `${k} ${fmt(v[l][h], 3)}` +
+        (err[k] && err[k][l][h] !== null ? ` ± ${fmt(err[k][l][h], 3)}` : "")).join("<br>");
       text.push(`head ${head(l, h)}<br>${sc}`);
     }
     traces.push({ type: "scatter", mode: "markers", x: xs, y: ys, text, hovertemplate: "%{text}<extra></extra>",
@@ -227,10 +229,16 @@ function drawVerdict() {
   const kinds = D.kinds.split("");
   // the rows come ranked as the printed verdict ranks them (payload.verdict_json); digits as it prints them
   const fixed = (v, n) => (v === null || v === undefined || Number.isNaN(v)) ? "—" : Number(v).toFixed(n);
-  let h = verdictSummary(D.verdict_summary) + `<table id="verdict-table"><tr><th>measure</th><th>metric</th>${kinds.map((k) => `<th>Spearman ${k}</th>`).join("")}<th>AUROC K</th><th title="AUROC K over the true pairs the K interventions confirm">confirmed</th><th title="AUROC K over the comparisons between pairs into the same reader">within readers</th><th title="AUROC K over the comparisons between pairs from the same writer">within writers</th><th>axioms kept</th></tr>`;
+  // the span over the heads near a threshold: shown when some K AUROC moves with them (verdicts since it was kept)
+  const near = D.verdict.some((r) => r.kind === "K" && typeof r.auroc_near_low === "number" && typeof r.auroc_near_high === "number" &&
+    r.auroc_near_high > r.auroc_near_low);
+  let h = verdictSummary(D.verdict_summary) + `<table id="verdict-table"><tr><th>measure</th><th>metric</th>${kinds.map((k) => `<th>Spearman ${k}</th>`).join("")}<th>AUROC K</th><th title="AUROC K over the true pairs the K interventions confirm">confirmed</th><th title="AUROC K over the comparisons between pairs into the same reader">within readers</th><th title="AUROC K over the comparisons between pairs from the same writer">within writers</th>` +
+    (near ? `<th title="the lowest and highest AUROC K with the heads near a threshold (within 2 standard errors) put on either side of it">near a threshold</th>` : "") +
+    `<th>axioms kept</th></tr>`;
   for (const [key, ks] of Object.entries(by)) {
-    const [m, met] = key.split("|"), any = Object.values(ks)[0];
-    h += `<tr><td>${m}</td><td>${met}</td>${kinds.map((k) => `<td>${fixed((ks[k] || {}).spearman, 2)}</td>`).join("")}<td>${fixed((ks.K || {}).auroc, 3)}</td><td>${fixed((ks.K || {}).auroc_confirmed, 3)}</td><td>${fixed((ks.K || {}).auroc_within_readers, 3)}</td><td>${fixed((ks.K || {}).auroc_within_writers, 3)}</td><td>${any.axioms}</td></tr>`;
+    const [m, met] = key.split("|"), any = Object.values(ks)[0], K = ks.K || {};
+    h += `<tr><td>${m}</td><td>${met}</td>${kinds.map((k) => `<td>${fixed((ks[k] || {}).spearman, 2)}</td>`).join("")}<td>${fixed(K.auroc, 3)}</td><td>${fixed(K.auroc_confirmed, 3)}</td><td>${fixed(K.auroc_within_readers, 3)}</td><td>${fixed(K.auroc_within_writers, 3)}</td>` +
+      (near ? `<td>${fixed(K.auroc_near_low, 3)}–${fixed(K.auroc_near_high, 3)}</td>` : "") + `<td>${any.axioms}</td></tr>`;
   }
   h += "</table>";
   if (D.verdict_heads && D.verdict_heads.length) {
