@@ -223,10 +223,9 @@ def activation_labels(runner, reps=None, batch_size: int = 16, progress: bool = 
 class TextLabels:
     """The labels of :data:`LABELS` on any token sequences, natural text above all (:func:`text_labels`):
     per head ``(layer, head)`` float64, the mean (``mean``), the standard deviation of the
-    per-batch means (``spread``) and the standard error of the mean over sequences (``error``: the
-    ratio estimator's, ``√(B/(B−1) Σ_s (S_s − m n_s)²) / Σ_s n_s`` with ``S_s`` a sequence's summed
-    label, ``n_s`` its positions, ``m`` the mean and ``B`` the sequences; NaN with one sequence). With ``x`` the tokens and ``s`` the first position that can be
-    an earlier copy (after the first token, where the model has one):
+    per-batch means (``spread``) and the standard error of the mean over sequences (``error``:
+    :func:`ratio_error`'s; NaN with one sequence). With ``x`` the tokens and ``s`` the first
+    position that can be an earlier copy (after the first token, where the model has one):
 
     - ``previous_token``: attention from ``i`` to ``i − 1``, every ``i ≥ 1``;
     - ``sink``: attention on the first position, every ``i ≥ 1``;
