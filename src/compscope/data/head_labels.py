@@ -214,8 +214,8 @@ def activation_labels(runner, reps=None, batch_size: int = 16, progress: bool = 
     mean = {k: torch.cat(v).mean(0) for k, v in per_sequence.items()}
     per_batch = {k: torch.stack([b.mean(0) for b in v]) for k, v in per_sequence.items()}
     spread = {k: v.std(0, correction=0) if len(v) > 1 else torch.zeros_like(mean[k]) for k, v in per_batch.items()}
-    error = {k: torch.cat(v).std(0) / math.sqrt(n) if n > 1 else torch.full_like(mean[k], math.nan)
-             for k, v in per_sequence.items()}
+    one = torch.ones(n, dtype=torch.long)  # one position a sequence: ratio_error is std / √n
+    error = {k: ratio_error(torch.cat(v), one) for k, v in per_sequence.items()}
     return ActivationLabels(mean, spread, n, reps.half, reps.start, reps.seed, len(sizes), error)
 
 
