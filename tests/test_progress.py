@@ -50,3 +50,38 @@ def test_the_metrics_pass_over_data_follows_the_runners_progress(monkeypatch, ca
     residual_moments.runner_second_moments(runner, tokens, batch_size=2)
     err = capsys.readouterr().err
     assert ("residual moments: 6/6 done in" in err) is shown and ("residual moments" in err) is shown
+
+
+@pytest.mark.parametrize("argv", [["scores", "induction-2l", "--measure", "frobenius"],
+                                  ["validate", "induction-2l", "--kinds", "K", "--sequences", "8", "--half", "8",
+                                   "--intervention-sequences", "4", "--metric", "identity"]])
+def test_quiet_leaves_out_the_bars_and_nothing_else(monkeypatch, capsys, argv):
+    """``--quiet`` on any command: the same stdout, and stderr without the bars it has without it."""
+    from compscope.cli.main import main
+
+    monkeypatch.setattr(progress, "_is_terminal", lambda: False)  # the log form: a line per tenth, one at the end
+    monkeypatch.setattr(progress, "_Bar", lambda total, desc, enabled, delay=0.0, _B=progress._Bar: _B(total, desc, enabled, delay=0.0))
+    assert main(argv) == 0
+    loud = capsys.readouterr()
+    assert " done in " in loud.err  # a bar ran to its end
+    assert main([*argv, "--quiet"]) == 0
+    quiet = capsys.readouterr()
+    assert quiet.err == "" and quiet.out == loud.out
+    assert progress._SILENCED == 0  # and the silence ends with the command
+    assert main(argv) == 0 and " done in " in capsys.readouterr().err
+
+
+def test_every_command_takes_quiet():
+    from compscope.cli.main import COMMANDS, build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    for name in COMMANDS.names():
+        assert "--quiet" in sub.choices[name]._option_string_actions, name
+
+
+def test_silenced_nests():
+    with progress.silenced():
+        with progress.silenced():
+            assert not progress.progress_bar(10, "x").enabled
+        assert not progress.progress_bar(10, "x").enabled
+    assert progress.progress_bar(10, "x").enabled

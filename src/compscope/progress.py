@@ -3,17 +3,23 @@
 On a terminal it is a tqdm bar (when tqdm is installed). Where stderr is not a terminal (a log
 file, CI) a bar's redraws would be hundreds of lines, so it writes one line per tenth of the
 work and one per named step (``set_postfix(step=...)``), then a last line at the end: at most a
-dozen lines plus the steps, ending at the total.
+dozen lines plus the steps, ending at the total. :func:`silenced` turns every bar off for a while
+(a command's ``--quiet``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
+
+#: while above 0, every bar is off (:func:`silenced`)
+_SILENCED = 0
 
 
 class _Bar:
     def __init__(self, total: int, desc: str, enabled: bool, delay: float = 2.0) -> None:
+        enabled = enabled and not _SILENCED
         self.total, self.desc, self.enabled, self.delay = total, desc, enabled, delay
         self.n, self.start, self._tqdm, self._postfix = 0, time.monotonic(), None, {}
         self._lines = None if _is_terminal() else -1  # line mode: the last tenth written (-1: none yet)
@@ -70,3 +76,14 @@ def _is_terminal() -> bool:
 def progress_bar(total: int, desc: str, enabled: bool = True) -> _Bar:
     """A bar that appears only after ``delay`` seconds, so short calls print nothing."""
     return _Bar(total, desc, enabled)
+
+
+@contextlib.contextmanager
+def silenced():
+    """No bar shows inside the block, whatever its caller's ``progress`` (``--quiet``)."""
+    global _SILENCED
+    _SILENCED += 1
+    try:
+        yield
+    finally:
+        _SILENCED -= 1

@@ -1,7 +1,8 @@
 """``compscope``: the command registry, the parser built from it, and the entry point.
 
 A command is a module of this package with ``HELP``, optional ``DESCRIPTION`` and ``EXAMPLE``,
-``add_arguments(parser)`` and ``run(args) -> int | None``; it is added with one line below.
+``add_arguments(parser)`` and ``run(args) -> int | None``; it is added with one line below. Every
+command takes ``--quiet`` (no progress bars), its own where it leaves out more.
 Nothing here or in a command module imports torch before ``run``: ``compscope --help`` and
 ``compscope CMD --help`` answer at once.
 """
@@ -9,6 +10,7 @@ Nothing here or in a command module imports torch before ``run``: ``compscope --
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
 from ..errors import CompscopeError
@@ -33,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP[:1].upper() + mod.HELP[1:] + "."),
                            epilog=getattr(mod, "EXAMPLE", None), formatter_class=argparse.RawDescriptionHelpFormatter)
         mod.add_arguments(p)
+        if "--quiet" not in p._option_string_actions:  # report and sweep say what more theirs leaves out
+            p.add_argument("--quiet", action="store_true", help="no progress bars on stderr (the results print as ever)")
         p.set_defaults(command_parser=p)  # so that an unknown option is refused by the command's own parser
     return parser
 
@@ -59,8 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = build_parser().parse_known_args(leave_model_names(sys.argv[1:] if argv is None else argv))
     if extra:
         refuse_unknown(args.command_parser, extra)
+    from ..progress import silenced
+
     try:
-        return COMMANDS.get(args.command).run(args) or 0
+        with silenced() if args.quiet else contextlib.nullcontext():
+            return COMMANDS.get(args.command).run(args) or 0
     except CompscopeError as e:
         print(f"compscope: error: {e}", file=sys.stderr)
         return 2
