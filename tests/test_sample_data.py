@@ -7,7 +7,9 @@ own shape; options that would change nothing are refused."""
 from __future__ import annotations
 
 import json
+import re
 
+import pandas as pd
 import pytest
 import torch
 
@@ -174,7 +176,20 @@ def test_validate_labels_the_heads_on_the_sample_text_too(tmp_path, capsys):
                  "--sequences", "4", "--half", "4", "--intervention-sequences", "2", "--out", str(tmp_path / "w")]) == 0
     out = capsys.readouterr().out
     assert "top induction heads there:" in out and "rank correlation with the repeats' labels" in out
-    assert (tmp_path / "w" / "head_labels_text.csv").exists()
+    saved = pd.read_csv(tmp_path / "w" / "head_labels_text.csv").set_index(["layer", "head"])
+    for name, key in (("induction", "induction"), ("previous-token", "previous_token")):
+        line = next(x for x in out.splitlines() if x.startswith(f"  top {name} heads there: "))
+        shown = re.findall(r"(\d+)\.(\d+) (-?[0-9.]+) ± ([0-9.e-]+)(?:\s|$)", line)
+        assert len(shown) == 5, line  # each of the top heads with the standard error of head_labels_text.csv
+        for l, h, v, e in shown:
+            assert float(v) == round(saved.loc[(int(l), int(h)), key], 2)
+            assert e == f"{saved.loc[(int(l), int(h)), f'{key}_error']:.2g}" and float(e) > 0  # two significant digits
+        assert [float(v) for *_, v, _ in shown] == sorted(saved[key].round(2), reverse=True)[:5]
+
+    assert main(["validate", "--text-labels", "--sample-sequences", "1", "--kinds", "K", "--metric", "identity",
+                 "--sequences", "4", "--half", "4", "--intervention-sequences", "2"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("  top induction heads there: "))
+    assert "±" not in line and len(re.findall(r"\d+\.\d+ -?[0-9.]+", line)) == 5  # one sequence: no standard error
 
 
 def test_a_corpus_of_ones_own_is_what_validate_samples(tmp_path):

@@ -202,12 +202,18 @@ def truth_lines(o: dict) -> list[str]:
 
 
 def _text_lines(text, lab) -> list[str]:
-    """The heads' labels on text beside those on the repeats: the top heads, and the rank correlation."""
+    """The heads' labels on text beside those on the repeats: the top heads, each with its standard
+    error over the sequences where there are two or more, and the rank correlation."""
     from ..analysis.stats import spearman
+
+    def error(key: str, l: int, h: int) -> str:
+        e = text.error.get(key)
+        return "" if e is None or not bool(torch.isfinite(e[l, h])) else f" ± {float(e[l, h]):.2g}"
 
     lines = [f"labelled again on {text.data}:"]
     for name, key in (("induction", "induction"), ("previous-token", "previous_token")):
-        lines.append(f"  top {name} heads there: " + "   ".join(f"{l}.{h} {v:.2f}" for (l, h), v in _top_heads(text.mean[key], 5)))
+        lines.append(f"  top {name} heads there: " + "   ".join(f"{l}.{h} {v:.2f}{error(key, l, h)}"
+                                                              for (l, h), v in _top_heads(text.mean[key], 5)))
     lines.append("  rank correlation with the repeats' labels over all heads (Spearman): " + ", ".join(
         f"{name} {_fmt(spearman(text.mean[key], lab.mean[key]))}" for name, key in
         (("induction", "induction"), ("previous-token", "previous_token"), ("duplicate-token", "duplicate_token"))))
