@@ -331,6 +331,53 @@ def test_the_labels_standard_errors_reach_the_page_from_a_folder_or_a_verdict_in
     assert set(in_hand) == set(LABELS) and all(x is not None and x >= 0 for row in in_hand["induction"] for x in row)
 
 
+def test_the_labels_on_text_reach_the_page_from_a_folder_or_a_verdict_in_hand(tmp_path, capsys):
+    """A verdict with labels on text (``validate --text-labels``): the page's labels carry them, those
+    of ``head_labels_text.csv`` with their standard errors and what the text was, and its summary the
+    lines ``validate`` printed about them; a verdict in hand gives the same page data as its folder; a
+    folder without them gives none, and a broken ``head_labels_text.csv`` is refused by name."""
+    import pandas as pd
+
+    import compscope
+    from compscope.data.head_labels import LABELS
+    from compscope.data.residual_moments import SampleData
+
+    v = tmp_path / "v"
+    assert main(["validate", "--text-labels", "--sample-sequences", "3", "--sample-length", "24", "--kinds", "K",
+                 "--metric", "identity", "--sequences", "8", "--intervention-sequences", "2", "--out", str(v)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    at = next(i for i, x in enumerate(printed) if x.startswith("labelled again on "))
+    text_block = printed[at:at + 4]  # the line naming the text, two of top heads, one of rank correlations
+    assert text_block[1].startswith("  top induction heads there: ") and " ± " in text_block[1]
+
+    assert main(["report", "--data", str(v), "--out", str(tmp_path / "rep"), "--no-figures", "--quiet"]) == 0
+    doc = _document((tmp_path / "rep" / "index.html").read_text())
+    text, run = doc["labels"]["text"], json.loads((v / "run.json").read_text())
+    assert text["data"] == run["text_labels_data"] == "3 repeated random sequences [t, t], |t| = 12 (seed 12346)"
+    lab = pd.read_csv(v / "head_labels_text.csv").sort_values(["layer", "head"])
+    assert set(text["scores"]) == set(text["errors"]) == set(LABELS)
+    for k in LABELS:
+        np.testing.assert_allclose(np.array(text["scores"][k]).ravel(), lab[k].to_numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(np.array(text["errors"][k]).ravel(), lab[f"{k}_error"].to_numpy(), rtol=1e-5, atol=1e-6)
+    assert doc["verdict_summary"][1:5] == text_block  # after the line of what the verdict ran on, as validate prints
+    assert doc["verdict_summary"][5].startswith("true previous-token -> induction K-pairs: ")
+
+    common = dict(sequences=8, intervention_sequences=2, kinds="K", metrics=("identity",), progress=False)
+    verdict = compscope.validate("induction-2l", text_labels=True, sample_data=SampleData(sequences=3, length=24), **common)
+    compscope.write_report("induction-2l", tmp_path / "in_hand", kinds="K", metrics=("identity",), data=verdict,
+                           figures=False, progress=False)
+    in_hand = _document((tmp_path / "in_hand" / "index.html").read_text())
+    assert in_hand["labels"]["text"] == text and in_hand["verdict_summary"] == doc["verdict_summary"]
+
+    (v / "head_labels_text.csv").unlink()
+    assert main(["report", "--data", str(v), "--out", str(tmp_path / "none"), "--no-figures", "--quiet"]) == 0
+    doc = _document((tmp_path / "none" / "index.html").read_text())
+    assert doc["labels"]["text"] is None and not any("labelled again" in x for x in doc["verdict_summary"])
+    lab.iloc[:-1].to_csv(v / "head_labels_text.csv", index=False)  # a head short
+    assert main(["report", "--data", str(v), "--out", str(tmp_path / "bad"), "--no-figures", "--quiet"]) == 2
+    assert "head_labels_text.csv: expected columns" in capsys.readouterr().err
+
+
 def test_a_verdict_on_some_writers_says_so_in_the_report(tmp_path, capsys):
     """A folder from `validate --writers 0.1`: the page's effects table holds that writer's row and
     NaN elsewhere (the folder's own effects), and the page and the summary line name the writer."""

@@ -130,6 +130,29 @@ def test_the_graph_shows_each_label_from_data_with_its_standard_error(page):
     assert errors == []
 
 
+def test_the_graph_shows_the_labels_on_text_beside_the_repeats(browser, tmp_path):
+    """A verdict with labels on text (``validate --text-labels``): hovering a head shows, under the
+    repeats' labels, the text's, each with ``± its standard error`` (the payload's); the verdict's
+    summary says what the text was."""
+    v = tmp_path / "v"
+    assert main(["validate", "--text-labels", "--sample-sequences", "3", "--kinds", "K", "--metric", "identity",
+                 "--sequences", "8", "--intervention-sequences", "2", "--out", str(v)]) == 0
+    assert main(["report", "--data", str(v), "--out", str(tmp_path / "rep"), "--quiet", "--no-figures"]) == 0
+    pg, _, errors = browser(tmp_path / "rep")
+    doc = pg.evaluate("JSON.parse(document.getElementById('compscope-data').textContent)")
+    text = doc["labels"]["text"]
+    hovers = pg.evaluate("document.getElementById('graph-fig').data.filter(t => t.mode === 'markers').flatMap(t => t.text)")
+    assert len(hovers) == 8
+    for hover in hovers:
+        l, h = map(int, re.match(r"head (\d+)\.(\d+)<br>", hover).groups())
+        repeats, on_text = hover.split(f"<br>on {text['data']}:<br>")
+        for k in ("induction", "previous_token"):
+            assert f"{k} {doc['labels']['scores'][k][l][h]:#.3g} ± " in repeats, (hover, k)
+            assert f"{k} {text['scores'][k][l][h]:#.3g} ± {text['errors'][k][l][h]:#.3g}" in on_text, (hover, k)
+    assert f"labelled again on {text['data']}:" in pg.inner_text("#verdict-summary")
+    assert errors == []
+
+
 def test_the_verdict_table_shows_the_span_near_a_threshold_when_it_moves(browser, tmp_path):
     """A verdict whose K AUROC moves with heads near a threshold (here set in its ``verdict.csv``):
     the table gains the column ``near a threshold``, ``low–high`` per row; with no such row, no column."""

@@ -136,7 +136,8 @@ class Verdict:
             best = _top_heads(t, 5)
             lines.append(f"top {name} heads (data): " + "   ".join(f"{l}.{h} {v:.2f}" for (l, h), v in best))
         if self.text_labels is not None:
-            lines += _text_lines(self.text_labels, lab)
+            t = self.text_labels
+            lines += text_lines(t.data, t.mean, t.error, lab.mean)
         lines += truth_lines(o)
         kinds = [k for k in "QKV" if k in self.effects.by_kind]
         w = max([12] + [len(r["metric"]) for r in self.rows])  # the metric column
@@ -201,21 +202,22 @@ def truth_lines(o: dict) -> list[str]:
     return lines
 
 
-def _text_lines(text, lab) -> list[str]:
-    """The heads' labels on text beside those on the repeats: the top heads, each with its standard
-    error over the sequences where there are two or more, and the rank correlation."""
+def text_lines(data: str, mean: dict[str, Tensor], error: dict[str, Tensor], repeats: dict[str, Tensor]) -> list[str]:
+    """The heads' labels on text (``mean`` by label, ``(L, H)``, on ``data``) beside those on the
+    repeats (``repeats``): the top heads, each with its standard error (``error``) where finite, and
+    the rank correlation over all heads."""
     from ..analysis.stats import spearman
 
-    def error(key: str, l: int, h: int) -> str:
-        e = text.error.get(key)
+    def se(key: str, l: int, h: int) -> str:
+        e = error.get(key)
         return "" if e is None or not bool(torch.isfinite(e[l, h])) else f" ± {float(e[l, h]):.2g}"
 
-    lines = [f"labelled again on {text.data}:"]
+    lines = [f"labelled again on {data}:"]
     for name, key in (("induction", "induction"), ("previous-token", "previous_token")):
-        lines.append(f"  top {name} heads there: " + "   ".join(f"{l}.{h} {v:.2f}{error(key, l, h)}"
-                                                              for (l, h), v in _top_heads(text.mean[key], 5)))
+        lines.append(f"  top {name} heads there: " + "   ".join(f"{l}.{h} {v:.2f}{se(key, l, h)}"
+                                                              for (l, h), v in _top_heads(mean[key], 5)))
     lines.append("  rank correlation with the repeats' labels over all heads (Spearman): " + ", ".join(
-        f"{name} {_fmt(spearman(text.mean[key], lab.mean[key]))}" for name, key in
+        f"{name} {_fmt(spearman(mean[key], repeats[key]))}" for name, key in
         (("induction", "induction"), ("previous-token", "previous_token"), ("duplicate-token", "duplicate_token"))))
     return lines
 

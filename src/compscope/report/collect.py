@@ -39,16 +39,28 @@ def axiom_battery() -> list:
     return list(_BATTERY[key][1])
 
 
+@dataclass(frozen=True)
+class OnText:
+    """Every head's labels on natural text (``compscope validate --text-labels``): ``(L, H)`` float64
+    by label, their standard errors by label where known, and what the text was (``data``)."""
+
+    data: str
+    scores: dict[str, torch.Tensor]
+    errors: dict[str, torch.Tensor] = field(default_factory=dict)
+
+
 @dataclass
 class Labels:
     """Per-head scores ``(L, H)`` and the label sets they give; ``source``: 'data' or 'weights';
-    ``errors``: the standard errors ``(L, H)`` of the scores that have one (labels from data)."""
+    ``errors``: the standard errors ``(L, H)`` of the scores that have one (labels from data);
+    ``text``: the labels on natural text too, where the verdict has them (shown, not used for roles)."""
 
     source: str
     scores: dict[str, torch.Tensor]
     roles: dict[str, list[tuple[int, int]]]
     rule: str
     errors: dict[str, torch.Tensor] = field(default_factory=dict)
+    text: OnText | None = None
 
 
 @dataclass(frozen=True)
@@ -58,8 +70,9 @@ class VerdictData:
     interventional effects by kind (None without them) with a note of how they were measured, the
     lines ``compscope validate`` prints above its table (None when they cannot be rebuilt), the
     label thresholds of its truth (previous-token, induction), the processing of the weights its
-    measures judged (``weights_processing`` of its options; None when not recorded), and the
-    labels' standard errors ``(L, H)`` by name (empty when the verdict has none)."""
+    measures judged (``weights_processing`` of its options; None when not recorded), the
+    labels' standard errors ``(L, H)`` by name (empty when the verdict has none), and the labels on
+    natural text (None when it labelled none there)."""
 
     labels: dict[str, torch.Tensor]
     rows: list[dict]
@@ -70,6 +83,7 @@ class VerdictData:
     thresholds: tuple[float, float] = (DATA_THRESHOLDS["previous_token"], DATA_THRESHOLDS["induction"])
     judged: list[str] | None = None
     errors: dict[str, torch.Tensor] = field(default_factory=dict)
+    on_text: OnText | None = None
 
 
 @dataclass
@@ -120,16 +134,17 @@ def weight_labels(hw, positional=None) -> Labels:
 
 
 def data_labels(scores: dict[str, torch.Tensor], copying: torch.Tensor | None,
-                errors: dict[str, torch.Tensor] | None = None) -> Labels:
+                errors: dict[str, torch.Tensor] | None = None, on_text: OnText | None = None) -> Labels:
     """Labels from activation scores (the thresholds of ``compscope validate``) and their standard
-    errors where known; copying, which data do not measure here, from the weights."""
+    errors where known, with the labels on text where there are some; copying, which data do not
+    measure here, from the weights."""
     t = DATA_THRESHOLDS
     roles = {k: _above(scores[k], v) for k, v in t.items() if k in scores}
     if copying is not None:
         roles["copying"] = _above(copying, WEIGHT_THRESHOLDS["copying"])
     rule = (f"data: previous-token >= {t['previous_token']}, induction >= {t['induction']} (attention on repeated random "
             f"sequences); copying from the weights (>= {WEIGHT_THRESHOLDS['copying']})")
-    return Labels("data", scores, roles, rule, dict(errors or {}))
+    return Labels("data", scores, roles, rule, dict(errors or {}), on_text)
 
 
 def _above(t: torch.Tensor | None, threshold: float) -> list[tuple[int, int]]:
@@ -140,10 +155,12 @@ def _above(t: torch.Tensor | None, threshold: float) -> list[tuple[int, int]]:
 
 def verdict_data(v) -> VerdictData:
     """:class:`VerdictData` of a :class:`~compscope.data.verdict.Verdict` in hand."""
-    fx = v.effects
-    return VerdictData({k: v.labels.mean[k] for k in LABELS}, v.rows, v.heads, dict(fx.by_kind),
-                       effects_note(fx.ablation, fx.paths, fx.sequences, fx.writers), verdict_summary(v.model, v.options),
-                       _thresholds(v.options), _judged(v.options), {k: v.labels.error[k] for k in LABELS if k in v.labels.error})
+    fx, t = v.effects, v.text_labels
+    scores = {k: v.labels.mean[k] for k in LABELS}
+    on_text = None if t is None else OnText(t.data, {k: t.mean[k] for k in LABELS}, {k: t.error[k] for k in LABELS if k in t.error})
+    return VerdictData(scores, v.rows, v.heads, dict(fx.by_kind), effects_note(fx.ablation, fx.paths, fx.sequences, fx.writers),
+                       verdict_summary(v.model, v.options, on_text, scores), _thresholds(v.options), _judged(v.options),
+                       {k: v.labels.error[k] for k in LABELS if k in v.labels.error}, on_text)
 
 
 def _judged(options) -> list[str] | None:
@@ -208,30 +225,8 @@ def read_validation(folder: str | Path, hw) -> VerdictData:
         heads = pd.read_csv(need[2]).to_dict("records") if need[2].stat().st_size > 1 else []
     except (ValueError, OSError, UnicodeDecodeError) as e:
         raise OptionError(f"--data {folder}: cannot read the validation tables: {e}") from None
-    L, H = hw.n_layers, hw.n_heads
-    cols = {"layer", "head", *LABELS}
-    shape_ok = cols <= set(lab.columns) and len(lab) == L * H
-    if shape_ok:
-        try:
-            layer, head = lab["layer"].astype(int).to_numpy(), lab["head"].astype(int).to_numpy()
-            values = {k: lab[k].astype(float).to_numpy() for k in cols - {"layer", "head"}}
-        except (ValueError, TypeError):
-            shape_ok = False
-    if not shape_ok or set(zip(layer.tolist(), head.tolist())) != {(l, h) for l in range(L) for h in range(H)}:
-        raise OptionError(f"--data {need[0]}: expected columns {sorted(cols)} with one row per head of a {L} x {H} model")
-    def per_head(column) -> torch.Tensor:  # one value per row of the CSV
-        t = torch.full((L, H), float("nan"), dtype=torch.float64)
-        t[torch.tensor(layer), torch.tensor(head)] = torch.tensor(column, dtype=torch.float64)
-        return t
-
-    scores = {k: per_head(values[k]) for k in LABELS}
-    errors = {}  # the standard errors, in folders that have them (written since they were added)
-    for k in LABELS:
-        try:
-            errors[k] = per_head(lab[f"{k}_error"].astype(float).to_numpy())
-        except (KeyError, ValueError, TypeError):
-            pass
-    run, summary, options = folder / "run.json", None, None
+    scores, errors = _per_head_labels(lab, need[0], hw.n_layers, hw.n_heads)
+    run, options, model = folder / "run.json", None, None
     if run.is_file():
         try:
             options = json.loads(run.read_text())
@@ -240,21 +235,71 @@ def read_validation(folder: str | Path, hw) -> VerdictData:
         model = options.get("model") if isinstance(options, dict) else None
         if model is not None and model != hw.meta.name:
             raise OptionError(f"--data {folder}: validated model {model!r}, not {hw.meta.name!r}")
-        summary = verdict_summary(model, options)
-    effects, note = read_effects(folder / "interventions.parquet", L, H)
-    return VerdictData(scores, verdict, heads, effects, note, summary, _thresholds(options), _judged(options), errors)
+    on_text = _read_text_labels(folder / "head_labels_text.csv", hw, options)
+    summary = verdict_summary(model, options, on_text, scores)  # None without a run.json that names the model
+    effects, note = read_effects(folder / "interventions.parquet", hw.n_layers, hw.n_heads)
+    return VerdictData(scores, verdict, heads, effects, note, summary, _thresholds(options), _judged(options), errors,
+                       on_text)
 
 
-def verdict_summary(model: str | None, options) -> list[str] | None:
-    """The lines ``compscope validate`` prints above its table (what it ran on, the label truth),
-    from its options (``Verdict.options``, or a ``run.json``); None when they lack what those
-    lines need (a ``run.json`` from an older version, or edited by hand)."""
-    from ..data.verdict import data_line, truth_lines
+def _per_head_labels(lab, path: Path, L: int, H: int) -> tuple[dict, dict]:
+    """``(labels, standard errors)``, ``(L, H)`` float64 by label, of a head-label table (``lab``,
+    read from ``path``) checked to hold one row per head; the errors of the columns
+    ``<label>_error`` where the table has them (written since they were added)."""
+    cols = {"layer", "head", *LABELS}
+    shape_ok = cols <= set(lab.columns) and len(lab) == L * H
+    if shape_ok:
+        try:
+            layer, head = lab["layer"].astype(int).to_numpy(), lab["head"].astype(int).to_numpy()
+            values = {k: lab[k].astype(float).to_numpy() for k in LABELS}
+        except (ValueError, TypeError):
+            shape_ok = False
+    if not shape_ok or set(zip(layer.tolist(), head.tolist())) != {(l, h) for l in range(L) for h in range(H)}:
+        raise OptionError(f"--data {path}: expected columns {sorted(cols)} with one row per head of a {L} x {H} model")
+
+    def per_head(column) -> torch.Tensor:  # one value per row of the CSV
+        t = torch.full((L, H), float("nan"), dtype=torch.float64)
+        t[torch.tensor(layer), torch.tensor(head)] = torch.tensor(column, dtype=torch.float64)
+        return t
+
+    errors = {}
+    for k in LABELS:
+        try:
+            errors[k] = per_head(lab[f"{k}_error"].astype(float).to_numpy())
+        except (KeyError, ValueError, TypeError):
+            pass
+    return {k: per_head(values[k]) for k in LABELS}, errors
+
+
+def _read_text_labels(path: Path, hw, options) -> OnText | None:
+    """The labels on text of a verdict folder (``head_labels_text.csv``, checked as ``head_labels.csv``
+    is; what the text was from ``run.json``), None where the verdict labelled none there."""
+    import pandas as pd
+
+    if not path.is_file():
+        return None
+    try:
+        lab = pd.read_csv(path)
+    except (ValueError, OSError, UnicodeDecodeError) as e:
+        raise OptionError(f"--data {path}: cannot read the labels on text: {e}") from None
+    scores, errors = _per_head_labels(lab, path, hw.n_layers, hw.n_heads)
+    data = options.get("text_labels_data") if isinstance(options, dict) else None
+    return OnText(data if isinstance(data, str) else "natural text", scores, errors)
+
+
+def verdict_summary(model: str | None, options, on_text: OnText | None = None,
+                    repeats: dict[str, torch.Tensor] | None = None) -> list[str] | None:
+    """The lines ``compscope validate`` prints above its table (what it ran on, the labels on text
+    beside the repeats' ``repeats`` when there are some, the label truth), from its options
+    (``Verdict.options``, or a ``run.json``); None when they lack what those lines need (a
+    ``run.json`` from an older version, or edited by hand)."""
+    from ..data.verdict import data_line, text_lines, truth_lines
 
     if model is None or not isinstance(options, dict):
         return None
     try:
-        return [data_line(model, options)] + truth_lines(options)
+        on = [] if on_text is None or repeats is None else text_lines(on_text.data, on_text.scores, on_text.errors, repeats)
+        return [data_line(model, options)] + on + truth_lines(options)
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
 
@@ -394,6 +439,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
                "metric_data": {n: t.info["metric_data"] for n, t in tables.items() if t.info.get("metric_data")} or None}
     if side is None:
         return Report(hw, hw.meta.name, tables, wl, None, axiom_battery(), None, None, details, tr, options, notes)
-    return Report(hw, hw.meta.name, tables, wl, data_labels(side.labels, wl.scores.get("copying"), side.errors), axiom_battery(),
+    return Report(hw, hw.meta.name, tables, wl, data_labels(side.labels, wl.scores.get("copying"), side.errors, side.on_text),
+                  axiom_battery(),
                   side.rows, side.heads, details, tr, options, notes, side.effects, side.effects_note, side.summary,
                   verdict_by_head(tables, side))

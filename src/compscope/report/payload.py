@@ -136,7 +136,9 @@ def labels_json(lab) -> dict | None:
         return None
     return {"source": lab.source, "rule": lab.rule, "scores": {k: _lists(v) for k, v in lab.scores.items()},
             "errors": {k: _lists(v) for k, v in lab.errors.items()},
-            "roles": {k: [list(x) for x in v] for k, v in lab.roles.items()}}
+            "roles": {k: [list(x) for x in v] for k, v in lab.roles.items()},
+            "text": None if lab.text is None else {"data": lab.text.data, "scores": {k: _lists(v) for k, v in lab.text.scores.items()},
+                                                   "errors": {k: _lists(v) for k, v in lab.text.errors.items()}}}
 
 
 def details_json(details: dict) -> dict:

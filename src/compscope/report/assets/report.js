@@ -204,10 +204,11 @@ function drawGraph() {
     const xs = [], ys = [], text = [];
     for (let l = 0; l < L; l++) for (let h = 0; h < H; h++) if (roleOf(l, h) === role) {
       xs.push(l); ys.push(h);
-      const err = D.labels.errors || {};  // standard errors of labels from data (over the sequences)
-      const sc = Object.entries(D.labels.scores).map(([k, v]) => `${k} ${fmt(v[l][h], 3)}` +
-        (err[k] && err[k][l][h] !== null ? ` ± ${fmt(err[k][l][h], 3)}` : "")).join("<br>");
-      text.push(`head ${head(l, h)}<br>${sc}`);
+      const scored = (scores, err) => Object.entries(scores).map(([k, v]) => `${k} ${fmt(v[l][h], 3)}` +
+        (err[k] && err[k][l][h] !== null ? ` ± ${fmt(err[k][l][h], 3)}` : "")).join("<br>");  // ± the standard error over the sequences
+      const t = D.labels.text;  // the labels on natural text too (validate --text-labels)
+      text.push(`head ${head(l, h)}<br>${scored(D.labels.scores, D.labels.errors || {})}` +
+        (t ? `<br>on ${escapeHtml(t.data)}:<br>${scored(t.scores, t.errors || {})}` : ""));
     }
     traces.push({ type: "scatter", mode: "markers", x: xs, y: ys, text, hovertemplate: "%{text}<extra></extra>",
       name: role === "none" ? "other heads" : role.replace("_", "-"), marker: { size: Math.max(5, Math.min(14, 300 / Math.max(L, H))), color: ROLE_COLOUR[role], line: { width: 0.5, color: "#333" } } });
