@@ -192,6 +192,26 @@ def test_validate_labels_the_heads_on_the_sample_text_too(tmp_path, capsys):
     assert "±" not in line and len(re.findall(r"\d+\.\d+ -?[0-9.]+", line)) == 5  # one sequence: no standard error
 
 
+def test_text_labels_take_the_sample_data_or_its_defaults():
+    """``compscope.text_labels(model)`` labels the heads on the sample data's default text, and
+    ``text_labels(model, SampleData(...))`` on that text: the same labels, errors and words as on its
+    tokens given outright; anything else is refused by name."""
+    from compscope.data.head_labels import text_labels
+
+    runner = runner_for("induction-2l", progress=False)
+    for given in (None, SampleData(sequences=3, length=24, seed=5)):
+        data = given or SampleData()
+        got = compscope.text_labels(runner, given, progress=False)
+        want = text_labels(runner, data.tokens(runner), progress=False, data=data.text(runner))
+        assert got.data == want.data == data.text(runner)
+        for k in ("induction", "previous_token", "duplicate_token", "sink"):
+            torch.testing.assert_close(got.mean[k], want.mean[k], rtol=0, atol=0)
+            torch.testing.assert_close(got.error[k], want.error[k], rtol=0, atol=0, equal_nan=True)
+    assert compscope.text_labels(runner, SampleData(sequences=3, length=24), progress=False, data="mine").data == "mine"
+    with pytest.raises(OptionError, match="or a SampleData, got str"):
+        compscope.text_labels(runner, "some text", progress=False)
+
+
 def test_a_corpus_of_ones_own_is_what_validate_samples(tmp_path):
     """``SampleData(corpus=FILE)`` on a model with a tokenizer (a rotary toy with QK- and
     attention-output norms given a stand-in one, an id per byte): the norms are linearised on that

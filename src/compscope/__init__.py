@@ -30,6 +30,7 @@ _PUBLIC = {
     "validate": "compscope.data.validate",
     "runner_for": "compscope.data.runner",
     "activation_labels": "compscope.data.head_labels",
+    "text_labels": "compscope.data.head_labels",
     "intervention_effects": "compscope.data.intervene",
     "MetricData": "compscope.data.residual_moments",
     "SampleData": "compscope.data.residual_moments",

@@ -297,18 +297,26 @@ def ratio_error(sums: Tensor, counts: Tensor) -> Tensor:
 
 
 @torch.no_grad()
-def text_labels(runner, tokens: Tensor, batch_size: int = 16, progress: bool = True, data: str | None = None) -> TextLabels:
+def text_labels(runner, tokens=None, batch_size: int = 16, progress: bool = True, data: str | None = None) -> TextLabels:
     """:class:`TextLabels` of ``runner``'s model (any model :func:`~compscope.data.runner.runner_for`
-    runs) on ``tokens (sequences, pos)``, ``batch_size`` sequences at a time; ``data``: what the
-    tokens are, in words (recorded; default their shape)."""
+    runs) on ``tokens (sequences, pos)``, or on the text a
+    :class:`~compscope.data.residual_moments.SampleData` names (None: its defaults, 16 sequences of
+    128 tokens of the standard library's docstrings where the model has a tokenizer), ``batch_size``
+    sequences at a time; ``data``: what the tokens are, in words (recorded; default their shape, or
+    the sample data's words)."""
     from ..progress import progress_bar
+    from .residual_moments import SampleData, as_sample_data
     from .runner import layer_state, runner_for
 
     check_int("batch_size", batch_size, 1)
-    if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.shape[1] < 3:
-        raise OptionError(f"text labels need (sequences, pos) tokens with pos >= 3, got "
+    sample = tokens is None or isinstance(tokens, SampleData)
+    if not sample and (not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.shape[1] < 3):
+        raise OptionError(f"text labels need (sequences, pos) tokens with pos >= 3, or a SampleData, got "
                           f"{tuple(tokens.shape) if isinstance(tokens, Tensor) else type(tokens).__name__}")
     runner = runner_for(runner, progress=progress)
+    if sample:
+        sd = as_sample_data(tokens)
+        tokens, data = sd.tokens(runner), data or sd.text(runner)
     hw = runner.weights_here()
     start = 1 if runner.bos is not None else 0
     sums: dict[str, list[Tensor]] = {k: [] for k in LABELS}  # per batch, (batch, layer, head)

@@ -240,7 +240,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     if text_labels:
         from .head_labels import text_labels as _text_labels
 
-        on_text = _text_labels(runner, sample_data.tokens(runner), batch_size, progress, data=sample_data.text(runner))
+        on_text = _text_labels(runner, sample_data, batch_size, progress)
     n_int = min(intervention_sequences, sequences)
     effects = intervention_effects(runner, reps.tokens[:n_int], kinds, ablation, batch_size=batch_size,
                                    progress=progress, paths=paths, writers=chosen)
