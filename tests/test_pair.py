@@ -97,10 +97,13 @@ def test_pair_on_data_is_what_the_verdict_measured(capsys):
     assert int(got.group(2)) == 1 + int((k[0, 0, 1] > k[0, 0, 1, 1]).sum())
     for who, (l, h) in (("writer", (0, 0)), ("reader", (1, 1))):
         line = next(x for x in out.splitlines() if x.startswith(f"{who} {l}.{h} labels:"))
-        shown = dict(re.findall(r"(\w+) (-?\d\.\d\d)", line))
+        found = re.findall(r"(\w+) (-?\d\.\d\d) ± (\S+)", line)  # each label ± its standard error
+        shown = {name: x for name, x, _ in found}
         assert {name: float(x) for name, x in shown.items()} == pytest.approx(
             {name: float(v.labels.mean[name][l, h]) for name in shown}, abs=0.006)
         assert set(shown) == {"induction", "previous_token", "duplicate_token", "sink"}
+        for name, _, err in found:  # the verdict's error, to the two significant digits shown
+            assert float(err) == pytest.approx(float(v.labels.error[name][l, h]), rel=0.06, abs=1e-12), (name, line)
 
 
 def _per_layer_metric(hw, own_reads: bool):
