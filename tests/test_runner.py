@@ -290,7 +290,11 @@ def test_validate_runs_a_model_in_16_bit_and_records_it(tmp_path, capsys):
     args = ["validate", str(tmp_path / "m"), "--sequences", "4", "--half", "4", "--intervention-sequences", "2",
             "--metric", "identity", "--device", "cpu", "--model-dtype", "bfloat16", "--out", str(tmp_path / "v")]
     assert main(args) == 0
-    assert json.loads((tmp_path / "v" / "run.json").read_text())["model_dtype"] == "bfloat16"
+    run = json.loads((tmp_path / "v" / "run.json").read_text())
+    assert run["model_dtype"] == "bfloat16"
+    import transformers
+
+    assert (run["compscope"], run["transformers"]) == (compscope.__version__, transformers.__version__)  # what computed it
     capsys.readouterr()
     assert main(["intervene", "--model-dtype", "float16"]) == 2
     assert capsys.readouterr().err.splitlines() == ["compscope: error: dtype='float16': compscope's toy models run in float32"]

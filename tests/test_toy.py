@@ -288,6 +288,12 @@ def test_tiny_training_is_deterministic(tmp_path):
     final_ck = load_toy(tmp_path / "a" / "checkpoints" / "step_000030")[0].state_dict()
     assert all(torch.equal(sa[k], final_ck[k]) for k in sa)
     assert a.log[-1]["loss_first"] < a.log[0]["loss_first"] - 0.1  # it learns something (held-out loss)
+    import json
+
+    import compscope
+
+    run = json.loads((tmp_path / "a" / "run.json").read_text())
+    assert (run["compscope"], run["torch"]) == (compscope.__version__, torch.__version__)  # what trained it
     with pytest.raises(OptionError, match="already holds a run"):
         _tiny_run(tmp_path / "a")
 

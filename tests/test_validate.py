@@ -775,3 +775,27 @@ def test_a_verdict_judges_centred_writing_weights_when_asked(tmp_path, capsys):
     assert main(["validate", str(gpt2), "--sequences", "6", "--half", "4", "--intervention-sequences", "3",
                  "--metric", "identity", "--center-writing", "--top", "2"]) == 0
     assert capsys.readouterr().out.startswith("gpt2 (weights: center_writing): 6 repeated random sequences")
+
+
+def test_run_json_is_strict_json_and_says_what_computed_it(tmp_path):
+    """``run.json`` is JSON any reader takes: a number the verdict could not have (the toy's writers
+    share no reader with a false pair, so the K interventions' AUROC within writers is NaN) is
+    ``null``; it names compscope's version, and no package that runs the model (compscope runs its
+    toys itself)."""
+    import json
+
+    import compscope
+
+    v = compscope.validate("induction-2l", sequences=8, intervention_sequences=2, kinds="K", metrics=("identity",),
+                           progress=False)
+    assert math.isnan(v.options["interventions_auroc_within"]["writer"])
+    v.save(tmp_path / "v")
+    text = (tmp_path / "v" / "run.json").read_text()
+
+    def refuse(constant):
+        raise AssertionError(f"run.json holds {constant}, which strict JSON readers refuse")
+
+    run = json.loads(text, parse_constant=refuse)
+    assert run["interventions_auroc_within"]["writer"] is None
+    assert run["interventions_auroc_within"]["reader"] == v.options["interventions_auroc_within"]["reader"]
+    assert run["compscope"] == compscope.__version__ and "transformers" not in run

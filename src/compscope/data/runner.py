@@ -120,12 +120,29 @@ class Runner:
     #: whether long passes over data that take no ``progress`` of their own (the residual moments of
     #: the metrics estimated on data) show a bar: :func:`runner_for`'s ``progress``
     progress: bool = True
+    #: the package that runs the model, where not compscope itself (its version is recorded with results)
+    package: str | None = None
     #: each layer's own module, where a changed run can leave the layers before the change out
     #: (:meth:`trace`'s ``clean``); None: every run runs every layer
     layer_modules: list | None = None
     #: what a layer module returns, seen on a clean run: ("tensor" or a tuple's length, its residual's
     #: dtype), or False (neither); None: not seen yet
     _returns: tuple | bool | None = None
+
+    def software(self) -> dict[str, str]:
+        """``{package: version}`` of what computed a result on this runner: compscope, and the
+        package that runs the model where it is not compscope's own."""
+        from importlib import metadata
+
+        from .. import __version__
+
+        found = {"compscope": __version__}
+        if self.package is not None:
+            try:
+                found[self.package] = metadata.version(self.package.replace("_", "-"))
+            except metadata.PackageNotFoundError:
+                found[self.package] = "unknown"
+        return found
 
     def fitting_half(self, half: int) -> int:
         """``half``, cut so that a repeated sequence ``[bos] t t`` with ``|t|`` of it fits the context."""
@@ -348,6 +365,8 @@ class ToyRunner(Runner):
 class HFRunner(Runner):
     """A ``transformers`` model, hooked where its family says (``Family.hook_points``)."""
 
+    package = "transformers"
+
     def __init__(self, model, hw: HeadWeights, tokenizer=None) -> None:
         from ..loading.families import family_for
 
@@ -411,6 +430,8 @@ class TransformerLensRunner(Runner):
     reads and what that attention adds to the residual (after the post-attention norm where there
     is one); for a ``HookedEncoder`` (post-LN) also the sums its two norms take (``hook_resid_mid``,
     ``hook_resid_post``) and the norms themselves (``ln1``, ``ln2``)."""
+
+    package = "transformer_lens"
 
     def __init__(self, model, hw: HeadWeights) -> None:
         from ..loading.formats.transformer_bridge import is_bridge

@@ -279,7 +279,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
                "interventions_auroc_within": ({side: auroc_within(k_effects, truth, side) for side in ("reader", "writer")}
                                               if k_effects is not None else None),
                "first_token": runner.bos,
-               "python": python_version(), "torch": torch.__version__, "device": str(runner.device),
+               **runner.software(), "python": python_version(), "torch": torch.__version__, "device": str(runner.device),
                "model_dtype": str(runner.dtype).removeprefix("torch."),
                "activations_metric_data": data_words(runner, metric_data) if set(ON_DATA) & set(tables) else None,
                "head_scores_content": list(contents),

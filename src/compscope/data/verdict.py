@@ -105,8 +105,9 @@ class Verdict:
 
     def save(self, out: str | Path) -> list[Path]:
         """Write ``head_labels.csv``, ``interventions.parquet``, ``verdict.csv``, ``heads.csv`` and
-        ``run.json`` (options, thresholds, notes) into the folder ``out`` (created; its parent must
-        exist), and ``head_labels_text.csv`` when the heads were labelled on text too."""
+        ``run.json`` (options, thresholds, versions, notes; strict JSON, a value that is not a
+        number as ``null``) into the folder ``out`` (created; its parent must exist), and
+        ``head_labels_text.csv`` when the heads were labelled on text too."""
         import pandas as pd
 
         from ..results.files import check_folder
@@ -120,7 +121,8 @@ class Verdict:
         self.interventions_frame().to_parquet(paths[1], index=False)
         self.verdict_frame().to_csv(paths[2], index=False)
         pd.DataFrame(self.heads).to_csv(paths[3], index=False)
-        paths[4].write_text(json.dumps({"model": self.model, **self.options, "notes": self.notes}, indent=1))
+        paths[4].write_text(json.dumps(strict_json({"model": self.model, **self.options, "notes": self.notes}), indent=1,
+                                       allow_nan=False))
         if self.text_labels is not None:
             paths.append(out / "head_labels_text.csv")
             self.text_labels.to_pandas().to_csv(paths[-1], index=False)
@@ -161,6 +163,18 @@ class Verdict:
                     for h in hs)]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+
+def strict_json(x):
+    """``x`` with every float that is not finite as None, so that ``run.json`` is JSON that any
+    reader takes (``jq``, JavaScript's ``JSON.parse``), not Python's extension with ``NaN``."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: strict_json(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [strict_json(v) for v in x]
+    return x
 
 
 def data_line(model: str, o: dict) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from .. import __version__
 from ..errors import OptionError
 from ..data.head_labels import HeadLabels, label_heads
 from ..progress import progress_bar
@@ -139,7 +140,8 @@ def train(
 
 
 def _train(model_cfg, data_cfg, train_cfg, out: Path, name: str, progress: bool) -> RunResult:
-    run = {"name": name, "model": model_cfg.to_dict(), "data": data_cfg.to_dict(), "train": asdict(train_cfg), "torch": torch.__version__}
+    run = {"name": name, "model": model_cfg.to_dict(), "data": data_cfg.to_dict(), "train": asdict(train_cfg), "torch": torch.__version__,
+           "compscope": __version__}
     (out / "run.json").write_text(json.dumps(run, indent=1))
     model = ToyTransformer(model_cfg, seed=train_cfg.seed)
     data = InductionData(data_cfg, seed=train_cfg.seed + 1)
