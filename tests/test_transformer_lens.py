@@ -229,6 +229,12 @@ def test_runner_traces_what_the_model_computes(name):
     model = build(name)
     runner = runner_for(model)
     assert isinstance(runner, TransformerLensRunner)
+    from importlib import metadata
+
+    import compscope
+
+    assert runner.software() == {"compscope": compscope.__version__,
+                                 "transformer_lens": metadata.version("transformer-lens")}  # recorded with results
     ids = tokens(model)
     tr = runner.trace(ids)
     with torch.no_grad():
