@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 from ..errors import OptionError
 from .common import add_device, add_metric_data, add_model, add_processing, metric_names, parse_head, weights_and_metric
 
@@ -47,7 +45,7 @@ def on_data(model, writer: tuple[int, int], reader: tuple[int, int], kind: str, 
     the ones the verdict intervenes on, the pair's effect ranked among the writer's readers."""
     import torch
 
-    from ..data.head_labels import LABELS, activation_labels
+    from ..data.head_labels import LABELS, activation_labels, error_text
     from ..data.intervene import intervention_effects
     from ..data.runner import runner_for
     from ..data.validate import INTERVENTION_SEQUENCES, default_sequences
@@ -69,13 +67,9 @@ def on_data(model, writer: tuple[int, int], reader: tuple[int, int], kind: str, 
              f"later heads (largest {l1}.{h1}->{b2}.{c2} {best:.4f})"]
     if kind == "V" and fx.v_direction is not None:
         lines.append(f"V direction-sensitive effect ||o' - o|| / ||o||: {float(fx.v_direction[l1, h1, l2, h2]):.4f}")
-    def label(k: str, l: int, h: int) -> str:  # ± its standard error over the sequences
-        e = labels.error.get(k)
-        se = "" if e is None or not math.isfinite(float(e[l, h])) else f" ± {float(e[l, h]):.2g}"
-        return f"{k} {float(labels.mean[k][l, h]):.2f}{se}"
-
-    for who, (l, h) in (("writer", writer), ("reader", reader)):
-        lines.append(f"{who} {l}.{h} labels: " + "  ".join(label(k, l, h) for k in LABELS))
+    for who, (l, h) in (("writer", writer), ("reader", reader)):  # each label ± its standard error over the sequences
+        lines.append(f"{who} {l}.{h} labels: " + "  ".join(
+            f"{k} {float(labels.mean[k][l, h]):.2f}{error_text(labels.error.get(k), l, h)}" for k in LABELS))
     return "\n".join(lines)
 
 

@@ -296,6 +296,14 @@ def ratio_error(sums: Tensor, counts: Tensor) -> Tensor:
     return ((sums - m * n) ** 2).sum(0).mul(B / (B - 1)).sqrt() / total
 
 
+def error_text(error: Tensor | None, layer: int, head: int) -> str:
+    """`` ± e``, a head's standard error to two significant digits, as the printouts show it
+    after its label; empty where there is none (not computed, or one sequence: NaN)."""
+    if error is None or not math.isfinite(float(error[layer, head])):
+        return ""
+    return f" ± {float(error[layer, head]):.2g}"
+
+
 @torch.no_grad()
 def text_labels(runner, tokens=None, batch_size: int = 16, progress: bool = True, data: str | None = None) -> TextLabels:
     """:class:`TextLabels` of ``runner``'s model (any model :func:`~compscope.data.runner.runner_for`

@@ -221,14 +221,11 @@ def text_lines(data: str, mean: dict[str, Tensor], error: dict[str, Tensor], rep
     repeats (``repeats``): the top heads, each with its standard error (``error``) where finite, and
     the rank correlation over all heads."""
     from ..analysis.stats import spearman
-
-    def se(key: str, l: int, h: int) -> str:
-        e = error.get(key)
-        return "" if e is None or not bool(torch.isfinite(e[l, h])) else f" ± {float(e[l, h]):.2g}"
+    from .head_labels import error_text
 
     lines = [f"labelled again on {data}:"]
     for name, key in (("induction", "induction"), ("previous-token", "previous_token")):
-        lines.append(f"  top {name} heads there: " + "   ".join(f"{l}.{h} {v:.2f}{se(key, l, h)}"
+        lines.append(f"  top {name} heads there: " + "   ".join(f"{l}.{h} {v:.2f}{error_text(error.get(key), l, h)}"
                                                               for (l, h), v in _top_heads(mean[key], 5)))
     lines.append("  rank correlation with the repeats' labels over all heads (Spearman): " + ", ".join(
         f"{name} {_fmt(spearman(mean[key], repeats[key]))}" for name, key in
