@@ -265,6 +265,11 @@ def test_table_round_trip(tmp_path):
     assert len(df) == 2 * 2 * (4 * 4 * 3)
     assert [tuple(r) for r in df[df.columns[:8]].itertuples(index=False)] == list(t.rows())  # the row-by-row reference
     assert df.src_layer.dtype.kind == "i" and df.value.dtype == "float64"
+    import pandas as pd
+
+    import compscope
+
+    assert pd.read_parquet(tmp_path / "s.parquet").attrs["compscope"] == compscope.__version__  # what computed it
 
 
 def test_activation_metric_per_layer_matches_dense_and_refuses_missing_layers():

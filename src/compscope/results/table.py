@@ -131,7 +131,10 @@ class ScoreTable:
         df["model"] = self.model
         df["processing"] = ",".join(self.processing) or "none"  # never empty: an empty CSV field reads back as NaN
         df["offset"] = self.offset
-        df.attrs.update(model=self.model, processing=list(self.processing), offset=self.offset, metric=self.metric)
+        from .. import __version__
+
+        df.attrs.update(model=self.model, processing=list(self.processing), offset=self.offset, metric=self.metric,
+                        compscope=__version__)  # what computed it (Parquet keeps the attributes; CSV does not)
         if self.info.get("metric_data"):  # what a metric estimated on data was estimated on
             df.attrs["metric_data"] = self.info["metric_data"]
         if self.info.get("partial"):  # measures computed for the top pairs only: {measure: [pairs, of all]}
