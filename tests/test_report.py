@@ -378,6 +378,29 @@ def test_the_labels_on_text_reach_the_page_from_a_folder_or_a_verdict_in_hand(tm
     assert "head_labels_text.csv: expected columns" in capsys.readouterr().err
 
 
+def test_a_verdict_of_another_compscope_version_says_so_in_the_report(tmp_path):
+    """A verdict folder whose run.json names another compscope version than the one writing the
+    report: a note says both; the same version, or none recorded (an older folder), gives none."""
+    import compscope
+
+    v = tmp_path / "v"
+    assert main(["validate", "--out", str(v), "--sequences", "8", "--intervention-sequences", "2", "--metric", "identity",
+                 "--kinds", "K"]) == 0
+    run = json.loads((v / "run.json").read_text())
+    assert run["compscope"] == compscope.__version__
+
+    def notes(name: str) -> list[str]:
+        assert main(["report", "--data", str(v), "--out", str(tmp_path / name), "--no-figures", "--quiet"]) == 0
+        return [n for n in _document((tmp_path / name / "index.html").read_text())["notes"] if "computed by compscope" in n]
+
+    assert notes("same") == []
+    (v / "run.json").write_text(json.dumps({**run, "compscope": "0.0.9"}))
+    assert notes("other") == [f"the verdict was computed by compscope 0.0.9 (its run.json), this report by "
+                              f"{compscope.__version__}: run `compscope validate` again for a verdict of this version"]
+    (v / "run.json").write_text(json.dumps({k: x for k, x in run.items() if k != "compscope"}))
+    assert notes("unrecorded") == []
+
+
 def test_a_verdict_on_some_writers_says_so_in_the_report(tmp_path, capsys):
     """A folder from `validate --writers 0.1`: the page's effects table holds that writer's row and
     NaN elsewhere (the folder's own effects), and the page and the summary line name the writer."""

@@ -71,8 +71,9 @@ class VerdictData:
     lines ``compscope validate`` prints above its table (None when they cannot be rebuilt), the
     label thresholds of its truth (previous-token, induction), the processing of the weights its
     measures judged (``weights_processing`` of its options; None when not recorded), the
-    labels' standard errors ``(L, H)`` by name (empty when the verdict has none), and the labels on
-    natural text (None when it labelled none there)."""
+    labels' standard errors ``(L, H)`` by name (empty when the verdict has none), the labels on
+    natural text (None when it labelled none there), and the compscope version that computed it
+    (None when not recorded)."""
 
     labels: dict[str, torch.Tensor]
     rows: list[dict]
@@ -84,6 +85,7 @@ class VerdictData:
     judged: list[str] | None = None
     errors: dict[str, torch.Tensor] = field(default_factory=dict)
     on_text: OnText | None = None
+    made_by: str | None = None
 
 
 @dataclass
@@ -160,13 +162,30 @@ def verdict_data(v) -> VerdictData:
     on_text = None if t is None else OnText(t.data, {k: t.mean[k] for k in LABELS}, {k: t.error[k] for k in LABELS if k in t.error})
     return VerdictData(scores, v.rows, v.heads, dict(fx.by_kind), effects_note(fx.ablation, fx.paths, fx.sequences, fx.writers),
                        verdict_summary(v.model, v.options, on_text, scores), _thresholds(v.options), _judged(v.options),
-                       {k: v.labels.error[k] for k in LABELS if k in v.labels.error}, on_text)
+                       {k: v.labels.error[k] for k in LABELS if k in v.labels.error}, on_text, _made_by(v.options))
 
 
 def _judged(options) -> list[str] | None:
     """The processing steps of the weights a verdict judged, from its options (None: not recorded)."""
     steps = options.get("weights_processing") if isinstance(options, dict) else None
     return [str(x) for x in steps] if isinstance(steps, list) else None
+
+
+def _made_by(options) -> str | None:
+    """The compscope version that computed a verdict, from its options (None: not recorded)."""
+    version = options.get("compscope") if isinstance(options, dict) else None
+    return version if isinstance(version, str) else None
+
+
+def version_note(made_by: str | None) -> str | None:
+    """A note when a verdict was computed by another compscope version than the one writing the
+    report (None when the same, or not recorded)."""
+    from .. import __version__
+
+    if made_by is None or made_by == __version__:
+        return None
+    return (f"the verdict was computed by compscope {made_by} (its run.json), this report by {__version__}: "
+            "run `compscope validate` again for a verdict of this version")
 
 
 def judged_weights_note(judged: list[str] | None, hw) -> str | None:
@@ -239,7 +258,7 @@ def read_validation(folder: str | Path, hw) -> VerdictData:
     summary = verdict_summary(model, options, on_text, scores)  # None without a run.json that names the model
     effects, note = read_effects(folder / "interventions.parquet", hw.n_layers, hw.n_heads)
     return VerdictData(scores, verdict, heads, effects, note, summary, _thresholds(options), _judged(options), errors,
-                       on_text)
+                       on_text, _made_by(options))
 
 
 def _per_head_labels(lab, path: Path, L: int, H: int) -> tuple[dict, dict]:
@@ -421,9 +440,8 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     elif saved is None and data == "auto":
         notes.append("no data: head labels from the weights; run `compscope validate MODEL --out DIR` and give "
                      "`--data DIR` for labels and the verdict from data")
-    judged = judged_weights_note(side.judged, hw) if side is not None else None
-    if judged:
-        notes.append(judged)
+    if side is not None:
+        notes += [n for n in (judged_weights_note(side.judged, hw), version_note(side.made_by)) if n]
     details = pair_details(hw, tables, mets, kinds, primary, detail_pairs)
     tr = None
     if run is not None:
