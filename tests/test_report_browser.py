@@ -130,13 +130,15 @@ def test_the_graph_shows_each_label_from_data_with_its_standard_error(page):
     assert errors == []
 
 
-def test_the_graph_shows_the_labels_on_text_beside_the_repeats(browser, tmp_path):
+def test_the_graph_shows_the_labels_on_text_beside_the_repeats(browser, tmp_path, capsys):
     """A verdict with labels on text (``validate --text-labels``): hovering a head shows, under the
     repeats' labels, the text's, each with ``± its standard error`` (the payload's); the verdict's
-    summary says what the text was."""
+    summary shows validate's lines about them, spaced as printed (three spaces between heads)."""
     v = tmp_path / "v"
     assert main(["validate", "--text-labels", "--sample-sequences", "3", "--kinds", "K", "--metric", "identity",
                  "--sequences", "8", "--intervention-sequences", "2", "--out", str(v)]) == 0
+    printed = [x.strip() for x in capsys.readouterr().out.splitlines() if x.startswith("  top ") and " heads there: " in x]
+    assert len(printed) == 2 and all("   " in x for x in printed)
     assert main(["report", "--data", str(v), "--out", str(tmp_path / "rep"), "--quiet", "--no-figures"]) == 0
     pg, _, errors = browser(tmp_path / "rep")
     doc = pg.evaluate("JSON.parse(document.getElementById('compscope-data').textContent)")
@@ -149,7 +151,8 @@ def test_the_graph_shows_the_labels_on_text_beside_the_repeats(browser, tmp_path
         for k in ("induction", "previous_token"):
             assert f"{k} {doc['labels']['scores'][k][l][h]:#.3g} ± " in repeats, (hover, k)
             assert f"{k} {text['scores'][k][l][h]:#.3g} ± {text['errors'][k][l][h]:#.3g}" in on_text, (hover, k)
-    assert f"labelled again on {text['data']}:" in pg.inner_text("#verdict-summary")
+    summary = pg.inner_text("#verdict-summary")
+    assert f"labelled again on {text['data']}:" in summary and all(x in summary for x in printed), (summary, printed)
     assert errors == []
 
 
