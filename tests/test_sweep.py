@@ -178,6 +178,7 @@ def test_validate_job_writes_the_verdict_of_each_checkpoint(run_folder, tmp_path
     assert (r.done, r.failed) == (1, {})
     df = read_dataset(tmp_path / "v")
     assert set(df.kind) == set("QKV") and {"measure", "metric", "spearman", "auroc"} <= set(df.columns)
+    assert set(df.compscope) == {compscope.__version__}  # what computed the rows
     v = compscope.validate(last[0], sequences=16, half=16, progress=False)  # the job's options
     want = v.verdict_frame()
     key = ["measure", "metric", "kind"]

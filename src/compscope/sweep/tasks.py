@@ -8,6 +8,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .. import __version__
 from ..defaults import SEED
 from ..errors import OptionError
 
@@ -158,6 +159,7 @@ def run_task(task: Task, device=None):
     if on_data:  # what a metric estimated on data was estimated on (a corpus by its name and SHA-256)
         df["metric_data"] = on_data
     df["options"] = json.dumps(opts, sort_keys=True)
+    df["compscope"] = __version__  # what computed the rows: a resumed sweep may hold parts of several versions
     df["task"] = task.key()
     df["source"] = task.source
     return df
