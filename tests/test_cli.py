@@ -61,6 +61,11 @@ def test_train_then_track(tmp_path, capsys):
     assert main(args) == 0
     out = capsys.readouterr().out
     assert out.startswith("4 checkpoints, steps 0..12") and "no induction head forms" in out  # 12 steps: none
+    assert "passed over" not in out
+    (run / "checkpoints" / "notes.txt").write_text("lr 1e-3 from step 5\n")  # beside the checkpoints: named, not read
+    assert main(["track", str(run), "--measure", "frobenius", "--metric", "identity"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("4 checkpoints, steps 0..12") and "passed over (not models): notes.txt\n" in out
     import pandas as pd
 
     df = pd.read_csv(tmp_path / "t.csv")

@@ -300,7 +300,7 @@ def test_tiny_training_is_deterministic(tmp_path):
 
 def test_track_rows_and_plot(tmp_path):
     pytest.importorskip("pandas")
-    from compscope.analysis.tracking import list_checkpoints, track
+    from compscope.analysis.tracking import list_checkpoints, scan_checkpoints, track
 
     _tiny_run(tmp_path / "run")
     tr = track(tmp_path / "run", "QK", ["frobenius", "tight"], ["identity", "embed"], progress=False)
@@ -330,8 +330,22 @@ def test_track_rows_and_plot(tmp_path):
     for name in ("rev-step1000", "rev-step200"):  # not toy folders: steps from the names
         native.save(hw, tmp_path / "revs" / name)
     assert [(c.step, c.path.name) for c in list_checkpoints(tmp_path / "revs")] == [(200, "rev-step200"), (1000, "rev-step1000")]
+    (tmp_path / "revs" / "README.md").write_text("step 7 of 9\n")  # not models, numbers or not: passed over
+    (tmp_path / "revs" / "figures-step3").mkdir()
+    (tmp_path / "revs" / "figures-step3" / "loss.png").write_bytes(b"png")
+    (tmp_path / "revs" / "lone.safetensors").write_bytes(b"")  # a weights file by its name: kept
+    found, passed = scan_checkpoints(tmp_path / "revs")
+    assert [(c.step, c.path.name) for c in found] == [(0, "lone.safetensors"), (200, "rev-step200"), (1000, "rev-step1000")]
+    assert [p.name for p in passed] == ["README.md", "figures-step3"]
+    (tmp_path / "revs" / "lone.safetensors").unlink()
     plain = track(tmp_path / "revs", "K", ["frobenius"], progress=False)
     assert plain.labels == [None, None] and plain.formation_step() is None
+    assert [p.name for p in plain.skipped] == ["README.md", "figures-step3"]
+    assert track([c.path for c in found[1:]], "K", ["frobenius"], progress=False).skipped == []
+    (tmp_path / "only-notes").mkdir()
+    (tmp_path / "only-notes" / "step_10.txt").write_text("")
+    with pytest.raises(OptionError, match=r"only-notes: holds no checkpoints \(none of its 1 entries is a model folder"):
+        list_checkpoints(tmp_path / "only-notes")
     native.save(hw, tmp_path / "revs" / "also-step200")  # two names that read as one step: both named
     with pytest.raises(OptionError, match=r"repeated steps \[200\]: also-step200, rev-step200 all read as step 200"):
         list_checkpoints(tmp_path / "revs")

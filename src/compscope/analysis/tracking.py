@@ -4,7 +4,8 @@
 folder of checkpoint folders, or an explicit list of model paths (any format ``load`` reads,
 e.g. Pythia-style revisions saved locally). Steps come from a toy checkpoint's manifest, else
 from the last number in the folder or file name (``step_1000``, ``step143000``), else the
-position in the list. Toy checkpoints also get activation labels (induction and
+position in the list. In a folder, entries that are not models (a README, a log, a folder of
+figures) are passed over and named (``Track.skipped``). Toy checkpoints also get activation labels (induction and
 previous-token scores, ``head_labels``) computed on held-out repeated sequences, from which
 the induction-formation step is read.
 """
@@ -12,7 +13,7 @@ the induction-formation step is read.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -34,24 +35,55 @@ class Checkpoint:
     path: Path
 
 
+#: the files in a checkpoint folder that make it a model (any one), and the files that are models
+MODEL_MARKERS = ("toy.json", "compscope.json", "config.json")
+MODEL_SUFFIXES = (".gguf", ".safetensors")
+
+
+def looks_like_model(path: Path) -> bool:
+    """Whether ``path`` can be a checkpoint: a folder holding a model's ``toy.json``,
+    ``compscope.json``, ``config.json`` or ``*.safetensors``, or a ``.gguf`` / ``.safetensors``
+    file (or a file that starts with GGUF's magic)."""
+    if path.is_dir():
+        return any((path / f).is_file() for f in MODEL_MARKERS) or any(path.glob("*.safetensors"))
+    if path.suffix in MODEL_SUFFIXES:
+        return True
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(4) == b"GGUF"
+    except OSError:
+        return False
+
+
 def list_checkpoints(source: str | Path | Sequence[str | Path]) -> list[Checkpoint]:
     """Checkpoints of ``source`` in step order (see the module docstring)."""
+    return scan_checkpoints(source)[0]
+
+
+def scan_checkpoints(source: str | Path | Sequence[str | Path]) -> tuple[list[Checkpoint], list[Path]]:
+    """Checkpoints of ``source`` in step order, and the entries of a folder ``source`` passed over
+    because they are not models (:func:`looks_like_model`: a README, a log, a folder of figures).
+    Paths listed outright are all kept: one that is not a model fails when it is loaded."""
     from ..toy.storage import is_toy, read_manifest
 
     if not isinstance(source, (str, Path, list, tuple)):
         raise OptionError(f"source: expected a run folder, a folder of checkpoints, or a list of checkpoint paths, got "
                           f"{type(source).__name__}")
+    skipped: list[Path] = []
     if isinstance(source, (str, Path)):
         folder = Path(source)
         if not folder.is_dir():
             raise OptionError(f"{folder}: not a folder of checkpoints")
         if (folder / "checkpoints").is_dir():
             folder = folder / "checkpoints"
-        elif any((folder / f).is_file() for f in ("toy.json", "compscope.json", "config.json")):
+        elif any((folder / f).is_file() for f in MODEL_MARKERS):
             raise OptionError(f"{folder}: is one model, not a folder of checkpoints (pass the run folder or several paths)")
-        paths = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
+        entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
+        paths = [p for p in entries if looks_like_model(p)]
+        skipped = [p for p in entries if p not in paths]
         if not paths:
-            raise OptionError(f"{folder}: holds no checkpoints")
+            what = f" (none of its {len(entries)} entries is a model folder or a .gguf/.safetensors file)" if entries else ""
+            raise OptionError(f"{folder}: holds no checkpoints{what}")
     else:
         paths = [Path(p) for p in source]
         if not paths:
@@ -74,7 +106,7 @@ def list_checkpoints(source: str | Path | Sequence[str | Path]) -> list[Checkpoi
         raise OptionError(f"checkpoints of {source} have repeated steps {repeated[:5]}: "
                           f"{', '.join(clash[:3])}{' ...' if len(clash) > 3 else ''} all read as step {repeated[0]} "
                           f"(a step is the toy manifest's, else the last number in the name)")
-    return sorted(out, key=lambda c: c.step)
+    return sorted(out, key=lambda c: c.step), skipped
 
 
 @dataclass
@@ -86,6 +118,8 @@ class Track:
     labels: list[HeadLabels | None]
     #: per checkpoint, the SHA-256 (16 hex digits) of the weights scored (:func:`weights_hash`)
     hashes: list[str] | None = None
+    #: entries of the checkpoint folder passed over as not models (:func:`scan_checkpoints`)
+    skipped: list[Path] = field(default_factory=list)
 
     @property
     def steps(self) -> list[int]:
@@ -204,7 +238,7 @@ def track(
     from ..toy.data import repeated_random
     from ..toy.storage import heads_of, is_toy, load_toy
 
-    ckpts = list_checkpoints(source)
+    ckpts, skipped = scan_checkpoints(source)
     metrics = distinct_metrics(metrics)
     tables, labs, hashes = [], [], []
     bar = progress_bar(len(ckpts), "tracking", enabled=progress)
@@ -228,7 +262,7 @@ def track(
         labs.append(lab)
         bar.update(1)
     bar.close()
-    return Track(ckpts, tables, labs, hashes)
+    return Track(ckpts, tables, labs, hashes, skipped)
 
 
 def weights_hash(hw) -> str:

@@ -39,6 +39,9 @@ def run(args) -> None:
                metric_data=metric_data(args, metrics), **score_options(args, TRACKED))
     print(f"{len(tr.checkpoints)} checkpoints, steps {tr.steps[0]}..{tr.steps[-1]}; kinds {args.kinds}; "
           f"metrics {', '.join(metrics)}")
+    if tr.skipped:
+        names = ", ".join(p.name for p in tr.skipped[:5]) + (f" and {len(tr.skipped) - 5} more" if len(tr.skipped) > 5 else "")
+        print(f"passed over (not models): {names}")
     if tr.labels[-1] is not None:
         prev, ind = tr.roles()
         lab = tr.labels[-1]

@@ -51,12 +51,12 @@ def expand_sources(sources: list[str], revisions: list[str] | None = None) -> li
     one per revision (``id@revision``, step = the revision's last number, e.g. ``step1000``)."""
     import re
 
-    from ..analysis.tracking import list_checkpoints
+    from ..analysis.tracking import MODEL_MARKERS, list_checkpoints
 
     out = []
     for s in sources:
         p = Path(s)
-        if p.is_dir() and ((p / "checkpoints").is_dir() or not any((p / f).is_file() for f in ("toy.json", "compscope.json", "config.json"))):
+        if p.is_dir() and ((p / "checkpoints").is_dir() or not any((p / f).is_file() for f in MODEL_MARKERS)):
             out += [(str(c.path), p.name, c.step) for c in list_checkpoints(p)]
         elif revisions and not p.exists():
             for r in revisions:
