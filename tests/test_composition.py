@@ -338,6 +338,42 @@ def test_a_per_layer_metric_whitens_the_writer_input_by_the_reader_or_its_own_la
     torch.testing.assert_close(a, b, equal_nan=True)
 
 
+def test_a_gram_matrix_of_ones_own_is_a_metric():
+    """``metric=G`` (a tensor, an array, a ``(layer, d, d)`` stack or ``{layer: G}``) scores every
+    pair as dense numpy whitened by that ``G`` does, recorded as ``custom`` (or the name given to
+    :func:`compscope.metric_from_gram`); a ``G`` that does not fit the model is named, not passed to
+    the engine."""
+    import compscope
+    from compscope import OptionError
+    from compscope.core.metrics import from_gram
+
+    hw = model(L=3, seed=5)
+    Gs = _layer_grams(hw, 9)
+    one = scores(hw, "QKV", ALL, metric=Gs[1].numpy(), ridge=0.0, offset=1, pairs="all", progress=False)
+    assert one.metric == "custom"
+    S, Si = sqrtm(Gs[1].numpy())
+    assert check_dense(hw, one, offset=1, roots={l: (S, Si) for l in range(3)}) == 3 * len(ALL) * (4 * 4 * 3)
+    stack = torch.stack([Gs[l] for l in range(3)])
+    per_layer = scores(hw, "QKV", ALL, metric=stack, ridge=0.0, offset=1, pairs="all", progress=False)
+    assert check_dense(hw, per_layer, offset=1, roots={l: sqrtm(G.numpy()) for l, G in Gs.items()}) == 3 * len(ALL) * (4 * 4 * 3)
+    as_dict = scores(hw, "K", ["tight"], metric=compscope.metric_from_gram(Gs, name="mine", ridge=0.0), offset=1,
+                     progress=False)
+    assert as_dict.metric == "mine"
+    torch.testing.assert_close(as_dict.dense("tight", "K"), per_layer.dense("tight", "K"), equal_nan=True)
+    with pytest.raises(OptionError, match=r"metric 'custom': G is 5 x 5, but test's residual stream has d_model 9"):
+        scores(hw, "K", ["frobenius"], metric=torch.eye(5), progress=False)
+    with pytest.raises(OptionError, match=r"metric 'g': G is 5 x 5"):  # a Metric built by hand is checked too
+        compscope.api.compose_pair(hw, (0, 0), (1, 0), "K", metric=from_gram("g", torch.eye(5)))
+    with pytest.raises(OptionError, match=r"a G for layer 7, but test has layers 0..2"):
+        scores(hw, "K", ["frobenius"], metric={7: Gs[0]}, progress=False)
+    with pytest.raises(OptionError, match=r"must be square, got \(9, 4\)"):
+        scores(hw, "K", ["frobenius"], metric=torch.ones(9, 4), progress=False)
+    with pytest.raises(OptionError, match=r"shape \(9,\); expected \(d, d\)"):
+        scores(hw, "K", ["frobenius"], metric=np.ones(9), progress=False)
+    with pytest.raises(OptionError, match=r"unknown metric <float>; .* or a Gram matrix of your own"):
+        scores(hw, "K", ["frobenius"], metric=1.5, progress=False)
+
+
 def test_reading_own_layers_metric_is_gauge_invariant():
     """``x → T x`` moves every ``G_l → T G_l Tᵀ``; with each reading factor in its own layer's
     ``G`` every measure of every pair stays the same."""

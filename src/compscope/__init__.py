@@ -32,6 +32,7 @@ _PUBLIC = {
     "activation_labels": "compscope.data.head_labels",
     "text_labels": "compscope.data.head_labels",
     "intervention_effects": "compscope.data.intervene",
+    "metric_from_gram": "compscope.core.metrics",
     "MetricData": "compscope.data.residual_moments",
     "SampleData": "compscope.data.residual_moments",
     "HeadWeights": "compscope.core.heads",

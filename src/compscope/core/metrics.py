@@ -154,30 +154,83 @@ METRICS.lazy("covariance-own", "compscope.data.residual_moments:covariance_own_m
 ON_DATA = ("activations", "covariance", "activations-own", "covariance-own")
 
 
-def get_metric(metric: str | Metric, hw: HeadWeights, ridge: float = DEFAULT_RIDGE, *, model=None, device=None,
+def metric_from_gram(G, name: str = "custom", ridge: float = DEFAULT_RIDGE) -> Metric:
+    """A metric of one's own: ``G`` a ``(d, d)`` tensor or array (every layer), a ``(layer, d, d)``
+    stack, or ``{layer: (d, d)}``, symmetric positive (semi)definite, recorded as ``name``."""
+    if isinstance(G, dict):
+        G = {layer: torch.as_tensor(g) for layer, g in G.items()}
+        if not G:
+            raise OptionError(f"metric {name!r}: an empty {{layer: G}}")
+        shapes = {tuple(g.shape) for g in G.values()}
+    else:
+        G = torch.as_tensor(G)
+        if G.ndim not in (2, 3):
+            raise OptionError(f"metric {name!r}: a Gram matrix of shape {tuple(G.shape)}; expected (d, d), (layer, d, d) "
+                              "or {layer: (d, d)}")
+        shapes = {tuple(G.shape[-2:])}
+    if any(len(sh) != 2 or sh[0] != sh[1] for sh in shapes):
+        raise OptionError(f"metric {name!r}: a Gram matrix must be square, got {', '.join(map(str, sorted(shapes)))}")
+    return activations(G, ridge, name=name)
+
+
+def as_metric(metric, ridge: float = DEFAULT_RIDGE):
+    """``metric`` as :func:`get_metric` takes it: a name or a :class:`Metric` as it is; a Gram
+    matrix of one's own (a tensor, an array or ``{layer: G}``) as :func:`metric_from_gram` reads it,
+    named ``custom``."""
+    if isinstance(metric, (dict, Tensor)) or hasattr(metric, "__array__"):
+        return metric_from_gram(metric, ridge=ridge)
+    return metric  # a name, a Metric; anything else is named as unknown by check_metrics
+
+
+def check_fits(metric: Metric, hw: HeadWeights) -> Metric:
+    """``metric`` when each ``G`` is ``d_model × d_model`` and names a layer of ``hw``, else an
+    error that says which (not a shape error from deep inside the engine)."""
+    for layer, root in metric.sqrt.items():
+        where = "" if layer is None else f" for layer {layer}"
+        if layer is not None and not (isinstance(layer, int) and 0 <= layer < hw.n_layers):
+            raise OptionError(f"metric {metric.name!r}: a G for layer {layer!r}, but {hw.meta.name} has layers "
+                              f"0..{hw.n_layers - 1}")
+        if tuple(root.shape) != (hw.d_model, hw.d_model):
+            raise OptionError(f"metric {metric.name!r}: G{where} is {root.shape[0]} x {root.shape[1]}, but "
+                              f"{hw.meta.name}'s residual stream has d_model {hw.d_model}")
+    return metric
+
+
+def get_metric(metric, hw: HeadWeights, ridge: float = DEFAULT_RIDGE, *, model=None, device=None,
                data=None) -> Metric:
-    """``metric`` itself when it is a :class:`Metric`, else the registered metric of that name
-    for ``hw`` (``model``: the source ``hw`` came from, for metrics estimated on data; ``device``:
-    where those run it; ``data``: what they are estimated on, a
-    :class:`~compscope.data.residual_moments.MetricData`, default the model's default)."""
+    """``metric`` itself when it is a :class:`Metric`, a Gram matrix of one's own as :func:`as_metric`
+    reads it, else the registered metric of that name for ``hw`` (``model``: the source ``hw`` came
+    from, for metrics estimated on data; ``device``: where those run it; ``data``: what they are
+    estimated on, a :class:`~compscope.data.residual_moments.MetricData`, default the model's
+    default). A metric of one's own must fit ``hw`` (:func:`check_fits`)."""
+    metric = as_metric(metric, ridge)
     if isinstance(metric, Metric):
-        return metric
+        return check_fits(metric, hw)
+    check_metrics([metric])  # not a name: named as unknown, with the choices
     if data is not None and metric in ON_DATA:
         return METRICS.get(metric)(hw, ridge, model, device=device, data=data)
     return METRICS.get(metric)(hw, ridge, model, device=device)
 
 
 def check_metrics(metrics) -> list:
-    """``metrics`` (one name or metric, or several) as a list, each name registered: an unknown
-    one (a typo) is refused before any work, not skipped where a metric cannot apply to a model."""
-    if not isinstance(metrics, (str, Metric)) and not hasattr(metrics, "__iter__"):
+    """``metrics`` (one name, metric or Gram matrix of one's own, or several) as a list, each name
+    registered: an unknown one (a typo) is refused before any work, not skipped where a metric
+    cannot apply to a model. Gram matrices become metrics (:func:`as_metric`)."""
+    if isinstance(metrics, (str, Metric, dict, Tensor)) or hasattr(metrics, "__array__"):
+        metrics = [metrics]
+    elif not hasattr(metrics, "__iter__"):
         raise OptionError(f"metrics: expected a metric's name, a Metric, or a list of them, got {type(metrics).__name__}")
-    metrics = [metrics] if isinstance(metrics, (str, Metric)) else list(metrics)
-    unknown = [m for m in metrics if not isinstance(m, Metric) and m not in METRICS]
+    metrics = [as_metric(m) for m in metrics]
+    unknown = [m for m in metrics if not isinstance(m, Metric) and not (isinstance(m, str) and m in METRICS)]
     if unknown or not metrics:
-        raise OptionError((f"unknown metric {', '.join(map(repr, unknown))}" if unknown else "no metric given")
-                          + f"; metrics: {', '.join(METRICS.names())}")
+        raise OptionError((f"unknown metric {', '.join(_short(m) for m in unknown)}" if unknown else "no metric given")
+                          + f"; metrics: {', '.join(METRICS.names())}"
+                          + ("" if all(isinstance(m, str) for m in unknown) else ", a Metric, or a Gram matrix of your own"))
     return metrics
+
+
+def _short(m) -> str:
+    return repr(m) if isinstance(m, str) else f"<{type(m).__name__}>"
 
 
 def distinct_metrics(metrics) -> list:
@@ -190,8 +243,8 @@ def distinct_metrics(metrics) -> list:
         if name in seen:
             if seen[name] is m or (isinstance(m, str) and isinstance(seen[name], str)):
                 continue
-            raise OptionError(f"metrics: two different metrics are named {name!r}; give a Metric of your own a name "
-                              "of its own (dataclasses.replace(metric, name=...))")
+            raise OptionError(f"metrics: two different metrics are named {name!r}; give a metric of your own a name "
+                              "of its own (compscope.metric_from_gram(G, name=...), or dataclasses.replace(metric, name=...))")
         seen[name] = m
         out.append(m)
     return out
