@@ -501,6 +501,13 @@ def test_cli_content_option(tmp_path, capsys):
     out = capsys.readouterr().out
     assert ("content from the residual each layer reads on 16 repeated random sequences [t, t], |t| = 8 (seed 12346); "
             "all 240 positions after the first") in out and "prev-token" in out
+    assert "normed embeddings" not in out
+    assert main(["circuits", str(folder)]) == 0  # the default content: said, with the way to the other
+    head = capsys.readouterr().out.splitlines()[0]
+    assert ("; rotary previous-token: content from the normed embeddings, which deep layers do not read; "
+            "--content activations takes what each layer reads on text); data: ") in head
+    assert main(["circuits"]) == 0  # learned positions: no content to choose, no word of it
+    assert "normed embeddings" not in capsys.readouterr().out
     assert main(["circuits", "--content", "activations"]) == 2
     assert "content='activations' applies to the rotary previous-token score" in capsys.readouterr().err
 
