@@ -505,7 +505,7 @@ def test_cli_content_option(tmp_path, capsys):
     assert main(["circuits", str(folder)]) == 0  # the default content: said, with the way to the other
     head = capsys.readouterr().out.splitlines()[0]
     assert ("; rotary previous-token: content from the normed embeddings, which deep layers do not read; "
-            "--content activations takes what each layer reads on text); data: ") in head
+            "--content activations takes what each layer reads on data); data: ") in head
     assert main(["circuits"]) == 0  # learned positions: no content to choose, no word of it
     assert "normed embeddings" not in capsys.readouterr().out
     assert main(["circuits", "--content", "activations"]) == 2

@@ -63,7 +63,7 @@ def report(args) -> str:
         + ([f"rotary previous-token: content from the residual each layer reads on {as_sample_data(data).content(model)}"]
            if c.content == "activations" else
            ["rotary previous-token: content from the normed embeddings, which deep layers do not read; "
-            "--content activations takes what each layer reads on text"] if reads_content(hw) and c.previous is not None else []) \
+            "--content activations takes what each layer reads on data"] if reads_content(hw) and c.previous is not None else []) \
         + ([POSITIONAL_BEFORE_LINEARISED] if positional is not hw and c.previous is not None else [])
     lines = [f"{c.model}{weights_said(hw.meta.processing)}: circuits from the weights ({'; '.join(told + missing)})"]
     labels = None if hw.meta.processing else toy_labels(args.model)
