@@ -108,6 +108,25 @@ def test_cli_sweep(run_folder, tmp_path, capsys):
     assert "nothing to do" in capsys.readouterr().out
 
 
+def test_a_folder_of_checkpoints_with_other_files_sweeps_its_models_and_names_the_rest(run_folder, tmp_path, capsys):
+    import shutil
+
+    folder = tmp_path / "revs"
+    for c in sorted((run_folder / "checkpoints").iterdir())[:2]:
+        shutil.copytree(c, folder / c.name)
+    (folder / "notes-step9.txt").write_text("a README beside the checkpoints\n")
+    (folder / "plots").mkdir()
+    assert [(Path(src).name, step) for src, _, step in expand_sources([str(folder)])] == \
+        [(c.name, int(c.name.split("_")[-1])) for c in sorted((run_folder / "checkpoints").iterdir())[:2]]
+    args = ["sweep", str(folder), "--out", str(tmp_path / "ds"), "--kinds", "K", "--measure", "frobenius", "--quiet"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "computed 2 tasks" in out and "\n  passed over (not models): notes-step9.txt, plots\n" in out
+    assert main(["sweep", str(run_folder), "--out", str(tmp_path / "ds2"), "--kinds", "K", "--measure", "frobenius",
+                 "--quiet"]) == 0
+    assert "passed over" not in capsys.readouterr().out
+
+
 def test_bad_sweep_options(tmp_path):
     with pytest.raises(OptionError, match="executor"):
         sweep([], tmp_path, executor="slurm")

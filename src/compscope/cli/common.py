@@ -364,3 +364,11 @@ def parse_pair(text: str) -> tuple[int, int, int, int]:
         return (l1, h1, l2, h2)
     except ValueError:
         raise OptionError(f"--pair {text!r}: expected SRC_LAYER.SRC_HEAD-DST_LAYER.DST_HEAD, e.g. 0.1-1.2") from None
+
+
+def passed_over(paths) -> str | None:
+    """The line that names what a folder of checkpoints held besides models (None when nothing)."""
+    if not paths:
+        return None
+    more = f" and {len(paths) - 5} more" if len(paths) > 5 else ""
+    return f"passed over (not models): {', '.join(p.name for p in paths[:5])}{more}"

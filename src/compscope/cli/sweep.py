@@ -140,6 +140,12 @@ def run(args) -> int:
     else:
         print(f"{args.out}: computed {r.done} tasks, skipped {r.skipped} already done, {len(r.failed)} failed; "
               f"{len(rows)} rows in the dataset")
+    from ..sweep.tasks import passed_over as not_models
+    from .common import passed_over
+
+    skipped = not_models(args.sources)
+    if skipped:
+        print(f"  {passed_over(skipped)}")
     if "linearise_qk_norm" in steps:
         plain = read_as_they_are(rows, tasks)
         if plain:

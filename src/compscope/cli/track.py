@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .common import add_metric_data, add_scoring, metric_data, metric_names, output_file, parse_pair, score_options, table_file
+from .common import (add_metric_data, add_scoring, metric_data, metric_names, output_file, parse_pair, passed_over,
+                     score_options, table_file)
 
 HELP = "composition at every checkpoint of a training run, as one table and a plot"
 EXAMPLE = "example: compscope train --out runs/a && compscope track runs/a --out track.parquet --plot track.png"
@@ -40,8 +41,7 @@ def run(args) -> None:
     print(f"{len(tr.checkpoints)} checkpoints, steps {tr.steps[0]}..{tr.steps[-1]}; kinds {args.kinds}; "
           f"metrics {', '.join(metrics)}")
     if tr.skipped:
-        names = ", ".join(p.name for p in tr.skipped[:5]) + (f" and {len(tr.skipped) - 5} more" if len(tr.skipped) > 5 else "")
-        print(f"passed over (not models): {names}")
+        print(passed_over(tr.skipped))
     if tr.labels[-1] is not None:
         prev, ind = tr.roles()
         lab = tr.labels[-1]

@@ -45,18 +45,33 @@ def content_hash(hw) -> str:
     return weights_hash(hw)
 
 
+def holds_checkpoints(path: Path) -> bool:
+    """Whether a sweep source is a run folder or a folder of checkpoints, not one model."""
+    from ..analysis.tracking import MODEL_MARKERS
+
+    return path.is_dir() and ((path / "checkpoints").is_dir() or not any((path / f).is_file() for f in MODEL_MARKERS))
+
+
+def passed_over(sources: list[str]) -> list[Path]:
+    """The entries of the sources' checkpoint folders that are not models (passed over, as by
+    :func:`compscope.analysis.tracking.scan_checkpoints`)."""
+    from ..analysis.tracking import scan_checkpoints
+
+    return [x for s in sources if holds_checkpoints(Path(s)) for x in scan_checkpoints(s)[1]]
+
+
 def expand_sources(sources: list[str], revisions: list[str] | None = None) -> list[tuple[str, str, int]]:
     """``(source, model name, step)`` for every model: a run folder (``compscope train``) or a folder
     of checkpoints gives one per checkpoint, named after the folder; a hub id with ``revisions``
     one per revision (``id@revision``, step = the revision's last number, e.g. ``step1000``)."""
     import re
 
-    from ..analysis.tracking import MODEL_MARKERS, list_checkpoints
+    from ..analysis.tracking import list_checkpoints
 
     out = []
     for s in sources:
         p = Path(s)
-        if p.is_dir() and ((p / "checkpoints").is_dir() or not any((p / f).is_file() for f in MODEL_MARKERS)):
+        if holds_checkpoints(p):
             out += [(str(c.path), p.name, c.step) for c in list_checkpoints(p)]
         elif revisions and not p.exists():
             for r in revisions:
