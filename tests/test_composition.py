@@ -359,6 +359,9 @@ def test_a_gram_matrix_of_ones_own_is_a_metric():
     as_dict = scores(hw, "K", ["tight"], metric=compscope.metric_from_gram(Gs, name="mine", ridge=0.0), offset=1,
                      progress=False)
     assert as_dict.metric == "mine"
+    grad = scores(hw, "K", ["tight"], metric={l: G.clone().requires_grad_() for l, G in Gs.items()}, ridge=0.0, offset=1,
+                  progress=False)  # a G that needs a gradient (it once reached the engine's out= products)
+    torch.testing.assert_close(grad.dense("tight", "K"), per_layer.dense("tight", "K"), equal_nan=True)
     torch.testing.assert_close(as_dict.dense("tight", "K"), per_layer.dense("tight", "K"), equal_nan=True)
     with pytest.raises(OptionError, match=r"metric 'custom': G is 5 x 5, but test's residual stream has d_model 9"):
         scores(hw, "K", ["frobenius"], metric=torch.eye(5), progress=False)

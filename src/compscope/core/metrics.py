@@ -76,7 +76,7 @@ class Metric:
 
 
 def _roots(G: Tensor, ridge: float, what: str, invert: bool = False) -> tuple[Tensor, Tensor, tuple[float, float]]:
-    G = G.to(torch.float64)
+    G = G.detach().to(torch.float64)  # a G that needs a gradient is a value here
     G = (G + G.T) / 2
     if not torch.isfinite(G).all():
         raise OptionError(f"metric {what}: G has NaN/Inf entries")
