@@ -377,6 +377,23 @@ def test_a_gram_matrix_of_ones_own_is_a_metric():
         scores(hw, "K", ["frobenius"], metric=1.5, progress=False)
 
 
+def test_weights_that_need_a_gradient_score_as_their_values(recwarn):
+    """A hand-built model whose tensors require a gradient (a training loop's) scores exactly as
+    its detached values, in the engine (it once failed in an ``out=`` product) and pair by pair."""
+    from compscope.api import compose_pair
+
+    hw = model(L=3, seed=2)
+    live = hw.replace(W_Q=hw.W_Q.clone().requires_grad_(), W_V=hw.W_V.clone().requires_grad_(),
+                      W_O=hw.W_O.clone().requires_grad_())
+    a = scores(live, "QKV", ALL, pairs="all", offset=1, progress=False)
+    b = scores(hw, "QKV", ALL, pairs="all", offset=1, progress=False)
+    for m in ALL:
+        for k in "QKV":
+            torch.testing.assert_close(a.dense(m, k), b.dense(m, k), rtol=0, atol=0, equal_nan=True)
+    assert compose_pair(live, (0, 1), (2, 3), "V", offset=1).measures == compose_pair(hw, (0, 1), (2, 3), "V", offset=1).measures
+    assert not [w for w in recwarn if "requires_grad" in str(w.message)]
+
+
 def test_reading_own_layers_metric_is_gauge_invariant():
     """``x → T x`` moves every ``G_l → T G_l Tᵀ``; with each reading factor in its own layer's
     ``G`` every measure of every pair stays the same."""

@@ -120,6 +120,7 @@ def compose_pair(
     return compose_pairs(hw, [(writer, reader, kind)], metric, offset=offset, ridge=ridge)[0]
 
 
+@torch.no_grad()  # values, not a graph: weights that need a gradient are read as they are
 def compose_pairs(
     hw: HeadWeights,
     pairs: Iterable[tuple[tuple[int, int] | str, tuple[int, int] | str, str]],

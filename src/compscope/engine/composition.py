@@ -125,7 +125,7 @@ def scores(
     previous = torch.get_float32_matmul_precision()
     torch.set_float32_matmul_precision(matmul)  # 'highest' (IEEE float32) unless asked: the error bounds assume it
     try:
-        with borrowed() as ws:
+        with borrowed() as ws, torch.no_grad():  # scores are values: weights that need a gradient are read as such
             return _scores(hw, kinds, ms, met, dev, budget, offset, pairs, dtype, baseline_samples, seed, progress, block,
                            width, ws, tile_dtype)
     finally:
