@@ -439,6 +439,30 @@ def test_nonfinite_native_tensor_is_named(tmp_path, llama_dir):
     expect(WeightError, lambda: compscope.load(d), "'W_V'", str(d / "heads.safetensors"))
 
 
+def test_a_nan_in_weights_built_in_python_is_named_whatever_built_them():
+    """``HeadWeights`` refuses NaN/Inf wherever it is built: a TransformerLens model (whose
+    weights no file check sees; it once loaded and scored silently), ``replace`` by hand, a norm's
+    gain; the message names the tensor and the first bad index."""
+    hw = compscope.load("induction-2l")
+    expect(WeightError, lambda: hw.replace(W_O=hw.W_O.index_put((torch.tensor(1), torch.tensor(2)), torch.tensor(float("inf")))),
+           "induction-2l: W_O has 1024 NaN/Inf values (the first at index (1, 2, 0, 0))")
+    gains = torch.ones(2, hw.d_model)
+    gains[1, 5] = float("nan")
+    from compscope.core.heads import Norm
+
+    expect(WeightError, lambda: hw.replace(attn_norm=Norm("rmsnorm", gains, None, 1e-5)),
+           "attn_norm.weight has 1 NaN/Inf values (the first at index (1, 5))")
+    torch.testing.assert_close(hw.replace(W_O=hw.W_O.clone()).W_O, hw.W_O)  # finite: as before
+    tl = pytest.importorskip("transformer_lens")
+    cfg = tl.HookedTransformerConfig(n_layers=2, d_model=16, n_ctx=8, d_head=4, n_heads=4, d_vocab=20, act_fn="relu",
+                                     attn_only=True, seed=0)
+    model = tl.HookedTransformer(cfg)
+    with torch.no_grad():
+        model.blocks[1].attn.W_V[2, 7, 1] = float("nan")  # (head, d_model, d_head)
+    expect(WeightError, lambda: compscope.load(model), "W_V has 1 NaN/Inf values (the first at index (1, 2, 1, 7))")
+    assert main(["scores", "--kinds", "K", "--top", "1"]) == 0  # nothing else refused
+
+
 def test_unloadable_object():
     expect(LoadError, lambda: compscope.load(42), "int")
 

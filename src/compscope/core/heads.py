@@ -35,6 +35,19 @@ from .lowrank import LowRank
 NormKind = Literal["layernorm", "rmsnorm"]
 
 
+def all_finite(t: Tensor) -> bool:
+    """Whether every value of ``t`` is finite. Fast path: a NaN or ±Inf anywhere makes the sum
+    non-finite, so a finite sum proves it (a sum that overflows falls back to the full check,
+    which is ~50× slower on CPU). Tensors without values (the ``meta`` device) count as finite."""
+    if not (t.is_floating_point() or t.is_complex()) or t.device.type == "meta":
+        return True
+    if t.element_size() == 1:  # float8 kinds: no sum or isfinite kernels; widen (1 byte each, cheap)
+        t = t.float()
+    if bool(torch.isfinite(t.sum())):
+        return True
+    return bool(torch.isfinite(t).all())
+
+
 @dataclass(frozen=True)
 class Norm:
     """A normalisation with one row of parameters per layer (or per layer and head dim).
@@ -225,6 +238,11 @@ class HeadWeights:
         if self.sliding_window and len(self.sliding_window) != L:
             raise WeightError(f"sliding_window lists {len(self.sliding_window)} layers, model has {L}")
         self._check_settings(L, r)
+        for name, t in self._named_tensors():  # whatever built it: no score is computed from a NaN
+            if not all_finite(t):
+                bad = (~torch.isfinite(t)).nonzero()
+                raise WeightError(f"{self.meta.name}: {name} has {len(bad)} NaN/Inf values (the first at index "
+                                  f"{tuple(bad[0].tolist())})")
 
     def _check_settings(self, L: int, r: int) -> None:
         """The non-tensor settings: what a corrupt description could set to anything."""
@@ -383,12 +401,18 @@ class HeadWeights:
     def _tensors(self):
         """Every tensor held: the fields, the norms' gains and biases, the rotary frequencies and
         the extra embeddings."""
-        norms = [self.attn_norm, self.final_norm, self.attn_out_norm, *(self.qk_norm or ())]
-        yield from (v for f in dataclasses.fields(self) if isinstance(v := getattr(self, f.name), Tensor))
-        yield from (t for n in norms if n is not None for t in (n.weight, n.bias) if t is not None)
+        return (t for _, t in self._named_tensors())
+
+    def _named_tensors(self):
+        """``(name, tensor)`` of every tensor held (:meth:`_tensors`), e.g. ``('attn_norm.weight', ...)``."""
+        norms = {"attn_norm": self.attn_norm, "final_norm": self.final_norm, "attn_out_norm": self.attn_out_norm,
+                 **dict(zip(("q_norm", "k_norm"), self.qk_norm or ()))}
+        yield from ((f.name, v) for f in dataclasses.fields(self) if isinstance(v := getattr(self, f.name), Tensor))
+        yield from ((f"{k}.{part}", t) for k, n in norms.items() if n is not None
+                    for part, t in (("weight", n.weight), ("bias", n.bias)) if t is not None)
         if self.rotary is not None and isinstance(self.rotary.inv_freq, Tensor):
-            yield self.rotary.inv_freq
-        yield from self.embed_extra.values()
+            yield "rotary.inv_freq", self.rotary.inv_freq
+        yield from ((f"embed_extra[{k!r}]", v) for k, v in self.embed_extra.items())
 
     def __repr__(self) -> str:
         return (

@@ -14,20 +14,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
+from ..core.heads import all_finite
 from ..errors import CompscopeError, WeightError, one_line  # noqa: F401  (one_line: re-exported)
-
-
-def all_finite(t: Tensor) -> bool:
-    """Whether every value of ``t`` is finite. Fast path: a NaN or ±Inf anywhere makes the sum
-    non-finite, so a finite sum proves it (a sum that overflows falls back to the full check,
-    which is ~50× slower on CPU)."""
-    if not (t.is_floating_point() or t.is_complex()):
-        return True
-    if t.element_size() == 1:  # float8 kinds: no sum or isfinite kernels; widen (1 byte each, cheap)
-        t = t.float()
-    if bool(torch.isfinite(t.sum())):
-        return True
-    return bool(torch.isfinite(t).all())
 
 
 class TensorStore:
