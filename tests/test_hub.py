@@ -61,7 +61,9 @@ def test_at_revision_in_the_name(cache):
 @pytest.mark.parametrize("source, revision, needles", [
     ("Test/not-there", None, ["Test/not-there", "revision main", "HF_HUB_OFFLINE"]),
     ("Test/tiny-llama", "step9", ["Test/tiny-llama", "revision step9"]),
-    ("gpt2", None, ["gpt2", "induction-2l"]),
+    ("gpt2", None, ["gpt2", "not a built-in model (induction-2l, smollm2"]),
+    ("smollm2", "main", ["smollm2 (revision main): smollm2 is a built-in model, which has no revisions or cache folder "
+                         "(name it alone), and as a hub id it is not in the HuggingFace cache"]),
 ])
 def test_missing_id_or_revision_names_id_revision_and_cache(cache, source, revision, needles):
     with pytest.raises(LoadError) as e:

@@ -81,24 +81,33 @@ def snapshot(model: HubModel) -> Path:
         raise LoadError(f"{model}: not a local path, not a built-in model ({', '.join(BUILTINS)}); loading it by hub "
                         "id needs 'huggingface_hub' (pip install huggingface_hub)") from e
     kw = dict(repo_id=model.repo_id, revision=model.revision, cache_dir=model.cache_dir, allow_patterns=ALLOW)
-    where = f"{model.repo_id} (revision {model.revision or 'main'})"
+    where = f"{model.repo_id} (revision {model.revision or 'main'}): {_not_found_as(model)}"
     try:
         return Path(snapshot_download(**kw, local_files_only=True))
     except Exception as cached_error:  # not cached (huggingface_hub raises several kinds)
         if offline():
-            from ..builtin import BUILTINS
-
             raise LoadError(
-                f"{where}: not a local path, not a built-in model ({', '.join(BUILTINS)}), and not in the HuggingFace "
-                f"cache {cache_folder(model.cache_dir)} (HF_HUB_OFFLINE is set, so nothing is downloaded)"
+                f"{where} not in the HuggingFace cache {cache_folder(model.cache_dir)} (HF_HUB_OFFLINE is set, so nothing "
+                "is downloaded)"
             ) from cached_error
     try:
         return Path(snapshot_download(**kw))
     except Exception as e:
         raise LoadError(
-            f"{where}: not a local path or built-in model, not in the HuggingFace cache {cache_folder(model.cache_dir)}, "
-            f"and cannot be downloaded: {download_failure(e, model)}"
+            f"{where} not in the HuggingFace cache {cache_folder(model.cache_dir)}, and cannot be downloaded: "
+            f"{download_failure(e, model)}"
         ) from e
+
+
+def _not_found_as(model: HubModel) -> str:
+    """What ``model``'s name is not, before "not in the HuggingFace cache": a built-in model's name
+    reaches the hub only with a revision or cache folder, which built-in models do not have."""
+    from ..builtin import BUILTINS
+
+    if model.repo_id in BUILTINS:
+        return (f"{model.repo_id} is a built-in model, which has no revisions or cache folder (name it alone), and as a "
+                "hub id it is")
+    return f"not a local path, not a built-in model ({', '.join(BUILTINS)}), and"
 
 
 def download_failure(e: BaseException, model: HubModel) -> str:
