@@ -351,6 +351,11 @@ def test_a_gram_matrix_of_ones_own_is_a_metric():
     Gs = _layer_grams(hw, 9)
     one = scores(hw, "QKV", ALL, metric=Gs[1].numpy(), ridge=0.0, offset=1, pairs="all", progress=False)
     assert one.metric == "custom"
+    import hashlib  # which G: recorded with the scores, the same for the same values however given
+
+    digest = hashlib.sha256(b"None:(9, 9);" + Gs[1].numpy().tobytes()).hexdigest()[:16]
+    assert one.info["metric_data"] == f"a Gram matrix of your own (SHA-256 {digest})"
+    assert scores(hw, "K", ["frobenius"], metric=Gs[2], progress=False).info["metric_data"] != one.info["metric_data"]
     S, Si = sqrtm(Gs[1].numpy())
     assert check_dense(hw, one, offset=1, roots={l: (S, Si) for l in range(3)}) == 3 * len(ALL) * (4 * 4 * 3)
     stack = torch.stack([Gs[l] for l in range(3)])

@@ -27,6 +27,7 @@ Ledoit–Wolf intensity (``MetricData.shrinkage``; :mod:`compscope.data.residual
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import torch
@@ -170,7 +171,19 @@ def metric_from_gram(G, name: str = "custom", ridge: float = DEFAULT_RIDGE) -> M
         shapes = {tuple(G.shape[-2:])}
     if any(len(sh) != 2 or sh[0] != sh[1] for sh in shapes):
         raise OptionError(f"metric {name!r}: a Gram matrix must be square, got {', '.join(map(str, sorted(shapes)))}")
-    return activations(G, ridge, name=name)
+    return dataclasses.replace(activations(G, ridge, name=name), data=f"a Gram matrix of your own ({gram_digest(G)})")
+
+
+def gram_digest(G: Tensor | dict) -> str:
+    """``SHA-256 <16 hex digits>`` of a Gram matrix (or ``{layer: G}``) as float64 values: which
+    ``G`` a table's scores were computed under, recorded with them."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for key, g in (sorted(G.items(), key=lambda kv: str(kv[0])) if isinstance(G, dict) else [(None, G)]):
+        g = g.detach().to(device="cpu", dtype=torch.float64).contiguous()
+        h.update(f"{key}:{tuple(g.shape)};".encode() + g.numpy().tobytes())
+    return f"SHA-256 {h.hexdigest()[:16]}"
 
 
 def as_metric(metric, ridge: float = DEFAULT_RIDGE):
