@@ -439,6 +439,7 @@ def test_nonfinite_native_tensor_is_named(tmp_path, llama_dir):
     expect(WeightError, lambda: compscope.load(d), "'W_V'", str(d / "heads.safetensors"))
 
 
+@pytest.mark.filterwarnings("ignore:HookedTransformer is deprecated:DeprecationWarning")
 def test_a_nan_in_weights_built_in_python_is_named_whatever_built_them():
     """``HeadWeights`` refuses NaN/Inf wherever it is built: a TransformerLens model (whose
     weights no file check sees; it once loaded and scored silently), ``replace`` by hand, a norm's
