@@ -1,6 +1,7 @@
 """All-pairs composition against a dense float64 numpy reference and hand-derived values."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -354,7 +355,7 @@ def test_a_gram_matrix_of_ones_own_is_a_metric():
     import hashlib  # which G: recorded with the scores, the same for the same values however given
 
     digest = hashlib.sha256(b"None:(9, 9);" + Gs[1].numpy().tobytes()).hexdigest()[:16]
-    assert one.info["metric_data"] == f"a Gram matrix of your own (SHA-256 {digest})"
+    assert one.info["metric_data"] == f"G given as a matrix (SHA-256 {digest})"
     assert scores(hw, "K", ["frobenius"], metric=Gs[2], progress=False).info["metric_data"] != one.info["metric_data"]
     S, Si = sqrtm(Gs[1].numpy())
     assert check_dense(hw, one, offset=1, roots={l: (S, Si) for l in range(3)}) == 3 * len(ALL) * (4 * 4 * 3)
@@ -380,6 +381,53 @@ def test_a_gram_matrix_of_ones_own_is_a_metric():
         scores(hw, "K", ["frobenius"], metric=np.ones(9), progress=False)
     with pytest.raises(OptionError, match=r"unknown metric <float>; .* or a Gram matrix of your own"):
         scores(hw, "K", ["frobenius"], metric=1.5, progress=False)
+
+
+def test_a_gram_matrix_file_is_a_metric_named_after_it(tmp_path, capsys):
+    """``metric='cov.npy'`` / ``'cov.safetensors'`` (one G, a stack, or one tensor per layer named by
+    its layer) scores as the same G given in Python, named after the file, its values' SHA-256
+    recorded; unreadable files, pickles and names of registered metrics are refused by name."""
+    from safetensors.torch import save_file
+
+    from compscope import OptionError, load
+    from compscope.cli.main import main
+
+    hw = model(L=3, seed=5)
+    Gs = _layer_grams(hw, 9)
+    want = scores(hw, "K", ["frobenius", "tight"], metric=Gs, ridge=0.0, offset=1, progress=False)
+    np.save(tmp_path / "cov.npy", torch.stack([Gs[l] for l in range(3)]).numpy())
+    save_file({str(l): G.contiguous() for l, G in Gs.items()}, str(tmp_path / "per-layer.safetensors"))
+    for f in ("cov.npy", "per-layer.safetensors"):
+        got = scores(hw, "K", ["frobenius", "tight"], metric=str(tmp_path / f), ridge=0.0, offset=1, progress=False)
+        assert got.metric == f.rsplit(".", 1)[0]
+        for m in ("frobenius", "tight"):
+            torch.testing.assert_close(got.dense(m, "K"), want.dense(m, "K"), rtol=0, atol=0, equal_nan=True)
+    digest = want.info["metric_data"].rsplit("(", 1)[1]  # the values' SHA-256: the same however given
+    assert got.info["metric_data"] == f"G given as the file per-layer.safetensors ({digest}"
+    np.save(tmp_path / "one.npy", Gs[0].numpy())
+    save_file({"G": Gs[0].float()}, str(tmp_path / "one32.safetensors"))
+    a, b = (scores(hw, "K", ["frobenius"], metric=str(tmp_path / f), progress=False).dense("frobenius", "K")
+            for f in ("one.npy", "one32.safetensors"))
+    torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-7, equal_nan=True)  # float32 on file: its rounding
+    np.save(tmp_path / "embed.npy", Gs[0].numpy())
+    np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    (tmp_path / "junk.npy").write_text("junk")
+    save_file({"a": Gs[0].contiguous(), "b": Gs[1].contiguous()}, str(tmp_path / "two.safetensors"))
+    for f, needle in (("none.npy", "no such file"), ("embed.npy", "named like the metric 'embed'"),
+                      ("obj.npy", "Object arrays cannot be loaded when allow_pickle=False"),
+                      ("junk.npy", "not a .npy file"), ("two.safetensors", "2 tensors, not named by their layers (a, b)")):
+        with pytest.raises(OptionError, match=re.escape(f"metric {tmp_path / f}: ") + ".*" + re.escape(needle)):
+            scores(hw, "K", ["frobenius"], metric=str(tmp_path / f), progress=False)
+    assert main(["scores", "--kinds", "K", "--measure", "frobenius", "--top", "1", "--metric", str(tmp_path / "emb.npy")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    toy = load("induction-2l")
+    E, P = toy.W_E.double(), toy.W_pos.double()
+    np.save(tmp_path / "emb.npy", (E @ E.T / E.shape[1] + P @ P.T / P.shape[1]).numpy())  # embed's G, by hand
+    assert main(["scores", "--kinds", "K", "--measure", "frobenius", "--top", "1", "--metric", str(tmp_path / "emb.npy")]) == 0
+    mine = capsys.readouterr().out.splitlines()
+    assert main(["scores", "--kinds", "K", "--measure", "frobenius", "--top", "1", "--metric", "embed"]) == 0
+    theirs = capsys.readouterr().out.splitlines()
+    assert mine[1] == theirs[1] and ", G given as the file emb.npy (SHA-256 " in mine[0]  # embed's scores
 
 
 def test_weights_that_need_a_gradient_score_as_their_values(recwarn):

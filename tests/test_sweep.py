@@ -127,6 +127,27 @@ def test_a_folder_of_checkpoints_with_other_files_sweeps_its_models_and_names_th
     assert "passed over" not in capsys.readouterr().out
 
 
+def test_a_gram_matrix_file_is_part_of_its_tasks(run_folder, tmp_path, capsys):
+    """``--metric cov.npy``: the rows say which G (the file and its values' SHA-256); the same file
+    again is done, an edited one gives new tasks (as an edited corpus does)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(64, 64))
+    np.save(tmp_path / "cov.npy", a @ a.T / 64 + np.eye(64))
+    args = ["sweep", str(run_folder), "--metric", str(tmp_path / "cov.npy"), "--kinds", "K", "--measure", "frobenius",
+            "--out", str(tmp_path / "ds"), "--quiet"]
+    assert main(args) == 0 and "computed 4 tasks" in capsys.readouterr().out
+    assert main(args) == 0 and "nothing to do (4 tasks already done)" in capsys.readouterr().out
+    np.save(tmp_path / "cov.npy", a @ a.T / 64 + 2 * np.eye(64))
+    assert main(args) == 0 and "computed 4 tasks, skipped 0" in capsys.readouterr().out
+    df = read_dataset(tmp_path / "ds")
+    assert set(df.metric) == {"cov"} and df.metric_data.nunique() == 2
+    assert all(d.startswith("G given as the file cov.npy (SHA-256 ") for d in df.metric_data)
+    first = df[df.metric_data == sorted(df.metric_data.unique())[0]]
+    assert len(first) == len(df) // 2
+
+
 def test_bad_sweep_options(tmp_path):
     with pytest.raises(OptionError, match="executor"):
         sweep([], tmp_path, executor="slurm")

@@ -171,7 +171,8 @@ def weights_and_metric(args, model) -> tuple:
 
 def metric_names() -> str:
     return ("identity, embed, unembed, activations, covariance, activations-own or covariance-own (the last four "
-            "estimated on data by running the model; -own: each reading factor in its own layer's G)")
+            "estimated on data by running the model; -own: each reading factor in its own layer's G), or a Gram matrix "
+            "file of your own (.npy or .safetensors: one (d_model, d_model) G, or one per layer)")
 
 
 def add_scoring(p: argparse.ArgumentParser, default_kinds: str, default_measures: tuple[str, ...]) -> None:

@@ -46,7 +46,7 @@ def report(args) -> str:
     from ..analysis.stats import spearman
     from ..data.intervene import against_measures, writers_text
     from ..data.sequences import HALF
-    from ..results.table import top_entries
+    from ..results.table import metric_origin, top_entries
 
     fx, table, half = against_measures(args.model, args.kinds, metric=args.metric, sequences=args.sequences,
                                        half=args.half, seed=args.seed, ablation=args.ablation,
@@ -56,7 +56,7 @@ def report(args) -> str:
     cut = f" (cut from {HALF} to fit the model's context)" if args.half is None and half != HALF else ""
     where = "in h2's input" if args.paths == "direct" else "in the model, read by h2 through every path"
     some = "" if fx.writers is None else f"; {writers_text(fx.writers)}"
-    on = f" (estimated on {table.info['metric_data']})" if table.info.get("metric_data") else ""
+    on = f" ({metric_origin(table.info)})" if metric_origin(table.info) else ""
     lines = [f"{table.model}: interventional composition ({args.ablation}-ablation of h1's output {where}) on "
              f"{args.sequences} held-out repeated random sequences [t, t], |t| = {half}{cut} (seed {args.seed}); "
              f"measures under metric {args.metric}{on}{some}"]

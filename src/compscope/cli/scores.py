@@ -39,7 +39,9 @@ def _metric_text(table) -> str:
     """The metric's name and, for a non-identity metric, its condition number (the spec's ridge)
     and for one estimated on data what it was estimated on."""
     cond = table.info.get("condition") or {}
-    on = f", estimated on {table.info['metric_data']}" if table.info.get("metric_data") else ""
+    from ..results.table import metric_origin
+
+    on = f", {metric_origin(table.info)}" if metric_origin(table.info) else ""
     if not cond:
         return table.metric + on
     raw, reg = max(c[0] for c in cond.values()), max(c[1] for c in cond.values())

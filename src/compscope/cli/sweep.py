@@ -71,7 +71,9 @@ def run(args) -> int:
     if args.executor == "local" and (args.address or args.workers):
         raise OptionError("--address and --workers apply to --executor ray")
     kinds = check_kinds(args.kinds)
-    metrics = check_metrics(args.metrics or ["identity"])
+    metrics = list(args.metrics or ["identity"])  # as the tasks name them: a Gram matrix file by its path
+    # every name known and every Gram matrix file read before any work; a file's values are part of its tasks
+    gram_id = {m: c.data for m, c in zip(metrics, check_metrics(metrics)) if not isinstance(c, str)}
     judged = metrics if args.job != "validate" or args.metrics else DEFAULT_METRICS  # what the tasks score
     on_text = args.linearise_qk_norm == "text"
     if on_text and args.job != "validate":
@@ -110,6 +112,8 @@ def run(args) -> int:
             verdict["writers"] = [list(w) if isinstance(w, tuple) else w for w in args.writers]
         if args.metrics:
             verdict["metrics"] = metrics
+            if gram_id:
+                verdict["gram_files"] = gram_id
         if args.sequences:
             verdict["sequences"] = args.sequences
         if args.half:
@@ -130,8 +134,9 @@ def run(args) -> int:
             continue
         for metric in metrics:
             on_data = {"metric_data": data, **data_id} if metric in ON_DATA else {}
+            given = {"gram_file": gram_id[metric]} if metric in gram_id else {}
             tasks.append(Task(src, model, step, args.job, {"kinds": kinds, "measures": measures, "metric": metric, **on_data,
-                                                           **step_option}))
+                                                           **given, **step_option}))
     r = sweep(tasks, args.out, executor=args.executor, progress=not args.quiet, device=args.device, **options)
     idle = r.done == 0 and not r.failed
     rows = read_dataset(args.out) if not idle or "linearise_qk_norm" in steps else None  # read only when said

@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from torch import Tensor
 
-from ..errors import OptionError
+from ..errors import OptionError, one_line
 from ..registry import Registry
 from .heads import HeadWeights
 from .vocab import embed_gram, unembed_gram
@@ -155,6 +156,10 @@ METRICS.lazy("covariance-own", "compscope.data.residual_moments:covariance_own_m
 ON_DATA = ("activations", "covariance", "activations-own", "covariance-own")
 
 
+#: how a metric of one's own records where its ``G`` came from (``Metric.data``, after this)
+GIVEN = "G given as"
+
+
 def metric_from_gram(G, name: str = "custom", ridge: float = DEFAULT_RIDGE) -> Metric:
     """A metric of one's own: ``G`` a ``(d, d)`` tensor or array (every layer), a ``(layer, d, d)``
     stack, or ``{layer: (d, d)}``, symmetric positive (semi)definite, recorded as ``name``."""
@@ -171,7 +176,7 @@ def metric_from_gram(G, name: str = "custom", ridge: float = DEFAULT_RIDGE) -> M
         shapes = {tuple(G.shape[-2:])}
     if any(len(sh) != 2 or sh[0] != sh[1] for sh in shapes):
         raise OptionError(f"metric {name!r}: a Gram matrix must be square, got {', '.join(map(str, sorted(shapes)))}")
-    return dataclasses.replace(activations(G, ridge, name=name), data=f"a Gram matrix of your own ({gram_digest(G)})")
+    return dataclasses.replace(activations(G, ridge, name=name), data=f"{GIVEN} a matrix ({gram_digest(G)})")
 
 
 def gram_digest(G: Tensor | dict) -> str:
@@ -186,12 +191,51 @@ def gram_digest(G: Tensor | dict) -> str:
     return f"SHA-256 {h.hexdigest()[:16]}"
 
 
+#: the files a Gram matrix of one's own may come in (no pickles: ``.npy`` is read without them)
+GRAM_FILES = (".npy", ".safetensors")
+
+
+def read_gram_file(path: str | Path, ridge: float = DEFAULT_RIDGE) -> Metric:
+    """The metric in a file: a ``.npy`` array, ``(d, d)`` or ``(layer, d, d)``, or a ``.safetensors``
+    file with one such tensor or one ``(d, d)`` tensor per layer named by the layer (``"0"``, ``"1"``,
+    ...). Named after the file (``cov.npy``: ``cov``), recorded with its name and SHA-256."""
+    path = Path(path)
+    if not path.is_file():
+        raise OptionError(f"metric {path}: no such file (a Gram matrix file is {' or '.join(GRAM_FILES)})")
+    if path.stem in METRICS:
+        raise OptionError(f"metric {path}: the file is named like the metric {path.stem!r}; give it a name of its own")
+    try:
+        if path.suffix == ".npy":
+            import numpy as np
+
+            with open(path, "rb") as fh:
+                if fh.read(6) != b"\x93NUMPY":
+                    raise ValueError("not a .npy file (it lacks the NUMPY header)")
+            G = torch.from_numpy(np.load(path, allow_pickle=False))
+        else:
+            from safetensors.torch import load_file
+
+            tensors = load_file(path)
+            if len(tensors) == 1:
+                G = next(iter(tensors.values()))
+            elif all(k.isdigit() for k in tensors):
+                G = {int(k): v for k, v in tensors.items()}
+            else:
+                raise ValueError(f"{len(tensors)} tensors, not named by their layers ({', '.join(sorted(tensors)[:4])})")
+    except (OSError, ValueError, RuntimeError, TypeError) as e:
+        raise OptionError(f"metric {path}: cannot read a Gram matrix from it ({type(e).__name__}: {one_line(e)})") from None
+    met = metric_from_gram(G, name=str(path), ridge=ridge)  # its errors name the file
+    return dataclasses.replace(met, name=path.stem, data=met.data.replace(f"{GIVEN} a matrix", f"{GIVEN} the file {path.name}"))
+
+
 def as_metric(metric, ridge: float = DEFAULT_RIDGE):
     """``metric`` as :func:`get_metric` takes it: a name or a :class:`Metric` as it is; a Gram
     matrix of one's own (a tensor, an array or ``{layer: G}``) as :func:`metric_from_gram` reads it,
-    named ``custom``."""
+    named ``custom``; a file of one (:data:`GRAM_FILES`) as :func:`read_gram_file` reads it."""
     if isinstance(metric, (dict, Tensor)) or hasattr(metric, "__array__"):
         return metric_from_gram(metric, ridge=ridge)
+    if isinstance(metric, (str, Path)) and str(metric).endswith(GRAM_FILES):
+        return read_gram_file(metric, ridge)
     return metric  # a name, a Metric; anything else is named as unknown by check_metrics
 
 

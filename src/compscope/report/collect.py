@@ -394,6 +394,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     from ..analysis.circuits import POSITIONAL_BEFORE_LINEARISED
     from ..loading.sources import load_with_positional
     from ..measures import select
+    from ..results.table import metric_origin
 
     if not isinstance(data, (str, Path, Verdict)):
         raise OptionError(f"data={type(data).__name__}: give 'auto', 'run', 'none', a folder written by "
@@ -427,7 +428,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
         given[name] = metric  # a name is estimated again on each checkpoint of a run
     if not tables:
         raise OptionError(f"no metric given applies to {hw.meta.name}: " + "; ".join(why))
-    notes += [f"metric {n} estimated on {t.info['metric_data']}" for n, t in tables.items() if t.info.get("metric_data")]
+    notes += [f"metric {n} {metric_origin(t.info)}" for n, t in tables.items() if t.info.get("metric_data")]
     wl = weight_labels(hw, positional)
     if positional is not hw:
         notes.append(f"head labels from the weights: {POSITIONAL_BEFORE_LINEARISED}")
