@@ -738,6 +738,16 @@ def test_a_metric_of_ones_own_is_judged_under_its_name():
     twice = validate("induction-2l", kinds="K", metrics=["embed", "embed"], sequences=8, half=8, intervention_sequences=2,
                      progress=False)
     assert twice.options["metrics"] == ["embed"] and len(twice.rows) == len({r["measure"] for r in twice.rows})
+    E, P = hw.W_E.double(), hw.W_pos.double()
+    G = E @ E.T / E.shape[1] + P @ P.T / P.shape[1]  # embed's G, given by hand: judged alike, recorded which
+    given = validate("induction-2l", kinds="K", metrics=[G, "embed"], sequences=8, half=8, intervention_sequences=2,
+                     progress=False)
+    assert given.options["metrics"] == ["custom", "embed"] and twice.options["metrics_given"] is None
+    assert given.options["metrics_given"] == {"custom": given.tables["custom"].info["metric_data"]}
+    assert given.options["metrics_given"]["custom"].startswith("G given as a matrix (SHA-256 ")
+    rows = {(r["measure"], r["metric"]): r for r in given.rows}
+    for m in {r["measure"] for r in given.rows}:
+        assert rows[m, "custom"]["auroc"] == pytest.approx(rows[m, "embed"]["auroc"])
 
 
 def test_a_verdict_judges_centred_writing_weights_when_asked(tmp_path, capsys):

@@ -54,7 +54,7 @@ from torch import Tensor
 
 from ..core.heads import HeadWeights
 from ..errors import OptionError, check_int
-from ..core.metrics import ON_DATA
+from ..core.metrics import GIVEN, ON_DATA
 from ..core.processing import center_writing as centred, check_centrable
 from ..defaults import QK_NORM_POINTS, SEED
 from .norm_linearisation import unread_norms
@@ -269,7 +269,10 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
                                                         prev_threshold, induction_threshold, runner.device, progress)
     options = {"sequences": sequences, "half": half, "seed": seed, "intervention_sequences": n_int, "kinds": kinds,
                "writers": [list(w) for w in chosen] if chosen is not None else None,
-               "metrics": list(tables), "ablation": ablation, "paths": paths, "prev_threshold": prev_threshold,
+               "metrics": list(tables),
+               "metrics_given": {n: t.info["metric_data"] for n, t in tables.items()
+                                 if str(t.info.get("metric_data", "")).startswith(GIVEN)} or None,  # which G of one's own
+               "ablation": ablation, "paths": paths, "prev_threshold": prev_threshold,
                "induction_threshold": induction_threshold, "true_pairs": int(truth.sum()),
                "near_threshold": near,
                "effect_threshold": effect_threshold,
