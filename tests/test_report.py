@@ -570,6 +570,38 @@ def test_the_pair_command_of_a_metric_on_data_names_the_data_the_report_estimate
     assert capsys.readouterr().out != printed
 
 
+def test_the_pair_command_of_a_gram_matrix_file_names_the_file(tmp_path, capsys):
+    """A report under ``--metric FILE.npy`` records the file as the metric's command-line name (and
+    no data flags for it), and that command prints the pair's measures as the page holds them; a
+    metric given in Python only has no command-line name."""
+    import numpy as np
+
+    import compscope
+
+    hw = compscope.load("induction-2l")
+    E, P = hw.W_E.double(), hw.W_pos.double()
+    np.save(tmp_path / "cov.npy", (E @ E.T / E.shape[1] + P @ P.T / P.shape[1] + torch.eye(64, dtype=torch.float64)).numpy())
+    out = tmp_path / "rep"
+    assert main(["report", "induction-2l", "--data", "none", "--kinds", "K", "--metric", "identity", "--metric",
+                 str(tmp_path / "cov.npy"), "--no-figures", "--quiet", "--out", str(out)]) == 0
+    doc = _document((out / "index.html").read_text())
+    assert doc["metrics"] == ["identity", "cov"] and doc["on_data"] == []
+    assert doc["metric_args"] == {"identity": "identity", "cov": str(tmp_path / "cov.npy")}
+    key = next(k for k in doc["details"] if k.startswith("cov|K|"))
+    _, _, w, r = key.split("|")
+    capsys.readouterr()
+    assert main(["pair", "induction-2l", w, r, "--kind", "K", "--metric", doc["metric_args"]["cov"]]) == 0
+    printed = capsys.readouterr().out
+    for measure, value in doc["details"][key]["measures"].items():
+        assert re.search(rf"\b{measure}\b\s+{value:.4f}", printed), (measure, value, printed)
+    assert main(["report", "induction-2l", "--data", "none", "--metric", str(tmp_path / "cov.npy"), "--metric-seed", "0",
+                 "--out", str(tmp_path / "r2")]) == 2  # data flags with no metric on data: refused, naming the file's
+    assert "none is selected (metrics: cov)" in capsys.readouterr().err
+    rep = compscope.write_report("induction-2l", tmp_path / "py", kinds="K", metrics=[torch.eye(64), "embed"], data="none",
+                                 figures=False, progress=False)
+    assert _document(rep.read_text())["metric_args"] == {"custom": None, "embed": "embed"}
+
+
 @pytest.mark.parametrize(("variant", "flag"), [("llama-mha", "--fold-norm"), ("gemma3-text", "--linearise-qk-norm")])
 def test_the_pair_command_the_page_suggests_loads_the_model_as_the_report_did(tmp_path, capsys, variant, flag):
     """A report of weights loaded with ``--fold-norm`` (or QK-norm linearised) records the flag for

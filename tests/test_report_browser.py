@@ -277,6 +277,14 @@ def test_a_pair_without_stored_spectra_gives_a_command_that_runs(page, capsys):
                       " pairCommand('identity', 'K', 0, 0, 1, 1)]; } finally { [D.on_data, D.metric_data_flags] = k; } })()")
     assert got == ["compscope pair induction-2l 0.0 1.1 --kind K --metric covariance --metric-seed 0",
                    "compscope pair induction-2l 0.0 1.1 --kind K --metric identity"]
+    # a Gram matrix file by its path (quoted for a shell); a metric given in Python only, by the Python call
+    got = pg.evaluate("(() => { const k = D.metric_args; D.metric_args = {'my cov': 'G files/my cov.npy', 'custom': null};"
+                      " try { return [pairCommand('my cov', 'K', 0, 0, 1, 1), pairCommand('custom', 'V', 0, 1, 1, 2)]; }"
+                      " finally { D.metric_args = k; } })()")
+    assert shlex.split(got[0]) == ["compscope", "pair", "induction-2l", "0.0", "1.1", "--kind", "K", "--metric",
+                                   "G files/my cov.npy"]
+    assert got[1] == ('compscope.compose_pair("induction-2l", "0.1", "1.2", "V", metric=...)  '
+                      "# metric: the custom you gave")
     assert errors == []
 
 

@@ -225,7 +225,7 @@ def metric_data(args, metrics, also: str | None = None, reading: bool = False):
         return None
     from ..core.metrics import ON_DATA
 
-    metrics = [metrics] if isinstance(metrics, str) else list(metrics)
+    metrics = [m if isinstance(m, str) else m.name for m in ([metrics] if isinstance(metrics, str) else metrics)]  # or Metrics
     if not set(metrics) & set(ON_DATA) and not reading:
         flags = ", ".join("--" + k.replace("_", "-") for k, v in given.items() if v is not None)
         raise OptionError(f"{flags}: for the metrics estimated on data ({', '.join(ON_DATA)})"

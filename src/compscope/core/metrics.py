@@ -58,6 +58,8 @@ class Metric:
     own_reads: bool = False
     #: what a metric estimated on data was estimated on, in words (empty for one from the weights)
     data: str = ""
+    #: the file a metric of one's own was read from, as given (how the command line names it again)
+    path: str = ""
 
     @property
     def is_identity(self) -> bool:
@@ -225,7 +227,8 @@ def read_gram_file(path: str | Path, ridge: float = DEFAULT_RIDGE) -> Metric:
     except (OSError, ValueError, RuntimeError, TypeError) as e:
         raise OptionError(f"metric {path}: cannot read a Gram matrix from it ({type(e).__name__}: {one_line(e)})") from None
     met = metric_from_gram(G, name=str(path), ridge=ridge)  # its errors name the file
-    return dataclasses.replace(met, name=path.stem, data=met.data.replace(f"{GIVEN} a matrix", f"{GIVEN} the file {path.name}"))
+    return dataclasses.replace(met, name=path.stem, data=met.data.replace(f"{GIVEN} a matrix", f"{GIVEN} the file {path.name}"),
+                               path=str(path))
 
 
 def as_metric(metric, ridge: float = DEFAULT_RIDGE):

@@ -455,7 +455,10 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
                "model_flags": [f"--{k.replace('_', '-')}" for k, on in (processing or {}).items() if on],  # and as loaded
                "metric_data_flags": as_metric_data(metric_data).cli_flags(),  # for a metric estimated on data
                "detail_pairs": detail_pairs, "processing": list(hw.meta.processing),
-               "metric_data": {n: t.info["metric_data"] for n, t in tables.items() if t.info.get("metric_data")} or None}
+               "metric_data": {n: t.info["metric_data"] for n, t in tables.items() if t.info.get("metric_data")} or None,
+               # how the command line names each metric again: its name, a Gram matrix file's path, None for one given
+               # in Python only
+               "metric_args": {n: m if isinstance(m, str) else (m.path or None) for n, m in given.items()}}
     if side is None:
         return Report(hw, hw.meta.name, tables, wl, None, axiom_battery(), None, None, details, tr, options, notes)
     return Report(hw, hw.meta.name, tables, wl, data_labels(side.labels, wl.scores.get("copying"), side.errors, side.on_text),

@@ -167,11 +167,17 @@ function showPair(metric, kind, l1, h1, l2, h2) {
 // the command that prints one pair in full: the model as the report was given it (MODEL when it was
 // an object) and loaded (its processing flags), and for a metric estimated on data, the data it was
 // estimated on (the options that are not the defaults)
+function shellWord(w) {
+  return /^[\w@%+=:,.\/-]+$/.test(w) ? w : `'${w.replace(/'/g, "'\\''")}'`;
+}
 function pairCommand(metric, kind, l1, h1, l2, h2) {
-  const m = D.model_arg === null || D.model_arg === undefined ? "MODEL"
-    : /^[\w@%+=:,.\/-]+$/.test(D.model_arg) ? D.model_arg : `'${D.model_arg.replace(/'/g, "'\\''")}'`;
+  const m = D.model_arg === null || D.model_arg === undefined ? "MODEL" : shellWord(D.model_arg);
+  const arg = (D.metric_args || {})[metric] === undefined ? metric : D.metric_args[metric];
+  if (arg === null)  // a metric given in Python only: the call that names it
+    return `compscope.compose_pair(${D.model_arg === null || D.model_arg === undefined ? "model" : JSON.stringify(D.model_arg)}, ` +
+      `"${head(l1, h1)}", "${head(l2, h2)}", "${kind}", metric=...)  # metric: the ${metric} you gave`;
   const onData = (D.on_data || []).includes(metric) ? D.metric_data_flags || [] : [];
-  return [`compscope pair ${m} ${head(l1, h1)} ${head(l2, h2)} --kind ${kind} --metric ${metric}`, ...(D.model_flags || []),
+  return [`compscope pair ${m} ${head(l1, h1)} ${head(l2, h2)} --kind ${kind} --metric ${shellWord(arg)}`, ...(D.model_flags || []),
     ...onData].join(" ");
 }
 // with data, the pair's own interventional effect of this kind under the measures (empty without)
