@@ -30,11 +30,12 @@ def add_arguments(p) -> None:
 def run(args) -> None:
     from ..analysis.pair import compose_pair
     from ..core.processing import weights_said
+    from ..results.table import metric_origin
 
     model, writer, reader = model_and_heads(args.heads, args.model)
     hw, metric = weights_and_metric(args, model)
     rep = compose_pair(hw, writer, reader, args.kind, metric, offset=args.offset)
-    print(format_pair(rep, hw.meta.name + weights_said(hw.meta.processing)))
+    print(format_pair(rep, hw.meta.name + weights_said(hw.meta.processing), metric_origin({"metric_data": metric.data})))
     if args.on_data:
         print(on_data(model, writer, reader, args.kind, args.device))
 
@@ -86,13 +87,14 @@ def model_and_heads(words: list[str], option: str) -> tuple[str, tuple[int, int]
     return option, parse_head(words[-2]), parse_head(words[-1])
 
 
-def format_pair(rep, model: str) -> str:
-    """What ``compscope pair`` prints."""
+def format_pair(rep, model: str, origin: str = "") -> str:
+    """What ``compscope pair`` prints; ``origin``: where the metric's ``G`` came from, in words
+    (:func:`~compscope.results.table.metric_origin`), for a metric estimated on data or given."""
 
     (l1, h1), (l2, h2) = rep.writer, rep.reader
     fmt = lambda xs: " ".join(f"{float(x):.3g}" for x in xs)  # noqa: E731
     lines = [
-        f"{model}: {l1}.{h1} -> {l2}.{h2}, {rep.kind}-composition, metric {rep.metric}",
+        f"{model}: {l1}.{h1} -> {l2}.{h2}, {rep.kind}-composition, metric {rep.metric}" + (f", {origin}" if origin else ""),
         f"principal angles (deg)     {fmt(rep.angles_degrees)}",
         f"cosines                    {fmt(rep.cosines)}",
         f"composed singular values   {fmt(rep.composed_singular_values)}",
