@@ -427,7 +427,7 @@ def test_a_gram_matrix_file_is_a_metric_named_after_it(tmp_path, capsys):
     mine = capsys.readouterr().out.splitlines()
     assert main(["scores", "--kinds", "K", "--measure", "frobenius", "--top", "1", "--metric", "embed"]) == 0
     theirs = capsys.readouterr().out.splitlines()
-    assert mine[1] == theirs[1] and ", G given as the file emb.npy (SHA-256 " in mine[0]  # embed's scores
+    assert mine[1] == theirs[1] and ", with G given as the file emb.npy (SHA-256 " in mine[0]  # embed's scores
 
 
 def test_weights_that_need_a_gradient_score_as_their_values(recwarn):

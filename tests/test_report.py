@@ -593,8 +593,8 @@ def test_the_pair_command_of_a_gram_matrix_file_names_the_file(tmp_path, capsys)
     capsys.readouterr()
     assert main(["pair", "induction-2l", w, r, "--kind", "K", "--metric", doc["metric_args"]["cov"]]) == 0
     printed = capsys.readouterr().out
-    assert ", metric cov, G given as the file cov.npy (SHA-256 " in printed.splitlines()[0]  # which G, as the page's note
-    assert any(n.startswith("metric cov G given as the file cov.npy (SHA-256 ") for n in doc["notes"])
+    assert ", metric cov, with G given as the file cov.npy (SHA-256 " in printed.splitlines()[0]  # which G, as the page's note
+    assert any(n.startswith("metric cov with G given as the file cov.npy (SHA-256 ") for n in doc["notes"])
     for measure, value in doc["details"][key]["measures"].items():
         assert re.search(rf"\b{measure}\b\s+{value:.4f}", printed), (measure, value, printed)
     assert main(["report", "induction-2l", "--data", "none", "--metric", str(tmp_path / "cov.npy"), "--metric-seed", "0",

@@ -58,14 +58,14 @@ COLUMNS = ["measure", "metric", "kind", "src_layer", "src_head", "dst_layer", "d
 
 def metric_origin(info: dict) -> str:
     """Where a table's metric came from, in words to follow its name: ``estimated on <data>`` for
-    one estimated on data, ``G given as <a matrix or file> (SHA-256 ...)`` for one of the caller's
-    own; empty for one from the weights."""
+    one estimated on data, ``with G given as <a matrix or file> (SHA-256 ...)`` for one of the
+    caller's own; empty for one from the weights."""
     from ..core.metrics import GIVEN
 
     data = info.get("metric_data")
     if not data:
         return ""
-    return data if str(data).startswith(GIVEN) else f"estimated on {data}"
+    return f"with {data}" if str(data).startswith(GIVEN) else f"estimated on {data}"
 
 
 @dataclass(frozen=True)
