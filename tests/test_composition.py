@@ -381,6 +381,14 @@ def test_a_gram_matrix_of_ones_own_is_a_metric():
         scores(hw, "K", ["frobenius"], metric=np.ones(9), progress=False)
     with pytest.raises(OptionError, match=r"unknown metric <float>; .* or a Gram matrix of your own"):
         scores(hw, "K", ["frobenius"], metric=1.5, progress=False)
+    g = torch.Generator().manual_seed(4)
+    A = torch.randn(9, 9, generator=g, dtype=torch.float64)
+    with pytest.raises(OptionError, match=r"metric custom: G is not symmetric \(‖G − Gᵀ‖/‖G‖ = 1\.\d\)"):
+        scores(hw, "K", ["frobenius"], metric=A, progress=False)  # a matrix, not a Gram matrix
+    with pytest.raises(OptionError, match=r"metric custom: G has a negative eigenvalue \(-\d"):
+        scores(hw, "K", ["frobenius"], metric=A + A.T, progress=False)
+    X = torch.randn(9, 4, generator=g).float()  # rank 4 in float32: its rounding is not refused (the ridge regularises)
+    assert torch.isfinite(scores(hw, "K", ["frobenius"], metric=X @ X.T, progress=False).dense("frobenius", "K")[0, :, 1]).all()
 
 
 def test_a_gram_matrix_file_is_a_metric_named_after_it(tmp_path, capsys):

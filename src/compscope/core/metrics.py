@@ -79,14 +79,26 @@ class Metric:
         return self.sqrt.get(key), self.inv_sqrt.get(key)
 
 
+#: relative asymmetry and negative eigenvalue a G may have from rounding (a float32 Gram matrix of
+#: thousands of dimensions is within it); more, and it is not a Gram matrix
+GRAM_TOLERANCE = 1e-4
+
+
 def _roots(G: Tensor, ridge: float, what: str, invert: bool = False) -> tuple[Tensor, Tensor, tuple[float, float]]:
     G = G.detach().to(torch.float64)  # a G that needs a gradient is a value here
-    G = (G + G.T) / 2
     if not torch.isfinite(G).all():
         raise OptionError(f"metric {what}: G has NaN/Inf entries")
+    size = float(G.norm())
+    if size > 0 and float((G - G.T).norm()) > GRAM_TOLERANCE * size:  # not rounding: not a Gram matrix
+        raise OptionError(f"metric {what}: G is not symmetric (‖G − Gᵀ‖/‖G‖ = {float((G - G.T).norm()) / size:.2g}); "
+                          "a Gram matrix is")
+    G = (G + G.T) / 2
     evals, evecs = torch.linalg.eigh(G)
     if evals[-1] <= 0:
         raise OptionError(f"metric {what}: G is zero or negative definite")
+    if evals[0] < -GRAM_TOLERANCE * evals[-1]:
+        raise OptionError(f"metric {what}: G has a negative eigenvalue ({float(evals[0]):.3g}, the largest "
+                          f"{float(evals[-1]):.3g}); a Gram matrix has none")
     raw_cond = float(evals[-1] / evals[0]) if evals[0] > 0 else float("inf")
     lam = ridge * float(evals.clamp_min(0).sum()) / G.shape[0]
     e = evals.clamp_min(0) + lam
