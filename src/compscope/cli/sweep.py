@@ -32,7 +32,8 @@ def add_arguments(p) -> None:
     p.add_argument("--kinds", default="QKV", help="any of Q, K, V (default QKV)")
     p.add_argument("--measure", action="append", dest="measures", metavar="NAME", help="a measure (repeatable; default frobenius)")
     p.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
-                   help="a metric (repeatable: one task each; default identity); --job validate: the metrics each "
+                   help="a metric's name or a Gram matrix file (.npy, .safetensors; its values are part of the task) "
+                        "(repeatable: one task each; default identity); --job validate: the metrics each "
                         "verdict judges, all in one task (default identity, embed, activations and covariance)")
     p.add_argument("--sequences", type=count, metavar="N", help="--job validate: repeated random sequences per verdict (default 16)")
     p.add_argument("--half", type=half_length, metavar="N", help="--job validate: length of the repeated half |t| (default 16, or the longest "
