@@ -79,8 +79,9 @@ def scan_checkpoints(source: str | Path | Sequence[str | Path]) -> tuple[list[Ch
         elif any((folder / f).is_file() for f in MODEL_MARKERS):
             raise OptionError(f"{folder}: is one model, not a folder of checkpoints (pass the run folder or several paths)")
         entries = sorted(p for p in folder.iterdir() if not p.name.startswith("."))
-        paths = [p for p in entries if looks_like_model(p)]
-        skipped = [p for p in entries if p not in paths]
+        paths, skipped = [], []
+        for p in entries:
+            (paths if looks_like_model(p) else skipped).append(p)
         if not paths:
             what = f" (none of its {len(entries)} entries is a model folder or a .gguf/.safetensors file)" if entries else ""
             raise OptionError(f"{folder}: holds no checkpoints{what}")

@@ -29,6 +29,19 @@ def run(args) -> None:
     print(report(args))
 
 
+def _content_said(c, hw, sampled_on) -> list[str]:
+    """The header's words on the content of a rotary head's previous-token score (none where the
+    score reads no content); ``sampled_on()``: what the residual was sampled on."""
+    from ..analysis.circuits import reads_content
+
+    if c.content == "activations":
+        return [f"rotary previous-token: content from the residual each layer reads on {sampled_on()}"]
+    if reads_content(hw) and c.previous is not None:
+        return ["rotary previous-token: content from the normed embeddings, which deep layers do not read; "
+                "--content activations takes what each layer reads on data"]
+    return []
+
+
 def report(args) -> str:
     """What ``compscope circuits`` prints: every head's scores (the top ones for large models),
     and for an unprocessed toy model its activation-based labels beside them."""
@@ -60,10 +73,7 @@ def report(args) -> str:
         ([] if c.previous is not None else ["no learned or rotary positions, so no previous-token or induction scores"]) + \
         ([] if hw.causal else ["bidirectional, so no induction scores"])
     told = ([f"induction: K-composition by {c.measure}, matching through the writer"] if c.induction_qk is not None else []) \
-        + ([f"rotary previous-token: content from the residual each layer reads on {as_sample_data(data).content(model)}"]
-           if c.content == "activations" else
-           ["rotary previous-token: content from the normed embeddings, which deep layers do not read; "
-            "--content activations takes what each layer reads on data"] if reads_content(hw) and c.previous is not None else []) \
+        + _content_said(c, hw, lambda: as_sample_data(data).content(model)) \
         + ([POSITIONAL_BEFORE_LINEARISED] if positional is not hw and c.previous is not None else [])
     lines = [f"{c.model}{weights_said(hw.meta.processing)}: circuits from the weights ({'; '.join(told + missing)})"]
     labels = None if hw.meta.processing else toy_labels(args.model)

@@ -88,10 +88,9 @@ def _roots(G: Tensor, ridge: float, what: str, invert: bool = False) -> tuple[Te
     G = G.detach().to(torch.float64)  # a G that needs a gradient is a value here
     if not torch.isfinite(G).all():
         raise OptionError(f"metric {what}: G has NaN/Inf entries")
-    size = float(G.norm())
-    if size > 0 and float((G - G.T).norm()) > GRAM_TOLERANCE * size:  # not rounding: not a Gram matrix
-        raise OptionError(f"metric {what}: G is not symmetric (‖G − Gᵀ‖/‖G‖ = {float((G - G.T).norm()) / size:.2g}); "
-                          "a Gram matrix is")
+    size, asymmetry = float(G.norm()), float((G - G.T).norm())
+    if asymmetry > GRAM_TOLERANCE * size:  # not rounding: not a Gram matrix
+        raise OptionError(f"metric {what}: G is not symmetric (‖G − Gᵀ‖/‖G‖ = {asymmetry / size:.2g}); a Gram matrix is")
     G = (G + G.T) / 2
     evals, evecs = torch.linalg.eigh(G)
     if evals[-1] <= 0:
@@ -174,9 +173,10 @@ ON_DATA = ("activations", "covariance", "activations-own", "covariance-own")
 GIVEN = "G given as"
 
 
-def metric_from_gram(G, name: str = "custom", ridge: float = DEFAULT_RIDGE) -> Metric:
+def metric_from_gram(G, name: str = "custom", ridge: float = DEFAULT_RIDGE, *, given_as: str = "a matrix") -> Metric:
     """A metric of one's own: ``G`` a ``(d, d)`` tensor or array (every layer), a ``(layer, d, d)``
-    stack, or ``{layer: (d, d)}``, symmetric positive (semi)definite, recorded as ``name``."""
+    stack, or ``{layer: (d, d)}``, symmetric positive (semi)definite, recorded as ``name``, and as
+    ``given_as`` with its values' SHA-256 (``Metric.data``)."""
     if isinstance(G, dict):
         G = {layer: torch.as_tensor(g) for layer, g in G.items()}
         if not G:
@@ -190,7 +190,7 @@ def metric_from_gram(G, name: str = "custom", ridge: float = DEFAULT_RIDGE) -> M
         shapes = {tuple(G.shape[-2:])}
     if any(len(sh) != 2 or sh[0] != sh[1] for sh in shapes):
         raise OptionError(f"metric {name!r}: a Gram matrix must be square, got {', '.join(map(str, sorted(shapes)))}")
-    return dataclasses.replace(activations(G, ridge, name=name), data=f"{GIVEN} a matrix ({gram_digest(G)})")
+    return dataclasses.replace(activations(G, ridge, name=name), data=f"{GIVEN} {given_as} ({gram_digest(G)})")
 
 
 def gram_digest(G: Tensor | dict) -> str:
@@ -238,9 +238,8 @@ def read_gram_file(path: str | Path, ridge: float = DEFAULT_RIDGE) -> Metric:
                 raise ValueError(f"{len(tensors)} tensors, not named by their layers ({', '.join(sorted(tensors)[:4])})")
     except (OSError, ValueError, RuntimeError, TypeError) as e:
         raise OptionError(f"metric {path}: cannot read a Gram matrix from it ({type(e).__name__}: {one_line(e)})") from None
-    met = metric_from_gram(G, name=str(path), ridge=ridge)  # its errors name the file
-    return dataclasses.replace(met, name=path.stem, data=met.data.replace(f"{GIVEN} a matrix", f"{GIVEN} the file {path.name}"),
-                               path=str(path))
+    met = metric_from_gram(G, name=str(path), ridge=ridge, given_as=f"the file {path.name}")  # its errors name the file
+    return dataclasses.replace(met, name=path.stem, path=str(path))
 
 
 def as_metric(metric, ridge: float = DEFAULT_RIDGE):
