@@ -809,3 +809,30 @@ def test_run_json_is_strict_json_and_says_what_computed_it(tmp_path):
     assert run["interventions_auroc_within"]["writer"] is None
     assert run["interventions_auroc_within"]["reader"] == v.options["interventions_auroc_within"]["reader"]
     assert run["compscope"] == compscope.__version__ and "transformers" not in run
+
+
+def test_a_model_without_a_tokenizer_is_told_its_data_on_data_are_repeats(tmp_path, capsys):
+    """A HuggingFace folder without a tokenizer cannot give natural text: the metrics on data and the
+    rotary previous-token score's content are estimated on repeated random sequences, and its
+    verdict says so in a note (a toy's, whose documentation says it, does not; nor does a model
+    with a tokenizer on its default data)."""
+    from hf_tiny import BY_ID, build
+
+    llama = tmp_path / "llama"
+    build(BY_ID["llama-mha"]).save_pretrained(llama)
+    opts = dict(sequences=4, half=4, intervention_sequences=2, kinds="K", progress=False)
+    v = validate(str(llama), metrics=("identity", "covariance"), **opts)
+    assert "llama has no tokenizer, so no natural text: metrics on data estimated on 64 repeated random sequences" \
+        in "\n".join(v.notes)
+    assert any(n.startswith("llama has no tokenizer, so no natural text: the previous-token score's activations "
+                            "content sampled on 16 repeated random sequences") for n in v.notes)
+    assert v.options["activations_metric_data"].startswith("64 repeated random sequences")
+    weights_only = validate(str(llama), metrics=("identity",), **opts)  # no metric on data: only the content's note
+    assert not any("metrics on data" in n for n in weights_only.notes)
+    assert sum("has no tokenizer" in n for n in weights_only.notes) == 1
+    toy = validate("induction-2l", metrics=("identity", "covariance"), sequences=8, half=8, intervention_sequences=2,
+                   kinds="K", progress=False)
+    assert not any("estimated on" in n or "tokenizer" in n for n in toy.notes)
+    assert main(["validate", str(llama), "--sequences", "4", "--half", "4", "--intervention-sequences", "2",
+                 "--kinds", "K", "--metric", "covariance", "--top", "1"]) == 0
+    assert "note: llama has no tokenizer, so no natural text: metrics on data estimated on" in capsys.readouterr().out

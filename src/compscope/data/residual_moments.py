@@ -70,7 +70,8 @@ class MetricData:
     """What the metrics estimated on data (``activations``, ``covariance`` and their ``-own``
     variants) are estimated on: ``sequences`` of ``length`` tokens, ``seed`` picking them. None
     leaves the model's default: natural text, 64 sequences of 128 tokens (at most the model's
-    context); compscope's toy models, which have no tokenizer, 200 held-out repeated random
+    context); a model without a tokenizer, 64 repeated random sequences ``[t, t]`` of 128 tokens;
+    compscope's toy models, which have none, 200 held-out repeated random
     sequences ``[t, t]`` of 64 tokens (``|t| = length / 2``); a length given that the model cannot
     take is refused; seed 12346 (the verdict's sequences
     use 12345, so that a measure is never scored on its own test data). ``shrinkage``: how each
@@ -364,6 +365,15 @@ def metric_tokens(runner, sequences: int, seq_len: int, seed: int, corpus: str |
     if runner.tokenizer is not None or corpus is not None:
         return natural_text(runner.tokenizer, sequences, seq_len, seed, runner.bos, corpus)
     return repeats(sequences, _repeat_half(runner, seq_len), runner.hw.n_vocab, seed, runner.bos).tokens
+
+
+def has_text(runner) -> bool:
+    """Whether ``runner``'s model takes natural text (it has a tokenizer); a model without one is
+    given repeated random sequences instead, which a toy model's documentation says and a
+    HuggingFace model's users do not expect (so its verdict says it)."""
+    from .runner import ToyRunner
+
+    return runner.tokenizer is not None or isinstance(runner, ToyRunner)
 
 
 def tokens_data(runner, sequences: int, seq_len: int, seed: int, corpus: str | None = None) -> str:

@@ -179,7 +179,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     from .intervene import check_ablation, check_paths, intervention_effects, runner_with_writers
     from ..analysis.circuits import reads_content
     from .residual_moments import MetricData, SampleData, as_metric_data, as_sample_data
-    from .residual_moments import metric_data as data_words
+    from .residual_moments import has_text, metric_data as data_words
     from .sequences import python_version
 
     kinds = check_kinds(kinds)
@@ -217,10 +217,15 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
         notes += [n for n in weights.meta.notes if n.startswith("QK-norm linearised")]
     if cut:
         notes.append(cut)
-    if metric_data != MetricData() and any(isinstance(m, str) and m in ON_DATA for m in metrics):
-        notes.append(f"metrics on data estimated on {data_words(runner, metric_data)}")
-    if sample_data != SampleData() and reads_content(head_weights):
-        notes.append(f"the previous-token score's activations content sampled on {sample_data.content(runner)}")
+    if any(isinstance(m, str) and m in ON_DATA for m in metrics):  # said when not the default natural text
+        if not has_text(runner):
+            notes.append(f"{runner.hw.meta.name} has no tokenizer, so no natural text: metrics on data estimated on "
+                         f"{data_words(runner, metric_data)}")
+        elif metric_data != MetricData():
+            notes.append(f"metrics on data estimated on {data_words(runner, metric_data)}")
+    if reads_content(head_weights) and (sample_data != SampleData() or not has_text(runner)):
+        notes.append(("" if has_text(runner) else f"{runner.hw.meta.name} has no tokenizer, so no natural text: ")
+                     + f"the previous-token score's activations content sampled on {sample_data.content(runner)}")
     # the metrics from the weights alone, before any forward pass: one the model lacks what it needs
     # for is skipped with a note, and a verdict left with no metric at all is refused
     ready: list = []  # per metric: the Metric, None (estimated on data, later) or False (skipped)
