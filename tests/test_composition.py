@@ -428,6 +428,9 @@ def test_a_gram_matrix_file_is_a_metric_named_after_it(tmp_path, capsys):
             scores(hw, "K", ["frobenius"], metric=str(tmp_path / f), progress=False)
     assert main(["scores", "--kinds", "K", "--measure", "frobenius", "--top", "1", "--metric", str(tmp_path / "emb.npy")]) == 2
     assert "no such file" in capsys.readouterr().err
+    # a file that does not fit the model is named by its path (not only the metric's name, its stem)
+    assert main(["scores", "--kinds", "K", "--measure", "frobenius", "--top", "1", "--metric", str(tmp_path / "one.npy")]) == 2
+    assert f"metric 'one' (the file {tmp_path / 'one.npy'}): G is 9 x 9, but induction-2l" in capsys.readouterr().err
     toy = load("induction-2l")
     E, P = toy.W_E.double(), toy.W_pos.double()
     np.save(tmp_path / "emb.npy", (E @ E.T / E.shape[1] + P @ P.T / P.shape[1]).numpy())  # embed's G, by hand

@@ -256,13 +256,14 @@ def as_metric(metric, ridge: float = DEFAULT_RIDGE):
 def check_fits(metric: Metric, hw: HeadWeights) -> Metric:
     """``metric`` when each ``G`` is ``d_model × d_model`` and names a layer of ``hw``, else an
     error that says which (not a shape error from deep inside the engine)."""
+    said = f"metric {metric.name!r}" + (f" (the file {metric.path})" if metric.path else "")  # a file by its path
     for layer, root in metric.sqrt.items():
         where = "" if layer is None else f" for layer {layer}"
         if layer is not None and not (isinstance(layer, int) and 0 <= layer < hw.n_layers):
-            raise OptionError(f"metric {metric.name!r}: a G for layer {layer!r}, but {hw.meta.name} has layers "
+            raise OptionError(f"{said}: a G for layer {layer!r}, but {hw.meta.name} has layers "
                               f"0..{hw.n_layers - 1}")
         if tuple(root.shape) != (hw.d_model, hw.d_model):
-            raise OptionError(f"metric {metric.name!r}: G{where} is {root.shape[0]} x {root.shape[1]}, but "
+            raise OptionError(f"{said}: G{where} is {root.shape[0]} x {root.shape[1]}, but "
                               f"{hw.meta.name}'s residual stream has d_model {hw.d_model}")
     return metric
 
