@@ -95,6 +95,27 @@ def test_cli_prints_each_kind_with_the_measures_rank_correlations(capsys):
     assert "frobenius" in out[2] and "over 16 pairs" in out[2]
 
 
+def test_cli_names_the_metric_and_where_its_g_came_from_as_scores_does(tmp_path, capsys):
+    """The header names the metric (a file's by its name, as every table does) and where its G came
+    from, in the words of the ``scores`` header."""
+    import numpy as np
+
+    import compscope
+
+    hw = compscope.load("induction-2l")
+    E, P = hw.W_E.double(), hw.W_pos.double()
+    np.save(tmp_path / "mine.npy", (E @ E.T / E.shape[1] + P @ P.T / P.shape[1]).numpy())
+    common = ["--kinds", "K", "--sequences", "2", "--half", "8", "--top", "1"]
+    assert main(["intervene", "--metric", str(tmp_path / "mine.npy"), *common]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert head.endswith("measures under metric mine, with G given as the file mine.npy (SHA-256 "
+                         + compscope.scores(hw, "K", ["frobenius"], metric=str(tmp_path / "mine.npy"), progress=False)
+                         .info["metric_data"].rsplit("(SHA-256 ", 1)[1]), head
+    assert main(["intervene", "--metric", "covariance", "--metric-sequences", "3", *common]) == 0
+    assert ("measures under metric covariance, estimated on 3 held-out repeated random sequences [t, t], |t| = 32 "
+            "(seed 12346); Ledoit-Wolf shrinkage 0.") in capsys.readouterr().out.splitlines()[0]
+
+
 
 def test_cli_intervenes_on_a_huggingface_folder(tmp_path, capsys):
     """The same command on a tiny random Llama (GQA) saved as a HuggingFace folder: every pair of

@@ -56,10 +56,10 @@ def report(args) -> str:
     cut = f" (cut from {HALF} to fit the model's context)" if args.half is None and half != HALF else ""
     where = "in h2's input" if args.paths == "direct" else "in the model, read by h2 through every path"
     some = "" if fx.writers is None else f"; {writers_text(fx.writers)}"
-    on = f" ({metric_origin(table.info)})" if metric_origin(table.info) else ""
+    on = f", {metric_origin(table.info)}" if metric_origin(table.info) else ""  # as the scores header says it
     lines = [f"{table.model}: interventional composition ({args.ablation}-ablation of h1's output {where}) on "
              f"{args.sequences} held-out repeated random sequences [t, t], |t| = {half}{cut} (seed {args.seed}); "
-             f"measures under metric {args.metric}{on}{some}"]
+             f"measures under metric {table.metric}{on}{some}"]
     rows = [(kind, kind, eff) for kind, eff in fx.by_kind.items()]
     if fx.v_direction is not None:
         rows.append(("V (direction)", "V", fx.v_direction))
