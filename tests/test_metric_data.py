@@ -202,7 +202,36 @@ def test_track_estimates_each_checkpoint_on_the_data_asked_for(short_run):
         torch.testing.assert_close(table.dense("frobenius", "K"), want.dense("frobenius", "K"), equal_nan=True)
         assert table.info["metric_data"].startswith("12 held-out repeated random sequences [t, t], |t| = 10 (seed 4); "
                                                     "Ledoit-Wolf shrinkage")
+    # the table says, per checkpoint, what its G was estimated on and which weights it read
+    df = compscope.track(short_run, "K", ["frobenius"], ["covariance", "identity"], metric_data=data,
+                         progress=False).to_pandas()
+    for i, c in enumerate(list_checkpoints(short_run)):
+        rows = df[df.step == c.step]
+        assert set(rows[rows.metric == "covariance"].metric_data) == {tr.tables[i][0].info["metric_data"]}
+        assert rows[rows.metric == "identity"].metric_data.isna().all()
+        assert set(rows.weights_hash) == {tr.hashes[i]}
     assert main(["track", str(short_run), "--metric", "identity", "--metric-seed", "4"]) == 2
+
+
+def test_track_says_where_each_metrics_g_came_from(short_run, tmp_path, capsys):
+    """``compscope track`` names a file metric by its name and says where each ``G`` came from (one
+    estimated on data: the last checkpoint's); a metric from the weights leaves its rows'
+    ``metric_data`` empty."""
+    import numpy as np
+    import pandas as pd
+
+    d = compscope.load(short_run / "final").d_model
+    np.save(tmp_path / "twice.npy", 2 * np.eye(d))
+    assert main(["track", str(short_run), "--metric", str(tmp_path / "twice.npy"), "--metric", "covariance",
+                 "--metric-sequences", "6", "--metric", "embed", "--quiet", "--out", str(tmp_path / "t.parquet")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith("; kinds K; metrics twice, covariance, embed")
+    assert out[1].startswith("metric twice, with G given as the file twice.npy (SHA-256 ")
+    assert out[2].startswith("metric covariance, estimated on 6 held-out repeated random sequences")
+    assert out[2].endswith("(the last checkpoint's G; each checkpoint has its own)") and "embed," not in out[3]
+    df = pd.read_parquet(tmp_path / "t.parquet")
+    assert set(df[df.metric == "twice"].metric_data) == {out[1].split(", with ", 1)[1]}
+    assert df[df.metric == "embed"].metric_data.isna().all()
 
 
 def test_a_sweep_task_carries_the_data_only_where_a_metric_reads_them(tmp_path, capsys):

@@ -144,15 +144,22 @@ class Track:
 
     def to_pandas(self):
         """One row per (checkpoint, metric, measure, kind, pair): score-table columns plus
-        ``step`` and ``checkpoint``."""
+        ``step``, ``checkpoint``, ``weights_hash`` (the checkpoint's :func:`weights_hash`) and,
+        when a metric has a ``G`` from data or of one's own, ``metric_data`` (what that checkpoint's
+        ``G`` was estimated on, or how it was given; None for a metric from the weights)."""
         import pandas as pd
 
+        said = any(t.info.get("metric_data") for tabs in self.tables for t in tabs)
         frames = []
-        for c, tabs in zip(self.checkpoints, self.tables):
+        for i, (c, tabs) in enumerate(zip(self.checkpoints, self.tables)):
             for t in tabs:
                 df = t.to_pandas()
                 df.insert(0, "step", c.step)
                 df["checkpoint"] = c.path.name
+                if self.hashes is not None:
+                    df["weights_hash"] = self.hashes[i]
+                if said:
+                    df["metric_data"] = t.info.get("metric_data")
                 frames.append(df)
         return pd.concat(frames, ignore_index=True)
 

@@ -26,6 +26,7 @@ def add_arguments(p) -> None:
 def run(args) -> None:
     from ..analysis.tracking import track
     from ..defaults import TRACKED_MEASURES as TRACKED, TRACKED_METRICS
+    from ..results.table import metric_origin
 
     table_file(args.out)
     output_file(args.plot, "--plot", (".png", ".svg", ".pdf"))
@@ -39,7 +40,11 @@ def run(args) -> None:
     tr = track(source, args.kinds, args.measures or TRACKED, metrics, check=highlight or (),
                metric_data=metric_data(args, metrics), **score_options(args, TRACKED))
     print(f"{len(tr.checkpoints)} checkpoints, steps {tr.steps[0]}..{tr.steps[-1]}; kinds {args.kinds}; "
-          f"metrics {', '.join(metrics)}")
+          f"metrics {', '.join(t.metric for t in tr.tables[-1])}")
+    for t in tr.tables[-1]:  # where a G came from (one estimated on data: each checkpoint's own, the last said)
+        if metric_origin(t.info):
+            print(f"metric {t.metric}, {metric_origin(t.info)}"
+                  + ("" if metric_origin(t.info).startswith("with") else " (the last checkpoint's G; each checkpoint has its own)"))
     if tr.skipped:
         print(passed_over(tr.skipped))
     if tr.labels[-1] is not None:

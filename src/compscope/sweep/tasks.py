@@ -94,7 +94,7 @@ def _track_rows(source: str, opts: dict, device=None):
 
     tr = track([source], opts.get("kinds", "K"), tuple(opts.get("measures", TRACKED_MEASURES)), [opts.get("metric", "identity")],
                progress=False, device=device, metric_data=_metric_data(opts))
-    df = tr.to_pandas().drop(columns=["step", "checkpoint"])
+    df = tr.to_pandas().drop(columns=["step", "checkpoint", "weights_hash", "metric_data"], errors="ignore")  # the task's
     lab = tr.labels[0]
     nan = float("nan")
     df["src_previous"] = [nan if lab is None else float(lab.previous[l, h]) for l, h in zip(df.src_layer, df.src_head)]
