@@ -42,9 +42,10 @@ def run(args) -> None:
     print(f"{len(tr.checkpoints)} checkpoints, steps {tr.steps[0]}..{tr.steps[-1]}; kinds {args.kinds}; "
           f"metrics {', '.join(t.metric for t in tr.tables[-1])}")
     for t in tr.tables[-1]:  # where a G came from (one estimated on data: each checkpoint's own, the last said)
-        if metric_origin(t.info):
-            print(f"metric {t.metric}, {metric_origin(t.info)}"
-                  + ("" if metric_origin(t.info).startswith("with") else " (the last checkpoint's G; each checkpoint has its own)"))
+        origin = metric_origin(t.info)
+        if origin:
+            each = "" if origin.startswith("with") else " (the last checkpoint's G; each checkpoint has its own)"
+            print(f"metric {t.metric}, {origin}{each}")
     if tr.skipped:
         print(passed_over(tr.skipped))
     if tr.labels[-1] is not None:
