@@ -237,9 +237,14 @@ def test_validate_notes_the_norms_its_measures_do_not_read():
 
     opts = dict(sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",), progress=False)
     model = build(BY_ID["gemma3-text"])
-    assert validate(model, **opts).notes == [notes("gemma3-text")]
+
+    def said(v):  # its notes, but the one on its rotary content (an object without a tokenizer: repeats)
+        assert sum(n.startswith("gemma3_text has no tokenizer") for n in v.notes) == 1, v.notes
+        return [n for n in v.notes if "no tokenizer" not in n]
+
+    assert said(validate(model, **opts)) == [notes("gemma3-text")]
     assert not any("do not read" in n for n in validate(model, linearise_norms="qk", **opts).notes)
-    assert validate(model, linearise_qk_norm=True, **opts).notes == [notes("gemma3-text", fold=True)]  # the output norm's
+    assert said(validate(model, linearise_qk_norm=True, **opts)) == [notes("gemma3-text", fold=True)]  # the output norm's
 
 
 def test_cli_validate_linearises_every_norm_the_model_has_or_the_parts_named(tmp_path, capsys):
