@@ -3,6 +3,8 @@ behind the same interface. What is hooked, recomputed per head from ``HeadWeight
 the module's own attention output (summed over heads) and its own attention pattern
 (``output_attentions``), at float32 tolerance."""
 
+import re
+
 import pytest
 import torch
 
@@ -315,3 +317,67 @@ def test_a_transformers_older_than_compscope_takes_is_named_before_any_load(tmp_
             runner_for(source, progress=False)
     monkeypatch.setattr(transformers, "__version__", "4.57.0")
     assert isinstance(runner_for(model, progress=False), HFRunner)
+
+
+class _Bytes:
+    """A stand-in tokenizer of one's own: each byte of the text, folded into the tiny vocabulary."""
+
+    def encode(self, text, add_special_tokens=False):
+        from hf_tiny import VOCAB
+
+        return [b % VOCAB for b in text.encode()]
+
+
+class _Wide:
+    """Another model's tokenizer: ids past the tiny vocabulary, on long texts only (a short probe passes)."""
+
+    def encode(self, text, add_special_tokens=False):
+        return [b % 40 + (100 if len(text) > 200 else 0) for b in text.encode()]
+
+
+def test_a_transformers_model_object_reads_natural_text_with_the_tokenizer_given():
+    """``runner_for(model, tokenizer=...)``: a model object, which carries no tokenizer, estimates its
+    metrics on data on natural text cut by that tokenizer (the same windows, seed and BOS as a
+    folder's own tokenizer would be given), and every function that takes a model takes the
+    runner (``load`` reads it as its weights). A tokenizer that is none, fails, or gives ids past
+    the vocabulary is refused by name; so is one for a toy model or an already-made runner."""
+    from compscope.core.metrics import activations
+    from compscope.data.residual_moments import MetricData, runner_second_moments
+    from compscope.data.sequences import natural_text
+    from hf_tiny import BY_ID
+
+    model = build(BY_ID["llama-mha"])
+    runner = runner_for(model, tokenizer=_Bytes())
+    assert compscope.load(runner) is runner.hw and runner.tokenizer is not None
+    data = MetricData(sequences=4, length=16, shrinkage="none")
+    t = compscope.scores(runner, "K", ["frobenius"], "activations", metric_data=data, progress=False)
+    assert t.info["metric_data"] == "4 sequences of 16 tokens of standard-library docstrings (seed 12346)"
+    tokens = natural_text(_Bytes(), 4, 16, 12346, runner.bos)
+    plain = runner_for(model)
+    assert plain.tokenizer is None
+    G = activations(runner_second_moments(plain, tokens, hw=plain.hw, shrinkage="none"), 1e-6, "activations")
+    want = compscope.scores(plain.hw, "K", ["frobenius"], G, progress=False)
+    torch.testing.assert_close(t.dense("frobenius", "K"), want.dense("frobenius", "K"), rtol=1e-6, atol=1e-9,
+                               equal_nan=True)
+    on_repeats = compscope.scores(plain, "K", ["frobenius"], "activations", metric_data=data, progress=False)
+    assert on_repeats.info["metric_data"].startswith("4 repeated random sequences")
+    v = compscope.validate(runner, sequences=4, half=4, intervention_sequences=2, kinds="K", progress=False)
+    assert v.options["activations_metric_data"].startswith("64 sequences of 128 tokens of standard-library docstrings")
+    assert not any("no tokenizer" in n for n in v.notes)
+    c = compscope.head_circuits(runner, content="activations")
+    assert c.content == "activations" and c.previous.shape == (2, 4) and c.previous.isfinite().all()
+
+    for tok, needle in ((object(), "tokenizer: 'object' has no encode(text) method"),
+                        (_Bytes, "tokenizer: encode(text, add_special_tokens=False) failed (TypeError"),
+                        (type("Empty", (), {"encode": lambda self, text, add_special_tokens=False: []})(),
+                         "encodes text to nothing")):
+        with pytest.raises(compscope.OptionError, match=re.escape(needle)):
+            runner_for(model, tokenizer=tok)
+    wide = runner_for(model, tokenizer=_Wide())  # its probe's ids fit; the text's do not
+    with pytest.raises(compscope.OptionError, match=r"the tokenizer: gives the token id 1\d\d, but llama has a "
+                                                    r"vocabulary of 61 \(ids 0\.\.60\): not this model's tokenizer"):
+        compscope.scores(wide, "K", ["frobenius"], "activations", metric_data=data, progress=False)
+    with pytest.raises(compscope.OptionError, match="toy models, which run on repeated random sequences"):
+        runner_for("induction-2l", tokenizer=_Bytes())
+    with pytest.raises(compscope.OptionError, match="give it when making the runner"):
+        runner_for(runner, tokenizer=_Bytes())

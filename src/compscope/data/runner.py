@@ -532,7 +532,8 @@ def what_is(x) -> str:
 
 
 def runner_for(model, hw: HeadWeights | None = None, progress: bool = True,
-               device: str | torch.device | None = None, dtype: str | torch.dtype | None = None) -> Runner:
+               device: str | torch.device | None = None, dtype: str | torch.dtype | None = None,
+               tokenizer=None) -> Runner:
     """A :class:`Runner` for ``model``: a toy folder, built-in toy name or ``ToyTransformer``, a HuggingFace folder, a
     ``.gguf`` file, a built-in real model name, a hub id, a loaded ``transformers`` or TransformerLens model
     (module docstring), or a runner (returned as it is). ``hw``: its ``HeadWeights`` when already
@@ -542,15 +543,60 @@ def runner_for(model, hw: HeadWeights | None = None, progress: bool = True,
     model object or runner given runs where it is, and another ``device`` for it is refused.
     ``dtype``: what a ``transformers`` model loaded from files computes in (:data:`RUN_DTYPES`;
     default float32); a model object or runner keeps its own, another is refused; toy models
-    run in float32."""
+    run in float32. ``tokenizer``: the text tokenizer the natural text is read with
+    (``encode(text, add_special_tokens=False) -> list[int]``, a ``transformers`` tokenizer or one
+    of one's own), for a ``transformers`` model object (which carries none) or instead of the one a
+    folder or TransformerLens model has; checked to give this model's token ids. Every function
+    that takes a model takes the runner (``compscope.load`` reads it as its ``hw``)."""
     device = None if device is None else resolve_device(device)  # a device that is not there: refused before any load
     dtype = resolve_dtype(dtype)
     if isinstance(model, Runner) and hw is None:  # already running
+        if tokenizer is not None:
+            raise OptionError("tokenizer: give it when making the runner (runner_for(model, tokenizer=...)), "
+                              "not with a runner already made")
         _keeps(model.dtype, dtype, "runner")
         return _stays(model, model.device, device, "runner")
     runner = _new_runner(model, hw, progress, device, dtype)
     runner.progress = progress
+    if tokenizer is not None:
+        if isinstance(runner, ToyRunner):
+            raise OptionError(f"tokenizer: {runner.hw.meta.name} is one of compscope's toy models, which run on "
+                              "repeated random sequences and take no tokenizer")
+        runner.tokenizer = checked_tokenizer(tokenizer, runner.hw)
     return runner
+
+
+def checked_tokenizer(tokenizer, hw: HeadWeights):
+    """``tokenizer`` when it encodes text (``encode(text, add_special_tokens=False)``) to token ids of
+    ``hw``'s model, else an error that says what is wrong with it (a tokenizer of another model
+    gives ids past the vocabulary, which the model would fail on deep inside its embedding)."""
+    if not callable(getattr(tokenizer, "encode", None)):
+        raise OptionError(f"tokenizer: {type(tokenizer).__name__!r} has no encode(text) method (give a transformers "
+                          "tokenizer, or an object whose encode(text, add_special_tokens=False) returns token ids)")
+    try:
+        ids = list(tokenizer.encode("The text of a docstring: def f(x): return x + 1.", add_special_tokens=False))
+    except Exception as e:  # a tokenizer of one's own may fail in any way; the message names it
+        raise OptionError(f"tokenizer: encode(text, add_special_tokens=False) failed ({type(e).__name__}: "
+                          f"{one_line(e)})") from None
+    if not _has_vocabulary(tokenizer):
+        raise OptionError("tokenizer: it encodes text to nothing, or to its unknown token alone")
+    check_token_ids(ids, hw, "tokenizer")
+    return tokenizer
+
+
+def check_token_ids(ids, hw: HeadWeights, what: str) -> None:
+    """``ids`` (a sequence or tensor of integers) all token ids of ``hw``'s vocabulary, else an error
+    naming ``what`` gave them."""
+    try:
+        t = torch.as_tensor(ids)
+    except (TypeError, ValueError, RuntimeError):
+        t = None
+    if t is None or (t.numel() and (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)):
+        raise OptionError(f"{what}: gives {what_is(ids)}, not integer token ids")
+    bad = t[(t < 0) | (t >= hw.n_vocab)]
+    if bad.numel():
+        raise OptionError(f"{what}: gives the token id {int(bad[0])}, but {hw.meta.name} has a vocabulary of "
+                          f"{hw.n_vocab} (ids 0..{hw.n_vocab - 1}): not this model's tokenizer")
 
 
 def _new_runner(model, hw: HeadWeights | None, progress: bool, device: torch.device | None,

@@ -13,9 +13,13 @@ from .formats import FORMATS
 
 def read_unprocessed(source) -> HeadWeights:
     """``source`` as read by the first format of :data:`~compscope.loading.formats.FORMATS` that
-    recognises it (``HeadWeights`` pass through), nothing processed."""
+    recognises it (``HeadWeights`` pass through, a runner gives the weights it runs), nothing processed."""
     if isinstance(source, HeadWeights):
         return source
+    from ..data.runner import Runner
+
+    if isinstance(source, Runner):  # a model made ready to run (compscope.runner_for): the weights it runs
+        return source.hw
     for name, fmt in FORMATS.items():
         if guarded(source, name, fmt.recognise, source):
             return guarded(source, name, fmt.read, source)
