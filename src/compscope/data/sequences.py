@@ -165,8 +165,9 @@ def check_tokenizer(tokenizer, corpus: str | os.PathLike | None = None) -> None:
     """Natural text (the docstrings, or the file ``corpus``) is refused for a model without a tokenizer."""
     if tokenizer is None:
         what = "natural text" if corpus is None else f"corpus {os.fspath(corpus)}"
-        raise OptionError(f"{what}: needs the model's tokenizer, and this model has none (a toy model, or a "
-                          "folder without tokenizer files)")
+        raise OptionError(f"{what}: needs the model's tokenizer, and this model has none (a toy model, a folder "
+                          "without tokenizer files, or a model object: give it one with "
+                          "compscope.runner_for(model, tokenizer=...))")
 
 
 def natural_text(tokenizer, n: int, seq_len: int, seed: int, bos: int | None = None,

@@ -16,10 +16,8 @@ def read_unprocessed(source) -> HeadWeights:
     recognises it (``HeadWeights`` pass through, a runner gives the weights it runs), nothing processed."""
     if isinstance(source, HeadWeights):
         return source
-    from ..data.runner import Runner
-
-    if isinstance(source, Runner):  # a model made ready to run (compscope.runner_for): the weights it runs
-        return source.hw
+    if isinstance(getattr(source, "hw", None), HeadWeights) and callable(getattr(source, "trace", None)):
+        return source.hw  # a runner (compscope.runner_for; known by its parts, data/ sits above loading/): its weights
     for name, fmt in FORMATS.items():
         if guarded(source, name, fmt.recognise, source):
             return guarded(source, name, fmt.read, source)
