@@ -368,6 +368,7 @@ def test_a_transformers_model_object_reads_natural_text_with_the_tokenizer_given
     assert c.content == "activations" and c.previous.shape == (2, 4) and c.previous.isfinite().all()
 
     for tok, needle in ((object(), "tokenizer: 'object' has no encode(text) method"),
+                        ("gpt2", "tokenizer='gpt2': give a tokenizer object"),
                         (_Bytes, "tokenizer: encode(text, add_special_tokens=False) failed (TypeError"),
                         (type("Empty", (), {"encode": lambda self, text, add_special_tokens=False: []})(),
                          "encodes text to nothing")):

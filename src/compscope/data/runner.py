@@ -570,6 +570,9 @@ def checked_tokenizer(tokenizer, hw: HeadWeights):
     """``tokenizer`` when it encodes text (``encode(text, add_special_tokens=False)``) to token ids of
     ``hw``'s model, else an error that says what is wrong with it (a tokenizer of another model
     gives ids past the vocabulary, which the model would fail on deep inside its embedding)."""
+    if isinstance(tokenizer, (str, bytes, Path)):  # a str has an encode() of its own
+        raise OptionError(f"tokenizer={str(tokenizer)!r}: give a tokenizer object (for example "
+                          "transformers.AutoTokenizer.from_pretrained(folder)), not a name or path")
     if not callable(getattr(tokenizer, "encode", None)):
         raise OptionError(f"tokenizer: {type(tokenizer).__name__!r} has no encode(text) method (give a transformers "
                           "tokenizer, or an object whose encode(text, add_special_tokens=False) returns token ids)")
