@@ -395,3 +395,21 @@ def test_the_api_names_bad_counts_lists_and_budgets():
         with pytest.raises(compscope.OptionError, match=re.escape(message)):
             call()
     assert [p[:4] for p in t.top("K", "frobenius", 2)] == [(0, 0, 1, 1), (0, 0, 1, 2)]  # the good call unchanged
+
+
+def test_a_misspelt_name_is_answered_with_the_closest_one():
+    """An unknown measure, metric or axiom that is a typo of a registered one ends its error with
+    the one meant; a name close to none gets the list alone."""
+    from compscope import OptionError
+    from compscope.errors import did_you_mean
+
+    with pytest.raises(OptionError, match=r"unknown measure 'frobenious'; measures: .*; did you mean 'frobenius'\?$"):
+        compscope.scores("induction-2l", "K", ["frobenious"], progress=False)
+    with pytest.raises(OptionError, match=r"unknown metric 'covarince'; .*; did you mean 'covariance'\?$"):
+        compscope.scores("induction-2l", "K", metric="covarince", progress=False)
+    with pytest.raises(OptionError, match=r"unknown axioms \['gague'\]; .*; did you mean 'gauge'\?$"):
+        compscope.check_axioms(axioms=["gague"])
+    with pytest.raises(OptionError, match=r"unknown metric 'xyz'; metrics: [a-z, -]*$"):
+        compscope.scores("induction-2l", "K", metric="xyz", progress=False)
+    assert did_you_mean(["embd", "tite", "xyz"], ["embed", "tight"]) == "; did you mean 'embed' or 'tight'?"
+    assert did_you_mean("q", ["embed"]) == ""

@@ -25,6 +25,16 @@ class OptionError(CompscopeError, ValueError):
     """An option has a value compscope does not accept (unknown measure, metric, kind, ...)."""
 
 
+def did_you_mean(names, choices) -> str:
+    """``'; did you mean 'x'?'`` for the closest of ``choices`` to each of ``names`` that has one
+    (a typo), to end an "unknown ..." message; empty when none is close."""
+    import difflib
+
+    close = [c for n in ([names] if isinstance(names, str) else names) if isinstance(n, str)
+             for c in difflib.get_close_matches(n, list(choices), n=1)]
+    return f"; did you mean {' or '.join(repr(c) for c in dict.fromkeys(close))}?" if close else ""
+
+
 def at_least_words(low: int | None) -> str:
     """How an integer option's bound reads in an error: 'an integer', 'a positive integer',
     'a positive integer >= 2', 'an integer >= 0'."""

@@ -22,7 +22,7 @@ import importlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 
-from .errors import CompscopeError, OptionError
+from .errors import CompscopeError, OptionError, did_you_mean
 
 T = TypeVar("T")
 
@@ -64,7 +64,8 @@ class Registry(Generic[T]):
     def get(self, name: str) -> T:
         """The entry ``name``; an error listing the registered names when there is none."""
         if not isinstance(name, str) or name not in self._entries:
-            raise self.error(f"unknown {self.what} {name!r}; {self.plural}: {', '.join(self._entries)}")
+            raise self.error(f"unknown {self.what} {name!r}; {self.plural}: {', '.join(self._entries)}"
+                             + did_you_mean(name, self._entries))
         entry = self._entries[name]
         if isinstance(entry, _Lazy):
             entry = self._entries[name] = entry.resolve()

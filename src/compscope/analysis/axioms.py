@@ -53,7 +53,7 @@ from dataclasses import dataclass, fields
 import torch
 from torch import Tensor
 
-from ..errors import OptionError, check_int
+from ..errors import OptionError, check_int, did_you_mean
 from ..core.factors import whiten
 from ..core.lowrank import LowRank
 from ..measures import AXIOMS, Measure, PairSpectra, get_measure, measures
@@ -385,7 +385,7 @@ def check_axioms(
     names = list(CHECKS) if axioms is None else list(axioms)
     bad = [a for a in names if a not in CHECKS]
     if bad:
-        raise OptionError(f"unknown axioms {bad}; axioms: {', '.join(CHECKS)}")
+        raise OptionError(f"unknown axioms {bad}; axioms: {', '.join(CHECKS)}{did_you_mean(bad, CHECKS)}")
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise OptionError(f"trials={trials!r}: need an integer >= 1")
     check_int("seed", seed)

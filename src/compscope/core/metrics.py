@@ -34,7 +34,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from ..errors import OptionError, one_line
+from ..errors import OptionError, did_you_mean, one_line
 from ..registry import Registry
 from .heads import HeadWeights
 from .vocab import embed_gram, unembed_gram
@@ -297,7 +297,8 @@ def check_metrics(metrics) -> list:
     if unknown or not metrics:
         raise OptionError((f"unknown metric {', '.join(_short(m) for m in unknown)}" if unknown else "no metric given")
                           + f"; metrics: {', '.join(METRICS.names())}"
-                          + ("" if all(isinstance(m, str) for m in unknown) else ", a Metric, or a Gram matrix of your own"))
+                          + ("" if all(isinstance(m, str) for m in unknown) else ", a Metric, or a Gram matrix of your own")
+                          + did_you_mean(unknown, METRICS.names()))
     return metrics
 
 
