@@ -359,13 +359,12 @@ def metric_tokens(runner, sequences: int, seq_len: int, seed: int, corpus: str |
     says what they are): natural text when the runner has a tokenizer (``seq_len`` at most the
     model's context; the file ``corpus``'s, else the docstrings), else repeated random sequences
     ``[t, t]`` (a corpus given is then refused)."""
-    from .runner import check_token_ids
-    from .sequences import natural_text, repeats
+    from .sequences import check_token_ids, natural_text, repeats
 
     seq_len = _within_context(runner, seq_len)
     if runner.tokenizer is not None or corpus is not None:
         tokens = natural_text(runner.tokenizer, sequences, seq_len, seed, runner.bos, corpus)
-        check_token_ids(tokens, runner.hw, "the tokenizer")  # all of the text: another model's may pass a probe
+        check_token_ids(tokens, runner.hw.n_vocab, runner.hw.meta.name, "the tokenizer")  # all of the text: another model's may pass a probe
         return tokens
     return repeats(sequences, _repeat_half(runner, seq_len), runner.hw.n_vocab, seed, runner.bos).tokens
 

@@ -44,6 +44,7 @@ from ..core.attention import combine, head_outputs, head_states, read_input
 from ..core.heads import HeadWeights, same_device
 from ..engine.plan import resolve_device
 from ..errors import OptionError, UnsupportedModelError, one_line
+from .sequences import checked_tokenizer, has_vocabulary
 
 
 @dataclass(frozen=True)
@@ -562,44 +563,8 @@ def runner_for(model, hw: HeadWeights | None = None, progress: bool = True,
         if isinstance(runner, ToyRunner):
             raise OptionError(f"tokenizer: {runner.hw.meta.name} is one of compscope's toy models, which run on "
                               "repeated random sequences and take no tokenizer")
-        runner.tokenizer = checked_tokenizer(tokenizer, runner.hw)
+        runner.tokenizer = checked_tokenizer(tokenizer, runner.hw.n_vocab, runner.hw.meta.name)
     return runner
-
-
-def checked_tokenizer(tokenizer, hw: HeadWeights):
-    """``tokenizer`` when it encodes text (``encode(text, add_special_tokens=False)``) to token ids of
-    ``hw``'s model, else an error that says what is wrong with it (a tokenizer of another model
-    gives ids past the vocabulary, which the model would fail on deep inside its embedding)."""
-    if isinstance(tokenizer, (str, bytes, Path)):  # a str has an encode() of its own
-        raise OptionError(f"tokenizer={str(tokenizer)!r}: give a tokenizer object (for example "
-                          "transformers.AutoTokenizer.from_pretrained(folder)), not a name or path")
-    if not callable(getattr(tokenizer, "encode", None)):
-        raise OptionError(f"tokenizer: {type(tokenizer).__name__!r} has no encode(text) method (give a transformers "
-                          "tokenizer, or an object whose encode(text, add_special_tokens=False) returns token ids)")
-    try:
-        ids = list(tokenizer.encode("The text of a docstring: def f(x): return x + 1.", add_special_tokens=False))
-    except Exception as e:  # a tokenizer of one's own may fail in any way; the message names it
-        raise OptionError(f"tokenizer: encode(text, add_special_tokens=False) failed ({type(e).__name__}: "
-                          f"{one_line(e)})") from None
-    if not _has_vocabulary(tokenizer):
-        raise OptionError("tokenizer: it encodes text to nothing, or to its unknown token alone")
-    check_token_ids(ids, hw, "tokenizer")
-    return tokenizer
-
-
-def check_token_ids(ids, hw: HeadWeights, what: str) -> None:
-    """``ids`` (a sequence or tensor of integers) all token ids of ``hw``'s vocabulary, else an error
-    naming ``what`` gave them."""
-    try:
-        t = torch.as_tensor(ids)
-    except (TypeError, ValueError, RuntimeError):
-        t = None
-    if t is None or (t.numel() and (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)):
-        raise OptionError(f"{what}: gives {what_is(ids)}, not integer token ids")
-    bad = t[(t < 0) | (t >= hw.n_vocab)]
-    if bad.numel():
-        raise OptionError(f"{what}: gives the token id {int(bad[0])}, but {hw.meta.name} has a vocabulary of "
-                          f"{hw.n_vocab} (ids 0..{hw.n_vocab - 1}): not this model's tokenizer")
 
 
 def _new_runner(model, hw: HeadWeights | None, progress: bool, device: torch.device | None,
@@ -723,7 +688,7 @@ def _hf_runner(path: Path, hw: HeadWeights, progress: bool = True, device: torch
                                                                    local_files_only=True)
         except Exception:  # a model without a tokenizer still runs on token ids
             tokenizer = None
-    return HFRunner(model, hw, tokenizer if _has_vocabulary(tokenizer) else None)
+    return HFRunner(model, hw, tokenizer if has_vocabulary(tokenizer) else None)
 
 
 def transformers_at_least(*version: int) -> bool:
@@ -748,16 +713,3 @@ def _new_enough(what) -> None:
         need = ".".join(map(str, OLDEST_TRANSFORMERS))
         raise OptionError(f"{what}: running a model on data needs transformers >= {need}, and {transformers.__version__} "
                           f"is installed (pip install -U 'transformers>={need}')")
-
-
-def _has_vocabulary(tokenizer) -> bool:
-    """Whether ``tokenizer`` encodes text to tokens other than its unknown token: for a folder
-    without tokenizer files transformers builds one of special tokens alone (GPT-2's encodes text
-    to nothing, Gemma's to ``<unk>``)."""
-    if tokenizer is None:
-        return False
-    try:
-        ids = tokenizer.encode("The text of a docstring.", add_special_tokens=False)
-    except Exception:
-        return False
-    return any(i != getattr(tokenizer, "unk_token_id", None) for i in ids)

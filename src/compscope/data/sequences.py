@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from ..errors import OptionError
+from ..errors import OptionError, one_line
 
 #: ``|t|`` of the repeated sequences ``[bos] t t`` that validate and intervene run on by default
 #: (cut to a shorter context)
@@ -168,6 +168,57 @@ def check_tokenizer(tokenizer, corpus: str | os.PathLike | None = None) -> None:
         raise OptionError(f"{what}: needs the model's tokenizer, and this model has none (a toy model, a folder "
                           "without tokenizer files, or a model object: give it one with "
                           "compscope.runner_for(model, tokenizer=...))")
+
+
+def has_vocabulary(tokenizer) -> bool:
+    """Whether ``tokenizer`` encodes text to tokens other than its unknown token: for a folder
+    without tokenizer files transformers builds one of special tokens alone (GPT-2's encodes text
+    to nothing, Gemma's to ``<unk>``)."""
+    if tokenizer is None:
+        return False
+    try:
+        ids = tokenizer.encode("The text of a docstring.", add_special_tokens=False)
+    except Exception:
+        return False
+    return any(i != getattr(tokenizer, "unk_token_id", None) for i in ids)
+
+
+def checked_tokenizer(tokenizer, n_vocab: int, model: str):
+    """``tokenizer`` when it encodes text (``encode(text, add_special_tokens=False)``) to token ids of
+    a vocabulary of ``n_vocab`` (the model named ``model``'s), else an error that says what is wrong
+    with it (another model's tokenizer gives ids past the vocabulary, which the model would fail on
+    deep inside its embedding; the text's own ids are checked again before it runs:
+    :func:`check_token_ids`)."""
+    if isinstance(tokenizer, (str, bytes, Path)):  # a str has an encode() of its own
+        raise OptionError(f"tokenizer={str(tokenizer)!r}: give a tokenizer object (for example "
+                          "transformers.AutoTokenizer.from_pretrained(folder)), not a name or path")
+    if not callable(getattr(tokenizer, "encode", None)):
+        raise OptionError(f"tokenizer: {type(tokenizer).__name__!r} has no encode(text) method (give a transformers "
+                          "tokenizer, or an object whose encode(text, add_special_tokens=False) returns token ids)")
+    try:
+        ids = list(tokenizer.encode("The text of a docstring: def f(x): return x + 1.", add_special_tokens=False))
+    except Exception as e:  # a tokenizer of one's own may fail in any way; the message names it
+        raise OptionError(f"tokenizer: encode(text, add_special_tokens=False) failed ({type(e).__name__}: "
+                          f"{one_line(e)})") from None
+    if not has_vocabulary(tokenizer):
+        raise OptionError("tokenizer: it encodes text to nothing, or to its unknown token alone")
+    check_token_ids(ids, n_vocab, model, "tokenizer")
+    return tokenizer
+
+
+def check_token_ids(ids, n_vocab: int, model: str, what: str) -> None:
+    """``ids`` (a sequence or tensor of integers) all token ids of a vocabulary of ``n_vocab`` (the
+    model named ``model``'s), else an error naming ``what`` gave them."""
+    try:
+        t = torch.as_tensor(ids)
+    except (TypeError, ValueError, RuntimeError):
+        t = None
+    if t is None or (t.numel() and (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)):
+        raise OptionError(f"{what}: gives a {type(ids).__name__}, not integer token ids")
+    bad = t[(t < 0) | (t >= n_vocab)]
+    if bad.numel():
+        raise OptionError(f"{what}: gives the token id {int(bad[0])}, but {model} has a vocabulary of "
+                          f"{n_vocab} (ids 0..{n_vocab - 1}): not this model's tokenizer")
 
 
 def natural_text(tokenizer, n: int, seq_len: int, seed: int, bos: int | None = None,
