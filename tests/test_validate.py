@@ -822,10 +822,12 @@ def test_a_model_without_a_tokenizer_is_told_its_data_on_data_are_repeats(tmp_pa
     build(BY_ID["llama-mha"]).save_pretrained(llama)
     opts = dict(sequences=4, half=4, intervention_sequences=2, kinds="K", progress=False)
     v = validate(str(llama), metrics=("identity", "covariance"), **opts)
-    assert "llama has no tokenizer, so no natural text: metrics on data estimated on 64 repeated random sequences" \
-        in "\n".join(v.notes)
-    assert any(n.startswith("llama has no tokenizer, so no natural text: the previous-token score's activations "
-                            "content sampled on 16 repeated random sequences") for n in v.notes)
+    (said,) = [n for n in v.notes if "no tokenizer" in n]  # one note says it all, and how to give one
+    assert said.startswith("llama has no tokenizer, so no natural text: metrics on data estimated on 64 repeated "
+                           "random sequences [t, t], |t| = ")
+    assert "; the previous-token score's activations content sampled on 16 repeated random sequences" in said
+    assert said.endswith(". To read text, give it one: its tokenizer's files in its folder, or "
+                         "compscope.runner_for(model, tokenizer=...)")
     assert v.options["activations_metric_data"].startswith("64 repeated random sequences")
     weights_only = validate(str(llama), metrics=("identity",), **opts)  # no metric on data: only the content's note
     assert not any("metrics on data" in n for n in weights_only.notes)

@@ -217,15 +217,18 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
         notes += [n for n in weights.meta.notes if n.startswith("QK-norm linearised")]
     if cut:
         notes.append(cut)
-    if any(isinstance(m, str) and m in ON_DATA for m in metrics):  # said when not the default natural text
-        if not has_text(runner):
-            notes.append(f"{runner.hw.meta.name} has no tokenizer, so no natural text: metrics on data estimated on "
-                         f"{data_words(runner, metric_data)}")
-        elif metric_data != MetricData():
+    on_data = any(isinstance(m, str) and m in ON_DATA for m in metrics)
+    content = reads_content(head_weights)
+    if not has_text(runner) and (on_data or content):  # said: a user expects natural text
+        read = ([f"metrics on data estimated on {data_words(runner, metric_data)}"] if on_data else []) + \
+            ([f"the previous-token score's activations content sampled on {sample_data.content(runner)}"] if content else [])
+        notes.append(f"{runner.hw.meta.name} has no tokenizer, so no natural text: {'; '.join(read)}. To read text, "
+                     "give it one: its tokenizer's files in its folder, or compscope.runner_for(model, tokenizer=...)")
+    else:  # data other than the default are said
+        if on_data and metric_data != MetricData():
             notes.append(f"metrics on data estimated on {data_words(runner, metric_data)}")
-    if reads_content(head_weights) and (sample_data != SampleData() or not has_text(runner)):
-        notes.append(("" if has_text(runner) else f"{runner.hw.meta.name} has no tokenizer, so no natural text: ")
-                     + f"the previous-token score's activations content sampled on {sample_data.content(runner)}")
+        if content and sample_data != SampleData():
+            notes.append(f"the previous-token score's activations content sampled on {sample_data.content(runner)}")
     # the metrics from the weights alone, before any forward pass: one the model lacks what it needs
     # for is skipped with a note, and a verdict left with no metric at all is refused
     ready: list = []  # per metric: the Metric, None (estimated on data, later) or False (skipped)
