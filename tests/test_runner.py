@@ -382,3 +382,32 @@ def test_a_transformers_model_object_reads_natural_text_with_the_tokenizer_given
         runner_for("induction-2l", tokenizer=_Bytes())
     with pytest.raises(compscope.OptionError, match="give it when making the runner"):
         runner_for(runner, tokenizer=_Bytes())
+
+
+def test_a_model_handed_over_in_training_mode_runs_without_dropout_and_leaves_as_it_came():
+    """A model object in training mode (a user's, mid-training; here with dropout 0.5 in attention
+    and residual) runs in eval mode, so its traces are the eval model's, and afterwards every
+    module has the mode it had (a module the user had put in eval mode stays so); the toy model too."""
+    from hf_tiny import BY_ID
+
+    model = build(BY_ID["gpt2"], resid_pdrop=0.5, attn_pdrop=0.5, embd_pdrop=0.5)
+    ids = random_ids()
+    want = runner_for(model).trace(ids)  # built in eval mode
+    model.train()
+    model.transformer.h[1].eval()  # a mode of the user's own
+    modes = {name: m.training for name, m in model.named_modules()}
+    runner = runner_for(model)
+    for _ in range(2):
+        got = runner.trace(ids)
+        for a, b in zip(got.resid + got.attn_out, want.resid + want.attn_out):
+            torch.testing.assert_close(a, b, rtol=0, atol=0)
+    assert {name: m.training for name, m in model.named_modules()} == modes and model.training
+    v = compscope.validate(model, sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
+                           progress=False)
+    assert v.labels is not None and {name: m.training for name, m in model.named_modules()} == modes
+
+    from compscope.toy import ToyConfig, ToyTransformer
+
+    toy = ToyTransformer(ToyConfig(n_layers=2, n_heads=2, d_model=16, d_head=8, d_vocab=20, n_ctx=16), seed=0).train()
+    runner_for(toy).trace(torch.randint(0, 20, (2, 8)))
+    assert all(m.training for m in toy.modules())

@@ -222,7 +222,7 @@ class Runner:
         seeing = self._seeing_returns() if not add and self.layer_modules and self._returns is None else nullcontext()
         seen: list[Tensor] = []  # the last layer's input, where it is not run
         skipping = self._skipping_last(seen) if not last and self.layer_modules and self._returns else nullcontext()
-        with seeing, self._leaving_out(kept), skipping:
+        with seeing, self._leaving_out(kept), skipping, evaluating(getattr(self, "model", None)):
             resid, out, *rest = self._run(tokens, add) if add else self._run(tokens)
         if seen:
             resid[-1] = seen[0]
@@ -357,7 +357,6 @@ class ToyRunner(Runner):
 
     def _run(self, tokens: Tensor, add: dict[int, Tensor] | None = None) -> tuple[list[Tensor], list[Tensor]]:
         cache: dict = {}
-        self.model.eval()
         self.model(tokens, cache=cache, adds=add)
         L = self.model.cfg.n_layers
         return [cache[f"resid_pre.{l}"] for l in range(L)], [cache[f"attn_out.{l}"] for l in range(L)]
@@ -372,7 +371,7 @@ class HFRunner(Runner):
         from ..loading.families import family_for
 
         _new_enough(hw.meta.name)
-        self.model, self.hw, self.tokenizer = model.eval(), hw, tokenizer
+        self.model, self.hw, self.tokenizer = model, hw, tokenizer
         self.device = model_device(model)
         family = family_for(model.config.to_dict(), f"{type(model).__name__} object")
         self.body = family.base_model(model)  # run without the unembedding, which nothing here reads
@@ -438,7 +437,7 @@ class TransformerLensRunner(Runner):
         from ..loading.formats.transformer_bridge import is_bridge
         from ..loading.formats.transformer_lens import is_hooked_encoder
 
-        self.model, self.hw = model.eval(), hw
+        self.model, self.hw = model, hw
         self.device = model_device(model)
         n = len(model.blocks)
         if n != hw.n_layers:
@@ -490,6 +489,22 @@ class TransformerLensRunner(Runner):
         got = {name: cache[name] for name in self.wanted if name in cache.keys()}  # a block left out (trace's clean): None
         norm_in = None if self.norm_names is None else [(got[a], got[b]) if a in got else None for a, b in self.norm_names]
         return [got.get(r) for r, _ in self.names], [got.get(o) for _, o in self.names], norm_in
+
+
+@contextmanager
+def evaluating(model):
+    """``model`` (a ``torch.nn.Module``; None: nothing) in eval mode inside, no dropout; after, each
+    of its modules in the mode it had, so that a model handed over mid-training leaves as it came."""
+    if model is None or not hasattr(model, "modules"):
+        yield
+        return
+    modes = [(m, m.training) for m in model.modules()]
+    model.eval()
+    try:
+        yield
+    finally:
+        for m, mode in modes:
+            m.training = mode
 
 
 def layer_modules(body, points: list[tuple]) -> list | None:
