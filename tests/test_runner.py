@@ -369,14 +369,18 @@ def test_a_transformers_model_object_reads_natural_text_with_the_tokenizer_given
 
     for tok, needle in ((object(), "tokenizer: 'object' has no encode(text) method"),
                         ("gpt2", "tokenizer='gpt2': give a tokenizer object"),
+                        (type("Big", (), {"encode": lambda self, text, add_special_tokens=False: [7, 1000]})(),
+                         "tokenizer: token id 1000 is past llama's vocabulary of 61 (ids 0..60)"),
+                        (type("Floats", (), {"encode": lambda self, text, add_special_tokens=False: [1.5, 2.0]})(),
+                         "tokenizer: gives a list, not integer token ids"),
                         (_Bytes, "tokenizer: encode(text, add_special_tokens=False) failed (TypeError"),
                         (type("Empty", (), {"encode": lambda self, text, add_special_tokens=False: []})(),
                          "encodes text to nothing")):
         with pytest.raises(compscope.OptionError, match=re.escape(needle)):
             runner_for(model, tokenizer=tok)
     wide = runner_for(model, tokenizer=_Wide())  # its probe's ids fit; the text's do not
-    with pytest.raises(compscope.OptionError, match=r"the tokenizer: gives the token id 1\d\d, but llama has a "
-                                                    r"vocabulary of 61 \(ids 0\.\.60\): not this model's tokenizer"):
+    with pytest.raises(compscope.OptionError, match=r"the tokenizer: token id 1\d\d is past llama's vocabulary of "
+                                                    r"61 \(ids 0\.\.60\): not this model's tokenizer"):
         compscope.scores(wide, "K", ["frobenius"], "activations", metric_data=data, progress=False)
     with pytest.raises(compscope.OptionError, match="toy models, which run on repeated random sequences"):
         runner_for("induction-2l", tokenizer=_Bytes())

@@ -364,7 +364,8 @@ def metric_tokens(runner, sequences: int, seq_len: int, seed: int, corpus: str |
     seq_len = _within_context(runner, seq_len)
     if runner.tokenizer is not None or corpus is not None:
         tokens = natural_text(runner.tokenizer, sequences, seq_len, seed, runner.bos, corpus)
-        check_token_ids(tokens, runner.hw.n_vocab, runner.hw.meta.name, "the tokenizer")  # all of the text: another model's may pass a probe
+        # every token of the text: another model's tokenizer may pass runner_for's probe
+        check_token_ids(tokens, runner.hw.n_vocab, runner.hw.meta.name, "the tokenizer")
         return tokens
     return repeats(sequences, _repeat_half(runner, seq_len), runner.hw.n_vocab, seed, runner.bos).tokens
 

@@ -217,8 +217,8 @@ def check_token_ids(ids, n_vocab: int, model: str, what: str) -> None:
         raise OptionError(f"{what}: gives a {type(ids).__name__}, not integer token ids")
     bad = t[(t < 0) | (t >= n_vocab)]
     if bad.numel():
-        raise OptionError(f"{what}: gives the token id {int(bad[0])}, but {model} has a vocabulary of "
-                          f"{n_vocab} (ids 0..{n_vocab - 1}): not this model's tokenizer")
+        raise OptionError(f"{what}: token id {int(bad[0])} is past {model}'s vocabulary of {n_vocab} "
+                          f"(ids 0..{n_vocab - 1}): not this model's tokenizer")
 
 
 def natural_text(tokenizer, n: int, seq_len: int, seed: int, bos: int | None = None,
