@@ -178,8 +178,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     from .head_labels import activation_labels
     from .intervene import check_ablation, check_paths, intervention_effects, runner_with_writers
     from ..analysis.circuits import reads_content
-    from .residual_moments import MetricData, SampleData, as_metric_data, as_sample_data
-    from .residual_moments import has_text, metric_data as data_words
+    from .residual_moments import SampleData, as_metric_data, as_sample_data, metric_data as data_words
     from .sequences import python_version
 
     kinds = check_kinds(kinds)
@@ -211,24 +210,8 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
                                          metric_data, progress)
     if center_writing:
         weights = centred(weights)
-    note = linearised_on or unread_norms(weights)
-    notes = [note] if note else []
-    if linearise_qk_norm == "text":  # where its moments come from
-        notes += [n for n in weights.meta.notes if n.startswith("QK-norm linearised")]
-    if cut:
-        notes.append(cut)
-    on_data = any(isinstance(m, str) and m in ON_DATA for m in metrics)
-    content = reads_content(head_weights)
-    if not has_text(runner) and (on_data or content):  # said: a user expects natural text
-        read = ([f"metrics on data estimated on {data_words(runner, metric_data)}"] if on_data else []) + \
-            ([f"the previous-token score's activations content sampled on {sample_data.content(runner)}"] if content else [])
-        notes.append(f"{runner.hw.meta.name} has no tokenizer, so no natural text: {'; '.join(read)}. To read text, "
-                     "give it one: its tokenizer's files in its folder, or compscope.runner_for(model, tokenizer=...)")
-    else:  # data other than the default are said
-        if on_data and metric_data != MetricData():
-            notes.append(f"metrics on data estimated on {data_words(runner, metric_data)}")
-        if content and sample_data != SampleData():
-            notes.append(f"the previous-token score's activations content sampled on {sample_data.content(runner)}")
+    notes = _data_notes(runner, head_weights, weights, linearised_on, linearise_qk_norm, cut, metrics, metric_data,
+                        sample_data)
     # the metrics from the weights alone, before any forward pass: one the model lacks what it needs
     # for is skipped with a note, and a verdict left with no metric at all is refused
     ready: list = []  # per metric: the Metric, None (estimated on data, later) or False (skipped)
@@ -302,6 +285,36 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
                "text_labels_data": on_text.data if on_text is not None else None,
                "weights_processing": list(weights.meta.processing)}
     return Verdict(hw.meta.name, labels, effects, tables, rows, heads, options, notes, on_text)
+
+
+def _data_notes(runner, head_weights: HeadWeights, weights: HeadWeights, linearised_on, linearise_qk_norm, cut,
+                metrics, metric_data, sample_data) -> list[str]:
+    """The verdict's first notes: the norms its measures do not read (or what linearised them), where
+    QK-norm's text moments come from, a cut ``|t|``, and what the data other than the repeats are:
+    a model without a tokenizer reads repeated random sequences where a user expects natural
+    text (said, with how to give it one); otherwise data other than the defaults are said."""
+    from ..analysis.circuits import reads_content
+    from .residual_moments import MetricData, SampleData, has_text, metric_data as data_words
+
+    note = linearised_on or unread_norms(weights)
+    notes = [note] if note else []
+    if linearise_qk_norm == "text":  # where its moments come from
+        notes += [n for n in weights.meta.notes if n.startswith("QK-norm linearised")]
+    if cut:
+        notes.append(cut)
+    on_data = any(isinstance(m, str) and m in ON_DATA for m in metrics)
+    content = reads_content(head_weights)
+    if not has_text(runner) and (on_data or content):
+        read = ([f"metrics on data estimated on {data_words(runner, metric_data)}"] if on_data else []) + \
+            ([f"the previous-token score's activations content sampled on {sample_data.content(runner)}"] if content else [])
+        notes.append(f"{runner.hw.meta.name} has no tokenizer, so no natural text: {'; '.join(read)}. To read text, "
+                     "give it one: its tokenizer's files in its folder, or compscope.runner_for(model, tokenizer=...)")
+    else:
+        if on_data and metric_data != MetricData():
+            notes.append(f"metrics on data estimated on {data_words(runner, metric_data)}")
+        if content and sample_data != SampleData():
+            notes.append(f"the previous-token score's activations content sampled on {sample_data.content(runner)}")
+    return notes
 
 
 def _check_numbers(**given) -> None:
