@@ -351,7 +351,8 @@ def test_a_transformers_model_object_reads_natural_text_with_the_tokenizer_given
     assert compscope.load(runner) is runner.hw and runner.tokenizer is not None
     data = MetricData(sequences=4, length=16, shrinkage="none")
     t = compscope.scores(runner, "K", ["frobenius"], "activations", metric_data=data, progress=False)
-    assert t.info["metric_data"] == "4 sequences of 16 tokens of standard-library docstrings (seed 12346)"
+    assert t.info["metric_data"] == ("4 sequences of 16 tokens of standard-library docstrings (seed 12346), tokenised "
+                                     "by a _Bytes given")
     tokens = natural_text(_Bytes(), 4, 16, 12346, runner.bos)
     plain = runner_for(model)
     assert plain.tokenizer is None
@@ -415,3 +416,62 @@ def test_a_model_handed_over_in_training_mode_runs_without_dropout_and_leaves_as
     toy = ToyTransformer(ToyConfig(n_layers=2, n_heads=2, d_model=16, d_head=8, d_vocab=20, n_ctx=16), seed=0).train()
     runner_for(toy).trace(torch.randint(0, 20, (2, 8)))
     assert all(m.training for m in toy.modules())
+
+
+def _word_tokenizer(folder, first: int = 1):
+    """A ``transformers`` tokenizer of common words (ids from ``first`` on; the rest of the text
+    unknown, id 0), saved in ``folder``."""
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["[UNK]", *(f"w{i}" for i in range(1, first)), "The", "the", "a", "of", "to", "and", "is", "in", "for",
+             "text", "return", "def", "self", "if", "an", "be", "or", "that", "this", "with", "as", "it", "not", "are",
+             "by", "on", "from", "list", "value"]
+    tk = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]").save_pretrained(folder)
+    return folder
+
+
+def test_the_command_line_reads_text_with_the_tokenizer_given(tmp_path, capsys):
+    """``--tokenizer DIR`` (or a ``tokenizer.json``) gives a folder without a tokenizer natural text in
+    scores, pair, intervene, circuits and validate, recorded as the tokenizer's ("tokenised by the
+    tokenizer DIR"); a path that holds none, a toy model and another vocabulary are refused by name."""
+    import json
+
+    from compscope.cli.main import main
+    from hf_tiny import BY_ID
+
+    folder, tok = tmp_path / "llama", _word_tokenizer(tmp_path / "tok")
+    build(BY_ID["llama-mha"]).save_pretrained(folder)
+    text = f"standard-library docstrings (seed 12346), tokenised by the tokenizer {tok}"
+    data = ["--metric", "covariance", "--metric-sequences", "4", "--metric-length", "16"]
+    assert main(["scores", str(folder), "--kinds", "K", "--measure", "frobenius", "--top", "1", *data,
+                 "--tokenizer", str(tok)]) == 0
+    assert f"estimated on 4 sequences of 16 tokens of {text}; Ledoit-Wolf" in capsys.readouterr().out
+    assert main(["scores", str(folder), "--kinds", "K", "--measure", "frobenius", "--top", "1", *data,
+                 "--tokenizer", str(tok / "tokenizer.json")]) == 0
+    assert f"tokenised by the tokenizer {tok / 'tokenizer.json'}; Ledoit-Wolf" in capsys.readouterr().out
+    assert main(["pair", str(folder), "0.0", "1.1", "--kind", "K", *data, "--tokenizer", str(tok)]) == 0
+    assert text in capsys.readouterr().out.splitlines()[0]
+    assert main(["intervene", str(folder), "--kinds", "K", "--sequences", "2", "--half", "4", "--top", "1", *data,
+                 "--tokenizer", str(tok)]) == 0
+    assert text in capsys.readouterr().out.splitlines()[0]
+    assert main(["circuits", str(folder), "--content", "activations", "--sample-sequences", "2", "--sample-length", "16",
+                 "--tokenizer", str(tok)]) == 0
+    assert "sequences of 16 tokens of standard-library docstrings" in capsys.readouterr().out.splitlines()[0]
+    assert main(["validate", str(folder), "--sequences", "4", "--half", "4", "--intervention-sequences", "2",
+                 "--kinds", "K", "--metric", "covariance", "--tokenizer", str(tok), "--out", str(tmp_path / "v")]) == 0
+    assert "no tokenizer" not in capsys.readouterr().out
+    run = json.loads((tmp_path / "v" / "run.json").read_text())
+    assert run["activations_metric_data"].startswith(f"64 sequences of 128 tokens of {text}")
+
+    (tmp_path / "notes.txt").write_text("x")
+    for path, needle in ((tmp_path / "none", f"--tokenizer {tmp_path / 'none'}: no such file or folder"),
+                         (tmp_path / "notes.txt", "give a folder with a tokenizer's files, or a tokenizer.json"),
+                         (tmp_path, "transformers could not read a tokenizer there"),
+                         (_word_tokenizer(tmp_path / "big", first=100), "is past llama's vocabulary of 61")):
+        assert main(["scores", str(folder), "--kinds", "K", *data, "--tokenizer", str(path)]) == 2
+        assert needle in capsys.readouterr().err, needle
+    assert main(["validate", "--kinds", "K", "--tokenizer", str(tok)]) == 2
+    assert "toy models, which run on repeated random sequences and take no tokenizer" in capsys.readouterr().err

@@ -826,7 +826,7 @@ def test_a_model_without_a_tokenizer_is_told_its_data_on_data_are_repeats(tmp_pa
     assert said.startswith("llama has no tokenizer, so no natural text: metrics on data estimated on 64 repeated "
                            "random sequences [t, t], |t| = ")
     assert "; the previous-token score's activations content sampled on 16 repeated random sequences" in said
-    assert said.endswith(". To read text, give it one: its tokenizer's files in its folder, or "
+    assert said.endswith(". To read text, give it one: --tokenizer PATH, its tokenizer's files in its folder, or "
                          "compscope.runner_for(model, tokenizer=...)")
     assert v.options["activations_metric_data"].startswith("64 repeated random sequences")
     weights_only = validate(str(llama), metrics=("identity",), **opts)  # no metric on data: only the content's note

@@ -4,7 +4,8 @@ beside them, for an unprocessed toy model, its activation labels."""
 
 from __future__ import annotations
 
-from .common import add_model, add_processing, add_sample_data, check_offset, count, processing, sample_data
+from .common import (add_model, add_processing, add_sample_data, add_tokenizer, check_offset, count, model_reading_text,
+                     processing, sample_data)
 
 HELP = "copying, matching, previous-token and induction scores of every head, from the weights"
 EXAMPLE = "example: compscope circuits --measure tight"
@@ -23,6 +24,7 @@ def add_arguments(p) -> None:
     add_sample_data(p, "with --content activations")
     p.add_argument("--top", type=count, default=5, help="heads to print per score for models of over 48 heads (default 5)")
     add_processing(p)
+    add_tokenizer(p)
 
 
 def run(args) -> None:
@@ -59,11 +61,11 @@ def report(args) -> str:
 
     get_measure(args.measure)
     data = sample_data(args, args.content == "activations", "--content activations")
-    hw, positional = load_with_positional(args.model, **processing(args))
+    model = model_reading_text(args, args.model)
+    hw, positional = load_with_positional(model, **processing(args))
     check_offset(hw, args.offset)
-    model = args.model
     if args.content == "activations" and reads_content(hw):  # one runner samples the content and says on what
-        model = content_runner(hw, args.model)
+        model = content_runner(hw, model)
     c = head_circuits(hw, args.measure, offset=args.offset, content=circuit_content(hw, args.content, model, data),
                       progress=True, positional=positional)
     found = {"copying": c.copying, "matching": c.matching, "prev-token": c.previous, "induction": c.induction,

@@ -82,6 +82,25 @@ def add_model(p: argparse.ArgumentParser, *, positional: bool = True) -> None:
         p.add_argument("--model", default=DEFAULT_MODEL, help=model_help())
 
 
+def add_tokenizer(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tokenizer", metavar="PATH",
+                   help="the tokenizer to read natural text with, for a model that has none of its own (a training "
+                        "checkpoint's folder): a folder with a tokenizer's files, or a tokenizer.json; checked to "
+                        "give the model's token ids (without one, such a model's data are repeated random sequences)")
+
+
+def model_reading_text(args, model):
+    """``model``, or with ``--tokenizer`` a runner of it that reads natural text with that tokenizer
+    (the model is loaded to run here, on ``--device`` and in ``--model-dtype`` where the command has them)."""
+    if not getattr(args, "tokenizer", None):
+        return model
+    from ..data.runner import read_tokenizer, runner_for
+
+    tokenizer = read_tokenizer(args.tokenizer)
+    return runner_for(model, device=getattr(args, "device", None), dtype=getattr(args, "model_dtype", None),
+                      tokenizer=tokenizer, tokenizer_said=f"the tokenizer {args.tokenizer}")
+
+
 def add_processing(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fold-norm", action="store_true", help="fold norm gains into W_Q, W_K, W_V (pre-norm models)")
     p.add_argument("--linearise-qk-norm", nargs="?", const="isotropic", type=qk_norm_point, metavar="POINT",

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..errors import OptionError
-from .common import add_device, add_metric_data, add_model, add_processing, metric_names, parse_head, weights_and_metric
+from .common import (add_device, add_metric_data, add_model, add_processing, add_tokenizer, metric_names, model_reading_text,
+                     parse_head, weights_and_metric)
 
 HELP = "one writer -> reader pair in detail: principal angles, composed spectrum, every measure"
 EXAMPLE = "examples: compscope pair 0.0 1.1 --kind K --metric embed;  compscope pair smollm2 16.0 17.3"
@@ -25,6 +26,7 @@ def add_arguments(p) -> None:
                         "effect (the writer mean-ablated, direct path, on 16 of them, as validate's)")
     add_device(p, "where the model runs for --metric activations or --on-data (the pair itself is computed on the CPU)")
     add_processing(p)
+    add_tokenizer(p)
 
 
 def run(args) -> None:
@@ -33,6 +35,7 @@ def run(args) -> None:
     from ..results.table import metric_origin
 
     model, writer, reader = model_and_heads(args.heads, args.model)
+    model = model_reading_text(args, model)
     hw, metric = weights_and_metric(args, model)
     rep = compose_pair(hw, writer, reader, args.kind, metric, offset=args.offset)
     print(format_pair(rep, hw.meta.name + weights_said(hw.meta.processing), metric_origin({"metric_data": metric.data})))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import (add_metric_data, add_model, add_processing, add_scoring, count, metric_names, score_options, table_file,
+from .common import (add_metric_data, add_model, add_processing, add_scoring, add_tokenizer, model_reading_text, count, metric_names, score_options, table_file,
                      weights_and_metric)
 
 HELP = "Q/K/V composition scores of every head pair; prints the strongest"
@@ -20,6 +20,7 @@ def add_arguments(p) -> None:
     p.add_argument("--top", type=count, default=5, help="pairs to print per kind and measure (default 5)")
     p.add_argument("--out", help="write the full table (.csv or .parquet)")
     add_processing(p)
+    add_tokenizer(p)
 
 
 def run(args) -> None:
@@ -28,7 +29,7 @@ def run(args) -> None:
 
     table_file(args.out)
     options = score_options(args, DEFAULT)
-    hw, metric = weights_and_metric(args, args.model)
+    hw, metric = weights_and_metric(args, model_reading_text(args, args.model))
     table = scores(hw, args.kinds, args.measures or DEFAULT, metric, **options)
     print(format_top(table, args.top))
     if args.out:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .common import (NORM_PARTS, add_device, add_metric_data, add_model_dtype, add_paths, add_sample_data, count,
-                     half_length, metric_data_read_by_qk_norm, metric_names, output_folder, qk_norm_point, sample_data,
-                     writers)
+from .common import (NORM_PARTS, add_device, add_metric_data, add_model_dtype, add_paths, add_sample_data, add_tokenizer,
+                     count, half_length, metric_data_read_by_qk_norm, metric_names, model_reading_text, output_folder,
+                     qk_norm_point, sample_data, writers)
 
 HELP = "judge every measure x metric against interventions and activation labels on data"
 EXAMPLE = ("examples:\n  compscope validate --out verdict\n"
@@ -63,6 +63,7 @@ def add_arguments(p) -> None:
     add_sample_data(p, "for a rotary model's previous-token score from the weights with the residual as content, "
                        "for --linearise-norms and for --text-labels")
     add_device(p)
+    add_tokenizer(p)
     add_model_dtype(p)
 
 
@@ -73,7 +74,7 @@ def run(args) -> None:
     metrics = args.metrics or DEFAULT_METRICS
     by_head = _by_head(args.by_head, metrics, args.kinds)  # refused before the model runs
     data = metric_data_read_by_qk_norm(args, metrics)
-    v = validate(args.model, sequences=args.sequences, half=args.half, seed=args.seed,
+    v = validate(model_reading_text(args, args.model), sequences=args.sequences, half=args.half, seed=args.seed,
                  intervention_sequences=args.intervention_sequences, kinds=args.kinds,
                  metrics=metrics, ablation=args.ablation, paths=args.paths, prev_threshold=args.prev_threshold,
                  induction_threshold=args.induction_threshold, effect_threshold=args.effect_threshold, fold_norm=args.fold_norm,

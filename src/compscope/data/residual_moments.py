@@ -386,7 +386,8 @@ def tokens_data(runner, sequences: int, seq_len: int, seed: int, corpus: str | N
     seq_len = _within_context(runner, seq_len)
     if runner.tokenizer is not None or corpus is not None:
         check_tokenizer(runner.tokenizer, corpus)
-        return f"{sequences} sequences of {seq_len} tokens of {corpus_words(corpus)} (seed {seed})"
+        by = f", tokenised by {runner.tokenizer_given}" if runner.tokenizer_given else ""  # not the model's own
+        return f"{sequences} sequences of {seq_len} tokens of {corpus_words(corpus)} (seed {seed}){by}"
     return f"{sequences} repeated random sequences [t, t], |t| = {_repeat_half(runner, seq_len)} (seed {seed})"
 
 

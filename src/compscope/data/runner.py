@@ -104,6 +104,9 @@ class Runner:
     bos: int | None = None
     #: the model's own tokenizer, when it has one (``encode(text) -> list[int]``)
     tokenizer = None
+    #: where the tokenizer came from when it is not the model's own (:func:`runner_for`'s
+    #: ``tokenizer``), in words recorded with what the text gives; None for the model's own
+    tokenizer_given: str | None = None
     #: the longest sequence the model takes (its learned positions or its configured context; None: no limit known)
     n_ctx: int | None = None
     #: post-LN models: per layer the two norms (callables on ``(batch, seq, d_model)``) that the
@@ -549,7 +552,7 @@ def what_is(x) -> str:
 
 def runner_for(model, hw: HeadWeights | None = None, progress: bool = True,
                device: str | torch.device | None = None, dtype: str | torch.dtype | None = None,
-               tokenizer=None) -> Runner:
+               tokenizer=None, tokenizer_said: str | None = None) -> Runner:
     """A :class:`Runner` for ``model``: a toy folder, built-in toy name or ``ToyTransformer``, a HuggingFace folder, a
     ``.gguf`` file, a built-in real model name, a hub id, a loaded ``transformers`` or TransformerLens model
     (module docstring), or a runner (returned as it is). ``hw``: its ``HeadWeights`` when already
@@ -562,8 +565,9 @@ def runner_for(model, hw: HeadWeights | None = None, progress: bool = True,
     run in float32. ``tokenizer``: the text tokenizer the natural text is read with
     (``encode(text, add_special_tokens=False) -> list[int]``, a ``transformers`` tokenizer or one
     of one's own), for a ``transformers`` model object (which carries none) or instead of the one a
-    folder or TransformerLens model has; checked to give this model's token ids. Every function
-    that takes a model takes the runner (``compscope.load`` reads it as its ``hw``)."""
+    folder or TransformerLens model has; checked to give this model's token ids, and recorded with
+    what the text gives (``tokenizer_said``: how, default its type). Every function that takes a
+    model takes the runner (``compscope.load`` reads it as its ``hw``)."""
     device = None if device is None else resolve_device(device)  # a device that is not there: refused before any load
     dtype = resolve_dtype(dtype)
     if isinstance(model, Runner) and hw is None:  # already running
@@ -579,6 +583,7 @@ def runner_for(model, hw: HeadWeights | None = None, progress: bool = True,
             raise OptionError(f"tokenizer: {runner.hw.meta.name} is one of compscope's toy models, which run on "
                               "repeated random sequences and take no tokenizer")
         runner.tokenizer = checked_tokenizer(tokenizer, runner.hw.n_vocab, runner.hw.meta.name)
+        runner.tokenizer_given = tokenizer_said or f"a {type(tokenizer).__name__} given"
     return runner
 
 
@@ -704,6 +709,28 @@ def _hf_runner(path: Path, hw: HeadWeights, progress: bool = True, device: torch
         except Exception:  # a model without a tokenizer still runs on token ids
             tokenizer = None
     return HFRunner(model, hw, tokenizer if has_vocabulary(tokenizer) else None)
+
+
+def read_tokenizer(path: str | Path):
+    """The ``transformers`` tokenizer stored at ``path`` (a folder with a tokenizer's files, or a
+    ``tokenizer.json``), read from local files only; an error naming ``path`` when there is none."""
+    path = Path(path)
+    if not path.exists():
+        raise OptionError(f"--tokenizer {path}: no such file or folder")
+    try:
+        import transformers
+    except ImportError:
+        raise OptionError(f"--tokenizer {path}: reading a tokenizer needs transformers (pip install transformers)") from None
+    try:
+        if path.is_file():
+            if path.suffix != ".json":
+                raise OptionError(f"--tokenizer {path}: give a folder with a tokenizer's files, or a tokenizer.json")
+            return transformers.PreTrainedTokenizerFast(tokenizer_file=str(path))
+        return transformers.AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    except OptionError:
+        raise
+    except Exception as e:  # transformers raises many kinds; the message names the cause
+        raise OptionError(f"--tokenizer {path}: transformers could not read a tokenizer there ({one_line(e)})") from None
 
 
 def transformers_at_least(*version: int) -> bool:

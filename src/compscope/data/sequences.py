@@ -166,8 +166,8 @@ def check_tokenizer(tokenizer, corpus: str | os.PathLike | None = None) -> None:
     if tokenizer is None:
         what = "natural text" if corpus is None else f"corpus {os.fspath(corpus)}"
         raise OptionError(f"{what}: needs the model's tokenizer, and this model has none (a toy model, a folder "
-                          "without tokenizer files, or a model object: give it one with "
-                          "compscope.runner_for(model, tokenizer=...))")
+                          "without tokenizer files (give it one with --tokenizer PATH), or a model object "
+                          "(compscope.runner_for(model, tokenizer=...)))")
 
 
 def has_vocabulary(tokenizer) -> bool:

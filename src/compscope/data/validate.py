@@ -308,7 +308,8 @@ def _data_notes(runner, head_weights: HeadWeights, weights: HeadWeights, lineari
         read = ([f"metrics on data estimated on {data_words(runner, metric_data)}"] if on_data else []) + \
             ([f"the previous-token score's activations content sampled on {sample_data.content(runner)}"] if content else [])
         notes.append(f"{runner.hw.meta.name} has no tokenizer, so no natural text: {'; '.join(read)}. To read text, "
-                     "give it one: its tokenizer's files in its folder, or compscope.runner_for(model, tokenizer=...)")
+                     "give it one: --tokenizer PATH, its tokenizer's files in its folder, or "
+                     "compscope.runner_for(model, tokenizer=...)")
     else:
         if on_data and metric_data != MetricData():
             notes.append(f"metrics on data estimated on {data_words(runner, metric_data)}")
