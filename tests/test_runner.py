@@ -473,5 +473,12 @@ def test_the_command_line_reads_text_with_the_tokenizer_given(tmp_path, capsys):
                          (_word_tokenizer(tmp_path / "big", first=100), "is past llama's vocabulary of 61")):
         assert main(["scores", str(folder), "--kinds", "K", *data, "--tokenizer", str(path)]) == 2
         assert needle in capsys.readouterr().err, needle
+    for argv, readers in ((["scores", str(folder), "--metric", "embed"], "the metrics estimated on data and "
+                                                                          "--linearise-qk-norm text"),
+                          (["pair", str(folder), "0.0", "1.1"], "the metrics estimated on data"),
+                          (["intervene", str(folder)], "the metrics estimated on data"),
+                          (["circuits", str(folder)], "--content activations")):  # nothing reads text: refused
+        assert main([*argv, "--tokenizer", str(tok)]) == 2
+        assert f"--tokenizer: for {readers}" in capsys.readouterr().err, argv
     assert main(["validate", "--kinds", "K", "--tokenizer", str(tok)]) == 2
     assert "toy models, which run on repeated random sequences and take no tokenizer" in capsys.readouterr().err

@@ -61,7 +61,7 @@ def report(args) -> str:
 
     get_measure(args.measure)
     data = sample_data(args, args.content == "activations", "--content activations")
-    model = model_reading_text(args, args.model)
+    model = model_reading_text(args, args.model, args.content == "activations", "--content activations")
     hw, positional = load_with_positional(model, **processing(args))
     check_offset(hw, args.offset)
     if args.content == "activations" and reads_content(hw):  # one runner samples the content and says on what

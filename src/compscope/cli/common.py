@@ -89,11 +89,15 @@ def add_tokenizer(p: argparse.ArgumentParser) -> None:
                         "give the model's token ids (without one, such a model's data are repeated random sequences)")
 
 
-def model_reading_text(args, model):
+def model_reading_text(args, model, reads: bool = True, readers: str = ""):
     """``model``, or with ``--tokenizer`` a runner of it that reads natural text with that tokenizer
-    (the model is loaded to run here, on ``--device`` and in ``--model-dtype`` where the command has them)."""
+    (the model is loaded to run here, on ``--device`` and in ``--model-dtype`` where the command has them).
+    ``reads``: whether anything asked for reads text (``readers``: what would, for the error); the
+    option is refused where nothing does, as the ``--metric-*`` options are."""
     if not getattr(args, "tokenizer", None):
         return model
+    if not reads:
+        raise OptionError(f"--tokenizer: for {readers}, and none is asked for")
     from ..data.runner import read_tokenizer, runner_for
 
     tokenizer = read_tokenizer(args.tokenizer)
@@ -250,6 +254,19 @@ def metric_data(args, metrics, also: str | None = None, reading: bool = False):
         raise OptionError(f"{flags}: for the metrics estimated on data ({', '.join(ON_DATA)})"
                           + (f" and {also}" if also else "") + f", and none is selected (metrics: {', '.join(metrics)})")
     return MetricData(*given.values())
+
+
+def reads_text(args, metrics) -> bool:
+    """Whether a command that scores with ``metrics`` reads text: a metric estimated on data, or
+    ``--linearise-qk-norm text``."""
+    from ..core.metrics import ON_DATA
+
+    names = [m if isinstance(m, str) else m.name for m in ([metrics] if isinstance(metrics, str) else metrics)]
+    return bool(set(names) & set(ON_DATA)) or getattr(args, "linearise_qk_norm", None) == "text"
+
+
+#: what reads text in a command that scores, for the errors of the options that choose it
+TEXT_READERS = "the metrics estimated on data and --linearise-qk-norm text"
 
 
 def metric_data_read_by_qk_norm(args, metrics):

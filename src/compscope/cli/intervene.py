@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .common import (add_device, add_metric_data, add_model_dtype, add_paths, add_tokenizer, count, half_length, metric_data,
-                     metric_names, model_reading_text, writers)
+                     metric_names, model_reading_text, reads_text, writers)
 
 HELP = "interventional composition of a model on data, against every measure"
 EXAMPLE = "example: compscope intervene --kinds K --top 16 --metric activations   (or: compscope intervene smollm2 --kinds K --sequences 8)"
@@ -50,7 +50,8 @@ def report(args) -> str:
     from ..data.sequences import HALF
     from ..results.table import metric_origin, top_entries
 
-    fx, table, half = against_measures(model_reading_text(args, args.model), args.kinds, metric=args.metric, sequences=args.sequences,
+    model = model_reading_text(args, args.model, reads_text(args, args.metric), "the metrics estimated on data")
+    fx, table, half = against_measures(model, args.kinds, metric=args.metric, sequences=args.sequences,
                                        half=args.half, seed=args.seed, ablation=args.ablation,
                                        batch_size=args.batch_size, progress=True, device=args.device,
                                        model_dtype=args.model_dtype, paths=args.paths, writers=args.writers,

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..errors import OptionError
-from .common import (add_device, add_metric_data, add_model, add_processing, add_tokenizer, metric_names, model_reading_text,
-                     parse_head, weights_and_metric)
+from .common import (TEXT_READERS, add_device, add_metric_data, add_model, add_processing, add_tokenizer, metric_names,
+                     model_reading_text, parse_head, reads_text, weights_and_metric)
 
 HELP = "one writer -> reader pair in detail: principal angles, composed spectrum, every measure"
 EXAMPLE = "examples: compscope pair 0.0 1.1 --kind K --metric embed;  compscope pair smollm2 16.0 17.3"
@@ -35,7 +35,7 @@ def run(args) -> None:
     from ..results.table import metric_origin
 
     model, writer, reader = model_and_heads(args.heads, args.model)
-    model = model_reading_text(args, model)
+    model = model_reading_text(args, model, reads_text(args, args.metric), TEXT_READERS)
     hw, metric = weights_and_metric(args, model)
     rep = compose_pair(hw, writer, reader, args.kind, metric, offset=args.offset)
     print(format_pair(rep, hw.meta.name + weights_said(hw.meta.processing), metric_origin({"metric_data": metric.data})))

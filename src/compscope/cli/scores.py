@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .common import (add_metric_data, add_model, add_processing, add_scoring, add_tokenizer, model_reading_text, count, metric_names, score_options, table_file,
-                     weights_and_metric)
+from .common import (TEXT_READERS, add_metric_data, add_model, add_processing, add_scoring, add_tokenizer, count, metric_names,
+                     model_reading_text, reads_text, score_options, table_file, weights_and_metric)
 
 HELP = "Q/K/V composition scores of every head pair; prints the strongest"
 EXAMPLE = ("examples:\n  compscope scores --top 3\n  compscope scores smollm2 --kinds K --measure all --pairs all --out k.parquet\n"
@@ -29,7 +29,7 @@ def run(args) -> None:
 
     table_file(args.out)
     options = score_options(args, DEFAULT)
-    hw, metric = weights_and_metric(args, model_reading_text(args, args.model))
+    hw, metric = weights_and_metric(args, model_reading_text(args, args.model, reads_text(args, args.metric), TEXT_READERS))
     table = scores(hw, args.kinds, args.measures or DEFAULT, metric, **options)
     print(format_top(table, args.top))
     if args.out:
