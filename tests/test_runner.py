@@ -482,3 +482,48 @@ def test_the_command_line_reads_text_with_the_tokenizer_given(tmp_path, capsys):
         assert f"--tokenizer: for {readers}" in capsys.readouterr().err, argv
     assert main(["validate", "--kinds", "K", "--tokenizer", str(tok)]) == 2
     assert "toy models, which run on repeated random sequences and take no tokenizer" in capsys.readouterr().err
+
+
+def test_track_reads_every_checkpoint_with_the_tokenizer_given(tmp_path, capsys):
+    """HuggingFace checkpoints saved without a tokenizer (a training run's): ``track --tokenizer``
+    estimates each checkpoint's metric on natural text cut by it (each as ``scores`` of that
+    checkpoint with the same tokenizer), recorded per row; refused where no metric reads text,
+    and for toy checkpoints."""
+    import pandas as pd
+
+    from compscope.cli.main import main
+    from compscope.data.residual_moments import MetricData
+    from compscope.data.runner import read_tokenizer
+    from hf_tiny import BY_ID
+
+    run, tok = tmp_path / "run", _word_tokenizer(tmp_path / "tok")
+    for step, seed in ((100, 1), (200, 2)):
+        build(BY_ID["llama-mha"], seed=seed).save_pretrained(run / f"step_{step}")
+    data = MetricData(sequences=4, length=16)
+    tr = compscope.track(run, "K", ["frobenius"], ["covariance"], metric_data=data, tokenizer=read_tokenizer(tok),
+                         tokenizer_said="the words", progress=False)
+    for c, (table,) in zip(tr.checkpoints, tr.tables):
+        runner = runner_for(c.path, tokenizer=read_tokenizer(tok), tokenizer_said="the words")
+        want = compscope.scores(runner, "K", ["frobenius"], "covariance", metric_data=data, progress=False)
+        torch.testing.assert_close(table.dense("frobenius", "K"), want.dense("frobenius", "K"), equal_nan=True)
+        assert table.info["metric_data"].startswith("4 sequences of 16 tokens of standard-library docstrings "
+                                                    "(seed 12346), tokenised by the words; Ledoit-Wolf shrinkage")
+    out = tmp_path / "t.parquet"
+    assert main(["track", str(run), "--metric", "covariance", "--metric-sequences", "4", "--metric-length", "16",
+                 "--tokenizer", str(tok), "--quiet", "--out", str(out)]) == 0
+    assert f"tokenised by the tokenizer {tok}" in capsys.readouterr().out
+    assert pd.read_parquet(out).metric_data.str.contains(f"tokenised by the tokenizer {tok}", regex=False).all()
+    assert main(["track", str(run), "--tokenizer", str(tok)]) == 2
+    assert "--tokenizer: for the metrics estimated on data, and none is selected (metrics: identity, embed)" \
+        in capsys.readouterr().err
+    with pytest.raises(compscope.OptionError, match="tokenizer: for the metrics estimated on data"):
+        compscope.track(run, metrics=["identity"], tokenizer=read_tokenizer(tok), progress=False)
+    import dataclasses
+
+    from compscope.toy import PRESETS, train
+
+    p = PRESETS["tiny"]
+    train(p.model, p.data, dataclasses.replace(p.train, steps=4, n_checkpoints=2, eval_sequences=2, batch_size=2),
+          tmp_path / "toy", progress=False)
+    with pytest.raises(compscope.OptionError, match="toy models, which run on repeated random sequences"):
+        compscope.track(tmp_path / "toy", metrics=["covariance"], tokenizer=read_tokenizer(tok), progress=False)

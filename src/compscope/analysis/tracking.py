@@ -20,7 +20,7 @@ from typing import Sequence
 import torch
 
 from ..engine.composition import scores
-from ..core.metrics import DEFAULT_RIDGE, distinct_metrics, get_metric
+from ..core.metrics import DEFAULT_RIDGE, ON_DATA, distinct_metrics, get_metric
 from ..errors import OptionError
 from ..defaults import TRACKED_METRICS
 from ..measures import TRACKED
@@ -235,19 +235,28 @@ def track(
     progress: bool = True,
     check: Sequence[tuple[int, int, int, int]] = (),
     metric_data=None,
+    tokenizer=None,
+    tokenizer_said: str | None = None,
     **score_options,
 ) -> Track:
     """Composition of every checkpoint of ``source`` (``compscope.scores`` per checkpoint and
     metric; ``score_options`` go to it), plus activation labels for toy checkpoints.
     ``check``: head pairs the caller will read, checked against the first checkpoint before
     any scoring (:func:`check_pairs`). ``metric_data``: what a metric estimated on data is
-    estimated on at each checkpoint (:class:`~compscope.data.residual_moments.MetricData`)."""
+    estimated on at each checkpoint (:class:`~compscope.data.residual_moments.MetricData`);
+    ``tokenizer``: the tokenizer its natural text is read with, for checkpoints saved without one
+    (:func:`~compscope.data.runner.runner_for`'s, with ``tokenizer_said``; refused where no metric
+    is estimated on data)."""
+    from ..data.runner import runner_for
     from ..loading.sources import load
     from ..toy.data import repeated_random
     from ..toy.storage import heads_of, is_toy, load_toy
 
     ckpts, skipped = scan_checkpoints(source)
     metrics = distinct_metrics(metrics)
+    on_data = [m for m in metrics if isinstance(m, str) and m in ON_DATA]
+    if tokenizer is not None and not on_data:
+        raise OptionError(f"tokenizer: for the metrics estimated on data ({', '.join(ON_DATA)}), and none is tracked")
     tables, labs, hashes = [], [], []
     bar = progress_bar(len(ckpts), "tracking", enabled=progress)
     for c in ckpts:
@@ -261,7 +270,10 @@ def track(
             check_pairs(check, hw.n_layers, hw.n_heads)
         hashes.append(weights_hash(hw))
         ridge = score_options.get("ridge", DEFAULT_RIDGE)
-        tables.append([scores(hw, kinds, measures, get_metric(m, hw, ridge, model=c.path, device=score_options.get("device"),
+        device = score_options.get("device")
+        running = c.path if tokenizer is None else runner_for(c.path, hw, progress=False, device=device, tokenizer=tokenizer,
+                                                               tokenizer_said=tokenizer_said)  # one per checkpoint
+        tables.append([scores(hw, kinds, measures, get_metric(m, hw, ridge, model=running, device=None if tokenizer else device,
                                                         data=metric_data), progress=False, **score_options)
                        for m in metrics])
         if labels and model is not None:

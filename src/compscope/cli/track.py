@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .common import (add_metric_data, add_scoring, metric_data, metric_names, output_file, parse_pair, passed_over,
-                     score_options, table_file)
+from .common import (add_metric_data, add_scoring, add_tokenizer, metric_data, metric_names, output_file, parse_pair,
+                     passed_over, reads_text, score_options, table_file)
 
 HELP = "composition at every checkpoint of a training run, as one table and a plot"
 EXAMPLE = "example: compscope train --out runs/a && compscope track runs/a --out track.parquet --plot track.png"
@@ -17,6 +17,7 @@ def add_arguments(p) -> None:
     p.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
                    help=f"a metric, {metric_names()} (repeatable; default identity and embed)")
     add_metric_data(p)
+    add_tokenizer(p)
     p.add_argument("--out", help="write the table, one row per (checkpoint, metric, measure, kind, pair) (.csv or .parquet)")
     p.add_argument("--plot", help="write the composition-over-training figure (.png, .svg or .pdf)")
     p.add_argument("--pair", action="append", dest="highlight", metavar="L1.H1-L2.H2",
@@ -25,6 +26,7 @@ def add_arguments(p) -> None:
 
 def run(args) -> None:
     from ..analysis.tracking import track
+    from ..errors import OptionError
     from ..defaults import TRACKED_MEASURES as TRACKED, TRACKED_METRICS
     from ..results.table import metric_origin
 
@@ -37,8 +39,17 @@ def run(args) -> None:
     highlight = [parse_pair(p) for p in args.highlight] if args.highlight else None
     source = args.checkpoints[0] if len(args.checkpoints) == 1 else args.checkpoints
     metrics = args.metrics or list(TRACKED_METRICS)
+    tokenizer = None
+    if args.tokenizer:  # read once, before the checkpoints; each checkpoint's runner is given it
+        from ..data.runner import read_tokenizer
+
+        if not reads_text(args, metrics):
+            raise OptionError(f"--tokenizer: for the metrics estimated on data, and none is selected (metrics: "
+                              f"{', '.join(map(str, metrics))})")
+        tokenizer = read_tokenizer(args.tokenizer)
     tr = track(source, args.kinds, args.measures or TRACKED, metrics, check=highlight or (),
-               metric_data=metric_data(args, metrics), **score_options(args, TRACKED))
+               metric_data=metric_data(args, metrics), tokenizer=tokenizer, tokenizer_said=f"the tokenizer {args.tokenizer}",
+               **score_options(args, TRACKED))
     print(f"{len(tr.checkpoints)} checkpoints, steps {tr.steps[0]}..{tr.steps[-1]}; kinds {args.kinds}; "
           f"metrics {', '.join(t.metric for t in tr.tables[-1])}")
     for t in tr.tables[-1]:  # where a G came from (one estimated on data: each checkpoint's own, the last said)
