@@ -527,3 +527,44 @@ def test_track_reads_every_checkpoint_with_the_tokenizer_given(tmp_path, capsys)
           tmp_path / "toy", progress=False)
     with pytest.raises(compscope.OptionError, match="toy models, which run on repeated random sequences"):
         compscope.track(tmp_path / "toy", metrics=["covariance"], tokenizer=read_tokenizer(tok), progress=False)
+
+
+def test_sweep_reads_text_with_the_tokenizer_given_and_its_files_are_part_of_the_task(tmp_path, capsys):
+    """``sweep --tokenizer``: each task that reads text (a metric estimated on data; every verdict)
+    cuts it with that tokenizer, as ``scores`` with it does, recorded in ``metric_data``; the
+    tokenizer's files are part of the task (a rerun skips, an edited file makes new tasks); a sweep
+    where nothing reads text refuses it."""
+    import json
+
+    from compscope.cli.main import main
+    from compscope.data.runner import read_tokenizer
+    from compscope.sweep import read_dataset
+    from hf_tiny import BY_ID
+
+    run, tok = tmp_path / "run", _word_tokenizer(tmp_path / "tok")
+    for step, seed in ((100, 1), (200, 2)):
+        build(BY_ID["llama-mha"], seed=seed).save_pretrained(run / f"step_{step}")
+    argv = ["sweep", str(run), "--metric", "covariance", "--metric-sequences", "4", "--metric-length", "16",
+            "--kinds", "K", "--tokenizer", str(tok), "--out", str(tmp_path / "ds"), "--quiet"]
+    assert main(argv) == 0
+    d = read_dataset(tmp_path / "ds")
+    assert d.metric_data.str.contains(f"tokenised by the tokenizer {tok}", regex=False).all()
+    from compscope.data.residual_moments import MetricData
+
+    runner = runner_for(run / "step_200", tokenizer=read_tokenizer(tok))
+    want = compscope.scores(runner, "K", ["frobenius"], "covariance", metric_data=MetricData(sequences=4, length=16),
+                            progress=False).dense("frobenius", "K")
+    for r in d[d.step == 200].itertuples():
+        assert r.value == pytest.approx(float(want[r.src_layer, r.src_head, r.dst_layer, r.dst_head]), rel=1e-6)
+    capsys.readouterr()
+    assert main(argv) == 0 and "nothing to do (2 tasks already done)" in capsys.readouterr().out
+    config = json.loads((tok / "tokenizer_config.json").read_text())
+    (tok / "tokenizer_config.json").write_text(json.dumps({**config, "model_max_length": 64}))  # an edited tokenizer
+    assert main(argv) == 0 and "computed 2 tasks" in capsys.readouterr().out
+    assert main(["sweep", str(run), "--job", "validate", "--kinds", "K", "--sequences", "4", "--half", "4",
+                 "--metric", "identity", "--tokenizer", str(tok), "--out", str(tmp_path / "v"), "--quiet"]) == 0
+    v = read_dataset(tmp_path / "v")
+    assert {json.loads(o)["tokenizer"] for o in v.options} == {str(tok)}
+    assert main(["sweep", str(run), "--metric", "identity", "--tokenizer", str(tok), "--out", str(tmp_path / "x")]) == 2
+    assert "--tokenizer: for the metrics estimated on data and --job validate, and none is selected" \
+        in capsys.readouterr().err

@@ -3,7 +3,7 @@ as independent tasks (this process, or Ray), streamed into one Parquet dataset."
 
 from __future__ import annotations
 
-from .common import (add_device, add_metric_data, add_model_dtype, add_processing, count, half_length,
+from .common import (add_device, add_metric_data, add_model_dtype, add_processing, add_tokenizer, count, half_length,
                      metric_data_read_by_qk_norm, positive_int, processing, writers)
 
 HELP = "scores or validation over many models, checkpoints or revisions, into one Parquet dataset (local or Ray)"
@@ -52,6 +52,7 @@ def add_arguments(p) -> None:
     p.add_argument("--address", help="Ray: an existing cluster's address (default: start a local instance)")
     p.add_argument("--workers", help="Ray: CPUs of the local instance (default: all)")
     add_device(p, "where each task computes and runs its model (on Ray 'cuda' asks one GPU per task)")
+    add_tokenizer(p)
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -87,6 +88,15 @@ def run(args) -> int:
     # a corpus's text is part of the task, not only its name
     data_id = {"corpus_sha256": corpus_digest(data["corpus"])} if "corpus" in data else {}
     measures = [m.name for m in select(args.measures or ["frobenius"])]
+    tokenizer = {}  # for the tasks that read text: the tokenizer's path and its files' digest (edited files: new tasks)
+    if args.tokenizer:
+        from ..data.runner import read_tokenizer, tokenizer_digest
+
+        if args.job != "validate" and not set(metrics) & set(ON_DATA):
+            raise OptionError(f"--tokenizer: for the metrics estimated on data and --job validate, and none is "
+                              f"selected (metrics: {', '.join(metrics)})")
+        read_tokenizer(args.tokenizer)  # refused by name before any task
+        tokenizer = {"tokenizer": args.tokenizer, "tokenizer_sha256": tokenizer_digest(args.tokenizer)}
     options = {}
     if args.workers:
         options["workers"] = positive_int(args.workers, "--workers")
@@ -125,7 +135,7 @@ def run(args) -> int:
             verdict["model_dtype"] = args.model_dtype
         if set(judged) & set(ON_DATA) or on_text:
             verdict.update(metric_data=data, **data_id)
-        verdict.update(step_option)
+        verdict.update(step_option, **tokenizer)  # a verdict reads text for a rotary model's content too
         if on_text:
             verdict["qk_norm_point"] = "text"
     tasks = []
@@ -134,7 +144,7 @@ def run(args) -> int:
             tasks.append(Task(src, model, step, args.job, verdict))
             continue
         for metric in metrics:
-            on_data = {"metric_data": data, **data_id} if metric in ON_DATA else {}
+            on_data = {"metric_data": data, **data_id, **tokenizer} if metric in ON_DATA else {}
             given = {"gram_file": gram_id[metric]} if metric in gram_id else {}
             tasks.append(Task(src, model, step, args.job, {"kinds": kinds, "measures": measures, "metric": metric, **on_data,
                                                            **given, **step_option}))

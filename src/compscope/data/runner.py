@@ -733,6 +733,19 @@ def read_tokenizer(path: str | Path):
         raise OptionError(f"--tokenizer {path}: transformers could not read a tokenizer there ({one_line(e)})") from None
 
 
+def tokenizer_digest(path: str | Path) -> str:
+    """The first 12 hex digits of the SHA-256 of the tokenizer at ``path`` (a ``tokenizer.json``, or a
+    folder's files by name and bytes), so that a sweep's tasks change when its files do."""
+    import hashlib
+
+    path = Path(path)
+    files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.is_file())
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()[:12]
+
+
 def transformers_at_least(*version: int) -> bool:
     """Whether the installed ``transformers`` is ``version`` (``major[, minor]``) or later (a
     pre-release of it counts as it)."""

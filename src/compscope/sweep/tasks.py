@@ -93,13 +93,34 @@ def _track_rows(source: str, opts: dict, device=None):
     from ..defaults import TRACKED_MEASURES
 
     tr = track([source], opts.get("kinds", "K"), tuple(opts.get("measures", TRACKED_MEASURES)), [opts.get("metric", "identity")],
-               progress=False, device=device, metric_data=_metric_data(opts))
+               progress=False, device=device, metric_data=_metric_data(opts), **_tokenizer(opts))
     df = tr.to_pandas().drop(columns=["step", "checkpoint", "weights_hash", "metric_data"], errors="ignore")  # the task's
     lab = tr.labels[0]
     nan = float("nan")
     df["src_previous"] = [nan if lab is None else float(lab.previous[l, h]) for l, h in zip(df.src_layer, df.src_head)]
     df["dst_induction"] = [nan if lab is None else float(lab.induction[l, h]) for l, h in zip(df.dst_layer, df.dst_head)]
     return df, tr.hashes[0], tr.tables[0][0].info.get("metric_data")
+
+
+def _tokenizer(opts: dict) -> dict:
+    """``{tokenizer, tokenizer_said}`` for :func:`~compscope.data.runner.runner_for` and
+    :func:`~compscope.analysis.tracking.track` when the task reads text with a tokenizer given
+    (``--tokenizer``), else nothing."""
+    if not opts.get("tokenizer"):
+        return {}
+    from ..data.runner import read_tokenizer
+
+    return {"tokenizer": read_tokenizer(opts["tokenizer"]), "tokenizer_said": f"the tokenizer {opts['tokenizer']}"}
+
+
+def _with_tokenizer(source: str, opts: dict, device=None):
+    """``source``, or a runner of it reading text with the task's tokenizer (:func:`_tokenizer`)."""
+    given = _tokenizer(opts)
+    if not given:
+        return source
+    from ..data.runner import runner_for
+
+    return runner_for(source, progress=False, device=device, **given)
 
 
 def _metric_data(opts: dict):
@@ -144,8 +165,9 @@ def run_task(task: Task, device=None):
 
         hw = load(task.source)
         hw = process(hw, **task_steps(hw, opts))
-        metric = get_metric(opts.get("metric", "identity"), hw, model=task.source, device=device,
-                            data=_metric_data(opts))  # 'activations' runs it
+        running = _with_tokenizer(task.source, opts, device)  # the source itself, or a runner that reads text
+        metric = get_metric(opts.get("metric", "identity"), hw, model=running, device=None if running is not task.source
+                            else device, data=_metric_data(opts))  # 'activations' runs it
         table = scores(hw, kinds=opts.get("kinds", "QKV"), measures=tuple(opts.get("measures", ("frobenius",))),
                        metric=metric, device=device, progress=False)
         df, digest, on_data = table.to_pandas(), content_hash(hw), table.info.get("metric_data")
@@ -157,7 +179,8 @@ def run_task(task: Task, device=None):
         from ..data.verdict import data_line
 
         # the weights are loaded once: the hash and the verdict read the same
-        runner = runner_for(task.source, progress=False, device=device, dtype=opts.get("model_dtype"))
+        runner = runner_for(task.source, progress=False, device=device, dtype=opts.get("model_dtype"),
+                            **_tokenizer(opts))
         half, cut = runner.repeat_half(opts.get("half"), SWEEP_HALF)  # the default cut to a shorter context
         v = validate(runner, sequences=int(opts.get("sequences", 16)), half=half, seed=int(opts.get("seed", SEED)),
                      metrics=tuple(opts.get("metrics", DEFAULT_METRICS)), kinds=opts.get("kinds", "QKV"),
