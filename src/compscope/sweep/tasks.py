@@ -113,14 +113,15 @@ def _tokenizer(opts: dict) -> dict:
     return {"tokenizer": read_tokenizer(opts["tokenizer"]), "tokenizer_said": f"the tokenizer {opts['tokenizer']}"}
 
 
-def _with_tokenizer(source: str, opts: dict, device=None):
-    """``source``, or a runner of it reading text with the task's tokenizer (:func:`_tokenizer`)."""
+def _with_tokenizer(source: str, hw, opts: dict, device=None):
+    """``source``, or a runner of it reading text with the task's tokenizer (:func:`_tokenizer`;
+    ``hw``: its weights as read, unprocessed, so that they are read once)."""
     given = _tokenizer(opts)
     if not given:
         return source
     from ..data.runner import runner_for
 
-    return runner_for(source, progress=False, device=device, **given)
+    return runner_for(source, hw, progress=False, device=device, **given)
 
 
 def _metric_data(opts: dict):
@@ -163,9 +164,9 @@ def run_task(task: Task, device=None):
         from ..core.metrics import get_metric
         from ..core.processing import process
 
-        hw = load(task.source)
-        hw = process(hw, **task_steps(hw, opts))
-        running = _with_tokenizer(task.source, opts, device)  # the source itself, or a runner that reads text
+        raw = load(task.source)
+        hw = process(raw, **task_steps(raw, opts))
+        running = _with_tokenizer(task.source, raw, opts, device)  # the source itself, or a runner that reads text
         metric = get_metric(opts.get("metric", "identity"), hw, model=running, device=None if running is not task.source
                             else device, data=_metric_data(opts))  # 'activations' runs it
         table = scores(hw, kinds=opts.get("kinds", "QKV"), measures=tuple(opts.get("measures", ("frobenius",))),
