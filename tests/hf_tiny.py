@@ -7,6 +7,7 @@ parameter is perturbed with noise, so that norm gains are not ones, norm biases 
 and any folding or mapping mistake shows up in the outputs.
 
 Tests as data: ``VARIANTS`` lists ``(id, kind, config)``; ``kind`` names where the hooks go.
+``word_tokenizer``: a tiny tokenizer saved offline, for models saved without one.
 """
 
 from __future__ import annotations
@@ -308,3 +309,18 @@ def model_and_capture(variant_id: str):
     v = BY_ID[variant_id]
     model = build(v)
     return model, capture(model, v.kind, random_ids())
+
+
+def word_tokenizer(folder, first: int = 1):
+    """A ``transformers`` tokenizer of common words (ids from ``first`` on; the rest of the text
+    unknown, id 0), saved in ``folder``."""
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["[UNK]", *(f"w{i}" for i in range(1, first)), "The", "the", "a", "of", "to", "and", "is", "in", "for",
+             "text", "return", "def", "self", "if", "an", "be", "or", "that", "this", "with", "as", "it", "not", "are",
+             "by", "on", "from", "list", "value"]
+    tk = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    tk.pre_tokenizer = pre_tokenizers.Whitespace()
+    transformers.PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]").save_pretrained(folder)
+    return folder

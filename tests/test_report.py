@@ -678,3 +678,43 @@ def test_the_axiom_battery_runs_once_a_session_for_the_same_measures(monkeypatch
     monkeypatch.setattr(MEASURES, "_entries", dict(MEASURES._entries))
     register(Measure("overlap_twice", lambda p: 2 * base.exact(p), None, (0.0, 2.0), "2 x overlap", frozenset()))
     assert c.axiom_battery() == [] and ran == [MEASURES.names()] and ran[0][-1] == "overlap_twice"
+
+
+def test_a_report_reads_text_with_the_tokenizer_given_and_its_pair_command_carries_it(tmp_path, capsys):
+    """``report --tokenizer``: a folder without a tokenizer has its metric on data estimated on natural
+    text cut by it (said in the page's notes); the pair command the page suggests carries the option,
+    and prints the pair as the page holds it; refused where nothing in the report reads text."""
+    from hf_tiny import BY_ID, build, word_tokenizer
+
+    folder, tok = tmp_path / "model", word_tokenizer(tmp_path / "tok")
+    build(BY_ID["llama-mha"]).save_pretrained(folder)
+    out = tmp_path / "rep"
+    data = ["--metric-sequences", "4", "--metric-length", "16"]
+    assert main(["report", str(folder), "--data", "none", "--kinds", "K", "--metric", "covariance", *data,
+                 "--tokenizer", str(tok), "--no-figures", "--quiet", "--out", str(out)]) == 0
+    doc = _document((out / "index.html").read_text())
+    assert doc["model_arg"] == str(folder) and doc["model_flags"] == ["--tokenizer", str(tok)]
+    assert doc["metric_data_flags"] == data
+    capsys.readouterr()
+    assert main(["pair", str(folder), "0.1", "1.2", "--kind", "K", "--metric", "covariance", *doc["metric_data_flags"],
+                 *doc["model_flags"]]) == 0
+    printed = capsys.readouterr().out
+    assert f"tokenised by the tokenizer {tok}" in printed.splitlines()[0]
+    for measure, value in doc["details"]["covariance|K|0.1|1.2"]["measures"].items():  # 4 digits against the page's 6
+        shown = float(re.search(rf"^{measure}\s+(-?[\d.]+)$", printed, re.M).group(1))
+        assert shown == pytest.approx(value, abs=5e-5 + 1e-6), (measure, value, printed)
+    # a run's checkpoints (--run) read text with the same tokenizer
+    from compscope.data.residual_moments import MetricData
+    from compscope.data.runner import read_tokenizer, runner_for
+    from compscope.report.collect import collect
+
+    build(BY_ID["llama-mha"], seed=1).save_pretrained(tmp_path / "run" / "step_1")
+    build(BY_ID["llama-mha"], seed=2).save_pretrained(tmp_path / "run" / "step_2")
+    runner = runner_for(folder, tokenizer=read_tokenizer(tok), tokenizer_said="the words")
+    rep = collect(runner, kinds="K", metrics=["covariance"], data="none", run=tmp_path / "run", progress=False,
+                  metric_data=MetricData(sequences=4, length=16))
+    assert [tabs[0].info["metric_data"].split("; ")[0] for tabs in rep.track.tables] == \
+        ["4 sequences of 16 tokens of standard-library docstrings (seed 12346), tokenised by the words"] * 2
+    assert main(["report", str(folder), "--data", "none", "--metric", "identity", "--tokenizer", str(tok),
+                 "--out", str(tmp_path / "r2")]) == 2
+    assert "--tokenizer: for the metrics estimated on data and --data run, and none is asked for" in capsys.readouterr().err

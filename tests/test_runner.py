@@ -12,7 +12,7 @@ import compscope
 from compscope.core.attention import combine
 from compscope.data.runner import HFRunner, ToyRunner, layer_state, runner_for
 
-from hf_tiny import VARIANTS, build, random_ids
+from hf_tiny import VARIANTS, build, random_ids, word_tokenizer
 
 ATOL = 2e-5
 
@@ -418,21 +418,6 @@ def test_a_model_handed_over_in_training_mode_runs_without_dropout_and_leaves_as
     assert all(m.training for m in toy.modules())
 
 
-def _word_tokenizer(folder, first: int = 1):
-    """A ``transformers`` tokenizer of common words (ids from ``first`` on; the rest of the text
-    unknown, id 0), saved in ``folder``."""
-    import transformers
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    words = ["[UNK]", *(f"w{i}" for i in range(1, first)), "The", "the", "a", "of", "to", "and", "is", "in", "for",
-             "text", "return", "def", "self", "if", "an", "be", "or", "that", "this", "with", "as", "it", "not", "are",
-             "by", "on", "from", "list", "value"]
-    tk = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
-    tk.pre_tokenizer = pre_tokenizers.Whitespace()
-    transformers.PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="[UNK]").save_pretrained(folder)
-    return folder
-
-
 def test_the_command_line_reads_text_with_the_tokenizer_given(tmp_path, capsys):
     """``--tokenizer DIR`` (or a ``tokenizer.json``) gives a folder without a tokenizer natural text in
     scores, pair, intervene, circuits and validate, recorded as the tokenizer's ("tokenised by the
@@ -442,7 +427,7 @@ def test_the_command_line_reads_text_with_the_tokenizer_given(tmp_path, capsys):
     from compscope.cli.main import main
     from hf_tiny import BY_ID
 
-    folder, tok = tmp_path / "llama", _word_tokenizer(tmp_path / "tok")
+    folder, tok = tmp_path / "llama", word_tokenizer(tmp_path / "tok")
     build(BY_ID["llama-mha"]).save_pretrained(folder)
     text = f"standard-library docstrings (seed 12346), tokenised by the tokenizer {tok}"
     data = ["--metric", "covariance", "--metric-sequences", "4", "--metric-length", "16"]
@@ -470,7 +455,7 @@ def test_the_command_line_reads_text_with_the_tokenizer_given(tmp_path, capsys):
     for path, needle in ((tmp_path / "none", f"--tokenizer {tmp_path / 'none'}: no such file or folder"),
                          (tmp_path / "notes.txt", "give a folder with a tokenizer's files, or a tokenizer.json"),
                          (tmp_path, "transformers could not read a tokenizer there"),
-                         (_word_tokenizer(tmp_path / "big", first=100), "is past llama's vocabulary of 61")):
+                         (word_tokenizer(tmp_path / "big", first=100), "is past llama's vocabulary of 61")):
         assert main(["scores", str(folder), "--kinds", "K", *data, "--tokenizer", str(path)]) == 2
         assert needle in capsys.readouterr().err, needle
     for argv, readers in ((["scores", str(folder), "--metric", "embed"], "the metrics estimated on data and "
@@ -496,7 +481,7 @@ def test_track_reads_every_checkpoint_with_the_tokenizer_given(tmp_path, capsys)
     from compscope.data.runner import read_tokenizer
     from hf_tiny import BY_ID
 
-    run, tok = tmp_path / "run", _word_tokenizer(tmp_path / "tok")
+    run, tok = tmp_path / "run", word_tokenizer(tmp_path / "tok")
     for step, seed in ((100, 1), (200, 2)):
         build(BY_ID["llama-mha"], seed=seed).save_pretrained(run / f"step_{step}")
     data = MetricData(sequences=4, length=16)
@@ -541,7 +526,7 @@ def test_sweep_reads_text_with_the_tokenizer_given_and_its_files_are_part_of_the
     from compscope.sweep import read_dataset
     from hf_tiny import BY_ID
 
-    run, tok = tmp_path / "run", _word_tokenizer(tmp_path / "tok")
+    run, tok = tmp_path / "run", word_tokenizer(tmp_path / "tok")
     for step, seed in ((100, 1), (200, 2)):
         build(BY_ID["llama-mha"], seed=seed).save_pretrained(run / f"step_{step}")
     argv = ["sweep", str(run), "--metric", "covariance", "--metric-sequences", "4", "--metric-length", "16",

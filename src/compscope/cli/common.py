@@ -101,8 +101,10 @@ def model_reading_text(args, model, reads: bool = True, readers: str = ""):
     from ..data.runner import read_tokenizer, runner_for
 
     tokenizer = read_tokenizer(args.tokenizer)
-    return runner_for(model, device=getattr(args, "device", None), dtype=getattr(args, "model_dtype", None),
-                      tokenizer=tokenizer, tokenizer_said=f"the tokenizer {args.tokenizer}")
+    runner = runner_for(model, device=getattr(args, "device", None), dtype=getattr(args, "model_dtype", None),
+                        tokenizer=tokenizer, tokenizer_said=f"the tokenizer {args.tokenizer}")
+    runner.named = (str(model), ("--tokenizer", str(args.tokenizer)))
+    return runner
 
 
 def add_processing(p: argparse.ArgumentParser) -> None:

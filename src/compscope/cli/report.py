@@ -6,7 +6,8 @@ from __future__ import annotations
 import sys
 import time
 
-from .common import add_metric_data, add_model, add_processing, count, metric_data, metric_names, processing
+from .common import (add_metric_data, add_model, add_processing, add_tokenizer, count, metric_data, metric_names,
+                     model_reading_text, processing, reads_text)
 
 HELP = "write an interactive HTML report of a model's wiring (heatmaps, circuit graph, verdict, explainers)"
 DESCRIPTION = ("Write DIR/index.html (self-contained and offline: open it from disk), scores.parquet, head_labels.csv, "
@@ -37,6 +38,7 @@ def add_arguments(p) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bars and no summary; print only where the report is")
     p.add_argument("--open", action="store_true", help="open the report in the default browser when written")
     add_processing(p)
+    add_tokenizer(p)
 
 
 def run(args) -> None:
@@ -51,7 +53,9 @@ def run(args) -> None:
     data = metric_data(args, metrics if args.data == "none" else [*metrics, *DEFAULT_METRICS])  # the verdict's too
     start = time.perf_counter()
     command = "compscope " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("compscope") else "compscope report"
-    rep, paths = build(args.model, args.out, command=command, kinds=args.kinds, measures=args.measures or REPORT_MEASURES,
+    model = model_reading_text(args, args.model, reads_text(args, metrics) or args.data == "run",
+                               "the metrics estimated on data and --data run")
+    rep, paths = build(model, args.out, command=command, kinds=args.kinds, measures=args.measures or REPORT_MEASURES,
                        metrics=metrics, data=args.data, run=args.run, detail_pairs=args.detail_pairs,
                        processing=processing(args), figures=not args.no_figures, progress=not args.quiet, metric_data=data)
     index = paths[0]

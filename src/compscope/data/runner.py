@@ -107,6 +107,9 @@ class Runner:
     #: where the tokenizer came from when it is not the model's own (:func:`runner_for`'s
     #: ``tokenizer``), in words recorded with what the text gives; None for the model's own
     tokenizer_given: str | None = None
+    #: how the command line names this runner's model, where it made it: ``(model as typed, the
+    #: options that make it, e.g. ('--tokenizer', PATH))``, for the commands a report suggests
+    named: tuple[str, tuple[str, ...]] | None = None
     #: the longest sequence the model takes (its learned positions or its configured context; None: no limit known)
     n_ctx: int | None = None
     #: post-LN models: per layer the two norms (callables on ``(batch, seq, d_model)``) that the

@@ -386,7 +386,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     ``metric_data``: what the metrics estimated on data (the report's and its verdict's) are
     estimated on (:class:`~compscope.data.residual_moments.MetricData`)."""
     from ..core.factors import check_kinds
-    from ..core.metrics import distinct_metrics, get_metric
+    from ..core.metrics import ON_DATA, distinct_metrics, get_metric
     from ..data.residual_moments import as_metric_data
     from ..data.validate import PROCESSING_STEPS, validate
     from ..data.verdict import Verdict
@@ -448,11 +448,16 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     if run is not None:
         from ..analysis.tracking import track
 
-        tr = track(run, kinds, ms[:3], list(given.values()), progress=progress, metric_data=metric_data)
+        reading = {"tokenizer": model.tokenizer, "tokenizer_said": model.tokenizer_given} \
+            if getattr(model, "tokenizer_given", None) and set(given) & set(ON_DATA) else {}  # each checkpoint's text as the model's
+        tr = track(run, kinds, ms[:3], list(given.values()), progress=progress, metric_data=metric_data, **reading)
+    named = getattr(model, "named", None)
     options = {"kinds": kinds, "measures": ms, "metrics": list(tables), "data": "a Verdict given" if in_hand else str(data),
                "run": None if run is None else str(run),
-               "model": str(model) if isinstance(model, (str, Path)) else None,  # as named, for the commands the page suggests
-               "model_flags": [f"--{k.replace('_', '-')}" for k, on in (processing or {}).items() if on],  # and as loaded
+               # as named, for the commands the page suggests (a runner the command line made: as it was named there)
+               "model": str(model) if isinstance(model, (str, Path)) else named[0] if named else None,
+               "model_flags": [f"--{k.replace('_', '-')}" for k, on in (processing or {}).items() if on]  # and as loaded
+               + list(named[1] if named else ()),
                "metric_data_flags": as_metric_data(metric_data).cli_flags(),  # for a metric estimated on data
                "detail_pairs": detail_pairs, "processing": list(hw.meta.processing),
                "metric_data": {n: t.info["metric_data"] for n, t in tables.items() if t.info.get("metric_data")} or None,
