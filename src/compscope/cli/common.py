@@ -98,11 +98,10 @@ def model_reading_text(args, model, reads: bool = True, readers: str = ""):
         return model
     if not reads:
         raise OptionError(f"--tokenizer: for {readers}, and none is asked for")
-    from ..data.runner import read_tokenizer, runner_for
+    from ..data.runner import given_tokenizer, runner_for
 
-    tokenizer = read_tokenizer(args.tokenizer)
     runner = runner_for(model, device=getattr(args, "device", None), dtype=getattr(args, "model_dtype", None),
-                        tokenizer=tokenizer, tokenizer_said=f"the tokenizer {args.tokenizer}")
+                        **given_tokenizer(args.tokenizer))
     runner.named = (str(model), ("--tokenizer", str(args.tokenizer)))
     return runner
 

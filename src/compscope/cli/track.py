@@ -39,17 +39,16 @@ def run(args) -> None:
     highlight = [parse_pair(p) for p in args.highlight] if args.highlight else None
     source = args.checkpoints[0] if len(args.checkpoints) == 1 else args.checkpoints
     metrics = args.metrics or list(TRACKED_METRICS)
-    tokenizer = None
+    tokenizer = {}
     if args.tokenizer:  # read once, before the checkpoints; each checkpoint's runner is given it
-        from ..data.runner import read_tokenizer
+        from ..data.runner import given_tokenizer
 
         if not reads_text(args, metrics):
             raise OptionError(f"--tokenizer: for the metrics estimated on data, and none is selected (metrics: "
                               f"{', '.join(map(str, metrics))})")
-        tokenizer = read_tokenizer(args.tokenizer)
+        tokenizer = given_tokenizer(args.tokenizer)
     tr = track(source, args.kinds, args.measures or TRACKED, metrics, check=highlight or (),
-               metric_data=metric_data(args, metrics), tokenizer=tokenizer, tokenizer_said=f"the tokenizer {args.tokenizer}",
-               **score_options(args, TRACKED))
+               metric_data=metric_data(args, metrics), **tokenizer, **score_options(args, TRACKED))
     print(f"{len(tr.checkpoints)} checkpoints, steps {tr.steps[0]}..{tr.steps[-1]}; kinds {args.kinds}; "
           f"metrics {', '.join(t.metric for t in tr.tables[-1])}")
     for t in tr.tables[-1]:  # where a G came from (one estimated on data: each checkpoint's own, the last said)

@@ -736,6 +736,12 @@ def read_tokenizer(path: str | Path):
         raise OptionError(f"--tokenizer {path}: transformers could not read a tokenizer there ({one_line(e)})") from None
 
 
+def given_tokenizer(path: str | Path) -> dict:
+    """``{tokenizer, tokenizer_said}`` for :func:`runner_for` (and ``track``): the tokenizer at ``path``
+    (:func:`read_tokenizer`) and the words that record it, "the tokenizer PATH"."""
+    return {"tokenizer": read_tokenizer(path), "tokenizer_said": f"the tokenizer {path}"}
+
+
 def tokenizer_digest(path: str | Path) -> str:
     """The first 12 hex digits of the SHA-256 of the tokenizer at ``path`` (a ``tokenizer.json``, or a
     folder's files by name and bytes), so that a sweep's tasks change when its files do."""

@@ -108,9 +108,9 @@ def _tokenizer(opts: dict) -> dict:
     (``--tokenizer``), else nothing."""
     if not opts.get("tokenizer"):
         return {}
-    from ..data.runner import read_tokenizer
+    from ..data.runner import given_tokenizer
 
-    return {"tokenizer": read_tokenizer(opts["tokenizer"]), "tokenizer_said": f"the tokenizer {opts['tokenizer']}"}
+    return given_tokenizer(opts["tokenizer"])
 
 
 def _with_tokenizer(source: str, hw, opts: dict, device=None):
