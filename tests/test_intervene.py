@@ -620,6 +620,7 @@ def test_writers_are_checked_against_the_model():
     r = _runner(toy())
     t = tokens()
     for bad, match in [([(5, 0)], "writer layer 5: .* has layers 0-1"), ([(0, 7)], "writer 0.7: .* heads 0-2"),
+                       ([(5, 7)], "writer layer 5: .* has layers 0-1"),  # the layer first: no head 7 in no layer
                        ([1], "writer layer 1: the last layer"), (["0.1"], "writer '0.1': expected"),
                        ([True], "writer True"), ([], "none given"), ("0.1", "writers='0.1'")]:
         with pytest.raises(OptionError, match=match):
@@ -630,9 +631,11 @@ def test_cli_intervenes_on_the_writers_named(capsys):
     from compscope.cli.common import writers
 
     assert writers("16.0,11.1, 2-4,7") == [(16, 0), (11, 1), 2, 3, 4, 7]
-    for bad in ("a.b", "1.2.3", "4-2", "", "-1"):
+    for bad in ("a.b", "1.2.3", "", "-1"):
         with pytest.raises(Exception, match="expected LAYER.HEAD"):
             writers(bad)
+    with pytest.raises(Exception, match=r"'4-2': a range of layers runs from the lower to the higher \(2-4\)"):
+        writers("4-2")
     main(["intervene", "--writers", "0.1", "--kinds", "K", "--sequences", "4", "--half", "8"])
     out = capsys.readouterr().out
     assert "writers 0.1 (1 head)" in out and "over 4 pairs" in out  # 0.1 into the four heads of layer 1

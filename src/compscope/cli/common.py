@@ -36,6 +36,8 @@ def writers(text: str) -> list:
         a, dash, b = part.partition("-")
         if dash and a.isdigit() and b.isdigit() and int(a) <= int(b):
             out += list(range(int(a), int(b) + 1))
+        elif dash and a.isdigit() and b.isdigit():
+            raise argparse.ArgumentTypeError(f"{part!r}: a range of layers runs from the lower to the higher ({b}-{a})")
         elif part.isdigit():
             out.append(int(part))
         elif part.count(".") == 1 and all(x.isdigit() for x in part.split(".")):

@@ -186,12 +186,12 @@ def writer_heads(writers, n_layers: int, n_heads: int, model: str = "the model")
             layer, heads = int(w), range(n_heads)
         elif isinstance(w, (tuple, list)) and len(w) == 2 and all(is_int(x) for x in w):
             layer, heads = int(w[0]), (int(w[1]),)
-            if not 0 <= w[1] < n_heads:
-                raise OptionError(f"writer {w[0]}.{w[1]}: {model} has heads 0-{n_heads - 1} in a layer")
         else:
             raise OptionError(f"writer {w!r}: expected a (layer, head) pair or a layer number")
         if not 0 <= layer < n_layers:
             raise OptionError(f"writer layer {layer}: {model} has layers 0-{n_layers - 1}")
+        if len(heads) == 1 and not 0 <= heads[0] < n_heads:
+            raise OptionError(f"writer {layer}.{heads[0]}: {model} has heads 0-{n_heads - 1} in a layer")
         if layer == n_layers - 1:
             raise OptionError(f"writer layer {layer}: the last layer of {model}; no later head reads its heads")
         chosen.update((layer, h) for h in heads)
