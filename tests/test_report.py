@@ -705,7 +705,8 @@ def test_a_report_reads_text_with_the_tokenizer_given_and_its_pair_command_carri
         assert shown == pytest.approx(value, abs=5e-5 + 1e-6), (measure, value, printed)
     # a run's checkpoints (--run) read text with the same tokenizer
     from compscope.data.residual_moments import MetricData
-    from compscope.data.runner import read_tokenizer, runner_for
+    from compscope.data.runner import runner_for
+    from compscope.data.tokenizers import read_tokenizer
     from compscope.report.collect import collect
 
     build(BY_ID["llama-mha"], seed=1).save_pretrained(tmp_path / "run" / "step_1")

@@ -478,7 +478,7 @@ def test_track_reads_every_checkpoint_with_the_tokenizer_given(tmp_path, capsys)
 
     from compscope.cli.main import main
     from compscope.data.residual_moments import MetricData
-    from compscope.data.runner import read_tokenizer
+    from compscope.data.tokenizers import read_tokenizer
     from hf_tiny import BY_ID
 
     run, tok = tmp_path / "run", word_tokenizer(tmp_path / "tok")
@@ -522,7 +522,7 @@ def test_sweep_reads_text_with_the_tokenizer_given_and_its_files_are_part_of_the
     import json
 
     from compscope.cli.main import main
-    from compscope.data.runner import read_tokenizer
+    from compscope.data.tokenizers import read_tokenizer
     from compscope.sweep import read_dataset
     from hf_tiny import BY_ID
 

@@ -100,7 +100,8 @@ def model_reading_text(args, model, reads: bool = True, readers: str = ""):
         return model
     if not reads:
         raise OptionError(f"--tokenizer: for {readers}, and none is asked for")
-    from ..data.runner import given_tokenizer, runner_for
+    from ..data.runner import runner_for
+    from ..data.tokenizers import given_tokenizer
 
     runner = runner_for(model, device=getattr(args, "device", None), dtype=getattr(args, "model_dtype", None),
                         **given_tokenizer(args.tokenizer))

@@ -90,7 +90,7 @@ def run(args) -> int:
     measures = [m.name for m in select(args.measures or ["frobenius"])]
     tokenizer = {}  # for the tasks that read text: the tokenizer's path and its files' digest (edited files: new tasks)
     if args.tokenizer:
-        from ..data.runner import read_tokenizer, tokenizer_digest
+        from ..data.tokenizers import read_tokenizer, tokenizer_digest
 
         if args.job != "validate" and not set(metrics) & set(ON_DATA):
             raise OptionError(f"--tokenizer: for the metrics estimated on data and --job validate, and none is "

@@ -41,7 +41,7 @@ def run(args) -> None:
     metrics = args.metrics or list(TRACKED_METRICS)
     tokenizer = {}
     if args.tokenizer:  # read once, before the checkpoints; each checkpoint's runner is given it
-        from ..data.runner import given_tokenizer
+        from ..data.tokenizers import given_tokenizer
 
         if not reads_text(args, metrics):
             raise OptionError(f"--tokenizer: for the metrics estimated on data, and none is selected (metrics: "

@@ -359,7 +359,8 @@ def metric_tokens(runner, sequences: int, seq_len: int, seed: int, corpus: str |
     says what they are): natural text when the runner has a tokenizer (``seq_len`` at most the
     model's context; the file ``corpus``'s, else the docstrings), else repeated random sequences
     ``[t, t]`` (a corpus given is then refused)."""
-    from .sequences import check_token_ids, natural_text, repeats
+    from .sequences import natural_text, repeats
+    from .tokenizers import check_token_ids
 
     seq_len = _within_context(runner, seq_len)
     if runner.tokenizer is not None or corpus is not None:
@@ -381,7 +382,8 @@ def has_text(runner) -> bool:
 
 def tokens_data(runner, sequences: int, seq_len: int, seed: int, corpus: str | None = None) -> str:
     """What :func:`metric_tokens` gives for these arguments, in words (recorded with results)."""
-    from .sequences import check_tokenizer, corpus_words
+    from .sequences import corpus_words
+    from .tokenizers import check_tokenizer
 
     seq_len = _within_context(runner, seq_len)
     if runner.tokenizer is not None or corpus is not None:

@@ -44,7 +44,7 @@ from ..core.attention import combine, head_outputs, head_states, read_input
 from ..core.heads import HeadWeights, same_device
 from ..engine.plan import resolve_device
 from ..errors import OptionError, UnsupportedModelError, one_line
-from .sequences import checked_tokenizer, has_vocabulary
+from .tokenizers import checked_tokenizer, has_vocabulary
 
 
 @dataclass(frozen=True)
@@ -712,47 +712,6 @@ def _hf_runner(path: Path, hw: HeadWeights, progress: bool = True, device: torch
         except Exception:  # a model without a tokenizer still runs on token ids
             tokenizer = None
     return HFRunner(model, hw, tokenizer if has_vocabulary(tokenizer) else None)
-
-
-def read_tokenizer(path: str | Path):
-    """The ``transformers`` tokenizer stored at ``path`` (a folder with a tokenizer's files, or a
-    ``tokenizer.json``), read from local files only; an error naming ``path`` when there is none."""
-    path = Path(path)
-    if not path.exists():
-        raise OptionError(f"--tokenizer {path}: no such file or folder")
-    try:
-        import transformers
-    except ImportError:
-        raise OptionError(f"--tokenizer {path}: reading a tokenizer needs transformers (pip install transformers)") from None
-    try:
-        if path.is_file():
-            if path.suffix != ".json":
-                raise OptionError(f"--tokenizer {path}: give a folder with a tokenizer's files, or a tokenizer.json")
-            return transformers.PreTrainedTokenizerFast(tokenizer_file=str(path))
-        return transformers.AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-    except OptionError:
-        raise
-    except Exception as e:  # transformers raises many kinds; the message names the cause
-        raise OptionError(f"--tokenizer {path}: transformers could not read a tokenizer there ({one_line(e)})") from None
-
-
-def given_tokenizer(path: str | Path) -> dict:
-    """``{tokenizer, tokenizer_said}`` for :func:`runner_for` (and ``track``): the tokenizer at ``path``
-    (:func:`read_tokenizer`) and the words that record it, "the tokenizer PATH"."""
-    return {"tokenizer": read_tokenizer(path), "tokenizer_said": f"the tokenizer {path}"}
-
-
-def tokenizer_digest(path: str | Path) -> str:
-    """The first 12 hex digits of the SHA-256 of the tokenizer at ``path`` (a ``tokenizer.json``, or a
-    folder's files by name and bytes), so that a sweep's tasks change when its files do."""
-    import hashlib
-
-    path = Path(path)
-    files = [path] if path.is_file() else sorted(p for p in path.iterdir() if p.is_file())
-    h = hashlib.sha256()
-    for f in files:
-        h.update(f.name.encode() + b"\0" + f.read_bytes())
-    return h.hexdigest()[:12]
 
 
 def transformers_at_least(*version: int) -> bool:

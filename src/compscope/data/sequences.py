@@ -27,7 +27,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from ..errors import OptionError, one_line
+from ..errors import OptionError
+from .tokenizers import check_tokenizer, encode
 
 #: ``|t|`` of the repeated sequences ``[bos] t t`` that validate and intervene run on by default
 #: (cut to a shorter context)
@@ -161,66 +162,6 @@ def _digest(path: str, mtime_ns: int, size: int) -> str:
     return hashlib.sha256(_read_corpus(path, mtime_ns, size).encode("utf-8")).hexdigest()[:12]
 
 
-def check_tokenizer(tokenizer, corpus: str | os.PathLike | None = None) -> None:
-    """Natural text (the docstrings, or the file ``corpus``) is refused for a model without a tokenizer."""
-    if tokenizer is None:
-        what = "natural text" if corpus is None else f"corpus {os.fspath(corpus)}"
-        raise OptionError(f"{what}: needs the model's tokenizer, and this model has none (a toy model, a folder "
-                          "without tokenizer files (give it one with --tokenizer PATH), or a model object "
-                          "(compscope.runner_for(model, tokenizer=...)))")
-
-
-def has_vocabulary(tokenizer) -> bool:
-    """Whether ``tokenizer`` encodes text to tokens other than its unknown token: for a folder
-    without tokenizer files transformers builds one of special tokens alone (GPT-2's encodes text
-    to nothing, Gemma's to ``<unk>``)."""
-    if tokenizer is None:
-        return False
-    try:
-        ids = tokenizer.encode("The text of a docstring.", add_special_tokens=False)
-    except Exception:
-        return False
-    return any(i != getattr(tokenizer, "unk_token_id", None) for i in ids)
-
-
-def checked_tokenizer(tokenizer, n_vocab: int, model: str):
-    """``tokenizer`` when it encodes text (``encode(text, add_special_tokens=False)``) to token ids of
-    a vocabulary of ``n_vocab`` (the model named ``model``'s), else an error that says what is wrong
-    with it (another model's tokenizer gives ids past the vocabulary, which the model would fail on
-    deep inside its embedding; the text's own ids are checked again before it runs:
-    :func:`check_token_ids`)."""
-    if isinstance(tokenizer, (str, bytes, Path)):  # a str has an encode() of its own
-        raise OptionError(f"tokenizer={str(tokenizer)!r}: give a tokenizer object (for example "
-                          "transformers.AutoTokenizer.from_pretrained(folder)), not a name or path")
-    if not callable(getattr(tokenizer, "encode", None)):
-        raise OptionError(f"tokenizer: {type(tokenizer).__name__!r} has no encode(text) method (give a transformers "
-                          "tokenizer, or an object whose encode(text, add_special_tokens=False) returns token ids)")
-    try:
-        ids = list(tokenizer.encode("The text of a docstring: def f(x): return x + 1.", add_special_tokens=False))
-    except Exception as e:  # a tokenizer of one's own may fail in any way; the message names it
-        raise OptionError(f"tokenizer: encode(text, add_special_tokens=False) failed ({type(e).__name__}: "
-                          f"{one_line(e)})") from None
-    if not has_vocabulary(tokenizer):
-        raise OptionError("tokenizer: it encodes text to nothing, or to its unknown token alone")
-    check_token_ids(ids, n_vocab, model, "tokenizer")
-    return tokenizer
-
-
-def check_token_ids(ids, n_vocab: int, model: str, what: str) -> None:
-    """``ids`` (a sequence or tensor of integers) all token ids of a vocabulary of ``n_vocab`` (the
-    model named ``model``'s), else an error naming ``what`` gave them."""
-    try:
-        t = torch.as_tensor(ids)
-    except (TypeError, ValueError, RuntimeError):
-        t = None
-    if t is None or (t.numel() and (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)):
-        raise OptionError(f"{what}: gives a {type(ids).__name__}, not integer token ids")
-    bad = t[(t < 0) | (t >= n_vocab)]
-    if bad.numel():
-        raise OptionError(f"{what}: token id {int(bad[0])} is past {model}'s vocabulary of {n_vocab} "
-                          f"(ids 0..{n_vocab - 1}): not this model's tokenizer")
-
-
 def natural_text(tokenizer, n: int, seq_len: int, seed: int, bos: int | None = None,
                  corpus: str | os.PathLike | None = None) -> Tensor:
     """``(n, seq_len)`` token ids of the natural text (:func:`corpus_text`: standard-library
@@ -228,7 +169,7 @@ def natural_text(tokenizer, n: int, seq_len: int, seed: int, bos: int | None = N
     windows out of the whole text."""
     check_tokenizer(tokenizer, corpus)
     body = seq_len - (bos is not None)
-    ids = torch.tensor(_encode(tokenizer, corpus_text(corpus)), dtype=torch.long)
+    ids = torch.tensor(encode(tokenizer, corpus_text(corpus)), dtype=torch.long)
     windows = len(ids) // body
     if windows < n:
         source = "the standard-library text" if corpus is None else f"corpus {os.fspath(corpus)} ({len(ids)} tokens)"
@@ -240,16 +181,6 @@ def natural_text(tokenizer, n: int, seq_len: int, seed: int, bos: int | None = N
     if bos is not None:
         out = torch.cat([torch.full((n, 1), bos, dtype=torch.long), out], dim=1)
     return out
-
-
-def _encode(tokenizer, text: str) -> list[int]:
-    """``text``'s token ids, no special tokens added. The whole text is one call, so that its
-    pieces join as the tokenizer joins them; a ``transformers`` tokenizer is told not to warn that
-    it is longer than the model's context (it is cut into windows that fit). Another tokenizer does
-    not need ``transformers`` installed (one of its tokenizers has imported it)."""
-    transformers = sys.modules.get("transformers")
-    quiet = {"verbose": False} if transformers and isinstance(tokenizer, transformers.PreTrainedTokenizerBase) else {}
-    return tokenizer.encode(text, add_special_tokens=False, **quiet)
 
 
 def python_version() -> str:

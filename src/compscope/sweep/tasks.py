@@ -108,7 +108,7 @@ def _tokenizer(opts: dict) -> dict:
     (``--tokenizer``), else nothing."""
     if not opts.get("tokenizer"):
         return {}
-    from ..data.runner import given_tokenizer
+    from ..data.tokenizers import given_tokenizer
 
     return given_tokenizer(opts["tokenizer"])
 
