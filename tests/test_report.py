@@ -716,6 +716,13 @@ def test_a_report_reads_text_with_the_tokenizer_given_and_its_pair_command_carri
                   metric_data=MetricData(sequences=4, length=16))
     assert [tabs[0].info["metric_data"].split("; ")[0] for tabs in rep.track.tables] == \
         ["4 sequences of 16 tokens of standard-library docstrings (seed 12346), tokenised by the words"] * 2
+    # a runner made in Python from a path: the page's pair command names that path, and a tokenizer
+    # object (which has no path) by a placeholder; one made from a model object: MODEL
+    assert (rep.options["model"], rep.options["model_flags"]) == (str(folder), ["--tokenizer", "TOKENIZER"])
+    rep = collect(runner_for(folder), kinds="K", metrics=["identity"], data="none", progress=False)
+    assert (rep.options["model"], rep.options["model_flags"]) == (str(folder), [])
+    rep = collect(runner_for(runner.model), kinds="K", metrics=["identity"], data="none", progress=False)
+    assert (rep.options["model"], rep.options["model_flags"]) == (None, [])
     assert main(["report", str(folder), "--data", "none", "--metric", "identity", "--tokenizer", str(tok),
                  "--out", str(tmp_path / "r2")]) == 2
     assert "--tokenizer: for the metrics estimated on data and --data run, and none is asked for" in capsys.readouterr().err

@@ -33,6 +33,7 @@ applied as float32 copies); a model object runs in its own dtype.
 
 from __future__ import annotations
 
+import os
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,8 +108,10 @@ class Runner:
     #: where the tokenizer came from when it is not the model's own (:func:`runner_for`'s
     #: ``tokenizer``), in words recorded with what the text gives; None for the model's own
     tokenizer_given: str | None = None
-    #: how the command line names this runner's model, where it made it: ``(model as typed, the
-    #: options that make it, e.g. ('--tokenizer', PATH))``, for the commands a report suggests
+    #: how the command line names this runner's model: ``(model as typed, the options that make it,
+    #: e.g. ('--tokenizer', PATH))``, for the commands a report suggests; a runner made in Python
+    #: from a path: that path (and ``--tokenizer TOKENIZER``, a tokenizer object having none); None:
+    #: made from a model object
     named: tuple[str, tuple[str, ...]] | None = None
     #: the longest sequence the model takes (its learned positions or its configured context; None: no limit known)
     n_ctx: int | None = None
@@ -581,6 +584,8 @@ def runner_for(model, hw: HeadWeights | None = None, progress: bool = True,
         return _stays(model, model.device, device, "runner")
     runner = _new_runner(model, hw, progress, device, dtype)
     runner.progress = progress
+    if isinstance(model, (str, os.PathLike)):  # named as the command line names it (a tokenizer object has no path)
+        runner.named = (os.fspath(model), ("--tokenizer", "TOKENIZER") if tokenizer is not None else ())
     if tokenizer is not None:
         if isinstance(runner, ToyRunner):
             raise OptionError(f"tokenizer: {runner.hw.meta.name} is one of compscope's toy models, which run on "
