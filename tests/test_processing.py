@@ -208,3 +208,35 @@ def test_processing_leaves_the_input_unchanged():
     for k, v in snapshot.items():
         assert torch.equal(getattr(hw0, k), v), k
     assert hw0.meta.processing == ()
+
+
+def test_scores_and_compose_pair_take_the_processing_steps():
+    """``compscope.scores`` and ``compose_pair`` take ``load``'s processing keywords: their results are
+    those of the weights loaded processed, whether given the model or its unprocessed ``HeadWeights``
+    (and differ from the unprocessed weights' under ``embed``, so the steps were applied). What they
+    cannot do is refused by name: ``linearise_qk_norm='text'`` on weights that cannot run, an
+    unknown keyword (with the one meant)."""
+    model, _ = model_and_capture("gpt2")
+    steps = dict(fold_norm=True, center_writing=True, fold_value_bias=True)
+    hw = compscope.load(model, **steps)
+    want = compscope.scores(hw, "K", ["frobenius", "overlap"], "embed", progress=False)
+    plain = compscope.scores(model, "K", ["frobenius", "overlap"], "embed", progress=False)
+    assert not torch.allclose(plain.dense("overlap", "K").nan_to_num(), want.dense("overlap", "K").nan_to_num(), rtol=1e-3)
+    pair = compscope.compose_pair(hw, "0.1", "1.0", "K", "embed")
+    for source in (model, compscope.load(model)):
+        t = compscope.scores(source, "K", ["frobenius", "overlap"], "embed", progress=False, **steps)
+        assert t.processing == ("fold_norm", "center_writing", "fold_value_bias")
+        for m in ("frobenius", "overlap"):
+            torch.testing.assert_close(t.dense(m, "K"), want.dense(m, "K"), equal_nan=True)
+        p = compscope.compose_pair(source, "0.1", "1.0", "K", "embed", **steps)
+        assert p.measures == pytest.approx(pair.measures, rel=1e-9)
+    with pytest.raises(compscope.OptionError, match="linearise_qk_norm='text' runs the model over text: pass the model"):
+        compscope.scores(compscope.load(model), linearise_qk_norm="text")
+    with pytest.raises(ProcessingError, match="fold_norm was already applied"):
+        compscope.scores(hw, fold_norm=True)
+    for call, bad, meant in ((compscope.scores, "metrics", "metric"), (compscope.scores, "fold_norms", "fold_norm"),
+                             (compscope.compose_pair, "offst", "offset")):
+        args = (model,) if call is compscope.scores else (model, "0.1", "1.0")
+        with pytest.raises(compscope.OptionError, match=rf"^{call.__name__}: unknown option '{bad}'; options: .*"
+                                                        rf"; did you mean '{meant}'\?$"):
+            call(*args, **{bad: 1})

@@ -326,7 +326,15 @@ def test_scores_and_pair_take_the_texts_point_and_the_other_commands_refuse_it(t
         for row in table.itertuples():
             v = float(want[row.src_layer, row.src_head, row.dst_layer, row.dst_head])
             assert abs(row.value - v) <= 1e-5 * max(1.0, abs(v)), (flags, row)
+        made.clear()  # and from Python: compscope.scores with the same steps as keywords, one pass
+        monkeypatch.setattr(residual_moments, "ResidualSums", lambda *a: made.append(1) or sums(*a))
+        t = compscope.scores(str(folder), "K", ["read_gain"], "covariance", metric_data=MetricData(sequences=6, length=12),
+                             progress=False, fold_value_bias=flags is every[0], **kw)
+        monkeypatch.setattr(residual_moments, "ResidualSums", sums)
+        assert len(made) == 1, flags
+        torch.testing.assert_close(t.dense("read_gain", "K"), want, rtol=1e-5, atol=1e-7, equal_nan=True)
         if flags is every[0]:
+            assert t.processing == ("fold_norm", "linearise_qk_norm (given moments)", "fold_value_bias")
             assert "processing fold_norm, linearise_qk_norm (given moments), fold_value_bias" in printed, printed
         elif kw.get("linearise_qk_norm") == "text":
             assert "linearise_qk_norm (given moments)" in printed, printed

@@ -8,13 +8,16 @@ itself (``activations``, estimated on data) gets it.
 
 from __future__ import annotations
 
+import inspect
+
 from .analysis import circuits as _circuits
 from .analysis import pair as _pair
 from .core.heads import HeadWeights
 from .core.metrics import DEFAULT_RIDGE, get_metric
+from .core.processing import check_qk_norm_linearisable, process
 from .defaults import CONTENTS
 from .engine import composition as _composition
-from .errors import OptionError
+from .errors import OptionError, did_you_mean
 from .loading.sources import load
 from .measures import DEFAULT
 
@@ -24,30 +27,83 @@ def as_heads(model) -> HeadWeights:
     return model if isinstance(model, HeadWeights) else load(model)
 
 
+def load_processed(model, *, metric_data=None, device=None, fold_norm: bool = False,
+                   linearise_qk_norm: bool | str = False, center_writing: bool = False,
+                   fold_value_bias: bool = False) -> tuple[HeadWeights, object]:
+    """``(weights, runner or None)``: ``model`` loaded (or ``HeadWeights`` processed) with the
+    processing steps of :func:`compscope.load`. ``linearise_qk_norm='text'`` replaces QK-norm at
+    the second moment of what the heads read on the text ``metric_data`` names (a
+    :class:`~compscope.data.residual_moments.MetricData`, default the model's default), which runs
+    the model on ``device``: its runner comes back, so that a metric estimated on data reads the
+    same pass."""
+    steps = {"fold_norm": fold_norm, "linearise_qk_norm": linearise_qk_norm, "center_writing": center_writing,
+             "fold_value_bias": fold_value_bias}
+    if linearise_qk_norm != "text":
+        return load(model, **steps), None
+    if isinstance(model, HeadWeights):
+        raise OptionError("linearise_qk_norm='text' runs the model over text: pass the model itself (a name, folder, "
+                          "model object or runner), not HeadWeights")
+    from .data.norm_linearisation import qk_norm_on_text
+    from .data.runner import runner_for
+
+    hw = load(model, fold_norm=fold_norm)  # then the rest in load's order
+    check_qk_norm_linearisable(hw)  # before the model is built
+    runner = runner_for(model, device=device)
+    return process(qk_norm_on_text(runner, hw, metric_data), center_writing=center_writing,
+                   fold_value_bias=fold_value_bias), runner
+
+
+def checked_options(options: dict, own, engine, what: str) -> dict:
+    """``options`` (the ``**options`` of ``own``, which hands them to ``engine``) when each is a
+    keyword ``engine`` takes, else an error naming the unknown one, every option (``own``'s
+    keywords after the model, then ``engine``'s) and the one meant."""
+    mine = [n for n, p in inspect.signature(own).parameters.items() if p.kind != p.VAR_KEYWORD][1:]
+    names = [*mine, *(n for n, p in inspect.signature(engine).parameters.items()
+                      if p.kind == p.KEYWORD_ONLY and n not in mine)]
+    unknown = [k for k in options if k not in names]
+    if unknown:
+        raise OptionError(f"{what}: unknown option {unknown[0]!r}; options: {', '.join(names)}"
+                          + did_you_mean(unknown[0], names))
+    return options
+
+
 def scores(model, kinds: str = "QKV", measures=DEFAULT, metric="identity", *, ridge: float = DEFAULT_RIDGE, metric_data=None,
-           **options):
+           fold_norm: bool = False, linearise_qk_norm: bool | str = False, center_writing: bool = False,
+           fold_value_bias: bool = False, **options):
     """Composition scores of every (earlier writer, later reader) head pair of ``model`` (any
     source :func:`compscope.load` reads, or ``HeadWeights``): a ``ScoreTable``.
 
-    ``kinds``: letters of ``'QKV'``; ``measures``: names, or ``'all'``; ``metric``: a registered
-    name (``identity``, ``embed``, ``unembed``, ``activations``) or a ``Metric``. Every other
-    option (``offset``, ``pairs``, ``precision``, ``device``, ``max_memory``, ``progress``, …)
+    ``kinds``: letters of ``'QKV'``; ``measures``: names, or ``'all'``; ``metric``: one metric (a
+    table holds one), a registered name (``identity``, ``embed``, ``unembed``, ``activations``, ...),
+    a ``Metric`` or a Gram matrix of one's own. ``fold_norm``, ``linearise_qk_norm`` (True,
+    ``'isotropic'`` or ``'text'``), ``center_writing``, ``fold_value_bias``: the weights processed as
+    :func:`load_processed` does, and a metric estimated on data estimated for those weights. Every
+    other option (``offset``, ``pairs``, ``precision``, ``device``, ``max_memory``, ``progress``, …)
     is the engine's: :func:`compscope.engine.composition.scores`; ``device`` is also where the
     ``activations`` metric runs the model, and ``metric_data`` what it runs it on
     (:class:`~compscope.data.residual_moments.MetricData`; default the model's default)."""
-    hw = as_heads(model)
-    met = get_metric(metric, hw, ridge, model=model, device=options.get("device"), data=metric_data)  # runs the model there
+    checked_options(options, scores, _composition.scores, "scores")
+    hw, runner = load_processed(model, metric_data=metric_data, device=options.get("device"), fold_norm=fold_norm,
+                                linearise_qk_norm=linearise_qk_norm, center_writing=center_writing,
+                                fold_value_bias=fold_value_bias)
+    met = get_metric(metric, hw, ridge, model=runner or model, device=None if runner else options.get("device"),
+                     data=metric_data)  # runs the model there
     return _composition.scores(hw, kinds, measures, met, ridge=ridge, **options)
 
 
 def compose_pair(model, writer: tuple[int, int] | str, reader: tuple[int, int] | str, kind: str = "K", metric="identity", *,
-                 ridge: float = DEFAULT_RIDGE, device=None, metric_data=None, **options):
+                 ridge: float = DEFAULT_RIDGE, device=None, metric_data=None, fold_norm: bool = False,
+                 linearise_qk_norm: bool | str = False, center_writing: bool = False, fold_value_bias: bool = False,
+                 **options):
     """One pair of ``model`` in detail (principal angles, composed spectrum, every measure):
-    :func:`compscope.analysis.pair.compose_pair` after loading. ``device``: where the
-    ``activations`` metric runs the model (the pair itself is float64 on the CPU), ``metric_data``
-    what it runs it on (as :func:`scores`)."""
-    hw = as_heads(model)
-    met = get_metric(metric, hw, ridge, model=model, device=device, data=metric_data)
+    :func:`compscope.analysis.pair.compose_pair` after loading, processed as :func:`scores` does.
+    ``device``: where the ``activations`` metric runs the model (the pair itself is float64 on the
+    CPU), ``metric_data`` what it runs it on (as :func:`scores`)."""
+    checked_options(options, compose_pair, _pair.compose_pair, "compose_pair")
+    hw, runner = load_processed(model, metric_data=metric_data, device=device, fold_norm=fold_norm,
+                                linearise_qk_norm=linearise_qk_norm, center_writing=center_writing,
+                                fold_value_bias=fold_value_bias)
+    met = get_metric(metric, hw, ridge, model=runner or model, device=None if runner else device, data=metric_data)
     return _pair.compose_pair(hw, writer, reader, kind, met, ridge=ridge, **options)
 
 

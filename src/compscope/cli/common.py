@@ -164,24 +164,11 @@ def processing(args) -> dict:
 
 
 def load_processed(args, model, data=None) -> tuple:
-    """``(weights, runner or None)``: ``model`` loaded with the processing flags; with
-    ``--linearise-qk-norm text`` QK-norm is replaced at the second moment of what the heads read on the
-    metrics' text (``data``), which runs the model: its runner comes back, so that a metric estimated
-    on data reads the same pass."""
-    from ..loading.sources import load
+    """``(weights, runner or None)``: ``model`` loaded with the processing flags
+    (:func:`compscope.api.load_processed`; ``--linearise-qk-norm text`` reads the metrics' text, ``data``)."""
+    from ..api import load_processed
 
-    steps = processing(args)
-    if steps["linearise_qk_norm"] != "text":
-        return load(model, **steps), None
-    from ..core.processing import check_qk_norm_linearisable, process
-    from ..data.norm_linearisation import qk_norm_on_text
-    from ..data.runner import runner_for
-
-    hw = load(model, fold_norm=steps["fold_norm"])  # then the rest in load's order, as validate takes them
-    check_qk_norm_linearisable(hw)  # before the model is built
-    runner = runner_for(model, device=getattr(args, "device", None))
-    rest = {k: v for k, v in steps.items() if k not in ("fold_norm", "linearise_qk_norm")}
-    return process(qk_norm_on_text(runner, hw, data), **rest), runner
+    return load_processed(model, metric_data=data, device=getattr(args, "device", None), **processing(args))
 
 
 def weights_and_metric(args, model) -> tuple:
