@@ -240,3 +240,25 @@ def test_scores_and_compose_pair_take_the_processing_steps():
         with pytest.raises(compscope.OptionError, match=rf"^{call.__name__}: unknown option '{bad}'; options: .*"
                                                         rf"; did you mean '{meant}'\?$"):
             call(*args, **{bad: 1})
+
+
+def test_head_circuits_take_the_processing_steps():
+    """``compscope.head_circuits`` with ``load``'s processing keywords: the circuits of the weights
+    ``load_with_positional`` gives, as ``compscope circuits --fold-norm --linearise-qk-norm`` reads
+    them (the previous-token scores from the weights before QK-norm is linearised)."""
+    from compscope.loading.sources import load_with_positional
+
+    from hf_tiny import build
+
+    model = build(BY_ID["gemma3-text"], seed=0)
+    steps = dict(fold_norm=True, linearise_qk_norm=True)
+    hw, before = load_with_positional(model, **steps)
+    want = compscope.head_circuits(hw, positional=before, progress=False)
+    plain = compscope.head_circuits(model, progress=False)
+    for source in (model, compscope.load(model)):
+        c = compscope.head_circuits(source, progress=False, **steps)
+        for name in ("copying", "matching", "previous", "induction"):
+            torch.testing.assert_close(getattr(c, name), getattr(want, name), equal_nan=True)
+    assert not torch.allclose(c.matching, plain.matching, rtol=1e-3)  # the steps were applied
+    with pytest.raises(compscope.OptionError, match="QK-norm linearised, which loses the heads' positional patterns"):
+        compscope.head_circuits(hw, progress=False)  # weights linearised elsewhere still need their positional=

@@ -18,7 +18,7 @@ from .core.processing import check_qk_norm_linearisable, process
 from .defaults import CONTENTS
 from .engine import composition as _composition
 from .errors import OptionError, did_you_mean
-from .loading.sources import load
+from .loading.sources import load, load_with_positional
 from .measures import DEFAULT
 
 
@@ -108,7 +108,8 @@ def compose_pair(model, writer: tuple[int, int] | str, reader: tuple[int, int] |
 
 
 def head_circuits(model, measure: str = "frobenius", *, offset: float = 0.0, content: str = "embed",
-                  sample_data=None, progress: bool = True, positional=None):
+                  sample_data=None, progress: bool = True, positional=None, fold_norm: bool = False,
+                  linearise_qk_norm: bool = False, center_writing: bool = False, fold_value_bias: bool = False):
     """Copying, matching, previous-token and induction scores of every head of ``model``, read
     from the weights: :func:`compscope.analysis.circuits.head_circuits` after loading.
     ``content``: the content distribution of the rotary previous-token score, ``embed`` (the
@@ -116,8 +117,16 @@ def head_circuits(model, measure: str = "frobenius", *, offset: float = 0.0, con
     runs ``model``, which must then be a name, folder or runner, not ``HeadWeights``), sampled on
     ``sample_data`` (:class:`~compscope.data.residual_moments.SampleData`; only with ``activations``).
     ``positional``: for weights whose QK-norm is linearised, those before it, which the previous-token
-    scores read (:func:`compscope.loading.sources.load_with_positional` gives both)."""
-    hw = as_heads(model)
+    scores read (:func:`compscope.loading.sources.load_with_positional` gives both). ``fold_norm``,
+    ``linearise_qk_norm``, ``center_writing``, ``fold_value_bias``: the weights processed as
+    :func:`compscope.load` does (the previous-token scores read the weights before a linearised QK-norm)."""
+    steps = {"fold_norm": fold_norm, "linearise_qk_norm": linearise_qk_norm, "center_writing": center_writing,
+             "fold_value_bias": fold_value_bias}
+    if any(steps.values()):
+        hw, before = load_with_positional(model, **steps)
+        positional = before if positional is None else positional
+    else:
+        hw = as_heads(model)
     return _circuits.head_circuits(hw, measure, offset=offset, content=circuit_content(hw, content, model, sample_data),
                                    progress=progress, positional=positional)
 
