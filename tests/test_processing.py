@@ -262,3 +262,10 @@ def test_head_circuits_take_the_processing_steps():
     assert not torch.allclose(c.matching, plain.matching, rtol=1e-3)  # the steps were applied
     with pytest.raises(compscope.OptionError, match="QK-norm linearised, which loses the heads' positional patterns"):
         compscope.head_circuits(hw, progress=False)  # weights linearised elsewhere still need their positional=
+
+
+def test_track_refuses_an_unknown_scoring_keyword_before_reading_a_checkpoint(tmp_path):
+    """``track``'s ``**score_options`` go to the engine: one it does not take is refused, with the one
+    meant, before any checkpoint is read (the folder here is empty, which would be refused after)."""
+    with pytest.raises(compscope.OptionError, match=r"^track: unknown option 'pair'; options: .*; did you mean 'pairs'\?$"):
+        compscope.track(tmp_path, pair="all")

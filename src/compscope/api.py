@@ -8,8 +8,6 @@ itself (``activations``, estimated on data) gets it.
 
 from __future__ import annotations
 
-import inspect
-
 from .analysis import circuits as _circuits
 from .analysis import pair as _pair
 from .core.heads import HeadWeights
@@ -17,7 +15,7 @@ from .core.metrics import DEFAULT_RIDGE, get_metric
 from .core.processing import check_qk_norm_linearisable, process
 from .defaults import CONTENTS
 from .engine import composition as _composition
-from .errors import OptionError, did_you_mean
+from .errors import OptionError, check_keywords
 from .loading.sources import load, load_with_positional
 from .measures import DEFAULT
 
@@ -53,20 +51,6 @@ def load_processed(model, *, metric_data=None, device=None, fold_norm: bool = Fa
                    fold_value_bias=fold_value_bias), runner
 
 
-def checked_options(options: dict, own, engine, what: str) -> dict:
-    """``options`` (the ``**options`` of ``own``, which hands them to ``engine``) when each is a
-    keyword ``engine`` takes, else an error naming the unknown one, every option (``own``'s
-    keywords after the model, then ``engine``'s) and the one meant."""
-    mine = [n for n, p in inspect.signature(own).parameters.items() if p.kind != p.VAR_KEYWORD][1:]
-    names = [*mine, *(n for n, p in inspect.signature(engine).parameters.items()
-                      if p.kind == p.KEYWORD_ONLY and n not in mine)]
-    unknown = [k for k in options if k not in names]
-    if unknown:
-        raise OptionError(f"{what}: unknown option {unknown[0]!r}; options: {', '.join(names)}"
-                          + did_you_mean(unknown[0], names))
-    return options
-
-
 def scores(model, kinds: str = "QKV", measures=DEFAULT, metric="identity", *, ridge: float = DEFAULT_RIDGE, metric_data=None,
            fold_norm: bool = False, linearise_qk_norm: bool | str = False, center_writing: bool = False,
            fold_value_bias: bool = False, **options):
@@ -82,7 +66,7 @@ def scores(model, kinds: str = "QKV", measures=DEFAULT, metric="identity", *, ri
     is the engine's: :func:`compscope.engine.composition.scores`; ``device`` is also where the
     ``activations`` metric runs the model, and ``metric_data`` what it runs it on
     (:class:`~compscope.data.residual_moments.MetricData`; default the model's default)."""
-    checked_options(options, scores, _composition.scores, "scores")
+    check_keywords(options, scores, _composition.scores, "scores")
     hw, runner = load_processed(model, metric_data=metric_data, device=options.get("device"), fold_norm=fold_norm,
                                 linearise_qk_norm=linearise_qk_norm, center_writing=center_writing,
                                 fold_value_bias=fold_value_bias)
@@ -99,7 +83,7 @@ def compose_pair(model, writer: tuple[int, int] | str, reader: tuple[int, int] |
     :func:`compscope.analysis.pair.compose_pair` after loading, processed as :func:`scores` does.
     ``device``: where the ``activations`` metric runs the model (the pair itself is float64 on the
     CPU), ``metric_data`` what it runs it on (as :func:`scores`)."""
-    checked_options(options, compose_pair, _pair.compose_pair, "compose_pair")
+    check_keywords(options, compose_pair, _pair.compose_pair, "compose_pair")
     hw, runner = load_processed(model, metric_data=metric_data, device=device, fold_norm=fold_norm,
                                 linearise_qk_norm=linearise_qk_norm, center_writing=center_writing,
                                 fold_value_bias=fold_value_bias)

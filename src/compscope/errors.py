@@ -35,6 +35,25 @@ def did_you_mean(names, choices) -> str:
     return f"; did you mean {' or '.join(repr(c) for c in dict.fromkeys(close))}?" if close else ""
 
 
+def check_keywords(options: dict, own, engine, what: str) -> dict:
+    """``options`` (the ``**options`` of the function ``own``, which hands them to ``engine``) when
+    each is a keyword ``engine`` takes, else an error naming the unknown one, every option
+    (``own``'s after its first, then ``engine``'s keyword-only ones) and the one meant (not
+    Python's TypeError from deep inside, after the work before it)."""
+    import inspect
+
+    takes = inspect.signature(engine).parameters
+    if any(p.kind == p.VAR_KEYWORD for p in takes.values()):  # one that takes any keyword (a wrapper) says itself
+        return options
+    mine = [n for n, p in inspect.signature(own).parameters.items() if p.kind != p.VAR_KEYWORD][1:]
+    names = [*mine, *(n for n, p in takes.items() if p.kind == p.KEYWORD_ONLY and n not in mine)]
+    unknown = [k for k in options if k not in names]
+    if unknown:
+        raise OptionError(f"{what}: unknown option {unknown[0]!r}; options: {', '.join(names)}"
+                          + did_you_mean(unknown[0], names))
+    return options
+
+
 def at_least_words(low: int | None) -> str:
     """How an integer option's bound reads in an error: 'an integer', 'a positive integer',
     'a positive integer >= 2', 'an integer >= 0'."""

@@ -21,7 +21,7 @@ import torch
 
 from ..engine.composition import scores
 from ..core.metrics import DEFAULT_RIDGE, ON_DATA, distinct_metrics, get_metric
-from ..errors import OptionError
+from ..errors import OptionError, check_keywords
 from ..defaults import TRACKED_METRICS
 from ..measures import TRACKED
 from ..data.head_labels import HeadLabels, label_heads
@@ -252,6 +252,7 @@ def track(
     from ..toy.data import repeated_random
     from ..toy.storage import heads_of, is_toy, load_toy
 
+    check_keywords(score_options, track, scores, "track")  # before any checkpoint is read
     ckpts, skipped = scan_checkpoints(source)
     metrics = distinct_metrics(metrics)
     on_data = [m for m in metrics if isinstance(m, str) and m in ON_DATA]
