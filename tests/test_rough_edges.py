@@ -391,7 +391,18 @@ def test_the_api_names_bad_counts_lists_and_budgets():
                           (lambda: compscope.check_axioms(trials=1.5), "trials=1.5: need an integer >= 1"),
                           (lambda: compscope.track(None), "source: expected a run folder"),
                           (lambda: compscope.scores("induction-2l", "K", measures=5), "measures: expected a name or a list"),
-                          (lambda: compscope.scores("induction-2l", "K", max_memory=-1), "max_memory=-1: expected a positive")):
+                          (lambda: compscope.scores("induction-2l", "K", max_memory=-1), "max_memory=-1: expected a positive"),
+                          # a seed numpy refuses deep inside, a tile size not an integer: named; a count of 0, or
+                          # a negative ridge (G - λI: a metric other than asked), was taken silently
+                          (lambda: compscope.scores("induction-2l", "K", seed=-1), "seed=-1: expected an integer >= 0"),
+                          (lambda: compscope.scores("induction-2l", "K", block=1.5), "block=1.5: expected a positive integer"),
+                          (lambda: compscope.scores("induction-2l", "K", width=0), "width=0: expected a positive integer"),
+                          (lambda: compscope.scores("induction-2l", "K", baseline_samples=0),
+                           "baseline_samples=0: expected a positive integer"),
+                          (lambda: compscope.scores("induction-2l", "K", metric="embed", ridge=-1e-7),
+                           "ridge=-1e-07: expected a finite number >= 0"),
+                          (lambda: compscope.scores("induction-2l", "K", ridge=float("nan")), "ridge=nan: expected a finite"),
+                          (lambda: compscope.metric_from_gram(torch.eye(64), ridge=-0.5), "ridge=-0.5: expected a finite")):
         with pytest.raises(compscope.OptionError, match=re.escape(message)):
             call()
     assert [p[:4] for p in t.top("K", "frobenius", 2)] == [(0, 0, 1, 1), (0, 0, 1, 2)]  # the good call unchanged

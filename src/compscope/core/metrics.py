@@ -28,6 +28,7 @@ Ledoit–Wolf intensity (``MetricData.shrinkage``; :mod:`compscope.data.residual
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,7 +100,7 @@ def _roots(G: Tensor, ridge: float, what: str, invert: bool = False) -> tuple[Te
         raise OptionError(f"metric {what}: G has a negative eigenvalue ({float(evals[0]):.3g}, the largest "
                           f"{float(evals[-1]):.3g}); a Gram matrix has none")
     raw_cond = float(evals[-1] / evals[0]) if evals[0] > 0 else float("inf")
-    lam = ridge * float(evals.clamp_min(0).sum()) / G.shape[0]
+    lam = check_ridge(ridge) * float(evals.clamp_min(0).sum()) / G.shape[0]
     e = evals.clamp_min(0) + lam
     if e[0] <= 0:
         raise OptionError(f"metric {what}: G is singular; pass a positive ridge")
@@ -268,6 +269,16 @@ def check_fits(metric: Metric, hw: HeadWeights) -> Metric:
     return metric
 
 
+def check_ridge(ridge) -> float:
+    """``ridge`` when it is a finite real number >= 0 (``G + ridge · tr(G)/d · I``), else an error
+    naming it (a negative one would take from ``G``'s spectrum, not add to it)."""
+    import numbers
+
+    if isinstance(ridge, bool) or not isinstance(ridge, numbers.Real) or not math.isfinite(ridge) or ridge < 0:
+        raise OptionError(f"ridge={ridge!r}: expected a finite number >= 0 (G is regularised as G + ridge·tr(G)/d·I)")
+    return float(ridge)
+
+
 def get_metric(metric, hw: HeadWeights, ridge: float = DEFAULT_RIDGE, *, model=None, device=None,
                data=None) -> Metric:
     """``metric`` itself when it is a :class:`Metric`, a Gram matrix of one's own as :func:`as_metric`
@@ -275,6 +286,7 @@ def get_metric(metric, hw: HeadWeights, ridge: float = DEFAULT_RIDGE, *, model=N
     from, for metrics estimated on data; ``device``: where those run it; ``data``: what they are
     estimated on, a :class:`~compscope.data.residual_moments.MetricData`, default the model's
     default). A metric of one's own must fit ``hw`` (:func:`check_fits`)."""
+    check_ridge(ridge)
     metric = as_metric(metric, ridge)
     if isinstance(metric, Metric):
         return check_fits(metric, hw)

@@ -52,7 +52,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..errors import OptionError
+from ..errors import OptionError, check_int
 from .gram_route import gram_products, refine_small
 from .head_svd import Sides, head_sides
 from .plan import memory_budget, plan_groups, resolve_device
@@ -119,6 +119,8 @@ def scores(
     if precision not in PRECISIONS:
         raise OptionError(f"precision={precision!r}: use one of {', '.join(map(repr, PRECISIONS))}")
     dtype, matmul, tile_dtype = PRECISIONS[precision]
+    baseline_samples, seed = check_int("baseline_samples", baseline_samples, 1), check_int("seed", seed, 0)
+    block, width = (None if v is None else check_int(name, v, 1) for name, v in (("block", block), ("width", width)))
     met = get_metric(metric, hw, ridge)
     dev = resolve_device(device)
     budget = memory_budget(max_memory, dev)
