@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+import compscope
 from compscope.cli.main import main
 from compscope.errors import OptionError
 
@@ -427,9 +428,21 @@ def test_a_verdict_on_some_writers_says_so_in_the_report(tmp_path, capsys):
 def test_bad_out_and_help(tmp_path, capsys):
     f = tmp_path / "file"
     f.write_text("x")
-    for bad, words in ((f, "is a file"), (tmp_path / "missing" / "r", "does not exist"), (tmp_path / "r.html", "give a folder")):
+    for bad, words in ((f, "is a file"), (tmp_path / "missing" / "r", "the folder .* does not exist"), (tmp_path / "r.html", "give a folder")):
         assert main(["report", "--out", str(bad)]) == 2
-        assert words in capsys.readouterr().err
+        assert re.search(rf"--out {re.escape(str(bad))}: {words}", capsys.readouterr().err)
+        with pytest.raises(compscope.OptionError, match=rf"^out {re.escape(str(bad))}: {words}"):  # Python: named as there
+            compscope.write_report("induction-2l", bad, data="none", progress=False)
+    # a count of detail pairs that is not one: refused before any table is computed (it was after them all)
+    import compscope.report.collect as collect_module
+
+    def no_work(*a, **k):
+        raise AssertionError("the work started")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(collect_module, "collect", no_work)
+        with pytest.raises(compscope.OptionError, match=r"^detail_pairs=-1: expected an integer >= 0$"):
+            compscope.write_report("induction-2l", tmp_path / "r", detail_pairs=-1, progress=False)
     with pytest.raises(SystemExit):
         main(["report", "--help"])
     text = capsys.readouterr().out

@@ -17,11 +17,12 @@ from . import payload as P
 EFFECTS = "interventions"
 
 
-def check_out(out: str | Path) -> Path:
-    """``out`` as a folder that can be written (its parent must exist); an error naming it otherwise."""
-    out = check_folder(out, "--out")
+def check_out(out: str | Path, option: str = "--out") -> Path:
+    """``out`` as a folder that can be written (its parent must exist); an error naming it (as
+    ``option``) otherwise."""
+    out = check_folder(out, option)
     if out.suffix.lower() in (".html", ".htm"):
-        raise OptionError(f"--out {out}: give a folder; the report is written to {out}/index.html")
+        raise OptionError(f"{option} {out}: give a folder; the report is written to {out}/index.html")
     return out
 
 
