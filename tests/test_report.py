@@ -732,8 +732,9 @@ def test_a_report_reads_text_with_the_tokenizer_given_and_its_pair_command_carri
     # a runner made in Python from a path: the page's pair command names that path, and a tokenizer
     # object (which has no path) by a placeholder; one made from a model object: MODEL
     assert (rep.options["model"], rep.options["model_flags"]) == (str(folder), ["--tokenizer", "TOKENIZER"])
-    rep = collect(runner_for(folder), kinds="K", metrics=["identity"], data="none", progress=False)
+    rep = collect(runner_for(folder), kinds="K", metrics=["identity"], data="auto", progress=False)
     assert (rep.options["model"], rep.options["model_flags"]) == (str(folder), [])
+    assert f"no data: head labels from the weights; run `compscope validate {folder} --out DIR`" in " ".join(rep.notes)
     rep = collect(runner_for(runner.model), kinds="K", metrics=["identity"], data="none", progress=False)
     assert (rep.options["model"], rep.options["model_flags"]) == (None, [])
     assert main(["report", str(folder), "--data", "none", "--metric", "identity", "--tokenizer", str(tok),

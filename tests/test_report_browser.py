@@ -91,6 +91,9 @@ def test_a_model_with_many_heads_names_its_layers_on_the_axes(browser, tmp_path)
     pg, _, errors = browser(tmp_path / "report")
     axis = lambda a: pg.evaluate(f"document.getElementById('heatmap').layout.{a}axis.ticktext")  # noqa: E731
     assert axis("x") == ["L0", "L1"] and axis("y") == ["L1", "L2"]  # 50 writers, 50 readers
+    # without data, the verdict's place says how to get one for this model
+    assert f"No data for this report. Run compscope validate {folder} --out DIR and pass --data DIR" in \
+        pg.inner_text("#verdict")
     assert errors == []
 
 

@@ -379,6 +379,21 @@ def pair_details(hw, tables: dict, metrics: dict, kinds: str, measure: str, n: i
     return out
 
 
+def _model_arg(model) -> str | None:
+    """How the command line names ``model`` again: a name or path as given, a runner the command
+    line (or ``runner_for`` from a path) made by that name; None for a model object."""
+    named = getattr(model, "named", None)
+    return str(model) if isinstance(model, (str, Path)) else named[0] if named else None
+
+
+def _model_word(model) -> str:
+    """:func:`_model_arg` as a shell word, ``MODEL`` where there is none."""
+    import shlex
+
+    arg = _model_arg(model)
+    return "MODEL" if arg is None else shlex.quote(arg)
+
+
 def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPORT_METRICS, data: str = "auto",
             run: str | Path | None = None, detail_pairs: int = DETAIL_PAIRS, processing: dict | None = None,
             progress: bool = True, metric_data=None) -> Report:
@@ -439,8 +454,8 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
         side = verdict_data(v)
         notes += v.notes
     elif saved is None and data == "auto":
-        notes.append("no data: head labels from the weights; run `compscope validate MODEL --out DIR` and give "
-                     "`--data DIR` for labels and the verdict from data")
+        notes.append(f"no data: head labels from the weights; run `compscope validate {_model_word(model)} --out DIR` "
+                     "and give `--data DIR` for labels and the verdict from data")
     if side is not None:
         notes += [n for n in (judged_weights_note(side.judged, hw), version_note(side.made_by)) if n]
     details = pair_details(hw, tables, mets, kinds, primary, detail_pairs)
@@ -455,7 +470,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     options = {"kinds": kinds, "measures": ms, "metrics": list(tables), "data": "a Verdict given" if in_hand else str(data),
                "run": None if run is None else str(run),
                # as named, for the commands the page suggests (a runner the command line made: as it was named there)
-               "model": str(model) if isinstance(model, (str, Path)) else named[0] if named else None,
+               "model": _model_arg(model),
                "model_flags": [f"--{k.replace('_', '-')}" for k, on in (processing or {}).items() if on]  # and as loaded
                + list(named[1] if named else ()),
                "metric_data_flags": as_metric_data(metric_data).cli_flags(),  # for a metric estimated on data

@@ -230,7 +230,12 @@ function drawAxioms() {
     a.rows.map((r) => `<tr><td>${r.measure}</td>${r.cells.map((c) => `<td title="${escapeHtml(c.reason || c.where)}" class="${c.mark === "VIOLATED" ? "bad" : ""}">${c.mark}</td>`).join("")}</tr>`).join("");
 }
 function drawVerdict() {
-  if (!D.verdict) { $("verdict").innerHTML = `<p>No data for this report. Run <code>compscope validate MODEL --out DIR</code> and pass <code>--data DIR</code>.</p>`; return; }
+  if (!D.verdict) {
+    const m = D.model_arg === null || D.model_arg === undefined ? "MODEL" : shellWord(D.model_arg);
+    $("verdict").innerHTML = `<p>No data for this report. Run <code>compscope validate ${escapeHtml(m)} --out DIR</code> and ` +
+      `pass <code>--data DIR</code> to <code>compscope report</code>.</p>`;
+    return;
+  }
   const by = {};
   for (const r of D.verdict) (by[`${r.measure}|${r.metric}`] = by[`${r.measure}|${r.metric}`] || {})[r.kind] = r;
   const kinds = D.kinds.split("");
