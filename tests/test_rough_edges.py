@@ -388,6 +388,7 @@ def test_the_api_names_bad_counts_lists_and_budgets():
     for call, message in ((lambda: t.top("K", "frobenius", "a"), "n='a': expected how many entries"),
                           (lambda: t.top("K", "frobenius", -1), "n=-1: expected how many entries"),
                           (lambda: compscope.check_axioms(seed="a"), "seed='a': expected an integer"),
+                          (lambda: compscope.check_axioms(seed=-1), "seed=-1: expected an integer >= 0"),  # numpy's error
                           (lambda: compscope.check_axioms(trials=1.5), "trials=1.5: need an integer >= 1"),
                           (lambda: compscope.track(None), "source: expected a run folder"),
                           (lambda: compscope.scores("induction-2l", "K", measures=5), "measures: expected a name or a list"),
@@ -424,3 +425,10 @@ def test_a_misspelt_name_is_answered_with_the_closest_one():
         compscope.scores("induction-2l", "K", metric="xyz", progress=False)
     assert did_you_mean(["embd", "tite", "xyz"], ["embed", "tight"]) == "; did you mean 'embed' or 'tight'?"
     assert did_you_mean("q", ["embed"]) == ""
+
+
+def test_axioms_refuses_a_negative_seed_on_the_command_line(capsys):
+    """``compscope axioms --seed -1`` raised numpy's ValueError (its generator takes no negative seed)."""
+    with pytest.raises(SystemExit):
+        main(["axioms", "--seed", "-1"])
+    assert "argument --seed: '-1': expected an integer >= 0" in capsys.readouterr().err

@@ -388,7 +388,7 @@ def check_axioms(
         raise OptionError(f"unknown axioms {bad}; axioms: {', '.join(CHECKS)}{did_you_mean(bad, CHECKS)}")
     if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
         raise OptionError(f"trials={trials!r}: need an integer >= 1")
-    check_int("seed", seed)
+    check_int("seed", seed, 0)  # numpy takes no negative seed
     if metric not in METRICS:
         raise OptionError(f"metric={metric!r}: the battery's gauge check takes {' or '.join(METRICS)}")
     setup = Setup(trials, seed, metric)

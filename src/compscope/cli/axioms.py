@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import count
+from .common import at_least, count
 
 HELP = "check every measure against the axioms on constructed pairs"
 EXAMPLE = "examples:\n  compscope axioms\n  compscope axioms --axiom gauge --metric embed --trials 20"
@@ -12,7 +12,7 @@ def add_arguments(p) -> None:
     p.add_argument("--measure", action="append", dest="measures", metavar="NAME", help="a measure (repeatable; default: all)")
     p.add_argument("--axiom", action="append", dest="axioms", metavar="NAME", help="an axiom (repeatable; default: all)")
     p.add_argument("--trials", type=count, default=6, help="random pairs per check (default 6)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random pairs (default 0)")
+    p.add_argument("--seed", type=at_least(0), default=0, help="seed of the random pairs (default 0)")
     p.add_argument("--metric", default="identity", choices=["identity", "embed"],
                    help="the gauge check's metric: the raw basis, or one that moves with the model (default identity)")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
 
 from ..defaults import PATHS, QK_NORM_POINTS
@@ -62,7 +63,7 @@ def positive_gib(text: str, option: str) -> int:
         gib = float(text)
     except ValueError:
         gib = 0.0
-    if not gib > 0:
+    if not (gib > 0 and math.isfinite(gib)):
         raise OptionError(f"{option} {text!r}: expected a positive number of GiB, e.g. 2 or 0.5")
     return int(gib * 2**30)
 
