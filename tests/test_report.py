@@ -301,7 +301,11 @@ def test_data_folder_is_read_and_checked(tmp_path, capsys):
     assert main(["report", "--data", str(v), "--out", str(out), "--no-figures"]) == 2
     assert "head_labels.csv" in capsys.readouterr().err
     assert main(["report", "--data", str(tmp_path), "--out", str(out), "--no-figures"]) == 2
-    assert "not a folder written by `compscope validate --out`" in capsys.readouterr().err
+    assert f"--data {tmp_path}: not a folder written by `compscope validate --out`" in capsys.readouterr().err
+    with pytest.raises(OptionError, match=rf"^data {re.escape(str(tmp_path))}: not a folder written by"):  # as Python names it
+        compscope.write_report("induction-2l", out, data=tmp_path, progress=False)
+    with pytest.raises(OptionError, match=r"^data .*head_labels\.csv: expected columns"):
+        compscope.write_report("induction-2l", out, data=v, progress=False)
 
 
 def test_the_labels_standard_errors_reach_the_page_from_a_folder_or_a_verdict_in_hand(tmp_path):

@@ -12,18 +12,18 @@ from ..defaults import DEFAULT_MODEL, DETAIL_PAIRS, REPORT_MEASURES, REPORT_METR
 
 def build(model, out, *, command: str, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPORT_METRICS,
           data="auto", run=None, detail_pairs: int = DETAIL_PAIRS, processing: dict | None = None,
-          figures: bool = True, progress: bool = True, metric_data=None, out_option: str = "--out") -> tuple:
+          figures: bool = True, progress: bool = True, metric_data=None, python: bool = False) -> tuple:
     """``(Report, paths written)``: the report of ``model`` gathered
     (:func:`~compscope.report.collect.collect`) and written into the folder ``out``, every option
-    checked before any work; ``command``: what the page says made it; ``out_option``: how an error
-    names ``out``."""
+    checked before any work; ``command``: what the page says made it; ``python``: errors name
+    ``out`` and ``data`` as Python arguments, not as the command line's ``--out`` and ``--data``."""
     from .. import __version__
     from ..core.metrics import check_metrics
     from ..errors import check_int
     from .collect import collect
     from .page import check_out, require_plotly, write
 
-    out = check_out(out, out_option)
+    out = check_out(out, "out" if python else "--out")
     check_int("detail_pairs", detail_pairs, 0)
     metrics = check_metrics(metrics)
     require_plotly()
@@ -32,7 +32,8 @@ def build(model, out, *, command: str, kinds: str = "QKV", measures=REPORT_MEASU
 
         require_matplotlib()
     rep = collect(model, kinds=kinds, measures=measures, metrics=metrics, data=data, run=run,
-                  detail_pairs=detail_pairs, processing=processing, progress=progress, metric_data=metric_data)
+                  detail_pairs=detail_pairs, processing=processing, progress=progress, metric_data=metric_data,
+                  data_option="data" if python else "--data")
     return rep, write(rep, out, command=command, version=__version__, figures=figures)
 
 
@@ -60,7 +61,7 @@ def write_report(model=DEFAULT_MODEL, out: str | Path = "compscope-report", *, k
     said += [f"{k}={_said(v)}" for k, v in chosen.items() if v is not defaults[k].default and v != defaults[k].default]
     _, paths = build(model, out, command=f"compscope.write_report({', '.join(said)})", kinds=kinds, measures=measures,
                      metrics=metrics, data=data, run=run, detail_pairs=detail_pairs, figures=figures, progress=progress,
-                     metric_data=metric_data, processing={k: chosen[k] for k in STEPS}, out_option="out")
+                     metric_data=metric_data, processing={k: chosen[k] for k in STEPS}, python=True)
     return paths[0]
 
 

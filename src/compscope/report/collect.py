@@ -227,24 +227,24 @@ def verdict_by_head(tables: dict, side: VerdictData) -> list[dict] | None:
             for measure in table.measures for row in auroc_by_head(table.dense(measure, "K"), k_effects, *args)]
 
 
-def read_validation(folder: str | Path, hw) -> VerdictData:
+def read_validation(folder: str | Path, hw, option: str = "--data") -> VerdictData:
     """:class:`VerdictData` from a ``compscope validate --out`` folder, checked against the model's
     shape (effects None without ``interventions.parquet``, summary None without a readable
-    ``run.json``)."""
+    ``run.json``); ``option``: how an error names where the folder was given."""
     import pandas as pd
 
     folder = Path(folder)
     need = [folder / n for n in ("head_labels.csv", "verdict.csv", "heads.csv")]
     missing = [p.name for p in need if not p.is_file()]
     if missing:
-        raise OptionError(f"--data {folder}: not a folder written by `compscope validate --out` (missing {', '.join(missing)})")
+        raise OptionError(f"{option} {folder}: not a folder written by `compscope validate --out` (missing {', '.join(missing)})")
     try:
         lab = pd.read_csv(need[0])
         verdict = pd.read_csv(need[1]).to_dict("records")
         heads = pd.read_csv(need[2]).to_dict("records") if need[2].stat().st_size > 1 else []
     except (ValueError, OSError, UnicodeDecodeError) as e:
-        raise OptionError(f"--data {folder}: cannot read the validation tables: {e}") from None
-    scores, errors = _per_head_labels(lab, need[0], hw.n_layers, hw.n_heads)
+        raise OptionError(f"{option} {folder}: cannot read the validation tables: {e}") from None
+    scores, errors = _per_head_labels(lab, need[0], hw.n_layers, hw.n_heads, option)
     run, options, model = folder / "run.json", None, None
     if run.is_file():
         try:
@@ -253,15 +253,15 @@ def read_validation(folder: str | Path, hw) -> VerdictData:
             options = {}
         model = options.get("model") if isinstance(options, dict) else None
         if model is not None and model != hw.meta.name:
-            raise OptionError(f"--data {folder}: validated model {model!r}, not {hw.meta.name!r}")
-    on_text = _read_text_labels(folder / "head_labels_text.csv", hw, options)
+            raise OptionError(f"{option} {folder}: validated model {model!r}, not {hw.meta.name!r}")
+    on_text = _read_text_labels(folder / "head_labels_text.csv", hw, options, option)
     summary = verdict_summary(model, options, on_text, scores)  # None without a run.json that names the model
-    effects, note = read_effects(folder / "interventions.parquet", hw.n_layers, hw.n_heads)
+    effects, note = read_effects(folder / "interventions.parquet", hw.n_layers, hw.n_heads, option)
     return VerdictData(scores, verdict, heads, effects, note, summary, _thresholds(options), _judged(options), errors,
                        on_text, _made_by(options))
 
 
-def _per_head_labels(lab, path: Path, L: int, H: int) -> tuple[dict, dict]:
+def _per_head_labels(lab, path: Path, L: int, H: int, option: str = "--data") -> tuple[dict, dict]:
     """``(labels, standard errors)``, ``(L, H)`` float64 by label, of a head-label table (``lab``,
     read from ``path``) checked to hold one row per head; the errors of the columns
     ``<label>_error`` where the table has them (written since they were added)."""
@@ -274,7 +274,7 @@ def _per_head_labels(lab, path: Path, L: int, H: int) -> tuple[dict, dict]:
         except (ValueError, TypeError):
             shape_ok = False
     if not shape_ok or set(zip(layer.tolist(), head.tolist())) != {(l, h) for l in range(L) for h in range(H)}:
-        raise OptionError(f"--data {path}: expected columns {sorted(cols)} with one row per head of a {L} x {H} model")
+        raise OptionError(f"{option} {path}: expected columns {sorted(cols)} with one row per head of a {L} x {H} model")
 
     def per_head(column) -> torch.Tensor:  # one value per row of the CSV
         t = torch.full((L, H), float("nan"), dtype=torch.float64)
@@ -290,7 +290,7 @@ def _per_head_labels(lab, path: Path, L: int, H: int) -> tuple[dict, dict]:
     return {k: per_head(values[k]) for k in LABELS}, errors
 
 
-def _read_text_labels(path: Path, hw, options) -> OnText | None:
+def _read_text_labels(path: Path, hw, options, option: str = "--data") -> OnText | None:
     """The labels on text of a verdict folder (``head_labels_text.csv``, checked as ``head_labels.csv``
     is; what the text was from ``run.json``), None where the verdict labelled none there."""
     import pandas as pd
@@ -300,8 +300,8 @@ def _read_text_labels(path: Path, hw, options) -> OnText | None:
     try:
         lab = pd.read_csv(path)
     except (ValueError, OSError, UnicodeDecodeError) as e:
-        raise OptionError(f"--data {path}: cannot read the labels on text: {e}") from None
-    scores, errors = _per_head_labels(lab, path, hw.n_layers, hw.n_heads)
+        raise OptionError(f"{option} {path}: cannot read the labels on text: {e}") from None
+    scores, errors = _per_head_labels(lab, path, hw.n_layers, hw.n_heads, option)
     data = options.get("text_labels_data") if isinstance(options, dict) else None
     return OnText(data if isinstance(data, str) else "natural text", scores, errors)
 
@@ -334,7 +334,7 @@ def effects_note(ablation: str | None, paths: str | None, sequences: int | None,
     return ", ".join(x for x in parts if x)
 
 
-def read_effects(path: Path, L: int, H: int) -> tuple[dict | None, str | None]:
+def read_effects(path: Path, L: int, H: int, option: str = "--data") -> tuple[dict | None, str | None]:
     """``{kind: (L, H, L, H)}`` effects from a verdict's ``interventions.parquet`` (None when
     there is none), and how they were measured (from the frame's own metadata,
     :meth:`~compscope.data.verdict.Verdict.interventions_frame`)."""
@@ -345,11 +345,11 @@ def read_effects(path: Path, L: int, H: int) -> tuple[dict | None, str | None]:
     try:
         df = pd.read_parquet(path, columns=["kind", "src_layer", "src_head", "dst_layer", "dst_head", "effect"])
     except Exception as e:  # pyarrow raises several kinds on a damaged or foreign file
-        raise OptionError(f"--data {path}: cannot read the interventions: {type(e).__name__}: {e}") from None
+        raise OptionError(f"{option} {path}: cannot read the interventions: {type(e).__name__}: {e}") from None
     idx = df[["src_layer", "src_head", "dst_layer", "dst_head"]].to_numpy()
     if len(idx) and (idx.min() < 0 or idx[:, [0, 2]].max() >= L or idx[:, [1, 3]].max() >= H
                      or (idx[:, 0] >= idx[:, 2]).any()):
-        raise OptionError(f"--data {path}: pairs outside a {L} x {H} model's writer -> later-reader pairs")
+        raise OptionError(f"{option} {path}: pairs outside a {L} x {H} model's writer -> later-reader pairs")
     out = {}
     kinds, effect = df["kind"].to_numpy(), torch.tensor(df["effect"].to_numpy(), dtype=torch.float64)
     for kind in sorted(set(kinds)):
@@ -396,10 +396,11 @@ def _model_word(model) -> str:
 
 def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPORT_METRICS, data: str = "auto",
             run: str | Path | None = None, detail_pairs: int = DETAIL_PAIRS, processing: dict | None = None,
-            progress: bool = True, metric_data=None) -> Report:
+            progress: bool = True, metric_data=None, data_option: str = "--data") -> Report:
     """Gather a report of ``model`` (any source :func:`compscope.load` reads; module docstring).
     ``metric_data``: what the metrics estimated on data (the report's and its verdict's) are
-    estimated on (:class:`~compscope.data.residual_moments.MetricData`)."""
+    estimated on (:class:`~compscope.data.residual_moments.MetricData`); ``data_option``: how an
+    error in a verdict folder given as ``data`` names where it was given."""
     from ..core.factors import check_kinds
     from ..core.metrics import ON_DATA, distinct_metrics, get_metric
     from ..data.residual_moments import as_metric_data
@@ -424,7 +425,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     in_hand = data if isinstance(data, Verdict) else None  # a verdict already computed: its model must be this one
     if in_hand is not None and in_hand.model != hw.meta.name:
         raise OptionError(f"data: a verdict of {in_hand.model!r}, not of {hw.meta.name!r}")
-    saved = read_validation(data, hw) if in_hand is None and data not in ("auto", "run", "none") else None  # checked before any work
+    saved = read_validation(data, hw, data_option) if in_hand is None and data not in ("auto", "run", "none") else None  # checked before any work
     if run is not None:
         from ..analysis.tracking import list_checkpoints
 
