@@ -574,3 +574,14 @@ def test_models_left_as_read_are_named_from_rows_that_say_so():
     assert read_as_they_are(rows, [a, b, c]) == ["m0"]
     assert read_as_they_are(rows.drop(columns="processing"), [a, b, c]) == []
     assert read_as_they_are(pd.DataFrame({"model": [], "step": []}), [a]) == []
+
+
+def test_the_ray_executor_without_ray_says_how_to_get_it(tmp_path, monkeypatch):
+    """Without Ray installed, ``executor='ray'`` is refused with the install command, worded for
+    Python and the command line alike (it said ``--executor ray`` to a Python caller)."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray: ImportError
+    with pytest.raises(OptionError, match=r"^executor 'ray' needs Ray: pip install 'compscope\[ray\]' \(or use the local"):
+        sweep([Task("induction-2l", "m", -1, "scores", OPTIONS)], tmp_path / "o", executor="ray", progress=False)
+    assert main(["sweep", "induction-2l", "--out", str(tmp_path / "o2"), "--executor", "ray"]) == 2

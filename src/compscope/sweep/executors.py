@@ -45,7 +45,7 @@ def _ray(todo: list[Task], out: Path, fn: Callable, bar, told: dict, address: st
     try:
         import ray
     except ImportError as e:
-        raise OptionError("--executor ray needs Ray: pip install 'compscope[ray]' (or use --executor local)") from e
+        raise OptionError("executor 'ray' needs Ray: pip install 'compscope[ray]' (or use the local executor)") from e
     started = not ray.is_initialized()
     if started:
         kw = {"address": address} if address else {"num_cpus": workers} if workers else {}
