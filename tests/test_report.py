@@ -472,6 +472,11 @@ def test_open_hands_the_page_to_the_browser(tmp_path, monkeypatch, capsys):
     out = tmp_path / "rep"
     assert main(["report", "--data", "none", "--no-figures", "--kinds", "K", "--quiet", "--open", "--out", str(out)]) == 0
     assert opened == [(out / "index.html").resolve().as_uri()]
+    assert capsys.readouterr().err == ""
+    # where no browser is known (a server), it says so and where the page is; the report is written all the same
+    monkeypatch.setattr(webbrowser, "open", lambda uri: False)
+    assert main(["report", "--data", "none", "--no-figures", "--kinds", "K", "--quiet", "--open", "--out", str(out)]) == 0
+    assert capsys.readouterr().err == f"--open: no browser found to open it; open {out / 'index.html'} in one yourself\n"
 
 
 def test_a_metric_of_ones_own_is_reported_under_its_name():

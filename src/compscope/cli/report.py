@@ -69,7 +69,8 @@ def run(args) -> None:
     if args.open:
         import webbrowser
 
-        webbrowser.open(index.resolve().as_uri())
+        if not webbrowser.open(index.resolve().as_uri()):  # no browser known here (a server, a container)
+            print(f"--open: no browser found to open it; open {index} in one yourself", file=sys.stderr)
 
 
 def summary(rep) -> str:
