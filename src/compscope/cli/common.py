@@ -164,22 +164,16 @@ def processing(args) -> dict:
     return {name: getattr(args, name) or False for name in STEPS}
 
 
-def load_processed(args, model, data=None) -> tuple:
-    """``(weights, runner or None)``: ``model`` loaded with the processing flags
-    (:func:`compscope.api.load_processed`; ``--linearise-qk-norm text`` reads the metrics' text, ``data``)."""
-    from ..api import load_processed
-
-    return load_processed(model, metric_data=data, device=getattr(args, "device", None), **processing(args))
-
-
 def weights_and_metric(args, model) -> tuple:
     """``(weights, metric)`` of a command that scores with ``--metric``: ``model`` loaded with the processing
-    flags (:func:`load_processed`), its rotary offset checked, and the metric on them (one estimated on
-    data runs the model, on the ``--metric-*`` data; where ``--linearise-qk-norm text`` ran it, that pass)."""
+    flags (:func:`compscope.api.load_processed`), its rotary offset checked, and the metric on them (one
+    estimated on data runs the model, on the ``--metric-*`` data; where ``--linearise-qk-norm text`` ran it,
+    that pass)."""
+    from ..api import load_processed
     from ..core.metrics import get_metric
 
     data = metric_data_read_by_qk_norm(args, args.metric)
-    hw, runner = load_processed(args, model, data)
+    hw, runner = load_processed(model, metric_data=data, device=getattr(args, "device", None), **processing(args))
     check_offset(hw, args.offset)
     return hw, get_metric(args.metric, hw, model=runner or model, device=None if runner else args.device, data=data)
 

@@ -170,8 +170,12 @@ function showPair(metric, kind, l1, h1, l2, h2) {
 function shellWord(w) {
   return /^[\w@%+=:,.\/-]+$/.test(w) ? w : `'${w.replace(/'/g, "'\\''")}'`;
 }
+// the model as the command line names it again (MODEL for a model object, which has no name there)
+function modelWord() {
+  return D.model_arg === null || D.model_arg === undefined ? "MODEL" : shellWord(D.model_arg);
+}
 function pairCommand(metric, kind, l1, h1, l2, h2) {
-  const m = D.model_arg === null || D.model_arg === undefined ? "MODEL" : shellWord(D.model_arg);
+  const m = modelWord();
   const arg = (D.metric_args || {})[metric] === undefined ? metric : D.metric_args[metric];
   if (arg === null)  // a metric given in Python only: the call that names it
     return `compscope.compose_pair(${D.model_arg === null || D.model_arg === undefined ? "model" : JSON.stringify(D.model_arg)}, ` +
@@ -231,8 +235,7 @@ function drawAxioms() {
 }
 function drawVerdict() {
   if (!D.verdict) {
-    const m = D.model_arg === null || D.model_arg === undefined ? "MODEL" : shellWord(D.model_arg);
-    $("verdict").innerHTML = `<p>No data for this report. Run <code>compscope validate ${escapeHtml(m)} --out DIR</code> and ` +
+    $("verdict").innerHTML = `<p>No data for this report. Run <code>compscope validate ${escapeHtml(modelWord())} --out DIR</code> and ` +
       `pass <code>--data DIR</code> to <code>compscope report</code>.</p>`;
     return;
   }
