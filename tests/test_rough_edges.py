@@ -432,3 +432,30 @@ def test_axioms_refuses_a_negative_seed_on_the_command_line(capsys):
     with pytest.raises(SystemExit):
         main(["axioms", "--seed", "-1"])
     assert "argument --seed: '-1': expected an integer >= 0" in capsys.readouterr().err
+
+
+def test_a_gram_matrix_of_ones_own_that_cannot_be_one_is_named(tmp_path):
+    """A complex ``G`` lost its imaginary part with a torch warning, a boolean one was read as 0/1, a
+    damaged ``.safetensors`` file raised safetensors' own error, and a ``G`` with entries near 1e300 a
+    LinAlgError from inside (one near 1e80 gave a table of NaN, silently). Each is named now; at the
+    ends of the range taken (1e-60, 1e60) the scale-free measures equal those of ``G`` itself."""
+    import numpy as np
+
+    G = np.full((64, 64), 1.0) + np.eye(64)  # positive definite
+    for bad, words in ((G.astype(np.complex64), "a Gram matrix of torch.complex64 values; a Gram matrix is real"),
+                       (np.eye(64, dtype=bool), "a Gram matrix of torch.bool values"),
+                       (G * 1e300, "G's largest entry is 2e+300, beyond what the engine's float64 products"),
+                       (G * 1e-70, "G's largest entry is 2e-70, beyond")):
+        with pytest.raises(compscope.OptionError, match=re.escape(words)):
+            compscope.scores("induction-2l", "K", ["frobenius"], bad, progress=False)
+    (tmp_path / "g.safetensors").write_bytes(b"garbage!")
+    with pytest.raises(compscope.OptionError, match=r"metric .*g\.safetensors: cannot read a Gram matrix from it \(ValueError: "
+                                                    r"not a safetensors file"):
+        compscope.scores("induction-2l", "K", ["frobenius"], str(tmp_path / "g.safetensors"), progress=False)
+    want = compscope.scores("induction-2l", "K", ["frobenius", "tight", "read_gain"], G, progress=False)
+    for c in (1e-60 / 2, 1e60 / 2):  # largest entries 1e-60 and 1e60
+        t = compscope.scores("induction-2l", "K", ["frobenius", "tight", "read_gain"], G * c, progress=False)
+        for m in ("frobenius", "tight"):
+            torch.testing.assert_close(t.dense(m, "K"), want.dense(m, "K"), rtol=1e-5, atol=1e-7, equal_nan=True)
+        gain = t.dense("read_gain", "K")
+        assert torch.isfinite(gain[~want.dense("read_gain", "K").isnan()]).all() and (gain.nan_to_num() >= 0).all()

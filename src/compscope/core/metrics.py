@@ -85,10 +85,20 @@ class Metric:
 GRAM_TOLERANCE = 1e-4
 
 
+#: the range of a Gram matrix's largest entry: ``G^{1/2}`` and ``G^{-1/2}`` scale the weights by its square
+#: root, and beyond about 1e±75 the engine's products of the whitened weights leave float64's range
+#: (tests/test_rough_edges.py: scores exact at both ends)
+GRAM_RANGE = (1e-60, 1e60)
+
+
 def _roots(G: Tensor, ridge: float, what: str, invert: bool = False) -> tuple[Tensor, Tensor, tuple[float, float]]:
     G = G.detach().to(torch.float64)  # a G that needs a gradient is a value here
     if not torch.isfinite(G).all():
         raise OptionError(f"metric {what}: G has NaN/Inf entries")
+    largest = float(G.abs().max())
+    if largest > 0 and not GRAM_RANGE[0] <= largest <= GRAM_RANGE[1]:  # G^{±1/2} times the weights, squared, in float64
+        raise OptionError(f"metric {what}: G's largest entry is {largest:.3g}, beyond what the engine's float64 products "
+                          f"of the whitened weights hold (it takes {GRAM_RANGE[0]:g} to {GRAM_RANGE[1]:g}); rescale G")
     size, asymmetry = float(G.norm()), float((G - G.T).norm())
     if asymmetry > GRAM_TOLERANCE * size:  # not rounding: not a Gram matrix
         raise OptionError(f"metric {what}: G is not symmetric (‖G − Gᵀ‖/‖G‖ = {asymmetry / size:.2g}); a Gram matrix is")
@@ -185,6 +195,11 @@ def metric_from_gram(G, name: str = "custom", ridge: float = DEFAULT_RIDGE, *, g
         shapes = {tuple(g.shape) for g in G.values()}
     else:
         G = torch.as_tensor(G)
+    kinds = {g.dtype for g in (G.values() if isinstance(G, dict) else [G])}
+    if any(k.is_complex or k == torch.bool for k in kinds):  # complex parts would be dropped, bools read as 0/1
+        raise OptionError(f"metric {name!r}: a Gram matrix of {', '.join(sorted(str(k) for k in kinds))} values; "
+                          "a Gram matrix is real")
+    if not isinstance(G, dict):
         if G.ndim not in (2, 3):
             raise OptionError(f"metric {name!r}: a Gram matrix of shape {tuple(G.shape)}; expected (d, d), (layer, d, d) "
                               "or {layer: (d, d)}")
@@ -230,7 +245,10 @@ def read_gram_file(path: str | Path, ridge: float = DEFAULT_RIDGE) -> Metric:
         else:
             from safetensors.torch import load_file
 
-            tensors = load_file(path)
+            try:
+                tensors = load_file(path)
+            except Exception as e:  # safetensors raises its own kind on a damaged file
+                raise ValueError(f"not a safetensors file ({one_line(e)})") from None
             if len(tensors) == 1:
                 G = next(iter(tensors.values()))
             elif all(k.isdigit() for k in tensors):
