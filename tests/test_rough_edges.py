@@ -437,8 +437,9 @@ def test_axioms_refuses_a_negative_seed_on_the_command_line(capsys):
 def test_a_gram_matrix_of_ones_own_that_cannot_be_one_is_named(tmp_path):
     """A complex ``G`` lost its imaginary part with a torch warning, a boolean one was read as 0/1, a
     damaged ``.safetensors`` file raised safetensors' own error, and a ``G`` with entries near 1e300 a
-    LinAlgError from inside (one near 1e80 gave a table of NaN, silently). Each is named now; at the
-    ends of the range taken (1e-60, 1e60) the scale-free measures equal those of ``G`` itself."""
+    LinAlgError from inside (one near 1e80 gave a table of NaN, silently: the whitened weights left
+    float32 in the engine's bases). Each is named now; at the ends of the range taken (1e-60, 1e60),
+    with weights scaled by 1e-30 or 1e30 too, the scale-free measures equal those of ``G`` itself."""
     import numpy as np
 
     G = np.full((64, 64), 1.0) + np.eye(64)  # positive definite
@@ -453,8 +454,10 @@ def test_a_gram_matrix_of_ones_own_that_cannot_be_one_is_named(tmp_path):
                                                     r"not a safetensors file"):
         compscope.scores("induction-2l", "K", ["frobenius"], str(tmp_path / "g.safetensors"), progress=False)
     want = compscope.scores("induction-2l", "K", ["frobenius", "tight", "read_gain"], G, progress=False)
-    for c in (1e-60 / 2, 1e60 / 2):  # largest entries 1e-60 and 1e60
-        t = compscope.scores("induction-2l", "K", ["frobenius", "tight", "read_gain"], G * c, progress=False)
+    hw = compscope.load("induction-2l")
+    for c, w in ((1e-60 / 2, 1.0), (1e60 / 2, 1.0), (1e-60 / 2, 1e-30), (1e-60 / 2, 1e30), (1e60 / 2, 1e-30), (1e60 / 2, 1e30)):
+        scaled = hw.replace(W_Q=hw.W_Q * w, W_K=hw.W_K * w, W_V=hw.W_V * w, W_O=hw.W_O * w)
+        t = compscope.scores(scaled, "K", ["frobenius", "tight", "read_gain"], G * c, progress=False)
         for m in ("frobenius", "tight"):
             torch.testing.assert_close(t.dense(m, "K"), want.dense(m, "K"), rtol=1e-5, atol=1e-7, equal_nan=True)
         gain = t.dense("read_gain", "K")

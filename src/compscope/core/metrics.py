@@ -86,8 +86,8 @@ GRAM_TOLERANCE = 1e-4
 
 
 #: the range of a Gram matrix's largest entry: ``G^{1/2}`` and ``G^{-1/2}`` scale the weights by its square
-#: root, and beyond about 1e±75 the engine's products of the whitened weights leave float64's range
-#: (tests/test_rough_edges.py: scores exact at both ends)
+#: root, and the engine squares the whitened weights twice in float64 (its range ends near 1e±308), so
+#: with weights anywhere from 1e-30 to 1e30 (tests/test_rough_edges.py: scores exact at the four corners)
 GRAM_RANGE = (1e-60, 1e60)
 
 

@@ -98,6 +98,20 @@ def _svd_cores(Gp: Tensor, Gq: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     return cu, cv, s, ok
 
 
+def _bases(coef: Tensor, P: Tensor, P64, out: Tensor) -> Tensor:
+    """``coef P`` into ``out`` (its dtype): the heads' basis rows from their ``r × r`` coefficients
+    (float64) and the factor ``P`` in ``out``'s dtype. Where ``P`` leaves that dtype's normal range
+    (weights whitened by a metric of large or small scale overflow float32, or fall to its
+    subnormals), it is taken in float64 (``P64()``) scaled by a power of two, ``(coef·2ᵉ)(P·2⁻ᵉ)``,
+    which is exact; the rows themselves are of order one."""
+    top = P.abs().amax()
+    if out.dtype == _F64 or (torch.isfinite(top) and top > torch.finfo(out.dtype).tiny * 2.0 ** 24):
+        return torch.bmm(coef.to(out.dtype), P, out=out)
+    P = P64()
+    e = 2.0 ** torch.floor(torch.log2(P.abs().amax()))
+    return torch.bmm((coef * e).to(out.dtype), (P / e).to(out.dtype), out=out)
+
+
 def _factor(hw: HeadWeights, metric: Metric, layer_metric: int | None, layer: int, name: str, offset: float,
             out: Tensor, shared: bool = False) -> Tensor:
     """Factor ``name`` of one layer (:func:`compscope.core.factors.layer_factor`: whitened, and
@@ -181,7 +195,7 @@ def head_sides(
                 continue
             i = at[sd][layer]
             rows = res[sd].rows[i]
-            torch.bmm(coef[j].to(dtype), factor(layer, name, dtype), out=rows)
+            _bases(coef[j], factor(layer, name, dtype), lambda: factor(layer, name, _F64), rows)
             if len(bad):
                 Bt = ((U, V)[basis] * keep[:, None, :]).mT
                 rows[bad] = 0
