@@ -462,3 +462,25 @@ def test_a_gram_matrix_of_ones_own_that_cannot_be_one_is_named(tmp_path):
             torch.testing.assert_close(t.dense(m, "K"), want.dense(m, "K"), rtol=1e-5, atol=1e-7, equal_nan=True)
         gain = t.dense("read_gain", "K")
         assert torch.isfinite(gain[~want.dense("read_gain", "K").isnan()]).all() and (gain.nan_to_num() >= 0).all()
+
+
+def test_a_one_layer_model_is_told_it_has_no_head_pair(tmp_path, capsys):
+    """A one-layer model has no (earlier writer, later reader) pair: ``scores`` printed empty rows,
+    ``intervene`` rank correlations of nan over 0 pairs, ``validate`` a table of nan, ``gauge`` nothing
+    to compare; ``pair`` computed a metric before finding no pair. Each now says why, in one line,
+    before any work; ``circuits``, which reads heads one by one, still runs."""
+    from compscope.toy.model import ToyConfig, ToyTransformer
+    from compscope.toy.storage import save_toy
+
+    folder = save_toy(ToyTransformer(ToyConfig(n_layers=1, n_heads=2, d_model=16, d_head=8, d_vocab=16, n_ctx=16), seed=0),
+                      tmp_path / "one")
+    said = "toy: one layer, so no head pair composes (a writer's layer comes before its reader's)"
+    for argv in (["scores", str(folder)], ["intervene", str(folder)], ["validate", str(folder)], ["gauge", str(folder)],
+                 ["pair", str(folder), "0.0", "0.1"], ["report", str(folder), "--out", str(tmp_path / "r")]):
+        _one_line_error(capsys, argv, said)
+    for call in (lambda: compscope.scores(folder, progress=False), lambda: compscope.compose_pair(folder, "0.0", "0.1"),
+                 lambda: compscope.intervention_effects(folder, progress=False),
+                 lambda: compscope.validate(folder, progress=False), lambda: compscope.gauge_check(folder, progress=False)):
+        with pytest.raises(compscope.OptionError, match=re.escape(said)):
+            call()
+    assert main(["circuits", str(folder), "--quiet"]) == 0

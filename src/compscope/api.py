@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .analysis import circuits as _circuits
 from .analysis import pair as _pair
+from .core.factors import check_composes
 from .core.heads import HeadWeights
 from .core.metrics import DEFAULT_RIDGE, get_metric
 from .core.processing import check_qk_norm_linearisable, process
@@ -70,6 +71,7 @@ def scores(model, kinds: str = "QKV", measures=DEFAULT, metric="identity", *, ri
     hw, runner = load_processed(model, metric_data=metric_data, device=options.get("device"), fold_norm=fold_norm,
                                 linearise_qk_norm=linearise_qk_norm, center_writing=center_writing,
                                 fold_value_bias=fold_value_bias)
+    check_composes(hw)  # before a metric runs the model
     met = get_metric(metric, hw, ridge, model=runner or model, device=None if runner else options.get("device"),
                      data=metric_data)  # runs the model there
     return _composition.scores(hw, kinds, measures, met, ridge=ridge, **options)
@@ -87,6 +89,7 @@ def compose_pair(model, writer: tuple[int, int] | str, reader: tuple[int, int] |
     hw, runner = load_processed(model, metric_data=metric_data, device=device, fold_norm=fold_norm,
                                 linearise_qk_norm=linearise_qk_norm, center_writing=center_writing,
                                 fold_value_bias=fold_value_bias)
+    check_composes(hw)
     met = get_metric(metric, hw, ridge, model=runner or model, device=None if runner else device, data=metric_data)
     return _pair.compose_pair(hw, writer, reader, kind, met, ridge=ridge, **options)
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from ..core.factors import check_composes
 from ..core.heads import HeadWeights, Norm
 from ..defaults import GAUGE_CHANGES as CHANGES  # the changes, in the order they are reported
 from ..defaults import GAUGE_METRICS
@@ -234,7 +235,7 @@ def gauge_check(model, changes=CHANGES, *, kinds: str = "QKV", measures="default
     from ..measures import DEFAULT
     from .stats import spearman
 
-    hw = model if isinstance(model, HeadWeights) else load(model)
+    hw = check_composes(model if isinstance(model, HeadWeights) else load(model))
     unknown = [c for c in changes if c not in BUILDERS]
     if unknown:
         raise OptionError(f"changes {unknown}: expected any of {', '.join(CHANGES)}")

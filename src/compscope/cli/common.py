@@ -170,11 +170,13 @@ def weights_and_metric(args, model) -> tuple:
     estimated on data runs the model, on the ``--metric-*`` data; where ``--linearise-qk-norm text`` ran it,
     that pass)."""
     from ..api import load_processed
+    from ..core.factors import check_composes
     from ..core.metrics import get_metric
 
     data = metric_data_read_by_qk_norm(args, args.metric)
     hw, runner = load_processed(model, metric_data=data, device=getattr(args, "device", None), **processing(args))
     check_offset(hw, args.offset)
+    check_composes(hw)  # before a metric on data runs the model
     return hw, get_metric(args.metric, hw, model=runner or model, device=None if runner else args.device, data=data)
 
 

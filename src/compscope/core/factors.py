@@ -53,6 +53,15 @@ def check_kind(kind: str) -> str:
     return kind
 
 
+def check_composes(hw: HeadWeights, what: str = "") -> HeadWeights:
+    """``hw`` when it has a head pair (a writer in an earlier layer than its reader), else an error
+    saying a one-layer model has none (``what``: what needs one, for the message)."""
+    if hw.n_layers < 2:
+        raise OptionError(f"{hw.meta.name}: one layer, so no head pair composes (a writer's layer comes before its "
+                          f"reader's){what or '; compscope circuits reads its heads one by one'}")
+    return hw
+
+
 def check_offset(hw: HeadWeights, offset: float, option: str = "offset") -> float:
     """``offset``, a rotary offset (query minus key position): a finite number, and 0 unless the
     model has rotary positions (it would mean nothing there: said rather than ignored)."""

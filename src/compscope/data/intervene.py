@@ -69,7 +69,7 @@ import torch
 from torch import Tensor
 
 from ..core.attention import attend, combine, project, read_input, written
-from ..core.factors import check_kinds
+from ..core.factors import check_composes, check_kinds
 from ..defaults import PATHS, SEED
 from ..errors import OptionError, check_int
 from ..progress import progress_bar
@@ -344,6 +344,7 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
     check_paths(paths)
     runner = runner_for(runner, progress=progress, device=device)
     hw, dev = runner.weights_here(), runner.device
+    check_composes(hw)
     if paths == "direct" and hw.norm_placement == "post" and getattr(runner, "post_norms", None) is None:
         raise OptionError(f"{hw.meta.name}: a post-LN model's direct path passes through its norms, and this "
                           f"runner ({type(runner).__name__}) does not name them; interventions on post-LN models "

@@ -172,7 +172,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     ``text_labels``: label every head on that text too
     (:func:`~compscope.data.head_labels.text_labels`, ``Verdict.text_labels``): the labels'
     agreement with those on the repeats is printed, the truth stays the repeats'."""
-    from ..core.factors import check_kinds
+    from ..core.factors import check_composes, check_kinds
     from ..core.metrics import distinct_metrics, get_metric
     from ..engine.composition import scores
     from .head_labels import activation_labels
@@ -196,7 +196,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     check_ablation(ablation, min(intervention_sequences, sequences))
     check_paths(paths)
     runner, chosen = runner_with_writers(model, writers, progress=progress, device=device, dtype=model_dtype)
-    hw = runner.hw
+    hw = check_composes(runner.hw, "; a verdict judges head pairs (compscope.activation_labels labels its heads)")
     half, cut = runner.repeat_half(half, HALF)  # the default cut to the model's context (said so); one given kept or refused
     head_weights = _folded(hw, fold_norm, fold_qk_gains)
     if center_writing:

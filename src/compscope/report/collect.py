@@ -401,7 +401,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     ``metric_data``: what the metrics estimated on data (the report's and its verdict's) are
     estimated on (:class:`~compscope.data.residual_moments.MetricData`); ``data_option``: how an
     error in a verdict folder given as ``data`` names where it was given."""
-    from ..core.factors import check_kinds
+    from ..core.factors import check_composes, check_kinds
     from ..core.metrics import ON_DATA, distinct_metrics, get_metric
     from ..data.residual_moments import as_metric_data
     from ..data.validate import PROCESSING_STEPS, validate
@@ -420,8 +420,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     ms = [m.name for m in select(measures)]
     primary = ms[0]
     hw, positional = load_with_positional(model, **(processing or {}))
-    if hw.n_layers < 2:
-        raise OptionError(f"{hw.meta.name}: one layer, so no head pair composes; a report needs at least 2 layers")
+    check_composes(hw, "; a report needs at least 2 layers")
     in_hand = data if isinstance(data, Verdict) else None  # a verdict already computed: its model must be this one
     if in_hand is not None and in_hand.model != hw.meta.name:
         raise OptionError(f"data: a verdict of {in_hand.model!r}, not of {hw.meta.name!r}")
