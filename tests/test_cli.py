@@ -135,6 +135,8 @@ def test_pair_takes_the_model_first_like_the_other_commands(capsys, tmp_path):
     for words in (["0.1"], ["a", "0.1", "1.0", "1.1"]):
         assert main(["pair", *words]) == 2
         assert "expected [MODEL] WRITER READER" in capsys.readouterr().err
+    assert main(["pair", "0.1", "1.0", str(folder)]) == 2  # the model last: the order it is given in
+    assert f"pair: the model comes first: compscope pair {folder} 0.1 1.0" in capsys.readouterr().err
 
 
 def test_scores_header_states_the_metric_condition_number(capsys):

@@ -77,6 +77,12 @@ def on_data(model, writer: tuple[int, int], reader: tuple[int, int], kind: str, 
     return "\n".join(lines)
 
 
+def _is_head(word: str) -> bool:
+    """Whether ``word`` reads as a head, ``LAYER.HEAD``."""
+    layer, dot, head = word.partition(".")
+    return bool(dot) and layer.isdigit() and head.isdigit()
+
+
 def model_and_heads(words: list[str], option: str) -> tuple[str, tuple[int, int], tuple[int, int]]:
     """``[MODEL] WRITER READER`` as given: the model named first, else by ``--model`` (``option``)."""
     from ..loading.builtin import DEFAULT_MODEL
@@ -84,6 +90,8 @@ def model_and_heads(words: list[str], option: str) -> tuple[str, tuple[int, int]
     if len(words) not in (2, 3):
         raise OptionError(f"pair: expected [MODEL] WRITER READER, got: {' '.join(words)}")
     if len(words) == 3:
+        if _is_head(words[0]) and _is_head(words[1]) and not _is_head(words[2]):
+            raise OptionError(f"pair: the model comes first: compscope pair {words[2]} {words[0]} {words[1]}")
         if option != DEFAULT_MODEL and option != words[0]:
             raise OptionError(f"pair: two models named: {words[0]!r} and --model {option!r}")
         option = words[0]
