@@ -466,6 +466,12 @@ def test_a_nan_in_weights_built_in_python_is_named_whatever_built_them():
 
 def test_unloadable_object():
     expect(LoadError, lambda: compscope.load(42), "int")
+    import torch
+
+    # a module that is no model compscope reads: the kinds it reads, named
+    expect(LoadError, lambda: compscope.load(torch.nn.Linear(2, 2)),
+           "cannot load a Linear: expected a path, a built-in name, a hub id, HeadWeights, a runner, or a transformers, "
+           "TransformerLens or compscope toy model")
 
 
 @pytest.mark.parametrize("make", ["missing", "no-config", "unknown-type", "truncated-gguf"])

@@ -26,7 +26,8 @@ def read_unprocessed(source) -> HeadWeights:
     if hub.looks_like_id(source):
         return guarded(source, "hub", hub.read, source)
     if not isinstance(source, (str, Path)):
-        raise LoadError(f"cannot load a {type(source).__name__}: expected a path, a built-in name, or a model object")
+        raise LoadError(f"cannot load a {type(source).__name__}: expected a path, a built-in name, a hub id, HeadWeights, "
+                        "a runner, or a transformers, TransformerLens or compscope toy model")
     path = Path(source)
     if not path.exists():
         raise LoadError(f"{source}: no such file or folder, and not a built-in model ({', '.join(BUILTINS)})")
