@@ -78,9 +78,12 @@ def on_data(model, writer: tuple[int, int], reader: tuple[int, int], kind: str, 
 
 
 def _is_head(word: str) -> bool:
-    """Whether ``word`` reads as a head, ``LAYER.HEAD``."""
-    layer, dot, head = word.partition(".")
-    return bool(dot) and layer.isdigit() and head.isdigit()
+    """Whether ``word`` reads as a head (:func:`parse_head`)."""
+    try:
+        parse_head(word)
+    except OptionError:
+        return False
+    return True
 
 
 def model_and_heads(words: list[str], option: str) -> tuple[str, tuple[int, int], tuple[int, int]]:
