@@ -404,3 +404,16 @@ def test_shrinkage_reaches_the_metric_the_table_and_the_command_line(capsys):
         main(["scores", "--metric", "covariance", "--metric-shrinkage", "lw"])
     assert main(["scores", "--metric-shrinkage", "ledoit-wolf"]) == 2
     assert "for the metrics estimated on data" in capsys.readouterr().err
+
+
+def test_which_metrics_are_estimated_on_data():
+    """Names are (one or several, in any collection); a metric in hand was estimated already,
+    whatever its name, and a Gram matrix of one's own is one metric, not rows of names."""
+    from compscope.core.metrics import on_data
+
+    own = compscope.metric_from_gram(torch.eye(4), name="activations")
+    assert on_data("activations") == ["activations"]
+    assert on_data(["embed", "covariance-own", "identity", "activations"]) == ["covariance-own", "activations"]
+    assert on_data(("identity",)) == [] and on_data({"covariance": 1}.keys()) == ["covariance"]
+    assert on_data(own) == [] and on_data([own, "embed"]) == []
+    assert on_data(torch.eye(4)) == []

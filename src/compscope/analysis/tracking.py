@@ -20,7 +20,7 @@ from typing import Sequence
 import torch
 
 from ..engine.composition import scores
-from ..core.metrics import DEFAULT_RIDGE, ON_DATA, distinct_metrics, get_metric
+from ..core.metrics import DEFAULT_RIDGE, ON_DATA, distinct_metrics, get_metric, on_data
 from ..errors import OptionError, check_keywords
 from ..defaults import TRACKED_METRICS
 from ..measures import TRACKED
@@ -255,8 +255,7 @@ def track(
     check_keywords(score_options, track, scores, "track")  # before any checkpoint is read
     ckpts, skipped = scan_checkpoints(source)
     metrics = distinct_metrics(metrics)
-    on_data = [m for m in metrics if isinstance(m, str) and m in ON_DATA]
-    if tokenizer is not None and not on_data:
+    if tokenizer is not None and not on_data(metrics):
         raise OptionError(f"tokenizer: for the metrics estimated on data ({', '.join(ON_DATA)}), and none is tracked")
     tables, labs, hashes = [], [], []
     bar = progress_bar(len(ckpts), "tracking", enabled=progress)

@@ -234,10 +234,10 @@ def metric_data(args, metrics, also: str | None = None, reading: bool = False):
     given = {f"metric_{f.name}": getattr(args, f"metric_{f.name}") for f in fields(MetricData)}  # one option a field
     if all(v is None for v in given.values()):
         return None
-    from ..core.metrics import ON_DATA
+    from ..core.metrics import ON_DATA, on_data
 
-    metrics = [m if isinstance(m, str) else m.name for m in ([metrics] if isinstance(metrics, str) else metrics)]  # or Metrics
-    if not set(metrics) & set(ON_DATA) and not reading:
+    if not on_data(metrics) and not reading:
+        metrics = [m if isinstance(m, str) else m.name for m in ([metrics] if isinstance(metrics, str) else metrics)]
         flags = ", ".join("--" + k.replace("_", "-") for k, v in given.items() if v is not None)
         raise OptionError(f"{flags}: for the metrics estimated on data ({', '.join(ON_DATA)})"
                           + (f" and {also}" if also else "") + f", and none is selected (metrics: {', '.join(metrics)})")
@@ -247,10 +247,9 @@ def metric_data(args, metrics, also: str | None = None, reading: bool = False):
 def reads_text(args, metrics) -> bool:
     """Whether a command that scores with ``metrics`` reads text: a metric estimated on data, or
     ``--linearise-qk-norm text``."""
-    from ..core.metrics import ON_DATA
+    from ..core.metrics import on_data
 
-    names = [m if isinstance(m, str) else m.name for m in ([metrics] if isinstance(metrics, str) else metrics)]
-    return bool(set(names) & set(ON_DATA)) or getattr(args, "linearise_qk_norm", None) == "text"
+    return bool(on_data(metrics)) or getattr(args, "linearise_qk_norm", None) == "text"
 
 
 #: what reads text in a command that scores, for the errors of the options that choose it

@@ -61,7 +61,7 @@ def run(args) -> int:
     from ..errors import OptionError
     from ..measures import select
     from ..core.factors import check_kinds
-    from ..core.metrics import ON_DATA, check_metrics
+    from ..core.metrics import check_metrics, on_data
     from ..data.validate import DEFAULT_METRICS, PROCESSING_STEPS
     from ..data.sequences import corpus_digest
     from ..data.residual_moments import MetricData
@@ -92,7 +92,7 @@ def run(args) -> int:
     if args.tokenizer:
         from ..data.tokenizers import read_tokenizer, tokenizer_digest
 
-        if args.job != "validate" and not set(metrics) & set(ON_DATA):
+        if args.job != "validate" and not on_data(metrics):
             raise OptionError(f"--tokenizer: for the metrics estimated on data and --job validate, and none is "
                               f"selected (metrics: {', '.join(metrics)})")
         read_tokenizer(args.tokenizer)  # refused by name before any task
@@ -133,7 +133,7 @@ def run(args) -> int:
             verdict["seed"] = args.seed
         if args.model_dtype not in (None, "float32"):  # float32 is the default: the same task
             verdict["model_dtype"] = args.model_dtype
-        if set(judged) & set(ON_DATA) or on_text:
+        if on_data(judged) or on_text:
             verdict.update(metric_data=data, **data_id)
         verdict.update(step_option, **tokenizer)  # a verdict reads text for a rotary model's content too
         if on_text:
@@ -144,9 +144,9 @@ def run(args) -> int:
             tasks.append(Task(src, model, step, args.job, verdict))
             continue
         for metric in metrics:
-            on_data = {"metric_data": data, **data_id, **tokenizer} if metric in ON_DATA else {}
+            reading = {"metric_data": data, **data_id, **tokenizer} if on_data(metric) else {}
             given = {"gram_file": gram_id[metric]} if metric in gram_id else {}
-            tasks.append(Task(src, model, step, args.job, {"kinds": kinds, "measures": measures, "metric": metric, **on_data,
+            tasks.append(Task(src, model, step, args.job, {"kinds": kinds, "measures": measures, "metric": metric, **reading,
                                                            **given, **step_option}))
     r = sweep(tasks, args.out, executor=args.executor, progress=not args.quiet, device=args.device, **options)
     idle = r.done == 0 and not r.failed

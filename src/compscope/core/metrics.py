@@ -180,6 +180,13 @@ METRICS.lazy("covariance-own", "compscope.data.residual_moments:covariance_own_m
 ON_DATA = ("activations", "covariance", "activations-own", "covariance-own")
 
 
+def on_data(metrics) -> list[str]:
+    """The names among ``metrics`` (one name or metric, or several) that are estimated on data when
+    used: a :class:`Metric` in hand was estimated already, whatever its name."""
+    many = isinstance(metrics, (list, tuple, set, frozenset, dict, type({}.keys())))  # else one (a Gram matrix too)
+    return [m for m in (metrics if many else [metrics]) if isinstance(m, str) and m in ON_DATA]
+
+
 #: how a metric of one's own records where its ``G`` came from (``Metric.data``, after this)
 GIVEN = "G given as"
 
@@ -309,7 +316,7 @@ def get_metric(metric, hw: HeadWeights, ridge: float = DEFAULT_RIDGE, *, model=N
     if isinstance(metric, Metric):
         return check_fits(metric, hw)
     check_metrics([metric])  # not a name: named as unknown, with the choices
-    if data is not None and metric in ON_DATA:
+    if data is not None and on_data(metric):
         return METRICS.get(metric)(hw, ridge, model, device=device, data=data)
     return METRICS.get(metric)(hw, ridge, model, device=device)
 

@@ -54,7 +54,7 @@ from torch import Tensor
 
 from ..core.heads import HeadWeights
 from ..errors import OptionError, check_int
-from ..core.metrics import GIVEN, ON_DATA
+from ..core.metrics import GIVEN, on_data
 from ..core.processing import center_writing as centred, check_centrable
 from ..defaults import QK_NORM_POINTS, SEED
 from .norm_linearisation import unread_norms
@@ -218,7 +218,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     why = []
     for name in metrics:
         try:
-            ready.append(None if isinstance(name, str) and name in ON_DATA else get_metric(name, weights))
+            ready.append(None if on_data(name) else get_metric(name, weights))
         except OptionError as e:
             notes.append(f"metric {name} skipped: {e}")
             ready.append(False)
@@ -275,7 +275,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
                "first_token": runner.bos,
                **runner.software(), "python": python_version(), "torch": torch.__version__, "device": str(runner.device),
                "model_dtype": str(runner.dtype).removeprefix("torch."),
-               "activations_metric_data": data_words(runner, metric_data) if set(ON_DATA) & set(tables) else None,
+               "activations_metric_data": data_words(runner, metric_data) if on_data(list(tables)) else None,
                "head_scores_content": list(contents),
                "writer_previous_auroc": writer_auroc or None,
                "circuit_auroc": circuit_auroc or None, "circuit_measure": list(CIRCUIT_MEASURE),
@@ -302,16 +302,16 @@ def _data_notes(runner, head_weights: HeadWeights, weights: HeadWeights, lineari
         notes += [n for n in weights.meta.notes if n.startswith("QK-norm linearised")]
     if cut:
         notes.append(cut)
-    on_data = any(isinstance(m, str) and m in ON_DATA for m in metrics)
+    reads = bool(on_data(metrics))
     content = reads_content(head_weights)
-    if not has_text(runner) and (on_data or content):
-        read = ([f"metrics on data estimated on {data_words(runner, metric_data)}"] if on_data else []) + \
+    if not has_text(runner) and (reads or content):
+        read = ([f"metrics on data estimated on {data_words(runner, metric_data)}"] if reads else []) + \
             ([f"the previous-token score's activations content sampled on {sample_data.content(runner)}"] if content else [])
         notes.append(f"{runner.hw.meta.name} has no tokenizer, so no natural text: {'; '.join(read)}. To read text, "
                      "give it one: --tokenizer PATH, its tokenizer's files in its folder, or "
                      "compscope.runner_for(model, tokenizer=...)")
     else:
-        if on_data and metric_data != MetricData():
+        if reads and metric_data != MetricData():
             notes.append(f"metrics on data estimated on {data_words(runner, metric_data)}")
         if content and sample_data != SampleData():
             notes.append(f"the previous-token score's activations content sampled on {sample_data.content(runner)}")

@@ -402,7 +402,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     estimated on (:class:`~compscope.data.residual_moments.MetricData`); ``data_option``: how an
     error in a verdict folder given as ``data`` names where it was given."""
     from ..core.factors import check_composes, check_kinds
-    from ..core.metrics import ON_DATA, distinct_metrics, get_metric
+    from ..core.metrics import distinct_metrics, get_metric, on_data
     from ..data.residual_moments import as_metric_data
     from ..data.validate import PROCESSING_STEPS, validate
     from ..data.verdict import Verdict
@@ -464,7 +464,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
         from ..analysis.tracking import track
 
         reading = {"tokenizer": model.tokenizer, "tokenizer_said": model.tokenizer_given} \
-            if getattr(model, "tokenizer_given", None) and set(given) & set(ON_DATA) else {}  # each checkpoint's text as the model's
+            if getattr(model, "tokenizer_given", None) and on_data(list(given)) else {}  # each checkpoint's text as the model's
         tr = track(run, kinds, ms[:3], list(given.values()), progress=progress, metric_data=metric_data, **reading)
     named = getattr(model, "named", None)
     options = {"kinds": kinds, "measures": ms, "metrics": list(tables), "data": "a Verdict given" if in_hand else str(data),

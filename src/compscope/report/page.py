@@ -38,7 +38,7 @@ def require_plotly():
 def document(rep, command: str, version: str) -> dict:
     """The JSON document the page reads (``compscope.report.payload``)."""
     from ..core.card import card_rows
-    from ..core.metrics import ON_DATA
+    from ..core.metrics import on_data
     from .explainers import explainer_json
 
     hw = rep.hw
@@ -58,7 +58,7 @@ def document(rep, command: str, version: str) -> dict:
     return {
         "model": rep.model, "model_arg": rep.options.get("model"), "model_flags": rep.options.get("model_flags", []),
         "metric_data_flags": rep.options.get("metric_data_flags", []),
-        "on_data": [n for n in rep.options.get("metric_data") or {} if n in ON_DATA],  # what the data flags apply to
+        "on_data": on_data(list(rep.options.get("metric_data") or {})),  # what the data flags apply to
         "metric_args": rep.options.get("metric_args") or {},
         "command": command, "version": version, "card": card_rows(hw), "notes": rep.notes,
         "L": hw.n_layers, "H": hw.n_heads, "d": hw.d_model, "r": hw.d_head,
