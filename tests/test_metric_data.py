@@ -135,8 +135,8 @@ def test_the_data_travel_with_the_table(tmp_path):
     assert t.info["metric_data"].startswith("12 held-out repeated random sequences [t, t], |t| = 32 (seed 12346); "
                                             "Ledoit-Wolf shrinkage")
     assert compscope.read_scores(t.save(tmp_path / "t.parquet")).info["metric_data"] == t.info["metric_data"]
-    plain = compscope.scores("induction-2l", "K", ["frobenius"], "embed", metric_data=MetricData(sequences=12), progress=False)
-    assert "metric_data" not in plain.info  # a metric from the weights ignores them
+    plain = compscope.scores("induction-2l", "K", ["frobenius"], "embed", progress=False)
+    assert "metric_data" not in plain.info  # a metric from the weights has none (and is given none: refused, below)
 
 
 def test_command_line(tmp_path, capsys):
@@ -417,3 +417,36 @@ def test_which_metrics_are_estimated_on_data():
     assert on_data(("identity",)) == [] and on_data({"covariance": 1}.keys()) == ["covariance"]
     assert on_data(own) == [] and on_data([own, "embed"]) == []
     assert on_data(torch.eye(4)) == []
+
+
+def test_data_nothing_would_read_are_refused_from_python_as_from_the_command_line(short_run, tmp_path):
+    """``metric_data`` given where no metric is estimated on data (and nothing else reads its text)
+    is named, as ``--metric-*`` is on the command line, not silently unused; a typo in the metric
+    is named as a typo first."""
+    from compscope.data.intervene import against_measures
+
+    data = MetricData(sequences=8)
+    unused = "metric_data: for the metrics estimated on data .* none is selected \\(metrics: "
+    calls = [(lambda: compscope.scores("induction-2l", "K", metric="identity", metric_data=data), "identity\\)"),
+             (lambda: compscope.scores("induction-2l", "K", metric=torch.eye(64), metric_data=data), "custom\\)"),
+             (lambda: compscope.compose_pair("induction-2l", (0, 0), (1, 0), metric="embed", metric_data=data), "embed\\)"),
+             (lambda: compscope.validate("induction-2l", metrics=("identity",), metric_data=data, progress=False),
+              "identity\\)"),
+             (lambda: against_measures("induction-2l", "K", metric="embed", metric_data=data), "embed\\)"),
+             (lambda: compscope.track(short_run, "K", ["frobenius"], ["identity"], metric_data=data, progress=False),
+              "identity\\)"),
+             (lambda: compscope.write_report("induction-2l", tmp_path / "r", metrics=["identity"], data="none",
+                                             metric_data=data), "identity\\)")]
+    for call, names in calls:
+        with pytest.raises(OptionError, match=unused + names):
+            call()
+    assert not (tmp_path / "r").exists()
+    with pytest.raises(OptionError, match="unknown metric 'activatons'"):
+        compscope.scores("induction-2l", "K", metric="activatons", metric_data=data)
+    # read where a metric is estimated on data, or where a verdict may run (a toy's report, 'auto')
+    compscope.scores("induction-2l", "K", ["frobenius"], metric="activations", metric_data=data, progress=False)
+    from compscope.report.build import build
+
+    with pytest.raises(OptionError, match="detail_pairs"):  # past the data check, to the next option
+        build("induction-2l", tmp_path / "r", command="c", metrics=["identity"], data="auto", metric_data=data,
+              detail_pairs=-1)

@@ -256,8 +256,9 @@ def test_validate_at_the_texts_moment_reads_the_models_own_attention_norm(tmp_pa
         return sums(*args)
 
     monkeypatch.setattr(residual_moments, "ResidualSums", counted)
-    opts = dict(sequences=4, half=4, intervention_sequences=2, kinds="K", progress=False, metric_data=data)
-    plain = validate(model, metrics=("identity",), **opts)
+    opts = dict(sequences=4, half=4, intervention_sequences=2, kinds="K", progress=False)
+    plain = validate(model, metrics=("identity",), **opts)  # nothing reads text data: none given
+    opts["metric_data"] = data
     made.clear()
     text = validate(model, linearise_qk_norm="text", metrics=("identity", "covariance"), **opts)
     assert len(made) == 1  # the operating point and the covariance metric: one pass

@@ -505,7 +505,8 @@ def test_a_sweep_linearises_qk_norm_where_a_model_has_one(tmp_path, capsys):
     key = ["measure", "metric", "kind"]
     for folder, point in ((gemma, "text"), (llama, False)):
         want = compscope.validate(str(folder), sequences=4, half=4, metrics=("identity",), kinds="K", progress=False,
-                                  linearise_qk_norm=point, metric_data=MetricData(sequences=6, length=12)).verdict_frame()
+                                  linearise_qk_norm=point,  # the text data read where QK-norm is linearised on them
+                                  metric_data=MetricData(sequences=6, length=12) if point else None).verdict_frame()
         mine = got[got.model == folder.name].sort_values(key).reset_index(drop=True)
         want = want.sort_values(key).reset_index(drop=True)
         assert mine[key].equals(want[key])

@@ -12,7 +12,7 @@ from .analysis import circuits as _circuits
 from .analysis import pair as _pair
 from .core.factors import check_composes
 from .core.heads import HeadWeights
-from .core.metrics import DEFAULT_RIDGE, get_metric
+from .core.metrics import DEFAULT_RIDGE, check_data_used, get_metric
 from .core.processing import check_qk_norm_linearisable, process
 from .defaults import CONTENTS
 from .engine import composition as _composition
@@ -68,6 +68,7 @@ def scores(model, kinds: str = "QKV", measures=DEFAULT, metric="identity", *, ri
     ``activations`` metric runs the model, and ``metric_data`` what it runs it on
     (:class:`~compscope.data.residual_moments.MetricData`; default the model's default)."""
     check_keywords(options, scores, _composition.scores, "scores")
+    check_data_used(metric_data, metric, reading=linearise_qk_norm == "text", also="linearise_qk_norm='text'")
     hw, runner = load_processed(model, metric_data=metric_data, device=options.get("device"), fold_norm=fold_norm,
                                 linearise_qk_norm=linearise_qk_norm, center_writing=center_writing,
                                 fold_value_bias=fold_value_bias)
@@ -86,6 +87,7 @@ def compose_pair(model, writer: tuple[int, int] | str, reader: tuple[int, int] |
     ``device``: where the ``activations`` metric runs the model (the pair itself is float64 on the
     CPU), ``metric_data`` what it runs it on (as :func:`scores`)."""
     check_keywords(options, compose_pair, _pair.compose_pair, "compose_pair")
+    check_data_used(metric_data, metric, reading=linearise_qk_norm == "text", also="linearise_qk_norm='text'")
     hw, runner = load_processed(model, metric_data=metric_data, device=device, fold_norm=fold_norm,
                                 linearise_qk_norm=linearise_qk_norm, center_writing=center_writing,
                                 fold_value_bias=fold_value_bias)

@@ -20,7 +20,7 @@ from typing import Sequence
 import torch
 
 from ..engine.composition import scores
-from ..core.metrics import DEFAULT_RIDGE, ON_DATA, distinct_metrics, get_metric, on_data
+from ..core.metrics import DEFAULT_RIDGE, ON_DATA, check_data_used, distinct_metrics, get_metric, on_data
 from ..errors import OptionError, check_keywords
 from ..defaults import TRACKED_METRICS
 from ..measures import TRACKED
@@ -255,6 +255,7 @@ def track(
     check_keywords(score_options, track, scores, "track")  # before any checkpoint is read
     ckpts, skipped = scan_checkpoints(source)
     metrics = distinct_metrics(metrics)
+    check_data_used(metric_data, metrics)
     if tokenizer is not None and not on_data(metrics):
         raise OptionError(f"tokenizer: for the metrics estimated on data ({', '.join(ON_DATA)}), and none is tracked")
     tables, labs, hashes = [], [], []

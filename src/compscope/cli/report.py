@@ -50,7 +50,7 @@ def run(args) -> None:
 
     check_out(args.out)
     metrics = check_metrics(args.metrics or REPORT_METRICS)  # a typo is named before a missing package
-    data = metric_data(args, metrics if args.data == "none" else [*metrics, *DEFAULT_METRICS])  # the verdict's too
+    data = metric_data(args, [*metrics, *DEFAULT_METRICS] if args.data in ("auto", "run") else metrics)  # a verdict's too
     start = time.perf_counter()
     command = "compscope " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("compscope") else "compscope report"
     model = model_reading_text(args, args.model, reads_text(args, metrics) or args.data == "run",

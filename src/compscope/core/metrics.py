@@ -187,6 +187,17 @@ def on_data(metrics) -> list[str]:
     return [m for m in (metrics if many else [metrics]) if isinstance(m, str) and m in ON_DATA]
 
 
+def check_data_used(data, metrics, *, reading: bool = False, also: str | None = None) -> None:
+    """``data`` (what the metrics estimated on data are estimated on, ``metric_data``) is refused
+    where nothing would read it: no metric of ``metrics`` is estimated on data and nothing else
+    reads its text (``reading``, said as ``also``), so that it does not pass silently unused."""
+    if data is None or on_data(metrics) or reading:
+        return
+    names = [m if isinstance(m, str) else m.name for m in check_metrics(metrics)]  # a typo is named as such first
+    raise OptionError(f"metric_data: for the metrics estimated on data ({', '.join(ON_DATA)})"
+                      + (f" and {also}" if also else "") + f", and none is selected (metrics: {', '.join(names)})")
+
+
 #: how a metric of one's own records where its ``G`` came from (``Metric.data``, after this)
 GIVEN = "G given as"
 

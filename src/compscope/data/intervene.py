@@ -541,7 +541,7 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
     ``model_dtype``: what a model loaded from files computes in (default float32); ``paths``,
     ``writers``: as :func:`intervention_effects`; ``metric_data``: what a metric estimated on data
     is estimated on (:class:`~compscope.data.residual_moments.MetricData`)."""
-    from ..core.metrics import check_metrics, get_metric
+    from ..core.metrics import check_data_used, check_metrics, get_metric
     from ..engine.composition import scores
     from .runner import ToyRunner
     from .sequences import HALF, repeats
@@ -549,6 +549,7 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
     metric, *more = check_metrics(metric)
     if more:
         raise OptionError(f"metric: one metric (a name or a Metric), got {len(more) + 1}")
+    check_data_used(metric_data, metric)
     check_ablation(ablation, sequences)
     check_paths(paths)
     if half is not None:

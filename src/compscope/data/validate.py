@@ -173,7 +173,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     (:func:`~compscope.data.head_labels.text_labels`, ``Verdict.text_labels``): the labels'
     agreement with those on the repeats is printed, the truth stays the repeats'."""
     from ..core.factors import check_composes, check_kinds
-    from ..core.metrics import distinct_metrics, get_metric
+    from ..core.metrics import check_data_used, distinct_metrics, get_metric
     from ..engine.composition import scores
     from .head_labels import activation_labels
     from .intervene import check_ablation, check_paths, intervention_effects, runner_with_writers
@@ -191,6 +191,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     if not (isinstance(linearise_qk_norm, bool) or linearise_qk_norm in QK_NORM_POINTS):
         raise OptionError(f"linearise_qk_norm={linearise_qk_norm!r}: expected False, True or one of {', '.join(QK_NORM_POINTS)}")
     metrics = distinct_metrics(metrics)
+    check_data_used(metric_data, metrics, reading=linearise_qk_norm == "text", also="linearise_qk_norm='text'")
     metric_data = as_metric_data(metric_data)
     sample_data = as_sample_data(sample_data)
     check_ablation(ablation, min(intervention_sequences, sequences))

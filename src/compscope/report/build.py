@@ -18,7 +18,8 @@ def build(model, out, *, command: str, kinds: str = "QKV", measures=REPORT_MEASU
     checked before any work; ``command``: what the page says made it; ``python``: errors name
     ``out`` and ``data`` as Python arguments, not as the command line's ``--out`` and ``--data``."""
     from .. import __version__
-    from ..core.metrics import check_metrics
+    from ..core.metrics import check_data_used, check_metrics
+    from ..data.validate import DEFAULT_METRICS
     from ..errors import check_int
     from .collect import collect
     from .page import check_out, require_plotly, write
@@ -26,6 +27,9 @@ def build(model, out, *, command: str, kinds: str = "QKV", measures=REPORT_MEASU
     out = check_out(out, "out" if python else "--out")
     check_int("detail_pairs", detail_pairs, 0)
     metrics = check_metrics(metrics)
+    verdict_runs = isinstance(data, str) and data in ("auto", "run")  # 'auto': on a toy model
+    check_data_used(metric_data, [*metrics, *DEFAULT_METRICS] if verdict_runs else metrics,
+                    also="a verdict run (data='auto' or 'run')")
     require_plotly()
     if figures:
         from .plots import require_matplotlib

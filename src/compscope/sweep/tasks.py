@@ -171,11 +171,12 @@ def run_task(task: Task, device=None):
                             else device, data=_metric_data(opts))  # 'activations' runs it
         table = scores(hw, kinds=opts.get("kinds", "QKV"), measures=tuple(opts.get("measures", ("frobenius",))),
                        metric=metric, device=device, progress=False)
-        df, digest, on_data = table.to_pandas(), content_hash(hw), table.info.get("metric_data")
+        df, digest, data_said = table.to_pandas(), content_hash(hw), table.info.get("metric_data")
     elif task.job == "track":
-        df, digest, on_data = _track_rows(task.source, opts, device)  # the checkpoint is read once, its hash recorded there
+        df, digest, data_said = _track_rows(task.source, opts, device)  # the checkpoint is read once, its hash recorded there
     elif task.job == "validate":
         from ..data.runner import runner_for
+        from ..core.metrics import on_data
         from ..data.validate import DEFAULT_METRICS, validate
         from ..data.verdict import data_line
 
@@ -183,20 +184,21 @@ def run_task(task: Task, device=None):
         runner = runner_for(task.source, progress=False, device=device, dtype=opts.get("model_dtype"),
                             **_tokenizer(opts))
         half, cut = runner.repeat_half(opts.get("half"), SWEEP_HALF)  # the default cut to a shorter context
+        metrics, steps = tuple(opts.get("metrics", DEFAULT_METRICS)), task_steps(runner.hw, opts)
+        reads = on_data(metrics) or steps.get("linearise_qk_norm") == "text"  # not where a QK-norm step was left out
         v = validate(runner, sequences=int(opts.get("sequences", 16)), half=half, seed=int(opts.get("seed", SEED)),
-                     metrics=tuple(opts.get("metrics", DEFAULT_METRICS)), kinds=opts.get("kinds", "QKV"),
-                     writers=opts.get("writers"), progress=False, metric_data=_metric_data(opts),
-                     **task_steps(runner.hw, opts))
+                     metrics=metrics, kinds=opts.get("kinds", "QKV"), writers=opts.get("writers"), progress=False,
+                     metric_data=_metric_data(opts) if reads else None, **steps)
         df = v.verdict_frame()
         df["processing"] = ",".join(v.options["weights_processing"]) or "none"  # as a scores task's table writes it
         df["half"] = half  # what the options leave to the default, the rows say
         df["data"] = data_line(v.model, v.options) + (f"; {cut}" if cut else "")
-        digest, on_data = content_hash(runner.hw), v.options.get("activations_metric_data")
+        digest, data_said = content_hash(runner.hw), v.options.get("activations_metric_data")
     else:
         raise OptionError(f"sweep job {task.job!r}: use one of {', '.join(JOBS)}")
     df["content_hash"] = digest
-    if on_data:  # what a metric estimated on data was estimated on (a corpus by its name and SHA-256)
-        df["metric_data"] = on_data
+    if data_said:  # what a metric estimated on data was estimated on (a corpus by its name and SHA-256)
+        df["metric_data"] = data_said
     df["options"] = json.dumps(opts, sort_keys=True)
     df["compscope"] = __version__  # what computed the rows: a resumed sweep may hold parts of several versions
     df["task"] = task.key()
