@@ -34,6 +34,11 @@ def _check_once(hw: HeadWeights, step: str) -> None:
         raise ProcessingError(f"{step} was already applied to {hw.meta.name}")
 
 
+#: the note of :func:`fold_norm` on weights whose norms carry no gains or biases (a TransformerLens
+#: model loaded with ``fold_ln``, or weights folded elsewhere): the step changes nothing
+FOLDED_ALREADY = "fold_norm changed nothing: the norms carry no gains or biases"
+
+
 def fold_norm(hw: HeadWeights) -> HeadWeights:
     """Fold the attention-input norm gains/biases into ``W_Q, W_K, W_V`` (and the final norm into ``W_U``)."""
     _check_once(hw, "fold_norm")
@@ -66,7 +71,10 @@ def fold_norm(hw: HeadWeights) -> HeadWeights:
         if f.weight is not None:
             W_U = W_U * f.gain(0)[None, :]
         changes.update(W_U=W_U, b_U=b_U, final_norm=Norm(f.kind, None, None, f.eps))
-    return hw.replace(step="fold_norm", **changes)
+    bare = all(x is None or (x.weight is None and x.bias is None) for x in (n, f))
+    return hw.replace(step="fold_norm", **changes,  # recorded, and said where it found nothing to fold
+                      note=FOLDED_ALREADY + (f" (folded by {', '.join(hw.meta.processing)})" if hw.meta.processing
+                                             else "") if bare else None)
 
 
 #: how :func:`fold_qk_norm_gains` is recorded in ``meta.processing``
