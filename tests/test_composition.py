@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from compscope import HeadWeights, Meta, Rotary, read_scores
 from compscope.api import scores
+from compscope.errors import OptionError
 from compscope.measures import PairSpectra, get_measure
 
 ALL = ["frobenius", "tight", "overlap", "shared_dims", "bandwidth", "spectral", "read_gain"]
@@ -246,6 +247,20 @@ def test_embed_metric_is_gauge_invariant():
             torch.testing.assert_close(a.dense(m, k), b.dense(m, k), rtol=1e-4, atol=1e-5, equal_nan=True)
     ref = scores(hw, "QKV", ["frobenius"], progress=False)
     assert not torch.allclose(torch.nan_to_num(raw.dense("frobenius", "K")), torch.nan_to_num(ref.dense("frobenius", "K")), atol=1e-3)
+
+
+def test_a_table_read_with_measure_and_kind_swapped_says_so():
+    """``dense(measure, kind)`` and ``top(kind, measure)`` take them in different orders; a swap is
+    named with the call meant, a pair the table lacks with what it has."""
+    t = scores(model(), "K", ["frobenius", "tight"], progress=False)
+    with pytest.raises(OptionError, match=r"measure='K', kind='tight'; .* did you mean measure='tight', kind='K'\?"):
+        t.top("tight", "K")
+    with pytest.raises(OptionError, match=r"did you mean measure='frobenius', kind='K'\?"):
+        t.dense("K", "frobenius")
+    with pytest.raises(OptionError) as e:
+        t.dense("overlap", "K")
+    assert "did you mean" not in str(e.value) and "have [('frobenius', 'K'), ('tight', 'K')]" in str(e.value)
+    assert t.top("K", "tight", 1)[0][4] == float(t.dense("tight", "K").nan_to_num(-1).max())
 
 
 def test_table_round_trip(tmp_path):

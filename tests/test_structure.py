@@ -149,6 +149,9 @@ def test_the_root_exposes_its_api_and_subpackages():
     assert callable(cs.loading.formats.native.save)
     with pytest.raises(AttributeError):
         cs.no_such_thing  # noqa: B018
+    # what dir() offers (a notebook's completion) is the API, not what the root module imports to serve it
+    assert set(dir(cs)) == {*cs.__all__, "analysis", "api", "core", "data", "engine", "loading", "measures", "report",
+                            "results", "sweep", "toy"}
 
 
 # ---------------------------------------------------------------- registries

@@ -69,4 +69,5 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_PUBLIC) | set(_SUBPACKAGES))
+    """The public names and subpackages (not the helpers this module imports)."""
+    return sorted({*__all__, *_SUBPACKAGES})

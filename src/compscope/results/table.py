@@ -107,7 +107,8 @@ class ScoreTable:
     def dense(self, measure: str, kind: str) -> Tensor:
         """``[src_layer, src_head, dst_layer, dst_head]`` (NaN where not computed)."""
         if (measure, kind) not in self.values:
-            raise OptionError(f"no scores for measure={measure!r}, kind={kind!r}; have {sorted(self.values)}")
+            swapped = f"; did you mean measure={kind!r}, kind={measure!r}?" if (kind, measure) in self.values else ""
+            raise OptionError(f"no scores for measure={measure!r}, kind={kind!r}; have {sorted(self.values)}{swapped}")
         return self.values[(measure, kind)]
 
     def rows(self):
@@ -119,7 +120,8 @@ class ScoreTable:
                 yield (m, self.metric, k, l1, h1, l2, h2, v)
 
     def top(self, kind: str, measure: str = "frobenius", n: int = 10) -> list[tuple[int, int, int, int, float]]:
-        """The ``n`` strongest pairs ``(src_layer, src_head, dst_layer, dst_head, value)``."""
+        """The ``n`` strongest pairs ``(src_layer, src_head, dst_layer, dst_head, value)`` of ``kind``
+        by ``measure`` (the kind first, as ``top('K', 'tight')``)."""
         return [(*c, v) for c, v in top_entries(self.dense(measure, kind), n)]
 
     def to_pandas(self):
