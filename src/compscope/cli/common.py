@@ -300,6 +300,16 @@ def add_device(p: argparse.ArgumentParser, what: str = "where the model runs and
     p.add_argument("--device", default=None, help=f"{what}: cpu, cuda, cuda:N (default: cuda when present, else cpu)")
 
 
+def add_intervention(p: argparse.ArgumentParser, example: str, after: str = "") -> None:
+    """``--ablation``, ``--paths`` and ``--writers``: how and where the writers' outputs are removed
+    (``example``: the heads ``--writers`` shows; ``after``: what its help adds at the end)."""
+    p.add_argument("--ablation", default="mean", choices=["mean", "zero"], help="how h1's output is removed (default mean)")
+    add_paths(p)
+    p.add_argument("--writers", type=writers, help="intervene on these writer heads only: LAYER.HEAD, LAYER or A-B "
+                   f"(layers), comma-separated, e.g. {example} (default every head; the time scales with their "
+                   f"number{after})")
+
+
 def add_paths(p: argparse.ArgumentParser) -> None:
     p.add_argument("--paths", default=PATHS[0], choices=PATHS,
                    help="direct: h1's output removed from what h2 reads and nowhere else (the default); all: removed "

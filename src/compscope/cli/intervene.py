@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .common import (add_device, add_metric_data, add_model_dtype, add_paths, add_tokenizer, count, half_length, metric_data,
-                     metric_names, model_reading_text, reads_text, writers)
+from .common import (add_device, add_intervention, add_metric_data, add_model_dtype, add_tokenizer, count, half_length, metric_data,
+                     metric_names, model_reading_text, reads_text)
 
 HELP = "interventional composition of a model on data, against every measure"
 EXAMPLE = "example: compscope intervene --kinds K --top 16 --metric activations   (or: compscope intervene smollm2 --kinds K --sequences 8)"
@@ -25,11 +25,7 @@ def add_arguments(p) -> None:
                         "a length given that does not fit is refused)")
     p.add_argument("--seed", type=int, default=SEED, help=f"seed of the sequences (default {SEED})")
     p.add_argument("--batch-size", type=count, default=16, help="sequences per forward pass (default 16)")
-    p.add_argument("--ablation", default="mean", choices=["mean", "zero"], help="how h1's output is removed (default mean)")
-    add_paths(p)
-    p.add_argument("--writers", type=writers, help="intervene on these writer heads only: LAYER.HEAD, LAYER or "
-                   "A-B (layers), comma-separated, e.g. 16.0,11.1 or 10-20 (default every head; the time scales "
-                   "with their number)")
+    add_intervention(p, "16.0,11.1 or 10-20")
     p.add_argument("--top", type=count, default=3, help="strongest pairs to print per kind (default 3)")
     add_device(p)
     add_tokenizer(p)

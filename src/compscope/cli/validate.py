@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .common import (NORM_PARTS, add_device, add_metric_data, add_model_dtype, add_paths, add_sample_data, add_tokenizer,
-                     count, half_length, metric_data_read_by_qk_norm, metric_names, model_reading_text, output_folder,
-                     qk_norm_point, sample_data, writers)
+from .common import (NORM_PARTS, add_device, add_intervention, add_metric_data, add_model_dtype, add_sample_data,
+                     add_tokenizer, count, half_length, metric_data_read_by_qk_norm, metric_names, model_reading_text,
+                     output_folder, qk_norm_point, sample_data)
 
 HELP = "judge every measure x metric against interventions and activation labels on data"
 EXAMPLE = ("examples:\n  compscope validate --out verdict\n"
@@ -31,11 +31,7 @@ def add_arguments(p) -> None:
     p.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
                    help=f"a metric, {metric_names()} (repeatable; default identity, embed, activations and covariance)")
     add_metric_data(p)
-    p.add_argument("--ablation", default="mean", choices=["mean", "zero"], help="how h1's output is removed (default mean)")
-    add_paths(p)
-    p.add_argument("--writers", type=writers, help="intervene on these writer heads only: LAYER.HEAD, LAYER or A-B "
-                   "(layers), comma-separated, e.g. 0-5 (default every head; the interventions' time scales with their "
-                   "number; rho and the confirmed pairs are then over their pairs)")
+    add_intervention(p, "0-5", "; rho and the confirmed pairs are then over their pairs")
     p.add_argument("--prev-threshold", type=float, default=0.4, help="previous-token label of a true writer (default 0.4)")
     p.add_argument("--induction-threshold", type=float, default=0.3, help="induction label of a true reader (default 0.3)")
     p.add_argument("--effect-threshold", type=float, default=0.05,
