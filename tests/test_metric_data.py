@@ -450,3 +450,15 @@ def test_data_nothing_would_read_are_refused_from_python_as_from_the_command_lin
     with pytest.raises(OptionError, match="detail_pairs"):  # past the data check, to the next option
         build("induction-2l", tmp_path / "r", command="c", metrics=["identity"], data="auto", metric_data=data,
               detail_pairs=-1)
+
+
+def test_a_metric_of_ones_own_named_like_one_on_data_reads_no_data():
+    """A Gram matrix of one's own called ``activations`` is not estimated on data: a verdict with
+    it records no data, and data given for it are refused as unread."""
+    own = compscope.metric_from_gram(torch.eye(64), name="activations", ridge=0.0)
+    small = dict(kinds="K", sequences=4, half=4, intervention_sequences=2, progress=False)
+    v = compscope.validate("induction-2l", metrics=[own], **small)
+    assert list(v.tables) == ["activations"] and v.options["activations_metric_data"] is None
+    assert compscope.validate("induction-2l", **small).options["activations_metric_data"].startswith("200 held-out")
+    with pytest.raises(OptionError, match="metric_data: .* none is selected \\(metrics: activations\\)"):
+        compscope.validate("induction-2l", metrics=[own], metric_data=MetricData(sequences=8), **small)

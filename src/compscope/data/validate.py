@@ -276,7 +276,8 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
                "first_token": runner.bos,
                **runner.software(), "python": python_version(), "torch": torch.__version__, "device": str(runner.device),
                "model_dtype": str(runner.dtype).removeprefix("torch."),
-               "activations_metric_data": data_words(runner, metric_data) if on_data(list(tables)) else None,
+               "activations_metric_data": data_words(runner, metric_data)
+               if set(on_data(metrics)) & set(tables) else None,  # names estimated here, not Metrics so named
                "head_scores_content": list(contents),
                "writer_previous_auroc": writer_auroc or None,
                "circuit_auroc": circuit_auroc or None, "circuit_measure": list(CIRCUIT_MEASURE),
