@@ -37,6 +37,31 @@ def test_each_label_reads_the_attention_it_names(start):
     assert float(sink["sink"]) == 1.0
 
 
+def test_labels_asked_by_sequences_half_and_seed_are_a_verdicts_labels():
+    """``activation_labels(model, sequences=, half=, seed=)`` labels the heads on the sequences a
+    verdict with the same options reads (the same numbers, not only the same recipe); the defaults
+    are the verdict's defaults; bad values, a ``half`` the context cannot take, and ``reps`` given
+    beside them are refused by name."""
+    import compscope
+
+    small = dict(sequences=6, half=10, seed=3)
+    got = activation_labels("induction-2l", progress=False, **small)
+    v = compscope.validate("induction-2l", kinds="K", metrics=("identity",), intervention_sequences=2, progress=False,
+                           **small)
+    for k in LABELS:
+        assert torch.equal(got.mean[k], v.labels.mean[k]) and torch.equal(got.error[k], v.labels.error[k])
+    assert (got.sequences, got.half, got.seed) == (6, 10, 3)
+    runner = runner_for("induction-2l")
+    plain = activation_labels(runner, progress=False)
+    assert torch.equal(plain.induction, activation_labels(runner, sequences=64, half=32, seed=12345, progress=False).induction)
+    for kw, said in ((dict(sequences=0), "sequences=0"), (dict(half=1), "half=1"), (dict(seed=1.5), "seed=1.5"),
+                     (dict(half=40), "half=40: sequences \\[t, t\\] of 80 tokens are longer than induction-2l takes")):
+        with pytest.raises(OptionError, match=said):
+            activation_labels(runner, progress=False, **kw)
+    with pytest.raises(OptionError, match="seed: the sequences reps gives are the data"):
+        activation_labels(runner, repeats(2, 4, runner.hw.n_vocab, 0), seed=2, progress=False)
+
+
 def test_labels_on_the_toy_runner_equal_the_toy_labels():
     runner = runner_for("induction-2l")
     reps = repeats(24, 16, runner.hw.n_vocab, seed=7)

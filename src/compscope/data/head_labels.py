@@ -175,27 +175,34 @@ def pattern_labels(pattern: Tensor, half: int, start: int) -> dict[str, Tensor]:
 
 @torch.no_grad()
 def activation_labels(runner, reps=None, batch_size: int = 16, progress: bool = True,
-                      device: str | torch.device | None = None) -> ActivationLabels:
+                      device: str | torch.device | None = None, *, sequences: int | None = None,
+                      half: int | None = None, seed: int | None = None) -> ActivationLabels:
     """:class:`ActivationLabels` of ``runner``'s model (a runner, or any model
     :func:`~compscope.data.runner.runner_for` runs) on the repeated
-    sequences ``reps`` (:func:`compscope.data.sequences.repeats`; default: those of
-    :func:`~compscope.data.validate.validate`, 64 sequences ``[bos] t t`` with ``|t| = 32``, seed
-    12345, ``|t|`` cut to the model's context), ``batch_size`` sequences at a
+    sequences ``reps`` (:func:`compscope.data.sequences.repeats`), or on those of
+    :func:`~compscope.data.validate.validate` with its ``sequences``, ``half`` (``|t|``) and ``seed``
+    (default 64 sequences ``[bos] t t`` with ``|t| = 32``, seed 12345, ``|t|`` cut to the model's
+    context; a ``half`` given that does not fit is refused), ``batch_size`` sequences at a
     time (memory: one batch's patterns of one layer). ``device``: where a model given by name or
     folder runs (:func:`~compscope.data.runner.runner_for`); the labels come back on the CPU."""
     from ..progress import progress_bar
     from .runner import layer_state, runner_for
     from .sequences import Repeats
 
+    asked = {k: v for k, v in (("sequences", sequences), ("half", half), ("seed", seed)) if v is not None}
     if reps is not None and not isinstance(reps, Repeats):
         raise OptionError(f"reps: expected the repeated sequences of compscope.data.sequences.repeats(...) (tokens and "
                           f"where the repeat starts), got a {type(reps).__name__}")
+    if reps is not None and asked:
+        raise OptionError(f"{', '.join(asked)}: the sequences reps gives are the data; give reps or these, not both")
     check_int("batch_size", batch_size, 1)
+    for name, v in asked.items():
+        check_int(name, v, {"sequences": 1, "half": 2, "seed": None}[name])
     runner = runner_for(runner, progress=progress, device=device)
     if reps is None:
         from .validate import default_sequences
 
-        reps = default_sequences(runner)
+        reps = default_sequences(runner, half=half, **{k: v for k, v in asked.items() if k != "half"})
     hw = runner.weights_here()
     n = reps.tokens.shape[0]
     per_sequence: dict[str, list[Tensor]] = {k: [] for k in LABELS}

@@ -86,11 +86,13 @@ def verdict_sequences(runner, sequences: int, half: int, seed: int):
     return repeats(sequences, half, runner.hw.n_vocab, seed, runner.bos, avoid=special)
 
 
-def default_sequences(runner):
-    """The verdict's sequences with :func:`validate`'s defaults (64 of them, ``|t| = 32``, seed
-    12345; ``|t|`` cut to the model's context): what :func:`activation_labels` and
-    :func:`intervention_effects` (the first :data:`INTERVENTION_SEQUENCES`) read when given none."""
-    return verdict_sequences(runner, 64, runner.fitting_half(HALF), SEED)
+def default_sequences(runner, sequences: int = 64, half: int | None = None, seed: int = SEED):
+    """The verdict's sequences, by default with :func:`validate`'s defaults (64 of them, ``|t| = 32``,
+    seed 12345; ``|t|`` cut to the model's context, a ``half`` given that does not fit refused):
+    what :func:`activation_labels` and :func:`intervention_effects` (the first
+    :data:`INTERVENTION_SEQUENCES`) read when given none."""
+    return verdict_sequences(runner, sequences, runner.fitting_half(HALF) if half is None else
+                             runner.repeat_half(half, HALF)[0], seed)
 
 
 def previous_contents(weights, model, progress: bool = True, data=None) -> dict[str, dict | None]:
