@@ -69,6 +69,29 @@ def test_a_writer_that_writes_nothing_has_no_effect():
         assert (got[kind][0, 0, 1] > 0).all()
 
 
+def test_effects_asked_by_sequences_half_and_seed_are_a_verdicts_effects():
+    """``intervention_effects(model, sequences=, half=, seed=)`` intervenes on the first ``sequences``
+    of the sequences a verdict with that ``half`` and ``seed`` reads: its effects equal the
+    verdict's with ``intervention_sequences=sequences``; the defaults are the verdict's defaults
+    (its first 16); given beside ``tokens`` they are refused."""
+    import compscope
+    from compscope.data.runner import runner_for
+    from compscope.data.validate import default_sequences
+
+    got = compscope.intervention_effects("induction-2l", kinds="K", sequences=3, half=6, seed=5, progress=False)
+    v = compscope.validate("induction-2l", kinds="K", metrics=("identity",), sequences=8, half=6, seed=5,
+                           intervention_sequences=3, progress=False)
+    torch.testing.assert_close(got.by_kind["K"], v.effects.by_kind["K"], rtol=0, atol=0, equal_nan=True)
+    runner = runner_for("induction-2l")
+    plain = compscope.intervention_effects(runner, kinds="K", progress=False)
+    by_hand = compscope.intervention_effects(runner, default_sequences(runner).tokens[:16], kinds="K", progress=False)
+    torch.testing.assert_close(plain.by_kind["K"], by_hand.by_kind["K"], rtol=0, atol=0, equal_nan=True)
+    with pytest.raises(OptionError, match="sequences, half: the sequences tokens gives are the data"):
+        compscope.intervention_effects(runner, default_sequences(runner).tokens[:2], sequences=2, half=6)
+    with pytest.raises(OptionError, match="sequences=0"):
+        compscope.intervention_effects(runner, sequences=0)
+
+
 def test_options_are_checked():
     m, t = toy(), tokens()
     with pytest.raises(OptionError, match="ablation"):

@@ -189,20 +189,16 @@ def activation_labels(runner, reps=None, batch_size: int = 16, progress: bool = 
     from .runner import layer_state, runner_for
     from .sequences import Repeats
 
-    asked = {k: v for k, v in (("sequences", sequences), ("half", half), ("seed", seed)) if v is not None}
+    from .validate import default_sequences, sequences_asked
+
     if reps is not None and not isinstance(reps, Repeats):
         raise OptionError(f"reps: expected the repeated sequences of compscope.data.sequences.repeats(...) (tokens and "
                           f"where the repeat starts), got a {type(reps).__name__}")
-    if reps is not None and asked:
-        raise OptionError(f"{', '.join(asked)}: the sequences reps gives are the data; give reps or these, not both")
+    asked = sequences_asked("reps", reps, sequences, half, seed)
     check_int("batch_size", batch_size, 1)
-    for name, v in asked.items():
-        check_int(name, v, {"sequences": 1, "half": 2, "seed": None}[name])
     runner = runner_for(runner, progress=progress, device=device)
     if reps is None:
-        from .validate import default_sequences
-
-        reps = default_sequences(runner, half=half, **{k: v for k, v in asked.items() if k != "half"})
+        reps = default_sequences(runner, **asked)
     hw = runner.weights_here()
     n = reps.tokens.shape[0]
     per_sequence: dict[str, list[Tensor]] = {k: [] for k in LABELS}

@@ -319,10 +319,12 @@ class _Sums:
 @torch.no_grad()
 def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV", ablation: str = "mean", *,
                          batch_size: int = 16, progress: bool = True, device: str | torch.device | None = None,
-                         paths: str = "direct", writers=None) -> Effects:
+                         paths: str = "direct", writers=None, sequences: int | None = None, half: int | None = None,
+                         seed: int | None = None) -> Effects:
     """Interventional composition of every pair and kind of ``runner``'s model (a runner, or any
     model :func:`~compscope.data.runner.runner_for` runs) on ``tokens:
-    (batch, seq)`` (module docstring; default: the 16 sequences :func:`~compscope.data.validate.validate`
+    (batch, seq)`` (module docstring), or on the first ``sequences`` (default 16) of the sequences
+    :func:`~compscope.data.validate.validate` reads with its ``half`` and ``seed`` (default those it
     intervenes on with its defaults), ``batch_size`` sequences at a time: memory holds one
     batch's clean queries, keys, values and head outputs of every layer; mean-ablation uses the
     mean over *all* sequences (a first pass computes it). ``paths``: ``'direct'`` (the
@@ -335,11 +337,13 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
     on the CPU."""
     from .runner import runner_for
 
-    if tokens is None:
-        from .validate import INTERVENTION_SEQUENCES, default_sequences
+    from .validate import INTERVENTION_SEQUENCES, default_sequences, sequences_asked
 
+    asked = sequences_asked("tokens", tokens, sequences, half, seed)
+    if tokens is None:
         runner = runner_for(runner, progress=progress, device=device)
-        tokens = default_sequences(runner).tokens[:INTERVENTION_SEQUENCES]
+        n = asked.pop("sequences", INTERVENTION_SEQUENCES)
+        tokens = default_sequences(runner, max(n, 64), **asked).tokens[:n]  # the verdict's first n
     kinds = _check(kinds, ablation, tokens)
     check_paths(paths)
     runner = runner_for(runner, progress=progress, device=device)

@@ -86,6 +86,19 @@ def verdict_sequences(runner, sequences: int, half: int, seed: int):
     return repeats(sequences, half, runner.hw.n_vocab, seed, runner.bos, avoid=special)
 
 
+def sequences_asked(given_name: str, given, sequences: int | None, half: int | None, seed: int | None) -> dict:
+    """Those of ``sequences``, ``half``, ``seed`` given (not None), each checked, for a function
+    that reads the verdict's sequences unless ``given`` (named ``given_name``) is its data; given
+    beside it they are refused (they would change nothing)."""
+    asked = {k: v for k, v in (("sequences", sequences), ("half", half), ("seed", seed)) if v is not None}
+    if given is not None and asked:
+        raise OptionError(f"{', '.join(asked)}: the sequences {given_name} gives are the data; give {given_name} or "
+                          "these, not both")
+    for name, v in asked.items():
+        check_int(name, v, {"sequences": 1, "half": 2, "seed": None}[name])
+    return asked
+
+
 def default_sequences(runner, sequences: int = 64, half: int | None = None, seed: int = SEED):
     """The verdict's sequences, by default with :func:`validate`'s defaults (64 of them, ``|t| = 32``,
     seed 12345; ``|t|`` cut to the model's context, a ``half`` given that does not fit refused):
