@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .common import (add_device, add_intervention, add_metric_data, add_model_dtype, add_tokenizer, count, half_length, metric_data,
-                     metric_names, model_reading_text, reads_text)
+from .common import (add_device, add_intervention, add_metric_data, add_model_dtype, add_tokenizer, count, half_length,
+                     metric_data, metric_names, model_reading_text, reads_text)
 
 HELP = "interventional composition of a model on data, against every measure"
 EXAMPLE = "example: compscope intervene --kinds K --top 16 --metric activations   (or: compscope intervene smollm2 --kinds K --sequences 8)"

@@ -36,7 +36,8 @@ def _check_once(hw: HeadWeights, step: str) -> None:
 
 #: the note of :func:`fold_norm` on weights whose norms carry no gains or biases (a TransformerLens
 #: model loaded with ``fold_ln``, or weights folded elsewhere): the step changes nothing
-FOLDED_ALREADY = "fold_norm changed nothing: the norms carry no gains or biases"
+FOLDED_ALREADY = ("fold_norm changed nothing: the norms carry no gains or biases (folded before loading, or norms "
+                  "without parameters)")
 
 
 def fold_norm(hw: HeadWeights) -> HeadWeights:
@@ -72,9 +73,7 @@ def fold_norm(hw: HeadWeights) -> HeadWeights:
             W_U = W_U * f.gain(0)[None, :]
         changes.update(W_U=W_U, b_U=b_U, final_norm=Norm(f.kind, None, None, f.eps))
     bare = all(x is None or (x.weight is None and x.bias is None) for x in (n, f))
-    return hw.replace(step="fold_norm", **changes,  # recorded, and said where it found nothing to fold
-                      note=FOLDED_ALREADY + (f" (folded by {', '.join(hw.meta.processing)})" if hw.meta.processing
-                                             else "") if bare else None)
+    return hw.replace(step="fold_norm", note=FOLDED_ALREADY if bare else None, **changes)  # recorded, and said
 
 
 #: how :func:`fold_qk_norm_gains` is recorded in ``meta.processing``

@@ -188,7 +188,6 @@ def activation_labels(runner, reps=None, batch_size: int = 16, progress: bool = 
     from ..progress import progress_bar
     from .runner import layer_state, runner_for
     from .sequences import Repeats
-
     from .validate import default_sequences, sequences_asked
 
     if reps is not None and not isinstance(reps, Repeats):

@@ -336,7 +336,6 @@ def intervention_effects(runner, tokens: Tensor | None = None, kinds: str = "QKV
     given by name or folder runs (:func:`~compscope.data.runner.runner_for`); the effects come back
     on the CPU."""
     from .runner import runner_for
-
     from .validate import INTERVENTION_SEQUENCES, default_sequences, sequences_asked
 
     asked = sequences_asked("tokens", tokens, sequences, half, seed)
