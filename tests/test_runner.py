@@ -553,3 +553,30 @@ def test_sweep_reads_text_with_the_tokenizer_given_and_its_files_are_part_of_the
     assert main(["sweep", str(run), "--metric", "identity", "--tokenizer", str(tok), "--out", str(tmp_path / "x")]) == 2
     assert "--tokenizer: for the metrics estimated on data and --job validate, and none is selected" \
         in capsys.readouterr().err
+
+
+def test_sequences_whose_patterns_cannot_fit_are_refused_by_their_length(monkeypatch, capsys):
+    """A batch whose attention patterns (``PATTERN_COPIES`` x batch x heads x seq² float32) exceed
+    the memory free on the device is refused before the model runs, naming the length, the batch and
+    what to change (the command line's options too); with the memory unreadable, or enough of it,
+    the model runs."""
+    from compscope.cli.main import main
+    from compscope.data import runner as runner_module
+    from compscope.engine import plan
+
+    runner = runner_for("induction-2l")
+    tokens = torch.zeros(16, 64, dtype=torch.long)
+    need = runner_module.PATTERN_COPIES * 16 * 4 * 64 * 64 * 4  # by hand: 4 heads
+    monkeypatch.setattr(plan, "free_memory", lambda device: need - 1)
+    with pytest.raises(compscope.OptionError, match=re.escape(
+            "sequences of 64 tokens, 16 at a time: their attention patterns take about 0.00391 GiB while a "
+            "layer runs (4 x 16 x 4 heads x 64^2 float32), more than the 0.00391 GiB free on cpu; use "
+            "shorter sequences (validate, intervene: a smaller half) or fewer at a time (a smaller batch_size)")):
+        runner.trace(tokens)
+    assert main(["intervene", "--kinds", "K", "--sequences", "16"]) == 2
+    assert "fewer at a time (a smaller batch_size)" in capsys.readouterr().err
+    runner.trace(tokens[:15])  # one sequence fewer fits
+    monkeypatch.setattr(plan, "free_memory", lambda device: need)
+    runner.trace(tokens)
+    monkeypatch.setattr(plan, "free_memory", lambda device: None)
+    runner.trace(tokens)

@@ -97,6 +97,12 @@ def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
     return RUN_DTYPES[name]
 
 
+#: how many copies of one layer's attention patterns (``batch × heads × seq²`` float32) a traced
+#: batch holds at its peak: the model's own, its softmax, and compscope's recomputed float64 pattern
+#: (SmolLM2 on 16 sequences of 513 and 1025 tokens: peak memory grows about 4x the patterns' size)
+PATTERN_COPIES = 4
+
+
 class Runner:
     """A model that runs, and its ``HeadWeights`` (``hw``). Subclasses implement :meth:`_run`."""
 
@@ -199,6 +205,22 @@ class Runner:
             out += v if isinstance(v, list) else [v]
         return tuple(v for v in out if isinstance(v, int))
 
+    def _check_fits_memory(self, shape: tuple[int, int]) -> None:
+        """Sequences whose attention patterns cannot fit (a rotary model takes any length, and
+        ``[t, t]`` with ``|t| = 5000`` asks for hundreds of GiB) are refused by their length before
+        the model runs, not left to fail inside it (or to the system's out-of-memory killer):
+        :data:`PATTERN_COPIES` of one layer's patterns of one batch, ``batch × heads × seq²`` float32,
+        against the memory free on the device."""
+        from ..engine.plan import free_memory
+
+        (b, t), heads = shape, self.hw.n_heads
+        need, free = PATTERN_COPIES * b * heads * t * t * 4, free_memory(self.device)
+        if free is not None and need > free:
+            raise OptionError(f"sequences of {t} tokens, {b} at a time: their attention patterns take about "
+                              f"{need / 2**30:.3g} GiB while a layer runs ({PATTERN_COPIES} x {b} x {heads} heads x "
+                              f"{t}^2 float32), more than the {free / 2**30:.3g} GiB free on {self.device}; use shorter "
+                              "sequences (validate, intervene: a smaller half) or fewer at a time (a smaller batch_size)")
+
     @torch.no_grad()
     def trace(self, tokens: Tensor, add: dict[int, Tensor] | None = None, clean: Trace | None = None,
               last: bool = True) -> Trace:
@@ -222,6 +244,7 @@ class Runner:
         if self.n_ctx is not None and tokens.shape[1] > self.n_ctx:
             raise OptionError(f"sequences of {tokens.shape[1]} tokens are longer than {self.hw.meta.name} takes "
                               f"({self.n_ctx}); use shorter sequences (validate: a smaller --half)")
+        self._check_fits_memory(tokens.shape)
         tokens = tokens.to(self.device)
         add = self._check_add(add, (*tokens.shape, self.hw.d_model))
         k = self._repeats(clean, tokens)

@@ -30,12 +30,19 @@ def memory_budget(max_memory: int | None, device: torch.device) -> int:
         return int(max_memory)
     if device.type == "cuda":
         return torch.cuda.mem_get_info(device)[0] // 4
+    return (free_memory(device) or 8 << 30) // 4
+
+
+def free_memory(device: torch.device) -> int | None:
+    """Bytes free on ``device``: on CUDA the device's free memory and what torch holds cached but
+    unused, ``MemAvailable`` on the CPU; None where unreadable (not Linux)."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0] + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
     try:
         with open("/proc/meminfo") as f:
-            avail = next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable"))
-    except (OSError, StopIteration):
-        avail = 8 << 30
-    return avail // 4
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable"))
+    except (OSError, StopIteration, ValueError):
+        return None
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
