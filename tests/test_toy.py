@@ -130,6 +130,40 @@ def test_zero_edit_changes_nothing_and_bad_edits_are_refused():
         m(torch.zeros(1, cfg.n_ctx + 1, dtype=torch.long))
 
 
+@pytest.mark.parametrize("cfg", [*VARIANTS, ToyConfig(mlp=True, d_mlp=40), ToyConfig(tied=True, mlp=True, n_layers=1)],
+                         ids=lambda c: _id(c))
+def test_matrix_entries_count_the_built_models_matrices(cfg):
+    """The closed form counts what a built model holds in its parameters of two or more dimensions."""
+    model = ToyTransformer(cfg)
+    assert cfg.matrix_entries() == sum(p.numel() for p in model.parameters() if p.ndim >= 2)
+
+
+def test_a_run_that_cannot_fit_in_memory_is_refused_before_it_starts(tmp_path, monkeypatch, capsys):
+    """Training state (weights, gradients, Adam's two moments: 16 bytes a weight) and one batch's
+    patterns and logits with their gradients, against the free memory: refused by the sizes to
+    change, before the run folder is made; the default preset fits where a few MiB are free."""
+    import dataclasses
+
+    from compscope.cli.main import main
+    from compscope.engine import plan
+    from compscope.toy.train import training_bytes
+
+    p = PRESETS["induction-2l"]
+    state, batch = training_bytes(p.model, p.train)
+    assert state == 16 * p.model.matrix_entries()
+    assert batch == 8 * 32 * 63 * (2 * 4 * 63 + 64)  # by hand: batch 32, 63 positions, 2 layers x 4 heads, vocab 64
+    monkeypatch.setattr(plan, "free_memory", lambda device: state + batch - 1)
+    with pytest.raises(OptionError, match=r"train: this run needs at least .* more than the .* free; make it smaller"):
+        train(p.model, p.data, p.train, tmp_path / "run", progress=False)
+    assert not (tmp_path / "run").exists()
+    assert main(["train", "--out", str(tmp_path / "cli"), "--steps", "2", "--quiet"]) == 2
+    assert "--vocab, --n-ctx, --heads" in capsys.readouterr().err and not (tmp_path / "cli").exists()
+    monkeypatch.setattr(plan, "free_memory", lambda device: state + batch)
+    short = dataclasses.replace(p.train, steps=2, n_checkpoints=1, eval_sequences=2)
+    train(p.model, p.data, short, tmp_path / "fits", progress=False)
+    assert (tmp_path / "fits" / "final").is_dir()
+
+
 def test_config_errors():
     with pytest.raises(OptionError, match="n_heads"):
         ToyConfig(n_heads=0)

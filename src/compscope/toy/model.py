@@ -75,6 +75,14 @@ class ToyConfig:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    def matrix_entries(self) -> int:
+        """How many entries the model's weight matrices hold (embeddings, ``W_Q, W_K, W_V, W_O``, the
+        MLP's; not the norms' gains or the biases): ``V d (1 + untied) + n_ctx d (learned positions)
+        + L (4 H r d + 2 d_mlp d (MLPs))``."""
+        d, L = self.d_model, self.n_layers
+        return (self.d_vocab * d * (1 + (not self.tied)) + (self.n_ctx * d if self.positions == "learned" else 0)
+                + L * (4 * self.n_heads * self.d_head * d + (2 * self.d_mlp * d if self.mlp else 0)))
+
     @classmethod
     def from_dict(cls, d: Mapping) -> ToyConfig:
         known = {f.name for f in fields(cls)}

@@ -112,6 +112,32 @@ def _log_row(step: int, train_loss: float | None, labels: HeadLabels) -> dict:
     }
 
 
+def training_bytes(model_cfg: ToyConfig, train_cfg: TrainConfig) -> tuple[int, int]:
+    """A lower bound on the memory a training step takes, ``(state, batch)`` bytes: the weight
+    matrices with their gradients and AdamW's two moments (4 float32 copies of
+    :meth:`~compscope.toy.model.ToyConfig.matrix_entries`), and one batch's attention patterns and
+    logits, each with its gradient (``2 x batch x (n_ctx − 1) x (L H (n_ctx − 1) + V)`` float32)."""
+    c, t = model_cfg, model_cfg.n_ctx - 1
+    return 16 * c.matrix_entries(), 8 * train_cfg.batch_size * t * (c.n_layers * c.n_heads * t + c.d_vocab)
+
+
+def check_fits_memory(model_cfg: ToyConfig, train_cfg: TrainConfig) -> None:
+    """A run whose :func:`training_bytes` exceed the memory free is refused before it starts, by
+    the sizes to change (a typo such as ``--vocab 100000000`` would otherwise fail deep inside
+    torch, or be killed by the system)."""
+    from ..engine.plan import free_memory
+
+    state, batch = training_bytes(model_cfg, train_cfg)
+    free = free_memory(torch.device("cpu"))
+    if free is not None and state + batch > free:
+        gib = lambda b: f"{b / 2**30:,.0f} GiB" if b >= 100 * 2**30 else f"{b / 2**30:.3g} GiB"  # noqa: E731
+        raise OptionError(f"train: this run needs at least {gib(state + batch)} ({model_cfg.matrix_entries():,} weights with "
+                          f"their gradients and Adam's moments {gib(state)}; one batch's attention patterns and logits "
+                          f"{gib(batch)}), more than the {gib(free)} free; make it smaller (d_model, d_vocab, n_ctx, "
+                          "n_heads, d_head, n_layers, batch_size: --d-model, --vocab, --n-ctx, --heads, --d-head, "
+                          "--layers, --batch-size)")
+
+
 def train(
     model_cfg: ToyConfig,
     data_cfg: DataConfig,
@@ -127,6 +153,7 @@ def train(
                           f"(vocab {data_cfg.d_vocab}, n_ctx {data_cfg.n_ctx}) disagree")
     if 2 * train_cfg.eval_half > model_cfg.n_ctx:
         raise OptionError(f"eval_half={train_cfg.eval_half}: repeated sequences of 2 x {train_cfg.eval_half} exceed n_ctx={model_cfg.n_ctx}")
+    check_fits_memory(model_cfg, train_cfg)
     out = Path(out)
     if (out / "log.jsonl").exists():
         raise OptionError(f"{out}: already holds a run (log.jsonl); choose a new folder")
