@@ -562,12 +562,12 @@ def test_sequences_whose_patterns_cannot_fit_are_refused_by_their_length(monkeyp
     the model runs."""
     from compscope.cli.main import main
     from compscope.data import runner as runner_module
-    from compscope.engine import plan
+    from compscope.core import memory
 
     runner = runner_for("induction-2l")
     tokens = torch.zeros(16, 64, dtype=torch.long)
     need = runner_module.PATTERN_COPIES * 16 * 4 * 64 * 64 * 4  # by hand: 4 heads
-    monkeypatch.setattr(plan, "free_memory", lambda device: need - 1)
+    monkeypatch.setattr(memory, "free_memory", lambda device: need - 1)
     with pytest.raises(compscope.OptionError, match=re.escape(
             "sequences of 64 tokens, 16 at a time: their attention patterns take about 0.00391 GiB while a "
             "layer runs (4 x 16 x 4 heads x 64^2 float32), more than the 0.00391 GiB free on cpu; use "
@@ -576,7 +576,7 @@ def test_sequences_whose_patterns_cannot_fit_are_refused_by_their_length(monkeyp
     assert main(["intervene", "--kinds", "K", "--sequences", "16"]) == 2
     assert "fewer at a time (a smaller batch_size)" in capsys.readouterr().err
     runner.trace(tokens[:15])  # one sequence fewer fits
-    monkeypatch.setattr(plan, "free_memory", lambda device: need)
+    monkeypatch.setattr(memory, "free_memory", lambda device: need)
     runner.trace(tokens)
-    monkeypatch.setattr(plan, "free_memory", lambda device: None)
+    monkeypatch.setattr(memory, "free_memory", lambda device: None)
     runner.trace(tokens)

@@ -145,20 +145,20 @@ def test_a_run_that_cannot_fit_in_memory_is_refused_before_it_starts(tmp_path, m
     import dataclasses
 
     from compscope.cli.main import main
-    from compscope.engine import plan
+    from compscope.core import memory
     from compscope.toy.train import training_bytes
 
     p = PRESETS["induction-2l"]
     state, batch = training_bytes(p.model, p.train)
     assert state == 16 * p.model.matrix_entries()
     assert batch == 8 * 32 * 63 * (2 * 4 * 63 + 64)  # by hand: batch 32, 63 positions, 2 layers x 4 heads, vocab 64
-    monkeypatch.setattr(plan, "free_memory", lambda device: state + batch - 1)
+    monkeypatch.setattr(memory, "free_memory", lambda device: state + batch - 1)
     with pytest.raises(OptionError, match=r"train: this run needs at least .* more than the .* free; make it smaller"):
         train(p.model, p.data, p.train, tmp_path / "run", progress=False)
     assert not (tmp_path / "run").exists()
     assert main(["train", "--out", str(tmp_path / "cli"), "--steps", "2", "--quiet"]) == 2
     assert "--vocab, --n-ctx, --heads" in capsys.readouterr().err and not (tmp_path / "cli").exists()
-    monkeypatch.setattr(plan, "free_memory", lambda device: state + batch)
+    monkeypatch.setattr(memory, "free_memory", lambda device: state + batch)
     short = dataclasses.replace(p.train, steps=2, n_checkpoints=1, eval_sequences=2)
     train(p.model, p.data, short, tmp_path / "fits", progress=False)
     assert (tmp_path / "fits" / "final").is_dir()

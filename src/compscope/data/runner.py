@@ -211,7 +211,7 @@ class Runner:
         the model runs, not left to fail inside it (or to the system's out-of-memory killer):
         :data:`PATTERN_COPIES` of one layer's patterns of one batch, ``batch × heads × seq²`` float32,
         against the memory free on the device."""
-        from ..engine.plan import free_memory
+        from ..core.memory import free_memory
 
         (b, t), heads = shape, self.hw.n_heads
         need, free = PATTERN_COPIES * b * heads * t * t * 4, free_memory(self.device)

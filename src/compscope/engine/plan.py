@@ -16,6 +16,7 @@ from typing import NamedTuple
 import torch
 
 from ..core.heads import HeadWeights
+from ..core.memory import free_memory
 from ..errors import OptionError
 from .gram_route import block_flops, choose_block, reader_groups
 from .head_svd import svd_jobs
@@ -31,18 +32,6 @@ def memory_budget(max_memory: int | None, device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.mem_get_info(device)[0] // 4
     return (free_memory(device) or 8 << 30) // 4
-
-
-def free_memory(device: torch.device) -> int | None:
-    """Bytes free on ``device``: on CUDA the device's free memory and what torch holds cached but
-    unused, ``MemAvailable`` on the CPU; None where unreadable (not Linux)."""
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0] + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    try:
-        with open("/proc/meminfo") as f:
-            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable"))
-    except (OSError, StopIteration, ValueError):
-        return None
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:

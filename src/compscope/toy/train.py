@@ -125,7 +125,7 @@ def check_fits_memory(model_cfg: ToyConfig, train_cfg: TrainConfig) -> None:
     """A run whose :func:`training_bytes` exceed the memory free is refused before it starts, by
     the sizes to change (a typo such as ``--vocab 100000000`` would otherwise fail deep inside
     torch, or be killed by the system)."""
-    from ..engine.plan import free_memory
+    from ..core.memory import free_memory
 
     state, batch = training_bytes(model_cfg, train_cfg)
     free = free_memory(torch.device("cpu"))
