@@ -313,3 +313,22 @@ def test_text_labels_refuse_bad_tokens():
             text_labels("induction-2l", bad, progress=False)
     with pytest.raises(OptionError, match="batch_size"):
         text_labels("induction-2l", torch.zeros(2, 4, dtype=torch.long), batch_size=0, progress=False)
+
+
+def test_more_sequences_than_memory_holds_are_refused_by_their_number(monkeypatch, capsys):
+    """Token ids (int64) for ``n`` sequences ``[bos] t t`` (and the toy's ``[t, t]``) beyond the
+    free memory are refused before torch is asked for them, by their number."""
+    from compscope.cli.main import main
+    from compscope.core import memory
+    from compscope.toy.data import repeated_random
+
+    monkeypatch.setattr(memory, "free_memory", lambda device: 1000)
+    assert repeats(2, 4, 100, 0, bos=1).tokens.shape == (2, 9)  # 2 x (3 x 4 + 1) x 8 = 208 bytes
+    assert repeated_random(2, 4, 100, 0).shape == (2, 8)  # 3 x 2 x 4 x 8 = 192 bytes
+    with pytest.raises(OptionError, match=r"10 sequences \[bos\] t t with \|t\| = 4 \(token ids, int64\) take about "
+                                          r"9.69e-07 GiB, more than the 9.31e-07 GiB free on cpu; ask for fewer"):
+        repeats(10, 4, 100, 0)  # 10 x 13 x 8 = 1040 bytes
+    with pytest.raises(OptionError, match=r"6 sequences \[t, t\] with \|t\| = 7 \(token ids, int64\) take about"):
+        repeated_random(6, 7, 100, 0)  # 3 x 6 x 7 x 8 = 1008 bytes
+    assert main(["intervene", "--kinds", "K", "--sequences", "100000000"]) == 2
+    assert "100,000,000 sequences [t, t] with |t| = 32 (token ids, int64)" in capsys.readouterr().err

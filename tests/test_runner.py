@@ -569,9 +569,9 @@ def test_sequences_whose_patterns_cannot_fit_are_refused_by_their_length(monkeyp
     need = runner_module.PATTERN_COPIES * 16 * 4 * 64 * 64 * 4  # by hand: 4 heads
     monkeypatch.setattr(memory, "free_memory", lambda device: need - 1)
     with pytest.raises(compscope.OptionError, match=re.escape(
-            "sequences of 64 tokens, 16 at a time: their attention patterns take about 0.00391 GiB while a "
-            "layer runs (4 x 16 x 4 heads x 64^2 float32), more than the 0.00391 GiB free on cpu; use "
-            "shorter sequences (validate, intervene: a smaller half) or fewer at a time (a smaller batch_size)")):
+            "sequences of 64 tokens, 16 at a time: their attention patterns while a layer runs (4 x 16 x 4 heads x "
+            "64^2 float32) take about 0.00391 GiB, more than the 0.00391 GiB free on cpu; use shorter sequences "
+            "(validate, intervene: a smaller half) or fewer at a time (a smaller batch_size)")):
         runner.trace(tokens)
     assert main(["intervene", "--kinds", "K", "--sequences", "16"]) == 2
     assert "fewer at a time (a smaller batch_size)" in capsys.readouterr().err

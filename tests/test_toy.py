@@ -153,7 +153,9 @@ def test_a_run_that_cannot_fit_in_memory_is_refused_before_it_starts(tmp_path, m
     assert state == 16 * p.model.matrix_entries()
     assert batch == 8 * 32 * 63 * (2 * 4 * 63 + 64)  # by hand: batch 32, 63 positions, 2 layers x 4 heads, vocab 64
     monkeypatch.setattr(memory, "free_memory", lambda device: state + batch - 1)
-    with pytest.raises(OptionError, match=r"train: this run needs at least .* more than the .* free; make it smaller"):
+    with pytest.raises(OptionError, match=r"train: this run's 45,056 weights with their gradients and Adam's moments "
+                       r"\(0.000671 GiB\) and one batch's .* take at least .* GiB, more than the .* free on cpu; make it "
+                       r"smaller"):
         train(p.model, p.data, p.train, tmp_path / "run", progress=False)
     assert not (tmp_path / "run").exists()
     assert main(["train", "--out", str(tmp_path / "cli"), "--steps", "2", "--quiet"]) == 2

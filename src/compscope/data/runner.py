@@ -211,15 +211,13 @@ class Runner:
         the model runs, not left to fail inside it (or to the system's out-of-memory killer):
         :data:`PATTERN_COPIES` of one layer's patterns of one batch, ``batch × heads × seq²`` float32,
         against the memory free on the device."""
-        from ..core.memory import free_memory
+        from ..core.memory import check_fits
 
         (b, t), heads = shape, self.hw.n_heads
-        need, free = PATTERN_COPIES * b * heads * t * t * 4, free_memory(self.device)
-        if free is not None and need > free:
-            raise OptionError(f"sequences of {t} tokens, {b} at a time: their attention patterns take about "
-                              f"{need / 2**30:.3g} GiB while a layer runs ({PATTERN_COPIES} x {b} x {heads} heads x "
-                              f"{t}^2 float32), more than the {free / 2**30:.3g} GiB free on {self.device}; use shorter "
-                              "sequences (validate, intervene: a smaller half) or fewer at a time (a smaller batch_size)")
+        check_fits(PATTERN_COPIES * b * heads * t * t * 4, f"sequences of {t} tokens, {b} at a time: their attention "
+                   f"patterns while a layer runs ({PATTERN_COPIES} x {b} x {heads} heads x {t}^2 float32)",
+                   "use shorter sequences (validate, intervene: a smaller half) or fewer at a time (a smaller batch_size)",
+                   self.device)
 
     @torch.no_grad()
     def trace(self, tokens: Tensor, add: dict[int, Tensor] | None = None, clean: Trace | None = None,

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from ..core.memory import check_fits
 from ..errors import OptionError
 from .tokenizers import check_tokenizer, encode
 
@@ -66,6 +67,7 @@ def repeats(n: int, half: int, n_vocab: int, seed: int, bos: int | None = None, 
     without the ids in ``avoid`` (special tokens), seeded."""
     if half < 2 or n < 1:
         raise OptionError(f"repeated sequences need n >= 1 and half-length >= 2, got n={n}, half={half}")
+    check_fits(n * (3 * half + 1) * 8, f"{n:,} sequences [bos] t t with |t| = {half} (token ids, int64)", "ask for fewer")
     allowed = torch.ones(n_vocab, dtype=torch.bool)
     allowed[[a for a in avoid if 0 <= a < n_vocab]] = False
     pool = allowed.nonzero().flatten()

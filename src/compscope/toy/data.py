@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import Tensor
 
+from ..core.memory import check_fits
 from ..errors import OptionError
 
 
@@ -114,6 +115,7 @@ def repeated_random(n: int, half: int, d_vocab: int, seed: int) -> Tensor:
     """``(n, 2·half)`` held-out sequences ``[t, t]`` of uniform random tokens ``t`` (seeded)."""
     if half < 2:
         raise OptionError(f"repeated sequences need half-length >= 2, got {half}")
+    check_fits(3 * n * half * 8, f"{n:,} sequences [t, t] with |t| = {half} (token ids, int64)", "ask for fewer")
     g = torch.Generator().manual_seed(seed)
     t = torch.randint(d_vocab, (n, half), generator=g)
     return torch.cat([t, t], dim=1)

@@ -125,17 +125,13 @@ def check_fits_memory(model_cfg: ToyConfig, train_cfg: TrainConfig) -> None:
     """A run whose :func:`training_bytes` exceed the memory free is refused before it starts, by
     the sizes to change (a typo such as ``--vocab 100000000`` would otherwise fail deep inside
     torch, or be killed by the system)."""
-    from ..core.memory import free_memory
+    from ..core.memory import check_fits, gib
 
     state, batch = training_bytes(model_cfg, train_cfg)
-    free = free_memory(torch.device("cpu"))
-    if free is not None and state + batch > free:
-        gib = lambda b: f"{b / 2**30:,.0f} GiB" if b >= 100 * 2**30 else f"{b / 2**30:.3g} GiB"  # noqa: E731
-        raise OptionError(f"train: this run needs at least {gib(state + batch)} ({model_cfg.matrix_entries():,} weights with "
-                          f"their gradients and Adam's moments {gib(state)}; one batch's attention patterns and logits "
-                          f"{gib(batch)}), more than the {gib(free)} free; make it smaller (d_model, d_vocab, n_ctx, "
-                          "n_heads, d_head, n_layers, batch_size: --d-model, --vocab, --n-ctx, --heads, --d-head, "
-                          "--layers, --batch-size)")
+    check_fits(state + batch, f"train: this run's {model_cfg.matrix_entries():,} weights with their gradients and Adam's "
+               f"moments ({gib(state)}) and one batch's attention patterns and logits ({gib(batch)})",
+               "make it smaller (d_model, d_vocab, n_ctx, n_heads, d_head, n_layers, batch_size: --d-model, --vocab, "
+               "--n-ctx, --heads, --d-head, --layers, --batch-size)", bound="at least")
 
 
 def train(
