@@ -507,6 +507,28 @@ def test_cli(capsys, tmp_path):
     assert "prev_threshold=inf" in capsys.readouterr().err
 
 
+def test_cli_batch_size_reaches_the_verdict_and_changes_no_number(capsys, monkeypatch, tmp_path):
+    """``--batch-size`` is the verdict's ``batch_size`` (memory, not results): the verdict and the
+    labels with their standard errors of 3 sequences a pass equal those of the default 16 to float
+    rounding (the labels' spread over batches is, by its definition, per batch); 0 is refused."""
+    import compscope.data.validate as V
+
+    seen, real = [], V.validate
+    monkeypatch.setattr(V, "validate", lambda *a, **k: seen.append(k["batch_size"]) or real(*a, **k))
+    args = ["validate", "--sequences", "8", "--half", "8", "--intervention-sequences", "4", "--kinds", "K",
+            "--metric", "identity"]
+    assert main(args + ["--out", str(tmp_path / "a")]) == 0
+    assert main(args + ["--batch-size", "3", "--out", str(tmp_path / "b")]) == 0
+    assert seen == [16, 3]
+    for name in ("verdict.csv", "head_labels.csv"):
+        a, b = (pd.read_csv(tmp_path / x / name).filter(regex="^(?!.*_spread$)") for x in "ab")
+        pd.testing.assert_frame_equal(a, b, rtol=1e-6, atol=1e-9)
+    assert (pd.read_csv(tmp_path / "b" / "head_labels.csv").induction_spread > 0).any()  # 3 batches: a spread
+    with pytest.raises(SystemExit):
+        main(args + ["--batch-size", "0"])
+    assert "argument --batch-size: '0': expected a positive integer" in capsys.readouterr().err
+
+
 def test_cli_by_head_prints_the_verdicts_rows_and_refuses_bad_choices_before_running(capsys, monkeypatch):
     """``--by-head``: after the table, the best-ranked measure x metric (or the one named) taken
     apart by head, as :func:`by_head_lines` prints :meth:`Verdict.auroc_by_head`'s rows of the same

@@ -27,6 +27,8 @@ def add_arguments(p) -> None:
     p.add_argument("--seed", type=int, default=SEED, help=f"seed of the sequences (default {SEED})")
     p.add_argument("--intervention-sequences", type=count, default=16,
                    help="of those, how many the interventions run on (default 16)")
+    p.add_argument("--batch-size", type=count, default=16,
+                   help="sequences per forward pass (default 16; fewer take less memory, the results are the same)")
     p.add_argument("--kinds", default="QKV", help="any of Q, K, V (default QKV)")
     p.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
                    help=f"a metric, {metric_names()} (repeatable; default identity, embed, activations and covariance)")
@@ -76,7 +78,7 @@ def run(args) -> None:
                  induction_threshold=args.induction_threshold, effect_threshold=args.effect_threshold, fold_norm=args.fold_norm,
                  fold_qk_gains=args.fold_qk_gains, linearise_norms=args.linearise_norms or False,
                  linearise_qk_norm=args.linearise_qk_norm or False, center_writing=args.center_writing,
-                 device=args.device, model_dtype=args.model_dtype,
+                 device=args.device, model_dtype=args.model_dtype, batch_size=args.batch_size,
                  writers=args.writers, metric_data=data, sample_data=sample_data(args),
                  text_labels=args.text_labels)
     print(v.format(args.top))
