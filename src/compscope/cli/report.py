@@ -44,13 +44,12 @@ def add_arguments(p) -> None:
 def run(args) -> None:
     from ..defaults import REPORT_MEASURES, REPORT_METRICS
     from ..core.metrics import check_metrics
-    from ..data.validate import DEFAULT_METRICS
-    from ..report.build import build
+    from ..report.build import build, metrics_on_data
     from ..report.page import check_out
 
     check_out(args.out)
     metrics = check_metrics(args.metrics or REPORT_METRICS)  # a typo is named before a missing package
-    data = metric_data(args, [*metrics, *DEFAULT_METRICS] if args.data in ("auto", "run") else metrics)  # a verdict's too
+    data = metric_data(args, metrics_on_data(metrics, args.data))  # a verdict's too
     start = time.perf_counter()
     command = "compscope " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("compscope") else "compscope report"
     model = model_reading_text(args, args.model, reads_text(args, metrics) or args.data == "run",

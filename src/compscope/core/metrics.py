@@ -183,7 +183,7 @@ ON_DATA = ("activations", "covariance", "activations-own", "covariance-own")
 def on_data(metrics) -> list[str]:
     """The names among ``metrics`` (one name or metric, or several) that are estimated on data when
     used: a :class:`Metric` in hand was estimated already, whatever its name."""
-    many = isinstance(metrics, (list, tuple, set, frozenset, dict, type({}.keys())))  # else one (a Gram matrix too)
+    many = isinstance(metrics, (list, tuple, set, frozenset))  # else one (a Gram matrix too)
     return [m for m in (metrics if many else [metrics]) if isinstance(m, str) and m in ON_DATA]
 
 

@@ -19,7 +19,6 @@ def build(model, out, *, command: str, kinds: str = "QKV", measures=REPORT_MEASU
     ``out`` and ``data`` as Python arguments, not as the command line's ``--out`` and ``--data``."""
     from .. import __version__
     from ..core.metrics import check_data_used, check_metrics
-    from ..data.validate import DEFAULT_METRICS
     from ..errors import check_int
     from .collect import collect
     from .page import check_out, require_plotly, write
@@ -27,9 +26,7 @@ def build(model, out, *, command: str, kinds: str = "QKV", measures=REPORT_MEASU
     out = check_out(out, "out" if python else "--out")
     check_int("detail_pairs", detail_pairs, 0)
     metrics = check_metrics(metrics)
-    verdict_runs = isinstance(data, str) and data in ("auto", "run")  # 'auto': on a toy model
-    check_data_used(metric_data, [*metrics, *DEFAULT_METRICS] if verdict_runs else metrics,
-                    also="a verdict run (data='auto' or 'run')")
+    check_data_used(metric_data, metrics_on_data(metrics, data), also="a verdict run (data='auto' or 'run')")
     require_plotly()
     if figures:
         from .plots import require_matplotlib
@@ -39,6 +36,14 @@ def build(model, out, *, command: str, kinds: str = "QKV", measures=REPORT_MEASU
                   detail_pairs=detail_pairs, processing=processing, progress=progress, metric_data=metric_data,
                   data_option="data" if python else "--data")
     return rep, write(rep, out, command=command, version=__version__, figures=figures)
+
+
+def metrics_on_data(metrics: list, data) -> list:
+    """The metrics a report of ``data`` may estimate: its own, and where a verdict may run
+    (``data`` ``'auto'``, on a toy model, or ``'run'``) the verdict's as well."""
+    from ..data.validate import DEFAULT_METRICS
+
+    return [*metrics, *DEFAULT_METRICS] if isinstance(data, str) and data in ("auto", "run") else list(metrics)
 
 
 def write_report(model=DEFAULT_MODEL, out: str | Path = "compscope-report", *, kinds: str = "QKV",

@@ -463,10 +463,11 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     if run is not None:
         from ..analysis.tracking import track
 
+        estimated = bool(on_data(list(given.values())))  # names, not metrics of one's own so named
         reading = {"tokenizer": model.tokenizer, "tokenizer_said": model.tokenizer_given} \
-            if getattr(model, "tokenizer_given", None) and on_data(list(given.values())) else {}  # each checkpoint's text as the model's
+            if getattr(model, "tokenizer_given", None) and estimated else {}  # each checkpoint's text as the model's
         tr = track(run, kinds, ms[:3], list(given.values()), progress=progress, **reading,
-                   metric_data=metric_data if on_data(list(given.values())) else None)
+                   metric_data=metric_data if estimated else None)
     named = getattr(model, "named", None)
     options = {"kinds": kinds, "measures": ms, "metrics": list(tables), "data": "a Verdict given" if in_hand else str(data),
                "run": None if run is None else str(run),
