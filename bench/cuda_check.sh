@@ -12,7 +12,7 @@
 # engine benchmarks of that section, on the device (and, as `cores`, the per-head SVD cores on the
 # machine's CPU: bench/cpu_limits.py section 1c). ONLY="name ..." runs the checks named
 # (test_device interventions_cuda interventions_cuda_bf16 interventions_cuda_single open_tests interventions_cpu
-# verdict_cuda cores speed 7b precision_7b; interventions_cuda_single: the route before a writer layer's heads
+# verdict_cuda cores speed 7b precision_7b pattern_memory; interventions_cuda_single: the route before a writer layer's heads
 # were batched, for an A/B with interventions_cuda; named only, never by default: post_ln_cuda
 # post_ln_cuda_single on a random BERT-base-shaped model, all_paths_cuda all_paths_cuda_single, every path of
 # the SmolLM2 shape: the A/B of batched writers where the direct path passes through norms, and on
@@ -38,7 +38,7 @@ run() {
 run test_device 200 "$py" -m pytest -q -p no:cacheprovider tests/test_device.py -rs
 model=$(mktemp -d)/random-smollm2-shape  # about 0.5 GB: kept out of OUT
 if wanted interventions_cuda || wanted interventions_cuda_bf16 || wanted interventions_cuda_single || wanted interventions_cpu \
-  || wanted verdict_cuda || named all_paths_cuda || named all_paths_cuda_single || named live_memory_cuda; then
+  || wanted verdict_cuda || wanted pattern_memory || named all_paths_cuda || named all_paths_cuda_single || named live_memory_cuda; then
 "$py" - "$model" <<'EOF'
 import sys, torch, transformers
 torch.manual_seed(0)
@@ -79,6 +79,8 @@ run verdict_cuda 400 "$py" bench/validate_real.py --model "$model"  # the whole 
 run cores 120 "$py" bench/cpu_limits.py --sections 1c --repeats 3 --wait 0
 run speed 300 "$py" bench/composition_speed.py --device cuda --no-tl --repeats 3 --wait 0
 run 7b 120 "$py" bench/composition_7b.py --device cuda --wait 0
+# the peak GPU memory of a traced batch against the estimate the runner refuses too-long sequences by
+run pattern_memory 200 "$py" bench/pattern_memory.py --model "$model" --device cuda --lengths 1025,2049,4097,8193
 run precision_7b 200 "$py" bench/product_precision.py --shape 7b --device cuda
 if [[ " $only " == *" suite "* ]]; then
   echo "== suite"

@@ -215,6 +215,23 @@ def test_model_dtype_on_a_tiny_model_folder(tmp_path):
     assert all(0 <= float(v) <= 6.25 for v in changes.values()), out
 
 
+def test_pattern_memory_on_a_tiny_model_folder(tmp_path):
+    """bench/pattern_memory.py on a tiny random Llama (4 heads), each length in its own process: the
+    estimate by hand (4 copies x 32 sequences x 4 heads x seq² x 4 bytes), a measured extra and the
+    growth between the lengths."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from hf_tiny import BY_ID, build
+
+    build(BY_ID["llama-gqa-bias"]).save_pretrained(tmp_path)
+    out = bench("pattern_memory.py", "--model", str(tmp_path), "--batch", "32", "--lengths", "64,128")
+    assert f"{tmp_path} on cpu, 32 sequences, 4 heads; PATTERN_COPIES = 4" in out, out
+    rows = re.findall(r"^ +(\d+) +([0-9.]+) +(-?[0-9.]+) +(-?[0-9.]+) *(-?[0-9.]*)$", out, re.M)
+    assert [r[0] for r in rows] == ["64", "128"], out
+    for length, estimate, *_ in rows:
+        assert float(estimate) == pytest.approx(4 * 32 * 4 * int(length) ** 2 * 4 / 2**20, abs=0.006), out
+    assert rows[0][4] == "" and rows[1][4] != "", out
+
+
 def test_trace_speed_on_a_tiny_model_folder(tmp_path):
     """bench/trace_speed.py on a tiny random Llama folder: both timings, and the runner's base-model
     trace bitwise the same as the head model's; a changed run's residuals the same with the last layer

@@ -438,3 +438,61 @@ def test_qk_norm_at_the_texts_moment_on_cuda_equals_the_cpu(tmp_path):
         assert (ra["measure"], ra["metric"], ra["kind"]) == (rb["measure"], rb["metric"], rb["kind"])
         for key in ("spearman", "auroc"):
             assert ra[key] == pytest.approx(rb[key], abs=1e-3, nan_ok=True), (ra, rb)
+
+
+@cuda
+def test_scores_of_weights_and_metrics_far_from_float32s_range_on_cuda_equal_the_cpu():
+    """A ``G`` whose largest entry is 1e-60 or 1e60, with weights scaled by 1e-30 or 1e30: the whitened
+    weights leave float32's range, and the bases are taken in float64 scaled by a power of two. On CUDA
+    the scale-free measures equal the CPU's, and those of the unscaled ``G`` and weights."""
+    import compscope
+
+    G = torch.ones(64, 64, dtype=torch.float64) + torch.eye(64, dtype=torch.float64)
+    hw = compscope.load("induction-2l")
+    want = compscope.scores(hw, "K", ["frobenius", "tight"], G, progress=False)
+    for c, w in ((1e-60 / 2, 1e-30), (1e-60 / 2, 1e30), (1e60 / 2, 1e-30), (1e60 / 2, 1e30)):
+        scaled = hw.replace(W_Q=hw.W_Q * w, W_K=hw.W_K * w, W_V=hw.W_V * w, W_O=hw.W_O * w)
+        cpu = compscope.scores(scaled, "K", ["frobenius", "tight"], G * c, progress=False, device="cpu")
+        gpu = compscope.scores(scaled, "K", ["frobenius", "tight"], G * c, progress=False, device="cuda")
+        for m in ("frobenius", "tight"):
+            torch.testing.assert_close(gpu.dense(m, "K"), cpu.dense(m, "K"), rtol=1e-5, atol=1e-7, equal_nan=True)
+            torch.testing.assert_close(gpu.dense(m, "K"), want.dense(m, "K"), rtol=1e-5, atol=1e-7, equal_nan=True)
+
+
+@cuda
+def test_free_memory_on_cuda_counts_what_torch_holds_cached_as_free():
+    """Memory torch freed but keeps cached is free to the next allocation: ``free_memory`` counts it,
+    where the device's own free count (``mem_get_info``) does not."""
+    from compscope.core.memory import free_memory
+
+    dev = torch.device("cuda")
+    torch.cuda.empty_cache()
+    before, total = free_memory(dev), torch.cuda.mem_get_info(dev)[1]
+    x = torch.empty(2**30, dtype=torch.uint8, device=dev)
+    held = free_memory(dev)
+    del x  # cached, not returned to the device
+    after = free_memory(dev)
+    assert torch.cuda.mem_get_info(dev)[0] <= before - 2**30 + 2**26  # the device still counts the GiB as used
+    assert held <= before - 2**30 + 2**26
+    assert abs(after - before) <= 2**26 and after <= total
+
+
+@cuda
+def test_sequences_too_long_for_the_gpu_are_refused_before_the_model_runs(tmp_path):
+    """A rotary model takes any length; on CUDA, sequences whose patterns exceed the GPU's free memory
+    are refused by their length, naming the device, and nothing is allocated for them."""
+    import re
+
+    import compscope
+    from compscope.data.runner import runner_for
+    from hf_tiny import BY_ID, build
+
+    runner = runner_for(build(BY_ID["llama-gqa-bias"]).cuda())
+    assert runner.device.type == "cuda"
+    t = 300_000  # 4 heads x t^2 float32 x 4 copies: about 5,400 GiB
+    torch.cuda.reset_peak_memory_stats()
+    start = torch.cuda.memory_allocated()
+    with pytest.raises(compscope.OptionError, match=re.escape(f"sequences of {t} tokens, 1 at a time") + r".* free on cuda"):
+        runner.trace(torch.zeros(1, t, dtype=torch.long))
+    assert torch.cuda.max_memory_allocated() - start < 2**20
+    runner.trace(torch.zeros(2, 64, dtype=torch.long))  # a length that fits runs
