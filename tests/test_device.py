@@ -423,8 +423,10 @@ def _judged_at_the_texts_point(folder, device: str):
 
 @cuda
 def test_qk_norm_at_the_texts_moment_on_cuda_equals_the_cpu(tmp_path):
-    """``linearise_qk_norm='text'`` on a GPU: the moment, the linearised ``W_Q``, ``W_K`` and the verdict
-    judged on them equal the CPU's to float32 rounding."""
+    """``linearise_qk_norm='text'`` on a GPU: the moment, the linearised ``W_Q``, ``W_K``, and the scores,
+    labels and effects the verdict judges equal the CPU's to float32 rounding. (Not the Spearman
+    correlations themselves: over this tiny model's 16 K-pairs a near-tie swapped by rounding moves one
+    by 0.006, seen on an H200.)"""
     from hf_tiny import BY_ID, build
 
     folder = tmp_path / "gemma3"
@@ -434,10 +436,16 @@ def test_qk_norm_at_the_texts_moment_on_cuda_equals_the_cpu(tmp_path):
     for name in ("W_Q", "W_K"):
         a, b = getattr(wa, name), getattr(wb, name).cpu()
         torch.testing.assert_close(b, a, atol=1e-5 * float(a.abs().max()), rtol=0)
-    for ra, rb in zip(va.rows, vb.rows):
-        assert (ra["measure"], ra["metric"], ra["kind"]) == (rb["measure"], rb["metric"], rb["kind"])
-        for key in ("spearman", "auroc"):
-            assert ra[key] == pytest.approx(rb[key], abs=1e-3, nan_ok=True), (ra, rb)
+    assert [(r["measure"], r["metric"], r["kind"]) for r in va.rows] == [(r["measure"], r["metric"], r["kind"]) for r in vb.rows]
+    close = lambda b, a: torch.testing.assert_close(  # noqa: E731
+        b.cpu(), a, atol=1e-5 * max(1.0, float(a.nan_to_num().abs().max())), rtol=1e-4, equal_nan=True)
+    for metric, table in va.tables.items():
+        for (measure, kind), a in table.values.items():
+            close(vb.tables[metric].values[measure, kind], a)
+    for kind, a in va.effects.by_kind.items():
+        close(vb.effects.by_kind[kind], a)
+    close(vb.labels.induction, va.labels.induction)
+    close(vb.labels.previous_token, va.labels.previous_token)
 
 
 @cuda
@@ -496,3 +504,27 @@ def test_sequences_too_long_for_the_gpu_are_refused_before_the_model_runs(tmp_pa
         runner.trace(torch.zeros(1, t, dtype=torch.long))
     assert torch.cuda.max_memory_allocated() - start < 2**20
     runner.trace(torch.zeros(2, 64, dtype=torch.long))  # a length that fits runs
+
+
+@cuda
+def test_a_model_object_on_the_gpu_is_read_onto_the_cpu_and_its_runner_stays_there(tmp_path):
+    """``compscope.load`` of a ``transformers`` model on CUDA gives the CPU's weights (every tensor on
+    the CPU, equal to the same model's read on the CPU); its runner computes on CUDA, and a report of it
+    (whose weight-only circuits mixed CUDA's embeddings with the CPU's unembedding before) runs."""
+    import compscope
+    from compscope.data.runner import runner_for
+    from compscope.report.collect import collect
+    from hf_tiny import BY_ID, build
+
+    for variant in ("llama-mha", "gemma3-text-mqa-bias", "bert"):
+        want = _tensors(compscope.load(build(BY_ID[variant])))
+        got = _tensors(compscope.load(build(BY_ID[variant]).cuda()))
+        assert got.keys() == want.keys(), variant
+        for k, t in got.items():
+            assert t.device.type == "cpu", (variant, k)
+            torch.testing.assert_close(t, want[k], atol=1e-6, rtol=0)
+    model = build(BY_ID["llama-mha"]).cuda()
+    runner = runner_for(model)
+    assert runner.device.type == "cuda" and runner.hw.W_E.device.type == "cpu"
+    rep = collect(runner, kinds="K", metrics=["identity"], data="none", progress=False)
+    assert rep.options["model"] is None

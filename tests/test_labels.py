@@ -63,7 +63,7 @@ def test_labels_asked_by_sequences_half_and_seed_are_a_verdicts_labels():
 
 
 def test_labels_on_the_toy_runner_equal_the_toy_labels():
-    runner = runner_for("induction-2l")
+    runner = runner_for("induction-2l", device="cpu")  # the sums compared exactly: one device's kernels
     reps = repeats(24, 16, runner.hw.n_vocab, seed=7)
     got = activation_labels(runner, reps, batch_size=8, progress=False)
     want = label_heads(runner.model, reps.tokens)

@@ -564,7 +564,7 @@ def test_sequences_whose_patterns_cannot_fit_are_refused_by_their_length(monkeyp
     from compscope.data import runner as runner_module
     from compscope.core import memory
 
-    runner = runner_for("induction-2l")
+    runner = runner_for("induction-2l", device="cpu")  # the message names the device
     tokens = torch.zeros(16, 64, dtype=torch.long)
     need = runner_module.PATTERN_COPIES * 16 * 4 * 64 * 64 * 4  # by hand: 4 heads
     monkeypatch.setattr(memory, "free_memory", lambda device: need - 1)

@@ -435,7 +435,7 @@ def test_a_head_at_a_threshold_is_named_near_it(tmp_path):
     from compscope.data.sequences import Repeats
     from compscope.data.validate import verdict_sequences
 
-    runner = runner_for("induction-2l", progress=False)
+    runner = runner_for("induction-2l", progress=False, device="cpu")  # labels of one and of 8 sequences equal: one device
     reps = verdict_sequences(runner, 32, 32, 12345)
     lab = activation_labels(runner, reps, 8, False)
     each = [float(activation_labels(runner, Repeats(reps.tokens[i : i + 1], 32, reps.start, 0), 1, False)
@@ -443,7 +443,8 @@ def test_a_head_at_a_threshold_is_named_near_it(tmp_path):
     m, se = float(lab.previous_token[0, 1]), statistics.stdev(each) / math.sqrt(32)
     assert m == pytest.approx(statistics.fmean(each), abs=1e-12)
     assert float(lab.error["previous_token"][0, 1]) == pytest.approx(se, rel=1e-9)
-    opts = dict(sequences=32, batch_size=8, intervention_sequences=2, kinds="K", metrics=("identity",), progress=False)
+    opts = dict(sequences=32, batch_size=8, intervention_sequences=2, kinds="K", metrics=("identity",), progress=False,
+                device="cpu")
     v = validate("induction-2l", prev_threshold=m, **opts)
     near = v.options["near_threshold"]
     assert near == {"previous_token": [[0, 1, pytest.approx(m), pytest.approx(se)]], "induction": []}

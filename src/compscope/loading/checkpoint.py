@@ -84,7 +84,7 @@ class TensorStore:
             raise WeightError(f"{where}: tensor '{name}' cannot be read: {one_line(e)}") from e
         if shape is not None and tuple(t.shape) != tuple(shape):
             raise WeightError(f"{where}: tensor '{name}' has shape {tuple(t.shape)}, expected {tuple(shape)}")
-        t = t.to(dtype)
+        t = t.to("cpu", dtype)  # a model object on a GPU is read onto the CPU, as files are
         if not all_finite(t):
             n_bad = int((~torch.isfinite(t)).sum())
             raise WeightError(f"{where}: tensor '{name}' has {n_bad} NaN/Inf values")

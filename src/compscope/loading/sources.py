@@ -19,8 +19,8 @@ def read_unprocessed(source) -> HeadWeights:
     if isinstance(getattr(source, "hw", None), HeadWeights) and callable(getattr(source, "trace", None)):
         return source.hw  # a runner (compscope.runner_for; known by its parts, data/ sits above loading/): its weights
     for name, fmt in FORMATS.items():
-        if guarded(source, name, fmt.recognise, source):
-            return guarded(source, name, fmt.read, source)
+        if guarded(source, name, fmt.recognise, source):  # on the CPU, wherever a model object given computes
+            return guarded(source, name, lambda s: fmt.read(s).to("cpu"), source)
     from .formats import hub  # the last resort: a name no format knows may be a HuggingFace hub id
 
     if hub.looks_like_id(source):
