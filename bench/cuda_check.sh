@@ -20,9 +20,9 @@
 # nine every-path writers of layer 16 hold, counted, beside max_memory_allocated: session 69); the first five took 194 s on an H100 (bench/RESULTS.md, 2026-11-26). ONLY=suite
 # (named only, never by default) runs the whole test suite but the docs test on 16 workers, each
 # test's name and outcome printed as it ends (a run cut off by the lease still names its failures);
-# alone, ONLY=suite, it reached 95 % of the suite in 530 s on an H100 with the gguf and plotly wheels
-# carried (bench/RESULTS.md): give it the call's whole 600 s. It runs with OMP_WAIT_POLICY=PASSIVE,
-# as `make test` does (its workers share the cores).
+# with OMP_WAIT_POLICY=PASSIVE, as `make test` does (its workers share the cores), the whole suite took
+# 127-154 s on an H200 with the gguf, plotly and narwhals wheels carried (bench/RESULTS.md, session 87;
+# without PASSIVE an H100 reached 95 % of it in 530 s).
 set -uo pipefail
 out=${1:-cuda-check}
 mkdir -p "$out"
@@ -79,7 +79,7 @@ run verdict_cuda 400 "$py" bench/validate_real.py --model "$model"  # the whole 
 run cores 120 "$py" bench/cpu_limits.py --sections 1c --repeats 3 --wait 0
 run speed 300 "$py" bench/composition_speed.py --device cuda --no-tl --repeats 3 --wait 0
 run 7b 120 "$py" bench/composition_7b.py --device cuda --wait 0
-# the peak GPU memory of a traced batch against the estimate the runner refuses too-long sequences by
+# the peak GPU memory of a traced batch against the estimate the runner refuses too-long sequences by (RESULTS, session 87)
 run pattern_memory 200 "$py" bench/pattern_memory.py --model "$model" --device cuda --lengths 1025,2049,4097,8193
 run precision_7b 200 "$py" bench/product_precision.py --shape 7b --device cuda
 if [[ " $only " == *" suite "* ]]; then
