@@ -68,7 +68,7 @@ class TensorStore:
         required: bool = True,
         dtype: torch.dtype = torch.float32,
     ) -> Tensor | None:
-        """Load ``name`` as ``dtype``; check its shape and that every value is finite."""
+        """Load ``name`` as ``dtype``, on the CPU; check its shape and that every value is finite."""
         if name not in self._loaders:
             if not required:
                 return None

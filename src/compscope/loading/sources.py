@@ -58,7 +58,7 @@ def _name(source) -> str:
 
 def load(source, *, revision: str | None = None, cache_dir: str | Path | None = None, fold_norm: bool = False,
          linearise_qk_norm: bool = False, center_writing: bool = False, fold_value_bias: bool = False) -> HeadWeights:
-    """Load ``source`` into canonical ``HeadWeights`` (float32).
+    """Load ``source`` into canonical ``HeadWeights`` (float32, on the CPU; ``HeadWeights`` given pass through as they are).
 
     ``source``: a HuggingFace folder (``config.json`` + ``*.safetensors``), a ``.gguf`` file,
     a compscope model folder (``compscope.json``), a toy model folder (``toy.json``) or ``ToyTransformer``, a loaded ``transformers`` model or TransformerLens
