@@ -234,6 +234,16 @@ def test_a_model_object_runs_where_it_is_and_is_never_moved():
     with pytest.raises(OptionError, match="runs on meta; move it there yourself"):
         runner_for(model, hw, device="cpu")
     assert next(model.parameters()).device.type == "meta"  # not moved
+    from compscope import LoadError
+    from compscope.toy.storage import load_toy
+    from compscope.loading.builtin import find_toy
+
+    toy, _ = load_toy(find_toy("induction-2l"))
+    for obj, name in ((model, "LlamaForCausalLM"), (toy.to("meta"), "ToyTransformer")):  # shapes without values
+        with pytest.raises(LoadError, match=f"^{name}: its parameters are on the meta device"):
+            compscope.load(obj)
+        with pytest.raises(LoadError, match=f"^{name}: its parameters are on the meta device"):
+            runner_for(obj)
 
 
 def devices_told(monkeypatch, module, name: str) -> list:

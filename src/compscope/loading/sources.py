@@ -18,6 +18,7 @@ def read_unprocessed(source) -> HeadWeights:
         return source
     if isinstance(getattr(source, "hw", None), HeadWeights) and callable(getattr(source, "trace", None)):
         return source.hw  # a runner (compscope.runner_for; known by its parts, data/ sits above loading/): its weights
+    _has_values(source)
     for name, fmt in FORMATS.items():
         if guarded(source, name, fmt.recognise, source):  # on the CPU, wherever a model object given computes
             return guarded(source, name, lambda s: fmt.read(s).to("cpu"), source)
@@ -32,6 +33,19 @@ def read_unprocessed(source) -> HeadWeights:
     if not path.exists():
         raise LoadError(f"{source}: no such file or folder, and not a built-in model ({', '.join(BUILTINS)})")
     raise LoadError(f"{path}: unrecognised file (expected a folder with config.json, a .gguf file, or a compscope model)")
+
+
+def _has_values(source) -> None:
+    """Refuse a model object whose parameters are on the ``meta`` device (shapes without values)."""
+    params = getattr(source, "parameters", None)
+    if callable(params) and not isinstance(source, (str, Path)):
+        try:
+            meta = next((p for p in params() if getattr(p, "is_meta", False)), None)
+        except Exception:  # not a torch module's parameters: the formats judge it
+            return
+        if meta is not None:
+            raise LoadError(f"{type(source).__name__}: its parameters are on the meta device (shapes without values); "
+                            "load its weights before compscope reads them")
 
 
 def guarded(source, fmt: str, fn, *args):
