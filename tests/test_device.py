@@ -518,21 +518,31 @@ def test_sequences_too_long_for_the_gpu_are_refused_before_the_model_runs(tmp_pa
 
 @cuda
 def test_a_model_object_on_the_gpu_is_read_onto_the_cpu_and_its_runner_stays_there(tmp_path):
-    """``compscope.load`` of a ``transformers`` model on CUDA gives the CPU's weights (every tensor on
-    the CPU, equal to the same model's read on the CPU); its runner computes on CUDA, and a report of it
-    (whose weight-only circuits mixed CUDA's embeddings with the CPU's unembedding before) runs."""
+    """``compscope.load`` of a ``transformers`` model on CUDA (every tiny variant), or of a toy, gives the
+    CPU's weights (every tensor on the CPU, equal to the same model's read on the CPU); its runner computes
+    on CUDA, and a report of it (whose weight-only circuits mixed CUDA's embeddings with the CPU's
+    unembedding before) runs."""
     import compscope
     from compscope.data.runner import runner_for
     from compscope.report.collect import collect
     from hf_tiny import BY_ID, build
 
-    for variant in ("llama-mha", "gemma3-text-mqa-bias", "bert"):
+    for variant in BY_ID:  # every family's reader, its own tensors made beside the model's
         want = _tensors(compscope.load(build(BY_ID[variant])))
         got = _tensors(compscope.load(build(BY_ID[variant]).cuda()))
         assert got.keys() == want.keys(), variant
         for k, t in got.items():
             assert t.device.type == "cpu", (variant, k)
             torch.testing.assert_close(t, want[k], atol=1e-6, rtol=0)
+    from compscope.loading.builtin import find_toy
+    from compscope.toy.storage import load_toy
+
+    toy, _ = load_toy(find_toy("induction-2l"))
+    want = _tensors(compscope.load(toy))
+    got = _tensors(compscope.load(copy.deepcopy(toy).cuda()))
+    assert got.keys() == want.keys() and all(t.device.type == "cpu" for t in got.values())
+    for k, t in got.items():
+        torch.testing.assert_close(t, want[k], atol=0, rtol=0)
     model = build(BY_ID["llama-mha"]).cuda()
     runner = runner_for(model)
     assert runner.device.type == "cuda" and runner.hw.W_E.device.type == "cpu"
