@@ -217,19 +217,22 @@ def test_model_dtype_on_a_tiny_model_folder(tmp_path):
 
 def test_pattern_memory_on_a_tiny_model_folder(tmp_path):
     """bench/pattern_memory.py on a tiny random Llama (4 heads), each length in its own process: the
-    estimate by hand (4 copies x 32 sequences x 4 heads x seq² x 4 bytes), a measured extra and the
-    growth between the lengths."""
+    estimate by hand (4 copies x 32 sequences x 4 heads x seq² float32, and the residuals kept: 2 x 2
+    layers x 32 x seq x width float32), a measured extra, and the fit of the extra to the length and its
+    square."""
     sys.path.insert(0, str(ROOT / "tests"))
-    from hf_tiny import BY_ID, build
+    from hf_tiny import BY_ID, D, build
 
     build(BY_ID["llama-gqa-bias"]).save_pretrained(tmp_path)
     out = bench("pattern_memory.py", "--model", str(tmp_path), "--batch", "32", "--lengths", "64,128")
     assert f"{tmp_path} on cpu, 32 sequences, 4 heads; PATTERN_COPIES = 4" in out, out
-    rows = re.findall(r"^ +(\d+) +([0-9.]+) +(-?[0-9.]+) +(-?[0-9.]+) *(-?[0-9.]*)$", out, re.M)
+    rows = re.findall(r"^ +(\d+) +([0-9.]+) +(-?[0-9.]+) +(-?[0-9.]+)$", out, re.M)
     assert [r[0] for r in rows] == ["64", "128"], out
     for length, estimate, *_ in rows:
-        assert float(estimate) == pytest.approx(4 * 32 * 4 * int(length) ** 2 * 4 / 2**20, abs=0.006), out
-    assert rows[0][4] == "" and rows[1][4] != "", out
+        n = int(length)  # 4 patterns of 32 x 4 heads x n^2, and 2 residuals of 2 layers x 32 x n x D
+        assert float(estimate) == pytest.approx((4 * 32 * 4 * n**2 + 2 * 2 * 32 * n * D) * 4 / 2**20, abs=0.006), out
+    assert re.search(r"^fit extra ~ a\*seq \+ b\*seq\^2: a = -?[0-9.]+ MiB per token \(-?[0-9.]+ times the residuals "
+                     r"kept\), b = -?[0-9.]+ copies of the patterns \(PATTERN_COPIES = 4\)$", out, re.M), out
 
 
 def test_trace_speed_on_a_tiny_model_folder(tmp_path):

@@ -566,11 +566,13 @@ def test_sequences_whose_patterns_cannot_fit_are_refused_by_their_length(monkeyp
 
     runner = runner_for("induction-2l", device="cpu")  # the message names the device
     tokens = torch.zeros(16, 64, dtype=torch.long)
-    need = runner_module.PATTERN_COPIES * 16 * 4 * 64 * 64 * 4  # by hand: 4 heads
+    # by hand: 4 heads; 2 layers of width 64, each keeping its input and its attention's output
+    need = (runner_module.PATTERN_COPIES * 16 * 4 * 64 * 64 + 2 * 2 * 16 * 64 * 64) * 4
     monkeypatch.setattr(memory, "free_memory", lambda device: need - 1)
     with pytest.raises(compscope.OptionError, match=re.escape(
             "sequences of 64 tokens, 16 at a time: their attention patterns while a layer runs (4 x 16 x 4 heads x "
-            "64^2 float32) take about 0.00391 GiB, more than the 0.00391 GiB free on cpu; use shorter sequences "
+            "64^2 float32) and the residuals kept (2 x 2 layers x 16 x 64 x 64 float32) take about 0.00488 GiB, "
+            "more than the 0.00488 GiB free on cpu; use shorter sequences "
             "(validate, intervene: a smaller half) or fewer at a time (a smaller batch_size)")):
         runner.trace(tokens)
     assert main(["intervene", "--kinds", "K", "--sequences", "16"]) == 2
@@ -580,3 +582,28 @@ def test_sequences_whose_patterns_cannot_fit_are_refused_by_their_length(monkeyp
     runner.trace(tokens)
     monkeypatch.setattr(memory, "free_memory", lambda device: None)
     runner.trace(tokens)
+
+
+def test_many_short_sequences_are_refused_for_the_residuals_they_keep(monkeypatch):
+    """Where the patterns are small (short sequences) the residuals a trace keeps decide: a post-LN
+    model keeps four per layer (input, attention output, the sums its two norms normalise), a pre-LN
+    one two; counted by hand, and a batch that fits their patterns but not their residuals is refused."""
+    from compscope.core import memory
+    from hf_tiny import BY_ID, build
+
+    for variant, kept in (("bert", 4), ("llama-mha", 2)):
+        runner = runner_for(build(BY_ID[variant]))
+        hw = runner.hw
+        b, t = 64, 4
+        patterns = 4 * b * hw.n_heads * t * t * 4
+        residuals = kept * hw.n_layers * b * t * hw.d_model * 4
+        assert residuals > patterns, variant  # the case this test is about
+        assert runner.trace_bytes((b, t))[0] == patterns + residuals, variant
+        monkeypatch.setattr(memory, "free_memory", lambda device: patterns + residuals - 1)
+        with pytest.raises(compscope.OptionError, match=re.escape(
+                f"and the residuals kept ({kept} x {hw.n_layers} layers x {b} x {t} x {hw.d_model} float32)")):
+            runner.trace(torch.ones(b, t, dtype=torch.long))
+        monkeypatch.setattr(memory, "free_memory", lambda device: patterns + residuals)
+        tr = runner.trace(torch.ones(b, t, dtype=torch.long))
+        held = [*tr.resid, *tr.attn_out, *(x for pair in (tr.norm_in or []) for x in pair)]
+        assert len(held) == kept * hw.n_layers and all(x.shape == (b, t, hw.d_model) for x in held), variant

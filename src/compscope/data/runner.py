@@ -98,8 +98,9 @@ def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
 
 
 #: how many copies of one layer's attention patterns (``batch × heads × seq²`` float32) a traced
-#: batch holds at its peak: the model's own, its softmax, and compscope's recomputed float64 pattern
-#: (SmolLM2 on 16 sequences of 513 and 1025 tokens: peak memory grows about 4x the patterns' size)
+#: batch holds at its peak: the model's own, its softmax, and compscope's recomputed pattern. Measured
+#: (``bench/pattern_memory.py``, the peak's part that grows with seq²): 2.1 on an H200 (SmolLM2's shape);
+#: with the residuals the trace keeps (:meth:`Runner.trace_bytes`) the estimate covers the peak there
 PATTERN_COPIES = 4
 
 
@@ -205,17 +206,26 @@ class Runner:
             out += v if isinstance(v, list) else [v]
         return tuple(v for v in out if isinstance(v, int))
 
+    def trace_bytes(self, shape: tuple[int, int]) -> tuple[int, str]:
+        """The memory a :meth:`trace` of ``shape = (batch, seq)`` tokens needs, about, and what it is:
+        :data:`PATTERN_COPIES` of one layer's patterns, ``batch × heads × seq²`` float32, and the
+        residuals the trace keeps, ``kept × layers × batch × seq × d_model`` float32 (``kept``: each
+        layer's input and attention output, and post-LN the two sums its norms normalise)."""
+        (b, t), hw = shape, self.hw
+        kept = 4 if hw.norm_placement == "post" else 2
+        need = (PATTERN_COPIES * b * hw.n_heads * t * t + kept * hw.n_layers * b * t * hw.d_model) * 4
+        return need, (f"their attention patterns while a layer runs ({PATTERN_COPIES} x {b} x {hw.n_heads} heads x {t}^2 "
+                      f"float32) and the residuals kept ({kept} x {hw.n_layers} layers x {b} x {t} x {hw.d_model} float32)")
+
     def _check_fits_memory(self, shape: tuple[int, int]) -> None:
-        """Sequences whose attention patterns cannot fit (a rotary model takes any length, and
-        ``[t, t]`` with ``|t| = 5000`` asks for hundreds of GiB) are refused by their length before
-        the model runs, not left to fail inside it (or to the system's out-of-memory killer):
-        :data:`PATTERN_COPIES` of one layer's patterns of one batch, ``batch × heads × seq²`` float32,
-        against the memory free on the device."""
+        """Sequences that cannot fit (a rotary model takes any length, and ``[t, t]`` with ``|t| = 5000``
+        asks for hundreds of GiB in patterns; many short sequences at a time, for their residuals) are
+        refused by their length and number before the model runs, not left to fail inside it (or to the
+        system's out-of-memory killer): :meth:`trace_bytes` against the memory free on the device."""
         from ..core.memory import check_fits
 
-        (b, t), heads = shape, self.hw.n_heads
-        check_fits(PATTERN_COPIES * b * heads * t * t * 4, f"sequences of {t} tokens, {b} at a time: their attention "
-                   f"patterns while a layer runs ({PATTERN_COPIES} x {b} x {heads} heads x {t}^2 float32)",
+        need, what = self.trace_bytes(shape)
+        check_fits(need, f"sequences of {shape[1]} tokens, {shape[0]} at a time: {what}",
                    "use shorter sequences (validate, intervene: a smaller half) or fewer at a time (a smaller batch_size)",
                    self.device)
 
