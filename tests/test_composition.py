@@ -618,6 +618,21 @@ def test_tiny_memory_budget_shrinks_tiles_not_results():
         torch.testing.assert_close(small.values[key], v, equal_nan=True, rtol=1e-6, atol=1e-7)
 
 
+def test_memory_budget_is_a_quarter_of_the_free_memory_on_any_device(monkeypatch):
+    """Without ``max_memory``: a quarter of what ``free_memory`` says (on CUDA the device's free memory
+    and torch's cached memory; stubbed here, so no GPU is touched), 8 GiB assumed where it is unreadable;
+    ``max_memory`` as given."""
+    from compscope.engine import plan
+
+    asked = []
+    for free, want in ((40 << 30, 10 << 30), (7, 1), (None, 2 << 30)):
+        monkeypatch.setattr(plan, "free_memory", lambda device, free=free: asked.append(device.type) or free)
+        for dev in ("cuda", "cpu"):
+            assert plan.memory_budget(None, torch.device(dev)) == want
+        assert plan.memory_budget(12345, torch.device("cuda")) == 12345
+    assert asked == ["cuda", "cpu"] * 3
+
+
 def test_gqa_key_value_factors_are_computed_once_per_kv_head(monkeypatch):
     """With 4 query heads on 2 K/V heads, the K and V factors that feed the factor Grams come
     per K/V head (2 rows), and the scores still match the dense reference."""

@@ -778,6 +778,25 @@ def test_writers_per_batch_fit_the_budget(monkeypatch):
     assert intervene.writer_bytes(normed, (16, 65)) == one + 16 * 65 * 9 * 576 * 4
 
 
+def test_writers_per_batch_on_a_gpu_read_the_free_memory_that_counts_torchs_cache(monkeypatch):
+    """On a GPU by default: 2 GiB or a quarter of what ``free_memory`` says is free (the device's own
+    free memory and what torch holds cached), whichever is less, over a writer's bytes. No GPU is
+    touched: ``free_memory`` is stubbed, so this holds here as on a GPU (tests/test_device.py runs it there)."""
+    from types import SimpleNamespace
+
+    from compscope.core import memory
+    from compscope.data import intervene
+
+    hw = SimpleNamespace(n_heads=9, d_model=576, d_head=64)
+    one = intervene.writer_bytes(hw, (16, 65))
+    gpu = torch.device("cuda", 0)
+    asked = []
+    for free, want in ((4 * 5 * one + 3, 5), (4 * one - 1, 1), (0, 1), (64 * 2**30, 2**31 // one)):
+        monkeypatch.setattr(memory, "free_memory", lambda device, free=free: asked.append(device) or free)
+        assert intervene.writers_per_batch(hw, (16, 65), gpu) == want
+    assert asked == [gpu] * 4
+
+
 def test_the_route_follows_the_device_the_norms_and_the_paths(monkeypatch):
     """:func:`intervene.route`: factored on the CPU where the direct path is a pre-norm's sum; else
     the plain route with a writer layer's heads in batches (a GPU, ``FACTORED`` off, a post-LN

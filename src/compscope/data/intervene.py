@@ -85,7 +85,8 @@ FACTORED = True
 #: the writers of one layer are intervened on together, as many as fit in about this many bytes
 #: (:func:`writers_per_batch`): one batch of launches per writer layer rather than per writer (a GPU
 #: runs these small blocks bound by their launches). None: on a GPU 2 GiB or a quarter of its free
-#: memory; on the CPU one writer at a time (batches measured no faster there: bench/RESULTS.md)
+#: memory (:func:`compscope.core.memory.free_memory`: torch's cached memory counts as free); on the
+#: CPU one writer at a time (batches measured no faster there: bench/RESULTS.md)
 WRITER_BATCH_BYTES: int | None = None
 
 
@@ -96,7 +97,9 @@ def writers_per_batch(hw, tokens_shape, device: torch.device, paths: str = "dire
     if budget is None:
         if device.type != "cuda":
             return 1
-        budget = min(2**31, torch.cuda.mem_get_info(device)[0] // 4)
+        from ..core.memory import free_memory
+
+        budget = min(2**31, free_memory(device) // 4)
     return max(1, int(budget) // writer_bytes(hw, tokens_shape, paths))
 
 

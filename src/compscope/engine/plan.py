@@ -24,13 +24,12 @@ from .head_svd import svd_jobs
 
 def memory_budget(max_memory: int | None, device: torch.device) -> int:
     """Bytes for tiles, blocks and chunks: ``max_memory`` when given, else a quarter of the
-    free memory of ``device`` (``MemAvailable`` on the CPU; 8 GiB assumed where unreadable)."""
+    free memory of ``device`` (:func:`~compscope.core.memory.free_memory`: on CUDA what torch holds
+    cached counts as free; ``MemAvailable`` on the CPU; 8 GiB assumed where unreadable)."""
     if max_memory is not None:
         if isinstance(max_memory, bool) or not isinstance(max_memory, (int, float)) or not max_memory > 0:
             raise OptionError(f"max_memory={max_memory!r}: expected a positive number of bytes")
         return int(max_memory)
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0] // 4
     return (free_memory(device) or 8 << 30) // 4
 
 
