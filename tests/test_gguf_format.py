@@ -153,10 +153,11 @@ def _tiny_llama(bias: bool = True):
     return model
 
 
-def _write_llama_gguf(path, model, extra: dict | None = None) -> None:
-    """A Llama GGUF as llama.cpp writes one (q/k rows permuted), plus the ``extra`` tensors."""
+def _write_llama_gguf(path, model, extra: dict | None = None, split_max_tensors: int = 0) -> None:
+    """A Llama GGUF as llama.cpp writes one (q/k rows permuted), plus the ``extra`` tensors;
+    ``split_max_tensors``: split into shards of that many tensors, named as llama.cpp names them."""
     sd = _numpy_state(model)
-    w = gguf.GGUFWriter(str(path), "llama")
+    w = gguf.GGUFWriter(str(path), "llama", split_max_tensors=split_max_tensors)
     for add, value in [(w.add_block_count, 2), (w.add_context_length, 64), (w.add_embedding_length, D),
                        (w.add_feed_forward_length, 32), (w.add_head_count, H), (w.add_head_count_kv, G),
                        (w.add_layer_norm_rms_eps, 1e-6), (w.add_rope_freq_base, 10000.0), (w.add_vocab_size, V)]:
@@ -210,6 +211,136 @@ def test_a_gguf_tensor_that_enters_attention_but_is_not_read_is_refused_by_name(
     _write_llama_gguf(tmp_path / "ok.gguf", model, harmless)
     hw = compscope.load(tmp_path / "ok.gguf")
     assert torch.equal(hw.W_K[0].reshape(-1, D), model.model.layers[0].self_attn.k_proj.weight)
+
+
+def _same_heads(a, b) -> bool:
+    return all(torch.equal(getattr(a, k), getattr(b, k)) for k in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V",
+                                                                     "W_E", "W_U"))
+
+
+def test_a_split_gguf_file_is_read_from_all_its_shards_whichever_is_given(tmp_path):
+    """llama.cpp splits a large model into NAME-00001-of-0000n.gguf, ... (metadata in the first
+    shard, tensors spread over all): any shard given reads the whole model, equal to the file written
+    whole, and says so in its notes. Before, the first shard gave "tensor ... is missing" and the
+    others "GGUF architecture None is not supported"."""
+    model = _tiny_llama()
+    _write_llama_gguf(tmp_path / "whole.gguf", model)
+    _write_llama_gguf(tmp_path / "m.gguf", model, split_max_tensors=5)
+    files = sorted(tmp_path.glob("m-*.gguf"))
+    assert [f.name for f in files] == [f"m-{k:05d}-of-00005.gguf" for k in range(1, 6)]
+    whole = compscope.load(tmp_path / "whole.gguf")
+    for f in files:
+        hw = compscope.load(f)
+        assert _same_heads(hw, whole) and hw.meta.name == "m"
+        assert "read from the 5 shards of a split GGUF file (m-00001..00005-of-00005.gguf)" in hw.meta.notes
+    a = compscope.scores(files[3], "K", progress=False)
+    b = compscope.scores(tmp_path / "whole.gguf", "K", progress=False)
+    for key, v in a.values.items():  # NaN where a pair is not scored (same layer, or later writer)
+        torch.testing.assert_close(v, b.values[key], rtol=0, atol=0, equal_nan=True)
+
+
+def _thirds(n: int) -> list[list[int]]:
+    return [list(range(k * n // 3, (k + 1) * n // 3)) for k in range(3)]
+
+
+def _write_shards(folder, model, names: list[str], split: list[tuple[int, int]], groups=_thirds,
+                  total: int | None = None) -> int:
+    """Shards of a tiny Llama's GGUF by hand: file ``names[k]`` with metadata ``split.no, split.count =
+    split[k]`` (the model's metadata in the first only) and the tensors ``groups(n)[k]`` (indices into
+    the whole file's ``n`` tensors, in order); ``split.tensors.count`` ``total`` (default ``n``). Returns ``n``."""
+    _write_llama_gguf(folder / "all.gguf", model)
+    tensors = [(t.name, np.array(t.data)) for t in gguf.GGUFReader(folder / "all.gguf").tensors]
+    meta = {"llama.block_count": 2, "llama.context_length": 64, "llama.embedding_length": D,
+            "llama.feed_forward_length": 32, "llama.attention.head_count": H, "llama.attention.head_count_kv": G,
+            "llama.rope.freq_base": 10000.0, "llama.attention.layer_norm_rms_epsilon": 1e-6, "llama.vocab_size": V}
+    for k, (name, (no, count), group) in enumerate(zip(names, split, groups(len(tensors)))):
+        w = gguf.GGUFWriter(str(folder / name), "llama")
+        w.add_uint16("split.no", no)
+        w.add_uint16("split.count", count)
+        w.add_int32("split.tensors.count", len(tensors) if total is None else total)
+        for key, value in (meta.items() if k == 0 else ()):
+            (w.add_float32 if isinstance(value, float) else w.add_uint32)(key, value)
+        for i in group:
+            w.add_tensor(tensors[i][0], tensors[i][1])
+        _finish(w)
+    return len(tensors)
+
+
+@pytest.mark.parametrize("case, needle", [
+    ("missing", r"m-00002-of-00003\.gguf: no such file: m-0000[13]-of-00003\.gguf is one of 3 shards"),
+    ("renamed", r"x\.gguf: shard 1 of a GGUF file split in 3, named otherwise than llama\.cpp names shards "
+                r"\(NAME-00001-of-00003\.gguf\)"),
+    ("disagree", r"m-00003-of-00003\.gguf: its split metadata says shard 2 of 3, its name shard 3 of 3"),
+    ("twice", r"m-00003-of-00003\.gguf: tensor '.+' is also in .*m-00002-of-00003\.gguf"),
+    ("count", r"m-00001-of-00003\.gguf: the split GGUF file says it holds 99 tensors, and its 3 shards hold 22"),
+    ("metadata", r"m-00001-of-00003\.gguf: inconsistent split metadata \(split\.no=3, split\.count=3\)"),
+])
+def test_a_split_gguf_file_with_a_shard_missing_misnamed_or_inconsistent_is_refused_by_file(tmp_path, case, needle):
+    model = _tiny_llama()
+    names = [f"m-{k:05d}-of-00003.gguf" for k in (1, 2, 3)]
+    split, groups, total = [(0, 3), (1, 3), (2, 3)], _thirds, None
+    if case == "renamed":
+        names[0] = "x.gguf"
+    if case == "disagree":
+        split[2] = (1, 3)
+    if case == "twice":  # the second shard's last tensor in the third as well
+        groups = lambda n: [g + _thirds(n)[1][-1:] * (k == 2) for k, g in enumerate(_thirds(n))]  # noqa: E731
+    if case == "count":
+        total = 99
+    if case == "metadata":
+        split[0] = (3, 3)
+    assert _write_shards(tmp_path, model, names, split, groups, total) == 22  # (with biases)
+    if case == "missing":
+        (tmp_path / names[1]).unlink()
+    with pytest.raises(compscope.LoadError, match=needle):
+        compscope.load(tmp_path / names[0])
+    if case in ("missing", "twice", "count"):  # the same from the last shard (in "disagree" that shard is the one at
+        # fault, and is refused as misnamed)
+        with pytest.raises(compscope.LoadError, match=needle):
+            compscope.load(tmp_path / names[2])
+
+
+def test_hand_written_shards_read_as_the_whole_file(tmp_path):
+    """The shards :func:`_write_shards` writes (llama.cpp's layout: metadata in the first shard only)
+    read as the file written whole: the refusals above are of those defects alone."""
+    model = _tiny_llama()
+    names = [f"m-{k:05d}-of-00003.gguf" for k in (1, 2, 3)]
+    _write_shards(tmp_path, model, names, [(0, 3), (1, 3), (2, 3)])
+    assert _same_heads(compscope.load(tmp_path / names[1]), compscope.load(tmp_path / "all.gguf"))
+
+
+def test_a_split_gguf_file_is_refused_by_name_to_run_on_data(tmp_path):
+    """transformers builds a model from one GGUF file: the data-based commands refuse a split one,
+    saying how to merge it, before transformers is asked to load anything."""
+    from compscope.data.runner import runner_for
+
+    _write_llama_gguf(tmp_path / "m.gguf", _tiny_llama(), split_max_tensors=5)
+    with pytest.raises(compscope.UnsupportedModelError, match=r"m-00002-of-00005\.gguf: a GGUF file split in 5 shards, "
+                       r"and transformers runs a model from one GGUF file.*llama-gguf-split --merge m-00001-of-00005"):
+        runner_for(tmp_path / "m-00002-of-00005.gguf", progress=False, device="cpu")
+
+
+def test_a_hub_snapshot_of_a_split_gguf_file_reads_its_shards(tmp_path):
+    """A cached hub snapshot holding the shards of one split GGUF file (and no config.json) reads
+    them, from the first; shards of two files, or a stray file beside them, are still refused."""
+    pytest.importorskip("huggingface_hub")
+    from compscope.loading.formats.gguf import shard_set
+
+    commit = "c" * 40
+    repo = tmp_path / "models--Test--split"
+    snap = repo / "snapshots" / commit
+    snap.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    model = _tiny_llama()
+    _write_llama_gguf(snap / "m.gguf", model, split_max_tensors=5)
+    _write_llama_gguf(tmp_path / "whole.gguf", model)
+    assert _same_heads(compscope.load("Test/split", cache_dir=tmp_path), compscope.load(tmp_path / "whole.gguf"))
+    files = sorted(snap.glob("*.gguf"))
+    assert shard_set(files) and not shard_set(files[:4]) and not shard_set(files[1:])
+    (snap / "z.gguf").write_bytes(b"GGUF")
+    with pytest.raises(compscope.LoadError, match="no config.json and 6 .gguf files"):
+        compscope.load("Test/split", cache_dir=tmp_path)
 
 
 def test_qwen3_gguf_matches_model_object(tmp_path):

@@ -9,6 +9,10 @@ each head from HF's rotate-half layout ``[x_0..x_{n/2-1} | x_{n/2}..]`` to inter
 wrong dims under rotary, so it is undone here. Gemma GGUFs store every RMSNorm gain as
 ``1 + w``; ``w`` is recovered so that the Gemma families (which add the 1) read it unchanged.
 
+A file that llama.cpp split into shards (``NAME-00001-of-0000n.gguf``, ...: the metadata in the
+first, the tensors spread over all, each shard saying ``split.no`` and ``split.count``) is read
+from every shard, whichever is given.
+
 The container itself (header, tensor table, dequantisation) is read by
 :mod:`compscope.loading.gguf_file`. A tensor whose bytes run past the end of the file (a
 truncated download) is reported by name when the file is opened.
@@ -170,8 +174,14 @@ def unpermute_rows(w: torch.Tensor, n_heads: int) -> torch.Tensor:
     return w.reshape(n_heads, rows // n_heads // 2, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
 
 
-def open_gguf(path: str | Path) -> Checkpoint:
-    path = Path(path)
+#: how llama.cpp names shard ``k`` of ``n`` of a split GGUF file (``llama-gguf-split``, gguf-py's
+#: ``GGUFWriter(split_max_tensors=...)``): ``NAME-0000k-of-0000n.gguf``
+_SHARD_NAME = re.compile(r"^(?P<stem>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
+
+
+def _open_file(path: Path):
+    """``(metadata, tensor table, mapped bytes)`` of one GGUF file, every defect named by file
+    (missing, empty, not GGUF, truncated header or tensor data, no ``gguf`` package)."""
     if not path.is_file():
         raise LoadError(f"{path}: no such file")
     size = path.stat().st_size
@@ -188,7 +198,7 @@ def open_gguf(path: str | Path) -> Checkpoint:
     except ValueError as e:
         raise LoadError(f"{path}: not a readable GGUF file: {e}") from e
     try:
-        from gguf.constants import GGMLQuantizationType
+        import gguf.constants  # noqa: F401  (read_header and the type names need it)
     except ImportError as e:
         raise LoadError(f"{path}: reading GGUF files needs the 'gguf' package: pip install 'compscope[gguf]'") from e
     try:
@@ -202,7 +212,75 @@ def open_gguf(path: str | Path) -> Checkpoint:
                 f"{path}: truncated GGUF file: tensor '{info.name}' needs bytes {info.offset}..{info.offset + info.nbytes}, "
                 f"the file has {size}"
             )
+    return fields, infos, buf
 
+
+def shards(path: Path, fields: dict) -> list[Path]:
+    """The files of the split GGUF file that ``path`` (metadata ``fields``) is a shard of, in order
+    (``split.no``, ``split.count``: llama.cpp's split metadata); ``[path]`` for a whole file. A shard
+    named otherwise than llama.cpp names them is refused: the others could not be found."""
+    count, no = fields.get("split.count"), fields.get("split.no")
+    if count in (None, 1) and no in (None, 0):
+        return [path]
+    if not isinstance(count, int) or not isinstance(no, int) or not 0 <= no < count:
+        raise LoadError(f"{path}: inconsistent split metadata (split.no={no!r}, split.count={count!r})")
+    m = _SHARD_NAME.match(path.name)
+    if m is None or (int(m["no"]), int(m["count"])) != (no + 1, count):
+        raise LoadError(f"{path}: shard {no + 1} of a GGUF file split in {count}, named otherwise than llama.cpp "
+                        f"names shards (NAME-{no + 1:05d}-of-{count:05d}.gguf), so the other shards cannot be found: "
+                        "give the shards their names, or merge them into one file (llama-gguf-split --merge)")
+    return [path.with_name(f"{m['stem']}-{k:05d}-of-{count:05d}.gguf") for k in range(1, count + 1)]
+
+
+def shard_set(files: list[Path]) -> bool:
+    """Whether ``files`` (sorted) are by their names every shard of one split GGUF file."""
+    names = [_SHARD_NAME.match(f.name) for f in files]
+    if not all(names):
+        return False
+    count = len(files)
+    return all((m["stem"], int(m["no"]), int(m["count"])) == (names[0]["stem"], k, count)
+               for k, m in enumerate(names, start=1))
+
+
+def _open_shards(path: Path) -> tuple[Path, dict, list[tuple]]:
+    """``(first file, metadata, [(tensor info, mapped bytes, file), ...])`` of the GGUF file at
+    ``path``, whole or split (any of its shards given: every shard is read, the metadata is the
+    first's); a missing shard, a shard whose split metadata disagrees with its name, a tensor in two
+    shards or a tensor count other than the first shard's ``split.tensors.count`` is refused."""
+    fields, infos, buf = _open_file(path)
+    files = shards(path, fields)
+    if len(files) == 1:
+        return path, fields, [(info, buf, path) for info in infos]
+    n, located, where = len(files), [], {}
+    for k, shard in enumerate(files):
+        if shard != path and not shard.is_file():
+            raise LoadError(f"{shard}: no such file: {path.name} is one of {n} shards of a split GGUF file, and "
+                            "every shard must lie beside it")
+        f, inf, b = (fields, infos, buf) if shard == path else _open_file(shard)
+        if (f.get("split.no"), f.get("split.count")) != (k, n):
+            raise LoadError(f"{shard}: its split metadata says shard {f.get('split.no', 0) + 1} of "
+                            f"{f.get('split.count', 1)}, its name shard {k + 1} of {n}")
+        if k == 0:
+            first = f
+        for info in inf:
+            if info.name in where:
+                raise LoadError(f"{shard}: tensor '{info.name}' is also in {where[info.name]}")
+            where[info.name] = shard
+            located.append((info, b, shard))
+    total = first.get("split.tensors.count")
+    if total is not None and total != len(located):
+        raise LoadError(f"{files[0]}: the split GGUF file says it holds {total} tensors, and its {n} shards hold "
+                        f"{len(located)}")
+    return files[0], first, located
+
+
+def open_gguf(path: str | Path) -> Checkpoint:
+    """A GGUF file's config and tensors, HF-named (module docstring); a split file (llama.cpp's
+    ``NAME-00001-of-0000n.gguf``) is read from all its shards, whichever of them is given."""
+    path, fields, located = _open_shards(Path(path))
+    from gguf.constants import GGMLQuantizationType
+
+    infos = [info for info, _, _ in located]
     arch = fields.get("general.architecture")
     if arch not in _ARCHS:
         raise UnsupportedModelError(f"{path}: GGUF architecture {arch!r} is not supported (supported: {', '.join(_ARCHS)})")
@@ -272,7 +350,7 @@ def open_gguf(path: str | Path) -> Checkpoint:
         if two_norms:  # attn_norm_2 is the attention's LayerNorm, attn_norm the MLP's
             block_names, not_attention = _falcon_block(two_norms=True), ("attn_norm.weight", "attn_norm.bias")
     splits = (n_heads * head_dim, n_kv * head_dim, n_kv * head_dim)  # a fused tensor's rows: q, k, v heads
-    for info in infos:
+    for info, buf, file in located:
         m = block.match(info.name)
         if m:
             sub = block_names.get(m.group(2))
@@ -297,18 +375,19 @@ def open_gguf(path: str | Path) -> Checkpoint:
             # llama.cpp permutes the rows of q/k weights and biases alike (convert_hf_to_gguf LlamaModel)
             n_rows = n_heads if ".q_proj." in hf else n_kv if ".k_proj." in hf else None
 
-            def load(info=info, n_rows=n_rows, is_norm=is_norm, type_name=type_name, swap=swap, rows=rows, regroup=regroup):
+            def load(info=info, buf=buf, file=file, n_rows=n_rows, is_norm=is_norm, type_name=type_name, swap=swap,
+                     rows=rows, regroup=regroup):
                 if info.nbytes is None:
                     raise LoadError(
-                        f"{path}: tensor '{info.name}' has GGML type {type_name}, unknown to the installed 'gguf' package"
+                        f"{file}: tensor '{info.name}' has GGML type {type_name}, unknown to the installed 'gguf' package"
                     )
                 try:
                     w = dequantize(buf, info)
                 except (ValueError, NotImplementedError, RuntimeError) as e:
-                    msg = f"{path}: tensor '{info.name}' ({type_name}) cannot be dequantised ({one_line(e)})"
+                    msg = f"{file}: tensor '{info.name}' ({type_name}) cannot be dequantised ({one_line(e)})"
                     raise LoadError(msg) from e
                 if (rows is not None or regroup) and w.shape[0] != sum(splits):
-                    raise LoadError(f"{path}: tensor '{info.name}' has {w.shape[0]} rows; fused query, key and value "
+                    raise LoadError(f"{file}: tensor '{info.name}' has {w.shape[0]} rows; fused query, key and value "
                                     f"heads of this model need {' + '.join(map(str, splits))} = {sum(splits)}")
                 if rows is not None:
                     w = w[rows[0] : rows[1]]
@@ -321,10 +400,14 @@ def open_gguf(path: str | Path) -> Checkpoint:
                 return w.T if swap else w  # a view: the GPT-2 family transposes Conv1D weights back itself
 
             loaders[hf] = load
-            origin[hf] = f"{path} ({info.name})"
+            origin[hf] = f"{file} ({info.name})"
             dtypes[hf] = type_name
-    name = fields.get("general.name") or path.stem
+    split = _SHARD_NAME.match(path.name) if len({file for _, _, file in located}) > 1 else None
+    name = fields.get("general.name") or (split["stem"] if split else path.stem)
     notes = ["dequantised from GGUF to float32"]
+    if split:
+        notes.append(f"read from the {split['count'].lstrip('0')} shards of a split GGUF file "
+                     f"({split['stem']}-00001..{split['count']}-of-{split['count']}.gguf)")
     return Checkpoint(cfg, TensorStore(loaders, origin, dtypes, source=str(path)), str(path), str(name), notes,
                       attention_sources=attention)
 
@@ -356,6 +439,13 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     ``rope_parameters`` (transformers 5) or, ``rope_parameters=False``, as ``rope_theta`` and
     (StableLM) ``partial_rotary_factor`` (transformers 4). A file transformers would build as
     another model (a Falcon with K/V groups) is refused."""
+    first = Path(path)
+    files = shards(first, _open_file(first)[0])
+    if len(files) > 1:
+        raise UnsupportedModelError(
+            f"{path}: a GGUF file split in {len(files)} shards, and transformers runs a model from one GGUF file: the "
+            f"data-based commands cannot run it (the weight-only ones read every shard); merge the shards into one "
+            f"file (llama.cpp: llama-gguf-split --merge {files[0].name} merged.gguf) to run it on data")
     cfg = open_gguf(path).config  # the header only: no tensor is read
     if cfg["model_type"] == "falcon" and cfg["num_kv_heads"] > 1:
         raise UnsupportedModelError(

@@ -148,12 +148,17 @@ def _first_sentence(e: BaseException, limit: int = 160) -> str:
 
 def local_model(source: str | HubModel) -> tuple[HubModel, Path, Path]:
     """``(model, snapshot folder, what to read there)``: the folder when it has a ``config.json``,
-    else its one ``.gguf`` file. What the loader reads and what the data runner runs."""
+    else its one ``.gguf`` file (or the first shard, where the files are the shards of one split GGUF
+    file). What the loader reads and what the data runner runs."""
+    from .gguf import shard_set
+
     model = source if isinstance(source, HubModel) else parse(source)
     folder = snapshot(model)
     if (folder / "config.json").is_file():
         return model, folder, folder
     ggufs = sorted(folder.glob("*.gguf"))
+    if len(ggufs) > 1 and shard_set(ggufs):
+        return model, folder, ggufs[0]
     if len(ggufs) != 1:
         raise LoadError(f"{model}: the snapshot {folder} has no config.json" + (f" and {len(ggufs)} .gguf files" if ggufs else ""))
     return model, folder, ggufs[0]
