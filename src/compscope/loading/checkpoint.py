@@ -16,6 +16,7 @@ from torch import Tensor
 
 from ..core.heads import all_finite
 from ..errors import CompscopeError, WeightError, one_line  # noqa: F401  (one_line: re-exported)
+from .quantized import FLOAT8, dequantising
 
 
 class TensorStore:
@@ -45,6 +46,12 @@ class TensorStore:
             {k: origin for k in tensors},
             {k: str(t.dtype).removeprefix("torch.") for k, t in tensors.items()},
         )
+
+    def dequantised(self, block: tuple[int, int] | None = None) -> TensorStore:
+        """This store with every float8 tensor read dequantised by the scale stored beside it
+        (:func:`compscope.loading.quantized.dequantising`; ``block``: the scale's block, where stated)."""
+        return TensorStore(dequantising(self._loaders, self._dtypes, self._origin, block), self._origin, self._dtypes,
+                           self._source)
 
     def __contains__(self, name: str) -> bool:
         return name in self._loaders
@@ -84,6 +91,9 @@ class TensorStore:
             raise WeightError(f"{where}: tensor '{name}' cannot be read: {one_line(e)}") from e
         if shape is not None and tuple(t.shape) != tuple(shape):
             raise WeightError(f"{where}: tensor '{name}' has shape {tuple(t.shape)}, expected {tuple(shape)}")
+        if str(t.dtype).removeprefix("torch.") in FLOAT8:  # a format that dequantises nothing (quantized.py)
+            raise WeightError(f"{where}: tensor '{name}' is stored in {t.dtype} and no scale was applied: compscope does "
+                              "not read float8 weights as if they were unscaled")
         t = t.to("cpu", dtype)  # a model object on a GPU is read onto the CPU, as files are
         if not all_finite(t):
             n_bad = int((~torch.isfinite(t)).sum())

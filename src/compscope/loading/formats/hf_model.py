@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..checkpoint import Checkpoint, TensorStore
+from ..quantized import check_scheme
 
 #: config keys that only name the model; transformers' GGUF loader writes the second
 _NAME_KEYS = ("_name_or_path", "_model_name_or_path")
@@ -19,8 +20,9 @@ def from_hf_model(model, tensors: dict | None = None, where: str | None = None) 
     name = next((cfg[k] for k in _NAME_KEYS if cfg.get(k)), None) or cfg.get("model_type", "model")
     cfg.pop("_model_name_or_path", None)  # a name, not a setting (families ignore '_name_or_path')
     cfg["architectures"] = [type(model).__name__]  # what this object is, not what the file it came from held
+    block, notes = check_scheme(cfg, where)
     sd = {k: v.detach() for k, v in (model.state_dict() if tensors is None else tensors).items()}
-    return Checkpoint(cfg, TensorStore.from_dict(sd, where), where, str(name))
+    return Checkpoint(cfg, TensorStore.from_dict(sd, where).dequantised(block), where, str(name), notes)
 
 
 def recognise(source: object) -> bool:

@@ -1,6 +1,7 @@
 """A local HuggingFace folder: ``config.json`` plus ``*.safetensors`` (sharded or not).
 
-Read with ``safetensors`` directly, lazily (memory-mapped), never over the network.
+Read with ``safetensors`` directly, lazily (memory-mapped), never over the network. Float8 weights
+are dequantised by their scales, other quantised weights refused (:mod:`compscope.loading.quantized`).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import json
 from pathlib import Path
 
 from ..checkpoint import Checkpoint, TensorStore, one_line
+from ..quantized import check_scheme
 from ...errors import LoadError
 
 
@@ -78,7 +80,9 @@ def open_folder(path: str | Path) -> Checkpoint:
             loaders[k] = lambda h=handle, k=k: h.get_tensor(k)
             origin[k] = str(f)
         _check_payload_size(f, size)
-    return Checkpoint(cfg, TensorStore(loaders, origin, dtypes), str(path), path.name, biases_from_config=True)
+    block, notes = check_scheme(cfg, str(path / "config.json"))
+    return Checkpoint(cfg, TensorStore(loaders, origin, dtypes).dequantised(block), str(path), path.name, notes,
+                      biases_from_config=True)
 
 
 def _check_payload_size(f: Path, size: int) -> None:

@@ -1,0 +1,85 @@
+"""Weights stored quantised in a HuggingFace folder or model object (its ``quantization_config``).
+
+Float8 weights are dequantised to float32 as they are read, each multiplied by its scale:
+``W[i, j] = q[i, j] · s[i // b₀, j // b₁]``, where the scale ``s`` of a ``(out, in)`` weight is
+``(⌈out/b₀⌉, ⌈in/b₁⌉)``: one number (per tensor), one per row (per channel), one per block
+(transformers' ``fp8``, as DeepSeek-V3 and Qwen3-FP8 store them: ``weight_scale_inv``, blocks of
+``weight_block_size``) or per group of inputs (``compressed-tensors``' ``weight_scale``). Every
+other scheme (packed integers: GPTQ, AWQ, bitsandbytes, ...) is refused by name, and a float8
+tensor without a scale beside it is refused when read: never taken as if it were unscaled.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from torch import Tensor
+
+from ..errors import LoadError, UnsupportedModelError
+
+#: how a stored dtype is named (safetensors' names lower-cased, and torch's) where it is float8
+FLOAT8 = frozenset({"f8_e4m3", "f8_e5m2", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"})
+#: quantization methods whose weights compscope dequantises: float8 with scales
+FLOAT8_METHODS = ("fp8", "fbgemm_fp8", "compressed-tensors")
+
+
+def check_scheme(cfg: dict, where: str) -> tuple[tuple[int, int] | None, list[str]]:
+    """``(block, notes)``: the ``(rows, columns)`` of a scale block that ``cfg``'s ``quantization_config``
+    states (``weight_block_size``; None: read from the scale's shape, or no such config), and the card's
+    note on it; a scheme other than float8 with scales is refused, naming ``where`` and the method."""
+    q = cfg.get("quantization_config")
+    if not q:
+        return None, []
+    method = q.get("quant_method") if isinstance(q, dict) else None
+    fmt = q.get("format") if isinstance(q, dict) else None
+    if method not in FLOAT8_METHODS or (method == "compressed-tensors" and fmt != "float-quantized"):
+        said = f"'{method}'" + (f" (format '{fmt}')" if fmt else "") if method else f"{q!r}"
+        raise UnsupportedModelError(
+            f"{where}: weights quantised with {said} (quantization_config): compscope reads float weights, and float8 "
+            "ones with their scales (fp8, fbgemm_fp8, compressed-tensors float-quantized); give it the model's "
+            "unquantised weights")
+    block = q.get("weight_block_size")
+    note = f"float8 weights read times their scales ('{method}' quantization)"
+    if block is None:
+        return None, [note]
+    if not (isinstance(block, (list, tuple)) and len(block) == 2 and all(isinstance(b, int) and b > 0 for b in block)):
+        raise LoadError(f"{where}: quantization_config.weight_block_size={block!r}: expected two positive integers")
+    return (int(block[0]), int(block[1])), [f"{note[:-1]}, a scale per {block[0]} x {block[1]} block)"]
+
+
+def dequantising(loaders: dict[str, Callable[[], Tensor]], dtypes: dict[str, str], origin: dict[str, str],
+                 block: tuple[int, int] | None = None) -> dict[str, Callable[[], Tensor]]:
+    """``loaders`` with every float8 tensor's loader returning it dequantised, float32, by the scale
+    stored beside it (``NAME_scale_inv`` or ``NAME_scale``; ``block``: the scale's block, when the
+    config states it); a float8 tensor without either loads as an error naming it."""
+    out = dict(loaders)
+    for name, dtype in dtypes.items():
+        if dtype.lower() not in FLOAT8:
+            continue
+        scale = next((s for s in (f"{name}_scale_inv", f"{name}_scale") if s in loaders), None)
+        out[name] = (lambda n=name, s=scale, d=dtype: _dequantised(n, loaders[n](), s, None if s is None else loaders[s](),
+                                                                   block, origin.get(n, "?"), d))
+    return out
+
+
+def _dequantised(name: str, q: Tensor, scale_name: str | None, scale: Tensor | None, block: tuple[int, int] | None,
+                 where: str, dtype: str) -> Tensor:
+    """``q`` (float8) times its ``scale`` broadcast over blocks, float32 (module docstring)."""
+    if scale is None:
+        raise LoadError(f"{where}: tensor '{name}' is stored in {dtype} with no scale beside it ('{name}_scale_inv' or "
+                        f"'{name}_scale'): compscope does not read float8 weights as if they were unscaled")
+    w = q.float()
+    s = scale.float()
+    if w.ndim == 1:  # a float8 vector (a bias): one scale or one per entry
+        if s.numel() not in (1, w.shape[0]):
+            raise LoadError(f"{where}: scale '{scale_name}' has shape {tuple(s.shape)}, which fits no blocks of "
+                            f"'{name}' {tuple(w.shape)}")
+        return w * s.reshape(-1)
+    s = s.reshape(1, 1) if s.numel() == 1 else s.reshape(-1, 1) if s.ndim == 1 else s
+    rows, cols = w.shape[-2:]
+    b0, b1 = block if block is not None else (math.ceil(rows / s.shape[0]), math.ceil(cols / s.shape[1]))
+    if w.ndim != 2 or s.ndim != 2 or s.shape != (math.ceil(rows / b0), math.ceil(cols / b1)):
+        raise LoadError(f"{where}: scale '{scale_name}' has shape {tuple(scale.shape)}, which fits no blocks "
+                        + (f"of {b0} x {b1} " if block is not None else "") + f"of '{name}' {tuple(q.shape)}")
+    return w * s.repeat_interleave(b0, 0)[:rows].repeat_interleave(b1, 1)[:, :cols]
