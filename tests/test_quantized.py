@@ -82,6 +82,15 @@ def test_float8_without_a_scale_is_refused_not_read_as_unscaled():
         TensorStore.from_dict({"w": q}, "f").take("w")  # a store that dequantises nothing still refuses it
 
 
+@pytest.mark.parametrize("dtype", [torch.int8, torch.uint8, torch.int32])
+def test_integer_weights_are_refused_not_cast(dtype):
+    """Integers where a weight should be (int8 weights saved without a scheme in the config, packed
+    4-bit words) are refused, not cast to float as if they were the weights."""
+    store = TensorStore.from_dict({"w": torch.ones(3, 4, dtype=dtype)}, "f")
+    with pytest.raises(WeightError, match=f"f: tensor 'w' is stored as {str(dtype)[6:]}, not as floating-point numbers"):
+        store.take("w")
+
+
 def test_other_tensors_are_read_as_before():
     t = {"a": torch.randn(3, 4), "b": torch.randn(4).half()}
     store = TensorStore.from_dict(t, "f").dequantised()
@@ -109,6 +118,11 @@ def test_float8_schemes_and_their_blocks_are_taken():
         None, ["float8 weights read times their scales ('fbgemm_fp8' quantization)"])
     assert check_scheme({"quantization_config": {"quant_method": "compressed-tensors", "format": "float-quantized"}},
                         "m")[0] is None
+    assert check_scheme({"quantization_config": {"quant_method": "gguf"}}, "m") == (None, [])  # floats already
+
+    class Method:  # a model object's config holds transformers' enum, whose value is the name
+        value = "gguf"
+    assert check_scheme({"quantization_config": {"quant_method": Method()}}, "m") == (None, [])
     with pytest.raises(LoadError, match=r"weight_block_size=\[128\]: expected two positive integers"):
         check_scheme({"quantization_config": {"quant_method": "fp8", "weight_block_size": [128]}}, "m")
 

@@ -94,6 +94,10 @@ class TensorStore:
         if str(t.dtype).removeprefix("torch.") in FLOAT8:  # a format that dequantises nothing (quantized.py)
             raise WeightError(f"{where}: tensor '{name}' is stored in {t.dtype} and no scale was applied: compscope does "
                               "not read float8 weights as if they were unscaled")
+        if dtype.is_floating_point and not (t.is_floating_point() or t.is_complex()):
+            raise WeightError(f"{where}: tensor '{name}' is stored as {str(t.dtype).removeprefix('torch.')}, not as "
+                              "floating-point numbers: quantised weights compscope has no scales for (it reads float "
+                              "weights, and float8 ones with their scales)")
         t = t.to("cpu", dtype)  # a model object on a GPU is read onto the CPU, as files are
         if not all_finite(t):
             n_bad = int((~torch.isfinite(t)).sum())

@@ -5,8 +5,10 @@ Float8 weights are dequantised to float32 as they are read, each multiplied by i
 ``(⌈out/b₀⌉, ⌈in/b₁⌉)``: one number (per tensor), one per row (per channel), one per block
 (transformers' ``fp8``, as DeepSeek-V3 and Qwen3-FP8 store them: ``weight_scale_inv``, blocks of
 ``weight_block_size``) or per group of inputs (``compressed-tensors``' ``weight_scale``). Every
-other scheme (packed integers: GPTQ, AWQ, bitsandbytes, ...) is refused by name, and a float8
-tensor without a scale beside it is refused when read: never taken as if it were unscaled.
+other scheme (packed integers: GPTQ, AWQ, bitsandbytes, ...) is refused by name (a model object
+that transformers loaded from a GGUF file holds plain floats, and is read as it is). A float8 tensor
+without a scale beside it, and integers where a weight should be, are refused when read: never taken
+as if they were the weights.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from ..errors import LoadError, UnsupportedModelError
 FLOAT8 = frozenset({"f8_e4m3", "f8_e5m2", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"})
 #: quantization methods whose weights compscope dequantises: float8 with scales
 FLOAT8_METHODS = ("fp8", "fbgemm_fp8", "compressed-tensors")
+#: quantization methods whose weights a model object holds as plain floats: transformers dequantises a
+#: GGUF file as it loads it (its config keeps ``quant_method`` 'gguf')
+DEQUANTISED_ON_LOAD = ("gguf",)
 
 
 def check_scheme(cfg: dict, where: str) -> tuple[tuple[int, int] | None, list[str]]:
@@ -32,7 +37,10 @@ def check_scheme(cfg: dict, where: str) -> tuple[tuple[int, int] | None, list[st
     if not q:
         return None, []
     method = q.get("quant_method") if isinstance(q, dict) else None
+    method = getattr(method, "value", method)  # a model object's config holds transformers' enum
     fmt = q.get("format") if isinstance(q, dict) else None
+    if method in DEQUANTISED_ON_LOAD:
+        return None, []
     if method not in FLOAT8_METHODS or (method == "compressed-tensors" and fmt != "float-quantized"):
         said = f"'{method}'" + (f" (format '{fmt}')" if fmt else "") if method else f"{q!r}"
         raise UnsupportedModelError(
