@@ -257,9 +257,11 @@ def _open_shards(path: Path) -> tuple[Path, dict, list[tuple]]:
             raise LoadError(f"{shard}: no such file: {path.name} is one of {n} shards of a split GGUF file, and "
                             "every shard must lie beside it")
         f, inf, b = (fields, infos, buf) if shard == path else _open_file(shard)
-        if (f.get("split.no"), f.get("split.count")) != (k, n):
-            raise LoadError(f"{shard}: its split metadata says shard {f.get('split.no', 0) + 1} of "
-                            f"{f.get('split.count', 1)}, its name shard {k + 1} of {n}")
+        said = (f.get("split.no", 0), f.get("split.count", 1))
+        if said != (k, n):
+            says = (f"shard {said[0] + 1} of {said[1]}" if all(isinstance(x, int) for x in said)
+                    else f"split.no={said[0]!r}, split.count={said[1]!r}")
+            raise LoadError(f"{shard}: its split metadata says {says}, its name shard {k + 1} of {n}")
         if k == 0:
             first = f
         for info in inf:
