@@ -153,11 +153,13 @@ def _tiny_llama(bias: bool = True):
     return model
 
 
-def _write_llama_gguf(path, model, extra: dict | None = None, split_max_tensors: int = 0) -> None:
+def _write_llama_gguf(path, model, extra: dict | None = None, split_max_tensors: int = 0,
+                      small_first_shard: bool = False) -> None:
     """A Llama GGUF as llama.cpp writes one (q/k rows permuted), plus the ``extra`` tensors;
-    ``split_max_tensors``: split into shards of that many tensors, named as llama.cpp names them."""
+    ``split_max_tensors``: split into shards of that many tensors, named as llama.cpp names them
+    (``small_first_shard``: the first holding the metadata alone)."""
     sd = _numpy_state(model)
-    w = gguf.GGUFWriter(str(path), "llama", split_max_tensors=split_max_tensors)
+    w = gguf.GGUFWriter(str(path), "llama", split_max_tensors=split_max_tensors, small_first_shard=small_first_shard)
     for add, value in [(w.add_block_count, 2), (w.add_context_length, 64), (w.add_embedding_length, D),
                        (w.add_feed_forward_length, 32), (w.add_head_count, H), (w.add_head_count_kv, G),
                        (w.add_layer_norm_rms_eps, 1e-6), (w.add_rope_freq_base, 10000.0), (w.add_vocab_size, V)]:
@@ -309,15 +311,23 @@ def test_hand_written_shards_read_as_the_whole_file(tmp_path):
     assert _same_heads(compscope.load(tmp_path / names[1]), compscope.load(tmp_path / "all.gguf"))
 
 
-def test_a_split_gguf_file_is_refused_by_name_to_run_on_data(tmp_path):
+@pytest.mark.parametrize("small_first_shard", [False, True])
+def test_a_split_gguf_file_is_refused_by_name_to_run_on_data(tmp_path, small_first_shard):
     """transformers builds a model from one GGUF file: the data-based commands refuse a split one,
-    saying how to merge it, before transformers is asked to load anything."""
+    saying how to merge it, before transformers is asked to load anything; also where the first
+    shard holds the metadata alone (llama.cpp's --no-tensor-first-split), which reads as the others."""
     from compscope.data.runner import runner_for
 
-    _write_llama_gguf(tmp_path / "m.gguf", _tiny_llama(), split_max_tensors=5)
-    with pytest.raises(compscope.UnsupportedModelError, match=r"m-00002-of-00005\.gguf: a GGUF file split in 5 shards, "
-                       r"and transformers runs a model from one GGUF file.*llama-gguf-split --merge m-00001-of-00005"):
-        runner_for(tmp_path / "m-00002-of-00005.gguf", progress=False, device="cpu")
+    model = _tiny_llama()
+    _write_llama_gguf(tmp_path / "m.gguf", model, split_max_tensors=11, small_first_shard=small_first_shard)
+    _write_llama_gguf(tmp_path / "whole.gguf", model)
+    n = 2 + small_first_shard  # 22 tensors, 11 a shard
+    first = gguf.GGUFReader(tmp_path / f"m-00001-of-0000{n}.gguf")
+    assert len(first.tensors) == (0 if small_first_shard else 11)
+    assert _same_heads(compscope.load(tmp_path / f"m-00002-of-0000{n}.gguf"), compscope.load(tmp_path / "whole.gguf"))
+    with pytest.raises(compscope.UnsupportedModelError, match=rf"m-00002-of-0000{n}\.gguf: a GGUF file split in {n} shards, "
+                       rf"and transformers runs a model from one GGUF file.*llama-gguf-split --merge m-00001-of-0000{n}"):
+        runner_for(tmp_path / f"m-00002-of-0000{n}.gguf", progress=False, device="cpu")
 
 
 def test_a_hub_snapshot_of_a_split_gguf_file_reads_its_shards(tmp_path):

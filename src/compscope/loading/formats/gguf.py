@@ -242,15 +242,15 @@ def shard_set(files: list[Path]) -> bool:
                for k, m in enumerate(names, start=1))
 
 
-def _open_shards(path: Path) -> tuple[Path, dict, list[tuple]]:
-    """``(first file, metadata, [(tensor info, mapped bytes, file), ...])`` of the GGUF file at
+def _open_shards(path: Path) -> tuple[list[Path], dict, list[tuple]]:
+    """``(its files, metadata, [(tensor info, mapped bytes, file), ...])`` of the GGUF file at
     ``path``, whole or split (any of its shards given: every shard is read, the metadata is the
     first's); a missing shard, a shard whose split metadata disagrees with its name, a tensor in two
     shards or a tensor count other than the first shard's ``split.tensors.count`` is refused."""
     fields, infos, buf = _open_file(path)
     files = shards(path, fields)
     if len(files) == 1:
-        return path, fields, [(info, buf, path) for info in infos]
+        return files, fields, [(info, buf, path) for info in infos]
     n, located, where = len(files), [], {}
     for k, shard in enumerate(files):
         if shard != path and not shard.is_file():
@@ -273,15 +273,20 @@ def _open_shards(path: Path) -> tuple[Path, dict, list[tuple]]:
     if total is not None and total != len(located):
         raise LoadError(f"{files[0]}: the split GGUF file says it holds {total} tensors, and its {n} shards hold "
                         f"{len(located)}")
-    return files[0], first, located
+    return files, first, located
 
 
 def open_gguf(path: str | Path) -> Checkpoint:
     """A GGUF file's config and tensors, HF-named (module docstring); a split file (llama.cpp's
     ``NAME-00001-of-0000n.gguf``) is read from all its shards, whichever of them is given."""
-    path, fields, located = _open_shards(Path(path))
+    return _checkpoint(*_open_shards(Path(path)))
+
+
+def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkpoint:
+    """:func:`open_gguf` of the file in ``files`` (one, or its shards), from :func:`_open_shards`."""
     from gguf.constants import GGMLQuantizationType
 
+    path = files[0]
     infos = [info for info, _, _ in located]
     arch = fields.get("general.architecture")
     if arch not in _ARCHS:
@@ -404,7 +409,7 @@ def open_gguf(path: str | Path) -> Checkpoint:
             loaders[hf] = load
             origin[hf] = f"{file} ({info.name})"
             dtypes[hf] = type_name
-    split = _SHARD_NAME.match(path.name) if len({file for _, _, file in located}) > 1 else None
+    split = _SHARD_NAME.match(path.name) if len(files) > 1 else None
     name = fields.get("general.name") or (split["stem"] if split else path.stem)
     notes = ["dequantised from GGUF to float32"]
     if split:
@@ -441,14 +446,13 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     ``rope_parameters`` (transformers 5) or, ``rope_parameters=False``, as ``rope_theta`` and
     (StableLM) ``partial_rotary_factor`` (transformers 4). A file transformers would build as
     another model (a Falcon with K/V groups) is refused."""
-    first = Path(path)
-    files = shards(first, _open_file(first)[0])
+    files, fields, located = _open_shards(Path(path))  # the headers only: no tensor is read
     if len(files) > 1:
         raise UnsupportedModelError(
             f"{path}: a GGUF file split in {len(files)} shards, and transformers runs a model from one GGUF file: the "
             f"data-based commands cannot run it (the weight-only ones read every shard); merge the shards into one "
             f"file (llama.cpp: llama-gguf-split --merge {files[0].name} merged.gguf) to run it on data")
-    cfg = open_gguf(path).config  # the header only: no tensor is read
+    cfg = _checkpoint(files, fields, located).config
     if cfg["model_type"] == "falcon" and cfg["num_kv_heads"] > 1:
         raise UnsupportedModelError(
             f"{path}: transformers' GGUF reader builds every Falcon file as multi-query (one key/value head, as "
