@@ -39,10 +39,11 @@ def _read(q: torch.Tensor, scales: dict, block=None) -> torch.Tensor:
 
 @pytest.mark.parametrize("shape, scale_shape, block", [
     ((7, 10), (4, 3), (2, 4)),      # blocks, ragged at the last row and column (7 = 2+2+2+1, 10 = 4+4+2)
-    ((7, 10), (4, 3), None),        # the same blocks read from the scale's shape
     ((6, 8), (1, 1), None),         # one scale for the tensor
     ((6, 8), (6, 1), None),         # one per row (output channel)
-    ((6, 8), (6, 2), None),         # groups of 4 inputs per row
+    ((6, 8), (1, 8), None),         # one per column
+    ((6, 8), (6, 2), (1, 4)),       # groups of 4 inputs per row
+    ((6, 8), (1, 1), (128, 128)),   # one block holds it all: the same as one scale
 ])
 def test_float8_times_its_scale_block_by_block(shape, scale_shape, block):
     q = _fp8(shape, 0)
@@ -62,6 +63,17 @@ def test_scales_given_as_a_vector_or_a_number():
     bias = _fp8((5,), 3)
     got = TensorStore.from_dict({"b": bias, "b_scale": torch.tensor([2.0])}, "f").dequantised().take("b")
     assert torch.equal(got, bias.float() * 2)
+
+
+def test_blocks_the_config_does_not_state_are_not_guessed():
+    """Blocks of 128 rows on 200 give 2 scales, as blocks of 100 would: without a stated block the
+    scale's shape does not say which, so it is refused, not guessed; stated, it is read."""
+    q, s = _fp8((200, 8), 0), torch.tensor([[2.0], [3.0]])
+    with pytest.raises(LoadError, match=r"scale 'w_scale_inv' has shape \(2, 1\), which fits no blocks of 'w' \(200, 8\) "
+                                        r"that the config states \(weight_block_size, or a group size\)"):
+        _read(q, {"w_scale_inv": s})
+    assert np.array_equal(_read(q, {"w_scale_inv": s}, (128, 128)).numpy(), _looped(q, s, 128, 128))
+    assert not np.array_equal(_looped(q, s, 128, 128), _looped(q, s, 100, 8))  # the two readings differ
 
 
 def test_a_scale_that_fits_no_blocks_is_refused_naming_both():
@@ -116,8 +128,17 @@ def test_float8_schemes_and_their_blocks_are_taken():
         (128, 64), ["float8 weights read times their scales ('fp8' quantization, a scale per 128 x 64 block)"])
     assert check_scheme({"quantization_config": {"quant_method": "fbgemm_fp8"}}, "m") == (
         None, ["float8 weights read times their scales ('fbgemm_fp8' quantization)"])
-    assert check_scheme({"quantization_config": {"quant_method": "compressed-tensors", "format": "float-quantized"}},
-                        "m")[0] is None
+    assert check_scheme({"quantization_config": {"quant_method": "fp8"}}, "m")[0] == (128, 128)  # transformers' default
+    ct = {"quant_method": "compressed-tensors", "format": "float-quantized"}
+    assert check_scheme({"quantization_config": ct}, "m")[0] is None
+    group = lambda **w: {"weights": {"num_bits": 8, "type": "float", **w}}  # noqa: E731
+    assert check_scheme({"quantization_config": {**ct, "config_groups": {"g": group(group_size=64)}}}, "m")[0] == (1, 64)
+    assert check_scheme({"quantization_config": {**ct, "config_groups": {"g": group(block_structure=[32, 16])}}},
+                        "m")[0] == (32, 16)
+    with pytest.raises(UnsupportedModelError, match=r"m: quantization_config's groups scale weights in blocks of several "
+                                                    r"sizes \(\(1, 32\), \(1, 64\)\)"):
+        check_scheme({"quantization_config": {**ct, "config_groups": {"a": group(group_size=64),
+                                                                      "b": group(group_size=32)}}}, "m")
     assert check_scheme({"quantization_config": {"quant_method": "gguf"}}, "m") == (None, [])  # floats already
 
     class Method:  # a model object's config holds transformers' enum, whose value is the name

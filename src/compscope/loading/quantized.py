@@ -4,7 +4,10 @@ Float8 weights are dequantised to float32 as they are read, each multiplied by i
 ``W[i, j] = q[i, j] · s[i // b₀, j // b₁]``, where the scale ``s`` of a ``(out, in)`` weight is
 ``(⌈out/b₀⌉, ⌈in/b₁⌉)``: one number (per tensor), one per row (per channel), one per block
 (transformers' ``fp8``, as DeepSeek-V3 and Qwen3-FP8 store them: ``weight_scale_inv``, blocks of
-``weight_block_size``) or per group of inputs (``compressed-tensors``' ``weight_scale``). Every
+``weight_block_size``, 128 x 128 where unstated, as transformers) or per group of inputs
+(``compressed-tensors``' ``weight_scale``, its groups' ``group_size`` or ``block_structure``). Blocks
+the config does not state are not guessed from shapes (two scales on 200 rows are blocks of 128 or
+of 100). Every
 other scheme (packed integers: GPTQ, AWQ, bitsandbytes, ...) is refused by name (a model object
 that transformers loaded from a GGUF file holds plain floats, and is read as it is). A float8 tensor
 without a scale beside it, and integers where a weight should be, are refused when read: never taken
@@ -27,6 +30,8 @@ FLOAT8_METHODS = ("fp8", "fbgemm_fp8", "compressed-tensors")
 #: quantization methods whose weights a model object holds as plain floats: transformers dequantises a
 #: GGUF file as it loads it (its config keeps ``quant_method`` 'gguf')
 DEQUANTISED_ON_LOAD = ("gguf",)
+#: the scale block of transformers' ``fp8`` method where its config states none
+FP8_BLOCK = [128, 128]
 
 
 def check_scheme(cfg: dict, where: str) -> tuple[tuple[int, int] | None, list[str]]:
@@ -48,12 +53,32 @@ def check_scheme(cfg: dict, where: str) -> tuple[tuple[int, int] | None, list[st
             "ones with their scales (fp8, fbgemm_fp8, compressed-tensors float-quantized); give it the model's "
             "unquantised weights")
     block = q.get("weight_block_size")
+    if block is None and method == "compressed-tensors":
+        block = _group_block(q, where)
+    if block is None and method == "fp8":
+        block = FP8_BLOCK
     note = f"float8 weights read times their scales ('{method}' quantization)"
     if block is None:
         return None, [note]
     if not (isinstance(block, (list, tuple)) and len(block) == 2 and all(isinstance(b, int) and b > 0 for b in block)):
         raise LoadError(f"{where}: quantization_config.weight_block_size={block!r}: expected two positive integers")
     return (int(block[0]), int(block[1])), [f"{note[:-1]}, a scale per {block[0]} x {block[1]} block)"]
+
+
+def _group_block(q: dict, where: str) -> list[int] | None:
+    """The block of ``compressed-tensors``' weight scales: its groups' ``block_structure``, or
+    ``(1, group_size)``; None where no group states one; several different ones refused."""
+    found = set()
+    for group in (q.get("config_groups") or {}).values():
+        weights = group.get("weights") if isinstance(group, dict) else None
+        if isinstance(weights, dict) and weights.get("block_structure"):
+            found.add(tuple(weights["block_structure"]))
+        elif isinstance(weights, dict) and weights.get("group_size"):
+            found.add((1, weights["group_size"]))
+    if len(found) > 1:
+        raise UnsupportedModelError(f"{where}: quantization_config's groups scale weights in blocks of several sizes "
+                                    f"({', '.join(map(str, sorted(found)))}); compscope reads one")
+    return list(found.pop()) if found else None
 
 
 def dequantising(loaders: dict[str, Callable[[], Tensor]], dtypes: dict[str, str], origin: dict[str, str],
@@ -86,8 +111,14 @@ def _dequantised(name: str, q: Tensor, scale_name: str | None, scale: Tensor | N
         return w * s.reshape(-1)
     s = s.reshape(1, 1) if s.numel() == 1 else s.reshape(-1, 1) if s.ndim == 1 else s
     rows, cols = w.shape[-2:]
-    b0, b1 = block if block is not None else (math.ceil(rows / s.shape[0]), math.ceil(cols / s.shape[1]))
-    if w.ndim != 2 or s.ndim != 2 or s.shape != (math.ceil(rows / b0), math.ceil(cols / b1)):
-        raise LoadError(f"{where}: scale '{scale_name}' has shape {tuple(scale.shape)}, which fits no blocks "
-                        + (f"of {b0} x {b1} " if block is not None else "") + f"of '{name}' {tuple(q.shape)}")
+    if w.ndim == 2 and s.ndim == 2 and block is not None and s.shape == (math.ceil(rows / block[0]),
+                                                                        math.ceil(cols / block[1])):
+        b0, b1 = block
+    elif w.ndim == 2 and s.ndim == 2 and s.shape[0] in (1, rows) and s.shape[1] in (1, cols):
+        b0, b1 = rows // s.shape[0], cols // s.shape[1]  # per tensor, row, column or entry: no block to know
+    else:  # blocks the config does not state are not guessed: 2 scales on 200 rows are blocks of 128 or of 100
+        stated = f"of {block[0]} x {block[1]} " if block is not None else ""
+        raise LoadError(f"{where}: scale '{scale_name}' has shape {tuple(scale.shape)}, which fits no blocks {stated}of "
+                        f"'{name}' {tuple(q.shape)}" + ("" if block else " that the config states (weight_block_size, "
+                                                               "or a group size): the blocks it scales are not known"))
     return w * s.repeat_interleave(b0, 0)[:rows].repeat_interleave(b1, 1)[:, :cols]
