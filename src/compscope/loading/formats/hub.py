@@ -3,8 +3,9 @@
 Not one of :data:`FORMATS`: ``load`` asks it last, for a name no format knows. The local cache
 is read first (``snapshots/<commit>`` of ``models--owner--name``, a branch or tag through
 ``refs/<revision>``). A download happens only where the environment allows it: never
-with ``HF_HUB_OFFLINE`` set, and then only the config, tokenizer and safetensors files (no pickled
-``.bin``). A missing model is an error naming the id, the revision and the cache folder. The
+with ``HF_HUB_OFFLINE`` set, and then only the config, tokenizer and safetensors files (and, for a
+model that has no safetensors, its ``pytorch_model*.bin``, read through torch's weights-only unpickler).
+A missing model is an error naming the id, the revision and the cache folder. The
 snapshot is read by the folder (or GGUF) format like any local path.
 """
 
@@ -20,8 +21,11 @@ from ...errors import LoadError, one_line
 #: what a hub id looks like: ``name`` or ``owner/name`` (letters, digits, ``-``, ``_``, ``.``),
 #: optionally ``@revision`` (a branch, tag or commit: how the command line names a revision)
 _ID = re.compile(r"^(?P<id>[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?)(@(?P<rev>[\w./-]{1,128}))?$")
-#: files fetched when a download is allowed (weights as safetensors only; configs and tokenizers)
+#: files fetched when a download is allowed (weights as safetensors; configs and tokenizers)
 ALLOW = ["*.json", "*.safetensors", "tokenizer.model", "*.txt"]
+#: fetched too where a snapshot has no safetensors: PyTorch's pickled weights, which compscope reads
+#: through torch's weights-only unpickler only (:mod:`compscope.loading.pickled`)
+PICKLED = ["pytorch_model*.bin"]
 
 
 @dataclass(frozen=True)
@@ -91,7 +95,10 @@ def snapshot(model: HubModel) -> Path:
                 "is downloaded)"
             ) from cached_error
     try:
-        return Path(snapshot_download(**kw))
+        folder = Path(snapshot_download(**kw))
+        if not any(folder.glob("*.safetensors")) and not any(folder.glob("*.gguf")):  # older models: pickles only
+            folder = Path(snapshot_download(**{**kw, "allow_patterns": ALLOW + PICKLED}))
+        return folder
     except Exception as e:
         raise LoadError(
             f"{where} not in the HuggingFace cache {cache_folder(model.cache_dir)}, and cannot be downloaded: "

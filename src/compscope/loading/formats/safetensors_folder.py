@@ -1,4 +1,5 @@
-"""A local HuggingFace folder: ``config.json`` plus ``*.safetensors`` (sharded or not).
+"""A local HuggingFace folder: ``config.json`` plus ``*.safetensors`` (sharded or not), or, where it
+has none, ``pytorch_model.bin`` read through torch's weights-only unpickler (:mod:`compscope.loading.pickled`).
 
 Read with ``safetensors`` directly, lazily (memory-mapped), never over the network. Float8 weights
 are dequantised by their scales, other quantised weights refused (:mod:`compscope.loading.quantized`).
@@ -10,6 +11,7 @@ import json
 from pathlib import Path
 
 from ..checkpoint import Checkpoint, TensorStore, one_line
+from ..pickled import WEIGHTS, load_weights_only, pickle_files
 from ..quantized import check_scheme
 from ...errors import LoadError
 
@@ -49,8 +51,8 @@ def shard_files(path: Path) -> list[Path]:
     odd = [f for f in files if not f.is_file()]  # a folder or a FIFO would fail or block
     if odd:
         raise LoadError(f"{odd[0]}: not a regular file")
-    if not files:
-        raise LoadError(f"{path}: no *.safetensors files (pickled .bin checkpoints are not loaded: convert them to safetensors)")
+    if not files and not pickle_files(path):
+        raise LoadError(f"{path}: no weights: neither *.safetensors files nor {WEIGHTS} (or its index)")
     return files
 
 
@@ -63,8 +65,14 @@ def open_folder(path: str | Path) -> Checkpoint:
     if not path.exists():
         raise LoadError(f"{path}: no such file or folder")
     cfg = read_config(path)
-    loaders, origin, dtypes = {}, {}, {}
-    for f in shard_files(path):
+    loaders, origin, dtypes, notes = {}, {}, {}, []
+    files = shard_files(path)
+    if not files:  # pickled weights only: through torch's weights-only unpickler
+        for f in pickle_files(path):
+            for k, t in load_weights_only(f).items():
+                loaders[k], origin[k], dtypes[k] = (lambda t=t: t), str(f), str(t.dtype).removeprefix("torch.")
+        notes.append(f"read from {WEIGHTS} with torch.load(weights_only=True): tensors only, no other object unpickled")
+    for f in files:
         try:
             handle = safe_open(str(f), framework="pt")
             keys = list(handle.keys())
@@ -80,9 +88,9 @@ def open_folder(path: str | Path) -> Checkpoint:
             loaders[k] = lambda h=handle, k=k: h.get_tensor(k)
             origin[k] = str(f)
         _check_payload_size(f, size)
-    block, notes = check_scheme(cfg, str(path / "config.json"))
-    return Checkpoint(cfg, TensorStore(loaders, origin, dtypes).dequantised(block), str(path), path.name, notes,
-                      biases_from_config=True)
+    block, quantised = check_scheme(cfg, str(path / "config.json"))
+    return Checkpoint(cfg, TensorStore(loaders, origin, dtypes).dequantised(block), str(path), path.name,
+                      notes + quantised, biases_from_config=True)
 
 
 def _check_payload_size(f: Path, size: int) -> None:
