@@ -9,7 +9,6 @@ mapping of names to tensors is refused naming it.
 
 from __future__ import annotations
 
-import json
 import pickle
 import re
 from pathlib import Path
@@ -18,29 +17,6 @@ import torch
 from torch import Tensor
 
 from ..errors import LoadError, one_line
-
-#: what a folder's pickled weights are called (transformers' names)
-WEIGHTS, INDEX = "pytorch_model.bin", "pytorch_model.bin.index.json"
-
-
-def pickle_files(path: Path) -> list[Path]:
-    """The pickled weight files of the folder ``path``: those its ``pytorch_model.bin.index.json``
-    lists, or ``pytorch_model.bin``; none where it has neither."""
-    index = path / INDEX
-    if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text())["weight_map"]
-        except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as e:
-            raise LoadError(f"{index}: not a valid index of weight files ({one_line(e)})") from e
-        if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
-            raise LoadError(f"{index}: not a valid index of weight files (weight_map is not a map of names to files)")
-        files = [path / f for f in dict.fromkeys(weight_map.values())]
-        for f in files:
-            if not f.is_file():
-                raise LoadError(f"{f}: shard listed in {index.name} is missing or not a regular file")
-        return files
-    return [path / WEIGHTS] if (path / WEIGHTS).is_file() else []
-
 
 def load_weights_only(f: Path) -> dict[str, Tensor]:
     """The tensors of the pickled checkpoint ``f``, by name, through torch's weights-only unpickler

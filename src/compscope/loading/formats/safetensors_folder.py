@@ -11,9 +11,13 @@ import json
 from pathlib import Path
 
 from ..checkpoint import Checkpoint, TensorStore, one_line
-from ..pickled import WEIGHTS, load_weights_only, pickle_files
+from ..pickled import load_weights_only
 from ..quantized import check_scheme
 from ...errors import LoadError
+
+
+#: what a folder's pickled weights are called (transformers' name), where it has no safetensors
+PICKLED = "pytorch_model.bin"
 
 
 def read_config(path: Path) -> dict:
@@ -33,27 +37,42 @@ def read_config(path: Path) -> dict:
     return cfg
 
 
+def _listed(index: Path) -> list[Path]:
+    """The weight files an index (``*.index.json``, its ``weight_map`` of tensor names to files) lists,
+    each checked to be there."""
+    try:
+        weight_map = json.loads(index.read_text())["weight_map"]
+    except (json.JSONDecodeError, KeyError, TypeError, UnicodeDecodeError) as e:
+        raise LoadError(f"{index}: not a valid index of weight files ({one_line(e)})") from e
+    if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
+        raise LoadError(f"{index}: not a valid index of weight files (weight_map is not a map of names to files)")
+    files = [index.parent / f for f in dict.fromkeys(weight_map.values())]
+    for f in files:
+        if not f.is_file():
+            raise LoadError(f"{f}: shard listed in {index.name} is missing or not a regular file")
+    return files
+
+
 def shard_files(path: Path) -> list[Path]:
-    index = path / "model.safetensors.index.json"
-    if index.is_file():
-        try:
-            weight_map = json.loads(index.read_text())["weight_map"]
-        except (json.JSONDecodeError, KeyError, TypeError) as e:
-            raise LoadError(f"{index}: not a valid safetensors index ({one_line(e)})") from e
-        if not isinstance(weight_map, dict) or not all(isinstance(f, str) for f in weight_map.values()):
-            raise LoadError(f"{index}: not a valid safetensors index (weight_map is not a map of names to files)")
-        files = [path / f for f in dict.fromkeys(weight_map.values())]
-        for f in files:
-            if not f.is_file():
-                raise LoadError(f"{f}: shard listed in {index.name} is missing or not a regular file")
-        return files
+    """The safetensors files of the folder ``path`` (those its index lists, or every ``*.safetensors``);
+    none where it has pickled weights only (:func:`pickle_files`); an error where it has neither."""
+    if (path / "model.safetensors.index.json").is_file():
+        return _listed(path / "model.safetensors.index.json")
     files = sorted(path.glob("*.safetensors"))
     odd = [f for f in files if not f.is_file()]  # a folder or a FIFO would fail or block
     if odd:
         raise LoadError(f"{odd[0]}: not a regular file")
     if not files and not pickle_files(path):
-        raise LoadError(f"{path}: no weights: neither *.safetensors files nor {WEIGHTS} (or its index)")
+        raise LoadError(f"{path}: no weights: neither *.safetensors files nor {PICKLED} (or its index)")
     return files
+
+
+def pickle_files(path: Path) -> list[Path]:
+    """The pickled weight files of the folder ``path``: those its ``pytorch_model.bin.index.json``
+    lists, or ``pytorch_model.bin``; none where it has neither."""
+    if (path / f"{PICKLED}.index.json").is_file():
+        return _listed(path / f"{PICKLED}.index.json")
+    return [path / PICKLED] if (path / PICKLED).is_file() else []
 
 
 def open_folder(path: str | Path) -> Checkpoint:
@@ -71,7 +90,7 @@ def open_folder(path: str | Path) -> Checkpoint:
         for f in pickle_files(path):
             for k, t in load_weights_only(f).items():
                 loaders[k], origin[k], dtypes[k] = (lambda t=t: t), str(f), str(t.dtype).removeprefix("torch.")
-        notes.append(f"read from {WEIGHTS} with torch.load(weights_only=True): tensors only, no other object unpickled")
+        notes.append(f"read from {PICKLED} with torch.load(weights_only=True): tensors only, no other object unpickled")
     for f in files:
         try:
             handle = safe_open(str(f), framework="pt")
