@@ -36,8 +36,9 @@ FP8_BLOCK = [128, 128]
 
 def check_scheme(cfg: dict, where: str) -> tuple[tuple[int, int] | None, list[str]]:
     """``(block, notes)``: the ``(rows, columns)`` of a scale block that ``cfg``'s ``quantization_config``
-    states (``weight_block_size``; None: read from the scale's shape, or no such config), and the card's
-    note on it; a scheme other than float8 with scales is refused, naming ``where`` and the method."""
+    states (``weight_block_size``, ``fp8``'s default, or ``compressed-tensors``' group; None: none stated,
+    so only scales per tensor, row, column or entry are read), and the card's note on it; a scheme other
+    than float8 with scales is refused, naming ``where`` and the method."""
     q = cfg.get("quantization_config")
     if not q:
         return None, []
@@ -111,10 +112,10 @@ def _dequantised(name: str, q: Tensor, scale_name: str | None, scale: Tensor | N
         return w * s.reshape(-1)
     s = s.reshape(1, 1) if s.numel() == 1 else s.reshape(-1, 1) if s.ndim == 1 else s
     rows, cols = w.shape[-2:]
-    if w.ndim == 2 and s.ndim == 2 and block is not None and s.shape == (math.ceil(rows / block[0]),
-                                                                        math.ceil(cols / block[1])):
+    matrices = w.ndim == 2 and s.ndim == 2
+    if matrices and block is not None and s.shape == (math.ceil(rows / block[0]), math.ceil(cols / block[1])):
         b0, b1 = block
-    elif w.ndim == 2 and s.ndim == 2 and s.shape[0] in (1, rows) and s.shape[1] in (1, cols):
+    elif matrices and s.shape[0] in (1, rows) and s.shape[1] in (1, cols):
         b0, b1 = rows // s.shape[0], cols // s.shape[1]  # per tensor, row, column or entry: no block to know
     else:  # blocks the config does not state are not guessed: 2 scales on 200 rows are blocks of 128 or of 100
         stated = f"of {block[0]} x {block[1]} " if block is not None else ""
