@@ -6,7 +6,9 @@ model object. The real quantised files are checked against transformers in
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import re
 import sys
 
 import numpy as np
@@ -588,6 +590,41 @@ def test_olmo_ggufs_match_the_model_object(tmp_path, arch):
         _write_olmo_gguf(tmp_path / "c.gguf", model, arch, {"attention.clamp_kqv": 8.0})
         with pytest.raises(compscope.UnsupportedModelError, match="clip_qkv=8.0"):
             compscope.load(tmp_path / "c.gguf")
+
+
+def test_a_gguf_architecture_transformers_does_not_read_is_refused_to_run_on_data_and_the_report_says_so(tmp_path):
+    """An OLMo-2 GGUF file (which compscope reads and transformers' GGUF reader does not) is refused
+    by the data-based commands naming its architecture, before transformers loads anything; the
+    report says so instead of suggesting `compscope validate`, which would refuse it. A split file
+    likewise; a whole Llama file is not refused."""
+    from compscope.data.runner import cannot_run, runner_for
+    from compscope.report.collect import collect
+
+    model = transformers.Olmo2ForCausalLM(hf_config(
+        "Olmo2Config", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2, num_attention_heads=H,
+        num_key_value_heads=G, max_position_embeddings=64, rms_norm_eps=1e-5))
+    _randomise(model, 9)
+    _write_olmo_gguf(tmp_path / "o.gguf", model.eval(), "olmo2")
+    refusal = r"o\.gguf: a GGUF file of architecture 'olmo2', which transformers' GGUF reader does not read \(.*llama.*\)"
+    with pytest.raises(compscope.UnsupportedModelError, match=refusal):
+        runner_for(tmp_path / "o.gguf", progress=False, device="cpu")
+    assert re.search(refusal, cannot_run(tmp_path / "o.gguf"))
+    rep = collect(tmp_path / "o.gguf", kinds="K", metrics=["identity"], data="auto", progress=False)
+    notes = " ".join(rep.notes)
+    assert re.search("no data: head labels from the weights; .*" + refusal, notes) and "compscope validate" not in notes
+    assert re.search(refusal, rep.options["cannot_run"])
+    if importlib.util.find_spec("plotly"):  # the page says it where it would suggest the command
+        from compscope.report.page import document
+
+        assert re.search(refusal, document(rep, "compscope report", "0")["cannot_run"])
+    llama = _tiny_llama()
+    _write_llama_gguf(tmp_path / "m.gguf", llama)
+    _write_llama_gguf(tmp_path / "s.gguf", llama, split_max_tensors=11)
+    assert cannot_run(tmp_path / "m.gguf") is None and cannot_run(llama) is None
+    assert "a GGUF file split in 2 shards" in cannot_run(tmp_path / "s-00002-of-00002.gguf")
+    rep = collect(tmp_path / "m.gguf", kinds="K", metrics=["identity"], data="auto", progress=False)
+    assert f"run `compscope validate {tmp_path / 'm.gguf'} --out DIR`" in " ".join(rep.notes)
+    assert rep.options["cannot_run"] is None
 
 
 def test_gpt2_gguf_matches_the_model_object_and_transformers(tmp_path, capfd, monkeypatch):

@@ -97,6 +97,19 @@ def test_a_model_with_many_heads_names_its_layers_on_the_axes(browser, tmp_path)
     assert errors == []
 
 
+def test_without_data_for_a_model_the_data_commands_refuse_the_page_says_why(browser, tmp_path, monkeypatch):
+    """Where the data-based commands cannot run the model (compscope.data.runner.cannot_run says why:
+    tested on such files in test_gguf_format.py), the verdict's place gives that reason, as text,
+    instead of suggesting a command that would refuse it."""
+    import compscope.data.runner as runner
+
+    monkeypatch.setattr(runner, "cannot_run", lambda model: "m.gguf: <b>not</b> run by transformers")
+    assert main(["report", "--out", str(tmp_path / "report"), "--data", "none", "--quiet", "--no-figures"]) == 0
+    pg, _, errors = browser(tmp_path / "report")
+    assert pg.inner_text("#verdict") == "No data for this report: m.gguf: <b>not</b> run by transformers"
+    assert errors == []
+
+
 def test_the_verdict_table_reads_as_the_printed_one(page):
     """The verdict's rows in the order and digits ``compscope validate`` prints them (ranked on the
     saved verdict.csv, Spearman to 2 decimals, the AUROCs to 3), with the AUROCs within readers and

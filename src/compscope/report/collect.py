@@ -404,6 +404,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     from ..core.factors import check_composes, check_kinds
     from ..core.metrics import distinct_metrics, get_metric, on_data
     from ..data.residual_moments import as_metric_data
+    from ..data.runner import cannot_run
     from ..data.validate import PROCESSING_STEPS, validate
     from ..data.verdict import Verdict
     from ..engine.composition import scores
@@ -453,9 +454,11 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
                                 **{k: (processing or {}).get(k) or False for k in PROCESSING_STEPS})
         side = verdict_data(v)
         notes += v.notes
-    elif saved is None and data == "auto":
+    refused = cannot_run(model) if side is None else None  # then suggesting `validate` sends the user to a refusal
+    if side is None and data == "auto":
         notes.append(f"no data: head labels from the weights; run `compscope validate {_model_word(model)} --out DIR` "
-                     "and give `--data DIR` for labels and the verdict from data")
+                     "and give `--data DIR` for labels and the verdict from data" if refused is None else
+                     f"no data: head labels from the weights; {refused}")
     if side is not None:
         notes += [n for n in (judged_weights_note(side.judged, hw), version_note(side.made_by)) if n]
     details = pair_details(hw, tables, mets, kinds, primary, detail_pairs)
@@ -476,6 +479,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
                "model_flags": [f"--{k.replace('_', '-')}" for k, on in (processing or {}).items() if on]  # and as loaded
                + list(named[1] if named else ()),
                "metric_data_flags": as_metric_data(metric_data).cli_flags(),  # for a metric estimated on data
+               "cannot_run": refused,  # why the page may not suggest `compscope validate`
                "detail_pairs": detail_pairs, "processing": list(hw.meta.processing),
                "metric_data": {n: t.info["metric_data"] for n, t in tables.items() if t.info.get("metric_data")} or None,
                # how the command line names each metric again: its name, a Gram matrix file's path, None for one given

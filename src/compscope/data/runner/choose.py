@@ -10,7 +10,7 @@ import torch
 
 from ...core.heads import HeadWeights, same_device
 from ...engine.plan import resolve_device
-from ...errors import OptionError
+from ...errors import CompscopeError, OptionError
 from ..tokenizers import checked_tokenizer
 from . import hf
 from .base import Runner, model_device, model_dtype, resolve_dtype
@@ -61,8 +61,7 @@ def runner_for(model, hw: HeadWeights | None = None, progress: bool = True,
 def _new_runner(model, hw: HeadWeights | None, progress: bool, device: torch.device | None,
                 dtype: torch.dtype | None) -> Runner:
     """The body of :func:`runner_for` for anything but a runner (device and dtype resolved)."""
-    from ...loading.builtin import find_toy, resolve
-    from ...loading.formats import builtin_name, hub
+    from ...loading.builtin import find_toy
     from ...loading.formats.toy import is_toy_model
     from ...loading.sources import load
 
@@ -90,16 +89,43 @@ def _new_runner(model, hw: HeadWeights | None, progress: bool, device: torch.dev
         _stays(model, model_device(model), device, "transformers model")
         _keeps(model_dtype(model), dtype, "transformers model")
         return HFRunner(model, load(model) if hw is None else hw)
-    if builtin_name.recognise(model):
-        path = resolve(model)
-    elif hub.looks_like_id(model):  # the hub cache's snapshot (folder or .gguf), as load reads it
-        path = hub.local_model(model)[2]
-    elif isinstance(model, (str, Path)):
-        path = Path(model)
-    else:
+    path = _files_of(model)
+    if path is None:
         raise OptionError(f"cannot run a {type(model).__name__}: give a toy model (folder or object), a HuggingFace folder, a .gguf "
                           "file, a hub id, a transformers model or a TransformerLens model")
     return hf.from_files(path, load(model) if hw is None else hw, progress, resolve_device(device), dtype or torch.float32)
+
+
+def _files_of(model) -> Path | None:
+    """The local files ``transformers`` runs ``model`` from (a folder or ``.gguf`` file; a built-in
+    real model's, a hub id's cached snapshot, as ``compscope.load`` reads them); None for an object."""
+    from ...loading.builtin import resolve
+    from ...loading.formats import builtin_name, hub
+
+    if builtin_name.recognise(model):
+        return resolve(model)
+    if hub.looks_like_id(model):  # the hub cache's snapshot (folder or .gguf), as load reads it
+        return hub.local_model(model)[2]
+    return Path(model) if isinstance(model, (str, os.PathLike)) else None
+
+
+def cannot_run(model) -> str | None:
+    """Why the data-based commands cannot run ``model`` (any source :func:`runner_for` takes),
+    known from its files' headers without loading it (transformers missing or too old, a split GGUF
+    file, a GGUF architecture transformers does not read, ...); None when nothing says so (a
+    toy model or a model object runs; files may still fail when transformers loads them)."""
+    from ...loading.builtin import find_toy
+
+    if isinstance(model, Runner) or find_toy(model) is not None:
+        return None
+    path = _files_of(model)
+    if path is None:
+        return None
+    try:
+        hf.run_settings(path)
+    except CompscopeError as e:
+        return str(e)
+    return None
 
 
 def _keeps(have: torch.dtype, dtype: torch.dtype | None, what: str) -> None:

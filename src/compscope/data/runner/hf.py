@@ -94,24 +94,34 @@ def _plus(output, delta: Tensor):
     return output + delta
 
 
-def from_files(path: Path, hw: HeadWeights, progress: bool = True, device: torch.device = torch.device("cpu"),
-               dtype: torch.dtype = torch.float32) -> HFRunner:
-    """Load the ``transformers`` model (and its tokenizer, when there is one) from local files, onto
-    ``device``, in ``dtype``."""
+def run_settings(path: Path) -> dict:
+    """What ``from_pretrained`` is given, beyond the defaults, to run the model in the local files at
+    ``path`` (a GGUF file: its name and what transformers' GGUF reader drops), once it is known
+    from their headers alone, nothing loaded, that transformers can run it; else the error that
+    says why not (transformers missing or too old, a GGUF file it does not read)."""
     try:
-        import transformers
+        import transformers  # noqa: F401
     except ImportError as e:
         raise OptionError(f"{path}: running this model on data needs transformers (pip install transformers "
                           "accelerate)") from e
     _new_enough(path)
     from ...loading.formats import gguf as gguf_format
 
-    kw = dict(dtype=dtype, attn_implementation="eager", local_files_only=True)
-    gguf = path.name if gguf_format.recognise(path) else None  # else a folder, or a file inside one (config.json)
+    if not gguf_format.recognise(path):  # a folder, or a file inside one (config.json)
+        return {}
+    return dict(gguf_file=path.name, **gguf_format.runtime_config(path, rope_parameters=transformers_at_least(5)))
+
+
+def from_files(path: Path, hw: HeadWeights, progress: bool = True, device: torch.device = torch.device("cpu"),
+               dtype: torch.dtype = torch.float32) -> HFRunner:
+    """Load the ``transformers`` model (and its tokenizer, when there is one) from local files, onto
+    ``device``, in ``dtype``."""
+    settings = run_settings(path)
+    import transformers
+
+    kw = dict(dtype=dtype, attn_implementation="eager", local_files_only=True, **settings)
+    gguf = settings.get("gguf_file")
     folder = path if path.is_dir() else path.parent
-    if gguf is not None:
-        kw.update(gguf_file=gguf, **gguf_format.runtime_config(path, rope_parameters=transformers_at_least(5)))
-        # (what transformers' reader would drop)
     auto = transformers.AutoModel if not hw.causal else transformers.AutoModelForCausalLM
     quiet = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()  # compscope's own bar speaks for the work

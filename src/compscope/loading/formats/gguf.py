@@ -445,7 +445,8 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     StarCoder2 files), so that the model that runs is the one compscope read; as one
     ``rope_parameters`` (transformers 5) or, ``rope_parameters=False``, as ``rope_theta`` and
     (StableLM) ``partial_rotary_factor`` (transformers 4). A file transformers would build as
-    another model (a Falcon with K/V groups) is refused."""
+    another model (a Falcon with K/V groups), or not at all (a split file; an architecture its
+    GGUF reader does not read: OLMo, Phi-2, GPT-NeoX, Gemma 1), is refused."""
     files, fields, located = _open_shards(Path(path))  # the headers only: no tensor is read
     if len(files) > 1:
         raise UnsupportedModelError(
@@ -453,6 +454,13 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
             f"data-based commands cannot run it (the weight-only ones read every shard); merge the shards into one "
             f"file (llama.cpp: llama-gguf-split --merge {files[0].name} merged.gguf) to run it on data")
     cfg = _checkpoint(files, fields, located).config
+    arch = fields["general.architecture"]  # one _checkpoint reads
+    reads = _transformers_reads()
+    if reads is not None and arch not in reads:
+        raise UnsupportedModelError(
+            f"{path}: a GGUF file of architecture {arch!r}, which transformers' GGUF reader does not read (it reads "
+            f"{', '.join(sorted(a for a in reads if a in _ARCHS))} among those compscope reads): the data-based commands "
+            "cannot run it (the weight-only ones read it; for data, use the model's HuggingFace folder)")
     if cfg["model_type"] == "falcon" and cfg["num_kv_heads"] > 1:
         raise UnsupportedModelError(
             f"{path}: transformers' GGUF reader builds every Falcon file as multi-query (one key/value head, as "
@@ -467,6 +475,17 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     if cfg["model_type"] == "starcoder2":  # transformers 4's StarCoder2 rotates whole heads, and takes no share
         rope.pop("partial_rotary_factor")
     return rope
+
+
+def _transformers_reads() -> set[str] | None:
+    """The GGUF architectures the installed ``transformers`` reads (as llama.cpp names them), or
+    None when it does not say where compscope looks (then transformers says so itself when asked)."""
+    try:
+        from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
+    except ImportError:
+        return None
+    renamed = {"qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe"}  # transformers' names of llama.cpp's
+    return {renamed.get(a, a) for a in GGUF_SUPPORTED_ARCHITECTURES}
 
 
 def recognise(source: object) -> bool:

@@ -235,7 +235,9 @@ function drawAxioms() {
 }
 function drawVerdict() {
   if (!D.verdict) {
-    $("verdict").innerHTML = `<p>No data for this report. Run <code>compscope validate ${escapeHtml(modelWord())} --out DIR</code> and ` +
+    $("verdict").innerHTML = D.cannot_run ?  // suggesting `validate` would send the reader to a refusal
+      `<p>No data for this report: ${escapeHtml(D.cannot_run)}</p>` :
+      `<p>No data for this report. Run <code>compscope validate ${escapeHtml(modelWord())} --out DIR</code> and ` +
       `pass <code>--data DIR</code> to <code>compscope report</code>.</p>`;
     return;
   }
