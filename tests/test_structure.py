@@ -175,7 +175,8 @@ def test_every_registry_is_one_mechanism_and_lists_its_names_in_errors():
     assert MEASURES.names() == ["frobenius", "frobenius_baselined", "tight", "overlap", "shared_dims", "bandwidth", "spectral", "read_gain"]
     assert METRICS.names() == ["identity", "embed", "unembed", "activations", "covariance", "activations-own", "covariance-own"]
     assert set(FAMILIES.names()) == {"bert", "falcon", "llama", "gemma", "gemma2", "gemma3", "gpt2", "gpt_neo", "neox", "gptj", "olmo", "olmo2", "olmoe", "opt", "phi", "phi3", "qwen3", "stablelm", "starcoder2"}
-    assert FORMATS.names() == ["transformer_lens", "transformer_bridge", "hf_model", "builtin", "toy", "native", "safetensors", "gguf"]
+    assert FORMATS.names() == ["transformer_lens", "transformer_bridge", "hf_model", "builtin", "toy", "native", "consolidated", "safetensors",
+                             "gguf"]
 
 
 def test_all_means_the_registry(monkeypatch):

@@ -130,6 +130,14 @@ class TensorStore:
         return origins[0] if len(origins) == 1 else f"{origins[0]} (+{len(origins) - 1} more files)"
 
 
+def pairs_to_halves(w: Tensor, n_heads: int) -> Tensor:
+    """Query or key rows ``(n_heads * d_head, ...)`` of rotary heads from the order that rotates
+    adjacent pairs (rows ``2i, 2i + 1`` of a head turn together: Meta's and Mistral's reference
+    code, llama.cpp) into HF's rotate-half order (rows ``i, i + d_head / 2``): per head, row
+    ``2i + j`` goes to ``j * d_head / 2 + i``. The logits are unchanged, the rotation being the same."""
+    return w.reshape(n_heads, w.shape[0] // n_heads // 2, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
+
+
 @dataclass
 class Checkpoint:
     """A config (HF-style keys) and its tensors (HF-style names), plus where they came from."""

@@ -23,6 +23,7 @@ FORMATS.lazy("hf_model", "compscope.loading.formats.hf_model")                  
 FORMATS.lazy("builtin", "compscope.loading.formats.builtin_name")               # built-in model names
 FORMATS.lazy("toy", "compscope.loading.formats.toy")                            # toy model folders (toy.json)
 FORMATS.lazy("native", "compscope.loading.formats.native")                      # compscope folders (compscope.json)
+FORMATS.lazy("consolidated", "compscope.loading.formats.consolidated")          # params.json folders (Mistral, Meta)
 FORMATS.lazy("safetensors", "compscope.loading.formats.safetensors_folder")     # HuggingFace folders
 FORMATS.lazy("gguf", "compscope.loading.formats.gguf")                          # llama.cpp .gguf files
 

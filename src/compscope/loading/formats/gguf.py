@@ -27,7 +27,7 @@ from pathlib import Path
 
 import torch
 
-from ..checkpoint import Checkpoint, TensorStore, one_line
+from ..checkpoint import Checkpoint, TensorStore, one_line, pairs_to_halves
 from ..gguf_file import SkippedStrings, check_magic, dequantize, read_header
 from ...errors import LoadError, UnsupportedModelError
 
@@ -167,12 +167,6 @@ _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm"}
 _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"} for arch in ("phi2", "gptneox", "stablelm")},
                  "starcoder2": {"layer_norm_epsilon": "norm_epsilon"}, "falcon": {"num_key_value_heads": "num_kv_heads"}}
 _LLAMA_LAYOUT = (_BLOCK, "model.layers.{i}.", _TOP, (), ((), None))
-
-def unpermute_rows(w: torch.Tensor, n_heads: int) -> torch.Tensor:
-    """Undo llama.cpp's per-head interleave of rotary rows (inverse of its ``permute``)."""
-    rows = w.shape[0]
-    return w.reshape(n_heads, rows // n_heads // 2, 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
-
 
 #: how llama.cpp names shard ``k`` of ``n`` of a split GGUF file (``llama-gguf-split``, gguf-py's
 #: ``GGUFWriter(split_max_tensors=...)``): ``NAME-0000k-of-0000n.gguf``
@@ -401,7 +395,7 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
                 if regroup:
                     w = regroup_rows(w, n_heads, n_kv, head_dim)
                 if permuted and n_rows is not None:
-                    w = unpermute_rows(w, n_rows)
+                    w = pairs_to_halves(w, n_rows)
                 if one_plus and is_norm:
                     w = w - 1.0
                 return w.T if swap else w  # a view: the GPT-2 family transposes Conv1D weights back itself

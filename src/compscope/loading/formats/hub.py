@@ -4,7 +4,8 @@ Not one of :data:`FORMATS`: ``load`` asks it last, for a name no format knows. T
 is read first (``snapshots/<commit>`` of ``models--owner--name``, a branch or tag through
 ``refs/<revision>``). A download happens only where the environment allows it: never
 with ``HF_HUB_OFFLINE`` set, and then only the config, tokenizer and safetensors files (and, for a
-model that has no safetensors, its ``pytorch_model*.bin``, read through torch's weights-only unpickler).
+model that has no safetensors, its ``pytorch_model*.bin``, read through torch's weights-only unpickler;
+for one in the makers' own format only, its ``consolidated`` files).
 A missing model is an error naming the id, the revision and the cache folder. The
 snapshot is read by the folder (or GGUF) format like any local path.
 """
@@ -26,6 +27,9 @@ ALLOW = ["*.json", "*.safetensors", "tokenizer.model", "*.txt"]
 #: fetched too where a snapshot has no safetensors: PyTorch's pickled weights, which compscope reads
 #: through torch's weights-only unpickler only (:mod:`compscope.loading.pickled`)
 PICKLED = ["pytorch_model*.bin"]
+#: the same weights again in the model makers' own format (Mistral's repositories hold both): fetched
+#: only where the snapshot has no config.json, that is where they are the model's only weights
+REFERENCE = ["consolidated*"]
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,8 @@ def snapshot(model: HubModel) -> Path:
 
         raise LoadError(f"{model}: not a local path, not a built-in model ({', '.join(BUILTINS)}); loading it by hub "
                         "id needs 'huggingface_hub' (pip install huggingface_hub)") from e
-    kw = dict(repo_id=model.repo_id, revision=model.revision, cache_dir=model.cache_dir, allow_patterns=ALLOW)
+    kw = dict(repo_id=model.repo_id, revision=model.revision, cache_dir=model.cache_dir, allow_patterns=ALLOW,
+              ignore_patterns=REFERENCE)
     where = f"{model.repo_id} (revision {model.revision or 'main'}): {_not_found_as(model)}"
     try:
         return Path(snapshot_download(**kw, local_files_only=True))
@@ -96,7 +101,9 @@ def snapshot(model: HubModel) -> Path:
             ) from cached_error
     try:
         folder = Path(snapshot_download(**kw))
-        if not any(folder.glob("*.safetensors")) and not any(folder.glob("*.gguf")):  # older models: pickles only
+        if (folder / "params.json").is_file() and not (folder / "config.json").is_file():  # the makers' format only
+            folder = Path(snapshot_download(**{**kw, "ignore_patterns": None}))
+        elif not any(folder.glob("*.safetensors")) and not any(folder.glob("*.gguf")):  # older models: pickles only
             folder = Path(snapshot_download(**{**kw, "allow_patterns": ALLOW + PICKLED}))
         return folder
     except Exception as e:
@@ -154,14 +161,15 @@ def _first_sentence(e: BaseException, limit: int = 160) -> str:
 
 
 def local_model(source: str | HubModel) -> tuple[HubModel, Path, Path]:
-    """``(model, snapshot folder, what to read there)``: the folder when it has a ``config.json``,
-    else its one ``.gguf`` file (or the first shard, where the files are the shards of one split GGUF
-    file). What the loader reads and what the data runner runs."""
+    """``(model, snapshot folder, what to read there)``: the folder when it has a ``config.json`` (or,
+    in the model makers' own format, a ``params.json``), else its one ``.gguf`` file (or the first
+    shard, where the files are the shards of one split GGUF file). What the loader reads and what
+    the data runner runs."""
     from .gguf import shard_set
 
     model = source if isinstance(source, HubModel) else parse(source)
     folder = snapshot(model)
-    if (folder / "config.json").is_file():
+    if (folder / "config.json").is_file() or (folder / "params.json").is_file():
         return model, folder, folder
     ggufs = sorted(folder.glob("*.gguf"))
     if len(ggufs) > 1 and shard_set(ggufs):

@@ -76,21 +76,31 @@ def pickle_files(path: Path) -> list[Path]:
 
 
 def open_folder(path: str | Path) -> Checkpoint:
-    from safetensors import safe_open
-
     path = Path(path)
     if path.is_file() and path.suffix == ".safetensors":
         path = path.parent
     if not path.exists():
         raise LoadError(f"{path}: no such file or folder")
     cfg = read_config(path)
-    loaders, origin, dtypes, notes = {}, {}, {}, []
     files = shard_files(path)
-    if not files:  # pickled weights only: through torch's weights-only unpickler
-        for f in pickle_files(path):
-            for k, t in load_weights_only(f).items():
-                loaders[k], origin[k], dtypes[k] = (lambda t=t: t), str(f), str(t.dtype).removeprefix("torch.")
+    notes = []
+    if files:
+        loaders, origin, dtypes = safetensors_tensors(files)
+    else:  # pickled weights only: through torch's weights-only unpickler
+        loaders, origin, dtypes = pickled_tensors(pickle_files(path))
         notes.append(f"read from {PICKLED} with torch.load(weights_only=True): tensors only, no other object unpickled")
+    block, quantised = check_scheme(cfg, str(path / "config.json"))
+    return Checkpoint(cfg, TensorStore(loaders, origin, dtypes).dequantised(block), str(path), path.name,
+                      notes + quantised, biases_from_config=True)
+
+
+def safetensors_tensors(files: list[Path]) -> tuple[dict, dict, dict]:
+    """``(loaders, origin, dtypes)`` of every tensor in the safetensors ``files`` (for a
+    :class:`~compscope.loading.checkpoint.TensorStore`), memory-mapped and read on demand; a bad
+    header or a truncated file is refused naming the file."""
+    from safetensors import safe_open
+
+    loaders, origin, dtypes = {}, {}, {}
     for f in files:
         try:
             handle = safe_open(str(f), framework="pt")
@@ -107,9 +117,17 @@ def open_folder(path: str | Path) -> Checkpoint:
             loaders[k] = lambda h=handle, k=k: h.get_tensor(k)
             origin[k] = str(f)
         _check_payload_size(f, size)
-    block, quantised = check_scheme(cfg, str(path / "config.json"))
-    return Checkpoint(cfg, TensorStore(loaders, origin, dtypes).dequantised(block), str(path), path.name,
-                      notes + quantised, biases_from_config=True)
+    return loaders, origin, dtypes
+
+
+def pickled_tensors(files: list[Path]) -> tuple[dict, dict, dict]:
+    """``(loaders, origin, dtypes)`` of every tensor in the pickled ``files``, read through torch's
+    weights-only unpickler (:func:`~compscope.loading.pickled.load_weights_only`)."""
+    loaders, origin, dtypes = {}, {}, {}
+    for f in files:
+        for k, t in load_weights_only(f).items():
+            loaders[k], origin[k], dtypes[k] = (lambda t=t: t), str(f), str(t.dtype).removeprefix("torch.")
+    return loaders, origin, dtypes
 
 
 def _check_payload_size(f: Path, size: int) -> None:
