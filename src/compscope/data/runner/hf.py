@@ -100,20 +100,22 @@ def run_settings(path: Path) -> dict:
     from their headers alone, nothing loaded, that transformers can run it; else the error that
     says why not (transformers missing or too old, a GGUF file it does not read, a folder in the
     model makers' own format)."""
+    from ...loading.formats import consolidated
+
+    if consolidated.recognise(path):  # whatever is installed
+        raise UnsupportedModelError(
+            f"{path}: a reference-format folder (params.json, no config.json), which transformers does not run: the "
+            "data-based commands cannot run it (the weight-only ones read it); for data, use the model's HuggingFace "
+            "folder, or convert this one with transformers' convert_mistral_weights_to_hf.py (Meta's Llama: "
+            "convert_llama_weights_to_hf.py)")
     try:
         import transformers  # noqa: F401
     except ImportError as e:
         raise OptionError(f"{path}: running this model on data needs transformers (pip install transformers "
                           "accelerate)") from e
     _new_enough(path)
-    from ...loading.formats import consolidated, gguf as gguf_format
+    from ...loading.formats import gguf as gguf_format
 
-    if consolidated.recognise(path):
-        raise UnsupportedModelError(
-            f"{path}: a reference-format folder (params.json, no config.json), which transformers does not run: the "
-            "data-based commands cannot run it (the weight-only ones read it); for data, use the model's HuggingFace "
-            "folder, or convert this one with transformers' convert_mistral_weights_to_hf.py (Meta's Llama: "
-            "convert_llama_weights_to_hf.py)")
     if not gguf_format.recognise(path):  # a folder, or a file inside one (config.json)
         return {}
     return dict(gguf_file=path.name, **gguf_format.runtime_config(path, rope_parameters=transformers_at_least(5)))
