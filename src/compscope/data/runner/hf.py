@@ -20,12 +20,14 @@ class HFRunner(Runner):
     package = "transformers"
 
     def __init__(self, model, hw: HeadWeights, tokenizer=None) -> None:
-        from ...loading.families import family_for
+        from ...loading.families import family_for, language_model
 
         _new_enough(hw.meta.name)
         self.model, self.hw, self.tokenizer = model, hw, tokenizer
         self.device = model_device(model)
-        family = family_for(model.config.to_dict(), f"{type(model).__name__} object")
+        where = f"{type(model).__name__} object"
+        family = family_for(language_model(model.config.to_dict(), where)[0], where)
+        config = model.config.get_text_config()  # a vision-language model's language model's; else its own
         self.body = family.base_model(model)  # run without the unembedding, which nothing here reads
         self.points = family.hook_points(model)
         if len(self.points) != hw.n_layers:
@@ -34,16 +36,16 @@ class HFRunner(Runner):
         self.layer_modules = layer_modules(self.body, self.points)
         self.norm_modules = family.post_norm_points(model)  # hooked; post_norms: as compscope applies them
         self.post_norms = float32_norms(self.norm_modules)
-        bos = getattr(model.config, "bos_token_id", None)
+        bos = getattr(config, "bos_token_id", None)
         # a bos_token_id outside the vocabulary (random configs keep GPT-2's 50256) is no token this model takes
         self.bos = bos if isinstance(bos, int) and 0 <= bos < hw.n_vocab and family.name != "bert" and hw.causal else None
         if hw.positions == "learned" or family.position_table:  # rotary models run past their training context;
             # learned positions, and a table of rotary ones, cannot
-            n = next((getattr(model.config, k) for k in ("n_positions", "max_position_embeddings")
-                      if isinstance(getattr(model.config, k, None), int)), None)
+            n = next((getattr(config, k) for k in ("n_positions", "max_position_embeddings")
+                      if isinstance(getattr(config, k, None), int)), None)
             self.n_ctx = n
         windows = [w for w in hw.sliding_window if w is not None]
-        if windows and hasattr(model.config, "sliding_window") and model.config.sliding_window is None:
+        if windows and hasattr(config, "sliding_window") and config.sliding_window is None:
             # the running model lost the window (transformers' GGUF reader drops Phi-3's): it computes
             # what the weights say only on sequences within the window
             self.n_ctx = min(windows) if self.n_ctx is None else min(self.n_ctx, *windows)
@@ -132,6 +134,8 @@ def from_files(path: Path, hw: HeadWeights, progress: bool = True, device: torch
     gguf = settings.get("gguf_file")
     folder = path if path.is_dir() else path.parent
     auto = transformers.AutoModel if not hw.causal else transformers.AutoModelForCausalLM
+    if gguf is None and _wraps_language_model(folder):  # a vision-language model, run on text alone
+        auto = transformers.AutoModelForImageTextToText
     quiet = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()  # compscope's own bar speaks for the work
     from ...progress import progress_bar
@@ -155,6 +159,15 @@ def from_files(path: Path, hw: HeadWeights, progress: bool = True, device: torch
         except Exception:  # a model without a tokenizer still runs on token ids
             tokenizer = None
     return HFRunner(model, hw, tokenizer if has_vocabulary(tokenizer) else None)
+
+
+def _wraps_language_model(folder: Path) -> bool:
+    """Whether the HuggingFace folder holds a model that wraps the language model compscope reads (a
+    vision-language model: transformers builds it as an image-text-to-text model)."""
+    from ...loading.families import language_model
+    from ...loading.formats.safetensors_folder import read_config
+
+    return language_model(read_config(folder), str(folder))[1] is not None
 
 
 def transformers_at_least(*version: int) -> bool:

@@ -38,11 +38,51 @@ def family_for(config: dict, where: str) -> type[Family]:
     raise UnsupportedModelError(f"{where}: unsupported architecture ({what}); supported model types: {', '.join(known)}")
 
 
+def _known(config: dict) -> bool:
+    """Whether a family reads ``config`` by its ``model_type`` or ``architectures``."""
+    archs = config.get("architectures") or []
+    return any(config.get("model_type") in f.model_types or any(a in f.architectures for a in archs)
+               for f in families().values())
+
+
+def language_model(config: dict, where: str) -> tuple[dict, str | None]:
+    """``(config, None)`` for a model a family reads; for a model that wraps a language model no
+    family reads as a whole (a vision-language model: Gemma 3 from 4B up, LLaVA, Mistral Small 3.1,
+    ...), its language model's config (``text_config``) and a note saying so. transformers saves
+    that nested config as what differs from its model type's defaults, so the defaults are
+    transformers' own (the ones the running model has); without transformers it is refused."""
+    inner = config.get("text_config")
+    if not isinstance(inner, dict) or _known(config) or not _known(inner):
+        return config, None
+    outer, kind = config.get("model_type"), inner.get("model_type")
+    try:
+        from transformers import AutoConfig
+    except ImportError as e:
+        raise UnsupportedModelError(
+            f"{where}: the language model of a {outer} model, whose text_config ({kind}) is saved as what differs from "
+            "transformers' defaults: reading it needs transformers (pip install transformers)") from e
+    try:
+        full = AutoConfig.for_model(kind, **{k: v for k, v in inner.items() if k != "model_type"}).to_dict()
+    except Exception as e:  # transformers raises several kinds for a config it cannot build
+        raise UnsupportedModelError(f"{where}: transformers cannot build the text_config of this {outer} model "
+                                    f"({type(e).__name__}: {e})") from e
+    full.pop("architectures", None)  # the language model's own, not the wrapper's
+    if "tie_word_embeddings" in config:  # transformers 5 ties the head by the outer config's word (4 by the inner's);
+        full["tie_word_embeddings"] = config["tie_word_embeddings"]  # what a file without its own head means
+    others = sorted(k.removesuffix("_config") for k, v in config.items() if k.endswith("_config") and k != "text_config"
+                    and isinstance(v, dict))
+    return full, (f"the language model of a {outer} model (its text_config, {kind}, completed with transformers' "
+                  f"defaults): {', '.join(others) or 'its other parts'} not read")
+
+
 def to_heads(ckpt) -> HeadWeights:
     """``HeadWeights`` of a format's ``Checkpoint``, by the family its config names. A bias the
     checkpoint holds beside a weight the family read, but that the family did not read, is refused
     by name rather than dropped (what the model computes would differ from what compscope reads);
     so is any tensor the format marks as entering attention that the family did not read."""
+    config, inside = language_model(ckpt.config, ckpt.source)
+    if inside is not None:  # a vision-language model: its language model is what composes
+        ckpt = dataclasses.replace(ckpt, config=config, notes=[*ckpt.notes, inside])
     family = family_for(ckpt.config, ckpt.source)
     hw = family.convert(ckpt)
     unread = ckpt.tensors.unread_biases()
@@ -75,7 +115,7 @@ def _without_unbuilt_biases(hw: HeadWeights, family: type[Family], ckpt) -> Head
 
 from . import bert, falcon, gemma, gpt2, gpt_neo, gptj, llama, neox, olmo, opt, phi, phi3, qwen3, stablelm, starcoder2  # noqa: E402,F401  (registration)
 
-__all__ = ["FAMILIES", "Family", "family_for", "families", "register", "to_heads"]
+__all__ = ["FAMILIES", "Family", "family_for", "families", "language_model", "register", "to_heads"]
 
 from ...registry import submodules as _submodules
 

@@ -82,8 +82,10 @@ class Family:
 
     @classmethod
     def base_model(cls, model):
-        """The base model inside a head model (``model.model`` of a ``LlamaForCausalLM``), or ``model``."""
-        return getattr(model, cls.hf_base, model)
+        """The base model inside a head model (``model.model`` of a ``LlamaForCausalLM``), or ``model``;
+        in a vision-language model, its language model's (``model.model.language_model``)."""
+        base = getattr(model, cls.hf_base, model)
+        return getattr(base, "language_model", base)
 
     @classmethod
     def check_config(cls, config: dict, where: str) -> None:

@@ -19,6 +19,8 @@ from . import register
 from .base import (MAX_HEADS, MAX_LAYERS, Family, checkpoint_notes, integer, inv_freq, kv_groups, number, rope_accept,
                    rope_settings, rotary_dim, split_cols, split_rows, stack, unembedding)
 
+#: where the layers are: a causal LM, a base model, a vision-language model's language model (as transformers
+#: saves one since 4.52, and before)
 PREFIXES = ("model.", "", "model.language_model.", "language_model.model.")
 
 
@@ -151,7 +153,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
     emb = ts.take(prefix + "embed_tokens.weight")
     if emb.ndim != 2 or emb.shape[1] != d:
         raise UnsupportedModelError(f"{ts.origin(prefix + 'embed_tokens.weight')}: embed_tokens has shape {tuple(emb.shape)}")
-    W_U, head_note = unembedding(ckpt, ["lm_head.weight", prefix + "lm_head.weight"], emb)
+    W_U, head_note = unembedding(ckpt, ["lm_head.weight", prefix + "lm_head.weight", "language_model.lm_head.weight"], emb)
 
     types = layer_types(cfg, L, where)
     window = cfg.get("sliding_window")

@@ -1,0 +1,126 @@
+"""The language model inside a vision-language checkpoint (Gemma 3 from 4B up, LLaVA, Mistral
+Small 3.1: a ``text_config`` inside a config no family reads whole), on tiny random models built
+from configs (nothing downloaded).
+
+Read back from a saved folder, the heads are those compscope reads from the language model object
+itself (another path: a base model's own names and full config); a config saved the way
+transformers before 5 saved nested configs (only what differs from the defaults) reads the same;
+and transformers runs the folder on text, computing the attention compscope recomputes."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import compscope  # noqa: E402
+
+transformers = pytest.importorskip("transformers")
+
+from hf_tiny import hf_config  # noqa: E402
+
+V = 64
+_TEXT = dict(vocab_size=V, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+             num_key_value_heads=2, head_dim=8, max_position_embeddings=64)
+
+
+def _vlm(kind: str):
+    """A tiny random vision-language model of ``kind``, every parameter N(0, 0.3²) from one seed."""
+    if kind == "gemma3":
+        text = hf_config("Gemma3TextConfig", **_TEXT, sliding_window=4, layer_types=["sliding_attention", "full_attention"],
+                         query_pre_attn_scalar=8)
+        vision = hf_config("SiglipVisionConfig", hidden_size=16, intermediate_size=16, num_hidden_layers=1,
+                           num_attention_heads=2, image_size=28, patch_size=14)
+        cfg = transformers.Gemma3Config(text_config=text.to_dict(), vision_config=vision.to_dict(), mm_tokens_per_image=4,
+                                        image_token_index=V - 1, boi_token_index=V - 2, eoi_token_index=V - 3)
+        model = transformers.Gemma3ForConditionalGeneration(cfg)
+    elif kind == "mistral3":  # Mistral Small 3.1: a Mistral language model, Pixtral's vision
+        text = hf_config("MistralConfig", **_TEXT, tie_word_embeddings=False)
+        vision = hf_config("PixtralVisionConfig", hidden_size=16, intermediate_size=16, num_hidden_layers=1,
+                           num_attention_heads=2, head_dim=8, image_size=28, patch_size=14)
+        cfg = transformers.Mistral3Config(text_config=text.to_dict(), vision_config=vision.to_dict(), image_token_index=V - 1)
+        model = transformers.Mistral3ForConditionalGeneration(cfg)
+    else:
+        text = hf_config("LlamaConfig", **_TEXT, tie_word_embeddings=False)
+        vision = hf_config("CLIPVisionConfig", hidden_size=16, intermediate_size=16, num_hidden_layers=2,
+                           num_attention_heads=2, image_size=28, patch_size=14)
+        cfg = transformers.LlavaConfig(text_config=text.to_dict(), vision_config=vision.to_dict(), image_token_index=V - 1)
+        model = transformers.LlavaForConditionalGeneration(cfg)
+    g = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    return model.eval()
+
+
+def _same_heads(a, b) -> None:
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E"):
+        assert torch.equal(getattr(a, name), getattr(b, name)), name
+    assert torch.equal(a.attn_norm.weight, b.attn_norm.weight) and a.sliding_window == b.sliding_window
+    assert torch.equal(a.rotary.inv_freq, b.rotary.inv_freq) and a.attn_scale == b.attn_scale
+    assert (a.qk_norm is None) == (b.qk_norm is None)
+    if a.qk_norm is not None:
+        assert all(torch.equal(x.weight, y.weight) for x, y in zip(a.qk_norm, b.qk_norm))
+
+
+def _as_transformers_4_saved(folder) -> None:
+    """Rewrite the folder's nested text_config as transformers 4 saved it: only what differs from
+    its model type's defaults (Gemma 3 4B's lists five keys)."""
+    path = folder / "config.json"
+    cfg = json.loads(path.read_text())
+    inner = cfg["text_config"]
+    defaults = transformers.AutoConfig.for_model(inner["model_type"]).to_dict()
+    cfg["text_config"] = {k: v for k, v in inner.items() if k == "model_type" or defaults.get(k) != v}
+    assert len(cfg["text_config"]) < len(inner)
+    path.write_text(json.dumps(cfg))
+
+
+@pytest.mark.parametrize("kind", ["gemma3", "llava", "mistral3"])
+def test_the_language_model_of_a_vision_language_folder_is_read(tmp_path, kind):
+    model = _vlm(kind)
+    model.save_pretrained(tmp_path / kind)
+    hw = compscope.load(tmp_path / kind)
+    ref = compscope.load(model.model.language_model)  # the base model object: its own names and full config
+    _same_heads(hw, ref)
+    head = model.lm_head.weight.detach()
+    assert torch.equal(hw.W_U, head)
+    assert hw.meta.family == ("gemma3" if kind == "gemma3" else "llama")
+    inner = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral"}[kind]
+    assert any(f"the language model of a {kind} model (its text_config, {inner}" in n and "vision not read" in n
+               for n in hw.meta.notes), hw.meta.notes
+    _same_heads(compscope.load(model), hw)  # the object itself, as a model object
+    _as_transformers_4_saved(tmp_path / kind)
+    _same_heads(compscope.load(tmp_path / kind), hw)
+
+
+def test_without_transformers_a_saved_text_config_is_refused_not_guessed(tmp_path, monkeypatch):
+    """A nested config left to transformers' defaults cannot be completed without them: refused."""
+    _vlm("gemma3").save_pretrained(tmp_path / "m")
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    with pytest.raises(compscope.UnsupportedModelError, match=r"m: the language model of a gemma3 model.*needs transformers"):
+        compscope.load(tmp_path / "m")
+
+
+@pytest.mark.parametrize("kind", ["gemma3", "llava", "mistral3"])
+def test_a_vision_language_folder_runs_on_text(tmp_path, kind):
+    """transformers builds the folder as an image-text-to-text model and runs it on token ids alone;
+    the runner hooks its language model, whose attention equals what compscope recomputes from the
+    weights it read (checked by the runner on its first trace), and the labels come out per head."""
+    from compscope.data.head_labels import activation_labels
+    from compscope.data.runner import cannot_run, runner_for
+
+    if not compscope.data.runner.transformers_at_least(4, 57):
+        pytest.skip("needs transformers >= 4.57")
+    _vlm(kind).save_pretrained(tmp_path / kind)
+    assert cannot_run(tmp_path / kind) is None
+    runner = runner_for(tmp_path / kind, progress=False, device="cpu")
+    assert type(runner.model).__name__.endswith("ForConditionalGeneration")
+    runner.trace(torch.randint(0, V - 3, (2, 7), generator=torch.Generator().manual_seed(0)))
+    assert runner._agreed
+    labels = activation_labels(runner, sequences=2, half=5, progress=False)
+    assert labels.mean["induction"].shape == (2, 4)
