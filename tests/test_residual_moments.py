@@ -1,6 +1,8 @@
 """The activations metric from data (compscope.data.residual_moments): the moments by hand, and the
 GL(d) invariance it buys, on a toy model and the same model in another residual basis."""
 
+import importlib.util
+
 import pytest
 import torch
 
@@ -112,11 +114,18 @@ def test_cli_scores_with_the_data_metric(capsys, tmp_path):
     native = tmp_path / "native"
     compscope.loading.formats.native.save(compscope.load("induction-2l"), native)
     assert main(["scores", str(native), "--metric", "activations"]) == 2  # weights alone do not run
-    import importlib.util
+    assert "native: a compscope model folder holds the attention heads alone, not a model that runs" in \
+        capsys.readouterr().err
+    folder = tmp_path / "no-config"  # a folder transformers cannot read: its own words, named
+    folder.mkdir()
+    (folder / "model.safetensors").write_bytes(b"")
+    from compscope.data.runner.hf import from_files
 
     has_transformers = importlib.util.find_spec("transformers") is not None
-    assert ("could not load the model to run it" if has_transformers else
-            "running this model on data needs transformers") in capsys.readouterr().err
+    with pytest.raises(compscope.CompscopeError, match="no-config: " + (
+            "transformers could not load the model to run it" if has_transformers else
+            "running this model on data needs transformers")):
+        from_files(folder, compscope.load("induction-2l"), progress=False)
 
 
 def test_second_moments_of_a_transformers_model_equal_what_its_attention_reads():

@@ -101,9 +101,12 @@ def run_settings(path: Path) -> dict:
     ``path`` (a GGUF file: its name and what transformers' GGUF reader drops), once it is known
     from their headers alone, nothing loaded, that transformers can run it; else the error that
     says why not (transformers missing or too old, a GGUF file it does not read, a folder in the
-    model makers' own format)."""
-    from ...loading.formats import consolidated
+    model makers' own format, compscope's own folder of heads)."""
+    from ...loading.formats import consolidated, native
 
+    if native.recognise(path):
+        raise OptionError(f"{path}: a compscope model folder holds the attention heads alone, not a model that runs: "
+                          "the data-based commands need the model it was saved from (its folder, file or object)")
     if consolidated.recognise(path):  # whatever is installed
         raise UnsupportedModelError(
             f"{path}: a reference-format folder (params.json, no config.json), which transformers does not run: the "
@@ -167,6 +170,8 @@ def _wraps_language_model(folder: Path) -> bool:
     from ...loading.families import language_model
     from ...loading.formats.safetensors_folder import read_config
 
+    if not (folder / "config.json").is_file():  # transformers says what it misses
+        return False
     return language_model(read_config(folder), str(folder))[1] is not None
 
 
