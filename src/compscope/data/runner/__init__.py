@@ -34,7 +34,8 @@ applied as float32 copies); a model object runs in its own dtype.
 One module a way of running a model: :mod:`.base` (the interface, :class:`Runner`, and the
 :class:`Trace` it returns), :mod:`.toy`, :mod:`.hf` (``transformers``, and loading one from local
 files), :mod:`.transformer_lens`; :mod:`.choose` holds :func:`runner_for`, which picks one for what
-it is given, and :func:`cannot_run`, which says, from files' headers alone, why one cannot be made. Adding a way to run models is one module here and one branch in :mod:`.choose`.
+it is given, and :func:`cannot_run`, which says, from files' headers alone, why one cannot be made.
+Adding a way to run models is one module here and one branch in :mod:`.choose`.
 """
 
 from .base import (PATTERN_COPIES, RUN_DTYPES, LayerState, Runner, Trace, evaluating, layer_state, model_device,
@@ -45,5 +46,5 @@ from .toy import ToyRunner
 from .transformer_lens import TransformerLensRunner
 
 __all__ = ["HFRunner", "LayerState", "OLDEST_TRANSFORMERS", "PATTERN_COPIES", "RUN_DTYPES", "Runner", "ToyRunner",
-           "Trace", "TransformerLensRunner", "cannot_run", "evaluating", "layer_state", "model_device", "model_dtype", "resolve_dtype",
-           "runner_for", "transformers_at_least", "what_is"]
+           "Trace", "TransformerLensRunner", "cannot_run", "evaluating", "layer_state", "model_device", "model_dtype",
+           "resolve_dtype", "runner_for", "transformers_at_least", "what_is"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ...errors import UnsupportedModelError
+from ...errors import UnsupportedModelError, one_line
 from ...core.heads import HeadWeights
 from ...registry import Registry
 from .base import Family
@@ -65,7 +65,7 @@ def language_model(config: dict, where: str) -> tuple[dict, str | None]:
         full = AutoConfig.for_model(kind, **{k: v for k, v in inner.items() if k != "model_type"}).to_dict()
     except Exception as e:  # transformers raises several kinds for a config it cannot build
         raise UnsupportedModelError(f"{where}: transformers cannot build the text_config of this {outer} model "
-                                    f"({type(e).__name__}: {e})") from e
+                                    f"({type(e).__name__}: {one_line(e)})") from e
     full.pop("architectures", None)  # the language model's own, not the wrapper's
     if "tie_word_embeddings" in config:  # transformers 5 ties the head by the outer config's word (4 by the inner's);
         full["tie_word_embeddings"] = config["tie_word_embeddings"]  # what a file without its own head means
