@@ -67,33 +67,37 @@ def test_attention_depends_on_what_the_variant_is_about(variant):
         resid, want = cap.resid[layer], cap.attn_out[layer]
         no_window = hw.replace(sliding_window=(None,) * hw.n_layers)
         assert (attention_forward(no_window, layer, resid) - want).abs().max() > 1e-3
-    if hw.rotary is not None:
-        no_rotary = hw.replace(rotary=None)
-        assert (attention_forward(no_rotary, layer, resid) - want).abs().max() > 1e-3
-    changed = []
+    changed = []  # (weights, layer): each must change what the layer computes
+    if hw.rotary is not None:  # on a layer that rotates (SmolLM3's NoPE layers turn by frequency 0)
+        turning = layer if bool(hw.rotary.inv_freq[layer].any()) else next(
+            i for i in range(hw.n_layers) if bool(hw.rotary.inv_freq[i].any()))
+        changed.append((hw.replace(rotary=None), turning))
+        if turning != layer:  # and the layer that does not must stay unrotated
+            changed.append((hw.replace(rotary=type(hw.rotary)(hw.rotary.dim, hw.rotary.inv_freq[[turning] * hw.n_layers],
+                                                              hw.rotary.style)), layer))
     if hw.attn_norm is not None and hw.attn_norm.weight is not None and hw.norm_placement == "pre":
-        changed.append(hw.replace(attn_norm=type(hw.attn_norm)(hw.attn_norm.kind, None, None, hw.attn_norm.eps)))
+        changed.append((hw.replace(attn_norm=type(hw.attn_norm)(hw.attn_norm.kind, None, None, hw.attn_norm.eps)), layer))
     if hw.rotary is not None:
         other = [i for i in range(hw.n_layers) if not torch.equal(hw.rotary.inv_freq[i], hw.rotary.inv_freq[layer])]
         if other:  # per-layer rotary bases (Gemma 3): another layer's base must not do
             freqs = hw.rotary.inv_freq.clone()
             freqs[layer] = freqs[other[0]]
-            changed.append(hw.replace(rotary=type(hw.rotary)(hw.rotary.dim, freqs, hw.rotary.style)))
+            changed.append((hw.replace(rotary=type(hw.rotary)(hw.rotary.dim, freqs, hw.rotary.style)), layer))
         if hw.rotary.dim > 2:  # the pairing (half: i with i + dim/2; interleaved: 2i with 2i+1) must matter
             style = "interleaved" if hw.rotary.style == "half" else "half"
-            changed.append(hw.replace(rotary=type(hw.rotary)(hw.rotary.dim, hw.rotary.inv_freq, style)))
+            changed.append((hw.replace(rotary=type(hw.rotary)(hw.rotary.dim, hw.rotary.inv_freq, style)), turning))
     if hw.attn_scale:
-        changed.append(hw.replace(attn_scale=0.0))
+        changed.append((hw.replace(attn_scale=0.0), layer))
     if hw.qk_norm is not None:
-        changed.append(hw.replace(qk_norm=None))
+        changed.append((hw.replace(qk_norm=None), layer))
     if hw.attn_out_norm is not None:
-        changed.append(hw.replace(attn_out_norm=None))
+        changed.append((hw.replace(attn_out_norm=None), layer))
     if hw.b_Q is not None:
-        changed.append(hw.replace(b_Q=None))
+        changed.append((hw.replace(b_Q=None), layer))
     if not hw.causal:
-        changed.append(hw.replace(causal=True))
-    for wrong in changed:
-        assert (attention_forward(wrong, layer, resid) - want).abs().max() > 1e-3
+        changed.append((hw.replace(causal=True), layer))
+    for wrong, at in changed:
+        assert (attention_forward(wrong, at, cap.resid[at]) - cap.attn_out[at]).abs().max() > 1e-3
 
 
 def test_shapes_and_gqa_map(variant):
@@ -490,3 +494,34 @@ def test_per_head_qk_gains_that_agree_are_the_shared_gains():
         shared, per_head = hw.replace(qk_norm=one), hw.replace(qk_norm=each)
         for kind, inp in (("Q", x), ("K", x), ("K", x4)):
             torch.testing.assert_close(project(per_head, 0, kind, inp), project(shared, 0, kind, inp), rtol=0, atol=1e-6)
+
+
+def test_smollm3_layers_without_rotary_and_their_windows_as_transformers_builds_them():
+    """SmolLM3's per-layer settings from a config, as transformers builds the model from it: no
+    rotary on every ``no_rope_layer_interval``-th layer (or as ``no_rope_layers`` lists), a window
+    only with ``use_sliding_window`` on and only on those layers; malformed lists refused."""
+    from compscope.errors import LoadError
+    from compscope.loading.families.llama import layer_types, rope_layers
+
+    cfg = {"model_type": "smollm3", "use_sliding_window": True, "sliding_window": 3, "no_rope_layer_interval": 2}
+    assert rope_layers(cfg, 4) == [True, False, True, False]
+    assert rope_layers({"model_type": "smollm3"}, 8) == [True, True, True, False] * 2  # transformers' default: 4
+    assert layer_types(cfg, 4) == ["full_attention", "sliding_attention"] * 2
+    assert layer_types({**cfg, "use_sliding_window": False}, 4) == ["full_attention"] * 4
+    listed = {**cfg, "layer_types": ["sliding_attention"] * 4}  # as saved; the switch still decides
+    assert layer_types(listed, 4) == ["sliding_attention"] * 4
+    assert layer_types({**listed, "use_sliding_window": False}, 4) == ["full_attention"] * 4
+    for bad in ([1, 0, 1], [1, 2, 1, 0], [1.0, 0, 1, 0], "1010"):
+        with pytest.raises(LoadError, match="'no_rope_layers' .* is not one 0 or 1 per layer"):
+            rope_layers({"no_rope_layers": bad}, 4)
+    from hf_tiny import transformers
+
+    model = transformers.SmolLM3ForCausalLM(transformers.SmolLM3Config(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, no_rope_layers=[0, 1, 1, 0], pad_token_id=0, bos_token_id=1, eos_token_id=2))
+    hw = compscope.load(model)
+    assert [bool(hw.rotary.inv_freq[i].any()) for i in range(4)] == [False, True, True, False]
+    assert any("no rotary (NoPE) on layers 0, 3" in n for n in hw.meta.notes)
+    from compscope.core.card import card_rows
+
+    assert "none on 2 layers (NoPE)" in dict(card_rows(hw))["positions"]

@@ -15,14 +15,17 @@ def _rotary_bases(hw: HeadWeights) -> str:
     """The rotary base of each layer (distinct values), from the ratio of its first two
     frequencies, ``inv_freq_1 / inv_freq_0 = base^(-2/dim)``, which a uniform scaling of the
     positions (linear RoPE scaling, ``inv_freq_0 = 1/factor``; said when there is one) leaves
-    alone; with one rotated pair there is no base, only its frequency."""
+    alone; with one rotated pair there is no base, only its frequency. Layers whose frequencies are
+    all 0 (no rotary: SmolLM3's NoPE layers) are counted apart."""
     f = hw.rotary.inv_freq.double()
+    turning = [l for l in range(hw.n_layers) if bool(f[l].any())]  # frequency 0: a layer without rotary (NoPE)
+    plain = "" if len(turning) == hw.n_layers else f"; none on {hw.n_layers - len(turning)} layers (NoPE)"
     if f.shape[1] < 2:
-        return "one frequency " + ", ".join(f"{v:g}" for v in sorted({float(x) for x in f[:, 0]}))
-    bases = sorted({round(float((f[l, 0] / f[l, 1]) ** (hw.rotary.dim / 2)), -1) for l in range(hw.n_layers)})
-    scaled = sorted({round(float(x), 6) for x in f[:, 0] if abs(float(x) - 1) > 1e-9})  # inv_freq_0 = 1 unscaled
+        return "one frequency " + ", ".join(f"{v:g}" for v in sorted({float(f[l, 0]) for l in turning})) + plain
+    bases = sorted({round(float((f[l, 0] / f[l, 1]) ** (hw.rotary.dim / 2)), -1) for l in turning})
+    scaled = sorted({round(float(f[l, 0]), 6) for l in turning if abs(float(f[l, 0]) - 1) > 1e-9})  # inv_freq_0 = 1 unscaled
     return "base " + ", ".join(f"{b:g}" for b in bases) + (
-        f", positions scaled by {', '.join(f'{v:g}' for v in scaled)}" if scaled else "")
+        f", positions scaled by {', '.join(f'{v:g}' for v in scaled)}" if scaled else "") + plain
 
 
 def _unembedding(hw: HeadWeights) -> str:

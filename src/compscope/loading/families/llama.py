@@ -45,6 +45,7 @@ class LlamaLikeOptions:
     default_theta: float = 10000.0
     notes: tuple[str, ...] = ()  # more for meta.notes (StableLM: the parallel residual)
     partial_rotary: float = 1.0  # the share of each head rotated when the config does not say (StableLM: 0.25)
+    nope_layers: bool = False  # SmolLM3: layers without rotary (config 'no_rope_layers'), frequency 0
 
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -68,17 +69,34 @@ def layer_types(config: dict, n_layers: int, where: str = "config") -> list[str]
             raise UnsupportedModelError(f"{where}: layer_types has sliding_attention layers but sliding_window is not set")
         if "sliding_attention" in types:
             integer(config, where, "sliding_window")  # a positive size
+        if config.get("model_type") == "smollm3" and not config.get("use_sliding_window"):
+            return ["full_attention"] * n_layers  # its layers slide only with the switch on, whatever they say
         return types
     window = config.get("sliding_window")
     if window:
         integer(config, where, "sliding_window")
     on = config.get("use_sliding_window") and window  # the Qwen switch
+    if config.get("model_type") == "smollm3":  # the switch, on the layers without rotary
+        return ["sliding_attention" if on and not r else "full_attention" for r in rope_layers(config, n_layers, where)]
     if config.get("model_type") == "qwen3_moe":  # every layer, when on (max_window_layers is not read)
         return ["sliding_attention" if on else "full_attention"] * n_layers
     if config.get("model_type") in ("qwen2", "qwen3"):
         first = integer(config, where, "max_window_layers", default=n_layers, low=0, high=MAX_LAYERS)
         return ["sliding_attention" if on and i >= first else "full_attention" for i in range(n_layers)]
     return ["sliding_attention" if window else "full_attention"] * n_layers
+
+
+def rope_layers(config: dict, n_layers: int, where: str = "config") -> list[bool]:
+    """Per layer, whether it rotates queries and keys (SmolLM3's ``no_rope_layers``: 1 rotary, 0
+    none; where absent, every ``no_rope_layer_interval``-th layer (default 4) has none, as
+    transformers builds it)."""
+    flags = config.get("no_rope_layers")
+    if flags is None:
+        every = integer(config, where, "no_rope_layer_interval", default=4)
+        return [(i + 1) % every != 0 for i in range(n_layers)]
+    if not isinstance(flags, list) or len(flags) != n_layers or any(f not in (0, 1) or isinstance(f, float) for f in flags):
+        raise LoadError(f"{where}: config key 'no_rope_layers' = {flags!r} is not one 0 or 1 per layer ({n_layers})")
+    return [bool(f) for f in flags]
 
 
 def llamalike_hooks(cls, model):
@@ -180,6 +198,12 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
         freqs = [f / divisors.double() for f in freqs]
         rope_notes.append("rotary frequencies divided per dimension by the file's rope_freqs (llama.cpp's form of "
                           "Llama 3 rope scaling)")
+    if opts.nope_layers:  # no rotary: frequency 0, every position turned by nothing
+        plain = [i for i, on in enumerate(rope_layers(cfg, L, where)) if not on]
+        freqs = [torch.zeros_like(f) if i in plain else f for i, f in enumerate(freqs)]
+        if plain:
+            rope_notes.append(f"no rotary (NoPE) on layers {', '.join(map(str, plain))}: their heads see positions only "
+                              "through the causal mask")
     notes = checkpoint_notes(ckpt, head_note) + rope_notes + list(opts.notes)
     if opts.qk_norm:
         over = "per head" if opts.qk_norm_scope == "head" else "over all heads of a layer at once"
