@@ -525,3 +525,17 @@ def test_smollm3_layers_without_rotary_and_their_windows_as_transformers_builds_
     from compscope.core.card import card_rows
 
     assert "none on 2 layers (NoPE)" in dict(card_rows(hw))["positions"]
+
+
+def test_qwen2_moe_sliding_layers_are_read_from_the_list_or_refused():
+    """transformers 4 and 5 slide different layers of a Qwen2-MoE with use_sliding_window on; a
+    config that lists them (as transformers 5 saves it) is read, one that does not is refused."""
+    from compscope.errors import UnsupportedModelError
+    from compscope.loading.families.llama import layer_types
+
+    cfg = {"model_type": "qwen2_moe", "use_sliding_window": True, "sliding_window": 3, "max_window_layers": 2}
+    with pytest.raises(UnsupportedModelError, match="use_sliding_window is on and layer_types does not list"):
+        layer_types(cfg, 4)
+    listed = ["sliding_attention", "full_attention", "sliding_attention", "full_attention"]
+    assert layer_types({**cfg, "layer_types": listed}, 4) == listed
+    assert layer_types({**cfg, "use_sliding_window": False}, 4) == ["full_attention"] * 4

@@ -1,4 +1,5 @@
-"""Llama-like decoders: Llama, Mistral, Mixtral, Qwen2, SmolLM (and the shared converter Gemma and Qwen3 use).
+"""Llama-like decoders: Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE, SmolLM (and the shared converter the
+other Llama-like families use).
 
 Pre-RMSNorm; separate ``q/k/v/o_proj`` (``nn.Linear``: weight ``(out, in)``, already the
 column convention); rotary in the HF "rotate-half" layout; GQA with ``num_key_value_heads``
@@ -78,6 +79,10 @@ def layer_types(config: dict, n_layers: int, where: str = "config") -> list[str]
     on = config.get("use_sliding_window") and window  # the Qwen switch
     if config.get("model_type") == "smollm3":  # the switch, on the layers without rotary
         return ["sliding_attention" if on and not r else "full_attention" for r in rope_layers(config, n_layers, where)]
+    if config.get("model_type") == "qwen2_moe" and on:  # no list, and transformers 4 and 5 slide different layers
+        raise UnsupportedModelError(f"{where}: use_sliding_window is on and layer_types does not list the sliding layers: "
+                                    "transformers 4 slides the layers from max_window_layers up, 5 the even-numbered "
+                                    "ones below it; save the config with transformers 5, which lists them")
     if config.get("model_type") == "qwen3_moe":  # every layer, when on (max_window_layers is not read)
         return ["sliding_attention" if on else "full_attention"] * n_layers
     if config.get("model_type") in ("qwen2", "qwen3"):
@@ -264,17 +269,19 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
 
 @register
 class Llama(Family):
-    """Llama, Mistral, Mixtral, Qwen2 and SmolLM checkpoints (Mixtral's experts are MLP: not read)."""
+    """Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE and SmolLM checkpoints (the experts are MLP: not read)."""
 
     name = "llama"
-    model_types = ("llama", "mistral", "mixtral", "qwen2", "smollm", "smollm2")
-    architectures = ("LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM", "LlamaModel")
+    model_types = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "smollm", "smollm2")
+    architectures = ("LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
+                     "Qwen2MoeForCausalLM", "LlamaModel")
     handled = frozenset(
         "hidden_size num_attention_heads num_key_value_heads head_dim num_hidden_layers rms_norm_eps "
-        "rope_theta attention_bias sliding_window layer_types max_window_layers use_sliding_window".split()
+        "rope_theta attention_bias qkv_bias sliding_window layer_types max_window_layers use_sliding_window".split()
     )
     ignored = frozenset("pretraining_tp num_local_experts num_experts_per_tok output_router_logits router_aux_loss_coef "
-                        "router_jitter_noise".split())  # Mixtral's MLP
+                        "router_jitter_noise num_experts moe_intermediate_size shared_expert_intermediate_size "
+                        "decoder_sparse_step norm_topk_prob mlp_only_layers".split())  # Mixtral's, Qwen2-MoE's MLP
     accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
 
     hook_points = classmethod(llamalike_hooks)
@@ -286,6 +293,8 @@ class Llama(Family):
             return False, False
         if kind == "qwen2":
             return True, False  # q/k/v_proj with, o_proj without a bias, whatever the config says
+        if kind == "qwen2_moe":
+            return bool(config.get("qkv_bias", True)), False  # its switch, default on
         return (bool(config.get("attention_bias") or False),) * 2  # Llama: one switch, default off
 
     @classmethod
