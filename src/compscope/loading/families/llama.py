@@ -79,7 +79,9 @@ def layer_types(config: dict, n_layers: int, where: str = "config") -> list[str]
     on = config.get("use_sliding_window") and window  # the Qwen switch
     if config.get("model_type") == "smollm3":  # the switch, on the layers without rotary
         return ["sliding_attention" if on and not r else "full_attention" for r in rope_layers(config, n_layers, where)]
-    if config.get("model_type") == "qwen2_moe" and on:  # no list, and transformers 4 and 5 slide different layers
+    if config.get("model_type") == "qwen2_moe" and not on:  # the switch off: no window, whatever its size
+        return ["full_attention"] * n_layers
+    if config.get("model_type") == "qwen2_moe":  # no list, and transformers 4 and 5 slide different layers
         raise UnsupportedModelError(f"{where}: use_sliding_window is on and layer_types does not list the sliding layers: "
                                     "transformers 4 slides the layers from max_window_layers up, 5 the even-numbered "
                                     "ones below it; save the config with transformers 5, which lists them")
