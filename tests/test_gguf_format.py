@@ -399,6 +399,67 @@ def test_qwen3_gguf_matches_model_object(tmp_path):
         torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
 
 
+def test_qwen2moe_gguf_matches_model_object_and_runs(tmp_path):
+    """Qwen2-MoE as llama.cpp writes it (``qwen2moe``: unpermuted, q/k/v biases, experts stacked):
+    read back, the attention is the model object's; transformers runs the same file, computing the
+    attention compscope recomputes."""
+    from compscope.core.attention import attention_forward
+    from compscope.data.runner import runner_for
+
+    cfg = hf_config("Qwen2MoeConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=64, num_experts=2,
+                    num_experts_per_tok=1,  # the experts' widths left at their defaults: transformers' GGUF reader
+                    # does not read them from the file (so a real Qwen1.5-MoE runs, and a narrower one would not)
+                    tie_word_embeddings=False, rope_parameters={"rope_type": "default", "rope_theta": 3000.0})
+    model = transformers.Qwen2MoeForCausalLM(cfg).eval()
+    _randomise(model, 6)
+    sd = _numpy_state(model)
+    w = gguf.GGUFWriter(str(tmp_path / "m.gguf"), "qwen2moe")
+    for add, value in [(w.add_block_count, 2), (w.add_context_length, 64), (w.add_embedding_length, D),
+                       (w.add_feed_forward_length, 32), (w.add_head_count, H), (w.add_head_count_kv, G),
+                       (w.add_layer_norm_rms_eps, 1e-6), (w.add_rope_freq_base, 3000.0), (w.add_vocab_size, V),
+                       (w.add_expert_count, 2), (w.add_expert_used_count, 1), (w.add_expert_feed_forward_length, 1408),
+                       (w.add_expert_shared_feed_forward_length, 5632)]:
+        add(value)
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    w.add_tensor("output.weight", sd["lm_head.weight"])
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    names = {"input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
+             **{f"self_attn.{x}_proj.{k}": f"attn_{x}.{k}" for x in "qkv" for k in ("weight", "bias")},
+             "self_attn.o_proj.weight": "attn_output.weight", "mlp.gate.weight": "ffn_gate_inp.weight",
+             **{f"mlp.shared_expert.{x}_proj.weight": f"ffn_{x}_shexp.weight" for x in ("gate", "up", "down")}}
+    for i in range(2):
+        p = f"model.layers.{i}."
+        for hf_name, g_name in names.items():
+            w.add_tensor(f"blk.{i}.{g_name}", sd[p + hf_name])
+        w.add_tensor(f"blk.{i}.ffn_gate_inp_shexp.weight", sd[p + "mlp.shared_expert_gate.weight"].reshape(-1))  # (d,)
+        experts = [k for k in sd if k.startswith(p + "mlp.experts")]
+        if any(".gate_up_proj" in k for k in experts):  # transformers 5 stores the experts fused
+            gate_up = sd[p + "mlp.experts.gate_up_proj"]  # (E, 2 m, d)
+            w.add_tensor(f"blk.{i}.ffn_gate_exps.weight", gate_up[:, :1408].copy())
+            w.add_tensor(f"blk.{i}.ffn_up_exps.weight", gate_up[:, 1408:].copy())
+            w.add_tensor(f"blk.{i}.ffn_down_exps.weight", sd[p + "mlp.experts.down_proj"])
+        else:
+            for x in ("gate", "up", "down"):
+                w.add_tensor(f"blk.{i}.ffn_{x}_exps.weight",
+                             np.stack([sd[f"{p}mlp.experts.{e}.{x}_proj.weight"] for e in range(2)]))
+    _finish(w)
+    ours, ref = compscope.load(tmp_path / "m.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "llama" and ours.b_Q is not None
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U", "b_Q", "b_K", "b_V"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    x = torch.randn(1, 9, D, generator=torch.Generator().manual_seed(4))
+    for layer in range(2):
+        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
+    from compscope.data.runner import transformers_at_least
+
+    if not transformers_at_least(5):
+        pytest.skip("transformers 4's GGUF reader builds Qwen2-MoE with its default expert count (60), not the file's 2")
+    runner = runner_for(tmp_path / "m.gguf", progress=False, device="cpu")
+    runner.trace(torch.randint(0, V, (2, 7), generator=torch.Generator().manual_seed(0)))
+    assert runner._agreed
+
+
 def test_gemma2_gguf_matches_model_object(tmp_path):
     """Gemma 2 in GGUF: ``1 + w`` norms, the soft cap from the metadata, the sliding layers (not
     stored) every other one as HF's default, the logit scale by llama.cpp's rule."""

@@ -53,6 +53,7 @@ _CONFIG_KEYS = {
 _ARCHS = {
     "llama": ("llama", True, False),
     "qwen2": ("qwen2", False, False),
+    "qwen2moe": ("qwen2_moe", False, False),  # Qwen2's attention (q/k/v biases); the experts are MLP
     "qwen3": ("qwen3", False, False),
     "qwen3moe": ("qwen3_moe", False, False),
     "gemma": ("gemma", False, True),
