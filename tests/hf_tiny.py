@@ -92,6 +92,14 @@ VARIANTS = [
             dict(_LLAMA, num_key_value_heads=2, no_rope_layer_interval=2, use_sliding_window=True, sliding_window=3,
                  pad_token_id=0, bos_token_id=1, eos_token_id=2,
                  rope_parameters={"rope_type": "default", "rope_theta": 3000.0})),
+    Variant("cohere-qk-layernorm-interleaved", "llama", "CohereConfig",
+            dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64, layer_norm_eps=1e-5, use_qk_norm=True,
+                 logit_scale=0.5, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                 rope_parameters={"rope_type": "default", "rope_theta": 2000.0})),
+    Variant("cohere2-sliding-rotary-global-nope", "llama", "Cohere2Config",
+            dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64, layer_norm_eps=1e-5, sliding_window=3,
+                 layer_types=["sliding_attention", "full_attention"], pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                 rope_parameters={"rope_type": "default", "rope_theta": 900.0})),
     Variant("olmo-parameter-free-layernorm", "llama", "OlmoConfig",
             dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64,
                  rope_parameters={"rope_type": "default", "rope_theta": 900.0})),
@@ -163,7 +171,7 @@ BY_ID = {v.id: v for v in VARIANTS}
 PRE_LN_LAYERNORM = ["gpt2", "gpt-neo-local3", "neox-partial-rotary-parallel", "neox-sequential-no-bias",
                     "olmo-parameter-free-layernorm", "phi-partial-rotary-qk-layernorm", "phi-mha", "gptj-interleaved-rotary",
                     "opt", "stablelm-partial-rotary-parallel", "stablelm-sequential-no-bias", "stablelm-qk-layernorm-per-head",
-                    "starcoder2-bias-sliding3",
+                    "starcoder2-bias-sliding3", "cohere-qk-layernorm-interleaved", "cohere2-sliding-rotary-global-nope",
                     "falcon-mqa-parallel", "falcon-grouped-gqa-bias", "falcon-per-head-sequential"]
 RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "gemma3") and v.id not in PRE_LN_LAYERNORM]
 

@@ -143,7 +143,8 @@ def test_unembedding_matches_hf(variant):
     if variant.kind == "bert":
         assert hw.W_U is None and hw.final_norm is None
         return
-    torch.testing.assert_close(hw.W_U, model.get_output_embeddings().weight, atol=0, rtol=0)
+    scale = model.config.logit_scale if variant.config_cls.startswith("Cohere") else 1.0  # logits times it, in W_U
+    torch.testing.assert_close(hw.W_U, model.get_output_embeddings().weight * scale, atol=0, rtol=0)
     # logits = W_U · final_norm(x) (+ b_U): the final norm must be right too
     logits = cap.final_in @ hw.W_U.T if hw.final_norm is None else hw.final_norm.apply(cap.final_in, 0) @ hw.W_U.T
     if hw.b_U is not None:

@@ -46,7 +46,10 @@ class LlamaLikeOptions:
     default_theta: float = 10000.0
     notes: tuple[str, ...] = ()  # more for meta.notes (StableLM: the parallel residual)
     partial_rotary: float = 1.0  # the share of each head rotated when the config does not say (StableLM: 0.25)
-    nope_layers: bool = False  # SmolLM3: layers without rotary (config 'no_rope_layers'), frequency 0
+    nope_layers: str = ""  # layers without rotary, frequency 0: 'no_rope_layers' (SmolLM3, as that key says),
+    # 'full_attention' (Cohere 2: its global layers)
+    rotary_style: str = "half"  # Cohere: 'interleaved', pairs (2i, 2i + 1)
+    logit_scale: float = 1.0  # Cohere: logits = scale · W_U x, the scale folded into W_U
 
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -206,7 +209,9 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
         rope_notes.append("rotary frequencies divided per dimension by the file's rope_freqs (llama.cpp's form of "
                           "Llama 3 rope scaling)")
     if opts.nope_layers:  # no rotary: frequency 0, every position turned by nothing
-        plain = [i for i, on in enumerate(rope_layers(cfg, L, where)) if not on]
+        turning = rope_layers(cfg, L, where) if opts.nope_layers == "no_rope_layers" else [
+            t != opts.nope_layers for t in types]
+        plain = [i for i, on in enumerate(turning) if not on]
         freqs = [torch.zeros_like(f) if i in plain else f for i, f in enumerate(freqs)]
         if plain:
             rope_notes.append(f"no rotary (NoPE) on layers {', '.join(map(str, plain))}: their heads see positions only "
@@ -234,6 +239,9 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
         )
     if opts.embed_scale != 1.0:
         notes.append(f"W_E includes the embedding scale {opts.embed_scale:g} (sqrt(d_model)); W_U does not")
+    if opts.logit_scale != 1.0 and W_U is not None:
+        W_U = W_U * opts.logit_scale
+        notes.append(f"W_U includes the logit scale {opts.logit_scale:g} (logits = scale · W_U x)")
     if any(t == "sliding_attention" for t in types):
         notes.append(f"sliding-window attention (window {window}) on {types.count('sliding_attention')} of {L} layers")
 
@@ -259,7 +267,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
         qk_norm=(norm(qn, opts.qk_norm_kind), norm(kn, opts.qk_norm_kind)) if opts.qk_norm else None,
         qk_norm_scope=opts.qk_norm_scope,
         attn_out_norm=norm(g_post) if opts.post_attn_norm else None,
-        rotary=Rotary(rot_dim, torch.stack(freqs), "half"),
+        rotary=Rotary(rot_dim, torch.stack(freqs), opts.rotary_style),
         positions="rotary",
         attn_scale=opts.attn_scale,
         attn_softcap=opts.attn_softcap,

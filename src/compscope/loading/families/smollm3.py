@@ -29,4 +29,4 @@ class SmolLM3(Family):
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
-        return convert_llamalike(ckpt, cls, LlamaLikeOptions(nope_layers=True))
+        return convert_llamalike(ckpt, cls, LlamaLikeOptions(nope_layers="no_rope_layers"))
