@@ -193,6 +193,9 @@ def test_defects_are_refused_naming_the_file(tmp_path):
     nan = _write(tmp_path / "nan", {**sd, "layers.0.attention.wo.weight": torch.full((D, H * R), float("nan"))}, _params())
     with pytest.raises(compscope.WeightError, match=r"layers\.0\.attention\.wo\.weight.*NaN"):
         compscope.load(nan)
+    for key, value in [("n_heads", 0), ("dim", "20"), ("n_layers", -1), ("head_dim", 2.5), ("sliding_window", "four")]:
+        with pytest.raises(compscope.LoadError, match=rf"params\.json: config key '{key}' = {value!r}"):
+            compscope.load(_write(tmp_path / f"size-{key}", sd, _params(**{key: value})))
     no_layers = _params()
     del no_layers["n_layers"]
     with pytest.raises(compscope.LoadError, match="'n_layers' is missing"):

@@ -22,6 +22,7 @@ import torch
 
 from ..checkpoint import Checkpoint, TensorStore, one_line, pairs_to_halves
 from ...errors import LoadError, UnsupportedModelError
+from ..families.base import MAX_LAYERS, MAX_WIDTH, integer
 from .safetensors_folder import pickled_tensors, safetensors_tensors
 
 PARAMS = "params.json"
@@ -107,13 +108,19 @@ def to_config(params: dict, where: str) -> tuple[dict, list[str]]:
     for key in ("dim", "n_layers", "n_heads"):
         if key not in params:
             raise LoadError(f"{where}: '{key}' is missing")
+    for key in ("dim", "n_layers", "n_heads", "n_kv_heads", "head_dim"):  # sizes: checked before a shape uses them
+        if params.get(key) is not None:
+            cfg[_KEYS[key]] = integer(params, where, key, high=MAX_LAYERS if key == "n_layers" else MAX_WIDTH)
     if cfg.get("vocab_size") in (None, -1):  # Meta's Llama 2 writes -1: the tokenizer's size
         cfg.pop("vocab_size", None)
     if "rope_theta" not in cfg:
         cfg["rope_theta"] = _DEFAULT_THETA
         notes.append(f"params.json states no rope_theta: {_DEFAULT_THETA:g}, the reference code's default")
-    if params.get("sliding_window") is not None:
-        cfg["sliding_window"] = int(params["sliding_window"])  # sometimes written as a string
+    if params.get("sliding_window") is not None:  # sometimes written as a string
+        window = params["sliding_window"]
+        if isinstance(window, str) and window.strip().isdigit():
+            window = int(window)
+        cfg["sliding_window"] = integer({"sliding_window": window}, where, "sliding_window")
     cfg["tie_word_embeddings"] = bool(params.get("tied_embeddings", False))
     if params.get("moe"):
         notes.append("a mixture of experts (Mixtral): the experts are MLP, not read")
