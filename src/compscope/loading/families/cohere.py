@@ -15,23 +15,18 @@ import dataclasses
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
-from .base import MAX_LAYERS, Family, config_attention_bias, integer, number, rope_accept
+from .base import MAX_LAYERS, integer, number
 from .gemma import _default_layer_types
-from .llama import Llama, LlamaLikeOptions, convert_llamalike, llamalike_hooks
+from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike
 
 
 @register
-class Cohere(Family):
+class Cohere(LlamaLike):
     name = "cohere"
     model_types = ("cohere", "cohere2")
     architectures = ("CohereForCausalLM", "Cohere2ForCausalLM")
     handled = Llama.handled | {"use_qk_norm", "layer_norm_eps", "logit_scale", "sliding_window_pattern",
                                "_sliding_window_pattern"}
-    ignored = Llama.ignored
-    accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
-
-    hook_points = classmethod(llamalike_hooks)
-    attention_biases = config_attention_bias("attention_bias", False)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:

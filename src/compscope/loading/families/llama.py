@@ -17,8 +17,8 @@ from ..checkpoint import Checkpoint
 from ...errors import LoadError, UnsupportedModelError
 from ...core.heads import HeadWeights, Meta, Norm, Rotary
 from . import register
-from .base import (MAX_HEADS, MAX_LAYERS, Family, checkpoint_notes, integer, inv_freq, kv_groups, number, rope_accept,
-                   rope_settings, rotary_dim, split_cols, split_rows, stack, unembedding)
+from .base import (MAX_HEADS, MAX_LAYERS, Family, checkpoint_notes, config_attention_bias, integer, inv_freq, kv_groups,
+                   number, rope_accept, rope_settings, rotary_dim, split_cols, split_rows, stack, unembedding)
 
 #: where the layers are: a causal LM, a base model, a vision-language model's language model (as transformers
 #: saves one since 4.52, and before)
@@ -310,3 +310,22 @@ class Llama(Family):
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         return convert_llamalike(ckpt, cls, LlamaLikeOptions())
+
+
+class LlamaLike(Family):
+    """What the Llama-like families share: Llama's module names (hooks), rotary settings, one
+    ``attention_bias`` switch (default off), and the converter run with the family's ``options``.
+    A subclass states its names, config keys and options (and a ``convert`` of its own where it
+    first rewrites its config)."""
+
+    handled = Llama.handled
+    ignored = Llama.ignored
+    accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
+    options = LlamaLikeOptions()
+
+    hook_points = classmethod(llamalike_hooks)
+    attention_biases = config_attention_bias("attention_bias", False)
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        return convert_llamalike(ckpt, cls, cls.options)

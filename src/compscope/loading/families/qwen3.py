@@ -9,11 +9,8 @@ logit scale ``head_dim^-1/2``. Sliding windows as Qwen2's (``use_sliding_window`
 
 from __future__ import annotations
 
-from ..checkpoint import Checkpoint
-from ...core.heads import HeadWeights
 from . import register
-from .base import Family, config_attention_bias, rope_accept
-from .llama import Llama, LlamaLikeOptions, convert_llamalike, llamalike_hooks
+from .llama import Llama, LlamaLike, LlamaLikeOptions
 
 #: Qwen3-MoE's MLP settings: the attention does not depend on them
 _MOE = frozenset(
@@ -23,17 +20,9 @@ _MOE = frozenset(
 
 
 @register
-class Qwen3(Family):
+class Qwen3(LlamaLike):
     name = "qwen3"
     model_types = ("qwen3", "qwen3_moe")
     architectures = ("Qwen3ForCausalLM", "Qwen3Model", "Qwen3MoeForCausalLM")
-    handled = Llama.handled
     ignored = Llama.ignored | _MOE
-    accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
-
-    hook_points = classmethod(llamalike_hooks)
-    attention_biases = config_attention_bias("attention_bias", False)
-
-    @classmethod
-    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
-        return convert_llamalike(ckpt, cls, LlamaLikeOptions(qk_norm=True))
+    options = LlamaLikeOptions(qk_norm=True)

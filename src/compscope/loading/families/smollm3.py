@@ -8,25 +8,14 @@ Sliding windows only with ``use_sliding_window`` on, and then on the layers with
 
 from __future__ import annotations
 
-from ..checkpoint import Checkpoint
-from ...core.heads import HeadWeights
 from . import register
-from .base import Family, config_attention_bias, rope_accept
-from .llama import Llama, LlamaLikeOptions, convert_llamalike, llamalike_hooks
+from .llama import Llama, LlamaLike, LlamaLikeOptions
 
 
 @register
-class SmolLM3(Family):
+class SmolLM3(LlamaLike):
     name = "smollm3"
     model_types = ("smollm3",)
     architectures = ("SmolLM3ForCausalLM", "SmolLM3Model")
     handled = Llama.handled | {"no_rope_layers", "no_rope_layer_interval"}
-    ignored = Llama.ignored
-    accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
-
-    hook_points = classmethod(llamalike_hooks)
-    attention_biases = config_attention_bias("attention_bias", False)
-
-    @classmethod
-    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
-        return convert_llamalike(ckpt, cls, LlamaLikeOptions(nope_layers="no_rope_layers"))
+    options = LlamaLikeOptions(nope_layers="no_rope_layers")
