@@ -163,6 +163,48 @@ def test_fuzzed_configs(hf_folders, tmp_path, family):
     case()
 
 
+@pytest.fixture(scope="module")
+def reference_folder(tmp_path_factory):
+    """A tiny folder in Mistral's own format (params.json + consolidated.safetensors), intact: loads."""
+    from safetensors.torch import save_file
+
+    g = torch.Generator().manual_seed(0)
+    d, H, G, r, V = 16, 4, 2, 4, 32
+    sd = {"tok_embeddings.weight": torch.randn(V, d, generator=g), "norm.weight": torch.ones(d),
+          "output.weight": torch.randn(V, d, generator=g)}
+    for i in range(2):
+        sd |= {f"layers.{i}.attention.wq.weight": torch.randn(H * r, d, generator=g),
+               f"layers.{i}.attention.wk.weight": torch.randn(G * r, d, generator=g),
+               f"layers.{i}.attention.wv.weight": torch.randn(G * r, d, generator=g),
+               f"layers.{i}.attention.wo.weight": torch.randn(d, H * r, generator=g),
+               f"layers.{i}.attention_norm.weight": torch.ones(d)}
+    path = tmp_path_factory.mktemp("reference") / "m"
+    path.mkdir()
+    save_file(sd, str(path / "consolidated.safetensors"))
+    (path / "params.json").write_text(json.dumps({"dim": d, "n_layers": 2, "head_dim": r, "hidden_dim": 32, "n_heads": H,
+                                                  "n_kv_heads": G, "norm_eps": 1e-5, "vocab_size": V, "rope_theta": 1e4}))
+    compscope.load(path)
+    return path
+
+
+def test_fuzzed_reference_params(reference_folder, tmp_path):
+    """params.json of a reference-format folder: every edit loads or is refused naming the folder."""
+    params = json.loads((reference_folder / "params.json").read_text())
+
+    @FUZZ
+    @given(st.lists(json_edit(params, ("sliding_window", "moe", "use_scaled_rope", "yarn", "quantization",
+                                       "tied_embeddings")), min_size=1, max_size=3))
+    def case(edits):
+        folder = _copy(reference_folder, tmp_path / "m")
+        doc = params
+        for e in edits:
+            doc = apply_edit(doc, e)
+        (folder / "params.json").write_text(json.dumps(doc))
+        outcome("params.json (reference format)", lambda: compscope.load(folder), [str(folder)])
+
+    case()
+
+
 @pytest.mark.parametrize("text", [deep_json(100_000), '{"a": ' + deep_json(50_000) + "}", "\udcff", "{\"model_type\": \"llama\"",
                                   "[1, 2]", "null", "\ufeff{}"])
 def test_raw_config_text(hf_folders, tmp_path, text):
