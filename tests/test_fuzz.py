@@ -144,23 +144,30 @@ def _copy(src: Path, dst: Path) -> Path:
     return dst
 
 
-@pytest.mark.parametrize("family", FAMILIES)
-def test_fuzzed_configs(hf_folders, tmp_path, family):
-    src = hf_folders[family]
-    cfg = json.loads((src / "config.json").read_text())
+def fuzz_document(src: Path, tmp_path: Path, name: str, target: str, extra_keys: tuple[str, ...] = ()) -> None:
+    """Fuzz the JSON document ``name`` of the model folder ``src``: each case, a copy of the folder
+    with 1 to 3 edits of it (:func:`json_edit`, which may add ``extra_keys``), must load or be
+    refused naming the folder (:func:`outcome`, counted under ``target``)."""
+    original = json.loads((src / name).read_text())
 
     @FUZZ
-    @given(st.lists(json_edit(cfg, ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "rope_theta",
-                                    "partial_rotary_factor", "n_head", "n_embd")), min_size=1, max_size=3))
+    @given(st.lists(json_edit(original, extra_keys), min_size=1, max_size=3))
     def case(edits):
         folder = _copy(src, tmp_path / "m")
-        doc = cfg
+        doc = original
         for e in edits:
             doc = apply_edit(doc, e)
-        (folder / "config.json").write_text(json.dumps(doc))
-        outcome(f"config.json ({family})", lambda: compscope.load(folder), [str(folder)])
+        (folder / name).write_text(json.dumps(doc))
+        outcome(target, lambda: compscope.load(folder), [str(folder)])
 
     case()
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_fuzzed_configs(hf_folders, tmp_path, family):
+    fuzz_document(hf_folders[family], tmp_path, "config.json", f"config.json ({family})",
+                  ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "rope_theta",
+                   "partial_rotary_factor", "n_head", "n_embd"))
 
 
 @pytest.fixture(scope="module")
@@ -189,20 +196,8 @@ def reference_folder(tmp_path_factory):
 
 def test_fuzzed_reference_params(reference_folder, tmp_path):
     """params.json of a reference-format folder: every edit loads or is refused naming the folder."""
-    params = json.loads((reference_folder / "params.json").read_text())
-
-    @FUZZ
-    @given(st.lists(json_edit(params, ("sliding_window", "moe", "use_scaled_rope", "yarn", "quantization",
-                                       "tied_embeddings")), min_size=1, max_size=3))
-    def case(edits):
-        folder = _copy(reference_folder, tmp_path / "m")
-        doc = params
-        for e in edits:
-            doc = apply_edit(doc, e)
-        (folder / "params.json").write_text(json.dumps(doc))
-        outcome("params.json (reference format)", lambda: compscope.load(folder), [str(folder)])
-
-    case()
+    fuzz_document(reference_folder, tmp_path, "params.json", "params.json (reference format)",
+                  ("sliding_window", "moe", "use_scaled_rope", "yarn", "quantization", "tied_embeddings"))
 
 
 @pytest.mark.parametrize("text", [deep_json(100_000), '{"a": ' + deep_json(50_000) + "}", "\udcff", "{\"model_type\": \"llama\"",
@@ -294,20 +289,7 @@ def toy_folder():
 @pytest.mark.parametrize("folder_fixture, manifest", [("native_folder", "compscope.json"), ("toy_folder", "toy.json")])
 def test_fuzzed_model_descriptions(request, tmp_path, folder_fixture, manifest):
     """compscope's own model folders: their JSON description edited."""
-    src = request.getfixturevalue(folder_fixture)
-    doc = json.loads((src / manifest).read_text())
-
-    @FUZZ
-    @given(st.lists(json_edit(doc), min_size=1, max_size=3))
-    def case(edits):
-        folder = _copy(src, tmp_path / "m")
-        d = doc
-        for e in edits:
-            d = apply_edit(d, e)
-        (folder / manifest).write_text(json.dumps(d))
-        outcome(manifest, lambda: compscope.load(folder), [str(folder)])
-
-    case()
+    fuzz_document(request.getfixturevalue(folder_fixture), tmp_path, manifest, manifest)
 
 
 # ---------------------------------------------------------------- score tables
