@@ -502,7 +502,10 @@ def test_smollm3_layers_without_rotary_and_their_windows_as_transformers_builds_
     rotary on every ``no_rope_layer_interval``-th layer (or as ``no_rope_layers`` lists), a window
     only with ``use_sliding_window`` on and only on those layers; malformed lists refused."""
     from compscope.errors import LoadError
-    from compscope.loading.families.llama import layer_types, rope_layers
+    from compscope.loading.families.llama import rope_layers
+    from compscope.loading.families.smollm3 import SmolLM3
+
+    layer_types = SmolLM3.layer_types
 
     cfg = {"model_type": "smollm3", "use_sliding_window": True, "sliding_window": 3, "no_rope_layer_interval": 2}
     assert rope_layers(cfg, 4) == [True, False, True, False]
@@ -532,8 +535,9 @@ def test_qwen2_moe_sliding_layers_are_read_from_the_list_or_refused():
     """transformers 4 and 5 slide different layers of a Qwen2-MoE with use_sliding_window on; a
     config that lists them (as transformers 5 saves it) is read, one that does not is refused."""
     from compscope.errors import UnsupportedModelError
-    from compscope.loading.families.llama import layer_types
+    from compscope.loading.families.llama import Llama
 
+    layer_types = Llama.layer_types
     cfg = {"model_type": "qwen2_moe", "use_sliding_window": True, "sliding_window": 3, "max_window_layers": 2}
     with pytest.raises(UnsupportedModelError, match="use_sliding_window is on and layer_types does not list"):
         layer_types(cfg, 4)

@@ -88,6 +88,13 @@ class Family:
         return getattr(base, "language_model", base)
 
     @classmethod
+    def residual_scale(cls, config: dict, where: str = "config") -> float:
+        """The factor by which the model multiplies what its attention returns as it adds it to the
+        residual (Granite's ``residual_multiplier``; 1 elsewhere). ``convert`` folds it into
+        ``W_O``, and the data runner scales what it hooks by it."""
+        return 1.0
+
+    @classmethod
     def check_config(cls, config: dict, where: str) -> None:
         """Refuse, by name, every config setting this family does not understand."""
         bad = []

@@ -10,14 +10,15 @@ the embedding where tied). Command R+ adds a per-head QK LayerNorm with a gain f
 
 from __future__ import annotations
 
-import dataclasses
-
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
-from .base import MAX_LAYERS, integer, number
-from .gemma import _default_layer_types
-from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike
+from .base import number
+from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, every_nth_global
+
+
+def _second(config: dict) -> bool:
+    return config.get("model_type") == "cohere2" or "Cohere2ForCausalLM" in (config.get("architectures") or [])
 
 
 @register
@@ -29,16 +30,20 @@ class Cohere(LlamaLike):
                                "_sliding_window_pattern"}
 
     @classmethod
+    def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
+        """Cohere 2's as listed, else transformers' default: every ``sliding_window_pattern``-th layer (4) global."""
+        if _second(config):
+            return every_nth_global(config, n_layers, where, 4)
+        return super().layer_types(config, n_layers, where)
+
+    @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
-        cfg, where = dict(ckpt.config), ckpt.source
-        second = cfg.get("model_type") == "cohere2" or "Cohere2ForCausalLM" in (cfg.get("architectures") or [])
-        if second and not cfg.get("layer_types"):  # transformers' default: every 4th layer global
-            pattern = integer(cfg, where, "sliding_window_pattern", "_sliding_window_pattern", default=4, high=MAX_LAYERS)
-            cfg = _default_layer_types(cfg, where, pattern)
+        cfg, where = ckpt.config, ckpt.source
+        second = _second(cfg)
         opts = LlamaLikeOptions(
             norm_kind="layernorm", eps_key="layer_norm_eps", rotary_style="interleaved",
             qk_norm=bool(cfg.get("use_qk_norm")), qk_norm_kind="layernorm", qk_gains_per_head=True,
             logit_scale=number(cfg, where, "logit_scale", default=0.0625, open_low=True),
             nope_layers="full_attention" if second else "",
             notes=("parallel block: the attention and the MLP read the same normed residual",))
-        return convert_llamalike(dataclasses.replace(ckpt, config=cfg), cls, opts)
+        return convert_llamalike(ckpt, cls, opts)

@@ -20,21 +20,17 @@ import dataclasses
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
-from .base import MAX_LAYERS, Family, config_attention_bias, integer, number, rope_accept
-from .llama import Llama, LlamaLikeOptions, convert_llamalike, llamalike_hooks
+from .base import integer, number, rope_accept
+from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, every_nth_global
 
 
 @register
-class Gemma(Family):
+class Gemma(LlamaLike):
     name = "gemma"
     model_types = ("gemma",)
     architectures = ("GemmaForCausalLM",)
-    handled = Llama.handled
     ignored = frozenset()
     accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept, "use_bidirectional_attention": lambda v: not v}
-
-    hook_points = classmethod(llamalike_hooks)
-    attention_biases = config_attention_bias("attention_bias", False)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
@@ -48,32 +44,26 @@ def _post_norm_hooks(cls, model):
     return [(b.input_layernorm, b.post_attention_layernorm) for b in cls.base_model(model).layers]
 
 
-def _default_layer_types(cfg: dict, where: str, pattern: int) -> dict:
-    """``cfg`` with HF's default ``layer_types`` when it has none: every ``pattern``-th layer global."""
-    if not cfg.get("layer_types"):
-        n_layers = integer(cfg, where, "num_hidden_layers", high=MAX_LAYERS)
-        cfg["layer_types"] = ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n_layers)]
-    return cfg
-
-
 @register
-class Gemma2(Family):
+class Gemma2(Gemma):
     name = "gemma2"
     model_types = ("gemma2",)
     architectures = ("Gemma2ForCausalLM",)
     handled = Llama.handled | {"query_pre_attn_scalar", "attn_logit_softcapping"}
     ignored = frozenset({"final_logit_softcapping", "cache_implementation"})
-    accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept, "use_bidirectional_attention": lambda v: not v}
     hook_points = classmethod(_post_norm_hooks)
-    attention_biases = config_attention_bias("attention_bias", False)
+
+    @classmethod
+    def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
+        """As listed, else transformers' default: even layers slide, odd ones are global."""
+        return every_nth_global(config, n_layers, where, 2)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
-        cfg = _default_layer_types(dict(ckpt.config), ckpt.source, 2)  # HF: even layers slide, odd ones are global
+        cfg = dict(ckpt.config)
         scalar = number(cfg, ckpt.source, "query_pre_attn_scalar", default=256, open_low=True)
         cap = None if "attn_logit_softcapping" in cfg and cfg["attn_logit_softcapping"] is None else number(
             cfg, ckpt.source, "attn_logit_softcapping", default=50.0, open_low=True)  # absent: HF's default 50
-        ckpt = dataclasses.replace(ckpt, config=cfg)
         d = integer(cfg, ckpt.source, "hidden_size")
         opts = LlamaLikeOptions(norm_offset=1.0, embed_scale=d**0.5, post_attn_norm=True, attn_scale=scalar**-0.5,
                                 attn_softcap=cap)
@@ -81,7 +71,7 @@ class Gemma2(Family):
 
 
 @register
-class Gemma3(Family):
+class Gemma3(Gemma):
     name = "gemma3"
     model_types = ("gemma3_text",)
     architectures = ("Gemma3ForCausalLM",)
@@ -95,14 +85,15 @@ class Gemma3(Family):
     }
 
     hook_points = classmethod(_post_norm_hooks)
-    attention_biases = config_attention_bias("attention_bias", False)
+
+    @classmethod
+    def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
+        """As listed, else transformers' default: every ``sliding_window_pattern``-th layer (6) global."""
+        return every_nth_global(config, n_layers, where, 6)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg = dict(ckpt.config)
-        if not cfg.get("layer_types"):  # HF default: every 6th layer global
-            pattern = integer(cfg, ckpt.source, "sliding_window_pattern", "_sliding_window_pattern", default=6, high=MAX_LAYERS)
-            cfg = _default_layer_types(cfg, ckpt.source, pattern)
         if cfg.get("rope_parameters") is None and "rope_local_base_freq" not in cfg:
             cfg["rope_local_base_freq"] = 10000.0  # HF default for the sliding layers
         cfg.setdefault("rope_theta", 1_000_000.0)

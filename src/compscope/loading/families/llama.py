@@ -55,45 +55,46 @@ class LlamaLikeOptions:
 LAYER_TYPES = ("full_attention", "sliding_attention")
 
 
-def layer_types(config: dict, n_layers: int, where: str = "config") -> list[str]:
-    """Per-layer 'full_attention' / 'sliding_attention' from any of the config styles; any
-    other layer type (chunked, linear, ...) is refused by name, not read as full attention."""
-    if config.get("layer_types"):
-        types = config["layer_types"]
-        if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
-            raise LoadError(f"{where}: config key 'layer_types' = {types!r} is not a list of layer type names")
-        if len(types) != n_layers:
-            raise UnsupportedModelError(f"{where}: layer_types lists {len(types)} layers, num_hidden_layers is {n_layers}")
-        unknown = sorted({t for t in types if t not in LAYER_TYPES})
-        if unknown:
-            raise UnsupportedModelError(
-                f"{where}: layer_types {unknown} are not supported (supported: {', '.join(LAYER_TYPES)})"
-            )
-        if "sliding_attention" in types and not config.get("sliding_window"):
-            raise UnsupportedModelError(f"{where}: layer_types has sliding_attention layers but sliding_window is not set")
-        if "sliding_attention" in types:
-            integer(config, where, "sliding_window")  # a positive size
-        if config.get("model_type") == "smollm3" and not config.get("use_sliding_window"):
-            return ["full_attention"] * n_layers  # its layers slide only with the switch on, whatever they say
-        return types
-    window = config.get("sliding_window")
-    if window:
+def listed_layer_types(config: dict, n_layers: int, where: str = "config") -> list[str] | None:
+    """The config's ``layer_types`` (per layer 'full_attention' / 'sliding_attention'), checked, or
+    None where it lists none; any other layer type (chunked, linear, ...) is refused by name, not
+    read as full attention."""
+    if not config.get("layer_types"):
+        return None
+    types = config["layer_types"]
+    if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
+        raise LoadError(f"{where}: config key 'layer_types' = {types!r} is not a list of layer type names")
+    if len(types) != n_layers:
+        raise UnsupportedModelError(f"{where}: layer_types lists {len(types)} layers, num_hidden_layers is {n_layers}")
+    unknown = sorted({t for t in types if t not in LAYER_TYPES})
+    if unknown:
+        raise UnsupportedModelError(
+            f"{where}: layer_types {unknown} are not supported (supported: {', '.join(LAYER_TYPES)})"
+        )
+    if "sliding_attention" in types and not config.get("sliding_window"):
+        raise UnsupportedModelError(f"{where}: layer_types has sliding_attention layers but sliding_window is not set")
+    if "sliding_attention" in types:
+        integer(config, where, "sliding_window")  # a positive size
+    return types
+
+
+def every_nth_global(config: dict, n_layers: int, where: str, pattern_default: int) -> list[str]:
+    """The listed layer types, else transformers' default for Gemma 2/3, Cohere 2 and OLMo-3: every
+    ``sliding_window_pattern``-th layer global (the config's, else ``pattern_default``), the rest sliding."""
+    listed = listed_layer_types(config, n_layers, where)
+    if listed is not None:
+        return listed
+    pattern = integer(config, where, "sliding_window_pattern", "_sliding_window_pattern", default=pattern_default,
+                      high=MAX_LAYERS)
+    types = ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n_layers)]
+    return listed_layer_types({**config, "layer_types": types}, n_layers, where)  # a window must be set
+
+
+def window_switch(config: dict, where: str) -> bool:
+    """Qwen's and SmolLM3's ``use_sliding_window`` with a window size set (checked)."""
+    if config.get("sliding_window"):
         integer(config, where, "sliding_window")
-    on = config.get("use_sliding_window") and window  # the Qwen switch
-    if config.get("model_type") == "smollm3":  # the switch, on the layers without rotary
-        return ["sliding_attention" if on and not r else "full_attention" for r in rope_layers(config, n_layers, where)]
-    if config.get("model_type") == "qwen2_moe" and not on:  # the switch off: no window, whatever its size
-        return ["full_attention"] * n_layers
-    if config.get("model_type") == "qwen2_moe":  # no list, and transformers 4 and 5 slide different layers
-        raise UnsupportedModelError(f"{where}: use_sliding_window is on and layer_types does not list the sliding layers: "
-                                    "transformers 4 slides the layers from max_window_layers up, 5 the even-numbered "
-                                    "ones below it; save the config with transformers 5, which lists them")
-    if config.get("model_type") == "qwen3_moe":  # every layer, when on (max_window_layers is not read)
-        return ["sliding_attention" if on else "full_attention"] * n_layers
-    if config.get("model_type") in ("qwen2", "qwen3"):
-        first = integer(config, where, "max_window_layers", default=n_layers, low=0, high=MAX_LAYERS)
-        return ["sliding_attention" if on and i >= first else "full_attention" for i in range(n_layers)]
-    return ["sliding_attention" if window else "full_attention"] * n_layers
+    return bool(config.get("use_sliding_window") and config.get("sliding_window"))
 
 
 def rope_layers(config: dict, n_layers: int, where: str = "config") -> list[bool]:
@@ -126,7 +127,7 @@ def _per_head_gains(ts, p: str, which: str, n: int, r: int) -> torch.Tensor:
     return torch.cat([ts.take(f"{p}self_attn.{which}_layernorm.norms.{h}.weight", (r,)) for h in range(n)])
 
 
-def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOptions) -> HeadWeights:
+def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLikeOptions) -> HeadWeights:
     cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
     family.check_config(cfg, where)
     d = integer(cfg, where, "hidden_size")
@@ -183,7 +184,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
         raise UnsupportedModelError(f"{ts.origin(prefix + 'embed_tokens.weight')}: embed_tokens has shape {tuple(emb.shape)}")
     W_U, head_note = unembedding(ckpt, ["lm_head.weight", prefix + "lm_head.weight", "language_model.lm_head.weight"], emb)
 
-    types = layer_types(cfg, L, where)
+    types = family.layer_types(cfg, L, where)
     window = cfg.get("sliding_window")
     freqs, rope_notes = [], []
     rot_dim = r
@@ -238,7 +239,14 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
             "bilinear logit, which W_QK-based scores describe before the cap"
         )
     if opts.embed_scale != 1.0:
-        notes.append(f"W_E includes the embedding scale {opts.embed_scale:g} (sqrt(d_model)); W_U does not")
+        why = " (sqrt(d_model))" if abs(opts.embed_scale - d**0.5) <= 1e-9 * d else ""
+        notes.append(f"W_E includes the embedding scale {opts.embed_scale:g}{why}; W_U does not")
+    residual = family.residual_scale(cfg, where)
+    if residual != 1.0:  # what each head adds to the residual: residual · W_O z (+ residual · b_O)
+        wo = [w * residual for w in wo]
+        bo = [None if b is None else b * residual for b in bo]
+        notes.append(f"W_O (and b_O) include the residual multiplier {residual:g}: the residual receives that "
+                     "multiple of the attention output")
     if opts.logit_scale != 1.0 and W_U is not None:
         W_U = W_U * opts.logit_scale
         notes.append(f"W_U includes the logit scale {opts.logit_scale:g} (logits = scale · W_U x)")
@@ -277,14 +285,13 @@ def convert_llamalike(ckpt: Checkpoint, family: type[Family], opts: LlamaLikeOpt
     )
 
 
-@register
-class Llama(Family):
-    """Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE and SmolLM checkpoints (the experts are MLP: not read)."""
+class LlamaLike(Family):
+    """The base of the Llama-like families: Llama's module names (hooks), config keys and rotary
+    settings, one ``attention_bias`` switch (default off), which layers slide a window
+    (:meth:`layer_types`), and the converter run with the family's ``options``. A subclass states
+    its names, the config keys and options that differ (and a ``convert`` of its own where it
+    first reads options from its config)."""
 
-    name = "llama"
-    model_types = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "smollm", "smollm2")
-    architectures = ("LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
-                     "Qwen2MoeForCausalLM", "LlamaModel")
     handled = frozenset(
         "hidden_size num_attention_heads num_key_value_heads head_dim num_hidden_layers rms_norm_eps "
         "rope_theta attention_bias qkv_bias sliding_window layer_types max_window_layers use_sliding_window".split()
@@ -293,8 +300,36 @@ class Llama(Family):
                         "router_jitter_noise num_experts moe_intermediate_size shared_expert_intermediate_size "
                         "decoder_sparse_step norm_topk_prob mlp_only_layers".split())  # Mixtral's, Qwen2-MoE's MLP
     accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
+    options = LlamaLikeOptions()
 
     hook_points = classmethod(llamalike_hooks)
+    attention_biases = config_attention_bias("attention_bias", False)
+
+    @classmethod
+    def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
+        """Per layer 'full_attention' or 'sliding_attention', as transformers builds this family's
+        model from ``config``: here as ``layer_types`` lists them, else a window on every layer
+        where ``sliding_window`` is set (Mistral). Families with another rule override this."""
+        listed = listed_layer_types(config, n_layers, where)
+        if listed is not None:
+            return listed
+        if config.get("sliding_window"):
+            integer(config, where, "sliding_window")
+        return ["sliding_attention" if config.get("sliding_window") else "full_attention"] * n_layers
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        return convert_llamalike(ckpt, cls, cls.options)
+
+
+@register
+class Llama(LlamaLike):
+    """Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE and SmolLM checkpoints (the experts are MLP: not read)."""
+
+    name = "llama"
+    model_types = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "smollm", "smollm2")
+    architectures = ("LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
+                     "Qwen2MoeForCausalLM", "LlamaModel")
 
     @classmethod
     def attention_biases(cls, config: dict) -> tuple[bool, bool]:
@@ -308,24 +343,20 @@ class Llama(Family):
         return (bool(config.get("attention_bias") or False),) * 2  # Llama: one switch, default off
 
     @classmethod
-    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
-        return convert_llamalike(ckpt, cls, LlamaLikeOptions())
-
-
-class LlamaLike(Family):
-    """What the Llama-like families share: Llama's module names (hooks), rotary settings, one
-    ``attention_bias`` switch (default off), and the converter run with the family's ``options``.
-    A subclass states its names, config keys and options (and a ``convert`` of its own where it
-    first rewrites its config)."""
-
-    handled = Llama.handled
-    ignored = Llama.ignored
-    accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
-    options = LlamaLikeOptions()
-
-    hook_points = classmethod(llamalike_hooks)
-    attention_biases = config_attention_bias("attention_bias", False)
-
-    @classmethod
-    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
-        return convert_llamalike(ckpt, cls, cls.options)
+    def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
+        """Qwen2's windows only with ``use_sliding_window`` on, on the layers from ``max_window_layers``
+        up; Qwen2-MoE's only as ``layer_types`` lists them (transformers 4 and 5 slide different
+        layers otherwise: refused); Llama's and Mistral's as :meth:`LlamaLike.layer_types`."""
+        kind = config.get("model_type")
+        if kind not in ("qwen2", "qwen2_moe"):
+            return super().layer_types(config, n_layers, where)
+        on = window_switch(config, where)
+        listed = listed_layer_types(config, n_layers, where)
+        if listed is not None:
+            return listed
+        if kind == "qwen2_moe" and on:
+            raise UnsupportedModelError(f"{where}: use_sliding_window is on and layer_types does not list the sliding "
+                                        "layers: transformers 4 slides the layers from max_window_layers up, 5 the "
+                                        "even-numbered ones below it; save the config with transformers 5, which lists them")
+        first = integer(config, where, "max_window_layers", default=n_layers, low=0, high=MAX_LAYERS)
+        return ["sliding_attention" if on and i >= first else "full_attention" for i in range(n_layers)]

@@ -21,9 +21,7 @@ import dataclasses
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
-from .base import Family, config_attention_bias, rope_accept
-from .gemma import _default_layer_types
-from .llama import Llama, LlamaLikeOptions, convert_llamalike, llamalike_hooks
+from .llama import LlamaLike, LlamaLikeOptions, convert_llamalike, every_nth_global
 
 _LAYER_QK_NORM = dict(qk_norm=True, qk_norm_scope="layer")
 
@@ -35,16 +33,11 @@ def _raw_residual_hooks(cls, model):
 
 
 @register
-class Olmo(Family):
+class Olmo(LlamaLike):
     name = "olmo"
     model_types = ("olmo",)
     architectures = ("OlmoForCausalLM", "OlmoModel")
-    handled = Llama.handled
     ignored = frozenset()
-    accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
-
-    hook_points = classmethod(llamalike_hooks)
-    attention_biases = config_attention_bias("attention_bias", False)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
@@ -53,40 +46,36 @@ class Olmo(Family):
 
 
 @register
-class Olmo2(Family):
+class Olmo2(LlamaLike):
     name = "olmo2"
     model_types = ("olmo2", "olmo3")
     architectures = ("Olmo2ForCausalLM", "Olmo2Model", "Olmo3ForCausalLM", "Olmo3Model")
-    handled = Llama.handled
     ignored = frozenset()
-    accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
 
     hook_points = classmethod(_raw_residual_hooks)
-    attention_biases = config_attention_bias("attention_bias", False)
+
+    @classmethod
+    def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
+        """OLMo-3's as listed, else transformers' default: every fourth layer global."""
+        if config.get("model_type") == "olmo3":
+            return every_nth_global(config, n_layers, where, 4)
+        return super().layer_types(config, n_layers, where)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         theta = 10000.0
         if ckpt.config.get("model_type") == "olmo3":
-            cfg = _default_layer_types(dict(ckpt.config), ckpt.source, 4)  # HF: every fourth layer global
-            if "sliding_attention" in cfg["layer_types"]:
-                cfg.setdefault("sliding_window", 4096)  # HF's default
+            cfg = {"sliding_window": 4096, **ckpt.config}  # HF's default window
             ckpt, theta = dataclasses.replace(ckpt, config=cfg), 500_000.0
         opts = LlamaLikeOptions(input_norm=False, post_attn_norm=True, default_theta=theta, **_LAYER_QK_NORM)
         return convert_llamalike(ckpt, cls, opts)
 
 
 @register
-class Olmoe(Family):
+class Olmoe(LlamaLike):
     name = "olmoe"
     model_types = ("olmoe",)
     architectures = ("OlmoeForCausalLM", "OlmoeModel")
-    handled = Llama.handled
-    ignored = Llama.ignored | frozenset("num_experts norm_topk_prob".split())
-    accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
-
-    hook_points = classmethod(llamalike_hooks)
-    attention_biases = config_attention_bias("attention_bias", False)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:

@@ -10,7 +10,8 @@ logit scale ``head_dim^-1/2``. Sliding windows as Qwen2's (``use_sliding_window`
 from __future__ import annotations
 
 from . import register
-from .llama import Llama, LlamaLike, LlamaLikeOptions
+from .base import MAX_LAYERS, integer
+from .llama import Llama, LlamaLike, LlamaLikeOptions, listed_layer_types, window_switch
 
 #: Qwen3-MoE's MLP settings: the attention does not depend on them
 _MOE = frozenset(
@@ -26,3 +27,16 @@ class Qwen3(LlamaLike):
     architectures = ("Qwen3ForCausalLM", "Qwen3Model", "Qwen3MoeForCausalLM")
     ignored = Llama.ignored | _MOE
     options = LlamaLikeOptions(qk_norm=True)
+
+    @classmethod
+    def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
+        """As listed; else windows only with ``use_sliding_window`` on: Qwen3's on the layers from
+        ``max_window_layers`` up, Qwen3-MoE's on every layer (it does not read ``max_window_layers``)."""
+        on = window_switch(config, where)
+        listed = listed_layer_types(config, n_layers, where)
+        if listed is not None:
+            return listed
+        if config.get("model_type") == "qwen3_moe":
+            return ["sliding_attention" if on else "full_attention"] * n_layers
+        first = integer(config, where, "max_window_layers", default=n_layers, low=0, high=MAX_LAYERS)
+        return ["sliding_attention" if on and i >= first else "full_attention" for i in range(n_layers)]

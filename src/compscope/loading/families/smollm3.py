@@ -9,7 +9,7 @@ Sliding windows only with ``use_sliding_window`` on, and then on the layers with
 from __future__ import annotations
 
 from . import register
-from .llama import Llama, LlamaLike, LlamaLikeOptions
+from .llama import Llama, LlamaLike, LlamaLikeOptions, listed_layer_types, rope_layers, window_switch
 
 
 @register
@@ -19,3 +19,15 @@ class SmolLM3(LlamaLike):
     architectures = ("SmolLM3ForCausalLM", "SmolLM3Model")
     handled = Llama.handled | {"no_rope_layers", "no_rope_layer_interval"}
     options = LlamaLikeOptions(nope_layers="no_rope_layers")
+
+    @classmethod
+    def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
+        """Windows only with ``use_sliding_window`` on, whatever ``layer_types`` says; then as listed,
+        else on the layers without rotary."""
+        on = window_switch(config, where)
+        listed = listed_layer_types(config, n_layers, where)
+        if not on:
+            return ["full_attention"] * n_layers
+        if listed is not None:
+            return listed
+        return ["full_attention" if turns else "sliding_attention" for turns in rope_layers(config, n_layers, where)]

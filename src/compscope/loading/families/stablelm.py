@@ -13,20 +13,17 @@ from __future__ import annotations
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
-from .base import Family, rope_accept
-from .llama import LlamaLikeOptions, convert_llamalike, llamalike_hooks
+from .llama import LlamaLike, LlamaLikeOptions, convert_llamalike
 
 
 @register
-class StableLm(Family):
+class StableLm(LlamaLike):
     name = "stablelm"
     model_types = ("stablelm",)
     architectures = ("StableLmForCausalLM", "StableLmModel")
     handled = frozenset("hidden_size num_attention_heads num_key_value_heads num_hidden_layers layer_norm_eps "
                         "use_qkv_bias use_parallel_residual rope_theta partial_rotary_factor qk_layernorm".split())
-    accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
-
-    hook_points = classmethod(llamalike_hooks)
+    ignored = frozenset()
 
     @classmethod
     def attention_biases(cls, config: dict) -> tuple[bool, bool]:

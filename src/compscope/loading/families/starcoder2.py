@@ -7,26 +7,18 @@ a sliding window on every layer when ``sliding_window`` is set (a mask, recorded
 
 from __future__ import annotations
 
-from ..checkpoint import Checkpoint
-from ...core.heads import HeadWeights
 from . import register
-from .base import Family, config_attention_bias, rope_accept
-from .llama import LlamaLikeOptions, convert_llamalike, llamalike_hooks
+from .base import config_attention_bias
+from .llama import LlamaLike, LlamaLikeOptions
 
 
 @register
-class Starcoder2(Family):
+class Starcoder2(LlamaLike):
     name = "starcoder2"
     model_types = ("starcoder2",)
     architectures = ("Starcoder2ForCausalLM", "Starcoder2Model")
     handled = frozenset("hidden_size num_attention_heads num_key_value_heads num_hidden_layers norm_epsilon use_bias "
                         "rope_theta sliding_window".split())
     ignored = frozenset("residual_dropout embedding_dropout".split())
-    accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
-
-    hook_points = classmethod(llamalike_hooks)
     attention_biases = config_attention_bias("use_bias", True)
-
-    @classmethod
-    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
-        return convert_llamalike(ckpt, cls, LlamaLikeOptions(norm_kind="layernorm", norm_bias=True, eps_key="norm_epsilon"))
+    options = LlamaLikeOptions(norm_kind="layernorm", norm_bias=True, eps_key="norm_epsilon")
