@@ -31,8 +31,9 @@ _LLAMA = dict(_COMMON, head_dim=D_HEAD, max_position_embeddings=64, rms_norm_eps
 @dataclass(frozen=True)
 class Variant:
     id: str
-    kind: str  # 'gpt2' | 'neox' | 'llama' | 'gemma3' | 'olmo2' | 'phi' | 'falcon' | 'gptj' | 'opt' | 'bert': where HF's modules live
-    # (GPT-Neo's as GPT-2's, Gemma 2's as Gemma 3's, OLMo-3's as OLMo-2's)
+    kind: str  # 'gpt2' | 'neox' | 'llama' | 'granite' | 'gemma3' | 'olmo2' | 'phi' | 'falcon' | 'gptj' | 'opt' | 'bert':
+    # where HF's modules live (GPT-Neo's as GPT-2's, Gemma 2's as Gemma 3's, OLMo-3's as OLMo-2's, Granite's as Llama's,
+    # what it adds to the residual times its residual_multiplier)
     config_cls: str
     config: dict = field(default_factory=dict)
 
@@ -100,6 +101,13 @@ VARIANTS = [
             dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64, layer_norm_eps=1e-5, sliding_window=3,
                  layer_types=["sliding_attention", "full_attention"], pad_token_id=0, bos_token_id=1, eos_token_id=2,
                  rope_parameters={"rope_type": "default", "rope_theta": 900.0})),
+    Variant("granite-multipliers-gqa", "granite", "GraniteConfig",
+            dict(_LLAMA, num_key_value_heads=2, embedding_multiplier=3.0, attention_multiplier=0.3,
+                 residual_multiplier=0.4, logits_scaling=2.5, rope_parameters={"rope_type": "default", "rope_theta": 700.0})),
+    Variant("granitemoe-shared-mqa-bias", "granite", "GraniteMoeSharedConfig",
+            dict(_LLAMA, num_key_value_heads=1, attention_bias=True, embedding_multiplier=0.7, attention_multiplier=0.05,
+                 residual_multiplier=2.2, logits_scaling=0.8, num_local_experts=4, num_experts_per_tok=2,
+                 shared_intermediate_size=16, tie_word_embeddings=True)),
     Variant("olmo-parameter-free-layernorm", "llama", "OlmoConfig",
             dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64,
                  rope_parameters={"rope_type": "default", "rope_theta": 900.0})),
@@ -173,7 +181,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-neo-local3", "neox-partial-rotary-parallel", "n
                     "opt", "stablelm-partial-rotary-parallel", "stablelm-sequential-no-bias", "stablelm-qk-layernorm-per-head",
                     "starcoder2-bias-sliding3", "cohere-qk-layernorm-interleaved", "cohere2-sliding-rotary-global-nope",
                     "falcon-mqa-parallel", "falcon-grouped-gqa-bias", "falcon-per-head-sequential"]
-RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "gemma3") and v.id not in PRE_LN_LAYERNORM]
+RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "gemma3") and v.id not in PRE_LN_LAYERNORM]
 
 
 #: variants transformers 4 cannot build (its own bugs, fixed in 5)
@@ -242,7 +250,7 @@ def _modules(model, kind: str):
     if kind == "neox":
         t = model.gpt_neox
         return [(b.input_layernorm, b.attention) for b in t.layers], t.final_layer_norm
-    if kind == "llama":
+    if kind in ("llama", "granite"):
         t = model.model
         return [(b.input_layernorm, b.self_attn) for b in t.layers], t.norm
     if kind == "gemma3":
@@ -289,11 +297,12 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
     out: dict[int, torch.Tensor] = {}
     store: dict[str, torch.Tensor] = {}
     handles = []
+    scale = model.config.residual_multiplier if kind == "granite" else 1.0  # residual + m · attention(...)
     for i, (rm, om) in enumerate(pairs):
         handles.append(rm.register_forward_pre_hook(
             lambda m, a, k, i=i: resid.__setitem__(i, _first(a, k).detach().clone()), with_kwargs=True))
         handles.append(om.register_forward_hook(
-            lambda m, a, o, i=i: out.__setitem__(i, (o[0] if isinstance(o, tuple) else o).detach().clone())))
+            lambda m, a, o, i=i: out.__setitem__(i, scale * (o[0] if isinstance(o, tuple) else o).detach().clone())))
     if final is not None:
         handles.append(final.register_forward_pre_hook(
             lambda m, a, k: store.__setitem__("final_in", _first(a, k).detach().clone()), with_kwargs=True))

@@ -144,6 +144,8 @@ def test_unembedding_matches_hf(variant):
         assert hw.W_U is None and hw.final_norm is None
         return
     scale = model.config.logit_scale if variant.config_cls.startswith("Cohere") else 1.0  # logits times it, in W_U
+    if variant.kind == "granite":
+        scale = 1 / model.config.logits_scaling  # Granite divides the logits by it
     torch.testing.assert_close(hw.W_U, model.get_output_embeddings().weight * scale, atol=0, rtol=0)
     # logits = W_U · final_norm(x) (+ b_U): the final norm must be right too
     logits = cap.final_in @ hw.W_U.T if hw.final_norm is None else hw.final_norm.apply(cap.final_in, 0) @ hw.W_U.T
@@ -544,3 +546,29 @@ def test_qwen2_moe_sliding_layers_are_read_from_the_list_or_refused():
     listed = ["sliding_attention", "full_attention", "sliding_attention", "full_attention"]
     assert layer_types({**cfg, "layer_types": listed}, 4) == listed
     assert layer_types({**cfg, "use_sliding_window": False}, 4) == ["full_attention"] * 4
+
+
+def test_granite_scalars_are_folded_where_they_act_and_bad_ones_refused_by_name(tmp_path):
+    """Granite's four scalars, by hand: the logit scale is ``attention_multiplier`` (not
+    d_head^-1/2), ``W_E`` is ``embedding_multiplier`` times the embedding, ``W_O`` is
+    ``residual_multiplier`` times ``o_proj`` (per head: its columns), ``W_U`` the head over
+    ``logits_scaling``; the notes say so; a scalar that is not a positive number is refused by name."""
+    from compscope.errors import LoadError
+    from hf_tiny import D_HEAD
+
+    v = BY_ID["granite-multipliers-gqa"]
+    hw, model, _ = loaded(v.id)
+    assert hw.scale == pytest.approx(0.3) and hw.scale != D_HEAD**-0.5
+    torch.testing.assert_close(hw.W_E, 3.0 * model.get_input_embeddings().weight.T, atol=0, rtol=0)
+    o = model.model.layers[1].self_attn.o_proj.weight  # (d_model, heads · d_head)
+    torch.testing.assert_close(hw.W_O[1, 2], 0.4 * o[:, 2 * D_HEAD : 3 * D_HEAD], atol=0, rtol=0)
+    torch.testing.assert_close(hw.W_U, model.lm_head.weight / 2.5, atol=1e-7, rtol=1e-6)
+    assert any("residual multiplier 0.4" in n for n in hw.meta.notes)
+    model.save_pretrained(tmp_path)  # a saved config.json: transformers 5 checks the types set on a config object
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert compscope.load(tmp_path).scale == pytest.approx(0.3)
+    for key, bad in (("residual_multiplier", -0.5), ("attention_multiplier", 0), ("logits_scaling", "2"),
+                     ("embedding_multiplier", float("nan"))):
+        (tmp_path / "config.json").write_text(json.dumps({**saved, key: bad}))
+        with pytest.raises(LoadError, match=key):
+            compscope.load(tmp_path)

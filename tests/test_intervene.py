@@ -264,7 +264,9 @@ NOT_POST_LN = ["gpt2", "gpt-neo-local3", "neox-partial-rotary-parallel", "llama-
                "gemma3-text-mqa-bias", "olmo-parameter-free-layernorm", "olmo2-layer-qk-norm", "olmo3-sliding-mqa",
                "olmoe-layer-qk-norm", "phi-partial-rotary-qk-layernorm", "gptj-interleaved-rotary", "opt",
                "stablelm-partial-rotary-parallel", "stablelm-qk-layernorm-per-head", "starcoder2-bias-sliding3", "falcon-mqa-parallel",
-               "falcon-grouped-gqa-bias", "falcon-per-head-sequential"]
+               "falcon-grouped-gqa-bias", "falcon-per-head-sequential", "granite-multipliers-gqa",
+               "granitemoe-shared-mqa-bias", "smollm3-nope-sliding", "cohere-qk-layernorm-interleaved",
+               "cohere2-sliding-rotary-global-nope", "qwen2-moe-no-qkv-bias"]
 
 
 def _route(monkeypatch, route: str) -> None:

@@ -30,6 +30,9 @@ class HFRunner(Runner):
         config = model.config.get_text_config()  # a vision-language model's language model's; else its own
         self.body = family.base_model(model)  # run without the unembedding, which nothing here reads
         self.points = family.hook_points(model)
+        # what the residual receives is this multiple of the hooked attention output (Granite's
+        # residual_multiplier, folded into W_O): outputs are scaled by it, added changes divided
+        self.out_scale = family.residual_scale(config.to_dict(), where)
         if len(self.points) != hw.n_layers:
             raise UnsupportedModelError(f"{hw.meta.name}: the running model has {len(self.points)} layers, its "
                                         f"HeadWeights {hw.n_layers}: they are not the same model")
@@ -60,9 +63,9 @@ class HFRunner(Runner):
             handles.append(rm.register_forward_pre_hook(
                 lambda m, a, k, i=i: resid.__setitem__(i, first(a, k).detach()), with_kwargs=True))
             if add and i in add:  # registered first: the hook below records what the layer adds with the change
-                handles.append(om.register_forward_hook(lambda m, a, o, d=add[i]: _plus(o, d)))
-            handles.append(om.register_forward_hook(
-                lambda m, a, o, i=i: out.__setitem__(i, (o[0] if isinstance(o, tuple) else o).detach())))
+                d = add[i] if self.out_scale == 1.0 else add[i] / self.out_scale
+                handles.append(om.register_forward_hook(lambda m, a, o, d=d: _plus(o, d)))
+            handles.append(om.register_forward_hook(lambda m, a, o, i=i: out.__setitem__(i, self._added(o))))
         for i, norms in enumerate(self.norm_modules or ()):
             for j, nm in enumerate(norms):
                 handles.append(nm.register_forward_pre_hook(
@@ -76,6 +79,12 @@ class HFRunner(Runner):
         n = len(self.points)  # a layer left out (trace's clean) has None
         post = [(norm_in[i, 0], norm_in[i, 1]) if (i, 0) in norm_in else None for i in range(n)] if self.post_norms else None
         return [resid.get(i) for i in range(n)], [out.get(i) for i in range(n)], post
+
+
+    def _added(self, output) -> Tensor:
+        """What the residual receives from a hooked output module."""
+        o = (output[0] if isinstance(output, tuple) else output).detach()
+        return o if self.out_scale == 1.0 else o * self.out_scale
 
 
 def layer_modules(body, points: list[tuple]) -> list | None:
