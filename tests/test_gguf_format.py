@@ -156,16 +156,19 @@ def _tiny_llama(bias: bool = True):
 
 
 def _write_llama_gguf(path, model, extra: dict | None = None, split_max_tensors: int = 0,
-                      small_first_shard: bool = False) -> None:
+                      small_first_shard: bool = False, arch: str = "llama", floats: dict | None = None) -> None:
     """A Llama GGUF as llama.cpp writes one (q/k rows permuted), plus the ``extra`` tensors;
     ``split_max_tensors``: split into shards of that many tensors, named as llama.cpp names them
-    (``small_first_shard``: the first holding the metadata alone)."""
+    (``small_first_shard``: the first holding the metadata alone); ``arch``: another architecture
+    llama.cpp converts as a Llama, with ``floats``: its own metadata (``{arch}.KEY``: value)."""
     sd = _numpy_state(model)
-    w = gguf.GGUFWriter(str(path), "llama", split_max_tensors=split_max_tensors, small_first_shard=small_first_shard)
+    w = gguf.GGUFWriter(str(path), arch, split_max_tensors=split_max_tensors, small_first_shard=small_first_shard)
     for add, value in [(w.add_block_count, 2), (w.add_context_length, 64), (w.add_embedding_length, D),
                        (w.add_feed_forward_length, 32), (w.add_head_count, H), (w.add_head_count_kv, G),
                        (w.add_layer_norm_rms_eps, 1e-6), (w.add_rope_freq_base, 10000.0), (w.add_vocab_size, V)]:
         add(value)
+    for key, value in (floats or {}).items():
+        w.add_float32(f"{arch}.{key}", value)
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
     w.add_tensor("output.weight", sd["lm_head.weight"])
     for i in range(2):
@@ -215,6 +218,45 @@ def test_a_gguf_tensor_that_enters_attention_but_is_not_read_is_refused_by_name(
     _write_llama_gguf(tmp_path / "ok.gguf", model, harmless)
     hw = compscope.load(tmp_path / "ok.gguf")
     assert torch.equal(hw.W_K[0].reshape(-1, D), model.model.layers[0].self_attn.k_proj.weight)
+
+
+@pytest.mark.parametrize("arch", ["granite", "granitemoe"])
+def test_granite_ggufs_read_their_scalars_and_match_the_model_object(tmp_path, arch):
+    """Granite as llama.cpp converts it (as a Llama: q/k rows permuted; the MoE's experts and router
+    as MLP tensors) with its four scalars in the metadata (``embedding_scale``, ``attention.scale``,
+    ``residual_scale``, ``logit_scale``): read back, the heads, embedding, unembedding and logit
+    scale are the model object's, each scalar folded alike; the data-based commands refuse the file
+    by its architecture, which transformers' GGUF reader does not read."""
+    from compscope.core.attention import attention_forward
+    from compscope.data.runner import cannot_run
+
+    scalars = dict(embedding_multiplier=2.0, attention_multiplier=0.25, residual_multiplier=0.5, logits_scaling=4.0)
+    common = dict(vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2, num_attention_heads=H,
+                  num_key_value_heads=G, max_position_embeddings=64, rope_parameters={"rope_type": "default",
+                                                                                      "rope_theta": 10000.0})
+    extra = {}
+    if arch == "granite":
+        model = transformers.GraniteForCausalLM(hf_config("GraniteConfig", **common, **scalars))
+    else:
+        model = transformers.GraniteMoeForCausalLM(hf_config("GraniteMoeConfig", **common, **scalars, num_local_experts=2,
+                                                             num_experts_per_tok=1))
+        for i in range(2):
+            extra |= {f"blk.{i}.ffn_gate_inp.weight": np.ones((2, D), np.float32),
+                      **{f"blk.{i}.ffn_{x}_exps.weight": np.ones((2, 32, D), np.float32) for x in ("gate", "up")},
+                      f"blk.{i}.ffn_down_exps.weight": np.ones((2, D, 32), np.float32)}
+    _randomise(model, 11)
+    _write_llama_gguf(tmp_path / "g.gguf", model.eval(), extra, arch=arch, floats={
+        "embedding_scale": 2.0, "attention.scale": 0.25, "residual_scale": 0.5, "logit_scale": 4.0})
+    ours, ref = compscope.load(tmp_path / "g.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "granite"
+    assert ours.scale == ref.scale == 0.25  # (exact in the float32 metadata)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    x = torch.randn(1, 9, D, generator=torch.Generator().manual_seed(4))
+    for layer in range(2):
+        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
+    assert re.search(rf"g\.gguf: a GGUF file of architecture '{arch}', which transformers' GGUF reader does not read",
+                     cannot_run(tmp_path / "g.gguf"))
 
 
 def _same_heads(a, b) -> bool:

@@ -69,6 +69,8 @@ _ARCHS = {
     "stablelm": ("stablelm", False, False),  # Llama's names with LayerNorm biases; partial rotary in halves
     "starcoder2": ("starcoder2", False, False),  # Llama's names with LayerNorm and output-projection biases
     "falcon": ("falcon", False, False),  # HF's falcon names (_falcon_block), fused qkv regrouped into K/V groups
+    "granite": ("granite", True, False),  # Llama's layout (llama.cpp converts it as a Llama) and four scalars
+    "granitemoe": ("granitemoe", True, False),  # (_ARCH_KEYS); the experts, shared one included, are MLP
 }
 
 #: GGUF per-block tensor name -> HF name under ``model.layers.{i}.``
@@ -167,6 +169,10 @@ _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm"}
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
 _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"} for arch in ("phi2", "gptneox", "stablelm")},
                  "starcoder2": {"layer_norm_epsilon": "norm_epsilon"}, "falcon": {"num_key_value_heads": "num_kv_heads"}}
+#: GGUF metadata key (after ``{arch}.``) -> HF config key, read for these architectures only
+_GRANITE_KEYS = {"embedding_scale": "embedding_multiplier", "attention.scale": "attention_multiplier",
+                 "residual_scale": "residual_multiplier", "logit_scale": "logits_scaling"}
+_ARCH_KEYS = {"granite": _GRANITE_KEYS, "granitemoe": _GRANITE_KEYS}
 _LLAMA_LAYOUT = (_BLOCK, "model.layers.{i}.", _TOP, (), ((), None))
 
 #: how llama.cpp names shard ``k`` of ``n`` of a split GGUF file (``llama-gguf-split``, gguf-py's
@@ -288,7 +294,7 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
         raise UnsupportedModelError(f"{path}: GGUF architecture {arch!r} is not supported (supported: {', '.join(_ARCHS)})")
     model_type, permuted, one_plus = _ARCHS[arch]
     cfg: dict = {"model_type": model_type}
-    for gkey, hkey in _CONFIG_KEYS.items():
+    for gkey, hkey in {**_CONFIG_KEYS, **_ARCH_KEYS.get(arch, {})}.items():
         v = fields.get(f"{arch}.{gkey}")
         if v is not None:
             cfg[_RENAMED_KEYS.get(arch, {}).get(hkey, hkey)] = v
@@ -441,7 +447,7 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     ``rope_parameters`` (transformers 5) or, ``rope_parameters=False``, as ``rope_theta`` and
     (StableLM) ``partial_rotary_factor`` (transformers 4). A file transformers would build as
     another model (a Falcon with K/V groups), or not at all (a split file; an architecture its
-    GGUF reader does not read: OLMo, Phi-2, GPT-NeoX, Gemma 1), is refused."""
+    GGUF reader does not read: OLMo, Phi-2, GPT-NeoX, Gemma 1, Granite), is refused."""
     files, fields, located = _open_shards(Path(path))  # the headers only: no tensor is read
     if len(files) > 1:
         raise UnsupportedModelError(
