@@ -47,6 +47,11 @@ VARIANTS = [
     Variant("gpt-neo-local3", "gpt2", "GPTNeoConfig",
             dict(vocab_size=VOCAB, hidden_size=D, num_heads=HEADS, num_layers=2, max_position_embeddings=32,
                  intermediate_size=48, attention_types=[[["global", "local"], 1]], window_size=3)),
+    Variant("gpt-bigcode-mqa", "gpt2", "GPTBigCodeConfig",
+            dict(vocab_size=VOCAB, n_embd=D, n_head=HEADS, n_layer=2, n_positions=32, n_inner=48)),
+    Variant("gpt-bigcode-per-head-unscaled", "gpt2", "GPTBigCodeConfig",
+            dict(vocab_size=VOCAB, n_embd=D, n_head=HEADS, n_layer=2, n_positions=32, n_inner=48, multi_query=False,
+                 scale_attn_weights=False)),
     Variant("neox-partial-rotary-parallel", "neox", "GPTNeoXConfig",
             dict(_COMMON, max_position_embeddings=64, use_parallel_residual=True,
                  rope_parameters={"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.25})),
@@ -176,7 +181,7 @@ VARIANTS = [
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12)),
 ]
 BY_ID = {v.id: v for v in VARIANTS}
-PRE_LN_LAYERNORM = ["gpt2", "gpt-neo-local3", "neox-partial-rotary-parallel", "neox-sequential-no-bias",
+PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-neo-local3", "neox-partial-rotary-parallel", "neox-sequential-no-bias",
                     "olmo-parameter-free-layernorm", "phi-partial-rotary-qk-layernorm", "phi-mha", "gptj-interleaved-rotary",
                     "opt", "stablelm-partial-rotary-parallel", "stablelm-sequential-no-bias", "stablelm-qk-layernorm-per-head",
                     "starcoder2-bias-sliding3", "cohere-qk-layernorm-interleaved", "cohere2-sliding-rotary-global-nope",

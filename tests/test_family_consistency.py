@@ -185,6 +185,8 @@ REFUSALS = [
     ("opt", dict(do_layer_norm_before=False), {}, "do_layer_norm_before"),
     ("opt", dict(word_embed_proj_dim=16), {}, "word_embed_proj_dim"),
     ("falcon-mqa-parallel", dict(alibi=True), {}, "alibi=True"),
+    ("gpt-bigcode-mqa", {}, {"num_key_value_heads": 2}, "'num_key_value_heads' = 2 disagrees with multi_query"),
+    ("gpt-bigcode-per-head-unscaled", dict(add_cross_attention=True), {}, "add_cross_attention"),
 ]
 
 

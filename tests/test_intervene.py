@@ -259,7 +259,7 @@ def _reader_effect(hw, l2, resid, changed, kind):
     return ((o1.norm(dim=-1) - n0).abs() / n0).mean(dim=(0, 1)), ((o1 - o0).norm(dim=-1) / n0).mean(dim=(0, 1))
 
 
-NOT_POST_LN = ["gpt2", "gpt-neo-local3", "neox-partial-rotary-parallel", "llama-gqa-bias", "mistral-sliding3", "qwen2-bias",
+NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-neo-local3", "neox-partial-rotary-parallel", "llama-gqa-bias", "mistral-sliding3", "qwen2-bias",
                "qwen3-qk-norm", "phi3-fused-partial-rotary-sliding", "gemma", "gemma2-softcap", "gemma3-text",
                "gemma3-text-mqa-bias", "olmo-parameter-free-layernorm", "olmo2-layer-qk-norm", "olmo3-sliding-mqa",
                "olmoe-layer-qk-norm", "phi-partial-rotary-qk-layernorm", "gptj-interleaved-rotary", "opt",
