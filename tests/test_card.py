@@ -32,8 +32,9 @@ def test_card_states_the_rotary_base_of_the_config(variant, expected):
 def test_every_family_variant_has_a_card():
     """Every tiny variant (MHA/GQA/MQA, partial and scaled rotary, sliding windows, QK-norm, post-LN)
     gets a card with its shapes, as its config states them, and its unembedding said to be tied where
-    the config ties it, but for Gemma's, whose W_E carries the √d scale that W_U lacks, and Cohere's, whose W_U
-    carries the logit scale that W_E lacks."""
+    the config ties it, but for Gemma's, whose W_E carries the √d scale that W_U lacks, Cohere's, whose W_U
+    carries the logit scale that W_E lacks, and Granite's, whose W_E carries its embedding multiplier and
+    W_U its logit divisor."""
     from hf_tiny import VARIANTS, build
 
     for v in VARIANTS:
@@ -42,7 +43,7 @@ def test_every_family_variant_has_a_card():
         cfg = model.config
         assert rows["layers"] == str(cfg.num_hidden_layers) and rows["d_model"] == str(cfg.hidden_size), v.id
         assert rows["heads per layer"] == str(cfg.num_attention_heads), v.id
-        tied = getattr(cfg, "tie_word_embeddings", False) and not cfg.model_type.startswith(("gemma", "cohere"))
+        tied = getattr(cfg, "tie_word_embeddings", False) and not cfg.model_type.startswith(("gemma", "cohere", "granite"))
         assert rows["unembedding"].endswith(", tied (W_E transposed)") == tied or rows["unembedding"] == "none", v.id
 
 
