@@ -8,6 +8,8 @@ has one ``d × d_head`` block of columns per head (``W_O``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import Tensor
 
@@ -29,6 +31,33 @@ def gpt2_outer(ckpt: Checkpoint, prefix: str, d: int, eps: float) -> tuple[Tenso
         raise WeightError(f"{ts.origin(prefix + 'wte.weight')}: 'wte.weight' has shape {tuple(wte.shape)}, expected (n_vocab, {d})")
     W_U, head_note = unembedding(ckpt, ["lm_head.weight"], wte)
     return wte.T, wpe.T, W_U, head_note, final_layernorm(ts, prefix + "ln_f", d, eps)
+
+
+def gpt2_blocks(ckpt: Checkpoint, prefix: str, L: int, d: int, heads: tuple[int, int], r: int, eps: float,
+                split: Callable[[Tensor, Tensor], tuple], conv1d: bool) -> dict[str, Tensor | Norm]:
+    """The heads of GPT-2-like blocks ``{prefix}h.{i}.`` as ``HeadWeights`` fields: ``split(w, b)``
+    cuts the fused ``attn.c_attn`` weight ``(rows, d)`` and bias into their q, k and v rows, for
+    ``heads = (query heads, K/V heads)``; ``attn.c_proj`` and the LayerNorm ``ln_1`` as GPT-2 keeps
+    them. ``conv1d``: weights stored ``(in, out)`` (GPT-2's ``Conv1D``), else ``(out, in)``."""
+    ts = ckpt.tensors
+    H, G = heads
+    rows = H * r + 2 * G * r
+    fields: dict[str, list] = {k: [] for k in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "g", "beta")}
+    for i in range(L):
+        p = f"{prefix}h.{i}."
+        w = ts.take(p + "attn.c_attn.weight", (d, rows)).T if conv1d else ts.take(p + "attn.c_attn.weight", (rows, d))
+        ws, bs = split(w, ts.take(p + "attn.c_attn.bias", (rows,)))
+        for x, wx, bx, n in zip("QKV", ws, bs, (H, G, G)):
+            fields[f"W_{x}"].append(split_rows(wx, n, r))
+            fields[f"b_{x}"].append(bx.reshape(n, r))
+        o = ts.take(p + "attn.c_proj.weight", (d, d))
+        fields["W_O"].append(split_cols(o.T if conv1d else o, H, r))
+        fields["b_O"].append(ts.take(p + "attn.c_proj.bias", (d,)))
+        fields["g"].append(ts.take(p + "ln_1.weight", (d,)))
+        fields["beta"].append(ts.take(p + "ln_1.bias", (d,)))
+    out = {k: torch.stack(v) for k, v in fields.items()}
+    return {**{k: v for k, v in out.items() if k not in ("g", "beta")},
+            "attn_norm": Norm("layernorm", out["g"], out["beta"], eps)}
 
 
 def ln1_attn_hooks(cls, model):
@@ -65,25 +94,13 @@ class GPT2(Family):
                            layers=("n_layer", "num_hidden_layers"))
         eps = number(cfg, where, "layer_norm_epsilon", default=1e-5)
         prefix = "transformer." if "transformer.wte.weight" in ts else ""
-        wq, wk, wv, wo, bq, bk, bv, bo, g, beta = ([] for _ in range(10))
-        for i in range(L):
-            p = f"{prefix}h.{i}."
-            w = ts.take(p + "attn.c_attn.weight", (d, 3 * d)).T  # Conv1D: transpose to (3d, d)
-            b = ts.take(p + "attn.c_attn.bias", (3 * d,))
-            for part, (ws, bs) in enumerate([(wq, bq), (wk, bk), (wv, bv)]):
-                ws.append(split_rows(w[part * d : (part + 1) * d], H, r))
-                bs.append(b[part * d : (part + 1) * d].reshape(H, r))
-            wo.append(split_cols(ts.take(p + "attn.c_proj.weight", (d, d)).T, H, r))
-            bo.append(ts.take(p + "attn.c_proj.bias", (d,)))
-            g.append(ts.take(p + "ln_1.weight", (d,)))
-            beta.append(ts.take(p + "ln_1.bias", (d,)))
+        thirds = lambda w, b: (w.split(d), b.split(d))  # noqa: E731  rows [q heads | k heads | v heads]
+        blocks = gpt2_blocks(ckpt, prefix, L, d, (H, H), r, eps, thirds, conv1d=True)
         W_E, W_pos, W_U, head_note, final = gpt2_outer(ckpt, prefix, d, eps)
         return HeadWeights(
-            W_Q=torch.stack(wq), W_K=torch.stack(wk), W_V=torch.stack(wv), W_O=torch.stack(wo),
-            b_Q=torch.stack(bq), b_K=torch.stack(bk), b_V=torch.stack(bv), b_O=torch.stack(bo),
+            **blocks,
             W_E=W_E, W_pos=W_pos, W_U=W_U, b_U=None,
             kv_map=tuple(range(H)),
-            attn_norm=Norm("layernorm", torch.stack(g), torch.stack(beta), eps),
             final_norm=final,
             norm_placement="pre",
             positions="learned",

@@ -10,14 +10,12 @@ absolute positions (``wpe``) and the final LayerNorm as GPT-2's.
 
 from __future__ import annotations
 
-import torch
-
 from ..checkpoint import Checkpoint
-from ...core.heads import HeadWeights, Meta, Norm
+from ...core.heads import HeadWeights, Meta
 from ...errors import UnsupportedModelError
 from . import register
-from .base import Family, checkpoint_notes, number, sizes, split_cols, split_rows
-from .gpt2 import gpt2_outer, ln1_attn_hooks
+from .base import Family, checkpoint_notes, number, sizes
+from .gpt2 import gpt2_blocks, gpt2_outer, ln1_attn_hooks
 
 
 @register
@@ -49,32 +47,21 @@ class GPTBigCode(Family):
             raise UnsupportedModelError(f"{where}: config key 'num_key_value_heads' = {cfg['num_key_value_heads']!r} "
                                         f"disagrees with multi_query = {mqa} ({G} K/V head{'s' if G > 1 else ''})")
         prefix = "transformer." if "transformer.wte.weight" in ts else ""
-        wq, wk, wv, wo, bq, bk, bv, bo, g, beta = ([] for _ in range(10))
-        for i in range(L):
-            p = f"{prefix}h.{i}."
-            w = ts.take(p + "attn.c_attn.weight", (d + 2 * G * r, d))
-            b = ts.take(p + "attn.c_attn.bias", (d + 2 * G * r,))
+
+        def split(w, b):
             if mqa:  # [q heads | k | v]
-                parts = (w[:d], w[d : d + r], w[d + r :]), (b[:d], b[d : d + r], b[d + r :])
-            else:  # per head [q_h | k_h | v_h]
-                w3, b3 = w.reshape(H, 3, r, d), b.reshape(H, 3, r)
-                parts = tuple(w3[:, k].reshape(H * r, d) for k in range(3)), tuple(b3[:, k].reshape(H * r) for k in range(3))
-            for (ws, bs), wpart, bpart, n in zip(((wq, bq), (wk, bk), (wv, bv)), *parts, (H, G, G)):
-                ws.append(split_rows(wpart, n, r))
-                bs.append(bpart.reshape(n, r))
-            wo.append(split_cols(ts.take(p + "attn.c_proj.weight", (d, d)), H, r))
-            bo.append(ts.take(p + "attn.c_proj.bias", (d,)))
-            g.append(ts.take(p + "ln_1.weight", (d,)))
-            beta.append(ts.take(p + "ln_1.bias", (d,)))
+                return w.split((d, r, r)), b.split((d, r, r))
+            w3, b3 = w.reshape(H, 3, r, d), b.reshape(H, 3, r)  # per head [q_h | k_h | v_h]
+            return tuple(w3[:, k].reshape(H * r, d) for k in range(3)), tuple(b3[:, k].reshape(H * r) for k in range(3))
+
+        blocks = gpt2_blocks(ckpt, prefix, L, d, (H, G), r, eps, split, conv1d=False)
         W_E, W_pos, W_U, head_note, final = gpt2_outer(ckpt, prefix, d, eps)
         notes = checkpoint_notes(ckpt, head_note) + (["multi-query: every query head reads the one key/value head"]
                                                      if mqa and H > 1 else [])
         return HeadWeights(
-            W_Q=torch.stack(wq), W_K=torch.stack(wk), W_V=torch.stack(wv), W_O=torch.stack(wo),
-            b_Q=torch.stack(bq), b_K=torch.stack(bk), b_V=torch.stack(bv), b_O=torch.stack(bo),
+            **blocks,
             W_E=W_E, W_pos=W_pos, W_U=W_U, b_U=None,
             kv_map=tuple(0 if mqa else h for h in range(H)),
-            attn_norm=Norm("layernorm", torch.stack(g), torch.stack(beta), eps),
             final_norm=final,
             norm_placement="pre",
             positions="learned",
