@@ -40,6 +40,17 @@ def _numpy_state(model) -> dict:
     return {k: v.detach().numpy().astype(np.float32) for k, v in model.state_dict().items()}
 
 
+def _metadata(w, **values) -> None:
+    """The metadata llama.cpp's converter writes, ``w.add_<key>(value)`` for each of ``values`` over the
+    tiny models' defaults (2 blocks, context 64, width D, MLP 32, H heads, G K/V heads, V tokens); a
+    value None leaves its key out."""
+    defaults = dict(block_count=2, context_length=64, embedding_length=D, feed_forward_length=32, head_count=H,
+                    head_count_kv=G, vocab_size=V)
+    for key, value in {**defaults, **values}.items():
+        if value is not None:
+            getattr(w, f"add_{key}")(value)
+
+
 def _finish(w) -> None:
     """Write a ``GGUFWriter``'s header, metadata and tensors, and close the file."""
     w.write_header_to_file()
@@ -68,17 +79,7 @@ def write_gemma3_gguf(path, model, pattern, arch: str = "gemma3") -> None:
     sd = _numpy_state(model)
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"tiny-{arch}")
-    w.add_block_count(L)
-    w.add_context_length(64)
-    w.add_embedding_length(D)
-    w.add_feed_forward_length(32)
-    w.add_head_count(H)
-    w.add_head_count_kv(G)
-    w.add_key_length(R)
-    w.add_value_length(R)
-    w.add_layer_norm_rms_eps(1e-6)
-    w.add_sliding_window(WINDOW)
-    w.add_vocab_size(V)
+    _metadata(w, block_count=L, key_length=R, value_length=R, layer_norm_rms_eps=1e-6, sliding_window=WINDOW)
     if arch == "gemma3":
         w.add_rope_freq_base(20000.0)
         # by name: gguf's writer has methods for these two from 0.18 (add_rope_freq_base_swa, add_sliding_window_pattern)
@@ -163,10 +164,7 @@ def _write_llama_gguf(path, model, extra: dict | None = None, split_max_tensors:
     llama.cpp converts as a Llama, with ``floats``: its own metadata (``{arch}.KEY``: value)."""
     sd = _numpy_state(model)
     w = gguf.GGUFWriter(str(path), arch, split_max_tensors=split_max_tensors, small_first_shard=small_first_shard)
-    for add, value in [(w.add_block_count, 2), (w.add_context_length, 64), (w.add_embedding_length, D),
-                       (w.add_feed_forward_length, 32), (w.add_head_count, H), (w.add_head_count_kv, G),
-                       (w.add_layer_norm_rms_eps, 1e-6), (w.add_rope_freq_base, 10000.0), (w.add_vocab_size, V)]:
-        add(value)
+    _metadata(w, layer_norm_rms_eps=1e-6, rope_freq_base=10000.0)
     for key, value in (floats or {}).items():
         w.add_float32(f"{arch}.{key}", value)
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
@@ -410,11 +408,7 @@ def test_qwen3_gguf_matches_model_object(tmp_path):
     _randomise(model, 3)
     sd = _numpy_state(model)
     w = gguf.GGUFWriter(str(tmp_path / "q.gguf"), "qwen3")
-    for add, value in [(w.add_block_count, 2), (w.add_context_length, 64), (w.add_embedding_length, D),
-                       (w.add_feed_forward_length, 32), (w.add_head_count, H), (w.add_head_count_kv, G),
-                       (w.add_key_length, R), (w.add_value_length, R), (w.add_layer_norm_rms_eps, 1e-6),
-                       (w.add_rope_freq_base, 5000.0), (w.add_vocab_size, V)]:
-        add(value)
+    _metadata(w, key_length=R, value_length=R, layer_norm_rms_eps=1e-6, rope_freq_base=5000.0)
     names = {"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
              "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
              "self_attn.o_proj.weight": "attn_output.weight", "self_attn.q_norm.weight": "attn_q_norm.weight",
@@ -457,12 +451,8 @@ def test_qwen2moe_gguf_matches_model_object_and_runs(tmp_path):
     _randomise(model, 6)
     sd = _numpy_state(model)
     w = gguf.GGUFWriter(str(tmp_path / "m.gguf"), "qwen2moe")
-    for add, value in [(w.add_block_count, 2), (w.add_context_length, 64), (w.add_embedding_length, D),
-                       (w.add_feed_forward_length, 32), (w.add_head_count, H), (w.add_head_count_kv, G),
-                       (w.add_layer_norm_rms_eps, 1e-6), (w.add_rope_freq_base, 3000.0), (w.add_vocab_size, V),
-                       (w.add_expert_count, 2), (w.add_expert_used_count, 1), (w.add_expert_feed_forward_length, 1408),
-                       (w.add_expert_shared_feed_forward_length, 5632)]:
-        add(value)
+    _metadata(w, layer_norm_rms_eps=1e-6, rope_freq_base=3000.0, expert_count=2, expert_used_count=1,
+              expert_feed_forward_length=1408, expert_shared_feed_forward_length=5632)
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
     w.add_tensor("output.weight", sd["lm_head.weight"])
     w.add_tensor("output_norm.weight", sd["model.norm.weight"])
@@ -544,11 +534,7 @@ def test_llama3_rope_scaling_from_gguf_divisors_matches_the_model_object(tmp_pat
     assert divisors[0] == 1.0 and divisors[-1] == pytest.approx(8.0)  # fast kept, slow divided
     sd = _numpy_state(model)
     w = gguf.GGUFWriter(str(tmp_path / "l3.gguf"), "llama")
-    for add, value in [(w.add_block_count, 2), (w.add_context_length, 256), (w.add_embedding_length, D),
-                       (w.add_feed_forward_length, 32), (w.add_head_count, H), (w.add_head_count_kv, G),
-                       (w.add_key_length, R), (w.add_layer_norm_rms_eps, 1e-6), (w.add_rope_freq_base, 100.0),
-                       (w.add_vocab_size, V)]:
-        add(value)
+    _metadata(w, context_length=256, key_length=R, layer_norm_rms_eps=1e-6, rope_freq_base=100.0)
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
     w.add_tensor("output.weight", sd["lm_head.weight"])
     w.add_tensor("rope_freqs.weight", divisors)
@@ -572,13 +558,8 @@ def _write_phi3_gguf(path, model, window: int, extra: dict | None = None) -> Non
     permutation: Phi-3 rotates halves in llama.cpp too), the sliding window in the metadata."""
     sd = _numpy_state(model)
     w = gguf.GGUFWriter(str(path), "phi3")
-    for add, value in [(w.add_block_count, 2), (w.add_context_length, 64), (w.add_embedding_length, D),
-                       (w.add_feed_forward_length, 32), (w.add_head_count, H), (w.add_head_count_kv, G),
-                       (w.add_layer_norm_rms_eps, 1e-5), (w.add_rope_freq_base, 700.0), (w.add_rope_dimension_count, D // H),  # Phi-3: heads of d_model / n_heads
-                       
-                       (w.add_sliding_window, window), (w.add_vocab_size, V), (w.add_pad_token_id, 0),
-                       (w.add_bos_token_id, 1), (w.add_eos_token_id, 2)]:
-        add(value)
+    _metadata(w, layer_norm_rms_eps=1e-5, rope_freq_base=700.0, rope_dimension_count=D // H, sliding_window=window,
+              pad_token_id=0, bos_token_id=1, eos_token_id=2)  # Phi-3: heads of d_model / n_heads
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
     w.add_tensor("output.weight", sd["lm_head.weight"])
     for i in range(2):
@@ -640,10 +621,7 @@ def _write_olmo_gguf(path, model, arch: str, metadata: dict | None = None) -> No
     not), OLMo-2's layer-wide q/k norm gains and post-attention norm, no norm before the attention."""
     sd = _numpy_state(model)
     w = gguf.GGUFWriter(str(path), arch)
-    for add, value in [(w.add_block_count, 2), (w.add_context_length, 64), (w.add_embedding_length, D),
-                       (w.add_feed_forward_length, 32), (w.add_head_count, H), (w.add_head_count_kv, G),
-                       (w.add_layer_norm_rms_eps, 1e-5), (w.add_rope_freq_base, 900.0), (w.add_vocab_size, V)]:
-        add(value)
+    _metadata(w, layer_norm_rms_eps=1e-5, rope_freq_base=900.0)
     for key, value in (metadata or {}).items():
         w.add_float32(f"{arch}.{key}", value)
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
@@ -741,10 +719,7 @@ def test_gpt2_gguf_matches_the_model_object_and_transformers(tmp_path, capfd, mo
     w = gguf.GGUFWriter(str(tmp_path / "g.gguf"), "gpt2")
     w.add_tokenizer_model("gpt2")  # transformers reads the vocabulary's size off the token list
     w.add_token_list([f"t{i}" for i in range(V)])
-    for add, value in [(w.add_block_count, 2), (w.add_context_length, 1024), (w.add_embedding_length, D),
-                       (w.add_feed_forward_length, 4 * D), (w.add_head_count, H), (w.add_layer_norm_eps, 1e-5),
-                       (w.add_vocab_size, V)]:
-        add(value)
+    _metadata(w, context_length=1024, feed_forward_length=4 * D, layer_norm_eps=1e-5, head_count_kv=None)
     w.add_tensor("token_embd.weight", sd["transformer.wte.weight"])
     w.add_tensor("position_embd.weight", sd["transformer.wpe.weight"])
     names = {"ln_1.weight": "attn_norm.weight", "ln_1.bias": "attn_norm.bias", "attn.c_attn.weight": "attn_qkv.weight",
@@ -880,10 +855,8 @@ def _write_phi2_gguf(path, model, fused: bool, rope_dim: int, qkv_rows: int | No
     sd = _numpy_state(model)
     d, h = model.config.hidden_size, model.config.num_attention_heads
     w = gguf.GGUFWriter(str(path), "phi2")
-    for add, value in [(w.add_block_count, 2), (w.add_context_length, 64), (w.add_embedding_length, d),
-                       (w.add_feed_forward_length, 4 * d), (w.add_head_count, h), (w.add_head_count_kv, h),
-                       (w.add_layer_norm_eps, 1e-5), (w.add_rope_dimension_count, rope_dim), (w.add_vocab_size, V)]:
-        add(value)
+    _metadata(w, embedding_length=d, feed_forward_length=4 * d, head_count=h, head_count_kv=h, layer_norm_eps=1e-5,
+              rope_dimension_count=rope_dim)
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
     for i in range(2):
         p = f"model.layers.{i}."
@@ -956,11 +929,8 @@ def _write_neox_gguf(path, model, rope_dim: int, qkv_rows: int | None = None) ->
     d, h, n = cfg.hidden_size, cfg.num_attention_heads, cfg.num_hidden_layers
     r = d // h
     w = gguf.GGUFWriter(str(path), "gptneox")
-    for add, value in [(w.add_block_count, n), (w.add_context_length, 64), (w.add_embedding_length, d),
-                       (w.add_feed_forward_length, 4 * d), (w.add_head_count, h), (w.add_layer_norm_eps, 1e-5),
-                       (w.add_rope_dimension_count, rope_dim), (w.add_parallel_residual, True),
-                       (w.add_vocab_size, V)]:
-        add(value)
+    _metadata(w, block_count=n, embedding_length=d, feed_forward_length=4 * d, head_count=h, layer_norm_eps=1e-5,
+              rope_dimension_count=rope_dim, parallel_residual=True, head_count_kv=None)
     w.add_tensor("token_embd.weight", sd["gpt_neox.embed_in.weight"])
     for i in range(n):
         p = f"gpt_neox.layers.{i}."
@@ -1027,12 +997,10 @@ def _write_llamalike_gguf(path, model, arch: str, rope_dim: int) -> None:
     w.add_tokenizer_model("gpt2")
     w.add_token_list([f"t{i}" for i in range(V)])
     theta = (getattr(cfg, "rope_parameters", None) or {"rope_theta": cfg.rope_theta})["rope_theta"]
-    for add, value in [(w.add_block_count, cfg.num_hidden_layers), (w.add_context_length, 64),
-                       (w.add_embedding_length, cfg.hidden_size), (w.add_feed_forward_length, cfg.intermediate_size),
-                       (w.add_head_count, cfg.num_attention_heads), (w.add_head_count_kv, cfg.num_key_value_heads),
-                       (w.add_layer_norm_eps, 1e-5), (w.add_rope_dimension_count, rope_dim), (w.add_rope_freq_base, theta),
-                       (w.add_vocab_size, V)]:
-        add(value)
+    _metadata(w, block_count=cfg.num_hidden_layers, embedding_length=cfg.hidden_size,
+              feed_forward_length=cfg.intermediate_size, head_count=cfg.num_attention_heads,
+              head_count_kv=cfg.num_key_value_heads, layer_norm_eps=1e-5, rope_dimension_count=rope_dim,
+              rope_freq_base=theta)
     for name, t in sd.items():
         if ".norms." in name:  # StableLM's per-head QK LayerNorms: llama.cpp stacks them, (heads, d_head)
             if name.endswith("norms.0.weight"):
@@ -1135,10 +1103,8 @@ def _write_falcon_gguf(path, model, n_kv: int, qkv_rows: int | None = None) -> N
     w = gguf.GGUFWriter(str(path), "falcon")
     w.add_tokenizer_model("gpt2")
     w.add_token_list([f"t{i}" for i in range(V)])
-    for add, value in [(w.add_block_count, n), (w.add_context_length, 64), (w.add_embedding_length, d),
-                       (w.add_feed_forward_length, 4 * d), (w.add_head_count, h), (w.add_head_count_kv, n_kv),
-                       (w.add_layer_norm_eps, cfg.layer_norm_epsilon), (w.add_vocab_size, V)]:
-        add(value)
+    _metadata(w, block_count=n, embedding_length=d, feed_forward_length=4 * d, head_count=h, head_count_kv=n_kv,
+              layer_norm_eps=cfg.layer_norm_epsilon)
     w.add_tensor("token_embd.weight", sd["transformer.word_embeddings.weight"])
     names = {"input_layernorm": "attn_norm", "ln_mlp": "attn_norm", "ln_attn": "attn_norm_2",
              "self_attention.query_key_value": "attn_qkv", "self_attention.dense": "attn_output",
