@@ -257,6 +257,58 @@ def test_granite_ggufs_read_their_scalars_and_match_the_model_object(tmp_path, a
                      cannot_run(tmp_path / "g.gguf"))
 
 
+@pytest.mark.parametrize("arch, qk_norm", [("command-r", False), ("command-r", True), ("cohere2", False)],
+                         ids=["command-r", "command-r-plus-qk-norm", "cohere2"])
+def test_cohere_ggufs_match_the_model_object(tmp_path, arch, qk_norm):
+    """Command R (``command-r``; Command R+ with its per-head QK LayerNorms, stacked ``(heads, d_head)``)
+    and Command R7B (``cohere2``) as llama.cpp writes them: HF's rows unpermuted (Cohere rotates
+    interleaved pairs, llama.cpp's own kind), LayerNorms without bias, the logit scale in the metadata,
+    Cohere 2's window (its sliding pattern is not stored: every fourth layer global, as HF's default)
+    and the head tied: read back, the attention is the model object's; the data-based commands refuse
+    the file by its architecture."""
+    from compscope.core.attention import attention_forward
+    from compscope.data.runner import cannot_run
+
+    common = dict(vocab_size=V, hidden_size=D, intermediate_size=32, num_attention_heads=H, num_key_value_heads=G,
+                  max_position_embeddings=64, layer_norm_eps=1e-5, logit_scale=0.25,
+                  rope_parameters={"rope_type": "default", "rope_theta": 900.0})
+    if arch == "cohere2":
+        model = transformers.Cohere2ForCausalLM(hf_config("Cohere2Config", **common, num_hidden_layers=L,
+                                                          sliding_window=WINDOW))
+    else:
+        model = transformers.CohereForCausalLM(hf_config("CohereConfig", **common, num_hidden_layers=L,
+                                                         use_qk_norm=qk_norm))
+    _randomise(model, 12)
+    model.eval()
+    sd = _numpy_state(model)
+    w = gguf.GGUFWriter(str(tmp_path / "c.gguf"), arch)
+    _metadata(w, block_count=L, layer_norm_eps=1e-5, rope_freq_base=900.0, logit_scale=0.25,
+              **({"sliding_window": WINDOW, "rope_dimension_count": D // H} if arch == "cohere2" else {}))
+    names = {"input_layernorm.weight": "attn_norm.weight", "self_attn.o_proj.weight": "attn_output.weight",
+             **{f"self_attn.{x}_proj.weight": f"attn_{x}.weight" for x in "qkv"},
+             **{f"self_attn.{x}_norm.weight": f"attn_{x}_norm.weight" for x in "qk"}}
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    for i in range(L):
+        for hf_name, g_name in names.items():
+            if f"model.layers.{i}.{hf_name}" in sd:
+                w.add_tensor(f"blk.{i}.{g_name}", sd[f"model.layers.{i}.{hf_name}"])
+    _finish(w)
+    ours, ref = compscope.load(tmp_path / "c.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "cohere"
+    assert (ours.qk_norm is not None) == qk_norm and ours.sliding_window == ref.sliding_window
+    if arch == "cohere2":
+        assert ours.sliding_window == (WINDOW, WINDOW, WINDOW, None)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, atol=0, rtol=0)
+    x = torch.randn(1, 9, D, generator=torch.Generator().manual_seed(4))
+    for layer in range(L):
+        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
+    assert re.search(rf"c\.gguf: a GGUF file of architecture '{arch}', which transformers' GGUF reader does not read",
+                     cannot_run(tmp_path / "c.gguf"))
+
+
 def _same_heads(a, b) -> bool:
     return all(torch.equal(getattr(a, k), getattr(b, k)) for k in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V",
                                                                      "W_E", "W_U"))

@@ -71,6 +71,8 @@ _ARCHS = {
     "falcon": ("falcon", False, False),  # HF's falcon names (_falcon_block), fused qkv regrouped into K/V groups
     "granite": ("granite", True, False),  # Llama's layout (llama.cpp converts it as a Llama) and four scalars
     "granitemoe": ("granitemoe", True, False),  # (_ARCH_KEYS); the experts, shared one included, are MLP
+    "command-r": ("cohere", False, False),  # Llama's names, rows as HF's (interleaved rotary, llama.cpp's own kind);
+    "cohere2": ("cohere2", False, False),  # LayerNorms without bias, the logit scale (_ARCH_KEYS), Command R+'s QK norms
 }
 
 #: GGUF per-block tensor name -> HF name under ``model.layers.{i}.``
@@ -167,12 +169,14 @@ _LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
 _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm"}
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
-_RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"} for arch in ("phi2", "gptneox", "stablelm")},
+_RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
+                    for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2")},
                  "starcoder2": {"layer_norm_epsilon": "norm_epsilon"}, "falcon": {"num_key_value_heads": "num_kv_heads"}}
 #: GGUF metadata key (after ``{arch}.``) -> HF config key, read for these architectures only
 _GRANITE_KEYS = {"embedding_scale": "embedding_multiplier", "attention.scale": "attention_multiplier",
                  "residual_scale": "residual_multiplier", "logit_scale": "logits_scaling"}
-_ARCH_KEYS = {"granite": _GRANITE_KEYS, "granitemoe": _GRANITE_KEYS}
+_ARCH_KEYS = {"granite": _GRANITE_KEYS, "granitemoe": _GRANITE_KEYS, "command-r": {"logit_scale": "logit_scale"},
+              "cohere2": {"logit_scale": "logit_scale"}}
 _LLAMA_LAYOUT = (_BLOCK, "model.layers.{i}.", _TOP, (), ((), None))
 
 #: how llama.cpp names shard ``k`` of ``n`` of a split GGUF file (``llama-gguf-split``, gguf-py's
@@ -342,6 +346,8 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
         cfg["use_parallel_residual"] = not any(i.name.endswith("ffn_norm.weight") for i in infos)
         # and per-head QK LayerNorms (StableLM 2 12B) are there when their stacked gains are
         cfg["qk_layernorm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)
+    if arch == "command-r":  # Command R+'s per-head QK LayerNorms, there when their stacked gains are
+        cfg["use_qk_norm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)
     if "vocab_size" not in cfg:
         toks = fields.get("tokenizer.ggml.tokens")
         if isinstance(toks, (list, SkippedStrings)):
@@ -447,7 +453,7 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     ``rope_parameters`` (transformers 5) or, ``rope_parameters=False``, as ``rope_theta`` and
     (StableLM) ``partial_rotary_factor`` (transformers 4). A file transformers would build as
     another model (a Falcon with K/V groups), or not at all (a split file; an architecture its
-    GGUF reader does not read: OLMo, Phi-2, GPT-NeoX, Gemma 1, Granite), is refused."""
+    GGUF reader does not read: OLMo, Phi-2, GPT-NeoX, Gemma 1, Granite, Cohere), is refused."""
     files, fields, located = _open_shards(Path(path))  # the headers only: no tensor is read
     if len(files) > 1:
         raise UnsupportedModelError(
