@@ -164,12 +164,13 @@ def _write_llama_gguf(path, model, extra: dict | None = None, split_max_tensors:
     llama.cpp converts as a Llama, with ``floats``: its own metadata (``{arch}.KEY``: value)."""
     sd = _numpy_state(model)
     w = gguf.GGUFWriter(str(path), arch, split_max_tensors=split_max_tensors, small_first_shard=small_first_shard)
-    _metadata(w, layer_norm_rms_eps=1e-6, rope_freq_base=10000.0)
+    n = model.config.num_hidden_layers
+    _metadata(w, block_count=n, layer_norm_rms_eps=1e-6, rope_freq_base=10000.0)
     for key, value in (floats or {}).items():
         w.add_float32(f"{arch}.{key}", value)
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
     w.add_tensor("output.weight", sd["lm_head.weight"])
-    for i in range(2):
+    for i in range(n):
         p = f"model.layers.{i}."
         w.add_tensor(f"blk.{i}.attn_norm.weight", sd[p + "input_layernorm.weight"])
         for proj, short, n in (("q", "q", H), ("k", "k", G), ("v", "v", None), ("o", "output", None)):
@@ -255,6 +256,31 @@ def test_granite_ggufs_read_their_scalars_and_match_the_model_object(tmp_path, a
         torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
     assert re.search(rf"g\.gguf: a GGUF file of architecture '{arch}', which transformers' GGUF reader does not read",
                      cannot_run(tmp_path / "g.gguf"))
+
+
+def test_a_smollm3_gguf_has_no_rotary_on_every_fourth_layer_as_the_model_object(tmp_path):
+    """SmolLM3 as llama.cpp converts it (as a Llama: q/k rows permuted); its layers without rotary
+    are not in the metadata (llama.cpp takes every fourth, as transformers' default interval): read
+    back, layer 3 has frequency 0 and every head is the model object's; refused on data by architecture."""
+    from compscope.core.attention import attention_forward
+    from compscope.data.runner import cannot_run
+
+    model = transformers.SmolLM3ForCausalLM(hf_config(
+        "SmolLM3Config", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=L, num_attention_heads=H,
+        num_key_value_heads=G, max_position_embeddings=64, rms_norm_eps=1e-6, tie_word_embeddings=False,
+        pad_token_id=0, bos_token_id=1, eos_token_id=2, rope_parameters={"rope_type": "default", "rope_theta": 10000.0}))
+    _randomise(model, 13)
+    _write_llama_gguf(tmp_path / "s.gguf", model.eval(), arch="smollm3")
+    ours, ref = compscope.load(tmp_path / "s.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "smollm3"
+    assert [bool(f.any()) for f in ours.rotary.inv_freq] == [True, True, True, False]
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, atol=0, rtol=0)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    x = torch.randn(1, 9, D, generator=torch.Generator().manual_seed(4))
+    for layer in range(L):
+        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
+    assert "architecture 'smollm3', which transformers' GGUF reader does not read" in cannot_run(tmp_path / "s.gguf")
 
 
 @pytest.mark.parametrize("arch, qk_norm", [("command-r", False), ("command-r", True), ("cohere2", False)],

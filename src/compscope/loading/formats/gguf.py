@@ -71,6 +71,8 @@ _ARCHS = {
     "falcon": ("falcon", False, False),  # HF's falcon names (_falcon_block), fused qkv regrouped into K/V groups
     "granite": ("granite", True, False),  # Llama's layout (llama.cpp converts it as a Llama) and four scalars
     "granitemoe": ("granitemoe", True, False),  # (_ARCH_KEYS); the experts, shared one included, are MLP
+    "smollm3": ("smollm3", True, False),  # a Llama to llama.cpp; its layers without rotary are not stored:
+    # every fourth, llama.cpp's rule and transformers' default interval (the family's)
     "command-r": ("cohere", False, False),  # Llama's names, rows as HF's (interleaved rotary, llama.cpp's own kind);
     "cohere2": ("cohere2", False, False),  # LayerNorms without bias, the logit scale (_ARCH_KEYS), Command R+'s QK norms
 }
@@ -453,7 +455,8 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     ``rope_parameters`` (transformers 5) or, ``rope_parameters=False``, as ``rope_theta`` and
     (StableLM) ``partial_rotary_factor`` (transformers 4). A file transformers would build as
     another model (a Falcon with K/V groups), or not at all (a split file; an architecture its
-    GGUF reader does not read: OLMo, Phi-2, GPT-NeoX, Gemma 1, Granite, Cohere), is refused."""
+    GGUF reader does not read: OLMo, Phi-2, GPT-NeoX, Gemma 1, Granite, Cohere, SmolLM3), is
+    refused."""
     files, fields, located = _open_shards(Path(path))  # the headers only: no tensor is read
     if len(files) > 1:
         raise UnsupportedModelError(
