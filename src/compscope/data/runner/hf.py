@@ -80,9 +80,8 @@ class HFRunner(Runner):
         post = [(norm_in[i, 0], norm_in[i, 1]) if (i, 0) in norm_in else None for i in range(n)] if self.post_norms else None
         return [resid.get(i) for i in range(n)], [out.get(i) for i in range(n)], post
 
-
     def _added(self, output) -> Tensor:
-        """What the residual receives from a hooked output module."""
+        """What the residual receives from a hooked output module's ``output``."""
         o = (output[0] if isinstance(output, tuple) else output).detach()
         return o if self.out_scale == 1.0 else o * self.out_scale
 
