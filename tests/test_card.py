@@ -35,13 +35,13 @@ def test_every_family_variant_has_a_card():
     the config ties it, but for Gemma's, whose W_E carries the √d scale that W_U lacks, Cohere's, whose W_U
     carries the logit scale that W_E lacks, and Granite's, whose W_E carries its embedding multiplier and
     W_U its logit divisor."""
-    from hf_tiny import VARIANTS, build
+    from hf_tiny import VARIANTS, attention_layers, build
 
     for v in VARIANTS:
         model = build(v)
         rows = dict(card_rows(compscope.load(model)))
         cfg = model.config
-        assert rows["layers"] == str(cfg.num_hidden_layers) and rows["d_model"] == str(cfg.hidden_size), v.id
+        assert rows["layers"] == str(attention_layers(model, v.kind)) and rows["d_model"] == str(cfg.hidden_size), v.id
         assert rows["heads per layer"] == str(cfg.num_attention_heads), v.id
         tied = getattr(cfg, "tie_word_embeddings", False) and not cfg.model_type.startswith(("gemma", "cohere", "granite"))
         assert rows["unembedding"].endswith(", tied (W_E transposed)") == tied or rows["unembedding"] == "none", v.id

@@ -21,7 +21,8 @@ import torch
 import compscope
 from compscope.core.attention import attention_forward
 
-from hf_tiny import BY_ID, SEQ, VARIANTS, VOCAB, build, capture, make_config, model_and_capture, random_ids
+from hf_tiny import (BY_ID, SEQ, VARIANTS, VOCAB, attention_layers, build, capture, make_config, model_and_capture,
+                     random_ids)
 
 ATOL = 1e-5
 
@@ -51,7 +52,7 @@ def loaded(variant_id: str):
 
 def test_attention_matches_hf(variant):
     hw, model, cap = loaded(variant.id)
-    assert hw.n_layers == model.config.num_hidden_layers
+    assert hw.n_layers == attention_layers(model, variant.kind)  # a hybrid's: fewer than num_hidden_layers
     assert hw.meta.processing == ()
     assert_matches(hw, cap, variant.id)
 
@@ -68,7 +69,8 @@ def test_attention_depends_on_what_the_variant_is_about(variant):
         no_window = hw.replace(sliding_window=(None,) * hw.n_layers)
         assert (attention_forward(no_window, layer, resid) - want).abs().max() > 1e-3
     changed = []  # (weights, layer): each must change what the layer computes
-    if hw.rotary is not None:  # on a layer that rotates (SmolLM3's NoPE layers turn by frequency 0)
+    rotates = hw.rotary is not None and bool(hw.rotary.inv_freq.any())  # (Granite 4's hybrids: NoPE everywhere)
+    if rotates:  # on a layer that rotates (SmolLM3's NoPE layers turn by frequency 0)
         turning = layer if bool(hw.rotary.inv_freq[layer].any()) else next(
             i for i in range(hw.n_layers) if bool(hw.rotary.inv_freq[i].any()))
         changed.append((hw.replace(rotary=None), turning))
@@ -77,7 +79,7 @@ def test_attention_depends_on_what_the_variant_is_about(variant):
                                                               hw.rotary.style)), layer))
     if hw.attn_norm is not None and hw.attn_norm.weight is not None and hw.norm_placement == "pre":
         changed.append((hw.replace(attn_norm=type(hw.attn_norm)(hw.attn_norm.kind, None, None, hw.attn_norm.eps)), layer))
-    if hw.rotary is not None:
+    if rotates:
         other = [i for i in range(hw.n_layers) if not torch.equal(hw.rotary.inv_freq[i], hw.rotary.inv_freq[layer])]
         if other:  # per-layer rotary bases (Gemma 3): another layer's base must not do
             freqs = hw.rotary.inv_freq.clone()
@@ -132,7 +134,7 @@ def test_embedding_columns_match_hf(variant):
         return
     if hw.W_pos is not None:
         emb = emb + hw.W_pos[:, : ids.shape[1]].T
-    torch.testing.assert_close(emb, cap.resid[0], atol=ATOL, rtol=1e-6)
+    torch.testing.assert_close(emb, cap.extra.get("layer0_in", cap.resid[0]), atol=ATOL, rtol=1e-6)
     if variant.config_cls.startswith("Gemma"):
         raw = model.get_input_embeddings().weight
         torch.testing.assert_close(hw.W_E, raw.T * hw.d_model**0.5)
@@ -144,7 +146,7 @@ def test_unembedding_matches_hf(variant):
         assert hw.W_U is None and hw.final_norm is None
         return
     scale = model.config.logit_scale if variant.config_cls.startswith("Cohere") else 1.0  # logits times it, in W_U
-    if variant.kind == "granite":
+    if variant.kind.startswith("granite"):
         scale = 1 / model.config.logits_scaling  # Granite divides the logits by it
     torch.testing.assert_close(hw.W_U, model.get_output_embeddings().weight * scale, atol=0, rtol=0)
     # logits = W_U · final_norm(x) (+ b_U): the final norm must be right too
@@ -573,4 +575,38 @@ def test_granite_scalars_are_folded_where_they_act_and_bad_ones_refused_by_name(
                      ("embedding_multiplier", float("nan"))):
         (tmp_path / "config.json").write_text(json.dumps({**saved, key: bad}))
         with pytest.raises(LoadError, match=key):
+            compscope.load(tmp_path)
+
+
+def test_granite_hybrid_reads_its_attention_layers_alone_and_refuses_configs_without_them(tmp_path):
+    """Granite 4's hybrids: compscope's layer k is the model's k-th attention layer (layers 1 and 3
+    of 4 here, the notes say so), their heads the modules' own; NoPE unless the config says 'rope'; a
+    config that lists no layer types (transformers would build Mamba layers only), none that attend,
+    or a type it does not know is refused by name."""
+    from compscope.errors import LoadError, UnsupportedModelError
+    from hf_tiny import D_HEAD
+
+    hw, model, _ = loaded("granite-hybrid-nope-moe")
+    assert hw.n_layers == 2 and not bool(hw.rotary.inv_freq.any())
+    assert any("attention on 2 of the model's 4 layers (1, 3;" in n for n in hw.meta.notes)
+    assert any("no rotary (NoPE) on any layer" in n for n in hw.meta.notes)
+    from compscope.core.card import card_rows
+
+    assert dict(card_rows(hw))["positions"].startswith("none: no rotary on any layer (NoPE)")
+    for k, i in enumerate((1, 3)):
+        q = model.model.layers[i].self_attn.q_proj.weight  # (heads · d_head, d_model)
+        torch.testing.assert_close(hw.W_Q[k].reshape(-1, hw.d_model), q, atol=0, rtol=0)
+        o = model.model.layers[i].self_attn.o_proj.weight
+        torch.testing.assert_close(hw.W_O[k, 1], 0.5 * o[:, D_HEAD : 2 * D_HEAD], atol=0, rtol=0)  # residual multiplier
+    rope, _, _ = loaded("granite-hybrid-rope-dense")
+    assert rope.n_layers == 2 and all(bool(f.any()) for f in rope.rotary.inv_freq)
+    model.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    for types, error, needle in ((None, UnsupportedModelError, "'layer_types' is missing"),
+                                 (["mamba"] * 4, UnsupportedModelError, "no attention layer"),
+                                 (["mamba", "attention", "conv", "attention"], LoadError, "'layer_types' = .* per layer"),
+                                 (["mamba", "attention"], LoadError, r"per layer \(4\)")):
+        cfg = {k: v for k, v in saved.items() if k not in ("layer_types", "layers_block_type")}
+        (tmp_path / "config.json").write_text(json.dumps(cfg if types is None else {**cfg, "layer_types": types}))
+        with pytest.raises(error, match=needle):
             compscope.load(tmp_path)

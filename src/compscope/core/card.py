@@ -40,7 +40,9 @@ def card_rows(hw: HeadWeights) -> list[tuple[str, str]]:
     """``(field, value)`` rows describing ``hw``; its notes are ``hw.meta.notes``."""
     m = hw.meta
     gqa = "" if hw.n_kv_heads == hw.n_heads else f"  (GQA: {hw.n_heads // hw.n_kv_heads} query heads per K/V head)"
-    if hw.rotary is not None:
+    if hw.rotary is not None and not bool(hw.rotary.inv_freq.any()):
+        pos = "none: no rotary on any layer (NoPE), positions only through the causal mask"
+    elif hw.rotary is not None:
         pos = f"rotary on {hw.rotary.dim} of {hw.d_head} head dims ({hw.rotary.style} pairs), {_rotary_bases(hw)}"
     elif hw.W_pos is not None:
         pos = f"learned absolute, {hw.W_pos.shape[1]} positions"

@@ -234,6 +234,10 @@ class Runner:
         if seen:
             resid[-1] = seen[0]
         post = rest[0] if rest else None  # post-LN: the norms' inputs per layer
+        if not last:  # (run anyway where the layers are not modules of one list: a hybrid's attention layers)
+            out[-1] = None
+            if post is not None:
+                post[-1] = None
         if start:  # the layers left out: their values in the clean trace, its rows repeated as the tokens
             resid[:start] = [again(r) for r in clean.resid[:start]]
             out[:start] = [again(o) for o in clean.attn_out[:start]]

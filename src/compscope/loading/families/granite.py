@@ -9,18 +9,26 @@ implicit ones, each folded into the weights where it acts.
   (into ``W_O`` and ``b_O``; :meth:`Family.residual_scale` tells the data runner).
 - ``logits_scaling`` ``s``: logits are ``W_U x / s`` (``1/s`` into ``W_U``).
 
-The experts (and the shared expert) are MLP: not read. GraniteMoeHybrid (Mamba layers) is
-another model type and is not read.
+The experts (and the shared expert) are MLP: not read.
+
+Granite 4's hybrids (``granitemoehybrid``: Granite-4.0-H) put Mamba layers between the attention
+layers: compscope reads the attention layers alone, in order (its layer ``k`` is the model's k-th
+attention layer; the card's notes say which), the Mamba layers being other writers to the
+residual, as MLPs are. Their attention has no rotary unless ``position_embedding_type`` is
+``rope`` (NoPE: frequency 0 on every layer).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from typing import ClassVar
+
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
 from .base import number
+from ...errors import LoadError, UnsupportedModelError
 from .llama import Llama, LlamaLike, convert_llamalike
 
 _SCALARS = ("embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling")
@@ -39,10 +47,61 @@ class Granite(LlamaLike):
     def residual_scale(cls, config: dict, where: str = "config") -> float:
         return number(config, where, "residual_multiplier", default=1.0, open_low=True)  # transformers' default 1
 
+    #: ``position_embedding_type`` where the config has none, as transformers builds the model
+    positions_default: ClassVar[str | None] = "rope"
+
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where = ckpt.config, ckpt.source
         e, a, s = (number(cfg, where, k, default=1.0, open_low=True)
                    for k in ("embedding_multiplier", "attention_multiplier", "logits_scaling"))
-        opts = dataclasses.replace(cls.options, embed_scale=e, attn_scale=a, logit_scale=1.0 / s)
+        rope = cfg.get("position_embedding_type", cls.positions_default) == "rope"
+        opts = dataclasses.replace(cls.options, embed_scale=e, attn_scale=a, logit_scale=1.0 / s,
+                                   nope_layers="" if rope else "all")
         return convert_llamalike(ckpt, cls, opts)
+
+
+#: a hybrid's layer types, as transformers 4 and 5 spell them
+_ATTENTION, _MAMBA = ("attention", "full_attention"), ("mamba", "linear_attention")
+_MAMBA_KEYS = frozenset("mamba_n_heads mamba_n_groups mamba_d_state mamba_d_head mamba_d_conv mamba_expand "
+                        "mamba_chunk_size mamba_conv_bias mamba_proj_bias time_step_limit".split())
+
+
+def _hybrid_hooks(cls, model):
+    """A hybrid's attention layers: ``input_layernorm`` reads the residual, ``self_attn`` returns
+    what is added (times the residual multiplier); Mamba layers have no ``self_attn``."""
+    return [(b.input_layernorm, b.self_attn) for b in cls.base_model(model).layers
+            if getattr(b, "self_attn", None) is not None]
+
+
+@register
+class GraniteHybrid(Granite):
+    name = "granite_hybrid"
+    model_types = ("granitemoehybrid",)
+    architectures = ("GraniteMoeHybridForCausalLM", "GraniteMoeHybridModel")
+    handled = Granite.handled | {"layer_types", "layers_block_type", "position_embedding_type"}
+    ignored = Granite.ignored | _MAMBA_KEYS | {"init_method"}  # (the last: how the weights were initialised)
+    accept = {**Granite.accept, "position_embedding_type": lambda v: v in (None, "rope", "nope"),
+              "normalization_function": lambda v: v == "rmsnorm"}
+    hook_points = classmethod(_hybrid_hooks)
+
+    @classmethod
+    def attention_layers(cls, config: dict, n_layers: int, where: str = "config") -> list[int]:
+        key = "layer_types" if config.get("layer_types") is not None else "layers_block_type"
+        types = config.get(key)
+        if types is None:
+            raise UnsupportedModelError(f"{where}: config key 'layer_types' is missing: transformers would build every "
+                                        "layer as a Mamba layer, and there would be no attention to read")
+        if not isinstance(types, list) or len(types) != n_layers or any(t not in _ATTENTION + _MAMBA for t in types):
+            raise LoadError(f"{where}: config key {key!r} = {types!r} is not one of {_ATTENTION + _MAMBA} per layer "
+                            f"({n_layers})")
+        layers = [i for i, t in enumerate(types) if t in _ATTENTION]
+        if not layers:
+            raise UnsupportedModelError(f"{where}: {key} has no attention layer (all {n_layers} are Mamba layers)")
+        return layers
+
+    positions_default = None  # transformers: no rotary unless the config says 'rope'
+
+    @classmethod
+    def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
+        return ["full_attention"] * n_layers  # no windows (a sliding_window key is refused by name)

@@ -47,7 +47,7 @@ class LlamaLikeOptions:
     notes: tuple[str, ...] = ()  # more for meta.notes (StableLM: the parallel residual)
     partial_rotary: float = 1.0  # the share of each head rotated when the config does not say (StableLM: 0.25)
     nope_layers: str = ""  # layers without rotary, frequency 0: 'no_rope_layers' (SmolLM3, as that key says),
-    # 'full_attention' (Cohere 2: its global layers)
+    # 'full_attention' (Cohere 2: its global layers), 'all' (Granite 4's hybrids)
     rotary_style: str = "half"  # Cohere: 'interleaved', pairs (2i, 2i + 1)
     logit_scale: float = 1.0  # Cohere: logits = scale · W_U x, the scale folded into W_U
 
@@ -140,15 +140,17 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
                         "(and no head_dim is given)")
     else:
         r = d // H
-    L = integer(cfg, where, "num_hidden_layers", high=MAX_LAYERS)
+    n_model = integer(cfg, where, "num_hidden_layers", high=MAX_LAYERS)
+    layers = family.attention_layers(cfg, n_model, where)  # the model's layers that attend (a hybrid's: some)
+    L = len(layers)
     eps = number(cfg, where, opts.eps_key) if opts.norm_eps is None else opts.norm_eps
-    probe = "layers.0.self_attn." + ("qkv_proj" if opts.fused_qkv else "q_proj") + ".weight"
+    probe = f"layers.{layers[0]}.self_attn." + ("qkv_proj" if opts.fused_qkv else "q_proj") + ".weight"
     prefix = next((p for p in PREFIXES if p + probe in ts), None)
     if prefix is None:
         raise UnsupportedModelError(f"{where}: no tensor named like '{probe}' (tried prefixes {PREFIXES})")
 
     wq, wk, wv, wo, bq, bk, bv, bo, g_in, b_in, qn, kn, g_post = ([] for _ in range(13))
-    for i in range(L):
+    for i in layers:
         p = f"{prefix}layers.{i}."
         if opts.fused_qkv:  # rows (and bias entries) [q heads | k heads | v heads]
             cut = lambda t: (t[: H * r], t[H * r : (H + G) * r], t[(H + G) * r :])  # noqa: E731
@@ -184,7 +186,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         raise UnsupportedModelError(f"{ts.origin(prefix + 'embed_tokens.weight')}: embed_tokens has shape {tuple(emb.shape)}")
     W_U, head_note = unembedding(ckpt, ["lm_head.weight", prefix + "lm_head.weight", "language_model.lm_head.weight"], emb)
 
-    types = family.layer_types(cfg, L, where)
+    types = [family.layer_types(cfg, n_model, where)[i] for i in layers]
     window = cfg.get("sliding_window")
     freqs, rope_notes = [], []
     rot_dim = r
@@ -210,14 +212,21 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         rope_notes.append("rotary frequencies divided per dimension by the file's rope_freqs (llama.cpp's form of "
                           "Llama 3 rope scaling)")
     if opts.nope_layers:  # no rotary: frequency 0, every position turned by nothing
-        turning = rope_layers(cfg, L, where) if opts.nope_layers == "no_rope_layers" else [
-            t != opts.nope_layers for t in types]
+        if opts.nope_layers == "no_rope_layers":
+            turning = [rope_layers(cfg, n_model, where)[i] for i in layers]
+        else:
+            turning = [opts.nope_layers != "all" and t != opts.nope_layers for t in types]
         plain = [i for i, on in enumerate(turning) if not on]
         freqs = [torch.zeros_like(f) if i in plain else f for i, f in enumerate(freqs)]
-        if plain:
+        if len(plain) == L:
+            rope_notes.append("no rotary (NoPE) on any layer: the heads see positions only through the causal mask")
+        elif plain:
             rope_notes.append(f"no rotary (NoPE) on layers {', '.join(map(str, plain))}: their heads see positions only "
                               "through the causal mask")
     notes = checkpoint_notes(ckpt, head_note) + rope_notes + list(opts.notes)
+    if L != n_model:
+        notes.append(f"attention on {L} of the model's {n_model} layers ({', '.join(map(str, layers))}; compscope's layer "
+                     "k is the k-th of these): the others (Mamba layers) write to the residual too, and are not read")
     if opts.qk_norm:
         over = "per head" if opts.qk_norm_scope == "head" else "over all heads of a layer at once"
         how = "LayerNorm-ed" if opts.qk_norm_kind == "layernorm" else "RMS-normalised"
@@ -304,6 +313,12 @@ class LlamaLike(Family):
 
     hook_points = classmethod(llamalike_hooks)
     attention_biases = config_attention_bias("attention_bias", False)
+
+    @classmethod
+    def attention_layers(cls, config: dict, n_layers: int, where: str = "config") -> list[int]:
+        """The model's layers that hold an attention (all of them; a hybrid's some), in order: the
+        ``HeadWeights``' layer ``k`` is the model's layer ``attention_layers(...)[k]``."""
+        return list(range(n_layers))
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
