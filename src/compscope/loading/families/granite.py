@@ -26,9 +26,9 @@ from typing import ClassVar
 
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
+from ...errors import LoadError, UnsupportedModelError
 from . import register
 from .base import number
-from ...errors import LoadError, UnsupportedModelError
 from .llama import Llama, LlamaLike, convert_llamalike
 
 _SCALARS = ("embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling")
@@ -42,13 +42,12 @@ class Granite(LlamaLike):
     handled = Llama.handled | frozenset(_SCALARS)
     ignored = Llama.ignored | {"shared_intermediate_size"}
     accept = {**LlamaLike.accept, "position_embedding_type": lambda v: v == "rope"}  # transformers 4's MoE configs
+    #: ``position_embedding_type`` where the config has none, as transformers builds the model
+    positions_default: ClassVar[str | None] = "rope"
 
     @classmethod
     def residual_scale(cls, config: dict, where: str = "config") -> float:
         return number(config, where, "residual_multiplier", default=1.0, open_low=True)  # transformers' default 1
-
-    #: ``position_embedding_type`` where the config has none, as transformers builds the model
-    positions_default: ClassVar[str | None] = "rope"
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
@@ -79,10 +78,11 @@ class GraniteHybrid(Granite):
     name = "granite_hybrid"
     model_types = ("granitemoehybrid",)
     architectures = ("GraniteMoeHybridForCausalLM", "GraniteMoeHybridModel")
-    handled = Granite.handled | {"layer_types", "layers_block_type", "position_embedding_type"}
+    handled = Granite.handled | {"layers_block_type"}  # (transformers 4's name of layer_types)
     ignored = Granite.ignored | _MAMBA_KEYS | {"init_method"}  # (the last: how the weights were initialised)
     accept = {**Granite.accept, "position_embedding_type": lambda v: v in (None, "rope", "nope"),
               "normalization_function": lambda v: v == "rmsnorm"}
+    positions_default = None  # transformers: no rotary unless the config says 'rope'
     hook_points = classmethod(_hybrid_hooks)
 
     @classmethod
@@ -99,8 +99,6 @@ class GraniteHybrid(Granite):
         if not layers:
             raise UnsupportedModelError(f"{where}: {key} has no attention layer (all {n_layers} are Mamba layers)")
         return layers
-
-    positions_default = None  # transformers: no rotary unless the config says 'rope'
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:

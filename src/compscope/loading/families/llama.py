@@ -90,6 +90,12 @@ def every_nth_global(config: dict, n_layers: int, where: str, pattern_default: i
     return listed_layer_types({**config, "layer_types": types}, n_layers, where)  # a window must be set
 
 
+def upper_layers_slide(config: dict, n_layers: int, where: str, on: bool) -> list[str]:
+    """Qwen2's and Qwen3's rule: with the window switched on, the layers from ``max_window_layers`` up slide."""
+    first = integer(config, where, "max_window_layers", default=n_layers, low=0, high=MAX_LAYERS)
+    return ["sliding_attention" if on and i >= first else "full_attention" for i in range(n_layers)]
+
+
 def window_switch(config: dict, where: str) -> bool:
     """Qwen's and SmolLM3's ``use_sliding_window`` with a window size set (checked)."""
     if config.get("sliding_window"):
@@ -296,10 +302,10 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
 
 class LlamaLike(Family):
     """The base of the Llama-like families: Llama's module names (hooks), config keys and rotary
-    settings, one ``attention_bias`` switch (default off), which layers slide a window
-    (:meth:`layer_types`), and the converter run with the family's ``options``. A subclass states
-    its names, the config keys and options that differ (and a ``convert`` of its own where it
-    first reads options from its config)."""
+    settings, one ``attention_bias`` switch (default off), which layers attend
+    (:meth:`attention_layers`) and which of them slide a window (:meth:`layer_types`), and the
+    converter run with the family's ``options``. A subclass states its names, the config keys and
+    options that differ (and a ``convert`` of its own where it first reads options from its config)."""
 
     handled = frozenset(
         "hidden_size num_attention_heads num_key_value_heads head_dim num_hidden_layers rms_norm_eps "
@@ -373,5 +379,4 @@ class Llama(LlamaLike):
             raise UnsupportedModelError(f"{where}: use_sliding_window is on and layer_types does not list the sliding "
                                         "layers: transformers 4 slides the layers from max_window_layers up, 5 the "
                                         "even-numbered ones below it; save the config with transformers 5, which lists them")
-        first = integer(config, where, "max_window_layers", default=n_layers, low=0, high=MAX_LAYERS)
-        return ["sliding_attention" if on and i >= first else "full_attention" for i in range(n_layers)]
+        return upper_layers_slide(config, n_layers, where, on)

@@ -10,8 +10,7 @@ logit scale ``head_dim^-1/2``. Sliding windows as Qwen2's (``use_sliding_window`
 from __future__ import annotations
 
 from . import register
-from .base import MAX_LAYERS, integer
-from .llama import Llama, LlamaLike, LlamaLikeOptions, listed_layer_types, window_switch
+from .llama import Llama, LlamaLike, LlamaLikeOptions, listed_layer_types, upper_layers_slide, window_switch
 
 #: Qwen3-MoE's MLP settings: the attention does not depend on them
 _MOE = frozenset(
@@ -38,5 +37,4 @@ class Qwen3(LlamaLike):
             return listed
         if config.get("model_type") == "qwen3_moe":
             return ["sliding_attention" if on else "full_attention"] * n_layers
-        first = integer(config, where, "max_window_layers", default=n_layers, low=0, high=MAX_LAYERS)
-        return ["sliding_attention" if on and i >= first else "full_attention" for i in range(n_layers)]
+        return upper_layers_slide(config, n_layers, where, on)
