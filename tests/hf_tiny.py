@@ -31,9 +31,9 @@ _LLAMA = dict(_COMMON, head_dim=D_HEAD, max_position_embeddings=64, rms_norm_eps
 @dataclass(frozen=True)
 class Variant:
     id: str
-    kind: str  # 'gpt2' | 'neox' | 'llama' | 'granite' | 'gemma3' | 'olmo2' | 'phi' | 'falcon' | 'gptj' | 'opt' | 'bert':
-    # where HF's modules live (GPT-Neo's as GPT-2's, Gemma 2's as Gemma 3's, OLMo-3's as OLMo-2's, Granite's as Llama's,
-    # what it adds to the residual times its residual_multiplier)
+    kind: str  # 'gpt2' | 'neox' | 'llama' | 'granite' | 'hybrid' | 'gemma3' | 'olmo2' | 'phi' | 'falcon' | 'gptj' | 'opt' |
+    # 'bert': where HF's modules live (GPT-Neo's as GPT-2's, Gemma 2's as Gemma 3's, OLMo-3's as OLMo-2's, Granite's as
+    # Llama's, what it adds to the residual times its residual_multiplier; a hybrid's: its attention layers alone)
     config_cls: str
     config: dict = field(default_factory=dict)
 
@@ -113,16 +113,20 @@ VARIANTS = [
             dict(_LLAMA, num_key_value_heads=1, attention_bias=True, embedding_multiplier=0.7, attention_multiplier=0.05,
                  residual_multiplier=2.2, logits_scaling=0.8, num_local_experts=4, num_experts_per_tok=2,
                  shared_intermediate_size=16, tie_word_embeddings=True)),
-    Variant("granite-hybrid-nope-moe", "granite_hybrid", "GraniteMoeHybridConfig",
+    Variant("granite-hybrid-nope-moe", "hybrid", "GraniteMoeHybridConfig",
             dict(_LLAMA, num_hidden_layers=4, num_key_value_heads=2, layer_types=["mamba", "attention", "mamba", "attention"],
                  embedding_multiplier=2.0, attention_multiplier=0.2, residual_multiplier=0.5, logits_scaling=3.0,
                  num_local_experts=4, num_experts_per_tok=2, shared_intermediate_size=16, mamba_n_heads=8,
                  mamba_d_head=8, mamba_d_state=8, mamba_n_groups=1, mamba_chunk_size=4, position_embedding_type="nope")),
-    Variant("granite-hybrid-rope-dense", "granite_hybrid", "GraniteMoeHybridConfig",
+    Variant("granite-hybrid-rope-dense", "hybrid", "GraniteMoeHybridConfig",
             dict(_LLAMA, num_hidden_layers=3, num_key_value_heads=1, layer_types=["attention", "mamba", "attention"],
                  residual_multiplier=1.5, num_local_experts=0, shared_intermediate_size=16, mamba_n_heads=8,
                  mamba_d_head=8, mamba_d_state=8, mamba_n_groups=1, mamba_chunk_size=4, position_embedding_type="rope",
                  rope_parameters={"rope_type": "default", "rope_theta": 600.0})),
+    Variant("jamba-attention-every-second-layer", "hybrid", "JambaConfig",
+            dict(_LLAMA, num_hidden_layers=4, num_key_value_heads=2, attn_layer_period=2, attn_layer_offset=1,
+                 num_experts=4, num_experts_per_tok=2, expert_layer_period=2, expert_layer_offset=0, mamba_d_state=8,
+                 mamba_dt_rank=4, use_mamba_kernels=False, pad_token_id=0, bos_token_id=1, eos_token_id=2)),
     Variant("olmo-parameter-free-layernorm", "llama", "OlmoConfig",
             dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64,
                  rope_parameters={"rope_type": "default", "rope_theta": 900.0})),
@@ -196,7 +200,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "opt", "stablelm-partial-rotary-parallel", "stablelm-sequential-no-bias", "stablelm-qk-layernorm-per-head",
                     "starcoder2-bias-sliding3", "cohere-qk-layernorm-interleaved", "cohere2-sliding-rotary-global-nope",
                     "falcon-mqa-parallel", "falcon-grouped-gqa-bias", "falcon-per-head-sequential"]
-RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "granite_hybrid", "gemma3")
+RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3")
            and v.id not in PRE_LN_LAYERNORM]
 
 
@@ -269,9 +273,10 @@ def _modules(model, kind: str):
     if kind in ("llama", "granite"):
         t = model.model
         return [(b.input_layernorm, b.self_attn) for b in t.layers], t.norm
-    if kind == "granite_hybrid":  # the attention layers alone (Mamba layers have no self_attn)
+    if kind == "hybrid":  # the attention layers alone (Mamba layers have no self_attn); Jamba's final norm
         t = model.model
-        return [(b.input_layernorm, b.self_attn) for b in t.layers if b.self_attn is not None], t.norm
+        attending = [(b.input_layernorm, b.self_attn) for b in t.layers if getattr(b, "self_attn", None) is not None]
+        return attending, getattr(t, "norm", None) or t.final_layernorm
     if kind == "gemma3":
         t = model.model
         return [(b.input_layernorm, b.post_attention_layernorm) for b in t.layers], t.norm
@@ -316,7 +321,7 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
     out: dict[int, torch.Tensor] = {}
     store: dict[str, torch.Tensor] = {}
     handles = []
-    scale = model.config.residual_multiplier if kind.startswith("granite") else 1.0  # residual + m · attention(...)
+    scale = getattr(model.config, "residual_multiplier", 1.0)  # Granite's: residual + m · attention(...)
     for i, (rm, om) in enumerate(pairs):
         handles.append(rm.register_forward_pre_hook(
             lambda m, a, k, i=i: resid.__setitem__(i, _first(a, k).detach().clone()), with_kwargs=True))
@@ -325,7 +330,7 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
     if final is not None:
         handles.append(final.register_forward_pre_hook(
             lambda m, a, k: store.__setitem__("final_in", _first(a, k).detach().clone()), with_kwargs=True))
-    if kind == "granite_hybrid":  # its first layer may be a Mamba layer: what enters it is the embedding
+    if kind == "hybrid":  # its first layer may be a Mamba layer: what enters it is the embedding
         handles.append(model.model.layers[0].register_forward_pre_hook(
             lambda m, a, k: store.__setitem__("layer0_in", _first(a, k).detach().clone()), with_kwargs=True))
     if kind == "bert":

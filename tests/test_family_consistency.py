@@ -146,7 +146,7 @@ def test_unembedding_matches_hf(variant):
         assert hw.W_U is None and hw.final_norm is None
         return
     scale = model.config.logit_scale if variant.config_cls.startswith("Cohere") else 1.0  # logits times it, in W_U
-    if variant.kind.startswith("granite"):
+    if hasattr(model.config, "logits_scaling"):
         scale = 1 / model.config.logits_scaling  # Granite divides the logits by it
     torch.testing.assert_close(hw.W_U, model.get_output_embeddings().weight * scale, atol=0, rtol=0)
     # logits = W_U · final_norm(x) (+ b_U): the final norm must be right too
@@ -608,5 +608,29 @@ def test_granite_hybrid_reads_its_attention_layers_alone_and_refuses_configs_wit
                                  (["mamba", "attention"], LoadError, r"per layer \(4\)")):
         cfg = {k: v for k, v in saved.items() if k not in ("layer_types", "layers_block_type")}
         (tmp_path / "config.json").write_text(json.dumps(cfg if types is None else {**cfg, "layer_types": types}))
+        with pytest.raises(error, match=needle):
+            compscope.load(tmp_path)
+
+
+def test_jamba_reads_every_period_th_layer_from_its_offset_with_its_final_norm_and_refusals(tmp_path):
+    """Jamba: the layers ``i % attn_layer_period == attn_layer_offset`` attend (1 and 3 of 4 here),
+    with no positional encoding (NoPE) and the final norm ``final_layernorm``; an offset past the
+    period, a pattern with no attention layer, and a window (which transformers 4 applies and 5 does
+    not) are refused by name."""
+    from compscope.errors import LoadError, UnsupportedModelError
+
+    hw, model, _ = loaded("jamba-attention-every-second-layer")
+    assert hw.n_layers == 2 and not bool(hw.rotary.inv_freq.any())
+    assert any("attention on 2 of the model's 4 layers (1, 3;" in n for n in hw.meta.notes)
+    torch.testing.assert_close(hw.W_K[1].reshape(-1, hw.d_model), model.model.layers[3].self_attn.k_proj.weight,
+                               atol=0, rtol=0)
+    torch.testing.assert_close(hw.final_norm.weight[0], model.model.final_layernorm.weight, atol=0, rtol=0)
+    model.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    for change, error, needle in (({"attn_layer_offset": 2}, LoadError, "attn_layer_offset"),
+                                  ({"attn_layer_period": 8, "attn_layer_offset": 5}, UnsupportedModelError,
+                                   "no attention layer among 4"),
+                                  ({"sliding_window": 3}, UnsupportedModelError, "transformers 4 slides")):
+        (tmp_path / "config.json").write_text(json.dumps({**saved, **change}))
         with pytest.raises(error, match=needle):
             compscope.load(tmp_path)

@@ -29,7 +29,7 @@ from ...core.heads import HeadWeights
 from ...errors import LoadError, UnsupportedModelError
 from . import register
 from .base import number
-from .llama import Llama, LlamaLike, convert_llamalike
+from .llama import Llama, LlamaLike, attention_layer_hooks, convert_llamalike
 
 _SCALARS = ("embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling")
 
@@ -66,13 +66,6 @@ _MAMBA_KEYS = frozenset("mamba_n_heads mamba_n_groups mamba_d_state mamba_d_head
                         "mamba_chunk_size mamba_conv_bias mamba_proj_bias time_step_limit".split())
 
 
-def _hybrid_hooks(cls, model):
-    """A hybrid's attention layers: ``input_layernorm`` reads the residual, ``self_attn`` returns
-    what is added (times the residual multiplier); Mamba layers have no ``self_attn``."""
-    return [(b.input_layernorm, b.self_attn) for b in cls.base_model(model).layers
-            if getattr(b, "self_attn", None) is not None]
-
-
 @register
 class GraniteHybrid(Granite):
     name = "granite_hybrid"
@@ -83,7 +76,7 @@ class GraniteHybrid(Granite):
     accept = {**Granite.accept, "position_embedding_type": lambda v: v in (None, "rope", "nope"),
               "normalization_function": lambda v: v == "rmsnorm"}
     positions_default = None  # transformers: no rotary unless the config says 'rope'
-    hook_points = classmethod(_hybrid_hooks)
+    hook_points = classmethod(attention_layer_hooks)  # (what is added: times the residual multiplier)
 
     @classmethod
     def attention_layers(cls, config: dict, n_layers: int, where: str = "config") -> list[int]:

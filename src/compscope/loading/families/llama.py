@@ -50,6 +50,7 @@ class LlamaLikeOptions:
     # 'full_attention' (Cohere 2: its global layers), 'all' (Granite 4's hybrids)
     rotary_style: str = "half"  # Cohere: 'interleaved', pairs (2i, 2i + 1)
     logit_scale: float = 1.0  # Cohere: logits = scale · W_U x, the scale folded into W_U
+    final_norm: str = "norm"  # the final norm's module name (Jamba: final_layernorm)
 
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -121,6 +122,13 @@ def llamalike_hooks(cls, model):
     what is added (after ``o_proj``). Shared by the families that keep Llama's module names
     (``hook_points = classmethod(llamalike_hooks)``)."""
     return [(b.input_layernorm, b.self_attn) for b in cls.base_model(model).layers]
+
+
+def attention_layer_hooks(cls, model):
+    """Hybrid models (Granite 4, Jamba): the layers that attend, ``input_layernorm`` reading the
+    residual and ``self_attn`` returning what is added; the others (Mamba layers) have no ``self_attn``."""
+    return [(b.input_layernorm, b.self_attn) for b in cls.base_model(model).layers
+            if getattr(b, "self_attn", None) is not None]
 
 
 def _per_head_gains(ts, p: str, which: str, n: int, r: int) -> torch.Tensor:
@@ -272,8 +280,8 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         return Norm(kind, torch.stack(ws) if ws else None, torch.stack(bs) if bs else None, eps, opts.norm_offset)
 
     if opts.norm_gains:
-        final = ts.take(prefix + "norm.weight", (d,), required=False)
-        final_bias = [ts.take(prefix + "norm.bias", (d,))] if final is not None and opts.norm_bias else []
+        final = ts.take(f"{prefix}{opts.final_norm}.weight", (d,), required=False)
+        final_bias = [ts.take(f"{prefix}{opts.final_norm}.bias", (d,))] if final is not None and opts.norm_bias else []
         final_norm = None if final is None else norm([final], bs=final_bias)
     else:  # a norm without parameters has no tensor to say it is there: it always is
         final_norm = norm([])
