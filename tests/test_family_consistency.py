@@ -634,3 +634,22 @@ def test_jamba_reads_every_period_th_layer_from_its_offset_with_its_final_norm_a
         (tmp_path / "config.json").write_text(json.dumps({**saved, **change}))
         with pytest.raises(error, match=needle):
             compscope.load(tmp_path)
+
+
+def test_bamba_reads_the_listed_attention_layers_with_half_rotary_and_refusals(tmp_path):
+    """Bamba: the layers ``attn_layer_indices`` lists attend (1 and 2 of 3 here), rotary on half of each
+    head (transformers fixes the factor at 0.5), final norm ``final_layernorm``; no list, or a
+    layer number outside the model, is refused by name."""
+    from compscope.errors import LoadError, UnsupportedModelError
+
+    hw, model, _ = loaded("bamba-half-rotary")
+    assert hw.n_layers == 2 and hw.rotary.dim == hw.d_head // 2
+    assert any("attention on 2 of the model's 3 layers (1, 2;" in n for n in hw.meta.notes)
+    torch.testing.assert_close(hw.final_norm.weight[0], model.model.final_layernorm.weight, atol=0, rtol=0)
+    model.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    for indices, error, needle in ((None, UnsupportedModelError, "attn_layer_indices lists no layer"),
+                                   ([1, 3], LoadError, r"'attn_layer_indices' = \[1, 3\] is not a list of layer numbers")):
+        (tmp_path / "config.json").write_text(json.dumps({**saved, "attn_layer_indices": indices}))
+        with pytest.raises(error, match=needle):
+            compscope.load(tmp_path)

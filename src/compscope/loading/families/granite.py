@@ -95,4 +95,4 @@ class GraniteHybrid(Granite):
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
-        return ["full_attention"] * n_layers  # no windows (a sliding_window key is refused by name)
+        return ["full_attention"] * n_layers  # no windows: transformers reads no sliding_window for these
