@@ -258,6 +258,74 @@ def test_granite_ggufs_read_their_scalars_and_match_the_model_object(tmp_path, a
                      cannot_run(tmp_path / "g.gguf"))
 
 
+@pytest.mark.parametrize("variant_id", ["granite-hybrid-nope-moe", "granite-hybrid-rope-dense", "bamba-half-rotary"])
+def test_hybrid_ggufs_read_their_attention_layers_as_the_model_object(tmp_path, variant_id):
+    """Granite 4's hybrids and Bamba as llama.cpp writes them (``granitehybrid``: a K/V head count per
+    layer, 0 on the Mamba layers; q/k rows permuted; whether the attention rotates in
+    ``rope.scaling.finetuned``; Bamba's half rotary as ``rope.dimension_count``; no ``attention.scale``
+    where the model has none, which llama.cpp reads as d_head^-1/2): read back, the attention layers'
+    heads, the embedding, the unembedding, the rotary and the logit scale are the model object's;
+    a Mamba layer's input norm is not taken for attention; refused on data by architecture."""
+    from compscope.core.attention import attention_forward
+    from compscope.data.runner import cannot_run
+    from hf_tiny import BY_ID, build
+
+    model = build(BY_ID[variant_id])
+    cfg, sd = model.config, _numpy_state(model)
+    layers = [i for i, b in enumerate(model.model.layers) if getattr(b, "self_attn", None) is not None]
+    d, h, kv, n = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.num_hidden_layers
+    rotates = variant_id.startswith("bamba") or cfg.position_embedding_type == "rope"
+    theta = (getattr(cfg, "rope_parameters", None) or {}).get("rope_theta", getattr(cfg, "rope_theta", 10000.0))
+    w = gguf.GGUFWriter(str(tmp_path / "h.gguf"), "granitehybrid")
+    _metadata(w, block_count=n, embedding_length=d, head_count=h, head_count_kv=[kv if i in layers else 0 for i in range(n)],
+              vocab_size=cfg.vocab_size, layer_norm_rms_eps=cfg.rms_norm_eps, rope_freq_base=theta,
+              rope_scaling_finetuned=rotates, **({"rope_dimension_count": d // h // 2} if variant_id.startswith("bamba") else {}))
+    for key, name in (("embedding_scale", "embedding_multiplier"), ("attention.scale", "attention_multiplier"),
+                      ("residual_scale", "residual_multiplier"), ("logit_scale", "logits_scaling")):
+        if hasattr(cfg, name):  # (Bamba has none)
+            w.add_float32(f"granitehybrid.{key}", getattr(cfg, name))
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    w.add_tensor("output.weight", sd["lm_head.weight"])
+    for i in range(n):
+        p = f"model.layers.{i}."
+        w.add_tensor(f"blk.{i}.attn_norm.weight", sd[p + "input_layernorm.weight"])
+        if i not in layers:
+            w.add_tensor(f"blk.{i}.ssm_out.weight", np.ones((d, 2 * d), np.float32))  # a Mamba layer's: not attention
+            continue
+        for proj, short, rows in (("q", "q", h), ("k", "k", kv), ("v", "v", None), ("o", "output", None)):
+            t = sd[f"{p}self_attn.{proj}_proj.weight"]
+            w.add_tensor(f"blk.{i}.attn_{short}.weight", t if rows is None else llama_cpp_permute(t, rows))
+    _finish(w)
+    ours, ref = compscope.load(tmp_path / "h.gguf"), compscope.load(model)
+    assert ours.meta.family == "granite_hybrid" and ours.n_layers == ref.n_layers == len(layers)
+    assert ours.scale == pytest.approx(ref.scale, rel=1e-6)  # (float32 metadata)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        torch.testing.assert_close(getattr(ours, name), getattr(ref, name), atol=0, rtol=2e-7, msg=name)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, atol=0, rtol=0)
+    assert bool(ours.rotary.inv_freq.any()) == rotates
+    x = torch.randn(1, 9, d, generator=torch.Generator().manual_seed(4))
+    for layer in range(ours.n_layers):
+        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
+    assert "architecture 'granitehybrid', which transformers' GGUF reader does not read" in cannot_run(tmp_path / "h.gguf")
+
+
+@pytest.mark.parametrize("counts, flag, needle", [
+    ([0, G, 0, G], None, r"'granitehybrid\.rope\.scaling\.finetuned' .* is missing"),
+    ([0, G, 0, 1], False, r"'granitehybrid\.attention\.head_count_kv' = \[0, 2, 0, 1\] is not one K/V head count"),
+    ([0, G, 0], False, "is not one K/V head count, or 0 on a Mamba layer, per layer \\(4\\)"),
+])
+def test_a_hybrid_gguf_whose_layers_or_rotary_the_metadata_does_not_say_is_refused(tmp_path, counts, flag, needle):
+    """A ``granitehybrid`` file must say, per layer, one K/V head count or 0 (a Mamba layer), and
+    whether its attention rotates; otherwise it is refused by the key at fault, before any tensor is read."""
+    w = gguf.GGUFWriter(str(tmp_path / "x.gguf"), "granitehybrid")
+    _metadata(w, block_count=4, head_count_kv=counts, layer_norm_rms_eps=1e-6,
+              **({} if flag is None else {"rope_scaling_finetuned": flag}))
+    w.add_tensor("token_embd.weight", np.ones((V, D), np.float32))
+    _finish(w)
+    with pytest.raises(compscope.UnsupportedModelError, match=needle):
+        compscope.load(tmp_path / "x.gguf")
+
+
 def test_a_smollm3_gguf_has_no_rotary_on_every_fourth_layer_as_the_model_object(tmp_path):
     """SmolLM3 as llama.cpp converts it (as a Llama: q/k rows permuted); its layers without rotary
     are not in the metadata (llama.cpp takes every fourth, as transformers' default interval): read

@@ -71,7 +71,8 @@ class GraniteHybrid(Granite):
     name = "granite_hybrid"
     model_types = ("granitemoehybrid",)
     architectures = ("GraniteMoeHybridForCausalLM", "GraniteMoeHybridModel")
-    handled = Granite.handled | {"layers_block_type"}  # (transformers 4's name of layer_types)
+    handled = Granite.handled | {"layers_block_type", "partial_rotary_factor"}  # (transformers 4's name of layer_types;
+    # a GGUF file of Bamba, which llama.cpp writes as this architecture, rotates half of each head)
     ignored = Granite.ignored | _MAMBA_KEYS | {"init_method"}  # (the last: how the weights were initialised)
     accept = {**Granite.accept, "position_embedding_type": lambda v: v in (None, "rope", "nope"),
               "normalization_function": lambda v: v == "rmsnorm"}

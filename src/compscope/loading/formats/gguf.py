@@ -73,6 +73,7 @@ _ARCHS = {
     "granitemoe": ("granitemoe", True, False),  # (_ARCH_KEYS); the experts, shared one included, are MLP
     "smollm3": ("smollm3", True, False),  # a Llama to llama.cpp; its layers without rotary are not stored:
     # every fourth, llama.cpp's rule and transformers' default interval (the family's)
+    "granitehybrid": ("granitemoehybrid", True, False),  # Granite 4's and Bamba's Mamba hybrids (_hybrid_layers)
     "command-r": ("cohere", False, False),  # Llama's names, rows as HF's (interleaved rotary, llama.cpp's own kind);
     "cohere2": ("cohere2", False, False),  # LayerNorms without bias, the logit scale (_ARCH_KEYS), Command R+'s QK norms
 }
@@ -169,7 +170,7 @@ _LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn
             "falcon": (_falcon_block(two_norms=False), "transformer.h.{i}.", _FALCON_TOP, (),
                        (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _falcon_grouped))}
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
-_PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm"}
+_PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid"}  # (the last: Bamba's half)
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
 _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
                     for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2")},
@@ -177,7 +178,8 @@ _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
 #: GGUF metadata key (after ``{arch}.``) -> HF config key, read for these architectures only
 _GRANITE_KEYS = {"embedding_scale": "embedding_multiplier", "attention.scale": "attention_multiplier",
                  "residual_scale": "residual_multiplier", "logit_scale": "logits_scaling"}
-_ARCH_KEYS = {"granite": _GRANITE_KEYS, "granitemoe": _GRANITE_KEYS, "command-r": {"logit_scale": "logit_scale"},
+_GRANITE_ARCHS = ("granite", "granitemoe", "granitehybrid")
+_ARCH_KEYS = {**{arch: _GRANITE_KEYS for arch in _GRANITE_ARCHS}, "command-r": {"logit_scale": "logit_scale"},
               "cohere2": {"logit_scale": "logit_scale"}}
 _LLAMA_LAYOUT = (_BLOCK, "model.layers.{i}.", _TOP, (), ((), None))
 
@@ -310,11 +312,16 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
             raise LoadError(f"{path}: GGUF metadata '{arch}.{gkey}' is missing")
     n_heads = cfg["num_attention_heads"]
     n_kv = fields.get(f"{arch}.attention.head_count_kv") or n_heads  # under the key its family reads in cfg
+    ssm_layers: set[int] = set()
+    if arch == "granitehybrid" and isinstance(n_kv, list):  # a K/V head count per layer, 0 on the Mamba layers
+        n_kv, ssm_layers = _hybrid_layers(path, arch, cfg, fields, n_kv)
     if isinstance(n_heads, list) or isinstance(n_kv, list):
         raise UnsupportedModelError(
             f"{path}: per-layer head counts ('{arch}.attention.head_count' is a list) are not supported"
         )
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // n_heads
+    if arch in _GRANITE_ARCHS and "attention_multiplier" not in cfg:  # llama.cpp: no attention.scale, d_head^-1/2
+        cfg["attention_multiplier"] = head_dim**-0.5  # (transformers' Granite default is 1: said outright)
     rope_dim = fields.get(f"{arch}.rope.dimension_count")
     if rope_dim == head_dim and arch in _PARTIAL_ROTARY:  # said outright: StableLM's family would take a quarter
         cfg["partial_rotary_factor"] = 1.0
@@ -374,7 +381,8 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
             names = tuple(block_prefix.format(i=m.group(1)) + n for n in names)
         else:
             names = (top_names[info.name],) if info.name in top_names else ()
-        if _enters_attention(m.group(2) if m else None, info.name) and not (m and m.group(2) in not_attention):
+        if _enters_attention(m.group(2) if m else None, info.name) and not (
+                m and (m.group(2) in not_attention or int(m.group(1)) in ssm_layers)):  # (a Mamba layer's input norm)
             attention[info.name] = names
         try:
             type_name = GGMLQuantizationType(info.type_id).name
@@ -428,6 +436,25 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
                       attention_sources=attention)
 
 
+def _hybrid_layers(path: Path, arch: str, cfg: dict, fields: dict, counts: list) -> tuple[int, set[int]]:
+    """A hybrid's layers from its per-layer K/V head counts (llama.cpp writes 0 for a Mamba layer):
+    ``cfg`` gets ``layer_types``, the one K/V head count of its attention layers and whether they
+    rotate (``rope.scaling.finetuned``, llama.cpp's flag for it: Bamba's do, Granite 4's do not);
+    returns that count and the Mamba layers."""
+    heads = sorted({k for k in counts if k})
+    if len(counts) != cfg["num_hidden_layers"] or len(heads) != 1 or not all(isinstance(k, int) for k in counts):
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.head_count_kv' = {counts!r} is not one "
+                                    f"K/V head count, or 0 on a Mamba layer, per layer ({cfg['num_hidden_layers']})")
+    rotates = fields.get(f"{arch}.rope.scaling.finetuned")
+    if not isinstance(rotates, bool):
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.scaling.finetuned' (llama.cpp's flag for whether "
+                                    "this hybrid's attention rotates) is missing")
+    ssm = {i for i, k in enumerate(counts) if not k}
+    cfg.update(layer_types=["mamba" if i in ssm else "attention" for i in range(len(counts))],
+               num_key_value_heads=heads[0], position_embedding_type="rope" if rotates else "nope")
+    return heads[0], ssm
+
+
 #: llama.cpp's per-block tensors that enter attention start with one of these (``attn_rot_embd``,
 #: a stored copy of the rotary frequencies that the metadata determines, is the exception); and
 #: these top-level ones change what attention reads (embeddings, their norm, rotary frequencies)
@@ -455,8 +482,8 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     ``rope_parameters`` (transformers 5) or, ``rope_parameters=False``, as ``rope_theta`` and
     (StableLM) ``partial_rotary_factor`` (transformers 4). A file transformers would build as
     another model (a Falcon with K/V groups), or not at all (a split file; an architecture its
-    GGUF reader does not read: OLMo, Phi-2, GPT-NeoX, Gemma 1, Granite, Cohere, SmolLM3), is
-    refused."""
+    GGUF reader does not read: OLMo, Phi-2, GPT-NeoX, Gemma 1, Granite and its hybrids, Cohere,
+    SmolLM3), is refused."""
     files, fields, located = _open_shards(Path(path))  # the headers only: no tensor is read
     if len(files) > 1:
         raise UnsupportedModelError(
