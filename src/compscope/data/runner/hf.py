@@ -26,13 +26,14 @@ class HFRunner(Runner):
         self.model, self.hw, self.tokenizer = model, hw, tokenizer
         self.device = model_device(model)
         where = f"{type(model).__name__} object"
-        family = family_for(language_model(model.config.to_dict(), where)[0], where)
-        config = model.config.get_text_config()  # a vision-language model's language model's; else its own
+        text = language_model(model.config.to_dict(), where)[0]  # a vision-language model's language model's config
+        family = family_for(text, where)
+        config = model.config.get_text_config()  # (the same, as transformers' object; else its own)
         self.body = family.base_model(model)  # run without the unembedding, which nothing here reads
         self.points = family.hook_points(model)
         # what the residual receives is this multiple of the hooked attention output (Granite's
         # residual_multiplier, folded into W_O): outputs are scaled by it, added changes divided
-        self.out_scale = family.residual_scale(config.to_dict(), where)
+        self.out_scale = family.residual_scale(text, where)
         if len(self.points) != hw.n_layers:
             raise UnsupportedModelError(f"{hw.meta.name}: the running model has {len(self.points)} layers, its "
                                         f"HeadWeights {hw.n_layers}: they are not the same model")

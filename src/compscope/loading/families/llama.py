@@ -200,7 +200,8 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         raise UnsupportedModelError(f"{ts.origin(prefix + 'embed_tokens.weight')}: embed_tokens has shape {tuple(emb.shape)}")
     W_U, head_note = unembedding(ckpt, ["lm_head.weight", prefix + "lm_head.weight", "language_model.lm_head.weight"], emb)
 
-    types = [family.layer_types(cfg, n_model, where)[i] for i in layers]
+    every_type = family.layer_types(cfg, n_model, where)  # per model layer, once
+    types = [every_type[i] for i in layers]
     window = cfg.get("sliding_window")
     freqs, rope_notes = [], []
     rot_dim = r
@@ -227,7 +228,8 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
                           "Llama 3 rope scaling)")
     if opts.nope_layers:  # no rotary: frequency 0, every position turned by nothing
         if opts.nope_layers == "no_rope_layers":
-            turning = [rope_layers(cfg, n_model, where)[i] for i in layers]
+            rotating = rope_layers(cfg, n_model, where)
+            turning = [rotating[i] for i in layers]
         else:
             turning = [opts.nope_layers != "all" and t != opts.nope_layers for t in types]
         plain = [i for i, on in enumerate(turning) if not on]
