@@ -1316,3 +1316,65 @@ def test_falcon_ggufs_match_the_model_object(tmp_path, style):
     _write_falcon_gguf(tmp_path / "short.gguf", model, n_kv, qkv_rows=(h + 2 * n_kv) * (d // h) - 1)
     with pytest.raises(compscope.LoadError, match=rf"'blk\.0\.attn_qkv\.weight' has {(h + 2 * n_kv) * 8 - 1} rows"):
         compscope.load(tmp_path / "short.gguf")
+
+
+def _write_starcoder_gguf(path, model, n_kv: int | None = 1) -> None:
+    """A StarCoder GGUF as llama.cpp's converter writes one (``starcoder``): GPT-BigCode's tensors
+    under GPT-2's GGUF names, its ``nn.Linear`` weights as stored (no transpose), ``head_count_kv``
+    1 whatever the model (``n_kv``: another value, or None to leave it out), no ``output`` tensor
+    when the model ties it."""
+    sd = _numpy_state(model)
+    cfg = model.config
+    w = gguf.GGUFWriter(str(path), "starcoder")
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([f"t{i}" for i in range(V)])
+    _metadata(w, block_count=cfg.n_layer, context_length=cfg.n_positions, embedding_length=cfg.n_embd,
+              feed_forward_length=4 * cfg.n_embd, head_count=cfg.n_head, head_count_kv=n_kv,
+              layer_norm_eps=cfg.layer_norm_epsilon)
+    w.add_tensor("token_embd.weight", sd["transformer.wte.weight"])
+    w.add_tensor("position_embd.weight", sd["transformer.wpe.weight"])
+    names = {"ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "ln_2": "ffn_norm",
+             "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"}
+    for i in range(cfg.n_layer):
+        for hf_name, g_name in names.items():
+            for part in ("weight", "bias"):
+                w.add_tensor(f"blk.{i}.{g_name}.{part}", sd[f"transformer.h.{i}.{hf_name}.{part}"])
+    for part in ("weight", "bias"):
+        w.add_tensor(f"output_norm.{part}", sd[f"transformer.ln_f.{part}"])
+    _finish(w)
+
+
+def test_a_starcoder_gguf_matches_the_model_object(tmp_path):
+    """StarCoder 1 (``starcoder``, GPT-BigCode): GPT-2's GGUF names over ``nn.Linear`` weights stored
+    as they are, the fused rows ``[query heads | the key | the value]`` of multi-query attention,
+    learned positions, the unembedding tied. Read back: the model object's heads and norms, and the
+    attention recomputed from them. A file whose metadata says other than one K/V head (llama.cpp
+    writes 1 for every StarCoder) is refused by its key; transformers' GGUF reader does not read the
+    architecture, so the data-based commands refuse it by name."""
+    cfg = hf_config("GPTBigCodeConfig", vocab_size=V, n_embd=D, n_head=H, n_layer=2, n_positions=64, multi_query=True)
+    model = transformers.GPTBigCodeForCausalLM(cfg).eval()
+    _randomise(model, 31)
+    _write_starcoder_gguf(tmp_path / "s.gguf", model)
+    ours, ref = compscope.load(tmp_path / "s.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "gpt_bigcode" and ours.n_kv_heads == ref.n_kv_heads == 1
+    assert ours.kv_map == ref.kv_map == (0,) * H and ours.positions == "learned"
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_pos", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for a, b in [(ours.attn_norm, ref.attn_norm), (ours.final_norm, ref.final_norm)]:
+        assert torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)
+        assert a.eps == pytest.approx(b.eps, rel=1e-6)
+    from compscope.core.attention import attention_forward
+
+    x = torch.randn(2, 9, D, generator=torch.Generator().manual_seed(32))
+    for layer in range(2):
+        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
+    from compscope.data.runner import cannot_run
+
+    assert re.search(r"s\.gguf: a GGUF file of architecture 'starcoder', which transformers' GGUF reader does not read",
+                     cannot_run(tmp_path / "s.gguf"))
+    for n_kv, said in [(H, str(H)), (None, "missing")]:
+        _write_starcoder_gguf(tmp_path / "kv.gguf", model, n_kv)
+        with pytest.raises(compscope.UnsupportedModelError,
+                           match=rf"kv\.gguf: GGUF metadata 'starcoder\.attention\.head_count_kv' is {said}: llama\.cpp "
+                                 "writes StarCoder files multi-query"):
+            compscope.load(tmp_path / "kv.gguf")

@@ -69,6 +69,7 @@ _ARCHS = {
     "stablelm": ("stablelm", False, False),  # Llama's names with LayerNorm biases; partial rotary in halves
     "starcoder2": ("starcoder2", False, False),  # Llama's names with LayerNorm and output-projection biases
     "falcon": ("falcon", False, False),  # HF's falcon names (_falcon_block), fused qkv regrouped into K/V groups
+    "starcoder": ("gpt_bigcode", False, False),  # StarCoder 1 (GPT-BigCode): GPT-2's names, nn.Linear weights as stored
     "granite": ("granite", True, False),  # Llama's layout (llama.cpp converts it as a Llama) and four scalars
     "granitemoe": ("granitemoe", True, False),  # (_ARCH_KEYS); the experts, shared one included, are MLP
     "smollm3": ("smollm3", True, False),  # a Llama to llama.cpp; its layers without rotary are not stored:
@@ -164,6 +165,7 @@ def _falcon_grouped(w: torch.Tensor, H: int, G: int, r: int) -> torch.Tensor:
 #: ``(w, H, G, d_head) -> w``)); every other architecture uses the Llama-like names. A block name
 #: mapped to a tuple of HF names is a fused tensor whose rows split into them (query, key, value heads).
 _LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn.weight", "attn.c_proj.weight"), ((), None)),
+            "starcoder": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, (), ((), None)),
             "phi2": (_PHI2_BLOCK, "model.layers.{i}.", _PHI2_TOP, (), ((), None)),
             "gptneox": (_NEOX_BLOCK, "gpt_neox.layers.{i}.", _NEOX_TOP, (),
                         (("attention.query_key_value.weight", "attention.query_key_value.bias"), _neox_per_head)),
@@ -355,6 +357,13 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
         cfg["use_parallel_residual"] = not any(i.name.endswith("ffn_norm.weight") for i in infos)
         # and per-head QK LayerNorms (StableLM 2 12B) are there when their stacked gains are
         cfg["qk_layernorm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)
+    if arch == "starcoder":  # llama.cpp writes every StarCoder file multi-query: rows [q heads | k | v]
+        if fields.get(f"{arch}.attention.head_count_kv") != 1:  # (another count: a file read as another model)
+            raise UnsupportedModelError(
+                f"{path}: GGUF metadata '{arch}.attention.head_count_kv' is "
+                f"{fields.get(f'{arch}.attention.head_count_kv', 'missing')}: llama.cpp writes StarCoder files "
+                "multi-query (one key/value head), and compscope reads them so only")
+        cfg["multi_query"] = True
     if arch == "command-r":  # Command R+'s per-head QK LayerNorms, there when their stacked gains are
         cfg["use_qk_norm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)
     if "vocab_size" not in cfg:
@@ -482,7 +491,7 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     ``rope_parameters`` (transformers 5) or, ``rope_parameters=False``, as ``rope_theta`` and
     (StableLM) ``partial_rotary_factor`` (transformers 4). A file transformers would build as
     another model (a Falcon with K/V groups), or not at all (a split file; an architecture its
-    GGUF reader does not read: OLMo, Phi-2, GPT-NeoX, Gemma 1, Granite and its hybrids, Cohere,
+    GGUF reader does not read: OLMo, Phi-2, GPT-NeoX, StarCoder 1, Gemma 1, Granite and its hybrids, Cohere,
     SmolLM3), is refused."""
     files, fields, located = _open_shards(Path(path))  # the headers only: no tensor is read
     if len(files) > 1:
