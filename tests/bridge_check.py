@@ -72,14 +72,17 @@ CASES = {
     "opt": lambda: transformers.OPTForCausalLM(transformers.OPTConfig(
         architectures=["OPTForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_hidden_layers=2,
         ffn_dim=48, max_position_embeddings=64, word_embed_proj_dim=32)),
+    "bloom": lambda: transformers.BloomForCausalLM(transformers.BloomConfig(  # ALiBi positions
+        architectures=["BloomForCausalLM"], vocab_size=VOCAB, hidden_size=32, n_head=4, n_layer=2)),
     "bert": lambda: transformers.BertForMaskedLM(transformers.BertConfig(  # post-LN: ln1 is the norm after attention
         architectures=["BertForMaskedLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_hidden_layers=3,
         intermediate_size=48, max_position_embeddings=32)),
 }
 #: a bridge around an architecture compscope has no family for: a clean error naming it
 UNSUPPORTED = {
-    "bloom": lambda: transformers.BloomForCausalLM(transformers.BloomConfig(  # ALiBi positions
-        architectures=["BloomForCausalLM"], vocab_size=VOCAB, hidden_size=32, n_head=4, n_layer=2)),
+    "codegen": lambda: transformers.CodeGenForCausalLM(transformers.CodeGenConfig(  # fused qkv in mp_num blocks
+        architectures=["CodeGenForCausalLM"], vocab_size=VOCAB, n_embd=32, n_head=4, n_layer=2, n_positions=64,
+        rotary_dim=4)),
 }
 
 
@@ -107,7 +110,9 @@ def forward_errors(bridge, hw, tokens) -> tuple[float, float]:
         else:
             resid = cache[f"blocks.{layer}.ln1.hook_in" if hasattr(block, "ln1") else f"blocks.{layer}.attn.hook_in"]
             post = f"blocks.{layer}.ln1_post.hook_out"
-            want = cache[post] if post in cache else cache[f"blocks.{layer}.attn.hook_out"]
+            # BLOOM's attention returns the residual with what it adds: its output projection's is the addition
+            added = f"blocks.{layer}.attn.{'o.' if hw.meta.family == 'bloom' else ''}hook_out"
+            want = cache[post] if post in cache else cache[added]
         with torch.no_grad():
             got = attention_forward(hw, layer, resid)
             pattern, _ = attention_pattern_and_values(hw, layer, resid)

@@ -21,6 +21,8 @@ pytest.importorskip("transformers")
     ("neox-sequential-no-bias", "rotary on 4 of 8 head dims (half pairs), base 10000"),
     # 0.25 of 8: one pair, whose frequency is base^0 = 1 whatever the base
     ("neox-partial-rotary-parallel", "rotary on 2 of 8 head dims (half pairs), one frequency 1"),
+    # six heads: 2^-2, 2^-4, 2^-6, 2^-8 (four heads' slopes), then 2^-1, 2^-3
+    ("bloom-alibi", "ALiBi: logit bias -m_h (i - j), slopes m_h from 0.5 to 0.003906 over 6 heads"),
 ])
 def test_card_states_the_rotary_base_of_the_config(variant, expected):
     from hf_tiny import BY_ID, build
@@ -43,7 +45,9 @@ def test_every_family_variant_has_a_card():
         cfg = model.config
         assert rows["layers"] == str(attention_layers(model, v.kind)) and rows["d_model"] == str(cfg.hidden_size), v.id
         assert rows["heads per layer"] == str(cfg.num_attention_heads), v.id
-        tied = getattr(cfg, "tie_word_embeddings", False) and not cfg.model_type.startswith(("gemma", "cohere", "granite"))
+        # (not tied by value: Gemma's and Granite's W_E scaled, Cohere's W_U; BLOOM's W_E the embeddings LayerNorm's output)
+        tied = getattr(cfg, "tie_word_embeddings", False) and not cfg.model_type.startswith(("gemma", "cohere", "granite",
+                                                                                             "bloom"))
         assert rows["unembedding"].endswith(", tied (W_E transposed)") == tied or rows["unembedding"] == "none", v.id
 
 

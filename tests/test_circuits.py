@@ -483,7 +483,7 @@ def test_content_samples_and_options_are_checked():
         rotary_previous(hw, content={})
     with pytest.raises(OptionError, match="content='tokens'"):
         head_circuits("induction-2l", content="tokens")
-    with pytest.raises(OptionError, match="rotary previous-token score"):
+    with pytest.raises(OptionError, match=r"rotary \(or ALiBi\) previous-token score"):
         head_circuits("induction-2l", content="activations")  # learned positions: nothing to sample for
     with pytest.raises(OptionError, match="pass the model itself"):
         head_circuits(hw, content="activations")
@@ -509,7 +509,7 @@ def test_cli_content_option(tmp_path, capsys):
     assert main(["circuits"]) == 0  # learned positions: no content to choose, no word of it
     assert "normed embeddings" not in capsys.readouterr().out
     assert main(["circuits", "--content", "activations"]) == 2
-    assert "content='activations' applies to the rotary previous-token score" in capsys.readouterr().err
+    assert "content='activations' applies to the rotary (or ALiBi) previous-token score" in capsys.readouterr().err
 
 
 def test_several_contents_share_the_work_and_equal_one_call_each():
@@ -638,3 +638,34 @@ def test_cli_circuits_and_report_read_positional_scores_before_qk_norm_linearise
                        compscope.head_circuits(compscope.load(folder), progress=False).previous)
     assert any(n.startswith("head labels from the weights: previous-token from the weights before QK-norm")
                for n in rep.notes), rep.notes
+
+
+def test_alibi_previous_token_score_equals_its_closed_form_and_reads_content():
+    """ALiBi heads: without rotary the expected logit of the weights alone is the same at every
+    offset, so the score is the softmax mass at δ = 1 of the bias −m δ over δ = 0..63,
+    ``e^{−m} (1 − e^{−m}) / (1 − e^{−64 m})``. With content samples the logit of a query against
+    its own key differs from that against other samples: one head whose query and key read
+    x₁ (logit s x y) sees its own key at δ = 0 and a sample drawn independently at δ = 1."""
+    from compscope.analysis.circuits import reads_content, rotary_previous
+
+    from test_composition import model as small
+
+    slopes = torch.tensor([0.25, 1.0, 3.0, 0.0])
+    hw = small(L=2, H=4, G=2, rotary=False).replace(positions="alibi", alibi=slopes)
+    assert reads_content(hw)
+    got = rotary_previous(hw)
+    for h, m in enumerate(slopes.tolist()):
+        want = 1 / 64 if m == 0 else math.exp(-m) * (1 - math.exp(-m)) / (1 - math.exp(-64 * m))
+        assert got[:, h].tolist() == pytest.approx([want, want], rel=1e-6)
+    # content: d = 1, one head, q = k = x; samples x = ±1 half each, window 2: logits (s x², s x y) − (0, m)
+    one = compscope.HeadWeights(W_Q=torch.ones(1, 1, 1, 1), W_K=torch.ones(1, 1, 1, 1), W_V=torch.ones(1, 1, 1, 1),
+                      W_O=torch.ones(1, 1, 1, 1), b_Q=None, b_K=None, b_V=None, b_O=None, W_E=torch.ones(1, 3),
+                      W_pos=None, W_U=None, b_U=None, kv_map=(0,), attn_norm=None, final_norm=None,
+                      norm_placement="none", positions="alibi", alibi=torch.tensor([0.5]),
+                      meta=compscope.Meta("t", "t", "t", "float32", "float32"))
+    samples = torch.tensor([[1.0]] * 10000 + [[-1.0]] * 10000)
+    s, m = one.scale, 0.5
+    same = math.exp(s - m) / (math.exp(s) + math.exp(s - m))  # the key at δ = 1 has the query's sign
+    other = math.exp(-s - m) / (math.exp(s) + math.exp(-s - m))
+    got = float(rotary_previous(one, window=2, content={0: samples}, seed=3)[0, 0])
+    assert got == pytest.approx((same + other) / 2, abs=0.01)

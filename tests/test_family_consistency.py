@@ -88,6 +88,9 @@ def test_attention_depends_on_what_the_variant_is_about(variant):
         if hw.rotary.dim > 2:  # the pairing (half: i with i + dim/2; interleaved: 2i with 2i+1) must matter
             style = "interleaved" if hw.rotary.style == "half" else "half"
             changed.append((hw.replace(rotary=type(hw.rotary)(hw.rotary.dim, hw.rotary.inv_freq, style)), turning))
+    if hw.alibi is not None:  # the bias must matter, and each head's own slope (not another head's)
+        changed.append((hw.replace(alibi=None, positions="none"), layer))
+        changed.append((hw.replace(alibi=hw.alibi.flip(0)), layer))
     if hw.attn_scale:
         changed.append((hw.replace(attn_scale=0.0), layer))
     if hw.qk_norm is not None:
@@ -231,9 +234,9 @@ def test_unknown_model_type_is_named(tmp_path):
 def test_unsupported_hf_model_is_named():
     import transformers
 
-    cfg = transformers.BloomConfig(vocab_size=VOCAB, hidden_size=16, n_layer=1, n_head=2)  # ALiBi positions
-    model = transformers.BloomForCausalLM(cfg)
-    with pytest.raises(compscope.UnsupportedModelError, match="'bloom'"):
+    cfg = transformers.CodeGenConfig(vocab_size=VOCAB, n_embd=16, n_layer=1, n_head=2, rotary_dim=4)  # no family
+    model = transformers.CodeGenForCausalLM(cfg)
+    with pytest.raises(compscope.UnsupportedModelError, match="'codegen'"):
         compscope.load(model)
 
 

@@ -1378,3 +1378,66 @@ def test_a_starcoder_gguf_matches_the_model_object(tmp_path):
                            match=rf"kv\.gguf: GGUF metadata 'starcoder\.attention\.head_count_kv' is {said}: llama\.cpp "
                                  "writes StarCoder files multi-query"):
             compscope.load(tmp_path / "kv.gguf")
+
+
+def _write_bloom_gguf(path, model, n_kv: int | None = None) -> None:
+    """A BLOOM GGUF as llama.cpp's converter writes one: HF's bloom tensors renamed, the fused
+    ``query_key_value`` rows (and bias) regrouped from ``[head][q|k|v]`` to ``[q|k|v][head]``, the
+    embeddings LayerNorm as ``token_embd_norm``, the tied unembedding written out as ``output``,
+    ``head_count_kv`` the head count (``n_kv``: another)."""
+    sd = _numpy_state(model)
+    cfg = model.config
+    d, h, n = cfg.hidden_size, cfg.n_head, cfg.n_layer
+    r = d // h
+    w = gguf.GGUFWriter(str(path), "bloom")
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([f"t{i}" for i in range(V)])
+    _metadata(w, block_count=n, context_length=d, embedding_length=d, feed_forward_length=4 * d, head_count=h,
+              head_count_kv=n_kv or h, layer_norm_eps=cfg.layer_norm_epsilon)
+    w.add_tensor("token_embd.weight", sd["transformer.word_embeddings.weight"])
+    for part in ("weight", "bias"):
+        w.add_tensor(f"token_embd_norm.{part}", sd[f"transformer.word_embeddings_layernorm.{part}"])
+    names = {"input_layernorm": "attn_norm", "self_attention.query_key_value": "attn_qkv",
+             "self_attention.dense": "attn_output", "post_attention_layernorm": "ffn_norm",
+             "mlp.dense_h_to_4h": "ffn_up", "mlp.dense_4h_to_h": "ffn_down"}
+    for i in range(n):
+        for hf_name, g_name in names.items():
+            for part in ("weight", "bias"):
+                t = sd[f"transformer.h.{i}.{hf_name}.{part}"]
+                if hf_name == "self_attention.query_key_value":
+                    t = np.ascontiguousarray(t.reshape(h, 3, r, *t.shape[1:]).swapaxes(0, 1).reshape(t.shape))
+                w.add_tensor(f"blk.{i}.{g_name}.{part}", t)
+    for part in ("weight", "bias"):
+        w.add_tensor(f"output_norm.{part}", sd[f"transformer.ln_f.{part}"])
+    w.add_tensor("output.weight", sd["transformer.word_embeddings.weight"])
+    _finish(w)
+
+
+def test_a_bloom_gguf_matches_the_model_object_and_runs_in_transformers(tmp_path):
+    """BLOOM (``bloom``): the fused query/key/value rows, regrouped by llama.cpp, are put back per
+    head; the embeddings LayerNorm (``token_embd_norm``) goes into ``W_E``; ALiBi slopes from the
+    head count. Every head, norm and embedding is the model object's; transformers' own GGUF reader
+    runs the file, and its hooked attention outputs are what compscope recomputes. A file whose
+    metadata gives fewer K/V heads than heads is refused by its key."""
+    cfg = hf_config("BloomConfig", vocab_size=V, hidden_size=D, n_layer=2, n_head=H)
+    model = transformers.BloomForCausalLM(cfg).eval()
+    _randomise(model, 33)
+    _write_bloom_gguf(tmp_path / "b.gguf", model)
+    ours, ref = compscope.load(tmp_path / "b.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "bloom" and ours.positions == "alibi"
+    assert torch.equal(ours.alibi, ref.alibi)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for a, b in [(ours.attn_norm, ref.attn_norm), (ours.final_norm, ref.final_norm)]:
+        assert torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)
+        assert a.eps == pytest.approx(b.eps, rel=1e-6)
+    from compscope.data.runner import layer_state, runner_for
+
+    tr = runner_for(tmp_path / "b.gguf", progress=False, device="cpu").trace(
+        torch.randint(0, V, (2, 7), generator=torch.Generator().manual_seed(34)))
+    for layer in range(2):
+        torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
+    _write_bloom_gguf(tmp_path / "kv.gguf", model, n_kv=1)
+    with pytest.raises(compscope.UnsupportedModelError, match=r"kv\.gguf: config key 'num_key_value_heads' = 1: every "
+                                                             "BLOOM head has its own keys and values"):
+        compscope.load(tmp_path / "kv.gguf")

@@ -152,3 +152,43 @@ def test_qk_norm_rows_per_head_by_hand():
     with pytest.raises(WeightError, match=r"qk_norm \(q\): weight \(1, 4\) and bias \(1, 2\) differ in shape"):
         hw.replace(qk_norm=(Norm("layernorm", own.weight, torch.zeros(1, 2), 0.0), shared))
     assert hw.replace(qk_norm=(shared, shared)).qk_norm_per_head == (False, False)
+
+
+def test_alibi_slopes_by_hand():
+    """Press et al.'s slopes: 2^(-8h/n) for n a power of two; otherwise those of the largest power
+    of two below n, then every other slope of twice that many heads."""
+    from compscope.core.heads import alibi_slopes
+
+    assert alibi_slopes(8).tolist() == [2.0**-k for k in range(1, 9)]
+    assert alibi_slopes(1).tolist() == [2.0**-8]
+    assert alibi_slopes(6).tolist() == [2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8, 2.0**-1, 2.0**-3]
+    assert alibi_slopes(3).tolist() == [2.0**-4, 2.0**-8, 2.0**-2]
+    with pytest.raises(ValueError, match="n_heads 0"):
+        alibi_slopes(0)
+
+
+def test_alibi_bias_by_hand_and_its_slopes_checked():
+    """One head, d_head 1, all queries and keys zero: the logits are the bias −m (i − j) alone,
+    so the pattern of query i over keys j ≤ i is ∝ exp(−m (i − j)). Slopes without ALiBi
+    positions, of the wrong length, negative, or beside rotary are refused by name."""
+    from test_composition import model as small
+    from compscope.core.attention import attend
+
+    hw = small(L=1, H=2, G=1, r=3, d=9, rotary=False).replace(positions="alibi", alibi=torch.tensor([0.5, 2.0]))
+    q = torch.zeros(1, 2, 4, 3)
+    pattern = attend(hw, 0, q, q)[0]
+    for h, m in enumerate((0.5, 2.0)):
+        for i in range(4):
+            w = np.exp(-m * (i - np.arange(i + 1)))
+            np.testing.assert_allclose(pattern[h, i, : i + 1].numpy(), w / w.sum(), rtol=1e-6)
+            assert float(pattern[h, i, i + 1 :].abs().sum()) == 0.0
+    for change, needle in [(dict(positions="none"), "without ALiBi|with ALiBi slopes"),
+                           (dict(alibi=torch.tensor([0.5])), r"alibi has shape \(1,\), expected \(2,\)"),
+                           (dict(alibi=torch.tensor([0.5, -1.0])), "negative slopes"),
+                           (dict(alibi=torch.tensor([0.5, float("nan")])), "NaN")]:
+        with pytest.raises(WeightError, match=needle):
+            hw.replace(**change)
+    with pytest.raises(WeightError, match="alibi and rotary"):
+        small(L=1, H=2, G=1).replace(positions="alibi", alibi=torch.tensor([0.5, 2.0]))
+    with pytest.raises(WeightError, match="with ALiBi slopes"):
+        small(L=1, H=2, G=1, rotary=False).replace(alibi=torch.tensor([0.5, 2.0]))

@@ -82,7 +82,13 @@ def olmo2():  # QK-norm over all heads of a layer, no norm before the attention
     return _randomise(transformers.Olmo2ForCausalLM(cfg), 6)
 
 
-MODELS = {"llama-gqa": llama_gqa, "gemma3": gemma3, "gpt2": gpt2, "bert": bert, "gemma2": gemma2, "olmo2": olmo2}
+def bloom():  # ALiBi slopes, the embeddings LayerNorm in W_E
+    cfg = transformers.BloomConfig(vocab_size=55, hidden_size=30, n_layer=2, n_head=5)
+    return _randomise(transformers.BloomForCausalLM(cfg), 7)
+
+
+MODELS = {"llama-gqa": llama_gqa, "gemma3": gemma3, "gpt2": gpt2, "bert": bert, "gemma2": gemma2, "olmo2": olmo2,
+          "bloom": bloom}
 
 
 def assert_identical(a, b, path: str = "hw") -> None:
@@ -133,6 +139,8 @@ def test_round_trip_keeps_the_features_under_test(tmp_path):
     o = compscope.load(MODELS["olmo2"]())
     assert o.qk_norm_scope == "layer" and o.qk_norm[0].weight.shape == (2, 32) and o.qk_norm[1].weight.shape == (2, 16)
     assert o.attn_norm is None and o.norm_placement == "none" and o.attn_out_norm is not None
+    b = compscope.load(MODELS["bloom"]())
+    assert b.positions == "alibi" and b.alibi.tolist() == [2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8, 2.0**-1]
 
 
 def test_files_written_before_the_qk_norm_scope_existed_load_per_head(tmp_path):

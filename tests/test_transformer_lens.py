@@ -51,6 +51,9 @@ CONFIGS = {
     "llama31-ntk": dict(normalization_type="RMS", positional_embedding_type="rotary", rotary_dim=8, rotary_base=500,
                         n_key_value_heads=2, use_NTK_by_parts_rope=True, NTK_by_parts_factor=8.0,
                         NTK_by_parts_low_freq_factor=1.0, NTK_by_parts_high_freq_factor=4.0, NTK_original_ctx_len=40),
+    # BLOOM-like: ALiBi slopes on the logits, a LayerNorm on the embeddings, six heads (TL's slopes 2^(-8h/6))
+    "alibi-embedding-ln": dict(normalization_type="LN", positional_embedding_type="alibi", post_embedding_ln=True,
+                               n_heads=6, d_head=6, d_model=36),
     # bidirectional, no norms
     "bidirectional-no-norm": dict(normalization_type=None, positional_embedding_type="standard",
                                   attention_dir="bidirectional"),
@@ -95,11 +98,21 @@ def test_weights_match_transposed(name):
     assert torch.equal(hw.kv_expanded("W_V"), T(model.W_V))
     assert torch.equal(hw.kv_expanded("b_K"), model.b_K.detach())
     assert torch.equal(hw.b_Q, model.b_Q.detach()) and torch.equal(hw.b_O, model.b_O.detach())
-    assert torch.equal(hw.W_E, model.W_E.detach().T) and torch.equal(hw.W_U, model.W_U.detach().T)
+    assert torch.equal(hw.W_U, model.W_U.detach().T)
+    if model.cfg.post_embedding_ln:  # what the residual starts as: embed.ln of each embedding, by hand
+        e = model.W_E.detach()
+        e = (e - e.mean(-1, keepdim=True)) / (e.var(-1, unbiased=False, keepdim=True) + model.cfg.eps).sqrt()
+        torch.testing.assert_close(hw.W_E, (e * model.embed.ln.w.detach() + model.embed.ln.b.detach()).T)
+    else:
+        assert torch.equal(hw.W_E, model.W_E.detach().T)
     n_kv = model.cfg.n_key_value_heads or model.cfg.n_heads
-    assert (hw.n_layers, hw.n_heads, hw.n_kv_heads, hw.d_model, hw.d_head) == (2, 4, n_kv, 32, 8)
+    c = model.cfg
+    assert (hw.n_layers, hw.n_heads, hw.n_kv_heads, hw.d_model, hw.d_head) == (2, c.n_heads, n_kv, c.d_model, c.d_head)
     if model.cfg.positional_embedding_type == "standard":
         assert torch.equal(hw.W_pos, model.W_pos.detach().T)
+    elif model.cfg.positional_embedding_type == "alibi":
+        assert hw.W_pos is None and hw.rotary is None and hw.positions == "alibi"
+        torch.testing.assert_close(hw.alibi.double(), 2.0 ** (-8.0 * torch.arange(1, 7, dtype=torch.float64) / 6))
     else:
         assert hw.W_pos is None and hw.rotary.dim == model.cfg.rotary_dim
     assert hw.causal == (model.cfg.attention_dir == "causal")

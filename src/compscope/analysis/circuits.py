@@ -236,10 +236,12 @@ def positional_previous(hw: HeadWeights) -> Tensor:
 
 def rotary_previous(hw: HeadWeights, window: int = 64, content: Mapping[int, Tensor] | None = None,
                     seed: int = 0) -> Tensor:
-    """``(layer, head)`` previous-token scores of rotary heads from the weights: the QK logit as a
-    function of the relative offset ``δ = i − j`` alone, with the content part under a stated
-    distribution; softmax over ``δ = 0 … window − 1`` (the keys a query at position
-    ``window − 1`` sees, within the layer's sliding window), and the mass on ``δ = 1``.
+    """``(layer, head)`` previous-token scores of heads with relative positions (rotary, or ALiBi's
+    bias ``−m_h δ``) from the weights: the QK logit as a function of the relative offset
+    ``δ = i − j`` alone, with the content part under a stated distribution; softmax over
+    ``δ = 0 … window − 1`` (the keys a query at position ``window − 1`` sees, within the layer's
+    sliding window), and the mass on ``δ = 1``. Without rotary the expected logit of the weights
+    alone is the same at every ``δ`` but for ALiBi's bias, so that score depends on the slope alone.
 
     - ``content=None`` (the weights alone): query and key tokens drawn independently and uniformly
       from the vocabulary, each embedding passed through the layer's attention norm (gain
@@ -255,8 +257,9 @@ def rotary_previous(hw: HeadWeights, window: int = 64, content: Mapping[int, Ten
     content (induction, duplicate tokens) is averaged out by design."""
     from ..core.attention import input_norm, project
 
-    if hw.rotary is None:
-        raise OptionError(f"{hw.meta.name}: rotary scores need rotary positions; this model's are {hw.positions!r}")
+    if not relative_positions(hw):
+        raise OptionError(f"{hw.meta.name}: relative previous-token scores need rotary or ALiBi positions; this "
+                          f"model's are {hw.positions!r}")
     if content is not None:
         return _sampled_rotary_previous(hw, window, content, seed)
     out = []
@@ -273,8 +276,17 @@ def rotary_previous(hw: HeadWeights, window: int = 64, content: Mapping[int, Ten
     return torch.stack(out)
 
 
+def relative_positions(hw: HeadWeights) -> bool:
+    """Whether ``hw``'s heads see positions only relative to each other: rotary or ALiBi."""
+    return hw.rotary is not None or hw.alibi is not None
+
+
 def _window(hw: HeadWeights, layer: int, logits: Tensor, delta: Tensor) -> Tensor:
-    """``logits (..., window)`` with the offsets beyond ``layer``'s sliding window masked out."""
+    """``logits (head, ..., window)`` with ALiBi's bias at each offset ``delta (window,)`` and the
+    offsets beyond ``layer``'s sliding window masked out."""
+    from ..core.attention import with_bias
+
+    logits = with_bias(hw, logits, delta.reshape((1,) * (logits.ndim - 2) + (-1,)))
     w = hw.sliding_window[layer] if hw.sliding_window else None
     return logits if w is None else logits.masked_fill(delta >= w, float("-inf"))
 
@@ -308,9 +320,9 @@ def _sampled_rotary_previous(hw: HeadWeights, window: int, content: Mapping[int,
 
 
 def reads_content(hw: HeadWeights) -> bool:
-    """Whether ``hw``'s previous-token score from the weights is the rotary one
+    """Whether ``hw``'s previous-token score from the weights is the relative one, rotary or ALiBi
     (:func:`rotary_previous`), the only one that takes a content distribution."""
-    return hw.rotary is not None and hw.W_pos is None
+    return relative_positions(hw) and hw.W_pos is None
 
 
 @dataclass(frozen=True)
@@ -414,7 +426,7 @@ def head_circuits_by_content(hw: HeadWeights, contents: Mapping[str, Mapping[int
             out[name] = replace(done[key], content=name if reads_content(hw) else "embed")
             continue
         previous = positional_previous(pos) if hw.W_pos is not None else \
-            rotary_previous(pos, content=content) if hw.rotary is not None else None
+            rotary_previous(pos, content=content) if relative_positions(hw) else None
         qk = induction = None
         if previous is not None and hw.causal:
             qk = torch.zeros_like(matching)

@@ -19,8 +19,9 @@ def add_arguments(p) -> None:
     from ..defaults import CONTENTS
 
     p.add_argument("--content", choices=CONTENTS, default="embed",
-                   help="content distribution of the rotary previous-token score: the normed embeddings (default; "
-                        "weights only) or what each layer reads on natural text (runs the model; rotary models only)")
+                   help="content distribution of the previous-token score of rotary and ALiBi heads: the normed "
+                        "embeddings (default; weights only) or what each layer reads on natural text (runs the model; "
+                        "rotary and ALiBi models only)")
     add_sample_data(p, "with --content activations")
     p.add_argument("--top", type=count, default=5, help="heads to print per score for models of over 48 heads (default 5)")
     add_processing(p)
@@ -32,14 +33,15 @@ def run(args) -> None:
 
 
 def _content_said(c, hw, sampled_on) -> list[str]:
-    """The header's words on the content of a rotary head's previous-token score (none where the
-    score reads no content); ``sampled_on()``: what the residual was sampled on."""
+    """The header's words on the content of a rotary (or ALiBi) head's previous-token score (none
+    where the score reads no content); ``sampled_on()``: what the residual was sampled on."""
     from ..analysis.circuits import reads_content
 
+    kind = "rotary" if hw.rotary is not None else "ALiBi"
     if c.content == "activations":
-        return [f"rotary previous-token: content from the residual each layer reads on {sampled_on()}"]
+        return [f"{kind} previous-token: content from the residual each layer reads on {sampled_on()}"]
     if reads_content(hw) and c.previous is not None:
-        return ["rotary previous-token: content from the normed embeddings, which deep layers do not read; "
+        return [f"{kind} previous-token: content from the normed embeddings, which deep layers do not read; "
                 "--content activations takes what each layer reads on data"]
     return []
 
@@ -72,7 +74,7 @@ def report(args) -> str:
              "induction (QK)": c.induction_qk}
     cols = {k: v for k, v in found.items() if v is not None}
     missing = ([] if c.copying is not None else ["no unembedding, so no copying score"]) + \
-        ([] if c.previous is not None else ["no learned or rotary positions, so no previous-token or induction scores"]) + \
+        ([] if c.previous is not None else ["no learned, rotary or ALiBi positions, so no previous-token or induction scores"]) + \
         ([] if hw.causal else ["bidirectional, so no induction scores"])
     told = ([f"induction: K-composition by {c.measure}, matching through the writer"] if c.induction_qk is not None else []) \
         + _content_said(c, hw, lambda: as_sample_data(data).content(model)) \

@@ -121,11 +121,12 @@ def move(hw: HeadWeights, layer: int, y: Tensor, positions: Tensor) -> Tensor:
 
 def attend(hw: HeadWeights, layer: int, q: Tensor, k: Tensor, positions: Tensor | None = None) -> Tensor:
     """The attention pattern ``(batch, head, q_pos, k_pos)`` of queries and keys from :func:`project`:
-    scaled (and soft-capped) dot products, the causal mask and the layer's sliding window, softmax."""
+    scaled (and soft-capped) dot products, the ALiBi bias, the causal mask and the layer's sliding
+    window, softmax."""
     seq = q.shape[-2]
     positions = torch.arange(seq, device=q.device) if positions is None else positions.to(q.device)
-    logits = hw.logits(q @ k.transpose(-1, -2))
     i, j = positions[:, None], positions[None, :]
+    logits = with_bias(hw, hw.logits(q @ k.transpose(-1, -2)), i - j)
     allowed = torch.ones(seq, seq, dtype=torch.bool, device=q.device)
     if hw.causal:
         allowed &= j <= i
@@ -133,6 +134,17 @@ def attend(hw: HeadWeights, layer: int, q: Tensor, k: Tensor, positions: Tensor 
     if window is not None:
         allowed &= (i - j) < window
     return logits.masked_fill(~allowed, float("-inf")).softmax(-1)
+
+
+def with_bias(hw: HeadWeights, logits: Tensor, offset: Tensor) -> Tensor:
+    """Attention ``logits (..., head, *shape)`` plus the ALiBi bias ``−m_h δ`` of each head for the
+    query-minus-key offsets ``offset`` (``shape``, broadcast); unchanged without ALiBi. (A bias
+    that grows with the key position alone, ``m_h j`` as Bloom adds it, differs by ``m_h i``, the
+    same for every key of a query: the softmax does not see it.)"""
+    if hw.alibi is None:
+        return logits
+    m = hw.alibi.to(logits.device, logits.dtype).reshape(-1, *(1,) * offset.ndim)
+    return logits - m * offset.to(logits.device, logits.dtype)
 
 
 def head_states(hw: HeadWeights, layer: int, x_q: Tensor, x_k: Tensor | None = None, x_v: Tensor | None = None,

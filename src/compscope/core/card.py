@@ -44,6 +44,10 @@ def card_rows(hw: HeadWeights) -> list[tuple[str, str]]:
         pos = "none: no rotary on any layer (NoPE), positions only through the causal mask"
     elif hw.rotary is not None:
         pos = f"rotary on {hw.rotary.dim} of {hw.d_head} head dims ({hw.rotary.style} pairs), {_rotary_bases(hw)}"
+    elif hw.alibi is not None:
+        slopes = hw.alibi.double()
+        pos = (f"ALiBi: logit bias -m_h (i - j), slopes m_h from {float(slopes.max()):.4g} to {float(slopes.min()):.4g} "
+               f"over {len(slopes)} heads")
     elif hw.W_pos is not None:
         pos = f"learned absolute, {hw.W_pos.shape[1]} positions"
     else:

@@ -153,6 +153,24 @@ class Rotary:
         return f"rotary dim={self.dim} ({self.style}), base freq {float(self.inv_freq[0, 0]):g}"
 
 
+#: what ``HeadWeights.positions`` may say: absolute (learned ``W_pos``), rotary, a linear bias on the
+#: logits (ALiBi), or none
+POSITIONS = ("learned", "rotary", "alibi", "none")
+
+
+def alibi_slopes(n_heads: int) -> Tensor:
+    """The ALiBi slopes of ``n_heads`` heads (Press et al.), float64: for ``n = 2^k`` heads the
+    geometric sequence ``m_h = 2^(-8 (h+1) / n)``; otherwise those of the largest ``n' = 2^k < n``
+    followed by every other one of ``2n'`` heads' (``2^(-8 (2j+1) / 2n')``, ``j = 0, 1, ...``) for
+    the ``n - n'`` heads left."""
+    if not isinstance(n_heads, int) or n_heads < 1:
+        raise ValueError(f"n_heads {n_heads!r}: expected a positive integer")
+    p = 1 << (n_heads.bit_length() - 1)  # the largest power of two <= n_heads
+    first = [2.0 ** (-8.0 * (h + 1) / p) for h in range(p)]
+    rest = [2.0 ** (-8.0 * (2 * j + 1) / (2 * p)) for j in range(n_heads - p)]
+    return torch.tensor(first + rest, dtype=torch.float64)
+
+
 @dataclass(frozen=True)
 class Meta:
     """Where the weights came from and what was done to them."""
@@ -198,7 +216,8 @@ class HeadWeights:
     qk_norm_scope: Literal["head", "layer"] = "head"  # what one RMS spans: one head, or all heads of a layer
     attn_out_norm: Norm | None = None  # on the attention output before the residual add (Gemma 2, Gemma 3)
     rotary: Rotary | None = None
-    positions: str = "none"  # 'learned', 'rotary', 'none'
+    positions: str = "none"  # 'learned', 'rotary', 'alibi', 'none'
+    alibi: Tensor | None = None  # (head,) ALiBi slopes m_h >= 0: logit - m_h (i - j) for query i, key j (Bloom)
     attn_scale: float = 0.0  # logit = attn_scale * q·k; 0 means d_head ** -0.5
     attn_softcap: float | None = None  # logit -> c tanh(logit / c) before the mask and softmax (Gemma 2)
     causal: bool = True
@@ -248,9 +267,21 @@ class HeadWeights:
         """The non-tensor settings: what a corrupt description could set to anything."""
         if any(w is not None and (not _is_int(w) or w < 1) for w in self.sliding_window):
             raise WeightError(f"sliding_window {self.sliding_window}: each entry must be None or a positive integer")
-        if self.norm_placement not in ("pre", "post", "none") or self.positions not in ("learned", "rotary", "none"):
+        if self.norm_placement not in ("pre", "post", "none") or self.positions not in POSITIONS:
             raise WeightError(f"norm_placement {self.norm_placement!r} / positions {self.positions!r}: "
-                              "expected pre/post/none and learned/rotary/none")
+                              f"expected pre/post/none and {'/'.join(POSITIONS)}")
+        if (self.alibi is not None) != (self.positions == "alibi"):
+            raise WeightError(f"positions {self.positions!r} with{'' if self.alibi is not None else 'out'} ALiBi slopes: "
+                              "slopes are given exactly when positions are 'alibi'")
+        if self.alibi is not None:
+            a = self.alibi
+            if not isinstance(a, Tensor) or tuple(a.shape) != (self.n_heads,):
+                raise WeightError(f"alibi has shape {tuple(getattr(a, 'shape', ()))}, expected ({self.n_heads},): "
+                                  "one slope per query head")
+            if not bool(torch.isfinite(a).all()) or bool((a < 0).any()):
+                raise WeightError("alibi has NaN, infinite or negative slopes")
+            if self.rotary is not None:
+                raise WeightError("alibi and rotary positions together: a model has one kind of positions")
         if not isinstance(self.causal, bool):
             raise WeightError(f"causal {self.causal!r}: expected true or false")
         if not is_finite_number(self.attn_scale) or self.attn_scale < 0:

@@ -110,7 +110,7 @@ def default_sequences(runner, sequences: int = 64, half: int | None = None, seed
 
 def previous_contents(weights, model, progress: bool = True, data=None) -> dict[str, dict | None]:
     """The content distributions the previous-token score from the weights is judged under:
-    ``embed`` (None: the weights alone), and for rotary heads also ``activations``, samples of
+    ``embed`` (None: the weights alone), and for rotary (or ALiBi) heads also ``activations``, samples of
     what each layer reads (:func:`~compscope.data.residual_moments.content_samples` of ``model``,
     a runner or a source)."""
     from ..analysis.circuits import reads_content
@@ -181,7 +181,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     label-truth AUROC and the head rankings need no interventions and stay over every pair).
     ``metric_data``: what the metrics estimated on data are estimated on
     (:class:`~compscope.data.residual_moments.MetricData`; default the model's default; recorded).
-    ``sample_data``: what the residual is sampled on for the rotary previous-token score's
+    ``sample_data``: what the residual is sampled on for the rotary (or ALiBi) previous-token score's
     ``activations`` content, for ``linearise_norms`` and for ``text_labels``
     (:class:`~compscope.data.residual_moments.SampleData`; recorded; refused where none runs).
     ``text_labels``: label every head on that text too
@@ -219,9 +219,9 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
         check_centrable(head_weights)  # before any pass of the model
     linearising = linearise_norms is not False and linearise_norms is not None
     if sample_data != SampleData() and not (linearising or text_labels or reads_content(head_weights)):
-        raise OptionError(f"sample data: the residual is sampled for the rotary previous-token score's activations "
-                          f"content, for linearise_norms and for text_labels; {hw.meta.name} has no rotary positions "
-                          f"({head_weights.positions}) and none of the others is asked for")
+        raise OptionError(f"sample data: the residual is sampled for the rotary (or ALiBi) previous-token score's "
+                          f"activations content, for linearise_norms and for text_labels; {hw.meta.name}'s "
+                          f"positions are {head_weights.positions!r}, neither rotary nor ALiBi, and none of the others is asked for")
     weights, linearised_on = _linearised(runner, head_weights, linearise_qk_norm, linearise_norms, sample_data,
                                          metric_data, progress)
     if center_writing:
@@ -293,7 +293,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
                "model_dtype": str(runner.dtype).removeprefix("torch."),
                "activations_metric_data": data_words(runner, metric_data)
                if set(on_data(metrics)) & set(tables) else None,  # names estimated here, not Metrics so named
-               "head_scores_content": list(contents),
+               "head_scores_content": list(contents), "positions": head_weights.positions,
                "writer_previous_auroc": writer_auroc or None,
                "circuit_auroc": circuit_auroc or None, "circuit_measure": list(CIRCUIT_MEASURE),
                "activations_content_data": sample_data.content(runner) if "activations" in contents else None,
@@ -416,8 +416,8 @@ def _no_head_scores(hw: HeadWeights) -> list[str]:
     if not hw.causal:
         return ["bidirectional model: no induction scores from the weights "
                 "(an encoder sees the repeat ahead as well as behind)"]
-    if hw.W_pos is None and hw.rotary is None:
-        return ["no previous-token or induction scores from the weights: no learned or rotary positions to read"]
+    if hw.W_pos is None and hw.rotary is None and hw.alibi is None:
+        return ["no previous-token or induction scores from the weights: no learned, rotary or ALiBi positions to read"]
     if hw.W_U is None:
         return ["no whole-circuit induction score from the weights: no unembedding, so no copying score"]
     return []
@@ -425,7 +425,7 @@ def _no_head_scores(hw: HeadWeights) -> list[str]:
 
 def _head_rankings(hw: HeadWeights, contents, labels, truth: Tensor, tables: dict, kinds: str, prev_threshold: float,
                    induction_threshold: float, device, progress: bool) -> tuple[list[dict], dict, dict]:
-    """``(heads, writer_auroc, circuit_auroc)``: per content of the rotary previous-token score, each
+    """``(heads, writer_auroc, circuit_auroc)``: per content of the rotary (or ALiBi) previous-token score, each
     head score from the weights against its activation label (Spearman, precision of the top 5), and
     the AUROC of the true K-pairs by the writer's previous-token score alone and times
     :data:`CIRCUIT_MEASURE` (keyed ``'positions'`` for learned positions)."""

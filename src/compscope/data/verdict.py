@@ -154,8 +154,10 @@ class Verdict:
             au = f" {_auroc(k_row.get('auroc')):>8} {_auroc(k_row.get('auroc_confirmed')):>9}" if "K" in kinds else ""
             ax = next(iter(ks.values()))["axioms"]
             lines.append(f"{m:<20} {met:<{w}}{cells}{au}  {ax}")
+        kind = "ALiBi" if self.options.get("positions") == "alibi" else "rotary"
         for content, title in (("embed", "weights vs data, per head: "),
-                               ("activations", "  with the residual each layer reads on data as the content of the rotary previous-token score: ")):
+                               ("activations", "  with the residual each layer reads on data as the content of the "
+                                               f"{kind} previous-token score: ")):
             hs = [h for h in self.heads if h.get("content", "embed") == content]
             if hs:
                 lines += ([""] if content == "embed" else []) + [title + "   ".join(

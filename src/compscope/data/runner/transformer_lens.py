@@ -39,8 +39,9 @@ class TransformerLensRunner(Runner):
         if is_bridge(model) and hw.norm_placement == "post":
             self._post_ln_bridge(model)
         elif is_bridge(model):  # the norm's input (the attention's where it has none, OLMo-2), after the post-attention norm if any
+            added = "attn.o.hook_out" if _returns_residual(hw, model) else "attn.hook_out"
             self.names = [(f"blocks.{l}.ln1.hook_in" if hasattr(b, "ln1") else f"blocks.{l}.attn.hook_in",
-                           f"blocks.{l}.ln1_post.hook_out" if hasattr(b, "ln1_post") else f"blocks.{l}.attn.hook_out")
+                           f"blocks.{l}.ln1_post.hook_out" if hasattr(b, "ln1_post") else f"blocks.{l}.{added}")
                           for l, b in enumerate(model.blocks)]
         else:
             self.names = [(f"blocks.{l}.hook_resid_pre", f"blocks.{l}.hook_attn_out") for l in range(n)]
@@ -75,6 +76,20 @@ class TransformerLensRunner(Runner):
         got = {name: cache[name] for name in self.wanted if name in cache.keys()}  # a block left out (trace's clean): None
         norm_in = None if self.norm_names is None else [(got[a], got[b]) if a in got else None for a, b in self.norm_names]
         return [got.get(r) for r, _ in self.names], [got.get(o) for _, o in self.names], norm_in
+
+
+def _returns_residual(hw: HeadWeights, bridge) -> bool:
+    """Whether the attention a bridge wraps returns the residual plus what it adds (its family says:
+    BLOOM's), so that the output projection ``attn.o`` is where the addition is read; refused by name
+    where the bridge has no ``attn.o``."""
+    from ...loading.families import FAMILIES
+
+    if hw.meta.family not in FAMILIES.names() or not FAMILIES.get(hw.meta.family).attention_returns_residual:
+        return False
+    if not all(hasattr(b.attn, "o") for b in bridge.blocks):
+        raise UnsupportedModelError(f"{hw.meta.name}: the {hw.meta.family} attention returns the residual with what it "
+                                    "adds, and the bridge has no attn.o (its output projection) to read the addition from")
+    return True
 
 
 def is_transformer_lens(obj) -> bool:

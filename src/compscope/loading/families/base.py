@@ -64,6 +64,9 @@ class Family:
     #: whether the running model holds a table of positions even with rotary positions (GPT-J's
     #: precomputed sines), so that it cannot run past its context as rotary models otherwise can
     position_table: ClassVar[bool] = False
+    #: whether the model's attention module returns the residual plus what it adds (BLOOM's), so
+    #: that what it adds is its output projection's output
+    attention_returns_residual: ClassVar[bool] = False
 
     @classmethod
     def hook_points(cls, model) -> list[tuple[Any, Any]]:

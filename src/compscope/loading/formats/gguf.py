@@ -70,6 +70,7 @@ _ARCHS = {
     "starcoder2": ("starcoder2", False, False),  # Llama's names with LayerNorm and output-projection biases
     "falcon": ("falcon", False, False),  # HF's falcon names (_falcon_block), fused qkv regrouped into K/V groups
     "starcoder": ("gpt_bigcode", False, False),  # StarCoder 1 (GPT-BigCode): GPT-2's names, nn.Linear weights as stored
+    "bloom": ("bloom", False, False),  # HF's bloom names (_BLOOM_BLOCK), fused qkv regrouped per head as GPT-NeoX's
     "granite": ("granite", True, False),  # Llama's layout (llama.cpp converts it as a Llama) and four scalars
     "granitemoe": ("granitemoe", True, False),  # (_ARCH_KEYS); the experts, shared one included, are MLP
     "smollm3": ("smollm3", True, False),  # a Llama to llama.cpp; its layers without rotary are not stored:
@@ -128,6 +129,16 @@ _NEOX_BLOCK = {
 }
 _NEOX_TOP = {"token_embd.weight": "gpt_neox.embed_in.weight", "output.weight": "embed_out.weight",
              "output_norm.weight": "gpt_neox.final_layer_norm.weight", "output_norm.bias": "gpt_neox.final_layer_norm.bias"}
+#: BLOOM files keep HF's bloom names; the fused ``query_key_value`` rows regrouped as GPT-NeoX's
+_BLOOM_BLOCK = {
+    **{f"attn_norm.{p}": f"input_layernorm.{p}" for p in ("weight", "bias")},
+    **{f"attn_qkv.{p}": f"self_attention.query_key_value.{p}" for p in ("weight", "bias")},
+    **{f"attn_output.{p}": f"self_attention.dense.{p}" for p in ("weight", "bias")},
+}
+_BLOOM_TOP = {"token_embd.weight": "transformer.word_embeddings.weight", "output.weight": "lm_head.weight",
+              "token_embd_norm.weight": "transformer.word_embeddings_layernorm.weight",
+              "token_embd_norm.bias": "transformer.word_embeddings_layernorm.bias",
+              "output_norm.weight": "transformer.ln_f.weight", "output_norm.bias": "transformer.ln_f.bias"}
 _FALCON_TOP = {"token_embd.weight": "transformer.word_embeddings.weight", "output.weight": "lm_head.weight",
                "output_norm.weight": "transformer.ln_f.weight", "output_norm.bias": "transformer.ln_f.bias"}
 
@@ -169,6 +180,8 @@ _LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn
             "phi2": (_PHI2_BLOCK, "model.layers.{i}.", _PHI2_TOP, (), ((), None)),
             "gptneox": (_NEOX_BLOCK, "gpt_neox.layers.{i}.", _NEOX_TOP, (),
                         (("attention.query_key_value.weight", "attention.query_key_value.bias"), _neox_per_head)),
+            "bloom": (_BLOOM_BLOCK, "transformer.h.{i}.", _BLOOM_TOP, (),
+                      (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _neox_per_head)),
             "falcon": (_falcon_block(two_norms=False), "transformer.h.{i}.", _FALCON_TOP, (),
                        (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _falcon_grouped))}
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)

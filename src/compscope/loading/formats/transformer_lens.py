@@ -28,7 +28,7 @@ from ..families.base import inv_freq
 #: cfg attribute -> test that the value is one compscope reproduces (absent attributes pass)
 _REFUSE_UNLESS = {
     "attention_dir": lambda v: v in ("causal", "bidirectional"),
-    "positional_embedding_type": lambda v: v in ("standard", "rotary"),  # shortformer: W_pos enters Q/K only
+    "positional_embedding_type": lambda v: v in ("standard", "rotary", "alibi"),  # shortformer: W_pos enters Q/K only
     "attn_types": lambda v: not v or set(v) <= {"global", "local"},
     "clip_qkv": lambda v: v is None,
     "use_logn_attn": lambda v: not v,
@@ -160,10 +160,20 @@ def from_hooked_transformer(model) -> HeadWeights:
         notes.append(f"attention scores are soft-capped, c tanh(l / c) with c = {cap:g}; W_QK-based scores describe them before the cap")
     W_U = getattr(model, "W_U", None)
     b_U = getattr(model, "b_U", None)
+    W_E = model.W_E.detach().float()
+    if getattr(cfg, "post_embedding_ln", False):  # BLOOM: a LayerNorm on each token's embedding, what the residual starts as
+        with torch.no_grad():
+            W_E = model.embed.ln(model.W_E).detach().float()
+        notes.append("W_E is the embedding LayerNorm (embed.ln) of each token's embedding, what the residual starts as")
+    alibi = None
+    if cfg.positional_embedding_type == "alibi":  # the slopes TransformerLens computes (its own rule for any head count)
+        from transformer_lens.components import AbstractAttention
+
+        alibi = AbstractAttention.create_alibi_multipliers(H, "cpu").detach().float()
     return HeadWeights(
         W_Q=t(model.W_Q), W_K=W_K, W_V=W_V, W_O=t(model.W_O),
         b_Q=model.b_Q.detach().float(), b_K=b_K, b_V=b_V, b_O=model.b_O.detach().float(),
-        W_E=model.W_E.detach().float().T.contiguous(),
+        W_E=W_E.T.contiguous(),
         W_pos=model.W_pos.detach().float().T.contiguous() if cfg.positional_embedding_type == "standard" else None,
         W_U=None if W_U is None else W_U.detach().float().T.contiguous(),
         b_U=None if b_U is None else b_U.detach().float(),
@@ -174,7 +184,8 @@ def from_hooked_transformer(model) -> HeadWeights:
         qk_norm=qk_norm,
         attn_out_norm=attn_out_norm,
         rotary=rotary,
-        positions={"standard": "learned", "rotary": "rotary"}[cfg.positional_embedding_type],
+        positions={"standard": "learned", "rotary": "rotary", "alibi": "alibi"}[cfg.positional_embedding_type],
+        alibi=alibi,
         attn_scale=scale,
         attn_softcap=cap,
         causal=cfg.attention_dir == "causal",

@@ -263,7 +263,7 @@ function drawVerdict() {
     const rotary = D.verdict_heads.some((r) => r.content === "activations");
     const CONTENT = { embed: "embeddings", activations: "residual on data" };
     h += `<p>Each head's score from the weights against its label from data (over all heads):</p><table id="verdict-heads"><tr><th>score from the weights</th>` +
-      (rotary ? `<th title="the distribution of the content part of a rotary head's previous-token score">rotary content</th>` : "") +
+      (rotary ? `<th title="the distribution of the content part of a rotary or ALiBi head's previous-token score">relative-position content</th>` : "") +
       `<th>label</th><th>Spearman</th><th>precision of the top 5</th><th title="heads at or above the label's threshold">heads labelled</th></tr>` +
       D.verdict_heads.map((r) => `<tr><td>${escapeHtml(r.score)}</td>${rotary ? `<td>${CONTENT[r.content] || escapeHtml(r.content)}</td>` : ""}` +
         `<td>${r.score === "previous_token" ? "previous-token" : "induction"}</td><td>${fixed(r.spearman, 2)}</td>` +
