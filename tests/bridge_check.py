@@ -74,6 +74,9 @@ CASES = {
         ffn_dim=48, max_position_embeddings=64, word_embed_proj_dim=32)),
     "bloom": lambda: transformers.BloomForCausalLM(transformers.BloomConfig(  # ALiBi positions
         architectures=["BloomForCausalLM"], vocab_size=VOCAB, hidden_size=32, n_head=4, n_layer=2)),
+    "mpt": lambda: transformers.MptForCausalLM(transformers.MptConfig(  # ALiBi, no biases
+        architectures=["MptForCausalLM"], vocab_size=VOCAB, d_model=32, n_heads=4, n_layers=2, max_seq_len=64,
+        expansion_ratio=2)),
     "bert": lambda: transformers.BertForMaskedLM(transformers.BertConfig(  # post-LN: ln1 is the norm after attention
         architectures=["BertForMaskedLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_hidden_layers=3,
         intermediate_size=48, max_position_embeddings=32)),

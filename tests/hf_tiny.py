@@ -31,7 +31,7 @@ _LLAMA = dict(_COMMON, head_dim=D_HEAD, max_position_embeddings=64, rms_norm_eps
 @dataclass(frozen=True)
 class Variant:
     id: str
-    kind: str  # 'gpt2' | 'neox' | 'llama' | 'granite' | 'hybrid' | 'gemma3' | 'olmo2' | 'phi' | 'falcon' | 'bloom' | 'gptj' | 'opt' |
+    kind: str  # 'gpt2' | 'neox' | 'llama' | 'granite' | 'hybrid' | 'gemma3' | 'olmo2' | 'phi' | 'falcon' | 'bloom' | 'mpt' | 'gptj' | 'opt' |
     # 'bert': where HF's modules live (GPT-Neo's as GPT-2's, Gemma 2's as Gemma 3's, OLMo-3's as OLMo-2's, Granite's as
     # Llama's, what it adds to the residual times its residual_multiplier; a hybrid's: its attention layers alone)
     config_cls: str
@@ -178,6 +178,9 @@ VARIANTS = [
                  rope_parameters={"rope_type": "default", "rope_theta": 3000.0})),
     Variant("bloom-alibi", "bloom", "BloomConfig",
             dict(vocab_size=VOCAB, hidden_size=48, n_head=6, n_layer=2, bos_token_id=1, eos_token_id=2)),  # 6 heads: slopes beyond a power of 2
+    Variant("mpt-alibi-scaled", "mpt", "MptConfig",  # 6 heads: MPT's slope order; its own logit scale
+            dict(vocab_size=VOCAB, d_model=48, n_heads=6, n_layers=2, max_seq_len=32, expansion_ratio=2,
+                 attn_config={"softmax_scale": 0.2})),
     Variant("gptj-interleaved-rotary", "gptj", "GPTJConfig",
             dict(vocab_size=VOCAB, n_embd=D, n_head=HEADS, n_layer=2, n_positions=32, n_inner=48, rotary_dim=4)),
     Variant("opt", "opt", "OPTConfig",
@@ -205,7 +208,8 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "olmo-parameter-free-layernorm", "phi-partial-rotary-qk-layernorm", "phi-mha", "gptj-interleaved-rotary",
                     "opt", "stablelm-partial-rotary-parallel", "stablelm-sequential-no-bias", "stablelm-qk-layernorm-per-head",
                     "starcoder2-bias-sliding3", "cohere-qk-layernorm-interleaved", "cohere2-sliding-rotary-global-nope",
-                    "falcon-mqa-parallel", "falcon-grouped-gqa-bias", "falcon-per-head-sequential", "bloom-alibi"]
+                    "falcon-mqa-parallel", "falcon-grouped-gqa-bias", "falcon-per-head-sequential", "bloom-alibi",
+                    "mpt-alibi-scaled"]
 RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3")
            and v.id not in PRE_LN_LAYERNORM]
 
@@ -296,6 +300,9 @@ def _modules(model, kind: str):
     if kind == "bloom":  # its attention returns the residual plus what it adds; dense's output is the addition
         t = model.transformer
         return [(b.input_layernorm, b.self_attention.dense) for b in t.h], t.ln_f
+    if kind == "mpt":
+        t = model.transformer
+        return [(b.norm_1, b.attn) for b in t.blocks], t.norm_f
     if kind == "gptj":
         t = model.transformer
         return [(b.ln_1, b.attn) for b in t.h], t.ln_f

@@ -192,6 +192,16 @@ REFUSALS = [
     ("falcon-mqa-parallel", dict(alibi=True), {}, "alibi=True"),
     ("gpt-bigcode-mqa", {}, {"num_key_value_heads": 2}, "'num_key_value_heads' = 2 disagrees with multi_query"),
     ("gpt-bigcode-per-head-unscaled", dict(add_cross_attention=True), {}, "add_cross_attention"),
+    ("bloom-alibi", dict(apply_residual_connection_post_layernorm=True), {}, "apply_residual_connection_post_layernorm"),
+    ("bloom-alibi", {}, {"num_key_value_heads": 2}, "'num_key_value_heads' = 2: every BLOOM head has its own"),
+    # MPT settings transformers does not compute as the config says (clipped or normed q/k, another
+    # kind of attention, other slopes, a logit scale) are refused inside attn_config by name
+    ("mpt-alibi-scaled", dict(attn_config={"clip_qkv": 4.0}), {}, r"attn_config\.clip_qkv=4\.0"),
+    ("mpt-alibi-scaled", dict(attn_config={"qk_ln": True}), {}, r"attn_config\.qk_ln=True"),
+    ("mpt-alibi-scaled", dict(attn_config={"attn_type": "multiquery_attention"}), {}, "attn_config.attn_type"),
+    ("mpt-alibi-scaled", dict(attn_config={"alibi_bias_max": 4}), {}, r"attn_config\.alibi_bias_max=4"),
+    ("mpt-alibi-scaled", dict(attn_config={"alibi": False}), {}, r"attn_config\.alibi=False"),
+    ("mpt-alibi-scaled", dict(logit_scale=2.0), {}, r"logit_scale=2\.0"),
 ]
 
 

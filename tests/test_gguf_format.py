@@ -1441,3 +1441,60 @@ def test_a_bloom_gguf_matches_the_model_object_and_runs_in_transformers(tmp_path
     with pytest.raises(compscope.UnsupportedModelError, match=r"kv\.gguf: config key 'num_key_value_heads' = 1: every "
                                                              "BLOOM head has its own keys and values"):
         compscope.load(tmp_path / "kv.gguf")
+
+
+def _write_mpt_gguf(path, model, alibi_bias_max: float = 8.0, extra: dict | None = None) -> None:
+    """An MPT GGUF as llama.cpp's converter writes one: HF's mpt tensors renamed, the fused ``Wqkv``
+    as stored, ALiBi's maximum as ``attention.max_alibi_bias``, no ``output`` tensor (tied)."""
+    sd = _numpy_state(model)
+    cfg = model.config
+    d, h, n = cfg.d_model, cfg.n_heads, cfg.n_layers
+    w = gguf.GGUFWriter(str(path), "mpt")
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([f"t{i}" for i in range(V)])
+    _metadata(w, block_count=n, context_length=cfg.max_seq_len, embedding_length=d, feed_forward_length=2 * d,
+              head_count=h, head_count_kv=None, layer_norm_eps=cfg.layer_norm_epsilon, max_alibi_bias=alibi_bias_max,
+              **(extra or {}))
+    w.add_tensor("token_embd.weight", sd["transformer.wte.weight"])
+    names = {"norm_1.weight": "attn_norm.weight", "attn.Wqkv.weight": "attn_qkv.weight",
+             "attn.out_proj.weight": "attn_output.weight", "norm_2.weight": "ffn_norm.weight",
+             "ffn.up_proj.weight": "ffn_up.weight", "ffn.down_proj.weight": "ffn_down.weight"}
+    for i in range(n):
+        for hf_name, g_name in names.items():
+            w.add_tensor(f"blk.{i}.{g_name}", sd[f"transformer.blocks.{i}.{hf_name}"])
+    w.add_tensor("output_norm.weight", sd["transformer.norm_f.weight"])
+    _finish(w)
+
+
+def test_an_mpt_gguf_matches_the_model_object(tmp_path):
+    """MPT (``mpt``): the fused ``Wqkv`` as stored, LayerNorms without biases, ALiBi with BLOOM's
+    slopes for six heads, the unembedding tied. Read back: the model object's heads, norms and
+    slopes, and the attention recomputed from them. Another ALiBi maximum than the 8 transformers
+    computes with, or llama.cpp's clamp of q, k and v, is refused by name; transformers' GGUF
+    reader does not read the architecture, so the data-based commands refuse it."""
+    cfg = hf_config("MptConfig", vocab_size=V, d_model=48, n_heads=6, n_layers=2, max_seq_len=32, expansion_ratio=2)
+    model = transformers.MptForCausalLM(cfg).eval()
+    _randomise(model, 35)
+    _write_mpt_gguf(tmp_path / "m.gguf", model)
+    ours, ref = compscope.load(tmp_path / "m.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "mpt" and ours.positions == "alibi"
+    assert ours.alibi.tolist() == ref.alibi.tolist() == [2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8, 2.0**-1, 2.0**-3]
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    assert ours.b_Q is ours.b_O is None and ours.attn_norm.bias is None
+    for a, b in [(ours.attn_norm, ref.attn_norm), (ours.final_norm, ref.final_norm)]:
+        assert torch.equal(a.weight, b.weight) and a.eps == pytest.approx(b.eps, rel=1e-6)
+    from compscope.core.attention import attention_forward
+
+    x = torch.randn(2, 9, 48, generator=torch.Generator().manual_seed(36))
+    for layer in range(2):
+        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
+    from compscope.data.runner import cannot_run
+
+    assert "a GGUF file of architecture 'mpt', which transformers' GGUF reader does not read" in cannot_run(tmp_path / "m.gguf")
+    _write_mpt_gguf(tmp_path / "b.gguf", model, alibi_bias_max=4.0)
+    with pytest.raises(compscope.UnsupportedModelError, match=r"b\.gguf: .*attn_config\.alibi_bias_max=4\.0"):
+        compscope.load(tmp_path / "b.gguf")
+    _write_mpt_gguf(tmp_path / "c.gguf", model, extra={"clamp_kqv": 6.0})
+    with pytest.raises(compscope.UnsupportedModelError, match=r"c\.gguf: .*clip_qkv=6\.0"):
+        compscope.load(tmp_path / "c.gguf")

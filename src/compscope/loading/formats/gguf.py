@@ -71,6 +71,7 @@ _ARCHS = {
     "falcon": ("falcon", False, False),  # HF's falcon names (_falcon_block), fused qkv regrouped into K/V groups
     "starcoder": ("gpt_bigcode", False, False),  # StarCoder 1 (GPT-BigCode): GPT-2's names, nn.Linear weights as stored
     "bloom": ("bloom", False, False),  # HF's bloom names (_BLOOM_BLOCK), fused qkv regrouped per head as GPT-NeoX's
+    "mpt": ("mpt", False, False),  # HF's mpt names (_MPT_BLOCK), the fused Wqkv as stored; ALiBi's maximum in attn_config
     "granite": ("granite", True, False),  # Llama's layout (llama.cpp converts it as a Llama) and four scalars
     "granitemoe": ("granitemoe", True, False),  # (_ARCH_KEYS); the experts, shared one included, are MLP
     "smollm3": ("smollm3", True, False),  # a Llama to llama.cpp; its layers without rotary are not stored:
@@ -139,6 +140,12 @@ _BLOOM_TOP = {"token_embd.weight": "transformer.word_embeddings.weight", "output
               "token_embd_norm.weight": "transformer.word_embeddings_layernorm.weight",
               "token_embd_norm.bias": "transformer.word_embeddings_layernorm.bias",
               "output_norm.weight": "transformer.ln_f.weight", "output_norm.bias": "transformer.ln_f.bias"}
+#: MPT files keep HF's mpt names, ``Wqkv`` rows ``[q heads | k heads | v heads]`` as stored
+_MPT_BLOCK = {"attn_norm.weight": "norm_1.weight", "attn_norm.bias": "norm_1.bias", "attn_qkv.weight": "attn.Wqkv.weight",
+              "attn_qkv.bias": "attn.Wqkv.bias", "attn_output.weight": "attn.out_proj.weight",
+              "attn_output.bias": "attn.out_proj.bias"}
+_MPT_TOP = {"token_embd.weight": "transformer.wte.weight", "output.weight": "lm_head.weight",
+            "output_norm.weight": "transformer.norm_f.weight", "output_norm.bias": "transformer.norm_f.bias"}
 _FALCON_TOP = {"token_embd.weight": "transformer.word_embeddings.weight", "output.weight": "lm_head.weight",
                "output_norm.weight": "transformer.ln_f.weight", "output_norm.bias": "transformer.ln_f.bias"}
 
@@ -182,6 +189,7 @@ _LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn
                         (("attention.query_key_value.weight", "attention.query_key_value.bias"), _neox_per_head)),
             "bloom": (_BLOOM_BLOCK, "transformer.h.{i}.", _BLOOM_TOP, (),
                       (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _neox_per_head)),
+            "mpt": (_MPT_BLOCK, "transformer.blocks.{i}.", _MPT_TOP, (), ((), None)),
             "falcon": (_falcon_block(two_norms=False), "transformer.h.{i}.", _FALCON_TOP, (),
                        (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _falcon_grouped))}
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
@@ -377,6 +385,8 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
                 f"{fields.get(f'{arch}.attention.head_count_kv', 'missing')}: llama.cpp writes StarCoder files "
                 "multi-query (one key/value head), and compscope reads them so only")
         cfg["multi_query"] = True
+    if arch == "mpt" and f"{arch}.attention.max_alibi_bias" in fields:  # ALiBi's maximum, where MPT's config keeps it
+        cfg["attn_config"] = {"alibi_bias_max": fields[f"{arch}.attention.max_alibi_bias"]}
     if arch == "command-r":  # Command R+'s per-head QK LayerNorms, there when their stacked gains are
         cfg["use_qk_norm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)
     if "vocab_size" not in cfg:
@@ -504,7 +514,7 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     ``rope_parameters`` (transformers 5) or, ``rope_parameters=False``, as ``rope_theta`` and
     (StableLM) ``partial_rotary_factor`` (transformers 4). A file transformers would build as
     another model (a Falcon with K/V groups), or not at all (a split file; an architecture its
-    GGUF reader does not read: OLMo, Phi-2, GPT-NeoX, StarCoder 1, Gemma 1, Granite and its hybrids, Cohere,
+    GGUF reader does not read: OLMo, Phi-2, GPT-NeoX, StarCoder 1, MPT, Gemma 1, Granite and its hybrids, Cohere,
     SmolLM3), is refused."""
     files, fields, located = _open_shards(Path(path))  # the headers only: no tensor is read
     if len(files) > 1:
