@@ -77,6 +77,10 @@ CASES = {
     "mpt": lambda: transformers.MptForCausalLM(transformers.MptConfig(  # ALiBi, no biases
         architectures=["MptForCausalLM"], vocab_size=VOCAB, d_model=32, n_heads=4, n_layers=2, max_seq_len=64,
         expansion_ratio=2)),
+    "gpt-oss": lambda: transformers.GptOssForCausalLM(transformers.GptOssConfig(  # attention sinks, YaRN
+        architectures=["GptOssForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, num_hidden_layers=2, intermediate_size=32, sliding_window=3,
+        num_local_experts=2, num_experts_per_tok=1)),
     "bert": lambda: transformers.BertForMaskedLM(transformers.BertConfig(  # post-LN: ln1 is the norm after attention
         architectures=["BertForMaskedLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_hidden_layers=3,
         intermediate_size=48, max_position_embeddings=32)),

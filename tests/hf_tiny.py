@@ -66,6 +66,17 @@ VARIANTS = [
     Variant("llama-linear-rope-tied", "llama", "LlamaConfig",
             dict(_LLAMA, num_key_value_heads=2, tie_word_embeddings=True,
                  rope_parameters={"rope_type": "linear", "rope_theta": 1000.0, "factor": 2.0})),
+    # YaRN over 4 pairs, base 500, original context 4096: the ramp runs from pair 1.94 to 4.17 (not rounded:
+    # truncate false), so the pairs are kept, kept, 3% and 48% interpolated; queries and keys times 0.1 ln 4 + 1
+    Variant("qwen2-yarn-gqa", "llama", "Qwen2Config",
+            dict(_LLAMA, num_key_value_heads=2,
+                 rope_parameters={"rope_type": "yarn", "rope_theta": 500.0, "factor": 4.0, "truncate": False,
+                                  "original_max_position_embeddings": 4096, "beta_fast": 32.0, "beta_slow": 1.0})),
+    # gpt-oss: a sink logit per head, biases, layer 0 sliding (window 3) and layer 1 full, YaRN as it ships
+    Variant("gpt-oss-sinks-yarn", "llama", "GptOssConfig",
+            dict(_LLAMA, num_key_value_heads=2, sliding_window=3, num_local_experts=2, num_experts_per_tok=1,
+                 rope_parameters={"rope_type": "yarn", "rope_theta": 150000.0, "factor": 32.0, "beta_fast": 32.0,
+                                  "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 4096})),
     # wavelengths 6.3, 20, 63, 199 against the original context 128: kept, kept, interpolated, divided
     Variant("llama3-rope-scaling", "llama", "LlamaConfig",
             dict(_LLAMA, num_key_value_heads=2, max_position_embeddings=256,

@@ -130,10 +130,10 @@ def test_config_missing_a_required_key(llama_copy, model_type, key):
 
 def test_unsupported_config_setting_is_named(llama_copy):
     cfg = json.loads((llama_copy / "config.json").read_text())
-    cfg["rope_scaling"] = {"rope_type": "yarn", "factor": 4.0}
-    cfg["rope_parameters"] = {"rope_type": "yarn", "factor": 4.0, "rope_theta": 10000.0}
+    cfg["rope_scaling"] = {"rope_type": "dynamic", "factor": 4.0}  # NTK scaling that changes with the length
+    cfg["rope_parameters"] = {"rope_type": "dynamic", "factor": 4.0, "rope_theta": 10000.0}
     (llama_copy / "config.json").write_text(json.dumps(cfg))
-    expect(UnsupportedModelError, lambda: compscope.load(llama_copy), "yarn")
+    expect(UnsupportedModelError, lambda: compscope.load(llama_copy), "dynamic")
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compscope import HeadWeights, LowRank, Meta, Norm, Rotary, WeightError
+from compscope import HeadWeights, LowRank, Meta, Norm, Rotary, UnsupportedModelError, WeightError
 
 
 def random_heads(L=2, H=4, G=2, r=3, d=8, V=11, rotary=False, seed=0) -> HeadWeights:
@@ -192,3 +192,59 @@ def test_alibi_bias_by_hand_and_its_slopes_checked():
         small(L=1, H=2, G=1).replace(positions="alibi", alibi=torch.tensor([0.5, 2.0]))
     with pytest.raises(WeightError, match="with ALiBi slopes"):
         small(L=1, H=2, G=1, rotary=False).replace(alibi=torch.tensor([0.5, 2.0]))
+
+
+def test_yarn_frequencies_and_attention_factor_by_hand():
+    """YaRN over 4 pairs, base 500, original context 4096, factor 4, not truncated: pair ``i`` turns
+    ``4096 f_i / 2π`` times over the original context; the ramp runs between the pair indices that
+    turn 32 times and once, ``c(b) = 8 ln(4096 / 2πb) / (2 ln 500)``, so a pair at ramp ``t`` takes
+    ``f (1 − t) + t f / 4``. Its attention factor is ``0.1 ln 4 + 1`` unless given, and with
+    DeepSeek's ``mscale = mscale_all_dim`` it is 1."""
+    import math
+
+    from compscope.loading.families.base import YARN_TYPES, inv_freq, rope_attention_factor
+
+    s = {"rope_type": "yarn", "rope_theta": 500.0, "factor": 4.0, "original_max_position_embeddings": 4096,
+         "truncate": False}
+    c = lambda b: 8 * math.log(4096 / (2 * math.pi * b)) / (2 * math.log(500))  # noqa: E731
+    low, high = c(32), c(1)
+    base = [500.0 ** (-2 * i / 8) for i in range(4)]
+    ramp = [min(max((i - low) / (high - low), 0.0), 1.0) for i in range(4)]
+    want = [f * (1 - t) + t * f / 4 for f, t in zip(base, ramp)]
+    assert ramp[0] == ramp[1] == 0 and 0 < ramp[2] < ramp[3] < 1  # kept, kept, two in between
+    np.testing.assert_allclose(inv_freq(8, s, "t", kinds=YARN_TYPES).numpy(), want, rtol=1e-12)
+    rounded = [min(max((i - math.floor(low)) / (math.ceil(high) - math.floor(low)), 0.0), 1.0) for i in range(4)]
+    np.testing.assert_allclose(inv_freq(8, {**s, "truncate": True}, "t", kinds=YARN_TYPES).numpy(),
+                               [f * (1 - t) + t * f / 4 for f, t in zip(base, rounded)], rtol=1e-12)
+    assert rope_attention_factor(s, "t") == pytest.approx(0.1 * math.log(4) + 1, rel=1e-12)
+    assert rope_attention_factor({**s, "attention_factor": 2.0}, "t") == 2.0
+    assert rope_attention_factor({**s, "factor": 40.0, "mscale": 0.707, "mscale_all_dim": 0.707}, "t") == 1.0
+    assert rope_attention_factor({"rope_type": "linear", "factor": 4.0}, "t") == 1.0
+    with pytest.raises(UnsupportedModelError, match="rope type .yarn. is not supported"):
+        inv_freq(8, s, "t")  # a family that does not fold the attention factor
+
+
+def test_attention_sinks_by_hand():
+    """Two heads with sink logits 0 and ln 3, all logits 0: query i spreads ``1 / (i + 1 + e^s)`` on
+    each of its ``i + 1`` keys, the rest going to the sink; a sink shape other than (layer, head)
+    is refused by name; the card says the sinks are there; the relative previous-token score over a
+    window of 64 logits 0 (queries zero) is ``1 / (64 + e^s)``."""
+    import math
+
+    from test_composition import model as small
+    from compscope.analysis.circuits import rotary_previous
+    from compscope.core.attention import attend
+    from compscope.core.card import card_rows
+
+    hw = small(L=1, H=2, G=1, rotary=False).replace(positions="alibi", alibi=torch.zeros(2),
+                                                      sinks=torch.tensor([[0.0, math.log(3.0)]]))
+    q = torch.zeros(1, 2, 4, 3)
+    pattern = attend(hw, 0, q, q)[0]
+    for h, e_s in enumerate((1.0, 3.0)):
+        for i in range(4):
+            np.testing.assert_allclose(pattern[h, i, : i + 1].numpy(), [1 / (i + 1 + e_s)] * (i + 1), rtol=1e-6)
+    with pytest.raises(WeightError, match=r"sinks has shape \(2,\), expected \(1, 2\)"):
+        hw.replace(sinks=torch.zeros(2))
+    assert "a learned logit per head, 0 to 1.1" in dict(card_rows(hw))["attention sinks"]
+    blind = hw.replace(W_Q=torch.zeros_like(hw.W_Q))  # every logit 0 (no rotation, slopes 0)
+    np.testing.assert_allclose(rotary_previous(blind)[0].numpy(), [1 / 65, 1 / 67], rtol=1e-6)

@@ -87,8 +87,15 @@ def bloom():  # ALiBi slopes, the embeddings LayerNorm in W_E
     return _randomise(transformers.BloomForCausalLM(cfg), 7)
 
 
+def gpt_oss():  # attention sinks, YaRN's attention factor in the logit scale
+    cfg = transformers.GptOssConfig(vocab_size=51, hidden_size=32, intermediate_size=32, num_hidden_layers=2,
+                                    num_attention_heads=4, num_key_value_heads=2, head_dim=8, sliding_window=4,
+                                    num_local_experts=2, num_experts_per_tok=1)
+    return _randomise(transformers.GptOssForCausalLM(cfg), 8)
+
+
 MODELS = {"llama-gqa": llama_gqa, "gemma3": gemma3, "gpt2": gpt2, "bert": bert, "gemma2": gemma2, "olmo2": olmo2,
-          "bloom": bloom}
+          "bloom": bloom, "gpt-oss": gpt_oss}
 
 
 def assert_identical(a, b, path: str = "hw") -> None:
@@ -141,6 +148,8 @@ def test_round_trip_keeps_the_features_under_test(tmp_path):
     assert o.attn_norm is None and o.norm_placement == "none" and o.attn_out_norm is not None
     b = compscope.load(MODELS["bloom"]())
     assert b.positions == "alibi" and b.alibi.tolist() == [2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8, 2.0**-1]
+    s = compscope.load(MODELS["gpt-oss"]())
+    assert s.sinks is not None and s.sinks.shape == (2, 4) and s.attn_scale > 8**-0.5  # YaRN's factor squared
 
 
 def test_files_written_before_the_qk_norm_scope_existed_load_per_head(tmp_path):

@@ -16,7 +16,7 @@ import pytest
 from environments import ROOT, python_of, subprocess_env
 
 CASES = ["gpt2", "gpt-neo", "neox", "llama-gqa", "qwen2-bias", "qwen3", "gemma2", "gemma3", "olmo2", "phi", "gptj", "opt",
-         "bloom", "mpt", "bert"]
+         "bloom", "mpt", "gpt-oss", "bert"]
 #: OLMo-2 has no norm before its attention, and BERT's norms come after it (post-LN): compatibility mode's
 #: processing leaves their attention weights as they were, so the check that they changed (and are read
 #: as changed) cannot apply

@@ -255,7 +255,7 @@ def rotary_previous(hw: HeadWeights, window: int = 64, content: Mapping[int, Ten
 
     A ranking of heads by how much their weights prefer the previous position; position-independent
     content (induction, duplicate tokens) is averaged out by design."""
-    from ..core.attention import input_norm, project
+    from ..core.attention import input_norm, project, softmax_with_sink
 
     if not relative_positions(hw):
         raise OptionError(f"{hw.meta.name}: relative previous-token scores need rotary or ALiBi positions; this "
@@ -272,7 +272,7 @@ def rotary_previous(hw: HeadWeights, window: int = 64, content: Mapping[int, Ten
         q = project(hw, layer, "Q", mu, positions=torch.zeros(1))  # (1, H, 1, r), unrotated (position 0)
         k = project(hw, layer, "K", mu.expand(1, window, -1), positions=-delta)  # key at offset δ behind
         logits = hw.logits((q @ k.transpose(-1, -2))[0, :, 0])  # (H, window)
-        out.append(_window(hw, layer, logits, delta).double().softmax(-1)[:, 1])
+        out.append(softmax_with_sink(hw, layer, _window(hw, layer, logits, delta).double(), head_axis=0)[:, 1])
     return torch.stack(out)
 
 
@@ -293,7 +293,7 @@ def _window(hw: HeadWeights, layer: int, logits: Tensor, delta: Tensor) -> Tenso
 
 def _sampled_rotary_previous(hw: HeadWeights, window: int, content: Mapping[int, Tensor], seed: int) -> Tensor:
     """:func:`rotary_previous` with the content drawn from samples (its docstring)."""
-    from ..core.attention import move, project
+    from ..core.attention import move, project, softmax_with_sink
 
     missing = [l for l in range(hw.n_layers) if l not in content]
     if missing:
@@ -315,7 +315,7 @@ def _sampled_rotary_previous(hw: HeadWeights, window: int, content: Mapping[int,
         logits = torch.stack([(q * move(hw, layer, k[:, :, draws[d]], torch.full((n,), -float(d)))[0]).sum(-1)
                               for d in range(window)], -1)  # (H, n, window): the key drawn for δ, rotated back δ
         logits = _window(hw, layer, hw.logits(logits), delta)
-        out.append(logits.double().softmax(-1)[..., 1].mean(-1))
+        out.append(softmax_with_sink(hw, layer, logits.double(), head_axis=0)[..., 1].mean(-1))
     return torch.stack(out)
 
 

@@ -122,7 +122,7 @@ def move(hw: HeadWeights, layer: int, y: Tensor, positions: Tensor) -> Tensor:
 def attend(hw: HeadWeights, layer: int, q: Tensor, k: Tensor, positions: Tensor | None = None) -> Tensor:
     """The attention pattern ``(batch, head, q_pos, k_pos)`` of queries and keys from :func:`project`:
     scaled (and soft-capped) dot products, the ALiBi bias, the causal mask and the layer's sliding
-    window, softmax."""
+    window, softmax (beside each head's sink logit, where the model has sinks: :func:`softmax_with_sink`)."""
     seq = q.shape[-2]
     positions = torch.arange(seq, device=q.device) if positions is None else positions.to(q.device)
     i, j = positions[:, None], positions[None, :]
@@ -133,7 +133,20 @@ def attend(hw: HeadWeights, layer: int, q: Tensor, k: Tensor, positions: Tensor 
     window = hw.sliding_window[layer] if hw.sliding_window else None
     if window is not None:
         allowed &= (i - j) < window
-    return logits.masked_fill(~allowed, float("-inf")).softmax(-1)
+    return softmax_with_sink(hw, layer, logits.masked_fill(~allowed, float("-inf")))
+
+
+def softmax_with_sink(hw: HeadWeights, layer: int, logits: Tensor, head_axis: int = -3) -> Tensor:
+    """``softmax(logits)`` over the last axis of ``logits`` (its heads on ``head_axis``); where
+    ``layer`` has attention sinks (gpt-oss), over the keys and one more logit per head, ``s_h``, the
+    sink, whose share is then dropped: ``p_j = e^{ℓ_j} / (e^{s_h} + Σ_k e^{ℓ_k})``, each row summing
+    to less than 1."""
+    if hw.sinks is None:
+        return logits.softmax(-1)
+    shape = [1] * logits.ndim
+    shape[head_axis] = -1
+    sink = hw.sinks[layer].to(logits.device, logits.dtype).reshape(shape).expand(*logits.shape[:-1], 1)
+    return torch.cat([logits, sink], -1).softmax(-1)[..., :-1]
 
 
 def with_bias(hw: HeadWeights, logits: Tensor, offset: Tensor) -> Tensor:

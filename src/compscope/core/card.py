@@ -75,6 +75,9 @@ def card_rows(hw: HeadWeights) -> list[tuple[str, str]]:
                                                  if hw.qk_norm_scope == "head" else ", over all heads of a layer")))
     if hw.attn_out_norm is not None:
         rows.append(("attention-output norm", hw.attn_out_norm.describe()))
+    if hw.sinks is not None:
+        rows.append(("attention sinks", f"a learned logit per head, {float(hw.sinks.min()):.3g} to "
+                                        f"{float(hw.sinks.max()):.3g}: a key every query sees, with no value"))
     rows += [
         ("positions", pos),
         ("unembedding", _unembedding(hw)),

@@ -218,6 +218,7 @@ class HeadWeights:
     rotary: Rotary | None = None
     positions: str = "none"  # 'learned', 'rotary', 'alibi', 'none'
     alibi: Tensor | None = None  # (head,) ALiBi slopes m_h >= 0: logit - m_h (i - j) for query i, key j (Bloom)
+    sinks: Tensor | None = None  # (layer, head) attention-sink logits: one more key per query, with no value (gpt-oss)
     attn_scale: float = 0.0  # logit = attn_scale * q·k; 0 means d_head ** -0.5
     attn_softcap: float | None = None  # logit -> c tanh(logit / c) before the mask and softmax (Gemma 2)
     causal: bool = True
@@ -254,6 +255,8 @@ class HeadWeights:
             raise WeightError(f"b_U has shape {tuple(self.b_U.shape)}, expected (n_vocab,)")
         if len(self.kv_map) != H or any(not _is_int(g) or not 0 <= g < G for g in self.kv_map):
             raise WeightError(f"kv_map {self.kv_map} does not map {H} query heads onto {G} K/V heads")
+        if self.sinks is not None and tuple(self.sinks.shape) != (L, H):
+            raise WeightError(f"sinks has shape {tuple(self.sinks.shape)}, expected {(L, H)}: one logit per layer and head")
         if self.sliding_window and len(self.sliding_window) != L:
             raise WeightError(f"sliding_window lists {len(self.sliding_window)} layers, model has {L}")
         self._check_settings(L, r)

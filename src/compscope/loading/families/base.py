@@ -318,15 +318,63 @@ def rope_settings(config: dict, layer_type: str | None = None) -> dict:
         out.update({k: v for k, v in scaling.items() if k not in ("type",)})
     if config.get("partial_rotary_factor") is not None:
         out.setdefault("partial_rotary_factor", config["partial_rotary_factor"])
+    if out.get("rope_type") == "yarn" and config.get("max_position_embeddings") is not None:
+        out.setdefault("original_max_position_embeddings", config["max_position_embeddings"])  # transformers' fallback
     return out
 
 
-#: the rope types :func:`inv_freq` computes (each a change of the frequencies alone)
+#: the rope types :func:`inv_freq` computes that change the frequencies alone
 ROPE_TYPES = ("default", "linear", "llama3")
+#: and YaRN, which also scales rotated queries and keys (:func:`rope_attention_factor`): read only
+#: where the converter folds that scale into the logits
+YARN_TYPES = ROPE_TYPES + ("yarn",)
 
 
-def inv_freq(dim: int, settings: dict, where: str, default_theta: float = 10000.0) -> Tensor:
-    """``1 / theta^(2i/dim)``, float64, with the rope type's scaling (``ROPE_TYPES``); other rope
+def _mscale(scale: float, m: float = 1.0) -> float:
+    """YaRN's magnitude correction ``0.1 m ln(scale) + 1`` (1 for ``scale <= 1``)."""
+    return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+
+def rope_attention_factor(settings: dict, where: str) -> float:
+    """The factor by which a rope type scales rotated queries and keys (transformers multiplies its
+    cos and sin by it): 1 but for ``yarn``, where it is ``attention_factor`` if given, else
+    ``mscale(factor, mscale) / mscale(factor, mscale_all_dim)`` where both are given, else
+    ``mscale(factor) = 0.1 ln(factor) + 1`` (``1`` for ``factor <= 1``)."""
+    if (settings.get("rope_type") or "default") != "yarn":
+        return 1.0
+    if settings.get("attention_factor") is not None:
+        return number(settings, where, "attention_factor", open_low=True)
+    factor = number(settings, where, "factor", low=0.0, open_low=True)
+    m, m_all = settings.get("mscale"), settings.get("mscale_all_dim")
+    if m and m_all:
+        return _mscale(factor, number(settings, where, "mscale")) / _mscale(factor, number(settings, where, "mscale_all_dim"))
+    return _mscale(factor)
+
+
+def _yarn(f: Tensor, dim: int, theta: float, settings: dict, where: str) -> Tensor:
+    """YaRN's frequencies: with ``n`` the original context and ``c(b) = dim ln(n / (2π b)) / (2 ln θ)``
+    the index of the pair that turns ``b`` times over it, the pairs below ``c(beta_fast)`` (default
+    32) keep ``f``, those above ``c(beta_slow)`` (default 1) take ``f / factor``, and a linear ramp
+    over the pair index joins them (the bounds rounded outwards unless ``truncate`` is false)."""
+    factor = number(settings, where, "factor", low=0.0, open_low=True)
+    n = number(settings, where, "original_max_position_embeddings", low=0.0, open_low=True)
+    fast = number(settings, where, "beta_fast", default=32.0, open_low=True) if settings.get("beta_fast") else 32.0
+    slow = number(settings, where, "beta_slow", default=1.0, open_low=True) if settings.get("beta_slow") else 1.0
+    pair = lambda turns: dim * math.log(n / (turns * 2 * math.pi)) / (2 * math.log(theta))  # noqa: E731
+    low, high = pair(fast), pair(slow)
+    if settings.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, dim - 1)
+    if low == high:
+        high += 0.001  # transformers' guard against a zero-width ramp
+    ramp = ((torch.arange(dim // 2, dtype=torch.float64) - low) / (high - low)).clamp(0, 1)
+    return f / factor * ramp + f * (1 - ramp)
+
+
+def inv_freq(dim: int, settings: dict, where: str, default_theta: float = 10000.0,
+             kinds: tuple[str, ...] = ROPE_TYPES) -> Tensor:
+    """``1 / theta^(2i/dim)``, float64, with the rope type's scaling (one of ``kinds``: ``ROPE_TYPES``,
+    or ``YARN_TYPES`` where the caller folds YaRN's :func:`rope_attention_factor`); other rope
     types are refused by name. The base must be a finite number above 1 and ``dim`` a positive even
     number.
 
@@ -334,7 +382,8 @@ def inv_freq(dim: int, settings: dict, where: str, default_theta: float = 10000.
     - ``llama3`` (Llama 3.1 on): with wavelengths ``λ = 2π / f`` and ``n`` the original context,
       frequencies with ``λ < n / high_freq_factor`` are kept, those with ``λ > n / low_freq_factor``
       divided by ``factor``, and those between interpolated, ``(1 − s) f / factor + s f`` with
-      ``s = (n / λ − low_freq_factor) / (high_freq_factor − low_freq_factor)``."""
+      ``s = (n / λ − low_freq_factor) / (high_freq_factor − low_freq_factor)``.
+    - ``yarn``: :func:`_yarn`."""
     if isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0 or dim % 2:
         raise LoadError(f"{where}: the rotary dimension {dim!r} is not a positive even number (head width × partial_rotary_factor)")
     theta = number(settings, where, "rope_theta", default=default_theta, low=1.0, open_low=True)
@@ -352,8 +401,10 @@ def inv_freq(dim: int, settings: dict, where: str, default_theta: float = 10000.
         wavelength = 2 * math.pi / f
         s = (n / wavelength - low) / (high - low)
         f = torch.where(wavelength < n / high, f, torch.where(wavelength > n / low, f / factor, (1 - s) * f / factor + s * f))
-    elif kind != "default":
-        raise UnsupportedModelError(f"{where}: rope type {kind!r} is not supported (supported: {', '.join(ROPE_TYPES)})")
+    elif kind == "yarn" and kind in kinds:
+        f = _yarn(f, dim, theta, settings, where)
+    elif kind != "default" or kind not in kinds:
+        raise UnsupportedModelError(f"{where}: rope type {kind!r} is not supported (supported: {', '.join(kinds)})")
     return f
 
 
@@ -376,11 +427,18 @@ def layer_rotary(d_head: int, settings: dict, where: str, n_layers: int, style: 
     return Rotary(dim, inv_freq(dim, settings, where)[None].expand(n_layers, -1).contiguous(), style)
 
 
-def rope_accept(value: Any) -> bool:
-    """Accept rope settings of a type in ``ROPE_TYPES`` (checked in detail by ``inv_freq``)."""
-    if value is None:
-        return True
-    if not isinstance(value, dict):
-        return False
-    subs = [v for v in value.values() if isinstance(v, dict)] or [value]
-    return all((s.get("rope_type") or s.get("type") or "default") in ROPE_TYPES for s in subs)
+def rope_accept_of(kinds: tuple[str, ...]) -> Callable[[Any], bool]:
+    """An ``accept`` test of rope settings whose types are all in ``kinds`` (checked in detail by ``inv_freq``)."""
+    def accept(value: Any) -> bool:
+        if value is None:
+            return True
+        if not isinstance(value, dict):
+            return False
+        subs = [v for v in value.values() if isinstance(v, dict)] or [value]
+        return all((s.get("rope_type") or s.get("type") or "default") in kinds for s in subs)
+    return accept
+
+
+#: rope settings of a type in ``ROPE_TYPES``; ``rope_accept_yarn``: or YaRN (the Llama-like converter)
+rope_accept = rope_accept_of(ROPE_TYPES)
+rope_accept_yarn = rope_accept_of(YARN_TYPES)

@@ -18,7 +18,8 @@ from ...errors import LoadError, UnsupportedModelError
 from ...core.heads import HeadWeights, Meta, Norm, Rotary
 from . import register
 from .base import (MAX_HEADS, MAX_LAYERS, Family, checkpoint_notes, config_attention_bias, integer, inv_freq, kv_groups,
-                   number, rope_accept, rope_settings, rotary_dim, split_cols, split_rows, stack, unembedding)
+                   number, rope_accept_yarn, rope_attention_factor, rope_settings, rotary_dim, split_cols, split_rows, stack, unembedding,
+                   YARN_TYPES)
 
 #: where the layers are: a causal LM, a base model, a vision-language model's language model (as transformers
 #: saves one since 4.52, and before)
@@ -51,6 +52,7 @@ class LlamaLikeOptions:
     rotary_style: str = "half"  # Cohere: 'interleaved', pairs (2i, 2i + 1)
     logit_scale: float = 1.0  # Cohere: logits = scale · W_U x, the scale folded into W_U
     final_norm: str = "norm"  # the final norm's module name (Jamba: final_layernorm)
+    sinks: bool = False  # gpt-oss: a learned sink logit per head (self_attn.sinks)
 
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -163,7 +165,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
     if prefix is None:
         raise UnsupportedModelError(f"{where}: no tensor named like '{probe}' (tried prefixes {PREFIXES})")
 
-    wq, wk, wv, wo, bq, bk, bv, bo, g_in, b_in, qn, kn, g_post = ([] for _ in range(13))
+    wq, wk, wv, wo, bq, bk, bv, bo, g_in, b_in, qn, kn, g_post, sinks = ([] for _ in range(14))
     for i in layers:
         p = f"{prefix}layers.{i}."
         if opts.fused_qkv:  # rows (and bias entries) [q heads | k heads | v heads]
@@ -194,6 +196,8 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
             kn.append(ts.take(p + "self_attn.k_norm.weight", (G * r if layer_wide else r,)))
         if opts.post_attn_norm:
             g_post.append(ts.take(p + "post_attention_layernorm.weight", (d,)))
+        if opts.sinks:
+            sinks.append(ts.take(p + "self_attn.sinks", (H,)))
 
     emb = ts.take(prefix + "embed_tokens.weight")
     if emb.ndim != 2 or emb.shape[1] != d:
@@ -203,7 +207,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
     every_type = family.layer_types(cfg, n_model, where)  # per model layer, once
     types = [every_type[i] for i in layers]
     window = cfg.get("sliding_window")
-    freqs, rope_notes = [], []
+    freqs, rope_notes, amplitudes = [], [], set()
     rot_dim = r
     for t in types:
         s = rope_settings(cfg, t)
@@ -212,13 +216,25 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         if opts.partial_rotary != 1.0:
             s.setdefault("partial_rotary_factor", opts.partial_rotary)
         rot_dim = rotary_dim(r, s, where)
-        freqs.append(inv_freq(rot_dim, s, where, opts.default_theta))
+        freqs.append(inv_freq(rot_dim, s, where, opts.default_theta, kinds=YARN_TYPES))
+        amplitudes.add(rope_attention_factor(s, where))
         if s.get("rope_type") == "llama3" and not rope_notes:
             rope_notes.append(
                 f"rotary frequencies rescaled as Llama 3 does (factor {s['factor']:g}, original context "
                 f"{s['original_max_position_embeddings']:g}): the slow ones divided by the factor, the fast ones kept"
             )
 
+    attn_scale = opts.attn_scale
+    if amplitudes != {1.0}:  # YaRN scales rotated queries and keys by a factor a: the logits by a² (whole heads rotated)
+        if len(amplitudes) > 1 or rot_dim != r:
+            raise UnsupportedModelError(f"{where}: YaRN's attention factor {sorted(amplitudes)} on "
+                                        f"{'layers of different rope settings' if len(amplitudes) > 1 else f'{rot_dim} of {r} head dims'}: "
+                                        "it scales the rotated dims alone, which compscope's one logit scale cannot hold")
+        a = amplitudes.pop()
+        attn_scale = (attn_scale or r**-0.5) * a * a
+        rope_notes.append(f"YaRN rope scaling (factor {s['factor']:g}, original context "
+                          f"{s['original_max_position_embeddings']:g}): frequencies interpolated, and the attention "
+                          f"factor {a:.6g} on queries and keys folded into the logit scale as its square")
     divisors = ts.take("rope_freqs.weight", (rot_dim // 2,), required=False)  # only GGUF files carry it
     if divisors is not None:  # llama.cpp's form of a frequency scaling (Llama 3.1): f_i / divisor_i
         if bool((divisors <= 0).any()):  # take() has refused non-finite values already
@@ -258,6 +274,9 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
             "post-attention norm: each layer's attention output is RMS-normalised before entering "
             "the residual, so W_OV describes what a head writes only up to that per-token scale"
         )
+    if opts.sinks:
+        notes.append("attention sinks: each head's softmax also spans a learned logit with no value, so its pattern "
+                     "sums to less than 1; W_QK-based scores describe the logits before it")
     if opts.attn_softcap is not None:
         notes.append(
             f"attention logits are soft-capped, c tanh(l / c) with c = {opts.attn_softcap:g}: a monotone map of the "
@@ -300,9 +319,10 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         qk_norm=(norm(qn, opts.qk_norm_kind), norm(kn, opts.qk_norm_kind)) if opts.qk_norm else None,
         qk_norm_scope=opts.qk_norm_scope,
         attn_out_norm=norm(g_post) if opts.post_attn_norm else None,
+        sinks=torch.stack(sinks) if opts.sinks else None,
         rotary=Rotary(rot_dim, torch.stack(freqs), opts.rotary_style),
         positions="rotary",
-        attn_scale=opts.attn_scale,
+        attn_scale=attn_scale,
         attn_softcap=opts.attn_softcap,
         causal=True,
         sliding_window=tuple(window if t == "sliding_attention" else None for t in types),
@@ -324,7 +344,7 @@ class LlamaLike(Family):
     ignored = frozenset("pretraining_tp num_local_experts num_experts_per_tok output_router_logits router_aux_loss_coef "
                         "router_jitter_noise num_experts moe_intermediate_size shared_expert_intermediate_size "
                         "decoder_sparse_step norm_topk_prob mlp_only_layers".split())  # Mixtral's, Qwen2-MoE's MLP
-    accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
+    accept = {"rope_parameters": rope_accept_yarn, "rope_scaling": rope_accept_yarn}
     options = LlamaLikeOptions()
 
     hook_points = classmethod(llamalike_hooks)
