@@ -384,10 +384,10 @@ def test_gguf_linear_rope_scaling_is_read(tmp_path):
 
 def test_gguf_unsupported_rope_is_refused(tmp_path):
     gguf = pytest.importorskip("gguf")
-    f = tmp_path / "yarn.gguf"
+    f = tmp_path / "scaled.gguf"
     write_tiny_gguf(f, metadata=lambda w: (w.add_rope_scaling_type(gguf.RopeScalingType.YARN),
                                           w.add_rope_scaling_factor(4.0)))
-    expect(UnsupportedModelError, lambda: compscope.load(f), str(f), "yarn")
+    expect(UnsupportedModelError, lambda: compscope.load(f), str(f), "rope scaling 'yarn' is not supported")
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0])

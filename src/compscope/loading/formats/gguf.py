@@ -366,6 +366,9 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
         cfg["sliding_window_pattern"] = pattern
     scaling = fields.get(f"{arch}.rope.scaling.type")
     factor = fields.get(f"{arch}.rope.scaling.factor")
+    if scaling == "yarn":  # llama.cpp's own YaRN settings (ext_factor, attn_factor, its context keys): not read
+        raise UnsupportedModelError(f"{path}: GGUF rope scaling 'yarn' is not supported (llama.cpp states YaRN in "
+                                    "settings of its own); read the model's HuggingFace folder, whose YaRN compscope reads")
     if scaling not in (None, "none") or factor not in (None, 0.0, 1.0):
         # the families accept 'linear' and refuse other types by name
         cfg["rope_scaling"] = {"rope_type": scaling or "linear", "factor": 1.0 if factor is None else factor}
