@@ -94,6 +94,13 @@ VARIANTS = [
     Variant("qwen2-moe-no-qkv-bias", "llama", "Qwen2MoeConfig",
             dict(_LLAMA, num_key_value_heads=2, qkv_bias=False, num_experts=4, num_experts_per_tok=2,
                  moe_intermediate_size=16, shared_expert_intermediate_size=16)),
+    # LongRoPE as Phi-3.5 ships it: per-pair short factors (sequences within the original 32 tokens), the
+    # context four times the original, so queries and keys times sqrt(1 + ln 4 / ln 32)
+    Variant("phi3-longrope", "llama", "Phi3Config",
+            dict(_COMMON, num_key_value_heads=2, max_position_embeddings=128, original_max_position_embeddings=32,
+                 rms_norm_eps=1e-5, pad_token_id=0, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
+                 rope_parameters={"rope_type": "longrope", "rope_theta": 700.0, "short_factor": [1.0, 1.5, 2.0, 4.0],
+                                  "long_factor": [2.0, 3.0, 4.0, 8.0]})),
     Variant("phi3-fused-partial-rotary-sliding", "llama", "Phi3Config",
             dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-5, sliding_window=4,
                  pad_token_id=0, bos_token_id=1, eos_token_id=2,
@@ -264,8 +271,9 @@ def _in_installed_style(cls, config: dict) -> dict:
     config["rotary_emb_base" if neox else "rope_theta"] = params["rope_theta"]
     if "partial_rotary_factor" in params:
         config["rotary_pct" if neox else "partial_rotary_factor"] = params["partial_rotary_factor"]
-    if params.get("rope_type", "default") != "default":
-        config["rope_scaling"] = {k: v for k, v in params.items() if k not in ("rope_theta", "partial_rotary_factor")}
+    if params.get("rope_type", "default") != "default":  # (as 'type': transformers 4's Phi-3 takes that key alone)
+        config["rope_scaling"] = {("type" if k == "rope_type" else k): v for k, v in params.items()
+                                  if k not in ("rope_theta", "partial_rotary_factor")}
     return config
 
 

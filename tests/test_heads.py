@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compscope import HeadWeights, LowRank, Meta, Norm, Rotary, UnsupportedModelError, WeightError
+from compscope import HeadWeights, LoadError, LowRank, Meta, Norm, Rotary, UnsupportedModelError, WeightError
 
 
 def random_heads(L=2, H=4, G=2, r=3, d=8, V=11, rotary=False, seed=0) -> HeadWeights:
@@ -248,3 +248,25 @@ def test_attention_sinks_by_hand():
     assert "a learned logit per head, 0 to 1.1" in dict(card_rows(hw))["attention sinks"]
     blind = hw.replace(W_Q=torch.zeros_like(hw.W_Q))  # every logit 0 (no rotation, slopes 0)
     np.testing.assert_allclose(rotary_previous(blind)[0].numpy(), [1 / 65, 1 / 67], rtol=1e-6)
+
+
+def test_longrope_frequencies_and_attention_factor_by_hand():
+    """LongRoPE within the original context: each frequency divided by its short factor; queries and
+    keys times ``sqrt(1 + ln(c) / ln(n))`` with ``c`` the context over the original ``n`` (given as
+    ``factor``, or the ratio of the two lengths; a factor that disagrees with the ratio is refused,
+    transformers 4 and 5 taking different ones); short factors of the wrong length are refused."""
+    import math
+
+    from compscope.loading.families.base import YARN_TYPES, inv_freq, rope_attention_factor
+
+    s = {"rope_type": "longrope", "rope_theta": 700.0, "short_factor": [1.0, 1.5, 2.0, 4.0],
+         "long_factor": [2.0, 3.0, 4.0, 8.0], "original_max_position_embeddings": 32, "max_position_embeddings": 128}
+    want = [700.0 ** (-2 * i / 8) / x for i, x in enumerate(s["short_factor"])]
+    np.testing.assert_allclose(inv_freq(8, s, "t", kinds=YARN_TYPES).numpy(), want, rtol=1e-12)
+    assert rope_attention_factor(s, "t") == pytest.approx(math.sqrt(1 + math.log(4) / math.log(32)), rel=1e-12)
+    assert rope_attention_factor({**s, "factor": 4.0}, "t") == pytest.approx(math.sqrt(1 + math.log(4) / math.log(32)))
+    assert rope_attention_factor({**s, "max_position_embeddings": 32}, "t") == 1.0  # no extension: factor 1
+    with pytest.raises(UnsupportedModelError, match="factor 2 and context ratio 4"):
+        rope_attention_factor({**s, "factor": 2.0}, "t")
+    with pytest.raises(LoadError, match="'short_factor' = .* is not 4 positive numbers"):
+        inv_freq(8, {**s, "short_factor": [1.0, 2.0]}, "t", kinds=YARN_TYPES)

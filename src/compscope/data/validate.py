@@ -221,7 +221,8 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     if sample_data != SampleData() and not (linearising or text_labels or reads_content(head_weights)):
         raise OptionError(f"sample data: the residual is sampled for the rotary (or ALiBi) previous-token score's "
                           f"activations content, for linearise_norms and for text_labels; {hw.meta.name}'s "
-                          f"positions are {head_weights.positions!r}, neither rotary nor ALiBi, and none of the others is asked for")
+                          f"positions are {head_weights.positions!r}, neither rotary nor ALiBi, and none of the "
+                          "others is asked for")
     weights, linearised_on = _linearised(runner, head_weights, linearise_qk_norm, linearise_norms, sample_data,
                                          metric_data, progress)
     if center_writing:

@@ -318,16 +318,21 @@ def rope_settings(config: dict, layer_type: str | None = None) -> dict:
         out.update({k: v for k, v in scaling.items() if k not in ("type",)})
     if config.get("partial_rotary_factor") is not None:
         out.setdefault("partial_rotary_factor", config["partial_rotary_factor"])
-    if out.get("rope_type") == "yarn" and config.get("max_position_embeddings") is not None:
-        out.setdefault("original_max_position_embeddings", config["max_position_embeddings"])  # transformers' fallback
+    if out.get("rope_type") in ("yarn", "longrope"):  # the original context: the config's own key first (Phi-3's),
+        if config.get("original_max_position_embeddings") is not None:  # then the rope settings', then the context
+            out["original_max_position_embeddings"] = config["original_max_position_embeddings"]
+        elif config.get("max_position_embeddings") is not None:
+            out.setdefault("original_max_position_embeddings", config["max_position_embeddings"])
+        if config.get("max_position_embeddings") is not None:
+            out["max_position_embeddings"] = config["max_position_embeddings"]
     return out
 
 
 #: the rope types :func:`inv_freq` computes that change the frequencies alone
 ROPE_TYPES = ("default", "linear", "llama3")
-#: and YaRN, which also scales rotated queries and keys (:func:`rope_attention_factor`): read only
-#: where the converter folds that scale into the logits
-YARN_TYPES = ROPE_TYPES + ("yarn",)
+#: and YaRN and LongRoPE, which also scale rotated queries and keys (:func:`rope_attention_factor`):
+#: read only where the converter folds that scale into the logits
+YARN_TYPES = ROPE_TYPES + ("yarn", "longrope")
 
 
 def _mscale(scale: float, m: float = 1.0) -> float:
@@ -337,18 +342,56 @@ def _mscale(scale: float, m: float = 1.0) -> float:
 
 def rope_attention_factor(settings: dict, where: str) -> float:
     """The factor by which a rope type scales rotated queries and keys (transformers multiplies its
-    cos and sin by it): 1 but for ``yarn``, where it is ``attention_factor`` if given, else
+    cos and sin by it), ``attention_factor`` where given; else 1 but for ``yarn``,
     ``mscale(factor, mscale) / mscale(factor, mscale_all_dim)`` where both are given, else
-    ``mscale(factor) = 0.1 ln(factor) + 1`` (``1`` for ``factor <= 1``)."""
-    if (settings.get("rope_type") or "default") != "yarn":
+    ``mscale(factor) = 0.1 ln(factor) + 1`` (``1`` for ``factor <= 1``), and ``longrope``,
+    ``sqrt(1 + ln(factor) / ln(n))`` (``1`` for ``factor <= 1``), ``n`` the original context and
+    ``factor`` the context over it unless given."""
+    kind = settings.get("rope_type") or "default"
+    if kind not in ("yarn", "longrope"):
         return 1.0
     if settings.get("attention_factor") is not None:
         return number(settings, where, "attention_factor", open_low=True)
+    if kind == "longrope":
+        factor = _longrope_factor(settings, where)
+        n = number(settings, where, "original_max_position_embeddings", low=1.0, open_low=True)
+        return 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(n))
     factor = number(settings, where, "factor", low=0.0, open_low=True)
     m, m_all = settings.get("mscale"), settings.get("mscale_all_dim")
     if m and m_all:
-        return _mscale(factor, number(settings, where, "mscale")) / _mscale(factor, number(settings, where, "mscale_all_dim"))
+        return (_mscale(factor, number(settings, where, "mscale"))
+                / _mscale(factor, number(settings, where, "mscale_all_dim")))
     return _mscale(factor)
+
+
+def _longrope_factor(settings: dict, where: str) -> float:
+    """LongRoPE's context factor: as given, else the context over the original one. (transformers 4
+    takes the ratio whenever the config names the original context, 5 the factor given: a factor
+    that disagrees with the ratio is refused.)"""
+    n = number(settings, where, "original_max_position_embeddings", low=0.0, open_low=True)
+    ratio = (number(settings, where, "max_position_embeddings", low=0.0, open_low=True) / n
+             if settings.get("max_position_embeddings") is not None else None)
+    if settings.get("factor") is None:
+        if ratio is None:
+            raise UnsupportedModelError(f"{where}: longrope without a factor or a context length to take it from")
+        return ratio
+    factor = number(settings, where, "factor", low=0.0, open_low=True)
+    if ratio is not None and abs(factor - ratio) > 1e-9 * ratio:
+        raise UnsupportedModelError(f"{where}: longrope factor {factor:g} and context ratio {ratio:g} "
+                                    "(max_position_embeddings / original_max_position_embeddings) disagree, and "
+                                    "transformers 4 and 5 take different ones")
+    return factor
+
+
+def _longrope(f: Tensor, dim: int, settings: dict, where: str) -> Tensor:
+    """LongRoPE's frequencies for sequences up to the original context: each divided by its
+    ``short_factor`` (transformers switches to ``long_factor`` beyond that context)."""
+    short = settings.get("short_factor")
+    if not isinstance(short, (list, tuple)) or len(short) != dim // 2 or not all(
+            is_finite_number(x) and x > 0 for x in short):
+        raise LoadError(f"{where}: rope setting 'short_factor' = {short!r} is not {dim // 2} positive numbers "
+                        "(one per rotated pair)")
+    return f / torch.tensor([float(x) for x in short], dtype=torch.float64)
 
 
 def _yarn(f: Tensor, dim: int, theta: float, settings: dict, where: str) -> Tensor:
@@ -383,7 +426,7 @@ def inv_freq(dim: int, settings: dict, where: str, default_theta: float = 10000.
       frequencies with ``λ < n / high_freq_factor`` are kept, those with ``λ > n / low_freq_factor``
       divided by ``factor``, and those between interpolated, ``(1 − s) f / factor + s f`` with
       ``s = (n / λ − low_freq_factor) / (high_freq_factor − low_freq_factor)``.
-    - ``yarn``: :func:`_yarn`."""
+    - ``yarn``: :func:`_yarn`; ``longrope``: :func:`_longrope` (sequences up to the original context)."""
     if isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0 or dim % 2:
         raise LoadError(f"{where}: the rotary dimension {dim!r} is not a positive even number (head width × partial_rotary_factor)")
     theta = number(settings, where, "rope_theta", default=default_theta, low=1.0, open_low=True)
@@ -403,6 +446,8 @@ def inv_freq(dim: int, settings: dict, where: str, default_theta: float = 10000.
         f = torch.where(wavelength < n / high, f, torch.where(wavelength > n / low, f / factor, (1 - s) * f / factor + s * f))
     elif kind == "yarn" and kind in kinds:
         f = _yarn(f, dim, theta, settings, where)
+    elif kind == "longrope" and kind in kinds:
+        f = _longrope(f, dim, settings, where)
     elif kind != "default" or kind not in kinds:
         raise UnsupportedModelError(f"{where}: rope type {kind!r} is not supported (supported: {', '.join(kinds)})")
     return f

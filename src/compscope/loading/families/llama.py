@@ -17,9 +17,9 @@ from ..checkpoint import Checkpoint
 from ...errors import LoadError, UnsupportedModelError
 from ...core.heads import HeadWeights, Meta, Norm, Rotary
 from . import register
-from .base import (MAX_HEADS, MAX_LAYERS, Family, checkpoint_notes, config_attention_bias, integer, inv_freq, kv_groups,
-                   number, rope_accept_yarn, rope_attention_factor, rope_settings, rotary_dim, split_cols, split_rows, stack, unembedding,
-                   YARN_TYPES)
+from .base import (MAX_HEADS, MAX_LAYERS, YARN_TYPES, Family, checkpoint_notes, config_attention_bias, integer, inv_freq,
+                   kv_groups, number, rope_accept_yarn, rope_attention_factor, rope_settings, rotary_dim, split_cols,
+                   split_rows, stack, unembedding)
 
 #: where the layers are: a causal LM, a base model, a vision-language model's language model (as transformers
 #: saves one since 4.52, and before)
@@ -207,7 +207,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
     every_type = family.layer_types(cfg, n_model, where)  # per model layer, once
     types = [every_type[i] for i in layers]
     window = cfg.get("sliding_window")
-    freqs, rope_notes, amplitudes = [], [], set()
+    freqs, rope_notes, amplitudes, kinds = [], [], set(), set()
     rot_dim = r
     for t in types:
         s = rope_settings(cfg, t)
@@ -218,6 +218,14 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         rot_dim = rotary_dim(r, s, where)
         freqs.append(inv_freq(rot_dim, s, where, opts.default_theta, kinds=YARN_TYPES))
         amplitudes.add(rope_attention_factor(s, where))
+        kinds.add(s.get("rope_type") or "default")
+        if s.get("rope_type") == "yarn" and not rope_notes:
+            rope_notes.append(f"YaRN rope scaling (factor {s['factor']:g}, original context "
+                              f"{s['original_max_position_embeddings']:g}): the slow pairs' frequencies interpolated")
+        if s.get("rope_type") == "longrope" and not rope_notes:
+            rope_notes.append(f"LongRoPE rope scaling: the frequencies of sequences up to the original context "
+                              f"({s['original_max_position_embeddings']:g} tokens), each divided by its short factor "
+                              "(longer sequences turn at the long factors, not read)")
         if s.get("rope_type") == "llama3" and not rope_notes:
             rope_notes.append(
                 f"rotary frequencies rescaled as Llama 3 does (factor {s['factor']:g}, original context "
@@ -225,16 +233,16 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
             )
 
     attn_scale = opts.attn_scale
-    if amplitudes != {1.0}:  # YaRN scales rotated queries and keys by a factor a: the logits by a² (whole heads rotated)
+    if amplitudes != {1.0}:  # YaRN, LongRoPE scale rotated queries and keys by a: the logits by a² (whole heads rotated)
         if len(amplitudes) > 1 or rot_dim != r:
-            raise UnsupportedModelError(f"{where}: YaRN's attention factor {sorted(amplitudes)} on "
-                                        f"{'layers of different rope settings' if len(amplitudes) > 1 else f'{rot_dim} of {r} head dims'}: "
-                                        "it scales the rotated dims alone, which compscope's one logit scale cannot hold")
+            on = "layers of different rope settings" if len(amplitudes) > 1 else f"{rot_dim} of {r} head dims"
+            raise UnsupportedModelError(f"{where}: the attention factor {sorted(amplitudes)} of its rope scaling "
+                                        f"({', '.join(sorted(kinds))}) on {on}: it scales the rotated dims alone, which "
+                                        "compscope's one logit scale cannot hold")
         a = amplitudes.pop()
         attn_scale = (attn_scale or r**-0.5) * a * a
-        rope_notes.append(f"YaRN rope scaling (factor {s['factor']:g}, original context "
-                          f"{s['original_max_position_embeddings']:g}): frequencies interpolated, and the attention "
-                          f"factor {a:.6g} on queries and keys folded into the logit scale as its square")
+        rope_notes.append(f"the rope scaling's attention factor {a:.6g} on queries and keys is folded into the logit "
+                          "scale as its square")
     divisors = ts.take("rope_freqs.weight", (rot_dim // 2,), required=False)  # only GGUF files carry it
     if divisors is not None:  # llama.cpp's form of a frequency scaling (Llama 3.1): f_i / divisor_i
         if bool((divisors <= 0).any()):  # take() has refused non-finite values already

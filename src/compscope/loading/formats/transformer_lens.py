@@ -161,7 +161,7 @@ def from_hooked_transformer(model) -> HeadWeights:
     W_U = getattr(model, "W_U", None)
     b_U = getattr(model, "b_U", None)
     W_E = model.W_E.detach().float()
-    if getattr(cfg, "post_embedding_ln", False):  # BLOOM: a LayerNorm on each token's embedding, what the residual starts as
+    if getattr(cfg, "post_embedding_ln", False):  # BLOOM: a LayerNorm on each token's embedding, the residual's start
         with torch.no_grad():
             W_E = model.embed.ln(model.W_E).detach().float()
         notes.append("W_E is the embedding LayerNorm (embed.ln) of each token's embedding, what the residual starts as")
