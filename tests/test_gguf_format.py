@@ -51,6 +51,15 @@ def _metadata(w, **values) -> None:
             getattr(w, f"add_{key}")(value)
 
 
+def _writer(path, arch: str):
+    """A ``GGUFWriter`` for ``arch`` at ``path`` with a vocabulary of V tokens (``t0``, ``t1``, ...) as
+    a GPT-2-style tokenizer: transformers' GGUF reader takes the vocabulary's size off the token list."""
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([f"t{i}" for i in range(V)])
+    return w
+
+
 def _finish(w) -> None:
     """Write a ``GGUFWriter``'s header, metadata and tensors, and close the file."""
     w.write_header_to_file()
@@ -862,9 +871,7 @@ def test_gpt2_gguf_matches_the_model_object_and_transformers(tmp_path, capfd, mo
     model = transformers.GPT2LMHeadModel(cfg).eval()
     _randomise(model, 11)
     sd = _numpy_state(model)
-    w = gguf.GGUFWriter(str(tmp_path / "g.gguf"), "gpt2")
-    w.add_tokenizer_model("gpt2")  # transformers reads the vocabulary's size off the token list
-    w.add_token_list([f"t{i}" for i in range(V)])
+    w = _writer(tmp_path / "g.gguf", "gpt2")
     _metadata(w, context_length=1024, feed_forward_length=4 * D, layer_norm_eps=1e-5, head_count_kv=None)
     w.add_tensor("token_embd.weight", sd["transformer.wte.weight"])
     w.add_tensor("position_embd.weight", sd["transformer.wpe.weight"])
@@ -1139,9 +1146,7 @@ def _write_llamalike_gguf(path, model, arch: str, rope_dim: int) -> None:
     ``rope.dimension_count``, and a token list for transformers' reader."""
     sd = _numpy_state(model)
     cfg = model.config
-    w = gguf.GGUFWriter(str(path), arch)
-    w.add_tokenizer_model("gpt2")
-    w.add_token_list([f"t{i}" for i in range(V)])
+    w = _writer(path, arch)
     theta = (getattr(cfg, "rope_parameters", None) or {"rope_theta": cfg.rope_theta})["rope_theta"]
     _metadata(w, block_count=cfg.num_hidden_layers, embedding_length=cfg.hidden_size,
               feed_forward_length=cfg.intermediate_size, head_count=cfg.num_attention_heads,
@@ -1246,9 +1251,7 @@ def _write_falcon_gguf(path, model, n_kv: int, qkv_rows: int | None = None) -> N
     cfg = model.config
     d, h, n = cfg.hidden_size, cfg.num_attention_heads, cfg.num_hidden_layers
     r = d // h
-    w = gguf.GGUFWriter(str(path), "falcon")
-    w.add_tokenizer_model("gpt2")
-    w.add_token_list([f"t{i}" for i in range(V)])
+    w = _writer(path, "falcon")
     _metadata(w, block_count=n, embedding_length=d, feed_forward_length=4 * d, head_count=h, head_count_kv=n_kv,
               layer_norm_eps=cfg.layer_norm_epsilon)
     w.add_tensor("token_embd.weight", sd["transformer.word_embeddings.weight"])
@@ -1325,9 +1328,7 @@ def _write_starcoder_gguf(path, model, n_kv: int | None = 1) -> None:
     when the model ties it."""
     sd = _numpy_state(model)
     cfg = model.config
-    w = gguf.GGUFWriter(str(path), "starcoder")
-    w.add_tokenizer_model("gpt2")
-    w.add_token_list([f"t{i}" for i in range(V)])
+    w = _writer(path, "starcoder")
     _metadata(w, block_count=cfg.n_layer, context_length=cfg.n_positions, embedding_length=cfg.n_embd,
               feed_forward_length=4 * cfg.n_embd, head_count=cfg.n_head, head_count_kv=n_kv,
               layer_norm_eps=cfg.layer_norm_epsilon)
@@ -1389,9 +1390,7 @@ def _write_bloom_gguf(path, model, n_kv: int | None = None) -> None:
     cfg = model.config
     d, h, n = cfg.hidden_size, cfg.n_head, cfg.n_layer
     r = d // h
-    w = gguf.GGUFWriter(str(path), "bloom")
-    w.add_tokenizer_model("gpt2")
-    w.add_token_list([f"t{i}" for i in range(V)])
+    w = _writer(path, "bloom")
     _metadata(w, block_count=n, context_length=d, embedding_length=d, feed_forward_length=4 * d, head_count=h,
               head_count_kv=n_kv or h, layer_norm_eps=cfg.layer_norm_epsilon)
     w.add_tensor("token_embd.weight", sd["transformer.word_embeddings.weight"])
@@ -1449,9 +1448,7 @@ def _write_mpt_gguf(path, model, alibi_bias_max: float = 8.0, extra: dict | None
     sd = _numpy_state(model)
     cfg = model.config
     d, h, n = cfg.d_model, cfg.n_heads, cfg.n_layers
-    w = gguf.GGUFWriter(str(path), "mpt")
-    w.add_tokenizer_model("gpt2")
-    w.add_token_list([f"t{i}" for i in range(V)])
+    w = _writer(path, "mpt")
     _metadata(w, block_count=n, context_length=cfg.max_seq_len, embedding_length=d, feed_forward_length=2 * d,
               head_count=h, head_count_kv=None, layer_norm_eps=cfg.layer_norm_epsilon, max_alibi_bias=alibi_bias_max,
               **(extra or {}))
