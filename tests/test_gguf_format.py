@@ -1495,3 +1495,72 @@ def test_an_mpt_gguf_matches_the_model_object(tmp_path):
     _write_mpt_gguf(tmp_path / "c.gguf", model, extra={"clamp_kqv": 6.0})
     with pytest.raises(compscope.UnsupportedModelError, match=r"c\.gguf: .*clip_qkv=6\.0"):
         compscope.load(tmp_path / "c.gguf")
+
+
+def _write_gpt_oss_gguf(path, model, extra: dict | None = None) -> None:
+    """A gpt-oss GGUF as llama.cpp's converter writes one: Llama's names with biases, the sink logits
+    as ``attn_sinks.weight``, the MLP's input norm as ``post_attention_norm`` (not read: it does not
+    enter attention), the router and experts left out (compscope reads no MLP), YaRN as
+    ``rope.scaling.type``, ``.factor`` and ``.original_context_length``, the window in ``sliding_window``."""
+    sd = _numpy_state(model)
+    cfg = model.config
+    rope = getattr(cfg, "rope_parameters", None) or {**cfg.rope_scaling, "rope_theta": cfg.rope_theta}
+    w = _writer(path, "gpt-oss")
+    _metadata(w, block_count=cfg.num_hidden_layers, context_length=cfg.max_position_embeddings, head_count=H,
+              head_count_kv=G, key_length=cfg.head_dim, value_length=cfg.head_dim, layer_norm_rms_eps=cfg.rms_norm_eps,
+              sliding_window=cfg.sliding_window, rope_freq_base=rope["rope_theta"], **(extra or {}))
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(rope["factor"])
+    w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    names = {"input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "post_attention_norm.weight",
+             "self_attn.sinks": "attn_sinks.weight",
+             **{f"self_attn.{x}_proj.{p}": f"attn_{y}.{p}" for x, y in (("q", "q"), ("k", "k"), ("v", "v"), ("o", "output"))
+                for p in ("weight", "bias")}}
+    for i in range(cfg.num_hidden_layers):
+        for hf_name, g_name in names.items():
+            w.add_tensor(f"blk.{i}.{g_name}", sd[f"model.layers.{i}.{hf_name}"])
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    w.add_tensor("output.weight", sd["lm_head.weight"])
+    _finish(w)
+
+
+def test_a_gpt_oss_gguf_matches_the_model_object_and_runs_in_transformers(tmp_path):
+    """gpt-oss (``gpt-oss``): Llama's layout with biases and a sink logit per head, sliding layers
+    alternating from layer 0, YaRN from ``rope.scaling.*``. The file states no ``truncate``, so the
+    ramp's bounds are rounded, as transformers' GGUF reader and llama.cpp compute it: against a model
+    object built so, every head, bias, sink and frequency, and the logit scale with YaRN's factor
+    squared, are the same. transformers runs the file as compscope reads it, or the data-based
+    commands say in one line, naming the file, why not (transformers 4's GGUF reader has no gpt-oss;
+    5.24's fails on the ``rope.scaling`` values it reads). A ``rope.scaling`` key transformers' reader would pass
+    on unread is refused by name."""
+    cfg = hf_config("GptOssConfig", vocab_size=V, hidden_size=D, intermediate_size=16, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, head_dim=R, sliding_window=WINDOW,
+                    num_local_experts=2, num_experts_per_tok=1, max_position_embeddings=64,
+                    rope_parameters={"rope_type": "yarn", "rope_theta": 1000.0, "factor": 8.0, "beta_fast": 32.0,
+                                     "beta_slow": 1.0, "original_max_position_embeddings": 512})
+    model = transformers.GptOssForCausalLM(cfg).eval()
+    _randomise(model, 37)
+    _write_gpt_oss_gguf(tmp_path / "o.gguf", model)
+    ours, ref = compscope.load(tmp_path / "o.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "gpt_oss" and ours.sliding_window == ref.sliding_window == (WINDOW, None)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_U", "sinks"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    assert ours.attn_scale == pytest.approx(ref.attn_scale, rel=1e-12) and ours.attn_scale > R**-0.5
+    from compscope.data.runner import layer_state, runner_for
+
+    try:
+        runner = runner_for(tmp_path / "o.gguf", progress=False, device="cpu")
+    except compscope.OptionError as e:
+        assert re.fullmatch(r".*o\.gguf: transformers could not load the model to run it \(.+\)", str(e)), e
+    except compscope.UnsupportedModelError as e:  # transformers 4: its GGUF reader has no gpt-oss
+        assert "a GGUF file of architecture 'gpt-oss', which transformers' GGUF reader does not read" in str(e), e
+    else:
+        tr = runner.trace(torch.randint(0, V, (2, 9), generator=torch.Generator().manual_seed(38)))
+        for layer in range(2):
+            torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5,
+                                       rtol=1e-5)
+    _write_gpt_oss_gguf(tmp_path / "x.gguf", model, extra={"rope_scaling_yarn_log_mul": 0.1})
+    with pytest.raises(compscope.UnsupportedModelError, match=r"x\.gguf: GGUF metadata 'gpt-oss\.rope\.scaling\.yarn_log"):
+        compscope.load(tmp_path / "x.gguf")

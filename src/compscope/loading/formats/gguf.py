@@ -72,6 +72,7 @@ _ARCHS = {
     "starcoder": ("gpt_bigcode", False, False),  # StarCoder 1 (GPT-BigCode): GPT-2's names, nn.Linear weights as stored
     "bloom": ("bloom", False, False),  # HF's bloom names (_BLOOM_BLOCK), fused qkv regrouped per head as GPT-NeoX's
     "mpt": ("mpt", False, False),  # HF's mpt names (_MPT_BLOCK), the fused Wqkv as stored; ALiBi's maximum in attn_config
+    "gpt-oss": ("gpt_oss", False, False),  # Llama's names, a sink logit per head; YaRN as transformers reads it
     "granite": ("granite", True, False),  # Llama's layout (llama.cpp converts it as a Llama) and four scalars
     "granitemoe": ("granitemoe", True, False),  # (_ARCH_KEYS); the experts, shared one included, are MLP
     "smollm3": ("smollm3", True, False),  # a Llama to llama.cpp; its layers without rotary are not stored:
@@ -97,6 +98,8 @@ _BLOCK = {
     "attn_q_norm.weight": "self_attn.q_norm.weight",
     "attn_k_norm.weight": "self_attn.k_norm.weight",
     "post_attention_norm.weight": "post_attention_layernorm.weight",
+    "attn_sinks.weight": "self_attn.sinks",  # gpt-oss
+    "attn_sinks": "self_attn.sinks",
 }
 _TOP = {"token_embd.weight": "model.embed_tokens.weight", "output.weight": "lm_head.weight", "output_norm.weight": "model.norm.weight",
         "output_norm.bias": "model.norm.bias",
@@ -366,10 +369,12 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
         cfg["sliding_window_pattern"] = pattern
     scaling = fields.get(f"{arch}.rope.scaling.type")
     factor = fields.get(f"{arch}.rope.scaling.factor")
-    if scaling == "yarn":  # llama.cpp's own YaRN settings (ext_factor, attn_factor, its context keys): not read
+    if scaling == "yarn" and arch == "gpt-oss":
+        cfg["rope_scaling"] = _gpt_oss_yarn(path, arch, fields)
+    elif scaling == "yarn":  # llama.cpp's own YaRN settings (ext_factor, attn_factor, its context keys): not read
         raise UnsupportedModelError(f"{path}: GGUF rope scaling 'yarn' is not supported (llama.cpp states YaRN in "
                                     "settings of its own); read the model's HuggingFace folder, whose YaRN compscope reads")
-    if scaling not in (None, "none") or factor not in (None, 0.0, 1.0):
+    elif scaling not in (None, "none") or factor not in (None, 0.0, 1.0):
         # the families accept 'linear' and refuse other types by name
         cfg["rope_scaling"] = {"rope_type": scaling or "linear", "factor": 1.0 if factor is None else factor}
     if arch in ("gemma2", "gemma3"):
@@ -401,6 +406,8 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
     block = re.compile(r"blk\.(\d+)\.(.+)$")
     block_names, block_prefix, top_names, transposed, (regrouped, regroup_rows) = _LAYOUTS.get(arch, _LLAMA_LAYOUT)
     not_attention: tuple[str, ...] = ()
+    if arch == "gpt-oss":  # its post-attention norm is the MLP's input norm: not in the attention
+        not_attention = ("post_attention_norm.weight",)
     if arch == "falcon":  # llama.cpp's rows are grouped whatever the model: read as the new decoder architecture
         two_norms = any(i.name.endswith("attn_norm_2.weight") for i in infos)
         cfg.update(new_decoder_architecture=True, num_kv_heads=n_kv, num_ln_in_parallel_attn=2 if two_norms else 1,
@@ -469,6 +476,28 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
                      f"({split['stem']}-00001..{split['count']}-of-{split['count']}.gguf)")
     return Checkpoint(cfg, TensorStore(loaders, origin, dtypes, source=str(path)), str(path), str(name), notes,
                       attention_sources=attention)
+
+
+#: gpt-oss's ``rope.scaling.*`` keys -> the YaRN setting transformers' GGUF reader makes of each
+_GPT_OSS_YARN = {"factor": "factor", "original_context_length": "original_max_position_embeddings",
+                 "attention_factor": "attention_factor", "beta_fast": "beta_fast", "beta_slow": "beta_slow"}
+
+
+def _gpt_oss_yarn(path: Path, arch: str, fields: dict) -> dict:
+    """A gpt-oss file's YaRN settings as transformers' GGUF reader builds them from its
+    ``rope.scaling.*`` keys (not truncating the ramp's bounds is no key: the ramp is rounded, as both
+    llama.cpp and transformers then compute it); a key it would pass on unread is refused by name."""
+    out = {"rope_type": "yarn"}
+    prefix = f"{arch}.rope.scaling."
+    for key, value in fields.items():
+        if not key.startswith(prefix) or key == prefix + "type":
+            continue
+        name = _GPT_OSS_YARN.get(key[len(prefix):])
+        if name is None:
+            raise UnsupportedModelError(f"{path}: GGUF metadata '{key}' is not a YaRN setting compscope reads "
+                                        f"(it reads {', '.join(prefix + k for k in _GPT_OSS_YARN)})")
+        out[name] = value
+    return out
 
 
 def _hybrid_layers(path: Path, arch: str, cfg: dict, fields: dict, counts: list) -> tuple[int, set[int]]:
@@ -556,7 +585,7 @@ def _transformers_reads() -> set[str] | None:
         from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
     except ImportError:
         return None
-    renamed = {"qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe"}  # transformers' names of llama.cpp's
+    renamed = {"qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe", "gpt_oss": "gpt-oss"}  # transformers' names of llama.cpp's
     return {renamed.get(a, a) for a in GGUF_SUPPORTED_ARCHITECTURES}
 
 
