@@ -45,7 +45,8 @@ COMMON_IGNORED = frozenset(
 )
 
 
-def _is_off(value: Any) -> bool:
+def is_off(value: Any) -> bool:
+    """Whether a config value switches its setting off (None, false, 0 or empty): such a key needs no family."""
     return value is None or value is False or value == 0 or value == {} or value == [] or value == ""
 
 
@@ -107,7 +108,7 @@ class Family:
                     bad.append(f"{key}={value!r}")
             elif key in cls.handled or key in cls.ignored or key in COMMON_IGNORED:
                 continue
-            elif not _is_off(value):
+            elif not is_off(value):
                 bad.append(f"{key}={value!r}")
         if bad:
             raise UnsupportedModelError(

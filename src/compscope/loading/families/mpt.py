@@ -18,8 +18,8 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm, alibi_slopes
 from ...errors import UnsupportedModelError
 from . import register
-from .base import (COMMON_IGNORED, Family, _is_off, checkpoint_notes, number, sizes, split_cols, stack,
-                   split_rows, unembedding)
+from .base import (COMMON_IGNORED, Family, checkpoint_notes, is_off, number, sizes, split_cols, split_rows, stack,
+                   unembedding)
 
 
 #: ``attn_config`` key -> the values transformers' MPT computes with (absent keys pass)
@@ -65,7 +65,7 @@ class MPT(Family):
             raise UnsupportedModelError(f"{where}: config key 'attn_config' = {ac!r} is not a mapping")
         bad = [f"attn_config.{k}={v!r}" for k, v in ac.items()
                if (k in _ATTN_ACCEPT and not _ATTN_ACCEPT[k](v))
-               or (k not in _ATTN_ACCEPT and k not in _ATTN_OTHER and k not in COMMON_IGNORED and not _is_off(v))]
+               or (k not in _ATTN_ACCEPT and k not in _ATTN_OTHER and k not in COMMON_IGNORED and not is_off(v))]
         if bad:
             raise UnsupportedModelError(f"{where}: the mpt family does not support these config settings: {', '.join(bad)}")
         if ac.get("softmax_scale") is None:
