@@ -87,9 +87,8 @@ CASES = {
 }
 #: a bridge around an architecture compscope has no family for: a clean error naming it
 UNSUPPORTED = {
-    "codegen": lambda: transformers.CodeGenForCausalLM(transformers.CodeGenConfig(  # fused qkv in mp_num blocks
-        architectures=["CodeGenForCausalLM"], vocab_size=VOCAB, n_embd=32, n_head=4, n_layer=2, n_positions=64,
-        rotary_dim=4)),
+    "openai-gpt": lambda: transformers.OpenAIGPTLMHeadModel(transformers.OpenAIGPTConfig(  # GPT-1: post-LN
+        architectures=["OpenAIGPTLMHeadModel"], vocab_size=VOCAB, n_embd=32, n_head=4, n_layer=2, n_positions=64)),
 }
 
 

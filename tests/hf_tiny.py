@@ -201,6 +201,9 @@ VARIANTS = [
                  attn_config={"softmax_scale": 0.2})),
     Variant("gptj-interleaved-rotary", "gptj", "GPTJConfig",
             dict(vocab_size=VOCAB, n_embd=D, n_head=HEADS, n_layer=2, n_positions=32, n_inner=48, rotary_dim=4)),
+    # eight heads over qkv_proj's four chunks of [queries | values | keys], two heads each
+    Variant("codegen-eight-heads-four-shards", "gptj", "CodeGenConfig",
+            dict(vocab_size=VOCAB, n_embd=D, n_head=8, n_layer=2, n_positions=32, n_ctx=32, n_inner=48, rotary_dim=4)),
     Variant("opt", "opt", "OPTConfig",
             dict(vocab_size=VOCAB, hidden_size=D, num_attention_heads=HEADS, num_hidden_layers=2, ffn_dim=48,
                  max_position_embeddings=32, word_embed_proj_dim=D, pad_token_id=1, bos_token_id=2, eos_token_id=2)),
@@ -227,7 +230,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "opt", "stablelm-partial-rotary-parallel", "stablelm-sequential-no-bias", "stablelm-qk-layernorm-per-head",
                     "starcoder2-bias-sliding3", "cohere-qk-layernorm-interleaved", "cohere2-sliding-rotary-global-nope",
                     "falcon-mqa-parallel", "falcon-grouped-gqa-bias", "falcon-per-head-sequential", "bloom-alibi",
-                    "mpt-alibi-scaled"]
+                    "mpt-alibi-scaled", "codegen-eight-heads-four-shards"]
 RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3")
            and v.id not in PRE_LN_LAYERNORM]
 

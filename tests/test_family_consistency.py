@@ -249,9 +249,9 @@ def test_unknown_model_type_is_named(tmp_path):
 def test_unsupported_hf_model_is_named():
     import transformers
 
-    cfg = transformers.CodeGenConfig(vocab_size=VOCAB, n_embd=16, n_layer=1, n_head=2, rotary_dim=4)  # no family
-    model = transformers.CodeGenForCausalLM(cfg)
-    with pytest.raises(compscope.UnsupportedModelError, match="'codegen'"):
+    cfg = transformers.OpenAIGPTConfig(vocab_size=VOCAB, n_embd=16, n_layer=1, n_head=2)  # GPT-1, post-LN: no family
+    model = transformers.OpenAIGPTLMHeadModel(cfg)
+    with pytest.raises(compscope.UnsupportedModelError, match="'openai-gpt'"):
         compscope.load(model)
 
 

@@ -68,8 +68,8 @@ def test_compatibility_mode_weights_are_read_as_processed(rows, case):
 
 
 def test_unsupported_architecture_is_refused_by_name(rows):
-    assert rows["codegen"]["refused"] and "UnsupportedModelError" in rows["codegen"]["refused"]
-    assert "model_type='codegen'" in rows["codegen"]["refused"]
+    assert rows["openai-gpt"]["refused"] and "UnsupportedModelError" in rows["openai-gpt"]["refused"]
+    assert "model_type='openai-gpt'" in rows["openai-gpt"]["refused"]
 
 
 def test_no_environment_means_a_skip_not_a_pass(tmp_path, monkeypatch):

@@ -1,4 +1,5 @@
-"""GPT-J decoders (GPT-J-6B and its descendants, the HF ``gptj`` layout).
+"""GPT-J decoders (GPT-J-6B and its descendants, the HF ``gptj`` layout), and CodeGen, GPT-J's block
+with another fused projection.
 
 Pre-LayerNorm ``ln_1`` read by attention and MLP at once (a parallel block); separate
 ``q/k/v_proj`` and ``out_proj`` without biases (read where a model object has them:
@@ -18,7 +19,7 @@ from ...errors import UnsupportedModelError
 from . import register
 from .gpt2 import ln1_attn_hooks
 from .base import (Family, checkpoint_notes, final_layernorm, integer, inv_freq, number, separate_projections, sizes,
-                   token_embedding, unembedding)
+                   split_cols, split_rows, stack, token_embedding, unembedding)
 
 
 @register
@@ -39,6 +40,12 @@ class GPTJ(Family):
         return False, False  # transformers builds every projection with bias=False
 
     @classmethod
+    def projections(cls, ts, prefix: str, L: int, H: int, r: int, d: int, where: str) -> dict:
+        """``W_Q ... b_O`` of every layer: GPT-J's separate ``q/k/v_proj`` and ``out_proj`` (no biases
+        in its own files; processing may add them)."""
+        return separate_projections(ts, lambda i: f"{prefix}h.{i}.attn.", L, H, H, r, d)
+
+    @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
         cls.check_config(cfg, where)
@@ -49,8 +56,7 @@ class GPTJ(Family):
         rot_dim = integer(cfg, where, "rotary_dim", high=r)
         eps = number(cfg, where, "layer_norm_epsilon", default=1e-5)
         prefix = "transformer." if "transformer.wte.weight" in ts else ""
-        # no biases in GPT-J's own files; processing may add them
-        attn = separate_projections(ts, lambda i: f"{prefix}h.{i}.attn.", L, H, H, r, d)
+        attn = cls.projections(ts, prefix, L, H, r, d, where)
         g = [ts.take(f"{prefix}h.{i}.ln_1.weight", (d,)) for i in range(L)]
         beta = [ts.take(f"{prefix}h.{i}.ln_1.bias", (d,)) for i in range(L)]
         emb = token_embedding(ts, prefix + "wte.weight", d)
@@ -72,3 +78,35 @@ class GPTJ(Family):
             sliding_window=(None,) * L,
             meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
         )
+
+
+@register
+class CodeGen(GPTJ):
+    """CodeGen (Salesforce CodeGen 1, CodeGen-Mono/Multi/NL): GPT-J's block with one fused
+    ``qkv_proj`` laid out for the four model-parallel shards it was trained on: its rows are four
+    chunks of ``d / 4``, each ``[queries | values | keys]`` of a quarter of the heads' dims, in order;
+    ``W_Q`` is the four query parts one after another (likewise ``W_K``, ``W_V``), cut into heads."""
+
+    name = "codegen"
+    model_types = ("codegen",)
+    architectures = ("CodeGenForCausalLM", "CodeGenModel")
+    ignored = GPTJ.ignored | frozenset("n_ctx activation_function".split())
+    shards = 4  # transformers' fixed mp_num
+
+    @classmethod
+    def projections(cls, ts, prefix: str, L: int, H: int, r: int, d: int, where: str) -> dict:
+        if d % cls.shards:
+            raise UnsupportedModelError(f"{where}: n_embd = {d} is not a multiple of the {cls.shards} shards CodeGen's "
+                                        "fused qkv_proj is laid out in")
+        part = d // cls.shards
+        w, b = {x: [] for x in "QKVO"}, {x: [] for x in "QKVO"}
+        for i in range(L):
+            p = f"{prefix}h.{i}.attn."
+            chunks = ts.take(p + "qkv_proj.weight", (3 * d, d)).reshape(cls.shards, 3, part, d)  # [q | v | k] each
+            bias = ts.take(p + "qkv_proj.bias", (3 * d,), required=False)  # none in CodeGen's files (to_heads drops
+            for x, k in (("Q", 0), ("V", 1), ("K", 2)):                    # a folder's: transformers ignores it)
+                w[x].append(split_rows(chunks[:, k].reshape(d, d), H, r))
+                b[x].append(None if bias is None else bias.reshape(cls.shards, 3, part)[:, k].reshape(H, r))
+            w["O"].append(split_cols(ts.take(p + "out_proj.weight", (d, d)), H, r))
+            b["O"].append(ts.take(p + "out_proj.bias", (d,), required=False))
+        return {**{f"W_{x}": torch.stack(w[x]) for x in "QKVO"}, **{f"b_{x}": stack(b[x]) for x in "QKVO"}}
