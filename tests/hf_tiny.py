@@ -101,6 +101,12 @@ VARIANTS = [
                  rms_norm_eps=1e-5, pad_token_id=0, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
                  rope_parameters={"rope_type": "longrope", "rope_theta": 700.0, "short_factor": [1.0, 1.5, 2.0, 4.0],
                                   "long_factor": [2.0, 3.0, 4.0, 8.0]})),
+    # Phi-4-mini's kind: LongRoPE on half of each head, its attention factor on the rotated dims alone
+    Variant("phi4-mini-longrope-partial", "llama", "Phi3Config",
+            dict(_COMMON, num_key_value_heads=2, max_position_embeddings=128, original_max_position_embeddings=32,
+                 rms_norm_eps=1e-5, pad_token_id=0, bos_token_id=1, eos_token_id=2, tie_word_embeddings=True,
+                 rope_parameters={"rope_type": "longrope", "rope_theta": 700.0, "partial_rotary_factor": 0.5,
+                                  "short_factor": [1.0, 3.0], "long_factor": [2.0, 6.0]})),
     Variant("phi3-fused-partial-rotary-sliding", "llama", "Phi3Config",
             dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-5, sliding_window=4,
                  pad_token_id=0, bos_token_id=1, eos_token_id=2,

@@ -174,11 +174,12 @@ REFUSALS = [
     # (variant, config overrides, attributes set on the config afterwards, text the error must name)
     ("gpt2", dict(scale_attn_by_inverse_layer_idx=True), {}, "scale_attn_by_inverse_layer_idx"),
     ("gpt2", dict(scale_attn_weights=False), {}, "scale_attn_weights"),
-    # YaRN where its attention factor would scale part of each head only, or in a family that does not fold it
+    # YaRN where its attention factor would scale part of each head through a QK-norm, or in a family that does
+    # not fold it
     ("stablelm-qk-layernorm-per-head", dict(rope_parameters={"rope_type": "yarn", "factor": 4.0, "rope_theta": 700.0,
                                                              "original_max_position_embeddings": 16,
                                                              "partial_rotary_factor": 0.5}), {},
-     r"the attention factor \[1\.13\d*\] of its rope scaling \(yarn\) on 4 of 8 head dims"),
+     r"the attention factor 1\.13\d* of its rope scaling \(yarn\) on 4 of 8 head dims, beside QK-norm"),
     ("neox-partial-rotary-parallel", {}, {"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "yarn"),
     ("llama-mha", {}, {"rope_scaling": {"rope_type": "dynamic", "factor": 4.0}}, "dynamic"),
     ("llama-mha", {}, {"rope_scaling": {"type": "dynamic", "factor": 2.0}}, "dynamic"),

@@ -267,7 +267,7 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "falcon-grouped-gqa-bias", "falcon-per-head-sequential", "granite-multipliers-gqa",
                "granitemoe-shared-mqa-bias", "granite-hybrid-nope-moe", "granite-hybrid-rope-dense", "jamba-attention-every-second-layer", "bamba-half-rotary", "smollm3-nope-sliding", "cohere-qk-layernorm-interleaved",
                "cohere2-sliding-rotary-global-nope", "qwen2-moe-no-qkv-bias", "bloom-alibi", "mpt-alibi-scaled", "gpt-oss-sinks-yarn",
-               "codegen-eight-heads-four-shards"]
+               "codegen-eight-heads-four-shards", "phi4-mini-longrope-partial"]
 
 
 def _route(monkeypatch, route: str) -> None:

@@ -233,16 +233,26 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
             )
 
     attn_scale = opts.attn_scale
-    if amplitudes != {1.0}:  # YaRN, LongRoPE scale rotated queries and keys by a: the logits by a² (whole heads rotated)
-        if len(amplitudes) > 1 or rot_dim != r:
-            on = "layers of different rope settings" if len(amplitudes) > 1 else f"{rot_dim} of {r} head dims"
-            raise UnsupportedModelError(f"{where}: the attention factor {sorted(amplitudes)} of its rope scaling "
-                                        f"({', '.join(sorted(kinds))}) on {on}: it scales the rotated dims alone, which "
-                                        "compscope's one logit scale cannot hold")
+    if amplitudes != {1.0}:  # YaRN, LongRoPE scale rotated queries and keys by a factor a
+        scaling = ", ".join(sorted(kinds))
+        if len(amplitudes) > 1:
+            raise UnsupportedModelError(f"{where}: the attention factors {sorted(amplitudes)} of its rope scaling "
+                                        f"({scaling}) differ between layers")
         a = amplitudes.pop()
-        attn_scale = (attn_scale or r**-0.5) * a * a
-        rope_notes.append(f"the rope scaling's attention factor {a:.6g} on queries and keys is folded into the logit "
-                          "scale as its square")
+        if rot_dim == r:  # the whole head: the logits by a²
+            attn_scale = (attn_scale or r**-0.5) * a * a
+            rope_notes.append(f"the rope scaling's attention factor {a:.6g} on queries and keys is folded into the "
+                              "logit scale as its square")
+        elif opts.qk_norm:  # the rows it would scale feed a norm, which would undo it
+            raise UnsupportedModelError(f"{where}: the attention factor {a:.6g} of its rope scaling ({scaling}) on "
+                                        f"{rot_dim} of {r} head dims, beside QK-norm: not supported")
+        else:  # the rotated dims alone: a rotation commutes with a scale, so their rows of W_Q, W_K (and biases) take it
+            for ws in (wq, wk, bq, bk):
+                for i, w in enumerate(ws):
+                    if w is not None:
+                        ws[i] = torch.cat([w[:, :rot_dim] * a, w[:, rot_dim:]], dim=1)
+            rope_notes.append(f"the rope scaling's attention factor {a:.6g} on the {rot_dim} rotated dims of queries "
+                              "and keys is folded into those rows of W_Q and W_K (and their biases)")
     divisors = ts.take("rope_freqs.weight", (rot_dim // 2,), required=False)  # only GGUF files carry it
     if divisors is not None:  # llama.cpp's form of a frequency scaling (Llama 3.1): f_i / divisor_i
         if bool((divisors <= 0).any()):  # take() has refused non-finite values already

@@ -1,9 +1,9 @@
 """Phi-3 (and Phi-4-mini) decoders: Llama-like with one fused ``qkv_proj``, whose rows stack the
 query heads, then the K/V heads' keys, then their values; partial rotary
 (``partial_rotary_factor``, rotate-half within the rotated dims); a sliding window, when set, on
-every layer. The long-context rope scaling (``longrope``: Phi-3-128k, Phi-3.5) is read for sequences
-within the original context, its attention factor folded into the logit scale where whole heads
-rotate (refused where part of each head does: Phi-4-mini).
+every layer. The long-context rope scaling (``longrope``: Phi-3-128k, Phi-3.5, Phi-4-mini) is read for
+sequences within the original context, its attention factor folded into the logit scale where whole
+heads rotate, into the rotated rows of ``W_Q`` and ``W_K`` where part of each head does (Phi-4-mini).
 """
 
 from __future__ import annotations
