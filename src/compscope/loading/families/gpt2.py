@@ -20,6 +20,17 @@ from . import register
 from .base import Family, checkpoint_notes, final_layernorm, number, sizes, split_cols, split_rows, unembedding
 
 
+#: GPT-2-style configs' size keys: their own names, and the long ones a GGUF file's metadata gives
+GPT2_SIZE_KEYS = frozenset("n_embd n_layer n_head hidden_size num_hidden_layers num_attention_heads".split())
+
+
+def gpt2_sizes(cfg: dict, where: str) -> tuple[int, int, int, int]:
+    """``(d_model, n_heads, n_layers, d_head)`` of a GPT-2-style config (:func:`sizes`), under GPT-2's
+    names or the long ones (GGUF files)."""
+    return sizes(cfg, where, width=("n_embd", "hidden_size"), heads=("n_head", "num_attention_heads"),
+                 layers=("n_layer", "num_hidden_layers"))
+
+
 def gpt2_outer(ckpt: Checkpoint, prefix: str, d: int, eps: float) -> tuple[Tensor, Tensor, Tensor | None, str | None, Norm | None]:
     """What GPT-2-like checkpoints (GPT-2, GPT-Neo) keep outside the blocks: ``W_E = wteᵀ``,
     ``W_pos = wpeᵀ``, the unembedding (``lm_head``, or the tied ``wte``) with its note, and the final
@@ -70,8 +81,7 @@ class GPT2(Family):
     name = "gpt2"
     model_types = ("gpt2",)
     architectures = ("GPT2LMHeadModel", "GPT2Model")
-    handled = frozenset("n_embd n_layer n_head hidden_size num_hidden_layers num_attention_heads layer_norm_epsilon "
-                        "scale_attn_weights reorder_and_upcast_attn".split())  # the long names: GGUF files
+    handled = GPT2_SIZE_KEYS | frozenset("layer_norm_epsilon scale_attn_weights reorder_and_upcast_attn".split())
     ignored = frozenset(
         "summary_type summary_use_proj summary_activation summary_proj_to_labels summary_first_dropout "
         "n_special predict_special_tokens feed_forward_length".split()  # the last: transformers from GGUF
@@ -90,8 +100,7 @@ class GPT2(Family):
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
         cls.check_config(cfg, where)
-        d, H, L, r = sizes(cfg, where, width=("n_embd", "hidden_size"), heads=("n_head", "num_attention_heads"),
-                           layers=("n_layer", "num_hidden_layers"))
+        d, H, L, r = gpt2_sizes(cfg, where)
         eps = number(cfg, where, "layer_norm_epsilon", default=1e-5)
         prefix = "transformer." if "transformer.wte.weight" in ts else ""
         thirds = lambda w, b: (w.split(d), b.split(d))  # noqa: E731  rows [q heads | k heads | v heads]

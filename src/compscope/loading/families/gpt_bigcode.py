@@ -14,8 +14,8 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta
 from ...errors import UnsupportedModelError
 from . import register
-from .base import Family, checkpoint_notes, number, sizes
-from .gpt2 import gpt2_blocks, gpt2_outer, ln1_attn_hooks
+from .base import Family, checkpoint_notes, number
+from .gpt2 import GPT2_SIZE_KEYS, gpt2_blocks, gpt2_outer, gpt2_sizes, ln1_attn_hooks
 
 
 @register
@@ -23,9 +23,8 @@ class GPTBigCode(Family):
     name = "gpt_bigcode"
     model_types = ("gpt_bigcode",)
     architectures = ("GPTBigCodeForCausalLM", "GPTBigCodeModel")
-    handled = frozenset("n_embd n_layer n_head layer_norm_epsilon multi_query scale_attn_weights num_key_value_heads "
-                        "hidden_size num_hidden_layers num_attention_heads".split())
-    # (num_key_value_heads: transformers 5's, from multi_query; the long names: GGUF files)
+    # (num_key_value_heads: transformers 5's, from multi_query)
+    handled = GPT2_SIZE_KEYS | frozenset("layer_norm_epsilon multi_query scale_attn_weights num_key_value_heads".split())
     # the softmax's dtype (float32 or not, and a scaling undone inside it): numerics, not what is computed
     ignored = frozenset("attention_softmax_in_fp32 scale_attention_softmax_in_fp32 inference_runner max_batch_size "
                         "max_sequence_length pad_key_length pre_allocate_kv_cache validate_runner_input summary_type "
@@ -40,8 +39,7 @@ class GPTBigCode(Family):
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
         cls.check_config(cfg, where)
-        d, H, L, r = sizes(cfg, where, width=("n_embd", "hidden_size"), heads=("n_head", "num_attention_heads"),
-                           layers=("n_layer", "num_hidden_layers"))
+        d, H, L, r = gpt2_sizes(cfg, where)
         eps = number(cfg, where, "layer_norm_epsilon", default=1e-5)
         mqa = cfg.get("multi_query", True) is not False  # transformers' default: multi-query
         G = 1 if mqa else H
