@@ -84,6 +84,9 @@ CASES = {
     "bert": lambda: transformers.BertForMaskedLM(transformers.BertConfig(  # post-LN: ln1 is the norm after attention
         architectures=["BertForMaskedLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_hidden_layers=3,
         intermediate_size=48, max_position_embeddings=32)),
+    "roberta": lambda: transformers.RobertaForMaskedLM(transformers.RobertaConfig(  # positions from pad_token_id + 1
+        architectures=["RobertaForMaskedLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
+        num_hidden_layers=3, intermediate_size=48, max_position_embeddings=34, type_vocab_size=1, pad_token_id=1)),
 }
 #: a bridge around an architecture compscope has no family for: a clean error naming it
 UNSUPPORTED = {

@@ -229,6 +229,13 @@ VARIANTS = [
                  final_logit_softcapping=None, attn_logit_softcapping=None)),
     Variant("bert", "bert", "BertConfig",
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12)),
+    # positions from pad_token_id + 1 = 2, as RoBERTa's (514 rows for 512 tokens)
+    Variant("roberta-offset-positions", "bert", "RobertaConfig",
+            dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1)),
+    Variant("data2vec-text-pad-zero", "bert", "Data2VecTextConfig",
+            dict(_COMMON, max_position_embeddings=33, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=0)),
+    Variant("electra", "bert", "ElectraConfig",
+            dict(_COMMON, embedding_size=D, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12)),
 ]
 BY_ID = {v.id: v for v in VARIANTS}
 PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-neo-local3", "neox-partial-rotary-parallel", "neox-sequential-no-bias",
@@ -399,8 +406,9 @@ def attention_layers(model, kind: str) -> int:
 
 
 def random_ids(seed: int = 1, batch: int = BATCH, seq: int = SEQ) -> torch.Tensor:
+    """Token ids from 2 up: no pad token of the variants (RoBERTa's 1 would hold its position back)."""
     g = torch.Generator().manual_seed(seed)
-    return torch.randint(0, VOCAB, (batch, seq), generator=g)
+    return torch.randint(2, VOCAB, (batch, seq), generator=g)
 
 
 @functools.lru_cache(maxsize=None)

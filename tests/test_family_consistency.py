@@ -21,7 +21,7 @@ import torch
 import compscope
 from compscope.core.attention import attention_forward
 
-from hf_tiny import (BY_ID, SEQ, VARIANTS, VOCAB, attention_layers, build, capture, make_config, model_and_capture,
+from hf_tiny import (BY_ID, D, SEQ, VARIANTS, VOCAB, attention_layers, build, capture, make_config, model_and_capture,
                      random_ids)
 
 ATOL = 1e-5
@@ -408,6 +408,61 @@ def test_bert_with_mlm_head():
     assert hw.W_U is None
     assert_matches(hw, cap, "bert (masked LM)")
 
+
+
+KIN = [("RobertaForMaskedLM", "RobertaConfig", "roberta", "roberta", 1),
+       ("XLMRobertaForMaskedLM", "XLMRobertaConfig", "roberta", "roberta", 1),
+       ("CamembertForMaskedLM", "CamembertConfig", "roberta", "roberta", 3),
+       ("Data2VecTextForMaskedLM", "Data2VecTextConfig", "data2vec_text", "data2vec_text", 1),
+       ("ElectraForPreTraining", "ElectraConfig", "electra", "electra", 0)]
+
+
+@pytest.mark.parametrize("model_cls, config_cls, family, base, pad", KIN, ids=[k[0] for k in KIN])
+def test_bert_kin_with_their_heads_from_objects_and_folders(tmp_path, model_cls, config_cls, family, base, pad):
+    """RoBERTa's kin with their task heads, as objects and as saved folders (tensor names under
+    the base model's prefix): the same heads, of the family their model type names; positions
+    from ``pad_token_id + 1`` where the model numbers them so (the embeddings' own position rows
+    for an unpadded sequence); and every layer's attention output as the model computes it."""
+    import transformers
+
+    extra = {"embedding_size": D} if config_cls == "ElectraConfig" else {}
+    cfg = getattr(transformers, config_cls)(vocab_size=VOCAB, hidden_size=D, num_attention_heads=4, num_hidden_layers=2,
+                                            intermediate_size=48, max_position_embeddings=40, type_vocab_size=1,
+                                            pad_token_id=pad, **extra)
+    torch.manual_seed(0)
+    model = getattr(transformers, model_cls)(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.25 * torch.randn_like(p))
+    model.save_pretrained(tmp_path)
+    ids = random_ids()
+    ids[ids == pad] = pad + 1  # no pad token: no position is held back
+    body = getattr(model, base)
+    cap = capture(body, "bert", ids)
+    hw, saved = compscope.load(model), compscope.load(tmp_path)
+    assert hw.meta.family == saved.meta.family == family and hw.W_U is None and not hw.causal
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_pos"):
+        torch.testing.assert_close(getattr(saved, name), getattr(hw, name), atol=0, rtol=0)
+    start = 0 if family == "electra" else pad + 1
+    torch.testing.assert_close(hw.W_pos.T, body.embeddings.position_embeddings.weight[start:], atol=0, rtol=0)
+    torch.testing.assert_close(hw.W_pos[:, :SEQ].T, cap.extra["position_embeddings"][0], atol=0, rtol=0)
+    assert bool(start) == any("pad_token_id + 1" in n for n in hw.meta.notes)
+    assert_matches(hw, cap, model_cls)
+
+
+def test_bert_kin_refuse_what_they_cannot_read(tmp_path):
+    """ELECTRA's small models project the embeddings up to the residual; a RoBERTa built as a
+    decoder attends causally with cross-attention: both refused, naming the key."""
+    import transformers
+
+    small = transformers.ElectraConfig(vocab_size=VOCAB, embedding_size=16, hidden_size=D, num_attention_heads=4,
+                                       num_hidden_layers=2, intermediate_size=48)
+    with pytest.raises(compscope.UnsupportedModelError, match="embedding_size' = 16 differs from hidden_size = 32"):
+        compscope.load(transformers.ElectraForPreTraining(small))
+    decoder = transformers.RobertaConfig(vocab_size=VOCAB, hidden_size=D, num_attention_heads=4, num_hidden_layers=2,
+                                         intermediate_size=48, is_decoder=True)
+    with pytest.raises(compscope.UnsupportedModelError, match="is_decoder=True"):
+        compscope.load(transformers.RobertaForCausalLM(decoder))
 
 
 # ---------------------------------------------------------------------------- biases the config does not build

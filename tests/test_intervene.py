@@ -415,17 +415,19 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
     return ((o1.norm(dim=-1) - n0).abs() / n0).mean(dim=(0, 1)), ((o1 - o0).norm(dim=-1) / n0).mean(dim=(0, 1))
 
 
-@pytest.mark.parametrize("route", ["batched", "threes", "single"])
-def test_post_ln_effects_equal_a_patched_forward_through_the_models_own_modules(route, monkeypatch):
-    """BERT (post-LN), three layers, every pair and kind: the direct path through the norms
-    between the layers (compscope's one trace) equals the patched forward of the model itself;
-    with a layer's four writers in one batch (as on a GPU), in three and one, and one at a time."""
+@pytest.mark.parametrize("variant_id, route", [("bert", "batched"), ("bert", "threes"), ("bert", "single"),
+                                               ("roberta-offset-positions", "threes"), ("electra", "single"),
+                                               ("data2vec-text-pad-zero", "batched")])
+def test_post_ln_effects_equal_a_patched_forward_through_the_models_own_modules(variant_id, route, monkeypatch):
+    """BERT and its kin (post-LN), three layers, every pair and kind: the direct path through the
+    norms between the layers (compscope's one trace) equals the patched forward of the model
+    itself; with a layer's four writers in one batch (as on a GPU), in three and one, and one at a time."""
     pytest.importorskip("transformers")
     from hf_tiny import BY_ID, build, random_ids
 
     import compscope
 
-    model = build(BY_ID["bert"], num_hidden_layers=3)
+    model = build(BY_ID[variant_id], num_hidden_layers=3)
     runner = runner_for(model, compscope.load(model))
     assert runner.hw.n_heads == 4
     t = random_ids(batch=3)

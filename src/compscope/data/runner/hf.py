@@ -42,11 +42,13 @@ class HFRunner(Runner):
         self.post_norms = float32_norms(self.norm_modules)
         bos = getattr(config, "bos_token_id", None)
         # a bos_token_id outside the vocabulary (random configs keep GPT-2's 50256) is no token this model takes
-        self.bos = bos if isinstance(bos, int) and 0 <= bos < hw.n_vocab and family.name != "bert" and hw.causal else None
+        self.bos = bos if isinstance(bos, int) and 0 <= bos < hw.n_vocab and hw.causal else None
         if hw.positions == "learned" or family.position_table:  # rotary models run past their training context;
             # learned positions, and a table of rotary ones, cannot
             n = next((getattr(config, k) for k in ("n_positions", "max_position_embeddings")
                       if isinstance(getattr(config, k, None), int)), None)
+            if hw.positions == "learned" and hw.W_pos is not None:  # RoBERTa's table has rows no sequence reads
+                n = hw.W_pos.shape[1] if n is None else min(n, hw.W_pos.shape[1])
             self.n_ctx = n
         windows = [w for w in hw.sliding_window if w is not None]
         if windows and hasattr(config, "sliding_window") and config.sliding_window is None:

@@ -1,4 +1,5 @@
-"""BERT encoders (BERT, all-MiniLM): post-LayerNorm, bidirectional, learned positions.
+"""BERT encoders (BERT, all-MiniLM; RoBERTa, XLM-RoBERTa, CamemBERT, data2vec-text; ELECTRA):
+post-LayerNorm, bidirectional, learned positions.
 
 Post-LN: each sublayer's output is added to the residual and the *sum* is normalised,
 ``h' = LN(h + Attn(h))``. Attention at layer ``l`` therefore reads the residual directly; the
@@ -7,6 +8,13 @@ layer's output LayerNorm after that. The residual stream itself is renormalised 
 sublayer, so what a head writes reaches later heads only through that rescaling: recorded as
 ``norm_placement='post'``, and folding gains is refused (it would not preserve the model).
 There is no unembedding in a plain encoder (``W_U = None``).
+
+RoBERTa and its kin number positions from ``pad_token_id + 1`` (a pad token takes position
+``pad_token_id`` and does not advance the count), so the table's first ``pad_token_id + 1`` rows are
+never read by a sequence without padding: ``W_pos`` starts at row ``pad_token_id + 1``. ELECTRA is
+BERT's layout under another name; its small models project smaller embeddings up to the residual
+after the embeddings LayerNorm (``embedding_size < hidden_size``), which no ``W_E`` and norm express:
+refused by name.
 """
 
 from __future__ import annotations
@@ -15,8 +23,9 @@ import torch
 
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm
+from ...errors import LoadError, UnsupportedModelError
 from . import register
-from .base import Family, number, sizes, split_cols, split_rows
+from .base import MAX_WIDTH, Family, integer, number, sizes, split_cols, split_rows
 
 
 @register
@@ -32,6 +41,11 @@ class Bert(Family):
     }
 
     hf_base = "bert"
+
+    @classmethod
+    def first_position(cls, config: dict, where: str) -> int:
+        """The row of the position table that the first token of an unpadded sequence reads."""
+        return 0
 
     @classmethod
     def hook_points(cls, model):
@@ -50,7 +64,7 @@ class Bert(Family):
         cls.check_config(cfg, where)
         d, H, L, r = sizes(cfg, where)
         eps = number(cfg, where, "layer_norm_eps", default=1e-12)
-        prefix = "bert." if "bert.embeddings.word_embeddings.weight" in ts else ""
+        prefix = cls.hf_base + "." if f"{cls.hf_base}.embeddings.word_embeddings.weight" in ts else ""
         e = prefix + "embeddings."
         ln_w = [ts.take(e + "LayerNorm.weight", (d,))]
         ln_b = [ts.take(e + "LayerNorm.bias", (d,))]
@@ -68,12 +82,18 @@ class Bert(Family):
                 ln_w.append(ts.take(f"{prefix}encoder.layer.{i}.output.LayerNorm.weight", (d,)))
                 ln_b.append(ts.take(f"{prefix}encoder.layer.{i}.output.LayerNorm.bias", (d,)))
         wte = ts.take(e + "word_embeddings.weight")
+        start = cls.first_position(cfg, where)
         wpe = ts.take(e + "position_embeddings.weight")
+        if wpe.ndim != 2 or wpe.shape[0] <= start:
+            raise LoadError(f"{where}: tensor '{e}position_embeddings.weight' has shape {tuple(wpe.shape)}: expected "
+                            f"(positions > {start}, {d})")
+        wpe = wpe[start:]
         tte = ts.take(e + "token_type_embeddings.weight", required=False)
         notes = list(ckpt.notes) + [
             "post-LN: the residual is renormalised after every sublayer; attention reads it directly",
             "encoder: bidirectional attention, no unembedding (W_U is None)",
-        ]
+        ] + ([f"positions numbered from pad_token_id + 1 = {start}: W_pos is the position table from row {start} on"]
+             if start else [])
         return HeadWeights(
             W_Q=torch.stack(ws["query"]), W_K=torch.stack(ws["key"]), W_V=torch.stack(ws["value"]),
             W_O=torch.stack(wo),
@@ -90,3 +110,52 @@ class Bert(Family):
             embed_extra={} if tte is None else {"W_type": tte.T},
             meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
         )
+
+
+@register
+class Roberta(Bert):
+    """RoBERTa and the encoders built as it is (XLM-RoBERTa, CamemBERT): BERT's layers, positions
+    numbered from ``pad_token_id + 1``."""
+
+    name = "roberta"
+    model_types = ("roberta", "xlm-roberta", "camembert")
+    architectures = ("RobertaModel", "RobertaForMaskedLM", "XLMRobertaModel", "XLMRobertaForMaskedLM",
+                     "CamembertModel", "CamembertForMaskedLM")
+    hf_base = "roberta"
+
+    @classmethod
+    def first_position(cls, config: dict, where: str) -> int:
+        return integer(config, where, "pad_token_id", low=0, high=MAX_WIDTH) + 1
+
+
+@register
+class Data2VecText(Roberta):
+    """data2vec-text: RoBERTa's layout under another prefix."""
+
+    name = "data2vec_text"
+    model_types = ("data2vec-text",)
+    architectures = ("Data2VecTextModel", "Data2VecTextForMaskedLM")
+    hf_base = "data2vec_text"
+
+
+@register
+class Electra(Bert):
+    """ELECTRA (discriminators and generators): BERT's layout, positions from 0; the embeddings
+    must be as wide as the residual (no ``embeddings_project``)."""
+
+    name = "electra"
+    model_types = ("electra",)
+    architectures = ("ElectraModel", "ElectraForPreTraining", "ElectraForMaskedLM")
+    handled = Bert.handled | {"embedding_size"}
+    ignored = frozenset("summary_type summary_use_proj summary_activation summary_last_dropout".split())
+    hf_base = "electra"
+
+    @classmethod
+    def check_config(cls, config: dict, where: str) -> None:
+        super().check_config(config, where)
+        e = integer(config, where, "embedding_size")
+        d = integer(config, where, "hidden_size")
+        if e != d:
+            raise UnsupportedModelError(
+                f"{where}: config key 'embedding_size' = {e} differs from hidden_size = {d}: the embeddings are projected "
+                "up to the residual after their LayerNorm (ELECTRA's small models), which compscope does not read")
