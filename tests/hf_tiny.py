@@ -32,7 +32,7 @@ _LLAMA = dict(_COMMON, head_dim=D_HEAD, max_position_embeddings=64, rms_norm_eps
 class Variant:
     id: str
     kind: str  # 'gpt2' | 'neox' | 'llama' | 'granite' | 'hybrid' | 'gemma3' | 'olmo2' | 'phi' | 'falcon' | 'bloom' | 'mpt' | 'gptj' | 'opt' |
-    # 'bert': where HF's modules live (GPT-Neo's as GPT-2's, Gemma 2's as Gemma 3's, OLMo-3's as OLMo-2's, Granite's as
+    # 'bert' (DistilBERT's names as well): where HF's modules live (GPT-Neo's as GPT-2's, Gemma 2's as Gemma 3's, OLMo-3's as OLMo-2's, Granite's as
     # Llama's, what it adds to the residual times its residual_multiplier; a hybrid's: its attention layers alone)
     config_cls: str
     config: dict = field(default_factory=dict)
@@ -236,6 +236,8 @@ VARIANTS = [
             dict(_COMMON, max_position_embeddings=33, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=0)),
     Variant("electra", "bert", "ElectraConfig",
             dict(_COMMON, embedding_size=D, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12)),
+    Variant("distilbert", "bert", "DistilBertConfig",
+            dict(vocab_size=VOCAB, dim=D, n_heads=HEADS, n_layers=2, hidden_dim=48, max_position_embeddings=32)),
 ]
 BY_ID = {v.id: v for v in VARIANTS}
 PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-neo-local3", "neox-partial-rotary-parallel", "neox-sequential-no-bias",
@@ -348,6 +350,8 @@ def _modules(model, kind: str):
         t = model.model
         return [(b.self_attn, b.post_attention_layernorm) for b in t.layers], t.norm
     if kind == "bert":
+        if hasattr(model, "transformer"):  # DistilBERT's names; its block's input is what attention reads
+            return [(b, b.attention.out_lin) for b in model.transformer.layer], None
         return [(b.attention.self, b.attention.output.dense) for b in model.encoder.layer], None
     raise ValueError(kind)
 
@@ -386,7 +390,7 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
             lambda m, a, k: store.__setitem__("layer0_in", _first(a, k).detach().clone()), with_kwargs=True))
     if kind == "bert":
         emb = model.embeddings
-        for name in ("word_embeddings", "position_embeddings", "token_type_embeddings"):
+        for name in [n for n in ("word_embeddings", "position_embeddings", "token_type_embeddings") if hasattr(emb, n)]:
             handles.append(getattr(emb, name).register_forward_hook(
                 lambda m, a, o, name=name: store.__setitem__(name, o.detach().clone())))
     try:

@@ -121,7 +121,7 @@ def test_unknown_model_type(llama_copy, model_type):
 @pytest.mark.parametrize(
     "model_type, key",
     [("llama", "hidden_size"), ("gpt2", "n_embd"), ("bert", "hidden_size"), ("gpt_neox", "hidden_size"),
-     ("gemma", "hidden_size"), ("gemma3_text", "hidden_size")],
+     ("gemma", "hidden_size"), ("gemma3_text", "hidden_size"), ("roberta", "hidden_size"), ("distilbert", "dim")],
 )
 def test_config_missing_a_required_key(llama_copy, model_type, key):
     (llama_copy / "config.json").write_text(json.dumps({"model_type": model_type}))

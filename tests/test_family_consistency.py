@@ -130,9 +130,13 @@ def test_embedding_columns_match_hf(variant):
     if variant.kind == "bert":
         torch.testing.assert_close(emb, cap.extra["word_embeddings"], atol=0, rtol=0)
         torch.testing.assert_close(hw.W_pos[:, :SEQ].T, cap.extra["position_embeddings"][0], atol=0, rtol=0)
-        torch.testing.assert_close(hw.embed_extra["W_type"][:, 0], cap.extra["token_type_embeddings"][0, 0])
+        summed = emb + hw.W_pos[:, :SEQ].T
+        if "token_type_embeddings" in cap.extra:  # not DistilBERT's
+            torch.testing.assert_close(hw.embed_extra["W_type"][:, 0], cap.extra["token_type_embeddings"][0, 0])
+            summed = summed + hw.embed_extra["W_type"][:, 0]
+        else:
+            assert hw.embed_extra == {}
         # attn_norm of layer 0 is the embeddings LayerNorm: it produced the residual layer 0 reads
-        summed = emb + hw.W_pos[:, :SEQ].T + hw.embed_extra["W_type"][:, 0]
         torch.testing.assert_close(hw.attn_norm.apply(summed, 0), cap.resid[0], atol=ATOL, rtol=0)
         return
     if hw.W_pos is not None:
@@ -414,7 +418,8 @@ KIN = [("RobertaForMaskedLM", "RobertaConfig", "roberta", "roberta", 1),
        ("XLMRobertaForMaskedLM", "XLMRobertaConfig", "roberta", "roberta", 1),
        ("CamembertForMaskedLM", "CamembertConfig", "roberta", "roberta", 3),
        ("Data2VecTextForMaskedLM", "Data2VecTextConfig", "data2vec_text", "data2vec_text", 1),
-       ("ElectraForPreTraining", "ElectraConfig", "electra", "electra", 0)]
+       ("ElectraForPreTraining", "ElectraConfig", "electra", "electra", 0),
+       ("DistilBertForSequenceClassification", "DistilBertConfig", "distilbert", "distilbert", 0)]
 
 
 @pytest.mark.parametrize("model_cls, config_cls, family, base, pad", KIN, ids=[k[0] for k in KIN])
@@ -425,10 +430,9 @@ def test_bert_kin_with_their_heads_from_objects_and_folders(tmp_path, model_cls,
     for an unpadded sequence); and every layer's attention output as the model computes it."""
     import transformers
 
-    extra = {"embedding_size": D} if config_cls == "ElectraConfig" else {}
+    extra = {"DistilBertConfig": {}, "ElectraConfig": {"embedding_size": D}}.get(config_cls, {"type_vocab_size": 1})
     cfg = getattr(transformers, config_cls)(vocab_size=VOCAB, hidden_size=D, num_attention_heads=4, num_hidden_layers=2,
-                                            intermediate_size=48, max_position_embeddings=40, type_vocab_size=1,
-                                            pad_token_id=pad, **extra)
+                                            intermediate_size=48, max_position_embeddings=40, pad_token_id=pad, **extra)
     torch.manual_seed(0)
     model = getattr(transformers, model_cls)(cfg).eval()
     with torch.no_grad():
@@ -443,7 +447,7 @@ def test_bert_kin_with_their_heads_from_objects_and_folders(tmp_path, model_cls,
     assert hw.meta.family == saved.meta.family == family and hw.W_U is None and not hw.causal
     for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_pos"):
         torch.testing.assert_close(getattr(saved, name), getattr(hw, name), atol=0, rtol=0)
-    start = 0 if family == "electra" else pad + 1
+    start = 0 if family in ("electra", "distilbert") else pad + 1
     torch.testing.assert_close(hw.W_pos.T, body.embeddings.position_embeddings.weight[start:], atol=0, rtol=0)
     torch.testing.assert_close(hw.W_pos[:, :SEQ].T, cap.extra["position_embeddings"][0], atol=0, rtol=0)
     assert bool(start) == any("pad_token_id + 1" in n for n in hw.meta.notes)

@@ -356,13 +356,26 @@ def test_the_pair_built_to_compose_is_the_only_one_that_does():
     assert float(eff.v_direction[0, 0, 1].max()) < 1e-6
 
 
+def _encoder_modules(model) -> dict:
+    """Where a BERT-like encoder keeps its layers and, per layer, the module whose input is the
+    residual its attention reads, the q/k/v projections, the attention's and the MLP's output
+    projections (DistilBERT's names, or BERT's)."""
+    if hasattr(model, "transformer"):  # DistilBERT
+        return {"layers": model.transformer.layer, "reads": lambda b: b, "out": lambda b: b.attention.out_lin,
+                "mlp": lambda b: b.ffn.lin2, "qkv": lambda b: (b.attention.q_lin, b.attention.k_lin, b.attention.v_lin)}
+    return {"layers": model.encoder.layer, "reads": lambda b: b.attention.self, "out": lambda b: b.attention.output.dense,
+            "mlp": lambda b: b.output.dense,
+            "qkv": lambda b: (b.attention.self.query, b.attention.self.key, b.attention.self.value)}
+
+
 def _bert_brute_force(model, ids, l1, h1, l2, kind):
     """One pair on a ``transformers`` BERT, through its own modules: a clean forward, then a
     patched one in which layer l1's attention output carries h1's mean instead of its own, every
     sublayer output after it (the MLP of l1 included) is replaced by its clean value, and at
     layer l2 only the ``kind`` projection reads the patched hidden state (the others the clean
     one). Returns the effect on every head of l2 (and the V direction)."""
-    layers = model.encoder.layer
+    m = _encoder_modules(model)
+    layers = m["layers"]
     H = model.config.num_attention_heads
     r = model.config.hidden_size // H
     clean, hooks = {}, []
@@ -375,9 +388,9 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
         keep(("attn", i), o)
 
     for i, b in enumerate(layers):  # hooks that return None change nothing
-        hooks.append(b.attention.output.dense.register_forward_hook(lambda m, a, o, i=i: keep_dense(i, a, o)))
-        hooks.append(b.output.dense.register_forward_hook(lambda m, a, o, i=i: keep(("mlp", i), o)))
-        hooks.append(b.attention.self.register_forward_pre_hook(
+        hooks.append(m["out"](b).register_forward_hook(lambda _, a, o, i=i: keep_dense(i, a, o)))
+        hooks.append(m["mlp"](b).register_forward_hook(lambda _, a, o, i=i: keep(("mlp", i), o)))
+        hooks.append(m["reads"](b).register_forward_pre_hook(
             lambda m, a, k, i=i: keep(("resid", i), a[0] if a else k["hidden_states"]), with_kwargs=True))
     with torch.no_grad():
         p0 = model(input_ids=ids, output_attentions=True).attentions[l2]
@@ -385,20 +398,17 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
         h.remove()
     sl = slice(h1 * r, (h1 + 1) * r)
     c = clean[("ctx", l1)][..., sl]
-    delta = (c.mean(0, keepdim=True) - c) @ layers[l1].attention.output.dense.weight[:, sl].T
+    delta = (c.mean(0, keepdim=True) - c) @ m["out"](layers[l1]).weight[:, sl].T
     hooks, patched = [], {}
-    hooks.append(layers[l1].attention.output.dense.register_forward_hook(lambda m, a, o: clean[("attn", l1)] + delta))
+    hooks.append(m["out"](layers[l1]).register_forward_hook(lambda _, a, o: clean[("attn", l1)] + delta))
     for i in range(l1, l2):
-        hooks.append(layers[i].output.dense.register_forward_hook(lambda m, a, o, i=i: clean[("mlp", i)]))
+        hooks.append(m["mlp"](layers[i]).register_forward_hook(lambda _, a, o, i=i: clean[("mlp", i)]))
         if i > l1:
-            hooks.append(layers[i].attention.output.dense.register_forward_hook(
-                lambda m, a, o, i=i: clean[("attn", i)]))
-    sa = layers[l2].attention.self
-    for k, lin in (("Q", sa.query), ("K", sa.key), ("V", sa.value)):
+            hooks.append(m["out"](layers[i]).register_forward_hook(lambda _, a, o, i=i: clean[("attn", i)]))
+    for k, lin in zip("QKV", m["qkv"](layers[l2])):
         if k != kind:
-            hooks.append(lin.register_forward_pre_hook(lambda m, a: (clean[("resid", l2)],)))
-    hooks.append(layers[l2].attention.output.dense.register_forward_hook(
-        lambda m, a, o: patched.__setitem__("ctx", a[0].detach())))
+            hooks.append(lin.register_forward_pre_hook(lambda _, a: (clean[("resid", l2)],)))
+    hooks.append(m["out"](layers[l2]).register_forward_hook(lambda _, a, o: patched.__setitem__("ctx", a[0].detach())))
     try:
         with torch.no_grad():
             p1 = model(input_ids=ids, output_attentions=True).attentions[l2]
@@ -407,7 +417,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
             h.remove()
     if kind in "QK":
         return 0.5 * (p1.double() - p0.double()).abs().sum(-1).mean(dim=(0, 2)), None
-    W = layers[l2].attention.output.dense.weight.double()
+    W = m["out"](layers[l2]).weight.double()
     per_head = lambda ctx: torch.stack([ctx[..., h * r:(h + 1) * r].double() @ W[:, h * r:(h + 1) * r].T  # noqa: E731
                                         for h in range(H)], dim=2)
     o0, o1 = per_head(clean[("ctx", l2)]), per_head(patched["ctx"])
@@ -417,9 +427,9 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
 
 @pytest.mark.parametrize("variant_id, route", [("bert", "batched"), ("bert", "threes"), ("bert", "single"),
                                                ("roberta-offset-positions", "threes"), ("electra", "single"),
-                                               ("data2vec-text-pad-zero", "batched")])
+                                               ("data2vec-text-pad-zero", "batched"), ("distilbert", "threes")])
 def test_post_ln_effects_equal_a_patched_forward_through_the_models_own_modules(variant_id, route, monkeypatch):
-    """BERT and its kin (post-LN), three layers, every pair and kind: the direct path through the
+    """BERT and its kin (post-LN; DistilBERT under its own names), three layers, every pair and kind: the direct path through the
     norms between the layers (compscope's one trace) equals the patched forward of the model
     itself; with a layer's four writers in one batch (as on a GPU), in three and one, and one at a time."""
     pytest.importorskip("transformers")

@@ -1,5 +1,5 @@
-"""BERT encoders (BERT, all-MiniLM; RoBERTa, XLM-RoBERTa, CamemBERT, data2vec-text; ELECTRA):
-post-LayerNorm, bidirectional, learned positions.
+"""BERT encoders (BERT, all-MiniLM; RoBERTa, XLM-RoBERTa, CamemBERT, data2vec-text; ELECTRA;
+DistilBERT): post-LayerNorm, bidirectional, learned positions.
 
 Post-LN: each sublayer's output is added to the residual and the *sum* is normalised,
 ``h' = LN(h + Attn(h))``. Attention at layer ``l`` therefore reads the residual directly; the
@@ -18,6 +18,8 @@ refused by name.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 import torch
 
@@ -58,29 +60,39 @@ class Bert(Family):
         """``LN(h + Attn(h))`` is ``attention.output.LayerNorm``, ``LN(m + MLP(m))`` is ``output.LayerNorm``."""
         return [(b.attention.output.LayerNorm, b.output.LayerNorm) for b in cls.base_model(model).encoder.layer]
 
+    #: where a layer's tensors live, under ``{prefix}``: its blocks, the q/k/v and output projections,
+    #: and the LayerNorm after its MLP (the one whose output the next layer reads)
+    layers_at: ClassVar[str] = "encoder.layer"
+    projections: ClassVar[tuple[str, str, str, str]] = (
+        "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense")
+    output_norm: ClassVar[str] = "output.LayerNorm"
+
+    @classmethod
+    def sizes_and_eps(cls, config: dict, where: str) -> tuple[int, int, int, int, float]:
+        """``(d_model, n_heads, n_layers, d_head, LayerNorm eps)`` from the config."""
+        return (*sizes(config, where), number(config, where, "layer_norm_eps", default=1e-12))
+
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
         cls.check_config(cfg, where)
-        d, H, L, r = sizes(cfg, where)
-        eps = number(cfg, where, "layer_norm_eps", default=1e-12)
+        d, H, L, r, eps = cls.sizes_and_eps(cfg, where)
         prefix = cls.hf_base + "." if f"{cls.hf_base}.embeddings.word_embeddings.weight" in ts else ""
         e = prefix + "embeddings."
         ln_w = [ts.take(e + "LayerNorm.weight", (d,))]
         ln_b = [ts.take(e + "LayerNorm.bias", (d,))]
-        ws = {k: [] for k in ("query", "key", "value")}
-        bs = {k: [] for k in ("query", "key", "value")}
+        ws, bs = ([[] for _ in range(3)] for _ in range(2))
         wo, bo = [], []
         for i in range(L):
-            p = f"{prefix}encoder.layer.{i}.attention."
-            for k in ws:
-                ws[k].append(split_rows(ts.take(p + f"self.{k}.weight", (d, d)), H, r))
-                bs[k].append(ts.take(p + f"self.{k}.bias", (d,)).reshape(H, r))
-            wo.append(split_cols(ts.take(p + "output.dense.weight", (d, d)), H, r))
-            bo.append(ts.take(p + "output.dense.bias", (d,)))
+            p = f"{prefix}{cls.layers_at}.{i}."
+            for j, name in enumerate(cls.projections[:3]):
+                ws[j].append(split_rows(ts.take(p + name + ".weight", (d, d)), H, r))
+                bs[j].append(ts.take(p + name + ".bias", (d,)).reshape(H, r))
+            wo.append(split_cols(ts.take(p + cls.projections[3] + ".weight", (d, d)), H, r))
+            bo.append(ts.take(p + cls.projections[3] + ".bias", (d,)))
             if i < L - 1:  # the norm whose output layer i+1 reads
-                ln_w.append(ts.take(f"{prefix}encoder.layer.{i}.output.LayerNorm.weight", (d,)))
-                ln_b.append(ts.take(f"{prefix}encoder.layer.{i}.output.LayerNorm.bias", (d,)))
+                ln_w.append(ts.take(p + cls.output_norm + ".weight", (d,)))
+                ln_b.append(ts.take(p + cls.output_norm + ".bias", (d,)))
         wte = ts.take(e + "word_embeddings.weight")
         start = cls.first_position(cfg, where)
         wpe = ts.take(e + "position_embeddings.weight")
@@ -95,9 +107,8 @@ class Bert(Family):
         ] + ([f"positions numbered from pad_token_id + 1 = {start}: W_pos is the position table from row {start} on"]
              if start else [])
         return HeadWeights(
-            W_Q=torch.stack(ws["query"]), W_K=torch.stack(ws["key"]), W_V=torch.stack(ws["value"]),
-            W_O=torch.stack(wo),
-            b_Q=torch.stack(bs["query"]), b_K=torch.stack(bs["key"]), b_V=torch.stack(bs["value"]),
+            W_Q=torch.stack(ws[0]), W_K=torch.stack(ws[1]), W_V=torch.stack(ws[2]), W_O=torch.stack(wo),
+            b_Q=torch.stack(bs[0]), b_K=torch.stack(bs[1]), b_V=torch.stack(bs[2]),
             b_O=torch.stack(bo),
             W_E=wte.T, W_pos=wpe.T, W_U=None, b_U=None,
             kv_map=tuple(range(H)),
@@ -125,7 +136,8 @@ class Roberta(Bert):
 
     @classmethod
     def first_position(cls, config: dict, where: str) -> int:
-        return integer(config, where, "pad_token_id", low=0, high=MAX_WIDTH) + 1
+        # (absent: transformers' default for each of these model types, 1)
+        return integer(config, where, "pad_token_id", default=1, low=0, high=MAX_WIDTH) + 1
 
 
 @register
@@ -159,3 +171,39 @@ class Electra(Bert):
             raise UnsupportedModelError(
                 f"{where}: config key 'embedding_size' = {e} differs from hidden_size = {d}: the embeddings are projected "
                 "up to the residual after their LayerNorm (ELECTRA's small models), which compscope does not read")
+
+
+
+@register
+class DistilBert(Bert):
+    """DistilBERT: BERT's post-LN layers under other names (``q_lin``, ``k_lin``, ``v_lin``,
+    ``out_lin``; ``sa_layer_norm``, ``output_layer_norm``), no token types, every LayerNorm's eps
+    fixed at 1e-12 by the code (no config key). ``sinusoidal_pos_embds`` only chose how the position
+    table began: it is read as stored."""
+
+    name = "distilbert"
+    model_types = ("distilbert",)
+    architectures = ("DistilBertModel", "DistilBertForMaskedLM", "DistilBertForSequenceClassification")
+    handled = frozenset("dim n_heads n_layers hidden_dim sinusoidal_pos_embds".split())
+    ignored = frozenset("dropout qa_dropout seq_classif_dropout activation tie_weights_".split())
+    accept = {}
+    hf_base = "distilbert"
+    layers_at = "transformer.layer"
+    projections = ("attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin")
+    output_norm = "output_layer_norm"
+
+    @classmethod
+    def sizes_and_eps(cls, config: dict, where: str) -> tuple[int, int, int, int, float]:
+        return (*sizes(config, where, width=("dim",), heads=("n_heads",), layers=("n_layers",)), 1e-12)
+
+    @classmethod
+    def hook_points(cls, model):
+        """``attention.q_lin`` reads the residual (the previous LayerNorm's output; the attention
+        module itself takes it by keyword in transformers 4), ``attention.out_lin`` returns what is
+        added (before the residual and ``sa_layer_norm``)."""
+        return [(b.attention.q_lin, b.attention.out_lin) for b in cls.base_model(model).transformer.layer]
+
+    @classmethod
+    def post_norm_points(cls, model):
+        """``LN(h + Attn(h))`` is ``sa_layer_norm``, ``LN(m + MLP(m))`` is ``output_layer_norm``."""
+        return [(b.sa_layer_norm, b.output_layer_norm) for b in cls.base_model(model).transformer.layer]
