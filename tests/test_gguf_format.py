@@ -1564,3 +1564,72 @@ def test_a_gpt_oss_gguf_matches_the_model_object_and_runs_in_transformers(tmp_pa
     _write_gpt_oss_gguf(tmp_path / "x.gguf", model, extra={"rope_scaling_yarn_log_mul": 0.1})
     with pytest.raises(compscope.UnsupportedModelError, match=r"x\.gguf: GGUF metadata 'gpt-oss\.rope\.scaling\.yarn_log"):
         compscope.load(tmp_path / "x.gguf")
+
+
+def _write_bert_gguf(path, model, fused: bool = False, causal: bool = False) -> None:
+    """A BERT GGUF as llama.cpp's converter writes one (``bert``): HF's bert tensors renamed, the
+    post-LN norms after each sublayer, the attention bidirectional (``attention.causal`` false); a
+    RoBERTa's position table cut to start at its first used row, ``pad_token_id + 1``, as the
+    converter cuts it. ``fused``: query, key and value in one ``attn_qkv`` (rows q | k | v)."""
+    sd = _numpy_state(model)
+    cfg = model.config
+    d, n = cfg.hidden_size, cfg.num_hidden_layers
+    start = cfg.pad_token_id + 1 if cfg.model_type == "roberta" else 0
+    w = _writer(path, "bert")
+    _metadata(w, block_count=n, context_length=cfg.max_position_embeddings - start, embedding_length=d,
+              feed_forward_length=cfg.intermediate_size, head_count=cfg.num_attention_heads, head_count_kv=None,
+              layer_norm_eps=cfg.layer_norm_eps, causal_attention=causal, token_type_count=cfg.type_vocab_size)
+    top = {"embeddings.word_embeddings.weight": "token_embd.weight", "embeddings.position_embeddings.weight":
+           "position_embd.weight", "embeddings.token_type_embeddings.weight": "token_types.weight",
+           "embeddings.LayerNorm.weight": "token_embd_norm.weight", "embeddings.LayerNorm.bias": "token_embd_norm.bias"}
+    for hf_name, g_name in top.items():
+        t = sd[hf_name]
+        w.add_tensor(g_name, t[start:] if g_name == "position_embd.weight" else t)
+    names = {"attention.output.dense": "attn_output", "attention.output.LayerNorm": "attn_output_norm",
+             "intermediate.dense": "ffn_up", "output.dense": "ffn_down", "output.LayerNorm": "layer_output_norm"}
+    qkv = {"attention.self.query": "attn_q", "attention.self.key": "attn_k", "attention.self.value": "attn_v"}
+    for i in range(n):
+        p = f"encoder.layer.{i}."
+        if fused:
+            for part in ("weight", "bias"):
+                w.add_tensor(f"blk.{i}.attn_qkv.{part}", np.concatenate([sd[f"{p}{hf}.{part}"] for hf in qkv]))
+        else:
+            names = {**names, **qkv}
+        for hf_name, g_name in names.items():
+            for part in ("weight", "bias"):
+                w.add_tensor(f"blk.{i}.{g_name}.{part}", sd[f"{p}{hf_name}.{part}"])
+    _finish(w)
+
+
+@pytest.mark.parametrize("config_cls, fused", [("BertConfig", False), ("BertConfig", True), ("RobertaConfig", False)])
+def test_a_bert_gguf_matches_the_model_object(tmp_path, config_cls, fused):
+    """BERT (``bert``; RoBERTa's kin as llama.cpp writes them, under that architecture with the
+    position table cut at ``pad_token_id + 1``): read back, the model object's heads, embeddings,
+    positions and norms, and the attention recomputed from them. transformers' GGUF reader does not
+    read the architecture, so the data-based commands refuse it; a file that says it attends
+    causally is refused by its key."""
+    extra = {"pad_token_id": 1, "type_vocab_size": 1} if config_cls == "RobertaConfig" else {"type_vocab_size": 2}
+    cfg = hf_config(config_cls, vocab_size=V, hidden_size=D, num_attention_heads=H, num_hidden_layers=3,
+                    intermediate_size=32, max_position_embeddings=24, layer_norm_eps=1e-6, **extra)
+    model = transformers.AutoModel.from_config(cfg).eval()
+    _randomise(model, 41)
+    _write_bert_gguf(tmp_path / "b.gguf", model, fused=fused)
+    ours, ref = compscope.load(tmp_path / "b.gguf"), compscope.load(model)
+    assert ours.meta.family == "bert" and ref.meta.family == cfg.model_type and not ours.causal
+    assert ours.norm_placement == ref.norm_placement == "post" and ours.W_U is None
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_pos"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    assert torch.equal(ours.embed_extra["W_type"], ref.embed_extra["W_type"])
+    assert torch.equal(ours.attn_norm.weight, ref.attn_norm.weight) and torch.equal(ours.attn_norm.bias, ref.attn_norm.bias)
+    assert ours.attn_norm.eps == pytest.approx(1e-6, rel=1e-6)
+    from compscope.core.attention import attention_forward
+
+    x = torch.randn(2, 9, D, generator=torch.Generator().manual_seed(42))
+    for layer in range(3):
+        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
+    from compscope.data.runner import cannot_run
+
+    assert "a GGUF file of architecture 'bert', which transformers' GGUF reader does not read" in cannot_run(tmp_path / "b.gguf")
+    _write_bert_gguf(tmp_path / "c.gguf", model, causal=True)
+    with pytest.raises(compscope.UnsupportedModelError, match=r"c\.gguf: GGUF metadata 'bert\.attention\.causal' is true"):
+        compscope.load(tmp_path / "c.gguf")

@@ -78,6 +78,7 @@ _ARCHS = {
     "smollm3": ("smollm3", True, False),  # a Llama to llama.cpp; its layers without rotary are not stored:
     # every fourth, llama.cpp's rule and transformers' default interval (the family's)
     "granitehybrid": ("granitemoehybrid", True, False),  # Granite 4's and Bamba's Mamba hybrids (_hybrid_layers)
+    "bert": ("bert", False, False),  # BERT encoders (and RoBERTa's kin: llama.cpp cuts their position table to row 0)
     "command-r": ("cohere", False, False),  # Llama's names, rows as HF's (interleaved rotary, llama.cpp's own kind);
     "cohere2": ("cohere2", False, False),  # LayerNorms without bias, the logit scale (_ARCH_KEYS), Command R+'s QK norms
 }
@@ -149,6 +150,19 @@ _MPT_BLOCK = {"attn_norm.weight": "norm_1.weight", "attn_norm.bias": "norm_1.bia
               "attn_output.bias": "attn.out_proj.bias"}
 _MPT_TOP = {"token_embd.weight": "transformer.wte.weight", "output.weight": "lm_head.weight",
             "output_norm.weight": "transformer.norm_f.weight", "output_norm.bias": "transformer.norm_f.bias"}
+#: BERT files keep HF's bert names (post-LN: each sublayer's LayerNorm after it; ``layer_output_norm`` is
+#: the one the next layer reads); a fused ``attn_qkv`` splits into query, key and value as Phi-2's
+_BERT_BLOCK = {
+    **{f"attn_{x}.{p}": f"attention.self.{n}.{p}" for x, n in zip("qkv", ("query", "key", "value"))
+       for p in ("weight", "bias")},
+    **{f"attn_qkv.{p}": tuple(f"attention.self.{n}.{p}" for n in ("query", "key", "value")) for p in ("weight", "bias")},
+    **{f"attn_output.{p}": f"attention.output.dense.{p}" for p in ("weight", "bias")},
+    **{f"layer_output_norm.{p}": f"output.LayerNorm.{p}" for p in ("weight", "bias")},
+}
+_BERT_TOP = {"token_embd.weight": "embeddings.word_embeddings.weight",
+             "position_embd.weight": "embeddings.position_embeddings.weight",
+             "token_types.weight": "embeddings.token_type_embeddings.weight",
+             "token_embd_norm.weight": "embeddings.LayerNorm.weight", "token_embd_norm.bias": "embeddings.LayerNorm.bias"}
 _FALCON_TOP = {"token_embd.weight": "transformer.word_embeddings.weight", "output.weight": "lm_head.weight",
                "output_norm.weight": "transformer.ln_f.weight", "output_norm.bias": "transformer.ln_f.bias"}
 
@@ -193,13 +207,14 @@ _LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn
             "bloom": (_BLOOM_BLOCK, "transformer.h.{i}.", _BLOOM_TOP, (),
                       (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _neox_per_head)),
             "mpt": (_MPT_BLOCK, "transformer.blocks.{i}.", _MPT_TOP, (), ((), None)),
+            "bert": (_BERT_BLOCK, "encoder.layer.{i}.", _BERT_TOP, (), ((), None)),
             "falcon": (_falcon_block(two_norms=False), "transformer.h.{i}.", _FALCON_TOP, (),
                        (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _falcon_grouped))}
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
 _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid"}  # (the last: Bamba's half)
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
 _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
-                    for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2")},
+                    for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2", "bert")},
                  "starcoder2": {"layer_norm_epsilon": "norm_epsilon"}, "falcon": {"num_key_value_heads": "num_kv_heads"}}
 #: GGUF metadata key (after ``{arch}.``) -> HF config key, read for these architectures only
 _GRANITE_KEYS = {"embedding_scale": "embedding_multiplier", "attention.scale": "attention_multiplier",
@@ -395,6 +410,9 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
         cfg["multi_query"] = True
     if arch == "mpt" and f"{arch}.attention.max_alibi_bias" in fields:  # ALiBi's maximum, where MPT's config keeps it
         cfg["attn_config"] = {"alibi_bias_max": fields[f"{arch}.attention.max_alibi_bias"]}
+    if arch == "bert" and fields.get(f"{arch}.attention.causal"):  # llama.cpp's flag; BERT attends both ways
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.causal' is true: a BERT file that attends "
+                                    "causally is not the bidirectional encoder compscope reads")
     if arch == "command-r":  # Command R+'s per-head QK LayerNorms, there when their stacked gains are
         cfg["use_qk_norm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)
     if "vocab_size" not in cfg:
@@ -408,6 +426,8 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
     not_attention: tuple[str, ...] = ()
     if arch == "gpt-oss":  # its post-attention norm is the MLP's input norm: not in the attention
         not_attention = ("post_attention_norm.weight",)
+    if arch == "bert":  # the LayerNorm after the attention (post-LN) acts on the residual, not inside the attention
+        not_attention = ("attn_output_norm.weight", "attn_output_norm.bias")
     if arch == "falcon":  # llama.cpp's rows are grouped whatever the model: read as the new decoder architecture
         two_norms = any(i.name.endswith("attn_norm_2.weight") for i in infos)
         cfg.update(new_decoder_architecture=True, num_kv_heads=n_kv, num_ln_in_parallel_attn=2 if two_norms else 1,
@@ -546,7 +566,7 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     ``rope_parameters`` (transformers 5) or, ``rope_parameters=False``, as ``rope_theta`` and
     (StableLM) ``partial_rotary_factor`` (transformers 4). A file transformers would build as
     another model (a Falcon with K/V groups), or not at all (a split file; an architecture its
-    GGUF reader does not read: OLMo, Phi-2, GPT-NeoX, StarCoder 1, MPT, Gemma 1, Granite and its hybrids, Cohere,
+    GGUF reader does not read: OLMo, Phi-2, GPT-NeoX, StarCoder 1, MPT, BERT, Gemma 1, Granite and its hybrids, Cohere,
     SmolLM3), is refused."""
     files, fields, located = _open_shards(Path(path))  # the headers only: no tensor is read
     if len(files) > 1:
