@@ -1,6 +1,7 @@
 """The language model inside a vision-language checkpoint (Gemma 3 from 4B up, LLaVA, Mistral
-Small 3.1: a ``text_config`` inside a config no family reads whole), on tiny random models built
-from configs (nothing downloaded).
+Small 3.1, Qwen2-VL, Qwen2.5-VL, Qwen3-VL: a ``text_config`` inside a config no family reads whole,
+or the language model's settings at its top), on tiny random models built from configs (nothing
+downloaded).
 
 Read back from a saved folder, the heads are those compscope reads from the language model object
 itself (another path: a base model's own names and full config); a config saved the way
@@ -45,6 +46,29 @@ def _vlm(kind: str):
                            num_attention_heads=2, head_dim=8, image_size=28, patch_size=14)
         cfg = transformers.Mistral3Config(text_config=text.to_dict(), vision_config=vision.to_dict(), image_token_index=V - 1)
         model = transformers.Mistral3ForConditionalGeneration(cfg)
+    elif kind in ("qwen2_vl", "qwen2_5_vl"):  # Qwen2's attention, multimodal rotary (the ordinary one on text)
+        text = {**_TEXT, "rope_scaling": {"type": "mrope", "mrope_section": [2, 1, 1]}, "tie_word_embeddings": False}
+        text.pop("head_dim")
+        if kind == "qwen2_vl":
+            vision = dict(depth=1, embed_dim=16, hidden_size=32, num_heads=2, mlp_ratio=1, patch_size=14,
+                          spatial_merge_size=2, temporal_patch_size=2)
+            cfg = transformers.Qwen2VLConfig(text_config=text, vision_config=vision, image_token_id=V - 1,
+                                             video_token_id=V - 2, vision_start_token_id=V - 3, vision_end_token_id=V - 4)
+            model = transformers.Qwen2VLForConditionalGeneration(cfg)
+        else:
+            vision = dict(depth=1, hidden_size=16, intermediate_size=16, num_heads=2, out_hidden_size=32, patch_size=14,
+                          spatial_merge_size=2, temporal_patch_size=2, fullatt_block_indexes=[0])
+            cfg = transformers.Qwen2_5_VLConfig(text_config=text, vision_config=vision, image_token_id=V - 1,
+                                                video_token_id=V - 2, vision_start_token_id=V - 3, vision_end_token_id=V - 4)
+            model = transformers.Qwen2_5_VLForConditionalGeneration(cfg)
+    elif kind == "qwen3_vl":  # Qwen3's attention (QK-norm), multimodal rotary on interleaved sections
+        text = {**_TEXT, "rope_scaling": {"rope_type": "default", "mrope_section": [2, 1, 1], "mrope_interleaved": True},
+                "tie_word_embeddings": False}
+        vision = dict(depth=1, hidden_size=16, intermediate_size=16, num_heads=2, out_hidden_size=32, patch_size=14,
+                      spatial_merge_size=2, temporal_patch_size=2, deepstack_visual_indexes=[0], num_position_embeddings=16)
+        cfg = transformers.Qwen3VLConfig(text_config=text, vision_config=vision, image_token_id=V - 1, video_token_id=V - 2,
+                                         vision_start_token_id=V - 3, vision_end_token_id=V - 4)
+        model = transformers.Qwen3VLForConditionalGeneration(cfg)
     else:
         text = hf_config("LlamaConfig", **_TEXT, tie_word_embeddings=False)
         vision = hf_config("CLIPVisionConfig", hidden_size=16, intermediate_size=16, num_hidden_layers=2,
@@ -80,7 +104,10 @@ def _as_transformers_4_saved(folder) -> None:
     path.write_text(json.dumps(cfg))
 
 
-@pytest.mark.parametrize("kind", ["gemma3", "llava", "mistral3"])
+KINDS = ["gemma3", "llava", "mistral3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
 def test_the_language_model_of_a_vision_language_folder_is_read(tmp_path, kind):
     model = _vlm(kind)
     model.save_pretrained(tmp_path / kind)
@@ -89,8 +116,8 @@ def test_the_language_model_of_a_vision_language_folder_is_read(tmp_path, kind):
     _same_heads(hw, ref)
     head = model.lm_head.weight.detach()
     assert torch.equal(hw.W_U, head)
-    assert hw.meta.family == ("gemma3" if kind == "gemma3" else "llama")
-    inner = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral"}[kind]
+    assert hw.meta.family == {"gemma3": "gemma3", "qwen3_vl": "qwen3"}.get(kind, "llama")
+    inner = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral"}.get(kind, f"{kind}_text")
     assert any(f"the language model of a {kind} model (its text_config, {inner}" in n and "vision not read" in n
                for n in hw.meta.notes), hw.meta.notes
     _same_heads(compscope.load(model), hw)  # the object itself, as a model object
@@ -106,7 +133,7 @@ def test_without_transformers_a_saved_text_config_is_refused_not_guessed(tmp_pat
         compscope.load(tmp_path / "m")
 
 
-@pytest.mark.parametrize("kind", ["gemma3", "llava", "mistral3"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_vision_language_folder_runs_on_text(tmp_path, kind):
     """transformers builds the folder as an image-text-to-text model and runs it on token ids alone;
     the runner hooks its language model, whose attention equals what compscope recomputes from the
@@ -124,3 +151,62 @@ def test_a_vision_language_folder_runs_on_text(tmp_path, kind):
     assert runner._agreed
     labels = activation_labels(runner, sequences=2, half=5, progress=False)
     assert labels.mean["induction"].shape == (2, 4)
+
+
+@pytest.mark.parametrize("kind", ["qwen2_vl", "qwen2_5_vl"])
+def test_a_qwen_vl_config_with_its_language_model_at_the_top_reads_and_runs(tmp_path, kind):
+    """Qwen2-VL and Qwen2.5-VL as first published: the language model's settings at the top of the
+    config (no text_config), its rotary as ``{"type": "mrope", "mrope_section": [...]}``. Read as the
+    text_config transformers builds from them: the same heads and frequencies as the nested config
+    (multimodal rotary read as the ordinary map, said); transformers runs it, computing the
+    attention compscope recomputes. Sections that do not cover a head's rotated pairs are refused."""
+    from compscope.data.runner import runner_for
+
+    _vlm(kind).save_pretrained(tmp_path / "nested")
+    nested = compscope.load(tmp_path / "nested")
+    cfg = json.loads((tmp_path / "nested" / "config.json").read_text())
+    inner = cfg.pop("text_config")
+    for key in ("model_type", "rope_parameters", "rope_scaling", "rope_theta"):
+        inner.pop(key, None)
+    cfg.update(inner, rope_scaling={"type": "mrope", "mrope_section": [2, 1, 1]}, rope_theta=1000000.0)
+    (tmp_path / "flat").mkdir()
+    (tmp_path / "flat" / "config.json").write_text(json.dumps(cfg))
+    (tmp_path / "flat" / "model.safetensors").symlink_to(tmp_path / "nested" / "model.safetensors")
+    flat = compscope.load(tmp_path / "flat")
+    _same_heads(flat, nested)
+    assert torch.equal(flat.b_Q, nested.b_Q) and flat.b_O is None and torch.equal(flat.W_U, nested.W_U)
+    assert any(f"the language model of a {kind} model (its settings kept at the top of the config" in n for n in flat.meta.notes)
+    assert any("multimodal rotary (mrope sections [2, 1, 1])" in n for n in flat.meta.notes)
+    runner = runner_for(tmp_path / "flat", progress=False, device="cpu")
+    runner.trace(torch.randint(0, V - 4, (2, 7), generator=torch.Generator().manual_seed(1)))
+    assert runner._agreed
+    cfg["rope_scaling"]["mrope_section"] = [2, 1, 2]
+    (tmp_path / "flat" / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(compscope.LoadError, match=r"flat: rope setting 'mrope_section' = \[2, 1, 2\] is not a list of counts "
+                                                  "summing to the 4 rotated pairs"):
+        compscope.load(tmp_path / "flat")
+
+
+def test_interventions_on_a_qwen_vl_language_model_equal_those_on_the_plain_qwen2_holding_its_weights():
+    """The VLM's language model run on text is Qwen2 with the same weights: every pair's and kind's
+    effect, through the runner hooked into the VLM, equals the effect through a plain
+    ``Qwen2ForCausalLM`` given its text weights (to float32 tolerance)."""
+    from compscope.data.intervene import intervention_effects
+    from compscope.data.runner import runner_for
+
+    vlm = _vlm("qwen2_5_vl")
+    text = vlm.config.text_config
+    plain = transformers.Qwen2ForCausalLM(hf_config(
+        "Qwen2Config", vocab_size=V, hidden_size=text.hidden_size, intermediate_size=text.intermediate_size,
+        num_hidden_layers=text.num_hidden_layers, num_attention_heads=text.num_attention_heads,
+        num_key_value_heads=text.num_key_value_heads, max_position_embeddings=64, rms_norm_eps=text.rms_norm_eps,
+        tie_word_embeddings=False, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})).eval()
+    lm = vlm.model.language_model
+    missing, unexpected = plain.model.load_state_dict(lm.state_dict(), strict=False)
+    assert not missing and not unexpected
+    plain.lm_head.load_state_dict(vlm.lm_head.state_dict())
+    tokens = torch.randint(0, V - 4, (3, 8), generator=torch.Generator().manual_seed(2))
+    ours, theirs = (intervention_effects(runner_for(m), tokens, progress=False).by_kind for m in (vlm, plain))
+    for kind in "QKV":
+        assert float(theirs[kind].nan_to_num().max()) > 1e-3
+        torch.testing.assert_close(ours[kind], theirs[kind], atol=1e-5, rtol=1e-4, equal_nan=True)

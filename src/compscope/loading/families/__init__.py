@@ -48,10 +48,14 @@ def _known(config: dict) -> bool:
 def language_model(config: dict, where: str) -> tuple[dict, str | None]:
     """``(config, None)`` for a model a family reads; for a model that wraps a language model no
     family reads as a whole (a vision-language model: Gemma 3 from 4B up, LLaVA, Mistral Small 3.1,
-    ...), its language model's config (``text_config``) and a note saying so. transformers saves
+    Qwen2-VL, Qwen2.5-VL, ...), its language model's config (``text_config``, or what transformers
+    builds as one from the top-level keys) and a note saying so. transformers saves
     that nested config as what differs from its model type's defaults, so the defaults are
     transformers' own (the ones the running model has); without transformers it is refused."""
-    inner = config.get("text_config")
+    inner, flat = config.get("text_config"), False
+    if inner is None and isinstance(config.get("vision_config"), dict) and not _known(config):
+        inner = _flat_text_config(config, where)  # Qwen2-VL's and Qwen2.5-VL's: the language model's keys at the top
+        flat = inner is not None
     if not isinstance(inner, dict) or _known(config) or not _known(inner):
         return config, None
     outer, kind = config.get("model_type"), inner.get("model_type")
@@ -71,8 +75,25 @@ def language_model(config: dict, where: str) -> tuple[dict, str | None]:
         full["tie_word_embeddings"] = config["tie_word_embeddings"]  # what a file without its own head means
     others = sorted(k.removesuffix("_config") for k, v in config.items() if k.endswith("_config") and k != "text_config"
                     and isinstance(v, dict))
-    return full, (f"the language model of a {outer} model (its text_config, {kind}, completed with transformers' "
-                  f"defaults): {', '.join(others) or 'its other parts'} not read")
+    whence = (f"its settings kept at the top of the config, read as transformers builds its text_config, {kind}" if flat
+              else f"its text_config, {kind}, completed with transformers' defaults")
+    return full, f"the language model of a {outer} model ({whence}): {', '.join(others) or 'its other parts'} not read"
+
+
+def _flat_text_config(config: dict, where: str) -> dict | None:
+    """The ``text_config`` transformers builds from a vision-language config that keeps its language
+    model's settings at the top level (Qwen2-VL and Qwen2.5-VL as first published), as what differs
+    from that text config's defaults; None without transformers or where it builds none."""
+    try:
+        from transformers import AutoConfig
+    except ImportError:
+        return None
+    try:
+        built = AutoConfig.for_model(config.get("model_type"), **{k: v for k, v in config.items() if k != "model_type"})
+    except Exception:  # noqa: BLE001  (not a model type transformers builds: the caller says it is unsupported)
+        return None
+    text = built.get_text_config()
+    return None if text is built else text.to_diff_dict()
 
 
 def to_heads(ckpt) -> HeadWeights:

@@ -219,6 +219,8 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         freqs.append(inv_freq(rot_dim, s, where, opts.default_theta, kinds=YARN_TYPES))
         amplitudes.add(rope_attention_factor(s, where))
         kinds.add(s.get("rope_type") or "default")
+        if "mrope_section" in s and not rope_notes:
+            rope_notes.append(mrope_note(s, rot_dim, where))
         if s.get("rope_type") == "yarn" and not rope_notes:
             rope_notes.append(f"YaRN rope scaling (factor {s['factor']:g}, original context "
                               f"{s['original_max_position_embeddings']:g}): the slow pairs' frequencies interpolated")
@@ -391,12 +393,33 @@ class LlamaLike(Family):
         return convert_llamalike(ckpt, cls, cls.options)
 
 
+def mrope_note(settings: dict, rot_dim: int, where: str) -> str:
+    """Multimodal rotary (Qwen2-VL's ``mrope_section``): the rotated pairs split in sections that
+    turn by the temporal, height and width positions of a token. On text all three are the token's
+    position, so every pair turns by it, as in the ordinary rotary map, which is what is read. The
+    sections must cover the rotated pairs exactly (transformers' split needs it)."""
+    sec = settings["mrope_section"]
+    if (not isinstance(sec, list) or not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in sec)
+            or sum(sec) != rot_dim // 2):
+        raise LoadError(f"{where}: rope setting 'mrope_section' = {sec!r} is not a list of counts summing to the "
+                        f"{rot_dim // 2} rotated pairs of a head")
+    return (f"multimodal rotary (mrope sections {sec}): on text the temporal, height and width positions of a token "
+            "are its position, so it is the ordinary rotary map, read as such (positions of images not modelled)")
+
+
+#: Qwen2 and the language models of Qwen2-VL and Qwen2.5-VL (Qwen2's attention; their multimodal
+#: rotary is the ordinary one on text: :func:`mrope_note`)
+QWEN2 = ("qwen2", "qwen2_vl_text", "qwen2_5_vl_text")
+
+
 @register
 class Llama(LlamaLike):
-    """Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE and SmolLM checkpoints (the experts are MLP: not read)."""
+    """Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE and SmolLM checkpoints (the experts are MLP: not
+    read), and the language models of Qwen2-VL and Qwen2.5-VL."""
 
     name = "llama"
-    model_types = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "smollm", "smollm2")
+    model_types = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "smollm", "smollm2",
+                   "qwen2_vl_text", "qwen2_5_vl_text")  # (the language models of Qwen2-VL and Qwen2.5-VL)
     architectures = ("LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
                      "Qwen2MoeForCausalLM", "LlamaModel")
 
@@ -405,7 +428,7 @@ class Llama(LlamaLike):
         kind = config.get("model_type")
         if kind in ("mistral", "mixtral"):
             return False, False
-        if kind == "qwen2":
+        if kind in QWEN2:
             return True, False  # q/k/v_proj with, o_proj without a bias, whatever the config says
         if kind == "qwen2_moe":
             return bool(config.get("qkv_bias", True)), False  # its switch, default on
@@ -417,7 +440,7 @@ class Llama(LlamaLike):
         up; Qwen2-MoE's only as ``layer_types`` lists them (transformers 4 and 5 slide different
         layers otherwise: refused); Llama's and Mistral's as :meth:`LlamaLike.layer_types`."""
         kind = config.get("model_type")
-        if kind not in ("qwen2", "qwen2_moe"):
+        if kind not in (*QWEN2, "qwen2_moe"):
             return super().layer_types(config, n_layers, where)
         on = window_switch(config, where)
         listed = listed_layer_types(config, n_layers, where)

@@ -5,6 +5,9 @@ the rotary map, as in Gemma 3, so products of ``W_Q`` and ``W_K`` are approximat
 loaded ``HeadWeights`` says so in ``meta.notes``). No attention-output norm, no embedding scale,
 logit scale ``head_dim^-1/2``. Sliding windows as Qwen2's (``use_sliding_window``, layers from
 ``max_window_layers`` up). Qwen3-MoE differs in its MLP only, which compscope does not read.
+The language models of Qwen3-VL and Qwen3-VL-MoE are Qwen3's, with a multimodal rotary that is the
+ordinary one on text (``llama.mrope_note``); the visual features they add to their first layers'
+residual come with images only.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ _MOE = frozenset(
 @register
 class Qwen3(LlamaLike):
     name = "qwen3"
-    model_types = ("qwen3", "qwen3_moe")
+    model_types = ("qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text")  # (Qwen3-VL's language models)
     architectures = ("Qwen3ForCausalLM", "Qwen3Model", "Qwen3MoeForCausalLM")
     ignored = Llama.ignored | _MOE
     options = LlamaLikeOptions(qk_norm=True)
@@ -35,6 +38,6 @@ class Qwen3(LlamaLike):
         listed = listed_layer_types(config, n_layers, where)
         if listed is not None:
             return listed
-        if config.get("model_type") == "qwen3_moe":
+        if config.get("model_type") in ("qwen3_moe", "qwen3_vl_moe_text"):
             return ["sliding_attention" if on else "full_attention"] * n_layers
         return upper_layers_slide(config, n_layers, where, on)
