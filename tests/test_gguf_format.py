@@ -1633,3 +1633,49 @@ def test_a_bert_gguf_matches_the_model_object(tmp_path, config_cls, fused):
     _write_bert_gguf(tmp_path / "c.gguf", model, causal=True)
     with pytest.raises(compscope.UnsupportedModelError, match=r"c\.gguf: GGUF metadata 'bert\.attention\.causal' is true"):
         compscope.load(tmp_path / "c.gguf")
+
+
+def test_a_qwen2vl_gguf_matches_the_language_model_object(tmp_path):
+    """Qwen2.5-VL's language model as llama.cpp writes it (``qwen2vl``: Qwen2's names and biases, the
+    multimodal rotary sections as ``rope.dimension_sections`` [t, h, w, 0]): read back, the language
+    model object's heads and frequencies, the sections said; transformers' GGUF reader does not read
+    the architecture; sections other than llama.cpp's four are refused by key."""
+    text = dict(vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2, num_attention_heads=H,
+                num_key_value_heads=G, max_position_embeddings=64, tie_word_embeddings=False, rope_theta=3000.0,
+                rope_scaling={"type": "mrope", "mrope_section": [1, 1, 1]})
+    vision = dict(depth=1, hidden_size=16, intermediate_size=16, num_heads=2, out_hidden_size=D, patch_size=14,
+                  spatial_merge_size=2, temporal_patch_size=2, fullatt_block_indexes=[0])
+    model = transformers.Qwen2_5_VLForConditionalGeneration(transformers.Qwen2_5_VLConfig(
+        text_config=text, vision_config=vision, image_token_id=V - 1, video_token_id=V - 2,
+        vision_start_token_id=V - 3, vision_end_token_id=V - 4)).eval()
+    _randomise(model, 43)
+    lm = model.model.language_model
+    sd = _numpy_state(lm)
+
+    def write(path, sections):
+        w = _writer(path, "qwen2vl")
+        _metadata(w, layer_norm_rms_eps=1e-6, rope_freq_base=3000.0, rope_dimension_sections=sections)
+        w.add_tensor("token_embd.weight", sd["embed_tokens.weight"])
+        w.add_tensor("output.weight", model.lm_head.weight.detach().numpy())
+        w.add_tensor("output_norm.weight", sd["norm.weight"])
+        names = {"input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
+                 **{f"self_attn.{x}_proj.{k}": f"attn_{x}.{k}" for x in "qkv" for k in ("weight", "bias")},
+                 "self_attn.o_proj.weight": "attn_output.weight"}
+        for i in range(2):
+            for hf_name, g_name in names.items():
+                w.add_tensor(f"blk.{i}.{g_name}", sd[f"layers.{i}.{hf_name}"])
+        _finish(w)
+
+    write(tmp_path / "q.gguf", [1, 1, 1, 0])
+    ours, ref = compscope.load(tmp_path / "q.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "llama" and ours.b_O is None
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    assert torch.allclose(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+    assert any("multimodal rotary (mrope sections [1, 1, 1])" in n for n in ours.meta.notes)
+    from compscope.data.runner import cannot_run
+
+    assert "a GGUF file of architecture 'qwen2vl', which transformers' GGUF reader does not read" in cannot_run(tmp_path / "q.gguf")
+    write(tmp_path / "bad.gguf", [1, 1, 0, 1])
+    with pytest.raises(compscope.UnsupportedModelError, match=r"bad\.gguf: GGUF metadata 'qwen2vl\.rope\.dimension_sections'"):
+        compscope.load(tmp_path / "bad.gguf")

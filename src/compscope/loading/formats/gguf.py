@@ -53,7 +53,8 @@ _CONFIG_KEYS = {
 _ARCHS = {
     "llama": ("llama", True, False),
     "qwen2": ("qwen2", False, False),
-    "qwen2moe": ("qwen2_moe", False, False),  # Qwen2's attention (q/k/v biases); the experts are MLP
+    "qwen2moe": ("qwen2_moe", False, False),
+    "qwen2vl": ("qwen2_vl_text", False, False),  # Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's, its mrope sections  # Qwen2's attention (q/k/v biases); the experts are MLP
     "qwen3": ("qwen3", False, False),
     "qwen3moe": ("qwen3_moe", False, False),
     "gemma": ("gemma", False, True),
@@ -410,6 +411,12 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
         cfg["multi_query"] = True
     if arch == "mpt" and f"{arch}.attention.max_alibi_bias" in fields:  # ALiBi's maximum, where MPT's config keeps it
         cfg["attn_config"] = {"alibi_bias_max": fields[f"{arch}.attention.max_alibi_bias"]}
+    if arch == "qwen2vl":  # llama.cpp's sections: [temporal, height, width, 0]; the family checks the first three
+        sections = fields.get(f"{arch}.rope.dimension_sections")
+        if not isinstance(sections, list) or len(sections) != 4 or sections[3] != 0:
+            raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.dimension_sections' = {sections!r}: expected "
+                                        "the four multimodal rotary sections llama.cpp writes for Qwen2-VL, the last 0")
+        cfg["rope_scaling"] = {"rope_type": "default", "mrope_section": sections[:3]}
     if arch == "bert" and fields.get(f"{arch}.attention.causal"):  # llama.cpp's flag; BERT attends both ways
         raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.causal' is true: a BERT file that attends "
                                     "causally is not the bidirectional encoder compscope reads")
@@ -566,7 +573,7 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     ``rope_parameters`` (transformers 5) or, ``rope_parameters=False``, as ``rope_theta`` and
     (StableLM) ``partial_rotary_factor`` (transformers 4). A file transformers would build as
     another model (a Falcon with K/V groups), or not at all (a split file; an architecture its
-    GGUF reader does not read: OLMo, Phi-2, GPT-NeoX, StarCoder 1, MPT, BERT, Gemma 1, Granite and its hybrids, Cohere,
+    GGUF reader does not read: OLMo, Phi-2, GPT-NeoX, StarCoder 1, MPT, BERT, Qwen2-VL, Gemma 1, Granite and its hybrids, Cohere,
     SmolLM3), is refused."""
     files, fields, located = _open_shards(Path(path))  # the headers only: no tensor is read
     if len(files) > 1:
