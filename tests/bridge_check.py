@@ -84,6 +84,12 @@ CASES = {
     "bert": lambda: transformers.BertForMaskedLM(transformers.BertConfig(  # post-LN: ln1 is the norm after attention
         architectures=["BertForMaskedLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_hidden_layers=3,
         intermediate_size=48, max_position_embeddings=32)),
+    "glm": lambda: transformers.GlmForCausalLM(transformers.GlmConfig(  # interleaved rotary on half of each head
+        architectures=["GlmForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64, pad_token_id=0, eos_token_id=1)),
+    "glm4": lambda: transformers.Glm4ForCausalLM(transformers.Glm4Config(  # and a norm on the attention output
+        architectures=["Glm4ForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64, pad_token_id=0, eos_token_id=1)),
     "roberta": lambda: transformers.RobertaForMaskedLM(transformers.RobertaConfig(  # positions from pad_token_id + 1
         architectures=["RobertaForMaskedLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
         num_hidden_layers=3, intermediate_size=48, max_position_embeddings=34, type_vocab_size=1, pad_token_id=1)),

@@ -31,7 +31,7 @@ _LLAMA = dict(_COMMON, head_dim=D_HEAD, max_position_embeddings=64, rms_norm_eps
 @dataclass(frozen=True)
 class Variant:
     id: str
-    kind: str  # 'gpt2' | 'neox' | 'llama' | 'granite' | 'hybrid' | 'gemma3' | 'olmo2' | 'phi' | 'falcon' | 'bloom' | 'mpt' | 'gptj' | 'opt' |
+    kind: str  # 'gpt2' | 'neox' | 'llama' | 'granite' | 'hybrid' | 'gemma3' | 'glm4' | 'olmo2' | 'phi' | 'falcon' | 'bloom' | 'mpt' | 'gptj' | 'opt' |
     # 'bert' (DistilBERT's names as well): where HF's modules live (GPT-Neo's as GPT-2's, Gemma 2's as Gemma 3's, OLMo-3's as OLMo-2's, Granite's as
     # Llama's, what it adds to the residual times its residual_multiplier; a hybrid's: its attention layers alone)
     config_cls: str
@@ -122,6 +122,14 @@ VARIANTS = [
             dict(_LLAMA, num_key_value_heads=2, no_rope_layer_interval=2, use_sliding_window=True, sliding_window=3,
                  pad_token_id=0, bos_token_id=1, eos_token_id=2,
                  rope_parameters={"rope_type": "default", "rope_theta": 3000.0})),
+    # rotary on the first half of each head, interleaved pairs; q/k/v biased, o_proj not
+    Variant("glm-interleaved-partial-rotary-gqa", "llama", "GlmConfig",
+            dict(_LLAMA, num_key_value_heads=2, attention_bias=True, pad_token_id=0, eos_token_id=1,
+                 rope_parameters={"rope_type": "default", "rope_theta": 3000.0, "partial_rotary_factor": 0.5})),
+    # GLM-4-0414: an RMSNorm on the attention output before the residual (post_self_attn_layernorm)
+    Variant("glm4-post-attention-norm", "glm4", "Glm4Config",
+            dict(_LLAMA, num_key_value_heads=1, attention_bias=False, pad_token_id=0, eos_token_id=1,
+                 rope_parameters={"rope_type": "default", "rope_theta": 3000.0, "partial_rotary_factor": 0.75})),
     Variant("cohere-qk-layernorm-interleaved", "llama", "CohereConfig",
             dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64, layer_norm_eps=1e-5, use_qk_norm=True,
                  logit_scale=0.5, pad_token_id=0, bos_token_id=1, eos_token_id=2,
@@ -246,7 +254,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "starcoder2-bias-sliding3", "cohere-qk-layernorm-interleaved", "cohere2-sliding-rotary-global-nope",
                     "falcon-mqa-parallel", "falcon-grouped-gqa-bias", "falcon-per-head-sequential", "bloom-alibi",
                     "mpt-alibi-scaled", "codegen-eight-heads-four-shards"]
-RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3")
+RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "glm4")
            and v.id not in PRE_LN_LAYERNORM]
 
 
@@ -327,6 +335,9 @@ def _modules(model, kind: str):
     if kind == "gemma3":
         t = model.model
         return [(b.input_layernorm, b.post_attention_layernorm) for b in t.layers], t.norm
+    if kind == "glm4":
+        t = model.model
+        return [(b.input_layernorm, b.post_self_attn_layernorm) for b in t.layers], t.norm
     if kind == "phi":
         t = model.model
         return [(b.input_layernorm, b.self_attn) for b in t.layers], t.final_layernorm

@@ -267,7 +267,8 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "falcon-grouped-gqa-bias", "falcon-per-head-sequential", "granite-multipliers-gqa",
                "granitemoe-shared-mqa-bias", "granite-hybrid-nope-moe", "granite-hybrid-rope-dense", "jamba-attention-every-second-layer", "bamba-half-rotary", "smollm3-nope-sliding", "cohere-qk-layernorm-interleaved",
                "cohere2-sliding-rotary-global-nope", "qwen2-moe-no-qkv-bias", "bloom-alibi", "mpt-alibi-scaled", "gpt-oss-sinks-yarn",
-               "codegen-eight-heads-four-shards", "phi4-mini-longrope-partial"]
+               "codegen-eight-heads-four-shards", "phi4-mini-longrope-partial", "glm-interleaved-partial-rotary-gqa",
+               "glm4-post-attention-norm"]
 
 
 def _route(monkeypatch, route: str) -> None:
@@ -555,7 +556,8 @@ OUTPUT_PROJECTIONS = {"gpt2": "attn.c_proj", "neox-partial-rotary-parallel": "at
                       "phi-partial-rotary-qk-layernorm": "self_attn.dense", "stablelm-partial-rotary-parallel": "self_attn.o_proj",
                       "starcoder2-bias-sliding3": "self_attn.o_proj", "falcon-per-head-sequential": "self_attention.dense",
                       "gptj-interleaved-rotary": "attn.out_proj", "gemma": "self_attn.o_proj",
-                      "gemma2-softcap": "self_attn.o_proj"}
+                      "gemma2-softcap": "self_attn.o_proj", "glm-interleaved-partial-rotary-gqa": "self_attn.o_proj",
+                      "glm4-post-attention-norm": "self_attn.o_proj"}
 
 
 @pytest.mark.parametrize("route", ["default", "batched"])

@@ -41,6 +41,7 @@ class LlamaLikeOptions:
     eps_key: str = "rms_norm_eps"  # StableLM: layer_norm_eps; StarCoder2: norm_epsilon
     norm_bias: bool = False  # StableLM, StarCoder2: LayerNorms with a bias (input and final norms)
     post_attn_norm: bool = False  # Gemma 3: RMSNorm on the attention output
+    post_attn_norm_at: str = "post_attention_layernorm"  # its module's name (GLM-4: post_self_attn_layernorm)
     attn_scale: float = 0.0  # 0: d_head ** -0.5
     attn_softcap: float | None = None  # Gemma 2: logits soft-capped to c tanh(l / c)
     fused_qkv: bool = False  # Phi-3: one qkv_proj, rows [q heads | k heads | v heads]
@@ -195,7 +196,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
             qn.append(ts.take(p + "self_attn.q_norm.weight", (H * r if layer_wide else r,)))
             kn.append(ts.take(p + "self_attn.k_norm.weight", (G * r if layer_wide else r,)))
         if opts.post_attn_norm:
-            g_post.append(ts.take(p + "post_attention_layernorm.weight", (d,)))
+            g_post.append(ts.take(p + opts.post_attn_norm_at + ".weight", (d,)))
         if opts.sinks:
             sinks.append(ts.take(p + "self_attn.sinks", (H,)))
 
