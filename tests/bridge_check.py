@@ -90,6 +90,18 @@ CASES = {
     "glm4": lambda: transformers.Glm4ForCausalLM(transformers.Glm4Config(  # and a norm on the attention output
         architectures=["Glm4ForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
         head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64, pad_token_id=0, eos_token_id=1)),
+    "ernie4_5": lambda: transformers.Ernie4_5ForCausalLM(transformers.Ernie4_5Config(  # interleaved, all biased
+        architectures=["Ernie4_5ForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64,
+        use_bias=True, pad_token_id=0, bos_token_id=1, eos_token_id=2)),
+    "seed-oss": lambda: transformers.SeedOssForCausalLM(transformers.SeedOssConfig(  # two bias switches
+        architectures=["SeedOssForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64,
+        attention_out_bias=True, pad_token_id=0, bos_token_id=1, eos_token_id=2)),
+    "arcee": lambda: transformers.ArceeForCausalLM(transformers.ArceeConfig(
+        architectures=["ArceeForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64,
+        pad_token_id=0, bos_token_id=1, eos_token_id=2)),
     "roberta": lambda: transformers.RobertaForMaskedLM(transformers.RobertaConfig(  # positions from pad_token_id + 1
         architectures=["RobertaForMaskedLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
         num_hidden_layers=3, intermediate_size=48, max_position_embeddings=34, type_vocab_size=1, pad_token_id=1)),

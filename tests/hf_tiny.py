@@ -85,6 +85,19 @@ VARIANTS = [
     Variant("mistral-sliding3", "llama", "MistralConfig",
             dict(_LLAMA, num_key_value_heads=2, sliding_window=3,
                  rope_parameters={"rope_type": "default", "rope_theta": 1000.0})),
+    # Ministral-8B: a window on some layers (layer_types), Mistral's attention otherwise
+    Variant("ministral-sliding3-first-layer", "llama", "MinistralConfig",
+            dict(_LLAMA, num_key_value_heads=2, sliding_window=3, layer_types=["sliding_attention", "full_attention"],
+                 rope_parameters={"rope_type": "default", "rope_theta": 1000.0})),
+    Variant("arcee-biases", "llama", "ArceeConfig", dict(_LLAMA, num_key_value_heads=2, attention_bias=True)),
+    # two bias switches: q/k/v on, the output projection on as well here (its default is off)
+    Variant("seed-oss-out-bias", "llama", "SeedOssConfig",
+            dict(_LLAMA, num_key_value_heads=1, attention_bias=True, attention_out_bias=True)),
+    # interleaved pairs on whole heads: Helium with q/k/v biases, ERNIE 4.5 with all four
+    Variant("helium-interleaved-bias", "llama", "HeliumConfig",
+            dict(_LLAMA, num_key_value_heads=2, attention_bias=True, pad_token_id=0, bos_token_id=1, eos_token_id=2)),
+    Variant("ernie4_5-interleaved-all-biases", "llama", "Ernie4_5Config",
+            dict(_LLAMA, num_key_value_heads=2, use_bias=True, pad_token_id=0, bos_token_id=1, eos_token_id=2)),
     Variant("mixtral-sliding3", "llama", "MixtralConfig",
             dict(_LLAMA, num_key_value_heads=2, sliding_window=3, num_local_experts=4, num_experts_per_tok=2)),
     Variant("qwen2-bias", "llama", "Qwen2Config", dict(_LLAMA, num_key_value_heads=2)),

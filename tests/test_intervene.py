@@ -268,7 +268,8 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "granitemoe-shared-mqa-bias", "granite-hybrid-nope-moe", "granite-hybrid-rope-dense", "jamba-attention-every-second-layer", "bamba-half-rotary", "smollm3-nope-sliding", "cohere-qk-layernorm-interleaved",
                "cohere2-sliding-rotary-global-nope", "qwen2-moe-no-qkv-bias", "bloom-alibi", "mpt-alibi-scaled", "gpt-oss-sinks-yarn",
                "codegen-eight-heads-four-shards", "phi4-mini-longrope-partial", "glm-interleaved-partial-rotary-gqa",
-               "glm4-post-attention-norm"]
+               "glm4-post-attention-norm", "ministral-sliding3-first-layer", "arcee-biases", "seed-oss-out-bias",
+               "helium-interleaved-bias", "ernie4_5-interleaved-all-biases"]
 
 
 def _route(monkeypatch, route: str) -> None:

@@ -16,7 +16,7 @@ import pytest
 from environments import ROOT, python_of, subprocess_env
 
 CASES = ["gpt2", "gpt-neo", "neox", "llama-gqa", "qwen2-bias", "qwen3", "gemma2", "gemma3", "olmo2", "phi", "gptj", "opt",
-         "bloom", "mpt", "gpt-oss", "bert", "roberta", "glm", "glm4"]
+         "bloom", "mpt", "gpt-oss", "bert", "roberta", "glm", "glm4", "ernie4_5", "seed-oss", "arcee"]
 #: OLMo-2 has no norm before its attention, and BERT's and RoBERTa's norms come after it (post-LN); TransformerLens'
 #: GLM adapters do not fold norms (``supports_fold_ln = False``, their MLP's joint gate_up_proj): compatibility mode's
 #: processing leaves their attention weights as they were, so the check that they changed (and are read

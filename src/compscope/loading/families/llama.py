@@ -415,19 +415,20 @@ QWEN2 = ("qwen2", "qwen2_vl_text", "qwen2_5_vl_text")
 
 @register
 class Llama(LlamaLike):
-    """Llama, Mistral, Mixtral, Qwen2, Qwen2-MoE and SmolLM checkpoints (the experts are MLP: not
-    read), and the language models of Qwen2-VL and Qwen2.5-VL."""
+    """Llama, Mistral, Ministral, Mixtral, Qwen2, Qwen2-MoE, SmolLM and Arcee checkpoints (the experts
+    are MLP: not read), and the language models of Qwen2-VL and Qwen2.5-VL."""
 
     name = "llama"
     model_types = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "smollm", "smollm2",
-                   "qwen2_vl_text", "qwen2_5_vl_text")  # (the language models of Qwen2-VL and Qwen2.5-VL)
+                   "qwen2_vl_text", "qwen2_5_vl_text",  # (the language models of Qwen2-VL and Qwen2.5-VL)
+                   "arcee", "ministral")  # (Arcee's AFM: Llama's attention; Ministral: Mistral's, per-layer windows)
     architectures = ("LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
                      "Qwen2MoeForCausalLM", "LlamaModel")
 
     @classmethod
     def attention_biases(cls, config: dict) -> tuple[bool, bool]:
         kind = config.get("model_type")
-        if kind in ("mistral", "mixtral"):
+        if kind in ("mistral", "mixtral", "ministral"):
             return False, False
         if kind in QWEN2:
             return True, False  # q/k/v_proj with, o_proj without a bias, whatever the config says
