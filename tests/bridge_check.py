@@ -102,6 +102,18 @@ CASES = {
         architectures=["ArceeForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
         num_key_value_heads=2, head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64,
         pad_token_id=0, bos_token_id=1, eos_token_id=2)),
+    "nemotron": lambda: transformers.NemotronForCausalLM(transformers.NemotronConfig(  # LayerNorm1P, partial rotary
+        architectures=["NemotronForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64,
+        pad_token_id=0, bos_token_id=1, eos_token_id=2)),
+    "apertus": lambda: transformers.ApertusForCausalLM(transformers.ApertusConfig(  # QK-norm, attention_layernorm
+        architectures=["ApertusForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
+        num_key_value_heads=2, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64,
+        pad_token_id=0, bos_token_id=1, eos_token_id=2)),
+    "exaone4": lambda: transformers.Exaone4ForCausalLM(transformers.Exaone4Config(  # no input norm, global NoPE
+        architectures=["Exaone4ForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
+        num_key_value_heads=2, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64, sliding_window=3,
+        sliding_window_pattern=2, pad_token_id=0, bos_token_id=1, eos_token_id=2)),
     "roberta": lambda: transformers.RobertaForMaskedLM(transformers.RobertaConfig(  # positions from pad_token_id + 1
         architectures=["RobertaForMaskedLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
         num_hidden_layers=3, intermediate_size=48, max_position_embeddings=34, type_vocab_size=1, pad_token_id=1)),

@@ -31,7 +31,7 @@ _LLAMA = dict(_COMMON, head_dim=D_HEAD, max_position_embeddings=64, rms_norm_eps
 @dataclass(frozen=True)
 class Variant:
     id: str
-    kind: str  # 'gpt2' | 'neox' | 'llama' | 'granite' | 'hybrid' | 'gemma3' | 'glm4' | 'olmo2' | 'phi' | 'falcon' | 'bloom' | 'mpt' | 'gptj' | 'opt' |
+    kind: str  # 'gpt2' | 'neox' | 'llama' | 'granite' | 'hybrid' | 'gemma3' | 'glm4' | 'apertus' | 'olmo2' | 'phi' | 'falcon' | 'bloom' | 'mpt' | 'gptj' | 'opt' |
     # 'bert' (DistilBERT's names as well): where HF's modules live (GPT-Neo's as GPT-2's, Gemma 2's as Gemma 3's, OLMo-3's as OLMo-2's, Granite's as
     # Llama's, what it adds to the residual times its residual_multiplier; a hybrid's: its attention layers alone)
     config_cls: str
@@ -143,6 +143,18 @@ VARIANTS = [
     Variant("glm4-post-attention-norm", "glm4", "Glm4Config",
             dict(_LLAMA, num_key_value_heads=1, attention_bias=False, pad_token_id=0, eos_token_id=1,
                  rope_parameters={"rope_type": "default", "rope_theta": 3000.0, "partial_rotary_factor": 0.75})),
+    # LayerNorm1P (gain 1 + w, with bias), rotary on a quarter of each head, every projection biased
+    Variant("nemotron-layernorm1p-partial-bias", "llama", "NemotronConfig",
+            dict(_COMMON, head_dim=D_HEAD, num_key_value_heads=2, max_position_embeddings=64, norm_eps=1e-5,
+                 attention_bias=True, tie_word_embeddings=False,
+                 rope_parameters={"rope_type": "default", "rope_theta": 2000.0, "partial_rotary_factor": 0.25})),
+    # QK-norm per head, the input norm named attention_layernorm
+    Variant("apertus-qk-norm", "apertus", "ApertusConfig",
+            dict(_LLAMA, num_key_value_heads=2, rope_parameters={"rope_type": "default", "rope_theta": 2000.0})),
+    # no input norm, a norm on the attention output, QK-norm per head; the global layer has no rotary
+    Variant("exaone4-sliding-global-nope", "olmo2", "Exaone4Config",
+            dict(_LLAMA, num_key_value_heads=2, sliding_window=3, sliding_window_pattern=2,
+                 rope_parameters={"rope_type": "default", "rope_theta": 2000.0})),
     Variant("cohere-qk-layernorm-interleaved", "llama", "CohereConfig",
             dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64, layer_norm_eps=1e-5, use_qk_norm=True,
                  logit_scale=0.5, pad_token_id=0, bos_token_id=1, eos_token_id=2,
@@ -238,6 +250,10 @@ VARIANTS = [
     Variant("gemma2-softcap", "gemma3", "Gemma2Config",
             dict(_LLAMA, num_hidden_layers=3, num_key_value_heads=2, query_pre_attn_scalar=10, sliding_window=3,
                  attn_logit_softcapping=0.7, final_logit_softcapping=None, tie_word_embeddings=True)),
+    # Gemma 2 without the norm on the attention output
+    Variant("vaultgemma-softcap", "llama", "VaultGemmaConfig",
+            dict(_LLAMA, num_key_value_heads=2, query_pre_attn_scalar=10, sliding_window=3, attn_logit_softcapping=0.7,
+                 final_logit_softcapping=None, layer_types=["sliding_attention", "full_attention"])),
     Variant("gemma3-text", "gemma3", "Gemma3TextConfig",
             dict(_LLAMA, num_hidden_layers=3, num_key_value_heads=2, query_pre_attn_scalar=13, sliding_window=3,
                  layer_types=["sliding_attention", "full_attention", "sliding_attention"],
@@ -266,8 +282,8 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "opt", "stablelm-partial-rotary-parallel", "stablelm-sequential-no-bias", "stablelm-qk-layernorm-per-head",
                     "starcoder2-bias-sliding3", "cohere-qk-layernorm-interleaved", "cohere2-sliding-rotary-global-nope",
                     "falcon-mqa-parallel", "falcon-grouped-gqa-bias", "falcon-per-head-sequential", "bloom-alibi",
-                    "mpt-alibi-scaled", "codegen-eight-heads-four-shards"]
-RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "glm4")
+                    "mpt-alibi-scaled", "codegen-eight-heads-four-shards", "nemotron-layernorm1p-partial-bias"]
+RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "glm4", "apertus")
            and v.id not in PRE_LN_LAYERNORM]
 
 
@@ -326,6 +342,10 @@ def build(variant: Variant, seed: int = 0, **overrides):
     with torch.no_grad():
         for p in model.parameters():
             p.add_(0.25 * torch.randn_like(p))
+        if variant.config_cls == "NemotronConfig":  # LayerNorm1P's gain is 1 + w and transformers starts w at
+            for name, p in model.named_parameters():  # one (gain 2): centre w at 0, as trained checkpoints hold it,
+                if name.endswith("norm.weight"):  # so that outputs keep the other variants' scale
+                    p.sub_(1.0)
     return model
 
 
@@ -348,6 +368,9 @@ def _modules(model, kind: str):
     if kind == "gemma3":
         t = model.model
         return [(b.input_layernorm, b.post_attention_layernorm) for b in t.layers], t.norm
+    if kind == "apertus":
+        t = model.model
+        return [(b.attention_layernorm, b.self_attn) for b in t.layers], t.norm
     if kind == "glm4":
         t = model.model
         return [(b.input_layernorm, b.post_self_attn_layernorm) for b in t.layers], t.norm

@@ -731,3 +731,26 @@ def test_bamba_reads_the_listed_attention_layers_with_half_rotary_and_refusals(t
         (tmp_path / "config.json").write_text(json.dumps({**saved, "attn_layer_indices": indices}))
         with pytest.raises(error, match=needle):
             compscope.load(tmp_path)
+
+
+def test_exaone4_layer_types_from_its_window_pattern():
+    """EXAONE 4.0's local and global layers: a string pattern of ``L`` and ``G`` repeated from layer 0,
+    or every n-th layer global (transformers' default 4); without a window every layer is global
+    (and rotates: the global layers lose their rotary only beside sliding ones)."""
+    from compscope.errors import LoadError
+    from compscope.loading.families.exaone import Exaone4
+
+    s, f = "sliding_attention", "full_attention"
+    assert Exaone4.layer_types({"sliding_window": 3, "sliding_window_pattern": "LLG"}, 5, "c") == [s, s, f, s, s]
+    assert Exaone4.layer_types({"sliding_window": 3, "sliding_window_pattern": 2}, 4, "c") == [s, f, s, f]
+    assert Exaone4.layer_types({"sliding_window": 3}, 4, "c") == [s, s, s, f]
+    assert Exaone4.layer_types({"sliding_window": None, "sliding_window_pattern": 4}, 3, "c") == [f, f, f]
+    with pytest.raises(LoadError, match="c: config key 'sliding_window_pattern' = 'LXG' is not a string of L and G"):
+        Exaone4.layer_types({"sliding_window": 3, "sliding_window_pattern": "LXG"}, 3, "c")
+    import transformers
+
+    cfg = transformers.Exaone4Config(vocab_size=VOCAB, hidden_size=D, num_attention_heads=4, num_key_value_heads=2,
+                                     num_hidden_layers=2, intermediate_size=48, sliding_window=None,
+                                     layer_types=[f, f])
+    hw = compscope.load(transformers.Exaone4ForCausalLM(cfg))
+    assert hw.sliding_window == (None, None) and bool(hw.rotary.inv_freq.all())

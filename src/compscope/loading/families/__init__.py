@@ -134,9 +134,9 @@ def _without_unbuilt_biases(hw: HeadWeights, family: type[Family], ckpt) -> Head
     return dataclasses.replace(hw, **dict.fromkeys(unbuilt), meta=meta)
 
 
-from . import (bamba, bert, bloom, cohere, ernie, falcon, gemma, glm, gpt2, gpt_bigcode, gpt_neo, gpt_oss,  # noqa: E402,F401
-               gptj, granite, helium, jamba, llama, mpt, neox, olmo, opt, phi, phi3, qwen3, seed_oss, smollm3,
-               stablelm, starcoder2)  # (registration)
+from . import (apertus, bamba, bert, bloom, cohere, ernie, exaone, falcon, gemma, glm, gpt2,  # noqa: E402,F401
+               gpt_bigcode, gpt_neo, gpt_oss, gptj, granite, helium, jamba, llama, mpt, nemotron, neox, olmo, opt,
+               phi, phi3, qwen3, seed_oss, smollm3, stablelm, starcoder2)  # (registration)
 
 __all__ = ["FAMILIES", "Family", "family_for", "families", "language_model", "register", "to_heads"]
 

@@ -21,7 +21,7 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
 from .base import integer, number, rope_accept
-from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, every_nth_global
+from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, every_nth_global, llamalike_hooks
 
 
 @register
@@ -52,6 +52,7 @@ class Gemma2(Gemma):
     handled = Llama.handled | {"query_pre_attn_scalar", "attn_logit_softcapping"}
     ignored = frozenset({"final_logit_softcapping", "cache_implementation"})
     hook_points = classmethod(_post_norm_hooks)
+    post_attn_norm = True  # an RMSNorm on the attention output (VaultGemma has none)
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
@@ -65,9 +66,22 @@ class Gemma2(Gemma):
         cap = None if "attn_logit_softcapping" in cfg and cfg["attn_logit_softcapping"] is None else number(
             cfg, ckpt.source, "attn_logit_softcapping", default=50.0, open_low=True)  # absent: HF's default 50
         d = integer(cfg, ckpt.source, "hidden_size")
-        opts = LlamaLikeOptions(norm_offset=1.0, embed_scale=d**0.5, post_attn_norm=True, attn_scale=scalar**-0.5,
-                                attn_softcap=cap)
+        opts = LlamaLikeOptions(norm_offset=1.0, embed_scale=d**0.5, post_attn_norm=cls.post_attn_norm,
+                                attn_scale=scalar**-0.5, attn_softcap=cap)
         return convert_llamalike(ckpt, cls, opts)
+
+
+@register
+class VaultGemma(Gemma2):
+    """VaultGemma (Google's differentially private Gemma): Gemma 2's attention (``1 + w`` norms, the
+    embedding scale, soft-capped logits, ``query_pre_attn_scalar``, alternating windows) without the
+    norm on the attention output: what a layer's attention returns is added as it is."""
+
+    name = "vaultgemma"
+    model_types = ("vaultgemma",)
+    architectures = ("VaultGemmaForCausalLM", "VaultGemmaModel")
+    hook_points = classmethod(llamalike_hooks)
+    post_attn_norm = False
 
 
 @register

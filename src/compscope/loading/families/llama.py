@@ -35,6 +35,7 @@ class LlamaLikeOptions:
     qk_norm_kind: str = "rmsnorm"  # StableLM: 'layernorm'
     qk_gains_per_head: bool = False  # StableLM: one norm module per head (q_layernorm.norms.{h}), each its own gain
     input_norm: bool = True  # OLMo-2: False, the attention reads the raw residual
+    input_norm_at: str = "input_layernorm"  # its module's name (Apertus: attention_layernorm)
     norm_kind: str = "rmsnorm"  # OLMo: 'layernorm'
     norm_gains: bool = True  # OLMo: False, norms without parameters (no tensors to read)
     norm_eps: float | None = None  # None: the config's value under eps_key
@@ -185,9 +186,9 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
             out.append(None if b is None else b.reshape(n, r))
         bo.append(ts.take(p + "self_attn.o_proj.bias", (d,), required=False))
         if opts.input_norm and opts.norm_gains:
-            g_in.append(ts.take(p + "input_layernorm.weight", (d,)))
+            g_in.append(ts.take(p + opts.input_norm_at + ".weight", (d,)))
         if opts.norm_bias:
-            b_in.append(ts.take(p + "input_layernorm.bias", (d,)))
+            b_in.append(ts.take(p + opts.input_norm_at + ".bias", (d,)))
         if opts.qk_norm and opts.qk_gains_per_head:  # one gain row per head, side by side: (heads * d_head,)
             qn.append(_per_head_gains(ts, p, "q", H, r))
             kn.append(_per_head_gains(ts, p, "k", G, r))

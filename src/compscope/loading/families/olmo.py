@@ -26,7 +26,7 @@ from .llama import LlamaLike, LlamaLikeOptions, convert_llamalike, every_nth_glo
 _LAYER_QK_NORM = dict(qk_norm=True, qk_norm_scope="layer")
 
 
-def _raw_residual_hooks(cls, model):
+def raw_residual_hooks(cls, model):
     """OLMo-2 and OLMo-3 layers: ``self_attn`` reads the residual itself (no norm before it); what
     is added is the output of ``post_attention_layernorm`` (the attention-output norm)."""
     return [(b.self_attn, b.post_attention_layernorm) for b in cls.base_model(model).layers]
@@ -52,7 +52,7 @@ class Olmo2(LlamaLike):
     architectures = ("Olmo2ForCausalLM", "Olmo2Model", "Olmo3ForCausalLM", "Olmo3Model")
     ignored = frozenset()
 
-    hook_points = classmethod(_raw_residual_hooks)
+    hook_points = classmethod(raw_residual_hooks)
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:

@@ -1,0 +1,24 @@
+"""Apertus (Swiss AI): Llama-like with Qwen3's QK-norm (an RMSNorm on each query and key head
+before the rotary map) and its own norm names: ``attention_layernorm`` before the attention (and
+``feedforward_layernorm`` before the MLP, not in the attention); no attention biases unless
+``attention_bias``."""
+
+from __future__ import annotations
+
+from . import register
+from .llama import Llama, LlamaLike, LlamaLikeOptions
+
+
+def _attention_layernorm_hooks(cls, model):
+    """``attention_layernorm`` reads the residual, ``self_attn`` returns what is added."""
+    return [(b.attention_layernorm, b.self_attn) for b in cls.base_model(model).layers]
+
+
+@register
+class Apertus(LlamaLike):
+    name = "apertus"
+    model_types = ("apertus",)
+    architectures = ("ApertusForCausalLM", "ApertusModel")
+    handled = Llama.handled
+    options = LlamaLikeOptions(qk_norm=True, input_norm_at="attention_layernorm")
+    hook_points = classmethod(_attention_layernorm_hooks)
