@@ -1679,3 +1679,61 @@ def test_a_qwen2vl_gguf_matches_the_language_model_object(tmp_path):
     write(tmp_path / "bad.gguf", [1, 1, 0, 1])
     with pytest.raises(compscope.UnsupportedModelError, match=r"bad\.gguf: GGUF metadata 'qwen2vl\.rope\.dimension_sections'"):
         compscope.load(tmp_path / "bad.gguf")
+
+
+def _write_nemotron_gguf(path, model, rope_dim: int | None) -> None:
+    """A Nemotron GGUF as llama.cpp's converter writes one (``nemotron``): Llama's names, LayerNorm1P's
+    gains stored as ``1 + w`` beside their biases, the LayerNorm epsilon as ``attention.layer_norm_epsilon``,
+    the rotated width as ``rope.dimension_count`` (None: left out)."""
+    sd = _numpy_state(model)
+    cfg = model.config
+    w = _writer(path, "nemotron")
+    _metadata(w, head_count_kv=cfg.num_key_value_heads, layer_norm_eps=cfg.norm_eps, rope_freq_base=2000.0,
+              key_length=None if rope_dim is None else R, rope_dimension_count=rope_dim)
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    w.add_tensor("output.weight", sd["lm_head.weight"])
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"] + 1.0)
+    w.add_tensor("output_norm.bias", sd["model.norm.bias"])
+    names = {"input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}
+    for i in range(2):
+        p = f"model.layers.{i}."
+        for hf_name, g_name in names.items():
+            w.add_tensor(f"blk.{i}.{g_name}.weight", sd[p + hf_name + ".weight"] + 1.0)
+            w.add_tensor(f"blk.{i}.{g_name}.bias", sd[p + hf_name + ".bias"])
+        for x, g in (("q", "attn_q"), ("k", "attn_k"), ("v", "attn_v"), ("o", "attn_output")):
+            w.add_tensor(f"blk.{i}.{g}.weight", sd[f"{p}self_attn.{x}_proj.weight"])
+        for x in ("up", "down"):
+            w.add_tensor(f"blk.{i}.ffn_{x}.weight", sd[f"{p}mlp.{x}_proj.weight"])
+    _finish(w)
+
+
+@pytest.mark.parametrize("share", [0.5, 0.25])
+def test_a_nemotron_gguf_matches_the_model_object_and_runs(tmp_path, share):
+    """Nemotron (``nemotron``): LayerNorm1P's gains read back as ``w`` (llama.cpp stores ``1 + w``), their
+    biases, the rotated share from ``rope.dimension_count``: the model object's heads and norms, and
+    the attention recomputed from them. transformers' GGUF reader runs the file, handed the rotated
+    width and the epsilon it does not read (its default share is a half), computing what compscope
+    recomputes."""
+    from compscope.core.attention import attention_forward
+    from compscope.data.runner import runner_for
+
+    cfg = hf_config("NemotronConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, head_dim=R, max_position_embeddings=64,
+                    norm_eps=1e-4, tie_word_embeddings=False,
+                    rope_parameters={"rope_type": "default", "rope_theta": 2000.0, "partial_rotary_factor": share})
+    model = transformers.NemotronForCausalLM(cfg).eval()
+    _randomise(model, 44)
+    _write_nemotron_gguf(tmp_path / "n.gguf", model, int(R * share))
+    ours, ref = compscope.load(tmp_path / "n.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "nemotron" and ours.rotary.dim == ref.rotary.dim == int(R * share)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for a, b in [(ours.attn_norm, ref.attn_norm), (ours.final_norm, ref.final_norm)]:
+        torch.testing.assert_close(a.weight, b.weight, atol=1e-6, rtol=0)
+        assert torch.equal(a.bias, b.bias) and a.offset == b.offset == 1.0 and a.eps == pytest.approx(1e-4, rel=1e-6)
+    x = torch.randn(2, 9, D, generator=torch.Generator().manual_seed(45))
+    for layer in range(2):
+        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
+    runner = runner_for(tmp_path / "n.gguf", progress=False, device="cpu")
+    runner.trace(torch.randint(0, V, (2, 7), generator=torch.Generator().manual_seed(0)))
+    assert runner._agreed

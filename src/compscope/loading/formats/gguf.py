@@ -80,6 +80,7 @@ _ARCHS = {
     # every fourth, llama.cpp's rule and transformers' default interval (the family's)
     "granitehybrid": ("granitemoehybrid", True, False),  # Granite 4's and Bamba's Mamba hybrids (_hybrid_layers)
     "bert": ("bert", False, False),  # BERT encoders (and RoBERTa's kin: llama.cpp cuts their position table to row 0)
+    "nemotron": ("nemotron", False, True),  # Llama's names; llama.cpp stores LayerNorm1P's gains 1 + w, biases beside
     "command-r": ("cohere", False, False),  # Llama's names, rows as HF's (interleaved rotary, llama.cpp's own kind);
     "cohere2": ("cohere2", False, False),  # LayerNorms without bias, the logit scale (_ARCH_KEYS), Command R+'s QK norms
 }
@@ -212,10 +213,11 @@ _LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn
             "falcon": (_falcon_block(two_norms=False), "transformer.h.{i}.", _FALCON_TOP, (),
                        (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _falcon_grouped))}
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
-_PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid"}  # (the last: Bamba's half)
+_PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid", "nemotron"}  # (granitehybrid: Bamba's half)
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
 _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
                     for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2", "bert")},
+                 "nemotron": {"layer_norm_epsilon": "norm_eps", "rms_norm_eps": "norm_eps"},
                  "starcoder2": {"layer_norm_epsilon": "norm_epsilon"}, "falcon": {"num_key_value_heads": "num_kv_heads"}}
 #: GGUF metadata key (after ``{arch}.``) -> HF config key, read for these architectures only
 _GRANITE_KEYS = {"embedding_scale": "embedding_multiplier", "attention.scale": "attention_multiplier",
@@ -562,14 +564,20 @@ def _enters_attention(block_name: str | None, name: str) -> bool:
 
 
 #: HF model types whose rotary base and width transformers' GGUF reader does not take from the file
-#: (it keeps its config defaults: base 10 000; StableLM a quarter of each head)
-_ROTARY_DROPPED = ("stablelm", "starcoder2")
+#: (it keeps its config defaults: base 10 000; StableLM a quarter of each head; Nemotron its width, half
+#: of each head), and the share of each head the family rotates where the file does not say
+_ROTARY_DROPPED = {"stablelm": 1.0, "starcoder2": 1.0, "nemotron": 0.5}
+#: HF config keys that transformers' GGUF reader does not take from a file of these model types
+#: (Nemotron: the LayerNorm epsilon, which it looks for under another key than llama.cpp writes, and
+#: the head width), so that it keeps its defaults: handed back where the file states them
+_KEYS_DROPPED = {"nemotron": ("norm_eps", "head_dim")}
 
 
 def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     """Config settings to give ``transformers`` when it runs the GGUF file at ``path``: what the
-    file says and transformers' GGUF reader drops (the rotary base and width of StableLM and
-    StarCoder2 files), so that the model that runs is the one compscope read; as one
+    file says and transformers' GGUF reader drops (the rotary base and width of StableLM,
+    StarCoder2 and Nemotron files, Nemotron's norm epsilon and head width), so that the model that runs is the one
+    compscope read; as one
     ``rope_parameters`` (transformers 5) or, ``rope_parameters=False``, as ``rope_theta`` and
     (StableLM) ``partial_rotary_factor`` (transformers 4). A file transformers would build as
     another model (a Falcon with K/V groups), or not at all (a split file; an architecture its
@@ -594,15 +602,17 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
             f"{path}: transformers' GGUF reader builds every Falcon file as multi-query (one key/value head, as "
             f"Falcon-7B), and this one has {cfg['num_kv_heads']}: transformers cannot run it, so the data-based "
             "commands cannot either (the weight-only ones read it; for data, use the model's HuggingFace folder)")
-    if cfg["model_type"] not in _ROTARY_DROPPED:
-        return {}
+    kind = cfg["model_type"]
+    kept = {k: cfg[k] for k in _KEYS_DROPPED.get(kind, ()) if k in cfg}
+    if kind not in _ROTARY_DROPPED:
+        return kept
     rope = {"rope_theta": float(cfg.get("rope_theta", 10000.0)),
-            "partial_rotary_factor": float(cfg.get("partial_rotary_factor", 1.0))}
+            "partial_rotary_factor": float(cfg.get("partial_rotary_factor", _ROTARY_DROPPED[kind]))}
     if rope_parameters:
-        return {"rope_parameters": {"rope_type": "default", **rope}}
-    if cfg["model_type"] == "starcoder2":  # transformers 4's StarCoder2 rotates whole heads, and takes no share
+        return {"rope_parameters": {"rope_type": "default", **rope}, **kept}
+    if kind == "starcoder2":  # transformers 4's StarCoder2 rotates whole heads, and takes no share
         rope.pop("partial_rotary_factor")
-    return rope
+    return {**rope, **kept}
 
 
 def _transformers_reads() -> set[str] | None:
