@@ -349,34 +349,35 @@ def build(variant: Variant, seed: int = 0, **overrides):
     return model
 
 
+#: kind -> (where its layers sit, as attribute paths from the model; the module reading the residual, the
+#: module adding to it, and the final norm, by their names in a layer and in the layers' parent)
+_LAYOUT = {
+    "gpt2": ("transformer", "h", "ln_1", "attn", "ln_f"),
+    "gptj": ("transformer", "h", "ln_1", "attn", "ln_f"),
+    "neox": ("gpt_neox", "layers", "input_layernorm", "attention", "final_layer_norm"),
+    "llama": ("model", "layers", "input_layernorm", "self_attn", "norm"),
+    "granite": ("model", "layers", "input_layernorm", "self_attn", "norm"),
+    "gemma3": ("model", "layers", "input_layernorm", "post_attention_layernorm", "norm"),
+    "apertus": ("model", "layers", "attention_layernorm", "self_attn", "norm"),
+    "glm4": ("model", "layers", "input_layernorm", "post_self_attn_layernorm", "norm"),
+    "phi": ("model", "layers", "input_layernorm", "self_attn", "final_layernorm"),
+    "olmo2": ("model", "layers", "self_attn", "post_attention_layernorm", "norm"),
+    "mpt": ("transformer", "blocks", "norm_1", "attn", "norm_f"),
+    "opt": ("model.decoder", "layers", "self_attn_layer_norm", "self_attn", "final_layer_norm"),
+}
+
+
 def _modules(model, kind: str):
     """(module whose input is the residual a layer's attention reads, module whose output is
     what attention adds to the residual) per layer, and the final norm (or None)."""
-    if kind == "gpt2":
-        t = model.transformer
-        return [(b.ln_1, b.attn) for b in t.h], t.ln_f
-    if kind == "neox":
-        t = model.gpt_neox
-        return [(b.input_layernorm, b.attention) for b in t.layers], t.final_layer_norm
-    if kind in ("llama", "granite"):
-        t = model.model
-        return [(b.input_layernorm, b.self_attn) for b in t.layers], t.norm
+    if kind in _LAYOUT:
+        parent, layers, reads, adds, final = _LAYOUT[kind]
+        t = functools.reduce(getattr, parent.split("."), model)
+        return [(getattr(b, reads), getattr(b, adds)) for b in getattr(t, layers)], getattr(t, final)
     if kind == "hybrid":  # the attention layers alone (Mamba layers have no self_attn); Jamba's final norm
         t = model.model
         attending = [(b.input_layernorm, b.self_attn) for b in t.layers if getattr(b, "self_attn", None) is not None]
         return attending, getattr(t, "norm", None) or t.final_layernorm
-    if kind == "gemma3":
-        t = model.model
-        return [(b.input_layernorm, b.post_attention_layernorm) for b in t.layers], t.norm
-    if kind == "apertus":
-        t = model.model
-        return [(b.attention_layernorm, b.self_attn) for b in t.layers], t.norm
-    if kind == "glm4":
-        t = model.model
-        return [(b.input_layernorm, b.post_self_attn_layernorm) for b in t.layers], t.norm
-    if kind == "phi":
-        t = model.model
-        return [(b.input_layernorm, b.self_attn) for b in t.layers], t.final_layernorm
     if kind == "falcon":
         t = model.transformer
         norm = "ln_attn" if model.config.new_decoder_architecture else "input_layernorm"
@@ -384,18 +385,6 @@ def _modules(model, kind: str):
     if kind == "bloom":  # its attention returns the residual plus what it adds; dense's output is the addition
         t = model.transformer
         return [(b.input_layernorm, b.self_attention.dense) for b in t.h], t.ln_f
-    if kind == "mpt":
-        t = model.transformer
-        return [(b.norm_1, b.attn) for b in t.blocks], t.norm_f
-    if kind == "gptj":
-        t = model.transformer
-        return [(b.ln_1, b.attn) for b in t.h], t.ln_f
-    if kind == "opt":
-        t = model.model.decoder
-        return [(b.self_attn_layer_norm, b.self_attn) for b in t.layers], t.final_layer_norm
-    if kind == "olmo2":
-        t = model.model
-        return [(b.self_attn, b.post_attention_layernorm) for b in t.layers], t.norm
     if kind == "bert":
         if hasattr(model, "transformer"):  # DistilBERT's names; its block's input is what attention reads
             return [(b, b.attention.out_lin) for b in model.transformer.layer], None

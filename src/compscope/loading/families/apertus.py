@@ -6,12 +6,8 @@ before the rotary map) and its own norm names: ``attention_layernorm`` before th
 from __future__ import annotations
 
 from . import register
+from .base import layer_hooks
 from .llama import Llama, LlamaLike, LlamaLikeOptions
-
-
-def _attention_layernorm_hooks(cls, model):
-    """``attention_layernorm`` reads the residual, ``self_attn`` returns what is added."""
-    return [(b.attention_layernorm, b.self_attn) for b in cls.base_model(model).layers]
 
 
 @register
@@ -21,4 +17,4 @@ class Apertus(LlamaLike):
     architectures = ("ApertusForCausalLM", "ApertusModel")
     handled = Llama.handled
     options = LlamaLikeOptions(qk_norm=True, input_norm_at="attention_layernorm")
-    hook_points = classmethod(_attention_layernorm_hooks)
+    hook_points = layer_hooks("attention_layernorm", "self_attn")

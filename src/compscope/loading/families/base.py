@@ -127,6 +127,17 @@ class Family:
         raise NotImplementedError
 
 
+def layer_hooks(reads: str, adds: str) -> classmethod:
+    """``Family.hook_points`` for models whose layers sit in ``base_model(model).layers``: per layer,
+    its module named ``reads`` (whose input is the residual the attention reads: the norm before it,
+    or the attention itself where none is) and the one named ``adds`` (whose output is what the
+    attention adds to the residual: the attention, or a norm on its output)."""
+    def hook_points(cls, model) -> list[tuple[Any, Any]]:
+        return [(getattr(b, reads), getattr(b, adds)) for b in cls.base_model(model).layers]
+    hook_points.__doc__ = f"``{reads}`` reads the residual; ``{adds}`` returns what the attention adds."
+    return classmethod(hook_points)
+
+
 def config_attention_bias(key: str, default: bool) -> Callable[[type[Family], dict], tuple[bool, bool]]:
     """``Family.attention_biases`` for architectures where one config switch (``key``,
     transformers' ``default`` when absent) puts biases on all four projections."""

@@ -169,8 +169,9 @@ class Electra(Bert):
         d = integer(config, where, "hidden_size")
         if e != d:
             raise UnsupportedModelError(
-                f"{where}: config key 'embedding_size' = {e} differs from hidden_size = {d}: the embeddings are projected "
-                "up to the residual after their LayerNorm (ELECTRA's small models), which compscope does not read")
+                f"{where}: config key 'embedding_size' = {e} differs from hidden_size = {d}: the embeddings are "
+                "projected up to the residual after their LayerNorm (ELECTRA's small models), which compscope does "
+                "not read")
 
 
 

@@ -9,8 +9,9 @@ from .base import config_attention_bias
 from .llama import Llama, LlamaLike, LlamaLikeOptions
 
 #: ERNIE 4.5 MoE's MLP settings: the attention does not depend on them
-_MOE = frozenset("moe_intermediate_size moe_k moe_layer_end_index moe_layer_interval moe_layer_start_index moe_norm_min "
-                 "moe_num_experts moe_num_shared_experts output_router_logits router_aux_loss_coef".split())
+_MOE = frozenset("moe_intermediate_size moe_k moe_layer_end_index moe_layer_interval moe_layer_start_index "
+                 "moe_norm_min moe_num_experts moe_num_shared_experts output_router_logits "
+                 "router_aux_loss_coef".split())
 
 
 @register

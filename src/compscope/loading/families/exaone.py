@@ -19,7 +19,7 @@ class Exaone4(LlamaLike):
     model_types = ("exaone4",)
     architectures = ("Exaone4ForCausalLM", "Exaone4Model")
     handled = Llama.handled | {"sliding_window_pattern"}
-    hook_points = classmethod(raw_residual_hooks)
+    hook_points = raw_residual_hooks
 
     @classmethod
     def attention_biases(cls, config: dict) -> tuple[bool, bool]:
@@ -35,8 +35,10 @@ class Exaone4(LlamaLike):
         pattern = config.get("sliding_window_pattern")
         if isinstance(pattern, str):
             if not pattern or set(pattern) - {"L", "G"}:
-                raise LoadError(f"{where}: config key 'sliding_window_pattern' = {pattern!r} is not a string of L and G")
-            types = ["sliding_attention" if pattern[i % len(pattern)] == "L" else "full_attention" for i in range(n_layers)]
+                raise LoadError(f"{where}: config key 'sliding_window_pattern' = {pattern!r} is not a string of "
+                                "L and G")
+            types = ["sliding_attention" if pattern[i % len(pattern)] == "L" else "full_attention"
+                     for i in range(n_layers)]
             return listed_layer_types({**config, "layer_types": types}, n_layers, where)
         return every_nth_global(config, n_layers, where, 4)
 

@@ -20,7 +20,7 @@ import dataclasses
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
-from .base import integer, number, rope_accept
+from .base import integer, layer_hooks, number, rope_accept
 from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, every_nth_global, llamalike_hooks
 
 
@@ -38,10 +38,9 @@ class Gemma(LlamaLike):
         return convert_llamalike(ckpt, cls, LlamaLikeOptions(norm_offset=1.0, embed_scale=d**0.5))
 
 
-def _post_norm_hooks(cls, model):
-    """Gemma 2 and 3 layers: ``input_layernorm`` reads the residual; what is added is the output of
-    ``post_attention_layernorm`` (the attention-output norm)."""
-    return [(b.input_layernorm, b.post_attention_layernorm) for b in cls.base_model(model).layers]
+#: Gemma 2 and 3 layers: ``input_layernorm`` reads the residual; what is added is the output of
+#: ``post_attention_layernorm`` (the attention-output norm)
+_post_norm_hooks = layer_hooks("input_layernorm", "post_attention_layernorm")
 
 
 @register
@@ -51,7 +50,7 @@ class Gemma2(Gemma):
     architectures = ("Gemma2ForCausalLM",)
     handled = Llama.handled | {"query_pre_attn_scalar", "attn_logit_softcapping"}
     ignored = frozenset({"final_logit_softcapping", "cache_implementation"})
-    hook_points = classmethod(_post_norm_hooks)
+    hook_points = _post_norm_hooks
     post_attn_norm = True  # an RMSNorm on the attention output (VaultGemma has none)
 
     @classmethod
@@ -80,7 +79,7 @@ class VaultGemma(Gemma2):
     name = "vaultgemma"
     model_types = ("vaultgemma",)
     architectures = ("VaultGemmaForCausalLM", "VaultGemmaModel")
-    hook_points = classmethod(llamalike_hooks)
+    hook_points = llamalike_hooks
     post_attn_norm = False
 
 
@@ -98,7 +97,7 @@ class Gemma3(Gemma):
         "use_bidirectional_attention": lambda v: not v,
     }
 
-    hook_points = classmethod(_post_norm_hooks)
+    hook_points = _post_norm_hooks
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:

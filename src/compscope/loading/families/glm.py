@@ -10,12 +10,8 @@ Gemma's post-attention norm) and one on the MLP's (not in the attention).
 from __future__ import annotations
 
 from . import register
+from .base import layer_hooks
 from .llama import Llama, LlamaLike, LlamaLikeOptions
-
-
-def _glm4_hooks(cls, model):
-    """``input_layernorm`` reads the residual; ``post_self_attn_layernorm`` returns what is added."""
-    return [(b.input_layernorm, b.post_self_attn_layernorm) for b in cls.base_model(model).layers]
 
 
 @register
@@ -39,4 +35,4 @@ class Glm4(Glm):
     architectures = ("Glm4ForCausalLM", "Glm4Model")
     options = LlamaLikeOptions(rotary_style="interleaved", partial_rotary=0.5, post_attn_norm=True,
                                post_attn_norm_at="post_self_attn_layernorm")
-    hook_points = classmethod(_glm4_hooks)
+    hook_points = layer_hooks("input_layernorm", "post_self_attn_layernorm")

@@ -18,8 +18,8 @@ from ...errors import LoadError, UnsupportedModelError
 from ...core.heads import HeadWeights, Meta, Norm, Rotary
 from . import register
 from .base import (MAX_HEADS, MAX_LAYERS, YARN_TYPES, Family, checkpoint_notes, config_attention_bias, integer, inv_freq,
-                   kv_groups, number, rope_accept_yarn, rope_attention_factor, rope_settings, rotary_dim, split_cols,
-                   split_rows, stack, unembedding)
+                   kv_groups, layer_hooks, number, rope_accept_yarn, rope_attention_factor, rope_settings, rotary_dim,
+                   split_cols, split_rows, stack, unembedding)
 
 #: where the layers are: a causal LM, a base model, a vision-language model's language model (as transformers
 #: saves one since 4.52, and before)
@@ -121,11 +121,9 @@ def rope_layers(config: dict, n_layers: int, where: str = "config") -> list[bool
     return [bool(f) for f in flags]
 
 
-def llamalike_hooks(cls, model):
-    """Llama-like decoder layers: ``input_layernorm`` reads the residual, ``self_attn`` returns
-    what is added (after ``o_proj``). Shared by the families that keep Llama's module names
-    (``hook_points = classmethod(llamalike_hooks)``)."""
-    return [(b.input_layernorm, b.self_attn) for b in cls.base_model(model).layers]
+#: Llama-like decoder layers: ``input_layernorm`` reads the residual, ``self_attn`` returns what is
+#: added (after ``o_proj``); shared by the families that keep Llama's module names
+llamalike_hooks = layer_hooks("input_layernorm", "self_attn")
 
 
 def attention_layer_hooks(cls, model):
@@ -369,7 +367,7 @@ class LlamaLike(Family):
     accept = {"rope_parameters": rope_accept_yarn, "rope_scaling": rope_accept_yarn}
     options = LlamaLikeOptions()
 
-    hook_points = classmethod(llamalike_hooks)
+    hook_points = llamalike_hooks
     attention_biases = config_attention_bias("attention_bias", False)
 
     @classmethod

@@ -13,8 +13,8 @@ import torch
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm
 from . import register
-from .base import (Family, checkpoint_notes, config_attention_bias, final_layernorm, layer_rotary, number, rope_accept,
-                   rope_settings, sizes, split_cols, stack, unembedding)
+from .base import (Family, checkpoint_notes, config_attention_bias, final_layernorm, layer_hooks, layer_rotary, number,
+                   rope_accept, rope_settings, sizes, split_cols, stack, unembedding)
 
 
 @register
@@ -31,10 +31,7 @@ class GPTNeoX(Family):
     hf_base = "gpt_neox"
     attention_biases = config_attention_bias("attention_bias", True)
 
-    @classmethod
-    def hook_points(cls, model):
-        """NeoX layers: ``input_layernorm`` reads the residual, ``attention`` returns what is added."""
-        return [(b.input_layernorm, b.attention) for b in cls.base_model(model).layers]
+    hook_points = layer_hooks("input_layernorm", "attention")
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:

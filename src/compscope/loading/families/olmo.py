@@ -21,15 +21,15 @@ import dataclasses
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
+from .base import layer_hooks
 from .llama import LlamaLike, LlamaLikeOptions, convert_llamalike, every_nth_global
 
 _LAYER_QK_NORM = dict(qk_norm=True, qk_norm_scope="layer")
 
 
-def raw_residual_hooks(cls, model):
-    """OLMo-2 and OLMo-3 layers: ``self_attn`` reads the residual itself (no norm before it); what
-    is added is the output of ``post_attention_layernorm`` (the attention-output norm)."""
-    return [(b.self_attn, b.post_attention_layernorm) for b in cls.base_model(model).layers]
+#: OLMo-2 and OLMo-3 layers (and EXAONE 4's): ``self_attn`` reads the residual itself (no norm before
+#: it); what is added is the output of ``post_attention_layernorm`` (the attention-output norm)
+raw_residual_hooks = layer_hooks("self_attn", "post_attention_layernorm")
 
 
 @register
@@ -52,7 +52,7 @@ class Olmo2(LlamaLike):
     architectures = ("Olmo2ForCausalLM", "Olmo2Model", "Olmo3ForCausalLM", "Olmo3Model")
     ignored = frozenset()
 
-    hook_points = classmethod(raw_residual_hooks)
+    hook_points = raw_residual_hooks
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:

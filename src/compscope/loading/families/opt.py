@@ -16,8 +16,8 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm
 from ...errors import UnsupportedModelError
 from . import register
-from .base import (Family, checkpoint_notes, config_attention_bias, final_layernorm, integer, separate_projections,
-                   sizes, token_embedding, unembedding)
+from .base import (Family, checkpoint_notes, config_attention_bias, final_layernorm, integer, layer_hooks,
+                   separate_projections, sizes, token_embedding, unembedding)
 
 #: OPT's learned positions start at this row (HF's ``OPTLearnedPositionalEmbedding.offset``)
 POSITION_OFFSET = 2
@@ -40,10 +40,7 @@ class OPT(Family):
         base = getattr(model, "model", model)
         return getattr(base, "decoder", base)
 
-    @classmethod
-    def hook_points(cls, model):
-        """OPT layers: ``self_attn_layer_norm`` reads the residual, ``self_attn`` returns what is added."""
-        return [(b.self_attn_layer_norm, b.self_attn) for b in cls.base_model(model).layers]
+    hook_points = layer_hooks("self_attn_layer_norm", "self_attn")
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:

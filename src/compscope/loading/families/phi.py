@@ -29,7 +29,7 @@ class Phi(Family):
     ignored = frozenset("embd_pdrop resid_pdrop".split())
     accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
 
-    hook_points = classmethod(llamalike_hooks)
+    hook_points = llamalike_hooks
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:

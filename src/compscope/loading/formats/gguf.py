@@ -53,8 +53,8 @@ _CONFIG_KEYS = {
 _ARCHS = {
     "llama": ("llama", True, False),
     "qwen2": ("qwen2", False, False),
-    "qwen2moe": ("qwen2_moe", False, False),
-    "qwen2vl": ("qwen2_vl_text", False, False),  # Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's, its mrope sections  # Qwen2's attention (q/k/v biases); the experts are MLP
+    "qwen2moe": ("qwen2_moe", False, False),  # Qwen2's attention (q/k/v biases); the experts are MLP
+    "qwen2vl": ("qwen2_vl_text", False, False),  # Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's, mrope sections
     "qwen3": ("qwen3", False, False),
     "qwen3moe": ("qwen3_moe", False, False),
     "gemma": ("gemma", False, True),
@@ -157,14 +157,16 @@ _MPT_TOP = {"token_embd.weight": "transformer.wte.weight", "output.weight": "lm_
 _BERT_BLOCK = {
     **{f"attn_{x}.{p}": f"attention.self.{n}.{p}" for x, n in zip("qkv", ("query", "key", "value"))
        for p in ("weight", "bias")},
-    **{f"attn_qkv.{p}": tuple(f"attention.self.{n}.{p}" for n in ("query", "key", "value")) for p in ("weight", "bias")},
+    **{f"attn_qkv.{p}": tuple(f"attention.self.{n}.{p}" for n in ("query", "key", "value"))
+       for p in ("weight", "bias")},
     **{f"attn_output.{p}": f"attention.output.dense.{p}" for p in ("weight", "bias")},
     **{f"layer_output_norm.{p}": f"output.LayerNorm.{p}" for p in ("weight", "bias")},
 }
 _BERT_TOP = {"token_embd.weight": "embeddings.word_embeddings.weight",
              "position_embd.weight": "embeddings.position_embeddings.weight",
              "token_types.weight": "embeddings.token_type_embeddings.weight",
-             "token_embd_norm.weight": "embeddings.LayerNorm.weight", "token_embd_norm.bias": "embeddings.LayerNorm.bias"}
+             "token_embd_norm.weight": "embeddings.LayerNorm.weight",
+             "token_embd_norm.bias": "embeddings.LayerNorm.bias"}
 _FALCON_TOP = {"token_embd.weight": "transformer.word_embeddings.weight", "output.weight": "lm_head.weight",
                "output_norm.weight": "transformer.ln_f.weight", "output_norm.bias": "transformer.ln_f.bias"}
 
@@ -416,12 +418,13 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
     if arch == "qwen2vl":  # llama.cpp's sections: [temporal, height, width, 0]; the family checks the first three
         sections = fields.get(f"{arch}.rope.dimension_sections")
         if not isinstance(sections, list) or len(sections) != 4 or sections[3] != 0:
-            raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.dimension_sections' = {sections!r}: expected "
-                                        "the four multimodal rotary sections llama.cpp writes for Qwen2-VL, the last 0")
+            raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.dimension_sections' = {sections!r}: "
+                                        "expected the four multimodal rotary sections llama.cpp writes for Qwen2-VL, "
+                                        "the last 0")
         cfg["rope_scaling"] = {"rope_type": "default", "mrope_section": sections[:3]}
     if arch == "bert" and fields.get(f"{arch}.attention.causal"):  # llama.cpp's flag; BERT attends both ways
-        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.causal' is true: a BERT file that attends "
-                                    "causally is not the bidirectional encoder compscope reads")
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.causal' is true: a BERT file that "
+                                    "attends causally is not the bidirectional encoder compscope reads")
     if arch == "command-r":  # Command R+'s per-head QK LayerNorms, there when their stacked gains are
         cfg["use_qk_norm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)
     if "vocab_size" not in cfg:
@@ -581,8 +584,8 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     ``rope_parameters`` (transformers 5) or, ``rope_parameters=False``, as ``rope_theta`` and
     (StableLM) ``partial_rotary_factor`` (transformers 4). A file transformers would build as
     another model (a Falcon with K/V groups), or not at all (a split file; an architecture its
-    GGUF reader does not read: OLMo, Phi-2, GPT-NeoX, StarCoder 1, MPT, BERT, Qwen2-VL, Gemma 1, Granite and its hybrids, Cohere,
-    SmolLM3), is refused."""
+    GGUF reader does not read: OLMo, Phi-2, GPT-NeoX, StarCoder 1, MPT, BERT, Qwen2-VL, Gemma 1, Granite and its
+    hybrids, Cohere, SmolLM3), is refused."""
     files, fields, located = _open_shards(Path(path))  # the headers only: no tensor is read
     if len(files) > 1:
         raise UnsupportedModelError(
