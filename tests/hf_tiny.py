@@ -128,6 +128,11 @@ VARIANTS = [
     Variant("qwen3-qk-norm", "llama", "Qwen3Config",
             dict(_LLAMA, num_key_value_heads=2, tie_word_embeddings=True,
                  rope_parameters={"rope_type": "default", "rope_theta": 2000.0})),
+    # dots.llm1: Qwen3's attention; a window on the layers from max_window_layers up (no switch), MoE MLPs
+    Variant("dots1-upper-layer-slides", "llama", "Dots1Config",
+            dict(_LLAMA, num_key_value_heads=2, sliding_window=3, max_window_layers=1, first_k_dense_replace=1,
+                 n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=16, n_shared_experts=1,
+                 n_group=1, topk_group=1)),
     Variant("qwen3-moe-sliding", "llama", "Qwen3MoeConfig",
             dict(_LLAMA, num_key_value_heads=1, attention_bias=True, use_sliding_window=True, sliding_window=3,
                  num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16)),

@@ -754,3 +754,25 @@ def test_exaone4_layer_types_from_its_window_pattern():
                                      layer_types=[f, f])
     hw = compscope.load(transformers.Exaone4ForCausalLM(cfg))
     assert hw.sliding_window == (None, None) and bool(hw.rotary.inv_freq.all())
+
+
+def test_dots1_windows_without_layer_types_are_transformers_defaults():
+    """dots.llm1 without ``layer_types``: transformers slides the layers from ``max_window_layers`` (62)
+    up wherever a window is set, its default 4096 where the config states none; a window set to
+    None slides none. With the types listed, the model object reads as transformers built it."""
+    import transformers
+
+    from compscope.loading.families.qwen3 import Qwen3
+
+    s, f = "sliding_attention", "full_attention"
+    assert Qwen3.layer_types({"model_type": "dots1", "max_window_layers": 2, "sliding_window": 8}, 4, "c") == [f, f, s, s]
+    assert Qwen3.layer_types({"model_type": "dots1", "max_window_layers": 1}, 3, "c") == [f, s, s]
+    assert Qwen3.layer_types({"model_type": "dots1", "max_window_layers": 1, "sliding_window": None}, 3, "c") == [f] * 3
+    assert Qwen3.layer_types({"model_type": "dots1"}, 3, "c") == [f] * 3  # (from layer 62 up)
+    for window in (None, 5):
+        cfg = transformers.Dots1Config(vocab_size=VOCAB, hidden_size=D, num_attention_heads=4, num_key_value_heads=2,
+                                       num_hidden_layers=2, intermediate_size=48, max_window_layers=1, sliding_window=window,
+                                       first_k_dense_replace=2, n_routed_experts=2, num_experts_per_tok=1, n_group=1,
+                                       topk_group=1, moe_intermediate_size=16)
+        assert cfg.layer_types == [f, f if window is None else s]  # transformers' own rule
+        assert compscope.load(transformers.Dots1ForCausalLM(cfg)).sliding_window == (None, window)

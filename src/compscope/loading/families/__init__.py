@@ -54,7 +54,7 @@ def language_model(config: dict, where: str) -> tuple[dict, str | None]:
     transformers' own (the ones the running model has); without transformers it is refused."""
     inner, flat = config.get("text_config"), False
     if inner is None and isinstance(config.get("vision_config"), dict) and not _known(config):
-        inner = _flat_text_config(config, where)  # Qwen2-VL's and Qwen2.5-VL's: the language model's keys at the top
+        inner = _flat_text_config(config)  # Qwen2-VL's and Qwen2.5-VL's: the language model's keys at the top
         flat = inner is not None
     if not isinstance(inner, dict) or _known(config) or not _known(inner):
         return config, None
@@ -80,7 +80,7 @@ def language_model(config: dict, where: str) -> tuple[dict, str | None]:
     return full, f"the language model of a {outer} model ({whence}): {', '.join(others) or 'its other parts'} not read"
 
 
-def _flat_text_config(config: dict, where: str) -> dict | None:
+def _flat_text_config(config: dict) -> dict | None:
     """The ``text_config`` transformers builds from a vision-language config that keeps its language
     model's settings at the top level (Qwen2-VL and Qwen2.5-VL as first published), as what differs
     from that text config's defaults; None without transformers or where it builds none."""

@@ -5,6 +5,8 @@ the rotary map, as in Gemma 3, so products of ``W_Q`` and ``W_K`` are approximat
 loaded ``HeadWeights`` says so in ``meta.notes``). No attention-output norm, no embedding scale,
 logit scale ``head_dim^-1/2``. Sliding windows as Qwen2's (``use_sliding_window``, layers from
 ``max_window_layers`` up). Qwen3-MoE differs in its MLP only, which compscope does not read.
+rednote's dots.llm1 has Qwen3's attention, its windows as ``layer_types`` lists them, else (no switch)
+on the layers from ``max_window_layers`` up wherever a window is set (transformers' default 4096).
 The language models of Qwen3-VL and Qwen3-VL-MoE are Qwen3's, with a multimodal rotary that is the
 ordinary one on text (``llama.mrope_note``); the visual features they add to their first layers'
 residual come with images only.
@@ -12,23 +14,41 @@ residual come with images only.
 
 from __future__ import annotations
 
+import dataclasses
+
+from ..checkpoint import Checkpoint
+from ...core.heads import HeadWeights
 from . import register
-from .llama import Llama, LlamaLike, LlamaLikeOptions, listed_layer_types, upper_layers_slide, window_switch
+from .base import MAX_LAYERS, integer
+from .llama import (Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, listed_layer_types, upper_layers_slide,
+                    window_switch)
+
+#: dots.llm1's window where its config states none (transformers' default)
+DOTS1_WINDOW = 4096
 
 #: Qwen3-MoE's MLP settings: the attention does not depend on them
 _MOE = frozenset(
     "decoder_sparse_step moe_intermediate_size num_experts num_local_experts num_experts_per_tok norm_topk_prob "
     "output_router_logits router_aux_loss_coef mlp_only_layers".split()
+) | frozenset(  # dots.llm1's
+    "first_k_dense_replace n_group n_routed_experts n_shared_experts routed_scaling_factor topk_group".split()
 )
 
 
 @register
 class Qwen3(LlamaLike):
     name = "qwen3"
-    model_types = ("qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text")  # (Qwen3-VL's language models)
+    model_types = ("qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text",  # (Qwen3-VL's language models)
+                   "dots1")  # (rednote's dots.llm1)
     architectures = ("Qwen3ForCausalLM", "Qwen3Model", "Qwen3MoeForCausalLM")
     ignored = Llama.ignored | _MOE
     options = LlamaLikeOptions(qk_norm=True)
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        if ckpt.config.get("model_type") == "dots1":  # transformers' default window where the config states none
+            ckpt = dataclasses.replace(ckpt, config={"sliding_window": DOTS1_WINDOW, **ckpt.config})
+        return convert_llamalike(ckpt, cls, cls.options)
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
@@ -38,6 +58,10 @@ class Qwen3(LlamaLike):
         listed = listed_layer_types(config, n_layers, where)
         if listed is not None:
             return listed
+        if config.get("model_type") == "dots1":  # no switch: a window (transformers' default 4096) on the layers
+            first = integer(config, where, "max_window_layers", default=62, low=0, high=MAX_LAYERS)  # from here up
+            slides = config.get("sliding_window", DOTS1_WINDOW) is not None
+            return ["sliding_attention" if slides and i >= first else "full_attention" for i in range(n_layers)]
         if config.get("model_type") in ("qwen3_moe", "qwen3_vl_moe_text"):
             return ["sliding_attention" if on else "full_attention"] * n_layers
         return upper_layers_slide(config, n_layers, where, on)
