@@ -210,3 +210,25 @@ def test_interventions_on_a_qwen_vl_language_model_equal_those_on_the_plain_qwen
     for kind in "QKV":
         assert float(theirs[kind].nan_to_num().max()) > 1e-3
         torch.testing.assert_close(ours[kind], theirs[kind], atol=1e-5, rtol=1e-4, equal_nan=True)
+
+
+def test_a_qwen_vl_language_model_with_yarn_says_both_and_runs():
+    """Multimodal rotary beside YaRN scaling (a long-context Qwen2.5-VL): the frequencies YaRN's,
+    both said, the attention factor folded; the runner's model computes what compscope recomputes."""
+    from compscope.data.runner import runner_for
+
+    text = {**_TEXT, "max_position_embeddings": 256, "tie_word_embeddings": False,
+            "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64,
+                             "mrope_section": [2, 1, 1]}}
+    text.pop("head_dim")
+    vision = dict(depth=1, hidden_size=16, intermediate_size=16, num_heads=2, out_hidden_size=32, patch_size=14,
+                  spatial_merge_size=2, temporal_patch_size=2, fullatt_block_indexes=[0])
+    model = transformers.Qwen2_5_VLForConditionalGeneration(transformers.Qwen2_5_VLConfig(
+        text_config=text, vision_config=vision, image_token_id=V - 1, video_token_id=V - 2,
+        vision_start_token_id=V - 3, vision_end_token_id=V - 4)).eval()
+    hw = compscope.load(model)
+    assert any(n.startswith("YaRN rope scaling (factor 4") for n in hw.meta.notes)
+    assert any(n.startswith("multimodal rotary (mrope sections [2, 1, 1])") for n in hw.meta.notes)
+    runner = runner_for(model)
+    runner.trace(torch.randint(0, V - 4, (2, 7), generator=torch.Generator().manual_seed(3)))
+    assert runner._agreed

@@ -207,7 +207,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
     every_type = family.layer_types(cfg, n_model, where)  # per model layer, once
     types = [every_type[i] for i in layers]
     window = cfg.get("sliding_window")
-    freqs, rope_notes, amplitudes, kinds = [], [], set(), set()
+    freqs, rope_notes, amplitudes, kinds, mrope = [], [], set(), set(), None
     rot_dim = r
     for t in types:
         s = rope_settings(cfg, t)
@@ -219,8 +219,8 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         freqs.append(inv_freq(rot_dim, s, where, opts.default_theta, kinds=YARN_TYPES))
         amplitudes.add(rope_attention_factor(s, where))
         kinds.add(s.get("rope_type") or "default")
-        if "mrope_section" in s and not rope_notes:
-            rope_notes.append(mrope_note(s, rot_dim, where))
+        if "mrope_section" in s:  # checked on every layer, said once (after the loop), beside any scaling's note
+            mrope = mrope_note(s, rot_dim, where)
         if s.get("rope_type") == "yarn" and not rope_notes:
             rope_notes.append(f"YaRN rope scaling (factor {s['factor']:g}, original context "
                               f"{s['original_max_position_embeddings']:g}): the slow pairs' frequencies interpolated")
@@ -233,6 +233,8 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
                 f"rotary frequencies rescaled as Llama 3 does (factor {s['factor']:g}, original context "
                 f"{s['original_max_position_embeddings']:g}): the slow ones divided by the factor, the fast ones kept"
             )
+    if mrope is not None:
+        rope_notes.append(mrope)
 
     attn_scale = opts.attn_scale
     if amplitudes != {1.0}:  # YaRN, LongRoPE scale rotated queries and keys by a factor a
