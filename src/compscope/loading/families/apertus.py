@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from . import register
 from .base import layer_hooks
-from .llama import Llama, LlamaLike, LlamaLikeOptions
+from .llama import LlamaLike, LlamaLikeOptions
 
 
 @register
@@ -15,6 +15,5 @@ class Apertus(LlamaLike):
     name = "apertus"
     model_types = ("apertus",)
     architectures = ("ApertusForCausalLM", "ApertusModel")
-    handled = Llama.handled
     options = LlamaLikeOptions(qk_norm=True, input_norm_at="attention_layernorm")
     hook_points = layer_hooks("attention_layernorm", "self_attn")

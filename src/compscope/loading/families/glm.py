@@ -9,6 +9,8 @@ Gemma's post-attention norm) and one on the MLP's (not in the attention).
 
 from __future__ import annotations
 
+import dataclasses
+
 from . import register
 from .base import layer_hooks
 from .llama import Llama, LlamaLike, LlamaLikeOptions
@@ -33,6 +35,5 @@ class Glm4(Glm):
     name = "glm4"
     model_types = ("glm4",)
     architectures = ("Glm4ForCausalLM", "Glm4Model")
-    options = LlamaLikeOptions(rotary_style="interleaved", partial_rotary=0.5, post_attn_norm=True,
-                               post_attn_norm_at="post_self_attn_layernorm")
+    options = dataclasses.replace(Glm.options, post_attn_norm=True, post_attn_norm_at="post_self_attn_layernorm")
     hook_points = layer_hooks("input_layernorm", "post_self_attn_layernorm")

@@ -4,7 +4,7 @@ heads; q, k and v biased by ``attention_bias`` (default off), the output project
 from __future__ import annotations
 
 from . import register
-from .llama import Llama, LlamaLike, LlamaLikeOptions
+from .llama import LlamaLike, LlamaLikeOptions
 
 
 @register
@@ -12,7 +12,6 @@ class Helium(LlamaLike):
     name = "helium"
     model_types = ("helium",)
     architectures = ("HeliumForCausalLM", "HeliumModel")
-    handled = Llama.handled
     options = LlamaLikeOptions(rotary_style="interleaved")
 
     @classmethod
