@@ -90,6 +90,11 @@ CASES = {
     "glm4": lambda: transformers.Glm4ForCausalLM(transformers.Glm4Config(  # and a norm on the attention output
         architectures=["Glm4ForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
         head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64, pad_token_id=0, eos_token_id=1)),
+    "glm4_moe": lambda: transformers.Glm4MoeForCausalLM(transformers.Glm4MoeConfig(  # QK-norm, rotary on half a head
+        architectures=["Glm4MoeForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64,
+        attention_bias=True, use_qk_norm=True, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=16,
+        pad_token_id=0, eos_token_id=1)),
     "ernie4_5": lambda: transformers.Ernie4_5ForCausalLM(transformers.Ernie4_5Config(  # interleaved, all biased
         architectures=["Ernie4_5ForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
         num_key_value_heads=2, head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64,

@@ -1,19 +1,32 @@
-"""GLM decoders: GLM-4-9B and GLM-Edge (``glm``), GLM-4-0414 and GLM-Z1 (``glm4``).
+"""GLM decoders: GLM-4-9B and GLM-Edge (``glm``), GLM-4-0414 and GLM-Z1 (``glm4``), GLM-4.5, 4.6
+and 4.7 (``glm4_moe``).
 
 Llama-like, with rotary on part of each head (``partial_rotary_factor``, transformers' default
 one half) turning interleaved pairs ``(2i, 2i + 1)`` of the rotated dims, as GPT-J's; q, k and v
 biased by ``attention_bias`` (default on), the output projection never. GLM-4-0414 adds an RMSNorm
 on the attention output before it enters the residual (``post_self_attn_layernorm``, read as
-Gemma's post-attention norm) and one on the MLP's (not in the attention).
+Gemma's post-attention norm) and one on the MLP's (not in the attention). GLM-4.5 and its successors
+are Llama's layout again: rotary on the first half of each head in Llama's rotate-half pairing, q, k
+and v biased by ``attention_bias`` (default off), a per-head QK RMSNorm before the rotary map where
+``use_qk_norm`` is on (as Qwen3's); their experts and the multi-token-prediction layer stored after
+the last (``num_nextn_predict_layers``, which transformers does not build) are not attention that
+composes, and are not read.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from ..checkpoint import Checkpoint
+from ...core.heads import HeadWeights
 from . import register
 from .base import layer_hooks
-from .llama import Llama, LlamaLike, LlamaLikeOptions
+from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike
+
+#: GLM-4.5's MoE MLP and multi-token-prediction settings: the attention does not depend on them
+_MOE = frozenset("first_k_dense_replace moe_intermediate_size n_group n_routed_experts n_shared_experts "
+                 "norm_topk_prob num_experts_per_tok num_nextn_predict_layers num_mtp_layers routed_scaling_factor "
+                 "topk_group".split())
 
 
 @register
@@ -37,3 +50,21 @@ class Glm4(Glm):
     architectures = ("Glm4ForCausalLM", "Glm4Model")
     options = dataclasses.replace(Glm.options, post_attn_norm=True, post_attn_norm_at="post_self_attn_layernorm")
     hook_points = layer_hooks("input_layernorm", "post_self_attn_layernorm")
+
+
+@register
+class Glm4Moe(LlamaLike):
+    name = "glm4_moe"
+    model_types = ("glm4_moe",)
+    architectures = ("Glm4MoeForCausalLM", "Glm4MoeModel")
+    handled = Llama.handled | {"partial_rotary_factor", "use_qk_norm"}
+    ignored = Llama.ignored | _MOE
+    options = LlamaLikeOptions(partial_rotary=0.5)
+
+    @classmethod
+    def attention_biases(cls, config: dict) -> tuple[bool, bool]:
+        return bool(config.get("attention_bias")), False  # transformers' default off; o_proj has none
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        return convert_llamalike(ckpt, cls, dataclasses.replace(cls.options, qk_norm=bool(ckpt.config.get("use_qk_norm"))))
