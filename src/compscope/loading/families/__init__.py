@@ -4,6 +4,7 @@ each registers itself with :func:`register` where it is defined."""
 from __future__ import annotations
 
 import dataclasses
+import difflib
 
 from ...errors import UnsupportedModelError, one_line
 from ...core.heads import HeadWeights
@@ -33,9 +34,17 @@ def family_for(config: dict, where: str) -> type[Family]:
     for fam in families().values():
         if any(a in fam.architectures for a in archs):
             return fam
-    known = sorted(t for f in families().values() for t in f.model_types)
+    from ..catalogue import why_not
+
     what = f"model_type={model_type!r}" + (f", architectures={archs}" if archs else "")
-    raise UnsupportedModelError(f"{where}: unsupported architecture ({what}); supported model types: {', '.join(known)}")
+    reason = why_not(model_type)
+    if reason is not None:
+        raise UnsupportedModelError(f"{where}: {what}, which compscope does not read: {reason}")
+    known = sorted(t for f in families().values() for t in f.model_types)
+    close = difflib.get_close_matches(model_type, known, n=3) if isinstance(model_type, str) else []
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    raise UnsupportedModelError(f"{where}: unsupported architecture ({what}){hint} (`compscope models` lists the "
+                                f"{len(known)} model types compscope reads)")
 
 
 def _known(config: dict) -> bool:

@@ -13,6 +13,7 @@ from .llama import LlamaLike, LlamaLikeOptions
 @register
 class Apertus(LlamaLike):
     name = "apertus"
+    about = "Apertus (Swiss AI): per-head QK-norm under its own norm names"
     model_types = ("apertus",)
     architectures = ("ApertusForCausalLM", "ApertusModel")
     options = LlamaLikeOptions(qk_norm=True, input_norm_at="attention_layernorm")

@@ -22,6 +22,7 @@ _NOT_ATTENTION = frozenset(
 @register
 class Bamba(LlamaLike):
     name = "bamba"
+    about = "Bamba-9B (IBM): Mamba-2 layers, attention on the layers its config lists"
     model_types = ("bamba",)
     architectures = ("BambaForCausalLM", "BambaModel")
     handled = Llama.handled | {"attn_layer_indices", "partial_rotary_factor"}

@@ -55,6 +55,7 @@ class Family:
 
     name: ClassVar[str]
     model_types: ClassVar[tuple[str, ...]]  # HF ``model_type`` values
+    about: ClassVar[str] = ""  # the models it reads, as users know them, and what sets it apart (``compscope models``)
     architectures: ClassVar[tuple[str, ...]] = ()  # HF ``architectures`` values
     handled: ClassVar[frozenset[str]] = frozenset()
     ignored: ClassVar[frozenset[str]] = frozenset()

@@ -33,6 +33,7 @@ from .base import MAX_WIDTH, Family, integer, number, sizes, split_cols, split_r
 @register
 class Bert(Family):
     name = "bert"
+    about = "BERT, all-MiniLM and other BERT encoders: post-LN, bidirectional, learned positions"
     model_types = ("bert",)
     architectures = ("BertModel", "BertForMaskedLM")
     handled = frozenset("hidden_size num_attention_heads num_hidden_layers layer_norm_eps type_vocab_size".split())
@@ -129,6 +130,7 @@ class Roberta(Bert):
     numbered from ``pad_token_id + 1``."""
 
     name = "roberta"
+    about = "RoBERTa, XLM-RoBERTa, CamemBERT: BERT's layers, positions numbered from pad_token_id + 1"
     model_types = ("roberta", "xlm-roberta", "camembert")
     architectures = ("RobertaModel", "RobertaForMaskedLM", "XLMRobertaModel", "XLMRobertaForMaskedLM",
                      "CamembertModel", "CamembertForMaskedLM")
@@ -145,6 +147,7 @@ class Data2VecText(Roberta):
     """data2vec-text: RoBERTa's layout under another prefix."""
 
     name = "data2vec_text"
+    about = "data2vec-text: RoBERTa's layout"
     model_types = ("data2vec-text",)
     architectures = ("Data2VecTextModel", "Data2VecTextForMaskedLM")
     hf_base = "data2vec_text"
@@ -156,6 +159,7 @@ class Electra(Bert):
     must be as wide as the residual (no ``embeddings_project``)."""
 
     name = "electra"
+    about = "ELECTRA, where the embeddings are as wide as the residual"
     model_types = ("electra",)
     architectures = ("ElectraModel", "ElectraForPreTraining", "ElectraForMaskedLM")
     handled = Bert.handled | {"embedding_size"}
@@ -183,6 +187,7 @@ class DistilBert(Bert):
     table began: it is read as stored."""
 
     name = "distilbert"
+    about = "DistilBERT: BERT's post-LN layers under its own names"
     model_types = ("distilbert",)
     architectures = ("DistilBertModel", "DistilBertForMaskedLM", "DistilBertForSequenceClassification")
     handled = frozenset("dim n_heads n_layers hidden_dim sinusoidal_pos_embds".split())

@@ -22,6 +22,7 @@ from .base import Family, checkpoint_notes, final_layernorm, number, sizes, spli
 @register
 class Bloom(Family):
     name = "bloom"
+    about = "BLOOM, BLOOMZ: ALiBi, a LayerNorm on the embeddings"
     model_types = ("bloom",)
     architectures = ("BloomForCausalLM", "BloomModel")
     handled = frozenset("hidden_size n_embed n_layer n_head num_hidden_layers num_attention_heads layer_norm_epsilon "

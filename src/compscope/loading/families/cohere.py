@@ -24,6 +24,7 @@ def _second(config: dict) -> bool:
 @register
 class Cohere(LlamaLike):
     name = "cohere"
+    about = "Command R, R+ and Aya (cohere), Command R7B and A (cohere2): parallel block, interleaved rotary"
     model_types = ("cohere", "cohere2")
     architectures = ("CohereForCausalLM", "Cohere2ForCausalLM")
     handled = Llama.handled | {"use_qk_norm", "layer_norm_eps", "logit_scale", "sliding_window_pattern",

@@ -17,6 +17,7 @@ _MOE = frozenset("moe_intermediate_size moe_k moe_layer_end_index moe_layer_inte
 @register
 class Ernie45(LlamaLike):
     name = "ernie4_5"
+    about = "ERNIE 4.5 (Baidu), dense and MoE: rotary on interleaved pairs"
     model_types = ("ernie4_5", "ernie4_5_moe")
     architectures = ("Ernie4_5ForCausalLM", "Ernie4_5_MoeForCausalLM")
     handled = Llama.handled | {"use_bias"}

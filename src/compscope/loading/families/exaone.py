@@ -16,6 +16,7 @@ from .olmo import raw_residual_hooks
 @register
 class Exaone4(LlamaLike):
     name = "exaone4"
+    about = "EXAONE 4.0 (LG): norms on the attention's output, QK-norm, global layers without rotary"
     model_types = ("exaone4",)
     architectures = ("Exaone4ForCausalLM", "Exaone4Model")
     handled = Llama.handled | {"sliding_window_pattern"}

@@ -50,6 +50,7 @@ def split_fused(t: torch.Tensor, layout: str, H: int, G: int, r: int) -> tuple[t
 @register
 class Falcon(Family):
     name = "falcon"
+    about = "Falcon-7B, 40B, 180B and Falcon 2: fused query_key_value, parallel block"
     model_types = ("falcon",)
     architectures = ("FalconForCausalLM", "FalconModel")
     handled = frozenset("hidden_size num_attention_heads num_hidden_layers num_kv_heads layer_norm_epsilon "

@@ -27,6 +27,7 @@ from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, every_
 @register
 class Gemma(LlamaLike):
     name = "gemma"
+    about = "Gemma: embeddings times sqrt(d_model), norm gains 1 + w"
     model_types = ("gemma",)
     architectures = ("GemmaForCausalLM",)
     ignored = frozenset()
@@ -46,6 +47,7 @@ _post_norm_hooks = layer_hooks("input_layernorm", "post_attention_layernorm")
 @register
 class Gemma2(Gemma):
     name = "gemma2"
+    about = "Gemma 2: soft-capped logits, local and global layers, a norm on the attention output"
     model_types = ("gemma2",)
     architectures = ("Gemma2ForCausalLM",)
     handled = Llama.handled | {"query_pre_attn_scalar", "attn_logit_softcapping"}
@@ -77,6 +79,7 @@ class VaultGemma(Gemma2):
     norm on the attention output: what a layer's attention returns is added as it is."""
 
     name = "vaultgemma"
+    about = "VaultGemma: Gemma 2's attention without the norm on its output"
     model_types = ("vaultgemma",)
     architectures = ("VaultGemmaForCausalLM", "VaultGemmaModel")
     hook_points = llamalike_hooks
@@ -86,6 +89,7 @@ class VaultGemma(Gemma2):
 @register
 class Gemma3(Gemma):
     name = "gemma3"
+    about = "Gemma 3, and the language model of its vision-language models: per-head QK-norm, local and global layers"
     model_types = ("gemma3_text",)
     architectures = ("Gemma3ForCausalLM",)
     handled = Llama.handled | {"query_pre_attn_scalar", "rope_local_base_freq", "sliding_window_pattern", "_sliding_window_pattern"}

@@ -32,6 +32,7 @@ _MOE = frozenset("first_k_dense_replace moe_intermediate_size n_group n_routed_e
 @register
 class Glm(LlamaLike):
     name = "glm"
+    about = "GLM-4-9B, GLM-Edge: rotary on interleaved pairs of half of each head"
     model_types = ("glm",)
     architectures = ("GlmForCausalLM", "GlmModel")
     handled = Llama.handled | {"partial_rotary_factor"}
@@ -46,6 +47,7 @@ class Glm(LlamaLike):
 @register
 class Glm4(Glm):
     name = "glm4"
+    about = "GLM-4-0414, GLM-Z1: GLM's attention with a norm on its output"
     model_types = ("glm4",)
     architectures = ("Glm4ForCausalLM", "Glm4Model")
     options = dataclasses.replace(Glm.options, post_attn_norm=True, post_attn_norm_at="post_self_attn_layernorm")
@@ -55,6 +57,7 @@ class Glm4(Glm):
 @register
 class Glm4Moe(LlamaLike):
     name = "glm4_moe"
+    about = "GLM-4.5, 4.6 and 4.7: rotary on half of each head, per-head QK-norm"
     model_types = ("glm4_moe",)
     architectures = ("Glm4MoeForCausalLM", "Glm4MoeModel")
     handled = Llama.handled | {"partial_rotary_factor", "use_qk_norm"}
@@ -67,4 +70,5 @@ class Glm4Moe(LlamaLike):
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
-        return convert_llamalike(ckpt, cls, dataclasses.replace(cls.options, qk_norm=bool(ckpt.config.get("use_qk_norm"))))
+        qk_norm = bool(ckpt.config.get("use_qk_norm"))
+        return convert_llamalike(ckpt, cls, dataclasses.replace(cls.options, qk_norm=qk_norm))

@@ -79,6 +79,7 @@ def ln1_attn_hooks(cls, model):
 @register
 class GPT2(Family):
     name = "gpt2"
+    about = "GPT-2, DistilGPT-2: learned positions, fused c_attn"
     model_types = ("gpt2",)
     architectures = ("GPT2LMHeadModel", "GPT2Model")
     handled = GPT2_SIZE_KEYS | frozenset("layer_norm_epsilon scale_attn_weights reorder_and_upcast_attn".split())

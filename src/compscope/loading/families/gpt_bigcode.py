@@ -21,6 +21,7 @@ from .gpt2 import GPT2_SIZE_KEYS, gpt2_blocks, gpt2_outer, gpt2_sizes, ln1_attn_
 @register
 class GPTBigCode(Family):
     name = "gpt_bigcode"
+    about = "StarCoder, StarCoderBase, SantaCoder: multi-query attention"
     model_types = ("gpt_bigcode",)
     architectures = ("GPTBigCodeForCausalLM", "GPTBigCodeModel")
     # (num_key_value_heads: transformers 5's, from multi_query)

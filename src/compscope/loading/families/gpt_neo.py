@@ -43,6 +43,7 @@ def layer_kinds(cfg: dict, n_layers: int, where: str) -> list[str]:
 @register
 class GPTNeo(Family):
     name = "gpt_neo"
+    about = "GPT-Neo and the TinyStories models: local and global layers, unscaled logits"
     model_types = ("gpt_neo",)
     architectures = ("GPTNeoForCausalLM", "GPTNeoModel")
     handled = frozenset("hidden_size num_heads num_layers layer_norm_epsilon attention_types attention_layers "

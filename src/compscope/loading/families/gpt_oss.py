@@ -16,6 +16,7 @@ from .llama import LlamaLike, LlamaLikeOptions, listed_layer_types
 @register
 class GptOss(LlamaLike):
     name = "gpt_oss"
+    about = "gpt-oss-20b and -120b: a sink logit per head, YaRN"
     model_types = ("gpt_oss",)
     architectures = ("GptOssForCausalLM", "GptOssModel")
     ignored = LlamaLike.ignored | frozenset("swiglu_alpha swiglu_limit experts_per_token initial_context_length".split())

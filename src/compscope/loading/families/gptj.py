@@ -25,6 +25,7 @@ from .base import (Family, checkpoint_notes, final_layernorm, integer, inv_freq,
 @register
 class GPTJ(Family):
     name = "gptj"
+    about = "GPT-J-6B: parallel block, rotary on interleaved pairs of part of each head"
     model_types = ("gptj",)
     architectures = ("GPTJForCausalLM", "GPTJModel")
     handled = frozenset("n_embd n_head n_layer rotary_dim layer_norm_epsilon".split())
@@ -88,6 +89,7 @@ class CodeGen(GPTJ):
     ``W_Q`` is the four query parts one after another (likewise ``W_K``, ``W_V``), cut into heads."""
 
     name = "codegen"
+    about = "CodeGen: GPT-J's block, its fused qkv_proj in four shards"
     model_types = ("codegen",)
     architectures = ("CodeGenForCausalLM", "CodeGenModel")
     ignored = GPTJ.ignored | frozenset("n_ctx activation_function".split())

@@ -37,6 +37,7 @@ _SCALARS = ("embedding_multiplier", "attention_multiplier", "residual_multiplier
 @register
 class Granite(LlamaLike):
     name = "granite"
+    about = "IBM Granite 3.x, dense and MoE: four scalar multipliers folded where they act"
     model_types = ("granite", "granitemoe", "granitemoeshared")
     architectures = ("GraniteForCausalLM", "GraniteModel", "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM")
     handled = Llama.handled | frozenset(_SCALARS)
@@ -69,6 +70,7 @@ _MAMBA_KEYS = frozenset("mamba_n_heads mamba_n_groups mamba_d_state mamba_d_head
 @register
 class GraniteHybrid(Granite):
     name = "granite_hybrid"
+    about = "IBM Granite 4: Mamba-2 hybrids"
     model_types = ("granitemoehybrid",)
     architectures = ("GraniteMoeHybridForCausalLM", "GraniteMoeHybridModel")
     handled = Granite.handled | {"layers_block_type", "partial_rotary_factor"}  # (transformers 4's name of layer_types;

@@ -10,6 +10,7 @@ from .llama import LlamaLike, LlamaLikeOptions
 @register
 class Helium(LlamaLike):
     name = "helium"
+    about = "Helium-1 (Kyutai): rotary on interleaved pairs, q/k/v biases"
     model_types = ("helium",)
     architectures = ("HeliumForCausalLM", "HeliumModel")
     options = LlamaLikeOptions(rotary_style="interleaved")

@@ -28,6 +28,7 @@ _NOT_ATTENTION = frozenset(
 @register
 class Jamba(LlamaLike):
     name = "jamba"
+    about = "Jamba (AI21): Mamba layers with an attention layer every few"
     model_types = ("jamba",)
     architectures = ("JambaForCausalLM", "JambaModel")
     handled = Llama.handled | {"attn_layer_period", "attn_layer_offset"}

@@ -39,6 +39,7 @@ _ATTN_OTHER = frozenset("softmax_scale attn_pdrop attn_impl".split())
 @register
 class MPT(Family):
     name = "mpt"
+    about = "MPT-7B, MPT-30B: ALiBi"
     model_types = ("mpt",)
     architectures = ("MptForCausalLM", "MPTForCausalLM", "MptModel")
     handled = frozenset("d_model n_heads n_layers hidden_size num_attention_heads num_hidden_layers layer_norm_epsilon "

@@ -12,6 +12,7 @@ from .llama import Llama, LlamaLike, LlamaLikeOptions
 @register
 class Nemotron(LlamaLike):
     name = "nemotron"
+    about = "Nemotron-3, Minitron, Nemotron-Mini (NVIDIA): LayerNorm1P, partial rotary"
     model_types = ("nemotron",)
     architectures = ("NemotronForCausalLM", "NemotronModel")
     handled = Llama.handled | {"norm_eps", "partial_rotary_factor"}

@@ -20,6 +20,7 @@ from .base import (Family, checkpoint_notes, config_attention_bias, final_layern
 @register
 class GPTNeoX(Family):
     name = "neox"
+    about = "Pythia, GPT-NeoX-20B: fused qkv per head, partial rotary"
     model_types = ("gpt_neox",)
     architectures = ("GPTNeoXForCausalLM", "GPTNeoXModel")
     handled = frozenset(

@@ -35,6 +35,7 @@ raw_residual_hooks = layer_hooks("self_attn", "post_attention_layernorm")
 @register
 class Olmo(LlamaLike):
     name = "olmo"
+    about = "OLMo 1: LayerNorms without parameters"
     model_types = ("olmo",)
     architectures = ("OlmoForCausalLM", "OlmoModel")
     ignored = frozenset()
@@ -48,6 +49,7 @@ class Olmo(LlamaLike):
 @register
 class Olmo2(LlamaLike):
     name = "olmo2"
+    about = "OLMo-2, OLMo-3: norms on the attention's output, QK-norm over a layer"
     model_types = ("olmo2", "olmo3")
     architectures = ("Olmo2ForCausalLM", "Olmo2Model", "Olmo3ForCausalLM", "Olmo3Model")
     ignored = frozenset()
@@ -74,6 +76,7 @@ class Olmo2(LlamaLike):
 @register
 class Olmoe(LlamaLike):
     name = "olmoe"
+    about = "OLMoE: QK-norm over a layer"
     model_types = ("olmoe",)
     architectures = ("OlmoeForCausalLM", "OlmoeModel")
 

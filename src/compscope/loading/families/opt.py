@@ -26,6 +26,7 @@ POSITION_OFFSET = 2
 @register
 class OPT(Family):
     name = "opt"
+    about = "OPT: learned positions stored two rows late"
     model_types = ("opt",)
     architectures = ("OPTForCausalLM", "OPTModel")
     handled = frozenset("hidden_size num_attention_heads num_hidden_layers enable_bias layer_norm_elementwise_affine "

@@ -22,6 +22,7 @@ from .llama import llamalike_hooks
 @register
 class Phi(Family):
     name = "phi"
+    about = "Phi-1, Phi-1.5, Phi-2: parallel block, partial rotary"
     model_types = ("phi",)
     architectures = ("PhiForCausalLM", "PhiModel")
     handled = frozenset("hidden_size num_attention_heads num_key_value_heads num_hidden_layers layer_norm_eps "

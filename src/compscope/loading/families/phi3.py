@@ -15,6 +15,7 @@ from .llama import Llama, LlamaLike, LlamaLikeOptions
 @register
 class Phi3(LlamaLike):
     name = "phi3"
+    about = "Phi-3, Phi-3.5, Phi-4-mini: fused qkv_proj, partial rotary, LongRoPE"
     model_types = ("phi3",)
     architectures = ("Phi3ForCausalLM", "Phi3Model")
     handled = Llama.handled | {"partial_rotary_factor", "original_max_position_embeddings"}

@@ -38,6 +38,7 @@ _MOE = frozenset(
 @register
 class Qwen3(LlamaLike):
     name = "qwen3"
+    about = "Qwen3, Qwen3-MoE, Qwen3-VL's language model, dots.llm1: per-head QK-norm"
     model_types = ("qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text",  # (Qwen3-VL's language models)
                    "dots1")  # (rednote's dots.llm1)
     architectures = ("Qwen3ForCausalLM", "Qwen3Model", "Qwen3MoeForCausalLM")

@@ -10,6 +10,7 @@ from .llama import Llama, LlamaLike
 @register
 class SeedOss(LlamaLike):
     name = "seed_oss"
+    about = "Seed-OSS-36B (ByteDance): two bias switches"
     model_types = ("seed_oss",)
     architectures = ("SeedOssForCausalLM", "SeedOssModel")
     handled = Llama.handled | {"attention_out_bias"}

@@ -15,6 +15,7 @@ from .llama import Llama, LlamaLike, LlamaLikeOptions, listed_layer_types, rope_
 @register
 class SmolLM3(LlamaLike):
     name = "smollm3"
+    about = "SmolLM3: no rotary on every fourth layer"
     model_types = ("smollm3",)
     architectures = ("SmolLM3ForCausalLM", "SmolLM3Model")
     handled = Llama.handled | {"no_rope_layers", "no_rope_layer_interval"}

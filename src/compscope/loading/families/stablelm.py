@@ -19,6 +19,7 @@ from .llama import LlamaLike, LlamaLikeOptions, convert_llamalike
 @register
 class StableLm(LlamaLike):
     name = "stablelm"
+    about = "StableLM-3B-4E1T, StableLM 2: LayerNorms, partial rotary, parallel residual"
     model_types = ("stablelm",)
     architectures = ("StableLmForCausalLM", "StableLmModel")
     handled = frozenset("hidden_size num_attention_heads num_key_value_heads num_hidden_layers layer_norm_eps "

@@ -15,6 +15,7 @@ from .llama import LlamaLike, LlamaLikeOptions
 @register
 class Starcoder2(LlamaLike):
     name = "starcoder2"
+    about = "StarCoder2: LayerNorms, biases on every projection, sliding window"
     model_types = ("starcoder2",)
     architectures = ("Starcoder2ForCausalLM", "Starcoder2Model")
     handled = frozenset("hidden_size num_attention_heads num_key_value_heads num_hidden_layers norm_epsilon use_bias "

@@ -345,7 +345,11 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
     infos = [info for info, _, _ in located]
     arch = fields.get("general.architecture")
     if arch not in _ARCHS:
-        raise UnsupportedModelError(f"{path}: GGUF architecture {arch!r} is not supported (supported: {', '.join(_ARCHS)})")
+        from ..catalogue import why_not_gguf
+
+        reason = why_not_gguf(arch)
+        raise UnsupportedModelError(f"{path}: GGUF architecture {arch!r}, which compscope does not read: {reason}" if reason
+                                    else f"{path}: GGUF architecture {arch!r} is not supported (supported: {', '.join(_ARCHS)})")
     model_type, permuted, one_plus = _ARCHS[arch]
     cfg: dict = {"model_type": model_type}
     for gkey, hkey in {**_CONFIG_KEYS, **_ARCH_KEYS.get(arch, {})}.items():

@@ -1,0 +1,32 @@
+"""``compscope models``: what compscope reads (built-in names, families, GGUF architectures), and why not."""
+
+from __future__ import annotations
+
+HELP = "the models compscope reads: built-in names, families, model types, GGUF architectures, and what it does not"
+DESCRIPTION = ("The models compscope reads: its built-in names, every family with the HuggingFace model types and GGUF "
+               "architectures it reads, and the architectures it knows and does not read. With NAMEs, one line for "
+               "each: the family that reads it, or why not (exit status 1 if any is not read).")
+EXAMPLE = "examples:\n  compscope models\n  compscope models qwen2 deepseek_v3\n  compscope models --markdown > models.md"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("names", nargs="*", metavar="NAME", help="a model_type (config.json) or GGUF architecture")
+    p.add_argument("--markdown", action="store_true", help="the whole catalogue as a Markdown page")
+
+
+def run(args) -> int:
+    from ..errors import OptionError
+    from ..loading import catalogue
+
+    if args.markdown and args.names:
+        raise OptionError("--markdown writes the whole catalogue: give it without NAMEs")
+    if args.markdown:
+        print(catalogue.markdown(), end="")
+        return 0
+    if not args.names:
+        print(catalogue.text())
+        return 0
+    answers = [catalogue.lookup(n) for n in args.names]
+    for _, line in answers:
+        print(line)
+    return 0 if all(read for read, _ in answers) else 1

@@ -1,0 +1,230 @@
+"""What compscope reads, and what it knows it does not.
+
+Every family (``loading/families``) with the HuggingFace ``model_type`` values it takes and the
+GGUF architectures read as it; the built-in names; and the architectures researchers ask for that
+compscope refuses, each with the reason (:data:`NOT_READ`), which the error for such a model
+states. ``compscope models`` prints this; ``docs/models.md`` is its Markdown form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+_MLA = ("multi-head latent attention: keys and values come from a compressed latent that an RMSNorm normalises "
+        "(queries too, where they are compressed), so no head's W_K or W_V is a linear map of the residual; "
+        "the rotary part of every key is one head shared by all")
+_ENC_DEC = ("an encoder-decoder: the decoder's cross-attention reads the encoder's output, a second residual stream "
+            "that no single set of writer and reader heads spans")
+_T5 = _ENC_DEC + "; self-attention adds learned relative-position buckets to the logits"
+_NO_ATTENTION = "no attention heads: a recurrent or state-space model has none to compose"
+_FIRST_LAYER_RAW = ("its first layer reads the embeddings without a norm while the others read a norm's output, and "
+                    "compscope's canonical form holds one kind of norm for every layer")
+
+#: model_type -> why compscope does not read it (the architectures researchers ask for)
+NOT_READ: dict[str, str] = {
+    **dict.fromkeys(("deepseek_v2", "deepseek_v3", "deepseek_v32", "longcat_flash", "glm4_moe_lite", "glm_moe_dsa",
+                     "kimi_k25"), _MLA),
+    "deepseek_v4": ("the rotary map is applied to each head's output as well as to its queries and keys (the OV map "
+                    "turns with position), and heads attend over compressed caches beside the sliding window"),
+    **dict.fromkeys(("llama4", "llama4_text"), (
+        "chunked attention on three layers in four (a token attends only within its chunk, not a window), "
+        "L2-normalised queries and keys there, and a query scale that grows with position on the others")),
+    **dict.fromkeys(("gemma4", "gemma4_text"), (
+        "its global layers have wider heads and other K/V head counts than its local ones (the canonical form holds "
+        "one head width and one K/V grouping for all layers), and values are RMS-normalised per head; the small "
+        "models also share keys and values across layers")),
+    **dict.fromkeys(("gemma3n", "gemma3n_text"), (
+        "AltUp keeps several residual streams that learned predictions mix, and keys and values are shared across "
+        "layers: there is no one residual stream that heads read and write")),
+    **dict.fromkeys(("hunyuan_v1_dense", "hunyuan_v1_moe"), (
+        "its QK-norm comes after the rotary map, and the norm's per-dimension gains do not commute with the "
+        "rotation, so the logit is no bilinear form of W_Q and W_K turned by the offset")),
+    **dict.fromkeys(("deberta", "deberta-v2"), (
+        "disentangled attention: every layer's logits add content-to-position and position-to-content terms from "
+        "relative-position embeddings")),
+    "modernbert": _FIRST_LAYER_RAW + "; its local layers also attend within a window on both sides",
+    "openai-gpt": "GPT-1, post-LN with no norm on the embeddings: " + _FIRST_LAYER_RAW,
+    "roberta-prelayernorm": ("a LayerNorm over the sum of token, position and token-type embeddings starts the "
+                             "residual, so it is no sum of a token column and a position column"),
+    **dict.fromkeys(("t5", "mt5", "umt5", "longt5", "switch_transformers", "t5gemma"), _T5),
+    **dict.fromkeys(("bart", "mbart", "pegasus", "marian", "m2m_100", "whisper"), _ENC_DEC),
+    **dict.fromkeys(("mamba", "mamba2", "falcon_mamba", "rwkv", "xlstm"), _NO_ATTENTION),
+    **dict.fromkeys(("zamba", "zamba2"), (
+        "its shared attention block reads the residual concatenated with the original embeddings, an input twice "
+        "the model's width")),
+    "qwen3_next": ("gated attention: a sigmoid gate computed from the residual multiplies each head's output, so no "
+                   "OV map is linear; the other layers are gated DeltaNet (linear attention)"),
+    "minimax": "lightning attention (linear, without softmax) on most layers",
+    "bitnet": ("an RMSNorm on the attention's concatenated head outputs before the output projection "
+               "(attn_sub_norm), so no head's OV map is linear"),
+    "dbrx": "q, k and v are clipped to [-clip_qkv, clip_qkv] after the projection, so no head's map is linear",
+    "nemotron-nas": ("Llama-3.1-Nemotron-51B and its kin (DeciLM): layers with their own K/V head counts, and layers "
+                     "whose attention is missing or replaced by a linear map"),
+    "jetmoe": "mixture of attention heads: a router picks each token's query and output projections",
+}
+
+#: GGUF architecture (llama.cpp's name) -> the model_type of :data:`NOT_READ` it is
+GGUF_NOT_READ: dict[str, str] = {
+    "deepseek2": "deepseek_v2", "llama4": "llama4_text", "gemma4": "gemma4_text", "gemma3n": "gemma3n_text",
+    "modern-bert": "modernbert", "hunyuan-dense": "hunyuan_v1_dense", "hunyuan-moe": "hunyuan_v1_moe",
+    "t5": "t5", "t5encoder": "t5", "mamba": "mamba", "mamba2": "mamba2", "rwkv6": "rwkv", "rwkv7": "rwkv",
+    "qwen3next": "qwen3_next", "bitnet": "bitnet", "dbrx": "dbrx", "deci": "nemotron-nas",
+}
+
+
+def why_not(model_type: object) -> str | None:
+    """Why compscope does not read ``model_type`` (:data:`NOT_READ`), or None where it is not listed."""
+    return NOT_READ.get(model_type) if isinstance(model_type, str) else None
+
+
+def why_not_gguf(arch: object) -> str | None:
+    """Why compscope does not read GGUF architecture ``arch`` (:data:`GGUF_NOT_READ`), or None."""
+    return NOT_READ[GGUF_NOT_READ[arch]] if isinstance(arch, str) and arch in GGUF_NOT_READ else None
+
+
+@dataclass(frozen=True)
+class FamilyEntry:
+    """One family: the ``model_type`` values it reads, the GGUF architectures read as it (and which
+    of those transformers' GGUF reader runs, so that the data-based commands can), and what it is."""
+
+    family: str
+    model_types: tuple[str, ...]
+    gguf: tuple[str, ...]
+    gguf_on_data: tuple[str, ...]
+    about: str
+
+
+def families() -> list[FamilyEntry]:
+    """Every family compscope reads, by name."""
+    from .families import families as registered, family_for
+    from .formats import gguf
+
+    on_data = gguf._transformers_reads()
+    by_family: dict[str, list[str]] = {}
+    for arch, (model_type, *_rest) in gguf._ARCHS.items():
+        by_family.setdefault(family_for({"model_type": model_type}, "GGUF").name, []).append(arch)
+    out = []
+    for name, cls in sorted(registered().items()):
+        archs = tuple(sorted(by_family.get(name, ())))
+        out.append(FamilyEntry(name, tuple(cls.model_types), archs,
+                               tuple(a for a in archs if on_data is not None and a in on_data), cls.about))
+    return out
+
+
+def lookup(name: str) -> tuple[bool, str]:
+    """``(read, one line)`` for a ``model_type`` or GGUF architecture ``name``: the family that reads
+    it as either, or the one that reads its language model (a vision-language model's
+    ``text_config``, as transformers builds it), or why it is not read, or that compscope does not
+    know it."""
+    entries = families()
+    said = []
+    for e in entries:
+        if name in e.model_types:
+            said.append(f"model_type {name!r}, read by the {e.family} family ({e.about})")
+        if name in e.gguf:
+            runs = "also on data" if name in e.gguf_on_data else "weights only: transformers' GGUF reader does not read it"
+            said.append(f"GGUF architecture {name!r}, read by the {e.family} family ({runs})")
+    if not any(s.startswith("model_type") for s in said):
+        inner = _language_model_type(name)
+        family = next((e for e in entries if inner is not None and inner in e.model_types), None)
+        if family is not None and why_not(name) is None:
+            said.append(f"model_type {name!r}: its language model, {inner}, read by the {family.family} family "
+                        f"({family.about}); the rest (a vision tower, ...) not")
+    if said:
+        return True, f"{name}: " + "; ".join(said)
+    reason = why_not(name) or why_not_gguf(name)
+    if reason is not None:
+        return False, f"{name}: not read: {reason}"
+    return False, (f"{name}: not a model_type or GGUF architecture compscope knows (`compscope models` lists those "
+                   "it reads)")
+
+
+def _language_model_type(model_type: str) -> str | None:
+    """The ``model_type`` of the text config transformers builds for ``model_type`` when it is
+    another (a vision-language model's language model); None without transformers, for a type it
+    does not know, or one that is its own language model."""
+    try:
+        from transformers import AutoConfig
+
+        text = AutoConfig.for_model(model_type).get_text_config()
+    except Exception:  # noqa: BLE001  (no transformers, or a type it does not know or cannot build bare)
+        return None
+    inner = getattr(text, "model_type", None)
+    return inner if isinstance(inner, str) and inner != model_type else None
+
+
+def not_read_by_reason() -> list[tuple[tuple[str, ...], str]]:
+    """:data:`NOT_READ` grouped: the model types that share a reason, with it, in first-listed order."""
+    groups: dict[str, list[str]] = {}
+    for model_type, reason in NOT_READ.items():
+        groups.setdefault(reason, []).append(model_type)
+    return [(tuple(types), reason) for reason, types in groups.items()]
+
+
+def _transformers_said() -> str:
+    """Which transformers said what its GGUF reader reads: its version, or that it is not installed."""
+    try:
+        import transformers
+    except ImportError:
+        return "transformers not installed: none"
+    return f"transformers {transformers.__version__}"
+
+
+def markdown() -> str:
+    """The catalogue as a Markdown page (``docs/models.md`` is this, written by ``compscope models --markdown``)."""
+    from .builtin import BUILTINS
+
+    entries = families()
+    lines = ["# Models compscope reads", "",
+             "Written by `compscope models --markdown`; `compscope models NAME` answers for one `model_type` or GGUF "
+             "architecture. A vision-language model is read where its language model's `model_type` is (its "
+             "`text_config`); the vision tower is not read.", "",
+             "## Built-in names", "", "| name | what | package |", "|---|---|---|"]
+    for name, b in BUILTINS.items():
+        lines.append(f"| `{name}` | {b.what} | {'shipped' if b.dist == 'compscope' else f'`{b.how}`'} |")
+    n_types = sum(len(e.model_types) for e in entries)
+    n_gguf = sum(len(e.gguf) for e in entries)
+    lines += ["", f"## Families: {len(entries)}, reading {n_types} model types and {n_gguf} GGUF architectures", "",
+              "GGUF architectures in **bold** are also run on data (`validate`, `intervene`, labels) from the file, "
+              f"by transformers' GGUF reader ({_transformers_said()}); the others are read for the weight-only "
+              "commands (for data, use the model's HuggingFace folder). Every HuggingFace folder of a family runs on "
+              "data.", "",
+              "| family | models | `model_type` | GGUF |", "|---|---|---|---|"]
+    for e in entries:
+        gguf_cell = ", ".join(f"**{a}**" if a in e.gguf_on_data else a for a in e.gguf)
+        lines.append(f"| {e.family} | {e.about} | {', '.join(e.model_types)} | {gguf_cell} |")
+    lines += ["", "## Known, and not read", "",
+              "Each is refused with its reason; a GGUF file of one of them too (`"
+              + "`, `".join(GGUF_NOT_READ) + "`).", "", "| `model_type` | why not |", "|---|---|"]
+    for types, reason in not_read_by_reason():
+        lines.append(f"| {', '.join(types)} | {reason} |")
+    return "\n".join(lines) + "\n"
+
+
+def text(width: int = 100) -> str:
+    """The catalogue for a terminal: the built-in names (installed or how to install), every family
+    with what it reads, and the model types known and not read."""
+    import importlib.util
+    import textwrap
+
+    from .builtin import BUILTINS
+
+    out = ["Built-in names (any command's MODEL):"]
+    wide = max(len(b.what) for _, b in BUILTINS.items())
+    for name, b in BUILTINS.items():
+        there = b.dist == "compscope" or importlib.util.find_spec(b.module) is not None
+        out.append(f"  {name:<13} {b.what:<{wide}}  {'installed' if there else b.how}")
+    entries = families()
+    n_types, n_gguf = sum(len(e.model_types) for e in entries), sum(len(e.gguf) for e in entries)
+    out += ["", *textwrap.wrap(f"{len(entries)} families read {n_types} model types (a HuggingFace config's "
+                               f"model_type) and {n_gguf} GGUF architectures (*: also run on data from the file, by "
+                               f"{_transformers_said()}):", width)]
+    for e in entries:
+        out.append(f"  {e.family:<15}{e.about}")
+        reads = "model_type " + " ".join(e.model_types) + (
+            "; GGUF " + " ".join(a + ("*" if a in e.gguf_on_data else "") for a in e.gguf) if e.gguf else "")
+        out += textwrap.wrap(reads, width, initial_indent=" " * 17, subsequent_indent=" " * 17)
+    known = ", ".join(t for types, _ in not_read_by_reason() for t in types)
+    out += ["", *textwrap.wrap(f"Known and not read, each refused with its reason (compscope models NAME says it): "
+                               f"{known}", width, subsequent_indent="  ")]
+    return "\n".join(out)

@@ -1,0 +1,153 @@
+"""The catalogue of what compscope reads (``compscope models``, ``docs/models.md``), and the refusals
+of the architectures it knows and does not read, each with its reason."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import safetensors.torch
+import torch
+
+import compscope
+from compscope.cli.main import main
+from compscope.loading import catalogue
+from compscope.loading.families import families, family_for
+from compscope.loading.formats import gguf as gguf_format
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "models.md"
+
+
+def test_every_family_says_what_it_reads_and_none_is_also_refused():
+    entries = catalogue.families()
+    assert [e.family for e in entries] == sorted(families())
+    for e in entries:
+        assert e.about.strip(), f"family {e.family} has no 'about' line"
+        assert not set(e.model_types) & set(catalogue.NOT_READ), e.family
+        assert set(e.gguf_on_data) <= set(e.gguf)
+    assert not set(catalogue.GGUF_NOT_READ) & set(gguf_format._ARCHS)  # a GGUF architecture read and refused
+    assert set(catalogue.GGUF_NOT_READ.values()) <= set(catalogue.NOT_READ)
+    read = [t for e in entries for t in e.model_types]
+    assert len(read) == len(set(read)), "a model_type listed by two families"
+
+
+def test_the_gguf_architectures_are_those_the_format_reads_and_on_data_those_transformers_reads():
+    """Every architecture of the GGUF reader's table appears under the family its model_type names;
+    'on data' is exactly transformers' GGUF reader's list (where transformers is installed)."""
+    entries = catalogue.families()
+    listed = {a: e.family for e in entries for a in e.gguf}
+    assert set(listed) == set(gguf_format._ARCHS)
+    for arch, (model_type, *_rest) in gguf_format._ARCHS.items():
+        assert listed[arch] == family_for({"model_type": model_type}, "test").name
+    reads = gguf_format._transformers_reads()
+    on_data = {a for e in entries for a in e.gguf_on_data}
+    assert on_data == (set() if reads is None else set(gguf_format._ARCHS) & reads)
+    if reads is not None:
+        assert {"llama", "qwen2", "gemma3"} <= on_data and not {"bert", "gemma", "olmo2"} & on_data
+
+
+def test_the_refused_model_types_are_ones_transformers_names():
+    """A typo in the table would refuse nothing: every key but the remote-code ones is a model_type
+    of the installed transformers, where it has that model."""
+    transformers = pytest.importorskip("transformers")
+    from transformers import CONFIG_MAPPING
+
+    remote_code = {"nemotron-nas"}  # Llama-3.1-Nemotron-51B's own code, not transformers'
+    newer = {"deepseek_v32", "deepseek_v4", "glm4_moe_lite", "glm_moe_dsa", "kimi_k25", "gemma4", "gemma4_text"}
+    unknown = {t for t in catalogue.NOT_READ if t not in CONFIG_MAPPING} - remote_code
+    if transformers.__version__.split(".")[0] == "4":  # 4.57 predates these
+        unknown -= newer
+    assert not unknown
+
+
+def _folder(tmp_path: Path, model_type: str) -> Path:
+    folder = tmp_path / model_type
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": model_type, "architectures": ["X"]}))
+    safetensors.torch.save_file({"x": torch.zeros(2)}, folder / "model.safetensors")
+    return folder
+
+
+@pytest.mark.parametrize("model_type", ["deepseek_v3", "modernbert", "llama4_text", "hunyuan_v1_dense", "t5"])
+def test_a_known_architecture_is_refused_with_its_reason(tmp_path, model_type):
+    with pytest.raises(compscope.UnsupportedModelError) as e:
+        compscope.load(_folder(tmp_path, model_type))
+    msg = str(e.value)
+    assert f"model_type='{model_type}'" in msg and "which compscope does not read" in msg
+    assert catalogue.NOT_READ[model_type] in msg and "\n" not in msg
+
+
+def test_an_unknown_architecture_gets_the_nearest_names_and_where_to_look(tmp_path):
+    with pytest.raises(compscope.UnsupportedModelError) as e:
+        compscope.load(_folder(tmp_path, "qwen3x"))
+    msg = str(e.value)
+    assert "unsupported architecture (model_type='qwen3x'" in msg and "did you mean qwen3" in msg
+    n = sum(len(f.model_types) for f in families().values())
+    assert f"`compscope models` lists the {n} model types compscope reads" in msg
+
+
+def test_a_gguf_file_of_a_known_architecture_is_refused_with_its_reason(tmp_path):
+    gguf = pytest.importorskip("gguf")
+    path = tmp_path / "m.gguf"
+    w = gguf.GGUFWriter(str(path), "deepseek2")
+    w.add_block_count(1)
+    w.add_tensor("token_embd.weight", torch.zeros(4, 8).numpy())
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with pytest.raises(compscope.UnsupportedModelError) as e:
+        compscope.load(path)
+    assert "GGUF architecture 'deepseek2', which compscope does not read: multi-head latent attention" in str(e.value)
+
+
+def test_lookup_answers_for_model_types_gguf_architectures_and_wrappers():
+    read, line = catalogue.lookup("mistral")
+    assert read and line.startswith("mistral: model_type 'mistral', read by the llama family (")
+    read, line = catalogue.lookup("qwen2")  # both a model_type and a GGUF architecture
+    assert read and "model_type 'qwen2', read by the llama family" in line
+    on_data = "qwen2" in (gguf_format._transformers_reads() or ())
+    assert f"GGUF architecture 'qwen2', read by the llama family ({'also on data' if on_data else 'weights only'}" in line
+    read, line = catalogue.lookup("olmo2")
+    assert read and "GGUF architecture 'olmo2', read by the olmo2 family (weights only" in line
+    read, line = catalogue.lookup("deepseek2")
+    assert not read and line == f"deepseek2: not read: {catalogue.NOT_READ['deepseek_v2']}"
+    read, line = catalogue.lookup("nonesuch")
+    assert not read and "not a model_type or GGUF architecture compscope knows" in line
+
+
+def test_lookup_reads_a_vision_language_model_by_its_language_model():
+    pytest.importorskip("transformers")
+    read, line = catalogue.lookup("llava")
+    assert read and "model_type 'llava': its language model, llama, read by the llama family" in line
+    read, line = catalogue.lookup("kimi_k25")  # its language model (DeepSeek-V3's) is one refused
+    if "kimi_k25" in __import__("transformers").CONFIG_MAPPING:
+        assert not read and catalogue.NOT_READ["kimi_k25"] in line
+
+
+def test_the_models_command(capsys):
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    for name in families():
+        assert re.search(rf"^  {re.escape(name)} ", out, re.M), name
+    assert "induction-2l" in out and "deepseek_v3" in out
+    assert main(["models", "qwen3", "deepseek_v3"]) == 1  # one is not read
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("qwen3: model_type 'qwen3', read by the qwen3 family")
+    assert lines[1] == f"deepseek_v3: not read: {catalogue.NOT_READ['deepseek_v3']}"
+    assert main(["models", "gemma3_text"]) == 0
+    assert main(["models", "--markdown", "llama"]) == 2
+    assert "--markdown writes the whole catalogue" in capsys.readouterr().err
+
+
+def test_docs_models_md_is_what_the_command_writes():
+    """``docs/models.md`` is ``compscope models --markdown``'s output: regenerate it when a family,
+    its line or a refusal changes. Its GGUF 'on data' column is the transformers it names."""
+    doc = DOC.read_text()
+    said = re.search(r"transformers' GGUF reader \((transformers [^)]*)\)", doc)
+    assert said, "docs/models.md does not say which transformers it was written with"
+    if said.group(1) != catalogue._transformers_said():
+        pytest.skip(f"docs/models.md was written with {said.group(1)}, this is {catalogue._transformers_said()}")
+    assert doc == catalogue.markdown(), "docs/models.md is stale: compscope models --markdown > docs/models.md"
