@@ -31,6 +31,7 @@ DOCS = {"README.md": ROOT / "README.md", "docs/results.md": ROOT / "docs" / "res
 
 CHECKED = [
     ("README.md", "compscope scores --top 3"),  # `make demo`'s first step, shown as a text block
+    ("README.md", "compscope models glm4_moe llava deepseek_v3"),
     ("README.md", "compscope info /nonexistent"),
     ("README.md", "compscope scores --out /no/such/dir/x.csv"),
     ("README.md", "compscope validate smollm2 --metric embd --out v"),
@@ -216,7 +217,8 @@ def check_shown(doc: str, command: str, cwd: Path, timeout: int = 300) -> None:
     shown = shown_outputs(DOCS[doc].read_text()).get(command)
     assert shown is not None, f"{doc} no longer shows `{command}`; update the lists in this file"
     p = run_shown(command, cwd, timeout)
-    printed = (p.stdout if p.returncode == 0 else p.stderr).replace(str(Path.home()), "~")
+    # a refusal prints on stderr; a command whose exit status answers a question (models NAME) on stdout
+    printed = (p.stdout if p.returncode == 0 or p.stdout else p.stderr).replace(str(Path.home()), "~")
     diff = differences(shown, printed)
     assert not diff, f"{doc}, `{command}` (exit {p.returncode}):\n" + "\n".join(diff[:10])
 
