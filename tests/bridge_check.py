@@ -95,6 +95,11 @@ CASES = {
         num_key_value_heads=2, head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64,
         attention_bias=True, use_qk_norm=True, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=16,
         pad_token_id=0, eos_token_id=1)),
+    "lfm2": lambda: transformers.Lfm2ForCausalLM(transformers.Lfm2Config(  # convolution layers among attention ones
+        architectures=["Lfm2ForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
+        num_key_value_heads=2, num_hidden_layers=3, intermediate_size=48, block_auto_adjust_ff_dim=False,
+        max_position_embeddings=64, layer_types=["conv", "full_attention", "full_attention"], pad_token_id=0,
+        bos_token_id=1, eos_token_id=2)),
     "ernie4_5": lambda: transformers.Ernie4_5ForCausalLM(transformers.Ernie4_5Config(  # interleaved, all biased
         architectures=["Ernie4_5ForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
         num_key_value_heads=2, head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64,
@@ -148,7 +153,11 @@ def forward_errors(bridge, hw, tokens) -> tuple[float, float]:
     """Largest |compscope - bridge| of each layer's attention output and pattern."""
     _, cache = bridge.run_with_cache(tokens)
     out_err = pat_err = 0.0
-    for layer, block in enumerate(bridge.blocks):
+    # a hybrid's blocks without attention (LFM2's convolution layers) are not compscope's layers: layer k is
+    # the k-th block that attends
+    attending = [(i, b) for i, b in enumerate(bridge.blocks) if f"blocks.{i}.attn.hook_pattern" in cache]
+    assert len(attending) == hw.n_layers, (len(attending), hw.n_layers)
+    for k, (layer, block) in enumerate(attending):
         if hw.norm_placement == "post":  # BERT: the block's input is read; ln1 normalises the sum after the attention
             resid, want = cache[f"blocks.{layer}.hook_in"], cache[f"blocks.{layer}.attn.o.hook_out"]
         else:
@@ -158,8 +167,8 @@ def forward_errors(bridge, hw, tokens) -> tuple[float, float]:
             added = f"blocks.{layer}.attn.{'o.' if hw.meta.family == 'bloom' else ''}hook_out"
             want = cache[post] if post in cache else cache[added]
         with torch.no_grad():
-            got = attention_forward(hw, layer, resid)
-            pattern, _ = attention_pattern_and_values(hw, layer, resid)
+            got = attention_forward(hw, k, resid)
+            pattern, _ = attention_pattern_and_values(hw, k, resid)
         out_err = max(out_err, float((got - want).abs().max() / want.abs().max()))
         pat_err = max(pat_err, float((pattern - cache[f"blocks.{layer}.attn.hook_pattern"]).abs().max()))
     return out_err, pat_err

@@ -199,6 +199,12 @@ VARIANTS = [
             dict(_LLAMA, num_hidden_layers=3, num_key_value_heads=2, attn_layer_indices=[1, 2], mamba_n_heads=8,
                  mamba_d_head=8, mamba_d_state=8, mamba_n_groups=1, mamba_chunk_size=4, pad_token_id=0, bos_token_id=1,
                  eos_token_id=2, rope_parameters={"rope_type": "default", "rope_theta": 900.0})),
+    # LFM2: convolution layers with attention layers among them (operator_norm, out_proj, q/k_layernorm, embedding_norm)
+    Variant("lfm2-conv-attention", "hybrid", "Lfm2Config",
+            dict({k: v for k, v in _LLAMA.items() if k != "rms_norm_eps"}, num_hidden_layers=4, num_key_value_heads=2,
+                 layer_types=["conv", "full_attention", "conv", "full_attention"], norm_eps=1e-5, tie_word_embeddings=True,
+                 block_auto_adjust_ff_dim=False, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                 rope_parameters={"rope_type": "default", "rope_theta": 5000.0})),
     Variant("olmo-parameter-free-layernorm", "llama", "OlmoConfig",
             dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64,
                  rope_parameters={"rope_type": "default", "rope_theta": 900.0})),
@@ -385,10 +391,11 @@ def _modules(model, kind: str):
         parent, layers, reads, adds, final = _LAYOUT[kind]
         t = functools.reduce(getattr, parent.split("."), model)
         return [(getattr(b, reads), getattr(b, adds)) for b in getattr(t, layers)], getattr(t, final)
-    if kind == "hybrid":  # the attention layers alone (Mamba layers have no self_attn); Jamba's final norm
-        t = model.model
-        attending = [(b.input_layernorm, b.self_attn) for b in t.layers if getattr(b, "self_attn", None) is not None]
-        return attending, getattr(t, "norm", None) or t.final_layernorm
+    if kind == "hybrid":  # the attention layers alone (Mamba and convolution layers have no self_attn); Jamba's and
+        t = model.model  # LFM2's final norms; LFM2's norm before the attention
+        attending = [(getattr(b, "operator_norm", None) or b.input_layernorm, b.self_attn) for b in t.layers
+                     if getattr(b, "self_attn", None) is not None]
+        return attending, getattr(t, "norm", None) or getattr(t, "final_layernorm", None) or t.embedding_norm
     if kind == "falcon":
         t = model.transformer
         norm = "ln_attn" if model.config.new_decoder_architecture else "input_layernorm"

@@ -776,3 +776,49 @@ def test_dots1_windows_without_layer_types_are_transformers_defaults():
                                        topk_group=1, moe_intermediate_size=16)
         assert cfg.layer_types == [f, f if window is None else s]  # transformers' own rule
         assert compscope.load(transformers.Dots1ForCausalLM(cfg)).sliding_window == (None, window)
+
+
+def test_lfm2_attention_layers_as_transformers_builds_them(tmp_path):
+    """LFM2's attention layers: as ``layer_types`` lists them, else ``full_attn_idxs`` (transformers
+    derives the one from the other), else every layer; an LFM2-MoE config without ``layer_types``,
+    which transformers cannot build, and a ``num_heads`` that disagrees are refused by key; the
+    configs' ``tie_embedding`` is read as ``tie_word_embeddings``."""
+    import json
+
+    import transformers
+
+    from compscope.errors import LoadError
+    from compscope.loading.families.lfm2 import Lfm2
+
+    for idxs in ([1, 3], [0], None):
+        cfg = transformers.Lfm2Config(num_hidden_layers=4, full_attn_idxs=idxs)
+        expect = [i for i, t in enumerate(cfg.layer_types) if t != "conv"]  # transformers' own rule
+        assert Lfm2.attention_layers({"full_attn_idxs": idxs}, 4, "c") == expect
+    assert Lfm2.attention_layers({"layer_types": ["conv", "full_attention"]}, 2, "c") == [1]
+    with pytest.raises(LoadError, match="c: config key 'full_attn_idxs' = \\[4\\] is not a list of layer indices below 4"):
+        Lfm2.attention_layers({"full_attn_idxs": [4]}, 4, "c")
+    with pytest.raises(LoadError, match="c: an LFM2-MoE config without 'layer_types'"):
+        Lfm2.attention_layers({"model_type": "lfm2_moe"}, 4, "c")
+    with pytest.raises(compscope.UnsupportedModelError, match="c: no attention layer among 2"):
+        Lfm2.attention_layers({"layer_types": ["conv", "conv"]}, 2, "c")
+    with pytest.raises(compscope.UnsupportedModelError, match="'layer_types' = \\['conv', 'sliding_attention'\\]"):
+        Lfm2.attention_layers({"layer_types": ["conv", "sliding_attention"]}, 2, "c")
+
+    from hf_tiny import BY_ID, build
+
+    model = build(BY_ID["lfm2-conv-attention"])
+    model.save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    hw = compscope.load(tmp_path)
+    assert torch.equal(hw.W_U, hw.W_E.T)  # tied: the file holds no lm_head
+    for key, value, match in (("num_heads", 3, "'num_heads' = 3 and 'num_attention_heads' = 4 disagree"),
+                              ("tie_embedding", False, "no unembedding")):
+        bad = {k: v for k, v in cfg.items() if k != "tie_word_embeddings"} | {key: value}
+        (tmp_path / "config.json").write_text(json.dumps(bad))
+        if key == "tie_embedding":  # not tied, no lm_head in the file: read without an unembedding, and said
+            assert hw.W_U is not None and compscope.load(tmp_path).W_U is None
+            assert any(match in n for n in compscope.load(tmp_path).meta.notes)
+            assert transformers.AutoConfig.from_pretrained(tmp_path).tie_word_embeddings is False  # as transformers reads it
+        else:
+            with pytest.raises(LoadError, match=match):
+                compscope.load(tmp_path)

@@ -1737,3 +1737,64 @@ def test_a_nemotron_gguf_matches_the_model_object_and_runs(tmp_path, share):
     runner = runner_for(tmp_path / "n.gguf", progress=False, device="cpu")
     runner.trace(torch.randint(0, V, (2, 7), generator=torch.Generator().manual_seed(0)))
     assert runner._agreed
+
+
+def test_an_lfm2_gguf_reads_and_runs_its_attention_layers_as_the_model_object(tmp_path):
+    """LFM2 as llama.cpp writes it (every tensor under gguf-py's names for the architecture; a K/V head
+    count per layer, 0 on the convolution layers; the final norm as ``token_embd_norm``; rows as HF's):
+    read back, the attention layers' heads, QK-norm gains, norms and rotary are the model object's; a
+    convolution layer's input norm is not taken for attention; transformers runs the file, and what
+    each attention layer adds is what compscope recomputes from the residual it reads."""
+    from gguf.constants import MODEL_ARCH
+
+    from compscope.core.attention import attention_forward
+    from compscope.data.runner import layer_state, runner_for
+    from hf_tiny import BY_ID, build
+
+    if not hasattr(MODEL_ARCH, "LFM2"):
+        pytest.skip("this gguf package names no LFM2 tensors to write the file with")
+    model = build(BY_ID["lfm2-conv-attention"])
+    cfg, sd = model.config, _numpy_state(model)
+    n = cfg.num_hidden_layers
+    layers = [i for i, t in enumerate(cfg.layer_types) if t == "full_attention"]
+    names = gguf.get_tensor_name_map(MODEL_ARCH.LFM2, n)
+    w = gguf.GGUFWriter(str(tmp_path / "l.gguf"), "lfm2")
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([f"t{i}" for i in range(cfg.vocab_size)])  # the model's vocabulary (not this file's V)
+    _metadata(w, block_count=n, embedding_length=cfg.hidden_size, feed_forward_length=cfg.intermediate_size,
+              head_count=cfg.num_attention_heads, head_count_kv=[cfg.num_key_value_heads if i in layers else 0 for i in range(n)],
+              vocab_size=cfg.vocab_size, layer_norm_rms_eps=cfg.norm_eps, rope_freq_base=cfg.rope_parameters["rope_theta"])
+    w.add_uint32("lfm2.shortconv.l_cache", cfg.conv_L_cache)
+    for key, value in sd.items():
+        if key == "lm_head.weight":  # tied: llama.cpp writes no output tensor
+            continue
+        stem, _, suffix = key.removeprefix("model.").rpartition(".")
+        name = names.get_name("model." + stem) or names.get_name(stem)
+        assert name is not None, key
+        w.add_tensor(f"{name}.{suffix}", value.squeeze(1) if "conv.conv" in key else value)
+    _finish(w)
+    ours, ref = compscope.load(tmp_path / "l.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "lfm2" and ours.n_layers == ref.n_layers == len(layers)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        torch.testing.assert_close(getattr(ours, name), getattr(ref, name), atol=0, rtol=0, msg=name)
+    for a, b in [(ours.attn_norm, ref.attn_norm), (ours.final_norm, ref.final_norm), *zip(ours.qk_norm, ref.qk_norm)]:
+        assert torch.equal(a.weight, b.weight) and a.eps == pytest.approx(b.eps, rel=1e-6)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+    assert "attention on 2 of the model's 4 layers (1, 3" in " ".join(ours.meta.notes)
+    x = torch.randn(1, 9, cfg.hidden_size, generator=torch.Generator().manual_seed(4))
+    for layer in range(ours.n_layers):
+        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
+    runner = runner_for(tmp_path / "l.gguf", progress=False, device="cpu")
+    tr = runner.trace(torch.randint(2, cfg.vocab_size, (2, 7), generator=torch.Generator().manual_seed(20)))
+    for layer in range(ours.n_layers):
+        torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
+
+
+def test_an_lfm2_gguf_whose_layers_the_metadata_does_not_say_is_refused(tmp_path):
+    w = gguf.GGUFWriter(str(tmp_path / "x.gguf"), "lfm2")
+    _metadata(w, block_count=4, head_count_kv=[0, G, 0, 1], layer_norm_rms_eps=1e-5)
+    w.add_tensor("token_embd.weight", np.ones((V, D), np.float32))
+    _finish(w)
+    with pytest.raises(compscope.UnsupportedModelError, match=r"'lfm2\.attention\.head_count_kv' = \[0, 2, 0, 1\] is "
+                                                             "not one K/V head count, or 0 on a convolution layer"):
+        compscope.load(tmp_path / "x.gguf")

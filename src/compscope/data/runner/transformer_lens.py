@@ -25,7 +25,9 @@ class TransformerLensRunner(Runner):
 
         self.model, self.hw = model, hw
         self.device = model_device(model)
-        n = len(model.blocks)
+        # a bridge around a hybrid (LFM2's convolution layers, Jamba's Mamba ones): the blocks that attend
+        attending = [(l, b) for l, b in enumerate(model.blocks) if not is_bridge(model) or hasattr(b, "attn")]
+        n = len(attending)
         if n != hw.n_layers:
             raise UnsupportedModelError(f"{hw.meta.name}: the running model has {n} layers, its HeadWeights "
                                         f"{hw.n_layers}: they are not the same model")
@@ -42,7 +44,7 @@ class TransformerLensRunner(Runner):
             added = "attn.o.hook_out" if _returns_residual(hw, model) else "attn.hook_out"
             self.names = [(f"blocks.{l}.ln1.hook_in" if hasattr(b, "ln1") else f"blocks.{l}.attn.hook_in",
                            f"blocks.{l}.ln1_post.hook_out" if hasattr(b, "ln1_post") else f"blocks.{l}.{added}")
-                          for l, b in enumerate(model.blocks)]
+                          for l, b in attending]
         else:
             self.names = [(f"blocks.{l}.hook_resid_pre", f"blocks.{l}.hook_attn_out") for l in range(n)]
         if is_hooked_encoder(model):  # BertBlock: resid_mid = resid_pre + attn_out, ln1; resid_post = that + mlp_out, ln2

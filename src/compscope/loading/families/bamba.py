@@ -28,7 +28,7 @@ class Bamba(LlamaLike):
     handled = Llama.handled | {"attn_layer_indices", "partial_rotary_factor"}
     ignored = Llama.ignored | _NOT_ATTENTION
     options = LlamaLikeOptions(partial_rotary=0.5, final_norm="final_layernorm")
-    hook_points = classmethod(attention_layer_hooks)
+    hook_points = attention_layer_hooks
 
     @classmethod
     def attention_layers(cls, config: dict, n_layers: int, where: str = "config") -> list[int]:

@@ -128,13 +128,16 @@ class Family:
         raise NotImplementedError
 
 
-def layer_hooks(reads: str, adds: str) -> classmethod:
+def layer_hooks(reads: str, adds: str, attending: str | None = None) -> classmethod:
     """``Family.hook_points`` for models whose layers sit in ``base_model(model).layers``: per layer,
     its module named ``reads`` (whose input is the residual the attention reads: the norm before it,
     or the attention itself where none is) and the one named ``adds`` (whose output is what the
-    attention adds to the residual: the attention, or a norm on its output)."""
+    attention adds to the residual: the attention, or a norm on its output). ``attending``: in a
+    hybrid, the attention's module name, which only the layers that attend have (the others are
+    passed over)."""
     def hook_points(cls, model) -> list[tuple[Any, Any]]:
-        return [(getattr(b, reads), getattr(b, adds)) for b in cls.base_model(model).layers]
+        return [(getattr(b, reads), getattr(b, adds)) for b in cls.base_model(model).layers
+                if attending is None or getattr(b, attending, None) is not None]
     hook_points.__doc__ = f"``{reads}`` reads the residual; ``{adds}`` returns what the attention adds."
     return classmethod(hook_points)
 

@@ -79,7 +79,7 @@ class GraniteHybrid(Granite):
     accept = {**Granite.accept, "position_embedding_type": lambda v: v in (None, "rope", "nope"),
               "normalization_function": lambda v: v == "rmsnorm"}
     positions_default = None  # transformers: no rotary unless the config says 'rope'
-    hook_points = classmethod(attention_layer_hooks)  # (what is added: times the residual multiplier)
+    hook_points = attention_layer_hooks  # (what is added: times the residual multiplier)
 
     @classmethod
     def attention_layers(cls, config: dict, n_layers: int, where: str = "config") -> list[int]:

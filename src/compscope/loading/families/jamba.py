@@ -34,7 +34,7 @@ class Jamba(LlamaLike):
     handled = Llama.handled | {"attn_layer_period", "attn_layer_offset"}
     ignored = Llama.ignored | _NOT_ATTENTION
     options = LlamaLikeOptions(nope_layers="all", final_norm="final_layernorm")
-    hook_points = classmethod(attention_layer_hooks)
+    hook_points = attention_layer_hooks
 
     @classmethod
     def attention_layers(cls, config: dict, n_layers: int, where: str = "config") -> list[int]:

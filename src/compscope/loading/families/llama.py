@@ -10,6 +10,7 @@ Mistral/Qwen2 sliding windows (a mask, not weights: recorded per layer).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import torch
 
@@ -54,6 +55,8 @@ class LlamaLikeOptions:
     rotary_style: str = "half"  # Cohere: 'interleaved', pairs (2i, 2i + 1)
     logit_scale: float = 1.0  # Cohere: logits = scale · W_U x, the scale folded into W_U
     final_norm: str = "norm"  # the final norm's module name (Jamba: final_layernorm)
+    out_proj_at: str = "o_proj"  # the output projection's module name (LFM2: out_proj)
+    qk_norm_at: tuple[str, str] = ("q_norm", "k_norm")  # the QK norms' module names (LFM2: q_layernorm, k_layernorm)
     sinks: bool = False  # gpt-oss: a learned sink logit per head (self_attn.sinks)
 
 
@@ -126,11 +129,9 @@ def rope_layers(config: dict, n_layers: int, where: str = "config") -> list[bool
 llamalike_hooks = layer_hooks("input_layernorm", "self_attn")
 
 
-def attention_layer_hooks(cls, model):
-    """Hybrid models (Granite 4, Jamba): the layers that attend, ``input_layernorm`` reading the
-    residual and ``self_attn`` returning what is added; the others (Mamba layers) have no ``self_attn``."""
-    return [(b.input_layernorm, b.self_attn) for b in cls.base_model(model).layers
-            if getattr(b, "self_attn", None) is not None]
+#: hybrid models (Granite 4, Jamba): the layers that attend, ``input_layernorm`` reading the residual
+#: and ``self_attn`` returning what is added; the others (Mamba layers) have no ``self_attn``
+attention_layer_hooks = layer_hooks("input_layernorm", "self_attn", attending="self_attn")
 
 
 def _per_head_gains(ts, p: str, which: str, n: int, r: int) -> torch.Tensor:
@@ -179,10 +180,10 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         wq.append(split_rows(parts[0], H, r))
         wk.append(split_rows(parts[1], G, r))
         wv.append(split_rows(parts[2], G, r))
-        wo.append(split_cols(ts.take(p + "self_attn.o_proj.weight", (d, H * r)), H, r))
+        wo.append(split_cols(ts.take(f"{p}self_attn.{opts.out_proj_at}.weight", (d, H * r)), H, r))
         for out, b, n in ((bq, biases[0], H), (bk, biases[1], G), (bv, biases[2], G)):
             out.append(None if b is None else b.reshape(n, r))
-        bo.append(ts.take(p + "self_attn.o_proj.bias", (d,), required=False))
+        bo.append(ts.take(f"{p}self_attn.{opts.out_proj_at}.bias", (d,), required=False))
         if opts.input_norm and opts.norm_gains:
             g_in.append(ts.take(p + opts.input_norm_at + ".weight", (d,)))
         if opts.norm_bias:
@@ -192,8 +193,8 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
             kn.append(_per_head_gains(ts, p, "k", G, r))
         elif opts.qk_norm:
             layer_wide = opts.qk_norm_scope == "layer"
-            qn.append(ts.take(p + "self_attn.q_norm.weight", (H * r if layer_wide else r,)))
-            kn.append(ts.take(p + "self_attn.k_norm.weight", (G * r if layer_wide else r,)))
+            qn.append(ts.take(f"{p}self_attn.{opts.qk_norm_at[0]}.weight", (H * r if layer_wide else r,)))
+            kn.append(ts.take(f"{p}self_attn.{opts.qk_norm_at[1]}.weight", (G * r if layer_wide else r,)))
         if opts.post_attn_norm:
             g_post.append(ts.take(p + opts.post_attn_norm_at + ".weight", (d,)))
         if opts.sinks:
@@ -280,7 +281,8 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
     notes = checkpoint_notes(ckpt, head_note) + rope_notes + list(opts.notes)
     if L != n_model:
         notes.append(f"attention on {L} of the model's {n_model} layers ({', '.join(map(str, layers))}; compscope's layer "
-                     "k is the k-th of these): the others (Mamba layers) write to the residual too, and are not read")
+                     f"k is the k-th of these): the others ({family.other_layers}) write to the residual too, and are "
+                     "not read")
     if opts.qk_norm:
         over = "per head" if opts.qk_norm_scope == "head" else "over all heads of a layer at once"
         how = "LayerNorm-ed" if opts.qk_norm_kind == "layernorm" else "RMS-normalised"
@@ -371,6 +373,7 @@ class LlamaLike(Family):
 
     hook_points = llamalike_hooks
     attention_biases = config_attention_bias("attention_bias", False)
+    other_layers: ClassVar[str] = "Mamba layers"  # a hybrid's layers without attention, as its notes name them
 
     @classmethod
     def attention_layers(cls, config: dict, n_layers: int, where: str = "config") -> list[int]:

@@ -79,6 +79,7 @@ _ARCHS = {
     "smollm3": ("smollm3", True, False),  # a Llama to llama.cpp; its layers without rotary are not stored:
     # every fourth, llama.cpp's rule and transformers' default interval (the family's)
     "granitehybrid": ("granitemoehybrid", True, False),  # Granite 4's and Bamba's Mamba hybrids (_hybrid_layers)
+    "lfm2": ("lfm2", False, False),  # LFM2: HF's names under llama.cpp's (_LFM2_BLOCK); K/V heads 0 on a convolution layer
     "bert": ("bert", False, False),  # BERT encoders (and RoBERTa's kin: llama.cpp cuts their position table to row 0)
     "nemotron": ("nemotron", False, True),  # Llama's names; llama.cpp stores LayerNorm1P's gains 1 + w, biases beside
     "command-r": ("cohere", False, False),  # Llama's names, rows as HF's (interleaved rotary, llama.cpp's own kind);
@@ -199,6 +200,15 @@ def _falcon_grouped(w: torch.Tensor, H: int, G: int, r: int) -> torch.Tensor:
     return torch.cat([q, k, v], dim=1).reshape(w.shape)
 
 
+#: LFM2 files: its attention's own names (``operator_norm``, ``out_proj``, ``q_layernorm``); the final
+#: norm, which transformers names ``embedding_norm``, is llama.cpp's ``token_embd_norm``
+_LFM2_BLOCK = {"attn_norm.weight": "operator_norm.weight", "attn_output.weight": "self_attn.out_proj.weight",
+               **{f"attn_{x}.weight": f"self_attn.{x}_proj.weight" for x in "qkv"},
+               **{f"attn_{x}_norm.weight": f"self_attn.{x}_layernorm.weight" for x in "qk"}}
+_LFM2_TOP = {"token_embd.weight": "model.embed_tokens.weight", "token_embd_norm.weight": "model.embedding_norm.weight",
+             "output.weight": "lm_head.weight"}
+
+
 #: architecture -> (block tensor names, block prefix, top-level names, names whose rows and columns
 #: llama.cpp swapped, (fused names whose rows it regrouped, the function that puts them back:
 #: ``(w, H, G, d_head) -> w``)); every other architecture uses the Llama-like names. A block name
@@ -212,6 +222,7 @@ _LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn
                       (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _neox_per_head)),
             "mpt": (_MPT_BLOCK, "transformer.blocks.{i}.", _MPT_TOP, (), ((), None)),
             "bert": (_BERT_BLOCK, "encoder.layer.{i}.", _BERT_TOP, (), ((), None)),
+            "lfm2": (_LFM2_BLOCK, "model.layers.{i}.", _LFM2_TOP, (), ((), None)),
             "falcon": (_falcon_block(two_norms=False), "transformer.h.{i}.", _FALCON_TOP, (),
                        (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _falcon_grouped))}
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
@@ -219,7 +230,7 @@ _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid", "nemotron"}  
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
 _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
                     for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2", "bert")},
-                 "nemotron": {"layer_norm_epsilon": "norm_eps", "rms_norm_eps": "norm_eps"},
+                 "nemotron": {"layer_norm_epsilon": "norm_eps", "rms_norm_eps": "norm_eps"}, "lfm2": {"rms_norm_eps": "norm_eps"},
                  "starcoder2": {"layer_norm_epsilon": "norm_epsilon"}, "falcon": {"num_key_value_heads": "num_kv_heads"}}
 #: GGUF metadata key (after ``{arch}.``) -> HF config key, read for these architectures only
 _GRANITE_KEYS = {"embedding_scale": "embedding_multiplier", "attention.scale": "attention_multiplier",
@@ -365,6 +376,9 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
     ssm_layers: set[int] = set()
     if arch == "granitehybrid" and isinstance(n_kv, list):  # a K/V head count per layer, 0 on the Mamba layers
         n_kv, ssm_layers = _hybrid_layers(path, arch, cfg, fields, n_kv)
+    if arch == "lfm2" and isinstance(n_kv, list):  # 0 on the convolution layers
+        n_kv, ssm_layers = _kv_heads_per_layer(path, arch, cfg, n_kv, "a convolution layer")
+        cfg["layer_types"] = ["conv" if i in ssm_layers else "full_attention" for i in range(cfg["num_hidden_layers"])]
     if isinstance(n_heads, list) or isinstance(n_kv, list):
         raise UnsupportedModelError(
             f"{path}: per-layer head counts ('{arch}.attention.head_count' is a list) are not supported"
@@ -541,18 +555,25 @@ def _hybrid_layers(path: Path, arch: str, cfg: dict, fields: dict, counts: list)
     ``cfg`` gets ``layer_types``, the one K/V head count of its attention layers and whether they
     rotate (``rope.scaling.finetuned``, llama.cpp's flag for it: Bamba's do, Granite 4's do not);
     returns that count and the Mamba layers."""
-    heads = sorted({k for k in counts if k})
-    if len(counts) != cfg["num_hidden_layers"] or len(heads) != 1 or not all(isinstance(k, int) for k in counts):
-        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.head_count_kv' = {counts!r} is not one "
-                                    f"K/V head count, or 0 on a Mamba layer, per layer ({cfg['num_hidden_layers']})")
+    heads, ssm = _kv_heads_per_layer(path, arch, cfg, counts, "a Mamba layer")
     rotates = fields.get(f"{arch}.rope.scaling.finetuned")
     if not isinstance(rotates, bool):
         raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.scaling.finetuned' (llama.cpp's flag for whether "
                                     "this hybrid's attention rotates) is missing")
-    ssm = {i for i, k in enumerate(counts) if not k}
     cfg.update(layer_types=["mamba" if i in ssm else "attention" for i in range(len(counts))],
-               num_key_value_heads=heads[0], position_embedding_type="rope" if rotates else "nope")
-    return heads[0], ssm
+               position_embedding_type="rope" if rotates else "nope")
+    return heads, ssm
+
+
+def _kv_heads_per_layer(path: Path, arch: str, cfg: dict, counts: list, other: str) -> tuple[int, set[int]]:
+    """A hybrid's one K/V head count (set in ``cfg``) and its layers without attention, from the
+    count per layer llama.cpp writes (0 on ``other``, a layer without attention)."""
+    heads = sorted({k for k in counts if k})
+    if len(counts) != cfg["num_hidden_layers"] or len(heads) != 1 or not all(isinstance(k, int) for k in counts):
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.head_count_kv' = {counts!r} is not one "
+                                    f"K/V head count, or 0 on {other}, per layer ({cfg['num_hidden_layers']})")
+    cfg["num_key_value_heads"] = heads[0]
+    return heads[0], {i for i, k in enumerate(counts) if not k}
 
 
 #: llama.cpp's per-block tensors that enter attention start with one of these (``attn_rot_embd``,
