@@ -205,6 +205,12 @@ VARIANTS = [
                  layer_types=["conv", "full_attention", "conv", "full_attention"], norm_eps=1e-5, tie_word_embeddings=True,
                  block_auto_adjust_ff_dim=False, pad_token_id=0, bos_token_id=1, eos_token_id=2,
                  rope_parameters={"rope_type": "default", "rope_theta": 5000.0})),
+    # Nemotron-H: one mixer per block (Mamba-2, attention, MLP), attention without positions or biases
+    Variant("nemotron-h-mamba-attention-mlp", "hybrid", "NemotronHConfig",
+            dict(vocab_size=VOCAB, hidden_size=D, num_attention_heads=HEADS, num_key_value_heads=2, head_dim=D_HEAD,
+                 layers_block_type=["mamba", "attention", "mlp", "attention", "mamba"], intermediate_size=48,
+                 ssm_state_size=8, mamba_num_heads=8, mamba_head_dim=8, n_groups=1, chunk_size=4, layer_norm_epsilon=1e-5,
+                 max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2)),
     Variant("olmo-parameter-free-layernorm", "llama", "OlmoConfig",
             dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64,
                  rope_parameters={"rope_type": "default", "rope_theta": 900.0})),
@@ -309,6 +315,8 @@ _BROKEN_IN_4 = {"stablelm-qk-layernorm-per-head": "StableLM's weight init fails 
 
 
 def make_config(variant: Variant, **overrides):
+    if not hasattr(transformers, variant.config_cls):
+        pytest.skip(f"transformers {transformers.__version__} has no {variant.config_cls}")
     cls = getattr(transformers, variant.config_cls)
     if variant.id in _BROKEN_IN_4 and not transformers_at_least(5):
         pytest.skip(f"transformers {transformers.__version__}: {_BROKEN_IN_4[variant.id]}")
@@ -391,11 +399,13 @@ def _modules(model, kind: str):
         parent, layers, reads, adds, final = _LAYOUT[kind]
         t = functools.reduce(getattr, parent.split("."), model)
         return [(getattr(b, reads), getattr(b, adds)) for b in getattr(t, layers)], getattr(t, final)
-    if kind == "hybrid":  # the attention layers alone (Mamba and convolution layers have no self_attn); Jamba's and
-        t = model.model  # LFM2's final norms; LFM2's norm before the attention
-        attending = [(getattr(b, "operator_norm", None) or b.input_layernorm, b.self_attn) for b in t.layers
-                     if getattr(b, "self_attn", None) is not None]
-        return attending, getattr(t, "norm", None) or getattr(t, "final_layernorm", None) or t.embedding_norm
+    if kind == "hybrid":  # the attention layers alone (Mamba and convolution layers have no self_attn; Nemotron-H's
+        t = model.model  # blocks are typed); the norms before the attention and the final norms by each one's names
+        attending = [(getattr(b, "operator_norm", None) or getattr(b, "input_layernorm", None) or b.norm,
+                      getattr(b, "self_attn", None) or b.mixer) for b in t.layers
+                     if getattr(b, "self_attn", None) is not None or getattr(b, "block_type", None) == "full_attention"]
+        final = next(getattr(t, n) for n in ("norm", "final_layernorm", "embedding_norm", "norm_f") if hasattr(t, n))
+        return attending, final
     if kind == "falcon":
         t = model.transformer
         norm = "ln_attn" if model.config.new_decoder_architecture else "input_layernorm"

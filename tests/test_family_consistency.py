@@ -822,3 +822,56 @@ def test_lfm2_attention_layers_as_transformers_builds_them(tmp_path):
         else:
             with pytest.raises(LoadError, match=match):
                 compscope.load(tmp_path)
+
+
+def test_nemotron_h_blocks_and_nvidias_own_files(tmp_path):
+    """Nemotron-H's attention blocks: from ``layers_block_type`` (older names too) or the configs'
+    ``hybrid_override_pattern``, as many blocks as types (``num_hidden_layers`` not read), the head
+    width transformers' default 128 where none is stated; a folder as NVIDIA publishes it (tensors
+    under ``backbone.``, the pattern string, keys transformers does not read) is read as the model
+    object, and transformers runs it to what compscope recomputes."""
+    import json
+
+    import safetensors.torch
+
+    from compscope.data.runner import layer_state, runner_for
+    from compscope.errors import LoadError
+    from compscope.loading.families.nemotron_h import NemotronH, block_types
+    from hf_tiny import BY_ID, build, random_ids
+
+    assert block_types({"hybrid_override_pattern": "M*-E"}) == ["linear_attention", "full_attention", "mlp", "moe"]
+    assert block_types({"layers_block_type": ["mamba", "attention"]}) == ["linear_attention", "full_attention"]
+    assert block_types({}) == ["linear_attention", "moe", "full_attention", "mlp"]  # transformers' default
+    assert NemotronH.attention_layers({"hybrid_override_pattern": "M*M*-"}, 3, "c") == [1, 3]
+    with pytest.raises(LoadError, match="c: config key 'hybrid_override_pattern' = 'M\\*X' is not a string of"):
+        block_types({"hybrid_override_pattern": "M*X"}, "c")
+    with pytest.raises(compscope.UnsupportedModelError, match="c: no attention block among"):
+        NemotronH.attention_layers({"hybrid_override_pattern": "MM-"}, 3, "c")
+
+    model = build(BY_ID["nemotron-h-mamba-attention-mlp"])
+    ref = compscope.load(model)
+    model.save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    for key in ("layers_block_type", "layer_types", "head_dim"):
+        cfg.pop(key, None)
+    cfg.update(hybrid_override_pattern="M*-*M", num_hidden_layers=52, attention_head_dim=8, rope_theta=10000,
+               attention_bias=False, residual_in_fp32=False, rescale_prenorm_residual=True, mamba_num_heads=8,
+               mamba_head_dim=8, mamba_n_groups=1, mamba_chunk_size=4)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(compscope.WeightError, match=r"q_proj.weight. has shape \(32, 32\), expected \(512, 32\)"):
+        compscope.load(tmp_path)  # no head_dim: transformers' 128 (4 heads of it), which these weights are not
+    cfg["head_dim"] = 8
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    (f,) = tmp_path.glob("*.safetensors")
+    tensors = {k.replace("model.", "backbone.", 1) if k.startswith("model.") else k: v
+               for k, v in safetensors.torch.load_file(f).items()}
+    safetensors.torch.save_file(tensors, f, metadata={"format": "pt"})  # (transformers 5 writes NVIDIA's names too)
+    assert "backbone.embeddings.weight" in tensors and not any(k.startswith("model.") for k in tensors)
+    hw = compscope.load(tmp_path)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(hw, name), getattr(ref, name)), name
+    assert hw.attn_norm.eps == ref.attn_norm.eps and torch.equal(hw.final_norm.weight, ref.final_norm.weight)
+    runner = runner_for(tmp_path, progress=False, device="cpu")
+    tr = runner.trace(random_ids())
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)

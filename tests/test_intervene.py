@@ -271,7 +271,8 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "glm4-post-attention-norm", "ministral-sliding3-first-layer", "arcee-biases", "seed-oss-out-bias",
                "helium-interleaved-bias", "ernie4_5-interleaved-all-biases", "nemotron-layernorm1p-partial-bias",
                "apertus-qk-norm", "exaone4-sliding-global-nope", "vaultgemma-softcap", "dots1-upper-layer-slides",
-               "glm4-moe-qk-norm-partial-bias", "lfm2-conv-attention"]
+               "glm4-moe-qk-norm-partial-bias", "lfm2-conv-attention",
+               "nemotron-h-mamba-attention-mlp"]
 
 
 def _route(monkeypatch, route: str) -> None:

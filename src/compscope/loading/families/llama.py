@@ -24,7 +24,7 @@ from .base import (MAX_HEADS, MAX_LAYERS, YARN_TYPES, Family, checkpoint_notes, 
 
 #: where the layers are: a causal LM, a base model, a vision-language model's language model (as transformers
 #: saves one since 4.52, and before)
-PREFIXES = ("model.", "", "model.language_model.", "language_model.model.")
+PREFIXES = ("model.", "", "model.language_model.", "language_model.model.", "backbone.")  # (Nemotron-H's files: backbone.)
 
 
 @dataclass
@@ -55,6 +55,8 @@ class LlamaLikeOptions:
     rotary_style: str = "half"  # Cohere: 'interleaved', pairs (2i, 2i + 1)
     logit_scale: float = 1.0  # Cohere: logits = scale · W_U x, the scale folded into W_U
     final_norm: str = "norm"  # the final norm's module name (Jamba: final_layernorm)
+    attn_at: str = "self_attn"  # the attention's module name in a layer (Nemotron-H: mixer)
+    embed_at: str = "embed_tokens"  # the token embedding's module name (Nemotron-H: embeddings)
     out_proj_at: str = "o_proj"  # the output projection's module name (LFM2: out_proj)
     qk_norm_at: tuple[str, str] = ("q_norm", "k_norm")  # the QK norms' module names (LFM2: q_layernorm, k_layernorm)
     sinks: bool = False  # gpt-oss: a learned sink logit per head (self_attn.sinks)
@@ -161,7 +163,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
     layers = family.attention_layers(cfg, n_model, where)  # the model's layers that attend (a hybrid's: some)
     L = len(layers)
     eps = number(cfg, where, opts.eps_key) if opts.norm_eps is None else opts.norm_eps
-    probe = f"layers.{layers[0]}.self_attn." + ("qkv_proj" if opts.fused_qkv else "q_proj") + ".weight"
+    probe = f"layers.{layers[0]}.{opts.attn_at}." + ("qkv_proj" if opts.fused_qkv else "q_proj") + ".weight"
     prefix = next((p for p in PREFIXES if p + probe in ts), None)
     if prefix is None:
         raise UnsupportedModelError(f"{where}: no tensor named like '{probe}' (tried prefixes {PREFIXES})")
@@ -171,19 +173,19 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         p = f"{prefix}layers.{i}."
         if opts.fused_qkv:  # rows (and bias entries) [q heads | k heads | v heads]
             cut = lambda t: (t[: H * r], t[H * r : (H + G) * r], t[(H + G) * r :])  # noqa: E731
-            parts = cut(ts.take(p + "self_attn.qkv_proj.weight", ((H + 2 * G) * r, d)))
-            b = ts.take(p + "self_attn.qkv_proj.bias", ((H + 2 * G) * r,), required=False)
+            parts = cut(ts.take(f"{p}{opts.attn_at}.qkv_proj.weight", ((H + 2 * G) * r, d)))
+            b = ts.take(f"{p}{opts.attn_at}.qkv_proj.bias", ((H + 2 * G) * r,), required=False)
             biases = (None,) * 3 if b is None else cut(b)
         else:
-            parts = tuple(ts.take(f"{p}self_attn.{x}_proj.weight", (n * r, d)) for x, n in (("q", H), ("k", G), ("v", G)))
-            biases = tuple(ts.take(f"{p}self_attn.{x}_proj.bias", (n * r,), required=False) for x, n in (("q", H), ("k", G), ("v", G)))
+            parts = tuple(ts.take(f"{p}{opts.attn_at}.{x}_proj.weight", (n * r, d)) for x, n in (("q", H), ("k", G), ("v", G)))
+            biases = tuple(ts.take(f"{p}{opts.attn_at}.{x}_proj.bias", (n * r,), required=False) for x, n in (("q", H), ("k", G), ("v", G)))
         wq.append(split_rows(parts[0], H, r))
         wk.append(split_rows(parts[1], G, r))
         wv.append(split_rows(parts[2], G, r))
-        wo.append(split_cols(ts.take(f"{p}self_attn.{opts.out_proj_at}.weight", (d, H * r)), H, r))
+        wo.append(split_cols(ts.take(f"{p}{opts.attn_at}.{opts.out_proj_at}.weight", (d, H * r)), H, r))
         for out, b, n in ((bq, biases[0], H), (bk, biases[1], G), (bv, biases[2], G)):
             out.append(None if b is None else b.reshape(n, r))
-        bo.append(ts.take(f"{p}self_attn.{opts.out_proj_at}.bias", (d,), required=False))
+        bo.append(ts.take(f"{p}{opts.attn_at}.{opts.out_proj_at}.bias", (d,), required=False))
         if opts.input_norm and opts.norm_gains:
             g_in.append(ts.take(p + opts.input_norm_at + ".weight", (d,)))
         if opts.norm_bias:
@@ -193,16 +195,17 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
             kn.append(_per_head_gains(ts, p, "k", G, r))
         elif opts.qk_norm:
             layer_wide = opts.qk_norm_scope == "layer"
-            qn.append(ts.take(f"{p}self_attn.{opts.qk_norm_at[0]}.weight", (H * r if layer_wide else r,)))
-            kn.append(ts.take(f"{p}self_attn.{opts.qk_norm_at[1]}.weight", (G * r if layer_wide else r,)))
+            qn.append(ts.take(f"{p}{opts.attn_at}.{opts.qk_norm_at[0]}.weight", (H * r if layer_wide else r,)))
+            kn.append(ts.take(f"{p}{opts.attn_at}.{opts.qk_norm_at[1]}.weight", (G * r if layer_wide else r,)))
         if opts.post_attn_norm:
             g_post.append(ts.take(p + opts.post_attn_norm_at + ".weight", (d,)))
         if opts.sinks:
-            sinks.append(ts.take(p + "self_attn.sinks", (H,)))
+            sinks.append(ts.take(f"{p}{opts.attn_at}.sinks", (H,)))
 
-    emb = ts.take(prefix + "embed_tokens.weight")
+    emb = ts.take(f"{prefix}{opts.embed_at}.weight")
     if emb.ndim != 2 or emb.shape[1] != d:
-        raise UnsupportedModelError(f"{ts.origin(prefix + 'embed_tokens.weight')}: embed_tokens has shape {tuple(emb.shape)}")
+        raise UnsupportedModelError(f"{ts.origin(f'{prefix}{opts.embed_at}.weight')}: {opts.embed_at} has shape "
+                                    f"{tuple(emb.shape)}")
     W_U, head_note = unembedding(ckpt, ["lm_head.weight", prefix + "lm_head.weight", "language_model.lm_head.weight"], emb)
 
     every_type = family.layer_types(cfg, n_model, where)  # per model layer, once
