@@ -211,6 +211,12 @@ VARIANTS = [
                  layers_block_type=["mamba", "attention", "mlp", "attention", "mamba"], intermediate_size=48,
                  ssm_state_size=8, mamba_num_heads=8, mamba_head_dim=8, n_groups=1, chunk_size=4, layer_norm_epsilon=1e-5,
                  max_position_embeddings=64, pad_token_id=0, bos_token_id=1, eos_token_id=2)),
+    # Falcon-H1: a Mamba-2 mixer beside the attention in every layer; five muP multipliers, all biases
+    Variant("falcon-h1-parallel-mamba-multipliers", "falcon_h1", "FalconH1Config",
+            dict(_LLAMA, num_key_value_heads=2, attention_bias=True, mamba_d_ssm=32, mamba_n_heads=4, mamba_n_groups=1,
+                 mamba_d_state=8, mamba_chunk_size=4, attention_in_multiplier=0.7, key_multiplier=1.3,
+                 attention_out_multiplier=0.6, embedding_multiplier=1.5, lm_head_multiplier=0.8, pad_token_id=0,
+                 bos_token_id=1, eos_token_id=2, rope_parameters={"rope_type": "default", "rope_theta": 2000.0})),
     Variant("olmo-parameter-free-layernorm", "llama", "OlmoConfig",
             dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64,
                  rope_parameters={"rope_type": "default", "rope_theta": 900.0})),
@@ -306,7 +312,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "starcoder2-bias-sliding3", "cohere-qk-layernorm-interleaved", "cohere2-sliding-rotary-global-nope",
                     "falcon-mqa-parallel", "falcon-grouped-gqa-bias", "falcon-per-head-sequential", "bloom-alibi",
                     "mpt-alibi-scaled", "codegen-eight-heads-four-shards", "nemotron-layernorm1p-partial-bias"]
-RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "glm4", "apertus")
+RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "glm4", "apertus", "falcon_h1")
            and v.id not in PRE_LN_LAYERNORM]
 
 
@@ -385,6 +391,7 @@ _LAYOUT = {
     "gemma3": ("model", "layers", "input_layernorm", "post_attention_layernorm", "norm"),
     "apertus": ("model", "layers", "attention_layernorm", "self_attn", "norm"),
     "glm4": ("model", "layers", "input_layernorm", "post_self_attn_layernorm", "norm"),
+    "falcon_h1": ("model", "layers", "input_layernorm", "self_attn", "final_layernorm"),
     "phi": ("model", "layers", "input_layernorm", "self_attn", "final_layernorm"),
     "olmo2": ("model", "layers", "self_attn", "post_attention_layernorm", "norm"),
     "mpt": ("transformer", "blocks", "norm_1", "attn", "norm_f"),
@@ -440,7 +447,8 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
     out: dict[int, torch.Tensor] = {}
     store: dict[str, torch.Tensor] = {}
     handles = []
-    scale = getattr(model.config, "residual_multiplier", 1.0)  # Granite's: residual + m · attention(...)
+    scale = getattr(model.config, "residual_multiplier", None)  # Granite's: residual + m · attention(...)
+    scale = getattr(model.config, "attention_out_multiplier", 1.0) if scale is None else scale  # Falcon-H1's
     for i, (rm, om) in enumerate(pairs):
         handles.append(rm.register_forward_pre_hook(
             lambda m, a, k, i=i: resid.__setitem__(i, _first(a, k).detach().clone()), with_kwargs=True))

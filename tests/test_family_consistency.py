@@ -155,6 +155,8 @@ def test_unembedding_matches_hf(variant):
     scale = model.config.logit_scale if variant.config_cls.startswith("Cohere") else 1.0  # logits times it, in W_U
     if hasattr(model.config, "logits_scaling"):
         scale = 1 / model.config.logits_scaling  # Granite divides the logits by it
+    if hasattr(model.config, "lm_head_multiplier"):
+        scale = model.config.lm_head_multiplier  # Falcon-H1 multiplies them by it
     torch.testing.assert_close(hw.W_U, model.get_output_embeddings().weight * scale, atol=0, rtol=0)
     # logits = W_U · final_norm(x) (+ b_U): the final norm must be right too
     logits = cap.final_in @ hw.W_U.T if hw.final_norm is None else hw.final_norm.apply(cap.final_in, 0) @ hw.W_U.T
@@ -491,7 +493,8 @@ def test_a_folder_reads_the_attention_biases_transformers_builds(tmp_path, vid, 
     added = {}
     for name, w in list(sd.items()):
         base = name.removesuffix(".weight")
-        if name.endswith(".weight") and base.endswith(ATTENTION_PROJECTIONS) and base + ".bias" not in sd:
+        if (name.endswith(".weight") and base.endswith(ATTENTION_PROJECTIONS) and base + ".bias" not in sd
+                and ".mamba." not in base):  # (Falcon-H1's Mamba mixer has an out_proj of its own: not attention)
             added[base + ".bias"] = sd[base + ".bias"] = torch.full((w.shape[0],), 0.5)
     save_file(sd, tmp_path / "model.safetensors", metadata={"format": "pt"})
 

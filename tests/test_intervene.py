@@ -272,7 +272,8 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "helium-interleaved-bias", "ernie4_5-interleaved-all-biases", "nemotron-layernorm1p-partial-bias",
                "apertus-qk-norm", "exaone4-sliding-global-nope", "vaultgemma-softcap", "dots1-upper-layer-slides",
                "glm4-moe-qk-norm-partial-bias", "lfm2-conv-attention",
-               "nemotron-h-mamba-attention-mlp"]
+               "nemotron-h-mamba-attention-mlp",
+               "falcon-h1-parallel-mamba-multipliers"]
 
 
 def _route(monkeypatch, route: str) -> None:

@@ -143,7 +143,7 @@ def _without_unbuilt_biases(hw: HeadWeights, family: type[Family], ckpt) -> Head
     return dataclasses.replace(hw, **dict.fromkeys(unbuilt), meta=meta)
 
 
-from . import (apertus, bamba, bert, bloom, cohere, ernie, exaone, falcon, gemma, glm, gpt2,  # noqa: E402,F401
+from . import (apertus, bamba, bert, bloom, cohere, ernie, exaone, falcon, falcon_h1, gemma, glm, gpt2,  # noqa: E402,F401
                gpt_bigcode, gpt_neo, gpt_oss, gptj, granite, helium, jamba, lfm2, llama, mpt, nemotron, nemotron_h, neox, olmo, opt,
                phi, phi3, qwen3, seed_oss, smollm3, stablelm, starcoder2)  # (registration)
 

@@ -100,6 +100,13 @@ class Family:
         return 1.0
 
     @classmethod
+    def projection_scales(cls, config: dict, where: str = "config") -> dict[str, float]:
+        """Factors by which ``convert`` multiplies the projections it reads (``{'W_K': k, 'b_K': k, ...}``:
+        Falcon-H1's input and key multipliers); empty where it multiplies none. A reader that takes
+        the projections from elsewhere (a TransformerLens bridge's own) applies them too."""
+        return {}
+
+    @classmethod
     def check_config(cls, config: dict, where: str) -> None:
         """Refuse, by name, every config setting this family does not understand."""
         bad = []

@@ -107,7 +107,7 @@ def _projections(bridge, hw: HeadWeights, where: str) -> dict:
 
 
 def read(bridge) -> HeadWeights:
-    from ..families import to_heads
+    from ..families import family_for, language_model, to_heads
 
     from .hf_model import from_hf_model
 
@@ -119,7 +119,10 @@ def read(bridge) -> HeadWeights:
     if not tensors:
         raise UnsupportedModelError(f"{where}: no wrapped HuggingFace parameters found (adapter {type(bridge.adapter).__name__})")
     hw = to_heads(from_hf_model(hf, tensors, where))
-    hw = dataclasses.replace(hw, **_projections(bridge, hw, where))
+    config, _ = language_model(hf.config.to_dict(), where)
+    scales = family_for(config, where).projection_scales(config, where)  # (Falcon-H1's multipliers, in hw's already)
+    hw = dataclasses.replace(hw, **{name: t if t is None or name not in scales else t * scales[name]
+                                    for name, t in _projections(bridge, hw, where).items()})
     meta = hw.meta
     if getattr(bridge, "_weights_processed", False):
         meta = dataclasses.replace(meta, processing=meta.processing + ("transformer_lens_bridge:process_weights",),
