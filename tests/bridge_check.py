@@ -107,6 +107,10 @@ CASES = {
         mamba_d_ssm=32, mamba_n_heads=4, mamba_n_groups=1, mamba_d_state=8, mamba_chunk_size=4,
         attention_in_multiplier=0.7, key_multiplier=1.3, attention_out_multiplier=0.6, embedding_multiplier=1.5,
         lm_head_multiplier=0.8, pad_token_id=0, bos_token_id=1, eos_token_id=2)),
+    "minimax_m2": lambda: transformers.MiniMaxM2ForCausalLM(transformers.MiniMaxM2Config(  # layer-wide QK-norm
+        architectures=["MiniMaxM2ForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64,
+        num_local_experts=4, num_experts_per_tok=2, rotary_dim=4, pad_token_id=0, bos_token_id=1, eos_token_id=2)),
     "ernie4_5": lambda: transformers.Ernie4_5ForCausalLM(transformers.Ernie4_5Config(  # interleaved, all biased
         architectures=["Ernie4_5ForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
         num_key_value_heads=2, head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64,

@@ -217,6 +217,10 @@ VARIANTS = [
                  mamba_d_state=8, mamba_chunk_size=4, attention_in_multiplier=0.7, key_multiplier=1.3,
                  attention_out_multiplier=0.6, embedding_multiplier=1.5, lm_head_multiplier=0.8, pad_token_id=0,
                  bos_token_id=1, eos_token_id=2, rope_parameters={"rope_type": "default", "rope_theta": 2000.0})),
+    # MiniMax-M2: QK-norm over all heads of a layer, rotary on rotary_dim of each head's dims, MoE MLPs
+    Variant("minimax-m2-layer-qk-norm-rotary-dim", "llama", "MiniMaxM2Config",
+            dict(_LLAMA, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, rotary_dim=4,
+                 pad_token_id=0, bos_token_id=1, eos_token_id=2, rope_parameters={"rope_type": "default", "rope_theta": 5000.0})),
     Variant("olmo-parameter-free-layernorm", "llama", "OlmoConfig",
             dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64,
                  rope_parameters={"rope_type": "default", "rope_theta": 900.0})),

@@ -878,3 +878,36 @@ def test_nemotron_h_blocks_and_nvidias_own_files(tmp_path):
     tr = runner.trace(random_ids())
     for layer in range(hw.n_layers):
         torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
+
+
+def test_minimax_m2_folder_with_the_model_makers_keys(tmp_path):
+    """A MiniMax-M2 folder as MiniMax publishes it: ``rotary_dim`` (no ``partial_rotary_factor``), the
+    top-level ``rope_theta``, and keys of their own code that say what transformers computes anyway
+    (accepted) or something else (refused by name); read as the model object, and run by transformers
+    to what compscope recomputes."""
+    import json
+
+    from compscope.data.runner import layer_state, runner_for
+    from hf_tiny import BY_ID, build, random_ids
+
+    model = build(BY_ID["minimax-m2-layer-qk-norm-rotary-dim"])
+    ref = compscope.load(model)
+    model.save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg.pop("rope_parameters", None)
+    cfg.pop("partial_rotary_factor", None)
+    cfg.update(rotary_dim=4, rope_theta=5000.0, use_qk_norm=True, qk_norm_type="per_layer", attn_type_list=[1, 1],
+               use_mtp=True, num_mtp_modules=3, layernorm_full_attention_beta=1.0, swa_rope_theta=-1.0,
+               scoring_func="sigmoid", use_routing_bias=True)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    hw = compscope.load(tmp_path)
+    assert hw.rotary.dim == ref.rotary.dim == 4 and torch.equal(hw.rotary.inv_freq, ref.rotary.inv_freq)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(hw, name), getattr(ref, name)), name
+    tr = runner_for(tmp_path, progress=False, device="cpu").trace(random_ids())
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
+    for key, value in (("qk_norm_type", "per_head"), ("attn_type_list", [0, 1]), ("use_qk_norm", False)):
+        (tmp_path / "config.json").write_text(json.dumps({**cfg, key: value}))
+        with pytest.raises(compscope.UnsupportedModelError, match=f"does not support these config settings: {key}="):
+            compscope.load(tmp_path)

@@ -273,7 +273,8 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "apertus-qk-norm", "exaone4-sliding-global-nope", "vaultgemma-softcap", "dots1-upper-layer-slides",
                "glm4-moe-qk-norm-partial-bias", "lfm2-conv-attention",
                "nemotron-h-mamba-attention-mlp",
-               "falcon-h1-parallel-mamba-multipliers"]
+               "falcon-h1-parallel-mamba-multipliers",
+               "minimax-m2-layer-qk-norm-rotary-dim"]
 
 
 def _route(monkeypatch, route: str) -> None:

@@ -54,7 +54,7 @@ NOT_READ: dict[str, str] = {
         "the model's width")),
     "qwen3_next": ("gated attention: a sigmoid gate computed from the residual multiplies each head's output, so no "
                    "OV map is linear; the other layers are gated DeltaNet (linear attention)"),
-    "minimax": "lightning attention (linear, without softmax) on most layers",
+    "minimax": "MiniMax-Text-01: lightning attention (linear, without softmax) on most layers",
     "bitnet": ("an RMSNorm on the attention's concatenated head outputs before the output projection "
                "(attn_sub_norm), so no head's OV map is linear"),
     "dbrx": "q, k and v are clipped to [-clip_qkv, clip_qkv] after the projection, so no head's map is linear",
