@@ -1798,3 +1798,49 @@ def test_an_lfm2_gguf_whose_layers_the_metadata_does_not_say_is_refused(tmp_path
     with pytest.raises(compscope.UnsupportedModelError, match=r"'lfm2\.attention\.head_count_kv' = \[0, 2, 0, 1\] is "
                                                              "not one K/V head count, or 0 on a convolution layer"):
         compscope.load(tmp_path / "x.gguf")
+
+
+def test_a_minimax_m2_gguf_reads_and_runs_as_the_model_object(tmp_path):
+    """MiniMax-M2 as llama.cpp writes it (``minimax-m2``: every tensor under llama.cpp's names, the experts
+    stacked, the layer-wide QK norms as ``attn_q_norm`` of every query head's width, the rotated
+    width as ``rope.dimension_count``, rows as HF's): read back as the model object, and run by
+    transformers to what compscope recomputes from the residual each layer reads."""
+    from compscope.data.runner import layer_state, runner_for
+    from hf_tiny import BY_ID, build
+
+    model = build(BY_ID["minimax-m2-layer-qk-norm-rotary-dim"])  # (skipped where transformers has no MiniMax-M2)
+    cfg, sd = model.config, _numpy_state(model)
+    n = cfg.num_hidden_layers
+    w = gguf.GGUFWriter(str(tmp_path / "m.gguf"), "minimax-m2")
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([f"t{i}" for i in range(cfg.vocab_size)])
+    _metadata(w, block_count=n, embedding_length=cfg.hidden_size, feed_forward_length=cfg.intermediate_size,
+              head_count=cfg.num_attention_heads, head_count_kv=cfg.num_key_value_heads, key_length=cfg.head_dim,
+              value_length=cfg.head_dim, vocab_size=cfg.vocab_size, layer_norm_rms_eps=cfg.rms_norm_eps,
+              rope_freq_base=cfg.rope_parameters["rope_theta"], rope_dimension_count=4, expert_count=4, expert_used_count=2,
+              expert_feed_forward_length=cfg.intermediate_size)
+    block = {"input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
+             **{f"self_attn.{x}_proj.weight": f"attn_{x}.weight" for x in "qkv"},
+             "self_attn.o_proj.weight": "attn_output.weight", "self_attn.q_norm.weight": "attn_q_norm.weight",
+             "self_attn.k_norm.weight": "attn_k_norm.weight", "mlp.gate.weight": "ffn_gate_inp.weight",
+             "mlp.e_score_correction_bias": "exp_probs_b.bias", "mlp.experts.down_proj": "ffn_down_exps.weight"}
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    w.add_tensor("output.weight", sd["lm_head.weight"])
+    for i in range(n):
+        p = f"model.layers.{i}."
+        for hf, ours in block.items():
+            w.add_tensor(f"blk.{i}.{ours}", sd[p + hf])
+        gate, up = np.split(sd[p + "mlp.experts.gate_up_proj"], 2, axis=1)  # transformers 5's experts, fused
+        w.add_tensor(f"blk.{i}.ffn_gate_exps.weight", np.ascontiguousarray(gate))
+        w.add_tensor(f"blk.{i}.ffn_up_exps.weight", np.ascontiguousarray(up))
+    _finish(w)
+    ours, ref = compscope.load(tmp_path / "m.gguf"), compscope.load(model)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        torch.testing.assert_close(getattr(ours, name), getattr(ref, name), atol=0, rtol=0, msg=name)
+    assert ours.qk_norm_scope == "layer" and ours.rotary.dim == 4
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+    tr = runner_for(tmp_path / "m.gguf", progress=False, device="cpu").trace(
+        torch.randint(2, cfg.vocab_size, (2, 7), generator=torch.Generator().manual_seed(20)))
+    for layer in range(ours.n_layers):
+        torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)

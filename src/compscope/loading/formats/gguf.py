@@ -79,6 +79,7 @@ _ARCHS = {
     "smollm3": ("smollm3", True, False),  # a Llama to llama.cpp; its layers without rotary are not stored:
     # every fourth, llama.cpp's rule and transformers' default interval (the family's)
     "granitehybrid": ("granitemoehybrid", True, False),  # Granite 4's and Bamba's Mamba hybrids (_hybrid_layers)
+    "minimax-m2": ("minimax_m2", False, False),  # Llama's names; QK norms over all heads of a layer, rotary on part of each
     "lfm2": ("lfm2", False, False),  # LFM2: HF's names under llama.cpp's (_LFM2_BLOCK); K/V heads 0 on a convolution layer
     "bert": ("bert", False, False),  # BERT encoders (and RoBERTa's kin: llama.cpp cuts their position table to row 0)
     "nemotron": ("nemotron", False, True),  # Llama's names; llama.cpp stores LayerNorm1P's gains 1 + w, biases beside
@@ -226,7 +227,7 @@ _LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn
             "falcon": (_falcon_block(two_norms=False), "transformer.h.{i}.", _FALCON_TOP, (),
                        (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _falcon_grouped))}
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
-_PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid", "nemotron"}  # (granitehybrid: Bamba's half)
+_PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid", "nemotron", "minimax-m2"}  # (granitehybrid: Bamba's half)
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
 _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
                     for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2", "bert")},
@@ -650,7 +651,8 @@ def _transformers_reads() -> set[str] | None:
         from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
     except ImportError:
         return None
-    renamed = {"qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe", "gpt_oss": "gpt-oss"}  # transformers' names of llama.cpp's
+    renamed = {"qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe", "gpt_oss": "gpt-oss",  # transformers' names of
+               "minimax_m2": "minimax-m2"}  # llama.cpp's
     return {renamed.get(a, a) for a in GGUF_SUPPORTED_ARCHITECTURES}
 
 
