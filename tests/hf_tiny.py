@@ -221,6 +221,10 @@ VARIANTS = [
     Variant("minimax-m2-layer-qk-norm-rotary-dim", "llama", "MiniMaxM2Config",
             dict(_LLAMA, num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2, rotary_dim=4,
                  pad_token_id=0, bos_token_id=1, eos_token_id=2, rope_parameters={"rope_type": "default", "rope_theta": 5000.0})),
+    # nanochat: norms without gains (one on the embeddings), QK-norm after a reversed rotary map, soft-capped logits
+    Variant("nanochat-reversed-rotary-qk-norm", "llama", "NanoChatConfig",
+            dict(_LLAMA, num_key_value_heads=2, attention_bias=True, final_logit_softcapping=3.0, pad_token_id=1,
+                 bos_token_id=0, eos_token_id=1, rope_parameters={"rope_type": "default", "rope_theta": 3000.0})),
     Variant("olmo-parameter-free-layernorm", "llama", "OlmoConfig",
             dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64,
                  rope_parameters={"rope_type": "default", "rope_theta": 900.0})),

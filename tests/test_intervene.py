@@ -274,7 +274,8 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "glm4-moe-qk-norm-partial-bias", "lfm2-conv-attention",
                "nemotron-h-mamba-attention-mlp",
                "falcon-h1-parallel-mamba-multipliers",
-               "minimax-m2-layer-qk-norm-rotary-dim"]
+               "minimax-m2-layer-qk-norm-rotary-dim",
+               "nanochat-reversed-rotary-qk-norm"]
 
 
 def _route(monkeypatch, route: str) -> None:

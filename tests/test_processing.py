@@ -40,10 +40,14 @@ def assert_attention(hw, cap, *, centred: bool = False, what: str = ""):
         torch.testing.assert_close(got, want, atol=ATOL, rtol=0, msg=lambda m: f"{what} layer {layer}: {m}")
 
 
-def hf_logits_from(hw, cap):
+def hf_logits_from(hw, cap, model=None):
+    """The logits from the final norm's input, as ``hw`` reads them; soft-capped as ``model`` caps
+    them (nanochat's ``final_logit_softcapping``) where it is given."""
     x = cap.final_in if hw.final_norm is None else hw.final_norm.apply(cap.final_in, 0)
     logits = x @ hw.W_U.T
-    return logits if hw.b_U is None else logits + hw.b_U
+    logits = logits if hw.b_U is None else logits + hw.b_U
+    softcap = getattr(getattr(model, "config", None), "final_logit_softcapping", None)
+    return softcap * torch.tanh(logits / softcap) if softcap else logits
 
 
 # ---------------------------------------------------------------------------- fold_norm
@@ -66,7 +70,7 @@ def test_fold_norm_keeps_logits(vid):
     assert hw.final_norm.weight is None and hw.final_norm.bias is None
     if hw0.final_norm.bias is not None:
         assert hw.b_U is not None
-    torch.testing.assert_close(hf_logits_from(hw, cap), cap.logits, atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(hf_logits_from(hw, cap, model), cap.logits, atol=1e-4, rtol=1e-5)
     torch.testing.assert_close(hf_logits_from(hw, cap), hf_logits_from(hw0, cap), atol=1e-4, rtol=1e-5)
     # the embedding is not touched by folding (it is read, not a reader)
     assert torch.equal(hw.W_E, hw0.W_E)
@@ -170,7 +174,7 @@ def test_load_with_processing(vid):
     assert hw.meta.processing == want
     assert_attention(hw, cap, centred=layernorm, what=f"{vid} {want}")
     if hw.W_U is not None:
-        torch.testing.assert_close(hf_logits_from(hw, cap), cap.logits, atol=1e-4, rtol=1e-5)
+        torch.testing.assert_close(hf_logits_from(hw, cap, model), cap.logits, atol=1e-4, rtol=1e-5)
 
 
 @pytest.mark.parametrize("order", [

@@ -122,7 +122,8 @@ def lookup(name: str) -> tuple[bool, str]:
         if name in e.model_types:
             said.append(f"model_type {name!r}, read by the {e.family} family ({e.about})")
         if name in e.gguf:
-            runs = "also on data" if name in e.gguf_on_data else "weights only: transformers' GGUF reader does not read it"
+            runs = ("also on data" if name in e.gguf_on_data
+                    else "weights only: transformers' GGUF reader does not read it")
             said.append(f"GGUF architecture {name!r}, read by the {e.family} family ({runs})")
     if not any(s.startswith("model_type") for s in said):
         inner = _language_model_type(name)

@@ -45,6 +45,10 @@ COMMON_IGNORED = frozenset(
 )
 
 
+#: the query, key and value projections of ``HeadWeights`` (what :meth:`Family.projections` may change)
+PROJECTIONS = ("W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V")
+
+
 def is_off(value: Any) -> bool:
     """Whether a config value switches its setting off (None, false, 0 or empty): such a key needs no family."""
     return value is None or value is False or value == 0 or value == {} or value == [] or value == ""
@@ -100,11 +104,13 @@ class Family:
         return 1.0
 
     @classmethod
-    def projection_scales(cls, config: dict, where: str = "config") -> dict[str, float]:
-        """Factors by which ``convert`` multiplies the projections it reads (``{'W_K': k, 'b_K': k, ...}``:
-        Falcon-H1's input and key multipliers); empty where it multiplies none. A reader that takes
-        the projections from elsewhere (a TransformerLens bridge's own) applies them too."""
-        return {}
+    def projections_as_read(cls, config: dict, where: str, parts: dict[str, Tensor | None]
+                            ) -> dict[str, Tensor | None]:
+        """The query, key and value projections as ``HeadWeights`` holds them (``parts``: some of ``W_Q``,
+        ``W_K``, ``W_V``, ``b_Q``, ``b_K``, ``b_V``) from those the model's modules hold: what ``convert``
+        does to them after reading (Falcon-H1's multipliers, nanochat's reversed rotary), the same
+        elsewhere. A reader that takes them from elsewhere (a TransformerLens bridge's own) applies it too."""
+        return parts
 
     @classmethod
     def check_config(cls, config: dict, where: str) -> None:

@@ -23,7 +23,7 @@ import dataclasses
 from ...core.heads import HeadWeights
 from ..checkpoint import Checkpoint
 from . import register
-from .base import number
+from .base import PROJECTIONS, number
 from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike
 
 #: the Mamba mixers' and the MLP's settings (and multipliers): the attention does not depend on them
@@ -36,6 +36,11 @@ _SCALARS = ("attention_in_multiplier", "key_multiplier", "attention_out_multipli
             "lm_head_multiplier")
 
 
+def _multipliers(config: dict, where: str, *keys: str) -> tuple[float, ...]:
+    """The config's multipliers under ``keys``, each a number > 0 (transformers' default 1)."""
+    return tuple(number(config, where, key, default=1.0, open_low=True) for key in keys)
+
+
 @register
 class FalconH1(LlamaLike):
     name = "falcon_h1"
@@ -45,28 +50,32 @@ class FalconH1(LlamaLike):
     handled = (Llama.handled - {"sliding_window", "use_sliding_window", "max_window_layers"}) | frozenset(_SCALARS)
     ignored = Llama.ignored | _NOT_ATTENTION
     options = LlamaLikeOptions(final_norm="final_layernorm",
-                               notes=("parallel block: the attention and a Mamba-2 mixer read the same normed residual",))
+                               notes=("parallel block: the attention and a Mamba-2 mixer read the same normed "
+                                      "residual",))
 
     @classmethod
     def residual_scale(cls, config: dict, where: str = "config") -> float:
-        return number(config, where, "attention_out_multiplier", default=1.0, open_low=True)
+        return _multipliers(config, where, "attention_out_multiplier")[0]
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
         return ["full_attention"] * n_layers  # no window: transformers' Falcon-H1 reads no sliding_window
 
     @classmethod
-    def projection_scales(cls, config: dict, where: str = "config") -> dict[str, float]:
-        a, k = (number(config, where, key, default=1.0, open_low=True) for key in ("attention_in_multiplier", "key_multiplier"))
-        return {"W_Q": a, "W_K": a * k, "W_V": a, "b_K": k}
+    def projections_as_read(cls, config: dict, where: str, parts: dict) -> dict:
+        """The input multiplier on ``W_Q``, ``W_K``, ``W_V`` (not their biases), the key multiplier on ``W_K``
+        and ``b_K``."""
+        a, k = _multipliers(config, where, "attention_in_multiplier", "key_multiplier")
+        scales = {"W_Q": a, "W_K": a * k, "W_V": a, "b_K": k}
+        return {name: t if t is None else t * scales.get(name, 1.0) for name, t in parts.items()}
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where = ckpt.config, ckpt.source
-        e, s = (number(cfg, where, key, default=1.0, open_low=True) for key in ("embedding_multiplier", "lm_head_multiplier"))
+        e, s = _multipliers(cfg, where, "embedding_multiplier", "lm_head_multiplier")
         hw = convert_llamalike(ckpt, cls, dataclasses.replace(cls.options, embed_scale=e, logit_scale=s))
-        scales = cls.projection_scales(cfg, where)
-        said = (f"attention_in_multiplier {scales['W_Q']:g} folded into W_Q, W_K and W_V, key_multiplier "
-                f"{scales['b_K']:g} into W_K and b_K")
-        folded = {name: getattr(hw, name) * f for name, f in scales.items() if getattr(hw, name) is not None}
-        return dataclasses.replace(hw, **folded, meta=dataclasses.replace(hw.meta, notes=hw.meta.notes + (said,)))
+        a, k = _multipliers(cfg, where, "attention_in_multiplier", "key_multiplier")
+        said = f"attention_in_multiplier {a:g} folded into W_Q, W_K and W_V, key_multiplier {k:g} into W_K and b_K"
+        parts = cls.projections_as_read(cfg, where, {n: getattr(hw, n) for n in PROJECTIONS})
+        return dataclasses.replace(hw, **parts,
+                                   meta=dataclasses.replace(hw.meta, notes=hw.meta.notes + (said,)))

@@ -53,7 +53,8 @@ class Lfm2(LlamaLike):
         name), else those of ``full_attn_idxs``, else every layer."""
         types = config.get("layer_types")
         if types:
-            if not isinstance(types, list) or len(types) != n_layers or any(t not in ("conv", "full_attention") for t in types):
+            known = ("conv", "full_attention")
+            if not isinstance(types, list) or len(types) != n_layers or any(t not in known for t in types):
                 raise UnsupportedModelError(f"{where}: config key 'layer_types' = {types!r}: expected 'conv' or "
                                             f"'full_attention' for each of the {n_layers} layers")
             layers = [i for i, t in enumerate(types) if t == "full_attention"]

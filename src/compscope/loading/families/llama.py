@@ -193,7 +193,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         if opts.qk_norm and opts.qk_gains_per_head:  # one gain row per head, side by side: (heads * d_head,)
             qn.append(_per_head_gains(ts, p, "q", H, r))
             kn.append(_per_head_gains(ts, p, "k", G, r))
-        elif opts.qk_norm:
+        elif opts.qk_norm and opts.norm_gains:  # (without gains, as nanochat's, no tensor to read)
             layer_wide = opts.qk_norm_scope == "layer"
             qn.append(ts.take(f"{p}{opts.attn_at}.{opts.qk_norm_at[0]}.weight", (H * r if layer_wide else r,)))
             kn.append(ts.take(f"{p}{opts.attn_at}.{opts.qk_norm_at[1]}.weight", (G * r if layer_wide else r,)))

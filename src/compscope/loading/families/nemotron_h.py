@@ -46,7 +46,8 @@ _NOT_ATTENTION = frozenset(
     "num_nextn_predict_layers mtp_layers_block_type mtp_hybrid_override_pattern rescale_prenorm_residual "
     "residual_in_fp32 num_logits_to_keep hidden_dropout".split()
 ) | {"attention_head_dim", "attention_bias", "sliding_window", "num_hidden_layers", *_ROPE}  # (not read by
-# transformers' Nemotron-H, whose attention has no biases, window or rotary, and whose blocks are as many as their types)
+# transformers' Nemotron-H, whose attention has no biases, window or rotary, and whose blocks are as many as their
+# types)
 
 
 def block_types(config: dict, where: str = "config") -> list[str]:
@@ -76,11 +77,12 @@ def block_types(config: dict, where: str = "config") -> list[str]:
 @register
 class NemotronH(LlamaLike):
     name = "nemotron_h"
-    about = "Nemotron-H, Nemotron Nano 2, Nemotron 3 Nano (NVIDIA): Mamba-2 blocks with attention blocks among them, NoPE"
+    about = ("Nemotron-H, Nemotron Nano 2, Nemotron 3 Nano (NVIDIA): Mamba-2 blocks with attention blocks among them, "
+             "NoPE")
     model_types = ("nemotron_h",)
     architectures = ("NemotronHForCausalLM", "NemotronHModel")
-    handled = (Llama.handled - {"rms_norm_eps", "rope_theta", "qkv_bias", "max_window_layers", "use_sliding_window"}) | {
-        "layer_norm_epsilon", "layers_block_type", "hybrid_override_pattern"}
+    handled = (Llama.handled - {"rms_norm_eps", "rope_theta", "qkv_bias", "max_window_layers", "use_sliding_window"}
+               ) | {"layer_norm_epsilon", "layers_block_type", "hybrid_override_pattern"}
     ignored = Llama.ignored | _NOT_ATTENTION
     accept: dict = {}  # no rotary: no rope settings to read
     options = LlamaLikeOptions(nope_layers="all", input_norm_at="norm", attn_at="mixer", embed_at="embeddings",

@@ -119,10 +119,9 @@ def read(bridge) -> HeadWeights:
     if not tensors:
         raise UnsupportedModelError(f"{where}: no wrapped HuggingFace parameters found (adapter {type(bridge.adapter).__name__})")
     hw = to_heads(from_hf_model(hf, tensors, where))
-    config, _ = language_model(hf.config.to_dict(), where)
-    scales = family_for(config, where).projection_scales(config, where)  # (Falcon-H1's multipliers, in hw's already)
-    hw = dataclasses.replace(hw, **{name: t if t is None or name not in scales else t * scales[name]
-                                    for name, t in _projections(bridge, hw, where).items()})
+    config, _ = language_model(hf.config.to_dict(), where)  # the bridge's own projections, as the family reads them
+    family = family_for(config, where)
+    hw = dataclasses.replace(hw, **family.projections_as_read(config, where, _projections(bridge, hw, where)))
     meta = hw.meta
     if getattr(bridge, "_weights_processed", False):
         meta = dataclasses.replace(meta, processing=meta.processing + ("transformer_lens_bridge:process_weights",),
