@@ -225,6 +225,12 @@ VARIANTS = [
     Variant("nanochat-reversed-rotary-qk-norm", "llama", "NanoChatConfig",
             dict(_LLAMA, num_key_value_heads=2, attention_bias=True, final_logit_softcapping=3.0, pad_token_id=1,
                  bos_token_id=0, eos_token_id=1, rope_parameters={"rope_type": "default", "rope_theta": 3000.0})),
+    # Ministral 3: Mistral's attention with YaRN and Llama 4's query temperature past the original context
+    Variant("ministral3-yarn-temperature-sliding", "llama", "Ministral3Config",
+            dict(_LLAMA, num_key_value_heads=2, sliding_window=4, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                 rope_parameters={"rope_type": "yarn", "rope_theta": 5000.0, "factor": 4.0,
+                                  "original_max_position_embeddings": 16, "llama_4_scaling_beta": 0.1,
+                                  "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0})),
     Variant("olmo-parameter-free-layernorm", "llama", "OlmoConfig",
             dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64,
                  rope_parameters={"rope_type": "default", "rope_theta": 900.0})),

@@ -914,3 +914,21 @@ def test_minimax_m2_folder_with_the_model_makers_keys(tmp_path):
         (tmp_path / "config.json").write_text(json.dumps({**cfg, key: value}))
         with pytest.raises(compscope.UnsupportedModelError, match=f"does not support these config settings: {key}="):
             compscope.load(tmp_path)
+
+
+def test_the_runner_stays_within_the_original_context_where_the_model_changes_past_it():
+    """Ministral 3's queries are scaled past the original context (Llama 4's temperature), and
+    LongRoPE turns longer sequences at other frequencies: what compscope reads holds within that
+    context, so the data runner takes sequences up to it and refuses longer ones, by name."""
+    from compscope.data.runner import runner_for
+    from hf_tiny import BY_ID, build, random_ids
+
+    for vid, n in (("ministral3-yarn-temperature-sliding", 16), ("phi4-mini-longrope-partial", None)):
+        model = build(BY_ID[vid])
+        if n is None:
+            n = model.config.rope_parameters.get("original_max_position_embeddings") or model.config.original_max_position_embeddings
+        runner = runner_for(model)
+        assert runner.n_ctx == n, vid
+        runner.trace(random_ids(seq=n))
+        with pytest.raises(compscope.OptionError, match=str(n)):
+            runner.trace(random_ids(seq=n + 1))

@@ -275,7 +275,8 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "nemotron-h-mamba-attention-mlp",
                "falcon-h1-parallel-mamba-multipliers",
                "minimax-m2-layer-qk-norm-rotary-dim",
-               "nanochat-reversed-rotary-qk-norm"]
+               "nanochat-reversed-rotary-qk-norm",
+               "ministral3-yarn-temperature-sliding"]
 
 
 def _route(monkeypatch, route: str) -> None:

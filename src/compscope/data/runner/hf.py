@@ -50,6 +50,9 @@ class HFRunner(Runner):
             if hw.positions == "learned" and hw.W_pos is not None:  # RoBERTa's table has rows no sequence reads
                 n = hw.W_pos.shape[1] if n is None else min(n, hw.W_pos.shape[1])
             self.n_ctx = n
+        exact = family.exact_context(text, where)  # LongRoPE's or Llama 4's temperature's original context
+        if exact is not None:
+            self.n_ctx = exact if self.n_ctx is None else min(self.n_ctx, exact)
         windows = [w for w in hw.sliding_window if w is not None]
         if windows and hasattr(config, "sliding_window") and config.sliding_window is None:
             # the running model lost the window (transformers' GGUF reader drops Phi-3's): it computes

@@ -104,6 +104,13 @@ class Family:
         return 1.0
 
     @classmethod
+    def exact_context(cls, config: dict, where: str = "config") -> int | None:
+        """The longest sequence on which the model computes what compscope reads, where that is shorter
+        than any the model takes (LongRoPE's frequencies and Llama 4's query temperature change past the
+        original context); None where none is. The data runner runs no longer sequence."""
+        return None
+
+    @classmethod
     def projections_as_read(cls, config: dict, where: str, parts: dict[str, Tensor | None]
                             ) -> dict[str, Tensor | None]:
         """The query, key and value projections as ``HeadWeights`` holds them (``parts``: some of ``W_Q``,

@@ -237,6 +237,11 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
                 f"rotary frequencies rescaled as Llama 3 does (factor {s['factor']:g}, original context "
                 f"{s['original_max_position_embeddings']:g}): the slow ones divided by the factor, the fast ones kept"
             )
+        if s.get("llama_4_scaling_beta") and not any("Llama 4's" in n for n in rope_notes):  # Ministral 3's queries
+            beta = number(s, where, "llama_4_scaling_beta", low=0.0)
+            n = number(s, where, "original_max_position_embeddings", open_low=True)
+            rope_notes.append(f"queries scaled by 1 + {beta:g} log(1 + floor(i / {n:g})) at position i (Llama 4's "
+                              f"temperature): 1 on the first {n:g} positions, which is what is read")
     if mrope is not None:
         rope_notes.append(mrope)
 
@@ -400,6 +405,17 @@ class LlamaLike(Family):
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         return convert_llamalike(ckpt, cls, cls.options)
 
+    @classmethod
+    def exact_context(cls, config: dict, where: str = "config") -> int | None:
+        """The original context of a LongRoPE rope, or of Llama 4's query temperature (Ministral 3's
+        ``llama_4_scaling_beta``): past it the model turns or scales queries otherwise than is read."""
+        limits = []
+        for t in LAYER_TYPES:
+            s = rope_settings(config, t)
+            if s.get("rope_type") == "longrope" or s.get("llama_4_scaling_beta"):
+                limits.append(int(number(s, where, "original_max_position_embeddings", open_low=True)))
+        return min(limits, default=None)
+
 
 def mrope_note(settings: dict, rot_dim: int, where: str) -> str:
     """Multimodal rotary (Qwen2-VL's ``mrope_section``): the rotated pairs split in sections that
@@ -426,11 +442,12 @@ class Llama(LlamaLike):
     are MLP: not read), and the language models of Qwen2-VL and Qwen2.5-VL."""
 
     name = "llama"
-    about = ("Llama 1-3, Mistral, Ministral, Mixtral, Qwen2 and 2.5, Qwen2-MoE, Qwen2-VL's language model, SmolLM, "
+    about = ("Llama 1-3, Mistral, Ministral, Ministral 3, Mixtral, Qwen2 and 2.5, Qwen2-MoE, Qwen2-VL's language model, SmolLM, "
              "SmolLM2, Arcee")
     model_types = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "smollm", "smollm2",
                    "qwen2_vl_text", "qwen2_5_vl_text",  # (the language models of Qwen2-VL and Qwen2.5-VL)
-                   "arcee", "ministral")  # (Arcee's AFM: Llama's attention; Ministral: Mistral's, per-layer windows)
+                   "arcee", "ministral",  # (Arcee's AFM: Llama's attention; Ministral: Mistral's, per-layer windows)
+                   "ministral3")  # (Ministral 3: Mistral's, its queries scaled past the original context)
     architectures = ("LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
                      "Qwen2MoeForCausalLM", "LlamaModel")
 
