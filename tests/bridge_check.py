@@ -115,6 +115,11 @@ CASES = {
         architectures=["NanoChatForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
         num_key_value_heads=2, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64,
         pad_token_id=1, bos_token_id=0, eos_token_id=1)),
+    "phimoe": lambda: transformers.PhimoeForCausalLM(transformers.PhimoeConfig(  # LayerNorms, all biases
+        architectures=["PhiMoEForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
+        num_key_value_heads=2, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64,
+        num_local_experts=4, num_experts_per_tok=2, attention_bias=True, pad_token_id=0, bos_token_id=1,
+        eos_token_id=2)),
     "ernie4_5": lambda: transformers.Ernie4_5ForCausalLM(transformers.Ernie4_5Config(  # interleaved, all biased
         architectures=["Ernie4_5ForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
         num_key_value_heads=2, head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64,

@@ -231,6 +231,13 @@ VARIANTS = [
                  rope_parameters={"rope_type": "yarn", "rope_theta": 5000.0, "factor": 4.0,
                                   "original_max_position_embeddings": 16, "llama_4_scaling_beta": 0.1,
                                   "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0})),
+    # Phi-3.5-MoE: LayerNorms with biases, every projection and the unembedding biased, LongRoPE with its amplitude stated
+    Variant("phimoe-layernorm-biases-longrope", "llama", "PhimoeConfig",
+            dict(_LLAMA, num_key_value_heads=2, attention_bias=True, lm_head_bias=True, num_local_experts=4,
+                 num_experts_per_tok=2, sliding_window=6, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                 rope_parameters={"rope_type": "longrope", "rope_theta": 700.0, "short_factor": [1.0, 2.0, 3.0, 4.0],
+                                  "long_factor": [2.0, 4.0, 6.0, 8.0], "short_mscale": 1.2, "long_mscale": 1.3,
+                                  "original_max_position_embeddings": 16})),
     Variant("olmo-parameter-free-layernorm", "llama", "OlmoConfig",
             dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64,
                  rope_parameters={"rope_type": "default", "rope_theta": 900.0})),
@@ -325,7 +332,8 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "opt", "stablelm-partial-rotary-parallel", "stablelm-sequential-no-bias", "stablelm-qk-layernorm-per-head",
                     "starcoder2-bias-sliding3", "cohere-qk-layernorm-interleaved", "cohere2-sliding-rotary-global-nope",
                     "falcon-mqa-parallel", "falcon-grouped-gqa-bias", "falcon-per-head-sequential", "bloom-alibi",
-                    "mpt-alibi-scaled", "codegen-eight-heads-four-shards", "nemotron-layernorm1p-partial-bias"]
+                    "mpt-alibi-scaled", "codegen-eight-heads-four-shards", "nemotron-layernorm1p-partial-bias",
+                    "phimoe-layernorm-biases-longrope"]
 RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "glm4", "apertus", "falcon_h1")
            and v.id not in PRE_LN_LAYERNORM]
 

@@ -923,7 +923,8 @@ def test_the_runner_stays_within_the_original_context_where_the_model_changes_pa
     from compscope.data.runner import runner_for
     from hf_tiny import BY_ID, build, random_ids
 
-    for vid, n in (("ministral3-yarn-temperature-sliding", 16), ("phi4-mini-longrope-partial", None)):
+    for vid, n in (("ministral3-yarn-temperature-sliding", 16), ("phi4-mini-longrope-partial", None),
+                   ("phimoe-layernorm-biases-longrope", 16)):
         model = build(BY_ID[vid])
         if n is None:
             n = model.config.rope_parameters.get("original_max_position_embeddings") or model.config.original_max_position_embeddings

@@ -276,7 +276,8 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "falcon-h1-parallel-mamba-multipliers",
                "minimax-m2-layer-qk-norm-rotary-dim",
                "nanochat-reversed-rotary-qk-norm",
-               "ministral3-yarn-temperature-sliding"]
+               "ministral3-yarn-temperature-sliding",
+               "phimoe-layernorm-biases-longrope"]
 
 
 def _route(monkeypatch, route: str) -> None:
