@@ -120,6 +120,10 @@ CASES = {
         num_key_value_heads=2, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64,
         num_local_experts=4, num_experts_per_tok=2, attention_bias=True, pad_token_id=0, bos_token_id=1,
         eos_token_id=2)),
+    "flex_olmo": lambda: transformers.FlexOlmoForCausalLM(transformers.FlexOlmoConfig(  # OLMo-2's attention, MoE
+        architectures=["FlexOlmoForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
+        num_key_value_heads=2, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64, num_experts=4,
+        num_experts_per_tok=2, pad_token_id=0, eos_token_id=1)),
     "ernie4_5": lambda: transformers.Ernie4_5ForCausalLM(transformers.Ernie4_5Config(  # interleaved, all biased
         architectures=["Ernie4_5ForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
         num_key_value_heads=2, head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64,

@@ -238,6 +238,10 @@ VARIANTS = [
                  rope_parameters={"rope_type": "longrope", "rope_theta": 700.0, "short_factor": [1.0, 2.0, 3.0, 4.0],
                                   "long_factor": [2.0, 4.0, 6.0, 8.0], "short_mscale": 1.2, "long_mscale": 1.3,
                                   "original_max_position_embeddings": 16})),
+    # FlexOlmo: OLMo-2's attention (no input norm, a norm on its output, layer-wide QK-norm), MoE MLPs
+    Variant("flex-olmo-layer-qk-norm-moe", "olmo2", "FlexOlmoConfig",
+            dict(_LLAMA, num_key_value_heads=2, num_experts=4, num_experts_per_tok=2, pad_token_id=0, eos_token_id=1,
+                 rope_parameters={"rope_type": "default", "rope_theta": 900.0})),
     Variant("olmo-parameter-free-layernorm", "llama", "OlmoConfig",
             dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64,
                  rope_parameters={"rope_type": "default", "rope_theta": 900.0})),

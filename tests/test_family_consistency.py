@@ -933,3 +933,15 @@ def test_the_runner_stays_within_the_original_context_where_the_model_changes_pa
         runner.trace(random_ids(seq=n))
         with pytest.raises(compscope.OptionError, match=str(n)):
             runner.trace(random_ids(seq=n + 1))
+
+
+def test_flex_olmo_rotary_base_where_the_config_states_none_is_transformers_default():
+    import transformers
+
+    cfg = transformers.FlexOlmoConfig(vocab_size=VOCAB, hidden_size=D, num_attention_heads=4, num_key_value_heads=2,
+                                      num_hidden_layers=1, intermediate_size=48, num_experts=2, num_experts_per_tok=1,
+                                      pad_token_id=0, eos_token_id=1)
+    model = transformers.FlexOlmoForCausalLM(cfg)
+    hw = compscope.load(model)
+    want = model.model.rotary_emb.inv_freq  # transformers' own frequencies (base 500 000)
+    torch.testing.assert_close(hw.rotary.inv_freq[0], want.to(hw.rotary.inv_freq.dtype), rtol=1e-6, atol=0)

@@ -277,7 +277,8 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "minimax-m2-layer-qk-norm-rotary-dim",
                "nanochat-reversed-rotary-qk-norm",
                "ministral3-yarn-temperature-sliding",
-               "phimoe-layernorm-biases-longrope"]
+               "phimoe-layernorm-biases-longrope",
+               "flex-olmo-layer-qk-norm-moe"]
 
 
 def _route(monkeypatch, route: str) -> None:

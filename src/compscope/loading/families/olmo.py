@@ -22,7 +22,7 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
 from .base import layer_hooks
-from .llama import LlamaLike, LlamaLikeOptions, convert_llamalike, every_nth_global
+from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, every_nth_global
 
 _LAYER_QK_NORM = dict(qk_norm=True, qk_norm_scope="layer")
 
@@ -83,3 +83,24 @@ class Olmoe(LlamaLike):
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         return convert_llamalike(ckpt, cls, LlamaLikeOptions(**_LAYER_QK_NORM))
+
+
+@register
+class FlexOlmo(Olmo2):
+    """FlexOlmo (AllenAI): OLMo-2's attention (no input norm, a norm on its output, QK-norm over a layer)
+    with mixture-of-experts MLPs, which are not read; no windows; rotary base 500 000 by default."""
+
+    name = "flex_olmo"
+    about = "FlexOlmo: OLMo-2's attention with mixture-of-experts MLPs"
+    model_types = ("flex_olmo",)
+    architectures = ("FlexOlmoForCausalLM", "FlexOlmoModel")
+    ignored = Llama.ignored  # (the experts' settings)
+
+    @classmethod
+    def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
+        return ["full_attention"] * n_layers  # transformers' FlexOlmo slides no window
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        opts = LlamaLikeOptions(input_norm=False, post_attn_norm=True, default_theta=500_000.0, **_LAYER_QK_NORM)
+        return convert_llamalike(ckpt, cls, opts)
