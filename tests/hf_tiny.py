@@ -242,6 +242,12 @@ VARIANTS = [
     Variant("flex-olmo-layer-qk-norm-moe", "olmo2", "FlexOlmoConfig",
             dict(_LLAMA, num_key_value_heads=2, num_experts=4, num_experts_per_tok=2, pad_token_id=0, eos_token_id=1,
                  rope_parameters={"rope_type": "default", "rope_theta": 900.0})),
+    # Granite SWA: Granite's scalars, a sink logit per head, windows on the sliding layers, a rotary base per layer
+    Variant("granite-swa-sinks-layer-theta", "granite", "GraniteSWAConfig",
+            dict(_LLAMA, num_hidden_layers=3, num_key_value_heads=2, sliding_window=3, attention_bias=True,
+                 embedding_multiplier=1.3, attention_multiplier=0.3, residual_multiplier=0.8, logits_scaling=2.0,
+                 layer_rope_theta=[900.0, 0, 3000.0], pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                 rope_parameters={"rope_type": "default", "rope_theta": 900.0})),
     Variant("olmo-parameter-free-layernorm", "llama", "OlmoConfig",
             dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64,
                  rope_parameters={"rope_type": "default", "rope_theta": 900.0})),

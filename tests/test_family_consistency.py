@@ -945,3 +945,24 @@ def test_flex_olmo_rotary_base_where_the_config_states_none_is_transformers_defa
     hw = compscope.load(model)
     want = model.model.rotary_emb.inv_freq  # transformers' own frequencies (base 500 000)
     torch.testing.assert_close(hw.rotary.inv_freq[0], want.to(hw.rotary.inv_freq.dtype), rtol=1e-6, atol=0)
+
+
+def test_granite_swa_layer_types_and_rotary_bases_as_transformers_builds_them(tmp_path):
+    """Granite SWA: without ``layer_types``, transformers' default (every fourth layer global, from
+    layer 0); ``layer_rope_theta`` one base per layer (0: none), anything else refused by key."""
+    import json
+
+    import transformers
+
+    from compscope.errors import LoadError
+    from compscope.loading.families.granite import GraniteSWA
+    from hf_tiny import BY_ID, build
+
+    cfg = transformers.GraniteSWAConfig(num_hidden_layers=6)
+    assert GraniteSWA.layer_types({}, 6, "c") == cfg.layer_types
+    build(BY_ID["granite-swa-sinks-layer-theta"]).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    for bad in ([900.0, 0], [900.0, 0.5, 10.0], [900.0, True, 10.0]):
+        (tmp_path / "config.json").write_text(json.dumps({**saved, "layer_rope_theta": bad}))
+        with pytest.raises(LoadError, match="config key 'layer_rope_theta' = .* is not a rotary base"):
+            compscope.load(tmp_path)

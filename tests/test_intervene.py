@@ -278,7 +278,8 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "nanochat-reversed-rotary-qk-norm",
                "ministral3-yarn-temperature-sliding",
                "phimoe-layernorm-biases-longrope",
-               "flex-olmo-layer-qk-norm-moe"]
+               "flex-olmo-layer-qk-norm-moe",
+               "granite-swa-sinks-layer-theta"]
 
 
 def _route(monkeypatch, route: str) -> None:

@@ -174,7 +174,7 @@ def test_every_registry_is_one_mechanism_and_lists_its_names_in_errors():
         assert reg.select("all") == reg.names()
     assert MEASURES.names() == ["frobenius", "frobenius_baselined", "tight", "overlap", "shared_dims", "bandwidth", "spectral", "read_gain"]
     assert METRICS.names() == ["identity", "embed", "unembed", "activations", "covariance", "activations-own", "covariance-own"]
-    assert set(FAMILIES.names()) == {"apertus", "bamba", "bert", "bloom", "codegen", "cohere", "data2vec_text", "distilbert", "electra", "ernie4_5", "exaone4", "falcon", "falcon_h1", "flex_olmo", "glm", "glm4", "glm4_moe", "helium", "llama", "minimax_m2", "gemma", "gemma2", "gemma3", "gpt2", "gpt_bigcode", "gpt_neo", "gpt_oss", "neox", "gptj", "granite", "granite_hybrid", "jamba", "lfm2", "mpt", "nanochat", "nemotron", "nemotron_h", "olmo", "olmo2", "olmoe", "opt", "phi", "phi3", "phimoe", "qwen3", "roberta", "seed_oss", "smollm3", "stablelm", "starcoder2", "vaultgemma"}
+    assert set(FAMILIES.names()) == {"apertus", "bamba", "bert", "bloom", "codegen", "cohere", "data2vec_text", "distilbert", "electra", "ernie4_5", "exaone4", "falcon", "falcon_h1", "flex_olmo", "glm", "glm4", "glm4_moe", "helium", "llama", "minimax_m2", "gemma", "gemma2", "gemma3", "gpt2", "gpt_bigcode", "gpt_neo", "gpt_oss", "neox", "gptj", "granite", "granite_hybrid", "granite_swa", "jamba", "lfm2", "mpt", "nanochat", "nemotron", "nemotron_h", "olmo", "olmo2", "olmoe", "opt", "phi", "phi3", "phimoe", "qwen3", "roberta", "seed_oss", "smollm3", "stablelm", "starcoder2", "vaultgemma"}
     assert FORMATS.names() == ["transformer_lens", "transformer_bridge", "hf_model", "builtin", "toy", "native", "consolidated", "safetensors",
                              "gguf"]
 

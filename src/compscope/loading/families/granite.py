@@ -16,6 +16,9 @@ layers: compscope reads the attention layers alone, in order (its layer ``k`` is
 attention layer; the card's notes say which), the Mamba layers being other writers to the
 residual, as MLPs are. Their attention has no rotary unless ``position_embedding_type`` is
 ``rope`` (NoPE: frequency 0 on every layer).
+
+Granite with sliding windows (``granite_swa``) adds a sink logit per head, windows on the layers
+its types mark sliding, and a rotary base per layer (0: none).
 """
 
 from __future__ import annotations
@@ -24,12 +27,14 @@ import dataclasses
 
 from typing import ClassVar
 
+import torch
+
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from ...errors import LoadError, UnsupportedModelError
 from . import register
-from .base import number
-from .llama import Llama, LlamaLike, attention_layer_hooks, convert_llamalike
+from .base import inv_freq, number
+from .llama import Llama, LlamaLike, LlamaLikeOptions, attention_layer_hooks, convert_llamalike, listed_layer_types
 
 _SCALARS = ("embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling")
 
@@ -51,14 +56,17 @@ class Granite(LlamaLike):
         return number(config, where, "residual_multiplier", default=1.0, open_low=True)  # transformers' default 1
 
     @classmethod
-    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
-        cfg, where = ckpt.config, ckpt.source
+    def _scaled_options(cls, cfg: dict, where: str) -> LlamaLikeOptions:
+        """The family's options with the embedding, attention and logit scalars, and rotary or not."""
         e, a, s = (number(cfg, where, k, default=1.0, open_low=True)
                    for k in ("embedding_multiplier", "attention_multiplier", "logits_scaling"))
         rope = cfg.get("position_embedding_type", cls.positions_default) == "rope"
-        opts = dataclasses.replace(cls.options, embed_scale=e, attn_scale=a, logit_scale=1.0 / s,
+        return dataclasses.replace(cls.options, embed_scale=e, attn_scale=a, logit_scale=1.0 / s,
                                    nope_layers="" if rope else "all")
-        return convert_llamalike(ckpt, cls, opts)
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        return convert_llamalike(ckpt, cls, cls._scaled_options(ckpt.config, ckpt.source))
 
 
 #: a hybrid's layer types, as transformers 4 and 5 spell them
@@ -99,3 +107,47 @@ class GraniteHybrid(Granite):
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
         return ["full_attention"] * n_layers  # no windows: transformers reads no sliding_window for these
+
+
+@register
+class GraniteSWA(Granite):
+    """Granite with sliding windows and attention sinks (``granite_swa``): Granite's four scalars, a
+    learned sink logit per head (as gpt-oss's), a window on the layers ``layer_types`` marks sliding
+    (transformers' default: every layer but each fourth from layer 0), and a rotary base per layer
+    (``layer_rope_theta``; 0 on a layer without rotary), the config's base on every layer where
+    none is listed."""
+
+    name = "granite_swa"
+    about = "Granite with sliding windows, a sink logit per head, a rotary base per layer (0: NoPE)"
+    model_types = ("granite_swa",)
+    architectures = ("GraniteSWAForCausalLM", "GraniteSWAModel")
+    handled = Granite.handled | {"layer_rope_theta"}
+    accept = LlamaLike.accept  # (rotary always: no position_embedding_type)
+    positions_default = "rope"
+
+    @classmethod
+    def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
+        listed = listed_layer_types(config, n_layers, where)
+        if listed is not None:
+            return listed
+        return ["full_attention" if i % 4 == 0 else "sliding_attention" for i in range(n_layers)]
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        cfg, where = ckpt.config, ckpt.source
+        hw = convert_llamalike(ckpt, cls, dataclasses.replace(cls._scaled_options(cfg, where), sinks=True))
+        thetas = cfg.get("layer_rope_theta")
+        if thetas is None:
+            return hw
+        if (not isinstance(thetas, list) or len(thetas) != hw.n_layers
+                or any(isinstance(t, bool) or not isinstance(t, (int, float)) or not (t == 0 or t > 1) for t in thetas)):
+            raise LoadError(f"{where}: config key 'layer_rope_theta' = {thetas!r} is not a rotary base (> 1, or 0 for "
+                            f"none) per layer ({hw.n_layers})")
+        dim = hw.rotary.dim
+        freqs = torch.stack([torch.zeros(dim // 2, dtype=torch.float64) if t == 0 else
+                             inv_freq(dim, {"rope_theta": float(t)}, where) for t in thetas]).to(hw.rotary.inv_freq.dtype)
+        plain = [i for i, t in enumerate(thetas) if t == 0]
+        nope = f"; none (NoPE) on layers {', '.join(map(str, plain))}" if plain else ""
+        notes = (f"rotary base per layer (layer_rope_theta){nope}",)
+        return dataclasses.replace(hw, rotary=dataclasses.replace(hw.rotary, inv_freq=freqs),
+                                   meta=dataclasses.replace(hw.meta, notes=hw.meta.notes + notes))
