@@ -279,7 +279,8 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "ministral3-yarn-temperature-sliding",
                "phimoe-layernorm-biases-longrope",
                "flex-olmo-layer-qk-norm-moe",
-               "granite-swa-sinks-layer-theta"]
+               "granite-swa-sinks-layer-theta",
+               "solar-open-qkv-bias-moe"]
 
 
 def _route(monkeypatch, route: str) -> None:
