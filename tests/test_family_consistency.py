@@ -968,3 +968,25 @@ def test_granite_swa_layer_types_and_rotary_bases_as_transformers_builds_them(tm
         (tmp_path / "config.json").write_text(json.dumps({**saved, "layer_rope_theta": bad}))
         with pytest.raises(LoadError, match="config key 'layer_rope_theta' = .* is not a rotary base"):
             compscope.load(tmp_path)
+
+
+@pytest.mark.parametrize("vid", ["minimax-m2-layer-qk-norm-rotary-dim", "solar-open-qkv-bias-moe",
+                                 "nemotron-h-mamba-attention-mlp"])
+def test_a_config_without_head_dim_has_transformers_default_128(tmp_path, vid):
+    """These families' configs default the head width to 128 (not the residual width over the
+    heads): a folder whose config.json leaves it out is read with 128, as transformers builds it,
+    and these tiny weights (8 per head) are refused by the tensor at fault."""
+    import json
+
+    import transformers
+
+    from hf_tiny import BY_ID, build
+
+    model = build(BY_ID[vid])
+    model.save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg.pop("head_dim")
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    assert transformers.AutoConfig.from_pretrained(tmp_path).head_dim == 128
+    with pytest.raises(compscope.WeightError, match=r"q_proj.weight' has shape \(32, 32\), expected \(512, 32\)"):
+        compscope.load(tmp_path)
