@@ -253,6 +253,10 @@ VARIANTS = [
             dict(_LLAMA, num_key_value_heads=2, attention_bias=True, moe_intermediate_size=16, n_routed_experts=4,
                  num_experts_per_tok=2, n_shared_experts=1, pad_token_id=0, bos_token_id=1, eos_token_id=2,
                  rope_parameters={"rope_type": "default", "rope_theta": 3000.0})),
+    # EXAONE 3.x: a Llama that transformers builds from LG's config keys and weight names
+    Variant("exaone3-llama-under-lg-names", "llama", "ExaoneConfig",
+            dict(_LLAMA, num_key_value_heads=2, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                 rope_parameters={"rope_type": "default", "rope_theta": 3000.0})),
     Variant("olmo-parameter-free-layernorm", "llama", "OlmoConfig",
             dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64,
                  rope_parameters={"rope_type": "default", "rope_theta": 900.0})),

@@ -990,3 +990,29 @@ def test_a_config_without_head_dim_has_transformers_default_128(tmp_path, vid):
     assert transformers.AutoConfig.from_pretrained(tmp_path).head_dim == 128
     with pytest.raises(compscope.WeightError, match=r"q_proj.weight' has shape \(32, 32\), expected \(512, 32\)"):
         compscope.load(tmp_path)
+
+
+def test_exaone3_folder_in_lgs_own_names_and_keys(tmp_path):
+    """EXAONE 3.x as LG publishes it: weights under ``transformer.h.{i}.attn.attention`` (``out_proj``,
+    ``ln_1``, ``wte``, ``ln_f``; transformers 5 writes them so too) and the config keys ``num_layers``
+    and ``layer_norm_epsilon``: read as the model object, and run by transformers to what compscope
+    recomputes."""
+    import json
+
+    from compscope.data.runner import layer_state, runner_for
+    from hf_tiny import BY_ID, build, random_ids
+
+    model = build(BY_ID["exaone3-llama-under-lg-names"])
+    ref = compscope.load(model)
+    model.save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg["num_layers"], cfg["layer_norm_epsilon"] = cfg.pop("num_hidden_layers"), cfg.pop("rms_norm_eps")
+    cfg.update(activation_function="silu", embed_dropout=0.0)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    hw = compscope.load(tmp_path)
+    assert hw.attn_norm.eps == ref.attn_norm.eps and hw.n_layers == ref.n_layers
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(hw, name), getattr(ref, name)), name
+    tr = runner_for(tmp_path, progress=False, device="cpu").trace(random_ids())
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)

@@ -280,7 +280,8 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "phimoe-layernorm-biases-longrope",
                "flex-olmo-layer-qk-norm-moe",
                "granite-swa-sinks-layer-theta",
-               "solar-open-qkv-bias-moe"]
+               "solar-open-qkv-bias-moe",
+               "exaone3-llama-under-lg-names"]
 
 
 def _route(monkeypatch, route: str) -> None:

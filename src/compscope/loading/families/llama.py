@@ -24,7 +24,8 @@ from .base import (MAX_HEADS, MAX_LAYERS, YARN_TYPES, Family, checkpoint_notes, 
 
 #: where the layers are: a causal LM, a base model, a vision-language model's language model (as transformers
 #: saves one since 4.52, and before)
-PREFIXES = ("model.", "", "model.language_model.", "language_model.model.", "backbone.")  # (Nemotron-H's files: backbone.)
+PREFIXES = ("model.", "", "model.language_model.", "language_model.model.", "backbone.",  # (Nemotron-H's files: backbone.,
+            "transformer.")  # EXAONE 3's: transformer.)
 
 
 @dataclass
@@ -55,6 +56,7 @@ class LlamaLikeOptions:
     rotary_style: str = "half"  # Cohere: 'interleaved', pairs (2i, 2i + 1)
     logit_scale: float = 1.0  # Cohere: logits = scale · W_U x, the scale folded into W_U
     final_norm: str = "norm"  # the final norm's module name (Jamba: final_layernorm)
+    layers_at: str = "layers"  # the layers' module list (EXAONE 3's files: h)
     attn_at: str = "self_attn"  # the attention's module name in a layer (Nemotron-H: mixer)
     embed_at: str = "embed_tokens"  # the token embedding's module name (Nemotron-H: embeddings)
     out_proj_at: str = "o_proj"  # the output projection's module name (LFM2: out_proj)
@@ -163,14 +165,14 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
     layers = family.attention_layers(cfg, n_model, where)  # the model's layers that attend (a hybrid's: some)
     L = len(layers)
     eps = number(cfg, where, opts.eps_key) if opts.norm_eps is None else opts.norm_eps
-    probe = f"layers.{layers[0]}.{opts.attn_at}." + ("qkv_proj" if opts.fused_qkv else "q_proj") + ".weight"
+    probe = f"{opts.layers_at}.{layers[0]}.{opts.attn_at}." + ("qkv_proj" if opts.fused_qkv else "q_proj") + ".weight"
     prefix = next((p for p in PREFIXES if p + probe in ts), None)
     if prefix is None:
         raise UnsupportedModelError(f"{where}: no tensor named like '{probe}' (tried prefixes {PREFIXES})")
 
     wq, wk, wv, wo, bq, bk, bv, bo, g_in, b_in, qn, kn, g_post, sinks = ([] for _ in range(14))
     for i in layers:
-        p = f"{prefix}layers.{i}."
+        p = f"{prefix}{opts.layers_at}.{i}."
         if opts.fused_qkv:  # rows (and bias entries) [q heads | k heads | v heads]
             cut = lambda t: (t[: H * r], t[H * r : (H + G) * r], t[(H + G) * r :])  # noqa: E731
             parts = cut(ts.take(f"{p}{opts.attn_at}.qkv_proj.weight", ((H + 2 * G) * r, d)))
