@@ -257,6 +257,11 @@ VARIANTS = [
     Variant("exaone3-llama-under-lg-names", "llama", "ExaoneConfig",
             dict(_LLAMA, num_key_value_heads=2, pad_token_id=0, bos_token_id=1, eos_token_id=2,
                  rope_parameters={"rope_type": "default", "rope_theta": 3000.0})),
+    # EXAONE MoE: QK-norm, a window on three layers in four and no rotary on the fourth, pre-norm, MoE MLPs
+    Variant("exaone-moe-sliding-global-nope", "llama", "ExaoneMoeConfig",
+            dict(_LLAMA, num_hidden_layers=4, num_key_value_heads=2, sliding_window=3, sliding_window_pattern=4,
+                 first_k_dense_replace=1, moe_intermediate_size=16, num_experts=4, num_experts_per_tok=2,
+                 pad_token_id=0, bos_token_id=1, eos_token_id=2, rope_parameters={"rope_type": "default", "rope_theta": 3000.0})),
     Variant("olmo-parameter-free-layernorm", "llama", "OlmoConfig",
             dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64,
                  rope_parameters={"rope_type": "default", "rope_theta": 900.0})),

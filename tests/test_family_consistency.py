@@ -1016,3 +1016,21 @@ def test_exaone3_folder_in_lgs_own_names_and_keys(tmp_path):
     tr = runner_for(tmp_path, progress=False, device="cpu").trace(random_ids())
     for layer in range(hw.n_layers):
         torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
+
+
+def test_exaone_moe_windows_as_transformers_builds_them():
+    """EXAONE MoE without a window in its config: transformers' 4096, three layers in four sliding and
+    the fourth global without rotary; the model object reads as transformers built it."""
+    import transformers
+
+    from compscope.loading.families.exaone import ExaoneMoe
+
+    if not hasattr(transformers, "ExaoneMoeConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no EXAONE MoE")
+    cfg = transformers.ExaoneMoeConfig(num_hidden_layers=8)
+    assert ExaoneMoe.layer_types({}, 8, "c") == cfg.layer_types and cfg.sliding_window == 4096
+    small = transformers.ExaoneMoeConfig(vocab_size=VOCAB, hidden_size=D, num_attention_heads=4, num_key_value_heads=2,
+                                         num_hidden_layers=4, intermediate_size=48, moe_intermediate_size=16,
+                                         num_experts=2, num_experts_per_tok=1, pad_token_id=0, eos_token_id=1)
+    hw = compscope.load(transformers.ExaoneMoeForCausalLM(small))
+    assert hw.sliding_window == (4096, 4096, 4096, None) and not bool(hw.rotary.inv_freq[3].any())

@@ -281,7 +281,8 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "flex-olmo-layer-qk-norm-moe",
                "granite-swa-sinks-layer-theta",
                "solar-open-qkv-bias-moe",
-               "exaone3-llama-under-lg-names"]
+               "exaone3-llama-under-lg-names",
+               "exaone-moe-sliding-global-nope"]
 
 
 def _route(monkeypatch, route: str) -> None:

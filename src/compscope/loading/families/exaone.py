@@ -15,7 +15,8 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from ...errors import LoadError
 from . import register
-from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, every_nth_global, listed_layer_types
+from .llama import (Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, every_nth_global, listed_layer_types,
+                    llamalike_hooks)
 from .olmo import raw_residual_hooks
 
 
@@ -55,6 +56,42 @@ class Exaone4(LlamaLike):
         opts = LlamaLikeOptions(input_norm=False, post_attn_norm=True, qk_norm=True,
                                 nope_layers="full_attention" if hybrid else "")
         return convert_llamalike(ckpt, cls, opts)
+
+
+
+#: EXAONE MoE's experts' settings: the attention does not depend on them
+_MOE = frozenset("mlp_layer_types first_k_dense_replace moe_intermediate_size num_shared_experts routed_scaling_factor "
+                 "n_group topk_group".split())
+#: EXAONE MoE's window where its config states none (transformers' default)
+EXAONE_MOE_WINDOW = 4096
+
+
+@register
+class ExaoneMoe(Exaone4):
+    """EXAONE MoE (``exaone_moe``): EXAONE 4's attention (per-head QK-norm; where a window is set, its
+    global layers without rotary, the pattern as EXAONE 4's) in Llama's pre-norm layout
+    (``input_layernorm`` before it, nothing on its output); a window of 4096 where the config states
+    none, as transformers builds it. The experts are MLP and not read."""
+
+    name = "exaone_moe"
+    about = "EXAONE MoE (LG): EXAONE 4's QK-norm and NoPE global layers in Llama's pre-norm layout"
+    model_types = ("exaone_moe",)
+    architectures = ("ExaoneMoeForCausalLM", "ExaoneMoeModel")
+    ignored = Llama.ignored | _MOE
+    hook_points = llamalike_hooks
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        if "sliding_window" not in ckpt.config:  # transformers' default window
+            ckpt = dataclasses.replace(ckpt, config={**ckpt.config, "sliding_window": EXAONE_MOE_WINDOW})
+        hybrid = bool(ckpt.config.get("sliding_window"))  # rotary on every layer without a window
+        return convert_llamalike(ckpt, cls, LlamaLikeOptions(qk_norm=True, nope_layers="full_attention" if hybrid else ""))
+
+    @classmethod
+    def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
+        if "sliding_window" not in config:
+            config = {**config, "sliding_window": EXAONE_MOE_WINDOW}
+        return super().layer_types(config, n_layers, where)
 
 
 #: EXAONE 3's names of Llama's config keys (transformers' aliases)

@@ -23,9 +23,8 @@ from .base import (MAX_HEADS, MAX_LAYERS, YARN_TYPES, Family, checkpoint_notes, 
                    split_cols, split_rows, stack, unembedding)
 
 #: where the layers are: a causal LM, a base model, a vision-language model's language model (as transformers
-#: saves one since 4.52, and before)
-PREFIXES = ("model.", "", "model.language_model.", "language_model.model.", "backbone.",  # (Nemotron-H's files: backbone.,
-            "transformer.")  # EXAONE 3's: transformer.)
+#: saves one since 4.52, and before), Nemotron-H's files (backbone.), EXAONE 3's (transformer.)
+PREFIXES = ("model.", "", "model.language_model.", "language_model.model.", "backbone.", "transformer.")
 
 
 @dataclass
@@ -179,8 +178,9 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
             b = ts.take(f"{p}{opts.attn_at}.qkv_proj.bias", ((H + 2 * G) * r,), required=False)
             biases = (None,) * 3 if b is None else cut(b)
         else:
-            parts = tuple(ts.take(f"{p}{opts.attn_at}.{x}_proj.weight", (n * r, d)) for x, n in (("q", H), ("k", G), ("v", G)))
-            biases = tuple(ts.take(f"{p}{opts.attn_at}.{x}_proj.bias", (n * r,), required=False) for x, n in (("q", H), ("k", G), ("v", G)))
+            at, heads = f"{p}{opts.attn_at}.", (("q", H), ("k", G), ("v", G))
+            parts = tuple(ts.take(f"{at}{x}_proj.weight", (n * r, d)) for x, n in heads)
+            biases = tuple(ts.take(f"{at}{x}_proj.bias", (n * r,), required=False) for x, n in heads)
         wq.append(split_rows(parts[0], H, r))
         wk.append(split_rows(parts[1], G, r))
         wv.append(split_rows(parts[2], G, r))
