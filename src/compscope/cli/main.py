@@ -18,7 +18,8 @@ from ..registry import Registry
 
 #: the commands, in the order ``compscope --help`` lists them
 COMMANDS: Registry = Registry("command")
-for _name in ("info", "models", "scores", "report", "pair", "circuits", "axioms", "gauge", "intervene", "validate", "train", "track", "sweep"):
+for _name in ("info", "models", "scores", "report", "pair", "circuits", "axioms", "gauge", "intervene", "validate", "train",
+              "track", "sweep"):
     COMMANDS.lazy(_name, f"compscope.cli.{_name}")
 
 

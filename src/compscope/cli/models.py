@@ -6,7 +6,8 @@ HELP = "the models compscope reads: built-in names, families, model types, GGUF 
 DESCRIPTION = ("The models compscope reads: its built-in names, every family with the HuggingFace model types and GGUF "
                "architectures it reads, and the architectures it knows and does not read. With NAMEs, one line for "
                "each: the family that reads it, or why not (exit status 1 if any is not read).")
-EXAMPLE = "examples:\n  compscope models\n  compscope models qwen2 deepseek_v3\n  compscope models --markdown > models.md"
+EXAMPLE = ("examples:\n  compscope models\n  compscope models qwen2 deepseek_v3\n"
+           "  compscope models --markdown > models.md")
 
 
 def add_arguments(p) -> None:

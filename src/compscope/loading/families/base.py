@@ -45,7 +45,7 @@ COMMON_IGNORED = frozenset(
 )
 
 
-#: the query, key and value projections of ``HeadWeights`` (what :meth:`Family.projections` may change)
+#: the query, key and value projections of ``HeadWeights`` (what :meth:`Family.projections_as_read` may change)
 PROJECTIONS = ("W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V")
 
 

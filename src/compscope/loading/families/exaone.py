@@ -85,7 +85,8 @@ class ExaoneMoe(Exaone4):
         if "sliding_window" not in ckpt.config:  # transformers' default window
             ckpt = dataclasses.replace(ckpt, config={**ckpt.config, "sliding_window": EXAONE_MOE_WINDOW})
         hybrid = bool(ckpt.config.get("sliding_window"))  # rotary on every layer without a window
-        return convert_llamalike(ckpt, cls, LlamaLikeOptions(qk_norm=True, nope_layers="full_attention" if hybrid else ""))
+        opts = LlamaLikeOptions(qk_norm=True, nope_layers="full_attention" if hybrid else "")
+        return convert_llamalike(ckpt, cls, opts)
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:

@@ -139,13 +139,14 @@ class GraniteSWA(Granite):
         thetas = cfg.get("layer_rope_theta")
         if thetas is None:
             return hw
-        if (not isinstance(thetas, list) or len(thetas) != hw.n_layers
-                or any(isinstance(t, bool) or not isinstance(t, (int, float)) or not (t == 0 or t > 1) for t in thetas)):
+        base = lambda t: not isinstance(t, bool) and isinstance(t, (int, float)) and (t == 0 or t > 1)  # noqa: E731
+        if not isinstance(thetas, list) or len(thetas) != hw.n_layers or not all(base(t) for t in thetas):
             raise LoadError(f"{where}: config key 'layer_rope_theta' = {thetas!r} is not a rotary base (> 1, or 0 for "
                             f"none) per layer ({hw.n_layers})")
         dim = hw.rotary.dim
         freqs = torch.stack([torch.zeros(dim // 2, dtype=torch.float64) if t == 0 else
-                             inv_freq(dim, {"rope_theta": float(t)}, where) for t in thetas]).to(hw.rotary.inv_freq.dtype)
+                             inv_freq(dim, {"rope_theta": float(t)}, where) for t in thetas])
+        freqs = freqs.to(hw.rotary.inv_freq.dtype)
         plain = [i for i, t in enumerate(thetas) if t == 0]
         nope = f"; none (NoPE) on layers {', '.join(map(str, plain))}" if plain else ""
         notes = (f"rotary base per layer (layer_rope_theta){nope}",)

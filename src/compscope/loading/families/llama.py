@@ -444,8 +444,8 @@ class Llama(LlamaLike):
     are MLP: not read), and the language models of Qwen2-VL and Qwen2.5-VL."""
 
     name = "llama"
-    about = ("Llama 1-3, Mistral, Ministral, Ministral 3, Mixtral, Qwen2 and 2.5, Qwen2-MoE, Qwen2-VL's language model, "
-             "SmolLM, SmolLM2, Arcee")
+    about = ("Llama 1-3, Mistral, Ministral, Ministral 3, Mixtral, Qwen2 and 2.5, Qwen2-MoE, Qwen2-VL's language "
+             "model, SmolLM, SmolLM2, Arcee")
     model_types = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "smollm", "smollm2",
                    "qwen2_vl_text", "qwen2_5_vl_text",  # (the language models of Qwen2-VL and Qwen2.5-VL)
                    "arcee", "ministral",  # (Arcee's AFM: Llama's attention; Ministral: Mistral's, per-layer windows)

@@ -79,8 +79,8 @@ _ARCHS = {
     "smollm3": ("smollm3", True, False),  # a Llama to llama.cpp; its layers without rotary are not stored:
     # every fourth, llama.cpp's rule and transformers' default interval (the family's)
     "granitehybrid": ("granitemoehybrid", True, False),  # Granite 4's and Bamba's Mamba hybrids (_hybrid_layers)
-    "minimax-m2": ("minimax_m2", False, False),  # Llama's names; QK norms over all heads of a layer, rotary on part of each
-    "lfm2": ("lfm2", False, False),  # LFM2: HF's names under llama.cpp's (_LFM2_BLOCK); K/V heads 0 on a convolution layer
+    "minimax-m2": ("minimax_m2", False, False),  # Llama's names; QK norms over a layer's heads, rotary on part of each
+    "lfm2": ("lfm2", False, False),  # HF's names under llama.cpp's (_LFM2_BLOCK); K/V heads 0 on a convolution layer
     "bert": ("bert", False, False),  # BERT encoders (and RoBERTa's kin: llama.cpp cuts their position table to row 0)
     "nemotron": ("nemotron", False, True),  # Llama's names; llama.cpp stores LayerNorm1P's gains 1 + w, biases beside
     "command-r": ("cohere", False, False),  # Llama's names, rows as HF's (interleaved rotary, llama.cpp's own kind);
@@ -227,11 +227,13 @@ _LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn
             "falcon": (_falcon_block(two_norms=False), "transformer.h.{i}.", _FALCON_TOP, (),
                        (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _falcon_grouped))}
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
-_PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid", "nemotron", "minimax-m2"}  # (granitehybrid: Bamba's half)
+_PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid", "nemotron",  # (granitehybrid: Bamba's half)
+                   "minimax-m2"}
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
 _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
                     for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2", "bert")},
-                 "nemotron": {"layer_norm_epsilon": "norm_eps", "rms_norm_eps": "norm_eps"}, "lfm2": {"rms_norm_eps": "norm_eps"},
+                 "nemotron": {"layer_norm_epsilon": "norm_eps", "rms_norm_eps": "norm_eps"},
+                 "lfm2": {"rms_norm_eps": "norm_eps"},
                  "starcoder2": {"layer_norm_epsilon": "norm_epsilon"}, "falcon": {"num_key_value_heads": "num_kv_heads"}}
 #: GGUF metadata key (after ``{arch}.``) -> HF config key, read for these architectures only
 _GRANITE_KEYS = {"embedding_scale": "embedding_multiplier", "attention.scale": "attention_multiplier",
@@ -360,8 +362,9 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
         from ..catalogue import why_not_gguf
 
         reason = why_not_gguf(arch)
-        raise UnsupportedModelError(f"{path}: GGUF architecture {arch!r}, which compscope does not read: {reason}" if reason
-                                    else f"{path}: GGUF architecture {arch!r} is not supported (supported: {', '.join(_ARCHS)})")
+        raise UnsupportedModelError(
+            f"{path}: GGUF architecture {arch!r}, which compscope does not read: {reason}" if reason
+            else f"{path}: GGUF architecture {arch!r} is not supported (supported: {', '.join(_ARCHS)})")
     model_type, permuted, one_plus = _ARCHS[arch]
     cfg: dict = {"model_type": model_type}
     for gkey, hkey in {**_CONFIG_KEYS, **_ARCH_KEYS.get(arch, {})}.items():
