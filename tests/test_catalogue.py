@@ -151,3 +151,33 @@ def test_docs_models_md_is_what_the_command_writes():
     if said.group(1) != catalogue._transformers_said():
         pytest.skip(f"docs/models.md was written with {said.group(1)}, this is {catalogue._transformers_said()}")
     assert doc == catalogue.markdown(), "docs/models.md is stale: compscope models --markdown > docs/models.md"
+
+
+def test_models_looks_up_a_folder_or_gguf_file_by_what_its_files_state(tmp_path, capsys):
+    """``compscope models PATH``: a folder by its config.json's model_type, a .gguf file by its header's
+    architecture (as a GGUF architecture alone); a folder without a config or with no model_type says so."""
+    gguf = pytest.importorskip("gguf")
+    path = tmp_path / "m.gguf"
+    w = gguf.GGUFWriter(str(path), "gemma")  # read for the weights; transformers' GGUF reader does not read it
+    w.add_block_count(1)
+    w.add_tensor("token_embd.weight", torch.zeros(4, 8).numpy())
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    read, line = catalogue.lookup_files(path)
+    assert read and line == f"{path}: gemma: GGUF architecture 'gemma', read by the gemma family (weights only: " \
+                            "transformers' GGUF reader does not read it)"
+    folder = _folder(tmp_path, "deepseek_v3")
+    read, line = catalogue.lookup_files(folder)
+    assert not read and line == f"{folder}: deepseek_v3: not read: {catalogue.NOT_READ['deepseek_v3']}"
+    (folder / "config.json").write_text(json.dumps({"architectures": ["X"]}))
+    assert catalogue.lookup_files(folder) == (False, f"{folder}: config.json's model_type is None")
+    (folder / "config.json").unlink()
+    with pytest.raises(compscope.LoadError, match="no config.json, so no model_type to look up"):
+        catalogue.lookup_files(folder)
+    assert main(["models", str(path), "qwen3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f"{path}: gemma: GGUF architecture") and out[1].startswith("qwen3: model_type 'qwen3'")
+    assert main(["models", ""]) == 1
+    assert capsys.readouterr().out.startswith("'': not a model_type")

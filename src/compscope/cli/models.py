@@ -5,13 +5,15 @@ from __future__ import annotations
 HELP = "the models compscope reads: built-in names, families, model types, GGUF architectures, and what it does not"
 DESCRIPTION = ("The models compscope reads: its built-in names, every family with the HuggingFace model types and GGUF "
                "architectures it reads, and the architectures it knows and does not read. With NAMEs, one line for "
-               "each: the family that reads it, or why not (exit status 1 if any is not read).")
+               "each: the family that reads it, or why not (exit status 1 if any is not read); a model's folder or .gguf "
+               "file is looked up by the model_type or architecture its files state.")
 EXAMPLE = ("examples:\n  compscope models\n  compscope models qwen2 deepseek_v3\n"
            "  compscope models --markdown > models.md")
 
 
 def add_arguments(p) -> None:
-    p.add_argument("names", nargs="*", metavar="NAME", help="a model_type (config.json) or GGUF architecture")
+    p.add_argument("names", nargs="*", metavar="NAME",
+                   help="a model_type (config.json) or GGUF architecture, or a model's folder or .gguf file")
     p.add_argument("--markdown", action="store_true", help="the whole catalogue as a Markdown page")
 
 
@@ -27,7 +29,15 @@ def run(args) -> int:
     if not args.names:
         print(catalogue.text())
         return 0
-    answers = [catalogue.lookup(n) for n in args.names]
+    answers = [catalogue.lookup_files(n) if _model_files(n) else catalogue.lookup(n) for n in args.names]
     for _, line in answers:
         print(line)
     return 0 if all(read for read, _ in answers) else 1
+
+
+def _model_files(name: str) -> bool:
+    """Whether ``name`` is a model's files: a folder with a config.json, or a .gguf file."""
+    from pathlib import Path
+
+    path = Path(name)
+    return (path / "config.json").is_file() if path.is_dir() else path.is_file() and path.suffix == ".gguf"

@@ -8,7 +8,12 @@ states. ``compscope models`` prints this; ``docs/models.md`` is its Markdown for
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import one_line
 
 _MLA = ("multi-head latent attention: keys and values come from a compressed latent that an RMSNorm normalises "
         "(queries too, where they are compressed), so no head's W_K or W_V is a linear map of the residual; "
@@ -111,21 +116,21 @@ def families() -> list[FamilyEntry]:
     return out
 
 
-def lookup(name: str) -> tuple[bool, str]:
+def lookup(name: str, only: str | None = None) -> tuple[bool, str]:
     """``(read, one line)`` for a ``model_type`` or GGUF architecture ``name``: the family that reads
     it as either, or the one that reads its language model (a vision-language model's
     ``text_config``, as transformers builds it), or why it is not read, or that compscope does not
-    know it."""
+    know it. ``only``: ``'model_type'`` or ``'gguf'``, to look it up as that alone."""
     entries = families()
     said = []
     for e in entries:
-        if name in e.model_types:
+        if name in e.model_types and only != "gguf":
             said.append(f"model_type {name!r}, read by the {e.family} family ({e.about})")
-        if name in e.gguf:
+        if name in e.gguf and only != "model_type":
             runs = ("also on data" if name in e.gguf_on_data
                     else "weights only: transformers' GGUF reader does not read it")
             said.append(f"GGUF architecture {name!r}, read by the {e.family} family ({runs})")
-    if not any(s.startswith("model_type") for s in said):
+    if not any(s.startswith("model_type") for s in said) and only != "gguf":
         inner = _language_model_type(name)
         family = next((e for e in entries if inner is not None and inner in e.model_types), None)
         if family is not None and why_not(name) is None:
@@ -133,11 +138,36 @@ def lookup(name: str) -> tuple[bool, str]:
                         f"({family.about}); the rest (a vision tower, ...) not")
     if said:
         return True, f"{name}: " + "; ".join(said)
-    reason = why_not(name) or why_not_gguf(name)
+    reason = (why_not(name) if only != "gguf" else None) or (why_not_gguf(name) if only != "model_type" else None)
     if reason is not None:
         return False, f"{name}: not read: {reason}"
-    return False, (f"{name}: not a model_type or GGUF architecture compscope knows (`compscope models` lists those "
-                   "it reads)")
+    return False, (f"{name or repr(name)}: not a model_type or GGUF architecture compscope knows (`compscope models` "
+                   "lists those it reads)")
+
+
+def lookup_files(path: str | os.PathLike) -> tuple[bool, str]:
+    """:func:`lookup` for the model at ``path``: a folder's ``config.json`` ``model_type``, or a GGUF
+    file's architecture (its header only is read); the line starts with the path."""
+    from ..errors import LoadError
+    from .formats import gguf
+
+    path = Path(path)
+    if path.is_dir():
+        config = path / "config.json"
+        if not config.is_file():
+            raise LoadError(f"{path}: no config.json, so no model_type to look up")
+        try:
+            model_type = json.loads(config.read_text()).get("model_type")
+        except (OSError, ValueError, AttributeError) as e:
+            raise LoadError(f"{config}: not a JSON object ({one_line(e)})") from e
+        what = "" if isinstance(model_type, str) else f"config.json's model_type is {model_type!r}"
+    else:
+        model_type = gguf.architecture(path)
+        what = "" if isinstance(model_type, str) else "no general.architecture in the GGUF header"
+    if what:
+        return False, f"{path}: {what}"
+    read, line = lookup(model_type, only="model_type" if path.is_dir() else "gguf")
+    return read, f"{path}: {line}"
 
 
 def _language_model_type(model_type: str) -> str | None:

@@ -301,6 +301,12 @@ def shards(path: Path, fields: dict) -> list[Path]:
     return [path.with_name(f"{m['stem']}-{k:05d}-of-{count:05d}.gguf") for k in range(1, count + 1)]
 
 
+def architecture(path: str | Path) -> object:
+    """The ``general.architecture`` a GGUF file's header states (None where it states none); only the
+    header is read."""
+    return _open_file(Path(path))[0].get("general.architecture")
+
+
 def shard_set(files: list[Path]) -> bool:
     """Whether ``files`` (sorted) are by their names every shard of one split GGUF file."""
     names = [_SHARD_NAME.match(f.name) for f in files]
