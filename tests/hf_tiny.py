@@ -262,6 +262,12 @@ VARIANTS = [
             dict(_LLAMA, num_hidden_layers=4, num_key_value_heads=2, sliding_window=3, sliding_window_pattern=4,
                  first_k_dense_replace=1, moe_intermediate_size=16, num_experts=4, num_experts_per_tok=2,
                  pad_token_id=0, bos_token_id=1, eos_token_id=2, rope_parameters={"rope_type": "default", "rope_theta": 3000.0})),
+    # OLMo-hybrid: OLMo-2's attention layers among gated DeltaNet layers
+    Variant("olmo-hybrid-deltanet-attention", "hybrid", "OlmoHybridConfig",
+            dict(_LLAMA, num_hidden_layers=4, num_key_value_heads=2,
+                 layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
+                 linear_num_key_heads=2, linear_num_value_heads=2, linear_key_head_dim=8, linear_value_head_dim=8,
+                 pad_token_id=0, eos_token_id=1, rope_parameters={"rope_type": "default", "rope_theta": 3000.0})),
     Variant("olmo-parameter-free-layernorm", "llama", "OlmoConfig",
             dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64,
                  rope_parameters={"rope_type": "default", "rope_theta": 900.0})),
@@ -359,7 +365,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "mpt-alibi-scaled", "codegen-eight-heads-four-shards", "nemotron-layernorm1p-partial-bias",
                     "phimoe-layernorm-biases-longrope"]
 RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "glm4", "apertus", "falcon_h1")
-           and v.id not in PRE_LN_LAYERNORM]
+           and v.id not in PRE_LN_LAYERNORM and v.id != "olmo-hybrid-deltanet-attention"]  # (no norm before its attention)
 
 
 #: variants transformers 4 cannot build (its own bugs, fixed in 5)
@@ -454,9 +460,14 @@ def _modules(model, kind: str):
         return [(getattr(b, reads), getattr(b, adds)) for b in getattr(t, layers)], getattr(t, final)
     if kind == "hybrid":  # the attention layers alone (Mamba and convolution layers have no self_attn; Nemotron-H's
         t = model.model  # blocks are typed); the norms before the attention and the final norms by each one's names
-        attending = [(getattr(b, "operator_norm", None) or getattr(b, "input_layernorm", None) or b.norm,
-                      getattr(b, "self_attn", None) or b.mixer) for b in t.layers
-                     if getattr(b, "self_attn", None) is not None or getattr(b, "block_type", None) == "full_attention"]
+        attending = []
+        for b in t.layers:
+            attn = getattr(b, "self_attn", None) or (b.mixer if getattr(b, "block_type", None) == "full_attention" else None)
+            if attn is None:
+                continue
+            norm = next((getattr(b, n) for n in ("operator_norm", "input_layernorm", "norm") if hasattr(b, n)), None)
+            # without a norm before it (OLMo-hybrid's), the attention reads the residual and a norm on its output adds
+            attending.append((norm, attn) if norm is not None else (attn, b.post_attention_layernorm))
         final = next(getattr(t, n) for n in ("norm", "final_layernorm", "embedding_norm", "norm_f") if hasattr(t, n))
         return attending, final
     if kind == "falcon":

@@ -1034,3 +1034,43 @@ def test_exaone_moe_windows_as_transformers_builds_them():
                                          num_experts=2, num_experts_per_tok=1, pad_token_id=0, eos_token_id=1)
     hw = compscope.load(transformers.ExaoneMoeForCausalLM(small))
     assert hw.sliding_window == (4096, 4096, 4096, None) and not bool(hw.rotary.inv_freq[3].any())
+
+
+def test_olmo_hybrid_folder_and_its_rotary_as_transformers_builds_them(tmp_path):
+    """OLMo-hybrid as transformers saves it (the attention layers' output norm as feedforward_layer_norm,
+    its renaming of AllenAI's names run backwards): read as the model object and run by transformers to
+    what compscope recomputes; a config whose rope base is null (the released checkpoints') has no rotary,
+    as transformers builds none, and transformers' default layer types are read."""
+    import json
+
+    import transformers
+
+    from compscope.data.runner import layer_state, runner_for
+    from compscope.loading.families.olmo import OlmoHybrid
+    from hf_tiny import BY_ID, build, random_ids
+
+    if not hasattr(transformers, "OlmoHybridConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no OLMo-hybrid")
+    for n in (4, 8, 2):
+        expect = [i for i, t in enumerate(transformers.OlmoHybridConfig(num_hidden_layers=n).layer_types)
+                  if t == "full_attention"]
+        assert OlmoHybrid.attention_layers({}, n, "c") == expect
+    model = build(BY_ID["olmo-hybrid-deltanet-attention"])
+    ref = compscope.load(model)
+    model.save_pretrained(tmp_path)
+    hw = compscope.load(tmp_path)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(hw, name), getattr(ref, name)), name
+    assert torch.equal(hw.attn_out_norm.weight, ref.attn_out_norm.weight)
+    tr = runner_for(tmp_path, progress=False, device="cpu").trace(random_ids())
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg["rope_parameters"] = {"rope_type": "default", "rope_theta": None}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    nope = compscope.load(tmp_path)
+    assert not bool(nope.rotary.inv_freq.any())
+    assert transformers.AutoModelForCausalLM.from_pretrained(tmp_path).model.rotary_emb is None
+    tr = runner_for(tmp_path, progress=False, device="cpu").trace(random_ids())
+    for layer in range(nope.n_layers):
+        torch.testing.assert_close(layer_state(nope, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)

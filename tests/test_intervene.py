@@ -282,7 +282,8 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "granite-swa-sinks-layer-theta",
                "solar-open-qkv-bias-moe",
                "exaone3-llama-under-lg-names",
-               "exaone-moe-sliding-global-nope"]
+               "exaone-moe-sliding-global-nope",
+               "olmo-hybrid-deltanet-attention"]
 
 
 def _route(monkeypatch, route: str) -> None:

@@ -57,8 +57,9 @@ NOT_READ: dict[str, str] = {
     **dict.fromkeys(("zamba", "zamba2"), (
         "its shared attention block reads the residual concatenated with the original embeddings, an input twice "
         "the model's width")),
-    "qwen3_next": ("gated attention: a sigmoid gate computed from the residual multiplies each head's output, so no "
-                   "OV map is linear; the other layers are gated DeltaNet (linear attention)"),
+    **dict.fromkeys(("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"), (
+        "gated attention: a sigmoid gate computed from the residual multiplies each head's output, so no OV map is "
+        "linear; the other layers are gated DeltaNet (linear attention)")),
     "minimax": "MiniMax-Text-01: lightning attention (linear, without softmax) on most layers",
     "bitnet": ("an RMSNorm on the attention's concatenated head outputs before the output projection "
                "(attn_sub_norm), so no head's OV map is linear"),
@@ -73,7 +74,7 @@ GGUF_NOT_READ: dict[str, str] = {
     "deepseek2": "deepseek_v2", "llama4": "llama4_text", "gemma4": "gemma4_text", "gemma3n": "gemma3n_text",
     "modern-bert": "modernbert", "hunyuan-dense": "hunyuan_v1_dense", "hunyuan-moe": "hunyuan_v1_moe",
     "t5": "t5", "t5encoder": "t5", "mamba": "mamba", "mamba2": "mamba2", "rwkv6": "rwkv", "rwkv7": "rwkv",
-    "qwen3next": "qwen3_next", "bitnet": "bitnet", "dbrx": "dbrx", "deci": "nemotron-nas",
+    "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text", "qwen35moe": "qwen3_5_moe_text", "bitnet": "bitnet", "dbrx": "dbrx", "deci": "nemotron-nas",
 }
 
 

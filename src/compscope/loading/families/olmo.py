@@ -20,8 +20,9 @@ import dataclasses
 
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
+from ...errors import UnsupportedModelError
 from . import register
-from .base import layer_hooks
+from .base import integer, layer_hooks
 from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, every_nth_global
 
 _LAYER_QK_NORM = dict(qk_norm=True, qk_norm_scope="layer")
@@ -103,4 +104,64 @@ class FlexOlmo(Olmo2):
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         opts = LlamaLikeOptions(input_norm=False, post_attn_norm=True, default_theta=500_000.0, **_LAYER_QK_NORM)
+        return convert_llamalike(ckpt, cls, opts)
+
+
+#: OLMo-hybrid's gated DeltaNet layers' settings: the attention does not depend on them
+_LINEAR = frozenset("linear_num_key_heads linear_num_value_heads linear_key_head_dim linear_value_head_dim "
+                    "linear_a_log_min linear_a_log_max linear_dt_min linear_dt_max linear_dt_init_floor "
+                    "linear_conv_kernel_dim linear_allow_neg_eigval".split())
+
+
+@register
+class OlmoHybrid(Olmo2):
+    """OLMo-hybrid (AllenAI): OLMo-2's attention layers (no input norm, a norm on the output, QK-norm over a
+    layer) among gated DeltaNet layers (linear attention), which write to the residual as MLPs do and
+    are not read: the attention layers are those ``layer_types`` marks ``full_attention`` (transformers'
+    default every fourth, from layer 3, at least the last). No windows; rotary unless the config's
+    ``rope_parameters`` states its base as null (the released checkpoints': NoPE), as transformers
+    builds it. transformers saves the norm on the attention's output as ``feedforward_layer_norm`` (its
+    renaming of AllenAI's names run backwards); either name is read."""
+
+    name = "olmo_hybrid"
+    about = "OLMo-hybrid (AllenAI): OLMo-2's attention layers among gated DeltaNet layers"
+    model_types = ("olmo_hybrid",)
+    architectures = ("OlmoHybridForCausalLM", "OlmoHybridModel")
+    ignored = _LINEAR
+    hook_points = layer_hooks("self_attn", "post_attention_layernorm", attending="self_attn")
+    other_layers = "gated DeltaNet layers"
+
+    @classmethod
+    def attention_layers(cls, config: dict, n_layers: int, where: str = "config") -> list[int]:
+        types = config.get("layer_types")
+        if types is None:
+            types = ["full_attention" if i % 4 == 3 else "linear_attention" for i in range(n_layers)]
+            if "full_attention" not in types:
+                types[-1] = "full_attention"
+        if (not isinstance(types, list) or len(types) != n_layers
+                or any(t not in ("full_attention", "linear_attention") for t in types)):
+            raise UnsupportedModelError(f"{where}: config key 'layer_types' = {types!r}: expected 'full_attention' or "
+                                        f"'linear_attention' for each of the {n_layers} layers")
+        layers = [i for i, t in enumerate(types) if t == "full_attention"]
+        if not layers:
+            raise UnsupportedModelError(f"{where}: no attention layer among {n_layers}: every layer is linear attention")
+        return layers
+
+    @classmethod
+    def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
+        return ["full_attention"] * n_layers  # no windows
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        rope = ckpt.config.get("rope_parameters")
+        nope = isinstance(rope, dict) and "rope_theta" in rope and rope["rope_theta"] is None
+        if nope:  # no rotary: no base to read
+            ckpt = dataclasses.replace(ckpt, config={k: v for k, v in ckpt.config.items() if k != "rope_parameters"})
+        # the norm on the attention's output: transformers' name, or the one its saving writes back (and AllenAI's
+        # files hold), feedforward_layer_norm
+        first = cls.attention_layers(ckpt.config, integer(ckpt.config, ckpt.source, "num_hidden_layers"), ckpt.source)[0]
+        theirs = any(n.endswith(f"layers.{first}.feedforward_layer_norm.weight") for n in ckpt.tensors.names())
+        opts = LlamaLikeOptions(input_norm=False, post_attn_norm=True, nope_layers="all" if nope else "",
+                                post_attn_norm_at="feedforward_layer_norm" if theirs else "post_attention_layernorm",
+                                **_LAYER_QK_NORM)
         return convert_llamalike(ckpt, cls, opts)
