@@ -41,7 +41,7 @@ def test_the_gguf_architectures_are_those_the_format_reads_and_on_data_those_tra
     assert set(listed) == set(gguf_format._ARCHS)
     for arch, (model_type, *_rest) in gguf_format._ARCHS.items():
         assert listed[arch] == family_for({"model_type": model_type}, "test").name
-    reads = gguf_format._transformers_reads()
+    reads = gguf_format.transformers_reads()
     on_data = {a for e in entries for a in e.gguf_on_data}
     assert on_data == (set() if reads is None else set(gguf_format._ARCHS) & reads)
     if reads is not None:
@@ -109,7 +109,7 @@ def test_lookup_answers_for_model_types_gguf_architectures_and_wrappers():
     assert read and line.startswith("mistral: model_type 'mistral', read by the llama family (")
     read, line = catalogue.lookup("qwen2")  # both a model_type and a GGUF architecture
     assert read and "model_type 'qwen2', read by the llama family" in line
-    on_data = "qwen2" in (gguf_format._transformers_reads() or ())
+    on_data = "qwen2" in (gguf_format.transformers_reads() or ())
     assert f"GGUF architecture 'qwen2', read by the llama family ({'also on data' if on_data else 'weights only'}" in line
     read, line = catalogue.lookup("olmo2")
     assert read and "GGUF architecture 'olmo2', read by the olmo2 family (weights only" in line

@@ -74,7 +74,8 @@ GGUF_NOT_READ: dict[str, str] = {
     "deepseek2": "deepseek_v2", "llama4": "llama4_text", "gemma4": "gemma4_text", "gemma3n": "gemma3n_text",
     "modern-bert": "modernbert", "hunyuan-dense": "hunyuan_v1_dense", "hunyuan-moe": "hunyuan_v1_moe",
     "t5": "t5", "t5encoder": "t5", "mamba": "mamba", "mamba2": "mamba2", "rwkv6": "rwkv", "rwkv7": "rwkv",
-    "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text", "qwen35moe": "qwen3_5_moe_text", "bitnet": "bitnet", "dbrx": "dbrx", "deci": "nemotron-nas",
+    "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text", "qwen35moe": "qwen3_5_moe_text", "bitnet": "bitnet",
+    "dbrx": "dbrx", "deci": "nemotron-nas",
 }
 
 
@@ -105,9 +106,9 @@ def families() -> list[FamilyEntry]:
     from .families import families as registered, family_for
     from .formats import gguf
 
-    on_data = gguf._transformers_reads()
+    on_data = gguf.transformers_reads()
     by_family: dict[str, list[str]] = {}
-    for arch, (model_type, *_rest) in gguf._ARCHS.items():
+    for arch, model_type in gguf.architectures().items():
         by_family.setdefault(family_for({"model_type": model_type}, "GGUF").name, []).append(arch)
     out = []
     for name, cls in sorted(registered().items()):

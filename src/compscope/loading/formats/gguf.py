@@ -301,6 +301,11 @@ def shards(path: Path, fields: dict) -> list[Path]:
     return [path.with_name(f"{m['stem']}-{k:05d}-of-{count:05d}.gguf") for k in range(1, count + 1)]
 
 
+def architectures() -> dict[str, str]:
+    """Every GGUF architecture compscope reads, and the HF ``model_type`` it is read as."""
+    return {arch: model_type for arch, (model_type, *_rest) in _ARCHS.items()}
+
+
 def architecture(path: str | Path) -> object:
     """The ``general.architecture`` a GGUF file's header states (None where it states none); only the
     header is read."""
@@ -629,7 +634,7 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
             f"file (llama.cpp: llama-gguf-split --merge {files[0].name} merged.gguf) to run it on data")
     cfg = _checkpoint(files, fields, located).config
     arch = fields["general.architecture"]  # one _checkpoint reads
-    reads = _transformers_reads()
+    reads = transformers_reads()
     if reads is not None and arch not in reads:
         raise UnsupportedModelError(
             f"{path}: a GGUF file of architecture {arch!r}, which transformers' GGUF reader does not read (it reads "
@@ -653,7 +658,7 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     return {**rope, **kept}
 
 
-def _transformers_reads() -> set[str] | None:
+def transformers_reads() -> set[str] | None:
     """The GGUF architectures the installed ``transformers`` reads (as llama.cpp names them), or
     None when it does not say where compscope looks (then transformers says so itself when asked)."""
     try:
