@@ -89,16 +89,22 @@ def test_an_unknown_architecture_gets_the_nearest_names_and_where_to_look(tmp_pa
     assert f"`compscope models` lists the {n} model types compscope reads" in msg
 
 
-def test_a_gguf_file_of_a_known_architecture_is_refused_with_its_reason(tmp_path):
+def _header_only_gguf(folder: Path, arch: str) -> Path:
+    """A GGUF file of architecture ``arch`` with one block and a token embedding: enough header to look up."""
     gguf = pytest.importorskip("gguf")
-    path = tmp_path / "m.gguf"
-    w = gguf.GGUFWriter(str(path), "deepseek2")
+    path = folder / "m.gguf"
+    w = gguf.GGUFWriter(str(path), arch)
     w.add_block_count(1)
     w.add_tensor("token_embd.weight", torch.zeros(4, 8).numpy())
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+    return path
+
+
+def test_a_gguf_file_of_a_known_architecture_is_refused_with_its_reason(tmp_path):
+    path = _header_only_gguf(tmp_path, "deepseek2")
     with pytest.raises(compscope.UnsupportedModelError) as e:
         compscope.load(path)
     assert "GGUF architecture 'deepseek2', which compscope does not read: multi-head latent attention" in str(e.value)
@@ -157,15 +163,7 @@ def test_docs_models_md_is_what_the_command_writes():
 def test_models_looks_up_a_folder_or_gguf_file_by_what_its_files_state(tmp_path, capsys):
     """``compscope models PATH``: a folder by its config.json's model_type, a .gguf file by its header's
     architecture (as a GGUF architecture alone); a folder without a config or with no model_type says so."""
-    gguf = pytest.importorskip("gguf")
-    path = tmp_path / "m.gguf"
-    w = gguf.GGUFWriter(str(path), "gemma")  # read for the weights; transformers' GGUF reader does not read it
-    w.add_block_count(1)
-    w.add_tensor("token_embd.weight", torch.zeros(4, 8).numpy())
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    path = _header_only_gguf(tmp_path, "gemma")  # read for the weights; transformers' GGUF reader does not read it
     read, line = catalogue.lookup_files(path)
     assert read and line == f"{path}: gemma: GGUF architecture 'gemma', read by the gemma family (weights only: " \
                             "transformers' GGUF reader does not read it)"
