@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 HELP = "the models compscope reads: built-in names, families, model types, GGUF architectures, and what it does not"
-DESCRIPTION = ("The models compscope reads: its built-in names, every family with the HuggingFace model types and GGUF "
-               "architectures it reads, and the architectures it knows and does not read. With NAMEs, one line for "
-               "each: the family that reads it, or why not (exit status 1 if any is not read); a model's folder or .gguf "
-               "file is looked up by the model_type or architecture its files state.")
+DESCRIPTION = ("The models compscope reads: its built-in names, every family with the HuggingFace model types and "
+               "GGUF architectures it reads, and the architectures it knows and does not read. With NAMEs, one line "
+               "for each: the family that reads it, or why not (exit status 1 if any is not read); a model's folder "
+               "or .gguf file is looked up by the model_type or architecture its files state.")
 EXAMPLE = ("examples:\n  compscope models\n  compscope models qwen2 deepseek_v3\n"
            "  compscope models --markdown > models.md")
 

@@ -50,6 +50,8 @@ class LlamaLikeOptions:
     default_theta: float = 10000.0
     notes: tuple[str, ...] = ()  # more for meta.notes (StableLM: the parallel residual)
     partial_rotary: float = 1.0  # the share of each head rotated when the config does not say (StableLM: 0.25)
+    default_head_dim: int | None = None  # the head width where the config states none (transformers' default for
+    # Nemotron-H, MiniMax-M2, Solar Open: 128); None: the residual width over the heads
     nope_layers: str = ""  # layers without rotary, frequency 0: 'no_rope_layers' (SmolLM3, as that key says),
     # 'full_attention' (Cohere 2: its global layers), 'all' (Granite 4's hybrids)
     rotary_style: str = "half"  # Cohere: 'interleaved', pairs (2i, 2i + 1)
@@ -155,6 +157,8 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
     G, kv_map = kv_groups(cfg, where, H)
     if "head_dim" in cfg and cfg["head_dim"] is not None:
         r = integer(cfg, where, "head_dim")
+    elif opts.default_head_dim is not None:
+        r = opts.default_head_dim
     elif d % H:
         raise LoadError(f"{where}: config key 'num_attention_heads' = {H} does not divide 'hidden_size' = {d} "
                         "(and no head_dim is given)")

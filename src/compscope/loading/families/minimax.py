@@ -42,7 +42,7 @@ class MiniMaxM2(LlamaLike):
     ignored = Llama.ignored | _NOT_ATTENTION
     accept = {**LlamaLike.accept, "use_qk_norm": lambda v: v is True, "qk_norm_type": lambda v: v == "per_layer",
               "attn_type_list": _full_attention_everywhere, "attn_window_size": lambda v: v is None}
-    options = LlamaLikeOptions(qk_norm=True, qk_norm_scope="layer")
+    options = LlamaLikeOptions(qk_norm=True, qk_norm_scope="layer", default_head_dim=128)  # (transformers' default)
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
@@ -51,11 +51,9 @@ class MiniMaxM2(LlamaLike):
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where = ckpt.config, ckpt.source
-        if cfg.get("head_dim") is None:  # transformers' default, not the residual width over the heads
-            cfg = {**cfg, "head_dim": 128}
         if cfg.get("rotary_dim") is not None and "partial_rotary_factor" not in cfg:  # transformers' reading of it
             rotary = integer(cfg, where, "rotary_dim")
-            head_dim = integer(cfg, where, "head_dim")
+            head_dim = integer(cfg, where, "head_dim", default=cls.options.default_head_dim)
             rope = cfg.get("rope_parameters")
             if isinstance(rope, dict) and "partial_rotary_factor" not in rope:
                 cfg = {**cfg, "rope_parameters": {**rope, "partial_rotary_factor": rotary / head_dim}}

@@ -32,8 +32,6 @@ _TYPES = {"full_attention": True, "attention": True, "linear_attention": False, 
 _LETTERS = {"*": "full_attention", "M": "linear_attention", "-": "mlp", "E": "moe"}
 #: rotary settings a config may carry: the model has no rotary, and transformers does not read them
 _ROPE = ("rope_theta", "rope_scaling", "rope_parameters", "partial_rotary_factor")
-#: transformers' head width where the config states none
-DEFAULT_HEAD_DIM = 128
 
 #: the Mamba, MLP, experts' and multi-token-prediction settings: the attention does not depend on them
 _NOT_ATTENTION = frozenset(
@@ -86,7 +84,8 @@ class NemotronH(LlamaLike):
     ignored = Llama.ignored | _NOT_ATTENTION
     accept: dict = {}  # no rotary: no rope settings to read
     options = LlamaLikeOptions(nope_layers="all", input_norm_at="norm", attn_at="mixer", embed_at="embeddings",
-                               final_norm="norm_f", eps_key="layer_norm_epsilon")
+                               final_norm="norm_f", eps_key="layer_norm_epsilon",
+                               default_head_dim=128)  # (transformers' default, not the residual width over the heads)
     other_layers = "Mamba-2, MLP and expert blocks"
 
     @classmethod
@@ -124,6 +123,5 @@ class NemotronH(LlamaLike):
         cfg, where = ckpt.config, ckpt.source
         cls.check_config(cfg, where)
         n = len(block_types(cfg, where))
-        head_dim = cfg.get("head_dim") if cfg.get("head_dim") is not None else DEFAULT_HEAD_DIM
-        counted = {**{k: v for k, v in cfg.items() if k not in _ROPE}, "num_hidden_layers": n, "head_dim": head_dim}
+        counted = {**{k: v for k, v in cfg.items() if k not in _ROPE}, "num_hidden_layers": n}
         return convert_llamalike(dataclasses.replace(ckpt, config=counted), cls, cls.options)

@@ -144,7 +144,8 @@ class OlmoHybrid(Olmo2):
                                         f"'linear_attention' for each of the {n_layers} layers")
         layers = [i for i, t in enumerate(types) if t == "full_attention"]
         if not layers:
-            raise UnsupportedModelError(f"{where}: no attention layer among {n_layers}: every layer is linear attention")
+            raise UnsupportedModelError(f"{where}: no attention layer among {n_layers}: every layer is linear "
+                                        "attention")
         return layers
 
     @classmethod
@@ -159,7 +160,8 @@ class OlmoHybrid(Olmo2):
             ckpt = dataclasses.replace(ckpt, config={k: v for k, v in ckpt.config.items() if k != "rope_parameters"})
         # the norm on the attention's output: transformers' name, or the one its saving writes back (and AllenAI's
         # files hold), feedforward_layer_norm
-        first = cls.attention_layers(ckpt.config, integer(ckpt.config, ckpt.source, "num_hidden_layers"), ckpt.source)[0]
+        cfg, where = ckpt.config, ckpt.source
+        first = cls.attention_layers(cfg, integer(cfg, where, "num_hidden_layers"), where)[0]
         theirs = any(n.endswith(f"layers.{first}.feedforward_layer_norm.weight") for n in ckpt.tensors.names())
         opts = LlamaLikeOptions(input_norm=False, post_attn_norm=True, nope_layers="all" if nope else "",
                                 post_attn_norm_at="feedforward_layer_norm" if theirs else "post_attention_layernorm",
