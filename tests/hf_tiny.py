@@ -13,6 +13,7 @@ Tests as data: ``VARIANTS`` lists ``(id, kind, config)``; ``kind`` names where t
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass, field
 
 import pytest
@@ -344,6 +345,22 @@ VARIANTS = [
             dict(_LLAMA, num_key_value_heads=1, attention_bias=True, query_pre_attn_scalar=6, sliding_window=4,
                  layer_types=["full_attention", "sliding_attention"],
                  final_logit_softcapping=None, attn_logit_softcapping=None)),
+    # Gemma 4: heads 8 wide on local layers, 16 on global ones (1 K/V head there, values from the key projection),
+    # proportional rotary on the global layers, a value norm, layer scalars (build: not 1)
+    Variant("gemma4-widths-k-eq-v-scalars", "gemma4", "Gemma4TextConfig",
+            dict(_LLAMA, num_hidden_layers=4, num_key_value_heads=2, global_head_dim=16, num_global_key_value_heads=1,
+                 attention_k_eq_v=True, sliding_window=3,
+                 layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+                 rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 50.0},
+                                  "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.5,
+                                                     "rope_theta": 3000.0}},
+                 hidden_size_per_layer_input=0, vocab_size_per_layer_input=VOCAB, final_logit_softcapping=None,
+                 tie_word_embeddings=True)),
+    # Gemma 4 with per-layer embeddings (a writer between layers), one head width, its own value projections
+    Variant("gemma4-per-layer-embeddings", "gemma4", "Gemma4TextConfig",
+            dict(_LLAMA, num_hidden_layers=2, num_key_value_heads=1, global_head_dim=D_HEAD, sliding_window=4,
+                 layer_types=["sliding_attention", "full_attention"], hidden_size_per_layer_input=4,
+                 vocab_size_per_layer_input=VOCAB, final_logit_softcapping=None, tie_word_embeddings=True)),
     Variant("bert", "bert", "BertConfig",
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12)),
     # positions from pad_token_id + 1 = 2, as RoBERTa's (514 rows for 512 tokens)
@@ -364,7 +381,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "falcon-mqa-parallel", "falcon-grouped-gqa-bias", "falcon-per-head-sequential", "bloom-alibi",
                     "mpt-alibi-scaled", "codegen-eight-heads-four-shards", "nemotron-layernorm1p-partial-bias",
                     "phimoe-layernorm-biases-longrope"]
-RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "glm4", "apertus", "falcon_h1")
+RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "glm4", "apertus", "falcon_h1")
            and v.id not in PRE_LN_LAYERNORM and v.id != "olmo-hybrid-deltanet-attention"]  # (no norm before its attention)
 
 
@@ -429,6 +446,9 @@ def build(variant: Variant, seed: int = 0, **overrides):
             for name, p in model.named_parameters():  # one (gain 2): centre w at 0, as trained checkpoints hold it,
                 if name.endswith("norm.weight"):  # so that outputs keep the other variants' scale
                     p.sub_(1.0)
+        for name, b in model.named_buffers():  # Gemma 4's residual scale after each layer, 1 at initialisation
+            if name.endswith("layer_scalar"):
+                b.copy_(0.5 + torch.rand_like(b))
     return model
 
 
@@ -441,6 +461,7 @@ _LAYOUT = {
     "llama": ("model", "layers", "input_layernorm", "self_attn", "norm"),
     "granite": ("model", "layers", "input_layernorm", "self_attn", "norm"),
     "gemma3": ("model", "layers", "input_layernorm", "post_attention_layernorm", "norm"),
+    "gemma4": ("model", "layers", "input_layernorm", "post_attention_layernorm", "norm"),
     "apertus": ("model", "layers", "attention_layernorm", "self_attn", "norm"),
     "glm4": ("model", "layers", "input_layernorm", "post_self_attn_layernorm", "norm"),
     "falcon_h1": ("model", "layers", "input_layernorm", "self_attn", "final_layernorm"),
@@ -506,11 +527,14 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
     handles = []
     scale = getattr(model.config, "residual_multiplier", None)  # Granite's: residual + m · attention(...)
     scale = getattr(model.config, "attention_out_multiplier", 1.0) if scale is None else scale  # Falcon-H1's
+    # Gemma 4 multiplies the residual by each layer's scalar: compscope reads it divided by their product so far
+    scalars = [float(b.layer_scalar) for b in model.model.layers] if kind == "gemma4" else [1.0] * len(pairs)
+    div = [math.prod(scalars[:i]) for i in range(len(pairs))]
     for i, (rm, om) in enumerate(pairs):
         handles.append(rm.register_forward_pre_hook(
-            lambda m, a, k, i=i: resid.__setitem__(i, _first(a, k).detach().clone()), with_kwargs=True))
-        handles.append(om.register_forward_hook(
-            lambda m, a, o, i=i: out.__setitem__(i, scale * (o[0] if isinstance(o, tuple) else o).detach().clone())))
+            lambda m, a, k, i=i: resid.__setitem__(i, _first(a, k).detach().clone() / div[i]), with_kwargs=True))
+        handles.append(om.register_forward_hook(lambda m, a, o, i=i: out.__setitem__(
+            i, scale / div[i] * (o[0] if isinstance(o, tuple) else o).detach().clone())))
     if final is not None:
         handles.append(final.register_forward_pre_hook(
             lambda m, a, k: store.__setitem__("final_in", _first(a, k).detach().clone()), with_kwargs=True))

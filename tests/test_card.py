@@ -21,6 +21,10 @@ pytest.importorskip("transformers")
     ("neox-sequential-no-bias", "rotary on 4 of 8 head dims (half pairs), base 10000"),
     # 0.25 of 8: one pair, whose frequency is base^0 = 1 whatever the base
     ("neox-partial-rotary-parallel", "rotary on 2 of 8 head dims (half pairs), one frequency 1"),
+    # Gemma 4: heads held 16 wide; the local layers' 8-wide heads turn 4 pairs, the global layers' proportional map
+    # 0.5 of their 8 pairs: the base is not read where the last pairs do not turn
+    ("gemma4-widths-k-eq-v-scalars", "rotary on 16 of 16 head dims (half pairs), on 4 layers only the first pairs "
+     "turn (4 of 8; the model's notes say how)"),
     # six heads: 2^-2, 2^-4, 2^-6, 2^-8 (four heads' slopes), then 2^-1, 2^-3
     ("bloom-alibi", "ALiBi: logit bias -m_h (i - j), slopes m_h from 0.5 to 0.003906 over 6 heads"),
 ])

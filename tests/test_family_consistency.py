@@ -14,6 +14,7 @@ Config settings a family does not understand must be refused by name.
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 import torch
@@ -97,6 +98,8 @@ def test_attention_depends_on_what_the_variant_is_about(variant):
         changed.append((hw.replace(qk_norm=None), layer))
     if hw.attn_out_norm is not None:
         changed.append((hw.replace(attn_out_norm=None), layer))
+    if hw.v_norm is not None:
+        changed.append((hw.replace(v_norm=None), layer))
     if hw.b_Q is not None:
         changed.append((hw.replace(b_Q=None), layer))
     if not hw.causal:
@@ -108,7 +111,10 @@ def test_attention_depends_on_what_the_variant_is_about(variant):
 def test_shapes_and_gqa_map(variant):
     hw, model, _ = loaded(variant.id)
     cfg = model.config
-    n_kv = getattr(cfg, "num_key_value_heads", None) or hw.n_heads
+    if variant.kind == "gemma4":  # K/V head counts differ between layers: held as their least common multiple
+        n_kv = math.lcm(*(hw.n_heads // b.self_attn.num_key_value_groups for b in model.model.layers))
+    else:
+        n_kv = getattr(cfg, "num_key_value_heads", None) or hw.n_heads
     if variant.kind == "falcon":  # its attention module says: multi_query one, the grouped layout num_kv_heads
         n_kv = model.transformer.h[0].self_attention.num_kv_heads
         assert n_kv == {"falcon-mqa-parallel": 1, "falcon-grouped-gqa-bias": 2, "falcon-per-head-sequential": 4}[variant.id]

@@ -278,6 +278,7 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "nanochat-reversed-rotary-qk-norm",
                "ministral3-yarn-temperature-sliding",
                "phimoe-layernorm-biases-longrope",
+               "gemma4-widths-k-eq-v-scalars", "gemma4-per-layer-embeddings",
                "flex-olmo-layer-qk-norm-moe",
                "granite-swa-sinks-layer-theta",
                "solar-open-qkv-bias-moe",
@@ -563,6 +564,7 @@ def test_every_path_is_the_direct_path_in_two_attention_only_layers():
 
 #: where a family keeps its heads' outputs side by side: the input of the attention's output projection
 OUTPUT_PROJECTIONS = {"gpt2": "attn.c_proj", "neox-partial-rotary-parallel": "attention.dense",
+                      "gemma4-widths-k-eq-v-scalars": "self_attn.o_proj",
                       "llama-gqa-bias": "self_attn.o_proj", "gemma3-text": "self_attn.o_proj",
                       "qwen3-qk-norm": "self_attn.o_proj", "falcon-mqa-parallel": "self_attention.dense",
                       "opt": "self_attn.out_proj", "bert": "attention.output.dense",
@@ -589,7 +591,8 @@ def test_every_path_equals_the_model_run_with_the_head_ablated_inside_it(variant
     import compscope
 
     layers = {"gpt2": "n_layer", "gptj-interleaved-rotary": "n_layer"}.get(variant_id, "num_hidden_layers")
-    model = build(BY_ID[variant_id], **{layers: 3})
+    more = {"layer_types": ["sliding_attention", "full_attention", "full_attention"]} if "gemma4" in variant_id else {}
+    model = build(BY_ID[variant_id], **{layers: 3}, **more)
     runner = runner_for(model, compscope.load(model))
     hw = runner.hw
     t = random_ids(batch=3)
@@ -603,8 +606,9 @@ def test_every_path_equals_the_model_run_with_the_head_ablated_inside_it(variant
     clean = runner.trace(t)
     for h in handles:
         h.remove()
-    r = hw.d_head
     for l1 in range(2):
+        # the layer's own head width (Gemma 4's differ; GPT-2's Conv1D has no in_features)
+        r = getattr(projections[l1], "in_features", hw.n_heads * hw.d_head) // hw.n_heads
         mean = seen[l1].mean(0, keepdim=True)
         for h1 in range(hw.n_heads):
             def ablate(m, a, cut=slice(h1 * r, (h1 + 1) * r)):

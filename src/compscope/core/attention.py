@@ -72,8 +72,11 @@ def project_linear(hw: HeadWeights, layer: int, kind: str, x: Tensor) -> Tensor:
 def finish_projection(hw: HeadWeights, layer: int, kind: str, y: Tensor, per_head_input: bool = False,
                       positions: Tensor | None = None) -> Tensor:
     """The rest of :func:`project` on ``y = W x + b`` (:func:`project_linear`): QK-norm and rotary
-    positions for queries and keys (``positions`` default ``0 .. seq-1``), then K/V heads repeated
-    for their query heads (unless ``per_head_input``: already one per query head)."""
+    positions for queries and keys (``positions`` default ``0 .. seq-1``), the value norm for values
+    (Gemma 4: each value head RMS-normalised), then K/V heads repeated for their query heads (unless
+    ``per_head_input``: already one per query head)."""
+    if kind == "V" and hw.v_norm is not None:
+        y = hw.v_norm.apply(y, layer)
     if kind != "V":
         if hw.qk_norm is not None:
             y = qk_normalise(hw, layer, kind, y, per_head_input=per_head_input)

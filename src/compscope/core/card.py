@@ -20,6 +20,15 @@ def _rotary_bases(hw: HeadWeights) -> str:
     f = hw.rotary.inv_freq.double()
     turning = [l for l in range(hw.n_layers) if bool(f[l].any())]  # frequency 0: a layer without rotary (NoPE)
     plain = "" if len(turning) == hw.n_layers else f"; none on {hw.n_layers - len(turning)} layers (NoPE)"
+    # a layer whose last pairs do not turn (Gemma 4's, proportional or narrower heads held wider): no base is
+    # read from the ratio, which depends on a width the frequencies do not state
+    some = {l: int((f[l] != 0).sum()) for l in turning if bool((f[l, -1:] == 0).all())}
+    if some:
+        turning = [l for l in turning if l not in some]
+        counts = ", ".join(sorted({f"{n} of {f.shape[1]}" for n in some.values()}))
+        plain += f"; on {len(some)} layers only the first pairs turn ({counts}; the model's notes say how)"
+    if not turning:
+        return plain.removeprefix("; ")
     if f.shape[1] < 2:
         return "one frequency " + ", ".join(f"{v:g}" for v in sorted({float(f[l, 0]) for l in turning})) + plain
     bases = sorted({round(float((f[l, 0] / f[l, 1]) ** (hw.rotary.dim / 2)), -1) for l in turning})
@@ -75,6 +84,8 @@ def card_rows(hw: HeadWeights) -> list[tuple[str, str]]:
                                                  if hw.qk_norm_scope == "head" else ", over all heads of a layer")))
     if hw.attn_out_norm is not None:
         rows.append(("attention-output norm", hw.attn_out_norm.describe()))
+    if hw.v_norm is not None:
+        rows.append(("value norm", hw.v_norm.describe() + ", per value head, before W_O"))
     if hw.sinks is not None:
         rows.append(("attention sinks", f"a learned logit per head, {float(hw.sinks.min()):.3g} to "
                                         f"{float(hw.sinks.max()):.3g}: a key every query sees, with no value"))

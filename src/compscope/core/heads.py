@@ -5,7 +5,7 @@ K/V head ``g = kv_map[h]``::
 
     q = W_Q[l, h] x + b_Q[l, h]        W_Q: (layer, head,    d_head, d_model)
     k = W_K[l, g] x + b_K[l, g]        W_K: (layer, kv_head, d_head, d_model)
-    v = W_V[l, g] x + b_V[l, g]        W_V: (layer, kv_head, d_head, d_model)
+    v = W_V[l, g] x + b_V[l, g]        W_V: (layer, kv_head, d_head, d_model)   (then v_norm, if any)
     out = Σ_h W_O[l, h] z_h + b_O[l]   W_O: (layer, head,    d_model, d_head)
 
 ``x`` is what the head reads: the residual after ``attn_norm`` (pre-LN models) or the
@@ -215,6 +215,8 @@ class HeadWeights:
     qk_norm: tuple[Norm, Norm] | None = None
     qk_norm_scope: Literal["head", "layer"] = "head"  # what one RMS spans: one head, or all heads of a layer
     attn_out_norm: Norm | None = None  # on the attention output before the residual add (Gemma 2, Gemma 3)
+    # each value head RMS-normalised before W_O (Gemma 4): v = N(W_V x + b_V); gain (L, d_head) or none
+    v_norm: Norm | None = None
     rotary: Rotary | None = None
     positions: str = "none"  # 'learned', 'rotary', 'alibi', 'none'
     alibi: Tensor | None = None  # (head,) ALiBi slopes m_h >= 0: logit - m_h (i - j) for query i, key j (Bloom)
@@ -291,8 +293,14 @@ class HeadWeights:
             raise WeightError(f"attn_scale {self.attn_scale!r}: expected a finite number >= 0 (0: d_head ** -0.5)")
         if self.attn_softcap is not None and (not is_finite_number(self.attn_softcap) or self.attn_softcap <= 0):
             raise WeightError(f"attn_softcap {self.attn_softcap!r}: expected None or a finite number > 0")
-        for name in ("attn_norm", "final_norm", "attn_out_norm"):
+        for name in ("attn_norm", "final_norm", "attn_out_norm", "v_norm"):
             _check_norm(getattr(self, name), name)
+        vn = self.v_norm
+        for part in ("weight", "bias"):
+            t = None if vn is None else getattr(vn, part)
+            if t is not None and tuple(t.shape) != (L, r):
+                raise WeightError(f"v_norm {part} has shape {tuple(t.shape)}, expected {(L, r)}: one row per layer, "
+                                  "shared by its value heads")
         if self.qk_norm is not None:
             if len(self.qk_norm) != 2:
                 raise WeightError(f"qk_norm holds {len(self.qk_norm)} norms, expected 2 (q and k)")
@@ -424,7 +432,7 @@ class HeadWeights:
                    if isinstance(getattr(self, f.name), Tensor)}
         changes.update(
             attn_norm=norm(self.attn_norm), final_norm=norm(self.final_norm), attn_out_norm=norm(self.attn_out_norm),
-            qk_norm=None if self.qk_norm is None else tuple(norm(n) for n in self.qk_norm),
+            v_norm=norm(self.v_norm), qk_norm=None if self.qk_norm is None else tuple(norm(n) for n in self.qk_norm),
             rotary=None if self.rotary is None else dataclasses.replace(self.rotary, inv_freq=move(self.rotary.inv_freq)),
             embed_extra={k: move(v) for k, v in self.embed_extra.items()})
         moved = copy.copy(self)  # a move changes no value: the checks of __post_init__ are not run again
@@ -440,7 +448,7 @@ class HeadWeights:
     def _named_tensors(self):
         """``(name, tensor)`` of every tensor held (:meth:`_tensors`), e.g. ``('attn_norm.weight', ...)``."""
         norms = {"attn_norm": self.attn_norm, "final_norm": self.final_norm, "attn_out_norm": self.attn_out_norm,
-                 **dict(zip(("q_norm", "k_norm"), self.qk_norm or ()))}
+                 "v_norm": self.v_norm, **dict(zip(("q_norm", "k_norm"), self.qk_norm or ()))}
         yield from ((f.name, v) for f in dataclasses.fields(self) if isinstance(v := getattr(self, f.name), Tensor))
         yield from ((f"{k}.{part}", t) for k, n in norms.items() if n is not None
                     for part, t in (("weight", n.weight), ("bias", n.bias)) if t is not None)

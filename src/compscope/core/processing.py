@@ -310,11 +310,14 @@ def check_centrable(hw: HeadWeights) -> None:
 
 def fold_value_bias(hw: HeadWeights) -> HeadWeights:
     """Move ``b_V`` into ``b_O`` (exact: attention weights sum to one; refused where attention sinks
-    take a share of each row, so that they do not)."""
+    take a share of each row, so that they do not, and where a value norm follows the bias)."""
     _check_once(hw, "fold_value_bias")
     if hw.sinks is not None and hw.b_V is not None:
         raise ProcessingError(f"fold_value_bias: {hw.meta.name} has attention sinks, so a head's attention sums to less "
                               "than 1 and the value bias it writes depends on the query: it cannot move into b_O")
+    if hw.v_norm is not None and hw.b_V is not None:
+        raise ProcessingError(f"fold_value_bias: {hw.meta.name} normalises each value head after its bias, so the "
+                              "bias is no constant a head writes: it cannot move into b_O")
     if hw.b_V is None:
         return hw.replace(step="fold_value_bias")
     b_v = hw.b_V[:, list(hw.kv_map)]  # (L, H, r)

@@ -34,10 +34,6 @@ NOT_READ: dict[str, str] = {
     **dict.fromkeys(("llama4", "llama4_text"), (
         "chunked attention on three layers in four (a token attends only within its chunk, not a window), "
         "L2-normalised queries and keys there, and a query scale that grows with position on the others")),
-    **dict.fromkeys(("gemma4", "gemma4_text"), (
-        "its global layers have wider heads and other K/V head counts than its local ones (the canonical form holds "
-        "one head width and one K/V grouping for all layers), and values are RMS-normalised per head; the small "
-        "models also share keys and values across layers")),
     **dict.fromkeys(("gemma3n", "gemma3n_text"), (
         "AltUp keeps several residual streams that learned predictions mix, and keys and values are shared across "
         "layers: there is no one residual stream that heads read and write")),
@@ -71,7 +67,7 @@ NOT_READ: dict[str, str] = {
 
 #: GGUF architecture (llama.cpp's name) -> the model_type of :data:`NOT_READ` it is
 GGUF_NOT_READ: dict[str, str] = {
-    "deepseek2": "deepseek_v2", "llama4": "llama4_text", "gemma4": "gemma4_text", "gemma3n": "gemma3n_text",
+    "deepseek2": "deepseek_v2", "llama4": "llama4_text", "gemma3n": "gemma3n_text",
     "modern-bert": "modernbert", "hunyuan-dense": "hunyuan_v1_dense", "hunyuan-moe": "hunyuan_v1_moe",
     "t5": "t5", "t5encoder": "t5", "mamba": "mamba", "mamba2": "mamba2", "rwkv6": "rwkv", "rwkv7": "rwkv",
     "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text", "qwen35moe": "qwen3_5_moe_text", "bitnet": "bitnet",
@@ -84,9 +80,19 @@ def why_not(model_type: object) -> str | None:
     return NOT_READ.get(model_type) if isinstance(model_type, str) else None
 
 
+#: GGUF architectures whose HuggingFace model compscope reads, and whose files it does not: why
+GGUF_LAYOUT_NOT_READ: dict[str, str] = {
+    "gemma4": ("compscope reads Gemma 4 from its HuggingFace folder; its GGUF layout (per-layer head widths, global "
+               "layers without attn_v, layer output scales) is not mapped"),
+}
+
+
 def why_not_gguf(arch: object) -> str | None:
-    """Why compscope does not read GGUF architecture ``arch`` (:data:`GGUF_NOT_READ`), or None."""
-    return NOT_READ[GGUF_NOT_READ[arch]] if isinstance(arch, str) and arch in GGUF_NOT_READ else None
+    """Why compscope does not read GGUF architecture ``arch`` (:data:`GGUF_NOT_READ`,
+    :data:`GGUF_LAYOUT_NOT_READ`), or None."""
+    if not isinstance(arch, str):
+        return None
+    return NOT_READ[GGUF_NOT_READ[arch]] if arch in GGUF_NOT_READ else GGUF_LAYOUT_NOT_READ.get(arch)
 
 
 @dataclass(frozen=True)
@@ -231,6 +237,8 @@ def markdown() -> str:
               + "`, `".join(GGUF_NOT_READ) + "`).", "", "| `model_type` | why not |", "|---|---|"]
     for types, reason in not_read_by_reason():
         lines.append(f"| {', '.join(types)} | {reason} |")
+    lines += ["", "GGUF files of families read from HuggingFace folders, not read:", ""]
+    lines += [f"- `{arch}`: {reason}" for arch, reason in GGUF_LAYOUT_NOT_READ.items()]
     return "\n".join(lines) + "\n"
 
 

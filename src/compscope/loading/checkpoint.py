@@ -53,6 +53,19 @@ class TensorStore:
         return TensorStore(dequantising(self._loaders, self._dtypes, self._origin, block), self._origin, self._dtypes,
                            self._source)
 
+    def derived(self, made: dict[str, tuple[Callable[[], Tensor], str]]) -> TensorStore:
+        """This store with the tensors named in ``made`` computed from others: ``{name: (make,
+        from_name)}``, where ``make()`` builds the tensor from this store's ``from_name`` (taken
+        through this store, so its checks name that tensor and its file). ``name`` may be new or
+        replace a stored tensor; it is reported as ``from_name``'s file and dtype."""
+        loaders, origin, dtypes = dict(self._loaders), dict(self._origin), dict(self._dtypes)
+        for name, (make, src) in made.items():
+            loaders[name] = make
+            origin[name] = self._origin.get(src, "?")
+            if src in self._dtypes:
+                dtypes[name] = self._dtypes[src]
+        return TensorStore(loaders, origin, dtypes, self._source)
+
     def __contains__(self, name: str) -> bool:
         return name in self._loaders
 

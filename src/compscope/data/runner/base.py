@@ -109,6 +109,10 @@ class Runner:
     #: each layer's own module, where a changed run can leave the layers before the change out
     #: (:meth:`trace`'s ``clean``); None: every run runs every layer
     layer_modules: list | None = None
+    #: per layer ``l``, ``P_l``: the running model's residual before layer ``l`` is ``P_l`` times the one
+    #: compscope reads (Gemma 4 scales the whole residual after each layer: :meth:`Family.residual_divisors`);
+    #: None: the same residual. Traces hold compscope's; a left-out layer returns the model's
+    divisors: list[float] | None = None
     #: what a layer module returns, seen on a clean run: ("tensor" or a tuple's length, its residual's
     #: dtype), or False (neither); None: not seen yet
     _returns: tuple | bool | None = None
@@ -225,14 +229,14 @@ class Runner:
         k = self._repeats(clean, tokens)
         start = min(add) if add and clean is not None and self.layer_modules and self._returns else 0
         again = lambda x: x if k == 1 else x.repeat(k, 1, 1)  # noqa: E731  (k == 1: the clean tensors themselves)
-        kept = [again(clean.resid[i + 1].to(self._returns[1])) for i in range(start)] if start else []
+        kept = [again(self._as_model(clean.resid[i + 1], i + 1).to(self._returns[1])) for i in range(start)]
         seeing = self._seeing_returns() if not add and self.layer_modules and self._returns is None else nullcontext()
         seen: list[Tensor] = []  # the last layer's input, where it is not run
         skipping = self._skipping_last(seen) if not last and self.layer_modules and self._returns else nullcontext()
         with seeing, self._leaving_out(kept), skipping, evaluating(getattr(self, "model", None)):
             resid, out, *rest = self._run(tokens, add) if add else self._run(tokens)
         if seen:
-            resid[-1] = seen[0]
+            resid[-1] = seen[0] if self.divisors is None else seen[0] / self.divisors[-1]
         post = rest[0] if rest else None  # post-LN: the norms' inputs per layer
         if not last:  # (run anyway where the layers are not modules of one list: a hybrid's attention layers)
             out[-1] = None
@@ -249,6 +253,10 @@ class Runner:
             self._check_agreement(trace, low_precision=resid[0].dtype not in (torch.float32, torch.float64))
             self._agreed = True
         return trace
+
+    def _as_model(self, resid: Tensor, layer: int) -> Tensor:
+        """compscope's residual before ``layer`` as the running model holds it (:attr:`divisors`)."""
+        return resid if self.divisors is None else resid * self.divisors[layer]
 
     def _repeats(self, clean: Trace | None, tokens: Tensor) -> int:
         """How many times ``tokens`` repeats the sequences of ``clean`` (:meth:`trace`), checked."""

@@ -34,6 +34,7 @@ class HFRunner(Runner):
         # what the residual receives is this multiple of the hooked attention output (Granite's
         # residual_multiplier, folded into W_O): outputs are scaled by it, added changes divided
         self.out_scale = family.residual_scale(text, where)
+        self.divisors = family.residual_divisors(model)  # Gemma 4's layer scalars: the model's residual, scaled
         if len(self.points) != hw.n_layers:
             raise UnsupportedModelError(f"{hw.meta.name}: the running model has {len(self.points)} layers, its "
                                         f"HeadWeights {hw.n_layers}: they are not the same model")
@@ -65,13 +66,15 @@ class HFRunner(Runner):
         norm_in: dict[tuple[int, int], Tensor] = {}
         handles = []
         first = lambda args, kwargs: args[0] if args else kwargs["hidden_states"]  # noqa: E731
+        div = self.divisors or [1.0] * len(self.points)
         for i, (rm, om) in enumerate(self.points):
             handles.append(rm.register_forward_pre_hook(
-                lambda m, a, k, i=i: resid.__setitem__(i, first(a, k).detach()), with_kwargs=True))
+                lambda m, a, k, i=i: resid.__setitem__(i, _over(first(a, k).detach(), div[i])), with_kwargs=True))
             if add and i in add:  # registered first: the hook below records what the layer adds with the change
-                d = add[i] if self.out_scale == 1.0 else add[i] / self.out_scale
+                d = add[i] * (div[i] / self.out_scale) if self.out_scale != 1.0 or div[i] != 1.0 else add[i]
                 handles.append(om.register_forward_hook(lambda m, a, o, d=d: _plus(o, d)))
-            handles.append(om.register_forward_hook(lambda m, a, o, i=i: out.__setitem__(i, self._added(o))))
+            handles.append(om.register_forward_hook(
+                lambda m, a, o, i=i: out.__setitem__(i, _over(self._added(o), div[i]))))
         for i, norms in enumerate(self.norm_modules or ()):
             for j, nm in enumerate(norms):
                 handles.append(nm.register_forward_pre_hook(
@@ -101,6 +104,11 @@ def layer_modules(body, points: list[tuple]) -> list | None:
                 for layer, (a, b) in zip(seq, points)):
             return list(seq)
     return None
+
+
+def _over(x: Tensor, divisor: float) -> Tensor:
+    """``x / divisor`` (``x`` itself for 1): the model's residual, or what a layer adds to it, as compscope reads it."""
+    return x if divisor == 1.0 else x / divisor
 
 
 def _plus(output, delta: Tensor):

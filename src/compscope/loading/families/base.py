@@ -104,6 +104,14 @@ class Family:
         return 1.0
 
     @classmethod
+    def residual_divisors(cls, model) -> list[float] | None:
+        """Per attending layer ``l`` of the running ``model``, ``P_l``: its residual before layer ``l`` is
+        ``P_l`` times the one compscope reads (Gemma 4 multiplies the whole residual by a learned scalar
+        after each layer: ``P_l`` is the product of those before ``l``, and ``convert`` divides what layer
+        ``l`` adds by it). None (the same residual) elsewhere."""
+        return None
+
+    @classmethod
     def exact_context(cls, config: dict, where: str = "config") -> int | None:
         """The longest sequence on which the model computes what compscope reads, where that is shorter
         than any the model takes (LongRoPE's frequencies and Llama 4's query temperature change past the

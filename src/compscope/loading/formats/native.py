@@ -18,7 +18,7 @@ from ...core.heads import HeadWeights, Meta, Norm, Rotary
 
 FORMAT, VERSION = "compscope", 1
 _TENSORS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_pos", "W_U", "b_U", "alibi", "sinks")
-_NORMS = ("attn_norm", "final_norm", "attn_out_norm")
+_NORMS = ("attn_norm", "final_norm", "attn_out_norm", "v_norm")
 
 
 def is_native(path: Path) -> bool:
@@ -123,6 +123,7 @@ def load(path: str | Path) -> HeadWeights:
             attn_norm=norm(fields["attn_norm"], "attn_norm"),
             final_norm=norm(fields["final_norm"], "final_norm"),
             attn_out_norm=norm(fields["attn_out_norm"], "attn_out_norm"),
+            v_norm=norm(fields.get("v_norm"), "v_norm"),  # absent in files written before it existed
             qk_norm=None if fields["qk_norm"] is None else tuple(norm(f, f"qk_norm.{i}") for i, f in enumerate(fields["qk_norm"])),
             qk_norm_scope=fields.get("qk_norm_scope", "head"),  # absent in files written before it existed
             norm_placement=fields["norm_placement"],

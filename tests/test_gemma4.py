@@ -1,0 +1,178 @@
+"""Gemma 4: heads of two widths held at one, K/V heads of two counts held at one, values from the key
+projection, the value norm, proportional rotary and the residual scaled after every layer, each
+against transformers' own model (the family-wide suites run the tiny variants through hooks,
+processing, runner and interventions besides)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+import compscope
+from compscope.data.runner import runner_for
+from compscope.errors import LoadError, UnsupportedModelError
+
+transformers = pytest.importorskip("transformers")
+if not hasattr(transformers, "Gemma4TextConfig"):
+    pytest.skip(f"transformers {transformers.__version__} has no Gemma 4", allow_module_level=True)
+
+from hf_tiny import BY_ID, VOCAB, build, random_ids  # noqa: E402
+
+WIDE = "gemma4-widths-k-eq-v-scalars"  # local layers 0, 2: heads 8 wide, 2 K/V heads; global 1, 3: 16 wide, 1
+
+
+@pytest.fixture(scope="module")
+def wide():
+    model = build(BY_ID[WIDE])
+    return model, compscope.load(model)
+
+
+def test_narrow_heads_sit_in_the_wide_slots_scaled_so_their_norms_are_the_models(wide):
+    """Layer 0's 8-wide heads held 16 wide: dims 0-3 in slots 0-3, dims 4-7 in slots 8-11 (each rotary
+    half at the start of a wide half), times sqrt(16 / 8) in W_Q, W_K, W_V, W_O divided by it, the QK
+    gains too; the other slots zero. Layer 1 (16 wide) as stored."""
+    model, hw = wide
+    attn = model.model.layers[0].self_attn
+    c = math.sqrt(2)
+    slots = [0, 1, 2, 3, 8, 9, 10, 11]
+    empty = [4, 5, 6, 7, 12, 13, 14, 15]
+    q = attn.q_proj.weight.detach().reshape(4, 8, 32)
+    torch.testing.assert_close(hw.W_Q[0][:, slots], c * q)
+    assert not hw.W_Q[0][:, empty].any() and not hw.W_O[0][:, :, empty].any()
+    o = attn.o_proj.weight.detach().reshape(32, 4, 8).permute(1, 0, 2)  # (head, d_model, d_head)
+    torch.testing.assert_close(hw.W_O[0][:, :, slots], o / c)
+    torch.testing.assert_close(hw.W_V[0][:, slots], c * attn.v_proj.weight.detach().reshape(2, 8, 32))
+    torch.testing.assert_close(hw.qk_norm[0].weight[0, slots], attn.q_norm.weight.detach() / c)
+    wide_q = model.model.layers[1].self_attn.q_proj.weight.detach().reshape(4, 16, 32)
+    torch.testing.assert_close(hw.W_Q[1], wide_q, atol=0, rtol=0)
+
+
+def test_one_k_v_head_repeated_and_values_from_the_key_projection(wide):
+    """Layer 1 has one K/V head (held as 2, the local layers' count) and no v_proj: W_V is its k_proj."""
+    model, hw = wide
+    attn = model.model.layers[1].self_attn
+    assert attn.v_proj is None and hw.n_kv_heads == 2 and hw.kv_map == (0, 0, 1, 1)
+    k = attn.k_proj.weight.detach()
+    for g in range(2):
+        torch.testing.assert_close(hw.W_K[1, g], k, atol=0, rtol=0)
+        torch.testing.assert_close(hw.W_V[1, g], k, atol=0, rtol=0)
+    assert any("attention_k_eq_v" in n for n in hw.meta.notes)
+
+
+def test_rotary_frequencies_are_transformers_own_in_the_wide_slots(wide):
+    """Each layer's frequencies are those of transformers' rotary module for its type (the local
+    layers' 4, the global layers' 8, of which the proportional map turns half), zero past them."""
+    model, hw = wide
+    rope = model.model.rotary_emb
+    local = rope.sliding_attention_inv_freq.double()
+    glob = rope.full_attention_inv_freq.double()
+    assert local.shape == (4,) and glob.shape == (8,) and int((glob != 0).sum()) == 4
+    torch.testing.assert_close(hw.rotary.inv_freq[0], torch.cat([local, torch.zeros(4, dtype=torch.float64)]).to(
+        hw.rotary.inv_freq.dtype))
+    torch.testing.assert_close(hw.rotary.inv_freq[1], glob.to(hw.rotary.inv_freq.dtype))
+
+
+def test_the_runner_reads_the_residual_divided_by_the_layer_scalars_so_far(wide):
+    """What the runner traces is the model's own hidden state before each layer divided by the
+    product of the layer scalars before it (which are not 1 here)."""
+    model, hw = wide
+    scalars = [float(b.layer_scalar) for b in model.model.layers]
+    assert all(abs(s - 1) > 1e-3 for s in scalars)
+    runner = runner_for(model, hw, progress=False)
+    ids = random_ids()
+    tr = runner.trace(ids)
+    with torch.no_grad():
+        states = model.model(input_ids=ids, output_hidden_states=True).hidden_states
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(tr.resid[layer], states[layer] / math.prod(scalars[:layer]), atol=1e-5, rtol=1e-5)
+    assert (tr.resid[2] - states[2]).abs().max() > 1e-2  # the division matters here
+
+
+def test_value_norm_is_in_every_recomputation(wide):
+    """Without the value norm the recomputed attention is not the model's."""
+    from compscope.core.attention import attention_forward
+    from hf_tiny import capture
+
+    model, hw = wide
+    cap = capture(model, "gemma4", random_ids())
+    for layer in (0, 1):
+        resid, want = cap.resid[layer], cap.attn_out[layer]
+        torch.testing.assert_close(attention_forward(hw, layer, resid), want, atol=1e-5, rtol=0)
+        assert (attention_forward(hw.replace(v_norm=None), layer, resid) - want).abs().max() > 1e-3
+
+
+def test_the_released_configs_keys_read_as_transformers_builds_them(tmp_path):
+    """A config.json as the released models state the global layers (global_head_dim,
+    num_global_key_value_heads) rather than as transformers 5 saves them (per_layer_config): the model
+    transformers builds from it and compscope's reading are those of the saved form."""
+    build(BY_ID[WIDE]).save_pretrained(tmp_path / "saved")
+    released = tmp_path / "released"
+    released.mkdir()
+    for f in (tmp_path / "saved").iterdir():
+        (released / f.name).write_bytes(f.read_bytes())
+    cfg = json.loads((released / "config.json").read_text())
+    assert cfg.pop("per_layer_config") == {"1": {"head_dim": 16, "num_key_value_heads": 1},
+                                           "3": {"head_dim": 16, "num_key_value_heads": 1}}
+    cfg.update(global_head_dim=16, num_global_key_value_heads=1)
+    (released / "config.json").write_text(json.dumps(cfg))
+    built = transformers.AutoModelForCausalLM.from_pretrained(released)
+    assert built.model.layers[1].self_attn.head_dim == 16 and built.model.layers[0].self_attn.head_dim == 8
+    a, b = compscope.load(tmp_path / "saved"), compscope.load(released)
+    for name in ("W_Q", "W_K", "W_V", "W_O"):
+        torch.testing.assert_close(getattr(a, name), getattr(b, name), atol=0, rtol=0)
+    torch.testing.assert_close(a.rotary.inv_freq, b.rotary.inv_freq, atol=0, rtol=0)
+
+
+def test_the_language_model_of_a_gemma4_vision_language_model_is_read_and_runs(tmp_path):
+    """Gemma4ForConditionalGeneration saved: its language model read (the vision tower not), and run
+    on data with its residual as compscope reads it."""
+    text = {k: v for k, v in BY_ID[WIDE].config.items() if k != "tie_word_embeddings"}
+    text.update(num_hidden_layers=2, layer_types=["sliding_attention", "full_attention"])
+    vision = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
+                  num_key_value_heads=2, head_dim=8)
+    model = transformers.Gemma4ForConditionalGeneration(
+        transformers.Gemma4Config(text_config=text, vision_config=vision, audio_config=None))
+    with torch.no_grad():
+        for b in model.model.language_model.layers:
+            b.layer_scalar.fill_(0.7)
+    model.save_pretrained(tmp_path)
+    hw = compscope.load(tmp_path)
+    assert (hw.meta.family, hw.n_layers, hw.d_head) == ("gemma4", 2, 16)
+    assert any("the language model of a gemma4 model" in n for n in hw.meta.notes)
+    runner = runner_for(tmp_path, progress=False)
+    runner.trace(torch.randint(2, VOCAB, (2, 6)))  # the first trace is checked against the model: it agrees
+
+
+def test_shared_key_value_layers_are_refused_with_the_reason(tmp_path):
+    model = build(BY_ID[WIDE], num_kv_shared_layers=2)
+    with pytest.raises(UnsupportedModelError, match="shared K/V layers.*read the residual at another layer"):
+        compscope.load(model)
+
+
+def test_a_layer_scalar_that_is_not_positive_is_refused_by_name(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    build(BY_ID[WIDE]).save_pretrained(tmp_path)
+    sd = load_file(tmp_path / "model.safetensors")
+    sd["model.layers.2.layer_scalar"] = torch.tensor([-0.5])
+    save_file(sd, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(LoadError, match="layer_scalar of layer 2 is -0.5"):
+        compscope.load(tmp_path)
+
+
+@pytest.mark.parametrize("per_layer, match", [
+    ({"1": {"head_dim": 16, "sliding_window": 2}}, r"overrides \['sliding_window'\] for layer 1"),
+    ({"9": {"head_dim": 16}}, "per_layer_config entry '9'"),
+    ({"1": {"head_dim": 15}}, "layer 1's head width 15 is odd"),
+    ({"1": {"num_key_value_heads": 3}}, "layer 1 has 3 K/V heads, which do not divide its 4 query heads"),
+])
+def test_per_layer_settings_compscope_does_not_read_are_refused_by_name(tmp_path, per_layer, match):
+    build(BY_ID[WIDE]).save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg["per_layer_config"] = per_layer
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises((LoadError, UnsupportedModelError), match=match):
+        compscope.load(tmp_path)
