@@ -18,14 +18,15 @@ from environments import ROOT, python_of, subprocess_env
 CASES = ["gpt2", "gpt-neo", "neox", "llama-gqa", "qwen2-bias", "qwen3", "gemma2", "gemma3", "olmo2", "phi", "gptj", "opt",
          "bloom", "mpt", "gpt-oss", "bert", "roberta", "glm", "glm4", "ernie4_5", "seed-oss", "arcee", "nemotron",
          "apertus", "exaone4", "glm4_moe", "lfm2", "falcon_h1", "minimax_m2",
-         "nanochat", "phimoe", "flex_olmo"]
+         "nanochat", "phimoe", "flex_olmo", "gemma4"]
 #: OLMo-2, FlexOlmo and EXAONE 4 have no norm before their attention, and BERT's and RoBERTa's norms come after it (post-LN);
 #: TransformerLens' GLM adapters do not fold norms (``supports_fold_ln = False``, their MLP's joint gate_up_proj), nor
 #: its Nemotron one (LayerNorm1P, gain 1 + w): compatibility mode's processing leaves their attention weights as
 #: they were, so the check that they changed (and are read as changed) cannot apply; and TransformerLens 4.3 fails to
-#: enter Falcon-H1's compatibility mode itself (bridge_check.RAW_ONLY); nanochat's norms have no gains to fold
+#: enter Falcon-H1's compatibility mode itself (bridge_check.RAW_ONLY); nanochat's norms have no gains to fold; Gemma 4's
+#: processed bridge is refused (below)
 PROCESSED = [c for c in CASES if c not in ("olmo2", "bert", "roberta", "glm", "glm4", "nemotron", "exaone4", "falcon_h1",
-                                                "nanochat", "flex_olmo")]
+                                                "nanochat", "flex_olmo", "gemma4")]
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +71,13 @@ def test_compatibility_mode_weights_are_read_as_processed(rows, case):
     assert row["compat_weights_differ"], "processing changed nothing: the check would not see stale weights"
     assert row["compat_out_err"] < 1e-5 and row["compat_pattern_err"] < 1e-5, row
     assert row["compat_runner_err"] < 1e-5, row
+
+
+def test_a_processed_bridge_around_gemma4_is_refused_with_the_reason(rows):
+    """Gemma 4's heads of two widths do not fit TransformerLens's stacked projections, which its
+    processing rewrites: the raw bridge is read (above), the processed one refused, saying why."""
+    refused = rows["gemma4"]["compat_refused"]
+    assert refused and refused.startswith("UnsupportedModelError") and "differ in width" in refused, refused
 
 
 def test_unsupported_architecture_is_refused_by_name(rows):

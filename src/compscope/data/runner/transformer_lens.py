@@ -42,6 +42,7 @@ class TransformerLensRunner(Runner):
             self._post_ln_bridge(model)
         elif is_bridge(model):  # the norm's input (the attention's where it has none, OLMo-2), after the post-attention norm if any
             self.out_scale = bridge_residual_scale(model)
+            self.divisors = bridge_residual_divisors(model)  # Gemma 4's layer scalars
             added = "attn.o.hook_out" if _returns_residual(hw, model) else "attn.hook_out"
             self.names = [(f"blocks.{l}.ln1.hook_in" if hasattr(b, "ln1") else f"blocks.{l}.attn.hook_in",
                            f"blocks.{l}.ln1_post.hook_out" if hasattr(b, "ln1_post") else f"blocks.{l}.{added}")
@@ -74,19 +75,20 @@ class TransformerLensRunner(Runner):
     out_scale = 1.0
 
     def _run(self, tokens: Tensor, add: dict[int, Tensor] | None = None) -> tuple:
+        div = self.divisors or [1.0] * len(self.names)
         if add:
             m = self.out_scale
-            hooks = [(self.names[i][1], lambda x, hook, d=d: x + (d if m == 1.0 else d / m)) for i, d in add.items()]
+            hooks = [(self.names[i][1], lambda x, hook, d=d * (div[i] / m): x + d) for i, d in add.items()]
             with self.model.hooks(fwd_hooks=hooks):
                 _, cache = self.model.run_with_cache(tokens, names_filter=lambda n: n in self.wanted)
         else:
             _, cache = self.model.run_with_cache(tokens, names_filter=lambda n: n in self.wanted)
         got = {name: cache[name] for name in self.wanted if name in cache.keys()}  # a block left out (trace's clean): None
         norm_in = None if self.norm_names is None else [(got[a], got[b]) if a in got else None for a, b in self.norm_names]
-        outs = [got.get(o) for _, o in self.names]
-        if self.out_scale != 1.0:
-            outs = [None if o is None else o * self.out_scale for o in outs]
-        return [got.get(r) for r, _ in self.names], outs, norm_in
+        outs = [None if (o := got.get(name)) is None else o * (self.out_scale / div[i])
+                for i, (_, name) in enumerate(self.names)]
+        resid = [None if (r := got.get(name)) is None else r / div[i] for i, (name, _) in enumerate(self.names)]
+        return resid, outs, norm_in
 
 
 def _returns_residual(hw: HeadWeights, bridge) -> bool:
@@ -108,6 +110,15 @@ def is_transformer_lens(obj) -> bool:
     from ...loading.formats.transformer_lens import is_hooked_encoder, is_hooked_transformer
 
     return is_bridge(obj) or is_hooked_transformer(obj) or is_hooked_encoder(obj)
+
+
+def bridge_residual_divisors(bridge) -> list[float] | None:
+    """The family's :meth:`Family.residual_divisors` for the HuggingFace model a bridge wraps."""
+    from ...loading.families import family_for, language_model
+
+    where = f"TransformerBridge({type(bridge.original_model).__name__})"
+    text = language_model(bridge.original_model.config.to_dict(), where)[0]
+    return family_for(text, where).residual_divisors(bridge.original_model)
 
 
 def bridge_residual_scale(bridge) -> float:

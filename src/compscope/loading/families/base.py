@@ -73,6 +73,10 @@ class Family:
     #: whether the model's attention module returns the residual plus what it adds (BLOOM's), so
     #: that what it adds is its output projection's output
     attention_returns_residual: ClassVar[bool] = False
+    #: whether layers differ in head width or K/V head count (Gemma 4), which a TransformerLens
+    #: bridge's stacked projections (``W_Q`` ...) cannot hold: a bridge is read through its
+    #: HuggingFace tensors alone, and a processed one not at all
+    per_layer_heads: ClassVar[bool] = False
 
     @classmethod
     def hook_points(cls, model) -> list[tuple[Any, Any]]:

@@ -70,6 +70,7 @@ class Gemma4(Gemma):
         "attention_bias": lambda v: not v,
     }
     hook_points = _post_norm_hooks
+    per_layer_heads = True
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:

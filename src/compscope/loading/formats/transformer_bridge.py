@@ -121,7 +121,13 @@ def read(bridge) -> HeadWeights:
     hw = to_heads(from_hf_model(hf, tensors, where))
     config, _ = language_model(hf.config.to_dict(), where)  # the bridge's own projections, as the family reads them
     family = family_for(config, where)
-    hw = dataclasses.replace(hw, **family.projections_as_read(config, where, _projections(bridge, hw, where)))
+    if not family.per_layer_heads:
+        hw = dataclasses.replace(hw, **family.projections_as_read(config, where, _projections(bridge, hw, where)))
+    elif getattr(bridge, "_weights_processed", False):
+        raise UnsupportedModelError(
+            f"{where}: a processed bridge around a {family.name} model is not read: its layers' heads differ in width "
+            "or K/V count, which TransformerLens's stacked projections cannot hold, and the processing rewrote them "
+            "there; read the bridge before enable_compatibility_mode(), or the HuggingFace model")
     meta = hw.meta
     if getattr(bridge, "_weights_processed", False):
         meta = dataclasses.replace(meta, processing=meta.processing + ("transformer_lens_bridge:process_weights",),
