@@ -105,14 +105,16 @@ def check_parts(hw: HeadWeights, parts: str | Sequence[str] | None, where: str =
 def unread_norms(hw: HeadWeights) -> str | None:
     """A note when ``hw``'s heads' circuits hold norms the measures do not read (QK-norm after
     ``W_Q``, ``W_K``, unless its gains were folded into them; an attention-output norm after
-    ``W_O``), naming those ``linearise_norms`` can read; ``None`` when there are none."""
-    words = {"qk": "QK-norm (after W_Q, W_K)", "output": "an attention-output norm (after W_O)"}
+    ``W_O``; Gemma 4's value norm after ``W_V``), naming those ``linearise_norms`` can read; ``None``
+    when there are none."""
+    words = {"qk": "QK-norm (after W_Q, W_K)", "output": "an attention-output norm (after W_O)",
+             "value": "a value norm (after W_V)"}
     folded = QK_GAINS_FOLDED in hw.meta.processing
-    parts = [p for p in norm_parts(hw) if not (p == "qk" and folded)]
+    parts = [p for p in norm_parts(hw) if not (p == "qk" and folded)] + (["value"] if hw.v_norm is not None else [])
     if not parts:
         return None
     can = []
-    for p in parts:
+    for p in (p for p in parts if p in PARTS):  # (the value norm: not linearised)
         try:
             can.append(check_parts(hw, p)[0])
         except ProcessingError:  # a layer-wide QK-norm: no per-head linearisation
