@@ -176,3 +176,33 @@ def test_per_layer_settings_compscope_does_not_read_are_refused_by_name(tmp_path
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     with pytest.raises((LoadError, UnsupportedModelError), match=match):
         compscope.load(tmp_path)
+
+
+def test_the_value_norm_linearised_holds_the_mean_jacobian_of_the_models_own_module(wide):
+    """``linearise_norms(part 'value')``: ``W_V ← J_v W_V`` per K/V head, ``J_v`` autograd through
+    transformers' own ``v_norm`` on the values it meets (after the first position), in the model's
+    own width: a narrow head's rows, in its slots, are ``c J_v W_v`` (the padded norm's Jacobian is
+    ``P J_v Pᵀ`` on rows ``c P W_v``); the value norm removed, the rest as it was."""
+    from compscope.core.attention import read_input
+    from compscope.data.norm_linearisation import linearise_norms
+    from test_norm_linearisation import _mean_jacobian
+
+    model, hw = wide
+    runner = runner_for(model, hw, progress=False)
+    tokens = random_ids(seq=9, batch=3)
+    lin = linearise_norms(runner, "value", tokens=tokens, progress=False)
+    assert lin.v_norm is None and lin.qk_norm is not None and lin.meta.processing == ("linearise_norms(value)",)
+    torch.testing.assert_close(lin.W_Q, hw.W_Q, atol=0, rtol=0)
+    tr = runner.trace(tokens)
+    slots = {8: [0, 1, 2, 3, 8, 9, 10, 11], 16: list(range(16))}
+    for l, layer in enumerate(model.model.layers):
+        attn = layer.self_attn
+        proj = attn.v_proj if attn.v_proj is not None else attn.k_proj
+        w = attn.head_dim
+        W = proj.weight.detach().reshape(-1, w, hw.d_model)  # (K/V heads of this layer, w, d)
+        x = read_input(hw, l, tr.resid[l])[:, 1:].reshape(-1, hw.d_model)
+        for g in range(hw.n_kv_heads):
+            real = W[g * W.shape[0] // hw.n_kv_heads]  # the layer's own K/V head that slot g repeats
+            J = _mean_jacobian(attn.v_norm, (x @ real.T).detach())
+            want = math.sqrt(16 / w) * J @ real
+            torch.testing.assert_close(lin.W_V[l, g][slots[w]], want, atol=2e-5, rtol=1e-4)

@@ -128,8 +128,8 @@ def qk_norm_point(value: str) -> str:
     return value
 
 
-#: ``--linearise-norms``' optional PARTS
-NORM_PARTS = ("all", "qk", "output", "qk,output")
+#: ``--linearise-norms``' optional PARTS: all, or any of the parts, comma-separated in this order
+NORM_PARTS = ("all", "qk", "output", "value", "qk,output", "qk,value", "output,value", "qk,output,value")
 
 #: the options whose value may be left out, with the words they take and the one taken without a word
 OPTIONAL_WORDS = {"--linearise-qk-norm": (QK_NORM_POINTS, "isotropic"), "--linearise-norms": (NORM_PARTS, "all")}

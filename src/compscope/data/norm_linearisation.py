@@ -14,7 +14,8 @@ with ``s = sqrt(mean(P y)² + eps)``, ``z = P y / s``, ``r`` the dimension, ``P 
 ``P = I − 11ᵀ/r`` for a LayerNorm (exact, ``eps`` included; the bias ``β`` is constant and drops
 out). Part ``qk``: ``W_Q ← J_q W_Q``, ``W_K ← J_k W_K`` per head (and their biases), QK-norm
 removed; part ``output``: ``W_O ← J_o W_O`` per layer (and ``b_O``), the attention-output norm
-removed. The result is the first-order model around the data, for analysis only: the model that
+removed; part ``value`` (Gemma 4's value norm): ``W_V ← J_v W_V`` per K/V head (and ``b_V``), the
+value norm removed. The result is the first-order model around the data, for analysis only: the model that
 runs stays the unprocessed one. The norm inputs are taken at every position but the first (where
 attention sinks), on natural text (the text of the ``activations`` metric) or, without a
 tokenizer, on repeated random sequences; both recorded in ``meta.notes``.
@@ -38,7 +39,9 @@ if TYPE_CHECKING:
     from .residual_moments import SampleData
 
 #: the norms inside the heads' circuits that can be linearised
-PARTS = ("qk", "output")
+PARTS = ("qk", "output", "value")
+#: each part's norm, as errors name it
+_WORDS = {"qk": "QK-norm", "output": "attention-output norm", "value": "value norm"}
 
 
 class JacobianMean:
@@ -67,8 +70,10 @@ class JacobianMean:
 
 
 def norm_parts(hw: HeadWeights) -> tuple[str, ...]:
-    """The :data:`PARTS` that ``hw`` has: ``'qk'`` with a QK-norm, ``'output'`` with an attention-output norm."""
-    return tuple(p for p in PARTS if (hw.qk_norm if p == "qk" else hw.attn_out_norm) is not None)
+    """The :data:`PARTS` that ``hw`` has: ``'qk'`` with a QK-norm, ``'output'`` with an attention-output
+    norm, ``'value'`` with a value norm."""
+    held = {"qk": hw.qk_norm, "output": hw.attn_out_norm, "value": hw.v_norm}
+    return tuple(p for p in PARTS if held[p] is not None)
 
 
 def check_parts(hw: HeadWeights, parts: str | Sequence[str] | None, where: str = "linearise_norms") -> tuple[str, ...]:
@@ -79,7 +84,7 @@ def check_parts(hw: HeadWeights, parts: str | Sequence[str] | None, where: str =
     if parts is None:
         if not has:
             raise OptionError(f"{where}: {hw.meta.name} has no norm inside its heads' circuits "
-                              "(no QK-norm, no attention-output norm)")
+                              "(no QK-norm, attention-output norm or value norm)")
         parts = has
     parts = tuple(p.strip() for p in parts.split(",")) if isinstance(parts, str) else tuple(parts)
     for p in parts:
@@ -89,8 +94,7 @@ def check_parts(hw: HeadWeights, parts: str | Sequence[str] | None, where: str =
             raise ProcessingError(f"{where}: {hw.meta.name}'s QK-norm was already linearised from the weights "
                                   "(linearise_qk_norm); linearise the unprocessed QK-norm instead")
         if p not in has:
-            what = "QK-norm" if p == "qk" else "attention-output norm"
-            raise OptionError(f"{where}: {hw.meta.name} has no {what} (part {p!r})")
+            raise OptionError(f"{where}: {hw.meta.name} has no {_WORDS[p]} (part {p!r})")
     if not parts:
         raise OptionError(f"{where}: no part given; expected any of {', '.join(PARTS)}")
     if "qk" in parts and hw.qk_norm_scope != "head":
@@ -110,11 +114,11 @@ def unread_norms(hw: HeadWeights) -> str | None:
     words = {"qk": "QK-norm (after W_Q, W_K)", "output": "an attention-output norm (after W_O)",
              "value": "a value norm (after W_V)"}
     folded = QK_GAINS_FOLDED in hw.meta.processing
-    parts = [p for p in norm_parts(hw) if not (p == "qk" and folded)] + (["value"] if hw.v_norm is not None else [])
+    parts = [p for p in norm_parts(hw) if not (p == "qk" and folded)]
     if not parts:
         return None
     can = []
-    for p in (p for p in parts if p in PARTS):  # (the value norm: not linearised)
+    for p in parts:
         try:
             can.append(check_parts(hw, p)[0])
         except ProcessingError:  # a layer-wide QK-norm: no per-head linearisation
@@ -129,8 +133,8 @@ def unread_norms(hw: HeadWeights) -> str | None:
 @dataclass(frozen=True)
 class NormJacobians:
     """Mean Jacobians (without gain) of the norms inside a model's heads' circuits, measured on
-    data: ``means[(n, layer)]`` for ``n`` in ``q``, ``k`` (``(head, r, r)``) and ``o``
-    (``(d_model, d_model)``), float64; ``parts``: the :data:`PARTS` measured; ``data``: what they
+    data: ``means[(n, layer)]`` for ``n`` in ``q``, ``k``, ``v`` (``(head, r, r)``; ``v`` per K/V head) and
+    ``o`` (``(d_model, d_model)``), float64; ``parts``: the :data:`PARTS` measured; ``data``: what they
     were measured on. :meth:`apply` linearises any of those parts, so one pass over the data
     serves each subset (the traces are the unprocessed model's whatever is linearised)."""
 
@@ -140,7 +144,8 @@ class NormJacobians:
 
     def apply(self, hw: HeadWeights, parts: str | Sequence[str] | None = None) -> HeadWeights:
         """``hw`` with the norms of ``parts`` (default every part measured) replaced by their mean
-        Jacobians: ``W_{Q,K} ← diag(γ) J W_{Q,K}`` per head, ``W_O ← diag(γ) J W_O`` per layer."""
+        Jacobians: ``W_{Q,K} ← diag(γ) J W_{Q,K}`` per head, ``W_O ← diag(γ) J W_O`` per layer,
+        ``W_V ← diag(γ) J W_V`` per K/V head."""
         parts = check_parts(hw, self.parts if parts is None else parts, "NormJacobians.apply")
         missing = [p for p in parts if p not in self.parts]
         if missing:
@@ -159,6 +164,16 @@ class NormJacobians:
             if hw.b_O is not None:
                 changes["b_O"] = torch.einsum("lde,le->ld", J, hw.b_O.double()).to(hw.b_O.dtype)
             changes["attn_out_norm"] = None
+        if "value" in parts:
+            norm = hw.v_norm
+            J = torch.stack([mean("v", l) if norm.weight is None else norm.gain(l).double()[:, None] * mean("v", l)
+                             for l in range(L)])  # (layer, K/V head, r, r)
+            changes["W_V"] = torch.einsum("lgrs,lgsd->lgrd", J, hw.W_V.double()).to(hw.W_V.dtype)
+            b_V = None if hw.b_V is None else torch.einsum("lgrs,lgs->lgr", J, hw.b_V.double())
+            if norm.bias is not None:  # constant after the norm: what every value adds
+                b_V = (0 if b_V is None else b_V) + norm.bias.double()[:, None]
+            changes["b_V"] = None if b_V is None else b_V.expand_as(hw.W_V[..., 0]).to(hw.W_V.dtype)
+            changes["v_norm"] = None
         return hw.replace(step=f"linearise_norms({', '.join(parts)})",
                           note=f"norms linearised (their mean Jacobian) on {self.data}", **changes)
 
@@ -196,7 +211,8 @@ def _mean_jacobians(runner, parts, hw, tokens, data, batch_size: int, progress: 
     L = here.n_layers
     acc = {(p, l): JacobianMean(n) for l in range(L) for p, n in
            ((("q", here.qk_norm[0]), ("k", here.qk_norm[1])) if "qk" in parts else ())
-           + ((("o", here.attn_out_norm),) if "output" in parts else ())}
+           + ((("o", here.attn_out_norm),) if "output" in parts else ())
+           + ((("v", here.v_norm),) if "value" in parts else ())}
     bar = progress_bar(tokens.shape[0], "linearising norms", enabled=progress)
     for b0 in range(0, tokens.shape[0], batch_size):
         tr = runner.trace(tokens[b0 : b0 + batch_size])
@@ -208,6 +224,11 @@ def _mean_jacobians(runner, parts, hw, tokens, data, batch_size: int, progress: 
                     if b is not None:
                         y = y + b[l].double()
                     acc[kind, l].add(y.reshape(-1, *y.shape[2:]))
+            if "value" in parts:  # what the value norm takes, per K/V head
+                y = torch.einsum("grd,bsd->bsgr", here.W_V[l].double(), x.double())[:, 1:]
+                if here.b_V is not None:
+                    y = y + here.b_V[l].double()
+                acc["v", l].add(y.reshape(-1, *y.shape[2:]))
             if "output" in parts:  # what the attention-output norm takes
                 u = combine(here, l, head_outputs(here, l, *head_states(here, l, x)), norm=False)[:, 1:]
                 acc["o", l].add(u.reshape(-1, u.shape[-1]))
@@ -220,7 +241,7 @@ def linearise_norms(runner, parts: str | Sequence[str] | None = None, hw: HeadWe
                     tokens: Tensor | None = None, data: SampleData | None = None, batch_size: int = 8,
                     progress: bool = True) -> HeadWeights:
     """``hw`` (default the runner's weights) with the norms named in ``parts`` (``'qk'``,
-    ``'output'``; default every one the model has) replaced by their mean Jacobians (module
+    ``'output'``, ``'value'``; default every one the model has) replaced by their mean Jacobians (module
     docstring), estimated on ``tokens: (batch, seq)`` run through ``runner``'s model or on those of
     ``data``, a :class:`~compscope.data.residual_moments.SampleData` (:func:`mean_jacobians`),
     then :meth:`NormJacobians.apply`."""

@@ -156,7 +156,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     QK-norm's gains moved into ``W_Q``, ``W_K`` (approximate: :func:`~compscope.core.processing.fold_qk_norm_gains`);
     ``linearise_norms``: judge the weights with the norms inside the heads' circuits replaced by
     their mean Jacobians on natural text (True: every one the model has; or parts ``'qk'``,
-    ``'output'``: :func:`~compscope.data.norm_linearisation.linearise_norms`), after any folding
+    ``'output'``, ``'value'``: :func:`~compscope.data.norm_linearisation.linearise_norms`), after any folding
     (the heads' own previous-token and induction scores read the norms as they are: a head's
     positional pattern comes from the mean query and key, which the linearisation drops);
     ``linearise_qk_norm``: judge the weights with QK-norm replaced by its Jacobian at second order
