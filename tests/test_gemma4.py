@@ -146,6 +146,12 @@ def test_the_language_model_of_a_gemma4_vision_language_model_is_read_and_runs(t
     runner.trace(torch.randint(2, VOCAB, (2, 6)))  # the first trace is checked against the model: it agrees
 
 
+def test_per_layer_embeddings_are_said_to_be_another_writer():
+    hw = compscope.load(build(BY_ID["gemma4-per-layer-embeddings"]))
+    assert any(n.startswith("per-layer embeddings") for n in hw.meta.notes)
+    assert not any(n.startswith("per-layer embeddings") for n in compscope.load(build(BY_ID[WIDE])).meta.notes)
+
+
 def test_shared_key_value_layers_are_refused_with_the_reason(tmp_path):
     model = build(BY_ID[WIDE], num_kv_shared_layers=2)
     with pytest.raises(UnsupportedModelError, match="shared K/V layers.*read the residual at another layer"):
@@ -206,3 +212,13 @@ def test_the_value_norm_linearised_holds_the_mean_jacobian_of_the_models_own_mod
             J = _mean_jacobian(attn.v_norm, (x @ real.T).detach())
             want = math.sqrt(16 / w) * J @ real
             torch.testing.assert_close(lin.W_V[l, g][slots[w]], want, atol=2e-5, rtol=1e-4)
+
+
+def test_layer_types_where_the_config_lists_none_are_transformers_own():
+    """Without layer_types, transformers makes every sixth layer global and the last one too, and
+    takes no sliding_window_pattern from the config: so does compscope."""
+    model = build(BY_ID[WIDE], layer_types=None, num_hidden_layers=8, sliding_window_pattern=2)
+    hw = compscope.load(model)
+    built = [layer.self_attn.sliding_window for layer in model.model.layers]
+    assert built == [3, 3, 3, 3, 3, None, 3, None]
+    assert list(hw.sliding_window) == built

@@ -62,7 +62,8 @@ class Gemma4(Gemma):
     handled = Llama.handled | {"global_head_dim", "num_global_key_value_heads", "per_layer_config", "attention_k_eq_v",
                                "hidden_size_per_layer_input", "vocab_size_per_layer_input"}
     ignored = frozenset({"final_logit_softcapping", "enable_moe_block", "use_double_wide_mlp", "num_experts",
-                         "top_k_experts", "moe_intermediate_size", "cache_implementation"})
+                         "top_k_experts", "moe_intermediate_size", "cache_implementation",
+                         "sliding_window_pattern", "_sliding_window_pattern"})  # (transformers: every sixth, whatever)
     accept = {
         "rope_parameters": _rope_ok,
         "use_bidirectional_attention": lambda v: v in (None, "vision"),  # (vision: image tokens only; text is causal)
@@ -74,9 +75,10 @@ class Gemma4(Gemma):
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
-        """As listed, else every sixth layer global; the last layer is global whatever is listed
-        (transformers makes it so)."""
-        types = every_nth_global(config, n_layers, where, 6)
+        """As listed, else every sixth layer global (transformers' rule, which takes no pattern from the
+        config); the last layer is global whatever is listed (transformers makes it so)."""
+        plain = {k: v for k, v in config.items() if k not in ("sliding_window_pattern", "_sliding_window_pattern")}
+        types = every_nth_global(plain, n_layers, where, 6)
         return types[:-1] + ["full_attention"]
 
     @classmethod
@@ -138,6 +140,9 @@ class Gemma4(Gemma):
         if k_eq_v and "full_attention" in types:
             notes.append("global layers' values come from the key projection (attention_k_eq_v): W_V = W_K there, "
                          "before the key's norm and rotary map")
+        if cfg.get("hidden_size_per_layer_input"):
+            notes.append("per-layer embeddings: after each layer a gated projection of a per-layer token embedding is "
+                         "added to the residual, another writer (as the MLPs are), not read")
         if any(s != 1.0 for s in scalars):
             notes.append(f"the residual is scaled after every layer (layer scalars {min(scalars):.3g} to "
                          f"{max(scalars):.3g}): compscope reads it divided by the product of the scales before each "
