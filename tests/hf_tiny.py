@@ -361,6 +361,14 @@ VARIANTS = [
             dict(_LLAMA, num_hidden_layers=2, num_key_value_heads=1, global_head_dim=D_HEAD, sliding_window=4,
                  layer_types=["sliding_attention", "full_attention"], hidden_size_per_layer_input=4,
                  vocab_size_per_layer_input=VOCAB, final_logit_softcapping=None, tie_word_embeddings=True)),
+    # Cohere 2 MoE: two dense first layers, global and rotating (prefix pattern 1); then sliding, global without rotary
+    Variant("cohere2-moe-dense-prefix-rms", "llama", "Cohere2MoeConfig",
+            dict(_LLAMA, num_hidden_layers=4, num_key_value_heads=2, rms_norm_eps=1e-5, first_k_dense_replace=2,
+                 sliding_window=3, sliding_window_pattern=2, num_experts=4, num_experts_per_tok=2,
+                 prefix_dense_intermediate_size=48, logit_scale=0.5, tie_word_embeddings=True)),
+    Variant("cohere2-moe-layernorm", "llama", "Cohere2MoeConfig",
+            dict(_LLAMA, rms_norm_eps=None, layer_norm_eps=1e-5, num_key_value_heads=1, sliding_window=3,
+                 num_experts=4, num_experts_per_tok=2, logit_scale=0.25, tie_word_embeddings=True)),
     Variant("bert", "bert", "BertConfig",
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12)),
     # positions from pad_token_id + 1 = 2, as RoBERTa's (514 rows for 512 tokens)
@@ -380,7 +388,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "starcoder2-bias-sliding3", "cohere-qk-layernorm-interleaved", "cohere2-sliding-rotary-global-nope",
                     "falcon-mqa-parallel", "falcon-grouped-gqa-bias", "falcon-per-head-sequential", "bloom-alibi",
                     "mpt-alibi-scaled", "codegen-eight-heads-four-shards", "nemotron-layernorm1p-partial-bias",
-                    "phimoe-layernorm-biases-longrope"]
+                    "phimoe-layernorm-biases-longrope", "cohere2-moe-layernorm"]
 RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "glm4", "apertus", "falcon_h1")
            and v.id not in PRE_LN_LAYERNORM and v.id != "olmo-hybrid-deltanet-attention"]  # (no norm before its attention)
 

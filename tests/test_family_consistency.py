@@ -1080,3 +1080,26 @@ def test_olmo_hybrid_folder_and_its_rotary_as_transformers_builds_them(tmp_path)
     tr = runner_for(tmp_path, progress=False, device="cpu").trace(random_ids())
     for layer in range(nope.n_layers):
         torch.testing.assert_close(layer_state(nope, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("k, prefix, rest", [(2, 1, 2), (3, 2, 4), (0, 1, 3), (5, 1, 4)])
+def test_cohere2_moe_layers_from_a_config_without_layer_types_are_transformers_own(tmp_path, k, prefix, rest):
+    """Cohere 2 MoE saved without ``layer_types`` and ``mlp_layer_types`` (as a config with
+    ``first_k_dense_replace`` states them): which layers slide and which rotate (the sliding ones,
+    and the dense prefix where its pattern is 1) are what transformers builds from it."""
+    import transformers
+
+    cfg = dict(vocab_size=VOCAB, hidden_size=D, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+               num_hidden_layers=5, intermediate_size=48, sliding_window=3, num_experts=2, num_experts_per_tok=1,
+               rms_norm_eps=1e-5, first_k_dense_replace=k, prefix_dense_sliding_window_pattern=prefix,
+               sliding_window_pattern=rest)
+    model = transformers.Cohere2MoeForCausalLM(transformers.Cohere2MoeConfig(**cfg))
+    model.save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    for key in ("layer_types", "mlp_layer_types"):
+        saved.pop(key)
+    (tmp_path / "config.json").write_text(json.dumps({**saved, "first_k_dense_replace": k}))
+    hw = compscope.load(tmp_path)
+    attn = [layer.self_attn for layer in model.model.layers]
+    assert list(hw.sliding_window) == [a.sliding_window for a in attn]
+    assert [bool(f.any()) for f in hw.rotary.inv_freq] == [a.sliding_window is not None or a.force_rope for a in attn]

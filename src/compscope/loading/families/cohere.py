@@ -6,6 +6,9 @@ a pre-norm), LayerNorm without bias (``layer_norm_eps``), rotary on interleaved 
 the embedding where tied). Command R+ adds a per-head QK LayerNorm with a gain for each head
 (``use_qk_norm``). Cohere 2 slides a window on three layers in four (``layer_types``, or
 ``sliding_window_pattern``, default 4) and rotates only there: its global layers have no rotary.
+Cohere 2 MoE (``cohere2_moe``): Cohere 2's attention; RMSNorms where the config sets ``rms_norm_eps``
+(LayerNorms otherwise); its first layers dense (``mlp_layer_types``), and with
+``prefix_dense_sliding_window_pattern`` 1 those are global layers that rotate all the same.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ from __future__ import annotations
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
-from .base import number
-from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, every_nth_global
+from ...errors import LoadError
+from .base import MAX_LAYERS, integer, number
+from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, every_nth_global, listed_layer_types
 
 
 def _second(config: dict) -> bool:
@@ -48,3 +52,57 @@ class Cohere(LlamaLike):
             nope_layers="full_attention" if second else "",
             notes=("parallel block: the attention and the MLP read the same normed residual",))
         return convert_llamalike(ckpt, cls, opts)
+
+
+@register
+class Cohere2Moe(LlamaLike):
+    name = "cohere2_moe"
+    about = ("Cohere 2 MoE: Cohere 2's attention, RMS or LayerNorms, dense first layers that rotate where its "
+             "prefix pattern makes them global")
+    model_types = ("cohere2_moe",)
+    architectures = ("Cohere2MoeForCausalLM",)
+    handled = Llama.handled | {"layer_norm_eps", "logit_scale", "sliding_window_pattern", "mlp_layer_types",
+                               "first_k_dense_replace", "prefix_dense_sliding_window_pattern"}
+    ignored = LlamaLike.ignored | {"num_shared_experts", "shared_expert_combination_strategy", "expert_selection_fn",
+                                   "prefix_dense_intermediate_size"}
+
+    @classmethod
+    def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
+        """As listed, else transformers' rule: the ``first_k_dense_replace`` dense layers global every
+        ``prefix_dense_sliding_window_pattern``-th (1: all), the rest every ``sliding_window_pattern``-th (4)."""
+        listed = listed_layer_types(config, n_layers, where)
+        if listed is not None:
+            return listed
+        k = integer(config, where, "first_k_dense_replace", default=0, low=0, high=n_layers)
+        prefix = integer(config, where, "prefix_dense_sliding_window_pattern", default=1, high=MAX_LAYERS)
+        rest = integer(config, where, "sliding_window_pattern", default=4, high=MAX_LAYERS)
+        # (layer i's place in its part, counted from 1, and the part's pattern)
+        place = [(i + 1, prefix) for i in range(k)] + [(i + 1, rest) for i in range(n_layers - k)]
+        types = ["full_attention" if j % m == 0 else "sliding_attention" for j, m in place]
+        return listed_layer_types({**config, "layer_types": types}, n_layers, where)
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        cfg, where = ckpt.config, ckpt.source
+        n = integer(cfg, where, "num_hidden_layers", high=MAX_LAYERS)
+        types = cls.layer_types(cfg, n, where)
+        dense = _dense_layers(cfg, n, where)
+        forced = integer(cfg, where, "prefix_dense_sliding_window_pattern", default=1, high=MAX_LAYERS) == 1
+        plain = tuple(i for i, t in enumerate(types) if t == "full_attention" and not (forced and i in dense))
+        rms = cfg.get("rms_norm_eps") is not None
+        opts = LlamaLikeOptions(
+            norm_kind="rmsnorm" if rms else "layernorm", eps_key="rms_norm_eps" if rms else "layer_norm_eps",
+            rotary_style="interleaved", logit_scale=number(cfg, where, "logit_scale", default=0.0625, open_low=True),
+            nope_layers=plain, notes=("parallel block: the attention and the MLP read the same normed residual",))
+        return convert_llamalike(ckpt, cls, opts)
+
+
+def _dense_layers(config: dict, n_layers: int, where: str) -> set[int]:
+    """The layers whose MLP is dense (``mlp_layer_types``; else the first ``first_k_dense_replace``)."""
+    kinds = config.get("mlp_layer_types")
+    if kinds is None:
+        return set(range(integer(config, where, "first_k_dense_replace", default=0, low=0, high=n_layers)))
+    if not isinstance(kinds, list) or len(kinds) != n_layers or not set(kinds) <= {"dense", "sparse"}:
+        raise LoadError(f"{where}: config key 'mlp_layer_types' = {kinds!r} is not 'dense' or 'sparse' for each of the "
+                        f"{n_layers} layers")
+    return {i for i, k in enumerate(kinds) if k == "dense"}

@@ -52,7 +52,8 @@ class LlamaLikeOptions:
     partial_rotary: float = 1.0  # the share of each head rotated when the config does not say (StableLM: 0.25)
     default_head_dim: int | None = None  # the head width where the config states none (transformers' default for
     # Nemotron-H, MiniMax-M2, Solar Open: 128); None: the residual width over the heads
-    nope_layers: str = ""  # layers without rotary, frequency 0: 'no_rope_layers' (SmolLM3, as that key says),
+    nope_layers: str | tuple[int, ...] = ""  # layers without rotary, frequency 0: a tuple of the model's layers, or
+    # 'no_rope_layers' (SmolLM3, as that key says),
     # 'full_attention' (Cohere 2: its global layers), 'all' (Granite 4's hybrids)
     rotary_style: str = "half"  # Cohere: 'interleaved', pairs (2i, 2i + 1)
     logit_scale: float = 1.0  # Cohere: logits = scale · W_U x, the scale folded into W_U
@@ -280,7 +281,9 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         rope_notes.append("rotary frequencies divided per dimension by the file's rope_freqs (llama.cpp's form of "
                           "Llama 3 rope scaling)")
     if opts.nope_layers:  # no rotary: frequency 0, every position turned by nothing
-        if opts.nope_layers == "no_rope_layers":
+        if isinstance(opts.nope_layers, tuple):
+            turning = [i not in opts.nope_layers for i in layers]
+        elif opts.nope_layers == "no_rope_layers":
             rotating = rope_layers(cfg, n_model, where)
             turning = [rotating[i] for i in layers]
         else:
