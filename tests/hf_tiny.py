@@ -29,6 +29,10 @@ _COMMON = dict(vocab_size=VOCAB, hidden_size=D, num_attention_heads=HEADS, inter
 _LLAMA = dict(_COMMON, head_dim=D_HEAD, max_position_embeddings=64, rms_norm_eps=1e-5, tie_word_embeddings=False)
 
 
+#: the kinds that are encoders (built as AutoModel: no unembedding)
+ENCODERS = ("bert", "xlmr_xl")
+
+
 @dataclass(frozen=True)
 class Variant:
     id: str
@@ -369,6 +373,9 @@ VARIANTS = [
     Variant("cohere2-moe-layernorm", "llama", "Cohere2MoeConfig",
             dict(_LLAMA, rms_norm_eps=None, layer_norm_eps=1e-5, num_key_value_heads=1, sliding_window=3,
                  num_experts=4, num_experts_per_tok=2, logit_scale=0.25, tie_word_embeddings=True)),
+    # pre-LN encoder: no embeddings LayerNorm, a LayerNorm before each attention and one after the last layer
+    Variant("xlm-roberta-xl-pre-ln", "xlmr_xl", "XLMRobertaXLConfig",
+            dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1)),
     Variant("bert", "bert", "BertConfig",
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12)),
     # positions from pad_token_id + 1 = 2, as RoBERTa's (514 rows for 512 tokens)
@@ -388,7 +395,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "starcoder2-bias-sliding3", "cohere-qk-layernorm-interleaved", "cohere2-sliding-rotary-global-nope",
                     "falcon-mqa-parallel", "falcon-grouped-gqa-bias", "falcon-per-head-sequential", "bloom-alibi",
                     "mpt-alibi-scaled", "codegen-eight-heads-four-shards", "nemotron-layernorm1p-partial-bias",
-                    "phimoe-layernorm-biases-longrope", "cohere2-moe-layernorm"]
+                    "phimoe-layernorm-biases-longrope", "cohere2-moe-layernorm", "xlm-roberta-xl-pre-ln"]
 RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "glm4", "apertus", "falcon_h1")
            and v.id not in PRE_LN_LAYERNORM and v.id != "olmo-hybrid-deltanet-attention"]  # (no norm before its attention)
 
@@ -444,7 +451,7 @@ def build(variant: Variant, seed: int = 0, **overrides):
     """The model for ``variant`` with every parameter perturbed (norm gains ≠ 1, biases ≠ 0)."""
     cfg = make_config(variant, **overrides)
     torch.manual_seed(seed)
-    auto = transformers.AutoModel if variant.kind == "bert" else transformers.AutoModelForCausalLM
+    auto = transformers.AutoModel if variant.kind in ENCODERS else transformers.AutoModelForCausalLM
     model = auto.from_config(cfg, attn_implementation="eager", dtype=torch.float32)
     model.eval()
     with torch.no_grad():
@@ -506,6 +513,9 @@ def _modules(model, kind: str):
     if kind == "bloom":  # its attention returns the residual plus what it adds; dense's output is the addition
         t = model.transformer
         return [(b.input_layernorm, b.self_attention.dense) for b in t.h], t.ln_f
+    if kind == "xlmr_xl":  # pre-LN: the norm before the attention reads the residual
+        layers = model.encoder.layer
+        return [(b.attention.self_attn_layer_norm, b.attention.output.dense) for b in layers], model.encoder.LayerNorm
     if kind == "bert":
         if hasattr(model, "transformer"):  # DistilBERT's names; its block's input is what attention reads
             return [(b, b.attention.out_lin) for b in model.transformer.layer], None
@@ -549,7 +559,7 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
     if kind == "hybrid":  # its first layer may be a Mamba layer: what enters it is the embedding
         handles.append(model.model.layers[0].register_forward_pre_hook(
             lambda m, a, k: store.__setitem__("layer0_in", _first(a, k).detach().clone()), with_kwargs=True))
-    if kind == "bert":
+    if kind in ENCODERS:
         emb = model.embeddings
         for name in [n for n in ("word_embeddings", "position_embeddings", "token_type_embeddings") if hasattr(emb, n)]:
             handles.append(getattr(emb, name).register_forward_hook(

@@ -22,7 +22,7 @@ import torch
 import compscope
 from compscope.core.attention import attention_forward
 
-from hf_tiny import (BY_ID, D, SEQ, VARIANTS, VOCAB, attention_layers, build, capture, make_config, model_and_capture,
+from hf_tiny import (BY_ID, D, ENCODERS, SEQ, VARIANTS, VOCAB, attention_layers, build, capture, make_config, model_and_capture,
                      random_ids)
 
 ATOL = 1e-5
@@ -147,6 +147,8 @@ def test_embedding_columns_match_hf(variant):
         return
     if hw.W_pos is not None:
         emb = emb + hw.W_pos[:, : ids.shape[1]].T
+    if "W_type" in hw.embed_extra:  # (XLM-RoBERTa-XL: token type 0 added, no LayerNorm)
+        emb = emb + hw.embed_extra["W_type"][:, 0]
     torch.testing.assert_close(emb, cap.extra.get("layer0_in", cap.resid[0]), atol=ATOL, rtol=1e-6)
     if variant.config_cls.startswith("Gemma"):
         raw = model.get_input_embeddings().weight
@@ -157,6 +159,12 @@ def test_unembedding_matches_hf(variant):
     hw, model, cap = loaded(variant.id)
     if variant.kind == "bert":
         assert hw.W_U is None and hw.final_norm is None
+        return
+    if variant.kind == "xlmr_xl":  # no unembedding; the final LayerNorm is the encoder's own
+        assert hw.W_U is None
+        with torch.no_grad():
+            want = model.encoder.LayerNorm(cap.final_in)
+        torch.testing.assert_close(hw.final_norm.apply(cap.final_in, 0), want, atol=ATOL, rtol=0)
         return
     scale = model.config.logit_scale if variant.config_cls.startswith("Cohere") else 1.0  # logits times it, in W_U
     if hasattr(model.config, "logits_scaling"):
@@ -507,7 +515,7 @@ def test_a_folder_reads_the_attention_biases_transformers_builds(tmp_path, vid, 
             added[base + ".bias"] = sd[base + ".bias"] = torch.full((w.shape[0],), 0.5)
     save_file(sd, tmp_path / "model.safetensors", metadata={"format": "pt"})
 
-    auto = transformers.AutoModel if v.kind == "bert" else transformers.AutoModelForCausalLM
+    auto = transformers.AutoModel if v.kind in ENCODERS else transformers.AutoModelForCausalLM
     built = auto.from_pretrained(tmp_path, attn_implementation="eager", dtype=torch.float32).eval()
     kept = set(added) & set(built.state_dict())
     from_folder, from_object = compscope.load(tmp_path), compscope.load(built)

@@ -279,7 +279,7 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "ministral3-yarn-temperature-sliding",
                "phimoe-layernorm-biases-longrope",
                "gemma4-widths-k-eq-v-scalars", "gemma4-per-layer-embeddings",
-               "cohere2-moe-dense-prefix-rms", "cohere2-moe-layernorm",
+               "cohere2-moe-dense-prefix-rms", "cohere2-moe-layernorm", "xlm-roberta-xl-pre-ln",
                "flex-olmo-layer-qk-norm-moe",
                "granite-swa-sinks-layer-theta",
                "solar-open-qkv-bias-moe",

@@ -287,6 +287,7 @@ def center_writing(hw: HeadWeights) -> HeadWeights:
         b_O=None if hw.b_O is None else hw.b_O - hw.b_O.mean(-1, keepdim=True),
         W_E=centre(hw.W_E),
         W_pos=centre(hw.W_pos),
+        embed_extra={k: centre(v) for k, v in hw.embed_extra.items()},  # (token types: written as W_E is)
     )
 
 

@@ -1,5 +1,6 @@
 """BERT encoders (BERT, all-MiniLM; RoBERTa, XLM-RoBERTa, CamemBERT, data2vec-text; ELECTRA;
-DistilBERT): post-LayerNorm, bidirectional, learned positions.
+DistilBERT): post-LayerNorm, bidirectional, learned positions; and XLM-RoBERTa-XL, RoBERTa's
+embeddings before pre-LN layers (:class:`XlmRobertaXl`).
 
 Post-LN: each sublayer's output is added to the residual and the *sum* is normalised,
 ``h' = LN(h + Attn(h))``. Attention at layer ``l`` therefore reads the residual directly; the
@@ -74,14 +75,25 @@ class Bert(Family):
         return (*sizes(config, where), number(config, where, "layer_norm_eps", default=1e-12))
 
     @classmethod
+    def read_norms(cls, ts, prefix: str, L: int, d: int, eps: float) -> tuple[dict, list[str]]:
+        """The ``HeadWeights`` fields of the norms (``attn_norm``, ``final_norm``, ``norm_placement``),
+        and what the notes say of them. Post-LN: the norm each layer's residual comes out of, the
+        embeddings LayerNorm for layer 0 and the previous layer's output LayerNorm after it."""
+        ln = [(f"{prefix}embeddings.LayerNorm", (d,))] + [
+            (f"{prefix}{cls.layers_at}.{i}.{cls.output_norm}", (d,)) for i in range(L - 1)]
+        w, b = ([ts.take(f"{name}.{part}", shape) for name, shape in ln] for part in ("weight", "bias"))
+        return (dict(attn_norm=Norm("layernorm", torch.stack(w), torch.stack(b), eps), final_norm=None,
+                     norm_placement="post"),
+                ["post-LN: the residual is renormalised after every sublayer; attention reads it directly"])
+
+    @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
         cls.check_config(cfg, where)
         d, H, L, r, eps = cls.sizes_and_eps(cfg, where)
         prefix = cls.hf_base + "." if f"{cls.hf_base}.embeddings.word_embeddings.weight" in ts else ""
         e = prefix + "embeddings."
-        ln_w = [ts.take(e + "LayerNorm.weight", (d,))]
-        ln_b = [ts.take(e + "LayerNorm.bias", (d,))]
+        norms, norm_notes = cls.read_norms(ts, prefix, L, d, eps)
         ws, bs = ([[] for _ in range(3)] for _ in range(2))
         wo, bo = [], []
         for i in range(L):
@@ -91,9 +103,6 @@ class Bert(Family):
                 bs[j].append(ts.take(p + name + ".bias", (d,)).reshape(H, r))
             wo.append(split_cols(ts.take(p + cls.projections[3] + ".weight", (d, d)), H, r))
             bo.append(ts.take(p + cls.projections[3] + ".bias", (d,)))
-            if i < L - 1:  # the norm whose output layer i+1 reads
-                ln_w.append(ts.take(p + cls.output_norm + ".weight", (d,)))
-                ln_b.append(ts.take(p + cls.output_norm + ".bias", (d,)))
         wte = ts.take(e + "word_embeddings.weight")
         start = cls.first_position(cfg, where)
         wpe = ts.take(e + "position_embeddings.weight")
@@ -102,8 +111,7 @@ class Bert(Family):
                             f"(positions > {start}, {d})")
         wpe = wpe[start:]
         tte = ts.take(e + "token_type_embeddings.weight", required=False)
-        notes = list(ckpt.notes) + [
-            "post-LN: the residual is renormalised after every sublayer; attention reads it directly",
+        notes = list(ckpt.notes) + norm_notes + [
             "encoder: bidirectional attention, no unembedding (W_U is None)",
         ] + ([f"positions numbered from pad_token_id + 1 = {start}: W_pos is the position table from row {start} on"]
              if start else [])
@@ -113,9 +121,7 @@ class Bert(Family):
             b_O=torch.stack(bo),
             W_E=wte.T, W_pos=wpe.T, W_U=None, b_U=None,
             kv_map=tuple(range(H)),
-            attn_norm=Norm("layernorm", torch.stack(ln_w), torch.stack(ln_b), eps),
-            final_norm=None,
-            norm_placement="post",
+            **norms,
             positions="learned",
             causal=False,
             sliding_window=(None,) * L,
@@ -140,6 +146,39 @@ class Roberta(Bert):
     def first_position(cls, config: dict, where: str) -> int:
         # (absent: transformers' default for each of these model types, 1)
         return integer(config, where, "pad_token_id", default=1, low=0, high=MAX_WIDTH) + 1
+
+
+@register
+class XlmRobertaXl(Roberta):
+    """XLM-RoBERTa-XL and -XXL: RoBERTa's embeddings (positions from ``pad_token_id + 1``) without a
+    LayerNorm, pre-LN layers (``attention.self_attn_layer_norm`` before the attention, whose output
+    projection adds to the residual) and one LayerNorm after the last layer."""
+
+    name = "xlm_roberta_xl"
+    about = "XLM-RoBERTa-XL and -XXL: RoBERTa's positions, pre-LN layers"
+    model_types = ("xlm-roberta-xl",)
+    architectures = ("XLMRobertaXLModel", "XLMRobertaXLForMaskedLM")
+
+    @classmethod
+    def hook_points(cls, model):
+        """``attention.self_attn_layer_norm`` reads the residual, ``attention.output.dense`` returns
+        what is added (before dropout and the residual)."""
+        return [(b.attention.self_attn_layer_norm, b.attention.output.dense)
+                for b in cls.base_model(model).encoder.layer]
+
+    @classmethod
+    def post_norm_points(cls, model):
+        return None
+
+    @classmethod
+    def read_norms(cls, ts, prefix: str, L: int, d: int, eps: float) -> tuple[dict, list[str]]:
+        """Pre-LN: each layer's ``attention.self_attn_layer_norm``, and the encoder's LayerNorm at the end."""
+        at = [f"{prefix}{cls.layers_at}.{i}.attention.self_attn_layer_norm" for i in range(L)]
+        w, b = ([ts.take(f"{name}.{part}", (d,)) for name in at] for part in ("weight", "bias"))
+        final = [ts.take(f"{prefix}encoder.LayerNorm.{part}", (d,)) for part in ("weight", "bias")]
+        return (dict(attn_norm=Norm("layernorm", torch.stack(w), torch.stack(b), eps),
+                     final_norm=Norm("layernorm", final[0][None], final[1][None], eps), norm_placement="pre"),
+                ["pre-LN encoder: each layer's heads read a LayerNorm of the residual, to which they add"])
 
 
 @register
