@@ -55,8 +55,8 @@ def _rope_ok(v) -> bool:
 @register
 class Gemma4(Gemma):
     name = "gemma4"
-    about = ("Gemma 4 (31B, 26B-A4B, and the language model of the Gemma 4 models): local and global layers of "
-             "different head widths, QK-norm and a value norm, a residual scale per layer")
+    about = ("Gemma 4 31B and 26B-A4B (their language model): local and global layers of different head widths, "
+             "QK-norm and a value norm, a residual scale per layer; E2B and E4B refused (shared K/V layers)")
     model_types = ("gemma4_text",)
     architectures = ("Gemma4ForCausalLM",)
     handled = Llama.handled | {"global_head_dim", "num_global_key_value_heads", "per_layer_config", "attention_k_eq_v",
