@@ -222,3 +222,105 @@ def test_layer_types_where_the_config_lists_none_are_transformers_own():
     built = [layer.self_attn.sliding_window for layer in model.model.layers]
     assert built == [3, 3, 3, 3, 3, None, 3, None]
     assert list(hw.sliding_window) == built
+
+
+def write_gemma4_gguf(path, model, k_eq_v: bool) -> None:
+    """What llama.cpp's ``Gemma4Model`` conversion writes (float32): the sliding layers flagged per
+    layer, both head widths, a K/V head count per layer, both rotary bases, the global layers'
+    ``rope_freqs`` (1 for a pair the proportional map turns, 1e30 for one it does not), norms as they
+    are, ``layer_output_scale``, and no ``attn_v`` on a global layer that takes its keys' projection."""
+    import gguf
+    import numpy as np
+
+    cfg = model.config
+    types = cfg.layer_types
+    layers = model.model.layers
+    sd = {k: v.detach().numpy().astype(np.float32) for k, v in model.state_dict().items()}
+    w = gguf.GGUFWriter(str(path), "gemma4")
+    a = "gemma4."
+    for key, value in (("block_count", len(types)), ("context_length", 64), ("embedding_length", cfg.hidden_size),
+                       ("feed_forward_length", 48), ("attention.head_count", 4)):
+        w.add_uint32(a + key, value)
+    w.add_array(a + "attention.head_count_kv", [layer.self_attn.k_proj.out_features // layer.self_attn.head_dim
+                                                for layer in layers])
+    w.add_uint32(a + "attention.key_length", 16)
+    w.add_uint32(a + "attention.key_length_swa", 8)
+    w.add_uint32(a + "rope.dimension_count", 16)
+    w.add_uint32(a + "rope.dimension_count_swa", 8)
+    w.add_float32(a + "attention.layer_norm_rms_epsilon", cfg.rms_norm_eps)
+    w.add_uint32(a + "attention.sliding_window", cfg.sliding_window)
+    w.add_array(a + "attention.sliding_window_pattern", [t == "sliding_attention" for t in types])
+    w.add_float32(a + "rope.freq_base", 3000.0)
+    w.add_float32(a + "rope.freq_base_swa", 50.0)
+    w.add_uint32(a + "attention.shared_kv_layers", 0)
+    w.add_uint32(a + "embedding_length_per_layer_input", 0)
+    names = {"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
+             "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
+             "self_attn.o_proj.weight": "attn_output.weight", "self_attn.q_norm.weight": "attn_q_norm.weight",
+             "self_attn.k_norm.weight": "attn_k_norm.weight",
+             "post_attention_layernorm.weight": "post_attention_norm.weight", "layer_scalar": "layer_output_scale.weight"}
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    for i in range(len(types)):
+        for hf, g in names.items():
+            if f"model.layers.{i}.{hf}" in sd:  # (a global layer with k_eq_v has no v_proj)
+                w.add_tensor(f"blk.{i}.{g}", sd[f"model.layers.{i}.{hf}"])
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    n_rot = int(16 * 0.5 / 2)  # the variant's proportional map: half of the global layers' 8 pairs
+    w.add_tensor("rope_freqs.weight", np.array([1.0] * n_rot + [1e30] * (8 - n_rot), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+@pytest.mark.parametrize("k_eq_v", [True, False])
+def test_a_gguf_file_as_llama_cpp_writes_gemma4_reads_as_the_model(tmp_path, k_eq_v):
+    """A GGUF file in llama.cpp's Gemma 4 layout reads as the model it came from: every weight, the
+    norms, the windows, the layer scalars (in the attention-output gains) and the rotary frequencies
+    (the proportional map from rope_freqs)."""
+    pytest.importorskip("gguf")
+    model = build(BY_ID[WIDE], attention_k_eq_v=k_eq_v)
+    path = tmp_path / "g4.gguf"
+    write_gemma4_gguf(path, model, k_eq_v)
+    ours, ref = compscope.load(path), compscope.load(model)
+    assert ours.meta.family == "gemma4" and ours.sliding_window == ref.sliding_window
+    assert (ours.n_kv_heads, ours.d_head, ours.kv_map) == (ref.n_kv_heads, ref.d_head, ref.kv_map)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for a, b in ((ours.attn_norm, ref.attn_norm), (ours.attn_out_norm, ref.attn_out_norm),
+                 (ours.qk_norm[0], ref.qk_norm[0]), (ours.qk_norm[1], ref.qk_norm[1]), (ours.final_norm, ref.final_norm)):
+        torch.testing.assert_close(a.weight, b.weight, atol=0, rtol=0)
+    assert ours.v_norm is not None and ours.scale == ref.scale == 1.0
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    assert any("rope_freqs" in n for n in ours.meta.notes)
+
+
+def test_a_gemma4_gguf_file_with_shared_key_value_layers_is_refused(tmp_path):
+    """llama.cpp writes the E2B and E4B models' shared layers as a count: refused with the reason."""
+    import gguf
+
+    pytest.importorskip("gguf")
+    path = tmp_path / "g4.gguf"
+    write_gemma4_gguf(path, build(BY_ID[WIDE]), True)
+    fields = gguf.GGUFReader(str(path))
+    assert int(fields.fields["gemma4.attention.shared_kv_layers"].parts[-1][0]) == 0
+    raw = path.read_bytes()
+    key = b"gemma4.attention.shared_kv_layers"
+    at = raw.index(key) + len(key) + 4  # the key, its value type (uint32), then the value
+    path.write_bytes(raw[:at] + (2).to_bytes(4, "little") + raw[at + 4:])
+    with pytest.raises(UnsupportedModelError, match="shared K/V layers"):
+        compscope.load(path)
+
+
+def test_a_gemma4_gguf_file_is_not_run_on_data_and_says_why(tmp_path):
+    """transformers' GGUF reader lists gemma4, and builds it as another model (one K/V head count, the
+    layer scalars left at 1): the data-based commands refuse the file, saying so; the catalogue marks
+    it weights only."""
+    pytest.importorskip("gguf")
+    from compscope.loading.catalogue import lookup
+
+    path = tmp_path / "g4.gguf"
+    write_gemma4_gguf(path, build(BY_ID[WIDE]), True)
+    with pytest.raises(UnsupportedModelError, match="layer output scales out.*cannot run it"):
+        runner_for(path, progress=False)
+    assert "weights only" in lookup("gemma4", only="gguf")[1]

@@ -80,19 +80,9 @@ def why_not(model_type: object) -> str | None:
     return NOT_READ.get(model_type) if isinstance(model_type, str) else None
 
 
-#: GGUF architectures whose HuggingFace model compscope reads, and whose files it does not: why
-GGUF_LAYOUT_NOT_READ: dict[str, str] = {
-    "gemma4": ("compscope reads Gemma 4 from its HuggingFace folder; its GGUF layout (per-layer head widths, global "
-               "layers without attn_v, layer output scales) is not mapped"),
-}
-
-
 def why_not_gguf(arch: object) -> str | None:
-    """Why compscope does not read GGUF architecture ``arch`` (:data:`GGUF_NOT_READ`,
-    :data:`GGUF_LAYOUT_NOT_READ`), or None."""
-    if not isinstance(arch, str):
-        return None
-    return NOT_READ[GGUF_NOT_READ[arch]] if arch in GGUF_NOT_READ else GGUF_LAYOUT_NOT_READ.get(arch)
+    """Why compscope does not read GGUF architecture ``arch`` (:data:`GGUF_NOT_READ`), or None."""
+    return NOT_READ[GGUF_NOT_READ[arch]] if isinstance(arch, str) and arch in GGUF_NOT_READ else None
 
 
 @dataclass(frozen=True)
@@ -237,8 +227,6 @@ def markdown() -> str:
               + "`, `".join(GGUF_NOT_READ) + "`).", "", "| `model_type` | why not |", "|---|---|"]
     for types, reason in not_read_by_reason():
         lines.append(f"| {', '.join(types)} | {reason} |")
-    lines += ["", "GGUF files of families read from HuggingFace folders, not read:", ""]
-    lines += [f"- `{arch}`: {reason}" for arch, reason in GGUF_LAYOUT_NOT_READ.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -53,18 +53,24 @@ class TensorStore:
         return TensorStore(dequantising(self._loaders, self._dtypes, self._origin, block), self._origin, self._dtypes,
                            self._source)
 
-    def derived(self, made: dict[str, tuple[Callable[[], Tensor], str]]) -> TensorStore:
+    def derived(self, made: dict[str, tuple[Callable[[], Tensor], str]], hidden: tuple[str, ...] = ()) -> TensorStore:
         """This store with the tensors named in ``made`` computed from others: ``{name: (make,
         from_name)}``, where ``make()`` builds the tensor from this store's ``from_name`` (taken
         through this store, so its checks name that tensor and its file). ``name`` may be new or
-        replace a stored tensor; it is reported as ``from_name``'s file and dtype."""
+        replace a stored tensor; it is reported as ``from_name``'s file and dtype. The tensors named
+        in ``hidden`` are left out (a caller that reads them itself). What either store reads counts as
+        read in both (:meth:`taken`, :attr:`source_dtypes`)."""
         loaders, origin, dtypes = dict(self._loaders), dict(self._origin), dict(self._dtypes)
+        for name in hidden:
+            loaders.pop(name, None)
         for name, (make, src) in made.items():
             loaders[name] = make
             origin[name] = self._origin.get(src, "?")
             if src in self._dtypes:
                 dtypes[name] = self._dtypes[src]
-        return TensorStore(loaders, origin, dtypes, self._source)
+        view = TensorStore(loaders, origin, dtypes, self._source)
+        view._taken, view._taken_dtypes = self._taken, self._taken_dtypes  # one record of what was read, either way
+        return view
 
     def __contains__(self, name: str) -> bool:
         return name in self._loaders

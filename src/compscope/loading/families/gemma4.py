@@ -119,9 +119,13 @@ class Gemma4(Gemma):
         eps = number(cfg, where, "rms_norm_eps", default=1e-6)
         opts = LlamaLikeOptions(embed_scale=d**0.5, qk_norm=True, post_attn_norm=True, attn_scale=1.0,
                                 norm_eps=eps)
-        hw = convert_llamalike(dataclasses.replace(ckpt, config=plain, tensors=ckpt.tensors.derived(made)), cls, opts)
+        tensors = ckpt.tensors.derived(made, hidden=("rope_freqs.weight",))  # (read below, for the global layers)
+        hw = convert_llamalike(dataclasses.replace(ckpt, config=plain, tensors=tensors), cls, opts)
         rope = cfg.get("rope_parameters") or _DEFAULT_ROPE
         freqs = torch.stack([_inv_freq(rope, t, w, r, where) for (w, _), t in zip(shapes, types)])
+        divisors = ckpt.tensors.take("rope_freqs.weight", required=False)  # GGUF files only (llama.cpp's)
+        if divisors is not None:
+            freqs = _divided(freqs, divisors, types, shapes, r, ckpt.tensors.origin("rope_freqs.weight"))
         widths = sorted({w for w, _ in shapes})
         counts = [g for _, g in shapes]
         notes = [
@@ -130,6 +134,9 @@ class Gemma4(Gemma):
             "rotary per layer type (rope_parameters): a head turns its own pairs at its own width's frequencies; the "
             "proportional map of the global layers turns only the first of them",
         ]
+        if divisors is not None:
+            notes.append("global layers' rotary frequencies divided by the file's rope_freqs (llama.cpp's form of the "
+                         "proportional map: a divisor of 1e30 leaves a pair unturned)")
         if len(widths) > 1:
             notes.append(f"heads of widths {', '.join(map(str, widths))} are all held {r} wide: a narrower head's dims "
                          "in half of the slots of each rotary half, the rest zero, scaled so that its norms are the "
@@ -243,6 +250,22 @@ def _uniform_layer(ts, p: str, d: int, H: int, w: int, g: int, r: int, G: int, d
         at + "k_norm.weight": gain(at + "k_norm.weight"),
         post: ((lambda: ts.take(post, (d,)) / divisor), post),
     }
+
+
+def _divided(freqs: torch.Tensor, divisors: torch.Tensor, types: list[str], shapes: list, r: int,
+             where: str) -> torch.Tensor:
+    """``freqs`` with those of the global layers divided by llama.cpp's ``rope_freqs``, one divisor per
+    pair of their width (which must be the widest), as llama.cpp applies them; a divisor of 1e30 or
+    more turns a pair by nothing (exactly 0 here, as transformers' proportional map has it)."""
+    full = [i for i, t in enumerate(types) if t == "full_attention"]
+    widths = {shapes[i][0] for i in full}
+    if divisors.ndim != 1 or widths != {r} or divisors.shape[0] != r // 2 or bool((divisors <= 0).any()):
+        raise LoadError(f"{where}: tensor 'rope_freqs' ({tuple(divisors.shape)}) is not a positive divisor for each "
+                        f"of the {r // 2} rotary pairs of the global layers")
+    out = freqs.clone()
+    d = divisors.double()
+    out[full] = torch.where(d >= 1e30, 0.0, freqs[full] / d)
+    return out
 
 
 def _inv_freq(rope: dict, layer_type: str, w: int, r: int, where: str) -> torch.Tensor:

@@ -60,6 +60,7 @@ _ARCHS = {
     "gemma": ("gemma", False, True),
     "gemma2": ("gemma2", False, True),
     "gemma3": ("gemma3_text", False, True),
+    "gemma4": ("gemma4_text", False, False),  # norms stored as they are; per-layer head widths and counts (_gemma4)
     "phi3": ("phi3", False, False),  # one fused attn_qkv, rows [q heads | k heads | v heads] as HF's qkv_proj
     "olmo": ("olmo", True, False),  # norms without parameters: no norm tensors
     "olmo2": ("olmo2", False, False),  # OLMo-2 and OLMo-3 (whose sliding layers the pattern flags)
@@ -224,6 +225,7 @@ _LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn
             "mpt": (_MPT_BLOCK, "transformer.blocks.{i}.", _MPT_TOP, (), ((), None)),
             "bert": (_BERT_BLOCK, "encoder.layer.{i}.", _BERT_TOP, (), ((), None)),
             "lfm2": (_LFM2_BLOCK, "model.layers.{i}.", _LFM2_TOP, (), ((), None)),
+            "gemma4": ({**_BLOCK, "layer_output_scale.weight": "layer_scalar"}, "model.layers.{i}.", _TOP, (), ((), None)),
             "falcon": (_falcon_block(two_norms=False), "transformer.h.{i}.", _FALCON_TOP, (),
                        (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _falcon_grouped))}
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
@@ -394,6 +396,8 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
     if arch == "lfm2" and isinstance(n_kv, list):  # 0 on the convolution layers
         n_kv, ssm_layers = _kv_heads_per_layer(path, arch, cfg, n_kv, "a convolution layer")
         cfg["layer_types"] = ["conv" if i in ssm_layers else "full_attention" for i in range(cfg["num_hidden_layers"])]
+    if arch == "gemma4":  # local and global layers of their own head widths and K/V head counts
+        n_kv = _gemma4(path, arch, cfg, fields, infos, n_kv)
     if isinstance(n_heads, list) or isinstance(n_kv, list):
         raise UnsupportedModelError(
             f"{path}: per-layer head counts ('{arch}.attention.head_count' is a list) are not supported"
@@ -401,7 +405,7 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // n_heads
     if arch in _GRANITE_ARCHS and "attention_multiplier" not in cfg:  # llama.cpp: no attention.scale, d_head^-1/2
         cfg["attention_multiplier"] = head_dim**-0.5  # (transformers' Granite default is 1: said outright)
-    rope_dim = fields.get(f"{arch}.rope.dimension_count")
+    rope_dim = fields.get(f"{arch}.rope.dimension_count") if arch != "gemma4" else None  # (_gemma4: per layer type)
     if rope_dim == head_dim and arch in _PARTIAL_ROTARY:  # said outright: StableLM's family would take a quarter
         cfg["partial_rotary_factor"] = 1.0
     if rope_dim is not None and rope_dim != head_dim:
@@ -580,6 +584,56 @@ def _hybrid_layers(path: Path, arch: str, cfg: dict, fields: dict, counts: list)
     return heads, ssm
 
 
+def _gemma4(path: Path, arch: str, cfg: dict, fields: dict, infos: list, n_kv) -> int:
+    """Gemma 4's config from what llama.cpp writes (its ``Gemma4Model`` conversion): the sliding
+    layers flagged per layer, their head width ``key_length_swa`` and the global layers'
+    ``key_length``, a K/V head count per layer, the global layers' values from their keys where they
+    have no ``attn_v`` (``attention_k_eq_v``), two rotary bases, layers sharing K/V, per-layer
+    embeddings. The global layers written as a ``per_layer_config``; the rotary map of each layer type
+    over its whole width (``rope_freqs``, which llama.cpp applies to the global layers alone, turns
+    the proportional map's other pairs by nothing: the family divides by it). Returns the local
+    layers' K/V head count."""
+    def need(key: str):
+        v = fields.get(f"{arch}.{key}")
+        if v is None:
+            raise LoadError(f"{path}: GGUF metadata '{arch}.{key}' is missing")
+        return v
+
+    pattern = fields.get(f"{arch}.attention.sliding_window_pattern")
+    if not isinstance(pattern, list) or len(pattern) != cfg["num_hidden_layers"]:
+        raise LoadError(f"{path}: GGUF metadata '{arch}.attention.sliding_window_pattern' = {pattern!r} is not one flag "
+                        f"per layer ({cfg['num_hidden_layers']})")
+    types = cfg["layer_types"] = ["sliding_attention" if p else "full_attention" for p in pattern]
+    local, wide = need("attention.key_length_swa"), need("attention.key_length")
+    counts = n_kv if isinstance(n_kv, list) else [n_kv] * len(types)
+    kv = {t: sorted({k for k, u in zip(counts, types) if u == t}) for t in set(types)}
+    if len(counts) != len(types) or any(len(v) != 1 for v in kv.values()):
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.head_count_kv' = {n_kv!r} is not one K/V "
+                                    f"head count for the sliding layers and one for the global layers ({len(types)})")
+    for key, width in (("rope.dimension_count_swa", local), ("rope.dimension_count", wide)):
+        if fields.get(f"{arch}.{key}", width) != width:
+            raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.{key}' = {fields[f'{arch}.{key}']} differs from "
+                                        f"the head width {width} of those layers: not read")
+    values = {int(m.group(1)) for i in infos if (m := re.match(r"blk\.(\d+)\.attn_v\.weight$", i.name))}
+    full = [i for i, t in enumerate(types) if t == "full_attention"]
+    if values & set(full) and set(full) - values:
+        raise UnsupportedModelError(f"{path}: some global layers have attn_v and some do not; Gemma 4's either all "
+                                    "have their own value projection or take the keys' (attention_k_eq_v)")
+    g = kv.get("full_attention", kv.get("sliding_attention"))[0]
+    cfg.update(head_dim=local, attention_k_eq_v=bool(full) and not values & set(full),
+               num_key_value_heads=kv.get("sliding_attention", [g])[0],
+               per_layer_config={str(i): {"head_dim": wide, "num_key_value_heads": g} for i in full},
+               rope_parameters={"sliding_attention": {"rope_type": "default",
+                                                      "rope_theta": cfg.pop("rope_local_base_freq", 10000.0)},
+                                "full_attention": {"rope_type": "default", "rope_theta": need("rope.freq_base")}})
+    cfg.pop("rope_theta", None)
+    for key, hf in (("attention.shared_kv_layers", "num_kv_shared_layers"),
+                    ("embedding_length_per_layer_input", "hidden_size_per_layer_input")):
+        if fields.get(f"{arch}.{key}") is not None:
+            cfg[hf] = fields[f"{arch}.{key}"]
+    return cfg["num_key_value_heads"]
+
+
 def _kv_heads_per_layer(path: Path, arch: str, cfg: dict, counts: list, other: str) -> tuple[int, set[int]]:
     """A hybrid's one K/V head count (set in ``cfg``) and its layers without attention, from the
     count per layer llama.cpp writes (0 on ``other``, a layer without attention)."""
@@ -614,6 +668,9 @@ _ROTARY_DROPPED = {"stablelm": 1.0, "starcoder2": 1.0, "nemotron": 0.5}
 #: (Nemotron: the LayerNorm epsilon, which it looks for under another key than llama.cpp writes, and
 #: the head width), so that it keeps its defaults: handed back where the file states them
 _KEYS_DROPPED = {"nemotron": ("norm_eps", "head_dim")}
+#: GGUF architectures transformers' GGUF reader lists and does not run as the file states them: why
+_NOT_RUN = {"gemma4": ("transformers' GGUF reader takes one K/V head count (the per-layer counts llama.cpp writes "
+                       "fail its config) and leaves the layer output scales out (layer_scalar stays 1)")}
 
 
 def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
@@ -635,6 +692,10 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     cfg = _checkpoint(files, fields, located).config
     arch = fields["general.architecture"]  # one _checkpoint reads
     reads = transformers_reads()
+    if arch in _NOT_RUN:
+        raise UnsupportedModelError(
+            f"{path}: a GGUF file of architecture {arch!r}: {_NOT_RUN[arch]}, so the data-based commands cannot run it "
+            "(the weight-only ones read it; for data, use the model's HuggingFace folder)")
     if reads is not None and arch not in reads:
         raise UnsupportedModelError(
             f"{path}: a GGUF file of architecture {arch!r}, which transformers' GGUF reader does not read (it reads "
@@ -659,15 +720,16 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
 
 
 def transformers_reads() -> set[str] | None:
-    """The GGUF architectures the installed ``transformers`` reads (as llama.cpp names them), or
-    None when it does not say where compscope looks (then transformers says so itself when asked)."""
+    """The GGUF architectures the installed ``transformers`` reads (as llama.cpp names them; not those
+    of :data:`_NOT_RUN`, which it reads as another model), or None when it does not say where compscope
+    looks (then transformers says so itself when asked)."""
     try:
         from transformers.modeling_gguf_pytorch_utils import GGUF_SUPPORTED_ARCHITECTURES
     except ImportError:
         return None
     renamed = {"qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe", "gpt_oss": "gpt-oss",  # transformers' names of
                "minimax_m2": "minimax-m2"}  # llama.cpp's
-    return {renamed.get(a, a) for a in GGUF_SUPPORTED_ARCHITECTURES}
+    return {renamed.get(a, a) for a in GGUF_SUPPORTED_ARCHITECTURES} - set(_NOT_RUN)
 
 
 def recognise(source: object) -> bool:
