@@ -123,39 +123,48 @@ class Gemma4(Gemma):
         hw = convert_llamalike(dataclasses.replace(ckpt, config=plain, tensors=tensors), cls, opts)
         rope = cfg.get("rope_parameters") or _DEFAULT_ROPE
         freqs = torch.stack([_inv_freq(rope, t, w, r, where) for (w, _), t in zip(shapes, types)])
-        divisors = ckpt.tensors.take("rope_freqs.weight", required=False)  # GGUF files only (llama.cpp's)
-        if divisors is not None:
-            freqs = _divided(freqs, divisors, types, shapes, r, ckpt.tensors.origin("rope_freqs.weight"))
-        widths = sorted({w for w, _ in shapes})
-        counts = [g for _, g in shapes]
-        notes = [
-            "value norm: each value head is RMS-normalised (no gain) before W_O, so W_OV describes what a head writes "
-            "up to that per-token scale",
-            "rotary per layer type (rope_parameters): a head turns its own pairs at its own width's frequencies; the "
-            "proportional map of the global layers turns only the first of them",
-        ]
-        if divisors is not None:
-            notes.append("global layers' rotary frequencies divided by the file's rope_freqs (llama.cpp's form of the "
-                         "proportional map: a divisor of 1e30 leaves a pair unturned)")
-        if len(widths) > 1:
-            notes.append(f"heads of widths {', '.join(map(str, widths))} are all held {r} wide: a narrower head's dims "
-                         "in half of the slots of each rotary half, the rest zero, scaled so that its norms are the "
-                         "model's (exact)")
-        if len(set(counts)) > 1:
-            notes.append(f"K/V heads per layer {'/'.join(map(str, sorted(set(counts))))}: held as {G} per layer, "
-                         "a layer with fewer repeating each for the query heads that share it (exact)")
-        if k_eq_v and "full_attention" in types:
-            notes.append("global layers' values come from the key projection (attention_k_eq_v): W_V = W_K there, "
-                         "before the key's norm and rotary map")
-        if cfg.get("hidden_size_per_layer_input"):
-            notes.append("per-layer embeddings: after each layer a gated projection of a per-layer token embedding is "
-                         "added to the residual, another writer (as the MLPs are), not read")
-        if any(s != 1.0 for s in scalars):
-            notes.append(f"the residual is scaled after every layer (layer scalars {min(scalars):.3g} to "
-                         f"{max(scalars):.3g}): compscope reads it divided by the product of the scales before each "
-                         "layer, and what layer l adds (its attention-output norm's gain) divided by that product")
+        rope_divisors = ckpt.tensors.take("rope_freqs.weight", required=False)  # GGUF files only (llama.cpp's)
+        if rope_divisors is not None:
+            freqs = _divided(freqs, rope_divisors, types, shapes, r, ckpt.tensors.origin("rope_freqs.weight"))
+        notes = _notes(cfg, types, shapes, r, G, scalars, k_eq_v, rope_divisors is not None)
         meta = dataclasses.replace(hw.meta, notes=hw.meta.notes + tuple(notes))
         return hw.replace(rotary=Rotary(r, freqs, "half"), v_norm=Norm("rmsnorm", None, None, eps), meta=meta)
+
+
+def _notes(cfg: dict, types: list[str], shapes: list[tuple[int, int]], r: int, G: int, scalars: list[float],
+           k_eq_v: bool, rope_freqs: bool) -> list[str]:
+    """What Gemma 4's ``meta.notes`` say beside the Llama-like ones: the value norm and the rotary map
+    per layer type, and, where the model has them, llama.cpp's rope_freqs, the widths held at one, the K/V
+    counts repeated, the values from the keys, the per-layer embeddings and the layer scalars."""
+    widths = sorted({w for w, _ in shapes})
+    counts = [g for _, g in shapes]
+    notes = [
+        "value norm: each value head is RMS-normalised (no gain) before W_O, so W_OV describes what a head writes "
+        "up to that per-token scale",
+        "rotary per layer type (rope_parameters): a head turns its own pairs at its own width's frequencies; the "
+        "proportional map of the global layers turns only the first of them",
+    ]
+    if rope_freqs:
+        notes.append("global layers' rotary frequencies divided by the file's rope_freqs (llama.cpp's form of the "
+                     "proportional map: a divisor of 1e30 leaves a pair unturned)")
+    if len(widths) > 1:
+        notes.append(f"heads of widths {', '.join(map(str, widths))} are all held {r} wide: a narrower head's dims "
+                     "in half of the slots of each rotary half, the rest zero, scaled so that its norms are the "
+                     "model's (exact)")
+    if len(set(counts)) > 1:
+        notes.append(f"K/V heads per layer {'/'.join(map(str, sorted(set(counts))))}: held as {G} per layer, "
+                     "a layer with fewer repeating each for the query heads that share it (exact)")
+    if k_eq_v and "full_attention" in types:
+        notes.append("global layers' values come from the key projection (attention_k_eq_v): W_V = W_K there, "
+                     "before the key's norm and rotary map")
+    if cfg.get("hidden_size_per_layer_input"):
+        notes.append("per-layer embeddings: after each layer a gated projection of a per-layer token embedding is "
+                     "added to the residual, another writer (as the MLPs are), not read")
+    if any(s != 1.0 for s in scalars):
+        notes.append(f"the residual is scaled after every layer (layer scalars {min(scalars):.3g} to "
+                     f"{max(scalars):.3g}): compscope reads it divided by the product of the scales before each "
+                     "layer, and what layer l adds (its attention-output norm's gain) divided by that product")
+    return notes
 
 
 def _layer_shapes(cfg: dict, where: str, types: list[str], n_heads: int) -> list[tuple[int, int]]:
