@@ -120,6 +120,11 @@ CASES = {
         num_key_value_heads=2, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64,
         num_local_experts=4, num_experts_per_tok=2, attention_bias=True, pad_token_id=0, bos_token_id=1,
         eos_token_id=2)),
+    "qwen3_5": lambda: transformers.Qwen3_5ForCausalLM(transformers.Qwen3_5TextConfig(  # gated attention, DeltaNet
+        architectures=["Qwen3_5ForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=8, num_hidden_layers=4, intermediate_size=48, max_position_embeddings=64,
+        linear_key_head_dim=8, linear_value_head_dim=8, linear_num_key_heads=2, linear_num_value_heads=4,
+        layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"])),
     "gemma4": lambda: gemma4(),  # heads of two widths, values from keys, a value norm, layer scalars (not 1)
     "flex_olmo": lambda: transformers.FlexOlmoForCausalLM(transformers.FlexOlmoConfig(  # OLMo-2's attention, MoE
         architectures=["FlexOlmoForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,

@@ -376,6 +376,17 @@ VARIANTS = [
     # pre-LN encoder: no embeddings LayerNorm, a LayerNorm before each attention and one after the last layer
     Variant("xlm-roberta-xl-pre-ln", "xlmr_xl", "XLMRobertaXLConfig",
             dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1)),
+    # Qwen3.5: gated attention on layers 1 and 3 among gated DeltaNet layers; QK-norm, 1 + w norms, a quarter rotary
+    Variant("qwen3.5-gated-attention-deltanet", "hybrid", "Qwen3_5TextConfig",
+            dict(_LLAMA, num_hidden_layers=4, num_key_value_heads=2, linear_key_head_dim=8, linear_value_head_dim=8,
+                 linear_num_key_heads=2, linear_num_value_heads=4,
+                 layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"])),
+    # Qwen3-Next: the same attention every second layer (full_attention_interval), sparse MoE MLPs
+    Variant("qwen3-next-gated-moe-interval", "hybrid", "Qwen3NextConfig",
+            dict(_LLAMA, num_hidden_layers=4, num_key_value_heads=1, linear_key_head_dim=8, linear_value_head_dim=8,
+                 linear_num_key_heads=2, linear_num_value_heads=4, full_attention_interval=2, num_experts=4,
+                 num_experts_per_tok=2, moe_intermediate_size=16, shared_expert_intermediate_size=16,
+                 rope_parameters={"rope_type": "default", "rope_theta": 300.0, "partial_rotary_factor": 0.5})),
     Variant("bert", "bert", "BertConfig",
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12)),
     # positions from pad_token_id + 1 = 2, as RoBERTa's (514 rows for 512 tokens)

@@ -100,6 +100,8 @@ def test_attention_depends_on_what_the_variant_is_about(variant):
         changed.append((hw.replace(attn_out_norm=None), layer))
     if hw.v_norm is not None:
         changed.append((hw.replace(v_norm=None), layer))
+    if hw.W_G is not None:
+        changed.append((hw.replace(W_G=None, b_G=None), layer))
     if hw.b_Q is not None:
         changed.append((hw.replace(b_Q=None), layer))
     if not hw.causal:

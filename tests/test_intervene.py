@@ -253,8 +253,11 @@ def _reader_effect(hw, l2, resid, changed, kind):
     if kind in "QK":
         return 0.5 * (p1.double() - p0.double()).abs().sum(-1).mean(dim=(0, 2)), None
     W_O = hw.W_O[l2].double()
-    o0 = torch.einsum("hdr,bhsr->bshd", W_O, (p0 @ v0).double())
-    o1 = torch.einsum("hdr,bhsr->bshd", W_O, (p1 @ v1).double())
+    g = 1.0  # an output gate (Qwen3.5) reads the clean query input: the same on both sides
+    if hw.W_G is not None:
+        g = torch.sigmoid(torch.einsum("hrd,bsd->bhsr", hw.W_G[l2].double(), clean.double()))
+    o0 = torch.einsum("hdr,bhsr->bshd", W_O, (p0 @ v0).double() * g)
+    o1 = torch.einsum("hdr,bhsr->bshd", W_O, (p1 @ v1).double() * g)
     n0 = o0.norm(dim=-1)
     return ((o1.norm(dim=-1) - n0).abs() / n0).mean(dim=(0, 1)), ((o1 - o0).norm(dim=-1) / n0).mean(dim=(0, 1))
 
@@ -280,6 +283,7 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "phimoe-layernorm-biases-longrope",
                "gemma4-widths-k-eq-v-scalars", "gemma4-per-layer-embeddings",
                "cohere2-moe-dense-prefix-rms", "cohere2-moe-layernorm", "xlm-roberta-xl-pre-ln",
+               "qwen3.5-gated-attention-deltanet", "qwen3-next-gated-moe-interval",
                "flex-olmo-layer-qk-norm-moe",
                "granite-swa-sinks-layer-theta",
                "solar-open-qkv-bias-moe",
@@ -566,6 +570,7 @@ def test_every_path_is_the_direct_path_in_two_attention_only_layers():
 #: where a family keeps its heads' outputs side by side: the input of the attention's output projection
 OUTPUT_PROJECTIONS = {"gpt2": "attn.c_proj", "neox-partial-rotary-parallel": "attention.dense",
                       "gemma4-widths-k-eq-v-scalars": "self_attn.o_proj",
+                      "qwen3.5-gated-attention-deltanet": "self_attn.o_proj",
                       "llama-gqa-bias": "self_attn.o_proj", "gemma3-text": "self_attn.o_proj",
                       "qwen3-qk-norm": "self_attn.o_proj", "falcon-mqa-parallel": "self_attention.dense",
                       "opt": "self_attn.out_proj", "bert": "attention.output.dense",
@@ -592,7 +597,8 @@ def test_every_path_equals_the_model_run_with_the_head_ablated_inside_it(variant
     import compscope
 
     layers = {"gpt2": "n_layer", "gptj-interleaved-rotary": "n_layer"}.get(variant_id, "num_hidden_layers")
-    more = {"layer_types": ["sliding_attention", "full_attention", "full_attention"]} if "gemma4" in variant_id else {}
+    more = ({"layer_types": ["sliding_attention", "full_attention", "full_attention"]} if "gemma4" in variant_id
+            else {"layer_types": ["full_attention"] * 3} if "qwen3.5" in variant_id else {})  # (gated heads: all attend)
     model = build(BY_ID[variant_id], **{layers: 3}, **more)
     runner = runner_for(model, compscope.load(model))
     hw = runner.hw

@@ -80,9 +80,9 @@ def map_residual(hw: HeadWeights, T: Tensor) -> HeadWeights:
     read = lambda t: None if t is None else t.double() @ Ti  # noqa: E731  (..., d) readers
     f64 = lambda t: None if t is None else t.double()  # noqa: E731
     return hw.replace(
-        W_Q=read(hw.W_Q), W_K=read(hw.W_K), W_V=read(hw.W_V), W_U=read(hw.W_U),
+        W_Q=read(hw.W_Q), W_K=read(hw.W_K), W_V=read(hw.W_V), W_U=read(hw.W_U), W_G=read(hw.W_G),
         W_O=write(hw.W_O), W_E=write(hw.W_E), W_pos=write(hw.W_pos),
-        b_Q=f64(hw.b_Q), b_K=f64(hw.b_K), b_V=f64(hw.b_V), b_U=f64(hw.b_U),
+        b_Q=f64(hw.b_Q), b_K=f64(hw.b_K), b_V=f64(hw.b_V), b_U=f64(hw.b_U), b_G=f64(hw.b_G),
         b_O=None if hw.b_O is None else hw.b_O.double() @ T.T,
         embed_extra={k: write(v) for k, v in hw.embed_extra.items()},
     )
@@ -95,7 +95,7 @@ def permute_residual(hw: HeadWeights, perm: Tensor) -> HeadWeights:
     rows = lambda t: None if t is None else t[..., perm, :]  # noqa: E731  T W: the residual axis is second to last
     cols = lambda t: None if t is None else t[..., perm]  # noqa: E731  W T⁻¹ = W Tᵀ: the last axis
     return hw.replace(
-        W_Q=cols(hw.W_Q), W_K=cols(hw.W_K), W_V=cols(hw.W_V), W_U=cols(hw.W_U),
+        W_Q=cols(hw.W_Q), W_K=cols(hw.W_K), W_V=cols(hw.W_V), W_U=cols(hw.W_U), W_G=cols(hw.W_G),
         W_O=rows(hw.W_O), W_E=rows(hw.W_E), W_pos=rows(hw.W_pos), b_O=cols(hw.b_O),
         embed_extra={k: rows(v) for k, v in hw.embed_extra.items()},
         attn_norm=_map_norm(hw.attn_norm, perm), final_norm=_map_norm(hw.final_norm, perm),
@@ -164,6 +164,8 @@ def gain_rescale(hw: HeadWeights, seed: int = 0, spread: float = GAIN_SPREAD) ->
     inv = lambda w, s: w / s.to(w.dtype)  # noqa: E731  s broadcasts over d_model; in w's dtype (no float64 copy of W_U)
     changes = dict(attn_norm=attn, W_Q=inv(hw.W_Q, s[:, None, None]), W_K=inv(hw.W_K, s[:, None, None]),
                    W_V=inv(hw.W_V, s[:, None, None]))
+    if hw.W_G is not None:  # an output gate reads the same normed input
+        changes["W_G"] = inv(hw.W_G, s[:, None, None])
     f = hw.final_norm
     if f is not None and f.weight is not None and hw.W_U is not None:
         changes["final_norm"], sf = rescale(f, f.weight.shape[0])

@@ -7,7 +7,8 @@ measures (activation labels, interventions) run on it. A layer in steps, each on
     x = read_input(hw, l, resid)                      what the heads read (after the norm, pre-LN)
     q, k, v = project(hw, l, "Q", x), ...             each of Q, K, V may read a different x
     pattern = attend(hw, l, q, k)                      (head_states: both steps at once)
-    o = head_outputs(hw, l, pattern, v)                per head: W_O^h z_h,  (batch, seq, head, d_model)
+    o = head_outputs(hw, l, pattern, v, x)             per head: W_O^h z_h,  (batch, seq, head, d_model)
+                                                       (z_h gated by its query's input, where the model gates)
     out = combine(hw, l, o)                            Σ_h o_h + b_O, then the attention-output norm
 """
 
@@ -175,10 +176,31 @@ def head_states(hw: HeadWeights, layer: int, x_q: Tensor, x_k: Tensor | None = N
     return attend(hw, layer, q, k, positions), project(hw, layer, "V", x_v, positions)
 
 
-def head_outputs(hw: HeadWeights, layer: int, pattern: Tensor, v: Tensor) -> Tensor:
-    """What each head writes, ``W_O^h z_h`` with ``z = pattern @ v``: ``(batch, seq, head, d_model)``
-    (no bias, no attention-output norm)."""
-    return written(hw, layer, pattern @ v)
+def head_outputs(hw: HeadWeights, layer: int, pattern: Tensor, v: Tensor, x: Tensor | None = None) -> Tensor:
+    """What each head writes, ``W_O^h z_h`` with ``z = pattern @ v`` (times :func:`gate` of ``x``, what
+    the queries read, where the model gates its heads' outputs): ``(batch, seq, head, d_model)`` (no
+    bias, no attention-output norm)."""
+    return written(hw, layer, gated(hw, layer, pattern @ v, x))
+
+
+def gate(hw: HeadWeights, layer: int, x: Tensor) -> Tensor | None:
+    """The output gate of every head of ``layer`` at each query position, ``σ(W_G x + b_G)``, for
+    ``x: (batch, seq, d_model)``, what the queries read: ``(batch, head, seq, d_head)``; None for a model
+    whose heads are not gated."""
+    if hw.W_G is None:
+        return None
+    y = torch.einsum("hrd,bsd->bhsr", hw.W_G[layer], x)
+    return torch.sigmoid(y if hw.b_G is None else y + hw.b_G[layer][None, :, None])
+
+
+def gated(hw: HeadWeights, layer: int, z: Tensor, x: Tensor | None) -> Tensor:
+    """``z: (..., head, seq, d_head)`` times the :func:`gate` of ``x`` where the model gates (``z`` as it
+    is otherwise); refused without ``x`` there, rather than computing an ungated output."""
+    if hw.W_G is None:
+        return z
+    if x is None:
+        raise OptionError(f"{hw.meta.name} gates each head's output by what its query reads: give that input (x)")
+    return z * gate(hw, layer, x)
 
 
 def written(hw: HeadWeights, layer: int, z: Tensor) -> Tensor:
@@ -210,6 +232,8 @@ def attention_pattern_and_values(
 def attention_forward(hw: HeadWeights, layer: int, resid: Tensor, positions: Tensor | None = None) -> Tensor:
     """What ``layer``'s attention adds to the residual: ``Σ_h W_O^h z_h + b_O`` (then the
     attention-output norm, if the model has one). ``resid: (batch, seq, d_model)``."""
-    pattern, v = attention_pattern_and_values(hw, layer, resid, positions)
-    out = torch.einsum("hdr,bhsr->bsd", hw.W_O[layer], pattern @ v)  # heads summed inside: no (head, d) stack
+    x = read_input(hw, layer, resid)
+    pattern, v = head_states(hw, layer, x, positions=positions)
+    z = gated(hw, layer, pattern @ v, x)
+    out = torch.einsum("hdr,bhsr->bsd", hw.W_O[layer], z)  # heads summed inside: no (head, d) stack
     return combine(hw, layer, out[..., None, :])

@@ -84,6 +84,9 @@ def card_rows(hw: HeadWeights) -> list[tuple[str, str]]:
                                                  if hw.qk_norm_scope == "head" else ", over all heads of a layer")))
     if hw.attn_out_norm is not None:
         rows.append(("attention-output norm", hw.attn_out_norm.describe()))
+    if hw.W_G is not None:
+        rows.append(("output gate", "each head's z times sigmoid(W_G x" + (" + b_G" if hw.b_G is not None else "")
+                     + ") of its query's input, before W_O"))
     if hw.v_norm is not None:
         rows.append(("value norm", hw.v_norm.describe() + ", per value head, before W_O"))
     if hw.sinks is not None:

@@ -7,6 +7,7 @@ K/V head ``g = kv_map[h]``::
     k = W_K[l, g] x + b_K[l, g]        W_K: (layer, kv_head, d_head, d_model)
     v = W_V[l, g] x + b_V[l, g]        W_V: (layer, kv_head, d_head, d_model)   (then v_norm, if any)
     out = Σ_h W_O[l, h] z_h + b_O[l]   W_O: (layer, head,    d_model, d_head)
+    (gated attention: z_h times σ(W_G[l, h] x + b_G[l, h]) of the query's input first)
 
 ``x`` is what the head reads: the residual after ``attn_norm`` (pre-LN models) or the
 residual itself (post-LN models, where ``attn_norm`` is the norm that produced it).
@@ -215,6 +216,9 @@ class HeadWeights:
     qk_norm: tuple[Norm, Norm] | None = None
     qk_norm_scope: Literal["head", "layer"] = "head"  # what one RMS spans: one head, or all heads of a layer
     attn_out_norm: Norm | None = None  # on the attention output before the residual add (Gemma 2, Gemma 3)
+    # gated attention (Qwen3-Next, Qwen3.5): each head's z times sigmoid(W_G x + b_G) of the query's input, before W_O
+    W_G: Tensor | None = None  # (layer, head, d_head, d_model)
+    b_G: Tensor | None = None  # (layer, head, d_head)
     # each value head RMS-normalised before W_O (Gemma 4): v = N(W_V x + b_V); gain (L, d_head) or none
     v_norm: Norm | None = None
     rotary: Rotary | None = None
@@ -242,6 +246,8 @@ class HeadWeights:
             "b_K": (L, G, r),
             "b_V": (L, G, r),
             "b_O": (L, d),
+            "W_G": (L, H, r, d),
+            "b_G": (L, H, r),
         }
         for name, shape in expect.items():
             t = getattr(self, name)
@@ -255,6 +261,8 @@ class HeadWeights:
             raise WeightError(f"W_U has shape {tuple(self.W_U.shape)}, expected (n_vocab, {d})")
         if self.b_U is not None and (self.W_U is None or tuple(self.b_U.shape) != (self.W_U.shape[0],)):
             raise WeightError(f"b_U has shape {tuple(self.b_U.shape)}, expected (n_vocab,)")
+        if self.b_G is not None and self.W_G is None:
+            raise WeightError("b_G without W_G: an output gate's bias needs its weights")
         if len(self.kv_map) != H or any(not _is_int(g) or not 0 <= g < G for g in self.kv_map):
             raise WeightError(f"kv_map {self.kv_map} does not map {H} query heads onto {G} K/V heads")
         if self.sinks is not None and tuple(self.sinks.shape) != (L, H):
@@ -381,7 +389,7 @@ class HeadWeights:
 
     def n_attention_params(self) -> int:
         """Parameters of the attention layers (Q, K, V, O and their biases; no norms)."""
-        ts = [self.W_Q, self.W_K, self.W_V, self.W_O, self.b_Q, self.b_K, self.b_V, self.b_O]
+        ts = [self.W_Q, self.W_K, self.W_V, self.W_O, self.b_Q, self.b_K, self.b_V, self.b_O, self.W_G, self.b_G]
         return sum(t.numel() for t in ts if t is not None)
 
     # ------------------------------------------------------------------ per-head views

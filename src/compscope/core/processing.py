@@ -41,7 +41,8 @@ FOLDED_ALREADY = ("fold_norm changed nothing: the norms carry no gains or biases
 
 
 def fold_norm(hw: HeadWeights) -> HeadWeights:
-    """Fold the attention-input norm gains/biases into ``W_Q, W_K, W_V`` (and the final norm into ``W_U``)."""
+    """Fold the attention-input norm gains/biases into ``W_Q, W_K, W_V`` (and ``W_G``, an output gate's; the
+    final norm into ``W_U``)."""
     _check_once(hw, "fold_norm")
     if hw.norm_placement != "pre" or hw.attn_norm is None:
         raise ProcessingError(
@@ -53,9 +54,13 @@ def fold_norm(hw: HeadWeights) -> HeadWeights:
     if n.weight is not None:
         g = torch.stack([n.gain(l) for l in range(hw.n_layers)])  # (L, d)
         changes.update(W_Q=hw.W_Q * g[:, None, None], W_K=hw.W_K * g[:, None, None], W_V=hw.W_V * g[:, None, None])
+        if hw.W_G is not None:  # the output gate reads the same input
+            changes["W_G"] = hw.W_G * g[:, None, None]
     if n.bias is not None:
-        for wn, bn in (("W_Q", "b_Q"), ("W_K", "b_K"), ("W_V", "b_V")):
+        for wn, bn in (("W_Q", "b_Q"), ("W_K", "b_K"), ("W_V", "b_V"), ("W_G", "b_G")):
             w, b = getattr(hw, wn), getattr(hw, bn)
+            if w is None:
+                continue
             extra = torch.einsum("lhrd,ld->lhr", w, n.bias)
             changes[bn] = extra if b is None else b + extra
         if "fold_value_bias" in hw.meta.processing:  # keep b_V folded: its new part goes to b_O too
@@ -316,6 +321,9 @@ def fold_value_bias(hw: HeadWeights) -> HeadWeights:
     if hw.sinks is not None and hw.b_V is not None:
         raise ProcessingError(f"fold_value_bias: {hw.meta.name} has attention sinks, so a head's attention sums to less "
                               "than 1 and the value bias it writes depends on the query: it cannot move into b_O")
+    if hw.W_G is not None and hw.b_V is not None:
+        raise ProcessingError(f"fold_value_bias: {hw.meta.name} gates each head's output by its query, so the value "
+                              "bias a head writes depends on the query: it cannot move into b_O")
     if hw.v_norm is not None and hw.b_V is not None:
         raise ProcessingError(f"fold_value_bias: {hw.meta.name} normalises each value head after its bias, so the "
                               "bias is no constant a head writes: it cannot move into b_O")

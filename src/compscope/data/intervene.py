@@ -68,7 +68,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-from ..core.attention import attend, combine, project, read_input, written
+from ..core.attention import attend, combine, gate, project, read_input, written
 from ..core.factors import check_composes, check_kinds
 from ..defaults import PATHS, SEED
 from ..errors import OptionError, check_int
@@ -260,8 +260,9 @@ def _reads(hw, layer: int, resid: Tensor, kinds: str) -> dict[str, Tensor]:
 @dataclass(frozen=True)
 class _Clean:
     """Per layer of a clean trace: the queries, keys and values, patterns, attention-weighted values
-    ``z = pattern @ v``, head outputs ``W_O z``, and (V effects wanted) the outputs in their
-    :func:`output_frames` coordinates (None for layer 0, which no writer comes before)."""
+    ``z = pattern @ v`` (times each head's output gate, where the model gates: then ``gates[l]``, else
+    None), head outputs ``W_O z``, and (V effects wanted) the outputs in their :func:`output_frames`
+    coordinates (None for layer 0, which no writer comes before)."""
 
     qkv: list[dict[str, Tensor]]
     pattern: list[Tensor]
@@ -269,15 +270,18 @@ class _Clean:
     o: list[Tensor]
     frames: list[Tensor] | None = None
     v: list[Tensor | None] | None = None
+    gates: list[Tensor | None] | None = None
 
     @classmethod
     def of(cls, hw, tr, frames: list[Tensor] | None = None) -> "_Clean":
         L = hw.n_layers
         qkv = [_reads(hw, l, tr.resid[l], "QKV") for l in range(L)]
         pattern = [attend(hw, l, qkv[l]["Q"], qkv[l]["K"]) for l in range(L)]
+        gates = [gate(hw, l, read_input(hw, l, tr.resid[l])) for l in range(L)]  # (the clean queries' input)
         z = [pattern[l] @ qkv[l]["V"] for l in range(L)]
+        z = [zl if g is None else zl * g for zl, g in zip(z, gates)]
         v = [compact_outputs(frames[l], z[l]) if l else None for l in range(L)] if frames is not None else None
-        return cls(qkv, pattern, z, [written(hw, l, z[l]) for l in range(L)], frames, v)
+        return cls(qkv, pattern, z, [written(hw, l, z[l]) for l in range(L)], frames, v, gates)
 
 
 class _Sums:
@@ -295,8 +299,11 @@ class _Sums:
         changed reads ``reads[kind]`` are ``(writer × batch, head, seq, ·)``."""
         for kind, changed in reads.items():
             changed = changed.unflatten(0, (len(writers), -1))  # (writer, batch, head, seq, ·)
-            if kind == "V":
-                o2 = compact_outputs(clean.frames[l2], (clean.pattern[l2] @ changed).flatten(0, 1))
+            if kind == "V":  # the values changed, each query's gate (if any) as it was
+                z2 = clean.pattern[l2] @ changed
+                if clean.gates[l2] is not None:
+                    z2 = z2 * clean.gates[l2]
+                o2 = compact_outputs(clean.frames[l2], z2.flatten(0, 1))
                 norm_sum, turn_sum, count = _v_sums(clean.v[l2], o2.unflatten(0, changed.shape[:2]))
                 self.by_kind["V"][l1, writers, l2] += norm_sum
                 self.turn[l1, writers, l2] += turn_sum

@@ -230,7 +230,7 @@ def _mean_jacobians(runner, parts, hw, tokens, data, batch_size: int, progress: 
                     y = y + here.b_V[l].double()
                 acc["v", l].add(y.reshape(-1, *y.shape[2:]))
             if "output" in parts:  # what the attention-output norm takes
-                u = combine(here, l, head_outputs(here, l, *head_states(here, l, x)), norm=False)[:, 1:]
+                u = combine(here, l, head_outputs(here, l, *head_states(here, l, x), x), norm=False)[:, 1:]
                 acc["o", l].add(u.reshape(-1, u.shape[-1]))
         bar.update(tr.tokens.shape[0])
     bar.close()

@@ -53,9 +53,6 @@ NOT_READ: dict[str, str] = {
     **dict.fromkeys(("zamba", "zamba2"), (
         "its shared attention block reads the residual concatenated with the original embeddings, an input twice "
         "the model's width")),
-    **dict.fromkeys(("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"), (
-        "gated attention: a sigmoid gate computed from the residual multiplies each head's output, so no OV map is "
-        "linear; the other layers are gated DeltaNet (linear attention)")),
     "minimax": "MiniMax-Text-01: lightning attention (linear, without softmax) on most layers",
     "bitnet": ("an RMSNorm on the attention's concatenated head outputs before the output projection "
                "(attn_sub_norm), so no head's OV map is linear"),
@@ -70,7 +67,7 @@ GGUF_NOT_READ: dict[str, str] = {
     "deepseek2": "deepseek_v2", "llama4": "llama4_text", "gemma3n": "gemma3n_text",
     "modern-bert": "modernbert", "hunyuan-dense": "hunyuan_v1_dense", "hunyuan-moe": "hunyuan_v1_moe",
     "t5": "t5", "t5encoder": "t5", "mamba": "mamba", "mamba2": "mamba2", "rwkv6": "rwkv", "rwkv7": "rwkv",
-    "qwen3next": "qwen3_next", "qwen35": "qwen3_5_text", "qwen35moe": "qwen3_5_moe_text", "bitnet": "bitnet",
+    "bitnet": "bitnet",
     "dbrx": "dbrx", "deci": "nemotron-nas",
 }
 
@@ -80,9 +77,18 @@ def why_not(model_type: object) -> str | None:
     return NOT_READ.get(model_type) if isinstance(model_type, str) else None
 
 
+#: GGUF architectures of models compscope reads from their HuggingFace folders, whose GGUF layout it does not map
+GGUF_LAYOUT_NOT_READ: dict[str, str] = dict.fromkeys(("qwen3next", "qwen35", "qwen35moe"), (
+    "Qwen3-Next and Qwen3.5 are read from their HuggingFace folders; llama.cpp's layout of their gated attention and "
+    "DeltaNet layers is not mapped"))
+
+
 def why_not_gguf(arch: object) -> str | None:
-    """Why compscope does not read GGUF architecture ``arch`` (:data:`GGUF_NOT_READ`), or None."""
-    return NOT_READ[GGUF_NOT_READ[arch]] if isinstance(arch, str) and arch in GGUF_NOT_READ else None
+    """Why compscope does not read GGUF architecture ``arch`` (:data:`GGUF_NOT_READ`,
+    :data:`GGUF_LAYOUT_NOT_READ`), or None."""
+    if not isinstance(arch, str):
+        return None
+    return NOT_READ[GGUF_NOT_READ[arch]] if arch in GGUF_NOT_READ else GGUF_LAYOUT_NOT_READ.get(arch)
 
 
 @dataclass(frozen=True)
@@ -227,6 +233,11 @@ def markdown() -> str:
               + "`, `".join(GGUF_NOT_READ) + "`).", "", "| `model_type` | why not |", "|---|---|"]
     for types, reason in not_read_by_reason():
         lines.append(f"| {', '.join(types)} | {reason} |")
+    layouts: dict[str, list[str]] = {}
+    for arch, reason in GGUF_LAYOUT_NOT_READ.items():
+        layouts.setdefault(reason, []).append(arch)
+    lines += ["", "GGUF files of models read from their HuggingFace folders, not read:", ""]
+    lines += [f"- `{'`, `'.join(archs)}`: {reason}" for reason, archs in layouts.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -46,7 +46,7 @@ def layer_state(hw: HeadWeights, layer: int, resid: Tensor) -> LayerState:
     """:class:`LayerState` of ``layer`` for the residual ``resid`` it reads."""
     x = read_input(hw, layer, resid)
     pattern, v = head_states(hw, layer, x)
-    o = head_outputs(hw, layer, pattern, v)
+    o = head_outputs(hw, layer, pattern, v, x)
     return LayerState(x, pattern, v, o, combine(hw, layer, o))
 
 

@@ -17,7 +17,8 @@ from ...errors import LoadError, WeightError
 from ...core.heads import HeadWeights, Meta, Norm, Rotary
 
 FORMAT, VERSION = "compscope", 1
-_TENSORS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_pos", "W_U", "b_U", "alibi", "sinks")
+_TENSORS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_pos", "W_U", "b_U", "alibi", "sinks",
+            "W_G", "b_G")
 _NORMS = ("attn_norm", "final_norm", "attn_out_norm", "v_norm")
 
 

@@ -1,0 +1,88 @@
+"""Qwen3-Next and Qwen3.5 (dense and MoE; the language model of Qwen3.5's vision-language models):
+gated attention layers among gated DeltaNet (linear attention) layers.
+
+- Every ``full_attention_interval``-th layer (4) attends, as ``layer_types`` lists them; the others
+  are DeltaNet layers, other writers to the residual (as Granite 4's Mamba layers are).
+- ``q_proj`` holds, per head, the query's rows and then as many rows of an output gate: each head's
+  ``z`` is multiplied by ``σ(W_G x)`` of its query's input before ``o_proj`` (``HeadWeights.W_G``).
+- Per-head QK-norm; every RMSNorm multiplies by ``1 + w``; rotary on a quarter of each head by
+  default (``partial_rotary_factor``); the multimodal rotary sections turn every pair by the token's
+  position on text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from ..checkpoint import Checkpoint
+from ...core.heads import HeadWeights
+from ...errors import LoadError
+from . import register
+from .base import MAX_HEADS, MAX_LAYERS, integer
+from .llama import PREFIXES, Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, layer_hooks
+
+_DELTANET = frozenset({"linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
+                       "linear_num_value_heads"})
+
+
+@register
+class Qwen35(LlamaLike):
+    name = "qwen3_5"
+    about = ("Qwen3-Next, Qwen3.5 and Qwen3.5-MoE: gated attention (each head's output times a sigmoid gate of its "
+             "query's input) every fourth layer, gated DeltaNet layers between")
+    model_types = ("qwen3_5_text", "qwen3_5_moe_text", "qwen3_next")
+    architectures = ("Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM", "Qwen3NextForCausalLM")
+    handled = Llama.handled | {"full_attention_interval", "partial_rotary_factor"}
+    ignored = LlamaLike.ignored | _DELTANET | {"shared_expert_intermediate_size"}
+    accept = {**LlamaLike.accept, "attention_bias": lambda v: not v}
+    hook_points = layer_hooks("input_layernorm", "self_attn", attending="self_attn")
+    other_layers = "gated DeltaNet (linear attention) layers"
+    options = LlamaLikeOptions(norm_offset=1.0, qk_norm=True, partial_rotary=0.25, default_head_dim=256)
+
+    @classmethod
+    def attention_layers(cls, config: dict, n_layers: int, where: str = "config") -> list[int]:
+        """The ``full_attention`` layers of ``layer_types``, else every ``full_attention_interval``-th (4)."""
+        types = config.get("layer_types")
+        if types is None:
+            every = integer(config, where, "full_attention_interval", default=4, high=MAX_LAYERS)
+            types = ["full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(n_layers)]
+        if (not isinstance(types, list) or len(types) != n_layers
+                or not set(types) <= {"full_attention", "linear_attention"} or "full_attention" not in types):
+            raise LoadError(f"{where}: config key 'layer_types' = {types!r} is not 'full_attention' or "
+                            f"'linear_attention' for each of the {n_layers} layers, with one attention layer at least")
+        return [i for i, t in enumerate(types) if t == "full_attention"]
+
+    @classmethod
+    def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
+        """No window: every layer that attends attends to all before it."""
+        return ["full_attention"] * n_layers
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
+        cls.check_config(cfg, where)
+        d = integer(cfg, where, "hidden_size")
+        H = integer(cfg, where, "num_attention_heads", high=MAX_HEADS)
+        r = integer(cfg, where, "head_dim", default=256)  # (transformers' default)
+        layers = cls.attention_layers(cfg, integer(cfg, where, "num_hidden_layers", high=MAX_LAYERS), where)
+        probe = f"layers.{layers[0]}.self_attn.q_proj.weight"
+        prefix = next((p for p in PREFIXES if p + probe in ts), "model.")
+
+        def halves(i: int):  # per head [query | gate] rows
+            name = f"{prefix}layers.{i}.self_attn.q_proj.weight"
+            return ts.take(name, (2 * H * r, d)).reshape(H, 2, r, d), name
+
+        made = {}
+        for i in layers:
+            name = f"{prefix}layers.{i}.self_attn.q_proj.weight"
+            made[name] = (lambda i=i: halves(i)[0][:, 0].reshape(H * r, d)), name
+            bias = f"{prefix}layers.{i}.self_attn.q_proj.bias"
+            if bias in ts:  # (a file's bias transformers does not build: read as its rows are, then left out)
+                made[bias] = (lambda b=bias: ts.take(b, (2 * H * r,)).reshape(H, 2, r)[:, 0].reshape(H * r)), bias
+        hw = convert_llamalike(dataclasses.replace(ckpt, tensors=ts.derived(made)), cls, cls.options)
+        gates = [halves(i)[0][:, 1] for i in layers]
+        note = ("gated attention: each head's z is multiplied by sigmoid(W_G x) of its query's input before W_O, so "
+                "W_OV describes what a head writes up to that per-token, per-dimension gate")
+        return hw.replace(W_G=torch.stack(gates), note=note)
