@@ -196,7 +196,7 @@ def gate(hw: HeadWeights, layer: int, x: Tensor) -> Tensor | None:
 def gated(hw: HeadWeights, layer: int, z: Tensor, x: Tensor | None) -> Tensor:
     """``z: (..., head, seq, d_head)`` times the :func:`gate` of ``x`` where the model gates (``z`` as it
     is otherwise); refused without ``x`` there, rather than computing an ungated output."""
-    if hw.W_G is None:
+    if getattr(hw, "W_G", None) is None:  # (weights of another shape than HeadWeights: no gate either)
         return z
     if x is None:
         raise OptionError(f"{hw.meta.name} gates each head's output by what its query reads: give that input (x)")
