@@ -70,19 +70,21 @@ class Qwen35(LlamaLike):
         probe = f"layers.{layers[0]}.self_attn.q_proj.weight"
         prefix = next((p for p in PREFIXES if p + probe in ts), "model.")
 
-        def halves(i: int):  # per head [query | gate] rows
-            name = f"{prefix}layers.{i}.self_attn.q_proj.weight"
-            return ts.take(name, (2 * H * r, d)).reshape(H, 2, r, d), name
+        gates: dict[int, torch.Tensor] = {}
+
+        def query(i: int, name: str) -> torch.Tensor:  # per head [query | gate] rows: the query's, the gate's kept
+            both = ts.take(name, (2 * H * r, d)).reshape(H, 2, r, d)
+            gates[i] = both[:, 1].clone()
+            return both[:, 0].reshape(H * r, d)
 
         made = {}
         for i in layers:
             name = f"{prefix}layers.{i}.self_attn.q_proj.weight"
-            made[name] = (lambda i=i: halves(i)[0][:, 0].reshape(H * r, d)), name
+            made[name] = (lambda i=i, name=name: query(i, name)), name
             bias = f"{prefix}layers.{i}.self_attn.q_proj.bias"
             if bias in ts:  # (a file's bias transformers does not build: read as its rows are, then left out)
                 made[bias] = (lambda b=bias: ts.take(b, (2 * H * r,)).reshape(H, 2, r)[:, 0].reshape(H * r)), bias
         hw = convert_llamalike(dataclasses.replace(ckpt, tensors=ts.derived(made)), cls, cls.options)
-        gates = [halves(i)[0][:, 1] for i in layers]
         note = ("gated attention: each head's z is multiplied by sigmoid(W_G x) of its query's input before W_O, so "
                 "W_OV describes what a head writes up to that per-token, per-dimension gate")
-        return hw.replace(W_G=torch.stack(gates), note=note)
+        return hw.replace(W_G=torch.stack([gates[i] for i in layers]), note=note)
