@@ -92,6 +92,20 @@ def listed_layer_types(config: dict, n_layers: int, where: str = "config") -> li
     return types
 
 
+def linear_hybrid_layers(types, n_layers: int, where: str = "config") -> list[int]:
+    """The ``full_attention`` layers of a hybrid's ``layer_types`` whose other layers are linear attention
+    (OLMo-hybrid's and Qwen3.5's gated DeltaNet), the list checked: refused by name where it is not one of
+    the two types per layer, or holds no attention layer."""
+    if (not isinstance(types, list) or len(types) != n_layers
+            or any(t not in ("full_attention", "linear_attention") for t in types)):
+        raise UnsupportedModelError(f"{where}: config key 'layer_types' = {types!r}: expected 'full_attention' or "
+                                    f"'linear_attention' for each of the {n_layers} layers")
+    layers = [i for i, t in enumerate(types) if t == "full_attention"]
+    if not layers:
+        raise UnsupportedModelError(f"{where}: no attention layer among {n_layers}: every layer is linear attention")
+    return layers
+
+
 def every_nth_global(config: dict, n_layers: int, where: str, pattern_default: int) -> list[str]:
     """The listed layer types, else transformers' default for Gemma 2/3, Cohere 2 and OLMo-3: every
     ``sliding_window_pattern``-th layer global (the config's, else ``pattern_default``), the rest sliding."""

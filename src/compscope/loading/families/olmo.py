@@ -20,10 +20,9 @@ import dataclasses
 
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
-from ...errors import UnsupportedModelError
 from . import register
 from .base import integer, layer_hooks
-from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, every_nth_global
+from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, every_nth_global, linear_hybrid_layers
 
 _LAYER_QK_NORM = dict(qk_norm=True, qk_norm_scope="layer")
 
@@ -138,15 +137,7 @@ class OlmoHybrid(Olmo2):
             types = ["full_attention" if i % 4 == 3 else "linear_attention" for i in range(n_layers)]
             if "full_attention" not in types:
                 types[-1] = "full_attention"
-        if (not isinstance(types, list) or len(types) != n_layers
-                or any(t not in ("full_attention", "linear_attention") for t in types)):
-            raise UnsupportedModelError(f"{where}: config key 'layer_types' = {types!r}: expected 'full_attention' or "
-                                        f"'linear_attention' for each of the {n_layers} layers")
-        layers = [i for i, t in enumerate(types) if t == "full_attention"]
-        if not layers:
-            raise UnsupportedModelError(f"{where}: no attention layer among {n_layers}: every layer is linear "
-                                        "attention")
-        return layers
+        return linear_hybrid_layers(types, n_layers, where)
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:

@@ -18,10 +18,9 @@ import torch
 
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
-from ...errors import LoadError
 from . import register
 from .base import MAX_HEADS, MAX_LAYERS, integer
-from .llama import PREFIXES, Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, layer_hooks
+from .llama import PREFIXES, Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, layer_hooks, linear_hybrid_layers
 
 _DELTANET = frozenset({"linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
                        "linear_num_value_heads"})
@@ -48,11 +47,7 @@ class Qwen35(LlamaLike):
         if types is None:
             every = integer(config, where, "full_attention_interval", default=4, high=MAX_LAYERS)
             types = ["full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(n_layers)]
-        if (not isinstance(types, list) or len(types) != n_layers
-                or not set(types) <= {"full_attention", "linear_attention"} or "full_attention" not in types):
-            raise LoadError(f"{where}: config key 'layer_types' = {types!r} is not 'full_attention' or "
-                            f"'linear_attention' for each of the {n_layers} layers, with one attention layer at least")
-        return [i for i, t in enumerate(types) if t == "full_attention"]
+        return linear_hybrid_layers(types, n_layers, where)
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
