@@ -30,7 +30,7 @@ _LLAMA = dict(_COMMON, head_dim=D_HEAD, max_position_embeddings=64, rms_norm_eps
 
 
 #: the kinds that are encoders (built as AutoModel: no unembedding)
-ENCODERS = ("bert", "xlmr_xl")
+ENCODERS = ("bert", "xlmr_xl", "modernbert")
 
 
 @dataclass(frozen=True)
@@ -376,6 +376,15 @@ VARIANTS = [
     # pre-LN encoder: no embeddings LayerNorm, a LayerNorm before each attention and one after the last layer
     Variant("xlm-roberta-xl-pre-ln", "xlmr_xl", "XLMRobertaXLConfig",
             dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1)),
+    # ModernBERT: its first layer reads the normed embeddings without a norm; layers 1 and 3 attend within 3 tokens on
+    # either side (local_attention 6), each layer type with its own rotary base; as the hub's configs state it
+    Variant("modernbert-local-both-sides", "modernbert", "ModernBertConfig",
+            dict(_COMMON, num_hidden_layers=4, local_attention=6, global_attn_every_n_layers=2, global_rope_theta=500.0,
+                 local_rope_theta=50.0, pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2)),
+    # with attention and LayerNorm biases, every third layer global
+    Variant("modernbert-biases", "modernbert", "ModernBertConfig",
+            dict(_COMMON, num_hidden_layers=3, local_attention=4, norm_bias=True, attention_bias=True, pad_token_id=0,
+                 bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2)),
     # Qwen3.5: gated attention on layers 1 and 3 among gated DeltaNet layers; QK-norm, 1 + w norms, a quarter rotary
     Variant("qwen3.5-gated-attention-deltanet", "hybrid", "Qwen3_5TextConfig",
             dict(_LLAMA, num_hidden_layers=4, num_key_value_heads=2, linear_key_head_dim=8, linear_value_head_dim=8,
@@ -406,7 +415,11 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "starcoder2-bias-sliding3", "cohere-qk-layernorm-interleaved", "cohere2-sliding-rotary-global-nope",
                     "falcon-mqa-parallel", "falcon-grouped-gqa-bias", "falcon-per-head-sequential", "bloom-alibi",
                     "mpt-alibi-scaled", "codegen-eight-heads-four-shards", "nemotron-layernorm1p-partial-bias",
-                    "phimoe-layernorm-biases-longrope", "cohere2-moe-layernorm", "xlm-roberta-xl-pre-ln"]
+                    "phimoe-layernorm-biases-longrope", "cohere2-moe-layernorm", "xlm-roberta-xl-pre-ln",
+                    "modernbert-local-both-sides", "modernbert-biases"]
+#: pre-LayerNorm variants whose first layer reads the residual without a norm (centring the embeddings would change it)
+FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind == "modernbert"]
+CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
 RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "glm4", "apertus", "falcon_h1")
            and v.id not in PRE_LN_LAYERNORM and v.id != "olmo-hybrid-deltanet-attention"]  # (no norm before its attention)
 
@@ -527,6 +540,8 @@ def _modules(model, kind: str):
     if kind == "xlmr_xl":  # pre-LN: the norm before the attention reads the residual
         layers = model.encoder.layer
         return [(b.attention.self_attn_layer_norm, b.attention.output.dense) for b in layers], model.encoder.LayerNorm
+    if kind == "modernbert":  # pre-LN, layer 0's attn_norm the identity: its input is the residual either way
+        return [(b.attn_norm, b.attn.Wo) for b in model.layers], model.final_norm
     if kind == "bert":
         if hasattr(model, "transformer"):  # DistilBERT's names; its block's input is what attention reads
             return [(b, b.attention.out_lin) for b in model.transformer.layer], None

@@ -71,7 +71,7 @@ def _folder(tmp_path: Path, model_type: str) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("model_type", ["deepseek_v3", "modernbert", "llama4_text", "hunyuan_v1_dense", "t5"])
+@pytest.mark.parametrize("model_type", ["deepseek_v3", "openai-gpt", "llama4_text", "hunyuan_v1_dense", "t5"])
 def test_a_known_architecture_is_refused_with_its_reason(tmp_path, model_type):
     with pytest.raises(compscope.UnsupportedModelError) as e:
         compscope.load(_folder(tmp_path, model_type))
@@ -108,6 +108,15 @@ def test_a_gguf_file_of_a_known_architecture_is_refused_with_its_reason(tmp_path
     with pytest.raises(compscope.UnsupportedModelError) as e:
         compscope.load(path)
     assert "GGUF architecture 'deepseek2', which compscope does not read: multi-head latent attention" in str(e.value)
+
+
+@pytest.mark.parametrize("arch, needle", [("modern-bert", "ModernBERT is read from its HuggingFace folders"),
+                                         ("qwen35", "Qwen3-Next and Qwen3.5 are read from their HuggingFace folders")])
+def test_a_gguf_file_whose_layout_is_not_mapped_is_refused_with_its_reason(tmp_path, arch, needle):
+    """Architectures read from their HuggingFace folders but not from llama.cpp's layout of them."""
+    with pytest.raises(compscope.UnsupportedModelError) as e:
+        compscope.load(_header_only_gguf(tmp_path, arch))
+    assert f"GGUF architecture '{arch}'" in str(e.value) and needle in str(e.value)
 
 
 def test_lookup_answers_for_model_types_gguf_architectures_and_wrappers():

@@ -162,10 +162,10 @@ def test_unembedding_matches_hf(variant):
     if variant.kind == "bert":
         assert hw.W_U is None and hw.final_norm is None
         return
-    if variant.kind == "xlmr_xl":  # no unembedding; the final LayerNorm is the encoder's own
+    if variant.kind in ("xlmr_xl", "modernbert"):  # no unembedding; the final LayerNorm is the encoder's own
         assert hw.W_U is None
         with torch.no_grad():
-            want = model.encoder.LayerNorm(cap.final_in)
+            want = (model.final_norm if variant.kind == "modernbert" else model.encoder.LayerNorm)(cap.final_in)
         torch.testing.assert_close(hw.final_norm.apply(cap.final_in, 0), want, atol=ATOL, rtol=0)
         return
     scale = model.config.logit_scale if variant.config_cls.startswith("Cohere") else 1.0  # logits times it, in W_U
@@ -494,7 +494,7 @@ def test_bert_kin_refuse_what_they_cannot_read(tmp_path):
 
 ATTENTION_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "out_proj", "qkv_proj", "query_key_value",
                          "attention.dense", "self_attn.dense", "attention.self.query", "attention.self.key",
-                         "attention.self.value", "attention.output.dense")
+                         "attention.self.value", "attention.output.dense", "attn.Wqkv", "attn.Wo")
 BIAS_CASES = [(v.id, {}) for v in VARIANTS] + [("opt", {"enable_bias": False})]
 
 

@@ -289,7 +289,8 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "solar-open-qkv-bias-moe",
                "exaone3-llama-under-lg-names",
                "exaone-moe-sliding-global-nope",
-               "olmo-hybrid-deltanet-attention"]
+               "olmo-hybrid-deltanet-attention",
+               "modernbert-local-both-sides", "modernbert-biases"]
 
 
 def _route(monkeypatch, route: str) -> None:

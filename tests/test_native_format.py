@@ -94,8 +94,15 @@ def gpt_oss():  # attention sinks, YaRN's attention factor in the logit scale
     return _randomise(transformers.GptOssForCausalLM(cfg), 8)
 
 
+def modernbert():  # a first layer that reads the residual unnormed, windows on both sides
+    cfg = transformers.ModernBertConfig(vocab_size=53, hidden_size=32, intermediate_size=40, num_hidden_layers=3,
+                                        num_attention_heads=4, local_attention=4, pad_token_id=0, bos_token_id=1,
+                                        eos_token_id=2, cls_token_id=1, sep_token_id=2)
+    return _randomise(transformers.ModernBertModel(cfg), 9)
+
+
 MODELS = {"llama-gqa": llama_gqa, "gemma3": gemma3, "gpt2": gpt2, "bert": bert, "gemma2": gemma2, "olmo2": olmo2,
-          "bloom": bloom, "gpt-oss": gpt_oss}
+          "bloom": bloom, "gpt-oss": gpt_oss, "modernbert": modernbert}
 
 
 def assert_identical(a, b, path: str = "hw") -> None:
@@ -150,6 +157,8 @@ def test_round_trip_keeps_the_features_under_test(tmp_path):
     assert b.positions == "alibi" and b.alibi.tolist() == [2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8, 2.0**-1]
     s = compscope.load(MODELS["gpt-oss"]())
     assert s.sinks is not None and s.sinks.shape == (2, 4) and s.attn_scale > 8**-0.5  # YaRN's factor squared
+    m = compscope.load(MODELS["modernbert"]())
+    assert m.first_layer_unnormed and not m.causal and m.sliding_window == (None, 3, 3)
 
 
 def test_files_written_before_the_qk_norm_scope_existed_load_per_head(tmp_path):

@@ -19,7 +19,8 @@ import compscope
 from compscope import ProcessingError, center_writing, fold_norm, fold_value_bias
 from compscope.core.attention import attention_forward
 
-from hf_tiny import BY_ID, ENCODERS, PRE_LN_LAYERNORM, RMSNORM, SEQ, VARIANTS, _modules, model_and_capture
+from hf_tiny import (BY_ID, CENTRABLE, ENCODERS, FIRST_LAYER_UNNORMED, PRE_LN_LAYERNORM, RMSNORM, SEQ, VARIANTS, _modules,
+                     model_and_capture)
 
 ATOL = 1e-5
 PRE_NORM = PRE_LN_LAYERNORM + RMSNORM
@@ -88,7 +89,7 @@ def test_fold_norm_refused_post_ln():
 # ---------------------------------------------------------------------------- center_writing
 
 
-@pytest.mark.parametrize("vid", PRE_LN_LAYERNORM)
+@pytest.mark.parametrize("vid", CENTRABLE)
 def test_center_writing_centres_attention_output(vid):
     model, cap = model_and_capture(vid)
     hw0 = compscope.load(model)
@@ -104,7 +105,21 @@ def test_center_writing_centres_attention_output(vid):
         assert hw.b_O.mean(-1).abs().max() < 1e-6
 
 
-@pytest.mark.parametrize("vid", PRE_LN_LAYERNORM)
+@pytest.mark.parametrize("vid", FIRST_LAYER_UNNORMED)
+def test_center_writing_refused_where_the_first_layer_reads_the_residual_unnormed(vid):
+    """ModernBERT's first layer reads the embeddings without a LayerNorm: centring them would change
+    what it reads (the check: centred, its attention output differs)."""
+    model, cap = model_and_capture(vid)
+    hw = compscope.load(model)
+    with pytest.raises(ProcessingError, match="first layer reads the residual without a norm"):
+        center_writing(hw)
+    with pytest.raises(ProcessingError, match="first layer reads the residual without a norm"):
+        compscope.load(model, center_writing=True)
+    forced = hw.replace(first_layer_unnormed=False)  # (what the refusal protects: layer 0 would read another input)
+    assert (attention_forward(forced, 0, cap.resid[0]) - cap.attn_out[0]).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("vid", CENTRABLE)
 def test_center_writing_keeps_layernorm_of_residual(vid):
     """HF's own first LayerNorm gives the same output on the centred embedding residual."""
     model, cap = model_and_capture(vid)
@@ -172,7 +187,7 @@ def test_fold_value_bias_keeps_attention(vid):
 @pytest.mark.parametrize("vid", ALL)
 def test_load_with_processing(vid):
     model, cap = model_and_capture(vid)
-    layernorm, pre = vid in PRE_LN_LAYERNORM, vid in PRE_NORM
+    layernorm, pre = vid in CENTRABLE, vid in PRE_NORM
     folds = compscope.load(model).sinks is None  # (sinks: the value bias stays, fold_value_bias_keeps_attention)
     hw = compscope.load(model, fold_norm=pre, center_writing=layernorm, fold_value_bias=folds)
     want = tuple(s for s, on in (("fold_norm", pre), ("center_writing", layernorm), ("fold_value_bias", folds)) if on)

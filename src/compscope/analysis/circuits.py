@@ -240,7 +240,8 @@ def rotary_previous(hw: HeadWeights, window: int = 64, content: Mapping[int, Ten
     bias ``−m_h δ``) from the weights: the QK logit as a function of the relative offset
     ``δ = i − j`` alone, with the content part under a stated distribution; softmax over
     ``δ = 0 … window − 1`` (the keys a query at position ``window − 1`` sees, within the layer's
-    sliding window), and the mass on ``δ = 1``. Without rotary the expected logit of the weights
+    sliding window; ``δ = −(window − 1) … window − 1`` in a bidirectional model: :func:`offsets`),
+    and the mass on ``δ = 1``. Without rotary the expected logit of the weights
     alone is the same at every ``δ`` but for ALiBi's bias, so that score depends on the slope alone.
 
     - ``content=None`` (the weights alone): query and key tokens drawn independently and uniformly
@@ -255,7 +256,7 @@ def rotary_previous(hw: HeadWeights, window: int = 64, content: Mapping[int, Ten
 
     A ranking of heads by how much their weights prefer the previous position; position-independent
     content (induction, duplicate tokens) is averaged out by design."""
-    from ..core.attention import input_norm, project, softmax_with_sink
+    from ..core.attention import input_norm, layer_input_norm, project, softmax_with_sink
 
     if not relative_positions(hw):
         raise OptionError(f"{hw.meta.name}: relative previous-token scores need rotary or ALiBi positions; this "
@@ -263,17 +264,27 @@ def rotary_previous(hw: HeadWeights, window: int = 64, content: Mapping[int, Ten
     if content is not None:
         return _sampled_rotary_previous(hw, window, content, seed)
     out = []
-    delta = torch.arange(window)
+    delta, previous = offsets(hw, window)
     norm = input_norm(hw)
     shared = mean_embedding(hw, norm)  # the mean is linear in each layer's gain and bias
     for layer in range(hw.n_layers):
-        mu = shared if norm is None else norm.affine(shared, layer)
+        unnormed = layer_input_norm(hw, layer) is None and norm is not None  # (a first layer that reads it raw)
+        mu = mean_embedding(hw) if unnormed else shared if norm is None else norm.affine(shared, layer)
         mu = mu[None, None].float()  # (1, 1, d): one token at one position
         q = project(hw, layer, "Q", mu, positions=torch.zeros(1))  # (1, H, 1, r), unrotated (position 0)
-        k = project(hw, layer, "K", mu.expand(1, window, -1), positions=-delta)  # key at offset δ behind
-        logits = hw.logits((q @ k.transpose(-1, -2))[0, :, 0])  # (H, window)
-        out.append(softmax_with_sink(hw, layer, _window(hw, layer, logits, delta).double(), head_axis=0)[:, 1])
+        k = project(hw, layer, "K", mu.expand(1, len(delta), -1), positions=-delta)  # key at offset δ behind
+        logits = hw.logits((q @ k.transpose(-1, -2))[0, :, 0])  # (H, offsets)
+        out.append(softmax_with_sink(hw, layer, _window(hw, layer, logits, delta).double(), head_axis=0)[:, previous])
     return torch.stack(out)
+
+
+def offsets(hw: HeadWeights, window: int) -> tuple[Tensor, int]:
+    """The offsets ``δ = i − j`` a previous-token score spreads its softmax over, and the index of
+    ``δ = 1`` among them: ``0 … window − 1`` in a causal model (a query at position ``window − 1``),
+    ``−(window − 1) … window − 1`` in a bidirectional one (a query with ``window − 1`` keys on each side)."""
+    if hw.causal:
+        return torch.arange(window), 1
+    return torch.arange(-(window - 1), window), window
 
 
 def relative_positions(hw: HeadWeights) -> bool:
@@ -288,7 +299,7 @@ def _window(hw: HeadWeights, layer: int, logits: Tensor, delta: Tensor) -> Tenso
 
     logits = with_bias(hw, logits, delta.reshape((1,) * (logits.ndim - 2) + (-1,)))
     w = hw.sliding_window[layer] if hw.sliding_window else None
-    return logits if w is None else logits.masked_fill(delta >= w, float("-inf"))
+    return logits if w is None else logits.masked_fill(delta.abs() >= w, float("-inf"))
 
 
 def _sampled_rotary_previous(hw: HeadWeights, window: int, content: Mapping[int, Tensor], seed: int) -> Tensor:
@@ -299,7 +310,7 @@ def _sampled_rotary_previous(hw: HeadWeights, window: int, content: Mapping[int,
     if missing:
         raise OptionError(f"{hw.meta.name}: content samples are missing for layers {missing}")
     g = torch.Generator().manual_seed(seed)
-    delta = torch.arange(window)
+    delta, previous = offsets(hw, window)
     out = []
     for layer in range(hw.n_layers):
         x = content[layer]
@@ -310,12 +321,12 @@ def _sampled_rotary_previous(hw: HeadWeights, window: int, content: Mapping[int,
         n = x.shape[1]
         q = project(hw, layer, "Q", x, positions=torch.zeros(n))[0]  # (H, n, r)
         k = project(hw, layer, "K", x, positions=torch.zeros(n))  # (1, H, n, r), unrotated: R(0) = I
-        draws = torch.randint(n, (window, n), generator=g)
-        draws[0] = torch.arange(n)  # δ = 0: the query's own key
-        logits = torch.stack([(q * move(hw, layer, k[:, :, draws[d]], torch.full((n,), -float(d)))[0]).sum(-1)
-                              for d in range(window)], -1)  # (H, n, window): the key drawn for δ, rotated back δ
+        draws = torch.randint(n, (len(delta), n), generator=g)
+        draws[previous - 1] = torch.arange(n)  # δ = 0: the query's own key
+        logits = torch.stack([(q * move(hw, layer, k[:, :, draws[t]], torch.full((n,), -float(d)))[0]).sum(-1)
+                              for t, d in enumerate(delta.tolist())], -1)  # (H, n, offsets): key drawn for δ, turned back δ
         logits = _window(hw, layer, hw.logits(logits), delta)
-        out.append(softmax_with_sink(hw, layer, logits.double(), head_axis=0)[..., 1].mean(-1))
+        out.append(softmax_with_sink(hw, layer, logits.double(), head_axis=0)[..., previous].mean(-1))
     return torch.stack(out)
 
 

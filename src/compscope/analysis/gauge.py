@@ -117,7 +117,12 @@ def _gainless(hw: HeadWeights, change: str) -> tuple[HeadWeights, str]:
                               "which cannot be folded, so only a permutation keeps the model")
     if hw.norm_placement != "pre" or "fold_norm" in hw.meta.processing:
         return hw, "as loaded"
-    return fold_norm(hw), "folded"
+    folded = fold_norm(hw)
+    f = folded.final_norm
+    if hw.W_U is None and f is not None and (f.weight is not None or f.bias is not None):
+        # an encoder's final norm feeds no unembedding: nothing compscope computes reads its gain
+        folded = folded.replace(final_norm=Norm(f.kind, None, None, f.eps))
+    return folded, "folded"
 
 
 def permutation(hw: HeadWeights, seed: int = 0) -> Change:
@@ -153,14 +158,16 @@ def gain_rescale(hw: HeadWeights, seed: int = 0, spread: float = GAIN_SPREAD) ->
                               + (", gains folded)" if n is not None and n.weight is None else ")"))
     g = torch.Generator().manual_seed(seed)
 
-    def rescale(norm: Norm, rows: int) -> tuple[Norm, Tensor]:
+    def rescale(norm: Norm, rows: int, keep_first: bool = False) -> tuple[Norm, Tensor]:
         s = torch.exp(spread * torch.randn(rows, hw.d_model, generator=g, dtype=torch.float64))
+        if keep_first:  # a first layer that reads the residual itself: no gain there to trade
+            s[0] = 1
         gain = torch.stack([norm.gain(l).double() for l in range(rows)]) * s
         weight = (gain - norm.offset).to(norm.weight.dtype)
         bias = None if norm.bias is None else (norm.bias.double() * s).to(norm.bias.dtype)
         return dataclasses.replace(norm, weight=weight, bias=bias), s
 
-    attn, s = rescale(n, hw.n_layers)
+    attn, s = rescale(n, hw.n_layers, hw.first_layer_unnormed)
     inv = lambda w, s: w / s.to(w.dtype)  # noqa: E731  s broadcasts over d_model; in w's dtype (no float64 copy of W_U)
     changes = dict(attn_norm=attn, W_Q=inv(hw.W_Q, s[:, None, None]), W_K=inv(hw.W_K, s[:, None, None]),
                    W_V=inv(hw.W_V, s[:, None, None]))

@@ -27,12 +27,20 @@ def input_norm(hw: HeadWeights) -> Norm | None:
     return hw.attn_norm if hw.norm_placement == "pre" else None
 
 
+def layer_input_norm(hw: HeadWeights, layer: int) -> Norm | None:
+    """:func:`input_norm` of ``layer``: None also for a first layer that reads the residual itself
+    (``first_layer_unnormed``, ModernBERT's)."""
+    return None if layer == 0 and getattr(hw, "first_layer_unnormed", False) else input_norm(hw)
+
+
 def same_reads(a: HeadWeights, b: HeadWeights) -> bool:
     """Whether the heads of ``a`` and ``b`` (weights of one model, processed or not) read the same
     thing from a residual (:func:`read_input`): the same input norm, or none in either."""
     if a is b:
         return True
     na, nb = input_norm(a), input_norm(b)
+    if getattr(a, "first_layer_unnormed", False) != getattr(b, "first_layer_unnormed", False):
+        return False
     if na is None or nb is None:
         return na is nb
     same = (na.kind, na.eps, na.offset) == (nb.kind, nb.eps, nb.offset)
@@ -44,8 +52,8 @@ def same_reads(a: HeadWeights, b: HeadWeights) -> bool:
 
 def read_input(hw: HeadWeights, layer: int, resid: Tensor) -> Tensor:
     """What ``layer``'s heads read from the residual ``resid: (..., d_model)``: ``attn_norm(resid)``
-    for pre-LN models, the residual itself otherwise."""
-    norm = input_norm(hw)
+    for pre-LN models, the residual itself otherwise (and at a first layer that reads it unnormed)."""
+    norm = layer_input_norm(hw, layer)
     return resid if norm is None else norm.apply(resid, layer)
 
 
@@ -126,7 +134,8 @@ def move(hw: HeadWeights, layer: int, y: Tensor, positions: Tensor) -> Tensor:
 def attend(hw: HeadWeights, layer: int, q: Tensor, k: Tensor, positions: Tensor | None = None) -> Tensor:
     """The attention pattern ``(batch, head, q_pos, k_pos)`` of queries and keys from :func:`project`:
     scaled (and soft-capped) dot products, the ALiBi bias, the causal mask and the layer's sliding
-    window, softmax (beside each head's sink logit, where the model has sinks: :func:`softmax_with_sink`)."""
+    window (``|i − j| < w``: behind the query in a causal model, on both sides in an encoder),
+    softmax (beside each head's sink logit, where the model has sinks: :func:`softmax_with_sink`)."""
     seq = q.shape[-2]
     positions = torch.arange(seq, device=q.device) if positions is None else positions.to(q.device)
     i, j = positions[:, None], positions[None, :]
@@ -136,7 +145,7 @@ def attend(hw: HeadWeights, layer: int, q: Tensor, k: Tensor, positions: Tensor 
         allowed &= j <= i
     window = hw.sliding_window[layer] if hw.sliding_window else None
     if window is not None:
-        allowed &= (i - j) < window
+        allowed &= (i - j).abs() < window
     return softmax_with_sink(hw, layer, logits.masked_fill(~allowed, float("-inf")))
 
 

@@ -73,10 +73,12 @@ def card_rows(hw: HeadWeights) -> list[tuple[str, str]]:
         ("d_model", str(hw.d_model)),
         ("d_head", str(hw.d_head)),
         ("vocabulary", _fmt_int(hw.n_vocab)),
-        ("attention", ("causal" if hw.causal else "bidirectional") + (f", sliding window {windows} on {sum(w is not None for w in hw.sliding_window)} layers" if windows else "")),
+        ("attention", ("causal" if hw.causal else "bidirectional") + (f", sliding window {windows}{'' if hw.causal else ' (|i - j| < w)'} on {sum(w is not None for w in hw.sliding_window)} layers" if windows else "")),
         ("logit scale", f"{hw.scale:.6g}" + ("" if hw.attn_softcap is None else f", soft-capped at {hw.attn_softcap:g} (c tanh(l / c))")),
         ("normalisation", f"{hw.norm_placement}-norm: {hw.attn_norm.describe()}" if hw.attn_norm else "none before the attention"),
     ]
+    if hw.first_layer_unnormed:
+        rows[-1] = (rows[-1][0], rows[-1][1] + "; layer 0 reads the residual without it")
     if hw.qk_norm is not None:
         q = hw.qk_norm[0]
         own = any(hw.qk_norm_per_head)

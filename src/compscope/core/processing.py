@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from ..errors import ProcessingError
-from .attention import input_norm
+from .attention import layer_input_norm
 from .heads import HeadWeights, Norm
 
 
@@ -53,6 +53,8 @@ def fold_norm(hw: HeadWeights) -> HeadWeights:
     changes: dict = {}
     if n.weight is not None:
         g = torch.stack([n.gain(l) for l in range(hw.n_layers)])  # (L, d)
+        if hw.first_layer_unnormed:  # (its first layer reads the residual itself: nothing to fold there)
+            g[0] = 1
         changes.update(W_Q=hw.W_Q * g[:, None, None], W_K=hw.W_K * g[:, None, None], W_V=hw.W_V * g[:, None, None])
         if hw.W_G is not None:  # the output gate reads the same input
             changes["W_G"] = hw.W_G * g[:, None, None]
@@ -62,6 +64,8 @@ def fold_norm(hw: HeadWeights) -> HeadWeights:
             if w is None:
                 continue
             extra = torch.einsum("lhrd,ld->lhr", w, n.bias)
+            if hw.first_layer_unnormed:
+                extra[0] = 0
             changes[bn] = extra if b is None else b + extra
         if "fold_value_bias" in hw.meta.processing:  # keep b_V folded: its new part goes to b_O too
             b_v = changes.pop("b_V")[:, list(hw.kv_map)]
@@ -141,7 +145,7 @@ def isotropic_read_moment(hw: HeadWeights, layer: int) -> tuple[Tensor, Tensor]:
     (:func:`qk_norm_jacobians` uses its structure and never forms it: ``d × d`` per layer.)"""
     d = hw.d_model
     M, m = torch.eye(d, dtype=torch.float64, device=hw.device), torch.zeros(d, dtype=torch.float64, device=hw.device)
-    norm = input_norm(hw)
+    norm = layer_input_norm(hw, layer)
     if norm is None:
         return M, m
     if norm.kind == "layernorm":
@@ -161,7 +165,7 @@ def _query_moment(hw: HeadWeights, layer: int, W: Tensor, b: Tensor | None, mome
     second moment ``moment`` and mean ``mean`` (None: the isotropic point of ``layer``, from its
     structure ``c · (W Γ) P (W Γ)ᵀ + (W β)(W β)ᵀ``, no ``d × d`` matrix formed)."""
     if moment is None:
-        norm = input_norm(hw)
+        norm = layer_input_norm(hw, layer)
         g = None if norm is None else norm.gain(layer)
         A = W if g is None else W * g.double().to(W.device)
         S = A @ A.transpose(-1, -2)
@@ -307,6 +311,9 @@ def check_centrable(hw: HeadWeights) -> None:
             f"center_writing: {hw.meta.name} has {hw.norm_placement}-norm {'/'.join(kinds)}; centring writing "
             "weights preserves the model only when every reader is a pre-LayerNorm"
         )
+    if hw.first_layer_unnormed:
+        raise ProcessingError(f"center_writing: {hw.meta.name}'s first layer reads the residual without a norm, so "
+                              "removing the embeddings' mean would change what it reads")
     if hw.W_U is not None and hw.final_norm is None:
         raise ProcessingError(
             f"center_writing: {hw.meta.name} has an unembedding but no final norm; W_U reads the raw residual, "

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from ..core.attention import finish_projection, input_norm, project_linear, read_input
+from ..core.attention import finish_projection, input_norm, layer_input_norm, project_linear, read_input
 
 #: ``σ'² / σ²`` below which a (writer, later layer) takes the plain route (module docstring)
 CANCELLATION = 1e-2
@@ -61,12 +61,12 @@ class Readers:
 def readers(hw, resid: list[Tensor], kinds: str) -> Readers:
     """:class:`Readers` of the residuals ``resid`` that each layer reads in a clean trace (``resid[l]``
     for layer ``l``)."""
-    norm = input_norm(hw)
     lin, centred, sigma2, gained, shift = [], [], [], [], []
     weights = {"Q": hw.W_Q, "K": hw.W_K, "V": hw.W_V}
     biases = {"Q": hw.b_Q, "K": hw.b_K, "V": hw.b_V}
     for l in range(hw.n_layers):
         r = resid[l]
+        norm = layer_input_norm(hw, l)
         lin.append({k: project_linear(hw, l, k, read_input(hw, l, r)) for k in kinds})
         g = None if norm is None else norm.gain(l)
         beta = None if norm is None or norm.bias is None else norm.bias[l]
@@ -91,7 +91,8 @@ def readers(hw, resid: list[Tensor], kinds: str) -> Readers:
 
 def writer_columns(hw, layer: int, head: int) -> tuple[Tensor, Tensor]:
     """``W̃ = c(W_O^h)`` ``(d_model, d_head)`` (centred over the residual's coordinates where the
-    heads read a LayerNorm) and its Gram ``W̃ᵀ W̃`` in float64."""
+    heads read a LayerNorm) and its Gram ``W̃ᵀ W̃`` in float64. (Every layer after the first reads a
+    norm where the model has one: only a first layer may read the residual unnormed.)"""
     w = hw.W_O[layer][head]
     norm = input_norm(hw)
     if norm is not None and norm.kind == "layernorm":

@@ -22,8 +22,6 @@ _ENC_DEC = ("an encoder-decoder: the decoder's cross-attention reads the encoder
             "that no single set of writer and reader heads spans")
 _T5 = _ENC_DEC + "; self-attention adds learned relative-position buckets to the logits"
 _NO_ATTENTION = "no attention heads: a recurrent or state-space model has none to compose"
-_FIRST_LAYER_RAW = ("its first layer reads the embeddings without a norm while the others read a norm's output, and "
-                    "compscope's canonical form holds one kind of norm for every layer")
 
 #: model_type -> why compscope does not read it (the architectures researchers ask for)
 NOT_READ: dict[str, str] = {
@@ -43,8 +41,9 @@ NOT_READ: dict[str, str] = {
     **dict.fromkeys(("deberta", "deberta-v2"), (
         "disentangled attention: every layer's logits add content-to-position and position-to-content terms from "
         "relative-position embeddings")),
-    "modernbert": _FIRST_LAYER_RAW + "; its local layers also attend within a window on both sides",
-    "openai-gpt": "GPT-1, post-LN with no norm on the embeddings: " + _FIRST_LAYER_RAW,
+    "openai-gpt": ("GPT-1, post-LN with no norm on the embeddings: its first layer reads the raw embeddings while the "
+                   "others read a LayerNorm's output, and compscope reads a first layer without a norm only in pre-LN "
+                   "models"),
     "roberta-prelayernorm": ("a LayerNorm over the sum of token, position and token-type embeddings starts the "
                              "residual, so it is no sum of a token column and a position column"),
     **dict.fromkeys(("t5", "mt5", "umt5", "longt5", "switch_transformers", "t5gemma"), _T5),
@@ -65,7 +64,7 @@ NOT_READ: dict[str, str] = {
 #: GGUF architecture (llama.cpp's name) -> the model_type of :data:`NOT_READ` it is
 GGUF_NOT_READ: dict[str, str] = {
     "deepseek2": "deepseek_v2", "llama4": "llama4_text", "gemma3n": "gemma3n_text",
-    "modern-bert": "modernbert", "hunyuan-dense": "hunyuan_v1_dense", "hunyuan-moe": "hunyuan_v1_moe",
+"hunyuan-dense": "hunyuan_v1_dense", "hunyuan-moe": "hunyuan_v1_moe",
     "t5": "t5", "t5encoder": "t5", "mamba": "mamba", "mamba2": "mamba2", "rwkv6": "rwkv", "rwkv7": "rwkv",
     "bitnet": "bitnet",
     "dbrx": "dbrx", "deci": "nemotron-nas",
@@ -78,9 +77,12 @@ def why_not(model_type: object) -> str | None:
 
 
 #: GGUF architectures of models compscope reads from their HuggingFace folders, whose GGUF layout it does not map
-GGUF_LAYOUT_NOT_READ: dict[str, str] = dict.fromkeys(("qwen3next", "qwen35", "qwen35moe"), (
-    "Qwen3-Next and Qwen3.5 are read from their HuggingFace folders; llama.cpp's layout of their gated attention and "
-    "DeltaNet layers is not mapped"))
+GGUF_LAYOUT_NOT_READ: dict[str, str] = {
+    **dict.fromkeys(("qwen3next", "qwen35", "qwen35moe"), (
+        "Qwen3-Next and Qwen3.5 are read from their HuggingFace folders; llama.cpp's layout of their gated attention "
+        "and DeltaNet layers is not mapped")),
+    "modern-bert": "ModernBERT is read from its HuggingFace folders; llama.cpp's layout of it is not mapped",
+}
 
 
 def why_not_gguf(arch: object) -> str | None:

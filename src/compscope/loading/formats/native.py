@@ -47,6 +47,7 @@ def save(hw: HeadWeights, path: str | Path) -> Path:
     fields.update(
         qk_norm_scope=hw.qk_norm_scope, kv_map=list(hw.kv_map), norm_placement=hw.norm_placement, positions=hw.positions,
         attn_scale=hw.attn_scale, attn_softcap=hw.attn_softcap, causal=hw.causal,
+        first_layer_unnormed=hw.first_layer_unnormed,
         sliding_window=list(hw.sliding_window), meta=dataclasses.asdict(hw.meta),
     )
     save_file(_unshared(tensors), str(path / "heads.safetensors"))
@@ -131,6 +132,7 @@ def load(path: str | Path) -> HeadWeights:
             rotary=None if rot is None else Rotary(rot["dim"], tensors["rotary.inv_freq"], rot["style"]),
             positions=fields["positions"], attn_scale=fields["attn_scale"], causal=fields["causal"],
             attn_softcap=fields.get("attn_softcap"),  # absent in files written before it existed
+            first_layer_unnormed=fields.get("first_layer_unnormed", False),  # (likewise)
             sliding_window=tuple(fields["sliding_window"]),
             embed_extra={k.split(".", 1)[1]: t for k, t in tensors.items() if k.startswith("embed_extra.")},
             meta=Meta(**{**fields["meta"], "processing": tuple(fields["meta"]["processing"]), "notes": tuple(fields["meta"]["notes"])}),

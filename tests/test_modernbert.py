@@ -1,0 +1,151 @@
+"""ModernBERT: the config forms, the both-sided window, a first layer that reads the residual
+unnormed, and the rotary previous-token score of a bidirectional model against a hand computation.
+(The family-wide suites run its tiny variants against transformers: hooks, processing, runner,
+interventions.)"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import compscope
+from compscope.core.attention import attend, project, read_input
+from compscope.errors import WeightError
+
+transformers = pytest.importorskip("transformers")
+if not hasattr(transformers, "ModernBertConfig"):
+    pytest.skip(f"transformers {transformers.__version__} has no ModernBERT", allow_module_level=True)
+
+from hf_tiny import BY_ID, build, model_and_capture  # noqa: E402
+
+LEGACY = "modernbert-local-both-sides"  # as the hub's configs state it: global_rope_theta, local_attention, ...
+
+
+def _folder(tmp_path, vid=LEGACY):
+    build(BY_ID[vid]).save_pretrained(tmp_path)
+    return tmp_path, json.loads((tmp_path / "config.json").read_text())
+
+
+def test_hub_config_and_transformers_5_config_read_alike(tmp_path):
+    """The released configs' keys (``global_attn_every_n_layers``, ``global_rope_theta``,
+    ``local_rope_theta``) and transformers 5's (``layer_types``, ``rope_parameters`` per type) give
+    the same weights: layers 0 and 2 global with base 500, 1 and 3 local with base 50, a window of
+    ``local_attention // 2 + 1 = 4`` (``|i − j| ≤ 3``)."""
+    folder, cfg = _folder(tmp_path)
+    want = compscope.load(folder)
+    assert want.sliding_window == (None, 4, None, 4) and want.first_layer_unnormed and not want.causal
+    f = want.rotary.inv_freq[:, 0:2]  # pair 1 turns at base^(-2/8)
+    torch.testing.assert_close(f[:, 1], torch.tensor([500.0, 50.0, 500.0, 50.0], dtype=torch.float64) ** -0.25)
+    legacy = {k: v for k, v in cfg.items() if k not in ("layer_types", "rope_parameters")}
+    legacy.update(global_attn_every_n_layers=2, global_rope_theta=500.0, local_rope_theta=50.0)
+    new = {k: v for k, v in cfg.items() if k not in ("global_rope_theta", "local_rope_theta")}
+    new.update(layer_types=["full_attention", "sliding_attention"] * 2, rope_parameters={
+        "full_attention": {"rope_type": "default", "rope_theta": 500.0},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 50.0}})
+    new.pop("global_attn_every_n_layers", None)
+    for form in (legacy, new):
+        (folder / "config.json").write_text(json.dumps(form))
+        got = compscope.load(folder)
+        assert got.sliding_window == want.sliding_window
+        torch.testing.assert_close(got.rotary.inv_freq, want.rotary.inv_freq, atol=0, rtol=0)
+        torch.testing.assert_close(got.W_Q, want.W_Q, atol=0, rtol=0)
+
+
+@pytest.mark.parametrize("change, needle", [
+    ({"layer_types": ["sliding_attention", "full_attention"] * 2, "global_attn_every_n_layers": 2},
+     "transformers 4 and 5 would build different models"),
+    ({"rope_scaling": {"rope_type": "linear", "factor": 2.0}}, "rope_scaling"),
+    ({"rope_parameters": {"full_attention": {"rope_type": "yarn", "factor": 2.0}}}, "rope_parameters"),
+    ({"layer_types": ["chunked_attention"] * 4}, "layer_types"),
+])
+def test_settings_it_does_not_compute_are_refused_by_name(tmp_path, change, needle):
+    folder, cfg = _folder(tmp_path)
+    (folder / "config.json").write_text(json.dumps({**cfg, **change}))
+    with pytest.raises(compscope.CompscopeError, match=needle):
+        compscope.load(folder)
+
+
+def test_the_window_reaches_both_sides_of_the_query():
+    """Layer 1 (local, window 4): each query attends to keys within 3 positions on either side and to
+    no other; layer 0 (global) to every key."""
+    model, cap = model_and_capture(LEGACY)
+    hw = compscope.load(model)
+    for layer, reach in ((0, None), (1, 3)):
+        x = read_input(hw, layer, cap.resid[layer])
+        pattern = attend(hw, layer, project(hw, layer, "Q", x), project(hw, layer, "K", x))[0, 0]
+        i, j = torch.meshgrid(torch.arange(pattern.shape[0]), torch.arange(pattern.shape[1]), indexing="ij")
+        inside = torch.ones_like(pattern, dtype=torch.bool) if reach is None else (i - j).abs() <= reach
+        assert bool((pattern[inside] > 0).all()) and bool((pattern[~inside] == 0).all())
+        assert bool((pattern[(j > i) & inside] > 0).any())  # keys after the query too
+
+
+def test_the_first_layer_reads_the_residual_and_only_it():
+    """Layer 0's input is the residual itself (the embeddings after their LayerNorm), every later
+    layer's a LayerNorm of it; a first layer with a norm, or a flag on a post-norm model, is not this
+    model or no model at all."""
+    model, cap = model_and_capture(LEGACY)
+    hw = compscope.load(model)
+    torch.testing.assert_close(read_input(hw, 0, cap.resid[0]), cap.resid[0], atol=0, rtol=0)
+    with torch.no_grad():
+        torch.testing.assert_close(read_input(hw, 1, cap.resid[1]), model.layers[1].attn_norm(cap.resid[1]))
+    with pytest.raises(WeightError, match="first_layer_unnormed"):
+        hw.replace(norm_placement="post")
+    with pytest.raises(WeightError, match="first_layer_unnormed"):
+        hw.replace(first_layer_unnormed=1)
+
+
+def _rotate_half(v: np.ndarray, angle: np.ndarray) -> np.ndarray:
+    """``v`` (…, r) turned as rotate-half pairs ``(i, i + r/2)`` by ``angle`` (r/2,), in float64."""
+    h = v.shape[-1] // 2
+    a, b = v[..., :h], v[..., h:]
+    return np.concatenate([a * np.cos(angle) - b * np.sin(angle), b * np.cos(angle) + a * np.sin(angle)], -1)
+
+
+def test_rotary_previous_of_a_bidirectional_model_by_hand():
+    """The weights-alone previous-token score of an encoder: the mean embedding (raw at the first
+    layer, through the layer's LayerNorm gain and bias after it) as query and key; the logit at
+    offset ``δ`` is ``scale · (R(i) q)·(R(i − δ) k)``; softmax over ``δ = −63 … 63``, keys beyond a
+    local layer's window left out; the mass at ``δ = 1``. Computed here with numpy, head by head."""
+    from compscope.analysis.circuits import rotary_previous
+
+    model, _ = model_and_capture("modernbert-biases")
+    hw = compscope.load(model)
+    got = rotary_previous(hw).numpy()
+    E = hw.W_E.double().numpy()
+    ln = E - E.mean(0, keepdims=True)
+    ln = ln / np.sqrt((ln**2).mean(0, keepdims=True) + hw.attn_norm.eps)
+    deltas = np.arange(-63, 64)
+    for layer in range(hw.n_layers):
+        if layer == 0:
+            mu = E.mean(1)
+        else:
+            mu = ln.mean(1) * hw.attn_norm.gain(layer).double().numpy() + hw.attn_norm.bias[layer].double().numpy()
+        f = hw.rotary.inv_freq[layer].numpy()
+        w = hw.sliding_window[layer]
+        for h in range(hw.n_heads):
+            q = hw.W_Q[layer, h].double().numpy() @ mu + hw.b_Q[layer, h].double().numpy()
+            k = hw.W_K[layer, h].double().numpy() @ mu + hw.b_K[layer, h].double().numpy()
+            logits = np.array([hw.scale * _rotate_half(q, 70 * f) @ _rotate_half(k, (70 - d) * f) for d in deltas])
+            if w is not None:
+                logits[np.abs(deltas) >= w] = -np.inf
+            p = np.exp(logits - logits.max())
+            p /= p.sum()
+            assert got[layer, h] == pytest.approx(p[deltas == 1][0], rel=1e-4, abs=1e-6), (layer, h)
+    assert not math.isclose(got[1].max(), got[1].min())  # heads differ: not a flat score
+
+
+def test_a_modernbert_folder_runs_validate_end_to_end(tmp_path):
+    """On data: the activation labels of a bidirectional model (previous-token only) and the
+    interventions, through transformers' own ModernBERT."""
+    from compscope.data.validate import validate
+
+    v = validate(build(BY_ID[LEGACY]), sequences=4, half=4, intervention_sequences=2, kinds="K",
+                 metrics=("identity",), progress=False)
+    assert {h["score"] for h in v.heads} == {"previous_token"}  # (under each content distribution: rotary)
+    assert any("bidirectional model" in n for n in v.notes)
+    K = v.effects.by_kind["K"]  # (writer layer, head, reader layer, head): readers after writers only
+    assert bool(torch.isfinite(K[0, :, 1:]).all()) and bool((K[0, :, 1:] != 0).any())
