@@ -30,7 +30,7 @@ _LLAMA = dict(_COMMON, head_dim=D_HEAD, max_position_embeddings=64, rms_norm_eps
 
 
 #: the kinds that are encoders (built as AutoModel: no unembedding)
-ENCODERS = ("bert", "xlmr_xl", "modernbert")
+ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional")
 
 
 @dataclass(frozen=True)
@@ -385,6 +385,11 @@ VARIANTS = [
     Variant("modernbert-biases", "modernbert", "ModernBertConfig",
             dict(_COMMON, num_hidden_layers=3, local_attention=4, norm_bias=True, attention_bias=True, pad_token_id=0,
                  bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2)),
+    # EmbeddingGemma: Gemma 3 attending both ways, its local layers within sliding_window // 2 = 3 tokens on either side
+    Variant("embeddinggemma-bidirectional", "gemma3_bidirectional", "Gemma3TextConfig",
+            dict(_LLAMA, num_hidden_layers=3, num_key_value_heads=2, query_pre_attn_scalar=12, sliding_window=6,
+                 use_bidirectional_attention=True, layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                 final_logit_softcapping=None, attn_logit_softcapping=None, tie_word_embeddings=True)),
     # Qwen3.5: gated attention on layers 1 and 3 among gated DeltaNet layers; QK-norm, 1 + w norms, a quarter rotary
     Variant("qwen3.5-gated-attention-deltanet", "hybrid", "Qwen3_5TextConfig",
             dict(_LLAMA, num_hidden_layers=4, num_key_value_heads=2, linear_key_head_dim=8, linear_value_head_dim=8,
@@ -420,7 +425,8 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
 #: pre-LayerNorm variants whose first layer reads the residual without a norm (centring the embeddings would change it)
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind == "modernbert"]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
-RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "glm4", "apertus", "falcon_h1")
+RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "glm4", "apertus", "falcon_h1",
+                                                 "gemma3_bidirectional")
            and v.id not in PRE_LN_LAYERNORM and v.id != "olmo-hybrid-deltanet-attention"]  # (no norm before its attention)
 
 
@@ -540,6 +546,8 @@ def _modules(model, kind: str):
     if kind == "xlmr_xl":  # pre-LN: the norm before the attention reads the residual
         layers = model.encoder.layer
         return [(b.attention.self_attn_layer_norm, b.attention.output.dense) for b in layers], model.encoder.LayerNorm
+    if kind == "gemma3_bidirectional":  # built as the base model (an encoder): its layers at the top
+        return [(b.input_layernorm, b.post_attention_layernorm) for b in model.layers], model.norm
     if kind == "modernbert":  # pre-LN, layer 0's attn_norm the identity: its input is the residual either way
         return [(b.attn_norm, b.attn.Wo) for b in model.layers], model.final_norm
     if kind == "bert":
@@ -586,7 +594,7 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
         handles.append(model.model.layers[0].register_forward_pre_hook(
             lambda m, a, k: store.__setitem__("layer0_in", _first(a, k).detach().clone()), with_kwargs=True))
     if kind in ENCODERS:
-        emb = model.embeddings
+        emb = getattr(model, "embeddings", None)  # (EmbeddingGemma's are Gemma 3's: none of these)
         for name in [n for n in ("word_embeddings", "position_embeddings", "token_type_embeddings") if hasattr(emb, n)]:
             handles.append(getattr(emb, name).register_forward_hook(
                 lambda m, a, o, name=name: store.__setitem__(name, o.detach().clone())))

@@ -162,10 +162,11 @@ def test_unembedding_matches_hf(variant):
     if variant.kind == "bert":
         assert hw.W_U is None and hw.final_norm is None
         return
-    if variant.kind in ("xlmr_xl", "modernbert"):  # no unembedding; the final LayerNorm is the encoder's own
+    if variant.kind in ("xlmr_xl", "modernbert", "gemma3_bidirectional"):  # no unembedding; the encoder's final norm
         assert hw.W_U is None
+        final = {"modernbert": "final_norm", "gemma3_bidirectional": "norm"}.get(variant.kind)
         with torch.no_grad():
-            want = (model.final_norm if variant.kind == "modernbert" else model.encoder.LayerNorm)(cap.final_in)
+            want = (getattr(model, final) if final else model.encoder.LayerNorm)(cap.final_in)
         torch.testing.assert_close(hw.final_norm.apply(cap.final_in, 0), want, atol=ATOL, rtol=0)
         return
     scale = model.config.logit_scale if variant.config_cls.startswith("Cohere") else 1.0  # logits times it, in W_U
@@ -212,7 +213,6 @@ REFUSALS = [
     ("neox-partial-rotary-parallel", {}, {"attention_sink_tokens": 4}, "attention_sink_tokens"),
     ("bert", {}, {"position_embedding_type": "relative_key"}, "position_embedding_type"),
     ("gemma3-text", dict(attn_logit_softcapping=50.0), {}, "attn_logit_softcapping"),
-    ("gemma3-text", dict(use_bidirectional_attention=True), {}, "use_bidirectional_attention"),
     ("qwen2-bias", {}, {"layer_types": ["full_attention", "chunked_attention"]}, "chunked_attention"),
     ("gemma3-text", {}, {"layer_types": ["sliding_attention", "full_attention", "linear_attention"]},
      "linear_attention"),

@@ -290,7 +290,7 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "exaone3-llama-under-lg-names",
                "exaone-moe-sliding-global-nope",
                "olmo-hybrid-deltanet-attention",
-               "modernbert-local-both-sides", "modernbert-biases"]
+               "modernbert-local-both-sides", "modernbert-biases", "embeddinggemma-bidirectional"]
 
 
 def _route(monkeypatch, route: str) -> None:

@@ -89,16 +89,17 @@ class VaultGemma(Gemma2):
 @register
 class Gemma3(Gemma):
     name = "gemma3"
-    about = "Gemma 3, and the language model of its vision-language models: per-head QK-norm, local and global layers"
+    about = ("Gemma 3, and the language model of its vision-language models: per-head QK-norm, local and global "
+             "layers; EmbeddingGemma, attending both ways")
     model_types = ("gemma3_text",)
-    architectures = ("Gemma3ForCausalLM",)
-    handled = Llama.handled | {"query_pre_attn_scalar", "rope_local_base_freq", "sliding_window_pattern", "_sliding_window_pattern"}
+    architectures = ("Gemma3ForCausalLM", "Gemma3TextModel")
+    handled = Llama.handled | {"query_pre_attn_scalar", "rope_local_base_freq", "sliding_window_pattern", "_sliding_window_pattern",
+                               "use_bidirectional_attention"}
     ignored = frozenset({"final_logit_softcapping", "cache_implementation"})
     accept = {
         "rope_parameters": rope_accept,
         "rope_scaling": rope_accept,
         "attn_logit_softcapping": lambda v: v is None,
-        "use_bidirectional_attention": lambda v: not v,
     }
 
     hook_points = _post_norm_hooks
@@ -120,5 +121,6 @@ class Gemma3(Gemma):
         opts = LlamaLikeOptions(
             norm_offset=1.0, embed_scale=d**0.5, qk_norm=True, post_attn_norm=True,
             attn_scale=scalar**-0.5, default_theta=1_000_000.0,
+            bidirectional=bool(cfg.get("use_bidirectional_attention")),  # EmbeddingGemma
         )
         return convert_llamalike(ckpt, cls, opts)

@@ -64,6 +64,8 @@ class LlamaLikeOptions:
     out_proj_at: str = "o_proj"  # the output projection's module name (LFM2: out_proj)
     qk_norm_at: tuple[str, str] = ("q_norm", "k_norm")  # the QK norms' module names (LFM2: q_layernorm, k_layernorm)
     sinks: bool = False  # gpt-oss: a learned sink logit per head (self_attn.sinks)
+    bidirectional: bool = False  # EmbeddingGemma: every query sees keys on both sides, a window of sliding_window // 2
+    # on either side (the window held as sliding_window // 2 + 1); an encoder, so no unembedding
 
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -232,6 +234,10 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
     every_type = family.layer_types(cfg, n_model, where)  # per model layer, once
     types = [every_type[i] for i in layers]
     window = cfg.get("sliding_window")
+    if opts.bidirectional:
+        W_U, head_note = None, "bidirectional attention (an encoder): no unembedding read (W_U is None)"
+        if window is not None:  # (transformers halves the stated window, both sides of the query)
+            window = integer(cfg, where, "sliding_window") // 2 + 1
     freqs, rope_notes, amplitudes, kinds, mrope = [], [], set(), set(), None
     rot_dim = r
     for t in types:
@@ -350,7 +356,9 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         W_U = W_U * opts.logit_scale
         notes.append(f"W_U includes the logit scale {opts.logit_scale:g} (logits = scale · W_U x)")
     if any(t == "sliding_attention" for t in types):
-        notes.append(f"sliding-window attention (window {window}) on {types.count('sliding_attention')} of {L} layers")
+        sides = f", keys within {window - 1} tokens on either side of the query" if opts.bidirectional else ""
+        notes.append(f"sliding-window attention (window {window}{sides}) on {types.count('sliding_attention')} of {L} "
+                     "layers")
 
     def norm(ws, kind=opts.norm_kind, bs=()):
         return Norm(kind, torch.stack(ws) if ws else None, torch.stack(bs) if bs else None, eps, opts.norm_offset)
@@ -379,7 +387,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         positions="rotary",
         attn_scale=attn_scale,
         attn_softcap=opts.attn_softcap,
-        causal=True,
+        causal=not opts.bidirectional,
         sliding_window=tuple(window if t == "sliding_attention" else None for t in types),
         meta=Meta(family.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
     )

@@ -20,6 +20,11 @@ def from_hf_model(model, tensors: dict | None = None, where: str | None = None) 
     name = next((cfg[k] for k in _NAME_KEYS if cfg.get(k)), None) or cfg.get("model_type", "model")
     cfg.pop("_model_name_or_path", None)  # a name, not a setting (families ignore '_name_or_path')
     cfg["architectures"] = [type(model).__name__]  # what this object is, not what the file it came from held
+    window = cfg.get("sliding_window")
+    if cfg.get("use_bidirectional_attention") and window and window == getattr(model.config, "sliding_window", None):
+        # (EmbeddingGemma) transformers halves the stated window as it builds the config (keys on both sides of the
+        # query); 5 writes the stated one back in to_dict, 4 the halved one: put back a window that halves to it
+        cfg["sliding_window"] = (window - 1) * 2
     block, notes = check_scheme(cfg, where)
     sd = {k: v.detach() for k, v in (model.state_dict() if tensors is None else tensors).items()}
     return Checkpoint(cfg, TensorStore.from_dict(sd, where).dequantised(block), where, str(name), notes)

@@ -1,6 +1,7 @@
-"""ModernBERT: the config forms, the both-sided window, a first layer that reads the residual
-unnormed, and the rotary previous-token score of a bidirectional model against a hand computation.
-(The family-wide suites run its tiny variants against transformers: hooks, processing, runner,
+"""Encoders with rotary positions and windows on both sides of the query: ModernBERT (its config
+forms, a first layer that reads the residual unnormed) and EmbeddingGemma (Gemma 3 attending both
+ways); the rotary previous-token score of a bidirectional model against a hand computation. (The
+family-wide suites run their tiny variants against transformers: hooks, processing, runner,
 interventions.)"""
 
 from __future__ import annotations
@@ -69,12 +70,14 @@ def test_settings_it_does_not_compute_are_refused_by_name(tmp_path, change, need
         compscope.load(folder)
 
 
-def test_the_window_reaches_both_sides_of_the_query():
-    """Layer 1 (local, window 4): each query attends to keys within 3 positions on either side and to
-    no other; layer 0 (global) to every key."""
-    model, cap = model_and_capture(LEGACY)
+@pytest.mark.parametrize("vid, layers", [(LEGACY, ((0, None), (1, 3))),
+                                         ("embeddinggemma-bidirectional", ((0, 3), (2, None)))])
+def test_the_window_reaches_both_sides_of_the_query(vid, layers):
+    """A local layer (window 4): each query attends to keys within 3 positions on either side and to
+    no other; a global layer to every key."""
+    model, cap = model_and_capture(vid)
     hw = compscope.load(model)
-    for layer, reach in ((0, None), (1, 3)):
+    for layer, reach in layers:
         x = read_input(hw, layer, cap.resid[layer])
         pattern = attend(hw, layer, project(hw, layer, "Q", x), project(hw, layer, "K", x))[0, 0]
         i, j = torch.meshgrid(torch.arange(pattern.shape[0]), torch.arange(pattern.shape[1]), indexing="ij")
@@ -149,3 +152,26 @@ def test_a_modernbert_folder_runs_validate_end_to_end(tmp_path):
     assert any("bidirectional model" in n for n in v.notes)
     K = v.effects.by_kind["K"]  # (writer layer, head, reader layer, head): readers after writers only
     assert bool(torch.isfinite(K[0, :, 1:]).all()) and bool((K[0, :, 1:] != 0).any())
+
+
+def test_embeddinggemma_as_released(tmp_path):
+    """EmbeddingGemma's config states ``use_bidirectional_attention`` and the window transformers
+    halves (512: keys within 256 tokens on either side, held as 257) for a ``Gemma3TextModel``; read
+    as an encoder, no unembedding. The folder runs on data as one (previous-token labels only)."""
+    from compscope.data.validate import validate
+
+    vid = "embeddinggemma-bidirectional"
+    build(BY_ID[vid]).save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    assert cfg["architectures"] == ["Gemma3TextModel"]
+    cfg["sliding_window"] = 6  # as stated (transformers 4 saves the window it halved, and would halve it again)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    hw = compscope.load(tmp_path)
+    assert not hw.causal and hw.sliding_window == (4, 4, None) and hw.W_U is None
+    assert any("keys within 3 tokens on either side" in n for n in hw.meta.notes)
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "sliding_window": 512}))
+    assert compscope.load(tmp_path).sliding_window == (257, 257, None)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    v = validate(str(tmp_path), sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
+                 progress=False)
+    assert {h["score"] for h in v.heads} == {"previous_token"}
