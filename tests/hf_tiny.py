@@ -401,6 +401,9 @@ VARIANTS = [
                  linear_num_key_heads=2, linear_num_value_heads=4, full_attention_interval=2, num_experts=4,
                  num_experts_per_tok=2, moe_intermediate_size=16, shared_expert_intermediate_size=16,
                  rope_parameters={"rope_type": "default", "rope_theta": 300.0, "partial_rotary_factor": 0.5})),
+    # GPT-1: post-LN as BERT, causal, its first layer reading the raw embeddings
+    Variant("openai-gpt-post-ln", "gpt1", "OpenAIGPTConfig",
+            dict(vocab_size=VOCAB, n_embd=D, n_head=HEADS, n_layer=2, n_positions=32)),
     Variant("bert", "bert", "BertConfig",
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12)),
     # positions from pad_token_id + 1 = 2, as RoBERTa's (514 rows for 512 tokens)
@@ -546,6 +549,8 @@ def _modules(model, kind: str):
     if kind == "xlmr_xl":  # pre-LN: the norm before the attention reads the residual
         layers = model.encoder.layer
         return [(b.attention.self_attn_layer_norm, b.attention.output.dense) for b in layers], model.encoder.LayerNorm
+    if kind == "gpt1":  # post-LN: the attention reads the residual; the unembedding the last block's output
+        return [(b.attn, b.attn.c_proj) for b in model.transformer.h], model.lm_head
     if kind == "gemma3_bidirectional":  # built as the base model (an encoder): its layers at the top
         return [(b.input_layernorm, b.post_attention_layernorm) for b in model.layers], model.norm
     if kind == "modernbert":  # pre-LN, layer 0's attn_norm the identity: its input is the residual either way

@@ -88,15 +88,14 @@ def test_the_window_reaches_both_sides_of_the_query(vid, layers):
 
 def test_the_first_layer_reads_the_residual_and_only_it():
     """Layer 0's input is the residual itself (the embeddings after their LayerNorm), every later
-    layer's a LayerNorm of it; a first layer with a norm, or a flag on a post-norm model, is not this
-    model or no model at all."""
+    layer's a LayerNorm of it; the flag on a model whose layers read no norm at all is refused."""
     model, cap = model_and_capture(LEGACY)
     hw = compscope.load(model)
     torch.testing.assert_close(read_input(hw, 0, cap.resid[0]), cap.resid[0], atol=0, rtol=0)
     with torch.no_grad():
         torch.testing.assert_close(read_input(hw, 1, cap.resid[1]), model.layers[1].attn_norm(cap.resid[1]))
     with pytest.raises(WeightError, match="first_layer_unnormed"):
-        hw.replace(norm_placement="post")
+        hw.replace(norm_placement="none")
     with pytest.raises(WeightError, match="first_layer_unnormed"):
         hw.replace(first_layer_unnormed=1)
 

@@ -379,16 +379,41 @@ def test_the_pair_built_to_compose_is_the_only_one_that_does():
     assert float(eff.v_direction[0, 0, 1].max()) < 1e-6
 
 
+def _clean_reads(lins, kind: str, clean: torch.Tensor) -> list:
+    """Pre-hooks that feed ``clean`` to the q/k/v projections ``lins`` (separate modules) but ``kind``'s."""
+    return [lin.register_forward_pre_hook(lambda _, a: (clean,)) for k, lin in zip("QKV", lins) if k != kind]
+
+
+def _clean_fused_reads(c_attn, kind: str, clean: torch.Tensor) -> list:
+    """A hook on a fused ``Conv1D`` q/k/v projection (GPT-1's ``c_attn``, rows ``[q | k | v]``) that puts
+    back the parts other than ``kind``'s as computed from ``clean``."""
+    def hook(_, a, o):
+        d = o.shape[-1] // 3
+        out = (clean @ c_attn.weight + c_attn.bias).clone()
+        at = "QKV".index(kind) * d
+        out[..., at:at + d] = o[..., at:at + d]
+        return out
+    return [c_attn.register_forward_hook(hook)]
+
+
 def _encoder_modules(model) -> dict:
-    """Where a BERT-like encoder keeps its layers and, per layer, the module whose input is the
-    residual its attention reads, the q/k/v projections, the attention's and the MLP's output
-    projections (DistilBERT's names, or BERT's)."""
+    """Where a post-LN model (BERT-like encoders, GPT-1) keeps its layers and, per layer, the module
+    whose input is the residual its attention reads, the attention's and the MLP's output modules,
+    the attention's output weight (``nn.Linear``'s layout), and hooks that feed the clean residual
+    to every projection but one kind's (DistilBERT's names, GPT-1's, or BERT's)."""
+    if hasattr(model, "transformer") and hasattr(model.transformer, "h"):  # GPT-1
+        return {"layers": model.transformer.h, "reads": lambda b: b.attn, "out": lambda b: b.attn.c_proj,
+                "W_out": lambda b: b.attn.c_proj.weight.T, "mlp": lambda b: b.mlp,
+                "clean_reads": lambda b, kind, clean: _clean_fused_reads(b.attn.c_attn, kind, clean)}
     if hasattr(model, "transformer"):  # DistilBERT
-        return {"layers": model.transformer.layer, "reads": lambda b: b, "out": lambda b: b.attention.out_lin,
-                "mlp": lambda b: b.ffn.lin2, "qkv": lambda b: (b.attention.q_lin, b.attention.k_lin, b.attention.v_lin)}
-    return {"layers": model.encoder.layer, "reads": lambda b: b.attention.self, "out": lambda b: b.attention.output.dense,
-            "mlp": lambda b: b.output.dense,
-            "qkv": lambda b: (b.attention.self.query, b.attention.self.key, b.attention.self.value)}
+        a = lambda b: b.attention  # noqa: E731
+        return {"layers": model.transformer.layer, "reads": lambda b: b, "out": lambda b: a(b).out_lin,
+                "W_out": lambda b: a(b).out_lin.weight, "mlp": lambda b: b.ffn.lin2,
+                "clean_reads": lambda b, kind, clean: _clean_reads((a(b).q_lin, a(b).k_lin, a(b).v_lin), kind, clean)}
+    s = lambda b: b.attention.self  # noqa: E731
+    return {"layers": model.encoder.layer, "reads": s, "out": lambda b: b.attention.output.dense,
+            "W_out": lambda b: b.attention.output.dense.weight, "mlp": lambda b: b.output.dense,
+            "clean_reads": lambda b, kind, clean: _clean_reads((s(b).query, s(b).key, s(b).value), kind, clean)}
 
 
 def _bert_brute_force(model, ids, l1, h1, l2, kind):
@@ -421,16 +446,14 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
         h.remove()
     sl = slice(h1 * r, (h1 + 1) * r)
     c = clean[("ctx", l1)][..., sl]
-    delta = (c.mean(0, keepdim=True) - c) @ m["out"](layers[l1]).weight[:, sl].T
+    delta = (c.mean(0, keepdim=True) - c) @ m["W_out"](layers[l1])[:, sl].T
     hooks, patched = [], {}
     hooks.append(m["out"](layers[l1]).register_forward_hook(lambda _, a, o: clean[("attn", l1)] + delta))
     for i in range(l1, l2):
         hooks.append(m["mlp"](layers[i]).register_forward_hook(lambda _, a, o, i=i: clean[("mlp", i)]))
         if i > l1:
             hooks.append(m["out"](layers[i]).register_forward_hook(lambda _, a, o, i=i: clean[("attn", i)]))
-    for k, lin in zip("QKV", m["qkv"](layers[l2])):
-        if k != kind:
-            hooks.append(lin.register_forward_pre_hook(lambda _, a: (clean[("resid", l2)],)))
+    hooks += m["clean_reads"](layers[l2], kind, clean[("resid", l2)])
     hooks.append(m["out"](layers[l2]).register_forward_hook(lambda _, a, o: patched.__setitem__("ctx", a[0].detach())))
     try:
         with torch.no_grad():
@@ -440,7 +463,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
             h.remove()
     if kind in "QK":
         return 0.5 * (p1.double() - p0.double()).abs().sum(-1).mean(dim=(0, 2)), None
-    W = m["out"](layers[l2]).weight.double()
+    W = m["W_out"](layers[l2]).double()
     per_head = lambda ctx: torch.stack([ctx[..., h * r:(h + 1) * r].double() @ W[:, h * r:(h + 1) * r].T  # noqa: E731
                                         for h in range(H)], dim=2)
     o0, o1 = per_head(clean[("ctx", l2)]), per_head(patched["ctx"])
@@ -450,9 +473,11 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
 
 @pytest.mark.parametrize("variant_id, route", [("bert", "batched"), ("bert", "threes"), ("bert", "single"),
                                                ("roberta-offset-positions", "threes"), ("electra", "single"),
-                                               ("data2vec-text-pad-zero", "batched"), ("distilbert", "threes")])
+                                               ("data2vec-text-pad-zero", "batched"), ("distilbert", "threes"),
+                                               ("openai-gpt-post-ln", "threes"), ("openai-gpt-post-ln", "single")])
 def test_post_ln_effects_equal_a_patched_forward_through_the_models_own_modules(variant_id, route, monkeypatch):
-    """BERT and its kin (post-LN; DistilBERT under its own names), three layers, every pair and kind: the direct path through the
+    """BERT and its kin (post-LN; DistilBERT under its own names; GPT-1, causal, its first layer reading the raw
+    embeddings), three layers, every pair and kind: the direct path through the
     norms between the layers (compscope's one trace) equals the patched forward of the model
     itself; with a layer's four writers in one batch (as on a GPU), in three and one, and one at a time."""
     pytest.importorskip("transformers")
@@ -460,9 +485,9 @@ def test_post_ln_effects_equal_a_patched_forward_through_the_models_own_modules(
 
     import compscope
 
-    model = build(BY_ID[variant_id], num_hidden_layers=3)
+    model = build(BY_ID[variant_id], **({"n_layer": 3} if BY_ID[variant_id].kind == "gpt1" else {"num_hidden_layers": 3}))
     runner = runner_for(model, compscope.load(model))
-    assert runner.hw.n_heads == 4
+    assert runner.hw.n_heads == 4 and runner.hw.n_layers == 3
     t = random_ids(batch=3)
     _route(monkeypatch, route)
     got = intervention_effects(runner, t, "QKV", "mean", progress=False)
@@ -581,7 +606,8 @@ OUTPUT_PROJECTIONS = {"gpt2": "attn.c_proj", "neox-partial-rotary-parallel": "at
                       "starcoder2-bias-sliding3": "self_attn.o_proj", "falcon-per-head-sequential": "self_attention.dense",
                       "gptj-interleaved-rotary": "attn.out_proj", "gemma": "self_attn.o_proj",
                       "gemma2-softcap": "self_attn.o_proj", "glm-interleaved-partial-rotary-gqa": "self_attn.o_proj",
-                      "glm4-post-attention-norm": "self_attn.o_proj"}
+                      "glm4-post-attention-norm": "self_attn.o_proj", "openai-gpt-post-ln": "attn.c_proj",
+                      "modernbert-biases": "attn.Wo", "embeddinggemma-bidirectional": "self_attn.o_proj"}
 
 
 @pytest.mark.parametrize("route", ["default", "batched"])
@@ -597,7 +623,8 @@ def test_every_path_equals_the_model_run_with_the_head_ablated_inside_it(variant
 
     import compscope
 
-    layers = {"gpt2": "n_layer", "gptj-interleaved-rotary": "n_layer"}.get(variant_id, "num_hidden_layers")
+    layers = {"gpt2": "n_layer", "gptj-interleaved-rotary": "n_layer", "openai-gpt-post-ln": "n_layer"}.get(
+        variant_id, "num_hidden_layers")
     more = ({"layer_types": ["sliding_attention", "full_attention", "full_attention"]} if "gemma4" in variant_id
             else {"layer_types": ["full_attention"] * 3} if "qwen3.5" in variant_id else {})  # (gated heads: all attend)
     model = build(BY_ID[variant_id], **{layers: 3}, **more)

@@ -44,10 +44,11 @@ def test_hooks_and_per_head_recomputation_match_the_module(variant):
 def test_post_ln_traces_carry_the_sums_their_norms_take(variant):
     """Post-LN (BERT): the first norm takes residual + attention output, and the two norms, in
     turn, give the next layer's residual; pre-LN traces carry none."""
-    model = build(variant, **({"num_hidden_layers": 3} if variant.kind == "bert" else {}))
+    layers = {"bert": {"num_hidden_layers": 3}, "gpt1": {"n_layer": 3}}.get(variant.kind, {})
+    model = build(variant, **layers)
     runner = runner_for(model, compscope.load(model))
     tr = runner.trace(random_ids())
-    if variant.kind != "bert":
+    if not layers:
         assert tr.norm_in is None and runner.post_norms is None
         return
     assert len(tr.norm_in) == len(runner.post_norms) == 3

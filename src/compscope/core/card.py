@@ -78,7 +78,8 @@ def card_rows(hw: HeadWeights) -> list[tuple[str, str]]:
         ("normalisation", f"{hw.norm_placement}-norm: {hw.attn_norm.describe()}" if hw.attn_norm else "none before the attention"),
     ]
     if hw.first_layer_unnormed:
-        rows[-1] = (rows[-1][0], rows[-1][1] + "; layer 0 reads the residual without it")
+        rows[-1] = (rows[-1][0], rows[-1][1] + ("; layer 0 reads the residual without it" if hw.norm_placement == "pre"
+                                                 else "; layer 0 reads the raw embeddings, no norm before it"))
     if hw.qk_norm is not None:
         q = hw.qk_norm[0]
         own = any(hw.qk_norm_per_head)

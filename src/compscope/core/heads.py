@@ -228,8 +228,8 @@ class HeadWeights:
     attn_scale: float = 0.0  # logit = attn_scale * q·k; 0 means d_head ** -0.5
     attn_softcap: float | None = None  # logit -> c tanh(logit / c) before the mask and softmax (Gemma 2)
     causal: bool = True
-    # pre-LN models whose first layer reads the residual itself, not attn_norm's output (ModernBERT: a LayerNorm
-    # on the embeddings made that residual); attn_norm's row 0 is then never read
+    # a first layer that reads the residual itself where the others read a norm's output: pre-LN ModernBERT (a
+    # LayerNorm on the embeddings made that residual), post-LN GPT-1 (no norm made it); attn_norm's row 0 unread
     first_layer_unnormed: bool = False
     sliding_window: tuple[int | None, ...] = ()  # per layer; None: full attention
     embed_extra: dict[str, Tensor] = field(default_factory=dict)  # e.g. BERT token types
@@ -302,9 +302,9 @@ class HeadWeights:
             raise WeightError(f"causal {self.causal!r}: expected true or false")
         if not isinstance(self.first_layer_unnormed, bool):
             raise WeightError(f"first_layer_unnormed {self.first_layer_unnormed!r}: expected true or false")
-        if self.first_layer_unnormed and (self.norm_placement != "pre" or self.attn_norm is None):
-            raise WeightError("first_layer_unnormed: only a pre-norm model's first layer can read the residual without "
-                              f"its norm (norm placement {self.norm_placement!r}, "
+        if self.first_layer_unnormed and (self.norm_placement == "none" or self.attn_norm is None):
+            raise WeightError("first_layer_unnormed: only a model whose other layers read a norm's output has a first "
+                              f"layer that reads the residual without one (norm placement {self.norm_placement!r}, "
                               f"{'an' if self.attn_norm is not None else 'no'} attention norm)")
         if not is_finite_number(self.attn_scale) or self.attn_scale < 0:
             raise WeightError(f"attn_scale {self.attn_scale!r}: expected a finite number >= 0 (0: d_head ** -0.5)")

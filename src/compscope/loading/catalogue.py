@@ -41,9 +41,6 @@ NOT_READ: dict[str, str] = {
     **dict.fromkeys(("deberta", "deberta-v2"), (
         "disentangled attention: every layer's logits add content-to-position and position-to-content terms from "
         "relative-position embeddings")),
-    "openai-gpt": ("GPT-1, post-LN with no norm on the embeddings: its first layer reads the raw embeddings while the "
-                   "others read a LayerNorm's output, and compscope reads a first layer without a norm only in pre-LN "
-                   "models"),
     "roberta-prelayernorm": ("a LayerNorm over the sum of token, position and token-type embeddings starts the "
                              "residual, so it is no sum of a token column and a position column"),
     **dict.fromkeys(("t5", "mt5", "umt5", "longt5", "switch_transformers", "t5gemma"), _T5),

@@ -113,8 +113,8 @@ class Runner:
     #: compscope reads (Gemma 4 scales the whole residual after each layer: :meth:`Family.residual_divisors`);
     #: None: the same residual. Traces hold compscope's; a left-out layer returns the model's
     divisors: list[float] | None = None
-    #: what a layer module returns, seen on a clean run: ("tensor" or a tuple's length, its residual's
-    #: dtype), or False (neither); None: not seen yet
+    #: what a layer module returns, seen on a clean run: ("tensor", its dtype), (a tuple's or list's length, its
+    #: residual's dtype, tuple or list), or False (neither); None: not seen yet
     _returns: tuple | bool | None = None
 
     def software(self) -> dict[str, str]:
@@ -277,8 +277,8 @@ class Runner:
         def seen(module, args, output):
             if isinstance(output, Tensor):
                 self._returns = ("tensor", output.dtype)
-            elif isinstance(output, tuple) and output and isinstance(output[0], Tensor):
-                self._returns = (len(output), output[0].dtype)
+            elif isinstance(output, (tuple, list)) and output and isinstance(output[0], Tensor):
+                self._returns = (len(output), output[0].dtype, type(output))  # (GPT-1's blocks return lists)
             else:
                 self._returns = False
         handle = self.layer_modules[0].register_forward_hook(seen)
@@ -308,9 +308,9 @@ class Runner:
             yield
 
     def _as_returned(self, x: Tensor):
-        """``x`` in the form a layer module returns (:attr:`_returns`; a tuple's other elements None)."""
+        """``x`` in the form a layer module returns (:attr:`_returns`; a tuple's or list's other elements None)."""
         form = self._returns[0]
-        return x if form == "tensor" else (x, *([None] * (form - 1)))
+        return x if form == "tensor" else self._returns[2]([x, *([None] * (form - 1))])
 
     @contextmanager
     def _replacing(self, forwards: dict):
