@@ -85,6 +85,13 @@ CASES = {
     "bert": lambda: transformers.BertForMaskedLM(transformers.BertConfig(  # post-LN: ln1 is the norm after attention
         architectures=["BertForMaskedLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_hidden_layers=3,
         intermediate_size=48, max_position_embeddings=32)),
+    "openai-gpt": lambda: transformers.OpenAIGPTLMHeadModel(transformers.OpenAIGPTConfig(  # post-LN, causal
+        architectures=["OpenAIGPTLMHeadModel"], vocab_size=VOCAB, n_embd=32, n_head=4, n_layer=3, n_positions=32)),
+    "modernbert-decoder": lambda: transformers.ModernBertDecoderForCausalLM(transformers.ModernBertDecoderConfig(
+        architectures=["ModernBertDecoderForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
+        num_hidden_layers=3, intermediate_size=48, local_attention=4, global_attn_every_n_layers=2, norm_bias=True,
+        global_rope_theta=500.0, local_rope_theta=50.0, pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1,
+        sep_token_id=2)),  # its first layer reads the normed embeddings without a norm; causal windows
     "glm": lambda: transformers.GlmForCausalLM(transformers.GlmConfig(  # interleaved rotary on half of each head
         architectures=["GlmForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
         head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64, pad_token_id=0, eos_token_id=1)),
@@ -160,8 +167,9 @@ CASES = {
 }
 #: a bridge around an architecture compscope has no family for: a clean error naming it
 UNSUPPORTED = {
-    "openai-gpt": lambda: transformers.OpenAIGPTLMHeadModel(transformers.OpenAIGPTConfig(  # GPT-1: post-LN
-        architectures=["OpenAIGPTLMHeadModel"], vocab_size=VOCAB, n_embd=32, n_head=4, n_layer=2, n_positions=64)),
+    "hunyuan_v1_dense": lambda: transformers.HunYuanDenseV1ForCausalLM(transformers.HunYuanDenseV1Config(  # QK-norm after
+        architectures=["HunYuanDenseV1ForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,  # rotary
+        num_key_value_heads=2, head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64)),
 }
 
 

@@ -381,6 +381,11 @@ VARIANTS = [
     Variant("modernbert-local-both-sides", "modernbert", "ModernBertConfig",
             dict(_COMMON, num_hidden_layers=4, local_attention=6, global_attn_every_n_layers=2, global_rope_theta=500.0,
                  local_rope_theta=50.0, pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1, sep_token_id=2)),
+    # ModernBERT's decoder (Ettin): the same layers with separate q/k/v projections, causal, windows of 2 behind the query
+    Variant("modernbert-decoder-causal-window", "modernbert_decoder", "ModernBertDecoderConfig",
+            dict(_COMMON, num_hidden_layers=3, local_attention=4, global_attn_every_n_layers=2, norm_bias=True,
+                 attention_bias=True, global_rope_theta=500.0, local_rope_theta=50.0, pad_token_id=0, bos_token_id=1,
+                 eos_token_id=2, cls_token_id=1, sep_token_id=2)),
     # with attention and LayerNorm biases, every third layer global
     Variant("modernbert-biases", "modernbert", "ModernBertConfig",
             dict(_COMMON, num_hidden_layers=3, local_attention=4, norm_bias=True, attention_bias=True, pad_token_id=0,
@@ -424,9 +429,9 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "falcon-mqa-parallel", "falcon-grouped-gqa-bias", "falcon-per-head-sequential", "bloom-alibi",
                     "mpt-alibi-scaled", "codegen-eight-heads-four-shards", "nemotron-layernorm1p-partial-bias",
                     "phimoe-layernorm-biases-longrope", "cohere2-moe-layernorm", "xlm-roberta-xl-pre-ln",
-                    "modernbert-local-both-sides", "modernbert-biases"]
+                    "modernbert-local-both-sides", "modernbert-biases", "modernbert-decoder-causal-window"]
 #: pre-LayerNorm variants whose first layer reads the residual without a norm (centring the embeddings would change it)
-FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind == "modernbert"]
+FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
 RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "glm4", "apertus", "falcon_h1",
                                                  "gemma3_bidirectional")
@@ -434,7 +439,10 @@ RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "g
 
 
 #: variants transformers 4 cannot build (its own bugs, fixed in 5)
-_BROKEN_IN_4 = {"stablelm-qk-layernorm-per-head": "StableLM's weight init fails on the bias-free per-head qk LayerNorm"}
+_BROKEN_IN_4 = {"stablelm-qk-layernorm-per-head": "StableLM's weight init fails on the bias-free per-head qk LayerNorm",
+                # (compscope reads transformers 5's model: test_modernbert_decoder_under_transformers_4_is_refused)
+                "modernbert-decoder-causal-window": "ModernBERT's decoder turns its local layers at the global "
+                                                    "rotary base, not local_rope_theta"}
 
 
 def make_config(variant: Variant, **overrides):
@@ -553,8 +561,9 @@ def _modules(model, kind: str):
         return [(b.attn, b.attn.c_proj) for b in model.transformer.h], model.lm_head
     if kind == "gemma3_bidirectional":  # built as the base model (an encoder): its layers at the top
         return [(b.input_layernorm, b.post_attention_layernorm) for b in model.layers], model.norm
-    if kind == "modernbert":  # pre-LN, layer 0's attn_norm the identity: its input is the residual either way
-        return [(b.attn_norm, b.attn.Wo) for b in model.layers], model.final_norm
+    if kind in ("modernbert", "modernbert_decoder"):  # pre-LN, layer 0's attn_norm the identity: its input is the
+        base = getattr(model, "model", model)  # residual either way (the decoder built as a causal LM)
+        return [(b.attn_norm, b.attn.Wo) for b in base.layers], base.final_norm
     if kind == "bert":
         if hasattr(model, "transformer"):  # DistilBERT's names; its block's input is what attention reads
             return [(b, b.attention.out_lin) for b in model.transformer.layer], None

@@ -1,8 +1,8 @@
 """Encoders with rotary positions and windows on both sides of the query: ModernBERT (its config
 forms, a first layer that reads the residual unnormed) and EmbeddingGemma (Gemma 3 attending both
-ways); the rotary previous-token score of a bidirectional model against a hand computation. (The
-family-wide suites run their tiny variants against transformers: hooks, processing, runner,
-interventions.)"""
+ways); the rotary previous-token score of a bidirectional model against a hand computation; and
+ModernBERT's causal decoder beside them. (The family-wide suites run their tiny variants against
+transformers: hooks, processing, runner, interventions.)"""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ transformers = pytest.importorskip("transformers")
 if not hasattr(transformers, "ModernBertConfig"):
     pytest.skip(f"transformers {transformers.__version__} has no ModernBERT", allow_module_level=True)
 
+from compscope.data.runner import transformers_at_least  # noqa: E402
 from hf_tiny import BY_ID, build, model_and_capture  # noqa: E402
 
 LEGACY = "modernbert-local-both-sides"  # as the hub's configs state it: global_rope_theta, local_attention, ...
@@ -174,3 +175,42 @@ def test_embeddinggemma_as_released(tmp_path):
     v = validate(str(tmp_path), sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
                  progress=False)
     assert {h["score"] for h in v.heads} == {"previous_token"}
+
+
+DECODER = "modernbert-decoder-causal-window"
+
+
+@pytest.mark.skipif(not transformers_at_least(5), reason="transformers 4 builds another decoder (the test below)")
+def test_modernbert_decoder_attends_behind_the_query_with_each_layer_types_base():
+    """The decoder's local layer (window ``local_attention // 2 = 2``) attends to the query's own
+    position and the one before, no other; the global layer to every key up to the query; the local
+    layers turn at ``local_rope_theta`` (50), the global ones at ``global_rope_theta`` (500), which
+    the notes state beside transformers 4's single base."""
+    model, cap = model_and_capture(DECODER)
+    hw = compscope.load(model)
+    assert hw.causal and hw.first_layer_unnormed and hw.sliding_window == (None, 2, None) and hw.W_U is None
+    torch.testing.assert_close(hw.rotary.inv_freq[:, 1], torch.tensor([500.0, 50.0, 500.0], dtype=torch.float64) ** -0.25)
+    for layer, reach in ((1, 1), (0, None)):
+        x = read_input(hw, layer, cap.resid[layer])
+        pattern = attend(hw, layer, project(hw, layer, "Q", x), project(hw, layer, "K", x))[0, 0]
+        i, j = torch.meshgrid(torch.arange(pattern.shape[0]), torch.arange(pattern.shape[1]), indexing="ij")
+        inside = (j <= i) if reach is None else (j <= i) & (i - j <= reach)
+        assert bool((pattern[inside] > 0).all()) and bool((pattern[~inside] == 0).all())
+    assert any("transformers 4 turns both at the global base" in n for n in hw.meta.notes)
+
+
+@pytest.mark.skipif(transformers_at_least(5), reason="transformers 5 builds the decoder compscope reads")
+def test_modernbert_decoder_under_transformers_4_is_refused_on_data():
+    """transformers 4 turns the decoder's local layers at the global base: the model that runs is not
+    the one read (transformers 5's), and the data-based commands say so rather than judge it."""
+    from compscope.data.validate import validate
+
+    if not hasattr(transformers, "ModernBertDecoderConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no ModernBERT decoder")
+    cfg = transformers.ModernBertDecoderConfig(**BY_ID[DECODER].config)  # (make_config skips it under transformers 4)
+    cfg._attn_implementation = "eager"
+    model = transformers.ModernBertDecoderForCausalLM(cfg)
+    with pytest.raises(compscope.CompscopeError, match="not what compscope recomputes"):
+        validate(model.eval(), sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
+                 progress=False)
+

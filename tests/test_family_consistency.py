@@ -22,7 +22,8 @@ import torch
 import compscope
 from compscope.core.attention import attention_forward
 
-from hf_tiny import (BY_ID, D, ENCODERS, SEQ, VARIANTS, VOCAB, attention_layers, build, capture, make_config, model_and_capture,
+from hf_tiny import (BY_ID, D, ENCODERS, SEQ, VARIANTS, VOCAB, _modules, attention_layers, build, capture, make_config,
+                     model_and_capture,
                      random_ids)
 
 ATOL = 1e-5
@@ -162,11 +163,10 @@ def test_unembedding_matches_hf(variant):
     if variant.kind == "bert":
         assert hw.W_U is None and hw.final_norm is None
         return
-    if variant.kind in ("xlmr_xl", "modernbert", "gemma3_bidirectional"):  # no unembedding; the encoder's final norm
-        assert hw.W_U is None
-        final = {"modernbert": "final_norm", "gemma3_bidirectional": "norm"}.get(variant.kind)
+    if variant.kind in ("xlmr_xl", "modernbert", "gemma3_bidirectional", "modernbert_decoder"):
+        assert hw.W_U is None  # no linear unembedding (an encoder; a nonlinear LM head); the final norm is the model's
         with torch.no_grad():
-            want = (getattr(model, final) if final else model.encoder.LayerNorm)(cap.final_in)
+            want = _modules(model, variant.kind)[1](cap.final_in)
         torch.testing.assert_close(hw.final_norm.apply(cap.final_in, 0), want, atol=ATOL, rtol=0)
         return
     scale = model.config.logit_scale if variant.config_cls.startswith("Cohere") else 1.0  # logits times it, in W_U

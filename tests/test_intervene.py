@@ -290,7 +290,8 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "exaone3-llama-under-lg-names",
                "exaone-moe-sliding-global-nope",
                "olmo-hybrid-deltanet-attention",
-               "modernbert-local-both-sides", "modernbert-biases", "embeddinggemma-bidirectional"]
+               "modernbert-local-both-sides", "modernbert-biases", "embeddinggemma-bidirectional",
+               "modernbert-decoder-causal-window"]
 
 
 def _route(monkeypatch, route: str) -> None:

@@ -258,11 +258,12 @@ def text(width: int = 100) -> str:
     out += ["", *textwrap.wrap(f"{len(entries)} families read {n_types} model types (a HuggingFace config's "
                                f"model_type) and {n_gguf} GGUF architectures (*: also run on data from the file, by "
                                f"{_transformers_said()}):", width)]
+    column = max(15, *(len(e.family) + 2 for e in entries))  # (the longest family name, and two spaces)
     for e in entries:
-        out.append(f"  {e.family:<15}{e.about}")
+        out.append(f"  {e.family:<{column}}{e.about}")
         reads = "model_type " + " ".join(e.model_types) + (
             "; GGUF " + " ".join(a + ("*" if a in e.gguf_on_data else "") for a in e.gguf) if e.gguf else "")
-        out += textwrap.wrap(reads, width, initial_indent=" " * 17, subsequent_indent=" " * 17)
+        out += textwrap.wrap(reads, width, initial_indent=" " * (column + 2), subsequent_indent=" " * (column + 2))
     known = ", ".join(t for types, _ in not_read_by_reason() for t in types)
     out += ["", *textwrap.wrap(f"Known and not read, each refused with its reason (compscope models NAME says it): "
                                f"{known}", width, subsequent_indent="  ")]

@@ -12,7 +12,8 @@ held as the window ``w/2 + 1``), each layer type with its own rotary base. One f
 per layer ([q | k | v], heads in order), an output projection ``Wo``; biases where
 ``attention_bias`` is set, LayerNorm biases where ``norm_bias`` is. The masked-LM head (a dense
 layer, an activation and a LayerNorm before the tied decoder) is no linear unembedding: ``W_U`` is
-None, as for the other encoders.
+None, as for the other encoders. ModernBERT's decoders (:class:`ModernBertDecoder`) are the same
+layers, causal.
 """
 
 from __future__ import annotations
@@ -51,6 +52,13 @@ class ModernBert(Family):
         "is_decoder": lambda v: not v,
     }
     hf_base = "model"
+    causal = False
+
+    @classmethod
+    def kind_notes(cls, config: dict, local: int) -> list[str]:
+        """What the notes say of the attention's direction, window and unembedding."""
+        return ["pre-LN encoder: bidirectional attention, no unembedding (W_U is None)",
+                f"local layers attend within {local // 2} tokens on either side (local_attention {local})"]
 
     @classmethod
     def hook_points(cls, model):
@@ -95,6 +103,19 @@ class ModernBert(Family):
         return {"rope_theta": config.get(key) if config.get(key) is not None else default, "rope_type": "default"}
 
     @classmethod
+    def projections(cls, ts, p: str, d: int) -> tuple[tuple, tuple]:
+        """A layer's query, key and value weights ``(d, d)`` each and their biases (None where absent):
+        one fused ``attn.Wqkv``, rows ``[q | k | v]``."""
+        qkv = ts.take(p + "attn.Wqkv.weight", (3 * d, d))
+        b = ts.take(p + "attn.Wqkv.bias", (3 * d,), required=False)
+        return qkv.split(d), (None,) * 3 if b is None else b.split(d)
+
+    @classmethod
+    def window(cls, local: int) -> int:
+        """The window of a local layer, ``|i − j| < w``: ``local_attention // 2`` tokens on either side."""
+        return local // 2 + 1
+
+    @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
         cls.check_config(cfg, where)
@@ -125,11 +146,10 @@ class ModernBert(Family):
         wq, wk, wv, wo, bq, bk, bv, bo, gains, biases = ([] for _ in range(10))
         for i in range(L):
             p = f"{prefix}layers.{i}."
-            qkv = ts.take(p + "attn.Wqkv.weight", (3 * d, d))
-            for out, part in zip((wq, wk, wv), qkv.split(d)):
+            weights, bias = cls.projections(ts, p, d)
+            for out, part in zip((wq, wk, wv), weights):
                 out.append(split_rows(part, H, r))
-            b = ts.take(p + "attn.Wqkv.bias", (3 * d,), required=False)
-            for out, part in zip((bq, bk, bv), (None,) * 3 if b is None else b.split(d)):
+            for out, part in zip((bq, bk, bv), bias):
                 out.append(None if part is None else part.reshape(H, r))
             wo.append(split_cols(ts.take(p + "attn.Wo.weight", (d, d)), H, r))
             bo.append(ts.take(p + "attn.Wo.bias", (d,), required=False))
@@ -153,8 +173,7 @@ class ModernBert(Family):
         notes += [
             "W_E is each token's embedding after the embeddings' LayerNorm (float32): the residual the first layer "
             "reads, without a norm of its own (no position table: rotary positions)",
-            "pre-LN encoder: bidirectional attention, no unembedding (W_U is None)",
-            f"local layers attend within {local // 2} tokens on either side (local_attention {local})",
+            *cls.kind_notes(cfg, local),
         ]
         return HeadWeights(
             W_Q=torch.stack(wq), W_K=torch.stack(wk), W_V=torch.stack(wv), W_O=torch.stack(wo),
@@ -167,7 +186,44 @@ class ModernBert(Family):
             first_layer_unnormed=True,
             rotary=Rotary(r, torch.stack([freqs[t] for t in types])),
             positions="rotary",
-            causal=False,
-            sliding_window=tuple(None if t == "full_attention" else local // 2 + 1 for t in types),
+            causal=cls.causal,
+            sliding_window=tuple(None if t == "full_attention" else cls.window(local) for t in types),
             meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
         )
+
+
+@register
+class ModernBertDecoder(ModernBert):
+    """ModernBERT's decoders (the Ettin models): ModernBERT's layers with separate ``q_proj``,
+    ``k_proj``, ``v_proj``, causal, the local layers attending to the ``local_attention // 2`` tokens
+    up to the query (``i − j < w``). Rotary bases per layer type as transformers 5 builds them
+    (transformers 4 turns both types at the global base: the notes say so where they differ). The LM
+    head (a dense layer, an activation and a LayerNorm before the tied decoder) is no linear
+    unembedding: ``W_U`` is None."""
+
+    name = "modernbert_decoder"
+    about = "ModernBERT's decoders (Ettin): ModernBERT's layers, causal, windows behind the query"
+    model_types = ("modernbert-decoder",)
+    architectures = ("ModernBertDecoderForCausalLM", "ModernBertDecoderModel",
+                     "ModernBertDecoderForSequenceClassification")
+    handled = ModernBert.handled | {"sliding_window"}  # (recomputed from local_attention by transformers)
+    ignored = ModernBert.ignored | {"use_cache"}
+    causal = True
+
+    @classmethod
+    def projections(cls, ts, p: str, d: int) -> tuple[tuple, tuple]:
+        weights = tuple(ts.take(f"{p}attn.{x}_proj.weight", (d, d)) for x in "qkv")
+        return weights, tuple(ts.take(f"{p}attn.{x}_proj.bias", (d,), required=False) for x in "qkv")
+
+    @classmethod
+    def window(cls, local: int) -> int:
+        return local // 2
+
+    @classmethod
+    def kind_notes(cls, config: dict, local: int) -> list[str]:
+        full, sliding = (cls.rotary_settings(config, t)["rope_theta"] for t in _THETA)
+        return ["pre-LN decoder: causal attention; its LM head is a dense layer, an activation and a LayerNorm before "
+                "the tied decoder, no linear unembedding (W_U is None)",
+                f"local layers attend to the {local // 2} tokens up to the query (local_attention {local})"] + (
+            [f"rotary bases as transformers 5 builds them, {full:g} on global layers and {sliding:g} on local ones; "
+             "transformers 4 turns both at the global base"] if full != sliding else [])
