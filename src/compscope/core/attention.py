@@ -29,7 +29,7 @@ def input_norm(hw: HeadWeights) -> Norm | None:
 
 def layer_input_norm(hw: HeadWeights, layer: int) -> Norm | None:
     """:func:`input_norm` of ``layer``: None also for a first layer that reads the residual itself
-    (``first_layer_unnormed``, ModernBERT's)."""
+    (``first_layer_unnormed``: ModernBERT's, GPT-1's)."""
     return None if layer == 0 and getattr(hw, "first_layer_unnormed", False) else input_norm(hw)
 
 

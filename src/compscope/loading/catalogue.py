@@ -61,7 +61,7 @@ NOT_READ: dict[str, str] = {
 #: GGUF architecture (llama.cpp's name) -> the model_type of :data:`NOT_READ` it is
 GGUF_NOT_READ: dict[str, str] = {
     "deepseek2": "deepseek_v2", "llama4": "llama4_text", "gemma3n": "gemma3n_text",
-"hunyuan-dense": "hunyuan_v1_dense", "hunyuan-moe": "hunyuan_v1_moe",
+    "hunyuan-dense": "hunyuan_v1_dense", "hunyuan-moe": "hunyuan_v1_moe",
     "t5": "t5", "t5encoder": "t5", "mamba": "mamba", "mamba2": "mamba2", "rwkv6": "rwkv", "rwkv7": "rwkv",
     "bitnet": "bitnet",
     "dbrx": "dbrx", "deci": "nemotron-nas",
