@@ -275,9 +275,10 @@ def test_unknown_model_type_is_named(tmp_path):
 def test_unsupported_hf_model_is_named():
     import transformers
 
-    cfg = transformers.OpenAIGPTConfig(vocab_size=VOCAB, n_embd=16, n_layer=1, n_head=2)  # GPT-1, post-LN: no family
-    model = transformers.OpenAIGPTLMHeadModel(cfg)
-    with pytest.raises(compscope.UnsupportedModelError, match="'openai-gpt'"):
+    cfg = transformers.DebertaV2Config(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                       intermediate_size=32)  # disentangled attention: no family
+    model = transformers.DebertaV2Model(cfg)
+    with pytest.raises(compscope.UnsupportedModelError, match="'deberta-v2'.*disentangled attention"):
         compscope.load(model)
 
 
