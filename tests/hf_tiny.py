@@ -30,7 +30,7 @@ _LLAMA = dict(_COMMON, head_dim=D_HEAD, max_position_embeddings=64, rms_norm_eps
 
 
 #: the kinds that are encoders (built as AutoModel: no unembedding)
-ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional")
+ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_bert")
 
 
 @dataclass(frozen=True)
@@ -376,6 +376,12 @@ VARIANTS = [
     # pre-LN encoder: no embeddings LayerNorm, a LayerNorm before each attention and one after the last layer
     Variant("xlm-roberta-xl-pre-ln", "xlmr_xl", "XLMRobertaXLConfig",
             dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1)),
+    # BioGPT: OPT's layout, positions two rows late, embeddings times sqrt(d_model), a tied output_projection
+    Variant("biogpt-scaled-embeddings", "biogpt", "BioGptConfig",
+            dict(_COMMON, max_position_embeddings=32, pad_token_id=1, bos_token_id=0, eos_token_id=2)),
+    # Megatron-BERT: BERT's embeddings (positions from 0, two token types) without a LayerNorm, pre-LN layers
+    Variant("megatron-bert-pre-ln", "megatron_bert", "MegatronBertConfig",
+            dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-5)),
     # ModernBERT: its first layer reads the normed embeddings without a norm; layers 1 and 3 attend within 3 tokens on
     # either side (local_attention 6), each layer type with its own rotary base; as the hub's configs state it
     Variant("modernbert-local-both-sides", "modernbert", "ModernBertConfig",
@@ -429,7 +435,8 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "falcon-mqa-parallel", "falcon-grouped-gqa-bias", "falcon-per-head-sequential", "bloom-alibi",
                     "mpt-alibi-scaled", "codegen-eight-heads-four-shards", "nemotron-layernorm1p-partial-bias",
                     "phimoe-layernorm-biases-longrope", "cohere2-moe-layernorm", "xlm-roberta-xl-pre-ln",
-                    "modernbert-local-both-sides", "modernbert-biases", "modernbert-decoder-causal-window"]
+                    "modernbert-local-both-sides", "modernbert-biases", "modernbert-decoder-causal-window",
+                    "megatron-bert-pre-ln", "biogpt-scaled-embeddings"]
 #: pre-LayerNorm variants whose first layer reads the residual without a norm (centring the embeddings would change it)
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
@@ -525,6 +532,7 @@ _LAYOUT = {
     "olmo2": ("model", "layers", "self_attn", "post_attention_layernorm", "norm"),
     "mpt": ("transformer", "blocks", "norm_1", "attn", "norm_f"),
     "opt": ("model.decoder", "layers", "self_attn_layer_norm", "self_attn", "final_layer_norm"),
+    "biogpt": ("biogpt", "layers", "self_attn_layer_norm", "self_attn", "layer_norm"),
 }
 
 
@@ -554,6 +562,8 @@ def _modules(model, kind: str):
     if kind == "bloom":  # its attention returns the residual plus what it adds; dense's output is the addition
         t = model.transformer
         return [(b.input_layernorm, b.self_attention.dense) for b in t.h], t.ln_f
+    if kind == "megatron_bert":  # XLM-RoBERTa-XL's layout under Megatron's names
+        return [(b.attention.ln, b.attention.output.dense) for b in model.encoder.layer], model.encoder.ln
     if kind == "xlmr_xl":  # pre-LN: the norm before the attention reads the residual
         layers = model.encoder.layer
         return [(b.attention.self_attn_layer_norm, b.attention.output.dense) for b in layers], model.encoder.LayerNorm

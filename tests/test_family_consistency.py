@@ -150,7 +150,7 @@ def test_embedding_columns_match_hf(variant):
         return
     if hw.W_pos is not None:
         emb = emb + hw.W_pos[:, : ids.shape[1]].T
-    if "W_type" in hw.embed_extra:  # (XLM-RoBERTa-XL: token type 0 added, no LayerNorm)
+    if "W_type" in hw.embed_extra:  # (XLM-RoBERTa-XL, Megatron-BERT: token type 0 added, no LayerNorm)
         emb = emb + hw.embed_extra["W_type"][:, 0]
     torch.testing.assert_close(emb, cap.extra.get("layer0_in", cap.resid[0]), atol=ATOL, rtol=1e-6)
     if variant.config_cls.startswith("Gemma"):
@@ -163,7 +163,7 @@ def test_unembedding_matches_hf(variant):
     if variant.kind == "bert":
         assert hw.W_U is None and hw.final_norm is None
         return
-    if variant.kind in ("xlmr_xl", "modernbert", "gemma3_bidirectional", "modernbert_decoder"):
+    if variant.kind in ("xlmr_xl", "modernbert", "gemma3_bidirectional", "modernbert_decoder", "megatron_bert"):
         assert hw.W_U is None  # no linear unembedding (an encoder; a nonlinear LM head); the final norm is the model's
         with torch.no_grad():
             want = _modules(model, variant.kind)[1](cap.final_in)

@@ -291,7 +291,8 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "exaone-moe-sliding-global-nope",
                "olmo-hybrid-deltanet-attention",
                "modernbert-local-both-sides", "modernbert-biases", "embeddinggemma-bidirectional",
-               "modernbert-decoder-causal-window"]
+               "modernbert-decoder-causal-window", "megatron-bert-pre-ln",
+               "biogpt-scaled-embeddings"]
 
 
 def _route(monkeypatch, route: str) -> None:

@@ -1,6 +1,6 @@
 """BERT encoders (BERT, all-MiniLM; RoBERTa, XLM-RoBERTa, CamemBERT, data2vec-text; ELECTRA;
 DistilBERT): post-LayerNorm, bidirectional, learned positions; and XLM-RoBERTa-XL, RoBERTa's
-embeddings before pre-LN layers (:class:`XlmRobertaXl`).
+embeddings before pre-LN layers (:class:`XlmRobertaXl`), and Megatron-BERT, BERT's before them.
 
 Post-LN: each sublayer's output is added to the residual and the *sum* is normalised,
 ``h' = LN(h + Attn(h))``. Attention at layer ``l`` therefore reads the residual directly; the
@@ -20,6 +20,7 @@ refused by name.
 
 from __future__ import annotations
 
+import functools
 from typing import ClassVar
 
 import torch
@@ -159,11 +160,15 @@ class XlmRobertaXl(Roberta):
     model_types = ("xlm-roberta-xl",)
     architectures = ("XLMRobertaXLModel", "XLMRobertaXLForMaskedLM")
 
+    #: the LayerNorm before each layer's attention (in the layer) and the one after the last layer (in the base model)
+    pre_norm: ClassVar[str] = "attention.self_attn_layer_norm"
+    last_norm: ClassVar[str] = "encoder.LayerNorm"
+
     @classmethod
     def hook_points(cls, model):
         """``attention.self_attn_layer_norm`` reads the residual, ``attention.output.dense`` returns
         what is added (before dropout and the residual)."""
-        return [(b.attention.self_attn_layer_norm, b.attention.output.dense)
+        return [(functools.reduce(getattr, cls.pre_norm.split("."), b), b.attention.output.dense)
                 for b in cls.base_model(model).encoder.layer]
 
     @classmethod
@@ -173,12 +178,31 @@ class XlmRobertaXl(Roberta):
     @classmethod
     def read_norms(cls, ts, prefix: str, L: int, d: int, eps: float) -> tuple[dict, list[str]]:
         """Pre-LN: each layer's ``attention.self_attn_layer_norm``, and the encoder's LayerNorm at the end."""
-        at = [f"{prefix}{cls.layers_at}.{i}.attention.self_attn_layer_norm" for i in range(L)]
+        at = [f"{prefix}{cls.layers_at}.{i}.{cls.pre_norm}" for i in range(L)]
         w, b = ([ts.take(f"{name}.{part}", (d,)) for name in at] for part in ("weight", "bias"))
-        final = [ts.take(f"{prefix}encoder.LayerNorm.{part}", (d,)) for part in ("weight", "bias")]
+        final = [ts.take(f"{prefix}{cls.last_norm}.{part}", (d,)) for part in ("weight", "bias")]
         return (dict(attn_norm=Norm("layernorm", torch.stack(w), torch.stack(b), eps),
                      final_norm=Norm("layernorm", final[0][None], final[1][None], eps), norm_placement="pre"),
                 ["pre-LN encoder: each layer's heads read a LayerNorm of the residual, to which they add"])
+
+
+@register
+class MegatronBert(XlmRobertaXl):
+    """Megatron-BERT (NVIDIA): BERT's embeddings without their LayerNorm (positions from 0, token
+    types), pre-LN layers (``attention.ln`` before the attention) and a LayerNorm after the last
+    (``encoder.ln``): XLM-RoBERTa-XL's layout under its own names."""
+
+    name = "megatron_bert"
+    about = "Megatron-BERT: BERT's embeddings without a LayerNorm, pre-LN layers"
+    model_types = ("megatron-bert",)
+    architectures = ("MegatronBertModel", "MegatronBertForMaskedLM", "MegatronBertForPreTraining")
+    hf_base = "bert"
+    pre_norm = "attention.ln"
+    last_norm = "encoder.ln"
+
+    @classmethod
+    def first_position(cls, config: dict, where: str) -> int:
+        return 0
 
 
 @register

@@ -1,4 +1,4 @@
-"""OPT decoders (Meta's OPT-125m ... 66B, the HF ``opt`` layout).
+"""OPT decoders (Meta's OPT-125m ... 66B, the HF ``opt`` layout), and BioGPT, the same layout.
 
 Pre-LayerNorm ``self_attn_layer_norm`` (gain and bias, or none with
 ``layer_norm_elementwise_affine=False``); separate ``q/k/v_proj`` and ``out_proj`` with biases
@@ -9,6 +9,9 @@ narrower embedding and the residual (``word_embed_proj_dim``) are refused by nam
 """
 
 from __future__ import annotations
+
+import math
+from typing import ClassVar
 
 import torch
 
@@ -34,12 +37,21 @@ class OPT(Family):
     ignored = frozenset("ffn_dim dropout layerdrop init_std".split())
     accept = {"do_layer_norm_before": lambda v: v is True, "_remove_final_layer_norm": lambda v: not v}
     attention_biases = config_attention_bias("enable_bias", True)
+    #: where the decoder's tensors may sit, its final LayerNorm's name in it, and the unembedding's names
+    prefixes: ClassVar[tuple[str, ...]] = ("model.decoder.", "decoder.", "")
+    final_norm_at: ClassVar[str] = "final_layer_norm"
+    heads: ClassVar[tuple[str, ...]] = ("lm_head.weight",)
 
     @classmethod
     def base_model(cls, model):
         """The decoder inside ``OPTForCausalLM`` (``model.model.decoder``) or ``OPTModel``."""
         base = getattr(model, "model", model)
         return getattr(base, "decoder", base)
+
+    @classmethod
+    def embed_scale(cls, config: dict, where: str) -> float:
+        """What the model multiplies its token embeddings by: 1 here."""
+        return 1.0
 
     hook_points = layer_hooks("self_attn_layer_norm", "self_attn")
 
@@ -52,9 +64,9 @@ class OPT(Family):
             raise UnsupportedModelError(f"{where}: word_embed_proj_dim={cfg['word_embed_proj_dim']} differs from "
                                         f"hidden_size={d} (embeddings projected in and out of the residual: OPT-350m); "
                                         "not supported")
-        prefix = next((p for p in ("model.decoder.", "decoder.", "") if p + "embed_tokens.weight" in ts), None)
+        prefix = next((p for p in cls.prefixes if p + "embed_tokens.weight" in ts), None)
         if prefix is None:
-            raise UnsupportedModelError(f"{where}: no tensor named like 'model.decoder.embed_tokens.weight'")
+            raise UnsupportedModelError(f"{where}: no tensor named like '{cls.prefixes[0]}embed_tokens.weight'")
         affine = cfg.get("layer_norm_elementwise_affine", True)
         attn = separate_projections(ts, lambda i: f"{prefix}layers.{i}.self_attn.", L, H, H, r, d)
         g = [ts.take(f"{prefix}layers.{i}.self_attn_layer_norm.weight", (d,)) for i in range(L)] if affine else []
@@ -64,18 +76,21 @@ class OPT(Family):
         if pos.ndim != 2 or pos.shape[1] != d or pos.shape[0] <= POSITION_OFFSET:
             raise UnsupportedModelError(f"{ts.origin(prefix + 'embed_positions.weight')}: embed_positions has shape "
                                         f"{tuple(pos.shape)}, expected ({POSITION_OFFSET} + n_ctx, {d})")
-        W_U, head_note = unembedding(ckpt, ["lm_head.weight"], emb)
+        W_U, head_note = unembedding(ckpt, list(cls.heads), emb)
         eps = 1e-5  # nn.LayerNorm's default, which HF's OPT uses
         if affine:
-            final = final_layernorm(ts, prefix + "final_layer_norm", d, eps)
+            final = final_layernorm(ts, prefix + cls.final_norm_at, d, eps)
             attn_norm = Norm("layernorm", torch.stack(g), torch.stack(beta), eps)
         else:
             final = attn_norm = Norm("layernorm", None, None, eps)
         notes = checkpoint_notes(ckpt, head_note)
         notes.append(f"learned positions: W_pos is embed_positions from row {POSITION_OFFSET} on (OPT's offset)")
+        scale = cls.embed_scale(cfg, where)
+        if scale != 1.0:
+            notes.append(f"W_E includes the embedding scale {scale:g} (sqrt(d_model)); W_U does not")
         return HeadWeights(
             **attn,
-            W_E=emb.T, W_pos=pos[POSITION_OFFSET:].T, W_U=W_U, b_U=None,
+            W_E=emb.T * scale if scale != 1.0 else emb.T, W_pos=pos[POSITION_OFFSET:].T, W_U=W_U, b_U=None,
             kv_map=tuple(range(H)),
             attn_norm=attn_norm,
             final_norm=final,
@@ -85,3 +100,31 @@ class OPT(Family):
             sliding_window=(None,) * L,
             meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
         )
+
+
+@register
+class BioGpt(OPT):
+    """BioGPT (Microsoft): OPT's layout under ``biogpt.``, the token embeddings times
+    ``sqrt(d_model)`` (``scale_embedding``), every LayerNorm at ``nn.LayerNorm``'s default eps
+    (the config's ``layer_norm_eps`` is not read by the model), the unembedding ``output_projection``."""
+
+    name = "biogpt"
+    about = "BioGPT: OPT's layout, embeddings times sqrt(d_model)"
+    model_types = ("biogpt",)
+    architectures = ("BioGptForCausalLM", "BioGptModel")
+    handled = frozenset("hidden_size num_attention_heads num_hidden_layers scale_embedding".split())
+    ignored = frozenset("layerdrop activation_dropout layer_norm_eps".split())  # (the last: unread by the model)
+    accept = {}
+    prefixes = ("biogpt.", "")
+    final_norm_at = "layer_norm"
+    heads = ("output_projection.weight",)
+
+    @classmethod
+    def base_model(cls, model):
+        """The decoder inside ``BioGptForCausalLM`` (``model.biogpt``) or ``BioGptModel``."""
+        return getattr(model, "biogpt", model)
+
+    @classmethod
+    def embed_scale(cls, config: dict, where: str) -> float:
+        d = integer(config, where, "hidden_size")
+        return math.sqrt(d) if config.get("scale_embedding", True) else 1.0
