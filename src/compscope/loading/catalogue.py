@@ -26,7 +26,19 @@ _NO_ATTENTION = "no attention heads: a recurrent or state-space model has none t
 #: model_type -> why compscope does not read it (the architectures researchers ask for)
 NOT_READ: dict[str, str] = {
     **dict.fromkeys(("deepseek_v2", "deepseek_v3", "deepseek_v32", "longcat_flash", "glm4_moe_lite", "glm_moe_dsa",
-                     "kimi_k25"), _MLA),
+                     "kimi_k25", "minicpm3", "kimi_linear", "youtu", "sarvam_mla", "bailing_hybrid", "dots3_note_text",
+                     "axk1"), _MLA),
+    "diffllama": ("differential attention: each output is one softmax pattern's minus λ times a second one's, then "
+                  "RMS-normalised before W_O, so no head has one QK circuit and none's OV map is linear"),
+    "big_bird": ("block-sparse attention (its default attention_type): each query block attends to its neighbouring, "
+                 "global and random key blocks, not to every key"),
+    "reformer": ("locality-sensitive-hashing and chunked local attention, and a reversible residual kept as two "
+                 "streams"),
+    "xlnet": "two-stream attention whose logits add relative-position and segment terms",
+    "rembert": ("its embeddings are narrower than the residual (input_embedding_size) and projected up to it after "
+                "their LayerNorm, which no W_E and norm express"),
+    "roc_bert": ("the residual starts as a projection of the word, shape and pronunciation embeddings concatenated, "
+                 "no sum of a token column and a position column"),
     "deepseek_v4": ("the rotary map is applied to each head's output as well as to its queries and keys (the OV map "
                     "turns with position), and heads attend over compressed caches beside the sliding window"),
     **dict.fromkeys(("llama4", "llama4_text"), (
