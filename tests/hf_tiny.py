@@ -376,6 +376,17 @@ VARIANTS = [
     # pre-LN encoder: no embeddings LayerNorm, a LayerNorm before each attention and one after the last layer
     Variant("xlm-roberta-xl-pre-ln", "xlmr_xl", "XLMRobertaXLConfig",
             dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1)),
+    # InternLM3 (transformers' Llama): one switch for all four biases
+    Variant("internlm3-biases", "llama", "InternLM3Config",
+            dict(_LLAMA, num_key_value_heads=2, attention_bias=True, mlp_bias=True)),
+    # Jais 2: Llama's attention with biases, LayerNorms with biases
+    Variant("jais2-layernorm-biases", "llama", "Jais2Config",
+            dict(_LLAMA, rms_norm_eps=None, layer_norm_eps=1e-5, num_key_value_heads=2)),
+    # CWM: layers 0 and 4 global, the others within a window of 3; Llama 3's rope scaling
+    Variant("cwm-every-fourth-global", "llama", "CwmConfig",
+            dict(_LLAMA, num_hidden_layers=5, num_key_value_heads=2, sliding_window=3,
+                 rope_parameters={"rope_type": "llama3", "rope_theta": 500.0, "factor": 4.0, "high_freq_factor": 4.0,
+                                  "low_freq_factor": 1.0, "original_max_position_embeddings": 16})),
     # BioGPT: OPT's layout, positions two rows late, embeddings times sqrt(d_model), a tied output_projection
     Variant("biogpt-scaled-embeddings", "biogpt", "BioGptConfig",
             dict(_COMMON, max_position_embeddings=32, pad_token_id=1, bos_token_id=0, eos_token_id=2)),
@@ -436,7 +447,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "mpt-alibi-scaled", "codegen-eight-heads-four-shards", "nemotron-layernorm1p-partial-bias",
                     "phimoe-layernorm-biases-longrope", "cohere2-moe-layernorm", "xlm-roberta-xl-pre-ln",
                     "modernbert-local-both-sides", "modernbert-biases", "modernbert-decoder-causal-window",
-                    "megatron-bert-pre-ln", "biogpt-scaled-embeddings"]
+                    "megatron-bert-pre-ln", "biogpt-scaled-embeddings", "jais2-layernorm-biases"]
 #: pre-LayerNorm variants whose first layer reads the residual without a norm (centring the embeddings would change it)
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]

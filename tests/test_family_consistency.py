@@ -22,7 +22,7 @@ import torch
 import compscope
 from compscope.core.attention import attention_forward
 
-from hf_tiny import (BY_ID, D, ENCODERS, SEQ, VARIANTS, VOCAB, _modules, attention_layers, build, capture, make_config,
+from hf_tiny import (BY_ID, D, D_HEAD, ENCODERS, SEQ, VARIANTS, VOCAB, _modules, attention_layers, build, capture, make_config,
                      model_and_capture,
                      random_ids)
 
@@ -1116,3 +1116,44 @@ def test_cohere2_moe_layers_from_a_config_without_layer_types_are_transformers_o
     attn = [layer.self_attn for layer in model.model.layers]
     assert list(hw.sliding_window) == [a.sliding_window for a in attn]
     assert [bool(f.any()) for f in hw.rotary.inv_freq] == [a.sliding_window is not None or a.force_rope for a in attn]
+
+
+# ---------------------------------------------------------------------------- configs as the hubs state them
+
+
+def test_cwm_config_without_rope_or_layer_types_reads_as_transformers_builds_it(tmp_path):
+    """CWM's config with neither rope settings nor ``layer_types``: transformers' Llama 3 rope (base 1e6,
+    factor 16) and its rule, layers 0 and 4 global, the others sliding; compscope reads the same."""
+    import transformers
+
+    if not hasattr(transformers, "CwmConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no CWM")
+    build(BY_ID["cwm-every-fourth-global"]).save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    for key in ("layer_types", "rope_parameters", "rope_scaling", "rope_theta"):
+        cfg.pop(key, None)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    hw = compscope.load(tmp_path)
+    model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path)
+    assert model.config.layer_types == ["full_attention"] + ["sliding_attention"] * 3 + ["full_attention"]
+    assert hw.sliding_window == (None, 3, 3, 3, None)
+    torch.testing.assert_close(hw.rotary.inv_freq[0].float(), model.model.rotary_emb.inv_freq.float())
+    assert not torch.allclose(hw.rotary.inv_freq[0], 1e6 ** -(torch.arange(0, D_HEAD, 2, dtype=torch.float64) / D_HEAD))
+
+
+def test_internlm3_configs_qkv_bias_key_turns_the_biases_on(tmp_path):
+    """InternLM3's released configs name transformers' attention_bias and mlp_bias ``qkv_bias`` and
+    ``bias``: read so, the biases transformers builds from them are read."""
+    import transformers
+
+    if not hasattr(transformers, "InternLM3Config"):
+        pytest.skip(f"transformers {transformers.__version__} has no InternLM3")
+    build(BY_ID["internlm3-biases"]).save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg.pop("attention_bias"), cfg.pop("mlp_bias")
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "qkv_bias": True, "bias": True}))
+    hw = compscope.load(tmp_path)
+    model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path)
+    assert model.model.layers[0].self_attn.q_proj.bias is not None
+    torch.testing.assert_close(hw.b_Q[0].flatten(), model.model.layers[0].self_attn.q_proj.bias, atol=0, rtol=0)
+    torch.testing.assert_close(hw.b_O[0], model.model.layers[0].self_attn.o_proj.bias, atol=0, rtol=0)

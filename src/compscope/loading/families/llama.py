@@ -406,7 +406,8 @@ class LlamaLike(Family):
     )
     ignored = frozenset("pretraining_tp num_local_experts num_experts_per_tok output_router_logits router_aux_loss_coef "
                         "router_jitter_noise num_experts moe_intermediate_size shared_expert_intermediate_size "
-                        "decoder_sparse_step norm_topk_prob mlp_only_layers".split())  # Mixtral's, Qwen2-MoE's MLP
+                        "decoder_sparse_step norm_topk_prob mlp_only_layers bias".split())  # Mixtral's, Qwen2-MoE's
+    # MLP; InternLM3's 'bias', its mlp_bias
     accept = {"rope_parameters": rope_accept_yarn, "rope_scaling": rope_accept_yarn}
     options = LlamaLikeOptions()
 
@@ -474,11 +475,12 @@ class Llama(LlamaLike):
 
     name = "llama"
     about = ("Llama 1-3, Mistral, Ministral, Ministral 3, Mixtral, Qwen2 and 2.5, Qwen2-MoE, Qwen2-VL's language "
-             "model, SmolLM, SmolLM2, Arcee")
+             "model, SmolLM, SmolLM2, Arcee, InternLM3, IQuest-Coder")
     model_types = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "smollm", "smollm2",
                    "qwen2_vl_text", "qwen2_5_vl_text",  # (the language models of Qwen2-VL and Qwen2.5-VL)
                    "arcee", "ministral",  # (Arcee's AFM: Llama's attention; Ministral: Mistral's, per-layer windows)
-                   "ministral3")  # (Ministral 3: Mistral's, its queries scaled past the original context)
+                   "ministral3",  # (Ministral 3: Mistral's, its queries scaled past the original context)
+                   "internlm3", "iquestcoder")  # (InternLM3, IQuest-Coder: configs of transformers' Llama)
     architectures = ("LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
                      "Qwen2MoeForCausalLM", "LlamaModel")
 
@@ -491,6 +493,8 @@ class Llama(LlamaLike):
             return True, False  # q/k/v_proj with, o_proj without a bias, whatever the config says
         if kind == "qwen2_moe":
             return bool(config.get("qkv_bias", True)), False  # its switch, default on
+        if kind == "internlm3":  # its configs' qkv_bias is transformers' attention_bias (one switch for all four)
+            return (bool(config.get("attention_bias") or config.get("qkv_bias") or False),) * 2
         return (bool(config.get("attention_bias") or False),) * 2  # Llama: one switch, default off
 
     @classmethod
