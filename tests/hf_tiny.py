@@ -376,6 +376,10 @@ VARIANTS = [
     # pre-LN encoder: no embeddings LayerNorm, a LayerNorm before each attention and one after the last layer
     Variant("xlm-roberta-xl-pre-ln", "xlmr_xl", "XLMRobertaXLConfig",
             dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1)),
+    # HyperCLOVA X: Granite's four scalars (the logits multiplied), an RMSNorm on each attention output (Peri-LN)
+    Variant("hyperclovax-peri-ln-multipliers", "hyperclovax", "HyperCLOVAXConfig",
+            dict(_LLAMA, num_key_value_heads=2, embedding_multiplier=1.7, attention_multiplier=0.3,
+                 residual_multiplier=0.6, logits_scaling=0.8, use_post_norm=True)),
     # InternLM3 (transformers' Llama): one switch for all four biases
     Variant("internlm3-biases", "llama", "InternLM3Config",
             dict(_LLAMA, num_key_value_heads=2, attention_bias=True, mlp_bias=True)),
@@ -452,7 +456,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
 RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "glm4", "apertus", "falcon_h1",
-                                                 "gemma3_bidirectional")
+                                                 "gemma3_bidirectional", "hyperclovax")
            and v.id not in PRE_LN_LAYERNORM and v.id != "olmo-hybrid-deltanet-attention"]  # (no norm before its attention)
 
 
@@ -534,6 +538,7 @@ _LAYOUT = {
     "neox": ("gpt_neox", "layers", "input_layernorm", "attention", "final_layer_norm"),
     "llama": ("model", "layers", "input_layernorm", "self_attn", "norm"),
     "granite": ("model", "layers", "input_layernorm", "self_attn", "norm"),
+    "hyperclovax": ("model", "layers", "input_layernorm", "post_norm1", "norm"),
     "gemma3": ("model", "layers", "input_layernorm", "post_attention_layernorm", "norm"),
     "gemma4": ("model", "layers", "input_layernorm", "post_attention_layernorm", "norm"),
     "apertus": ("model", "layers", "attention_layernorm", "self_attn", "norm"),

@@ -170,8 +170,8 @@ def test_unembedding_matches_hf(variant):
         torch.testing.assert_close(hw.final_norm.apply(cap.final_in, 0), want, atol=ATOL, rtol=0)
         return
     scale = model.config.logit_scale if variant.config_cls.startswith("Cohere") else 1.0  # logits times it, in W_U
-    if hasattr(model.config, "logits_scaling"):
-        scale = 1 / model.config.logits_scaling  # Granite divides the logits by it
+    if hasattr(model.config, "logits_scaling"):  # Granite divides the logits by it, HyperCLOVA X multiplies them
+        scale = model.config.logits_scaling if variant.kind == "hyperclovax" else 1 / model.config.logits_scaling
     if hasattr(model.config, "lm_head_multiplier"):
         scale = model.config.lm_head_multiplier  # Falcon-H1 multiplies them by it
     torch.testing.assert_close(hw.W_U, model.get_output_embeddings().weight * scale, atol=0, rtol=0)
@@ -1157,3 +1157,20 @@ def test_internlm3_configs_qkv_bias_key_turns_the_biases_on(tmp_path):
     assert model.model.layers[0].self_attn.q_proj.bias is not None
     torch.testing.assert_close(hw.b_Q[0].flatten(), model.model.layers[0].self_attn.q_proj.bias, atol=0, rtol=0)
     torch.testing.assert_close(hw.b_O[0], model.model.layers[0].self_attn.o_proj.bias, atol=0, rtol=0)
+
+
+def test_hyperclovax_without_its_post_norm_has_the_residual_multiplier_in_w_o():
+    """HyperCLOVA X with ``use_post_norm`` off: no attention-output norm to hold the residual
+    multiplier, which goes into ``W_O`` and ``b_O`` as Granite's; with it on, into the norm's gain."""
+    import transformers
+
+    if not hasattr(transformers, "HyperCLOVAXConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no HyperCLOVA X")
+    v = BY_ID["hyperclovax-peri-ln-multipliers"]
+    model = build(v, use_post_norm=False)
+    hw = compscope.load(model)
+    assert hw.attn_out_norm is None and any("W_O (and b_O) include the residual multiplier 0.6" in n for n in hw.meta.notes)
+    assert_matches(hw, capture(model, v.kind, random_ids()), f"{v.id} without post norm")
+    on = compscope.load(build(v))
+    torch.testing.assert_close(on.attn_out_norm.weight, torch.stack(
+        [b.post_norm1.weight.detach() for b in build(v).model.layers]) * 0.6)

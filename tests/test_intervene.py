@@ -292,7 +292,8 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "olmo-hybrid-deltanet-attention",
                "modernbert-local-both-sides", "modernbert-biases", "embeddinggemma-bidirectional",
                "modernbert-decoder-causal-window", "megatron-bert-pre-ln",
-               "biogpt-scaled-embeddings", "internlm3-biases", "jais2-layernorm-biases", "cwm-every-fourth-global"]
+               "biogpt-scaled-embeddings", "internlm3-biases", "jais2-layernorm-biases", "cwm-every-fourth-global",
+               "hyperclovax-peri-ln-multipliers"]
 
 
 def _route(monkeypatch, route: str) -> None:

@@ -18,7 +18,8 @@ residual, as MLPs are. Their attention has no rotary unless ``position_embedding
 ``rope`` (NoPE: frequency 0 on every layer).
 
 Granite with sliding windows (``granite_swa``) adds a sink logit per head, windows on the layers
-its types mark sliding, and a rotary base per layer (0: none).
+its types mark sliding, and a rotary base per layer (0: none). HyperCLOVA X (``hyperclovax``) has
+Granite's scalars, logits multiplied by ``logits_scaling``, and a norm on each attention output.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from ...errors import LoadError, UnsupportedModelError
 from . import register
-from .base import inv_freq, number
+from .base import inv_freq, layer_hooks, number
 from .llama import Llama, LlamaLike, LlamaLikeOptions, attention_layer_hooks, convert_llamalike, listed_layer_types
 
 _SCALARS = ("embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling")
@@ -152,3 +153,29 @@ class GraniteSWA(Granite):
         notes = (f"rotary base per layer (layer_rope_theta){nope}",)
         return dataclasses.replace(hw, rotary=dataclasses.replace(hw.rotary, inv_freq=freqs),
                                    meta=dataclasses.replace(hw.meta, notes=hw.meta.notes + notes))
+
+
+@register
+class HyperClovaX(Granite):
+    """HyperCLOVA X (NAVER): Granite's scalars, except that the logits are *multiplied* by
+    ``logits_scaling``, and an RMSNorm on each layer's attention output before the residual
+    multiplier (``post_norm1``, where ``use_post_norm``: Peri-LN), which holds that multiplier in
+    its gain."""
+
+    name = "hyperclovax"
+    about = "HyperCLOVA X (NAVER): Granite's scalars, a norm on each attention output (Peri-LN)"
+    model_types = ("hyperclovax",)
+    architectures = ("HyperCLOVAXForCausalLM", "HyperCLOVAXModel")
+    handled = Granite.handled | {"use_post_norm"}
+    accept = LlamaLike.accept
+    positions_default = "rope"
+    hook_points = layer_hooks("input_layernorm", "post_norm1")  # (the identity where there is no post norm)
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        cfg, where = ckpt.config, ckpt.source
+        opts = cls._scaled_options(cfg, where)
+        s = number(cfg, where, "logits_scaling", default=1.0, open_low=True)
+        post = cfg.get("use_post_norm", True) is not False  # transformers' default: on
+        opts = dataclasses.replace(opts, logit_scale=s, post_attn_norm=post, post_attn_norm_at="post_norm1")
+        return convert_llamalike(ckpt, cls, opts)

@@ -347,7 +347,11 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         why = " (sqrt(d_model))" if abs(opts.embed_scale - d**0.5) <= 1e-9 * d else ""
         notes.append(f"W_E includes the embedding scale {opts.embed_scale:g}{why}; W_U does not")
     residual = family.residual_scale(cfg, where)
-    if residual != 1.0:  # what each head adds to the residual: residual · W_O z (+ residual · b_O)
+    if residual != 1.0 and opts.post_attn_norm:  # the residual receives residual · N(attention output): into N's gain
+        g_post = [(g + opts.norm_offset) * residual - opts.norm_offset for g in g_post]
+        notes.append(f"the attention-output norm's gain includes the residual multiplier {residual:g}: the residual "
+                     "receives that multiple of the norm's output")
+    elif residual != 1.0:  # what each head adds to the residual: residual · W_O z (+ residual · b_O)
         wo = [w * residual for w in wo]
         bo = [None if b is None else b * residual for b in bo]
         notes.append(f"W_O (and b_O) include the residual multiplier {residual:g}: the residual receives that "
