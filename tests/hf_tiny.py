@@ -437,6 +437,9 @@ VARIANTS = [
             dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1)),
     Variant("data2vec-text-pad-zero", "bert", "Data2VecTextConfig",
             dict(_COMMON, max_position_embeddings=33, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=0)),
+    # ERNIE 3.0: BERT's layout, a task type (row 0 by default) added beside the token type
+    Variant("ernie-task-types", "bert", "ErnieConfig",
+            dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, use_task_id=True, task_type_vocab_size=3)),
     Variant("electra", "bert", "ElectraConfig",
             dict(_COMMON, embedding_size=D, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12)),
     Variant("distilbert", "bert", "DistilBertConfig",
@@ -635,7 +638,8 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
             lambda m, a, k: store.__setitem__("layer0_in", _first(a, k).detach().clone()), with_kwargs=True))
     if kind in ENCODERS:
         emb = getattr(model, "embeddings", None)  # (EmbeddingGemma's are Gemma 3's: none of these)
-        for name in [n for n in ("word_embeddings", "position_embeddings", "token_type_embeddings") if hasattr(emb, n)]:
+        for name in [n for n in ("word_embeddings", "position_embeddings", "token_type_embeddings", "task_type_embeddings")
+                     if hasattr(emb, n)]:
             handles.append(getattr(emb, name).register_forward_hook(
                 lambda m, a, o, name=name: store.__setitem__(name, o.detach().clone())))
     try:

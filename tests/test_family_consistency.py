@@ -140,11 +140,12 @@ def test_embedding_columns_match_hf(variant):
         torch.testing.assert_close(emb, cap.extra["word_embeddings"], atol=0, rtol=0)
         torch.testing.assert_close(hw.W_pos[:, :SEQ].T, cap.extra["position_embeddings"][0], atol=0, rtol=0)
         summed = emb + hw.W_pos[:, :SEQ].T
-        if "token_type_embeddings" in cap.extra:  # not DistilBERT's
-            torch.testing.assert_close(hw.embed_extra["W_type"][:, 0], cap.extra["token_type_embeddings"][0, 0])
-            summed = summed + hw.embed_extra["W_type"][:, 0]
-        else:
-            assert hw.embed_extra == {}
+        extras = {"W_type": "token_type_embeddings", "W_task": "task_type_embeddings"}  # (ERNIE's task types)
+        assert set(hw.embed_extra) == {k for k, name in extras.items() if name in cap.extra}  # (DistilBERT: none)
+        for key, name in extras.items():
+            if name in cap.extra:
+                torch.testing.assert_close(hw.embed_extra[key][:, 0], cap.extra[name][0, 0])
+                summed = summed + hw.embed_extra[key][:, 0]
         # attn_norm of layer 0 is the embeddings LayerNorm: it produced the residual layer 0 reads
         torch.testing.assert_close(hw.attn_norm.apply(summed, 0), cap.resid[0], atol=ATOL, rtol=0)
         return

@@ -111,7 +111,8 @@ class Bert(Family):
             raise LoadError(f"{where}: tensor '{e}position_embeddings.weight' has shape {tuple(wpe.shape)}: expected "
                             f"(positions > {start}, {d})")
         wpe = wpe[start:]
-        tte = ts.take(e + "token_type_embeddings.weight", required=False)
+        extra = {key: t.T for key, name in (("W_type", "token_type_embeddings"), ("W_task", "task_type_embeddings"))
+                 if (t := ts.take(f"{e}{name}.weight", required=False)) is not None}  # (ERNIE's task types)
         notes = list(ckpt.notes) + norm_notes + [
             "encoder: bidirectional attention, no unembedding (W_U is None)",
         ] + ([f"positions numbered from pad_token_id + 1 = {start}: W_pos is the position table from row {start} on"]
@@ -126,7 +127,7 @@ class Bert(Family):
             positions="learned",
             causal=False,
             sliding_window=(None,) * L,
-            embed_extra={} if tte is None else {"W_type": tte.T},
+            embed_extra=extra,
             meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
         )
 
@@ -203,6 +204,20 @@ class MegatronBert(XlmRobertaXl):
     @classmethod
     def first_position(cls, config: dict, where: str) -> int:
         return 0
+
+
+@register
+class Ernie(Bert):
+    """ERNIE 1.0 to 3.0 (Baidu): BERT's layout under ``ernie.``, and where ``use_task_id`` is on a
+    table of task types beside the token types, whose row 0 (the default task) every token adds
+    (``embed_extra['W_task']``)."""
+
+    name = "ernie"
+    about = "ERNIE 1.0-3.0: BERT's layout, task-type embeddings"
+    model_types = ("ernie",)
+    architectures = ("ErnieModel", "ErnieForMaskedLM", "ErnieForPreTraining")
+    handled = Bert.handled | {"use_task_id", "task_type_vocab_size"}
+    hf_base = "ernie"
 
 
 @register
