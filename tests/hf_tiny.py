@@ -376,6 +376,10 @@ VARIANTS = [
     # pre-LN encoder: no embeddings LayerNorm, a LayerNorm before each attention and one after the last layer
     Variant("xlm-roberta-xl-pre-ln", "xlmr_xl", "XLMRobertaXLConfig",
             dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1)),
+    # Persimmon: NeoX's fused qkv per head, a LayerNorm on each query and key head, rotary on half of each head
+    Variant("persimmon-qk-layernorm-half-rotary", "persimmon", "PersimmonConfig",
+            dict(_COMMON, max_position_embeddings=64, layer_norm_eps=1e-5, qk_layernorm=True,
+                 rope_parameters={"rope_type": "default", "rope_theta": 700.0, "partial_rotary_factor": 0.5})),
     # HyperCLOVA X: Granite's four scalars (the logits multiplied), an RMSNorm on each attention output (Peri-LN)
     Variant("hyperclovax-peri-ln-multipliers", "hyperclovax", "HyperCLOVAXConfig",
             dict(_LLAMA, num_key_value_heads=2, embedding_multiplier=1.7, attention_multiplier=0.3,
@@ -454,7 +458,8 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "mpt-alibi-scaled", "codegen-eight-heads-four-shards", "nemotron-layernorm1p-partial-bias",
                     "phimoe-layernorm-biases-longrope", "cohere2-moe-layernorm", "xlm-roberta-xl-pre-ln",
                     "modernbert-local-both-sides", "modernbert-biases", "modernbert-decoder-causal-window",
-                    "megatron-bert-pre-ln", "biogpt-scaled-embeddings", "jais2-layernorm-biases"]
+                    "megatron-bert-pre-ln", "biogpt-scaled-embeddings", "jais2-layernorm-biases",
+                    "persimmon-qk-layernorm-half-rotary"]
 #: pre-LayerNorm variants whose first layer reads the residual without a norm (centring the embeddings would change it)
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
@@ -552,6 +557,7 @@ _LAYOUT = {
     "mpt": ("transformer", "blocks", "norm_1", "attn", "norm_f"),
     "opt": ("model.decoder", "layers", "self_attn_layer_norm", "self_attn", "final_layer_norm"),
     "biogpt": ("biogpt", "layers", "self_attn_layer_norm", "self_attn", "layer_norm"),
+    "persimmon": ("model", "layers", "input_layernorm", "self_attn", "final_layernorm"),
 }
 
 

@@ -3,10 +3,14 @@
 ``query_key_value.weight`` is ``(3d, d)`` with rows ordered ``[head][q|k|v][d_head]``: reshape
 to ``(H, 3, d_head, d)``. Rotary turns only the first ``partial_rotary_factor * d_head``
 dims of each head (Pythia: 25%). ``use_parallel_residual`` (attention and MLP read the same
-residual) does not change the heads' weights; it is recorded in the notes.
+residual) does not change the heads' weights; it is recorded in the notes. Persimmon
+(:class:`Persimmon`) is the same attention under other names, with a LayerNorm on each query and
+key head.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 import torch
 
@@ -33,6 +37,22 @@ class GPTNeoX(Family):
     attention_biases = config_attention_bias("attention_bias", True)
 
     hook_points = layer_hooks("input_layernorm", "attention")
+    #: the attention module's name in a layer, the token embedding's and final norm's names in the base model,
+    #: and the unembedding's names (Pythia's files: 'embed_out'; transformers >= 5: 'lm_head')
+    attention_at: ClassVar[str] = "attention"
+    embed_at: ClassVar[str] = "embed_in"
+    final_norm_at: ClassVar[str] = "final_layer_norm"
+    heads: ClassVar[tuple[str, ...]] = ("embed_out.weight", "lm_head.weight")
+
+    @classmethod
+    def parallel(cls, config: dict) -> bool:
+        """Whether a layer's attention and MLP read the same residual (``use_parallel_residual``)."""
+        return config.get("use_parallel_residual", True) is not False
+
+    @classmethod
+    def qk_norm(cls, ts, layer_prefix: str, cfg: dict, L: int, r: int, eps: float) -> tuple[Norm, Norm] | None:
+        """QK-norm (none here; Persimmon's LayerNorms)."""
+        return None
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
@@ -40,21 +60,21 @@ class GPTNeoX(Family):
         cls.check_config(cfg, where)
         d, H, L, r = sizes(cfg, where)
         eps = number(cfg, where, "layer_norm_eps", default=1e-5)
-        prefix = "gpt_neox." if "gpt_neox.embed_in.weight" in ts else ""
+        prefix = f"{cls.hf_base}." if f"{cls.hf_base}.{cls.embed_at}.weight" in ts else ""
+        a = cls.attention_at
         qkv_w, qkv_b, wo, bo, g, beta = ([] for _ in range(6))
         for i in range(L):
             p = f"{prefix}layers.{i}."
-            qkv_w.append(ts.take(p + "attention.query_key_value.weight", (3 * d, d)).reshape(H, 3, r, d))
-            b = ts.take(p + "attention.query_key_value.bias", (3 * d,), required=False)
+            qkv_w.append(ts.take(f"{p}{a}.query_key_value.weight", (3 * d, d)).reshape(H, 3, r, d))
+            b = ts.take(f"{p}{a}.query_key_value.bias", (3 * d,), required=False)
             qkv_b.append(None if b is None else b.reshape(H, 3, r))
-            wo.append(split_cols(ts.take(p + "attention.dense.weight", (d, d)), H, r))
-            bo.append(ts.take(p + "attention.dense.bias", (d,), required=False))
+            wo.append(split_cols(ts.take(f"{p}{a}.dense.weight", (d, d)), H, r))
+            bo.append(ts.take(f"{p}{a}.dense.bias", (d,), required=False))
             g.append(ts.take(p + "input_layernorm.weight", (d,)))
             beta.append(ts.take(p + "input_layernorm.bias", (d,)))
         w, b = torch.stack(qkv_w), stack(qkv_b)  # (L, H, 3, r, d), (L, H, 3, r) or None (attention_bias=False)
-        emb = ts.take(prefix + "embed_in.weight")
-        # the output head is 'embed_out' in Pythia files, 'lm_head' in transformers >= 5
-        W_U, head_note = unembedding(ckpt, ["embed_out.weight", "lm_head.weight"], emb)
+        emb = ts.take(f"{prefix}{cls.embed_at}.weight")
+        W_U, head_note = unembedding(ckpt, list(cls.heads), emb)
 
         s = rope_settings(cfg)
         if "rotary_emb_base" in cfg:
@@ -62,7 +82,7 @@ class GPTNeoX(Family):
         if "partial_rotary_factor" not in s and "rotary_pct" in cfg:
             s["partial_rotary_factor"] = cfg["rotary_pct"]
         notes = checkpoint_notes(ckpt, head_note)
-        if cfg.get("use_parallel_residual", True):
+        if cls.parallel(cfg):
             notes.append("parallel residual: attention and MLP of a layer read the same residual")
         return HeadWeights(
             W_Q=w[:, :, 0].contiguous(), W_K=w[:, :, 1].contiguous(), W_V=w[:, :, 2].contiguous(),
@@ -74,11 +94,49 @@ class GPTNeoX(Family):
             W_E=emb.T, W_pos=None, W_U=W_U, b_U=None,
             kv_map=tuple(range(H)),
             attn_norm=Norm("layernorm", torch.stack(g), torch.stack(beta), eps),
-            final_norm=final_layernorm(ts, prefix + "final_layer_norm", d, eps),
+            final_norm=final_layernorm(ts, prefix + cls.final_norm_at, d, eps),
             norm_placement="pre",
+            qk_norm=cls.qk_norm(ts, f"{prefix}layers.", cfg, L, r, eps),
             rotary=layer_rotary(r, s, where, L),
             positions="rotary",
             causal=True,
             sliding_window=(None,) * L,
             meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
         )
+
+
+@register
+class Persimmon(GPTNeoX):
+    """Persimmon (Adept; Fuyu's language model): NeoX's fused ``query_key_value`` per head under
+    ``self_attn``, a LayerNorm (gain and bias, shared by the heads) on each query and key head
+    before the rotary map (``qk_layernorm``), rotary on ``partial_rotary_factor`` of each head,
+    sequential blocks."""
+
+    name = "persimmon"
+    about = "Persimmon (Adept), Fuyu's language model: NeoX's fused qkv, QK LayerNorm, partial rotary"
+    model_types = ("persimmon",)
+    architectures = ("PersimmonForCausalLM", "PersimmonModel")
+    handled = frozenset("hidden_size num_attention_heads num_hidden_layers layer_norm_eps rope_theta "
+                        "partial_rotary_factor qk_layernorm".split())
+    ignored = frozenset({"hidden_dropout"})
+    hf_base = "model"
+    attention_biases = classmethod(lambda cls, config: (True, True))
+    hook_points = layer_hooks("input_layernorm", "self_attn")
+    attention_at = "self_attn"
+    embed_at = "embed_tokens"
+    final_norm_at = "final_layernorm"
+    heads = ("lm_head.weight",)
+
+    @classmethod
+    def parallel(cls, config: dict) -> bool:
+        return False
+
+    @classmethod
+    def qk_norm(cls, ts, layer_prefix: str, cfg: dict, L: int, r: int, eps: float) -> tuple[Norm, Norm] | None:
+        """``self_attn.q_layernorm`` and ``k_layernorm`` where ``qk_layernorm`` (transformers' default: on):
+        a LayerNorm over each head's ``d_head`` dims, one gain and bias for every head."""
+        if cfg.get("qk_layernorm", True) is False:
+            return None
+        parts = {x: [[ts.take(f"{layer_prefix}{i}.self_attn.{x}_layernorm.{k}", (r,)) for i in range(L)]
+                     for k in ("weight", "bias")] for x in "qk"}
+        return tuple(Norm("layernorm", torch.stack(parts[x][0]), torch.stack(parts[x][1]), eps) for x in "qk")
