@@ -232,3 +232,29 @@ def test_a_qwen_vl_language_model_with_yarn_says_both_and_runs():
     runner = runner_for(model)
     runner.trace(torch.randint(0, V - 4, (2, 7), generator=torch.Generator().manual_seed(3)))
     assert runner._agreed
+
+
+def test_fuyus_language_model_is_read_as_persimmon_and_runs(tmp_path):
+    """Fuyu (Adept): its language model is a Persimmon, saved under ``language_model.model.`` with its
+    head at ``language_model.lm_head``; read from the folder as the language model object itself, and
+    run on token ids alone."""
+    from compscope.data.runner import runner_for, transformers_at_least
+
+    if not transformers_at_least(5):
+        pytest.skip("transformers 4 builds Fuyu around a Persimmon causal LM of another layout")
+    cfg = transformers.FuyuConfig(text_config=dict(vocab_size=V, hidden_size=32, num_attention_heads=4, intermediate_size=48,
+                                                   num_hidden_layers=2, max_position_embeddings=64, model_type="persimmon"),
+                                  vocab_size=V, hidden_size=32, patch_size=4, num_channels=3)
+    model = transformers.FuyuForCausalLM(cfg)
+    g = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(torch.randn(p.shape, generator=g) * 0.3)
+    model.eval().save_pretrained(tmp_path / "fuyu")
+    hw = compscope.load(tmp_path / "fuyu")
+    _same_heads(hw, compscope.load(model.model.language_model))
+    assert hw.meta.family == "persimmon" and torch.equal(hw.W_U, model.lm_head.weight.detach())
+    assert any("the language model of a fuyu model" in n for n in hw.meta.notes), hw.meta.notes
+    runner = runner_for(tmp_path / "fuyu", progress=False, device="cpu")
+    runner.trace(torch.randint(0, V - 3, (2, 7), generator=torch.Generator().manual_seed(0)))
+    assert runner._agreed

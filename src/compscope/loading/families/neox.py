@@ -43,6 +43,8 @@ class GPTNeoX(Family):
     embed_at: ClassVar[str] = "embed_in"
     final_norm_at: ClassVar[str] = "final_layer_norm"
     heads: ClassVar[tuple[str, ...]] = ("embed_out.weight", "lm_head.weight")
+    #: where the base model's tensors may sit
+    prefixes: ClassVar[tuple[str, ...]] = ("gpt_neox.", "")
 
     @classmethod
     def parallel(cls, config: dict) -> bool:
@@ -60,7 +62,7 @@ class GPTNeoX(Family):
         cls.check_config(cfg, where)
         d, H, L, r = sizes(cfg, where)
         eps = number(cfg, where, "layer_norm_eps", default=1e-5)
-        prefix = f"{cls.hf_base}." if f"{cls.hf_base}.{cls.embed_at}.weight" in ts else ""
+        prefix = next((p for p in cls.prefixes if f"{p}{cls.embed_at}.weight" in ts), "")
         a = cls.attention_at
         qkv_w, qkv_b, wo, bo, g, beta = ([] for _ in range(6))
         for i in range(L):
@@ -125,7 +127,8 @@ class Persimmon(GPTNeoX):
     attention_at = "self_attn"
     embed_at = "embed_tokens"
     final_norm_at = "final_layernorm"
-    heads = ("lm_head.weight",)
+    heads = ("lm_head.weight", "language_model.lm_head.weight")  # (the second: Fuyu's)
+    prefixes = ("model.", "", "language_model.model.", "model.language_model.")  # (Fuyu's, as transformers 4 and 5 save it)
 
     @classmethod
     def parallel(cls, config: dict) -> bool:
