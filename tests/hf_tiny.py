@@ -398,6 +398,10 @@ VARIANTS = [
     # BioGPT: OPT's layout, positions two rows late, embeddings times sqrt(d_model), a tied output_projection
     Variant("biogpt-scaled-embeddings", "biogpt", "BioGptConfig",
             dict(_COMMON, max_position_embeddings=32, pad_token_id=1, bos_token_id=0, eos_token_id=2)),
+    # XGLM: OPT's layout, embeddings times sqrt(d_model), sinusoidal positions the model computes
+    Variant("xglm-sinusoidal-positions", "xglm", "XGLMConfig",
+            dict(vocab_size=VOCAB, d_model=D, attention_heads=HEADS, num_layers=2, ffn_dim=48, max_position_embeddings=32,
+                 pad_token_id=1, bos_token_id=0, eos_token_id=2)),
     # Megatron-BERT: BERT's embeddings (positions from 0, two token types) without a LayerNorm, pre-LN layers
     Variant("megatron-bert-pre-ln", "megatron_bert", "MegatronBertConfig",
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-5)),
@@ -459,7 +463,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "phimoe-layernorm-biases-longrope", "cohere2-moe-layernorm", "xlm-roberta-xl-pre-ln",
                     "modernbert-local-both-sides", "modernbert-biases", "modernbert-decoder-causal-window",
                     "megatron-bert-pre-ln", "biogpt-scaled-embeddings", "jais2-layernorm-biases",
-                    "persimmon-qk-layernorm-half-rotary"]
+                    "persimmon-qk-layernorm-half-rotary", "xglm-sinusoidal-positions"]
 #: pre-LayerNorm variants whose first layer reads the residual without a norm (centring the embeddings would change it)
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
@@ -558,6 +562,7 @@ _LAYOUT = {
     "opt": ("model.decoder", "layers", "self_attn_layer_norm", "self_attn", "final_layer_norm"),
     "biogpt": ("biogpt", "layers", "self_attn_layer_norm", "self_attn", "layer_norm"),
     "persimmon": ("model", "layers", "input_layernorm", "self_attn", "final_layernorm"),
+    "xglm": ("model", "layers", "self_attn_layer_norm", "self_attn", "layer_norm"),
 }
 
 

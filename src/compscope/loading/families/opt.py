@@ -1,4 +1,4 @@
-"""OPT decoders (Meta's OPT-125m ... 66B, the HF ``opt`` layout), and BioGPT, the same layout.
+"""OPT decoders (Meta's OPT-125m ... 66B, the HF ``opt`` layout), and BioGPT and XGLM, the same layout.
 
 Pre-LayerNorm ``self_attn_layer_norm`` (gain and bias, or none with
 ``layer_norm_elementwise_affine=False``); separate ``q/k/v_proj`` and ``out_proj`` with biases
@@ -49,9 +49,24 @@ class OPT(Family):
         return getattr(base, "decoder", base)
 
     @classmethod
+    def sizes(cls, config: dict, where: str) -> tuple[int, int, int, int]:
+        """``(d_model, heads, layers, d_head)`` from the config's size keys."""
+        return sizes(config, where)
+
+    @classmethod
     def embed_scale(cls, config: dict, where: str) -> float:
         """What the model multiplies its token embeddings by: 1 here."""
         return 1.0
+
+    @classmethod
+    def position_table(cls, ts, prefix: str, config: dict, where: str, d: int) -> tuple[torch.Tensor, str]:
+        """``W_pos (d, n_ctx)`` and the note that says what it is: the learned table from row 2 on."""
+        pos = ts.take(prefix + "embed_positions.weight")
+        if pos.ndim != 2 or pos.shape[1] != d or pos.shape[0] <= POSITION_OFFSET:
+            raise UnsupportedModelError(f"{ts.origin(prefix + 'embed_positions.weight')}: embed_positions has shape "
+                                        f"{tuple(pos.shape)}, expected ({POSITION_OFFSET} + n_ctx, {d})")
+        return pos[POSITION_OFFSET:].T, (f"learned positions: W_pos is embed_positions from row {POSITION_OFFSET} on "
+                                         "(OPT's offset)")
 
     hook_points = layer_hooks("self_attn_layer_norm", "self_attn")
 
@@ -59,7 +74,7 @@ class OPT(Family):
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
         cls.check_config(cfg, where)
-        d, H, L, r = sizes(cfg, where)
+        d, H, L, r = cls.sizes(cfg, where)
         if integer(cfg, where, "word_embed_proj_dim", default=d) != d:
             raise UnsupportedModelError(f"{where}: word_embed_proj_dim={cfg['word_embed_proj_dim']} differs from "
                                         f"hidden_size={d} (embeddings projected in and out of the residual: OPT-350m); "
@@ -72,10 +87,7 @@ class OPT(Family):
         g = [ts.take(f"{prefix}layers.{i}.self_attn_layer_norm.weight", (d,)) for i in range(L)] if affine else []
         beta = [ts.take(f"{prefix}layers.{i}.self_attn_layer_norm.bias", (d,)) for i in range(L)] if affine else []
         emb = token_embedding(ts, prefix + "embed_tokens.weight", d)
-        pos = ts.take(prefix + "embed_positions.weight")
-        if pos.ndim != 2 or pos.shape[1] != d or pos.shape[0] <= POSITION_OFFSET:
-            raise UnsupportedModelError(f"{ts.origin(prefix + 'embed_positions.weight')}: embed_positions has shape "
-                                        f"{tuple(pos.shape)}, expected ({POSITION_OFFSET} + n_ctx, {d})")
+        W_pos, position_note = cls.position_table(ts, prefix, cfg, where, d)
         W_U, head_note = unembedding(ckpt, list(cls.heads), emb)
         eps = 1e-5  # nn.LayerNorm's default, which HF's OPT uses
         if affine:
@@ -84,13 +96,13 @@ class OPT(Family):
         else:
             final = attn_norm = Norm("layernorm", None, None, eps)
         notes = checkpoint_notes(ckpt, head_note)
-        notes.append(f"learned positions: W_pos is embed_positions from row {POSITION_OFFSET} on (OPT's offset)")
+        notes.append(position_note)
         scale = cls.embed_scale(cfg, where)
         if scale != 1.0:
             notes.append(f"W_E includes the embedding scale {scale:g} (sqrt(d_model)); W_U does not")
         return HeadWeights(
             **attn,
-            W_E=emb.T * scale if scale != 1.0 else emb.T, W_pos=pos[POSITION_OFFSET:].T, W_U=W_U, b_U=None,
+            W_E=emb.T * scale if scale != 1.0 else emb.T, W_pos=W_pos, W_U=W_U, b_U=None,
             kv_map=tuple(range(H)),
             attn_norm=attn_norm,
             final_norm=final,
@@ -128,3 +140,48 @@ class BioGpt(OPT):
     def embed_scale(cls, config: dict, where: str) -> float:
         d = integer(config, where, "hidden_size")
         return math.sqrt(d) if config.get("scale_embedding", True) else 1.0
+
+
+@register
+class Xglm(BioGpt):
+    """XGLM (Meta's multilingual GPT): BioGPT's layout under ``model.`` (sizes as ``d_model``,
+    ``attention_heads``, ``num_layers``), embeddings times ``sqrt(d_model)``, and fixed sinusoidal
+    positions, which the model computes rather than stores: ``W_pos`` is that table, position ``p``
+    at its row ``p + 2``, ``[sin((p + 2) f_i) | cos((p + 2) f_i)]`` with ``f_i = 10000^(−i / (d/2 − 1))``,
+    in float32 as transformers computes it."""
+
+    name = "xglm"
+    about = "XGLM: OPT's layout, embeddings times sqrt(d_model), sinusoidal positions"
+    model_types = ("xglm",)
+    architectures = ("XGLMForCausalLM", "XGLMModel")
+    handled = frozenset("d_model attention_heads num_layers scale_embedding max_position_embeddings".split())
+    ignored = frozenset("ffn_dim dropout layerdrop init_std activation_dropout".split())
+    accept = {"add_cross_attention": lambda v: not v}
+    prefixes = ("model.", "")
+    final_norm_at = "layer_norm"
+    heads = ("lm_head.weight",)
+
+    @classmethod
+    def sizes(cls, config: dict, where: str) -> tuple[int, int, int, int]:
+        return sizes(config, where, width=("d_model",), heads=("attention_heads",), layers=("num_layers",))
+
+    @classmethod
+    def base_model(cls, model):
+        return getattr(model, "model", model)
+
+    @classmethod
+    def embed_scale(cls, config: dict, where: str) -> float:
+        d = integer(config, where, "d_model")
+        return math.sqrt(d) if config.get("scale_embedding", True) else 1.0
+
+    @classmethod
+    def position_table(cls, ts, prefix: str, config: dict, where: str, d: int) -> tuple[torch.Tensor, str]:
+        n = integer(config, where, "max_position_embeddings")
+        if d % 2 or d < 4:
+            raise UnsupportedModelError(f"{where}: d_model {d} is odd or below 4: no sinusoidal table as XGLM's")
+        half = d // 2
+        f = torch.exp(torch.arange(half, dtype=torch.int64).float() * -(math.log(10000) / (half - 1)))
+        angle = torch.arange(POSITION_OFFSET, n + POSITION_OFFSET, dtype=torch.int64).float()[:, None] * f[None, :]
+        table = torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)  # (n, d)
+        return table.T.contiguous(), (f"sinusoidal positions computed as the model computes them (position p at its "
+                                      f"table's row p + {POSITION_OFFSET}), {n} of them")
