@@ -92,6 +92,11 @@ CASES = {
         num_hidden_layers=3, intermediate_size=48, local_attention=4, global_attn_every_n_layers=2, norm_bias=True,
         global_rope_theta=500.0, local_rope_theta=50.0, pad_token_id=0, bos_token_id=1, eos_token_id=2, cls_token_id=1,
         sep_token_id=2)),  # its first layer reads the normed embeddings without a norm; causal windows
+    "afmoe": lambda: transformers.AfmoeForCausalLM(transformers.AfmoeConfig(  # gated heads, QK-norm, NoPE global layers
+        architectures=["AfmoeForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=8, num_hidden_layers=4, intermediate_size=48, max_position_embeddings=64, sliding_window=3,
+        global_attn_every_n_layers=2, num_dense_layers=1, num_experts=4, num_experts_per_tok=2, num_shared_experts=1,
+        moe_intermediate_size=16)),
     "glm": lambda: transformers.GlmForCausalLM(transformers.GlmConfig(  # interleaved rotary on half of each head
         architectures=["GlmForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
         head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64, pad_token_id=0, eos_token_id=1)),

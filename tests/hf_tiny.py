@@ -398,6 +398,12 @@ VARIANTS = [
     # BioGPT: OPT's layout, positions two rows late, embeddings times sqrt(d_model), a tied output_projection
     Variant("biogpt-scaled-embeddings", "biogpt", "BioGptConfig",
             dict(_COMMON, max_position_embeddings=32, pad_token_id=1, bos_token_id=0, eos_token_id=2)),
+    # AFMoE (Arcee Trinity): gated heads, QK-norm, a norm on each attention output, layers 3 global without rotary,
+    # the others within a window of 3 and rotated; embeddings times sqrt(d_model) (muP); MoE from layer 1
+    Variant("afmoe-gated-nope-global", "afmoe", "AfmoeConfig",
+            dict(_LLAMA, num_hidden_layers=4, num_key_value_heads=2, sliding_window=3, global_attn_every_n_layers=4,
+                 mup_enabled=True, num_dense_layers=1, num_experts=4, num_experts_per_tok=2, num_shared_experts=1,
+                 moe_intermediate_size=16)),
     # XGLM: OPT's layout, embeddings times sqrt(d_model), sinusoidal positions the model computes
     Variant("xglm-sinusoidal-positions", "xglm", "XGLMConfig",
             dict(vocab_size=VOCAB, d_model=D, attention_heads=HEADS, num_layers=2, ffn_dim=48, max_position_embeddings=32,
@@ -468,7 +474,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
 RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "glm4", "apertus", "falcon_h1",
-                                                 "gemma3_bidirectional", "hyperclovax")
+                                                 "gemma3_bidirectional", "hyperclovax", "afmoe")
            and v.id not in PRE_LN_LAYERNORM and v.id != "olmo-hybrid-deltanet-attention"]  # (no norm before its attention)
 
 
@@ -563,6 +569,7 @@ _LAYOUT = {
     "biogpt": ("biogpt", "layers", "self_attn_layer_norm", "self_attn", "layer_norm"),
     "persimmon": ("model", "layers", "input_layernorm", "self_attn", "final_layernorm"),
     "xglm": ("model", "layers", "self_attn_layer_norm", "self_attn", "layer_norm"),
+    "afmoe": ("model", "layers", "input_layernorm", "post_attention_layernorm", "norm"),
 }
 
 
