@@ -404,6 +404,12 @@ VARIANTS = [
             dict(_LLAMA, num_hidden_layers=4, num_key_value_heads=2, sliding_window=3, global_attn_every_n_layers=4,
                  mup_enabled=True, num_dense_layers=1, num_experts=4, num_experts_per_tok=2, num_shared_experts=1,
                  moe_intermediate_size=16)),
+    # Mellum: Qwen3-MoE's attention, layer 1 sliding (window 3) with its own rotary base
+    Variant("mellum-sliding-layer-bases", "llama", "MellumConfig",
+            dict(_LLAMA, num_key_value_heads=2, sliding_window=3, layer_types=["full_attention", "sliding_attention"],
+                 rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 900.0},
+                                  "sliding_attention": {"rope_type": "default", "rope_theta": 40.0}},
+                 num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16)),
     # XGLM: OPT's layout, embeddings times sqrt(d_model), sinusoidal positions the model computes
     Variant("xglm-sinusoidal-positions", "xglm", "XGLMConfig",
             dict(vocab_size=VOCAB, d_model=D, attention_heads=HEADS, num_layers=2, ffn_dim=48, max_position_embeddings=32,

@@ -1175,3 +1175,22 @@ def test_hyperclovax_without_its_post_norm_has_the_residual_multiplier_in_w_o():
     on = compscope.load(build(v))
     torch.testing.assert_close(on.attn_out_norm.weight, torch.stack(
         [b.post_norm1.weight.detach() for b in build(v).model.layers]) * 0.6)
+
+
+def test_mellum_config_without_rope_settings_reads_transformers_bases_per_layer_type(tmp_path):
+    """Mellum's config without rope settings: transformers' bases, 500000 on global layers and 10000 on
+    sliding ones; compscope reads the frequencies the built model turns by on each layer type."""
+    import transformers
+
+    if not hasattr(transformers, "MellumConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no Mellum")
+    build(BY_ID["mellum-sliding-layer-bases"]).save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    for key in ("rope_parameters", "rope_scaling", "rope_theta"):
+        cfg.pop(key, None)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    hw = compscope.load(tmp_path)
+    rotary = transformers.AutoModelForCausalLM.from_pretrained(tmp_path).model.rotary_emb
+    for layer, kind in enumerate(["full_attention", "sliding_attention"]):
+        torch.testing.assert_close(hw.rotary.inv_freq[layer].float(), getattr(rotary, f"{kind}_inv_freq").float())
+    assert float(hw.rotary.inv_freq[0, 1]) == pytest.approx(500_000.0 ** -0.25)

@@ -68,6 +68,8 @@ NOT_READ: dict[str, str] = {
     "nemotron-nas": ("Llama-3.1-Nemotron-51B and its kin (DeciLM): layers with their own K/V head counts, and layers "
                      "whose attention is missing or replaced by a linear map"),
     "jetmoe": "mixture of attention heads: a router picks each token's query and output projections",
+    "laguna": ("a query head count per layer (num_attention_heads_per_layer) and a softplus gate on each head's "
+               "output, which compscope's canonical form (one head count, a sigmoid gate) does not hold"),
 }
 
 #: GGUF architecture (llama.cpp's name) -> the model_type of :data:`NOT_READ` it is

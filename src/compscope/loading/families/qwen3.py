@@ -66,3 +66,34 @@ class Qwen3(LlamaLike):
         if config.get("model_type") in ("qwen3_moe", "qwen3_vl_moe_text"):
             return ["sliding_attention" if on else "full_attention"] * n_layers
         return upper_layers_slide(config, n_layers, where, on)
+
+
+#: Mellum's rope settings where its config states none (transformers' default): a base per layer type
+MELLUM_ROPE = {"full_attention": {"rope_type": "default", "rope_theta": 500_000.0},
+               "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0}}
+
+
+@register
+class Mellum(Qwen3):
+    """Mellum (JetBrains): Qwen3-MoE's attention (per-head QK-norm), windows on the layers
+    ``layer_types`` marks sliding (none where it lists none), a rotary base per layer type; its
+    multi-token-prediction layers (``mtp.``) are not part of the model transformers runs."""
+
+    name = "mellum"
+    about = "Mellum (JetBrains): Qwen3-MoE's attention, sliding layers as listed, a rotary base per layer type"
+    model_types = ("mellum",)
+    architectures = ("MellumForCausalLM", "MellumModel")
+    ignored = Qwen3.ignored | {"mlp_layer_types", "num_mtp_layers", "mtp_layer_types", "mtp_mlp_layer_types"}
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        cfg = ckpt.config
+        if cfg.get("rope_parameters") is None and cfg.get("rope_scaling") is None and cfg.get("rope_theta") is None:
+            ckpt = dataclasses.replace(ckpt, config={**cfg, "rope_parameters": MELLUM_ROPE})
+        return convert_llamalike(ckpt, cls, cls.options)
+
+    @classmethod
+    def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
+        """As listed, else every layer global (transformers' default)."""
+        listed = listed_layer_types(config, n_layers, where)
+        return listed if listed is not None else ["full_attention"] * n_layers
