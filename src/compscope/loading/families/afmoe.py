@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import dataclasses
 
-import torch
-
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
 from .base import MAX_HEADS, MAX_LAYERS, integer, layer_hooks
-from .llama import PREFIXES, Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, listed_layer_types
+from .llama import (PREFIXES, Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, listed_layer_types,
+                    with_output_gates)
 
 
 @register
@@ -58,6 +57,4 @@ class Afmoe(LlamaLike):
         prefix = next((p for p in PREFIXES if p + probe in ts), "model.")
         gates = [ts.take(f"{prefix}layers.{i}.self_attn.gate_proj.weight", (H * r, d)).reshape(H, r, d)
                  for i in range(hw.n_layers)]
-        note = ("gated attention: each head's z is multiplied by sigmoid(W_G x) of its query's input before W_O, so "
-                "W_OV describes what a head writes up to that per-token, per-dimension gate")
-        return hw.replace(W_G=torch.stack(gates), note=note)
+        return with_output_gates(hw, gates)

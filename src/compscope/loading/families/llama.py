@@ -397,6 +397,14 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
     )
 
 
+def with_output_gates(hw: HeadWeights, gates: list[torch.Tensor]) -> HeadWeights:
+    """``hw`` with each layer's output gate ``W_G`` (``(head, d_head, d_model)`` per layer: Qwen3.5's, AFMoE's),
+    and the note that says what a gate does to what ``W_OV`` describes."""
+    return hw.replace(W_G=torch.stack(gates), note=(
+        "gated attention: each head's z is multiplied by sigmoid(W_G x) of its query's input before W_O, so W_OV "
+        "describes what a head writes up to that per-token, per-dimension gate"))
+
+
 class LlamaLike(Family):
     """The base of the Llama-like families: Llama's module names (hooks), config keys and rotary
     settings, one ``attention_bias`` switch (default off), which layers attend

@@ -138,7 +138,7 @@ class BioGpt(OPT):
 
     @classmethod
     def embed_scale(cls, config: dict, where: str) -> float:
-        d = integer(config, where, "hidden_size")
+        d = cls.sizes(config, where)[0]
         return math.sqrt(d) if config.get("scale_embedding", True) else 1.0
 
 
@@ -168,11 +168,6 @@ class Xglm(BioGpt):
     @classmethod
     def base_model(cls, model):
         return getattr(model, "model", model)
-
-    @classmethod
-    def embed_scale(cls, config: dict, where: str) -> float:
-        d = integer(config, where, "d_model")
-        return math.sqrt(d) if config.get("scale_embedding", True) else 1.0
 
     @classmethod
     def position_table(cls, ts, prefix: str, config: dict, where: str, d: int) -> tuple[torch.Tensor, str]:

@@ -20,7 +20,8 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
 from .base import MAX_HEADS, MAX_LAYERS, integer
-from .llama import PREFIXES, Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, layer_hooks, linear_hybrid_layers
+from .llama import (PREFIXES, Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, layer_hooks, linear_hybrid_layers,
+                    with_output_gates)
 
 _DELTANET = frozenset({"linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
                        "linear_num_value_heads"})
@@ -80,6 +81,4 @@ class Qwen35(LlamaLike):
             if bias in ts:  # (a file's bias transformers does not build: read as its rows are, then left out)
                 made[bias] = (lambda b=bias: ts.take(b, (2 * H * r,)).reshape(H, 2, r)[:, 0].reshape(H * r)), bias
         hw = convert_llamalike(dataclasses.replace(ckpt, tensors=ts.derived(made)), cls, cls.options)
-        note = ("gated attention: each head's z is multiplied by sigmoid(W_G x) of its query's input before W_O, so "
-                "W_OV describes what a head writes up to that per-token, per-dimension gate")
-        return hw.replace(W_G=torch.stack([gates[i] for i in layers]), note=note)
+        return with_output_gates(hw, [gates[i] for i in layers])
