@@ -478,7 +478,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
 @pytest.mark.parametrize("variant_id, route", [("bert", "batched"), ("bert", "threes"), ("bert", "single"),
                                                ("roberta-offset-positions", "threes"), ("electra", "single"),
                                                ("data2vec-text-pad-zero", "batched"), ("distilbert", "threes"),
-                                               ("ernie-task-types", "batched"),
+                                               ("ernie-task-types", "batched"), ("bert-generation-encoder", "single"),
                                                ("openai-gpt-post-ln", "threes"), ("openai-gpt-post-ln", "single")])
 def test_post_ln_effects_equal_a_patched_forward_through_the_models_own_modules(variant_id, route, monkeypatch):
     """BERT and its kin (post-LN; DistilBERT under its own names; GPT-1, causal, its first layer reading the raw

@@ -221,6 +221,17 @@ class Ernie(Bert):
 
 
 @register
+class BertGeneration(Bert):
+    """BertGeneration's encoder: BERT's post-LN layers and embeddings without token types (its
+    decoder, ``is_decoder``, attends causally and is refused by Bert's ``accept``)."""
+
+    name = "bert_generation"
+    about = "BertGeneration's encoder: BERT's layers, no token types"
+    model_types = ("bert-generation",)
+    architectures = ("BertGenerationEncoder",)
+
+
+@register
 class Data2VecText(Roberta):
     """data2vec-text: RoBERTa's layout under another prefix."""
 
