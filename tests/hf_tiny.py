@@ -410,6 +410,9 @@ VARIANTS = [
                  rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 900.0},
                                   "sliding_attention": {"rope_type": "default", "rope_theta": 40.0}},
                  num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16)),
+    # CTRL: pre-LN, embeddings times sqrt(d_model), sinusoidal positions the model computes, a biased unembedding
+    Variant("ctrl-sinusoidal-scaled", "ctrl", "CTRLConfig",
+            dict(vocab_size=VOCAB, n_embd=D, n_head=HEADS, n_layer=2, dff=48, n_positions=32)),
     # XGLM: OPT's layout, embeddings times sqrt(d_model), sinusoidal positions the model computes
     Variant("xglm-sinusoidal-positions", "xglm", "XGLMConfig",
             dict(vocab_size=VOCAB, d_model=D, attention_heads=HEADS, num_layers=2, ffn_dim=48, max_position_embeddings=32,
@@ -477,7 +480,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "phimoe-layernorm-biases-longrope", "cohere2-moe-layernorm", "xlm-roberta-xl-pre-ln",
                     "modernbert-local-both-sides", "modernbert-biases", "modernbert-decoder-causal-window",
                     "megatron-bert-pre-ln", "biogpt-scaled-embeddings", "jais2-layernorm-biases",
-                    "persimmon-qk-layernorm-half-rotary", "xglm-sinusoidal-positions"]
+                    "persimmon-qk-layernorm-half-rotary", "xglm-sinusoidal-positions", "ctrl-sinusoidal-scaled"]
 #: pre-LayerNorm variants whose first layer reads the residual without a norm (centring the embeddings would change it)
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
@@ -578,6 +581,7 @@ _LAYOUT = {
     "persimmon": ("model", "layers", "input_layernorm", "self_attn", "final_layernorm"),
     "xglm": ("model", "layers", "self_attn_layer_norm", "self_attn", "layer_norm"),
     "afmoe": ("model", "layers", "input_layernorm", "post_attention_layernorm", "norm"),
+    "ctrl": ("transformer", "h", "layernorm1", "multi_head_attention", "layernorm"),
 }
 
 
