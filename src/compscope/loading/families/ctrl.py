@@ -16,7 +16,8 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm
 from ...errors import WeightError
 from . import register
-from .base import Family, checkpoint_notes, final_layernorm, integer, number, sizes, split_cols, split_rows, unembedding
+from .base import Family, checkpoint_notes, final_layernorm, integer, number, split_cols, split_rows, unembedding
+from .gpt2 import gpt2_sizes
 
 #: the LayerNorm before each layer's attention: transformers fixes its eps
 LAYER_EPS = 1e-6
@@ -49,7 +50,7 @@ class Ctrl(Family):
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
         cls.check_config(cfg, where)
-        d, H, L, r = sizes(cfg, where, width=("n_embd",), heads=("n_head",), layers=("n_layer",))
+        d, H, L, r = gpt2_sizes(cfg, where)
         n = integer(cfg, where, "n_positions")
         eps = number(cfg, where, "layer_norm_epsilon", default=1e-6, open_low=True)
         prefix = "transformer." if "transformer.w.weight" in ts else ""

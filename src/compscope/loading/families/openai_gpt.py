@@ -16,7 +16,8 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm
 from ...errors import WeightError
 from . import register
-from .base import Family, checkpoint_notes, number, sizes, split_cols, split_rows, unembedding
+from .base import Family, checkpoint_notes, number, split_cols, split_rows, unembedding
+from .gpt2 import gpt2_sizes
 
 
 @register
@@ -46,7 +47,7 @@ class OpenAIGPT(Family):
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
         cls.check_config(cfg, where)
-        d, H, L, r = sizes(cfg, where, width=("n_embd",), heads=("n_head",), layers=("n_layer",))
+        d, H, L, r = gpt2_sizes(cfg, where)
         eps = number(cfg, where, "layer_norm_epsilon", default=1e-5, open_low=True)
         prefix = "transformer." if "transformer.tokens_embed.weight" in ts else ""
         fields: dict[str, list] = {k: [] for k in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O")}
