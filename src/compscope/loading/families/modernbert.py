@@ -24,7 +24,8 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm, Rotary
 from ...errors import LoadError, UnsupportedModelError
 from . import register
-from .base import MAX_LAYERS, MAX_WIDTH, Family, integer, inv_freq, number, rope_accept_of, sizes, split_cols, split_rows
+from .base import (MAX_LAYERS, MAX_WIDTH, Family, integer, inv_freq, number, rope_accept_of, sizes, split_cols, split_rows,
+                   stack)
 
 #: the two layer types and transformers' default rotary base of each (the legacy config key that sets it)
 _THETA = {"full_attention": ("global_rope_theta", 160_000.0), "sliding_attention": ("local_rope_theta", 10_000.0)}
@@ -161,13 +162,6 @@ class ModernBert(Family):
             biases.append(nb)
         fw, fb = layernorm(f"{prefix}final_norm")
 
-        def stacked(parts: list) -> torch.Tensor | None:
-            if all(t is None for t in parts):
-                return None
-            if any(t is None for t in parts):
-                raise UnsupportedModelError(f"{where}: an attention bias is present in some layers and missing in others")
-            return torch.stack(parts)
-
         attn_bias = torch.stack(biases) if norm_bias else None  # (norm_bias: every layer's taken, row 0 zeros)
         freqs = {t: inv_freq(r, cls.rotary_settings(cfg, t), where, kinds=("default",)) for t in set(types)}
         notes += [
@@ -177,7 +171,7 @@ class ModernBert(Family):
         ]
         return HeadWeights(
             W_Q=torch.stack(wq), W_K=torch.stack(wk), W_V=torch.stack(wv), W_O=torch.stack(wo),
-            b_Q=stacked(bq), b_K=stacked(bk), b_V=stacked(bv), b_O=stacked(bo),
+            b_Q=stack(bq), b_K=stack(bk), b_V=stack(bv), b_O=stack(bo),
             W_E=W_E, W_pos=None, W_U=None, b_U=None,
             kv_map=tuple(range(H)),
             attn_norm=Norm("layernorm", torch.stack(gains), attn_bias, eps),
