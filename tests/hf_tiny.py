@@ -30,7 +30,7 @@ _LLAMA = dict(_COMMON, head_dim=D_HEAD, max_position_embeddings=64, rms_norm_eps
 
 
 #: the kinds that are encoders (built as AutoModel: no unembedding)
-ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_bert")
+ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_bert", "eurobert")
 
 
 @dataclass(frozen=True)
@@ -439,6 +439,10 @@ VARIANTS = [
             dict(_LLAMA, num_hidden_layers=3, num_key_value_heads=2, query_pre_attn_scalar=12, sliding_window=6,
                  use_bidirectional_attention=True, layer_types=["sliding_attention", "sliding_attention", "full_attention"],
                  final_logit_softcapping=None, attn_logit_softcapping=None, tie_word_embeddings=True)),
+    # EuroBERT: Llama's layers as an encoder, grouped K/V heads, biases on all four projections
+    Variant("eurobert-gqa-biases", "eurobert", "EuroBertConfig",
+            dict(_LLAMA, num_key_value_heads=2, attention_bias=True, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                 mask_token_id=3, rope_parameters={"rope_type": "default", "rope_theta": 500.0})),
     # Qwen3.5: gated attention on layers 1 and 3 among gated DeltaNet layers; QK-norm, 1 + w norms, a quarter rotary
     Variant("qwen3.5-gated-attention-deltanet", "hybrid", "Qwen3_5TextConfig",
             dict(_LLAMA, num_hidden_layers=4, num_key_value_heads=2, linear_key_head_dim=8, linear_value_head_dim=8,
@@ -485,7 +489,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
 RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "glm4", "apertus", "falcon_h1",
-                                                 "gemma3_bidirectional", "hyperclovax", "afmoe")
+                                                 "gemma3_bidirectional", "hyperclovax", "afmoe", "eurobert")
            and v.id not in PRE_LN_LAYERNORM and v.id != "olmo-hybrid-deltanet-attention"]  # (no norm before its attention)
 
 
@@ -620,6 +624,8 @@ def _modules(model, kind: str):
         return [(b.attn, b.attn.c_proj) for b in model.transformer.h], model.lm_head
     if kind == "gemma3_bidirectional":  # built as the base model (an encoder): its layers at the top
         return [(b.input_layernorm, b.post_attention_layernorm) for b in model.layers], model.norm
+    if kind == "eurobert":  # built as the base model (an encoder): Llama's layers at the top
+        return [(b.input_layernorm, b.self_attn) for b in model.layers], model.norm
     if kind in ("modernbert", "modernbert_decoder"):  # pre-LN, layer 0's attn_norm the identity: its input is the
         base = getattr(model, "model", model)  # residual either way (the decoder built as a causal LM)
         return [(b.attn_norm, b.attn.Wo) for b in base.layers], base.final_norm

@@ -214,3 +214,35 @@ def test_modernbert_decoder_under_transformers_4_is_refused_on_data():
         validate(model.eval(), sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
                  progress=False)
 
+
+
+@pytest.mark.skipif(not hasattr(transformers, "EuroBertConfig"), reason="this transformers has no EuroBERT")
+def test_eurobert_as_released(tmp_path):
+    """EuroBERT's released config (saved before transformers had the model: ``rope_theta``, a null
+    ``rope_scaling``, ``clf_pooling``) reads as an encoder: every query sees every key, the rotary
+    base the config's, no unembedding; a ``sliding_window`` key, which its bidirectional mask never
+    applies, is refused by name. The folder runs on data as an encoder (previous-token labels only)."""
+    from compscope.data.validate import validate
+
+    vid = "eurobert-gqa-biases"
+    model, cap = model_and_capture(vid)
+    model.save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    for key in ("rope_parameters", "classifier_pooling"):
+        cfg.pop(key)
+    released = {**cfg, "architectures": ["EuroBertForMaskedLM"], "rope_theta": 500.0, "rope_scaling": None,
+                "clf_pooling": "late", "hidden_dropout": 0.0, "auto_map": {"AutoModel": "modeling_eurobert.EuroBertModel"}}
+    (tmp_path / "config.json").write_text(json.dumps(released))
+    hw = compscope.load(tmp_path)
+    assert not hw.causal and hw.sliding_window == (None, None) and hw.W_U is None and not hw.first_layer_unnormed
+    torch.testing.assert_close(hw.rotary.inv_freq[:, 1], torch.full((2,), 500.0, dtype=torch.float64) ** -0.25)
+    x = read_input(hw, 1, cap.resid[1])
+    pattern = attend(hw, 1, project(hw, 1, "Q", x), project(hw, 1, "K", x))
+    assert bool((pattern > 0).all())  # keys on both sides of every query
+    (tmp_path / "config.json").write_text(json.dumps({**released, "sliding_window": 4}))
+    with pytest.raises(compscope.CompscopeError, match="sliding_window"):
+        compscope.load(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps(released))
+    v = validate(str(tmp_path), sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
+                 progress=False)
+    assert {h["score"] for h in v.heads} == {"previous_token"}

@@ -143,7 +143,7 @@ def _without_unbuilt_biases(hw: HeadWeights, family: type[Family], ckpt) -> Head
     return dataclasses.replace(hw, **dict.fromkeys(unbuilt), meta=meta)
 
 
-from . import (afmoe, apertus, bamba, bert, bloom, cohere, ctrl, cwm, ernie, exaone, falcon, falcon_h1, gemma, gemma4,  # noqa: E402,F401
+from . import (afmoe, apertus, bamba, bert, bloom, cohere, ctrl, cwm, ernie, eurobert, exaone, falcon, falcon_h1, gemma, gemma4,  # noqa: E402,F401
                glm, gpt2, gpt_bigcode, gpt_neo, gpt_oss, gptj, granite, helium, jais2, jamba, lfm2, llama, minimax, modernbert,
                mpt, nanochat, nemotron, nemotron_h, neox, olmo, openai_gpt, opt, phi, phi3, phimoe, qwen3, qwen3_5, seed_oss, smollm3, solar_open,
                stablelm, starcoder2)  # (registration)
