@@ -30,7 +30,7 @@ _LLAMA = dict(_COMMON, head_dim=D_HEAD, max_position_embeddings=64, rms_norm_eps
 
 
 #: the kinds that are encoders (built as AutoModel: no unembedding)
-ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_bert", "eurobert")
+ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_bert", "eurobert", "esm")
 
 
 @dataclass(frozen=True)
@@ -457,6 +457,10 @@ VARIANTS = [
     # GPT-1: post-LN as BERT, causal, its first layer reading the raw embeddings
     Variant("openai-gpt-post-ln", "gpt1", "OpenAIGPTConfig",
             dict(vocab_size=VOCAB, n_embd=D, n_head=HEADS, n_layer=2, n_positions=32)),
+    # ESM-2: pre-LN layers under BERT's names, rotary, token dropout's embedding scale (mask token 0: never drawn)
+    Variant("esm2-rotary-token-dropout", "esm", "EsmConfig",
+            dict(_COMMON, max_position_embeddings=34, pad_token_id=1, mask_token_id=0, position_embedding_type="rotary",
+                 token_dropout=True, emb_layer_norm_before=False, layer_norm_eps=1e-5)),
     Variant("bert", "bert", "BertConfig",
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12)),
     # positions from pad_token_id + 1 = 2, as RoBERTa's (514 rows for 512 tokens)
@@ -484,7 +488,8 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "phimoe-layernorm-biases-longrope", "cohere2-moe-layernorm", "xlm-roberta-xl-pre-ln",
                     "modernbert-local-both-sides", "modernbert-biases", "modernbert-decoder-causal-window",
                     "megatron-bert-pre-ln", "biogpt-scaled-embeddings", "jais2-layernorm-biases",
-                    "persimmon-qk-layernorm-half-rotary", "xglm-sinusoidal-positions", "ctrl-sinusoidal-scaled"]
+                    "persimmon-qk-layernorm-half-rotary", "xglm-sinusoidal-positions", "ctrl-sinusoidal-scaled",
+                    "esm2-rotary-token-dropout"]
 #: pre-LayerNorm variants whose first layer reads the residual without a norm (centring the embeddings would change it)
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
@@ -617,6 +622,9 @@ def _modules(model, kind: str):
         return [(b.input_layernorm, b.self_attention.dense) for b in t.h], t.ln_f
     if kind == "megatron_bert":  # XLM-RoBERTa-XL's layout under Megatron's names
         return [(b.attention.ln, b.attention.output.dense) for b in model.encoder.layer], model.encoder.ln
+    if kind == "esm":  # pre-LN: attention.LayerNorm reads the residual; a LayerNorm after the last layer
+        return [(b.attention.LayerNorm, b.attention.output.dense) for b in model.encoder.layer], \
+            model.encoder.emb_layer_norm_after
     if kind == "xlmr_xl":  # pre-LN: the norm before the attention reads the residual
         layers = model.encoder.layer
         return [(b.attention.self_attn_layer_norm, b.attention.output.dense) for b in layers], model.encoder.LayerNorm

@@ -72,6 +72,17 @@ class TensorStore:
         view._taken, view._taken_dtypes = self._taken, self._taken_dtypes  # one record of what was read, either way
         return view
 
+    def with_legacy_norm_names(self) -> TensorStore:
+        """This store with TensorFlow-era LayerNorm names read as PyTorch's: ``LayerNorm.gamma`` as
+        ``LayerNorm.weight``, ``LayerNorm.beta`` as ``LayerNorm.bias`` (old BERT files; transformers 5
+        writes ESM's so), as transformers renames them when it loads; itself where none is so named."""
+        made = {}
+        for name in self._loaders:
+            for old, new in (("LayerNorm.gamma", "LayerNorm.weight"), ("LayerNorm.beta", "LayerNorm.bias")):
+                if old in name and (renamed := name.replace(old, new)) not in self._loaders:
+                    made[renamed] = (self._loaders[name], name)
+        return self.derived(made, hidden=tuple(src for _, src in made.values())) if made else self
+
     def __contains__(self, name: str) -> bool:
         return name in self._loaders
 

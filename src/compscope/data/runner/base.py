@@ -169,10 +169,11 @@ class Runner:
         return moved
 
     def special_ids(self) -> tuple[int, ...]:
-        """Token ids a random sequence should not contain (end, padding), where the model names them."""
+        """Token ids a random sequence should not contain (end, padding, a masked LM's mask token,
+        which ESM's embeddings treat apart), where the model's config names them."""
         cfg = getattr(getattr(self, "model", None), "config", None)
         out: list = []
-        for key in ("eos_token_id", "pad_token_id"):
+        for key in ("eos_token_id", "pad_token_id", "mask_token_id"):
             v = getattr(cfg, key, None)
             out += v if isinstance(v, list) else [v]
         return tuple(v for v in out if isinstance(v, int))

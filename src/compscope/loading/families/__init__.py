@@ -114,6 +114,8 @@ def to_heads(ckpt) -> HeadWeights:
     if inside is not None:  # a vision-language model: its language model is what composes
         ckpt = dataclasses.replace(ckpt, config=config, notes=[*ckpt.notes, inside])
     family = family_for(ckpt.config, ckpt.source)
+    if (legacy := ckpt.tensors.with_legacy_norm_names()) is not ckpt.tensors:
+        ckpt = dataclasses.replace(ckpt, tensors=legacy)
     hw = family.convert(ckpt)
     unread = ckpt.tensors.unread_biases()
     if unread:
@@ -143,10 +145,11 @@ def _without_unbuilt_biases(hw: HeadWeights, family: type[Family], ckpt) -> Head
     return dataclasses.replace(hw, **dict.fromkeys(unbuilt), meta=meta)
 
 
-from . import (afmoe, apertus, bamba, bert, bloom, cohere, ctrl, cwm, ernie, eurobert, exaone, falcon, falcon_h1, gemma, gemma4,  # noqa: E402,F401
-               glm, gpt2, gpt_bigcode, gpt_neo, gpt_oss, gptj, granite, helium, jais2, jamba, lfm2, llama, minimax, modernbert,
-               mpt, nanochat, nemotron, nemotron_h, neox, olmo, openai_gpt, opt, phi, phi3, phimoe, qwen3, qwen3_5, seed_oss, smollm3, solar_open,
-               stablelm, starcoder2)  # (registration)
+from . import (afmoe, apertus, bamba, bert, bloom, cohere, ctrl, cwm, ernie, esm, eurobert, exaone, falcon,  # noqa: E402,F401
+               falcon_h1, gemma, gemma4, glm, gpt2, gpt_bigcode, gpt_neo, gpt_oss, gptj,
+               granite, helium, jais2, jamba, lfm2, llama, minimax, modernbert, mpt, nanochat, nemotron,
+               nemotron_h, neox, olmo, openai_gpt, opt, phi, phi3, phimoe, qwen3, qwen3_5, seed_oss, smollm3,
+               solar_open, stablelm, starcoder2)  # (registration)
 
 __all__ = ["FAMILIES", "Family", "family_for", "families", "language_model", "register", "to_heads"]
 

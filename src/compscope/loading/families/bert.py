@@ -88,6 +88,24 @@ class Bert(Family):
                 ["post-LN: the residual is renormalised after every sublayer; attention reads it directly"])
 
     @classmethod
+    def token_embeddings(cls, config: dict, where: str, wte: torch.Tensor) -> tuple[torch.Tensor, list[str]]:
+        """``W_E`` ``(d_model, vocab)`` from the word embeddings ``(vocab, d_model)`` as stored, and its notes."""
+        return wte.T, []
+
+    @classmethod
+    def positional(cls, config: dict, where: str, ts, e: str, d_head: int, n_layers: int) -> tuple[dict, list[str]]:
+        """The ``HeadWeights`` fields of the positions and their notes: the learned table from
+        :meth:`first_position`'s row on (``e``: the embeddings' tensor prefix)."""
+        start = cls.first_position(config, where)
+        wpe = ts.take(e + "position_embeddings.weight")
+        if wpe.ndim != 2 or wpe.shape[0] <= start:
+            raise LoadError(f"{where}: tensor '{e}position_embeddings.weight' has shape {tuple(wpe.shape)}: expected "
+                            f"(positions > {start}, d_model)")
+        return dict(W_pos=wpe[start:].T, positions="learned"), (
+            [f"positions numbered from pad_token_id + 1 = {start}: W_pos is the position table from row {start} on"]
+            if start else [])
+
+    @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
         cls.check_config(cfg, where)
@@ -104,27 +122,21 @@ class Bert(Family):
                 bs[j].append(ts.take(p + name + ".bias", (d,)).reshape(H, r))
             wo.append(split_cols(ts.take(p + cls.projections[3] + ".weight", (d, d)), H, r))
             bo.append(ts.take(p + cls.projections[3] + ".bias", (d,)))
-        wte = ts.take(e + "word_embeddings.weight")
-        start = cls.first_position(cfg, where)
-        wpe = ts.take(e + "position_embeddings.weight")
-        if wpe.ndim != 2 or wpe.shape[0] <= start:
-            raise LoadError(f"{where}: tensor '{e}position_embeddings.weight' has shape {tuple(wpe.shape)}: expected "
-                            f"(positions > {start}, {d})")
-        wpe = wpe[start:]
+        W_E, token_notes = cls.token_embeddings(cfg, where, ts.take(e + "word_embeddings.weight"))
+        positions, position_notes = cls.positional(cfg, where, ts, e, r, L)
         extra = {key: t.T for key, name in (("W_type", "token_type_embeddings"), ("W_task", "task_type_embeddings"))
                  if (t := ts.take(f"{e}{name}.weight", required=False)) is not None}  # (ERNIE's task types)
         notes = list(ckpt.notes) + norm_notes + [
             "encoder: bidirectional attention, no unembedding (W_U is None)",
-        ] + ([f"positions numbered from pad_token_id + 1 = {start}: W_pos is the position table from row {start} on"]
-             if start else [])
+        ] + token_notes + position_notes
         return HeadWeights(
             W_Q=torch.stack(ws[0]), W_K=torch.stack(ws[1]), W_V=torch.stack(ws[2]), W_O=torch.stack(wo),
             b_Q=torch.stack(bs[0]), b_K=torch.stack(bs[1]), b_V=torch.stack(bs[2]),
             b_O=torch.stack(bo),
-            W_E=wte.T, W_pos=wpe.T, W_U=None, b_U=None,
+            W_E=W_E, W_U=None, b_U=None,
             kv_map=tuple(range(H)),
             **norms,
-            positions="learned",
+            **positions,
             causal=False,
             sliding_window=(None,) * L,
             embed_extra=extra,
