@@ -253,6 +253,12 @@ VARIANTS = [
                  embedding_multiplier=1.3, attention_multiplier=0.3, residual_multiplier=0.8, logits_scaling=2.0,
                  layer_rope_theta=[900.0, 0, 3000.0], pad_token_id=0, bos_token_id=1, eos_token_id=2,
                  rope_parameters={"rope_type": "default", "rope_theta": 900.0})),
+    # GraniteMoeSWA: Granite SWA's attention (every fourth layer global by default), MoE MLPs with a shared expert
+    Variant("granitemoe-swa-default-types", "granite", "GraniteMoeSWAConfig",
+            dict(_LLAMA, num_hidden_layers=5, num_key_value_heads=2, sliding_window=3, num_local_experts=4,
+                 num_experts_per_tok=2, shared_intermediate_size=16, embedding_multiplier=1.3, attention_multiplier=0.3,
+                 residual_multiplier=0.8, logits_scaling=2.0, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                 rope_parameters={"rope_type": "default", "rope_theta": 900.0})),
     # Solar Open: Llama's attention, q/k/v biased and o_proj not, MoE MLPs
     Variant("solar-open-qkv-bias-moe", "llama", "SolarOpenConfig",
             dict(_LLAMA, num_key_value_heads=2, attention_bias=True, moe_intermediate_size=16, n_routed_experts=4,

@@ -981,6 +981,8 @@ def test_granite_swa_layer_types_and_rotary_bases_as_transformers_builds_them(tm
         pytest.skip(f"transformers {transformers.__version__} has no Granite SWA")
     cfg = transformers.GraniteSWAConfig(num_hidden_layers=6)
     assert GraniteSWA.layer_types({}, 6, "c") == cfg.layer_types
+    if hasattr(transformers, "GraniteMoeSWAConfig"):  # (its MoE sibling: the same rule)
+        assert GraniteSWA.layer_types({}, 6, "c") == transformers.GraniteMoeSWAConfig(num_hidden_layers=6).layer_types
     build(BY_ID["granite-swa-sinks-layer-theta"]).save_pretrained(tmp_path)
     saved = json.loads((tmp_path / "config.json").read_text())
     for bad in ([900.0, 0], [900.0, 0.5, 10.0], [900.0, True, 10.0]):

@@ -34,7 +34,8 @@ def test_hooks_and_per_head_recomputation_match_the_module(variant):
         torch.testing.assert_close(st.out, tr.attn_out[layer], atol=ATOL * scale, rtol=0)
         torch.testing.assert_close(combine(hw, layer, st.outputs), tr.attn_out[layer], atol=ATOL * scale, rtol=0)
         pattern = st.pattern
-        if variant.config_cls == "GraniteSWAConfig":  # it returns the softmax before its sink scales the output
+        if variant.config_cls in ("GraniteSWAConfig", "GraniteMoeSWAConfig"):  # it returns the softmax before its
+            # sink scales the output
             pattern = pattern / pattern.sum(-1, keepdim=True)
             assert float(st.pattern.sum(-1).min()) < 0.99  # (the sink takes a share: the pattern sums to less)
         torch.testing.assert_close(pattern, res.attentions[layer].float(), atol=ATOL, rtol=0)

@@ -17,7 +17,7 @@ attention layer; the card's notes say which), the Mamba layers being other write
 residual, as MLPs are. Their attention has no rotary unless ``position_embedding_type`` is
 ``rope`` (NoPE: frequency 0 on every layer).
 
-Granite with sliding windows (``granite_swa``) adds a sink logit per head, windows on the layers
+Granite with sliding windows (``granite_swa``, and its MoE sibling ``granitemoe_swa``) adds a sink logit per head, windows on the layers
 its types mark sliding, and a rotary base per layer (0: none). HyperCLOVA X (``hyperclovax``) has
 Granite's scalars, logits multiplied by ``logits_scaling``, and a norm on each attention output.
 """
@@ -119,9 +119,10 @@ class GraniteSWA(Granite):
     none is listed."""
 
     name = "granite_swa"
-    about = "Granite with sliding windows, a sink logit per head, a rotary base per layer (0: NoPE)"
-    model_types = ("granite_swa",)
-    architectures = ("GraniteSWAForCausalLM", "GraniteSWAModel")
+    about = ("Granite with sliding windows, a sink logit per head, a rotary base per layer (0: NoPE); its MoE "
+             "sibling (Granite SWASH)")
+    model_types = ("granite_swa", "granitemoe_swa")  # (GraniteMoeSWA: the same attention, MoE MLPs)
+    architectures = ("GraniteSWAForCausalLM", "GraniteSWAModel", "GraniteMoeSWAForCausalLM", "GraniteMoeSWAModel")
     handled = Granite.handled | {"layer_rope_theta"}
     accept = LlamaLike.accept  # (rotary always: no position_embedding_type)
     positions_default = "rope"
