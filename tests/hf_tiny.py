@@ -29,6 +29,9 @@ _COMMON = dict(vocab_size=VOCAB, hidden_size=D, num_attention_heads=HEADS, inter
 _LLAMA = dict(_COMMON, head_dim=D_HEAD, max_position_embeddings=64, rms_norm_eps=1e-5, tie_word_embeddings=False)
 
 
+#: the kinds whose attention layers are some of the model's layers (the others Mamba, DeltaNet, recurrent, ...)
+HYBRIDS = ("hybrid", "recurrent_gemma")
+
 #: the kinds that are encoders (built as AutoModel: no unembedding)
 ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_bert", "eurobert", "esm")
 
@@ -449,6 +452,11 @@ VARIANTS = [
     Variant("eurobert-gqa-biases", "eurobert", "EuroBertConfig",
             dict(_LLAMA, num_key_value_heads=2, attention_bias=True, pad_token_id=0, bos_token_id=1, eos_token_id=2,
                  mask_token_id=3, rope_parameters={"rope_type": "default", "rope_theta": 500.0})),
+    # RecurrentGemma: attention blocks 1 and 3 of five among RG-LRU blocks, multi-query, rotary on half of each head,
+    # a window of 4, q/k/v biases (the output projection's always)
+    Variant("recurrent-gemma-local-mqa", "recurrent_gemma", "RecurrentGemmaConfig",
+            dict(_COMMON, num_hidden_layers=5, num_key_value_heads=1, attention_window_size=4, lru_width=32,
+                 block_types=["recurrent", "attention"], attention_bias=True)),
     # Qwen3.5: gated attention on layers 1 and 3 among gated DeltaNet layers; QK-norm, 1 + w norms, a quarter rotary
     Variant("qwen3.5-gated-attention-deltanet", "hybrid", "Qwen3_5TextConfig",
             dict(_LLAMA, num_hidden_layers=4, num_key_value_heads=2, linear_key_head_dim=8, linear_value_head_dim=8,
@@ -500,7 +508,8 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
 RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "glm4", "apertus", "falcon_h1",
-                                                 "gemma3_bidirectional", "hyperclovax", "afmoe", "eurobert")
+                                                 "gemma3_bidirectional", "hyperclovax", "afmoe", "eurobert",
+                                                 "recurrent_gemma")
            and v.id not in PRE_LN_LAYERNORM and v.id != "olmo-hybrid-deltanet-attention"]  # (no norm before its attention)
 
 
@@ -508,7 +517,9 @@ RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "g
 _BROKEN_IN_4 = {"stablelm-qk-layernorm-per-head": "StableLM's weight init fails on the bias-free per-head qk LayerNorm",
                 # (compscope reads transformers 5's model: test_modernbert_decoder_under_transformers_4_is_refused)
                 "modernbert-decoder-causal-window": "ModernBERT's decoder turns its local layers at the global "
-                                                    "rotary base, not local_rope_theta"}
+                                                    "rotary base, not local_rope_theta",
+                # (compscope reads the window: test_recurrent_gemma_under_transformers_4_runs_within_the_window)
+                "recurrent-gemma-local-mqa": "RecurrentGemma attends without its window within one forward pass"}
 
 
 def make_config(variant: Variant, **overrides):
@@ -607,6 +618,10 @@ def _modules(model, kind: str):
         parent, layers, reads, adds, final = _LAYOUT[kind]
         t = functools.reduce(getattr, parent.split("."), model)
         return [(getattr(b, reads), getattr(b, adds)) for b in getattr(t, layers)], getattr(t, final)
+    if kind == "recurrent_gemma":  # the attention blocks alone (the recurrent ones have no q_proj)
+        t = model.model
+        return [(b.temporal_pre_norm, b.temporal_block) for b in t.layers if hasattr(b.temporal_block, "q_proj")], \
+            t.final_norm
     if kind == "hybrid":  # the attention layers alone (Mamba and convolution layers have no self_attn; Nemotron-H's
         t = model.model  # blocks are typed); the norms before the attention and the final norms by each one's names
         attending = []
@@ -683,7 +698,7 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
     if final is not None:
         handles.append(final.register_forward_pre_hook(
             lambda m, a, k: store.__setitem__("final_in", _first(a, k).detach().clone()), with_kwargs=True))
-    if kind == "hybrid":  # its first layer may be a Mamba layer: what enters it is the embedding
+    if kind in HYBRIDS:  # its first layer may be a Mamba layer: what enters it is the embedding
         handles.append(model.model.layers[0].register_forward_pre_hook(
             lambda m, a, k: store.__setitem__("layer0_in", _first(a, k).detach().clone()), with_kwargs=True))
     if kind in ENCODERS:

@@ -181,7 +181,8 @@ def test_unembedding_matches_hf(variant):
     logits = cap.final_in @ hw.W_U.T if hw.final_norm is None else hw.final_norm.apply(cap.final_in, 0) @ hw.W_U.T
     if hw.b_U is not None:
         logits = logits + hw.b_U
-    softcap = getattr(model.config, "final_logit_softcapping", None)  # nanochat's (and Gemma 2's) cap on the logits
+    softcap = (getattr(model.config, "final_logit_softcapping", None)  # nanochat's (and Gemma 2's) cap on the logits
+               or getattr(model.config, "logits_soft_cap", None))  # (RecurrentGemma's name for it)
     if softcap:
         logits = softcap * torch.tanh(logits / softcap)
     torch.testing.assert_close(logits, cap.logits, atol=1e-4, rtol=1e-5)

@@ -47,7 +47,8 @@ def hf_logits_from(hw, cap, model=None):
     x = cap.final_in if hw.final_norm is None else hw.final_norm.apply(cap.final_in, 0)
     logits = x @ hw.W_U.T
     logits = logits if hw.b_U is None else logits + hw.b_U
-    softcap = getattr(getattr(model, "config", None), "final_logit_softcapping", None)
+    cfg = getattr(model, "config", None)
+    softcap = getattr(cfg, "final_logit_softcapping", None) or getattr(cfg, "logits_soft_cap", None)  # (RecurrentGemma's)
     return softcap * torch.tanh(logits / softcap) if softcap else logits
 
 

@@ -12,7 +12,7 @@ import compscope
 from compscope.core.attention import combine
 from compscope.data.runner import HFRunner, ToyRunner, layer_state, runner_for
 
-from hf_tiny import VARIANTS, build, random_ids, word_tokenizer
+from hf_tiny import HYBRIDS, VARIANTS, build, random_ids, word_tokenizer
 
 ATOL = 2e-5
 
@@ -85,7 +85,7 @@ def test_a_changed_run_given_its_clean_trace_leaves_the_layers_before_the_change
     model = build(variant)
     runner = runner_for(model, compscope.load(model))
     # a hybrid's attention layers (Granite 4) are not the elements of one module list: no layer is left out there
-    hybrid = variant.kind == "hybrid"
+    hybrid = variant.kind in HYBRIDS
     assert (runner.layer_modules is None) == hybrid
     assert hybrid or len(runner.layer_modules) == runner.hw.n_layers
     ids = random_ids()
@@ -135,7 +135,7 @@ def test_a_run_for_residuals_only_leaves_the_last_layer_out(variant):
         part = runner.trace(ids, add={L - 2: delta}, clean=clean, last=False)
     finally:
         handle.remove()
-    hybrid = variant.kind == "hybrid"  # (its attention layers are not one module list: all run)
+    hybrid = variant.kind in HYBRIDS  # (its attention layers are not one module list: all run)
     assert calls == ([1] if hybrid else []) and part.attn_out[-1] is None
     assert part.norm_in is None if full.norm_in is None else part.norm_in[-1] is None
     scale = max(1.0, max(float(r.abs().max()) for r in full.resid))

@@ -55,9 +55,8 @@ class HFRunner(Runner):
         if exact is not None:
             self.n_ctx = exact if self.n_ctx is None else min(self.n_ctx, exact)
         windows = [w for w in hw.sliding_window if w is not None]
-        if windows and hasattr(config, "sliding_window") and config.sliding_window is None:
-            # the running model lost the window (transformers' GGUF reader drops Phi-3's): it computes
-            # what the weights say only on sequences within the window
+        if windows and not family.runs_windows(config):  # the running model applies no window (transformers'
+            # GGUF reader drops Phi-3's): it computes what the weights say only on sequences within the window
             self.n_ctx = min(windows) if self.n_ctx is None else min(self.n_ctx, *windows)
 
     def _run(self, tokens: Tensor, add: dict[int, Tensor] | None = None) -> tuple:

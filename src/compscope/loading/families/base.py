@@ -116,6 +116,14 @@ class Family:
         return None
 
     @classmethod
+    def runs_windows(cls, config) -> bool:
+        """Whether the running model (``config``: the config object transformers built it from)
+        applies the sliding windows compscope reads; where it does not, the data runner takes
+        sequences only up to the narrowest window, on which the two agree. Here: unless the config
+        has a ``sliding_window`` that is None (transformers' GGUF reader drops Phi-3's)."""
+        return not (hasattr(config, "sliding_window") and config.sliding_window is None)
+
+    @classmethod
     def exact_context(cls, config: dict, where: str = "config") -> int | None:
         """The longest sequence on which the model computes what compscope reads, where that is shorter
         than any the model takes (LongRoPE's frequencies and Llama 4's query temperature change past the
