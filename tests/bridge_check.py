@@ -97,6 +97,10 @@ CASES = {
         head_dim=8, num_hidden_layers=4, intermediate_size=48, max_position_embeddings=64, sliding_window=3,
         global_attn_every_n_layers=2, num_dense_layers=1, num_experts=4, num_experts_per_tok=2, num_shared_experts=1,
         moe_intermediate_size=16)),
+    "recurrent_gemma": lambda: transformers.RecurrentGemmaForCausalLM(transformers.RecurrentGemmaConfig(  # RG-LRU blocks
+        architectures=["RecurrentGemmaForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
+        num_key_value_heads=1, num_hidden_layers=4, intermediate_size=48, attention_window_size=4, lru_width=32,
+        block_types=["recurrent", "attention"], pad_token_id=0, bos_token_id=1, eos_token_id=2)),
     "glm": lambda: transformers.GlmForCausalLM(transformers.GlmConfig(  # interleaved rotary on half of each head
         architectures=["GlmForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
         head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64, pad_token_id=0, eos_token_id=1)),
@@ -294,6 +298,10 @@ RAW_ONLY = {"falcon_h1": "TransformerLens 4.3 folds the norm into grouped K/V wi
                       "of two widths)"}
 
 
+#: cases whose bridge wraps each block whole (no attention hooks): read for their weights, refused on data
+WEIGHTS_ONLY = {"recurrent_gemma": "TransformerLens 4.3's RecurrentGemma blocks have no attention component"}
+
+
 def check(case: str) -> dict:
     torch.manual_seed(0)
     hf = CASES[case]().eval()
@@ -317,6 +325,14 @@ def check(case: str) -> dict:
         hw.attn_norm is None or (hw.attn_norm.weight is None and ref.attn_norm.weight is None)  # (nanochat's: no gains)
         or torch.equal(hw.attn_norm.weight, ref.attn_norm.weight))
     row["raw_processing"] = list(hw.meta.processing)
+    if case in WEIGHTS_ONLY:
+        from compscope.data.runner import runner_for
+
+        try:
+            runner_for(bridge)
+        except compscope.CompscopeError as e:
+            row["runner_refused"] = f"{type(e).__name__}: {e}"
+        return row
     row["raw_out_err"], row["raw_pattern_err"] = forward_errors(bridge, hw, tokens)
     row["raw_runner_err"] = runner_error(bridge, tokens)
     row["raw_interventions_err"], row["raw_interventions_max"] = interventions_error(bridge, pristine, tokens)

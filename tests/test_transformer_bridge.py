@@ -76,6 +76,17 @@ def test_compatibility_mode_weights_are_read_as_processed(rows, case):
     assert row["compat_runner_err"] < 1e-5, row
 
 
+def test_a_bridge_without_attention_components_is_read_for_its_weights_and_refused_on_data(rows):
+    """TransformerLens 4.3's RecurrentGemma adapter wraps each block whole: compscope reads the HF
+    tensors under it (the same as from the HF model, unchanged by reading), and the data runner,
+    which has no attention hooks there, refuses the bridge saying what to run instead."""
+    row = rows["recurrent_gemma"]
+    assert "error" not in row, row.get("error")
+    assert row["same_as_hf"] and row["unchanged"] and row["raw_processing"] == []
+    refused = row["runner_refused"]
+    assert refused.startswith("UnsupportedModelError") and "bridge.original_model" in refused, refused
+
+
 def test_a_processed_bridge_around_gemma4_is_refused_with_the_reason(rows):
     """Gemma 4's heads of two widths do not fit TransformerLens's stacked projections, which its
     processing rewrites: the raw bridge is read (above), the processed one refused, saying why."""

@@ -28,6 +28,11 @@ class TransformerLensRunner(Runner):
         # a bridge around a hybrid (LFM2's convolution layers, Jamba's Mamba ones): the blocks that attend
         attending = [(l, b) for l, b in enumerate(model.blocks) if not is_bridge(model) or hasattr(b, "attn")]
         n = len(attending)
+        if is_bridge(model) and n == 0:
+            raise UnsupportedModelError(
+                f"{hw.meta.name}: TransformerBridge ({type(model.adapter).__name__}) wraps each block whole, with no "
+                "attention component and so no hooks on what the heads read and add: the weight-only commands read "
+                "it; run the data-based ones on the HuggingFace model it wraps (bridge.original_model)")
         if n != hw.n_layers:
             raise UnsupportedModelError(f"{hw.meta.name}: the running model has {n} layers, its HeadWeights "
                                         f"{hw.n_layers}: they are not the same model")

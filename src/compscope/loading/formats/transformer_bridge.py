@@ -65,6 +65,11 @@ def hf_tensors(bridge) -> dict:
         original = _wrapped(component)
         if original is not None:
             take(original, path)
+            if not any(_wrapped(c) is not None for a, c in component.named_children() if a != "_original_component"):
+                # an opaque component (RecurrentGemma's blocks): its HF module's tree is untouched, names and all
+                for n, t in list(original.named_parameters()) + list(original.named_buffers()):
+                    if t is not None and "_original_component" not in n:
+                        tensors.setdefault(f"{path}.{n}" if path else n, t)
         for attr, child in component.named_children():
             if attr == "_original_component":
                 continue
@@ -121,7 +126,9 @@ def read(bridge) -> HeadWeights:
     hw = to_heads(from_hf_model(hf, tensors, where))
     config, _ = language_model(hf.config.to_dict(), where)  # the bridge's own projections, as the family reads them
     family = family_for(config, where)
-    if not family.per_layer_heads:
+    opaque = hasattr(bridge, "blocks_with") and not bridge.blocks_with("attn")  # blocks without an attention bridge
+    # (RecurrentGemma's): the HF modules compute with their own tensors, which processing cannot have rewritten
+    if not family.per_layer_heads and not opaque:
         hw = dataclasses.replace(hw, **family.projections_as_read(config, where, _projections(bridge, hw, where)))
     elif getattr(bridge, "_weights_processed", False):
         raise UnsupportedModelError(
