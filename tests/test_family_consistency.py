@@ -1146,6 +1146,30 @@ def test_cwm_config_without_rope_or_layer_types_reads_as_transformers_builds_it(
     assert not torch.allclose(hw.rotary.inv_freq[0], 1e6 ** -(torch.arange(0, D_HEAD, 2, dtype=torch.float64) / D_HEAD))
 
 
+def test_sarvam_moe_config_as_released_reads_its_defaults(tmp_path):
+    """Sarvam's config without ``use_qk_norm`` or a partial rotary factor, its biases switched by
+    ``use_qkv_bias`` and its experts under their other names: QK-norm on, rotary on all of each head,
+    q/k/v biased (not the output), as transformers builds the model (GLM-4.5's classes)."""
+    import transformers
+
+    if not hasattr(transformers, "SarvamMoEConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no Sarvam MoE")
+    build(BY_ID["sarvam-moe-full-rotary-qk-norm"]).save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    for key in ("use_qk_norm", "attention_bias", "n_routed_experts", "n_shared_experts"):
+        cfg.pop(key)
+    cfg["rope_parameters"].pop("partial_rotary_factor", None)
+    cfg.update(use_qkv_bias=True, num_experts=4, num_shared_experts=1, architectures=["SarvamMoEForCausalLM"])
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path)
+    attn = model.model.layers[0].self_attn
+    assert model.config.use_qk_norm and attn.q_proj.bias is not None and attn.o_proj.bias is None
+    hw = compscope.load(tmp_path)
+    assert hw.qk_norm is not None and hw.rotary.dim == D_HEAD and hw.b_Q is not None and hw.b_O is None
+    torch.testing.assert_close(hw.rotary.inv_freq[0].float(), model.model.rotary_emb.inv_freq.float())
+    torch.testing.assert_close(hw.b_Q[0].flatten(), attn.q_proj.bias.detach(), atol=0, rtol=0)
+
+
 def test_internlm3_configs_qkv_bias_key_turns_the_biases_on(tmp_path):
     """InternLM3's released configs name transformers' attention_bias and mlp_bias ``qkv_bias`` and
     ``bias``: read so, the biases transformers builds from them are read."""

@@ -1,5 +1,5 @@
 """GLM decoders: GLM-4-9B and GLM-Edge (``glm``), GLM-4-0414 and GLM-Z1 (``glm4``), GLM-4.5, 4.6
-and 4.7 (``glm4_moe``).
+and 4.7 (``glm4_moe``), and Sarvam's MoE models, built as GLM-4.5 (``sarvam_moe``).
 
 Llama-like, with rotary on part of each head (``partial_rotary_factor``, transformers' default
 one half) turning interleaved pairs ``(2i, 2i + 1)`` of the rotated dims, as GPT-J's; q, k and v
@@ -72,3 +72,36 @@ class Glm4Moe(LlamaLike):
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         qk_norm = bool(ckpt.config.get("use_qk_norm"))
         return convert_llamalike(ckpt, cls, dataclasses.replace(cls.options, qk_norm=qk_norm))
+
+
+@register
+class SarvamMoe(Glm4Moe):
+    """Sarvam's MoE models (Sarvam-30B, 105B): GLM-4.5's layers as transformers builds them, with other
+    defaults: rotary on all of each head (base 8,000,000), per-head QK-norm on, q/k/v biases under
+    ``use_qkv_bias`` (transformers' other name for ``attention_bias``). Their files (and what
+    transformers saves) name the tensors otherwise: one fused ``attention.query_key_value`` (rows
+    ``[q heads | k heads | v heads]``), ``attention.dense``, ``query_layernorm``, ``key_layernorm``,
+    ``word_embeddings``; a loaded model holds GLM-4.5's names. Either is read."""
+
+    name = "sarvam_moe"
+    about = "Sarvam MoE (Sarvam-30B, 105B): GLM-4.5's layers, full rotary, QK-norm"
+    model_types = ("sarvam_moe",)
+    architectures = ("SarvamMoEForCausalLM",)
+    handled = Glm4Moe.handled | {"use_qkv_bias"}
+    ignored = Glm4Moe.ignored | {"num_experts", "num_shared_experts", "num_local_experts"}  # (the experts' other names)
+    options = LlamaLikeOptions(partial_rotary=1.0, default_theta=8_000_000.0)
+
+    @classmethod
+    def attention_biases(cls, config: dict) -> tuple[bool, bool]:
+        return bool(config.get("attention_bias") or config.get("use_qkv_bias")), False
+
+    #: the names of Sarvam's own files (and of what transformers saves), which transformers renames to GLM-4.5's
+    FILE_NAMES = dict(fused_qkv=True, fused_qkv_at="query_key_value", attn_at="attention", out_proj_at="dense",
+                      qk_norm_at=("query_layernorm", "key_layernorm"), embed_at="word_embeddings")
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        qk_norm = bool(ckpt.config.get("use_qk_norm", True))  # (transformers' default for this model type: on)
+        files = any(n.endswith(".attention.query_key_value.weight") for n in ckpt.tensors.names())
+        opts = dataclasses.replace(cls.options, qk_norm=qk_norm, **(cls.FILE_NAMES if files else {}))
+        return convert_llamalike(ckpt, cls, opts)

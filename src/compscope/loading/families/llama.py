@@ -47,6 +47,7 @@ class LlamaLikeOptions:
     attn_scale: float = 0.0  # 0: d_head ** -0.5
     attn_softcap: float | None = None  # Gemma 2: logits soft-capped to c tanh(l / c)
     fused_qkv: bool = False  # Phi-3: one qkv_proj, rows [q heads | k heads | v heads]
+    fused_qkv_at: str = "qkv_proj"  # its module's name (Sarvam's files: query_key_value)
     default_theta: float = 10000.0
     notes: tuple[str, ...] = ()  # more for meta.notes (StableLM: the parallel residual)
     partial_rotary: float = 1.0  # the share of each head rotated when the config does not say (StableLM: 0.25)
@@ -185,7 +186,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
     layers = family.attention_layers(cfg, n_model, where)  # the model's layers that attend (a hybrid's: some)
     L = len(layers)
     eps = number(cfg, where, opts.eps_key) if opts.norm_eps is None else opts.norm_eps
-    probe = f"{opts.layers_at}.{layers[0]}.{opts.attn_at}." + ("qkv_proj" if opts.fused_qkv else "q_proj") + ".weight"
+    probe = f"{opts.layers_at}.{layers[0]}.{opts.attn_at}." + (opts.fused_qkv_at if opts.fused_qkv else "q_proj") + ".weight"
     prefix = next((p for p in PREFIXES if p + probe in ts), None)
     if prefix is None:
         raise UnsupportedModelError(f"{where}: no tensor named like '{probe}' (tried prefixes {PREFIXES})")
@@ -195,8 +196,8 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         p = f"{prefix}{opts.layers_at}.{i}."
         if opts.fused_qkv:  # rows (and bias entries) [q heads | k heads | v heads]
             cut = lambda t: (t[: H * r], t[H * r : (H + G) * r], t[(H + G) * r :])  # noqa: E731
-            parts = cut(ts.take(f"{p}{opts.attn_at}.qkv_proj.weight", ((H + 2 * G) * r, d)))
-            b = ts.take(f"{p}{opts.attn_at}.qkv_proj.bias", ((H + 2 * G) * r,), required=False)
+            parts = cut(ts.take(f"{p}{opts.attn_at}.{opts.fused_qkv_at}.weight", ((H + 2 * G) * r, d)))
+            b = ts.take(f"{p}{opts.attn_at}.{opts.fused_qkv_at}.bias", ((H + 2 * G) * r,), required=False)
             biases = (None,) * 3 if b is None else cut(b)
         else:
             at, heads = f"{p}{opts.attn_at}.", (("q", H), ("k", G), ("v", G))
