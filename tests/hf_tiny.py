@@ -162,6 +162,11 @@ VARIANTS = [
                  n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=16, n_shared_experts=1,
                  n_group=1, topk_group=1, pad_token_id=0, eos_token_id=1,
                  rope_parameters={"rope_type": "default", "rope_theta": 3000.0, "partial_rotary_factor": 0.5})),
+    # HY-V3: Qwen3's attention, all four projections biased by one switch, a dense first layer then MoE MLPs
+    Variant("hy-v3-qk-norm-biases-moe", "llama", "HYV3Config",
+            dict(_LLAMA, num_key_value_heads=2, attention_bias=True, num_experts=4, num_experts_per_tok=2,
+                 num_shared_experts=1, moe_intermediate_size=16, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                 rope_parameters={"rope_type": "default", "rope_theta": 3000.0})),
     # Sarvam MoE: GLM-4.5's layers, its defaults: QK-norm on, rotary on the whole head; q/k/v biases by use_qkv_bias
     Variant("sarvam-moe-full-rotary-qk-norm", "llama", "SarvamMoEConfig",
             dict(_LLAMA, num_key_value_heads=2, use_qkv_bias=True, first_k_dense_replace=1, n_routed_experts=4,

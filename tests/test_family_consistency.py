@@ -1170,6 +1170,28 @@ def test_sarvam_moe_config_as_released_reads_its_defaults(tmp_path):
     torch.testing.assert_close(hw.b_Q[0].flatten(), attn.q_proj.bias.detach(), atol=0, rtol=0)
 
 
+def test_hy_v3_reads_its_mtp_layer_out_and_refuses_a_window_it_does_not_apply(tmp_path):
+    """HY-V3's files hold a multi-token-prediction layer after the last (``model.layers.{L}``), which
+    transformers does not build: read as the model without it. Its attention takes no window, so a
+    config stating one is refused by name rather than read as a window the model does not apply."""
+    import transformers
+    from safetensors.torch import load_file, save_file
+
+    if not hasattr(transformers, "HYV3Config"):
+        pytest.skip(f"transformers {transformers.__version__} has no HY-V3")
+    build(BY_ID["hy-v3-qk-norm-biases-moe"]).save_pretrained(tmp_path)
+    want = compscope.load(tmp_path)
+    tensors = load_file(tmp_path / "model.safetensors")
+    tensors.update({k.replace("layers.1.", "layers.2."): v.clone() for k, v in tensors.items() if ".layers.1." in k})
+    save_file(tensors, tmp_path / "model.safetensors")
+    got = compscope.load(tmp_path)
+    assert got.n_layers == 2 and torch.equal(got.W_Q, want.W_Q) and torch.equal(got.W_O, want.W_O)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "sliding_window": 4}))
+    with pytest.raises(compscope.CompscopeError, match="sliding_window"):
+        compscope.load(tmp_path)
+
+
 def test_internlm3_configs_qkv_bias_key_turns_the_biases_on(tmp_path):
     """InternLM3's released configs name transformers' attention_bias and mlp_bias ``qkv_bias`` and
     ``bias``: read so, the biases transformers builds from them are read."""

@@ -97,3 +97,21 @@ class Mellum(Qwen3):
         """As listed, else every layer global (transformers' default)."""
         listed = listed_layer_types(config, n_layers, where)
         return listed if listed is not None else ["full_attention"] * n_layers
+
+
+@register
+class HyV3(Qwen3):
+    """Tencent's HY-V3 (Hy3): Qwen3's attention (per-head QK-norm before the rotary map; one
+    ``attention_bias`` switch for all four projections), every layer attending over the whole
+    sequence; its experts, and the multi-token-prediction layer stored after the last, not read."""
+
+    name = "hy_v3"
+    about = "HY-V3 (Tencent Hy3): Qwen3's attention with per-head QK-norm, MoE MLPs"
+    model_types = ("hy_v3",)
+    architectures = ("HYV3ForCausalLM", "HYV3Model")
+    handled = LlamaLike.handled - {"sliding_window", "layer_types", "max_window_layers", "use_sliding_window"}
+    ignored = Qwen3.ignored | {"num_shared_experts", "router_scaling_factor", "enable_moe_fp32_combine", "mlp_layer_types"}
+
+    @classmethod
+    def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
+        return ["full_attention"] * n_layers  # (no window: a config stating one is refused by name)
