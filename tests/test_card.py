@@ -49,10 +49,10 @@ def test_every_family_variant_has_a_card():
         cfg = model.config
         assert rows["layers"] == str(attention_layers(model, v.kind)) and rows["d_model"] == str(cfg.hidden_size), v.id
         assert rows["heads per layer"] == str(cfg.num_attention_heads), v.id
-        # (not tied by value: Gemma's, Granite's, BioGPT's, XGLM's and CTRL's W_E scaled, Cohere's W_U; BLOOM's W_E the embeddings
-        # LayerNorm's output)
-        tied = getattr(cfg, "tie_word_embeddings", False) and not cfg.model_type.startswith(("gemma", "cohere", "granite",
-                                                                                             "bloom", "biogpt", "xglm", "ctrl"))
+        # (not tied by value: Gemma's, RecurrentGemma's, Granite's, BioGPT's, XGLM's and CTRL's W_E scaled, Cohere's W_U;
+        # BLOOM's W_E the embeddings LayerNorm's output)
+        tied = getattr(cfg, "tie_word_embeddings", False) and not cfg.model_type.startswith((
+            "gemma", "recurrent_gemma", "cohere", "granite", "bloom", "biogpt", "xglm", "ctrl"))
         assert rows["unembedding"].endswith(", tied (W_E transposed)") == tied or rows["unembedding"] == "none", v.id
 
 
