@@ -30,7 +30,7 @@ _LLAMA = dict(_COMMON, head_dim=D_HEAD, max_position_embeddings=64, rms_norm_eps
 
 
 #: the kinds whose attention layers are some of the model's layers (the others Mamba, DeltaNet, recurrent, ...)
-HYBRIDS = ("hybrid", "recurrent_gemma")
+HYBRIDS = ("hybrid", "recurrent_gemma", "lfm3")
 
 #: the kinds that are encoders (built as AutoModel: no unembedding)
 ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_bert", "eurobert", "esm")
@@ -467,6 +467,11 @@ VARIANTS = [
     Variant("recurrent-gemma-local-mqa", "recurrent_gemma", "RecurrentGemmaConfig",
             dict(_COMMON, num_hidden_layers=5, num_key_value_heads=1, attention_window_size=4, lru_width=32,
                  block_types=["recurrent", "attention"], attention_bias=True)),
+    # LFM3: a global layer (proportional rotary on half of its pairs) and a sliding one among convolution layers,
+    # per-head QK-norm, a sigmoid gate per head, a norm on each attention output
+    Variant("lfm3-gated-proportional-sliding", "lfm3", "Lfm3Config",
+            dict(_LLAMA, num_hidden_layers=5, num_key_value_heads=2, sliding_window=3, pad_token_id=0, bos_token_id=1,
+                 eos_token_id=2)),  # (rms_norm_eps: its other name for norm_eps)
     # Qwen3.5: gated attention on layers 1 and 3 among gated DeltaNet layers; QK-norm, 1 + w norms, a quarter rotary
     Variant("qwen3.5-gated-attention-deltanet", "hybrid", "Qwen3_5TextConfig",
             dict(_LLAMA, num_hidden_layers=4, num_key_value_heads=2, linear_key_head_dim=8, linear_value_head_dim=8,
@@ -519,7 +524,7 @@ FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "mode
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
 RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "glm4", "apertus", "falcon_h1",
                                                  "gemma3_bidirectional", "hyperclovax", "afmoe", "eurobert",
-                                                 "recurrent_gemma")
+                                                 "recurrent_gemma", "lfm3")
            and v.id not in PRE_LN_LAYERNORM and v.id != "olmo-hybrid-deltanet-attention"]  # (no norm before its attention)
 
 
@@ -628,6 +633,9 @@ def _modules(model, kind: str):
         parent, layers, reads, adds, final = _LAYOUT[kind]
         t = functools.reduce(getattr, parent.split("."), model)
         return [(getattr(b, reads), getattr(b, adds)) for b in getattr(t, layers)], getattr(t, final)
+    if kind == "lfm3":  # the attention layers alone; a norm on each one's output (what is added)
+        t = model.model
+        return [(b.operator_norm, b.post_operator_norm) for b in t.layers if b.is_attention_layer], t.embedding_norm
     if kind == "recurrent_gemma":  # the attention blocks alone (the recurrent ones have no q_proj)
         t = model.model
         return [(b.temporal_pre_norm, b.temporal_block) for b in t.layers if hasattr(b.temporal_block, "q_proj")], \

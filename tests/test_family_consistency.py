@@ -1192,6 +1192,33 @@ def test_hy_v3_reads_its_mtp_layer_out_and_refuses_a_window_it_does_not_apply(tm
         compscope.load(tmp_path)
 
 
+def test_lfm3_config_without_rope_or_layer_types_reads_as_transformers_builds_it(tmp_path):
+    """LFM3's config without ``rope_parameters`` or ``layer_types``: transformers' defaults, layer 2
+    global with the proportional map (base 1e6, half of the pairs turning), layer 4 sliding (base
+    1e4), the rest convolutions; compscope reads the same weights and frequencies. Without its gate
+    or sandwich norm the model has neither, and compscope reads neither."""
+    import transformers
+
+    if not hasattr(transformers, "Lfm3Config"):
+        pytest.skip(f"transformers {transformers.__version__} has no LFM3")
+    model = build(BY_ID["lfm3-gated-proportional-sliding"])
+    model.save_pretrained(tmp_path)
+    want = compscope.load(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    for key in ("rope_parameters", "layer_types"):
+        cfg.pop(key)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    got = compscope.load(tmp_path)
+    assert torch.equal(got.rotary.inv_freq, want.rotary.inv_freq) and torch.equal(got.W_G, want.W_G)
+    rope = model.model.rotary_emb
+    torch.testing.assert_close(got.rotary.inv_freq.float(), torch.stack([rope.full_attention_inv_freq,
+                                                                         rope.sliding_attention_inv_freq]))
+    assert int((got.rotary.inv_freq[0] == 0).sum()) == D_HEAD // 4 and bool((got.rotary.inv_freq[1] > 0).all())
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "use_attention_gate": False, "use_sandwich_norm": False}))
+    plain = compscope.load(tmp_path)
+    assert plain.W_G is None and plain.attn_out_norm is None
+
+
 def test_internlm3_configs_qkv_bias_key_turns_the_biases_on(tmp_path):
     """InternLM3's released configs name transformers' attention_bias and mlp_bias ``qkv_bias`` and
     ``bias``: read so, the biases transformers builds from them are read."""

@@ -473,16 +473,19 @@ def _yarn(f: Tensor, dim: int, theta: float, settings: dict, where: str) -> Tens
 def inv_freq(dim: int, settings: dict, where: str, default_theta: float = 10000.0,
              kinds: tuple[str, ...] = ROPE_TYPES) -> Tensor:
     """``1 / theta^(2i/dim)``, float64, with the rope type's scaling (one of ``kinds``: ``ROPE_TYPES``,
-    or ``YARN_TYPES`` where the caller folds YaRN's :func:`rope_attention_factor`); other rope
-    types are refused by name. The base must be a finite number above 1 and ``dim`` a positive even
-    number.
+    or ``YARN_TYPES`` where the caller folds YaRN's :func:`rope_attention_factor`, with ``proportional``
+    where the caller takes it); other rope types are refused by name. The base must be a finite
+    number above 1 and ``dim`` a positive even number.
 
     - ``linear``: every frequency divided by ``factor``.
     - ``llama3`` (Llama 3.1 on): with wavelengths ``λ = 2π / f`` and ``n`` the original context,
       frequencies with ``λ < n / high_freq_factor`` are kept, those with ``λ > n / low_freq_factor``
       divided by ``factor``, and those between interpolated, ``(1 − s) f / factor + s f`` with
       ``s = (n / λ − low_freq_factor) / (high_freq_factor − low_freq_factor)``.
-    - ``yarn``: :func:`_yarn`; ``longrope``: :func:`_longrope` (sequences up to the original context)."""
+    - ``yarn``: :func:`_yarn`; ``longrope``: :func:`_longrope` (sequences up to the original context).
+    - ``proportional`` (LFM3's global layers; Gemma 4's, read in its family): over the whole head, the
+      first ``⌊partial_rotary_factor · dim / 2⌋`` pairs at these frequencies, the rest 0 (unturned),
+      all divided by ``factor``."""
     if isinstance(dim, bool) or not isinstance(dim, int) or dim <= 0 or dim % 2:
         raise LoadError(f"{where}: the rotary dimension {dim!r} is not a positive even number (head width × partial_rotary_factor)")
     theta = number(settings, where, "rope_theta", default=default_theta, low=1.0, open_low=True)
@@ -504,6 +507,10 @@ def inv_freq(dim: int, settings: dict, where: str, default_theta: float = 10000.
         f = _yarn(f, dim, theta, settings, where)
     elif kind == "longrope" and kind in kinds:
         f = _longrope(f, dim, settings, where)
+    elif kind == "proportional" and kind in kinds:  # (``dim``: the whole head, :func:`rotary_dim`)
+        share = number(settings, where, "partial_rotary_factor", default=1.0, high=1.0, open_low=True)
+        f[int(share * dim // 2):] = 0.0
+        f = f / number(settings, where, "factor", default=1.0, open_low=True)
     elif kind != "default" or kind not in kinds:
         raise UnsupportedModelError(f"{where}: rope type {kind!r} is not supported (supported: {', '.join(kinds)})")
     return f
@@ -514,7 +521,8 @@ def rotary_dim(d_head: int, settings: dict, where: str, *fallback: str) -> int:
     it (the factor a number in ``(0, 1]``, also read from ``fallback`` keys of ``settings``),
     which must come out a positive even number."""
     pct = number(settings, where, "partial_rotary_factor", *fallback, default=1.0, high=1.0, open_low=True)
-    dim = int(d_head * pct)
+    # (proportional rope turns pairs across the whole head, its factor the share that turns: :func:`inv_freq`)
+    dim = d_head if settings.get("rope_type") == "proportional" else int(d_head * pct)
     if dim <= 0 or dim % 2:
         raise LoadError(f"{where}: partial_rotary_factor {pct:g} of a head of {d_head} dims gives {dim} rotary dims, "
                         "not a positive even number")

@@ -65,6 +65,7 @@ class LlamaLikeOptions:
     out_proj_at: str = "o_proj"  # the output projection's module name (LFM2: out_proj)
     qk_norm_at: tuple[str, str] = ("q_norm", "k_norm")  # the QK norms' module names (LFM2: q_layernorm, k_layernorm)
     sinks: bool = False  # gpt-oss: a learned sink logit per head (self_attn.sinks)
+    rope_kinds: tuple[str, ...] = YARN_TYPES  # the rope types read (LFM3 adds 'proportional')
     bidirectional: bool = False  # EmbeddingGemma: every query sees keys on both sides, a window of sliding_window // 2
     # on either side (the window held as sliding_window // 2 + 1); an encoder, so no unembedding
 
@@ -248,7 +249,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         if opts.partial_rotary != 1.0:
             s.setdefault("partial_rotary_factor", opts.partial_rotary)
         rot_dim = rotary_dim(r, s, where)
-        freqs.append(inv_freq(rot_dim, s, where, opts.default_theta, kinds=YARN_TYPES))
+        freqs.append(inv_freq(rot_dim, s, where, opts.default_theta, kinds=opts.rope_kinds))
         amplitudes.add(rope_attention_factor(s, where))
         kinds.add(s.get("rope_type") or "default")
         if "mrope_section" in s:  # checked on every layer, said once (after the loop), beside any scaling's note
@@ -398,12 +399,13 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
     )
 
 
-def with_output_gates(hw: HeadWeights, gates: list[torch.Tensor]) -> HeadWeights:
-    """``hw`` with each layer's output gate ``W_G`` (``(head, d_head, d_model)`` per layer: Qwen3.5's, AFMoE's),
-    and the note that says what a gate does to what ``W_OV`` describes."""
+def with_output_gates(hw: HeadWeights, gates: list[torch.Tensor], per: str = "per-dimension") -> HeadWeights:
+    """``hw`` with each layer's output gate ``W_G`` (``(head, d_head, d_model)`` per layer: Qwen3.5's, AFMoE's;
+    LFM3's one row per head, repeated over the head's dims: ``per='per-head'``), and the note that says what
+    a gate does to what ``W_OV`` describes."""
     return hw.replace(W_G=torch.stack(gates), note=(
         "gated attention: each head's z is multiplied by sigmoid(W_G x) of its query's input before W_O, so W_OV "
-        "describes what a head writes up to that per-token, per-dimension gate"))
+        f"describes what a head writes up to that per-token, {per} gate"))
 
 
 class LlamaLike(Family):
