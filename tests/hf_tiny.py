@@ -167,6 +167,12 @@ VARIANTS = [
             dict(_LLAMA, num_key_value_heads=2, attention_bias=True, num_experts=4, num_experts_per_tok=2,
                  num_shared_experts=1, moe_intermediate_size=16, pad_token_id=0, bos_token_id=1, eos_token_id=2,
                  rope_parameters={"rope_type": "default", "rope_theta": 3000.0})),
+    # Flint: Qwen3's attention with a sink per head; layers 0, 1 and 4 global without rotary, 2 and 3 sliding
+    Variant("flint-sinks-nope-global", "llama", "FlintConfig",
+            dict(_LLAMA, num_hidden_layers=5, num_key_value_heads=2, sliding_window=3, num_experts=4,
+                 num_experts_per_tok=2, moe_intermediate_size=16, shared_expert_intermediate_size=16,
+                 mlp_only_layers=[0], pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                 rope_parameters={"rope_type": "default", "rope_theta": 3000.0})),
     # Sarvam MoE: GLM-4.5's layers, its defaults: QK-norm on, rotary on the whole head; q/k/v biases by use_qkv_bias
     Variant("sarvam-moe-full-rotary-qk-norm", "llama", "SarvamMoEConfig",
             dict(_LLAMA, num_key_value_heads=2, use_qkv_bias=True, first_k_dense_replace=1, n_routed_experts=4,

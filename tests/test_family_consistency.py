@@ -1219,6 +1219,32 @@ def test_lfm3_config_without_rope_or_layer_types_reads_as_transformers_builds_it
     assert plain.W_G is None and plain.attn_out_norm is None
 
 
+def test_flint_layer_types_rule_and_files_sink_name(tmp_path):
+    """Flint's default layer types (layers 0, 1, every fourth from 1 and the last global) are
+    transformers'; a folder whose config lists none reads them, the global layers without rotary; its
+    files name the sinks ``softmax_offset`` (transformers' save writes that name), read as the sinks."""
+    import transformers
+
+    from compscope.loading.families.qwen3 import Flint
+
+    if not hasattr(transformers, "FlintConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no Flint")
+    for n in (5, 9, 12):
+        assert Flint.layer_types({"sliding_window": 3}, n, "c") == transformers.FlintConfig(num_hidden_layers=n).layer_types
+    model = build(BY_ID["flint-sinks-nope-global"])
+    model.save_pretrained(tmp_path)
+    from safetensors import safe_open
+    with safe_open(tmp_path / "model.safetensors", "pt") as f:
+        assert any(k.endswith("self_attn.softmax_offset") for k in f.keys())
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg.pop("layer_types")
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    hw = compscope.load(tmp_path)
+    assert hw.sliding_window == (None, None, 3, 3, None)
+    assert [bool(f.any()) for f in hw.rotary.inv_freq] == [False, False, True, True, False]
+    torch.testing.assert_close(hw.sinks[2], model.model.layers[2].self_attn.sinks.detach(), atol=0, rtol=0)
+
+
 def test_internlm3_configs_qkv_bias_key_turns_the_biases_on(tmp_path):
     """InternLM3's released configs name transformers' attention_bias and mlp_bias ``qkv_bias`` and
     ``bias``: read so, the biases transformers builds from them are read."""

@@ -115,3 +115,35 @@ class HyV3(Qwen3):
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
         return ["full_attention"] * n_layers  # (no window: a config stating one is refused by name)
+
+
+@register
+class Flint(Qwen3):
+    """Flint: Qwen3's attention (per-head QK-norm) with a learned sink logit per head (as gpt-oss's),
+    sliding layers that turn by the rotary map and global ones without positional encoding (NoPE), as
+    ``layer_types`` lists them (transformers' default: layers 0, 1, every fourth from 1 and the last
+    global); the experts (and the shared expert) are MLP, not read. Its files name the sinks
+    ``softmax_offset``; a loaded model ``sinks``."""
+
+    name = "flint"
+    about = "Flint: Qwen3's attention with a sink logit per head, rotary sliding layers, NoPE global ones"
+    model_types = ("flint",)
+    architectures = ("FlintForCausalLM", "FlintModel")
+    handled = LlamaLike.handled - {"max_window_layers", "use_sliding_window"}
+    options = LlamaLikeOptions(qk_norm=True, sinks=True, nope_layers="full_attention")
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        files = any(n.endswith("self_attn.softmax_offset") for n in ckpt.tensors.names())  # (the files' name for
+        # the sinks, which transformers renames)
+        return convert_llamalike(ckpt, cls, dataclasses.replace(cls.options, sinks_at="softmax_offset") if files
+                                 else cls.options)
+
+    @classmethod
+    def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
+        listed = listed_layer_types(config, n_layers, where)
+        if listed is not None:
+            return listed
+        types = ["full_attention" if i < 2 or i % 4 == 1 or i == n_layers - 1 else "sliding_attention"
+                 for i in range(n_layers)]
+        return listed_layer_types({"sliding_window": 513, **config, "layer_types": types}, n_layers, where)
