@@ -173,6 +173,13 @@ VARIANTS = [
                  num_experts_per_tok=2, moe_intermediate_size=16, shared_expert_intermediate_size=16,
                  mlp_only_layers=[0], pad_token_id=0, bos_token_id=1, eos_token_id=2,
                  rope_parameters={"rope_type": "default", "rope_theta": 3000.0})),
+    # Kolibri 1: EXAONE 4's attention (QK-norm, no biases; layer 4 global without rotary, the rest sliding) in GLM-4's
+    # layers (a norm on the attention output)
+    Variant("kolibri1-post-norm-nope-global", "glm4", "Kolibri1Config",
+            dict(_LLAMA, num_hidden_layers=5, num_key_value_heads=2, sliding_window=3, num_experts=4,
+                 num_experts_per_tok=2, moe_intermediate_size=16, shared_expert_intermediate_size=16,
+                 pad_token_id=0, bos_token_id=1, eos_token_id=2, rope_parameters={"rope_type": "default",
+                                                                                  "rope_theta": 3000.0})),
     # Sarvam MoE: GLM-4.5's layers, its defaults: QK-norm on, rotary on the whole head; q/k/v biases by use_qkv_bias
     Variant("sarvam-moe-full-rotary-qk-norm", "llama", "SarvamMoEConfig",
             dict(_LLAMA, num_key_value_heads=2, use_qkv_bias=True, first_k_dense_replace=1, n_routed_experts=4,

@@ -1245,6 +1245,30 @@ def test_flint_layer_types_rule_and_files_sink_name(tmp_path):
     torch.testing.assert_close(hw.sinks[2], model.model.layers[2].self_attn.sinks.detach(), atol=0, rtol=0)
 
 
+def test_kolibri1_layer_types_rule_and_files_norm_name(tmp_path):
+    """Kolibri 1's default layer types (every fifth global) are transformers'; its files name the norm
+    on the attention output ``post_attn_norm`` (transformers renames it): read either way, equal."""
+    import transformers
+
+    from compscope.loading.families.kolibri import Kolibri1
+
+    if not hasattr(transformers, "Kolibri1Config"):
+        pytest.skip(f"transformers {transformers.__version__} has no Kolibri 1")
+    for n in (5, 11):
+        assert Kolibri1.layer_types({"sliding_window": 3}, n, "c") == transformers.Kolibri1Config(
+            num_hidden_layers=n).layer_types
+    model = build(BY_ID["kolibri1-post-norm-nope-global"])
+    model.save_pretrained(tmp_path)
+    from safetensors import safe_open
+    with safe_open(tmp_path / "model.safetensors", "pt") as f:
+        assert any(k.endswith(".post_attn_norm.weight") for k in f.keys())
+    got, want = compscope.load(tmp_path), compscope.load(model)
+    assert torch.equal(got.attn_out_norm.weight, want.attn_out_norm.weight)
+    torch.testing.assert_close(got.attn_out_norm.weight[4], model.model.layers[4].post_self_attn_layernorm.weight.detach(),
+                               atol=0, rtol=0)
+    assert [bool(f.any()) for f in got.rotary.inv_freq] == [True, True, True, True, False]
+
+
 def test_internlm3_configs_qkv_bias_key_turns_the_biases_on(tmp_path):
     """InternLM3's released configs name transformers' attention_bias and mlp_bias ``qkv_bias`` and
     ``bias``: read so, the biases transformers builds from them are read."""
