@@ -68,6 +68,15 @@ NOT_READ: dict[str, str] = {
     "nemotron-nas": ("Llama-3.1-Nemotron-51B and its kin (DeciLM): layers with their own K/V head counts, and layers "
                      "whose attention is missing or replaced by a linear map"),
     "jetmoe": "mixture of attention heads: a router picks each token's query and output projections",
+    "mimo_v2_flash": ("value heads narrower than its query and key heads (v_head_dim), and twice the K/V heads on "
+                      "its sliding layers as on its global ones, which compscope's canonical form (one head width and "
+                      "one K/V head count) does not hold"),
+    "beam": ("its global layers scale each query by (1 + (i + 1) / 2048)^0.1 with its position i (scalable softmax), "
+             "so no one logit scale holds at any position, and every residual addition rescales the residual"),
+    "doge": ("a dynamic mask: each key's logit gets a bias computed from that token's values (dt_proj, softplus, "
+             "exp), so the logits are no bilinear form of W_Q and W_K"),
+    "zaya": ("compressed convolutional attention: queries and keys pass through convolutions over neighbouring "
+             "tokens and values carry a recurrent state, so no head's W_Q, W_K or W_V is a map of one token's residual"),
     "laguna": ("a query head count per layer (num_attention_heads_per_layer) and a softplus gate on each head's "
                "output, which compscope's canonical form (one head count, a sigmoid gate) does not hold"),
 }
