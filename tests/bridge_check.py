@@ -332,6 +332,18 @@ def check(case: str) -> dict:
             runner_for(bridge)
         except compscope.CompscopeError as e:
             row["runner_refused"] = f"{type(e).__name__}: {e}"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            bridge.enable_compatibility_mode()
+        processed = compscope.load(bridge)
+        row["compat_processing"] = list(processed.meta.processing)
+        attention = ["W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O"]
+        row["compat_attention_same_as_hf"] = all(
+            (getattr(processed, n) is None and getattr(ref, n) is None) or torch.equal(getattr(processed, n),
+                                                                                       getattr(ref, n))
+            for n in attention)
+        # (its final norm folded into the unembedding: read as the model now holds it)
+        row["compat_unembedding_as_held"] = torch.equal(processed.W_U, bridge.original_model.lm_head.weight.detach())
         return row
     row["raw_out_err"], row["raw_pattern_err"] = forward_errors(bridge, hw, tokens)
     row["raw_runner_err"] = runner_error(bridge, tokens)

@@ -78,13 +78,18 @@ def test_compatibility_mode_weights_are_read_as_processed(rows, case):
 
 def test_a_bridge_without_attention_components_is_read_for_its_weights_and_refused_on_data(rows):
     """TransformerLens 4.3's RecurrentGemma adapter wraps each block whole: compscope reads the HF
-    tensors under it (the same as from the HF model, unchanged by reading), and the data runner,
-    which has no attention hooks there, refuses the bridge saying what to run instead."""
+    tensors under it (the same as from the HF model, unchanged by reading), before and after
+    compatibility mode, and the data runner, which has no attention hooks there, refuses the bridge
+    saying what to run instead."""
     row = rows["recurrent_gemma"]
     assert "error" not in row, row.get("error")
     assert row["same_as_hf"] and row["unchanged"] and row["raw_processing"] == []
     refused = row["runner_refused"]
     assert refused.startswith("UnsupportedModelError") and "bridge.original_model" in refused, refused
+    # compatibility mode reaches no attention weight there; what it rewrites (the unembedding) is read as the model
+    # holds it, the processing recorded
+    assert row["compat_processing"] == ["transformer_lens_bridge:process_weights"], row
+    assert row["compat_attention_same_as_hf"] and row["compat_unembedding_as_held"], row
 
 
 def test_a_processed_bridge_around_gemma4_is_refused_with_the_reason(rows):

@@ -33,6 +33,12 @@ PROCESSING_NOTE = (
 )
 
 
+#: what is said of a processed bridge whose blocks are wrapped whole (no attention component to process)
+OPAQUE_NOTE = ("TransformerBridge processed in place (enable_compatibility_mode / process_weights); its blocks are "
+               "wrapped whole, so the processing reaches no attention weight: every tensor is read as the model "
+               "computes with it")
+
+
 def is_bridge(obj: object) -> bool:
     return type(obj).__name__ == "TransformerBridge" and hasattr(obj, "adapter") and hasattr(obj, "original_model")
 
@@ -127,8 +133,10 @@ def read(bridge) -> HeadWeights:
     config, _ = language_model(hf.config.to_dict(), where)  # the bridge's own projections, as the family reads them
     family = family_for(config, where)
     opaque = hasattr(bridge, "blocks_with") and not bridge.blocks_with("attn")  # blocks without an attention bridge
-    # (RecurrentGemma's): the HF modules compute with their own tensors, which processing cannot have rewritten
-    if not family.per_layer_heads and not opaque:
+    # (RecurrentGemma's): the HF modules compute with their own tensors, read above as they are
+    if opaque:
+        pass
+    elif not family.per_layer_heads:
         hw = dataclasses.replace(hw, **family.projections_as_read(config, where, _projections(bridge, hw, where)))
     elif getattr(bridge, "_weights_processed", False):
         raise UnsupportedModelError(
@@ -138,7 +146,7 @@ def read(bridge) -> HeadWeights:
     meta = hw.meta
     if getattr(bridge, "_weights_processed", False):
         meta = dataclasses.replace(meta, processing=meta.processing + ("transformer_lens_bridge:process_weights",),
-                                   notes=meta.notes + (PROCESSING_NOTE,))
+                                   notes=meta.notes + ((OPAQUE_NOTE,) if opaque else (PROCESSING_NOTE,)))
     if getattr(bridge, "compatibility_mode", False):
         meta = dataclasses.replace(meta, notes=meta.notes + ("TransformerBridge in compatibility mode",))
     return dataclasses.replace(hw, meta=meta)
