@@ -61,12 +61,20 @@ def test_released_config_reads_the_attention_blocks_scale_rotary_and_window(tmp_
     ({"block_types": ["recurrent", "mlp"]}, "block_types"),
     ({"sliding_window": 8}, "'attention_window_size' and 'sliding_window'"),
     ({"rope_scaling": {"type": "linear", "factor": 2.0}}, "rope_scaling"),
+    ({"num_attention_heads": 3}, "num_attention_heads"),  # (32 / 3 is no head width)
 ])
 def test_what_it_does_not_read_is_refused_by_name(tmp_path, change, needle):
     _model().save_pretrained(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps({**RELEASED, **change}))
     with pytest.raises(compscope.CompscopeError, match=needle):
         compscope.load(tmp_path)
+
+
+def test_a_stated_head_width_is_the_one_transformers_computes(tmp_path):
+    """transformers sets the head width to hidden_size / num_attention_heads whatever ``head_dim`` says."""
+    _model().save_pretrained(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({**RELEASED, "head_dim": 16}))
+    assert compscope.load(tmp_path).d_head == 8
 
 
 def test_recurrent_gemma_under_transformers_4_runs_within_the_window():

@@ -23,7 +23,7 @@ from ...core.heads import HeadWeights
 from ...errors import LoadError, UnsupportedModelError
 from ..checkpoint import Checkpoint
 from . import register
-from .base import MAX_LAYERS, integer, rope_accept_of
+from .base import MAX_HEADS, MAX_LAYERS, integer, rope_accept_of
 from .llama import LlamaLike, LlamaLikeOptions, convert_llamalike
 
 #: the block types of ``block_types`` and transformers' default cycle
@@ -102,6 +102,10 @@ class RecurrentGemma(LlamaLike):
         cfg, where = dict(ckpt.config), ckpt.source
         cfg["sliding_window"] = cls.window(cfg, where)
         d = integer(cfg, where, "hidden_size")
+        H = integer(cfg, where, "num_attention_heads", high=MAX_HEADS)
+        if d % H:
+            raise LoadError(f"{where}: config key 'num_attention_heads' = {H} does not divide 'hidden_size' = {d}")
+        cfg["head_dim"] = d // H  # (transformers' head width, whatever the config states)
         opts = LlamaLikeOptions(
             norm_offset=1.0, embed_scale=bf16_sqrt(d), partial_rotary=0.5, input_norm_at="temporal_pre_norm",
             attn_at="temporal_block", final_norm="final_norm", eps_key="rms_norm_eps",
