@@ -33,7 +33,7 @@ _LLAMA = dict(_COMMON, head_dim=D_HEAD, max_position_embeddings=64, rms_norm_eps
 HYBRIDS = ("hybrid", "recurrent_gemma", "lfm3")
 
 #: the kinds that are encoders (built as AutoModel: no unembedding)
-ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_bert", "eurobert", "esm")
+ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_bert", "eurobert", "esm", "rotary_bert")
 
 
 @dataclass(frozen=True)
@@ -503,6 +503,17 @@ VARIANTS = [
     Variant("esm2-rotary-token-dropout", "esm", "EsmConfig",
             dict(_COMMON, max_position_embeddings=34, pad_token_id=1, mask_token_id=0, position_embedding_type="rotary",
                  token_dropout=True, emb_layer_norm_before=False, layer_norm_eps=1e-5)),
+    # BERT's post-LN layers with rotary positions and no position table: jina-embeddings-v3 (biases), nomic-embed-text
+    # (none), GTE (biases, token types where type_vocab_size > 0)
+    Variant("jina-embeddings-v3-rotary-post-ln", "rotary_bert", "JinaEmbeddingsV3Config",
+            dict(_COMMON, max_position_embeddings=64, type_vocab_size=2, layer_norm_eps=1e-5,
+                 rope_parameters={"rope_type": "default", "rope_theta": 500.0})),
+    Variant("nomic-bert-rotary-no-bias", "rotary_bert", "NomicBertConfig",
+            dict(_COMMON, max_position_embeddings=64, type_vocab_size=2, layer_norm_eps=1e-5,
+                 rope_parameters={"rope_type": "default", "rope_theta": 300.0})),
+    Variant("gte-rotary-no-token-types", "rotary_bert", "GteConfig",
+            dict(_COMMON, max_position_embeddings=64, type_vocab_size=0, layer_norm_eps=1e-5,
+                 rope_parameters={"rope_type": "default", "rope_theta": 800.0})),
     Variant("bert", "bert", "BertConfig",
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12)),
     # positions from pad_token_id + 1 = 2, as RoBERTa's (514 rows for 512 tokens)
@@ -689,6 +700,8 @@ def _modules(model, kind: str):
     if kind in ("modernbert", "modernbert_decoder"):  # pre-LN, layer 0's attn_norm the identity: its input is the
         base = getattr(model, "model", model)  # residual either way (the decoder built as a causal LM)
         return [(b.attn_norm, b.attn.Wo) for b in base.layers], base.final_norm
+    if kind == "rotary_bert":  # post-LN: the attention reads the residual; no norm after the last layer but its own
+        return [(b.self_attn, b.self_attn.o_proj) for b in model.layers], None
     if kind == "bert":
         if hasattr(model, "transformer"):  # DistilBERT's names; its block's input is what attention reads
             return [(b, b.attention.out_lin) for b in model.transformer.layer], None
@@ -735,7 +748,7 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
     if kind in ENCODERS:
         emb = getattr(model, "embeddings", None)  # (EmbeddingGemma's are Gemma 3's: none of these)
         for name in [n for n in ("word_embeddings", "position_embeddings", "token_type_embeddings", "task_type_embeddings")
-                     if hasattr(emb, n)]:
+                     if getattr(emb, n, None) is not None]:  # (GTE's token types: None without any)
             handles.append(getattr(emb, name).register_forward_hook(
                 lambda m, a, o, name=name: store.__setitem__(name, o.detach().clone())))
     try:

@@ -149,6 +149,12 @@ def test_embedding_columns_match_hf(variant):
         # attn_norm of layer 0 is the embeddings LayerNorm: it produced the residual layer 0 reads
         torch.testing.assert_close(hw.attn_norm.apply(summed, 0), cap.resid[0], atol=ATOL, rtol=0)
         return
+    if variant.kind == "rotary_bert":  # post-LN, no position table: the embeddings' norm of word + token type 0
+        torch.testing.assert_close(emb, cap.extra["word_embeddings"], atol=0, rtol=0)
+        summed = emb + (hw.embed_extra["W_type"][:, 0] if "W_type" in hw.embed_extra else 0)
+        assert ("W_type" in hw.embed_extra) == ("token_type_embeddings" in cap.extra)
+        torch.testing.assert_close(hw.attn_norm.apply(summed, 0), cap.resid[0], atol=ATOL, rtol=0)
+        return
     if hw.W_pos is not None:
         emb = emb + hw.W_pos[:, : ids.shape[1]].T
     if "W_type" in hw.embed_extra:  # (XLM-RoBERTa-XL, Megatron-BERT: token type 0 added, no LayerNorm)
@@ -161,7 +167,7 @@ def test_embedding_columns_match_hf(variant):
 
 def test_unembedding_matches_hf(variant):
     hw, model, cap = loaded(variant.id)
-    if variant.kind == "bert":
+    if variant.kind in ("bert", "rotary_bert"):
         assert hw.W_U is None and hw.final_norm is None
         return
     if variant.kind in ("xlmr_xl", "modernbert", "gemma3_bidirectional", "modernbert_decoder", "megatron_bert",

@@ -414,6 +414,11 @@ def _encoder_modules(model) -> dict:
         return {"layers": model.transformer.layer, "reads": lambda b: b, "out": lambda b: a(b).out_lin,
                 "W_out": lambda b: a(b).out_lin.weight, "mlp": lambda b: b.ffn.lin2,
                 "clean_reads": lambda b, kind, clean: _clean_reads((a(b).q_lin, a(b).k_lin, a(b).v_lin), kind, clean)}
+    if hasattr(model, "layers"):  # BERT's layers with rotary positions (jina-embeddings-v3, nomic-embed-text, GTE)
+        a = lambda b: b.self_attn  # noqa: E731
+        return {"layers": model.layers, "reads": a, "out": lambda b: a(b).o_proj, "W_out": lambda b: a(b).o_proj.weight,
+                "mlp": lambda b: b.mlp,
+                "clean_reads": lambda b, kind, clean: _clean_reads((a(b).q_proj, a(b).k_proj, a(b).v_proj), kind, clean)}
     s = lambda b: b.attention.self  # noqa: E731
     return {"layers": model.encoder.layer, "reads": s, "out": lambda b: b.attention.output.dense,
             "W_out": lambda b: b.attention.output.dense.weight, "mlp": lambda b: b.output.dense,
@@ -479,7 +484,10 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
                                                ("roberta-offset-positions", "threes"), ("electra", "single"),
                                                ("data2vec-text-pad-zero", "batched"), ("distilbert", "threes"),
                                                ("ernie-task-types", "batched"), ("bert-generation-encoder", "single"),
-                                               ("openai-gpt-post-ln", "threes"), ("openai-gpt-post-ln", "single")])
+                                               ("openai-gpt-post-ln", "threes"), ("openai-gpt-post-ln", "single"),
+                                               ("jina-embeddings-v3-rotary-post-ln", "batched"),
+                                               ("nomic-bert-rotary-no-bias", "threes"),
+                                               ("gte-rotary-no-token-types", "single")])
 def test_post_ln_effects_equal_a_patched_forward_through_the_models_own_modules(variant_id, route, monkeypatch):
     """BERT and its kin (post-LN; DistilBERT under its own names; GPT-1, causal, its first layer reading the raw
     embeddings), three layers, every pair and kind: the direct path through the
