@@ -490,6 +490,12 @@ VARIANTS = [
             dict(_LLAMA, num_hidden_layers=4, num_key_value_heads=2, linear_key_head_dim=8, linear_value_head_dim=8,
                  linear_num_key_heads=2, linear_num_value_heads=4,
                  layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"])),
+    # Lara-mini: Qwen3's attention (no gate) on sliding layers 1 and 4 (rotary) and global layer 3 (NoPE), DeltaNet between
+    Variant("lara-mini-sliding-nope-deltanet", "hybrid", "LaraMiniConfig",
+            dict(_LLAMA, num_hidden_layers=5, num_key_value_heads=2, sliding_window=3, linear_key_head_dim=8,
+                 linear_value_head_dim=8, linear_num_key_heads=2, linear_num_value_heads=4, num_experts=4,
+                 num_experts_per_tok=2, moe_intermediate_size=16, shared_expert_intermediate_size=16,
+                 pad_token_id=0, bos_token_id=1, eos_token_id=2)),
     # Qwen3-Next: the same attention every second layer (full_attention_interval), sparse MoE MLPs
     Variant("qwen3-next-gated-moe-interval", "hybrid", "Qwen3NextConfig",
             dict(_LLAMA, num_hidden_layers=4, num_key_value_heads=1, linear_key_head_dim=8, linear_value_head_dim=8,

@@ -1275,6 +1275,29 @@ def test_kolibri1_layer_types_rule_and_files_norm_name(tmp_path):
     assert [bool(f.any()) for f in got.rotary.inv_freq] == [True, True, True, True, False]
 
 
+def test_lara_mini_default_pattern_and_refused_types(tmp_path):
+    """Lara-mini's released pattern (linear, sliding, linear, full, sliding) where the config lists
+    none is transformers'; its global layers turn by nothing (NoPE); an unknown layer type is refused."""
+    import transformers
+
+    from compscope.loading.families.qwen3_5 import LaraMini
+
+    if not hasattr(transformers, "LaraMiniConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no Lara-mini")
+    for n in (5, 12):
+        assert LaraMini.types({}, n) == transformers.LaraMiniConfig(num_hidden_layers=n).layer_types
+    build(BY_ID["lara-mini-sliding-nope-deltanet"]).save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg.pop("layer_types")
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    hw = compscope.load(tmp_path)
+    assert hw.sliding_window == (3, None, 3) and [bool(f.any()) for f in hw.rotary.inv_freq] == [True, False, True]
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "layer_types": ["linear_attention", "chunked_attention"] * 2
+                                                      + ["full_attention"]}))
+    with pytest.raises(compscope.CompscopeError, match="layer_types"):
+        compscope.load(tmp_path)
+
+
 def test_internlm3_configs_qkv_bias_key_turns_the_biases_on(tmp_path):
     """InternLM3's released configs name transformers' attention_bias and mlp_bias ``qkv_bias`` and
     ``bias``: read so, the biases transformers builds from them are read."""

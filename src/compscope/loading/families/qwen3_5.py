@@ -8,6 +8,9 @@ gated attention layers among gated DeltaNet (linear attention) layers.
 - Per-head QK-norm; every RMSNorm multiplies by ``1 + w``; rotary on a quarter of each head by
   default (``partial_rotary_factor``); the multimodal rotary sections turn every pair by the token's
   position on text.
+
+Lara-mini (:class:`LaraMini`) is the same lineage without the gate: Qwen3's attention on sliding
+(rotary) and global (NoPE) layers among its DeltaNet layers.
 """
 
 from __future__ import annotations
@@ -18,10 +21,11 @@ import torch
 
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
+from ...errors import UnsupportedModelError
 from . import register
 from .base import MAX_HEADS, MAX_LAYERS, integer
 from .llama import (PREFIXES, Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, layer_hooks, linear_hybrid_layers,
-                    with_output_gates)
+                    listed_layer_types, with_output_gates)
 
 _DELTANET = frozenset({"linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
                        "linear_num_value_heads"})
@@ -82,3 +86,56 @@ class Qwen35(LlamaLike):
                 made[bias] = (lambda b=bias: ts.take(b, (2 * H * r,)).reshape(H, 2, r)[:, 0].reshape(H * r)), bias
         hw = convert_llamalike(dataclasses.replace(ckpt, tensors=ts.derived(made)), cls, cls.options)
         return with_output_gates(hw, [gates[i] for i in layers])
+
+
+#: Lara-mini's layer types and the released pattern (period 5) where the config lists none
+LARA_TYPES = ("linear_attention", "sliding_attention", "full_attention")
+LARA_PATTERN = ("linear_attention", "sliding_attention", "linear_attention", "full_attention", "sliding_attention")
+
+
+@register
+class LaraMini(LlamaLike):
+    """Lara-mini: gated DeltaNet layers with attention layers among them, Qwen3's attention (per-head
+    QK-norm, no output gate, plain RMSNorm gains) on sliding layers that turn by the rotary map and
+    global ones without positional encoding (NoPE), as ``layer_types`` lists them (transformers'
+    default: the released pattern linear, sliding, linear, full, sliding, repeated); the DeltaNet
+    layers and the experts are other writers to the residual, not read."""
+
+    name = "lara_mini"
+    about = "Lara-mini: gated DeltaNet layers among sliding (rotary) and global (NoPE) attention layers, QK-norm"
+    model_types = ("lara_mini",)
+    architectures = ("LaraMiniForCausalLM", "LaraMiniModel")
+    handled = (Llama.handled - {"max_window_layers", "use_sliding_window"}) | {"partial_rotary_factor"}
+    ignored = LlamaLike.ignored | _DELTANET | {"shared_expert_intermediate_size", "full_attention_interval"}
+    hook_points = layer_hooks("input_layernorm", "self_attn", attending="self_attn")
+    other_layers = "gated DeltaNet (linear attention) layers"
+    options = LlamaLikeOptions(qk_norm=True, nope_layers="full_attention")
+
+    @classmethod
+    def types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
+        """Per model layer, as ``layer_types`` lists it, else the released pattern."""
+        types = config.get("layer_types")
+        if types is None:
+            types = [LARA_PATTERN[i % len(LARA_PATTERN)] for i in range(n_layers)]
+        if not isinstance(types, list) or len(types) != n_layers or any(t not in LARA_TYPES for t in types):
+            raise UnsupportedModelError(f"{where}: config key 'layer_types' = {types!r}: expected one of "
+                                        f"{', '.join(LARA_TYPES)} for each of the {n_layers} layers")
+        return list(types)
+
+    @classmethod
+    def attention_layers(cls, config: dict, n_layers: int, where: str = "config") -> list[int]:
+        layers = [i for i, t in enumerate(cls.types(config, n_layers, where)) if t != "linear_attention"]
+        if not layers:
+            raise UnsupportedModelError(f"{where}: no attention layer among {n_layers}: every layer is linear attention")
+        return layers
+
+    @classmethod
+    def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
+        types = [t if t != "linear_attention" else "full_attention" for t in cls.types(config, n_layers, where)]
+        return listed_layer_types({"sliding_window": 512, **config, "layer_types": types}, n_layers, where)
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        if ckpt.config.get("sliding_window") is None:  # transformers' default window
+            ckpt = dataclasses.replace(ckpt, config={**ckpt.config, "sliding_window": 512})
+        return convert_llamalike(ckpt, cls, cls.options)
