@@ -77,6 +77,8 @@ NOT_READ: dict[str, str] = {
              "exp), so the logits are no bilinear form of W_Q and W_K"),
     "zaya": ("compressed convolutional attention: queries and keys pass through convolutions over neighbouring "
              "tokens and values carry a recurrent state, so no head's W_Q, W_K or W_V is a map of one token's residual"),
+    "dory": ("nGPT's layers: an L2 norm on the heads' concatenated outputs before the output projection, so no "
+             "head's OV map is linear, and a residual kept on the unit sphere by interpolation, not addition"),
     "laguna": ("a query head count per layer (num_attention_heads_per_layer) and a softplus gate on each head's "
                "output, which compscope's canonical form (one head count, a sigmoid gate) does not hold"),
 }
