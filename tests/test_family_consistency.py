@@ -1249,6 +1249,10 @@ def test_flint_layer_types_rule_and_files_sink_name(tmp_path):
     assert hw.sliding_window == (None, None, 3, 3, None)
     assert [bool(f.any()) for f in hw.rotary.inv_freq] == [False, False, True, True, False]
     torch.testing.assert_close(hw.sinks[2], model.model.layers[2].self_attn.sinks.detach(), atol=0, rtol=0)
+    cfg.pop("sliding_window")  # transformers' default window, 513
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    assert transformers.AutoConfig.from_pretrained(tmp_path).sliding_window == 513
+    assert compscope.load(tmp_path).sliding_window == (None, None, 513, 513, None)
 
 
 def test_kolibri1_layer_types_rule_and_files_norm_name(tmp_path):
@@ -1296,6 +1300,11 @@ def test_lara_mini_default_pattern_and_refused_types(tmp_path):
                                                       + ["full_attention"]}))
     with pytest.raises(compscope.CompscopeError, match="layer_types"):
         compscope.load(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "sliding_window": None}))  # (sliding layers need one)
+    with pytest.raises(compscope.CompscopeError, match="sliding_window is not set"):
+        compscope.load(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({k: v for k, v in cfg.items() if k != "sliding_window"}))
+    assert compscope.load(tmp_path).sliding_window == (512, None, 512)  # (transformers' default)
 
 
 def test_internlm3_configs_qkv_bias_key_turns_the_biases_on(tmp_path):

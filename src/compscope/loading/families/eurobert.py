@@ -25,7 +25,7 @@ class EuroBert(LlamaLike):
     handled = Llama.handled - {"sliding_window", "layer_types", "max_window_layers", "use_sliding_window"}
     ignored = LlamaLike.ignored | {"mask_token_id", "classifier_pooling", "clf_pooling"}  # (the heads on top: not attention)
     accept = {**LlamaLike.accept, "is_decoder": lambda v: not v}
-    options = LlamaLikeOptions(bidirectional=True, default_theta=10000.0)
+    options = LlamaLikeOptions(bidirectional=True)
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:

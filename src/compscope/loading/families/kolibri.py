@@ -19,6 +19,10 @@ from .base import layer_hooks
 from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, listed_layer_types
 
 
+#: the window where the config states none (transformers' default)
+KOLIBRI_WINDOW = 513
+
+
 @register
 class Kolibri1(LlamaLike):
     name = "kolibri1"
@@ -41,14 +45,15 @@ class Kolibri1(LlamaLike):
         if listed is not None:
             return listed
         types = ["full_attention" if (i + 1) % 5 == 0 else "sliding_attention" for i in range(n_layers)]
-        return listed_layer_types({"sliding_window": 513, **config, "layer_types": types}, n_layers, where)
+        return listed_layer_types({"sliding_window": KOLIBRI_WINDOW, **config, "layer_types": types}, n_layers, where)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
-        windowed = ckpt.config.get("sliding_window", 513) is not None  # (transformers: rotary on every layer without)
+        windowed = ckpt.config.get("sliding_window", KOLIBRI_WINDOW) is not None  # (transformers: rotary on every
+        # layer where there is no window)
         files = any(n.endswith(".post_attn_norm.weight") for n in ckpt.tensors.names())
         opts = dataclasses.replace(cls.options, nope_layers="full_attention" if windowed else "",
                                    **({"post_attn_norm_at": "post_attn_norm"} if files else {}))
         if "sliding_window" not in ckpt.config:
-            ckpt = dataclasses.replace(ckpt, config={**ckpt.config, "sliding_window": 513})  # transformers' default
+            ckpt = dataclasses.replace(ckpt, config={**ckpt.config, "sliding_window": KOLIBRI_WINDOW})
         return convert_llamalike(ckpt, cls, opts)

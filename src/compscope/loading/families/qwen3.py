@@ -117,6 +117,10 @@ class HyV3(Qwen3):
         return ["full_attention"] * n_layers  # (no window: a config stating one is refused by name)
 
 
+#: Flint's window where its config states none (transformers' default)
+FLINT_WINDOW = 513
+
+
 @register
 class Flint(Qwen3):
     """Flint: Qwen3's attention (per-head QK-norm) with a learned sink logit per head (as gpt-oss's),
@@ -136,6 +140,8 @@ class Flint(Qwen3):
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         files = any(n.endswith("self_attn.softmax_offset") for n in ckpt.tensors.names())  # (the files' name for
         # the sinks, which transformers renames)
+        if "sliding_window" not in ckpt.config:  # transformers' default window
+            ckpt = dataclasses.replace(ckpt, config={**ckpt.config, "sliding_window": FLINT_WINDOW})
         return convert_llamalike(ckpt, cls, dataclasses.replace(cls.options, sinks_at="softmax_offset") if files
                                  else cls.options)
 
@@ -146,4 +152,4 @@ class Flint(Qwen3):
             return listed
         types = ["full_attention" if i < 2 or i % 4 == 1 or i == n_layers - 1 else "sliding_attention"
                  for i in range(n_layers)]
-        return listed_layer_types({"sliding_window": 513, **config, "layer_types": types}, n_layers, where)
+        return listed_layer_types({"sliding_window": FLINT_WINDOW, **config, "layer_types": types}, n_layers, where)

@@ -90,6 +90,7 @@ class Qwen35(LlamaLike):
 
 #: Lara-mini's layer types and the released pattern (period 5) where the config lists none
 LARA_TYPES = ("linear_attention", "sliding_attention", "full_attention")
+LARA_WINDOW = 512  # (transformers' default)
 LARA_PATTERN = ("linear_attention", "sliding_attention", "linear_attention", "full_attention", "sliding_attention")
 
 
@@ -132,10 +133,10 @@ class LaraMini(LlamaLike):
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
         types = [t if t != "linear_attention" else "full_attention" for t in cls.types(config, n_layers, where)]
-        return listed_layer_types({"sliding_window": 512, **config, "layer_types": types}, n_layers, where)
+        return listed_layer_types({"sliding_window": LARA_WINDOW, **config, "layer_types": types}, n_layers, where)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
-        if ckpt.config.get("sliding_window") is None:  # transformers' default window
-            ckpt = dataclasses.replace(ckpt, config={**ckpt.config, "sliding_window": 512})
+        if "sliding_window" not in ckpt.config:  # transformers' default window (a null one: refused with sliding layers)
+            ckpt = dataclasses.replace(ckpt, config={**ckpt.config, "sliding_window": LARA_WINDOW})
         return convert_llamalike(ckpt, cls, cls.options)

@@ -27,7 +27,7 @@ from ...core.heads import HeadWeights, Meta, Norm, Rotary
 from ...errors import UnsupportedModelError
 from ..checkpoint import Checkpoint
 from . import register
-from .base import Family, integer, inv_freq, number, rope_accept, rope_settings, sizes, split_cols, split_rows
+from .base import Family, integer, inv_freq, number, rope_accept, rope_settings, sizes, split_cols, split_rows, stack
 
 #: the in-memory names (transformers' loaded model): the layer, its q/k/v projections, output, the norms after
 #: the attention and the MLP, the embeddings' norm
@@ -108,7 +108,6 @@ class JinaEmbeddingsV3(Family):
         types = ts.take(e + "token_type_embeddings.weight", required=False)
         settings = rope_settings(cfg)
         freqs = inv_freq(r, settings, where, cls.default_theta)
-        stack = lambda xs: None if xs[0] is None else torch.stack(xs)  # noqa: E731
         notes = list(ckpt.notes) + [
             "post-LN: the residual is renormalised after every sublayer; attention reads it directly",
             "encoder: bidirectional attention, no unembedding (W_U is None)",
