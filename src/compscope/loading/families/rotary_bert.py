@@ -52,7 +52,8 @@ class JinaEmbeddingsV3(Family):
     #: the released files' names (what transformers saves)
     FILE_NAMES: ClassVar[dict] = dict(layer="encoder.layers.{i}.", qkv="mixer.Wqkv", o="mixer.out_proj",
                                       post_attn="norm1", post_mlp="norm2", emb_ln="emb_ln")
-    PREFIXES: ClassVar[tuple[str, ...]] = ("", "roberta.")
+    #: prefixes the released files use beside ``""`` and ``hf_base + "."`` (GTE's ``new.``)
+    EXTRA_PREFIXES: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def hook_points(cls, model):
@@ -74,10 +75,11 @@ class JinaEmbeddingsV3(Family):
         if H * r != d:
             raise UnsupportedModelError(f"{where}: head_dim {r} times {H} heads is not hidden_size {d}")
         eps = number(cfg, where, "layer_norm_eps", default=1e-12)
-        prefix = next((p for p in cls.PREFIXES if f"{p}embeddings.word_embeddings.weight" in ts), None)
+        prefixes = ("", f"{cls.hf_base}.", *cls.EXTRA_PREFIXES)
+        prefix = next((p for p in prefixes if f"{p}embeddings.word_embeddings.weight" in ts), None)
         if prefix is None:
             raise UnsupportedModelError(f"{where}: no tensor named like 'embeddings.word_embeddings.weight' (tried "
-                                        f"prefixes {cls.PREFIXES})")
+                                        f"prefixes {prefixes})")
         names = cls.FILE_NAMES if f"{prefix}{cls.FILE_NAMES['layer'].format(i=0)}{cls.FILE_NAMES['o']}.weight" in ts \
             else MODEL_NAMES
         wq, wk, wv, bq, bk, bv, wo, bo = ([] for _ in range(8))
@@ -145,7 +147,6 @@ class NomicBert(JinaEmbeddingsV3):
     @classmethod
     def attention_biases(cls, config: dict) -> tuple[bool, bool]:
         return False, False  # (transformers builds every projection without one)
-    PREFIXES = ("", "nomic_bert.")
 
 
 @register
@@ -162,4 +163,4 @@ class Gte(JinaEmbeddingsV3):
     default_theta = 160_000.0
     FILE_NAMES = dict(layer="encoder.layer.{i}.", qkv="attention.qkv_proj", o="attention.o_proj", post_attn="attn_ln",
                       post_mlp="mlp_ln", emb_ln="embeddings.LayerNorm")
-    PREFIXES = ("", "gte.", "new.")
+    EXTRA_PREFIXES = ("new.",)
