@@ -475,6 +475,12 @@ VARIANTS = [
     Variant("eurobert-gqa-biases", "eurobert", "EuroBertConfig",
             dict(_LLAMA, num_key_value_heads=2, attention_bias=True, pad_token_id=0, bos_token_id=1, eos_token_id=2,
                  mask_token_id=3, rope_parameters={"rope_type": "default", "rope_theta": 500.0})),
+    # UltraBERT: EuroBERT's layers with local layers seeing 2 tokens on either side (transformers' default: every third
+    # layer global), each layer type at its own rotary base
+    Variant("ultrabert-local-both-sides", "eurobert", "UltrabertConfig",
+            dict(_LLAMA, num_hidden_layers=3, num_key_value_heads=2, sliding_window=2, pad_token_id=0, bos_token_id=1,
+                 eos_token_id=2, rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                                                  "full_attention": {"rope_type": "default", "rope_theta": 5000.0}})),
     # RecurrentGemma: attention blocks 1 and 3 of five among RG-LRU blocks, multi-query, rotary on half of each head,
     # a window of 4, q/k/v biases (the output projection's always)
     Variant("recurrent-gemma-local-mqa", "recurrent_gemma", "RecurrentGemmaConfig",

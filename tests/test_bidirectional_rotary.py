@@ -246,3 +246,51 @@ def test_eurobert_as_released(tmp_path):
     v = validate(str(tmp_path), sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
                  progress=False)
     assert {h["score"] for h in v.heads} == {"previous_token"}
+
+
+@pytest.mark.skipif(not hasattr(transformers, "UltrabertConfig"), reason="this transformers has no UltraBERT")
+def test_ultrabert_windows_bases_and_released_config(tmp_path):
+    """UltraBERT's local layers see ``sliding_window = 2`` tokens on either side (``|i − j| ≤ 2``,
+    held as the window 3), its global layer (every third) every key, each type at its base. The
+    released config's keys (``attention_windows``, one ``rope_theta`` per layer) read as the saved
+    transformers 5 form; without any of them, transformers' defaults (window 128, bases 10000 and
+    2560000); a negative window is refused by name. The folder runs on data as an encoder."""
+    from compscope.data.validate import validate
+
+    vid = "ultrabert-local-both-sides"
+    model, cap = model_and_capture(vid)
+    model.save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    hw = compscope.load(tmp_path)
+    assert not hw.causal and hw.sliding_window == (3, 3, None) and hw.W_U is None
+    for layer, base in ((0, 100.0), (1, 100.0), (2, 5000.0)):  # inv_freq_i = base^(-2i / d_head), d_head 8
+        want = torch.tensor([base ** (-2 * i / 8) for i in range(4)], dtype=torch.float64)
+        torch.testing.assert_close(hw.rotary.inv_freq[layer].double(), want)
+    x = read_input(hw, 0, cap.resid[0])
+    pattern = attend(hw, 0, project(hw, 0, "Q", x), project(hw, 0, "K", x))  # (batch, head, query, key)
+    n = pattern.shape[-1]
+    near = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs() <= 2
+    assert bool((pattern[..., near] > 0).all()) and bool((pattern[..., ~near] == 0).all())
+
+    released = {k: v for k, v in cfg.items() if k not in ("layer_types", "sliding_window", "rope_parameters")}
+    released |= {"attention_windows": [2, 2, 0], "rope_theta": [100.0, 100.0, 5000.0]}
+    (tmp_path / "config.json").write_text(json.dumps(released))
+    old = compscope.load(tmp_path)
+    assert old.sliding_window == hw.sliding_window
+    torch.testing.assert_close(old.rotary.inv_freq, hw.rotary.inv_freq)
+    torch.testing.assert_close(old.W_Q, hw.W_Q)
+
+    bare = {k: v for k, v in released.items() if k not in ("attention_windows", "rope_theta")}
+    (tmp_path / "config.json").write_text(json.dumps(bare))
+    plain = compscope.load(tmp_path)
+    assert plain.sliding_window == (129, 129, None)
+    torch.testing.assert_close(plain.rotary.inv_freq[:, 1].double(),
+                               torch.tensor([1e4, 1e4, 2.56e6], dtype=torch.float64) ** -0.25)
+
+    (tmp_path / "config.json").write_text(json.dumps({**released, "attention_windows": [2, -1, 0]}))
+    with pytest.raises(compscope.CompscopeError, match="attention_windows"):
+        compscope.load(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    v = validate(str(tmp_path), sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
+                 progress=False)
+    assert {h["score"] for h in v.heads} == {"previous_token"}

@@ -58,7 +58,7 @@ def test_the_refused_model_types_are_ones_transformers_names():
     newer = {"deepseek_v32", "deepseek_v4", "glm4_moe_lite", "glm_moe_dsa", "kimi_k25", "gemma4", "gemma4_text",
              "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "minicpm3", "kimi_linear", "youtu",
              "sarvam_mla", "bailing_hybrid", "dots3_note_text", "axk1", "laguna", "mimo_v2_flash", "beam", "zaya", "dory",
-             "mllama_text_model"}
+             "mllama_text_model", "axk2", "mistral4", "mistral_large4", "hy_v4", "hrm_text"}
     unknown = {t for t in catalogue.NOT_READ if t not in CONFIG_MAPPING} - remote_code
     if transformers.__version__.split(".")[0] == "4":  # 4.57 predates these
         unknown -= newer

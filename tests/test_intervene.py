@@ -290,7 +290,8 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "exaone3-llama-under-lg-names",
                "exaone-moe-sliding-global-nope",
                "olmo-hybrid-deltanet-attention",
-               "modernbert-local-both-sides", "modernbert-biases", "embeddinggemma-bidirectional", "eurobert-gqa-biases", "esm2-rotary-token-dropout",
+               "modernbert-local-both-sides", "modernbert-biases", "embeddinggemma-bidirectional", "eurobert-gqa-biases", "ultrabert-local-both-sides",
+               "esm2-rotary-token-dropout",
                "modernbert-decoder-causal-window", "megatron-bert-pre-ln",
                "biogpt-scaled-embeddings", "internlm3-biases", "jais2-layernorm-biases", "cwm-every-fourth-global",
                "hyperclovax-peri-ln-multipliers", "persimmon-qk-layernorm-half-rotary", "xglm-sinusoidal-positions",
@@ -621,7 +622,8 @@ OUTPUT_PROJECTIONS = {"gpt2": "attn.c_proj", "neox-partial-rotary-parallel": "at
                       "gemma2-softcap": "self_attn.o_proj", "glm-interleaved-partial-rotary-gqa": "self_attn.o_proj",
                       "glm4-post-attention-norm": "self_attn.o_proj", "openai-gpt-post-ln": "attn.c_proj",
                       "modernbert-biases": "attn.Wo", "embeddinggemma-bidirectional": "self_attn.o_proj",
-                      "eurobert-gqa-biases": "self_attn.o_proj", "esm2-rotary-token-dropout": "attention.output.dense"}
+                      "eurobert-gqa-biases": "self_attn.o_proj", "esm2-rotary-token-dropout": "attention.output.dense",
+                      "ultrabert-local-both-sides": "self_attn.o_proj"}
 
 
 @pytest.mark.parametrize("route", ["default", "batched"])

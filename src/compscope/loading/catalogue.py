@@ -27,7 +27,7 @@ _NO_ATTENTION = "no attention heads: a recurrent or state-space model has none t
 NOT_READ: dict[str, str] = {
     **dict.fromkeys(("deepseek_v2", "deepseek_v3", "deepseek_v32", "longcat_flash", "glm4_moe_lite", "glm_moe_dsa",
                      "kimi_k25", "minicpm3", "kimi_linear", "youtu", "sarvam_mla", "bailing_hybrid", "dots3_note_text",
-                     "axk1"), _MLA),
+                     "axk1", "axk2", "mistral4", "mistral_large4", "hy_v4"), _MLA),
     "diffllama": ("differential attention: each output is one softmax pattern's minus λ times a second one's, then "
                   "RMS-normalised before W_O, so no head has one QK circuit and none's OV map is linear"),
     "big_bird": ("block-sparse attention (its default attention_type): each query block attends to its neighbouring, "
@@ -84,6 +84,9 @@ NOT_READ: dict[str, str] = {
                "LayerNorm, which no W_E and norm express (its layers' weights, shared across depth, would be read)"),
     "dory": ("nGPT's layers: an L2 norm on the heads' concatenated outputs before the output projection, so no "
              "head's OV map is linear, and a residual kept on the unit sphere by interpolation, not addition"),
+    "hrm_text": ("HRM-Text: two states, a fast and a slow one, that its two stacks of layers update in cycles, each "
+                 "stack reading the sum of both, and every layer run several times: there is no one residual stream "
+                 "that each head reads and writes once"),
     "laguna": ("a query head count per layer (num_attention_heads_per_layer) and a softplus gate on each head's "
                "output, which compscope's canonical form (one head count, a sigmoid gate) does not hold"),
 }

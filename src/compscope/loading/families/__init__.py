@@ -149,7 +149,7 @@ from . import (afmoe, apertus, bamba, bert, bloom, cohere, ctrl, cwm, ernie, esm
                falcon_h1, gemma, gemma4, glm, gpt2, gpt_bigcode, gpt_neo, gpt_oss, gptj,
                granite, helium, jais2, jamba, kolibri, lfm2, lfm3, llama, minimax, modernbert, mpt, nanochat, nemotron,
                nemotron_h, neox, olmo, openai_gpt, opt, phi, phi3, phimoe, qwen3, qwen3_5, recurrent_gemma, rotary_bert,
-               seed_oss, smollm3, solar_open, stablelm, starcoder2)  # (registration)
+               seed_oss, smollm3, solar_open, stablelm, starcoder2, ultrabert)  # (registration)
 
 __all__ = ["FAMILIES", "Family", "family_for", "families", "language_model", "register", "to_heads"]
 

@@ -69,6 +69,8 @@ class LlamaLikeOptions:
     rope_kinds: tuple[str, ...] = YARN_TYPES  # the rope types read (LFM3 adds 'proportional')
     bidirectional: bool = False  # EmbeddingGemma: every query sees keys on both sides, a window of sliding_window // 2
     # on either side (the window held as sliding_window // 2 + 1); an encoder, so no unembedding
+    radius: str = "half"  # a bidirectional window's keys on either side: 'half' of sliding_window (EmbeddingGemma),
+    # 'whole' (UltraBERT: |i − j| ≤ sliding_window, held as sliding_window + 1)
 
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -239,8 +241,9 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
     window = cfg.get("sliding_window")
     if opts.bidirectional:
         W_U, head_note = None, "bidirectional attention (an encoder): no unembedding read (W_U is None)"
-        if window is not None:  # (transformers halves the stated window, both sides of the query)
-            window = integer(cfg, where, "sliding_window") // 2 + 1
+        if window is not None:  # (EmbeddingGemma's transformers halves the stated window, both sides of the query)
+            size = integer(cfg, where, "sliding_window")
+            window = size + 1 if opts.radius == "whole" else size // 2 + 1
     freqs, rope_notes, amplitudes, kinds, mrope = [], [], set(), set(), None
     rot_dim = r
     for t in types:
