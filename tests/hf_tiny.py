@@ -33,7 +33,8 @@ _LLAMA = dict(_COMMON, head_dim=D_HEAD, max_position_embeddings=64, rms_norm_eps
 HYBRIDS = ("hybrid", "recurrent_gemma", "lfm3")
 
 #: the kinds that are encoders (built as AutoModel: no unembedding)
-ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_bert", "eurobert", "esm", "rotary_bert")
+ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_bert", "eurobert", "esm", "rotary_bert",
+            "gemma4_encoder")
 
 
 @dataclass(frozen=True)
@@ -475,6 +476,13 @@ VARIANTS = [
     Variant("eurobert-gqa-biases", "eurobert", "EuroBertConfig",
             dict(_LLAMA, num_key_value_heads=2, attention_bias=True, pad_token_id=0, bos_token_id=1, eos_token_id=2,
                  mask_token_id=3, rope_parameters={"rope_type": "default", "rope_theta": 500.0})),
+    # EmbeddingGemma 2: Gemma 4's layers as an encoder; local layers (radius 2) 4 wide with 2 K/V heads, the global
+    # layer 8 wide with 1; per-layer inputs projected from the embeddings; layer scalars
+    Variant("embedding-gemma2-encoder", "gemma4_encoder", "EmbeddingGemma2TextConfig",
+            dict(_LLAMA, num_hidden_layers=3, num_key_value_heads=2, head_dim=4, global_head_dim=8, sliding_window=2,
+                 sliding_window_pattern=3, hidden_size_per_layer_input=4, embedding_dim=8, hidden_activation="gelu",
+                 rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                                  "full_attention": {"rope_type": "default", "rope_theta": 5000.0}})),
     # UltraBERT: EuroBERT's layers with local layers seeing 2 tokens on either side (transformers' default: every third
     # layer global), each layer type at its own rotary base
     Variant("ultrabert-local-both-sides", "eurobert", "UltrabertConfig",
@@ -558,7 +566,8 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
 #: pre-LayerNorm variants whose first layer reads the residual without a norm (centring the embeddings would change it)
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
-RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "glm4", "apertus", "falcon_h1",
+RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "gemma4_encoder", "glm4", "apertus",
+                                                 "falcon_h1",
                                                  "gemma3_bidirectional", "hyperclovax", "afmoe", "eurobert",
                                                  "recurrent_gemma", "lfm3")
            and v.id not in PRE_LN_LAYERNORM and v.id != "olmo-hybrid-deltanet-attention"]  # (no norm before its attention)
@@ -707,6 +716,8 @@ def _modules(model, kind: str):
         return [(b.attn, b.attn.c_proj) for b in model.transformer.h], model.lm_head
     if kind == "gemma3_bidirectional":  # built as the base model (an encoder): its layers at the top
         return [(b.input_layernorm, b.post_attention_layernorm) for b in model.layers], model.norm
+    if kind == "gemma4_encoder":  # EmbeddingGemma 2, built as the base model (an encoder): its layers at the top
+        return [(b.input_layernorm, b.post_attention_layernorm) for b in model.layers], model.norm
     if kind == "eurobert":  # built as the base model (an encoder): Llama's layers at the top
         return [(b.input_layernorm, b.self_attn) for b in model.layers], model.norm
     if kind in ("modernbert", "modernbert_decoder"):  # pre-LN, layer 0's attn_norm the identity: its input is the
@@ -744,7 +755,8 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
     scale = getattr(model.config, "residual_multiplier", None)  # Granite's: residual + m · attention(...)
     scale = getattr(model.config, "attention_out_multiplier", 1.0) if scale is None else scale  # Falcon-H1's
     # Gemma 4 multiplies the residual by each layer's scalar: compscope reads it divided by their product so far
-    scalars = [float(b.layer_scalar) for b in model.model.layers] if kind == "gemma4" else [1.0] * len(pairs)
+    scalars = ([float(b.layer_scalar) for b in getattr(model, "model", model).layers] if kind.startswith("gemma4")
+               else [1.0] * len(pairs))
     div = [math.prod(scalars[:i]) for i in range(len(pairs))]
     for i, (rm, om) in enumerate(pairs):
         handles.append(rm.register_forward_pre_hook(

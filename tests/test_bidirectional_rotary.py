@@ -294,3 +294,51 @@ def test_ultrabert_windows_bases_and_released_config(tmp_path):
     v = validate(str(tmp_path), sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
                  progress=False)
     assert {h["score"] for h in v.heads} == {"previous_token"}
+
+
+@pytest.mark.skipif(not hasattr(transformers, "EmbeddingGemma2TextConfig"), reason="this transformers has no "
+                    "EmbeddingGemma 2")
+def test_embedding_gemma2_radius_widths_and_config_forms(tmp_path):
+    """EmbeddingGemma 2's local layers see ``sliding_window = 2`` tokens on either side (a radius:
+    held as the window 3), its global (last) layer every key; the saved ``per_layer_config`` and the
+    builder keys it comes from (``global_head_dim``, no ``num_global_key_value_heads``: one K/V head
+    on a global layer) read alike; the composite model's config (``text_config``) reads as its text
+    model, and that folder runs on data (transformers' AutoModel: an encoder, not a vision-language model's
+    generator)."""
+    from compscope.data.validate import validate
+
+    vid = "embedding-gemma2-encoder"
+    model, cap = model_and_capture(vid)
+    model.save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    assert cfg["per_layer_config"] == {"2": {"head_dim": 8, "num_key_value_heads": 1}}
+    hw = compscope.load(tmp_path)
+    assert not hw.causal and hw.sliding_window == (3, 3, None) and hw.W_U is None and hw.d_head == 8
+    assert hw.n_kv_heads == 2  # (lcm of 2 local and 1 global)
+    x = read_input(hw, 0, cap.resid[0])
+    pattern = attend(hw, 0, project(hw, 0, "Q", x), project(hw, 0, "K", x))
+    n = pattern.shape[-1]
+    near = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs() <= 2
+    assert bool((pattern[..., near] > 0).all()) and bool((pattern[..., ~near] == 0).all())
+    x = read_input(hw, 2, cap.resid[2])
+    assert bool((attend(hw, 2, project(hw, 2, "Q", x), project(hw, 2, "K", x)) > 0).all())
+
+    built = {k: v for k, v in cfg.items() if k not in ("per_layer_config", "layer_types")}
+    (tmp_path / "config.json").write_text(json.dumps({**built, "global_head_dim": 8, "sliding_window_pattern": 3}))
+    same = compscope.load(tmp_path)
+    assert same.sliding_window == hw.sliding_window
+    for name in ("W_Q", "W_K", "W_V", "W_O"):
+        torch.testing.assert_close(getattr(same, name), getattr(hw, name))
+    torch.testing.assert_close(same.rotary.inv_freq, hw.rotary.inv_freq)
+
+    text = {k: v for k, v in cfg.items() if k not in ("architectures", "transformers_version", "dtype")}
+    whole = transformers.AutoModel.from_config(transformers.EmbeddingGemma2Config(text_config=text))
+    whole.language_model.load_state_dict(model.state_dict())
+    whole.save_pretrained(tmp_path / "whole")  # (its text model's tensors under language_model.)
+    inner = compscope.load(tmp_path / "whole")
+    torch.testing.assert_close(inner.W_Q, hw.W_Q)
+    assert any("language model" in n for n in inner.meta.notes)
+
+    v = validate(str(tmp_path / "whole"), sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
+                 progress=False)
+    assert {h["score"] for h in v.heads} == {"previous_token"}

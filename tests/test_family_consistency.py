@@ -114,8 +114,8 @@ def test_attention_depends_on_what_the_variant_is_about(variant):
 def test_shapes_and_gqa_map(variant):
     hw, model, _ = loaded(variant.id)
     cfg = model.config
-    if variant.kind == "gemma4":  # K/V head counts differ between layers: held as their least common multiple
-        n_kv = math.lcm(*(hw.n_heads // b.self_attn.num_key_value_groups for b in model.model.layers))
+    if variant.kind.startswith("gemma4"):  # K/V head counts differ between layers: held as their least common multiple
+        n_kv = math.lcm(*(hw.n_heads // b.self_attn.num_key_value_groups for b in getattr(model, "model", model).layers))
     else:
         n_kv = getattr(cfg, "num_key_value_heads", None) or hw.n_heads
     if variant.kind == "falcon":  # its attention module says: multi_query one, the grouped layout num_kv_heads
@@ -171,7 +171,7 @@ def test_unembedding_matches_hf(variant):
         assert hw.W_U is None and hw.final_norm is None
         return
     if variant.kind in ("xlmr_xl", "modernbert", "gemma3_bidirectional", "modernbert_decoder", "megatron_bert",
-                        "eurobert", "esm"):
+                        "eurobert", "esm", "gemma4_encoder"):
         assert hw.W_U is None  # no linear unembedding (an encoder; a nonlinear LM head); the final norm is the model's
         with torch.no_grad():
             want = _modules(model, variant.kind)[1](cap.final_in)

@@ -158,8 +158,8 @@ def from_files(path: Path, hw: HeadWeights, progress: bool = True, device: torch
     gguf = settings.get("gguf_file")
     folder = path if path.is_dir() else path.parent
     auto = transformers.AutoModel if not hw.causal else transformers.AutoModelForCausalLM
-    if gguf is None and _wraps_language_model(folder):  # a vision-language model, run on text alone
-        auto = transformers.AutoModelForImageTextToText
+    if gguf is None and hw.causal and _wraps_language_model(folder):  # a vision-language model, run on text alone
+        auto = transformers.AutoModelForImageTextToText  # (a multimodal encoder, EmbeddingGemma 2's: AutoModel)
     quiet = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()  # compscope's own bar speaks for the work
     from ...progress import progress_bar

@@ -18,12 +18,15 @@ does. K/V heads are repeated to the least common multiple of the layers' counts.
 read as the model's divided by the product of the layer scalars before each layer (the norms the
 heads read are blind to that scale, up to their epsilon): what layer ``l`` adds is divided by it,
 folded into its attention-output norm's gain, and the data runner divides what it hooks.
+
+EmbeddingGemma 2 (:class:`EmbeddingGemma2`) is these layers as an encoder.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
+from typing import ClassVar
 
 import torch
 
@@ -72,6 +75,10 @@ class Gemma4(Gemma):
     }
     hook_points = _post_norm_hooks
     per_layer_heads = True
+    default_rope: ClassVar[dict] = _DEFAULT_ROPE  # rope_parameters where a config states none
+    global_kv_heads: ClassVar[int | None] = None  # the global layers' K/V heads where no config key states them
+    # (None: Gemma 4's rule, the local layers' count)
+    encoder: ClassVar[bool] = False  # EmbeddingGemma 2: every query sees keys on both sides, no unembedding
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
@@ -96,7 +103,7 @@ class Gemma4(Gemma):
         H = integer(cfg, where, "num_attention_heads", high=MAX_HEADS)
         n = integer(cfg, where, "num_hidden_layers", high=MAX_LAYERS)
         types = cls.layer_types(cfg, n, where)
-        shapes = _layer_shapes(cfg, where, types, H)
+        shapes = _layer_shapes(cfg, where, types, H, cls.global_kv_heads)
         r = max(w for w, _ in shapes)
         G = math.lcm(*(g for _, g in shapes))  # divides H: every count does
         prefix = next((p for p in PREFIXES if f"{p}layers.0.self_attn.q_proj.weight" in ckpt.tensors), "model.")
@@ -118,21 +125,57 @@ class Gemma4(Gemma):
         plain.update(head_dim=r, num_key_value_heads=G, layer_types=types)
         eps = number(cfg, where, "rms_norm_eps", default=1e-6)
         opts = LlamaLikeOptions(embed_scale=d**0.5, qk_norm=True, post_attn_norm=True, attn_scale=1.0,
-                                norm_eps=eps)
+                                norm_eps=eps, bidirectional=cls.encoder, radius="whole")
         tensors = ckpt.tensors.derived(made, hidden=("rope_freqs.weight",))  # (read below, for the global layers)
         hw = convert_llamalike(dataclasses.replace(ckpt, config=plain, tensors=tensors), cls, opts)
-        rope = cfg.get("rope_parameters") or _DEFAULT_ROPE
+        rope = cfg.get("rope_parameters") or cls.default_rope
         freqs = torch.stack([_inv_freq(rope, t, w, r, where) for (w, _), t in zip(shapes, types)])
         rope_divisors = ckpt.tensors.take("rope_freqs.weight", required=False)  # GGUF files only (llama.cpp's)
         if rope_divisors is not None:
             freqs = _divided(freqs, rope_divisors, types, shapes, r, ckpt.tensors.origin("rope_freqs.weight"))
-        notes = _notes(cfg, types, shapes, r, G, scalars, k_eq_v, rope_divisors is not None)
+        proportional = any(isinstance(v, dict) and v.get("rope_type") == "proportional" for v in rope.values())
+        notes = _notes(cfg, types, shapes, r, G, scalars, k_eq_v, rope_divisors is not None,
+                       proportional or rope_divisors is not None)
         meta = dataclasses.replace(hw.meta, notes=hw.meta.notes + tuple(notes))
         return hw.replace(rotary=Rotary(r, freqs, "half"), v_norm=Norm("rmsnorm", None, None, eps), meta=meta)
 
 
+#: EmbeddingGemma 2's rotary bases where its config states none (the ordinary map on both layer types)
+_ENCODER_ROPE = {"sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0},
+                 "full_attention": {"rope_type": "default", "rope_theta": 1_000_000.0}}
+
+
+@register
+class EmbeddingGemma2(Gemma4):
+    """EmbeddingGemma 2: Gemma 4's layers as an encoder. Every query sees the keys within
+    ``sliding_window`` tokens on either side on a local layer (``|i − j| ≤ sliding_window``: the
+    config states a radius, held as the window ``sliding_window + 1``), every key on a global one;
+    the global layers' K/V heads one by default and no ``attention_k_eq_v``; both layer types turn by
+    the ordinary rotary map at their own width. Its per-layer inputs are projected from the token
+    embeddings alone, another writer (as Gemma 4's per-layer embeddings are), not read. The sentence
+    embedding (a projection after the final norm) is no unembedding: ``W_U`` is None."""
+
+    name = "embedding_gemma2"
+    about = ("EmbeddingGemma 2: Gemma 4's layers as an encoder (local layers seeing sliding_window tokens on either "
+             "side, global ones every key)")
+    model_types = ("embedding_gemma2_text",)
+    architectures = ("EmbeddingGemma2TextModel",)
+    handled = Gemma4.handled - {"max_window_layers", "use_sliding_window"} | {"sliding_window_pattern"}
+    ignored = Gemma4.ignored - {"sliding_window_pattern", "_sliding_window_pattern"} | {"embedding_dim"}
+    accept = {"rope_parameters": _rope_ok, "attention_bias": lambda v: not v, "is_decoder": lambda v: not v}
+    default_rope = _ENCODER_ROPE
+    global_kv_heads = 1
+    encoder = True
+
+    @classmethod
+    def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
+        """As listed, else every ``sliding_window_pattern``-th layer (default 6) global; the last layer
+        global whatever is listed (transformers makes it so)."""
+        return every_nth_global(config, n_layers, where, 6)[:-1] + ["full_attention"]
+
+
 def _notes(cfg: dict, types: list[str], shapes: list[tuple[int, int]], r: int, G: int, scalars: list[float],
-           k_eq_v: bool, rope_freqs: bool) -> list[str]:
+           k_eq_v: bool, rope_freqs: bool, proportional: bool = True) -> list[str]:
     """What Gemma 4's ``meta.notes`` say beside the Llama-like ones: the value norm and the rotary map
     per layer type, and, where the model has them, llama.cpp's rope_freqs, the widths held at one, the K/V
     counts repeated, the values from the keys, the per-layer embeddings and the layer scalars."""
@@ -141,8 +184,8 @@ def _notes(cfg: dict, types: list[str], shapes: list[tuple[int, int]], r: int, G
     notes = [
         "value norm: each value head is RMS-normalised (no gain) before W_O, so W_OV describes what a head writes "
         "up to that per-token scale",
-        "rotary per layer type (rope_parameters): a head turns its own pairs at its own width's frequencies; the "
-        "proportional map of the global layers turns only the first of them",
+        "rotary per layer type (rope_parameters): a head turns its own pairs at its own width's frequencies"
+        + ("; the proportional map of the global layers turns only the first of them" if proportional else ""),
     ]
     if rope_freqs:
         notes.append("global layers' rotary frequencies divided by the file's rope_freqs (llama.cpp's form of the "
@@ -167,18 +210,23 @@ def _notes(cfg: dict, types: list[str], shapes: list[tuple[int, int]], r: int, G
     return notes
 
 
-def _layer_shapes(cfg: dict, where: str, types: list[str], n_heads: int) -> list[tuple[int, int]]:
+def _layer_shapes(cfg: dict, where: str, types: list[str], n_heads: int,
+                  global_kv: int | None = None) -> list[tuple[int, int]]:
     """Per layer ``(head width, K/V heads)``: the config's ``head_dim`` and ``num_key_value_heads``
     (transformers' defaults 256 and 4), the global layers' ``global_head_dim`` (512) and, with
-    ``attention_k_eq_v``, ``num_global_key_value_heads``; or as a saved ``per_layer_config`` overrides them."""
+    ``attention_k_eq_v``, ``num_global_key_value_heads``; or as a saved ``per_layer_config`` overrides them.
+    ``global_kv``: the global layers' count by default, whatever ``attention_k_eq_v`` says (EmbeddingGemma 2)."""
     w0 = integer(cfg, where, "head_dim", default=256)
     g0 = integer(cfg, where, "num_key_value_heads", default=4, high=MAX_HEADS)
     shapes = [(w0, g0)] * len(types)
     per = cfg.get("per_layer_config")
     if per is None:
         wg = integer(cfg, where, "global_head_dim", default=_GLOBAL_HEAD_DIM)
-        gg = integer(cfg, where, "num_global_key_value_heads", default=g0, high=MAX_HEADS) if cfg.get(
-            "attention_k_eq_v", True) else g0
+        if global_kv is not None:
+            gg = integer(cfg, where, "num_global_key_value_heads", default=global_kv, high=MAX_HEADS)
+        else:
+            gg = integer(cfg, where, "num_global_key_value_heads", default=g0, high=MAX_HEADS) if cfg.get(
+                "attention_k_eq_v", True) else g0
         shapes = [(wg, gg) if t == "full_attention" else s for s, t in zip(shapes, types)]
     else:
         if not isinstance(per, dict):

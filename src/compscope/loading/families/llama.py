@@ -23,8 +23,9 @@ from .base import (MAX_HEADS, MAX_LAYERS, YARN_TYPES, Family, checkpoint_notes, 
                    split_cols, split_rows, stack, unembedding)
 
 #: where the layers are: a causal LM, a base model, a vision-language model's language model (as transformers
-#: saves one since 4.52, and before), Nemotron-H's files (backbone.), EXAONE 3's (transformer.)
-PREFIXES = ("model.", "", "model.language_model.", "language_model.model.", "backbone.", "transformer.")
+#: saves one since 4.52, and before), Nemotron-H's files (backbone.), EXAONE 3's (transformer.), a multimodal
+#: encoder's text model (EmbeddingGemma 2's: language_model.)
+PREFIXES = ("model.", "", "model.language_model.", "language_model.model.", "backbone.", "transformer.", "language_model.")
 
 
 @dataclass
