@@ -1359,3 +1359,30 @@ def test_mellum_config_without_rope_settings_reads_transformers_bases_per_layer_
     for layer, kind in enumerate(["full_attention", "sliding_attention"]):
         torch.testing.assert_close(hw.rotary.inv_freq[layer].float(), getattr(rotary, f"{kind}_inv_freq").float())
     assert float(hw.rotary.inv_freq[0, 1]) == pytest.approx(500_000.0 ** -0.25)
+
+
+def test_cohere_compass_rope_per_type_head_width_and_hub_config(tmp_path):
+    """Cohere Compass: its sliding layer turns at its type's base (700, rotate-half pairs), its
+    global layer, whose rope entry is null, by nothing; the logits times its scale; the released config's
+    dangling top-level ``rope_theta``/``rope_type`` beside the per-type entries read as transformers
+    reads them (dropped); a layer type without an entry is refused by name."""
+    import transformers
+
+    if not hasattr(transformers, "CohereCompassTextConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no Cohere Compass")
+    build(BY_ID["cohere-compass-sliding-rotary-global-nope"]).save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    hub = {**cfg, "rope_parameters": {**cfg["rope_parameters"], "rope_theta": 1.0, "rope_type": "default"}}
+    (tmp_path / "config.json").write_text(json.dumps(hub))
+    model = transformers.AutoModelForCausalLM.from_pretrained(tmp_path)
+    assert model.model.layers[0].self_attn.head_dim == D_HEAD
+    hw = compscope.load(tmp_path)
+    assert hw.d_head == D_HEAD and hw.rotary.style == "half" and hw.sliding_window == (3, None)
+    want = 700.0 ** (-torch.arange(0, D_HEAD, 2, dtype=torch.float64) / D_HEAD)
+    torch.testing.assert_close(hw.rotary.inv_freq[0], want)
+    assert not bool(hw.rotary.inv_freq[1].any())
+    torch.testing.assert_close(hw.W_U, model.lm_head.weight.detach() * 0.25)
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "rope_parameters": {"sliding_attention": cfg[
+        "rope_parameters"]["sliding_attention"]}}))
+    with pytest.raises(compscope.CompscopeError, match="full_attention"):
+        compscope.load(tmp_path)

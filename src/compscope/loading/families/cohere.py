@@ -9,9 +9,13 @@ the embedding where tied). Command R+ adds a per-head QK LayerNorm with a gain f
 Cohere 2 MoE (``cohere2_moe``): Cohere 2's attention; RMSNorms where the config sets ``rms_norm_eps``
 (LayerNorms otherwise); its first layers dense (``mlp_layer_types``), and with
 ``prefix_dense_sliding_window_pattern`` 1 those are global layers that rotate all the same.
+Cohere Compass (``cohere_compass_text``, the North models' language model): Cohere 2's block with
+rotary settings per layer type, in the rotate-half layout.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
@@ -106,3 +110,58 @@ def _dense_layers(config: dict, n_layers: int, where: str) -> set[int]:
         raise LoadError(f"{where}: config key 'mlp_layer_types' = {kinds!r} is not 'dense' or 'sparse' for each of the "
                         f"{n_layers} layers")
     return {i for i, k in enumerate(kinds) if k == "dense"}
+
+
+def _compass_rope(config: dict, types: list[str], where: str) -> dict:
+    """Cohere Compass's ``rope_parameters``: an entry per layer type, None for a type without rotary."""
+    rope = config.get("rope_parameters")
+    missing = sorted({t for t in types if not isinstance(rope, dict) or t not in rope})
+    if missing:
+        raise LoadError(f"{where}: rope_parameters = {rope!r} has no entry for the {', '.join(missing)} layers (the model "
+                        "reads one per layer type; null for a type without rotary)")
+    bad = sorted(t for t in set(types) if rope[t] is not None and not isinstance(rope[t], dict))
+    if bad:
+        raise LoadError(f"{where}: rope_parameters entry for {bad[0]} layers = {rope[bad[0]]!r} is not rope settings")
+    return rope
+
+
+@register
+class CohereCompass(LlamaLike):
+    """Cohere Compass's language model (Cohere's North models): Cohere 2's parallel block and biasless
+    LayerNorms, rotary in the rotate-half layout with settings per layer type (a null entry: that type
+    has no rotary), multimodal sections that on text turn every pair by the token's position (read as
+    the ordinary map); every layer global unless ``layer_types`` says otherwise; the logits times
+    ``logit_scale`` where one is set."""
+
+    name = "cohere_compass"
+    about = "Cohere Compass (North): Cohere 2's parallel block, rotary per layer type, none where its entry is null"
+    model_types = ("cohere_compass_text",)
+    architectures = ("CohereCompassForCausalLM", "CohereCompassTextModel")
+    handled = Llama.handled - {"max_window_layers", "use_sliding_window"} | {"layer_norm_eps", "logit_scale"}
+    ignored = LlamaLike.ignored | {"pooling"}  # (how a sentence embedding pools: after the layers)
+    accept = {"rope_parameters": lambda v: isinstance(v, dict) and all(
+        s is None or (isinstance(s, dict) and (s.get("rope_type") or "default") == "default")
+        for s in v.values() if not isinstance(s, (str, int, float))), "rope_scaling": lambda v: v is None}
+
+    @classmethod
+    def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
+        """As listed, else every layer global (transformers' default)."""
+        listed = listed_layer_types(config, n_layers, where)
+        return listed if listed is not None else ["full_attention"] * n_layers
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        cfg, where = ckpt.config, ckpt.source
+        cls.check_config(cfg, where)
+        n = integer(cfg, where, "num_hidden_layers", high=MAX_LAYERS)
+        types = cls.layer_types(cfg, n, where)
+        rope = _compass_rope(cfg, types, where)
+        plain = tuple(i for i, t in enumerate(types) if rope[t] is None)
+        turning = {t: s for t, s in rope.items() if isinstance(s, dict)}
+        filler = next(iter(turning.values()), {"rope_type": "default", "rope_theta": 10_000.0})  # (NoPE: turned by 0)
+        config = {**cfg, "rope_parameters": {t: turning.get(t, filler) for t in set(types)}}
+        opts = LlamaLikeOptions(
+            norm_kind="layernorm", eps_key="layer_norm_eps",
+            logit_scale=1.0 if cfg.get("logit_scale") is None else number(cfg, where, "logit_scale", open_low=True),
+            nope_layers=plain, notes=("parallel block: the attention and the MLP read the same normed residual",))
+        return convert_llamalike(dataclasses.replace(ckpt, config=config), cls, opts)
