@@ -1,5 +1,5 @@
 """The language model inside a vision-language checkpoint (Gemma 3 from 4B up, LLaVA, Mistral
-Small 3.1, Qwen2-VL, Qwen2.5-VL, Qwen3-VL: a ``text_config`` inside a config no family reads whole,
+Small 3.1, Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Cosmos3 Edge, Cohere Compass: a ``text_config`` inside a config no family reads whole,
 or the language model's settings at its top), on tiny random models built from configs (nothing
 downloaded).
 
@@ -69,6 +69,28 @@ def _vlm(kind: str):
         cfg = transformers.Qwen3VLConfig(text_config=text, vision_config=vision, image_token_id=V - 1, video_token_id=V - 2,
                                          vision_start_token_id=V - 3, vision_end_token_id=V - 4)
         model = transformers.Qwen3VLForConditionalGeneration(cfg)
+    elif kind in ("cosmos3_edge", "cohere_compass"):  # Llama's attention with interleaved multimodal rotary; Cohere 2's
+        # block with rotary per layer type (none on the global layer)
+        if not hasattr(transformers, "Cosmos3EdgeConfig"):
+            pytest.skip(f"transformers {transformers.__version__} has neither Cosmos3 Edge nor Cohere Compass")
+        sections = {"rope_type": "default", "rope_theta": 5000.0, "mrope_section": [2, 1, 1]}
+        if kind == "cosmos3_edge":
+            text = {**_TEXT, "rope_parameters": sections, "tie_word_embeddings": False}
+            vision = dict(num_hidden_layers=1, hidden_size=16, intermediate_size=16, num_attention_heads=2,
+                          patch_size=14, num_patches=4)
+            cfg = transformers.Cosmos3EdgeConfig(text_config=text, vision_config=vision, projector_hidden_size=32,
+                                                 image_token_id=V - 1, video_token_id=V - 2, vision_start_token_id=V - 3,
+                                                 vision_end_token_id=V - 4)
+        else:
+            text = {**_TEXT, "sliding_window": 3, "layer_types": ["sliding_attention", "full_attention"],
+                    "rope_parameters": {"sliding_attention": sections, "full_attention": None}, "eos_token_id": 2}
+            text.pop("head_dim")
+            vision = dict(depth=1, hidden_size=16, intermediate_size=16, num_heads=2, out_hidden_size=32, patch_size=14,
+                          deepstack_visual_indexes=[0], num_position_embeddings=16)
+            cfg = transformers.CohereCompassConfig(text_config=text, vision_config=vision, image_token_id=V - 1,
+                                                   video_token_id=V - 2, vision_start_token_id=V - 3,
+                                                   vision_end_token_id=V - 4)
+        model = transformers.AutoModelForImageTextToText.from_config(cfg)
     else:
         text = hf_config("LlamaConfig", **_TEXT, tie_word_embeddings=False)
         vision = hf_config("CLIPVisionConfig", hidden_size=16, intermediate_size=16, num_hidden_layers=2,
@@ -104,7 +126,7 @@ def _as_transformers_4_saved(folder) -> None:
     path.write_text(json.dumps(cfg))
 
 
-KINDS = ["gemma3", "llava", "mistral3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl"]
+KINDS = ["gemma3", "llava", "mistral3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "cosmos3_edge", "cohere_compass"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -116,7 +138,8 @@ def test_the_language_model_of_a_vision_language_folder_is_read(tmp_path, kind):
     _same_heads(hw, ref)
     head = model.lm_head.weight.detach()
     assert torch.equal(hw.W_U, head)
-    assert hw.meta.family == {"gemma3": "gemma3", "qwen3_vl": "qwen3"}.get(kind, "llama")
+    assert hw.meta.family == {"gemma3": "gemma3", "qwen3_vl": "qwen3", "cosmos3_edge": "cosmos3_edge",
+                              "cohere_compass": "cohere_compass"}.get(kind, "llama")
     inner = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral"}.get(kind, f"{kind}_text")
     assert any(f"the language model of a {kind} model (its text_config, {inner}" in n and "vision not read" in n
                for n in hw.meta.notes), hw.meta.notes

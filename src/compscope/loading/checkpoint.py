@@ -8,6 +8,7 @@ finiteness, and its errors name the tensor and the file it came from.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -17,6 +18,11 @@ from torch import Tensor
 from ..core.heads import all_finite
 from ..errors import CompscopeError, WeightError, one_line  # noqa: F401  (one_line: re-exported)
 from .quantized import FLOAT8, dequantising
+
+
+#: TensorFlow-era LayerNorm names, read as PyTorch's as transformers renames them when it loads (old
+#: BERT files; transformers 5 writes ESM's so)
+LEGACY_NORM_NAMES = ((r"LayerNorm\.gamma\b", "LayerNorm.weight"), (r"LayerNorm\.beta\b", "LayerNorm.bias"))
 
 
 class TensorStore:
@@ -72,15 +78,18 @@ class TensorStore:
         view._taken, view._taken_dtypes = self._taken, self._taken_dtypes  # one record of what was read, either way
         return view
 
-    def with_legacy_norm_names(self) -> TensorStore:
-        """This store with TensorFlow-era LayerNorm names read as PyTorch's: ``LayerNorm.gamma`` as
-        ``LayerNorm.weight``, ``LayerNorm.beta`` as ``LayerNorm.bias`` (old BERT files; transformers 5
-        writes ESM's so), as transformers renames them when it loads; itself where none is so named."""
+    def renamed(self, rules: Iterable[tuple[str, str]]) -> TensorStore:
+        """This store with each tensor whose name the ``(pattern, replacement)`` regular expressions
+        rewrite (in turn) read under the new name, where that name is not stored itself, and no longer
+        under its own (it is reported as its file's); itself where no rule rewrites a name."""
+        rules = [(re.compile(pattern), new) for pattern, new in rules]
         made = {}
         for name in self._loaders:
-            for old, new in (("LayerNorm.gamma", "LayerNorm.weight"), ("LayerNorm.beta", "LayerNorm.bias")):
-                if old in name and (renamed := name.replace(old, new)) not in self._loaders:
-                    made[renamed] = (self._loaders[name], name)
+            renamed = name
+            for pattern, new in rules:
+                renamed = pattern.sub(new, renamed)
+            if renamed != name and renamed not in self._loaders:
+                made[renamed] = (self._loaders[name], name)
         return self.derived(made, hidden=tuple(src for _, src in made.values())) if made else self
 
     def __contains__(self, name: str) -> bool:

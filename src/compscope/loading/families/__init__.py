@@ -9,6 +9,7 @@ import difflib
 from ...errors import UnsupportedModelError, one_line
 from ...core.heads import HeadWeights
 from ...registry import Registry
+from ..checkpoint import LEGACY_NORM_NAMES
 from .base import Family
 
 #: every family, found by its ``model_types`` and ``architectures``
@@ -114,8 +115,8 @@ def to_heads(ckpt) -> HeadWeights:
     if inside is not None:  # a vision-language model: its language model is what composes
         ckpt = dataclasses.replace(ckpt, config=config, notes=[*ckpt.notes, inside])
     family = family_for(ckpt.config, ckpt.source)
-    if (legacy := ckpt.tensors.with_legacy_norm_names()) is not ckpt.tensors:
-        ckpt = dataclasses.replace(ckpt, tensors=legacy)
+    if (named := ckpt.tensors.renamed(LEGACY_NORM_NAMES + family.saved_names)) is not ckpt.tensors:
+        ckpt = dataclasses.replace(ckpt, tensors=named)  # (read under the names the loaded model has)
     hw = family.convert(ckpt)
     unread = ckpt.tensors.unread_biases()
     if unread:
@@ -145,8 +146,8 @@ def _without_unbuilt_biases(hw: HeadWeights, family: type[Family], ckpt) -> Head
     return dataclasses.replace(hw, **dict.fromkeys(unbuilt), meta=meta)
 
 
-from . import (afmoe, apertus, bamba, bert, bloom, cohere, ctrl, cwm, ernie, esm, eurobert, exaone, falcon,  # noqa: E402,F401
-               falcon_h1, gemma, gemma4, glm, gpt2, gpt_bigcode, gpt_neo, gpt_oss, gptj,
+from . import (afmoe, apertus, bamba, bert, bloom, cohere, cosmos, ctrl, cwm, ernie, esm, eurobert, exaone,  # noqa: E402,F401
+               falcon, falcon_h1, gemma, gemma4, glm, gpt2, gpt_bigcode, gpt_neo, gpt_oss, gptj,
                granite, helium, jais2, jamba, kolibri, lfm2, lfm3, llama, minimax, modernbert, mpt, nanochat, nemotron,
                nemotron_h, neox, olmo, openai_gpt, opt, phi, phi3, phimoe, qwen3, qwen3_5, recurrent_gemma, rotary_bert,
                seed_oss, smollm3, solar_open, stablelm, starcoder2, ultrabert)  # (registration)

@@ -65,6 +65,11 @@ class Family:
     ignored: ClassVar[frozenset[str]] = frozenset()
     accept: ClassVar[dict[str, Callable[[Any], bool]]] = {}
 
+    #: how the model makers' files name tensors that a loaded model (and transformers, as it loads
+    #: them) names otherwise: ``(pattern, replacement)`` regular expressions over a stored name, which
+    #: is then read under the loaded model's name (where that is not stored itself), so ``convert``
+    #: reads one set of names
+    saved_names: ClassVar[tuple[tuple[str, str], ...]] = ()
     #: attribute of a transformers head model (``...ForCausalLM``) that holds the base model
     hf_base: ClassVar[str] = "model"
     #: whether the running model holds a table of positions even with rotary positions (GPT-J's

@@ -32,6 +32,7 @@ class Kolibri1(LlamaLike):
     handled = Llama.handled - {"max_window_layers", "use_sliding_window"}
     ignored = Llama.ignored | {"shared_expert_intermediate_size", "n_group", "topk_group", "routed_scaling_factor"}
     options = LlamaLikeOptions(qk_norm=True, post_attn_norm=True, post_attn_norm_at="post_self_attn_layernorm")
+    saved_names = ((r"\.post_attn_norm\.weight$", ".post_self_attn_layernorm.weight"),)  # (its files' name)
     hook_points = layer_hooks("input_layernorm", "post_self_attn_layernorm")
 
     @classmethod
@@ -51,9 +52,7 @@ class Kolibri1(LlamaLike):
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         windowed = ckpt.config.get("sliding_window", KOLIBRI_WINDOW) is not None  # (transformers: rotary on every
         # layer where there is no window)
-        files = any(n.endswith(".post_attn_norm.weight") for n in ckpt.tensors.names())
-        opts = dataclasses.replace(cls.options, nope_layers="full_attention" if windowed else "",
-                                   **({"post_attn_norm_at": "post_attn_norm"} if files else {}))
+        opts = dataclasses.replace(cls.options, nope_layers="full_attention" if windowed else "")
         if "sliding_window" not in ckpt.config:
             ckpt = dataclasses.replace(ckpt, config={**ckpt.config, "sliding_window": KOLIBRI_WINDOW})
         return convert_llamalike(ckpt, cls, opts)

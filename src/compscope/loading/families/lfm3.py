@@ -49,6 +49,7 @@ class Lfm3(LlamaLike):
     accept = {"rope_parameters": rope_accept_of(_KINDS), "rope_scaling": lambda v: v is None}
     options = LlamaLikeOptions(qk_norm=True, input_norm_at="operator_norm", eps_key="norm_eps",
                                final_norm="embedding_norm", rope_kinds=_KINDS)
+    saved_names = ((r"\.self_attn\.gate_proj\.weight$", ".self_attn.g_proj.weight"),)  # (its files' name for the gate)
     hook_points = layer_hooks("operator_norm", "post_operator_norm", attending="self_attn")
     other_layers = "short-convolution layers"
 
@@ -95,9 +96,7 @@ class Lfm3(LlamaLike):
             return hw
         d, H = integer(cfg, where, "hidden_size"), integer(cfg, where, "num_attention_heads", high=MAX_HEADS)
         layers = cls.attention_layers(cfg, integer(cfg, where, "num_hidden_layers"), where)
-        # (the files' gate_proj, which transformers renames g_proj)
-        at = next(((p, g) for g in ("gate_proj", "g_proj") for p in PREFIXES
-                   if f"{p}layers.{layers[0]}.self_attn.{g}.weight" in ts), ("model.", "g_proj"))
-        gates = [ts.take(f"{at[0]}layers.{i}.self_attn.{at[1]}.weight", (H, d))[:, None, :].expand(H, hw.d_head, d)
+        at = next((p for p in PREFIXES if f"{p}layers.{layers[0]}.self_attn.g_proj.weight" in ts), "model.")
+        gates = [ts.take(f"{at}layers.{i}.self_attn.g_proj.weight", (H, d))[:, None, :].expand(H, hw.d_head, d)
                  .contiguous() for i in layers]
         return with_output_gates(hw, gates, per="per-head")

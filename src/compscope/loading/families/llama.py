@@ -66,7 +66,6 @@ class LlamaLikeOptions:
     out_proj_at: str = "o_proj"  # the output projection's module name (LFM2: out_proj)
     qk_norm_at: tuple[str, str] = ("q_norm", "k_norm")  # the QK norms' module names (LFM2: q_layernorm, k_layernorm)
     sinks: bool = False  # gpt-oss: a learned sink logit per head (self_attn.sinks)
-    sinks_at: str = "sinks"  # its tensor's name in the attention (Flint's files: softmax_offset)
     rope_kinds: tuple[str, ...] = YARN_TYPES  # the rope types read (LFM3 adds 'proportional')
     bidirectional: bool = False  # EmbeddingGemma: every query sees keys on both sides, a window of sliding_window // 2
     # on either side (the window held as sliding_window // 2 + 1); an encoder, so no unembedding
@@ -229,7 +228,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         if opts.post_attn_norm:
             g_post.append(ts.take(p + opts.post_attn_norm_at + ".weight", (d,)))
         if opts.sinks:
-            sinks.append(ts.take(f"{p}{opts.attn_at}.{opts.sinks_at}", (H,)))
+            sinks.append(ts.take(f"{p}{opts.attn_at}.sinks", (H,)))
 
     emb = ts.take(f"{prefix}{opts.embed_at}.weight")
     if emb.ndim != 2 or emb.shape[1] != d:

@@ -135,15 +135,13 @@ class Flint(Qwen3):
     architectures = ("FlintForCausalLM", "FlintModel")
     handled = LlamaLike.handled - {"max_window_layers", "use_sliding_window"}
     options = LlamaLikeOptions(qk_norm=True, sinks=True, nope_layers="full_attention")
+    saved_names = ((r"\.self_attn\.softmax_offset$", ".self_attn.sinks"),)  # (its files' name for the sinks)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
-        files = any(n.endswith("self_attn.softmax_offset") for n in ckpt.tensors.names())  # (the files' name for
-        # the sinks, which transformers renames)
         if "sliding_window" not in ckpt.config:  # transformers' default window
             ckpt = dataclasses.replace(ckpt, config={**ckpt.config, "sliding_window": FLINT_WINDOW})
-        return convert_llamalike(ckpt, cls, dataclasses.replace(cls.options, sinks_at="softmax_offset") if files
-                                 else cls.options)
+        return convert_llamalike(ckpt, cls, cls.options)
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
