@@ -484,6 +484,13 @@ VARIANTS = [
     Variant("eurobert-gqa-biases", "eurobert", "EuroBertConfig",
             dict(_LLAMA, num_key_value_heads=2, attention_bias=True, pad_token_id=0, bos_token_id=1, eos_token_id=2,
                  mask_token_id=3, rope_parameters={"rope_type": "default", "rope_theta": 500.0})),
+    # OpenAI's privacy filter: gpt-oss's attention (sinks, biases, YaRN) as an encoder, every layer seeing 2 tokens on
+    # either side; rotary on interleaved pairs
+    Variant("privacy-filter-sinks-both-sides", "eurobert", "OpenAIPrivacyFilterConfig",
+            dict(_LLAMA, num_key_value_heads=2, sliding_window=2, num_local_experts=2, num_experts_per_tok=1,
+                 pad_token_id=0, eos_token_id=0,
+                 rope_parameters={"rope_type": "yarn", "rope_theta": 150000.0, "factor": 32.0, "beta_fast": 32.0,
+                                  "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 4096})),
     # EmbeddingGemma 2: Gemma 4's layers as an encoder; local layers (radius 2) 4 wide with 2 K/V heads, the global
     # layer 8 wide with 1; per-layer inputs projected from the embeddings; layer scalars
     Variant("embedding-gemma2-encoder", "gemma4_encoder", "EmbeddingGemma2TextConfig",

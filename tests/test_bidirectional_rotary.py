@@ -342,3 +342,40 @@ def test_embedding_gemma2_radius_widths_and_config_forms(tmp_path):
     v = validate(str(tmp_path / "whole"), sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
                  progress=False)
     assert {h["score"] for h in v.heads} == {"previous_token"}
+
+
+@pytest.mark.skipif(not hasattr(transformers, "OpenAIPrivacyFilterConfig"), reason="this transformers has no privacy "
+                    "filter")
+def test_privacy_filter_window_sinks_and_defaults(tmp_path):
+    """OpenAI's privacy filter: every layer sees ``sliding_window = 2`` tokens on either side (held as
+    the window 3), each head's pattern sums to less than one (its sink), the rotary map on interleaved
+    pairs; a config without rope settings or a window reads transformers' defaults (YaRN as gpt-oss
+    ships it, radius 128), a null window is refused by name; the folder runs on data as an encoder."""
+    from compscope.data.validate import validate
+
+    vid = "privacy-filter-sinks-both-sides"
+    model, cap = model_and_capture(vid)
+    model.save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    hw = compscope.load(tmp_path)
+    assert not hw.causal and hw.sliding_window == (3, 3) and hw.W_U is None and hw.sinks is not None
+    assert hw.rotary.style == "interleaved"
+    x = read_input(hw, 0, cap.resid[0])
+    pattern = attend(hw, 0, project(hw, 0, "Q", x), project(hw, 0, "K", x))
+    n = pattern.shape[-1]
+    near = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs() <= 2
+    assert bool((pattern[..., near] > 0).all()) and bool((pattern[..., ~near] == 0).all())
+    assert bool((pattern.sum(-1) < 1).all())
+
+    bare = {k: v for k, v in cfg.items() if k not in ("rope_parameters", "sliding_window")}
+    (tmp_path / "config.json").write_text(json.dumps(bare))
+    plain = compscope.load(tmp_path)
+    assert plain.sliding_window == (129, 129)
+    torch.testing.assert_close(plain.rotary.inv_freq, hw.rotary.inv_freq)  # (the variant's rope is the default)
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "sliding_window": None}))
+    with pytest.raises(compscope.CompscopeError, match="sliding_window"):
+        compscope.load(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    v = validate(str(tmp_path), sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
+                 progress=False)
+    assert {h["score"] for h in v.heads} == {"previous_token"}

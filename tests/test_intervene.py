@@ -290,7 +290,7 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "exaone3-llama-under-lg-names",
                "exaone-moe-sliding-global-nope",
                "olmo-hybrid-deltanet-attention",
-               "modernbert-local-both-sides", "modernbert-biases", "embeddinggemma-bidirectional", "eurobert-gqa-biases", "ultrabert-local-both-sides",
+               "modernbert-local-both-sides", "modernbert-biases", "embeddinggemma-bidirectional", "eurobert-gqa-biases", "ultrabert-local-both-sides", "privacy-filter-sinks-both-sides",
                "embedding-gemma2-encoder",
                "esm2-rotary-token-dropout",
                "modernbert-decoder-causal-window", "megatron-bert-pre-ln",
