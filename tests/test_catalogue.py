@@ -58,7 +58,8 @@ def test_the_refused_model_types_are_ones_transformers_names():
     newer = {"deepseek_v32", "deepseek_v4", "glm4_moe_lite", "glm_moe_dsa", "kimi_k25", "gemma4", "gemma4_text",
              "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "minicpm3", "kimi_linear", "youtu",
              "sarvam_mla", "bailing_hybrid", "dots3_note_text", "axk1", "laguna", "mimo_v2_flash", "beam", "zaya", "dory",
-             "mllama_text_model", "axk2", "mistral4", "mistral_large4", "hy_v4", "hrm_text"}
+             "mllama_text_model", "axk2", "mistral4", "mistral_large4", "hy_v4", "hrm_text",
+             "glm5_next_text", "inkling_text", "inkling2_text", "neomme", "muse_spark_text", "qwen4_exp_text"}
     unknown = {t for t in catalogue.NOT_READ if t not in CONFIG_MAPPING} - remote_code
     if transformers.__version__.split(".")[0] == "4":  # 4.57 predates these
         unknown -= newer
@@ -143,6 +144,9 @@ def test_lookup_reads_a_vision_language_model_by_its_language_model():
     read, line = catalogue.lookup("kimi_k25")  # its language model (DeepSeek-V3's) is one refused
     if "kimi_k25" in __import__("transformers").CONFIG_MAPPING:
         assert not read and catalogue.NOT_READ["kimi_k25"] in line
+    if "qwen4_exp" in __import__("transformers").CONFIG_MAPPING:  # one whose language model's own type is refused
+        read, line = catalogue.lookup("qwen4_exp")
+        assert not read and line == f"qwen4_exp: not read: its language model, qwen4_exp_text: {catalogue.NOT_READ['qwen4_exp_text']}"
 
 
 def test_the_models_command(capsys):

@@ -27,7 +27,7 @@ _NO_ATTENTION = "no attention heads: a recurrent or state-space model has none t
 NOT_READ: dict[str, str] = {
     **dict.fromkeys(("deepseek_v2", "deepseek_v3", "deepseek_v32", "longcat_flash", "glm4_moe_lite", "glm_moe_dsa",
                      "kimi_k25", "minicpm3", "kimi_linear", "youtu", "sarvam_mla", "bailing_hybrid", "dots3_note_text",
-                     "axk1", "axk2", "mistral4", "mistral_large4", "hy_v4"), _MLA),
+                     "axk1", "axk2", "mistral4", "mistral_large4", "hy_v4", "glm5_next_text"), _MLA),
     "diffllama": ("differential attention: each output is one softmax pattern's minus λ times a second one's, then "
                   "RMS-normalised before W_O, so no head has one QK circuit and none's OV map is linear"),
     "big_bird": ("block-sparse attention (its default attention_type): each query block attends to its neighbouring, "
@@ -87,6 +87,18 @@ NOT_READ: dict[str, str] = {
     "hrm_text": ("HRM-Text: two states, a fast and a slow one, that its two stacks of layers update in cycles, each "
                  "stack reading the sum of both, and every layer run several times: there is no one residual stream "
                  "that each head reads and writes once"),
+    "inkling_text": ("short convolutions over neighbouring tokens on its keys and values, and logits that add a "
+                     "relative-position term computed from the query (r_proj): no head's W_K or W_V is a map of one "
+                     "token's residual"),
+    "inkling2_text": ("Inkling's convolutions and relative-position logits, and each layer's input an attention over "
+                      "the earlier blocks' outputs (block attention residuals), not one residual stream"),
+    "neomme": ("exclusive self-attention: each head's output loses its component along the query token's own "
+               "normalised value, so no head's OV map is linear"),
+    "muse_spark_text": ("an RMS norm on each head's output before its gate and W_O (o_norm), and every layer's update "
+                        "mixed into the residual with a learned weight per dimension on each (residual gates), which "
+                        "rescales the residual the later heads read"),
+    "qwen4_exp_text": ("hyper-connections: several residual streams (hc_count), which learned, input-dependent weights "
+                       "mix into each layer's input and update, not one residual stream"),
     "laguna": ("a query head count per layer (num_attention_heads_per_layer) and a softplus gate on each head's "
                "output, which compscope's canonical form (one head count, a sigmoid gate) does not hold"),
 }
@@ -177,6 +189,9 @@ def lookup(name: str, only: str | None = None) -> tuple[bool, str]:
     reason = (why_not(name) if only != "gguf" else None) or (why_not_gguf(name) if only != "model_type" else None)
     if reason is not None:
         return False, f"{name}: not read: {reason}"
+    inner = _language_model_type(name) if only != "gguf" else None
+    if inner is not None and why_not(inner) is not None:
+        return False, f"{name}: not read: its language model, {inner}: {why_not(inner)}"
     return False, (f"{name or repr(name)}: not a model_type or GGUF architecture compscope knows (`compscope models` "
                    "lists those it reads)")
 
@@ -212,8 +227,14 @@ def _language_model_type(model_type: str) -> str | None:
     does not know, or one that is its own language model."""
     try:
         from transformers import AutoConfig
+        from transformers.utils import logging
 
-        text = AutoConfig.for_model(model_type).get_text_config()
+        was = logging.get_verbosity()
+        logging.set_verbosity_error()  # (a bare config's warnings say nothing of the answer)
+        try:
+            text = AutoConfig.for_model(model_type).get_text_config()
+        finally:
+            logging.set_verbosity(was)
     except Exception:  # noqa: BLE001  (no transformers, or a type it does not know or cannot build bare)
         return None
     inner = getattr(text, "model_type", None)
