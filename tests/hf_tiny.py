@@ -194,6 +194,12 @@ VARIANTS = [
     # QK-norm per head, the input norm named attention_layernorm
     Variant("apertus-qk-norm", "apertus", "ApertusConfig",
             dict(_LLAMA, num_key_value_heads=2, rope_parameters={"rope_type": "default", "rope_theta": 2000.0})),
+    # Apertus 1.5: Apertus's attention, Llama 3's rope scaling, its head unpruned
+    Variant("apertus1p5-llama3-rope", "apertus", "Apertus1p5TextConfig",
+            dict(_LLAMA, num_key_value_heads=2, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                 rope_parameters={"rope_type": "llama3", "rope_theta": 5000.0, "factor": 8.0,
+                                  "original_max_position_embeddings": 16, "low_freq_factor": 1.0,
+                                  "high_freq_factor": 4.0})),
     # no input norm, a norm on the attention output, QK-norm per head; the global layer has no rotary
     Variant("exaone4-sliding-global-nope", "olmo2", "Exaone4Config",
             dict(_LLAMA, num_key_value_heads=2, sliding_window=3, sliding_window_pattern=2,

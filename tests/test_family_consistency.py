@@ -1386,3 +1386,32 @@ def test_cohere_compass_rope_per_type_head_width_and_hub_config(tmp_path):
         "rope_parameters"]["sliding_attention"]}}))
     with pytest.raises(compscope.CompscopeError, match="full_attention"):
         compscope.load(tmp_path)
+
+
+def test_apertus_1p5_pruned_head_is_not_read_as_w_u(tmp_path):
+    """Apertus 1.5 with its LM head pruned to the first ``output_vocab_size`` tokens: the attention
+    reads as with the full head, no ``W_U`` (the notes say why), and the folder still runs on data;
+    its full head reads as ``W_U``; a config without rope settings reads transformers' default
+    (Llama 3 scaling, base 1.2e7)."""
+    import transformers
+    from compscope.data.validate import validate
+
+    if not hasattr(transformers, "Apertus1p5TextConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no Apertus 1.5")
+    full = loaded("apertus1p5-llama3-rope")[0]
+    model = build(BY_ID["apertus1p5-llama3-rope"], output_vocab_size=20)
+    assert model.lm_head.weight.shape[0] == 20
+    model.save_pretrained(tmp_path)
+    hw = compscope.load(tmp_path)
+    assert hw.W_U is None and any("pruned to the first 20 of the 61 tokens" in n for n in hw.meta.notes)
+    assert not any(n.startswith("no unembedding:") for n in hw.meta.notes)
+    assert hw.W_Q.shape == full.W_Q.shape and full.W_U is not None
+    torch.testing.assert_close(hw.W_Q[0], model.model.layers[0].self_attn.q_proj.weight.detach().reshape(-1, D_HEAD, D))
+    v = validate(str(tmp_path), sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
+                 progress=False)
+    assert v.heads
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg.pop("rope_parameters")
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    plain = compscope.load(tmp_path)
+    assert any("Llama 3" in n and "factor 8" in n for n in plain.meta.notes)
