@@ -103,7 +103,7 @@ NOT_READ: dict[str, str] = {
                              "encoder computed from the prompt beside its own, a second residual stream that no single "
                              "set of writer and reader heads spans"),
     "step3p5": ("Step 3.5 and 3.7's language model: its sliding layers have a query head count of their own "
-                "(num_sliding_attention_heads) and a gate per head, which compscope's canonical form (one head count) "
+                "(num_sliding_attention_heads), which compscope's canonical form (one head count) "
                 "does not hold; its sparse variants pick key blocks per query with a learned indexer"),
     "laguna": ("a query head count per layer (num_attention_heads_per_layer) and a softplus gate on each head's "
                "output, which compscope's canonical form (one head count, a sigmoid gate) does not hold"),
