@@ -89,10 +89,10 @@ def write_gemma3_gguf(path, model, pattern, arch: str = "gemma3") -> None:
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"tiny-{arch}")
     _metadata(w, block_count=L, key_length=R, value_length=R, layer_norm_rms_eps=1e-6, sliding_window=WINDOW)
-    if arch == "gemma3":
+    if arch in ("gemma3", "gemma-embedding"):
         w.add_rope_freq_base(20000.0)
         # by name: gguf's writer has methods for these two from 0.18 (add_rope_freq_base_swa, add_sliding_window_pattern)
-        w.add_float32(f"{arch}.rope.freq_base_swa", 500.0)
+        w.add_float32(f"{arch}.rope.freq_base_swa", 500.0)  # (which llama.cpp ignores for gemma-embedding: 10000)
         key = f"{arch}.attention.sliding_window_pattern"
         if isinstance(pattern, int):
             w.add_uint32(key, pattern)
@@ -141,6 +141,36 @@ def test_gemma3_gguf_matches_model_object(tmp_path, pattern, types):
                  (ours.attn_out_norm, ref.attn_out_norm), (ours.final_norm, ref.final_norm)]:
         assert a.offset == b.offset == 1.0
         torch.testing.assert_close(a.weight, b.weight, atol=1e-6, rtol=0)
+    x = torch.randn(1, 2 * WINDOW + 3, D, generator=torch.Generator().manual_seed(1))
+    from compscope.core.attention import attention_forward
+
+    for layer in range(L):
+        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-4, rtol=1e-4)
+
+
+def test_gemma_embedding_gguf_matches_model_object(tmp_path):
+    """EmbeddingGemma as llama.cpp writes it (``gemma-embedding``: Gemma 3's tensors and keys) reads as
+    transformers' EmbeddingGemma (Gemma 3 attending both ways) holding the same weights: keys within half
+    the window on either side, every second layer global as the stored pattern says, the local layers at
+    base 10000 as llama.cpp takes them (whatever the file's own key), the scale ``d_head^(-1/2)``."""
+    types = ["sliding_attention", "full_attention"] * 2
+    cfg = hf_config("Gemma3TextConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=L,
+                    num_attention_heads=H, num_key_value_heads=G, head_dim=R, query_pre_attn_scalar=R,
+                    sliding_window=WINDOW, layer_types=types, use_bidirectional_attention=True,
+                    rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                                     "full_attention": {"rope_type": "default", "rope_theta": 20000.0}})
+    model = transformers.Gemma3TextModel(cfg).eval()
+    _randomise(model, 0)
+    causal = transformers.Gemma3ForCausalLM(cfg).eval()  # (the writer reads the causal LM's names)
+    causal.model.load_state_dict(model.state_dict())
+    path = tmp_path / "e.gguf"
+    write_gemma3_gguf(path, causal, 2, arch="gemma-embedding")
+    ours, ref = compscope.load(path), compscope.load(model)
+    assert not ours.causal and ours.W_U is None and ours.sliding_window == ref.sliding_window == (WINDOW // 2 + 1, None) * 2
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    assert ours.scale == ref.scale == R**-0.5
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
     x = torch.randn(1, 2 * WINDOW + 3, D, generator=torch.Generator().manual_seed(1))
     from compscope.core.attention import attention_forward
 

@@ -60,6 +60,7 @@ _ARCHS = {
     "gemma": ("gemma", False, True),
     "gemma2": ("gemma2", False, True),
     "gemma3": ("gemma3_text", False, True),
+    "gemma-embedding": ("gemma3_text", False, True),  # EmbeddingGemma: Gemma 3's layers attending both ways (_gemma)
     "gemma4": ("gemma4_text", False, False),  # norms stored as they are; per-layer head widths and counts (_gemma4)
     "phi3": ("phi3", False, False),  # one fused attn_qkv, rows [q heads | k heads | v heads] as HF's qkv_proj
     "olmo": ("olmo", True, False),  # norms without parameters: no norm tensors
@@ -434,11 +435,15 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
     elif scaling not in (None, "none") or factor not in (None, 0.0, 1.0):
         # the families accept 'linear' and refuse other types by name
         cfg["rope_scaling"] = {"rope_type": scaling or "linear", "factor": 1.0 if factor is None else factor}
-    if arch in ("gemma2", "gemma3"):
+    if arch in ("gemma2", "gemma3", "gemma-embedding"):
         # not stored in GGUF; llama.cpp's rule: 27B (46 / 62 layers) scales by (d_model / n_heads)^-1/2,
         # the others by head_dim^-1/2. Gemma 2's sliding layers are not stored either: every other one (HF's default)
-        big = cfg["num_hidden_layers"] == {"gemma2": 46, "gemma3": 62}[arch]
+        big = cfg["num_hidden_layers"] == {"gemma2": 46, "gemma3": 62}.get(arch)
         cfg["query_pre_attn_scalar"] = cfg["hidden_size"] // n_heads if big else head_dim
+    if arch == "gemma-embedding":  # llama.cpp's rules for it: both ways, within half the window on either side (as
+        # transformers' EmbeddingGemma), every sixth layer global where no pattern is stored, its local layers at base
+        # 10000 whatever the file says
+        cfg.update(use_bidirectional_attention=True, rope_local_base_freq=10000.0)
     if arch == "stablelm":  # llama.cpp: a layer without an MLP norm is a parallel block (not in the metadata)
         cfg["use_parallel_residual"] = not any(i.name.endswith("ffn_norm.weight") for i in infos)
         # and per-head QK LayerNorms (StableLM 2 12B) are there when their stacked gains are
