@@ -35,6 +35,9 @@ HYBRIDS = ("hybrid", "recurrent_gemma", "lfm3")
 #: the kinds that are encoders (built as AutoModel: no unembedding)
 ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_bert", "eurobert", "esm", "rotary_bert",
             "gemma4_encoder")
+#: the kinds built as AutoModel: the encoders, and decoders transformers builds no causal LM of its own for (a
+#: vision-language model's language model: Muse Glimmer's)
+BASE_MODELS = (*ENCODERS, "muse_glimmer")
 
 
 @dataclass(frozen=True)
@@ -497,6 +500,13 @@ VARIANTS = [
                  pad_token_id=0, eos_token_id=0,
                  rope_parameters={"rope_type": "yarn", "rope_theta": 150000.0, "factor": 32.0, "beta_fast": 32.0,
                                   "beta_slow": 1.0, "truncate": False, "original_max_position_embeddings": 4096})),
+    # Muse Glimmer: normed embeddings, sandwich 1 + w norms, gainless QK-norm with a query scale, a per-dimension gate;
+    # layers 0 and 2 sliding (window 3), 1 and 3 global without rotary (transformers' default: every fourth from the last)
+    Variant("muse-glimmer-gated-nope-global", "muse_glimmer", "MuseGlimmerTextConfig",
+            dict(_LLAMA, num_hidden_layers=4, num_key_value_heads=2, sliding_window=3, qk_scale_factor=2.5,
+                 output_multiplier=0.5, post_norm_eps=1e-6, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                 layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+                 layer_rope_theta=[700.0, 0, 700.0, 0], rope_parameters={"rope_type": "default", "rope_theta": 700.0})),
     # EmbeddingGemma 2: Gemma 4's layers as an encoder; local layers (radius 2) 4 wide with 2 K/V heads, the global
     # layer 8 wide with 1; per-layer inputs projected from the embeddings; layer scalars
     Variant("embedding-gemma2-encoder", "gemma4_encoder", "EmbeddingGemma2TextConfig",
@@ -588,7 +598,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
 #: pre-LayerNorm variants whose first layer reads the residual without a norm (centring the embeddings would change it)
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
-RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "gemma4_encoder", "glm4", "apertus",
+RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "gemma4_encoder", "glm4", "apertus", "muse_glimmer",
                                                  "falcon_h1",
                                                  "gemma3_bidirectional", "hyperclovax", "afmoe", "eurobert",
                                                  "recurrent_gemma", "lfm3")
@@ -651,7 +661,7 @@ def build(variant: Variant, seed: int = 0, **overrides):
     """The model for ``variant`` with every parameter perturbed (norm gains ≠ 1, biases ≠ 0)."""
     cfg = make_config(variant, **overrides)
     torch.manual_seed(seed)
-    auto = transformers.AutoModel if variant.kind in ENCODERS else transformers.AutoModelForCausalLM
+    auto = transformers.AutoModel if variant.kind in BASE_MODELS else transformers.AutoModelForCausalLM
     model = auto.from_config(cfg, attn_implementation="eager", dtype=torch.float32)
     model.eval()
     with torch.no_grad():
@@ -737,6 +747,8 @@ def _modules(model, kind: str):
     if kind == "gpt1":  # post-LN: the attention reads the residual; the unembedding the last block's output
         return [(b.attn, b.attn.c_proj) for b in model.transformer.h], model.lm_head
     if kind == "gemma3_bidirectional":  # built as the base model (an encoder): its layers at the top
+        return [(b.input_layernorm, b.post_attention_layernorm) for b in model.layers], model.norm
+    if kind == "muse_glimmer":  # built as the base model (no causal LM of its own): its layers at the top
         return [(b.input_layernorm, b.post_attention_layernorm) for b in model.layers], model.norm
     if kind == "gemma4_encoder":  # EmbeddingGemma 2, built as the base model (an encoder): its layers at the top
         return [(b.input_layernorm, b.post_attention_layernorm) for b in model.layers], model.norm

@@ -22,7 +22,7 @@ import torch
 import compscope
 from compscope.core.attention import attention_forward
 
-from hf_tiny import (BY_ID, D, D_HEAD, ENCODERS, SEQ, VARIANTS, VOCAB, _modules, attention_layers, build, capture, make_config,
+from hf_tiny import (BASE_MODELS, BY_ID, D, D_HEAD, SEQ, VARIANTS, VOCAB, _modules, attention_layers, build, capture, make_config,
                      model_and_capture,
                      random_ids)
 
@@ -171,7 +171,7 @@ def test_unembedding_matches_hf(variant):
         assert hw.W_U is None and hw.final_norm is None
         return
     if variant.kind in ("xlmr_xl", "modernbert", "gemma3_bidirectional", "modernbert_decoder", "megatron_bert",
-                        "eurobert", "esm", "gemma4_encoder"):
+                        "eurobert", "esm", "gemma4_encoder", "muse_glimmer"):
         assert hw.W_U is None  # no linear unembedding (an encoder; a nonlinear LM head); the final norm is the model's
         with torch.no_grad():
             want = _modules(model, variant.kind)[1](cap.final_in)
@@ -527,7 +527,7 @@ def test_a_folder_reads_the_attention_biases_transformers_builds(tmp_path, vid, 
             added[base + ".bias"] = sd[base + ".bias"] = torch.full((w.shape[0],), 0.5)
     save_file(sd, tmp_path / "model.safetensors", metadata={"format": "pt"})
 
-    auto = transformers.AutoModel if v.kind in ENCODERS else transformers.AutoModelForCausalLM
+    auto = transformers.AutoModel if v.kind in BASE_MODELS else transformers.AutoModelForCausalLM
     built = auto.from_pretrained(tmp_path, attn_implementation="eager", dtype=torch.float32).eval()
     kept = set(added) & set(built.state_dict())
     from_folder, from_object = compscope.load(tmp_path), compscope.load(built)
@@ -1415,3 +1415,24 @@ def test_apertus_1p5_pruned_head_is_not_read_as_w_u(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     plain = compscope.load(tmp_path)
     assert any("Llama 3" in n and "factor 8" in n for n in plain.meta.notes)
+
+
+def test_muse_glimmer_reads_rope_bases_as_transformers_applies_them(tmp_path):
+    """Muse Glimmer's ``layer_rope_theta``: transformers turns a layer whose entry is not 0 at the
+    global base, so a config stating another base on some layer is refused by name (it would not run
+    as it reads); without the key, transformers' default: NoPE every fourth layer back from the last
+    (of four, layer 3 alone), the others at the global base."""
+    import transformers
+
+    if not hasattr(transformers, "MuseGlimmerTextConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no Muse Glimmer")
+    build(BY_ID["muse-glimmer-gated-nope-global"]).save_pretrained(tmp_path)
+    want = compscope.load(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({k: v for k, v in cfg.items() if k != "layer_rope_theta"}))
+    got = compscope.load(tmp_path)
+    assert not bool(got.rotary.inv_freq[3].any()) and all(torch.equal(got.rotary.inv_freq[i], want.rotary.inv_freq[0])
+                                                          for i in (0, 1, 2))
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "layer_rope_theta": [700.0, 0, 500.0, 0]}))
+    with pytest.raises(compscope.UnsupportedModelError, match="layer_rope_theta"):
+        compscope.load(tmp_path)

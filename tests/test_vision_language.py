@@ -91,6 +91,18 @@ def _vlm(kind: str):
                                                    video_token_id=V - 2, vision_start_token_id=V - 3,
                                                    vision_end_token_id=V - 4)
         model = transformers.AutoModelForImageTextToText.from_config(cfg)
+    elif kind == "muse_glimmer":  # normed embeddings, sandwich norms, gainless QK-norm, gates, NoPE global layers
+        if not hasattr(transformers, "MuseGlimmerConfig"):
+            pytest.skip(f"transformers {transformers.__version__} has no Muse Glimmer")
+        text = {**_TEXT, "sliding_window": 3, "layer_types": ["sliding_attention", "full_attention"],
+                "layer_rope_theta": [900.0, 0], "rope_parameters": {"rope_type": "default", "rope_theta": 900.0},
+                "qk_scale_factor": 2.0, "output_multiplier": 0.5, "post_norm_eps": 1e-6, "eos_token_id": 2,
+                "bos_token_id": 1, "pad_token_id": 0}
+        vision = dict(num_hidden_layers=1, hidden_size=16, intermediate_size=16, num_attention_heads=2, patch_size=14,
+                      pos_emb_height=4, pos_emb_width=4, max_position_embeddings=16)
+        cfg = transformers.MuseGlimmerConfig(text_config=text, vision_config=vision, image_token_id=V - 1,
+                                             video_token_id=V - 2, out_hidden_size=32, projector_hidden_size=32)
+        model = transformers.AutoModelForImageTextToText.from_config(cfg)
     else:
         text = hf_config("LlamaConfig", **_TEXT, tie_word_embeddings=False)
         vision = hf_config("CLIPVisionConfig", hidden_size=16, intermediate_size=16, num_hidden_layers=2,
@@ -126,7 +138,8 @@ def _as_transformers_4_saved(folder) -> None:
     path.write_text(json.dumps(cfg))
 
 
-KINDS = ["gemma3", "llava", "mistral3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "cosmos3_edge", "cohere_compass"]
+KINDS = ["gemma3", "llava", "mistral3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "cosmos3_edge", "cohere_compass",
+         "muse_glimmer"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -136,10 +149,15 @@ def test_the_language_model_of_a_vision_language_folder_is_read(tmp_path, kind):
     hw = compscope.load(tmp_path / kind)
     ref = compscope.load(model.model.language_model)  # the base model object: its own names and full config
     _same_heads(hw, ref)
-    head = model.lm_head.weight.detach()
+    head = model.lm_head.weight.detach() * (model.config.text_config.output_multiplier if kind == "muse_glimmer" else 1)
     assert torch.equal(hw.W_U, head)
+    if kind == "muse_glimmer":  # its final norm multiplies by its weight as stored (its layers' norms by 1 + w)
+        x = torch.randn(3, hw.d_model, generator=torch.Generator().manual_seed(2))
+        with torch.no_grad():
+            want = model.model.language_model.norm(x)
+        torch.testing.assert_close(hw.final_norm.apply(x, 0), want, atol=1e-6, rtol=1e-6)
     assert hw.meta.family == {"gemma3": "gemma3", "qwen3_vl": "qwen3", "cosmos3_edge": "cosmos3_edge",
-                              "cohere_compass": "cohere_compass"}.get(kind, "llama")
+                              "cohere_compass": "cohere_compass", "muse_glimmer": "muse_glimmer"}.get(kind, "llama")
     inner = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral"}.get(kind, f"{kind}_text")
     assert any(f"the language model of a {kind} model (its text_config, {inner}" in n and "vision not read" in n
                for n in hw.meta.notes), hw.meta.notes
