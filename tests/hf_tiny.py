@@ -579,6 +579,9 @@ VARIANTS = [
             dict(_COMMON, max_position_embeddings=32, layer_norm_eps=1e-12)),
     Variant("electra", "bert", "ElectraConfig",
             dict(_COMMON, embedding_size=D, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12)),
+    # RoFormer: BERT's layers, rotary on adjacent pairs at base 10000, no position table
+    Variant("roformer-rotary-post-ln", "bert", "RoFormerConfig",
+            dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12)),
     Variant("distilbert", "bert", "DistilBertConfig",
             dict(vocab_size=VOCAB, dim=D, n_heads=HEADS, n_layers=2, hidden_dim=48, max_position_embeddings=32)),
 ]
@@ -671,6 +674,9 @@ def build(variant: Variant, seed: int = 0, **overrides):
             for name, p in model.named_parameters():  # one (gain 2): centre w at 0, as trained checkpoints hold it,
                 if name.endswith("norm.weight"):  # so that outputs keep the other variants' scale
                     p.sub_(1.0)
+        for m in model.modules():  # RoFormer's table of sines is a (frozen) parameter: the sinusoid, as the model
+            if type(m).__name__ == "RoFormerSinusoidalPositionalEmbedding":  # builds and saves it
+                m.weight.copy_(m.create_weight())
         for name, b in model.named_buffers():  # Gemma 4's residual scale after each layer, 1 at initialisation
             if name.endswith("layer_scalar"):
                 b.copy_(0.5 + torch.rand_like(b))

@@ -379,3 +379,27 @@ def test_privacy_filter_window_sinks_and_defaults(tmp_path):
     v = validate(str(tmp_path), sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
                  progress=False)
     assert {h["score"] for h in v.heads} == {"previous_token"}
+
+
+def test_roformer_config_and_sine_table(tmp_path):
+    """RoFormer reads as BERT's layers turned on adjacent pairs at base 10000; refused by name: values
+    turned too (``rotary_value``), embeddings narrower than the residual (``embedding_size``), and a
+    saved table of sines other than the sinusoid the model builds."""
+    from safetensors.torch import load_file, save_file
+
+    build(BY_ID["roformer-rotary-post-ln"]).save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    hw = compscope.load(tmp_path)
+    assert hw.rotary.style == "interleaved" and hw.W_pos is None and not hw.causal
+    torch.testing.assert_close(hw.rotary.inv_freq[0], 10000.0 ** (-torch.arange(0, 8, 2, dtype=torch.float64) / 8))
+    for bad, key in (({"rotary_value": True}, "rotary_value"), ({"embedding_size": 16}, "embedding_size")):
+        (tmp_path / "config.json").write_text(json.dumps({**cfg, **bad}))
+        with pytest.raises(compscope.CompscopeError, match=key):
+            compscope.load(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    sd = load_file(tmp_path / "model.safetensors")
+    table = next(k for k in sd if k.endswith("encoder.embed_positions.weight"))
+    sd[table] = sd[table] + 0.01
+    save_file(sd, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(compscope.UnsupportedModelError, match="table of sines"):
+        compscope.load(tmp_path)

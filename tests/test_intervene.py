@@ -489,7 +489,8 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
                                                ("openai-gpt-post-ln", "threes"), ("openai-gpt-post-ln", "single"),
                                                ("jina-embeddings-v3-rotary-post-ln", "batched"),
                                                ("nomic-bert-rotary-no-bias", "threes"),
-                                               ("gte-rotary-no-token-types", "single")])
+                                               ("gte-rotary-no-token-types", "single"),
+                                               ("roformer-rotary-post-ln", "threes")])
 def test_post_ln_effects_equal_a_patched_forward_through_the_models_own_modules(variant_id, route, monkeypatch):
     """BERT and its kin (post-LN; DistilBERT under its own names; GPT-1, causal, its first layer reading the raw
     embeddings), three layers, every pair and kind: the direct path through the

@@ -1,5 +1,5 @@
 """BERT encoders (BERT, all-MiniLM; RoBERTa, XLM-RoBERTa, CamemBERT, data2vec-text; ELECTRA;
-DistilBERT): post-LayerNorm, bidirectional, learned positions; and XLM-RoBERTa-XL, RoBERTa's
+DistilBERT; RoFormer, rotary): post-LayerNorm, bidirectional, learned positions; and XLM-RoBERTa-XL, RoBERTa's
 embeddings before pre-LN layers (:class:`XlmRobertaXl`), and Megatron-BERT, BERT's before them.
 
 Post-LN: each sublayer's output is added to the residual and the *sum* is normalised,
@@ -26,10 +26,10 @@ from typing import ClassVar
 import torch
 
 from ..checkpoint import Checkpoint
-from ...core.heads import HeadWeights, Meta, Norm
+from ...core.heads import HeadWeights, Meta, Norm, Rotary
 from ...errors import LoadError, UnsupportedModelError
 from . import register
-from .base import MAX_WIDTH, Family, integer, number, sizes, split_cols, split_rows
+from .base import MAX_WIDTH, Family, integer, inv_freq, number, sizes, split_cols, split_rows
 
 
 @register
@@ -314,3 +314,52 @@ class DistilBert(Bert):
     def post_norm_points(cls, model):
         """``LN(h + Attn(h))`` is ``sa_layer_norm``, ``LN(m + MLP(m))`` is ``output_layer_norm``."""
         return [(b.sa_layer_norm, b.output_layer_norm) for b in cls.base_model(model).transformer.layer]
+
+
+@register
+class RoFormer(Bert):
+    """RoFormer: BERT's post-LN layers with rotary positions in place of a position table. The
+    residual starts as the LayerNorm of each token's word embedding plus the row of token type 0;
+    queries and keys turn on adjacent pairs ``(2i, 2i + 1)`` at ``10000^(-2i/d_head)`` (the model's
+    table of sines, ``max_position_embeddings`` long). Refused: ``rotary_value`` (values turned too,
+    so no head's OV map is one matrix), and embeddings narrower than the residual (projected up)."""
+
+    name = "roformer"
+    about = "RoFormer: BERT's post-LN layers, rotary positions on adjacent pairs, no position table"
+    model_types = ("roformer",)
+    architectures = ("RoFormerModel", "RoFormerForMaskedLM", "RoFormerForSequenceClassification",
+                     "RoFormerForTokenClassification")
+    handled = Bert.handled | {"embedding_size"}
+    accept = {**Bert.accept, "rotary_value": lambda v: not v}
+    hf_base = "roformer"
+    position_table = True  # (its sines are a table of max_position_embeddings rows)
+
+    @classmethod
+    def check_config(cls, config: dict, where: str) -> None:
+        super().check_config(config, where)
+        d = integer(config, where, "hidden_size")
+        if config.get("embedding_size") not in (None, d):
+            raise UnsupportedModelError(
+                f"{where}: config key 'embedding_size' = {config['embedding_size']!r} differs from hidden_size = {d}: the "
+                "embeddings are projected up to the residual after their LayerNorm, which compscope does not read")
+
+    @classmethod
+    def positional(cls, config: dict, where: str, ts, e: str, d_head: int, n_layers: int) -> tuple[dict, list[str]]:
+        """Rotary on all of each head, on adjacent pairs, base 10000; no position table. The model's
+        table of sines (``encoder.embed_positions``, saved with it) must be that sinusoid: ``sin`` of
+        ``pos · f_i`` in its first half, ``cos`` in its second, to 1e-5 (it is refused otherwise)."""
+        f = inv_freq(d_head, {"rope_theta": 10000.0}, where)
+        name = e.removesuffix("embeddings.") + "encoder.embed_positions.weight"
+        table = ts.take(name, required=False)
+        if table is not None:
+            if table.ndim != 2 or table.shape[1] != d_head:
+                raise LoadError(f"{ts.origin(name)}: tensor '{name}' has shape {tuple(table.shape)}, expected "
+                                f"(positions, {d_head})")
+            angles = torch.arange(table.shape[0], dtype=torch.float64)[:, None] * f[None]
+            if not torch.allclose(table.double(), torch.cat([angles.sin(), angles.cos()], 1), atol=1e-5, rtol=0):
+                raise UnsupportedModelError(f"{ts.origin(name)}: tensor '{name}' is not the table of sines RoFormer "
+                                            "builds (sin and cos of position × 10000^(-2i/d_head)), so its heads would "
+                                            "not turn as compscope reads them")
+        return dict(W_pos=None, rotary=Rotary(d_head, f.expand(n_layers, -1).clone(), "interleaved"),
+                    positions="rotary"), [
+            "rotary positions on every head dimension, adjacent pairs (2i, 2i + 1), base 10000; no position table"]
