@@ -675,8 +675,11 @@ def build(variant: Variant, seed: int = 0, **overrides):
                 if name.endswith("norm.weight"):  # so that outputs keep the other variants' scale
                     p.sub_(1.0)
         for m in model.modules():  # RoFormer's table of sines is a (frozen) parameter: the sinusoid, as the model
-            if type(m).__name__ == "RoFormerSinusoidalPositionalEmbedding":  # builds and saves it
-                m.weight.copy_(m.create_weight())
+            if type(m).__name__ == "RoFormerSinusoidalPositionalEmbedding":  # builds and saves it: sin and cos of
+                n_pos, dim = m.weight.shape  # position × 10000^(-2i/dim), side by side
+                angles = torch.arange(n_pos, dtype=torch.float64)[:, None] * 1e4 ** (
+                    -torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+                m.weight.copy_(torch.cat([angles.sin(), angles.cos()], 1))
         for name, b in model.named_buffers():  # Gemma 4's residual scale after each layer, 1 at initialisation
             if name.endswith("layer_scalar"):
                 b.copy_(0.5 + torch.rand_like(b))
