@@ -160,7 +160,7 @@ class EmbeddingGemma2(Gemma4):
              "side, global ones every key)")
     model_types = ("embedding_gemma2_text",)
     architectures = ("EmbeddingGemma2TextModel",)
-    handled = Gemma4.handled - {"max_window_layers", "use_sliding_window"} | {"sliding_window_pattern"}
+    handled = Gemma4.handled - {"max_window_layers", "use_sliding_window", "attention_k_eq_v"} | {"sliding_window_pattern"}
     ignored = Gemma4.ignored - {"sliding_window_pattern", "_sliding_window_pattern"} | {"embedding_dim"}
     accept = {"rope_parameters": _rope_ok, "attention_bias": lambda v: not v, "is_decoder": lambda v: not v}
     default_rope = _ENCODER_ROPE

@@ -57,8 +57,7 @@ class UltraBert(EuroBert):
                     or any(isinstance(w, bool) or not isinstance(w, int) or w < 0 for w in windows)):
                 raise LoadError(f"{where}: config key 'attention_windows' = {windows!r} is not one window size (0: "
                                 f"global) per layer ({n_layers})")
-            if "sliding_window" not in config:
-                out["sliding_window"] = next((w for w in windows if w), ULTRABERT_WINDOW)
+            out["sliding_window"] = next((w for w in windows if w), out.get("sliding_window", ULTRABERT_WINDOW))
             if not out.get("layer_types"):
                 out["layer_types"] = ["sliding_attention" if w else "full_attention" for w in windows]
         out.setdefault("sliding_window", ULTRABERT_WINDOW)
