@@ -18,8 +18,7 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
 from .base import MAX_HEADS, MAX_LAYERS, integer, layer_hooks
-from .llama import (PREFIXES, Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, listed_layer_types,
-                    with_output_gates)
+from .llama import Llama, LlamaLike, LlamaLikeOptions, PREFIXES, convert_llamalike, listed_or, with_output_gates
 
 
 @register
@@ -37,12 +36,10 @@ class Afmoe(LlamaLike):
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
         """As listed, else transformers' rule: every ``global_attn_every_n_layers``-th layer (4) global."""
-        listed = listed_layer_types(config, n_layers, where)
-        if listed is not None:
-            return listed
+        if config.get("layer_types"):
+            return listed_or(config, n_layers, where, bool)
         every = integer(config, where, "global_attn_every_n_layers", default=4, high=MAX_LAYERS)
-        types = ["full_attention" if (i + 1) % every == 0 else "sliding_attention" for i in range(n_layers)]
-        return listed_layer_types({**config, "layer_types": types}, n_layers, where)
+        return listed_or(config, n_layers, where, lambda i: (i + 1) % every == 0)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:

@@ -10,7 +10,7 @@ import dataclasses
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
-from .llama import Llama, LlamaLike, convert_llamalike, listed_layer_types
+from .llama import Llama, LlamaLike, convert_llamalike, listed_or
 
 #: transformers' rope settings of a CWM config that states none
 DEFAULT_ROPE = {"rope_type": "llama3", "rope_theta": 1_000_000.0, "factor": 16.0, "high_freq_factor": 4.0,
@@ -32,11 +32,7 @@ class Cwm(LlamaLike):
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
         """As listed, else transformers' rule: layers ``0, 4, 8, ...`` global, the others sliding."""
-        listed = listed_layer_types(config, n_layers, where)
-        if listed is not None:
-            return listed
-        types = ["full_attention" if i % 4 == 0 else "sliding_attention" for i in range(n_layers)]
-        return listed_layer_types({**config, "layer_types": types}, n_layers, where)
+        return listed_or(config, n_layers, where, lambda i: i % 4 == 0)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:

@@ -15,7 +15,7 @@ from ...core.heads import HeadWeights
 from ..checkpoint import Checkpoint
 from . import register
 from .base import config_attention_bias
-from .llama import LlamaLike, LlamaLikeOptions, convert_llamalike, listed_layer_types
+from .llama import LlamaLike, LlamaLikeOptions, convert_llamalike, listed_layer_types, listed_or
 
 
 @register
@@ -32,11 +32,7 @@ class GptOss(LlamaLike):
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
         """As ``layer_types`` lists them, else transformers' default: even-numbered layers slide
         (layer 0 first), odd ones attend to everything."""
-        listed = listed_layer_types(config, n_layers, where)
-        if listed is not None:
-            return listed
-        types = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n_layers)]
-        return listed_layer_types({**config, "layer_types": types}, n_layers, where)
+        return listed_or(config, n_layers, where, lambda i: i % 2 == 1)
 
 
 #: the privacy filter's window radius and rotary settings where its config states none (transformers' defaults)

@@ -16,7 +16,7 @@ from ...core.heads import HeadWeights
 from ..checkpoint import Checkpoint
 from . import register
 from .base import layer_hooks
-from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, listed_layer_types
+from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, listed_or
 
 
 #: the window where the config states none (transformers' default)
@@ -42,11 +42,7 @@ class Kolibri1(LlamaLike):
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
         """As listed, else transformers' default: every fifth layer global, the others sliding."""
-        listed = listed_layer_types(config, n_layers, where)
-        if listed is not None:
-            return listed
-        types = ["full_attention" if (i + 1) % 5 == 0 else "sliding_attention" for i in range(n_layers)]
-        return listed_layer_types({"sliding_window": KOLIBRI_WINDOW, **config, "layer_types": types}, n_layers, where)
+        return listed_or(config, n_layers, where, lambda i: (i + 1) % 5 == 0, KOLIBRI_WINDOW)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:

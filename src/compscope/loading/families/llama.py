@@ -9,6 +9,7 @@ Mistral/Qwen2 sliding windows (a mask, not weights: recorded per layer).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -113,16 +114,27 @@ def linear_hybrid_layers(types, n_layers: int, where: str = "config") -> list[in
     return layers
 
 
-def every_nth_global(config: dict, n_layers: int, where: str, pattern_default: int) -> list[str]:
-    """The listed layer types, else transformers' default for Gemma 2/3, Cohere 2 and OLMo-3: every
-    ``sliding_window_pattern``-th layer global (the config's, else ``pattern_default``), the rest sliding."""
+def listed_or(config: dict, n_layers: int, where: str, is_global: Callable[[int], bool],
+              window: int | None = None) -> list[str]:
+    """The listed layer types, else a family's default rule as transformers builds it: layer ``i``
+    global where ``is_global(i)``, the others sliding (at ``window`` where the config states no
+    ``sliding_window`` key; a window must be set, checked)."""
     listed = listed_layer_types(config, n_layers, where)
     if listed is not None:
         return listed
+    types = ["full_attention" if is_global(i) else "sliding_attention" for i in range(n_layers)]
+    stated = config if window is None else {"sliding_window": window, **config}
+    return listed_layer_types({**stated, "layer_types": types}, n_layers, where)
+
+
+def every_nth_global(config: dict, n_layers: int, where: str, pattern_default: int) -> list[str]:
+    """The listed layer types, else transformers' default for Gemma 2/3, Cohere 2 and OLMo-3: every
+    ``sliding_window_pattern``-th layer global (the config's, else ``pattern_default``), the rest sliding."""
+    if config.get("layer_types"):
+        return listed_or(config, n_layers, where, bool)
     pattern = integer(config, where, "sliding_window_pattern", "_sliding_window_pattern", default=pattern_default,
                       high=MAX_LAYERS)
-    types = ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n_layers)]
-    return listed_layer_types({**config, "layer_types": types}, n_layers, where)  # a window must be set
+    return listed_or(config, n_layers, where, lambda i: (i + 1) % pattern == 0)
 
 
 def upper_layers_slide(config: dict, n_layers: int, where: str, on: bool) -> list[str]:

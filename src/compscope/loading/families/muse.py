@@ -24,7 +24,11 @@ from ...errors import UnsupportedModelError
 from ..checkpoint import Checkpoint
 from . import register
 from .base import MAX_HEADS, integer, layer_hooks, number, rope_settings
-from .llama import PREFIXES, LlamaLike, LlamaLikeOptions, convert_llamalike, listed_layer_types, with_output_gates
+from .llama import LlamaLike, LlamaLikeOptions, PREFIXES, convert_llamalike, listed_or, with_output_gates
+
+
+#: Muse Glimmer's window where its config states none (transformers' default)
+MUSE_GLIMMER_WINDOW = 2048
 
 
 @register
@@ -41,11 +45,7 @@ class MuseGlimmer(LlamaLike):
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
         """As listed, else transformers' default: every fourth layer counted back from the last global."""
-        listed = listed_layer_types(config, n_layers, where)
-        if listed is not None:
-            return listed
-        types = ["full_attention" if (n_layers - 1 - i) % 4 == 0 else "sliding_attention" for i in range(n_layers)]
-        return listed_layer_types({"sliding_window": 2048, **config, "layer_types": types}, n_layers, where)
+        return listed_or(config, n_layers, where, lambda i: (n_layers - 1 - i) % 4 == 0, MUSE_GLIMMER_WINDOW)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
@@ -54,7 +54,7 @@ class MuseGlimmer(LlamaLike):
         n = integer(cfg, where, "num_hidden_layers")
         d, H = integer(cfg, where, "hidden_size"), integer(cfg, where, "num_attention_heads", high=MAX_HEADS)
         r = integer(cfg, where, "head_dim", default=128)
-        cfg.setdefault("sliding_window", 2048)
+        cfg.setdefault("sliding_window", MUSE_GLIMMER_WINDOW)
         theta = number(rope_settings(cfg), where, "rope_theta", open_low=True)
         bases = cfg.get("layer_rope_theta")
         if bases is None:

@@ -20,8 +20,8 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
 from .base import MAX_LAYERS, integer
-from .llama import (Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, listed_layer_types, upper_layers_slide,
-                    window_switch)
+from .llama import (Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, listed_layer_types, listed_or,
+                    upper_layers_slide, window_switch)
 
 #: dots.llm1's window where its config states none (transformers' default)
 DOTS1_WINDOW = 4096
@@ -145,9 +145,4 @@ class Flint(Qwen3):
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
-        listed = listed_layer_types(config, n_layers, where)
-        if listed is not None:
-            return listed
-        types = ["full_attention" if i < 2 or i % 4 == 1 or i == n_layers - 1 else "sliding_attention"
-                 for i in range(n_layers)]
-        return listed_layer_types({"sliding_window": FLINT_WINDOW, **config, "layer_types": types}, n_layers, where)
+        return listed_or(config, n_layers, where, lambda i: i < 2 or i % 4 == 1 or i == n_layers - 1, FLINT_WINDOW)
