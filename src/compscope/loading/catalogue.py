@@ -105,6 +105,16 @@ NOT_READ: dict[str, str] = {
     "step3p5": ("Step 3.5 and 3.7's language model: its sliding layers have a query head count of their own "
                 "(num_sliding_attention_heads), which compscope's canonical form (one head count) "
                 "does not hold; its sparse variants pick key blocks per query with a learned indexer"),
+    "mpnet": "its logits add a learned relative-position bias (position buckets, one table shared by every layer)",
+    "fnet": "no attention heads: FNet mixes tokens by a Fourier transform",
+    "funnel": ("Funnel Transformer: the sequence is pooled between blocks (a block's queries read a shortened "
+               "sequence), and the logits add relative-position terms"),
+    "nystromformer": ("the Nyström approximation of softmax attention (averages over landmark segments), not a "
+                      "softmax over the keys"),
+    "yoso": "attention approximated by locality-sensitive hashing (Bernoulli sampling), not a softmax over the keys",
+    "mra": "a multi-resolution approximation of attention (block averages), not a softmax over every key",
+    "convbert": ("mixed attention: part of each layer's heads are span-based dynamic convolutions (head_ratio) whose "
+                 "kernels are computed from the input, not attention heads"),
     "laguna": ("a query head count per layer (num_attention_heads_per_layer) and a softplus gate on each head's "
                "output, which compscope's canonical form (one head count, a sigmoid gate) does not hold"),
 }
