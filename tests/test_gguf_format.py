@@ -1874,3 +1874,48 @@ def test_a_minimax_m2_gguf_reads_and_runs_as_the_model_object(tmp_path):
         torch.randint(2, cfg.vocab_size, (2, 7), generator=torch.Generator().manual_seed(20)))
     for layer in range(ours.n_layers):
         torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
+
+
+def test_a_nomic_bert_gguf_matches_the_model_object(tmp_path):
+    """nomic-embed-text as llama.cpp writes it (``nomic-bert``: its released tensors renamed, the
+    fused ``Wqkv`` as stored, the post-LN norms ``attn_output_norm`` and ``layer_output_norm``, the
+    rotary base as ``rope.freq_base``): read back, the model object's heads, embeddings, norms and
+    rotary frequencies, and the attention recomputed from them."""
+    if not hasattr(transformers, "NomicBertConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no nomic-bert")
+    cfg = hf_config("NomicBertConfig", vocab_size=V, hidden_size=D, num_attention_heads=H, num_hidden_layers=3,
+                    intermediate_size=32, max_position_embeddings=24, layer_norm_eps=1e-6, type_vocab_size=2,
+                    rope_parameters={"rope_type": "default", "rope_theta": 1000.0})
+    model = transformers.AutoModel.from_config(cfg).eval()
+    _randomise(model, 43)
+    sd = _numpy_state(model)
+    w = _writer(tmp_path / "n.gguf", "nomic-bert")
+    _metadata(w, block_count=3, context_length=24, embedding_length=D, feed_forward_length=32, head_count=H,
+              head_count_kv=None, layer_norm_eps=1e-6, causal_attention=False, token_type_count=2)
+    w.add_rope_freq_base(1000.0)
+    w.add_tensor("token_embd.weight", sd["embeddings.word_embeddings.weight"])
+    w.add_tensor("token_types.weight", sd["embeddings.token_type_embeddings.weight"])
+    for part in ("weight", "bias"):
+        w.add_tensor(f"token_embd_norm.{part}", sd[f"embeddings.LayerNorm.{part}"])
+    for i in range(3):
+        p = f"layers.{i}."
+        w.add_tensor(f"blk.{i}.attn_qkv.weight", np.concatenate([sd[f"{p}self_attn.{x}_proj.weight"] for x in "qkv"]))
+        w.add_tensor(f"blk.{i}.attn_output.weight", sd[f"{p}self_attn.o_proj.weight"])
+        for g, hf in (("attn_output_norm", "post_attention_layernorm"), ("layer_output_norm", "post_mlp_layernorm")):
+            for part in ("weight", "bias"):
+                w.add_tensor(f"blk.{i}.{g}.{part}", sd[f"{p}{hf}.{part}"])
+    _finish(w)
+    ours, ref = compscope.load(tmp_path / "n.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "nomic_bert" and not ours.causal and ours.W_U is None
+    assert ours.norm_placement == ref.norm_placement == "post"
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    assert ours.b_Q is None and ours.b_O is None
+    assert torch.equal(ours.embed_extra["W_type"], ref.embed_extra["W_type"])
+    assert torch.equal(ours.attn_norm.weight, ref.attn_norm.weight) and torch.equal(ours.attn_norm.bias, ref.attn_norm.bias)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    from compscope.core.attention import attention_forward
+
+    x = torch.randn(2, 9, D, generator=torch.Generator().manual_seed(42))
+    for layer in range(3):
+        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)

@@ -83,6 +83,7 @@ _ARCHS = {
     "granitehybrid": ("granitemoehybrid", True, False),  # Granite 4's and Bamba's Mamba hybrids (_hybrid_layers)
     "minimax-m2": ("minimax_m2", False, False),  # Llama's names; QK norms over a layer's heads, rotary on part of each
     "lfm2": ("lfm2", False, False),  # HF's names under llama.cpp's (_LFM2_BLOCK); K/V heads 0 on a convolution layer
+    "nomic-bert": ("nomic_bert", False, False),  # nomic-embed-text v1/v1.5: its files' own names (_NOMIC_BLOCK)
     "bert": ("bert", False, False),  # BERT encoders (and RoBERTa's kin: llama.cpp cuts their position table to row 0)
     "nemotron": ("nemotron", False, True),  # Llama's names; llama.cpp stores LayerNorm1P's gains 1 + w, biases beside
     "command-r": ("cohere", False, False),  # Llama's names, rows as HF's (interleaved rotary, llama.cpp's own kind);
@@ -171,6 +172,14 @@ _BERT_TOP = {"token_embd.weight": "embeddings.word_embeddings.weight",
              "token_types.weight": "embeddings.token_type_embeddings.weight",
              "token_embd_norm.weight": "embeddings.LayerNorm.weight",
              "token_embd_norm.bias": "embeddings.LayerNorm.bias"}
+#: nomic-embed-text files map back to its released names (its family reads them): the fused ``Wqkv`` as
+#: stored (llama.cpp turns these rotate-half, as the model does: no rows permuted), the post-LN norms
+_NOMIC_BLOCK = {"attn_qkv.weight": "attn.Wqkv.weight", "attn_output.weight": "attn.out_proj.weight",
+                **{f"attn_output_norm.{p}": f"norm1.{p}" for p in ("weight", "bias")},
+                **{f"layer_output_norm.{p}": f"norm2.{p}" for p in ("weight", "bias")}}
+_NOMIC_TOP = {"token_embd.weight": "embeddings.word_embeddings.weight",
+              "token_types.weight": "embeddings.token_type_embeddings.weight",
+              "token_embd_norm.weight": "emb_ln.weight", "token_embd_norm.bias": "emb_ln.bias"}
 _FALCON_TOP = {"token_embd.weight": "transformer.word_embeddings.weight", "output.weight": "lm_head.weight",
                "output_norm.weight": "transformer.ln_f.weight", "output_norm.bias": "transformer.ln_f.bias"}
 
@@ -225,6 +234,7 @@ _LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn
                       (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _neox_per_head)),
             "mpt": (_MPT_BLOCK, "transformer.blocks.{i}.", _MPT_TOP, (), ((), None)),
             "bert": (_BERT_BLOCK, "encoder.layer.{i}.", _BERT_TOP, (), ((), None)),
+            "nomic-bert": (_NOMIC_BLOCK, "encoder.layers.{i}.", _NOMIC_TOP, (), ((), None)),
             "lfm2": (_LFM2_BLOCK, "model.layers.{i}.", _LFM2_TOP, (), ((), None)),
             "gemma4": ({**_BLOCK, "layer_output_scale.weight": "layer_scalar"}, "model.layers.{i}.", _TOP, (), ((), None)),
             "falcon": (_falcon_block(two_norms=False), "transformer.h.{i}.", _FALCON_TOP, (),
@@ -234,7 +244,7 @@ _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid", "nemotron",  
                    "minimax-m2"}
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
 _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
-                    for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2", "bert")},
+                    for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2", "bert", "nomic-bert")},
                  "nemotron": {"layer_norm_epsilon": "norm_eps", "rms_norm_eps": "norm_eps"},
                  "lfm2": {"rms_norm_eps": "norm_eps"},
                  "starcoder2": {"layer_norm_epsilon": "norm_epsilon"}, "falcon": {"num_key_value_heads": "num_kv_heads"}}
@@ -464,8 +474,8 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
                                         "expected the four multimodal rotary sections llama.cpp writes for Qwen2-VL, "
                                         "the last 0")
         cfg["rope_scaling"] = {"rope_type": "default", "mrope_section": sections[:3]}
-    if arch == "bert" and fields.get(f"{arch}.attention.causal"):  # llama.cpp's flag; BERT attends both ways
-        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.causal' is true: a BERT file that "
+    if arch in ("bert", "nomic-bert") and fields.get(f"{arch}.attention.causal"):  # llama.cpp's flag; BERT attends
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.causal' is true: a BERT file that "  # both ways
                                     "attends causally is not the bidirectional encoder compscope reads")
     if arch == "command-r":  # Command R+'s per-head QK LayerNorms, there when their stacked gains are
         cfg["use_qk_norm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)
@@ -480,7 +490,7 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
     not_attention: tuple[str, ...] = ()
     if arch == "gpt-oss":  # its post-attention norm is the MLP's input norm: not in the attention
         not_attention = ("post_attention_norm.weight",)
-    if arch == "bert":  # the LayerNorm after the attention (post-LN) acts on the residual, not inside the attention
+    if arch in ("bert", "nomic-bert"):  # the LayerNorm after the attention (post-LN) acts on the residual, not inside
         not_attention = ("attn_output_norm.weight", "attn_output_norm.bias")
     if arch == "falcon":  # llama.cpp's rows are grouped whatever the model: read as the new decoder architecture
         two_norms = any(i.name.endswith("attn_norm_2.weight") for i in infos)
