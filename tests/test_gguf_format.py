@@ -1919,3 +1919,43 @@ def test_a_nomic_bert_gguf_matches_the_model_object(tmp_path):
     x = torch.randn(2, 9, D, generator=torch.Generator().manual_seed(42))
     for layer in range(3):
         torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
+
+
+def test_a_eurobert_gguf_matches_the_model_object(tmp_path):
+    """EuroBERT (and jina-embeddings-v5) as llama.cpp writes it (``eurobert``: Llama's tensor names, the
+    query and key rows as stored, ``attention.causal`` false): read back, the model object's heads,
+    embeddings, norms and rotary frequencies; a file flagged causal is refused by its key."""
+    if not hasattr(transformers, "EuroBertConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no EuroBERT")
+    cfg = hf_config("EuroBertConfig", vocab_size=V, hidden_size=D, num_attention_heads=H, num_key_value_heads=G,
+                    num_hidden_layers=2, intermediate_size=32, max_position_embeddings=64, rms_norm_eps=1e-6,
+                    pad_token_id=0, bos_token_id=1, eos_token_id=2, mask_token_id=3,
+                    rope_parameters={"rope_type": "default", "rope_theta": 700.0})
+    model = transformers.AutoModel.from_config(cfg).eval()
+    _randomise(model, 44)
+    sd = _numpy_state(model)
+
+    def write(path, causal: bool) -> None:
+        w = _writer(path, "eurobert")
+        _metadata(w, key_length=D // H, value_length=D // H, layer_norm_rms_eps=1e-6, causal_attention=causal)
+        w.add_rope_freq_base(700.0)
+        w.add_tensor("token_embd.weight", sd["embed_tokens.weight"])
+        w.add_tensor("output_norm.weight", sd["norm.weight"])
+        names = {"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
+                 "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
+                 "self_attn.o_proj.weight": "attn_output.weight"}
+        for i in range(2):
+            for hf_name, g_name in names.items():
+                w.add_tensor(f"blk.{i}.{g_name}", sd[f"layers.{i}.{hf_name}"])
+        _finish(w)
+
+    write(tmp_path / "e.gguf", causal=False)
+    ours, ref = compscope.load(tmp_path / "e.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "eurobert" and not ours.causal and ours.W_U is None
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    assert torch.equal(ours.attn_norm.weight, ref.attn_norm.weight) and ours.kv_map == ref.kv_map
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    write(tmp_path / "c.gguf", causal=True)
+    with pytest.raises(compscope.UnsupportedModelError, match=r"'eurobert\.attention\.causal' is true"):
+        compscope.load(tmp_path / "c.gguf")

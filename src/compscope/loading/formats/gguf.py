@@ -83,6 +83,7 @@ _ARCHS = {
     "granitehybrid": ("granitemoehybrid", True, False),  # Granite 4's and Bamba's Mamba hybrids (_hybrid_layers)
     "minimax-m2": ("minimax_m2", False, False),  # Llama's names; QK norms over a layer's heads, rotary on part of each
     "lfm2": ("lfm2", False, False),  # HF's names under llama.cpp's (_LFM2_BLOCK); K/V heads 0 on a convolution layer
+    "eurobert": ("eurobert", False, False),  # EuroBERT, jina-embeddings-v5: Llama's names, rows as stored, both ways
     "nomic-bert": ("nomic_bert", False, False),  # nomic-embed-text v1/v1.5: its files' own names (_NOMIC_BLOCK)
     "bert": ("bert", False, False),  # BERT encoders (and RoBERTa's kin: llama.cpp cuts their position table to row 0)
     "nemotron": ("nemotron", False, True),  # Llama's names; llama.cpp stores LayerNorm1P's gains 1 + w, biases beside
@@ -474,7 +475,7 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
                                         "expected the four multimodal rotary sections llama.cpp writes for Qwen2-VL, "
                                         "the last 0")
         cfg["rope_scaling"] = {"rope_type": "default", "mrope_section": sections[:3]}
-    if arch in ("bert", "nomic-bert") and fields.get(f"{arch}.attention.causal"):  # llama.cpp's flag; BERT attends
+    if arch in ("bert", "nomic-bert", "eurobert") and fields.get(f"{arch}.attention.causal"):  # llama.cpp's flag; BERT attends
         raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.causal' is true: a BERT file that "  # both ways
                                     "attends causally is not the bidirectional encoder compscope reads")
     if arch == "command-r":  # Command R+'s per-head QK LayerNorms, there when their stacked gains are
