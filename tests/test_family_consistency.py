@@ -1422,7 +1422,8 @@ def test_apertus_1p5_pruned_head_is_not_read_as_w_u(tmp_path):
 
 
 def test_muse_glimmer_reads_rope_bases_as_transformers_applies_them(tmp_path):
-    """Muse Glimmer's ``layer_rope_theta``: transformers turns a layer whose entry is not 0 at the
+    """Muse Glimmer's text model saved alone runs on data (as its base model). Its
+    ``layer_rope_theta``: transformers turns a layer whose entry is not 0 at the
     global base, so a config stating another base on some layer is refused by name (it would not run
     as it reads); without the key, transformers' default: NoPE every fourth layer back from the last
     (of four, layer 3 alone), the others at the global base."""
@@ -1430,8 +1431,13 @@ def test_muse_glimmer_reads_rope_bases_as_transformers_applies_them(tmp_path):
 
     if not hasattr(transformers, "MuseGlimmerTextConfig"):
         pytest.skip(f"transformers {transformers.__version__} has no Muse Glimmer")
+    from compscope.data.validate import validate
+
     build(BY_ID["muse-glimmer-gated-nope-global"]).save_pretrained(tmp_path)
     want = compscope.load(tmp_path)
+    v = validate(str(tmp_path), sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
+                 progress=False)  # (the base model saved alone: transformers builds no causal LM of this type)
+    assert "previous_token" in {h["score"] for h in v.heads} and v.heads
     cfg = json.loads((tmp_path / "config.json").read_text())
     (tmp_path / "config.json").write_text(json.dumps({k: v for k, v in cfg.items() if k != "layer_rope_theta"}))
     got = compscope.load(tmp_path)

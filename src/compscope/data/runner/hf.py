@@ -160,6 +160,8 @@ def from_files(path: Path, hw: HeadWeights, progress: bool = True, device: torch
     auto = transformers.AutoModel if not hw.causal else transformers.AutoModelForCausalLM
     if gguf is None and hw.causal and _wraps_language_model(folder):  # a vision-language model, run on text alone
         auto = transformers.AutoModelForImageTextToText  # (a multimodal encoder, EmbeddingGemma 2's: AutoModel)
+    elif gguf is None and hw.causal and not _has_causal_lm(folder):  # a language model saved without its head, of a
+        auto = transformers.AutoModel  # type transformers builds no causal LM for (Muse Glimmer's): its base model
     quiet = transformers.utils.logging.is_progress_bar_enabled()
     transformers.utils.logging.disable_progress_bar()  # compscope's own bar speaks for the work
     from ...progress import progress_bar
@@ -183,6 +185,19 @@ def from_files(path: Path, hw: HeadWeights, progress: bool = True, device: torch
         except Exception:  # a model without a tokenizer still runs on token ids
             tokenizer = None
     return HFRunner(model, hw, tokenizer if has_vocabulary(tokenizer) else None)
+
+
+def _has_causal_lm(folder: Path) -> bool:
+    """Whether transformers builds a causal LM for the config in ``folder`` (a language model saved as
+    its base model alone, of a type it builds none for, has to run as that base model; the hooks and
+    the weights read do not need the head)."""
+    import transformers
+
+    try:
+        config = transformers.AutoConfig.from_pretrained(str(folder), local_files_only=True)
+    except Exception:  # noqa: BLE001  (transformers says what it misses when it loads the model)
+        return True
+    return type(config) in transformers.AutoModelForCausalLM._model_mapping
 
 
 def _wraps_language_model(folder: Path) -> bool:
