@@ -91,6 +91,17 @@ def _vlm(kind: str):
                                                    video_token_id=V - 2, vision_start_token_id=V - 3,
                                                    vision_end_token_id=V - 4)
         model = transformers.AutoModelForImageTextToText.from_config(cfg)
+    elif kind == "glm4v_moe":  # GLM-4.5's attention with q/k/v biases, multimodal rotary on half of each head
+        if not hasattr(transformers, "Glm4vMoeConfig"):
+            pytest.skip(f"transformers {transformers.__version__} has no GLM-4.5V")
+        text = {**_TEXT, "n_routed_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 16,
+                "first_k_dense_replace": 1, "tie_word_embeddings": False,
+                "rope_parameters": {"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.5,
+                                    "mrope_section": [1, 1, 0]}}
+        vision = dict(depth=1, hidden_size=16, intermediate_size=16, num_heads=2, out_hidden_size=32, patch_size=14)
+        cfg = transformers.Glm4vMoeConfig(text_config=text, vision_config=vision, image_token_id=V - 1,
+                                          video_token_id=V - 2, image_start_token_id=V - 3, image_end_token_id=V - 4)
+        model = transformers.AutoModelForImageTextToText.from_config(cfg)
     elif kind == "muse_glimmer":  # normed embeddings, sandwich norms, gainless QK-norm, gates, NoPE global layers
         if not hasattr(transformers, "MuseGlimmerConfig"):
             pytest.skip(f"transformers {transformers.__version__} has no Muse Glimmer")
@@ -139,7 +150,7 @@ def _as_transformers_4_saved(folder) -> None:
 
 
 KINDS = ["gemma3", "llava", "mistral3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "cosmos3_edge", "cohere_compass",
-         "muse_glimmer"]
+         "muse_glimmer", "glm4v_moe"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -157,7 +168,8 @@ def test_the_language_model_of_a_vision_language_folder_is_read(tmp_path, kind):
             want = model.model.language_model.norm(x)
         torch.testing.assert_close(hw.final_norm.apply(x, 0), want, atol=1e-6, rtol=1e-6)
     assert hw.meta.family == {"gemma3": "gemma3", "qwen3_vl": "qwen3", "cosmos3_edge": "cosmos3_edge",
-                              "cohere_compass": "cohere_compass", "muse_glimmer": "muse_glimmer"}.get(kind, "llama")
+                              "cohere_compass": "cohere_compass", "muse_glimmer": "muse_glimmer",
+                              "glm4v_moe": "glm4v_moe_text"}.get(kind, "llama")
     inner = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral"}.get(kind, f"{kind}_text")
     assert any(f"the language model of a {kind} model (its text_config, {inner}" in n and "vision not read" in n
                for n in hw.meta.notes), hw.meta.notes

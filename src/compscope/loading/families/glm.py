@@ -75,6 +75,22 @@ class Glm4Moe(LlamaLike):
 
 
 @register
+class Glm4vMoeText(Glm4Moe):
+    """GLM-4.5V's and GLM-4.6V's language model: GLM-4.5's layers without QK-norm, q/k/v biases on
+    by default, and multimodal rotary sections (``mrope_section``) over the rotated half of each head,
+    which on text turn every pair by the token's position: the ordinary map, read as such."""
+
+    name = "glm4v_moe_text"
+    about = "GLM-4.5V's language model: GLM-4.5's layers, q/k/v biases, multimodal rotary (the ordinary map on text)"
+    model_types = ("glm4v_moe_text",)
+    architectures = ("Glm4vMoeTextModel",)
+
+    @classmethod
+    def attention_biases(cls, config: dict) -> tuple[bool, bool]:
+        return bool(config.get("attention_bias", True)), False  # (its config's default: on)
+
+
+@register
 class SarvamMoe(Glm4Moe):
     """Sarvam's MoE models (Sarvam-30B, 105B): GLM-4.5's layers as transformers builds them, with other
     defaults: rotary on all of each head (base 8,000,000), per-head QK-norm on, q/k/v biases under
