@@ -27,6 +27,21 @@ from hf_tiny import BY_ID, build, model_and_capture  # noqa: E402
 LEGACY = "modernbert-local-both-sides"  # as the hub's configs state it: global_rope_theta, local_attention, ...
 
 
+def _pattern(hw, cap, layer: int):
+    """Layer ``layer``'s attention (batch, head, query, key), recomputed from the weights read, on the
+    residual the captured forward gave it."""
+    x = read_input(hw, layer, cap.resid[layer])
+    return attend(hw, layer, project(hw, layer, "Q", x), project(hw, layer, "K", x))
+
+
+def _sees_exactly_within(pattern, radius: int) -> bool:
+    """Whether every query attends to every key within ``radius`` positions on either side, and to
+    no other."""
+    n = pattern.shape[-1]
+    near = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs() <= radius
+    return bool((pattern[..., near] > 0).all()) and bool((pattern[..., ~near] == 0).all())
+
+
 def _folder(tmp_path, vid=LEGACY):
     build(BY_ID[vid]).save_pretrained(tmp_path)
     return tmp_path, json.loads((tmp_path / "config.json").read_text())
@@ -236,9 +251,7 @@ def test_eurobert_as_released(tmp_path):
     hw = compscope.load(tmp_path)
     assert not hw.causal and hw.sliding_window == (None, None) and hw.W_U is None and not hw.first_layer_unnormed
     torch.testing.assert_close(hw.rotary.inv_freq[:, 1], torch.full((2,), 500.0, dtype=torch.float64) ** -0.25)
-    x = read_input(hw, 1, cap.resid[1])
-    pattern = attend(hw, 1, project(hw, 1, "Q", x), project(hw, 1, "K", x))
-    assert bool((pattern > 0).all())  # keys on both sides of every query
+    assert bool((_pattern(hw, cap, 1) > 0).all())  # keys on both sides of every query
     (tmp_path / "config.json").write_text(json.dumps({**released, "sliding_window": 4}))
     with pytest.raises(compscope.CompscopeError, match="sliding_window"):
         compscope.load(tmp_path)
@@ -266,11 +279,7 @@ def test_ultrabert_windows_bases_and_released_config(tmp_path):
     for layer, base in ((0, 100.0), (1, 100.0), (2, 5000.0)):  # inv_freq_i = base^(-2i / d_head), d_head 8
         want = torch.tensor([base ** (-2 * i / 8) for i in range(4)], dtype=torch.float64)
         torch.testing.assert_close(hw.rotary.inv_freq[layer].double(), want)
-    x = read_input(hw, 0, cap.resid[0])
-    pattern = attend(hw, 0, project(hw, 0, "Q", x), project(hw, 0, "K", x))  # (batch, head, query, key)
-    n = pattern.shape[-1]
-    near = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs() <= 2
-    assert bool((pattern[..., near] > 0).all()) and bool((pattern[..., ~near] == 0).all())
+    assert _sees_exactly_within(_pattern(hw, cap, 0), 2)
 
     released = {k: v for k, v in cfg.items() if k not in ("layer_types", "sliding_window", "rope_parameters")}
     released |= {"attention_windows": [2, 2, 0], "rope_theta": [100.0, 100.0, 5000.0]}
@@ -315,13 +324,7 @@ def test_embedding_gemma2_radius_widths_and_config_forms(tmp_path):
     hw = compscope.load(tmp_path)
     assert not hw.causal and hw.sliding_window == (3, 3, None) and hw.W_U is None and hw.d_head == 8
     assert hw.n_kv_heads == 2  # (lcm of 2 local and 1 global)
-    x = read_input(hw, 0, cap.resid[0])
-    pattern = attend(hw, 0, project(hw, 0, "Q", x), project(hw, 0, "K", x))
-    n = pattern.shape[-1]
-    near = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs() <= 2
-    assert bool((pattern[..., near] > 0).all()) and bool((pattern[..., ~near] == 0).all())
-    x = read_input(hw, 2, cap.resid[2])
-    assert bool((attend(hw, 2, project(hw, 2, "Q", x), project(hw, 2, "K", x)) > 0).all())
+    assert _sees_exactly_within(_pattern(hw, cap, 0), 2) and bool((_pattern(hw, cap, 2) > 0).all())
 
     built = {k: v for k, v in cfg.items() if k not in ("per_layer_config", "layer_types")}
     (tmp_path / "config.json").write_text(json.dumps({**built, "global_head_dim": 8, "sliding_window_pattern": 3}))
@@ -360,12 +363,8 @@ def test_privacy_filter_window_sinks_and_defaults(tmp_path):
     hw = compscope.load(tmp_path)
     assert not hw.causal and hw.sliding_window == (3, 3) and hw.W_U is None and hw.sinks is not None
     assert hw.rotary.style == "interleaved"
-    x = read_input(hw, 0, cap.resid[0])
-    pattern = attend(hw, 0, project(hw, 0, "Q", x), project(hw, 0, "K", x))
-    n = pattern.shape[-1]
-    near = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs() <= 2
-    assert bool((pattern[..., near] > 0).all()) and bool((pattern[..., ~near] == 0).all())
-    assert bool((pattern.sum(-1) < 1).all())
+    pattern = _pattern(hw, cap, 0)
+    assert _sees_exactly_within(pattern, 2) and bool((pattern.sum(-1) < 1).all())
 
     bare = {k: v for k, v in cfg.items() if k not in ("rope_parameters", "sliding_window")}
     (tmp_path / "config.json").write_text(json.dumps(bare))
