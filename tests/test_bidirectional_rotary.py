@@ -15,6 +15,7 @@ import torch
 
 import compscope
 from compscope.core.attention import attend, project, read_input
+from compscope.data.validate import validate
 from compscope.errors import WeightError
 
 transformers = pytest.importorskip("transformers")
@@ -40,6 +41,13 @@ def _sees_exactly_within(pattern, radius: int) -> bool:
     n = pattern.shape[-1]
     near = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs() <= radius
     return bool((pattern[..., near] > 0).all()) and bool((pattern[..., ~near] == 0).all())
+
+
+def _runs_as_encoder(folder) -> None:
+    """The folder runs on data (a short verdict) as an encoder: previous-token labels only."""
+    v = validate(str(folder), sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
+                 progress=False)
+    assert {h["score"] for h in v.heads} == {"previous_token"}
 
 
 def _folder(tmp_path, vid=LEGACY):
@@ -159,8 +167,6 @@ def test_rotary_previous_of_a_bidirectional_model_by_hand():
 def test_a_modernbert_folder_runs_validate_end_to_end(tmp_path):
     """On data: the activation labels of a bidirectional model (previous-token only) and the
     interventions, through transformers' own ModernBERT."""
-    from compscope.data.validate import validate
-
     v = validate(build(BY_ID[LEGACY]), sequences=4, half=4, intervention_sequences=2, kinds="K",
                  metrics=("identity",), progress=False)
     assert {h["score"] for h in v.heads} == {"previous_token"}  # (under each content distribution: rotary)
@@ -173,8 +179,6 @@ def test_embeddinggemma_as_released(tmp_path):
     """EmbeddingGemma's config states ``use_bidirectional_attention`` and the window transformers
     halves (512: keys within 256 tokens on either side, held as 257) for a ``Gemma3TextModel``; read
     as an encoder, no unembedding. The folder runs on data as one (previous-token labels only)."""
-    from compscope.data.validate import validate
-
     vid = "embeddinggemma-bidirectional"
     build(BY_ID[vid]).save_pretrained(tmp_path)
     cfg = json.loads((tmp_path / "config.json").read_text())
@@ -187,9 +191,7 @@ def test_embeddinggemma_as_released(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({**cfg, "sliding_window": 512}))
     assert compscope.load(tmp_path).sliding_window == (257, 257, None)
     (tmp_path / "config.json").write_text(json.dumps(cfg))
-    v = validate(str(tmp_path), sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
-                 progress=False)
-    assert {h["score"] for h in v.heads} == {"previous_token"}
+    _runs_as_encoder(tmp_path)
 
 
 DECODER = "modernbert-decoder-causal-window"
@@ -218,8 +220,6 @@ def test_modernbert_decoder_attends_behind_the_query_with_each_layer_types_base(
 def test_modernbert_decoder_under_transformers_4_is_refused_on_data():
     """transformers 4 turns the decoder's local layers at the global base: the model that runs is not
     the one read (transformers 5's), and the data-based commands say so rather than judge it."""
-    from compscope.data.validate import validate
-
     if not hasattr(transformers, "ModernBertDecoderConfig"):
         pytest.skip(f"transformers {transformers.__version__} has no ModernBERT decoder")
     cfg = transformers.ModernBertDecoderConfig(**BY_ID[DECODER].config)  # (make_config skips it under transformers 4)
@@ -237,8 +237,6 @@ def test_eurobert_as_released(tmp_path):
     ``rope_scaling``, ``clf_pooling``) reads as an encoder: every query sees every key, the rotary
     base the config's, no unembedding; a ``sliding_window`` key, which its bidirectional mask never
     applies, is refused by name. The folder runs on data as an encoder (previous-token labels only)."""
-    from compscope.data.validate import validate
-
     vid = "eurobert-gqa-biases"
     model, cap = model_and_capture(vid)
     model.save_pretrained(tmp_path)
@@ -256,9 +254,7 @@ def test_eurobert_as_released(tmp_path):
     with pytest.raises(compscope.CompscopeError, match="sliding_window"):
         compscope.load(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps(released))
-    v = validate(str(tmp_path), sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
-                 progress=False)
-    assert {h["score"] for h in v.heads} == {"previous_token"}
+    _runs_as_encoder(tmp_path)
 
 
 @pytest.mark.skipif(not hasattr(transformers, "UltrabertConfig"), reason="this transformers has no UltraBERT")
@@ -268,8 +264,6 @@ def test_ultrabert_windows_bases_and_released_config(tmp_path):
     released config's keys (``attention_windows``, one ``rope_theta`` per layer) read as the saved
     transformers 5 form; without any of them, transformers' defaults (window 128, bases 10000 and
     2560000); a negative window is refused by name. The folder runs on data as an encoder."""
-    from compscope.data.validate import validate
-
     vid = "ultrabert-local-both-sides"
     model, cap = model_and_capture(vid)
     model.save_pretrained(tmp_path)
@@ -300,9 +294,7 @@ def test_ultrabert_windows_bases_and_released_config(tmp_path):
     with pytest.raises(compscope.CompscopeError, match="attention_windows"):
         compscope.load(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps(cfg))
-    v = validate(str(tmp_path), sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
-                 progress=False)
-    assert {h["score"] for h in v.heads} == {"previous_token"}
+    _runs_as_encoder(tmp_path)
 
 
 @pytest.mark.skipif(not hasattr(transformers, "EmbeddingGemma2TextConfig"), reason="this transformers has no "
@@ -314,8 +306,6 @@ def test_embedding_gemma2_radius_widths_and_config_forms(tmp_path):
     on a global layer) read alike; the composite model's config (``text_config``) reads as its text
     model, and that folder runs on data (transformers' AutoModel: an encoder, not a vision-language model's
     generator)."""
-    from compscope.data.validate import validate
-
     vid = "embedding-gemma2-encoder"
     model, cap = model_and_capture(vid)
     model.save_pretrained(tmp_path)
@@ -342,9 +332,7 @@ def test_embedding_gemma2_radius_widths_and_config_forms(tmp_path):
     torch.testing.assert_close(inner.W_Q, hw.W_Q)
     assert any("language model" in n for n in inner.meta.notes)
 
-    v = validate(str(tmp_path / "whole"), sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
-                 progress=False)
-    assert {h["score"] for h in v.heads} == {"previous_token"}
+    _runs_as_encoder(tmp_path / "whole")
 
 
 @pytest.mark.skipif(not hasattr(transformers, "OpenAIPrivacyFilterConfig"), reason="this transformers has no privacy "
@@ -354,8 +342,6 @@ def test_privacy_filter_window_sinks_and_defaults(tmp_path):
     the window 3), each head's pattern sums to less than one (its sink), the rotary map on interleaved
     pairs; a config without rope settings or a window reads transformers' defaults (YaRN as gpt-oss
     ships it, radius 128), a null window is refused by name; the folder runs on data as an encoder."""
-    from compscope.data.validate import validate
-
     vid = "privacy-filter-sinks-both-sides"
     model, cap = model_and_capture(vid)
     model.save_pretrained(tmp_path)
@@ -375,9 +361,7 @@ def test_privacy_filter_window_sinks_and_defaults(tmp_path):
     with pytest.raises(compscope.CompscopeError, match="sliding_window"):
         compscope.load(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps(cfg))
-    v = validate(str(tmp_path), sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
-                 progress=False)
-    assert {h["score"] for h in v.heads} == {"previous_token"}
+    _runs_as_encoder(tmp_path)
 
 
 def test_roformer_config_and_sine_table(tmp_path):
