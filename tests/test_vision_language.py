@@ -92,8 +92,9 @@ def _vlm(kind: str):
                                                    vision_end_token_id=V - 4)
         model = transformers.AutoModelForImageTextToText.from_config(cfg)
     elif kind == "glm4v_moe":  # GLM-4.5's attention with q/k/v biases, multimodal rotary on half of each head
-        if not hasattr(transformers, "Glm4vMoeConfig"):
-            pytest.skip(f"transformers {transformers.__version__} has no GLM-4.5V")
+        if not compscope.data.runner.transformers_at_least(5):  # (4.57 saves the text config under a model type,
+            pytest.skip("transformers 4 saves GLM-4.5V's text config as a type it cannot build")  # Glm4vMoe_text,
+            # that its own AutoConfig does not know: compscope refuses such a folder, naming the cause)
         text = {**_TEXT, "n_routed_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 16,
                 "first_k_dense_replace": 1, "tie_word_embeddings": False,
                 "rope_parameters": {"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.5,
