@@ -8,6 +8,7 @@ states. ``compscope models`` prints this; ``docs/models.md`` is its Markdown for
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from dataclasses import dataclass
@@ -208,8 +209,12 @@ def lookup(name: str, only: str | None = None) -> tuple[bool, str]:
     inner = _language_model_type(name) if only != "gguf" else None
     if inner is not None and why_not(inner) is not None:
         return False, f"{name}: not read: its language model, {inner}: {why_not(inner)}"
-    return False, (f"{name or repr(name)}: not a model_type or GGUF architecture compscope knows (`compscope models` "
-                   "lists those it reads)")
+    known = list(dict.fromkeys([t for e in entries for t in (*e.model_types, *e.gguf)]
+                               + [*NOT_READ, *GGUF_NOT_READ, *GGUF_LAYOUT_NOT_READ]))
+    close = difflib.get_close_matches(name, known, n=3) if isinstance(name, str) else []
+    hint = f"; did you mean {' or '.join(close)}?" if close else ""
+    return False, (f"{name or repr(name)}: not a model_type or GGUF architecture compscope knows{hint} (`compscope "
+                   "models` lists those it reads)")
 
 
 def lookup_files(path: str | os.PathLike) -> tuple[bool, str]:
