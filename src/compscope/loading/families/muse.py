@@ -78,8 +78,8 @@ class MuseGlimmer(LlamaLike):
             logit_scale=number(cfg, where, "output_multiplier", default=0.19611613513818404, open_low=True))
         hw = convert_llamalike(dataclasses.replace(ckpt, config=cfg, tensors=ts.derived(made)), cls, opts)
 
-        emb = ts.take(f"{prefix}embed_tokens.weight").float()
-        W_E = (emb * torch.rsqrt(emb.pow(2).mean(-1, keepdim=True) + eps)).T
+        emb = hw.W_E  # (d_model, vocab): the embedding as read, each column normed as the model norms it
+        W_E = emb * torch.rsqrt(emb.pow(2).mean(0, keepdim=True) + eps)
         q_gain, k_gain = torch.full((n, r), scale), torch.ones(n, r)
         final = hw.final_norm
         gates = [ts.take(f"{prefix}layers.{i}.self_attn.gate_proj.weight", (H * r, d)).reshape(H, r, d)
