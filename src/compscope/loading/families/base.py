@@ -290,6 +290,15 @@ def checkpoint_notes(ckpt: Checkpoint, *more: str | None) -> list[str]:
     return list(ckpt.notes) + [n for n in more if n]
 
 
+def attending(layers: list[int], n_layers: int, where: str, others: str, unit: str = "layer",
+              detail: str = "") -> list[int]:
+    """``layers``, a hybrid's layers that attend, or a refusal by name where it has none: ``{where}:
+    no attention {unit} among {n_layers}{detail}: every {unit} is {others}``."""
+    if not layers:
+        raise UnsupportedModelError(f"{where}: no attention {unit} among {n_layers}{detail}: every {unit} is {others}")
+    return layers
+
+
 def split_rows(w: Tensor, n_heads: int, d_head: int) -> Tensor:
     """``(n_heads*d_head, d) -> (n_heads, d_head, d)``: a projection's output rows, per head."""
     return w.reshape(n_heads, d_head, w.shape[-1])

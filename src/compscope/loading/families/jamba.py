@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from ...errors import UnsupportedModelError
 from . import register
-from .base import MAX_LAYERS, integer
+from .base import MAX_LAYERS, attending, integer
 from .llama import Llama, LlamaLike, LlamaLikeOptions, attention_layer_hooks
 
 #: the Mamba layers' and the experts' settings: the attention does not depend on them
@@ -42,10 +42,8 @@ class Jamba(LlamaLike):
         period = integer(config, where, "attn_layer_period", default=8, high=MAX_LAYERS)
         offset = integer(config, where, "attn_layer_offset", default=4, low=0, high=period - 1)
         layers = [i for i in range(n_layers) if i % period == offset]
-        if not layers:
-            raise UnsupportedModelError(f"{where}: no attention layer among {n_layers} (attn_layer_period {period}, "
-                                        f"attn_layer_offset {offset}): every layer is a Mamba layer")
-        return layers
+        return attending(layers, n_layers, where, "a Mamba layer",
+                         detail=f" (attn_layer_period {period}, attn_layer_offset {offset})")
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:

@@ -20,7 +20,7 @@ from ...core.heads import HeadWeights
 from ...errors import LoadError, UnsupportedModelError
 from ..checkpoint import Checkpoint
 from . import register
-from .base import MAX_LAYERS, integer, layer_hooks
+from .base import MAX_LAYERS, attending, integer, layer_hooks
 from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike
 
 #: the convolution layers', the MLP's and the experts' settings: the attention does not depend on them
@@ -69,9 +69,7 @@ class Lfm2(LlamaLike):
             layers = sorted(set(idxs))
         else:
             layers = list(range(n_layers))
-        if not layers:
-            raise UnsupportedModelError(f"{where}: no attention layer among {n_layers}: every layer is a convolution")
-        return layers
+        return attending(layers, n_layers, where, "a convolution")
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:

@@ -23,7 +23,7 @@ from ...core.heads import HeadWeights
 from ...errors import UnsupportedModelError
 from ..checkpoint import Checkpoint
 from . import register
-from .base import MAX_HEADS, YARN_TYPES, integer, layer_hooks, rope_accept_of, rope_settings
+from .base import MAX_HEADS, YARN_TYPES, attending, integer, layer_hooks, rope_accept_of, rope_settings
 from .lfm2 import _NOT_ATTENTION
 from .llama import (PREFIXES, Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, listed_layer_types,
                     with_output_gates)
@@ -68,9 +68,7 @@ class Lfm3(LlamaLike):
     @classmethod
     def attention_layers(cls, config: dict, n_layers: int, where: str = "config") -> list[int]:
         layers = [i for i, t in enumerate(cls.types(config, n_layers, where)) if t != "conv"]
-        if not layers:
-            raise UnsupportedModelError(f"{where}: no attention layer among {n_layers}: every layer is a convolution")
-        return layers
+        return attending(layers, n_layers, where, "a convolution")
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:

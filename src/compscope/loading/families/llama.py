@@ -19,9 +19,9 @@ from ..checkpoint import Checkpoint
 from ...errors import LoadError, UnsupportedModelError
 from ...core.heads import HeadWeights, Meta, Norm, Rotary
 from . import register
-from .base import (MAX_HEADS, MAX_LAYERS, YARN_TYPES, Family, checkpoint_notes, config_attention_bias, integer, inv_freq,
-                   kv_groups, layer_hooks, number, rope_accept_yarn, rope_attention_factor, rope_settings, rotary_dim,
-                   split_cols, split_rows, stack, unembedding)
+from .base import (Family, MAX_HEADS, MAX_LAYERS, YARN_TYPES, attending, checkpoint_notes, config_attention_bias,
+                  integer, inv_freq, kv_groups, layer_hooks, number, rope_accept_yarn, rope_attention_factor,
+                  rope_settings, rotary_dim, split_cols, split_rows, stack, unembedding)
 
 #: where the layers are: a causal LM, a base model, a vision-language model's language model (as transformers
 #: saves one since 4.52, and before), Nemotron-H's files (backbone.), EXAONE 3's (transformer.), a multimodal
@@ -108,10 +108,7 @@ def linear_hybrid_layers(types, n_layers: int, where: str = "config") -> list[in
             or any(t not in ("full_attention", "linear_attention") for t in types)):
         raise UnsupportedModelError(f"{where}: config key 'layer_types' = {types!r}: expected 'full_attention' or "
                                     f"'linear_attention' for each of the {n_layers} layers")
-    layers = [i for i, t in enumerate(types) if t == "full_attention"]
-    if not layers:
-        raise UnsupportedModelError(f"{where}: no attention layer among {n_layers}: every layer is linear attention")
-    return layers
+    return attending([i for i, t in enumerate(types) if t == "full_attention"], n_layers, where, "linear attention")
 
 
 def listed_or(config: dict, n_layers: int, where: str, is_global: Callable[[int], bool],

@@ -23,7 +23,7 @@ from ...core.heads import HeadWeights
 from ...errors import LoadError, UnsupportedModelError
 from ..checkpoint import Checkpoint
 from . import register
-from .base import MAX_LAYERS
+from .base import MAX_LAYERS, attending
 from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike
 
 #: block type (transformers 5's names and their older ones; the pattern's letters) -> whether it attends
@@ -109,10 +109,7 @@ class NemotronH(LlamaLike):
     @classmethod
     def attention_layers(cls, config: dict, n_layers: int, where: str = "config") -> list[int]:
         layers = [i for i, t in enumerate(block_types(config, where)) if _TYPES[t]]
-        if not layers:
-            raise UnsupportedModelError(f"{where}: no attention block among {n_layers}: every block is a Mamba, MLP "
-                                        "or experts block")
-        return layers
+        return attending(layers, n_layers, where, "a Mamba, MLP or experts block", unit="block")
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:

@@ -23,7 +23,7 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from ...errors import UnsupportedModelError
 from . import register
-from .base import MAX_HEADS, MAX_LAYERS, integer
+from .base import MAX_HEADS, MAX_LAYERS, attending, integer
 from .llama import (PREFIXES, Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, layer_hooks, linear_hybrid_layers,
                     listed_layer_types, with_output_gates)
 
@@ -126,9 +126,7 @@ class LaraMini(LlamaLike):
     @classmethod
     def attention_layers(cls, config: dict, n_layers: int, where: str = "config") -> list[int]:
         layers = [i for i, t in enumerate(cls.types(config, n_layers, where)) if t != "linear_attention"]
-        if not layers:
-            raise UnsupportedModelError(f"{where}: no attention layer among {n_layers}: every layer is linear attention")
-        return layers
+        return attending(layers, n_layers, where, "linear attention")
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:

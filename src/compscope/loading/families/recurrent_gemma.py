@@ -20,10 +20,10 @@ import dataclasses
 import torch
 
 from ...core.heads import HeadWeights
-from ...errors import LoadError, UnsupportedModelError
+from ...errors import LoadError
 from ..checkpoint import Checkpoint
 from . import register
-from .base import MAX_HEADS, MAX_LAYERS, integer, rope_accept_of
+from .base import MAX_HEADS, MAX_LAYERS, attending, integer, rope_accept_of
 from .llama import LlamaLike, LlamaLikeOptions, convert_llamalike
 
 #: the block types of ``block_types`` and transformers' default cycle
@@ -72,10 +72,8 @@ class RecurrentGemma(LlamaLike):
     @classmethod
     def attention_layers(cls, config: dict, n_layers: int, where: str = "config") -> list[int]:
         layers = [i for i, t in enumerate(cls.blocks(config, n_layers, where)) if t == "attention"]
-        if not layers:
-            raise UnsupportedModelError(f"{where}: no attention block among {n_layers} (block_types "
-                                        f"{config.get('block_types')!r}): every block is recurrent")
-        return layers
+        return attending(layers, n_layers, where, "recurrent", unit="block",
+                         detail=f" (block_types {config.get('block_types')!r})")
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
