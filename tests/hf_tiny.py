@@ -152,6 +152,23 @@ VARIANTS = [
             dict(_LLAMA, num_key_value_heads=2, no_rope_layer_interval=2, use_sliding_window=True, sliding_window=3,
                  pad_token_id=0, bos_token_id=1, eos_token_id=2,
                  rope_parameters={"rope_type": "default", "rope_theta": 3000.0})),
+    # YaRN's attention factor on the rotary layers only: the NoPE layers turn nothing and are not scaled
+    Variant("smollm3-nope-yarn", "llama", "SmolLM3Config",
+            dict(_LLAMA, num_key_value_heads=2, no_rope_layer_interval=2, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                 rope_parameters={"rope_type": "yarn", "rope_theta": 3000.0, "factor": 4.0,
+                                  "original_max_position_embeddings": 16})),
+    # Llama 4 Scout: interleaved rotary, then a QK-norm without gains, on layer 0; none on layer 1 (NoPE), whose
+    # queries would be scaled from position floor_scale - 1 on (past SEQ); chunks longer than SEQ; MoE MLPs
+    Variant("llama4-nope-gainless-qk-norm", "llama", "Llama4TextConfig",
+            dict(_LLAMA, num_key_value_heads=2, no_rope_layer_interval=2, use_qk_norm=True, attention_chunk_size=16,
+                 floor_scale=16, attn_scale=0.5, num_local_experts=2, intermediate_size_mlp=40,
+                 rope_parameters={"rope_type": "llama3", "rope_theta": 5000.0, "factor": 4.0, "low_freq_factor": 1.0,
+                                  "high_freq_factor": 2.0, "original_max_position_embeddings": 16})),
+    # Llama 4 Maverick: no QK-norm; biases (transformers' attention_bias), MoE on every second layer
+    Variant("llama4-no-qk-norm-bias", "llama", "Llama4TextConfig",
+            dict(_LLAMA, num_key_value_heads=1, no_rope_layers=[0, 1], use_qk_norm=False, attention_bias=True,
+                 interleave_moe_layer_step=2, num_local_experts=2, intermediate_size_mlp=40,
+                 rope_parameters={"rope_type": "default", "rope_theta": 3000.0})),
     # rotary on the first half of each head, interleaved pairs; q/k/v biased, o_proj not
     Variant("glm-interleaved-partial-rotary-gqa", "llama", "GlmConfig",
             dict(_LLAMA, num_key_value_heads=2, attention_bias=True, pad_token_id=0, eos_token_id=1,

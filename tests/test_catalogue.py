@@ -75,7 +75,7 @@ def _folder(tmp_path: Path, model_type: str) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("model_type", ["deepseek_v3", "deberta", "llama4_text", "hunyuan_v1_dense", "t5"])
+@pytest.mark.parametrize("model_type", ["deepseek_v3", "deberta", "gemma3n_text", "hunyuan_v1_dense", "t5"])
 def test_a_known_architecture_is_refused_with_its_reason(tmp_path, model_type):
     with pytest.raises(compscope.UnsupportedModelError) as e:
         compscope.load(_folder(tmp_path, model_type))
@@ -115,7 +115,8 @@ def test_a_gguf_file_of_a_known_architecture_is_refused_with_its_reason(tmp_path
 
 
 @pytest.mark.parametrize("arch, needle", [("modern-bert", "ModernBERT is read from its HuggingFace folders"),
-                                         ("qwen35", "Qwen3-Next and Qwen3.5 are read from their HuggingFace folders")])
+                                         ("qwen35", "Qwen3-Next and Qwen3.5 are read from their HuggingFace folders"),
+                                         ("llama4", "Llama 4 is read from its HuggingFace folders")])
 def test_a_gguf_file_whose_layout_is_not_mapped_is_refused_with_its_reason(tmp_path, arch, needle):
     """Architectures read from their HuggingFace folders but not from llama.cpp's layout of them."""
     with pytest.raises(compscope.UnsupportedModelError) as e:
@@ -142,6 +143,8 @@ def test_lookup_answers_for_model_types_gguf_architectures_and_wrappers():
 
 def test_lookup_reads_a_vision_language_model_by_its_language_model():
     pytest.importorskip("transformers")
+    read, line = catalogue.lookup("llama4")  # a model_type (the multimodal wrapper) and a GGUF architecture
+    assert read and "model_type 'llama4': its language model, llama4_text, read by the llama4 family" in line
     read, line = catalogue.lookup("llava")
     assert read and "model_type 'llava': its language model, llama, read by the llama family" in line
     read, line = catalogue.lookup("kimi_k25")  # its language model (DeepSeek-V3's) is one refused

@@ -95,8 +95,11 @@ def test_attention_depends_on_what_the_variant_is_about(variant):
         changed.append((hw.replace(alibi=hw.alibi.flip(0)), layer))
     if hw.attn_scale:
         changed.append((hw.replace(attn_scale=0.0), layer))
-    if hw.qk_norm is not None:
-        changed.append((hw.replace(qk_norm=None), layer))
+    if hw.qk_norm is not None:  # on a layer it applies to (Llama 4: not its NoPE layers)
+        normed = next(i for i in (layer, *range(hw.n_layers)) if hw.qk_normed(i))
+        changed.append((hw.replace(qk_norm=None, qk_norm_layers=()), normed))
+        if not hw.qk_normed(layer):  # and a layer without it must stay without
+            changed.append((hw.replace(qk_norm_layers=()), layer))
     if hw.attn_out_norm is not None:
         changed.append((hw.replace(attn_out_norm=None), layer))
     if hw.v_norm is not None:

@@ -87,7 +87,7 @@ def finish_projection(hw: HeadWeights, layer: int, kind: str, y: Tensor, per_hea
     if kind == "V" and hw.v_norm is not None:
         y = hw.v_norm.apply(y, layer)
     if kind != "V":
-        if hw.qk_norm is not None:
+        if hw.qk_normed(layer):
             y = qk_normalise(hw, layer, kind, y, per_head_input=per_head_input)
         if hw.rotary is not None:
             y = hw.rotary.rotate(y, torch.arange(y.shape[2], device=y.device) if positions is None else positions, layer)

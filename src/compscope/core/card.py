@@ -85,6 +85,9 @@ def card_rows(hw: HeadWeights) -> list[tuple[str, str]]:
         own = any(hw.qk_norm_per_head)
         rows.append(("QK-norm", q.describe() + (", per head" + (" (a gain for each head)" if own else "")
                                                  if hw.qk_norm_scope == "head" else ", over all heads of a layer")))
+        if hw.qk_norm_layers:
+            plain = [str(l) for l in range(hw.n_layers) if not hw.qk_normed(l)]
+            rows[-1] = (rows[-1][0], rows[-1][1] + f"; not on layers {', '.join(plain)}" if plain else rows[-1][1])
     if hw.attn_out_norm is not None:
         rows.append(("attention-output norm", hw.attn_out_norm.describe()))
     if hw.W_G is not None:

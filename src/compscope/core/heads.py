@@ -215,6 +215,7 @@ class HeadWeights:
     # a layer-wide norm's, or per-head norms each with its own gain (StableLM)
     qk_norm: tuple[Norm, Norm] | None = None
     qk_norm_scope: Literal["head", "layer"] = "head"  # what one RMS spans: one head, or all heads of a layer
+    qk_norm_layers: tuple[bool, ...] = ()  # per layer, whether QK-norm applies there (Llama 4); (): every layer
     attn_out_norm: Norm | None = None  # on the attention output before the residual add (Gemma 2, Gemma 3)
     # gated attention (Qwen3-Next, Qwen3.5): each head's z times sigmoid(W_G x + b_G) of the query's input, before W_O
     W_G: Tensor | None = None  # (layer, head, d_head, d_model)
@@ -270,6 +271,11 @@ class HeadWeights:
             raise WeightError(f"kv_map {self.kv_map} does not map {H} query heads onto {G} K/V heads")
         if self.sinks is not None and tuple(self.sinks.shape) != (L, H):
             raise WeightError(f"sinks has shape {tuple(self.sinks.shape)}, expected {(L, H)}: one logit per layer and head")
+        if self.qk_norm_layers:
+            if len(self.qk_norm_layers) != L or any(not isinstance(f, bool) for f in self.qk_norm_layers):
+                raise WeightError(f"qk_norm_layers {self.qk_norm_layers}: expected one true or false per layer ({L})")
+            if self.qk_norm is None:
+                raise WeightError("qk_norm_layers without qk_norm: the layers say where a QK-norm applies")
         if self.sliding_window and len(self.sliding_window) != L:
             raise WeightError(f"sliding_window lists {len(self.sliding_window)} layers, model has {L}")
         self._check_settings(L, r)
@@ -377,6 +383,10 @@ class HeadWeights:
     def scale(self) -> float:
         """Multiplier of ``q·k`` in the attention logit."""
         return self.attn_scale or self.d_head**-0.5
+
+    def qk_normed(self, layer: int) -> bool:
+        """Whether ``layer``'s queries and keys pass through the QK-norm (``qk_norm_layers``)."""
+        return self.qk_norm is not None and (not self.qk_norm_layers or self.qk_norm_layers[layer])
 
     @property
     def qk_norm_per_head(self) -> tuple[bool, bool]:

@@ -205,7 +205,8 @@ def qk_norm_jacobians(hw: HeadWeights, moments: Tensor | None = None, means: Ten
     ``E[(1/s)(P − z zᵀ/r)]`` (``s² = |P y|²/r + ε``, ``z = P y / s``; ``P = I`` for an RMSNorm, ``I − 11ᵀ/r``
     for a LayerNorm) is taken at second order: ``J = (1/s̄)(P − P Σ P/(s̄² r))``, ``s̄² = tr(P Σ P)/r + ε``.
     Exact when every input's query has the same RMS (one input, say); for a spread of inputs it
-    replaces ``E[1/s]`` by ``1/s̄`` and ``E[z zᵀ/s]`` by ``P Σ P/s̄³``. One layer at a time in float64."""
+    replaces ``E[1/s]`` by ``1/s̄`` and ``E[z zᵀ/s]`` by ``P Σ P/s̄³``. One layer at a time in float64;
+    ``J = I`` on a layer without a QK-norm (``qk_norm_layers``)."""
     check_qk_norm_linearisable(hw)
     L, d = hw.n_layers, hw.d_model
     moments = None if moments is None else moments.detach()  # statistics, not parameters: no autograd graph
@@ -228,6 +229,9 @@ def qk_norm_jacobians(hw: HeadWeights, moments: Tensor | None = None, means: Ten
             P = P - 1.0 / r
         J = torch.empty(L, W.shape[1], r, r, dtype=torch.float64, device=hw.device)
         for layer in range(L):
+            if not hw.qk_normed(layer):  # no QK-norm on this layer (Llama 4's NoPE layers): the identity
+                J[layer] = torch.eye(r, dtype=torch.float64, device=hw.device)
+                continue
             S = _query_moment(hw, layer, W[layer].double(), None if b is None else b[layer].double(),
                               None if moments is None else moments[layer].double().to(hw.device),
                               None if means is None else means[layer].double().to(hw.device))
@@ -241,13 +245,18 @@ def qk_norm_jacobians(hw: HeadWeights, moments: Tensor | None = None, means: Ten
 def qk_jacobian_changes(hw: HeadWeights, J_q: Tensor, J_k: Tensor) -> dict:
     """The ``HeadWeights`` fields with QK-norm replaced by the linear maps ``diag(γ) J``:
     ``W_Q ← diag(γ_q) J_q W_Q``, ``W_K ← diag(γ_k) J_k W_K`` (and their biases), per head, no QK-norm
-    (one layer at a time in float64)."""
-    changes: dict = {"qk_norm": None}
+    (one layer at a time in float64); layers without a QK-norm (``qk_norm_layers``) keep theirs."""
+    changes: dict = {"qk_norm": None, "qk_norm_layers": ()}
     for which, (J, wn, bn) in enumerate(((J_q, "W_Q", "b_Q"), (J_k, "W_K", "b_K"))):
         gain = qk_gains(hw, which).double()
         W, b = getattr(hw, wn), getattr(hw, bn)
         new_W, new_b = torch.empty_like(W), None if b is None else torch.empty_like(b)
         for layer in range(hw.n_layers):
+            if not hw.qk_normed(layer):  # no QK-norm here: the weights as they are
+                new_W[layer] = W[layer]
+                if b is not None:
+                    new_b[layer] = b[layer]
+                continue
             Jl = gain[layer][..., :, None] * J[layer].to(hw.device)
             new_W[layer] = (Jl @ W[layer].double()).to(W.dtype)
             if b is not None:

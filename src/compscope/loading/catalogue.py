@@ -42,9 +42,6 @@ NOT_READ: dict[str, str] = {
                  "no sum of a token column and a position column"),
     "deepseek_v4": ("the rotary map is applied to each head's output as well as to its queries and keys (the OV map "
                     "turns with position), and heads attend over compressed caches beside the sliding window"),
-    **dict.fromkeys(("llama4", "llama4_text"), (
-        "chunked attention on three layers in four (a token attends only within its chunk, not a window), "
-        "L2-normalised queries and keys there, and a query scale that grows with position on the others")),
     **dict.fromkeys(("gemma3n", "gemma3n_text"), (
         "AltUp keeps several residual streams that learned predictions mix, and keys and values are shared across "
         "layers: there is no one residual stream that heads read and write")),
@@ -122,7 +119,7 @@ NOT_READ: dict[str, str] = {
 
 #: GGUF architecture (llama.cpp's name) -> the model_type of :data:`NOT_READ` it is
 GGUF_NOT_READ: dict[str, str] = {
-    "deepseek2": "deepseek_v2", "llama4": "llama4_text", "gemma3n": "gemma3n_text",
+    "deepseek2": "deepseek_v2", "gemma3n": "gemma3n_text",
     "hunyuan-dense": "hunyuan_v1_dense", "hunyuan-moe": "hunyuan_v1_moe",
     "t5": "t5", "t5encoder": "t5", "mamba": "mamba", "mamba2": "mamba2", "rwkv6": "rwkv", "rwkv7": "rwkv",
     "bitnet": "bitnet",
@@ -141,6 +138,8 @@ GGUF_LAYOUT_NOT_READ: dict[str, str] = {
         "Qwen3-Next and Qwen3.5 are read from their HuggingFace folders; llama.cpp's layout of their gated attention "
         "and DeltaNet layers is not mapped")),
     "modern-bert": "ModernBERT is read from its HuggingFace folders; llama.cpp's layout of it is not mapped",
+    "llama4": ("Llama 4 is read from its HuggingFace folders; llama.cpp's layout of it (its NoPE layers, QK-norm, "
+               "chunks and query temperature) is not mapped"),
 }
 
 

@@ -101,9 +101,11 @@ class Family:
     @classmethod
     def base_model(cls, model):
         """The base model inside a head model (``model.model`` of a ``LlamaForCausalLM``), or ``model``;
-        in a vision-language model, its language model's (``model.model.language_model``)."""
+        in a vision-language model, its language model's (``model.model.language_model``), or the base
+        model of its language head model (Llama 4's ``model.language_model.model``)."""
         base = getattr(model, cls.hf_base, model)
-        return getattr(base, "language_model", base)
+        inner = getattr(base, "language_model", base)
+        return getattr(inner, cls.hf_base, inner) if inner is not base else inner
 
     @classmethod
     def residual_scale(cls, config: dict, where: str = "config") -> float:

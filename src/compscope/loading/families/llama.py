@@ -66,6 +66,8 @@ class LlamaLikeOptions:
     embed_at: str = "embed_tokens"  # the token embedding's module name (Nemotron-H: embeddings)
     out_proj_at: str = "o_proj"  # the output projection's module name (LFM2: out_proj)
     qk_norm_at: tuple[str, str] = ("q_norm", "k_norm")  # the QK norms' module names (LFM2: q_layernorm, k_layernorm)
+    qk_norm_gains: bool = True  # Llama 4: False, a QK-norm without gains (no tensors) whatever norm_gains says
+    qk_norm_on: str = "all"  # the layers QK-norm applies to: 'all', or 'rotary' (Llama 4: not on its NoPE layers)
     sinks: bool = False  # gpt-oss: a learned sink logit per head (self_attn.sinks)
     rope_kinds: tuple[str, ...] = YARN_TYPES  # the rope types read (LFM3 adds 'proportional')
     bidirectional: bool = False  # EmbeddingGemma: every query sees keys on both sides, a window of sliding_window // 2
@@ -230,7 +232,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         if opts.qk_norm and opts.qk_gains_per_head:  # one gain row per head, side by side: (heads * d_head,)
             qn.append(_per_head_gains(ts, p, "q", H, r))
             kn.append(_per_head_gains(ts, p, "k", G, r))
-        elif opts.qk_norm and opts.norm_gains:  # (without gains, as nanochat's, no tensor to read)
+        elif opts.qk_norm and opts.norm_gains and opts.qk_norm_gains:  # (without gains, as nanochat's, no tensor)
             layer_wide = opts.qk_norm_scope == "layer"
             qn.append(ts.take(f"{p}{opts.attn_at}.{opts.qk_norm_at[0]}.weight", (H * r if layer_wide else r,)))
             kn.append(ts.take(f"{p}{opts.attn_at}.{opts.qk_norm_at[1]}.weight", (G * r if layer_wide else r,)))
@@ -287,34 +289,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
     if mrope is not None:
         rope_notes.append(mrope)
 
-    attn_scale = opts.attn_scale
-    if amplitudes != {1.0}:  # YaRN, LongRoPE scale rotated queries and keys by a factor a
-        scaling = ", ".join(sorted(kinds))
-        if len(amplitudes) > 1:
-            raise UnsupportedModelError(f"{where}: the attention factors {sorted(amplitudes)} of its rope scaling "
-                                        f"({scaling}) differ between layers")
-        a = amplitudes.pop()
-        if rot_dim == r:  # the whole head: the logits by a²
-            attn_scale = (attn_scale or r**-0.5) * a * a
-            rope_notes.append(f"the rope scaling's attention factor {a:.6g} on queries and keys is folded into the "
-                              "logit scale as its square")
-        elif opts.qk_norm:  # the rows it would scale feed a norm, which would undo it
-            raise UnsupportedModelError(f"{where}: the attention factor {a:.6g} of its rope scaling ({scaling}) on "
-                                        f"{rot_dim} of {r} head dims, beside QK-norm: not supported")
-        else:  # the rotated dims alone: a rotation commutes with a scale, so their rows of W_Q, W_K (and biases) take it
-            for ws in (wq, wk, bq, bk):
-                for i, w in enumerate(ws):
-                    if w is not None:
-                        ws[i] = torch.cat([w[:, :rot_dim] * a, w[:, rot_dim:]], dim=1)
-            rope_notes.append(f"the rope scaling's attention factor {a:.6g} on the {rot_dim} rotated dims of queries "
-                              "and keys is folded into those rows of W_Q and W_K (and their biases)")
-    divisors = ts.take("rope_freqs.weight", (rot_dim // 2,), required=False)  # only GGUF files carry it
-    if divisors is not None:  # llama.cpp's form of a frequency scaling (Llama 3.1): f_i / divisor_i
-        if bool((divisors <= 0).any()):  # take() has refused non-finite values already
-            raise LoadError(f"{ts.origin('rope_freqs.weight')}: rotary frequency divisors must be finite and positive")
-        freqs = [f / divisors.double() for f in freqs]
-        rope_notes.append("rotary frequencies divided per dimension by the file's rope_freqs (llama.cpp's form of "
-                          "Llama 3 rope scaling)")
+    turning = [True] * L  # per layer read, whether it rotates queries and keys
     if opts.nope_layers:  # no rotary: frequency 0, every position turned by nothing
         if isinstance(opts.nope_layers, tuple):
             turning = [i not in opts.nope_layers for i in layers]
@@ -330,6 +305,38 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         elif plain:
             rope_notes.append(f"no rotary (NoPE) on layers {', '.join(map(str, plain))}: their heads see positions only "
                               "through the causal mask")
+    attn_scale = opts.attn_scale
+    if amplitudes != {1.0} and any(turning):  # YaRN, LongRoPE scale rotated queries and keys by a factor a (on the
+        # layers that rotate them: transformers applies no rotary, so no factor, on a NoPE layer)
+        scaling = ", ".join(sorted(kinds))
+        if len(amplitudes) > 1:
+            raise UnsupportedModelError(f"{where}: the attention factors {sorted(amplitudes)} of its rope scaling "
+                                        f"({scaling}) differ between layers")
+        a = amplitudes.pop()
+        if rot_dim == r and all(turning):  # the whole head on every layer: the logits by a²
+            attn_scale = (attn_scale or r**-0.5) * a * a
+            rope_notes.append(f"the rope scaling's attention factor {a:.6g} on queries and keys is folded into the "
+                              "logit scale as its square")
+        elif opts.qk_norm:  # the rows it would scale feed a norm, which would undo it
+            what = f"{rot_dim} of {r} head dims" if rot_dim < r else "the layers with rotary alone"
+            raise UnsupportedModelError(f"{where}: the attention factor {a:.6g} of its rope scaling ({scaling}) on "
+                                        f"{what}, beside QK-norm: not supported")
+        else:  # the rotated dims alone: a rotation commutes with a scale, so their rows of W_Q, W_K (and biases) take it
+            for ws in (wq, wk, bq, bk):
+                for i, w in enumerate(ws):
+                    if w is not None and turning[i]:
+                        ws[i] = torch.cat([w[:, :rot_dim] * a, w[:, rot_dim:]], dim=1)
+            on = "" if all(turning) else " of the layers with rotary"
+            rope_notes.append(f"the rope scaling's attention factor {a:.6g} on the {rot_dim} rotated dims of queries "
+                              f"and keys{on} is folded into those rows of W_Q and W_K (and their biases)")
+    divisors = ts.take("rope_freqs.weight", (rot_dim // 2,), required=False)  # only GGUF files carry it
+    if divisors is not None:  # llama.cpp's form of a frequency scaling (Llama 3.1): f_i / divisor_i
+        if bool((divisors <= 0).any()):  # take() has refused non-finite values already
+            raise LoadError(f"{ts.origin('rope_freqs.weight')}: rotary frequency divisors must be finite and positive")
+        freqs = [f / divisors.double() for f in freqs]
+        rope_notes.append("rotary frequencies divided per dimension by the file's rope_freqs (llama.cpp's form of "
+                          "Llama 3 rope scaling)")
+    qk_layers = [bool(f.any()) for f in freqs] if opts.qk_norm and opts.qk_norm_on == "rotary" else [True] * L
     notes = checkpoint_notes(ckpt, head_note) + rope_notes + list(opts.notes)
     if L != n_model:
         notes.append(f"attention on {L} of the model's {n_model} layers ({', '.join(map(str, layers))}; compscope's layer "
@@ -338,9 +345,11 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
     if opts.qk_norm:
         over = "per head" if opts.qk_norm_scope == "head" else "over all heads of a layer at once"
         how = "LayerNorm-ed" if opts.qk_norm_kind == "layernorm" else "RMS-normalised"
-        gains = " (a gain for each head)" if opts.qk_gains_per_head else ""
+        gains = " (a gain for each head)" if opts.qk_gains_per_head else "" if opts.qk_norm_gains else " (no gains)"
+        plain = [str(i) for i, on in enumerate(qk_layers) if not on]
+        on = f" on every layer but {', '.join(plain)}" if plain else ""
         notes.append(
-            f"QK-norm: q and k are {how} {over}{gains} before the dot product, so W_QK-based "
+            f"QK-norm: q and k are {how} {over}{gains}{on} before the dot product, so W_QK-based "
             "scores (Q/K-composition) describe the bilinear part only; they are approximations"
         )
     if not opts.input_norm:
@@ -400,6 +409,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         norm_placement="pre" if opts.input_norm else "none",
         qk_norm=(norm(qn, opts.qk_norm_kind), norm(kn, opts.qk_norm_kind)) if opts.qk_norm else None,
         qk_norm_scope=opts.qk_norm_scope,
+        qk_norm_layers=() if all(qk_layers) else tuple(qk_layers),
         attn_out_norm=norm(g_post) if opts.post_attn_norm else None,
         sinks=torch.stack(sinks) if opts.sinks else None,
         rotary=Rotary(rot_dim, torch.stack(freqs), opts.rotary_style),

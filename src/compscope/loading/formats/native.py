@@ -45,7 +45,7 @@ def save(hw: HeadWeights, path: str | Path) -> Path:
     for k, t in hw.embed_extra.items():
         tensors[f"embed_extra.{k}"] = t.contiguous()
     fields.update(
-        qk_norm_scope=hw.qk_norm_scope, kv_map=list(hw.kv_map), norm_placement=hw.norm_placement, positions=hw.positions,
+        qk_norm_scope=hw.qk_norm_scope, qk_norm_layers=list(hw.qk_norm_layers), kv_map=list(hw.kv_map), norm_placement=hw.norm_placement, positions=hw.positions,
         attn_scale=hw.attn_scale, attn_softcap=hw.attn_softcap, causal=hw.causal,
         first_layer_unnormed=hw.first_layer_unnormed,
         sliding_window=list(hw.sliding_window), meta=dataclasses.asdict(hw.meta),
@@ -128,6 +128,7 @@ def load(path: str | Path) -> HeadWeights:
             v_norm=norm(fields.get("v_norm"), "v_norm"),  # absent in files written before it existed
             qk_norm=None if fields["qk_norm"] is None else tuple(norm(f, f"qk_norm.{i}") for i, f in enumerate(fields["qk_norm"])),
             qk_norm_scope=fields.get("qk_norm_scope", "head"),  # absent in files written before it existed
+            qk_norm_layers=tuple(fields.get("qk_norm_layers", ())),  # (likewise)
             norm_placement=fields["norm_placement"],
             rotary=None if rot is None else Rotary(rot["dim"], tensors["rotary.inv_freq"], rot["style"]),
             positions=fields["positions"], attn_scale=fields["attn_scale"], causal=fields["causal"],
