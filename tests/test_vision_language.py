@@ -1,7 +1,7 @@
 """The language model inside a vision-language checkpoint (Gemma 3 from 4B up, LLaVA, Mistral
-Small 3.1, Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Cosmos3 Edge, Cohere Compass: a ``text_config`` inside a config no family reads whole,
-or the language model's settings at its top), on tiny random models built from configs (nothing
-downloaded).
+Small 3.1, Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Cosmos3 Edge, Cohere Compass, Granite 4 Vision, ...: a
+``text_config`` inside a config no family reads whole, or the language model's settings at its
+top), on tiny random models built from configs (nothing downloaded).
 
 Read back from a saved folder, the heads are those compscope reads from the language model object
 itself (another path: a base model's own names and full config); a config saved the way
@@ -115,6 +115,37 @@ def _vlm(kind: str):
         cfg = transformers.MuseGlimmerConfig(text_config=text, vision_config=vision, image_token_id=V - 1,
                                              video_token_id=V - 2, out_hidden_size=32, projector_hidden_size=32)
         model = transformers.AutoModelForImageTextToText.from_config(cfg)
+    elif kind == "granite4_vision":  # Granite's four scalars; images (none here) added to chosen layers' residuals
+        if not hasattr(transformers, "Granite4VisionConfig"):
+            pytest.skip(f"transformers {transformers.__version__} has no Granite 4 Vision")
+        text = {**_TEXT, "embedding_multiplier": 3.0, "logits_scaling": 2.0, "residual_multiplier": 0.5,
+                "attention_multiplier": 0.3, "tie_word_embeddings": False}
+        text.pop("head_dim")
+        vision = dict(model_type="clip_vision_model", hidden_size=64, intermediate_size=16, num_hidden_layers=2,
+                      num_attention_heads=2, image_size=28, patch_size=14)
+        cfg = transformers.Granite4VisionConfig(text_config=text, vision_config=vision, image_token_index=V - 1,
+                                                spatial_target_layers=[0, 1, 1, 1], deepstack_layer_map=[[0, 0]],
+                                                downsample_rate="1/2", qformer_config=dict(intermediate_size=16))
+        model = transformers.AutoModelForImageTextToText.from_config(cfg)
+    elif kind in ("idefics3", "smolvlm"):  # a Llama language model held as model.text_model
+        text = {**_TEXT, "model_type": "llama", "tie_word_embeddings": False}
+        vision = dict(hidden_size=16, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2, image_size=28,
+                      patch_size=14)
+        config_cls = transformers.Idefics3Config if kind == "idefics3" else transformers.SmolVLMConfig
+        cfg = config_cls(text_config=text, vision_config=vision, image_token_id=V - 1, scale_factor=1)
+        model = transformers.AutoModelForImageTextToText.from_config(cfg)
+    elif kind == "granite_docling":  # Granite's four scalars in a text_model; images (none here) at chosen layers
+        if not hasattr(transformers, "GraniteDoclingConfig"):
+            pytest.skip(f"transformers {transformers.__version__} has no Granite-Docling")
+        text = {**_TEXT, "embedding_multiplier": 3.0, "logits_scaling": 2.0, "residual_multiplier": 0.5,
+                "attention_multiplier": 0.3, "tie_word_embeddings": False}
+        text.pop("head_dim")
+        vision = dict(hidden_size=16, intermediate_size=16, num_hidden_layers=2, num_attention_heads=2, image_size=28,
+                      patch_size=14, out_hidden_size=32, scale_factor=2, deepstack_visual_indexes=[0])
+        text.update(pad_token_id=0, bos_token_id=1, eos_token_id=2)
+        cfg = transformers.GraniteDoclingConfig(text_config=text, vision_config=vision, image_token_id=V - 1,
+                                                tie_word_embeddings=False, pad_token_id=0)
+        model = transformers.AutoModelForImageTextToText.from_config(cfg)
     else:
         text = hf_config("LlamaConfig", **_TEXT, tie_word_embeddings=False)
         vision = hf_config("CLIPVisionConfig", hidden_size=16, intermediate_size=16, num_hidden_layers=2,
@@ -151,7 +182,7 @@ def _as_transformers_4_saved(folder) -> None:
 
 
 KINDS = ["gemma3", "llava", "mistral3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "cosmos3_edge", "cohere_compass",
-         "muse_glimmer", "glm4v_moe"]
+         "muse_glimmer", "glm4v_moe", "granite4_vision", "idefics3", "smolvlm", "granite_docling"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -159,9 +190,12 @@ def test_the_language_model_of_a_vision_language_folder_is_read(tmp_path, kind):
     model = _vlm(kind)
     model.save_pretrained(tmp_path / kind)
     hw = compscope.load(tmp_path / kind)
-    ref = compscope.load(model.model.language_model)  # the base model object: its own names and full config
+    inner_model = getattr(model.model, "language_model", None) or model.model.text_model
+    ref = compscope.load(inner_model)  # the base model object: its own names and full config
     _same_heads(hw, ref)
     head = model.lm_head.weight.detach() * (model.config.text_config.output_multiplier if kind == "muse_glimmer" else 1)
+    if kind in ("granite4_vision", "granite_docling"):  # the logits divided by logits_scaling
+        head = head / model.config.text_config.logits_scaling
     assert torch.equal(hw.W_U, head)
     if kind == "muse_glimmer":  # its final norm multiplies by its weight as stored (its layers' norms by 1 + w)
         x = torch.randn(3, hw.d_model, generator=torch.Generator().manual_seed(2))
@@ -170,8 +204,10 @@ def test_the_language_model_of_a_vision_language_folder_is_read(tmp_path, kind):
         torch.testing.assert_close(hw.final_norm.apply(x, 0), want, atol=1e-6, rtol=1e-6)
     assert hw.meta.family == {"gemma3": "gemma3", "qwen3_vl": "qwen3", "cosmos3_edge": "cosmos3_edge",
                               "cohere_compass": "cohere_compass", "muse_glimmer": "muse_glimmer",
-                              "glm4v_moe": "glm4v_moe_text"}.get(kind, "llama")
-    inner = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral"}.get(kind, f"{kind}_text")
+                              "glm4v_moe": "glm4v_moe_text", "granite4_vision": "granite",
+                              "granite_docling": "granite"}.get(kind, "llama")
+    inner = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral", "idefics3": "llama",
+             "smolvlm": "llama"}.get(kind, f"{kind}_text")
     assert any(f"the language model of a {kind} model (its text_config, {inner}" in n and "vision not read" in n
                for n in hw.meta.notes), hw.meta.notes
     _same_heads(compscope.load(model), hw)  # the object itself, as a model object
@@ -312,3 +348,16 @@ def test_fuyus_language_model_is_read_as_persimmon_and_runs(tmp_path):
     runner = runner_for(tmp_path / "fuyu", progress=False, device="cpu")
     runner.trace(torch.randint(0, V - 3, (2, 7), generator=torch.Generator().manual_seed(0)))
     assert runner._agreed
+
+
+@pytest.mark.parametrize("model_type", ["granite", "granite4_vision_text", "granite_docling_text"])
+def test_granites_scalars_default_as_transformers_builds_them(model_type):
+    """A config without a scalar gets transformers' default for its model type (1, or Granite-Docling's own)."""
+    from compscope.loading.families.granite import Granite
+
+    try:
+        defaults = transformers.AutoConfig.for_model(model_type)
+    except (KeyError, ValueError):
+        pytest.skip(f"transformers {transformers.__version__} has no {model_type}")
+    for key in ("embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling"):
+        assert Granite.scalar({"model_type": model_type}, "config", key) == getattr(defaults, key), key

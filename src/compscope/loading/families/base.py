@@ -101,10 +101,12 @@ class Family:
     @classmethod
     def base_model(cls, model):
         """The base model inside a head model (``model.model`` of a ``LlamaForCausalLM``), or ``model``;
-        in a vision-language model, its language model's (``model.model.language_model``), or the base
-        model of its language head model (Llama 4's ``model.language_model.model``)."""
+        in a vision-language model, its language model's (``model.model.language_model``; Idefics3's
+        ``model.model.text_model``), or the base model of its language head model (Llama 4's
+        ``model.language_model.model``)."""
         base = getattr(model, cls.hf_base, model)
-        inner = getattr(base, "language_model", base)
+        inner = next((m for m in (getattr(base, k, None) for k in ("language_model", "text_model")) if m is not None),
+                     base)
         return getattr(inner, cls.hf_base, inner) if inner is not base else inner
 
     @classmethod

@@ -1,5 +1,5 @@
 """IBM Granite decoders (Granite 3.x dense: ``granite``; their mixture-of-experts siblings:
-``granitemoe``, ``granitemoeshared``): Llama-like with four scalars in place of Llama's
+``granitemoe``, ``granitemoeshared``; the language models of Granite 4 Vision and Granite-Docling): Llama-like with four scalars in place of Llama's
 implicit ones, each folded into the weights where it acts.
 
 - ``embedding_multiplier`` ``e``: the residual starts at ``e · W_E[t]`` (into ``W_E``).
@@ -38,13 +38,19 @@ from .base import inv_freq, layer_hooks, number
 from .llama import Llama, LlamaLike, LlamaLikeOptions, attention_layer_hooks, convert_llamalike, listed_layer_types
 
 _SCALARS = ("embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling")
+#: transformers' defaults of the scalars where they are not 1, by model type
+_DEFAULT_SCALARS = {"granite_docling_text": {"embedding_multiplier": 12.0, "attention_multiplier": 0.015625,
+                                             "residual_multiplier": 0.263, "logits_scaling": 4.0}}
 
 
 @register
 class Granite(LlamaLike):
     name = "granite"
-    about = "IBM Granite 3.x, dense and MoE: four scalar multipliers folded where they act"
-    model_types = ("granite", "granitemoe", "granitemoeshared")
+    about = ("IBM Granite 3.x, dense and MoE, and the language models of Granite 4 Vision and Granite-Docling: four "
+             "scalar multipliers folded where they act")
+    model_types = ("granite", "granitemoe", "granitemoeshared",
+                   "granite4_vision_text",  # (Granite 4 Vision's language model: Granite's; images add to its residual)
+                   "granite_docling_text")  # (Granite-Docling's: Granite's, with scalars of its own by default)
     architectures = ("GraniteForCausalLM", "GraniteModel", "GraniteMoeForCausalLM", "GraniteMoeSharedForCausalLM")
     handled = Llama.handled | frozenset(_SCALARS)
     ignored = Llama.ignored | {"shared_intermediate_size"}
@@ -53,14 +59,19 @@ class Granite(LlamaLike):
     positions_default: ClassVar[str | None] = "rope"
 
     @classmethod
+    def scalar(cls, config: dict, where: str, key: str) -> float:
+        """One of the four scalars, transformers' default where the config has none (1; Granite-Docling's own)."""
+        default = _DEFAULT_SCALARS.get(config.get("model_type"), {}).get(key, 1.0)
+        return number(config, where, key, default=default, open_low=True)
+
+    @classmethod
     def residual_scale(cls, config: dict, where: str = "config") -> float:
-        return number(config, where, "residual_multiplier", default=1.0, open_low=True)  # transformers' default 1
+        return cls.scalar(config, where, "residual_multiplier")
 
     @classmethod
     def _scaled_options(cls, cfg: dict, where: str) -> LlamaLikeOptions:
         """The family's options with the embedding, attention and logit scalars, and rotary or not."""
-        e, a, s = (number(cfg, where, k, default=1.0, open_low=True)
-                   for k in ("embedding_multiplier", "attention_multiplier", "logits_scaling"))
+        e, a, s = (cls.scalar(cfg, where, k) for k in ("embedding_multiplier", "attention_multiplier", "logits_scaling"))
         rope = cfg.get("position_embedding_type", cls.positions_default) == "rope"
         return dataclasses.replace(cls.options, embed_scale=e, attn_scale=a, logit_scale=1.0 / s,
                                    nope_layers="" if rope else "all")
@@ -176,7 +187,7 @@ class HyperClovaX(Granite):
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where = ckpt.config, ckpt.source
         opts = cls._scaled_options(cfg, where)
-        s = number(cfg, where, "logits_scaling", default=1.0, open_low=True)
+        s = cls.scalar(cfg, where, "logits_scaling")
         post = cfg.get("use_post_norm", True) is not False  # transformers' default: on
         opts = dataclasses.replace(opts, logit_scale=s, post_attn_norm=post, post_attn_norm_at="post_norm1")
         return convert_llamalike(ckpt, cls, opts)
