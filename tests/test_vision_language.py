@@ -361,3 +361,40 @@ def test_granites_scalars_default_as_transformers_builds_them(model_type):
         pytest.skip(f"transformers {transformers.__version__} has no {model_type}")
     for key in ("embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling"):
         assert Granite.scalar({"model_type": model_type}, "config", key) == getattr(defaults, key), key
+
+
+@pytest.mark.parametrize("kind", ["ultravbert", "modernvbert"])
+def test_a_vision_language_encoders_text_model_is_read_and_runs(tmp_path, kind):
+    """UltraVBERT and ModernVBERT hold their text encoder as ``text_model``: read from the folder it
+    is that encoder object's heads, and the folder runs on text (the runner's first trace checks
+    the attention it recomputes against the model's)."""
+    from compscope.data.runner import runner_for
+
+    name = {"ultravbert": "UltraVBertConfig", "modernvbert": "ModernVBertConfig"}[kind]
+    if not hasattr(transformers, name):
+        pytest.skip(f"transformers {transformers.__version__} has no {name}")
+    ids = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    if kind == "ultravbert":
+        text = {**_TEXT, "model_type": "ultrabert", "sliding_window": 2, "num_hidden_layers": 3, "mask_token_id": 3, **ids}
+    else:
+        text = {**_TEXT, "model_type": "modernbert", "local_attention": 4, "num_hidden_layers": 3, "cls_token_id": 1,
+                "sep_token_id": 2, **ids}
+        for key in ("head_dim", "num_key_value_heads"):
+            text.pop(key)
+    vision = dict(hidden_size=16, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2, image_size=28,
+                  patch_size=14)
+    cfg = getattr(transformers, name)(text_config=text, vision_config=vision, image_token_id=V - 1,
+                                      pixel_shuffle_factor=1)
+    torch.manual_seed(0)
+    model = transformers.AutoModel.from_config(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    model.save_pretrained(tmp_path / kind)
+    hw, ref = compscope.load(tmp_path / kind), compscope.load(model.text_model)
+    for field in ("W_Q", "W_K", "W_V", "W_O", "W_E"):
+        assert torch.equal(getattr(hw, field), getattr(ref, field)), field
+    assert hw.meta.family == text["model_type"] and not hw.causal
+    runner = runner_for(tmp_path / kind, progress=False, device="cpu")
+    runner.trace(torch.randint(4, V - 2, (2, 7), generator=torch.Generator().manual_seed(0)))
+    assert runner._agreed

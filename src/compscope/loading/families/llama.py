@@ -27,7 +27,8 @@ from .base import (Family, MAX_HEADS, MAX_LAYERS, YARN_TYPES, attending, checkpo
 #: saves one since 4.52, and before), Nemotron-H's files (backbone.), EXAONE 3's (transformer.), a multimodal
 #: encoder's text model (EmbeddingGemma 2's: language_model.)
 PREFIXES = ("model.", "", "model.language_model.", "language_model.model.", "backbone.", "transformer.", "language_model.",
-            "model.text_model.")  # (Idefics2, Idefics3, SmolVLM, Granite-Docling: the language model as text_model)
+            "model.text_model.", "text_model.")  # (Idefics3, SmolVLM, Granite-Docling; UltraVBERT: the language
+# model as text_model)
 
 
 @dataclass

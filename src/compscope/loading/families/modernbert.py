@@ -124,7 +124,8 @@ class ModernBert(Family):
         eps = number(cfg, where, "norm_eps", default=1e-5, open_low=True)
         local = integer(cfg, where, "local_attention", default=128, low=2, high=MAX_WIDTH)
         types = cls.layer_types(cfg, L, where)
-        prefix = "model." if "model.embeddings.tok_embeddings.weight" in ts else ""
+        prefix = next((p for p in ("model.", "text_model.") if f"{p}embeddings.tok_embeddings.weight" in ts), "")  # (a
+        # ModernVBERT's: its text encoder as text_model)
         norm_bias = bool(cfg.get("norm_bias") or False)
         notes = list(ckpt.notes)
 
