@@ -145,6 +145,9 @@ def test_lookup_reads_a_vision_language_model_by_its_language_model():
     pytest.importorskip("transformers")
     read, line = catalogue.lookup("llama4")  # a model_type (the multimodal wrapper) and a GGUF architecture
     assert read and "model_type 'llama4': its language model, llama4_text, read by the llama4 family" in line
+    # an encoder-decoder's decoder is no text_config: a folder of one is refused, and the lookup says so too
+    read, line = catalogue.lookup("vision-encoder-decoder")
+    assert not read and "not a model_type or GGUF architecture compscope knows" in line
     read, line = catalogue.lookup("llava")
     assert read and "model_type 'llava': its language model, llama, read by the llama family" in line
     read, line = catalogue.lookup("kimi_k25")  # its language model (DeepSeek-V3's) is one refused

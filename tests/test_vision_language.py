@@ -363,28 +363,37 @@ def test_granites_scalars_default_as_transformers_builds_them(model_type):
         assert Granite.scalar({"model_type": model_type}, "config", key) == getattr(defaults, key), key
 
 
-@pytest.mark.parametrize("kind", ["ultravbert", "modernvbert"])
+@pytest.mark.parametrize("kind", ["ultravbert", "modernvbert", "dual_encoder"])
 def test_a_vision_language_encoders_text_model_is_read_and_runs(tmp_path, kind):
-    """UltraVBERT and ModernVBERT hold their text encoder as ``text_model``: read from the folder it
-    is that encoder object's heads, and the folder runs on text (the runner's first trace checks
-    the attention it recomputes against the model's)."""
+    """UltraVBERT, ModernVBERT and a vision-text dual encoder (CLIP-like, a BERT text side) hold their
+    text encoder as ``text_model``: read from the folder it is that encoder object's heads, and the
+    folder runs on text (the runner's first trace checks the attention it recomputes against the
+    model's)."""
     from compscope.data.runner import runner_for
 
-    name = {"ultravbert": "UltraVBertConfig", "modernvbert": "ModernVBertConfig"}[kind]
+    name = {"ultravbert": "UltraVBertConfig", "modernvbert": "ModernVBertConfig",
+            "dual_encoder": "VisionTextDualEncoderConfig"}[kind]
     if not hasattr(transformers, name):
         pytest.skip(f"transformers {transformers.__version__} has no {name}")
     ids = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
-    if kind == "ultravbert":
+    vision = dict(hidden_size=16, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2, image_size=28,
+                  patch_size=14)
+    if kind == "dual_encoder":
+        text = hf_config("BertConfig", vocab_size=V, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=48, max_position_embeddings=32)
+        cfg = transformers.VisionTextDualEncoderConfig.from_vision_text_configs(
+            transformers.CLIPVisionConfig(**vision), text)
+        text = {"model_type": "bert"}
+    elif kind == "ultravbert":
         text = {**_TEXT, "model_type": "ultrabert", "sliding_window": 2, "num_hidden_layers": 3, "mask_token_id": 3, **ids}
     else:
         text = {**_TEXT, "model_type": "modernbert", "local_attention": 4, "num_hidden_layers": 3, "cls_token_id": 1,
                 "sep_token_id": 2, **ids}
         for key in ("head_dim", "num_key_value_heads"):
             text.pop(key)
-    vision = dict(hidden_size=16, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2, image_size=28,
-                  patch_size=14)
-    cfg = getattr(transformers, name)(text_config=text, vision_config=vision, image_token_id=V - 1,
-                                      pixel_shuffle_factor=1)
+    if kind != "dual_encoder":
+        cfg = getattr(transformers, name)(text_config=text, vision_config=vision, image_token_id=V - 1,
+                                          pixel_shuffle_factor=1)
     torch.manual_seed(0)
     model = transformers.AutoModel.from_config(cfg).eval()
     with torch.no_grad():

@@ -242,9 +242,12 @@ def lookup_files(path: str | os.PathLike) -> tuple[bool, str]:
 
 
 def _language_model_type(model_type: str) -> str | None:
-    """The ``model_type`` of the text config transformers builds for ``model_type`` when it is
-    another (a vision-language model's language model); None without transformers, for a type it
-    does not know, or one that is its own language model."""
+    """The ``model_type`` of the language model a loaded folder of ``model_type`` is read by, where
+    it is another (a vision-language model's): its config's ``text_config``, or, beside a
+    ``vision_config``, the text config transformers builds from its top-level keys, as
+    :func:`~compscope.loading.families.language_model` reads a folder (an encoder-decoder's
+    ``decoder`` is none). None without transformers, for a type it does not know, or one that is
+    its own language model."""
     try:
         from transformers import AutoConfig
         from transformers.utils import logging
@@ -252,12 +255,16 @@ def _language_model_type(model_type: str) -> str | None:
         was = logging.get_verbosity()
         logging.set_verbosity_error()  # (a bare config's warnings say nothing of the answer)
         try:
-            text = AutoConfig.for_model(model_type).get_text_config()
+            built = AutoConfig.for_model(model_type)
+            saved = built.to_dict()
+            text = saved.get("text_config")
+            if not isinstance(text, dict) and isinstance(saved.get("vision_config"), dict):
+                text = built.get_text_config().to_dict()
         finally:
             logging.set_verbosity(was)
     except Exception:  # noqa: BLE001  (no transformers, or a type it does not know or cannot build bare)
         return None
-    inner = getattr(text, "model_type", None)
+    inner = text.get("model_type") if isinstance(text, dict) else None
     return inner if isinstance(inner, str) and inner != model_type else None
 
 
