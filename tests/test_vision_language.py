@@ -407,3 +407,38 @@ def test_a_vision_language_encoders_text_model_is_read_and_runs(tmp_path, kind):
     runner = runner_for(tmp_path / kind, progress=False, device="cpu")
     runner.trace(torch.randint(4, V - 2, (2, 7), generator=torch.Generator().manual_seed(0)))
     assert runner._agreed
+
+
+def test_a_speech_language_folder_reads_and_runs_as_the_class_its_config_names(tmp_path):
+    """Granite Speech wraps a Granite language model beside an audio
+    encoder; transformers builds it by the class its config names (no image-text-to-text model),
+    and it runs on text alone."""
+    from compscope.data.runner import runner_for
+
+    if not hasattr(transformers, "GraniteSpeechConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no Granite Speech")
+    text = {**_TEXT, "model_type": "granite", "embedding_multiplier": 3.0, "logits_scaling": 2.0,
+            "residual_multiplier": 0.5, "attention_multiplier": 0.3, "tie_word_embeddings": False, "pad_token_id": 0}
+    text.pop("head_dim")
+    cfg = transformers.GraniteSpeechConfig(
+        text_config=text, audio_token_index=V - 1, window_size=4, downsample_rate=2,
+        encoder_config=dict(num_layers=1, hidden_dim=16, feedforward_mult=1, num_heads=2, dim_head=8, output_dim=8,
+                            input_dim=16),
+        projector_config=dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16,
+                              encoder_hidden_size=16))
+    torch.manual_seed(0)
+    model = transformers.GraniteSpeechForConditionalGeneration(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    model.save_pretrained(tmp_path / "m")
+    inner = model.language_model if hasattr(model, "language_model") else model.model.language_model  # (4.57; 5)
+    hw, ref = compscope.load(tmp_path / "m"), compscope.load(inner)
+    assert torch.equal(hw.W_U, model.lm_head.weight.detach() / 2.0 if hasattr(model, "lm_head") else ref.W_U)
+    for field in ("W_Q", "W_K", "W_V", "W_O", "W_E"):
+        assert torch.equal(getattr(hw, field), getattr(ref, field)), field
+    assert hw.attn_scale == ref.attn_scale == 0.3
+    runner = runner_for(tmp_path / "m", progress=False, device="cpu")
+    assert type(runner.model).__name__ == "GraniteSpeechForConditionalGeneration"
+    runner.trace(torch.randint(4, V - 2, (2, 7), generator=torch.Generator().manual_seed(0)))
+    assert runner._agreed

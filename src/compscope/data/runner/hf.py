@@ -159,7 +159,7 @@ def from_files(path: Path, hw: HeadWeights, progress: bool = True, device: torch
     folder = path if path.is_dir() else path.parent
     auto = transformers.AutoModel if not hw.causal else transformers.AutoModelForCausalLM
     if gguf is None and hw.causal and _wraps_language_model(folder):  # a vision-language model, run on text alone
-        auto = transformers.AutoModelForImageTextToText  # (a multimodal encoder, EmbeddingGemma 2's: AutoModel)
+        auto = _wrapper_class(folder)  # (a multimodal encoder, EmbeddingGemma 2's: AutoModel)
     elif gguf is None and hw.causal and not _has_causal_lm(folder):  # a language model saved without its head, of a
         auto = transformers.AutoModel  # type transformers builds no causal LM for (Muse Glimmer's): its base model
     quiet = transformers.utils.logging.is_progress_bar_enabled()
@@ -198,6 +198,20 @@ def _has_causal_lm(folder: Path) -> bool:
     except Exception:  # noqa: BLE001  (transformers says what it misses when it loads the model)
         return True
     return type(config) in transformers.AutoModelForCausalLM._model_mapping
+
+
+def _wrapper_class(folder: Path):
+    """The transformers class that builds a model wrapping a causal language model: the one its
+    config names (``architectures``: a speech model's, Granite Speech's, as well as a vision
+    model's), else ``AutoModelForImageTextToText``."""
+    import transformers
+
+    from ...loading.formats.safetensors_folder import read_config
+
+    named = read_config(folder).get("architectures") or []
+    cls = getattr(transformers, named[0], None) if isinstance(named, list) and named and isinstance(named[0], str) else None
+    is_model = isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)
+    return cls if is_model else transformers.AutoModelForImageTextToText
 
 
 def _wraps_language_model(folder: Path) -> bool:
