@@ -442,3 +442,35 @@ def test_a_speech_language_folder_reads_and_runs_as_the_class_its_config_names(t
     assert type(runner.model).__name__ == "GraniteSpeechForConditionalGeneration"
     runner.trace(torch.randint(4, V - 2, (2, 7), generator=torch.Generator().manual_seed(0)))
     assert runner._agreed
+
+
+@pytest.mark.parametrize("kind", ["blip2", "instructblip"])
+def test_blip2s_opt_language_model_is_read_and_runs(tmp_path, kind):
+    """BLIP-2 and InstructBLIP hold an OPT language model (``language_model.model.decoder.``) beside
+    a vision tower and a Q-Former: read from the folder it is that OPT's heads, and it runs on text."""
+    from compscope.data.runner import runner_for
+
+    text = dict(model_type="opt", vocab_size=V, hidden_size=32, ffn_dim=48, num_hidden_layers=2, num_attention_heads=4,
+                max_position_embeddings=64, word_embed_proj_dim=32, pad_token_id=1, bos_token_id=2, eos_token_id=2,
+                tie_word_embeddings=False)
+    vision = dict(hidden_size=16, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2, image_size=28,
+                  patch_size=14)
+    qformer = dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16,
+                   encoder_hidden_size=16, vocab_size=V)
+    config_cls, model_cls = {"blip2": ("Blip2Config", "Blip2ForConditionalGeneration"),
+                             "instructblip": ("InstructBlipConfig", "InstructBlipForConditionalGeneration")}[kind]
+    cfg = getattr(transformers, config_cls)(text_config=text, vision_config=vision, qformer_config=qformer,
+                                            num_query_tokens=2, image_token_index=V - 1, tie_word_embeddings=False)
+    torch.manual_seed(0)
+    model = getattr(transformers, model_cls)(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    model.save_pretrained(tmp_path / kind)
+    hw, ref = compscope.load(tmp_path / kind), compscope.load(model.language_model)
+    for field in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_pos", "W_U"):
+        assert torch.equal(getattr(hw, field), getattr(ref, field)), field
+    assert hw.meta.family == "opt"
+    runner = runner_for(tmp_path / kind, progress=False, device="cpu")
+    runner.trace(torch.randint(4, V - 2, (2, 7), generator=torch.Generator().manual_seed(0)))
+    assert runner._agreed

@@ -38,14 +38,17 @@ class OPT(Family):
     accept = {"do_layer_norm_before": lambda v: v is True, "_remove_final_layer_norm": lambda v: not v}
     attention_biases = config_attention_bias("enable_bias", True)
     #: where the decoder's tensors may sit, its final LayerNorm's name in it, and the unembedding's names
-    prefixes: ClassVar[tuple[str, ...]] = ("model.decoder.", "decoder.", "")
+    prefixes: ClassVar[tuple[str, ...]] = ("model.decoder.", "decoder.", "", "language_model.model.decoder.")  # (the
+    # last: BLIP-2's and InstructBLIP's language model)
     final_norm_at: ClassVar[str] = "final_layer_norm"
-    heads: ClassVar[tuple[str, ...]] = ("lm_head.weight",)
+    heads: ClassVar[tuple[str, ...]] = ("lm_head.weight", "language_model.lm_head.weight")
 
     @classmethod
     def base_model(cls, model):
-        """The decoder inside ``OPTForCausalLM`` (``model.model.decoder``) or ``OPTModel``."""
-        base = getattr(model, "model", model)
+        """The decoder inside ``OPTForCausalLM`` (``model.model.decoder``) or ``OPTModel``; in BLIP-2 and
+        InstructBLIP, that of its language model (``model.language_model.model.decoder``)."""
+        lm = getattr(model, "language_model", model)
+        base = getattr(lm, "model", lm)
         return getattr(base, "decoder", base)
 
     @classmethod
