@@ -115,8 +115,7 @@ def test_a_gguf_file_of_a_known_architecture_is_refused_with_its_reason(tmp_path
 
 
 @pytest.mark.parametrize("arch, needle", [("modern-bert", "ModernBERT is read from its HuggingFace folders"),
-                                         ("qwen35", "Qwen3-Next and Qwen3.5 are read from their HuggingFace folders"),
-                                         ("llama4", "Llama 4 is read from its HuggingFace folders")])
+                                         ("qwen35", "Qwen3-Next and Qwen3.5 are read from their HuggingFace folders")])
 def test_a_gguf_file_whose_layout_is_not_mapped_is_refused_with_its_reason(tmp_path, arch, needle):
     """Architectures read from their HuggingFace folders but not from llama.cpp's layout of them."""
     with pytest.raises(compscope.UnsupportedModelError) as e:
@@ -145,6 +144,7 @@ def test_lookup_reads_a_vision_language_model_by_its_language_model():
     pytest.importorskip("transformers")
     read, line = catalogue.lookup("llama4")  # a model_type (the multimodal wrapper) and a GGUF architecture
     assert read and "model_type 'llama4': its language model, llama4_text, read by the llama4 family" in line
+    assert "GGUF architecture 'llama4', read by the llama4 family (weights only" in line
     # an encoder-decoder's decoder is no text_config: a folder of one is refused, and the lookup says so too
     read, line = catalogue.lookup("vision-encoder-decoder")
     assert not read and "not a model_type or GGUF architecture compscope knows" in line

@@ -196,17 +196,21 @@ def _tiny_llama(bias: bool = True):
 
 
 def _write_llama_gguf(path, model, extra: dict | None = None, split_max_tensors: int = 0,
-                      small_first_shard: bool = False, arch: str = "llama", floats: dict | None = None) -> None:
-    """A Llama GGUF as llama.cpp writes one (q/k rows permuted), plus the ``extra`` tensors;
-    ``split_max_tensors``: split into shards of that many tensors, named as llama.cpp names them
-    (``small_first_shard``: the first holding the metadata alone); ``arch``: another architecture
-    llama.cpp converts as a Llama, with ``floats``: its own metadata (``{arch}.KEY``: value)."""
+                      small_first_shard: bool = False, arch: str = "llama", floats: dict | None = None,
+                      permute: bool = True, ints: dict | None = None) -> None:
+    """A Llama GGUF as llama.cpp writes one (q/k rows permuted, unless ``permute`` is off: Llama 4's
+    as HF's), plus the ``extra`` tensors; ``split_max_tensors``: split into shards of that many
+    tensors, named as llama.cpp names them (``small_first_shard``: the first holding the metadata
+    alone); ``arch``: another architecture llama.cpp converts as a Llama, with ``floats`` and
+    ``ints``: its own metadata (``{arch}.KEY``: value)."""
     sd = _numpy_state(model)
     w = gguf.GGUFWriter(str(path), arch, split_max_tensors=split_max_tensors, small_first_shard=small_first_shard)
     n = model.config.num_hidden_layers
     _metadata(w, block_count=n, layer_norm_rms_eps=1e-6, rope_freq_base=10000.0)
     for key, value in (floats or {}).items():
         w.add_float32(f"{arch}.{key}", value)
+    for key, value in (ints or {}).items():
+        w.add_uint32(f"{arch}.{key}", value)
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
     w.add_tensor("output.weight", sd["lm_head.weight"])
     for i in range(n):
@@ -216,7 +220,7 @@ def _write_llama_gguf(path, model, extra: dict | None = None, split_max_tensors:
             for part in ("weight", "bias"):
                 key = f"{p}self_attn.{proj}_proj.{part}"
                 if key in sd:
-                    t = sd[key] if n is None else llama_cpp_permute(sd[key], n)
+                    t = sd[key] if n is None or not permute else llama_cpp_permute(sd[key], n)
                     w.add_tensor(f"blk.{i}.attn_{short}.{part}", t)
         w.add_tensor(f"blk.{i}.ffn_norm.weight", sd[p + "post_attention_layernorm.weight"])
     for name, t in (extra or {}).items():
@@ -363,6 +367,32 @@ def test_a_hybrid_gguf_whose_layers_or_rotary_the_metadata_does_not_say_is_refus
     _finish(w)
     with pytest.raises(compscope.UnsupportedModelError, match=needle):
         compscope.load(tmp_path / "x.gguf")
+
+
+@pytest.mark.parametrize("experts, qk_norm", [(16, True), (128, False)])
+def test_a_llama4_gguf_reads_as_the_model_object_by_llama_cpps_rules(tmp_path, experts, qk_norm):
+    """llama.cpp stores Llama 4's rows as HF's (both rotate interleaved pairs), no rotary on every
+    fourth layer and a gainless QK-norm on the others unless the model has 128 experts (Maverick):
+    its rules, none of them in the metadata but the expert count."""
+    from compscope.data.runner import cannot_run
+    from hf_tiny import BY_ID, build
+
+    if not hasattr(transformers, "Llama4TextConfig"):
+        pytest.skip("no Llama 4 in this transformers")
+    model = build(BY_ID["llama4-nope-gainless-qk-norm"], num_hidden_layers=4, no_rope_layer_interval=4,
+                  rms_norm_eps=1e-6, use_qk_norm=qk_norm, rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+                  attention_chunk_size=8192, floor_scale=8192, attn_scale=0.1, vocab_size=V, hidden_size=D,
+                  num_attention_heads=H, num_key_value_heads=G, head_dim=D // H)
+    _write_llama_gguf(tmp_path / "l4.gguf", model.eval(), arch="llama4", permute=False, ints={"expert_count": experts})
+    ours, ref = compscope.load(tmp_path / "l4.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "llama4"
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    assert torch.equal(ours.rotary.inv_freq, ref.rotary.inv_freq) and ours.rotary.style == "interleaved"
+    assert not ours.rotary.inv_freq[3].any() and ours.rotary.inv_freq[:3].all()
+    assert ours.qk_norm_layers == ref.qk_norm_layers == ((True, True, True, False) if qk_norm else ())
+    assert (ours.qk_norm is None) == (not qk_norm)
+    assert "architecture 'llama4', which transformers' GGUF reader does not read" in cannot_run(tmp_path / "l4.gguf")
 
 
 def test_a_smollm3_gguf_has_no_rotary_on_every_fourth_layer_as_the_model_object(tmp_path):

@@ -138,8 +138,6 @@ GGUF_LAYOUT_NOT_READ: dict[str, str] = {
         "Qwen3-Next and Qwen3.5 are read from their HuggingFace folders; llama.cpp's layout of their gated attention "
         "and DeltaNet layers is not mapped")),
     "modern-bert": "ModernBERT is read from its HuggingFace folders; llama.cpp's layout of it is not mapped",
-    "llama4": ("Llama 4 is read from its HuggingFace folders; llama.cpp's layout of it (its NoPE layers, QK-norm, "
-               "chunks and query temperature) is not mapped"),
 }
 
 

@@ -17,6 +17,7 @@ Two settings change attention only on long sequences, and compscope reads the sh
 The data-based commands run sequences no longer than either (:meth:`Llama4.exact_context`).
 Rope types that scale rotated queries and keys (YaRN, LongRoPE) are refused: the QK-norm after the
 rotation would undo that scale on some layers and not on others. The experts are MLP: not read.
+A GGUF file of it is read by llama.cpp's rules (``formats.gguf``: none of these settings is stored).
 """
 
 from __future__ import annotations

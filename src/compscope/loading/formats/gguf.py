@@ -78,6 +78,7 @@ _ARCHS = {
     "gpt-oss": ("gpt_oss", False, False),  # Llama's names, a sink logit per head; YaRN as transformers reads it
     "granite": ("granite", True, False),  # Llama's layout (llama.cpp converts it as a Llama) and four scalars
     "granitemoe": ("granitemoe", True, False),  # (_ARCH_KEYS); the experts, shared one included, are MLP
+    "llama4": ("llama4_text", False, False),  # Llama 4: rows as HF's (interleaved rotary both), llama.cpp's rules (_llama4)
     "smollm3": ("smollm3", True, False),  # a Llama to llama.cpp; its layers without rotary are not stored:
     # every fourth, llama.cpp's rule and transformers' default interval (the family's)
     "granitehybrid": ("granitemoehybrid", True, False),  # Granite 4's and Bamba's Mamba hybrids (_hybrid_layers)
@@ -260,6 +261,15 @@ _LLAMA_LAYOUT = (_BLOCK, "model.layers.{i}.", _TOP, (), ((), None))
 #: how llama.cpp names shard ``k`` of ``n`` of a split GGUF file (``llama-gguf-split``, gguf-py's
 #: ``GGUFWriter(split_max_tensors=...)``): ``NAME-0000k-of-0000n.gguf``
 _SHARD_NAME = re.compile(r"^(?P<stem>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
+
+
+def _llama4(fields: dict, arch: str) -> dict:
+    """Llama 4's settings as llama.cpp runs a file of it (none stored but the expert count): no rotary
+    on every fourth layer, chunks of 8192 tokens on the others, the NoPE layers' query temperature
+    (0.1, from position 8191), and the gainless QK-norm except in the 128-expert model (Maverick),
+    which llama.cpp tells by its expert count."""
+    return dict(no_rope_layer_interval=4, attention_chunk_size=8192, attn_temperature_tuning=True, floor_scale=8192,
+                attn_scale=0.1, use_qk_norm=fields.get(f"{arch}.expert_count") != 128)
 
 
 def _open_file(path: Path):
@@ -478,6 +488,8 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
     if arch in ("bert", "nomic-bert", "eurobert") and fields.get(f"{arch}.attention.causal"):  # llama.cpp's flag; BERT attends
         raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.causal' is true: a BERT file that "  # both ways
                                     "attends causally is not the bidirectional encoder compscope reads")
+    if arch == "llama4":
+        cfg.update(_llama4(fields, arch))
     if arch == "command-r":  # Command R+'s per-head QK LayerNorms, there when their stacked gains are
         cfg["use_qk_norm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)
     if "vocab_size" not in cfg:
