@@ -474,3 +474,64 @@ def test_blip2s_opt_language_model_is_read_and_runs(tmp_path, kind):
     runner = runner_for(tmp_path / kind, progress=False, device="cpu")
     runner.trace(torch.randint(4, V - 2, (2, 7), generator=torch.Generator().manual_seed(0)))
     assert runner._agreed
+
+
+@pytest.mark.parametrize("kind", ["qwen2_5_omni", "qwen3_omni_moe"])
+def test_an_omni_models_thinker_language_model_is_read_and_runs(tmp_path, kind):
+    """Qwen2.5-Omni and Qwen3-Omni keep their language model in the thinker (``thinker_config``'s
+    text_config; tensors under ``thinker.model.``, as transformers 5 loads them with
+    ``language_model.`` inside, as released without): read from the folder it is that language
+    model object's heads, both layouts alike, and it runs on text (the runner's first trace checks
+    what it recomputes). Qwen3-Omni's attention sets no window whatever its config says."""
+    from safetensors.torch import load_file, save_file
+
+    from compscope.data.runner import runner_for
+
+    omni = {"qwen2_5_omni": "Qwen2_5Omni", "qwen3_omni_moe": "Qwen3OmniMoe"}[kind]
+    if not hasattr(transformers, f"{omni}Config") or not compscope.data.runner.transformers_at_least(5):
+        pytest.skip(f"transformers {transformers.__version__}: no {omni}, or its thinker laid out otherwise")
+    rope = {"rope_type": "default", "rope_theta": 1000.0, "mrope_section": [2, 1, 1]}
+    text = {**_TEXT, "rope_parameters": rope}
+    audio = dict(num_mel_bins=16, encoder_layers=1, encoder_attention_heads=2, encoder_ffn_dim=16, d_model=16,
+                 output_dim=32, n_window=4)
+    vision = dict(depth=1, hidden_size=16, intermediate_size=16, num_heads=2, out_hidden_size=32, patch_size=14,
+                  spatial_merge_size=2, temporal_patch_size=2)
+    if kind == "qwen3_omni_moe":
+        text.update(moe_intermediate_size=16, num_experts=2, num_experts_per_tok=1, sliding_window=3,
+                    rope_parameters={**rope, "mrope_interleaved": True, "interleaved": True})
+        audio.update(n_window_infer=8, downsample_hidden_size=8, conv_chunksize=4)
+        vision.update(deepstack_visual_indexes=[0], num_position_embeddings=16)
+    else:
+        text.pop("head_dim")
+        vision.update(fullatt_block_indexes=[0])
+    thinker = getattr(transformers, f"{omni}ThinkerConfig")(text_config=text, audio_config=audio, vision_config=vision)
+    cfg = getattr(transformers, f"{omni}Config")(thinker_config=thinker.to_dict(), enable_audio_output=False)
+    torch.manual_seed(0)
+    model = getattr(transformers, f"{omni}ForConditionalGeneration")(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.1)
+    model.save_pretrained(tmp_path / kind)
+    torch.save({"Chelsie": {"ref": torch.zeros(2)}}, tmp_path / kind / "spk_dict.pt")  # (Qwen2.5-Omni loads its voices)
+    inner = model.thinker.model
+    hw, ref = compscope.load(tmp_path / kind), compscope.load(getattr(inner, "language_model", inner))
+    for field in ("W_Q", "W_K", "W_V", "W_O", "W_E"):
+        assert torch.equal(getattr(hw, field), getattr(ref, field)), field
+    assert torch.equal(hw.W_U, model.thinker.lm_head.weight.detach()) and hw.sliding_window == ref.sliding_window
+    assert hw.meta.family == {"qwen2_5_omni": "llama", "qwen3_omni_moe": "qwen3"}[kind]
+    assert f"the language model of a {kind} model (its thinker's text_config, {kind}_text" in hw.meta.notes[0]
+    if kind == "qwen3_omni_moe":
+        assert not any(hw.sliding_window)
+    runner = runner_for(tmp_path / kind, progress=False, device="cpu")
+    runner.trace(torch.randint(4, V - 2, (2, 7), generator=torch.Generator().manual_seed(0)))
+    assert runner._agreed
+    released = tmp_path / f"{kind}_released"  # as the model makers' files name the thinker's layers
+    released.mkdir()
+    for f in (tmp_path / kind).iterdir():
+        (released / f.name).write_bytes(f.read_bytes())
+    stored = load_file(released / "model.safetensors")
+    save_file({k.replace("thinker.model.language_model.", "thinker.model."): v for k, v in stored.items()},
+              released / "model.safetensors", metadata={"format": "pt"})
+    again = compscope.load(released)
+    for field in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(again, field), getattr(hw, field)), field

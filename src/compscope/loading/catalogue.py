@@ -241,7 +241,8 @@ def lookup_files(path: str | os.PathLike) -> tuple[bool, str]:
 
 def _language_model_type(model_type: str) -> str | None:
     """The ``model_type`` of the language model a loaded folder of ``model_type`` is read by, where
-    it is another (a vision-language model's): its config's ``text_config``, or, beside a
+    it is another (a vision-language model's): its config's ``text_config`` (Qwen-Omni: its
+    thinker's), or, beside a
     ``vision_config``, the text config transformers builds from its top-level keys, as
     :func:`~compscope.loading.families.language_model` reads a folder (an encoder-decoder's
     ``decoder`` is none). None without transformers, for a type it does not know, or one that is
@@ -256,6 +257,8 @@ def _language_model_type(model_type: str) -> str | None:
             built = AutoConfig.for_model(model_type)
             saved = built.to_dict()
             text = saved.get("text_config")
+            if text is None and isinstance(saved.get("thinker_config"), dict):  # Qwen-Omni: the thinker's
+                text = saved["thinker_config"].get("text_config")
             if not isinstance(text, dict) and isinstance(saved.get("vision_config"), dict):
                 text = built.get_text_config().to_dict()
         finally:

@@ -58,11 +58,16 @@ def _known(config: dict) -> bool:
 def language_model(config: dict, where: str) -> tuple[dict, str | None]:
     """``(config, None)`` for a model a family reads; for a model that wraps a language model no
     family reads as a whole (a vision-language model: Gemma 3 from 4B up, LLaVA, Mistral Small 3.1,
-    Qwen2-VL, Qwen2.5-VL, ...), its language model's config (``text_config``, or what transformers
-    builds as one from the top-level keys) and a note saying so. transformers saves
+    Qwen2-VL, Qwen2.5-VL, ...), its language model's config (``text_config``, its thinker's in
+    Qwen2.5-Omni and Qwen3-Omni, or what transformers builds as one from the top-level keys) and a
+    note saying so. transformers saves
     that nested config as what differs from its model type's defaults, so the defaults are
     transformers' own (the ones the running model has); without transformers it is refused."""
     inner, flat = config.get("text_config"), False
+    thinker = config.get("thinker_config")
+    in_thinker = inner is None and isinstance(thinker, dict)  # Qwen2.5-Omni, Qwen3-Omni: the thinker's language model
+    if in_thinker:
+        inner = thinker.get("text_config")
     if inner is None and isinstance(config.get("vision_config"), dict) and not _known(config):
         inner = _flat_text_config(config)  # Qwen2-VL's and Qwen2.5-VL's: the language model's keys at the top
         flat = inner is not None
@@ -83,10 +88,12 @@ def language_model(config: dict, where: str) -> tuple[dict, str | None]:
     full.pop("architectures", None)  # the language model's own, not the wrapper's
     if "tie_word_embeddings" in config:  # transformers 5 ties the head by the outer config's word (4 by the inner's);
         full["tie_word_embeddings"] = config["tie_word_embeddings"]  # what a file without its own head means
-    others = sorted(k.removesuffix("_config") for k, v in config.items() if k.endswith("_config") and k != "text_config"
-                    and isinstance(v, dict))
+    parts = {**config, **(thinker if in_thinker else {})}  # (a thinker's audio and vision beside the talker)
+    others = sorted(k.removesuffix("_config") for k, v in parts.items()
+                    if k.endswith("_config") and k not in ("text_config", "thinker_config") and isinstance(v, dict))
+    whose = "its thinker's text_config" if in_thinker else "its text_config"
     whence = (f"its settings kept at the top of the config, read as transformers builds its text_config, {kind}" if flat
-              else f"its text_config, {kind}, completed with transformers' defaults")
+              else f"{whose}, {kind}, completed with transformers' defaults")
     return full, f"the language model of a {outer} model ({whence}): {', '.join(others) or 'its other parts'} not read"
 
 

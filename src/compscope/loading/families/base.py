@@ -102,8 +102,9 @@ class Family:
     def base_model(cls, model):
         """The base model inside a head model (``model.model`` of a ``LlamaForCausalLM``), or ``model``;
         in a vision-language model, its language model's (``model.model.language_model``; Idefics3's
-        ``model.model.text_model``), or the base model of its language head model (Llama 4's
-        ``model.language_model.model``)."""
+        ``model.model.text_model``; Qwen3-Omni's ``model.thinker.model.language_model``), or the base model
+        of its language head model (Llama 4's ``model.language_model.model``)."""
+        model = getattr(model, "thinker", model)  # (Qwen-Omni: the thinker holds the language model)
         base = getattr(model, cls.hf_base, model)
         inner = next((m for m in (getattr(base, k, None) for k in ("language_model", "text_model")) if m is not None),
                      base)

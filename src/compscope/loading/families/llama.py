@@ -27,8 +27,9 @@ from .base import (Family, MAX_HEADS, MAX_LAYERS, YARN_TYPES, attending, checkpo
 #: saves one since 4.52, and before), Nemotron-H's files (backbone.), EXAONE 3's (transformer.), a multimodal
 #: encoder's text model (EmbeddingGemma 2's: language_model.)
 PREFIXES = ("model.", "", "model.language_model.", "language_model.model.", "backbone.", "transformer.", "language_model.",
-            "model.text_model.", "text_model.")  # (Idefics3, SmolVLM, Granite-Docling; UltraVBERT: the language
-# model as text_model)
+            "model.text_model.", "text_model.",  # (Idefics3, SmolVLM, Granite-Docling; UltraVBERT: the language
+            # model as text_model)
+            "thinker.model.language_model.", "thinker.model.")  # (Qwen-Omni's thinker: as loaded, as released)
 
 
 @dataclass
@@ -247,7 +248,8 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
     if emb.ndim != 2 or emb.shape[1] != d:
         raise UnsupportedModelError(f"{ts.origin(f'{prefix}{opts.embed_at}.weight')}: {opts.embed_at} has shape "
                                     f"{tuple(emb.shape)}")
-    W_U, head_note = unembedding(ckpt, ["lm_head.weight", prefix + "lm_head.weight", "language_model.lm_head.weight"], emb)
+    W_U, head_note = unembedding(ckpt, ["lm_head.weight", prefix + "lm_head.weight", "language_model.lm_head.weight",
+                                        "thinker.lm_head.weight"], emb)
 
     every_type = family.layer_types(cfg, n_model, where)  # per model layer, once
     types = [every_type[i] for i in layers]
@@ -505,7 +507,7 @@ def mrope_note(settings: dict, rot_dim: int, where: str) -> str:
 
 #: Qwen2 and the language models of Qwen2-VL and Qwen2.5-VL (Qwen2's attention; their multimodal
 #: rotary is the ordinary one on text: :func:`mrope_note`)
-QWEN2 = ("qwen2", "qwen2_vl_text", "qwen2_5_vl_text")
+QWEN2 = ("qwen2", "qwen2_vl_text", "qwen2_5_vl_text", "qwen2_5_omni_text")
 
 
 @register
@@ -514,10 +516,11 @@ class Llama(LlamaLike):
     are MLP: not read), and the language models of Qwen2-VL and Qwen2.5-VL."""
 
     name = "llama"
-    about = ("Llama 1-3, Mistral, Ministral, Ministral 3, Mixtral, Qwen2 and 2.5, Qwen2-MoE, Qwen2-VL's language "
-             "model, SmolLM, SmolLM2, Arcee, InternLM3, IQuest-Coder")
+    about = ("Llama 1-3, Mistral, Ministral, Ministral 3, Mixtral, Qwen2 and 2.5, Qwen2-MoE, the language models of "
+             "Qwen2-VL and Qwen2.5-Omni, SmolLM, SmolLM2, Arcee, InternLM3, IQuest-Coder")
     model_types = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "smollm", "smollm2",
                    "qwen2_vl_text", "qwen2_5_vl_text",  # (the language models of Qwen2-VL and Qwen2.5-VL)
+                   "qwen2_5_omni_text",  # (Qwen2.5-Omni's thinker's: Qwen2-VL's attention)
                    "arcee", "ministral",  # (Arcee's AFM: Llama's attention; Ministral: Mistral's, per-layer windows)
                    "ministral3",  # (Ministral 3: Mistral's, its queries scaled past the original context)
                    "internlm3", "iquestcoder")  # (InternLM3, IQuest-Coder: configs of transformers' Llama)

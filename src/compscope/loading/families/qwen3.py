@@ -38,9 +38,10 @@ _MOE = frozenset(
 @register
 class Qwen3(LlamaLike):
     name = "qwen3"
-    about = "Qwen3, Qwen3-MoE, Qwen3-VL's language model, dots.llm1: per-head QK-norm"
+    about = "Qwen3, Qwen3-MoE, the language models of Qwen3-VL and Qwen3-Omni, dots.llm1: per-head QK-norm"
     model_types = ("qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text",  # (Qwen3-VL's language models)
-                   "dots1")  # (rednote's dots.llm1)
+                   "dots1",  # (rednote's dots.llm1)
+                   "qwen3_omni_moe_text")  # (Qwen3-Omni's thinker's: Qwen3-VL-MoE's attention, never a window)
     architectures = ("Qwen3ForCausalLM", "Qwen3Model", "Qwen3MoeForCausalLM")
     ignored = Llama.ignored | _MOE
     options = LlamaLikeOptions(qk_norm=True)
@@ -55,6 +56,8 @@ class Qwen3(LlamaLike):
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
         """As listed; else windows only with ``use_sliding_window`` on: Qwen3's on the layers from
         ``max_window_layers`` up, Qwen3-MoE's on every layer (it does not read ``max_window_layers``)."""
+        if config.get("model_type") == "qwen3_omni_moe_text":  # its attention sets no window, whatever the config says
+            return ["full_attention"] * n_layers
         on = window_switch(config, where)
         listed = listed_layer_types(config, n_layers, where)
         if listed is not None:
