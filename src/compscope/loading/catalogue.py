@@ -242,11 +242,10 @@ def lookup_files(path: str | os.PathLike) -> tuple[bool, str]:
 def _language_model_type(model_type: str) -> str | None:
     """The ``model_type`` of the language model a loaded folder of ``model_type`` is read by, where
     it is another (a vision-language model's): its config's ``text_config`` (Qwen-Omni: its
-    thinker's), or, beside a
-    ``vision_config``, the text config transformers builds from its top-level keys, as
-    :func:`~compscope.loading.families.language_model` reads a folder (an encoder-decoder's
-    ``decoder`` is none). None without transformers, for a type it does not know, or one that is
-    its own language model."""
+    thinker's), or, beside a ``vision_config``, the text config transformers builds from its
+    top-level keys, as :func:`~compscope.loading.families.language_model` reads a folder (an
+    encoder-decoder's ``decoder`` is none). None without transformers, for a type it does not
+    know, or one that is its own language model."""
     try:
         from transformers import AutoConfig
         from transformers.utils import logging

@@ -209,7 +209,8 @@ def _wrapper_class(folder: Path):
     from ...loading.formats.safetensors_folder import read_config
 
     named = read_config(folder).get("architectures") or []
-    cls = getattr(transformers, named[0], None) if isinstance(named, list) and named and isinstance(named[0], str) else None
+    first = named[0] if isinstance(named, list) and named and isinstance(named[0], str) else None
+    cls = None if first is None else getattr(transformers, first, None)
     is_model = isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)
     return cls if is_model else transformers.AutoModelForImageTextToText
 

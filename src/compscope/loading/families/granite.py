@@ -1,5 +1,6 @@
 """IBM Granite decoders (Granite 3.x dense: ``granite``; their mixture-of-experts siblings:
-``granitemoe``, ``granitemoeshared``; the language models of Granite 4 Vision and Granite-Docling): Llama-like with four scalars in place of Llama's
+``granitemoe``, ``granitemoeshared``; the language models of Granite 4 Vision and Granite-Docling,
+whose scalars default to values of its own): Llama-like with four scalars in place of Llama's
 implicit ones, each folded into the weights where it acts.
 
 - ``embedding_multiplier`` ``e``: the residual starts at ``e · W_E[t]`` (into ``W_E``).
@@ -71,7 +72,8 @@ class Granite(LlamaLike):
     @classmethod
     def _scaled_options(cls, cfg: dict, where: str) -> LlamaLikeOptions:
         """The family's options with the embedding, attention and logit scalars, and rotary or not."""
-        e, a, s = (cls.scalar(cfg, where, k) for k in ("embedding_multiplier", "attention_multiplier", "logits_scaling"))
+        e, a, s = (cls.scalar(cfg, where, k)
+                   for k in ("embedding_multiplier", "attention_multiplier", "logits_scaling"))
         rope = cfg.get("position_embedding_type", cls.positions_default) == "rope"
         return dataclasses.replace(cls.options, embed_scale=e, attn_scale=a, logit_scale=1.0 / s,
                                    nope_layers="" if rope else "all")

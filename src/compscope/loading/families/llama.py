@@ -26,9 +26,9 @@ from .base import (Family, MAX_HEADS, MAX_LAYERS, YARN_TYPES, attending, checkpo
 #: where the layers are: a causal LM, a base model, a vision-language model's language model (as transformers
 #: saves one since 4.52, and before), Nemotron-H's files (backbone.), EXAONE 3's (transformer.), a multimodal
 #: encoder's text model (EmbeddingGemma 2's: language_model.)
-PREFIXES = ("model.", "", "model.language_model.", "language_model.model.", "backbone.", "transformer.", "language_model.",
-            "model.text_model.", "text_model.",  # (Idefics3, SmolVLM, Granite-Docling; UltraVBERT: the language
-            # model as text_model)
+PREFIXES = ("model.", "", "model.language_model.", "language_model.model.", "backbone.", "transformer.",
+            "language_model.", "model.text_model.", "text_model.",  # (Idefics3, SmolVLM, Granite-Docling;
+            # UltraVBERT: the language model as text_model)
             "thinker.model.language_model.", "thinker.model.")  # (Qwen-Omni's thinker: as loaded, as released)
 
 
@@ -307,8 +307,8 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         if len(plain) == L:
             rope_notes.append("no rotary (NoPE) on any layer: the heads see positions only through the causal mask")
         elif plain:
-            rope_notes.append(f"no rotary (NoPE) on layers {', '.join(map(str, plain))}: their heads see positions only "
-                              "through the causal mask")
+            rope_notes.append(f"no rotary (NoPE) on layers {', '.join(map(str, plain))}: their heads see positions "
+                              "only through the causal mask")
     attn_scale = opts.attn_scale
     if amplitudes != {1.0} and any(turning):  # YaRN, LongRoPE scale rotated queries and keys by a factor a (on the
         # layers that rotate them: transformers applies no rotary, so no factor, on a NoPE layer)

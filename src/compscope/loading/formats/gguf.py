@@ -78,7 +78,7 @@ _ARCHS = {
     "gpt-oss": ("gpt_oss", False, False),  # Llama's names, a sink logit per head; YaRN as transformers reads it
     "granite": ("granite", True, False),  # Llama's layout (llama.cpp converts it as a Llama) and four scalars
     "granitemoe": ("granitemoe", True, False),  # (_ARCH_KEYS); the experts, shared one included, are MLP
-    "llama4": ("llama4_text", False, False),  # Llama 4: rows as HF's (interleaved rotary both), llama.cpp's rules (_llama4)
+    "llama4": ("llama4_text", False, False),  # Llama 4: rows as HF's (both rotate interleaved pairs); llama.cpp's rules
     "smollm3": ("smollm3", True, False),  # a Llama to llama.cpp; its layers without rotary are not stored:
     # every fourth, llama.cpp's rule and transformers' default interval (the family's)
     "granitehybrid": ("granitemoehybrid", True, False),  # Granite 4's and Bamba's Mamba hybrids (_hybrid_layers)

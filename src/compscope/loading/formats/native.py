@@ -45,7 +45,8 @@ def save(hw: HeadWeights, path: str | Path) -> Path:
     for k, t in hw.embed_extra.items():
         tensors[f"embed_extra.{k}"] = t.contiguous()
     fields.update(
-        qk_norm_scope=hw.qk_norm_scope, qk_norm_layers=list(hw.qk_norm_layers), kv_map=list(hw.kv_map), norm_placement=hw.norm_placement, positions=hw.positions,
+        qk_norm_scope=hw.qk_norm_scope, qk_norm_layers=list(hw.qk_norm_layers), kv_map=list(hw.kv_map),
+        norm_placement=hw.norm_placement, positions=hw.positions,
         attn_scale=hw.attn_scale, attn_softcap=hw.attn_softcap, causal=hw.causal,
         first_layer_unnormed=hw.first_layer_unnormed,
         sliding_window=list(hw.sliding_window), meta=dataclasses.asdict(hw.meta),
