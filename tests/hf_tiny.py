@@ -671,7 +671,8 @@ def _in_installed_style(cls, config: dict) -> dict:
     config["rotary_emb_base" if neox else "rope_theta"] = params["rope_theta"]
     if "partial_rotary_factor" in params:
         config["rotary_pct" if neox else "partial_rotary_factor"] = params["partial_rotary_factor"]
-    if params.get("rope_type", "default") != "default":  # (as 'type': transformers 4's Phi-3 takes that key alone)
+    if params.get("rope_type", "default") != "default" or "mrope_section" in params:  # (as 'type': transformers 4's
+        # Phi-3 takes that key alone; multimodal sections ride in rope_scaling)
         config["rope_scaling"] = {("type" if k == "rope_type" else k): v for k, v in params.items()
                                   if k not in ("rope_theta", "partial_rotary_factor")}
     return config

@@ -103,6 +103,18 @@ def _vlm(kind: str):
         cfg = transformers.Glm4vMoeConfig(text_config=text, vision_config=vision, image_token_id=V - 1,
                                           video_token_id=V - 2, image_start_token_id=V - 3, image_end_token_id=V - 4)
         model = transformers.AutoModelForImageTextToText.from_config(cfg)
+    elif kind in ("glm4v", "glm_ocr"):  # GLM-4-0414's layers (GLM-4.1V's q/k/v biased), multimodal rotary on half
+        if not hasattr(transformers, "GlmOcrConfig" if kind == "glm_ocr" else "Glm4vConfig"):
+            pytest.skip(f"transformers {transformers.__version__} has no {kind}")
+        text = {**_TEXT, "tie_word_embeddings": False,
+                "rope_parameters": {"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.5,
+                                    "mrope_section": [1, 1, 0]}}
+        vision = dict(depth=1, hidden_size=16, intermediate_size=16, num_heads=2, out_hidden_size=32, patch_size=14)
+        config_cls = transformers.GlmOcrConfig if kind == "glm_ocr" else transformers.Glm4vConfig
+        cfg = config_cls(text_config=hf_config(f"{config_cls.__name__[:-6]}TextConfig", **text).to_dict(),
+                         vision_config=vision, image_token_id=V - 1, video_token_id=V - 2, image_start_token_id=V - 3,
+                         image_end_token_id=V - 4)
+        model = transformers.AutoModelForImageTextToText.from_config(cfg)
     elif kind == "muse_glimmer":  # normed embeddings, sandwich norms, gainless QK-norm, gates, NoPE global layers
         if not hasattr(transformers, "MuseGlimmerConfig"):
             pytest.skip(f"transformers {transformers.__version__} has no Muse Glimmer")
@@ -182,7 +194,7 @@ def _as_transformers_4_saved(folder) -> None:
 
 
 KINDS = ["gemma3", "llava", "mistral3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "cosmos3_edge", "cohere_compass",
-         "muse_glimmer", "glm4v_moe", "granite4_vision", "idefics3", "smolvlm", "granite_docling"]
+         "muse_glimmer", "glm4v_moe", "glm4v", "glm_ocr", "granite4_vision", "idefics3", "smolvlm", "granite_docling"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -204,7 +216,8 @@ def test_the_language_model_of_a_vision_language_folder_is_read(tmp_path, kind):
         torch.testing.assert_close(hw.final_norm.apply(x, 0), want, atol=1e-6, rtol=1e-6)
     assert hw.meta.family == {"gemma3": "gemma3", "qwen3_vl": "qwen3", "cosmos3_edge": "cosmos3_edge",
                               "cohere_compass": "cohere_compass", "muse_glimmer": "muse_glimmer",
-                              "glm4v_moe": "glm4v_moe_text", "granite4_vision": "granite",
+                              "glm4v_moe": "glm4v_moe_text", "granite4_vision": "granite", "glm4v": "glm4v_text",
+                              "glm_ocr": "glm4v_text",
                               "granite_docling": "granite"}.get(kind, "llama")
     inner = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral", "idefics3": "llama",
              "smolvlm": "llama"}.get(kind, f"{kind}_text")

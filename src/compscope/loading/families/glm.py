@@ -1,5 +1,6 @@
-"""GLM decoders: GLM-4-9B and GLM-Edge (``glm``), GLM-4-0414 and GLM-Z1 (``glm4``), GLM-4.5, 4.6
-and 4.7 (``glm4_moe``), and Sarvam's MoE models, built as GLM-4.5 (``sarvam_moe``).
+"""GLM decoders: GLM-4-9B and GLM-Edge (``glm``), GLM-4-0414 and GLM-Z1 (``glm4``), the language
+models of GLM-4.1V and GLM-OCR (``glm4v_text``, ``glm_ocr_text``), GLM-4.5, 4.6 and 4.7
+(``glm4_moe``), and Sarvam's MoE models, built as GLM-4.5 (``sarvam_moe``).
 
 Llama-like, with rotary on part of each head (``partial_rotary_factor``, transformers' default
 one half) turning interleaved pairs ``(2i, 2i + 1)`` of the rotated dims, as GPT-J's; q, k and v
@@ -52,6 +53,26 @@ class Glm4(Glm):
     architectures = ("Glm4ForCausalLM", "Glm4Model")
     options = dataclasses.replace(Glm.options, post_attn_norm=True, post_attn_norm_at="post_self_attn_layernorm")
     hook_points = layer_hooks("input_layernorm", "post_self_attn_layernorm")
+
+
+@register
+class Glm4vText(Glm4):
+    """GLM-4.1V's and GLM-OCR's language models: GLM-4-0414's layers (interleaved rotary on part of each
+    head, a norm on the attention output), q/k/v biased in GLM-4.1V's whatever ``attention_bias``
+    says and nothing biased in GLM-OCR's, all of each head rotated where the rope settings state no
+    share (transformers' default for these), and multimodal rotary sections (``mrope_section``) that
+    on text turn every pair by the token's position: the ordinary map, read as such."""
+
+    name = "glm4v_text"
+    about = ("GLM-4.1V's and GLM-OCR's language models: GLM-4-0414's layers, multimodal rotary (the ordinary map on "
+             "text)")
+    model_types = ("glm4v_text", "glm_ocr_text")
+    architectures = ("Glm4vTextModel", "GlmOcrTextModel")
+    options = dataclasses.replace(Glm4.options, partial_rotary=1.0)
+
+    @classmethod
+    def attention_biases(cls, config: dict) -> tuple[bool, bool]:
+        return config.get("model_type") != "glm_ocr_text", False  # (set by the model type, not by the config)
 
 
 @register
