@@ -75,7 +75,7 @@ def _folder(tmp_path: Path, model_type: str) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("model_type", ["deepseek_v3", "deberta", "gemma3n_text", "hunyuan_v1_dense", "t5"])
+@pytest.mark.parametrize("model_type", ["deepseek_v3", "deberta", "gemma3n_text", "hunyuan_v1_dense", "t5", "paligemma"])
 def test_a_known_architecture_is_refused_with_its_reason(tmp_path, model_type):
     with pytest.raises(compscope.UnsupportedModelError) as e:
         compscope.load(_folder(tmp_path, model_type))
@@ -150,6 +150,8 @@ def test_lookup_reads_a_vision_language_model_by_its_language_model():
     assert not read and "not a model_type or GGUF architecture compscope knows" in line
     read, line = catalogue.lookup("llava")
     assert read and "model_type 'llava': its language model, llama, read by the llama family" in line
+    read, line = catalogue.lookup("paligemma")  # a wrapper refused as a whole, its language model read alone
+    assert not read and line == f"paligemma: not read: {catalogue.NOT_READ['paligemma']}"
     read, line = catalogue.lookup("kimi_k25")  # its language model (DeepSeek-V3's) is one refused
     if "kimi_k25" in __import__("transformers").CONFIG_MAPPING:
         assert not read and catalogue.NOT_READ["kimi_k25"] in line

@@ -63,6 +63,10 @@ def language_model(config: dict, where: str) -> tuple[dict, str | None]:
     note saying so. transformers saves
     that nested config as what differs from its model type's defaults, so the defaults are
     transformers' own (the ones the running model has); without transformers it is refused."""
+    from ..catalogue import why_not
+
+    if why_not(config.get("model_type")) is not None:  # a wrapper refused as a whole (PaliGemma's prefix LM)
+        return config, None
     inner, flat = config.get("text_config"), False
     thinker = config.get("thinker_config")
     in_thinker = inner is None and isinstance(thinker, dict)  # Qwen2.5-Omni, Qwen3-Omni: the thinker's language model
