@@ -678,6 +678,17 @@ def _in_installed_style(cls, config: dict) -> dict:
     return config
 
 
+def perturbed(build_model, seed: int = 0, scale: float = 0.1):
+    """``build_model()`` (a model built under torch's seed ``seed``) in eval mode, every parameter
+    plus N(0, scale²) noise from that seed: norm gains not ones, biases not zeros."""
+    torch.manual_seed(seed)
+    model = build_model().eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * scale)
+    return model
+
+
 def build(variant: Variant, seed: int = 0, **overrides):
     """The model for ``variant`` with every parameter perturbed (norm gains ≠ 1, biases ≠ 0)."""
     cfg = make_config(variant, **overrides)

@@ -20,7 +20,7 @@ from compscope.loading.formats import native
 
 transformers = pytest.importorskip("transformers")
 
-from hf_tiny import BY_ID, VOCAB, build, capture, hf_config  # noqa: E402
+from hf_tiny import BY_ID, VOCAB, build, capture, hf_config, perturbed  # noqa: E402
 
 SCOUT = "llama4-nope-gainless-qk-norm"  # layer 0: rotary and QK-norm; layer 1: neither (NoPE)
 
@@ -154,11 +154,7 @@ def test_the_multimodal_folder_reads_and_runs_its_language_model(tmp_path):
                   patch_size=14, vision_output_dim=16, projector_input_dim=16, projector_output_dim=32)
     cfg = transformers.Llama4Config(text_config=hf_config("Llama4TextConfig", **text).to_dict(), vision_config=vision,
                                     image_token_index=VOCAB - 1)
-    torch.manual_seed(0)
-    model = transformers.Llama4ForConditionalGeneration(cfg).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.1)
+    model = perturbed(lambda: transformers.Llama4ForConditionalGeneration(cfg))
     model.save_pretrained(tmp_path / "m")
     hw, ref = compscope.load(tmp_path / "m"), compscope.load(model.language_model)
     for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):

@@ -23,7 +23,7 @@ import compscope  # noqa: E402
 
 transformers = pytest.importorskip("transformers")
 
-from hf_tiny import hf_config  # noqa: E402
+from hf_tiny import hf_config, perturbed  # noqa: E402
 
 V = 64
 _TEXT = dict(vocab_size=V, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
@@ -407,11 +407,7 @@ def test_a_vision_language_encoders_text_model_is_read_and_runs(tmp_path, kind):
     if kind != "dual_encoder":
         cfg = getattr(transformers, name)(text_config=text, vision_config=vision, image_token_id=V - 1,
                                           pixel_shuffle_factor=1)
-    torch.manual_seed(0)
-    model = transformers.AutoModel.from_config(cfg).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.1)
+    model = perturbed(lambda: transformers.AutoModel.from_config(cfg))
     model.save_pretrained(tmp_path / kind)
     hw, ref = compscope.load(tmp_path / kind), compscope.load(model.text_model)
     for field in ("W_Q", "W_K", "W_V", "W_O", "W_E"):
@@ -439,11 +435,7 @@ def test_a_speech_language_folder_reads_and_runs_as_the_class_its_config_names(t
                             input_dim=16),
         projector_config=dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16,
                               encoder_hidden_size=16))
-    torch.manual_seed(0)
-    model = transformers.GraniteSpeechForConditionalGeneration(cfg).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.1)
+    model = perturbed(lambda: transformers.GraniteSpeechForConditionalGeneration(cfg))
     model.save_pretrained(tmp_path / "m")
     inner = model.language_model if hasattr(model, "language_model") else model.model.language_model  # (4.57; 5)
     hw, ref = compscope.load(tmp_path / "m"), compscope.load(inner)
@@ -474,11 +466,7 @@ def test_blip2s_opt_language_model_is_read_and_runs(tmp_path, kind):
                              "instructblip": ("InstructBlipConfig", "InstructBlipForConditionalGeneration")}[kind]
     cfg = getattr(transformers, config_cls)(text_config=text, vision_config=vision, qformer_config=qformer,
                                             num_query_tokens=2, image_token_index=V - 1, tie_word_embeddings=False)
-    torch.manual_seed(0)
-    model = getattr(transformers, model_cls)(cfg).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.1)
+    model = perturbed(lambda: getattr(transformers, model_cls)(cfg))
     model.save_pretrained(tmp_path / kind)
     hw, ref = compscope.load(tmp_path / kind), compscope.load(model.language_model)
     for field in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_pos", "W_U"):
@@ -519,11 +507,7 @@ def test_an_omni_models_thinker_language_model_is_read_and_runs(tmp_path, kind):
         vision.update(fullatt_block_indexes=[0])
     thinker = getattr(transformers, f"{omni}ThinkerConfig")(text_config=text, audio_config=audio, vision_config=vision)
     cfg = getattr(transformers, f"{omni}Config")(thinker_config=thinker.to_dict(), enable_audio_output=False)
-    torch.manual_seed(0)
-    model = getattr(transformers, f"{omni}ForConditionalGeneration")(cfg).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(torch.randn_like(p) * 0.1)
+    model = perturbed(lambda: getattr(transformers, f"{omni}ForConditionalGeneration")(cfg))
     model.save_pretrained(tmp_path / kind)
     torch.save({"Chelsie": {"ref": torch.zeros(2)}}, tmp_path / kind / "spk_dict.pt")  # (Qwen2.5-Omni loads its voices)
     inner = model.thinker.model
