@@ -6,6 +6,7 @@ processing, runner and interventions besides)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -100,6 +101,18 @@ def test_a_chunk_shorter_than_the_sequence_is_the_limit_too():
 def test_exact_context_by_hand(changes, limit):
     config = {"model_type": "llama4_text", "num_hidden_layers": 4, **changes}
     assert Llama4.exact_context(config) == limit
+
+
+@pytest.mark.parametrize("types, error", [
+    (["full_attention", "sliding_attention", "full_attention", "full_attention"], "layer_types ['sliding_attention'] are not"),
+    (["full_attention", 3, "full_attention", "full_attention"], "is not one layer type name per layer (4)"),
+    (["full_attention"], "is not one layer type name per layer (4)"),
+])
+def test_layer_types_other_than_full_and_chunked_are_refused_by_name(types, error):
+    from compscope.errors import LoadError
+
+    with pytest.raises((LoadError, UnsupportedModelError), match=re.escape(error)):
+        Llama4.layer_types({"model_type": "llama4_text", "layer_types": types}, 4, "cfg")
 
 
 def test_rope_scaling_that_scales_queries_and_keys_is_refused(tmp_path):

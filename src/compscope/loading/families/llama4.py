@@ -79,10 +79,10 @@ class Llama4(LlamaLike):
         a chunk, and the data-based commands run no sequence longer than one (module docstring)."""
         types = config.get("layer_types")
         if types:
-            if not isinstance(types, list) or len(types) != n_layers:
-                raise LoadError(f"{where}: config key 'layer_types' = {types!r} is not one layer type per layer "
+            if not isinstance(types, list) or len(types) != n_layers or not all(isinstance(t, str) for t in types):
+                raise LoadError(f"{where}: config key 'layer_types' = {types!r} is not one layer type name per layer "
                                 f"({n_layers})")
-            unknown = sorted({t for t in types if t not in _TYPES} if all(isinstance(t, str) for t in types) else {"?"})
+            unknown = sorted(set(types) - set(_TYPES))
             if unknown:
                 raise UnsupportedModelError(f"{where}: layer_types {unknown} are not supported (supported: "
                                             f"{', '.join(_TYPES)})")
