@@ -139,6 +139,19 @@ def _vlm(kind: str):
                                                 spatial_target_layers=[0, 1, 1, 1], deepstack_layer_map=[[0, 0]],
                                                 downsample_rate="1/2", qformer_config=dict(intermediate_size=16))
         model = transformers.AutoModelForImageTextToText.from_config(cfg)
+    elif kind == "ernie4_5_vl_moe":  # ERNIE 4.5's attention; its rotary's frequencies pre-permuted for the image axes,
+        # the permutation undone on text (every axis the token's position): the ordinary interleaved map
+        if not hasattr(transformers, "Ernie4_5_VLMoeConfig"):
+            pytest.skip(f"transformers {transformers.__version__} has no ERNIE 4.5 VL")
+        text = {**_TEXT, "moe_intermediate_size": [16, 16], "moe_k": 1, "moe_num_experts": 2,
+                "moe_num_shared_experts": 1, "use_bias": True, "tie_word_embeddings": False, "pad_token_id": 0,
+                "rope_parameters": {"rope_type": "default", "rope_theta": 500.0, "mrope_section": [1, 1, 2]}}
+        vision = dict(depth=1, hidden_size=16, intermediate_size=16, num_heads=2, patch_size=14, spatial_merge_size=2,
+                      temporal_patch_size=2)
+        cfg = transformers.Ernie4_5_VLMoeConfig(text_config=text, vision_config=vision, image_token_id=V - 1,
+                                                video_token_id=V - 2, image_start_token_id=V - 3, image_end_token_id=V - 4,
+                                                video_start_token_id=V - 5, video_end_token_id=V - 6)
+        model = transformers.AutoModelForImageTextToText.from_config(cfg)
     elif kind in ("idefics3", "smolvlm"):  # a Llama language model held as model.text_model
         text = {**_TEXT, "model_type": "llama", "tie_word_embeddings": False}
         vision = dict(hidden_size=16, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2, image_size=28,
@@ -194,7 +207,7 @@ def _as_transformers_4_saved(folder) -> None:
 
 
 KINDS = ["gemma3", "llava", "mistral3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "cosmos3_edge", "cohere_compass",
-         "muse_glimmer", "glm4v_moe", "glm4v", "glm_ocr", "granite4_vision", "idefics3", "smolvlm", "granite_docling"]
+         "muse_glimmer", "glm4v_moe", "glm4v", "glm_ocr", "ernie4_5_vl_moe", "granite4_vision", "idefics3", "smolvlm", "granite_docling"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -217,7 +230,7 @@ def test_the_language_model_of_a_vision_language_folder_is_read(tmp_path, kind):
     assert hw.meta.family == {"gemma3": "gemma3", "qwen3_vl": "qwen3", "cosmos3_edge": "cosmos3_edge",
                               "cohere_compass": "cohere_compass", "muse_glimmer": "muse_glimmer",
                               "glm4v_moe": "glm4v_moe_text", "granite4_vision": "granite", "glm4v": "glm4v_text",
-                              "glm_ocr": "glm4v_text",
+                              "glm_ocr": "glm4v_text", "ernie4_5_vl_moe": "ernie4_5",
                               "granite_docling": "granite"}.get(kind, "llama")
     inner = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral", "idefics3": "llama",
              "smolvlm": "llama"}.get(kind, f"{kind}_text")
