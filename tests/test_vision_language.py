@@ -545,3 +545,58 @@ def test_an_omni_models_thinker_language_model_is_read_and_runs(tmp_path, kind):
     again = compscope.load(released)
     for field in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
         assert torch.equal(getattr(again, field), getattr(hw, field)), field
+
+
+def _wrapper(kind: str):
+    """A tiny random model of ``kind``, one more wrapper of a language model compscope reads."""
+    text = {**_TEXT, "tie_word_embeddings": False, "pad_token_id": 0}
+    if kind == "qwen2_audio":
+        audio = dict(num_mel_bins=16, encoder_layers=1, encoder_attention_heads=2, encoder_ffn_dim=16, d_model=16)
+        return transformers.Qwen2AudioForConditionalGeneration(transformers.Qwen2AudioConfig(
+            text_config={**text, "model_type": "qwen2"}, audio_config=audio, audio_token_index=V - 1))
+    if kind == "voxtral":
+        audio = dict(num_mel_bins=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16, hidden_size=16,
+                     head_dim=8, num_key_value_heads=2)
+        return transformers.VoxtralForConditionalGeneration(transformers.VoxtralConfig(
+            text_config={**text, "model_type": "llama"}, audio_config=audio, audio_token_id=V - 1))
+    if kind == "internvl":
+        vision = dict(hidden_size=16, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2,
+                      image_size=[28, 28], patch_size=[14, 14])
+        return transformers.InternVLForConditionalGeneration(transformers.InternVLConfig(
+            text_config={**text, "model_type": "qwen2"}, vision_config=vision, image_token_id=V - 1,
+            downsample_ratio=1.0))
+    if kind == "llava_next":
+        vision = dict(model_type="clip_vision_model", hidden_size=16, intermediate_size=16, num_hidden_layers=2,
+                      num_attention_heads=2, image_size=28, patch_size=14)
+        return transformers.LlavaNextForConditionalGeneration(transformers.LlavaNextConfig(
+            text_config={**text, "model_type": "llama"}, vision_config=vision, image_token_index=V - 1,
+            image_grid_pinpoints=[[28, 28]]))
+    # LFM2-VL: LFM2's convolution and attention layers
+    text = {k: v for k, v in text.items() if k != "head_dim"}
+    vision = dict(hidden_size=16, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2, num_patches=16,
+                  patch_size=14)
+    return transformers.Lfm2VlForConditionalGeneration(transformers.Lfm2VlConfig(
+        text_config={**text, "model_type": "lfm2", "layer_types": ["conv", "full_attention"]}, vision_config=vision,
+        image_token_id=V - 1, projector_hidden_size=16, downsample_factor=1))
+
+
+@pytest.mark.parametrize("kind, family", [("qwen2_audio", "llama"), ("voxtral", "llama"), ("internvl", "llama"),
+                                          ("llava_next", "llama"), ("lfm2_vl", "lfm2")])
+def test_more_wrappers_read_and_run_as_their_language_model(tmp_path, kind, family):
+    """Speech and vision wrappers of a language model compscope reads: read from the folder it is
+    the language model object's heads, and it runs on text as the class its config names."""
+    from compscope.data.runner import runner_for
+
+    if not compscope.data.runner.transformers_at_least(5):
+        pytest.skip("the wrappers' configs as transformers 5 takes them")
+    model = perturbed(lambda: _wrapper(kind))
+    model.save_pretrained(tmp_path / kind)
+    hw = compscope.load(tmp_path / kind)
+    ref = compscope.load(model.model.language_model)
+    for field in ("W_Q", "W_K", "W_V", "W_O", "W_E"):
+        assert torch.equal(getattr(hw, field), getattr(ref, field)), field
+    assert hw.meta.family == family and torch.equal(hw.W_U, model.lm_head.weight.detach())
+    runner = runner_for(tmp_path / kind, progress=False, device="cpu")
+    assert type(runner.model) is type(model)
+    runner.trace(torch.randint(4, V - 2, (2, 7), generator=torch.Generator().manual_seed(0)))
+    assert runner._agreed
