@@ -134,7 +134,8 @@ def unread_norms(hw: HeadWeights) -> str | None:
 class NormJacobians:
     """Mean Jacobians (without gain) of the norms inside a model's heads' circuits, measured on
     data: ``means[(n, layer)]`` for ``n`` in ``q``, ``k``, ``v`` (``(head, r, r)``; ``v`` per K/V head) and
-    ``o`` (``(d_model, d_model)``), float64; ``parts``: the :data:`PARTS` measured; ``data``: what they
+    ``o`` (``(d_model, d_model)``), float64 (``q``, ``k`` on the layers with a QK-norm only, as
+    ``HeadWeights.qk_normed`` says); ``parts``: the :data:`PARTS` measured; ``data``: what they
     were measured on. :meth:`apply` linearises any of those parts, so one pass over the data
     serves each subset (the traces are the unprocessed model's whatever is linearised)."""
 
@@ -154,8 +155,11 @@ class NormJacobians:
         L = hw.n_layers
         mean = lambda n, l: self.means[n, l].to(hw.device)  # noqa: E731
         changes: dict = {}
-        if "qk" in parts:
-            changes.update(qk_jacobian_changes(hw, *(torch.stack([mean(n, l) for l in range(L)]) for n in "qk")))
+        if "qk" in parts:  # (a layer without a QK-norm has no mean measured: qk_jacobian_changes leaves it)
+            heads = {"q": hw.n_heads, "k": hw.n_kv_heads}
+            eye = lambda n: torch.eye(hw.d_head, dtype=torch.float64, device=hw.device).expand(heads[n], -1, -1)  # noqa: E731
+            changes.update(qk_jacobian_changes(hw, *(torch.stack([mean(n, l) if (n, l) in self.means else eye(n)
+                                                                  for l in range(L)]) for n in "qk")))
         if "output" in parts:
             norm = hw.attn_out_norm
             J = torch.stack([mean("o", l) if norm.weight is None else norm.gain(l).double()[:, None] * mean("o", l)
@@ -210,7 +214,7 @@ def _mean_jacobians(runner, parts, hw, tokens, data, batch_size: int, progress: 
     here = runner.weights_here(base)
     L = here.n_layers
     acc = {(p, l): JacobianMean(n) for l in range(L) for p, n in
-           ((("q", here.qk_norm[0]), ("k", here.qk_norm[1])) if "qk" in parts else ())
+           ((("q", here.qk_norm[0]), ("k", here.qk_norm[1])) if "qk" in parts and here.qk_normed(l) else ())
            + ((("o", here.attn_out_norm),) if "output" in parts else ())
            + ((("v", here.v_norm),) if "value" in parts else ())}
     bar = progress_bar(tokens.shape[0], "linearising norms", enabled=progress)
@@ -218,7 +222,7 @@ def _mean_jacobians(runner, parts, hw, tokens, data, batch_size: int, progress: 
         tr = runner.trace(tokens[b0 : b0 + batch_size])
         for l in range(L):
             x = read_input(here, l, tr.resid[l])
-            if "qk" in parts:
+            if "qk" in parts and here.qk_normed(l):  # (Llama 4's NoPE layers have none)
                 for kind, W, b in (("q", here.W_Q, here.b_Q), ("k", here.W_K, here.b_K)):
                     y = torch.einsum("hrd,bsd->bshr", W[l].double(), x.double())[:, 1:]
                     if b is not None:

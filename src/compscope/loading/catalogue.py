@@ -249,6 +249,8 @@ def _language_model_type(model_type: str) -> str | None:
     top-level keys, as :func:`~compscope.loading.families.language_model` reads a folder (an
     encoder-decoder's ``decoder`` is none). None without transformers, for a type it does not
     know, or one that is its own language model."""
+    from .families import nested_text_config
+
     try:
         from transformers import AutoConfig
         from transformers.utils import logging
@@ -256,13 +258,7 @@ def _language_model_type(model_type: str) -> str | None:
         was = logging.get_verbosity()
         logging.set_verbosity_error()  # (a bare config's warnings say nothing of the answer)
         try:
-            built = AutoConfig.for_model(model_type)
-            saved = built.to_dict()
-            text = saved.get("text_config")
-            if text is None and isinstance(saved.get("thinker_config"), dict):  # Qwen-Omni: the thinker's
-                text = saved["thinker_config"].get("text_config")
-            if not isinstance(text, dict) and isinstance(saved.get("vision_config"), dict):
-                text = built.get_text_config().to_dict()
+            text, _ = nested_text_config(AutoConfig.for_model(model_type).to_dict())
         finally:
             logging.set_verbosity(was)
     except Exception:  # noqa: BLE001  (no transformers, or a type it does not know or cannot build bare)

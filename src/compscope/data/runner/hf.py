@@ -158,8 +158,10 @@ def from_files(path: Path, hw: HeadWeights, progress: bool = True, device: torch
     gguf = settings.get("gguf_file")
     folder = path if path.is_dir() else path.parent
     auto = transformers.AutoModel if not hw.causal else transformers.AutoModelForCausalLM
-    if gguf is None and hw.causal and _wraps_language_model(folder):  # a vision-language model, run on text alone
-        auto = _wrapper_class(folder)  # (a multimodal encoder, EmbeddingGemma 2's: AutoModel)
+    # a vision-language or speech model runs on text alone (a multimodal encoder, EmbeddingGemma 2's, as AutoModel)
+    wrapper = _wrapper_class(folder) if gguf is None and hw.causal else None
+    if wrapper is not None:
+        auto = wrapper
     elif gguf is None and hw.causal and not _has_causal_lm(folder):  # a language model saved without its head, of a
         auto = transformers.AutoModel  # type transformers builds no causal LM for (Muse Glimmer's): its base model
     quiet = transformers.utils.logging.is_progress_bar_enabled()
@@ -201,29 +203,25 @@ def _has_causal_lm(folder: Path) -> bool:
 
 
 def _wrapper_class(folder: Path):
-    """The transformers class that builds a model wrapping a causal language model: the one its
-    config names (``architectures``: a speech model's, Granite Speech's, as well as a vision
-    model's), else ``AutoModelForImageTextToText``."""
+    """For a HuggingFace folder holding a model that wraps the language model compscope reads (a
+    vision-language or speech model), the transformers class that builds it: the one its config
+    names (``architectures``: Granite Speech's, BLIP-2's, ...), else ``AutoModelForImageTextToText``;
+    None for any other folder."""
     import transformers
 
-    from ...loading.formats.safetensors_folder import read_config
-
-    named = read_config(folder).get("architectures") or []
-    first = named[0] if isinstance(named, list) and named and isinstance(named[0], str) else None
-    cls = None if first is None else getattr(transformers, first, None)
-    is_model = isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)
-    return cls if is_model else transformers.AutoModelForImageTextToText
-
-
-def _wraps_language_model(folder: Path) -> bool:
-    """Whether the HuggingFace folder holds a model that wraps the language model compscope reads (a
-    vision-language model: transformers builds it as an image-text-to-text model)."""
     from ...loading.families import language_model
     from ...loading.formats.safetensors_folder import read_config
 
     if not (folder / "config.json").is_file():  # transformers says what it misses
-        return False
-    return language_model(read_config(folder), str(folder))[1] is not None
+        return None
+    config = read_config(folder)
+    if language_model(config, str(folder))[1] is None:
+        return None
+    named = config.get("architectures") or []
+    first = named[0] if isinstance(named, list) and named and isinstance(named[0], str) else None
+    cls = None if first is None else getattr(transformers, first, None)
+    is_model = isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)
+    return cls if is_model else transformers.AutoModelForImageTextToText
 
 
 def transformers_at_least(*version: int) -> bool:

@@ -65,18 +65,12 @@ def language_model(config: dict, where: str) -> tuple[dict, str | None]:
     transformers' own (the ones the running model has); without transformers it is refused."""
     from ..catalogue import why_not
 
-    if why_not(config.get("model_type")) is not None:  # a wrapper refused as a whole (PaliGemma's prefix LM)
+    if why_not(config.get("model_type")) is not None or _known(config):  # (refused as a whole: PaliGemma's prefix LM)
         return config, None
-    inner, flat = config.get("text_config"), False
-    thinker = config.get("thinker_config")
-    in_thinker = inner is None and isinstance(thinker, dict)  # Qwen2.5-Omni, Qwen3-Omni: the thinker's language model
-    if in_thinker:
-        inner = thinker.get("text_config")
-    if inner is None and isinstance(config.get("vision_config"), dict) and not _known(config):
-        inner = _flat_text_config(config)  # Qwen2-VL's and Qwen2.5-VL's: the language model's keys at the top
-        flat = inner is not None
-    if not isinstance(inner, dict) or _known(config) or not _known(inner):
+    inner, where_found = nested_text_config(config)
+    if inner is None or not _known(inner):
         return config, None
+    flat, in_thinker = where_found == "flat", where_found == "thinker"
     outer, kind = config.get("model_type"), inner.get("model_type")
     try:
         from transformers import AutoConfig
@@ -92,13 +86,27 @@ def language_model(config: dict, where: str) -> tuple[dict, str | None]:
     full.pop("architectures", None)  # the language model's own, not the wrapper's
     if "tie_word_embeddings" in config:  # transformers 5 ties the head by the outer config's word (4 by the inner's);
         full["tie_word_embeddings"] = config["tie_word_embeddings"]  # what a file without its own head means
-    parts = {**config, **(thinker if in_thinker else {})}  # (a thinker's audio and vision beside the talker)
+    parts = {**config, **(config["thinker_config"] if in_thinker else {})}  # (a thinker's audio, vision; the talker)
     others = sorted(k.removesuffix("_config") for k, v in parts.items()
                     if k.endswith("_config") and k not in ("text_config", "thinker_config") and isinstance(v, dict))
     whose = "its thinker's text_config" if in_thinker else "its text_config"
     whence = (f"its settings kept at the top of the config, read as transformers builds its text_config, {kind}" if flat
               else f"{whose}, {kind}, completed with transformers' defaults")
     return full, f"the language model of a {outer} model ({whence}): {', '.join(others) or 'its other parts'} not read"
+
+
+def nested_text_config(config: dict) -> tuple[dict | None, str]:
+    """The language model's config inside a wrapper's ``config`` and where it sits: its
+    ``text_config`` (``'text'``), its thinker's (Qwen2.5-Omni, Qwen3-Omni: ``'thinker'``), or, beside a
+    ``vision_config``, what transformers builds from the top-level keys (Qwen2-VL and Qwen2.5-VL as
+    first published: ``'flat'``); ``(None, '')`` where there is none (an encoder-decoder's decoder)."""
+    if isinstance(config.get("text_config"), dict):
+        return config["text_config"], "text"
+    thinker = config.get("thinker_config")
+    if isinstance(thinker, dict) and isinstance(thinker.get("text_config"), dict):
+        return thinker["text_config"], "thinker"
+    flat = _flat_text_config(config) if isinstance(config.get("vision_config"), dict) else None
+    return (flat, "flat") if flat is not None else (None, "")
 
 
 def _flat_text_config(config: dict) -> dict | None:

@@ -67,7 +67,8 @@ class Llama4(LlamaLike):
                          "is what is read")
         exact = cls._exact(config, ckpt.source)
         if exact is not None:
-            notes.append(f"the NoPE layers' queries scaled by 1 + {config.get('attn_scale', 0.1):g} log(1 + "
+            scale = number(config, ckpt.source, "attn_scale", default=0.1)
+            notes.append(f"the NoPE layers' queries scaled by 1 + {scale:g} log(1 + "
                          f"floor((p + 1) / {exact + 1})) at position p (Llama 4's temperature): 1 on the first {exact} "
                          "positions, which is what is read")
         opts = dataclasses.replace(cls.options, qk_norm=bool(config.get("use_qk_norm", True)), notes=tuple(notes))
@@ -91,7 +92,7 @@ class Llama4(LlamaLike):
     @classmethod
     def _chunk(cls, config: dict, where: str) -> int | None:
         """The chunk size where some layer attends in chunks (transformers: the rotary layers, or as
-        ``layer_types`` lists them), else None."""
+        ``layer_types`` lists them), else None (``config`` as :func:`_config` leaves it, as below)."""
         if config.get("attention_chunk_size", CHUNK) is None:
             return None
         size = integer(config, where, "attention_chunk_size", default=CHUNK)
@@ -99,7 +100,7 @@ class Llama4(LlamaLike):
         if types:
             return size if "chunked_attention" in types else None
         n = integer(config, where, "num_hidden_layers")
-        return size if any(rope_layers(_config(config), n, where)) else None
+        return size if any(rope_layers(config, n, where)) else None
 
     @classmethod
     def _exact(cls, config: dict, where: str) -> int | None:
@@ -108,9 +109,8 @@ class Llama4(LlamaLike):
         if not config.get("attn_temperature_tuning", True):
             return None
         n = integer(config, where, "num_hidden_layers")
-        if all(rope_layers(_config(config), n, where)):
+        if all(rope_layers(config, n, where)):
             return None
-        number(config, where, "attn_scale", default=0.1)
         return integer(config, where, "floor_scale", default=8192, low=2) - 1
 
     @classmethod
