@@ -26,11 +26,17 @@ from compscope.data.runner import transformers_at_least  # noqa: E402
 D, HEADS, D_HEAD, VOCAB, SEQ, BATCH = 32, 4, 8, 61, 10, 2
 
 _COMMON = dict(vocab_size=VOCAB, hidden_size=D, num_attention_heads=HEADS, intermediate_size=48, num_hidden_layers=2)
+#: XLM's and FlauBERT's (pad token 0, which random_ids never draws: XLM masks every position from a sequence's count
+#: of non-pad tokens on; transformers 4 keeps pad_index apart from pad_token_id)
+_XLM = dict(vocab_size=VOCAB, emb_dim=D, n_heads=HEADS, n_layers=2, max_position_embeddings=32, pad_token_id=0, pad_index=0)
 _LLAMA = dict(_COMMON, head_dim=D_HEAD, max_position_embeddings=64, rms_norm_eps=1e-5, tie_word_embeddings=False)
 
 
 #: the kinds whose attention layers are some of the model's layers (the others Mamba, DeltaNet, recurrent, ...)
 HYBRIDS = ("hybrid", "recurrent_gemma", "lfm3")
+
+#: the kinds whose layers are no modules of their own (XLM's attentions, norms and MLPs in lists side by side)
+SIDE_BY_SIDE = ("xlm",)
 
 #: the kinds that are encoders (built as AutoModel: no unembedding)
 ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_bert", "eurobert", "esm", "rotary_bert",
@@ -38,6 +44,15 @@ ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_b
 #: the kinds built as AutoModel: the encoders, and decoders transformers builds no causal LM of its own for (a
 #: vision-language model's language model: Muse Glimmer's)
 BASE_MODELS = (*ENCODERS, "muse_glimmer")
+#: the kinds built as masked language models (XLM's and FlauBERT's LM head, causal or not)
+MASKED_LMS = ("xlm",)
+
+
+def auto_class(variant):
+    """The transformers auto class that builds ``variant``'s model."""
+    if variant.kind in BASE_MODELS:
+        return transformers.AutoModel
+    return transformers.AutoModelForMaskedLM if variant.kind in MASKED_LMS else transformers.AutoModelForCausalLM
 
 
 @dataclass(frozen=True)
@@ -601,6 +616,12 @@ VARIANTS = [
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12)),
     Variant("distilbert", "bert", "DistilBertConfig",
             dict(vocab_size=VOCAB, dim=D, n_heads=HEADS, n_layers=2, hidden_dim=48, max_position_embeddings=32)),
+    # XLM and FlauBERT: post-LN layers under their own names, a linear LM head (with a bias) on the last layer's output;
+    # XLM's CLM models causal, with language embeddings (not added without languages passed)
+    Variant("xlm-post-ln", "xlm", "XLMConfig", dict(_XLM)),
+    Variant("xlm-clm-causal-languages", "xlm", "XLMConfig",
+            dict(_XLM, causal=True, n_langs=3, sinusoidal_embeddings=True)),
+    Variant("flaubert-post-ln", "xlm", "FlaubertConfig", dict(_XLM, layer_norm_eps=1e-6)),
 ]
 BY_ID = {v.id: v for v in VARIANTS}
 PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-neo-local3", "neox-partial-rotary-parallel", "neox-sequential-no-bias",
@@ -693,8 +714,7 @@ def build(variant: Variant, seed: int = 0, **overrides):
     """The model for ``variant`` with every parameter perturbed (norm gains ≠ 1, biases ≠ 0)."""
     cfg = make_config(variant, **overrides)
     torch.manual_seed(seed)
-    auto = transformers.AutoModel if variant.kind in BASE_MODELS else transformers.AutoModelForCausalLM
-    model = auto.from_config(cfg, attn_implementation="eager", dtype=torch.float32)
+    model = auto_class(variant).from_config(cfg, attn_implementation="eager", dtype=torch.float32)
     model.eval()
     with torch.no_grad():
         for p in model.parameters():
@@ -797,6 +817,8 @@ def _modules(model, kind: str):
         return [(b.attn_norm, b.attn.Wo) for b in base.layers], base.final_norm
     if kind == "rotary_bert":  # post-LN: the attention reads the residual; no norm after the last layer but its own
         return [(b.self_attn, b.self_attn.o_proj) for b in model.layers], None
+    if kind == "xlm":  # post-LN: the attention reads the residual; the LM head's projection the last layer's output
+        return [(a, a.out_lin) for a in model.transformer.attentions], model.pred_layer.proj
     if kind == "bert":
         if hasattr(model, "transformer"):  # DistilBERT's names; its block's input is what attention reads
             return [(b, b.attention.out_lin) for b in model.transformer.layer], None

@@ -137,7 +137,7 @@ def test_lookup_answers_for_model_types_gguf_architectures_and_wrappers():
     read, line = catalogue.lookup("nonesuch")
     assert not read and "not a model_type or GGUF architecture compscope knows (" in line  # (nothing close)
     read, line = catalogue.lookup("ultrabrt")  # a misspelling: the names it is close to
-    assert not read and "compscope knows; did you mean ultrabert or eurobert?" in line
+    assert not read and "compscope knows; did you mean ultrabert or flaubert or eurobert?" in line
 
 
 def test_lookup_reads_a_vision_language_model_by_its_language_model():

@@ -22,9 +22,8 @@ import torch
 import compscope
 from compscope.core.attention import attention_forward
 
-from hf_tiny import (BASE_MODELS, BY_ID, D, D_HEAD, SEQ, VARIANTS, VOCAB, _modules, attention_layers, build, capture, make_config,
-                     model_and_capture,
-                     random_ids)
+from hf_tiny import (BY_ID, D, D_HEAD, SEQ, VARIANTS, VOCAB, _modules, attention_layers, auto_class, build, capture,
+                     make_config, model_and_capture, random_ids)
 
 ATOL = 1e-5
 
@@ -156,6 +155,11 @@ def test_embedding_columns_match_hf(variant):
         # attn_norm of layer 0 is the embeddings LayerNorm: it produced the residual layer 0 reads
         torch.testing.assert_close(hw.attn_norm.apply(summed, 0), cap.resid[0], atol=ATOL, rtol=0)
         return
+    if variant.kind == "xlm":  # post-LN: layer_norm_emb of word + position (no language passed) made layer 0's input
+        summed = emb + hw.W_pos[:, :SEQ].T
+        torch.testing.assert_close(hw.attn_norm.apply(summed, 0), cap.resid[0], atol=ATOL, rtol=0)
+        assert set(hw.embed_extra) == ({"W_lang"} if variant.config.get("n_langs", 1) > 1 else set())
+        return
     if variant.kind == "rotary_bert":  # post-LN, no position table: the embeddings' norm of word + token type 0
         torch.testing.assert_close(emb, cap.extra["word_embeddings"], atol=0, rtol=0)
         summed = emb + (hw.embed_extra["W_type"][:, 0] if "W_type" in hw.embed_extra else 0)
@@ -249,6 +253,9 @@ REFUSALS = [
     ("mpt-alibi-scaled", dict(attn_config={"alibi_bias_max": 4}), {}, r"attn_config\.alibi_bias_max=4"),
     ("mpt-alibi-scaled", dict(attn_config={"alibi": False}), {}, r"attn_config\.alibi=False"),
     ("mpt-alibi-scaled", dict(logit_scale=2.0), {}, r"logit_scale=2\.0"),
+    # FlauBERT's pre-LN layers (the residual would start as a LayerNorm's output), XLM's adaptive softmax head
+    ("flaubert-post-ln", {}, {"pre_norm": True}, "pre_norm=True"),
+    ("xlm-post-ln", {}, {"asm": True}, "asm=True"),
 ]
 
 
@@ -520,7 +527,6 @@ def test_a_folder_reads_the_attention_biases_transformers_builds(tmp_path, vid, 
     """A HF folder with a bias beside every attention projection, built or not: transformers
     ignores the ones its config does not build, and compscope reads the folder as the model that
     transformers builds from it (the same biases as that model object), saying what it left out."""
-    import transformers
     from safetensors.torch import load_file, save_file
 
     v = BY_ID[vid]
@@ -534,8 +540,7 @@ def test_a_folder_reads_the_attention_biases_transformers_builds(tmp_path, vid, 
             added[base + ".bias"] = sd[base + ".bias"] = torch.full((w.shape[0],), 0.5)
     save_file(sd, tmp_path / "model.safetensors", metadata={"format": "pt"})
 
-    auto = transformers.AutoModel if v.kind in BASE_MODELS else transformers.AutoModelForCausalLM
-    built = auto.from_pretrained(tmp_path, attn_implementation="eager", dtype=torch.float32).eval()
+    built = auto_class(v).from_pretrained(tmp_path, attn_implementation="eager", dtype=torch.float32).eval()
     kept = set(added) & set(built.state_dict())
     from_folder, from_object = compscope.load(tmp_path), compscope.load(built)
     assert added or all(getattr(from_folder, b) is not None for b in ("b_Q", "b_K", "b_V", "b_O"))  # all there

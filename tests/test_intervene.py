@@ -411,6 +411,12 @@ def _encoder_modules(model) -> dict:
         return {"layers": model.transformer.h, "reads": lambda b: b.attn, "out": lambda b: b.attn.c_proj,
                 "W_out": lambda b: b.attn.c_proj.weight.T, "mlp": lambda b: b.mlp,
                 "clean_reads": lambda b, kind, clean: _clean_fused_reads(b.attn.c_attn, kind, clean)}
+    if hasattr(model, "transformer") and hasattr(model.transformer, "attentions"):  # XLM, FlauBERT: no layer modules,
+        t = model.transformer  # so a layer is its index into lists of attentions, MLPs and norms side by side
+        a = lambda i: t.attentions[i]  # noqa: E731
+        return {"layers": list(range(len(t.attentions))), "reads": a, "out": lambda i: a(i).out_lin,
+                "W_out": lambda i: a(i).out_lin.weight, "mlp": lambda i: t.ffns[i],
+                "clean_reads": lambda i, kind, clean: _clean_reads((a(i).q_lin, a(i).k_lin, a(i).v_lin), kind, clean)}
     if hasattr(model, "transformer"):  # DistilBERT
         a = lambda b: b.attention  # noqa: E731
         return {"layers": model.transformer.layer, "reads": lambda b: b, "out": lambda b: a(b).out_lin,
@@ -490,10 +496,11 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
                                                ("jina-embeddings-v3-rotary-post-ln", "batched"),
                                                ("nomic-bert-rotary-no-bias", "threes"),
                                                ("gte-rotary-no-token-types", "single"),
-                                               ("roformer-rotary-post-ln", "threes")])
+                                               ("roformer-rotary-post-ln", "threes"), ("xlm-post-ln", "threes"),
+                                               ("xlm-clm-causal-languages", "batched"), ("flaubert-post-ln", "single")])
 def test_post_ln_effects_equal_a_patched_forward_through_the_models_own_modules(variant_id, route, monkeypatch):
-    """BERT and its kin (post-LN; DistilBERT under its own names; GPT-1, causal, its first layer reading the raw
-    embeddings), three layers, every pair and kind: the direct path through the
+    """BERT and its kin (post-LN; DistilBERT, XLM and FlauBERT under their own names; GPT-1, causal, its first layer
+    reading the raw embeddings), three layers, every pair and kind: the direct path through the
     norms between the layers (compscope's one trace) equals the patched forward of the model
     itself; with a layer's four writers in one batch (as on a GPU), in three and one, and one at a time."""
     pytest.importorskip("transformers")
@@ -501,7 +508,8 @@ def test_post_ln_effects_equal_a_patched_forward_through_the_models_own_modules(
 
     import compscope
 
-    model = build(BY_ID[variant_id], **({"n_layer": 3} if BY_ID[variant_id].kind == "gpt1" else {"num_hidden_layers": 3}))
+    layers = {"gpt1": "n_layer", "xlm": "n_layers"}.get(BY_ID[variant_id].kind, "num_hidden_layers")
+    model = build(BY_ID[variant_id], **{layers: 3})
     runner = runner_for(model, compscope.load(model))
     assert runner.hw.n_heads == 4 and runner.hw.n_layers == 3
     t = random_ids(batch=3)
@@ -625,7 +633,7 @@ OUTPUT_PROJECTIONS = {"gpt2": "attn.c_proj", "neox-partial-rotary-parallel": "at
                       "glm4-post-attention-norm": "self_attn.o_proj", "openai-gpt-post-ln": "attn.c_proj",
                       "modernbert-biases": "attn.Wo", "embeddinggemma-bidirectional": "self_attn.o_proj",
                       "eurobert-gqa-biases": "self_attn.o_proj", "esm2-rotary-token-dropout": "attention.output.dense",
-                      "ultrabert-local-both-sides": "self_attn.o_proj"}
+                      "ultrabert-local-both-sides": "self_attn.o_proj", "xlm-post-ln": "out_lin"}
 
 
 @pytest.mark.parametrize("route", ["default", "batched"])
@@ -641,7 +649,8 @@ def test_every_path_equals_the_model_run_with_the_head_ablated_inside_it(variant
 
     import compscope
 
-    layers = {"gpt2": "n_layer", "gptj-interleaved-rotary": "n_layer", "openai-gpt-post-ln": "n_layer"}.get(
+    layers = {"gpt2": "n_layer", "gptj-interleaved-rotary": "n_layer", "openai-gpt-post-ln": "n_layer",
+              "xlm-post-ln": "n_layers"}.get(
         variant_id, "num_hidden_layers")
     more = ({"layer_types": ["sliding_attention", "full_attention", "full_attention"]} if "gemma4" in variant_id
             else {"layer_types": ["full_attention"] * 3} if "qwen3.5" in variant_id else {})  # (gated heads: all attend)

@@ -12,7 +12,7 @@ import compscope
 from compscope.core.attention import combine
 from compscope.data.runner import HFRunner, ToyRunner, layer_state, runner_for
 
-from hf_tiny import HYBRIDS, VARIANTS, build, random_ids, word_tokenizer
+from hf_tiny import HYBRIDS, SIDE_BY_SIDE, VARIANTS, build, random_ids, word_tokenizer
 
 ATOL = 2e-5
 
@@ -46,7 +46,7 @@ def test_post_ln_traces_carry_the_sums_their_norms_take(variant):
     """Post-LN (BERT): the first norm takes residual + attention output, and the two norms, in
     turn, give the next layer's residual; pre-LN traces carry none."""
     layers = {"bert": {"num_hidden_layers": 3}, "rotary_bert": {"num_hidden_layers": 3},
-              "gpt1": {"n_layer": 3}}.get(variant.kind, {})
+              "gpt1": {"n_layer": 3}, "xlm": {"n_layers": 3}}.get(variant.kind, {})
     model = build(variant, **layers)
     runner = runner_for(model, compscope.load(model))
     tr = runner.trace(random_ids())
@@ -85,8 +85,9 @@ def test_a_changed_run_given_its_clean_trace_leaves_the_layers_before_the_change
     and the clean trace is left as it was."""
     model = build(variant)
     runner = runner_for(model, compscope.load(model))
-    # a hybrid's attention layers (Granite 4) are not the elements of one module list: no layer is left out there
-    hybrid = variant.kind in HYBRIDS
+    # a hybrid's attention layers (Granite 4) are not the elements of one module list, and XLM's layers are no
+    # modules at all: no layer is left out there
+    hybrid = variant.kind in (*HYBRIDS, *SIDE_BY_SIDE)
     assert (runner.layer_modules is None) == hybrid
     assert hybrid or len(runner.layer_modules) == runner.hw.n_layers
     ids = random_ids()
@@ -136,7 +137,7 @@ def test_a_run_for_residuals_only_leaves_the_last_layer_out(variant):
         part = runner.trace(ids, add={L - 2: delta}, clean=clean, last=False)
     finally:
         handle.remove()
-    hybrid = variant.kind in HYBRIDS  # (its attention layers are not one module list: all run)
+    hybrid = variant.kind in (*HYBRIDS, *SIDE_BY_SIDE)  # (its attention layers are not one module list: all run)
     assert calls == ([1] if hybrid else []) and part.attn_out[-1] is None
     assert part.norm_in is None if full.norm_in is None else part.norm_in[-1] is None
     scale = max(1.0, max(float(r.abs().max()) for r in full.resid))

@@ -170,10 +170,11 @@ class Runner:
 
     def special_ids(self) -> tuple[int, ...]:
         """Token ids a random sequence should not contain (end, padding, a masked LM's mask token,
-        which ESM's embeddings treat apart), where the model's config names them."""
+        which ESM's embeddings treat apart), where the model's config names them (XLM's ``pad_index``
+        too: it masks every position from a sequence's count of other tokens on)."""
         cfg = getattr(getattr(self, "model", None), "config", None)
         out: list = []
-        for key in ("eos_token_id", "pad_token_id", "mask_token_id"):
+        for key in ("eos_token_id", "pad_token_id", "mask_token_id", "pad_index"):
             v = getattr(cfg, key, None)
             out += v if isinstance(v, list) else [v]
         return tuple(v for v in out if isinstance(v, int))

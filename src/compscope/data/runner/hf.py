@@ -38,7 +38,7 @@ class HFRunner(Runner):
         if len(self.points) != hw.n_layers:
             raise UnsupportedModelError(f"{hw.meta.name}: the running model has {len(self.points)} layers, its "
                                         f"HeadWeights {hw.n_layers}: they are not the same model")
-        self.layer_modules = layer_modules(self.body, self.points)
+        self.layer_modules = layer_modules(self.body, self.points) if family.layers_are_modules else None
         self.norm_modules = family.post_norm_points(model)  # hooked; post_norms: as compscope applies them
         self.post_norms = float32_norms(self.norm_modules)
         bos = getattr(config, "bos_token_id", None)

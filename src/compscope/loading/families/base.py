@@ -82,6 +82,9 @@ class Family:
     #: bridge's stacked projections (``W_Q`` ...) cannot hold: a bridge is read through its
     #: HuggingFace tensors alone, and a processed one not at all
     per_layer_heads: ClassVar[bool] = False
+    #: whether each layer is a module of one list (a block), which a data run can leave out or stop
+    #: before; False where a model keeps its layers' parts in lists side by side (XLM's attentions, norms)
+    layers_are_modules: ClassVar[bool] = True
 
     @classmethod
     def hook_points(cls, model) -> list[tuple[Any, Any]]:
