@@ -106,6 +106,9 @@ NOT_READ: dict[str, str] = {
     "step3p5": ("Step 3.5 and 3.7's language model: its sliding layers have a query head count of their own "
                 "(num_sliding_attention_heads), which compscope's canonical form (one head count) "
                 "does not hold; its sparse variants pick key blocks per query with a learned indexer"),
+    "xmod": ("X-MOD: RoBERTa's layers with a language adapter after every MLP, whose input is the residual "
+             "renormalised inside the layer (by output.LayerNorm, as released, or adapter_layer_norm), then normalised "
+             "again: three norms a layer, where a post-LN layer has two"),
     "mpnet": "its logits add a learned relative-position bias (position buckets, one table shared by every layer)",
     "fnet": "no attention heads: FNet mixes tokens by a Fourier transform",
     "funnel": ("Funnel Transformer: the sequence is pooled between blocks (a block's queries read a shortened "
