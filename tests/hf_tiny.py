@@ -580,6 +580,11 @@ VARIANTS = [
                  num_experts_per_tok=2, moe_intermediate_size=16, shared_expert_intermediate_size=16,
                  rope_parameters={"rope_type": "default", "rope_theta": 300.0, "partial_rotary_factor": 0.5})),
     # GPT-1: post-LN as BERT, causal, its first layer reading the raw embeddings
+    # GPT-NeoX-Japanese: NeoX's fused qkv without biases, sequential blocks, an output bias on the last layer alone
+    # that the attention returns beside its output
+    Variant("gpt-neox-japanese-last-bias", "neox_japanese", "GPTNeoXJapaneseConfig",
+            dict(vocab_size=VOCAB, hidden_size=D, num_attention_heads=HEADS, num_hidden_layers=2,
+                 intermediate_multiple_size=2, max_position_embeddings=64, rotary_pct=0.5, rotary_emb_base=500.0)),
     Variant("openai-gpt-post-ln", "gpt1", "OpenAIGPTConfig",
             dict(vocab_size=VOCAB, n_embd=D, n_head=HEADS, n_layer=2, n_positions=32)),
     # ESM-2: pre-LN layers under BERT's names, rotary, token dropout's embedding scale (mask token 0: never drawn)
@@ -625,6 +630,7 @@ VARIANTS = [
 ]
 BY_ID = {v.id: v for v in VARIANTS}
 PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-neo-local3", "neox-partial-rotary-parallel", "neox-sequential-no-bias",
+                    "gpt-neox-japanese-last-bias",
                     "olmo-parameter-free-layernorm", "phi-partial-rotary-qk-layernorm", "phi-mha", "gptj-interleaved-rotary",
                     "opt", "stablelm-partial-rotary-parallel", "stablelm-sequential-no-bias", "stablelm-qk-layernorm-per-head",
                     "starcoder2-bias-sliding3", "cohere-qk-layernorm-interleaved", "cohere2-sliding-rotary-global-nope",
@@ -741,6 +747,7 @@ _LAYOUT = {
     "gpt2": ("transformer", "h", "ln_1", "attn", "ln_f"),
     "gptj": ("transformer", "h", "ln_1", "attn", "ln_f"),
     "neox": ("gpt_neox", "layers", "input_layernorm", "attention", "final_layer_norm"),
+    "neox_japanese": ("gpt_neox_japanese", "layers", "input_layernorm", "attention", "final_layer_norm"),
     "llama": ("model", "layers", "input_layernorm", "self_attn", "norm"),
     "granite": ("model", "layers", "input_layernorm", "self_attn", "norm"),
     "hyperclovax": ("model", "layers", "input_layernorm", "post_norm1", "norm"),
@@ -836,6 +843,14 @@ class Capture:
     extra: dict = field(default_factory=dict)
 
 
+def _added(output) -> torch.Tensor:
+    """What a module adding to the residual adds: its output, a tuple's first element (plus, where GPT-NeoX-Japanese's
+    attention returns it third, the output bias its layer adds)."""
+    if not isinstance(output, tuple):
+        return output
+    return output[0] + output[2] if len(output) == 3 and isinstance(output[2], torch.Tensor) else output[0]
+
+
 def _first(args, kwargs):
     return args[0] if args else kwargs["hidden_states"]
 
@@ -856,7 +871,7 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
         handles.append(rm.register_forward_pre_hook(
             lambda m, a, k, i=i: resid.__setitem__(i, _first(a, k).detach().clone() / div[i]), with_kwargs=True))
         handles.append(om.register_forward_hook(lambda m, a, o, i=i: out.__setitem__(
-            i, scale / div[i] * (o[0] if isinstance(o, tuple) else o).detach().clone())))
+            i, scale / div[i] * _added(o).detach().clone())))
     if final is not None:
         handles.append(final.register_forward_pre_hook(
             lambda m, a, k: store.__setitem__("final_in", _first(a, k).detach().clone()), with_kwargs=True))

@@ -31,6 +31,7 @@ class HFRunner(Runner):
         config = model.config.get_text_config()  # (the same, as transformers' object; else its own)
         self.body = family.base_model(model)  # run without the unembedding, which nothing here reads
         self.points = family.hook_points(model)
+        self.added_by = family.added_by  # what the residual receives from a hooked output
         # what the residual receives is this multiple of the hooked attention output (Granite's
         # residual_multiplier, folded into W_O): outputs are scaled by it, added changes divided
         self.out_scale = family.residual_scale(text, where)
@@ -90,7 +91,7 @@ class HFRunner(Runner):
 
     def _added(self, output) -> Tensor:
         """What the residual receives from a hooked output module's ``output``."""
-        o = (output[0] if isinstance(output, tuple) else output).detach()
+        o = self.added_by(output).detach()
         return o if self.out_scale == 1.0 else o * self.out_scale
 
 

@@ -114,6 +114,12 @@ class Family:
         return getattr(inner, cls.hf_base, inner) if inner is not base else inner
 
     @classmethod
+    def added_by(cls, output) -> Tensor:
+        """What the residual receives from the output of the module :meth:`hook_points` names as adding to
+        it (its first element where it returns a tuple; GPT-NeoX-Japanese adds the bias returned beside it)."""
+        return output[0] if isinstance(output, (tuple, list)) else output
+
+    @classmethod
     def residual_scale(cls, config: dict, where: str = "config") -> float:
         """The factor by which the model multiplies what its attention returns as it adds it to the
         residual (Granite's ``residual_multiplier``; 1 elsewhere). ``convert`` folds it into

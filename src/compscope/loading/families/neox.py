@@ -10,6 +10,7 @@ key head.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import ClassVar
 
 import torch
@@ -45,6 +46,8 @@ class GPTNeoX(Family):
     heads: ClassVar[tuple[str, ...]] = ("embed_out.weight", "lm_head.weight")
     #: where the base model's tensors may sit
     prefixes: ClassVar[tuple[str, ...]] = ("gpt_neox.", "")
+    #: the output projection's bias, under the attention module
+    out_bias_at: ClassVar[str] = "dense.bias"
 
     @classmethod
     def parallel(cls, config: dict) -> bool:
@@ -55,6 +58,11 @@ class GPTNeoX(Family):
     def qk_norm(cls, ts, layer_prefix: str, cfg: dict, L: int, r: int, eps: float) -> tuple[Norm, Norm] | None:
         """QK-norm (none here; Persimmon's LayerNorms)."""
         return None
+
+    @classmethod
+    def output_biases(cls, found: list[torch.Tensor | None], d: int) -> list[torch.Tensor | None]:
+        """Each layer's output-projection bias as read (None where a layer has none): as found here."""
+        return found
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
@@ -71,7 +79,7 @@ class GPTNeoX(Family):
             b = ts.take(f"{p}{a}.query_key_value.bias", (3 * d,), required=False)
             qkv_b.append(None if b is None else b.reshape(H, 3, r))
             wo.append(split_cols(ts.take(f"{p}{a}.dense.weight", (d, d)), H, r))
-            bo.append(ts.take(f"{p}{a}.dense.bias", (d,), required=False))
+            bo.append(ts.take(f"{p}{a}.{cls.out_bias_at}", (d,), required=False))
             g.append(ts.take(p + "input_layernorm.weight", (d,)))
             beta.append(ts.take(p + "input_layernorm.bias", (d,)))
         w, b = torch.stack(qkv_w), stack(qkv_b)  # (L, H, 3, r, d), (L, H, 3, r) or None (attention_bias=False)
@@ -92,7 +100,7 @@ class GPTNeoX(Family):
             b_Q=None if b is None else b[:, :, 0].contiguous(),
             b_K=None if b is None else b[:, :, 1].contiguous(),
             b_V=None if b is None else b[:, :, 2].contiguous(),
-            b_O=stack(bo),
+            b_O=stack(cls.output_biases(bo, d)),
             W_E=emb.T, W_pos=None, W_U=W_U, b_U=None,
             kv_map=tuple(range(H)),
             attn_norm=Norm("layernorm", torch.stack(g), torch.stack(beta), eps),
@@ -143,3 +151,52 @@ class Persimmon(GPTNeoX):
         parts = {x: [[ts.take(f"{layer_prefix}{i}.self_attn.{x}_layernorm.{k}", (r,)) for i in range(L)]
                      for k in ("weight", "bias")] for x in "qk"}
         return tuple(Norm("layernorm", torch.stack(parts[x][0]), torch.stack(parts[x][1]), eps) for x in "qk")
+
+
+@register
+class GPTNeoXJapanese(GPTNeoX):
+    """GPT-NeoX-Japanese (ABEJA): NeoX's fused ``query_key_value`` per head without biases, rotary on
+    ``rotary_pct`` of each head (base ``rotary_emb_base``), sequential blocks, and a bias on the output
+    projection of the last layer only, which the attention returns beside its output (``dense_bias``)
+    and the layer adds: ``b_O`` is zero on the other layers."""
+
+    name = "gpt_neox_japanese"
+    about = "GPT-NeoX-Japanese (ABEJA): NeoX's fused qkv, no q/k/v biases, an output bias on the last layer only"
+    model_types = ("gpt_neox_japanese",)
+    architectures = ("GPTNeoXJapaneseForCausalLM", "GPTNeoXJapaneseModel")
+    handled = frozenset("hidden_size num_attention_heads num_hidden_layers layer_norm_eps rotary_pct rotary_emb_base "
+                        "partial_rotary_factor rope_theta".split())
+    ignored = frozenset("intermediate_multiple_size hidden_dropout".split())
+    hf_base = "gpt_neox_japanese"
+    attention_biases = classmethod(lambda cls, config: (False, True))
+    prefixes = ("gpt_neox_japanese.", "")
+    out_bias_at = "dense_bias"
+
+    @classmethod
+    def parallel(cls, config: dict) -> bool:
+        return False
+
+    @classmethod
+    def output_biases(cls, found: list[torch.Tensor | None], d: int) -> list[torch.Tensor | None]:
+        """The last layer's ``dense_bias``, zero on the others (transformers builds it there alone)."""
+        return [torch.zeros(d) if t is None else t for t in found] if found[-1] is not None else found
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        """NeoX's reading; an ``attention.dense.bias`` in the file (transformers builds ``dense`` without one
+        and ignores it) is left, and said."""
+        stray = [n for n in ckpt.tensors.names() if n.endswith(".attention.dense.bias")]
+        for name in stray:
+            ckpt.tensors.leave(name)
+        hw = super().convert(ckpt)
+        if not stray:
+            return hw
+        note = (f"{len(stray)} 'attention.dense.bias' tensors not read: transformers builds the output projection "
+                "without a bias (the last layer's dense_bias is b_O) and ignores them")
+        return dataclasses.replace(hw, meta=dataclasses.replace(hw.meta, notes=hw.meta.notes + (note,)))
+
+    @classmethod
+    def added_by(cls, output) -> torch.Tensor:
+        """What the attention adds: its output and, on the last layer, the bias it returns beside it."""
+        out, bias = output[0], output[2] if len(output) > 2 else None
+        return out if bias is None else out + bias
