@@ -607,6 +607,9 @@ VARIANTS = [
     # positions from pad_token_id + 1 = 2, as RoBERTa's (514 rows for 512 tokens)
     Variant("roberta-offset-positions", "bert", "RobertaConfig",
             dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1)),
+    # I-BERT with quant_mode off: RoBERTa's float maps, every module returning a scaling factor (None) beside its output
+    Variant("ibert-float", "bert", "IBertConfig",
+            dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1)),
     Variant("data2vec-text-pad-zero", "bert", "Data2VecTextConfig",
             dict(_COMMON, max_position_embeddings=33, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=0)),
     # ERNIE 3.0: BERT's layout, a task type (row 0 by default) added beside the token type
@@ -882,8 +885,8 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
         emb = getattr(model, "embeddings", None)  # (EmbeddingGemma's are Gemma 3's: none of these)
         for name in [n for n in ("word_embeddings", "position_embeddings", "token_type_embeddings", "task_type_embeddings")
                      if getattr(emb, n, None) is not None]:  # (GTE's token types: None without any)
-            handles.append(getattr(emb, name).register_forward_hook(
-                lambda m, a, o, name=name: store.__setitem__(name, o.detach().clone())))
+            handles.append(getattr(emb, name).register_forward_hook(  # (I-BERT's: a scaling factor beside)
+                lambda m, a, o, name=name: store.__setitem__(name, _added(o).detach().clone())))
     try:
         with torch.no_grad():
             res = model(input_ids=ids)

@@ -256,6 +256,7 @@ REFUSALS = [
     # FlauBERT's pre-LN layers (the residual would start as a LayerNorm's output), XLM's adaptive softmax head
     ("flaubert-post-ln", {}, {"pre_norm": True}, "pre_norm=True"),
     ("xlm-post-ln", {}, {"asm": True}, "asm=True"),
+    ("ibert-float", {}, {"quant_mode": True}, "quant_mode=True"),
 ]
 
 

@@ -446,8 +446,11 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
     r = model.config.hidden_size // H
     clean, hooks = {}, []
 
-    def keep(key, value):
-        clean[key] = value.detach()
+    def keep(key, value):  # (I-BERT's modules return a scaling factor beside their output)
+        clean[key] = (value[0] if isinstance(value, tuple) else value).detach()
+
+    def like(output, value):  # value, returned as the module returns its output
+        return (value, *output[1:]) if isinstance(output, tuple) else value
 
     def keep_dense(i, a, o):
         keep(("ctx", i), a[0])
@@ -466,11 +469,11 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
     c = clean[("ctx", l1)][..., sl]
     delta = (c.mean(0, keepdim=True) - c) @ m["W_out"](layers[l1])[:, sl].T
     hooks, patched = [], {}
-    hooks.append(m["out"](layers[l1]).register_forward_hook(lambda _, a, o: clean[("attn", l1)] + delta))
+    hooks.append(m["out"](layers[l1]).register_forward_hook(lambda _, a, o: like(o, clean[("attn", l1)] + delta)))
     for i in range(l1, l2):
-        hooks.append(m["mlp"](layers[i]).register_forward_hook(lambda _, a, o, i=i: clean[("mlp", i)]))
+        hooks.append(m["mlp"](layers[i]).register_forward_hook(lambda _, a, o, i=i: like(o, clean[("mlp", i)])))
         if i > l1:
-            hooks.append(m["out"](layers[i]).register_forward_hook(lambda _, a, o, i=i: clean[("attn", i)]))
+            hooks.append(m["out"](layers[i]).register_forward_hook(lambda _, a, o, i=i: like(o, clean[("attn", i)])))
     hooks += m["clean_reads"](layers[l2], kind, clean[("resid", l2)])
     hooks.append(m["out"](layers[l2]).register_forward_hook(lambda _, a, o: patched.__setitem__("ctx", a[0].detach())))
     try:
@@ -492,6 +495,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
 @pytest.mark.parametrize("variant_id, route", [("bert", "batched"), ("bert", "threes"), ("bert", "single"),
                                                ("roberta-offset-positions", "threes"), ("electra", "single"),
                                                ("data2vec-text-pad-zero", "batched"), ("distilbert", "threes"),
+                                               ("ibert-float", "threes"),
                                                ("ernie-task-types", "batched"), ("bert-generation-encoder", "single"),
                                                ("openai-gpt-post-ln", "threes"), ("openai-gpt-post-ln", "single"),
                                                ("jina-embeddings-v3-rotary-post-ln", "batched"),

@@ -41,7 +41,7 @@ class HFRunner(Runner):
                                         f"HeadWeights {hw.n_layers}: they are not the same model")
         self.layer_modules = layer_modules(self.body, self.points) if family.layers_are_modules else None
         self.norm_modules = family.post_norm_points(model)  # hooked; post_norms: as compscope applies them
-        self.post_norms = float32_norms(self.norm_modules)
+        self.post_norms = tensor_outputs(float32_norms(self.norm_modules))
         bos = getattr(config, "bos_token_id", None)
         # a bos_token_id outside the vocabulary (random configs keep GPT-2's 50256) is no token this model takes
         self.bos = bos if isinstance(bos, int) and 0 <= bos < hw.n_vocab and hw.causal else None
@@ -104,6 +104,24 @@ def layer_modules(body, points: list[tuple]) -> list | None:
                 for layer, (a, b) in zip(seq, points)):
             return list(seq)
     return None
+
+
+class _FirstOutput(torch.nn.Module):
+    """A module that returns a tensor, or a tuple whose first element is one (I-BERT's LayerNorm returns a
+    scaling factor beside it), called for that tensor alone."""
+
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: Tensor) -> Tensor:
+        out = self.inner(x)
+        return out[0] if isinstance(out, tuple) else out
+
+
+def tensor_outputs(norms: list[tuple] | None) -> list[tuple] | None:
+    """Post-LN norms (``Family.post_norm_points``) as called for their output tensor alone."""
+    return None if norms is None else [tuple(_FirstOutput(n) for n in pair) for pair in norms]
 
 
 def _over(x: Tensor, divisor: float) -> Tensor:

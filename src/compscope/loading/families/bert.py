@@ -1,4 +1,4 @@
-"""BERT encoders (BERT, all-MiniLM; RoBERTa, XLM-RoBERTa, CamemBERT, data2vec-text; ELECTRA;
+"""BERT encoders (BERT, all-MiniLM; RoBERTa, XLM-RoBERTa, CamemBERT, data2vec-text, I-BERT; ELECTRA;
 DistilBERT; RoFormer, rotary): post-LayerNorm, bidirectional, learned positions; and XLM-RoBERTa-XL, RoBERTa's
 embeddings before pre-LN layers (:class:`XlmRobertaXl`), and Megatron-BERT, BERT's before them.
 
@@ -161,6 +161,22 @@ class Roberta(Bert):
     def first_position(cls, config: dict, where: str) -> int:
         # (absent: transformers' default for each of these model types, 1)
         return integer(config, where, "pad_token_id", default=1, low=0, high=MAX_WIDTH) + 1
+
+
+@register
+class IBert(Roberta):
+    """I-BERT (integer-only RoBERTa): RoBERTa's layers whose linear maps, LayerNorms, softmax and GELU
+    are integer approximations when ``quant_mode`` is on; off (the released models' setting), each
+    computes the float map RoBERTa's does, which is what compscope reads. ``quant_mode`` on is refused:
+    its requantised activations and polynomial softmax are no bilinear form of ``W_Q`` and ``W_K``."""
+
+    name = "ibert"
+    about = "I-BERT with quant_mode off (as released): RoBERTa's float layers"
+    model_types = ("ibert",)
+    architectures = ("IBertModel", "IBertForMaskedLM", "IBertForSequenceClassification")
+    ignored = frozenset({"force_dequant"})  # (which integer approximations quant_mode uses: none without it)
+    accept = {**Roberta.accept, "quant_mode": lambda v: not v}
+    hf_base = "ibert"
 
 
 @register
