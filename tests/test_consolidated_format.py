@@ -49,7 +49,7 @@ def _write(folder, sd, params, kind: str = "safetensors"):
         from safetensors.torch import save_file
 
         save_file({k: v.contiguous() for k, v in sd.items()}, str(folder / "consolidated.safetensors"))
-    else:
+    elif kind == "pth":
         torch.save(sd, folder / "consolidated.00.pth")
     return folder
 
@@ -93,6 +93,41 @@ def test_a_reference_folder_computes_the_reference_codes_attention(tmp_path, kin
     assert torch.equal(hw.W_E, sd["tok_embeddings.weight"].T) and torch.equal(hw.W_U, sd["output.weight"])
     assert any("reference-format folder (params.json)" in n for n in hw.meta.notes)
     assert any("torch.load(weights_only=True)" in n for n in hw.meta.notes) == (kind == "pth")
+
+
+#: the dimension Meta's reference code splits each tensor along across tensor-parallel ranks (written here from its
+#: layers: column-parallel maps split their output rows, row-parallel ones their input columns)
+_RANK_DIM = {"wq": 0, "wk": 0, "wv": 0, "wo": 1, "w1": 0, "w3": 0, "w2": 1, "output": 0}
+
+
+def _write_ranks(folder, sd, n: int, embedding_dim: int):
+    """``sd`` as ``n`` tensor-parallel files (``consolidated.0k.pth``): each rank the k-th slice of every split
+    tensor, norms whole; the token embeddings split along ``embedding_dim`` (Llama 2: the width, 1; Llama 3: the
+    vocabulary, 0)."""
+    _write(folder, {}, _params(), "none")
+    for k in range(n):
+        rank = {}
+        for name, t in sd.items():
+            short = name.split(".")[-2] if name.startswith("layers.") else name.split(".")[0]
+            dim = embedding_dim if name == "tok_embeddings.weight" else _RANK_DIM.get(short)
+            rank[name] = t if dim is None else t.chunk(n, dim=dim)[k].clone()
+        torch.save(rank, folder / f"consolidated.{k:02d}.pth")
+    return folder
+
+
+@pytest.mark.parametrize("embedding_dim", [1, 0])
+def test_tensor_parallel_files_read_as_the_one_file_they_split(tmp_path, embedding_dim):
+    """Meta's larger models as released: one file per tensor-parallel rank, each a slice of every split tensor
+    (query, key and value rows per rank, so two K/V heads over two ranks: one each). Read back, every weight equals
+    the one file's reading; the token embeddings join along whichever axis their ranks split (Llama 2's width,
+    Llama 3's vocabulary)."""
+    sd = _native_weights(5)
+    whole = compscope.load(_write(tmp_path / "one", sd, _params(), "pth"))
+    split = compscope.load(_write_ranks(tmp_path / "two", sd, 2, embedding_dim))
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(split, name), getattr(whole, name)), name
+    assert torch.equal(split.attn_norm.weight, whole.attn_norm.weight) and split.kv_map == whole.kv_map
+    assert any("consolidated.00.pth ... consolidated.01.pth, 2 tensor-parallel ranks" in n for n in split.meta.notes)
 
 
 def test_a_reference_folder_reads_as_transformers_conversion_of_it(tmp_path):
@@ -170,11 +205,29 @@ def test_defects_are_refused_naming_the_file(tmp_path):
     biased = _write(tmp_path / "bias", {**sd, "layers.1.attention.wq.bias": torch.zeros(H * R)}, _params())
     with pytest.raises(compscope.UnsupportedModelError, match="'layers.1.attention.wq.bias' enters attention"):
         compscope.load(biased)
-    # Meta's tensor-parallel files: each a slice of every tensor
-    split = _write(tmp_path / "tp", sd, _params(), "pth")
-    torch.save(sd, split / "consolidated.01.pth")
-    with pytest.raises(compscope.UnsupportedModelError, match="split across 2 tensor-parallel files"):
-        compscope.load(split)
+    # Meta's tensor-parallel files: a rank missing, ranks of different models, slices that do not join
+    gap = _write_ranks(tmp_path / "gap", sd, 2, 1)
+    (gap / "consolidated.01.pth").rename(gap / "consolidated.02.pth")
+    with pytest.raises(compscope.LoadError, match=r"ranks \[0, 2\]: expected consolidated.00.pth to consolidated.01.pth"):
+        compscope.load(gap)
+    other = _write_ranks(tmp_path / "other", sd, 2, 1)
+    torch.save({k: v for k, v in torch.load(other / "consolidated.01.pth").items() if k != "norm.weight"},
+               other / "consolidated.01.pth")
+    with pytest.raises(compscope.LoadError, match=r"consolidated\.01\.pth: holds other tensors than consolidated\.00"):
+        compscope.load(other)
+    differ = _write_ranks(tmp_path / "differ", {**sd}, 2, 1)
+    rank1 = torch.load(differ / "consolidated.01.pth")
+    rank1["layers.0.attention_norm.weight"] = rank1["layers.0.attention_norm.weight"] + 1
+    torch.save(rank1, differ / "consolidated.01.pth")
+    with pytest.raises(compscope.LoadError, match="'layers.0.attention_norm.weight' differs between ranks"):
+        compscope.load(differ)
+    ragged = _write_ranks(tmp_path / "ragged", sd, 2, 1)
+    rank1 = torch.load(ragged / "consolidated.01.pth")
+    rank1["layers.1.attention.wo.weight"] = rank1["layers.1.attention.wo.weight"][:-1]
+    torch.save(rank1, ragged / "consolidated.01.pth")
+    with pytest.raises(compscope.LoadError, match=r"slices of 'layers.1.attention.wo.weight' do not join along "
+                                                  r"dimension 1 \(\(20, 12\), \(19, 12\)\)"):
+        compscope.load(ragged)
     bad = _write(tmp_path / "json", sd, _params())
     (bad / "params.json").write_text("{dim: 3")
     with pytest.raises(compscope.LoadError, match=r"params\.json: not valid JSON"):

@@ -1,7 +1,9 @@
 """A folder in the format of the model makers' own reference code: ``params.json`` beside the
 weights, as Mistral ships models (``consolidated.safetensors``, or ``consolidated-0000k-of-0000n
 .safetensors``; what mistral-inference and vLLM's ``--load-format mistral`` read) and as Meta
-shipped Llama (``consolidated.00.pth``, read through torch's weights-only unpickler).
+shipped Llama (``consolidated.00.pth``, read through torch's weights-only unpickler; the larger models
+split across tensor-parallel ranks, ``consolidated.00.pth`` ... ``consolidated.07.pth``, joined as
+the reference code splits them).
 
 Llama-like decoders only (the attention of Mistral, Mixtral, Llama): the reference names
 (``layers.N.attention.wq``, ``attention_norm``, ``tok_embeddings``, ...) are read as HF's Llama
@@ -130,30 +132,86 @@ def to_config(params: dict, where: str) -> tuple[dict, list[str]]:
 
 
 def weight_files(folder: Path) -> tuple[list[Path], str]:
-    """The folder's weight files and their kind ('safetensors' or 'pth'); Meta's weights split
-    across tensor-parallel ranks (``consolidated.01.pth``, ...) are refused."""
+    """The folder's weight files and their kind ('safetensors' or 'pth'; Meta's, one per tensor-parallel
+    rank, in rank order: ``consolidated.00.pth``, ``consolidated.01.pth``, ...)."""
     names = sorted(f.name for f in folder.iterdir() if f.is_file())
     tensors = [folder / n for n in names if _SAFETENSORS.match(n)]
     if tensors:
         return tensors, "safetensors"
-    pth = [folder / n for n in names if _PTH.match(n)]
-    if len(pth) > 1:
-        raise UnsupportedModelError(
-            f"{folder}: weights split across {len(pth)} tensor-parallel files ({pth[0].name} ... {pth[-1].name}), each "
-            "holding a slice of every tensor: not read (merge them with transformers' conversion script first)")
+    pth = sorted((folder / n for n in names if _PTH.match(n)), key=lambda f: int(_PTH.match(f.name)[1]))
     if not pth:
         raise LoadError(f"{folder}: {PARAMS} but no weights (consolidated.safetensors or consolidated.00.pth)")
+    ranks = [int(_PTH.match(f.name)[1]) for f in pth]
+    if ranks != list(range(len(pth))):
+        raise LoadError(f"{folder}: tensor-parallel files for ranks {ranks}: expected consolidated.00.pth to "
+                        f"consolidated.{len(pth) - 1:02d}.pth, one per rank (a file is missing or misnamed)")
     return pth, "pth"
+
+
+#: how Meta's reference code splits a tensor across tensor-parallel ranks: the dimension its ranks' slices
+#: are joined along (column-parallel maps by output rows, row-parallel ones by input columns)
+_SPLIT = {"attention.wq.weight": 0, "attention.wk.weight": 0, "attention.wv.weight": 0, "attention.wo.weight": 1,
+          "feed_forward.w1.weight": 0, "feed_forward.w3.weight": 0, "feed_forward.w2.weight": 1, "output.weight": 0}
+#: tensors every rank holds whole
+_WHOLE = ("attention_norm.weight", "ffn_norm.weight", "norm.weight", "rope.freqs")
+
+
+def tensor_parallel(files: list[Path], d_model: int) -> tuple[dict, dict, dict]:
+    """``(loaders, origin, dtypes)`` of Meta's tensor-parallel files (one per rank, in rank order), each
+    tensor joined from the ranks' slices as the reference code splits it (:data:`_SPLIT`); the token
+    embeddings by their shape (Llama 2 splits the model width, Llama 3 the vocabulary); norms and rotary
+    frequencies, which every rank holds whole, checked equal. A tensor is joined when it is read."""
+    shards = [pickled_tensors([f]) for f in files]
+    first = shards[0][0]
+    for f, (loaders, _, _) in zip(files[1:], shards[1:]):
+        if set(loaders) != set(first):
+            odd = sorted(set(loaders) ^ set(first))[:3]
+            raise LoadError(f"{f}: holds other tensors than {files[0].name} ({', '.join(odd)} ...): not ranks of one "
+                            "model")
+    where = f"{files[0].parent} ({len(files)} tensor-parallel files)"
+
+    def joined(name: str):
+        inside = (m.group(2) if (m := _LAYER.match(name)) else name)
+        parts = [loaders[name] for loaders, _, _ in shards]
+
+        def load() -> torch.Tensor:
+            ts = [p() for p in parts]
+            if inside in _WHOLE:
+                if any(not torch.equal(t, ts[0]) for t in ts[1:]):
+                    raise LoadError(f"{where}: '{name}' differs between ranks, which all hold it whole")
+                return ts[0]
+            dim = _SPLIT.get(inside)
+            if name == "tok_embeddings.weight" and ts[0].ndim == 2:
+                dim = 0 if ts[0].shape[1] == d_model else 1 if ts[0].shape[1] * len(ts) == d_model else None
+            if dim is None:
+                raise LoadError(f"{where}: how the ranks split '{name}' (shape {tuple(ts[0].shape)} each) is not known")
+            try:
+                return torch.cat(ts, dim=dim)
+            except RuntimeError as e:
+                raise LoadError(f"{where}: the ranks' slices of '{name}' do not join along dimension {dim} "
+                                f"({', '.join(str(tuple(t.shape)) for t in ts)})") from e
+        return load
+
+    loaders = {name: joined(name) for name in first}
+    origin = {name: where for name in first}
+    return loaders, origin, shards[0][2]
 
 
 def open_folder(folder: Path) -> Checkpoint:
     where = str(folder / PARAMS)
     cfg, notes = to_config(read_params(folder), where)
     files, kind = weight_files(folder)
-    raw, origin, dtypes = safetensors_tensors(files) if kind == "safetensors" else pickled_tensors(files)
+    if kind == "safetensors":
+        raw, origin, dtypes = safetensors_tensors(files)
+    elif len(files) == 1:
+        raw, origin, dtypes = pickled_tensors(files)
+    else:
+        raw, origin, dtypes = tensor_parallel(files, cfg["hidden_size"])
     if kind == "pth":
-        notes.append(f"read from {files[0].name} with torch.load(weights_only=True): tensors only, no other object "
-                     "unpickled")
+        notes.append(f"read from {files[0].name}" + (f" ... {files[-1].name}, {len(files)} tensor-parallel ranks whose "
+                                                      "slices are joined as the reference code splits them"
+                                                      if len(files) > 1 else "")
+                     + " with torch.load(weights_only=True): tensors only, no other object unpickled")
     n_heads, r = cfg["num_attention_heads"], head_width(cfg, where)
     rows = {"self_attn.q_proj.weight": n_heads, "self_attn.k_proj.weight": cfg.get("num_key_value_heads") or n_heads}
     loaders, names, attention = {}, {}, {}
