@@ -1626,6 +1626,77 @@ def test_a_gpt_oss_gguf_matches_the_model_object_and_runs_in_transformers(tmp_pa
         compscope.load(tmp_path / "x.gguf")
 
 
+def _write_scaled_llama_gguf(path, model, scaling: str, keys: dict) -> None:
+    """A Llama GGUF with rope scaling as llama.cpp's converter writes it: ``rope.scaling.type`` (``scaling``),
+    and each of ``keys`` as ``llama.rope.scaling.KEY`` (a float, or an integer context length)."""
+    sd = _numpy_state(model)
+    cfg = model.config
+    w = _writer(path, "llama")
+    _metadata(w, context_length=cfg.max_position_embeddings, layer_norm_rms_eps=1e-6, rope_freq_base=100.0)
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN if scaling == "yarn" else gguf.RopeScalingType.LINEAR)
+    for key, value in keys.items():
+        (w.add_uint32 if isinstance(value, int) else w.add_float32)(f"llama.rope.scaling.{key}", value)
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    w.add_tensor("output.weight", sd["lm_head.weight"])
+    for i in range(cfg.num_hidden_layers):
+        p = f"model.layers.{i}."
+        w.add_tensor(f"blk.{i}.attn_norm.weight", sd[p + "input_layernorm.weight"])
+        for proj, short, n in (("q", "q", H), ("k", "k", G), ("v", "v", None), ("o", "output", None)):
+            t = sd[f"{p}self_attn.{proj}_proj.weight"]
+            w.add_tensor(f"blk.{i}.attn_{short}.weight", t if n is None else llama_cpp_permute(t, n))
+        w.add_tensor(f"blk.{i}.ffn_norm.weight", sd[p + "post_attention_layernorm.weight"])
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    _finish(w)
+
+
+@pytest.mark.parametrize("scaling, settings, keys", [
+    ("yarn", {"factor": 4.0, "original_max_position_embeddings": 16},
+     {"factor": 4.0, "original_context_length": 16}),  # (Qwen3's 128K files: HF's default ramp bounds)
+    ("yarn", {"factor": 8.0, "original_max_position_embeddings": 32, "beta_fast": 16.0, "beta_slow": 2.0},
+     {"factor": 8.0, "original_context_length": 32, "yarn_beta_fast": 16.0, "yarn_beta_slow": 2.0,
+      "yarn_ext_factor": -1.0, "yarn_attn_factor": 1.0}),  # (llama.cpp's neutral values: read as nothing)
+    ("linear", {"factor": 2.0}, {"factor": 2.0}),
+])
+def test_a_llama_gguf_with_rope_scaling_reads_and_runs_as_its_hf_model(tmp_path, scaling, settings, keys):
+    """YaRN (and linear scaling) in a Llama-layout GGUF, as llama.cpp's converter writes an HF config's: read back,
+    the frequencies and the logit scale (YaRN's attention factor squared) equal the HF model's with those settings;
+    transformers' GGUF reader drops the scaling (it reads gpt-oss's alone), so compscope hands it back when it runs
+    the file, and the run agrees with the weights. A YaRN key that would change it is refused by name."""
+    cfg = hf_config("LlamaConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=128,
+                    rope_parameters={"rope_type": scaling, "rope_theta": 100.0, **settings})
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    _randomise(model, 41)
+    _write_scaled_llama_gguf(tmp_path / "y.gguf", model, scaling, keys)
+    ours, ref = compscope.load(tmp_path / "y.gguf"), compscope.load(model)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    assert ours.attn_scale == pytest.approx(ref.attn_scale, rel=1e-12)
+    r = D // H  # (the head width transformers' GGUF reader takes: it reads no key_length)
+    plain = 1.0 / 100.0 ** (torch.arange(0, r, 2, dtype=torch.float64) / r)
+    assert not torch.allclose(ours.rotary.inv_freq[0], plain)  # (the scaling is there)
+    if scaling == "yarn":
+        assert ours.attn_scale > r**-0.5
+    from compscope.data.runner import layer_state, runner_for
+
+    runner = runner_for(tmp_path / "y.gguf", progress=False, device="cpu")
+    tr = runner.trace(torch.randint(0, V, (2, 9), generator=torch.Generator().manual_seed(42)))
+    assert runner._agreed
+    for layer in range(2):
+        torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
+    if scaling == "yarn":
+        for key, value in (("yarn_attn_factor", 2.0), ("yarn_log_multiplier", 0.1), ("attn_factor", 0.5),
+                           ("yarn_ext_factor", 0.5), ("alpha", 3.0)):
+            _write_scaled_llama_gguf(tmp_path / "x.gguf", model, scaling, {**keys, key: value})
+            with pytest.raises(compscope.UnsupportedModelError, match=rf"x\.gguf: GGUF metadata 'llama\.rope\.scaling\.{key}'"):
+                compscope.load(tmp_path / "x.gguf")
+        _write_scaled_llama_gguf(tmp_path / "n.gguf", model, scaling, {"factor": 4.0})
+        with pytest.raises(compscope.UnsupportedModelError, match=r"'yarn' without GGUF metadata 'llama\.rope\.scaling\."
+                                                                  r"original_context_length'"):
+            compscope.load(tmp_path / "n.gguf")
+
+
 def _write_bert_gguf(path, model, fused: bool = False, causal: bool = False) -> None:
     """A BERT GGUF as llama.cpp's converter writes one (``bert``): HF's bert tensors renamed, the
     post-LN norms after each sublayer, the attention bidirectional (``attention.causal`` false); a

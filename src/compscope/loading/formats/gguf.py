@@ -450,9 +450,8 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
     factor = fields.get(f"{arch}.rope.scaling.factor")
     if scaling == "yarn" and arch == "gpt-oss":
         cfg["rope_scaling"] = _gpt_oss_yarn(path, arch, fields)
-    elif scaling == "yarn":  # llama.cpp's own YaRN settings (ext_factor, attn_factor, its context keys): not read
-        raise UnsupportedModelError(f"{path}: GGUF rope scaling 'yarn' is not supported (llama.cpp states YaRN in "
-                                    "settings of its own); read the model's HuggingFace folder, whose YaRN compscope reads")
+    elif scaling == "yarn":
+        cfg["rope_scaling"] = _yarn(path, arch, fields)
     elif scaling not in (None, "none") or factor not in (None, 0.0, 1.0):
         # the families accept 'linear' and refuse other types by name
         cfg["rope_scaling"] = {"rope_type": scaling or "linear", "factor": 1.0 if factor is None else factor}
@@ -580,6 +579,45 @@ _GPT_OSS_YARN = {"factor": "factor", "original_context_length": "original_max_po
                  "attention_factor": "attention_factor", "beta_fast": "beta_fast", "beta_slow": "beta_slow"}
 
 
+#: llama.cpp's YaRN keys (``{arch}.rope.scaling.*``) -> the HF rope setting each states
+_YARN = {"factor": "factor", "original_context_length": "original_max_position_embeddings",
+         "yarn_beta_fast": "beta_fast", "yarn_beta_slow": "beta_slow"}
+#: llama.cpp's YaRN keys whose values here change nothing (its defaults: the ramp on, no extra factor), and what
+#: they are: another value is refused
+_YARN_NEUTRAL = {"yarn_ext_factor": ((-1.0, 1.0), "the ramp's weight; -1: llama.cpp's default, 1 for YaRN"),
+                 "yarn_attn_factor": ((1.0,), "a factor on YaRN's own attention factor"),
+                 "attn_factor": ((1.0,), "a factor on the rotary map's attention factor"),
+                 "yarn_log_multiplier": ((0.0,), "DeepSeek's scaling of YaRN's attention factor")}
+
+
+def _yarn(path: Path, arch: str, fields: dict) -> dict:
+    """A file's YaRN (``rope.scaling.type`` yarn) as the HF setting its converter read it from: the
+    factor, the original context (``original_context_length``) and the ramp's bounds (``yarn_beta_fast``,
+    ``yarn_beta_slow``; HF's defaults 32 and 1 where absent); the attention factor YaRN's own,
+    ``0.1 ln(factor) + 1``, as llama.cpp and transformers both compute it, and the ramp's bounds rounded
+    outwards, as both do. A key that would change it (:data:`_YARN_NEUTRAL` at another value, or one
+    compscope does not know) is refused by name."""
+    prefix = f"{arch}.rope.scaling."
+    out: dict = {"rope_type": "yarn"}
+    for key, value in fields.items():
+        short = key[len(prefix):] if key.startswith(prefix) else None
+        if short is None or short in ("type", "finetuned"):  # (finetuned: whether it was trained so, a flag)
+            continue
+        if short in _YARN:
+            out[_YARN[short]] = value
+        elif short in _YARN_NEUTRAL and value in _YARN_NEUTRAL[short][0]:
+            continue
+        else:
+            what = _YARN_NEUTRAL[short][1] if short in _YARN_NEUTRAL else "not a YaRN setting compscope reads"
+            raise UnsupportedModelError(f"{path}: GGUF metadata '{key}' = {value!r} ({what}) is not supported with "
+                                        f"YaRN; read the model's HuggingFace folder, whose YaRN compscope reads")
+    for need in ("factor", "original_max_position_embeddings"):
+        if need not in out:
+            key = prefix + next(k for k, v in _YARN.items() if v == need)
+            raise UnsupportedModelError(f"{path}: rope scaling 'yarn' without GGUF metadata '{key}'")
+    return out
+
+
 def _gpt_oss_yarn(path: Path, arch: str, fields: dict) -> dict:
     """A gpt-oss file's YaRN settings as transformers' GGUF reader builds them from its
     ``rope.scaling.*`` keys (not truncating the ramp's bounds is no key: the ramp is rounded, as both
@@ -704,8 +742,8 @@ _NOT_RUN = {"gemma4": ("transformers' GGUF reader takes one K/V head count (the 
 def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     """Config settings to give ``transformers`` when it runs the GGUF file at ``path``: what the
     file says and transformers' GGUF reader drops (the rotary base and width of StableLM,
-    StarCoder2 and Nemotron files, Nemotron's norm epsilon and head width), so that the model that runs is the one
-    compscope read; as one
+    StarCoder2 and Nemotron files, Nemotron's norm epsilon and head width, a YaRN or linear rope scaling
+    but gpt-oss's), so that the model that runs is the one compscope read; as one
     ``rope_parameters`` (transformers 5) or, ``rope_parameters=False``, as ``rope_theta`` and
     (StableLM) ``partial_rotary_factor`` (transformers 4). A file transformers would build as
     another model (a Falcon with K/V groups), or not at all (a split file; an architecture its
@@ -736,15 +774,18 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
             "commands cannot either (the weight-only ones read it; for data, use the model's HuggingFace folder)")
     kind = cfg["model_type"]
     kept = {k: cfg[k] for k in _KEYS_DROPPED.get(kind, ()) if k in cfg}
-    if kind not in _ROTARY_DROPPED:
+    scaled = cfg.get("rope_scaling") if arch != "gpt-oss" else None  # (gpt-oss's: transformers' reader takes it)
+    scaled = scaled if scaled and scaled.get("rope_type") in ("yarn", "linear") else None
+    if kind not in _ROTARY_DROPPED and scaled is None:
         return kept
-    rope = {"rope_theta": float(cfg.get("rope_theta", 10000.0)),
-            "partial_rotary_factor": float(cfg.get("partial_rotary_factor", _ROTARY_DROPPED[kind]))}
+    rope = {"rope_theta": float(cfg.get("rope_theta", 10000.0))}
+    if kind in _ROTARY_DROPPED:
+        rope["partial_rotary_factor"] = float(cfg.get("partial_rotary_factor", _ROTARY_DROPPED[kind]))
     if rope_parameters:
-        return {"rope_parameters": {"rope_type": "default", **rope}, **kept}
+        return {"rope_parameters": {"rope_type": "default", **rope, **(scaled or {})}, **kept}
     if kind == "starcoder2":  # transformers 4's StarCoder2 rotates whole heads, and takes no share
         rope.pop("partial_rotary_factor")
-    return {**rope, **kept}
+    return {**rope, **({"rope_scaling": scaled} if scaled else {}), **kept}
 
 
 def transformers_reads() -> set[str] | None:
