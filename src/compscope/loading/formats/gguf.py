@@ -739,6 +739,11 @@ _NOT_RUN = {"gemma4": ("transformers' GGUF reader takes one K/V head count (the 
                        "fail its config) and leaves the layer output scales out (layer_scalar stays 1)")}
 
 
+#: architectures whose rope scaling (YaRN, linear) transformers' GGUF reader drops and takes back as one setting for
+#: every layer (Gemma's global-layer scaling, a setting per layer type, is not handed back)
+_SCALING_HANDED_BACK = ("llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe")
+
+
 def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     """Config settings to give ``transformers`` when it runs the GGUF file at ``path``: what the
     file says and transformers' GGUF reader drops (the rotary base and width of StableLM,
@@ -774,8 +779,8 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
             "commands cannot either (the weight-only ones read it; for data, use the model's HuggingFace folder)")
     kind = cfg["model_type"]
     kept = {k: cfg[k] for k in _KEYS_DROPPED.get(kind, ()) if k in cfg}
-    scaled = cfg.get("rope_scaling") if arch != "gpt-oss" else None  # (gpt-oss's: transformers' reader takes it)
-    scaled = scaled if scaled and scaled.get("rope_type") in ("yarn", "linear") else None
+    scaled = cfg.get("rope_scaling") if arch in _SCALING_HANDED_BACK else None  # (gpt-oss's: its reader takes it; a
+    scaled = scaled if scaled and scaled.get("rope_type") in ("yarn", "linear") else None  # per-layer-type rope: not)
     if kind not in _ROTARY_DROPPED and scaled is None:
         return kept
     rope = {"rope_theta": float(cfg.get("rope_theta", 10000.0))}
