@@ -7,6 +7,7 @@ model object. The real quantised files are checked against transformers in
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import re
 import sys
@@ -768,13 +769,14 @@ def test_llama3_rope_scaling_from_gguf_divisors_matches_the_model_object(tmp_pat
         assert torch.equal(getattr(ours, name), getattr(ref, name)), name
 
 
-def _write_phi3_gguf(path, model, window: int, extra: dict | None = None) -> None:
+def _write_phi3_gguf(path, model, window: int, extra: dict | None = None, meta: dict | None = None) -> None:
     """A Phi-3 GGUF as llama.cpp writes one: the fused ``attn_qkv`` as HF's ``qkv_proj`` (no row
-    permutation: Phi-3 rotates halves in llama.cpp too), the sliding window in the metadata."""
+    permutation: Phi-3 rotates halves in llama.cpp too), the sliding window in the metadata; ``meta``:
+    more metadata (``add_KEY``: value)."""
     sd = _numpy_state(model)
     w = gguf.GGUFWriter(str(path), "phi3")
     _metadata(w, layer_norm_rms_eps=1e-5, rope_freq_base=700.0, rope_dimension_count=D // H, sliding_window=window,
-              pad_token_id=0, bos_token_id=1, eos_token_id=2)  # Phi-3: heads of d_model / n_heads
+              pad_token_id=0, bos_token_id=1, eos_token_id=2, **(meta or {}))  # Phi-3: heads of d_model / n_heads
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
     w.add_tensor("output.weight", sd["lm_head.weight"])
     for i in range(2):
@@ -824,11 +826,50 @@ def test_phi3_gguf_with_fused_qkv_matches_the_model_object(tmp_path):
     runner.trace(torch.ones(1, WINDOW, dtype=torch.long))
     with pytest.raises(compscope.OptionError, match="use shorter sequences"):
         runner.trace(torch.ones(1, WINDOW + 1, dtype=torch.long))
-    factors = np.ones(D // H // 2, dtype=np.float32)
-    _write_phi3_gguf(tmp_path / "long.gguf", model, WINDOW, {"rope_factors_long.weight": factors,
-                                                             "rope_factors_short.weight": factors})
-    with pytest.raises(compscope.UnsupportedModelError, match="rope_factors_long.weight.*longrope"):
-        compscope.load(tmp_path / "long.gguf")
+
+
+def test_a_phi3_gguf_with_longrope_reads_and_runs_as_its_hf_model(tmp_path):
+    """Phi-3's long-context models in GGUF, as llama.cpp's converter writes them (no scaling type: the per-pair
+    factors as ``rope_factors_short`` / ``_long``, the original context, the attention factor it computes): read
+    back, the frequencies (the short factors', within the original context) and the logit scale equal the HF model's;
+    transformers' GGUF reader drops all of it, so compscope hands it back when it runs the file, which then runs
+    within the original context and agrees with the weights. A stated attention factor other than LongRoPE's, or one
+    factor tensor alone, is refused by name."""
+    r, n, ctx = D // H, 16, 128
+    short, long = [1.0, 1.5, 3.0][: r // 2], [2.0, 4.0, 8.0][: r // 2]
+    cfg = hf_config("Phi3Config", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=ctx,
+                    original_max_position_embeddings=n, tie_word_embeddings=False, pad_token_id=0, bos_token_id=1,
+                    eos_token_id=2, rope_parameters={"rope_type": "longrope", "rope_theta": 700.0,
+                                                     "short_factor": short, "long_factor": long})
+    model = transformers.Phi3ForCausalLM(cfg).eval()
+    _randomise(model, 43)
+    factors = {"rope_factors_short.weight": np.array(short, np.float32),
+               "rope_factors_long.weight": np.array(long, np.float32)}
+    attn = math.sqrt(1 + math.log(ctx / n) / math.log(n))
+    meta = dict(context_length=ctx, rope_scaling_orig_ctx_len=n, rope_scaling_attn_factors=attn)
+    _write_phi3_gguf(tmp_path / "long.gguf", model, None, factors, meta)
+    ours, ref = compscope.load(tmp_path / "long.gguf"), compscope.load(model)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    assert ours.attn_scale == pytest.approx(ref.attn_scale, rel=1e-12) and ours.attn_scale > r**-0.5
+    from compscope.data.runner import layer_state, runner_for
+
+    runner = runner_for(tmp_path / "long.gguf", progress=False, device="cpu")
+    assert runner.n_ctx == n  # (past the original context, the long factors take over)
+    tr = runner.trace(torch.randint(3, V, (2, n), generator=torch.Generator().manual_seed(44)))
+    assert runner._agreed
+    for layer in range(2):
+        torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
+    _write_phi3_gguf(tmp_path / "x.gguf", model, None, factors, {**meta, "rope_scaling_attn_factors": 1.0})
+    with pytest.raises(compscope.UnsupportedModelError, match=r"x\.gguf: GGUF metadata 'phi3\.rope\.scaling\.attn_factor' "
+                                                              r"= 1 is not LongRoPE's"):
+        compscope.load(tmp_path / "x.gguf")
+    _write_phi3_gguf(tmp_path / "one.gguf", model, None, {"rope_factors_long.weight": factors["rope_factors_long.weight"]},
+                     meta)
+    with pytest.raises(compscope.UnsupportedModelError, match="LongRoPE needs both rope_factors_short.weight"):
+        compscope.load(tmp_path / "one.gguf")
 
 
 def _write_olmo_gguf(path, model, arch: str, metadata: dict | None = None) -> None:

@@ -20,6 +20,7 @@ truncated download) is reported by name when the file is opened.
 
 from __future__ import annotations
 
+import math
 import mmap
 import re
 import struct
@@ -439,8 +440,9 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
         factor = rope_dim / head_dim  # the families take int(head_dim × factor) dims, as transformers does
         cfg["partial_rotary_factor"] = factor if int(head_dim * factor) == rope_dim else (rope_dim + 0.5) / head_dim
     longrope = sorted(i.name for i in infos if i.name.startswith("rope_factors_"))
-    if longrope:  # Phi-3's long-context models: frequencies rescaled by the sequence length
-        raise UnsupportedModelError(f"{path}: rotary scaling by {', '.join(longrope)} (longrope) is not supported")
+    if longrope and arch != "phi3":  # (llama.cpp writes them for Phi-3's long-context models alone)
+        raise UnsupportedModelError(f"{path}: rotary scaling by {', '.join(longrope)} (longrope) is not supported for "
+                                    f"GGUF architecture {arch!r} (it is for phi3)")
     pattern = fields.get(f"{arch}.attention.sliding_window_pattern")
     if isinstance(pattern, list):  # one flag per layer: True = sliding-window layer
         cfg["layer_types"] = ["sliding_attention" if p else "full_attention" for p in pattern]
@@ -455,6 +457,11 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
     elif scaling not in (None, "none") or factor not in (None, 0.0, 1.0):
         # the families accept 'linear' and refuse other types by name
         cfg["rope_scaling"] = {"rope_type": scaling or "linear", "factor": 1.0 if factor is None else factor}
+    if longrope:  # Phi-3's long-context models: frequencies rescaled by the sequence length
+        if scaling not in (None, "none"):
+            raise UnsupportedModelError(f"{path}: rotary factors {', '.join(longrope)} (longrope) beside GGUF metadata "
+                                        f"'{arch}.rope.scaling.type' = {scaling!r}: not one rope scaling")
+        _longrope(path, arch, cfg, fields, located)
     if arch in ("gemma2", "gemma3", "gemma-embedding"):
         # not stored in GGUF; llama.cpp's rule: 27B (46 / 62 layers) scales by (d_model / n_heads)^-1/2,
         # the others by head_dim^-1/2. Gemma 2's sliding layers are not stored either: every other one (HF's default)
@@ -572,6 +579,44 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
                      f"({split['stem']}-00001..{split['count']}-of-{split['count']}.gguf)")
     return Checkpoint(cfg, TensorStore(loaders, origin, dtypes, source=str(path)), str(path), str(name), notes,
                       attention_sources=attention)
+
+
+#: the tensors in which llama.cpp's converter writes LongRoPE's per-pair factors, and the HF rope settings they are
+_LONGROPE = {"rope_factors_short.weight": "short_factor", "rope_factors_long.weight": "long_factor"}
+
+
+def _longrope(path: Path, arch: str, cfg: dict, fields: dict, located: list[tuple]) -> None:
+    """Phi-3's LongRoPE as llama.cpp's converter writes it (no ``rope.scaling.type``): the per-pair factors
+    as the tensors ``rope_factors_short`` and ``_long``, the original context as
+    ``rope.scaling.original_context_length`` (the context as ``context_length``), and the attention
+    factor it computes from the context ratio ``s`` as ``rope.scaling.attn_factor``: read into ``cfg``
+    as the HF config it came from (``rope_scaling`` longrope with both factor lists,
+    ``original_max_position_embeddings``, ``max_position_embeddings``); a stated attention factor
+    other than ``sqrt(1 + ln s / ln n)`` (1 for ``s <= 1``), the one transformers computes, is refused."""
+    found = {info.name: (info, buf, file) for info, buf, file in located if info.name.startswith("rope_factors_")}
+    if set(found) != set(_LONGROPE):
+        raise UnsupportedModelError(f"{path}: rotary factors {', '.join(sorted(found))}: LongRoPE needs both "
+                                    f"{' and '.join(_LONGROPE)}, and no other")
+    key = f"{arch}.rope.scaling.original_context_length"
+    n, ctx = fields.get(key), fields.get(f"{arch}.context_length")
+    if not isinstance(n, int) or n <= 1 or not isinstance(ctx, int) or ctx <= 0:
+        raise UnsupportedModelError(f"{path}: LongRoPE factors without a usable '{key}' ({n!r}) and context length "
+                                    f"({ctx!r})")
+    out: dict = {"rope_type": "longrope"}
+    for name, setting in _LONGROPE.items():
+        info, buf, file = found[name]
+        try:
+            out[setting] = [float(x) for x in dequantize(buf, info).reshape(-1).tolist()]
+        except (ValueError, NotImplementedError, RuntimeError) as e:
+            raise LoadError(f"{file}: tensor '{name}' cannot be read ({one_line(e)})") from e
+    cfg.update(rope_scaling=out, original_max_position_embeddings=n, max_position_embeddings=ctx)
+    scale = ctx / n
+    want = math.sqrt(1 + math.log(scale) / math.log(n)) if scale > 1 else 1.0
+    stated = fields.get(f"{arch}.rope.scaling.attn_factor")
+    if stated is not None and abs(float(stated) - want) > 1e-6 * want:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.scaling.attn_factor' = {float(stated):.6g} is "
+                                    f"not LongRoPE's sqrt(1 + ln {scale:g} / ln {n}) = {want:.6g} (context {ctx} over "
+                                    f"the original {n}), which compscope and transformers compute")
 
 
 #: gpt-oss's ``rope.scaling.*`` keys -> the YaRN setting transformers' GGUF reader makes of each
@@ -741,14 +786,14 @@ _NOT_RUN = {"gemma4": ("transformers' GGUF reader takes one K/V head count (the 
 
 #: architectures whose rope scaling (YaRN, linear) transformers' GGUF reader drops and takes back as one setting for
 #: every layer (Gemma's global-layer scaling, a setting per layer type, is not handed back)
-_SCALING_HANDED_BACK = ("llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe")
+_SCALING_HANDED_BACK = ("llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "phi3")
 
 
 def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     """Config settings to give ``transformers`` when it runs the GGUF file at ``path``: what the
     file says and transformers' GGUF reader drops (the rotary base and width of StableLM,
     StarCoder2 and Nemotron files, Nemotron's norm epsilon and head width, a YaRN or linear rope scaling
-    but gpt-oss's), so that the model that runs is the one compscope read; as one
+    but gpt-oss's, Phi-3's LongRoPE and its original context), so that the model that runs is the one compscope read; as one
     ``rope_parameters`` (transformers 5) or, ``rope_parameters=False``, as ``rope_theta`` and
     (StableLM) ``partial_rotary_factor`` (transformers 4). A file transformers would build as
     another model (a Falcon with K/V groups), or not at all (a split file; an architecture its
@@ -780,7 +825,9 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     kind = cfg["model_type"]
     kept = {k: cfg[k] for k in _KEYS_DROPPED.get(kind, ()) if k in cfg}
     scaled = cfg.get("rope_scaling") if arch in _SCALING_HANDED_BACK else None  # (gpt-oss's: its reader takes it; a
-    scaled = scaled if scaled and scaled.get("rope_type") in ("yarn", "linear") else None  # per-layer-type rope: not)
+    scaled = scaled if scaled and scaled.get("rope_type") in ("yarn", "linear", "longrope") else None  # per-layer-type
+    if scaled and scaled["rope_type"] == "longrope":  # rope: not) Phi-3's original context, a config key of its own
+        kept["original_max_position_embeddings"] = cfg["original_max_position_embeddings"]
     if kind not in _ROTARY_DROPPED and scaled is None:
         return kept
     rope = {"rope_theta": float(cfg.get("rope_theta", 10000.0))}
