@@ -708,6 +708,52 @@ def test_qwen2moe_gguf_matches_model_object_and_runs(tmp_path):
     assert runner._agreed
 
 
+def test_a_llama3_scaled_gguf_runs_with_the_frequencies_it_states(tmp_path):
+    """transformers' GGUF reader leaves llama.cpp's frequency divisors (``rope_freqs``, Llama 3.1's and 3.2's
+    scaling) out, so the model it builds turns at the unscaled frequencies: the runner sets them to the ones
+    compscope read, and the run then agrees with the weights (it did not without: checked here too)."""
+    from compscope.data.runner import layer_state, runner_for
+    from compscope.data.runner import hf as hf_runner
+
+    r = D // H  # (the head width transformers' GGUF reader takes: it reads no key_length)
+    settings = {"rope_type": "llama3", "rope_theta": 100.0, "factor": 8.0, "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+    cfg = hf_config("LlamaConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=256, rope_parameters=settings)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    _randomise(model, 45)
+    plain = 1.0 / 100.0 ** (torch.arange(0, r, 2, dtype=torch.float64) / r)
+    divisors = (plain / model.model.rotary_emb.inv_freq.double()).float().numpy()
+    assert divisors.max() > 1.5  # (some pairs are scaled)
+    sd = _numpy_state(model)
+    w = _writer(tmp_path / "l3.gguf", "llama")
+    _metadata(w, context_length=256, layer_norm_rms_eps=1e-6, rope_freq_base=100.0)
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    w.add_tensor("output.weight", sd["lm_head.weight"])
+    w.add_tensor("rope_freqs.weight", divisors)
+    for i in range(2):
+        p = f"model.layers.{i}."
+        w.add_tensor(f"blk.{i}.attn_norm.weight", sd[p + "input_layernorm.weight"])
+        for proj, short, n in (("q", "q", H), ("k", "k", G), ("v", "v", None), ("o", "output", None)):
+            t = sd[f"{p}self_attn.{proj}_proj.weight"]
+            w.add_tensor(f"blk.{i}.attn_{short}.weight", t if n is None else llama_cpp_permute(t, n))
+        w.add_tensor(f"blk.{i}.ffn_norm.weight", sd[p + "post_attention_layernorm.weight"])
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    _finish(w)
+    ours = compscope.load(tmp_path / "l3.gguf")
+    torch.testing.assert_close(ours.rotary.inv_freq[0], model.model.rotary_emb.inv_freq.double(), rtol=1e-6, atol=0)
+    ids = torch.randint(0, V, (2, 24), generator=torch.Generator().manual_seed(46))
+    runner = runner_for(tmp_path / "l3.gguf", progress=False, device="cpu")
+    tr = runner.trace(ids)
+    assert runner._agreed
+    for layer in range(2):
+        torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
+    with pytest.MonkeyPatch.context() as mp:  # without the frequencies set, transformers' model is another one
+        mp.setattr(hf_runner, "set_frequencies", lambda *args: None)
+        with pytest.raises(compscope.UnsupportedModelError, match="is not what compscope recomputes"):
+            runner_for(tmp_path / "l3.gguf", progress=False, device="cpu").trace(ids)
+
+
 def test_gemma2_gguf_matches_model_object(tmp_path):
     """Gemma 2 in GGUF: ``1 + w`` norms, the soft cap from the metadata, the sliding layers (not
     stored) every other one as HF's default, the logit scale by llama.cpp's rule."""

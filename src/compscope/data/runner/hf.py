@@ -173,6 +173,8 @@ def from_files(path: Path, hw: HeadWeights, progress: bool = True, device: torch
     settings = run_settings(path)
     import transformers
 
+    from ...loading.formats import gguf as gguf_format
+
     kw = dict(dtype=dtype, attn_implementation="eager", local_files_only=True, **settings)
     gguf = settings.get("gguf_file")
     folder = path if path.is_dir() else path.parent
@@ -200,12 +202,32 @@ def from_files(path: Path, hw: HeadWeights, progress: bool = True, device: torch
             bar.close()
             if quiet:
                 transformers.utils.logging.enable_progress_bar()
+        if gguf is not None and gguf_format.divides_frequencies(path):  # Llama 3.1's scaling, as llama.cpp stores it
+            set_frequencies(model, hw, path)
         try:
             tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), **({"gguf_file": gguf} if gguf else {}),
                                                                    local_files_only=True)
         except Exception:  # a model without a tokenizer still runs on token ids
             tokenizer = None
     return HFRunner(model, hw, tokenizer if has_vocabulary(tokenizer) else None)
+
+
+def set_frequencies(model, hw: HeadWeights, path: Path) -> None:
+    """Set the rotary frequencies of the running ``model`` (every rotary module's ``inv_freq``) to the ones
+    compscope read into ``hw``: a GGUF file's frequency divisors (``rope_freqs``), which transformers' GGUF
+    reader leaves out. One set of frequencies for every layer, a module of their width, or refused."""
+    f = hw.rotary.inv_freq if hw.rotary is not None else None
+    rotary = [m for m in model.modules() if isinstance(getattr(m, "inv_freq", None), Tensor)]
+    if f is None or not bool((f == f[0]).all()) or not rotary or any(m.inv_freq.shape != f[0].shape for m in rotary):
+        raise UnsupportedModelError(
+            f"{path}: the file's rotary frequency divisors (rope_freqs), which transformers' GGUF reader leaves out, "
+            "cannot be handed to the running model (not one set of frequencies for every layer, or no rotary module "
+            "of their width): the data-based commands cannot run it (the weight-only ones read it)")
+    with torch.no_grad():
+        for m in rotary:
+            m.inv_freq.copy_(f[0].to(m.inv_freq.dtype))
+            if isinstance(getattr(m, "original_inv_freq", None), Tensor):  # (what a dynamic rope restores)
+                m.original_inv_freq = m.inv_freq.clone()
 
 
 def _has_causal_lm(folder: Path) -> bool:

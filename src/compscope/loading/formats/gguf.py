@@ -840,6 +840,14 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     return {**rope, **({"rope_scaling": scaled} if scaled else {}), **kept}
 
 
+def divides_frequencies(path: str | Path) -> bool:
+    """Whether the GGUF file at ``path`` holds llama.cpp's rotary frequency divisors (``rope_freqs``: Llama 3.1's
+    scaling), which transformers' GGUF reader leaves out: the running model's frequencies are then set to the
+    ones compscope read (the runner's :func:`~compscope.data.runner.hf.from_files`). From the headers alone."""
+    _, _, located = _open_shards(Path(path))
+    return any(info.name == "rope_freqs.weight" for info, _, _ in located)
+
+
 def transformers_reads() -> set[str] | None:
     """The GGUF architectures the installed ``transformers`` reads (as llama.cpp names them; not those
     of :data:`_NOT_RUN`, which it reads as another model), or None when it does not say where compscope
