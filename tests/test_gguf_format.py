@@ -821,8 +821,9 @@ def _write_phi3_gguf(path, model, window: int, extra: dict | None = None, meta: 
     more metadata (``add_KEY``: value)."""
     sd = _numpy_state(model)
     w = gguf.GGUFWriter(str(path), "phi3")
-    _metadata(w, layer_norm_rms_eps=1e-5, rope_freq_base=700.0, rope_dimension_count=D // H, sliding_window=window,
-              pad_token_id=0, bos_token_id=1, eos_token_id=2, **(meta or {}))  # Phi-3: heads of d_model / n_heads
+    _metadata(w, **{**dict(layer_norm_rms_eps=1e-5, rope_freq_base=700.0, rope_dimension_count=D // H,
+                           sliding_window=window, pad_token_id=0, bos_token_id=1, eos_token_id=2),
+                    **(meta or {})})  # Phi-3: heads of d_model / n_heads
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
     w.add_tensor("output.weight", sd["lm_head.weight"])
     for i in range(2):
@@ -874,17 +875,20 @@ def test_phi3_gguf_with_fused_qkv_matches_the_model_object(tmp_path):
         runner.trace(torch.ones(1, WINDOW + 1, dtype=torch.long))
 
 
-def test_a_phi3_gguf_with_longrope_reads_and_runs_as_its_hf_model(tmp_path):
+@pytest.mark.parametrize("rotated", [D // H, 4])
+def test_a_phi3_gguf_with_longrope_reads_and_runs_as_its_hf_model(tmp_path, rotated):
     """Phi-3's long-context models in GGUF, as llama.cpp's converter writes them (no scaling type: the per-pair
     factors as ``rope_factors_short`` / ``_long``, the original context, the attention factor it computes): read
     back, the frequencies (the short factors', within the original context) and the logit scale equal the HF model's;
     transformers' GGUF reader drops all of it, so compscope hands it back when it runs the file, which then runs
     within the original context and agrees with the weights. A stated attention factor other than LongRoPE's, or one
-    factor tensor alone, is refused by name."""
+    factor tensor alone, is refused by name. Rotating all of each head, or part of it (``rotated`` of its 6 dims, as
+    Phi-4-mini rotates three quarters: ``rope.dimension_count``, which transformers' reader drops too)."""
     r, n, ctx = D // H, 16, 128
-    short, long = [1.0, 1.5, 3.0][: r // 2], [2.0, 4.0, 8.0][: r // 2]
+    short, long = [1.0, 1.5, 3.0][: rotated // 2], [2.0, 4.0, 8.0][: rotated // 2]
     cfg = hf_config("Phi3Config", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
                     num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=ctx,
+                    **({"partial_rotary_factor": rotated / r} if rotated != r else {}),
                     original_max_position_embeddings=n, tie_word_embeddings=False, pad_token_id=0, bos_token_id=1,
                     eos_token_id=2, rope_parameters={"rope_type": "longrope", "rope_theta": 700.0,
                                                      "short_factor": short, "long_factor": long})
@@ -893,13 +897,15 @@ def test_a_phi3_gguf_with_longrope_reads_and_runs_as_its_hf_model(tmp_path):
     factors = {"rope_factors_short.weight": np.array(short, np.float32),
                "rope_factors_long.weight": np.array(long, np.float32)}
     attn = math.sqrt(1 + math.log(ctx / n) / math.log(n))
-    meta = dict(context_length=ctx, rope_scaling_orig_ctx_len=n, rope_scaling_attn_factors=attn)
+    meta = dict(context_length=ctx, rope_scaling_orig_ctx_len=n, rope_scaling_attn_factors=attn,
+                rope_dimension_count=rotated)
     _write_phi3_gguf(tmp_path / "long.gguf", model, None, factors, meta)
     ours, ref = compscope.load(tmp_path / "long.gguf"), compscope.load(model)
     for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
         assert torch.equal(getattr(ours, name), getattr(ref, name)), name
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
-    assert ours.attn_scale == pytest.approx(ref.attn_scale, rel=1e-12) and ours.attn_scale > r**-0.5
+    assert ours.rotary.inv_freq.shape[-1] == rotated // 2
+    assert ours.attn_scale == pytest.approx(ref.attn_scale, rel=1e-12)
     from compscope.data.runner import layer_state, runner_for
 
     runner = runner_for(tmp_path / "long.gguf", progress=False, device="cpu")

@@ -244,7 +244,7 @@ _LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn
                        (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _falcon_grouped))}
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
 _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid", "nemotron",  # (granitehybrid: Bamba's half)
-                   "minimax-m2"}
+                   "minimax-m2", "phi3"}  # (phi3: Phi-4-mini's three quarters)
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
 _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
                     for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2", "bert", "nomic-bert")},
@@ -773,8 +773,9 @@ def _enters_attention(block_name: str | None, name: str) -> bool:
 
 #: HF model types whose rotary base and width transformers' GGUF reader does not take from the file
 #: (it keeps its config defaults: base 10 000; StableLM a quarter of each head; Nemotron its width, half
-#: of each head), and the share of each head the family rotates where the file does not say
-_ROTARY_DROPPED = {"stablelm": 1.0, "starcoder2": 1.0, "nemotron": 0.5}
+#: of each head; Phi-3 the whole head, where Phi-4-mini rotates three quarters), and the share of each head the
+#: family rotates where the file does not say
+_ROTARY_DROPPED = {"stablelm": 1.0, "starcoder2": 1.0, "nemotron": 0.5, "phi3": 1.0}
 #: HF config keys that transformers' GGUF reader does not take from a file of these model types
 #: (Nemotron: the LayerNorm epsilon, which it looks for under another key than llama.cpp writes, and
 #: the head width), so that it keeps its defaults: handed back where the file states them
