@@ -702,8 +702,9 @@ def _in_installed_style(cls, config: dict) -> dict:
     if "partial_rotary_factor" in params:
         config["rotary_pct" if neox else "partial_rotary_factor"] = params["partial_rotary_factor"]
     if params.get("rope_type", "default") != "default" or "mrope_section" in params:  # (as 'type': transformers 4's
-        # Phi-3 takes that key alone; multimodal sections ride in rope_scaling)
-        config["rope_scaling"] = {("type" if k == "rope_type" else k): v for k, v in params.items()
+        # Phi-3 takes that key alone, its Gemma 3 'rope_type' alone; multimodal sections ride in rope_scaling)
+        kind = "rope_type" if "rope_local_base_freq" in takes else "type"
+        config["rope_scaling"] = {(kind if k == "rope_type" else k): v for k, v in params.items()
                                   if k not in ("rope_theta", "partial_rotary_factor")}
     return config
 

@@ -149,6 +149,53 @@ def test_gemma3_gguf_matches_model_object(tmp_path, pattern, types):
         torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-4, rtol=1e-4)
 
 
+def test_a_gemma3_gguf_runs_with_the_settings_transformers_reader_leaves_at_defaults(tmp_path):
+    """transformers' GGUF reader builds Gemma 3 with its defaults for the layer types (every sixth global), the
+    logit scale's ``query_pre_attn_scalar`` (256), the local rotary base (10 000) and no rope scaling on the global
+    layers (the 4B model and up scale them linearly by 8): a file stating others (every second layer global, heads
+    of 6, a local base of 500, linear scaling by 8) runs with them handed back, and agrees with the weights."""
+    types = ["sliding_attention", "full_attention"] * 2
+    r = D // H  # (the head width transformers' GGUF reader takes from key_length, as compscope)
+    cfg = hf_config("Gemma3TextConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=L,
+                    num_attention_heads=H, num_key_value_heads=G, head_dim=r, query_pre_attn_scalar=r,
+                    sliding_window=WINDOW, layer_types=types,
+                    rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 500.0},
+                                     "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 20000.0}})
+    model = transformers.Gemma3ForCausalLM(cfg).eval()
+    _randomise(model, 47)
+    sd = _numpy_state(model)
+    w = _writer(tmp_path / "g.gguf", "gemma3")
+    _metadata(w, block_count=L, key_length=r, value_length=r, layer_norm_rms_eps=1e-6, sliding_window=WINDOW,
+              rope_freq_base=20000.0)
+    w.add_float32("gemma3.rope.freq_base_swa", 500.0)
+    w.add_uint32("gemma3.attention.sliding_window_pattern", 2)
+    w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+    w.add_rope_scaling_factor(8.0)
+    names = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+             "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "self_attn.q_norm": "attn_q_norm",
+             "self_attn.k_norm": "attn_k_norm", "post_attention_layernorm": "post_attention_norm",
+             "pre_feedforward_layernorm": "ffn_norm", "post_feedforward_layernorm": "post_ffw_norm",
+             "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    for i in range(L):
+        for hf_name, g_name in names.items():
+            t = sd[f"model.layers.{i}.{hf_name}.weight"]
+            w.add_tensor(f"blk.{i}.{g_name}.weight", t + 1.0 if hf_name.endswith("norm") else t)
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"] + 1.0)
+    _finish(w)
+    ours, ref = compscope.load(tmp_path / "g.gguf"), compscope.load(model)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    assert ours.scale == ref.scale and ours.sliding_window == ref.sliding_window
+    from compscope.data.runner import layer_state, runner_for
+
+    runner = runner_for(tmp_path / "g.gguf", progress=False, device="cpu")
+    assert runner.model.config.layer_types == types
+    tr = runner.trace(torch.randint(0, V, (2, 2 * WINDOW + 3), generator=torch.Generator().manual_seed(48)))
+    assert runner._agreed
+    for layer in range(L):
+        torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
+
+
 def test_gemma_embedding_gguf_matches_model_object(tmp_path):
     """EmbeddingGemma as llama.cpp writes it (``gemma-embedding``: Gemma 3's tensors and keys) reads as
     transformers' EmbeddingGemma (Gemma 3 attending both ways) holding the same weights: keys within half

@@ -794,7 +794,8 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     """Config settings to give ``transformers`` when it runs the GGUF file at ``path``: what the
     file says and transformers' GGUF reader drops (the rotary base and width of StableLM,
     StarCoder2 and Nemotron files, Nemotron's norm epsilon and head width, a YaRN or linear rope scaling
-    but gpt-oss's, Phi-3's LongRoPE and its original context), so that the model that runs is the one compscope read; as one
+    but gpt-oss's, Phi-3's LongRoPE and its original context, Gemma 3's layer types, logit scale and
+    rotary settings), so that the model that runs is the one compscope read; as one
     ``rope_parameters`` (transformers 5) or, ``rope_parameters=False``, as ``rope_theta`` and
     (StableLM) ``partial_rotary_factor`` (transformers 4). A file transformers would build as
     another model (a Falcon with K/V groups), or not at all (a split file; an architecture its
@@ -824,6 +825,8 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
             f"Falcon-7B), and this one has {cfg['num_kv_heads']}: transformers cannot run it, so the data-based "
             "commands cannot either (the weight-only ones read it; for data, use the model's HuggingFace folder)")
     kind = cfg["model_type"]
+    if arch == "gemma3":
+        return _gemma3_runtime(path, cfg, rope_parameters)
     kept = {k: cfg[k] for k in _KEYS_DROPPED.get(kind, ()) if k in cfg}
     scaled = cfg.get("rope_scaling") if arch in _SCALING_HANDED_BACK else None  # (gpt-oss's: its reader takes it; a
     scaled = scaled if scaled and scaled.get("rope_type") in ("yarn", "linear", "longrope") else None  # per-layer-type
@@ -839,6 +842,27 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     if kind == "starcoder2":  # transformers 4's StarCoder2 rotates whole heads, and takes no share
         rope.pop("partial_rotary_factor")
     return {**rope, **({"rope_scaling": scaled} if scaled else {}), **kept}
+
+
+def _gemma3_runtime(path: Path, cfg: dict, rope_parameters: bool) -> dict:
+    """What transformers' GGUF reader leaves at Gemma 3's defaults and a file may state otherwise: the layer
+    types (its pattern: every sixth global), the logit scale's ``query_pre_attn_scalar`` (256; the 27B model's is
+    d_model / n_heads by llama.cpp's rule), the local layers' rotary base (10 000) and the global layers' rope
+    scaling (the 4B model and up: linear, factor 8). As one ``rope_parameters`` per layer type (transformers 5),
+    or ``rope_theta``, ``rope_local_base_freq`` and ``rope_scaling`` (transformers 4)."""
+    from ..families.gemma import Gemma3
+
+    types = Gemma3.layer_types(cfg, cfg["num_hidden_layers"], str(path))
+    theta, local = float(cfg.get("rope_theta", 1_000_000.0)), float(cfg.get("rope_local_base_freq", 10000.0))
+    scaling = cfg.get("rope_scaling")
+    if scaling and scaling.get("rope_type") != "linear":  # (the families refuse other types by name)
+        raise UnsupportedModelError(f"{path}: Gemma 3 rope scaling {scaling.get('rope_type')!r} is not read")
+    out = {"layer_types": types, "query_pre_attn_scalar": cfg["query_pre_attn_scalar"]}
+    if rope_parameters:
+        return {**out, "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": local},
+                                           "full_attention": {"rope_type": "default", "rope_theta": theta,
+                                                              **(scaling or {})}}}
+    return {**out, "rope_theta": theta, "rope_local_base_freq": local, "rope_scaling": scaling or None}
 
 
 def divides_frequencies(path: str | Path) -> bool:
