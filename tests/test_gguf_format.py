@@ -825,6 +825,16 @@ def test_gemma2_gguf_matches_model_object(tmp_path):
     x = torch.randn(1, 2 * WINDOW + 3, D, generator=torch.Generator().manual_seed(6))
     for layer in range(L):
         torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-4, rtol=1e-4)
+    # transformers' GGUF reader leaves query_pre_attn_scalar (256; the 27B model's is d_model / n_heads) and the soft
+    # cap (50) at Gemma 2's defaults: handed back, the file runs as read
+    from compscope.data.runner import layer_state, runner_for
+
+    runner = runner_for(tmp_path / "g2.gguf", progress=False, device="cpu")
+    assert (runner.model.config.query_pre_attn_scalar, runner.model.config.attn_logit_softcapping) == (R, 2.0)
+    tr = runner.trace(torch.randint(0, V, (2, 2 * WINDOW + 3), generator=torch.Generator().manual_seed(7)))
+    assert runner._agreed
+    for layer in range(L):
+        torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
 
 
 def test_llama3_rope_scaling_from_gguf_divisors_matches_the_model_object(tmp_path):
