@@ -696,6 +696,16 @@ def test_qwen3_gguf_matches_model_object(tmp_path):
     x = torch.randn(1, 9, D, generator=torch.Generator().manual_seed(4))
     for layer in range(2):
         torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
+    # transformers' GGUF reader takes no head width for Qwen3 (d_model / n_heads, 6 here, where the file's is 8, as
+    # Qwen3-0.6B's 128 is not 1024 / 16): handed back, the file runs as read
+    from compscope.data.runner import layer_state, runner_for
+
+    runner = runner_for(tmp_path / "q.gguf", progress=False, device="cpu")
+    assert runner.model.config.head_dim == R
+    tr = runner.trace(torch.randint(0, V, (2, 9), generator=torch.Generator().manual_seed(5)))
+    assert runner._agreed
+    for layer in range(2):
+        torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
 
 
 def test_qwen2moe_gguf_matches_model_object_and_runs(tmp_path):

@@ -778,10 +778,12 @@ def _enters_attention(block_name: str | None, name: str) -> bool:
 _ROTARY_DROPPED = {"stablelm": 1.0, "starcoder2": 1.0, "nemotron": 0.5, "phi3": 1.0}
 #: HF config keys that transformers' GGUF reader does not take from a file of these model types
 #: (Nemotron: the LayerNorm epsilon, which it looks for under another key than llama.cpp writes, and
-#: the head width; Gemma 2: the logit scale's scalar and the soft cap), so that it keeps its defaults:
+#: the head width; Gemma 2: the logit scale's scalar and the soft cap; Qwen3: the head width, whose default
+#: is d_model / n_heads), so that it keeps its defaults:
 #: handed back where the file states them
 _KEYS_DROPPED = {"nemotron": ("norm_eps", "head_dim"),
-                 "gemma2": ("query_pre_attn_scalar", "attn_logit_softcapping")}  # (27B's scalar: d_model / heads)
+                 "gemma2": ("query_pre_attn_scalar", "attn_logit_softcapping"),  # (27B's scalar: d_model / heads)
+                 "qwen3": ("head_dim",)}  # (Qwen3-0.6B's, 4B's and 32B's heads are not d_model / n_heads wide)
 #: GGUF architectures transformers' GGUF reader lists and does not run as the file states them: why
 _NOT_RUN = {"gemma4": ("transformers' GGUF reader takes one K/V head count (the per-layer counts llama.cpp writes "
                        "fail its config) and leaves the layer output scales out (layer_scalar stays 1)")}
