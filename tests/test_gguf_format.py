@@ -782,21 +782,10 @@ def test_a_llama3_scaled_gguf_runs_with_the_frequencies_it_states(tmp_path):
     plain = 1.0 / 100.0 ** (torch.arange(0, r, 2, dtype=torch.float64) / r)
     divisors = (plain / model.model.rotary_emb.inv_freq.double()).float().numpy()
     assert divisors.max() > 1.5  # (some pairs are scaled)
-    sd = _numpy_state(model)
     w = _writer(tmp_path / "l3.gguf", "llama")
     _metadata(w, context_length=256, layer_norm_rms_eps=1e-6, rope_freq_base=100.0)
-    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
-    w.add_tensor("output.weight", sd["lm_head.weight"])
     w.add_tensor("rope_freqs.weight", divisors)
-    for i in range(2):
-        p = f"model.layers.{i}."
-        w.add_tensor(f"blk.{i}.attn_norm.weight", sd[p + "input_layernorm.weight"])
-        for proj, short, n in (("q", "q", H), ("k", "k", G), ("v", "v", None), ("o", "output", None)):
-            t = sd[f"{p}self_attn.{proj}_proj.weight"]
-            w.add_tensor(f"blk.{i}.attn_{short}.weight", t if n is None else llama_cpp_permute(t, n))
-        w.add_tensor(f"blk.{i}.ffn_norm.weight", sd[p + "post_attention_layernorm.weight"])
-    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
-    _finish(w)
+    _add_llama_tensors(w, model)
     ours = compscope.load(tmp_path / "l3.gguf")
     torch.testing.assert_close(ours.rotary.inv_freq[0], model.model.rotary_emb.inv_freq.double(), rtol=1e-6, atol=0)
     ids = torch.randint(0, V, (2, 24), generator=torch.Generator().manual_seed(46))
@@ -861,20 +850,10 @@ def test_llama3_rope_scaling_from_gguf_divisors_matches_the_model_object(tmp_pat
     plain = 1.0 / 100.0 ** (torch.arange(0, R, 2, dtype=torch.float64) / R)
     divisors = (plain / model.model.rotary_emb.inv_freq.double()).float().numpy()
     assert divisors[0] == 1.0 and divisors[-1] == pytest.approx(8.0)  # fast kept, slow divided
-    sd = _numpy_state(model)
     w = gguf.GGUFWriter(str(tmp_path / "l3.gguf"), "llama")
     _metadata(w, context_length=256, key_length=R, layer_norm_rms_eps=1e-6, rope_freq_base=100.0)
-    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
-    w.add_tensor("output.weight", sd["lm_head.weight"])
     w.add_tensor("rope_freqs.weight", divisors)
-    for i in range(2):
-        p = f"model.layers.{i}."
-        w.add_tensor(f"blk.{i}.attn_norm.weight", sd[p + "input_layernorm.weight"])
-        for proj, short, n in (("q", "q", H), ("k", "k", G), ("v", "v", None), ("o", "output", None)):
-            t = sd[f"{p}self_attn.{proj}_proj.weight"]
-            w.add_tensor(f"blk.{i}.attn_{short}.weight", t if n is None else llama_cpp_permute(t, n))
-    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
-    _finish(w)
+    _add_llama_tensors(w, model)
     ours = compscope.load(tmp_path / "l3.gguf")
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
     assert any("rope_freqs" in n for n in ours.meta.notes) and any("Llama 3" in n for n in ref.meta.notes)
@@ -1786,19 +1765,13 @@ def test_a_gpt_oss_gguf_matches_the_model_object_and_runs_in_transformers(tmp_pa
         compscope.load(tmp_path / "x.gguf")
 
 
-def _write_scaled_llama_gguf(path, model, scaling: str, keys: dict) -> None:
-    """A Llama GGUF with rope scaling as llama.cpp's converter writes it: ``rope.scaling.type`` (``scaling``),
-    and each of ``keys`` as ``llama.rope.scaling.KEY`` (a float, or an integer context length)."""
+def _add_llama_tensors(w, model) -> None:
+    """A Llama's tensors as llama.cpp writes them (q/k rows permuted) added to the writer ``w``, and the file
+    written: embeddings, unembedding, each layer's attention and norms, the final norm."""
     sd = _numpy_state(model)
-    cfg = model.config
-    w = _writer(path, "llama")
-    _metadata(w, context_length=cfg.max_position_embeddings, layer_norm_rms_eps=1e-6, rope_freq_base=100.0)
-    w.add_rope_scaling_type(gguf.RopeScalingType.YARN if scaling == "yarn" else gguf.RopeScalingType.LINEAR)
-    for key, value in keys.items():
-        (w.add_uint32 if isinstance(value, int) else w.add_float32)(f"llama.rope.scaling.{key}", value)
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
     w.add_tensor("output.weight", sd["lm_head.weight"])
-    for i in range(cfg.num_hidden_layers):
+    for i in range(model.config.num_hidden_layers):
         p = f"model.layers.{i}."
         w.add_tensor(f"blk.{i}.attn_norm.weight", sd[p + "input_layernorm.weight"])
         for proj, short, n in (("q", "q", H), ("k", "k", G), ("v", "v", None), ("o", "output", None)):
@@ -1807,6 +1780,18 @@ def _write_scaled_llama_gguf(path, model, scaling: str, keys: dict) -> None:
         w.add_tensor(f"blk.{i}.ffn_norm.weight", sd[p + "post_attention_layernorm.weight"])
     w.add_tensor("output_norm.weight", sd["model.norm.weight"])
     _finish(w)
+
+
+def _write_scaled_llama_gguf(path, model, scaling: str, keys: dict) -> None:
+    """A Llama GGUF with rope scaling as llama.cpp's converter writes it: ``rope.scaling.type`` (``scaling``),
+    and each of ``keys`` as ``llama.rope.scaling.KEY`` (a float, or an integer context length)."""
+    cfg = model.config
+    w = _writer(path, "llama")
+    _metadata(w, context_length=cfg.max_position_embeddings, layer_norm_rms_eps=1e-6, rope_freq_base=100.0)
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN if scaling == "yarn" else gguf.RopeScalingType.LINEAR)
+    for key, value in keys.items():
+        (w.add_uint32 if isinstance(value, int) else w.add_float32)(f"llama.rope.scaling.{key}", value)
+    _add_llama_tensors(w, model)
 
 
 @pytest.mark.parametrize("scaling, settings, keys", [
