@@ -383,11 +383,21 @@ def test_gguf_linear_rope_scaling_is_read(tmp_path):
 
 
 def test_gguf_unsupported_rope_is_refused(tmp_path):
+    """YaRN without the original context it scales from, and YaRN with a factor on its attention factor (whose
+    combination llama.cpp has changed), are refused by name."""
     gguf = pytest.importorskip("gguf")
     f = tmp_path / "scaled.gguf"
     write_tiny_gguf(f, metadata=lambda w: (w.add_rope_scaling_type(gguf.RopeScalingType.YARN),
                                           w.add_rope_scaling_factor(4.0)))
-    expect(UnsupportedModelError, lambda: compscope.load(f), str(f), "rope scaling 'yarn' is not supported")
+    expect(UnsupportedModelError, lambda: compscope.load(f), str(f),
+           "rope scaling 'yarn' without GGUF metadata 'llama.rope.scaling.original_context_length'")
+    g = tmp_path / "factor.gguf"
+    write_tiny_gguf(g, metadata=lambda w: (w.add_rope_scaling_type(gguf.RopeScalingType.YARN),
+                                          w.add_rope_scaling_factor(4.0), w.add_rope_scaling_orig_ctx_len(16),
+                                          w.add_float32("llama.rope.scaling.yarn_attn_factor", 0.5)))
+    expect(UnsupportedModelError, lambda: compscope.load(g), str(g),
+           "GGUF metadata 'llama.rope.scaling.yarn_attn_factor' = 0.5 (a factor on YaRN's own attention factor) "
+           "is not supported with YaRN")
 
 
 @pytest.mark.parametrize("bad", [0.0, -1.0])
