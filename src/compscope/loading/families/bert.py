@@ -171,7 +171,7 @@ class IBert(Roberta):
     its requantised activations and polynomial softmax are no bilinear form of ``W_Q`` and ``W_K``."""
 
     name = "ibert"
-    about = "I-BERT with quant_mode off (as released): RoBERTa's float layers"
+    about = "I-BERT with quant_mode off, as released: RoBERTa's float layers"
     model_types = ("ibert",)
     architectures = ("IBertModel", "IBertForMaskedLM", "IBertForSequenceClassification")
     ignored = frozenset({"force_dequant"})  # (which integer approximations quant_mode uses: none without it)
