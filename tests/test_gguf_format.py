@@ -1842,6 +1842,93 @@ def test_a_llama_gguf_with_rope_scaling_reads_and_runs_as_its_hf_model(tmp_path,
             compscope.load(tmp_path / "n.gguf")
 
 
+def _write_modernbert_gguf(path, model, **metadata) -> None:
+    """A ModernBERT GGUF as llama.cpp's converter writes one (``modern-bert``): HF's tensors renamed (the fused
+    ``attn_qkv`` rows as stored; layer 0 has no ``attn_norm``), the window ``local_attention`` as
+    ``sliding_window``, ``global_attn_every_n_layers`` as the pattern, the global and local rotary bases as
+    ``rope.freq_base`` and ``rope.freq_base_swa``; ``metadata``: keys over these (``add_KEY``: value; None leaves
+    one out)."""
+    sd = _numpy_state(model)
+    cfg = model.config
+    theta = {t: ModernBertRope.theta(cfg, t) for t in ("full_attention", "sliding_attention")}
+    types = getattr(cfg, "layer_types", None)  # (transformers 5 lists them; 4 keeps the period)
+    every = (next((i for i, t in enumerate(types) if i and t == "full_attention"), len(types)) if types
+             else cfg.global_attn_every_n_layers)
+    w = _writer(path, "modern-bert")
+    values = {**dict(block_count=cfg.num_hidden_layers, embedding_length=cfg.hidden_size, head_count_kv=None,
+                     layer_norm_eps=cfg.norm_eps, causal_attention=False, sliding_window=cfg.local_attention,
+                     rope_freq_base=theta["full_attention"]), **metadata}
+    _metadata(w, **values)
+    # by name: gguf's writer has methods for these two from 0.18 (add_rope_freq_base_swa, add_sliding_window_pattern)
+    w.add_float32("modern-bert.rope.freq_base_swa", theta["sliding_attention"])
+    w.add_uint32("modern-bert.attention.sliding_window_pattern", every)
+    names = {"attn_norm": "attn_norm", "attn.Wqkv": "attn_qkv", "attn.Wo": "attn_output"}
+    w.add_tensor("token_embd.weight", sd["embeddings.tok_embeddings.weight"])
+    for part in ("weight", "bias"):
+        if f"embeddings.norm.{part}" in sd:
+            w.add_tensor(f"token_embd_norm.{part}", sd[f"embeddings.norm.{part}"])
+            w.add_tensor(f"output_norm.{part}", sd[f"final_norm.{part}"])
+    for i in range(cfg.num_hidden_layers):
+        for hf_name, g_name in names.items():
+            for part in ("weight", "bias"):
+                if f"layers.{i}.{hf_name}.{part}" in sd:
+                    w.add_tensor(f"blk.{i}.{g_name}.{part}", sd[f"layers.{i}.{hf_name}.{part}"])
+    _finish(w)
+
+
+class ModernBertRope:
+    @staticmethod
+    def theta(cfg, layer_type: str) -> float:
+        """A ModernBERT config's rotary base of ``layer_type``, in either version's keys."""
+        params = getattr(cfg, "rope_parameters", None)
+        if isinstance(params, dict) and layer_type in params:
+            return params[layer_type]["rope_theta"]
+        return cfg.global_rope_theta if layer_type == "full_attention" else cfg.local_rope_theta
+
+
+@pytest.mark.parametrize("variant_id", ["modernbert-local-both-sides", "modernbert-biases"])
+def test_a_modernbert_gguf_matches_the_model_object(tmp_path, variant_id):
+    """ModernBERT as llama.cpp's converter writes it (``modern-bert``), read by llama.cpp's rules: every head
+    weight and bias, the normed token embeddings, the norms, both rotary bases and the local layers' both-sided
+    windows are the model object's. transformers' GGUF reader does not read the architecture: the data-based
+    commands say so. A file without the global rotary base (llama.cpp would take 10000), or flagged causal, is
+    refused by name; one without a window has no local layers, as llama.cpp runs it."""
+    from hf_tiny import BY_ID, build
+
+    model = build(BY_ID[variant_id])
+    _write_modernbert_gguf(tmp_path / "m.gguf", model)
+    ours, ref = compscope.load(tmp_path / "m.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "modernbert" and not ours.causal and ours.first_layer_unnormed
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E"):
+        a, b = getattr(ours, name), getattr(ref, name)
+        assert (a is None) == (b is None) and (a is None or torch.equal(a, b)), name
+    assert ours.sliding_window == ref.sliding_window and any(w is not None for w in ours.sliding_window)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    for a, b, rows in [(ours.attn_norm, ref.attn_norm, slice(1, None)), (ours.final_norm, ref.final_norm, slice(None))]:
+        assert torch.equal(a.weight[rows], b.weight[rows]) and a.eps == pytest.approx(b.eps, rel=1e-6)  # (float32 eps)
+        assert (a.bias is None) == (b.bias is None) and (a.bias is None or torch.equal(a.bias[rows], b.bias[rows]))
+    x = torch.randn(1, 9, ours.d_model, generator=torch.Generator().manual_seed(9))
+    from compscope.core.attention import attention_forward
+
+    for layer in range(ours.n_layers):
+        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5,
+                                   rtol=1e-5)
+    from compscope.data.runner import runner_for
+
+    with pytest.raises(compscope.UnsupportedModelError, match="architecture 'modern-bert', which transformers' GGUF "
+                                                              "reader does not read"):
+        runner_for(tmp_path / "m.gguf", progress=False, device="cpu")
+    _write_modernbert_gguf(tmp_path / "x.gguf", model, rope_freq_base=None)
+    with pytest.raises(compscope.UnsupportedModelError, match=r"x\.gguf: GGUF metadata 'modern-bert\.rope\.freq_base' "
+                                                              "is missing"):
+        compscope.load(tmp_path / "x.gguf")
+    _write_modernbert_gguf(tmp_path / "c.gguf", model, causal_attention=True)
+    with pytest.raises(compscope.UnsupportedModelError, match="'modern-bert.attention.causal' is true"):
+        compscope.load(tmp_path / "c.gguf")
+    _write_modernbert_gguf(tmp_path / "g.gguf", model, sliding_window=None)
+    assert compscope.load(tmp_path / "g.gguf").sliding_window == (None,) * ours.n_layers
+
+
 def _write_bert_gguf(path, model, fused: bool = False, causal: bool = False) -> None:
     """A BERT GGUF as llama.cpp's converter writes one (``bert``): HF's bert tensors renamed, the
     post-LN norms after each sublayer, the attention bidirectional (``attention.causal`` false); a

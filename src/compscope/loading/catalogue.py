@@ -143,7 +143,6 @@ GGUF_LAYOUT_NOT_READ: dict[str, str] = {
     **dict.fromkeys(("qwen3next", "qwen35", "qwen35moe"), (
         "Qwen3-Next and Qwen3.5 are read from their HuggingFace folders; llama.cpp's layout of their gated attention "
         "and DeltaNet layers is not mapped")),
-    "modern-bert": "ModernBERT is read from its HuggingFace folders; llama.cpp's layout of it is not mapped",
 }
 
 

@@ -87,6 +87,7 @@ _ARCHS = {
     "lfm2": ("lfm2", False, False),  # HF's names under llama.cpp's (_LFM2_BLOCK); K/V heads 0 on a convolution layer
     "eurobert": ("eurobert", False, False),  # EuroBERT, jina-embeddings-v5: Llama's names, rows as stored, both ways
     "nomic-bert": ("nomic_bert", False, False),  # nomic-embed-text v1/v1.5: its files' own names (_NOMIC_BLOCK)
+    "modern-bert": ("modernbert", False, False),  # ModernBERT: HF's names (_MODERNBERT_BLOCK), llama.cpp's rules
     "bert": ("bert", False, False),  # BERT encoders (and RoBERTa's kin: llama.cpp cuts their position table to row 0)
     "nemotron": ("nemotron", False, True),  # Llama's names; llama.cpp stores LayerNorm1P's gains 1 + w, biases beside
     "command-r": ("cohere", False, False),  # Llama's names, rows as HF's (interleaved rotary, llama.cpp's own kind);
@@ -183,6 +184,14 @@ _NOMIC_BLOCK = {"attn_qkv.weight": "attn.Wqkv.weight", "attn_output.weight": "at
 _NOMIC_TOP = {"token_embd.weight": "embeddings.word_embeddings.weight",
               "token_types.weight": "embeddings.token_type_embeddings.weight",
               "token_embd_norm.weight": "emb_ln.weight", "token_embd_norm.bias": "emb_ln.bias"}
+#: ModernBERT files map back to HF's names (its family reads them): the fused ``Wqkv`` rows [q | k | v] as stored
+#: (both turn halves: no rows permuted), layer 0 without ``attn_norm``
+_MODERNBERT_BLOCK = {**{f"attn_norm.{p}": f"attn_norm.{p}" for p in ("weight", "bias")},
+                     **{f"attn_qkv.{p}": f"attn.Wqkv.{p}" for p in ("weight", "bias")},
+                     **{f"attn_output.{p}": f"attn.Wo.{p}" for p in ("weight", "bias")}}
+_MODERNBERT_TOP = {"token_embd.weight": "embeddings.tok_embeddings.weight",
+                   **{f"token_embd_norm.{p}": f"embeddings.norm.{p}" for p in ("weight", "bias")},
+                   **{f"output_norm.{p}": f"final_norm.{p}" for p in ("weight", "bias")}}
 _FALCON_TOP = {"token_embd.weight": "transformer.word_embeddings.weight", "output.weight": "lm_head.weight",
                "output_norm.weight": "transformer.ln_f.weight", "output_norm.bias": "transformer.ln_f.bias"}
 
@@ -238,16 +247,20 @@ _LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn
             "mpt": (_MPT_BLOCK, "transformer.blocks.{i}.", _MPT_TOP, (), ((), None)),
             "bert": (_BERT_BLOCK, "encoder.layer.{i}.", _BERT_TOP, (), ((), None)),
             "nomic-bert": (_NOMIC_BLOCK, "encoder.layers.{i}.", _NOMIC_TOP, (), ((), None)),
+            "modern-bert": (_MODERNBERT_BLOCK, "layers.{i}.", _MODERNBERT_TOP, (), ((), None)),
             "lfm2": (_LFM2_BLOCK, "model.layers.{i}.", _LFM2_TOP, (), ((), None)),
             "gemma4": ({**_BLOCK, "layer_output_scale.weight": "layer_scalar"}, "model.layers.{i}.", _TOP, (), ((), None)),
             "falcon": (_falcon_block(two_norms=False), "transformer.h.{i}.", _FALCON_TOP, (),
                        (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _falcon_grouped))}
+#: encoder architectures, which attend both ways (a file flagged causal is refused)
+_ENCODERS = ("bert", "nomic-bert", "eurobert", "modern-bert")
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
 _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid", "nemotron",  # (granitehybrid: Bamba's half)
                    "minimax-m2", "phi3"}  # (phi3: Phi-4-mini's three quarters)
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
 _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
                     for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2", "bert", "nomic-bert")},
+                 "modern-bert": {"layer_norm_epsilon": "norm_eps"},
                  "nemotron": {"layer_norm_epsilon": "norm_eps", "rms_norm_eps": "norm_eps"},
                  "lfm2": {"rms_norm_eps": "norm_eps"},
                  "starcoder2": {"layer_norm_epsilon": "norm_epsilon"}, "falcon": {"num_key_value_heads": "num_kv_heads"}}
@@ -491,8 +504,10 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
                                         "expected the four multimodal rotary sections llama.cpp writes for Qwen2-VL, "
                                         "the last 0")
         cfg["rope_scaling"] = {"rope_type": "default", "mrope_section": sections[:3]}
-    if arch in ("bert", "nomic-bert", "eurobert") and fields.get(f"{arch}.attention.causal"):  # llama.cpp's flag; BERT attends
-        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.causal' is true: a BERT file that "  # both ways
+    if arch == "modern-bert":
+        _modern_bert(path, arch, cfg, fields, infos)
+    if arch in _ENCODERS and fields.get(f"{arch}.attention.causal"):  # llama.cpp's flag; these attend both ways
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.causal' is true: a BERT file that "
                                     "attends causally is not the bidirectional encoder compscope reads")
     if arch == "llama4":
         cfg.update(_llama4(fields, arch))
@@ -579,6 +594,44 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
                      f"({split['stem']}-00001..{split['count']}-of-{split['count']}.gguf)")
     return Checkpoint(cfg, TensorStore(loaders, origin, dtypes, source=str(path)), str(path), str(name), notes,
                       attention_sources=attention)
+
+
+def _modern_bert(path: Path, arch: str, cfg: dict, fields: dict, infos: list) -> None:
+    """ModernBERT's config from what llama.cpp's converter writes and its rules (``modern-bert``): the local
+    layers' window ``sliding_window`` (HF's ``local_attention``: ``|i - j| <= w / 2``, llama.cpp's symmetric
+    window), every ``sliding_window_pattern``-th layer from 0 global (default 3) or one flag per layer (true:
+    local), no local layers without a window; the global layers' rotary base ``rope.freq_base`` (required:
+    llama.cpp would take 10 000 where HF's default is 160 000), the local layers' ``rope.freq_base_swa`` (else the
+    global one, as llama.cpp takes it); biases where the file holds them."""
+    n, heads = cfg["num_hidden_layers"], cfg["num_attention_heads"]
+    for key, same in (("num_key_value_heads", heads), ("head_dim", cfg["hidden_size"] // heads)):
+        if cfg.get(key, same) != same:
+            raise UnsupportedModelError(f"{path}: GGUF metadata gives {key} = {cfg[key]}, not {same}: ModernBERT's "
+                                        "heads are d_model / n_heads wide, one key/value head each")
+        cfg.pop(key, None)
+    if "rope_theta" not in cfg:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.freq_base' is missing: llama.cpp would turn "
+                                    "the global layers at 10000, ModernBERT at its own base (160000 by default)")
+    cfg["global_rope_theta"] = cfg.pop("rope_theta")
+    cfg["local_rope_theta"] = cfg.pop("rope_local_base_freq", cfg["global_rope_theta"])
+    window = cfg.pop("sliding_window", None)
+    pattern = fields.get(f"{arch}.attention.sliding_window_pattern")
+    cfg.pop("sliding_window_pattern", None)
+    cfg.pop("layer_types", None)  # (both read here, as llama.cpp reads them for ModernBERT)
+    if not window:  # llama.cpp: no local layers
+        cfg["layer_types"] = ["full_attention"] * n
+    elif isinstance(pattern, list):
+        if len(pattern) != n:
+            raise LoadError(f"{path}: GGUF metadata '{arch}.attention.sliding_window_pattern' has {len(pattern)} "
+                            f"flags for {n} layers")
+        cfg["layer_types"] = ["sliding_attention" if p else "full_attention" for p in pattern]
+    elif pattern is not None:
+        cfg["global_attn_every_n_layers"] = pattern
+    if window:
+        cfg["local_attention"] = window
+    names = {i.name for i in infos}
+    cfg["norm_bias"] = "token_embd_norm.bias" in names
+    cfg["attention_bias"] = any(name.endswith("attn_qkv.bias") for name in names)
 
 
 #: the tensors in which llama.cpp's converter writes LongRoPE's per-pair factors, and the HF rope settings they are
