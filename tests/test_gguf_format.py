@@ -2254,6 +2254,57 @@ def test_a_nomic_bert_gguf_matches_the_model_object(tmp_path):
         torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
 
 
+def test_a_jina_bert_v3_gguf_matches_the_model_object(tmp_path):
+    """jina-embeddings-v3 as llama.cpp writes it (``jina-bert-v3``: its base weights under llama.cpp's names, the
+    fused ``Wqkv`` and output projection with biases, the token types, the post-LN norms, the rotary base as
+    ``rope.freq_base``): read back, the model object's heads, biases, embeddings, norms and rotary frequencies, and
+    the attention recomputed from them. Weights only (transformers does not read the architecture); a file without
+    the rotary base (llama.cpp would take 10000) is refused by name."""
+    from hf_tiny import BY_ID, build
+
+    model = build(BY_ID["jina-embeddings-v3-rotary-post-ln"])
+    cfg = model.config
+    sd = _numpy_state(model)
+    theta = (getattr(cfg, "rope_parameters", None) or {"rope_theta": getattr(cfg, "rope_theta", None)})["rope_theta"]
+
+    def write(path, base) -> None:
+        w = _writer(path, "jina-bert-v3")
+        _metadata(w, block_count=cfg.num_hidden_layers, embedding_length=cfg.hidden_size, head_count=H,
+                  head_count_kv=None, layer_norm_eps=cfg.layer_norm_eps, causal_attention=False, token_type_count=2,
+                  **({"rope_freq_base": base} if base else {}))
+        w.add_tensor("token_embd.weight", sd["embeddings.word_embeddings.weight"])
+        w.add_tensor("token_types.weight", sd["embeddings.token_type_embeddings.weight"])
+        for part in ("weight", "bias"):
+            w.add_tensor(f"token_embd_norm.{part}", sd[f"embeddings.LayerNorm.{part}"])
+        for i in range(cfg.num_hidden_layers):
+            p = f"layers.{i}."
+            for part in ("weight", "bias"):
+                w.add_tensor(f"blk.{i}.attn_qkv.{part}", np.concatenate([sd[f"{p}self_attn.{x}_proj.{part}"] for x in "qkv"]))
+                w.add_tensor(f"blk.{i}.attn_output.{part}", sd[f"{p}self_attn.o_proj.{part}"])
+                for g, hf in (("attn_output_norm", "post_attention_layernorm"), ("layer_output_norm", "post_mlp_layernorm")):
+                    w.add_tensor(f"blk.{i}.{g}.{part}", sd[f"{p}{hf}.{part}"])
+        _finish(w)
+
+    write(tmp_path / "j.gguf", theta)
+    ours, ref = compscope.load(tmp_path / "j.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "jina_embeddings_v3" and not ours.causal and ours.W_U is None
+    assert ours.norm_placement == ref.norm_placement == "post"
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    assert torch.equal(ours.embed_extra["W_type"], ref.embed_extra["W_type"])
+    assert torch.equal(ours.attn_norm.weight, ref.attn_norm.weight) and torch.equal(ours.attn_norm.bias, ref.attn_norm.bias)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    from compscope.core.attention import attention_forward
+
+    x = torch.randn(2, 9, ours.d_model, generator=torch.Generator().manual_seed(42))
+    for layer in range(ours.n_layers):
+        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
+    write(tmp_path / "x.gguf", None)
+    with pytest.raises(compscope.UnsupportedModelError, match=r"x\.gguf: GGUF metadata 'jina-bert-v3\.rope\.freq_base' "
+                                                              "is missing"):
+        compscope.load(tmp_path / "x.gguf")
+
+
 def test_a_eurobert_gguf_matches_the_model_object(tmp_path):
     """EuroBERT (and jina-embeddings-v5) as llama.cpp writes it (``eurobert``: Llama's tensor names, the
     query and key rows as stored, ``attention.causal`` false): read back, the model object's heads,

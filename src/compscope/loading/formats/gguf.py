@@ -88,6 +88,7 @@ _ARCHS = {
     "eurobert": ("eurobert", False, False),  # EuroBERT, jina-embeddings-v5: Llama's names, rows as stored, both ways
     "nomic-bert": ("nomic_bert", False, False),  # nomic-embed-text v1/v1.5: its files' own names (_NOMIC_BLOCK)
     "modern-bert": ("modernbert", False, False),  # ModernBERT: HF's names (_MODERNBERT_BLOCK), llama.cpp's rules
+    "jina-bert-v3": ("jina_embeddings_v3", False, False),  # jina-embeddings-v3: its released names (_JINA_BLOCK)
     "bert": ("bert", False, False),  # BERT encoders (and RoBERTa's kin: llama.cpp cuts their position table to row 0)
     "nemotron": ("nemotron", False, True),  # Llama's names; llama.cpp stores LayerNorm1P's gains 1 + w, biases beside
     "command-r": ("cohere", False, False),  # Llama's names, rows as HF's (interleaved rotary, llama.cpp's own kind);
@@ -184,6 +185,15 @@ _NOMIC_BLOCK = {"attn_qkv.weight": "attn.Wqkv.weight", "attn_output.weight": "at
 _NOMIC_TOP = {"token_embd.weight": "embeddings.word_embeddings.weight",
               "token_types.weight": "embeddings.token_type_embeddings.weight",
               "token_embd_norm.weight": "emb_ln.weight", "token_embd_norm.bias": "emb_ln.bias"}
+#: jina-embeddings-v3 files (its base weights: llama.cpp's converter writes each task's LoRA to a file of its own) map
+#: back to its released names: the fused ``Wqkv`` and ``out_proj`` with biases, the post-LN norms
+_JINA_BLOCK = {**{f"attn_qkv.{p}": f"mixer.Wqkv.{p}" for p in ("weight", "bias")},
+               **{f"attn_output.{p}": f"mixer.out_proj.{p}" for p in ("weight", "bias")},
+               **{f"attn_output_norm.{p}": f"norm1.{p}" for p in ("weight", "bias")},
+               **{f"layer_output_norm.{p}": f"norm2.{p}" for p in ("weight", "bias")}}
+_JINA_TOP = {"token_embd.weight": "embeddings.word_embeddings.weight",
+             "token_types.weight": "embeddings.token_type_embeddings.weight",
+             **{f"token_embd_norm.{p}": f"emb_ln.{p}" for p in ("weight", "bias")}}
 #: ModernBERT files map back to HF's names (its family reads them): the fused ``Wqkv`` rows [q | k | v] as stored
 #: (both turn halves: no rows permuted), layer 0 without ``attn_norm``
 _MODERNBERT_BLOCK = {**{f"attn_norm.{p}": f"attn_norm.{p}" for p in ("weight", "bias")},
@@ -248,18 +258,20 @@ _LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn
             "bert": (_BERT_BLOCK, "encoder.layer.{i}.", _BERT_TOP, (), ((), None)),
             "nomic-bert": (_NOMIC_BLOCK, "encoder.layers.{i}.", _NOMIC_TOP, (), ((), None)),
             "modern-bert": (_MODERNBERT_BLOCK, "layers.{i}.", _MODERNBERT_TOP, (), ((), None)),
+            "jina-bert-v3": (_JINA_BLOCK, "encoder.layers.{i}.", _JINA_TOP, (), ((), None)),
             "lfm2": (_LFM2_BLOCK, "model.layers.{i}.", _LFM2_TOP, (), ((), None)),
             "gemma4": ({**_BLOCK, "layer_output_scale.weight": "layer_scalar"}, "model.layers.{i}.", _TOP, (), ((), None)),
             "falcon": (_falcon_block(two_norms=False), "transformer.h.{i}.", _FALCON_TOP, (),
                        (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _falcon_grouped))}
 #: encoder architectures, which attend both ways (a file flagged causal is refused)
-_ENCODERS = ("bert", "nomic-bert", "eurobert", "modern-bert")
+_ENCODERS = ("bert", "nomic-bert", "eurobert", "modern-bert", "jina-bert-v3")
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
 _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid", "nemotron",  # (granitehybrid: Bamba's half)
                    "minimax-m2", "phi3"}  # (phi3: Phi-4-mini's three quarters)
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
 _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
-                    for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2", "bert", "nomic-bert")},
+                    for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2", "bert", "nomic-bert",
+                                 "jina-bert-v3")},
                  "modern-bert": {"layer_norm_epsilon": "norm_eps"},
                  "nemotron": {"layer_norm_epsilon": "norm_eps", "rms_norm_eps": "norm_eps"},
                  "lfm2": {"rms_norm_eps": "norm_eps"},
@@ -506,6 +518,11 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
         cfg["rope_scaling"] = {"rope_type": "default", "mrope_section": sections[:3]}
     if arch == "modern-bert":
         _modern_bert(path, arch, cfg, fields, infos)
+    if arch == "jina-bert-v3" and "rope_theta" not in cfg:  # (llama.cpp would take 10000; the model's is 20000)
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.freq_base' is missing: llama.cpp would turn "
+                                    "the heads at 10000, jina-embeddings-v3 at its own base (20000)")
+    if arch == "jina-bert-v3" and cfg.get("num_key_value_heads") == cfg["num_attention_heads"]:
+        cfg.pop("num_key_value_heads")  # (one per head: the family's own count; another is refused by the family)
     if arch in _ENCODERS and fields.get(f"{arch}.attention.causal"):  # llama.cpp's flag; these attend both ways
         raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.causal' is true: a BERT file that "
                                     "attends causally is not the bidirectional encoder compscope reads")
@@ -524,7 +541,8 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
     not_attention: tuple[str, ...] = ()
     if arch == "gpt-oss":  # its post-attention norm is the MLP's input norm: not in the attention
         not_attention = ("post_attention_norm.weight",)
-    if arch in ("bert", "nomic-bert"):  # the LayerNorm after the attention (post-LN) acts on the residual, not inside
+    if arch in ("bert", "nomic-bert", "jina-bert-v3"):  # the LayerNorm after the attention (post-LN) acts on the
+        # residual, not inside
         not_attention = ("attn_output_norm.weight", "attn_output_norm.bias")
     if arch == "falcon":  # llama.cpp's rows are grouped whatever the model: read as the new decoder architecture
         two_norms = any(i.name.endswith("attn_norm_2.weight") for i in infos)
