@@ -541,8 +541,8 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
     not_attention: tuple[str, ...] = ()
     if arch == "gpt-oss":  # its post-attention norm is the MLP's input norm: not in the attention
         not_attention = ("post_attention_norm.weight",)
-    if arch in ("bert", "nomic-bert", "jina-bert-v3"):  # the LayerNorm after the attention (post-LN) acts on the
-        # residual, not inside
+    # post-LN: the LayerNorm after the attention acts on the residual, not inside the attention
+    if arch in ("bert", "nomic-bert", "jina-bert-v3"):
         not_attention = ("attn_output_norm.weight", "attn_output_norm.bias")
     if arch == "falcon":  # llama.cpp's rows are grouped whatever the model: read as the new decoder architecture
         two_norms = any(i.name.endswith("attn_norm_2.weight") for i in infos)
@@ -850,8 +850,7 @@ _ROTARY_DROPPED = {"stablelm": 1.0, "starcoder2": 1.0, "nemotron": 0.5, "phi3": 
 #: HF config keys that transformers' GGUF reader does not take from a file of these model types
 #: (Nemotron: the LayerNorm epsilon, which it looks for under another key than llama.cpp writes, and
 #: the head width; Gemma 2: the logit scale's scalar and the soft cap; Qwen3: the head width, whose default
-#: is d_model / n_heads), so that it keeps its defaults:
-#: handed back where the file states them
+#: is d_model / n_heads), so that it keeps its defaults: handed back where the file states them
 _KEYS_DROPPED = {"nemotron": ("norm_eps", "head_dim"),
                  "gemma2": ("query_pre_attn_scalar", "attn_logit_softcapping"),  # (27B's scalar: d_model / heads)
                  "qwen3": ("head_dim",)}  # (Qwen3-0.6B's, 4B's and 32B's heads are not d_model / n_heads wide)
