@@ -475,9 +475,7 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
         cfg["sliding_window_pattern"] = pattern
     scaling = fields.get(f"{arch}.rope.scaling.type")
     factor = fields.get(f"{arch}.rope.scaling.factor")
-    if scaling == "yarn" and arch == "gpt-oss":
-        cfg["rope_scaling"] = _gpt_oss_yarn(path, arch, fields)
-    elif scaling == "yarn":
+    if scaling == "yarn":
         cfg["rope_scaling"] = _yarn(path, arch, fields)
     elif scaling not in (None, "none") or factor not in (None, 0.0, 1.0):
         # the families accept 'linear' and refuse other types by name
@@ -690,20 +688,20 @@ def _longrope(path: Path, arch: str, cfg: dict, fields: dict, located: list[tupl
                                     f"the original {n}), which compscope and transformers compute")
 
 
-#: gpt-oss's ``rope.scaling.*`` keys -> the YaRN setting transformers' GGUF reader makes of each
-_GPT_OSS_YARN = {"factor": "factor", "original_context_length": "original_max_position_embeddings",
-                 "attention_factor": "attention_factor", "beta_fast": "beta_fast", "beta_slow": "beta_slow"}
-
-
 #: llama.cpp's YaRN keys (``{arch}.rope.scaling.*``) -> the HF rope setting each states
 _YARN = {"factor": "factor", "original_context_length": "original_max_position_embeddings",
          "yarn_beta_fast": "beta_fast", "yarn_beta_slow": "beta_slow"}
-#: llama.cpp's YaRN keys whose values here change nothing (its defaults: the ramp on, no extra factor), and what
-#: they are: another value is refused
+#: llama.cpp's YaRN keys whose values here change nothing (its defaults: the ramp on, no extra factor; whether the
+#: model was trained so), and what they are: another value is refused
 _YARN_NEUTRAL = {"yarn_ext_factor": ((-1.0, 1.0), "the ramp's weight; -1: llama.cpp's default, 1 for YaRN"),
                  "yarn_attn_factor": ((1.0,), "a factor on YaRN's own attention factor"),
                  "attn_factor": ((1.0,), "a factor on the rotary map's attention factor"),
-                 "yarn_log_multiplier": ((0.0,), "DeepSeek's scaling of YaRN's attention factor")}
+                 "yarn_log_multiplier": ((0.0,), "DeepSeek's scaling of YaRN's attention factor"),
+                 "finetuned": ((True, False), "whether the model was trained so")}
+#: gpt-oss's ``rope.scaling.*`` keys -> the YaRN setting transformers' GGUF reader makes of each (it reads these
+#: alone, and passes no other on)
+_GPT_OSS_YARN = {"factor": "factor", "original_context_length": "original_max_position_embeddings",
+                 "attention_factor": "attention_factor", "beta_fast": "beta_fast", "beta_slow": "beta_slow"}
 
 
 def _yarn(path: Path, arch: str, fields: dict) -> dict:
@@ -711,43 +709,26 @@ def _yarn(path: Path, arch: str, fields: dict) -> dict:
     factor, the original context (``original_context_length``) and the ramp's bounds (``yarn_beta_fast``,
     ``yarn_beta_slow``; HF's defaults 32 and 1 where absent); the attention factor YaRN's own,
     ``0.1 ln(factor) + 1``, as llama.cpp and transformers both compute it, and the ramp's bounds rounded
-    outwards, as both do. A key that would change it (:data:`_YARN_NEUTRAL` at another value, or one
+    outwards, as both do. gpt-oss's as transformers' GGUF reader builds them from its own keys
+    (:data:`_GPT_OSS_YARN`). A key that would change it (:data:`_YARN_NEUTRAL` at another value, or one
     compscope does not know) is refused by name."""
+    keys, neutral = (_GPT_OSS_YARN, {}) if arch == "gpt-oss" else (_YARN, _YARN_NEUTRAL)
     prefix = f"{arch}.rope.scaling."
     out: dict = {"rope_type": "yarn"}
     for key, value in fields.items():
         short = key[len(prefix):] if key.startswith(prefix) else None
-        if short is None or short in ("type", "finetuned"):  # (finetuned: whether it was trained so, a flag)
+        if short is None or short == "type" or (short in neutral and value in neutral[short][0]):
             continue
-        if short in _YARN:
-            out[_YARN[short]] = value
-        elif short in _YARN_NEUTRAL and value in _YARN_NEUTRAL[short][0]:
-            continue
-        else:
-            what = _YARN_NEUTRAL[short][1] if short in _YARN_NEUTRAL else "not a YaRN setting compscope reads"
+        if short not in keys:
+            what = (neutral[short][1] if short in neutral
+                    else f"not a YaRN setting compscope reads; it reads {', '.join(prefix + k for k in keys)}")
             raise UnsupportedModelError(f"{path}: GGUF metadata '{key}' = {value!r} ({what}) is not supported with "
                                         f"YaRN; read the model's HuggingFace folder, whose YaRN compscope reads")
+        out[keys[short]] = value
     for need in ("factor", "original_max_position_embeddings"):
         if need not in out:
-            key = prefix + next(k for k, v in _YARN.items() if v == need)
+            key = prefix + next(k for k, v in keys.items() if v == need)
             raise UnsupportedModelError(f"{path}: rope scaling 'yarn' without GGUF metadata '{key}'")
-    return out
-
-
-def _gpt_oss_yarn(path: Path, arch: str, fields: dict) -> dict:
-    """A gpt-oss file's YaRN settings as transformers' GGUF reader builds them from its
-    ``rope.scaling.*`` keys (not truncating the ramp's bounds is no key: the ramp is rounded, as both
-    llama.cpp and transformers then compute it); a key it would pass on unread is refused by name."""
-    out = {"rope_type": "yarn"}
-    prefix = f"{arch}.rope.scaling."
-    for key, value in fields.items():
-        if not key.startswith(prefix) or key == prefix + "type":
-            continue
-        name = _GPT_OSS_YARN.get(key[len(prefix):])
-        if name is None:
-            raise UnsupportedModelError(f"{path}: GGUF metadata '{key}' is not a YaRN setting compscope reads "
-                                        f"(it reads {', '.join(prefix + k for k in _GPT_OSS_YARN)})")
-        out[name] = value
     return out
 
 
