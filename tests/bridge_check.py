@@ -61,6 +61,11 @@ CASES = {
         architectures=["Gemma2ForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,
         num_key_value_heads=2, head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64,
         sliding_window=3, query_pre_attn_scalar=16, attn_logit_softcapping=1.0)),
+    "vaultgemma": lambda: transformers.VaultGemmaForCausalLM(transformers.VaultGemmaConfig(  # Gemma 2 without the
+        architectures=["VaultGemmaForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4,  # norm on
+        num_key_value_heads=2, head_dim=8, num_hidden_layers=2, intermediate_size=48, max_position_embeddings=64,  # its
+        sliding_window=3, query_pre_attn_scalar=16, attn_logit_softcapping=1.0,  # attention's output
+        layer_types=["sliding_attention", "full_attention"])),
     "olmo2": lambda: transformers.Olmo2ForCausalLM(transformers.Olmo2Config(
         architectures=["Olmo2ForCausalLM"], vocab_size=VOCAB, hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2,
         intermediate_size=48, max_position_embeddings=64)),
@@ -295,7 +300,9 @@ def interventions_error(bridge, pristine, tokens) -> tuple[float, float]:
 #: cases whose compatibility mode TransformerLens itself cannot enter (its own error), so only the raw bridge is checked
 RAW_ONLY = {"falcon_h1": "TransformerLens 4.3 folds the norm into grouped K/V with the query heads' shape and fails",
             "gemma4": "compscope refuses a processed bridge around Gemma 4 (its stacked projections cannot hold heads "
-                      "of two widths)"}
+                      "of two widths)",
+            "vaultgemma": "TransformerLens 4.3 refuses VaultGemma's compatibility mode (its processed weights diverge "
+                          "from the model, it says)"}
 
 
 #: cases whose bridge wraps each block whole (no attention hooks): read for their weights, refused on data

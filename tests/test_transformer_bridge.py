@@ -18,18 +18,18 @@ from environments import ROOT, python_of, subprocess_env
 CASES = ["gpt2", "gpt-neo", "neox", "llama-gqa", "qwen2-bias", "qwen3", "gemma2", "gemma3", "olmo2", "phi", "gptj", "opt",
          "bloom", "mpt", "gpt-oss", "bert", "roberta", "glm", "glm4", "ernie4_5", "seed-oss", "arcee", "nemotron",
          "apertus", "exaone4", "glm4_moe", "lfm2", "falcon_h1", "minimax_m2",
-         "nanochat", "phimoe", "flex_olmo", "gemma4", "qwen3_5", "openai-gpt", "modernbert-decoder", "afmoe"]
+         "nanochat", "phimoe", "flex_olmo", "gemma4", "qwen3_5", "openai-gpt", "modernbert-decoder", "afmoe", "vaultgemma"]
 #: OLMo-2, FlexOlmo and EXAONE 4 have no norm before their attention, and BERT's, RoBERTa's and GPT-1's norms come after
 #: it (post-LN);
 #: TransformerLens' GLM adapters do not fold norms (``supports_fold_ln = False``, their MLP's joint gate_up_proj), nor
 #: its Nemotron one (LayerNorm1P, gain 1 + w): compatibility mode's processing leaves their attention weights as
 #: they were, so the check that they changed (and are read as changed) cannot apply; and TransformerLens 4.3 fails to
-#: enter Falcon-H1's compatibility mode itself (bridge_check.RAW_ONLY); nanochat's norms have no gains to fold; Gemma 4's
+#: enter Falcon-H1's compatibility mode itself, and refuses VaultGemma's (bridge_check.RAW_ONLY); nanochat's norms have no gains to fold; Gemma 4's
 #: processed bridge is refused (below); TransformerLens 4.3's Qwen3.5, ModernBERT-decoder and AFMoE adapters disable
 #: fold_ln
 PROCESSED = [c for c in CASES if c not in ("olmo2", "bert", "roberta", "openai-gpt", "glm", "glm4", "nemotron", "exaone4", "falcon_h1",
                                                 "nanochat", "flex_olmo", "gemma4", "qwen3_5",
-                                                "modernbert-decoder", "afmoe")]
+                                                "modernbert-decoder", "afmoe", "vaultgemma")]
 
 
 @pytest.fixture(scope="module")
