@@ -600,3 +600,31 @@ def test_more_wrappers_read_and_run_as_their_language_model(tmp_path, kind, fami
     assert type(runner.model) is type(model)
     runner.trace(torch.randint(4, V - 2, (2, 7), generator=torch.Generator().manual_seed(0)))
     assert runner._agreed
+
+
+def test_a_perception_encoder_audio_model_reads_and_runs_as_its_text_model(tmp_path):
+    """Perception Encoder Audio (``pe_audio``): a ModernBERT text model (``text_model``) beside an audio encoder.
+    Read from the folder, its heads are the text model object's (both-sided windows on the local layers); it runs
+    on text as the whole ``PeAudioModel``, hooked in its text model, and agrees with the weights. (Its video
+    sibling's vision tower is a timm model, which this environment does not build.)"""
+    from compscope.data.runner import runner_for
+
+    if not hasattr(transformers, "PeAudioConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no Perception Encoder Audio")
+    text = dict(vocab_size=V, hidden_size=32, num_attention_heads=4, num_hidden_layers=3, intermediate_size=48,
+                local_attention=4, global_attn_every_n_layers=2, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                cls_token_id=1, sep_token_id=2, max_position_embeddings=64)
+    audio = dict(hidden_size=32, intermediate_size=48, num_hidden_layers=1, num_attention_heads=4, head_dim=8,
+                 dac_config=dict(encoder_hidden_size=8, downsampling_ratios=[2, 2], decoder_hidden_size=16,
+                                 hidden_size=16, codebook_size=16, codebook_dim=4, n_codebooks=2))
+    model = perturbed(lambda: transformers.PeAudioModel(transformers.PeAudioConfig(text_config=text,
+                                                                                   audio_config=audio)))
+    model.save_pretrained(tmp_path / "pe")
+    hw, ref = compscope.load(tmp_path / "pe"), compscope.load(model.text_model)
+    assert hw.meta.family == "modernbert" and not hw.causal and hw.sliding_window == (None, 3, None)
+    for field in ("W_Q", "W_K", "W_V", "W_O", "W_E"):
+        assert torch.equal(getattr(hw, field), getattr(ref, field)), field
+    runner = runner_for(tmp_path / "pe", progress=False, device="cpu")
+    assert type(runner.model) is type(model)
+    runner.trace(torch.randint(3, V - 2, (2, 9), generator=torch.Generator().manual_seed(0)))
+    assert runner._agreed
