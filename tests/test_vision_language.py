@@ -628,3 +628,30 @@ def test_a_perception_encoder_audio_model_reads_and_runs_as_its_text_model(tmp_p
     assert type(runner.model) is type(model)
     runner.trace(torch.randint(3, V - 2, (2, 9), generator=torch.Generator().manual_seed(0)))
     assert runner._agreed
+
+
+@pytest.mark.parametrize("kind", ["GroundingDino", "MMGroundingDino"])
+def test_a_grounding_dino_folder_reads_and_runs_as_its_bert_text_encoder(tmp_path, kind):
+    """Grounding DINO (and MM-Grounding-DINO), a detector whose text encoder is a BERT (``model.text_backbone``):
+    read from the detector's folder, its heads are the text encoder object's; on data the text encoder runs alone,
+    hooked inside the loaded model, and agrees with the weights."""
+    from compscope.data.runner import runner_for
+
+    text = dict(vocab_size=V, hidden_size=32, num_attention_heads=4, num_hidden_layers=2, intermediate_size=48,
+                max_position_embeddings=32, model_type="bert")
+    backbone = dict(model_type="swin", embed_dim=8, depths=[1, 1], num_heads=[1, 1], image_size=32, patch_size=4,
+                    window_size=2, out_features=["stage1", "stage2"])
+    config = getattr(transformers, f"{kind}Config")(
+        text_config=text, backbone_config=backbone, d_model=32, encoder_layers=1, decoder_layers=2,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=32, decoder_ffn_dim=32, num_queries=4,
+        num_feature_levels=2, encoder_n_points=1, decoder_n_points=1, max_text_len=16)
+    model = perturbed(lambda: getattr(transformers, f"{kind}ForObjectDetection")(config))
+    model.save_pretrained(tmp_path / "gd")
+    hw, ref = compscope.load(tmp_path / "gd"), compscope.load(model.model.text_backbone)
+    assert hw.meta.family == "bert" and not hw.causal
+    for field in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_pos", "b_Q", "b_O"):
+        assert torch.equal(getattr(hw, field), getattr(ref, field)), field
+    runner = runner_for(tmp_path / "gd", progress=False, device="cpu")
+    assert type(runner.body).__name__ == "BertModel"
+    runner.trace(torch.randint(3, V - 2, (2, 9), generator=torch.Generator().manual_seed(0)))
+    assert runner._agreed

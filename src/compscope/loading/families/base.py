@@ -106,12 +106,17 @@ class Family:
         """The base model inside a head model (``model.model`` of a ``LlamaForCausalLM``), or ``model``;
         in a vision-language model, its language model's (``model.model.language_model``; Idefics3's
         ``model.model.text_model``; Qwen3-Omni's ``model.thinker.model.language_model``), or the base model
-        of its language head model (Llama 4's ``model.language_model.model``)."""
+        of its language head model (Llama 4's ``model.language_model.model``); in Grounding DINO, its text
+        encoder (``text_backbone``, in the detector ``model.model.text_backbone``)."""
         model = getattr(model, "thinker", model)  # (Qwen-Omni: the thinker holds the language model)
         base = getattr(model, cls.hf_base, model)
-        inner = next((m for m in (getattr(base, k, None) for k in ("language_model", "text_model")) if m is not None),
-                     base)
-        return getattr(inner, cls.hf_base, inner) if inner is not base else inner
+        inner = next((m for m in (getattr(base, k, None) for k in ("language_model", "text_model", "text_backbone"))
+                      if m is not None), None)
+        if inner is None:  # a detector's text encoder (Grounding DINO's model.text_backbone), or none
+            inner = getattr(getattr(base, "model", None), "text_backbone", None)
+        if inner is None:
+            return base
+        return getattr(inner, cls.hf_base, inner)
 
     @classmethod
     def added_by(cls, output) -> Tensor:

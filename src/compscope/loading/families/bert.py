@@ -110,8 +110,9 @@ class Bert(Family):
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
         cls.check_config(cfg, where)
         d, H, L, r, eps = cls.sizes_and_eps(cfg, where)
-        prefix = next((p for p in (cls.hf_base + ".", "text_model.") if f"{p}embeddings.word_embeddings.weight" in ts),
-                      "")  # (a dual encoder's text encoder: text_model)
+        prefix = next((p for p in (cls.hf_base + ".", "text_model.", "model.text_backbone.")
+                       if f"{p}embeddings.word_embeddings.weight" in ts), "")  # (a dual encoder's text encoder:
+        # text_model; Grounding DINO's: model.text_backbone)
         e = prefix + "embeddings."
         norms, norm_notes = cls.read_norms(ts, prefix, L, d, eps)
         ws, bs = ([[] for _ in range(3)] for _ in range(2))
