@@ -1782,15 +1782,18 @@ def _add_llama_tensors(w, model) -> None:
     _finish(w)
 
 
-def _write_scaled_llama_gguf(path, model, scaling: str, keys: dict) -> None:
-    """A Llama GGUF with rope scaling as llama.cpp's converter writes it: ``rope.scaling.type`` (``scaling``),
-    and each of ``keys`` as ``llama.rope.scaling.KEY`` (a float, or an integer context length)."""
+def _write_scaled_llama_gguf(path, model, scaling: str | None, keys: dict, arch: str = "llama",
+                             extra: dict | None = None, base: float = 100.0) -> None:
+    """A Llama-layout GGUF of architecture ``arch`` with rope scaling as llama.cpp's converter writes it:
+    ``rope.scaling.type`` (``scaling``; None: no key), each of ``keys`` as ``ARCH.rope.scaling.KEY`` and each of
+    ``extra`` as ``ARCH.KEY`` (a float, or an integer)."""
     cfg = model.config
-    w = _writer(path, "llama")
-    _metadata(w, context_length=cfg.max_position_embeddings, layer_norm_rms_eps=1e-6, rope_freq_base=100.0)
-    w.add_rope_scaling_type(gguf.RopeScalingType.YARN if scaling == "yarn" else gguf.RopeScalingType.LINEAR)
-    for key, value in keys.items():
-        (w.add_uint32 if isinstance(value, int) else w.add_float32)(f"llama.rope.scaling.{key}", value)
+    w = _writer(path, arch)
+    _metadata(w, context_length=cfg.max_position_embeddings, layer_norm_rms_eps=1e-6, rope_freq_base=base)
+    if scaling is not None:
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN if scaling == "yarn" else gguf.RopeScalingType.LINEAR)
+    for key, value in [*((f"rope.scaling.{k}", v) for k, v in keys.items()), *(extra or {}).items()]:
+        (w.add_uint32 if isinstance(value, int) else w.add_float32)(f"{arch}.{key}", value)
     _add_llama_tensors(w, model)
 
 
@@ -1840,6 +1843,62 @@ def test_a_llama_gguf_with_rope_scaling_reads_and_runs_as_its_hf_model(tmp_path,
         with pytest.raises(compscope.UnsupportedModelError, match=r"'yarn' without GGUF metadata 'llama\.rope\.scaling\."
                                                                   r"original_context_length'"):
             compscope.load(tmp_path / "n.gguf")
+
+
+def test_a_ministral3_gguf_reads_as_its_hf_model_with_yarn_and_the_query_temperature(tmp_path):
+    """Ministral 3 (llama.cpp's ``mistral3``) as its converter writes it: Llama's rows, YaRN with
+    ``yarn_log_multiplier`` = 1 (the HF config's ``mscale_all_dim``: YaRN's attention factor 1, as llama.cpp's
+    graph makes it) and the query temperature's β (``attention.temperature_scale``): read back, the weights, the
+    frequencies, the logit scale and the temperature's note equal the HF model's. Without the multiplier, or with
+    another, or a temperature length other than the original context, refused by name; transformers' GGUF reader
+    does not read it, so the data-based commands refuse it."""
+    if not hasattr(transformers, "Ministral3Config"):
+        pytest.skip("transformers has no Ministral 3")
+    rope = {"rope_type": "yarn", "rope_theta": 300.0, "factor": 4.0, "original_max_position_embeddings": 16,
+            "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0, "llama_4_scaling_beta": 0.1}
+    cfg = hf_config("Ministral3Config", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, head_dim=D // H, max_position_embeddings=64,
+                    rope_parameters=rope)
+    model = transformers.Ministral3ForCausalLM(cfg).eval()
+    _randomise(model, 43)
+    keys = {"factor": 4.0, "original_context_length": 16, "yarn_beta_fast": 32.0, "yarn_beta_slow": 1.0,
+            "yarn_log_multiplier": 1.0}
+    temperature = {"attention.temperature_scale": 0.1}
+
+    def write(name, keys=keys, extra=temperature, scaling="yarn"):
+        _write_scaled_llama_gguf(tmp_path / name, model, scaling, keys, arch="mistral3", extra=extra, base=300.0)
+        return tmp_path / name
+
+    ours, ref = compscope.load(write("m.gguf")), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "llama"
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    r = D // H
+    assert ours.scale == pytest.approx(ref.scale, rel=1e-12) and ours.scale == pytest.approx(r**-0.5)  # (factor 1)
+    plain = 1.0 / 300.0 ** (torch.arange(0, r, 2, dtype=torch.float64) / r)
+    assert not torch.allclose(ours.rotary.inv_freq[0], plain)  # (YaRN is there)
+    said = [n for n in ours.meta.notes if "Llama 4's temperature" in n]
+    assert said == [n for n in ref.meta.notes if "Llama 4's temperature" in n] and "0.1 log(1 + floor(i / 16))" in said[0]
+    bare = compscope.load(write("b.gguf", keys={}, extra={}, scaling=None))  # (no scaling, no temperature)
+    torch.testing.assert_close(bare.rotary.inv_freq[0], plain, rtol=1e-12, atol=0)
+    assert not any("temperature" in n for n in bare.meta.notes)
+    untuned = compscope.load(write("t.gguf", keys={}, scaling=None))  # the temperature floored by the trained context
+    assert any("0.1 log(1 + floor(i / 64))" in n for n in untuned.meta.notes)
+    for name, args, says in (
+            ("x.gguf", {"keys": {**keys, "yarn_log_multiplier": 0.0}}, r"'mistral3\.rope\.scaling\.yarn_log_multiplier'"
+                                                                         r" = 0\.0 \(Ministral 3's mscale_all_dim"),
+            ("y.gguf", {"keys": {k: v for k, v in keys.items() if k != "yarn_log_multiplier"}},
+             r"YaRN and no GGUF metadata 'mistral3\.rope\.scaling\.yarn_log_multiplier'"),
+            ("z.gguf", {"extra": {**temperature, "attention.temperature_length": 32}},
+             r"'mistral3\.attention\.temperature_length' = 32, and llama\.cpp floors .* by its original context 16")):
+        with pytest.raises(compscope.UnsupportedModelError, match=re.escape(name) + ": .*" + says):
+            compscope.load(write(name, **args))
+    from compscope.data.runner import runner_for
+
+    with pytest.raises(compscope.UnsupportedModelError, match=r"m\.gguf: a GGUF file of architecture 'mistral3', which "
+                                                              r"transformers' GGUF reader does not read"):
+        runner_for(tmp_path / "m.gguf", progress=False, device="cpu")
 
 
 def _write_modernbert_gguf(path, model, **metadata) -> None:

@@ -93,6 +93,7 @@ _ARCHS = {
     "nemotron": ("nemotron", False, True),  # Llama's names; llama.cpp stores LayerNorm1P's gains 1 + w, biases beside
     "command-r": ("cohere", False, False),  # Llama's names, rows as HF's (interleaved rotary, llama.cpp's own kind);
     "cohere2": ("cohere2", False, False),  # LayerNorms without bias, the logit scale (_ARCH_KEYS), Command R+'s QK norms
+    "mistral3": ("ministral3", True, False),  # Ministral 3: a Llama to llama.cpp, its YaRN and query temperature
 }
 
 #: GGUF per-block tensor name -> HF name under ``model.layers.{i}.``
@@ -514,6 +515,8 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
                                         "expected the four multimodal rotary sections llama.cpp writes for Qwen2-VL, "
                                         "the last 0")
         cfg["rope_scaling"] = {"rope_type": "default", "mrope_section": sections[:3]}
+    if arch == "mistral3":
+        _mistral3(path, arch, cfg, fields)
     if arch == "modern-bert":
         _modern_bert(path, arch, cfg, fields, infos)
     if arch == "jina-bert-v3" and "rope_theta" not in cfg:  # (llama.cpp would take 10000; the model's is 20000)
@@ -704,6 +707,13 @@ _GPT_OSS_YARN = {"factor": "factor", "original_context_length": "original_max_po
                  "attention_factor": "attention_factor", "beta_fast": "beta_fast", "beta_slow": "beta_slow"}
 
 
+#: Ministral 3's: the log multiplier is the HF config's ``mscale_all_dim`` (its converter writes it), read by
+#: :func:`_mistral3`
+_MISTRAL3_YARN_NEUTRAL = {**_YARN_NEUTRAL, "yarn_log_multiplier": ((1.0,), "Ministral 3's mscale_all_dim: with any "
+                                                                          "value but 1 llama.cpp's runtimes disagree "
+                                                                          "on YaRN's attention factor")}
+
+
 def _yarn(path: Path, arch: str, fields: dict) -> dict:
     """A file's YaRN (``rope.scaling.type`` yarn) as the HF setting its converter read it from: the
     factor, the original context (``original_context_length``) and the ramp's bounds (``yarn_beta_fast``,
@@ -712,7 +722,8 @@ def _yarn(path: Path, arch: str, fields: dict) -> dict:
     outwards, as both do. gpt-oss's as transformers' GGUF reader builds them from its own keys
     (:data:`_GPT_OSS_YARN`). A key that would change it (:data:`_YARN_NEUTRAL` at another value, or one
     compscope does not know) is refused by name."""
-    keys, neutral = (_GPT_OSS_YARN, {}) if arch == "gpt-oss" else (_YARN, _YARN_NEUTRAL)
+    keys, neutral = ((_GPT_OSS_YARN, {}) if arch == "gpt-oss" else (_YARN, _MISTRAL3_YARN_NEUTRAL)
+                     if arch == "mistral3" else (_YARN, _YARN_NEUTRAL))
     prefix = f"{arch}.rope.scaling."
     out: dict = {"rope_type": "yarn"}
     for key, value in fields.items():
@@ -730,6 +741,39 @@ def _yarn(path: Path, arch: str, fields: dict) -> dict:
             key = prefix + next(k for k, v in keys.items() if v == need)
             raise UnsupportedModelError(f"{path}: rope scaling 'yarn' without GGUF metadata '{key}'")
     return out
+
+
+def _mistral3(path: Path, arch: str, cfg: dict, fields: dict) -> None:
+    """Ministral 3 as llama.cpp runs a ``mistral3`` file, into ``cfg`` as the HF config it was converted from:
+    Llama's layers; YaRN's attention factor 1 (``mscale = mscale_all_dim = 1``: its graph divides the factor
+    ``0.1 ln s + 1`` out again), stated by ``yarn_log_multiplier`` = 1, which the converter writes (any other
+    value, or none, and llama.cpp's runtimes disagree: refused); Llama 4's query temperature
+    ``1 + β ln(1 + ⌊i / n⌋)`` at position i (``attention.temperature_scale`` β, HF's ``llama_4_scaling_beta``;
+    n YaRN's original context, else the trained context, as llama.cpp takes it)."""
+    scaling = cfg.get("rope_scaling")
+    if scaling and scaling.get("rope_type") == "yarn":
+        key = f"{arch}.rope.scaling.yarn_log_multiplier"
+        if key not in fields:
+            raise UnsupportedModelError(f"{path}: a Ministral 3 file with YaRN and no GGUF metadata '{key}' (the "
+                                        "converter writes mscale_all_dim there, 1): llama.cpp's runtimes disagree on "
+                                        "YaRN's attention factor without it")
+        scaling.update(mscale=1.0, mscale_all_dim=1.0)
+    elif scaling:
+        raise UnsupportedModelError(f"{path}: a Ministral 3 file with rope scaling {scaling.get('rope_type')!r}; "
+                                    "compscope reads its YaRN, or none")
+    beta = fields.get(f"{arch}.attention.temperature_scale")
+    if not beta:
+        return
+    n = fields.get(f"{arch}.rope.scaling.original_context_length") or fields.get(f"{arch}.context_length")
+    if not isinstance(n, int) or n <= 0:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.temperature_scale' = {beta:g} without "
+                                    "an original context or a context length, from which llama.cpp floors positions")
+    length = fields.get(f"{arch}.attention.temperature_length")
+    if length is not None and length != n:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.temperature_length' = {length!r}, and "
+                                    f"llama.cpp floors Ministral 3's positions by its original context {n} instead")
+    cfg["rope_scaling"] = {**(scaling or {"rope_type": "default"}), "llama_4_scaling_beta": float(beta),
+                           "original_max_position_embeddings": n}
 
 
 def _hybrid_layers(path: Path, arch: str, cfg: dict, fields: dict, counts: list) -> tuple[int, set[int]]:
