@@ -447,6 +447,15 @@ VARIANTS = [
             dict(_LLAMA, num_hidden_layers=2, num_key_value_heads=1, global_head_dim=D_HEAD, sliding_window=4,
                  layer_types=["sliding_attention", "full_attention"], hidden_size_per_layer_input=4,
                  vocab_size_per_layer_input=VOCAB, final_logit_softcapping=None, tie_word_embeddings=True)),
+    # Gemma 4's unified models: Gemma 4's attention in Gemma 2's layers (no per-layer embeddings), widths as above
+    Variant("gemma4-unified-widths-k-eq-v", "gemma4", "Gemma4UnifiedTextConfig",
+            dict(_LLAMA, num_hidden_layers=3, num_key_value_heads=2, global_head_dim=16, num_global_key_value_heads=1,
+                 attention_k_eq_v=True, sliding_window=3,
+                 layer_types=["sliding_attention", "full_attention", "full_attention"],
+                 rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 70.0},
+                                  "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.5,
+                                                     "rope_theta": 2000.0}},
+                 final_logit_softcapping=None, tie_word_embeddings=True)),
     # Cohere 2 MoE: two dense first layers, global and rotating (prefix pattern 1); then sliding, global without rotary
     Variant("cohere2-moe-dense-prefix-rms", "llama", "Cohere2MoeConfig",
             dict(_LLAMA, num_hidden_layers=4, num_key_value_heads=2, rms_norm_eps=1e-5, first_k_dense_replace=2,

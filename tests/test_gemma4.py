@@ -146,6 +146,31 @@ def test_the_language_model_of_a_gemma4_vision_language_model_is_read_and_runs(t
     runner.trace(torch.randint(2, VOCAB, (2, 6)))  # the first trace is checked against the model: it agrees
 
 
+def test_a_gemma4_unified_model_is_read_as_its_language_model_and_runs(tmp_path):
+    """Gemma4UnifiedForConditionalGeneration saved: its language model (Gemma 4's attention in Gemma 2's layers,
+    causal on text: use_bidirectional_attention "vision") read by the Gemma 4 family with the window its config
+    states, and run on data; the same model object read directly keeps that window (the one transformers halves
+    belongs to models attending both ways)."""
+    if not hasattr(transformers, "Gemma4UnifiedConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no Gemma 4 unified models")
+    text = {k: v for k, v in BY_ID["gemma4-unified-widths-k-eq-v"].config.items() if k != "tie_word_embeddings"}
+    text.update(num_hidden_layers=2, layer_types=["sliding_attention", "full_attention"])
+    vision = dict(mm_embed_dim=16, mm_posemb_size=8, output_proj_dims=32, patch_size=2, pooling_kernel_size=1)
+    model = transformers.Gemma4UnifiedForConditionalGeneration(
+        transformers.Gemma4UnifiedConfig(text_config=text, vision_config=vision, audio_config=None))
+    assert model.config.text_config.use_bidirectional_attention == "vision"
+    with torch.no_grad():
+        for b in model.model.language_model.layers:
+            b.layer_scalar.fill_(0.7)
+    model.save_pretrained(tmp_path)
+    hw = compscope.load(tmp_path)
+    assert (hw.meta.family, hw.n_layers, hw.d_head, hw.sliding_window) == ("gemma4", 2, 16, (3, None))
+    assert any("the language model of a gemma4_unified model" in n for n in hw.meta.notes)
+    assert compscope.load(model.model.language_model).sliding_window == (3, None)
+    runner = runner_for(tmp_path, progress=False)
+    runner.trace(torch.randint(2, VOCAB, (2, 6)))  # the first trace is checked against the model: it agrees
+
+
 def test_per_layer_embeddings_are_said_to_be_another_writer():
     hw = compscope.load(build(BY_ID["gemma4-per-layer-embeddings"]))
     assert any(n.startswith("per-layer embeddings") for n in hw.meta.notes)

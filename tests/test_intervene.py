@@ -281,7 +281,7 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "nanochat-reversed-rotary-qk-norm",
                "ministral3-yarn-temperature-sliding",
                "phimoe-layernorm-biases-longrope",
-               "gemma4-widths-k-eq-v-scalars", "gemma4-per-layer-embeddings",
+               "gemma4-widths-k-eq-v-scalars", "gemma4-per-layer-embeddings", "gemma4-unified-widths-k-eq-v",
                "cohere2-moe-dense-prefix-rms", "cohere2-moe-layernorm", "xlm-roberta-xl-pre-ln",
                "qwen3.5-gated-attention-deltanet", "qwen3-next-gated-moe-interval",
                "flex-olmo-layer-qk-norm-moe",

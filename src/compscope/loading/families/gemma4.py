@@ -58,10 +58,11 @@ def _rope_ok(v) -> bool:
 @register
 class Gemma4(Gemma):
     name = "gemma4"
-    about = ("Gemma 4 31B and 26B-A4B (their language model): local and global layers of different head widths, "
-             "QK-norm and a value norm, a residual scale per layer; E2B and E4B refused (shared K/V layers)")
-    model_types = ("gemma4_text",)
-    architectures = ("Gemma4ForCausalLM",)
+    about = ("Gemma 4 31B and 26B-A4B (their language model), and Gemma 4's unified models (their language model: "
+             "Gemma 2's layers): local and global layers of different head widths, QK-norm and a value norm, a "
+             "residual scale per layer; E2B and E4B refused (shared K/V layers)")
+    model_types = ("gemma4_text", "gemma4_unified_text")
+    architectures = ("Gemma4ForCausalLM", "Gemma4UnifiedForCausalLM")
     handled = Llama.handled | {"global_head_dim", "num_global_key_value_heads", "per_layer_config", "attention_k_eq_v",
                                "hidden_size_per_layer_input", "vocab_size_per_layer_input"}
     ignored = frozenset({"final_logit_softcapping", "enable_moe_block", "use_double_wide_mlp", "num_experts",

@@ -21,7 +21,8 @@ def from_hf_model(model, tensors: dict | None = None, where: str | None = None) 
     cfg.pop("_model_name_or_path", None)  # a name, not a setting (families ignore '_name_or_path')
     cfg["architectures"] = [type(model).__name__]  # what this object is, not what the file it came from held
     window = cfg.get("sliding_window")
-    if cfg.get("use_bidirectional_attention") and window and window == getattr(model.config, "sliding_window", None):
+    both_ways = cfg.get("use_bidirectional_attention") in (True, "all")  # ("vision": image tokens alone; text causal)
+    if both_ways and window and window == getattr(model.config, "sliding_window", None):
         # (EmbeddingGemma) transformers halves the stated window as it builds the config (keys on both sides of the
         # query); 5 writes the stated one back in to_dict, 4 the halved one: put back a window that halves to it
         cfg["sliding_window"] = (window - 1) * 2
