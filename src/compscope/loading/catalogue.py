@@ -28,7 +28,8 @@ _NO_ATTENTION = "no attention heads: a recurrent or state-space model has none t
 NOT_READ: dict[str, str] = {
     **dict.fromkeys(("deepseek_v2", "deepseek_v3", "deepseek_v32", "longcat_flash", "glm4_moe_lite", "glm_moe_dsa",
                      "kimi_k25", "minicpm3", "kimi_linear", "youtu", "sarvam_mla", "bailing_hybrid", "dots3_note_text",
-                     "axk1", "axk2", "mistral4", "mistral_large4", "hy_v4", "glm5_next_text"), _MLA),
+                     "axk1", "axk2", "mistral4", "mistral_large4", "mistral_large4_text", "hy_v4",
+                     "glm5_next_text"), _MLA),
     "diffllama": ("differential attention: each output is one softmax pattern's minus λ times a second one's, then "
                   "RMS-normalised before W_O, so no head has one QK circuit and none's OV map is linear"),
     "big_bird": ("block-sparse attention (its default attention_type): each query block attends to its neighbouring, "
@@ -57,7 +58,15 @@ NOT_READ: dict[str, str] = {
     "roberta-prelayernorm": ("a LayerNorm over the sum of token, position and token-type embeddings starts the "
                              "residual, so it is no sum of a token column and a position column"),
     **dict.fromkeys(("t5", "mt5", "umt5", "longt5", "switch_transformers", "t5gemma"), _T5),
-    **dict.fromkeys(("bart", "mbart", "pegasus", "marian", "m2m_100", "whisper"), _ENC_DEC),
+    **dict.fromkeys(("bart", "mbart", "pegasus", "marian", "m2m_100", "whisper", "blenderbot", "blenderbot-small",
+                     "fsmt", "led", "mvp", "plbart", "nllb-moe", "pegasus_x", "bigbird_pegasus", "seamless_m4t",
+                     "seamless_m4t_v2", "t5gemma2", "t5gemma2_text", "udop"), _ENC_DEC),
+    **dict.fromkeys(("gemma4_assistant", "gemma4_unified_assistant"), (
+        "a drafter for speculative decoding: its layers attend to the keys and values the target model computed "
+        "(shared_kv_states), not to any its own heads write, and its input is a projection of the target's states")),
+    "muse_glimmer_assistant": ("a drafter for speculative decoding (DFlash): its queries attend to keys and values "
+                               "from a projection of hidden states the target model computed at several layers "
+                               "(target_layer_ids), a second stream beside its own"),
     **dict.fromkeys(("mamba", "mamba2", "falcon_mamba", "rwkv", "xlstm"), _NO_ATTENTION),
     **dict.fromkeys(("zamba", "zamba2"), (
         "its shared attention block reads the residual concatenated with the original embeddings, an input twice "
