@@ -40,7 +40,7 @@ SIDE_BY_SIDE = ("xlm",)
 
 #: the kinds that are encoders (built as AutoModel: no unembedding)
 ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_bert", "eurobert", "esm", "rotary_bert",
-            "gemma4_encoder")
+            "gemma4_encoder", "esmc")
 #: the kinds built as AutoModel: the encoders, and decoders transformers builds no causal LM of its own for (a
 #: vision-language model's language model: Muse Glimmer's)
 BASE_MODELS = (*ENCODERS, "muse_glimmer")
@@ -536,6 +536,9 @@ VARIANTS = [
                  mask_token_id=3, rope_parameters={"rope_type": "default", "rope_theta": 500.0})),
     # OpenAI's privacy filter: gpt-oss's attention (sinks, biases, YaRN) as an encoder, every layer seeing 2 tokens on
     # either side; rotary on interleaved pairs
+    # ESM C: Llama's names as an encoder, LayerNorms, one QK LayerNorm over a layer's heads, branches / sqrt(L / 36)
+    Variant("esmc-layer-qk-layernorm", "esmc", "EsmcConfig",
+            dict(_COMMON, num_hidden_layers=4, rope_parameters={"rope_type": "default", "rope_theta": 500.0})),
     Variant("privacy-filter-sinks-both-sides", "eurobert", "OpenAIPrivacyFilterConfig",
             dict(_LLAMA, num_key_value_heads=2, sliding_window=2, num_local_experts=2, num_experts_per_tok=1,
                  pad_token_id=0, eos_token_id=0,
@@ -653,7 +656,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "modernbert-local-both-sides", "modernbert-biases", "modernbert-decoder-causal-window",
                     "megatron-bert-pre-ln", "biogpt-scaled-embeddings", "jais2-layernorm-biases",
                     "persimmon-qk-layernorm-half-rotary", "xglm-sinusoidal-positions", "ctrl-sinusoidal-scaled",
-                    "esm2-rotary-token-dropout"]
+                    "esm2-rotary-token-dropout", "esmc-layer-qk-layernorm"]
 #: pre-LayerNorm variants whose first layer reads the residual without a norm (centring the embeddings would change it)
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
@@ -830,7 +833,7 @@ def _modules(model, kind: str):
         return [(b.input_layernorm, b.post_attention_layernorm) for b in model.layers], model.norm
     if kind == "gemma4_encoder":  # EmbeddingGemma 2, built as the base model (an encoder): its layers at the top
         return [(b.input_layernorm, b.post_attention_layernorm) for b in model.layers], model.norm
-    if kind == "eurobert":  # built as the base model (an encoder): Llama's layers at the top
+    if kind in ("eurobert", "esmc"):  # built as the base model (an encoder): Llama's layers at the top
         return [(b.input_layernorm, b.self_attn) for b in model.layers], model.norm
     if kind in ("modernbert", "modernbert_decoder"):  # pre-LN, layer 0's attn_norm the identity: its input is the
         base = getattr(model, "model", model)  # residual either way (the decoder built as a causal LM)
@@ -876,6 +879,8 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
     handles = []
     scale = getattr(model.config, "residual_multiplier", None)  # Granite's: residual + m · attention(...)
     scale = getattr(model.config, "attention_out_multiplier", 1.0) if scale is None else scale  # Falcon-H1's
+    if kind == "esmc":  # ESM C divides each branch by sqrt(L / 36)
+        scale = (36 / model.config.num_hidden_layers) ** 0.5
     # Gemma 4 multiplies the residual by each layer's scalar: compscope reads it divided by their product so far
     scalars = ([float(b.layer_scalar) for b in getattr(model, "model", model).layers] if kind.startswith("gemma4")
                else [1.0] * len(pairs))

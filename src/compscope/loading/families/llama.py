@@ -29,7 +29,8 @@ from .base import (Family, MAX_HEADS, MAX_LAYERS, YARN_TYPES, attending, checkpo
 PREFIXES = ("model.", "", "model.language_model.", "language_model.model.", "backbone.", "transformer.",
             "language_model.", "model.text_model.", "text_model.",  # (Idefics3, SmolVLM, Granite-Docling;
             # UltraVBERT: the language model as text_model)
-            "thinker.model.language_model.", "thinker.model.")  # (Qwen-Omni's thinker: as loaded, as released)
+            "thinker.model.language_model.", "thinker.model.",  # (Qwen-Omni's thinker: as loaded, as released)
+            "esmc.")  # (ESM C's head models)
 
 
 @dataclass
@@ -47,6 +48,7 @@ class LlamaLikeOptions:
     norm_eps: float | None = None  # None: the config's value under eps_key
     eps_key: str = "rms_norm_eps"  # StableLM: layer_norm_eps; StarCoder2: norm_epsilon
     norm_bias: bool = False  # StableLM, StarCoder2: LayerNorms with a bias (input and final norms)
+    final_norm_bias: bool | None = None  # whether the final norm has one (None: as norm_bias; ESM C: False)
     post_attn_norm: bool = False  # Gemma 3: RMSNorm on the attention output
     post_attn_norm_at: str = "post_attention_layernorm"  # its module's name (GLM-4: post_self_attn_layernorm)
     attn_scale: float = 0.0  # 0: d_head ** -0.5
@@ -397,7 +399,8 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
 
     if opts.norm_gains:
         final = ts.take(f"{prefix}{opts.final_norm}.weight", (d,), required=False)
-        final_bias = [ts.take(f"{prefix}{opts.final_norm}.bias", (d,))] if final is not None and opts.norm_bias else []
+        final_has_bias = opts.norm_bias if opts.final_norm_bias is None else opts.final_norm_bias
+        final_bias = [ts.take(f"{prefix}{opts.final_norm}.bias", (d,))] if final is not None and final_has_bias else []
         final_norm = None if final is None else norm([final], bs=final_bias)
     else:  # a norm without parameters has no tensor to say it is there: it always is
         final_norm = norm([])
