@@ -42,8 +42,8 @@ SIDE_BY_SIDE = ("xlm",)
 ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_bert", "eurobert", "esm", "rotary_bert",
             "gemma4_encoder", "esmc")
 #: the kinds built as AutoModel: the encoders, and decoders transformers builds no causal LM of its own for (a
-#: vision-language model's language model: Muse Glimmer's)
-BASE_MODELS = (*ENCODERS, "muse_glimmer")
+#: vision-language model's language model: Muse Glimmer's; CLIP's causal text encoder)
+BASE_MODELS = (*ENCODERS, "muse_glimmer", "clip")
 #: the kinds built as masked language models (XLM's and FlauBERT's LM head, causal or not)
 MASKED_LMS = ("xlm",)
 
@@ -539,6 +539,9 @@ VARIANTS = [
     # ESM C: Llama's names as an encoder, LayerNorms, one QK LayerNorm over a layer's heads, branches / sqrt(L / 36)
     Variant("esmc-layer-qk-layernorm", "esmc", "EsmcConfig",
             dict(_COMMON, num_hidden_layers=4, rope_parameters={"rope_type": "default", "rope_theta": 500.0})),
+    # CLIP's text encoder: causal, pre-LN (layer_norm1), learned positions, no unembedding
+    Variant("clip-text-causal", "clip", "CLIPTextConfig",
+            dict(_COMMON, max_position_embeddings=24, bos_token_id=0, eos_token_id=1, pad_token_id=1)),
     Variant("privacy-filter-sinks-both-sides", "eurobert", "OpenAIPrivacyFilterConfig",
             dict(_LLAMA, num_key_value_heads=2, sliding_window=2, num_local_experts=2, num_experts_per_tok=1,
                  pad_token_id=0, eos_token_id=0,
@@ -656,7 +659,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "modernbert-local-both-sides", "modernbert-biases", "modernbert-decoder-causal-window",
                     "megatron-bert-pre-ln", "biogpt-scaled-embeddings", "jais2-layernorm-biases",
                     "persimmon-qk-layernorm-half-rotary", "xglm-sinusoidal-positions", "ctrl-sinusoidal-scaled",
-                    "esm2-rotary-token-dropout", "esmc-layer-qk-layernorm"]
+                    "esm2-rotary-token-dropout", "esmc-layer-qk-layernorm", "clip-text-causal"]
 #: pre-LayerNorm variants whose first layer reads the residual without a norm (centring the embeddings would change it)
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
@@ -833,6 +836,9 @@ def _modules(model, kind: str):
         return [(b.input_layernorm, b.post_attention_layernorm) for b in model.layers], model.norm
     if kind == "gemma4_encoder":  # EmbeddingGemma 2, built as the base model (an encoder): its layers at the top
         return [(b.input_layernorm, b.post_attention_layernorm) for b in model.layers], model.norm
+    if kind == "clip":  # CLIP's text encoder (transformers 4 nests it as text_model)
+        base = getattr(model, "text_model", model)
+        return [(b.layer_norm1, b.self_attn) for b in base.encoder.layers], base.final_layer_norm
     if kind in ("eurobert", "esmc"):  # built as the base model (an encoder): Llama's layers at the top
         return [(b.input_layernorm, b.self_attn) for b in model.layers], model.norm
     if kind in ("modernbert", "modernbert_decoder"):  # pre-LN, layer 0's attn_norm the identity: its input is the

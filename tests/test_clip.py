@@ -1,0 +1,81 @@
+"""CLIP's text encoder: read from a CLIPTextModel and from a whole CLIPModel's folder (its vision tower
+not read), run on data as the text encoder alone, causally and within its position table (the
+family-wide suites run the tiny variant through hooks, processing, runner and interventions besides)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import compscope
+from compscope.data.runner import layer_state, runner_for
+
+transformers = pytest.importorskip("transformers")
+
+from hf_tiny import BY_ID, build, random_ids  # noqa: E402
+
+VID = "clip-text-causal"
+
+
+def test_the_text_model_of_a_clip_folder_is_read_and_runs_alone(tmp_path):
+    """A CLIPModel saved: its text encoder read as the CLIPTextModel's own weights (positions as the learned
+    table, no unembedding, causal), the vision tower not; run on data by the text model inside the loaded
+    CLIPModel, its heads recomputed from the weights equal what each layer adds."""
+    text = build(BY_ID[VID])
+    vision = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=8,
+                  patch_size=4)
+    model = transformers.CLIPModel(transformers.CLIPConfig(text_config=text.config.to_dict(), vision_config=vision))
+    model.text_model.load_state_dict(getattr(text, "text_model", text).state_dict())  # (transformers 4 nests it)
+    model.save_pretrained(tmp_path)
+    hw, ref = compscope.load(tmp_path), compscope.load(text)
+    assert hw.meta.family == "clip_text" and hw.causal and hw.W_U is None and hw.positions == "learned"
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_O", "W_E", "W_pos"):
+        assert torch.equal(getattr(hw, name), getattr(ref, name)), name
+    base = getattr(text, "text_model", text)
+    torch.testing.assert_close(hw.W_pos, base.embeddings.position_embedding.weight.detach().T, atol=0, rtol=0)
+    assert any("the language model of a clip model" in n and "vision not read" in n for n in hw.meta.notes)
+    runner = runner_for(tmp_path, progress=False)
+    assert runner.n_ctx == 24  # (its position table's length: no longer sequence runs)
+    tr = runner.trace(random_ids(seq=24))
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5,
+                                   rtol=1e-5)
+
+
+def test_a_clip_text_file_without_its_embeddings_is_refused_by_name(tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    build(BY_ID[VID]).save_pretrained(tmp_path)
+    sd = load_file(tmp_path / "model.safetensors")
+    name = next(k for k in sd if k.endswith("embeddings.token_embedding.weight"))
+    del sd[name]
+    save_file(sd, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(compscope.UnsupportedModelError, match="no tensor named like 'text_model.embeddings.token_embedding"):
+        compscope.load(tmp_path)
+
+
+@pytest.mark.parametrize("config_cls, model_cls", [
+    ("MetaClip2TextConfig", "MetaClip2TextModel"), ("OwlViTTextConfig", "OwlViTTextModel"),
+    ("Owlv2TextConfig", "Owlv2TextModel"), ("GroupViTTextConfig", "GroupViTTextModel"),
+    ("XCLIPTextConfig", "XCLIPTextModel"), ("CLIPSegTextConfig", "CLIPSegTextModel")])
+def test_the_text_towers_built_as_clips_read_and_run_as_clips(config_cls, model_cls):
+    """Each model's text tower (CLIP's layout under its own classes) read by the CLIP text family, and run: the
+    runner's first trace is checked against the module's attention, and the heads recomputed from the weights
+    equal what each layer adds."""
+    if not hasattr(transformers, model_cls):
+        pytest.skip(f"transformers {transformers.__version__} has no {model_cls}")
+    config = getattr(transformers, config_cls)(vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
+                                                num_attention_heads=2, max_position_embeddings=20, bos_token_id=0,
+                                                eos_token_id=1, pad_token_id=1)
+    model = getattr(transformers, model_cls)(config).eval()
+    g = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.25 * torch.randn(p.shape, generator=g))
+    hw = compscope.load(model)
+    assert hw.meta.family == "clip_text" and hw.causal and hw.W_pos.shape == (16, 20)
+    runner = runner_for(model, hw, progress=False)
+    tr = runner.trace(torch.randint(2, 40, (2, 12), generator=g))
+    for layer in range(2):
+        torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5,
+                                   rtol=1e-5)
