@@ -57,11 +57,12 @@ def test_a_clip_text_file_without_its_embeddings_is_refused_by_name(tmp_path):
 @pytest.mark.parametrize("config_cls, model_cls", [
     ("MetaClip2TextConfig", "MetaClip2TextModel"), ("OwlViTTextConfig", "OwlViTTextModel"),
     ("Owlv2TextConfig", "Owlv2TextModel"), ("GroupViTTextConfig", "GroupViTTextModel"),
-    ("XCLIPTextConfig", "XCLIPTextModel"), ("CLIPSegTextConfig", "CLIPSegTextModel")])
+    ("XCLIPTextConfig", "XCLIPTextModel"), ("CLIPSegTextConfig", "CLIPSegTextModel"),
+    ("SiglipTextConfig", "SiglipTextModel"), ("Siglip2TextConfig", "Siglip2TextModel")])
 def test_the_text_towers_built_as_clips_read_and_run_as_clips(config_cls, model_cls):
-    """Each model's text tower (CLIP's layout under its own classes) read by the CLIP text family, and run: the
-    runner's first trace is checked against the module's attention, and the heads recomputed from the weights
-    equal what each layer adds."""
+    """Each model's text tower (CLIP's layout under its own classes) read by the CLIP text family (SigLIP's, which
+    attends both ways, by its own), and run: the runner's first trace is checked against the module's attention,
+    and the heads recomputed from the weights equal what each layer adds."""
     if not hasattr(transformers, model_cls):
         pytest.skip(f"transformers {transformers.__version__} has no {model_cls}")
     config = getattr(transformers, config_cls)(vocab_size=40, hidden_size=16, intermediate_size=32, num_hidden_layers=2,
@@ -73,7 +74,9 @@ def test_the_text_towers_built_as_clips_read_and_run_as_clips(config_cls, model_
         for p in model.parameters():
             p.add_(0.25 * torch.randn(p.shape, generator=g))
     hw = compscope.load(model)
-    assert hw.meta.family == "clip_text" and hw.causal and hw.W_pos.shape == (16, 20)
+    siglip = config_cls.startswith("Siglip")
+    assert (hw.meta.family, hw.causal) == (("siglip_text", False) if siglip else ("clip_text", True))
+    assert hw.W_pos.shape == (16, 20)
     runner = runner_for(model, hw, progress=False)
     tr = runner.trace(torch.randint(2, 40, (2, 12), generator=g))
     for layer in range(2):

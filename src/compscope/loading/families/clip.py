@@ -12,6 +12,8 @@ in one saved by transformers 4 and in a whole ``CLIPModel`` (whose vision tower 
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm
 from ...errors import UnsupportedModelError
@@ -35,6 +37,7 @@ class ClipText(Family):
     handled = frozenset("hidden_size num_attention_heads num_hidden_layers layer_norm_eps".split())
     ignored = frozenset({"projection_dim", "initializer_factor"})  # (the projection after pooling; initialisation)
     hf_base = "text_model"
+    causal: ClassVar[bool] = True  # (SigLIP's text encoder attends both ways)
 
     @classmethod
     def base_model(cls, model):
@@ -75,7 +78,20 @@ class ClipText(Family):
             final_norm=final_layernorm(ts, prefix + "final_layer_norm", d, eps),
             norm_placement="pre",
             positions="learned",
-            causal=True,
+            causal=cls.causal,
             sliding_window=(None,) * L,
             meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
         )
+
+
+@register
+class SiglipText(ClipText):
+    """SigLIP's and SigLIP 2's text encoder: CLIP's layout, every query attending to every key (no causal
+    mask); the text embedding a linear ``head`` of the final state at the last position, no unembedding."""
+
+    name = "siglip_text"
+    about = "SigLIP's and SigLIP 2's text encoder: CLIP's layout attending both ways; no unembedding"
+    model_types = ("siglip_text_model", "siglip2_text_model")
+    architectures = ("SiglipTextModel", "Siglip2TextModel")
+    ignored = frozenset({"projection_size"})  # (the head after pooling)
+    causal = False
