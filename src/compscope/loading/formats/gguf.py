@@ -712,6 +712,8 @@ _GPT_OSS_YARN = {"factor": "factor", "original_context_length": "original_max_po
 _MISTRAL3_YARN_NEUTRAL = {**_YARN_NEUTRAL, "yarn_log_multiplier": ((1.0,), "Ministral 3's mscale_all_dim: with any "
                                                                           "value but 1 llama.cpp's runtimes disagree "
                                                                           "on YaRN's attention factor")}
+#: the architectures whose YaRN keys are read otherwise: (keys read, keys neutral at the values given)
+_YARN_READ = {"gpt-oss": (_GPT_OSS_YARN, {}), "mistral3": (_YARN, _MISTRAL3_YARN_NEUTRAL)}
 
 
 def _yarn(path: Path, arch: str, fields: dict) -> dict:
@@ -722,8 +724,7 @@ def _yarn(path: Path, arch: str, fields: dict) -> dict:
     outwards, as both do. gpt-oss's as transformers' GGUF reader builds them from its own keys
     (:data:`_GPT_OSS_YARN`). A key that would change it (:data:`_YARN_NEUTRAL` at another value, or one
     compscope does not know) is refused by name."""
-    keys, neutral = ((_GPT_OSS_YARN, {}) if arch == "gpt-oss" else (_YARN, _MISTRAL3_YARN_NEUTRAL)
-                     if arch == "mistral3" else (_YARN, _YARN_NEUTRAL))
+    keys, neutral = _YARN_READ.get(arch, (_YARN, _YARN_NEUTRAL))
     prefix = f"{arch}.rope.scaling."
     out: dict = {"rope_type": "yarn"}
     for key, value in fields.items():
@@ -764,9 +765,12 @@ def _mistral3(path: Path, arch: str, cfg: dict, fields: dict) -> None:
     beta = fields.get(f"{arch}.attention.temperature_scale")
     if not beta:
         return
+    if not isinstance(beta, (int, float)) or not math.isfinite(beta) or beta < 0:
+        raise LoadError(f"{path}: GGUF metadata '{arch}.attention.temperature_scale' = {beta!r} is not a finite "
+                        "number >= 0")
     n = fields.get(f"{arch}.rope.scaling.original_context_length") or fields.get(f"{arch}.context_length")
     if not isinstance(n, int) or n <= 0:
-        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.temperature_scale' = {beta:g} without "
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.temperature_scale' = {beta!r} without "
                                     "an original context or a context length, from which llama.cpp floors positions")
     length = fields.get(f"{arch}.attention.temperature_length")
     if length is not None and length != n:
