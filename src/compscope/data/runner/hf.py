@@ -181,7 +181,10 @@ def from_files(path: Path, hw: HeadWeights, progress: bool = True, device: torch
     auto = transformers.AutoModel if not hw.causal else transformers.AutoModelForCausalLM
     # a vision-language or speech model runs on text alone (a multimodal encoder, EmbeddingGemma 2's, as AutoModel)
     wrapper = _wrapper_class(folder) if gguf is None and hw.causal else None
-    if wrapper is not None:
+    named = _named_class(folder, hw) if gguf is None else None
+    if named is not None:  # (DPR: one model type, three classes whose tensors sit under different names)
+        auto = named
+    elif wrapper is not None:
         auto = wrapper
     elif gguf is None and hw.causal and not _has_causal_lm(folder):  # a language model saved without its head, of a
         auto = transformers.AutoModel  # type transformers builds no causal LM for (Muse Glimmer's): its base model
@@ -241,6 +244,23 @@ def _has_causal_lm(folder: Path) -> bool:
     except Exception:  # noqa: BLE001  (transformers says what it misses when it loads the model)
         return True
     return type(config) in transformers.AutoModelForCausalLM._model_mapping
+
+
+def _named_class(folder: Path, hw: HeadWeights):
+    """The transformers class a folder's config names (``architectures``) where ``hw``'s family runs its models
+    as that class (``Family.runs_as_named``), else None."""
+    import transformers
+
+    from ...loading.families import FAMILIES
+    from ...loading.formats.safetensors_folder import read_config
+
+    family = FAMILIES.get(hw.meta.family) if hw.meta.family in FAMILIES.names() else None
+    if family is None or not family.runs_as_named or not (folder / "config.json").is_file():
+        return None
+    named = read_config(folder).get("architectures") or []
+    first = named[0] if isinstance(named, list) and named and isinstance(named[0], str) else None
+    cls = None if first is None else getattr(transformers, first, None)
+    return cls if isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel) else None
 
 
 def _wrapper_class(folder: Path):

@@ -46,6 +46,9 @@ class Bert(Family):
     }
 
     hf_base = "bert"
+    #: where else the encoder's tensors may sit (besides ``{hf_base}.``, a dual encoder's ``text_model.``
+    #: and Grounding DINO's ``model.text_backbone.``)
+    more_prefixes: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def first_position(cls, config: dict, where: str) -> int:
@@ -110,7 +113,7 @@ class Bert(Family):
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
         cls.check_config(cfg, where)
         d, H, L, r, eps = cls.sizes_and_eps(cfg, where)
-        prefix = next((p for p in (cls.hf_base + ".", "text_model.", "model.text_backbone.")
+        prefix = next((p for p in (cls.hf_base + ".", "text_model.", "model.text_backbone.", *cls.more_prefixes)
                        if f"{p}embeddings.word_embeddings.weight" in ts), "")  # (a dual encoder's text encoder:
         # text_model; Grounding DINO's: model.text_backbone)
         e = prefix + "embeddings."
@@ -259,6 +262,34 @@ class BertGeneration(Bert):
     about = "BertGeneration's encoder: BERT's layers, no token types"
     model_types = ("bert-generation",)
     architectures = ("BertGenerationEncoder",)
+
+
+@register
+class Dpr(Bert):
+    """DPR (dense passage retrieval): a BERT encoder as its context encoder (``ctx_encoder.bert_model.``), its
+    question encoder (``question_encoder.bert_model.``) or its reader's (``span_predictor.encoder.bert_model.``);
+    the embedding of a text is the encoder's state at its first token (times a projection where
+    ``projection_dim`` is set), no unembedding. Run as the class the folder's config names."""
+
+    name = "dpr"
+    about = "DPR's context and question encoders and reader: BERT encoders under their own prefixes"
+    model_types = ("dpr",)
+    architectures = ("DPRContextEncoder", "DPRQuestionEncoder", "DPRReader")
+    ignored = frozenset({"projection_dim"})  # (a projection of the pooled state, after the encoder)
+    more_prefixes = ("ctx_encoder.bert_model.", "question_encoder.bert_model.", "span_predictor.encoder.bert_model.")
+    runs_as_named = True
+
+    @classmethod
+    def base_model(cls, model):
+        """The BERT inside a DPR model: ``ctx_encoder.bert_model``, ``question_encoder.bert_model`` or
+        ``span_predictor.encoder.bert_model``; else ``model`` (a BERT)."""
+        for path in ("ctx_encoder", "question_encoder", "span_predictor.encoder"):
+            inner = model
+            for part in path.split("."):
+                inner = getattr(inner, part, None)
+            if inner is not None:
+                return getattr(inner, "bert_model", inner)
+        return model
 
 
 @register
