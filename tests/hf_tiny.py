@@ -630,6 +630,8 @@ VARIANTS = [
     # ERNIE 3.0: BERT's layout, a task type (row 0 by default) added beside the token type
     Variant("ernie-task-types", "bert", "ErnieConfig",
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, use_task_id=True, task_type_vocab_size=3)),
+    Variant("splinter-bert-layers", "bert", "SplinterConfig",
+            dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12, question_token_id=3)),
     Variant("bert-generation-encoder", "bert", "BertGenerationConfig",
             dict(_COMMON, max_position_embeddings=32, layer_norm_eps=1e-12)),
     Variant("electra", "bert", "ElectraConfig",

@@ -497,6 +497,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
                                                ("data2vec-text-pad-zero", "batched"), ("distilbert", "threes"),
                                                ("ibert-float", "threes"),
                                                ("ernie-task-types", "batched"), ("bert-generation-encoder", "single"),
+                                               ("splinter-bert-layers", "threes"),
                                                ("openai-gpt-post-ln", "threes"), ("openai-gpt-post-ln", "single"),
                                                ("jina-embeddings-v3-rotary-post-ln", "batched"),
                                                ("nomic-bert-rotary-no-bias", "threes"),

@@ -265,6 +265,19 @@ class BertGeneration(Bert):
 
 
 @register
+class Splinter(Bert):
+    """Splinter (few-shot question answering): BERT's encoder under ``splinter.``; its question-token
+    heads sit on top and are not read."""
+
+    name = "splinter"
+    about = "Splinter: BERT's encoder under its own name"
+    model_types = ("splinter",)
+    architectures = ("SplinterModel", "SplinterForQuestionAnswering", "SplinterForPreTraining")
+    ignored = frozenset({"question_token_id"})  # (which token the span heads look for)
+    hf_base = "splinter"
+
+
+@register
 class Dpr(Bert):
     """DPR (dense passage retrieval): a BERT encoder as its context encoder (``ctx_encoder.bert_model.``), its
     question encoder (``question_encoder.bert_model.``) or its reader's (``span_predictor.encoder.bert_model.``);
