@@ -119,6 +119,16 @@ NOT_READ: dict[str, str] = {
              "renormalised inside the layer (by output.LayerNorm, as released, or adapter_layer_norm), then normalised "
              "again: three norms a layer, where a post-LN layer has two"),
     "mpnet": "its logits add a learned relative-position bias (position buckets, one table shared by every layer)",
+    "cpmant": "CPM-Ant: its logits add a learned relative-position bias (position buckets) computed for every layer",
+    "canine": ("CANINE: characters hashed into embeddings and downsampled by a strided convolution between a shallow "
+               "local encoder and the deep stack, so no one residual stream holds every token at one resolution"),
+    "perceiver": ("Perceiver IO: a fixed set of latents cross-attends to the inputs and then attends among itself, "
+                  "so its self-attention heads read latents, not tokens"),
+    "blt": ("Byte Latent Transformer: a local byte encoder, patches pooled into a global transformer by "
+            "cross-attention and decoded back to bytes: streams at two resolutions, not one residual stream"),
+    **dict.fromkeys(("inkling2_loop", "inkling2_loop_text"), (
+        "Inkling 2's block attention residuals (each layer's input an attention over earlier blocks' outputs), and a "
+        "span of its layers run several times (loop_num_passes) with learned gates between passes")),
     "fnet": "no attention heads: FNet mixes tokens by a Fourier transform",
     "funnel": ("Funnel Transformer: the sequence is pooled between blocks (a block's queries read a shortened "
                "sequence), and the logits add relative-position terms"),
