@@ -1339,18 +1339,18 @@ _LLAMALIKE_LAYER = {
 }
 
 
-def _write_llamalike_gguf(path, model, arch: str, rope_dim: int) -> None:
-    """A StableLM or StarCoder2 GGUF as llama.cpp writes one: Llama-like tensor names (biases and
-    LayerNorm biases included), nothing permuted (both rotate halves), the rotary width as
-    ``rope.dimension_count``, and a token list for transformers' reader."""
+def _write_llamalike_gguf(path, model, arch: str, rope_dim: int, eps: str = "layer_norm_eps") -> None:
+    """A StableLM, StarCoder2 or Seed-OSS GGUF as llama.cpp writes one: Llama-like tensor names (biases and
+    LayerNorm biases included), nothing permuted (all rotate halves), the rotary width as
+    ``rope.dimension_count``, the norms' epsilon 1e-5 under ``eps``, and a token list for transformers' reader."""
     sd = _numpy_state(model)
     cfg = model.config
     w = _writer(path, arch)
     theta = (getattr(cfg, "rope_parameters", None) or {"rope_theta": cfg.rope_theta})["rope_theta"]
     _metadata(w, block_count=cfg.num_hidden_layers, embedding_length=cfg.hidden_size,
               feed_forward_length=cfg.intermediate_size, head_count=cfg.num_attention_heads,
-              head_count_kv=cfg.num_key_value_heads, layer_norm_eps=1e-5, rope_dimension_count=rope_dim,
-              rope_freq_base=theta)
+              head_count_kv=cfg.num_key_value_heads, rope_dimension_count=rope_dim, rope_freq_base=theta,
+              **{eps: 1e-5})
     for name, t in sd.items():
         if ".norms." in name:  # StableLM's per-head QK LayerNorms: llama.cpp stacks them, (heads, d_head)
             if name.endswith("norms.0.weight"):
@@ -1407,6 +1407,60 @@ def test_stablelm_and_starcoder2_ggufs_match_the_model_object_and_transformers(t
     tr = runner.trace(torch.randint(0, V, (2, 7), generator=torch.Generator().manual_seed(20)))
     for layer in range(2):
         torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("qkv_bias, out_bias", [(True, False), (False, True)])
+def test_a_seed_oss_gguf_matches_the_model_object_with_the_biases_it_holds(tmp_path, qkv_bias, out_bias):
+    """Seed-OSS as llama.cpp writes it (``seed_oss``: Llama's names, rows as HF's): the model object's heads and
+    the biases its two switches build, the switches read from the tensors the file holds (the metadata does not
+    state them). transformers' GGUF reader does not read it: weights only."""
+    if not hasattr(transformers, "SeedOssConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no Seed-OSS")
+    cfg = hf_config("SeedOssConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, head_dim=D // H, max_position_embeddings=64,
+                    tie_word_embeddings=False, rms_norm_eps=1e-5, attention_bias=qkv_bias, attention_out_bias=out_bias,
+                    rope_parameters={"rope_type": "default", "rope_theta": 700.0})
+    model = transformers.SeedOssForCausalLM(cfg).eval()
+    _randomise(model, 23)
+    _write_llamalike_gguf(tmp_path / "s.gguf", model, "seed_oss", D // H, eps="layer_norm_rms_eps")
+    ours, ref = compscope.load(tmp_path / "s.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "seed_oss"
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_U"):
+        a, b = getattr(ours, name), getattr(ref, name)
+        assert (a is None and b is None) or torch.equal(a, b), name
+    assert (ours.b_Q is not None, ours.b_O is not None) == (qkv_bias, out_bias)
+    assert torch.equal(ours.attn_norm.weight, ref.attn_norm.weight) and ours.attn_norm.eps == pytest.approx(1e-5)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+    from compscope.data.runner import runner_for
+
+    with pytest.raises(compscope.UnsupportedModelError, match="architecture 'seed_oss', which transformers' GGUF reader "
+                                                              "does not read"):
+        runner_for(tmp_path / "s.gguf", progress=False)
+
+
+def test_an_arcee_gguf_matches_the_model_object(tmp_path):
+    """Arcee's AFM as llama.cpp's converter writes it (a Llama: q/k rows permuted, YaRN where the config has it):
+    the model object's heads and frequencies. transformers' GGUF reader does not read it: weights only."""
+    if not hasattr(transformers, "ArceeConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no Arcee")
+    cfg = hf_config("ArceeConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=128, tie_word_embeddings=False,
+                    rope_parameters={"rope_type": "yarn", "rope_theta": 100.0, "factor": 4.0,
+                                     "original_max_position_embeddings": 32})
+    model = transformers.ArceeForCausalLM(cfg).eval()
+    _randomise(model, 29)
+    _write_scaled_llama_gguf(tmp_path / "a.gguf", model, "yarn", {"factor": 4.0, "original_context_length": 32},
+                             arch="arcee")
+    ours, ref = compscope.load(tmp_path / "a.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "llama"
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    assert ours.scale == pytest.approx(ref.scale, rel=1e-12)
+    from compscope.data.runner import runner_for
+
+    with pytest.raises(compscope.UnsupportedModelError, match="architecture 'arcee', which transformers' GGUF reader"):
+        runner_for(tmp_path / "a.gguf", progress=False)
 
 
 def test_a_stablelm_gguf_with_per_head_qk_layernorms_is_read_with_them(tmp_path):

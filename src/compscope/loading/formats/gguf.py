@@ -94,6 +94,8 @@ _ARCHS = {
     "command-r": ("cohere", False, False),  # Llama's names, rows as HF's (interleaved rotary, llama.cpp's own kind);
     "cohere2": ("cohere2", False, False),  # LayerNorms without bias, the logit scale (_ARCH_KEYS), Command R+'s QK norms
     "mistral3": ("ministral3", True, False),  # Ministral 3: a Llama to llama.cpp, its YaRN and query temperature
+    "arcee": ("arcee", True, False),  # Arcee's AFM: a Llama to llama.cpp (its converter's LlamaModel: rows permuted)
+    "seed_oss": ("seed_oss", False, False),  # Seed-OSS: Llama's names, rows as HF's; its bias switches from the tensors
 }
 
 #: GGUF per-block tensor name -> HF name under ``model.layers.{i}.``
@@ -517,6 +519,10 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
         cfg["rope_scaling"] = {"rope_type": "default", "mrope_section": sections[:3]}
     if arch == "mistral3":
         _mistral3(path, arch, cfg, fields)
+    if arch == "seed_oss":  # the two switches as the tensors the file holds (transformers' defaults: on, off)
+        names = {i.name for i in infos}
+        cfg["attention_bias"] = any(n.endswith("attn_q.bias") for n in names)
+        cfg["attention_out_bias"] = any(n.endswith("attn_output.bias") for n in names)
     if arch == "modern-bert":
         _modern_bert(path, arch, cfg, fields, infos)
     if arch == "jina-bert-v3" and "rope_theta" not in cfg:  # (llama.cpp would take 10000; the model's is 20000)
