@@ -1438,6 +1438,28 @@ def test_a_seed_oss_gguf_matches_the_model_object_with_the_biases_it_holds(tmp_p
         runner_for(tmp_path / "s.gguf", progress=False)
 
 
+@pytest.mark.parametrize("arch, bias", [("ernie4_5", True), ("ernie4_5", False), ("ernie4_5-moe", True)])
+def test_an_ernie45_gguf_matches_the_model_object(tmp_path, arch, bias):
+    """ERNIE 4.5 as llama.cpp writes it (rows as HF's: both turn interleaved pairs), its ``use_bias`` read from
+    the tensors the file holds (the metadata does not state it); the MoE's file as the dense one's attention."""
+    if not hasattr(transformers, "Ernie4_5Config"):
+        pytest.skip(f"transformers {transformers.__version__} has no ERNIE 4.5")
+    cfg = hf_config("Ernie4_5Config", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, head_dim=D // H, max_position_embeddings=64,
+                    tie_word_embeddings=False, rms_norm_eps=1e-5, use_bias=bias,
+                    rope_parameters={"rope_type": "default", "rope_theta": 600.0})
+    model = transformers.Ernie4_5ForCausalLM(cfg).eval()
+    _randomise(model, 31)
+    _write_llamalike_gguf(tmp_path / "e.gguf", model, arch, D // H, eps="layer_norm_rms_eps")
+    ours, ref = compscope.load(tmp_path / "e.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "ernie4_5" and ours.rotary.style == "interleaved"
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_U"):
+        a, b = getattr(ours, name), getattr(ref, name)
+        assert (a is None and b is None) or torch.equal(a, b), name
+    assert (ours.b_Q is not None) == (ours.b_O is not None) == bias
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+
+
 def test_an_arcee_gguf_matches_the_model_object(tmp_path):
     """Arcee's AFM as llama.cpp's converter writes it (a Llama: q/k rows permuted, YaRN where the config has it):
     the model object's heads and frequencies. transformers' GGUF reader does not read it: weights only."""

@@ -96,7 +96,14 @@ _ARCHS = {
     "mistral3": ("ministral3", True, False),  # Ministral 3: a Llama to llama.cpp, its YaRN and query temperature
     "arcee": ("arcee", True, False),  # Arcee's AFM: a Llama to llama.cpp (its converter's LlamaModel: rows permuted)
     "seed_oss": ("seed_oss", False, False),  # Seed-OSS: Llama's names, rows as HF's; its bias switches from the tensors
+    "ernie4_5": ("ernie4_5", False, False),  # ERNIE 4.5: rows as HF's (both rotate interleaved pairs); use_bias from
+    "ernie4_5-moe": ("ernie4_5_moe", False, False),  # the tensors; the MoE's experts are MLP
 }
+
+#: architectures whose bias switches (HF config keys) the metadata does not state: each on where the file holds
+#: that tensor in some layer
+_BIAS_SWITCHES = {"seed_oss": {"attention_bias": "attn_q.bias", "attention_out_bias": "attn_output.bias"},
+                  "ernie4_5": {"use_bias": "attn_q.bias"}, "ernie4_5-moe": {"use_bias": "attn_q.bias"}}
 
 #: GGUF per-block tensor name -> HF name under ``model.layers.{i}.``
 _BLOCK = {
@@ -519,10 +526,9 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
         cfg["rope_scaling"] = {"rope_type": "default", "mrope_section": sections[:3]}
     if arch == "mistral3":
         _mistral3(path, arch, cfg, fields)
-    if arch == "seed_oss":  # the two switches as the tensors the file holds (transformers' defaults: on, off)
+    if arch in _BIAS_SWITCHES:  # the switches as the tensors the file holds (the metadata states none)
         names = {i.name for i in infos}
-        cfg["attention_bias"] = any(n.endswith("attn_q.bias") for n in names)
-        cfg["attention_out_bias"] = any(n.endswith("attn_output.bias") for n in names)
+        cfg.update({key: any(n.endswith(tensor) for n in names) for key, tensor in _BIAS_SWITCHES[arch].items()})
     if arch == "modern-bert":
         _modern_bert(path, arch, cfg, fields, infos)
     if arch == "jina-bert-v3" and "rope_theta" not in cfg:  # (llama.cpp would take 10000; the model's is 20000)
