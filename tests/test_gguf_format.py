@@ -2099,6 +2099,58 @@ def _write_bert_gguf(path, model, fused: bool = False, causal: bool = False) -> 
     _finish(w)
 
 
+def test_a_qwen3vl_gguf_matches_the_language_model_object(tmp_path):
+    """Qwen3-VL's language model as llama.cpp writes it (``qwen3vl``: Qwen3's names and QK norms, rows as HF's,
+    the interleaved multimodal rotary sections as ``rope.dimension_sections`` [t, h, w, 0], DeepStack's layer
+    count beside): read back, the language model object's heads, QK norms and frequencies, the sections said;
+    transformers' GGUF reader does not read it (weights only)."""
+    if not hasattr(transformers, "Qwen3VLConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no Qwen3-VL")
+    r = D // H
+    text = dict(vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2, num_attention_heads=H,
+                num_key_value_heads=G, head_dim=r, max_position_embeddings=64, tie_word_embeddings=False,
+                rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 3000.0,
+                                                    "mrope_section": [1, 1, 1], "mrope_interleaved": True})
+    vision = dict(depth=1, hidden_size=16, intermediate_size=16, num_heads=2, out_hidden_size=D, patch_size=14,
+                  spatial_merge_size=2, temporal_patch_size=2, deepstack_visual_indexes=[0])
+    from compscope.data.runner import transformers_at_least
+
+    if not transformers_at_least(5):  # (transformers 4 takes them as rope_theta and rope_scaling, under 'rope_type')
+        text["rope_theta"] = text["rope_parameters"].pop("rope_theta")
+        text["rope_scaling"] = text.pop("rope_parameters")
+    model = transformers.Qwen3VLForConditionalGeneration(transformers.Qwen3VLConfig(
+        text_config=text, vision_config=vision, image_token_id=V - 1, video_token_id=V - 2,
+        vision_start_token_id=V - 3, vision_end_token_id=V - 4)).eval()
+    _randomise(model, 47)
+    sd = _numpy_state(model.model.language_model)
+    w = _writer(tmp_path / "q.gguf", "qwen3vl")
+    _metadata(w, layer_norm_rms_eps=1e-6, rope_freq_base=3000.0, rope_dimension_sections=[1, 1, 1, 0], key_length=r,
+              value_length=r)
+    w.add_uint32("qwen3vl.n_deepstack_layers", 1)
+    w.add_tensor("token_embd.weight", sd["embed_tokens.weight"])
+    w.add_tensor("output.weight", model.lm_head.weight.detach().numpy())
+    w.add_tensor("output_norm.weight", sd["norm.weight"])
+    names = {"input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
+             **{f"self_attn.{x}_proj.weight": f"attn_{x}.weight" for x in "qkv"},
+             "self_attn.o_proj.weight": "attn_output.weight", "self_attn.q_norm.weight": "attn_q_norm.weight",
+             "self_attn.k_norm.weight": "attn_k_norm.weight"}
+    for i in range(2):
+        for hf_name, g_name in names.items():
+            w.add_tensor(f"blk.{i}.{g_name}", sd[f"layers.{i}.{hf_name}"])
+    _finish(w)
+    ours, ref = compscope.load(tmp_path / "q.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "qwen3"
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for a, b in zip(ours.qk_norm, ref.qk_norm):
+        assert torch.equal(a.weight, b.weight) and a.eps == pytest.approx(b.eps)
+    assert torch.allclose(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+    assert any("multimodal rotary (mrope sections [1, 1, 1])" in n for n in ours.meta.notes)
+    from compscope.data.runner import cannot_run
+
+    assert "a GGUF file of architecture 'qwen3vl', which transformers' GGUF reader does not read" in cannot_run(tmp_path / "q.gguf")
+
+
 @pytest.mark.parametrize("config_cls, fused", [("BertConfig", False), ("BertConfig", True), ("RobertaConfig", False)])
 def test_a_bert_gguf_matches_the_model_object(tmp_path, config_cls, fused):
     """BERT (``bert``; RoBERTa's kin as llama.cpp writes them, under that architecture with the

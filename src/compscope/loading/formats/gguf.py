@@ -56,6 +56,8 @@ _ARCHS = {
     "qwen2": ("qwen2", False, False),
     "qwen2moe": ("qwen2_moe", False, False),  # Qwen2's attention (q/k/v biases); the experts are MLP
     "qwen2vl": ("qwen2_vl_text", False, False),  # Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's, mrope sections
+    "qwen3vl": ("qwen3_vl_text", False, False),  # Qwen3-VL's language model: Qwen3's, interleaved mrope sections
+    "qwen3vlmoe": ("qwen3_vl_moe_text", False, False),  # (and DeepStack, which adds image features only)
     "qwen3": ("qwen3", False, False),
     "qwen3moe": ("qwen3_moe", False, False),
     "gemma": ("gemma", False, True),
@@ -99,6 +101,9 @@ _ARCHS = {
     "ernie4_5": ("ernie4_5", False, False),  # ERNIE 4.5: rows as HF's (both rotate interleaved pairs); use_bias from
     "ernie4_5-moe": ("ernie4_5_moe", False, False),  # the tensors; the MoE's experts are MLP
 }
+
+#: the architectures with multimodal rotary sections (``rope.dimension_sections``), and whose they are
+_MROPE = {"qwen2vl": "Qwen2-VL", "qwen3vl": "Qwen3-VL", "qwen3vlmoe": "Qwen3-VL"}
 
 #: architectures whose bias switches (HF config keys) the metadata does not state: each on where the file holds
 #: that tensor in some layer
@@ -517,12 +522,12 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
         cfg["multi_query"] = True
     if arch == "mpt" and f"{arch}.attention.max_alibi_bias" in fields:  # ALiBi's maximum, where MPT's config keeps it
         cfg["attn_config"] = {"alibi_bias_max": fields[f"{arch}.attention.max_alibi_bias"]}
-    if arch == "qwen2vl":  # llama.cpp's sections: [temporal, height, width, 0]; the family checks the first three
+    if arch in _MROPE:  # llama.cpp's sections: [temporal, height, width, 0]; the family checks the first three
         sections = fields.get(f"{arch}.rope.dimension_sections")
         if not isinstance(sections, list) or len(sections) != 4 or sections[3] != 0:
             raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.dimension_sections' = {sections!r}: "
-                                        "expected the four multimodal rotary sections llama.cpp writes for Qwen2-VL, "
-                                        "the last 0")
+                                        "expected the four multimodal rotary sections llama.cpp writes for "
+                                        f"{_MROPE[arch]}, the last 0")
         cfg["rope_scaling"] = {"rope_type": "default", "mrope_section": sections[:3]}
     if arch == "mistral3":
         _mistral3(path, arch, cfg, fields)
