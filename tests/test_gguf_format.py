@@ -1335,7 +1335,7 @@ _LLAMALIKE_LAYER = {
     "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm", "self_attn.q_proj": "attn_q",
     "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
     "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down", "mlp.c_fc": "ffn_up",
-    "mlp.c_proj": "ffn_down",
+    "mlp.c_proj": "ffn_down", "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
 }
 
 
@@ -1457,6 +1457,28 @@ def test_an_ernie45_gguf_matches_the_model_object(tmp_path, arch, bias):
         a, b = getattr(ours, name), getattr(ref, name)
         assert (a is None and b is None) or torch.equal(a, b), name
     assert (ours.b_Q is not None) == (ours.b_O is not None) == bias
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+
+
+def test_a_dots1_gguf_matches_the_model_object(tmp_path):
+    """dots.llm1 as llama.cpp writes it (``dots1``: Qwen2-MoE's converter, rows as HF's, per-head QK norms): the
+    model object's heads, QK norms and frequencies; weights only (transformers' GGUF reader does not read it)."""
+    if not hasattr(transformers, "Dots1Config"):
+        pytest.skip(f"transformers {transformers.__version__} has no dots.llm1")
+    cfg = hf_config("Dots1Config", vocab_size=V, hidden_size=D, intermediate_size=32, moe_intermediate_size=16,
+                    num_hidden_layers=2, num_attention_heads=H, num_key_value_heads=G, head_dim=D // H,
+                    first_k_dense_replace=2, n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1,
+                    max_position_embeddings=64, tie_word_embeddings=False, rms_norm_eps=1e-5,
+                    rope_parameters={"rope_type": "default", "rope_theta": 800.0})
+    model = transformers.Dots1ForCausalLM(cfg).eval()  # (its first two layers dense: every layer here)
+    _randomise(model, 37)
+    _write_llamalike_gguf(tmp_path / "d.gguf", model, "dots1", D // H, eps="layer_norm_rms_eps")
+    ours, ref = compscope.load(tmp_path / "d.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "qwen3" and ours.sliding_window == ref.sliding_window
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for a, b in zip(ours.qk_norm, ref.qk_norm):
+        assert torch.equal(a.weight, b.weight)
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
 
 

@@ -100,6 +100,7 @@ _ARCHS = {
     "seed_oss": ("seed_oss", False, False),  # Seed-OSS: Llama's names, rows as HF's; its bias switches from the tensors
     "ernie4_5": ("ernie4_5", False, False),  # ERNIE 4.5: rows as HF's (both rotate interleaved pairs); use_bias from
     "ernie4_5-moe": ("ernie4_5_moe", False, False),  # the tensors; the MoE's experts are MLP
+    "dots1": ("dots1", False, False),  # dots.llm1: Qwen3's attention (rows as HF's, QK norms), MoE MLPs
 }
 
 #: the architectures with multimodal rotary sections (``rope.dimension_sections``), and whose they are
