@@ -2311,32 +2311,44 @@ def test_a_nemotron_gguf_matches_the_model_object_and_runs(tmp_path, share):
     assert runner._agreed
 
 
-def test_an_lfm2_gguf_reads_and_runs_its_attention_layers_as_the_model_object(tmp_path):
-    """LFM2 as llama.cpp writes it (every tensor under gguf-py's names for the architecture; a K/V head
-    count per layer, 0 on the convolution layers; the final norm as ``token_embd_norm``; rows as HF's):
-    read back, the attention layers' heads, QK-norm gains, norms and rotary are the model object's; a
-    convolution layer's input norm is not taken for attention; transformers runs the file, and what
-    each attention layer adds is what compscope recomputes from the residual it reads."""
+@pytest.mark.parametrize("arch", ["lfm2", "lfm2moe"])
+def test_an_lfm2_gguf_reads_and_runs_its_attention_layers_as_the_model_object(tmp_path, arch):
+    """LFM2 (and LFM2-MoE, ``lfm2moe``, its layers dense here) as llama.cpp writes it (every tensor under
+    gguf-py's names for the architecture; a K/V head count per layer, 0 on the convolution layers; the
+    final norm as ``token_embd_norm``; rows as HF's): read back, the attention layers' heads, QK-norm gains,
+    norms and rotary are the model object's; a convolution layer's input norm is not taken for attention;
+    transformers runs the LFM2 file (not LFM2-MoE's: weights only), and what each attention layer adds is what
+    compscope recomputes from the residual it reads."""
     from gguf.constants import MODEL_ARCH
 
     from compscope.core.attention import attention_forward
     from compscope.data.runner import layer_state, runner_for
     from hf_tiny import BY_ID, build
 
-    if not hasattr(MODEL_ARCH, "LFM2"):
-        pytest.skip("this gguf package names no LFM2 tensors to write the file with")
-    model = build(BY_ID["lfm2-conv-attention"])
+    if not hasattr(MODEL_ARCH, arch.upper()):
+        pytest.skip(f"this gguf package names no {arch} tensors to write the file with")
+    moe = arch == "lfm2moe"
+    if moe and not hasattr(transformers, "Lfm2MoeConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no LFM2-MoE")
+    variant = BY_ID["lfm2-conv-attention"]
+    if moe:  # (every layer dense: the experts are MLP either way)
+        from hf_tiny import Variant
+
+        variant = Variant("lfm2-moe-dense", "hybrid", "Lfm2MoeConfig",
+                          dict(variant.config, num_dense_layers=4, num_experts=4, num_experts_per_tok=2,
+                               moe_intermediate_size=16))
+    model = build(variant)
     cfg, sd = model.config, _numpy_state(model)
     n = cfg.num_hidden_layers
     layers = [i for i, t in enumerate(cfg.layer_types) if t == "full_attention"]
-    names = gguf.get_tensor_name_map(MODEL_ARCH.LFM2, n)
-    w = gguf.GGUFWriter(str(tmp_path / "l.gguf"), "lfm2")
+    names = gguf.get_tensor_name_map(getattr(MODEL_ARCH, arch.upper()), n)
+    w = gguf.GGUFWriter(str(tmp_path / "l.gguf"), arch)
     w.add_tokenizer_model("gpt2")
     w.add_token_list([f"t{i}" for i in range(cfg.vocab_size)])  # the model's vocabulary (not this file's V)
     _metadata(w, block_count=n, embedding_length=cfg.hidden_size, feed_forward_length=cfg.intermediate_size,
               head_count=cfg.num_attention_heads, head_count_kv=[cfg.num_key_value_heads if i in layers else 0 for i in range(n)],
               vocab_size=cfg.vocab_size, layer_norm_rms_eps=cfg.norm_eps, rope_freq_base=cfg.rope_parameters["rope_theta"])
-    w.add_uint32("lfm2.shortconv.l_cache", cfg.conv_L_cache)
+    w.add_uint32(f"{arch}.shortconv.l_cache", cfg.conv_L_cache)
     for key, value in sd.items():
         if key == "lm_head.weight":  # tied: llama.cpp writes no output tensor
             continue
@@ -2356,6 +2368,11 @@ def test_an_lfm2_gguf_reads_and_runs_its_attention_layers_as_the_model_object(tm
     x = torch.randn(1, 9, cfg.hidden_size, generator=torch.Generator().manual_seed(4))
     for layer in range(ours.n_layers):
         torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
+    if moe:
+        from compscope.data.runner import cannot_run
+
+        assert "architecture 'lfm2moe', which transformers' GGUF reader does not read" in cannot_run(tmp_path / "l.gguf")
+        return
     runner = runner_for(tmp_path / "l.gguf", progress=False, device="cpu")
     tr = runner.trace(torch.randint(2, cfg.vocab_size, (2, 7), generator=torch.Generator().manual_seed(20)))
     for layer in range(ours.n_layers):

@@ -87,6 +87,7 @@ _ARCHS = {
     "granitehybrid": ("granitemoehybrid", True, False),  # Granite 4's and Bamba's Mamba hybrids (_hybrid_layers)
     "minimax-m2": ("minimax_m2", False, False),  # Llama's names; QK norms over a layer's heads, rotary on part of each
     "lfm2": ("lfm2", False, False),  # HF's names under llama.cpp's (_LFM2_BLOCK); K/V heads 0 on a convolution layer
+    "lfm2moe": ("lfm2_moe", False, False),  # LFM2-MoE: LFM2's layers and names, MoE MLPs
     "eurobert": ("eurobert", False, False),  # EuroBERT, jina-embeddings-v5: Llama's names, rows as stored, both ways
     "nomic-bert": ("nomic_bert", False, False),  # nomic-embed-text v1/v1.5: its files' own names (_NOMIC_BLOCK)
     "modern-bert": ("modernbert", False, False),  # ModernBERT: HF's names (_MODERNBERT_BLOCK), llama.cpp's rules
@@ -275,7 +276,7 @@ _LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn
             "nomic-bert": (_NOMIC_BLOCK, "encoder.layers.{i}.", _NOMIC_TOP, (), ((), None)),
             "modern-bert": (_MODERNBERT_BLOCK, "layers.{i}.", _MODERNBERT_TOP, (), ((), None)),
             "jina-bert-v3": (_JINA_BLOCK, "encoder.layers.{i}.", _JINA_TOP, (), ((), None)),
-            "lfm2": (_LFM2_BLOCK, "model.layers.{i}.", _LFM2_TOP, (), ((), None)),
+            **dict.fromkeys(("lfm2", "lfm2moe"), (_LFM2_BLOCK, "model.layers.{i}.", _LFM2_TOP, (), ((), None))),
             "gemma4": ({**_BLOCK, "layer_output_scale.weight": "layer_scalar"}, "model.layers.{i}.", _TOP, (), ((), None)),
             "falcon": (_falcon_block(two_norms=False), "transformer.h.{i}.", _FALCON_TOP, (),
                        (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _falcon_grouped))}
@@ -290,7 +291,7 @@ _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
                                  "jina-bert-v3")},
                  "modern-bert": {"layer_norm_epsilon": "norm_eps"},
                  "nemotron": {"layer_norm_epsilon": "norm_eps", "rms_norm_eps": "norm_eps"},
-                 "lfm2": {"rms_norm_eps": "norm_eps"},
+                 "lfm2": {"rms_norm_eps": "norm_eps"}, "lfm2moe": {"rms_norm_eps": "norm_eps"},
                  "starcoder2": {"layer_norm_epsilon": "norm_epsilon"}, "falcon": {"num_key_value_heads": "num_kv_heads"}}
 #: GGUF metadata key (after ``{arch}.``) -> HF config key, read for these architectures only
 _GRANITE_KEYS = {"embedding_scale": "embedding_multiplier", "attention.scale": "attention_multiplier",
@@ -457,7 +458,7 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
     ssm_layers: set[int] = set()
     if arch == "granitehybrid" and isinstance(n_kv, list):  # a K/V head count per layer, 0 on the Mamba layers
         n_kv, ssm_layers = _hybrid_layers(path, arch, cfg, fields, n_kv)
-    if arch == "lfm2" and isinstance(n_kv, list):  # 0 on the convolution layers
+    if arch in ("lfm2", "lfm2moe") and isinstance(n_kv, list):  # 0 on the convolution layers
         n_kv, ssm_layers = _kv_heads_per_layer(path, arch, cfg, n_kv, "a convolution layer")
         cfg["layer_types"] = ["conv" if i in ssm_layers else "full_attention" for i in range(cfg["num_hidden_layers"])]
     if arch == "gemma4":  # local and global layers of their own head widths and K/V head counts
