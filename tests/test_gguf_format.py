@@ -798,6 +798,13 @@ def test_a_llama3_scaled_gguf_runs_with_the_frequencies_it_states(tmp_path):
         mp.setattr(hf_runner, "set_frequencies", lambda *args: None)
         with pytest.raises(compscope.UnsupportedModelError, match="is not what compscope recomputes"):
             runner_for(tmp_path / "l3.gguf", progress=False, device="cpu").trace(ids)
+    from compscope.loading.formats import gguf as gguf_format
+
+    assert gguf_format.divides_frequencies(tmp_path / "l3.gguf")  # (as runtime_config found it)
+    w = _writer(tmp_path / "l3.gguf", "llama")  # the same path, rewritten without the divisors: read again
+    _metadata(w, context_length=256, layer_norm_rms_eps=1e-6, rope_freq_base=100.0)
+    _add_llama_tensors(w, model)
+    assert not gguf_format.divides_frequencies(tmp_path / "l3.gguf")
 
 
 def test_gemma2_gguf_matches_model_object(tmp_path):

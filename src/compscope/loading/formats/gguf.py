@@ -924,6 +924,7 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     GGUF reader does not read: OLMo, Phi-2, GPT-NeoX, StarCoder 1, MPT, BERT, Qwen2-VL, Gemma 1, Granite and its
     hybrids, Cohere, SmolLM3), is refused."""
     files, fields, located = _open_shards(Path(path))  # the headers only: no tensor is read
+    _DIVIDES[_stamp(files[0])] = any(info.name == "rope_freqs.weight" for info, _, _ in located)
     if len(files) > 1:
         raise UnsupportedModelError(
             f"{path}: a GGUF file split in {len(files)} shards, and transformers runs a model from one GGUF file: the "
@@ -987,11 +988,26 @@ def _gemma3_runtime(path: Path, cfg: dict, rope_parameters: bool) -> dict:
     return {**out, "rope_theta": theta, "rope_local_base_freq": local, "rope_scaling": scaling or None}
 
 
+#: per file (its :func:`_stamp`), whether it holds ``rope_freqs``: found as :func:`runtime_config` reads its header
+_DIVIDES: dict[tuple, bool] = {}
+
+
+def _stamp(path: Path) -> tuple:
+    """A file as it is now: its resolved path, size and modification time."""
+    st = path.stat()
+    return str(path.resolve()), st.st_size, st.st_mtime_ns
+
+
 def divides_frequencies(path: str | Path) -> bool:
     """Whether the GGUF file at ``path`` holds llama.cpp's rotary frequency divisors (``rope_freqs``: Llama 3.1's
     scaling), which transformers' GGUF reader leaves out: the running model's frequencies are then set to the
-    ones compscope read (the runner's :func:`~compscope.data.runner.hf.from_files`). From the headers alone."""
-    _, _, located = _open_shards(Path(path))
+    ones compscope read (the runner's :func:`~compscope.data.runner.hf.from_files`). From the headers alone, as
+    :func:`runtime_config` read them where it did (the file unchanged since), else read again."""
+    path = Path(path)
+    known = _DIVIDES.get(_stamp(path))
+    if known is not None:
+        return known
+    _, _, located = _open_shards(path)
     return any(info.name == "rope_freqs.weight" for info, _, _ in located)
 
 
