@@ -1343,6 +1343,8 @@ _LLAMALIKE_LAYER = {
     "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
     "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down", "mlp.c_fc": "ffn_up",
     "mlp.c_proj": "ffn_down", "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm",
+    "post_self_attn_layernorm": "post_attention_norm", "post_mlp_layernorm": "post_ffw_norm",  # (GLM-4-0414's,
+    "mlp.gate_up_proj": "ffn_up",  # its MLP's fused input, as llama.cpp keeps it)
 }
 
 
@@ -1487,6 +1489,34 @@ def test_a_dots1_gguf_matches_the_model_object(tmp_path):
     for a, b in zip(ours.qk_norm, ref.qk_norm):
         assert torch.equal(a.weight, b.weight)
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("bias, share", [(True, 2 / 3), (False, 1.0)])
+def test_a_glm4_gguf_matches_the_model_object(tmp_path, bias, share):
+    """GLM-4-0414 as llama.cpp writes it (``glm4``: rows as HF's, both turning interleaved pairs of the first
+    ``rope.dimension_count`` dims of each head; the attention-output norm as ``post_attention_norm``, the MLP's
+    input norm as ``ffn_norm``): the model object's heads, biases, norms and frequencies, q/k/v biases read from
+    the tensors the file holds. transformers' GGUF reader does not read it: weights only."""
+    r = D // H
+    cfg = hf_config("Glm4Config", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, head_dim=r, max_position_embeddings=64,
+                    tie_word_embeddings=False, rms_norm_eps=1e-5, attention_bias=bias, pad_token_id=0, eos_token_id=1,
+                    rope_parameters={"rope_type": "default", "rope_theta": 900.0, "partial_rotary_factor": share})
+    model = transformers.Glm4ForCausalLM(cfg).eval()
+    _randomise(model, 41)
+    _write_llamalike_gguf(tmp_path / "g.gguf", model, "glm4", round(share * r), eps="layer_norm_rms_eps")
+    ours, ref = compscope.load(tmp_path / "g.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "glm4" and ours.rotary.dim == ref.rotary.dim == round(share * r)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_U"):
+        a, b = getattr(ours, name), getattr(ref, name)
+        assert (a is None and b is None) or torch.equal(a, b), name
+    assert (ours.b_Q is not None) == bias
+    for a, b in [(ours.attn_norm, ref.attn_norm), (ours.attn_out_norm, ref.attn_out_norm)]:
+        assert torch.equal(a.weight, b.weight) and a.eps == pytest.approx(b.eps)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+    from compscope.data.runner import cannot_run
+
+    assert "architecture 'glm4', which transformers' GGUF reader does not read" in cannot_run(tmp_path / "g.gguf")
 
 
 def test_an_arcee_gguf_matches_the_model_object(tmp_path):
