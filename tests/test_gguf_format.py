@@ -1519,6 +1519,60 @@ def test_a_glm4_gguf_matches_the_model_object(tmp_path, bias, share):
     assert "architecture 'glm4', which transformers' GGUF reader does not read" in cannot_run(tmp_path / "g.gguf")
 
 
+@pytest.mark.parametrize("bias, qk_norm", [(True, False), (False, True)])
+def test_a_glm4moe_gguf_matches_the_model_object_without_its_prediction_block(tmp_path, bias, qk_norm):
+    """GLM-4.5 as llama.cpp writes it (``glm4moe``: rows as HF's, rotate-half on ``rope.dimension_count`` dims of
+    each head; one multi-token-prediction block after the last layer, counted in ``block_count`` and stated by
+    ``nextn_predict_layers``, which transformers does not build): the model object's heads, biases, QK norms and
+    frequencies, the biases and QK norms read from the tensors the file holds, the prediction block left out
+    and said to be; a count that leaves no layer is refused by its key."""
+    if not hasattr(transformers, "Glm4MoeConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no GLM-4.5")
+    r = D // H
+    cfg = hf_config("Glm4MoeConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, head_dim=r, max_position_embeddings=64,
+                    tie_word_embeddings=False, rms_norm_eps=1e-5, attention_bias=bias, use_qk_norm=qk_norm,
+                    first_k_dense_replace=2, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=16,
+                    n_shared_experts=1, n_group=1, topk_group=1, pad_token_id=0, eos_token_id=1,
+                    rope_parameters={"rope_type": "default", "rope_theta": 900.0, "partial_rotary_factor": 2 / 3})
+    model = transformers.Glm4MoeForCausalLM(cfg).eval()  # (every layer dense here)
+    _randomise(model, 43)
+
+    def write(name, mtp):
+        extra = transformers.Glm4MoeForCausalLM(hf_config("Glm4MoeConfig", **{**cfg.to_dict(), "num_hidden_layers": 3,
+                                                                               "first_k_dense_replace": 3}))
+        _randomise(extra, 44)  # (its last layer stands for the prediction block's attention and norms)
+        sd = _numpy_state(model)
+        sd.update({k: v for k, v in _numpy_state(extra).items() if k.startswith("model.layers.2.")})
+        w = _writer(tmp_path / name, "glm4moe")
+        _metadata(w, block_count=3, layer_norm_rms_eps=1e-5, rope_dimension_count=4, rope_freq_base=900.0,
+                  key_length=r, value_length=r)
+        w.add_uint32("glm4moe.nextn_predict_layers", mtp)
+        for key, t in sd.items():
+            if key.startswith("model.layers."):
+                i, rest = key.removeprefix("model.layers.").split(".", 1)
+                module, part = rest.rsplit(".", 1)
+                w.add_tensor(f"blk.{i}.{_LLAMALIKE_LAYER[module]}.{part}", t)
+            else:
+                w.add_tensor({"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+                              "lm_head.weight": "output.weight"}[key], t)
+        _finish(w)
+        return tmp_path / name
+
+    ours, ref = compscope.load(write("g.gguf", 1)), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "glm4_moe" and ours.n_layers == 2 and ours.rotary.dim == 4
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "W_E", "W_U"):
+        a, b = getattr(ours, name), getattr(ref, name)
+        assert (a is None and b is None) or torch.equal(a, b), name
+    assert (ours.b_Q is not None, ours.qk_norm is not None) == (bias, qk_norm)
+    if qk_norm:
+        assert all(torch.equal(a.weight, b.weight) for a, b in zip(ours.qk_norm, ref.qk_norm))
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+    assert any("1 multi-token-prediction block(s) after the last layer (blk.2" in n for n in ours.meta.notes)
+    with pytest.raises(compscope.LoadError, match=r"x\.gguf: GGUF metadata 'glm4moe\.nextn_predict_layers' = 3 for 3"):
+        compscope.load(write("x.gguf", 3))
+
+
 def test_an_arcee_gguf_matches_the_model_object(tmp_path):
     """Arcee's AFM as llama.cpp's converter writes it (a Llama: q/k rows permuted, YaRN where the config has it):
     the model object's heads and frequencies. transformers' GGUF reader does not read it: weights only."""

@@ -104,6 +104,8 @@ _ARCHS = {
     "dots1": ("dots1", False, False),  # dots.llm1: Qwen3's attention (rows as HF's, QK norms), MoE MLPs
     "glm4": ("glm4", False, False),  # GLM-4-0414: rows as HF's (both turn interleaved pairs of part of each head), the
     # attention-output norm as post_attention_norm (_LAYOUTS), q/k/v biases from the tensors
+    "glm4moe": ("glm4_moe", False, False),  # GLM-4.5/4.6/4.7: rows as HF's (rotate-half on part of each head), q/k/v
+    # biases and QK norms from the tensors; the multi-token-prediction blocks after the last layer left out
 }
 
 #: the architectures with multimodal rotary sections (``rope.dimension_sections``), and whose they are
@@ -113,7 +115,8 @@ _MROPE = {"qwen2vl": "Qwen2-VL", "qwen3vl": "Qwen3-VL", "qwen3vlmoe": "Qwen3-VL"
 #: that tensor in some layer
 _BIAS_SWITCHES = {"seed_oss": {"attention_bias": "attn_q.bias", "attention_out_bias": "attn_output.bias"},
                   "ernie4_5": {"use_bias": "attn_q.bias"}, "ernie4_5-moe": {"use_bias": "attn_q.bias"},
-                  "glm4": {"attention_bias": "attn_q.bias"}}
+                  "glm4": {"attention_bias": "attn_q.bias"},
+                  "glm4moe": {"attention_bias": "attn_q.bias", "use_qk_norm": "attn_q_norm.weight"}}
 
 #: GGUF per-block tensor name -> HF name under ``model.layers.{i}.``
 _BLOCK = {
@@ -289,7 +292,7 @@ _LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn
 _ENCODERS = ("bert", "nomic-bert", "eurobert", "modern-bert", "jina-bert-v3")
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
 _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid", "nemotron",  # (granitehybrid: Bamba's half)
-                   "minimax-m2", "phi3", "glm4"}  # (phi3: Phi-4-mini's three quarters; glm4: half, as GLM's)
+                   "minimax-m2", "phi3", "glm4", "glm4moe"}  # (phi3: Phi-4-mini's three quarters; GLM's: half)
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
 _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
                     for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2", "bert", "nomic-bert",
@@ -450,6 +453,7 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
             else f"{path}: GGUF architecture {arch!r} is not supported (supported: {', '.join(_ARCHS)})")
     model_type, permuted, one_plus = _ARCHS[arch]
     cfg: dict = {"model_type": model_type}
+    mtp = _mtp_blocks(path, arch, fields)  # (GLM-4.5's multi-token-prediction blocks, after the last layer)
     for gkey, hkey in {**_CONFIG_KEYS, **_ARCH_KEYS.get(arch, {})}.items():
         v = fields.get(f"{arch}.{gkey}")
         if v is not None:
@@ -458,6 +462,11 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
         if key not in cfg:
             gkey = next(g for g, h in _CONFIG_KEYS.items() if h == key)
             raise LoadError(f"{path}: GGUF metadata '{arch}.{gkey}' is missing")
+    if mtp:
+        if not 0 < mtp < cfg["num_hidden_layers"]:
+            raise LoadError(f"{path}: GGUF metadata '{arch}.nextn_predict_layers' = {mtp} for "
+                            f"{cfg['num_hidden_layers']} blocks")
+        cfg["num_hidden_layers"] -= mtp  # (the blocks llama.cpp counts are the layers and these)
     n_heads = cfg["num_attention_heads"]
     n_kv = fields.get(f"{arch}.attention.head_count_kv") or n_heads  # under the key its family reads in cfg
     ssm_layers: set[int] = set()
@@ -578,6 +587,8 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
     splits = (n_heads * head_dim, n_kv * head_dim, n_kv * head_dim)  # a fused tensor's rows: q, k, v heads
     for info, buf, file in located:
         m = block.match(info.name)
+        if m and mtp and int(m.group(1)) >= cfg["num_hidden_layers"]:  # a multi-token-prediction block: no layer
+            continue
         if m:
             sub = block_names.get(m.group(2))
             names = () if sub is None else sub if isinstance(sub, tuple) else (sub,)
@@ -632,6 +643,9 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
     split = _SHARD_NAME.match(path.name) if len(files) > 1 else None
     name = fields.get("general.name") or (split["stem"] if split else path.stem)
     notes = ["dequantised from GGUF to float32"]
+    if mtp:
+        notes.append(f"the {mtp} multi-token-prediction block(s) after the last layer (blk.{cfg['num_hidden_layers']}"
+                     "...) not read: they draft tokens beside the model and write to no residual the heads read")
     if split:
         notes.append(f"read from the {split['count'].lstrip('0')} shards of a split GGUF file "
                      f"({split['stem']}-00001..{split['count']}-of-{split['count']}.gguf)")
@@ -802,6 +816,17 @@ def _mistral3(path: Path, arch: str, cfg: dict, fields: dict) -> None:
                                     f"llama.cpp floors Ministral 3's positions by its original context {n} instead")
     cfg["rope_scaling"] = {**(scaling or {"rope_type": "default"}), "llama_4_scaling_beta": float(beta),
                            "original_max_position_embeddings": n}
+
+
+def _mtp_blocks(path: Path, arch: str, fields: dict) -> int:
+    """How many multi-token-prediction blocks a GLM-4.5 file (``glm4moe``) holds after its last layer
+    (``nextn_predict_layers``, counted in ``block_count``); 0 for other architectures."""
+    if arch != "glm4moe":
+        return 0
+    n = fields.get(f"{arch}.nextn_predict_layers", 0)
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise LoadError(f"{path}: GGUF metadata '{arch}.nextn_predict_layers' = {n!r} is not a count")
+    return n
 
 
 def _hybrid_layers(path: Path, arch: str, cfg: dict, fields: dict, counts: list) -> tuple[int, set[int]]:
