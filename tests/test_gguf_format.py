@@ -1547,7 +1547,9 @@ def test_a_glm4moe_gguf_matches_the_model_object_without_its_prediction_block(tm
         w = _writer(tmp_path / name, "glm4moe")
         _metadata(w, block_count=3, layer_norm_rms_eps=1e-5, rope_dimension_count=4, rope_freq_base=900.0,
                   key_length=r, value_length=r)
-        w.add_uint32("glm4moe.nextn_predict_layers", mtp)
+        if mtp is not None:
+            w.add_uint32("glm4moe.nextn_predict_layers", mtp)
+        w.add_tensor("blk.2.nextn.eh_proj.weight", np.ones((D, 2 * D), np.float32))  # (the block's own tensors)
         for key, t in sd.items():
             if key.startswith("model.layers."):
                 i, rest = key.removeprefix("model.layers.").split(".", 1)
@@ -1571,6 +1573,9 @@ def test_a_glm4moe_gguf_matches_the_model_object_without_its_prediction_block(tm
     assert any("1 multi-token-prediction block(s) after the last layer (blk.2" in n for n in ours.meta.notes)
     with pytest.raises(compscope.LoadError, match=r"x\.gguf: GGUF metadata 'glm4moe\.nextn_predict_layers' = 3 for 3"):
         compscope.load(write("x.gguf", 3))
+    with pytest.raises(compscope.LoadError, match=r"y\.gguf: tensor 'blk\.2\.nextn\.eh_proj\.weight' belongs to a "
+                                                  r"multi-token-prediction block, and block 2 is one of the 3 layers"):
+        compscope.load(write("y.gguf", None))  # (a file that does not say the block is one)
 
 
 def test_an_arcee_gguf_matches_the_model_object(tmp_path):

@@ -589,6 +589,10 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
         m = block.match(info.name)
         if m and mtp and int(m.group(1)) >= cfg["num_hidden_layers"]:  # a multi-token-prediction block: no layer
             continue
+        if m and m.group(2).startswith("nextn."):  # (llama.cpp's names for a prediction block's own tensors)
+            raise LoadError(f"{path}: tensor '{info.name}' belongs to a multi-token-prediction block, and block "
+                            f"{m.group(1)} is one of the {cfg['num_hidden_layers']} layers the metadata counts "
+                            f"('{arch}.nextn_predict_layers' = {mtp})")
         if m:
             sub = block_names.get(m.group(2))
             names = () if sub is None else sub if isinstance(sub, tuple) else (sub,)
