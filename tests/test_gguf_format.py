@@ -1578,6 +1578,49 @@ def test_a_glm4moe_gguf_matches_the_model_object_without_its_prediction_block(tm
         compscope.load(write("y.gguf", None))  # (a file that does not say the block is one)
 
 
+def test_an_apertus_gguf_matches_the_model_object(tmp_path):
+    """Apertus as llama.cpp writes it (``apertus``: every tensor under gguf-py's names for the architecture, rows
+    as HF's, Llama 3's rope scaling as the divisors ``rope_freqs``): the model object's heads, QK norms, its
+    attention norm (``attention_layernorm``, as ``attn_norm``) and frequencies. Weights only."""
+    from gguf.constants import MODEL_ARCH
+
+    if not hasattr(MODEL_ARCH, "APERTUS") or not hasattr(transformers, "ApertusConfig"):
+        pytest.skip("this gguf package or transformers has no Apertus")
+    r = D // H
+    settings = {"rope_type": "llama3", "rope_theta": 100.0, "factor": 8.0, "low_freq_factor": 1.0,
+                "high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+    cfg = hf_config("ApertusConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, head_dim=r, max_position_embeddings=256,
+                    tie_word_embeddings=False, rms_norm_eps=1e-5, rope_parameters=settings, pad_token_id=0,
+                    bos_token_id=1, eos_token_id=2)
+    model = transformers.ApertusForCausalLM(cfg).eval()
+    _randomise(model, 49)
+    plain = 1.0 / 100.0 ** (torch.arange(0, r, 2, dtype=torch.float64) / r)
+    names = gguf.get_tensor_name_map(MODEL_ARCH.APERTUS, 2)
+    w = _writer(tmp_path / "a.gguf", "apertus")
+    _metadata(w, context_length=256, layer_norm_rms_eps=1e-5, rope_freq_base=100.0, key_length=r, value_length=r)
+    w.add_tensor("rope_freqs.weight", (plain / model.model.rotary_emb.inv_freq.double()).float().numpy())
+    for key, t in _numpy_state(model).items():
+        if ".act_fn." in key:  # (xIELU's scalars: metadata to llama.cpp, not tensors)
+            continue
+        stem, _, suffix = key.rpartition(".")
+        name = names.get_name(stem)
+        assert name is not None, key
+        w.add_tensor(f"{name}.{suffix}", t)
+    _finish(w)
+    ours, ref = compscope.load(tmp_path / "a.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "apertus"
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for a, b in [(ours.attn_norm, ref.attn_norm), *zip(ours.qk_norm, ref.qk_norm)]:
+        assert torch.equal(a.weight, b.weight) and a.eps == pytest.approx(b.eps)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+    assert not torch.allclose(ours.rotary.inv_freq[0], plain)  # (Llama 3's scaling is there)
+    from compscope.data.runner import cannot_run
+
+    assert "architecture 'apertus', which transformers' GGUF reader does not read" in cannot_run(tmp_path / "a.gguf")
+
+
 def test_an_arcee_gguf_matches_the_model_object(tmp_path):
     """Arcee's AFM as llama.cpp's converter writes it (a Llama: q/k rows permuted, YaRN where the config has it):
     the model object's heads and frequencies. transformers' GGUF reader does not read it: weights only."""

@@ -104,6 +104,8 @@ _ARCHS = {
     "dots1": ("dots1", False, False),  # dots.llm1: Qwen3's attention (rows as HF's, QK norms), MoE MLPs
     "glm4": ("glm4", False, False),  # GLM-4-0414: rows as HF's (both turn interleaved pairs of part of each head), the
     # attention-output norm as post_attention_norm (_LAYOUTS), q/k/v biases from the tensors
+    "apertus": ("apertus", False, False),  # Apertus: rows as HF's (the converter permutes none), its attention norm
+    # as attn_norm (_LAYOUTS), per-head QK norms, Llama 3's scaling as rope_freqs
     "glm4moe": ("glm4_moe", False, False),  # GLM-4.5/4.6/4.7: rows as HF's (rotate-half on part of each head), q/k/v
     # biases and QK norms from the tensors; the multi-token-prediction blocks after the last layer left out
 }
@@ -285,6 +287,8 @@ _LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn
             **dict.fromkeys(("lfm2", "lfm2moe"), (_LFM2_BLOCK, "model.layers.{i}.", _LFM2_TOP, (), ((), None))),
             "glm4": ({**_BLOCK, "post_attention_norm.weight": "post_self_attn_layernorm.weight"}, "model.layers.{i}.",
                      _TOP, (), ((), None)),
+            "apertus": ({**_BLOCK, "attn_norm.weight": "attention_layernorm.weight"}, "model.layers.{i}.", _TOP, (),
+                        ((), None)),
             "gemma4": ({**_BLOCK, "layer_output_scale.weight": "layer_scalar"}, "model.layers.{i}.", _TOP, (), ((), None)),
             "falcon": (_falcon_block(two_norms=False), "transformer.h.{i}.", _FALCON_TOP, (),
                        (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _falcon_grouped))}
