@@ -1621,6 +1621,44 @@ def test_an_apertus_gguf_matches_the_model_object(tmp_path):
     assert "architecture 'apertus', which transformers' GGUF reader does not read" in cannot_run(tmp_path / "a.gguf")
 
 
+@pytest.mark.parametrize("window", [3, None])
+def test_an_exaone4_gguf_matches_the_model_object(tmp_path, window):
+    """EXAONE 4.0 as llama.cpp writes it (``exaone4``: gguf-py's names, rows as HF's, the norm on the attention
+    output as ``post_attention_norm``, per-head QK norms; a window and its per-layer flags, rotary on the sliding
+    layers alone where there is one): the model object's heads, norms, windows and frequencies. Weights only."""
+    from gguf.constants import MODEL_ARCH
+
+    if not hasattr(MODEL_ARCH, "EXAONE4") or not hasattr(transformers, "Exaone4Config"):
+        pytest.skip("this gguf package or transformers has no EXAONE 4")
+    r = D // H
+    cfg = hf_config("Exaone4Config", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=4,
+                    num_attention_heads=H, num_key_value_heads=G, head_dim=r, max_position_embeddings=64,
+                    tie_word_embeddings=False, rms_norm_eps=1e-5, sliding_window=window,
+                    rope_parameters={"rope_type": "default", "rope_theta": 700.0},
+                    **({"sliding_window_pattern": 2} if window else {"layer_types": ["full_attention"] * 4}))
+    model = transformers.Exaone4ForCausalLM(cfg).eval()
+    _randomise(model, 51)
+    names = gguf.get_tensor_name_map(MODEL_ARCH.EXAONE4, 4)
+    w = _writer(tmp_path / "e.gguf", "exaone4")
+    _metadata(w, block_count=4, layer_norm_rms_eps=1e-5, rope_freq_base=700.0, key_length=r, value_length=r)
+    if window:  # (the converter's: the window, and a flag per layer from layer_types)
+        w.add_sliding_window(window)
+        w.add_array("exaone4.attention.sliding_window_pattern", [t == "sliding_attention" for t in cfg.layer_types])
+    for key, t in _numpy_state(model).items():
+        stem, _, suffix = key.rpartition(".")
+        w.add_tensor(f"{names.get_name(stem)}.{suffix}", t)
+    _finish(w)
+    ours, ref = compscope.load(tmp_path / "e.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "exaone4" and ours.sliding_window == ref.sliding_window
+    assert ours.sliding_window == ((3, None, 3, None) if window else (None,) * 4)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for a, b in [(ours.attn_out_norm, ref.attn_out_norm), *zip(ours.qk_norm, ref.qk_norm)]:
+        assert torch.equal(a.weight, b.weight) and a.eps == pytest.approx(b.eps)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+    assert bool(ours.rotary.inv_freq[1].any()) == (window is None)  # (a global layer turns only without a window)
+
+
 def test_an_arcee_gguf_matches_the_model_object(tmp_path):
     """Arcee's AFM as llama.cpp's converter writes it (a Llama: q/k rows permuted, YaRN where the config has it):
     the model object's heads and frequencies. transformers' GGUF reader does not read it: weights only."""

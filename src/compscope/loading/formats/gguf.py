@@ -104,6 +104,8 @@ _ARCHS = {
     "dots1": ("dots1", False, False),  # dots.llm1: Qwen3's attention (rows as HF's, QK norms), MoE MLPs
     "glm4": ("glm4", False, False),  # GLM-4-0414: rows as HF's (both turn interleaved pairs of part of each head), the
     # attention-output norm as post_attention_norm (_LAYOUTS), q/k/v biases from the tensors
+    "exaone4": ("exaone4", False, False),  # EXAONE 4.0: rows as HF's, no norm before the attention, one after it,
+    # QK norms; with a window, rotary on the sliding layers alone (llama.cpp's rule and transformers')
     "apertus": ("apertus", False, False),  # Apertus: rows as HF's (the converter permutes none), its attention norm
     # as attn_norm (_LAYOUTS), per-head QK norms, Llama 3's scaling as rope_freqs
     "glm4moe": ("glm4_moe", False, False),  # GLM-4.5/4.6/4.7: rows as HF's (rotate-half on part of each head), q/k/v
