@@ -1659,6 +1659,49 @@ def test_an_exaone4_gguf_matches_the_model_object(tmp_path, window):
     assert bool(ours.rotary.inv_freq[1].any()) == (window is None)  # (a global layer turns only without a window)
 
 
+def test_a_jamba_gguf_reads_its_attention_layers_as_the_model_object(tmp_path):
+    """Jamba as llama.cpp writes it (``jamba``: gguf-py's names, a K/V head count per layer, 0 on the Mamba
+    layers, from which compscope takes the attention layers' period and offset; no positions; the final norm
+    as ``output_norm``): the attention layers' heads and norms are the model object's. Weights only. Attention
+    layers that no period gives are refused by key."""
+    from gguf.constants import MODEL_ARCH
+
+    from hf_tiny import BY_ID, build
+
+    if not hasattr(MODEL_ARCH, "JAMBA"):
+        pytest.skip("this gguf package names no Jamba tensors")
+    model = build(BY_ID["jamba-attention-every-second-layer"])  # (attention on layers 1 and 3 of 4)
+    cfg, sd = model.config, _numpy_state(model)
+    names = gguf.get_tensor_name_map(MODEL_ARCH.JAMBA, 4)
+
+    def write(name, counts):
+        w = gguf.GGUFWriter(str(tmp_path / name), "jamba")
+        w.add_tokenizer_model("gpt2")
+        w.add_token_list([f"t{i}" for i in range(cfg.vocab_size)])
+        _metadata(w, block_count=4, embedding_length=cfg.hidden_size, feed_forward_length=cfg.intermediate_size,
+                  head_count=cfg.num_attention_heads, head_count_kv=counts, vocab_size=cfg.vocab_size,
+                  layer_norm_rms_eps=cfg.rms_norm_eps)
+        for key, value in sd.items():
+            stem, _, suffix = key.rpartition(".")
+            mapped = names.get_name(stem)
+            if mapped is not None:  # (Mamba's own parameters, unnamed here, are no attention)
+                w.add_tensor(f"{mapped}.{suffix}", value)
+        _finish(w)
+        return tmp_path / name
+
+    ours, ref = compscope.load(write("j.gguf", [0, 2, 0, 2])), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "jamba" and ours.n_layers == ref.n_layers == 2
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for a, b in [(ours.attn_norm, ref.attn_norm), (ours.final_norm, ref.final_norm)]:
+        assert torch.equal(a.weight, b.weight) and a.eps == pytest.approx(b.eps, rel=1e-6)
+    assert not ours.rotary.inv_freq.any()  # (no positions)
+    assert "attention on 2 of the model's 4 layers (1, 3" in " ".join(ours.meta.notes)
+    with pytest.raises(compscope.UnsupportedModelError, match=r"x\.gguf: GGUF metadata 'jamba\.attention\.head_count_kv' "
+                                                              r"puts attention on layers \[1, 2\]"):
+        compscope.load(write("x.gguf", [0, 2, 2, 0]))
+
+
 def test_an_arcee_gguf_matches_the_model_object(tmp_path):
     """Arcee's AFM as llama.cpp's converter writes it (a Llama: q/k rows permuted, YaRN where the config has it):
     the model object's heads and frequencies. transformers' GGUF reader does not read it: weights only."""

@@ -104,6 +104,8 @@ _ARCHS = {
     "dots1": ("dots1", False, False),  # dots.llm1: Qwen3's attention (rows as HF's, QK norms), MoE MLPs
     "glm4": ("glm4", False, False),  # GLM-4-0414: rows as HF's (both turn interleaved pairs of part of each head), the
     # attention-output norm as post_attention_norm (_LAYOUTS), q/k/v biases from the tensors
+    "jamba": ("jamba", False, False),  # Jamba: its attention layers from the per-layer K/V head counts (0 on a Mamba
+    # layer), no positions; the final norm as final_layernorm (_LAYOUTS)
     "exaone4": ("exaone4", False, False),  # EXAONE 4.0: rows as HF's, no norm before the attention, one after it,
     # QK norms; with a window, rotary on the sliding layers alone (llama.cpp's rule and transformers')
     "apertus": ("apertus", False, False),  # Apertus: rows as HF's (the converter permutes none), its attention norm
@@ -291,6 +293,8 @@ _LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn
                      _TOP, (), ((), None)),
             "apertus": ({**_BLOCK, "attn_norm.weight": "attention_layernorm.weight"}, "model.layers.{i}.", _TOP, (),
                         ((), None)),
+            "jamba": (_BLOCK, "model.layers.{i}.", {**_TOP, "output_norm.weight": "model.final_layernorm.weight"}, (),
+                      ((), None)),
             "gemma4": ({**_BLOCK, "layer_output_scale.weight": "layer_scalar"}, "model.layers.{i}.", _TOP, (), ((), None)),
             "falcon": (_falcon_block(two_norms=False), "transformer.h.{i}.", _FALCON_TOP, (),
                        (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _falcon_grouped))}
@@ -478,6 +482,9 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
     ssm_layers: set[int] = set()
     if arch == "granitehybrid" and isinstance(n_kv, list):  # a K/V head count per layer, 0 on the Mamba layers
         n_kv, ssm_layers = _hybrid_layers(path, arch, cfg, fields, n_kv)
+    if arch == "jamba" and isinstance(n_kv, list):  # 0 on the Mamba layers: an attention layer every period-th
+        n_kv, ssm_layers = _kv_heads_per_layer(path, arch, cfg, n_kv, "a Mamba layer")
+        cfg.update(_jamba_period(path, arch, cfg["num_hidden_layers"], ssm_layers))
     if arch in ("lfm2", "lfm2moe") and isinstance(n_kv, list):  # 0 on the convolution layers
         n_kv, ssm_layers = _kv_heads_per_layer(path, arch, cfg, n_kv, "a convolution layer")
         cfg["layer_types"] = ["conv" if i in ssm_layers else "full_attention" for i in range(cfg["num_hidden_layers"])]
@@ -826,6 +833,20 @@ def _mistral3(path: Path, arch: str, cfg: dict, fields: dict) -> None:
                                     f"llama.cpp floors Ministral 3's positions by its original context {n} instead")
     cfg["rope_scaling"] = {**(scaling or {"rope_type": "default"}), "llama_4_scaling_beta": float(beta),
                            "original_max_position_embeddings": n}
+
+
+def _jamba_period(path: Path, arch: str, n_layers: int, ssm_layers: set[int]) -> dict:
+    """Jamba's ``attn_layer_offset`` and ``attn_layer_period`` from the layers that attend (those not in
+    ``ssm_layers``): layer ``i`` attends where ``i % period == offset``, as transformers builds it; a set of
+    attention layers no period and offset give is refused."""
+    layers = [i for i in range(n_layers) if i not in ssm_layers]
+    offset = layers[0] if layers else 0
+    period = layers[1] - layers[0] if len(layers) > 1 else n_layers
+    if not layers or offset >= period or layers != [i for i in range(n_layers) if i % period == offset]:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.head_count_kv' puts attention on layers "
+                                    f"{layers}, which no attn_layer_period and attn_layer_offset give (transformers "
+                                    "builds an attention layer every period-th layer from the offset)")
+    return {"attn_layer_offset": offset, "attn_layer_period": period}
 
 
 def _mtp_blocks(path: Path, arch: str, fields: dict) -> int:
