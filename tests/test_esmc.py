@@ -16,7 +16,7 @@ transformers = pytest.importorskip("transformers")
 if not hasattr(transformers, "EsmcConfig"):
     pytest.skip(f"transformers {transformers.__version__} has no ESM C", allow_module_level=True)
 
-from hf_tiny import BY_ID, build, capture, random_ids  # noqa: E402
+from hf_tiny import BY_ID, build, capture, perturbed, random_ids  # noqa: E402
 
 VID = "esmc-layer-qk-layernorm"
 
@@ -51,11 +51,7 @@ def test_a_saved_masked_lm_reads_under_its_esmc_prefix_and_runs(tmp_path):
     """EsmcForMaskedLM saved (tensors under ``esmc.``): read as the base model, and run on data, the
     heads recomputed from the weights equal what each layer adds (divided by sqrt(L / 36))."""
     cfg = transformers.EsmcConfig(**{k: v for k, v in BY_ID[VID].config.items()})
-    model = transformers.EsmcForMaskedLM(cfg).eval()
-    g = torch.Generator().manual_seed(3)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.25 * torch.randn(p.shape, generator=g))
+    model = perturbed(lambda: transformers.EsmcForMaskedLM(cfg), seed=3, scale=0.25)
     model.save_pretrained(tmp_path)
     hw, base = compscope.load(tmp_path), compscope.load(model.esmc)
     for name in ("W_Q", "W_K", "W_V", "W_O", "W_E"):

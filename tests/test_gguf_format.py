@@ -61,6 +61,14 @@ def _writer(path, arch: str):
     return w
 
 
+def _add_blocks(w, sd: dict, names: dict, n_layers: int) -> None:
+    """Each of the first ``n_layers`` layers' tensors in ``sd`` (``layers.{i}.NAME``) added to the writer ``w``
+    as ``blk.{i}.{names[NAME]}``."""
+    for i in range(n_layers):
+        for hf_name, g_name in names.items():
+            w.add_tensor(f"blk.{i}.{g_name}", sd[f"layers.{i}.{hf_name}"])
+
+
 def _finish(w) -> None:
     """Write a ``GGUFWriter``'s header, metadata and tensors, and close the file."""
     w.write_header_to_file()
@@ -2376,9 +2384,7 @@ def test_a_qwen3vl_gguf_matches_the_language_model_object(tmp_path):
              **{f"self_attn.{x}_proj.weight": f"attn_{x}.weight" for x in "qkv"},
              "self_attn.o_proj.weight": "attn_output.weight", "self_attn.q_norm.weight": "attn_q_norm.weight",
              "self_attn.k_norm.weight": "attn_k_norm.weight"}
-    for i in range(2):
-        for hf_name, g_name in names.items():
-            w.add_tensor(f"blk.{i}.{g_name}", sd[f"layers.{i}.{hf_name}"])
+    _add_blocks(w, sd, names, 2)
     _finish(w)
     ours, ref = compscope.load(tmp_path / "q.gguf"), compscope.load(model)
     assert ours.meta.family == ref.meta.family == "qwen3"
@@ -2453,9 +2459,7 @@ def test_a_qwen2vl_gguf_matches_the_language_model_object(tmp_path):
         names = {"input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
                  **{f"self_attn.{x}_proj.{k}": f"attn_{x}.{k}" for x in "qkv" for k in ("weight", "bias")},
                  "self_attn.o_proj.weight": "attn_output.weight"}
-        for i in range(2):
-            for hf_name, g_name in names.items():
-                w.add_tensor(f"blk.{i}.{g_name}", sd[f"layers.{i}.{hf_name}"])
+        _add_blocks(w, sd, names, 2)
         _finish(w)
 
     write(tmp_path / "q.gguf", [1, 1, 1, 0])
@@ -2774,9 +2778,7 @@ def test_a_eurobert_gguf_matches_the_model_object(tmp_path):
         names = {"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
                  "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
                  "self_attn.o_proj.weight": "attn_output.weight"}
-        for i in range(2):
-            for hf_name, g_name in names.items():
-                w.add_tensor(f"blk.{i}.{g_name}", sd[f"layers.{i}.{hf_name}"])
+        _add_blocks(w, sd, names, 2)
         _finish(w)
 
     write(tmp_path / "e.gguf", causal=False)
