@@ -1629,6 +1629,37 @@ def test_an_apertus_gguf_matches_the_model_object(tmp_path):
     assert "architecture 'apertus', which transformers' GGUF reader does not read" in cannot_run(tmp_path / "a.gguf")
 
 
+def test_an_exaone3_gguf_matches_the_model_object(tmp_path):
+    """EXAONE 3.x as llama.cpp writes it (``exaone``: gguf-py's names, rows as HF's): the model object's heads,
+    norms and frequencies (transformers builds it as a Llama from LG's config). Weights only."""
+    from gguf.constants import MODEL_ARCH
+
+    from hf_tiny import BY_ID, build
+
+    if not hasattr(MODEL_ARCH, "EXAONE"):
+        pytest.skip("this gguf package names no EXAONE tensors")
+    model = build(BY_ID["exaone3-llama-under-lg-names"])
+    cfg = model.config
+    names = gguf.get_tensor_name_map(MODEL_ARCH.EXAONE, cfg.num_hidden_layers)
+    w = gguf.GGUFWriter(str(tmp_path / "e.gguf"), "exaone")
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([f"t{i}" for i in range(cfg.vocab_size)])
+    _metadata(w, block_count=cfg.num_hidden_layers, embedding_length=cfg.hidden_size, head_count=cfg.num_attention_heads,
+              head_count_kv=cfg.num_key_value_heads, feed_forward_length=cfg.intermediate_size,
+              vocab_size=cfg.vocab_size, layer_norm_rms_eps=cfg.rms_norm_eps, rope_freq_base=3000.0,
+              rope_dimension_count=cfg.head_dim)
+    for key, t in _numpy_state(model).items():
+        stem, _, suffix = key.rpartition(".")
+        w.add_tensor(f"{names.get_name(stem)}.{suffix}", t)
+    _finish(w)
+    ours, ref = compscope.load(tmp_path / "e.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "exaone"
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    assert torch.equal(ours.attn_norm.weight, ref.attn_norm.weight) and ours.attn_norm.eps == pytest.approx(1e-5)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+
+
 @pytest.mark.parametrize("window", [3, None])
 def test_an_exaone4_gguf_matches_the_model_object(tmp_path, window):
     """EXAONE 4.0 as llama.cpp writes it (``exaone4``: gguf-py's names, rows as HF's, the norm on the attention

@@ -106,6 +106,8 @@ _ARCHS = {
     # attention-output norm as post_attention_norm (_LAYOUTS), q/k/v biases from the tensors
     "jamba": ("jamba", False, False),  # Jamba: its attention layers from the per-layer K/V head counts (0 on a Mamba
     # layer), no positions; the final norm as final_layernorm (_LAYOUTS)
+    "exaone": ("exaone", False, False),  # EXAONE 3.0 and 3.5: Llama's layers, rows as HF's (the converter permutes
+    # none), Llama 3's scaling as rope_freqs
     "exaone4": ("exaone4", False, False),  # EXAONE 4.0: rows as HF's, no norm before the attention, one after it,
     # QK norms; with a window, rotary on the sliding layers alone (llama.cpp's rule and transformers')
     "apertus": ("apertus", False, False),  # Apertus: rows as HF's (the converter permutes none), its attention norm
