@@ -61,6 +61,25 @@ def _writer(path, arch: str):
     return w
 
 
+#: a Llama layer's attention tensors (HF's names in a layer -> llama.cpp's in a block)
+_LLAMA_ATTENTION = {"input_layernorm.weight": "attn_norm.weight",
+                    **{f"self_attn.{x}_proj.weight": f"attn_{x}.weight" for x in "qkv"},
+                    "self_attn.o_proj.weight": "attn_output.weight"}
+
+
+def _add_by_gguf_names(w, sd: dict, arch, n_layers: int, unnamed_ok: bool = False) -> None:
+    """Every tensor of ``sd`` (HF names) added to the writer ``w`` under the name gguf-py's map for ``arch``
+    (a ``MODEL_ARCH``) gives it, as llama.cpp's converter names it; one the map does not name is an error,
+    or, ``unnamed_ok``, left out."""
+    names = gguf.get_tensor_name_map(arch, n_layers)
+    for key, t in sd.items():
+        stem, _, suffix = key.rpartition(".")
+        name = names.get_name(stem)
+        assert name is not None or unnamed_ok, key
+        if name is not None:
+            w.add_tensor(f"{name}.{suffix}", t)
+
+
 def _add_blocks(w, sd: dict, names: dict, n_layers: int) -> None:
     """Each of the first ``n_layers`` layers' tensors in ``sd`` (``layers.{i}.NAME``) added to the writer ``w``
     as ``blk.{i}.{names[NAME]}``."""
@@ -1604,17 +1623,11 @@ def test_an_apertus_gguf_matches_the_model_object(tmp_path):
     model = transformers.ApertusForCausalLM(cfg).eval()
     _randomise(model, 49)
     plain = 1.0 / 100.0 ** (torch.arange(0, r, 2, dtype=torch.float64) / r)
-    names = gguf.get_tensor_name_map(MODEL_ARCH.APERTUS, 2)
     w = _writer(tmp_path / "a.gguf", "apertus")
     _metadata(w, context_length=256, layer_norm_rms_eps=1e-5, rope_freq_base=100.0, key_length=r, value_length=r)
     w.add_tensor("rope_freqs.weight", (plain / model.model.rotary_emb.inv_freq.double()).float().numpy())
-    for key, t in _numpy_state(model).items():
-        if ".act_fn." in key:  # (xIELU's scalars: metadata to llama.cpp, not tensors)
-            continue
-        stem, _, suffix = key.rpartition(".")
-        name = names.get_name(stem)
-        assert name is not None, key
-        w.add_tensor(f"{name}.{suffix}", t)
+    sd = {k: t for k, t in _numpy_state(model).items() if ".act_fn." not in k}  # (xIELU's scalars: metadata)
+    _add_by_gguf_names(w, sd, MODEL_ARCH.APERTUS, 2)
     _finish(w)
     ours, ref = compscope.load(tmp_path / "a.gguf"), compscope.load(model)
     assert ours.meta.family == ref.meta.family == "apertus"
@@ -1640,7 +1653,6 @@ def test_an_exaone3_gguf_matches_the_model_object(tmp_path):
         pytest.skip("this gguf package names no EXAONE tensors")
     model = build(BY_ID["exaone3-llama-under-lg-names"])
     cfg = model.config
-    names = gguf.get_tensor_name_map(MODEL_ARCH.EXAONE, cfg.num_hidden_layers)
     w = gguf.GGUFWriter(str(tmp_path / "e.gguf"), "exaone")
     w.add_tokenizer_model("gpt2")
     w.add_token_list([f"t{i}" for i in range(cfg.vocab_size)])
@@ -1648,9 +1660,7 @@ def test_an_exaone3_gguf_matches_the_model_object(tmp_path):
               head_count_kv=cfg.num_key_value_heads, feed_forward_length=cfg.intermediate_size,
               vocab_size=cfg.vocab_size, layer_norm_rms_eps=cfg.rms_norm_eps, rope_freq_base=3000.0,
               rope_dimension_count=cfg.head_dim)
-    for key, t in _numpy_state(model).items():
-        stem, _, suffix = key.rpartition(".")
-        w.add_tensor(f"{names.get_name(stem)}.{suffix}", t)
+    _add_by_gguf_names(w, _numpy_state(model), MODEL_ARCH.EXAONE, cfg.num_hidden_layers)
     _finish(w)
     ours, ref = compscope.load(tmp_path / "e.gguf"), compscope.load(model)
     assert ours.meta.family == ref.meta.family == "exaone"
@@ -1677,15 +1687,12 @@ def test_an_exaone4_gguf_matches_the_model_object(tmp_path, window):
                     **({"sliding_window_pattern": 2} if window else {"layer_types": ["full_attention"] * 4}))
     model = transformers.Exaone4ForCausalLM(cfg).eval()
     _randomise(model, 51)
-    names = gguf.get_tensor_name_map(MODEL_ARCH.EXAONE4, 4)
     w = _writer(tmp_path / "e.gguf", "exaone4")
     _metadata(w, block_count=4, layer_norm_rms_eps=1e-5, rope_freq_base=700.0, key_length=r, value_length=r)
     if window:  # (the converter's: the window, and a flag per layer from layer_types)
         w.add_sliding_window(window)
         w.add_array("exaone4.attention.sliding_window_pattern", [t == "sliding_attention" for t in cfg.layer_types])
-    for key, t in _numpy_state(model).items():
-        stem, _, suffix = key.rpartition(".")
-        w.add_tensor(f"{names.get_name(stem)}.{suffix}", t)
+    _add_by_gguf_names(w, _numpy_state(model), MODEL_ARCH.EXAONE4, 4)
     _finish(w)
     ours, ref = compscope.load(tmp_path / "e.gguf"), compscope.load(model)
     assert ours.meta.family == ref.meta.family == "exaone4" and ours.sliding_window == ref.sliding_window
@@ -1711,8 +1718,6 @@ def test_a_jamba_gguf_reads_its_attention_layers_as_the_model_object(tmp_path):
         pytest.skip("this gguf package names no Jamba tensors")
     model = build(BY_ID["jamba-attention-every-second-layer"])  # (attention on layers 1 and 3 of 4)
     cfg, sd = model.config, _numpy_state(model)
-    names = gguf.get_tensor_name_map(MODEL_ARCH.JAMBA, 4)
-
     def write(name, counts):
         w = gguf.GGUFWriter(str(tmp_path / name), "jamba")
         w.add_tokenizer_model("gpt2")
@@ -1720,11 +1725,7 @@ def test_a_jamba_gguf_reads_its_attention_layers_as_the_model_object(tmp_path):
         _metadata(w, block_count=4, embedding_length=cfg.hidden_size, feed_forward_length=cfg.intermediate_size,
                   head_count=cfg.num_attention_heads, head_count_kv=counts, vocab_size=cfg.vocab_size,
                   layer_norm_rms_eps=cfg.rms_norm_eps)
-        for key, value in sd.items():
-            stem, _, suffix = key.rpartition(".")
-            mapped = names.get_name(stem)
-            if mapped is not None:  # (Mamba's own parameters, unnamed here, are no attention)
-                w.add_tensor(f"{mapped}.{suffix}", value)
+        _add_by_gguf_names(w, sd, MODEL_ARCH.JAMBA, 4, unnamed_ok=True)  # (Mamba's own parameters: no attention)
         _finish(w)
         return tmp_path / name
 
@@ -2411,10 +2412,8 @@ def test_a_qwen3vl_gguf_matches_the_language_model_object(tmp_path):
     w.add_tensor("token_embd.weight", sd["embed_tokens.weight"])
     w.add_tensor("output.weight", model.lm_head.weight.detach().numpy())
     w.add_tensor("output_norm.weight", sd["norm.weight"])
-    names = {"input_layernorm.weight": "attn_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
-             **{f"self_attn.{x}_proj.weight": f"attn_{x}.weight" for x in "qkv"},
-             "self_attn.o_proj.weight": "attn_output.weight", "self_attn.q_norm.weight": "attn_q_norm.weight",
-             "self_attn.k_norm.weight": "attn_k_norm.weight"}
+    names = {**_LLAMA_ATTENTION, "post_attention_layernorm.weight": "ffn_norm.weight",
+             "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight"}
     _add_blocks(w, sd, names, 2)
     _finish(w)
     ours, ref = compscope.load(tmp_path / "q.gguf"), compscope.load(model)
@@ -2806,10 +2805,7 @@ def test_a_eurobert_gguf_matches_the_model_object(tmp_path):
         w.add_rope_freq_base(700.0)
         w.add_tensor("token_embd.weight", sd["embed_tokens.weight"])
         w.add_tensor("output_norm.weight", sd["norm.weight"])
-        names = {"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
-                 "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
-                 "self_attn.o_proj.weight": "attn_output.weight"}
-        _add_blocks(w, sd, names, 2)
+        _add_blocks(w, sd, _LLAMA_ATTENTION, 2)
         _finish(w)
 
     write(tmp_path / "e.gguf", causal=False)
