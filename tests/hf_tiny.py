@@ -125,6 +125,10 @@ VARIANTS = [
             dict(_LLAMA, num_key_value_heads=2, attention_bias=True, pad_token_id=0, bos_token_id=1, eos_token_id=2)),
     Variant("ernie4_5-interleaved-all-biases", "llama", "Ernie4_5Config",
             dict(_LLAMA, num_key_value_heads=2, use_bias=True, pad_token_id=0, bos_token_id=1, eos_token_id=2)),
+    # Aria's language model: Llama's attention (q/k/v/o biases switched on here) in OLMoE's layers, MoE MLPs
+    Variant("aria-text-moe-bias", "llama", "AriaTextConfig",
+            dict(_LLAMA, num_key_value_heads=2, attention_bias=True, moe_num_experts=2, moe_topk=1,
+                 moe_num_shared_experts=1, pad_token_id=0, bos_token_id=1, eos_token_id=2)),
     Variant("mixtral-sliding3", "llama", "MixtralConfig",
             dict(_LLAMA, num_key_value_heads=2, sliding_window=3, num_local_experts=4, num_experts_per_tok=2)),
     Variant("qwen2-bias", "llama", "Qwen2Config", dict(_LLAMA, num_key_value_heads=2)),

@@ -171,6 +171,31 @@ def _vlm(kind: str):
         cfg = transformers.GraniteDoclingConfig(text_config=text, vision_config=vision, image_token_id=V - 1,
                                                 tie_word_embeddings=False, pad_token_id=0)
         model = transformers.AutoModelForImageTextToText.from_config(cfg)
+    elif kind == "emu3":  # Llama's layers over text and image tokens; a VQ-VAE (not read) for images
+        if not hasattr(transformers, "Emu3Config"):
+            pytest.skip(f"transformers {transformers.__version__} has no Emu3")
+        text = {**_TEXT, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2, "rope_theta": 700.0}
+        vq = dict(codebook_size=8, embed_dim=4, latent_channels=4, base_channels=32, channel_multiplier=[1],
+                  num_res_blocks=1, attn_resolutions=[], temporal_downsample_factor=1)
+        cfg = transformers.Emu3Config(text_config=text, vq_config=vq, vocabulary_map={"<image>": V - 1})
+        model = transformers.AutoModelForImageTextToText.from_config(cfg)
+    elif kind == "aria":  # Llama's attention in OLMoE's layers (MoE MLPs); Idefics3's vision
+        text = {**_TEXT, "moe_num_experts": 2, "moe_topk": 1, "moe_num_shared_experts": 1, "tie_word_embeddings": False,
+                "model_type": "aria_text"}
+        vision = dict(model_type="idefics3_vision", hidden_size=16, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2, image_size=28,
+                      patch_size=14)
+        cfg = transformers.AriaConfig(text_config=text, vision_config=vision, projector_patch_to_query_dict={4: 4},
+                                      image_token_id=V - 1)
+        model = transformers.AutoModelForImageTextToText.from_config(cfg)
+    elif kind == "paddleocr_vl":  # ERNIE 4.5's layers, Qwen2.5-Omni's attention: biases on all four, multimodal rotary
+        if not hasattr(transformers, "PaddleOCRVLConfig"):
+            pytest.skip(f"transformers {transformers.__version__} has no PaddleOCR-VL")
+        text = {**_TEXT, "use_bias": True, "tie_word_embeddings": False,
+                "rope_parameters": {"rope_type": "default", "rope_theta": 500.0, "mrope_section": [2, 1, 1]}}
+        vision = dict(hidden_size=16, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2, image_size=28,
+                      patch_size=14)
+        cfg = transformers.PaddleOCRVLConfig(text_config=text, vision_config=vision, image_token_id=V - 1)
+        model = transformers.AutoModelForImageTextToText.from_config(cfg)
     else:
         text = hf_config("LlamaConfig", **_TEXT, tie_word_embeddings=False)
         vision = hf_config("CLIPVisionConfig", hidden_size=16, intermediate_size=16, num_hidden_layers=2,
@@ -200,14 +225,17 @@ def _as_transformers_4_saved(folder) -> None:
     path = folder / "config.json"
     cfg = json.loads(path.read_text())
     inner = cfg["text_config"]
-    defaults = transformers.AutoConfig.for_model(inner["model_type"]).to_dict()
+    try:
+        defaults = transformers.AutoConfig.for_model(inner["model_type"]).to_dict()
+    except ValueError:  # (a text model type transformers' AutoConfig does not know by name: Emu3's in transformers 4)
+        defaults = type(transformers.AutoConfig.for_model(cfg["model_type"])).sub_configs["text_config"]().to_dict()
     cfg["text_config"] = {k: v for k, v in inner.items() if k == "model_type" or defaults.get(k) != v}
     assert len(cfg["text_config"]) < len(inner)
     path.write_text(json.dumps(cfg))
 
 
 KINDS = ["gemma3", "llava", "mistral3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "cosmos3_edge", "cohere_compass",
-         "muse_glimmer", "glm4v_moe", "glm4v", "glm_ocr", "ernie4_5_vl_moe", "granite4_vision", "idefics3", "smolvlm", "granite_docling"]
+         "muse_glimmer", "glm4v_moe", "glm4v", "glm_ocr", "ernie4_5_vl_moe", "granite4_vision", "idefics3", "smolvlm", "granite_docling", "emu3", "aria", "paddleocr_vl"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -231,10 +259,11 @@ def test_the_language_model_of_a_vision_language_folder_is_read(tmp_path, kind):
                               "cohere_compass": "cohere_compass", "muse_glimmer": "muse_glimmer",
                               "glm4v_moe": "glm4v_moe_text", "granite4_vision": "granite", "glm4v": "glm4v_text",
                               "glm_ocr": "glm4v_text", "ernie4_5_vl_moe": "ernie4_5",
-                              "granite_docling": "granite"}.get(kind, "llama")
+                              "granite_docling": "granite", "emu3": "emu3", "paddleocr_vl": "paddleocr_vl"}.get(kind, "llama")
     inner = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral", "idefics3": "llama",
-             "smolvlm": "llama"}.get(kind, f"{kind}_text")
-    assert any(f"the language model of a {kind} model (its text_config, {inner}" in n and "vision not read" in n
+             "smolvlm": "llama", "emu3": "emu3_text_model"}.get(kind, f"{kind}_text")
+    others = "vq not read" if kind == "emu3" else "vision not read"  # (Emu3's image tokenizer: its vq_config)
+    assert any(f"the language model of a {kind} model (its text_config, {inner}" in n and others in n
                for n in hw.meta.notes), hw.meta.notes
     _same_heads(compscope.load(model), hw)  # the object itself, as a model object
     _as_transformers_4_saved(tmp_path / kind)
@@ -303,21 +332,28 @@ def test_a_qwen_vl_config_with_its_language_model_at_the_top_reads_and_runs(tmp_
         compscope.load(tmp_path / "flat")
 
 
-def test_interventions_on_a_qwen_vl_language_model_equal_those_on_the_plain_qwen2_holding_its_weights():
-    """The VLM's language model run on text is Qwen2 with the same weights: every pair's and kind's
-    effect, through the runner hooked into the VLM, equals the effect through a plain
-    ``Qwen2ForCausalLM`` given its text weights (to float32 tolerance)."""
+@pytest.mark.parametrize("kind, plain_cls, extra", [
+    ("qwen2_5_vl", "Qwen2", dict(rope_theta=1000000.0)),
+    ("emu3", "Llama", dict(rope_theta=700.0, head_dim=8)),
+    ("paddleocr_vl", "Llama", dict(rope_theta=500.0, head_dim=8, attention_bias=True, mlp_bias=True))])
+def test_interventions_on_a_vlm_language_model_equal_those_on_the_plain_model_holding_its_weights(kind, plain_cls, extra):
+    """The VLM's language model run on text is a plain model with the same weights (Qwen2.5-VL's:
+    Qwen2; Emu3's: Llama; PaddleOCR-VL's: Llama with biases on every projection, its multimodal
+    rotary the ordinary map on text): every pair's and kind's effect, through the runner hooked
+    into the VLM, equals the effect through the plain ``...ForCausalLM`` given its text weights (to
+    float32 tolerance)."""
     from compscope.data.intervene import intervention_effects
     from compscope.data.runner import runner_for
 
-    vlm = _vlm("qwen2_5_vl")
+    vlm = _vlm(kind)
     text = vlm.config.text_config
-    plain = transformers.Qwen2ForCausalLM(hf_config(
-        "Qwen2Config", vocab_size=V, hidden_size=text.hidden_size, intermediate_size=text.intermediate_size,
+    theta, extra = extra["rope_theta"], {k: v for k, v in extra.items() if k != "rope_theta"}
+    plain = getattr(transformers, f"{plain_cls}ForCausalLM")(hf_config(
+        f"{plain_cls}Config", vocab_size=V, hidden_size=text.hidden_size, intermediate_size=text.intermediate_size,
         num_hidden_layers=text.num_hidden_layers, num_attention_heads=text.num_attention_heads,
         num_key_value_heads=text.num_key_value_heads, max_position_embeddings=64, rms_norm_eps=text.rms_norm_eps,
-        tie_word_embeddings=False, rope_parameters={"rope_type": "default", "rope_theta": 1000000.0})).eval()
-    lm = vlm.model.language_model
+        tie_word_embeddings=False, rope_parameters={"rope_type": "default", "rope_theta": theta}, **extra)).eval()
+    lm = getattr(vlm.model, "language_model", None) or vlm.model.text_model
     missing, unexpected = plain.model.load_state_dict(lm.state_dict(), strict=False)
     assert not missing and not unexpected
     plain.lm_head.load_state_dict(vlm.lm_head.state_dict())

@@ -78,11 +78,13 @@ def language_model(config: dict, where: str) -> tuple[dict, str | None]:
         raise UnsupportedModelError(
             f"{where}: the language model of a {outer} model, whose text_config ({kind}) is saved as what differs from "
             "transformers' defaults: reading it needs transformers (pip install transformers)") from e
+    settings = {k: v for k, v in inner.items() if k != "model_type"}
     try:
-        full = AutoConfig.for_model(kind, **{k: v for k, v in inner.items() if k != "model_type"}).to_dict()
+        built = _sub_config(outer, "thinker_config" if in_thinker else "text_config", kind)
+        full = (built(**settings) if built is not None else AutoConfig.for_model(kind, **settings)).to_dict()
     except Exception as e:  # transformers raises several kinds for a config it cannot build
         raise UnsupportedModelError(f"{where}: transformers cannot build the text_config of this {outer} model "
-                                    f"({type(e).__name__}: {one_line(e)})") from e
+                                    f"({type(e).__name__}: {one_line(e)[:300]})") from e
     full.pop("architectures", None)  # the language model's own, not the wrapper's
     if "tie_word_embeddings" in config:  # transformers 5 ties the head by the outer config's word (4 by the inner's);
         full["tie_word_embeddings"] = config["tie_word_embeddings"]  # what a file without its own head means
@@ -93,6 +95,18 @@ def language_model(config: dict, where: str) -> tuple[dict, str | None]:
     whence = (f"its settings kept at the top of the config, read as transformers builds its text_config, {kind}" if flat
               else f"{whose}, {kind}, completed with transformers' defaults")
     return full, f"the language model of a {outer} model ({whence}): {', '.join(others) or 'its other parts'} not read"
+
+
+def _sub_config(outer: object, key: str, kind: object):
+    """The config class transformers' ``outer`` config builds its ``text_config`` with, where its
+    AutoConfig does not know the text model type ``kind`` by name (Emu3's ``emu3_text_model`` in
+    transformers 4), and it is that class's; None otherwise (AutoConfig builds it by name)."""
+    from transformers import CONFIG_MAPPING
+
+    if key != "text_config" or not isinstance(kind, str) or kind in CONFIG_MAPPING or outer not in CONFIG_MAPPING:
+        return None
+    cls = getattr(CONFIG_MAPPING[outer], "sub_configs", {}).get(key)
+    return cls if getattr(cls, "model_type", None) == kind else None
 
 
 def nested_text_config(config: dict) -> tuple[dict | None, str]:
@@ -165,12 +179,12 @@ def _without_unbuilt_biases(hw: HeadWeights, family: type[Family], ckpt) -> Head
     return dataclasses.replace(hw, **dict.fromkeys(unbuilt), meta=meta)
 
 
-from . import (afmoe, apertus, bamba, bert, bloom, clip, cohere, cosmos, ctrl, cwm, ernie, esm, esmc,  # noqa: E402,F401
-               eurobert, exaone, falcon, falcon_h1, gemma, gemma4, glm, gpt2, gpt_bigcode, gpt_neo, gpt_oss, gptj,
-               granite, helium, jais2, jamba, kolibri, lfm2, lfm3, llama, llama4, minimax, modernbert, mpt, muse,
-               nanochat, nemotron, nemotron_h, neox, olmo, openai_gpt, opt, phi, phi3, phimoe, qwen3, qwen3_5,
-               recurrent_gemma, rotary_bert, seed_oss, smollm3, solar_open, stablelm, starcoder2, ultrabert,
-               xlm)  # (registration)
+from . import (afmoe, apertus, bamba, bert, bloom, clip, cohere, cosmos, ctrl, cwm, emu3, ernie, esm,  # noqa: E402,F401
+               esmc, eurobert, exaone, falcon, falcon_h1, gemma, gemma4, glm, gpt2, gpt_bigcode, gpt_neo, gpt_oss,
+               gptj, granite, helium, jais2, jamba, kolibri, lfm2, lfm3, llama, llama4, minimax, modernbert, mpt,
+               muse, nanochat, nemotron, nemotron_h, neox, olmo, openai_gpt, opt, paddleocr, phi, phi3, phimoe,
+               qwen3, qwen3_5, recurrent_gemma, rotary_bert, seed_oss, smollm3, solar_open, stablelm, starcoder2,
+               ultrabert, xlm)  # (registration)
 
 __all__ = ["FAMILIES", "Family", "family_for", "families", "language_model", "register", "to_heads"]
 

@@ -30,6 +30,7 @@ PREFIXES = ("model.", "", "model.language_model.", "language_model.model.", "bac
             "language_model.", "model.text_model.", "text_model.",  # (Idefics3, SmolVLM, Granite-Docling;
             # UltraVBERT: the language model as text_model)
             "thinker.model.language_model.", "thinker.model.",  # (Qwen-Omni's thinker: as loaded, as released)
+            "text_model.model.",  # (Emu3's files: its causal language model as text_model)
             "esmc.")  # (ESM C's head models)
 
 
@@ -251,7 +252,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         raise UnsupportedModelError(f"{ts.origin(f'{prefix}{opts.embed_at}.weight')}: {opts.embed_at} has shape "
                                     f"{tuple(emb.shape)}")
     W_U, head_note = unembedding(ckpt, ["lm_head.weight", prefix + "lm_head.weight", "language_model.lm_head.weight",
-                                        "thinker.lm_head.weight"], emb)
+                                        "thinker.lm_head.weight", "text_model.lm_head.weight"], emb)
 
     every_type = family.layer_types(cfg, n_model, where)  # per model layer, once
     types = [every_type[i] for i in layers]
@@ -451,8 +452,9 @@ class LlamaLike(Family):
     )
     ignored = frozenset("pretraining_tp num_local_experts num_experts_per_tok output_router_logits router_aux_loss_coef "
                         "router_jitter_noise num_experts moe_intermediate_size shared_expert_intermediate_size "
-                        "decoder_sparse_step norm_topk_prob mlp_only_layers bias".split())  # Mixtral's, Qwen2-MoE's
-    # MLP; InternLM3's 'bias', its mlp_bias
+                        "decoder_sparse_step norm_topk_prob mlp_only_layers bias moe_num_experts moe_topk "
+                        "moe_num_shared_experts".split())  # Mixtral's, Qwen2-MoE's, Aria's MLP; InternLM3's 'bias',
+    # its mlp_bias
     accept = {"rope_parameters": rope_accept_yarn, "rope_scaling": rope_accept_yarn}
     options = LlamaLikeOptions()
 
@@ -516,17 +518,18 @@ QWEN2 = ("qwen2", "qwen2_vl_text", "qwen2_5_vl_text", "qwen2_5_omni_text")
 @register
 class Llama(LlamaLike):
     """Llama, Mistral, Ministral, Mixtral, Qwen2, Qwen2-MoE, SmolLM and Arcee checkpoints (the experts
-    are MLP: not read), and the language models of Qwen2-VL and Qwen2.5-VL."""
+    are MLP: not read), and the language models of Qwen2-VL, Qwen2.5-VL and Aria."""
 
     name = "llama"
     about = ("Llama 1-3, Mistral, Ministral, Ministral 3, Mixtral, Qwen2 and 2.5, Qwen2-MoE, the language models of "
-             "Qwen2-VL and Qwen2.5-Omni, SmolLM, SmolLM2, Arcee, InternLM3, IQuest-Coder")
+             "Qwen2-VL, Qwen2.5-Omni and Aria, SmolLM, SmolLM2, Arcee, InternLM3, IQuest-Coder")
     model_types = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "smollm", "smollm2",
                    "qwen2_vl_text", "qwen2_5_vl_text",  # (the language models of Qwen2-VL and Qwen2.5-VL)
                    "qwen2_5_omni_text",  # (Qwen2.5-Omni's thinker's: Qwen2-VL's attention)
                    "arcee", "ministral",  # (Arcee's AFM: Llama's attention; Ministral: Mistral's, per-layer windows)
                    "ministral3",  # (Ministral 3: Mistral's, its queries scaled past the original context)
-                   "internlm3", "iquestcoder")  # (InternLM3, IQuest-Coder: configs of transformers' Llama)
+                   "internlm3", "iquestcoder",  # (InternLM3, IQuest-Coder: configs of transformers' Llama)
+                   "aria_text")  # (Aria's language model: Llama's attention in OLMoE's layers, MoE MLPs)
     architectures = ("LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
                      "Qwen2MoeForCausalLM", "LlamaModel")
 
