@@ -147,7 +147,11 @@ def test_lookup_reads_a_vision_language_model_by_its_language_model():
     assert "GGUF architecture 'llama4', read by the llama4 family (weights only" in line
     # an encoder-decoder's decoder is no text_config: a folder of one is refused, and the lookup says so too
     read, line = catalogue.lookup("vision-encoder-decoder")
-    assert not read and "not a model_type or GGUF architecture compscope knows" in line
+    assert not read and line == ("vision-encoder-decoder: not read: a model_type transformers knows "
+                                 "(VisionEncoderDecoderConfig) that no compscope family reads, nor any language model "
+                                 "inside it (`compscope models` lists those it reads)")
+    read, line = catalogue.lookup("vit")  # a vision model: transformers knows it, compscope reads none of it
+    assert not read and line.startswith("vit: not read: a model_type transformers knows (ViTConfig) that no compscope")
     read, line = catalogue.lookup("llava")
     assert read and "model_type 'llava': its language model, llama, read by the llama family" in line
     read, line = catalogue.lookup("paligemma")  # a wrapper refused as a whole, its language model read alone

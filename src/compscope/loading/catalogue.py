@@ -230,6 +230,10 @@ def lookup(name: str, only: str | None = None) -> tuple[bool, str]:
     inner = _language_model_type(name) if only != "gguf" else None
     if inner is not None and why_not(inner) is not None:
         return False, f"{name}: not read: its language model, {inner}: {why_not(inner)}"
+    config_class = _transformers_config_class(name) if only != "gguf" else None
+    if config_class is not None:
+        return False, (f"{name}: not read: a model_type transformers knows ({config_class}) that no compscope family "
+                       "reads, nor any language model inside it (`compscope models` lists those it reads)")
     known = list(dict.fromkeys([t for e in entries for t in (*e.model_types, *e.gguf)]
                                + [*NOT_READ, *GGUF_NOT_READ, *GGUF_LAYOUT_NOT_READ]))
     close = difflib.get_close_matches(name, known, n=3) if isinstance(name, str) else []
@@ -261,6 +265,17 @@ def lookup_files(path: str | os.PathLike) -> tuple[bool, str]:
         return False, f"{path}: {what}"
     read, line = lookup(model_type, only="model_type" if path.is_dir() else "gguf")
     return read, f"{path}: {line}"
+
+
+def _transformers_config_class(model_type: object) -> str | None:
+    """The name of the config class transformers has for ``model_type`` (its config mapping, read
+    without importing any model), or None: without transformers, or for a type it does not know."""
+    try:
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+    except ImportError:
+        return None
+    found = CONFIG_MAPPING_NAMES.get(model_type) if isinstance(model_type, str) else None
+    return found if isinstance(found, str) else None
 
 
 def _language_model_type(model_type: str) -> str | None:
