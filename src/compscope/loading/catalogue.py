@@ -28,7 +28,7 @@ _NO_ATTENTION = "no attention heads: a recurrent or state-space model has none t
 NOT_READ: dict[str, str] = {
     **dict.fromkeys(("deepseek_v2", "deepseek_v3", "deepseek_v32", "longcat_flash", "glm4_moe_lite", "glm_moe_dsa",
                      "kimi_k25", "minicpm3", "kimi_linear", "youtu", "sarvam_mla", "bailing_hybrid", "dots3_note_text",
-                     "axk1", "axk2", "mistral4", "mistral_large4", "mistral_large4_text", "hy_v4",
+                     "axk1", "axk2", "mistral4", "mistral_large4", "mistral_large4_text", "hy_v4", "hy_v4_vl_text",
                      "glm5_next_text"), _MLA),
     "diffllama": ("differential attention: each output is one softmax pattern's minus λ times a second one's, then "
                   "RMS-normalised before W_O, so no head has one QK circuit and none's OV map is linear"),
@@ -49,7 +49,7 @@ NOT_READ: dict[str, str] = {
     **dict.fromkeys(("gemma3n", "gemma3n_text"), (
         "AltUp keeps several residual streams that learned predictions mix, and keys and values are shared across "
         "layers: there is no one residual stream that heads read and write")),
-    **dict.fromkeys(("hunyuan_v1_dense", "hunyuan_v1_moe"), (
+    **dict.fromkeys(("hunyuan_v1_dense", "hunyuan_v1_moe", "hunyuan_vl_text"), (
         "its QK-norm comes after the rotary map, and the norm's per-dimension gains do not commute with the "
         "rotation, so the logit is no bilinear form of W_Q and W_K turned by the offset")),
     **dict.fromkeys(("deberta", "deberta-v2"), (
@@ -138,6 +138,8 @@ NOT_READ: dict[str, str] = {
     "mra": "a multi-resolution approximation of attention (block averages), not a softmax over every key",
     "convbert": ("mixed attention: part of each layer's heads are span-based dynamic convolutions (head_ratio) whose "
                  "kernels are computed from the input, not attention heads"),
+    "minimax_m3_vl_text": ("MiniMax-M3's language model: its sparse layers (layer type minimax_m3_sparse) attend to "
+                           "the key blocks a learned indexer picks for each query, not to every earlier key"),
     "laguna": ("a query head count per layer (num_attention_heads_per_layer) and a softplus gate on each head's "
                "output, which compscope's canonical form (one head count, a sigmoid gate) does not hold"),
 }
