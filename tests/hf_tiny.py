@@ -30,6 +30,11 @@ _COMMON = dict(vocab_size=VOCAB, hidden_size=D, num_attention_heads=HEADS, inter
 #: of non-pad tokens on; transformers 4 keeps pad_index apart from pad_token_id)
 _XLM = dict(vocab_size=VOCAB, emb_dim=D, n_heads=HEADS, n_layers=2, max_position_embeddings=32, pad_token_id=0, pad_index=0)
 _LLAMA = dict(_COMMON, head_dim=D_HEAD, max_position_embeddings=64, rms_norm_eps=1e-5, tie_word_embeddings=False)
+#: Chameleon's language model, its VQ-VAE (the image tokenizer, not read) as small as it builds
+_CHAMELEON = dict({k: v for k, v in _LLAMA.items() if k != "head_dim"}, num_key_value_heads=2, attention_bias=True,
+                  rms_norm_eps=0.5, pad_token_id=0, vocabulary_map={"<image>": VOCAB - 1},
+                  vq_config=dict(embed_dim=4, num_embeddings=8, latent_channels=4, base_channels=32,
+                                 channel_multiplier=[1], num_res_blocks=1, attn_resolutions=[]))
 
 
 #: the kinds whose attention layers are some of the model's layers (the others Mamba, DeltaNet, recurrent, ...)
@@ -52,6 +57,8 @@ def auto_class(variant):
     """The transformers auto class that builds ``variant``'s model."""
     if variant.kind in BASE_MODELS:
         return transformers.AutoModel
+    if variant.config_cls == "ChameleonConfig":  # (no causal LM class: an image-text-to-text model run on text)
+        return transformers.AutoModelForImageTextToText
     return transformers.AutoModelForMaskedLM if variant.kind in MASKED_LMS else transformers.AutoModelForCausalLM
 
 
@@ -129,6 +136,10 @@ VARIANTS = [
     Variant("aria-text-moe-bias", "llama", "AriaTextConfig",
             dict(_LLAMA, num_key_value_heads=2, attention_bias=True, moe_num_experts=2, moe_topk=1,
                  moe_num_shared_experts=1, pad_token_id=0, bos_token_id=1, eos_token_id=2)),
+    # Chameleon: a LayerNorm with its own gain and bias on each query and key head (epsilon 1e-5 whatever the config's
+    # 0.5), biases on all four projections; with swin_norm, no norm before the attention and one on its output
+    Variant("chameleon-per-head-qk-layernorm", "llama", "ChameleonConfig", dict(_CHAMELEON)),
+    Variant("chameleon-swin-norm-after", "chameleon_swin", "ChameleonConfig", dict(_CHAMELEON, swin_norm=True)),
     Variant("mixtral-sliding3", "llama", "MixtralConfig",
             dict(_LLAMA, num_key_value_heads=2, sliding_window=3, num_local_experts=4, num_experts_per_tok=2)),
     Variant("qwen2-bias", "llama", "Qwen2Config", dict(_LLAMA, num_key_value_heads=2)),
@@ -789,6 +800,7 @@ _LAYOUT = {
     "persimmon": ("model", "layers", "input_layernorm", "self_attn", "final_layernorm"),
     "xglm": ("model", "layers", "self_attn_layer_norm", "self_attn", "layer_norm"),
     "afmoe": ("model", "layers", "input_layernorm", "post_attention_layernorm", "norm"),
+    "chameleon_swin": ("model", "layers", "self_attn", "input_layernorm", "norm"),
     "ctrl": ("transformer", "h", "layernorm1", "multi_head_attention", "layernorm"),
 }
 

@@ -273,6 +273,7 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "codegen-eight-heads-four-shards", "phi4-mini-longrope-partial", "glm-interleaved-partial-rotary-gqa",
                "glm4-post-attention-norm", "ministral-sliding3-first-layer", "arcee-biases", "seed-oss-out-bias",
                "helium-interleaved-bias", "ernie4_5-interleaved-all-biases", "aria-text-moe-bias",
+               "chameleon-per-head-qk-layernorm", "chameleon-swin-norm-after",
                "nemotron-layernorm1p-partial-bias",
                "apertus-qk-norm", "apertus1p5-llama3-rope", "exaone4-sliding-global-nope", "vaultgemma-softcap", "dots1-upper-layer-slides",
                "glm4-moe-qk-norm-partial-bias", "lfm2-conv-attention",

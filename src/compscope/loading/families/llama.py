@@ -42,6 +42,8 @@ class LlamaLikeOptions:
     qk_norm_scope: str = "head"  # OLMo-2: 'layer', one RMSNorm over all of a layer's q (k) heads
     qk_norm_kind: str = "rmsnorm"  # StableLM: 'layernorm'
     qk_gains_per_head: bool = False  # StableLM: one norm module per head (q_layernorm.norms.{h}), each its own gain
+    qk_norm_bias: bool = False  # Chameleon: a LayerNorm bias for each head beside its gain (with qk_gains_per_head)
+    qk_norm_eps: float | None = None  # the QK norms' epsilon where it is not the other norms' (Chameleon: 1e-5)
     input_norm: bool = True  # OLMo-2: False, the attention reads the raw residual
     input_norm_at: str = "input_layernorm"  # its module's name (Apertus: attention_layernorm)
     norm_kind: str = "rmsnorm"  # OLMo: 'layernorm'
@@ -212,7 +214,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
     if prefix is None:
         raise UnsupportedModelError(f"{where}: no tensor named like '{probe}' (tried prefixes {PREFIXES})")
 
-    wq, wk, wv, wo, bq, bk, bv, bo, g_in, b_in, qn, kn, g_post, sinks = ([] for _ in range(14))
+    wq, wk, wv, wo, bq, bk, bv, bo, g_in, b_in, qn, kn, qb, kb, g_post, sinks = ([] for _ in range(16))
     for i in layers:
         p = f"{prefix}{opts.layers_at}.{i}."
         if opts.fused_qkv:  # rows (and bias entries) [q heads | k heads | v heads]
@@ -238,6 +240,9 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         if opts.qk_norm and opts.qk_gains_per_head:  # one gain row per head, side by side: (heads * d_head,)
             qn.append(_per_head_gains(ts, p, "q", H, r))
             kn.append(_per_head_gains(ts, p, "k", G, r))
+            if opts.qk_norm_bias:  # and one bias row per head beside it (Chameleon's (heads, d_head) tensors)
+                qb.append(ts.take(f"{p}{opts.attn_at}.{opts.qk_norm_at[0]}.bias", (H, r)).reshape(H * r))
+                kb.append(ts.take(f"{p}{opts.attn_at}.{opts.qk_norm_at[1]}.bias", (G, r)).reshape(G * r))
         elif opts.qk_norm and opts.norm_gains and opts.qk_norm_gains:  # (without gains, as nanochat's, no tensor)
             layer_wide = opts.qk_norm_scope == "layer"
             qn.append(ts.take(f"{p}{opts.attn_at}.{opts.qk_norm_at[0]}.weight", (H * r if layer_wide else r,)))
@@ -352,7 +357,8 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
     if opts.qk_norm:
         over = "per head" if opts.qk_norm_scope == "head" else "over all heads of a layer at once"
         how = "LayerNorm-ed" if opts.qk_norm_kind == "layernorm" else "RMS-normalised"
-        gains = " (a gain for each head)" if opts.qk_gains_per_head else "" if opts.qk_norm_gains else " (no gains)"
+        each = " (a gain and a bias for each head)" if opts.qk_norm_bias else " (a gain for each head)"
+        gains = each if opts.qk_gains_per_head else "" if opts.qk_norm_gains else " (no gains)"
         plain = [str(i) for i, on in enumerate(qk_layers) if not on]
         on = f" on every layer but {', '.join(plain)}" if plain else ""
         notes.append(
@@ -395,8 +401,10 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         notes.append(f"sliding-window attention (window {window}{sides}) on {types.count('sliding_attention')} of {L} "
                      "layers")
 
-    def norm(ws, kind=opts.norm_kind, bs=()):
-        return Norm(kind, torch.stack(ws) if ws else None, torch.stack(bs) if bs else None, eps, opts.norm_offset)
+    def norm(ws, kind=opts.norm_kind, bs=(), at=eps):
+        return Norm(kind, torch.stack(ws) if ws else None, torch.stack(bs) if bs else None, at, opts.norm_offset)
+
+    qk_eps = eps if opts.qk_norm_eps is None else opts.qk_norm_eps
 
     if opts.norm_gains:
         final = ts.take(f"{prefix}{opts.final_norm}.weight", (d,), required=False)
@@ -415,7 +423,8 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         attn_norm=norm(g_in, bs=b_in) if opts.input_norm else None,
         final_norm=final_norm,
         norm_placement="pre" if opts.input_norm else "none",
-        qk_norm=(norm(qn, opts.qk_norm_kind), norm(kn, opts.qk_norm_kind)) if opts.qk_norm else None,
+        qk_norm=((norm(qn, opts.qk_norm_kind, qb, qk_eps), norm(kn, opts.qk_norm_kind, kb, qk_eps)) if opts.qk_norm
+                 else None),
         qk_norm_scope=opts.qk_norm_scope,
         qk_norm_layers=() if all(qk_layers) else tuple(qk_layers),
         attn_out_norm=norm(g_post) if opts.post_attn_norm else None,
