@@ -196,6 +196,22 @@ def _vlm(kind: str):
                       patch_size=14)
         cfg = transformers.PaddleOCRVLConfig(text_config=text, vision_config=vision, image_token_id=V - 1)
         model = transformers.AutoModelForImageTextToText.from_config(cfg)
+    elif kind in ("molmo2", "molmo2_olmo"):  # OLMo-2's attention in Llama's layers: QK-norm per head (Qwen3-based),
+        # or over a layer with the norm after the attention (OLMo-based); marker tokens after the vocabulary
+        if not hasattr(transformers, "Molmo2Config"):
+            pytest.skip(f"transformers {transformers.__version__} has no Molmo 2")
+        olmo = kind == "molmo2_olmo"
+        text = {**_TEXT, "additional_vocab_size": 8, "attention_bias": True, "qk_norm_type": "olmo" if olmo else "qwen3",
+                "norm_after": olmo, "rope_parameters": {"rope_type": "default", "rope_theta": 500.0}}
+        vision = dict(hidden_size=16, intermediate_size=16, num_hidden_layers=2, num_attention_heads=2,
+                      num_key_value_heads=2, head_dim=8, image_size=[28, 28], patch_size=14, num_position_embeddings=4)
+        adapter = dict(vision_feature_layer=[-1], hidden_size=16, num_attention_heads=2, num_key_value_heads=2,
+                       head_dim=8, intermediate_size=16, text_hidden_size=32)
+        cfg = transformers.Molmo2Config(text_config=text, vision_config=vision, adapter_config=adapter,
+                                        image_start_token_id=V, low_res_image_start_token_id=V + 1,
+                                        image_end_token_id=V + 2, image_patch_id=V + 3, frame_start_token_id=V + 4,
+                                        frame_end_token_id=V + 5)
+        model = transformers.AutoModelForImageTextToText.from_config(cfg)
     else:
         text = hf_config("LlamaConfig", **_TEXT, tie_word_embeddings=False)
         vision = hf_config("CLIPVisionConfig", hidden_size=16, intermediate_size=16, num_hidden_layers=2,
@@ -212,7 +228,10 @@ def _vlm(kind: str):
 def _same_heads(a, b) -> None:
     for name in ("W_Q", "W_K", "W_V", "W_O", "W_E"):
         assert torch.equal(getattr(a, name), getattr(b, name)), name
-    assert torch.equal(a.attn_norm.weight, b.attn_norm.weight) and a.sliding_window == b.sliding_window
+    for norm in ("attn_norm", "attn_out_norm"):  # (a norm after the attention instead of before: Molmo 2's OLMo-based)
+        x, y = getattr(a, norm), getattr(b, norm)
+        assert (x is None) == (y is None) and (x is None or torch.equal(x.weight, y.weight)), norm
+    assert a.sliding_window == b.sliding_window
     assert torch.equal(a.rotary.inv_freq, b.rotary.inv_freq) and a.attn_scale == b.attn_scale
     assert (a.qk_norm is None) == (b.qk_norm is None)
     if a.qk_norm is not None:
@@ -235,7 +254,7 @@ def _as_transformers_4_saved(folder) -> None:
 
 
 KINDS = ["gemma3", "llava", "mistral3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "cosmos3_edge", "cohere_compass",
-         "muse_glimmer", "glm4v_moe", "glm4v", "glm_ocr", "ernie4_5_vl_moe", "granite4_vision", "idefics3", "smolvlm", "granite_docling", "emu3", "aria", "paddleocr_vl"]
+         "muse_glimmer", "glm4v_moe", "glm4v", "glm_ocr", "ernie4_5_vl_moe", "granite4_vision", "idefics3", "smolvlm", "granite_docling", "emu3", "aria", "paddleocr_vl", "molmo2", "molmo2_olmo"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -259,11 +278,14 @@ def test_the_language_model_of_a_vision_language_folder_is_read(tmp_path, kind):
                               "cohere_compass": "cohere_compass", "muse_glimmer": "muse_glimmer",
                               "glm4v_moe": "glm4v_moe_text", "granite4_vision": "granite", "glm4v": "glm4v_text",
                               "glm_ocr": "glm4v_text", "ernie4_5_vl_moe": "ernie4_5",
-                              "granite_docling": "granite", "emu3": "emu3", "paddleocr_vl": "paddleocr_vl"}.get(kind, "llama")
+                              "granite_docling": "granite", "emu3": "emu3", "paddleocr_vl": "paddleocr_vl", "molmo2": "molmo2",
+                              "molmo2_olmo": "molmo2"}.get(kind, "llama")
     inner = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral", "idefics3": "llama",
-             "smolvlm": "llama", "emu3": "emu3_text_model"}.get(kind, f"{kind}_text")
-    others = "vq not read" if kind == "emu3" else "vision not read"  # (Emu3's image tokenizer: its vq_config)
-    assert any(f"the language model of a {kind} model (its text_config, {inner}" in n and others in n
+             "smolvlm": "llama", "emu3": "emu3_text_model", "molmo2_olmo": "molmo2_text"}.get(kind, f"{kind}_text")
+    others = {"emu3": "vq not read",  # (Emu3's image tokenizer: its vq_config; Molmo 2's pooling adapter)
+              "molmo2": "adapter, vision not read", "molmo2_olmo": "adapter, vision not read"}.get(kind, "vision not read")
+    outer = {"molmo2_olmo": "molmo2"}.get(kind, kind)
+    assert any(f"the language model of a {outer} model (its text_config, {inner}" in n and others in n
                for n in hw.meta.notes), hw.meta.notes
     _same_heads(compscope.load(model), hw)  # the object itself, as a model object
     _as_transformers_4_saved(tmp_path / kind)
@@ -691,3 +713,36 @@ def test_a_grounding_dino_folder_reads_and_runs_as_its_bert_text_encoder(tmp_pat
     assert type(runner.body).__name__ == "BertModel"
     runner.trace(torch.randint(3, V - 2, (2, 9), generator=torch.Generator().manual_seed(0)))
     assert runner._agreed
+
+
+@pytest.mark.parametrize("kind", ["molmo2", "molmo2_olmo"])
+def test_molmo2_reads_the_vocabulary_rows_and_its_qk_norm_and_norm_placement(tmp_path, kind):
+    """Molmo 2's folder keeps the embedding in two parts (transformers 5 saves them cut in half, not
+    at the vocabulary): ``W_E`` is the loaded table's first ``vocab_size`` rows, the marker tokens'
+    rows after them not read (said). The Qwen3-based model's QK-norm is per head, before the
+    attention's input norm; the OLMo-based one's over a layer, its norm after the attention
+    (``input_layernorm`` on the output). A rope scaling that some layers skip is refused by name."""
+    model = _vlm(kind)
+    model.save_pretrained(tmp_path / kind)
+    hw = compscope.load(tmp_path / kind)
+    lm = model.model.language_model
+    assert lm.embed_tokens.weight.shape[0] == V + 8
+    assert torch.equal(hw.W_E, lm.embed_tokens.weight.detach()[:V].T) and hw.W_U.shape == (V, 32)
+    assert any("the 8 image and frame marker tokens after them (additional_vocab_size) not read" in n
+               for n in hw.meta.notes)
+    assert torch.equal(hw.b_Q[0].flatten(), lm.layers[0].self_attn.q_proj.bias.detach()) and hw.b_O is None
+    q_norm = lm.layers[1].self_attn.q_norm.weight.detach()
+    assert torch.equal(hw.qk_norm[0].weight[1], q_norm)
+    if kind == "molmo2_olmo":
+        assert hw.qk_norm_scope == "layer" and q_norm.shape == (4 * 8,)
+        assert hw.attn_norm is None and torch.equal(hw.attn_out_norm.weight[1], lm.layers[1].input_layernorm.weight.detach())
+    else:
+        assert hw.qk_norm_scope == "head" and q_norm.shape == (8,)
+        assert hw.attn_out_norm is None and torch.equal(hw.attn_norm.weight[1], lm.layers[1].input_layernorm.weight.detach())
+    cfg = json.loads((tmp_path / kind / "config.json").read_text())
+    cfg["text_config"].update(rope_parameters={"rope_type": "linear", "rope_theta": 500.0, "factor": 2.0},
+                              rope_scaling_layers=[1])
+    (tmp_path / kind / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(compscope.UnsupportedModelError, match=r"rope_scaling_layers = \[1\]: the layers outside it turn "
+                                                              "without the linear rope scaling"):
+        compscope.load(tmp_path / kind)
