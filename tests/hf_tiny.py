@@ -53,8 +53,28 @@ BASE_MODELS = (*ENCODERS, "muse_glimmer", "clip")
 MASKED_LMS = ("xlm",)
 
 
+#: config classes of models no auto class builds alone (dual encoders' text towers) -> their model classes
+_ALONE = {"AlignTextConfig": "AlignTextModel", "ChineseCLIPTextConfig": "ChineseCLIPTextModel",
+          "ClapTextConfig": "ClapTextModel"}
+
+
+class _Named:
+    """An auto class's two constructors for one named model class."""
+
+    def __init__(self, cls):
+        self.cls = cls
+
+    def from_config(self, config, **kwargs):
+        return self.cls._from_config(config, **kwargs)
+
+    def from_pretrained(self, path, **kwargs):
+        return self.cls.from_pretrained(path, **kwargs)
+
+
 def auto_class(variant):
     """The transformers auto class that builds ``variant``'s model."""
+    if variant.config_cls in _ALONE:
+        return _Named(getattr(transformers, _ALONE[variant.config_cls]))
     if variant.kind in BASE_MODELS:
         return transformers.AutoModel
     if variant.config_cls == "ChameleonConfig":  # (no causal LM class: an image-text-to-text model run on text)
@@ -639,6 +659,11 @@ VARIANTS = [
             dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1)),
     # I-BERT with quant_mode off: RoBERTa's float maps, every module returning a scaling factor (None) beside its output
     Variant("ibert-float", "bert", "IBertConfig",
+            dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1)),
+    # the text towers of ALIGN (BERT) and CLAP (RoBERTa's positions, from pad_token_id + 1 = 2)
+    Variant("align-text-bert", "bert", "AlignTextConfig",
+            dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12)),
+    Variant("clap-text-roberta", "bert", "ClapTextConfig",
             dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1)),
     Variant("data2vec-text-pad-zero", "bert", "Data2VecTextConfig",
             dict(_COMMON, max_position_embeddings=33, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=0)),

@@ -306,6 +306,36 @@ class Dpr(Bert):
 
 
 @register
+class BertTextTower(Bert):
+    """The text towers of ALIGN and Chinese-CLIP: BERT encoders whose text embedding is a projection
+    of one state (no unembedding), read from the text model or, under ``text_model.``, from the whole
+    dual encoder (its vision tower not). transformers' auto classes build neither text model alone: run
+    as the class its config names (the text model, or the dual encoder, on text alone)."""
+
+    name = "bert_text_tower"
+    about = "the text towers of ALIGN and Chinese-CLIP: BERT encoders (the text embedding a projection of one state)"
+    model_types = ("align_text_model", "chinese_clip_text_model")
+    architectures = ("AlignTextModel", "ChineseCLIPTextModel")
+    ignored = frozenset({"initializer_factor"})
+    hf_base = "text_model"
+    runs_as_named = True
+
+
+@register
+class ClapText(Roberta):
+    """CLAP's text tower: RoBERTa's layers and positions (numbered from ``pad_token_id + 1``), the text
+    embedding a projection of one state (no unembedding); read and run as :class:`BertTextTower`."""
+
+    name = "clap_text"
+    about = "CLAP's text tower: RoBERTa's layers and positions (the text embedding a projection of one state)"
+    model_types = ("clap_text_model",)
+    architectures = ("ClapTextModel",)
+    ignored = frozenset({"initializer_factor", "projection_dim", "projection_hidden_act"})
+    hf_base = "text_model"
+    runs_as_named = True
+
+
+@register
 class Data2VecText(Roberta):
     """data2vec-text: RoBERTa's layout under another prefix."""
 
