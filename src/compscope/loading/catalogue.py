@@ -74,6 +74,9 @@ NOT_READ: dict[str, str] = {
     "minimax": "MiniMax-Text-01: lightning attention (linear, without softmax) on most layers",
     "bitnet": ("an RMSNorm on the attention's concatenated head outputs before the output projection "
                "(attn_sub_norm), so no head's OV map is linear"),
+    "kosmos_2_text_model": ("Kosmos-2's language model: a LayerNorm on the attention's concatenated head outputs "
+                            "before the output projection (inner_attn_ln, Magneto's sub-LN), so no head's OV map is "
+                            "linear"),
     "dbrx": "q, k and v are clipped to [-clip_qkv, clip_qkv] after the projection, so no head's map is linear",
     "nemotron-nas": ("Llama-3.1-Nemotron-51B and its kin (DeciLM): layers with their own K/V head counts, and layers "
                      "whose attention is missing or replaced by a linear map"),
