@@ -45,7 +45,7 @@ SIDE_BY_SIDE = ("xlm",)
 
 #: the kinds that are encoders (built as AutoModel: no unembedding)
 ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_bert", "eurobert", "esm", "rotary_bert",
-            "gemma4_encoder", "esmc")
+            "gemma4_encoder", "esmc", "altclip")
 #: the kinds built as AutoModel: the encoders, and decoders transformers builds no causal LM of its own for (a
 #: vision-language model's language model: Muse Glimmer's; CLIP's causal text encoder)
 BASE_MODELS = (*ENCODERS, "muse_glimmer", "clip")
@@ -55,7 +55,7 @@ MASKED_LMS = ("xlm",)
 
 #: config classes of models no auto class builds alone (dual encoders' text towers) -> their model classes
 _ALONE = {"AlignTextConfig": "AlignTextModel", "ChineseCLIPTextConfig": "ChineseCLIPTextModel",
-          "ClapTextConfig": "ClapTextModel"}
+          "ClapTextConfig": "ClapTextModel", "AltCLIPTextConfig": "AltCLIPTextModel"}
 
 
 class _Named:
@@ -665,6 +665,9 @@ VARIANTS = [
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12)),
     Variant("clap-text-roberta", "bert", "ClapTextConfig",
             dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1)),
+    Variant("altclip-text-roberta-layers", "altclip", "AltCLIPTextConfig",
+            dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1,
+                 project_dim=16)),
     Variant("data2vec-text-pad-zero", "bert", "Data2VecTextConfig",
             dict(_COMMON, max_position_embeddings=33, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=0)),
     # ERNIE 3.0: BERT's layout, a task type (row 0 by default) added beside the token type
@@ -891,6 +894,10 @@ def _modules(model, kind: str):
         return [(b.self_attn, b.self_attn.o_proj) for b in model.layers], None
     if kind == "xlm":  # post-LN: the attention reads the residual; the LM head's projection the last layer's output
         return [(a, a.out_lin) for a in model.transformer.attentions], model.pred_layer.proj
+    if kind == "altclip":  # BERT's post-LN layers under roberta. (at encoder.layers in transformers 5, .layer in 4)
+        encoder = model.roberta.encoder
+        return [(b.attention.self, b.attention.output.dense) for b in getattr(encoder, "layers", None) or encoder.layer], \
+            None
     if kind == "bert":
         if hasattr(model, "transformer"):  # DistilBERT's names; its block's input is what attention reads
             return [(b, b.attention.out_lin) for b in model.transformer.layer], None
@@ -946,7 +953,8 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
         handles.append(model.model.layers[0].register_forward_pre_hook(
             lambda m, a, k: store.__setitem__("layer0_in", _first(a, k).detach().clone()), with_kwargs=True))
     if kind in ENCODERS:
-        emb = getattr(model, "embeddings", None)  # (EmbeddingGemma's are Gemma 3's: none of these)
+        emb = getattr(getattr(model, "roberta", model), "embeddings", None)  # (EmbeddingGemma's are Gemma 3's: none of
+        # these; AltCLIP's text tower keeps them under roberta.)
         for name in [n for n in ("word_embeddings", "position_embeddings", "token_type_embeddings", "task_type_embeddings")
                      if getattr(emb, n, None) is not None]:  # (GTE's token types: None without any)
             handles.append(getattr(emb, name).register_forward_hook(  # (I-BERT's: a scaling factor beside)

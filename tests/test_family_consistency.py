@@ -138,7 +138,7 @@ def test_embedding_columns_match_hf(variant):
     ids = cap.ids
     assert hw.n_vocab == VOCAB
     emb = hw.W_E[:, ids].permute(1, 2, 0)  # (batch, seq, d)
-    if variant.kind == "bert":
+    if variant.kind in ("bert", "altclip"):
         torch.testing.assert_close(emb, cap.extra["word_embeddings"], atol=0, rtol=0)
         if hw.W_pos is None:  # (RoFormer: rotary, no position table)
             assert hw.positions == "rotary" and "position_embeddings" not in cap.extra
@@ -178,7 +178,7 @@ def test_embedding_columns_match_hf(variant):
 
 def test_unembedding_matches_hf(variant):
     hw, model, cap = loaded(variant.id)
-    if variant.kind in ("bert", "rotary_bert"):
+    if variant.kind in ("bert", "rotary_bert", "altclip"):
         assert hw.W_U is None and hw.final_norm is None
         return
     if variant.kind in ("xlmr_xl", "modernbert", "gemma3_bidirectional", "modernbert_decoder", "megatron_bert",

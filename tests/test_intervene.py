@@ -431,7 +431,9 @@ def _encoder_modules(model) -> dict:
                 "mlp": lambda b: b.mlp,
                 "clean_reads": lambda b, kind, clean: _clean_reads((a(b).q_proj, a(b).k_proj, a(b).v_proj), kind, clean)}
     s = lambda b: b.attention.self  # noqa: E731
-    return {"layers": model.encoder.layer, "reads": s, "out": lambda b: b.attention.output.dense,
+    body = getattr(model, "roberta", model)  # (AltCLIP's text tower: its layers under roberta., as encoder.layers in
+    # transformers 5)
+    return {"layers": getattr(body.encoder, "layer", None) or body.encoder.layers, "reads": s, "out": lambda b: b.attention.output.dense,
             "W_out": lambda b: b.attention.output.dense.weight, "mlp": lambda b: b.output.dense,
             "clean_reads": lambda b, kind, clean: _clean_reads((s(b).query, s(b).key, s(b).value), kind, clean)}
 
@@ -501,6 +503,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
                                                ("ernie-task-types", "batched"), ("bert-generation-encoder", "single"),
                                                ("splinter-bert-layers", "threes"), ("align-text-bert", "batched"),
                                                ("clap-text-roberta", "threes"),
+                                               ("altclip-text-roberta-layers", "single"),
                                                ("openai-gpt-post-ln", "threes"), ("openai-gpt-post-ln", "single"),
                                                ("jina-embeddings-v3-rotary-post-ln", "batched"),
                                                ("nomic-bert-rotary-no-bias", "threes"),

@@ -1,5 +1,5 @@
-"""The BERT-built text towers of dual encoders: ALIGN's and Chinese-CLIP's (BERT), CLAP's (RoBERTa's
-positions). Read from the text model and from the whole dual encoder's folder (its vision or audio
+"""The BERT-built text towers of dual encoders: ALIGN's and Chinese-CLIP's (BERT), CLAP's and AltCLIP's
+(RoBERTa's positions; AltCLIP's layers under ``roberta.``). Read from the text model and from the whole dual encoder's folder (its vision or audio
 tower not read), and run on data as the text encoder alone, built as the class the config names
 (transformers' auto classes build no text model of these alone); the family-wide suites run the tiny
 variants through hooks, processing, runner and interventions besides."""
@@ -24,6 +24,9 @@ TOWERS = {  # dual encoder -> (its text config and model classes, the family, wh
     "chinese_clip": ("ChineseCLIPTextConfig", "ChineseCLIPTextModel", "bert_text_tower", "vision",
                      dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2,
                           image_size=8, patch_size=4)),
+    "altclip": ("AltCLIPTextConfig", "AltCLIPTextModel", "altclip_text", "vision",
+                dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=8,
+                     patch_size=4)),
     "clap": ("ClapTextConfig", "ClapTextModel", "clap_text", "audio",
              dict(hidden_size=16, num_mel_bins=16, spec_size=32, patch_size=4, patch_stride=4, window_size=2,
                   depths=[1], num_attention_heads=[2], patch_embeds_hidden_size=8, enable_fusion=False)),
@@ -49,9 +52,11 @@ def test_a_text_tower_folder_is_read_and_runs_as_the_class_its_config_names(tmp_
     assert hw.meta.family == TOWERS[kind][2] and not hw.causal and hw.W_U is None and hw.norm_placement == "post"
     for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_O", "W_E", "W_pos"):
         assert torch.equal(getattr(hw, name), getattr(ref, name)), name
-    first = 2 if kind == "clap" else 0  # (RoBERTa's positions: the first token reads row pad_token_id + 1)
-    assert torch.equal(hw.W_pos, model.embeddings.position_embeddings.weight.detach()[first:].T)
-    assert torch.equal(hw.W_Q[1, 0], model.encoder.layer[1].attention.self.query.weight.detach()[:8])
+    first = 2 if kind in ("clap", "altclip") else 0  # (RoBERTa's positions: the first token reads row pad_token_id + 1)
+    body = getattr(model, "roberta", model)
+    assert torch.equal(hw.W_pos, body.embeddings.position_embeddings.weight.detach()[first:].T)
+    layers = getattr(body.encoder, "layers", None) or body.encoder.layer  # (AltCLIP's in transformers 5: layers)
+    assert torch.equal(hw.W_Q[1, 0], layers[1].attention.self.query.weight.detach()[:8])
     runner = runner_for(tmp_path, progress=False, device="cpu")
     assert type(runner.model).__name__ == TOWERS[kind][1]
     tr = runner.trace(torch.randint(2, 40, (2, 10), generator=torch.Generator().manual_seed(1)))

@@ -59,12 +59,17 @@ class Bert(Family):
     def hook_points(cls, model):
         """BERT layers (post-LN): ``attention.self`` reads the residual (the previous LayerNorm's
         output), ``attention.output.dense`` returns what is added (before dropout, residual, LN)."""
-        return [(b.attention.self, b.attention.output.dense) for b in cls.base_model(model).encoder.layer]
+        return [(b.attention.self, b.attention.output.dense) for b in cls.blocks(model)]
 
     @classmethod
     def post_norm_points(cls, model):
         """``LN(h + Attn(h))`` is ``attention.output.LayerNorm``, ``LN(m + MLP(m))`` is ``output.LayerNorm``."""
-        return [(b.attention.output.LayerNorm, b.output.LayerNorm) for b in cls.base_model(model).encoder.layer]
+        return [(b.attention.output.LayerNorm, b.output.LayerNorm) for b in cls.blocks(model)]
+
+    @classmethod
+    def blocks(cls, model):
+        """The running model's layers, at :attr:`layers_at` in its base model."""
+        return functools.reduce(getattr, cls.layers_at.split("."), cls.base_model(model))
 
     #: where a layer's tensors live, under ``{prefix}``: its blocks, the q/k/v and output projections,
     #: and the LayerNorm after its MLP (the one whose output the next layer reads)
@@ -203,7 +208,7 @@ class XlmRobertaXl(Roberta):
         """``attention.self_attn_layer_norm`` reads the residual, ``attention.output.dense`` returns
         what is added (before dropout and the residual)."""
         return [(functools.reduce(getattr, cls.pre_norm.split("."), b), b.attention.output.dense)
-                for b in cls.base_model(model).encoder.layer]
+                for b in cls.blocks(model)]
 
     @classmethod
     def post_norm_points(cls, model):
@@ -333,6 +338,27 @@ class ClapText(Roberta):
     ignored = frozenset({"initializer_factor", "projection_dim", "projection_hidden_act"})
     hf_base = "text_model"
     runs_as_named = True
+
+
+@register
+class AltClipText(Roberta):
+    """AltCLIP's text tower: XLM-RoBERTa's layers under ``roberta.`` (``encoder.layer`` in its files and in
+    transformers 4's model, ``encoder.layers`` in transformers 5's), the text embedding a projection of one
+    state (no unembedding); read and run as :class:`BertTextTower`."""
+
+    name = "altclip_text"
+    about = "AltCLIP's text tower: XLM-RoBERTa's layers and positions (the text embedding a projection of one state)"
+    model_types = ("altclip_text_model",)
+    architectures = ("AltCLIPTextModel",)
+    ignored = frozenset({"initializer_factor", "project_dim"})
+    more_prefixes = ("text_model.roberta.",)  # (in the whole AltCLIPModel)
+    saved_names = ((r"\.encoder\.layers\.(\d+)\.", r".encoder.layer.\1."),)  # (transformers 5's model: its files')
+    runs_as_named = True
+
+    @classmethod
+    def blocks(cls, model):
+        encoder = cls.base_model(model).encoder
+        return getattr(encoder, "layers", None) or encoder.layer
 
 
 @register
