@@ -10,7 +10,7 @@ read as the loaded model's.
 from __future__ import annotations
 
 from . import register
-from .llama import LlamaLike, LlamaLikeOptions
+from .llama import WINDOW_KEYS, LlamaLike, LlamaLikeOptions
 
 
 @register
@@ -19,7 +19,7 @@ class Cosmos3Edge(LlamaLike):
     about = "Cosmos3 Edge's language model (NVIDIA): Llama's attention, multimodal rotary (the ordinary map on text)"
     model_types = ("cosmos3_edge_text",)
     architectures = ("Cosmos3EdgeTextModel",)
-    handled = LlamaLike.handled - {"sliding_window", "layer_types", "max_window_layers", "use_sliding_window"}
+    handled = LlamaLike.handled - WINDOW_KEYS
     options = LlamaLikeOptions(default_theta=1e8, default_head_dim=128)
     saved_names = tuple((rf"\.self_attn\.to_{x}\.", f".self_attn.{y}_proj.") for x, y in
                         (("q", "q"), ("k", "k"), ("v", "v"), ("out", "o")))

@@ -7,7 +7,7 @@ rotary base where a config states none: 1e6. The VQ-VAE that turns images into t
 from __future__ import annotations
 
 from . import register
-from .llama import LlamaLike, LlamaLikeOptions
+from .llama import WINDOW_KEYS, LlamaLike, LlamaLikeOptions
 
 
 @register
@@ -16,4 +16,5 @@ class Emu3(LlamaLike):
     about = "Emu3's language model (BAAI): Llama's layers over text and image tokens"
     model_types = ("emu3_text_model",)
     architectures = ("Emu3ForCausalLM",)
+    handled = LlamaLike.handled - WINDOW_KEYS  # (its mask takes no window)
     options = LlamaLikeOptions(default_theta=1e6)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ...core.heads import HeadWeights
 from ..checkpoint import Checkpoint
 from . import register
-from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike
+from .llama import WINDOW_KEYS, Llama, LlamaLike, LlamaLikeOptions, convert_llamalike
 
 
 @register
@@ -22,7 +22,7 @@ class EuroBert(LlamaLike):
     model_types = ("eurobert",)
     architectures = ("EuroBertModel", "EuroBertForMaskedLM", "EuroBertForSequenceClassification",
                      "EuroBertForTokenClassification")
-    handled = Llama.handled - {"sliding_window", "layer_types", "max_window_layers", "use_sliding_window"}
+    handled = Llama.handled - WINDOW_KEYS
     ignored = LlamaLike.ignored | {"mask_token_id", "classifier_pooling", "clf_pooling"}  # (the heads on top: not attention)
     accept = {**LlamaLike.accept, "is_decoder": lambda v: not v}
     options = LlamaLikeOptions(bidirectional=True)

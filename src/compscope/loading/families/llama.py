@@ -9,6 +9,7 @@ Mistral/Qwen2 sliding windows (a mask, not weights: recorded per layer).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
@@ -85,6 +86,8 @@ class LlamaLikeOptions:
 
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
+#: the config keys of sliding windows, which a family whose mask takes none leaves out of what it handles (then refused)
+WINDOW_KEYS = frozenset({"sliding_window", "layer_types", "max_window_layers", "use_sliding_window"})
 
 
 def listed_layer_types(config: dict, n_layers: int, where: str = "config") -> list[str] | None:
@@ -173,6 +176,32 @@ def rope_layers(config: dict, n_layers: int, where: str = "config") -> list[bool
 #: Llama-like decoder layers: ``input_layernorm`` reads the residual, ``self_attn`` returns what is
 #: added (after ``o_proj``); shared by the families that keep Llama's module names
 llamalike_hooks = layer_hooks("input_layernorm", "self_attn")
+
+
+def normed_after(config, key: str) -> bool:
+    """Whether the switch ``key`` of ``config`` (a dict, or a transformers config) is on: Chameleon's
+    ``swin_norm``, Molmo 2's ``norm_after``, which move each layer's ``input_layernorm`` from the
+    attention's input to its output."""
+    return bool(config.get(key) if isinstance(config, dict) else getattr(config, key, False))
+
+
+def input_norm_moved_after(opts: LlamaLikeOptions) -> LlamaLikeOptions:
+    """``opts`` for layers whose ``input_layernorm`` normalises the attention's output (the heads read
+    the raw residual), as OLMo-2's ``post_attention_layernorm`` does."""
+    return dataclasses.replace(opts, input_norm=False, post_attn_norm=True, post_attn_norm_at="input_layernorm")
+
+
+def switched_norm_hooks(key: str) -> classmethod:
+    """``Family.hook_points`` for Llama's layers whose ``input_layernorm`` moves after the attention
+    where the running model's config switches ``key`` on (:func:`normed_after`)."""
+    def hook_points(cls, model) -> list[tuple]:
+        base = cls.base_model(model)
+        if normed_after(base.config, key):
+            return [(b.self_attn, b.input_layernorm) for b in base.layers]
+        return [(b.input_layernorm, b.self_attn) for b in base.layers]
+    hook_points.__doc__ = (f"Per layer: ``input_layernorm`` reads the residual and ``self_attn`` returns what is "
+                           f"added; with ``{key}``, ``self_attn`` reads it and ``input_layernorm`` returns what is added.")
+    return classmethod(hook_points)
 
 
 #: hybrid models (Granite 4, Jamba): the layers that attend, ``input_layernorm`` reading the residual

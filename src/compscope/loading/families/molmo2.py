@@ -24,7 +24,8 @@ from ...core.heads import HeadWeights
 from ...errors import UnsupportedModelError
 from . import register
 from .base import integer
-from .llama import LlamaLike, LlamaLikeOptions, convert_llamalike
+from .llama import (WINDOW_KEYS, LlamaLike, LlamaLikeOptions, convert_llamalike, input_norm_moved_after, normed_after,
+                    switched_norm_hooks)
 
 _LM = "model.language_model."
 _MARKERS = "model.transformer.wte.new_embedding"  # (the files' rows after the vocabulary's)
@@ -37,8 +38,7 @@ class Molmo2Text(LlamaLike):
              "before or after the attention")
     model_types = ("molmo2_text",)
     architectures = ()
-    handled = LlamaLike.handled - {"qkv_bias", "sliding_window", "layer_types", "max_window_layers",
-                                   "use_sliding_window"} | {"qk_norm_type", "norm_after", "rope_scaling_layers",
+    handled = LlamaLike.handled - WINDOW_KEYS - {"qkv_bias"} | {"qk_norm_type", "norm_after", "rope_scaling_layers",
                                                             "additional_vocab_size"}
     accept = {**LlamaLike.accept, "qk_norm_type": lambda v: v in (None, "qwen3", "olmo")}
     saved_names = ((r"^model\.transformer\.blocks\.", _LM + "layers."),
@@ -53,19 +53,7 @@ class Molmo2Text(LlamaLike):
     def attention_biases(cls, config: dict) -> tuple[bool, bool]:
         return bool(config.get("attention_bias") or False), False  # (o_proj built without one)
 
-    @classmethod
-    def norm_after(cls, config) -> bool:
-        """Whether the layers normalise the attention's output rather than its input (``norm_after``)."""
-        return bool(config.get("norm_after") if isinstance(config, dict) else getattr(config, "norm_after", False))
-
-    @classmethod
-    def hook_points(cls, model) -> list[tuple]:
-        """Per layer: ``input_layernorm`` reads the residual and ``self_attn`` returns what is added; with
-        ``norm_after``, ``self_attn`` reads the residual and ``input_layernorm`` returns what is added."""
-        base = cls.base_model(model)
-        if cls.norm_after(base.config):
-            return [(b.self_attn, b.input_layernorm) for b in base.layers]
-        return [(b.input_layernorm, b.self_attn) for b in base.layers]
+    hook_points = switched_norm_hooks("norm_after")
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
@@ -77,14 +65,15 @@ class Molmo2Text(LlamaLike):
         rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
         if (scaled is not None and sorted(scaled) != list(range(n)) and isinstance(rope, dict)
                 and (rope.get("rope_type") or rope.get("type") or "default") != "default"):
-            raise UnsupportedModelError(f"{where}: rope_scaling_layers = {scaled!r}: the layers outside it turn without "
-                                        f"the {rope.get('rope_type') or rope.get('type')} rope scaling the others take, "
-                                        "which compscope's canonical form (one rotary map per model) does not hold")
+            kind = rope.get("rope_type") or rope.get("type")
+            raise UnsupportedModelError(f"{where}: rope_scaling_layers = {scaled!r}: the layers outside it turn "
+                                        f"without the {kind} rope scaling the others take, which compscope's "
+                                        "canonical form (one rotary map per model) does not hold")
         olmo = cfg.get("qk_norm_type") == "olmo"
         opts = LlamaLikeOptions(qk_norm=True, qk_norm_scope="layer" if olmo else "head",
                                 fused_qkv=any(".self_attn.qkv_proj." in k for k in ts.names()))
-        if cls.norm_after(cfg):
-            opts = dataclasses.replace(opts, input_norm=False, post_attn_norm=True, post_attn_norm_at="input_layernorm")
+        if normed_after(cfg, "norm_after"):
+            opts = input_norm_moved_after(opts)
         name = next((f"{p}embed_tokens.weight" for p in (_LM, "model.", "") if f"{p}embed_tokens.weight" in ts), None)
         extra = integer(cfg, where, "additional_vocab_size", default=0, low=0)
         if name is not None and (extra or _MARKERS in ts):  # the table's first vocab_size rows: the loaded model

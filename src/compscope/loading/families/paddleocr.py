@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from . import register
 from .base import config_attention_bias
-from .llama import LlamaLike, LlamaLikeOptions
+from .llama import WINDOW_KEYS, LlamaLike, LlamaLikeOptions
 
 
 @register
@@ -20,7 +20,6 @@ class PaddleOcrVl(LlamaLike):
              "multimodal rotary (the ordinary map on text)")
     model_types = ("paddleocr_vl_text",)
     architectures = ()
-    handled = LlamaLike.handled - {"attention_bias", "qkv_bias", "sliding_window", "layer_types", "max_window_layers",
-                                   "use_sliding_window"} | {"use_bias"}
+    handled = LlamaLike.handled - WINDOW_KEYS - {"attention_bias", "qkv_bias"} | {"use_bias"}
     attention_biases = config_attention_bias("use_bias", False)
     options = LlamaLikeOptions(default_theta=5e5, default_head_dim=128)

@@ -20,7 +20,7 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
 from .base import MAX_LAYERS, integer
-from .llama import (Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, listed_layer_types, listed_or,
+from .llama import (WINDOW_KEYS, Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, listed_layer_types, listed_or,
                     upper_layers_slide, window_switch)
 
 #: dots.llm1's window where its config states none (transformers' default)
@@ -112,7 +112,7 @@ class HyV3(Qwen3):
     about = "HY-V3 (Tencent Hy3): Qwen3's attention with per-head QK-norm, MoE MLPs"
     model_types = ("hy_v3",)
     architectures = ("HYV3ForCausalLM", "HYV3Model")
-    handled = LlamaLike.handled - {"sliding_window", "layer_types", "max_window_layers", "use_sliding_window"}
+    handled = LlamaLike.handled - WINDOW_KEYS
     ignored = Qwen3.ignored | {"num_shared_experts", "router_scaling_factor", "enable_moe_fp32_combine", "mlp_layer_types"}
 
     @classmethod
