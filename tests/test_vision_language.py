@@ -196,6 +196,20 @@ def _vlm(kind: str):
                       patch_size=14)
         cfg = transformers.PaddleOCRVLConfig(text_config=text, vision_config=vision, image_token_id=V - 1)
         model = transformers.AutoModelForImageTextToText.from_config(cfg)
+    elif kind == "deepseek_ocr2":  # Llama's attention in DeepSeek-V2's layers (a dense, then an MoE MLP); SAM and a
+        # Qwen2 encoder for images
+        if not hasattr(transformers, "DeepseekOcr2Config"):
+            pytest.skip(f"transformers {transformers.__version__} has no DeepSeek-OCR 2")
+        text = {**_TEXT, "n_routed_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 16,
+                "n_shared_experts": 1, "mlp_layer_types": ["dense", "sparse"], "pad_token_id": 0, "bos_token_id": 1,
+                "eos_token_id": 2, "attention_bias": True, "rope_parameters": {"rope_type": "default", "rope_theta": 600.0}}
+        vision = dict(sam_config=dict(hidden_size=16, output_channels=16, num_hidden_layers=1, num_attention_heads=2,
+                                      image_size=64, patch_size=16, window_size=2, global_attn_indexes=[0],
+                                      downsample_channels=[16, 32]),
+                      encoder_config=dict(hidden_size=32, intermediate_size=16, num_hidden_layers=1,
+                                          num_attention_heads=2, num_key_value_heads=2))
+        cfg = transformers.DeepseekOcr2Config(text_config=text, vision_config=vision, image_token_id=V - 1)
+        model = transformers.AutoModelForImageTextToText.from_config(cfg)
     elif kind in ("molmo2", "molmo2_olmo"):  # OLMo-2's attention in Llama's layers: QK-norm per head (Qwen3-based),
         # or over a layer with the norm after the attention (OLMo-based); marker tokens after the vocabulary
         if not hasattr(transformers, "Molmo2Config"):
@@ -254,7 +268,7 @@ def _as_transformers_4_saved(folder) -> None:
 
 
 KINDS = ["gemma3", "llava", "mistral3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "cosmos3_edge", "cohere_compass",
-         "muse_glimmer", "glm4v_moe", "glm4v", "glm_ocr", "ernie4_5_vl_moe", "granite4_vision", "idefics3", "smolvlm", "granite_docling", "emu3", "aria", "paddleocr_vl", "molmo2", "molmo2_olmo"]
+         "muse_glimmer", "glm4v_moe", "glm4v", "glm_ocr", "ernie4_5_vl_moe", "granite4_vision", "idefics3", "smolvlm", "granite_docling", "emu3", "aria", "paddleocr_vl", "molmo2", "molmo2_olmo", "deepseek_ocr2"]
 
 
 @pytest.mark.parametrize("kind", KINDS)

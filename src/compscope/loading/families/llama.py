@@ -556,20 +556,23 @@ QWEN2 = ("qwen2", "qwen2_vl_text", "qwen2_5_vl_text", "qwen2_5_omni_text")
 @register
 class Llama(LlamaLike):
     """Llama, Mistral, Ministral, Mixtral, Qwen2, Qwen2-MoE, SmolLM and Arcee checkpoints (the experts
-    are MLP: not read), and the language models of Qwen2-VL, Qwen2.5-VL and Aria."""
+    are MLP: not read), and the language models of Qwen2-VL, Qwen2.5-VL, Aria and DeepSeek-OCR 2."""
 
     name = "llama"
     about = ("Llama 1-3, Mistral, Ministral, Ministral 3, Mixtral, Qwen2 and 2.5, Qwen2-MoE, the language models of "
-             "Qwen2-VL, Qwen2.5-Omni and Aria, SmolLM, SmolLM2, Arcee, InternLM3, IQuest-Coder")
+             "Qwen2-VL, Qwen2.5-Omni, Aria and DeepSeek-OCR 2, SmolLM, SmolLM2, Arcee, InternLM3, IQuest-Coder")
     model_types = ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "smollm", "smollm2",
                    "qwen2_vl_text", "qwen2_5_vl_text",  # (the language models of Qwen2-VL and Qwen2.5-VL)
                    "qwen2_5_omni_text",  # (Qwen2.5-Omni's thinker's: Qwen2-VL's attention)
                    "arcee", "ministral",  # (Arcee's AFM: Llama's attention; Ministral: Mistral's, per-layer windows)
                    "ministral3",  # (Ministral 3: Mistral's, its queries scaled past the original context)
                    "internlm3", "iquestcoder",  # (InternLM3, IQuest-Coder: configs of transformers' Llama)
-                   "aria_text")  # (Aria's language model: Llama's attention in OLMoE's layers, MoE MLPs)
+                   "aria_text",  # (Aria's language model: Llama's attention in OLMoE's layers, MoE MLPs)
+                   "deepseek_ocr2_text")  # (DeepSeek-OCR 2's: Llama's attention in DeepSeek-V2's layers, MoE MLPs)
     architectures = ("LlamaForCausalLM", "MistralForCausalLM", "MixtralForCausalLM", "Qwen2ForCausalLM",
                      "Qwen2MoeForCausalLM", "LlamaModel")
+    ignored = LlamaLike.ignored | {"n_group", "n_routed_experts", "n_shared_experts", "routed_scaling_factor",
+                                   "topk_group", "topk_method", "mlp_layer_types"}  # (DeepSeek-V2's MoE MLPs)
 
     @classmethod
     def attention_biases(cls, config: dict) -> tuple[bool, bool]:
