@@ -155,6 +155,8 @@ def test_lookup_reads_a_vision_language_model_by_its_language_model():
     assert not read and line.startswith("vit: not read: a model_type transformers knows (ViTConfig) that no compscope")
     read, line = catalogue.lookup("llava")
     assert read and "model_type 'llava': its language model, llama, read by the llama family" in line
+    read, line = catalogue.lookup("clip")  # a dual encoder: its text encoder is what is read
+    assert read and "model_type 'clip': its text encoder, clip_text_model, read by the clip_text family" in line
     read, line = catalogue.lookup("paligemma")  # a wrapper refused as a whole, its language model read alone
     assert not read and line == f"paligemma: not read: {catalogue.NOT_READ['paligemma']}"
     read, line = catalogue.lookup("kimi_k25")  # its language model (DeepSeek-V3's) is one refused

@@ -188,6 +188,7 @@ class FamilyEntry:
     gguf: tuple[str, ...]
     gguf_on_data: tuple[str, ...]
     about: str
+    part: str = "language model"  # what it is inside a wrapper (:attr:`Family.part`)
 
 
 def families() -> list[FamilyEntry]:
@@ -203,7 +204,7 @@ def families() -> list[FamilyEntry]:
     for name, cls in sorted(registered().items()):
         archs = tuple(sorted(by_family.get(name, ())))
         out.append(FamilyEntry(name, tuple(cls.model_types), archs,
-                               tuple(a for a in archs if on_data is not None and a in on_data), cls.about))
+                               tuple(a for a in archs if on_data is not None and a in on_data), cls.about, cls.part))
     return out
 
 
@@ -225,7 +226,7 @@ def lookup(name: str, only: str | None = None) -> tuple[bool, str]:
         inner = _language_model_type(name)
         family = next((e for e in entries if inner is not None and inner in e.model_types), None)
         if family is not None and why_not(name) is None:
-            said.append(f"model_type {name!r}: its language model, {inner}, read by the {family.family} family "
+            said.append(f"model_type {name!r}: its {family.part}, {inner}, read by the {family.family} family "
                         f"({family.about}); the rest (a vision tower, ...) not")
     if said:
         return True, f"{name}: " + "; ".join(said)

@@ -60,6 +60,9 @@ class Family:
     name: ClassVar[str]
     model_types: ClassVar[tuple[str, ...]]  # HF ``model_type`` values
     about: ClassVar[str] = ""  # the models it reads, as users know them, and what sets it apart (``compscope models``)
+    #: what its models are inside a wrapper whose other parts are not read (a vision-language model's language
+    #: model; a dual encoder's text encoder), as ``compscope models`` names it
+    part: ClassVar[str] = "language model"
     architectures: ClassVar[tuple[str, ...]] = ()  # HF ``architectures`` values
     handled: ClassVar[frozenset[str]] = frozenset()
     ignored: ClassVar[frozenset[str]] = frozenset()

@@ -323,6 +323,7 @@ class BertTextTower(Bert):
     architectures = ("AlignTextModel", "ChineseCLIPTextModel")
     ignored = frozenset({"initializer_factor"})
     hf_base = "text_model"
+    part = "text encoder"
     runs_as_named = True
 
 
@@ -337,6 +338,7 @@ class ClapText(Roberta):
     architectures = ("ClapTextModel",)
     ignored = frozenset({"initializer_factor", "projection_dim", "projection_hidden_act"})
     hf_base = "text_model"
+    part = "text encoder"
     runs_as_named = True
 
 
@@ -352,6 +354,7 @@ class AltClipText(Roberta):
     architectures = ("AltCLIPTextModel",)
     ignored = frozenset({"initializer_factor", "project_dim"})
     more_prefixes = ("text_model.roberta.",)  # (in the whole AltCLIPModel)
+    part = "text encoder"
     saved_names = ((r"\.encoder\.layers\.(\d+)\.", r".encoder.layer.\1."),)  # (transformers 5's model: its files')
     runs_as_named = True
 

@@ -37,6 +37,7 @@ class ClipText(Family):
     handled = frozenset("hidden_size num_attention_heads num_hidden_layers layer_norm_eps".split())
     ignored = frozenset({"projection_dim", "initializer_factor"})  # (the projection after pooling; initialisation)
     hf_base = "text_model"
+    part = "text encoder"
     causal: ClassVar[bool] = True  # (SigLIP's text encoder attends both ways)
 
     @classmethod
