@@ -310,8 +310,18 @@ class Dpr(Bert):
         return model
 
 
+class _TextTower:
+    """What the text towers of dual encoders share: the text embedding a projection of one state (no
+    unembedding), named a text encoder by ``compscope models``; run as the class the config names, as
+    transformers' auto classes build none of these text models alone."""
+
+    part: ClassVar[str] = "text encoder"
+    runs_as_named: ClassVar[bool] = True
+    ignored: ClassVar[frozenset[str]] = frozenset({"initializer_factor"})
+
+
 @register
-class BertTextTower(Bert):
+class BertTextTower(_TextTower, Bert):
     """The text towers of ALIGN and Chinese-CLIP: BERT encoders whose text embedding is a projection
     of one state (no unembedding), read from the text model or, under ``text_model.``, from the whole
     dual encoder (its vision tower not). transformers' auto classes build neither text model alone: run
@@ -321,14 +331,10 @@ class BertTextTower(Bert):
     about = "the text towers of ALIGN and Chinese-CLIP: BERT encoders (the text embedding a projection of one state)"
     model_types = ("align_text_model", "chinese_clip_text_model")
     architectures = ("AlignTextModel", "ChineseCLIPTextModel")
-    ignored = frozenset({"initializer_factor"})
-    hf_base = "text_model"
-    part = "text encoder"
-    runs_as_named = True
 
 
 @register
-class ClapText(Roberta):
+class ClapText(_TextTower, Roberta):
     """CLAP's text tower: RoBERTa's layers and positions (numbered from ``pad_token_id + 1``), the text
     embedding a projection of one state (no unembedding); read and run as :class:`BertTextTower`."""
 
@@ -336,14 +342,11 @@ class ClapText(Roberta):
     about = "CLAP's text tower: RoBERTa's layers and positions (the text embedding a projection of one state)"
     model_types = ("clap_text_model",)
     architectures = ("ClapTextModel",)
-    ignored = frozenset({"initializer_factor", "projection_dim", "projection_hidden_act"})
-    hf_base = "text_model"
-    part = "text encoder"
-    runs_as_named = True
+    ignored = _TextTower.ignored | {"projection_dim", "projection_hidden_act"}
 
 
 @register
-class AltClipText(Roberta):
+class AltClipText(_TextTower, Roberta):
     """AltCLIP's text tower: XLM-RoBERTa's layers under ``roberta.`` (``encoder.layer`` in its files and in
     transformers 4's model, ``encoder.layers`` in transformers 5's), the text embedding a projection of one
     state (no unembedding); read and run as :class:`BertTextTower`."""
@@ -352,11 +355,9 @@ class AltClipText(Roberta):
     about = "AltCLIP's text tower: XLM-RoBERTa's layers and positions (the text embedding a projection of one state)"
     model_types = ("altclip_text_model",)
     architectures = ("AltCLIPTextModel",)
-    ignored = frozenset({"initializer_factor", "project_dim"})
+    ignored = _TextTower.ignored | {"project_dim"}
     more_prefixes = ("text_model.roberta.",)  # (in the whole AltCLIPModel)
-    part = "text encoder"
     saved_names = ((r"\.encoder\.layers\.(\d+)\.", r".encoder.layer.\1."),)  # (transformers 5's model: its files')
-    runs_as_named = True
 
     @classmethod
     def blocks(cls, model):
