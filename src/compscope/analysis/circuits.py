@@ -236,8 +236,9 @@ def positional_previous(hw: HeadWeights) -> Tensor:
 
 def rotary_previous(hw: HeadWeights, window: int = 64, content: Mapping[int, Tensor] | None = None,
                     seed: int = 0) -> Tensor:
-    """``(layer, head)`` previous-token scores of heads with relative positions (rotary, or ALiBi's
-    bias ``−m_h δ``) from the weights: the QK logit as a function of the relative offset
+    """``(layer, head)`` previous-token scores of heads with relative positions (rotary, ALiBi's
+    bias ``−m_h δ``, or DeBERTa's ``q·pos_K[ρ(δ)] + k·pos_Q[ρ(δ)]``) from the weights: the QK logit as a
+    function of the relative offset
     ``δ = i − j`` alone, with the content part under a stated distribution; softmax over
     ``δ = 0 … window − 1`` (the keys a query at position ``window − 1`` sees, within the layer's
     sliding window; ``δ = −(window − 1) … window − 1`` in a bidirectional model: :func:`offsets`),
@@ -246,7 +247,7 @@ def rotary_previous(hw: HeadWeights, window: int = 64, content: Mapping[int, Ten
 
     - ``content=None`` (the weights alone): query and key tokens drawn independently and uniformly
       from the vocabulary, each embedding passed through the layer's attention norm (gain
-      included), so the expected logit is ``μ_lᵀ W_Qᵀ R(−δ) W_K μ_l + biases`` with ``μ_l`` the mean
+      included; post-LN: the norm whose output the layer reads), so the expected logit is ``μ_lᵀ W_Qᵀ R(−δ) W_K μ_l + biases`` with ``μ_l`` the mean
       normed embedding, and the score is the softmax of that expected logit.
     - ``content={layer: x (n, d_model)}``: samples of what each layer's heads read (the normed
       residual on data: :func:`compscope.data.residual_moments.residual_samples`). Each sample is
@@ -256,24 +257,24 @@ def rotary_previous(hw: HeadWeights, window: int = 64, content: Mapping[int, Ten
 
     A ranking of heads by how much their weights prefer the previous position; position-independent
     content (induction, duplicate tokens) is averaged out by design."""
-    from ..core.attention import input_norm, layer_input_norm, project, softmax_with_sink
+    from ..core.attention import dot_products, input_norm, project, softmax_with_sink
 
     if not relative_positions(hw):
-        raise OptionError(f"{hw.meta.name}: relative previous-token scores need rotary or ALiBi positions; this "
-                          f"model's are {hw.positions!r}")
+        raise OptionError(f"{hw.meta.name}: relative previous-token scores need rotary, ALiBi or relative "
+                          f"positions; this model's are {hw.positions!r}")
     if content is not None:
         return _sampled_rotary_previous(hw, window, content, seed)
     out = []
     delta, previous = offsets(hw, window)
-    norm = input_norm(hw)
+    norm = hw.attn_norm if hw.norm_placement == "post" else input_norm(hw)  # (post-LN: the norm that made it)
     shared = mean_embedding(hw, norm)  # the mean is linear in each layer's gain and bias
     for layer in range(hw.n_layers):
-        unnormed = layer_input_norm(hw, layer) is None and norm is not None  # (a first layer that reads it raw)
+        unnormed = norm is not None and layer == 0 and hw.first_layer_unnormed  # (a first layer that reads it raw)
         mu = mean_embedding(hw) if unnormed else shared if norm is None else norm.affine(shared, layer)
         mu = mu[None, None].float()  # (1, 1, d): one token at one position
         q = project(hw, layer, "Q", mu, positions=torch.zeros(1))  # (1, H, 1, r), unrotated (position 0)
         k = project(hw, layer, "K", mu.expand(1, len(delta), -1), positions=-delta)  # key at offset δ behind
-        logits = hw.logits((q @ k.transpose(-1, -2))[0, :, 0])  # (H, offsets)
+        logits = hw.logits(dot_products(hw, layer, q, k, delta[None])[0, :, 0])  # (H, offsets)
         out.append(softmax_with_sink(hw, layer, _window(hw, layer, logits, delta).double(), head_axis=0)[:, previous])
     return torch.stack(out)
 
@@ -288,8 +289,9 @@ def offsets(hw: HeadWeights, window: int) -> tuple[Tensor, int]:
 
 
 def relative_positions(hw: HeadWeights) -> bool:
-    """Whether ``hw``'s heads see positions only relative to each other: rotary or ALiBi."""
-    return hw.rotary is not None or hw.alibi is not None
+    """Whether ``hw``'s heads see positions only relative to each other: rotary, ALiBi, or DeBERTa's
+    relative-position queries and keys."""
+    return hw.rotary is not None or hw.alibi is not None or hw.positions == "relative"
 
 
 def _window(hw: HeadWeights, layer: int, logits: Tensor, delta: Tensor) -> Tensor:
@@ -304,7 +306,7 @@ def _window(hw: HeadWeights, layer: int, logits: Tensor, delta: Tensor) -> Tenso
 
 def _sampled_rotary_previous(hw: HeadWeights, window: int, content: Mapping[int, Tensor], seed: int) -> Tensor:
     """:func:`rotary_previous` with the content drawn from samples (its docstring)."""
-    from ..core.attention import move, project, softmax_with_sink
+    from ..core.attention import move, paired_dot_products, project, softmax_with_sink
 
     missing = [l for l in range(hw.n_layers) if l not in content]
     if missing:
@@ -323,16 +325,22 @@ def _sampled_rotary_previous(hw: HeadWeights, window: int, content: Mapping[int,
         k = project(hw, layer, "K", x, positions=torch.zeros(n))  # (1, H, n, r), unrotated: R(0) = I
         draws = torch.randint(n, (len(delta), n), generator=g)
         draws[previous - 1] = torch.arange(n)  # δ = 0: the query's own key
-        logits = torch.stack([(q * move(hw, layer, k[:, :, draws[t]], torch.full((n,), -float(d)))[0]).sum(-1)
+        logits = torch.stack([paired_dot_products(hw, layer, q, move(hw, layer, k[:, :, draws[t]],
+                                                                     torch.full((n,), -float(d)))[0], d)
                               for t, d in enumerate(delta.tolist())], -1)  # (H, n, offsets): key drawn for δ, turned back δ
         logits = _window(hw, layer, hw.logits(logits), delta)
         out.append(softmax_with_sink(hw, layer, logits.double(), head_axis=0)[..., previous].mean(-1))
     return torch.stack(out)
 
 
+def relative_kind(positions: str) -> str:
+    """How a previous-token score read from relative positions names them: ``rotary``, ``ALiBi`` or ``relative``."""
+    return {"alibi": "ALiBi", "relative": "relative"}.get(positions, "rotary")
+
+
 def reads_content(hw: HeadWeights) -> bool:
-    """Whether ``hw``'s previous-token score from the weights is the relative one, rotary or ALiBi
-    (:func:`rotary_previous`), the only one that takes a content distribution."""
+    """Whether ``hw``'s previous-token score from the weights is the relative one, rotary, ALiBi or
+    DeBERTa's (:func:`rotary_previous`), the only one that takes a content distribution."""
     return relative_positions(hw) and hw.W_pos is None
 
 

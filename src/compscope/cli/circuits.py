@@ -19,9 +19,9 @@ def add_arguments(p) -> None:
     from ..defaults import CONTENTS
 
     p.add_argument("--content", choices=CONTENTS, default="embed",
-                   help="content distribution of the previous-token score of rotary and ALiBi heads: the normed "
+                   help="content distribution of the previous-token score of rotary, ALiBi and relative-position heads: the normed "
                         "embeddings (default; weights only) or what each layer reads on natural text (runs the model; "
-                        "rotary and ALiBi models only)")
+                        "those models only)")
     add_sample_data(p, "with --content activations")
     p.add_argument("--top", type=count, default=5, help="heads to print per score for models of over 48 heads (default 5)")
     add_processing(p)
@@ -33,11 +33,11 @@ def run(args) -> None:
 
 
 def _content_said(c, hw, sampled_on) -> list[str]:
-    """The header's words on the content of a rotary (or ALiBi) head's previous-token score (none
+    """The header's words on the content of a rotary (ALiBi, relative) head's previous-token score (none
     where the score reads no content); ``sampled_on()``: what the residual was sampled on."""
-    from ..analysis.circuits import reads_content
+    from ..analysis.circuits import reads_content, relative_kind
 
-    kind = "rotary" if hw.rotary is not None else "ALiBi"
+    kind = relative_kind(hw.positions)
     if c.content == "activations":
         return [f"{kind} previous-token: content from the residual each layer reads on {sampled_on()}"]
     if reads_content(hw) and c.previous is not None:
@@ -74,7 +74,7 @@ def report(args) -> str:
              "induction (QK)": c.induction_qk}
     cols = {k: v for k, v in found.items() if v is not None}
     missing = ([] if c.copying is not None else ["no unembedding, so no copying score"]) + \
-        ([] if c.previous is not None else ["no learned, rotary or ALiBi positions, so no previous-token or induction scores"]) + \
+        ([] if c.previous is not None else ["no learned, rotary, ALiBi or relative positions, so no previous-token or induction scores"]) + \
         ([] if hw.causal else ["bidirectional, so no induction scores"])
     told = ([f"induction: K-composition by {c.measure}, matching through the writer"] if c.induction_qk is not None else []) \
         + _content_said(c, hw, lambda: as_sample_data(data).content(model)) \

@@ -139,7 +139,7 @@ def attend(hw: HeadWeights, layer: int, q: Tensor, k: Tensor, positions: Tensor 
     seq = q.shape[-2]
     positions = torch.arange(seq, device=q.device) if positions is None else positions.to(q.device)
     i, j = positions[:, None], positions[None, :]
-    logits = with_bias(hw, hw.logits(q @ k.transpose(-1, -2)), i - j)
+    logits = with_bias(hw, hw.logits(dot_products(hw, layer, q, k, i - j)), i - j)
     allowed = torch.ones(seq, seq, dtype=torch.bool, device=q.device)
     if hw.causal:
         allowed &= j <= i
@@ -147,6 +147,55 @@ def attend(hw: HeadWeights, layer: int, q: Tensor, k: Tensor, positions: Tensor 
     if window is not None:
         allowed &= (i - j).abs() < window
     return softmax_with_sink(hw, layer, logits.masked_fill(~allowed, float("-inf")))
+
+
+def relative_index(hw: HeadWeights, offset: Tensor) -> Tensor:
+    """The row ``ρ(δ)`` of ``pos_Q`` and ``pos_K`` that the query-minus-key offsets ``δ = offset``
+    (integers) read: ``clamp(b(δ) + k, 0, 2k − 1)`` with ``2k`` rows, ``b(δ) = δ`` without buckets and,
+    with ``rel_buckets = (s, m)`` (DeBERTa-v2's log buckets, in float32 as it computes them), ``b(δ) = δ``
+    for ``|δ| ≤ s/2`` and ``sign(δ) (s/2 + ⌈ln(|δ| / (s/2)) / ln((m − 1) / (s/2)) (s/2 − 1)⌉)`` beyond."""
+    k = (hw.pos_Q if hw.pos_Q is not None else hw.pos_K).shape[2] // 2
+    offset = offset.long()
+    size, top = hw.rel_buckets
+    if size:
+        mid = size // 2
+        far = offset.abs()
+        inside = (offset < mid) & (offset > -mid)
+        ref = torch.where(inside, torch.full_like(far, mid - 1), far)
+        log = torch.ceil(torch.log(ref / mid) / torch.log(torch.tensor((top - 1) / mid)) * (mid - 1)) + mid
+        offset = torch.where(ref <= mid, offset.float(), log * torch.sign(offset)).long()
+    return (offset + k).clamp(0, 2 * k - 1)
+
+
+def dot_products(hw: HeadWeights, layer: int, q: Tensor, k: Tensor, offset: Tensor) -> Tensor:
+    """``q·k`` of every query ``q (..., head, a, d_head)`` with every key ``k (..., head, b, d_head)``:
+    ``(..., head, a, b)``, before the logit scale; with DeBERTa's relative positions (``pos_Q``,
+    ``pos_K``) plus ``q_i · pos_K[ρ(δ_ij)]`` and ``k_j · pos_Q[ρ(δ_ij)]`` for the offsets ``δ = offset
+    (a, b)`` (:func:`relative_index`)."""
+    qk = q @ k.transpose(-1, -2)
+    if hw.pos_Q is None and hw.pos_K is None:
+        return qk
+    idx = relative_index(hw, offset.to(q.device))  # (a, b)
+    if hw.pos_K is not None:  # content to position: each query against the position keys, then each key's row
+        c2p = q @ hw.pos_K[layer].to(q.device, q.dtype).transpose(-1, -2)  # (..., head, a, 2k)
+        qk = qk + c2p.gather(-1, idx.expand(*c2p.shape[:-1], idx.shape[-1]))
+    if hw.pos_Q is not None:  # position to content: each key against the position queries, then each query's row
+        p2c = k @ hw.pos_Q[layer].to(k.device, k.dtype).transpose(-1, -2)  # (..., head, b, 2k)
+        qk = qk + p2c.gather(-1, idx.T.expand(*p2c.shape[:-1], idx.shape[0])).transpose(-1, -2)
+    return qk
+
+
+def paired_dot_products(hw: HeadWeights, layer: int, q: Tensor, k: Tensor, offset: int) -> Tensor:
+    """:func:`dot_products` of each query in ``q (..., head, n, d_head)`` with its own key in ``k`` (the
+    same shape) at one offset ``δ = offset``: ``(..., head, n)``."""
+    qk = (q * k).sum(-1)
+    if hw.pos_Q is None and hw.pos_K is None:
+        return qk
+    row = int(relative_index(hw, torch.tensor(offset)))
+    for pos, content in ((hw.pos_K, q), (hw.pos_Q, k)):
+        if pos is not None:
+            qk = qk + (content * pos[layer, :, row].to(content.device, content.dtype)[:, None]).sum(-1)
+    return qk
 
 
 def softmax_with_sink(hw: HeadWeights, layer: int, logits: Tensor, head_axis: int = -3) -> Tensor:

@@ -45,6 +45,17 @@ def _unembedding(hw: HeadWeights) -> str:
         ", tied (W_E transposed)" if tied(hw) else "")
 
 
+def _relative(hw: HeadWeights) -> str:
+    """DeBERTa's relative positions: which terms, how many offsets, and their buckets."""
+    rows = (hw.pos_Q if hw.pos_Q is not None else hw.pos_K).shape[2]
+    terms = " and ".join(t for t, p in (("content-to-position", hw.pos_K), ("position-to-content", hw.pos_Q))
+                         if p is not None)
+    size, top = hw.rel_buckets
+    spread = (f"offsets in {size} log-spaced buckets each side up to {top}" if size else
+              f"offsets -{rows // 2} .. {rows // 2 - 1}, clamped beyond")
+    return f"relative (disentangled): {terms} logits, {spread}"
+
+
 def card_rows(hw: HeadWeights) -> list[tuple[str, str]]:
     """``(field, value)`` rows describing ``hw``; its notes are ``hw.meta.notes``."""
     m = hw.meta
@@ -57,6 +68,8 @@ def card_rows(hw: HeadWeights) -> list[tuple[str, str]]:
         slopes = hw.alibi.double()
         pos = (f"ALiBi: logit bias -m_h (i - j), slopes m_h from {float(slopes.max()):.4g} to {float(slopes.min()):.4g} "
                f"over {len(slopes)} heads")
+    elif hw.positions == "relative":
+        pos = _relative(hw)
     elif hw.W_pos is not None:
         pos = f"learned absolute, {hw.W_pos.shape[1]} positions"
     else:

@@ -155,8 +155,9 @@ class Rotary:
 
 
 #: what ``HeadWeights.positions`` may say: absolute (learned ``W_pos``), rotary, a linear bias on the
-#: logits (ALiBi), or none
-POSITIONS = ("learned", "rotary", "alibi", "none")
+#: logits (ALiBi), relative-position queries and keys beside the content's (DeBERTa's ``pos_Q``, ``pos_K``),
+#: or none
+POSITIONS = ("learned", "rotary", "alibi", "relative", "none")
 
 
 def alibi_slopes(n_heads: int) -> Tensor:
@@ -223,8 +224,14 @@ class HeadWeights:
     # each value head RMS-normalised before W_O (Gemma 4): v = N(W_V x + b_V); gain (L, d_head) or none
     v_norm: Norm | None = None
     rotary: Rotary | None = None
-    positions: str = "none"  # 'learned', 'rotary', 'alibi', 'none'
+    positions: str = "none"  # 'learned', 'rotary', 'alibi', 'relative', 'none'
     alibi: Tensor | None = None  # (head,) ALiBi slopes m_h >= 0: logit - m_h (i - j) for query i, key j (Bloom)
+    # DeBERTa's disentangled attention: position queries and keys of each layer, head and relative-position row,
+    # which no residual enters; the logit of query i and key j adds q_i · pos_K[ρ(i - j)] (content to position) and
+    # k_j · pos_Q[ρ(i - j)] (position to content) to q_i · k_j, all times `scale` (ρ: core.attention.relative_index)
+    pos_Q: Tensor | None = None  # (layer, head, 2k, d_head)
+    pos_K: Tensor | None = None  # (layer, head, 2k, d_head)
+    rel_buckets: tuple[int, int] = (0, 0)  # (bucket size, max position) of ρ's log-spaced buckets; (0, 0): none
     sinks: Tensor | None = None  # (layer, head) attention-sink logits: one more key per query, with no value (gpt-oss)
     attn_scale: float = 0.0  # logit = attn_scale * q·k; 0 means d_head ** -0.5
     attn_softcap: float | None = None  # logit -> c tanh(logit / c) before the mask and softmax (Gemma 2)
@@ -304,6 +311,7 @@ class HeadWeights:
                 raise WeightError("alibi has NaN, infinite or negative slopes")
             if self.rotary is not None:
                 raise WeightError("alibi and rotary positions together: a model has one kind of positions")
+        self._check_relative(L, r)
         if not isinstance(self.causal, bool):
             raise WeightError(f"causal {self.causal!r}: expected true or false")
         if not isinstance(self.first_layer_unnormed, bool):
@@ -353,6 +361,34 @@ class HeadWeights:
                 raise WeightError(f"rotary inv_freq has shape {tuple(getattr(f, 'shape', ()))}, expected {(L, rot.dim // 2)}")
             if not bool(torch.isfinite(f).all()) or bool((f < 0).any()):
                 raise WeightError("rotary inv_freq has NaN, infinite or negative frequencies (a rope base of 0 or NaN?)")
+
+    def _check_relative(self, L: int, r: int) -> None:
+        """DeBERTa's position queries and keys, and their buckets (:func:`compscope.core.attention.relative_index`)."""
+        given = [t for t in (self.pos_Q, self.pos_K) if t is not None]
+        if bool(given) != (self.positions == "relative"):
+            raise WeightError(f"positions {self.positions!r} with{'' if given else 'out'} position queries or keys "
+                              "(pos_Q, pos_K): they are given exactly when positions are 'relative'")
+        rows = {t.shape[2] if isinstance(t, Tensor) and t.ndim == 4 else None for t in given}
+        for name, t in (("pos_Q", self.pos_Q), ("pos_K", self.pos_K)):
+            if t is not None and (not isinstance(t, Tensor) or t.ndim != 4 or tuple(t.shape[:2]) != (L, self.n_heads)
+                                  or t.shape[3] != r or len(rows) != 1 or t.shape[2] < 2 or t.shape[2] % 2):
+                raise WeightError(f"{name} has shape {tuple(getattr(t, 'shape', ()))}, expected ({L}, {self.n_heads}, "
+                                  f"2k, {r}) with one even number of relative-position rows 2k for pos_Q and pos_K")
+        b = self.rel_buckets
+        if (not isinstance(b, tuple) or len(b) != 2 or not all(_is_int(x) and x >= 0 for x in b)
+                or (b[0] == 0) != (b[1] == 0)):
+            raise WeightError(f"rel_buckets {b!r}: expected (bucket size, max position), both > 0, or (0, 0)")
+        if b[0]:
+            if rows != {2 * b[0]}:
+                raise WeightError(f"rel_buckets {b!r}: {b[0]} buckets each side need 2 x {b[0]} relative-position rows "
+                                  f"in pos_Q and pos_K, not {sorted(rows)}")
+            if b[0] < 2 or b[1] - 1 <= b[0] // 2:
+                raise WeightError(f"rel_buckets {b!r}: log-spaced buckets need a bucket size >= 2 and a max position "
+                                  "above half the bucket size plus one")
+        if given and (self.qk_norm is not None or self.rotary is not None or self.alibi is not None
+                      or self.W_pos is not None):
+            raise WeightError("position queries and keys (relative positions) with QK-norm, rotary, ALiBi or learned "
+                              "absolute positions: a model has one kind of positions, and its queries no norm")
 
     # ------------------------------------------------------------------ sizes
     @property

@@ -219,9 +219,9 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
         check_centrable(head_weights)  # before any pass of the model
     linearising = linearise_norms is not False and linearise_norms is not None
     if sample_data != SampleData() and not (linearising or text_labels or reads_content(head_weights)):
-        raise OptionError(f"sample data: the residual is sampled for the rotary (or ALiBi) previous-token score's "
-                          f"activations content, for linearise_norms and for text_labels; {hw.meta.name}'s "
-                          f"positions are {head_weights.positions!r}, neither rotary nor ALiBi, and none of the "
+        raise OptionError(f"sample data: the residual is sampled for the rotary (or ALiBi, or relative) "
+                          f"previous-token score's activations content, for linearise_norms and for text_labels; "
+                          f"{hw.meta.name}'s positions are {head_weights.positions!r}, none of those, and none of the "
                           "others is asked for")
     weights, linearised_on = _linearised(runner, head_weights, linearise_qk_norm, linearise_norms, sample_data,
                                          metric_data, progress)
@@ -417,8 +417,9 @@ def _no_head_scores(hw: HeadWeights) -> list[str]:
     if not hw.causal:
         return ["bidirectional model: no induction scores from the weights "
                 "(an encoder sees the repeat ahead as well as behind)"]
-    if hw.W_pos is None and hw.rotary is None and hw.alibi is None:
-        return ["no previous-token or induction scores from the weights: no learned, rotary or ALiBi positions to read"]
+    if hw.positions not in ("learned", "rotary", "alibi", "relative"):
+        return ["no previous-token or induction scores from the weights: no learned, rotary, ALiBi or relative "
+                "positions to read"]
     if hw.W_U is None:
         return ["no whole-circuit induction score from the weights: no unembedding, so no copying score"]
     return []

@@ -154,7 +154,9 @@ class Verdict:
             au = f" {_auroc(k_row.get('auroc')):>8} {_auroc(k_row.get('auroc_confirmed')):>9}" if "K" in kinds else ""
             ax = next(iter(ks.values()))["axioms"]
             lines.append(f"{m:<20} {met:<{w}}{cells}{au}  {ax}")
-        kind = "ALiBi" if self.options.get("positions") == "alibi" else "rotary"
+        from ..analysis.circuits import relative_kind
+
+        kind = relative_kind(self.options.get("positions"))
         for content, title in (("embed", "weights vs data, per head: "),
                                ("activations", "  with the residual each layer reads on data as the content of the "
                                                f"{kind} previous-token score: ")):
