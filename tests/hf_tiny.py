@@ -682,6 +682,17 @@ VARIANTS = [
     # RoFormer: BERT's layers, rotary on adjacent pairs at base 10000, no position table
     Variant("roformer-rotary-post-ln", "bert", "RoFormerConfig",
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12)),
+    # DeBERTa-v3's disentangled attention: log buckets (4 each side up to 8: offsets 2, 3..7, 8.. in buckets 2, 3, 4,
+    # the last clamped to row 7), relative-position embeddings LayerNorm-ed, the layer's own q/k projections
+    Variant("deberta-v3-log-buckets", "bert", "DebertaV2Config",
+            dict(_COMMON, max_position_embeddings=32, type_vocab_size=0, relative_attention=True, position_buckets=4,
+                 max_relative_positions=8, norm_rel_ebd="layer_norm", share_att_key=True, pos_att_type=["p2c", "c2p"],
+                 position_biased_input=False, layer_norm_eps=1e-7)),
+    # DeBERTa-v2's other settings: offsets -6 .. 5 exact and clamped beyond, position projections of their own, token types
+    Variant("deberta-v2-own-position-projections", "bert", "DebertaV2Config",
+            dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, relative_attention=True, position_buckets=-1,
+                 max_relative_positions=6, share_att_key=False, pos_att_type=["c2p", "p2c"], position_biased_input=False,
+                 layer_norm_eps=1e-7)),
     Variant("distilbert", "bert", "DistilBertConfig",
             dict(vocab_size=VOCAB, dim=D, n_heads=HEADS, n_layers=2, hidden_dim=48, max_position_embeddings=32)),
     # XLM and FlauBERT: post-LN layers under their own names, a linear LM head (with a bias) on the last layer's output;

@@ -483,7 +483,7 @@ def test_content_samples_and_options_are_checked():
         rotary_previous(hw, content={})
     with pytest.raises(OptionError, match="content='tokens'"):
         head_circuits("induction-2l", content="tokens")
-    with pytest.raises(OptionError, match=r"rotary \(or ALiBi\) previous-token score"):
+    with pytest.raises(OptionError, match="rotary, ALiBi or relative-position previous-token score"):
         head_circuits("induction-2l", content="activations")  # learned positions: nothing to sample for
     with pytest.raises(OptionError, match="pass the model itself"):
         head_circuits(hw, content="activations")
@@ -509,7 +509,7 @@ def test_cli_content_option(tmp_path, capsys):
     assert main(["circuits"]) == 0  # learned positions: no content to choose, no word of it
     assert "normed embeddings" not in capsys.readouterr().out
     assert main(["circuits", "--content", "activations"]) == 2
-    assert "content='activations' applies to the rotary (or ALiBi) previous-token score" in capsys.readouterr().err
+    assert "content='activations' applies to the rotary, ALiBi or relative-position previous-token score" in capsys.readouterr().err
 
 
 def test_several_contents_share_the_work_and_equal_one_call_each():

@@ -92,6 +92,16 @@ def test_attention_depends_on_what_the_variant_is_about(variant):
     if hw.alibi is not None:  # the bias must matter, and each head's own slope (not another head's)
         changed.append((hw.replace(alibi=None, positions="none"), layer))
         changed.append((hw.replace(alibi=hw.alibi.flip(0)), layer))
+    if hw.positions == "relative":  # each position term, its rows in order, each layer's own, and the buckets matter
+        for name, other in (("pos_Q", "pos_K"), ("pos_K", "pos_Q")):
+            pos = getattr(hw, name)
+            if pos is not None:
+                alone = {"positions": "none", "rel_buckets": (0, 0)} if getattr(hw, other) is None else {}
+                changed.append((hw.replace(**{name: None}, **alone), layer))
+                changed.append((hw.replace(**{name: pos.flip(2)}), layer))  # rows reversed: each offset reads -δ - 1's
+                changed.append((hw.replace(**{name: pos[[1 - layer] * hw.n_layers]}), layer))
+        if hw.rel_buckets != (0, 0):
+            changed.append((hw.replace(rel_buckets=(0, 0)), layer))
     if hw.attn_scale:
         changed.append((hw.replace(attn_scale=0.0), layer))
     if hw.qk_norm is not None:  # on a layer it applies to (Llama 4: not its NoPE layers)
@@ -140,8 +150,8 @@ def test_embedding_columns_match_hf(variant):
     emb = hw.W_E[:, ids].permute(1, 2, 0)  # (batch, seq, d)
     if variant.kind in ("bert", "altclip"):
         torch.testing.assert_close(emb, cap.extra["word_embeddings"], atol=0, rtol=0)
-        if hw.W_pos is None:  # (RoFormer: rotary, no position table)
-            assert hw.positions == "rotary" and "position_embeddings" not in cap.extra
+        if hw.W_pos is None:  # (RoFormer: rotary, DeBERTa: relative positions; no position table)
+            assert hw.positions in ("rotary", "relative") and "position_embeddings" not in cap.extra
             summed = emb
         else:
             torch.testing.assert_close(hw.W_pos[:, :SEQ].T, cap.extra["position_embeddings"][0], atol=0, rtol=0)
@@ -299,10 +309,10 @@ def test_unknown_model_type_is_named(tmp_path):
 def test_unsupported_hf_model_is_named():
     import transformers
 
-    cfg = transformers.DebertaV2Config(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                       intermediate_size=32)  # disentangled attention: no family
-    model = transformers.DebertaV2Model(cfg)
-    with pytest.raises(compscope.UnsupportedModelError, match="'deberta-v2'.*disentangled attention"):
+    cfg = transformers.DebertaConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                     intermediate_size=32)  # DeBERTa v1's fused in_proj: no family
+    model = transformers.DebertaModel(cfg)
+    with pytest.raises(compscope.UnsupportedModelError, match="'deberta'.*fused in_proj"):
         compscope.load(model)
 
 

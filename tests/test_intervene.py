@@ -389,8 +389,11 @@ def test_the_pair_built_to_compose_is_the_only_one_that_does():
 
 
 def _clean_reads(lins, kind: str, clean: torch.Tensor) -> list:
-    """Pre-hooks that feed ``clean`` to the q/k/v projections ``lins`` (separate modules) but ``kind``'s."""
-    return [lin.register_forward_pre_hook(lambda _, a: (clean,)) for k, lin in zip("QKV", lins) if k != kind]
+    """Pre-hooks that feed ``clean`` to the q/k/v projections ``lins`` (separate modules) but ``kind``'s, where they
+    read the hidden states (DeBERTa's query and key projections also project the relative-position embeddings, a
+    tensor of another shape, which they read unchanged)."""
+    return [lin.register_forward_pre_hook(lambda _, a: (clean,) if a[0].shape == clean.shape else None)
+            for k, lin in zip("QKV", lins) if k != kind]
 
 
 def _clean_fused_reads(c_attn, kind: str, clean: torch.Tensor) -> list:
@@ -435,7 +438,13 @@ def _encoder_modules(model) -> dict:
     # transformers 5)
     return {"layers": getattr(body.encoder, "layer", None) or body.encoder.layers, "reads": s, "out": lambda b: b.attention.output.dense,
             "W_out": lambda b: b.attention.output.dense.weight, "mlp": lambda b: b.output.dense,
-            "clean_reads": lambda b, kind, clean: _clean_reads((s(b).query, s(b).key, s(b).value), kind, clean)}
+            "clean_reads": lambda b, kind, clean: _clean_reads(_projections(s(b)), kind, clean)}
+
+
+def _projections(attention) -> tuple:
+    """The query, key and value projections of a BERT-like self-attention module (DeBERTa's ``*_proj``)."""
+    names = ("query", "key", "value") if hasattr(attention, "query") else ("query_proj", "key_proj", "value_proj")
+    return tuple(getattr(attention, n) for n in names)
 
 
 def _bert_brute_force(model, ids, l1, h1, l2, kind):
@@ -503,6 +512,8 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
                                                ("ernie-task-types", "batched"), ("bert-generation-encoder", "single"),
                                                ("splinter-bert-layers", "threes"), ("align-text-bert", "batched"),
                                                ("clap-text-roberta", "threes"),
+                                               ("deberta-v3-log-buckets", "batched"),
+                                               ("deberta-v2-own-position-projections", "threes"),
                                                ("altclip-text-roberta-layers", "single"),
                                                ("openai-gpt-post-ln", "threes"), ("openai-gpt-post-ln", "single"),
                                                ("jina-embeddings-v3-rotary-post-ln", "batched"),

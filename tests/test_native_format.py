@@ -65,6 +65,15 @@ def bert():  # post-LN, bidirectional, token-type embeddings in embed_extra
     return _randomise(transformers.BertModel(cfg), 4)
 
 
+def deberta():  # disentangled attention: position queries and keys, log buckets
+    cfg = transformers.DebertaV2Config(
+        vocab_size=59, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=40,
+        type_vocab_size=0, relative_attention=True, position_buckets=4, max_relative_positions=10,
+        norm_rel_ebd="layer_norm", share_att_key=True, pos_att_type=["p2c", "c2p"], position_biased_input=False,
+    )
+    return _randomise(transformers.DebertaV2Model(cfg), 10)
+
+
 def gemma2():  # attention logits soft-capped
     cfg = transformers.Gemma2Config(
         vocab_size=59, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
@@ -102,7 +111,7 @@ def modernbert():  # a first layer that reads the residual unnormed, windows on 
 
 
 MODELS = {"llama-gqa": llama_gqa, "gemma3": gemma3, "gpt2": gpt2, "bert": bert, "gemma2": gemma2, "olmo2": olmo2,
-          "bloom": bloom, "gpt-oss": gpt_oss, "modernbert": modernbert}
+          "bloom": bloom, "gpt-oss": gpt_oss, "modernbert": modernbert, "deberta": deberta}
 
 
 def assert_identical(a, b, path: str = "hw") -> None:
@@ -159,6 +168,8 @@ def test_round_trip_keeps_the_features_under_test(tmp_path):
     assert s.sinks is not None and s.sinks.shape == (2, 4) and s.attn_scale > 8**-0.5  # YaRN's factor squared
     m = compscope.load(MODELS["modernbert"]())
     assert m.first_layer_unnormed and not m.causal and m.sliding_window == (None, 3, 3)
+    r = compscope.load(MODELS["deberta"]())
+    assert r.positions == "relative" and r.rel_buckets == (4, 10) and r.pos_Q.shape == r.pos_K.shape == (2, 4, 8, 8)
 
 
 def test_files_written_before_the_qk_norm_scope_existed_load_per_head(tmp_path):

@@ -101,7 +101,7 @@ def head_circuits(model, measure: str = "frobenius", *, offset: float = 0.0, con
                   linearise_qk_norm: bool = False, center_writing: bool = False, fold_value_bias: bool = False):
     """Copying, matching, previous-token and induction scores of every head of ``model``, read
     from the weights: :func:`compscope.analysis.circuits.head_circuits` after loading.
-    ``content``: the content distribution of the relative (rotary, ALiBi) previous-token score, ``embed`` (the
+    ``content``: the content distribution of the rotary, ALiBi or relative-position previous-token score, ``embed`` (the
     normed embeddings: weights only) or ``activations`` (what each layer reads on natural text:
     runs ``model``, which must then be a name, folder or runner, not ``HeadWeights``), sampled on
     ``sample_data`` (:class:`~compscope.data.residual_moments.SampleData`; only with ``activations``).
@@ -136,7 +136,7 @@ def circuit_content(hw, content: str, model, sample_data=None):
     from .analysis.circuits import reads_content
 
     if not reads_content(hw):
-        raise OptionError(f"{hw.meta.name}: content='activations' applies to the relative (rotary, ALiBi) previous-token score, "
-                          f"and this model's positions are {hw.positions!r}")
+        raise OptionError(f"{hw.meta.name}: content='activations' applies to the rotary, ALiBi or relative-position "
+                          f"previous-token score, and this model's positions are {hw.positions!r}")
     return content_samples(hw, model, data)
 

@@ -368,12 +368,15 @@ class HeadWeights:
         if bool(given) != (self.positions == "relative"):
             raise WeightError(f"positions {self.positions!r} with{'' if given else 'out'} position queries or keys "
                               "(pos_Q, pos_K): they are given exactly when positions are 'relative'")
-        rows = {t.shape[2] if isinstance(t, Tensor) and t.ndim == 4 else None for t in given}
         for name, t in (("pos_Q", self.pos_Q), ("pos_K", self.pos_K)):
             if t is not None and (not isinstance(t, Tensor) or t.ndim != 4 or tuple(t.shape[:2]) != (L, self.n_heads)
-                                  or t.shape[3] != r or len(rows) != 1 or t.shape[2] < 2 or t.shape[2] % 2):
+                                  or t.shape[3] != r or t.shape[2] < 2 or t.shape[2] % 2):
                 raise WeightError(f"{name} has shape {tuple(getattr(t, 'shape', ()))}, expected ({L}, {self.n_heads}, "
-                                  f"2k, {r}) with one even number of relative-position rows 2k for pos_Q and pos_K")
+                                  f"2k, {r}): an even number 2k of relative-position rows")
+        rows = {t.shape[2] for t in given}
+        if len(rows) > 1:
+            raise WeightError(f"pos_Q and pos_K have {self.pos_Q.shape[2]} and {self.pos_K.shape[2]} relative-position "
+                              "rows: expected the same offsets for both")
         b = self.rel_buckets
         if (not isinstance(b, tuple) or len(b) != 2 or not all(_is_int(x) and x >= 0 for x in b)
                 or (b[0] == 0) != (b[1] == 0)):

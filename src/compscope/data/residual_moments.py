@@ -18,7 +18,7 @@ The ``covariance`` metric is the same residual's central second moment ``E[(x âˆ
 each reading factor by its own layer's moment (``Metric.own_reads``).
 
 The same residual, sampled rather than averaged (:func:`residual_samples`), is the ``activations``
-content distribution of the rotary (or ALiBi) previous-token score (:func:`compscope.analysis.circuits.rotary_previous`).
+content distribution of the rotary, ALiBi or relative-position previous-token score (:func:`compscope.analysis.circuits.rotary_previous`).
 """
 
 from __future__ import annotations
@@ -415,7 +415,7 @@ CONTENT_SAMPLES, CONTENT_SEQUENCES = 1024, 16
 @dataclass(frozen=True)
 class SampleData:
     """What the residual is sampled on where compscope needs the heads' operating point rather
-    than the residual's moments: the ``activations`` content of the rotary (or ALiBi) previous-token score
+    than the residual's moments: the ``activations`` content of the rotary, ALiBi or relative-position previous-token score
     (``positions`` residuals per layer, drawn from every position after the first) and the mean
     Jacobians of the norms that :func:`~compscope.data.norm_linearisation.linearise_norms`
     replaces (every position after the first); and the heads' labels on text (``validate``'s

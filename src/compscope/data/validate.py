@@ -110,7 +110,7 @@ def default_sequences(runner, sequences: int = 64, half: int | None = None, seed
 
 def previous_contents(weights, model, progress: bool = True, data=None) -> dict[str, dict | None]:
     """The content distributions the previous-token score from the weights is judged under:
-    ``embed`` (None: the weights alone), and for rotary (or ALiBi) heads also ``activations``, samples of
+    ``embed`` (None: the weights alone), and for rotary, ALiBi or relative-position heads also ``activations``, samples of
     what each layer reads (:func:`~compscope.data.residual_moments.content_samples` of ``model``,
     a runner or a source)."""
     from ..analysis.circuits import reads_content
@@ -181,7 +181,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     label-truth AUROC and the head rankings need no interventions and stay over every pair).
     ``metric_data``: what the metrics estimated on data are estimated on
     (:class:`~compscope.data.residual_moments.MetricData`; default the model's default; recorded).
-    ``sample_data``: what the residual is sampled on for the rotary (or ALiBi) previous-token score's
+    ``sample_data``: what the residual is sampled on for the rotary, ALiBi or relative-position previous-token score's
     ``activations`` content, for ``linearise_norms`` and for ``text_labels``
     (:class:`~compscope.data.residual_moments.SampleData`; recorded; refused where none runs).
     ``text_labels``: label every head on that text too
@@ -219,7 +219,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
         check_centrable(head_weights)  # before any pass of the model
     linearising = linearise_norms is not False and linearise_norms is not None
     if sample_data != SampleData() and not (linearising or text_labels or reads_content(head_weights)):
-        raise OptionError(f"sample data: the residual is sampled for the rotary (or ALiBi, or relative) "
+        raise OptionError(f"sample data: the residual is sampled for the rotary, ALiBi or relative-position "
                           f"previous-token score's activations content, for linearise_norms and for text_labels; "
                           f"{hw.meta.name}'s positions are {head_weights.positions!r}, none of those, and none of the "
                           "others is asked for")
@@ -427,7 +427,7 @@ def _no_head_scores(hw: HeadWeights) -> list[str]:
 
 def _head_rankings(hw: HeadWeights, contents, labels, truth: Tensor, tables: dict, kinds: str, prev_threshold: float,
                    induction_threshold: float, device, progress: bool) -> tuple[list[dict], dict, dict]:
-    """``(heads, writer_auroc, circuit_auroc)``: per content of the rotary (or ALiBi) previous-token score, each
+    """``(heads, writer_auroc, circuit_auroc)``: per content of the rotary, ALiBi or relative-position previous-token score, each
     head score from the weights against its activation label (Spearman, precision of the top 5), and
     the AUROC of the true K-pairs by the writer's previous-token score alone and times
     :data:`CIRCUIT_MEASURE` (keyed ``'positions'`` for learned positions)."""

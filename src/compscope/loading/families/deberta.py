@@ -101,6 +101,10 @@ class DebertaV2(Bert):
                 raise LoadError(f"{where}: config key '{key}' = {value!r}: expected an integer (-1: the default)")
         if top < 1:
             top = integer(config, where, "max_position_embeddings", default=512)
+        if buckets > 0 and (buckets < 2 or top - 1 <= buckets // 2):
+            raise UnsupportedModelError(f"{where}: config keys 'position_buckets' = {buckets} and "
+                                        f"'max_relative_positions' = {top}: log-spaced buckets need at least 2 buckets "
+                                        "and a max position above half the buckets plus one")
         span = buckets if buckets > 0 else top
         prefix, d = e[: -len("embeddings.")], integer(config, where, "hidden_size")
         rel = ts.take(prefix + "encoder.rel_embeddings.weight", (2 * span, d)).double()  # (2k, d): offsets -k .. k-1

@@ -1,0 +1,166 @@
+"""DeBERTa-v2 and -v3: disentangled attention held as position queries and keys (``pos_Q``, ``pos_K``) beside
+the content's. The offset-to-row map against hand-worked values and transformers' own; the logits against a
+loop over every query, key and head in numpy; the weights-alone previous-token score against its formula;
+a masked LM's folder read and run; the settings compscope does not hold refused by name. The family-wide
+suites (hooks, processing, runner, interventions by brute force) run the tiny variants of ``hf_tiny``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import compscope
+from compscope.core.attention import dot_products, relative_index
+from compscope.core.heads import WeightError
+
+transformers = pytest.importorskip("transformers")
+
+from hf_tiny import BY_ID, build, perturbed, random_ids  # noqa: E402
+
+_V3 = dict(vocab_size=61, hidden_size=32, num_attention_heads=4, intermediate_size=48, num_hidden_layers=2,
+           type_vocab_size=0, relative_attention=True, position_buckets=4, max_relative_positions=8,
+           norm_rel_ebd="layer_norm", share_att_key=True, pos_att_type=["p2c", "c2p"], position_biased_input=False)
+
+
+def _loaded(variant_id: str = "deberta-v3-log-buckets"):
+    model = build(BY_ID[variant_id])
+    return compscope.load(model), model
+
+
+def test_offsets_fall_in_the_rows_worked_by_hand():
+    """4 buckets each side up to 8 (mid 2): |δ| < 2 exact; |δ| ≥ 2 in bucket 2 + ⌈ln(|δ|/2) / ln 3.5⌉: δ = 2 → 2,
+    3 … 7 → 3 (ln 3.5 / ln 3.5 = 1 at 7), 8 … 24 → 4, 25 … → 5 and up; the row is bucket + 4, clamped to 0 … 7."""
+    hw, _ = _loaded()
+    assert hw.rel_buckets == (4, 8) and hw.pos_Q.shape[2] == 8
+    offsets = torch.tensor([0, 1, -1, 2, -2, 3, 7, -7, 8, 24, -24, 25, -25, 100])
+    want = [4, 5, 3, 6, 2, 7, 7, 1, 7, 7, 0, 7, 0, 7]
+    assert relative_index(hw, offsets).tolist() == want
+    exact, _ = _loaded("deberta-v2-own-position-projections")  # no buckets: offsets -6 … 5 exact, clamped beyond
+    assert exact.rel_buckets == (0, 0) and exact.pos_K.shape[2] == 12
+    assert relative_index(exact, torch.tensor([0, 5, 6, 40, -6, -7])).tolist() == [6, 11, 11, 11, 0, 0]
+
+
+@pytest.mark.parametrize("size, top", [(4, 8), (8, 24), (256, 512), (32, 1024)])
+def test_offsets_fall_in_the_rows_transformers_computes(size, top):
+    from transformers.models.deberta_v2.modeling_deberta_v2 import make_log_bucket_position
+
+    hw = compscope.load(perturbed(lambda: transformers.DebertaV2Model(transformers.DebertaV2Config(
+        **{**_V3, "position_buckets": size, "max_relative_positions": top}))))
+    offsets = torch.arange(-3 * top, 3 * top + 1)
+    want = (make_log_bucket_position(offsets, size, top).long() + size).clamp(0, 2 * size - 1)
+    assert torch.equal(relative_index(hw, offsets), want)
+
+
+def test_logits_equal_a_loop_over_queries_keys_and_heads():
+    """``q_i·k_j + q_i·pos_K[ρ(i−j)] + k_j·pos_Q[ρ(i−j)]``, the row ``ρ`` taken from the offset, in float64."""
+    hw, _ = _loaded()
+    g = torch.Generator().manual_seed(0)
+    q, k = (torch.randn(2, hw.n_heads, 9, hw.d_head, generator=g, dtype=torch.float64) for _ in range(2))
+    i, j = torch.arange(9)[:, None], torch.arange(9)[None]
+    got = dot_products(hw.replace(pos_Q=hw.pos_Q.double(), pos_K=hw.pos_K.double()), 1, q, k, i - j).numpy()
+    Q, K, PQ, PK = q.numpy(), k.numpy(), hw.pos_Q[1].double().numpy(), hw.pos_K[1].double().numpy()
+    rows = relative_index(hw, i - j).numpy()
+    for b in range(2):
+        for h in range(hw.n_heads):
+            for a in range(9):
+                for c in range(9):
+                    row = rows[a, c]
+                    want = Q[b, h, a] @ K[b, h, c] + Q[b, h, a] @ PK[h, row] + K[b, h, c] @ PQ[h, row]
+                    assert got[b, h, a, c] == pytest.approx(want, rel=1e-12, abs=1e-12)
+
+
+def test_position_queries_and_keys_are_the_layers_projections_of_the_normed_relative_embeddings():
+    """``pos_K = key_proj(LN(rel_embeddings))`` per head, ``pos_Q`` with ``query_proj`` (shared keys); with their
+    own projections where ``share_att_key`` is off; the scale ``1/√(3 d_head)``."""
+    hw, model = _loaded()
+    enc, att = model.encoder, model.encoder.layer[1].attention.self
+    rel = enc.LayerNorm(enc.rel_embeddings.weight).detach()
+    torch.testing.assert_close(hw.pos_K[1], att.key_proj(rel).detach().reshape(8, 4, 8).transpose(0, 1))
+    torch.testing.assert_close(hw.pos_Q[1], att.query_proj(rel).detach().reshape(8, 4, 8).transpose(0, 1))
+    assert hw.scale == pytest.approx((8 * 3) ** -0.5)
+    own, model = _loaded("deberta-v2-own-position-projections")
+    att = model.encoder.layer[0].attention.self
+    rel = model.encoder.rel_embeddings.weight.detach()  # (norm_rel_ebd none: as stored)
+    torch.testing.assert_close(own.pos_K[0], att.pos_key_proj(rel).detach().reshape(12, 4, 8).transpose(0, 1))
+    torch.testing.assert_close(own.pos_Q[0], att.pos_query_proj(rel).detach().reshape(12, 4, 8).transpose(0, 1))
+
+
+def test_previous_token_score_from_the_weights_is_its_formula():
+    """Weights alone: the mean over the vocabulary of each token's embedding through the LayerNorm the layer reads
+    (post-LN: the embeddings' for layer 0, the previous layer's output LayerNorm after), as query and key; the
+    logit at ``δ`` is ``s (q·k + q·pos_K[ρ(δ)] + k·pos_Q[ρ(δ)])``; softmax over ``δ = −63 … 63``, the mass at 1."""
+    from compscope.analysis.circuits import rotary_previous
+
+    hw, _ = _loaded()
+    got = rotary_previous(hw).numpy()
+    E = hw.W_E.double().numpy()
+    c = E - E.mean(0, keepdims=True)
+    normed = c / np.sqrt((c**2).mean(0, keepdims=True) + hw.attn_norm.eps)
+    deltas = np.arange(-63, 64)
+    rows = relative_index(hw, torch.from_numpy(deltas)).numpy()
+    for layer in range(hw.n_layers):
+        mu = normed.mean(1) * hw.attn_norm.weight[layer].double().numpy() + hw.attn_norm.bias[layer].double().numpy()
+        for h in range(hw.n_heads):
+            q = hw.W_Q[layer, h].double().numpy() @ mu + hw.b_Q[layer, h].double().numpy()
+            k = hw.W_K[layer, h].double().numpy() @ mu + hw.b_K[layer, h].double().numpy()
+            pq, pk = hw.pos_Q[layer, h].double().numpy(), hw.pos_K[layer, h].double().numpy()
+            logits = hw.scale * np.array([q @ k + q @ pk[r] + k @ pq[r] for r in rows])
+            e = np.exp(logits - logits.max())
+            assert got[layer, h] == pytest.approx(e[64] / e.sum(), rel=1e-5), (layer, h)
+
+
+def test_a_masked_lm_folder_is_read_and_runs(tmp_path):
+    """DeBERTa-v3 as a masked LM saved to a folder: its tensors under ``deberta.`` read as the base model's, no
+    unembedding (an encoder's head is not read), and run on data with every layer recomputed from the weights equal
+    to what the model's attention adds; the card names the positions."""
+    from compscope.core.card import card_rows
+    from compscope.data.runner import layer_state, runner_for
+
+    model = perturbed(lambda: transformers.DebertaV2ForMaskedLM(transformers.DebertaV2Config(**_V3)), seed=2, scale=0.2)
+    model.save_pretrained(tmp_path)
+    hw, ref = compscope.load(tmp_path), compscope.load(model)
+    assert hw.meta.family == "deberta_v2" and hw.W_U is None and not hw.causal and hw.norm_placement == "post"
+    for name in ("W_Q", "W_K", "b_Q", "W_O", "W_E", "pos_Q", "pos_K"):
+        assert torch.equal(getattr(hw, name), getattr(ref, name)), name
+    assert dict(card_rows(hw))["positions"] == ("relative (disentangled): content-to-position and position-to-content "
+                                                "logits, offsets in 4 log-spaced buckets each side up to 8")
+    runner = runner_for(tmp_path, progress=False, device="cpu")
+    trace = runner.trace(random_ids(seq=12))
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
+                                   atol=2e-5, rtol=0)
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"conv_kernel_size": 3}, "conv_kernel_size=3"),
+    ({"position_biased_input": True}, "'position_biased_input' and 'relative_attention' both on"),
+    ({"pos_att_type": ["c2p", "p2p"]}, "'pos_att_type'.*expected some of c2p, p2c"),
+    ({"embedding_size": 16}, "'embedding_size' = 16"),
+    ({"position_buckets": 4, "max_relative_positions": 3}, "log-spaced buckets need"),
+])
+def test_settings_compscope_does_not_hold_are_refused_by_name(tmp_path, change, match):
+    config = transformers.DebertaV2Config(**_V3)
+    transformers.DebertaV2Model(config).save_pretrained(tmp_path)
+    import json
+
+    desc = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**desc, **change}))
+    with pytest.raises(compscope.UnsupportedModelError, match=match):
+        compscope.load(tmp_path)
+
+
+def test_position_queries_and_keys_are_checked():
+    hw, _ = _loaded()
+    with pytest.raises(WeightError, match="given exactly when positions are 'relative'"):
+        hw.replace(positions="none")
+    with pytest.raises(WeightError, match="pos_Q and pos_K have 8 and 6 relative-position rows"):
+        hw.replace(pos_K=hw.pos_K[:, :, :6])
+    with pytest.raises(WeightError, match=r"pos_Q has shape \(2, 4, 7, 8\)"):
+        hw.replace(pos_Q=hw.pos_Q[:, :, :7], pos_K=None)
+    with pytest.raises(WeightError, match=r"rel_buckets \(3, 8\): 3 buckets each side need 2 x 3"):
+        hw.replace(rel_buckets=(3, 8))
+    with pytest.raises(WeightError, match=r"rel_buckets \(4, 0\)"):
+        hw.replace(rel_buckets=(4, 0))
+    with pytest.raises(WeightError, match="one kind of positions"):
+        hw.replace(W_pos=torch.zeros(hw.d_model, 5))
