@@ -693,6 +693,11 @@ VARIANTS = [
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, relative_attention=True, position_buckets=-1,
                  max_relative_positions=6, share_att_key=False, pos_att_type=["c2p", "p2c"], position_biased_input=False,
                  layer_norm_eps=1e-7)),
+    # DeBERTa (v1): a fused in_proj (per head [q | k | v]) with query and value biases, position keys from pos_proj (no
+    # bias), offsets -5 .. 4 exact and clamped beyond (the model's own span: min(seq, 5) each side)
+    Variant("deberta-v1-fused", "bert", "DebertaConfig",
+            dict(_COMMON, max_position_embeddings=32, type_vocab_size=0, relative_attention=True,
+                 max_relative_positions=5, pos_att_type=["c2p", "p2c"], position_biased_input=False)),
     Variant("distilbert", "bert", "DistilBertConfig",
             dict(vocab_size=VOCAB, dim=D, n_heads=HEADS, n_layers=2, hidden_dim=48, max_position_embeddings=32)),
     # XLM and FlauBERT: post-LN layers under their own names, a linear LM head (with a bias) on the last layer's output;

@@ -164,3 +164,34 @@ def test_position_queries_and_keys_are_checked():
         hw.replace(rel_buckets=(4, 0))
     with pytest.raises(WeightError, match="one kind of positions"):
         hw.replace(W_pos=torch.zeros(hw.d_model, 5))
+
+
+def test_deberta_v1_reads_its_fused_projections_and_runs_at_any_length(tmp_path):
+    """DeBERTa (v1): ``in_proj`` rows per head ``[q | k | v]`` with ``q_bias`` and ``v_bias`` (no key bias); position
+    keys ``pos_proj(rel)`` (no bias) and queries ``pos_q_proj(rel) + b``; the model takes the rows of a sequence's
+    offsets around the table's middle (``min(seq, max_relative_positions)`` each side), the same rows compscope reads
+    whole: run on sequences shorter and longer than the span, each layer recomputed equals what it adds."""
+    from compscope.data.runner import layer_state, runner_for
+
+    config = transformers.DebertaConfig(**{k: v for k, v in _V3.items() if k not in (
+        "position_buckets", "norm_rel_ebd", "share_att_key")}, max_position_embeddings=32)
+    model = perturbed(lambda: transformers.DebertaModel(config), seed=4, scale=0.2)
+    model.save_pretrained(tmp_path)
+    hw = compscope.load(tmp_path)
+    assert hw.meta.family == "deberta" and hw.b_K is None and hw.rel_buckets == (0, 0) and hw.pos_K.shape[2] == 16
+    att = model.encoder.layer[1].attention.self
+    w = att.in_proj.weight.detach().reshape(4, 3, 8, 32)
+    assert torch.equal(hw.W_Q[1], w[:, 0]) and torch.equal(hw.W_K[1], w[:, 1]) and torch.equal(hw.W_V[1], w[:, 2])
+    assert torch.equal(hw.b_Q[1], att.q_bias.detach().reshape(4, 8)) and torch.equal(hw.b_V[1], att.v_bias.detach().reshape(4, 8))
+    rel = model.encoder.rel_embeddings.weight.detach()
+    torch.testing.assert_close(hw.pos_K[1], att.pos_proj(rel).detach().reshape(16, 4, 8).transpose(0, 1))
+    torch.testing.assert_close(hw.pos_Q[1], att.pos_q_proj(rel).detach().reshape(16, 4, 8).transpose(0, 1))
+    runner = runner_for(tmp_path, progress=False, device="cpu")
+    for seq in (3, 14):  # (8 offsets each side: the short one reads a middle slice, the long one is clamped)
+        trace = runner.trace(random_ids(seq=seq))
+        for layer in range(hw.n_layers):
+            torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
+                                       atol=2e-5, rtol=0)
+    with pytest.raises(compscope.UnsupportedModelError, match="talking_head=True"):
+        compscope.load(perturbed(lambda: transformers.DebertaModel(transformers.DebertaConfig(
+            **config.to_dict(), talking_head=True))))

@@ -438,7 +438,21 @@ def _encoder_modules(model) -> dict:
     # transformers 5)
     return {"layers": getattr(body.encoder, "layer", None) or body.encoder.layers, "reads": s, "out": lambda b: b.attention.output.dense,
             "W_out": lambda b: b.attention.output.dense.weight, "mlp": lambda b: b.output.dense,
-            "clean_reads": lambda b, kind, clean: _clean_reads(_projections(s(b)), kind, clean)}
+            "clean_reads": lambda b, kind, clean: (_clean_per_head_fused_reads(s(b).in_proj, kind, clean,
+                                                                               model.config.num_attention_heads)
+                                                   if hasattr(s(b), "in_proj") else
+                                                   _clean_reads(_projections(s(b)), kind, clean))}
+
+
+def _clean_per_head_fused_reads(in_proj, kind: str, clean: torch.Tensor, heads: int) -> list:
+    """A hook on DeBERTa's fused ``in_proj`` (no bias; rows per head ``[q | k | v]``) that puts back the parts other
+    than ``kind``'s as computed from ``clean``."""
+    def hook(_, a, o):
+        out = (clean @ in_proj.weight.T).unflatten(-1, (heads, 3, -1))  # (batch, seq, head, q/k/v, d_head)
+        j = "QKV".index(kind)
+        out[..., j, :] = o.unflatten(-1, (heads, 3, -1))[..., j, :]
+        return out.flatten(-3)
+    return [in_proj.register_forward_hook(hook)]
 
 
 def _projections(attention) -> tuple:
@@ -514,6 +528,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
                                                ("clap-text-roberta", "threes"),
                                                ("deberta-v3-log-buckets", "batched"),
                                                ("deberta-v2-own-position-projections", "threes"),
+                                               ("deberta-v1-fused", "single"),
                                                ("altclip-text-roberta-layers", "single"),
                                                ("openai-gpt-post-ln", "threes"), ("openai-gpt-post-ln", "single"),
                                                ("jina-embeddings-v3-rotary-post-ln", "batched"),

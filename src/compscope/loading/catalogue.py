@@ -52,9 +52,6 @@ NOT_READ: dict[str, str] = {
     **dict.fromkeys(("hunyuan_v1_dense", "hunyuan_v1_moe", "hunyuan_vl_text"), (
         "its QK-norm comes after the rotary map, and the norm's per-dimension gains do not commute with the "
         "rotation, so the logit is no bilinear form of W_Q and W_K turned by the offset")),
-    "deberta": ("DeBERTa (v1): its fused in_proj, with query and value biases apart, and its optional talking heads "
-                "(which mix heads' logits) are not read; DeBERTa-v2 and -v3's disentangled attention is "
-                "(family deberta_v2)"),
     "roberta-prelayernorm": ("a LayerNorm over the sum of token, position and token-type embeddings starts the "
                              "residual, so it is no sum of a token column and a position column"),
     **dict.fromkeys(("t5", "mt5", "umt5", "longt5", "switch_transformers", "t5gemma"), _T5),

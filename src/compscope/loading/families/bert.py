@@ -29,7 +29,7 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm, Rotary
 from ...errors import LoadError, UnsupportedModelError
 from . import register
-from .base import MAX_WIDTH, Family, integer, inv_freq, number, sizes, split_cols, split_rows
+from .base import MAX_WIDTH, Family, integer, inv_freq, number, sizes, split_cols, split_rows, stack
 
 
 @register
@@ -77,6 +77,13 @@ class Bert(Family):
     projections: ClassVar[tuple[str, str, str, str]] = (
         "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense")
     output_norm: ClassVar[str] = "output.LayerNorm"
+
+    @classmethod
+    def layer_projections(cls, ts, p: str, d: int, H: int, r: int) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        """The query, key and value weights ``(H, r, d)`` and biases ``(H, r)`` of the layer whose tensors
+        start ``p``: :attr:`projections`' first three, each with its bias."""
+        return [(split_rows(ts.take(p + name + ".weight", (d, d)), H, r), ts.take(p + name + ".bias", (d,)).reshape(H, r))
+                for name in cls.projections[:3]]
 
     @classmethod
     def sizes_and_eps(cls, config: dict, where: str) -> tuple[int, int, int, int, float]:
@@ -127,9 +134,9 @@ class Bert(Family):
         wo, bo = [], []
         for i in range(L):
             p = f"{prefix}{cls.layers_at}.{i}."
-            for j, name in enumerate(cls.projections[:3]):
-                ws[j].append(split_rows(ts.take(p + name + ".weight", (d, d)), H, r))
-                bs[j].append(ts.take(p + name + ".bias", (d,)).reshape(H, r))
+            for j, (w, b) in enumerate(cls.layer_projections(ts, p, d, H, r)):
+                ws[j].append(w)
+                bs[j].append(b)
             wo.append(split_cols(ts.take(p + cls.projections[3] + ".weight", (d, d)), H, r))
             bo.append(ts.take(p + cls.projections[3] + ".bias", (d,)))
         W_E, token_notes = cls.token_embeddings(cfg, where, ts.take(e + "word_embeddings.weight"))
@@ -141,7 +148,7 @@ class Bert(Family):
         ] + token_notes + position_notes
         return HeadWeights(
             W_Q=torch.stack(ws[0]), W_K=torch.stack(ws[1]), W_V=torch.stack(ws[2]), W_O=torch.stack(wo),
-            b_Q=torch.stack(bs[0]), b_K=torch.stack(bs[1]), b_V=torch.stack(bs[2]),
+            b_Q=stack(bs[0]), b_K=stack(bs[1]), b_V=stack(bs[2]),
             b_O=torch.stack(bo),
             W_E=W_E, W_U=None, b_U=None,
             kv_map=tuple(range(H)),
