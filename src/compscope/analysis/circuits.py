@@ -238,8 +238,7 @@ def rotary_previous(hw: HeadWeights, window: int = 64, content: Mapping[int, Ten
                     seed: int = 0) -> Tensor:
     """``(layer, head)`` previous-token scores of heads with relative positions (rotary, ALiBi's
     bias ``−m_h δ``, or DeBERTa's ``q·pos_K[ρ(δ)] + k·pos_Q[ρ(δ)]``) from the weights: the QK logit as a
-    function of the relative offset
-    ``δ = i − j`` alone, with the content part under a stated distribution; softmax over
+    function of the relative offset ``δ = i − j`` alone, with the content part under a stated distribution; softmax over
     ``δ = 0 … window − 1`` (the keys a query at position ``window − 1`` sees, within the layer's
     sliding window; ``δ = −(window − 1) … window − 1`` in a bidirectional model: :func:`offsets`),
     and the mass on ``δ = 1``. Without rotary the expected logit of the weights
@@ -247,8 +246,9 @@ def rotary_previous(hw: HeadWeights, window: int = 64, content: Mapping[int, Ten
 
     - ``content=None`` (the weights alone): query and key tokens drawn independently and uniformly
       from the vocabulary, each embedding passed through the layer's attention norm (gain
-      included; post-LN: the norm whose output the layer reads), so the expected logit is ``μ_lᵀ W_Qᵀ R(−δ) W_K μ_l + biases`` with ``μ_l`` the mean
-      normed embedding, and the score is the softmax of that expected logit.
+      included; post-LN: the norm whose output the layer reads), so the expected logit is
+      ``μ_lᵀ W_Qᵀ R(−δ) W_K μ_l + biases`` with ``μ_l`` the mean normed embedding, and the score is the
+      softmax of that expected logit.
     - ``content={layer: x (n, d_model)}``: samples of what each layer's heads read (the normed
       residual on data: :func:`compscope.data.residual_moments.residual_samples`). Each sample is
       a query at offset 0 and its own key at ``δ = 0`` (a token sees itself); the key at each

@@ -82,8 +82,8 @@ class Bert(Family):
     def layer_projections(cls, ts, p: str, d: int, H: int, r: int) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
         """The query, key and value weights ``(H, r, d)`` and biases ``(H, r)`` of the layer whose tensors
         start ``p``: :attr:`projections`' first three, each with its bias."""
-        return [(split_rows(ts.take(p + name + ".weight", (d, d)), H, r), ts.take(p + name + ".bias", (d,)).reshape(H, r))
-                for name in cls.projections[:3]]
+        return [(split_rows(ts.take(p + name + ".weight", (d, d)), H, r),
+                 ts.take(p + name + ".bias", (d,)).reshape(H, r)) for name in cls.projections[:3]]
 
     @classmethod
     def sizes_and_eps(cls, config: dict, where: str) -> tuple[int, int, int, int, float]:
