@@ -698,6 +698,9 @@ VARIANTS = [
     Variant("deberta-v1-fused", "bert", "DebertaConfig",
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=0, relative_attention=True,
                  max_relative_positions=5, pos_att_type=["c2p", "p2c"], position_biased_input=False)),
+    # MPNet: BERT's post-LN layers as attention.attn, positions from 2, a learned bias by offset bucket (32 buckets up
+    # to 128: offsets 0 .. 7 exact, each way) shared by the layers
+    Variant("mpnet-relative-bias", "bert", "MPNetConfig", dict(_COMMON, max_position_embeddings=34, pad_token_id=1)),
     Variant("distilbert", "bert", "DistilBertConfig",
             dict(vocab_size=VOCAB, dim=D, n_heads=HEADS, n_layers=2, hidden_dim=48, max_position_embeddings=32)),
     # XLM and FlauBERT: post-LN layers under their own names, a linear LM head (with a bias) on the last layer's output;
@@ -917,6 +920,8 @@ def _modules(model, kind: str):
     if kind == "bert":
         if hasattr(model, "transformer"):  # DistilBERT's names; its block's input is what attention reads
             return [(b, b.attention.out_lin) for b in model.transformer.layer], None
+        if hasattr(model.encoder.layer[0].attention, "attn"):  # MPNet's names
+            return [(b.attention.attn, b.attention.attn.o) for b in model.encoder.layer], None
         return [(b.attention.self, b.attention.output.dense) for b in model.encoder.layer], None
     raise ValueError(kind)
 

@@ -102,6 +102,10 @@ def test_attention_depends_on_what_the_variant_is_about(variant):
                 changed.append((hw.replace(**{name: pos[[1 - layer] * hw.n_layers]}), layer))
         if hw.rel_buckets != (0, 0):
             changed.append((hw.replace(rel_buckets=(0, 0)), layer))
+    if hw.rel_bias is not None:  # the bias by offset bucket, each head's own, and each side's of the query matter
+        changed.append((hw.replace(rel_bias=None, rel_bias_buckets=(0, 0)), layer))
+        changed.append((hw.replace(rel_bias=hw.rel_bias.flip(1)), layer))
+        changed.append((hw.replace(rel_bias=hw.rel_bias.roll(hw.rel_bias_buckets[0] // 2, dims=2)), layer))
     if hw.attn_scale:
         changed.append((hw.replace(attn_scale=0.0), layer))
     if hw.qk_norm is not None:  # on a layer it applies to (Llama 4: not its NoPE layers)
@@ -309,10 +313,9 @@ def test_unknown_model_type_is_named(tmp_path):
 def test_unsupported_hf_model_is_named():
     import transformers
 
-    cfg = transformers.MPNetConfig(vocab_size=VOCAB, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                   intermediate_size=32)  # a relative-position bias on the logits: no family
-    model = transformers.MPNetModel(cfg)
-    with pytest.raises(compscope.UnsupportedModelError, match="'mpnet'.*relative-position bias"):
+    cfg = transformers.XLNetConfig(vocab_size=VOCAB, d_model=16, n_layer=1, n_head=2, d_inner=32)  # two streams: none
+    model = transformers.XLNetModel(cfg)
+    with pytest.raises(compscope.UnsupportedModelError, match="'xlnet'.*two-stream attention"):
         compscope.load(model)
 
 

@@ -433,6 +433,11 @@ def _encoder_modules(model) -> dict:
         return {"layers": model.layers, "reads": a, "out": lambda b: a(b).o_proj, "W_out": lambda b: a(b).o_proj.weight,
                 "mlp": lambda b: b.mlp,
                 "clean_reads": lambda b, kind, clean: _clean_reads((a(b).q_proj, a(b).k_proj, a(b).v_proj), kind, clean)}
+    if hasattr(model, "encoder") and hasattr(model.encoder.layer[0].attention, "attn"):  # MPNet's names
+        a = lambda b: b.attention.attn  # noqa: E731
+        return {"layers": model.encoder.layer, "reads": a, "out": lambda b: a(b).o, "W_out": lambda b: a(b).o.weight,
+                "mlp": lambda b: b.output.dense,
+                "clean_reads": lambda b, kind, clean: _clean_reads((a(b).q, a(b).k, a(b).v), kind, clean)}
     s = lambda b: b.attention.self  # noqa: E731
     body = getattr(model, "roberta", model)  # (AltCLIP's text tower: its layers under roberta., as encoder.layers in
     # transformers 5)
@@ -528,7 +533,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
                                                ("clap-text-roberta", "threes"),
                                                ("deberta-v3-log-buckets", "batched"),
                                                ("deberta-v2-own-position-projections", "threes"),
-                                               ("deberta-v1-fused", "single"),
+                                               ("deberta-v1-fused", "single"), ("mpnet-relative-bias", "threes"),
                                                ("altclip-text-roberta-layers", "single"),
                                                ("openai-gpt-post-ln", "threes"), ("openai-gpt-post-ln", "single"),
                                                ("jina-embeddings-v3-rotary-post-ln", "batched"),

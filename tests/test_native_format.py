@@ -74,6 +74,12 @@ def deberta():  # disentangled attention: position queries and keys, log buckets
     return _randomise(transformers.DebertaV2Model(cfg), 10)
 
 
+def mpnet():  # a learned bias by offset bucket beside learned positions
+    cfg = transformers.MPNetConfig(vocab_size=59, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                   intermediate_size=40, max_position_embeddings=24)
+    return _randomise(transformers.MPNetModel(cfg), 11)
+
+
 def gemma2():  # attention logits soft-capped
     cfg = transformers.Gemma2Config(
         vocab_size=59, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
@@ -111,7 +117,8 @@ def modernbert():  # a first layer that reads the residual unnormed, windows on 
 
 
 MODELS = {"llama-gqa": llama_gqa, "gemma3": gemma3, "gpt2": gpt2, "bert": bert, "gemma2": gemma2, "olmo2": olmo2,
-          "bloom": bloom, "gpt-oss": gpt_oss, "modernbert": modernbert, "deberta": deberta}
+          "bloom": bloom, "gpt-oss": gpt_oss, "modernbert": modernbert, "deberta": deberta,
+          "mpnet": mpnet}
 
 
 def assert_identical(a, b, path: str = "hw") -> None:
@@ -170,6 +177,8 @@ def test_round_trip_keeps_the_features_under_test(tmp_path):
     assert m.first_layer_unnormed and not m.causal and m.sliding_window == (None, 3, 3)
     r = compscope.load(MODELS["deberta"]())
     assert r.positions == "relative" and r.rel_buckets == (4, 10) and r.pos_Q.shape == r.pos_K.shape == (2, 4, 8, 8)
+    mp = compscope.load(MODELS["mpnet"]())
+    assert mp.positions == "learned" and mp.rel_bias_buckets == (32, 128) and mp.rel_bias.shape == (2, 4, 32)
 
 
 def test_files_written_before_the_qk_norm_scope_existed_load_per_head(tmp_path):

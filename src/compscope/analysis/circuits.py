@@ -299,7 +299,7 @@ def _window(hw: HeadWeights, layer: int, logits: Tensor, delta: Tensor) -> Tenso
     offsets beyond ``layer``'s sliding window masked out."""
     from ..core.attention import with_bias
 
-    logits = with_bias(hw, logits, delta.reshape((1,) * (logits.ndim - 2) + (-1,)))
+    logits = with_bias(hw, layer, logits, delta.reshape((1,) * (logits.ndim - 2) + (-1,)))
     w = hw.sliding_window[layer] if hw.sliding_window else None
     return logits if w is None else logits.masked_fill(delta.abs() >= w, float("-inf"))
 

@@ -14,6 +14,8 @@ measures (activation labels, interventions) run on it. A layer in steps, each on
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -139,7 +141,7 @@ def attend(hw: HeadWeights, layer: int, q: Tensor, k: Tensor, positions: Tensor 
     seq = q.shape[-2]
     positions = torch.arange(seq, device=q.device) if positions is None else positions.to(q.device)
     i, j = positions[:, None], positions[None, :]
-    logits = with_bias(hw, hw.logits(dot_products(hw, layer, q, k, i - j)), i - j)
+    logits = with_bias(hw, layer, hw.logits(dot_products(hw, layer, q, k, i - j)), i - j)
     allowed = torch.ones(seq, seq, dtype=torch.bool, device=q.device)
     if hw.causal:
         allowed &= j <= i
@@ -211,15 +213,34 @@ def softmax_with_sink(hw: HeadWeights, layer: int, logits: Tensor, head_axis: in
     return torch.cat([logits, sink], -1).softmax(-1)[..., :-1]
 
 
-def with_bias(hw: HeadWeights, logits: Tensor, offset: Tensor) -> Tensor:
-    """Attention ``logits (..., head, *shape)`` plus the ALiBi bias ``−m_h δ`` of each head for the
-    query-minus-key offsets ``offset`` (``shape``, broadcast); unchanged without ALiBi. (A bias
+def with_bias(hw: HeadWeights, layer: int, logits: Tensor, offset: Tensor) -> Tensor:
+    """Attention ``logits (..., head, *shape)`` of ``layer`` plus the bias each head adds for the
+    query-minus-key offsets ``offset`` (``shape``, broadcast): ALiBi's ``−m_h δ``, or a learned bias by
+    offset bucket (``rel_bias[layer, h, β(δ)]``: :func:`bias_bucket`); unchanged without either. (A bias
     that grows with the key position alone, ``m_h j`` as Bloom adds it, differs by ``m_h i``, the
     same for every key of a query: the softmax does not see it.)"""
+    if hw.rel_bias is not None:
+        b = hw.rel_bias[layer].to(logits.device, logits.dtype)[:, bias_bucket(hw, offset.to(logits.device))]
+        return logits + b  # (head, *shape)
     if hw.alibi is None:
         return logits
     m = hw.alibi.to(logits.device, logits.dtype).reshape(-1, *(1,) * offset.ndim)
     return logits - m * offset.to(logits.device, logits.dtype)
+
+
+def bias_bucket(hw: HeadWeights, offset: Tensor) -> Tensor:
+    """The bucket ``β(δ)`` of ``rel_bias`` for the query-minus-key offsets ``δ = offset`` (T5's
+    bidirectional buckets, in float32 as MPNet computes them; ``rel_bias_buckets = (n, D)``, ``e = n/4``):
+    ``n/2`` for a key after its query (``δ < 0``), plus ``|δ|`` where ``|δ| < e``, else
+    ``min(e + ⌊ln(|δ| / e) / ln(D / e) · e⌋, n/2 − 1)``."""
+    n, far = hw.rel_bias_buckets
+    half = n // 2
+    exact = half // 2
+    offset = offset.long()
+    size = offset.abs()
+    large = exact + (torch.log(size.float() / exact) / math.log(far / exact) * (half - exact)).to(torch.long)
+    large = torch.clamp(large, max=half - 1)
+    return (offset < 0).long() * half + torch.where(size < exact, size, large)
 
 
 def head_states(hw: HeadWeights, layer: int, x_q: Tensor, x_k: Tensor | None = None, x_v: Tensor | None = None,

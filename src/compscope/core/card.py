@@ -74,6 +74,9 @@ def card_rows(hw: HeadWeights) -> list[tuple[str, str]]:
         pos = f"learned absolute, {hw.W_pos.shape[1]} positions"
     else:
         pos = "none"
+    if hw.rel_bias is not None:
+        n, far = hw.rel_bias_buckets
+        pos += f"; a learned bias on the logits by offset, {n} buckets (both ways) up to {far}"
     windows = sorted({w for w in hw.sliding_window if w is not None})
     rows = [
         ("model", m.name),

@@ -232,6 +232,10 @@ class HeadWeights:
     pos_Q: Tensor | None = None  # (layer, head, 2k, d_head)
     pos_K: Tensor | None = None  # (layer, head, 2k, d_head)
     rel_buckets: tuple[int, int] = (0, 0)  # (bucket size, max position) of ρ's log-spaced buckets; (0, 0): none
+    # a learned bias on the logits by offset bucket (MPNet; T5's bidirectional buckets): logit + rel_bias[l, h, β(i - j)]
+    # after the scale, β: core.attention.bias_bucket over rel_bias_buckets = (number of buckets, max distance)
+    rel_bias: Tensor | None = None  # (layer, head, buckets)
+    rel_bias_buckets: tuple[int, int] = (0, 0)
     sinks: Tensor | None = None  # (layer, head) attention-sink logits: one more key per query, with no value (gpt-oss)
     attn_scale: float = 0.0  # logit = attn_scale * q·k; 0 means d_head ** -0.5
     attn_softcap: float | None = None  # logit -> c tanh(logit / c) before the mask and softmax (Gemma 2)
@@ -312,6 +316,7 @@ class HeadWeights:
             if self.rotary is not None:
                 raise WeightError("alibi and rotary positions together: a model has one kind of positions")
         self._check_relative(L, r)
+        self._check_relative_bias(L)
         if not isinstance(self.causal, bool):
             raise WeightError(f"causal {self.causal!r}: expected true or false")
         if not isinstance(self.first_layer_unnormed, bool):
@@ -392,6 +397,25 @@ class HeadWeights:
                       or self.W_pos is not None):
             raise WeightError("position queries and keys (relative positions) with QK-norm, rotary, ALiBi or learned "
                               "absolute positions: a model has one kind of positions, and its queries no norm")
+
+    def _check_relative_bias(self, L: int) -> None:
+        """The learned bias by offset bucket and its buckets (:func:`compscope.core.attention.bias_bucket`)."""
+        b, t = self.rel_bias_buckets, self.rel_bias
+        if (not isinstance(b, tuple) or len(b) != 2 or not all(_is_int(x) and x >= 0 for x in b)
+                or (t is None) != (b == (0, 0))):
+            raise WeightError(f"rel_bias_buckets {self.rel_bias_buckets!r}: expected (number of buckets, max distance) "
+                              "with a relative-position bias, (0, 0) without")
+        if t is None:
+            return
+        n, far = b
+        if not isinstance(t, Tensor) or tuple(t.shape) != (L, self.n_heads, n):
+            raise WeightError(f"rel_bias has shape {tuple(getattr(t, 'shape', ()))}, expected ({L}, {self.n_heads}, "
+                              f"{n}): one bias per layer, head and bucket")
+        if n < 4 or n % 2 or far <= n // 4:
+            raise WeightError(f"rel_bias_buckets {b}: expected an even number of buckets >= 4 and a max distance above "
+                              "a quarter of them")
+        if self.alibi is not None:
+            raise WeightError("rel_bias with ALiBi slopes: a model has one kind of bias on its logits")
 
     # ------------------------------------------------------------------ sizes
     @property

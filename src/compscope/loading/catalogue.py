@@ -118,7 +118,6 @@ NOT_READ: dict[str, str] = {
     "xmod": ("X-MOD: RoBERTa's layers with a language adapter after every MLP, whose input is the residual "
              "renormalised inside the layer (by output.LayerNorm, as released, or adapter_layer_norm), then normalised "
              "again: three norms a layer, where a post-LN layer has two"),
-    "mpnet": "its logits add a learned relative-position bias (position buckets, one table shared by every layer)",
     "cpmant": "CPM-Ant: its logits add a learned relative-position bias (position buckets) computed for every layer",
     "canine": ("CANINE: characters hashed into embeddings and downsampled by a strided convolution between a shallow "
                "local encoder and the deep stack, so no one residual stream holds every token at one resolution"),

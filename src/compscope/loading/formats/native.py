@@ -18,7 +18,7 @@ from ...core.heads import HeadWeights, Meta, Norm, Rotary
 
 FORMAT, VERSION = "compscope", 1
 _TENSORS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_pos", "W_U", "b_U", "alibi", "sinks",
-            "W_G", "b_G", "pos_Q", "pos_K")
+            "W_G", "b_G", "pos_Q", "pos_K", "rel_bias")
 _NORMS = ("attn_norm", "final_norm", "attn_out_norm", "v_norm")
 
 
@@ -49,6 +49,7 @@ def save(hw: HeadWeights, path: str | Path) -> Path:
         norm_placement=hw.norm_placement, positions=hw.positions,
         attn_scale=hw.attn_scale, attn_softcap=hw.attn_softcap, causal=hw.causal,
         first_layer_unnormed=hw.first_layer_unnormed, rel_buckets=list(hw.rel_buckets),
+        rel_bias_buckets=list(hw.rel_bias_buckets),
         sliding_window=list(hw.sliding_window), meta=dataclasses.asdict(hw.meta),
     )
     save_file(_unshared(tensors), str(path / "heads.safetensors"))
@@ -136,6 +137,7 @@ def load(path: str | Path) -> HeadWeights:
             attn_softcap=fields.get("attn_softcap"),  # absent in files written before it existed
             first_layer_unnormed=fields.get("first_layer_unnormed", False),  # (likewise)
             rel_buckets=tuple(fields.get("rel_buckets", (0, 0))),  # (likewise)
+            rel_bias_buckets=tuple(fields.get("rel_bias_buckets", (0, 0))),  # (likewise)
             sliding_window=tuple(fields["sliding_window"]),
             embed_extra={k.split(".", 1)[1]: t for k, t in tensors.items() if k.startswith("embed_extra.")},
             meta=Meta(**{**fields["meta"], "processing": tuple(fields["meta"]["processing"]), "notes": tuple(fields["meta"]["notes"])}),

@@ -1,8 +1,9 @@
-"""DeBERTa-v2 and -v3: disentangled attention held as position queries and keys (``pos_Q``, ``pos_K``) beside
-the content's. The offset-to-row map against hand-worked values and transformers' own; the logits against a
-loop over every query, key and head in numpy; the weights-alone previous-token score against its formula;
-a masked LM's folder read and run; the settings compscope does not hold refused by name. The family-wide
-suites (hooks, processing, runner, interventions by brute force) run the tiny variants of ``hf_tiny``."""
+"""Positions beside the residual. DeBERTa (v1, v2, v3): disentangled attention held as position queries and keys
+(``pos_Q``, ``pos_K``) beside the content's. MPNet: a learned bias on the logits by offset bucket (``rel_bias``).
+The offset-to-row and offset-to-bucket maps against hand-worked values and transformers' own; the logits against a
+loop over every query, key and head in numpy; the previous-token scores from the weights against their formulas;
+folders read and run; the settings compscope does not hold refused by name. The family-wide suites (hooks,
+processing, runner, interventions by brute force) run the tiny variants of ``hf_tiny``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 import torch
 
 import compscope
-from compscope.core.attention import dot_products, relative_index
+from compscope.core.attention import bias_bucket, dot_products, relative_index
 from compscope.core.heads import WeightError
 
 transformers = pytest.importorskip("transformers")
@@ -195,3 +196,72 @@ def test_deberta_v1_reads_its_fused_projections_and_runs_at_any_length(tmp_path)
     with pytest.raises(compscope.UnsupportedModelError, match="talking_head=True"):
         compscope.load(perturbed(lambda: transformers.DebertaModel(transformers.DebertaConfig(
             **config.to_dict(), talking_head=True))))
+
+
+# ---------------------------------------------------------------------------- MPNet: a learned bias by offset bucket
+
+def _mpnet(pad: int = 1, **extra):
+    config = transformers.MPNetConfig(vocab_size=61, hidden_size=32, num_attention_heads=4, intermediate_size=48,
+                                      num_hidden_layers=2, max_position_embeddings=40, pad_token_id=pad, **extra)
+    return perturbed(lambda: transformers.MPNetForMaskedLM(config), seed=5, scale=0.2)
+
+
+def test_offsets_fall_in_the_buckets_worked_by_hand():
+    """32 buckets up to 128: a key before its query (δ > 0) in 0 … 15, after it in 16 … 31; |δ| < 8 exact; beyond,
+    8 + ⌊ln(|δ|/8) / ln 16 · 8⌋, at most 15: δ = 15 → 9 (ln 1.875 / ln 16 · 8 = 1.81), 16 → 10, 127 → 15, 128 → 15."""
+    hw = compscope.load(_mpnet())
+    assert hw.rel_bias_buckets == (32, 128)
+    offsets = torch.tensor([0, 3, 7, 8, 15, 16, 127, 128, 5000, -1, -8, -16, -1000])
+    assert bias_bucket(hw, offsets).tolist() == [0, 3, 7, 8, 9, 10, 15, 15, 15, 17, 24, 26, 31]
+    from transformers.models.mpnet.modeling_mpnet import MPNetEncoder
+
+    d = torch.arange(-600, 601)  # transformers' buckets take key minus query
+    assert torch.equal(bias_bucket(hw, d), MPNetEncoder.relative_position_bucket(-d))
+
+
+def test_mpnet_folder_is_read_and_runs(tmp_path):
+    """A masked LM saved to a folder: BERT's layers under ``attention.attn``, positions from row 2 even where the
+    config's pad token is 0 (the embeddings fix the padding index at 1), the bias table per layer; run on data, every
+    layer recomputed from the weights equals what it adds; the card names the bias."""
+    from compscope.core.card import card_rows
+    from compscope.data.runner import layer_state, runner_for
+
+    model = _mpnet(pad=0)
+    model.save_pretrained(tmp_path)
+    hw = compscope.load(tmp_path)
+    assert hw.meta.family == "mpnet" and hw.W_U is None and not hw.causal and hw.positions == "learned"
+    assert torch.equal(hw.W_pos, model.mpnet.embeddings.position_embeddings.weight.detach()[2:].T)
+    table = model.mpnet.encoder.relative_attention_bias.weight.detach().T
+    assert torch.equal(hw.rel_bias, torch.stack([table, table]))
+    att = model.mpnet.encoder.layer[1].attention.attn
+    assert torch.equal(hw.W_K[1], att.k.weight.detach().reshape(4, 8, 32))
+    assert dict(card_rows(hw))["positions"] == ("learned absolute, 38 positions; a learned bias on the logits by "
+                                                "offset, 32 buckets (both ways) up to 128")
+    runner = runner_for(tmp_path, progress=False, device="cpu")
+    trace = runner.trace(random_ids(seq=30))  # (offsets up to 29: buckets 0 … 11 and 16 … 27)
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
+                                   atol=2e-5, rtol=0)
+    with pytest.raises(compscope.UnsupportedModelError, match="'relative_attention_num_buckets' = 16"):
+        compscope.load(_mpnet(relative_attention_num_buckets=16))
+
+
+def test_mpnet_positional_previous_token_score_adds_the_bias():
+    """The previous-token score of the positional QK circuit: ``ℓ_ij = s (W_Q p_i)·(W_K p_j) + B[h, β(i − j)]`` over
+    every key (an encoder), the mass at ``j = i − 1`` averaged over queries, in numpy."""
+    from compscope.analysis.circuits import positional_previous
+
+    hw = compscope.load(_mpnet())
+    got = positional_previous(hw).numpy()
+    P = hw.W_pos.double().numpy()
+    n = P.shape[1]
+    i, j = np.arange(n)[:, None], np.arange(n)[None]
+    buckets = bias_bucket(hw, torch.from_numpy(i - j)).numpy()
+    for layer in range(hw.n_layers):
+        for h in range(hw.n_heads):
+            q, k = hw.W_Q[layer, h].double().numpy() @ P, hw.W_K[layer, h].double().numpy() @ P
+            logits = hw.scale * q.T @ k + hw.rel_bias[layer, h].double().numpy()[buckets]
+            e = np.exp(logits - logits.max(1, keepdims=True))
+            pattern = e / e.sum(1, keepdims=True)
+            assert got[layer, h] == pytest.approx(pattern[np.arange(1, n), np.arange(n - 1)].mean(), rel=1e-5)
+    assert not np.allclose(got, positional_previous(hw.replace(rel_bias=None, rel_bias_buckets=(0, 0))).numpy())
