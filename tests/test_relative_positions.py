@@ -230,6 +230,8 @@ def test_mpnet_folder_is_read_and_runs(tmp_path):
     model.save_pretrained(tmp_path)
     hw = compscope.load(tmp_path)
     assert hw.meta.family == "mpnet" and hw.W_U is None and not hw.causal and hw.positions == "learned"
+    assert any(n.startswith("positions numbered from 2 (MPNet's") for n in hw.meta.notes)
+    assert not any("pad_token_id + 1" in n for n in hw.meta.notes)
     assert torch.equal(hw.W_pos, model.mpnet.embeddings.position_embeddings.weight.detach()[2:].T)
     table = model.mpnet.encoder.relative_attention_bias.weight.detach().T
     assert torch.equal(hw.rel_bias, torch.stack([table, table]))

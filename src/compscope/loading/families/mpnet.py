@@ -56,6 +56,9 @@ class MPNet(Roberta):
         name = e[: -len("embeddings.")] + "encoder.relative_attention_bias.weight"
         heads = integer(config, where, "num_attention_heads")
         table = ts.take(name, (BUCKETS, heads)).T  # (head, bucket)
+        notes = [n for n in notes if "pad_token_id + 1" not in n] + [
+            "positions numbered from 2 (MPNet's embeddings fix the padding index at 1, whatever pad_token_id says): "
+            "W_pos is the position table from row 2 on"]
         return {**fields, "rel_bias": table.expand(n_layers, *table.shape).contiguous(),
                 "rel_bias_buckets": (BUCKETS, MAX_DISTANCE)}, notes + [
             f"a learned bias on the logits by the offset's bucket ({BUCKETS} buckets, both ways, up to {MAX_DISTANCE}), "
