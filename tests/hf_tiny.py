@@ -43,9 +43,13 @@ HYBRIDS = ("hybrid", "recurrent_gemma", "lfm3")
 #: the kinds whose layers are no modules of their own (XLM's attentions, norms and MLPs in lists side by side)
 SIDE_BY_SIDE = ("xlm",)
 
+#: the kinds whose first layer hands the others what they need with its output (T5's position bias): every run runs
+#: every layer
+HANDED_ON = ("t5",)
+
 #: the kinds that are encoders (built as AutoModel: no unembedding)
 ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_bert", "eurobert", "esm", "rotary_bert",
-            "gemma4_encoder", "esmc", "altclip")
+            "gemma4_encoder", "esmc", "altclip", "t5")
 #: the kinds built as AutoModel: the encoders, and decoders transformers builds no causal LM of its own for (a
 #: vision-language model's language model: Muse Glimmer's; CLIP's causal text encoder)
 BASE_MODELS = (*ENCODERS, "muse_glimmer", "clip")
@@ -55,7 +59,8 @@ MASKED_LMS = ("xlm",)
 
 #: config classes of models no auto class builds alone (dual encoders' text towers) -> their model classes
 _ALONE = {"AlignTextConfig": "AlignTextModel", "ChineseCLIPTextConfig": "ChineseCLIPTextModel",
-          "ClapTextConfig": "ClapTextModel", "AltCLIPTextConfig": "AltCLIPTextModel"}
+          "ClapTextConfig": "ClapTextModel", "AltCLIPTextConfig": "AltCLIPTextModel",
+          "T5Config": "T5EncoderModel", "UMT5Config": "UMT5EncoderModel"}  # (T5's: its encoder alone)
 
 
 class _Named:
@@ -701,6 +706,15 @@ VARIANTS = [
     # MPNet: BERT's post-LN layers as attention.attn, positions from 2, a learned bias by offset bucket (32 buckets up
     # to 128: offsets 0 .. 7 exact, each way) shared by the layers
     Variant("mpnet-relative-bias", "bert", "MPNetConfig", dict(_COMMON, max_position_embeddings=34, pad_token_id=1)),
+    # T5's encoder: pre-RMSNorm, unscaled logits, heads of d_kv 12 (48 wide in all, d_model 32), a bias by offset bucket
+    # (8 buckets up to 20: offsets 0, 1 exact each way, 2 … 20 log-spaced) from the first layer's table; UMT5: each
+    # layer's own table
+    Variant("t5-encoder-wide-heads", "t5", "T5Config",
+            dict(vocab_size=VOCAB, d_model=D, d_kv=12, num_heads=HEADS, d_ff=48, num_layers=2, num_decoder_layers=1,
+                 relative_attention_num_buckets=8, relative_attention_max_distance=20, feed_forward_proj="gated-gelu")),
+    Variant("umt5-encoder-own-tables", "t5", "UMT5Config",
+            dict(vocab_size=VOCAB, d_model=D, d_kv=D_HEAD, num_heads=HEADS, d_ff=48, num_layers=2, num_decoder_layers=1,
+                 relative_attention_num_buckets=32, relative_attention_max_distance=128)),
     Variant("distilbert", "bert", "DistilBertConfig",
             dict(vocab_size=VOCAB, dim=D, n_heads=HEADS, n_layers=2, hidden_dim=48, max_position_embeddings=32)),
     # XLM and FlauBERT: post-LN layers under their own names, a linear LM head (with a bias) on the last layer's output;
@@ -917,6 +931,9 @@ def _modules(model, kind: str):
         encoder = model.roberta.encoder
         return [(b.attention.self, b.attention.output.dense) for b in getattr(encoder, "layers", None) or encoder.layer], \
             None
+    if kind == "t5":  # T5's encoder (pre-norm): each block's first layer's norm reads the residual
+        return [(b.layer[0].layer_norm, b.layer[0].SelfAttention.o) for b in model.encoder.block], \
+            model.encoder.final_layer_norm
     if kind == "bert":
         if hasattr(model, "transformer"):  # DistilBERT's names; its block's input is what attention reads
             return [(b, b.attention.out_lin) for b in model.transformer.layer], None

@@ -103,7 +103,8 @@ def test_attention_depends_on_what_the_variant_is_about(variant):
         if hw.rel_buckets != (0, 0):
             changed.append((hw.replace(rel_buckets=(0, 0)), layer))
     if hw.rel_bias is not None:  # the bias by offset bucket, each head's own, and each side's of the query matter
-        changed.append((hw.replace(rel_bias=None, rel_bias_buckets=(0, 0)), layer))
+        alone = {"positions": "none"} if hw.positions == "relative" and hw.pos_Q is None and hw.pos_K is None else {}
+        changed.append((hw.replace(rel_bias=None, rel_bias_buckets=(0, 0), **alone), layer))
         changed.append((hw.replace(rel_bias=hw.rel_bias.flip(1)), layer))
         changed.append((hw.replace(rel_bias=hw.rel_bias.roll(hw.rel_bias_buckets[0] // 2, dims=2)), layer))
     if hw.attn_scale:
@@ -196,7 +197,7 @@ def test_unembedding_matches_hf(variant):
         assert hw.W_U is None and hw.final_norm is None
         return
     if variant.kind in ("xlmr_xl", "modernbert", "gemma3_bidirectional", "modernbert_decoder", "megatron_bert",
-                        "eurobert", "esm", "esmc", "gemma4_encoder", "muse_glimmer", "clip"):
+                        "eurobert", "esm", "esmc", "gemma4_encoder", "muse_glimmer", "clip", "t5"):
         assert hw.W_U is None  # no linear unembedding (an encoder; a nonlinear LM head); the final norm is the model's
         with torch.no_grad():
             want = _modules(model, variant.kind)[1](cap.final_in)
@@ -558,7 +559,8 @@ def test_a_folder_reads_the_attention_biases_transformers_builds(tmp_path, vid, 
     kept = set(added) & set(built.state_dict())
     from_folder, from_object = compscope.load(tmp_path), compscope.load(built)
     # all there (DeBERTa v1's fused in_proj has no bias: its query and value biases are parameters apart, none for keys)
-    none = ("b_K",) if vid == "deberta-v1-fused" else ()
+    none = {"deberta-v1-fused": ("b_K",), "t5-encoder-wide-heads": ("b_Q", "b_K", "b_V", "b_O"),  # (T5: no biases)
+            "umt5-encoder-own-tables": ("b_Q", "b_K", "b_V", "b_O")}.get(vid, ())
     assert added or all((getattr(from_folder, b) is None) == (b in none) for b in ("b_Q", "b_K", "b_V", "b_O"))
     for b in ("b_Q", "b_K", "b_V", "b_O"):
         mine, theirs = getattr(from_folder, b), getattr(from_object, b)

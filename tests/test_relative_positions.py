@@ -153,8 +153,10 @@ def test_settings_compscope_does_not_hold_are_refused_by_name(tmp_path, change, 
 
 def test_position_queries_and_keys_are_checked():
     hw, _ = _loaded()
-    with pytest.raises(WeightError, match="given exactly when positions are 'relative'"):
+    with pytest.raises(WeightError, match="given only when positions are 'relative'"):
         hw.replace(positions="none")
+    with pytest.raises(WeightError, match="positions 'relative' without position queries, keys"):
+        hw.replace(pos_Q=None, pos_K=None)
     with pytest.raises(WeightError, match="pos_Q and pos_K have 8 and 6 relative-position rows"):
         hw.replace(pos_K=hw.pos_K[:, :, :6])
     with pytest.raises(WeightError, match=r"pos_Q has shape \(2, 4, 7, 8\)"):
@@ -267,3 +269,63 @@ def test_mpnet_positional_previous_token_score_adds_the_bias():
             pattern = e / e.sum(1, keepdims=True)
             assert got[layer, h] == pytest.approx(pattern[np.arange(1, n), np.arange(n - 1)].mean(), rel=1e-5)
     assert not np.allclose(got, positional_previous(hw.replace(rel_bias=None, rel_bias_buckets=(0, 0))).numpy())
+
+
+# ---------------------------------------------------------------------------- T5's encoder: the bias alone
+
+_T5 = dict(vocab_size=61, d_model=32, d_kv=12, num_heads=4, d_ff=48, num_layers=2, num_decoder_layers=1,
+           relative_attention_num_buckets=8, relative_attention_max_distance=20, feed_forward_proj="gated-gelu")
+
+
+def test_t5_offsets_fall_in_the_buckets_worked_by_hand():
+    """8 buckets up to 20 (4 each way, 2 exact): a key before its query in 0 … 3, after it in 4 … 7; |δ| ≥ 2 in
+    2 + ⌊ln(|δ|/2) / ln 10 · 2⌋, at most 3: δ = 6 → 2 (0.95), 7 → 3 (1.09), 20 → 3 (clamped)."""
+    hw = compscope.load(perturbed(lambda: transformers.T5EncoderModel(transformers.T5Config(**_T5))))
+    assert hw.meta.family == "t5_encoder" and hw.positions == "relative" and hw.rel_bias_buckets == (8, 20)
+    offsets = torch.tensor([0, 1, 2, 6, 7, 20, -1, -2, -6, -7, -500])
+    assert bias_bucket(hw, offsets).tolist() == [0, 1, 2, 2, 3, 3, 5, 6, 6, 7, 7]
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    d = torch.arange(-300, 301)  # transformers' buckets take key minus query
+    want = T5Attention._relative_position_bucket(-d, bidirectional=True, num_buckets=8, max_distance=20)
+    assert torch.equal(bias_bucket(hw, d), want)
+
+
+@pytest.mark.parametrize("cls", ["T5ForConditionalGeneration", "T5EncoderModel", "UMT5EncoderModel"])
+def test_t5_encoder_folders_are_read_and_run(tmp_path, cls):
+    """A whole T5 (its decoder not read) or its encoder alone, saved to a folder: heads ``d_kv`` wide (48 in all over
+    a 32-wide residual), no biases, unscaled logits, the first layer's bias table for every layer (UMT5: each its
+    own); run on data as the class the config names, every layer recomputed from the weights equals what it adds."""
+    from compscope.data.runner import layer_state, runner_for
+
+    config = getattr(transformers, "UMT5Config" if cls.startswith("UMT5") else "T5Config")(**_T5)
+    model = perturbed(lambda: getattr(transformers, cls)(config), seed=6, scale=0.2)
+    model.save_pretrained(tmp_path)
+    hw = compscope.load(tmp_path)
+    enc = model.encoder
+    assert hw.W_Q.shape == (2, 4, 12, 32) and hw.b_Q is None and hw.b_O is None and hw.scale == 1.0
+    assert hw.W_U is None and not hw.causal and hw.norm_placement == "pre"
+    assert torch.equal(hw.W_O[1, 2], enc.block[1].layer[0].SelfAttention.o.weight.detach()[:, 24:36])
+    tables = [b.layer[0].SelfAttention.relative_attention_bias.weight.detach().T for b in
+              (enc.block if cls.startswith("UMT5") else [enc.block[0]] * 2)]
+    assert torch.equal(hw.rel_bias, torch.stack(tables))
+    assert any("decoder" in n and "not read" in n for n in hw.meta.notes)
+    runner = runner_for(tmp_path, progress=False, device="cpu")
+    trace = runner.trace(random_ids(seq=25))
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
+                                   atol=2e-5, rtol=0)
+
+
+def test_t5_previous_token_score_from_the_weights_is_the_bias_alone():
+    """No position in the residual: the weights-alone logit at every offset is the same ``q·k`` plus the bias, so
+    the score is ``e^{B[h, β(1)]} / Σ_δ e^{B[h, β(δ)]}`` over ``δ = −63 … 63``."""
+    from compscope.analysis.circuits import rotary_previous
+
+    hw = compscope.load(perturbed(lambda: transformers.T5EncoderModel(transformers.T5Config(**_T5))))
+    got = rotary_previous(hw).numpy()
+    buckets = bias_bucket(hw, torch.arange(-63, 64)).numpy()
+    for layer in range(hw.n_layers):
+        for h in range(hw.n_heads):
+            b = hw.rel_bias[layer, h].double().numpy()[buckets]
+            assert got[layer, h] == pytest.approx(np.exp(b[64]) / np.exp(b).sum(), rel=1e-6)

@@ -12,7 +12,7 @@ import compscope
 from compscope.core.attention import combine
 from compscope.data.runner import HFRunner, ToyRunner, layer_state, runner_for
 
-from hf_tiny import HYBRIDS, SIDE_BY_SIDE, VARIANTS, build, random_ids, word_tokenizer
+from hf_tiny import HANDED_ON, HYBRIDS, SIDE_BY_SIDE, VARIANTS, build, random_ids, word_tokenizer
 
 ATOL = 2e-5
 
@@ -85,9 +85,9 @@ def test_a_changed_run_given_its_clean_trace_leaves_the_layers_before_the_change
     and the clean trace is left as it was."""
     model = build(variant)
     runner = runner_for(model, compscope.load(model))
-    # a hybrid's attention layers (Granite 4) are not the elements of one module list, and XLM's layers are no
-    # modules at all: no layer is left out there
-    hybrid = variant.kind in (*HYBRIDS, *SIDE_BY_SIDE)
+    # a hybrid's attention layers (Granite 4) are not the elements of one module list, XLM's layers are no
+    # modules at all, and T5's first layer hands the others its bias: no layer is left out there
+    hybrid = variant.kind in (*HYBRIDS, *SIDE_BY_SIDE, *HANDED_ON)
     assert (runner.layer_modules is None) == hybrid
     assert hybrid or len(runner.layer_modules) == runner.hw.n_layers
     ids = random_ids()
@@ -137,7 +137,7 @@ def test_a_run_for_residuals_only_leaves_the_last_layer_out(variant):
         part = runner.trace(ids, add={L - 2: delta}, clean=clean, last=False)
     finally:
         handle.remove()
-    hybrid = variant.kind in (*HYBRIDS, *SIDE_BY_SIDE)  # (its attention layers are not one module list: all run)
+    hybrid = variant.kind in (*HYBRIDS, *SIDE_BY_SIDE, *HANDED_ON)  # (not one module list, or handed on: all run)
     assert calls == ([1] if hybrid else []) and part.attn_out[-1] is None
     assert part.norm_in is None if full.norm_in is None else part.norm_in[-1] is None
     scale = max(1.0, max(float(r.abs().max()) for r in full.resid))

@@ -46,7 +46,9 @@ def _unembedding(hw: HeadWeights) -> str:
 
 
 def _relative(hw: HeadWeights) -> str:
-    """DeBERTa's relative positions: which terms, how many offsets, and their buckets."""
+    """Relative positions: DeBERTa's, which terms, how many offsets, and their buckets; T5's bias alone."""
+    if hw.pos_Q is None and hw.pos_K is None:
+        return "relative, none in the residual"  # (the bias by offset: said after)
     rows = (hw.pos_Q if hw.pos_Q is not None else hw.pos_K).shape[2]
     terms = " and ".join(t for t, p in (("content-to-position", hw.pos_K), ("position-to-content", hw.pos_Q))
                          if p is not None)

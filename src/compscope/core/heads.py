@@ -155,8 +155,8 @@ class Rotary:
 
 
 #: what ``HeadWeights.positions`` may say: absolute (learned ``W_pos``), rotary, a linear bias on the
-#: logits (ALiBi), relative-position queries and keys beside the content's (DeBERTa's ``pos_Q``, ``pos_K``),
-#: or none
+#: logits (ALiBi), relative ones beside the residual (DeBERTa's position queries and keys ``pos_Q``, ``pos_K``;
+#: T5's learned bias by offset, ``rel_bias``, where no ``W_pos`` carries positions), or none
 POSITIONS = ("learned", "rotary", "alibi", "relative", "none")
 
 
@@ -370,9 +370,12 @@ class HeadWeights:
     def _check_relative(self, L: int, r: int) -> None:
         """DeBERTa's position queries and keys, and their buckets (:func:`compscope.core.attention.relative_index`)."""
         given = [t for t in (self.pos_Q, self.pos_K) if t is not None]
-        if bool(given) != (self.positions == "relative"):
-            raise WeightError(f"positions {self.positions!r} with{'' if given else 'out'} position queries or keys "
-                              "(pos_Q, pos_K): they are given exactly when positions are 'relative'")
+        if given and self.positions != "relative":
+            raise WeightError(f"positions {self.positions!r} with position queries or keys (pos_Q, pos_K): they are "
+                              "given only when positions are 'relative'")
+        if self.positions == "relative" and not given and self.rel_bias is None:
+            raise WeightError("positions 'relative' without position queries, keys (pos_Q, pos_K) or a bias by offset "
+                              "(rel_bias): nothing carries them")
         for name, t in (("pos_Q", self.pos_Q), ("pos_K", self.pos_K)):
             if t is not None and (not isinstance(t, Tensor) or t.ndim != 4 or tuple(t.shape[:2]) != (L, self.n_heads)
                                   or t.shape[3] != r or t.shape[2] < 2 or t.shape[2] % 2):

@@ -54,7 +54,7 @@ NOT_READ: dict[str, str] = {
         "rotation, so the logit is no bilinear form of W_Q and W_K turned by the offset")),
     "roberta-prelayernorm": ("a LayerNorm over the sum of token, position and token-type embeddings starts the "
                              "residual, so it is no sum of a token column and a position column"),
-    **dict.fromkeys(("t5", "mt5", "umt5", "longt5", "switch_transformers", "t5gemma"), _T5),
+    **dict.fromkeys(("longt5", "switch_transformers", "t5gemma"), _T5),
     **dict.fromkeys(("bart", "mbart", "pegasus", "marian", "m2m_100", "whisper", "blenderbot", "blenderbot-small",
                      "fsmt", "led", "mvp", "plbart", "nllb-moe", "pegasus_x", "bigbird_pegasus", "seamless_m4t",
                      "seamless_m4t_v2", "t5gemma2", "t5gemma2_text", "udop"), _ENC_DEC),
@@ -147,7 +147,7 @@ NOT_READ: dict[str, str] = {
 GGUF_NOT_READ: dict[str, str] = {
     "deepseek2": "deepseek_v2", "gemma3n": "gemma3n_text",
     "hunyuan-dense": "hunyuan_v1_dense", "hunyuan-moe": "hunyuan_v1_moe",
-    "t5": "t5", "t5encoder": "t5", "mamba": "mamba", "mamba2": "mamba2", "rwkv6": "rwkv", "rwkv7": "rwkv",
+    "mamba": "mamba", "mamba2": "mamba2", "rwkv6": "rwkv", "rwkv7": "rwkv",
     "bitnet": "bitnet",
     "dbrx": "dbrx", "deci": "nemotron-nas",
 }
@@ -163,6 +163,9 @@ GGUF_LAYOUT_NOT_READ: dict[str, str] = {
     **dict.fromkeys(("qwen3next", "qwen35", "qwen35moe"), (
         "Qwen3-Next and Qwen3.5 are read from their HuggingFace folders; llama.cpp's layout of their gated attention "
         "and DeltaNet layers is not mapped")),
+    **dict.fromkeys(("t5", "t5encoder"), (
+        "T5's encoder is read from its HuggingFace folders (family t5_encoder); llama.cpp's layout of it is not "
+        "mapped")),
 }
 
 
