@@ -60,7 +60,8 @@ MASKED_LMS = ("xlm",)
 #: config classes of models no auto class builds alone (dual encoders' text towers) -> their model classes
 _ALONE = {"AlignTextConfig": "AlignTextModel", "ChineseCLIPTextConfig": "ChineseCLIPTextModel",
           "ClapTextConfig": "ClapTextModel", "AltCLIPTextConfig": "AltCLIPTextModel",
-          "T5Config": "T5EncoderModel", "UMT5Config": "UMT5EncoderModel"}  # (T5's: its encoder alone)
+          "T5Config": "T5EncoderModel", "UMT5Config": "UMT5EncoderModel",  # (T5's: its encoder alone)
+          "SwitchTransformersConfig": "SwitchTransformersEncoderModel"}
 
 
 class _Named:
@@ -715,6 +716,10 @@ VARIANTS = [
     Variant("umt5-encoder-own-tables", "t5", "UMT5Config",
             dict(vocab_size=VOCAB, d_model=D, d_kv=D_HEAD, num_heads=HEADS, d_ff=48, num_layers=2, num_decoder_layers=1,
                  relative_attention_num_buckets=32, relative_attention_max_distance=128)),
+    # Switch Transformers: T5's encoder with experts in every second MLP (not read)
+    Variant("switch-transformers-encoder", "t5", "SwitchTransformersConfig",
+            dict(vocab_size=VOCAB, d_model=D, d_kv=D_HEAD, num_heads=HEADS, d_ff=48, num_layers=2, num_decoder_layers=1,
+                 num_sparse_encoder_layers=1, num_sparse_decoder_layers=0, num_experts=2)),
     Variant("distilbert", "bert", "DistilBertConfig",
             dict(vocab_size=VOCAB, dim=D, n_heads=HEADS, n_layers=2, hidden_dim=48, max_position_embeddings=32)),
     # XLM and FlauBERT: post-LN layers under their own names, a linear LM head (with a bias) on the last layer's output;

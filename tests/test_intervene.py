@@ -299,7 +299,8 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "biogpt-scaled-embeddings", "internlm3-biases", "jais2-layernorm-biases", "cwm-every-fourth-global",
                "hyperclovax-peri-ln-multipliers", "persimmon-qk-layernorm-half-rotary", "xglm-sinusoidal-positions",
                "afmoe-gated-nope-global", "mellum-sliding-layer-bases", "ctrl-sinusoidal-scaled",
-               "gpt-neox-japanese-last-bias", "t5-encoder-wide-heads", "umt5-encoder-own-tables"]
+               "gpt-neox-japanese-last-bias", "t5-encoder-wide-heads", "umt5-encoder-own-tables",
+               "switch-transformers-encoder"]
 
 
 def _route(monkeypatch, route: str) -> None:

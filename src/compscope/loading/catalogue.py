@@ -54,7 +54,7 @@ NOT_READ: dict[str, str] = {
         "rotation, so the logit is no bilinear form of W_Q and W_K turned by the offset")),
     "roberta-prelayernorm": ("a LayerNorm over the sum of token, position and token-type embeddings starts the "
                              "residual, so it is no sum of a token column and a position column"),
-    **dict.fromkeys(("longt5", "switch_transformers", "t5gemma"), _T5),
+    **dict.fromkeys(("longt5", "t5gemma"), _T5),
     **dict.fromkeys(("bart", "mbart", "pegasus", "marian", "m2m_100", "whisper", "blenderbot", "blenderbot-small",
                      "fsmt", "led", "mvp", "plbart", "nllb-moe", "pegasus_x", "bigbird_pegasus", "seamless_m4t",
                      "seamless_m4t_v2", "t5gemma2", "t5gemma2_text", "udop"), _ENC_DEC),

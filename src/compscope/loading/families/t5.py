@@ -1,5 +1,5 @@
-"""T5's encoder (T5, T5 v1.1, Flan-T5, mT5, UMT5; ``T5EncoderModel``, the text encoder of diffusion
-pipelines): the encoder stack alone, its decoder (whose cross-attention reads the encoder's output,
+"""T5's encoder (T5, T5 v1.1, Flan-T5, mT5, UMT5, Switch Transformers; ``T5EncoderModel``, the text encoder
+of diffusion pipelines): the encoder stack alone, its decoder (whose cross-attention reads the encoder's output,
 a second residual stream) not read.
 
 Pre-norm layers, each ``layer.0.layer_norm`` (T5's RMS norm: a gain, no mean, no bias) before
@@ -28,18 +28,23 @@ from .base import MAX_HEADS, MAX_LAYERS, MAX_WIDTH, Family, checkpoint_notes, in
 @register
 class T5Encoder(Family):
     name = "t5_encoder"
-    about = ("the encoders of T5, Flan-T5, mT5 and UMT5 (T5EncoderModel): pre-RMSNorm, unscaled logits, a learned "
-             "bias by offset bucket")
+    about = ("the encoders of T5, Flan-T5, mT5, UMT5 and Switch Transformers (T5EncoderModel): pre-RMSNorm, unscaled "
+             "logits, a learned bias by offset bucket")
     part = "encoder"
-    model_types = ("t5", "mt5", "umt5")
+    model_types = ("t5", "mt5", "umt5", "switch_transformers")
     architectures = ("T5EncoderModel", "T5ForConditionalGeneration", "T5Model", "MT5EncoderModel",
                      "MT5ForConditionalGeneration", "MT5Model", "UMT5EncoderModel", "UMT5ForConditionalGeneration",
-                     "UMT5Model")
+                     "UMT5Model", "SwitchTransformersEncoderModel", "SwitchTransformersForConditionalGeneration",
+                     "SwitchTransformersModel")
     handled = frozenset("d_model d_kv num_heads num_layers layer_norm_epsilon relative_attention_num_buckets "
                         "relative_attention_max_distance".split())
-    # the decoder's and the MLP's settings, dropout, initialisation, and what the original configs carry besides
+    # the decoder's and the MLP's settings (Switch Transformers' experts and router too), dropout, initialisation, and
+    # what the original configs carry besides
     ignored = frozenset("num_decoder_layers d_ff feed_forward_proj dense_act_fn is_gated_act dropout_rate "
-                        "initializer_factor n_positions output_past classifier_dropout scale_decoder_outputs".split())
+                        "initializer_factor n_positions output_past classifier_dropout scale_decoder_outputs "
+                        "expert_capacity num_sparse_encoder_layers num_sparse_decoder_layers num_experts router_bias "
+                        "router_jitter_noise router_dtype router_ignore_padding_tokens router_z_loss_coef "
+                        "router_aux_loss_coef add_router_probs encoder_sparse_step decoder_sparse_step".split())
 
     hf_base = "encoder"
     runs_as_named = True  # (T5EncoderModel, or the whole model whose encoder runs)
