@@ -2818,3 +2818,73 @@ def test_a_eurobert_gguf_matches_the_model_object(tmp_path):
     write(tmp_path / "c.gguf", causal=True)
     with pytest.raises(compscope.UnsupportedModelError, match=r"'eurobert\.attention\.causal' is true"):
         compscope.load(tmp_path / "c.gguf")
+
+
+@pytest.mark.parametrize("arch", ["t5", "t5encoder"])
+def test_t5_ggufs_read_their_encoder_as_the_model_object_and_run(tmp_path, arch):
+    """T5 as llama.cpp's converter writes it (``enc.blk.N.`` blocks, the bias table in the first, the metadata's
+    head width and bucket count; the whole model's file with its decoder's ``dec.`` tensors beside, which are not
+    read): the same heads as the HF encoder, the farthest bucket distance llama.cpp's 128; run on data by
+    transformers' GGUF reader, every layer recomputed from the weights equals what it adds."""
+    from compscope.data.runner import layer_state, runner_for
+
+    config = transformers.T5Config(vocab_size=V, d_model=D, d_kv=R, num_heads=H, d_ff=32, num_layers=2,
+                                   num_decoder_layers=2, relative_attention_num_buckets=16, feed_forward_proj="gated-gelu")
+    model = (transformers.T5ForConditionalGeneration if arch == "t5" else transformers.T5EncoderModel)(config).eval()
+    _randomise(model, 7)
+    sd = {k: v for k, v in _numpy_state(model).items() if k != "encoder.embed_tokens.weight"}  # (tied to shared)
+    if arch == "t5":
+        sd = {k: v for k, v in sd.items() if k not in ("decoder.embed_tokens.weight", "lm_head.weight")}
+    path = tmp_path / "t5.gguf"
+    w = _writer(path, arch)
+    _metadata(w, head_count_kv=None, vocab_size=None, key_length=R, value_length=R, layer_norm_eps=1e-6,
+              layer_norm_rms_eps=1e-6, relative_attn_buckets_count=16)
+    _add_by_gguf_names(w, sd, getattr(gguf.MODEL_ARCH, arch.upper()), 2)
+    _finish(w)
+    got, want = compscope.load(path), compscope.load(model)
+    assert got.meta.family == "t5_encoder" and got.rel_bias_buckets == (16, 128) and got.W_Q.shape == (2, H, R, D)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "rel_bias"):
+        torch.testing.assert_close(getattr(got, name), getattr(want, name), atol=0, rtol=0)
+    torch.testing.assert_close(got.attn_norm.weight, want.attn_norm.weight, atol=0, rtol=0)
+    torch.testing.assert_close(got.final_norm.weight, want.final_norm.weight, atol=0, rtol=0)
+    runner = runner_for(path, progress=False, device="cpu")
+    trace = runner.trace(torch.randint(2, V, (2, 9), generator=torch.Generator().manual_seed(0)))
+    for layer in range(got.n_layers):
+        torch.testing.assert_close(layer_state(got, layer, trace.resid[layer]).out, trace.attn_out[layer],
+                                   atol=2e-5, rtol=0)
+
+
+@pytest.mark.parametrize("kind, name, runs", [("relu", "t5-tiny", "gated MLP"), ("umt5", "umt5-tiny", None),
+                                              ("umt5", "t5-tiny", "exactly when general.name says umt5")])
+def test_t5_ggufs_transformers_would_run_as_another_model_are_read_and_refused_to_run(tmp_path, kind, name, runs):
+    """T5 v1.0 (no gate in its MLPs) and UMT5 (a bias table in every encoder block: read as UMT5, each layer its own
+    table) as GGUF files: read as their HF encoders; run where transformers' GGUF reader builds the same model (a
+    gated MLP; UMT5 exactly when the file's name says so), refused by name where it would not."""
+    from compscope.data.runner import layer_state, runner_for
+
+    umt5 = kind == "umt5"
+    config = getattr(transformers, "UMT5Config" if umt5 else "T5Config")(
+        vocab_size=V, d_model=D, d_kv=R, num_heads=H, d_ff=32, num_layers=2, num_decoder_layers=1,
+        feed_forward_proj="gated-gelu" if umt5 else "relu")
+    model = getattr(transformers, "UMT5EncoderModel" if umt5 else "T5EncoderModel")(config).eval()
+    _randomise(model, 8)
+    sd = {k: v for k, v in _numpy_state(model).items() if k != "encoder.embed_tokens.weight"}
+    path = tmp_path / "t5.gguf"
+    w = _writer(path, "t5encoder")
+    w.add_name(name)
+    _metadata(w, head_count_kv=None, vocab_size=None, key_length=R, value_length=R, layer_norm_rms_eps=1e-6,
+              relative_attn_buckets_count=32)
+    _add_by_gguf_names(w, sd, gguf.MODEL_ARCH.T5ENCODER, 2)
+    _finish(w)
+    got, want = compscope.load(path), compscope.load(model)
+    assert got.rel_bias.shape == (2, H, 32) and torch.equal(got.rel_bias, want.rel_bias)
+    assert umt5 != torch.equal(got.rel_bias[0], got.rel_bias[1])  # (UMT5: each layer's own table)
+    if runs is not None:
+        with pytest.raises(compscope.UnsupportedModelError, match=f"would run another model.*{runs}"):
+            runner_for(path, progress=False, device="cpu")
+        return
+    runner = runner_for(path, progress=False, device="cpu")
+    trace = runner.trace(torch.randint(2, V, (2, 9), generator=torch.Generator().manual_seed(0)))
+    for layer in range(got.n_layers):
+        torch.testing.assert_close(layer_state(got, layer, trace.resid[layer]).out, trace.attn_out[layer],
+                                   atol=2e-5, rtol=0)

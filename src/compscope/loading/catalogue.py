@@ -163,9 +163,6 @@ GGUF_LAYOUT_NOT_READ: dict[str, str] = {
     **dict.fromkeys(("qwen3next", "qwen35", "qwen35moe"), (
         "Qwen3-Next and Qwen3.5 are read from their HuggingFace folders; llama.cpp's layout of their gated attention "
         "and DeltaNet layers is not mapped")),
-    **dict.fromkeys(("t5", "t5encoder"), (
-        "T5's encoder is read from its HuggingFace folders (family t5_encoder); llama.cpp's layout of it is not "
-        "mapped")),
 }
 
 

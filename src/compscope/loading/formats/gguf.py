@@ -112,6 +112,8 @@ _ARCHS = {
     # QK norms; with a window, rotary on the sliding layers alone (llama.cpp's rule and transformers')
     "apertus": ("apertus", False, False),  # Apertus: rows as HF's (the converter permutes none), its attention norm
     # as attn_norm (_LAYOUTS), per-head QK norms, Llama 3's scaling as rope_freqs
+    "t5": ("t5", False, False),  # T5's encoder (enc.blk.N., _T5_BLOCK); the decoder's tensors (dec.) not read
+    "t5encoder": ("t5", False, False),  # (the encoder alone: a T5EncoderModel's file)
     "glm4moe": ("glm4_moe", False, False),  # GLM-4.5/4.6/4.7: rows as HF's (rotate-half on part of each head), q/k/v
     # biases and QK norms from the tensors; the multi-token-prediction blocks after the last layer left out
 }
@@ -208,6 +210,11 @@ _BERT_TOP = {"token_embd.weight": "embeddings.word_embeddings.weight",
              "token_types.weight": "embeddings.token_type_embeddings.weight",
              "token_embd_norm.weight": "embeddings.LayerNorm.weight",
              "token_embd_norm.bias": "embeddings.LayerNorm.bias"}
+#: T5's encoder blocks (llama.cpp's ``enc.blk.N.``) and its top-level tensors, under HF's names
+_T5_BLOCK = {**{f"attn_{x}.weight": f"layer.0.SelfAttention.{x}.weight" for x in "qkvo"},
+             "attn_rel_b.weight": "layer.0.SelfAttention.relative_attention_bias.weight",
+             "attn_norm.weight": "layer.0.layer_norm.weight"}
+_T5_TOP = {"token_embd.weight": "shared.weight", "enc.output_norm.weight": "encoder.final_layer_norm.weight"}
 #: nomic-embed-text files map back to its released names (its family reads them): the fused ``Wqkv`` as
 #: stored (llama.cpp turns these rotate-half, as the model does: no rows permuted), the post-LN norms
 _NOMIC_BLOCK = {"attn_qkv.weight": "attn.Wqkv.weight", "attn_output.weight": "attn.out_proj.weight",
@@ -290,6 +297,7 @@ _LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn
             "nomic-bert": (_NOMIC_BLOCK, "encoder.layers.{i}.", _NOMIC_TOP, (), ((), None)),
             "modern-bert": (_MODERNBERT_BLOCK, "layers.{i}.", _MODERNBERT_TOP, (), ((), None)),
             "jina-bert-v3": (_JINA_BLOCK, "encoder.layers.{i}.", _JINA_TOP, (), ((), None)),
+            **dict.fromkeys(("t5", "t5encoder"), (_T5_BLOCK, "encoder.block.{i}.", _T5_TOP, (), ((), None))),
             **dict.fromkeys(("lfm2", "lfm2moe"), (_LFM2_BLOCK, "model.layers.{i}.", _LFM2_TOP, (), ((), None))),
             "glm4": ({**_BLOCK, "post_attention_norm.weight": "post_self_attn_layernorm.weight"}, "model.layers.{i}.",
                      _TOP, (), ((), None)),
@@ -301,7 +309,7 @@ _LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn
             "falcon": (_falcon_block(two_norms=False), "transformer.h.{i}.", _FALCON_TOP, (),
                        (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _falcon_grouped))}
 #: encoder architectures, which attend both ways (a file flagged causal is refused)
-_ENCODERS = ("bert", "nomic-bert", "eurobert", "modern-bert", "jina-bert-v3")
+_ENCODERS = ("bert", "nomic-bert", "eurobert", "modern-bert", "jina-bert-v3", "t5", "t5encoder")
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
 _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid", "nemotron",  # (granitehybrid: Bamba's half)
                    "minimax-m2", "phi3", "glm4", "glm4moe"}  # (phi3: Phi-4-mini's three quarters; GLM's: half)
@@ -577,6 +585,8 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
                                     "attends causally is not the bidirectional encoder compscope reads")
     if arch == "llama4":
         cfg.update(_llama4(fields, arch))
+    if arch in ("t5", "t5encoder"):
+        _t5(path, arch, cfg, fields, infos)
     if arch == "command-r":  # Command R+'s per-head QK LayerNorms, there when their stacked gains are
         cfg["use_qk_norm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)
     if "vocab_size" not in cfg:
@@ -585,7 +595,7 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
             cfg["vocab_size"] = len(toks)
 
     loaders, origin, dtypes, attention = {}, {}, {}, {}
-    block = re.compile(r"blk\.(\d+)\.(.+)$")
+    block = re.compile(r"(?:enc\.)?blk\.(\d+)\.(.+)$")  # (T5's encoder blocks: enc.blk.N.)
     block_names, block_prefix, top_names, transposed, (regrouped, regroup_rows) = _LAYOUTS.get(arch, _LLAMA_LAYOUT)
     not_attention: tuple[str, ...] = ()
     if arch == "gpt-oss":  # its post-attention norm is the MLP's input norm: not in the attention
@@ -670,6 +680,47 @@ def _checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkp
                      f"({split['stem']}-00001..{split['count']}-of-{split['count']}.gguf)")
     return Checkpoint(cfg, TensorStore(loaders, origin, dtypes, source=str(path)), str(path), str(name), notes,
                       attention_sources=attention)
+
+
+def _t5(path: Path, arch: str, cfg: dict, fields: dict, infos: list) -> None:
+    """T5's encoder config, under T5's own keys, from what llama.cpp's converter writes: the width, the encoder's
+    block count, the head count and width (``attention.key_length``; the value width must be the same), the RMS
+    norm's epsilon, the buckets of the bias by offset (``attention.relative_buckets_count``); the farthest distance
+    of the buckets is not written: llama.cpp takes 128, as T5's configs do. A bias table in a block after the first
+    is UMT5's (each layer its own): read as UMT5."""
+    if any(re.fullmatch(r"enc\.blk\.([1-9]\d*)\.attn_rel_b\.weight", i.name) for i in infos):
+        cfg["model_type"] = "umt5"
+    head = cfg.pop("head_dim", None)
+    value = fields.get(f"{arch}.attention.value_length", head)
+    if head is None or value != head:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.key_length' = {head!r} and "
+                                    f"'{arch}.attention.value_length' = {value!r}: T5's heads need one width, stated")
+    rms, other = cfg.pop("rms_norm_eps", None), cfg.pop("layer_norm_epsilon", None)  # (the converter writes both)
+    eps = other if rms is None else rms
+    cfg.update(d_model=cfg.pop("hidden_size"), num_layers=cfg.pop("num_hidden_layers"),
+               num_heads=cfg.pop("num_attention_heads"), d_kv=head, relative_attention_max_distance=128)
+    cfg.pop("num_key_value_heads", None)
+    if eps is not None:
+        cfg["layer_norm_epsilon"] = eps
+    buckets = fields.get(f"{arch}.attention.relative_buckets_count")
+    if buckets is not None:
+        cfg["relative_attention_num_buckets"] = buckets
+
+
+def _t5_runs(path: Path, cfg: dict, fields: dict, names: set[str]) -> None:
+    """Refuse a T5 file that transformers' GGUF reader would build as another model: it builds every one with a
+    gated MLP (T5 v1.1's, Flan-T5's), and as UMT5 (a bias table in every layer) exactly when the file's name says
+    umt5."""
+    why = None
+    if not any(n.endswith("ffn_gate.weight") for n in names):
+        why = "it builds every T5 file with a gated MLP (is_gated_act), and this one's MLPs have no gate (T5 v1.0's)"
+    elif (cfg["model_type"] == "umt5") != ("umt5" in str(fields.get("general.name") or "").lower()):
+        why = ("it builds a T5 file as UMT5 (a bias table in every layer) exactly when general.name says umt5, and "
+               f"this one's name ({fields.get('general.name')!r}) and bias tables disagree")
+    if why:
+        raise UnsupportedModelError(f"{path}: transformers' GGUF reader would run another model than this file's: "
+                                    f"{why}; the data-based commands cannot run it (the weight-only ones read it; for "
+                                    "data, use the model's HuggingFace folder)")
 
 
 def _modern_bert(path: Path, arch: str, cfg: dict, fields: dict, infos: list) -> None:
@@ -1005,6 +1056,8 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
             f"{path}: a GGUF file of architecture {arch!r}, which transformers' GGUF reader does not read (it reads "
             f"{', '.join(sorted(a for a in reads if a in _ARCHS))} among those compscope reads): the data-based commands "
             "cannot run it (the weight-only ones read it; for data, use the model's HuggingFace folder)")
+    if arch in ("t5", "t5encoder"):
+        _t5_runs(path, cfg, fields, {info.name for info, _, _ in located})
     if cfg["model_type"] == "falcon" and cfg["num_kv_heads"] > 1:
         raise UnsupportedModelError(
             f"{path}: transformers' GGUF reader builds every Falcon file as multi-query (one key/value head, as "
@@ -1084,7 +1137,8 @@ def transformers_reads() -> set[str] | None:
         return None
     renamed = {"qwen2_moe": "qwen2moe", "qwen3_moe": "qwen3moe", "gpt_oss": "gpt-oss",  # transformers' names of
                "minimax_m2": "minimax-m2"}  # llama.cpp's
-    return {renamed.get(a, a) for a in GGUF_SUPPORTED_ARCHITECTURES} - set(_NOT_RUN)
+    reads = {renamed.get(a, a) for a in GGUF_SUPPORTED_ARCHITECTURES} - set(_NOT_RUN)
+    return reads | {"t5encoder"} if "t5" in reads else reads  # (it reads T5's encoder alone as t5)
 
 
 def recognise(source: object) -> bool:
