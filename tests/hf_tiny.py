@@ -92,7 +92,7 @@ def auto_class(variant):
 class Variant:
     id: str
     kind: str  # 'gpt2' | 'neox' | 'llama' | 'granite' | 'hybrid' | 'gemma3' | 'glm4' | 'apertus' | 'olmo2' | 'phi' | 'falcon' | 'bloom' | 'mpt' | 'gptj' | 'opt' |
-    # 'bert' (DistilBERT's names as well): where HF's modules live (GPT-Neo's as GPT-2's, Gemma 2's as Gemma 3's, OLMo-3's as OLMo-2's, Granite's as
+    # 'bert' (DistilBERT's, DeBERTa's and MPNet's names as well) | 't5' (T5's encoder): where HF's modules live (GPT-Neo's as GPT-2's, Gemma 2's as Gemma 3's, OLMo-3's as OLMo-2's, Granite's as
     # Llama's, what it adds to the residual times its residual_multiplier; a hybrid's: its attention layers alone)
     config_cls: str
     config: dict = field(default_factory=dict)
