@@ -116,9 +116,12 @@ class Bert(Family):
         if wpe.ndim != 2 or wpe.shape[0] <= start:
             raise LoadError(f"{where}: tensor '{e}position_embeddings.weight' has shape {tuple(wpe.shape)}: expected "
                             f"(positions > {start}, d_model)")
-        return dict(W_pos=wpe[start:].T, positions="learned"), (
-            [f"positions numbered from pad_token_id + 1 = {start}: W_pos is the position table from row {start} on"]
-            if start else [])
+        return dict(W_pos=wpe[start:].T, positions="learned"), [cls.first_position_note(start)] if start else []
+
+    @classmethod
+    def first_position_note(cls, start: int) -> str:
+        """What the notes say of positions numbered from row ``start`` > 0 (:meth:`first_position`)."""
+        return f"positions numbered from pad_token_id + 1 = {start}: W_pos is the position table from row {start} on"
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:

@@ -46,6 +46,11 @@ class MPNet(Roberta):
         return 2  # (the padding index 1 is fixed in MPNet's embeddings: the first token takes position 2)
 
     @classmethod
+    def first_position_note(cls, start: int) -> str:
+        return (f"positions numbered from {start} (MPNet's embeddings fix the padding index at 1, whatever "
+                f"pad_token_id says): W_pos is the position table from row {start} on")
+
+    @classmethod
     def positional(cls, config: dict, where: str, ts, e: str, d_head: int, n_layers: int) -> tuple[dict, list[str]]:
         buckets = integer(config, where, "relative_attention_num_buckets", default=BUCKETS)
         if buckets != BUCKETS:
@@ -56,9 +61,6 @@ class MPNet(Roberta):
         name = e[: -len("embeddings.")] + "encoder.relative_attention_bias.weight"
         heads = integer(config, where, "num_attention_heads")
         table = ts.take(name, (BUCKETS, heads)).T  # (head, bucket)
-        notes = [n for n in notes if "pad_token_id + 1" not in n] + [
-            "positions numbered from 2 (MPNet's embeddings fix the padding index at 1, whatever pad_token_id says): "
-            "W_pos is the position table from row 2 on"]
         return {**fields, "rel_bias": table.expand(n_layers, *table.shape).contiguous(),
                 "rel_bias_buckets": (BUCKETS, MAX_DISTANCE)}, notes + [
             f"a learned bias on the logits by the offset's bucket ({BUCKETS} buckets, both ways, up to {MAX_DISTANCE}), "
