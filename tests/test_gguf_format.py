@@ -2848,6 +2848,7 @@ def test_t5_ggufs_read_their_encoder_as_the_model_object_and_run(tmp_path, arch)
     torch.testing.assert_close(got.attn_norm.weight, want.attn_norm.weight, atol=0, rtol=0)
     torch.testing.assert_close(got.final_norm.weight, want.final_norm.weight, atol=0, rtol=0)
     runner = runner_for(path, progress=False, device="cpu")
+    assert type(runner.model).__name__ == "T5EncoderModel"  # (the encoder alone: the decoder never built)
     trace = runner.trace(torch.randint(2, V, (2, 9), generator=torch.Generator().manual_seed(0)))
     for layer in range(got.n_layers):
         torch.testing.assert_close(layer_state(got, layer, trace.resid[layer]).out, trace.attn_out[layer],
@@ -2884,6 +2885,7 @@ def test_t5_ggufs_transformers_would_run_as_another_model_are_read_and_refused_t
             runner_for(path, progress=False, device="cpu")
         return
     runner = runner_for(path, progress=False, device="cpu")
+    assert type(runner.model).__name__ == "UMT5EncoderModel"
     trace = runner.trace(torch.randint(2, V, (2, 9), generator=torch.Generator().manual_seed(0)))
     for layer in range(got.n_layers):
         torch.testing.assert_close(layer_state(got, layer, trace.resid[layer]).out, trace.attn_out[layer],

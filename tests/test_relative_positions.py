@@ -295,7 +295,8 @@ def test_t5_offsets_fall_in_the_buckets_worked_by_hand():
 def test_t5_encoder_folders_are_read_and_run(tmp_path, cls):
     """A whole T5 (its decoder not read) or its encoder alone, saved to a folder: heads ``d_kv`` wide (48 in all over
     a 32-wide residual), no biases, unscaled logits, the first layer's bias table for every layer (UMT5: each its
-    own); run on data as the class the config names, every layer recomputed from the weights equals what it adds."""
+    own); run on data as the encoder alone (its decoder never built), every layer recomputed from the weights equals
+    what it adds."""
     from compscope.data.runner import layer_state, runner_for
 
     config = getattr(transformers, "UMT5Config" if cls.startswith("UMT5") else "T5Config")(**_T5)
@@ -311,6 +312,7 @@ def test_t5_encoder_folders_are_read_and_run(tmp_path, cls):
     assert torch.equal(hw.rel_bias, torch.stack(tables))
     assert any("decoder" in n and "not read" in n for n in hw.meta.notes)
     runner = runner_for(tmp_path, progress=False, device="cpu")
+    assert type(runner.model).__name__ == ("UMT5EncoderModel" if cls.startswith("UMT5") else "T5EncoderModel")
     trace = runner.trace(random_ids(seq=25))
     for layer in range(hw.n_layers):
         torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],

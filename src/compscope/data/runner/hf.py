@@ -181,7 +181,7 @@ def from_files(path: Path, hw: HeadWeights, progress: bool = True, device: torch
     auto = transformers.AutoModel if not hw.causal else transformers.AutoModelForCausalLM
     # a vision-language or speech model runs on text alone (a multimodal encoder, EmbeddingGemma 2's, as AutoModel)
     wrapper = _wrapper_class(folder) if gguf is None and hw.causal else None
-    named = _named_class(folder, hw) if gguf is None else None
+    named = _part_class(path, folder, hw, gguf) or (_named_class(folder, hw) if gguf is None else None)
     if named is not None:  # (DPR: one model type, three classes whose tensors sit under different names)
         auto = named
     elif wrapper is not None:
@@ -244,6 +244,28 @@ def _has_causal_lm(folder: Path) -> bool:
     except Exception:  # noqa: BLE001  (transformers says what it misses when it loads the model)
         return True
     return type(config) in transformers.AutoModelForCausalLM._model_mapping
+
+
+def _part_class(path: Path, folder: Path, hw: HeadWeights, gguf: str | None):
+    """The transformers class that runs the part of the model ``hw``'s family reads (``Family.runs_as``: T5's
+    encoder), by the model_type of the folder's config or the GGUF file's architecture; else None."""
+    import transformers
+
+    from ...loading.families import FAMILIES
+    from ...loading.formats import gguf as gguf_format
+    from ...loading.formats.safetensors_folder import read_config
+
+    family = FAMILIES.get(hw.meta.family) if hw.meta.family in FAMILIES.names() else None
+    if family is None or not family.runs_as:
+        return None
+    if gguf is not None:
+        model_type = gguf_format.open_gguf(path).config.get("model_type")  # (the header: no tensor is read)
+    elif (folder / "config.json").is_file():
+        model_type = read_config(folder).get("model_type")
+    else:
+        return None
+    name = family.runs_as.get(model_type)
+    return None if name is None else getattr(transformers, name, None)
 
 
 def _named_class(folder: Path, hw: HeadWeights):

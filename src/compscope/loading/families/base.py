@@ -92,6 +92,9 @@ class Family:
     #: transformers' auto class maps its model type to (DPR: a context encoder, a question encoder and a reader
     #: of one model type, their tensors under different names)
     runs_as_named: ClassVar[bool] = False
+    #: model_type -> the transformers class the data runner builds for it, where it runs only part of the model (T5's
+    #: encoder alone: T5EncoderModel, from a whole T5's folder or GGUF file too); before :attr:`runs_as_named`
+    runs_as: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def hook_points(cls, model) -> list[tuple[Any, Any]]:

@@ -47,7 +47,9 @@ class T5Encoder(Family):
                         "router_aux_loss_coef add_router_probs encoder_sparse_step decoder_sparse_step".split())
 
     hf_base = "encoder"
-    runs_as_named = True  # (T5EncoderModel, or the whole model whose encoder runs)
+    # its encoder alone, from a whole model's files too (its decoder never built)
+    runs_as = {"t5": "T5EncoderModel", "mt5": "MT5EncoderModel", "umt5": "UMT5EncoderModel",
+               "switch_transformers": "SwitchTransformersEncoderModel"}
     # T5's first block computes the bias and hands it to the others with its output: no block can be left out of a run
     layers_are_modules = False
 
