@@ -676,6 +676,11 @@ VARIANTS = [
                  project_dim=16)),
     Variant("data2vec-text-pad-zero", "bert", "Data2VecTextConfig",
             dict(_COMMON, max_position_embeddings=33, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=0)),
+    # LUKE on words alone: RoBERTa's layers and positions (from pad_token_id + 1 = 2), an entity stream and entity-aware
+    # queries beside them that act only on entity inputs
+    Variant("luke-words-alone", "bert", "LukeConfig",
+            dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1,
+                 entity_vocab_size=7, entity_emb_size=16, use_entity_aware_attention=True)),
     # ERNIE 3.0: BERT's layout, a task type (row 0 by default) added beside the token type
     Variant("ernie-task-types", "bert", "ErnieConfig",
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, use_task_id=True, task_type_vocab_size=3)),

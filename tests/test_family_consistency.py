@@ -514,6 +514,44 @@ def test_bert_kin_with_their_heads_from_objects_and_folders(tmp_path, model_cls,
     assert_matches(hw, cap, model_cls)
 
 
+def test_luke_is_read_and_runs_on_words_alone(tmp_path):
+    """LUKE's masked LM saved to a folder: RoBERTa's heads under ``luke.``, positions from row 2; its entity-aware
+    queries are not read and change nothing a run on words computes (perturbed, neither the heads read nor the
+    hidden states move); run from the folder on data, every layer recomputed from the weights equals what it adds."""
+    import transformers
+
+    from compscope.data.runner import layer_state, runner_for
+
+    cfg = transformers.LukeConfig(vocab_size=VOCAB, hidden_size=D, num_attention_heads=4, num_hidden_layers=2,
+                                  intermediate_size=48, max_position_embeddings=40, pad_token_id=1, type_vocab_size=1,
+                                  entity_vocab_size=7, entity_emb_size=16, use_entity_aware_attention=True)
+    torch.manual_seed(0)
+    model = transformers.LukeForMaskedLM(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.25 * torch.randn_like(p))
+    model.save_pretrained(tmp_path)
+    hw = compscope.load(tmp_path)
+    assert hw.meta.family == "luke" and hw.W_U is None and not hw.causal
+    assert torch.equal(hw.W_pos, model.luke.embeddings.position_embeddings.weight.detach()[2:].T)
+    assert any(n.startswith("words alone: the entity embeddings") for n in hw.meta.notes)
+    ids = random_ids()
+    before = model.luke(input_ids=ids).last_hidden_state
+    with torch.no_grad():
+        for layer in model.luke.encoder.layer:
+            for name in ("w2e_query", "e2w_query", "e2e_query"):
+                getattr(layer.attention.self, name).weight.add_(1.0)
+    assert torch.equal(model.luke(input_ids=ids).last_hidden_state, before)
+    moved = compscope.load(model)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "W_E", "W_pos"):
+        assert torch.equal(getattr(moved, name), getattr(hw, name)), name
+    runner = runner_for(tmp_path, progress=False, device="cpu")
+    trace = runner.trace(ids)
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
+                                   atol=2e-5, rtol=0)
+
+
 def test_bert_kin_refuse_what_they_cannot_read(tmp_path):
     """ELECTRA's small models project the embeddings up to the residual; a RoBERTa built as a
     decoder attends causally with cross-attention: both refused, naming the key."""

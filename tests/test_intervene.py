@@ -528,7 +528,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
 @pytest.mark.parametrize("variant_id, route", [("bert", "batched"), ("bert", "threes"), ("bert", "single"),
                                                ("roberta-offset-positions", "threes"), ("electra", "single"),
                                                ("data2vec-text-pad-zero", "batched"), ("distilbert", "threes"),
-                                               ("ibert-float", "threes"),
+                                               ("ibert-float", "threes"), ("luke-words-alone", "single"),
                                                ("ernie-task-types", "batched"), ("bert-generation-encoder", "single"),
                                                ("splinter-bert-layers", "threes"), ("align-text-bert", "batched"),
                                                ("clap-text-roberta", "threes"),

@@ -1,4 +1,4 @@
-"""BERT encoders (BERT, all-MiniLM; RoBERTa, XLM-RoBERTa, CamemBERT, data2vec-text, I-BERT; ELECTRA;
+"""BERT encoders (BERT, all-MiniLM; RoBERTa, XLM-RoBERTa, CamemBERT, data2vec-text, I-BERT, LUKE; ELECTRA;
 DistilBERT; RoFormer, rotary): post-LayerNorm, bidirectional, learned positions; and XLM-RoBERTa-XL, RoBERTa's
 embeddings before pre-LN layers (:class:`XlmRobertaXl`), and Megatron-BERT, BERT's before them.
 
@@ -384,6 +384,27 @@ class Data2VecText(Roberta):
     model_types = ("data2vec-text",)
     architectures = ("Data2VecTextModel", "Data2VecTextForMaskedLM")
     hf_base = "data2vec_text"
+
+
+@register
+class Luke(Roberta):
+    """LUKE and mLUKE: RoBERTa's layout under ``luke.``, beside an entity stream this reads nothing of.
+    Entities are extra inputs (``entity_ids``), embedded by their own tables and, with
+    ``use_entity_aware_attention``, queried by their own maps (``w2e_query``, ``e2w_query``,
+    ``e2e_query``): on words alone, as compscope runs it, none of them acts and each head is RoBERTa's."""
+
+    name = "luke"
+    about = "LUKE and mLUKE on words alone: RoBERTa's layout (the entity inputs and their queries not read)"
+    model_types = ("luke",)
+    architectures = ("LukeModel", "LukeForMaskedLM")
+    # (the entity stream's vocabulary, width and queries: used only where entities are passed)
+    ignored = frozenset("entity_vocab_size entity_emb_size use_entity_aware_attention".split())
+    hf_base = "luke"
+
+    @classmethod
+    def token_embeddings(cls, config: dict, where: str, wte: torch.Tensor) -> tuple[torch.Tensor, list[str]]:
+        return wte.T, ["words alone: the entity embeddings and the entity-aware queries (w2e, e2w, e2e) act only on "
+                       "entity inputs, and are not read"]
 
 
 @register
