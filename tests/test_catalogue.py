@@ -27,7 +27,7 @@ def test_every_family_says_what_it_reads_and_none_is_also_refused():
         assert e.about.strip(), f"family {e.family} has no 'about' line"
         assert not set(e.model_types) & set(catalogue.NOT_READ), e.family
         assert set(e.gguf_on_data) <= set(e.gguf)
-    assert not set(catalogue.GGUF_NOT_READ) & set(gguf_format._ARCHS)  # a GGUF architecture read and refused
+    assert not set(catalogue.GGUF_NOT_READ) & set(gguf_format.ARCHS)  # a GGUF architecture read and refused
     assert set(catalogue.GGUF_NOT_READ.values()) <= set(catalogue.NOT_READ)
     read = [t for e in entries for t in e.model_types]
     assert len(read) == len(set(read)), "a model_type listed by two families"
@@ -38,12 +38,12 @@ def test_the_gguf_architectures_are_those_the_format_reads_and_on_data_those_tra
     'on data' is exactly transformers' GGUF reader's list (where transformers is installed)."""
     entries = catalogue.families()
     listed = {a: e.family for e in entries for a in e.gguf}
-    assert set(listed) == set(gguf_format._ARCHS)
-    for arch, (model_type, *_rest) in gguf_format._ARCHS.items():
+    assert set(listed) == set(gguf_format.ARCHS)
+    for arch, (model_type, *_rest) in gguf_format.ARCHS.items():
         assert listed[arch] == family_for({"model_type": model_type}, "test").name
     reads = gguf_format.transformers_reads()
     on_data = {a for e in entries for a in e.gguf_on_data}
-    assert on_data == (set() if reads is None else set(gguf_format._ARCHS) & reads)
+    assert on_data == (set() if reads is None else set(gguf_format.ARCHS) & reads)
     if reads is not None:
         assert {"llama", "qwen2", "gemma3"} <= on_data and not {"bert", "gemma", "olmo2"} & on_data
 

@@ -1,0 +1,284 @@
+"""A GGUF file's metadata as the HF config its family reads: the architecture's ``model_type``, the keys
+renamed (``_CONFIG_KEYS``, and per architecture ``_RENAMED_KEYS`` and ``_ARCH_KEYS``), partial rotary,
+rope scaling (:mod:`.rope_scaling`), sliding layers, and each architecture's own rules (:mod:`.rules`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ...gguf_file import SkippedStrings
+from ....errors import LoadError, UnsupportedModelError
+from . import rope_scaling, rules
+
+#: GGUF metadata key (after ``{arch}.``) -> HF config key
+_CONFIG_KEYS = {
+    "embedding_length": "hidden_size",
+    "block_count": "num_hidden_layers",
+    "attention.head_count": "num_attention_heads",
+    "attention.head_count_kv": "num_key_value_heads",
+    "attention.key_length": "head_dim",
+    "attention.layer_norm_rms_epsilon": "rms_norm_eps",
+    "attention.layer_norm_epsilon": "layer_norm_epsilon",
+    "attention.sliding_window": "sliding_window",
+    "rope.freq_base": "rope_theta",
+    "rope.freq_base_swa": "rope_local_base_freq",
+    "attn_logit_softcapping": "attn_logit_softcapping",
+    "attention.clamp_kqv": "clip_qkv",  # OLMo's elementwise clamp: the family refuses it by name
+    "use_parallel_residual": "use_parallel_residual",  # GPT-NeoX: recorded in the notes
+    "vocab_size": "vocab_size",
+}
+
+#: GGUF architecture -> (HF model_type, rows permuted for rotary, norms stored as 1 + w)
+ARCHS = {
+    "llama": ("llama", True, False),
+    "qwen2": ("qwen2", False, False),
+    "qwen2moe": ("qwen2_moe", False, False),  # Qwen2's attention (q/k/v biases); the experts are MLP
+    "qwen2vl": ("qwen2_vl_text", False, False),  # Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's, mrope sections
+    "qwen3vl": ("qwen3_vl_text", False, False),  # Qwen3-VL's language model: Qwen3's, interleaved mrope sections
+    "qwen3vlmoe": ("qwen3_vl_moe_text", False, False),  # (and DeepStack, which adds image features only)
+    "qwen3": ("qwen3", False, False),
+    "qwen3moe": ("qwen3_moe", False, False),
+    "gemma": ("gemma", False, True),
+    "gemma2": ("gemma2", False, True),
+    "gemma3": ("gemma3_text", False, True),
+    "gemma-embedding": ("gemma3_text", False, True),  # EmbeddingGemma: Gemma 3's layers attending both ways (_gemma)
+    "gemma4": ("gemma4_text", False, False),  # norms stored as they are; per-layer head widths and counts (rules.gemma4)
+    "phi3": ("phi3", False, False),  # one fused attn_qkv, rows [q heads | k heads | v heads] as HF's qkv_proj
+    "olmo": ("olmo", True, False),  # norms without parameters: no norm tensors
+    "olmo2": ("olmo2", False, False),  # OLMo-2 and OLMo-3 (whose sliding layers the pattern flags)
+    "olmoe": ("olmoe", False, False),
+    "gpt2": ("gpt2", False, False),  # HF's GPT-2 names (names._GPT2_BLOCK), Conv1D weights transposed back
+    "phi2": ("phi", False, False),  # Phi-1/1.5/2: HF's phi names (names._PHI2_BLOCK), partial rotary in halves
+    "gptneox": ("gpt_neox", False, False),  # GPT-NeoX/Pythia: HF's names (names._NEOX_BLOCK), fused qkv regrouped per head
+    "stablelm": ("stablelm", False, False),  # Llama's names with LayerNorm biases; partial rotary in halves
+    "starcoder2": ("starcoder2", False, False),  # Llama's names with LayerNorm and output-projection biases
+    "falcon": ("falcon", False, False),  # HF's falcon names (falcon_block), fused qkv regrouped into K/V groups
+    "starcoder": ("gpt_bigcode", False, False),  # StarCoder 1 (GPT-BigCode): GPT-2's names, nn.Linear weights as stored
+    "bloom": ("bloom", False, False),  # HF's bloom names (names._BLOOM_BLOCK), fused qkv regrouped per head as GPT-NeoX's
+    "mpt": ("mpt", False, False),  # HF's mpt names (names._MPT_BLOCK), the fused Wqkv as stored; ALiBi's maximum in attn_config
+    "gpt-oss": ("gpt_oss", False, False),  # Llama's names, a sink logit per head; YaRN as transformers reads it
+    "granite": ("granite", True, False),  # Llama's layout (llama.cpp converts it as a Llama) and four scalars
+    "granitemoe": ("granitemoe", True, False),  # (_ARCH_KEYS); the experts, shared one included, are MLP
+    "llama4": ("llama4_text", False, False),  # Llama 4: rows as HF's (both rotate interleaved pairs); llama.cpp's rules
+    "smollm3": ("smollm3", True, False),  # a Llama to llama.cpp; its layers without rotary are not stored:
+    # every fourth, llama.cpp's rule and transformers' default interval (the family's)
+    "granitehybrid": ("granitemoehybrid", True, False),  # Granite 4's and Bamba's Mamba hybrids (rules.hybrid_layers)
+    "minimax-m2": ("minimax_m2", False, False),  # Llama's names; QK norms over a layer's heads, rotary on part of each
+    "lfm2": ("lfm2", False, False),  # HF's names under llama.cpp's (names._LFM2_BLOCK); K/V heads 0 on a convolution layer
+    "lfm2moe": ("lfm2_moe", False, False),  # LFM2-MoE: LFM2's layers and names, MoE MLPs
+    "eurobert": ("eurobert", False, False),  # EuroBERT, jina-embeddings-v5: Llama's names, rows as stored, both ways
+    "nomic-bert": ("nomic_bert", False, False),  # nomic-embed-text v1/v1.5: its files' own names (names._NOMIC_BLOCK)
+    "modern-bert": ("modernbert", False, False),  # ModernBERT: HF's names (names._MODERNBERT_BLOCK), llama.cpp's rules
+    "jina-bert-v3": ("jina_embeddings_v3", False, False),  # jina-embeddings-v3: its released names (names._JINA_BLOCK)
+    "bert": ("bert", False, False),  # BERT encoders (and RoBERTa's kin: llama.cpp cuts their position table to row 0)
+    "nemotron": ("nemotron", False, True),  # Llama's names; llama.cpp stores LayerNorm1P's gains 1 + w, biases beside
+    "command-r": ("cohere", False, False),  # Llama's names, rows as HF's (interleaved rotary, llama.cpp's own kind);
+    "cohere2": ("cohere2", False, False),  # LayerNorms without bias, the logit scale (_ARCH_KEYS), Command R+'s QK norms
+    "mistral3": ("ministral3", True, False),  # Ministral 3: a Llama to llama.cpp, its YaRN and query temperature
+    "arcee": ("arcee", True, False),  # Arcee's AFM: a Llama to llama.cpp (its converter's LlamaModel: rows permuted)
+    "seed_oss": ("seed_oss", False, False),  # Seed-OSS: Llama's names, rows as HF's; its bias switches from the tensors
+    "ernie4_5": ("ernie4_5", False, False),  # ERNIE 4.5: rows as HF's (both rotate interleaved pairs); use_bias from
+    "ernie4_5-moe": ("ernie4_5_moe", False, False),  # the tensors; the MoE's experts are MLP
+    "dots1": ("dots1", False, False),  # dots.llm1: Qwen3's attention (rows as HF's, QK norms), MoE MLPs
+    "glm4": ("glm4", False, False),  # GLM-4-0414: rows as HF's (both turn interleaved pairs of part of each head), the
+    # attention-output norm as post_attention_norm (LAYOUTS), q/k/v biases from the tensors
+    "jamba": ("jamba", False, False),  # Jamba: its attention layers from the per-layer K/V head counts (0 on a Mamba
+    # layer), no positions; the final norm as final_layernorm (LAYOUTS)
+    "exaone": ("exaone", False, False),  # EXAONE 3.0 and 3.5: Llama's layers, rows as HF's (the converter permutes
+    # none), Llama 3's scaling as rope_freqs
+    "exaone4": ("exaone4", False, False),  # EXAONE 4.0: rows as HF's, no norm before the attention, one after it,
+    # QK norms; with a window, rotary on the sliding layers alone (llama.cpp's rule and transformers')
+    "apertus": ("apertus", False, False),  # Apertus: rows as HF's (the converter permutes none), its attention norm
+    # as attn_norm (LAYOUTS), per-head QK norms, Llama 3's scaling as rope_freqs
+    "t5": ("t5", False, False),  # T5's encoder (enc.blk.N., _T5_BLOCK); the decoder's tensors (dec.) not read
+    "t5encoder": ("t5", False, False),  # (the encoder alone: a T5EncoderModel's file)
+    "glm4moe": ("glm4_moe", False, False),  # GLM-4.5/4.6/4.7: rows as HF's (rotate-half on part of each head), q/k/v
+    # biases and QK norms from the tensors; the multi-token-prediction blocks after the last layer left out
+}
+
+#: the architectures with multimodal rotary sections (``rope.dimension_sections``), and whose they are
+_MROPE = {"qwen2vl": "Qwen2-VL", "qwen3vl": "Qwen3-VL", "qwen3vlmoe": "Qwen3-VL"}
+
+#: architectures whose bias switches (HF config keys) the metadata does not state: each on where the file holds
+#: that tensor in some layer
+_BIAS_SWITCHES = {"seed_oss": {"attention_bias": "attn_q.bias", "attention_out_bias": "attn_output.bias"},
+                  "ernie4_5": {"use_bias": "attn_q.bias"}, "ernie4_5-moe": {"use_bias": "attn_q.bias"},
+                  "glm4": {"attention_bias": "attn_q.bias"},
+                  "glm4moe": {"attention_bias": "attn_q.bias", "use_qk_norm": "attn_q_norm.weight"}}
+#: encoder architectures, which attend both ways (a file flagged causal is refused)
+_ENCODERS = ("bert", "nomic-bert", "eurobert", "modern-bert", "jina-bert-v3", "t5", "t5encoder")
+#: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
+_PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid", "nemotron",  # (granitehybrid: Bamba's half)
+                   "minimax-m2", "phi3", "glm4", "glm4moe"}  # (phi3: Phi-4-mini's three quarters; GLM's: half)
+#: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
+_RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
+                    for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2", "bert", "nomic-bert",
+                                 "jina-bert-v3")},
+                 "modern-bert": {"layer_norm_epsilon": "norm_eps"},
+                 "nemotron": {"layer_norm_epsilon": "norm_eps", "rms_norm_eps": "norm_eps"},
+                 "lfm2": {"rms_norm_eps": "norm_eps"}, "lfm2moe": {"rms_norm_eps": "norm_eps"},
+                 "starcoder2": {"layer_norm_epsilon": "norm_epsilon"}, "falcon": {"num_key_value_heads": "num_kv_heads"}}
+#: GGUF metadata key (after ``{arch}.``) -> HF config key, read for these architectures only
+_GRANITE_KEYS = {"embedding_scale": "embedding_multiplier", "attention.scale": "attention_multiplier",
+                 "residual_scale": "residual_multiplier", "logit_scale": "logits_scaling"}
+_GRANITE_ARCHS = ("granite", "granitemoe", "granitehybrid")
+_ARCH_KEYS = {**{arch: _GRANITE_KEYS for arch in _GRANITE_ARCHS}, "command-r": {"logit_scale": "logit_scale"},
+              "cohere2": {"logit_scale": "logit_scale"}}
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What reading the tensors of a file needs beside its config: its architecture, head counts and width,
+    the prediction blocks after its last layer (``mtp``), the layers without attention (``ssm_layers``: a
+    hybrid's), whether llama.cpp permuted the rows of ``W_Q`` and ``W_K`` (``permuted``) and stores norm gains
+    as ``1 + w`` (``one_plus``)."""
+
+    arch: str
+    n_heads: int
+    n_kv: int
+    head_dim: int
+    mtp: int
+    ssm_layers: frozenset[int]
+    permuted: bool
+    one_plus: bool
+
+
+def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple[dict, Shape]:
+    """The HF config of the GGUF file at ``path`` (its metadata ``fields``, its tensors ``infos``, located in
+    their files as ``located``), as its family reads it, and the :class:`Shape` its tensors are read with."""
+    arch = fields.get("general.architecture")
+    if arch not in ARCHS:
+        from ...catalogue import why_not_gguf
+
+        reason = why_not_gguf(arch)
+        raise UnsupportedModelError(
+            f"{path}: GGUF architecture {arch!r}, which compscope does not read: {reason}" if reason
+            else f"{path}: GGUF architecture {arch!r} is not supported (supported: {', '.join(ARCHS)})")
+    model_type, permuted, one_plus = ARCHS[arch]
+    cfg: dict = {"model_type": model_type}
+    mtp = rules.mtp_blocks(path, arch, fields)  # (GLM-4.5's multi-token-prediction blocks, after the last layer)
+    for gkey, hkey in {**_CONFIG_KEYS, **_ARCH_KEYS.get(arch, {})}.items():
+        v = fields.get(f"{arch}.{gkey}")
+        if v is not None:
+            cfg[_RENAMED_KEYS.get(arch, {}).get(hkey, hkey)] = v
+    for key in ("hidden_size", "num_hidden_layers", "num_attention_heads"):
+        if key not in cfg:
+            gkey = next(g for g, h in _CONFIG_KEYS.items() if h == key)
+            raise LoadError(f"{path}: GGUF metadata '{arch}.{gkey}' is missing")
+    if mtp:
+        if not 0 < mtp < cfg["num_hidden_layers"]:
+            raise LoadError(f"{path}: GGUF metadata '{arch}.nextn_predict_layers' = {mtp} for "
+                            f"{cfg['num_hidden_layers']} blocks")
+        cfg["num_hidden_layers"] -= mtp  # (the blocks llama.cpp counts are the layers and these)
+    n_heads = cfg["num_attention_heads"]
+    n_kv = fields.get(f"{arch}.attention.head_count_kv") or n_heads  # under the key its family reads in cfg
+    ssm_layers: set[int] = set()
+    if arch == "granitehybrid" and isinstance(n_kv, list):  # a K/V head count per layer, 0 on the Mamba layers
+        n_kv, ssm_layers = rules.hybrid_layers(path, arch, cfg, fields, n_kv)
+    if arch == "jamba" and isinstance(n_kv, list):  # 0 on the Mamba layers: an attention layer every period-th
+        n_kv, ssm_layers = rules.kv_heads_per_layer(path, arch, cfg, n_kv, "a Mamba layer")
+        cfg.update(rules.jamba_period(path, arch, cfg["num_hidden_layers"], ssm_layers))
+    if arch in ("lfm2", "lfm2moe") and isinstance(n_kv, list):  # 0 on the convolution layers
+        n_kv, ssm_layers = rules.kv_heads_per_layer(path, arch, cfg, n_kv, "a convolution layer")
+        cfg["layer_types"] = ["conv" if i in ssm_layers else "full_attention" for i in range(cfg["num_hidden_layers"])]
+    if arch == "gemma4":  # local and global layers of their own head widths and K/V head counts
+        n_kv = rules.gemma4(path, arch, cfg, fields, infos, n_kv)
+    if isinstance(n_heads, list) or isinstance(n_kv, list):
+        raise UnsupportedModelError(
+            f"{path}: per-layer head counts ('{arch}.attention.head_count' is a list) are not supported"
+        )
+    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // n_heads
+    if arch in _GRANITE_ARCHS and "attention_multiplier" not in cfg:  # llama.cpp: no attention.scale, d_head^-1/2
+        cfg["attention_multiplier"] = head_dim**-0.5  # (transformers' Granite default is 1: said outright)
+    rope_dim = fields.get(f"{arch}.rope.dimension_count") if arch != "gemma4" else None  # (rules.gemma4: per layer type)
+    if rope_dim == head_dim and arch in _PARTIAL_ROTARY:  # said outright: StableLM's family would take a quarter
+        cfg["partial_rotary_factor"] = 1.0
+    if rope_dim is not None and rope_dim != head_dim:
+        if arch not in _PARTIAL_ROTARY or not 0 < rope_dim < head_dim:
+            raise UnsupportedModelError(
+                f"{path}: GGUF metadata '{arch}.rope.dimension_count'={rope_dim} differs from the head width {head_dim}: "
+                f"partial rotary is supported for GGUF files of {', '.join(sorted(_PARTIAL_ROTARY))} only"
+            )
+        factor = rope_dim / head_dim  # the families take int(head_dim × factor) dims, as transformers does
+        cfg["partial_rotary_factor"] = factor if int(head_dim * factor) == rope_dim else (rope_dim + 0.5) / head_dim
+    longrope = sorted(i.name for i in infos if i.name.startswith("rope_factors_"))
+    if longrope and arch != "phi3":  # (llama.cpp writes them for Phi-3's long-context models alone)
+        raise UnsupportedModelError(f"{path}: rotary scaling by {', '.join(longrope)} (longrope) is not supported for "
+                                    f"GGUF architecture {arch!r} (it is for phi3)")
+    pattern = fields.get(f"{arch}.attention.sliding_window_pattern")
+    if isinstance(pattern, list):  # one flag per layer: True = sliding-window layer
+        cfg["layer_types"] = ["sliding_attention" if p else "full_attention" for p in pattern]
+    elif pattern is not None:  # every pattern-th layer is global (llama.cpp and HF agree)
+        cfg["sliding_window_pattern"] = pattern
+    scaling = fields.get(f"{arch}.rope.scaling.type")
+    factor = fields.get(f"{arch}.rope.scaling.factor")
+    if scaling == "yarn":
+        cfg["rope_scaling"] = rope_scaling.yarn(path, arch, fields)
+    elif scaling not in (None, "none") or factor not in (None, 0.0, 1.0):
+        # the families accept 'linear' and refuse other types by name
+        cfg["rope_scaling"] = {"rope_type": scaling or "linear", "factor": 1.0 if factor is None else factor}
+    if longrope:  # Phi-3's long-context models: frequencies rescaled by the sequence length
+        if scaling not in (None, "none"):
+            raise UnsupportedModelError(f"{path}: rotary factors {', '.join(longrope)} (longrope) beside GGUF metadata "
+                                        f"'{arch}.rope.scaling.type' = {scaling!r}: not one rope scaling")
+        rope_scaling.longrope(path, arch, cfg, fields, located)
+    if arch in ("gemma2", "gemma3", "gemma-embedding"):
+        # not stored in GGUF; llama.cpp's rule: 27B (46 / 62 layers) scales by (d_model / n_heads)^-1/2,
+        # the others by head_dim^-1/2. Gemma 2's sliding layers are not stored either: every other one (HF's default)
+        big = cfg["num_hidden_layers"] == {"gemma2": 46, "gemma3": 62}.get(arch)
+        cfg["query_pre_attn_scalar"] = cfg["hidden_size"] // n_heads if big else head_dim
+    if arch == "gemma-embedding":  # llama.cpp's rules for it: both ways, within half the window on either side (as
+        # transformers' EmbeddingGemma), every sixth layer global where no pattern is stored, its local layers at base
+        # 10000 whatever the file says
+        cfg.update(use_bidirectional_attention=True, rope_local_base_freq=10000.0)
+    if arch == "stablelm":  # llama.cpp: a layer without an MLP norm is a parallel block (not in the metadata)
+        cfg["use_parallel_residual"] = not any(i.name.endswith("ffn_norm.weight") for i in infos)
+        # and per-head QK LayerNorms (StableLM 2 12B) are there when their stacked gains are
+        cfg["qk_layernorm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)
+    if arch == "starcoder":  # llama.cpp writes every StarCoder file multi-query: rows [q heads | k | v]
+        if fields.get(f"{arch}.attention.head_count_kv") != 1:  # (another count: a file read as another model)
+            raise UnsupportedModelError(
+                f"{path}: GGUF metadata '{arch}.attention.head_count_kv' is "
+                f"{fields.get(f'{arch}.attention.head_count_kv', 'missing')}: llama.cpp writes StarCoder files "
+                "multi-query (one key/value head), and compscope reads them so only")
+        cfg["multi_query"] = True
+    if arch == "mpt" and f"{arch}.attention.max_alibi_bias" in fields:  # ALiBi's maximum, where MPT's config keeps it
+        cfg["attn_config"] = {"alibi_bias_max": fields[f"{arch}.attention.max_alibi_bias"]}
+    if arch in _MROPE:  # llama.cpp's sections: [temporal, height, width, 0]; the family checks the first three
+        sections = fields.get(f"{arch}.rope.dimension_sections")
+        if not isinstance(sections, list) or len(sections) != 4 or sections[3] != 0:
+            raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.dimension_sections' = {sections!r}: "
+                                        "expected the four multimodal rotary sections llama.cpp writes for "
+                                        f"{_MROPE[arch]}, the last 0")
+        cfg["rope_scaling"] = {"rope_type": "default", "mrope_section": sections[:3]}
+    if arch == "mistral3":
+        rope_scaling.mistral3(path, arch, cfg, fields)
+    if arch in _BIAS_SWITCHES:  # the switches as the tensors the file holds (the metadata states none)
+        names = {i.name for i in infos}
+        cfg.update({key: any(n.endswith(tensor) for n in names) for key, tensor in _BIAS_SWITCHES[arch].items()})
+    if arch == "modern-bert":
+        rules.modern_bert(path, arch, cfg, fields, infos)
+    if arch == "jina-bert-v3" and "rope_theta" not in cfg:  # (llama.cpp would take 10000; the model's is 20000)
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.freq_base' is missing: llama.cpp would turn "
+                                    "the heads at 10000, jina-embeddings-v3 at its own base (20000)")
+    if arch == "jina-bert-v3" and cfg.get("num_key_value_heads") == cfg["num_attention_heads"]:
+        cfg.pop("num_key_value_heads")  # (one per head: the family's own count; another is refused by the family)
+    if arch in _ENCODERS and fields.get(f"{arch}.attention.causal"):  # llama.cpp's flag; these attend both ways
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.causal' is true: a BERT file that "
+                                    "attends causally is not the bidirectional encoder compscope reads")
+    if arch == "llama4":
+        cfg.update(rules.llama4(fields, arch))
+    if arch in ("t5", "t5encoder"):
+        rules.t5(path, arch, cfg, fields, infos)
+    if arch == "command-r":  # Command R+'s per-head QK LayerNorms, there when their stacked gains are
+        cfg["use_qk_norm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)
+    if "vocab_size" not in cfg:
+        toks = fields.get("tokenizer.ggml.tokens")
+        if isinstance(toks, (list, SkippedStrings)):
+            cfg["vocab_size"] = len(toks)
+    if arch == "falcon":  # llama.cpp's rows are grouped whatever the model: read as the new decoder architecture
+        two_norms = any(i.name.endswith("attn_norm_2.weight") for i in infos)
+        cfg.update(new_decoder_architecture=True, num_kv_heads=n_kv, num_ln_in_parallel_attn=2 if two_norms else 1,
+                   parallel_attn=True)  # llama.cpp runs every Falcon block in parallel
+    return cfg, Shape(arch, n_heads, n_kv, head_dim, mtp, frozenset(ssm_layers), permuted, one_plus)

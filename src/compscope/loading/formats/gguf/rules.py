@@ -1,0 +1,182 @@
+"""llama.cpp's rules for the architectures whose config is more than renamed metadata keys (T5, ModernBERT,
+Llama 4, Gemma 4, the hybrids' per-layer K/V head counts, GLM-4.5's prediction blocks): what it stores, and
+what it takes without storing, written into the HF config the family reads."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ....errors import LoadError, UnsupportedModelError
+
+def llama4(fields: dict, arch: str) -> dict:
+    """Llama 4's settings as llama.cpp runs a file of it (none stored but the expert count): no rotary
+    on every fourth layer, chunks of 8192 tokens on the others, the NoPE layers' query temperature
+    (0.1, from position 8191), and the gainless QK-norm except in the 128-expert model (Maverick),
+    which llama.cpp tells by its expert count."""
+    return dict(no_rope_layer_interval=4, attention_chunk_size=8192, attn_temperature_tuning=True, floor_scale=8192,
+                attn_scale=0.1, use_qk_norm=fields.get(f"{arch}.expert_count") != 128)
+
+
+def t5(path: Path, arch: str, cfg: dict, fields: dict, infos: list) -> None:
+    """T5's encoder config, under T5's own keys, from what llama.cpp's converter writes: the width, the encoder's
+    block count, the head count and width (``attention.key_length``; the value width must be the same), the RMS
+    norm's epsilon, the buckets of the bias by offset (``attention.relative_buckets_count``); the farthest distance
+    of the buckets is not written: llama.cpp takes 128, as T5's configs do. A bias table in a block after the first
+    is UMT5's (each layer its own): read as UMT5."""
+    if any(re.fullmatch(r"enc\.blk\.([1-9]\d*)\.attn_rel_b\.weight", i.name) for i in infos):
+        cfg["model_type"] = "umt5"
+    head = cfg.pop("head_dim", None)
+    value = fields.get(f"{arch}.attention.value_length", head)
+    if head is None or value != head:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.key_length' = {head!r} and "
+                                    f"'{arch}.attention.value_length' = {value!r}: T5's heads need one width, stated")
+    rms, other = cfg.pop("rms_norm_eps", None), cfg.pop("layer_norm_epsilon", None)  # (the converter writes both)
+    eps = other if rms is None else rms
+    cfg.update(d_model=cfg.pop("hidden_size"), num_layers=cfg.pop("num_hidden_layers"),
+               num_heads=cfg.pop("num_attention_heads"), d_kv=head, relative_attention_max_distance=128)
+    cfg.pop("num_key_value_heads", None)
+    if eps is not None:
+        cfg["layer_norm_epsilon"] = eps
+    buckets = fields.get(f"{arch}.attention.relative_buckets_count")
+    if buckets is not None:
+        cfg["relative_attention_num_buckets"] = buckets
+
+
+def modern_bert(path: Path, arch: str, cfg: dict, fields: dict, infos: list) -> None:
+    """ModernBERT's config from what llama.cpp's converter writes and its rules (``modern-bert``): the local
+    layers' window ``sliding_window`` (HF's ``local_attention``: ``|i - j| <= w / 2``, llama.cpp's symmetric
+    window), every ``sliding_window_pattern``-th layer from 0 global (default 3) or one flag per layer (true:
+    local), no local layers without a window; the global layers' rotary base ``rope.freq_base`` (required:
+    llama.cpp would take 10 000 where HF's default is 160 000), the local layers' ``rope.freq_base_swa`` (else the
+    global one, as llama.cpp takes it); biases where the file holds them."""
+    n, heads = cfg["num_hidden_layers"], cfg["num_attention_heads"]
+    for key, same in (("num_key_value_heads", heads), ("head_dim", cfg["hidden_size"] // heads)):
+        if cfg.get(key, same) != same:
+            raise UnsupportedModelError(f"{path}: GGUF metadata gives {key} = {cfg[key]}, not {same}: ModernBERT's "
+                                        "heads are d_model / n_heads wide, one key/value head each")
+        cfg.pop(key, None)
+    if "rope_theta" not in cfg:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.freq_base' is missing: llama.cpp would turn "
+                                    "the global layers at 10000, ModernBERT at its own base (160000 by default)")
+    cfg["global_rope_theta"] = cfg.pop("rope_theta")
+    cfg["local_rope_theta"] = cfg.pop("rope_local_base_freq", cfg["global_rope_theta"])
+    window = cfg.pop("sliding_window", None)
+    pattern = fields.get(f"{arch}.attention.sliding_window_pattern")
+    cfg.pop("sliding_window_pattern", None)
+    cfg.pop("layer_types", None)  # (both read here, as llama.cpp reads them for ModernBERT)
+    if not window:  # llama.cpp: no local layers
+        cfg["layer_types"] = ["full_attention"] * n
+    elif isinstance(pattern, list):
+        if len(pattern) != n:
+            raise LoadError(f"{path}: GGUF metadata '{arch}.attention.sliding_window_pattern' has {len(pattern)} "
+                            f"flags for {n} layers")
+        cfg["layer_types"] = ["sliding_attention" if p else "full_attention" for p in pattern]
+    elif pattern is not None:
+        cfg["global_attn_every_n_layers"] = pattern
+    if window:
+        cfg["local_attention"] = window
+    names = {i.name for i in infos}
+    cfg["norm_bias"] = "token_embd_norm.bias" in names
+    cfg["attention_bias"] = any(name.endswith("attn_qkv.bias") for name in names)
+
+
+def jamba_period(path: Path, arch: str, n_layers: int, ssm_layers: set[int]) -> dict:
+    """Jamba's ``attn_layer_offset`` and ``attn_layer_period`` from the layers that attend (those not in
+    ``ssm_layers``): layer ``i`` attends where ``i % period == offset``, as transformers builds it; a set of
+    attention layers no period and offset give is refused."""
+    layers = [i for i in range(n_layers) if i not in ssm_layers]
+    offset = layers[0] if layers else 0
+    period = layers[1] - layers[0] if len(layers) > 1 else n_layers
+    if not layers or offset >= period or layers != [i for i in range(n_layers) if i % period == offset]:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.head_count_kv' puts attention on layers "
+                                    f"{layers}, which no attn_layer_period and attn_layer_offset give (transformers "
+                                    "builds an attention layer every period-th layer from the offset)")
+    return {"attn_layer_offset": offset, "attn_layer_period": period}
+
+
+def mtp_blocks(path: Path, arch: str, fields: dict) -> int:
+    """How many multi-token-prediction blocks a GLM-4.5 file (``glm4moe``) holds after its last layer
+    (``nextn_predict_layers``, counted in ``block_count``); 0 for other architectures."""
+    if arch != "glm4moe":
+        return 0
+    n = fields.get(f"{arch}.nextn_predict_layers", 0)
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise LoadError(f"{path}: GGUF metadata '{arch}.nextn_predict_layers' = {n!r} is not a count")
+    return n
+
+
+def hybrid_layers(path: Path, arch: str, cfg: dict, fields: dict, counts: list) -> tuple[int, set[int]]:
+    """A hybrid's layers from its per-layer K/V head counts (llama.cpp writes 0 for a Mamba layer):
+    ``cfg`` gets ``layer_types``, the one K/V head count of its attention layers and whether they
+    rotate (``rope.scaling.finetuned``, llama.cpp's flag for it: Bamba's do, Granite 4's do not);
+    returns that count and the Mamba layers."""
+    heads, ssm = kv_heads_per_layer(path, arch, cfg, counts, "a Mamba layer")
+    rotates = fields.get(f"{arch}.rope.scaling.finetuned")
+    if not isinstance(rotates, bool):
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.scaling.finetuned' (llama.cpp's flag for whether "
+                                    "this hybrid's attention rotates) is missing")
+    cfg.update(layer_types=["mamba" if i in ssm else "attention" for i in range(len(counts))],
+               position_embedding_type="rope" if rotates else "nope")
+    return heads, ssm
+
+
+def gemma4(path: Path, arch: str, cfg: dict, fields: dict, infos: list, n_kv) -> int:
+    """Gemma 4's config from what llama.cpp writes (its ``Gemma4Model`` conversion): the sliding
+    layers flagged per layer, their head width ``key_length_swa`` and the global layers'
+    ``key_length``, a K/V head count per layer, the global layers' values from their keys where they
+    have no ``attn_v`` (``attention_k_eq_v``), two rotary bases, layers sharing K/V, per-layer
+    embeddings. The global layers written as a ``per_layer_config``; the rotary map of each layer type
+    over its whole width (``rope_freqs``, which llama.cpp applies to the global layers alone, turns
+    the proportional map's other pairs by nothing: the family divides by it). Returns the local
+    layers' K/V head count."""
+    def need(key: str):
+        v = fields.get(f"{arch}.{key}")
+        if v is None:
+            raise LoadError(f"{path}: GGUF metadata '{arch}.{key}' is missing")
+        return v
+
+    pattern = fields.get(f"{arch}.attention.sliding_window_pattern")
+    if not isinstance(pattern, list) or len(pattern) != cfg["num_hidden_layers"]:
+        raise LoadError(f"{path}: GGUF metadata '{arch}.attention.sliding_window_pattern' = {pattern!r} is not one flag "
+                        f"per layer ({cfg['num_hidden_layers']})")
+    types = cfg["layer_types"] = ["sliding_attention" if p else "full_attention" for p in pattern]
+    local, wide = need("attention.key_length_swa"), need("attention.key_length")
+    counts = n_kv if isinstance(n_kv, list) else [n_kv] * len(types)
+    kv = {t: sorted({k for k, u in zip(counts, types) if u == t}) for t in set(types)}
+    if len(counts) != len(types) or any(len(v) != 1 for v in kv.values()):
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.head_count_kv' = {n_kv!r} is not one K/V "
+                                    f"head count for the sliding layers and one for the global layers ({len(types)})")
+    for key, width in (("rope.dimension_count_swa", local), ("rope.dimension_count", wide)):
+        if fields.get(f"{arch}.{key}", width) != width:
+            raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.{key}' = {fields[f'{arch}.{key}']} differs from "
+                                        f"the head width {width} of those layers: not read")
+    values = {int(m.group(1)) for i in infos if (m := re.match(r"blk\.(\d+)\.attn_v\.weight$", i.name))}
+    full = [i for i, t in enumerate(types) if t == "full_attention"]
+    if values & set(full) and set(full) - values:
+        raise UnsupportedModelError(f"{path}: some global layers have attn_v and some do not; Gemma 4's either all "
+                                    "have their own value projection or take the keys' (attention_k_eq_v)")
+    g = kv.get("full_attention", kv.get("sliding_attention"))[0]
+    cfg.update(head_dim=local, attention_k_eq_v=bool(full) and not values & set(full),
+               num_key_value_heads=kv.get("sliding_attention", [g])[0],
+               per_layer_config={str(i): {"head_dim": wide, "num_key_value_heads": g} for i in full},
+               rope_parameters={"sliding_attention": {"rope_type": "default",
+                                                      "rope_theta": cfg.pop("rope_local_base_freq", 10000.0)},
+                                "full_attention": {"rope_type": "default", "rope_theta": need("rope.freq_base")}})
+    cfg.pop("rope_theta", None)
+    for key, hf in (("attention.shared_kv_layers", "num_kv_shared_layers"),
+                    ("embedding_length_per_layer_input", "hidden_size_per_layer_input")):
+        if fields.get(f"{arch}.{key}") is not None:
+            cfg[hf] = fields[f"{arch}.{key}"]
+    return cfg["num_key_value_heads"]
+
+
+def kv_heads_per_layer(path: Path, arch: str, cfg: dict, counts: list, other: str) -> tuple[int, set[int]]:
+    """A hybrid's one K/V head count (set in ``cfg``) and its layers without attention, from the
+    count per layer llama.cpp writes (0 on ``other``, a layer without attention)."""
+    heads = sorted({k for k in counts if k})
+    if len(counts) != cfg["num_hidden_layers"] or len(heads) != 1 or not all(isinstance(k, int) for k in counts):
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.head_count_kv' = {counts!r} is not one "
+                                    f"K/V head count, or 0 on {other}, per layer ({cfg['num_hidden_layers']})")
+    cfg["num_key_value_heads"] = heads[0]
+    return heads[0], {i for i, k in enumerate(counts) if not k}
