@@ -33,7 +33,7 @@ def test_the_text_model_of_a_clip_folder_is_read_and_runs_alone(tmp_path):
         assert torch.equal(getattr(hw, name), getattr(ref, name)), name
     base = getattr(text, "text_model", text)
     torch.testing.assert_close(hw.W_pos, base.embeddings.position_embedding.weight.detach().T, atol=0, rtol=0)
-    assert any("the language model of a clip model" in n and "vision not read" in n for n in hw.meta.notes)
+    assert any("the text encoder of a clip model" in n and "vision not read" in n for n in hw.meta.notes)
     runner = runner_for(tmp_path, progress=False)
     assert runner.n_ctx == 24  # (its position table's length: no longer sequence runs)
     tr = runner.trace(random_ids(seq=24))

@@ -94,7 +94,8 @@ def language_model(config: dict, where: str) -> tuple[dict, str | None]:
     whose = "its thinker's text_config" if in_thinker else "its text_config"
     whence = (f"its settings kept at the top of the config, read as transformers builds its text_config, {kind}" if flat
               else f"{whose}, {kind}, completed with transformers' defaults")
-    return full, f"the language model of a {outer} model ({whence}): {', '.join(others) or 'its other parts'} not read"
+    part = family_for(inner, where).part  # (a dual encoder's text tower: its text encoder)
+    return full, f"the {part} of a {outer} model ({whence}): {', '.join(others) or 'its other parts'} not read"
 
 
 def _sub_config(outer: object, key: str, kind: object):
