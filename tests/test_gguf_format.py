@@ -1742,6 +1742,49 @@ def test_a_jamba_gguf_reads_its_attention_layers_as_the_model_object(tmp_path):
         compscope.load(write("x.gguf", [0, 2, 2, 0]))
 
 
+def test_a_falcon_h1_gguf_reads_its_multipliers_folded_as_the_model_object(tmp_path):
+    """Falcon-H1 as llama.cpp's converter writes it (``falcon-h1``: gguf-py's names, rows as HF's, the muP
+    multipliers folded into the tensors where they act and not stored, the final norm as ``output_norm``): the
+    heads, norms and frequencies of the model object, whose family folds the same multipliers from its config.
+    Weights only (transformers' GGUF reader does not read it). A stated logit scale is refused by key."""
+    from gguf.constants import MODEL_ARCH
+
+    from hf_tiny import BY_ID, build
+
+    if not hasattr(MODEL_ARCH, "FALCON_H1"):
+        pytest.skip("this gguf package names no Falcon-H1 tensors")
+    model = build(BY_ID["falcon-h1-parallel-mamba-multipliers"], attention_bias=False)  # (llama.cpp adds no bias)
+    cfg = model.config
+    a, k, m = cfg.attention_in_multiplier, cfg.key_multiplier, cfg.attention_out_multiplier
+    assert len({a, k, m, cfg.embedding_multiplier, cfg.lm_head_multiplier, 1.0}) == 6  # (each one seen)
+    folded = {"q_proj.weight": a, "k_proj.weight": k * a, "v_proj.weight": a, "o_proj.weight": m,
+              "embed_tokens.weight": cfg.embedding_multiplier, "lm_head.weight": cfg.lm_head_multiplier}
+    sd = {key: t * next((f for end, f in folded.items() if key.endswith(end)), 1.0)
+          for key, t in _numpy_state(model).items()}
+
+    def write(name, **extra):
+        w = _writer(tmp_path / name, "falcon-h1")
+        _metadata(w, embedding_length=cfg.hidden_size, feed_forward_length=cfg.intermediate_size,
+                  head_count=cfg.num_attention_heads, head_count_kv=cfg.num_key_value_heads, vocab_size=cfg.vocab_size,
+                  key_length=cfg.head_dim, value_length=cfg.head_dim, layer_norm_rms_eps=cfg.rms_norm_eps,
+                  rope_freq_base=2000.0, ssm_conv_kernel=4, ssm_inner_size=cfg.mamba_d_ssm, ssm_state_size=8,
+                  ssm_group_count=1, **extra)
+        _add_by_gguf_names(w, sd, MODEL_ARCH.FALCON_H1, 2, unnamed_ok=True)  # (the MLP's norm: not the attention's)
+        _finish(w)
+        return tmp_path / name
+
+    ours, ref = compscope.load(write("f.gguf")), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "falcon_h1" and ours.n_layers == ref.n_layers == 2
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        torch.testing.assert_close(getattr(ours, name), getattr(ref, name), rtol=1e-6, atol=0, msg=name)
+    for x, y in [(ours.attn_norm, ref.attn_norm), (ours.final_norm, ref.final_norm)]:
+        assert torch.equal(x.weight, y.weight) and x.eps == pytest.approx(y.eps, rel=1e-6)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+    assert any(n.startswith("the muP multipliers folded into the tensors by llama.cpp's converter") for n in ours.meta.notes)
+    with pytest.raises(compscope.UnsupportedModelError, match=r"x\.gguf: GGUF metadata 'falcon-h1\.attention\.scale' "):
+        compscope.load(write("x.gguf", attention_scale=0.5))
+
+
 def test_an_arcee_gguf_matches_the_model_object(tmp_path):
     """Arcee's AFM as llama.cpp's converter writes it (a Llama: q/k rows permuted, YaRN where the config has it):
     the model object's heads and frequencies. transformers' GGUF reader does not read it: weights only."""

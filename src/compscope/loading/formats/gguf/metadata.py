@@ -85,6 +85,8 @@ ARCHS = {
     # attention-output norm as post_attention_norm (LAYOUTS), q/k/v biases from the tensors
     "jamba": ("jamba", False, False),  # Jamba: its attention layers from the per-layer K/V head counts (0 on a Mamba
     # layer), no positions; the final norm as final_layernorm (LAYOUTS)
+    "falcon-h1": ("falcon_h1", False, False),  # Falcon-H1: Llama's names, rows as HF's (rotate-half), the muP
+    # multipliers folded into the tensors by the converter (rules.falcon_h1); the final norm as final_layernorm
     "exaone": ("exaone", False, False),  # EXAONE 3.0 and 3.5: Llama's layers, rows as HF's (the converter permutes
     # none), Llama 3's scaling as rope_freqs
     "exaone4": ("exaone4", False, False),  # EXAONE 4.0: rows as HF's, no norm before the attention, one after it,
@@ -132,7 +134,7 @@ class Shape:
     """What reading the tensors of a file needs beside its config: its architecture, head counts and width,
     the prediction blocks after its last layer (``mtp``), the layers without attention (``ssm_layers``: a
     hybrid's), whether llama.cpp permuted the rows of ``W_Q`` and ``W_K`` (``permuted``) and stores norm gains
-    as ``1 + w`` (``one_plus``)."""
+    as ``1 + w`` (``one_plus``), and what the notes say of the file's own rules (``notes``)."""
 
     arch: str
     n_heads: int
@@ -142,6 +144,7 @@ class Shape:
     ssm_layers: frozenset[int]
     permuted: bool
     one_plus: bool
+    notes: tuple[str, ...] = ()  # what the checkpoint's notes say of this file beside the generic ones
 
 
 def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple[dict, Shape]:
@@ -271,6 +274,7 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         cfg.update(rules.llama4(fields, arch))
     if arch in ("t5", "t5encoder"):
         rules.t5(path, arch, cfg, fields, infos)
+    notes = (rules.falcon_h1(path, arch, fields),) if arch == "falcon-h1" else ()
     if arch == "command-r":  # Command R+'s per-head QK LayerNorms, there when their stacked gains are
         cfg["use_qk_norm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)
     if "vocab_size" not in cfg:
@@ -281,4 +285,4 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         two_norms = any(i.name.endswith("attn_norm_2.weight") for i in infos)
         cfg.update(new_decoder_architecture=True, num_kv_heads=n_kv, num_ln_in_parallel_attn=2 if two_norms else 1,
                    parallel_attn=True)  # llama.cpp runs every Falcon block in parallel
-    return cfg, Shape(arch, n_heads, n_kv, head_dim, mtp, frozenset(ssm_layers), permuted, one_plus)
+    return cfg, Shape(arch, n_heads, n_kv, head_dim, mtp, frozenset(ssm_layers), permuted, one_plus, notes)

@@ -1,5 +1,5 @@
 """llama.cpp's rules for the architectures whose config is more than renamed metadata keys (T5, ModernBERT,
-Llama 4, Gemma 4, the hybrids' per-layer K/V head counts, GLM-4.5's prediction blocks): what it stores, and
+Llama 4, Gemma 4, Falcon-H1, the hybrids' per-layer K/V head counts, GLM-4.5's prediction blocks): what it stores, and
 what it takes without storing, written into the HF config the family reads."""
 
 from __future__ import annotations
@@ -180,3 +180,18 @@ def kv_heads_per_layer(path: Path, arch: str, cfg: dict, counts: list, other: st
                                     f"K/V head count, or 0 on {other}, per layer ({cfg['num_hidden_layers']})")
     cfg["num_key_value_heads"] = heads[0]
     return heads[0], {i for i, k in enumerate(counts) if not k}
+
+
+def falcon_h1(path: Path, arch: str, fields: dict) -> str:
+    """Falcon-H1 as llama.cpp's converter writes it: its muP multipliers folded into the tensors where they act
+    (``attention_in_multiplier`` into the query, key and value weights, ``key_multiplier`` into the key weights,
+    ``attention_out_multiplier`` into the output weights, ``embedding_multiplier`` into ``token_embd``,
+    ``lm_head_multiplier`` into ``output``), none stored, so that its family reads them as 1; the logit scale
+    ``d_head^-1/2`` (a stated ``attention.scale``, which llama.cpp would take instead, is refused). Returns the
+    note saying so."""
+    if f"{arch}.attention.scale" in fields:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.scale' = {fields[f'{arch}.attention.scale']!r}: "
+                                    "Falcon-H1's logits are scaled by d_head^-1/2, and compscope reads no other scale "
+                                    "for it")
+    return ("the muP multipliers folded into the tensors by llama.cpp's converter (attention_in into W_Q, W_K and "
+            "W_V, key into W_K, attention_out into W_O, embedding into W_E, lm_head into W_U): read as 1")

@@ -89,7 +89,7 @@ def checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkpo
             dtypes[hf] = type_name
     split = SHARD_NAME.match(path.name) if len(files) > 1 else None
     name = fields.get("general.name") or (split["stem"] if split else path.stem)
-    notes = ["dequantised from GGUF to float32"]
+    notes = ["dequantised from GGUF to float32", *shape.notes]
     if mtp:
         notes.append(f"the {mtp} multi-token-prediction block(s) after the last layer (blk.{cfg['num_hidden_layers']}"
                      "...) not read: they draft tokens beside the model and write to no residual the heads read")
