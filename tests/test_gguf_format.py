@@ -1785,6 +1785,47 @@ def test_a_falcon_h1_gguf_reads_its_multipliers_folded_as_the_model_object(tmp_p
         compscope.load(write("x.gguf", attention_scale=0.5))
 
 
+def test_an_afmoe_gguf_reads_by_llama_cpps_rules_as_the_model_object(tmp_path):
+    """Arcee's AFMoE as llama.cpp writes it (``afmoe``: gguf-py's names, rows as HF's, the output gate as
+    ``attn_gate``, QK norms, the norm on the attention output) and runs it (none of it stored but the window: every
+    fourth layer global without rotary, the embeddings times sqrt(d_model)): the heads, gates, norms and windows of
+    the model object built with those settings. Without a window llama.cpp attends over the whole sequence on every
+    layer and leaves every fourth unrotated, which no AFMoE config gives: refused by key. Weights only
+    (transformers' GGUF reader does not read it)."""
+    from gguf.constants import MODEL_ARCH
+
+    from hf_tiny import BY_ID, build
+
+    if not hasattr(MODEL_ARCH, "AFMOE"):
+        pytest.skip("this gguf package names no AFMoE tensors")
+    model = build(BY_ID["afmoe-gated-nope-global"])  # (window 3, layer 3 global, mup on: as llama.cpp runs it)
+    cfg = model.config
+    def write(name, window):
+        w = _writer(tmp_path / name, "afmoe")
+        _metadata(w, block_count=4, embedding_length=cfg.hidden_size, head_count=cfg.num_attention_heads,
+                  head_count_kv=cfg.num_key_value_heads, vocab_size=cfg.vocab_size, key_length=cfg.head_dim,
+                  value_length=cfg.head_dim, layer_norm_rms_eps=cfg.rms_norm_eps, rope_freq_base=10000.0,
+                  sliding_window=window, leading_dense_block_count=1, expert_shared_count=1)
+        _add_by_gguf_names(w, _numpy_state(model), MODEL_ARCH.AFMOE, 4, unnamed_ok=True)  # (the experts: MLP)
+        _finish(w)
+        return tmp_path / name
+
+    ours, ref = compscope.load(write("a.gguf", 3)), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "afmoe"
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_G", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for x, y in [*zip(ours.qk_norm, ref.qk_norm), (ours.attn_out_norm, ref.attn_out_norm)]:
+        assert torch.equal(x.weight, y.weight) and x.eps == pytest.approx(y.eps, rel=1e-6)
+    assert ours.sliding_window == ref.sliding_window == (3, 3, 3, None)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+    assert [bool(f.any()) for f in ours.rotary.inv_freq] == [True, True, True, False]
+    assert any(n.startswith("llama.cpp's rules for AFMoE") for n in ours.meta.notes)
+    for window in (None, 0):
+        with pytest.raises(compscope.UnsupportedModelError, match=r"x\.gguf: no GGUF metadata "
+                                                                  r"'afmoe\.attention\.sliding_window' \(or 0\)"):
+            compscope.load(write("x.gguf", window))
+
+
 def test_an_arcee_gguf_matches_the_model_object(tmp_path):
     """Arcee's AFM as llama.cpp's converter writes it (a Llama: q/k rows permuted, YaRN where the config has it):
     the model object's heads and frequencies. transformers' GGUF reader does not read it: weights only."""

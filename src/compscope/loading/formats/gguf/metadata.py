@@ -85,6 +85,8 @@ ARCHS = {
     # attention-output norm as post_attention_norm (LAYOUTS), q/k/v biases from the tensors
     "jamba": ("jamba", False, False),  # Jamba: its attention layers from the per-layer K/V head counts (0 on a Mamba
     # layer), no positions; the final norm as final_layernorm (LAYOUTS)
+    "afmoe": ("afmoe", False, False),  # Arcee's AFMoE (Trinity): rows as HF's (rotate-half), its gate as attn_gate
+    # (LAYOUTS); llama.cpp's rules (rules.afmoe): every fourth layer global and unrotated, the embeddings scaled
     "falcon-h1": ("falcon_h1", False, False),  # Falcon-H1: Llama's names, rows as HF's (rotate-half), the muP
     # multipliers folded into the tensors by the converter (rules.falcon_h1); the final norm as final_layernorm
     "exaone": ("exaone", False, False),  # EXAONE 3.0 and 3.5: Llama's layers, rows as HF's (the converter permutes
@@ -275,6 +277,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
     if arch in ("t5", "t5encoder"):
         rules.t5(path, arch, cfg, fields, infos)
     notes = (rules.falcon_h1(path, arch, fields),) if arch == "falcon-h1" else ()
+    if arch == "afmoe":
+        notes = (rules.afmoe(path, arch, cfg),)
     if arch == "command-r":  # Command R+'s per-head QK LayerNorms, there when their stacked gains are
         cfg["use_qk_norm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)
     if "vocab_size" not in cfg:

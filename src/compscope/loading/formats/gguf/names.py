@@ -184,6 +184,8 @@ LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn.
             **dict.fromkeys(("jamba", "falcon-h1"), (
                 _BLOCK, "model.layers.{i}.", {**_TOP, "output_norm.weight": "model.final_layernorm.weight"}, (),
                 ((), None))),
+            "afmoe": ({**_BLOCK, "attn_gate.weight": "self_attn.gate_proj.weight"}, "model.layers.{i}.", _TOP, (),
+                      ((), None)),
             "gemma4": ({**_BLOCK, "layer_output_scale.weight": "layer_scalar"}, "model.layers.{i}.", _TOP, (), ((), None)),
             "falcon": (falcon_block(two_norms=False), "transformer.h.{i}.", _FALCON_TOP, (),
                        (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _falcon_grouped))}

@@ -1,5 +1,5 @@
 """llama.cpp's rules for the architectures whose config is more than renamed metadata keys (T5, ModernBERT,
-Llama 4, Gemma 4, Falcon-H1, the hybrids' per-layer K/V head counts, GLM-4.5's prediction blocks): what it stores, and
+Llama 4, Gemma 4, Falcon-H1, AFMoE, the hybrids' per-layer K/V head counts, GLM-4.5's prediction blocks): what it stores, and
 what it takes without storing, written into the HF config the family reads."""
 
 from __future__ import annotations
@@ -195,3 +195,20 @@ def falcon_h1(path: Path, arch: str, fields: dict) -> str:
                                     "for it")
     return ("the muP multipliers folded into the tensors by llama.cpp's converter (attention_in into W_Q, W_K and "
             "W_V, key into W_K, attention_out into W_O, embedding into W_E, lm_head into W_U): read as 1")
+
+
+def afmoe(path: Path, arch: str, cfg: dict) -> str:
+    """Arcee's AFMoE as llama.cpp runs a file of it, none of it stored but the window: every fourth layer global
+    and without rotary, the others within ``attention.sliding_window`` and rotated (HF's
+    ``global_attn_every_n_layers`` 4), and the embeddings times ``sqrt(d_model)`` (``mup_enabled``, whatever the
+    model was converted from). Into ``cfg``; returns the note saying so. Without a window (none stated, or 0)
+    llama.cpp attends over the whole sequence on every layer and still leaves every fourth unrotated, which no
+    AFMoE config gives: refused."""
+    if not cfg.get("sliding_window"):
+        raise UnsupportedModelError(f"{path}: no GGUF metadata '{arch}.attention.sliding_window' (or 0): llama.cpp "
+                                    "then runs every layer of an AFMoE file over the whole sequence and every fourth "
+                                    "without rotary, which no AFMoE config gives (its unrotated layers are its global "
+                                    "ones)")
+    cfg.update(global_attn_every_n_layers=4, mup_enabled=True)
+    return ("llama.cpp's rules for AFMoE, none stored: every fourth layer global without rotary, the embeddings "
+            "times sqrt(d_model)")
