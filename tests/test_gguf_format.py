@@ -1826,6 +1826,55 @@ def test_an_afmoe_gguf_reads_by_llama_cpps_rules_as_the_model_object(tmp_path):
             compscope.load(write("x.gguf", window))
 
 
+QWEN_NEXT = [("qwen3.5-gated-attention-deltanet", "qwen35", "QWEN35"),
+             ("qwen3-next-gated-moe-interval", "qwen3next", "QWEN3NEXT")]
+
+
+@pytest.mark.parametrize("variant_id, arch, tensors", QWEN_NEXT, ids=[q[1] for q in QWEN_NEXT])
+def test_a_qwen3_next_or_qwen3_5_gguf_reads_its_attention_layers_as_the_model_object(tmp_path, variant_id, arch,
+                                                                                      tensors):
+    """Qwen3.5 and Qwen3-Next as llama.cpp's converter writes them (gguf-py's names, rows as HF's with each head's
+    query and gate rows in ``attn_q``, every norm but the DeltaNet's stored as 1 + w, a quarter or half of each head
+    rotated, attention every ``full_attention_interval``-th layer, Qwen3.5's rotary sections; the DeltaNet layers'
+    ``attn_qkv`` and ``attn_gate`` not read; a Qwen3.5 multi-token-prediction block after the last layer left out):
+    the attention layers' heads, gates and norms are the model object's. Weights only."""
+    from gguf.constants import MODEL_ARCH
+
+    from hf_tiny import BY_ID, build
+
+    if not hasattr(MODEL_ARCH, tensors):
+        pytest.skip(f"this gguf package names no {arch} tensors")
+    model = build(BY_ID[variant_id])  # (attention on layers 1 and 3 of 4)
+    cfg = model.config
+    rotated = int(cfg.head_dim * cfg.rope_parameters["partial_rotary_factor"])
+    sd = {k: t + 1.0 if k.endswith("norm.weight") and not k.endswith("linear_attn.norm.weight") else t
+          for k, t in _numpy_state(model).items()}
+    mtp = 1 if arch == "qwen35" else 0
+    if mtp:  # (a prediction block after the last layer: full attention and its own tensors)
+        sd.update({k.replace("layers.3.", "layers.4."): t for k, t in sd.items() if ".layers.3.self_attn." in k})
+    w = _writer(tmp_path / "q.gguf", arch)
+    _metadata(w, block_count=4 + mtp, embedding_length=cfg.hidden_size, head_count=cfg.num_attention_heads,
+              head_count_kv=cfg.num_key_value_heads, vocab_size=cfg.vocab_size, key_length=cfg.head_dim,
+              value_length=cfg.head_dim, layer_norm_rms_eps=cfg.rms_norm_eps,
+              rope_freq_base=cfg.rope_parameters["rope_theta"], rope_dimension_count=rotated,
+              full_attention_interval=2, **({"rope_dimension_sections": [rotated // 2, 0, 0, 0],
+                                              "nextn_predict_layers": mtp} if mtp else {}))
+    _add_by_gguf_names(w, sd, getattr(MODEL_ARCH, tensors), 4 + mtp, unnamed_ok=True)  # (the experts: MLP)
+    if mtp:
+        w.add_tensor("blk.4.nextn.eh_proj.weight", np.zeros((cfg.hidden_size, 2 * cfg.hidden_size), np.float32))
+    _finish(w)
+    ours, ref = compscope.load(tmp_path / "q.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "qwen3_5" and ours.n_layers == ref.n_layers == 2
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_G", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for x, y in [(ours.attn_norm, ref.attn_norm), (ours.final_norm, ref.final_norm), *zip(ours.qk_norm, ref.qk_norm)]:
+        torch.testing.assert_close(x.weight, y.weight, rtol=0, atol=1e-6)
+        assert x.offset == y.offset == 1.0 and x.eps == pytest.approx(y.eps, rel=1e-6)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+    assert "attention on 2 of the model's 4 layers (1, 3" in " ".join(ours.meta.notes)
+    assert bool(mtp) == any("multi-token-prediction block" in n for n in ours.meta.notes)
+
+
 def test_an_arcee_gguf_matches_the_model_object(tmp_path):
     """Arcee's AFM as llama.cpp's converter writes it (a Llama: q/k rows permuted, YaRN where the config has it):
     the model object's heads and frequencies. transformers' GGUF reader does not read it: weights only."""

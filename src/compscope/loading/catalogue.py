@@ -160,9 +160,8 @@ def why_not(model_type: object) -> str | None:
 
 #: GGUF architectures of models compscope reads from their HuggingFace folders, whose GGUF layout it does not map
 GGUF_LAYOUT_NOT_READ: dict[str, str] = {
-    **dict.fromkeys(("qwen3next", "qwen35", "qwen35moe"), (
-        "Qwen3-Next and Qwen3.5 are read from their HuggingFace folders; llama.cpp's layout of their gated attention "
-        "and DeltaNet layers is not mapped")),
+    "chameleon": ("Chameleon is read from its HuggingFace folder; llama.cpp's layout of it (its per-head QK "
+                  "LayerNorms beside rows permuted for rotary) is not mapped"),
 }
 
 

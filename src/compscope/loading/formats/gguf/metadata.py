@@ -87,6 +87,10 @@ ARCHS = {
     # layer), no positions; the final norm as final_layernorm (LAYOUTS)
     "afmoe": ("afmoe", False, False),  # Arcee's AFMoE (Trinity): rows as HF's (rotate-half), its gate as attn_gate
     # (LAYOUTS); llama.cpp's rules (rules.afmoe): every fourth layer global and unrotated, the embeddings scaled
+    "qwen3next": ("qwen3_next", False, True),  # Qwen3-Next: rows as HF's (q_proj's per-head [query | gate] kept), every
+    "qwen35": ("qwen3_5_text", False, True),  # RMSNorm stored as 1 + w; its attention layers (rules.qwen_next_layers)
+    "qwen35moe": ("qwen3_5_moe_text", False, True),  # among gated DeltaNet layers; Qwen3.5's multi-token prediction
+    # blocks after its last layer left out
     "falcon-h1": ("falcon_h1", False, False),  # Falcon-H1: Llama's names, rows as HF's (rotate-half), the muP
     # multipliers folded into the tensors by the converter (rules.falcon_h1); the final norm as final_layernorm
     "exaone": ("exaone", False, False),  # EXAONE 3.0 and 3.5: Llama's layers, rows as HF's (the converter permutes
@@ -102,7 +106,8 @@ ARCHS = {
 }
 
 #: the architectures with multimodal rotary sections (``rope.dimension_sections``), and whose they are
-_MROPE = {"qwen2vl": "Qwen2-VL", "qwen3vl": "Qwen3-VL", "qwen3vlmoe": "Qwen3-VL"}
+_MROPE = {"qwen2vl": "Qwen2-VL", "qwen3vl": "Qwen3-VL", "qwen3vlmoe": "Qwen3-VL", "qwen35": "Qwen3.5",
+          "qwen35moe": "Qwen3.5"}
 
 #: architectures whose bias switches (HF config keys) the metadata does not state: each on where the file holds
 #: that tensor in some layer
@@ -114,6 +119,7 @@ _BIAS_SWITCHES = {"seed_oss": {"attention_bias": "attn_q.bias", "attention_out_b
 _ENCODERS = ("bert", "nomic-bert", "eurobert", "modern-bert", "jina-bert-v3", "t5", "t5encoder")
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
 _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid", "nemotron",  # (granitehybrid: Bamba's half)
+                   "qwen3next", "qwen35", "qwen35moe",  # (a quarter of each head)
                    "minimax-m2", "phi3", "glm4", "glm4moe"}  # (phi3: Phi-4-mini's three quarters; GLM's: half)
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
 _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
@@ -184,6 +190,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
     if arch == "jamba" and isinstance(n_kv, list):  # 0 on the Mamba layers: an attention layer every period-th
         n_kv, ssm_layers = rules.kv_heads_per_layer(path, arch, cfg, n_kv, "a Mamba layer")
         cfg.update(rules.jamba_period(path, arch, cfg["num_hidden_layers"], ssm_layers))
+    if arch in ("qwen3next", "qwen35", "qwen35moe"):  # attention every full_attention_interval-th layer
+        n_kv, ssm_layers = rules.qwen_next_layers(path, arch, cfg, fields, n_kv)
     if arch in ("lfm2", "lfm2moe") and isinstance(n_kv, list):  # 0 on the convolution layers
         n_kv, ssm_layers = rules.kv_heads_per_layer(path, arch, cfg, n_kv, "a convolution layer")
         cfg["layer_types"] = ["conv" if i in ssm_layers else "full_attention" for i in range(cfg["num_hidden_layers"])]

@@ -212,7 +212,8 @@ def layout(arch: str, infos: list) -> tuple:
     names not in the attention)`` of architecture ``arch``, whose file holds tensors ``infos``."""
     block_names, block_prefix, top_names, transposed, regrouping = LAYOUTS.get(arch, LLAMA_LAYOUT)
     not_attention: tuple[str, ...] = ()
-    if arch == "gpt-oss":  # its post-attention norm is the MLP's input norm: not in the attention
+    if arch in ("gpt-oss", "qwen3next", "qwen35", "qwen35moe"):  # its post-attention norm is the MLP's input norm:
+        # not in the attention
         not_attention = ("post_attention_norm.weight",)
     # post-LN: the LayerNorm after the attention acts on the residual, not inside the attention
     if arch in ("bert", "nomic-bert", "jina-bert-v3"):

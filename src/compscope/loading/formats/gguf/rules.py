@@ -1,5 +1,5 @@
 """llama.cpp's rules for the architectures whose config is more than renamed metadata keys (T5, ModernBERT,
-Llama 4, Gemma 4, Falcon-H1, AFMoE, the hybrids' per-layer K/V head counts, GLM-4.5's prediction blocks): what it stores, and
+Llama 4, Gemma 4, Falcon-H1, AFMoE, Qwen3-Next and Qwen3.5, the hybrids' per-layer K/V head counts, GLM-4.5's prediction blocks): what it stores, and
 what it takes without storing, written into the HF config the family reads."""
 
 from __future__ import annotations
@@ -96,9 +96,9 @@ def jamba_period(path: Path, arch: str, n_layers: int, ssm_layers: set[int]) -> 
 
 
 def mtp_blocks(path: Path, arch: str, fields: dict) -> int:
-    """How many multi-token-prediction blocks a GLM-4.5 file (``glm4moe``) holds after its last layer
+    """How many multi-token-prediction blocks a GLM-4.5 or Qwen3.5 file holds after its last layer
     (``nextn_predict_layers``, counted in ``block_count``); 0 for other architectures."""
-    if arch != "glm4moe":
+    if arch not in ("glm4moe", "qwen3next", "qwen35", "qwen35moe"):
         return 0
     n = fields.get(f"{arch}.nextn_predict_layers", 0)
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
@@ -212,3 +212,28 @@ def afmoe(path: Path, arch: str, cfg: dict) -> str:
     cfg.update(global_attn_every_n_layers=4, mup_enabled=True)
     return ("llama.cpp's rules for AFMoE, none stored: every fourth layer global without rotary, the embeddings "
             "times sqrt(d_model)")
+
+
+def qwen_next_layers(path: Path, arch: str, cfg: dict, fields: dict, n_kv) -> tuple[int, set[int]]:
+    """Qwen3-Next's and Qwen3.5's attention layers among their gated DeltaNet layers, as llama.cpp finds them: a
+    K/V head count per layer where the file writes one (0 on a DeltaNet layer), else the flags
+    ``attention.recurrent_layers`` (true: DeltaNet), else every ``full_attention_interval``-th layer attends (4 where
+    it is not stated); the multi-token-prediction blocks after the last layer are not counted. ``cfg`` gets
+    ``layer_types``; returns the one K/V head count and the DeltaNet layers."""
+    n = cfg["num_hidden_layers"]
+    if isinstance(n_kv, list):
+        n_kv, ssm = kv_heads_per_layer(path, arch, cfg, n_kv[:n], "a DeltaNet layer")
+    elif (flags := fields.get(f"{arch}.attention.recurrent_layers")) is not None:
+        if not isinstance(flags, list) or len(flags) < n or not all(isinstance(f, bool) for f in flags):
+            raise LoadError(f"{path}: GGUF metadata '{arch}.attention.recurrent_layers' = {flags!r} is not one flag "
+                            f"per layer ({n})")
+        ssm = {i for i in range(n) if flags[i]}
+    else:
+        every = fields.get(f"{arch}.full_attention_interval", 4)
+        if not isinstance(every, int) or isinstance(every, bool) or every <= 0:
+            raise LoadError(f"{path}: GGUF metadata '{arch}.full_attention_interval' = {every!r} is not a count > 0")
+        ssm = {i for i in range(n) if (i + 1) % every}
+    if len(ssm) == n:
+        raise UnsupportedModelError(f"{path}: no layer of this {arch} file attends (every one a DeltaNet layer)")
+    cfg["layer_types"] = ["linear_attention" if i in ssm else "full_attention" for i in range(n)]
+    return n_kv, ssm
