@@ -109,14 +109,18 @@ def _header_only_gguf(folder: Path, arch: str) -> Path:
     return path
 
 
-def test_a_gguf_file_of_a_known_architecture_is_refused_with_its_reason(tmp_path):
-    path = _header_only_gguf(tmp_path, "deepseek2")
+@pytest.mark.parametrize("arch, reason", [("deepseek2", "multi-head latent attention"),
+                                         ("step35", "Step 3.5 and 3.7's language model: its sliding layers have a "
+                                                    "query head count of their own")])
+def test_a_gguf_file_of_a_known_architecture_is_refused_with_its_reason(tmp_path, arch, reason):
+    path = _header_only_gguf(tmp_path, arch)
     with pytest.raises(compscope.UnsupportedModelError) as e:
         compscope.load(path)
-    assert "GGUF architecture 'deepseek2', which compscope does not read: multi-head latent attention" in str(e.value)
+    assert f"GGUF architecture '{arch}', which compscope does not read: {reason}" in str(e.value)
 
 
-@pytest.mark.parametrize("arch, needle", [("chameleon", "Chameleon is read from its HuggingFace folder")])
+@pytest.mark.parametrize("arch, needle", [("phimoe", "reads this model from its HuggingFace folder; llama.cpp's layout"),
+                                         ("nemotron_h", "reads this model from its HuggingFace folder; llama.cpp's layout")])
 def test_a_gguf_file_whose_layout_is_not_mapped_is_refused_with_its_reason(tmp_path, arch, needle):
     """Architectures read from their HuggingFace folders but not from llama.cpp's layout of them."""
     with pytest.raises(compscope.UnsupportedModelError) as e:

@@ -1875,6 +1875,52 @@ def test_a_qwen3_next_or_qwen3_5_gguf_reads_its_attention_layers_as_the_model_ob
     assert bool(mtp) == any("multi-token-prediction block" in n for n in ours.meta.notes)
 
 
+@pytest.mark.parametrize("variant_id", ["chameleon-per-head-qk-layernorm", "chameleon-swin-norm-after"])
+def test_a_chameleon_gguf_matches_the_model_object(tmp_path, variant_id):
+    """Chameleon as llama.cpp's converter writes it (a Llama: q/k rows permuted to adjacent pairs; its per-head QK
+    LayerNorms' gains and biases permuted alike, the first head's repeated for every head, as a released model's
+    heads share them; ``swin_norm`` in the metadata): the model object's heads and QK norms, with the norm after the
+    attention where ``swin_norm`` says so. Weights only."""
+    from gguf.constants import MODEL_ARCH
+
+    from hf_tiny import BY_ID, build
+
+    if not hasattr(MODEL_ARCH, "CHAMELEON"):
+        pytest.skip("this gguf package names no Chameleon tensors")
+    model = build(BY_ID[variant_id], attention_bias=False)  # (a released Chameleon has none)
+    cfg = model.config
+    with torch.no_grad():  # (every head's QK-norm the first head's, as in a released model)
+        for layer in model.model.layers:
+            for norm in (layer.self_attn.q_norm, layer.self_attn.k_norm):
+                for p in (norm.weight, norm.bias):
+                    p.copy_(p[:1].expand_as(p))
+    H_, G_, r = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.hidden_size // cfg.num_attention_heads
+
+    def converted(key, t):
+        if key.endswith(("q_proj.weight", "k_proj.weight")):
+            return llama_cpp_permute(t, H_ if ".q_proj." in key else G_)
+        if key.endswith(("q_norm.weight", "q_norm.bias", "k_norm.weight", "k_norm.bias")):
+            row = t[0].reshape(2, r // 2).T.reshape(-1)  # (its converter's _reverse_hf_permute of the first head)
+            return np.repeat(row[None], t.shape[0], axis=0)
+        return t
+
+    sd = {k: converted(k, t) for k, t in _numpy_state(model).items() if not k.startswith("model.vqmodel.")}
+    w = _writer(tmp_path / "c.gguf", "chameleon")
+    _metadata(w, embedding_length=cfg.hidden_size, head_count=H_, head_count_kv=G_, vocab_size=cfg.vocab_size,
+              layer_norm_rms_eps=cfg.rms_norm_eps, rope_freq_base=10000.0, swin_norm=cfg.swin_norm)
+    _add_by_gguf_names(w, sd, MODEL_ARCH.CHAMELEON, 2)
+    _finish(w)
+    ours, ref = compscope.load(tmp_path / "c.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "chameleon" and ours.norm_placement == ref.norm_placement
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for x, y in zip(ours.qk_norm, ref.qk_norm):
+        assert torch.equal(x.weight, y.weight) and torch.equal(x.bias, y.bias) and x.eps == y.eps
+    for x, y in [(ours.attn_norm, ref.attn_norm), (ours.attn_out_norm, ref.attn_out_norm)]:
+        assert (x is None) == (y is None) and (x is None or torch.equal(x.weight, y.weight))
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+
+
 def test_an_arcee_gguf_matches_the_model_object(tmp_path):
     """Arcee's AFM as llama.cpp's converter writes it (a Llama: q/k rows permuted, YaRN where the config has it):
     the model object's heads and frequencies. transformers' GGUF reader does not read it: weights only."""

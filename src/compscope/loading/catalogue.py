@@ -150,6 +150,8 @@ GGUF_NOT_READ: dict[str, str] = {
     "mamba": "mamba", "mamba2": "mamba2", "rwkv6": "rwkv", "rwkv7": "rwkv",
     "bitnet": "bitnet",
     "dbrx": "dbrx", "deci": "nemotron-nas",
+    "minicpm3": "minicpm3", "mistral4": "mistral4", "kimi-linear": "kimi_linear", "glm-dsa": "glm_moe_dsa",
+    "step35": "step3p5",
 }
 
 
@@ -159,10 +161,9 @@ def why_not(model_type: object) -> str | None:
 
 
 #: GGUF architectures of models compscope reads from their HuggingFace folders, whose GGUF layout it does not map
-GGUF_LAYOUT_NOT_READ: dict[str, str] = {
-    "chameleon": ("Chameleon is read from its HuggingFace folder; llama.cpp's layout of it (its per-head QK "
-                  "LayerNorms beside rows permuted for rotary) is not mapped"),
-}
+GGUF_LAYOUT_NOT_READ: dict[str, str] = dict.fromkeys(
+    ("gptj", "phimoe", "jais2", "exaone-moe", "nemotron_h", "nemotron_h_moe", "paddleocr"),
+    "compscope reads this model from its HuggingFace folder; llama.cpp's layout of it is not mapped")
 
 
 def why_not_gguf(arch: object) -> str | None:

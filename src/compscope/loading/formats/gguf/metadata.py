@@ -91,6 +91,8 @@ ARCHS = {
     "qwen35": ("qwen3_5_text", False, True),  # RMSNorm stored as 1 + w; its attention layers (rules.qwen_next_layers)
     "qwen35moe": ("qwen3_5_moe_text", False, True),  # among gated DeltaNet layers; Qwen3.5's multi-token prediction
     # blocks after its last layer left out
+    "chameleon": ("chameleon", True, False),  # Chameleon: a Llama to llama.cpp (q/k rows permuted), its per-head QK
+    # LayerNorms' gains and biases permuted alike (names.LAYOUTS); swin_norm from the metadata (_ARCH_KEYS)
     "falcon-h1": ("falcon_h1", False, False),  # Falcon-H1: Llama's names, rows as HF's (rotate-half), the muP
     # multipliers folded into the tensors by the converter (rules.falcon_h1); the final norm as final_layernorm
     "exaone": ("exaone", False, False),  # EXAONE 3.0 and 3.5: Llama's layers, rows as HF's (the converter permutes
@@ -134,7 +136,7 @@ _GRANITE_KEYS = {"embedding_scale": "embedding_multiplier", "attention.scale": "
                  "residual_scale": "residual_multiplier", "logit_scale": "logits_scaling"}
 _GRANITE_ARCHS = ("granite", "granitemoe", "granitehybrid")
 _ARCH_KEYS = {**{arch: _GRANITE_KEYS for arch in _GRANITE_ARCHS}, "command-r": {"logit_scale": "logit_scale"},
-              "cohere2": {"logit_scale": "logit_scale"}}
+              "cohere2": {"logit_scale": "logit_scale"}, "chameleon": {"swin_norm": "swin_norm"}}
 
 
 @dataclass(frozen=True)

@@ -184,6 +184,8 @@ LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn.
             **dict.fromkeys(("jamba", "falcon-h1"), (
                 _BLOCK, "model.layers.{i}.", {**_TOP, "output_norm.weight": "model.final_layernorm.weight"}, (),
                 ((), None))),
+            "chameleon": ({**_BLOCK, "attn_q_norm.bias": "self_attn.q_norm.bias", "attn_k_norm.bias": "self_attn.k_norm.bias"},
+                          "model.layers.{i}.", _TOP, (), ((), None)),
             "afmoe": ({**_BLOCK, "attn_gate.weight": "self_attn.gate_proj.weight"}, "model.layers.{i}.", _TOP, (),
                       ((), None)),
             "gemma4": ({**_BLOCK, "layer_output_scale.weight": "layer_scalar"}, "model.layers.{i}.", _TOP, (), ((), None)),

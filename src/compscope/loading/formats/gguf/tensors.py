@@ -59,9 +59,11 @@ def checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkpo
             is_norm = hf.endswith("norm.weight")
             # llama.cpp permutes the rows of q/k weights and biases alike (convert_hf_to_gguf LlamaModel)
             n_rows = n_heads if ".q_proj." in hf else n_kv if ".k_proj." in hf else None
+            # and a per-head QK-norm's gains and biases (heads, d_head) as each head's rows (Chameleon's)
+            per_head_norm = permuted and hf.endswith(tuple(f"{x}_norm.{p}" for x in "qk" for p in ("weight", "bias")))
 
             def load(info=info, buf=buf, file=file, n_rows=n_rows, is_norm=is_norm, type_name=type_name, swap=swap,
-                     rows=rows, regroup=regroup):
+                     rows=rows, regroup=regroup, per_head_norm=per_head_norm):
                 if info.nbytes is None:
                     raise LoadError(
                         f"{file}: tensor '{info.name}' has GGML type {type_name}, unknown to the installed 'gguf' package"
@@ -80,6 +82,8 @@ def checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkpo
                     w = regroup_rows(w, n_heads, n_kv, head_dim)
                 if permuted and n_rows is not None:
                     w = pairs_to_halves(w, n_rows)
+                if per_head_norm and w.ndim == 2:
+                    w = pairs_to_halves(w.reshape(-1), w.shape[0]).reshape(w.shape)
                 if one_plus and is_norm:
                     w = w - 1.0
                 return w.T if swap else w  # a view: the GPT-2 family transposes Conv1D weights back itself
