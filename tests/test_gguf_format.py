@@ -1921,6 +1921,52 @@ def test_a_chameleon_gguf_matches_the_model_object(tmp_path, variant_id):
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
 
 
+@pytest.mark.parametrize("arch", ["nemotron_h", "nemotron_h_moe"])
+def test_a_nemotron_h_gguf_reads_its_attention_blocks_as_the_model_object(tmp_path, arch):
+    """Nemotron-H as llama.cpp's converter writes it (NVIDIA's names under llama.cpp's, q/k rows permuted by its
+    Llama path, a K/V head count and an MLP width per block, 0 where the block has none, the others Mamba blocks):
+    the attention blocks' heads and norms are the model object's. Weights only. A file whose blocks cannot be told
+    apart (one K/V head count for all) is refused by key."""
+    from gguf.constants import MODEL_ARCH
+
+    from hf_tiny import BY_ID, build
+
+    if not hasattr(MODEL_ARCH, arch.upper()):
+        pytest.skip(f"this gguf package names no {arch} tensors")
+    model = build(BY_ID["nemotron-h-mamba-attention-mlp"])  # (blocks: Mamba, attention, MLP, attention, Mamba)
+    cfg = model.config
+    kinds = ["mamba", "attention", "mlp", "attention", "mamba"]
+    sd = {}
+    for key, t in _numpy_state(model).items():
+        key = "backbone." + key.split(".", 1)[1] if key.startswith(("model.", "backbone.")) else key  # (NVIDIA's names)
+        if key.endswith(("mixer.q_proj.weight", "mixer.k_proj.weight")):
+            t = llama_cpp_permute(t, cfg.num_attention_heads if ".q_proj." in key else cfg.num_key_value_heads)
+        sd[key] = t
+
+    def write(name, kv):
+        w = _writer(tmp_path / name, arch)
+        _metadata(w, block_count=5, embedding_length=cfg.hidden_size, head_count=cfg.num_attention_heads,
+                  head_count_kv=kv, vocab_size=cfg.vocab_size, key_length=cfg.head_dim, value_length=cfg.head_dim,
+                  layer_norm_rms_eps=cfg.layer_norm_epsilon,
+                  feed_forward_length=[cfg.intermediate_size if k == "mlp" else 0 for k in kinds])
+        _add_by_gguf_names(w, sd, getattr(MODEL_ARCH, arch.upper()), 5, unnamed_ok=True)  # (the Mamba parts' own)
+        _finish(w)
+        return tmp_path / name
+
+    kv = [cfg.num_key_value_heads if k == "attention" else 0 for k in kinds]
+    ours, ref = compscope.load(write("n.gguf", kv)), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "nemotron_h" and ours.n_layers == ref.n_layers == 2
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for x, y in [(ours.attn_norm, ref.attn_norm), (ours.final_norm, ref.final_norm)]:
+        assert torch.equal(x.weight, y.weight) and x.eps == pytest.approx(y.eps, rel=1e-6)
+    assert not ours.rotary.inv_freq.any() and not ref.rotary.inv_freq.any()  # (no positions)
+    assert "attention on 2 of the model's 5" in " ".join(ours.meta.notes)
+    with pytest.raises(compscope.UnsupportedModelError, match=rf"x\.gguf: GGUF metadata '{arch}\.attention\."
+                                                              r"head_count_kv' and"):
+        compscope.load(write("x.gguf", cfg.num_key_value_heads))
+
+
 def test_an_arcee_gguf_matches_the_model_object(tmp_path):
     """Arcee's AFM as llama.cpp's converter writes it (a Llama: q/k rows permuted, YaRN where the config has it):
     the model object's heads and frequencies. transformers' GGUF reader does not read it: weights only."""

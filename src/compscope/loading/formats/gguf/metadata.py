@@ -93,6 +93,8 @@ ARCHS = {
     # blocks after its last layer left out
     "chameleon": ("chameleon", True, False),  # Chameleon: a Llama to llama.cpp (q/k rows permuted), its per-head QK
     # LayerNorms' gains and biases permuted alike (names.LAYOUTS); swin_norm from the metadata (_ARCH_KEYS)
+    "nemotron_h": ("nemotron_h", True, False),  # Nemotron-H and Nemotron 3 Nano: a block per mixer (rules.nemotron_h),
+    "nemotron_h_moe": ("nemotron_h", True, False),  # q/k rows permuted (its converter's Llama path), no positions
     "falcon-h1": ("falcon_h1", False, False),  # Falcon-H1: Llama's names, rows as HF's (rotate-half), the muP
     # multipliers folded into the tensors by the converter (rules.falcon_h1); the final norm as final_layernorm
     "exaone": ("exaone", False, False),  # EXAONE 3.0 and 3.5: Llama's layers, rows as HF's (the converter permutes
@@ -130,7 +132,8 @@ _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
                  "modern-bert": {"layer_norm_epsilon": "norm_eps"},
                  "nemotron": {"layer_norm_epsilon": "norm_eps", "rms_norm_eps": "norm_eps"},
                  "lfm2": {"rms_norm_eps": "norm_eps"}, "lfm2moe": {"rms_norm_eps": "norm_eps"},
-                 "starcoder2": {"layer_norm_epsilon": "norm_epsilon"}, "falcon": {"num_key_value_heads": "num_kv_heads"}}
+                 "starcoder2": {"layer_norm_epsilon": "norm_epsilon"}, "falcon": {"num_key_value_heads": "num_kv_heads"},
+                 **dict.fromkeys(("nemotron_h", "nemotron_h_moe"), {"rms_norm_eps": "layer_norm_epsilon"})}
 #: GGUF metadata key (after ``{arch}.``) -> HF config key, read for these architectures only
 _GRANITE_KEYS = {"embedding_scale": "embedding_multiplier", "attention.scale": "attention_multiplier",
                  "residual_scale": "residual_multiplier", "logit_scale": "logits_scaling"}
@@ -192,6 +195,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
     if arch == "jamba" and isinstance(n_kv, list):  # 0 on the Mamba layers: an attention layer every period-th
         n_kv, ssm_layers = rules.kv_heads_per_layer(path, arch, cfg, n_kv, "a Mamba layer")
         cfg.update(rules.jamba_period(path, arch, cfg["num_hidden_layers"], ssm_layers))
+    if arch in ("nemotron_h", "nemotron_h_moe"):  # the blocks' kinds from the per-block head and MLP widths
+        n_heads, n_kv, ssm_layers = rules.nemotron_h(path, arch, cfg, fields, n_heads, n_kv)
     if arch in ("qwen3next", "qwen35", "qwen35moe"):  # attention every full_attention_interval-th layer
         n_kv, ssm_layers = rules.qwen_next_layers(path, arch, cfg, fields, n_kv)
     if arch in ("lfm2", "lfm2moe") and isinstance(n_kv, list):  # 0 on the convolution layers

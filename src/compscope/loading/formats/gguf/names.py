@@ -159,6 +159,13 @@ _LFM2_TOP = {"token_embd.weight": "model.embed_tokens.weight", "token_embd_norm.
              "output.weight": "lm_head.weight"}
 
 
+#: Nemotron-H files map back to NVIDIA's names (its family reads them): one norm before each block's mixer
+_NEMOTRON_H_BLOCK = {"attn_norm.weight": "norm.weight",
+                     **{f"attn_{x}.weight": f"mixer.{x}_proj.weight" for x in "qkv"},
+                     "attn_output.weight": "mixer.o_proj.weight"}
+_NEMOTRON_H_TOP = {"token_embd.weight": "backbone.embeddings.weight", "output_norm.weight": "backbone.norm_f.weight",
+                   "output.weight": "lm_head.weight"}
+
 #: architecture -> (block tensor names, block prefix, top-level names, names whose rows and columns
 #: llama.cpp swapped, (fused names whose rows it regrouped, the function that puts them back:
 #: ``(w, H, G, d_head) -> w``)); every other architecture uses the Llama-like names. A block name
@@ -186,6 +193,8 @@ LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn.
                 ((), None))),
             "chameleon": ({**_BLOCK, "attn_q_norm.bias": "self_attn.q_norm.bias", "attn_k_norm.bias": "self_attn.k_norm.bias"},
                           "model.layers.{i}.", _TOP, (), ((), None)),
+            **dict.fromkeys(("nemotron_h", "nemotron_h_moe"), (_NEMOTRON_H_BLOCK, "backbone.layers.{i}.", _NEMOTRON_H_TOP,
+                                                               (), ((), None))),
             "afmoe": ({**_BLOCK, "attn_gate.weight": "self_attn.gate_proj.weight"}, "model.layers.{i}.", _TOP, (),
                       ((), None)),
             "gemma4": ({**_BLOCK, "layer_output_scale.weight": "layer_scalar"}, "model.layers.{i}.", _TOP, (), ((), None)),

@@ -1,5 +1,5 @@
 """llama.cpp's rules for the architectures whose config is more than renamed metadata keys (T5, ModernBERT,
-Llama 4, Gemma 4, Falcon-H1, AFMoE, Qwen3-Next and Qwen3.5, the hybrids' per-layer K/V head counts, GLM-4.5's prediction blocks): what it stores, and
+Llama 4, Gemma 4, Falcon-H1, AFMoE, Qwen3-Next and Qwen3.5, Nemotron-H, the hybrids' per-layer K/V head counts, GLM-4.5's prediction blocks): what it stores, and
 what it takes without storing, written into the HF config the family reads."""
 
 from __future__ import annotations
@@ -96,9 +96,9 @@ def jamba_period(path: Path, arch: str, n_layers: int, ssm_layers: set[int]) -> 
 
 
 def mtp_blocks(path: Path, arch: str, fields: dict) -> int:
-    """How many multi-token-prediction blocks a GLM-4.5 or Qwen3.5 file holds after its last layer
+    """How many multi-token-prediction blocks a GLM-4.5, Qwen3.5 or Nemotron 3 file holds after its last layer
     (``nextn_predict_layers``, counted in ``block_count``); 0 for other architectures."""
-    if arch not in ("glm4moe", "qwen3next", "qwen35", "qwen35moe"):
+    if arch not in ("glm4moe", "qwen3next", "qwen35", "qwen35moe", "nemotron_h_moe"):
         return 0
     n = fields.get(f"{arch}.nextn_predict_layers", 0)
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
@@ -237,3 +237,33 @@ def qwen_next_layers(path: Path, arch: str, cfg: dict, fields: dict, n_kv) -> tu
         raise UnsupportedModelError(f"{path}: no layer of this {arch} file attends (every one a DeltaNet layer)")
     cfg["layer_types"] = ["linear_attention" if i in ssm else "full_attention" for i in range(n)]
     return n_kv, ssm
+
+
+def nemotron_h(path: Path, arch: str, cfg: dict, fields: dict, n_heads, n_kv) -> tuple[int, int, set[int]]:
+    """Nemotron-H's blocks as llama.cpp's converter writes them: a K/V head count per block (0 where its mixer is no
+    attention) and an MLP width per block (0 where it is no MLP, or no mixture of experts in ``nemotron_h_moe``),
+    the others Mamba-2 blocks; the multi-token-prediction block after the last one not counted. ``cfg`` gets the
+    blocks' ``layers_block_type``; returns the one query and one K/V head count of the attention blocks and the
+    blocks that do not attend."""
+    n = cfg["num_hidden_layers"]
+    widths = fields.get(f"{arch}.feed_forward_length")
+    if not isinstance(n_kv, list) or not isinstance(widths, list) or len(n_kv) < n or len(widths) < n:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.head_count_kv' and "
+                                    f"'{arch}.feed_forward_length' must give each of the {n} blocks its K/V heads and "
+                                    "MLP width (0 where it has none), as llama.cpp writes them, to tell its blocks apart")
+    kinds = []
+    for i, (kv, ff) in enumerate(zip(n_kv[:n], widths[:n])):
+        if kv and ff:
+            raise UnsupportedModelError(f"{path}: GGUF metadata gives block {i} both K/V heads ({kv}) and an MLP "
+                                        f"({ff}): a Nemotron-H block holds one mixer")
+        kinds.append("full_attention" if kv else ("moe" if arch == "nemotron_h_moe" else "mlp") if ff
+                     else "linear_attention")
+    attending = [i for i, k in enumerate(kinds) if k == "full_attention"]
+    heads = n_heads if not isinstance(n_heads, list) else sorted({n_heads[i] for i in attending})
+    kv_heads = sorted({n_kv[i] for i in attending})
+    if not attending or len(kv_heads) != 1 or isinstance(heads, list) and len(heads) != 1:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.head_count' and '.head_count_kv' give "
+                                    "its attention blocks no one query and one K/V head count")
+    cfg.update(layers_block_type=kinds, num_key_value_heads=kv_heads[0])
+    cfg["num_attention_heads"] = heads if not isinstance(heads, list) else heads[0]
+    return cfg["num_attention_heads"], kv_heads[0], {i for i, k in enumerate(kinds) if k != "full_attention"}
