@@ -1967,6 +1967,43 @@ def test_a_nemotron_h_gguf_reads_its_attention_blocks_as_the_model_object(tmp_pa
         compscope.load(write("x.gguf", cfg.num_key_value_heads))
 
 
+def test_a_phimoe_gguf_reads_as_the_model_object_at_llama_cpps_longrope_amplitude(tmp_path):
+    """Phi-3.5-MoE as llama.cpp's converter writes it (Phi-3's: gguf-py's names with q, k and v apart, rows as HF's,
+    LayerNorms and every bias, the biased unembedding, LongRoPE's factors as tensors and the amplitude it computes,
+    ``sqrt(1 + ln s / ln n)``): the model object's heads, biases, norms and frequencies; its logit scale that
+    amplitude's square over the one of the config's ``short_mscale``, which the file does not hold (said). Weights
+    only."""
+    from gguf.constants import MODEL_ARCH
+
+    from hf_tiny import BY_ID, build
+
+    if not hasattr(MODEL_ARCH, "PHIMOE"):
+        pytest.skip("this gguf package names no PhiMoE tensors")
+    model = build(BY_ID["phimoe-layernorm-biases-longrope"])  # (context 64, original 16, short_mscale 1.2)
+    cfg = model.config
+    rope = cfg.rope_parameters
+    amplitude = math.sqrt(1 + math.log(64 / 16) / math.log(16))
+    w = _writer(tmp_path / "p.gguf", "phimoe")
+    _metadata(w, embedding_length=cfg.hidden_size, head_count=cfg.num_attention_heads,
+              head_count_kv=cfg.num_key_value_heads, vocab_size=cfg.vocab_size, layer_norm_rms_eps=cfg.rms_norm_eps,
+              rope_freq_base=rope["rope_theta"],
+              rope_dimension_count=cfg.head_dim, sliding_window=cfg.sliding_window,
+              rope_scaling_orig_ctx_len=16, rope_scaling_attn_factors=amplitude)
+    _add_by_gguf_names(w, _numpy_state(model), MODEL_ARCH.PHIMOE, 2, unnamed_ok=True)  # (the experts: MLP)
+    w.add_tensor("rope_factors_long.weight", np.array(rope["long_factor"], np.float32))
+    w.add_tensor("rope_factors_short.weight", np.array(rope["short_factor"], np.float32))
+    _finish(w)
+    ours, ref = compscope.load(tmp_path / "p.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "phimoe" and ours.sliding_window == ref.sliding_window == (6, 6)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_U", "b_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for x, y in [(ours.attn_norm, ref.attn_norm), (ours.final_norm, ref.final_norm)]:
+        assert torch.equal(x.weight, y.weight) and torch.equal(x.bias, y.bias) and x.eps == pytest.approx(y.eps)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+    assert ours.attn_scale == pytest.approx(ref.attn_scale * amplitude**2 / 1.2**2, rel=1e-6)
+    assert any(n.startswith("LongRoPE's amplitude as llama.cpp computes it") for n in ours.meta.notes)
+
+
 def test_an_arcee_gguf_matches_the_model_object(tmp_path):
     """Arcee's AFM as llama.cpp's converter writes it (a Llama: q/k rows permuted, YaRN where the config has it):
     the model object's heads and frequencies. transformers' GGUF reader does not read it: weights only."""

@@ -95,6 +95,8 @@ ARCHS = {
     # LayerNorms' gains and biases permuted alike (names.LAYOUTS); swin_norm from the metadata (_ARCH_KEYS)
     "nemotron_h": ("nemotron_h", True, False),  # Nemotron-H and Nemotron 3 Nano: a block per mixer (rules.nemotron_h),
     "nemotron_h_moe": ("nemotron_h", True, False),  # q/k rows permuted (its converter's Llama path), no positions
+    "phimoe": ("phimoe", False, False),  # Phi-3.5-MoE: Phi-3's conversion with q, k and v apart, LayerNorms and biases
+    # (their switches from the tensors), LongRoPE at the amplitude llama.cpp computes (rules.phimoe)
     "falcon-h1": ("falcon_h1", False, False),  # Falcon-H1: Llama's names, rows as HF's (rotate-half), the muP
     # multipliers folded into the tensors by the converter (rules.falcon_h1); the final norm as final_layernorm
     "exaone": ("exaone", False, False),  # EXAONE 3.0 and 3.5: Llama's layers, rows as HF's (the converter permutes
@@ -173,7 +175,7 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
             else f"{path}: GGUF architecture {arch!r} is not supported (supported: {', '.join(ARCHS)})")
     model_type, permuted, one_plus = ARCHS[arch]
     cfg: dict = {"model_type": model_type}
-    mtp = rules.mtp_blocks(path, arch, fields)  # (GLM-4.5's multi-token-prediction blocks, after the last layer)
+    mtp = rules.mtp_blocks(path, arch, fields)  # (multi-token-prediction blocks, after the last layer)
     for gkey, hkey in {**_CONFIG_KEYS, **_ARCH_KEYS.get(arch, {})}.items():
         v = fields.get(f"{arch}.{gkey}")
         if v is not None:
@@ -223,9 +225,9 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         factor = rope_dim / head_dim  # the families take int(head_dim × factor) dims, as transformers does
         cfg["partial_rotary_factor"] = factor if int(head_dim * factor) == rope_dim else (rope_dim + 0.5) / head_dim
     longrope = sorted(i.name for i in infos if i.name.startswith("rope_factors_"))
-    if longrope and arch != "phi3":  # (llama.cpp writes them for Phi-3's long-context models alone)
+    if longrope and arch not in ("phi3", "phimoe"):  # (llama.cpp writes them for Phi-3's and Phi-3.5-MoE's alone)
         raise UnsupportedModelError(f"{path}: rotary scaling by {', '.join(longrope)} (longrope) is not supported for "
-                                    f"GGUF architecture {arch!r} (it is for phi3)")
+                                    f"GGUF architecture {arch!r} (it is for phi3 and phimoe)")
     pattern = fields.get(f"{arch}.attention.sliding_window_pattern")
     if isinstance(pattern, list):  # one flag per layer: True = sliding-window layer
         cfg["layer_types"] = ["sliding_attention" if p else "full_attention" for p in pattern]
@@ -292,6 +294,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
     if arch in ("t5", "t5encoder"):
         rules.t5(path, arch, cfg, fields, infos)
     notes = (rules.falcon_h1(path, arch, fields),) if arch == "falcon-h1" else ()
+    if arch == "phimoe":
+        notes = rules.phimoe(cfg, {i.name for i in infos})
     if arch == "afmoe":
         notes = (rules.afmoe(path, arch, cfg),)
     if arch == "command-r":  # Command R+'s per-head QK LayerNorms, there when their stacked gains are

@@ -1,5 +1,5 @@
 """llama.cpp's rules for the architectures whose config is more than renamed metadata keys (T5, ModernBERT,
-Llama 4, Gemma 4, Falcon-H1, AFMoE, Qwen3-Next and Qwen3.5, Nemotron-H, the hybrids' per-layer K/V head counts, GLM-4.5's prediction blocks): what it stores, and
+Llama 4, Gemma 4, Falcon-H1, AFMoE, Qwen3-Next and Qwen3.5, Nemotron-H, Phi-3.5-MoE, the hybrids' per-layer K/V head counts, GLM-4.5's prediction blocks): what it stores, and
 what it takes without storing, written into the HF config the family reads."""
 
 from __future__ import annotations
@@ -267,3 +267,15 @@ def nemotron_h(path: Path, arch: str, cfg: dict, fields: dict, n_heads, n_kv) ->
     cfg.update(layers_block_type=kinds, num_key_value_heads=kv_heads[0])
     cfg["num_attention_heads"] = heads if not isinstance(heads, list) else heads[0]
     return cfg["num_attention_heads"], kv_heads[0], {i for i, k in enumerate(kinds) if k != "full_attention"}
+
+
+def phimoe(cfg: dict, names: set[str]) -> tuple[str, ...]:
+    """Phi-3.5-MoE as llama.cpp's converter writes it (Phi-3's): the bias switches as the tensors the file holds
+    (``attention_bias`` where the query has one, ``lm_head_bias`` where ``output.bias`` is), into ``cfg``; with
+    LongRoPE, the note that its amplitude is the one llama.cpp computes, ``sqrt(1 + ln s / ln n)``, where
+    transformers' PhiMoE takes the config's ``short_mscale`` (not written to the file)."""
+    cfg.update(attention_bias=any(n.endswith("attn_q.bias") for n in names), lm_head_bias="output.bias" in names)
+    if (cfg.get("rope_scaling") or {}).get("rope_type") != "longrope":
+        return ()
+    return ("LongRoPE's amplitude as llama.cpp computes it, sqrt(1 + ln s / ln n) on queries and keys, where "
+            "transformers' PhiMoE takes the config's short_mscale, which the file does not hold",)
