@@ -255,7 +255,6 @@ REFUSALS = [
     ("olmoe-layer-qk-norm", dict(clip_qkv=8.0), {}, "clip_qkv"),
     ("opt", dict(do_layer_norm_before=False), {}, "do_layer_norm_before"),
     ("opt", dict(word_embed_proj_dim=16), {}, "word_embed_proj_dim"),
-    ("falcon-mqa-parallel", dict(alibi=True), {}, "alibi=True"),
     ("gpt-bigcode-mqa", {}, {"num_key_value_heads": 2}, "'num_key_value_heads' = 2 disagrees with multi_query"),
     ("gpt-bigcode-per-head-unscaled", dict(add_cross_attention=True), {}, "add_cross_attention"),
     ("bloom-alibi", dict(apply_residual_connection_post_layernorm=True), {}, "apply_residual_connection_post_layernorm"),
@@ -283,6 +282,60 @@ def test_unsupported_config_is_refused_by_name(variant_id, overrides, setattrs, 
         setattr(model.config, k, v)
     with pytest.raises(compscope.UnsupportedModelError, match=needle):
         compscope.load(model)
+
+
+def test_falcon_rw_alibi_is_read_as_its_sdpa_attention_computes_and_refused_on_data(tmp_path):
+    """Falcon-RW (``alibi``, per-head fused rows, sequential blocks): the ALiBi slopes, rounded to bfloat16 as the
+    model computes them, divided by sqrt(d_head) as it adds them before the scale; compscope's attention recomputed on
+    the hooked residual equals what transformers' SDPA attention (ALiBi once, as trained) adds, at float32 tolerance
+    (8 heads: slopes that are powers of two, exact products), and differs from its eager attention (ALiBi twice),
+    which the data runner refuses by name; a saved folder reads the same."""
+    import transformers
+
+    from compscope.core.heads import alibi_slopes
+    from compscope.data.runner import layer_state, runner_for
+
+    cfg = transformers.FalconConfig(vocab_size=VOCAB, hidden_size=D, num_attention_heads=8, num_hidden_layers=2,
+                                    alibi=True, multi_query=False, new_decoder_architecture=False, parallel_attn=False,
+                                    bias=True)
+    outs = {}
+    for impl in ("sdpa", "eager"):
+        torch.manual_seed(0)
+        model = transformers.FalconForCausalLM._from_config(cfg, attn_implementation=impl).eval()
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.25 * torch.randn_like(p))
+        resid, added = [], []
+        hooks = [b.input_layernorm.register_forward_pre_hook(lambda m, a: resid.append(a[0])) for b in model.transformer.h]
+        hooks += [b.self_attention.register_forward_hook(lambda m, a, o: added.append(o[0] if isinstance(o, tuple) else o))
+                  for b in model.transformer.h]
+        with torch.no_grad():
+            model(random_ids())
+        for h in hooks:
+            h.remove()
+        outs[impl] = (model, resid, added)
+    model, resid, added = outs["sdpa"]
+    hw = compscope.load(model)
+    assert hw.positions == "alibi" and hw.rotary is None
+    r = D // 8
+    torch.testing.assert_close(hw.alibi, (alibi_slopes(8) / math.sqrt(r)).float(), rtol=0, atol=0)  # (powers of two)
+    for layer in range(2):
+        torch.testing.assert_close(layer_state(hw, layer, resid[layer]).out, added[layer], atol=2e-5, rtol=1e-5)
+    _, resid, added = outs["eager"]
+    assert not torch.allclose(layer_state(hw, 1, resid[1]).out, added[1], atol=1e-3)  # (ALiBi twice)
+    with pytest.raises(compscope.UnsupportedModelError, match="adds its ALiBi twice"):
+        runner_for(model, hw, progress=False)
+    model.save_pretrained(tmp_path)
+    saved = compscope.load(tmp_path)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_O", "alibi"):
+        assert torch.equal(getattr(saved, name), getattr(hw, name)), name
+    assert any(n.startswith("ALiBi (Falcon-RW)") for n in saved.meta.notes)
+    other = transformers.FalconForCausalLM(transformers.FalconConfig(
+        vocab_size=VOCAB, hidden_size=48, num_attention_heads=12, num_hidden_layers=1, alibi=True, multi_query=False,
+        new_decoder_architecture=False, parallel_attn=False))
+    slopes = alibi_slopes(12).to(torch.bfloat16).double()  # (2^-1/2 ...: rounded as the model rounds them)
+    assert not torch.equal(slopes, alibi_slopes(12))
+    torch.testing.assert_close(compscope.load(other).alibi, (slopes / 2.0).float(), rtol=0, atol=0)  # (d_head 4)
 
 
 def test_gptj_without_rotary_dim_is_refused(tmp_path):

@@ -8,15 +8,24 @@
 
 Pre-LayerNorm (gain and bias, ``layer_norm_epsilon``); projections biased when ``bias``; rotary
 over the whole head in the rotate-half layout; attention and MLP in parallel when
-``parallel_attn`` (recorded in the notes). ALiBi models (``alibi``: Falcon-RW) are refused by name.
+``parallel_attn`` (recorded in the notes).
+
+Falcon-RW (``alibi``): no rotary; each head adds ALiBi to its logit before the scale, ``(q·k + m_h j) / √d_head``,
+its slopes BLOOM's (:func:`compscope.core.heads.alibi_slopes`) rounded to bfloat16 as the model computes them, so
+compscope holds the slopes ``bf16(m_h) / √d_head`` (the model rounds each slope's product with a key's position to
+bfloat16 too, which compscope does not: exact for slopes that are powers of two and positions below 256). Not run
+on data: transformers' eager attention, the one that can be hooked, adds that bias twice (in the layer and in the
+mask it builds), its SDPA attention once, so the model transformers runs is not the one trained.
 """
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..checkpoint import Checkpoint
-from ...core.heads import HeadWeights, Meta, Norm
+from ...core.heads import HeadWeights, Meta, Norm, alibi_slopes
 from ...errors import UnsupportedModelError
 from . import register
 from .base import (MAX_HEADS, Family, checkpoint_notes, config_attention_bias, final_layernorm, integer, layer_rotary,
@@ -50,20 +59,28 @@ def split_fused(t: torch.Tensor, layout: str, H: int, G: int, r: int) -> tuple[t
 @register
 class Falcon(Family):
     name = "falcon"
-    about = "Falcon-7B, 40B, 180B and Falcon 2: fused query_key_value, parallel block"
+    about = ("Falcon-7B, 40B, 180B and Falcon 2: fused query_key_value, parallel block; Falcon-RW's ALiBi (weights "
+             "only)")
     model_types = ("falcon",)
     architectures = ("FalconForCausalLM", "FalconModel")
-    handled = frozenset("hidden_size num_attention_heads num_hidden_layers num_kv_heads layer_norm_epsilon "
+    handled = frozenset("hidden_size num_attention_heads num_hidden_layers num_kv_heads layer_norm_epsilon alibi "
                         "new_decoder_architecture multi_query parallel_attn bias num_ln_in_parallel_attn rope_theta".split())
     ignored = frozenset("ffn_hidden_size activation".split())
-    accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept, "alibi": lambda v: not v}
+    accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
 
     hf_base = "transformer"
     attention_biases = config_attention_bias("bias", False)
 
     @classmethod
     def hook_points(cls, model):
-        """Falcon layers: the attention's LayerNorm reads the residual, ``self_attention`` returns what is added."""
+        """Falcon layers: the attention's LayerNorm reads the residual, ``self_attention`` returns what is added.
+        A Falcon-RW (ALiBi) model is refused: transformers' eager attention adds its ALiBi twice."""
+        if getattr(model.config, "alibi", False):
+            raise UnsupportedModelError(
+                f"{type(model).__name__} object: a Falcon-RW model (alibi): transformers' eager attention, whose "
+                "layers compscope hooks, adds its ALiBi twice (in the layer and again in the mask), where the model was "
+                "trained with it once (as transformers' SDPA attention adds it), so the model that would run is not "
+                "the one read: the data-based commands cannot run it (the weight-only ones read it)")
         norm = _attn_norm_name(model.config.to_dict())
         return [(getattr(b, norm), b.self_attention) for b in cls.base_model(model).h]
 
@@ -97,6 +114,13 @@ class Falcon(Family):
         notes = checkpoint_notes(ckpt, head_note)
         if cfg.get("parallel_attn", True):
             notes.append("parallel block: attention and MLP of a layer read the same residual")
+        positions = dict(rotary=layer_rotary(r, rope_settings(cfg), where, L), positions="rotary")
+        if cfg.get("alibi"):  # Falcon-RW: ALiBi before the scale, its slopes rounded to bfloat16 (module docstring)
+            positions = dict(rotary=None, positions="alibi",
+                             alibi=(alibi_slopes(H).to(torch.bfloat16).double() / math.sqrt(r)).float())
+            notes.append("ALiBi (Falcon-RW): added to q·k before the scale, slopes rounded to bfloat16 as the model "
+                         "computes them, held as bf16(m_h) / sqrt(d_head); the model's bfloat16 rounding of each "
+                         "slope's product with a key's position is not modelled")
         return HeadWeights(
             W_Q=torch.stack(parts["wq"]), W_K=torch.stack(parts["wk"]), W_V=torch.stack(parts["wv"]),
             W_O=torch.stack(parts["wo"]), b_Q=stack(parts["bq"]), b_K=stack(parts["bk"]), b_V=stack(parts["bv"]),
@@ -106,8 +130,7 @@ class Falcon(Family):
             attn_norm=Norm("layernorm", torch.stack(parts["g"]), torch.stack(parts["beta"]), eps),
             final_norm=final_layernorm(ts, "transformer.ln_f", d, eps),
             norm_placement="pre",
-            rotary=layer_rotary(r, rope_settings(cfg), where, L),
-            positions="rotary",
+            **positions,
             causal=True,
             sliding_window=(None,) * L,
             meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
