@@ -1873,6 +1873,13 @@ def test_a_qwen3_next_or_qwen3_5_gguf_reads_its_attention_layers_as_the_model_ob
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
     assert "attention on 2 of the model's 4 layers (1, 3" in " ".join(ours.meta.notes)
     assert bool(mtp) == any("multi-token-prediction block" in n for n in ours.meta.notes)
+    w = _writer(tmp_path / "x.gguf", arch)  # (DeltaNet layers said under a key compscope does not read: refused)
+    _metadata(w, block_count=4, embedding_length=cfg.hidden_size, head_count=cfg.num_attention_heads,
+              head_count_kv=cfg.num_key_value_heads, key_length=cfg.head_dim)
+    w.add_array(f"{arch}.ssm.recurrent_layer_flags", [True, False, True, False])
+    _finish(w)
+    with pytest.raises(compscope.UnsupportedModelError, match=rf"'{arch}\.ssm\.recurrent_layer_flags'"):
+        compscope.load(tmp_path / "x.gguf")
 
 
 @pytest.mark.parametrize("variant_id", ["chameleon-per-head-qk-layernorm", "chameleon-swin-norm-after"])

@@ -221,6 +221,12 @@ def qwen_next_layers(path: Path, arch: str, cfg: dict, fields: dict, n_kv) -> tu
     it is not stated); the multi-token-prediction blocks after the last layer are not counted. ``cfg`` gets
     ``layer_types``; returns the one K/V head count and the DeltaNet layers."""
     n = cfg["num_hidden_layers"]
+    unknown = sorted(k for k in fields if k.startswith(f"{arch}.") and "recurrent" in k
+                     and k != f"{arch}.attention.recurrent_layers")
+    if unknown:  # (which layers are DeltaNet's, said in a way compscope does not read)
+        raise UnsupportedModelError(f"{path}: GGUF metadata {', '.join(map(repr, unknown))}: compscope finds this "
+                                    f"file's DeltaNet layers from '{arch}.attention.recurrent_layers', per-layer K/V "
+                                    f"head counts or '{arch}.full_attention_interval' only")
     if isinstance(n_kv, list):
         n_kv, ssm = kv_heads_per_layer(path, arch, cfg, n_kv[:n], "a DeltaNet layer")
     elif (flags := fields.get(f"{arch}.attention.recurrent_layers")) is not None:
