@@ -1826,6 +1826,13 @@ def test_an_afmoe_gguf_reads_by_llama_cpps_rules_as_the_model_object(tmp_path):
             compscope.load(write("x.gguf", window))
 
 
+def _rope_settings(cfg) -> dict:
+    """A config's rotary settings in one dict, as transformers 5 keeps them (``rope_parameters``) or from
+    transformers 4's keys (``rope_scaling``, ``rope_theta``, ``partial_rotary_factor``)."""
+    return getattr(cfg, "rope_parameters", None) or {**(cfg.rope_scaling or {}), "rope_theta": cfg.rope_theta,
+                                                     "partial_rotary_factor": getattr(cfg, "partial_rotary_factor", 1.0)}
+
+
 QWEN_NEXT = [("qwen3.5-gated-attention-deltanet", "qwen35", "QWEN35"),
              ("qwen3-next-gated-moe-interval", "qwen3next", "QWEN3NEXT")]
 
@@ -1846,7 +1853,8 @@ def test_a_qwen3_next_or_qwen3_5_gguf_reads_its_attention_layers_as_the_model_ob
         pytest.skip(f"this gguf package names no {arch} tensors")
     model = build(BY_ID[variant_id])  # (attention on layers 1 and 3 of 4)
     cfg = model.config
-    rotated = int(cfg.head_dim * cfg.rope_parameters["partial_rotary_factor"])
+    rope = _rope_settings(cfg)
+    rotated = int(cfg.head_dim * rope["partial_rotary_factor"])
     sd = {k: t + 1.0 if k.endswith("norm.weight") and not k.endswith("linear_attn.norm.weight") else t
           for k, t in _numpy_state(model).items()}
     mtp = 1 if arch == "qwen35" else 0
@@ -1856,7 +1864,7 @@ def test_a_qwen3_next_or_qwen3_5_gguf_reads_its_attention_layers_as_the_model_ob
     _metadata(w, block_count=4 + mtp, embedding_length=cfg.hidden_size, head_count=cfg.num_attention_heads,
               head_count_kv=cfg.num_key_value_heads, vocab_size=cfg.vocab_size, key_length=cfg.head_dim,
               value_length=cfg.head_dim, layer_norm_rms_eps=cfg.rms_norm_eps,
-              rope_freq_base=cfg.rope_parameters["rope_theta"], rope_dimension_count=rotated,
+              rope_freq_base=rope["rope_theta"], rope_dimension_count=rotated,
               full_attention_interval=2, **({"rope_dimension_sections": [rotated // 2, 0, 0, 0],
                                               "nextn_predict_layers": mtp} if mtp else {}))
     _add_by_gguf_names(w, sd, getattr(MODEL_ARCH, tensors), 4 + mtp, unnamed_ok=True)  # (the experts: MLP)
@@ -1988,7 +1996,7 @@ def test_a_phimoe_gguf_reads_as_the_model_object_at_llama_cpps_longrope_amplitud
         pytest.skip("this gguf package names no PhiMoE tensors")
     model = build(BY_ID["phimoe-layernorm-biases-longrope"])  # (context 64, original 16, short_mscale 1.2)
     cfg = model.config
-    rope = cfg.rope_parameters
+    rope = _rope_settings(cfg)
     amplitude = math.sqrt(1 + math.log(64 / 16) / math.log(16))
     w = _writer(tmp_path / "p.gguf", "phimoe")
     _metadata(w, embedding_length=cfg.hidden_size, head_count=cfg.num_attention_heads,
