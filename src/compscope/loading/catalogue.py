@@ -139,6 +139,17 @@ NOT_READ: dict[str, str] = {
                  "kernels are computed from the input, not attention heads"),
     "minimax_m3_vl_text": ("MiniMax-M3's language model: its sparse layers (layer type minimax_m3_sparse) attend to "
                            "the key blocks a learned indexer picks for each query, not to every earlier key"),
+    "mobilebert": ("MobileBERT: each layer's attention reads and writes a narrow bottleneck projection of the residual "
+                   "(intra_bottleneck_size), which the layer projects back up after its MLPs, so no head writes to the "
+                   "residual itself"),
+    "trocr": ("TrOCR's decoder: its cross-attention reads an image encoder's output, a second residual stream that no "
+              "single set of writer and reader heads spans"),
+    "musicgen": ("MusicGen's decoder: each position's residual starts as the sum of one token embedding per audio "
+                 "codebook, which no one column of W_E per token expresses, and its cross-attention reads the text "
+                 "encoder's output"),
+    "musicgen_melody": ("MusicGen Melody's decoder: each position's residual starts as the sum of one token embedding "
+                        "per audio codebook, which no one column of W_E per token expresses"),
+    "prophetnet": _ENC_DEC + "; its decoder predicts several future tokens in streams of its own (n-gram attention)",
     "laguna": ("a query head count per layer (num_attention_heads_per_layer) and a softplus gate on each head's "
                "output, which compscope's canonical form (one head count, a sigmoid gate) does not hold"),
 }
@@ -151,7 +162,7 @@ GGUF_NOT_READ: dict[str, str] = {
     "bitnet": "bitnet",
     "dbrx": "dbrx", "deci": "nemotron-nas",
     "minicpm3": "minicpm3", "mistral4": "mistral4", "kimi-linear": "kimi_linear", "glm-dsa": "glm_moe_dsa",
-    "step35": "step3p5",
+    "step35": "step3p5", "mimo2": "mimo_v2_flash", "hunyuan_vl": "hunyuan_vl_text",
 }
 
 
