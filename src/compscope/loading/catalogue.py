@@ -235,6 +235,9 @@ def lookup(name: str, only: str | None = None) -> tuple[bool, str]:
         if family is not None and why_not(name) is None:
             said.append(f"model_type {name!r}: its {family.part}, {inner}, read by the {family.family} family "
                         f"({family.about}); the rest (a vision tower, ...) not")
+    gguf_reason = why_not_gguf(name) if only != "model_type" else None
+    if said and gguf_reason is not None:  # (a model_type read whose GGUF files are not: GPT-J's, Jais 2's)
+        said.append(f"GGUF architecture {name!r}, not read: {gguf_reason}")
     if said:
         return True, f"{name}: " + "; ".join(said)
     reason = (why_not(name) if only != "gguf" else None) or (why_not_gguf(name) if only != "model_type" else None)
