@@ -1705,6 +1705,42 @@ def test_an_exaone4_gguf_matches_the_model_object(tmp_path, window):
     assert bool(ours.rotary.inv_freq[1].any()) == (window is None)  # (a global layer turns only without a window)
 
 
+@pytest.mark.parametrize("extra_flag", [[], [False]], ids=["flags-per-layer", "flags-per-block"])
+def test_an_exaone_moe_gguf_matches_the_model_object(tmp_path, extra_flag):
+    """EXAONE MoE as llama.cpp's converter writes it (EXAONE 4.0's: gguf-py's names, rows as HF's, QK norms, a window
+    and a flag per layer, rotary on the sliding layers alone; pre-norm layers; a multi-token-prediction block after
+    the last layer, left out): the model object's heads, norms, windows and frequencies. Weights only."""
+    from gguf.constants import MODEL_ARCH
+
+    from hf_tiny import BY_ID, build
+
+    if not hasattr(MODEL_ARCH, "EXAONE_MOE"):
+        pytest.skip("this gguf package names no EXAONE MoE tensors")
+    model = build(BY_ID["exaone-moe-sliding-global-nope"])  # (layers 0-2 sliding and rotated, layer 3 global, NoPE)
+    cfg = model.config
+    sd = _numpy_state(model)
+    sd.update({k.replace("layers.3.", "layers.4."): t for k, t in sd.items() if ".layers.3.self_attn." in k})
+    w = _writer(tmp_path / "e.gguf", "exaone-moe")
+    _metadata(w, block_count=5, embedding_length=cfg.hidden_size, head_count=cfg.num_attention_heads,
+              head_count_kv=cfg.num_key_value_heads, vocab_size=cfg.vocab_size, key_length=cfg.head_dim,
+              value_length=cfg.head_dim, layer_norm_rms_eps=cfg.rms_norm_eps, rope_freq_base=3000.0,
+              sliding_window=cfg.sliding_window, nextn_predict_layers=1)
+    w.add_array("exaone-moe.attention.sliding_window_pattern",  # (its converter's, from the config's layers; a
+                [t == "sliding_attention" for t in cfg.layer_types] + extra_flag)  # flag for the MTP block read alike)
+    _add_by_gguf_names(w, sd, MODEL_ARCH.EXAONE_MOE, 5, unnamed_ok=True)  # (the experts: MLP)
+    _finish(w)
+    ours, ref = compscope.load(tmp_path / "e.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "exaone_moe" and ours.n_layers == ref.n_layers == 4
+    assert ours.sliding_window == ref.sliding_window == (3, 3, 3, None)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for x, y in [(ours.attn_norm, ref.attn_norm), *zip(ours.qk_norm, ref.qk_norm)]:
+        assert torch.equal(x.weight, y.weight) and x.eps == pytest.approx(y.eps)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+    assert [bool(f.any()) for f in ours.rotary.inv_freq] == [True, True, True, False]
+    assert any("multi-token-prediction block" in n for n in ours.meta.notes)
+
+
 def test_a_jamba_gguf_reads_its_attention_layers_as_the_model_object(tmp_path):
     """Jamba as llama.cpp writes it (``jamba``: gguf-py's names, a K/V head count per layer, 0 on the Mamba
     layers, from which compscope takes the attention layers' period and offset; no positions; the final norm

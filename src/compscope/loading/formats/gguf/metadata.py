@@ -101,6 +101,8 @@ ARCHS = {
     # multipliers folded into the tensors by the converter (rules.falcon_h1); the final norm as final_layernorm
     "exaone": ("exaone", False, False),  # EXAONE 3.0 and 3.5: Llama's layers, rows as HF's (the converter permutes
     # none), Llama 3's scaling as rope_freqs
+    "exaone-moe": ("exaone_moe", False, False),  # EXAONE MoE: EXAONE 4.0's conversion, pre-norm layers; its
+    # multi-token-prediction blocks after the last layer left out
     "exaone4": ("exaone4", False, False),  # EXAONE 4.0: rows as HF's, no norm before the attention, one after it,
     # QK norms; with a window, rotary on the sliding layers alone (llama.cpp's rule and transformers')
     "apertus": ("apertus", False, False),  # Apertus: rows as HF's (the converter permutes none), its attention norm
@@ -229,8 +231,10 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         raise UnsupportedModelError(f"{path}: rotary scaling by {', '.join(longrope)} (longrope) is not supported for "
                                     f"GGUF architecture {arch!r} (it is for phi3 and phimoe)")
     pattern = fields.get(f"{arch}.attention.sliding_window_pattern")
-    if isinstance(pattern, list):  # one flag per layer: True = sliding-window layer
-        cfg["layer_types"] = ["sliding_attention" if p else "full_attention" for p in pattern]
+    if isinstance(pattern, list):  # one flag per layer: True = sliding-window layer (and any after the last layer's: the
+        # multi-token-prediction blocks', not read)
+        flags = pattern[:cfg["num_hidden_layers"]] if mtp and len(pattern) == cfg["num_hidden_layers"] + mtp else pattern
+        cfg["layer_types"] = ["sliding_attention" if p else "full_attention" for p in flags]
     elif pattern is not None:  # every pattern-th layer is global (llama.cpp and HF agree)
         cfg["sliding_window_pattern"] = pattern
     scaling = fields.get(f"{arch}.rope.scaling.type")
