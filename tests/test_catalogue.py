@@ -121,7 +121,7 @@ def test_a_gguf_file_of_a_known_architecture_is_refused_with_its_reason(tmp_path
 
 
 @pytest.mark.parametrize("arch, needle", [("gptj", "reads this model from its HuggingFace folder; llama.cpp's layout"),
-                                         ("jais2", "reads this model from its HuggingFace folder; llama.cpp's layout")])
+                                         ("paddleocr", "reads this model from its HuggingFace folder; llama.cpp's layout")])
 def test_a_gguf_file_whose_layout_is_not_mapped_is_refused_with_its_reason(tmp_path, arch, needle):
     """Architectures read from their HuggingFace folders but not from llama.cpp's layout of them."""
     with pytest.raises(compscope.UnsupportedModelError) as e:
@@ -136,11 +136,11 @@ def test_lookup_answers_for_model_types_gguf_architectures_and_wrappers():
     assert read and "model_type 'qwen2', read by the llama family" in line
     on_data = "qwen2" in (gguf_format.transformers_reads() or ())
     assert f"GGUF architecture 'qwen2', read by the llama family ({'also on data' if on_data else 'weights only'}" in line
-    read, line = catalogue.lookup("jais2")  # (a model_type read, whose GGUF files are not)
-    assert read and "model_type 'jais2', read by the jais2 family" in line
-    assert line.endswith("; GGUF architecture 'jais2', not read: compscope reads this model from its HuggingFace "
+    read, line = catalogue.lookup("gptj")  # (a model_type read, whose GGUF files are not)
+    assert read and "model_type 'gptj', read by the gptj family" in line
+    assert line.endswith("; GGUF architecture 'gptj', not read: compscope reads this model from its HuggingFace "
                          "folder; llama.cpp's layout of it is not mapped")
-    assert "GGUF architecture" not in catalogue.lookup("jais2", only="model_type")[1]
+    assert "GGUF architecture" not in catalogue.lookup("gptj", only="model_type")[1]
     read, line = catalogue.lookup("olmo2")
     assert read and "GGUF architecture 'olmo2', read by the olmo2 family (weights only" in line
     read, line = catalogue.lookup("deepseek2")

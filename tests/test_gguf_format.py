@@ -1741,6 +1741,33 @@ def test_an_exaone_moe_gguf_matches_the_model_object(tmp_path, extra_flag):
     assert any("multi-token-prediction block" in n for n in ours.meta.notes)
 
 
+def test_a_jais2_gguf_matches_the_model_object(tmp_path):
+    """Jais 2 as llama.cpp's converter writes it (gguf-py's names, rows as HF's, LayerNorms and attention biases, the
+    bias switch from the tensors): the model object's heads, biases, norms and frequencies. Weights only."""
+    from gguf.constants import MODEL_ARCH
+
+    from hf_tiny import BY_ID, build
+
+    if not hasattr(MODEL_ARCH, "JAIS2"):
+        pytest.skip("this gguf package names no Jais 2 tensors")
+    model = build(BY_ID["jais2-layernorm-biases"])
+    cfg = model.config
+    w = _writer(tmp_path / "j.gguf", "jais2")
+    _metadata(w, embedding_length=cfg.hidden_size, head_count=cfg.num_attention_heads,
+              head_count_kv=cfg.num_key_value_heads, vocab_size=cfg.vocab_size, layer_norm_eps=cfg.layer_norm_eps,
+              rope_freq_base=_rope_settings(cfg)["rope_theta"], rope_dimension_count=cfg.head_dim,
+              key_length=cfg.head_dim, value_length=cfg.head_dim)
+    _add_by_gguf_names(w, _numpy_state(model), MODEL_ARCH.JAIS2, 2)
+    _finish(w)
+    ours, ref = compscope.load(tmp_path / "j.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "jais2"
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for x, y in [(ours.attn_norm, ref.attn_norm), (ours.final_norm, ref.final_norm)]:
+        assert torch.equal(x.weight, y.weight) and torch.equal(x.bias, y.bias) and x.eps == pytest.approx(y.eps)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+
+
 def test_a_jamba_gguf_reads_its_attention_layers_as_the_model_object(tmp_path):
     """Jamba as llama.cpp writes it (``jamba``: gguf-py's names, a K/V head count per layer, 0 on the Mamba
     layers, from which compscope takes the attention layers' period and offset; no positions; the final norm

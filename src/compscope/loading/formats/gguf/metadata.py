@@ -101,6 +101,8 @@ ARCHS = {
     # multipliers folded into the tensors by the converter (rules.falcon_h1); the final norm as final_layernorm
     "exaone": ("exaone", False, False),  # EXAONE 3.0 and 3.5: Llama's layers, rows as HF's (the converter permutes
     # none), Llama 3's scaling as rope_freqs
+    "jais2": ("jais2", False, False),  # Jais 2: Llama's names, rows as HF's, LayerNorms with biases; attention_bias from
+    # the tensors
     "exaone-moe": ("exaone_moe", False, False),  # EXAONE MoE: EXAONE 4.0's conversion, pre-norm layers; its
     # multi-token-prediction blocks after the last layer left out
     "exaone4": ("exaone4", False, False),  # EXAONE 4.0: rows as HF's, no norm before the attention, one after it,
@@ -121,6 +123,7 @@ _MROPE = {"qwen2vl": "Qwen2-VL", "qwen3vl": "Qwen3-VL", "qwen3vlmoe": "Qwen3-VL"
 #: that tensor in some layer
 _BIAS_SWITCHES = {"seed_oss": {"attention_bias": "attn_q.bias", "attention_out_bias": "attn_output.bias"},
                   "ernie4_5": {"use_bias": "attn_q.bias"}, "ernie4_5-moe": {"use_bias": "attn_q.bias"},
+                  "jais2": {"attention_bias": "attn_q.bias"},
                   "glm4": {"attention_bias": "attn_q.bias"},
                   "glm4moe": {"attention_bias": "attn_q.bias", "use_qk_norm": "attn_q_norm.weight"}}
 #: encoder architectures, which attend both ways (a file flagged causal is refused)
@@ -137,7 +140,8 @@ _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
                  "nemotron": {"layer_norm_epsilon": "norm_eps", "rms_norm_eps": "norm_eps"},
                  "lfm2": {"rms_norm_eps": "norm_eps"}, "lfm2moe": {"rms_norm_eps": "norm_eps"},
                  "starcoder2": {"layer_norm_epsilon": "norm_epsilon"}, "falcon": {"num_key_value_heads": "num_kv_heads"},
-                 **dict.fromkeys(("nemotron_h", "nemotron_h_moe"), {"rms_norm_eps": "layer_norm_epsilon"})}
+                 **dict.fromkeys(("nemotron_h", "nemotron_h_moe"), {"rms_norm_eps": "layer_norm_epsilon"}),
+                 "jais2": {"layer_norm_epsilon": "layer_norm_eps"}}
 #: GGUF metadata key (after ``{arch}.``) -> HF config key, read for these architectures only
 _GRANITE_KEYS = {"embedding_scale": "embedding_multiplier", "attention.scale": "attention_multiplier",
                  "residual_scale": "residual_multiplier", "logit_scale": "logits_scaling"}
