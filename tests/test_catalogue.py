@@ -120,8 +120,7 @@ def test_a_gguf_file_of_a_known_architecture_is_refused_with_its_reason(tmp_path
     assert f"GGUF architecture '{arch}', which compscope does not read: {reason}" in str(e.value)
 
 
-@pytest.mark.parametrize("arch, needle", [("gptj", "reads this model from its HuggingFace folder; llama.cpp's layout"),
-                                         ("paddleocr", "reads this model from its HuggingFace folder; llama.cpp's layout")])
+@pytest.mark.parametrize("arch, needle", [("gptj", "reads this model from its HuggingFace folder; llama.cpp's layout")])
 def test_a_gguf_file_whose_layout_is_not_mapped_is_refused_with_its_reason(tmp_path, arch, needle):
     """Architectures read from their HuggingFace folders but not from llama.cpp's layout of them."""
     with pytest.raises(compscope.UnsupportedModelError) as e:

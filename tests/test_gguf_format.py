@@ -1768,6 +1768,38 @@ def test_a_jais2_gguf_matches_the_model_object(tmp_path):
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
 
 
+def test_a_paddleocr_gguf_reads_its_language_model_as_the_model_object(tmp_path):
+    """PaddleOCR-VL's language model as llama.cpp's converter writes it (``paddleocr``: ERNIE 4.5's conversion, gguf-py's
+    names, rows as HF's, biases and their switch from the tensors; multimodal rotary whose sections, on text, turn
+    every pair by the token's position): the heads, biases and frequencies of the model object's language model.
+    Weights only."""
+    from gguf.constants import MODEL_ARCH
+
+    if not hasattr(MODEL_ARCH, "PADDLEOCR") or not hasattr(transformers, "PaddleOCRVLConfig"):
+        pytest.skip("this gguf package or transformers has no PaddleOCR-VL")
+    text = dict(vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2, num_attention_heads=H,
+                num_key_value_heads=G, head_dim=D // H, use_bias=True, tie_word_embeddings=False,
+                rope_parameters={"rope_type": "default", "rope_theta": 500.0, "mrope_section": [D // H // 2 - 2, 1, 1]})
+    vision = dict(hidden_size=16, intermediate_size=16, num_hidden_layers=1, num_attention_heads=2, image_size=28,
+                  patch_size=14)
+    model = transformers.AutoModelForImageTextToText.from_config(
+        transformers.PaddleOCRVLConfig(text_config=text, vision_config=vision, image_token_id=V - 1)).eval()
+    _randomise(model, 61)
+    sd = {k.replace("model.language_model.", "model."): t for k, t in _numpy_state(model).items()
+          if k.startswith(("model.language_model.", "lm_head."))}
+    w = _writer(tmp_path / "p.gguf", "paddleocr")
+    _metadata(w, layer_norm_rms_eps=1e-5, rope_freq_base=500.0, key_length=D // H, value_length=D // H,
+              rope_dimension_count=D // H, rope_dimension_sections=[D // H // 2 - 2, 1, 1, 0])
+    _add_by_gguf_names(w, sd, MODEL_ARCH.PADDLEOCR, 2)
+    _finish(w)
+    ours, ref = compscope.load(tmp_path / "p.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "paddleocr_vl"
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    assert torch.equal(ours.attn_norm.weight, ref.attn_norm.weight)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+
+
 def test_a_jamba_gguf_reads_its_attention_layers_as_the_model_object(tmp_path):
     """Jamba as llama.cpp writes it (``jamba``: gguf-py's names, a K/V head count per layer, 0 on the Mamba
     layers, from which compscope takes the attention layers' period and offset; no positions; the final norm

@@ -101,6 +101,8 @@ ARCHS = {
     # multipliers folded into the tensors by the converter (rules.falcon_h1); the final norm as final_layernorm
     "exaone": ("exaone", False, False),  # EXAONE 3.0 and 3.5: Llama's layers, rows as HF's (the converter permutes
     # none), Llama 3's scaling as rope_freqs
+    "paddleocr": ("paddleocr_vl_text", False, False),  # PaddleOCR-VL's language model: ERNIE 4.5's conversion, rows as
+    # HF's (both turn halves: llama.cpp's multimodal rotary, the ordinary map on text); use_bias from the tensors
     "jais2": ("jais2", False, False),  # Jais 2: Llama's names, rows as HF's, LayerNorms with biases; attention_bias from
     # the tensors
     "exaone-moe": ("exaone_moe", False, False),  # EXAONE MoE: EXAONE 4.0's conversion, pre-norm layers; its
@@ -123,7 +125,7 @@ _MROPE = {"qwen2vl": "Qwen2-VL", "qwen3vl": "Qwen3-VL", "qwen3vlmoe": "Qwen3-VL"
 #: that tensor in some layer
 _BIAS_SWITCHES = {"seed_oss": {"attention_bias": "attn_q.bias", "attention_out_bias": "attn_output.bias"},
                   "ernie4_5": {"use_bias": "attn_q.bias"}, "ernie4_5-moe": {"use_bias": "attn_q.bias"},
-                  "jais2": {"attention_bias": "attn_q.bias"},
+                  "jais2": {"attention_bias": "attn_q.bias"}, "paddleocr": {"use_bias": "attn_q.bias"},
                   "glm4": {"attention_bias": "attn_q.bias"},
                   "glm4moe": {"attention_bias": "attn_q.bias", "use_qk_norm": "attn_q_norm.weight"}}
 #: encoder architectures, which attend both ways (a file flagged causal is refused)
