@@ -259,7 +259,7 @@ def _part_class(path: Path, folder: Path, hw: HeadWeights, gguf: str | None):
     if family is None or not family.runs_as:
         return None
     if gguf is not None:
-        model_type = gguf_format.open_gguf(path).config.get("model_type")  # (the header: no tensor is read)
+        model_type = gguf_format.read_config(path).get("model_type")  # (the headers: no tensor is read)
     elif (folder / "config.json").is_file():
         model_type = read_config(folder).get("model_type")
     else:

@@ -31,17 +31,23 @@ from pathlib import Path
 from ...checkpoint import Checkpoint, one_line
 from ....errors import LoadError
 from .files import architecture, open_shards, shard_set, shards
-from .metadata import ARCHS
+from .metadata import ARCHS, config
 from .runtime import divides_frequencies, runtime_config, transformers_reads
 from .tensors import checkpoint
 
 __all__ = ["ARCHS", "architecture", "architectures", "divides_frequencies", "open_gguf", "open_shards", "read",
-           "recognise", "runtime_config", "shard_set", "shards", "transformers_reads"]
+           "read_config", "recognise", "runtime_config", "shard_set", "shards", "transformers_reads"]
 
 
 def architectures() -> dict[str, str]:
     """Every GGUF architecture compscope reads, and the HF ``model_type`` it is read as."""
     return {arch: model_type for arch, (model_type, *_rest) in ARCHS.items()}
+
+
+def read_config(path: str | Path) -> dict:
+    """The HF config the GGUF file at ``path`` is read as (:func:`.metadata.config`), from its headers alone."""
+    files, fields, located = open_shards(Path(path))
+    return config(files[0], fields, [info for info, _, _ in located], located)[0]
 
 
 def open_gguf(path: str | Path) -> Checkpoint:

@@ -7,8 +7,7 @@ from pathlib import Path
 
 from ....errors import UnsupportedModelError
 from .files import open_shards
-from .metadata import ARCHS
-from .tensors import checkpoint
+from .metadata import ARCHS, config
 
 #: HF model types whose rotary base and width transformers' GGUF reader does not take from the file
 #: (it keeps its config defaults: base 10 000; StableLM a quarter of each head; Nemotron its width, half
@@ -50,8 +49,8 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
             f"{path}: a GGUF file split in {len(files)} shards, and transformers runs a model from one GGUF file: the "
             f"data-based commands cannot run it (the weight-only ones read every shard); merge the shards into one "
             f"file (llama.cpp: llama-gguf-split --merge {files[0].name} merged.gguf) to run it on data")
-    cfg = checkpoint(files, fields, located).config
-    arch = fields["general.architecture"]  # one _checkpoint reads
+    cfg = config(files[0], fields, [info for info, _, _ in located], located)[0]  # (no tensor loader built)
+    arch = fields["general.architecture"]  # (the one config read)
     reads = transformers_reads()
     if arch in _NOT_RUN:
         raise UnsupportedModelError(
