@@ -110,6 +110,11 @@ def _is_int(x) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
+def _count_pair(b) -> bool:
+    """Whether ``b`` is a tuple of two ints >= 0 (a pair of bucket settings)."""
+    return isinstance(b, tuple) and len(b) == 2 and all(_is_int(x) and x >= 0 for x in b)
+
+
 def is_finite_number(x) -> bool:
     """An int or float (not a bool), finite: what a size, scale or epsilon read from a file must be."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
@@ -386,8 +391,7 @@ class HeadWeights:
             raise WeightError(f"pos_Q and pos_K have {self.pos_Q.shape[2]} and {self.pos_K.shape[2]} relative-position "
                               "rows: expected the same offsets for both")
         b = self.rel_buckets
-        if (not isinstance(b, tuple) or len(b) != 2 or not all(_is_int(x) and x >= 0 for x in b)
-                or (b[0] == 0) != (b[1] == 0)):
+        if not _count_pair(b) or (b[0] == 0) != (b[1] == 0):
             raise WeightError(f"rel_buckets {b!r}: expected (bucket size, max position), both > 0, or (0, 0)")
         if b[0]:
             if rows != {2 * b[0]}:
@@ -404,8 +408,7 @@ class HeadWeights:
     def _check_relative_bias(self, L: int) -> None:
         """The learned bias by offset bucket and its buckets (:func:`compscope.core.attention.bias_bucket`)."""
         b, t = self.rel_bias_buckets, self.rel_bias
-        if (not isinstance(b, tuple) or len(b) != 2 or not all(_is_int(x) and x >= 0 for x in b)
-                or (t is None) != (b == (0, 0))):
+        if not _count_pair(b) or (t is None) != (b == (0, 0)):
             raise WeightError(f"rel_bias_buckets {self.rel_bias_buckets!r}: expected (number of buckets, max distance) "
                               "with a relative-position bias, (0, 0) without")
         if t is None:
