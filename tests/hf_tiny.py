@@ -681,6 +681,10 @@ VARIANTS = [
     Variant("luke-words-alone", "bert", "LukeConfig",
             dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1,
                  entity_vocab_size=7, entity_emb_size=16, use_entity_aware_attention=True)),
+    # LayoutLM on words alone: BERT's layers, every token's box (0, 0, 0, 0) adding one vector of the 2-D tables
+    Variant("layoutlm-words-alone", "bert", "LayoutLMConfig",
+            dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12,
+                 max_2d_position_embeddings=64)),
     # ERNIE 3.0: BERT's layout, a task type (row 0 by default) added beside the token type
     Variant("ernie-task-types", "bert", "ErnieConfig",
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, use_task_id=True, task_type_vocab_size=3)),
@@ -953,6 +957,10 @@ def _modules(model, kind: str):
     raise ValueError(kind)
 
 
+#: LayoutLM's 2-D position tables, each read at row 0 for a box (0, 0, 0, 0): x and y twice (both corners), h and w once
+BOX_TABLES = ("x_position_embeddings", "y_position_embeddings", "h_position_embeddings", "w_position_embeddings")
+
+
 @dataclass
 class Capture:
     ids: torch.Tensor  # (batch, seq)
@@ -1003,8 +1011,8 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
     if kind in ENCODERS:
         emb = getattr(getattr(model, "roberta", model), "embeddings", None)  # (EmbeddingGemma's are Gemma 3's: none of
         # these; AltCLIP's text tower keeps them under roberta.)
-        for name in [n for n in ("word_embeddings", "position_embeddings", "token_type_embeddings", "task_type_embeddings")
-                     if getattr(emb, n, None) is not None]:  # (GTE's token types: None without any)
+        for name in [n for n in ("word_embeddings", "position_embeddings", "token_type_embeddings", "task_type_embeddings",
+                                 *BOX_TABLES) if getattr(emb, n, None) is not None]:  # (GTE's token types: None without any)
             handles.append(getattr(emb, name).register_forward_hook(  # (I-BERT's: a scaling factor beside)
                 lambda m, a, o, name=name: store.__setitem__(name, _added(o).detach().clone())))
     try:

@@ -22,7 +22,7 @@ import torch
 import compscope
 from compscope.core.attention import attention_forward
 
-from hf_tiny import (BY_ID, D, D_HEAD, SEQ, VARIANTS, VOCAB, _modules, attention_layers, auto_class, build, capture,
+from hf_tiny import (BOX_TABLES, BY_ID, D, D_HEAD, SEQ, VARIANTS, VOCAB, _modules, attention_layers, auto_class, build, capture,
                      make_config, model_and_capture, random_ids)
 
 ATOL = 1e-5
@@ -162,11 +162,17 @@ def test_embedding_columns_match_hf(variant):
             torch.testing.assert_close(hw.W_pos[:, :SEQ].T, cap.extra["position_embeddings"][0], atol=0, rtol=0)
             summed = emb + hw.W_pos[:, :SEQ].T
         extras = {"W_type": "token_type_embeddings", "W_task": "task_type_embeddings"}  # (ERNIE's task types)
-        assert set(hw.embed_extra) == {k for k, name in extras.items() if name in cap.extra}  # (DistilBERT: none)
+        boxes = BOX_TABLES[0] in cap.extra  # LayoutLM: every box (0, 0, 0, 0), each corner read from x and y
+        assert set(hw.embed_extra) == {k for k, name in extras.items() if name in cap.extra} | ({"W_box"} if boxes else set())
         for key, name in extras.items():
             if name in cap.extra:
                 torch.testing.assert_close(hw.embed_extra[key][:, 0], cap.extra[name][0, 0])
                 summed = summed + hw.embed_extra[key][:, 0]
+        if boxes:
+            added = sum(times * cap.extra[name][0, 0] for times, name in zip((2, 2, 1, 1), BOX_TABLES))
+            assert hw.embed_extra["W_box"].shape == (hw.d_model, 1)
+            torch.testing.assert_close(hw.embed_extra["W_box"][:, 0], added)
+            summed = summed + added
         # attn_norm of layer 0 is the embeddings LayerNorm: it produced the residual layer 0 reads
         torch.testing.assert_close(hw.attn_norm.apply(summed, 0), cap.resid[0], atol=ATOL, rtol=0)
         return

@@ -529,6 +529,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
                                                ("roberta-offset-positions", "threes"), ("electra", "single"),
                                                ("data2vec-text-pad-zero", "batched"), ("distilbert", "threes"),
                                                ("ibert-float", "threes"), ("luke-words-alone", "single"),
+                                               ("layoutlm-words-alone", "batched"),
                                                ("ernie-task-types", "batched"), ("bert-generation-encoder", "single"),
                                                ("splinter-bert-layers", "threes"), ("align-text-bert", "batched"),
                                                ("clap-text-roberta", "threes"),

@@ -1,4 +1,4 @@
-"""BERT encoders (BERT, all-MiniLM; RoBERTa, XLM-RoBERTa, CamemBERT, data2vec-text, I-BERT, LUKE; ELECTRA;
+"""BERT encoders (BERT, all-MiniLM, LayoutLM; RoBERTa, XLM-RoBERTa, CamemBERT, data2vec-text, I-BERT, LUKE; ELECTRA;
 DistilBERT; RoFormer, rotary): post-LayerNorm, bidirectional, learned positions; and XLM-RoBERTa-XL, RoBERTa's
 embeddings before pre-LN layers (:class:`XlmRobertaXl`), and Megatron-BERT, BERT's before them.
 
@@ -119,6 +119,13 @@ class Bert(Family):
         return dict(W_pos=wpe[start:].T, positions="learned"), [cls.first_position_note(start)] if start else []
 
     @classmethod
+    def embedding_extras(cls, ts, e: str, d: int) -> tuple[dict[str, torch.Tensor], list[str]]:
+        """``embed_extra``'s tables ``(d_model, rows)`` (each token adds one of their columns: the token types,
+        ERNIE's task types; ``e``: the embeddings' tensor prefix) and what the notes say of them."""
+        return {key: t.T for key, name in (("W_type", "token_type_embeddings"), ("W_task", "task_type_embeddings"))
+                if (t := ts.take(f"{e}{name}.weight", required=False)) is not None}, []
+
+    @classmethod
     def first_position_note(cls, start: int) -> str:
         """What the notes say of positions numbered from row ``start`` > 0 (:meth:`first_position`)."""
         return f"positions numbered from pad_token_id + 1 = {start}: W_pos is the position table from row {start} on"
@@ -144,11 +151,10 @@ class Bert(Family):
             bo.append(ts.take(p + cls.projections[3] + ".bias", (d,)))
         W_E, token_notes = cls.token_embeddings(cfg, where, ts.take(e + "word_embeddings.weight"))
         positions, position_notes = cls.positional(cfg, where, ts, e, r, L)
-        extra = {key: t.T for key, name in (("W_type", "token_type_embeddings"), ("W_task", "task_type_embeddings"))
-                 if (t := ts.take(f"{e}{name}.weight", required=False)) is not None}  # (ERNIE's task types)
+        extra, extra_notes = cls.embedding_extras(ts, e, d)
         notes = list(ckpt.notes) + norm_notes + [
             "encoder: bidirectional attention, no unembedding (W_U is None)",
-        ] + token_notes + position_notes
+        ] + token_notes + position_notes + extra_notes
         return HeadWeights(
             W_Q=torch.stack(ws[0]), W_K=torch.stack(ws[1]), W_V=torch.stack(ws[2]), W_O=torch.stack(wo),
             b_Q=stack(bs[0]), b_K=stack(bs[1]), b_V=stack(bs[2]),
@@ -405,6 +411,34 @@ class Luke(Roberta):
     def token_embeddings(cls, config: dict, where: str, wte: torch.Tensor) -> tuple[torch.Tensor, list[str]]:
         return wte.T, ["words alone: the entity embeddings and the entity-aware queries (w2e, e2w, e2e) act only on "
                        "entity inputs, and are not read"]
+
+
+@register
+class LayoutLM(Bert):
+    """LayoutLM (v1): BERT's layout under ``layoutlm.``, beside tables of 2-D positions that each token adds for
+    its box ``(x0, y0, x1, y1)``: ``x[x0] + y[y0] + x[x1] + y[y1] + h[y1 − y0] + w[x1 − x0]``. On words alone, as
+    compscope runs it (transformers' default without ``bbox``), every box is ``(0, 0, 0, 0)`` and every token adds
+    the same vector ``2 x[0] + 2 y[0] + h[0] + w[0]``, kept as ``embed_extra['W_box']`` ``(d_model, 1)``; the heads
+    are BERT's whatever the boxes."""
+
+    name = "layoutlm"
+    about = "LayoutLM (v1) on words alone: BERT's layout, every token's box (0, 0, 0, 0)"
+    model_types = ("layoutlm",)
+    architectures = ("LayoutLMModel", "LayoutLMForMaskedLM", "LayoutLMForTokenClassification",
+                     "LayoutLMForSequenceClassification", "LayoutLMForQuestionAnswering")
+    ignored = frozenset({"max_2d_position_embeddings"})  # (the box tables' rows: the boxes, not read)
+    hf_base = "layoutlm"
+
+    @classmethod
+    def embedding_extras(cls, ts, e: str, d: int) -> tuple[dict[str, torch.Tensor], list[str]]:
+        extra, notes = super().embedding_extras(ts, e, d)
+        rows = {a: ts.take(f"{e}{a}_position_embeddings.weight")[0] for a in "xyhw"}
+        if any(r.shape != (d,) for r in rows.values()):
+            raise LoadError(f"{ts.origin(e + 'x_position_embeddings.weight')}: the 2-D position tables "
+                            f"({e}[xyhw]_position_embeddings.weight) must have rows of width d_model = {d}")
+        extra["W_box"] = (2 * rows["x"] + 2 * rows["y"] + rows["h"] + rows["w"])[:, None]
+        return extra, notes + ["words alone: every token's box is (0, 0, 0, 0), so each adds the same vector of the "
+                               "2-D position tables (embed_extra['W_box']); boxes change no head"]
 
 
 @register
