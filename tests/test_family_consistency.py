@@ -669,6 +669,28 @@ def test_a_folder_reads_the_attention_biases_transformers_builds(tmp_path, vid, 
     assert bool(said) == (len(kept) < len(added)), f"{vid}: added {sorted(added)}, kept {sorted(kept)}, said {said}"
 
 
+def test_a_gpt_sw3_folder_is_read_and_run_as_gpt2(tmp_path):
+    """A folder whose config names model_type 'gpt-sw3' and no architectures (transformers builds GPT-2 for it): read as the
+    gpt2 family, the same heads as the model object, and run from the folder, each layer recomputed from the weights
+    equals what it adds."""
+    from compscope.data.runner import layer_state, runner_for
+
+    model, _ = model_and_capture("gpt2")
+    model.save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    assert cfg["model_type"] == "gpt2"
+    cfg.pop("architectures")  # (found by its model_type alone)
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "model_type": "gpt-sw3"}))
+    hw = compscope.load(tmp_path)
+    assert hw.meta.family == "gpt2"
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "W_E", "W_pos", "W_U"):
+        assert torch.equal(getattr(hw, name), getattr(compscope.load(model), name)), name
+    trace = runner_for(tmp_path, progress=False, device="cpu").trace(random_ids())
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
+                                   atol=2e-5, rtol=0)
+
+
 def test_stablelm_config_without_a_rotary_share_rotates_a_quarter_as_transformers_does(tmp_path):
     """A StableLM config.json that does not say how much of each head rotates: transformers takes a
     quarter, and so does compscope (not the whole head)."""

@@ -79,8 +79,8 @@ def ln1_attn_hooks(cls, model):
 @register
 class GPT2(Family):
     name = "gpt2"
-    about = "GPT-2, DistilGPT-2: learned positions, fused c_attn"
-    model_types = ("gpt2",)
+    about = "GPT-2, DistilGPT-2, GPT-SW3: learned positions, fused c_attn"
+    model_types = ("gpt2", "gpt-sw3")  # (GPT-SW3: GPT-2's model under its tokenizer's model_type)
     architectures = ("GPT2LMHeadModel", "GPT2Model")
     handled = GPT2_SIZE_KEYS | frozenset("layer_norm_epsilon scale_attn_weights reorder_and_upcast_attn".split())
     ignored = frozenset(
