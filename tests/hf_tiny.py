@@ -681,6 +681,11 @@ VARIANTS = [
     Variant("luke-words-alone", "bert", "LukeConfig",
             dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1,
                  entity_vocab_size=7, entity_emb_size=16, use_entity_aware_attention=True)),
+    # Longformer: RoBERTa's layers and positions (from pad_token_id + 1 = 2), each layer attending two tokens each
+    # side; transformers pads the SEQ tokens to 12, a multiple of the window (hooks cut them back)
+    Variant("longformer-windows-both-sides", "bert", "LongformerConfig",
+            dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1,
+                 attention_window=4)),
     # LayoutLM on words alone: BERT's layers, every token's box (0, 0, 0, 0) adding one vector of the 2-D tables
     Variant("layoutlm-words-alone", "bert", "LayoutLMConfig",
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12,
@@ -997,11 +1002,12 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
     scalars = ([float(b.layer_scalar) for b in getattr(model, "model", model).layers] if kind.startswith("gemma4")
                else [1.0] * len(pairs))
     div = [math.prod(scalars[:i]) for i in range(len(pairs))]
+    n = ids.shape[1]  # (Longformer pads the sequence to a multiple of its window: its hooked tensors are cut back)
     for i, (rm, om) in enumerate(pairs):
         handles.append(rm.register_forward_pre_hook(
-            lambda m, a, k, i=i: resid.__setitem__(i, _first(a, k).detach().clone() / div[i]), with_kwargs=True))
+            lambda m, a, k, i=i: resid.__setitem__(i, _first(a, k)[:, :n].detach().clone() / div[i]), with_kwargs=True))
         handles.append(om.register_forward_hook(lambda m, a, o, i=i: out.__setitem__(
-            i, scale / div[i] * _added(o).detach().clone())))
+            i, scale / div[i] * _added(o)[:, :n].detach().clone())))
     if final is not None:
         handles.append(final.register_forward_pre_hook(
             lambda m, a, k: store.__setitem__("final_in", _first(a, k).detach().clone()), with_kwargs=True))
@@ -1014,7 +1020,7 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
         for name in [n for n in ("word_embeddings", "position_embeddings", "token_type_embeddings", "task_type_embeddings",
                                  *BOX_TABLES) if getattr(emb, n, None) is not None]:  # (GTE's token types: None without any)
             handles.append(getattr(emb, name).register_forward_hook(  # (I-BERT's: a scaling factor beside)
-                lambda m, a, o, name=name: store.__setitem__(name, _added(o).detach().clone())))
+                lambda m, a, o, name=name: store.__setitem__(name, _added(o)[:, :n].detach().clone())))
     try:
         with torch.no_grad():
             res = model(input_ids=ids)

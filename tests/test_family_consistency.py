@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 import torch
@@ -609,6 +610,51 @@ def test_luke_is_read_and_runs_on_words_alone(tmp_path):
     for layer in range(hw.n_layers):
         torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
                                    atol=2e-5, rtol=0)
+
+
+def test_longformer_reads_each_layers_window_and_runs_padded_sequences(tmp_path):
+    """Longformer's masked LM saved to a folder, windows of 4 and 8 (2 and 4 tokens each side, held as 3 and 5): run
+    from the folder on 10 tokens, which transformers pads to 16, every layer recomputed from the weights equals what
+    it adds; global attention's projections are not read and change nothing a run without global tokens computes.
+    An odd or miscounted attention_window is refused by name."""
+    import transformers
+
+    from compscope.data.runner import layer_state, runner_for
+
+    cfg = transformers.LongformerConfig(vocab_size=VOCAB, hidden_size=D, num_attention_heads=4, num_hidden_layers=2,
+                                        intermediate_size=48, max_position_embeddings=40, pad_token_id=1,
+                                        type_vocab_size=1, attention_window=[4, 8])
+    torch.manual_seed(0)
+    model = transformers.LongformerForMaskedLM(cfg).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.25 * torch.randn_like(p))
+    model.save_pretrained(tmp_path)
+    hw = compscope.load(tmp_path)
+    assert hw.meta.family == "longformer" and hw.sliding_window == (3, 5) and not hw.causal
+    ids = random_ids()
+    assert ids.shape[1] % 8  # (padded as it runs)
+    before = model.longformer(input_ids=ids).last_hidden_state
+    with torch.no_grad():
+        for layer in model.longformer.encoder.layer:
+            for name in ("query_global", "key_global", "value_global"):
+                getattr(layer.attention.self, name).weight.add_(1.0)
+    assert torch.equal(model.longformer(input_ids=ids).last_hidden_state, before)
+    moved = compscope.load(model)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "W_E", "W_pos"):
+        assert torch.equal(getattr(moved, name), getattr(hw, name)), name
+    trace = runner_for(tmp_path, progress=False, device="cpu").trace(ids)
+    assert trace.resid[0].shape == (*ids.shape, D)
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
+                                   atol=2e-5, rtol=0)
+    wide = hw.replace(sliding_window=(None, None))
+    assert (layer_state(wide, 1, trace.resid[1]).out - trace.attn_out[1]).abs().max() > 1e-3
+    for window, why in (([3, 4], "even"), ([4], "one per layer")):
+        config = json.loads((tmp_path / "config.json").read_text())
+        (tmp_path / "config.json").write_text(json.dumps({**config, "attention_window": window}))
+        with pytest.raises(compscope.LoadError, match=f"'attention_window' = {re.escape(str(window))}.*{why}"):
+            compscope.load(tmp_path)
 
 
 def test_bert_kin_refuse_what_they_cannot_read(tmp_path):

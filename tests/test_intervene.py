@@ -392,9 +392,14 @@ def test_the_pair_built_to_compose_is_the_only_one_that_does():
 def _clean_reads(lins, kind: str, clean: torch.Tensor) -> list:
     """Pre-hooks that feed ``clean`` to the q/k/v projections ``lins`` (separate modules) but ``kind``'s, where they
     read the hidden states (DeBERTa's query and key projections also project the relative-position embeddings, a
-    tensor of another shape, which they read unchanged)."""
-    return [lin.register_forward_pre_hook(lambda _, a: (clean,) if a[0].shape == clean.shape else None)
-            for k, lin in zip("QKV", lins) if k != kind]
+    tensor of another shape, which they read unchanged; Longformer's read the states sequence first)."""
+    def feed(_, a):
+        if a[0].shape == clean.shape:
+            return (clean,)
+        if clean.shape[0] != clean.shape[1] and a[0].shape == clean.transpose(0, 1).shape:
+            return (clean.transpose(0, 1),)
+        return None
+    return [lin.register_forward_pre_hook(feed) for k, lin in zip("QKV", lins) if k != kind]
 
 
 def _clean_fused_reads(c_attn, kind: str, clean: torch.Tensor) -> list:
@@ -520,7 +525,8 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
     W = m["W_out"](layers[l2]).double()
     per_head = lambda ctx: torch.stack([ctx[..., h * r:(h + 1) * r].double() @ W[:, h * r:(h + 1) * r].T  # noqa: E731
                                         for h in range(H)], dim=2)
-    o0, o1 = per_head(clean[("ctx", l2)]), per_head(patched["ctx"])
+    n = ids.shape[1]  # (Longformer runs its sequences padded to a multiple of its window: the padding left out)
+    o0, o1 = per_head(clean[("ctx", l2)])[:, :n], per_head(patched["ctx"])[:, :n]
     n0 = o0.norm(dim=-1)
     return ((o1.norm(dim=-1) - n0).abs() / n0).mean(dim=(0, 1)), ((o1 - o0).norm(dim=-1) / n0).mean(dim=(0, 1))
 
@@ -530,6 +536,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
                                                ("data2vec-text-pad-zero", "batched"), ("distilbert", "threes"),
                                                ("ibert-float", "threes"), ("luke-words-alone", "single"),
                                                ("layoutlm-words-alone", "batched"),
+                                               ("longformer-windows-both-sides", "threes"),
                                                ("ernie-task-types", "batched"), ("bert-generation-encoder", "single"),
                                                ("splinter-bert-layers", "threes"), ("align-text-bert", "batched"),
                                                ("clap-text-roberta", "threes"),
@@ -545,7 +552,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
                                                ("xlm-clm-causal-languages", "batched"), ("flaubert-post-ln", "single")])
 def test_post_ln_effects_equal_a_patched_forward_through_the_models_own_modules(variant_id, route, monkeypatch):
     """BERT and its kin (post-LN; DistilBERT, XLM and FlauBERT under their own names; GPT-1, causal, its first layer
-    reading the raw embeddings), three layers, every pair and kind: the direct path through the
+    reading the raw embeddings; Longformer, its sequences padded as it runs them), three layers, every pair and kind: the direct path through the
     norms between the layers (compscope's one trace) equals the patched forward of the model
     itself; with a layer's four writers in one batch (as on a GPU), in three and one, and one at a time."""
     pytest.importorskip("transformers")

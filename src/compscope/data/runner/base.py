@@ -113,6 +113,10 @@ class Runner:
     #: compscope reads (Gemma 4 scales the whole residual after each layer: :meth:`Family.residual_divisors`);
     #: None: the same residual. Traces hold compscope's; a left-out layer returns the model's
     divisors: list[float] | None = None
+    #: whether the running model pads each sequence at its end with tokens its attention masks (Longformer's, to a
+    #: multiple of its window: ``Family.pads_sequences``): a layer left out returns the clean run's residual padded
+    #: with zeros, which no real token reads
+    pads: bool = False
     #: what a layer module returns, seen on a clean run: ("tensor", its dtype), (a tuple's or list's length, its
     #: residual's dtype, tuple or list), or False (neither); None: not seen yet
     _returns: tuple | bool | None = None
@@ -238,7 +242,8 @@ class Runner:
         with seeing, self._leaving_out(kept), skipping, evaluating(getattr(self, "model", None)):
             resid, out, *rest = self._run(tokens, add) if add else self._run(tokens)
         if seen:
-            resid[-1] = seen[0] if self.divisors is None else seen[0] / self.divisors[-1]
+            x = seen[0][:, :tokens.shape[1]]  # (a model that pads its sequences: cut back)
+            resid[-1] = x if self.divisors is None else x / self.divisors[-1]
         post = rest[0] if rest else None  # post-LN: the norms' inputs per layer
         if not last:  # (run anyway where the layers are not modules of one list: a hybrid's attention layers)
             out[-1] = None
@@ -293,7 +298,12 @@ class Runner:
     def _leaving_out(self, outputs: list[Tensor]):
         """Layers ``0 .. len(outputs) - 1`` not run: each module returns its output as given, in the
         form the layer returns it (:attr:`_returns`; a tuple's other elements None)."""
-        stubs = {i: (lambda *args, _v=self._as_returned(o), **kwargs: _v) for i, o in enumerate(outputs)}
+        if self.pads:  # padded with zeros to the length the model runs (its padding's rows: masked keys)
+            stubs = {i: (lambda *args, _o=o, **kwargs: self._as_returned(_padded(_o, args[0] if args else
+                                                                                  kwargs["hidden_states"])))
+                     for i, o in enumerate(outputs)}
+        else:
+            stubs = {i: (lambda *args, _v=self._as_returned(o), **kwargs: _v) for i, o in enumerate(outputs)}
         with self._replacing(stubs):
             yield
 
@@ -392,6 +402,11 @@ def float32_norms(norms: list[tuple] | None) -> list[tuple] | None:
     import copy
 
     return [tuple(copy.deepcopy(n).float() for n in pair) for pair in norms]
+
+
+def _padded(x: Tensor, like: Tensor) -> Tensor:
+    """``x (batch, seq, d)`` padded with zeros along the sequence to the length of ``like``."""
+    return torch.nn.functional.pad(x, (0, 0, 0, like.shape[1] - x.shape[1]))
 
 
 def what_is(x) -> str:

@@ -32,6 +32,7 @@ class HFRunner(Runner):
         self.body = family.base_model(model)  # run without the unembedding, which nothing here reads
         self.points = family.hook_points(model)
         self.added_by = family.added_by  # what the residual receives from a hooked output
+        self.pads = family.pads_sequences  # (Longformer's: what the hooks see is longer than the sequence)
         # what the residual receives is this multiple of the hooked attention output (Granite's
         # residual_multiplier, folded into W_O): outputs are scaled by it, added changes divided
         self.out_scale = family.residual_scale(text, where)
@@ -65,20 +66,22 @@ class HFRunner(Runner):
         out: dict[int, Tensor] = {}
         norm_in: dict[tuple[int, int], Tensor] = {}
         handles = []
-        first = lambda args, kwargs: args[0] if args else kwargs["hidden_states"]  # noqa: E731
+        n_seq = tokens.shape[1]
+        cut = (lambda x: x[:, :n_seq]) if self.pads else (lambda x: x)  # noqa: E731  (the model's padding, off)
+        first = lambda args, kwargs: cut(args[0] if args else kwargs["hidden_states"])  # noqa: E731
         div = self.divisors or [1.0] * len(self.points)
         for i, (rm, om) in enumerate(self.points):
             handles.append(rm.register_forward_pre_hook(
                 lambda m, a, k, i=i: resid.__setitem__(i, _over(first(a, k).detach(), div[i])), with_kwargs=True))
             if add and i in add:  # registered first: the hook below records what the layer adds with the change
                 d = add[i] * (div[i] / self.out_scale) if self.out_scale != 1.0 or div[i] != 1.0 else add[i]
-                handles.append(om.register_forward_hook(lambda m, a, o, d=d: _plus(o, d)))
+                handles.append(om.register_forward_hook(lambda m, a, o, d=d: _plus(o, d, self.pads)))
             handles.append(om.register_forward_hook(
-                lambda m, a, o, i=i: out.__setitem__(i, _over(self._added(o), div[i]))))
+                lambda m, a, o, i=i: out.__setitem__(i, _over(cut(self._added(o)), div[i]))))
         for i, norms in enumerate(self.norm_modules or ()):
             for j, nm in enumerate(norms):
                 handles.append(nm.register_forward_pre_hook(
-                    lambda m, a, k, key=(i, j): norm_in.__setitem__(key, (a[0] if a else k["input"]).detach()),
+                    lambda m, a, k, key=(i, j): norm_in.__setitem__(key, cut(a[0] if a else k["input"]).detach()),
                     with_kwargs=True))
         try:
             self.body(input_ids=tokens)
@@ -129,11 +132,14 @@ def _over(x: Tensor, divisor: float) -> Tensor:
     return x if divisor == 1.0 else x / divisor
 
 
-def _plus(output, delta: Tensor):
-    """A module's output (a tensor, or a tuple whose first element is the tensor) plus ``delta``."""
-    if isinstance(output, tuple):
-        return (output[0] + delta, *output[1:])
-    return output + delta
+def _plus(output, delta: Tensor, pads: bool = False):
+    """A module's output (a tensor, or a tuple whose first element is the tensor) plus ``delta``; ``pads``: padded
+    with zeros along the sequence where the output is longer (a model that pads its sequences:
+    ``Family.pads_sequences``)."""
+    o = output[0] if isinstance(output, tuple) else output
+    if pads and o.shape[1] > delta.shape[1]:
+        delta = torch.nn.functional.pad(delta, (0, 0, 0, o.shape[1] - delta.shape[1]))
+    return (o + delta, *output[1:]) if isinstance(output, tuple) else o + delta
 
 
 def run_settings(path: Path) -> dict:

@@ -88,6 +88,10 @@ class Family:
     #: whether each layer is a module of one list (a block), which a data run can leave out or stop
     #: before; False where a model keeps its layers' parts in lists side by side (XLM's attentions, norms)
     layers_are_modules: ClassVar[bool] = True
+    #: whether the running model pads each sequence at its end, with tokens its attention masks, before its layers
+    #: (Longformer: to a multiple of its window): the data runner cuts what it hooks back to the sequence, and
+    #: pads what it adds with zeros
+    pads_sequences: ClassVar[bool] = False
     #: whether the data runner builds the class a folder's config names (``architectures``) rather than the one
     #: transformers' auto class maps its model type to (DPR: a context encoder, a question encoder and a reader
     #: of one model type, their tensors under different names)

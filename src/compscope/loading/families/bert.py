@@ -1,6 +1,7 @@
-"""BERT encoders (BERT, all-MiniLM, LayoutLM; RoBERTa, XLM-RoBERTa, CamemBERT, data2vec-text, I-BERT, LUKE; ELECTRA;
-DistilBERT; RoFormer, rotary): post-LayerNorm, bidirectional, learned positions; and XLM-RoBERTa-XL, RoBERTa's
-embeddings before pre-LN layers (:class:`XlmRobertaXl`), and Megatron-BERT, BERT's before them.
+"""BERT encoders (BERT, all-MiniLM, LayoutLM; RoBERTa, XLM-RoBERTa, CamemBERT, data2vec-text, I-BERT, LUKE,
+Longformer; ELECTRA; DistilBERT; RoFormer, rotary): post-LayerNorm, bidirectional, learned positions; and
+XLM-RoBERTa-XL, RoBERTa's embeddings before pre-LN layers (:class:`XlmRobertaXl`), and Megatron-BERT, BERT's
+before them.
 
 Post-LN: each sublayer's output is added to the residual and the *sum* is normalised,
 ``h' = LN(h + Attn(h))``. Attention at layer ``l`` therefore reads the residual directly; the
@@ -119,6 +120,11 @@ class Bert(Family):
         return dict(W_pos=wpe[start:].T, positions="learned"), [cls.first_position_note(start)] if start else []
 
     @classmethod
+    def windows(cls, config: dict, where: str, n_layers: int) -> tuple[int | None, ...]:
+        """Each layer's window (``HeadWeights.sliding_window``; None: every token attends to every token)."""
+        return (None,) * n_layers
+
+    @classmethod
     def embedding_extras(cls, ts, e: str, d: int) -> tuple[dict[str, torch.Tensor], list[str]]:
         """``embed_extra``'s tables ``(d_model, rows)`` (each token adds one of their columns: the token types,
         ERNIE's task types; ``e``: the embeddings' tensor prefix) and what the notes say of them."""
@@ -164,7 +170,7 @@ class Bert(Family):
             **norms,
             **positions,
             causal=False,
-            sliding_window=(None,) * L,
+            sliding_window=cls.windows(cfg, where, L),
             embed_extra=extra,
             meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
         )
@@ -411,6 +417,44 @@ class Luke(Roberta):
     def token_embeddings(cls, config: dict, where: str, wte: torch.Tensor) -> tuple[torch.Tensor, list[str]]:
         return wte.T, ["words alone: the entity embeddings and the entity-aware queries (w2e, e2w, e2e) act only on "
                        "entity inputs, and are not read"]
+
+
+@register
+class Longformer(Roberta):
+    """Longformer: RoBERTa's layout under ``longformer.``, each layer attending within a window both ways, the
+    ``attention_window[l] / 2`` tokens on either side (held as the window ``w/2 + 1``, ``|i − j| < w``). Tokens
+    marked for global attention (``global_attention_mask``) use their own projections (``query_global``,
+    ``key_global``, ``value_global``): compscope reads and runs every token as local, as the base model and the
+    masked LM do by default (its classifiers mark the first token global themselves). transformers pads each
+    sequence to a multiple of the widest window with masked pad tokens, which the data runner cuts off."""
+
+    name = "longformer"
+    about = ("Longformer: RoBERTa's layers, each attending within a window both ways (global attention's "
+             "projections not read)")
+    model_types = ("longformer",)
+    architectures = ("LongformerModel", "LongformerForMaskedLM", "LongformerForSequenceClassification",
+                     "LongformerForTokenClassification", "LongformerForQuestionAnswering",
+                     "LongformerForMultipleChoice")
+    handled = Roberta.handled | {"attention_window"}
+    ignored = frozenset({"onnx_export"})  # (how the sliding product is computed, not what)
+    hf_base = "longformer"
+    pads_sequences = True
+
+    @classmethod
+    def windows(cls, config: dict, where: str, n_layers: int) -> tuple[int | None, ...]:
+        w = config.get("attention_window", 512)  # (transformers' default)
+        ws = [w] * n_layers if isinstance(w, int) and not isinstance(w, bool) else w
+        if (not isinstance(ws, list) or len(ws) != n_layers
+                or any(isinstance(x, bool) or not isinstance(x, int) or x < 2 or x % 2 for x in ws)):
+            raise LoadError(f"{where}: 'attention_window' = {w!r}: expected an even number >= 2, or a list of one per "
+                            f"layer ({n_layers})")
+        return tuple(x // 2 + 1 for x in ws)
+
+    @classmethod
+    def token_embeddings(cls, config: dict, where: str, wte: torch.Tensor) -> tuple[torch.Tensor, list[str]]:
+        return wte.T, ["local attention only: every token attends within its layer's window (attention_window / 2 "
+                       "tokens each side); global attention's own projections (query_global, key_global, "
+                       "value_global) act only on tokens marked global, and are not read"]
 
 
 @register
