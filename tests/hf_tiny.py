@@ -686,6 +686,9 @@ VARIANTS = [
     Variant("longformer-windows-both-sides", "bert", "LongformerConfig",
             dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1,
                  attention_window=4)),
+    # TAPAS on words alone: BERT's layers, seven token-type tables (row 0 of each added), positions from 0 in one cell
+    Variant("tapas-words-alone", "bert", "TapasConfig",
+            dict(_COMMON, max_position_embeddings=32, layer_norm_eps=1e-12, type_vocab_sizes=[3, 5, 5, 2, 5, 5, 4])),
     # LayoutLM on words alone: BERT's layers, every token's box (0, 0, 0, 0) adding one vector of the 2-D tables
     Variant("layoutlm-words-alone", "bert", "LayoutLMConfig",
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12,
@@ -964,6 +967,8 @@ def _modules(model, kind: str):
 
 #: LayoutLM's 2-D position tables, each read at row 0 for a box (0, 0, 0, 0): x and y twice (both corners), h and w once
 BOX_TABLES = ("x_position_embeddings", "y_position_embeddings", "h_position_embeddings", "w_position_embeddings")
+#: TAPAS's seven token-type tables, each read at row 0 on words alone
+TAPAS_TYPES = tuple(f"token_type_embeddings_{i}" for i in range(7))
 
 
 @dataclass
@@ -1018,7 +1023,7 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
         emb = getattr(getattr(model, "roberta", model), "embeddings", None)  # (EmbeddingGemma's are Gemma 3's: none of
         # these; AltCLIP's text tower keeps them under roberta.)
         for name in [n for n in ("word_embeddings", "position_embeddings", "token_type_embeddings", "task_type_embeddings",
-                                 *BOX_TABLES) if getattr(emb, n, None) is not None]:  # (GTE's token types: None without any)
+                                 *BOX_TABLES, *TAPAS_TYPES) if getattr(emb, n, None) is not None]:  # (GTE's token types: None without any)
             handles.append(getattr(emb, name).register_forward_hook(  # (I-BERT's: a scaling factor beside)
                 lambda m, a, o, name=name: store.__setitem__(name, _added(o)[:, :n].detach().clone())))
     try:

@@ -23,7 +23,7 @@ import torch
 import compscope
 from compscope.core.attention import attention_forward
 
-from hf_tiny import (BOX_TABLES, BY_ID, D, D_HEAD, SEQ, VARIANTS, VOCAB, _modules, attention_layers, auto_class, build, capture,
+from hf_tiny import (BOX_TABLES, BY_ID, TAPAS_TYPES, D, D_HEAD, SEQ, VARIANTS, VOCAB, _modules, attention_layers, auto_class, build, capture,
                      make_config, model_and_capture, random_ids)
 
 ATOL = 1e-5
@@ -163,6 +163,9 @@ def test_embedding_columns_match_hf(variant):
             torch.testing.assert_close(hw.W_pos[:, :SEQ].T, cap.extra["position_embeddings"][0], atol=0, rtol=0)
             summed = emb + hw.W_pos[:, :SEQ].T
         extras = {"W_type": "token_type_embeddings", "W_task": "task_type_embeddings"}  # (ERNIE's task types)
+        if TAPAS_TYPES[0] in cap.extra:  # TAPAS: row 0 of each of its seven tables, the segment's as W_type
+            extras = dict(zip(("W_type", "W_column", "W_row", "W_previous_answer", "W_column_rank",
+                               "W_inverse_column_rank", "W_numeric_relation"), TAPAS_TYPES))
         boxes = BOX_TABLES[0] in cap.extra  # LayoutLM: every box (0, 0, 0, 0), each corner read from x and y
         assert set(hw.embed_extra) == {k for k, name in extras.items() if name in cap.extra} | ({"W_box"} if boxes else set())
         for key, name in extras.items():

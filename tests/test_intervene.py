@@ -535,7 +535,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
                                                ("roberta-offset-positions", "threes"), ("electra", "single"),
                                                ("data2vec-text-pad-zero", "batched"), ("distilbert", "threes"),
                                                ("ibert-float", "threes"), ("luke-words-alone", "single"),
-                                               ("layoutlm-words-alone", "batched"),
+                                               ("layoutlm-words-alone", "batched"), ("tapas-words-alone", "single"),
                                                ("longformer-windows-both-sides", "threes"),
                                                ("ernie-task-types", "batched"), ("bert-generation-encoder", "single"),
                                                ("splinter-bert-layers", "threes"), ("align-text-bert", "batched"),

@@ -1,4 +1,4 @@
-"""BERT encoders (BERT, all-MiniLM, LayoutLM; RoBERTa, XLM-RoBERTa, CamemBERT, data2vec-text, I-BERT, LUKE,
+"""BERT encoders (BERT, all-MiniLM, LayoutLM, TAPAS; RoBERTa, XLM-RoBERTa, CamemBERT, data2vec-text, I-BERT, LUKE,
 Longformer; ELECTRA; DistilBERT; RoFormer, rotary): post-LayerNorm, bidirectional, learned positions; and
 XLM-RoBERTa-XL, RoBERTa's embeddings before pre-LN layers (:class:`XlmRobertaXl`), and Megatron-BERT, BERT's
 before them.
@@ -483,6 +483,49 @@ class LayoutLM(Bert):
         extra["W_box"] = (2 * rows["x"] + 2 * rows["y"] + rows["h"] + rows["w"])[:, None]
         return extra, notes + ["words alone: every token's box is (0, 0, 0, 0), so each adds the same vector of the "
                                "2-D position tables (embed_extra['W_box']); boxes change no head"]
+
+
+@register
+class Tapas(Bert):
+    """TAPAS (table question answering): BERT's layout under ``tapas.``, and seven tables of token types
+    (``token_type_embeddings_0`` .. ``_6``: segment, column, row, previous answer, column rank, inverse column
+    rank, numeric relation), one row of each added to every token. On words alone, as compscope runs it
+    (transformers' default without ``token_type_ids``), every type is 0: row 0 of each, and every token in one cell,
+    so positions count from 0 (``reset_position_index_per_cell`` restarts them only at a new cell). The segment
+    table is ``embed_extra['W_type']``, the others under their names; the heads are BERT's whatever the types."""
+
+    name = "tapas"
+    about = "TAPAS on words alone: BERT's layout, seven token-type tables (every type 0)"
+    model_types = ("tapas",)
+    architectures = ("TapasModel", "TapasForMaskedLM", "TapasForQuestionAnswering", "TapasForSequenceClassification")
+    handled = Bert.handled | {"type_vocab_sizes", "reset_position_index_per_cell"}
+    ignored = frozenset(  # (the question-answering heads' and their losses' settings, and the tables' sizes)
+        "positive_label_weight num_aggregation_labels aggregation_loss_weight use_answer_as_supervision "
+        "answer_loss_importance use_normalized_answer_loss huber_loss_delta aggregation_temperature "
+        "use_gumbel_for_cells use_gumbel_for_aggregation average_approximation_function cell_selection_preference "
+        "answer_loss_cutoff max_num_rows max_num_columns average_logits_per_cell select_one_column "
+        "allow_empty_column_selection init_cell_selection_weights_to_zero disable_per_token_loss aggregation_labels "
+        "no_aggregation_label_index".split())
+    hf_base = "tapas"
+    #: ``embed_extra``'s name for each token-type table, in TAPAS's order
+    type_tables: ClassVar[tuple[str, ...]] = ("W_type", "W_column", "W_row", "W_previous_answer", "W_column_rank",
+                                               "W_inverse_column_rank", "W_numeric_relation")
+
+    @classmethod
+    def embedding_extras(cls, ts, e: str, d: int) -> tuple[dict[str, torch.Tensor], list[str]]:
+        extra = {}
+        for i, key in enumerate(cls.type_tables):
+            name = f"{e}token_type_embeddings_{i}.weight"
+            t = ts.take(name)
+            if t.ndim != 2 or t.shape[1] != d:
+                raise LoadError(f"{ts.origin(name)}: tensor '{name}' has shape {tuple(t.shape)}: expected (types, {d})")
+            extra[key] = t.T
+        if f"{e}token_type_embeddings_{len(cls.type_tables)}.weight" in ts:
+            raise UnsupportedModelError(f"{ts.origin(e + 'token_type_embeddings_0.weight')}: more than "
+                                        f"{len(cls.type_tables)} token-type tables; TAPAS has seven")
+        return extra, ["words alone: every token type 0 (row 0 of each of the seven tables: segment, column, row, "
+                       "previous answer, column rank, inverse column rank, numeric relation) and every token in one "
+                       "cell, so positions count from 0"]
 
 
 @register
