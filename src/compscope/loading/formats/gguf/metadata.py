@@ -303,11 +303,12 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         cfg.update(rules.llama4(fields, arch))
     if arch in ("t5", "t5encoder"):
         rules.t5(path, arch, cfg, fields, infos)
-    notes = (rules.falcon_h1(path, arch, fields),) if arch == "falcon-h1" else ()
+    note = rules.falcon_h1(path, arch, fields) if arch == "falcon-h1" else None
     if arch == "phimoe":
-        notes = rules.phimoe(cfg, {i.name for i in infos})
+        note = rules.phimoe(cfg, {i.name for i in infos})
     if arch == "afmoe":
-        notes = (rules.afmoe(path, arch, cfg),)
+        note = rules.afmoe(path, arch, cfg)
+    notes = () if note is None else (note,)
     if arch == "command-r":  # Command R+'s per-head QK LayerNorms, there when their stacked gains are
         cfg["use_qk_norm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)
     if "vocab_size" not in cfg:

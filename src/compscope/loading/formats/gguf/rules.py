@@ -275,13 +275,13 @@ def nemotron_h(path: Path, arch: str, cfg: dict, fields: dict, n_heads, n_kv) ->
     return cfg["num_attention_heads"], kv_heads[0], {i for i, k in enumerate(kinds) if k != "full_attention"}
 
 
-def phimoe(cfg: dict, names: set[str]) -> tuple[str, ...]:
+def phimoe(cfg: dict, names: set[str]) -> str | None:
     """Phi-3.5-MoE as llama.cpp's converter writes it (Phi-3's): the bias switches as the tensors the file holds
     (``attention_bias`` where the query has one, ``lm_head_bias`` where ``output.bias`` is), into ``cfg``; with
     LongRoPE, the note that its amplitude is the one llama.cpp computes, ``sqrt(1 + ln s / ln n)``, where
-    transformers' PhiMoE takes the config's ``short_mscale`` (not written to the file)."""
+    transformers' PhiMoE takes the config's ``short_mscale`` (not written to the file); without, None."""
     cfg.update(attention_bias=any(n.endswith("attn_q.bias") for n in names), lm_head_bias="output.bias" in names)
     if (cfg.get("rope_scaling") or {}).get("rope_type") != "longrope":
-        return ()
+        return None
     return ("LongRoPE's amplitude as llama.cpp computes it, sqrt(1 + ln s / ln n) on queries and keys, where "
-            "transformers' PhiMoE takes the config's short_mscale, which the file does not hold",)
+            "transformers' PhiMoE takes the config's short_mscale, which the file does not hold")
