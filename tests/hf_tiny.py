@@ -686,6 +686,12 @@ VARIANTS = [
     Variant("longformer-windows-both-sides", "bert", "LongformerConfig",
             dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1,
                  attention_window=4)),
+    # LayoutLMv3 on words alone, no image: RoBERTa's layers and positions, the box rows concatenated (4 x 5 + 2 x 6 =
+    # 32 wide), a bias by offset bucket (8 buckets, both ways, up to 8) and the spatial one (one value per head)
+    Variant("layoutlmv3-words-alone", "bert", "LayoutLMv3Config",
+            dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1,
+                 max_2d_position_embeddings=64, coordinate_size=5, shape_size=6, rel_pos_bins=8, max_rel_pos=8,
+                 rel_2d_pos_bins=8, max_rel_2d_pos=16, input_size=32, patch_size=16)),
     # TAPAS on words alone: BERT's layers, seven token-type tables (row 0 of each added), positions from 0 in one cell
     Variant("tapas-words-alone", "bert", "TapasConfig",
             dict(_COMMON, max_position_embeddings=32, layer_norm_eps=1e-12, type_vocab_sizes=[3, 5, 5, 2, 5, 5, 4])),

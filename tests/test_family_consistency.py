@@ -172,8 +172,9 @@ def test_embedding_columns_match_hf(variant):
             if name in cap.extra:
                 torch.testing.assert_close(hw.embed_extra[key][:, 0], cap.extra[name][0, 0])
                 summed = summed + hw.embed_extra[key][:, 0]
-        if boxes:
-            added = sum(times * cap.extra[name][0, 0] for times, name in zip((2, 2, 1, 1), BOX_TABLES))
+        if boxes:  # (LayoutLMv3: the rows concatenated, [x0, y0, x1, y1, h, w]; v1: summed)
+            x, y, h, w = (cap.extra[name][0, 0] for name in BOX_TABLES)
+            added = torch.cat([x, y, x, y, h, w]) if x.shape[0] < D else 2 * x + 2 * y + h + w
             assert hw.embed_extra["W_box"].shape == (hw.d_model, 1)
             torch.testing.assert_close(hw.embed_extra["W_box"][:, 0], added)
             summed = summed + added
@@ -658,6 +659,30 @@ def test_longformer_reads_each_layers_window_and_runs_padded_sequences(tmp_path)
         (tmp_path / "config.json").write_text(json.dumps({**config, "attention_window": window}))
         with pytest.raises(compscope.LoadError, match=f"'attention_window' = {re.escape(str(window))}.*{why}"):
             compscope.load(tmp_path)
+
+
+def test_layoutlmv3_bias_is_the_models_own_at_boxes_of_zero():
+    """LayoutLMv3's logit bias as its encoder computes it for words alone (positions 0.., every box 0: the bias by
+    offset bucket plus the spatial one, over sqrt(d_head)) equals ``rel_bias`` at compscope's bucket of each offset,
+    the spatial part included (one value per head, which the attention pattern alone cannot show); and the spatial
+    tables do enter it."""
+    import transformers
+
+    from compscope.core.attention import bias_bucket
+
+    model, _ = model_and_capture("layoutlmv3-words-alone")
+    encoder = model.encoder
+    if not hasattr(encoder, "_compute_position_bias"):
+        pytest.skip(f"transformers {transformers.__version__}: LayoutLMv3's encoder computes its bias otherwise")
+    hw = compscope.load(model)
+    positions = torch.arange(SEQ)[None]
+    with torch.no_grad():
+        want = encoder._compute_position_bias(positions, torch.zeros(1, SEQ, 4, dtype=torch.long))[0]
+    offsets = positions[0][:, None] - positions[0][None, :]  # query minus key
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(hw.rel_bias[layer][:, bias_bucket(hw, offsets)], want, atol=1e-6, rtol=0)
+    spatial = (encoder.rel_pos_x_bias.weight[:, 0] + encoder.rel_pos_y_bias.weight[:, 0]) / D_HEAD**0.5
+    assert float(spatial.abs().min()) > 1e-3
 
 
 def test_bert_kin_refuse_what_they_cannot_read(tmp_path):

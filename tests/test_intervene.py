@@ -536,6 +536,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
                                                ("data2vec-text-pad-zero", "batched"), ("distilbert", "threes"),
                                                ("ibert-float", "threes"), ("luke-words-alone", "single"),
                                                ("layoutlm-words-alone", "batched"), ("tapas-words-alone", "single"),
+                                               ("layoutlmv3-words-alone", "threes"),
                                                ("longformer-windows-both-sides", "threes"),
                                                ("ernie-task-types", "batched"), ("bert-generation-encoder", "single"),
                                                ("splinter-bert-layers", "threes"), ("align-text-bert", "batched"),

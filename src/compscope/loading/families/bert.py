@@ -1,4 +1,4 @@
-"""BERT encoders (BERT, all-MiniLM, LayoutLM, TAPAS; RoBERTa, XLM-RoBERTa, CamemBERT, data2vec-text, I-BERT, LUKE,
+"""BERT encoders (BERT, all-MiniLM, TAPAS; RoBERTa, XLM-RoBERTa, CamemBERT, data2vec-text, I-BERT, LUKE,
 Longformer; ELECTRA; DistilBERT; RoFormer, rotary): post-LayerNorm, bidirectional, learned positions; and
 XLM-RoBERTa-XL, RoBERTa's embeddings before pre-LN layers (:class:`XlmRobertaXl`), and Megatron-BERT, BERT's
 before them.
@@ -455,34 +455,6 @@ class Longformer(Roberta):
         return wte.T, ["local attention only: every token attends within its layer's window (attention_window / 2 "
                        "tokens each side); global attention's own projections (query_global, key_global, "
                        "value_global) act only on tokens marked global, and are not read"]
-
-
-@register
-class LayoutLM(Bert):
-    """LayoutLM (v1): BERT's layout under ``layoutlm.``, beside tables of 2-D positions that each token adds for
-    its box ``(x0, y0, x1, y1)``: ``x[x0] + y[y0] + x[x1] + y[y1] + h[y1 − y0] + w[x1 − x0]``. On words alone, as
-    compscope runs it (transformers' default without ``bbox``), every box is ``(0, 0, 0, 0)`` and every token adds
-    the same vector ``2 x[0] + 2 y[0] + h[0] + w[0]``, kept as ``embed_extra['W_box']`` ``(d_model, 1)``; the heads
-    are BERT's whatever the boxes."""
-
-    name = "layoutlm"
-    about = "LayoutLM (v1) on words alone: BERT's layout, every token's box (0, 0, 0, 0)"
-    model_types = ("layoutlm",)
-    architectures = ("LayoutLMModel", "LayoutLMForMaskedLM", "LayoutLMForTokenClassification",
-                     "LayoutLMForSequenceClassification", "LayoutLMForQuestionAnswering")
-    ignored = frozenset({"max_2d_position_embeddings"})  # (the box tables' rows: the boxes, not read)
-    hf_base = "layoutlm"
-
-    @classmethod
-    def embedding_extras(cls, ts, e: str, d: int) -> tuple[dict[str, torch.Tensor], list[str]]:
-        extra, notes = super().embedding_extras(ts, e, d)
-        rows = {a: ts.take(f"{e}{a}_position_embeddings.weight")[0] for a in "xyhw"}
-        if any(r.shape != (d,) for r in rows.values()):
-            raise LoadError(f"{ts.origin(e + 'x_position_embeddings.weight')}: the 2-D position tables "
-                            f"({e}[xyhw]_position_embeddings.weight) must have rows of width d_model = {d}")
-        extra["W_box"] = (2 * rows["x"] + 2 * rows["y"] + rows["h"] + rows["w"])[:, None]
-        return extra, notes + ["words alone: every token's box is (0, 0, 0, 0), so each adds the same vector of the "
-                               "2-D position tables (embed_extra['W_box']); boxes change no head"]
 
 
 @register
