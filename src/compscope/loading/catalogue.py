@@ -150,6 +150,22 @@ NOT_READ: dict[str, str] = {
     "musicgen_melody": ("MusicGen Melody's decoder: each position's residual starts as the sum of one token embedding "
                         "per audio codebook, which no one column of W_E per token expresses"),
     "prophetnet": _ENC_DEC + "; its decoder predicts several future tokens in streams of its own (n-gram attention)",
+    **dict.fromkeys(("musicgen_decoder", "musicgen_melody_decoder"), (
+        "MusicGen's decoder: each position's residual starts as the sum of one token embedding per audio codebook, "
+        "which no one column of W_E per token expresses")),
+    **dict.fromkeys(("pix2struct", "pix2struct_text_model", "speecht5", "nougat", "rag"), _ENC_DEC),
+    "imagegpt": ("ImageGPT: its unembedding has no row for the start token (512 colour clusters out, 513 tokens in), "
+                 "and compscope pairs each token's column of W_E with its row of W_U"),
+    "decision_transformer": ("a GPT-2 over returns, states and actions, each embedded by a linear map of its own "
+                             "values and interleaved: no token embedding W_E to read"),
+    "lilt": ("LiLT: a text stream and a layout stream whose attention logits are added to each other's in every "
+             "layer, so each head's logit reads two residual streams"),
+    **dict.fromkeys(("layoutlmv2", "layoutxlm"), (
+        "every input carries image tokens from its visual backbone (Detectron2's ResNet), so it runs on no words "
+        "alone, and its logits add biases by 1-D and 2-D offsets")),
+    "lxmert": ("a language and a vision encoder joined by cross-modality layers in which each stream attends to "
+               "the other: no one residual stream after the language layers"),
+    "vilt": "every input is text and image patches in one sequence: it runs on no words alone",
     "laguna": ("a query head count per layer (num_attention_heads_per_layer) and a softplus gate on each head's "
                "output, which compscope's canonical form (one head count, a sigmoid gate) does not hold"),
 }
