@@ -692,6 +692,12 @@ VARIANTS = [
             dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1,
                  max_2d_position_embeddings=64, coordinate_size=5, shape_size=6, rel_pos_bins=8, max_rel_pos=8,
                  rel_2d_pos_bins=8, max_rel_2d_pos=16, input_size=32, patch_size=16)),
+    # GIT's text decoder on text alone: BERT's post-LN layers attending causally, a biased head (its image encoder
+    # built, not run)
+    Variant("git-text-decoder", "git", "GitConfig",
+            dict(_COMMON, max_position_embeddings=32, layer_norm_eps=1e-12, bos_token_id=2, eos_token_id=3,
+                 vision_config=dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16,
+                                    image_size=32, patch_size=16))),
     # TAPAS on words alone: BERT's layers, seven token-type tables (row 0 of each added), positions from 0 in one cell
     Variant("tapas-words-alone", "bert", "TapasConfig",
             dict(_COMMON, max_position_embeddings=32, layer_norm_eps=1e-12, type_vocab_sizes=[3, 5, 5, 2, 5, 5, 4])),
@@ -955,6 +961,8 @@ def _modules(model, kind: str):
         return [(b.self_attn, b.self_attn.o_proj) for b in model.layers], None
     if kind == "xlm":  # post-LN: the attention reads the residual; the LM head's projection the last layer's output
         return [(a, a.out_lin) for a in model.transformer.attentions], model.pred_layer.proj
+    if kind == "git":  # BERT's post-LN layers under git., the head reading the last layer's output
+        return [(b.attention.self, b.attention.output.dense) for b in model.git.encoder.layer], model.output
     if kind == "altclip":  # BERT's post-LN layers under roberta. (at encoder.layers in transformers 5, .layer in 4)
         encoder = model.roberta.encoder
         return [(b.attention.self, b.attention.output.dense) for b in getattr(encoder, "layers", None) or encoder.layer], \
@@ -1025,8 +1033,8 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
     if kind in HYBRIDS:  # its first layer may be a Mamba layer: what enters it is the embedding
         handles.append(model.model.layers[0].register_forward_pre_hook(
             lambda m, a, k: store.__setitem__("layer0_in", _first(a, k).detach().clone()), with_kwargs=True))
-    if kind in ENCODERS:
-        emb = getattr(getattr(model, "roberta", model), "embeddings", None)  # (EmbeddingGemma's are Gemma 3's: none of
+    if kind in (*ENCODERS, "git"):
+        emb = getattr(getattr(model, "roberta", getattr(model, "git", model)), "embeddings", None)  # (EmbeddingGemma's are Gemma 3's: none of
         # these; AltCLIP's text tower keeps them under roberta.)
         for name in [n for n in ("word_embeddings", "position_embeddings", "token_type_embeddings", "task_type_embeddings",
                                  *BOX_TABLES, *TAPAS_TYPES) if getattr(emb, n, None) is not None]:  # (GTE's token types: None without any)

@@ -154,7 +154,7 @@ def test_embedding_columns_match_hf(variant):
     ids = cap.ids
     assert hw.n_vocab == VOCAB
     emb = hw.W_E[:, ids].permute(1, 2, 0)  # (batch, seq, d)
-    if variant.kind in ("bert", "altclip"):
+    if variant.kind in ("bert", "altclip", "git"):
         torch.testing.assert_close(emb, cap.extra["word_embeddings"], atol=0, rtol=0)
         if hw.W_pos is None:  # (RoFormer: rotary, DeBERTa: relative positions; no position table)
             assert hw.positions in ("rotary", "relative") and "position_embeddings" not in cap.extra

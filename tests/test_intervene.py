@@ -445,8 +445,8 @@ def _encoder_modules(model) -> dict:
                 "mlp": lambda b: b.output.dense,
                 "clean_reads": lambda b, kind, clean: _clean_reads((a(b).q, a(b).k, a(b).v), kind, clean)}
     s = lambda b: b.attention.self  # noqa: E731
-    body = getattr(model, "roberta", model)  # (AltCLIP's text tower: its layers under roberta., as encoder.layers in
-    # transformers 5)
+    body = getattr(model, "roberta", getattr(model, "git", model))  # (AltCLIP's text tower: its layers under roberta.,
+    # as encoder.layers in transformers 5; GIT's under git.)
     return {"layers": getattr(body.encoder, "layer", None) or body.encoder.layers, "reads": s, "out": lambda b: b.attention.output.dense,
             "W_out": lambda b: b.attention.output.dense.weight, "mlp": lambda b: b.output.dense,
             "clean_reads": lambda b, kind, clean: (_clean_per_head_fused_reads(s(b).in_proj, kind, clean,
@@ -536,7 +536,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
                                                ("data2vec-text-pad-zero", "batched"), ("distilbert", "threes"),
                                                ("ibert-float", "threes"), ("luke-words-alone", "single"),
                                                ("layoutlm-words-alone", "batched"), ("tapas-words-alone", "single"),
-                                               ("layoutlmv3-words-alone", "threes"),
+                                               ("layoutlmv3-words-alone", "threes"), ("git-text-decoder", "batched"),
                                                ("longformer-windows-both-sides", "threes"),
                                                ("ernie-task-types", "batched"), ("bert-generation-encoder", "single"),
                                                ("splinter-bert-layers", "threes"), ("align-text-bert", "batched"),

@@ -61,6 +61,7 @@ def test_post_ln_traces_carry_the_sums_their_norms_take(variant):
     """Post-LN (BERT): the first norm takes residual + attention output, and the two norms, in
     turn, give the next layer's residual; pre-LN traces carry none."""
     layers = {"bert": {"num_hidden_layers": 3}, "rotary_bert": {"num_hidden_layers": 3}, "altclip": {"num_hidden_layers": 3},
+              "git": {"num_hidden_layers": 3},
               "gpt1": {"n_layer": 3}, "xlm": {"n_layers": 3}}.get(variant.kind, {})
     model = build(variant, **layers)
     runner = runner_for(model, compscope.load(model))

@@ -119,6 +119,16 @@ class Bert(Family):
                             f"(positions > {start}, d_model)")
         return dict(W_pos=wpe[start:].T, positions="learned"), [cls.first_position_note(start)] if start else []
 
+    #: whether each token attends to those before it alone (GIT's text decoder), not to every token
+    causal: ClassVar[bool] = False
+
+    @classmethod
+    def unembedding(cls, ckpt: Checkpoint, W_E: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None,
+                                                                         list[str]]:
+        """``(W_U, b_U, notes)``: an encoder has no unembedding (its heads' outputs feed a classifier or the
+        embedding of a text)."""
+        return None, None, ["encoder: bidirectional attention, no unembedding (W_U is None)"]
+
     @classmethod
     def windows(cls, config: dict, where: str, n_layers: int) -> tuple[int | None, ...]:
         """Each layer's window (``HeadWeights.sliding_window``; None: every token attends to every token)."""
@@ -158,18 +168,17 @@ class Bert(Family):
         W_E, token_notes = cls.token_embeddings(cfg, where, ts.take(e + "word_embeddings.weight"))
         positions, position_notes = cls.positional(cfg, where, ts, e, r, L)
         extra, extra_notes = cls.embedding_extras(ts, e, d)
-        notes = list(ckpt.notes) + norm_notes + [
-            "encoder: bidirectional attention, no unembedding (W_U is None)",
-        ] + token_notes + position_notes + extra_notes
+        W_U, b_U, head_notes = cls.unembedding(ckpt, W_E)
+        notes = list(ckpt.notes) + norm_notes + head_notes + token_notes + position_notes + extra_notes
         return HeadWeights(
             W_Q=torch.stack(ws[0]), W_K=torch.stack(ws[1]), W_V=torch.stack(ws[2]), W_O=torch.stack(wo),
             b_Q=stack(bs[0]), b_K=stack(bs[1]), b_V=stack(bs[2]),
             b_O=torch.stack(bo),
-            W_E=W_E, W_U=None, b_U=None,
+            W_E=W_E, W_U=W_U, b_U=b_U,
             kv_map=tuple(range(H)),
             **norms,
             **positions,
-            causal=False,
+            causal=cls.causal,
             sliding_window=cls.windows(cfg, where, L),
             embed_extra=extra,
             meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
