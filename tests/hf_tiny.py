@@ -698,6 +698,10 @@ VARIANTS = [
             dict(_COMMON, max_position_embeddings=32, layer_norm_eps=1e-12, bos_token_id=2, eos_token_id=3,
                  vision_config=dict(hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=16,
                                     image_size=32, patch_size=16))),
+    # VisualBERT on words alone: BERT's layers (its visual projection and tables built, not run)
+    Variant("visual-bert-words-alone", "bert", "VisualBertConfig",
+            dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12, visual_embedding_dim=12,
+                 pad_token_id=1)),
     # TAPAS on words alone: BERT's layers, seven token-type tables (row 0 of each added), positions from 0 in one cell
     Variant("tapas-words-alone", "bert", "TapasConfig",
             dict(_COMMON, max_position_embeddings=32, layer_norm_eps=1e-12, type_vocab_sizes=[3, 5, 5, 2, 5, 5, 4])),

@@ -1,4 +1,4 @@
-"""BERT encoders (BERT, all-MiniLM, TAPAS; RoBERTa, XLM-RoBERTa, CamemBERT, data2vec-text, I-BERT, LUKE,
+"""BERT encoders (BERT, all-MiniLM, TAPAS, VisualBERT; RoBERTa, XLM-RoBERTa, CamemBERT, data2vec-text, I-BERT, LUKE,
 Longformer; ELECTRA; DistilBERT; RoFormer, rotary): post-LayerNorm, bidirectional, learned positions; and
 XLM-RoBERTa-XL, RoBERTa's embeddings before pre-LN layers (:class:`XlmRobertaXl`), and Megatron-BERT, BERT's
 before them.
@@ -464,6 +464,23 @@ class Longformer(Roberta):
         return wte.T, ["local attention only: every token attends within its layer's window (attention_window / 2 "
                        "tokens each side); global attention's own projections (query_global, key_global, "
                        "value_global) act only on tokens marked global, and are not read"]
+
+
+@register
+class VisualBert(Bert):
+    """VisualBERT on words alone: BERT's layout under ``visual_bert.`` (positions from 0, token types). Visual
+    features, where given, are projected and appended with tables of their own (``visual_*``); run without them, as
+    compscope runs it, the sequence is text alone and those are not read."""
+
+    name = "visual_bert"
+    about = "VisualBERT on words alone: BERT's layout (the visual features' projection and tables not read)"
+    model_types = ("visual_bert",)
+    architectures = ("VisualBertModel", "VisualBertForPreTraining", "VisualBertForQuestionAnswering",
+                     "VisualBertForVisualReasoning", "VisualBertForMultipleChoice", "VisualBertForRegionToPhraseAlignment")
+    # (the visual features' width and how their tables start; with bypass_transformer, visual tokens skip the
+    # layers: text runs through them either way)
+    ignored = frozenset({"visual_embedding_dim", "special_visual_initialize", "bypass_transformer"})
+    hf_base = "visual_bert"
 
 
 @register
