@@ -578,42 +578,62 @@ def test_bert_kin_with_their_heads_from_objects_and_folders(tmp_path, model_cls,
     assert_matches(hw, cap, model_cls)
 
 
+def _saved_shaken(model, folder):
+    """``model`` in eval mode, every parameter moved by 0.25 times seeded noise (so no tensor is its init), saved
+    to ``folder``; and compscope's read of the folder."""
+    torch.manual_seed(0)
+    model.eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.25 * torch.randn_like(p))
+    model.save_pretrained(folder)
+    return compscope.load(folder)
+
+
+def _unread_queries_change_nothing(model, body, hw, ids, names) -> None:
+    """The projections ``names`` of each layer's self-attention in ``body`` (used only for inputs compscope does not
+    give: LUKE's entities, Longformer's global tokens), perturbed: the hidden states ``body`` computes on ``ids``
+    and the heads compscope reads from ``model`` stay as they were (as read from its folder, ``hw``)."""
+    before = body(input_ids=ids).last_hidden_state
+    with torch.no_grad():
+        for layer in body.encoder.layer:
+            for name in names:
+                getattr(layer.attention.self, name).weight.add_(1.0)
+    assert torch.equal(body(input_ids=ids).last_hidden_state, before)
+    moved = compscope.load(model)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "W_E", "W_pos"):
+        assert torch.equal(getattr(moved, name), getattr(hw, name)), name
+
+
+def _folder_runs_as_read(folder, hw, ids):
+    """A run of ``ids`` from ``folder``: every layer recomputed from ``hw`` equals what it adds; the trace."""
+    from compscope.data.runner import layer_state, runner_for
+
+    trace = runner_for(folder, progress=False, device="cpu").trace(ids)
+    assert trace.resid[0].shape == (*ids.shape, hw.d_model)
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
+                                   atol=2e-5, rtol=0)
+    return trace
+
+
 def test_luke_is_read_and_runs_on_words_alone(tmp_path):
     """LUKE's masked LM saved to a folder: RoBERTa's heads under ``luke.``, positions from row 2; its entity-aware
     queries are not read and change nothing a run on words computes (perturbed, neither the heads read nor the
     hidden states move); run from the folder on data, every layer recomputed from the weights equals what it adds."""
     import transformers
 
-    from compscope.data.runner import layer_state, runner_for
-
     cfg = transformers.LukeConfig(vocab_size=VOCAB, hidden_size=D, num_attention_heads=4, num_hidden_layers=2,
                                   intermediate_size=48, max_position_embeddings=40, pad_token_id=1, type_vocab_size=1,
                                   entity_vocab_size=7, entity_emb_size=16, use_entity_aware_attention=True)
-    torch.manual_seed(0)
-    model = transformers.LukeForMaskedLM(cfg).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.25 * torch.randn_like(p))
-    model.save_pretrained(tmp_path)
-    hw = compscope.load(tmp_path)
+    model = transformers.LukeForMaskedLM(cfg)
+    hw = _saved_shaken(model, tmp_path)
     assert hw.meta.family == "luke" and hw.W_U is None and not hw.causal
     assert torch.equal(hw.W_pos, model.luke.embeddings.position_embeddings.weight.detach()[2:].T)
     assert any(n.startswith("words alone: the entity embeddings") for n in hw.meta.notes)
     ids = random_ids()
-    before = model.luke(input_ids=ids).last_hidden_state
-    with torch.no_grad():
-        for layer in model.luke.encoder.layer:
-            for name in ("w2e_query", "e2w_query", "e2e_query"):
-                getattr(layer.attention.self, name).weight.add_(1.0)
-    assert torch.equal(model.luke(input_ids=ids).last_hidden_state, before)
-    moved = compscope.load(model)
-    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "W_E", "W_pos"):
-        assert torch.equal(getattr(moved, name), getattr(hw, name)), name
-    runner = runner_for(tmp_path, progress=False, device="cpu")
-    trace = runner.trace(ids)
-    for layer in range(hw.n_layers):
-        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
-                                   atol=2e-5, rtol=0)
+    _unread_queries_change_nothing(model, model.luke, hw, ids, ("w2e_query", "e2w_query", "e2e_query"))
+    _folder_runs_as_read(tmp_path, hw, ids)
 
 
 def test_longformer_reads_each_layers_window_and_runs_padded_sequences(tmp_path):
@@ -623,35 +643,18 @@ def test_longformer_reads_each_layers_window_and_runs_padded_sequences(tmp_path)
     An odd or miscounted attention_window is refused by name."""
     import transformers
 
-    from compscope.data.runner import layer_state, runner_for
+    from compscope.data.runner import layer_state
 
     cfg = transformers.LongformerConfig(vocab_size=VOCAB, hidden_size=D, num_attention_heads=4, num_hidden_layers=2,
                                         intermediate_size=48, max_position_embeddings=40, pad_token_id=1,
                                         type_vocab_size=1, attention_window=[4, 8])
-    torch.manual_seed(0)
-    model = transformers.LongformerForMaskedLM(cfg).eval()
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.25 * torch.randn_like(p))
-    model.save_pretrained(tmp_path)
-    hw = compscope.load(tmp_path)
+    model = transformers.LongformerForMaskedLM(cfg)
+    hw = _saved_shaken(model, tmp_path)
     assert hw.meta.family == "longformer" and hw.sliding_window == (3, 5) and not hw.causal
     ids = random_ids()
     assert ids.shape[1] % 8  # (padded as it runs)
-    before = model.longformer(input_ids=ids).last_hidden_state
-    with torch.no_grad():
-        for layer in model.longformer.encoder.layer:
-            for name in ("query_global", "key_global", "value_global"):
-                getattr(layer.attention.self, name).weight.add_(1.0)
-    assert torch.equal(model.longformer(input_ids=ids).last_hidden_state, before)
-    moved = compscope.load(model)
-    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "W_E", "W_pos"):
-        assert torch.equal(getattr(moved, name), getattr(hw, name)), name
-    trace = runner_for(tmp_path, progress=False, device="cpu").trace(ids)
-    assert trace.resid[0].shape == (*ids.shape, D)
-    for layer in range(hw.n_layers):
-        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
-                                   atol=2e-5, rtol=0)
+    _unread_queries_change_nothing(model, model.longformer, hw, ids, ("query_global", "key_global", "value_global"))
+    trace = _folder_runs_as_read(tmp_path, hw, ids)
     wide = hw.replace(sliding_window=(None, None))
     assert (layer_state(wide, 1, trace.resid[1]).out - trace.attn_out[1]).abs().max() > 1e-3
     for window, why in (([3, 4], "even"), ([4], "one per layer")):
@@ -747,8 +750,6 @@ def test_a_gpt_sw3_folder_is_read_and_run_as_gpt2(tmp_path):
     """A folder whose config names model_type 'gpt-sw3' and no architectures (transformers builds GPT-2 for it): read as the
     gpt2 family, the same heads as the model object, and run from the folder, each layer recomputed from the weights
     equals what it adds."""
-    from compscope.data.runner import layer_state, runner_for
-
     model, _ = model_and_capture("gpt2")
     model.save_pretrained(tmp_path)
     cfg = json.loads((tmp_path / "config.json").read_text())
@@ -759,10 +760,7 @@ def test_a_gpt_sw3_folder_is_read_and_run_as_gpt2(tmp_path):
     assert hw.meta.family == "gpt2"
     for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "W_E", "W_pos", "W_U"):
         assert torch.equal(getattr(hw, name), getattr(compscope.load(model), name)), name
-    trace = runner_for(tmp_path, progress=False, device="cpu").trace(random_ids())
-    for layer in range(hw.n_layers):
-        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
-                                   atol=2e-5, rtol=0)
+    _folder_runs_as_read(tmp_path, hw, random_ids())
 
 
 def test_stablelm_config_without_a_rotary_share_rotates_a_quarter_as_transformers_does(tmp_path):
