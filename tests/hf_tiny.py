@@ -702,6 +702,11 @@ VARIANTS = [
     Variant("visual-bert-words-alone", "bert", "VisualBertConfig",
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12, visual_embedding_dim=12,
                  pad_token_id=1)),
+    # MarkupLM on words alone: RoBERTa's layers and positions, every token's XPath the pad one (one vector added)
+    Variant("markuplm-words-alone", "bert", "MarkupLMConfig",
+            dict(_COMMON, max_position_embeddings=34, type_vocab_size=2, layer_norm_eps=1e-12, pad_token_id=1,
+                 max_depth=3, xpath_unit_hidden_size=4, max_xpath_tag_unit_embeddings=9, max_xpath_subs_unit_embeddings=11,
+                 tag_pad_id=7, subs_pad_id=10)),
     # TAPAS on words alone: BERT's layers, seven token-type tables (row 0 of each added), positions from 0 in one cell
     Variant("tapas-words-alone", "bert", "TapasConfig",
             dict(_COMMON, max_position_embeddings=32, layer_norm_eps=1e-12, type_vocab_sizes=[3, 5, 5, 2, 5, 5, 4])),
@@ -1041,7 +1046,7 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
         emb = getattr(getattr(model, "roberta", getattr(model, "git", model)), "embeddings", None)  # (EmbeddingGemma's are Gemma 3's: none of
         # these; AltCLIP's text tower keeps them under roberta.)
         for name in [n for n in ("word_embeddings", "position_embeddings", "token_type_embeddings", "task_type_embeddings",
-                                 *BOX_TABLES, *TAPAS_TYPES) if getattr(emb, n, None) is not None]:  # (GTE's token types: None without any)
+                                 "xpath_embeddings", *BOX_TABLES, *TAPAS_TYPES) if getattr(emb, n, None) is not None]:  # (GTE's token types: None without any)
             handles.append(getattr(emb, name).register_forward_hook(  # (I-BERT's: a scaling factor beside)
                 lambda m, a, o, name=name: store.__setitem__(name, _added(o)[:, :n].detach().clone())))
     try:

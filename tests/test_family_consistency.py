@@ -162,7 +162,8 @@ def test_embedding_columns_match_hf(variant):
         else:
             torch.testing.assert_close(hw.W_pos[:, :SEQ].T, cap.extra["position_embeddings"][0], atol=0, rtol=0)
             summed = emb + hw.W_pos[:, :SEQ].T
-        extras = {"W_type": "token_type_embeddings", "W_task": "task_type_embeddings"}  # (ERNIE's task types)
+        extras = {"W_type": "token_type_embeddings", "W_task": "task_type_embeddings",  # (ERNIE's task types,
+                  "W_xpath": "xpath_embeddings"}  # MarkupLM's XPath embedding, every token's the pad one)
         if TAPAS_TYPES[0] in cap.extra:  # TAPAS: row 0 of each of its seven tables, the segment's as W_type
             extras = dict(zip(("W_type", "W_column", "W_row", "W_previous_answer", "W_column_rank",
                                "W_inverse_column_rank", "W_numeric_relation"), TAPAS_TYPES))

@@ -538,6 +538,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
                                                ("layoutlm-words-alone", "batched"), ("tapas-words-alone", "single"),
                                                ("layoutlmv3-words-alone", "threes"), ("git-text-decoder", "batched"),
                                                ("visual-bert-words-alone", "single"),
+                                               ("markuplm-words-alone", "batched"),
                                                ("longformer-windows-both-sides", "threes"),
                                                ("ernie-task-types", "batched"), ("bert-generation-encoder", "single"),
                                                ("splinter-bert-layers", "threes"), ("align-text-bert", "batched"),

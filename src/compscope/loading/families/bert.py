@@ -135,7 +135,7 @@ class Bert(Family):
         return (None,) * n_layers
 
     @classmethod
-    def embedding_extras(cls, ts, e: str, d: int) -> tuple[dict[str, torch.Tensor], list[str]]:
+    def embedding_extras(cls, config: dict, where: str, ts, e: str, d: int) -> tuple[dict[str, torch.Tensor], list[str]]:
         """``embed_extra``'s tables ``(d_model, rows)`` (each token adds one of their columns: the token types,
         ERNIE's task types; ``e``: the embeddings' tensor prefix) and what the notes say of them."""
         return {key: t.T for key, name in (("W_type", "token_type_embeddings"), ("W_task", "task_type_embeddings"))
@@ -167,7 +167,7 @@ class Bert(Family):
             bo.append(ts.take(p + cls.projections[3] + ".bias", (d,)))
         W_E, token_notes = cls.token_embeddings(cfg, where, ts.take(e + "word_embeddings.weight"))
         positions, position_notes = cls.positional(cfg, where, ts, e, r, L)
-        extra, extra_notes = cls.embedding_extras(ts, e, d)
+        extra, extra_notes = cls.embedding_extras(cfg, where, ts, e, d)
         W_U, b_U, head_notes = cls.unembedding(ckpt, W_E)
         notes = list(ckpt.notes) + norm_notes + head_notes + token_notes + position_notes + extra_notes
         return HeadWeights(
@@ -510,7 +510,7 @@ class Tapas(Bert):
                                                "W_inverse_column_rank", "W_numeric_relation")
 
     @classmethod
-    def embedding_extras(cls, ts, e: str, d: int) -> tuple[dict[str, torch.Tensor], list[str]]:
+    def embedding_extras(cls, config: dict, where: str, ts, e: str, d: int) -> tuple[dict[str, torch.Tensor], list[str]]:
         extra = {}
         for i, key in enumerate(cls.type_tables):
             name = f"{e}token_type_embeddings_{i}.weight"

@@ -45,8 +45,8 @@ class LayoutLM(Bert):
     hf_base = "layoutlm"
 
     @classmethod
-    def embedding_extras(cls, ts, e: str, d: int) -> tuple[dict[str, torch.Tensor], list[str]]:
-        extra, notes = super().embedding_extras(ts, e, d)
+    def embedding_extras(cls, config: dict, where: str, ts, e: str, d: int) -> tuple[dict[str, torch.Tensor], list[str]]:
+        extra, notes = super().embedding_extras(config, where, ts, e, d)
         rows = _box_rows(ts, e, dict.fromkeys("xyhw", d))
         extra["W_box"] = (2 * rows["x"] + 2 * rows["y"] + rows["h"] + rows["w"])[:, None]
         return extra, notes + ["words alone: every token's box is (0, 0, 0, 0), so each adds the same vector of the "
@@ -78,8 +78,8 @@ class LayoutLMv3(Roberta):
     hf_base = "layoutlmv3"
 
     @classmethod
-    def embedding_extras(cls, ts, e: str, d: int) -> tuple[dict[str, torch.Tensor], list[str]]:
-        extra, notes = super().embedding_extras(ts, e, d)
+    def embedding_extras(cls, config: dict, where: str, ts, e: str, d: int) -> tuple[dict[str, torch.Tensor], list[str]]:
+        extra, notes = super().embedding_extras(config, where, ts, e, d)
         x = ts.take(f"{e}x_position_embeddings.weight")
         h = ts.take(f"{e}h_position_embeddings.weight")
         coordinate, shape = (int(t.shape[1]) if t.ndim == 2 else 0 for t in (x, h))
