@@ -11,7 +11,7 @@ from torch import Tensor
 from ...core.heads import HeadWeights
 from ...errors import OptionError, UnsupportedModelError, one_line
 from ..tokenizers import has_vocabulary
-from .base import Runner, float32_norms, model_device
+from .base import Runner, _padded, float32_norms, model_device
 
 
 class HFRunner(Runner):
@@ -137,8 +137,8 @@ def _plus(output, delta: Tensor, pads: bool = False):
     with zeros along the sequence where the output is longer (a model that pads its sequences:
     ``Family.pads_sequences``)."""
     o = output[0] if isinstance(output, tuple) else output
-    if pads and o.shape[1] > delta.shape[1]:
-        delta = torch.nn.functional.pad(delta, (0, 0, 0, o.shape[1] - delta.shape[1]))
+    if pads:
+        delta = _padded(delta, o)
     return (o + delta, *output[1:]) if isinstance(output, tuple) else o + delta
 
 

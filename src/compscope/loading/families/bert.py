@@ -47,6 +47,8 @@ class Bert(Family):
     }
 
     hf_base = "bert"
+    #: whether each token attends to those before it alone (GIT's text decoder), not to every token
+    causal: ClassVar[bool] = False
     #: where else the encoder's tensors may sit (besides ``{hf_base}.``, a dual encoder's ``text_model.``
     #: and Grounding DINO's ``model.text_backbone.``)
     more_prefixes: ClassVar[tuple[str, ...]] = ()
@@ -119,9 +121,6 @@ class Bert(Family):
                             f"(positions > {start}, d_model)")
         return dict(W_pos=wpe[start:].T, positions="learned"), [cls.first_position_note(start)] if start else []
 
-    #: whether each token attends to those before it alone (GIT's text decoder), not to every token
-    causal: ClassVar[bool] = False
-
     @classmethod
     def unembedding(cls, ckpt: Checkpoint, W_E: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None,
                                                                          list[str]]:
@@ -130,9 +129,10 @@ class Bert(Family):
         return None, None, ["encoder: bidirectional attention, no unembedding (W_U is None)"]
 
     @classmethod
-    def windows(cls, config: dict, where: str, n_layers: int) -> tuple[int | None, ...]:
-        """Each layer's window (``HeadWeights.sliding_window``; None: every token attends to every token)."""
-        return (None,) * n_layers
+    def windows(cls, config: dict, where: str, n_layers: int) -> tuple[tuple[int | None, ...], list[str]]:
+        """Each layer's window (``HeadWeights.sliding_window``; None: every token attends to every token), and
+        what the notes say of them."""
+        return (None,) * n_layers, []
 
     @classmethod
     def embedding_extras(cls, config: dict, where: str, ts, e: str, d: int) -> tuple[dict[str, torch.Tensor], list[str]]:
@@ -169,7 +169,9 @@ class Bert(Family):
         positions, position_notes = cls.positional(cfg, where, ts, e, r, L)
         extra, extra_notes = cls.embedding_extras(cfg, where, ts, e, d)
         W_U, b_U, head_notes = cls.unembedding(ckpt, W_E)
-        notes = list(ckpt.notes) + norm_notes + head_notes + token_notes + position_notes + extra_notes
+        windows, window_notes = cls.windows(cfg, where, L)
+        notes = (list(ckpt.notes) + norm_notes + head_notes + window_notes + token_notes + position_notes
+                 + extra_notes)
         return HeadWeights(
             W_Q=torch.stack(ws[0]), W_K=torch.stack(ws[1]), W_V=torch.stack(ws[2]), W_O=torch.stack(wo),
             b_Q=stack(bs[0]), b_K=stack(bs[1]), b_V=stack(bs[2]),
@@ -179,7 +181,7 @@ class Bert(Family):
             **norms,
             **positions,
             causal=cls.causal,
-            sliding_window=cls.windows(cfg, where, L),
+            sliding_window=windows,
             embed_extra=extra,
             meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
         )
@@ -450,20 +452,17 @@ class Longformer(Roberta):
     pads_sequences = True
 
     @classmethod
-    def windows(cls, config: dict, where: str, n_layers: int) -> tuple[int | None, ...]:
+    def windows(cls, config: dict, where: str, n_layers: int) -> tuple[tuple[int | None, ...], list[str]]:
         w = config.get("attention_window", 512)  # (transformers' default)
         ws = [w] * n_layers if isinstance(w, int) and not isinstance(w, bool) else w
         if (not isinstance(ws, list) or len(ws) != n_layers
                 or any(isinstance(x, bool) or not isinstance(x, int) or x < 2 or x % 2 for x in ws)):
             raise LoadError(f"{where}: 'attention_window' = {w!r}: expected an even number >= 2, or a list of one per "
                             f"layer ({n_layers})")
-        return tuple(x // 2 + 1 for x in ws)
-
-    @classmethod
-    def token_embeddings(cls, config: dict, where: str, wte: torch.Tensor) -> tuple[torch.Tensor, list[str]]:
-        return wte.T, ["local attention only: every token attends within its layer's window (attention_window / 2 "
-                       "tokens each side); global attention's own projections (query_global, key_global, "
-                       "value_global) act only on tokens marked global, and are not read"]
+        return tuple(x // 2 + 1 for x in ws), [
+            "local attention only: every token attends within its layer's window (attention_window / 2 tokens each "
+            "side); global attention's own projections (query_global, key_global, value_global) act only on tokens "
+            "marked global, and are not read"]
 
 
 @register
