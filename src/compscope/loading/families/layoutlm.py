@@ -15,17 +15,17 @@ from .base import integer
 from .bert import Bert, Roberta
 
 
-def _box_rows(ts, e: str, widths: dict[str, int]) -> dict[str, torch.Tensor]:
-    """Row 0 (a coordinate or size of 0) of each 2-D position table ``{e}{a}_position_embeddings.weight``, for
-    ``a`` in ``widths``, checked to be ``widths[a]`` wide."""
-    rows = {}
-    for a, width in widths.items():
-        name = f"{e}{a}_position_embeddings.weight"
-        t = ts.take(name)
-        if t.ndim != 2 or t.shape[1] != width:
-            raise LoadError(f"{ts.origin(name)}: tensor '{name}' has shape {tuple(t.shape)}: expected (positions, {width})")
-        rows[a] = t[0]
-    return rows
+def _box_rows(ts, e: str, widths) -> dict[str, torch.Tensor]:
+    """Row 0 (a coordinate or size of 0) of each 2-D position table ``{e}{a}_position_embeddings.weight`` for ``a``
+    in ``xyhw``, each checked to be as wide as ``widths(x width, h width)`` says for it (``{a: width}``)."""
+    tables = {a: ts.take(f"{e}{a}_position_embeddings.weight") for a in "xyhw"}
+    want = widths(*(int(tables[a].shape[-1]) for a in "xh"))
+    for a, t in tables.items():
+        if t.ndim != 2 or t.shape[1] != want[a]:
+            name = f"{e}{a}_position_embeddings.weight"
+            raise LoadError(f"{ts.origin(name)}: tensor '{name}' has shape {tuple(t.shape)}: expected (positions, "
+                            f"{want[a]})")
+    return {a: t[0] for a, t in tables.items()}
 
 
 @register
@@ -47,7 +47,7 @@ class LayoutLM(Bert):
     @classmethod
     def embedding_extras(cls, config: dict, where: str, ts, e: str, d: int) -> tuple[dict[str, torch.Tensor], list[str]]:
         extra, notes = super().embedding_extras(config, where, ts, e, d)
-        rows = _box_rows(ts, e, dict.fromkeys("xyhw", d))
+        rows = _box_rows(ts, e, lambda x, h: dict.fromkeys("xyhw", d))
         extra["W_box"] = (2 * rows["x"] + 2 * rows["y"] + rows["h"] + rows["w"])[:, None]
         return extra, notes + ["words alone: every token's box is (0, 0, 0, 0), so each adds the same vector of the "
                                "2-D position tables (embed_extra['W_box']); boxes change no head"]
@@ -80,14 +80,14 @@ class LayoutLMv3(Roberta):
     @classmethod
     def embedding_extras(cls, config: dict, where: str, ts, e: str, d: int) -> tuple[dict[str, torch.Tensor], list[str]]:
         extra, notes = super().embedding_extras(config, where, ts, e, d)
-        x = ts.take(f"{e}x_position_embeddings.weight")
-        h = ts.take(f"{e}h_position_embeddings.weight")
-        coordinate, shape = (int(t.shape[1]) if t.ndim == 2 else 0 for t in (x, h))
-        if 4 * coordinate + 2 * shape != d:
-            raise LoadError(f"{ts.origin(e + 'x_position_embeddings.weight')}: the 2-D position tables are "
-                            f"{coordinate} (x, y) and {shape} (h, w) wide, which four and two of do not make d_model "
-                            f"= {d}")
-        rows = _box_rows(ts, e, {"x": coordinate, "y": coordinate, "h": shape, "w": shape})
+        def widths(coordinate: int, shape: int) -> dict[str, int]:  # four coordinates and two sizes make d_model
+            if 4 * coordinate + 2 * shape != d:
+                raise LoadError(f"{ts.origin(e + 'x_position_embeddings.weight')}: the 2-D position tables are "
+                                f"{coordinate} (x, y) and {shape} (h, w) wide: 4 x {coordinate} + 2 x {shape} is not "
+                                f"d_model = {d}")
+            return {"x": coordinate, "y": coordinate, "h": shape, "w": shape}
+
+        rows = _box_rows(ts, e, widths)
         extra["W_box"] = torch.cat([rows["x"], rows["y"], rows["x"], rows["y"], rows["h"], rows["w"]])[:, None]
         return extra, notes + ["words alone, no image: every token's box is (0, 0, 0, 0), so each adds the same "
                                "vector of the 2-D position tables (embed_extra['W_box']); boxes change no head"]
