@@ -689,6 +689,21 @@ def test_layoutlmv3_bias_is_the_models_own_at_boxes_of_zero():
     assert float(spatial.abs().min()) > 1e-3
 
 
+def test_layoutlmv3_box_tables_that_do_not_make_the_width_are_refused(tmp_path):
+    """LayoutLMv3's box rows are concatenated, four coordinates and two sizes: a height table of another width
+    leaves the sum short of d_model, refused naming the widths."""
+    from safetensors.torch import load_file, save_file
+
+    model, _ = model_and_capture("layoutlmv3-words-alone")
+    model.save_pretrained(tmp_path)
+    tensors = load_file(tmp_path / "model.safetensors")
+    name = "embeddings.h_position_embeddings.weight"
+    tensors[name] = tensors[name][:, :4].contiguous()
+    save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(compscope.LoadError, match=r"5 \(x, y\) and 4 \(h, w\) wide: 4 x 5 \+ 2 x 4 is not d_model = 32"):
+        compscope.load(tmp_path)
+
+
 def test_bert_kin_refuse_what_they_cannot_read(tmp_path):
     """ELECTRA's small models project the embeddings up to the residual; a RoBERTa built as a
     decoder attends causally with cross-attention: both refused, naming the key."""
