@@ -52,8 +52,9 @@ NOT_READ: dict[str, str] = {
     **dict.fromkeys(("hunyuan_v1_dense", "hunyuan_v1_moe", "hunyuan_vl_text"), (
         "its QK-norm comes after the rotary map, and the norm's per-dimension gains do not commute with the "
         "rotation, so the logit is no bilinear form of W_Q and W_K turned by the offset")),
-    "roberta-prelayernorm": ("a LayerNorm over the sum of token, position and token-type embeddings starts the "
-                             "residual, so it is no sum of a token column and a position column"),
+    **dict.fromkeys(("roberta-prelayernorm", "flava", "flava_text_model"), (
+        "a LayerNorm over the sum of token, position and token-type embeddings starts the residual, which pre-LN "
+        "layers then read, so it is no sum of a token column and a position column")),
     **dict.fromkeys(("longt5", "t5gemma"), _T5),
     **dict.fromkeys(("bart", "mbart", "pegasus", "marian", "m2m_100", "whisper", "blenderbot", "blenderbot-small",
                      "fsmt", "led", "mvp", "plbart", "nllb-moe", "pegasus_x", "bigbird_pegasus", "seamless_m4t",
