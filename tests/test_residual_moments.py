@@ -324,3 +324,22 @@ def test_the_kept_sums_serve_weights_whose_heads_read_the_same():
     bert = compscope.load(build(BY_ID["bert"]))  # post-LN: the heads read the residual itself
     assert same_reads(bert, bert.replace(W_Q=bert.W_Q * 2))
     assert not same_reads(hw, bert)
+
+
+def test_metric_sequences_without_a_tokenizer_hold_no_special_token():
+    """A model without a tokenizer estimates its metrics on repeated random sequences that, as the verdict's, hold
+    none of its end, padding or mask tokens (RoBERTa's pad token would hold its positions back); with the avoided
+    ids a large share of a small vocabulary, they would be drawn otherwise."""
+    from hf_tiny import BY_ID, build
+
+    from compscope.data.residual_moments import metric_tokens
+    from compscope.data.runner import runner_for
+
+    model = build(BY_ID["roberta-offset-positions"])
+    model.config.eos_token_id, model.config.pad_token_id = 3, 1
+    runner = runner_for(model, progress=False)
+    assert runner.tokenizer is None and {1, 3} <= set(runner.special_ids())
+    tokens = metric_tokens(runner, 16, 30, 12346)
+    assert tokens.shape == (16, 30)
+    assert not torch.isin(tokens, torch.tensor(runner.special_ids())).any()
+

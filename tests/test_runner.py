@@ -636,3 +636,30 @@ def test_many_short_sequences_are_refused_for_the_residuals_they_keep(monkeypatc
         tr = runner.trace(torch.ones(b, t, dtype=torch.long))
         held = [*tr.resid, *tr.attn_out, *(x for pair in (tr.norm_in or []) for x in pair)]
         assert len(held) == kept * hw.n_layers and all(x.shape == (b, t, hw.d_model) for x in held), variant
+
+
+def test_an_encoder_saved_with_its_head_runs_as_the_class_its_folder_names(tmp_path, capfd):
+    """BERT's masked LM saved to a folder is built as that class, every tensor the model's (transformers reports no
+    unexpected weights), and its base model runs as compscope reads it; a class of another model type named by the
+    folder is not built (the auto class's model is)."""
+    import json
+
+    import transformers
+
+    from compscope.data.runner.hf import _named_class
+    from hf_tiny import BY_ID, make_config
+
+    model = transformers.BertForMaskedLM(make_config(BY_ID["bert"])).eval()
+    model.save_pretrained(tmp_path)
+    hw = compscope.load(tmp_path)
+    capfd.readouterr()
+    runner = runner_for(tmp_path, progress=False)
+    assert type(runner.model).__name__ == "BertForMaskedLM"
+    assert "UNEXPECTED" not in "".join(capfd.readouterr())
+    tr = runner.trace(random_ids())
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=ATOL, rtol=0)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "architectures": ["RobertaForMaskedLM"]}))
+    assert _named_class(tmp_path, hw) is None
+

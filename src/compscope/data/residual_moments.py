@@ -358,7 +358,8 @@ def metric_tokens(runner, sequences: int, seq_len: int, seed: int, corpus: str |
     """``(sequences, seq_len)`` tokens the residual statistics are estimated on (:func:`tokens_data`
     says what they are): natural text when the runner has a tokenizer (``seq_len`` at most the
     model's context; the file ``corpus``'s, else the docstrings), else repeated random sequences
-    ``[t, t]`` (a corpus given is then refused)."""
+    ``[t, t]`` without the model's special tokens (:meth:`Runner.special_ids`, as the verdict's; a corpus given is
+    then refused)."""
     from .sequences import natural_text, repeats
     from .tokenizers import check_token_ids
 
@@ -368,7 +369,8 @@ def metric_tokens(runner, sequences: int, seq_len: int, seed: int, corpus: str |
         # every token of the text: another model's tokenizer may pass runner_for's probe
         check_token_ids(tokens, runner.hw.n_vocab, runner.hw.meta.name, "the tokenizer")
         return tokens
-    return repeats(sequences, _repeat_half(runner, seq_len), runner.hw.n_vocab, seed, runner.bos).tokens
+    return repeats(sequences, _repeat_half(runner, seq_len), runner.hw.n_vocab, seed, runner.bos,
+                   avoid=runner.special_ids()).tokens
 
 
 def has_text(runner) -> bool:

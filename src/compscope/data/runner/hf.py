@@ -276,19 +276,27 @@ def _part_class(path: Path, folder: Path, hw: HeadWeights, gguf: str | None):
 
 def _named_class(folder: Path, hw: HeadWeights):
     """The transformers class a folder's config names (``architectures``) where ``hw``'s family runs its models
-    as that class (``Family.runs_as_named``), else None."""
+    as that class (``Family.runs_as_named``), or where ``hw`` is an encoder's and the class is of the folder's
+    model type (an encoder saved with its head, BERT's masked LM: built whole, every tensor is the model's, and
+    the runner runs its base model alone); else None."""
     import transformers
 
     from ...loading.families import FAMILIES
     from ...loading.formats.safetensors_folder import read_config
 
     family = FAMILIES.get(hw.meta.family) if hw.meta.family in FAMILIES.names() else None
-    if family is None or not family.runs_as_named or not (folder / "config.json").is_file():
+    if family is None or not (folder / "config.json").is_file() or (hw.causal and not family.runs_as_named):
         return None
-    named = read_config(folder).get("architectures") or []
+    config = read_config(folder)
+    named = config.get("architectures") or []
     first = named[0] if isinstance(named, list) and named and isinstance(named[0], str) else None
     cls = None if first is None else getattr(transformers, first, None)
-    return cls if isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel) else None
+    if not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)):
+        return None
+    if family.runs_as_named:
+        return cls
+    own = getattr(getattr(cls, "config_class", None), "model_type", None)
+    return cls if own is not None and own == config.get("model_type") else None
 
 
 def _wrapper_class(folder: Path):
