@@ -47,9 +47,16 @@ SIDE_BY_SIDE = ("xlm",)
 #: every layer
 HANDED_ON = ("t5",)
 
+#: the kinds whose layers return dicts (SqueezeBERT's), which a left-out layer's stand-in would have to build: every run
+#: runs every layer
+DICT_LAYERS = ("squeezebert",)
+
+#: the kinds whose residual the model keeps channels-first, (batch, d_model, seq): hooked tensors are turned
+CHANNELS_FIRST = ("squeezebert",)
+
 #: the kinds that are encoders (built as AutoModel: no unembedding)
 ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_bert", "eurobert", "esm", "rotary_bert",
-            "gemma4_encoder", "esmc", "altclip", "t5")
+            "gemma4_encoder", "esmc", "altclip", "t5", "squeezebert")
 #: the kinds built as AutoModel: the encoders, and decoders transformers builds no causal LM of its own for (a
 #: vision-language model's language model: Muse Glimmer's; CLIP's causal text encoder)
 BASE_MODELS = (*ENCODERS, "muse_glimmer", "clip")
@@ -707,6 +714,11 @@ VARIANTS = [
             dict(_COMMON, max_position_embeddings=34, type_vocab_size=2, layer_norm_eps=1e-12, pad_token_id=1,
                  max_depth=3, xpath_unit_hidden_size=4, max_xpath_tag_unit_embeddings=9, max_xpath_subs_unit_embeddings=11,
                  tag_pad_id=7, subs_pad_id=10)),
+    # SqueezeBERT: BERT's post-LN layers as grouped 1x1 convolutions (queries in 4 blocks, keys 2, values and the
+    # output projection 1) over channels-first activations
+    Variant("squeezebert-grouped-convolutions", "squeezebert", "SqueezeBertConfig",
+            dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12, embedding_size=D,
+                 q_groups=4, k_groups=2, v_groups=1, post_attention_groups=1, intermediate_groups=4, output_groups=2)),
     # TAPAS on words alone: BERT's layers, seven token-type tables (row 0 of each added), positions from 0 in one cell
     Variant("tapas-words-alone", "bert", "TapasConfig",
             dict(_COMMON, max_position_embeddings=32, layer_norm_eps=1e-12, type_vocab_sizes=[3, 5, 5, 2, 5, 5, 4])),
@@ -970,6 +982,8 @@ def _modules(model, kind: str):
         return [(b.self_attn, b.self_attn.o_proj) for b in model.layers], None
     if kind == "xlm":  # post-LN: the attention reads the residual; the LM head's projection the last layer's output
         return [(a, a.out_lin) for a in model.transformer.attentions], model.pred_layer.proj
+    if kind == "squeezebert":  # post-LN, channels-first: attention reads the residual, post_attention.conv1d adds
+        return [(b.attention, b.post_attention.conv1d) for b in model.encoder.layers], None
     if kind == "git":  # BERT's post-LN layers under git., the head reading the last layer's output
         return [(b.attention.self, b.attention.output.dense) for b in model.git.encoder.layer], model.output
     if kind == "altclip":  # BERT's post-LN layers under roberta. (at encoder.layers in transformers 5, .layer in 4)
@@ -1031,11 +1045,13 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
                else [1.0] * len(pairs))
     div = [math.prod(scalars[:i]) for i in range(len(pairs))]
     n = ids.shape[1]  # (Longformer pads the sequence to a multiple of its window: its hooked tensors are cut back)
+    turn = (lambda x: x.transpose(1, 2)) if kind in CHANNELS_FIRST else (lambda x: x)  # noqa: E731
     for i, (rm, om) in enumerate(pairs):
         handles.append(rm.register_forward_pre_hook(
-            lambda m, a, k, i=i: resid.__setitem__(i, _first(a, k)[:, :n].detach().clone() / div[i]), with_kwargs=True))
+            lambda m, a, k, i=i: resid.__setitem__(i, turn(_first(a, k))[:, :n].detach().clone() / div[i]),
+            with_kwargs=True))
         handles.append(om.register_forward_hook(lambda m, a, o, i=i: out.__setitem__(
-            i, scale / div[i] * _added(o)[:, :n].detach().clone())))
+            i, scale / div[i] * turn(_added(o))[:, :n].detach().clone())))
     if final is not None:
         handles.append(final.register_forward_pre_hook(
             lambda m, a, k: store.__setitem__("final_in", _first(a, k).detach().clone()), with_kwargs=True))

@@ -154,7 +154,7 @@ def test_embedding_columns_match_hf(variant):
     ids = cap.ids
     assert hw.n_vocab == VOCAB
     emb = hw.W_E[:, ids].permute(1, 2, 0)  # (batch, seq, d)
-    if variant.kind in ("bert", "altclip", "git"):
+    if variant.kind in ("bert", "altclip", "git", "squeezebert"):
         torch.testing.assert_close(emb, cap.extra["word_embeddings"], atol=0, rtol=0)
         if hw.W_pos is None:  # (RoFormer: rotary, DeBERTa: relative positions; no position table)
             assert hw.positions in ("rotary", "relative") and "position_embeddings" not in cap.extra
@@ -205,7 +205,7 @@ def test_embedding_columns_match_hf(variant):
 
 def test_unembedding_matches_hf(variant):
     hw, model, cap = loaded(variant.id)
-    if variant.kind in ("bert", "rotary_bert", "altclip"):
+    if variant.kind in ("bert", "rotary_bert", "altclip", "squeezebert"):
         assert hw.W_U is None and hw.final_norm is None
         return
     if variant.kind in ("xlmr_xl", "modernbert", "gemma3_bidirectional", "modernbert_decoder", "megatron_bert",
@@ -701,6 +701,17 @@ def test_layoutlmv3_box_tables_that_do_not_make_the_width_are_refused(tmp_path):
     tensors[name] = tensors[name][:, :4].contiguous()
     save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
     with pytest.raises(compscope.LoadError, match=r"5 \(x, y\) and 4 \(h, w\) wide: 4 x 5 \+ 2 x 4 is not d_model = 32"):
+        compscope.load(tmp_path)
+
+
+def test_squeezebert_with_narrower_embeddings_is_refused(tmp_path):
+    """SqueezeBERT's embeddings must be as wide as its channels (transformers asserts it as it builds the model):
+    a folder whose config says otherwise is refused naming the key, before any tensor is read."""
+    model, _ = model_and_capture("squeezebert-grouped-convolutions")
+    model.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "embedding_size": 16}))
+    with pytest.raises(compscope.UnsupportedModelError, match="'embedding_size' = 16 differs from hidden_size = 32"):
         compscope.load(tmp_path)
 
 

@@ -396,8 +396,9 @@ def _clean_reads(lins, kind: str, clean: torch.Tensor) -> list:
     def feed(_, a):
         if a[0].shape == clean.shape:
             return (clean,)
-        if clean.shape[0] != clean.shape[1] and a[0].shape == clean.transpose(0, 1).shape:
-            return (clean.transpose(0, 1),)
+        for i, j in ((0, 1), (1, 2)):  # (Longformer's read sequence first, SqueezeBERT's channels first)
+            if clean.shape[i] != clean.shape[j] and a[0].shape == clean.transpose(i, j).shape:
+                return (clean.transpose(i, j),)
         return None
     return [lin.register_forward_pre_hook(feed) for k, lin in zip("QKV", lins) if k != kind]
 
@@ -439,6 +440,13 @@ def _encoder_modules(model) -> dict:
         return {"layers": model.layers, "reads": a, "out": lambda b: a(b).o_proj, "W_out": lambda b: a(b).o_proj.weight,
                 "mlp": lambda b: b.mlp,
                 "clean_reads": lambda b, kind, clean: _clean_reads((a(b).q_proj, a(b).k_proj, a(b).v_proj), kind, clean)}
+    if hasattr(model, "encoder") and hasattr(model.encoder, "layers") and hasattr(model.encoder.layers[0],
+                                                                                  "post_attention"):  # SqueezeBERT
+        a = lambda b: b.attention  # noqa: E731  (grouped 1x1 convolutions over channels-first activations)
+        return {"layers": model.encoder.layers, "reads": a, "out": lambda b: b.post_attention.conv1d,
+                "W_out": lambda b: _dense_1x1(b.post_attention.conv1d), "mlp": lambda b: b.output.conv1d,
+                "clean_reads": lambda b, kind, clean: _clean_reads((a(b).query, a(b).key, a(b).value), kind, clean),
+                "turn": lambda x: x.transpose(1, 2), "probs": lambda p: p.softmax(-1)}
     if hasattr(model, "encoder") and hasattr(model.encoder.layer[0].attention, "attn"):  # MPNet's names
         a = lambda b: b.attention.attn  # noqa: E731
         return {"layers": model.encoder.layer, "reads": a, "out": lambda b: a(b).o, "W_out": lambda b: a(b).o.weight,
@@ -453,6 +461,13 @@ def _encoder_modules(model) -> dict:
                                                                                model.config.num_attention_heads)
                                                    if hasattr(s(b), "in_proj") else
                                                    _clean_reads(_projections(s(b)), kind, clean))}
+
+
+def _dense_1x1(conv) -> torch.Tensor:
+    """A grouped 1x1 ``nn.Conv1d``'s map as a dense ``(out, in)`` matrix (``nn.Linear``'s layout), from its action on
+    the identity (independent of how compscope reads the groups)."""
+    eye = torch.eye(conv.in_channels)[:, :, None]  # (in, in channels, 1): column j the j-th unit vector
+    return (conv(eye)[:, :, 0] - conv.bias).T.detach()
 
 
 def _clean_per_head_fused_reads(in_proj, kind: str, clean: torch.Tensor, heads: int) -> list:
@@ -483,12 +498,14 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
     H = model.config.num_attention_heads
     r = model.config.hidden_size // H
     clean, hooks = {}, []
+    turn = m.get("turn", lambda x: x)  # (SqueezeBERT's activations are channels-first: kept channels-last)
+    probs = m.get("probs", lambda p: p)  # (SqueezeBERT returns the logits as its attentions)
 
     def keep(key, value):  # (I-BERT's modules return a scaling factor beside their output)
-        clean[key] = (value[0] if isinstance(value, tuple) else value).detach()
+        clean[key] = turn((value[0] if isinstance(value, tuple) else value).detach())
 
     def like(output, value):  # value, returned as the module returns its output
-        return (value, *output[1:]) if isinstance(output, tuple) else value
+        return (turn(value), *output[1:]) if isinstance(output, tuple) else turn(value)
 
     def keep_dense(i, a, o):
         keep(("ctx", i), a[0])
@@ -500,7 +517,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
         hooks.append(m["reads"](b).register_forward_pre_hook(
             lambda m, a, k, i=i: keep(("resid", i), a[0] if a else k["hidden_states"]), with_kwargs=True))
     with torch.no_grad():
-        p0 = model(input_ids=ids, output_attentions=True).attentions[l2]
+        p0 = probs(model(input_ids=ids, output_attentions=True).attentions[l2])
     for h in hooks:
         h.remove()
     sl = slice(h1 * r, (h1 + 1) * r)
@@ -513,10 +530,10 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
         if i > l1:
             hooks.append(m["out"](layers[i]).register_forward_hook(lambda _, a, o, i=i: like(o, clean[("attn", i)])))
     hooks += m["clean_reads"](layers[l2], kind, clean[("resid", l2)])
-    hooks.append(m["out"](layers[l2]).register_forward_hook(lambda _, a, o: patched.__setitem__("ctx", a[0].detach())))
+    hooks.append(m["out"](layers[l2]).register_forward_hook(lambda _, a, o: patched.__setitem__("ctx", turn(a[0].detach()))))
     try:
         with torch.no_grad():
-            p1 = model(input_ids=ids, output_attentions=True).attentions[l2]
+            p1 = probs(model(input_ids=ids, output_attentions=True).attentions[l2])
     finally:
         for h in hooks:
             h.remove()
@@ -539,6 +556,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
                                                ("layoutlmv3-words-alone", "threes"), ("git-text-decoder", "batched"),
                                                ("visual-bert-words-alone", "single"),
                                                ("markuplm-words-alone", "batched"),
+                                               ("squeezebert-grouped-convolutions", "threes"),
                                                ("longformer-windows-both-sides", "threes"),
                                                ("ernie-task-types", "batched"), ("bert-generation-encoder", "single"),
                                                ("splinter-bert-layers", "threes"), ("align-text-bert", "batched"),

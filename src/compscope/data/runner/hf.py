@@ -42,7 +42,8 @@ class HFRunner(Runner):
                                         f"HeadWeights {hw.n_layers}: they are not the same model")
         self.layer_modules = layer_modules(self.body, self.points) if family.layers_are_modules else None
         self.norm_modules = family.post_norm_points(model)  # hooked; post_norms: as compscope applies them
-        self.post_norms = tensor_outputs(float32_norms(self.norm_modules))
+        self.post_norms = tensor_outputs(float32_norms(self.norm_modules), family.channels_first)
+        self.channels_first = family.channels_first  # (SqueezeBERT's: (batch, d_model, seq) in the model)
         bos = getattr(config, "bos_token_id", None)
         # a bos_token_id outside the vocabulary (random configs keep GPT-2's 50256) is no token this model takes
         self.bos = bos if isinstance(bos, int) and 0 <= bos < hw.n_vocab and hw.causal else None
@@ -67,7 +68,8 @@ class HFRunner(Runner):
         norm_in: dict[tuple[int, int], Tensor] = {}
         handles = []
         n_seq = tokens.shape[1]
-        cut = (lambda x: x[:, :n_seq]) if self.pads else (lambda x: x)  # noqa: E731  (the model's padding, off)
+        turn = (lambda x: x.transpose(1, 2)) if self.channels_first else (lambda x: x)  # noqa: E731
+        cut = (lambda x: turn(x)[:, :n_seq]) if self.pads else turn  # noqa: E731  (the model's padding, off)
         first = lambda args, kwargs: cut(args[0] if args else kwargs["hidden_states"])  # noqa: E731
         div = self.divisors or [1.0] * len(self.points)
         for i, (rm, om) in enumerate(self.points):
@@ -75,7 +77,7 @@ class HFRunner(Runner):
                 lambda m, a, k, i=i: resid.__setitem__(i, _over(first(a, k).detach(), div[i])), with_kwargs=True))
             if add and i in add:  # registered first: the hook below records what the layer adds with the change
                 d = add[i] * (div[i] / self.out_scale) if self.out_scale != 1.0 or div[i] != 1.0 else add[i]
-                handles.append(om.register_forward_hook(lambda m, a, o, d=d: _plus(o, d, self.pads)))
+                handles.append(om.register_forward_hook(lambda m, a, o, d=turn(d): _plus(o, d, self.pads)))
             handles.append(om.register_forward_hook(
                 lambda m, a, o, i=i: out.__setitem__(i, _over(cut(self._added(o)), div[i]))))
         for i, norms in enumerate(self.norm_modules or ()):
@@ -113,18 +115,21 @@ class _FirstOutput(torch.nn.Module):
     """A module that returns a tensor, or a tuple whose first element is one (I-BERT's LayerNorm returns a
     scaling factor beside it), called for that tensor alone."""
 
-    def __init__(self, inner: torch.nn.Module) -> None:
+    def __init__(self, inner: torch.nn.Module, channels_first: bool = False) -> None:
         super().__init__()
-        self.inner = inner
+        self.inner, self.channels_first = inner, channels_first
 
     def forward(self, x: Tensor) -> Tensor:
+        if self.channels_first:  # (SqueezeBERT's norms: over the channels of (batch, d_model, seq))
+            return self.inner(x.transpose(1, 2)).transpose(1, 2)
         out = self.inner(x)
         return out[0] if isinstance(out, tuple) else out
 
 
-def tensor_outputs(norms: list[tuple] | None) -> list[tuple] | None:
-    """Post-LN norms (``Family.post_norm_points``) as called for their output tensor alone."""
-    return None if norms is None else [tuple(_FirstOutput(n) for n in pair) for pair in norms]
+def tensor_outputs(norms: list[tuple] | None, channels_first: bool = False) -> list[tuple] | None:
+    """Post-LN norms (``Family.post_norm_points``) as called for their output tensor alone, on ``(batch, seq,
+    d_model)`` (``channels_first``: norms that take and give ``(batch, d_model, seq)``, turned)."""
+    return None if norms is None else [tuple(_FirstOutput(n, channels_first) for n in pair) for pair in norms]
 
 
 def _over(x: Tensor, divisor: float) -> Tensor:

@@ -185,7 +185,7 @@ from . import (afmoe, apertus, bamba, bert, bloom, chameleon, clip, cohere, cosm
                git, gpt_bigcode, gpt_neo, gpt_oss, gptj, granite, helium, jais2, jamba, kolibri, layoutlm, lfm2, lfm3, llama, llama4,
                markuplm, minimax, modernbert, molmo2, mpnet, mpt, muse, nanochat, nemotron, nemotron_h, neox, olmo, openai_gpt,
                opt, paddleocr, phi, phi3, phimoe, qwen3, qwen3_5, recurrent_gemma, rotary_bert, seed_oss, smollm3,
-               solar_open, stablelm, starcoder2, t5, ultrabert, xlm)  # (registration)
+               solar_open, squeezebert, stablelm, starcoder2, t5, ultrabert, xlm)  # (registration)
 
 __all__ = ["FAMILIES", "Family", "family_for", "families", "language_model", "register", "to_heads"]
 

@@ -92,6 +92,9 @@ class Family:
     #: (Longformer: to a multiple of its window): the data runner cuts what it hooks back to the sequence, and
     #: pads what it adds with zeros
     pads_sequences: ClassVar[bool] = False
+    #: whether the running model keeps its residual channels-first, ``(batch, d_model, seq)`` (SqueezeBERT's
+    #: convolutions): the data runner turns what it hooks, what it adds and what its norms take
+    channels_first: ClassVar[bool] = False
     #: whether the data runner builds the class a folder's config names (``architectures``) rather than the one
     #: transformers' auto class maps its model type to (DPR: a context encoder, a question encoder and a reader
     #: of one model type, their tensors under different names)

@@ -82,10 +82,15 @@ class Bert(Family):
     output_norm: ClassVar[str] = "output.LayerNorm"
 
     @classmethod
+    def weight(cls, ts, name: str, d: int) -> torch.Tensor:
+        """The ``(d, d)`` matrix of the linear map ``name`` (its ``.weight``)."""
+        return ts.take(name + ".weight", (d, d))
+
+    @classmethod
     def layer_projections(cls, ts, p: str, d: int, H: int, r: int) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
         """The query, key and value weights ``(H, r, d)`` and biases ``(H, r)`` of the layer whose tensors
         start ``p``: :attr:`projections`' first three, each with its bias."""
-        return [(split_rows(ts.take(p + name + ".weight", (d, d)), H, r),
+        return [(split_rows(cls.weight(ts, p + name, d), H, r),
                  ts.take(p + name + ".bias", (d,)).reshape(H, r)) for name in cls.projections[:3]]
 
     @classmethod
@@ -163,7 +168,7 @@ class Bert(Family):
             for j, (w, b) in enumerate(cls.layer_projections(ts, p, d, H, r)):
                 ws[j].append(w)
                 bs[j].append(b)
-            wo.append(split_cols(ts.take(p + cls.projections[3] + ".weight", (d, d)), H, r))
+            wo.append(split_cols(cls.weight(ts, p + cls.projections[3], d), H, r))
             bo.append(ts.take(p + cls.projections[3] + ".bias", (d,)))
         W_E, token_notes = cls.token_embeddings(cfg, where, ts.take(e + "word_embeddings.weight"))
         positions, position_notes = cls.positional(cfg, where, ts, e, r, L)
