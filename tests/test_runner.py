@@ -104,7 +104,8 @@ def test_a_changed_run_given_its_clean_trace_leaves_the_layers_before_the_change
     model = build(variant)
     runner = runner_for(model, compscope.load(model))
     # a hybrid's attention layers (Granite 4) are not the elements of one module list, XLM's layers are no
-    # modules at all, and T5's first layer hands the others its bias: no layer is left out there
+    # modules at all, T5's first layer hands the others its bias, and SqueezeBERT's layers return dicts: no layer is
+    # left out there
     hybrid = variant.kind in (*HYBRIDS, *SIDE_BY_SIDE, *HANDED_ON, *DICT_LAYERS)
     assert (runner.layer_modules is None) == hybrid
     assert hybrid or len(runner.layer_modules) == runner.hw.n_layers

@@ -33,6 +33,15 @@ from . import register
 from .base import MAX_WIDTH, Family, integer, inv_freq, number, sizes, split_cols, split_rows, stack
 
 
+def embeddings_as_wide(config: dict, where: str, why: str = "") -> None:
+    """Refuse, naming the key, a config whose ``embedding_size`` (where given) is not ``hidden_size``: embeddings
+    narrower than the residual, which the model projects up to it (``why``: how, appended to the message)."""
+    d = integer(config, where, "hidden_size")
+    if config.get("embedding_size") is not None and integer(config, where, "embedding_size") != d:
+        raise UnsupportedModelError(f"{where}: config key 'embedding_size' = {config['embedding_size']!r} differs from "
+                                    f"hidden_size = {d}{why}")
+
+
 @register
 class Bert(Family):
     name = "bert"
@@ -546,13 +555,9 @@ class Electra(Bert):
     @classmethod
     def check_config(cls, config: dict, where: str) -> None:
         super().check_config(config, where)
-        e = integer(config, where, "embedding_size")
-        d = integer(config, where, "hidden_size")
-        if e != d:
-            raise UnsupportedModelError(
-                f"{where}: config key 'embedding_size' = {e} differs from hidden_size = {d}: the embeddings are "
-                "projected up to the residual after their LayerNorm (ELECTRA's small models), which compscope does "
-                "not read")
+        integer(config, where, "embedding_size")  # (absent: transformers' default, 128, whatever the width)
+        embeddings_as_wide(config, where, ": the embeddings are projected up to the residual after their LayerNorm "
+                                          "(ELECTRA's small models), which compscope does not read")
 
 
 
@@ -613,11 +618,8 @@ class RoFormer(Bert):
     @classmethod
     def check_config(cls, config: dict, where: str) -> None:
         super().check_config(config, where)
-        d = integer(config, where, "hidden_size")
-        if config.get("embedding_size") not in (None, d):
-            raise UnsupportedModelError(
-                f"{where}: config key 'embedding_size' = {config['embedding_size']!r} differs from hidden_size = {d}: the "
-                "embeddings are projected up to the residual after their LayerNorm, which compscope does not read")
+        embeddings_as_wide(config, where, ": the embeddings are projected up to the residual after their LayerNorm, "
+                                          "which compscope does not read")
 
     @classmethod
     def positional(cls, config: dict, where: str, ts, e: str, d_head: int, n_layers: int) -> tuple[dict, list[str]]:

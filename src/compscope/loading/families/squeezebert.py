@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import torch
 
-from ...errors import LoadError, UnsupportedModelError
+from ...errors import LoadError
 from . import register
-from .bert import Bert
+from .bert import Bert, embeddings_as_wide
 
 
 def grouped_1x1(w: torch.Tensor, name: str, d: int, origin: str) -> torch.Tensor:
@@ -20,12 +20,7 @@ def grouped_1x1(w: torch.Tensor, name: str, d: int, origin: str) -> torch.Tensor
     if w.ndim != 3 or w.shape[0] != d or w.shape[2] != 1 or w.shape[1] < 1 or d % w.shape[1]:
         raise LoadError(f"{origin}: tensor '{name}' has shape {tuple(w.shape)}: expected a grouped 1x1 convolution "
                         f"({d}, {d} / groups, 1)")
-    size = w.shape[1]
-    dense = torch.zeros(d, d, dtype=w.dtype)
-    for k in range(d // size):
-        block = slice(k * size, (k + 1) * size)
-        dense[block, block] = w[block, :, 0]
-    return dense
+    return torch.block_diag(*w[:, :, 0].split(w.shape[1]))
 
 
 @register
@@ -49,9 +44,7 @@ class SqueezeBert(Bert):
     @classmethod
     def check_config(cls, config: dict, where: str) -> None:
         super().check_config(config, where)
-        e, d = config.get("embedding_size"), config.get("hidden_size")
-        if e is not None and e != d:
-            raise UnsupportedModelError(f"{where}: config key 'embedding_size' = {e!r} differs from hidden_size = {d!r}")
+        embeddings_as_wide(config, where, " (transformers' SqueezeBERT builds no projection between them)")
 
     @classmethod
     def weight(cls, ts, name: str, d: int) -> torch.Tensor:
