@@ -666,3 +666,59 @@ def test_an_encoder_saved_with_its_head_runs_as_the_class_its_folder_names(tmp_p
     (tmp_path / "config.json").write_text(json.dumps({**config, "architectures": ["RobertaForMaskedLM"]}))
     assert _named_class(tmp_path, hw) is None
 
+
+
+def _without(folder, *parts: str) -> list[str]:
+    """Drop from the checkpoint in ``folder`` every tensor whose name holds one of ``parts``; the names dropped."""
+    from safetensors.torch import load_file, save_file
+
+    file = folder / "model.safetensors"
+    tensors = load_file(file)
+    gone = sorted(k for k in tensors if any(p in k for p in parts))
+    assert gone, parts
+    save_file({k: v for k, v in tensors.items() if k not in gone}, file, metadata={"format": "pt"})
+    return gone
+
+
+@pytest.mark.parametrize(("variant_id", "parts"), [("bert", ["intermediate.dense"]),
+                                                    ("bert", ["attention.output.LayerNorm"]),
+                                                    ("llama-mha", ["mlp.down_proj"]),
+                                                    ("llama-mha", ["layers.0.post_attention_layernorm"])])
+def test_a_checkpoint_lacking_tensors_the_runs_read_is_refused_by_name(tmp_path, variant_id, parts):
+    """transformers fills the tensors a checkpoint lacks in at random and runs; where they reach the residual stream
+    the heads read (an MLP, a norm inside the layers) compscope refuses the folder, naming it and the tensors, while
+    the weight-only side still reads the heads."""
+    from hf_tiny import BY_ID
+
+    build(BY_ID[variant_id]).save_pretrained(tmp_path)
+    gone = _without(tmp_path, *parts)
+    compscope.load(tmp_path)  # the heads are all there
+    with pytest.raises(compscope.OptionError, match="lacks") as e:
+        runner_for(tmp_path, progress=False)
+    assert str(tmp_path) in str(e.value) and gone[0].split(".", 1)[-1] in str(e.value)
+
+
+def test_a_checkpoint_lacking_tensors_no_run_reads_runs(tmp_path):
+    """Tensors a run never reads may be missing: a Llama folder without its final norm and its (untied) unembedding,
+    a BERT folder saved without its pooler (built as the base model its config names); the runs agree with the heads."""
+    import json
+
+    import transformers
+
+    from hf_tiny import BY_ID, make_config
+
+    llama = tmp_path / "llama"
+    build(BY_ID["llama-mha"], tie_word_embeddings=False).save_pretrained(llama)
+    _without(llama, "model.norm.weight", "lm_head.weight")
+    bert = tmp_path / "bert"
+    transformers.BertForMaskedLM(make_config(BY_ID["bert"])).save_pretrained(bert)
+    config = json.loads((bert / "config.json").read_text())
+    (bert / "config.json").write_text(json.dumps({**config, "architectures": ["BertModel"]}))
+    for folder in (llama, bert):
+        hw = compscope.load(folder)
+        runner = runner_for(folder, progress=False)
+        tr = runner.trace(random_ids())
+        for layer in range(hw.n_layers):
+            torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=ATOL,
+                                       rtol=0)
+    assert type(runner.model).__name__ == "BertModel" and runner.model.pooler is not None

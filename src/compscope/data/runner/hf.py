@@ -208,7 +208,8 @@ def from_files(path: Path, hw: HeadWeights, progress: bool = True, device: torch
 
     with transformers_gguf_reading(gguf is not None):  # the weights and the tokenizer read one parse of the file
         try:
-            model = auto.from_pretrained(str(folder), **kw).to(device)
+            model, loaded = auto.from_pretrained(str(folder), output_loading_info=True, **kw)
+            model = model.to(device)
             bar.update()
         except Exception as e:  # transformers raises many kinds; the message names the cause
             raise OptionError(f"{path}: transformers could not load the model to run it ({one_line(e)})") from e
@@ -223,7 +224,60 @@ def from_files(path: Path, hw: HeadWeights, progress: bool = True, device: torch
                                                                    local_files_only=True)
         except Exception:  # a model without a tokenizer still runs on token ids
             tokenizer = None
-    return HFRunner(model, hw, tokenizer if has_vocabulary(tokenizer) else None)
+    runner = HFRunner(model, hw, tokenizer if has_vocabulary(tokenizer) else None)
+    refuse_built_at_random(runner, sorted(loaded.get("missing_keys") or ()), path)
+    return runner
+
+
+@torch.no_grad()
+def refuse_built_at_random(runner: HFRunner, missing: list[str], path: Path | str) -> None:
+    """Refuse a model whose checkpoint lacks tensors its class builds (``missing``: the names transformers
+    reports as missing and fills in at random) where they reach what the runner hooks: moved together, by
+    noise as large as themselves, they move a hooked residual, attention output or norm input on a short
+    sequence. Tensors the runs never read pass (BERT's pooler, a language model's unembedding)."""
+    model = runner.model
+    named = {**dict(model.named_parameters(remove_duplicate=False)), **dict(model.named_buffers(remove_duplicate=False))}
+    inside = {id(t) for t in (*runner.body.parameters(), *runner.body.buffers())}
+    moved = [(k, named[k]) for k in missing if k in named and id(named[k]) in inside
+             and named[k].dtype.is_floating_point and named[k].numel()]
+    if not moved:
+        return
+    n = min(8, runner.n_ctx or 8)
+    tokens = (torch.arange(1, n + 1) % runner.hw.n_vocab).unsqueeze(0).to(runner.device)
+    from .base import evaluating
+
+    with evaluating(model):
+        before = runner._run(tokens)
+        kept = [t.clone() for _, t in moved]
+        g = torch.Generator().manual_seed(0)
+        try:
+            for _, t in moved:
+                t.add_(torch.randn(t.shape, generator=g).to(t) * (1.0 + float(t.float().abs().mean())))
+            after = runner._run(tokens)
+        finally:
+            for (_, t), k in zip(moved, kept):
+                t.copy_(k)
+    if not any(_moves(a, b) for a, b in zip(_flat(before), _flat(after))):
+        return
+    names = ", ".join(k for k, _ in moved[:6]) + (f" and {len(moved) - 6} more" if len(moved) > 6 else "")
+    raise OptionError(
+        f"{path}: the checkpoint lacks {len(moved)} tensor(s) the model's class builds ({names}), which transformers "
+        "filled in at random and which reach the residual stream the heads read: every data-based result would be "
+        "that of another model (the weight-only commands read the heads as they are); complete the checkpoint")
+
+
+def _flat(run: tuple) -> list:
+    """The tensors of a :meth:`HFRunner._run` (residuals, attention outputs, post-LN norms' inputs), None kept."""
+    resid, out, *rest = run
+    post = [x for pair in (rest[0] or []) for x in (pair or (None, None))] if rest else []
+    return [*resid, *out, *post]
+
+
+def _moves(a: Tensor | None, b: Tensor | None) -> bool:
+    """Whether ``b`` differs from ``a`` by more than 1e-4 of ``a``'s largest value."""
+    if a is None or b is None:
+        return (a is None) != (b is None)
+    return bool(((a.float() - b.float()).abs().max() > 1e-4 * max(float(a.float().abs().max()), 1e-30)).item())
 
 
 def set_frequencies(model, hw: HeadWeights, path: Path) -> None:
