@@ -134,7 +134,9 @@ def write_gemma3_gguf(path, model, pattern, arch: str = "gemma3") -> None:
         "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
         "self_attn.o_proj.weight": "attn_output.weight", "self_attn.q_norm.weight": "attn_q_norm.weight",
         "self_attn.k_norm.weight": "attn_k_norm.weight", "post_attention_layernorm.weight": "post_attention_norm.weight",
-    }
+        "pre_feedforward_layernorm.weight": "ffn_norm.weight", "post_feedforward_layernorm.weight": "post_ffw_norm.weight",
+        **{f"mlp.{x}_proj.weight": f"ffn_{x}.weight" for x in ("gate", "up", "down")},  # (the whole model: the runs
+    }  # read the MLPs)
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
     for i in range(L):
         for hf_name, g_name in names.items():
@@ -702,7 +704,8 @@ def test_qwen3_gguf_matches_model_object(tmp_path):
     names = {"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
              "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
              "self_attn.o_proj.weight": "attn_output.weight", "self_attn.q_norm.weight": "attn_q_norm.weight",
-             "self_attn.k_norm.weight": "attn_k_norm.weight"}
+             "self_attn.k_norm.weight": "attn_k_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
+             **{f"mlp.{x}_proj.weight": f"ffn_{x}.weight" for x in ("gate", "up", "down")}}
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
     for i in range(2):
         for hf_name, g_name in names.items():
@@ -2497,7 +2500,7 @@ def test_a_gpt_oss_gguf_matches_the_model_object_and_runs_in_transformers(tmp_pa
 
 def _add_llama_tensors(w, model) -> None:
     """A Llama's tensors as llama.cpp writes them (q/k rows permuted) added to the writer ``w``, and the file
-    written: embeddings, unembedding, each layer's attention and norms, the final norm."""
+    written: embeddings, unembedding, each layer's attention, norms and MLP, the final norm."""
     sd = _numpy_state(model)
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
     w.add_tensor("output.weight", sd["lm_head.weight"])
@@ -2508,6 +2511,9 @@ def _add_llama_tensors(w, model) -> None:
             t = sd[f"{p}self_attn.{proj}_proj.weight"]
             w.add_tensor(f"blk.{i}.attn_{short}.weight", t if n is None else llama_cpp_permute(t, n))
         w.add_tensor(f"blk.{i}.ffn_norm.weight", sd[p + "post_attention_layernorm.weight"])
+        for x in ("gate", "up", "down"):  # (Arcee's MLP has no gate)
+            if f"{p}mlp.{x}_proj.weight" in sd:
+                w.add_tensor(f"blk.{i}.ffn_{x}.weight", sd[f"{p}mlp.{x}_proj.weight"])
     w.add_tensor("output_norm.weight", sd["model.norm.weight"])
     _finish(w)
 

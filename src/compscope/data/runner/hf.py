@@ -208,7 +208,13 @@ def from_files(path: Path, hw: HeadWeights, progress: bool = True, device: torch
 
     with transformers_gguf_reading(gguf is not None):  # the weights and the tokenizer read one parse of the file
         try:
-            model, loaded = auto.from_pretrained(str(folder), output_loading_info=True, **kw)
+            # transformers' report of what it filled in: from its own from_pretrained (Qwen2.5-Omni's, which loads its
+            # speakers after, takes no such flag)
+            own = getattr(getattr(auto, "from_pretrained", None), "__func__", None)
+            reports = not issubclass(auto, transformers.PreTrainedModel) or (
+                own is transformers.PreTrainedModel.from_pretrained.__func__)
+            model = auto.from_pretrained(str(folder), **kw, **({"output_loading_info": True} if reports else {}))
+            model, loaded = model if reports else (model, {})
             model = model.to(device)
             bar.update()
         except Exception as e:  # transformers raises many kinds; the message names the cause
