@@ -722,6 +722,10 @@ VARIANTS = [
     # TAPAS on words alone: BERT's layers, seven token-type tables (row 0 of each added), positions from 0 in one cell
     Variant("tapas-words-alone", "bert", "TapasConfig",
             dict(_COMMON, max_position_embeddings=32, layer_norm_eps=1e-12, type_vocab_sizes=[3, 5, 5, 2, 5, 5, 4])),
+    # BROS on words alone: BERT's layers, every box (0, 0, 0, 0) (transformers requires boxes: model_inputs), whose
+    # bias on the logits is one value per query (its sinusoids need hidden_size / 4 a multiple of 2 x 8 coordinates)
+    Variant("bros-words-alone", "bert", "BrosConfig",
+            dict(_COMMON, hidden_size=64, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12)),
     # LayoutLM on words alone: BERT's layers, every token's box (0, 0, 0, 0) adding one vector of the 2-D tables
     Variant("layoutlm-words-alone", "bert", "LayoutLMConfig",
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12,
@@ -1030,6 +1034,13 @@ def _first(args, kwargs):
     return args[0] if args else kwargs["hidden_states"]
 
 
+def model_inputs(model, ids: torch.Tensor) -> dict[str, torch.Tensor]:
+    """What ``model`` is given for the token ids ``ids``: ``input_ids``, and where transformers requires boxes (BROS),
+    every token's box (0, 0, 0, 0)."""
+    boxes = {"bbox": torch.zeros(*ids.shape, 4)} if model.config.model_type == "bros" else {}
+    return {"input_ids": ids, **boxes}
+
+
 def capture(model, kind: str, ids: torch.Tensor) -> Capture:
     pairs, final = _modules(model, kind)
     resid: dict[int, torch.Tensor] = {}
@@ -1067,7 +1078,7 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
                 lambda m, a, o, name=name: store.__setitem__(name, _added(o)[:, :n].detach().clone())))
     try:
         with torch.no_grad():
-            res = model(input_ids=ids)
+            res = model(**model_inputs(model, ids))
     finally:
         for h in handles:
             h.remove()

@@ -24,7 +24,7 @@ import compscope
 from compscope.core.attention import attention_forward
 
 from hf_tiny import (BOX_TABLES, BY_ID, TAPAS_TYPES, D, D_HEAD, SEQ, VARIANTS, VOCAB, _modules, attention_layers, auto_class, build, capture,
-                     make_config, model_and_capture, random_ids)
+                     make_config, model_and_capture, model_inputs, random_ids)
 
 ATOL = 1e-5
 
@@ -471,7 +471,7 @@ def test_qk_circuit_with_offset_gives_hf_pattern(vid):
     hw = compscope.load(model)
     assert hw.b_Q is None and hw.b_K is None and hw.qk_norm is None
     with torch.no_grad():
-        pattern = model(input_ids=cap.ids, output_attentions=True).attentions
+        pattern = model(**model_inputs(model, cap.ids), output_attentions=True).attentions
     norms = [b.input_layernorm for b in (model.gpt_neox.layers if hw.meta.family == "neox" else model.model.layers)]
     i, j = torch.arange(SEQ)[:, None], torch.arange(SEQ)[None, :]
     for layer in range(hw.n_layers):

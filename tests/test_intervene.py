@@ -493,6 +493,8 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
     sublayer output after it (the MLP of l1 included) is replaced by its clean value, and at
     layer l2 only the ``kind`` projection reads the patched hidden state (the others the clean
     one). Returns the effect on every head of l2 (and the V direction)."""
+    from hf_tiny import model_inputs
+
     m = _encoder_modules(model)
     layers = m["layers"]
     H = model.config.num_attention_heads
@@ -517,7 +519,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
         hooks.append(m["reads"](b).register_forward_pre_hook(
             lambda m, a, k, i=i: keep(("resid", i), a[0] if a else k["hidden_states"]), with_kwargs=True))
     with torch.no_grad():
-        p0 = probs(model(input_ids=ids, output_attentions=True).attentions[l2])
+        p0 = probs(model(**model_inputs(model, ids), output_attentions=True).attentions[l2])
     for h in hooks:
         h.remove()
     sl = slice(h1 * r, (h1 + 1) * r)
@@ -533,7 +535,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
     hooks.append(m["out"](layers[l2]).register_forward_hook(lambda _, a, o: patched.__setitem__("ctx", turn(a[0].detach()))))
     try:
         with torch.no_grad():
-            p1 = probs(model(input_ids=ids, output_attentions=True).attentions[l2])
+            p1 = probs(model(**model_inputs(model, ids), output_attentions=True).attentions[l2])
     finally:
         for h in hooks:
             h.remove()
@@ -555,7 +557,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
                                                ("layoutlm-words-alone", "batched"), ("tapas-words-alone", "single"),
                                                ("layoutlmv3-words-alone", "threes"), ("git-text-decoder", "batched"),
                                                ("visual-bert-words-alone", "single"),
-                                               ("markuplm-words-alone", "batched"),
+                                               ("markuplm-words-alone", "batched"), ("bros-words-alone", "single"),
                                                ("squeezebert-grouped-convolutions", "threes"),
                                                ("longformer-windows-both-sides", "threes"),
                                                ("ernie-task-types", "batched"), ("bert-generation-encoder", "single"),

@@ -12,7 +12,8 @@ import compscope
 from compscope.core.attention import combine
 from compscope.data.runner import HFRunner, ToyRunner, layer_state, runner_for
 
-from hf_tiny import DICT_LAYERS, HANDED_ON, HYBRIDS, SIDE_BY_SIDE, VARIANTS, build, random_ids, word_tokenizer
+from hf_tiny import (DICT_LAYERS, HANDED_ON, HYBRIDS, SIDE_BY_SIDE, VARIANTS, build, model_inputs, random_ids,
+                     word_tokenizer)
 
 ATOL = 2e-5
 
@@ -26,7 +27,7 @@ def test_hooks_and_per_head_recomputation_match_the_module(variant):
     ids = random_ids()
     tr = runner.trace(ids)
     with torch.no_grad():
-        res = model(input_ids=ids, output_attentions=True)
+        res = model(**model_inputs(model, ids), output_attentions=True)
     assert len(tr.resid) == len(tr.attn_out) == hw.n_layers == len(res.attentions)
     for layer in range(hw.n_layers):
         st = layer_state(hw, layer, tr.resid[layer])

@@ -32,6 +32,7 @@ class HFRunner(Runner):
         self.body = family.base_model(model)  # run without the unembedding, which nothing here reads
         self.points = family.hook_points(model)
         self.added_by = family.added_by  # what the residual receives from a hooked output
+        self.inputs = family.run_inputs  # (BROS's boxes: all zeros)
         self.pads = family.pads_sequences  # (Longformer's: what the hooks see is longer than the sequence)
         # what the residual receives is this multiple of the hooked attention output (Granite's
         # residual_multiplier, folded into W_O): outputs are scaled by it, added changes divided
@@ -86,7 +87,7 @@ class HFRunner(Runner):
                     lambda m, a, k, key=(i, j): norm_in.__setitem__(key, cut(a[0] if a else k["input"]).detach()),
                     with_kwargs=True))
         try:
-            self.body(input_ids=tokens)
+            self.body(input_ids=tokens, **self.inputs(tokens))
         finally:
             for h in handles:
                 h.remove()

@@ -104,6 +104,12 @@ class Family:
     runs_as: ClassVar[dict[str, str]] = {}
 
     @classmethod
+    def run_inputs(cls, tokens: Tensor) -> dict[str, Tensor]:
+        """What the running ``transformers`` model is given beside ``input_ids`` (``tokens`` ``(batch, seq)``), where
+        it requires more (BROS's boxes); nothing elsewhere."""
+        return {}
+
+    @classmethod
     def hook_points(cls, model) -> list[tuple[Any, Any]]:
         """Where a running ``transformers`` model of this family keeps what the data-based measures
         read, per layer: ``(module whose input is the residual the layer's attention reads — before
