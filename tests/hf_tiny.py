@@ -68,6 +68,7 @@ MASKED_LMS = ("xlm",)
 _ALONE = {"AlignTextConfig": "AlignTextModel", "ChineseCLIPTextConfig": "ChineseCLIPTextModel",
           "ClapTextConfig": "ClapTextModel", "AltCLIPTextConfig": "AltCLIPTextModel",
           "T5Config": "T5EncoderModel", "UMT5Config": "UMT5EncoderModel",  # (T5's: its encoder alone)
+          "LongT5Config": "LongT5EncoderModel",
           "SwitchTransformersConfig": "SwitchTransformersEncoderModel"}
 
 
@@ -770,6 +771,11 @@ VARIANTS = [
     Variant("umt5-encoder-own-tables", "t5", "UMT5Config",
             dict(vocab_size=VOCAB, d_model=D, d_kv=D_HEAD, num_heads=HEADS, d_ff=48, num_layers=2, num_decoder_layers=1,
                  relative_attention_num_buckets=32, relative_attention_max_distance=128)),
+    # LongT5's encoder with local attention: T5's, each token attending 2 tokens either side (transformers' blocks of 3,
+    # the 10 tokens padded to 12)
+    Variant("longt5-local-encoder", "t5", "LongT5Config",
+            dict(vocab_size=VOCAB, d_model=D, d_kv=D_HEAD, num_heads=HEADS, d_ff=48, num_layers=2, num_decoder_layers=1,
+                 relative_attention_num_buckets=8, relative_attention_max_distance=20, local_radius=2)),
     # Switch Transformers: T5's encoder with experts in every second MLP (not read)
     Variant("switch-transformers-encoder", "t5", "SwitchTransformersConfig",
             dict(vocab_size=VOCAB, d_model=D, d_kv=D_HEAD, num_heads=HEADS, d_ff=48, num_layers=2, num_decoder_layers=1,
@@ -995,7 +1001,8 @@ def _modules(model, kind: str):
         return [(b.attention.self, b.attention.output.dense) for b in getattr(encoder, "layers", None) or encoder.layer], \
             None
     if kind == "t5":  # T5's encoder (pre-norm): each block's first layer's norm reads the residual
-        return [(b.layer[0].layer_norm, b.layer[0].SelfAttention.o) for b in model.encoder.block], \
+        attention = next(n for n in ("SelfAttention", "LocalSelfAttention") if hasattr(model.encoder.block[0].layer[0], n))
+        return [(b.layer[0].layer_norm, getattr(b.layer[0], attention).o) for b in model.encoder.block], \
             model.encoder.final_layer_norm
     if kind == "bert":
         if hasattr(model, "transformer"):  # DistilBERT's names; its block's input is what attention reads

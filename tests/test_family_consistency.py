@@ -762,7 +762,8 @@ def test_a_folder_reads_the_attention_biases_transformers_builds(tmp_path, vid, 
     # all there (DeBERTa v1's fused in_proj has no bias: its query and value biases are parameters apart, none for keys)
     none = {"deberta-v1-fused": ("b_K",), "t5-encoder-wide-heads": ("b_Q", "b_K", "b_V", "b_O"),  # (T5: no biases)
             "umt5-encoder-own-tables": ("b_Q", "b_K", "b_V", "b_O"),
-            "switch-transformers-encoder": ("b_Q", "b_K", "b_V", "b_O")}.get(vid, ())
+            "switch-transformers-encoder": ("b_Q", "b_K", "b_V", "b_O"),
+            "longt5-local-encoder": ("b_Q", "b_K", "b_V", "b_O")}.get(vid, ())
     assert added or all((getattr(from_folder, b) is None) == (b in none) for b in ("b_Q", "b_K", "b_V", "b_O"))
     for b in ("b_Q", "b_K", "b_V", "b_O"):
         mine, theirs = getattr(from_folder, b), getattr(from_object, b)

@@ -300,7 +300,7 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "hyperclovax-peri-ln-multipliers", "persimmon-qk-layernorm-half-rotary", "xglm-sinusoidal-positions",
                "afmoe-gated-nope-global", "mellum-sliding-layer-bases", "ctrl-sinusoidal-scaled",
                "gpt-neox-japanese-last-bias", "t5-encoder-wide-heads", "umt5-encoder-own-tables",
-               "switch-transformers-encoder"]
+               "switch-transformers-encoder", "longt5-local-encoder"]
 
 
 def _route(monkeypatch, route: str) -> None:

@@ -319,6 +319,41 @@ def test_t5_encoder_folders_are_read_and_run(tmp_path, cls):
                                    atol=2e-5, rtol=0)
 
 
+@pytest.mark.parametrize("cls", ["LongT5ForConditionalGeneration", "LongT5EncoderModel"])
+def test_a_longt5_folder_with_local_attention_is_read_and_run_as_its_encoder(tmp_path, cls):
+    """LongT5 with local attention, saved whole or as its encoder: T5's heads (the first layer's bias table for every
+    layer) under ``LocalSelfAttention``, each layer's window ``local_radius + 1`` both ways; run as the encoder alone
+    (transformers' blocks of 3 over 25 tokens, padded to 27), every layer recomputed from the weights equals what it
+    adds; the weights-alone previous-token score is the bias alone over the offsets within the radius. Transient-global
+    attention is refused by name."""
+    from compscope.analysis.circuits import rotary_previous
+    from compscope.data.runner import layer_state, runner_for
+
+    config = transformers.LongT5Config(**_T5, local_radius=2)
+    model = perturbed(lambda: getattr(transformers, cls)(config), seed=7, scale=0.2)
+    model.save_pretrained(tmp_path / "local")
+    hw = compscope.load(tmp_path / "local")
+    enc = model.encoder
+    assert hw.meta.family == "longt5_encoder" and hw.sliding_window == (3, 3) and not hw.causal
+    assert torch.equal(hw.W_K[1, 3], enc.block[1].layer[0].LocalSelfAttention.k.weight.detach()[36:48])
+    table = enc.block[0].layer[0].LocalSelfAttention.relative_attention_bias.weight.detach().T
+    assert torch.equal(hw.rel_bias, torch.stack([table, table]))
+    assert any("2 tokens on either side" in n for n in hw.meta.notes)
+    runner = runner_for(tmp_path / "local", progress=False, device="cpu")
+    assert type(runner.model).__name__ == "LongT5EncoderModel"
+    trace = runner.trace(random_ids(seq=25))
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
+                                   atol=2e-5, rtol=0)
+    got = rotary_previous(hw).numpy()
+    b = table.double().numpy()[:, bias_bucket(hw, torch.arange(-2, 3)).numpy()]  # (head, offset −2 … 2)
+    np.testing.assert_allclose(got[0], np.exp(b[:, 3]) / np.exp(b).sum(1), rtol=1e-6)
+    glob = getattr(transformers, cls)(transformers.LongT5Config(**_T5, encoder_attention_type="transient-global"))
+    glob.save_pretrained(tmp_path / "global")
+    with pytest.raises(compscope.UnsupportedModelError, match="'encoder_attention_type' = 'transient-global'"):
+        compscope.load(tmp_path / "global")
+
+
 def test_t5_previous_token_score_from_the_weights_is_the_bias_alone():
     """No position in the residual: the weights-alone logit at every offset is the same ``q·k`` plus the bias, so
     the score is ``e^{B[h, β(1)]} / Σ_δ e^{B[h, β(δ)]}`` over ``δ = −63 … 63``."""

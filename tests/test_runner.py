@@ -42,6 +42,8 @@ def test_hooks_and_per_head_recomputation_match_the_module(variant):
         want = res.attentions[layer].float()
         if variant.config_cls == "LongformerConfig":  # its attentions are bands around the diagonal
             want = _dense_from_band(want, ids.shape[1])
+        if variant.config_cls == "LongT5Config":  # its attentions are blocks, each against three
+            want = _dense_from_blocks(want, ids.shape[1])
         if variant.config_cls == "SqueezeBertConfig":  # it returns the logits, before their softmax
             want = want.softmax(-1)
         torch.testing.assert_close(pattern, want, atol=ATOL, rtol=0)
@@ -56,6 +58,20 @@ def _dense_from_band(band: torch.Tensor, n: int) -> torch.Tensor:
         for c in range(2 * w + 1):
             if 0 <= i + c - w < n:
                 dense[:, :, i, i + c - w] = band[:, :, i, c]
+    return dense
+
+
+def _dense_from_blocks(blocks: torch.Tensor, n: int) -> torch.Tensor:
+    """LongT5's local attentions ``(batch, block, head, b, 3b)``, column ``c`` of row ``q`` in block ``k`` the weight of
+    query ``k b + q`` on key ``(k − 1) b + c``, as ``(batch, head, n, n)``; positions outside ``0..n-1`` left out."""
+    b = blocks.shape[-2]
+    dense = blocks.new_zeros(blocks.shape[0], blocks.shape[2], n, n)
+    for k in range(blocks.shape[1]):
+        for q in range(b):
+            for c in range(3 * b):
+                i, j = k * b + q, (k - 1) * b + c
+                if 0 <= i < n and 0 <= j < n:
+                    dense[:, :, i, j] = blocks[:, k, :, q, c]
     return dense
 
 

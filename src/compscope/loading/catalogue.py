@@ -55,7 +55,7 @@ NOT_READ: dict[str, str] = {
     **dict.fromkeys(("roberta-prelayernorm", "flava", "flava_text_model"), (
         "a LayerNorm over the sum of token, position and token-type embeddings starts the residual, which pre-LN "
         "layers then read, so it is no sum of a token column and a position column")),
-    **dict.fromkeys(("longt5", "t5gemma"), _T5),
+    "t5gemma": _T5,
     **dict.fromkeys(("bart", "mbart", "pegasus", "marian", "m2m_100", "whisper", "blenderbot", "blenderbot-small",
                      "fsmt", "led", "mvp", "plbart", "nllb-moe", "pegasus_x", "bigbird_pegasus", "seamless_m4t",
                      "seamless_m4t_v2", "t5gemma2", "t5gemma2_text", "udop"), _ENC_DEC),

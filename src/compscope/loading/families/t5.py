@@ -12,9 +12,15 @@ added to every logit: ``ℓ_ij = q_i·k_j + B[h, β(i − j)]`` with T5's bidire
 layer, for all; UMT5's layers each have their own. No position enters the residual (positions
 ``relative``; the bias is held per layer in ``HeadWeights.rel_bias``). The residual starts as the
 shared embedding of the token, unscaled; ``encoder.final_layer_norm`` ends the stack.
+
+LongT5's encoder with local attention (:class:`LongT5Encoder`) is T5's, each token attending the ``local_radius``
+tokens on either side of it alone (its bias by the true offset's bucket, computed in blocks of ``local_radius + 1``);
+with transient-global attention, refused.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 import torch
 
@@ -52,11 +58,19 @@ class T5Encoder(Family):
                "switch_transformers": "SwitchTransformersEncoderModel"}
     # T5's first block computes the bias and hands it to the others with its output: no block can be left out of a run
     layers_are_modules = False
+    #: the name of each block's self-attention module (its ``q``, ``k``, ``v``, ``o`` and the first one's bias table)
+    attention: ClassVar[str] = "SelfAttention"
 
     @classmethod
     def hook_points(cls, model):
         """T5 blocks: ``layer.0.layer_norm`` reads the residual, ``layer.0.SelfAttention.o`` returns what is added."""
-        return [(b.layer[0].layer_norm, b.layer[0].SelfAttention.o) for b in cls.base_model(model).block]
+        return [(b.layer[0].layer_norm, getattr(b.layer[0], cls.attention).o) for b in cls.base_model(model).block]
+
+    @classmethod
+    def windows(cls, config: dict, where: str, n_layers: int) -> tuple[tuple[int | None, ...], list[str]]:
+        """Each layer's window (``HeadWeights.sliding_window``; None: every token attends to every token), and what
+        the notes say of them."""
+        return (None,) * n_layers, []
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
@@ -70,15 +84,17 @@ class T5Encoder(Family):
         buckets = integer(cfg, where, "relative_attention_num_buckets", default=32, high=MAX_WIDTH)
         far = integer(cfg, where, "relative_attention_max_distance", default=128, high=MAX_WIDTH)
         own_tables = cfg.get("model_type") == "umt5"
+        windows, window_notes = cls.windows(cfg, where, L)
+        a = cls.attention
         parts: dict[str, list] = {k: [] for k in ("q", "k", "v", "o", "g", "bias")}
         for i in range(L):
             p = f"encoder.block.{i}.layer.0."
             for name in "qkv":
-                parts[name].append(split_rows(ts.take(f"{p}SelfAttention.{name}.weight", (H * r, d)), H, r))
-            parts["o"].append(split_cols(ts.take(p + "SelfAttention.o.weight", (d, H * r)), H, r))
+                parts[name].append(split_rows(ts.take(f"{p}{a}.{name}.weight", (H * r, d)), H, r))
+            parts["o"].append(split_cols(ts.take(f"{p}{a}.o.weight", (d, H * r)), H, r))
             parts["g"].append(ts.take(p + "layer_norm.weight", (d,)))
             if own_tables or i == 0:
-                parts["bias"].append(ts.take(p + "SelfAttention.relative_attention_bias.weight", (buckets, H)).T)
+                parts["bias"].append(ts.take(f"{p}{a}.relative_attention_bias.weight", (buckets, H)).T)
             else:
                 parts["bias"].append(parts["bias"][0])
         name = "shared.weight" if "shared.weight" in ts else "encoder.embed_tokens.weight"
@@ -90,7 +106,7 @@ class T5Encoder(Family):
             "logits unscaled (attn_scale 1): T5 folds 1/sqrt(d_kv) into its query weights",
             f"a learned bias on the logits by the offset's bucket ({buckets} buckets, both ways, up to {far}), "
             + ("each layer's own" if own_tables else "one table, the first layer's, for every layer"),
-            "encoder: bidirectional attention, no unembedding (W_U is None)"]
+            "encoder: bidirectional attention, no unembedding (W_U is None)"] + window_notes
         return HeadWeights(
             W_Q=torch.stack(parts["q"]), W_K=torch.stack(parts["k"]), W_V=torch.stack(parts["v"]),
             W_O=torch.stack(parts["o"]), b_Q=None, b_K=None, b_V=None, b_O=None,
@@ -103,6 +119,42 @@ class T5Encoder(Family):
             rel_bias=torch.stack(parts["bias"]).contiguous(), rel_bias_buckets=(buckets, far),
             attn_scale=1.0,
             causal=False,
-            sliding_window=(None,) * L,
+            sliding_window=windows,
             meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
         )
+
+
+@register
+class LongT5Encoder(T5Encoder):
+    """LongT5's encoder with local attention: T5's layers (one bias table, the first layer's, by the offset's bucket),
+    each token attending those within ``local_radius`` of it on either side (``|i − j| < local_radius + 1``: the window
+    held as ``local_radius + 1``). transformers computes it in blocks of ``local_radius + 1``, each query against its
+    block and the two beside it, with the bias by the true offset and the keys farther than the radius masked: the
+    same logits. Transient-global attention (keys made of sums over blocks of the residual as well) is refused."""
+
+    name = "longt5_encoder"
+    about = ("the encoder of LongT5 with local attention: T5's, each token attending local_radius tokens on either "
+             "side")
+    model_types = ("longt5",)
+    architectures = ("LongT5EncoderModel", "LongT5ForConditionalGeneration", "LongT5Model")
+    handled = T5Encoder.handled | frozenset({"local_radius"})
+    ignored = T5Encoder.ignored | frozenset({"global_block_size"})  # (transient-global's, refused)
+    accept = {"encoder_attention_type": lambda v: v in (None, "local")}
+    runs_as = {"longt5": "LongT5EncoderModel"}
+    attention = "LocalSelfAttention"
+
+    @classmethod
+    def check_config(cls, config: dict, where: str) -> None:
+        kind = config.get("encoder_attention_type")
+        if kind not in (None, "local"):
+            raise UnsupportedModelError(
+                f"{where}: config key 'encoder_attention_type' = {kind!r}: LongT5's transient-global attention has each "
+                "token attend as well to keys computed from sums of the residual over blocks of tokens, which no pair "
+                "of heads reading one token each holds; compscope reads LongT5 with local attention alone")
+        super().check_config(config, where)
+
+    @classmethod
+    def windows(cls, config: dict, where: str, n_layers: int) -> tuple[tuple[int | None, ...], list[str]]:
+        radius = integer(config, where, "local_radius", default=127, low=0, high=MAX_WIDTH)
+        return (radius + 1,) * n_layers, [
+            f"local attention: every token attends the {radius} tokens on either side of it alone (local_radius)"]
