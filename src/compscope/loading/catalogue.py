@@ -119,7 +119,9 @@ NOT_READ: dict[str, str] = {
     "xmod": ("X-MOD: RoBERTa's layers with a language adapter after every MLP, whose input is the residual "
              "renormalised inside the layer (by output.LayerNorm, as released, or adapter_layer_norm), then normalised "
              "again: three norms a layer, where a post-LN layer has two"),
-    "cpmant": "CPM-Ant: its logits add a learned relative-position bias (position buckets) computed for every layer",
+    "cpmant": ("CPM-Ant: the model puts prompt_length learned prompt tokens before every sequence, in a segment of "
+               "their own, and the bias on a logit is looked up by the pair's segments where they differ, by the "
+               "offset's bucket where they are the same: the heads attend over a prefix the input does not hold"),
     "canine": ("CANINE: characters hashed into embeddings and downsampled by a strided convolution between a shallow "
                "local encoder and the deep stack, so no one residual stream holds every token at one resolution"),
     "perceiver": ("Perceiver IO: a fixed set of latents cross-attends to the inputs and then attends among itself, "
