@@ -21,7 +21,6 @@ _MLA = ("multi-head latent attention: keys and values come from a compressed lat
         "the rotary part of every key is one head shared by all")
 _ENC_DEC = ("an encoder-decoder: the decoder's cross-attention reads the encoder's output, a second residual stream "
             "that no single set of writer and reader heads spans")
-_T5 = _ENC_DEC + "; self-attention adds learned relative-position buckets to the logits"
 _NO_ATTENTION = "no attention heads: a recurrent or state-space model has none to compose"
 
 #: model_type -> why compscope does not read it (the architectures researchers ask for)
@@ -55,10 +54,9 @@ NOT_READ: dict[str, str] = {
     **dict.fromkeys(("roberta-prelayernorm", "flava", "flava_text_model"), (
         "a LayerNorm over the sum of token, position and token-type embeddings starts the residual, which pre-LN "
         "layers then read, so it is no sum of a token column and a position column")),
-    "t5gemma": _T5,
     **dict.fromkeys(("bart", "mbart", "pegasus", "marian", "m2m_100", "whisper", "blenderbot", "blenderbot-small",
                      "fsmt", "led", "mvp", "plbart", "nllb-moe", "pegasus_x", "bigbird_pegasus", "seamless_m4t",
-                     "seamless_m4t_v2", "t5gemma2", "t5gemma2_text", "udop"), _ENC_DEC),
+                     "seamless_m4t_v2", "t5gemma", "t5gemma2", "t5gemma2_text", "udop"), _ENC_DEC),
     **dict.fromkeys(("gemma4_assistant", "gemma4_unified_assistant"), (
         "a drafter for speculative decoding: its layers attend to the keys and values the target model computed "
         "(shared_kv_states), not to any its own heads write, and its input is a projection of the target's states")),
