@@ -37,6 +37,12 @@ _CHAMELEON = dict({k: v for k, v in _LLAMA.items() if k != "head_dim"}, num_key_
                                  channel_multiplier=[1], num_res_blocks=1, attn_resolutions=[]))
 
 
+#: T5Gemma's encoder (and decoder) settings: Gemma 2's, a sliding layer (3 tokens each side) and a global one
+_T5GEMMA = dict(vocab_size=VOCAB, hidden_size=D, intermediate_size=48, num_hidden_layers=2, num_attention_heads=HEADS,
+                num_key_value_heads=2, head_dim=D_HEAD, sliding_window=3, query_pre_attn_scalar=12, max_position_embeddings=64,
+                attn_logit_softcapping=5.0, layer_types=["sliding_attention", "full_attention"])
+
+
 #: the kinds whose attention layers are some of the model's layers (the others Mamba, DeltaNet, recurrent, ...)
 HYBRIDS = ("hybrid", "recurrent_gemma", "lfm3")
 
@@ -56,7 +62,7 @@ CHANNELS_FIRST = ("squeezebert",)
 
 #: the kinds that are encoders (built as AutoModel: no unembedding)
 ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_bert", "eurobert", "esm", "rotary_bert",
-            "gemma4_encoder", "esmc", "altclip", "t5", "squeezebert")
+            "gemma4_encoder", "esmc", "altclip", "t5", "squeezebert", "t5gemma")
 #: the kinds built as AutoModel: the encoders, and decoders transformers builds no causal LM of its own for (a
 #: vision-language model's language model: Muse Glimmer's; CLIP's causal text encoder)
 BASE_MODELS = (*ENCODERS, "muse_glimmer", "clip")
@@ -68,7 +74,7 @@ MASKED_LMS = ("xlm",)
 _ALONE = {"AlignTextConfig": "AlignTextModel", "ChineseCLIPTextConfig": "ChineseCLIPTextModel",
           "ClapTextConfig": "ClapTextModel", "AltCLIPTextConfig": "AltCLIPTextModel",
           "T5Config": "T5EncoderModel", "UMT5Config": "UMT5EncoderModel",  # (T5's: its encoder alone)
-          "LongT5Config": "LongT5EncoderModel",
+          "LongT5Config": "LongT5EncoderModel", "T5GemmaConfig": "T5GemmaEncoderModel",
           "SwitchTransformersConfig": "SwitchTransformersEncoderModel"}
 
 
@@ -579,6 +585,10 @@ VARIANTS = [
             dict(_LLAMA, num_hidden_layers=3, num_key_value_heads=2, query_pre_attn_scalar=12, sliding_window=6,
                  use_bidirectional_attention=True, layer_types=["sliding_attention", "sliding_attention", "full_attention"],
                  final_logit_softcapping=None, attn_logit_softcapping=None, tie_word_embeddings=True)),
+    # T5Gemma's encoder: Gemma 2's layers attending both ways, the first layer within 3 tokens on either side (|i − j| ≤
+    # sliding_window, as transformers 5 masks it), soft-capped logits
+    Variant("t5gemma-encoder-both-sides", "t5gemma", "T5GemmaConfig",
+            dict(vocab_size=VOCAB, is_encoder_decoder=False, encoder=_T5GEMMA, decoder=_T5GEMMA)),
     # EuroBERT: Llama's layers as an encoder, grouped K/V heads, biases on all four projections
     Variant("eurobert-gqa-biases", "eurobert", "EuroBertConfig",
             dict(_LLAMA, num_key_value_heads=2, attention_bias=True, pad_token_id=0, bos_token_id=1, eos_token_id=2,
@@ -807,6 +817,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
 RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "gemma4_encoder", "glm4", "apertus", "muse_glimmer",
+                                                 "t5gemma",
                                                  "falcon_h1",
                                                  "gemma3_bidirectional", "hyperclovax", "afmoe", "eurobert",
                                                  "recurrent_gemma", "lfm3")
@@ -819,7 +830,10 @@ _BROKEN_IN_4 = {"stablelm-qk-layernorm-per-head": "StableLM's weight init fails 
                 "modernbert-decoder-causal-window": "ModernBERT's decoder turns its local layers at the global "
                                                     "rotary base, not local_rope_theta",
                 # (compscope reads the window: test_recurrent_gemma_under_transformers_4_runs_within_the_window)
-                "recurrent-gemma-local-mqa": "RecurrentGemma attends without its window within one forward pass"}
+                "recurrent-gemma-local-mqa": "RecurrentGemma attends without its window within one forward pass",
+                # (compscope reads transformers 5's window: test_bidirectional_rotary's T5Gemma folder test)
+                "t5gemma-encoder-both-sides": "T5Gemma's sliding layers are masked one token narrower "
+                                              "(|i − j| < sliding_window)"}
 
 
 def make_config(variant: Variant, **overrides):
@@ -915,6 +929,7 @@ _LAYOUT = {
     "hyperclovax": ("model", "layers", "input_layernorm", "post_norm1", "norm"),
     "gemma3": ("model", "layers", "input_layernorm", "post_attention_layernorm", "norm"),
     "gemma4": ("model", "layers", "input_layernorm", "post_attention_layernorm", "norm"),
+    "t5gemma": ("encoder", "layers", "pre_self_attn_layernorm", "post_self_attn_layernorm", "norm"),
     "apertus": ("model", "layers", "attention_layernorm", "self_attn", "norm"),
     "glm4": ("model", "layers", "input_layernorm", "post_self_attn_layernorm", "norm"),
     "falcon_h1": ("model", "layers", "input_layernorm", "self_attn", "final_layernorm"),

@@ -95,7 +95,8 @@ def test_settings_it_does_not_compute_are_refused_by_name(tmp_path, change, need
 
 
 @pytest.mark.parametrize("vid, layers", [(LEGACY, ((0, None), (1, 3))),
-                                         ("embeddinggemma-bidirectional", ((0, 3), (2, None)))])
+                                         ("embeddinggemma-bidirectional", ((0, 3), (2, None))),
+                                         ("t5gemma-encoder-both-sides", ((0, 3), (1, None)))])
 def test_the_window_reaches_both_sides_of_the_query(vid, layers):
     """A local layer (window 4): each query attends to keys within 3 positions on either side and to
     no other; a global layer to every key."""
@@ -386,3 +387,37 @@ def test_roformer_config_and_sine_table(tmp_path):
     save_file(sd, tmp_path / "model.safetensors", metadata={"format": "pt"})
     with pytest.raises(compscope.UnsupportedModelError, match="table of sines"):
         compscope.load(tmp_path)
+
+
+@pytest.mark.parametrize("cls", ["T5GemmaEncoderModel", "T5GemmaForConditionalGeneration"])
+def test_a_t5gemma_folder_runs_as_its_encoder_within_the_window_transformers_masks(tmp_path, cls):
+    """T5Gemma saved as its encoder or whole: Gemma 2's heads attending both ways, the sliding layer's window
+    ``sliding_window + 1`` (|i − j| ≤ 3), no unembedding, a whole model's decoder said to be left out; run as the class
+    the folder names, its encoder hooked, every layer recomputed from the weights equals what it adds. transformers 4
+    masks the sliding layer one token narrower (|i − j| < 3): there the runner holds its sequences to 3 tokens, on which
+    the two masks agree, and refuses longer ones."""
+    from compscope.data.runner import layer_state, runner_for
+    from hf_tiny import _T5GEMMA, perturbed
+
+    whole = cls != "T5GemmaEncoderModel"
+    config = transformers.T5GemmaConfig(encoder=_T5GEMMA, decoder=_T5GEMMA, vocab_size=_T5GEMMA["vocab_size"],
+                                        is_encoder_decoder=whole)
+    model = perturbed(lambda: getattr(transformers, cls)(config), seed=8, scale=0.2)
+    model.save_pretrained(tmp_path)
+    hw = compscope.load(tmp_path)
+    enc = (model.model if whole else model).encoder
+    assert hw.meta.family == "t5gemma_encoder" and hw.sliding_window == (4, None) and not hw.causal and hw.W_U is None
+    assert torch.equal(hw.W_Q[1, 2], enc.layers[1].self_attn.q_proj.weight.detach()[16:24])
+    assert any("decoder" in n and "not read" in n for n in hw.meta.notes) == whole
+    runner = runner_for(tmp_path, progress=False, device="cpu")
+    assert type(runner.model).__name__ == cls
+    n = 10 if transformers_at_least(5) else 3
+    assert runner.n_ctx == (None if n == 10 else 3)
+    ids = torch.randint(2, _T5GEMMA["vocab_size"], (2, n), generator=torch.Generator().manual_seed(9))
+    trace = runner.trace(ids)
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
+                                   atol=2e-5, rtol=0)
+    if n == 3:
+        with pytest.raises(compscope.OptionError, match="longer than"):
+            runner.trace(torch.randint(2, 60, (1, 4)))

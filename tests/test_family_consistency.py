@@ -131,7 +131,7 @@ def test_attention_depends_on_what_the_variant_is_about(variant):
 
 def test_shapes_and_gqa_map(variant):
     hw, model, _ = loaded(variant.id)
-    cfg = model.config
+    cfg = model.config.encoder if variant.kind == "t5gemma" else model.config  # (T5Gemma's settings: its encoder's)
     if variant.kind.startswith("gemma4"):  # K/V head counts differ between layers: held as their least common multiple
         n_kv = math.lcm(*(hw.n_heads // b.self_attn.num_key_value_groups for b in getattr(model, "model", model).layers))
     else:
@@ -209,7 +209,7 @@ def test_unembedding_matches_hf(variant):
         assert hw.W_U is None and hw.final_norm is None
         return
     if variant.kind in ("xlmr_xl", "modernbert", "gemma3_bidirectional", "modernbert_decoder", "megatron_bert",
-                        "eurobert", "esm", "esmc", "gemma4_encoder", "muse_glimmer", "clip", "t5"):
+                        "eurobert", "esm", "esmc", "gemma4_encoder", "muse_glimmer", "clip", "t5", "t5gemma"):
         assert hw.W_U is None  # no linear unembedding (an encoder; a nonlinear LM head); the final norm is the model's
         with torch.no_grad():
             want = _modules(model, variant.kind)[1](cap.final_in)

@@ -56,7 +56,7 @@ NOT_READ: dict[str, str] = {
         "layers then read, so it is no sum of a token column and a position column")),
     **dict.fromkeys(("bart", "mbart", "pegasus", "marian", "m2m_100", "whisper", "blenderbot", "blenderbot-small",
                      "fsmt", "led", "mvp", "plbart", "nllb-moe", "pegasus_x", "bigbird_pegasus", "seamless_m4t",
-                     "seamless_m4t_v2", "t5gemma", "t5gemma2", "t5gemma2_text", "udop"), _ENC_DEC),
+                     "seamless_m4t_v2", "t5gemma2", "t5gemma2_text", "udop"), _ENC_DEC),
     **dict.fromkeys(("gemma4_assistant", "gemma4_unified_assistant"), (
         "a drafter for speculative decoding: its layers attend to the keys and values the target model computed "
         "(shared_kv_states), not to any its own heads write, and its input is a projection of the target's states")),

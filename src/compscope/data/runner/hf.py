@@ -12,6 +12,7 @@ from ...core.heads import HeadWeights
 from ...errors import OptionError, UnsupportedModelError, one_line
 from ..tokenizers import has_vocabulary
 from .base import Runner, _padded, float32_norms, model_device
+from ...loading.families.base import transformers_at_least  # noqa: F401  (data.runner's too)
 
 
 class HFRunner(Runner):
@@ -385,15 +386,6 @@ def _wrapper_class(folder: Path):
     cls = None if first is None else getattr(transformers, first, None)
     is_model = isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)
     return cls if is_model else transformers.AutoModelForImageTextToText
-
-
-def transformers_at_least(*version: int) -> bool:
-    """Whether the installed ``transformers`` is ``version`` (``major[, minor]``) or later (a
-    pre-release of it counts as it)."""
-    import transformers
-    from packaging.version import Version  # a dependency of transformers
-
-    return Version(transformers.__version__).release[:len(version)] >= version
 
 
 #: the oldest transformers that runs models for compscope (tested: tests/test_oldest_versions.py)

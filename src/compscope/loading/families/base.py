@@ -215,6 +215,15 @@ class Family:
         raise NotImplementedError
 
 
+def transformers_at_least(*version: int) -> bool:
+    """Whether the installed ``transformers`` is ``version`` (``major[, minor]``) or later (a
+    pre-release of it counts as it)."""
+    import transformers
+    from packaging.version import Version  # a dependency of transformers
+
+    return Version(transformers.__version__).release[:len(version)] >= version
+
+
 def layer_hooks(reads: str, adds: str, attending: str | None = None) -> classmethod:
     """``Family.hook_points`` for models whose layers sit in ``base_model(model).layers``: per layer,
     its module named ``reads`` (whose input is the residual the attention reads: the norm before it,

@@ -9,6 +9,8 @@
 - Gemma 3 drops the soft cap and adds per-head RMSNorm on q and k (QK-norm), with every sixth
   layer global by default and separate rotary bases for the two kinds of layer.
 
+T5Gemma's encoder (:class:`T5GemmaEncoder`) is Gemma 2's layers attending both ways.
+
 The QK-norm, the soft cap and the post-attention norm sit inside the QK and OV paths: products
 of the weights are approximations there, and the loaded ``HeadWeights`` says so in ``meta.notes``.
 """
@@ -19,8 +21,9 @@ import dataclasses
 
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
+from ...errors import LoadError
 from . import register
-from .base import integer, layer_hooks, number, rope_accept
+from .base import integer, layer_hooks, number, rope_accept, transformers_at_least
 from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, every_nth_global, llamalike_hooks
 
 
@@ -61,15 +64,76 @@ class Gemma2(Gemma):
         return every_nth_global(config, n_layers, where, 2)
 
     @classmethod
-    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
-        cfg = dict(ckpt.config)
-        scalar = number(cfg, ckpt.source, "query_pre_attn_scalar", default=256, open_low=True)
+    def options(cls, cfg: dict, where: str) -> LlamaLikeOptions:
+        """How :func:`convert_llamalike` reads the family's layers under the config ``cfg``."""
+        scalar = number(cfg, where, "query_pre_attn_scalar", default=256, open_low=True)
         cap = None if "attn_logit_softcapping" in cfg and cfg["attn_logit_softcapping"] is None else number(
-            cfg, ckpt.source, "attn_logit_softcapping", default=50.0, open_low=True)  # absent: HF's default 50
-        d = integer(cfg, ckpt.source, "hidden_size")
-        opts = LlamaLikeOptions(norm_offset=1.0, embed_scale=d**0.5, post_attn_norm=cls.post_attn_norm,
+            cfg, where, "attn_logit_softcapping", default=50.0, open_low=True)  # absent: HF's default 50
+        d = integer(cfg, where, "hidden_size")
+        return LlamaLikeOptions(norm_offset=1.0, embed_scale=d**0.5, post_attn_norm=cls.post_attn_norm,
                                 attn_scale=scalar**-0.5, attn_softcap=cap)
-        return convert_llamalike(ckpt, cls, opts)
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        return convert_llamalike(ckpt, cls, cls.options(ckpt.config, ckpt.source))
+
+
+@register
+class T5GemmaEncoder(Gemma2):
+    """T5Gemma's encoder (``T5GemmaEncoderModel``; a whole T5Gemma's encoder, its decoder not read): Gemma 2's layers
+    (``1 + w`` norms, the embedding scale, soft-capped logits, ``query_pre_attn_scalar``, a norm on the attention
+    output) under ``pre_self_attn_layernorm`` and ``post_self_attn_layernorm``, attending both ways, the sliding layers
+    within ``sliding_window`` tokens on either side (``|i − j| ≤ sliding_window``, as transformers 5 masks it: the window
+    held as ``sliding_window + 1``). Its settings are the config's ``encoder``."""
+
+    name = "t5gemma_encoder"
+    about = ("the encoder of T5Gemma: Gemma 2's layers attending both ways, sliding_window tokens on either side in "
+             "its local layers")
+    part = "encoder"
+    model_types = ("t5gemma",)
+    architectures = ("T5GemmaEncoderModel", "T5GemmaForConditionalGeneration", "T5GemmaModel",
+                     "T5GemmaForSequenceClassification", "T5GemmaForTokenClassification")
+    ignored = Gemma2.ignored | frozenset({"dropout_rate", "model_type"})
+    hook_points = layer_hooks("pre_self_attn_layernorm", "post_self_attn_layernorm")
+    runs_as_named = True  # (an encoder's folder as T5GemmaEncoderModel, a whole model's as the class it names)
+
+    @classmethod
+    def encoder_config(cls, config: dict, where: str) -> dict:
+        """The encoder's settings (the config's ``encoder``)."""
+        enc = config.get("encoder")
+        if not isinstance(enc, dict):
+            raise LoadError(f"{where}: config key 'encoder' = {enc!r}: expected the encoder's settings (a mapping)")
+        return enc
+
+    @classmethod
+    def options(cls, cfg: dict, where: str) -> LlamaLikeOptions:
+        return dataclasses.replace(super().options(cfg, where), bidirectional=True, radius="whole",
+                                   input_norm_at="pre_self_attn_layernorm", post_attn_norm_at="post_self_attn_layernorm")
+
+    @classmethod
+    def base_model(cls, model):
+        """The encoder: ``model.encoder``, in a whole model ``model.model.encoder``."""
+        inner = getattr(model, "model", model)
+        return getattr(inner, "encoder", inner)
+
+    @classmethod
+    def exact_context(cls, config: dict, where: str = "config") -> int | None:
+        """transformers before 5 masks the sliding layers one token narrower (``|i − j| < sliding_window``): the
+        two agree on sequences of up to ``sliding_window`` tokens."""
+        enc = cls.encoder_config(config, where)
+        types = enc.get("layer_types") or []
+        if transformers_at_least(5) or not enc.get("sliding_window") or "sliding_attention" not in types:
+            return None
+        return integer(enc, where, "sliding_window")
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        cfg = cls.encoder_config(ckpt.config, ckpt.source)
+        hw = convert_llamalike(dataclasses.replace(ckpt, config=cfg), cls, cls.options(cfg, ckpt.source))
+        if not any(name.startswith("model.decoder.") for name in ckpt.tensors.names()):
+            return hw
+        note = "the encoder alone: the decoder, whose cross-attention reads the encoder's output, is not read"
+        return dataclasses.replace(hw, meta=dataclasses.replace(hw.meta, notes=(*hw.meta.notes, note)))
 
 
 @register

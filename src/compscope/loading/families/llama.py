@@ -32,7 +32,8 @@ PREFIXES = ("model.", "", "model.language_model.", "language_model.model.", "bac
             # UltraVBERT: the language model as text_model)
             "thinker.model.language_model.", "thinker.model.",  # (Qwen-Omni's thinker: as loaded, as released)
             "text_model.model.",  # (Emu3's files: its causal language model as text_model)
-            "esmc.")  # (ESM C's head models)
+            "esmc.",  # (ESM C's head models)
+            "encoder.", "model.encoder.")  # (T5Gemma's encoder, alone or in the whole model)
 
 
 @dataclass
