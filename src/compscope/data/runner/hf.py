@@ -11,7 +11,7 @@ from torch import Tensor
 from ...core.heads import HeadWeights
 from ...errors import OptionError, UnsupportedModelError, one_line
 from ..tokenizers import has_vocabulary
-from .base import Runner, _padded, float32_norms, model_device
+from .base import Runner, _padded, evaluating, float32_norms, model_device
 from ...loading.families.base import transformers_at_least  # noqa: F401  (data.runner's too)
 
 
@@ -252,8 +252,6 @@ def refuse_built_at_random(runner: HFRunner, missing: list[str], path: Path | st
         return
     n = min(8, runner.n_ctx or 8)
     tokens = (torch.arange(1, n + 1) % runner.hw.n_vocab).unsqueeze(0).to(runner.device)
-    from .base import evaluating
-
     with evaluating(model):
         before = runner._run(tokens)
         kept = [t.clone() for _, t in moved]
