@@ -65,7 +65,7 @@ ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_b
             "gemma4_encoder", "esmc", "altclip", "t5", "squeezebert", "t5gemma")
 #: the kinds built as AutoModel: the encoders, and decoders transformers builds no causal LM of its own for (a
 #: vision-language model's language model: Muse Glimmer's; CLIP's causal text encoder)
-BASE_MODELS = (*ENCODERS, "muse_glimmer", "clip")
+BASE_MODELS = (*ENCODERS, "muse_glimmer", "clip", "aimv2")
 #: the kinds built as masked language models (XLM's and FlauBERT's LM head, causal or not)
 MASKED_LMS = ("xlm",)
 
@@ -75,6 +75,7 @@ _ALONE = {"AlignTextConfig": "AlignTextModel", "ChineseCLIPTextConfig": "Chinese
           "ClapTextConfig": "ClapTextModel", "AltCLIPTextConfig": "AltCLIPTextModel",
           "T5Config": "T5EncoderModel", "UMT5Config": "UMT5EncoderModel",  # (T5's: its encoder alone)
           "LongT5Config": "LongT5EncoderModel", "T5GemmaConfig": "T5GemmaEncoderModel",
+          "Aimv2TextConfig": "Aimv2TextModel",
           "SwitchTransformersConfig": "SwitchTransformersEncoderModel"}
 
 
@@ -599,6 +600,10 @@ VARIANTS = [
     Variant("esmc-layer-qk-layernorm", "esmc", "EsmcConfig",
             dict(_COMMON, num_hidden_layers=4, rope_parameters={"rope_type": "default", "rope_theta": 500.0})),
     # CLIP's text encoder: causal, pre-LN (layer_norm1), learned positions, no unembedding
+    # AIMv2's text encoder: CLIP's layout with RMSNorms, biases on all four projections, causal (transformers masks it so
+    # only when given an attention mask: model_inputs gives one)
+    Variant("aimv2-text-rms-biases", "aimv2", "Aimv2TextConfig",
+            dict(_COMMON, max_position_embeddings=24, eos_token_id=1, qkv_bias=True)),
     Variant("clip-text-causal", "clip", "CLIPTextConfig",
             dict(_COMMON, max_position_embeddings=24, bos_token_id=0, eos_token_id=1, pad_token_id=1)),
     Variant("privacy-filter-sinks-both-sides", "eurobert", "OpenAIPrivacyFilterConfig",
@@ -817,7 +822,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
 RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "gemma4_encoder", "glm4", "apertus", "muse_glimmer",
-                                                 "t5gemma",
+                                                 "t5gemma", "aimv2",
                                                  "falcon_h1",
                                                  "gemma3_bidirectional", "hyperclovax", "afmoe", "eurobert",
                                                  "recurrent_gemma", "lfm3")
@@ -995,6 +1000,8 @@ def _modules(model, kind: str):
         return [(b.input_layernorm, b.post_attention_layernorm) for b in model.layers], model.norm
     if kind == "gemma4_encoder":  # EmbeddingGemma 2, built as the base model (an encoder): its layers at the top
         return [(b.input_layernorm, b.post_attention_layernorm) for b in model.layers], model.norm
+    if kind == "aimv2":  # AIMv2's text encoder: CLIP's layout under its own names
+        return [(b.rms_norm1, b.attention) for b in model.encoder.layers], model.rms_norm
     if kind == "clip":  # CLIP's text encoder (transformers 4 nests it as text_model)
         base = getattr(model, "text_model", model)
         return [(b.layer_norm1, b.self_attn) for b in base.encoder.layers], base.final_layer_norm
@@ -1057,10 +1064,11 @@ def _first(args, kwargs):
 
 
 def model_inputs(model, ids: torch.Tensor) -> dict[str, torch.Tensor]:
-    """What ``model`` is given for the token ids ``ids``: ``input_ids``, and where transformers requires boxes (BROS),
-    every token's box (0, 0, 0, 0)."""
-    boxes = {"bbox": torch.zeros(*ids.shape, 4)} if model.config.model_type == "bros" else {}
-    return {"input_ids": ids, **boxes}
+    """What ``model`` is given for the token ids ``ids``: ``input_ids``; where transformers requires boxes (BROS),
+    every token's box (0, 0, 0, 0); where it masks causally only when given a mask (AIMv2's text encoder), a mask of
+    ones, as its processor gives."""
+    extra = {"bros": {"bbox": torch.zeros(*ids.shape, 4)}, "aimv2_text_model": {"attention_mask": torch.ones_like(ids)}}
+    return {"input_ids": ids, **extra.get(model.config.model_type, {})}
 
 
 def capture(model, kind: str, ids: torch.Tensor) -> Capture:

@@ -79,3 +79,30 @@ def test_the_text_towers_built_as_clips_read_and_run_as_clips(config_cls, model_
     for layer in range(2):
         torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5,
                                    rtol=1e-5)
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_aimv2s_text_encoder_is_read_from_its_folders_and_runs_causally(tmp_path, whole):
+    """AIMv2's text model saved alone or in a whole Aimv2Model (the vision tower not read): RMSNorm gains, biases
+    on all four projections, causal, no unembedding; run on data as the class the folder names with an attention
+    mask of ones (without one transformers' text model attends both ways, which the weights read causally would not
+    compute), every layer recomputed from the weights equals what it adds."""
+    text = build(BY_ID["aimv2-text-rms-biases"])
+    if whole:
+        vision = dict(hidden_size=16, intermediate_size=32, num_hidden_layers=1, num_attention_heads=2, image_size=8,
+                      patch_size=4)
+        model = transformers.Aimv2Model(transformers.Aimv2Config(text_config=text.config.to_dict(), vision_config=vision))
+        model.text_model.load_state_dict(text.state_dict())
+    else:
+        model = text
+    model.save_pretrained(tmp_path)
+    hw, ref = compscope.load(tmp_path), compscope.load(text)
+    assert hw.meta.family == "aimv2_text" and hw.causal and hw.W_U is None and hw.attn_norm.kind == "rmsnorm"
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_pos"):
+        assert torch.equal(getattr(hw, name), getattr(ref, name)), name
+    torch.testing.assert_close(hw.attn_norm.weight[1], text.encoder.layers[1].rms_norm1.weight.detach(), atol=0, rtol=0)
+    runner = runner_for(tmp_path, progress=False)
+    assert type(runner.model).__name__ == ("Aimv2Model" if whole else "Aimv2TextModel") and runner.n_ctx == 24
+    tr = runner.trace(random_ids(seq=24))
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=2e-5, rtol=0)

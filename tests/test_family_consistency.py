@@ -209,7 +209,8 @@ def test_unembedding_matches_hf(variant):
         assert hw.W_U is None and hw.final_norm is None
         return
     if variant.kind in ("xlmr_xl", "modernbert", "gemma3_bidirectional", "modernbert_decoder", "megatron_bert",
-                        "eurobert", "esm", "esmc", "gemma4_encoder", "muse_glimmer", "clip", "t5", "t5gemma"):
+                        "eurobert", "esm", "esmc", "gemma4_encoder", "muse_glimmer", "clip", "t5", "t5gemma",
+                        "aimv2"):
         assert hw.W_U is None  # no linear unembedding (an encoder; a nonlinear LM head); the final norm is the model's
         with torch.no_grad():
             want = _modules(model, variant.kind)[1](cap.final_in)
