@@ -299,7 +299,7 @@ def test_the_language_model_of_a_vision_language_folder_is_read(tmp_path, kind):
     others = {"emu3": "vq not read",  # (Emu3's image tokenizer: its vq_config; Molmo 2's pooling adapter)
               "molmo2": "adapter, vision not read", "molmo2_olmo": "adapter, vision not read"}.get(kind, "vision not read")
     outer = {"molmo2_olmo": "molmo2"}.get(kind, kind)
-    assert any(f"the language model of a {outer} model (its text_config, {inner}" in n and others in n
+    assert any(f"the language model of {'an' if outer[0] in 'aeiou' else 'a'} {outer} model (its text_config, {inner}" in n and others in n
                for n in hw.meta.notes), hw.meta.notes
     _same_heads(compscope.load(model), hw)  # the object itself, as a model object
     _as_transformers_4_saved(tmp_path / kind)
@@ -356,7 +356,7 @@ def test_a_qwen_vl_config_with_its_language_model_at_the_top_reads_and_runs(tmp_
     flat = compscope.load(tmp_path / "flat")
     _same_heads(flat, nested)
     assert torch.equal(flat.b_Q, nested.b_Q) and flat.b_O is None and torch.equal(flat.W_U, nested.W_U)
-    assert any(f"the language model of a {kind} model (its settings kept at the top of the config" in n for n in flat.meta.notes)
+    assert any(f"the language model of {'an' if kind[0] in 'aeiou' else 'a'} {kind} model (its settings kept at the top of the config" in n for n in flat.meta.notes)
     assert any("multimodal rotary (mrope sections [2, 1, 1])" in n for n in flat.meta.notes)
     runner = runner_for(tmp_path / "flat", progress=False, device="cpu")
     runner.trace(torch.randint(0, V - 4, (2, 7), generator=torch.Generator().manual_seed(1)))
@@ -601,7 +601,7 @@ def test_an_omni_models_thinker_language_model_is_read_and_runs(tmp_path, kind):
         assert torch.equal(getattr(hw, field), getattr(ref, field)), field
     assert torch.equal(hw.W_U, model.thinker.lm_head.weight.detach()) and hw.sliding_window == ref.sliding_window
     assert hw.meta.family == {"qwen2_5_omni": "llama", "qwen3_omni_moe": "qwen3"}[kind]
-    assert f"the language model of a {kind} model (its thinker's text_config, {kind}_text" in hw.meta.notes[0]
+    assert f"the language model of {'an' if kind[0] in 'aeiou' else 'a'} {kind} model (its thinker's text_config, {kind}_text" in hw.meta.notes[0]
     if kind == "qwen3_omni_moe":
         assert not any(hw.sliding_window)
     runner = runner_for(tmp_path / kind, progress=False, device="cpu")

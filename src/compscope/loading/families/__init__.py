@@ -55,6 +55,11 @@ def _known(config: dict) -> bool:
                for f in families().values())
 
 
+def _a(name: object) -> str:
+    """``name`` after its article: 'a clip', 'an aimv2'."""
+    return f"{'an' if str(name)[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
 def language_model(config: dict, where: str) -> tuple[dict, str | None]:
     """``(config, None)`` for a model a family reads; for a model that wraps a language model no
     family reads as a whole (a vision-language model: Gemma 3 from 4B up, LLaVA, Mistral Small 3.1,
@@ -76,7 +81,7 @@ def language_model(config: dict, where: str) -> tuple[dict, str | None]:
         from transformers import AutoConfig
     except ImportError as e:
         raise UnsupportedModelError(
-            f"{where}: the language model of a {outer} model, whose text_config ({kind}) is saved as what differs from "
+            f"{where}: the language model of {_a(outer)} model, whose text_config ({kind}) is saved as what differs from "
             "transformers' defaults: reading it needs transformers (pip install transformers)") from e
     settings = {k: v for k, v in inner.items() if k != "model_type"}
     try:
@@ -95,7 +100,7 @@ def language_model(config: dict, where: str) -> tuple[dict, str | None]:
     whence = (f"its settings kept at the top of the config, read as transformers builds its text_config, {kind}" if flat
               else f"{whose}, {kind}, completed with transformers' defaults")
     part = family_for(inner, where).part  # (a dual encoder's text tower: its text encoder)
-    return full, f"the {part} of a {outer} model ({whence}): {', '.join(others) or 'its other parts'} not read"
+    return full, f"the {part} of {_a(outer)} model ({whence}): {', '.join(others) or 'its other parts'} not read"
 
 
 def _sub_config(outer: object, key: str, kind: object):
