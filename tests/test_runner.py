@@ -717,7 +717,8 @@ def test_a_checkpoint_lacking_tensors_the_runs_read_is_refused_by_name(tmp_path,
 
 def test_a_checkpoint_lacking_tensors_no_run_reads_runs(tmp_path):
     """Tensors a run never reads may be missing: a Llama folder without its final norm and its (untied) unembedding,
-    a BERT folder saved without its pooler (built as the base model its config names); the runs agree with the heads."""
+    a BERT folder saved without its pooler (built as the base model its config names); and a table transformers
+    computes, not draws: RoFormer's sinusoids (its rotary map); the runs agree with the heads."""
     import json
 
     import transformers
@@ -731,11 +732,15 @@ def test_a_checkpoint_lacking_tensors_no_run_reads_runs(tmp_path):
     transformers.BertForMaskedLM(make_config(BY_ID["bert"])).save_pretrained(bert)
     config = json.loads((bert / "config.json").read_text())
     (bert / "config.json").write_text(json.dumps({**config, "architectures": ["BertModel"]}))
-    for folder in (llama, bert):
+    roformer = tmp_path / "roformer"
+    build(BY_ID["roformer-rotary-post-ln"]).save_pretrained(roformer)
+    _without(roformer, "embed_positions")
+    runners = {}
+    for folder in (llama, bert, roformer):
         hw = compscope.load(folder)
-        runner = runner_for(folder, progress=False)
+        runner = runners[folder.name] = runner_for(folder, progress=False)
         tr = runner.trace(random_ids())
         for layer in range(hw.n_layers):
             torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=ATOL,
                                        rtol=0)
-    assert type(runner.model).__name__ == "BertModel" and runner.model.pooler is not None
+    assert type(runners["bert"].model).__name__ == "BertModel" and runners["bert"].model.pooler is not None

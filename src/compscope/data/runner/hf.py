@@ -242,12 +242,15 @@ def refuse_built_at_random(runner: HFRunner, missing: list[str], path: Path | st
     """Refuse a model whose checkpoint lacks tensors its class builds (``missing``: the names transformers
     reports as missing and fills in at random) where they reach what the runner hooks: moved together, by
     noise as large as themselves, they move a hooked residual, attention output or norm input on a short
-    sequence. Tensors the runs never read pass (BERT's pooler, a language model's unembedding)."""
+    sequence. Tensors the runs never read pass (BERT's pooler, a language model's unembedding), as do tables of
+    sinusoids transformers computes rather than draws (RoFormer's ``embed_positions``: its rotary map, which the
+    runner's first trace checks against the weights)."""
     model = runner.model
     named = {**dict(model.named_parameters(remove_duplicate=False)), **dict(model.named_buffers(remove_duplicate=False))}
     inside = {id(t) for t in (*runner.body.parameters(), *runner.body.buffers())}
+    computed = lambda k: "Sinusoidal" in type(model.get_submodule(k.rpartition(".")[0])).__name__  # noqa: E731
     moved = [(k, named[k]) for k in missing if k in named and id(named[k]) in inside
-             and named[k].dtype.is_floating_point and named[k].numel()]
+             and named[k].dtype.is_floating_point and named[k].numel() and not computed(k)]
     if not moved:
         return
     n = min(8, runner.n_ctx or 8)
