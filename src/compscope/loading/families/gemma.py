@@ -93,7 +93,7 @@ class T5GemmaEncoder(Gemma2):
     model_types = ("t5gemma",)
     architectures = ("T5GemmaEncoderModel", "T5GemmaForConditionalGeneration", "T5GemmaModel",
                      "T5GemmaForSequenceClassification", "T5GemmaForTokenClassification")
-    ignored = Gemma2.ignored | frozenset({"dropout_rate", "model_type"})
+    ignored = Gemma2.ignored | frozenset({"dropout_rate"})
     hook_points = layer_hooks("pre_self_attn_layernorm", "post_self_attn_layernorm")
     runs_as_named = True  # (an encoder's folder as T5GemmaEncoderModel, a whole model's as the class it names)
 
