@@ -37,6 +37,10 @@ _CHAMELEON = dict({k: v for k, v in _LLAMA.items() if k != "head_dim"}, num_key_
                                  channel_multiplier=[1], num_res_blocks=1, attn_resolutions=[]))
 
 
+#: the settings of BART's kin (an encoder of two layers, a decoder of one; pad 0, as random_ids never draws)
+_BART = dict(vocab_size=VOCAB, d_model=D, encoder_attention_heads=HEADS, decoder_attention_heads=HEADS, encoder_layers=2,
+             decoder_layers=1, encoder_ffn_dim=48, decoder_ffn_dim=48, max_position_embeddings=32, pad_token_id=0,
+             decoder_start_token_id=0)
 #: T5Gemma's encoder (and decoder) settings: Gemma 2's, a sliding layer (3 tokens each side) and a global one
 _T5GEMMA = dict(vocab_size=VOCAB, hidden_size=D, intermediate_size=48, num_hidden_layers=2, num_attention_heads=HEADS,
                 num_key_value_heads=2, head_dim=D_HEAD, sliding_window=3, query_pre_attn_scalar=12, max_position_embeddings=64,
@@ -62,7 +66,7 @@ CHANNELS_FIRST = ("squeezebert",)
 
 #: the kinds that are encoders (built as AutoModel: no unembedding)
 ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_bert", "eurobert", "esm", "rotary_bert",
-            "gemma4_encoder", "esmc", "altclip", "t5", "squeezebert", "t5gemma")
+            "gemma4_encoder", "esmc", "altclip", "t5", "squeezebert", "t5gemma", "bart")
 #: the kinds built as AutoModel: the encoders, and decoders transformers builds no causal LM of its own for (a
 #: vision-language model's language model: Muse Glimmer's; CLIP's causal text encoder)
 BASE_MODELS = (*ENCODERS, "muse_glimmer", "clip", "aimv2")
@@ -795,6 +799,17 @@ VARIANTS = [
     Variant("switch-transformers-encoder", "t5", "SwitchTransformersConfig",
             dict(vocab_size=VOCAB, d_model=D, d_kv=D_HEAD, num_heads=HEADS, d_ff=48, num_layers=2, num_decoder_layers=1,
                  num_sparse_encoder_layers=1, num_sparse_decoder_layers=0, num_experts=2)),
+    # the encoders of BART's kin (each built whole; the decoder, one layer, not read): BART, post-LN after a LayerNorm on
+    # the embeddings, positions from row 2, embeddings times sqrt(d_model); BlenderBot-small's from row 0; Marian's
+    # post-LN layers without a norm on the embeddings and its sinusoids (stored, here perturbed as every parameter);
+    # Pegasus's pre-LN layers with them; M2M100's pre-LN layers and tensor2tensor sinusoids from row pad + 1 = 2;
+    # BlenderBot's pre-LN layers and learned positions from row 0
+    Variant("bart-encoder-post-ln", "bart", "BartConfig", dict(_BART, scale_embedding=True)),
+    Variant("blenderbot-small-encoder-post-ln", "bart", "BlenderbotSmallConfig", dict(_BART)),
+    Variant("marian-encoder-unnormed-embeddings", "bart", "MarianConfig", dict(_BART, scale_embedding=True)),
+    Variant("pegasus-encoder-pre-ln", "bart", "PegasusConfig", dict(_BART, scale_embedding=True)),
+    Variant("m2m100-encoder-pre-ln", "bart", "M2M100Config", dict(_BART, pad_token_id=1, scale_embedding=True)),
+    Variant("blenderbot-encoder-pre-ln", "bart", "BlenderbotConfig", dict(_BART)),
     Variant("distilbert", "bert", "DistilBertConfig",
             dict(vocab_size=VOCAB, dim=D, n_heads=HEADS, n_layers=2, hidden_dim=48, max_position_embeddings=32)),
     # XLM and FlauBERT: post-LN layers under their own names, a linear LM head (with a bias) on the last layer's output;
@@ -817,7 +832,8 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "modernbert-local-both-sides", "modernbert-biases", "modernbert-decoder-causal-window",
                     "megatron-bert-pre-ln", "biogpt-scaled-embeddings", "jais2-layernorm-biases",
                     "persimmon-qk-layernorm-half-rotary", "xglm-sinusoidal-positions", "ctrl-sinusoidal-scaled",
-                    "esm2-rotary-token-dropout", "esmc-layer-qk-layernorm", "clip-text-causal"]
+                    "esm2-rotary-token-dropout", "esmc-layer-qk-layernorm", "clip-text-causal",
+                    "pegasus-encoder-pre-ln", "m2m100-encoder-pre-ln", "blenderbot-encoder-pre-ln"]
 #: pre-LayerNorm variants whose first layer reads the residual without a norm (centring the embeddings would change it)
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
@@ -1022,6 +1038,11 @@ def _modules(model, kind: str):
         encoder = model.roberta.encoder
         return [(b.attention.self, b.attention.output.dense) for b in getattr(encoder, "layers", None) or encoder.layer], \
             None
+    if kind == "bart":  # BART's kin's encoder: post-LN, attention reads the residual; pre-LN (a norm after the last
+        enc = model.get_encoder()  # layer), the norm before it does
+        if getattr(enc, "layer_norm", None) is None:
+            return [(b.self_attn, b.self_attn.out_proj) for b in enc.layers], None
+        return [(b.self_attn_layer_norm, b.self_attn.out_proj) for b in enc.layers], enc.layer_norm
     if kind == "t5":  # T5's encoder (pre-norm): each block's first layer's norm reads the residual
         attention = next(n for n in ("SelfAttention", "LocalSelfAttention") if hasattr(model.encoder.block[0].layer[0], n))
         return [(b.layer[0].layer_norm, getattr(b.layer[0], attention).o) for b in model.encoder.block], \
@@ -1034,6 +1055,9 @@ def _modules(model, kind: str):
         return [(b.attention.self, b.attention.output.dense) for b in model.encoder.layer], None
     raise ValueError(kind)
 
+
+#: the model types of BART's kin, built whole
+_BART_KIN = ("bart", "blenderbot-small", "marian", "pegasus", "m2m_100", "blenderbot", "plbart")
 
 #: LayoutLM's 2-D position tables, each read at row 0 for a box (0, 0, 0, 0): x and y twice (both corners), h and w once
 BOX_TABLES = ("x_position_embeddings", "y_position_embeddings", "h_position_embeddings", "w_position_embeddings")
@@ -1068,7 +1092,16 @@ def model_inputs(model, ids: torch.Tensor) -> dict[str, torch.Tensor]:
     every token's box (0, 0, 0, 0); where it masks causally only when given a mask (AIMv2's text encoder), a mask of
     ones, as its processor gives."""
     extra = {"bros": {"bbox": torch.zeros(*ids.shape, 4)}, "aimv2_text_model": {"attention_mask": torch.ones_like(ids)}}
+    if getattr(model.config, "is_encoder_decoder", False) and hasattr(model, "get_encoder") and \
+            model.config.model_type in _BART_KIN:  # (a whole model: its decoder given the same tokens)
+        extra[model.config.model_type] = {"decoder_input_ids": ids}
     return {"input_ids": ids, **extra.get(model.config.model_type, {})}
+
+
+def attentions(output) -> tuple:
+    """The attention patterns (``output_attentions``) of the stack compscope reads: an encoder-decoder's encoder's
+    (BART's kin, built whole), else the model's."""
+    return getattr(output, "encoder_attentions", None) or output.attentions
 
 
 def capture(model, kind: str, ids: torch.Tensor) -> Capture:

@@ -24,7 +24,7 @@ import compscope
 from compscope.core.attention import attention_forward
 
 from hf_tiny import (BOX_TABLES, BY_ID, TAPAS_TYPES, D, D_HEAD, SEQ, VARIANTS, VOCAB, _modules, attention_layers, auto_class, build, capture,
-                     make_config, model_and_capture, model_inputs, random_ids)
+                     make_config, model_and_capture, model_inputs, random_ids, attentions)
 
 ATOL = 1e-5
 
@@ -182,6 +182,10 @@ def test_embedding_columns_match_hf(variant):
         # attn_norm of layer 0 is the embeddings LayerNorm: it produced the residual layer 0 reads
         torch.testing.assert_close(hw.attn_norm.apply(summed, 0), cap.resid[0], atol=ATOL, rtol=0)
         return
+    if variant.kind == "bart" and hw.norm_placement == "post" and not hw.first_layer_unnormed:  # BART's kin, post-LN:
+        summed = emb + hw.W_pos[:, :SEQ].T  # layernorm_embedding of word + position made layer 0's input
+        torch.testing.assert_close(hw.attn_norm.apply(summed, 0), cap.resid[0], atol=ATOL, rtol=0)
+        return
     if variant.kind == "xlm":  # post-LN: layer_norm_emb of word + position (no language passed) made layer 0's input
         summed = emb + hw.W_pos[:, :SEQ].T
         torch.testing.assert_close(hw.attn_norm.apply(summed, 0), cap.resid[0], atol=ATOL, rtol=0)
@@ -205,12 +209,13 @@ def test_embedding_columns_match_hf(variant):
 
 def test_unembedding_matches_hf(variant):
     hw, model, cap = loaded(variant.id)
-    if variant.kind in ("bert", "rotary_bert", "altclip", "squeezebert"):
+    if variant.kind in ("bert", "rotary_bert", "altclip", "squeezebert") or (variant.kind == "bart"
+                                                                              and hw.norm_placement == "post"):
         assert hw.W_U is None and hw.final_norm is None
         return
     if variant.kind in ("xlmr_xl", "modernbert", "gemma3_bidirectional", "modernbert_decoder", "megatron_bert",
                         "eurobert", "esm", "esmc", "gemma4_encoder", "muse_glimmer", "clip", "t5", "t5gemma",
-                        "aimv2"):
+                        "aimv2", "bart"):
         assert hw.W_U is None  # no linear unembedding (an encoder; a nonlinear LM head); the final norm is the model's
         with torch.no_grad():
             want = _modules(model, variant.kind)[1](cap.final_in)
@@ -472,7 +477,7 @@ def test_qk_circuit_with_offset_gives_hf_pattern(vid):
     hw = compscope.load(model)
     assert hw.b_Q is None and hw.b_K is None and hw.qk_norm is None
     with torch.no_grad():
-        pattern = model(**model_inputs(model, cap.ids), output_attentions=True).attentions
+        pattern = attentions(model(**model_inputs(model, cap.ids), output_attentions=True))
     norms = [b.input_layernorm for b in (model.gpt_neox.layers if hw.meta.family == "neox" else model.model.layers)]
     i, j = torch.arange(SEQ)[:, None], torch.arange(SEQ)[None, :]
     for layer in range(hw.n_layers):

@@ -301,7 +301,8 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "hyperclovax-peri-ln-multipliers", "persimmon-qk-layernorm-half-rotary", "xglm-sinusoidal-positions",
                "afmoe-gated-nope-global", "mellum-sliding-layer-bases", "ctrl-sinusoidal-scaled",
                "gpt-neox-japanese-last-bias", "t5-encoder-wide-heads", "umt5-encoder-own-tables",
-               "switch-transformers-encoder", "longt5-local-encoder"]
+               "switch-transformers-encoder", "longt5-local-encoder", "pegasus-encoder-pre-ln", "m2m100-encoder-pre-ln",
+               "blenderbot-encoder-pre-ln"]
 
 
 def _route(monkeypatch, route: str) -> None:
@@ -436,6 +437,11 @@ def _encoder_modules(model) -> dict:
         return {"layers": model.transformer.layer, "reads": lambda b: b, "out": lambda b: a(b).out_lin,
                 "W_out": lambda b: a(b).out_lin.weight, "mlp": lambda b: b.ffn.lin2,
                 "clean_reads": lambda b, kind, clean: _clean_reads((a(b).q_lin, a(b).k_lin, a(b).v_lin), kind, clean)}
+    if getattr(model.config, "is_encoder_decoder", False):  # BART's kin (post-LN): their encoder's layers
+        a = lambda b: b.self_attn  # noqa: E731
+        return {"layers": model.get_encoder().layers, "reads": a, "out": lambda b: a(b).out_proj,
+                "W_out": lambda b: a(b).out_proj.weight, "mlp": lambda b: b.fc2,
+                "clean_reads": lambda b, kind, clean: _clean_reads((a(b).q_proj, a(b).k_proj, a(b).v_proj), kind, clean)}
     if hasattr(model, "layers"):  # BERT's layers with rotary positions (jina-embeddings-v3, nomic-embed-text, GTE)
         a = lambda b: b.self_attn  # noqa: E731
         return {"layers": model.layers, "reads": a, "out": lambda b: a(b).o_proj, "W_out": lambda b: a(b).o_proj.weight,
@@ -494,7 +500,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
     sublayer output after it (the MLP of l1 included) is replaced by its clean value, and at
     layer l2 only the ``kind`` projection reads the patched hidden state (the others the clean
     one). Returns the effect on every head of l2 (and the V direction)."""
-    from hf_tiny import model_inputs
+    from hf_tiny import attentions, model_inputs
 
     m = _encoder_modules(model)
     layers = m["layers"]
@@ -520,7 +526,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
         hooks.append(m["reads"](b).register_forward_pre_hook(
             lambda m, a, k, i=i: keep(("resid", i), a[0] if a else k["hidden_states"]), with_kwargs=True))
     with torch.no_grad():
-        p0 = probs(model(**model_inputs(model, ids), output_attentions=True).attentions[l2])
+        p0 = probs(attentions(model(**model_inputs(model, ids), output_attentions=True))[l2])
     for h in hooks:
         h.remove()
     sl = slice(h1 * r, (h1 + 1) * r)
@@ -536,7 +542,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
     hooks.append(m["out"](layers[l2]).register_forward_hook(lambda _, a, o: patched.__setitem__("ctx", turn(a[0].detach()))))
     try:
         with torch.no_grad():
-            p1 = probs(model(**model_inputs(model, ids), output_attentions=True).attentions[l2])
+            p1 = probs(attentions(model(**model_inputs(model, ids), output_attentions=True))[l2])
     finally:
         for h in hooks:
             h.remove()
@@ -573,7 +579,10 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
                                                ("nomic-bert-rotary-no-bias", "threes"),
                                                ("gte-rotary-no-token-types", "single"),
                                                ("roformer-rotary-post-ln", "threes"), ("xlm-post-ln", "threes"),
-                                               ("xlm-clm-causal-languages", "batched"), ("flaubert-post-ln", "single")])
+                                               ("xlm-clm-causal-languages", "batched"), ("flaubert-post-ln", "single"),
+                                               ("bart-encoder-post-ln", "threes"),
+                                               ("blenderbot-small-encoder-post-ln", "single"),
+                                               ("marian-encoder-unnormed-embeddings", "batched")])
 def test_post_ln_effects_equal_a_patched_forward_through_the_models_own_modules(variant_id, route, monkeypatch):
     """BERT and its kin (post-LN; DistilBERT, XLM and FlauBERT under their own names; GPT-1, causal, its first layer
     reading the raw embeddings; Longformer, its sequences padded as it runs them), three layers, every pair and kind: the direct path through the
@@ -584,7 +593,7 @@ def test_post_ln_effects_equal_a_patched_forward_through_the_models_own_modules(
 
     import compscope
 
-    layers = {"gpt1": "n_layer", "xlm": "n_layers"}.get(BY_ID[variant_id].kind, "num_hidden_layers")
+    layers = {"gpt1": "n_layer", "xlm": "n_layers", "bart": "encoder_layers"}.get(BY_ID[variant_id].kind, "num_hidden_layers")
     model = build(BY_ID[variant_id], **{layers: 3})
     runner = runner_for(model, compscope.load(model))
     assert runner.hw.n_heads == 4 and runner.hw.n_layers == 3

@@ -1,0 +1,269 @@
+"""The encoders of BART and its kin (BART, PLBART, BlenderBot-small; Marian; Pegasus; M2M100 and NLLB-200;
+BlenderBot): the encoder stack alone, its decoder (whose cross-attention reads the encoder's output, a second
+residual stream) not read.
+
+Every one keeps its layers under ``encoder.layers.N`` (``model.encoder.`` in a model with a head): ``self_attn``'s
+``q_proj``, ``k_proj``, ``v_proj``, ``out_proj`` with biases, ``self_attn_layer_norm``, an MLP (``fc1``, ``fc2``) and
+``final_layer_norm``; bidirectional, logits scaled by ``1/√d_head``. The residual starts as the token's embedding
+times ``√d_model`` where ``scale_embedding`` is set, plus its position's row. What sets them apart:
+
+- **post-LN** (BART, PLBART, BlenderBot-small, Marian): ``h' = LN(h + Attn(h))``, then the MLP's likewise; each layer's
+  attention reads the residual itself, which the previous layer's ``final_layer_norm`` made (``norm_placement
+  'post'``). BART's kin normalise the embeddings first (``layernorm_embedding``, layer 0's norm); Marian does not
+  (its first layer reads the sum itself: ``first_layer_unnormed``).
+- **pre-LN** (Pegasus, M2M100 and NLLB, BlenderBot): ``self_attn_layer_norm`` before the attention, ``encoder.layer_norm``
+  after the last layer.
+- **positions**: a learned table, position ``p`` at its row ``p + 2`` (BART, PLBART) or ``p`` (the BlenderBots);
+  Marian's and Pegasus's sinusoids, ``[sin(p ω_i) | cos(p ω_i)]`` with ``ω_i = 10000^(−2i/d)`` (stored with the model,
+  or computed as transformers computes them, in float64 then float32, where it is not stored); M2M100's
+  tensor2tensor sinusoids ``[sin(p f_i) | cos(p f_i)]``, ``f_i = 10000^(−i/(d/2 − 1))``, computed, position ``p`` at
+  row ``pad_token_id + 1 + p`` (a pad token takes no position).
+
+mBART is refused: a LayerNorm on the embeddings starts a residual that pre-LN layers then read.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import torch
+
+from ..checkpoint import Checkpoint
+from ...core.heads import HeadWeights, Meta, Norm
+from ...errors import LoadError, UnsupportedModelError
+from . import register
+from .base import MAX_WIDTH, Family, checkpoint_notes, integer, sizes, split_cols, split_rows
+
+#: the settings of the decoder, the MLP, dropout and initialisation, and the keys of the original (fairseq-era) configs
+#: that transformers no longer reads: it builds each model type's one layout whatever they say
+_IGNORED = frozenset("""
+    decoder_layers decoder_ffn_dim decoder_attention_heads decoder_layerdrop decoder_start_token_id decoder_vocab_size
+    share_encoder_decoder_embeddings encoder_ffn_dim encoder_layerdrop activation_function activation_dropout dropout
+    attention_dropout classifier_dropout classif_dropout init_std num_hidden_layers normalize_before add_final_layer_norm
+    normalize_embedding static_position_embeddings add_bias_logits extra_pos_embeddings do_blenderbot_90_layernorm
+    force_bos_token_to_be_generated gradient_checkpointing output_past layernorm_variant variant
+    """.split())
+
+
+def marian_sinusoids(n: int, d: int) -> torch.Tensor:
+    """``(d, n)``: Marian's and Pegasus's table as transformers computes it (float64, then float32), position ``p``
+    in column ``p``: ``sin(p ω_i)`` in the first ``⌈d/2⌉`` rows, ``cos(p ω_i)`` in the rest, ``ω_i = 10000^(−2i/d)``."""
+    pos = torch.arange(n, dtype=torch.float64)[:, None]
+    angle = pos / torch.pow(torch.tensor(10000.0, dtype=torch.float64),
+                            2 * (torch.arange(d, dtype=torch.float64) // 2) / d)[None, :]
+    return torch.cat([angle[:, 0::2].sin(), angle[:, 1::2].cos()], 1).float().T.contiguous()
+
+
+def tensor2tensor_sinusoids(rows: int, d: int) -> torch.Tensor:
+    """``(d, rows)``: M2M100's table as transformers computes it (float32): row ``k`` is
+    ``[sin(k f_i) | cos(k f_i)]``, ``f_i = exp(−i log(10000) / (d/2 − 1))``."""
+    half = d // 2
+    f = torch.exp(torch.arange(half, dtype=torch.int64).float() * -(math.log(10000) / (half - 1)))
+    angle = torch.arange(rows, dtype=torch.int64).float()[:, None] * f[None, :]
+    return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1).T.contiguous()
+
+
+@register
+class BartEncoder(Family):
+    name = "bart_encoder"
+    about = ("the encoders of BART and PLBART: post-LN, a LayerNorm on the embeddings, learned positions from row 2")
+    part = "encoder"
+    model_types = ("bart", "plbart")
+    architectures = ("BartModel", "BartForConditionalGeneration", "BartForSequenceClassification",
+                     "BartForQuestionAnswering", "PLBartModel", "PLBartForConditionalGeneration",
+                     "PLBartForSequenceClassification")
+    handled = frozenset("d_model encoder_attention_heads encoder_layers scale_embedding max_position_embeddings "
+                        "pad_token_id".split())
+    ignored = _IGNORED
+    accept = {"is_decoder": lambda v: not v, "add_cross_attention": lambda v: not v}
+
+    #: whether the sum of each sublayer and the residual is normalised (post-LN), or the sublayer's input (pre-LN)
+    post_ln: ClassVar[bool] = True
+    #: whether a LayerNorm on the embeddings (``layernorm_embedding``) makes the residual the first layer reads
+    embedding_norm: ClassVar[bool] = True
+    #: the learned table's row of position 0
+    position_offset: ClassVar[int] = 2
+
+    @classmethod
+    def base_model(cls, model):
+        """The encoder of the running model (``get_encoder()`` of the whole model, with or without its head: the
+        decoder is built but never run)."""
+        get = getattr(model, "get_encoder", None)
+        return get() if callable(get) else model
+
+    @classmethod
+    def hook_points(cls, model):
+        """Post-LN: ``self_attn`` reads the residual; pre-LN: ``self_attn_layer_norm`` does. ``self_attn.out_proj``
+        returns what is added."""
+        return [(b.self_attn if cls.post_ln else b.self_attn_layer_norm, b.self_attn.out_proj)
+                for b in cls.base_model(model).layers]
+
+    @classmethod
+    def post_norm_points(cls, model):
+        """``LN(h + Attn(h))`` is ``self_attn_layer_norm``, ``LN(m + MLP(m))`` is ``final_layer_norm``."""
+        if not cls.post_ln:
+            return None
+        return [(b.self_attn_layer_norm, b.final_layer_norm) for b in cls.base_model(model).layers]
+
+    @classmethod
+    def positional(cls, config: dict, where: str, ts, e: str, d: int) -> tuple[torch.Tensor, str | None]:
+        """``W_pos`` ``(d_model, positions)`` and what the notes say of it (``e``: the encoder's tensor prefix): the
+        learned table from :attr:`position_offset`'s row on."""
+        name = e + "embed_positions.weight"
+        table = ts.take(name)
+        start = cls.position_offset
+        if table.ndim != 2 or table.shape[1] != d or table.shape[0] <= start:
+            raise LoadError(f"{ts.origin(name)}: tensor '{name}' has shape {tuple(table.shape)}: expected "
+                            f"(positions > {start}, {d})")
+        return table[start:].T.contiguous(), (f"learned positions, position p at the table's row p + {start}"
+                                              if start else None)
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
+        cls.check_config(cfg, where)
+        d, H, L, r = sizes(cfg, where, width=("d_model",), heads=("encoder_attention_heads",),
+                           layers=("encoder_layers",))
+        prefix = next((p for p in ("model.", "") if f"{p}encoder.layers.0.self_attn.q_proj.weight" in ts), "")
+        e = prefix + "encoder."
+        ws, bs = ([[] for _ in range(3)] for _ in range(2))
+        wo, bo, gains, shifts = [], [], [], []
+        for i in range(L):
+            p = f"{e}layers.{i}."
+            for j, name in enumerate(("q_proj", "k_proj", "v_proj")):
+                ws[j].append(split_rows(ts.take(f"{p}self_attn.{name}.weight", (d, d)), H, r))
+                bs[j].append(ts.take(f"{p}self_attn.{name}.bias", (d,)).reshape(H, r))
+            wo.append(split_cols(ts.take(f"{p}self_attn.out_proj.weight", (d, d)), H, r))
+            bo.append(ts.take(f"{p}self_attn.out_proj.bias", (d,)))
+        # the norm each layer's attention reads: pre-LN, its own; post-LN, the one that made the residual (the
+        # embeddings' for layer 0, where there is one, else unread; the previous layer's final_layer_norm after it)
+        if cls.post_ln:
+            first = e + "layernorm_embedding" if cls.embedding_norm else f"{e}layers.0.self_attn_layer_norm"
+            norms = [first] + [f"{e}layers.{i}.final_layer_norm" for i in range(L - 1)]
+        else:
+            norms = [f"{e}layers.{i}.self_attn_layer_norm" for i in range(L)]
+        for name in norms:
+            gains.append(ts.take(name + ".weight", (d,)))
+            shifts.append(ts.take(name + ".bias", (d,)))
+        eps = 1e-5  # (nn.LayerNorm's default: transformers gives these models no other)
+        final = None
+        if not cls.post_ln:
+            final = Norm("layernorm", ts.take(e + "layer_norm.weight", (d,))[None],
+                         ts.take(e + "layer_norm.bias", (d,))[None], eps)
+        name = next((n for n in (e + "embed_tokens.weight", prefix + "shared.weight") if n in ts), e + "embed_tokens.weight")
+        wte = ts.take(name)
+        if wte.ndim != 2 or wte.shape[1] != d:
+            raise LoadError(f"{ts.origin(name)}: tensor '{name}' has shape {tuple(wte.shape)}, expected (n_vocab, {d})")
+        scale = math.sqrt(d) if cfg.get("scale_embedding") else 1.0
+        W_pos, position_note = cls.positional(cfg, where, ts, e, d)
+        notes = checkpoint_notes(ckpt, position_note) + [
+            "the encoder alone: the decoder, whose cross-attention reads the encoder's output, is not read",
+            "encoder: bidirectional attention, no unembedding (W_U is None)",
+            ("post-LN: the residual is renormalised after every sublayer; attention reads it directly"
+             + ("" if cls.embedding_norm else " (the first layer reads the embeddings' sum itself)"))
+            if cls.post_ln else "pre-LN: a LayerNorm before each layer's attention, and after the last layer"]
+        if scale != 1.0:
+            notes.append(f"W_E includes the embedding scale {scale:g} (sqrt(d_model), scale_embedding)")
+        return HeadWeights(
+            W_Q=torch.stack(ws[0]), W_K=torch.stack(ws[1]), W_V=torch.stack(ws[2]), W_O=torch.stack(wo),
+            b_Q=torch.stack(bs[0]), b_K=torch.stack(bs[1]), b_V=torch.stack(bs[2]), b_O=torch.stack(bo),
+            W_E=wte.T * scale, W_pos=W_pos, W_U=None, b_U=None,
+            kv_map=tuple(range(H)),
+            attn_norm=Norm("layernorm", torch.stack(gains), torch.stack(shifts), eps),
+            final_norm=final,
+            norm_placement="post" if cls.post_ln else "pre",
+            first_layer_unnormed=cls.post_ln and not cls.embedding_norm,
+            positions="learned",
+            causal=False,
+            sliding_window=(None,) * L,
+            meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
+        )
+
+
+@register
+class BlenderbotSmallEncoder(BartEncoder):
+    """BlenderBot-small's encoder (90M): BART's, positions from the table's row 0."""
+
+    name = "blenderbot_small_encoder"
+    about = "the encoder of BlenderBot-small: BART's, learned positions from row 0"
+    model_types = ("blenderbot-small",)
+    architectures = ("BlenderbotSmallModel", "BlenderbotSmallForConditionalGeneration")
+    position_offset = 0
+
+
+@register
+class BlenderbotEncoder(BartEncoder):
+    """BlenderBot's encoder (400M to 9B): pre-LN layers, a LayerNorm after the last, learned positions from row 0."""
+
+    name = "blenderbot_encoder"
+    about = "the encoder of BlenderBot: pre-LN, learned positions from row 0"
+    model_types = ("blenderbot",)
+    architectures = ("BlenderbotModel", "BlenderbotForConditionalGeneration")
+    post_ln = False
+    embedding_norm = False
+    position_offset = 0
+
+
+@register
+class MarianEncoder(BartEncoder):
+    """Marian's encoder (the OPUS-MT translation models): post-LN, no norm on the embeddings (the first layer reads
+    their sum), Marian's sinusoids."""
+
+    name = "marian_encoder"
+    about = "the encoders of Marian (OPUS-MT): post-LN, no norm on the embeddings, sinusoidal positions"
+    model_types = ("marian",)
+    architectures = ("MarianModel", "MarianMTModel")
+    embedding_norm = False
+
+    @classmethod
+    def positional(cls, config: dict, where: str, ts, e: str, d: int) -> tuple[torch.Tensor, str | None]:
+        """Marian's sinusoids as the model holds them: its stored table, or, where the files hold none, the one
+        transformers computes (``max_position_embeddings`` positions)."""
+        name = e + "embed_positions.weight"
+        table = ts.take(name, required=False)
+        if table is not None:
+            if table.ndim != 2 or table.shape[1] != d:
+                raise LoadError(f"{ts.origin(name)}: tensor '{name}' has shape {tuple(table.shape)}, expected "
+                                f"(positions, {d})")
+            return table.T.contiguous(), f"sinusoidal positions, the model's stored table ({table.shape[0]} of them)"
+        n = integer(config, where, "max_position_embeddings", high=MAX_WIDTH)
+        return marian_sinusoids(n, d), f"sinusoidal positions computed as the model computes them, {n} of them"
+
+
+@register
+class PegasusEncoder(MarianEncoder):
+    """Pegasus's encoder: pre-LN, a LayerNorm after the last layer, Marian's sinusoids."""
+
+    name = "pegasus_encoder"
+    about = "the encoder of Pegasus: pre-LN, sinusoidal positions"
+    model_types = ("pegasus",)
+    architectures = ("PegasusModel", "PegasusForConditionalGeneration")
+    post_ln = False
+
+
+@register
+class M2M100Encoder(BartEncoder):
+    """M2M100's and NLLB-200's encoder: pre-LN, a LayerNorm after the last layer, tensor2tensor sinusoids numbered from
+    ``pad_token_id + 1``."""
+
+    name = "m2m100_encoder"
+    about = "the encoders of M2M100 and NLLB-200 (dense): pre-LN, sinusoidal positions from row pad_token_id + 1"
+    model_types = ("m2m_100",)
+    architectures = ("M2M100Model", "M2M100ForConditionalGeneration")
+    post_ln = False
+    embedding_norm = False
+
+    @classmethod
+    def positional(cls, config: dict, where: str, ts, e: str, d: int) -> tuple[torch.Tensor, str | None]:
+        """The table transformers computes (it stores none), from row ``pad_token_id + 1`` (the first token's
+        position: a pad token takes none), ``max_position_embeddings`` positions."""
+        if d % 2 or d < 4:
+            raise UnsupportedModelError(f"{where}: d_model {d} is odd or below 4: no sinusoidal table as M2M100's")
+        pad = integer(config, where, "pad_token_id", default=1, low=0, high=MAX_WIDTH)
+        n = integer(config, where, "max_position_embeddings", high=MAX_WIDTH)
+        start = pad + 1
+        return tensor2tensor_sinusoids(start + n, d)[:, start:].contiguous(), (
+            f"sinusoidal positions computed as the model computes them, position p at the table's row p + {start} "
+            f"(pad_token_id + 1), {n} of them")
+

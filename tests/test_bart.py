@@ -1,0 +1,95 @@
+"""The encoders of BART's kin (BART, PLBART, BlenderBot-small, Marian, Pegasus, M2M100/NLLB, BlenderBot), saved whole
+as their makers save them: read as the encoder alone, run as the encoder of the model the folder names, every layer
+recomputed from the weights equal to what it adds, and the residual the first layer reads equal to the embeddings as
+compscope holds them (positions from the row each model numbers them from; sinusoids stored or computed). mBART
+refused with its reason. The family-wide suites (hooks, processing, runner, interventions by brute force) run the tiny
+variants of ``hf_tiny``."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import compscope
+
+transformers = pytest.importorskip("transformers")
+
+from hf_tiny import _BART, perturbed, random_ids  # noqa: E402
+
+ATOL = 2e-5
+
+#: (model class, config class, settings beyond _BART, family, the first token's row of the position table)
+_WHOLE = [
+    ("BartForConditionalGeneration", "BartConfig", dict(scale_embedding=True), "bart_encoder", 2),
+    ("PLBartForConditionalGeneration", "PLBartConfig", {}, "bart_encoder", 2),
+    ("BlenderbotSmallForConditionalGeneration", "BlenderbotSmallConfig", {}, "blenderbot_small_encoder", 0),
+    ("MarianMTModel", "MarianConfig", dict(scale_embedding=True), "marian_encoder", 0),
+    ("PegasusForConditionalGeneration", "PegasusConfig", dict(scale_embedding=True), "pegasus_encoder", 0),
+    ("M2M100ForConditionalGeneration", "M2M100Config", dict(pad_token_id=4, scale_embedding=True), "m2m100_encoder", 5),
+    ("BlenderbotForConditionalGeneration", "BlenderbotConfig", {}, "blenderbot_encoder", 0),
+]
+
+
+def _ids(pad: int, seq: int = 12) -> torch.Tensor:
+    """Token ids that are no pad token (a pad takes no position in M2M100)."""
+    ids = random_ids(seq=seq)
+    return torch.where(ids == pad, pad + 1, ids)
+
+
+@pytest.mark.parametrize("cls, config_cls, settings, family, first_row", _WHOLE, ids=[w[0] for w in _WHOLE])
+def test_a_whole_model_folder_is_read_and_run_as_its_encoder(tmp_path, cls, config_cls, settings, family, first_row):
+    from compscope.data.runner import layer_state, runner_for
+
+    config = getattr(transformers, config_cls)(**{**_BART, **settings})
+    model = perturbed(lambda: getattr(transformers, cls)(config), seed=3, scale=0.2)
+    model.save_pretrained(tmp_path)
+    hw = compscope.load(tmp_path)
+    enc = model.get_encoder()
+    assert hw.meta.family == family and not hw.causal and hw.W_U is None and hw.n_layers == 2
+    assert any("the decoder" in n and "is not read" in n for n in hw.meta.notes)
+    assert torch.equal(hw.W_K[1, 2], enc.layers[1].self_attn.k_proj.weight.detach()[16:24])
+    assert torch.equal(hw.b_V[0, 3], enc.layers[0].self_attn.v_proj.bias.detach()[24:32])
+    scale = 32 ** 0.5 if config.scale_embedding else 1.0  # (PLBart's default: scaled)
+    torch.testing.assert_close(hw.W_E, enc.embed_tokens.weight.detach().T * scale, atol=0, rtol=1e-6)
+    runner = runner_for(tmp_path, progress=False, device="cpu")
+    ids = _ids(config.pad_token_id)
+    trace = runner.trace(ids)
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
+                                   atol=ATOL, rtol=0)
+    # the residual layer 0 reads: the embeddings' sum (normalised where a LayerNorm on them makes it)
+    summed = (hw.W_E[:, ids] + hw.W_pos[:, None, : ids.shape[1]]).permute(1, 2, 0)
+    if hw.norm_placement == "post" and not hw.first_layer_unnormed:
+        summed = hw.attn_norm.apply(summed, 0)
+    torch.testing.assert_close(summed, trace.resid[0], atol=ATOL, rtol=0)
+    if family != "m2m100_encoder":  # the running model's table (Marian's and Pegasus's sinusoids, computed: transformers
+        table = runner.model.get_encoder().embed_positions.weight.detach()  # 5 saves none; M2M100's is no parameter)
+        torch.testing.assert_close(hw.W_pos, table[first_row:].T, atol=0, rtol=0)
+
+
+def test_marian_without_its_stored_table_reads_the_sinusoids_transformers_computes(tmp_path):
+    """A Marian folder whose files hold no position table (transformers 5 saves none; 4 saved it): compscope computes
+    Marian's sinusoids (float64, then float32), which equal the table transformers computes as it builds the model and
+    the closed form, and the run is not refused as built at random (a table of sinusoids)."""
+    from safetensors.torch import load_file, save_file
+
+    from compscope.data.runner import runner_for
+
+    config = transformers.MarianConfig(**{**_BART, "max_position_embeddings": 40})
+    model = transformers.MarianMTModel(config).eval()
+    model.save_pretrained(tmp_path)
+    tensors = load_file(tmp_path / "model.safetensors")
+    gone = [k for k in tensors if k.endswith("embed_positions.weight")]
+    save_file({k: v for k, v in tensors.items() if k not in gone}, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    hw = compscope.load(tmp_path)
+    assert any("computed as the model computes them, 40 of them" in n for n in hw.meta.notes)
+    runner = runner_for(tmp_path, progress=False, device="cpu")
+    assert torch.equal(runner.model.get_encoder().embed_positions.weight.detach().T, hw.W_pos)
+    angle = torch.arange(40, dtype=torch.float64)[:, None] * 1e4 ** (-torch.arange(0, 32, 2, dtype=torch.float64) / 32)
+    torch.testing.assert_close(hw.W_pos.T.double(), torch.cat([angle.sin(), angle.cos()], 1), atol=1e-6, rtol=0)
+
+
+def test_mbart_is_refused_with_its_reason(tmp_path):
+    transformers.MBartForConditionalGeneration(transformers.MBartConfig(**_BART)).save_pretrained(tmp_path)
+    with pytest.raises(compscope.UnsupportedModelError, match="model_type='mbart'.*pre-LN layers then read"):
+        compscope.load(tmp_path)
