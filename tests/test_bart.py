@@ -1,9 +1,9 @@
-"""The encoders of BART's kin (BART, PLBART, BlenderBot-small, Marian, Pegasus, M2M100/NLLB, BlenderBot), saved whole
-as their makers save them: read as the encoder alone, run as the encoder of the model the folder names, every layer
-recomputed from the weights equal to what it adds, and the residual the first layer reads equal to the embeddings as
-compscope holds them (positions from the row each model numbers them from; sinusoids stored or computed). mBART
-refused with its reason. The family-wide suites (hooks, processing, runner, interventions by brute force) run the tiny
-variants of ``hf_tiny``."""
+"""The encoders of BART's kin (BART, PLBART, MVP, BlenderBot-small, Marian, Pegasus, M2M100/NLLB, NLLB-MoE,
+BlenderBot), saved whole as their makers save them: read as the encoder alone, run as the encoder of the model the
+folder names, every layer recomputed from the weights equal to what it adds, and the residual the first layer reads
+equal to the embeddings as compscope holds them (positions from the row each model numbers them from; sinusoids stored
+or computed). mBART and MVP with prompts refused with their reasons. The family-wide suites (hooks, processing,
+runner, interventions by brute force) run the tiny variants of ``hf_tiny``."""
 
 from __future__ import annotations
 
@@ -27,6 +27,9 @@ _WHOLE = [
     ("PegasusForConditionalGeneration", "PegasusConfig", dict(scale_embedding=True), "pegasus_encoder", 0),
     ("M2M100ForConditionalGeneration", "M2M100Config", dict(pad_token_id=4, scale_embedding=True), "m2m100_encoder", 5),
     ("BlenderbotForConditionalGeneration", "BlenderbotConfig", {}, "blenderbot_encoder", 0),
+    ("MvpForConditionalGeneration", "MvpConfig", {}, "bart_encoder", 2),
+    ("NllbMoeForConditionalGeneration", "NllbMoeConfig", dict(num_experts=2, encoder_sparse_step=2, decoder_sparse_step=2,
+                                                              expert_capacity=64), "nllb_moe_encoder", 2),
 ]
 
 
@@ -62,7 +65,7 @@ def test_a_whole_model_folder_is_read_and_run_as_its_encoder(tmp_path, cls, conf
     if hw.norm_placement == "post" and not hw.first_layer_unnormed:
         summed = hw.attn_norm.apply(summed, 0)
     torch.testing.assert_close(summed, trace.resid[0], atol=ATOL, rtol=0)
-    if family != "m2m100_encoder":  # the running model's table (Marian's and Pegasus's sinusoids, computed: transformers
+    if family not in ("m2m100_encoder", "nllb_moe_encoder"):  # the running model's table (Marian's and Pegasus's sinusoids, computed: transformers
         table = runner.model.get_encoder().embed_positions.weight.detach()  # 5 saves none; M2M100's is no parameter)
         torch.testing.assert_close(hw.W_pos, table[first_row:].T, atol=0, rtol=0)
 
@@ -89,7 +92,11 @@ def test_marian_without_its_stored_table_reads_the_sinusoids_transformers_comput
     torch.testing.assert_close(hw.W_pos.T.double(), torch.cat([angle.sin(), angle.cos()], 1), atol=1e-6, rtol=0)
 
 
-def test_mbart_is_refused_with_its_reason(tmp_path):
-    transformers.MBartForConditionalGeneration(transformers.MBartConfig(**_BART)).save_pretrained(tmp_path)
+def test_mbart_and_mvp_with_prompts_are_refused_with_their_reasons(tmp_path):
+    transformers.MBartForConditionalGeneration(transformers.MBartConfig(**_BART)).save_pretrained(tmp_path / "mbart")
     with pytest.raises(compscope.UnsupportedModelError, match="model_type='mbart'.*pre-LN layers then read"):
-        compscope.load(tmp_path)
+        compscope.load(tmp_path / "mbart")
+    config = transformers.MvpConfig(**_BART, use_prompt=True, prompt_length=3, prompt_mid_dim=8)
+    transformers.MvpForConditionalGeneration(config).save_pretrained(tmp_path / "mvp")
+    with pytest.raises(compscope.UnsupportedModelError, match="use_prompt"):
+        compscope.load(tmp_path / "mvp")

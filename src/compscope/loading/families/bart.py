@@ -1,5 +1,5 @@
-"""The encoders of BART and its kin (BART, PLBART, BlenderBot-small; Marian; Pegasus; M2M100 and NLLB-200;
-BlenderBot): the encoder stack alone, its decoder (whose cross-attention reads the encoder's output, a second
+"""The encoders of BART and its kin (BART, PLBART, MVP, BlenderBot-small; Marian; Pegasus; M2M100 and NLLB-200,
+NLLB-MoE; BlenderBot): the encoder stack alone, its decoder (whose cross-attention reads the encoder's output, a second
 residual stream) not read.
 
 Every one keeps its layers under ``encoder.layers.N`` (``model.encoder.`` in a model with a head): ``self_attn``'s
@@ -67,16 +67,18 @@ def tensor2tensor_sinusoids(rows: int, d: int) -> torch.Tensor:
 @register
 class BartEncoder(Family):
     name = "bart_encoder"
-    about = ("the encoders of BART and PLBART: post-LN, a LayerNorm on the embeddings, learned positions from row 2")
+    about = ("the encoders of BART, PLBART and MVP: post-LN, a LayerNorm on the embeddings, learned positions from "
+             "row 2")
     part = "encoder"
-    model_types = ("bart", "plbart")
+    model_types = ("bart", "plbart", "mvp")
     architectures = ("BartModel", "BartForConditionalGeneration", "BartForSequenceClassification",
                      "BartForQuestionAnswering", "PLBartModel", "PLBartForConditionalGeneration",
-                     "PLBartForSequenceClassification")
+                     "PLBartForSequenceClassification", "MvpModel", "MvpForConditionalGeneration")
     handled = frozenset("d_model encoder_attention_heads encoder_layers scale_embedding max_position_embeddings "
                         "pad_token_id".split())
-    ignored = _IGNORED
-    accept = {"is_decoder": lambda v: not v, "add_cross_attention": lambda v: not v}
+    ignored = _IGNORED | {"prompt_length", "prompt_mid_dim"}  # (MVP's prompts' sizes, where it has none)
+    # MVP's prompts (use_prompt) put learned keys and values before every layer's own: refused
+    accept = {"is_decoder": lambda v: not v, "add_cross_attention": lambda v: not v, "use_prompt": lambda v: not v}
 
     #: whether the sum of each sublayer and the residual is normalised (post-LN), or the sublayer's input (pre-LN)
     post_ln: ClassVar[bool] = True
@@ -267,3 +269,18 @@ class M2M100Encoder(BartEncoder):
             f"sinusoidal positions computed as the model computes them, position p at the table's row p + {start} "
             f"(pad_token_id + 1), {n} of them")
 
+
+@register
+class NllbMoeEncoder(M2M100Encoder):
+    """NLLB-200's mixture-of-experts model (NLLB-MoE): M2M100's encoder, experts in every ``encoder_sparse_step``-th
+    layer's MLP (not read), the norm before it named ``ff_layer_norm``."""
+
+    name = "nllb_moe_encoder"
+    about = "the encoder of NLLB-MoE: M2M100's, experts in some of its MLPs"
+    model_types = ("nllb-moe",)
+    architectures = ("NllbMoeModel", "NllbMoeForConditionalGeneration")
+    ignored = M2M100Encoder.ignored | frozenset(
+        "encoder_sparse_step decoder_sparse_step num_experts expert_capacity router_bias router_dtype router_z_loss_coef "
+        "router_aux_loss_coef router_ignore_padding_tokens batch_prioritized_routing second_expert_policy "
+        "normalize_router_prob_before_dropping moe_eval_capacity_token_fraction moe_token_dropout "
+        "output_router_logits".split())
