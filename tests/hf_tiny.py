@@ -810,6 +810,11 @@ VARIANTS = [
     Variant("pegasus-encoder-pre-ln", "bart", "PegasusConfig", dict(_BART, scale_embedding=True)),
     Variant("m2m100-encoder-pre-ln", "bart", "M2M100Config", dict(_BART, pad_token_id=1, scale_embedding=True)),
     Variant("blenderbot-encoder-pre-ln", "bart", "BlenderbotConfig", dict(_BART)),
+    # LED's encoder: BART's post-LN layers, each attending two tokens each side (Longformer's window of 4); transformers
+    # pads the SEQ tokens to 12 (hooks cut them back)
+    Variant("led-encoder-windows-both-sides", "bart", "LEDConfig",
+            dict({k: v for k, v in _BART.items() if k != "max_position_embeddings"}, max_encoder_position_embeddings=32,
+                 max_decoder_position_embeddings=32, attention_window=4)),
     Variant("distilbert", "bert", "DistilBertConfig",
             dict(vocab_size=VOCAB, dim=D, n_heads=HEADS, n_layers=2, hidden_dim=48, max_position_embeddings=32)),
     # XLM and FlauBERT: post-LN layers under their own names, a linear LM head (with a bias) on the last layer's output;
@@ -1040,8 +1045,8 @@ def _modules(model, kind: str):
             None
     if kind == "bart":  # BART's kin's encoder: post-LN, attention reads the residual; pre-LN (a norm after the last
         enc = model.get_encoder()  # layer), the norm before it does
-        if getattr(enc, "layer_norm", None) is None:
-            return [(b.self_attn, b.self_attn.out_proj) for b in enc.layers], None
+        if getattr(enc, "layer_norm", None) is None:  # (LED's output projection: self_attn.output)
+            return [(b.self_attn, getattr(b.self_attn, "out_proj", None) or b.self_attn.output) for b in enc.layers], None
         return [(b.self_attn_layer_norm, b.self_attn.out_proj) for b in enc.layers], enc.layer_norm
     if kind == "t5":  # T5's encoder (pre-norm): each block's first layer's norm reads the residual
         attention = next(n for n in ("SelfAttention", "LocalSelfAttention") if hasattr(model.encoder.block[0].layer[0], n))
@@ -1057,7 +1062,7 @@ def _modules(model, kind: str):
 
 
 #: the model types of BART's kin, built whole
-_BART_KIN = ("bart", "blenderbot-small", "marian", "pegasus", "m2m_100", "blenderbot", "plbart")
+_BART_KIN = ("bart", "blenderbot-small", "marian", "pegasus", "m2m_100", "blenderbot", "plbart", "mvp", "nllb-moe", "led")
 
 #: LayoutLM's 2-D position tables, each read at row 0 for a box (0, 0, 0, 0): x and y twice (both corners), h and w once
 BOX_TABLES = ("x_position_embeddings", "y_position_embeddings", "h_position_embeddings", "w_position_embeddings")

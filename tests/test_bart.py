@@ -100,3 +100,42 @@ def test_mbart_and_mvp_with_prompts_are_refused_with_their_reasons(tmp_path):
     transformers.MvpForConditionalGeneration(config).save_pretrained(tmp_path / "mvp")
     with pytest.raises(compscope.UnsupportedModelError, match="use_prompt"):
         compscope.load(tmp_path / "mvp")
+
+
+def test_led_reads_each_layers_window_and_runs_padded_sequences_without_its_global_projections(tmp_path):
+    """LED saved whole, windows of 4 and 8 (2 and 4 tokens each side, held as 3 and 5): run from its folder on 10 tokens
+    (padded by transformers to 16 and cut back), every layer recomputed from the weights equals what it adds; the
+    projections of tokens marked global are not read and change nothing a run without such tokens computes; an odd
+    window is refused by name."""
+    from compscope.data.runner import layer_state, runner_for
+
+    settings = {k: v for k, v in _BART.items() if k != "max_position_embeddings"}
+    config = transformers.LEDConfig(**settings, max_encoder_position_embeddings=32, max_decoder_position_embeddings=32,
+                                    attention_window=[4, 8])
+    model = perturbed(lambda: transformers.LEDForConditionalGeneration(config), seed=5, scale=0.2)
+    model.save_pretrained(tmp_path / "led")
+    hw = compscope.load(tmp_path / "led")
+    assert hw.meta.family == "led_encoder" and hw.sliding_window == (3, 5) and not hw.causal
+    enc = model.get_encoder()
+    assert torch.equal(hw.W_Q[1, 1], enc.layers[1].self_attn.longformer_self_attn.query.weight.detach()[8:16])
+    assert torch.equal(hw.W_pos, enc.embed_positions.weight.detach().T)
+    ids = random_ids(seq=10)
+    runner = runner_for(tmp_path / "led", progress=False, device="cpu")
+    trace = runner.trace(ids)
+    assert trace.resid[0].shape == (*ids.shape, hw.d_model)
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
+                                   atol=ATOL, rtol=0)
+    before = enc(input_ids=ids).last_hidden_state
+    with torch.no_grad():
+        for b in enc.layers:
+            for name in ("query_global", "key_global", "value_global"):
+                getattr(b.self_attn.longformer_self_attn, name).weight.add_(1.0)
+    assert torch.equal(enc(input_ids=ids).last_hidden_state, before)
+    moved = compscope.load(model)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "W_E", "W_pos"):
+        assert torch.equal(getattr(moved, name), getattr(hw, name)), name
+    odd = dict(config.to_dict(), attention_window=[4, 5])
+    (tmp_path / "led" / "config.json").write_text(__import__("json").dumps(odd))
+    with pytest.raises(compscope.LoadError, match="'attention_window' = \\[4, 5\\]"):
+        compscope.load(tmp_path / "led")

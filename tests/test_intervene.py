@@ -437,6 +437,11 @@ def _encoder_modules(model) -> dict:
         return {"layers": model.transformer.layer, "reads": lambda b: b, "out": lambda b: a(b).out_lin,
                 "W_out": lambda b: a(b).out_lin.weight, "mlp": lambda b: b.ffn.lin2,
                 "clean_reads": lambda b, kind, clean: _clean_reads((a(b).q_lin, a(b).k_lin, a(b).v_lin), kind, clean)}
+    if getattr(model.config, "is_encoder_decoder", False) and model.config.model_type == "led":  # LED's encoder
+        a = lambda b: b.self_attn.longformer_self_attn  # noqa: E731
+        return {"layers": model.get_encoder().layers, "reads": lambda b: b.self_attn, "out": lambda b: b.self_attn.output,
+                "W_out": lambda b: b.self_attn.output.weight, "mlp": lambda b: b.fc2,
+                "clean_reads": lambda b, kind, clean: _clean_reads((a(b).query, a(b).key, a(b).value), kind, clean)}
     if getattr(model.config, "is_encoder_decoder", False):  # BART's kin (post-LN): their encoder's layers
         a = lambda b: b.self_attn  # noqa: E731
         return {"layers": model.get_encoder().layers, "reads": a, "out": lambda b: a(b).out_proj,
@@ -582,7 +587,8 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
                                                ("xlm-clm-causal-languages", "batched"), ("flaubert-post-ln", "single"),
                                                ("bart-encoder-post-ln", "threes"),
                                                ("blenderbot-small-encoder-post-ln", "single"),
-                                               ("marian-encoder-unnormed-embeddings", "batched")])
+                                               ("marian-encoder-unnormed-embeddings", "batched"),
+                                               ("led-encoder-windows-both-sides", "threes")])
 def test_post_ln_effects_equal_a_patched_forward_through_the_models_own_modules(variant_id, route, monkeypatch):
     """BERT and its kin (post-LN; DistilBERT, XLM and FlauBERT under their own names; GPT-1, causal, its first layer
     reading the raw embeddings; Longformer, its sequences padded as it runs them), three layers, every pair and kind: the direct path through the

@@ -19,11 +19,14 @@ times ``√d_model`` where ``scale_embedding`` is set, plus its position's row. 
   tensor2tensor sinusoids ``[sin(p f_i) | cos(p f_i)]``, ``f_i = 10000^(−i/(d/2 − 1))``, computed, position ``p`` at
   row ``pad_token_id + 1 + p`` (a pad token takes no position).
 
+LED's encoder (:class:`LedEncoder`) is BART's with Longformer's windows.
+
 mBART is refused: a LayerNorm on the embeddings starts a residual that pre-LN layers then read.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import ClassVar
 
@@ -33,6 +36,7 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm
 from ...errors import LoadError, UnsupportedModelError
 from . import register
+from .bert import longformer_windows
 from .base import MAX_WIDTH, Family, checkpoint_notes, integer, sizes, split_cols, split_rows
 
 #: the settings of the decoder, the MLP, dropout and initialisation, and the keys of the original (fairseq-era) configs
@@ -86,6 +90,9 @@ class BartEncoder(Family):
     embedding_norm: ClassVar[bool] = True
     #: the learned table's row of position 0
     position_offset: ClassVar[int] = 2
+    #: a layer's query, key, value and output projections (``nn.Linear``, with biases), under its prefix
+    projections: ClassVar[tuple[str, str, str, str]] = (
+        "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj")
 
     @classmethod
     def base_model(cls, model):
@@ -96,9 +103,10 @@ class BartEncoder(Family):
 
     @classmethod
     def hook_points(cls, model):
-        """Post-LN: ``self_attn`` reads the residual; pre-LN: ``self_attn_layer_norm`` does. ``self_attn.out_proj``
-        returns what is added."""
-        return [(b.self_attn if cls.post_ln else b.self_attn_layer_norm, b.self_attn.out_proj)
+        """Post-LN: ``self_attn`` reads the residual; pre-LN: ``self_attn_layer_norm`` does. The output projection
+        (:attr:`projections`' last) returns what is added."""
+        adds = cls.projections[3].split(".")
+        return [(b.self_attn if cls.post_ln else b.self_attn_layer_norm, functools.reduce(getattr, adds, b))
                 for b in cls.base_model(model).layers]
 
     @classmethod
@@ -107,6 +115,12 @@ class BartEncoder(Family):
         if not cls.post_ln:
             return None
         return [(b.self_attn_layer_norm, b.final_layer_norm) for b in cls.base_model(model).layers]
+
+    @classmethod
+    def windows(cls, config: dict, where: str, n_layers: int) -> tuple[tuple[int | None, ...], list[str]]:
+        """Each layer's window (``HeadWeights.sliding_window``; None: every token attends to every token), and what
+        the notes say of them."""
+        return (None,) * n_layers, []
 
     @classmethod
     def positional(cls, config: dict, where: str, ts, e: str, d: int) -> tuple[torch.Tensor, str | None]:
@@ -127,17 +141,18 @@ class BartEncoder(Family):
         cls.check_config(cfg, where)
         d, H, L, r = sizes(cfg, where, width=("d_model",), heads=("encoder_attention_heads",),
                            layers=("encoder_layers",))
-        prefix = next((p for p in ("model.", "") if f"{p}encoder.layers.0.self_attn.q_proj.weight" in ts), "")
+        prefix = next((p for p in (cls.hf_base + ".", "") if f"{p}encoder.layers.0.{cls.projections[0]}.weight" in ts),
+                      "")
         e = prefix + "encoder."
         ws, bs = ([[] for _ in range(3)] for _ in range(2))
         wo, bo, gains, shifts = [], [], [], []
         for i in range(L):
             p = f"{e}layers.{i}."
-            for j, name in enumerate(("q_proj", "k_proj", "v_proj")):
-                ws[j].append(split_rows(ts.take(f"{p}self_attn.{name}.weight", (d, d)), H, r))
-                bs[j].append(ts.take(f"{p}self_attn.{name}.bias", (d,)).reshape(H, r))
-            wo.append(split_cols(ts.take(f"{p}self_attn.out_proj.weight", (d, d)), H, r))
-            bo.append(ts.take(f"{p}self_attn.out_proj.bias", (d,)))
+            for j, name in enumerate(cls.projections[:3]):
+                ws[j].append(split_rows(ts.take(f"{p}{name}.weight", (d, d)), H, r))
+                bs[j].append(ts.take(f"{p}{name}.bias", (d,)).reshape(H, r))
+            wo.append(split_cols(ts.take(f"{p}{cls.projections[3]}.weight", (d, d)), H, r))
+            bo.append(ts.take(f"{p}{cls.projections[3]}.bias", (d,)))
         # the norm each layer's attention reads: pre-LN, its own; post-LN, the one that made the residual (the
         # embeddings' for layer 0, where there is one, else unread; the previous layer's final_layer_norm after it)
         if cls.post_ln:
@@ -159,12 +174,14 @@ class BartEncoder(Family):
             raise LoadError(f"{ts.origin(name)}: tensor '{name}' has shape {tuple(wte.shape)}, expected (n_vocab, {d})")
         scale = math.sqrt(d) if cfg.get("scale_embedding") else 1.0
         W_pos, position_note = cls.positional(cfg, where, ts, e, d)
+        windows, window_notes = cls.windows(cfg, where, L)
         notes = checkpoint_notes(ckpt, position_note) + [
             "the encoder alone: the decoder, whose cross-attention reads the encoder's output, is not read",
             "encoder: bidirectional attention, no unembedding (W_U is None)",
             ("post-LN: the residual is renormalised after every sublayer; attention reads it directly"
              + ("" if cls.embedding_norm else " (the first layer reads the embeddings' sum itself)"))
-            if cls.post_ln else "pre-LN: a LayerNorm before each layer's attention, and after the last layer"]
+            if cls.post_ln else "pre-LN: a LayerNorm before each layer's attention, and after the last layer",
+            *window_notes]
         if scale != 1.0:
             notes.append(f"W_E includes the embedding scale {scale:g} (sqrt(d_model), scale_embedding)")
         return HeadWeights(
@@ -178,7 +195,7 @@ class BartEncoder(Family):
             first_layer_unnormed=cls.post_ln and not cls.embedding_norm,
             positions="learned",
             causal=False,
-            sliding_window=(None,) * L,
+            sliding_window=windows,
             meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
         )
 
@@ -284,3 +301,31 @@ class NllbMoeEncoder(M2M100Encoder):
         "router_aux_loss_coef router_ignore_padding_tokens batch_prioritized_routing second_expert_policy "
         "normalize_router_prob_before_dropping moe_eval_capacity_token_fraction moe_token_dropout "
         "output_router_logits".split())
+
+
+@register
+class LedEncoder(BartEncoder):
+    """LED's encoder (Longformer-Encoder-Decoder): BART's post-LN layers after a LayerNorm on the embeddings, learned
+    positions from row 0 (``max_encoder_position_embeddings``), each layer attending within Longformer's window both
+    ways (``attention_window / 2`` tokens each side). Tokens marked for global attention use projections of their own
+    (``query_global``, ...), not read: compscope reads and runs every token as local, as the model runs without a
+    ``global_attention_mask``. transformers pads each sequence to a multiple of the widest window with pad tokens its
+    attention masks, which the data runner cuts off."""
+
+    name = "led_encoder"
+    about = "the encoder of LED: BART's layers, each attending within Longformer's window both ways"
+    model_types = ("led",)
+    architectures = ("LEDModel", "LEDForConditionalGeneration", "LEDForSequenceClassification",
+                     "LEDForQuestionAnswering")
+    handled = (BartEncoder.handled - {"scale_embedding", "max_position_embeddings"}) | {
+        "attention_window", "max_encoder_position_embeddings"}
+    ignored = BartEncoder.ignored | {"max_decoder_position_embeddings"}
+    hf_base = "led"
+    position_offset = 0
+    pads_sequences = True
+    projections = ("self_attn.longformer_self_attn.query", "self_attn.longformer_self_attn.key",
+                   "self_attn.longformer_self_attn.value", "self_attn.output")
+
+    @classmethod
+    def windows(cls, config: dict, where: str, n_layers: int) -> tuple[tuple[int | None, ...], list[str]]:
+        return longformer_windows(config, where, n_layers)

@@ -467,16 +467,22 @@ class Longformer(Roberta):
 
     @classmethod
     def windows(cls, config: dict, where: str, n_layers: int) -> tuple[tuple[int | None, ...], list[str]]:
-        w = config.get("attention_window", 512)  # (transformers' default)
-        ws = [w] * n_layers if isinstance(w, int) and not isinstance(w, bool) else w
-        if (not isinstance(ws, list) or len(ws) != n_layers
-                or any(isinstance(x, bool) or not isinstance(x, int) or x < 2 or x % 2 for x in ws)):
-            raise LoadError(f"{where}: 'attention_window' = {w!r}: expected an even number >= 2, or a list of one per "
-                            f"layer ({n_layers})")
-        return tuple(x // 2 + 1 for x in ws), [
-            "local attention only: every token attends within its layer's window (attention_window / 2 tokens each "
-            "side); global attention's own projections (query_global, key_global, value_global) act only on tokens "
-            "marked global, and are not read"]
+        return longformer_windows(config, where, n_layers)
+
+
+def longformer_windows(config: dict, where: str, n_layers: int) -> tuple[tuple[int, ...], list[str]]:
+    """Longformer's (and LED's encoder's) window of each layer, ``attention_window / 2`` tokens each side held as
+    ``w / 2 + 1`` (one number for all, or one per layer; odd or miscounted ones refused by name), and the notes."""
+    w = config.get("attention_window", 512)  # (transformers' default)
+    ws = [w] * n_layers if isinstance(w, int) and not isinstance(w, bool) else w
+    if (not isinstance(ws, list) or len(ws) != n_layers
+            or any(isinstance(x, bool) or not isinstance(x, int) or x < 2 or x % 2 for x in ws)):
+        raise LoadError(f"{where}: 'attention_window' = {w!r}: expected an even number >= 2, or a list of one per "
+                        f"layer ({n_layers})")
+    return tuple(x // 2 + 1 for x in ws), [
+        "local attention only: every token attends within its layer's window (attention_window / 2 tokens each "
+        "side); global attention's own projections (query_global, key_global, value_global) act only on tokens "
+        "marked global, and are not read"]
 
 
 @register
