@@ -710,6 +710,9 @@ VARIANTS = [
                  entity_vocab_size=7, entity_emb_size=16, use_entity_aware_attention=True)),
     # Longformer: RoBERTa's layers and positions (from pad_token_id + 1 = 2), each layer attending two tokens each
     # side; transformers pads the SEQ tokens to 12, a multiple of the window (hooks cut them back)
+    # BigBird as transformers runs short sequences: full attention (BERT's post-LN layers, positions from 0)
+    Variant("big-bird-full-attention", "bert", "BigBirdConfig",
+            dict(_COMMON, max_position_embeddings=32, attention_type="original_full", block_size=2, num_random_blocks=1)),
     Variant("longformer-windows-both-sides", "bert", "LongformerConfig",
             dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1,
                  attention_window=4)),

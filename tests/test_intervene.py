@@ -588,7 +588,8 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
                                                ("bart-encoder-post-ln", "threes"),
                                                ("blenderbot-small-encoder-post-ln", "single"),
                                                ("marian-encoder-unnormed-embeddings", "batched"),
-                                               ("led-encoder-windows-both-sides", "threes")])
+                                               ("led-encoder-windows-both-sides", "threes"),
+                                               ("big-bird-full-attention", "batched")])
 def test_post_ln_effects_equal_a_patched_forward_through_the_models_own_modules(variant_id, route, monkeypatch):
     """BERT and its kin (post-LN; DistilBERT, XLM and FlauBERT under their own names; GPT-1, causal, its first layer
     reading the raw embeddings; Longformer, its sequences padded as it runs them), three layers, every pair and kind: the direct path through the

@@ -31,8 +31,6 @@ NOT_READ: dict[str, str] = {
                      "glm5_next_text"), _MLA),
     "diffllama": ("differential attention: each output is one softmax pattern's minus λ times a second one's, then "
                   "RMS-normalised before W_O, so no head has one QK circuit and none's OV map is linear"),
-    "big_bird": ("block-sparse attention (its default attention_type): each query block attends to its neighbouring, "
-                 "global and random key blocks, not to every key"),
     "reformer": ("locality-sensitive-hashing and chunked local attention, and a reversible residual kept as two "
                  "streams"),
     "xlnet": "two-stream attention whose logits add relative-position and segment terms",
