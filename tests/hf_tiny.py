@@ -815,6 +815,10 @@ VARIANTS = [
     Variant("blenderbot-encoder-pre-ln", "bart", "BlenderbotConfig", dict(_BART)),
     # LED's encoder: BART's post-LN layers, each attending two tokens each side (Longformer's window of 4); transformers
     # pads the SEQ tokens to 12 (hooks cut them back)
+    # BigBird-Pegasus's encoder as transformers runs short sequences: full attention, Pegasus's pre-LN layers, q/k/v
+    # biases (use_bias), learned positions from row 0, the last norm named layernorm_embedding
+    Variant("bigbird-pegasus-encoder-full-attention", "bart", "BigBirdPegasusConfig",
+            dict(_BART, attention_type="original_full", block_size=2, num_random_blocks=1, use_bias=True)),
     Variant("led-encoder-windows-both-sides", "bart", "LEDConfig",
             dict({k: v for k, v in _BART.items() if k != "max_position_embeddings"}, max_encoder_position_embeddings=32,
                  max_decoder_position_embeddings=32, attention_window=4)),
@@ -841,7 +845,8 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "megatron-bert-pre-ln", "biogpt-scaled-embeddings", "jais2-layernorm-biases",
                     "persimmon-qk-layernorm-half-rotary", "xglm-sinusoidal-positions", "ctrl-sinusoidal-scaled",
                     "esm2-rotary-token-dropout", "esmc-layer-qk-layernorm", "clip-text-causal",
-                    "pegasus-encoder-pre-ln", "m2m100-encoder-pre-ln", "blenderbot-encoder-pre-ln"]
+                    "pegasus-encoder-pre-ln", "m2m100-encoder-pre-ln", "blenderbot-encoder-pre-ln",
+                    "bigbird-pegasus-encoder-full-attention"]
 #: pre-LayerNorm variants whose first layer reads the residual without a norm (centring the embeddings would change it)
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
@@ -1048,6 +1053,8 @@ def _modules(model, kind: str):
             None
     if kind == "bart":  # BART's kin's encoder: post-LN, attention reads the residual; pre-LN (a norm after the last
         enc = model.get_encoder()  # layer), the norm before it does
+        if model.config.model_type == "bigbird_pegasus":  # (pre-LN, its last norm named layernorm_embedding)
+            return [(b.self_attn_layer_norm, b.self_attn.output) for b in enc.layers], enc.layernorm_embedding
         if getattr(enc, "layer_norm", None) is None:  # (LED's output projection: self_attn.output)
             return [(b.self_attn, getattr(b.self_attn, "out_proj", None) or b.self_attn.output) for b in enc.layers], None
         return [(b.self_attn_layer_norm, b.self_attn.out_proj) for b in enc.layers], enc.layer_norm
@@ -1065,7 +1072,8 @@ def _modules(model, kind: str):
 
 
 #: the model types of BART's kin, built whole
-_BART_KIN = ("bart", "blenderbot-small", "marian", "pegasus", "m2m_100", "blenderbot", "plbart", "mvp", "nllb-moe", "led")
+_BART_KIN = ("bart", "blenderbot-small", "marian", "pegasus", "m2m_100", "blenderbot", "plbart", "mvp", "nllb-moe", "led",
+             "bigbird_pegasus")
 
 #: LayoutLM's 2-D position tables, each read at row 0 for a box (0, 0, 0, 0): x and y twice (both corners), h and w once
 BOX_TABLES = ("x_position_embeddings", "y_position_embeddings", "h_position_embeddings", "w_position_embeddings")

@@ -302,7 +302,7 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "afmoe-gated-nope-global", "mellum-sliding-layer-bases", "ctrl-sinusoidal-scaled",
                "gpt-neox-japanese-last-bias", "t5-encoder-wide-heads", "umt5-encoder-own-tables",
                "switch-transformers-encoder", "longt5-local-encoder", "pegasus-encoder-pre-ln", "m2m100-encoder-pre-ln",
-               "blenderbot-encoder-pre-ln"]
+               "blenderbot-encoder-pre-ln", "bigbird-pegasus-encoder-full-attention"]
 
 
 def _route(monkeypatch, route: str) -> None:

@@ -55,7 +55,7 @@ NOT_READ: dict[str, str] = {
     "mbart": ("its encoder (and decoder): a LayerNorm over the sum of token and position embeddings starts the "
               "residual, which pre-LN layers then read, so it is no sum of a token column and a position column"),
     **dict.fromkeys(("whisper",
-                     "fsmt", "pegasus_x", "bigbird_pegasus", "seamless_m4t",
+                     "fsmt", "pegasus_x", "seamless_m4t",
                      "seamless_m4t_v2", "t5gemma2", "t5gemma2_text", "udop"), _ENC_DEC),
     **dict.fromkeys(("gemma4_assistant", "gemma4_unified_assistant"), (
         "a drafter for speculative decoding: its layers attend to the keys and values the target model computed "

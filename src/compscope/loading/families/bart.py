@@ -19,7 +19,8 @@ times ``√d_model`` where ``scale_embedding`` is set, plus its position's row. 
   tensor2tensor sinusoids ``[sin(p f_i) | cos(p f_i)]``, ``f_i = 10000^(−i/(d/2 − 1))``, computed, position ``p`` at
   row ``pad_token_id + 1 + p`` (a pad token takes no position).
 
-LED's encoder (:class:`LedEncoder`) is BART's with Longformer's windows.
+LED's encoder (:class:`LedEncoder`) is BART's with Longformer's windows; BigBird-Pegasus's
+(:class:`BigBirdPegasusEncoder`) Pegasus's, read as the full attention transformers runs on short sequences.
 
 mBART is refused: a LayerNorm on the embeddings starts a residual that pre-LN layers then read.
 """
@@ -37,7 +38,8 @@ from ...core.heads import HeadWeights, Meta, Norm
 from ...errors import LoadError, UnsupportedModelError
 from . import register
 from .bert import longformer_windows
-from .base import MAX_WIDTH, Family, checkpoint_notes, integer, sizes, split_cols, split_rows
+from .big_bird import BigBird
+from .base import MAX_WIDTH, Family, checkpoint_notes, integer, sizes, split_cols, split_rows, stack
 
 #: the settings of the decoder, the MLP, dropout and initialisation, and the keys of the original (fairseq-era) configs
 #: that transformers no longer reads: it builds each model type's one layout whatever they say
@@ -93,6 +95,13 @@ class BartEncoder(Family):
     #: a layer's query, key, value and output projections (``nn.Linear``, with biases), under its prefix
     projections: ClassVar[tuple[str, str, str, str]] = (
         "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj")
+    #: the LayerNorm after the last layer of a pre-LN encoder, under the encoder's prefix
+    final_norm_at: ClassVar[str] = "layer_norm"
+
+    @classmethod
+    def has_biases(cls, config: dict) -> bool:
+        """Whether the projections have biases (all of them do, or none)."""
+        return True
 
     @classmethod
     def base_model(cls, model):
@@ -145,14 +154,15 @@ class BartEncoder(Family):
                       "")
         e = prefix + "encoder."
         ws, bs = ([[] for _ in range(3)] for _ in range(2))
+        biases = cls.has_biases(cfg)
         wo, bo, gains, shifts = [], [], [], []
         for i in range(L):
             p = f"{e}layers.{i}."
             for j, name in enumerate(cls.projections[:3]):
                 ws[j].append(split_rows(ts.take(f"{p}{name}.weight", (d, d)), H, r))
-                bs[j].append(ts.take(f"{p}{name}.bias", (d,)).reshape(H, r))
+                bs[j].append(ts.take(f"{p}{name}.bias", (d,)).reshape(H, r) if biases else None)
             wo.append(split_cols(ts.take(f"{p}{cls.projections[3]}.weight", (d, d)), H, r))
-            bo.append(ts.take(f"{p}{cls.projections[3]}.bias", (d,)))
+            bo.append(ts.take(f"{p}{cls.projections[3]}.bias", (d,)) if biases else None)
         # the norm each layer's attention reads: pre-LN, its own; post-LN, the one that made the residual (the
         # embeddings' for layer 0, where there is one, else unread; the previous layer's final_layer_norm after it)
         if cls.post_ln:
@@ -166,8 +176,8 @@ class BartEncoder(Family):
         eps = 1e-5  # (nn.LayerNorm's default: transformers gives these models no other)
         final = None
         if not cls.post_ln:
-            final = Norm("layernorm", ts.take(e + "layer_norm.weight", (d,))[None],
-                         ts.take(e + "layer_norm.bias", (d,))[None], eps)
+            final = Norm("layernorm", ts.take(f"{e}{cls.final_norm_at}.weight", (d,))[None],
+                         ts.take(f"{e}{cls.final_norm_at}.bias", (d,))[None], eps)
         name = next((n for n in (e + "embed_tokens.weight", prefix + "shared.weight") if n in ts), e + "embed_tokens.weight")
         wte = ts.take(name)
         if wte.ndim != 2 or wte.shape[1] != d:
@@ -186,7 +196,7 @@ class BartEncoder(Family):
             notes.append(f"W_E includes the embedding scale {scale:g} (sqrt(d_model), scale_embedding)")
         return HeadWeights(
             W_Q=torch.stack(ws[0]), W_K=torch.stack(ws[1]), W_V=torch.stack(ws[2]), W_O=torch.stack(wo),
-            b_Q=torch.stack(bs[0]), b_K=torch.stack(bs[1]), b_V=torch.stack(bs[2]), b_O=torch.stack(bo),
+            b_Q=stack(bs[0]), b_K=stack(bs[1]), b_V=stack(bs[2]), b_O=stack(bo),
             W_E=wte.T * scale, W_pos=W_pos, W_U=None, b_U=None,
             kv_map=tuple(range(H)),
             attn_norm=Norm("layernorm", torch.stack(gains), torch.stack(shifts), eps),
@@ -329,3 +339,47 @@ class LedEncoder(BartEncoder):
     @classmethod
     def windows(cls, config: dict, where: str, n_layers: int) -> tuple[tuple[int | None, ...], list[str]]:
         return longformer_windows(config, where, n_layers)
+
+
+@register
+class BigBirdPegasusEncoder(BartEncoder):
+    """BigBird-Pegasus's encoder: Pegasus's pre-LN layers with BigBird's attention (``self_attn.self``'s query, key and
+    value, ``self_attn.output``; biases where ``use_bias`` says), learned positions from row 0, its LayerNorm after
+    the last layer named ``layernorm_embedding``. Read, as BigBird is (:mod:`.big_bird`), as the full attention
+    transformers runs on sequences of at most ``(5 + 2 num_random_blocks) block_size`` tokens; its data runs switch
+    the encoder to it and run no longer sequence."""
+
+    name = "bigbird_pegasus_encoder"
+    about = ("the encoder of BigBird-Pegasus: pre-LN, read and run as the full attention transformers runs on "
+             "sequences of at most (5 + 2 num_random_blocks) block_size tokens")
+    model_types = ("bigbird_pegasus",)
+    architectures = ("BigBirdPegasusModel", "BigBirdPegasusForConditionalGeneration",
+                     "BigBirdPegasusForSequenceClassification", "BigBirdPegasusForQuestionAnswering")
+    handled = BartEncoder.handled | {"attention_type", "block_size", "num_random_blocks", "use_bias"}
+    accept = {**BartEncoder.accept, "attention_type": lambda v: v in (None, "block_sparse", "original_full")}
+    post_ln = False
+    embedding_norm = False
+    position_offset = 0
+    projections = ("self_attn.self.query", "self_attn.self.key", "self_attn.self.value", "self_attn.output")
+    final_norm_at = "layernorm_embedding"
+
+    @classmethod
+    def has_biases(cls, config: dict) -> bool:
+        return bool(config.get("use_bias", False))  # (transformers' default: none)
+
+    @classmethod
+    def exact_context(cls, config: dict, where: str = "config") -> int | None:
+        return BigBird.sparse_limit(config, where)
+
+    @classmethod
+    def hook_points(cls, model):
+        """The pre-LN encoder's, after it is switched to full attention (transformers replaces each layer's
+        ``self_attn.self`` as it switches)."""
+        encoder = cls.base_model(model)
+        if getattr(encoder, "attention_type", None) == "block_sparse":
+            encoder.set_attention_type("original_full")
+        return super().hook_points(model)
+
+    @classmethod
+    def windows(cls, config: dict, where: str, n_layers: int) -> tuple[tuple[int | None, ...], list[str]]:
+        return BigBird.windows(config, where, n_layers)
