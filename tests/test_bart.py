@@ -139,3 +139,30 @@ def test_led_reads_each_layers_window_and_runs_padded_sequences_without_its_glob
     (tmp_path / "led" / "config.json").write_text(__import__("json").dumps(odd))
     with pytest.raises(compscope.LoadError, match="'attention_window' = \\[4, 5\\]"):
         compscope.load(tmp_path / "led")
+
+
+@pytest.mark.parametrize("cls, config_cls", [("M2M100ForConditionalGeneration", "M2M100Config"),
+                                             ("PLBartForConditionalGeneration", "PLBartConfig"),
+                                             ("BartForConditionalGeneration", "BartConfig")])
+def test_a_config_silent_on_the_scale_and_positions_is_read_with_transformers_defaults(tmp_path, cls, config_cls):
+    """A config.json without ``scale_embedding`` or ``max_position_embeddings``: transformers builds the model with its
+    config class's defaults (M2M100 and PLBart scale the embeddings by sqrt(d_model), BART does not; 1024 positions),
+    and compscope reads it so: the run from the folder agrees with the embeddings as read."""
+    import json
+
+    from compscope.data.runner import runner_for
+
+    config = getattr(transformers, config_cls)(**{**_BART, "max_position_embeddings": 1024})
+    perturbed(lambda: getattr(transformers, cls)(config), seed=6, scale=0.2).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({k: v for k, v in saved.items()
+                                                      if k not in ("scale_embedding", "max_position_embeddings")}))
+    hw = compscope.load(tmp_path)
+    assert hw.W_pos.shape[1] >= 1000
+    ids = _ids(config.pad_token_id)
+    trace = runner_for(tmp_path, progress=False, device="cpu").trace(ids)
+    summed = (hw.W_E[:, ids] + hw.W_pos[:, None, : ids.shape[1]]).permute(1, 2, 0)
+    if hw.norm_placement == "post":
+        summed = hw.attn_norm.apply(summed, 0)
+    torch.testing.assert_close(summed, trace.resid[0], atol=ATOL, rtol=0)
+    assert any("scale_embedding" in n for n in hw.meta.notes) == (config_cls != "BartConfig")

@@ -52,6 +52,13 @@ _IGNORED = frozenset("""
     """.split())
 
 
+#: the model types whose embeddings transformers scales by sqrt(d_model) where a config does not say
+#: (``scale_embedding``: their config classes' default)
+_SCALED_BY_DEFAULT = frozenset({"plbart", "m2m_100", "nllb-moe", "bigbird_pegasus"})
+#: transformers' number of positions where a config states none (every config class of these: 1024)
+_POSITIONS = 1024
+
+
 def marian_sinusoids(n: int, d: int) -> torch.Tensor:
     """``(d, n)``: Marian's and Pegasus's table as transformers computes it (float64, then float32), position ``p``
     in column ``p``: ``sin(p ω_i)`` in the first ``⌈d/2⌉`` rows, ``cos(p ω_i)`` in the rest, ``ω_i = 10000^(−2i/d)``."""
@@ -182,7 +189,8 @@ class BartEncoder(Family):
         wte = ts.take(name)
         if wte.ndim != 2 or wte.shape[1] != d:
             raise LoadError(f"{ts.origin(name)}: tensor '{name}' has shape {tuple(wte.shape)}, expected (n_vocab, {d})")
-        scale = math.sqrt(d) if cfg.get("scale_embedding") else 1.0
+        scaled = cfg.get("scale_embedding", cfg.get("model_type") in _SCALED_BY_DEFAULT)
+        scale = math.sqrt(d) if scaled else 1.0
         W_pos, position_note = cls.positional(cfg, where, ts, e, d)
         windows, window_notes = cls.windows(cfg, where, L)
         notes = checkpoint_notes(ckpt, position_note) + [
@@ -256,7 +264,7 @@ class MarianEncoder(BartEncoder):
                 raise LoadError(f"{ts.origin(name)}: tensor '{name}' has shape {tuple(table.shape)}, expected "
                                 f"(positions, {d})")
             return table.T.contiguous(), f"sinusoidal positions, the model's stored table ({table.shape[0]} of them)"
-        n = integer(config, where, "max_position_embeddings", high=MAX_WIDTH)
+        n = integer(config, where, "max_position_embeddings", default=_POSITIONS, high=MAX_WIDTH)
         return marian_sinusoids(n, d), f"sinusoidal positions computed as the model computes them, {n} of them"
 
 
@@ -290,7 +298,7 @@ class M2M100Encoder(BartEncoder):
         if d % 2 or d < 4:
             raise UnsupportedModelError(f"{where}: d_model {d} is odd or below 4: no sinusoidal table as M2M100's")
         pad = integer(config, where, "pad_token_id", default=1, low=0, high=MAX_WIDTH)
-        n = integer(config, where, "max_position_embeddings", high=MAX_WIDTH)
+        n = integer(config, where, "max_position_embeddings", default=_POSITIONS, high=MAX_WIDTH)
         start = pad + 1
         return tensor2tensor_sinusoids(start + n, d)[:, start:].contiguous(), (
             f"sinusoidal positions computed as the model computes them, position p at the table's row p + {start} "
