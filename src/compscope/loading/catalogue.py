@@ -54,9 +54,19 @@ NOT_READ: dict[str, str] = {
         "layers then read, so it is no sum of a token column and a position column")),
     "mbart": ("its encoder (and decoder): a LayerNorm over the sum of token and position embeddings starts the "
               "residual, which pre-LN layers then read, so it is no sum of a token column and a position column"),
-    **dict.fromkeys(("whisper",
-                     "fsmt", "pegasus_x", "seamless_m4t",
-                     "seamless_m4t_v2", "t5gemma2", "t5gemma2_text", "udop"), _ENC_DEC),
+    **dict.fromkeys(("whisper", "speecht5", "seamless_m4t", "seamless_m4t_v2"), (
+        _ENC_DEC + "; and its encoder reads speech (convolved features of the audio), not tokens")),
+    **dict.fromkeys(("pix2struct", "nougat"), _ENC_DEC + "; and its encoder reads image patches, not tokens"),
+    "pix2struct_text_model": ("Pix2Struct's decoder: its cross-attention reads the image encoder's output, a second "
+                              "residual stream that no single set of writer and reader heads spans"),
+    "udop": _ENC_DEC + "; and its encoder reads words with their boxes and image patches as one sequence",
+    "pegasus_x": _ENC_DEC + ("; and its encoder attends within staggered blocks beside global tokens of its own, not "
+                             "to every token"),
+    "fsmt": _ENC_DEC + ("; its encoder (fairseq's layout, which keeps activations sequence-first inside the model) is "
+                        "not read yet"),
+    **dict.fromkeys(("t5gemma2", "t5gemma2_text"), _ENC_DEC + "; its encoder is not read yet"),
+    "rag": ("RAG: a question encoder (DPR) and a generator (BART or T5) in one folder; compscope reads each from a "
+            "folder of its own: DPR's question encoder, and the generator's encoder"),
     **dict.fromkeys(("gemma4_assistant", "gemma4_unified_assistant"), (
         "a drafter for speculative decoding: its layers attend to the keys and values the target model computed "
         "(shared_kv_states), not to any its own heads write, and its input is a projection of the target's states")),
@@ -150,11 +160,11 @@ NOT_READ: dict[str, str] = {
                  "encoder's output"),
     "musicgen_melody": ("MusicGen Melody's decoder: each position's residual starts as the sum of one token embedding "
                         "per audio codebook, which no one column of W_E per token expresses"),
-    "prophetnet": _ENC_DEC + "; its decoder predicts several future tokens in streams of its own (n-gram attention)",
+    "prophetnet": _ENC_DEC + ("; its decoder predicts several future tokens in streams of its own (n-gram attention), "
+                              "and its encoder is not read yet"),
     **dict.fromkeys(("musicgen_decoder", "musicgen_melody_decoder"), (
         "MusicGen's decoder: each position's residual starts as the sum of one token embedding per audio codebook, "
         "which no one column of W_E per token expresses")),
-    **dict.fromkeys(("pix2struct", "pix2struct_text_model", "speecht5", "nougat", "rag"), _ENC_DEC),
     "imagegpt": ("ImageGPT: its unembedding has no row for the start token (512 colour clusters out, 513 tokens in), "
                  "and compscope pairs each token's column of W_E with its row of W_U"),
     "decision_transformer": ("a GPT-2 over returns, states and actions, each embedded by a linear map of its own "
