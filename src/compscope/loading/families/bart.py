@@ -39,7 +39,8 @@ from ...errors import LoadError, UnsupportedModelError
 from . import register
 from .bert import longformer_windows
 from .big_bird import BigBird
-from .base import MAX_WIDTH, Family, checkpoint_notes, integer, sizes, split_cols, split_rows, stack
+from .base import (MAX_WIDTH, Family, checkpoint_notes, integer, sizes, split_cols, split_rows, stack,
+                   tensor2tensor_sinusoids)
 
 #: the settings of the decoder, the MLP, dropout and initialisation, and the keys of the original (fairseq-era) configs
 #: that transformers no longer reads: it builds each model type's one layout whatever they say
@@ -66,15 +67,6 @@ def marian_sinusoids(n: int, d: int) -> torch.Tensor:
     angle = pos / torch.pow(torch.tensor(10000.0, dtype=torch.float64),
                             2 * (torch.arange(d, dtype=torch.float64) // 2) / d)[None, :]
     return torch.cat([angle[:, 0::2].sin(), angle[:, 1::2].cos()], 1).float().T.contiguous()
-
-
-def tensor2tensor_sinusoids(rows: int, d: int) -> torch.Tensor:
-    """``(d, rows)``: M2M100's table as transformers computes it (float32): row ``k`` is
-    ``[sin(k f_i) | cos(k f_i)]``, ``f_i = exp(−i log(10000) / (d/2 − 1))``."""
-    half = d // 2
-    f = torch.exp(torch.arange(half, dtype=torch.int64).float() * -(math.log(10000) / (half - 1)))
-    angle = torch.arange(rows, dtype=torch.int64).float()[:, None] * f[None, :]
-    return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1).T.contiguous()
 
 
 @register

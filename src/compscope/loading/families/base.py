@@ -350,6 +350,15 @@ def attending(layers: list[int], n_layers: int, where: str, others: str, unit: s
     return layers
 
 
+def tensor2tensor_sinusoids(rows: int, d: int) -> Tensor:
+    """``(d, rows)``: the tensor2tensor table of sinusoids as transformers computes it (float32) for XGLM and M2M100:
+    row ``k`` is ``[sin(k f_i) | cos(k f_i)]``, ``f_i = exp(−i log(10000) / (d/2 − 1))``."""
+    half = d // 2
+    f = torch.exp(torch.arange(half, dtype=torch.int64).float() * -(math.log(10000) / (half - 1)))
+    angle = torch.arange(rows, dtype=torch.int64).float()[:, None] * f[None, :]
+    return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1).T.contiguous()
+
+
 def split_rows(w: Tensor, n_heads: int, d_head: int) -> Tensor:
     """``(n_heads*d_head, d) -> (n_heads, d_head, d)``: a projection's output rows, per head."""
     return w.reshape(n_heads, d_head, w.shape[-1])

@@ -20,7 +20,7 @@ from ...core.heads import HeadWeights, Meta, Norm
 from ...errors import UnsupportedModelError
 from . import register
 from .base import (Family, checkpoint_notes, config_attention_bias, final_layernorm, integer, layer_hooks,
-                   separate_projections, sizes, token_embedding, unembedding)
+                   separate_projections, sizes, tensor2tensor_sinusoids, token_embedding, unembedding)
 
 #: OPT's learned positions start at this row (HF's ``OPTLearnedPositionalEmbedding.offset``)
 POSITION_OFFSET = 2
@@ -177,9 +177,6 @@ class Xglm(BioGpt):
         n = integer(config, where, "max_position_embeddings")
         if d % 2 or d < 4:
             raise UnsupportedModelError(f"{where}: d_model {d} is odd or below 4: no sinusoidal table as XGLM's")
-        half = d // 2
-        f = torch.exp(torch.arange(half, dtype=torch.int64).float() * -(math.log(10000) / (half - 1)))
-        angle = torch.arange(POSITION_OFFSET, n + POSITION_OFFSET, dtype=torch.int64).float()[:, None] * f[None, :]
-        table = torch.cat([torch.sin(angle), torch.cos(angle)], dim=1)  # (n, d)
-        return table.T.contiguous(), (f"sinusoidal positions computed as the model computes them (position p at its "
+        table = tensor2tensor_sinusoids(n + POSITION_OFFSET, d)[:, POSITION_OFFSET:]
+        return table.contiguous(), (f"sinusoidal positions computed as the model computes them (position p at its "
                                       f"table's row p + {POSITION_OFFSET}), {n} of them")
