@@ -819,6 +819,11 @@ VARIANTS = [
     # biases (use_bias), learned positions from row 0, the last norm named layernorm_embedding
     Variant("bigbird-pegasus-encoder-full-attention", "bart", "BigBirdPegasusConfig",
             dict(_BART, attention_type="original_full", block_size=2, num_random_blocks=1, use_bias=True)),
+    # ProphetNet's encoder: BART's post-LN layers under its own names, positions from row pad + 1 = 1
+    Variant("prophetnet-encoder-post-ln", "bart", "ProphetNetConfig",
+            dict(vocab_size=VOCAB, hidden_size=D, num_encoder_attention_heads=HEADS, num_decoder_attention_heads=HEADS,
+                 num_encoder_layers=2, num_decoder_layers=1, encoder_ffn_dim=48, decoder_ffn_dim=48,
+                 max_position_embeddings=32, pad_token_id=0, decoder_start_token_id=0, ngram=2)),
     Variant("led-encoder-windows-both-sides", "bart", "LEDConfig",
             dict({k: v for k, v in _BART.items() if k != "max_position_embeddings"}, max_encoder_position_embeddings=32,
                  max_decoder_position_embeddings=32, attention_window=4)),
@@ -1073,7 +1078,7 @@ def _modules(model, kind: str):
 
 #: the model types of BART's kin, built whole
 _BART_KIN = ("bart", "blenderbot-small", "marian", "pegasus", "m2m_100", "blenderbot", "plbart", "mvp", "nllb-moe", "led",
-             "bigbird_pegasus")
+             "bigbird_pegasus", "prophetnet")
 
 #: LayoutLM's 2-D position tables, each read at row 0 for a box (0, 0, 0, 0): x and y twice (both corners), h and w once
 BOX_TABLES = ("x_position_embeddings", "y_position_embeddings", "h_position_embeddings", "w_position_embeddings")

@@ -166,3 +166,33 @@ def test_a_config_silent_on_the_scale_and_positions_is_read_with_transformers_de
         summed = hw.attn_norm.apply(summed, 0)
     torch.testing.assert_close(summed, trace.resid[0], atol=ATOL, rtol=0)
     assert any("scale_embedding" in n for n in hw.meta.notes) == (config_cls != "BartConfig")
+
+
+def test_a_prophetnet_folder_is_read_and_run_as_its_encoder(tmp_path):
+    """ProphetNet saved whole: BART's post-LN layers under its own names read as its encoder, positions from row
+    ``pad_token_id + 1`` (pad 3 here: the first token reads row 4); run from the folder, every layer recomputed from the
+    weights equals what it adds and the residual the first layer reads is the embeddings' LayerNorm of word plus
+    position; a longer sequence than the table holds refused by name."""
+    from compscope.data.runner import layer_state, runner_for
+
+    config = transformers.ProphetNetConfig(vocab_size=61, hidden_size=32, num_encoder_attention_heads=4,
+                                           num_decoder_attention_heads=4, num_encoder_layers=2, num_decoder_layers=1,
+                                           encoder_ffn_dim=48, decoder_ffn_dim=48, max_position_embeddings=24,
+                                           pad_token_id=3, decoder_start_token_id=0, ngram=2)
+    model = perturbed(lambda: transformers.ProphetNetForConditionalGeneration(config), seed=8, scale=0.2)
+    model.save_pretrained(tmp_path)
+    hw = compscope.load(tmp_path)
+    enc = model.get_encoder()
+    assert hw.meta.family == "prophetnet_encoder" and hw.norm_placement == "post" and hw.W_pos.shape[1] == 24 - 4
+    assert torch.equal(hw.W_pos, enc.position_embeddings.weight.detach()[4:].T)
+    assert torch.equal(hw.W_Q[0, 2], enc.layers[0].self_attn.query_proj.weight.detach()[16:24])
+    runner = runner_for(tmp_path, progress=False, device="cpu")
+    ids = _ids(3)
+    trace = runner.trace(ids)
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
+                                   atol=ATOL, rtol=0)
+    summed = hw.attn_norm.apply((hw.W_E[:, ids] + hw.W_pos[:, None, : ids.shape[1]]).permute(1, 2, 0), 0)
+    torch.testing.assert_close(summed, trace.resid[0], atol=ATOL, rtol=0)
+    with pytest.raises(compscope.OptionError, match="shorter sequences"):
+        runner.trace(_ids(3, seq=21))

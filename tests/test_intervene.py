@@ -442,11 +442,16 @@ def _encoder_modules(model) -> dict:
         return {"layers": model.get_encoder().layers, "reads": lambda b: b.self_attn, "out": lambda b: b.self_attn.output,
                 "W_out": lambda b: b.self_attn.output.weight, "mlp": lambda b: b.fc2,
                 "clean_reads": lambda b, kind, clean: _clean_reads((a(b).query, a(b).key, a(b).value), kind, clean)}
-    if getattr(model.config, "is_encoder_decoder", False):  # BART's kin (post-LN): their encoder's layers
-        a = lambda b: b.self_attn  # noqa: E731
+    if getattr(model.config, "is_encoder_decoder", False):  # BART's kin (post-LN): their encoder's layers (ProphetNet's
+        a = lambda b: b.self_attn  # noqa: E731  names: query_proj, ..., its MLP's output feed_forward.output)
+        names = ("query_proj", "key_proj", "value_proj") if hasattr(model.get_encoder().layers[0].self_attn,
+                                                                    "query_proj") else ("q_proj", "k_proj", "v_proj")
         return {"layers": model.get_encoder().layers, "reads": a, "out": lambda b: a(b).out_proj,
-                "W_out": lambda b: a(b).out_proj.weight, "mlp": lambda b: b.fc2,
-                "clean_reads": lambda b, kind, clean: _clean_reads((a(b).q_proj, a(b).k_proj, a(b).v_proj), kind, clean)}
+                "W_out": lambda b: a(b).out_proj.weight,
+                "mlp": lambda b: b.feed_forward.output if hasattr(b, "feed_forward") else b.fc2,
+                "clean_reads": lambda b, kind, clean: _clean_reads(tuple(getattr(a(b), n) for n in names), kind, clean),
+                # (ProphetNet returns the logits as its attentions, before their softmax)
+                "probs": (lambda p: p.softmax(-1)) if names[0] == "query_proj" else (lambda p: p)}
     if hasattr(model, "layers"):  # BERT's layers with rotary positions (jina-embeddings-v3, nomic-embed-text, GTE)
         a = lambda b: b.self_attn  # noqa: E731
         return {"layers": model.layers, "reads": a, "out": lambda b: a(b).o_proj, "W_out": lambda b: a(b).o_proj.weight,
@@ -589,7 +594,8 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
                                                ("blenderbot-small-encoder-post-ln", "single"),
                                                ("marian-encoder-unnormed-embeddings", "batched"),
                                                ("led-encoder-windows-both-sides", "threes"),
-                                               ("big-bird-full-attention", "batched")])
+                                               ("big-bird-full-attention", "batched"),
+                                               ("prophetnet-encoder-post-ln", "single")])
 def test_post_ln_effects_equal_a_patched_forward_through_the_models_own_modules(variant_id, route, monkeypatch):
     """BERT and its kin (post-LN; DistilBERT, XLM and FlauBERT under their own names; GPT-1, causal, its first layer
     reading the raw embeddings; Longformer, its sequences padded as it runs them), three layers, every pair and kind: the direct path through the
@@ -601,6 +607,8 @@ def test_post_ln_effects_equal_a_patched_forward_through_the_models_own_modules(
     import compscope
 
     layers = {"gpt1": "n_layer", "xlm": "n_layers", "bart": "encoder_layers"}.get(BY_ID[variant_id].kind, "num_hidden_layers")
+    if BY_ID[variant_id].config_cls == "ProphetNetConfig":
+        layers = "num_encoder_layers"
     model = build(BY_ID[variant_id], **{layers: 3})
     runner = runner_for(model, compscope.load(model))
     assert runner.hw.n_heads == 4 and runner.hw.n_layers == 3

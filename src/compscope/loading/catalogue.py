@@ -160,8 +160,6 @@ NOT_READ: dict[str, str] = {
                  "encoder's output"),
     "musicgen_melody": ("MusicGen Melody's decoder: each position's residual starts as the sum of one token embedding "
                         "per audio codebook, which no one column of W_E per token expresses"),
-    "prophetnet": _ENC_DEC + ("; its decoder predicts several future tokens in streams of its own (n-gram attention), "
-                              "and its encoder is not read yet"),
     **dict.fromkeys(("musicgen_decoder", "musicgen_melody_decoder"), (
         "MusicGen's decoder: each position's residual starts as the sum of one token embedding per audio codebook, "
         "which no one column of W_E per token expresses")),

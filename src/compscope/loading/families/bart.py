@@ -22,7 +22,8 @@ times ``√d_model`` where ``scale_embedding`` is set, plus its position's row. 
 LED's encoder (:class:`LedEncoder`) is BART's with Longformer's windows; BigBird-Pegasus's
 (:class:`BigBirdPegasusEncoder`) Pegasus's, read as the full attention transformers runs on short sequences.
 
-mBART is refused: a LayerNorm on the embeddings starts a residual that pre-LN layers then read.
+ProphetNet's encoder (:class:`ProphetNetEncoder`) is BART's under its own names. mBART is refused: a LayerNorm on the
+embeddings starts a residual that pre-LN layers then read.
 """
 
 from __future__ import annotations
@@ -96,6 +97,13 @@ class BartEncoder(Family):
         "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj")
     #: the LayerNorm after the last layer of a pre-LN encoder, under the encoder's prefix
     final_norm_at: ClassVar[str] = "layer_norm"
+    #: the LayerNorm on the embeddings (under the encoder's prefix) and the one after each layer's MLP (under its own)
+    embedding_norm_at: ClassVar[str] = "layernorm_embedding"
+    mlp_norm_at: ClassVar[str] = "final_layer_norm"
+    #: the token embeddings, under the encoder's prefix, else (tied) under the model's
+    tokens_at: ClassVar[tuple[str, str]] = ("embed_tokens", "shared")
+    #: the config keys of the width, the head count and the layer count
+    size_keys: ClassVar[tuple[str, str, str]] = ("d_model", "encoder_attention_heads", "encoder_layers")
 
     @classmethod
     def has_biases(cls, config: dict) -> bool:
@@ -119,10 +127,10 @@ class BartEncoder(Family):
 
     @classmethod
     def post_norm_points(cls, model):
-        """``LN(h + Attn(h))`` is ``self_attn_layer_norm``, ``LN(m + MLP(m))`` is ``final_layer_norm``."""
+        """``LN(h + Attn(h))`` is ``self_attn_layer_norm``, ``LN(m + MLP(m))`` the one after the MLP (:attr:`mlp_norm_at`)."""
         if not cls.post_ln:
             return None
-        return [(b.self_attn_layer_norm, b.final_layer_norm) for b in cls.base_model(model).layers]
+        return [(b.self_attn_layer_norm, getattr(b, cls.mlp_norm_at)) for b in cls.base_model(model).layers]
 
     @classmethod
     def windows(cls, config: dict, where: str, n_layers: int) -> tuple[tuple[int | None, ...], list[str]]:
@@ -147,8 +155,8 @@ class BartEncoder(Family):
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
         cls.check_config(cfg, where)
-        d, H, L, r = sizes(cfg, where, width=("d_model",), heads=("encoder_attention_heads",),
-                           layers=("encoder_layers",))
+        width, heads, layers = cls.size_keys
+        d, H, L, r = sizes(cfg, where, width=(width,), heads=(heads,), layers=(layers,))
         prefix = next((p for p in (cls.hf_base + ".", "") if f"{p}encoder.layers.0.{cls.projections[0]}.weight" in ts),
                       "")
         e = prefix + "encoder."
@@ -165,8 +173,8 @@ class BartEncoder(Family):
         # the norm each layer's attention reads: pre-LN, its own; post-LN, the one that made the residual (the
         # embeddings' for layer 0, where there is one, else unread; the previous layer's final_layer_norm after it)
         if cls.post_ln:
-            first = e + "layernorm_embedding" if cls.embedding_norm else f"{e}layers.0.self_attn_layer_norm"
-            norms = [first] + [f"{e}layers.{i}.final_layer_norm" for i in range(L - 1)]
+            first = e + cls.embedding_norm_at if cls.embedding_norm else f"{e}layers.0.self_attn_layer_norm"
+            norms = [first] + [f"{e}layers.{i}.{cls.mlp_norm_at}" for i in range(L - 1)]
         else:
             norms = [f"{e}layers.{i}.self_attn_layer_norm" for i in range(L)]
         for name in norms:
@@ -177,7 +185,8 @@ class BartEncoder(Family):
         if not cls.post_ln:
             final = Norm("layernorm", ts.take(f"{e}{cls.final_norm_at}.weight", (d,))[None],
                          ts.take(f"{e}{cls.final_norm_at}.bias", (d,))[None], eps)
-        name = next((n for n in (e + "embed_tokens.weight", prefix + "shared.weight") if n in ts), e + "embed_tokens.weight")
+        own, tied = (f"{e}{cls.tokens_at[0]}.weight", f"{prefix}{cls.tokens_at[1]}.weight")
+        name = next((n for n in (own, tied) if n in ts), own)
         wte = ts.take(name)
         if wte.ndim != 2 or wte.shape[1] != d:
             raise LoadError(f"{ts.origin(name)}: tensor '{name}' has shape {tuple(wte.shape)}, expected (n_vocab, {d})")
@@ -383,3 +392,40 @@ class BigBirdPegasusEncoder(BartEncoder):
     @classmethod
     def windows(cls, config: dict, where: str, n_layers: int) -> tuple[tuple[int | None, ...], list[str]]:
         return BigBird.windows(config, where, n_layers)
+
+
+@register
+class ProphetNetEncoder(BartEncoder):
+    """ProphetNet's encoder: BART's post-LN layers under its own names (``self_attn``'s ``query_proj``, ``key_proj``,
+    ``value_proj``, ``out_proj``; ``feed_forward_layer_norm`` after the MLP; ``embeddings_layer_norm`` on the
+    embeddings), learned positions numbered from ``pad_token_id + 1`` (a pad token takes none), no embedding scale. Its
+    decoder, which predicts several future tokens in streams of its own, is not read."""
+
+    name = "prophetnet_encoder"
+    about = "the encoder of ProphetNet: BART's post-LN layers under its own names, learned positions from row pad + 1"
+    model_types = ("prophetnet",)
+    architectures = ("ProphetNetModel", "ProphetNetForConditionalGeneration", "ProphetNetEncoder")
+    handled = frozenset("hidden_size num_encoder_attention_heads num_encoder_layers max_position_embeddings "
+                        "pad_token_id".split())
+    # the decoder's settings (its n-gram streams and their relative buckets, its cross-attention) and the loss's
+    ignored = _IGNORED | frozenset("num_decoder_layers num_decoder_attention_heads ngram num_buckets relative_max_distance "
+                                   "disable_ngram_loss eps add_cross_attention".split())
+    accept = {"is_decoder": lambda v: not v}
+    hf_base = "prophetnet"
+    projections = ("self_attn.query_proj", "self_attn.key_proj", "self_attn.value_proj", "self_attn.out_proj")
+    embedding_norm_at = "embeddings_layer_norm"
+    mlp_norm_at = "feed_forward_layer_norm"
+    tokens_at = ("word_embeddings", "word_embeddings")
+    size_keys = ("hidden_size", "num_encoder_attention_heads", "num_encoder_layers")
+
+    @classmethod
+    def positional(cls, config: dict, where: str, ts, e: str, d: int) -> tuple[torch.Tensor, str | None]:
+        """The learned table from row ``pad_token_id + 1``, the first token's (transformers numbers positions from
+        there, and clamps them at the table's last row: the data runner runs no longer sequence)."""
+        name = e + "position_embeddings.weight"
+        table = ts.take(name)
+        start = integer(config, where, "pad_token_id", default=0, low=0, high=MAX_WIDTH) + 1
+        if table.ndim != 2 or table.shape[1] != d or table.shape[0] <= start:
+            raise LoadError(f"{ts.origin(name)}: tensor '{name}' has shape {tuple(table.shape)}: expected "
+                            f"(positions > {start}, {d})")
+        return table[start:].T.contiguous(), f"learned positions, position p at the table's row p + {start} (pad_token_id + 1)"
