@@ -196,3 +196,24 @@ def test_a_prophetnet_folder_is_read_and_run_as_its_encoder(tmp_path):
     torch.testing.assert_close(summed, trace.resid[0], atol=ATOL, rtol=0)
     with pytest.raises(compscope.OptionError, match="shorter sequences"):
         runner.trace(_ids(3, seq=21))
+
+
+def test_a_config_with_the_original_release_keys_is_read_and_run(tmp_path):
+    """BART's configs as released (bart-large-cnn's) carry keys of the fairseq era that transformers no longer reads
+    (``add_bias_logits``, ``normalize_before``, ``extra_pos_embeddings``, ``_num_labels``, ...) and generation
+    defaults: read and run as transformers builds the model."""
+    import json
+
+    from compscope.data.runner import layer_state, runner_for
+
+    transformers.BartForConditionalGeneration(transformers.BartConfig(**_BART)).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    released = {"_num_labels": 3, "add_bias_logits": False, "add_final_layer_norm": False, "classif_dropout": 0.0,
+                "extra_pos_embeddings": 2, "force_bos_token_to_be_generated": True, "gradient_checkpointing": False,
+                "normalize_before": False, "normalize_embedding": True, "static_position_embeddings": False,
+                "num_hidden_layers": 2, "output_past": True, "prefix": " ", "no_repeat_ngram_size": 3, "num_beams": 4,
+                "task_specific_params": {"summarization": {"max_length": 142}}}
+    (tmp_path / "config.json").write_text(json.dumps({**saved, **released}))
+    hw = compscope.load(tmp_path)
+    trace = runner_for(tmp_path, progress=False, device="cpu").trace(random_ids())
+    torch.testing.assert_close(layer_state(hw, 1, trace.resid[1]).out, trace.attn_out[1], atol=ATOL, rtol=0)

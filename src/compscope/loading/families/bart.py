@@ -47,7 +47,7 @@ from .base import (MAX_WIDTH, Family, checkpoint_notes, integer, sizes, split_co
 #: that transformers no longer reads: it builds each model type's one layout whatever they say
 _IGNORED = frozenset("""
     decoder_layers decoder_ffn_dim decoder_attention_heads decoder_layerdrop decoder_start_token_id decoder_vocab_size
-    share_encoder_decoder_embeddings encoder_ffn_dim encoder_layerdrop activation_function activation_dropout dropout
+    share_encoder_decoder_embeddings encoder_ffn_dim encoder_layerdrop layerdrop activation_function activation_dropout dropout
     attention_dropout classifier_dropout classif_dropout init_std num_hidden_layers normalize_before add_final_layer_norm
     normalize_embedding static_position_embeddings add_bias_logits extra_pos_embeddings do_blenderbot_90_layernorm
     force_bos_token_to_be_generated gradient_checkpointing output_past layernorm_variant variant
