@@ -92,7 +92,8 @@ class BartEncoder(Family):
     embedding_norm: ClassVar[bool] = True
     #: the learned table's row of position 0
     position_offset: ClassVar[int] = 2
-    #: a layer's query, key, value and output projections (``nn.Linear``, with biases), under its prefix
+    #: a layer's query, key, value and output projections (``nn.Linear``; biases where :meth:`has_biases`), under its
+    #: prefix
     projections: ClassVar[tuple[str, str, str, str]] = (
         "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.out_proj")
     #: the LayerNorm after the last layer of a pre-LN encoder, under the encoder's prefix
