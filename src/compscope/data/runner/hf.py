@@ -31,6 +31,7 @@ class HFRunner(Runner):
         family = family_for(text, where)
         config = model.config.get_text_config()  # (the same, as transformers' object; else its own)
         self.body = family.base_model(model)  # run without the unembedding, which nothing here reads
+        family.prepare(model)  # (BigBird's: switched to the full attention compscope reads, before it is hooked)
         self.points = family.hook_points(model)
         self.added_by = family.added_by  # what the residual receives from a hooked output
         self.inputs = family.run_inputs  # (BROS's boxes: all zeros)

@@ -39,7 +39,7 @@ from ...core.heads import HeadWeights, Meta, Norm
 from ...errors import LoadError, UnsupportedModelError
 from . import register
 from .bert import longformer_windows
-from .big_bird import BigBird
+from .big_bird import BigBird, switch_to_full_attention
 from .base import (MAX_WIDTH, Family, checkpoint_notes, integer, sizes, split_cols, split_rows, stack,
                    tensor2tensor_sinusoids)
 
@@ -382,13 +382,10 @@ class BigBirdPegasusEncoder(BartEncoder):
         return BigBird.sparse_limit(config, where)
 
     @classmethod
-    def hook_points(cls, model):
-        """The pre-LN encoder's, after it is switched to full attention (transformers replaces each layer's
-        ``self_attn.self`` as it switches)."""
-        encoder = cls.base_model(model)
-        if getattr(encoder, "attention_type", None) == "block_sparse":
-            encoder.set_attention_type("original_full")
-        return super().hook_points(model)
+    def prepare(cls, model) -> None:
+        """The encoder switched to full attention (transformers replaces each layer's ``self_attn.self`` as it
+        switches)."""
+        switch_to_full_attention(cls.base_model(model))
 
     @classmethod
     def windows(cls, config: dict, where: str, n_layers: int) -> tuple[tuple[int | None, ...], list[str]]:

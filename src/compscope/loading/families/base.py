@@ -110,6 +110,12 @@ class Family:
         return {}
 
     @classmethod
+    def prepare(cls, model) -> None:
+        """Set the running ``transformers`` model to compute what compscope reads, before the data runner hooks it
+        (BigBird's full attention, which transformers would switch to itself, replacing the modules, on a short
+        sequence); nothing elsewhere."""
+
+    @classmethod
     def hook_points(cls, model) -> list[tuple[Any, Any]]:
         """Where a running ``transformers`` model of this family keeps what the data-based measures
         read, per layer: ``(module whose input is the residual the layer's attention reads — before

@@ -44,13 +44,11 @@ class BigBird(Bert):
         return cls.sparse_limit(config, where)
 
     @classmethod
-    def hook_points(cls, model):
-        """BERT's, after the running model is switched to full attention (transformers replaces each layer's
-        ``attention.self`` as it switches, on its first short sequence: hooks go on the module that runs)."""
-        base = cls.base_model(model)
-        if getattr(base, "attention_type", None) == "block_sparse":
-            base.set_attention_type("original_full")
-        return super().hook_points(model)
+    def prepare(cls, model) -> None:
+        """The running model switched to full attention (transformers replaces each layer's ``attention.self`` as it
+        switches, which it would do itself on its first short sequence: the hooks go on the modules that run)."""
+        switch_to_full_attention(cls.base_model(model))
+
 
     @classmethod
     def layer_projections(cls, ts, p: str, d: int, H: int, r: int) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
@@ -77,3 +75,9 @@ class BigBird(Bert):
             f"read as full attention, which transformers runs on sequences of at most {limit} tokens "
             "((5 + 2 num_random_blocks) block_size); its block-sparse attention on longer ones is not held, and the "
             "data-based commands run no longer sequence"]
+
+
+def switch_to_full_attention(module) -> None:
+    """``module`` (a BigBird model or BigBird-Pegasus encoder) set to full attention where it is block-sparse."""
+    if getattr(module, "attention_type", None) == "block_sparse":
+        module.set_attention_type("original_full")
