@@ -708,11 +708,11 @@ VARIANTS = [
     Variant("luke-words-alone", "bert", "LukeConfig",
             dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1,
                  entity_vocab_size=7, entity_emb_size=16, use_entity_aware_attention=True)),
-    # Longformer: RoBERTa's layers and positions (from pad_token_id + 1 = 2), each layer attending two tokens each
-    # side; transformers pads the SEQ tokens to 12, a multiple of the window (hooks cut them back)
     # BigBird as transformers runs short sequences: full attention (BERT's post-LN layers, positions from 0)
     Variant("big-bird-full-attention", "bert", "BigBirdConfig",
             dict(_COMMON, max_position_embeddings=32, attention_type="original_full", block_size=2, num_random_blocks=1)),
+    # Longformer: RoBERTa's layers and positions (from pad_token_id + 1 = 2), each layer attending two tokens each
+    # side; transformers pads the SEQ tokens to 12, a multiple of the window (hooks cut them back)
     Variant("longformer-windows-both-sides", "bert", "LongformerConfig",
             dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1,
                  attention_window=4)),
@@ -813,8 +813,6 @@ VARIANTS = [
     Variant("pegasus-encoder-pre-ln", "bart", "PegasusConfig", dict(_BART, scale_embedding=True)),
     Variant("m2m100-encoder-pre-ln", "bart", "M2M100Config", dict(_BART, pad_token_id=1, scale_embedding=True)),
     Variant("blenderbot-encoder-pre-ln", "bart", "BlenderbotConfig", dict(_BART)),
-    # LED's encoder: BART's post-LN layers, each attending two tokens each side (Longformer's window of 4); transformers
-    # pads the SEQ tokens to 12 (hooks cut them back)
     # BigBird-Pegasus's encoder as transformers runs short sequences: full attention, Pegasus's pre-LN layers, q/k/v
     # biases (use_bias), learned positions from row 0, the last norm named layernorm_embedding
     Variant("bigbird-pegasus-encoder-full-attention", "bart", "BigBirdPegasusConfig",
@@ -824,6 +822,8 @@ VARIANTS = [
             dict(vocab_size=VOCAB, hidden_size=D, num_encoder_attention_heads=HEADS, num_decoder_attention_heads=HEADS,
                  num_encoder_layers=2, num_decoder_layers=1, encoder_ffn_dim=48, decoder_ffn_dim=48,
                  max_position_embeddings=32, pad_token_id=0, decoder_start_token_id=0, ngram=2)),
+    # LED's encoder: BART's post-LN layers, each attending two tokens each side (Longformer's window of 4); transformers
+    # pads the SEQ tokens to 12 (hooks cut them back)
     Variant("led-encoder-windows-both-sides", "bart", "LEDConfig",
             dict({k: v for k, v in _BART.items() if k != "max_position_embeddings"}, max_encoder_position_embeddings=32,
                  max_decoder_position_embeddings=32, attention_window=4)),
