@@ -224,3 +224,53 @@ def test_models_looks_up_a_folder_or_gguf_file_by_what_its_files_state(tmp_path,
     assert out[0].startswith(f"{path}: gemma: GGUF architecture") and out[1].startswith("qwen3: model_type 'qwen3'")
     assert main(["models", ""]) == 1
     assert capsys.readouterr().out.startswith("'': not a model_type")
+
+
+def test_models_looks_up_a_model_class_by_its_model_type(capsys):
+    """A model class's name (what a config's ``architectures`` or a model card names) answers as its model type:
+    a class several model types run (``LlamaForCausalLM``, which EXAONE 3 runs as well) as the one whose config class
+    it is named after; a class compscope's families list but no auto mapping names (``T5EncoderModel``) too."""
+    read, line = catalogue.lookup("BartForConditionalGeneration")
+    assert read and line.startswith("BartForConditionalGeneration: a model class of model_type 'bart', read by the "
+                                    "bart_encoder family (")
+    read, line = catalogue.lookup("LlamaForCausalLM")
+    assert read and line.startswith("LlamaForCausalLM: a model class of model_type 'llama', read by the llama family")
+    read, line = catalogue.lookup("DeepseekV3ForCausalLM")
+    assert not read and line == ("DeepseekV3ForCausalLM: a model class of model_type 'deepseek_v3'; not read: "
+                                 f"{catalogue.NOT_READ['deepseek_v3']}")
+    assert catalogue.lookup("T5EncoderModel")[1].startswith("T5EncoderModel: a model class of model_type 't5', read by")
+    assert catalogue.lookup("NoSuchForCausalLM")[1].startswith("NoSuchForCausalLM: not a model_type")
+    assert main(["models", "MarianMTModel"]) == 0
+    assert capsys.readouterr().out.startswith("MarianMTModel: a model class of model_type 'marian', read by the "
+                                              "marian_encoder family")
+
+
+def test_models_looks_up_a_hub_id_by_its_cached_config(tmp_path):
+    """``compscope models owner/name[@revision]``: the config.json of the local cache (a snapshot holding nothing
+    else), by its model_type; an id or revision not cached says so with the cache folder (offline: nothing is
+    downloaded). Through the command line too, its cache named by HF_HUB_CACHE."""
+    import os
+    import subprocess
+    import sys
+
+    repo = tmp_path / "models--Test--tiny-bart"
+    commit = "c" * 40
+    (repo / "snapshots" / commit).mkdir(parents=True)
+    (repo / "snapshots" / commit / "config.json").write_text(json.dumps({"model_type": "bart"}))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    read, line = catalogue.lookup_hub("Test/tiny-bart", cache_dir=tmp_path)
+    assert read and line.startswith("Test/tiny-bart: bart: model_type 'bart', read by the bart_encoder family")
+    read, line = catalogue.lookup_hub("Test/tiny-bart@v9", cache_dir=tmp_path)
+    assert not read and line == (f"Test/tiny-bart@v9: its config.json is not in the HuggingFace cache {tmp_path} "
+                                 "(HF_HUB_OFFLINE is set, so nothing is downloaded)")
+    (repo / "snapshots" / commit / "config.json").write_text(json.dumps({"model_type": "deepseek_v3"}))
+    read, line = catalogue.lookup_hub("Test/tiny-bart", cache_dir=tmp_path)
+    assert not read and line == f"Test/tiny-bart: deepseek_v3: not read: {catalogue.NOT_READ['deepseek_v3']}"
+    env = {**os.environ, "HF_HUB_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1"}
+    run = subprocess.run([sys.executable, "-m", "compscope.cli.main", "models", "Test/tiny-bart", "Test/other"],
+                         env=env, capture_output=True, text=True)
+    assert run.returncode == 1, run.stderr
+    out = run.stdout.splitlines()
+    assert out[0].startswith("Test/tiny-bart: deepseek_v3: not read") and out[1].startswith(
+        "Test/other: its config.json is not in the HuggingFace cache")

@@ -274,12 +274,75 @@ def lookup(name: str, only: str | None = None) -> tuple[bool, str]:
     if config_class is not None:
         return False, (f"{name}: not read: a model_type transformers knows ({config_class}) that no compscope family "
                        "reads, nor any language model inside it (`compscope models` lists those it reads)")
+    model_type = _model_type_of_class(name) if only is None else None
+    if model_type is not None:  # a model class's name (BartForConditionalGeneration): its model type's answer
+        read, line = lookup(model_type, only="model_type")
+        line = line.removeprefix(f"{model_type}: ")
+        said = line.removeprefix(f"model_type {model_type!r}")
+        return read, f"{name}: a model class of model_type {model_type!r}" + (said if said != line else f"; {line}")
     known = list(dict.fromkeys([t for e in entries for t in (*e.model_types, *e.gguf)]
                                + [*NOT_READ, *GGUF_NOT_READ, *GGUF_LAYOUT_NOT_READ]))
     close = difflib.get_close_matches(name, known, n=3) if isinstance(name, str) else []
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
     return False, (f"{name or repr(name)}: not a model_type or GGUF architecture compscope knows{hint} (`compscope "
                    "models` lists those it reads)")
+
+
+def lookup_hub(name: str, cache_dir: str | os.PathLike | None = None) -> tuple[bool, str]:
+    """:func:`lookup` for a HuggingFace hub id ``owner/name`` (``@revision`` optional) by the model_type its
+    ``config.json`` states: read from the local cache, or, where ``HF_HUB_OFFLINE`` is not set, that file alone
+    downloaded (no weights). The line starts with the id."""
+    from .formats import hub
+
+    model = hub.parse(name)
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:
+        return False, f"{name}: looking up a hub id needs 'huggingface_hub' (pip install huggingface_hub)"
+    kw = dict(repo_id=model.repo_id, filename="config.json", revision=model.revision, cache_dir=cache_dir)
+    try:
+        path = hf_hub_download(**kw, local_files_only=True)
+    except Exception:  # noqa: BLE001  (not cached: huggingface_hub raises several kinds)
+        if hub.offline():
+            return False, (f"{name}: its config.json is not in the HuggingFace cache {hub.cache_folder(cache_dir)} "
+                           "(HF_HUB_OFFLINE is set, so nothing is downloaded)")
+        try:
+            path = hf_hub_download(**kw)
+        except Exception as e:  # noqa: BLE001
+            return False, f"{name}: its config.json cannot be read: {hub.download_failure(e, model)}"
+    try:
+        model_type = json.loads(Path(path).read_text()).get("model_type")
+    except (OSError, ValueError, AttributeError) as e:
+        return False, f"{name}: its config.json is not a JSON object ({one_line(e)})"
+    if not isinstance(model_type, str):
+        return False, f"{name}: its config.json's model_type is {model_type!r}"
+    read, line = lookup(model_type, only="model_type")
+    return read, f"{name}: {line}"
+
+
+def _model_type_of_class(name: object) -> str | None:
+    """The model_type whose model class is called ``name`` (``BartForConditionalGeneration``): by transformers' auto
+    mappings (their names, no model imported), else by the classes a family lists; None for any other name."""
+    if not isinstance(name, str) or not name[:1].isupper():
+        return None
+    try:
+        from transformers.models.auto import modeling_auto
+    except ImportError:
+        modeling_auto = None
+    found: list[str] = []
+    for attr in dir(modeling_auto) if modeling_auto is not None else ():
+        mapping = getattr(modeling_auto, attr)
+        if attr.endswith("_MAPPING_NAMES") and isinstance(mapping, dict):
+            found += [model_type for model_type, cls in mapping.items()
+                      if cls == name or (isinstance(cls, (tuple, list)) and name in cls)]
+    from .families import families as registered
+
+    if found:  # (a class several model types run, LlamaForCausalLM: the one whose config class it is named after,
+        # and of those one compscope reads: llama, not code_llama)
+        read = {t for fam in registered().values() for t in fam.model_types}
+        own = [t for t in found if name.startswith(str(_transformers_config_class(t)).removesuffix("Config"))]
+        return next(iter([t for t in own if t in read] or own or found))
+    return next((fam.model_types[0] for fam in registered().values() if name in fam.architectures), None)
 
 
 def lookup_files(path: str | os.PathLike) -> tuple[bool, str]:
