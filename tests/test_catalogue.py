@@ -276,3 +276,37 @@ def test_models_looks_up_a_hub_id_by_its_cached_config(tmp_path):
     out = run.stdout.splitlines()
     assert out[0].startswith("Test/tiny-bart: deepseek_v3: not read") and out[1].startswith(
         "Test/other: its config.json is not in the HuggingFace cache")
+
+
+def test_models_downloads_a_hub_ids_config_alone_where_allowed(tmp_path, monkeypatch):
+    """Not cached and ``HF_HUB_OFFLINE`` unset: ``config.json`` alone is asked of the hub (no other file), and the
+    answer is by its model_type; a failed download is said in our own sentence (huggingface_hub stood in for: no
+    network here)."""
+    hub = pytest.importorskip("huggingface_hub")
+    from test_hub import _unreachable
+
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "marian"}))
+    asked = []
+
+    def download(repo_id, filename, revision=None, cache_dir=None, local_files_only=False):
+        asked.append((repo_id, filename, revision, local_files_only))
+        if local_files_only:
+            raise hub.errors.LocalEntryNotFoundError("not cached")
+        return str(config)
+
+    monkeypatch.setattr(hub, "hf_hub_download", download)
+    read, line = catalogue.lookup_hub("Helsinki-NLP/opus-mt-en-de@v2")
+    assert read and line.startswith("Helsinki-NLP/opus-mt-en-de@v2: marian: model_type 'marian', read by the "
+                                    "marian_encoder family")
+    assert asked == [("Helsinki-NLP/opus-mt-en-de", "config.json", "v2", True),
+                     ("Helsinki-NLP/opus-mt-en-de", "config.json", "v2", False)]
+
+    def unreachable(repo_id, filename, revision=None, cache_dir=None, local_files_only=False):
+        raise _unreachable()
+
+    monkeypatch.setattr(hub, "hf_hub_download", unreachable)
+    read, line = catalogue.lookup_hub("Org/gone")
+    assert not read and line.startswith("Org/gone: its config.json cannot be read: the hub cannot be reached "
+                                        "(ConnectionError")
