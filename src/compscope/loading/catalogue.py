@@ -292,6 +292,7 @@ def lookup_hub(name: str, cache_dir: str | os.PathLike | None = None) -> tuple[b
     """:func:`lookup` for a HuggingFace hub id ``owner/name`` (``@revision`` optional) by the model_type its
     ``config.json`` states: read from the local cache, or, where ``HF_HUB_OFFLINE`` is not set, that file alone
     downloaded (no weights). The line starts with the id."""
+    from ..errors import LoadError
     from .formats import hub
 
     model = hub.parse(name)
@@ -311,13 +312,24 @@ def lookup_hub(name: str, cache_dir: str | os.PathLike | None = None) -> tuple[b
         except Exception as e:  # noqa: BLE001
             return False, f"{name}: its config.json cannot be read: {hub.download_failure(e, model)}"
     try:
-        model_type = json.loads(Path(path).read_text()).get("model_type")
-    except (OSError, ValueError, AttributeError) as e:
-        return False, f"{name}: its config.json is not a JSON object ({one_line(e)})"
+        model_type = _model_type_in(Path(path))
+    except LoadError as e:
+        return False, f"{name}: {e}"
     if not isinstance(model_type, str):
         return False, f"{name}: its config.json's model_type is {model_type!r}"
     read, line = lookup(model_type, only="model_type")
     return read, f"{name}: {line}"
+
+
+def _model_type_in(config: Path) -> object:
+    """The model_type a ``config.json`` states (whatever its value); a LoadError naming the file where it is no JSON
+    object."""
+    from ..errors import LoadError
+
+    try:
+        return json.loads(config.read_text()).get("model_type")
+    except (OSError, ValueError, AttributeError) as e:
+        raise LoadError(f"{config}: not a JSON object ({one_line(e)})") from e
 
 
 def _model_type_of_class(name: object) -> str | None:
@@ -356,10 +368,7 @@ def lookup_files(path: str | os.PathLike) -> tuple[bool, str]:
         config = path / "config.json"
         if not config.is_file():
             raise LoadError(f"{path}: no config.json, so no model_type to look up")
-        try:
-            model_type = json.loads(config.read_text()).get("model_type")
-        except (OSError, ValueError, AttributeError) as e:
-            raise LoadError(f"{config}: not a JSON object ({one_line(e)})") from e
+        model_type = _model_type_in(config)
         what = "" if isinstance(model_type, str) else f"config.json's model_type is {model_type!r}"
     else:
         model_type = gguf.architecture(path)
