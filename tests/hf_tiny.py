@@ -473,6 +473,17 @@ VARIANTS = [
     Variant("opt", "opt", "OPTConfig",
             dict(vocab_size=VOCAB, hidden_size=D, num_attention_heads=HEADS, num_hidden_layers=2, ffn_dim=48,
                  max_position_embeddings=32, word_embed_proj_dim=D, pad_token_id=1, bos_token_id=2, eos_token_id=2)),
+    # OPT-350m: post-LN blocks (the first reading the raw embeddings, no norm before the logits), its token embeddings
+    # narrower than the residual and projected in and out of it
+    Variant("opt-350m-post-ln-projected", "opt", "OPTConfig",
+            dict(vocab_size=VOCAB, hidden_size=D, num_attention_heads=HEADS, num_hidden_layers=2, ffn_dim=48,
+                 max_position_embeddings=32, word_embed_proj_dim=D // 2, do_layer_norm_before=False, pad_token_id=1,
+                 bos_token_id=2, eos_token_id=2)),
+    # pre-LN with the projections and without the final norm (_remove_final_layer_norm: fine-tunes from before it)
+    Variant("opt-projected-no-final-norm", "opt", "OPTConfig",
+            dict(vocab_size=VOCAB, hidden_size=D, num_attention_heads=HEADS, num_hidden_layers=2, ffn_dim=48,
+                 max_position_embeddings=32, word_embed_proj_dim=D + 8, _remove_final_layer_norm=True, pad_token_id=1,
+                 bos_token_id=2, eos_token_id=2)),
     Variant("gemma", "llama", "GemmaConfig", dict(_LLAMA, num_key_value_heads=1, tie_word_embeddings=True)),
     Variant("gemma2-softcap", "gemma3", "Gemma2Config",
             dict(_LLAMA, num_hidden_layers=3, num_key_value_heads=2, query_pre_attn_scalar=10, sliding_window=3,
@@ -975,7 +986,6 @@ _LAYOUT = {
     "phi": ("model", "layers", "input_layernorm", "self_attn", "final_layernorm"),
     "olmo2": ("model", "layers", "self_attn", "post_attention_layernorm", "norm"),
     "mpt": ("transformer", "blocks", "norm_1", "attn", "norm_f"),
-    "opt": ("model.decoder", "layers", "self_attn_layer_norm", "self_attn", "final_layer_norm"),
     "biogpt": ("biogpt", "layers", "self_attn_layer_norm", "self_attn", "layer_norm"),
     "persimmon": ("model", "layers", "input_layernorm", "self_attn", "final_layernorm"),
     "xglm": ("model", "layers", "self_attn_layer_norm", "self_attn", "layer_norm"),
@@ -1026,6 +1036,11 @@ def _modules(model, kind: str):
     if kind == "xlmr_xl":  # pre-LN: the norm before the attention reads the residual
         layers = model.encoder.layer
         return [(b.attention.self_attn_layer_norm, b.attention.output.dense) for b in layers], model.encoder.LayerNorm
+    if kind == "opt":  # pre-LN: the norm before the attention reads the residual; post-LN (OPT-350m) the attention
+        t = model.model.decoder  # does; the logits read the final norm's input, else project_out's, else the head's
+        post = not model.config.do_layer_norm_before
+        final = next(m for m in (t.final_layer_norm, t.project_out, model.lm_head) if m is not None)
+        return [(b.self_attn if post else b.self_attn_layer_norm, b.self_attn) for b in t.layers], final
     if kind == "gpt1":  # post-LN: the attention reads the residual; the unembedding the last block's output
         return [(b.attn, b.attn.c_proj) for b in model.transformer.h], model.lm_head
     if kind == "gemma3_bidirectional":  # built as the base model (an encoder): its layers at the top

@@ -266,6 +266,7 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "qwen3-qk-norm", "phi3-fused-partial-rotary-sliding", "gemma", "gemma2-softcap", "gemma3-text",
                "gemma3-text-mqa-bias", "olmo-parameter-free-layernorm", "olmo2-layer-qk-norm", "olmo3-sliding-mqa",
                "olmoe-layer-qk-norm", "phi-partial-rotary-qk-layernorm", "gptj-interleaved-rotary", "opt",
+               "opt-projected-no-final-norm",
                "stablelm-partial-rotary-parallel", "stablelm-qk-layernorm-per-head", "starcoder2-bias-sliding3", "falcon-mqa-parallel",
                "falcon-grouped-gqa-bias", "falcon-per-head-sequential", "granite-multipliers-gqa",
                "granitemoe-shared-mqa-bias", "granite-hybrid-nope-moe", "granite-hybrid-rope-dense", "jamba-attention-every-second-layer", "bamba-half-rotary", "smollm3-nope-sliding", "smollm3-nope-yarn", "llama4-nope-gainless-qk-norm", "llama4-no-qk-norm-bias", "cohere-qk-layernorm-interleaved",
@@ -422,6 +423,11 @@ def _encoder_modules(model) -> dict:
     whose input is the residual its attention reads, the attention's and the MLP's output modules,
     the attention's output weight (``nn.Linear``'s layout), and hooks that feed the clean residual
     to every projection but one kind's (DistilBERT's names, GPT-1's, or BERT's)."""
+    if model.config.model_type == "opt":  # OPT-350m: post-LN, its MLP's output fc2
+        a = lambda b: b.self_attn  # noqa: E731
+        return {"layers": model.model.decoder.layers, "reads": a, "out": lambda b: a(b).out_proj,
+                "W_out": lambda b: a(b).out_proj.weight, "mlp": lambda b: b.fc2,
+                "clean_reads": lambda b, kind, clean: _clean_reads((a(b).q_proj, a(b).k_proj, a(b).v_proj), kind, clean)}
     if hasattr(model, "transformer") and hasattr(model.transformer, "h"):  # GPT-1
         return {"layers": model.transformer.h, "reads": lambda b: b.attn, "out": lambda b: b.attn.c_proj,
                 "W_out": lambda b: b.attn.c_proj.weight.T, "mlp": lambda b: b.mlp,
@@ -585,6 +591,8 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
                                                ("deberta-v1-fused", "single"), ("mpnet-relative-bias", "threes"),
                                                ("altclip-text-roberta-layers", "single"),
                                                ("openai-gpt-post-ln", "threes"), ("openai-gpt-post-ln", "single"),
+                                               ("opt-350m-post-ln-projected", "threes"),
+                                               ("opt-350m-post-ln-projected", "batched"),
                                                ("jina-embeddings-v3-rotary-post-ln", "batched"),
                                                ("nomic-bert-rotary-no-bias", "threes"),
                                                ("gte-rotary-no-token-types", "single"),

@@ -87,6 +87,8 @@ def test_post_ln_traces_carry_the_sums_their_norms_take(variant):
         layers = {"encoder_layers": 3}  # (BART's kin, post-LN)
     if variant.config_cls == "ProphetNetConfig":
         layers = {"num_encoder_layers": 3}
+    if variant.config.get("do_layer_norm_before") is False:
+        layers = {"num_hidden_layers": 3}  # (OPT-350m, post-LN)
     model = build(variant, **layers)
     runner = runner_for(model, compscope.load(model))
     tr = runner.trace(random_ids())
@@ -99,6 +101,9 @@ def test_post_ln_traces_carry_the_sums_their_norms_take(variant):
             torch.testing.assert_close(u, tr.resid[layer] + tr.attn_out[layer], atol=ATOL, rtol=0)
             if layer + 1 < 3:
                 torch.testing.assert_close(ln2(v), tr.resid[layer + 1], atol=ATOL, rtol=0)
+                # the weights' attn_norm row of the next layer is the norm that made its residual
+                torch.testing.assert_close(runner.hw.attn_norm.apply(v, layer + 1), tr.resid[layer + 1], atol=ATOL,
+                                           rtol=0)
             assert float((v - ln1(u)).abs().max()) > 0.1  # the MLP's output is in v
 
 

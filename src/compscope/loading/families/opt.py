@@ -4,8 +4,16 @@ Pre-LayerNorm ``self_attn_layer_norm`` (gain and bias, or none with
 ``layer_norm_elementwise_affine=False``); separate ``q/k/v_proj`` and ``out_proj`` with biases
 (``enable_bias``); HF scales the query, bias included, by ``d_head^-1/2``, the usual logit scale;
 learned absolute positions stored two rows late (``embed_positions`` row ``p + 2`` is position
-``p``). OPT-350m's post-LN blocks (``do_layer_norm_before=False``) and its projections between a
-narrower embedding and the residual (``word_embed_proj_dim``) are refused by name.
+``p``).
+
+OPT-350m differs twice. Its blocks are post-LN (``do_layer_norm_before=False``): ``n = LN_a(x + Attn(x))``,
+``h = LN_m(n + MLP(n))``, so layer ``l``'s attention reads the residual that layer ``l − 1``'s
+``final_layer_norm`` made (``attn_norm`` row ``l``; row 0 unread: the first layer reads the embeddings' sum,
+``first_layer_unnormed``) and the logits read the last block's output, no norm after it. And its token
+embeddings are narrower than the residual (``word_embed_proj_dim``): ``project_in`` ``(d_model, d_embed)``
+maps a token's row into the residual before its position is added, ``project_out`` ``(d_embed, d_model)``
+maps the last residual back before the tied head, both without bias; so ``W_E = W_in E^T`` and
+``W_U = E W_out`` exactly (products in float64, stored in float32).
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm
 from ...errors import UnsupportedModelError
 from . import register
-from .base import (Family, checkpoint_notes, config_attention_bias, final_layernorm, integer, layer_hooks,
+from .base import (Family, checkpoint_notes, config_attention_bias, final_layernorm, integer,
                    separate_projections, sizes, tensor2tensor_sinusoids, token_embedding, unembedding)
 
 #: OPT's learned positions start at this row (HF's ``OPTLearnedPositionalEmbedding.offset``)
@@ -29,13 +37,14 @@ POSITION_OFFSET = 2
 @register
 class OPT(Family):
     name = "opt"
-    about = "OPT: learned positions stored two rows late"
     model_types = ("opt",)
     architectures = ("OPTForCausalLM", "OPTModel")
+    about = ("OPT: learned positions stored two rows late; OPT-350m's post-LN blocks and embeddings projected in and "
+             "out of a wider residual")
     handled = frozenset("hidden_size num_attention_heads num_hidden_layers enable_bias layer_norm_elementwise_affine "
-                        "word_embed_proj_dim".split())
+                        "word_embed_proj_dim do_layer_norm_before _remove_final_layer_norm".split())
     ignored = frozenset("ffn_dim dropout layerdrop init_std".split())
-    accept = {"do_layer_norm_before": lambda v: v is True, "_remove_final_layer_norm": lambda v: not v}
+    accept = {}
     attention_biases = config_attention_bias("enable_bias", True)
     #: where the decoder's tensors may sit, its final LayerNorm's name in it, and the unembedding's names
     prefixes: ClassVar[tuple[str, ...]] = ("model.decoder.", "decoder.", "", "language_model.model.decoder.")  # (the
@@ -71,45 +80,86 @@ class OPT(Family):
         return pos[POSITION_OFFSET:].T, (f"learned positions: W_pos is embed_positions from row {POSITION_OFFSET} on "
                                          "(OPT's offset)")
 
-    hook_points = layer_hooks("self_attn_layer_norm", "self_attn")
+    @classmethod
+    def hook_points(cls, model):
+        """Pre-LN: ``self_attn_layer_norm`` reads the residual; post-LN (OPT-350m): ``self_attn`` itself. ``self_attn``
+        returns what is added."""
+        post = cls._post_ln(cls.base_model(model).config)
+        return [(b.self_attn if post else b.self_attn_layer_norm, b.self_attn) for b in cls.base_model(model).layers]
+
+    @classmethod
+    def post_norm_points(cls, model):
+        """Post-LN (OPT-350m): ``LN(x + Attn(x))`` is ``self_attn_layer_norm``, ``LN(n + MLP(n))``
+        ``final_layer_norm``."""
+        base = cls.base_model(model)
+        if not cls._post_ln(base.config):
+            return None
+        return [(b.self_attn_layer_norm, b.final_layer_norm) for b in base.layers]
+
+    @staticmethod
+    def _post_ln(config) -> bool:
+        """Whether the blocks normalise after each sublayer (``do_layer_norm_before=False``; OPT's alone)."""
+        before = config.get("do_layer_norm_before", True) if isinstance(config, dict) else \
+            getattr(config, "do_layer_norm_before", True)
+        return before is False
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
         cls.check_config(cfg, where)
         d, H, L, r = cls.sizes(cfg, where)
-        if integer(cfg, where, "word_embed_proj_dim", default=d) != d:
-            raise UnsupportedModelError(f"{where}: word_embed_proj_dim={cfg['word_embed_proj_dim']} differs from "
-                                        f"hidden_size={d} (embeddings projected in and out of the residual: OPT-350m); "
-                                        "not supported")
+        for key in ("do_layer_norm_before", "_remove_final_layer_norm"):
+            if cfg.get(key) is not None and not isinstance(cfg[key], bool):
+                raise UnsupportedModelError(f"{where}: config key '{key}' = {cfg[key]!r} is not true or false")
+        post = cls._post_ln(cfg)
+        width = integer(cfg, where, "word_embed_proj_dim", default=d)  # (the token embeddings' width)
         prefix = next((p for p in cls.prefixes if p + "embed_tokens.weight" in ts), None)
         if prefix is None:
             raise UnsupportedModelError(f"{where}: no tensor named like '{cls.prefixes[0]}embed_tokens.weight'")
         affine = cfg.get("layer_norm_elementwise_affine", True)
         attn = separate_projections(ts, lambda i: f"{prefix}layers.{i}.self_attn.", L, H, H, r, d)
-        g = [ts.take(f"{prefix}layers.{i}.self_attn_layer_norm.weight", (d,)) for i in range(L)] if affine else []
-        beta = [ts.take(f"{prefix}layers.{i}.self_attn_layer_norm.bias", (d,)) for i in range(L)] if affine else []
-        emb = token_embedding(ts, prefix + "embed_tokens.weight", d)
+        # the norm each layer's attention reads: pre-LN, its own; post-LN, the one that made the residual (none for
+        # layer 0: row 0 unread; the previous layer's final_layer_norm after it)
+        reads = ([f"{prefix}layers.{i}.self_attn_layer_norm" for i in range(L)] if not post else
+                 [None] + [f"{prefix}layers.{i}.final_layer_norm" for i in range(L - 1)])
+        g = [torch.ones(d) if n is None else ts.take(f"{n}.weight", (d,)) for n in reads] if affine else []
+        beta = [torch.zeros(d) if n is None else ts.take(f"{n}.bias", (d,)) for n in reads] if affine else []
+        emb = token_embedding(ts, prefix + "embed_tokens.weight", width)
         W_pos, position_note = cls.position_table(ts, prefix, cfg, where, d)
         W_U, head_note = unembedding(ckpt, list(cls.heads), emb)
-        eps = 1e-5  # nn.LayerNorm's default, which HF's OPT uses
-        if affine:
-            final = final_layernorm(ts, prefix + cls.final_norm_at, d, eps)
-            attn_norm = Norm("layernorm", torch.stack(g), torch.stack(beta), eps)
-        else:
-            final = attn_norm = Norm("layernorm", None, None, eps)
+        W_E = emb.T
         notes = checkpoint_notes(ckpt, head_note)
         notes.append(position_note)
+        if width != d:  # a token's row mapped into the residual, the last residual back out of it (no biases)
+            W_in = ts.take(prefix + "project_in.weight", (d, width)).double()
+            W_out = ts.take(prefix + "project_out.weight", (width, d)).double()
+            W_E = (W_in @ emb.T.double()).float()
+            W_U = None if W_U is None else (W_U.double() @ W_out).float()
+            notes.append(f"token embeddings {width} wide, projected into the {d}-wide residual: W_E = project_in E^T, "
+                         "W_U = lm_head project_out")
+        eps = 1e-5  # nn.LayerNorm's default, which HF's OPT uses
+        final = None
+        if not post and not cfg.get("_remove_final_layer_norm", False):
+            final = final_layernorm(ts, prefix + cls.final_norm_at, d, eps) if affine else Norm("layernorm", None, None,
+                                                                                                  eps)
+        attn_norm = Norm("layernorm", torch.stack(g), torch.stack(beta), eps) if affine else \
+            Norm("layernorm", None, None, eps)
+        if post:
+            notes.append("post-LN: the residual is renormalised after every sublayer; attention reads it directly, "
+                         "the first layer the raw sum of token and position embeddings; no norm before the logits")
+        elif final is None:
+            notes.append("no norm before the logits (_remove_final_layer_norm)")
         scale = cls.embed_scale(cfg, where)
         if scale != 1.0:
             notes.append(f"W_E includes the embedding scale {scale:g} (sqrt(d_model)); W_U does not")
         return HeadWeights(
             **attn,
-            W_E=emb.T * scale if scale != 1.0 else emb.T, W_pos=W_pos, W_U=W_U, b_U=None,
+            W_E=W_E * scale if scale != 1.0 else W_E, W_pos=W_pos, W_U=W_U, b_U=None,
             kv_map=tuple(range(H)),
             attn_norm=attn_norm,
             final_norm=final,
-            norm_placement="pre",
+            norm_placement="post" if post else "pre",
+            first_layer_unnormed=post,
             positions="learned",
             causal=True,
             sliding_window=(None,) * L,
