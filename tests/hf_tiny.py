@@ -80,7 +80,8 @@ _ALONE = {"AlignTextConfig": "AlignTextModel", "ChineseCLIPTextConfig": "Chinese
           "T5Config": "T5EncoderModel", "UMT5Config": "UMT5EncoderModel",  # (T5's: its encoder alone)
           "LongT5Config": "LongT5EncoderModel", "T5GemmaConfig": "T5GemmaEncoderModel",
           "Aimv2TextConfig": "Aimv2TextModel",
-          "SwitchTransformersConfig": "SwitchTransformersEncoderModel"}
+          "SwitchTransformersConfig": "SwitchTransformersEncoderModel",
+          "MllamaTextConfig": "MllamaForCausalLM"}  # (Llama 3.2 Vision's language model: its own causal LM)
 
 
 class _Named:
@@ -332,6 +333,12 @@ VARIANTS = [
                  residual_multiplier=1.5, num_local_experts=0, shared_intermediate_size=16, mamba_n_heads=8,
                  mamba_d_head=8, mamba_d_state=8, mamba_n_groups=1, mamba_chunk_size=4, position_embedding_type="rope",
                  rope_parameters={"rope_type": "default", "rope_theta": 600.0})),
+    # Llama 3.2 Vision's language model: a cross-attention layer (to the image: on text, not run) at index 1 of 4; the
+    # embedding 8 rows longer than the vocabulary; Llama 3's rope scaling
+    Variant("mllama-text-cross-attention-layer", "hybrid", "MllamaTextConfig",
+            dict(_LLAMA, num_hidden_layers=4, num_key_value_heads=2, cross_attention_layers=[1], pad_token_id=VOCAB - 1,
+                 rope_parameters={"rope_type": "llama3", "rope_theta": 500.0, "factor": 8.0, "low_freq_factor": 1.0,
+                                  "high_freq_factor": 4.0, "original_max_position_embeddings": 16})),
     Variant("jamba-attention-every-second-layer", "hybrid", "JambaConfig",
             dict(_LLAMA, num_hidden_layers=4, num_key_value_heads=2, attn_layer_period=2, attn_layer_offset=1,
                  num_experts=4, num_experts_per_tok=2, expert_layer_period=2, expert_layer_offset=0, mamba_d_state=8,

@@ -96,9 +96,6 @@ NOT_READ: dict[str, str] = {
              "exp), so the logits are no bilinear form of W_Q and W_K"),
     "zaya": ("compressed convolutional attention: queries and keys pass through convolutions over neighbouring "
              "tokens and values carry a recurrent state, so no head's W_Q, W_K or W_V is a map of one token's residual"),
-    **dict.fromkeys(("mllama", "mllama_text_model"), (
-        "Llama 3.2 Vision: its language model's cross-attention layers (cross_attention_layers) attend to the vision "
-        "encoder's states, a second stream that no single set of writer and reader heads spans")),
     "albert": ("its embeddings are narrower than the residual (embedding_size) and projected up to it after their "
                "LayerNorm, which no W_E and norm express (its layers' weights, shared across depth, would be read)"),
     "dory": ("nGPT's layers: an L2 norm on the heads' concatenated outputs before the output projection, so no "
