@@ -30,6 +30,8 @@ _COMMON = dict(vocab_size=VOCAB, hidden_size=D, num_attention_heads=HEADS, inter
 #: of non-pad tokens on; transformers 4 keeps pad_index apart from pad_token_id)
 _XLM = dict(vocab_size=VOCAB, emb_dim=D, n_heads=HEADS, n_layers=2, max_position_embeddings=32, pad_token_id=0, pad_index=0)
 _LLAMA = dict(_COMMON, head_dim=D_HEAD, max_position_embeddings=64, rms_norm_eps=1e-5, tie_word_embeddings=False)
+#: a Llama-like config whose head width comes from other keys (DeepSeek-V3's head_dim is its rotated width)
+_NO_HEAD_DIM = {k: v for k, v in _LLAMA.items() if k != "head_dim"}
 #: Chameleon's language model, its VQ-VAE (the image tokenizer, not read) as small as it builds
 _CHAMELEON = dict({k: v for k, v in _LLAMA.items() if k != "head_dim"}, num_key_value_heads=2, attention_bias=True,
                   rms_norm_eps=0.5, pad_token_id=0, vocabulary_map={"<image>": VOCAB - 1},
@@ -339,6 +341,25 @@ VARIANTS = [
             dict(_LLAMA, num_hidden_layers=4, num_key_value_heads=2, cross_attention_layers=[1], pad_token_id=VOCAB - 1,
                  rope_parameters={"rope_type": "llama3", "rope_theta": 500.0, "factor": 8.0, "low_freq_factor": 1.0,
                                   "high_freq_factor": 4.0, "original_max_position_embeddings": 16})),
+    # DeepSeek-V3's multi-head latent attention: query and key/value latents RMS-normed, a key's rotated part shared
+    # by every head, values narrower than queries; a dense first layer, experts after it
+    Variant("deepseek-v3-latent-attention", "llama", "DeepseekV3Config",
+            dict(_NO_HEAD_DIM, num_key_value_heads=HEADS, q_lora_rank=12, kv_lora_rank=10, qk_rope_head_dim=4,
+                 qk_nope_head_dim=6, v_head_dim=6, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
+                 moe_intermediate_size=16, first_k_dense_replace=1, rope_interleave=True)),
+    # without a query latent (q_proj, as DeepSeek-V2-Lite's), biases, rotated halves, YaRN's factors
+    Variant("deepseek-v3-no-query-latent-yarn-bias", "llama", "DeepseekV3Config",
+            dict(_NO_HEAD_DIM, num_key_value_heads=HEADS, q_lora_rank=None, kv_lora_rank=10, qk_rope_head_dim=4,
+                 qk_nope_head_dim=4, v_head_dim=10, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
+                 moe_intermediate_size=16, first_k_dense_replace=1, rope_interleave=False, attention_bias=True,
+                 rope_parameters={"rope_type": "yarn", "rope_theta": 500.0, "factor": 4.0, "mscale": 0.8,
+                                  "mscale_all_dim": 0.6, "original_max_position_embeddings": 16, "beta_fast": 32.0,
+                                  "beta_slow": 1.0})),
+    # DeepSeek-V2-Lite: no query latent, its rotated dims turned as complex numbers (adjacent pairs)
+    Variant("deepseek-v2-lite-complex-rotary", "llama", "DeepseekV2Config",
+            dict(_NO_HEAD_DIM, num_key_value_heads=HEADS, q_lora_rank=None, kv_lora_rank=10, qk_rope_head_dim=4,
+                 qk_nope_head_dim=6, v_head_dim=8, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=16,
+                 first_k_dense_replace=1)),
     Variant("jamba-attention-every-second-layer", "hybrid", "JambaConfig",
             dict(_LLAMA, num_hidden_layers=4, num_key_value_heads=2, attn_layer_period=2, attn_layer_offset=1,
                  num_experts=4, num_experts_per_tok=2, expert_layer_period=2, expert_layer_offset=0, mamba_d_state=8,

@@ -79,7 +79,7 @@ def _folder(tmp_path: Path, model_type: str) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("model_type", ["deepseek_v3", "cpmant", "gemma3n_text", "hunyuan_v1_dense", "t5gemma2", "paligemma",
+@pytest.mark.parametrize("model_type", ["deepseek_v32", "cpmant", "gemma3n_text", "hunyuan_v1_dense", "t5gemma2", "paligemma",
                                         "mobilebert", "musicgen_melody"])
 def test_a_known_architecture_is_refused_with_its_reason(tmp_path, model_type):
     with pytest.raises(compscope.UnsupportedModelError) as e:
@@ -112,7 +112,7 @@ def _header_only_gguf(folder: Path, arch: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("arch, reason", [("deepseek2", "multi-head latent attention"),
+@pytest.mark.parametrize("arch, reason", [("minicpm3", "multi-head latent attention under this model type's own layout"),
                                          ("step35", "Step 3.5 and 3.7's language model: its sliding layers have a "
                                                     "query head count of their own")])
 def test_a_gguf_file_of_a_known_architecture_is_refused_with_its_reason(tmp_path, arch, reason):
@@ -122,7 +122,9 @@ def test_a_gguf_file_of_a_known_architecture_is_refused_with_its_reason(tmp_path
     assert f"GGUF architecture '{arch}', which compscope does not read: {reason}" in str(e.value)
 
 
-@pytest.mark.parametrize("arch, needle", [("gptj", "reads this model from its HuggingFace folder; llama.cpp's layout")])
+@pytest.mark.parametrize("arch, needle", [("gptj", "reads this model from its HuggingFace folder; llama.cpp's layout"),
+                                         ("deepseek2", "reads DeepSeek-V2 and V3 from their HuggingFace folders; "
+                                                       "llama.cpp's layout of their multi-head latent attention")])
 def test_a_gguf_file_whose_layout_is_not_mapped_is_refused_with_its_reason(tmp_path, arch, needle):
     """Architectures read from their HuggingFace folders but not from llama.cpp's layout of them."""
     with pytest.raises(compscope.UnsupportedModelError) as e:
@@ -145,7 +147,7 @@ def test_lookup_answers_for_model_types_gguf_architectures_and_wrappers():
     read, line = catalogue.lookup("olmo2")
     assert read and "GGUF architecture 'olmo2', read by the olmo2 family (weights only" in line
     read, line = catalogue.lookup("deepseek2")
-    assert not read and line == f"deepseek2: not read: {catalogue.NOT_READ['deepseek_v2']}"
+    assert not read and line == f"deepseek2: not read: {catalogue.GGUF_LAYOUT_NOT_READ['deepseek2']}"
     read, line = catalogue.lookup("nonesuch")
     assert not read and "not a model_type or GGUF architecture compscope knows (" in line  # (nothing close)
     read, line = catalogue.lookup("ultrabrt")  # a misspelling: the names it is close to
@@ -183,11 +185,11 @@ def test_the_models_command(capsys):
     out = capsys.readouterr().out
     for name in families():
         assert re.search(rf"^  {re.escape(name)} ", out, re.M), name
-    assert "induction-2l" in out and "deepseek_v3" in out
-    assert main(["models", "qwen3", "deepseek_v3"]) == 1  # one is not read
+    assert "induction-2l" in out and "deepseek_v32" in out
+    assert main(["models", "qwen3", "deepseek_v32"]) == 1  # one is not read
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("qwen3: model_type 'qwen3', read by the qwen3 family")
-    assert lines[1] == f"deepseek_v3: not read: {catalogue.NOT_READ['deepseek_v3']}"
+    assert lines[1] == f"deepseek_v32: not read: {catalogue.NOT_READ['deepseek_v32']}"
     assert main(["models", "gemma3_text"]) == 0
     assert main(["models", "--markdown", "llama"]) == 2
     assert "--markdown writes the whole catalogue" in capsys.readouterr().err
@@ -211,9 +213,9 @@ def test_models_looks_up_a_folder_or_gguf_file_by_what_its_files_state(tmp_path,
     read, line = catalogue.lookup_files(path)
     assert read and line == f"{path}: gemma: GGUF architecture 'gemma', read by the gemma family (weights only: " \
                             "transformers' GGUF reader does not read it)"
-    folder = _folder(tmp_path, "deepseek_v3")
+    folder = _folder(tmp_path, "deepseek_v32")
     read, line = catalogue.lookup_files(folder)
-    assert not read and line == f"{folder}: deepseek_v3: not read: {catalogue.NOT_READ['deepseek_v3']}"
+    assert not read and line == f"{folder}: deepseek_v32: not read: {catalogue.NOT_READ['deepseek_v32']}"
     (folder / "config.json").write_text(json.dumps({"architectures": ["X"]}))
     assert catalogue.lookup_files(folder) == (False, f"{folder}: config.json's model_type is None")
     (folder / "config.json").unlink()
@@ -241,9 +243,9 @@ def test_models_looks_up_a_model_class_by_its_model_type(capsys):
     assert capsys.readouterr().out.startswith("MarianMTModel: a model class of model_type 'marian', read by the "
                                               "marian_encoder family")
     pytest.importorskip("transformers")  # (a class no family lists: by transformers' auto mappings)
-    read, line = catalogue.lookup("DeepseekV3ForCausalLM")
-    assert not read and line == ("DeepseekV3ForCausalLM: a model class of model_type 'deepseek_v3'; not read: "
-                                 f"{catalogue.NOT_READ['deepseek_v3']}")
+    read, line = catalogue.lookup("FalconMambaForCausalLM")
+    assert not read and line == ("FalconMambaForCausalLM: a model class of model_type 'falcon_mamba'; not read: "
+                                 f"{catalogue.NOT_READ['falcon_mamba']}")
 
 
 def test_models_looks_up_a_hub_id_by_its_cached_config(tmp_path):
@@ -266,15 +268,15 @@ def test_models_looks_up_a_hub_id_by_its_cached_config(tmp_path):
     read, line = catalogue.lookup_hub("Test/tiny-bart@v9", cache_dir=tmp_path)
     assert not read and line == (f"Test/tiny-bart@v9: its config.json is not in the HuggingFace cache {tmp_path} "
                                  "(HF_HUB_OFFLINE is set, so nothing is downloaded)")
-    (repo / "snapshots" / commit / "config.json").write_text(json.dumps({"model_type": "deepseek_v3"}))
+    (repo / "snapshots" / commit / "config.json").write_text(json.dumps({"model_type": "deepseek_v32"}))
     read, line = catalogue.lookup_hub("Test/tiny-bart", cache_dir=tmp_path)
-    assert not read and line == f"Test/tiny-bart: deepseek_v3: not read: {catalogue.NOT_READ['deepseek_v3']}"
+    assert not read and line == f"Test/tiny-bart: deepseek_v32: not read: {catalogue.NOT_READ['deepseek_v32']}"
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1"}
     run = subprocess.run([sys.executable, "-m", "compscope.cli.main", "models", "Test/tiny-bart", "Test/other"],
                          env=env, capture_output=True, text=True)
     assert run.returncode == 1, run.stderr
     out = run.stdout.splitlines()
-    assert out[0].startswith("Test/tiny-bart: deepseek_v3: not read") and out[1].startswith(
+    assert out[0].startswith("Test/tiny-bart: deepseek_v32: not read") and out[1].startswith(
         "Test/other: its config.json is not in the HuggingFace cache")
 
 

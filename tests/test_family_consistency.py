@@ -121,6 +121,11 @@ def test_attention_depends_on_what_the_variant_is_about(variant):
         changed.append((hw.replace(v_norm=None), layer))
     if hw.W_G is not None:
         changed.append((hw.replace(W_G=None, b_G=None), layer))
+    if hw.q_latent is not None:  # multi-head latent attention: each latent norm's scale, and where the keys take it
+        changed.append((hw.replace(q_latent=None), layer))
+    if hw.kv_latent is not None:
+        changed.append((hw.replace(kv_latent=None), layer))
+        changed.append((hw.replace(kv_latent_from=0), layer))
     if hw.b_Q is not None:
         changed.append((hw.replace(b_Q=None), layer))
     if not hw.causal:

@@ -26,7 +26,8 @@ def _load(variant: str):
 @pytest.mark.parametrize("variant", ["gpt2", "llama-gqa-bias", "neox-partial-rotary-parallel", "gemma3-text", "bert",
                                      "olmo-parameter-free-layernorm", "olmo2-layer-qk-norm", "phi-partial-rotary-qk-layernorm",
                                      "gptj-interleaved-rotary", "opt", "qwen3.5-gated-attention-deltanet",
-                                     "modernbert-biases", "xlm-roberta-xl-pre-ln", "openai-gpt-post-ln"])
+                                     "modernbert-biases", "xlm-roberta-xl-pre-ln", "openai-gpt-post-ln",
+                                     "deepseek-v3-latent-attention", "deepseek-v3-no-query-latent-yarn-bias"])
 def test_symmetries_leave_the_attention_as_it_was_and_linear_maps_do_not(variant):
     hw = _load(variant)
     for build in (permutation, rotation, gain_rescale):

@@ -85,7 +85,13 @@ def map_residual(hw: HeadWeights, T: Tensor) -> HeadWeights:
         b_Q=f64(hw.b_Q), b_K=f64(hw.b_K), b_V=f64(hw.b_V), b_U=f64(hw.b_U), b_G=f64(hw.b_G),
         b_O=None if hw.b_O is None else hw.b_O.double() @ T.T,
         embed_extra={k: write(v) for k, v in hw.embed_extra.items()},
+        **_latents(hw, read),
     )
+
+
+def _latents(hw: HeadWeights, read) -> dict:
+    """Multi-head latent attention's latent norms, reading the residual through ``read`` as the heads do."""
+    return {k: lat.mapped(read) for k in ("q_latent", "kv_latent") if (lat := getattr(hw, k, None)) is not None}
 
 
 def permute_residual(hw: HeadWeights, perm: Tensor) -> HeadWeights:
@@ -99,7 +105,7 @@ def permute_residual(hw: HeadWeights, perm: Tensor) -> HeadWeights:
         W_O=rows(hw.W_O), W_E=rows(hw.W_E), W_pos=rows(hw.W_pos), b_O=cols(hw.b_O),
         embed_extra={k: rows(v) for k, v in hw.embed_extra.items()},
         attn_norm=_map_norm(hw.attn_norm, perm), final_norm=_map_norm(hw.final_norm, perm),
-        attn_out_norm=_map_norm(hw.attn_out_norm, perm),
+        attn_out_norm=_map_norm(hw.attn_out_norm, perm), **_latents(hw, cols),
     )
 
 
@@ -173,6 +179,7 @@ def gain_rescale(hw: HeadWeights, seed: int = 0, spread: float = GAIN_SPREAD) ->
                    W_V=inv(hw.W_V, s[:, None, None]))
     if hw.W_G is not None:  # an output gate reads the same normed input
         changes["W_G"] = inv(hw.W_G, s[:, None, None])
+    changes.update(_latents(hw, lambda w: inv(w, s[:, None, :])))  # (W: (layer, rank, d_model))
     f = hw.final_norm
     if f is not None and f.weight is not None and hw.W_U is not None:
         changes["final_norm"], sf = rescale(f, f.weight.shape[0])

@@ -77,7 +77,21 @@ def project_linear(hw: HeadWeights, layer: int, kind: str, x: Tensor) -> Tensor:
         kv = list(hw.kv_map)
         w, b = w[kv], (None if b is None else b[kv])
     y = torch.einsum("hrd,bshd->bhsr", w, x) if x.ndim == 4 else torch.einsum("hrd,bsd->bhsr", w, x)
-    return y if b is None else y + b[None, :, None]
+    y = y if b is None else y + b[None, :, None]
+    return latent_scaled(hw, layer, kind, x, y)
+
+
+def latent_scaled(hw: HeadWeights, layer: int, kind: str, x: Tensor, y: Tensor) -> Tensor:
+    """``y = W x + b`` (:func:`project_linear`) times the per-token scale of multi-head latent attention's norm on
+    its side (:class:`~compscope.core.heads.LatentNorm`): every query dim by ``s_q(x)``, every value dim and the key
+    dims from ``kv_latent_from`` on by ``s_kv(x)``; ``y`` itself without one."""
+    latent = hw.q_latent if kind == "Q" else hw.kv_latent
+    if latent is None:
+        return y
+    s = latent.scale(layer, x)  # (batch, seq) or, one input per query head, (batch, seq, head)
+    s = (s[:, None, :, None] if x.ndim == 3 else s.permute(0, 2, 1)[..., None]).to(y.dtype)
+    cut = hw.kv_latent_from if kind == "K" else 0
+    return y * s if cut == 0 else torch.cat([y[..., :cut], y[..., cut:] * s], dim=-1)
 
 
 def finish_projection(hw: HeadWeights, layer: int, kind: str, y: Tensor, per_head_input: bool = False,

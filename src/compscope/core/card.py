@@ -113,6 +113,12 @@ def card_rows(hw: HeadWeights) -> list[tuple[str, str]]:
                      + ") of its query's input, before W_O"))
     if hw.v_norm is not None:
         rows.append(("value norm", hw.v_norm.describe() + ", per value head, before W_O"))
+    if hw.q_latent is not None or hw.kv_latent is not None:
+        parts = [f"queries scaled per token by an RMSNorm on a rank-{hw.q_latent.W.shape[1]} latent"
+                 if hw.q_latent is not None else None,
+                 f"values and keys (from key dim {hw.kv_latent_from}) by one on a rank-{hw.kv_latent.W.shape[1]} latent"
+                 if hw.kv_latent is not None else None]
+        rows.append(("latent attention", "; ".join(p for p in parts if p)))
     if hw.sinks is not None:
         rows.append(("attention sinks", f"a learned logit per head, {float(hw.sinks.min()):.3g} to "
                                         f"{float(hw.sinks.max()):.3g}: a key every query sees, with no value"))

@@ -8,6 +8,8 @@ K/V head ``g = kv_map[h]``::
     v = W_V[l, g] x + b_V[l, g]        W_V: (layer, kv_head, d_head, d_model)   (then v_norm, if any)
     out = Σ_h W_O[l, h] z_h + b_O[l]   W_O: (layer, head,    d_model, d_head)
     (gated attention: z_h times σ(W_G[l, h] x + b_G[l, h]) of the query's input first)
+    (multi-head latent attention: q times s_q(x), v and k's dims from kv_latent_from on times s_kv(x), the
+    per-token scales of the RMSNorms on low-rank latents of x: LatentNorm)
 
 ``x`` is what the head reads: the residual after ``attn_norm`` (pre-LN models) or the
 residual itself (post-LN models, where ``attn_norm`` is the norm that produced it).
@@ -179,6 +181,30 @@ def alibi_slopes(n_heads: int) -> Tensor:
 
 
 @dataclass(frozen=True)
+class LatentNorm:
+    """The RMSNorm that multi-head latent attention (DeepSeek-V2, V3) puts on a low-rank latent ``c = W x + b`` of the
+    heads' input ``x``: the heads read ``g ⊙ c / rms(c)`` through their up-projections ``U``, so ``U diag(g) W`` is
+    their ``W_Q`` (``W_K``, ``W_V``) and ``U diag(g) b`` their bias, and what is left of the norm is one scale per token,
+    ``s(x) = (mean_i c_i² + eps)^(-1/2)`` (float32, as the model computes it), multiplying those projections."""
+
+    W: Tensor  # (layer, rank, d_model)
+    b: Tensor | None  # (layer, rank)
+    eps: float
+
+    def scale(self, layer: int, x: Tensor) -> Tensor:
+        """``s(x)`` of ``layer`` for inputs ``x: (..., d_model)``: ``(...,)``, float32."""
+        c = x.float() @ self.W[layer].to(x.device, torch.float32).T
+        if self.b is not None:
+            c = c + self.b[layer].to(x.device, torch.float32)
+        return torch.rsqrt(c.pow(2).mean(-1) + self.eps)
+
+    def mapped(self, read) -> LatentNorm:
+        """The same norm reading through ``read`` (a map of ``W``'s residual axis: a change of basis, a gain)."""
+        W = read(self.W)
+        return dataclasses.replace(self, W=W, b=None if self.b is None else self.b.to(W.dtype))
+
+
+@dataclass(frozen=True)
 class Meta:
     """Where the weights came from and what was done to them."""
 
@@ -228,6 +254,12 @@ class HeadWeights:
     b_G: Tensor | None = None  # (layer, head, d_head)
     # each value head RMS-normalised before W_O (Gemma 4): v = N(W_V x + b_V); gain (L, d_head) or none
     v_norm: Norm | None = None
+    # multi-head latent attention (DeepSeek-V2, V3): the queries times s_q(x) of q_latent's norm, the values and the
+    # keys' dims from kv_latent_from on (each key's unrotated part; before it, the rotated part every head shares)
+    # times s_kv(x) of kv_latent's (LatentNorm); None: no latent norm on that side
+    q_latent: LatentNorm | None = None
+    kv_latent: LatentNorm | None = None
+    kv_latent_from: int = 0
     rotary: Rotary | None = None
     positions: str = "none"  # 'learned', 'rotary', 'alibi', 'relative', 'none'
     alibi: Tensor | None = None  # (head,) ALiBi slopes m_h >= 0: logit - m_h (i - j) for query i, key j (Bloom)
@@ -336,6 +368,7 @@ class HeadWeights:
             raise WeightError(f"attn_softcap {self.attn_softcap!r}: expected None or a finite number > 0")
         for name in ("attn_norm", "final_norm", "attn_out_norm", "v_norm"):
             _check_norm(getattr(self, name), name)
+        self._check_latents(L, r)
         vn = self.v_norm
         for part in ("weight", "bias"):
             t = None if vn is None else getattr(vn, part)
@@ -468,6 +501,24 @@ class HeadWeights:
         q, k = (any(t is not None and t.shape[-1] != r for t in (n.weight, n.bias)) for n in self.qk_norm)
         return (q, k)
 
+    def _check_latents(self, L: int, r: int) -> None:
+        """Multi-head latent attention's norms: ``W (layer, rank, d_model)``, ``b (layer, rank)``, a finite ``eps > 0``;
+        ``kv_latent_from`` a key dim (``0 … d_head``)."""
+        for name in ("q_latent", "kv_latent"):
+            lat = getattr(self, name)
+            if lat is None:
+                continue
+            if not isinstance(lat, LatentNorm) or not isinstance(lat.W, Tensor) or lat.W.ndim != 3 or \
+                    lat.W.shape[0] != L or lat.W.shape[2] != self.d_model:
+                raise WeightError(f"{name}.W has shape {tuple(getattr(getattr(lat, 'W', None), 'shape', ()))}, "
+                                  f"expected ({L}, rank, {self.d_model})")
+            if lat.b is not None and tuple(lat.b.shape) != tuple(lat.W.shape[:2]):
+                raise WeightError(f"{name}.b has shape {tuple(lat.b.shape)}, expected {tuple(lat.W.shape[:2])}")
+            if not is_finite_number(lat.eps) or lat.eps <= 0:
+                raise WeightError(f"{name}.eps {lat.eps!r}: expected a finite number > 0")
+        if not _is_int(self.kv_latent_from) or not 0 <= self.kv_latent_from <= r:
+            raise WeightError(f"kv_latent_from {self.kv_latent_from!r}: expected a key dim from 0 to d_head ({r})")
+
     def logits(self, qk: Tensor) -> Tensor:
         """Attention logits from dot products ``q·k``: ``scale · q·k``, soft-capped to
         ``c tanh(ℓ / c)`` where the model caps them (``attn_softcap = c``)."""
@@ -530,6 +581,8 @@ class HeadWeights:
             attn_norm=norm(self.attn_norm), final_norm=norm(self.final_norm), attn_out_norm=norm(self.attn_out_norm),
             v_norm=norm(self.v_norm), qk_norm=None if self.qk_norm is None else tuple(norm(n) for n in self.qk_norm),
             rotary=None if self.rotary is None else dataclasses.replace(self.rotary, inv_freq=move(self.rotary.inv_freq)),
+            **{k: dataclasses.replace(lat, W=move(lat.W), b=move(lat.b))
+               for k in ("q_latent", "kv_latent") if (lat := getattr(self, k)) is not None},
             embed_extra={k: move(v) for k, v in self.embed_extra.items()})
         moved = copy.copy(self)  # a move changes no value: the checks of __post_init__ are not run again
         for name, value in changes.items():
@@ -550,6 +603,10 @@ class HeadWeights:
                     for part, t in (("weight", n.weight), ("bias", n.bias)) if t is not None)
         if self.rotary is not None and isinstance(self.rotary.inv_freq, Tensor):
             yield "rotary.inv_freq", self.rotary.inv_freq
+        for k in ("q_latent", "kv_latent"):
+            lat = getattr(self, k)
+            if isinstance(lat, LatentNorm):
+                yield from ((f"{k}.{part}", t) for part, t in (("W", lat.W), ("b", lat.b)) if isinstance(t, Tensor))
         yield from ((f"embed_extra[{k!r}]", v) for k, v in self.embed_extra.items())
 
     def __repr__(self) -> str:

@@ -58,6 +58,19 @@ def fold_norm(hw: HeadWeights) -> HeadWeights:
         changes.update(W_Q=hw.W_Q * g[:, None, None], W_K=hw.W_K * g[:, None, None], W_V=hw.W_V * g[:, None, None])
         if hw.W_G is not None:  # the output gate reads the same input
             changes["W_G"] = hw.W_G * g[:, None, None]
+    if n.weight is not None or n.bias is not None:  # multi-head latent attention's latents read it too
+        for name in ("q_latent", "kv_latent"):
+            lat = getattr(hw, name)
+            if lat is None:
+                continue
+            W = lat.W if n.weight is None else lat.W * g[:, None, :]
+            b = lat.b
+            if n.bias is not None:
+                extra = torch.einsum("lkd,ld->lk", lat.W, n.bias.to(lat.W.dtype))
+                if hw.first_layer_unnormed:
+                    extra[0] = 0
+                b = extra if b is None else b + extra
+            changes[name] = dataclasses.replace(lat, W=W, b=b)
     if n.bias is not None:
         for wn, bn in (("W_Q", "b_Q"), ("W_K", "b_K"), ("W_V", "b_V"), ("W_G", "b_G")):
             w, b = getattr(hw, wn), getattr(hw, bn)
@@ -343,6 +356,9 @@ def fold_value_bias(hw: HeadWeights) -> HeadWeights:
     if hw.v_norm is not None and hw.b_V is not None:
         raise ProcessingError(f"fold_value_bias: {hw.meta.name} normalises each value head after its bias, so the "
                               "bias is no constant a head writes: it cannot move into b_O")
+    if hw.kv_latent is not None and hw.b_V is not None:
+        raise ProcessingError(f"fold_value_bias: {hw.meta.name} scales each value, bias and all, by its latent norm's "
+                              "scale for the token, so the bias is no constant a head writes: it cannot move into b_O")
     if hw.b_V is None:
         return hw.replace(step="fold_value_bias")
     b_v = hw.b_V[:, list(hw.kv_map)]  # (L, H, r)

@@ -40,8 +40,10 @@ CANCELLATION = 1e-2
 
 def applies(hw, paths: str, post_ln_mlp) -> bool:
     """Whether the direct path of ``hw``'s interventions is ``r + W_O u`` read through a pre-norm
-    (or none): direct paths only, no attention-output norm, not post-LN."""
-    return paths == "direct" and post_ln_mlp is None and hw.attn_out_norm is None and hw.norm_placement != "post"
+    (or none): direct paths only, no attention-output norm, not post-LN, no latent norm (multi-head latent
+    attention's second scale per token)."""
+    return (paths == "direct" and post_ln_mlp is None and hw.attn_out_norm is None and hw.norm_placement != "post"
+            and getattr(hw, "q_latent", None) is None and getattr(hw, "kv_latent", None) is None)
 
 
 @dataclass(frozen=True)

@@ -16,16 +16,16 @@ from pathlib import Path
 
 from ..errors import one_line
 
-_MLA = ("multi-head latent attention: keys and values come from a compressed latent that an RMSNorm normalises "
-        "(queries too, where they are compressed), so no head's W_K or W_V is a linear map of the residual; "
-        "the rotary part of every key is one head shared by all")
+_MLA = ("multi-head latent attention under this model type's own layout, not read yet (compscope reads DeepSeek-V2's "
+        "and V3's, deepseek_v2 and deepseek_v3: keys and values from an RMSNorm-ed latent, the rotated part of every "
+        "key one head shared by all)")
 _ENC_DEC = ("an encoder-decoder: the decoder's cross-attention reads the encoder's output, a second residual stream "
             "that no single set of writer and reader heads spans")
 _NO_ATTENTION = "no attention heads: a recurrent or state-space model has none to compose"
 
 #: model_type -> why compscope does not read it (the architectures researchers ask for)
 NOT_READ: dict[str, str] = {
-    **dict.fromkeys(("deepseek_v2", "deepseek_v3", "deepseek_v32", "longcat_flash", "glm4_moe_lite", "glm_moe_dsa",
+    **dict.fromkeys(("deepseek_v32", "longcat_flash", "glm4_moe_lite", "glm_moe_dsa",
                      "kimi_k25", "minicpm3", "kimi_linear", "youtu", "sarvam_mla", "bailing_hybrid", "dots3_note_text",
                      "axk1", "axk2", "mistral4", "mistral_large4", "mistral_large4_text", "hy_v4", "hy_v4_vl_text",
                      "glm5_next_text"), _MLA),
@@ -178,7 +178,7 @@ NOT_READ: dict[str, str] = {
 
 #: GGUF architecture (llama.cpp's name) -> the model_type of :data:`NOT_READ` it is
 GGUF_NOT_READ: dict[str, str] = {
-    "deepseek2": "deepseek_v2", "gemma3n": "gemma3n_text",
+    "gemma3n": "gemma3n_text",
     "hunyuan-dense": "hunyuan_v1_dense", "hunyuan-moe": "hunyuan_v1_moe",
     "mamba": "mamba", "mamba2": "mamba2", "rwkv6": "rwkv", "rwkv7": "rwkv",
     "bitnet": "bitnet",
@@ -195,7 +195,9 @@ def why_not(model_type: object) -> str | None:
 
 #: GGUF architectures of models compscope reads from their HuggingFace folders, whose GGUF layout it does not map
 GGUF_LAYOUT_NOT_READ: dict[str, str] = {
-    "gptj": "compscope reads this model from its HuggingFace folder; llama.cpp's layout of it is not mapped"}
+    "gptj": "compscope reads this model from its HuggingFace folder; llama.cpp's layout of it is not mapped",
+    "deepseek2": ("compscope reads DeepSeek-V2 and V3 from their HuggingFace folders; llama.cpp's layout of their "
+                  "multi-head latent attention is not mapped")}
 
 
 def why_not_gguf(arch: object) -> str | None:

@@ -64,7 +64,8 @@ class MllamaText(LlamaLike):
                 table = ts.take(name)
                 if table.ndim != 2 or table.shape[0] != vocab + EXTRA_ROWS:
                     raise UnsupportedModelError(f"{ts.origin(name)}: tensor '{name}' has shape {tuple(table.shape)}: "
-                                                f"expected (vocab_size + {EXTRA_ROWS} = {vocab + EXTRA_ROWS}, d_model), "
+                                                f"expected (vocab_size + {EXTRA_ROWS} = {vocab + EXTRA_ROWS}, "
+                                                "d_model), "
                                                 "as transformers builds Llama 3.2 Vision's embedding")
                 return table[:vocab]
             ckpt = dataclasses.replace(ckpt, tensors=ts.derived({name: (text_rows, name)}))

@@ -14,12 +14,13 @@ from pathlib import Path
 
 from ..checkpoint import all_finite, one_line
 from ...errors import LoadError, WeightError
-from ...core.heads import HeadWeights, Meta, Norm, Rotary
+from ...core.heads import HeadWeights, LatentNorm, Meta, Norm, Rotary
 
 FORMAT, VERSION = "compscope", 1
 _TENSORS = ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_pos", "W_U", "b_U", "alibi", "sinks",
             "W_G", "b_G", "pos_Q", "pos_K", "rel_bias")
 _NORMS = ("attn_norm", "final_norm", "attn_out_norm", "v_norm")
+_LATENTS = ("q_latent", "kv_latent")  # multi-head latent attention's norms on a latent of the heads' input
 
 
 def is_native(path: Path) -> bool:
@@ -44,11 +45,17 @@ def save(hw: HeadWeights, path: str | Path) -> Path:
         fields["rotary"] = None
     for k, t in hw.embed_extra.items():
         tensors[f"embed_extra.{k}"] = t.contiguous()
+    for k in _LATENTS:
+        lat = getattr(hw, k)
+        fields[k] = None if lat is None else {"eps": lat.eps}
+        for part, t in (() if lat is None else (("W", lat.W), ("b", lat.b))):
+            if t is not None:
+                tensors[f"{k}.{part}"] = t.contiguous()
     fields.update(
         qk_norm_scope=hw.qk_norm_scope, qk_norm_layers=list(hw.qk_norm_layers), kv_map=list(hw.kv_map),
         norm_placement=hw.norm_placement, positions=hw.positions,
         attn_scale=hw.attn_scale, attn_softcap=hw.attn_softcap, causal=hw.causal,
-        first_layer_unnormed=hw.first_layer_unnormed, rel_buckets=list(hw.rel_buckets),
+        first_layer_unnormed=hw.first_layer_unnormed, kv_latent_from=hw.kv_latent_from, rel_buckets=list(hw.rel_buckets),
         rel_bias_buckets=list(hw.rel_bias_buckets),
         sliding_window=list(hw.sliding_window), meta=dataclasses.asdict(hw.meta),
     )
@@ -119,6 +126,14 @@ def load(path: str | Path) -> HeadWeights:
             raise LoadError(f"{cfg_path}: norm field '{key}' = {f!r} is not a JSON object")
         return Norm(f["kind"], tensors.get(f"{key}.weight"), tensors.get(f"{key}.bias"), f["eps"], f["offset"])
 
+    def latent(key: str) -> LatentNorm | None:
+        f = fields.get(key)  # (absent in files written before it existed)
+        if f is None:
+            return None
+        if not isinstance(f, dict):
+            raise LoadError(f"{cfg_path}: field '{key}' = {f!r} is not a JSON object")
+        return LatentNorm(tensors[f"{key}.W"], tensors.get(f"{key}.b"), f["eps"])
+
     try:
         rot = fields["rotary"]
         return HeadWeights(
@@ -136,6 +151,8 @@ def load(path: str | Path) -> HeadWeights:
             positions=fields["positions"], attn_scale=fields["attn_scale"], causal=fields["causal"],
             attn_softcap=fields.get("attn_softcap"),  # absent in files written before it existed
             first_layer_unnormed=fields.get("first_layer_unnormed", False),  # (likewise)
+            q_latent=latent("q_latent"), kv_latent=latent("kv_latent"),
+            kv_latent_from=fields.get("kv_latent_from", 0),  # (likewise)
             rel_buckets=tuple(fields.get("rel_buckets", (0, 0))),  # (likewise)
             rel_bias_buckets=tuple(fields.get("rel_bias_buckets", (0, 0))),  # (likewise)
             sliding_window=tuple(fields["sliding_window"]),

@@ -1,0 +1,233 @@
+"""DeepSeek-V3's multi-head latent attention (``deepseek_v3``: DeepSeek-V3, R1, V3.1; Kimi K2 and Moonlight, which
+transformers builds as DeepSeek-V3), in Llama's pre-RMSNorm layers.
+
+Per layer, from the normed residual ``x``:
+
+- queries: ``q_h = U_h N_q(c_q)``, ``c_q = W_DQ x (+ b)`` a rank-``q_lora_rank`` latent (``q_a_proj``), ``N_q`` an
+  RMSNorm with gain ``g_q`` (``q_a_layernorm``, eps 1e-6), ``U`` ``q_b_proj``; or ``q_proj`` itself where
+  ``q_lora_rank`` is null;
+- keys and values: ``c = W_DKV x (+ b)`` a rank-``kv_lora_rank`` latent (``kv_a_proj_with_mqa``'s first rows), normed by
+  ``N_kv`` (``kv_a_layernorm``), then per head ``[k_nope_h | v_h] = kv_b_proj_h N_kv(c)``; the key's rotated part
+  ``k_rope = W_KR x (+ b)`` (``kv_a_proj_with_mqa``'s last ``qk_rope_head_dim`` rows) is one for every head, unnormed;
+- a head's key is ``[k_nope_h | k_rope]``, its query ``[q_nope_h | q_rope_h]``, the ``rope`` parts rotated (adjacent
+  pairs where ``rope_interleave``, else halves) and the logit scaled by ``qk_head_dim^(-1/2)`` (times YaRN's
+  ``mscale(factor, mscale_all_dim)²``).
+
+An RMSNorm is linear but for its per-token scale, so compscope holds ``W_Q = U diag(g_q) W_DQ`` and likewise ``W_K``,
+``W_V`` (products in float64), rotated rows first: ``W_K[h] = [W_KR ; U_K,h diag(g_kv) W_DKV]``; the two scales,
+``s(x) = (mean c² + eps)^(-1/2)``, stay as ``HeadWeights.q_latent`` and ``kv_latent`` (the latents' ``W`` and bias,
+applied to the queries, the values and the keys' unrotated dims: ``kv_latent_from = qk_rope_head_dim``), so the heads
+recompute exactly. The weight-based scores read ``W_Q``, ``W_K``, ``W_V`` as they read any head's and do not see
+those scales, as they do not see the residual norm's (the notes say so). Values narrower than a query head
+(``v_head_dim < qk_head_dim``) are padded with zero rows (and ``W_O`` with zero columns), which changes no product.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..checkpoint import Checkpoint
+from ...core.heads import HeadWeights, LatentNorm, Meta, Norm, Rotary
+from ...errors import UnsupportedModelError
+from . import register
+from .base import (MAX_HEADS, MAX_LAYERS, YARN_TYPES, checkpoint_notes, integer, inv_freq, number, rope_accept_yarn,
+                   rope_attention_factor, rope_settings, unembedding)
+from .llama import PREFIXES, LlamaLike
+
+#: the attention's projections (``q_proj`` where queries have no latent)
+_PROJECTIONS = ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")
+#: the latent norms' epsilon (transformers builds them at DeepseekV3RMSNorm's default, whatever the config says)
+LATENT_EPS = 1e-6
+#: the mixture-of-experts MLPs' settings and the multi-token-prediction layers': the attention does not depend on them
+_NOT_ATTENTION = frozenset(
+    "moe_intermediate_size n_shared_experts n_routed_experts routed_scaling_factor n_group topk_group "
+    "num_experts_per_tok first_k_dense_replace norm_topk_prob topk_method scoring_func aux_loss_alpha seq_aux "
+    "ep_size num_nextn_predict_layers moe_layer_freq output_router_logits pretraining_tp".split())
+
+
+def _mscale(factor: float, m: float) -> float:
+    """YaRN's ``0.1 m ln(factor) + 1`` (1 for ``factor <= 1``)."""
+    return 1.0 if factor <= 1 else 0.1 * m * math.log(factor) + 1.0
+
+
+@register
+class DeepseekV3(LlamaLike):
+    name = "deepseek_v3"
+    about = ("DeepSeek-V3 (R1, V3.1; Kimi K2, Moonlight): multi-head latent attention, its latent RMSNorms' gains "
+             "folded into the heads and their per-token scales kept")
+    model_types = ("deepseek_v3",)
+    architectures = ("DeepseekV3ForCausalLM", "DeepseekV3Model")
+    handled = frozenset("hidden_size num_attention_heads num_key_value_heads num_hidden_layers rms_norm_eps "
+                        "q_lora_rank kv_lora_rank qk_rope_head_dim qk_nope_head_dim v_head_dim qk_head_dim head_dim "
+                        "rope_interleave attention_bias rope_theta".split())
+    ignored = LlamaLike.ignored | _NOT_ATTENTION
+    accept = {"rope_parameters": rope_accept_yarn, "rope_scaling": rope_accept_yarn}
+
+    @classmethod
+    def rotary_style(cls, config: dict) -> str:
+        """How the rotated dims pair up: adjacent pairs where ``rope_interleave`` (its default), else halves."""
+        return "interleaved" if config.get("rope_interleave", True) else "half"
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
+        cls.check_config(cfg, where)
+        d = integer(cfg, where, "hidden_size")
+        H = integer(cfg, where, "num_attention_heads", high=MAX_HEADS)
+        L = integer(cfg, where, "num_hidden_layers", high=MAX_LAYERS)
+        if integer(cfg, where, "num_key_value_heads", default=H) != H:
+            raise UnsupportedModelError(f"{where}: config key 'num_key_value_heads' = {cfg['num_key_value_heads']!r}: "
+                                        f"multi-head latent attention gives each of the {H} heads its own key")
+        nope, rope, dv = (integer(cfg, where, k) for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"))
+        qk = nope + rope
+        derived = (("qk_head_dim", qk, "qk_nope_head_dim + qk_rope_head_dim"), ("head_dim", rope, "qk_rope_head_dim"))
+        for key, want, of in derived:  # (transformers sets both from the others)
+            if cfg.get(key) is not None and integer(cfg, where, key) != want:
+                raise UnsupportedModelError(f"{where}: config key '{key}' = {cfg[key]!r} disagrees with the head's "
+                                            f"{of} = {want}")
+        if rope % 2:
+            raise UnsupportedModelError(f"{where}: qk_rope_head_dim = {rope}: rotated dims come in pairs")
+        r_kv = integer(cfg, where, "kv_lora_rank")
+        r_q = None if cfg.get("q_lora_rank") is None else integer(cfg, where, "q_lora_rank")
+        biased = bool(cfg.get("attention_bias") or False)
+        eps = number(cfg, where, "rms_norm_eps")
+        r = max(qk, dv)  # (the narrower of a query head and a value head padded with zero rows)
+
+        settings = rope_settings(cfg)
+        freqs = inv_freq(rope, settings, where, kinds=YARN_TYPES)
+        a = rope_attention_factor(settings, where)  # on the rotated dims of queries and keys (cos and sin times it)
+        scale = 0.0 if qk == r else qk ** -0.5  # (0: d_head^(-1/2), d_head = r)
+        notes = []
+        if (settings.get("rope_type") or "default") != "default" and settings.get("mscale_all_dim"):
+            m = _mscale(number(settings, where, "factor", open_low=True), number(settings, where, "mscale_all_dim"))
+            scale = qk ** -0.5 * m * m
+            notes.append(f"the logit scale qk_head_dim^(-1/2) times YaRN's mscale(factor, mscale_all_dim)² = "
+                         f"{m * m:.6g}")
+        if settings.get("rope_type") == "yarn":
+            notes.append(f"YaRN rope scaling (factor {settings['factor']:g}, original context "
+                         f"{settings['original_max_position_embeddings']:g}): the slow pairs' frequencies interpolated"
+                         + (f"; its attention factor {a:.6g} folded into the rotated rows of W_Q and W_K"
+                            if a != 1 else ""))
+
+        probe = "layers.0.self_attn.kv_a_proj_with_mqa.weight"
+        prefix = next((p for p in PREFIXES if p + probe in ts), None)
+        if prefix is None:
+            raise UnsupportedModelError(f"{where}: no tensor named like '{probe}' (tried prefixes {PREFIXES})")
+
+        def f64(t):
+            return t.double()
+
+        # the projections' biases transformers builds (attention_bias: the latents' and the output's); any other a
+        # file holds, it ignores
+        built = {"q_a_proj", "kv_a_proj_with_mqa", "o_proj"} if biased else set()
+        ignored = sorted({name for i in range(L) for name in _PROJECTIONS if name not in built
+                          and f"{prefix}layers.{i}.self_attn.{name}.bias" in ts})
+        for i in range(L):
+            for name in ignored:
+                ts.leave(f"{prefix}layers.{i}.self_attn.{name}.bias")
+        if ignored:
+            notes.append(f"the biases of {', '.join(ignored)} not read: the file holds them, but transformers builds "
+                         f"this {cls.name} model's projections without them (its config) and ignores the tensors")
+        fields = {k: [] for k in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "g", "dq", "bdq", "dkv",
+                                  "bdkv")}
+        for i in range(L):
+            p = f"{prefix}layers.{i}.self_attn."
+            if r_q is None:
+                Wq = f64(ts.take(p + "q_proj.weight", (H * qk, d))).reshape(H, qk, d)
+                bq = None
+            else:
+                W_dq = ts.take(p + "q_a_proj.weight", (r_q, d))
+                b_dq = ts.take(p + "q_a_proj.bias", (r_q,)) if biased else None
+                g_q = f64(ts.take(p + "q_a_layernorm.weight", (r_q,)))
+                U = f64(ts.take(p + "q_b_proj.weight", (H * qk, r_q))).reshape(H, qk, r_q) * g_q
+                Wq = U @ f64(W_dq)
+                bq = None if b_dq is None else U @ f64(b_dq)
+                fields["dq"].append(W_dq)
+                fields["bdq"].append(b_dq)
+            kv_a = ts.take(p + "kv_a_proj_with_mqa.weight", (r_kv + rope, d))
+            b_kv_a = ts.take(p + "kv_a_proj_with_mqa.bias", (r_kv + rope,)) if biased else None
+            g_kv = f64(ts.take(p + "kv_a_layernorm.weight", (r_kv,)))
+            up = f64(ts.take(p + "kv_b_proj.weight", (H * (nope + dv), r_kv))).reshape(H, nope + dv, r_kv) * g_kv
+            W_dkv, W_kr = f64(kv_a[:r_kv]), f64(kv_a[r_kv:])
+            Wk_nope, Wv = up[:, :nope] @ W_dkv, up[:, nope:] @ W_dkv
+            # rows: the rotated dims first (a head's key shares W_KR), then the rest; YaRN's factor on the rotated
+            Wq = torch.cat([Wq[:, nope:] * a, Wq[:, :nope]], 1)
+            Wk = torch.cat([(W_kr * a).expand(H, rope, d), Wk_nope], 1)
+            fields["W_Q"].append(_padded(Wq, r))
+            fields["W_K"].append(_padded(Wk, r))
+            fields["W_V"].append(_padded(Wv, r))
+            if biased:
+                b_dkv, b_kr = f64(b_kv_a[:r_kv]), f64(b_kv_a[r_kv:])
+                fields["b_Q"].append(None if bq is None else _padded(torch.cat([bq[:, nope:] * a, bq[:, :nope]], 1), r))
+                fields["b_K"].append(_padded(torch.cat([(b_kr * a).expand(H, rope), up[:, :nope] @ b_dkv], 1), r))
+                fields["b_V"].append(_padded(up[:, nope:] @ b_dkv, r))
+                fields["bdkv"].append(b_kv_a[:r_kv])
+            fields["dkv"].append(kv_a[:r_kv])
+            Wo = ts.take(p + "o_proj.weight", (d, H * dv)).reshape(d, H, dv).permute(1, 0, 2)
+            fields["W_O"].append(torch.cat([Wo, Wo.new_zeros(H, d, r - dv)], 2) if r > dv else Wo)
+            fields["b_O"].append(ts.take(p + "o_proj.bias", (d,)) if biased else None)
+            fields["g"].append(ts.take(f"{prefix}layers.{i}.input_layernorm.weight", (d,)))
+
+        emb = ts.take(f"{prefix}embed_tokens.weight")
+        if emb.ndim != 2 or emb.shape[1] != d:
+            raise UnsupportedModelError(f"{ts.origin(f'{prefix}embed_tokens.weight')}: embed_tokens has shape "
+                                        f"{tuple(emb.shape)}, expected (n_vocab, {d})")
+        W_U, head_note = unembedding(ckpt, ["lm_head.weight", prefix + "lm_head.weight"], emb)
+        final = ts.take(f"{prefix}norm.weight", (d,), required=False)
+        stack = lambda key: torch.stack(fields[key]).float() if fields[key] and fields[key][0] is not None else None  # noqa: E731
+        q_latent = None if r_q is None else LatentNorm(stack("dq"), stack("bdq"), LATENT_EPS)
+        notes = checkpoint_notes(ckpt, head_note) + notes + [
+            "multi-head latent attention: W_Q, W_K and W_V are the products of each head's up-projection, its latent "
+            "RMSNorm's gain and the latent's projection; the latent norms' per-token scales (on queries; on values and "
+            "keys' unrotated dims) are applied where heads are recomputed, not in W_QK- or W_OV-based scores, as the "
+            "residual norm's scale is not",
+            f"keys: the {rope} rotated dims come first and are one for every head (k_rope), the {nope} others each "
+            "head's own" + (f"; values padded from {dv} to {r} dims with zeros" if dv < r else "")
+            + (f"; queries and keys padded from {qk} to {r} dims with zeros" if qk < r else ""),
+        ]
+        if r_q is None:
+            notes.append("queries read the input through q_proj (no query latent: q_lora_rank null)")
+        return HeadWeights(
+            W_Q=stack("W_Q"), W_K=stack("W_K"), W_V=stack("W_V"), W_O=torch.stack(fields["W_O"]),
+            b_Q=stack("b_Q"), b_K=stack("b_K"), b_V=stack("b_V"),
+            b_O=torch.stack(fields["b_O"]) if biased else None,
+            W_E=emb.T, W_pos=None, W_U=W_U, b_U=None,
+            kv_map=tuple(range(H)),
+            attn_norm=Norm("rmsnorm", torch.stack(fields["g"]), None, eps),
+            final_norm=None if final is None else Norm("rmsnorm", final[None], None, eps),
+            norm_placement="pre",
+            q_latent=q_latent,
+            kv_latent=LatentNorm(stack("dkv"), stack("bdkv"), LATENT_EPS),
+            kv_latent_from=rope,
+            rotary=Rotary(rope, freqs[None].expand(L, -1).clone(), cls.rotary_style(cfg)),
+            positions="rotary",
+            attn_scale=scale,
+            causal=True,
+            sliding_window=(None,) * L,
+            meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
+        )
+
+
+def _padded(w: torch.Tensor, r: int) -> torch.Tensor:
+    """``w`` ``(head, rows, ...)`` with zero rows appended up to ``r``."""
+    return w if w.shape[1] == r else torch.cat([w, w.new_zeros(w.shape[0], r - w.shape[1], *w.shape[2:])], 1)
+
+
+@register
+class DeepseekV2(DeepseekV3):
+    """DeepSeek-V2 (V2-Lite, V2.5, Coder-V2): V3's attention, its rotated dims always in adjacent pairs (transformers
+    turns them as complex numbers)."""
+
+    name = "deepseek_v2"
+    about = ("DeepSeek-V2 (V2-Lite, V2.5, Coder-V2): DeepSeek-V3's multi-head latent attention, rotated dims in "
+             "adjacent pairs")
+    model_types = ("deepseek_v2",)
+    architectures = ("DeepseekV2ForCausalLM", "DeepseekV2Model")
+    handled = DeepseekV3.handled - {"rope_interleave"}
+    ignored = DeepseekV3.ignored | {"mlp_bias"}
+
+    @classmethod
+    def rotary_style(cls, config: dict) -> str:
+        return "interleaved"

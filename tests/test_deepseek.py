@@ -1,0 +1,155 @@
+"""DeepSeek-V2's and V3's multi-head latent attention: the latent norms' scale against its closed form, the canonical
+form's checks of the latent fields, a folder as DeepSeek-V3's makers save it (its multi-token-prediction layer
+included) read and run, each head recomputed from compscope's weights by an independent float64 implementation of
+the released equations, the native format round trip, and malformed settings refused by name. The family-wide suites
+(hooks, processing, runner, interventions by brute force, symmetries) run the tiny variants ``deepseek-v3-*`` and
+``deepseek-v2-*`` of ``hf_tiny``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import pytest
+import torch
+
+import compscope
+from compscope.core.heads import LatentNorm
+
+ATOL = 2e-5
+
+
+def test_the_latent_scale_is_the_rms_norms_closed_form():
+    """``c = W x + b = [3 + 1, 8 - 2] = [4, 6]``: ``s = (mean c² + eps)^(-1/2) = (26 + eps)^(-1/2)``."""
+    W = torch.tensor([[[1.0, 0.0], [0.0, 2.0]]])
+    lat = LatentNorm(W, torch.tensor([[1.0, -2.0]]), 1e-6)
+    s = lat.scale(0, torch.tensor([[3.0, 4.0], [0.0, 0.0]]))
+    torch.testing.assert_close(s, torch.tensor([(26 + 1e-6) ** -0.5, (2.5 + 1e-6) ** -0.5]))
+
+
+def test_the_canonical_form_refuses_latents_of_the_wrong_shape():
+    from hf_tiny import BY_ID, build
+
+    hw = compscope.load(build(BY_ID["deepseek-v3-latent-attention"]))
+    lat = hw.kv_latent
+    with pytest.raises(compscope.WeightError, match=r"kv_latent.W has shape \(2, 10, 31\), expected \(2, rank, 32\)"):
+        hw.replace(kv_latent=dataclasses.replace(lat, W=lat.W[..., :31]))
+    with pytest.raises(compscope.WeightError, match=r"q_latent.b has shape \(2, 11\), expected \(2, 12\)"):
+        hw.replace(q_latent=dataclasses.replace(hw.q_latent, b=torch.zeros(2, 11)))
+    with pytest.raises(compscope.WeightError, match="kv_latent.eps 0.0: expected a finite number > 0"):
+        hw.replace(kv_latent=dataclasses.replace(lat, eps=0.0))
+    with pytest.raises(compscope.WeightError, match="kv_latent_from 11: expected a key dim from 0 to d_head"):
+        hw.replace(kv_latent_from=11)
+    bad = lat.W.clone()
+    bad[1, 2, 3] = float("nan")
+    with pytest.raises(compscope.WeightError, match=r"kv_latent.W has 1 NaN/Inf values \(the first at index \(1, 2, 3\)\)"):
+        hw.replace(kv_latent=dataclasses.replace(lat, W=bad))
+
+
+def _released(tmp_path, **overrides):
+    """A DeepSeek-V3 folder as released: transformers' save plus the multi-token-prediction layer's tensors, which
+    transformers does not build (model.layers.{num_hidden_layers}.*)."""
+    from safetensors.torch import load_file, save_file
+
+    from hf_tiny import BY_ID, build
+
+    model = build(BY_ID["deepseek-v3-latent-attention"], **overrides)
+    model.save_pretrained(tmp_path)
+    tensors = load_file(tmp_path / "model.safetensors")
+    L = model.config.num_hidden_layers
+    for name in [k for k in tensors if k.startswith("model.layers.1.")]:
+        tensors[name.replace("model.layers.1.", f"model.layers.{L}.")] = tensors[name].clone() + 1
+    save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    return model
+
+
+def _heads_by_hand(model, layer: int, x: torch.Tensor) -> torch.Tensor:
+    """What layer ``layer``'s attention adds for the normed inputs ``x (batch, seq, d)``, in float64, from the modules'
+    weights by the released equations (interleaved rotary on the rope dims, latents RMS-normed, causal softmax)."""
+    cfg, a = model.config, model.model.layers[layer].self_attn
+    H, nope, rope, dv = cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim
+    f = lambda m: m.weight.detach().double()  # noqa: E731
+    x = x.double()
+    b, n, _ = x.shape
+
+    def rms(c, g):
+        return g * c / torch.sqrt(c.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+    q = (rms(x @ f(a.q_a_proj).T, f(a.q_a_layernorm)) @ f(a.q_b_proj).T).view(b, n, H, nope + rope)
+    ckv = x @ f(a.kv_a_proj_with_mqa).T
+    kv = (rms(ckv[..., :cfg.kv_lora_rank], f(a.kv_a_layernorm)) @ f(a.kv_b_proj).T).view(b, n, H, nope + dv)
+    k_rope = ckv[..., cfg.kv_lora_rank:]
+    theta = getattr(cfg, "rope_parameters", None) and cfg.rope_parameters["rope_theta"] or cfg.rope_theta  # (4.57: rope_theta)
+    freq = theta ** (-torch.arange(0, rope, 2, dtype=torch.float64) / rope)
+    ang = torch.arange(n, dtype=torch.float64)[:, None] * freq  # (seq, rope / 2)
+
+    def turn(t):  # pairs (2i, 2i + 1) by position * freq_i
+        e, o = t[..., 0::2], t[..., 1::2]
+        c, s = ang.cos(), ang.sin()
+        if t.ndim == 4:
+            c, s = c[:, None], s[:, None]
+        return torch.stack([e * c - o * s, o * c + e * s], -1).flatten(-2)
+
+    qr, kr = turn(q[..., nope:]), turn(k_rope)[:, :, None].expand(b, n, H, rope)
+    logits = (torch.einsum("bihr,bjhr->bhij", q[..., :nope], kv[..., :nope])
+              + torch.einsum("bihr,bjhr->bhij", qr, kr)) / math.sqrt(nope + rope)
+    logits = logits.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    z = torch.einsum("bhij,bjhr->bihr", logits.softmax(-1), kv[..., nope:]).reshape(b, n, H * dv)
+    return z @ f(a.o_proj).T
+
+
+def test_a_released_deepseek_v3_folder_is_read_and_run(tmp_path):
+    from compscope.core.attention import attention_forward
+    from compscope.core.card import card_rows
+    from compscope.data.runner import layer_state, runner_for
+    from hf_tiny import random_ids
+
+    model = _released(tmp_path, num_hidden_layers=3)
+    hw = compscope.load(tmp_path)
+    assert hw.meta.family == "deepseek_v3" and hw.n_layers == 3 and hw.n_kv_heads == hw.n_heads == 4
+    assert hw.q_latent.W.shape == (3, 12, 32) and hw.kv_latent.W.shape == (3, 10, 32) and hw.kv_latent_from == 4
+    assert hw.d_head == 10 and hw.rotary.dim == 4 and hw.rotary.style == "interleaved"
+    assert any("multi-head latent attention" in n for n in hw.meta.notes)
+    rows = dict(card_rows(hw))
+    assert rows["latent attention"] == ("queries scaled per token by an RMSNorm on a rank-12 latent; values and keys "
+                                        "(from key dim 4) by one on a rank-10 latent")
+    runner = runner_for(tmp_path, progress=False, device="cpu")
+    trace = runner.trace(random_ids(seq=12))
+    for layer in range(3):
+        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
+                                   atol=ATOL, rtol=0)
+        x = hw.attn_norm.apply(trace.resid[layer], layer)
+        want = _heads_by_hand(runner.model, layer, x)
+        torch.testing.assert_close(attention_forward(hw, layer, trace.resid[layer]).double(), want, atol=ATOL, rtol=0)
+    assert torch.equal(hw.W_E, model.model.embed_tokens.weight.detach().T)
+
+
+def test_the_native_format_keeps_the_latents(tmp_path):
+    from compscope.loading.formats import native
+    from hf_tiny import BY_ID, build
+    from test_native_format import assert_identical
+
+    for vid in ("deepseek-v3-latent-attention", "deepseek-v3-no-query-latent-yarn-bias"):
+        hw = compscope.load(build(BY_ID[vid]))
+        native.save(hw, tmp_path / vid)
+        back = compscope.load(tmp_path / vid)
+        assert_identical(hw, back)
+    assert back.q_latent is None and back.kv_latent.b is not None  # (no query latent; biases on the kv latent)
+
+
+@pytest.mark.parametrize("key, value, needle", [
+    ("num_key_value_heads", 2, "'num_key_value_heads' = 2: multi-head latent attention gives each of the 4 heads"),
+    ("qk_head_dim", 12, "'qk_head_dim' = 12 disagrees with the head's qk_nope_head_dim \\+ qk_rope_head_dim = 10"),
+    ("qk_rope_head_dim", 3, "qk_rope_head_dim = 3: rotated dims come in pairs"),
+    ("kv_lora_rank", 9, r"'model.layers.0.self_attn.kv_a_proj_with_mqa.weight' has shape \(14, 32\), expected \(13, 32\)"),
+])
+def test_settings_the_weights_do_not_hold_are_refused_by_name(tmp_path, key, value, needle):
+    _released(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config[key] = value
+    if key == "qk_rope_head_dim":  # (and the keys transformers derives from it)
+        config.update(head_dim=value, qk_head_dim=config["qk_nope_head_dim"] + value)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(compscope.CompscopeError, match=needle):
+        compscope.load(tmp_path)
