@@ -355,6 +355,19 @@ VARIANTS = [
                  rope_parameters={"rope_type": "yarn", "rope_theta": 500.0, "factor": 4.0, "mscale": 0.8,
                                   "mscale_all_dim": 0.6, "original_max_position_embeddings": 16, "beta_fast": 32.0,
                                   "beta_slow": 1.0})),
+    # GLM-4.7-Flash and Youtu-LLM: DeepSeek-V3's attention under their own names (GLM's head_dim an alias of the
+    # rotated width)
+    Variant("glm4-moe-lite-latent-attention", "llama", "Glm4MoeLiteConfig",
+            dict(_NO_HEAD_DIM, num_key_value_heads=HEADS, q_lora_rank=12, kv_lora_rank=10, qk_rope_head_dim=4,
+                 qk_nope_head_dim=8, v_head_dim=12, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
+                 moe_intermediate_size=16, mlp_layer_types=["dense", "sparse"])),
+    Variant("axk1-latent-attention", "llama", "AXK1Config",
+            dict(_NO_HEAD_DIM, num_key_value_heads=HEADS, q_lora_rank=12, kv_lora_rank=10, qk_rope_head_dim=4,
+                 qk_nope_head_dim=6, v_head_dim=6, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
+                 moe_intermediate_size=16, mlp_layer_types=["dense", "sparse"])),
+    Variant("youtu-latent-attention-tied", "llama", "YoutuConfig",
+            dict(_NO_HEAD_DIM, num_key_value_heads=HEADS, q_lora_rank=12, kv_lora_rank=10, qk_rope_head_dim=4,
+                 qk_nope_head_dim=6, v_head_dim=6, tie_word_embeddings=True)),
     # DeepSeek-V2-Lite: no query latent, its rotated dims turned as complex numbers (adjacent pairs)
     Variant("deepseek-v2-lite-complex-rotary", "llama", "DeepseekV2Config",
             dict(_NO_HEAD_DIM, num_key_value_heads=HEADS, q_lora_rank=None, kv_lora_rank=10, qk_rope_head_dim=4,

@@ -153,3 +153,34 @@ def test_settings_the_weights_do_not_hold_are_refused_by_name(tmp_path, key, val
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(compscope.CompscopeError, match=needle):
         compscope.load(tmp_path)
+
+
+def test_a_kimi_k2_5_folder_is_read_and_run_as_its_language_model(tmp_path):
+    """Kimi K2.5 (vision tower and all): its language model is DeepSeek-V3's, under the released names
+    (``language_model.model.layers``), read through its text_config and run on text."""
+    from safetensors.torch import load_file, save_file
+
+    from compscope.data.runner import layer_state, runner_for
+    from hf_tiny import BY_ID, perturbed, random_ids
+
+    transformers = pytest.importorskip("transformers")
+    if "kimi_k25" not in transformers.CONFIG_MAPPING:
+        pytest.skip(f"transformers {transformers.__version__} has no Kimi K2.5")
+    vision = dict(patch_size=14, pos_emb_height=4, pos_emb_width=4, pos_emb_time=2, num_attention_heads=2,
+                  num_hidden_layers=1, hidden_size=16, intermediate_size=32)
+    config = transformers.AutoConfig.for_model("kimi_k25", text_config=dict(BY_ID["deepseek-v3-latent-attention"].config),
+                                               vision_config=vision, projection_hidden_size=32)
+    model = perturbed(lambda: transformers.AutoModelForImageTextToText.from_config(config), seed=1, scale=0.2)
+    model.save_pretrained(tmp_path)
+    tensors = load_file(tmp_path / "model.safetensors")  # (transformers 5 writes the layers as 'blocks': as released)
+    tensors = {k.replace("language_model.model.blocks.", "language_model.model.layers."): v for k, v in tensors.items()}
+    save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    hw = compscope.load(tmp_path)
+    lm = model.model.language_model
+    assert hw.meta.family == "deepseek_v3" and hw.n_layers == 2 and "the language model of a kimi_k25" in hw.meta.notes[0]
+    assert torch.equal(hw.kv_latent.W[1], lm.layers[1].self_attn.kv_a_proj_with_mqa.weight.detach()[:10])
+    runner = runner_for(tmp_path, progress=False, device="cpu")
+    trace = runner.trace(random_ids(seq=12))
+    for layer in range(2):
+        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
+                                   atol=ATOL, rtol=0)

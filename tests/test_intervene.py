@@ -269,7 +269,7 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "opt-projected-no-final-norm",
                "stablelm-partial-rotary-parallel", "stablelm-qk-layernorm-per-head", "starcoder2-bias-sliding3", "falcon-mqa-parallel",
                "falcon-grouped-gqa-bias", "falcon-per-head-sequential", "granite-multipliers-gqa",
-               "granitemoe-shared-mqa-bias", "granite-hybrid-nope-moe", "granite-hybrid-rope-dense", "jamba-attention-every-second-layer", "mllama-text-cross-attention-layer", "deepseek-v3-latent-attention", "deepseek-v3-no-query-latent-yarn-bias", "deepseek-v2-lite-complex-rotary", "bamba-half-rotary", "smollm3-nope-sliding", "smollm3-nope-yarn", "llama4-nope-gainless-qk-norm", "llama4-no-qk-norm-bias", "cohere-qk-layernorm-interleaved",
+               "granitemoe-shared-mqa-bias", "granite-hybrid-nope-moe", "granite-hybrid-rope-dense", "jamba-attention-every-second-layer", "mllama-text-cross-attention-layer", "deepseek-v3-latent-attention", "deepseek-v3-no-query-latent-yarn-bias", "deepseek-v2-lite-complex-rotary", "glm4-moe-lite-latent-attention", "axk1-latent-attention", "youtu-latent-attention-tied", "bamba-half-rotary", "smollm3-nope-sliding", "smollm3-nope-yarn", "llama4-nope-gainless-qk-norm", "llama4-no-qk-norm-bias", "cohere-qk-layernorm-interleaved",
                "cohere2-sliding-rotary-global-nope", "cohere-compass-sliding-rotary-global-nope", "qwen2-moe-no-qkv-bias", "bloom-alibi", "mpt-alibi-scaled", "gpt-oss-sinks-yarn",
                "codegen-eight-heads-four-shards", "phi4-mini-longrope-partial", "glm-interleaved-partial-rotary-gqa",
                "glm4-post-attention-norm", "ministral-sliding3-first-layer", "arcee-biases", "seed-oss-out-bias",

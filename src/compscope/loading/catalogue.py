@@ -25,9 +25,9 @@ _NO_ATTENTION = "no attention heads: a recurrent or state-space model has none t
 
 #: model_type -> why compscope does not read it (the architectures researchers ask for)
 NOT_READ: dict[str, str] = {
-    **dict.fromkeys(("deepseek_v32", "longcat_flash", "glm4_moe_lite", "glm_moe_dsa",
-                     "kimi_k25", "minicpm3", "kimi_linear", "youtu", "sarvam_mla", "bailing_hybrid", "dots3_note_text",
-                     "axk1", "axk2", "mistral4", "mistral_large4", "mistral_large4_text", "hy_v4", "hy_v4_vl_text",
+    **dict.fromkeys(("deepseek_v32", "longcat_flash", "glm_moe_dsa",
+                     "minicpm3", "kimi_linear", "sarvam_mla", "bailing_hybrid", "dots3_note_text",
+                     "axk2", "mistral4", "mistral_large4", "mistral_large4_text", "hy_v4", "hy_v4_vl_text",
                      "glm5_next_text"), _MLA),
     "diffllama": ("differential attention: each output is one softmax pattern's minus λ times a second one's, then "
                   "RMS-normalised before W_O, so no head has one QK circuit and none's OV map is linear"),

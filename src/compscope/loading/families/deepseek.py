@@ -1,5 +1,6 @@
 """DeepSeek-V3's multi-head latent attention (``deepseek_v3``: DeepSeek-V3, R1, V3.1; Kimi K2 and Moonlight, which
-transformers builds as DeepSeek-V3), in Llama's pre-RMSNorm layers.
+transformers builds as DeepSeek-V3, and Kimi K2.5's language model; GLM-4.7-Flash, ``glm4_moe_lite``; Youtu-LLM,
+``youtu``; A.X K1, ``axk1``: the same attention under their own names), in Llama's pre-RMSNorm layers.
 
 Per layer, from the normed residual ``x``:
 
@@ -55,14 +56,15 @@ def _mscale(factor: float, m: float) -> float:
 @register
 class DeepseekV3(LlamaLike):
     name = "deepseek_v3"
-    about = ("DeepSeek-V3 (R1, V3.1; Kimi K2, Moonlight): multi-head latent attention, its latent RMSNorms' gains "
-             "folded into the heads and their per-token scales kept")
-    model_types = ("deepseek_v3",)
-    architectures = ("DeepseekV3ForCausalLM", "DeepseekV3Model")
+    about = ("DeepSeek-V3 (R1, V3.1; Kimi K2 and K2.5's, Moonlight), GLM-4.7-Flash, Youtu-LLM, A.X K1: multi-head "
+             "latent attention, its latent RMSNorms' gains folded into the heads and their per-token scales kept")
+    model_types = ("deepseek_v3", "glm4_moe_lite", "youtu", "axk1")
+    architectures = ("DeepseekV3ForCausalLM", "DeepseekV3Model", "Glm4MoeLiteForCausalLM", "Glm4MoeLiteModel",
+                     "YoutuForCausalLM", "YoutuModel", "AXK1ForCausalLM", "AXK1Model")
     handled = frozenset("hidden_size num_attention_heads num_key_value_heads num_hidden_layers rms_norm_eps "
                         "q_lora_rank kv_lora_rank qk_rope_head_dim qk_nope_head_dim v_head_dim qk_head_dim head_dim "
                         "rope_interleave attention_bias rope_theta".split())
-    ignored = LlamaLike.ignored | _NOT_ATTENTION
+    ignored = LlamaLike.ignored | _NOT_ATTENTION | {"mlp_layer_types", "embedding_initializer_range"}
     accept = {"rope_parameters": rope_accept_yarn, "rope_scaling": rope_accept_yarn}
 
     @classmethod
@@ -96,6 +98,10 @@ class DeepseekV3(LlamaLike):
         r = max(qk, dv)  # (the narrower of a query head and a value head padded with zero rows)
 
         settings = rope_settings(cfg)
+        if settings.get("partial_rotary_factor") not in (None, 1, 1.0):  # (the rotated dims are qk_rope_head_dim)
+            raise UnsupportedModelError(f"{where}: partial_rotary_factor = {settings['partial_rotary_factor']!r} "
+                                        f"beside qk_rope_head_dim = {rope}: transformers would turn fewer dims than "
+                                        "the heads rotate")
         freqs = inv_freq(rope, settings, where, kinds=YARN_TYPES)
         a = rope_attention_factor(settings, where)  # on the rotated dims of queries and keys (cos and sin times it)
         scale = 0.0 if qk == r else qk ** -0.5  # (0: d_head^(-1/2), d_head = r)
