@@ -368,6 +368,11 @@ VARIANTS = [
     Variant("youtu-latent-attention-tied", "llama", "YoutuConfig",
             dict(_NO_HEAD_DIM, num_key_value_heads=HEADS, q_lora_rank=12, kv_lora_rank=10, qk_rope_head_dim=4,
                  qk_nope_head_dim=6, v_head_dim=6, tie_word_embeddings=True)),
+    # MiniCPM3: DeepSeek-V2's attention with rotated halves; muP's embedding, residual and logit scalars
+    Variant("minicpm3-latent-attention-mup", "llama", "MiniCPM3Config",
+            dict(_NO_HEAD_DIM, num_key_value_heads=HEADS, q_lora_rank=12, kv_lora_rank=10, qk_rope_head_dim=4,
+                 qk_nope_head_dim=6, v_head_dim=8, scale_emb=3.0, scale_depth=1.4, dim_model_base=8,
+                 tie_word_embeddings=True)),
     # DeepSeek-V2-Lite: no query latent, its rotated dims turned as complex numbers (adjacent pairs)
     Variant("deepseek-v2-lite-complex-rotary", "llama", "DeepseekV2Config",
             dict(_NO_HEAD_DIM, num_key_value_heads=HEADS, q_lora_rank=None, kv_lora_rank=10, qk_rope_head_dim=4,
@@ -1191,6 +1196,9 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
     scale = getattr(model.config, "attention_out_multiplier", 1.0) if scale is None else scale  # Falcon-H1's
     if kind == "esmc":  # ESM C divides each branch by sqrt(L / 36)
         scale = (36 / model.config.num_hidden_layers) ** 0.5
+    body = getattr(model, "model", model)
+    if hasattr(getattr(body, "layers", [None])[0], "residual_scale"):  # MiniCPM3's: residual + s · branch, s its own
+        scale = float(body.layers[0].residual_scale)
     # Gemma 4 multiplies the residual by each layer's scalar: compscope reads it divided by their product so far
     scalars = ([float(b.layer_scalar) for b in getattr(model, "model", model).layers] if kind.startswith("gemma4")
                else [1.0] * len(pairs))

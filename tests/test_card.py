@@ -50,9 +50,10 @@ def test_every_family_variant_has_a_card():
         assert rows["layers"] == str(attention_layers(model, v.kind)) and rows["d_model"] == str(cfg.hidden_size), v.id
         assert rows["heads per layer"] == str(cfg.num_attention_heads), v.id
         # (not tied by value: Gemma's, RecurrentGemma's, Granite's, BioGPT's, XGLM's and CTRL's W_E scaled, Cohere's W_U;
-        # BLOOM's W_E the embeddings LayerNorm's output; OPT-350m's W_E and W_U through projections of their own)
+        # BLOOM's W_E the embeddings LayerNorm's output; OPT-350m's W_E and W_U through projections of their own;
+        # MiniCPM3's W_E scaled and W_U divided)
         tied = getattr(cfg, "tie_word_embeddings", False) and not cfg.model_type.startswith((
-            "gemma", "recurrent_gemma", "cohere", "granite", "bloom", "biogpt", "xglm", "ctrl")) and \
+            "gemma", "recurrent_gemma", "cohere", "granite", "bloom", "biogpt", "xglm", "ctrl", "minicpm3")) and \
             getattr(cfg, "word_embed_proj_dim", cfg.hidden_size) == cfg.hidden_size
         assert rows["unembedding"].endswith(", tied (W_E transposed)") == tied or rows["unembedding"] == "none", v.id
 

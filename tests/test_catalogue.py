@@ -112,7 +112,7 @@ def _header_only_gguf(folder: Path, arch: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("arch, reason", [("minicpm3", "multi-head latent attention under this model type's own layout"),
+@pytest.mark.parametrize("arch, reason", [("kimi-linear", "multi-head latent attention under this model type's own layout"),
                                          ("step35", "Step 3.5 and 3.7's language model: its sliding layers have a "
                                                     "query head count of their own")])
 def test_a_gguf_file_of_a_known_architecture_is_refused_with_its_reason(tmp_path, arch, reason):

@@ -184,3 +184,25 @@ def test_a_kimi_k2_5_folder_is_read_and_run_as_its_language_model(tmp_path):
     for layer in range(2):
         torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
                                    atol=ATOL, rtol=0)
+
+
+def test_minicpm3_folds_its_mup_scalars_where_they_act(tmp_path):
+    """MiniCPM3 (scale_emb 3, scale_depth 1.4 over 2 layers, dim_model_base 8 of hidden_size 32): W_E is the table
+    times 3, W_O the output projection times 1.4 / √2, W_U the tied head divided by 32 / 8 = 4; a config whose
+    scale_depth is null (transformers: √layers, no scaling) leaves W_O as it is."""
+    from hf_tiny import BY_ID, build
+
+    model = build(BY_ID["minicpm3-latent-attention-mup"])
+    hw = compscope.load(model)
+    emb = model.model.embed_tokens.weight.detach()
+    assert hw.meta.family == "minicpm3" and hw.rotary.style == "half"
+    torch.testing.assert_close(hw.W_E, emb.T * 3.0, atol=0, rtol=1e-6)
+    torch.testing.assert_close(hw.W_U, emb / 4.0, atol=0, rtol=1e-6)
+    o = model.model.layers[1].self_attn.o_proj.weight.detach()  # (d, heads * 8): head 2's columns, padded to 10
+    torch.testing.assert_close(hw.W_O[1, 2, :, :8], o[:, 16:24] * 1.4 / math.sqrt(2), atol=0, rtol=1e-6)
+    assert not hw.W_O[1, 2, :, 8:].any()
+    model.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["scale_depth"] = None
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    torch.testing.assert_close(compscope.load(tmp_path).W_O[1, 2, :, :8], o[:, 16:24], atol=0, rtol=0)

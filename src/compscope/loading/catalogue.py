@@ -26,7 +26,7 @@ _NO_ATTENTION = "no attention heads: a recurrent or state-space model has none t
 #: model_type -> why compscope does not read it (the architectures researchers ask for)
 NOT_READ: dict[str, str] = {
     **dict.fromkeys(("deepseek_v32", "longcat_flash", "glm_moe_dsa",
-                     "minicpm3", "kimi_linear", "sarvam_mla", "bailing_hybrid", "dots3_note_text",
+                     "kimi_linear", "sarvam_mla", "bailing_hybrid", "dots3_note_text",
                      "axk2", "mistral4", "mistral_large4", "mistral_large4_text", "hy_v4", "hy_v4_vl_text",
                      "glm5_next_text"), _MLA),
     "diffllama": ("differential attention: each output is one softmax pattern's minus λ times a second one's, then "
@@ -183,7 +183,7 @@ GGUF_NOT_READ: dict[str, str] = {
     "mamba": "mamba", "mamba2": "mamba2", "rwkv6": "rwkv", "rwkv7": "rwkv",
     "bitnet": "bitnet",
     "dbrx": "dbrx", "deci": "nemotron-nas",
-    "minicpm3": "minicpm3", "mistral4": "mistral4", "kimi-linear": "kimi_linear", "glm-dsa": "glm_moe_dsa",
+    "mistral4": "mistral4", "kimi-linear": "kimi_linear", "glm-dsa": "glm_moe_dsa",
     "step35": "step3p5", "mimo2": "mimo_v2_flash", "hunyuan_vl": "hunyuan_vl_text",
 }
 
@@ -197,7 +197,9 @@ def why_not(model_type: object) -> str | None:
 GGUF_LAYOUT_NOT_READ: dict[str, str] = {
     "gptj": "compscope reads this model from its HuggingFace folder; llama.cpp's layout of it is not mapped",
     "deepseek2": ("compscope reads DeepSeek-V2 and V3 from their HuggingFace folders; llama.cpp's layout of their "
-                  "multi-head latent attention is not mapped")}
+                  "multi-head latent attention is not mapped"),
+    "minicpm3": ("compscope reads MiniCPM3 from its HuggingFace folder; llama.cpp's layout of its multi-head latent "
+                 "attention is not mapped")}
 
 
 def why_not_gguf(arch: object) -> str | None:

@@ -26,6 +26,7 @@ those scales, as they do not see the residual norm's (the notes say so). Values 
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import torch
 
@@ -72,6 +73,19 @@ class DeepseekV3(LlamaLike):
         """How the rotated dims pair up: adjacent pairs where ``rope_interleave`` (its default), else halves."""
         return "interleaved" if config.get("rope_interleave", True) else "half"
 
+    #: whether a config without ``v_head_dim`` gives values ``hidden_size / heads`` wide (MiniCPM3's), or is refused
+    value_width_default: ClassVar[bool] = False
+
+    @classmethod
+    def embed_scale(cls, config: dict, where: str) -> float:
+        """What the model multiplies its token embeddings by: 1 here."""
+        return 1.0
+
+    @classmethod
+    def logit_divisor(cls, config: dict, where: str) -> float:
+        """What the model divides the last residual by before its LM head: 1 here."""
+        return 1.0
+
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
@@ -82,7 +96,8 @@ class DeepseekV3(LlamaLike):
         if integer(cfg, where, "num_key_value_heads", default=H) != H:
             raise UnsupportedModelError(f"{where}: config key 'num_key_value_heads' = {cfg['num_key_value_heads']!r}: "
                                         f"multi-head latent attention gives each of the {H} heads its own key")
-        nope, rope, dv = (integer(cfg, where, k) for k in ("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"))
+        nope, rope = (integer(cfg, where, k) for k in ("qk_nope_head_dim", "qk_rope_head_dim"))
+        dv = d // H if cfg.get("v_head_dim") is None and cls.value_width_default else integer(cfg, where, "v_head_dim")
         qk = nope + rope
         derived = (("qk_head_dim", qk, "qk_nope_head_dim + qk_rope_head_dim"), ("head_dim", rope, "qk_rope_head_dim"))
         for key, want, of in derived:  # (transformers sets both from the others)
@@ -181,6 +196,19 @@ class DeepseekV3(LlamaLike):
             raise UnsupportedModelError(f"{ts.origin(f'{prefix}embed_tokens.weight')}: embed_tokens has shape "
                                         f"{tuple(emb.shape)}, expected (n_vocab, {d})")
         W_U, head_note = unembedding(ckpt, ["lm_head.weight", prefix + "lm_head.weight"], emb)
+        embed, residual, divisor = (cls.embed_scale(cfg, where), cls.residual_scale(cfg, where),
+                                    cls.logit_divisor(cfg, where))
+        W_E = emb.T * embed if embed != 1.0 else emb.T
+        if embed != 1.0:
+            notes.append(f"W_E includes the embedding scale {embed:g}; W_U does not")
+        if residual != 1.0:  # what each head adds to the residual: residual · W_O z (+ residual · b_O)
+            fields["W_O"] = [w * residual for w in fields["W_O"]]
+            fields["b_O"] = [None if b is None else b * residual for b in fields["b_O"]]
+            notes.append(f"W_O (and b_O) include the residual multiplier {residual:g}: the residual receives that "
+                         "multiple of the attention output")
+        if divisor != 1.0 and W_U is not None:
+            W_U = W_U / divisor
+            notes.append(f"W_U includes the division of the last residual by {divisor:g} before the LM head")
         final = ts.take(f"{prefix}norm.weight", (d,), required=False)
         stack = lambda key: torch.stack(fields[key]).float() if fields[key] and fields[key][0] is not None else None  # noqa: E731
         q_latent = None if r_q is None else LatentNorm(stack("dq"), stack("bdq"), LATENT_EPS)
@@ -199,7 +227,7 @@ class DeepseekV3(LlamaLike):
             W_Q=stack("W_Q"), W_K=stack("W_K"), W_V=stack("W_V"), W_O=torch.stack(fields["W_O"]),
             b_Q=stack("b_Q"), b_K=stack("b_K"), b_V=stack("b_V"),
             b_O=torch.stack(fields["b_O"]) if biased else None,
-            W_E=emb.T, W_pos=None, W_U=W_U, b_U=None,
+            W_E=W_E, W_pos=None, W_U=W_U, b_U=None,
             kv_map=tuple(range(H)),
             attn_norm=Norm("rmsnorm", torch.stack(fields["g"]), None, eps),
             final_norm=None if final is None else Norm("rmsnorm", final[None], None, eps),
@@ -237,3 +265,42 @@ class DeepseekV2(DeepseekV3):
     @classmethod
     def rotary_style(cls, config: dict) -> str:
         return "interleaved"
+
+
+@register
+class MiniCPM3(DeepseekV3):
+    """MiniCPM3 (OpenBMB): DeepSeek-V2's attention with its rotated dims in halves, and muP's scalars where they act:
+    the token embeddings times ``scale_emb``, each branch added to the residual times ``scale_depth / √layers``
+    (folded into ``W_O``), the last residual divided by ``hidden_size / dim_model_base`` before the LM head (into
+    ``W_U``)."""
+
+    name = "minicpm3"
+    about = ("MiniCPM3 (OpenBMB): DeepSeek-V2's multi-head latent attention with rotated halves, muP's embedding, "
+             "residual and logit scalars folded")
+    model_types = ("minicpm3",)
+    architectures = ("MiniCPM3ForCausalLM", "MiniCPM3Model")
+    handled = DeepseekV3.handled - {"rope_interleave"} | {"scale_emb", "scale_depth", "dim_model_base"}
+    ignored = DeepseekV3.ignored | {"mlp_bias"}
+
+    @classmethod
+    def rotary_style(cls, config: dict) -> str:
+        return "half"
+
+    @classmethod
+    def embed_scale(cls, config: dict, where: str) -> float:
+        return number(config, where, "scale_emb", default=12.0)
+
+    value_width_default = True
+
+    @classmethod
+    def residual_scale(cls, config: dict, where: str = "config") -> float:
+        if "scale_depth" in config and config["scale_depth"] is None:  # (transformers: sqrt(layers), no scaling)
+            return 1.0
+        layers = integer(config, where, "num_hidden_layers", high=MAX_LAYERS)
+        return number(config, where, "scale_depth", default=1.4) / math.sqrt(layers)
+
+    @classmethod
+    def logit_divisor(cls, config: dict, where: str) -> float:
+        base = config.get("dim_model_base")
+        d = integer(config, where, "hidden_size")
+        return d / (d if base is None else integer(config, where, "dim_model_base", default=256))
