@@ -83,7 +83,7 @@ _ALONE = {"AlignTextConfig": "AlignTextModel", "ChineseCLIPTextConfig": "Chinese
           "LongT5Config": "LongT5EncoderModel", "T5GemmaConfig": "T5GemmaEncoderModel",
           "Aimv2TextConfig": "Aimv2TextModel",
           "SwitchTransformersConfig": "SwitchTransformersEncoderModel",
-          "MllamaTextConfig": "MllamaForCausalLM"}  # (Llama 3.2 Vision's language model: its own causal LM)
+          "MllamaTextConfig": "MllamaForCausalLM", "Mistral4Config": "Mistral4ForCausalLM"}  # (Llama 3.2 Vision's language model: its own causal LM)
 
 
 class _Named:
@@ -373,6 +373,16 @@ VARIANTS = [
             dict(_NO_HEAD_DIM, num_key_value_heads=HEADS, q_lora_rank=12, kv_lora_rank=10, qk_rope_head_dim=4,
                  qk_nope_head_dim=6, v_head_dim=8, scale_emb=3.0, scale_depth=1.4, dim_model_base=8,
                  tie_word_embeddings=True)),
+    # Mistral 4: head_dim the whole query head, partial_rotary_factor its rotated share; YaRN; Llama 4's query
+    # temperature past the original context (16: the tests' sequences are within it)
+    Variant("mistral4-latent-attention-temperature", "llama", "Mistral4Config",
+            dict(_NO_HEAD_DIM, num_key_value_heads=HEADS, q_lora_rank=12, kv_lora_rank=10, qk_rope_head_dim=4,
+                 qk_nope_head_dim=6, v_head_dim=8, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
+                 moe_intermediate_size=16, first_k_dense_replace=1,
+                 rope_parameters={"rope_type": "yarn", "rope_theta": 500.0, "factor": 4.0,
+                                  "original_max_position_embeddings": 16, "beta_fast": 32.0, "beta_slow": 1.0,
+                                  "mscale": 1.0, "mscale_all_dim": 1.0, "llama_4_scaling_beta": 0.1,
+                                  "partial_rotary_factor": 0.4})),
     # DeepSeek-V2-Lite: no query latent, its rotated dims turned as complex numbers (adjacent pairs)
     Variant("deepseek-v2-lite-complex-rotary", "llama", "DeepseekV2Config",
             dict(_NO_HEAD_DIM, num_key_value_heads=HEADS, q_lora_rank=None, kv_lora_rank=10, qk_rope_head_dim=4,

@@ -206,3 +206,24 @@ def test_minicpm3_folds_its_mup_scalars_where_they_act(tmp_path):
     config["scale_depth"] = None
     (tmp_path / "config.json").write_text(json.dumps(config))
     torch.testing.assert_close(compscope.load(tmp_path).W_O[1, 2, :, :8], o[:, 16:24], atol=0, rtol=0)
+
+
+def test_a_mistral_4_folder_is_read_and_run_within_its_original_context(tmp_path):
+    """Mistral 4's language model alone (no auto class maps it: the runner builds Mistral4ForCausalLM): head_dim the
+    whole query head, the rotated share partial_rotary_factor; Llama 4's query temperature is 1 within the original
+    context (16 here), what is read, and the runner takes no longer sequence."""
+    from compscope.data.runner import layer_state, runner_for
+    from hf_tiny import BY_ID, build, random_ids
+
+    build(BY_ID["mistral4-latent-attention-temperature"]).save_pretrained(tmp_path)
+    hw = compscope.load(tmp_path)
+    assert hw.meta.family == "mistral4" and hw.rotary.dim == 4 and hw.kv_latent_from == 4
+    assert any("Llama 4's temperature" in n and "first 16 positions" in n for n in hw.meta.notes)
+    runner = runner_for(tmp_path, progress=False, device="cpu")
+    assert type(runner.model).__name__ == "Mistral4ForCausalLM" and runner.n_ctx == 16
+    trace = runner.trace(random_ids(seq=16))
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
+                                   atol=ATOL, rtol=0)
+    with pytest.raises(compscope.OptionError, match="sequences of 17 tokens are longer than .* takes \\(16\\)"):
+        runner.trace(random_ids(seq=17))

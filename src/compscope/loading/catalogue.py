@@ -27,7 +27,7 @@ _NO_ATTENTION = "no attention heads: a recurrent or state-space model has none t
 NOT_READ: dict[str, str] = {
     **dict.fromkeys(("deepseek_v32", "longcat_flash", "glm_moe_dsa",
                      "kimi_linear", "sarvam_mla", "bailing_hybrid", "dots3_note_text",
-                     "axk2", "mistral4", "mistral_large4", "mistral_large4_text", "hy_v4", "hy_v4_vl_text",
+                     "axk2", "mistral_large4", "mistral_large4_text", "hy_v4", "hy_v4_vl_text",
                      "glm5_next_text"), _MLA),
     "diffllama": ("differential attention: each output is one softmax pattern's minus λ times a second one's, then "
                   "RMS-normalised before W_O, so no head has one QK circuit and none's OV map is linear"),
@@ -183,7 +183,7 @@ GGUF_NOT_READ: dict[str, str] = {
     "mamba": "mamba", "mamba2": "mamba2", "rwkv6": "rwkv", "rwkv7": "rwkv",
     "bitnet": "bitnet",
     "dbrx": "dbrx", "deci": "nemotron-nas",
-    "mistral4": "mistral4", "kimi-linear": "kimi_linear", "glm-dsa": "glm_moe_dsa",
+    "kimi-linear": "kimi_linear", "glm-dsa": "glm_moe_dsa",
     "step35": "step3p5", "mimo2": "mimo_v2_flash", "hunyuan_vl": "hunyuan_vl_text",
 }
 
@@ -199,6 +199,8 @@ GGUF_LAYOUT_NOT_READ: dict[str, str] = {
     "deepseek2": ("compscope reads DeepSeek-V2 and V3 from their HuggingFace folders; llama.cpp's layout of their "
                   "multi-head latent attention is not mapped"),
     "minicpm3": ("compscope reads MiniCPM3 from its HuggingFace folder; llama.cpp's layout of its multi-head latent "
+                 "attention is not mapped"),
+    "mistral4": ("compscope reads Mistral 4 from its HuggingFace folder; llama.cpp's layout of its multi-head latent "
                  "attention is not mapped")}
 
 

@@ -26,6 +26,7 @@ those scales, as they do not see the residual norm's (the notes say so). Values 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
@@ -73,6 +74,12 @@ class DeepseekV3(LlamaLike):
         """How the rotated dims pair up: adjacent pairs where ``rope_interleave`` (its default), else halves."""
         return "interleaved" if config.get("rope_interleave", True) else "half"
 
+    @classmethod
+    def rotary_width(cls, nope: int, rope: int) -> int:
+        """The ``head_dim`` transformers sets where a config states none (its rotary embedding's width, before
+        ``partial_rotary_factor``): the rotated dims here."""
+        return rope
+
     #: whether a config without ``v_head_dim`` gives values ``hidden_size / heads`` wide (MiniCPM3's), or is refused
     value_width_default: ClassVar[bool] = False
 
@@ -99,11 +106,9 @@ class DeepseekV3(LlamaLike):
         nope, rope = (integer(cfg, where, k) for k in ("qk_nope_head_dim", "qk_rope_head_dim"))
         dv = d // H if cfg.get("v_head_dim") is None and cls.value_width_default else integer(cfg, where, "v_head_dim")
         qk = nope + rope
-        derived = (("qk_head_dim", qk, "qk_nope_head_dim + qk_rope_head_dim"), ("head_dim", rope, "qk_rope_head_dim"))
-        for key, want, of in derived:  # (transformers sets both from the others)
-            if cfg.get(key) is not None and integer(cfg, where, key) != want:
-                raise UnsupportedModelError(f"{where}: config key '{key}' = {cfg[key]!r} disagrees with the head's "
-                                            f"{of} = {want}")
+        if cfg.get("qk_head_dim") is not None and integer(cfg, where, "qk_head_dim") != qk:  # (set from the others)
+            raise UnsupportedModelError(f"{where}: config key 'qk_head_dim' = {cfg['qk_head_dim']!r} disagrees with "
+                                        f"the head's qk_nope_head_dim + qk_rope_head_dim = {qk}")
         if rope % 2:
             raise UnsupportedModelError(f"{where}: qk_rope_head_dim = {rope}: rotated dims come in pairs")
         r_kv = integer(cfg, where, "kv_lora_rank")
@@ -112,15 +117,21 @@ class DeepseekV3(LlamaLike):
         eps = number(cfg, where, "rms_norm_eps")
         r = max(qk, dv)  # (the narrower of a query head and a value head padded with zero rows)
 
-        settings = rope_settings(cfg)
-        if settings.get("partial_rotary_factor") not in (None, 1, 1.0):  # (the rotated dims are qk_rope_head_dim)
-            raise UnsupportedModelError(f"{where}: partial_rotary_factor = {settings['partial_rotary_factor']!r} "
-                                        f"beside qk_rope_head_dim = {rope}: transformers would turn fewer dims than "
-                                        "the heads rotate")
-        freqs = inv_freq(rope, settings, where, kinds=YARN_TYPES)
-        a = rope_attention_factor(settings, where)  # on the rotated dims of queries and keys (cos and sin times it)
         scale = 0.0 if qk == r else qk ** -0.5  # (0: d_head^(-1/2), d_head = r)
         notes = []
+        settings = rope_settings(cfg)
+        # transformers turns int(head_dim × partial_rotary_factor) dims: they must be the heads' rotated ones
+        width = integer(cfg, where, "head_dim") if cfg.get("head_dim") is not None else cls.rotary_width(nope, rope)
+        share = number(settings, where, "partial_rotary_factor", default=1.0, high=1.0, open_low=True)
+        if int(width * share) != rope:
+            raise UnsupportedModelError(f"{where}: head_dim = {width} and partial_rotary_factor = {share:g} turn "
+                                        f"{int(width * share)} dims, not the heads' qk_rope_head_dim = {rope}")
+        if settings.get("llama_4_scaling_beta"):  # (Mistral 4's queries; the data runner keeps within the context)
+            n = number(settings, where, "original_max_position_embeddings", open_low=True)
+            notes.append(f"queries scaled by 1 + {settings['llama_4_scaling_beta']:g} log(1 + floor(i / {n:g})) at "
+                         f"position i (Llama 4's temperature): 1 on the first {n:g} positions, which is what is read")
+        freqs = inv_freq(rope, settings, where, kinds=YARN_TYPES)
+        a = rope_attention_factor(settings, where)  # on the rotated dims of queries and keys (cos and sin times it)
         if (settings.get("rope_type") or "default") != "default" and settings.get("mscale_all_dim"):
             m = _mscale(number(settings, where, "factor", open_low=True), number(settings, where, "mscale_all_dim"))
             scale = qk ** -0.5 * m * m
@@ -137,9 +148,6 @@ class DeepseekV3(LlamaLike):
         if prefix is None:
             raise UnsupportedModelError(f"{where}: no tensor named like '{probe}' (tried prefixes {PREFIXES})")
 
-        def f64(t):
-            return t.double()
-
         # the projections' biases transformers builds (attention_bias: the latents' and the output's); any other a
         # file holds, it ignores
         built = {"q_a_proj", "kv_a_proj_with_mqa", "o_proj"} if biased else set()
@@ -151,45 +159,9 @@ class DeepseekV3(LlamaLike):
         if ignored:
             notes.append(f"the biases of {', '.join(ignored)} not read: the file holds them, but transformers builds "
                          f"this {cls.name} model's projections without them (its config) and ignores the tensors")
-        fields = {k: [] for k in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "g", "dq", "bdq", "dkv",
-                                  "bdkv")}
-        for i in range(L):
-            p = f"{prefix}layers.{i}.self_attn."
-            if r_q is None:
-                Wq = f64(ts.take(p + "q_proj.weight", (H * qk, d))).reshape(H, qk, d)
-                bq = None
-            else:
-                W_dq = ts.take(p + "q_a_proj.weight", (r_q, d))
-                b_dq = ts.take(p + "q_a_proj.bias", (r_q,)) if biased else None
-                g_q = f64(ts.take(p + "q_a_layernorm.weight", (r_q,)))
-                U = f64(ts.take(p + "q_b_proj.weight", (H * qk, r_q))).reshape(H, qk, r_q) * g_q
-                Wq = U @ f64(W_dq)
-                bq = None if b_dq is None else U @ f64(b_dq)
-                fields["dq"].append(W_dq)
-                fields["bdq"].append(b_dq)
-            kv_a = ts.take(p + "kv_a_proj_with_mqa.weight", (r_kv + rope, d))
-            b_kv_a = ts.take(p + "kv_a_proj_with_mqa.bias", (r_kv + rope,)) if biased else None
-            g_kv = f64(ts.take(p + "kv_a_layernorm.weight", (r_kv,)))
-            up = f64(ts.take(p + "kv_b_proj.weight", (H * (nope + dv), r_kv))).reshape(H, nope + dv, r_kv) * g_kv
-            W_dkv, W_kr = f64(kv_a[:r_kv]), f64(kv_a[r_kv:])
-            Wk_nope, Wv = up[:, :nope] @ W_dkv, up[:, nope:] @ W_dkv
-            # rows: the rotated dims first (a head's key shares W_KR), then the rest; YaRN's factor on the rotated
-            Wq = torch.cat([Wq[:, nope:] * a, Wq[:, :nope]], 1)
-            Wk = torch.cat([(W_kr * a).expand(H, rope, d), Wk_nope], 1)
-            fields["W_Q"].append(_padded(Wq, r))
-            fields["W_K"].append(_padded(Wk, r))
-            fields["W_V"].append(_padded(Wv, r))
-            if biased:
-                b_dkv, b_kr = f64(b_kv_a[:r_kv]), f64(b_kv_a[r_kv:])
-                fields["b_Q"].append(None if bq is None else _padded(torch.cat([bq[:, nope:] * a, bq[:, :nope]], 1), r))
-                fields["b_K"].append(_padded(torch.cat([(b_kr * a).expand(H, rope), up[:, :nope] @ b_dkv], 1), r))
-                fields["b_V"].append(_padded(up[:, nope:] @ b_dkv, r))
-                fields["bdkv"].append(b_kv_a[:r_kv])
-            fields["dkv"].append(kv_a[:r_kv])
-            Wo = ts.take(p + "o_proj.weight", (d, H * dv)).reshape(d, H, dv).permute(1, 0, 2)
-            fields["W_O"].append(torch.cat([Wo, Wo.new_zeros(H, d, r - dv)], 2) if r > dv else Wo)
-            fields["b_O"].append(ts.take(p + "o_proj.bias", (d,)) if biased else None)
-            fields["g"].append(ts.take(f"{prefix}layers.{i}.input_layernorm.weight", (d,)))
+        widths = _Widths(d, H, nope, rope, dv, r, r_q, r_kv)
+        layers = [_read_layer(ts, f"{prefix}layers.{i}.", widths, a, biased) for i in range(L)]
+        fields = {k: [layer[k] for layer in layers] for k in layers[0]}
 
         emb = ts.take(f"{prefix}embed_tokens.weight")
         if emb.ndim != 2 or emb.shape[1] != d:
@@ -210,7 +182,7 @@ class DeepseekV3(LlamaLike):
             W_U = W_U / divisor
             notes.append(f"W_U includes the division of the last residual by {divisor:g} before the LM head")
         final = ts.take(f"{prefix}norm.weight", (d,), required=False)
-        stack = lambda key: torch.stack(fields[key]).float() if fields[key] and fields[key][0] is not None else None  # noqa: E731
+        stack = lambda key: None if fields[key][0] is None else torch.stack(fields[key]).float()  # noqa: E731
         q_latent = None if r_q is None else LatentNorm(stack("dq"), stack("bdq"), LATENT_EPS)
         notes = checkpoint_notes(ckpt, head_note) + notes + [
             "multi-head latent attention: W_Q, W_K and W_V are the products of each head's up-projection, its latent "
@@ -226,7 +198,7 @@ class DeepseekV3(LlamaLike):
         return HeadWeights(
             W_Q=stack("W_Q"), W_K=stack("W_K"), W_V=stack("W_V"), W_O=torch.stack(fields["W_O"]),
             b_Q=stack("b_Q"), b_K=stack("b_K"), b_V=stack("b_V"),
-            b_O=torch.stack(fields["b_O"]) if biased else None,
+            b_O=stack("b_O"),
             W_E=W_E, W_pos=None, W_U=W_U, b_U=None,
             kv_map=tuple(range(H)),
             attn_norm=Norm("rmsnorm", torch.stack(fields["g"]), None, eps),
@@ -242,6 +214,60 @@ class DeepseekV3(LlamaLike):
             sliding_window=(None,) * L,
             meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
         )
+
+
+@dataclass(frozen=True)
+class _Widths:
+    """A layer's sizes: the residual, heads, a key's unrotated and rotated dims, a value's, the (padded) head width,
+    the query latent's rank (None: no query latent) and the key/value latent's."""
+
+    d: int
+    H: int
+    nope: int
+    rope: int
+    dv: int
+    r: int
+    r_q: int | None
+    r_kv: int
+
+
+def _read_layer(ts, p: str, w: _Widths, a: float, biased: bool) -> dict[str, torch.Tensor | None]:
+    """One layer's heads from its tensors under ``p`` (``…layers.{i}.``): ``W_Q``, ``W_K``, ``W_V``, ``W_O`` and their
+    biases (float64 products, rotated rows first, YaRN's factor ``a`` on them, padded to ``w.r``), the input norm's
+    gain ``g``, and the latents' projections and biases (``dq``, ``bdq``, ``dkv``, ``bdkv``; None where absent)."""
+    H, d, nope, rope, r = w.H, w.d, w.nope, w.rope, w.r
+    qk, at = nope + rope, p + "self_attn."
+    out: dict[str, torch.Tensor | None] = dict.fromkeys(("b_Q", "b_K", "b_V", "b_O", "dq", "bdq", "bdkv"))
+    if w.r_q is None:
+        Wq, bq = ts.take(at + "q_proj.weight", (H * qk, d)).double().reshape(H, qk, d), None
+    else:
+        out["dq"] = ts.take(at + "q_a_proj.weight", (w.r_q, d))
+        out["bdq"] = ts.take(at + "q_a_proj.bias", (w.r_q,)) if biased else None
+        g_q = ts.take(at + "q_a_layernorm.weight", (w.r_q,)).double()
+        U = ts.take(at + "q_b_proj.weight", (H * qk, w.r_q)).double().reshape(H, qk, w.r_q) * g_q
+        Wq = U @ out["dq"].double()
+        bq = None if out["bdq"] is None else U @ out["bdq"].double()
+    kv_a = ts.take(at + "kv_a_proj_with_mqa.weight", (w.r_kv + rope, d))
+    g_kv = ts.take(at + "kv_a_layernorm.weight", (w.r_kv,)).double()
+    up = ts.take(at + "kv_b_proj.weight", (H * (nope + w.dv), w.r_kv)).double().reshape(H, nope + w.dv, w.r_kv) * g_kv
+    W_dkv, W_kr = kv_a[:w.r_kv].double(), kv_a[w.r_kv:].double()
+    # rows: the rotated dims first (every head's key shares W_KR's), then the rest; YaRN's factor on the rotated
+    out["W_Q"] = _padded(torch.cat([Wq[:, nope:] * a, Wq[:, :nope]], 1), r)
+    out["W_K"] = _padded(torch.cat([(W_kr * a).expand(H, rope, d), up[:, :nope] @ W_dkv], 1), r)
+    out["W_V"] = _padded(up[:, nope:] @ W_dkv, r)
+    out["dkv"] = kv_a[:w.r_kv]
+    if biased:
+        b_kv_a = ts.take(at + "kv_a_proj_with_mqa.bias", (w.r_kv + rope,))
+        b_dkv, b_kr = b_kv_a[:w.r_kv].double(), b_kv_a[w.r_kv:].double()
+        out["b_Q"] = None if bq is None else _padded(torch.cat([bq[:, nope:] * a, bq[:, :nope]], 1), r)
+        out["b_K"] = _padded(torch.cat([(b_kr * a).expand(H, rope), up[:, :nope] @ b_dkv], 1), r)
+        out["b_V"] = _padded(up[:, nope:] @ b_dkv, r)
+        out["bdkv"] = b_kv_a[:w.r_kv]
+        out["b_O"] = ts.take(at + "o_proj.bias", (d,))
+    Wo = ts.take(at + "o_proj.weight", (d, H * w.dv)).reshape(d, H, w.dv).permute(1, 0, 2)
+    out["W_O"] = torch.cat([Wo, Wo.new_zeros(H, d, r - w.dv)], 2) if r > w.dv else Wo
+    out["g"] = ts.take(p + "input_layernorm.weight", (d,))
+    return out
 
 
 def _padded(w: torch.Tensor, r: int) -> torch.Tensor:
@@ -304,3 +330,21 @@ class MiniCPM3(DeepseekV3):
         base = config.get("dim_model_base")
         d = integer(config, where, "hidden_size")
         return d / (d if base is None else integer(config, where, "dim_model_base", default=256))
+
+
+@register
+class Mistral4(DeepseekV3):
+    """Mistral 4 (Mistral Small 4): DeepSeek-V3's attention, ``head_dim`` the whole query head and the rotated share
+    ``partial_rotary_factor``, and Llama 4's query temperature (``llama_4_scaling_beta``), 1 within the original
+    context, which is what is read (the data runner takes no longer sequences)."""
+
+    name = "mistral4"
+    about = ("Mistral 4 (Mistral Small 4): DeepSeek-V3's multi-head latent attention, Llama 4's query temperature "
+             "within the original context")
+    model_types = ("mistral4",)
+    architectures = ("Mistral4ForCausalLM", "Mistral4Model")
+    runs_as = {"mistral4": "Mistral4ForCausalLM"}  # (a folder of the language model alone: no auto class maps it)
+
+    @classmethod
+    def rotary_width(cls, nope: int, rope: int) -> int:
+        return nope + rope
