@@ -383,6 +383,12 @@ VARIANTS = [
                                   "original_max_position_embeddings": 16, "beta_fast": 32.0, "beta_slow": 1.0,
                                   "mscale": 1.0, "mscale_all_dim": 1.0, "llama_4_scaling_beta": 0.1,
                                   "partial_rotary_factor": 0.4})),
+    # DeepSeek-V3.2: V3's attention behind a sparse indexer that selects every key on sequences of up to index_topk
+    Variant("deepseek-v32-indexer-within-topk", "llama", "DeepseekV32Config",
+            dict(_NO_HEAD_DIM, num_key_value_heads=HEADS, q_lora_rank=12, kv_lora_rank=10, qk_rope_head_dim=4,
+                 qk_nope_head_dim=6, v_head_dim=6, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
+                 moe_intermediate_size=16, mlp_layer_types=["dense", "sparse"], index_topk=16, index_head_dim=8,
+                 index_n_heads=2)),
     # DeepSeek-V2-Lite: no query latent, its rotated dims turned as complex numbers (adjacent pairs)
     Variant("deepseek-v2-lite-complex-rotary", "llama", "DeepseekV2Config",
             dict(_NO_HEAD_DIM, num_key_value_heads=HEADS, q_lora_rank=None, kv_lora_rank=10, qk_rope_head_dim=4,
@@ -1172,7 +1178,8 @@ def _added(output) -> torch.Tensor:
     attention returns it third, the output bias its layer adds)."""
     if not isinstance(output, tuple):
         return output
-    return output[0] + output[2] if len(output) == 3 and isinstance(output[2], torch.Tensor) else output[0]
+    bias = output[2] if len(output) == 3 else None  # (GLM-5's third element is its indexer's choice of keys)
+    return output[0] + bias if isinstance(bias, torch.Tensor) and bias.is_floating_point() else output[0]
 
 
 def _first(args, kwargs):

@@ -227,3 +227,21 @@ def test_a_mistral_4_folder_is_read_and_run_within_its_original_context(tmp_path
                                    atol=ATOL, rtol=0)
     with pytest.raises(compscope.OptionError, match="sequences of 17 tokens are longer than .* takes \\(16\\)"):
         runner.trace(random_ids(seq=17))
+
+
+def test_deepseek_v3_2_is_read_as_dense_attention_where_its_indexer_keeps_every_key():
+    """DeepSeek-V3.2 with index_topk 6: on 6 tokens the indexer selects every key and the model's attention is the
+    dense one compscope reads; on 10 it drops keys and the two differ, so the runner takes at most 6 tokens."""
+    from compscope.core.attention import attention_forward
+    from compscope.data.runner import runner_for
+    from hf_tiny import BY_ID, build, capture, random_ids
+
+    model = build(BY_ID["deepseek-v32-indexer-within-topk"], index_topk=6)
+    hw = compscope.load(model)
+    assert hw.meta.family == "deepseek_v32" and any("6 keys its indexer scores best" in n for n in hw.meta.notes)
+    for seq, same in ((6, True), (10, False)):
+        cap = capture(model, "llama", random_ids(seq=seq))
+        gap = max(float((attention_forward(hw, layer, cap.resid[layer]) - cap.attn_out[layer]).abs().max())
+                  for layer in range(hw.n_layers))
+        assert (gap < ATOL) == same, (seq, gap)
+    assert runner_for(model, hw, progress=False).n_ctx == 6

@@ -348,3 +348,43 @@ class Mistral4(DeepseekV3):
     @classmethod
     def rotary_width(cls, nope: int, rope: int) -> int:
         return nope + rope
+
+
+@register
+class DeepseekV32(DeepseekV3):
+    """DeepSeek-V3.2: V3's attention (a query latent always, rotated dims in adjacent pairs) behind DeepSeek Sparse
+    Attention, an indexer that lets each query attend to its ``index_topk`` best-scored keys alone. On a sequence of at
+    most ``index_topk`` tokens it selects every key, so the attention is V3's dense attention: that is what is read
+    (the indexer's weights, which only select keys, are not), and the data runner takes no longer sequences."""
+
+    name = "deepseek_v32"
+    about = ("DeepSeek-V3.2: DeepSeek-V3's multi-head latent attention, read as the dense attention its sparse "
+             "indexer leaves on sequences up to index_topk tokens")
+    model_types = ("deepseek_v32",)
+    architectures = ("DeepseekV32ForCausalLM", "DeepseekV32Model")
+    handled = DeepseekV3.handled - {"rope_interleave"} | {"index_topk", "layer_types"}
+    ignored = DeepseekV3.ignored | {"index_head_dim", "index_n_heads", "mlp_bias", "mlp_layer_types"}
+
+    @classmethod
+    def rotary_style(cls, config: dict) -> str:
+        return "interleaved"
+
+    @classmethod
+    def exact_context(cls, config: dict, where: str = "config") -> int | None:
+        """The indexer's ``index_topk``: on longer sequences it drops keys (and any rope scaling's own limit)."""
+        topk = integer(config, where, "index_topk", default=2048)
+        limit = super().exact_context(config, where)
+        return topk if limit is None else min(topk, limit)
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        cfg, where = ckpt.config, ckpt.source
+        types = cfg.get("layer_types")
+        if types is not None and (not isinstance(types, list) or any(t != "indexed_attention" for t in types)):
+            raise UnsupportedModelError(f"{where}: config key 'layer_types' = {types!r}: compscope reads DeepSeek-V3.2's "
+                                        "layers of indexed attention alone")
+        topk = integer(cfg, where, "index_topk", default=2048)
+        return super().convert(ckpt).replace(note=(
+            f"DeepSeek Sparse Attention: each query attends to the {topk} keys its indexer scores best, which on "
+            f"sequences of at most {topk} tokens is every key: read as that dense attention (the indexer's weights "
+            "not read); the data-based commands take sequences up to that length"))
