@@ -389,6 +389,13 @@ VARIANTS = [
                  qk_nope_head_dim=6, v_head_dim=6, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
                  moe_intermediate_size=16, mlp_layer_types=["dense", "sparse"], index_topk=16, index_head_dim=8,
                  index_n_heads=2)),
+    # Ling 3: a latent attention layer (a sigmoid gate per head) among linear-attention (KDA) layers
+    Variant("ling3-latent-attention-gated-hybrid", "hybrid", "BailingHybridConfig",
+            dict(_NO_HEAD_DIM, num_hidden_layers=4, num_key_value_heads=HEADS, q_lora_rank=None, kv_lora_rank=10,
+                 qk_rope_head_dim=4, qk_nope_head_dim=6, v_head_dim=6, num_experts=4, num_experts_per_token=2,
+                 num_shared_experts=1, num_expert_group=1, topk_group=1, moe_intermediate_size=16,
+                 layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
+                 mlp_layer_types=["dense"] * 4, linear_head_dim=8, linear_num_heads=4, pad_token_id=0)),
     # DeepSeek-V2-Lite: no query latent, its rotated dims turned as complex numbers (adjacent pairs)
     Variant("deepseek-v2-lite-complex-rotary", "llama", "DeepseekV2Config",
             dict(_NO_HEAD_DIM, num_key_value_heads=HEADS, q_lora_rank=None, kv_lora_rank=10, qk_rope_head_dim=4,
@@ -1076,7 +1083,7 @@ def _modules(model, kind: str):
         attending = []
         for b in t.layers:
             attn = getattr(b, "self_attn", None) or (b.mixer if getattr(b, "block_type", None) == "full_attention" else None)
-            if attn is None:
+            if attn is None or getattr(b, "block_type", None) == "linear_attention":  # (Ling 3's: self_attn of its own)
                 continue
             norm = next((getattr(b, n) for n in ("operator_norm", "input_layernorm", "norm") if hasattr(b, n)), None)
             # without a norm before it (OLMo-hybrid's), the attention reads the residual and a norm on its output adds

@@ -43,7 +43,8 @@ def test_the_canonical_form_refuses_latents_of_the_wrong_shape():
         hw.replace(kv_latent_from=11)
     bad = lat.W.clone()
     bad[1, 2, 3] = float("nan")
-    with pytest.raises(compscope.WeightError, match=r"kv_latent.W has 1 NaN/Inf values \(the first at index \(1, 2, 3\)\)"):
+    with pytest.raises(compscope.WeightError,
+                       match=r"kv_latent.W has 1 NaN/Inf values \(the first at index \(1, 2, 3\)\)"):
         hw.replace(kv_latent=dataclasses.replace(lat, W=bad))
 
 
@@ -80,7 +81,8 @@ def _heads_by_hand(model, layer: int, x: torch.Tensor) -> torch.Tensor:
     ckv = x @ f(a.kv_a_proj_with_mqa).T
     kv = (rms(ckv[..., :cfg.kv_lora_rank], f(a.kv_a_layernorm)) @ f(a.kv_b_proj).T).view(b, n, H, nope + dv)
     k_rope = ckv[..., cfg.kv_lora_rank:]
-    theta = getattr(cfg, "rope_parameters", None) and cfg.rope_parameters["rope_theta"] or cfg.rope_theta  # (4.57: rope_theta)
+    params = getattr(cfg, "rope_parameters", None)  # (transformers 4.57: rope_theta)
+    theta = params["rope_theta"] if params else cfg.rope_theta
     freq = theta ** (-torch.arange(0, rope, 2, dtype=torch.float64) / rope)
     ang = torch.arange(n, dtype=torch.float64)[:, None] * freq  # (seq, rope / 2)
 
@@ -142,7 +144,8 @@ def test_the_native_format_keeps_the_latents(tmp_path):
     ("num_key_value_heads", 2, "'num_key_value_heads' = 2: multi-head latent attention gives each of the 4 heads"),
     ("qk_head_dim", 12, "'qk_head_dim' = 12 disagrees with the head's qk_nope_head_dim \\+ qk_rope_head_dim = 10"),
     ("qk_rope_head_dim", 3, "qk_rope_head_dim = 3: rotated dims come in pairs"),
-    ("kv_lora_rank", 9, r"'model.layers.0.self_attn.kv_a_proj_with_mqa.weight' has shape \(14, 32\), expected \(13, 32\)"),
+    ("kv_lora_rank", 9,
+     r"'model.layers.0.self_attn.kv_a_proj_with_mqa.weight' has shape \(14, 32\), expected \(13, 32\)"),
 ])
 def test_settings_the_weights_do_not_hold_are_refused_by_name(tmp_path, key, value, needle):
     _released(tmp_path)
@@ -168,8 +171,9 @@ def test_a_kimi_k2_5_folder_is_read_and_run_as_its_language_model(tmp_path):
         pytest.skip(f"transformers {transformers.__version__} has no Kimi K2.5")
     vision = dict(patch_size=14, pos_emb_height=4, pos_emb_width=4, pos_emb_time=2, num_attention_heads=2,
                   num_hidden_layers=1, hidden_size=16, intermediate_size=32)
-    config = transformers.AutoConfig.for_model("kimi_k25", text_config=dict(BY_ID["deepseek-v3-latent-attention"].config),
-                                               vision_config=vision, projection_hidden_size=32)
+    text = dict(BY_ID["deepseek-v3-latent-attention"].config)
+    config = transformers.AutoConfig.for_model("kimi_k25", text_config=text, vision_config=vision,
+                                               projection_hidden_size=32)
     model = perturbed(lambda: transformers.AutoModelForImageTextToText.from_config(config), seed=1, scale=0.2)
     model.save_pretrained(tmp_path)
     tensors = load_file(tmp_path / "model.safetensors")  # (transformers 5 writes the layers as 'blocks': as released)
@@ -177,7 +181,8 @@ def test_a_kimi_k2_5_folder_is_read_and_run_as_its_language_model(tmp_path):
     save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
     hw = compscope.load(tmp_path)
     lm = model.model.language_model
-    assert hw.meta.family == "deepseek_v3" and hw.n_layers == 2 and "the language model of a kimi_k25" in hw.meta.notes[0]
+    assert hw.meta.family == "deepseek_v3" and hw.n_layers == 2
+    assert "the language model of a kimi_k25" in hw.meta.notes[0]
     assert torch.equal(hw.kv_latent.W[1], lm.layers[1].self_attn.kv_a_proj_with_mqa.weight.detach()[:10])
     runner = runner_for(tmp_path, progress=False, device="cpu")
     trace = runner.trace(random_ids(seq=12))
@@ -245,3 +250,33 @@ def test_deepseek_v3_2_is_read_as_dense_attention_where_its_indexer_keeps_every_
                   for layer in range(hw.n_layers))
         assert (gap < ATOL) == same, (seq, gap)
     assert runner_for(model, hw, progress=False).n_ctx == 6
+
+
+def test_a_ling_3_folder_is_read_and_run_as_its_latent_attention_layers(tmp_path):
+    """Ling 3 as saved (its files' names: word_embeddings, attention, attention.dense): the latent attention layers
+    alone (1 and 3 of 4), each head's gate g_proj's row on each of its dims, run on text with the linear-attention
+    layers between them; layer_types that name another kind refused by name."""
+    from compscope.data.runner import layer_state, runner_for
+    from hf_tiny import BY_ID, build, random_ids
+
+    model = build(BY_ID["ling3-latent-attention-gated-hybrid"])
+    model.save_pretrained(tmp_path)
+    from safetensors import safe_open
+    with safe_open(str(tmp_path / "model.safetensors"), "pt") as f:
+        assert "model.layers.1.attention.dense.weight" in set(f.keys())  # (the released names)
+    hw = compscope.load(tmp_path)
+    assert hw.meta.family == "bailing_hybrid" and hw.n_layers == 2 and hw.q_latent is None
+    assert any("attention on 2 of the model's 4 layers (1, 3" in n for n in hw.meta.notes)
+    g = model.model.layers[3].self_attn.g_proj.weight.detach()  # (heads, d_model)
+    assert all(torch.equal(hw.W_G[1, h, i], g[h]) for h in range(4) for i in range(hw.d_head))
+    runner = runner_for(tmp_path, progress=False, device="cpu")
+    trace = runner.trace(random_ids(seq=12))
+    for layer in range(2):
+        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
+                                   atol=ATOL, rtol=0)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["layer_types"] = ["linear_attention", "full_attention", "sliding_attention", "full_attention"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(compscope.UnsupportedModelError, match="'layer_types' = .*expected one of 'full_attention' or "
+                                                              "'linear_attention' for each of the 4 layers"):
+        compscope.load(tmp_path)

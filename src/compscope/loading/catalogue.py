@@ -26,7 +26,7 @@ _NO_ATTENTION = "no attention heads: a recurrent or state-space model has none t
 #: model_type -> why compscope does not read it (the architectures researchers ask for)
 NOT_READ: dict[str, str] = {
     **dict.fromkeys(("longcat_flash", "glm_moe_dsa",
-                     "kimi_linear", "sarvam_mla", "bailing_hybrid", "dots3_note_text",
+                     "kimi_linear", "sarvam_mla", "dots3_note_text",
                      "axk2", "mistral_large4", "mistral_large4_text", "hy_v4", "hy_v4_vl_text",
                      "glm5_next_text"), _MLA),
     "diffllama": ("differential attention: each output is one softmax pattern's minus λ times a second one's, then "

@@ -35,9 +35,9 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, LatentNorm, Meta, Norm, Rotary
 from ...errors import UnsupportedModelError
 from . import register
-from .base import (MAX_HEADS, MAX_LAYERS, YARN_TYPES, checkpoint_notes, integer, inv_freq, number, rope_accept_yarn,
-                   rope_attention_factor, rope_settings, unembedding)
-from .llama import PREFIXES, LlamaLike
+from .base import (MAX_HEADS, MAX_LAYERS, YARN_TYPES, attending, checkpoint_notes, integer, inv_freq, number,
+                   rope_accept_yarn, rope_attention_factor, rope_settings, unembedding)
+from .llama import PREFIXES, LlamaLike, with_output_gates
 
 #: the attention's projections (``q_proj`` where queries have no latent)
 _PROJECTIONS = ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")
@@ -99,7 +99,9 @@ class DeepseekV3(LlamaLike):
         cls.check_config(cfg, where)
         d = integer(cfg, where, "hidden_size")
         H = integer(cfg, where, "num_attention_heads", high=MAX_HEADS)
-        L = integer(cfg, where, "num_hidden_layers", high=MAX_LAYERS)
+        n_model = integer(cfg, where, "num_hidden_layers", high=MAX_LAYERS)
+        read_layers = cls.attention_layers(cfg, n_model, where)  # (a hybrid's: some)
+        L = len(read_layers)
         if integer(cfg, where, "num_key_value_heads", default=H) != H:
             raise UnsupportedModelError(f"{where}: config key 'num_key_value_heads' = {cfg['num_key_value_heads']!r}: "
                                         f"multi-head latent attention gives each of the {H} heads its own key")
@@ -143,7 +145,7 @@ class DeepseekV3(LlamaLike):
                          + (f"; its attention factor {a:.6g} folded into the rotated rows of W_Q and W_K"
                             if a != 1 else ""))
 
-        probe = "layers.0.self_attn.kv_a_proj_with_mqa.weight"
+        probe = f"layers.{read_layers[0]}.self_attn.kv_a_proj_with_mqa.weight"
         prefix = next((p for p in PREFIXES if p + probe in ts), None)
         if prefix is None:
             raise UnsupportedModelError(f"{where}: no tensor named like '{probe}' (tried prefixes {PREFIXES})")
@@ -151,16 +153,16 @@ class DeepseekV3(LlamaLike):
         # the projections' biases transformers builds (attention_bias: the latents' and the output's); any other a
         # file holds, it ignores
         built = {"q_a_proj", "kv_a_proj_with_mqa", "o_proj"} if biased else set()
-        ignored = sorted({name for i in range(L) for name in _PROJECTIONS if name not in built
+        ignored = sorted({name for i in read_layers for name in _PROJECTIONS if name not in built
                           and f"{prefix}layers.{i}.self_attn.{name}.bias" in ts})
-        for i in range(L):
+        for i in read_layers:
             for name in ignored:
                 ts.leave(f"{prefix}layers.{i}.self_attn.{name}.bias")
         if ignored:
             notes.append(f"the biases of {', '.join(ignored)} not read: the file holds them, but transformers builds "
                          f"this {cls.name} model's projections without them (its config) and ignores the tensors")
         widths = _Widths(d, H, nope, rope, dv, r, r_q, r_kv)
-        layers = [_read_layer(ts, f"{prefix}layers.{i}.", widths, a, biased) for i in range(L)]
+        layers = [_read_layer(ts, f"{prefix}layers.{i}.", widths, a, biased) for i in read_layers]
         fields = {k: [layer[k] for layer in layers] for k in layers[0]}
 
         emb = ts.take(f"{prefix}embed_tokens.weight")
@@ -195,7 +197,12 @@ class DeepseekV3(LlamaLike):
         ]
         if r_q is None:
             notes.append("queries read the input through q_proj (no query latent: q_lora_rank null)")
-        return HeadWeights(
+        if L != n_model:
+            notes.append(f"attention on {L} of the model's {n_model} layers ({', '.join(map(str, read_layers))}; "
+                         f"compscope's layer k is the k-th of these): the others ({cls.other_layers}) write to the "
+                         "residual too, and are not read")
+        gates = cls.gates(ts, [f"{prefix}layers.{i}." for i in read_layers], H, r, d)
+        hw = HeadWeights(
             W_Q=stack("W_Q"), W_K=stack("W_K"), W_V=stack("W_V"), W_O=torch.stack(fields["W_O"]),
             b_Q=stack("b_Q"), b_K=stack("b_K"), b_V=stack("b_V"),
             b_O=stack("b_O"),
@@ -214,6 +221,13 @@ class DeepseekV3(LlamaLike):
             sliding_window=(None,) * L,
             meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
         )
+        return hw if gates is None else with_output_gates(hw, gates, per="per-head")
+
+    @classmethod
+    def gates(cls, ts, prefixes: list[str], H: int, r: int, d: int) -> list[torch.Tensor] | None:
+        """Per layer read (its tensors under each of ``prefixes``), an output gate's ``W_G`` ``(head, d_head,
+        d_model)``, or None where the heads have none (here)."""
+        return None
 
 
 @dataclass(frozen=True)
@@ -381,10 +395,62 @@ class DeepseekV32(DeepseekV3):
         cfg, where = ckpt.config, ckpt.source
         types = cfg.get("layer_types")
         if types is not None and (not isinstance(types, list) or any(t != "indexed_attention" for t in types)):
-            raise UnsupportedModelError(f"{where}: config key 'layer_types' = {types!r}: compscope reads DeepSeek-V3.2's "
-                                        "layers of indexed attention alone")
+            raise UnsupportedModelError(f"{where}: config key 'layer_types' = {types!r}: compscope reads "
+                                        "DeepSeek-V3.2's layers of indexed attention alone")
         topk = integer(cfg, where, "index_topk", default=2048)
         return super().convert(ckpt).replace(note=(
             f"DeepSeek Sparse Attention: each query attends to the {topk} keys its indexer scores best, which on "
             f"sequences of at most {topk} tokens is every key: read as that dense attention (the indexer's weights "
             "not read); the data-based commands take sequences up to that length"))
+
+
+@register
+class BailingHybrid(DeepseekV3):
+    """Ling 3 (inclusionAI's ``bailing_hybrid``): linear-attention layers (KDA) with a multi-head latent attention layer
+    among them (``layer_types`` ``full_attention``: every ``layer_group_size``-th), read alone, the others being
+    writers to the residual as MLPs are. Its latent attention is DeepSeek-V3's (rotated dims in adjacent pairs) with a
+    gate on each head's output, ``sigmoid(g_proj x)``, one per head, from the query's input: ``W_G`` holds ``g_proj``'s
+    row for the head on each of its dims. Its files name the layers' attention ``attention`` (the output projection
+    ``attention.dense``) and the embedding ``word_embeddings``: read as the loaded model's names."""
+
+    name = "bailing_hybrid"
+    about = ("Ling 3: its multi-head latent attention layers alone (DeepSeek-V3's, a sigmoid gate per head), among "
+             "linear-attention layers")
+    model_types = ("bailing_hybrid",)
+    architectures = ("BailingHybridForCausalLM", "BailingHybridModel")
+    handled = DeepseekV3.handled - {"rope_interleave"} | {"layer_types"}
+    ignored = DeepseekV3.ignored | frozenset(
+        "num_shared_experts num_expert_group num_experts_per_token moe_renormalize model_max_length num_experts "
+        "short_conv_kernel_size layer_group_size kda_safe_gate kda_lower_bound mlp_layer_types mtp_loss_scaling_factor "
+        "linear_head_dim linear_num_heads linear_conv_kernel_dim".split())
+    other_layers = "linear-attention (KDA) layers"
+    # its files' names (as released, and as transformers saves them), read as the loaded model's
+    saved_names = ((r"^model\.word_embeddings\.", "model.embed_tokens."),
+                   (r"\.attention\.dense\.", ".self_attn.o_proj."), (r"\.attention\.", ".self_attn."))
+
+    @classmethod
+    def hook_points(cls, model):
+        """The latent attention layers alone: ``input_layernorm`` reads the residual, ``self_attn`` returns what is
+        added (a linear-attention layer's ``self_attn`` is of another kind)."""
+        return [(b.input_layernorm, b.self_attn) for b in cls.base_model(model).layers
+                if getattr(b, "block_type", None) == "full_attention"]
+
+    @classmethod
+    def attention_layers(cls, config: dict, n_layers: int, where: str = "config") -> list[int]:
+        """The layers ``layer_types`` marks ``full_attention`` (the others ``linear_attention``)."""
+        types = config.get("layer_types")
+        if not isinstance(types, list) or len(types) != n_layers or any(
+                t not in ("full_attention", "linear_attention") for t in types):
+            raise UnsupportedModelError(f"{where}: config key 'layer_types' = {types!r}: expected one of "
+                                        f"'full_attention' or 'linear_attention' for each of the {n_layers} layers")
+        return attending([i for i, t in enumerate(types) if t == "full_attention"], n_layers, where,
+                         "a linear-attention layer")
+
+    @classmethod
+    def rotary_style(cls, config: dict) -> str:
+        return "interleaved"
+
+    @classmethod
+    def gates(cls, ts, prefixes: list[str], H: int, r: int, d: int) -> list[torch.Tensor]:
+        return [ts.take(p + "self_attn.g_proj.weight", (H, d))[:, None, :].expand(H, r, d).contiguous()
+                for p in prefixes]
