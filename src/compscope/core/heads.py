@@ -185,17 +185,19 @@ class LatentNorm:
     """The RMSNorm that multi-head latent attention (DeepSeek-V2, V3) puts on a low-rank latent ``c = W x + b`` of the
     heads' input ``x``: the heads read ``g ⊙ c / rms(c)`` through their up-projections ``U``, so ``U diag(g) W`` is
     their ``W_Q`` (``W_K``, ``W_V``) and ``U diag(g) b`` their bias, and what is left of the norm is one scale per token,
-    ``s(x) = (mean_i c_i² + eps)^(-1/2)`` (float32, as the model computes it), multiplying those projections."""
+    ``s(x) = (mean_i c_i² + eps)^(-1/2)``, multiplying those projections."""
 
     W: Tensor  # (layer, rank, d_model)
     b: Tensor | None  # (layer, rank)
     eps: float
 
     def scale(self, layer: int, x: Tensor) -> Tensor:
-        """``s(x)`` of ``layer`` for inputs ``x: (..., d_model)``: ``(...,)``, float32."""
-        c = x.float() @ self.W[layer].to(x.device, torch.float32).T
+        """``s(x)`` of ``layer`` for inputs ``x: (..., d_model)``: ``(...,)``, in float32 as the model computes it
+        (float64 for float64 inputs, compscope's own checks)."""
+        dt = torch.float64 if x.dtype == torch.float64 else torch.float32
+        c = x.to(dt) @ self.W[layer].to(x.device, dt).T
         if self.b is not None:
-            c = c + self.b[layer].to(x.device, torch.float32)
+            c = c + self.b[layer].to(x.device, dt)
         return torch.rsqrt(c.pow(2).mean(-1) + self.eps)
 
     def mapped(self, read) -> LatentNorm:
