@@ -396,6 +396,12 @@ VARIANTS = [
                  num_shared_experts=1, num_expert_group=1, topk_group=1, moe_intermediate_size=16,
                  layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
                  mlp_layer_types=["dense"] * 4, linear_head_dim=8, linear_num_heads=4, pad_token_id=0)),
+    # GLM-5: DeepSeek-V3.2's attention and indexer under its own names (its layers return their choice of keys too)
+    Variant("glm5-dsa-indexer-within-topk", "llama", "GlmMoeDsaConfig",
+            dict(_NO_HEAD_DIM, num_key_value_heads=HEADS, q_lora_rank=12, kv_lora_rank=10, qk_rope_head_dim=4,
+                 qk_nope_head_dim=6, v_head_dim=6, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
+                 moe_intermediate_size=16, mlp_layer_types=["dense", "sparse"], index_topk=16, index_head_dim=8,
+                 index_n_heads=2, indexer_types=["full", "full"])),
     # DeepSeek-V2-Lite: no query latent, its rotated dims turned as complex numbers (adjacent pairs)
     Variant("deepseek-v2-lite-complex-rotary", "llama", "DeepseekV2Config",
             dict(_NO_HEAD_DIM, num_key_value_heads=HEADS, q_lora_rank=None, kv_lora_rank=10, qk_rope_head_dim=4,

@@ -280,3 +280,22 @@ def test_a_ling_3_folder_is_read_and_run_as_its_latent_attention_layers(tmp_path
     with pytest.raises(compscope.UnsupportedModelError, match="'layer_types' = .*expected one of 'full_attention' or "
                                                               "'linear_attention' for each of the 4 layers"):
         compscope.load(tmp_path)
+
+
+def test_glm_5_is_read_as_deepseek_v3_2_and_layers_sharing_keys_are_refused(tmp_path):
+    """GLM-5: V3.2's reading (dense within index_topk, the runner kept there); a config whose indexer_types has a layer
+    reuse another's choice of keys is refused by name."""
+    from compscope.data.runner import runner_for
+    from hf_tiny import BY_ID, build
+
+    model = build(BY_ID["glm5-dsa-indexer-within-topk"])
+    hw = compscope.load(model)
+    assert hw.meta.family == "glm_moe_dsa" and any("16 keys its indexer scores best" in n for n in hw.meta.notes)
+    assert runner_for(model, hw, progress=False).n_ctx == 16
+    model.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["indexer_types"] = ["full", "shared"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(compscope.UnsupportedModelError, match=r"'indexer_types' = \['full', 'shared'\]: layers that "
+                                                              "reuse another layer's choice of keys"):
+        compscope.load(tmp_path)

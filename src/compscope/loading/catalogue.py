@@ -25,7 +25,7 @@ _NO_ATTENTION = "no attention heads: a recurrent or state-space model has none t
 
 #: model_type -> why compscope does not read it (the architectures researchers ask for)
 NOT_READ: dict[str, str] = {
-    **dict.fromkeys(("longcat_flash", "glm_moe_dsa",
+    **dict.fromkeys(("longcat_flash",
                      "kimi_linear", "sarvam_mla", "dots3_note_text",
                      "axk2", "mistral_large4", "mistral_large4_text", "hy_v4", "hy_v4_vl_text",
                      "glm5_next_text"), _MLA),
@@ -183,7 +183,7 @@ GGUF_NOT_READ: dict[str, str] = {
     "mamba": "mamba", "mamba2": "mamba2", "rwkv6": "rwkv", "rwkv7": "rwkv",
     "bitnet": "bitnet",
     "dbrx": "dbrx", "deci": "nemotron-nas",
-    "kimi-linear": "kimi_linear", "glm-dsa": "glm_moe_dsa",
+    "kimi-linear": "kimi_linear", 
     "step35": "step3p5", "mimo2": "mimo_v2_flash", "hunyuan_vl": "hunyuan_vl_text",
 }
 
@@ -201,7 +201,9 @@ GGUF_LAYOUT_NOT_READ: dict[str, str] = {
     "minicpm3": ("compscope reads MiniCPM3 from its HuggingFace folder; llama.cpp's layout of its multi-head latent "
                  "attention is not mapped"),
     "mistral4": ("compscope reads Mistral 4 from its HuggingFace folder; llama.cpp's layout of its multi-head latent "
-                 "attention is not mapped")}
+                 "attention is not mapped"),
+    "glm-dsa": ("compscope reads GLM-5 from its HuggingFace folder; llama.cpp's layout of its multi-head latent "
+                "attention is not mapped")}
 
 
 def why_not_gguf(arch: object) -> str | None:

@@ -454,3 +454,27 @@ class BailingHybrid(DeepseekV3):
     def gates(cls, ts, prefixes: list[str], H: int, r: int, d: int) -> list[torch.Tensor]:
         return [ts.take(p + "self_attn.g_proj.weight", (H, d))[:, None, :].expand(H, r, d).contiguous()
                 for p in prefixes]
+
+
+@register
+class GlmMoeDsa(DeepseekV32):
+    """GLM-5 (``glm_moe_dsa``): DeepSeek-V3.2's attention and sparse indexer under its own names, read as the dense
+    attention the indexer leaves on sequences of up to ``index_topk`` tokens. Layers that reuse the previous layer's
+    choice of keys (``indexer_types`` ``shared``) are refused: the data runner's stand-ins for the layers it leaves out
+    would hand them none."""
+
+    name = "glm_moe_dsa"
+    about = ("GLM-5: DeepSeek-V3.2's multi-head latent attention, read as the dense attention its sparse indexer "
+             "leaves on sequences up to index_topk tokens")
+    model_types = ("glm_moe_dsa",)
+    architectures = ("GlmMoeDsaForCausalLM", "GlmMoeDsaModel")
+    handled = DeepseekV32.handled | {"indexer_types"}
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        cfg, where = ckpt.config, ckpt.source
+        kinds = cfg.get("indexer_types")
+        if kinds is not None and (not isinstance(kinds, list) or any(k != "full" for k in kinds)):
+            raise UnsupportedModelError(f"{where}: config key 'indexer_types' = {kinds!r}: layers that reuse another "
+                                        "layer's choice of keys ('shared') are not read")
+        return super().convert(ckpt)
