@@ -299,3 +299,15 @@ def test_glm_5_is_read_as_deepseek_v3_2_and_layers_sharing_keys_are_refused(tmp_
     with pytest.raises(compscope.UnsupportedModelError, match=r"'indexer_types' = \['full', 'shared'\]: layers that "
                                                               "reuse another layer's choice of keys"):
         compscope.load(tmp_path)
+
+
+def test_deepseek_v3_2_layers_of_another_kind_are_refused_by_name(tmp_path):
+    from hf_tiny import BY_ID, build
+
+    build(BY_ID["deepseek-v32-indexer-within-topk"]).save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["layer_types"] = ["indexed_attention", "full_attention"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(compscope.UnsupportedModelError, match=r"'layer_types' = \['indexed_attention', "
+                                                              r"'full_attention'\]: compscope reads DeepSeek-V3.2's"):
+        compscope.load(tmp_path)

@@ -284,6 +284,13 @@ def _read_layer(ts, p: str, w: _Widths, a: float, biased: bool) -> dict[str, tor
     return out
 
 
+def _each(config: dict, where: str, key: str, value: str, why: str) -> None:
+    """Refuse, naming ``key`` and saying ``why``, a per-layer list in ``config`` with an entry other than ``value``."""
+    listed = config.get(key)
+    if listed is not None and (not isinstance(listed, list) or any(v != value for v in listed)):
+        raise UnsupportedModelError(f"{where}: config key '{key}' = {listed!r}: {why}")
+
+
 def _padded(w: torch.Tensor, r: int) -> torch.Tensor:
     """``w`` ``(head, rows, ...)`` with zero rows appended up to ``r``."""
     return w if w.shape[1] == r else torch.cat([w, w.new_zeros(w.shape[0], r - w.shape[1], *w.shape[2:])], 1)
@@ -393,10 +400,8 @@ class DeepseekV32(DeepseekV3):
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where = ckpt.config, ckpt.source
-        types = cfg.get("layer_types")
-        if types is not None and (not isinstance(types, list) or any(t != "indexed_attention" for t in types)):
-            raise UnsupportedModelError(f"{where}: config key 'layer_types' = {types!r}: compscope reads "
-                                        "DeepSeek-V3.2's layers of indexed attention alone")
+        _each(cfg, where, "layer_types", "indexed_attention", "compscope reads DeepSeek-V3.2's layers of indexed "
+              "attention alone")
         topk = integer(cfg, where, "index_topk", default=2048)
         return super().convert(ckpt).replace(note=(
             f"DeepSeek Sparse Attention: each query attends to the {topk} keys its indexer scores best, which on "
@@ -473,8 +478,6 @@ class GlmMoeDsa(DeepseekV32):
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where = ckpt.config, ckpt.source
-        kinds = cfg.get("indexer_types")
-        if kinds is not None and (not isinstance(kinds, list) or any(k != "full" for k in kinds)):
-            raise UnsupportedModelError(f"{where}: config key 'indexer_types' = {kinds!r}: layers that reuse another "
-                                        "layer's choice of keys ('shared') are not read")
+        _each(cfg, where, "indexer_types", "full", "layers that reuse another layer's choice of keys ('shared') are "
+              "not read")
         return super().convert(ckpt)
