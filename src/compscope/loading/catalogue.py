@@ -27,8 +27,13 @@ _NO_ATTENTION = "no attention heads: a recurrent or state-space model has none t
 NOT_READ: dict[str, str] = {
     **dict.fromkeys(("longcat_flash",
                      "kimi_linear", "sarvam_mla", "dots3_note_text",
-                     "axk2", "mistral_large4", "mistral_large4_text", "hy_v4", "hy_v4_vl_text",
-                     "glm5_next_text"), _MLA),
+                     "axk2", "glm5_next_text"), _MLA),
+    **dict.fromkeys(("mistral_large4", "mistral_large4_text"), (
+        "multi-head latent attention whose later layers reuse an earlier layer's keys and values (kv_sharing_modes), "
+        "so those heads' keys and values read the residual at another layer than their queries")),
+    **dict.fromkeys(("hy_v4", "hy_v4_vl_text"), (
+        "hyper-connections: hc_mult residual streams that learned maps mix before and after each sublayer, so there "
+        "is no one residual stream that heads read and write (its attention: DeepSeek-V3.2's with a gate and sinks)")),
     "diffllama": ("differential attention: each output is one softmax pattern's minus λ times a second one's, then "
                   "RMS-normalised before W_O, so no head has one QK circuit and none's OV map is linear"),
     "reformer": ("locality-sensitive-hashing and chunked local attention, and a reversible residual kept as two "
