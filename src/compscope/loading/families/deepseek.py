@@ -41,7 +41,8 @@ from .llama import PREFIXES, LlamaLike, with_output_gates
 
 #: the attention's projections (``q_proj`` where queries have no latent)
 _PROJECTIONS = ("q_proj", "q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj")
-#: the latent norms' epsilon (transformers builds them at DeepseekV3RMSNorm's default, whatever the config says)
+#: the latent norms' epsilon (transformers builds them at DeepseekV3RMSNorm's default, whatever the config says; a
+#: GGUF file's, which llama.cpp runs at the file's RMS epsilon, says so as ``latent_norm_eps``)
 LATENT_EPS = 1e-6
 #: the mixture-of-experts MLPs' settings and the multi-token-prediction layers': the attention does not depend on them
 _NOT_ATTENTION = frozenset(
@@ -65,7 +66,7 @@ class DeepseekV3(LlamaLike):
                      "YoutuForCausalLM", "YoutuModel", "AXK1ForCausalLM", "AXK1Model")
     handled = frozenset("hidden_size num_attention_heads num_key_value_heads num_hidden_layers rms_norm_eps "
                         "q_lora_rank kv_lora_rank qk_rope_head_dim qk_nope_head_dim v_head_dim qk_head_dim head_dim "
-                        "rope_interleave attention_bias rope_theta".split())
+                        "rope_interleave attention_bias rope_theta latent_norm_eps".split())
     ignored = LlamaLike.ignored | _NOT_ATTENTION | {"mlp_layer_types", "embedding_initializer_range"}
     accept = {"rope_parameters": rope_accept_yarn, "rope_scaling": rope_accept_yarn}
 
@@ -117,6 +118,7 @@ class DeepseekV3(LlamaLike):
         r_q = None if cfg.get("q_lora_rank") is None else integer(cfg, where, "q_lora_rank")
         biased = bool(cfg.get("attention_bias") or False)
         eps = number(cfg, where, "rms_norm_eps")
+        latent_eps = number(cfg, where, "latent_norm_eps", default=LATENT_EPS, open_low=True)
         r = max(qk, dv)  # (the narrower of a query head and a value head padded with zero rows)
 
         scale = 0.0 if qk == r else qk ** -0.5  # (0: d_head^(-1/2), d_head = r)
@@ -185,7 +187,7 @@ class DeepseekV3(LlamaLike):
             notes.append(f"W_U includes the division of the last residual by {divisor:g} before the LM head")
         final = ts.take(f"{prefix}norm.weight", (d,), required=False)
         stack = lambda key: None if fields[key][0] is None else torch.stack(fields[key]).float()  # noqa: E731
-        q_latent = None if r_q is None else LatentNorm(stack("dq"), stack("bdq"), LATENT_EPS)
+        q_latent = None if r_q is None else LatentNorm(stack("dq"), stack("bdq"), latent_eps)
         notes = checkpoint_notes(ckpt, head_note) + notes + [
             "multi-head latent attention: W_Q, W_K and W_V are the products of each head's up-projection, its latent "
             "RMSNorm's gain and the latent's projection; the latent norms' per-token scales (on queries; on values and "
@@ -197,6 +199,9 @@ class DeepseekV3(LlamaLike):
         ]
         if r_q is None:
             notes.append("queries read the input through q_proj (no query latent: q_lora_rank null)")
+        if latent_eps != LATENT_EPS:
+            notes.append(f"the latent norms' epsilon {latent_eps:g} (latent_norm_eps: the file's RMS epsilon, at which "
+                         f"llama.cpp runs them; transformers runs them at {LATENT_EPS:g})")
         if L != n_model:
             notes.append(f"attention on {L} of the model's {n_model} layers ({', '.join(map(str, read_layers))}; "
                          f"compscope's layer k is the k-th of these): the others ({cls.other_layers}) write to the "
@@ -212,7 +217,7 @@ class DeepseekV3(LlamaLike):
             final_norm=None if final is None else Norm("rmsnorm", final[None], None, eps),
             norm_placement="pre",
             q_latent=q_latent,
-            kv_latent=LatentNorm(stack("dkv"), stack("bdkv"), LATENT_EPS),
+            kv_latent=LatentNorm(stack("dkv"), stack("bdkv"), latent_eps),
             kv_latent_from=rope,
             rotary=Rotary(rope, freqs[None].expand(L, -1).clone(), cls.rotary_style(cfg)),
             positions="rotary",

@@ -115,6 +115,8 @@ ARCHS = {
     "t5encoder": ("t5", False, False),  # (the encoder alone: a T5EncoderModel's file)
     "glm4moe": ("glm4_moe", False, False),  # GLM-4.5/4.6/4.7: rows as HF's (rotate-half on part of each head), q/k/v
     # biases and QK norms from the tensors; the multi-token-prediction blocks after the last layer left out
+    "deepseek2": ("deepseek_v3", False, False),  # DeepSeek-V2/V3/R1, Kimi K2, Moonlight, Youtu-LLM: multi-head latent
+    # attention (rules.deepseek2), rows as HF's (adjacent pairs rotated), the key/value up-projection split or fused
 }
 
 #: the architectures with multimodal rotary sections (``rope.dimension_sections``), and whose they are
@@ -214,6 +216,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         cfg["layer_types"] = ["conv" if i in ssm_layers else "full_attention" for i in range(cfg["num_hidden_layers"])]
     if arch == "gemma4":  # local and global layers of their own head widths and K/V head counts
         n_kv = rules.gemma4(path, arch, cfg, fields, infos, n_kv)
+    if arch == "deepseek2":  # (each head its own key once the latents are expanded; read after the rope scaling)
+        n_kv = n_heads
     if isinstance(n_heads, list) or isinstance(n_kv, list):
         raise UnsupportedModelError(
             f"{path}: per-layer head counts ('{arch}.attention.head_count' is a list) are not supported"
@@ -221,7 +225,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // n_heads
     if arch in _GRANITE_ARCHS and "attention_multiplier" not in cfg:  # llama.cpp: no attention.scale, d_head^-1/2
         cfg["attention_multiplier"] = head_dim**-0.5  # (transformers' Granite default is 1: said outright)
-    rope_dim = fields.get(f"{arch}.rope.dimension_count") if arch != "gemma4" else None  # (rules.gemma4: per layer type)
+    rope_dim = (fields.get(f"{arch}.rope.dimension_count") if arch not in ("gemma4", "deepseek2")  # (their rules:
+                else None)  # per layer type; the rotated dims of each head's latent attention)
     if rope_dim == head_dim and arch in _PARTIAL_ROTARY:  # said outright: StableLM's family would take a quarter
         cfg["partial_rotary_factor"] = 1.0
     if rope_dim is not None and rope_dim != head_dim:
@@ -301,6 +306,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
                                     "attends causally is not the bidirectional encoder compscope reads")
     if arch == "llama4":
         cfg.update(rules.llama4(fields, arch))
+    if arch == "deepseek2":
+        head_dim = rules.deepseek2(path, arch, cfg, fields, infos)
     if arch in ("t5", "t5encoder"):
         rules.t5(path, arch, cfg, fields, infos)
     note = rules.falcon_h1(path, arch, fields) if arch == "falcon-h1" else None

@@ -166,6 +166,29 @@ _NEMOTRON_H_BLOCK = {"attn_norm.weight": "norm.weight",
 _NEMOTRON_H_TOP = {"token_embd.weight": "backbone.embeddings.weight", "output_norm.weight": "backbone.norm_f.weight",
                    "output.weight": "lm_head.weight"}
 
+#: DeepSeek-V2's and V3's latent attention (llama.cpp's ``deepseek2``) under HF's names; the key/value up-projection
+#: that the converter split into ``attn_k_b`` and ``attn_v_b`` is joined back by :func:`joined_kv_b`
+_DEEPSEEK2_BLOCK = {**{k: v for k, v in _BLOCK.items() if not k.startswith(("attn_k.", "attn_v.", "attn_qkv."))},
+                    "attn_q_a.weight": "self_attn.q_a_proj.weight",
+                    "attn_q_a_norm.weight": "self_attn.q_a_layernorm.weight",
+                    "attn_q_b.weight": "self_attn.q_b_proj.weight",
+                    "attn_kv_a_mqa.weight": "self_attn.kv_a_proj_with_mqa.weight",
+                    "attn_kv_a_norm.weight": "self_attn.kv_a_layernorm.weight",
+                    "attn_kv_b.weight": "self_attn.kv_b_proj.weight"}
+
+def joined_kv_b(k_b: torch.Tensor, v_b: torch.Tensor) -> torch.Tensor:
+    """HF's ``kv_b_proj`` ``(head × (nope + v), rank)``, rows ``[k_nope_h | v_h]`` per head, from llama.cpp's split:
+    ``attn_k_b`` ``(head, rank, nope)`` (each head's key rows transposed) and ``attn_v_b`` ``(head, v, rank)``."""
+    if k_b.ndim != 3 or v_b.ndim != 3 or k_b.shape[0] != v_b.shape[0] or k_b.shape[1] != v_b.shape[2]:
+        raise ValueError(f"attn_k_b {tuple(k_b.shape)} and attn_v_b {tuple(v_b.shape)} are not (head, rank, nope) and "
+                         "(head, v, rank) of one head count and rank")
+    return torch.cat([k_b.transpose(1, 2), v_b], 1).reshape(-1, k_b.shape[1])
+
+
+#: architecture -> {HF name in a layer: (the block tensors it is joined from, the function that joins them)}
+JOINED = {"deepseek2": {"self_attn.kv_b_proj.weight": (("attn_k_b.weight", "attn_v_b.weight"), joined_kv_b)}}
+
+
 #: architecture -> (block tensor names, block prefix, top-level names, names whose rows and columns
 #: llama.cpp swapped, (fused names whose rows it regrouped, the function that puts them back:
 #: ``(w, H, G, d_head) -> w``)); every other architecture uses the Llama-like names. A block name
@@ -199,6 +222,7 @@ LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn.
             "afmoe": ({**_BLOCK, "attn_gate.weight": "self_attn.gate_proj.weight"}, "model.layers.{i}.", _TOP, (),
                       ((), None)),
             "gemma4": ({**_BLOCK, "layer_output_scale.weight": "layer_scalar"}, "model.layers.{i}.", _TOP, (), ((), None)),
+            "deepseek2": (_DEEPSEEK2_BLOCK, "model.layers.{i}.", _TOP, (), ((), None)),
             "falcon": (falcon_block(two_norms=False), "transformer.h.{i}.", _FALCON_TOP, (),
                        (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _falcon_grouped))}
 LLAMA_LAYOUT = (_BLOCK, "model.layers.{i}.", _TOP, (), ((), None))

@@ -69,8 +69,13 @@ _GPT_OSS_YARN = {"factor": "factor", "original_context_length": "original_max_po
 _MISTRAL3_YARN_NEUTRAL = {**_YARN_NEUTRAL, "yarn_log_multiplier": ((1.0,), "Ministral 3's mscale_all_dim: with any "
                                                                           "value but 1 llama.cpp's runtimes disagree "
                                                                           "on YaRN's attention factor")}
+#: DeepSeek-V2's and V3's: the log multiplier is ``0.1 mscale_all_dim`` (its converter writes it so), read by
+#: :func:`.rules.deepseek2` as ``log_multiplier``
+_DEEPSEEK2_YARN = {**_YARN, "yarn_log_multiplier": "log_multiplier"}
+_DEEPSEEK2_YARN_NEUTRAL = {k: v for k, v in _YARN_NEUTRAL.items() if k != "yarn_log_multiplier"}
 #: the architectures whose YaRN keys are read otherwise: (keys read, keys neutral at the values given)
-_YARN_READ = {"gpt-oss": (_GPT_OSS_YARN, {}), "mistral3": (_YARN, _MISTRAL3_YARN_NEUTRAL)}
+_YARN_READ = {"gpt-oss": (_GPT_OSS_YARN, {}), "mistral3": (_YARN, _MISTRAL3_YARN_NEUTRAL),
+              "deepseek2": (_DEEPSEEK2_YARN, _DEEPSEEK2_YARN_NEUTRAL)}
 
 
 def yarn(path: Path, arch: str, fields: dict) -> dict:

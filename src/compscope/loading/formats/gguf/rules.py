@@ -1,5 +1,6 @@
 """llama.cpp's rules for the architectures whose config is more than renamed metadata keys (T5, ModernBERT,
-Llama 4, Gemma 4, Falcon-H1, AFMoE, Qwen3-Next and Qwen3.5, Nemotron-H, Phi-3.5-MoE, the hybrids' per-layer K/V head counts, GLM-4.5's prediction blocks): what it stores, and
+Llama 4, Gemma 4, Falcon-H1, AFMoE, Qwen3-Next and Qwen3.5, Nemotron-H, Phi-3.5-MoE, DeepSeek-V2 and V3, the hybrids'
+per-layer K/V head counts, GLM-4.5's prediction blocks): what it stores, and
 what it takes without storing, written into the HF config the family reads."""
 
 from __future__ import annotations
@@ -285,3 +286,56 @@ def phimoe(cfg: dict, names: set[str]) -> str | None:
         return None
     return ("LongRoPE's amplitude as llama.cpp computes it, sqrt(1 + ln s / ln n) on queries and keys, where "
             "transformers' PhiMoE takes the config's short_mscale, which the file does not hold")
+
+
+def deepseek2(path: Path, arch: str, cfg: dict, fields: dict, infos: list) -> int:
+    """DeepSeek-V2's and V3's multi-head latent attention (and Kimi K2's, Moonlight's, Youtu-LLM's: llama.cpp's
+    ``deepseek2``) as llama.cpp's converter writes it, into ``cfg`` as the DeepSeek-V3 config it runs as: the latents'
+    ranks (``attention.q_lora_rank``, ``kv_lora_rank``), the rotated width (``rope.dimension_count``), a head's key
+    and value widths (``attention.key_length_mla``, ``value_length_mla``, where the file keeps the key/value
+    up-projection split as ``attn_k_b`` and ``attn_v_b``; else ``key_length``, ``value_length``, beside the fused
+    ``attn_kv_b``); queries from ``attn_q`` where the file has no query latent (DeepSeek-V2-Lite's); rotated in
+    adjacent pairs (llama.cpp's ``deepseek2`` rotary); the latent norms at the file's RMS epsilon, as llama.cpp runs
+    them (``latent_norm_eps``); YaRN's attention factor 1 on the rotated dims and ``mscale(factor, m)²`` on the logit,
+    ``m = yarn_log_multiplier / 0.1`` (llama.cpp's rule for this architecture). Returns a head's query width."""
+    names = {i.name for i in infos}
+    has = lambda tail: any(n.startswith("blk.") and n.endswith(tail) for n in names)  # noqa: E731
+    split, fused = has(".attn_k_b.weight") or has(".attn_v_b.weight"), has(".attn_kv_b.weight")
+    if split == fused:
+        raise UnsupportedModelError(
+            f"{path}: a {arch} file with {'both' if split else 'neither'} the fused key/value up-projection "
+            "(attn_kv_b) and the split one (attn_k_b, attn_v_b): llama.cpp's converter writes one of them")
+    suffix = "_mla" if split else ""
+
+    def count(key: str) -> int:
+        value = fields.get(f"{arch}.{key}")
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.{key}' = {value!r}: {arch}'s multi-head "
+                                        "latent attention needs it, a positive count")
+        return value
+
+    key, value, rope = count(f"attention.key_length{suffix}"), count(f"attention.value_length{suffix}"), count(
+        "rope.dimension_count")
+    if key <= rope:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.key_length{suffix}' = {key} leaves no "
+                                    f"unrotated dims beside the {rope} rotated ('{arch}.rope.dimension_count')")
+    if has(".attn_q.weight") == has(".attn_q_a.weight"):
+        raise UnsupportedModelError(f"{path}: a {arch} file with {'both' if has('.attn_q.weight') else 'neither'} "
+                                    "the query projection (attn_q) and the query latent (attn_q_a)")
+    q_rank = count("attention.q_lora_rank") if has(".attn_q_a.weight") else None
+    for dropped in ("head_dim", "num_key_value_heads"):  # (the absorbed form's one key/value head: not the model's)
+        cfg.pop(dropped, None)
+    cfg.update(q_lora_rank=q_rank, kv_lora_rank=count("attention.kv_lora_rank"), qk_rope_head_dim=rope,
+               qk_nope_head_dim=key - rope, v_head_dim=value, rope_interleave=True, attention_bias=False)
+    if "rms_norm_eps" in cfg:
+        cfg["latent_norm_eps"] = cfg["rms_norm_eps"]
+    scaling = cfg.get("rope_scaling")
+    if scaling and scaling.get("rope_type") == "yarn":
+        log_mul = scaling.pop("log_multiplier", None)
+        scaling["attention_factor"] = 1.0
+        if log_mul:
+            scaling["mscale_all_dim"] = scaling["mscale"] = float(log_mul) / 0.1
+    elif scaling:
+        raise UnsupportedModelError(f"{path}: a {arch} file with rope scaling {scaling.get('rope_type')!r}; "
+                                    "compscope reads its YaRN, or none")
+    return key

@@ -7,6 +7,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import torch
+
 from ...checkpoint import Checkpoint, TensorStore, one_line, pairs_to_halves
 from ...gguf_file import dequantize
 from ....errors import LoadError
@@ -16,8 +18,6 @@ from .files import SHARD_NAME
 
 def checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkpoint:
     """The checkpoint of the GGUF file in ``files`` (one, or its shards), from :func:`.files.open_shards`."""
-    from gguf.constants import GGMLQuantizationType
-
     path = files[0]
     infos = [info for info, _, _ in located]
     cfg, shape = metadata.config(path, fields, infos, located)
@@ -28,6 +28,9 @@ def checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkpo
     block_names, block_prefix, top_names, transposed, (regrouped, regroup_rows), not_attention = naming.layout(
         arch, infos)
     splits = (n_heads * head_dim, n_kv * head_dim, n_kv * head_dim)  # a fused tensor's rows: q, k, v heads
+    joined = naming.JOINED.get(arch, {})  # (HF tensors joined from several block tensors: DeepSeek's kv_b_proj)
+    part_of = {part: sub for sub, (parts, _) in joined.items() for part in parts}
+    pending: dict[tuple[str, str], dict[str, tuple]] = {}  # (block, HF name) -> {its block tensors' names: sources}
     for info, buf, file in located:
         m = block.match(info.name)
         if m and mtp and int(m.group(1)) >= cfg["num_hidden_layers"]:  # a multi-token-prediction block: no layer
@@ -36,6 +39,10 @@ def checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkpo
             raise LoadError(f"{path}: tensor '{info.name}' belongs to a multi-token-prediction block, and block "
                             f"{m.group(1)} is one of the {cfg['num_hidden_layers']} layers the metadata counts "
                             f"('{arch}.nextn_predict_layers' = {mtp})")
+        if m and m.group(2) in part_of:  # one part of a tensor joined below
+            pending.setdefault((m.group(1), part_of[m.group(2)]), {})[m.group(2)] = (info, buf, file)
+            attention[info.name] = (block_prefix.format(i=m.group(1)) + part_of[m.group(2)],)
+            continue
         if m:
             sub = block_names.get(m.group(2))
             names = () if sub is None else sub if isinstance(sub, tuple) else (sub,)
@@ -45,10 +52,7 @@ def checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkpo
         if naming.enters_attention(m.group(2) if m else None, info.name) and not (
                 m and (m.group(2) in not_attention or int(m.group(1)) in ssm_layers)):  # (a Mamba layer's input norm)
             attention[info.name] = names
-        try:
-            type_name = GGMLQuantizationType(info.type_id).name
-        except ValueError:
-            type_name = f"type{info.type_id}"
+        type_name = _type_name(info)
         for part, hf in enumerate(names):
             rows = None
             if len(names) > 1:
@@ -62,17 +66,9 @@ def checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkpo
             # and a per-head QK-norm's gains and biases (heads, d_head) as each head's rows (Chameleon's)
             per_head_norm = permuted and hf.endswith(tuple(f"{x}_norm.{p}" for x in "qk" for p in ("weight", "bias")))
 
-            def load(info=info, buf=buf, file=file, n_rows=n_rows, is_norm=is_norm, type_name=type_name, swap=swap,
-                     rows=rows, regroup=regroup, per_head_norm=per_head_norm):
-                if info.nbytes is None:
-                    raise LoadError(
-                        f"{file}: tensor '{info.name}' has GGML type {type_name}, unknown to the installed 'gguf' package"
-                    )
-                try:
-                    w = dequantize(buf, info)
-                except (ValueError, NotImplementedError, RuntimeError) as e:
-                    msg = f"{file}: tensor '{info.name}' ({type_name}) cannot be dequantised ({one_line(e)})"
-                    raise LoadError(msg) from e
+            def load(info=info, buf=buf, file=file, n_rows=n_rows, is_norm=is_norm, swap=swap, rows=rows,
+                     regroup=regroup, per_head_norm=per_head_norm):
+                w = _dequantised(info, buf, file)
                 if (rows is not None or regroup) and w.shape[0] != sum(splits):
                     raise LoadError(f"{file}: tensor '{info.name}' has {w.shape[0]} rows; fused query, key and value "
                                     f"heads of this model need {' + '.join(map(str, splits))} = {sum(splits)}")
@@ -91,6 +87,9 @@ def checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkpo
             loaders[hf] = load
             origin[hf] = f"{file} ({info.name})"
             dtypes[hf] = type_name
+    for (i, sub), found in pending.items():
+        hf = block_prefix.format(i=i) + sub
+        loaders[hf], origin[hf], dtypes[hf] = _joined(path, i, found, *joined[sub])
     split = SHARD_NAME.match(path.name) if len(files) > 1 else None
     name = fields.get("general.name") or (split["stem"] if split else path.stem)
     notes = ["dequantised from GGUF to float32", *shape.notes]
@@ -102,3 +101,47 @@ def checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkpo
                      f"({split['stem']}-00001..{split['count']}-of-{split['count']}.gguf)")
     return Checkpoint(cfg, TensorStore(loaders, origin, dtypes, source=str(path)), str(path), str(name), notes,
                       attention_sources=attention)
+
+
+def _type_name(info) -> str:
+    """The GGML type of the tensor ``info`` by name (``typeN`` where the installed ``gguf`` does not know it)."""
+    from gguf.constants import GGMLQuantizationType
+
+    try:
+        return GGMLQuantizationType(info.type_id).name
+    except ValueError:
+        return f"type{info.type_id}"
+
+
+def _dequantised(info, buf, file) -> torch.Tensor:
+    """The tensor ``info`` of ``file`` (its bytes in ``buf``) in float32; a type or bytes that cannot be read are
+    reported by the file and tensor."""
+    if info.nbytes is None:
+        raise LoadError(f"{file}: tensor '{info.name}' has GGML type {_type_name(info)}, unknown to the installed "
+                        "'gguf' package")
+    try:
+        return dequantize(buf, info)
+    except (ValueError, NotImplementedError, RuntimeError) as e:
+        raise LoadError(f"{file}: tensor '{info.name}' ({_type_name(info)}) cannot be dequantised "
+                        f"({one_line(e)})") from e
+
+
+def _joined(path: Path, block: str, found: dict, parts: tuple[str, ...], join) -> tuple:
+    """The loader, origin and dtype of an HF tensor that llama.cpp's converter split into the block tensors ``parts``
+    (all in ``found``, their sources by name, else the first missing is reported), joined by ``join``."""
+    missing = [p for p in parts if p not in found]
+    if missing:
+        raise LoadError(f"{path}: tensor 'blk.{block}.{missing[0]}' is missing beside "
+                        f"{', '.join(f'blk.{block}.{p}' for p in found)}: llama.cpp's converter writes "
+                        f"{' and '.join(f'blk.{block}.{p}' for p in parts)} together")
+    names = " + ".join(f"blk.{block}.{p}" for p in parts)
+
+    def load():
+        tensors = [_dequantised(*found[p]) for p in parts]
+        try:
+            return join(*tensors)
+        except ValueError as e:
+            raise LoadError(f"{found[parts[0]][2]}: tensors {names} cannot be joined: {one_line(e)}") from e
+
+    types = sorted({_type_name(found[p][0]) for p in parts})
+    return load, f"{found[parts[0]][2]} ({names})", "/".join(types)

@@ -1,0 +1,243 @@
+"""DeepSeek-V2's and V3's multi-head latent attention as llama.cpp writes it (``deepseek2``: DeepSeek-V2/V3/R1, Kimi
+K2, Moonlight, Youtu-LLM): small files written with ``gguf.GGUFWriter`` as llama.cpp's converter writes them (the
+key/value up-projection split into ``attn_k_b``, each head's key rows transposed, and ``attn_v_b``; or fused, as older
+conversions keep it), read as the model object of the same weights, and run by llama.cpp's own equations (its absorbed
+form: queries times ``attn_k_b`` against the normed latent, ``attn_v_b`` after the softmax) from the file's arrays
+alone; YaRN by llama.cpp's rule for the architecture; malformed files refused by name."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import compscope
+
+gguf = pytest.importorskip("gguf")
+pytest.importorskip("transformers")
+
+from hf_tiny import BY_ID, build  # noqa: E402
+from test_gguf_format import _finish, _metadata, _numpy_state, _writer  # noqa: E402
+
+#: HF's names in a layer -> llama.cpp's in a block (the key/value up-projection apart: split or fused by the writer)
+_NAMES = {"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
+          "self_attn.q_a_proj.weight": "attn_q_a.weight", "self_attn.q_a_layernorm.weight": "attn_q_a_norm.weight",
+          "self_attn.q_b_proj.weight": "attn_q_b.weight", "self_attn.kv_a_proj_with_mqa.weight": "attn_kv_a_mqa.weight",
+          "self_attn.kv_a_layernorm.weight": "attn_kv_a_norm.weight", "self_attn.o_proj.weight": "attn_output.weight",
+          "post_attention_layernorm.weight": "ffn_norm.weight"}
+_TOP = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+        "lm_head.weight": "output.weight"}
+EPS = 0.25  # (the files' RMS epsilon, far from the models' 1e-5 and 1e-6: llama.cpp runs the latent norms at it too)
+
+
+def _model(q_latent: bool = True, **overrides):
+    """A tiny DeepSeek-V3 (rotated dims in adjacent pairs, as llama.cpp turns them), with a query latent or, as
+    DeepSeek-V2-Lite, ``q_proj``."""
+    return build(BY_ID["deepseek-v3-latent-attention"], q_lora_rank=12 if q_latent else None, **overrides)
+
+
+def _theta(cfg) -> float:
+    """The rotary base of a transformers config (``rope_parameters``; transformers 4: ``rope_theta``)."""
+    params = getattr(cfg, "rope_parameters", None)
+    return float(params["rope_theta"] if params else cfg.rope_theta)
+
+
+def write_deepseek2(path, model, split: bool = True, scaling: dict | None = None, drop: tuple[str, ...] = (),
+                    extra: dict | None = None):
+    """``model`` as llama.cpp's converter writes a ``deepseek2`` file: the absorbed form's metadata (one key/value head
+    ``kv_lora_rank + rope`` wide, the model's own widths as ``key_length_mla`` and ``value_length_mla``) and
+    ``kv_b_proj`` split per head into ``attn_k_b`` (transposed) and ``attn_v_b``; or, ``split=False``, as older
+    conversions: ``attn_kv_b`` fused and the model's widths as ``key_length``, ``value_length``. ``scaling``: YaRN's
+    keys; ``drop``: block tensors left out; ``extra``: metadata keys added as written."""
+    cfg = model.config
+    H, nope, rope, dv, rank = (cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim,
+                               cfg.kv_lora_rank)
+    w = _writer(path, "deepseek2")
+    widths = (dict(head_count_kv=1, key_length=rank + rope, value_length=rank, key_length_mla=nope + rope,
+                   value_length_mla=dv) if split else dict(head_count_kv=H, key_length=nope + rope, value_length=dv))
+    _metadata(w, block_count=cfg.num_hidden_layers, embedding_length=cfg.hidden_size, head_count=H,
+              vocab_size=cfg.vocab_size, layer_norm_rms_eps=EPS, rope_freq_base=_theta(cfg),
+              rope_dimension_count=rope, kv_lora_rank=rank, q_lora_rank=cfg.q_lora_rank, **widths)
+    for key, value in (scaling or {}).items():
+        getattr(w, f"add_rope_scaling_{key}")(value)
+    for key, value in (extra or {}).items():
+        w.add_uint32(f"deepseek2.{key}", value)
+    for key, t in _numpy_state(model).items():
+        if key in _TOP:
+            w.add_tensor(_TOP[key], t)
+        if not key.startswith("model.layers."):
+            continue
+        i, rest = key.removeprefix("model.layers.").split(".", 1)
+        if rest == "self_attn.kv_b_proj.weight":
+            parts = {"attn_kv_b.weight": t}
+            if split:
+                k_b, v_b = np.split(t.reshape(H, nope + dv, rank), [nope], axis=1)
+                parts = {"attn_k_b.weight": np.ascontiguousarray(k_b.transpose(0, 2, 1)), "attn_v_b.weight": v_b}
+        else:
+            parts = {_NAMES[rest]: t} if rest in _NAMES else {}
+        for name, part in parts.items():
+            if name not in drop:
+                w.add_tensor(f"blk.{i}.{name}", part)
+    _finish(w)
+    return path
+
+
+@pytest.mark.parametrize("split", [True, False], ids=["split-k-b-v-b", "fused-kv-b"])
+@pytest.mark.parametrize("q_latent", [True, False], ids=["query-latent", "q-proj"])
+def test_a_deepseek2_gguf_reads_as_the_model_object(tmp_path, split, q_latent):
+    model = _model(q_latent)
+    ours, ref = compscope.load(write_deepseek2(tmp_path / "d.gguf", model, split)), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "deepseek_v3" and ours.n_layers == ref.n_layers == 2
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    assert torch.equal(ours.attn_norm.weight, ref.attn_norm.weight) and ours.attn_scale == ref.attn_scale
+    assert (ours.q_latent is None) == (ref.q_latent is None) == (not q_latent)
+    for a, b in ((ours.q_latent, ref.q_latent), (ours.kv_latent, ref.kv_latent)):
+        assert a is None or (torch.equal(a.W, b.W) and a.b is None and b.b is None)
+    # (llama.cpp: the file's epsilon, stored in float32; transformers: its own)
+    assert ours.kv_latent.eps == float(np.float32(EPS)) and ref.kv_latent.eps == 1e-6
+    assert ours.kv_latent_from == ref.kv_latent_from == 4 and ours.rotary.style == ref.rotary.style == "interleaved"
+    assert torch.equal(ours.rotary.inv_freq, ref.rotary.inv_freq)
+    assert any("latent norms' epsilon 0.25" in n for n in ours.meta.notes)
+
+
+def _rms(x: torch.Tensor, g: torch.Tensor, eps: float) -> torch.Tensor:
+    return g * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def _by_llama_cpp(path, layer: int, resid: torch.Tensor) -> torch.Tensor:
+    """What block ``layer`` of the ``deepseek2`` file at ``path`` adds to the residual ``resid`` (seq, d), in float64
+    from the file's arrays by llama.cpp's absorbed equations (``ggml_mul_mat(a, b)`` contracts both over a's
+    innermost dim: a ``(..., m, k)`` array times ``b``'s rows): queries through the query latent, their unrotated
+    part times ``attn_k_b`` into the latent's space, keys the normed latent after the shared rotated dims, rotation
+    of adjacent pairs at position i by ``i base^(-2j / rope)``, logits times ``(nope + rope)^(-1/2)``, the causal
+    softmax over the latents, ``attn_v_b`` after it, then ``attn_output``."""
+    reader = gguf.GGUFReader(str(path))
+    t = {x.name: torch.from_numpy(np.array(x.data, dtype=np.float64)).reshape([int(n) for n in reversed(x.shape)])
+         for x in reader.tensors}
+    field = lambda key: reader.fields[f"deepseek2.{key}"].contents()  # noqa: E731
+    rank, rope, qk = field("attention.kv_lora_rank"), field("rope.dimension_count"), field("attention.key_length_mla")
+    H, base, nope = field("attention.head_count"), field("rope.freq_base"), qk - rope
+    b = lambda name: t[f"blk.{layer}.{name}"]  # noqa: E731
+    x = _rms(resid.double(), b("attn_norm.weight"), EPS)
+    n = x.shape[0]
+    q = (_rms(x @ b("attn_q_a.weight").T, b("attn_q_a_norm.weight"), EPS) @ b("attn_q_b.weight").T).view(n, H, qk)
+    ckv = x @ b("attn_kv_a_mqa.weight").T  # (seq, rank + rope)
+    latent, k_pe = _rms(ckv[:, :rank], b("attn_kv_a_norm.weight"), EPS), ckv[:, rank:]
+    ang = torch.arange(n, dtype=torch.float64)[:, None] * base ** (-torch.arange(0, rope, 2, dtype=torch.float64)
+                                                                   / rope)
+
+    def turn(v):  # llama.cpp's "norm" rotary: pairs (2j, 2j + 1)
+        c, s = (ang.cos(), ang.sin()) if v.ndim == 2 else (ang.cos()[:, None], ang.sin()[:, None])
+        e, o = v[..., 0::2], v[..., 1::2]
+        return torch.stack([e * c - o * s, o * c + e * s], -1).flatten(-2)
+
+    absorbed = torch.einsum("hrk,ihk->ihr", b("attn_k_b.weight"), q[..., :nope])  # (seq, head, rank)
+    logits = (torch.einsum("ihr,jr->hij", absorbed, latent)
+              + torch.einsum("ihp,jp->hij", turn(q[..., nope:]), turn(k_pe))) / math.sqrt(qk)
+    logits = logits.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    mixed = torch.einsum("hij,jr->ihr", logits.softmax(-1), latent)  # (seq, head, rank)
+    z = torch.einsum("hvr,ihr->ihv", b("attn_v_b.weight"), mixed).reshape(n, -1)
+    return z @ b("attn_output.weight").T
+
+
+def test_a_deepseek2_gguf_recomputes_as_llama_cpp_runs_it(tmp_path):
+    """compscope's heads, recomputed with their latent scales, add what llama.cpp's absorbed form computes from the
+    file's arrays alone: the split up-projection's orientation, the rotation's pairs and the logit scale are the
+    ones llama.cpp takes."""
+    from compscope.core.attention import attention_forward
+
+    path = write_deepseek2(tmp_path / "d.gguf", _model())
+    hw = compscope.load(path)
+    resid = torch.randn(12, hw.d_model, generator=torch.Generator().manual_seed(3)) * 2
+    for layer in range(hw.n_layers):
+        got = attention_forward(hw, layer, resid[None])[0].double()
+        torch.testing.assert_close(got, _by_llama_cpp(path, layer, resid), atol=2e-5, rtol=0)
+
+
+def test_a_deepseek2_gguf_reads_yarn_by_llama_cpps_rule(tmp_path):
+    """llama.cpp runs a ``deepseek2`` file's YaRN with ``mscale = mscale_all_dim = yarn_log_multiplier / 0.1``: the
+    rotated dims unscaled (their attention factor 1) and the logit times ``mscale(factor, m)²``, as transformers runs
+    the model whose config says both; without the multiplier, the logit unscaled too."""
+    m, factor = 0.7, 4.0
+    yarn = {"rope_type": "yarn", "rope_theta": 500.0, "factor": factor, "original_max_position_embeddings": 16,
+            "mscale": m, "mscale_all_dim": m, "beta_fast": 32.0, "beta_slow": 1.0}
+    model = _model(rope_parameters=yarn)
+    keys = dict(type=gguf.RopeScalingType.YARN, factor=factor, orig_ctx_len=16, yarn_log_mul=0.1 * m)
+    ours, ref = compscope.load(write_deepseek2(tmp_path / "y.gguf", model, scaling=keys)), compscope.load(model)
+    for name in ("W_Q", "W_K", "W_V"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+    mscale = 0.1 * m * math.log(factor) + 1
+    assert ours.attn_scale == pytest.approx(ref.attn_scale, rel=1e-6) == pytest.approx(10 ** -0.5 * mscale**2)
+    keys.pop("yarn_log_mul")
+    plain = compscope.load(write_deepseek2(tmp_path / "p.gguf", model, scaling=keys))
+    assert torch.equal(plain.W_Q, ref.W_Q) and plain.attn_scale == 0.0  # (0: d_head^(-1/2), d_head = 10 here)
+
+
+@pytest.mark.parametrize("case, needle", [
+    ("no-v-b", r"d\.gguf: tensor 'blk\.0\.attn_v_b\.weight' is missing beside blk\.0\.attn_k_b\.weight: llama\.cpp's "
+               r"converter writes blk\.0\.attn_k_b\.weight and blk\.0\.attn_v_b\.weight together"),
+    ("both", r"a deepseek2 file with both the fused key/value up-projection \(attn_kv_b\) and the split one"),
+    ("no-rank", r"GGUF metadata 'deepseek2\.attention\.kv_lora_rank' = None: deepseek2's multi-head latent attention "
+                r"needs it"),
+    ("linear", r"a deepseek2 file with rope scaling 'linear'; compscope reads its YaRN, or none"),
+    ("short-k-b", r"tensors blk\.0\.attn_k_b\.weight \+ blk\.0\.attn_v_b\.weight cannot be joined: "
+                  r"attn_k_b \(4, 9, 6\) and attn_v_b \(4, 6, 10\) are not"),
+])
+def test_a_malformed_deepseek2_gguf_is_refused_by_name(tmp_path, case, needle):
+    model = _model()
+    path = tmp_path / "d.gguf"
+    if case == "no-v-b":
+        write_deepseek2(path, model, drop=("attn_v_b.weight",))
+    elif case == "linear":
+        write_deepseek2(path, model, scaling=dict(type=gguf.RopeScalingType.LINEAR, factor=2.0))
+    else:
+        write_deepseek2(path, model)
+        changes = {"both": dict(add=("blk.1.attn_kv_b.weight", np.zeros((40, 10), np.float32))),
+                   "no-rank": dict(leave_out="deepseek2.attention.kv_lora_rank"),
+                   "short-k-b": dict(tensor=("blk.0.attn_k_b.weight", lambda a: a[:, :9]))}[case]
+        path = _rewritten(tmp_path, path, **changes)
+    with pytest.raises((compscope.LoadError, compscope.UnsupportedModelError), match=needle):
+        compscope.load(path)
+
+
+def _rewritten(tmp_path, path, leave_out: str | None = None, tensor: tuple | None = None, add: tuple | None = None):
+    """The GGUF file at ``path`` written again as ``r.gguf``: metadata key ``leave_out`` left out, ``tensor`` =
+    (name, f) replaced by ``f`` of it, ``add`` = (name, array) added."""
+    reader = gguf.GGUFReader(str(path))
+    out = tmp_path / "r.gguf"
+    w = gguf.GGUFWriter(str(out), "deepseek2")
+    for key, f in reader.fields.items():
+        if key == leave_out or key.startswith("GGUF.") or key == "general.architecture":
+            continue
+        kind = f.types[0]
+        if kind == gguf.GGUFValueType.ARRAY:
+            w.add_array(key, f.contents())
+        else:
+            w.add_key_value(key, f.contents(), kind)
+    for x in reader.tensors:
+        a = np.array(x.data).reshape([int(n) for n in reversed(x.shape)])
+        if tensor and x.name == tensor[0]:
+            a = np.ascontiguousarray(tensor[1](a))
+        w.add_tensor(x.name, a)
+    if add:
+        w.add_tensor(*add)
+    _finish(w)
+    return out
+
+
+def test_a_deepseek2_gguf_is_refused_on_data_and_listed_as_read(tmp_path):
+    """transformers' GGUF reader does not read ``deepseek2``: the data-based commands say so by name; the catalogue
+    lists the architecture as read, weights only."""
+    from compscope.loading import catalogue
+    from compscope.loading.formats import gguf as gguf_format
+
+    path = write_deepseek2(tmp_path / "d.gguf", _model())
+    if "deepseek2" not in (gguf_format.transformers_reads() or {"deepseek2"}):
+        with pytest.raises(compscope.UnsupportedModelError, match="which transformers' GGUF reader does not read"):
+            gguf_format.runtime_config(path)
+    read, line = catalogue.lookup("deepseek2")
+    assert read and "GGUF architecture 'deepseek2', read by the deepseek_v3 family" in line
