@@ -123,7 +123,7 @@ def test_a_gguf_file_of_a_known_architecture_is_refused_with_its_reason(tmp_path
 
 
 @pytest.mark.parametrize("arch, needle", [("gptj", "reads this model from its HuggingFace folder; llama.cpp's layout"),
-                                         ("minicpm3", "reads MiniCPM3 from its HuggingFace folder; llama.cpp's "
+                                         ("mistral4", "reads Mistral 4 from its HuggingFace folder; llama.cpp's "
                                                       "layout of its multi-head latent attention")])
 def test_a_gguf_file_whose_layout_is_not_mapped_is_refused_with_its_reason(tmp_path, arch, needle):
     """Architectures read from their HuggingFace folders but not from llama.cpp's layout of them."""
@@ -146,9 +146,8 @@ def test_lookup_answers_for_model_types_gguf_architectures_and_wrappers():
     assert "GGUF architecture" not in catalogue.lookup("gptj", only="model_type")[1]
     read, line = catalogue.lookup("olmo2")
     assert read and "GGUF architecture 'olmo2', read by the olmo2 family (weights only" in line
-    read, line = catalogue.lookup("minicpm3")  # (a model_type read, whose GGUF files are not)
-    assert read and line.endswith(f"; GGUF architecture 'minicpm3', not read: "
-                                  f"{catalogue.GGUF_LAYOUT_NOT_READ['minicpm3']}")
+    read, line = catalogue.lookup("glm-dsa")  # (a GGUF architecture alone, not read)
+    assert not read and line == f"glm-dsa: not read: {catalogue.GGUF_LAYOUT_NOT_READ['glm-dsa']}"
     read, line = catalogue.lookup("nonesuch")
     assert not read and "not a model_type or GGUF architecture compscope knows (" in line  # (nothing close)
     read, line = catalogue.lookup("ultrabrt")  # a misspelling: the names it is close to

@@ -3,7 +3,8 @@ K2, Moonlight, Youtu-LLM): small files written with ``gguf.GGUFWriter`` as llama
 key/value up-projection split into ``attn_k_b``, each head's key rows transposed, and ``attn_v_b``; or fused, as older
 conversions keep it), read as the model object of the same weights, and run by llama.cpp's own equations (its absorbed
 form: queries times ``attn_k_b`` against the normed latent, ``attn_v_b`` after the softmax) from the file's arrays
-alone; YaRN by llama.cpp's rule for the architecture; malformed files refused by name."""
+alone; YaRN by llama.cpp's rule for the architecture; malformed files refused by name. MiniCPM3's (``minicpm3``:
+fused, LongRoPE's factors as tensors, muP's scalars llama.cpp's constants) read as its model object."""
 
 from __future__ import annotations
 
@@ -180,7 +181,8 @@ def test_a_deepseek2_gguf_reads_yarn_by_llama_cpps_rule(tmp_path):
 @pytest.mark.parametrize("case, needle", [
     ("no-v-b", r"d\.gguf: tensor 'blk\.0\.attn_v_b\.weight' is missing beside blk\.0\.attn_k_b\.weight: llama\.cpp's "
                r"converter writes blk\.0\.attn_k_b\.weight and blk\.0\.attn_v_b\.weight together"),
-    ("both", r"a deepseek2 file with both the fused key/value up-projection \(attn_kv_b\) and the split one"),
+    ("both", r"a deepseek2 file with both the split key/value up-projection \(attn_k_b, attn_v_b\) and the fused "
+             r"one \(attn_kv_b\): llama\.cpp's converter writes one of them"),
     ("no-rank", r"GGUF metadata 'deepseek2\.attention\.kv_lora_rank' = None: deepseek2's multi-head latent attention "
                 r"needs it"),
     ("linear", r"a deepseek2 file with rope scaling 'linear'; compscope reads its YaRN, or none"),
@@ -209,7 +211,7 @@ def _rewritten(tmp_path, path, leave_out: str | None = None, tensor: tuple | Non
     (name, f) replaced by ``f`` of it, ``add`` = (name, array) added."""
     reader = gguf.GGUFReader(str(path))
     out = tmp_path / "r.gguf"
-    w = gguf.GGUFWriter(str(out), "deepseek2")
+    w = gguf.GGUFWriter(str(out), reader.fields["general.architecture"].contents())
     for key, f in reader.fields.items():
         if key == leave_out or key.startswith("GGUF.") or key == "general.architecture":
             continue
@@ -241,3 +243,59 @@ def test_a_deepseek2_gguf_is_refused_on_data_and_listed_as_read(tmp_path):
             gguf_format.runtime_config(path)
     read, line = catalogue.lookup("deepseek2")
     assert read and "GGUF architecture 'deepseek2', read by the deepseek_v3 family" in line
+
+
+def write_minicpm3(path, model):
+    """``model`` as llama.cpp's converter writes a ``minicpm3`` file: no rotary base, value width or muP scalar in
+    the metadata (llama.cpp's defaults and constants), ``kv_b_proj`` fused, LongRoPE's factors as the tensors
+    ``rope_factors_long`` and ``_short``."""
+    cfg = model.config
+    w = _writer(path, "minicpm3")
+    _metadata(w, block_count=cfg.num_hidden_layers, context_length=cfg.max_position_embeddings,
+              embedding_length=cfg.hidden_size, head_count=cfg.num_attention_heads,
+              head_count_kv=cfg.num_key_value_heads, vocab_size=cfg.vocab_size, layer_norm_rms_eps=EPS,
+              q_lora_rank=cfg.q_lora_rank, kv_lora_rank=cfg.kv_lora_rank,
+              key_length=cfg.qk_nope_head_dim + cfg.qk_rope_head_dim, rope_dimension_count=cfg.qk_rope_head_dim)
+    params = getattr(cfg, "rope_parameters", None) or cfg.rope_scaling
+    for which in ("long", "short"):
+        w.add_tensor(f"rope_factors_{which}.weight", np.array(params[f"{which}_factor"], np.float32))
+    for key, t in _numpy_state(model).items():
+        if key in _TOP:
+            w.add_tensor(_TOP[key], t)
+        elif key.startswith("model.layers."):
+            i, rest = key.removeprefix("model.layers.").split(".", 1)
+            name = "attn_kv_b.weight" if rest == "self_attn.kv_b_proj.weight" else _NAMES.get(rest)
+            if name:
+                w.add_tensor(f"blk.{i}.{name}", t)
+    _finish(w)
+    return path
+
+
+def test_a_minicpm3_gguf_reads_as_the_model_object_with_llama_cpps_constants(tmp_path):
+    """MiniCPM3 as llama.cpp runs a ``minicpm3`` file: its muP scalars the constants of its graph (embeddings times
+    12, each branch times 1.4 / √layers, the last residual times 256 / d_model before the LM head), the rotated dims
+    in halves at base 10 000 with LongRoPE's short factors (within the original context, which the file does not
+    state: the trained one), the latent norms at the file's epsilon: the model object whose config says the same."""
+    import transformers
+
+    if not hasattr(transformers, "MiniCPM3Config"):
+        pytest.skip(f"transformers {transformers.__version__} has no MiniCPM3")
+    rope = {"rope_type": "longrope", "rope_theta": 10000.0, "short_factor": [1.5, 3.0], "long_factor": [2.0, 5.0],
+            "original_max_position_embeddings": 64}
+    model = build(BY_ID["minicpm3-latent-attention-mup"], scale_emb=12.0, scale_depth=1.4, dim_model_base=256,
+                  rope_parameters=rope, tie_word_embeddings=False)
+    ours, ref = compscope.load(write_minicpm3(tmp_path / "m.gguf", model)), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "minicpm3"
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        torch.testing.assert_close(getattr(ours, name), getattr(ref, name), rtol=1e-6, atol=0, msg=name)
+    assert ours.rotary.style == ref.rotary.style == "half" and ours.attn_scale == ref.attn_scale
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+    plain = 10000.0 ** (-torch.arange(0, 4, 2, dtype=torch.float64) / 4)
+    torch.testing.assert_close(ours.rotary.inv_freq[0].double(), plain / torch.tensor([1.5, 3.0]), rtol=1e-6, atol=0)
+    assert ours.kv_latent.eps == float(np.float32(EPS)) and ref.kv_latent.eps == 1e-6
+    assert torch.equal(ours.W_E, model.model.embed_tokens.weight.detach().T * 12)  # (llama.cpp's scale_embd)
+    with pytest.raises(compscope.UnsupportedModelError, match=r"a minicpm3 file with both the split key/value "
+                                                             r"up-projection \(attn_k_b, attn_v_b\) and the fused one "
+                                                             r"\(attn_kv_b\): llama\.cpp's converter writes attn_kv_b"):
+        compscope.load(_rewritten(tmp_path, tmp_path / "m.gguf", add=("blk.0.attn_k_b.weight",
+                                                                         np.zeros((4, 10, 6), np.float32))))

@@ -116,7 +116,9 @@ ARCHS = {
     "glm4moe": ("glm4_moe", False, False),  # GLM-4.5/4.6/4.7: rows as HF's (rotate-half on part of each head), q/k/v
     # biases and QK norms from the tensors; the multi-token-prediction blocks after the last layer left out
     "deepseek2": ("deepseek_v3", False, False),  # DeepSeek-V2/V3/R1, Kimi K2, Moonlight, Youtu-LLM: multi-head latent
-    # attention (rules.deepseek2), rows as HF's (adjacent pairs rotated), the key/value up-projection split or fused
+    # attention (rules.latent_attention), rows as HF's (adjacent pairs rotated), the key/value up-projection split or fused
+    "minicpm3": ("minicpm3", False, False),  # MiniCPM3: multi-head latent attention, rows as HF's (halves rotated),
+    # LongRoPE's factors as tensors, muP's scalars llama.cpp's constants (rules.latent_attention)
 }
 
 #: the architectures with multimodal rotary sections (``rope.dimension_sections``), and whose they are
@@ -132,6 +134,10 @@ _BIAS_SWITCHES = {"seed_oss": {"attention_bias": "attn_q.bias", "attention_out_b
                   "glm4moe": {"attention_bias": "attn_q.bias", "use_qk_norm": "attn_q_norm.weight"}}
 #: encoder architectures, which attend both ways (a file flagged causal is refused)
 _ENCODERS = ("bert", "nomic-bert", "eurobert", "modern-bert", "jina-bert-v3", "t5", "t5encoder")
+#: multi-head latent attention (:func:`.rules.latent_attention`)
+_LATENT = ("deepseek2", "minicpm3")
+#: the architectures whose files may hold LongRoPE's factors (``rope_factors_long``, ``_short``)
+_LONGROPE = ("phi3", "phimoe", "minicpm3")
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
 _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid", "nemotron",  # (granitehybrid: Bamba's half)
                    "qwen3next", "qwen35", "qwen35moe",  # (a quarter of each head)
@@ -216,7 +222,7 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         cfg["layer_types"] = ["conv" if i in ssm_layers else "full_attention" for i in range(cfg["num_hidden_layers"])]
     if arch == "gemma4":  # local and global layers of their own head widths and K/V head counts
         n_kv = rules.gemma4(path, arch, cfg, fields, infos, n_kv)
-    if arch == "deepseek2":  # (each head its own key once the latents are expanded; read after the rope scaling)
+    if arch in _LATENT:  # (each head its own key once the latents are expanded; read after the rope scaling)
         n_kv = n_heads
     if isinstance(n_heads, list) or isinstance(n_kv, list):
         raise UnsupportedModelError(
@@ -225,7 +231,7 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // n_heads
     if arch in _GRANITE_ARCHS and "attention_multiplier" not in cfg:  # llama.cpp: no attention.scale, d_head^-1/2
         cfg["attention_multiplier"] = head_dim**-0.5  # (transformers' Granite default is 1: said outright)
-    rope_dim = (fields.get(f"{arch}.rope.dimension_count") if arch not in ("gemma4", "deepseek2")  # (their rules:
+    rope_dim = (fields.get(f"{arch}.rope.dimension_count") if arch not in ("gemma4", *_LATENT)  # (their rules:
                 else None)  # per layer type; the rotated dims of each head's latent attention)
     if rope_dim == head_dim and arch in _PARTIAL_ROTARY:  # said outright: StableLM's family would take a quarter
         cfg["partial_rotary_factor"] = 1.0
@@ -238,9 +244,9 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         factor = rope_dim / head_dim  # the families take int(head_dim × factor) dims, as transformers does
         cfg["partial_rotary_factor"] = factor if int(head_dim * factor) == rope_dim else (rope_dim + 0.5) / head_dim
     longrope = sorted(i.name for i in infos if i.name.startswith("rope_factors_"))
-    if longrope and arch not in ("phi3", "phimoe"):  # (llama.cpp writes them for Phi-3's and Phi-3.5-MoE's alone)
+    if longrope and arch not in _LONGROPE:  # (llama.cpp writes them for Phi-3's, Phi-3.5-MoE's and MiniCPM3's)
         raise UnsupportedModelError(f"{path}: rotary scaling by {', '.join(longrope)} (longrope) is not supported for "
-                                    f"GGUF architecture {arch!r} (it is for phi3 and phimoe)")
+                                    f"GGUF architecture {arch!r} (it is for {', '.join(_LONGROPE)})")
     pattern = fields.get(f"{arch}.attention.sliding_window_pattern")
     if isinstance(pattern, list):  # one flag per layer: True = sliding-window layer (and any after the last layer's: the
         # multi-token-prediction blocks', not read)
@@ -306,8 +312,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
                                     "attends causally is not the bidirectional encoder compscope reads")
     if arch == "llama4":
         cfg.update(rules.llama4(fields, arch))
-    if arch == "deepseek2":
-        head_dim = rules.deepseek2(path, arch, cfg, fields, infos)
+    if arch in _LATENT:
+        head_dim = rules.latent_attention(path, arch, cfg, fields, infos)
     if arch in ("t5", "t5encoder"):
         rules.t5(path, arch, cfg, fields, infos)
     note = rules.falcon_h1(path, arch, fields) if arch == "falcon-h1" else None

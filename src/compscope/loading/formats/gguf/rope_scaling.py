@@ -17,7 +17,8 @@ _LONGROPE = {"rope_factors_short.weight": "short_factor", "rope_factors_long.wei
 def longrope(path: Path, arch: str, cfg: dict, fields: dict, located: list[tuple]) -> None:
     """Phi-3's LongRoPE as llama.cpp's converter writes it (no ``rope.scaling.type``): the per-pair factors
     as the tensors ``rope_factors_short`` and ``_long``, the original context as
-    ``rope.scaling.original_context_length`` (the context as ``context_length``), and the attention
+    ``rope.scaling.original_context_length`` (the context as ``context_length``; MiniCPM3's converter writes no
+    original context, and llama.cpp takes the context, at attention factor 1), and the attention
     factor it computes from the context ratio ``s`` as ``rope.scaling.attn_factor``: read into ``cfg``
     as the HF config it came from (``rope_scaling`` longrope with both factor lists,
     ``original_max_position_embeddings``, ``max_position_embeddings``); a stated attention factor
@@ -28,6 +29,8 @@ def longrope(path: Path, arch: str, cfg: dict, fields: dict, located: list[tuple
                                     f"{' and '.join(_LONGROPE)}, and no other")
     key = f"{arch}.rope.scaling.original_context_length"
     n, ctx = fields.get(key), fields.get(f"{arch}.context_length")
+    if arch == "minicpm3" and n is None:  # (its converter writes none: llama.cpp takes the trained context)
+        n = ctx
     if not isinstance(n, int) or n <= 1 or not isinstance(ctx, int) or ctx <= 0:
         raise UnsupportedModelError(f"{path}: LongRoPE factors without a usable '{key}' ({n!r}) and context length "
                                     f"({ctx!r})")
@@ -42,6 +45,10 @@ def longrope(path: Path, arch: str, cfg: dict, fields: dict, located: list[tuple
     scale = ctx / n
     want = math.sqrt(1 + math.log(scale) / math.log(n)) if scale > 1 else 1.0
     stated = fields.get(f"{arch}.rope.scaling.attn_factor")
+    if stated is None and arch == "minicpm3" and want != 1.0:  # (llama.cpp: 1, where none is stated)
+        raise UnsupportedModelError(f"{path}: LongRoPE over a context {ctx} longer than the original {n} without GGUF "
+                                    f"metadata '{arch}.rope.scaling.attn_factor': llama.cpp runs it at attention "
+                                    f"factor 1, transformers at sqrt(1 + ln {scale:g} / ln {n}) = {want:.6g}")
     if stated is not None and abs(float(stated) - want) > 1e-6 * want:
         raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.scaling.attn_factor' = {float(stated):.6g} is "
                                     f"not LongRoPE's sqrt(1 + ln {scale:g} / ln {n}) = {want:.6g} (context {ctx} over "
@@ -70,7 +77,7 @@ _MISTRAL3_YARN_NEUTRAL = {**_YARN_NEUTRAL, "yarn_log_multiplier": ((1.0,), "Mini
                                                                           "value but 1 llama.cpp's runtimes disagree "
                                                                           "on YaRN's attention factor")}
 #: DeepSeek-V2's and V3's: the log multiplier is ``0.1 mscale_all_dim`` (its converter writes it so), read by
-#: :func:`.rules.deepseek2` as ``log_multiplier``
+#: :func:`.rules.latent_attention` as ``log_multiplier``
 _DEEPSEEK2_YARN = {**_YARN, "yarn_log_multiplier": "log_multiplier"}
 _DEEPSEEK2_YARN_NEUTRAL = {k: v for k, v in _YARN_NEUTRAL.items() if k != "yarn_log_multiplier"}
 #: the architectures whose YaRN keys are read otherwise: (keys read, keys neutral at the values given)

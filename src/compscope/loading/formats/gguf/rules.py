@@ -288,48 +288,77 @@ def phimoe(cfg: dict, names: set[str]) -> str | None:
             "transformers' PhiMoE takes the config's short_mscale, which the file does not hold")
 
 
-def deepseek2(path: Path, arch: str, cfg: dict, fields: dict, infos: list) -> int:
-    """DeepSeek-V2's and V3's multi-head latent attention (and Kimi K2's, Moonlight's, Youtu-LLM's: llama.cpp's
-    ``deepseek2``) as llama.cpp's converter writes it, into ``cfg`` as the DeepSeek-V3 config it runs as: the latents'
-    ranks (``attention.q_lora_rank``, ``kv_lora_rank``), the rotated width (``rope.dimension_count``), a head's key
-    and value widths (``attention.key_length_mla``, ``value_length_mla``, where the file keeps the key/value
-    up-projection split as ``attn_k_b`` and ``attn_v_b``; else ``key_length``, ``value_length``, beside the fused
-    ``attn_kv_b``); queries from ``attn_q`` where the file has no query latent (DeepSeek-V2-Lite's); rotated in
-    adjacent pairs (llama.cpp's ``deepseek2`` rotary); the latent norms at the file's RMS epsilon, as llama.cpp runs
-    them (``latent_norm_eps``); YaRN's attention factor 1 on the rotated dims and ``mscale(factor, m)²`` on the logit,
-    ``m = yarn_log_multiplier / 0.1`` (llama.cpp's rule for this architecture). Returns a head's query width."""
+
+#: MiniCPM3's muP scalars, which its converter does not write and llama.cpp's graph takes as constants (those of
+#: MiniCPM3-4B): the embedding scale, the depth scale (each branch times it over √layers), the logit scale's base width
+MINICPM3_CONSTANTS = {"scale_emb": 12.0, "scale_depth": 1.4, "dim_model_base": 256}
+
+
+def latent_attention(path: Path, arch: str, cfg: dict, fields: dict, infos: list) -> int:
+    """Multi-head latent attention as llama.cpp's converter writes it, into ``cfg`` as the HF config it runs as.
+
+    ``deepseek2`` (DeepSeek-V2/V3/R1, Kimi K2, Moonlight, Youtu-LLM; read as DeepSeek-V3): the latents' ranks
+    (``attention.q_lora_rank``, ``kv_lora_rank``), the rotated width (``rope.dimension_count``), a head's key and value
+    widths (``attention.key_length_mla``, ``value_length_mla``, where the file keeps the key/value up-projection split
+    as ``attn_k_b`` and ``attn_v_b``; else ``key_length``, ``value_length``, beside the fused ``attn_kv_b``); queries
+    from ``attn_q`` where the file has no query latent (DeepSeek-V2-Lite's); rotated in adjacent pairs (llama.cpp's
+    ``deepseek2`` rotary); YaRN's attention factor 1 on the rotated dims and ``mscale(factor, m)²`` on the logit,
+    ``m = yarn_log_multiplier / 0.1`` (llama.cpp's rule for this architecture).
+
+    ``minicpm3``: the same keys but the value width (llama.cpp's default, ``d_model / heads``, as transformers'),
+    ``attn_kv_b`` fused, rotated halves; muP's scalars :data:`MINICPM3_CONSTANTS`; LongRoPE from its factor tensors
+    (:func:`.rope_scaling.longrope`).
+
+    Both: the latent norms at the file's RMS epsilon, as llama.cpp runs them (``latent_norm_eps``). Returns a head's
+    query width."""
     names = {i.name for i in infos}
     has = lambda tail: any(n.startswith("blk.") and n.endswith(tail) for n in names)  # noqa: E731
     split, fused = has(".attn_k_b.weight") or has(".attn_v_b.weight"), has(".attn_kv_b.weight")
-    if split == fused:
+    if split == fused or (split and arch != "deepseek2"):
+        which = "both" if split and fused else "neither" if not split else "only"
         raise UnsupportedModelError(
-            f"{path}: a {arch} file with {'both' if split else 'neither'} the fused key/value up-projection "
-            "(attn_kv_b) and the split one (attn_k_b, attn_v_b): llama.cpp's converter writes one of them")
+            f"{path}: a {arch} file with {which} the split key/value up-projection (attn_k_b, attn_v_b)"
+            + ("" if which == "only" else " and the fused one (attn_kv_b)")
+            + f": llama.cpp's converter writes {'one of them' if arch == 'deepseek2' else 'attn_kv_b'}")
     suffix = "_mla" if split else ""
 
-    def count(key: str) -> int:
-        value = fields.get(f"{arch}.{key}")
+    def count(key: str, default: int | None = None) -> int:
+        value = fields.get(f"{arch}.{key}", default)
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.{key}' = {value!r}: {arch}'s multi-head "
                                         "latent attention needs it, a positive count")
         return value
 
-    key, value, rope = count(f"attention.key_length{suffix}"), count(f"attention.value_length{suffix}"), count(
-        "rope.dimension_count")
+    key, rope = count(f"attention.key_length{suffix}"), count("rope.dimension_count")
+    value = count(f"attention.value_length{suffix}", None if arch == "deepseek2" else
+                  cfg["hidden_size"] // cfg["num_attention_heads"])
     if key <= rope:
         raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.key_length{suffix}' = {key} leaves no "
                                     f"unrotated dims beside the {rope} rotated ('{arch}.rope.dimension_count')")
-    if has(".attn_q.weight") == has(".attn_q_a.weight"):
-        raise UnsupportedModelError(f"{path}: a {arch} file with {'both' if has('.attn_q.weight') else 'neither'} "
-                                    "the query projection (attn_q) and the query latent (attn_q_a)")
-    q_rank = count("attention.q_lora_rank") if has(".attn_q_a.weight") else None
+    queries = has(".attn_q.weight")
+    if queries == has(".attn_q_a.weight"):
+        raise UnsupportedModelError(f"{path}: a {arch} file with {'both' if queries else 'neither'} the query "
+                                    "projection (attn_q) and the query latent (attn_q_a)")
+    if queries and arch != "deepseek2":
+        raise UnsupportedModelError(f"{path}: a {arch} file without the query latent (attn_q_a): llama.cpp's {arch} "
+                                    "reads queries through it")
+    q_rank = None if queries else count("attention.q_lora_rank")
     for dropped in ("head_dim", "num_key_value_heads"):  # (the absorbed form's one key/value head: not the model's)
         cfg.pop(dropped, None)
     cfg.update(q_lora_rank=q_rank, kv_lora_rank=count("attention.kv_lora_rank"), qk_rope_head_dim=rope,
-               qk_nope_head_dim=key - rope, v_head_dim=value, rope_interleave=True, attention_bias=False)
+               qk_nope_head_dim=key - rope, v_head_dim=value, attention_bias=False)
     if "rms_norm_eps" in cfg:
         cfg["latent_norm_eps"] = cfg["rms_norm_eps"]
     scaling = cfg.get("rope_scaling")
+    if arch == "minicpm3":
+        if scaling and scaling.get("rope_type") != "longrope":
+            raise UnsupportedModelError(f"{path}: a {arch} file with rope scaling {scaling.get('rope_type')!r}; "
+                                        "compscope reads its LongRoPE factors, or none")
+        if scaling:  # (the original context where transformers' MiniCPM3 reads it: in its rope settings)
+            scaling["original_max_position_embeddings"] = cfg.pop("original_max_position_embeddings")
+        cfg.update(MINICPM3_CONSTANTS)
+        return key
+    cfg["rope_interleave"] = True
     if scaling and scaling.get("rope_type") == "yarn":
         log_mul = scaling.pop("log_multiplier", None)
         scaling["attention_factor"] = 1.0
