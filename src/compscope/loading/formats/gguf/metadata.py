@@ -116,7 +116,8 @@ ARCHS = {
     "glm4moe": ("glm4_moe", False, False),  # GLM-4.5/4.6/4.7: rows as HF's (rotate-half on part of each head), q/k/v
     # biases and QK norms from the tensors; the multi-token-prediction blocks after the last layer left out
     "deepseek2": ("deepseek_v3", False, False),  # DeepSeek-V2/V3/R1, Kimi K2, Moonlight, Youtu-LLM: multi-head latent
-    # attention (rules.latent_attention), rows as HF's (adjacent pairs rotated), the key/value up-projection split or fused
+    # attention (rules.latent_attention), rows as HF's (adjacent pairs turned), the key/value up-projection split
+    # or fused
     "minicpm3": ("minicpm3", False, False),  # MiniCPM3: multi-head latent attention, rows as HF's (halves rotated),
     # LongRoPE's factors as tensors, muP's scalars llama.cpp's constants (rules.latent_attention)
 }

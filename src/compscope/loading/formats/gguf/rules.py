@@ -290,7 +290,8 @@ def phimoe(cfg: dict, names: set[str]) -> str | None:
 
 
 #: MiniCPM3's muP scalars, which its converter does not write and llama.cpp's graph takes as constants (those of
-#: MiniCPM3-4B): the embedding scale, the depth scale (each branch times it over √layers), the logit scale's base width
+#: MiniCPM3-4B): the embedding scale, the depth scale (each branch times it over √layers), the logit scale's base
+#: width
 MINICPM3_CONSTANTS = {"scale_emb": 12.0, "scale_depth": 1.4, "dim_model_base": 256}
 
 
