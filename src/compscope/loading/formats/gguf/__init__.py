@@ -1,6 +1,6 @@
 """GGUF files (llama.cpp): dequantise to float32, rename to HF names (a fused query-key-value tensor of
 Phi-2 split into its three; the fused rows that llama.cpp regrouped for GPT-NeoX and Falcon put back
-in the model's own order).
+in the model's own order; DeepSeek's key/value up-projection, which llama.cpp splits in two, joined).
 
 GGUF stores each 2-D tensor as ``(out, in)`` once read into numpy, like ``nn.Linear``. For the
 ``llama`` architecture, llama.cpp's converter reorders the rows of ``W_Q`` and ``W_K`` within
@@ -20,7 +20,8 @@ truncated download) is reported by name when the file is opened.
 Its parts: :mod:`.files` (the container and its shards), :mod:`.metadata` (the HF config, with
 :mod:`.rules` and :mod:`.rope_scaling`), :mod:`.names` (the tensor names), :mod:`.tensors` (the tensors, as a
 checkpoint) and :mod:`.runtime` (what transformers is given to run the file). A new architecture: its
-``model_type`` in :data:`.metadata.ARCHS`, its names in :data:`.names.LAYOUTS` where they are not Llama's, and
+``model_type`` in :data:`.metadata.ARCHS`, its names in :data:`.names.LAYOUTS` where they are not Llama's (and
+:data:`.names.JOINED` where the converter split one HF tensor into several), and
 any rule of its own in :mod:`.rules`, called from :func:`.metadata.config`.
 """
 
