@@ -104,6 +104,17 @@ def test_a_deepseek2_gguf_reads_as_the_model_object(tmp_path, split, q_latent):
     assert any("latent norms' epsilon 0.25" in n for n in ours.meta.notes)
 
 
+def test_a_deepseek2_gguf_that_keeps_its_prediction_block_reads_the_layers_before_it(tmp_path):
+    """A file that keeps DeepSeek-V3's multi-token-prediction block (counted in ``block_count``, stated by
+    ``nextn_predict_layers``; llama.cpp's converter leaves it out) reads the layers before it, and says so."""
+    model = _model(num_hidden_layers=3)  # (its last layer stands for the prediction block's attention)
+    ref = compscope.load(model)
+    ours = compscope.load(write_deepseek2(tmp_path / "m.gguf", model, extra={"nextn_predict_layers": 1}))
+    assert ours.n_layers == 2 and torch.equal(ours.W_K, ref.W_K[:2]) and torch.equal(ours.W_V, ref.W_V[:2])
+    assert any("1 multi-token-prediction block(s) after the last layer (blk.2" in n for n in ours.meta.notes)
+    assert compscope.load(write_deepseek2(tmp_path / "n.gguf", model)).n_layers == 3
+
+
 def _rms(x: torch.Tensor, g: torch.Tensor, eps: float) -> torch.Tensor:
     return g * x / torch.sqrt(x.pow(2).mean(-1, keepdim=True) + eps)
 
