@@ -123,8 +123,8 @@ def test_a_gguf_file_of_a_known_architecture_is_refused_with_its_reason(tmp_path
 
 
 @pytest.mark.parametrize("arch, needle", [("gptj", "reads this model from its HuggingFace folder; llama.cpp's layout"),
-                                         ("mistral4", "reads Mistral 4 from its HuggingFace folder; llama.cpp's "
-                                                      "layout of its multi-head latent attention")])
+                                         ("glm-dsa", "reads GLM-5 from its HuggingFace folder; llama.cpp's "
+                                                     "layout of its multi-head latent attention")])
 def test_a_gguf_file_whose_layout_is_not_mapped_is_refused_with_its_reason(tmp_path, arch, needle):
     """Architectures read from their HuggingFace folders but not from llama.cpp's layout of them."""
     with pytest.raises(compscope.UnsupportedModelError) as e:

@@ -46,16 +46,18 @@ def _theta(cfg) -> float:
 
 
 def write_deepseek2(path, model, split: bool = True, scaling: dict | None = None, drop: tuple[str, ...] = (),
-                    extra: dict | None = None):
+                    extra: dict | None = None, arch: str = "deepseek2"):
     """``model`` as llama.cpp's converter writes a ``deepseek2`` file: the absorbed form's metadata (one key/value head
     ``kv_lora_rank + rope`` wide, the model's own widths as ``key_length_mla`` and ``value_length_mla``) and
     ``kv_b_proj`` split per head into ``attn_k_b`` (transposed) and ``attn_v_b``; or, ``split=False``, as older
     conversions: ``attn_kv_b`` fused and the model's widths as ``key_length``, ``value_length``. ``scaling``: YaRN's
-    keys; ``drop``: block tensors left out; ``extra``: metadata keys added as written."""
+    keys; ``drop``: block tensors left out; ``extra``: metadata keys added as written (a float as float32, else
+    uint32). ``arch`` ``mistral4``: Mistral 4 as its converter writes it, DeepSeek-V2's conversion under its own
+    name."""
     cfg = model.config
     H, nope, rope, dv, rank = (cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim,
                                cfg.kv_lora_rank)
-    w = _writer(path, "deepseek2")
+    w = _writer(path, arch)
     widths = (dict(head_count_kv=1, key_length=rank + rope, value_length=rank, key_length_mla=nope + rope,
                    value_length_mla=dv) if split else dict(head_count_kv=H, key_length=nope + rope, value_length=dv))
     _metadata(w, block_count=cfg.num_hidden_layers, embedding_length=cfg.hidden_size, head_count=H,
@@ -64,7 +66,7 @@ def write_deepseek2(path, model, split: bool = True, scaling: dict | None = None
     for key, value in (scaling or {}).items():
         getattr(w, f"add_rope_scaling_{key}")(value)
     for key, value in (extra or {}).items():
-        w.add_uint32(f"deepseek2.{key}", value)
+        (w.add_float32 if isinstance(value, float) else w.add_uint32)(f"{arch}.{key}", value)
     for key, t in _numpy_state(model).items():
         if key in _TOP:
             w.add_tensor(_TOP[key], t)
@@ -129,7 +131,8 @@ def _by_llama_cpp(path, layer: int, resid: torch.Tensor) -> torch.Tensor:
     reader = gguf.GGUFReader(str(path))
     t = {x.name: torch.from_numpy(np.array(x.data, dtype=np.float64)).reshape([int(n) for n in reversed(x.shape)])
          for x in reader.tensors}
-    field = lambda key: reader.fields[f"deepseek2.{key}"].contents()  # noqa: E731
+    arch = reader.fields["general.architecture"].contents()
+    field = lambda key: reader.fields[f"{arch}.{key}"].contents()  # noqa: E731
     rank, rope, qk = field("attention.kv_lora_rank"), field("rope.dimension_count"), field("attention.key_length_mla")
     H, base, nope = field("attention.head_count"), field("rope.freq_base"), qk - rope
     b = lambda name: t[f"blk.{layer}.{name}"]  # noqa: E731
@@ -155,14 +158,19 @@ def _by_llama_cpp(path, layer: int, resid: torch.Tensor) -> torch.Tensor:
     return z @ b("attn_output.weight").T
 
 
-def test_a_deepseek2_gguf_recomputes_as_llama_cpp_runs_it(tmp_path):
+@pytest.mark.parametrize("arch", ["deepseek2", "mistral4"])
+def test_a_deepseek2_gguf_recomputes_as_llama_cpp_runs_it(tmp_path, arch):
     """compscope's heads, recomputed with their latent scales, add what llama.cpp's absorbed form computes from the
     file's arrays alone: the split up-projection's orientation, the rotation's pairs and the logit scale are the
-    ones llama.cpp takes."""
+    ones llama.cpp takes. Mistral 4's file (its rotated share of a query head read as ``partial_rotary_factor``)
+    runs through the same graph in llama.cpp."""
     from compscope.core.attention import attention_forward
 
-    path = write_deepseek2(tmp_path / "d.gguf", _model())
+    model = _model() if arch == "deepseek2" else _mistral4(rope_parameters={
+        "rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.4})
+    path = write_deepseek2(tmp_path / "d.gguf", model, arch=arch)
     hw = compscope.load(path)
+    assert hw.meta.family == {"deepseek2": "deepseek_v3"}.get(arch, arch) and hw.rotary.dim == 4
     resid = torch.randn(12, hw.d_model, generator=torch.Generator().manual_seed(3)) * 2
     for layer in range(hw.n_layers):
         got = attention_forward(hw, layer, resid[None])[0].double()
@@ -242,18 +250,75 @@ def _rewritten(tmp_path, path, leave_out: str | None = None, tensor: tuple | Non
     return out
 
 
-def test_a_deepseek2_gguf_is_refused_on_data_and_listed_as_read(tmp_path):
-    """transformers' GGUF reader does not read ``deepseek2``: the data-based commands say so by name; the catalogue
-    lists the architecture as read, weights only."""
+@pytest.mark.parametrize("arch, family", [("deepseek2", "deepseek_v3"), ("mistral4", "mistral4")])
+def test_a_deepseek2_gguf_is_refused_on_data_and_listed_as_read(tmp_path, arch, family):
+    """transformers' GGUF reader reads neither ``deepseek2`` nor ``mistral4``: the data-based commands say so by
+    name; the catalogue lists the architectures as read, weights only."""
     from compscope.loading import catalogue
     from compscope.loading.formats import gguf as gguf_format
 
-    path = write_deepseek2(tmp_path / "d.gguf", _model())
-    if "deepseek2" not in (gguf_format.transformers_reads() or {"deepseek2"}):
+    path = write_deepseek2(tmp_path / "d.gguf", _model() if arch == "deepseek2" else _mistral4(), arch=arch)
+    if arch not in (gguf_format.transformers_reads() or {arch}):
         with pytest.raises(compscope.UnsupportedModelError, match="which transformers' GGUF reader does not read"):
             gguf_format.runtime_config(path)
-    read, line = catalogue.lookup("deepseek2")
-    assert read and "GGUF architecture 'deepseek2', read by the deepseek_v3 family" in line
+    read, line = catalogue.lookup(arch)
+    assert read and f"GGUF architecture '{arch}', read by the {family} family" in line
+
+
+def _mistral4(**overrides):
+    """A tiny Mistral 4 (head_dim the whole query head, the rotated share 0.4 of it; YaRN's factor 4 over an original
+    context of 16 with mscale = mscale_all_dim = 1, Llama 4's temperature β 0.1 past it), or as ``overrides`` say."""
+    import transformers
+
+    if not hasattr(transformers, "Mistral4Config"):
+        pytest.skip(f"transformers {transformers.__version__} has no Mistral 4")
+    return build(BY_ID["mistral4-latent-attention-temperature"], **overrides)
+
+
+#: Mistral 4's YaRN as the converter writes it (``yarn_log_multiplier`` 0.1 mscale_all_dim, as DeepSeek's), and
+#: Llama 4's temperature as Mistral's own conversion writes it (the HF one writes none)
+_MISTRAL4_YARN = dict(type="yarn", factor=4.0, orig_ctx_len=16, yarn_log_mul=0.1)  # (the ramp's bounds: 32 and 1)
+_MISTRAL4_TEMPERATURE = {"attention.temperature_scale": 0.1, "attention.temperature_length": 16}
+
+
+@pytest.mark.parametrize("temperature", [True, False], ids=["temperature", "no-temperature"])
+def test_a_mistral4_gguf_reads_as_the_model_object(tmp_path, temperature):
+    """Mistral 4 as llama.cpp runs a ``mistral4`` file (its ``deepseek2`` graph): adjacent pairs turned, the rotated
+    share of a query head as Mistral 4's ``partial_rotary_factor``, YaRN's logit scale ``mscale(4, 1)²`` and attention
+    factor 1, the latent norms at the file's epsilon; Llama 4's temperature, where the file states it, 1 within the
+    original context, which the notes say is what is read."""
+    model = _mistral4()
+    keys = {**_MISTRAL4_YARN, "type": gguf.RopeScalingType.YARN}
+    path = write_deepseek2(tmp_path / "m.gguf", model, scaling=keys, arch="mistral4",
+                           extra=_MISTRAL4_TEMPERATURE if temperature else None)
+    ours, ref = compscope.load(path), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "mistral4" and ours.rotary.dim == ref.rotary.dim == 4
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    assert ours.rotary.style == ref.rotary.style == "interleaved" and ours.kv_latent_from == ref.kv_latent_from == 4
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+    assert ours.attn_scale == pytest.approx(ref.attn_scale, rel=1e-6) == pytest.approx(
+        10 ** -0.5 * (0.1 * math.log(4.0) + 1) ** 2)
+    assert ours.kv_latent.eps == float(np.float32(EPS)) and ref.kv_latent.eps == 1e-6
+    said = [n for n in ours.meta.notes if "Llama 4's temperature" in n]
+    assert len(said) == int(temperature) and all("1 + 0.1 log(1 + floor(i / 16))" in n for n in said)
+
+
+@pytest.mark.parametrize("extra, needle", [
+    ({"attention.temperature_scale": 0.1}, r"'mistral4\.attention\.temperature_scale' = 0\.1 without a positive "
+                                           r"'mistral4\.attention\.temperature_length' \(None\), by which llama\.cpp "
+                                           r"floors the positions"),
+    ({"attention.temperature_scale": 0.1, "attention.temperature_length": 32},
+     r"'mistral4\.attention\.temperature_length' = 32 is not YaRN's original context 16 "
+     r"\('mistral4\.rope\.scaling\.original_context_length'\)"),
+    ({"attention.temperature_scale": float("nan"), "attention.temperature_length": 16},
+     r"'mistral4\.attention\.temperature_scale' = nan is not a finite number >= 0"),
+])
+def test_a_mistral4_gguf_whose_temperature_llama_cpp_cannot_run_is_refused_by_name(tmp_path, extra, needle):
+    keys = {**_MISTRAL4_YARN, "type": gguf.RopeScalingType.YARN}
+    path = write_deepseek2(tmp_path / "m.gguf", _mistral4(), scaling=keys, arch="mistral4", extra=extra)
+    with pytest.raises((compscope.LoadError, compscope.UnsupportedModelError), match=needle):
+        compscope.load(path)
 
 
 def write_minicpm3(path, model):
@@ -310,3 +375,18 @@ def test_a_minicpm3_gguf_reads_as_the_model_object_with_llama_cpps_constants(tmp
                                                              r"\(attn_kv_b\): llama\.cpp's converter writes attn_kv_b"):
         compscope.load(_rewritten(tmp_path, tmp_path / "m.gguf", add=("blk.0.attn_k_b.weight",
                                                                          np.zeros((4, 10, 6), np.float32))))
+
+
+def test_a_deepseek2_gguf_with_llama_4s_temperature_says_so(tmp_path):
+    """llama.cpp's ``deepseek2`` graph scales queries by Llama 4's temperature where the file states it (Mistral
+    Large 3's conversion writes it): the weights are the model's, and the notes say the temperature is 1 within the
+    original context, which is what is read."""
+    yarn = {"rope_type": "yarn", "rope_theta": 500.0, "factor": 4.0, "original_max_position_embeddings": 16,
+            "mscale": 1.0, "mscale_all_dim": 1.0, "beta_fast": 32.0, "beta_slow": 1.0}
+    model = _model(rope_parameters=yarn)
+    keys = {**_MISTRAL4_YARN, "type": gguf.RopeScalingType.YARN}
+    ours = compscope.load(write_deepseek2(tmp_path / "d.gguf", model, scaling=keys, extra=_MISTRAL4_TEMPERATURE))
+    ref = compscope.load(model)
+    assert torch.equal(ours.W_Q, ref.W_Q) and ours.attn_scale == pytest.approx(ref.attn_scale, rel=1e-6)
+    assert any("1 + 0.1 log(1 + floor(i / 16))" in n and "first 16 positions" in n for n in ours.meta.notes)
+    assert not any("Llama 4's temperature" in n for n in ref.meta.notes)

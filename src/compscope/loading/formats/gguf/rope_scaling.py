@@ -82,7 +82,7 @@ _DEEPSEEK2_YARN = {**_YARN, "yarn_log_multiplier": "log_multiplier"}
 _DEEPSEEK2_YARN_NEUTRAL = {k: v for k, v in _YARN_NEUTRAL.items() if k != "yarn_log_multiplier"}
 #: the architectures whose YaRN keys are read otherwise: (keys read, keys neutral at the values given)
 _YARN_READ = {"gpt-oss": (_GPT_OSS_YARN, {}), "mistral3": (_YARN, _MISTRAL3_YARN_NEUTRAL),
-              "deepseek2": (_DEEPSEEK2_YARN, _DEEPSEEK2_YARN_NEUTRAL)}
+              **dict.fromkeys(("deepseek2", "mistral4"), (_DEEPSEEK2_YARN, _DEEPSEEK2_YARN_NEUTRAL))}
 
 
 def yarn(path: Path, arch: str, fields: dict) -> dict:
@@ -113,6 +113,41 @@ def yarn(path: Path, arch: str, fields: dict) -> dict:
     return out
 
 
+def _temperature_scale(path: Path, arch: str, fields: dict) -> float | None:
+    """``attention.temperature_scale`` (Llama 4's query temperature's β), None where absent or 0; refused unless a
+    finite number >= 0."""
+    beta = fields.get(f"{arch}.attention.temperature_scale")
+    if not beta:
+        return None
+    if not isinstance(beta, (int, float)) or isinstance(beta, bool) or not math.isfinite(beta) or beta < 0:
+        raise LoadError(f"{path}: GGUF metadata '{arch}.attention.temperature_scale' = {beta!r} is not a finite "
+                        "number >= 0")
+    return float(beta)
+
+
+def latent_temperature(path: Path, arch: str, cfg: dict, fields: dict) -> None:
+    """Llama 4's query temperature as llama.cpp's ``deepseek2`` graph runs it (Mistral 4's, Mistral Large 3's):
+    queries times ``1 + β ln(1 + ⌊i / n⌋)`` at position i, β ``attention.temperature_scale`` and n
+    ``attention.temperature_length`` (llama.cpp needs both: β without n is refused); into ``cfg``'s rope settings as
+    HF's ``llama_4_scaling_beta`` over the original context n, which must be YaRN's where the file has YaRN (HF's
+    config states one original context for both)."""
+    beta = _temperature_scale(path, arch, fields)
+    if beta is None:
+        return
+    key = f"{arch}.attention.temperature_length"
+    n = fields.get(key)
+    if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.temperature_scale' = {beta:g} without a "
+                                    f"positive '{key}' ({n!r}), by which llama.cpp floors the positions")
+    scaling = cfg.get("rope_scaling") or {"rope_type": "default"}
+    original = scaling.get("original_max_position_embeddings")
+    if original is not None and original != n:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{key}' = {n} is not YaRN's original context {original} "
+                                    f"('{arch}.rope.scaling.original_context_length'): compscope reads one original "
+                                    "context for both, as the HF config states it")
+    cfg["rope_scaling"] = {**scaling, "llama_4_scaling_beta": beta, "original_max_position_embeddings": n}
+
+
 def mistral3(path: Path, arch: str, cfg: dict, fields: dict) -> None:
     """Ministral 3 as llama.cpp runs a ``mistral3`` file, into ``cfg`` as the HF config it was converted from:
     Llama's layers; YaRN's attention factor 1 (``mscale = mscale_all_dim = 1``: its graph divides the factor
@@ -131,12 +166,9 @@ def mistral3(path: Path, arch: str, cfg: dict, fields: dict) -> None:
     elif scaling:
         raise UnsupportedModelError(f"{path}: a Ministral 3 file with rope scaling {scaling.get('rope_type')!r}; "
                                     "compscope reads its YaRN, or none")
-    beta = fields.get(f"{arch}.attention.temperature_scale")
-    if not beta:
+    beta = _temperature_scale(path, arch, fields)
+    if beta is None:
         return
-    if not isinstance(beta, (int, float)) or not math.isfinite(beta) or beta < 0:
-        raise LoadError(f"{path}: GGUF metadata '{arch}.attention.temperature_scale' = {beta!r} is not a finite "
-                        "number >= 0")
     n = fields.get(f"{arch}.rope.scaling.original_context_length") or fields.get(f"{arch}.context_length")
     if not isinstance(n, int) or n <= 0:
         raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.temperature_scale' = {beta!r} without "

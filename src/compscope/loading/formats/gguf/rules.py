@@ -1,6 +1,6 @@
 """llama.cpp's rules for the architectures whose config is more than renamed metadata keys (T5, ModernBERT,
-Llama 4, Gemma 4, Falcon-H1, AFMoE, Qwen3-Next and Qwen3.5, Nemotron-H, Phi-3.5-MoE, DeepSeek-V2 and V3, the hybrids'
-per-layer K/V head counts, GLM-4.5's prediction blocks): what it stores, and
+Llama 4, Gemma 4, Falcon-H1, AFMoE, Qwen3-Next and Qwen3.5, Nemotron-H, Phi-3.5-MoE, DeepSeek-V2 and V3, Mistral 4,
+the hybrids' per-layer K/V head counts, GLM-4.5's prediction blocks): what it stores, and
 what it takes without storing, written into the HF config the family reads."""
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ import re
 from pathlib import Path
 
 from ....errors import LoadError, UnsupportedModelError
+from . import rope_scaling
+
 
 def llama4(fields: dict, arch: str) -> dict:
     """Llama 4's settings as llama.cpp runs a file of it (none stored but the expert count): no rotary
@@ -97,10 +99,11 @@ def jamba_period(path: Path, arch: str, n_layers: int, ssm_layers: set[int]) -> 
 
 
 def mtp_blocks(path: Path, arch: str, fields: dict) -> int:
-    """How many multi-token-prediction blocks a GLM-4.5, Qwen3.5, Nemotron 3, EXAONE MoE or DeepSeek-V3 file holds
-    after its last layer (``nextn_predict_layers``, counted in ``block_count``; llama.cpp's converter leaves
-    DeepSeek-V3's out, and a file that keeps them says so); 0 for other architectures."""
-    if arch not in ("glm4moe", "qwen3next", "qwen35", "qwen35moe", "nemotron_h_moe", "exaone-moe", "deepseek2"):
+    """How many multi-token-prediction blocks a GLM-4.5, Qwen3.5, Nemotron 3, EXAONE MoE, DeepSeek-V3 or Mistral 4
+    file holds after its last layer (``nextn_predict_layers``, counted in ``block_count``; llama.cpp's converter
+    leaves DeepSeek-V3's out, and a file that keeps them says so); 0 for other architectures."""
+    if arch not in ("glm4moe", "qwen3next", "qwen35", "qwen35moe", "nemotron_h_moe", "exaone-moe", "deepseek2",
+                    "mistral4"):
         return 0
     n = fields.get(f"{arch}.nextn_predict_layers", 0)
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
@@ -305,7 +308,12 @@ def latent_attention(path: Path, arch: str, cfg: dict, fields: dict, infos: list
     as ``attn_k_b`` and ``attn_v_b``; else ``key_length``, ``value_length``, beside the fused ``attn_kv_b``); queries
     from ``attn_q`` where the file has no query latent (DeepSeek-V2-Lite's); rotated in adjacent pairs (llama.cpp's
     ``deepseek2`` rotary); YaRN's attention factor 1 on the rotated dims and ``mscale(factor, m)²`` on the logit,
-    ``m = yarn_log_multiplier / 0.1`` (llama.cpp's rule for this architecture).
+    ``m = yarn_log_multiplier / 0.1`` (llama.cpp's rule for this architecture); Llama 4's query temperature where the
+    file states one (:func:`.rope_scaling.latent_temperature`).
+
+    ``mistral4`` (Mistral Small 4): converted and run as ``deepseek2`` is (llama.cpp's ``deepseek2`` hyperparameters,
+    tensors and graph), read as Mistral 4, whose family takes a query head's whole width as the rotary's and the rotated
+    share as ``partial_rotary_factor`` (``rope / key``).
 
     ``minicpm3``: the same keys but the value width (llama.cpp's default, ``d_model / heads``, as transformers'),
     ``attn_kv_b`` fused, rotated halves; muP's scalars :data:`MINICPM3_CONSTANTS`; LongRoPE from its factor tensors
@@ -315,13 +323,14 @@ def latent_attention(path: Path, arch: str, cfg: dict, fields: dict, infos: list
     query width."""
     names = {i.name for i in infos}
     has = lambda tail: any(n.startswith("blk.") and n.endswith(tail) for n in names)  # noqa: E731
+    deepseek = arch in ("deepseek2", "mistral4")  # (one graph in llama.cpp)
     split, fused = has(".attn_k_b.weight") or has(".attn_v_b.weight"), has(".attn_kv_b.weight")
-    if split == fused or (split and arch != "deepseek2"):
+    if split == fused or (split and not deepseek):
         which = "both" if split and fused else "neither" if not split else "only"
         raise UnsupportedModelError(
             f"{path}: a {arch} file with {which} the split key/value up-projection (attn_k_b, attn_v_b)"
             + ("" if which == "only" else " and the fused one (attn_kv_b)")
-            + f": llama.cpp's converter writes {'one of them' if arch == 'deepseek2' else 'attn_kv_b'}")
+            + f": llama.cpp's converter writes {'one of them' if deepseek else 'attn_kv_b'}")
     suffix = "_mla" if split else ""
 
     def count(key: str, default: int | None = None) -> int:
@@ -332,7 +341,7 @@ def latent_attention(path: Path, arch: str, cfg: dict, fields: dict, infos: list
         return value
 
     key, rope = count(f"attention.key_length{suffix}"), count("rope.dimension_count")
-    value = count(f"attention.value_length{suffix}", None if arch == "deepseek2" else
+    value = count(f"attention.value_length{suffix}", None if deepseek else
                   cfg["hidden_size"] // cfg["num_attention_heads"])
     if key <= rope:
         raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.key_length{suffix}' = {key} leaves no "
@@ -341,7 +350,7 @@ def latent_attention(path: Path, arch: str, cfg: dict, fields: dict, infos: list
     if queries == has(".attn_q_a.weight"):
         raise UnsupportedModelError(f"{path}: a {arch} file with {'both' if queries else 'neither'} the query "
                                     "projection (attn_q) and the query latent (attn_q_a)")
-    if queries and arch != "deepseek2":
+    if queries and not deepseek:
         raise UnsupportedModelError(f"{path}: a {arch} file without the query latent (attn_q_a): llama.cpp's {arch} "
                                     "reads queries through it")
     q_rank = None if queries else count("attention.q_lora_rank")
@@ -369,4 +378,8 @@ def latent_attention(path: Path, arch: str, cfg: dict, fields: dict, infos: list
     elif scaling:
         raise UnsupportedModelError(f"{path}: a {arch} file with rope scaling {scaling.get('rope_type')!r}; "
                                     "compscope reads its YaRN, or none")
+    rope_scaling.latent_temperature(path, arch, cfg, fields)
+    if arch == "mistral4":  # (its family: the rotary's width a query head's, int(width × share) dims turned)
+        share = rope / key if int(key * (rope / key)) == rope else (rope + 0.5) / key
+        cfg["rope_scaling"] = {**(cfg.get("rope_scaling") or {"rope_type": "default"}), "partial_rotary_factor": share}
     return key
