@@ -27,7 +27,13 @@ _NAMES = {"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight
           "self_attn.q_a_proj.weight": "attn_q_a.weight", "self_attn.q_a_layernorm.weight": "attn_q_a_norm.weight",
           "self_attn.q_b_proj.weight": "attn_q_b.weight", "self_attn.kv_a_proj_with_mqa.weight": "attn_kv_a_mqa.weight",
           "self_attn.kv_a_layernorm.weight": "attn_kv_a_norm.weight", "self_attn.o_proj.weight": "attn_output.weight",
-          "post_attention_layernorm.weight": "ffn_norm.weight"}
+          "post_attention_layernorm.weight": "ffn_norm.weight",
+          # (GLM-5's sparse indexer, which selects keys: llama.cpp's names, not read)
+          "self_attn.indexer.wq_b.weight": "indexer.attn_q_b.weight",
+          "self_attn.indexer.wk.weight": "indexer.attn_k.weight",
+          "self_attn.indexer.k_norm.weight": "indexer.k_norm.weight",
+          "self_attn.indexer.k_norm.bias": "indexer.k_norm.bias",
+          "self_attn.indexer.weights_proj.weight": "indexer.proj.weight"}
 _TOP = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
         "lm_head.weight": "output.weight"}
 EPS = 0.25  # (the files' RMS epsilon, far from the models' 1e-5 and 1e-6: llama.cpp runs the latent norms at it too)
@@ -52,8 +58,8 @@ def write_deepseek2(path, model, split: bool = True, scaling: dict | None = None
     ``kv_b_proj`` split per head into ``attn_k_b`` (transposed) and ``attn_v_b``; or, ``split=False``, as older
     conversions: ``attn_kv_b`` fused and the model's widths as ``key_length``, ``value_length``. ``scaling``: YaRN's
     keys; ``drop``: block tensors left out; ``extra``: metadata keys added as written (a float as float32, else
-    uint32). ``arch`` ``mistral4``: Mistral 4 as its converter writes it, DeepSeek-V2's conversion under its own
-    name."""
+    uint32). ``arch`` ``mistral4``, ``glm-dsa``: Mistral 4, GLM-5 as their converters write them, DeepSeek-V2's
+    conversion under their own names (GLM-5's with its indexer's top-k and tensors)."""
     cfg = model.config
     H, nope, rope, dv, rank = (cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim,
                                cfg.kv_lora_rank)
@@ -65,6 +71,8 @@ def write_deepseek2(path, model, split: bool = True, scaling: dict | None = None
               rope_dimension_count=rope, kv_lora_rank=rank, q_lora_rank=cfg.q_lora_rank, **widths)
     for key, value in (scaling or {}).items():
         getattr(w, f"add_rope_scaling_{key}")(value)
+    if arch == "glm-dsa":
+        w.add_uint32(f"{arch}.attention.indexer.top_k", cfg.index_topk)
     for key, value in (extra or {}).items():
         (w.add_float32 if isinstance(value, float) else w.add_uint32)(f"{arch}.{key}", value)
     for key, t in _numpy_state(model).items():
@@ -158,19 +166,21 @@ def _by_llama_cpp(path, layer: int, resid: torch.Tensor) -> torch.Tensor:
     return z @ b("attn_output.weight").T
 
 
-@pytest.mark.parametrize("arch", ["deepseek2", "mistral4"])
+@pytest.mark.parametrize("arch", ["deepseek2", "mistral4", "glm-dsa"])
 def test_a_deepseek2_gguf_recomputes_as_llama_cpp_runs_it(tmp_path, arch):
     """compscope's heads, recomputed with their latent scales, add what llama.cpp's absorbed form computes from the
     file's arrays alone: the split up-projection's orientation, the rotation's pairs and the logit scale are the
     ones llama.cpp takes. Mistral 4's file (its rotated share of a query head read as ``partial_rotary_factor``)
-    runs through the same graph in llama.cpp."""
+    runs through the same graph in llama.cpp, GLM-5's through one of its own with the same attention (its indexer
+    selecting every key on these 12 tokens)."""
     from compscope.core.attention import attention_forward
 
-    model = _model() if arch == "deepseek2" else _mistral4(rope_parameters={
-        "rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.4})
+    model = {"deepseek2": _model, "glm-dsa": _glm5}.get(arch, lambda: _mistral4(rope_parameters={
+        "rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.4}))()
     path = write_deepseek2(tmp_path / "d.gguf", model, arch=arch)
     hw = compscope.load(path)
-    assert hw.meta.family == {"deepseek2": "deepseek_v3"}.get(arch, arch) and hw.rotary.dim == 4
+    assert hw.meta.family == {"deepseek2": "deepseek_v3", "glm-dsa": "glm_moe_dsa"}.get(arch, arch)
+    assert hw.rotary.dim == 4
     resid = torch.randn(12, hw.d_model, generator=torch.Generator().manual_seed(3)) * 2
     for layer in range(hw.n_layers):
         got = attention_forward(hw, layer, resid[None])[0].double()
@@ -250,14 +260,16 @@ def _rewritten(tmp_path, path, leave_out: str | None = None, tensor: tuple | Non
     return out
 
 
-@pytest.mark.parametrize("arch, family", [("deepseek2", "deepseek_v3"), ("mistral4", "mistral4")])
+@pytest.mark.parametrize("arch, family", [("deepseek2", "deepseek_v3"), ("mistral4", "mistral4"),
+                                          ("glm-dsa", "glm_moe_dsa")])
 def test_a_deepseek2_gguf_is_refused_on_data_and_listed_as_read(tmp_path, arch, family):
-    """transformers' GGUF reader reads neither ``deepseek2`` nor ``mistral4``: the data-based commands say so by
-    name; the catalogue lists the architectures as read, weights only."""
+    """transformers' GGUF reader reads none of ``deepseek2``, ``mistral4``, ``glm-dsa``: the data-based commands say
+    so by name; the catalogue lists the architectures as read, weights only."""
     from compscope.loading import catalogue
     from compscope.loading.formats import gguf as gguf_format
 
-    path = write_deepseek2(tmp_path / "d.gguf", _model() if arch == "deepseek2" else _mistral4(), arch=arch)
+    path = write_deepseek2(tmp_path / "d.gguf", {"deepseek2": _model, "glm-dsa": _glm5}.get(arch, _mistral4)(),
+                           arch=arch)
     if arch not in (gguf_format.transformers_reads() or {arch}):
         with pytest.raises(compscope.UnsupportedModelError, match="which transformers' GGUF reader does not read"):
             gguf_format.runtime_config(path)
@@ -318,6 +330,55 @@ def test_a_mistral4_gguf_whose_temperature_llama_cpp_cannot_run_is_refused_by_na
     keys = {**_MISTRAL4_YARN, "type": gguf.RopeScalingType.YARN}
     path = write_deepseek2(tmp_path / "m.gguf", _mistral4(), scaling=keys, arch="mistral4", extra=extra)
     with pytest.raises((compscope.LoadError, compscope.UnsupportedModelError), match=needle):
+        compscope.load(path)
+
+
+def _glm5(**overrides):
+    """A tiny GLM-5: DeepSeek-V3.2's attention behind a sparse indexer that keeps the 16 best-scored keys."""
+    import transformers
+
+    if not hasattr(transformers, "GlmMoeDsaConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no GLM-5")
+    return build(BY_ID["glm5-dsa-indexer-within-topk"], **overrides)
+
+
+def test_a_glm_dsa_gguf_reads_as_the_model_object_within_its_indexers_top_k(tmp_path):
+    """GLM-5 and 5.2 as llama.cpp runs a ``glm-dsa`` file: DeepSeek-V2's conversion (the up-projection split), the
+    indexer's tensors beside the attention's (not read), the indexer's top-k from the metadata, within which every
+    key is attended: the dense attention of the model object, the notes saying so; the multi-token-prediction block
+    that GLM-5's conversion keeps after the last layer left out."""
+    model = _glm5(num_hidden_layers=3, mlp_layer_types=["dense", "sparse", "sparse"],
+                  indexer_types=["full", "full", "full"])
+    path = write_deepseek2(tmp_path / "g.gguf", model, arch="glm-dsa", extra={"nextn_predict_layers": 1})
+    ours, ref = compscope.load(path), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "glm_moe_dsa" and ours.n_layers == 2 and ref.n_layers == 3
+    for name in ("W_Q", "W_K", "W_V", "W_O"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)[:2]), name
+    for name in ("W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    assert ours.rotary.style == ref.rotary.style == "interleaved" and ours.attn_scale == ref.attn_scale
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq[:2], rtol=1e-6, atol=0)
+    assert any("the 16 keys its indexer scores best" in n for n in ours.meta.notes)
+    assert any("multi-token-prediction block(s) after the last layer (blk.2" in n for n in ours.meta.notes)
+
+
+@pytest.mark.parametrize("case, needle", [
+    ("fused", r"a glm-dsa file with only the fused key/value up-projection \(attn_kv_b\): llama\.cpp's converter "
+              r"writes attn_k_b and attn_v_b"),
+    ("yarn", r"a glm-dsa file with rope scaling 'yarn': compscope reads GLM-5's without"),
+    ("no-top-k", r"GGUF metadata 'glm-dsa\.attention\.indexer\.top_k' = None: glm-dsa's multi-head latent attention "
+                 r"needs it"),
+])
+def test_a_glm_dsa_gguf_llama_cpp_would_not_run_so_is_refused_by_name(tmp_path, case, needle):
+    model, path = _glm5(), tmp_path / "g.gguf"
+    if case == "yarn":
+        write_deepseek2(path, model, arch="glm-dsa", scaling=dict(type=gguf.RopeScalingType.YARN, factor=4.0,
+                                                                  orig_ctx_len=16))
+    else:
+        write_deepseek2(path, model, arch="glm-dsa", split=case != "fused")
+        if case == "no-top-k":
+            path = _rewritten(tmp_path, path, leave_out="glm-dsa.attention.indexer.top_k")
+    with pytest.raises(compscope.UnsupportedModelError, match=needle):
         compscope.load(path)
 
 

@@ -200,9 +200,7 @@ def why_not(model_type: object) -> str | None:
 
 #: GGUF architectures of models compscope reads from their HuggingFace folders, whose GGUF layout it does not map
 GGUF_LAYOUT_NOT_READ: dict[str, str] = {
-    "gptj": "compscope reads this model from its HuggingFace folder; llama.cpp's layout of it is not mapped",
-    "glm-dsa": ("compscope reads GLM-5 from its HuggingFace folder; llama.cpp's layout of its multi-head latent "
-                "attention is not mapped")}
+    "gptj": "compscope reads this model from its HuggingFace folder; llama.cpp's layout of it is not mapped"}
 
 
 def why_not_gguf(arch: object) -> str | None:

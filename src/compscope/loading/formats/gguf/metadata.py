@@ -120,6 +120,8 @@ ARCHS = {
     # or fused
     "mistral4": ("mistral4", False, False),  # Mistral 4 (Mistral Small 4): DeepSeek-V2's conversion and llama.cpp's
     # deepseek2 graph (rules.latent_attention), its rotated share as partial_rotary_factor, Llama 4's temperature
+    "glm-dsa": ("glm_moe_dsa", False, False),  # GLM-5, GLM-5.2: DeepSeek-V2's conversion, its sparse indexer's top-k;
+    # the multi-token-prediction block after the last layer left out (rules.latent_attention)
     "minicpm3": ("minicpm3", False, False),  # MiniCPM3: multi-head latent attention, rows as HF's (halves rotated),
     # LongRoPE's factors as tensors, muP's scalars llama.cpp's constants (rules.latent_attention)
 }
@@ -138,7 +140,7 @@ _BIAS_SWITCHES = {"seed_oss": {"attention_bias": "attn_q.bias", "attention_out_b
 #: encoder architectures, which attend both ways (a file flagged causal is refused)
 _ENCODERS = ("bert", "nomic-bert", "eurobert", "modern-bert", "jina-bert-v3", "t5", "t5encoder")
 #: multi-head latent attention (:func:`.rules.latent_attention`)
-_LATENT = ("deepseek2", "mistral4", "minicpm3")
+_LATENT = ("deepseek2", "mistral4", "glm-dsa", "minicpm3")
 #: the architectures whose files may hold LongRoPE's factors (``rope_factors_long``, ``_short``)
 _LONGROPE = ("phi3", "phimoe", "minicpm3")
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)

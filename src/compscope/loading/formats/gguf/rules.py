@@ -99,11 +99,11 @@ def jamba_period(path: Path, arch: str, n_layers: int, ssm_layers: set[int]) -> 
 
 
 def mtp_blocks(path: Path, arch: str, fields: dict) -> int:
-    """How many multi-token-prediction blocks a GLM-4.5, Qwen3.5, Nemotron 3, EXAONE MoE, DeepSeek-V3 or Mistral 4
-    file holds after its last layer (``nextn_predict_layers``, counted in ``block_count``; llama.cpp's converter
-    leaves DeepSeek-V3's out, and a file that keeps them says so); 0 for other architectures."""
+    """How many multi-token-prediction blocks a GLM-4.5, GLM-5, Qwen3.5, Nemotron 3, EXAONE MoE, DeepSeek-V3 or
+    Mistral 4 file holds after its last layer (``nextn_predict_layers``, counted in ``block_count``; llama.cpp's
+    converter leaves DeepSeek-V3's out, and a file that keeps them says so); 0 for other architectures."""
     if arch not in ("glm4moe", "qwen3next", "qwen35", "qwen35moe", "nemotron_h_moe", "exaone-moe", "deepseek2",
-                    "mistral4"):
+                    "mistral4", "glm-dsa"):
         return 0
     n = fields.get(f"{arch}.nextn_predict_layers", 0)
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
@@ -315,6 +315,11 @@ def latent_attention(path: Path, arch: str, cfg: dict, fields: dict, infos: list
     tensors and graph), read as Mistral 4, whose family takes a query head's whole width as the rotary's and the rotated
     share as ``partial_rotary_factor`` (``rope / key``).
 
+    ``glm-dsa`` (GLM-5, GLM-5.2): the same, the up-projection split and a query latent always, read as the dense
+    attention its sparse indexer leaves on sequences of up to ``attention.indexer.top_k`` tokens (GLM-5's family:
+    ``index_topk``; on them every layer attends to every key, whichever layer's indexer chose them), no rope scaling
+    (llama.cpp reads this architecture's YaRN multiplier by another rule, and GLM-5 has none).
+
     ``minicpm3``: the same keys but the value width (llama.cpp's default, ``d_model / heads``, as transformers'),
     ``attn_kv_b`` fused, rotated halves; muP's scalars :data:`MINICPM3_CONSTANTS`; LongRoPE from its factor tensors
     (:func:`.rope_scaling.longrope`).
@@ -323,14 +328,14 @@ def latent_attention(path: Path, arch: str, cfg: dict, fields: dict, infos: list
     query width."""
     names = {i.name for i in infos}
     has = lambda tail: any(n.startswith("blk.") and n.endswith(tail) for n in names)  # noqa: E731
-    deepseek = arch in ("deepseek2", "mistral4")  # (one graph in llama.cpp)
     split, fused = has(".attn_k_b.weight") or has(".attn_v_b.weight"), has(".attn_kv_b.weight")
-    if split == fused or (split and not deepseek):
-        which = "both" if split and fused else "neither" if not split else "only"
-        raise UnsupportedModelError(
-            f"{path}: a {arch} file with {which} the split key/value up-projection (attn_k_b, attn_v_b)"
-            + ("" if which == "only" else " and the fused one (attn_kv_b)")
-            + f": llama.cpp's converter writes {'one of them' if deepseek else 'attn_kv_b'}")
+    parts, joint = "the split key/value up-projection (attn_k_b, attn_v_b)", "the fused one (attn_kv_b)"
+    held = (f"both {parts} and {joint}" if split and fused else f"neither {parts} nor {joint}" if split == fused
+            else f"only {parts}" if split and arch == "minicpm3"
+            else "only the fused key/value up-projection (attn_kv_b)" if fused and arch == "glm-dsa" else None)
+    if held:
+        wants = {"minicpm3": "attn_kv_b", "glm-dsa": "attn_k_b and attn_v_b"}.get(arch, "one of them")
+        raise UnsupportedModelError(f"{path}: a {arch} file with {held}: llama.cpp's converter writes {wants}")
     suffix = "_mla" if split else ""
 
     def count(key: str, default: int | None = None) -> int:
@@ -341,8 +346,8 @@ def latent_attention(path: Path, arch: str, cfg: dict, fields: dict, infos: list
         return value
 
     key, rope = count(f"attention.key_length{suffix}"), count("rope.dimension_count")
-    value = count(f"attention.value_length{suffix}", None if deepseek else
-                  cfg["hidden_size"] // cfg["num_attention_heads"])
+    value = count(f"attention.value_length{suffix}", cfg["hidden_size"] // cfg["num_attention_heads"]
+                  if arch == "minicpm3" else None)
     if key <= rope:
         raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.key_length{suffix}' = {key} leaves no "
                                     f"unrotated dims beside the {rope} rotated ('{arch}.rope.dimension_count')")
@@ -350,7 +355,7 @@ def latent_attention(path: Path, arch: str, cfg: dict, fields: dict, infos: list
     if queries == has(".attn_q_a.weight"):
         raise UnsupportedModelError(f"{path}: a {arch} file with {'both' if queries else 'neither'} the query "
                                     "projection (attn_q) and the query latent (attn_q_a)")
-    if queries and not deepseek:
+    if queries and arch in ("minicpm3", "glm-dsa"):
         raise UnsupportedModelError(f"{path}: a {arch} file without the query latent (attn_q_a): llama.cpp's {arch} "
                                     "reads queries through it")
     q_rank = None if queries else count("attention.q_lora_rank")
@@ -368,6 +373,13 @@ def latent_attention(path: Path, arch: str, cfg: dict, fields: dict, infos: list
         if scaling:  # (the original context where transformers' MiniCPM3 reads it: in its rope settings)
             scaling["original_max_position_embeddings"] = cfg.pop("original_max_position_embeddings")
         cfg.update(MINICPM3_CONSTANTS)
+        return key
+    if arch == "glm-dsa":  # (its family turns adjacent pairs, as llama.cpp's glm-dsa rotary does)
+        if scaling:
+            raise UnsupportedModelError(f"{path}: a {arch} file with rope scaling {scaling.get('rope_type')!r}: "
+                                        "compscope reads GLM-5's without (llama.cpp reads its YaRN multiplier by a "
+                                        "rule of its own for this architecture)")
+        cfg["index_topk"] = count("attention.indexer.top_k")
         return key
     cfg["rope_interleave"] = True
     if scaling and scaling.get("rope_type") == "yarn":
