@@ -396,6 +396,14 @@ VARIANTS = [
                  num_shared_experts=1, num_expert_group=1, topk_group=1, moe_intermediate_size=16,
                  layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
                  mlp_layer_types=["dense"] * 4, linear_head_dim=8, linear_num_heads=4, pad_token_id=0)),
+    # Kimi Linear: latent attention layers without positions (NoPE) among Kimi Delta Attention layers
+    Variant("kimi-linear-nope-latent-hybrid", "hybrid", "KimiLinearConfig",
+            dict(_NO_HEAD_DIM, num_hidden_layers=4, num_key_value_heads=HEADS, q_lora_rank=12, kv_lora_rank=10,
+                 qk_rope_head_dim=4, qk_nope_head_dim=6, v_head_dim=8, num_local_experts=4, num_experts_per_tok=2,
+                 moe_intermediate_size=16, layer_types=["linear_attention", "full_attention", "linear_attention",
+                                                        "full_attention"],
+                 mlp_layer_types=["dense"] * 4, linear_head_dim=8, linear_num_heads=4, pad_token_id=0, bos_token_id=1,
+                 eos_token_id=2)),
     # GLM-5: DeepSeek-V3.2's attention and indexer under its own names (its layers return their choice of keys too)
     Variant("glm5-dsa-indexer-within-topk", "llama", "GlmMoeDsaConfig",
             dict(_NO_HEAD_DIM, num_key_value_heads=HEADS, q_lora_rank=12, kv_lora_rank=10, qk_rope_head_dim=4,

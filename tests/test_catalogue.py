@@ -112,7 +112,7 @@ def _header_only_gguf(folder: Path, arch: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("arch, reason", [("kimi-linear", "multi-head latent attention under this model type's own layout"),
+@pytest.mark.parametrize("arch, reason", [("mimo2", "value heads narrower than its query and key heads"),
                                          ("step35", "Step 3.5 and 3.7's language model: its sliding layers have a "
                                                     "query head count of their own")])
 def test_a_gguf_file_of_a_known_architecture_is_refused_with_its_reason(tmp_path, arch, reason):
@@ -122,12 +122,14 @@ def test_a_gguf_file_of_a_known_architecture_is_refused_with_its_reason(tmp_path
     assert f"GGUF architecture '{arch}', which compscope does not read: {reason}" in str(e.value)
 
 
-def test_a_gguf_file_whose_layout_is_not_mapped_is_refused_with_its_reason(tmp_path):
-    """An architecture read from its HuggingFace folders but not from llama.cpp's layout of it."""
+@pytest.mark.parametrize("arch, needle", [("gptj", "reads this model from its HuggingFace folder; llama.cpp's layout"),
+                                         ("kimi-linear", "reads Kimi Linear from its HuggingFace folder; llama.cpp's "
+                                                         "layout of it is not mapped")])
+def test_a_gguf_file_whose_layout_is_not_mapped_is_refused_with_its_reason(tmp_path, arch, needle):
+    """Architectures read from their HuggingFace folders but not from llama.cpp's layout of them."""
     with pytest.raises(compscope.UnsupportedModelError) as e:
-        compscope.load(_header_only_gguf(tmp_path, "gptj"))
-    assert "GGUF architecture 'gptj'" in str(e.value)
-    assert "reads this model from its HuggingFace folder; llama.cpp's layout" in str(e.value)
+        compscope.load(_header_only_gguf(tmp_path, arch))
+    assert f"GGUF architecture '{arch}'" in str(e.value) and needle in str(e.value)
 
 
 def test_lookup_answers_for_model_types_gguf_architectures_and_wrappers():
@@ -144,8 +146,8 @@ def test_lookup_answers_for_model_types_gguf_architectures_and_wrappers():
     assert "GGUF architecture" not in catalogue.lookup("gptj", only="model_type")[1]
     read, line = catalogue.lookup("olmo2")
     assert read and "GGUF architecture 'olmo2', read by the olmo2 family (weights only" in line
-    read, line = catalogue.lookup("kimi-linear")  # (a GGUF architecture alone, not read)
-    assert not read and line == f"kimi-linear: not read: {catalogue.NOT_READ['kimi_linear']}"
+    read, line = catalogue.lookup("mimo2")  # (a GGUF architecture alone, not read)
+    assert not read and line == f"mimo2: not read: {catalogue.NOT_READ['mimo_v2_flash']}"
     read, line = catalogue.lookup("nonesuch")
     assert not read and "not a model_type or GGUF architecture compscope knows (" in line  # (nothing close)
     read, line = catalogue.lookup("ultrabrt")  # a misspelling: the names it is close to

@@ -282,6 +282,45 @@ def test_a_ling_3_folder_is_read_and_run_as_its_latent_attention_layers(tmp_path
         compscope.load(tmp_path)
 
 
+def test_a_kimi_linear_folder_is_read_and_run_as_its_latent_attention_layers_without_positions(tmp_path):
+    """Kimi Linear: its latent attention layers alone (1 and 3 of 4), NoPE (the dims every head's key shares not
+    rotated: no rotary, no positions), run on text with the Kimi Delta Attention layers between them, exactly; its
+    released config's layer list (linear_attn_config, numbered from 1) read as transformers reads it; a list that
+    misses a layer, or a config that says its latent attention turns dims (mla_use_nope false), refused by name."""
+    from compscope.data.runner import layer_state, runner_for
+    from hf_tiny import BY_ID, build, random_ids
+
+    if not hasattr(__import__("transformers"), "KimiLinearConfig"):
+        pytest.skip("this transformers has no Kimi Linear")
+    model = build(BY_ID["kimi-linear-nope-latent-hybrid"])
+    model.save_pretrained(tmp_path)
+    hw = compscope.load(tmp_path)
+    assert hw.meta.family == "kimi_linear" and hw.n_layers == 2 and hw.rotary is None and hw.positions == "none"
+    assert hw.kv_latent_from == 4 and hw.q_latent is not None and hw.attn_scale == 0.0  # (d_head^(-1/2), 10)
+    assert any("attention on 2 of the model's 4 layers (1, 3" in n for n in hw.meta.notes)
+    k_shared = model.model.layers[1].self_attn.kv_a_proj_with_mqa.weight.detach()[10:]  # (its rope rows, unturned)
+    assert all(torch.equal(hw.W_K[0, h, :4], k_shared) for h in range(4))
+    runner = runner_for(tmp_path, progress=False, device="cpu")
+    trace = runner.trace(random_ids(seq=12))
+    for layer in range(2):
+        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
+                                   atol=ATOL, rtol=0)
+    config = json.loads((tmp_path / "config.json").read_text())
+    del config["layer_types"]
+    config["linear_attn_config"] = {"full_attn_layers": [2, 4], "kda_layers": [1, 3], "head_dim": 8, "num_heads": 4}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert torch.equal(compscope.load(tmp_path).W_Q, hw.W_Q)
+    config["linear_attn_config"]["kda_layers"] = [1]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(compscope.UnsupportedModelError, match=r"full_attn_layers = \[2, 4\] and kda_layers = \[1\]: "
+                                                              "expected each of the 4 layers, numbered from 1"):
+        compscope.load(tmp_path)
+    config["linear_attn_config"]["kda_layers"], config["mla_use_nope"] = [1, 3], False
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(compscope.UnsupportedModelError, match="mla_use_nope=False"):
+        compscope.load(tmp_path)
+
+
 def test_glm_5_is_read_as_deepseek_v3_2_and_layers_sharing_keys_are_refused(tmp_path):
     """GLM-5: V3.2's reading (dense within index_topk, the runner kept there); a config whose indexer_types has a layer
     reuse another's choice of keys is refused by name."""

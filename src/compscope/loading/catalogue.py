@@ -25,9 +25,7 @@ _NO_ATTENTION = "no attention heads: a recurrent or state-space model has none t
 
 #: model_type -> why compscope does not read it (the architectures researchers ask for)
 NOT_READ: dict[str, str] = {
-    **dict.fromkeys(("longcat_flash",
-                     "kimi_linear", "sarvam_mla", "dots3_note_text",
-                     "axk2", "glm5_next_text"), _MLA),
+    **dict.fromkeys(("longcat_flash", "sarvam_mla", "dots3_note_text", "axk2", "glm5_next_text"), _MLA),
     **dict.fromkeys(("mistral_large4", "mistral_large4_text"), (
         "multi-head latent attention whose later layers reuse an earlier layer's keys and values (kv_sharing_modes), "
         "so those heads' keys and values read the residual at another layer than their queries")),
@@ -188,7 +186,6 @@ GGUF_NOT_READ: dict[str, str] = {
     "mamba": "mamba", "mamba2": "mamba2", "rwkv6": "rwkv", "rwkv7": "rwkv",
     "bitnet": "bitnet",
     "dbrx": "dbrx", "deci": "nemotron-nas",
-    "kimi-linear": "kimi_linear", 
     "step35": "step3p5", "mimo2": "mimo_v2_flash", "hunyuan_vl": "hunyuan_vl_text",
 }
 
@@ -200,7 +197,8 @@ def why_not(model_type: object) -> str | None:
 
 #: GGUF architectures of models compscope reads from their HuggingFace folders, whose GGUF layout it does not map
 GGUF_LAYOUT_NOT_READ: dict[str, str] = {
-    "gptj": "compscope reads this model from its HuggingFace folder; llama.cpp's layout of it is not mapped"}
+    "gptj": "compscope reads this model from its HuggingFace folder; llama.cpp's layout of it is not mapped",
+    "kimi-linear": "compscope reads Kimi Linear from its HuggingFace folder; llama.cpp's layout of it is not mapped"}
 
 
 def why_not_gguf(arch: object) -> str | None:

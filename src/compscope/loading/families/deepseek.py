@@ -121,31 +121,8 @@ class DeepseekV3(LlamaLike):
         latent_eps = number(cfg, where, "latent_norm_eps", default=LATENT_EPS, open_low=True)
         r = max(qk, dv)  # (the narrower of a query head and a value head padded with zero rows)
 
-        scale = 0.0 if qk == r else qk ** -0.5  # (0: d_head^(-1/2), d_head = r)
-        notes = []
-        settings = rope_settings(cfg)
-        # transformers turns int(head_dim × partial_rotary_factor) dims: they must be the heads' rotated ones
-        width = integer(cfg, where, "head_dim") if cfg.get("head_dim") is not None else cls.rotary_width(nope, rope)
-        share = number(settings, where, "partial_rotary_factor", default=1.0, high=1.0, open_low=True)
-        if int(width * share) != rope:
-            raise UnsupportedModelError(f"{where}: head_dim = {width} and partial_rotary_factor = {share:g} turn "
-                                        f"{int(width * share)} dims, not the heads' qk_rope_head_dim = {rope}")
-        if settings.get("llama_4_scaling_beta"):  # (Mistral 4's queries; the data runner keeps within the context)
-            n = number(settings, where, "original_max_position_embeddings", open_low=True)
-            notes.append(f"queries scaled by 1 + {settings['llama_4_scaling_beta']:g} log(1 + floor(i / {n:g})) at "
-                         f"position i (Llama 4's temperature): 1 on the first {n:g} positions, which is what is read")
-        freqs = inv_freq(rope, settings, where, kinds=YARN_TYPES)
-        a = rope_attention_factor(settings, where)  # on the rotated dims of queries and keys (cos and sin times it)
-        if (settings.get("rope_type") or "default") != "default" and settings.get("mscale_all_dim"):
-            m = _mscale(number(settings, where, "factor", open_low=True), number(settings, where, "mscale_all_dim"))
-            scale = qk ** -0.5 * m * m
-            notes.append(f"the logit scale qk_head_dim^(-1/2) times YaRN's mscale(factor, mscale_all_dim)² = "
-                         f"{m * m:.6g}")
-        if settings.get("rope_type") == "yarn":
-            notes.append(f"YaRN rope scaling (factor {settings['factor']:g}, original context "
-                         f"{settings['original_max_position_embeddings']:g}): the slow pairs' frequencies interpolated"
-                         + (f"; its attention factor {a:.6g} folded into the rotated rows of W_Q and W_K"
-                            if a != 1 else ""))
+        notes: list[str] = []
+        freqs, a, scale = cls.rotary_part(cfg, where, nope, rope, 0.0 if qk == r else qk ** -0.5, notes)
 
         probe = f"layers.{read_layers[0]}.self_attn.kv_a_proj_with_mqa.weight"
         prefix = next((p for p in PREFIXES if p + probe in ts), None)
@@ -193,8 +170,9 @@ class DeepseekV3(LlamaLike):
             "RMSNorm's gain and the latent's projection; the latent norms' per-token scales (on queries; on values and "
             "keys' unrotated dims) are applied where heads are recomputed, not in W_QK- or W_OV-based scores, as the "
             "residual norm's scale is not",
-            f"keys: the {rope} rotated dims come first and are one for every head (k_rope), the {nope} others each "
-            "head's own" + (f"; values padded from {dv} to {r} dims with zeros" if dv < r else "")
+            f"keys: the {rope} {'rotated ' if freqs is not None else ''}dims come first and are one for every head "
+            f"(k_rope{'' if freqs is not None else ', not rotated'}), the {nope} others each head's own"
+            + (f"; values padded from {dv} to {r} dims with zeros" if dv < r else "")
             + (f"; queries and keys padded from {qk} to {r} dims with zeros" if qk < r else ""),
         ]
         if r_q is None:
@@ -219,8 +197,8 @@ class DeepseekV3(LlamaLike):
             q_latent=q_latent,
             kv_latent=LatentNorm(stack("dkv"), stack("bdkv"), latent_eps),
             kv_latent_from=rope,
-            rotary=Rotary(rope, freqs[None].expand(L, -1).clone(), cls.rotary_style(cfg)),
-            positions="rotary",
+            rotary=None if freqs is None else Rotary(rope, freqs[None].expand(L, -1).clone(), cls.rotary_style(cfg)),
+            positions="none" if freqs is None else "rotary",
             attn_scale=scale,
             causal=True,
             sliding_window=(None,) * L,
@@ -233,6 +211,37 @@ class DeepseekV3(LlamaLike):
         """Per layer read (its tensors under each of ``prefixes``), an output gate's ``W_G`` ``(head, d_head,
         d_model)``, or None where the heads have none (here)."""
         return None
+
+    @classmethod
+    def rotary_part(cls, cfg: dict, where: str, nope: int, rope: int, scale: float, notes: list[str]
+                    ) -> tuple[torch.Tensor | None, float, float]:
+        """The ``rope`` rotated dims' frequencies (None: not rotated), the attention factor on them (YaRN's: cos and
+        sin times it) and the logit scale (``scale`` as given, or YaRN's ``qk_head_dim^(-1/2) mscale²``), from the
+        rope settings of ``cfg``; what they change said in ``notes``."""
+        settings = rope_settings(cfg)
+        # transformers turns int(head_dim × partial_rotary_factor) dims: they must be the heads' rotated ones
+        width = integer(cfg, where, "head_dim") if cfg.get("head_dim") is not None else cls.rotary_width(nope, rope)
+        share = number(settings, where, "partial_rotary_factor", default=1.0, high=1.0, open_low=True)
+        if int(width * share) != rope:
+            raise UnsupportedModelError(f"{where}: head_dim = {width} and partial_rotary_factor = {share:g} turn "
+                                        f"{int(width * share)} dims, not the heads' qk_rope_head_dim = {rope}")
+        if settings.get("llama_4_scaling_beta"):  # (Mistral 4's queries; the data runner keeps within the context)
+            n = number(settings, where, "original_max_position_embeddings", open_low=True)
+            notes.append(f"queries scaled by 1 + {settings['llama_4_scaling_beta']:g} log(1 + floor(i / {n:g})) at "
+                         f"position i (Llama 4's temperature): 1 on the first {n:g} positions, which is what is read")
+        freqs = inv_freq(rope, settings, where, kinds=YARN_TYPES)
+        a = rope_attention_factor(settings, where)  # on the rotated dims of queries and keys (cos and sin times it)
+        if (settings.get("rope_type") or "default") != "default" and settings.get("mscale_all_dim"):
+            m = _mscale(number(settings, where, "factor", open_low=True), number(settings, where, "mscale_all_dim"))
+            scale = (nope + rope) ** -0.5 * m * m
+            notes.append(f"the logit scale qk_head_dim^(-1/2) times YaRN's mscale(factor, mscale_all_dim)² = "
+                         f"{m * m:.6g}")
+        if settings.get("rope_type") == "yarn":
+            notes.append(f"YaRN rope scaling (factor {settings['factor']:g}, original context "
+                         f"{settings['original_max_position_embeddings']:g}): the slow pairs' frequencies interpolated"
+                         + (f"; its attention factor {a:.6g} folded into the rotated rows of W_Q and W_K"
+                            if a != 1 else ""))
+        return freqs, a, scale
 
 
 @dataclass(frozen=True)
@@ -414,29 +423,11 @@ class DeepseekV32(DeepseekV3):
             "not read); the data-based commands take sequences up to that length"))
 
 
-@register
-class BailingHybrid(DeepseekV3):
-    """Ling 3 (inclusionAI's ``bailing_hybrid``): linear-attention layers (KDA) with a multi-head latent attention layer
-    among them (``layer_types`` ``full_attention``: every ``layer_group_size``-th), read alone, the others being
-    writers to the residual as MLPs are. Its latent attention is DeepSeek-V3's (rotated dims in adjacent pairs) with a
-    gate on each head's output, ``sigmoid(g_proj x)``, one per head, from the query's input: ``W_G`` holds ``g_proj``'s
-    row for the head on each of its dims. Its files name the layers' attention ``attention`` (the output projection
-    ``attention.dense``) and the embedding ``word_embeddings``: read as the loaded model's names."""
+class _LatentHybrid(DeepseekV3):
+    """Multi-head latent attention layers among linear-attention (KDA) layers (``layer_types`` ``full_attention`` and
+    ``linear_attention``): the former read alone, the others being writers to the residual as MLPs are."""
 
-    name = "bailing_hybrid"
-    about = ("Ling 3: its multi-head latent attention layers alone (DeepSeek-V3's, a sigmoid gate per head), among "
-             "linear-attention layers")
-    model_types = ("bailing_hybrid",)
-    architectures = ("BailingHybridForCausalLM", "BailingHybridModel")
-    handled = DeepseekV3.handled - {"rope_interleave"} | {"layer_types"}
-    ignored = DeepseekV3.ignored | frozenset(
-        "num_shared_experts num_expert_group num_experts_per_token moe_renormalize model_max_length num_experts "
-        "short_conv_kernel_size layer_group_size kda_safe_gate kda_lower_bound mlp_layer_types mtp_loss_scaling_factor "
-        "linear_head_dim linear_num_heads linear_conv_kernel_dim".split())
     other_layers = "linear-attention (KDA) layers"
-    # its files' names (as released, and as transformers saves them), read as the loaded model's
-    saved_names = ((r"^model\.word_embeddings\.", "model.embed_tokens."),
-                   (r"\.attention\.dense\.", ".self_attn.o_proj."), (r"\.attention\.", ".self_attn."))
 
     @classmethod
     def hook_points(cls, model):
@@ -456,6 +447,30 @@ class BailingHybrid(DeepseekV3):
         return attending([i for i, t in enumerate(types) if t == "full_attention"], n_layers, where,
                          "a linear-attention layer")
 
+
+@register
+class BailingHybrid(_LatentHybrid):
+    """Ling 3 (inclusionAI's ``bailing_hybrid``): linear-attention layers (KDA) with a multi-head latent attention layer
+    among them (``layer_types`` ``full_attention``: every ``layer_group_size``-th), read alone, the others being
+    writers to the residual as MLPs are. Its latent attention is DeepSeek-V3's (rotated dims in adjacent pairs) with a
+    gate on each head's output, ``sigmoid(g_proj x)``, one per head, from the query's input: ``W_G`` holds ``g_proj``'s
+    row for the head on each of its dims. Its files name the layers' attention ``attention`` (the output projection
+    ``attention.dense``) and the embedding ``word_embeddings``: read as the loaded model's names."""
+
+    name = "bailing_hybrid"
+    about = ("Ling 3: its multi-head latent attention layers alone (DeepSeek-V3's, a sigmoid gate per head), among "
+             "linear-attention layers")
+    model_types = ("bailing_hybrid",)
+    architectures = ("BailingHybridForCausalLM", "BailingHybridModel")
+    handled = DeepseekV3.handled - {"rope_interleave"} | {"layer_types"}
+    ignored = DeepseekV3.ignored | frozenset(
+        "num_shared_experts num_expert_group num_experts_per_token moe_renormalize model_max_length num_experts "
+        "short_conv_kernel_size layer_group_size kda_safe_gate kda_lower_bound mlp_layer_types mtp_loss_scaling_factor "
+        "linear_head_dim linear_num_heads linear_conv_kernel_dim".split())
+    # its files' names (as released, and as transformers saves them), read as the loaded model's
+    saved_names = ((r"^model\.word_embeddings\.", "model.embed_tokens."),
+                   (r"\.attention\.dense\.", ".self_attn.o_proj."), (r"\.attention\.", ".self_attn."))
+
     @classmethod
     def rotary_style(cls, config: dict) -> str:
         return "interleaved"
@@ -464,6 +479,63 @@ class BailingHybrid(DeepseekV3):
     def gates(cls, ts, prefixes: list[str], H: int, r: int, d: int) -> list[torch.Tensor]:
         return [ts.take(p + "self_attn.g_proj.weight", (H, d))[:, None, :].expand(H, r, d).contiguous()
                 for p in prefixes]
+
+
+@register
+class KimiLinear(_LatentHybrid):
+    """Kimi Linear (Moonshot AI's ``kimi_linear``): Kimi Delta Attention (KDA) layers with a multi-head latent attention
+    layer among them, read alone, the others being writers to the residual as MLPs are. Which layers attend:
+    ``layer_types``, else (as transformers derives it) ``linear_attn_config``'s ``full_attn_layers`` and ``kda_layers``,
+    numbered from 1, else every fourth layer from the fifth. Its latent attention is DeepSeek-V3's without positions
+    (NoPE, ``mla_use_nope``): the ``qk_rope_head_dim`` dims every head's key shares are not rotated, and nothing else
+    in the model carries position (its KDA layers' order aside), so the heads are read without any; the logit scale
+    ``qk_head_dim^(-1/2)``, the latent norms at 1e-6."""
+
+    name = "kimi_linear"
+    about = ("Kimi Linear: its multi-head latent attention layers alone (DeepSeek-V3's without positions), among Kimi "
+             "Delta Attention layers")
+    model_types = ("kimi_linear",)
+    architectures = ("KimiLinearForCausalLM", "KimiLinearModel")
+    handled = DeepseekV3.handled - {"rope_interleave"} | {"layer_types", "linear_attn_config"}
+    ignored = DeepseekV3.ignored | frozenset(
+        "mlp_layer_types linear_head_dim linear_num_heads linear_conv_kernel_dim num_experts num_experts_per_token "
+        "num_shared_experts num_expert_group num_local_experts moe_renormalize moe_router_activation_func "
+        "use_grouped_topk model_max_length "
+        # (the model turns no dims: rope settings, if any, change nothing it computes)
+        "rope_scaling rope_parameters".split())
+    accept = {"mla_use_nope": lambda v: v in (None, True)}
+    other_layers = "Kimi Delta Attention layers"
+
+    @classmethod
+    def attention_layers(cls, config: dict, n_layers: int, where: str = "config") -> list[int]:
+        if config.get("layer_types") is None:
+            config = {**config, "layer_types": _kimi_layer_types(config, n_layers, where)}
+        return super().attention_layers(config, n_layers, where)
+
+    @classmethod
+    def rotary_part(cls, cfg: dict, where: str, nope: int, rope: int, scale: float, notes: list[str]
+                    ) -> tuple[torch.Tensor | None, float, float]:
+        """No rotation (NoPE): the shared dims are a key's like any other, and the logit scale is ``scale``."""
+        notes.append("no positions (NoPE): the latent attention turns no dims, and the model adds no position to the "
+                     "residual")
+        return None, 1.0, scale
+
+
+def _kimi_layer_types(config: dict, n_layers: int, where: str) -> list[str]:
+    """Kimi Linear's layer kinds where its config lists none, as transformers derives them: from
+    ``linear_attn_config``'s ``full_attn_layers`` and ``kda_layers`` (numbered from 1, every layer in one of them)
+    where it has both, else every fourth layer from the fifth attending."""
+    lin = config.get("linear_attn_config") or {}
+    if not isinstance(lin, dict):
+        raise UnsupportedModelError(f"{where}: config key 'linear_attn_config' = {lin!r} is not a dict")
+    if "full_attn_layers" not in lin or "kda_layers" not in lin:
+        return ["full_attention" if i and i % 4 == 0 else "linear_attention" for i in range(n_layers)]
+    full, kda = lin["full_attn_layers"], lin["kda_layers"]
+    numbers = full + kda if isinstance(full, list) and isinstance(kda, list) else None
+    if numbers is None or sorted(numbers) != list(range(1, n_layers + 1)):
+        raise UnsupportedModelError(f"{where}: linear_attn_config's full_attn_layers = {full!r} and kda_layers = "
+                                    f"{kda!r}: expected each of the {n_layers} layers, numbered from 1, in one of them")
+    return ["full_attention" if i + 1 in full else "linear_attention" for i in range(n_layers)]
 
 
 @register
