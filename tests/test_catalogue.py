@@ -122,14 +122,12 @@ def test_a_gguf_file_of_a_known_architecture_is_refused_with_its_reason(tmp_path
     assert f"GGUF architecture '{arch}', which compscope does not read: {reason}" in str(e.value)
 
 
-@pytest.mark.parametrize("arch, needle", [("gptj", "reads this model from its HuggingFace folder; llama.cpp's layout"),
-                                         ("kimi-linear", "reads Kimi Linear from its HuggingFace folder; llama.cpp's "
-                                                         "layout of it is not mapped")])
-def test_a_gguf_file_whose_layout_is_not_mapped_is_refused_with_its_reason(tmp_path, arch, needle):
-    """Architectures read from their HuggingFace folders but not from llama.cpp's layout of them."""
+def test_a_gguf_file_whose_layout_is_not_mapped_is_refused_with_its_reason(tmp_path):
+    """An architecture read from its HuggingFace folders but not from llama.cpp's layout of it."""
     with pytest.raises(compscope.UnsupportedModelError) as e:
-        compscope.load(_header_only_gguf(tmp_path, arch))
-    assert f"GGUF architecture '{arch}'" in str(e.value) and needle in str(e.value)
+        compscope.load(_header_only_gguf(tmp_path, "gptj"))
+    assert "GGUF architecture 'gptj'" in str(e.value)
+    assert "reads this model from its HuggingFace folder; llama.cpp's layout" in str(e.value)
 
 
 def test_lookup_answers_for_model_types_gguf_architectures_and_wrappers():

@@ -33,7 +33,10 @@ _NAMES = {"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight
           "self_attn.indexer.wk.weight": "indexer.attn_k.weight",
           "self_attn.indexer.k_norm.weight": "indexer.k_norm.weight",
           "self_attn.indexer.k_norm.bias": "indexer.k_norm.bias",
-          "self_attn.indexer.weights_proj.weight": "indexer.proj.weight"}
+          "self_attn.indexer.weights_proj.weight": "indexer.proj.weight",
+          # (a Kimi Delta Attention layer's: under llama.cpp's names, beside its attn_q and attn_output)
+          "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
+          "self_attn.b_proj.weight": "ssm_beta.weight", "self_attn.o_norm.weight": "ssm_norm.weight"}
 _TOP = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
         "lm_head.weight": "output.weight"}
 EPS = 0.25  # (the files' RMS epsilon, far from the models' 1e-5 and 1e-6: llama.cpp runs the latent norms at it too)
@@ -45,10 +48,12 @@ def _model(q_latent: bool = True, **overrides):
     return build(BY_ID["deepseek-v3-latent-attention"], q_lora_rank=12 if q_latent else None, **overrides)
 
 
-def _theta(cfg) -> float:
-    """The rotary base of a transformers config (``rope_parameters``; transformers 4: ``rope_theta``)."""
+def _theta(cfg) -> float | None:
+    """The rotary base of a transformers config (``rope_parameters``; transformers 4: ``rope_theta``), None where it
+    has none (Kimi Linear's: nothing rotates)."""
     params = getattr(cfg, "rope_parameters", None)
-    return float(params["rope_theta"] if params else cfg.rope_theta)
+    theta = params["rope_theta"] if params else getattr(cfg, "rope_theta", None)
+    return None if theta is None else float(theta)
 
 
 def write_deepseek2(path, model, split: bool = True, scaling: dict | None = None, drop: tuple[str, ...] = (),
@@ -59,13 +64,16 @@ def write_deepseek2(path, model, split: bool = True, scaling: dict | None = None
     conversions: ``attn_kv_b`` fused and the model's widths as ``key_length``, ``value_length``. ``scaling``: YaRN's
     keys; ``drop``: block tensors left out; ``extra``: metadata keys added as written (a float as float32, else
     uint32). ``arch`` ``mistral4``, ``glm-dsa``: Mistral 4, GLM-5 as their converters write them, DeepSeek-V2's
-    conversion under their own names (GLM-5's with its indexer's top-k and tensors)."""
+    conversion under their own names (GLM-5's with its indexer's top-k and tensors); ``kimi-linear``: Kimi Linear's
+    (a K/V head count per layer, its delta-attention layers' tensors beside)."""
     cfg = model.config
     H, nope, rope, dv, rank = (cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim,
                                cfg.kv_lora_rank)
     w = _writer(path, arch)
     widths = (dict(head_count_kv=1, key_length=rank + rope, value_length=rank, key_length_mla=nope + rope,
                    value_length_mla=dv) if split else dict(head_count_kv=H, key_length=nope + rope, value_length=dv))
+    if arch == "kimi-linear":  # (a K/V head count per layer: 0 on a Kimi Delta Attention layer)
+        widths["head_count_kv"] = [int(t == "full_attention") * widths["head_count_kv"] for t in cfg.layer_types]
     _metadata(w, block_count=cfg.num_hidden_layers, embedding_length=cfg.hidden_size, head_count=H,
               vocab_size=cfg.vocab_size, layer_norm_rms_eps=EPS, rope_freq_base=_theta(cfg),
               rope_dimension_count=rope, kv_lora_rank=rank, q_lora_rank=cfg.q_lora_rank, **widths)
@@ -135,24 +143,30 @@ def _by_llama_cpp(path, layer: int, resid: torch.Tensor) -> torch.Tensor:
     innermost dim: a ``(..., m, k)`` array times ``b``'s rows): queries through the query latent, their unrotated
     part times ``attn_k_b`` into the latent's space, keys the normed latent after the shared rotated dims, rotation
     of adjacent pairs at position i by ``i base^(-2j / rope)``, logits times ``(nope + rope)^(-1/2)``, the causal
-    softmax over the latents, ``attn_v_b`` after it, then ``attn_output``."""
+    softmax over the latents, ``attn_v_b`` after it, then ``attn_output``. A ``kimi-linear`` file's: queries through
+    ``attn_q``, nothing rotated."""
     reader = gguf.GGUFReader(str(path))
     t = {x.name: torch.from_numpy(np.array(x.data, dtype=np.float64)).reshape([int(n) for n in reversed(x.shape)])
          for x in reader.tensors}
     arch = reader.fields["general.architecture"].contents()
     field = lambda key: reader.fields[f"{arch}.{key}"].contents()  # noqa: E731
     rank, rope, qk = field("attention.kv_lora_rank"), field("rope.dimension_count"), field("attention.key_length_mla")
-    H, base, nope = field("attention.head_count"), field("rope.freq_base"), qk - rope
+    H, nope, rotates = field("attention.head_count"), qk - rope, arch != "kimi-linear"
     b = lambda name: t[f"blk.{layer}.{name}"]  # noqa: E731
     x = _rms(resid.double(), b("attn_norm.weight"), EPS)
     n = x.shape[0]
-    q = (_rms(x @ b("attn_q_a.weight").T, b("attn_q_a_norm.weight"), EPS) @ b("attn_q_b.weight").T).view(n, H, qk)
+    if f"blk.{layer}.attn_q_a.weight" in t:
+        q = (_rms(x @ b("attn_q_a.weight").T, b("attn_q_a_norm.weight"), EPS) @ b("attn_q_b.weight").T).view(n, H, qk)
+    else:
+        q = (x @ b("attn_q.weight").T).view(n, H, qk)
     ckv = x @ b("attn_kv_a_mqa.weight").T  # (seq, rank + rope)
     latent, k_pe = _rms(ckv[:, :rank], b("attn_kv_a_norm.weight"), EPS), ckv[:, rank:]
-    ang = torch.arange(n, dtype=torch.float64)[:, None] * base ** (-torch.arange(0, rope, 2, dtype=torch.float64)
-                                                                   / rope)
+    ang = torch.arange(n, dtype=torch.float64)[:, None] * (field("rope.freq_base") if rotates else 1.0) ** (
+        -torch.arange(0, rope, 2, dtype=torch.float64) / rope)
 
     def turn(v):  # llama.cpp's "norm" rotary: pairs (2j, 2j + 1)
+        if not rotates:
+            return v
         c, s = (ang.cos(), ang.sin()) if v.ndim == 2 else (ang.cos()[:, None], ang.sin()[:, None])
         e, o = v[..., 0::2], v[..., 1::2]
         return torch.stack([e * c - o * s, o * c + e * s], -1).flatten(-2)
@@ -166,25 +180,27 @@ def _by_llama_cpp(path, layer: int, resid: torch.Tensor) -> torch.Tensor:
     return z @ b("attn_output.weight").T
 
 
-@pytest.mark.parametrize("arch", ["deepseek2", "mistral4", "glm-dsa"])
+@pytest.mark.parametrize("arch", ["deepseek2", "mistral4", "glm-dsa", "kimi-linear"])
 def test_a_deepseek2_gguf_recomputes_as_llama_cpp_runs_it(tmp_path, arch):
     """compscope's heads, recomputed with their latent scales, add what llama.cpp's absorbed form computes from the
     file's arrays alone: the split up-projection's orientation, the rotation's pairs and the logit scale are the
     ones llama.cpp takes. Mistral 4's file (its rotated share of a query head read as ``partial_rotary_factor``)
     runs through the same graph in llama.cpp, GLM-5's through one of its own with the same attention (its indexer
-    selecting every key on these 12 tokens)."""
+    selecting every key on these 12 tokens), Kimi Linear's latent attention layers through theirs: queries from
+    attn_q, nothing rotated."""
     from compscope.core.attention import attention_forward
 
-    model = {"deepseek2": _model, "glm-dsa": _glm5}.get(arch, lambda: _mistral4(rope_parameters={
+    model = {"deepseek2": _model, "glm-dsa": _glm5, "kimi-linear": _kimi}.get(arch, lambda: _mistral4(rope_parameters={
         "rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.4}))()
     path = write_deepseek2(tmp_path / "d.gguf", model, arch=arch)
     hw = compscope.load(path)
-    assert hw.meta.family == {"deepseek2": "deepseek_v3", "glm-dsa": "glm_moe_dsa"}.get(arch, arch)
-    assert hw.rotary.dim == 4
+    assert hw.meta.family == {"deepseek2": "deepseek_v3", "glm-dsa": "glm_moe_dsa"}.get(arch, arch.replace("-", "_"))
+    assert (hw.rotary is None) == (arch == "kimi-linear") and (hw.rotary is None or hw.rotary.dim == 4)
+    blocks = [1, 3] if arch == "kimi-linear" else [0, 1]  # (the file's blocks of latent attention)
     resid = torch.randn(12, hw.d_model, generator=torch.Generator().manual_seed(3)) * 2
     for layer in range(hw.n_layers):
         got = attention_forward(hw, layer, resid[None])[0].double()
-        torch.testing.assert_close(got, _by_llama_cpp(path, layer, resid), atol=2e-5, rtol=0)
+        torch.testing.assert_close(got, _by_llama_cpp(path, blocks[layer], resid), atol=2e-5, rtol=0)
 
 
 def test_a_deepseek2_gguf_reads_yarn_by_llama_cpps_rule(tmp_path):
@@ -261,15 +277,15 @@ def _rewritten(tmp_path, path, leave_out: str | None = None, tensor: tuple | Non
 
 
 @pytest.mark.parametrize("arch, family", [("deepseek2", "deepseek_v3"), ("mistral4", "mistral4"),
-                                          ("glm-dsa", "glm_moe_dsa")])
+                                          ("glm-dsa", "glm_moe_dsa"), ("kimi-linear", "kimi_linear")])
 def test_a_deepseek2_gguf_is_refused_on_data_and_listed_as_read(tmp_path, arch, family):
-    """transformers' GGUF reader reads none of ``deepseek2``, ``mistral4``, ``glm-dsa``: the data-based commands say
-    so by name; the catalogue lists the architectures as read, weights only."""
+    """transformers' GGUF reader reads none of ``deepseek2``, ``mistral4``, ``glm-dsa``, ``kimi-linear``: the
+    data-based commands say so by name; the catalogue lists the architectures as read, weights only."""
     from compscope.loading import catalogue
     from compscope.loading.formats import gguf as gguf_format
 
-    path = write_deepseek2(tmp_path / "d.gguf", {"deepseek2": _model, "glm-dsa": _glm5}.get(arch, _mistral4)(),
-                           arch=arch)
+    model = {"deepseek2": _model, "glm-dsa": _glm5, "kimi-linear": _kimi}.get(arch, _mistral4)()
+    path = write_deepseek2(tmp_path / "d.gguf", model, arch=arch)
     if arch not in (gguf_format.transformers_reads() or {arch}):
         with pytest.raises(compscope.UnsupportedModelError, match="which transformers' GGUF reader does not read"):
             gguf_format.runtime_config(path)
@@ -330,6 +346,46 @@ def test_a_mistral4_gguf_whose_temperature_llama_cpp_cannot_run_is_refused_by_na
     keys = {**_MISTRAL4_YARN, "type": gguf.RopeScalingType.YARN}
     path = write_deepseek2(tmp_path / "m.gguf", _mistral4(), scaling=keys, arch="mistral4", extra=extra)
     with pytest.raises((compscope.LoadError, compscope.UnsupportedModelError), match=needle):
+        compscope.load(path)
+
+
+def _kimi(**overrides):
+    """A tiny Kimi Linear (latent attention on layers 1 and 3 of 4, without positions), its queries through q_proj
+    as llama.cpp's graph reads them."""
+    import transformers
+
+    if not hasattr(transformers, "KimiLinearConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no Kimi Linear")
+    return build(BY_ID["kimi-linear-nope-latent-hybrid"], **{"q_lora_rank": None, **overrides})
+
+
+def test_a_kimi_linear_gguf_reads_as_the_model_object(tmp_path):
+    """Kimi Linear as llama.cpp runs a ``kimi-linear`` file: its latent attention layers from the per-layer K/V head
+    counts (0 on a Kimi Delta Attention layer, whose tensors are left unread), nothing rotated, the latent norms at
+    the file's epsilon: the model object's heads."""
+    model = _kimi()
+    ours, ref = compscope.load(write_deepseek2(tmp_path / "k.gguf", model, arch="kimi-linear")), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "kimi_linear" and ours.n_layers == ref.n_layers == 2
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    assert ours.rotary is None and ours.positions == "none" and ours.q_latent is None and ours.kv_latent_from == 4
+    assert ours.kv_latent.eps == float(np.float32(EPS))
+    assert any("attention on 2 of the model's 4 layers (1, 3" in n for n in ours.meta.notes)
+
+
+@pytest.mark.parametrize("case, needle", [
+    ("fused", r"a kimi-linear file with only the fused key/value up-projection \(attn_kv_b\): llama\.cpp's "
+              r"converter writes attn_k_b and attn_v_b \(llama\.cpp runs a file with attn_kv_b with a key's shared "
+              r"dims before its own"),
+    ("q-latent", r"a kimi-linear file with a query latent \(attn_q_a\): llama\.cpp's kimi-linear graph reads queries "
+                 r"through attn_q alone"),
+    ("yarn", r"a kimi-linear file with rope scaling 'yarn': compscope reads Kimi Linear's without"),
+])
+def test_a_kimi_linear_gguf_llama_cpp_would_not_run_as_the_model_is_refused_by_name(tmp_path, case, needle):
+    model, path = _kimi(q_lora_rank=12 if case == "q-latent" else None), tmp_path / "k.gguf"
+    scaling = dict(type=gguf.RopeScalingType.YARN, factor=4.0, orig_ctx_len=16) if case == "yarn" else None
+    write_deepseek2(path, model, arch="kimi-linear", split=case != "fused", scaling=scaling)
+    with pytest.raises(compscope.UnsupportedModelError, match=needle):
         compscope.load(path)
 
 

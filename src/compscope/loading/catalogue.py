@@ -197,8 +197,7 @@ def why_not(model_type: object) -> str | None:
 
 #: GGUF architectures of models compscope reads from their HuggingFace folders, whose GGUF layout it does not map
 GGUF_LAYOUT_NOT_READ: dict[str, str] = {
-    "gptj": "compscope reads this model from its HuggingFace folder; llama.cpp's layout of it is not mapped",
-    "kimi-linear": "compscope reads Kimi Linear from its HuggingFace folder; llama.cpp's layout of it is not mapped"}
+    "gptj": "compscope reads this model from its HuggingFace folder; llama.cpp's layout of it is not mapped"}
 
 
 def why_not_gguf(arch: object) -> str | None:

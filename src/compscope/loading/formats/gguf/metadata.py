@@ -122,6 +122,8 @@ ARCHS = {
     # deepseek2 graph (rules.latent_attention), its rotated share as partial_rotary_factor, Llama 4's temperature
     "glm-dsa": ("glm_moe_dsa", False, False),  # GLM-5, GLM-5.2: DeepSeek-V2's conversion, its sparse indexer's top-k;
     # the multi-token-prediction block after the last layer left out (rules.latent_attention)
+    "kimi-linear": ("kimi_linear", False, False),  # Kimi Linear: its latent attention layers (K/V heads 0 on a KDA
+    # layer), no positions (rules.latent_attention)
     "minicpm3": ("minicpm3", False, False),  # MiniCPM3: multi-head latent attention, rows as HF's (halves rotated),
     # LongRoPE's factors as tensors, muP's scalars llama.cpp's constants (rules.latent_attention)
 }
@@ -140,7 +142,7 @@ _BIAS_SWITCHES = {"seed_oss": {"attention_bias": "attn_q.bias", "attention_out_b
 #: encoder architectures, which attend both ways (a file flagged causal is refused)
 _ENCODERS = ("bert", "nomic-bert", "eurobert", "modern-bert", "jina-bert-v3", "t5", "t5encoder")
 #: multi-head latent attention (:func:`.rules.latent_attention`)
-_LATENT = ("deepseek2", "mistral4", "glm-dsa", "minicpm3")
+_LATENT = ("deepseek2", "mistral4", "glm-dsa", "kimi-linear", "minicpm3")
 #: the architectures whose files may hold LongRoPE's factors (``rope_factors_long``, ``_short``)
 _LONGROPE = ("phi3", "phimoe", "minicpm3")
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
@@ -225,6 +227,10 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
     if arch in ("lfm2", "lfm2moe") and isinstance(n_kv, list):  # 0 on the convolution layers
         n_kv, ssm_layers = rules.kv_heads_per_layer(path, arch, cfg, n_kv, "a convolution layer")
         cfg["layer_types"] = ["conv" if i in ssm_layers else "full_attention" for i in range(cfg["num_hidden_layers"])]
+    if arch == "kimi-linear" and isinstance(n_kv, list):  # 0 on the Kimi Delta Attention layers
+        n_kv, ssm_layers = rules.kv_heads_per_layer(path, arch, cfg, n_kv, "a Kimi Delta Attention layer")
+        cfg["layer_types"] = ["linear_attention" if i in ssm_layers else "full_attention"
+                              for i in range(cfg["num_hidden_layers"])]
     if arch == "gemma4":  # local and global layers of their own head widths and K/V head counts
         n_kv = rules.gemma4(path, arch, cfg, fields, infos, n_kv)
     if arch in _LATENT:  # (each head its own key once the latents are expanded; read after the rope scaling)

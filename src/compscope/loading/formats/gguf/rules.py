@@ -320,21 +320,31 @@ def latent_attention(path: Path, arch: str, cfg: dict, fields: dict, infos: list
     ``index_topk``; on them every layer attends to every key, whichever layer's indexer chose them), no rope scaling
     (llama.cpp reads this architecture's YaRN multiplier by another rule, and GLM-5 has none).
 
+    ``kimi-linear`` (Kimi Linear): its latent attention layers (a K/V head count per layer, 0 on a Kimi Delta
+    Attention layer) read alone, as the ``kimi_linear`` family reads them: no positions (llama.cpp rotates no dims of
+    this architecture, as the model does not), queries from ``attn_q`` (llama.cpp's graph reads them so alone), the
+    up-projection split (its path for files with ``attn_kv_b`` puts a key's shared dims before its own, against the
+    query's order, which the model does not compute), no rope scaling.
+
     ``minicpm3``: the same keys but the value width (llama.cpp's default, ``d_model / heads``, as transformers'),
     ``attn_kv_b`` fused, rotated halves; muP's scalars :data:`MINICPM3_CONSTANTS`; LongRoPE from its factor tensors
     (:func:`.rope_scaling.longrope`).
 
     Both: the latent norms at the file's RMS epsilon, as llama.cpp runs them (``latent_norm_eps``). Returns a head's
     query width."""
-    names = {i.name for i in infos}
+    other = {f"blk.{i}." for i, t in enumerate(cfg.get("layer_types") or ()) if t == "linear_attention"}  # (Kimi's)
+    names = {i.name for i in infos if not i.name.startswith(tuple(other))}
     has = lambda tail: any(n.startswith("blk.") and n.endswith(tail) for n in names)  # noqa: E731
     split, fused = has(".attn_k_b.weight") or has(".attn_v_b.weight"), has(".attn_kv_b.weight")
     parts, joint = "the split key/value up-projection (attn_k_b, attn_v_b)", "the fused one (attn_kv_b)"
     held = (f"both {parts} and {joint}" if split and fused else f"neither {parts} nor {joint}" if split == fused
             else f"only {parts}" if split and arch == "minicpm3"
-            else "only the fused key/value up-projection (attn_kv_b)" if fused and arch == "glm-dsa" else None)
+            else "only the fused key/value up-projection (attn_kv_b)" if fused and arch in ("glm-dsa", "kimi-linear")
+            else None)
     if held:
-        wants = {"minicpm3": "attn_kv_b", "glm-dsa": "attn_k_b and attn_v_b"}.get(arch, "one of them")
+        wants = {"minicpm3": "attn_kv_b", "glm-dsa": "attn_k_b and attn_v_b",
+                 "kimi-linear": "attn_k_b and attn_v_b (llama.cpp runs a file with attn_kv_b with a key's shared dims "
+                                "before its own, against the query's order: not the model)"}.get(arch, "one of them")
         raise UnsupportedModelError(f"{path}: a {arch} file with {held}: llama.cpp's converter writes {wants}")
     suffix = "_mla" if split else ""
 
@@ -355,6 +365,9 @@ def latent_attention(path: Path, arch: str, cfg: dict, fields: dict, infos: list
     if queries == has(".attn_q_a.weight"):
         raise UnsupportedModelError(f"{path}: a {arch} file with {'both' if queries else 'neither'} the query "
                                     "projection (attn_q) and the query latent (attn_q_a)")
+    if not queries and arch == "kimi-linear":
+        raise UnsupportedModelError(f"{path}: a {arch} file with a query latent (attn_q_a): llama.cpp's {arch} graph "
+                                    "reads queries through attn_q alone")
     if queries and arch in ("minicpm3", "glm-dsa"):
         raise UnsupportedModelError(f"{path}: a {arch} file without the query latent (attn_q_a): llama.cpp's {arch} "
                                     "reads queries through it")
@@ -374,11 +387,15 @@ def latent_attention(path: Path, arch: str, cfg: dict, fields: dict, infos: list
             scaling["original_max_position_embeddings"] = cfg.pop("original_max_position_embeddings")
         cfg.update(MINICPM3_CONSTANTS)
         return key
+    if arch in ("glm-dsa", "kimi-linear") and scaling:
+        raise UnsupportedModelError(f"{path}: a {arch} file with rope scaling {scaling.get('rope_type')!r}: compscope "
+                                    + ("reads Kimi Linear's without (its latent attention turns no dims)"
+                                       if arch == "kimi-linear" else "reads GLM-5's without (llama.cpp reads its YaRN "
+                                                                     "multiplier by a rule of its own for this "
+                                                                     "architecture)"))
+    if arch == "kimi-linear":  # (no positions: its family rotates nothing)
+        return key
     if arch == "glm-dsa":  # (its family turns adjacent pairs, as llama.cpp's glm-dsa rotary does)
-        if scaling:
-            raise UnsupportedModelError(f"{path}: a {arch} file with rope scaling {scaling.get('rope_type')!r}: "
-                                        "compscope reads GLM-5's without (llama.cpp reads its YaRN multiplier by a "
-                                        "rule of its own for this architecture)")
         cfg["index_topk"] = count("attention.indexer.top_k")
         return key
     cfg["rope_interleave"] = True
