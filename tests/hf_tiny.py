@@ -52,8 +52,9 @@ _T5GEMMA = dict(vocab_size=VOCAB, hidden_size=D, intermediate_size=48, num_hidde
 #: the kinds whose attention layers are some of the model's layers (the others Mamba, DeltaNet, recurrent, ...)
 HYBRIDS = ("hybrid", "recurrent_gemma", "lfm3")
 
-#: the kinds whose layers are no modules of their own (XLM's attentions, norms and MLPs in lists side by side)
-SIDE_BY_SIDE = ("xlm",)
+#: the kinds whose layers are no modules of their own (XLM's attentions, norms and MLPs in lists side by side;
+#: LongCat-Flash's two attention sublayers in each of its layers)
+SIDE_BY_SIDE = ("xlm", "longcat")
 
 #: the kinds whose first layer hands the others what they need with its output (T5's position bias): every run runs
 #: every layer
@@ -396,6 +397,11 @@ VARIANTS = [
                  num_shared_experts=1, num_expert_group=1, topk_group=1, moe_intermediate_size=16,
                  layer_types=["linear_attention", "full_attention", "linear_attention", "full_attention"],
                  mlp_layer_types=["dense"] * 4, linear_head_dim=8, linear_num_heads=4, pad_token_id=0)),
+    # LongCat-Flash: two latent attention sublayers per layer, LoRA scales on the normed latents, a shortcut MoE
+    Variant("longcat-flash-two-sublayers-lora-scaled", "longcat", "LongcatFlashConfig",
+            dict(_NO_HEAD_DIM, num_hidden_layers=4, num_key_value_heads=HEADS, q_lora_rank=12, kv_lora_rank=10,
+                 qk_rope_head_dim=4, qk_nope_head_dim=6, v_head_dim=8, head_dim=4, ffn_hidden_size=32,
+                 expert_ffn_hidden_size=16, n_routed_experts=4, moe_topk=2, zero_expert_num=2)),
     # Kimi Linear: latent attention layers without positions (NoPE) among Kimi Delta Attention layers
     Variant("kimi-linear-nope-latent-hybrid", "hybrid", "KimiLinearConfig",
             dict(_NO_HEAD_DIM, num_hidden_layers=4, num_key_value_heads=HEADS, q_lora_rank=12, kv_lora_rank=10,
@@ -1085,6 +1091,9 @@ def _modules(model, kind: str):
         parent, layers, reads, adds, final = _LAYOUT[kind]
         t = functools.reduce(getattr, parent.split("."), model)
         return [(getattr(b, reads), getattr(b, adds)) for b in getattr(t, layers)], getattr(t, final)
+    if kind == "longcat":  # two attention sublayers per layer, each after its own input norm
+        t = model.model
+        return [(b.input_layernorm[j], b.self_attn[j]) for b in t.layers for j in (0, 1)], t.norm
     if kind == "lfm3":  # the attention layers alone; a norm on each one's output (what is added)
         t = model.model
         return [(b.operator_norm, b.post_operator_norm) for b in t.layers if b.is_attention_layer], t.embedding_norm

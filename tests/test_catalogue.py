@@ -79,7 +79,7 @@ def _folder(tmp_path: Path, model_type: str) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("model_type", ["longcat_flash", "cpmant", "gemma3n_text", "hunyuan_v1_dense", "t5gemma2", "paligemma",
+@pytest.mark.parametrize("model_type", ["axk2", "cpmant", "gemma3n_text", "hunyuan_v1_dense", "t5gemma2", "paligemma",
                                         "mobilebert", "musicgen_melody"])
 def test_a_known_architecture_is_refused_with_its_reason(tmp_path, model_type):
     with pytest.raises(compscope.UnsupportedModelError) as e:
@@ -183,11 +183,11 @@ def test_the_models_command(capsys):
     out = capsys.readouterr().out
     for name in families():
         assert re.search(rf"^  {re.escape(name)} ", out, re.M), name
-    assert "induction-2l" in out and "longcat_flash" in out
-    assert main(["models", "qwen3", "longcat_flash"]) == 1  # one is not read
+    assert "induction-2l" in out and "axk2" in out
+    assert main(["models", "qwen3", "axk2"]) == 1  # one is not read
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("qwen3: model_type 'qwen3', read by the qwen3 family")
-    assert lines[1] == f"longcat_flash: not read: {catalogue.NOT_READ['longcat_flash']}"
+    assert lines[1] == f"axk2: not read: {catalogue.NOT_READ['axk2']}"
     assert main(["models", "gemma3_text"]) == 0
     assert main(["models", "--markdown", "llama"]) == 2
     assert "--markdown writes the whole catalogue" in capsys.readouterr().err
@@ -211,9 +211,9 @@ def test_models_looks_up_a_folder_or_gguf_file_by_what_its_files_state(tmp_path,
     read, line = catalogue.lookup_files(path)
     assert read and line == f"{path}: gemma: GGUF architecture 'gemma', read by the gemma family (weights only: " \
                             "transformers' GGUF reader does not read it)"
-    folder = _folder(tmp_path, "longcat_flash")
+    folder = _folder(tmp_path, "axk2")
     read, line = catalogue.lookup_files(folder)
-    assert not read and line == f"{folder}: longcat_flash: not read: {catalogue.NOT_READ['longcat_flash']}"
+    assert not read and line == f"{folder}: axk2: not read: {catalogue.NOT_READ['axk2']}"
     (folder / "config.json").write_text(json.dumps({"architectures": ["X"]}))
     assert catalogue.lookup_files(folder) == (False, f"{folder}: config.json's model_type is None")
     (folder / "config.json").unlink()
@@ -266,15 +266,15 @@ def test_models_looks_up_a_hub_id_by_its_cached_config(tmp_path):
     read, line = catalogue.lookup_hub("Test/tiny-bart@v9", cache_dir=tmp_path)
     assert not read and line == (f"Test/tiny-bart@v9: its config.json is not in the HuggingFace cache {tmp_path} "
                                  "(HF_HUB_OFFLINE is set, so nothing is downloaded)")
-    (repo / "snapshots" / commit / "config.json").write_text(json.dumps({"model_type": "longcat_flash"}))
+    (repo / "snapshots" / commit / "config.json").write_text(json.dumps({"model_type": "axk2"}))
     read, line = catalogue.lookup_hub("Test/tiny-bart", cache_dir=tmp_path)
-    assert not read and line == f"Test/tiny-bart: longcat_flash: not read: {catalogue.NOT_READ['longcat_flash']}"
+    assert not read and line == f"Test/tiny-bart: axk2: not read: {catalogue.NOT_READ['axk2']}"
     env = {**os.environ, "HF_HUB_CACHE": str(tmp_path), "HF_HUB_OFFLINE": "1"}
     run = subprocess.run([sys.executable, "-m", "compscope.cli.main", "models", "Test/tiny-bart", "Test/other"],
                          env=env, capture_output=True, text=True)
     assert run.returncode == 1, run.stderr
     out = run.stdout.splitlines()
-    assert out[0].startswith("Test/tiny-bart: longcat_flash: not read") and out[1].startswith(
+    assert out[0].startswith("Test/tiny-bart: axk2: not read") and out[1].startswith(
         "Test/other: its config.json is not in the HuggingFace cache")
 
 

@@ -282,6 +282,42 @@ def test_a_ling_3_folder_is_read_and_run_as_its_latent_attention_layers(tmp_path
         compscope.load(tmp_path)
 
 
+def test_a_longcat_flash_folder_is_read_and_run_as_two_attention_sublayers_per_layer(tmp_path):
+    """LongCat-Flash: compscope's layer 2i + j is layer i's sublayer j (self_attn[j] after input_layernorm[j]); the
+    LoRA scales sqrt(d / rank) on the normed latents are in W_Q (all its rows), W_K's unrotated rows and W_V, not in
+    the shared rotated rows; run on text with the MLPs and the shortcut mixture of experts between them, exactly; a
+    config that turns a LoRA scale off (transformers applies it whatever it says) refused by name."""
+    from compscope.data.runner import layer_state, runner_for
+    from hf_tiny import BY_ID, build, random_ids
+
+    if not hasattr(__import__("transformers"), "LongcatFlashConfig"):
+        pytest.skip("this transformers has no LongCat-Flash")
+    model = build(BY_ID["longcat-flash-two-sublayers-lora-scaled"])
+    model.save_pretrained(tmp_path)
+    hw = compscope.load(tmp_path)
+    assert hw.meta.family == "longcat_flash" and hw.n_layers == 4 and hw.rotary.style == "interleaved"
+    att = model.model.layers[1].self_attn[0]  # (compscope's layer 2)
+    s_q, s_kv = (32 / 12) ** 0.5, (32 / 10) ** 0.5  # (d_model 32, ranks 12 and 10)
+    U = att.q_b_proj.weight.detach().double().view(4, 10, 12) * att.q_a_layernorm.weight.detach().double() * s_q
+    Wq = U @ att.q_a_proj.weight.detach().double()  # (heads, [nope 6 | rope 4], d): compscope's rows rope first
+    torch.testing.assert_close(hw.W_Q[2].double(), torch.cat([Wq[:, 6:], Wq[:, :6]], 1), atol=1e-6, rtol=0)
+    kv_a = att.kv_a_proj_with_mqa.weight.detach()
+    assert all(torch.equal(hw.W_K[2, h, :4], kv_a[10:]) for h in range(4))  # (the shared rotated rows: unscaled)
+    up = att.kv_b_proj.weight.detach().double().view(4, 14, 10) * att.kv_a_layernorm.weight.detach().double() * s_kv
+    torch.testing.assert_close(hw.W_V[2, :, :8].double(), up[:, 6:] @ kv_a[:10].double(), atol=1e-6, rtol=0)
+    assert torch.equal(hw.attn_norm.weight[3], model.model.layers[1].input_layernorm[1].weight.detach())
+    runner = runner_for(tmp_path, progress=False, device="cpu")
+    trace = runner.trace(random_ids(seq=12))
+    for layer in range(4):
+        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
+                                   atol=ATOL, rtol=0)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["mla_scale_kv_lora"] = False
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(compscope.UnsupportedModelError, match="mla_scale_kv_lora=False"):
+        compscope.load(tmp_path)
+
+
 def test_a_kimi_linear_folder_is_read_and_run_as_its_latent_attention_layers_without_positions(tmp_path):
     """Kimi Linear: its latent attention layers alone (1 and 3 of 4), NoPE (the dims every head's key shares not
     rotated: no rotary, no positions), run on text with the Kimi Delta Attention layers between them, exactly; its

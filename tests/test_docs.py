@@ -31,7 +31,7 @@ DOCS = {"README.md": ROOT / "README.md", "docs/results.md": ROOT / "docs" / "res
 
 CHECKED = [
     ("README.md", "compscope scores --top 3"),  # `make demo`'s first step, shown as a text block
-    ("README.md", "compscope models glm4_moe llava MarianMTModel deepseek_v3 longcat_flash"),
+    ("README.md", "compscope models glm4_moe llava MarianMTModel deepseek_v3 axk2"),
     ("README.md", "compscope info /nonexistent"),
     ("README.md", "compscope scores --out /no/such/dir/x.csv"),
     ("README.md", "compscope validate smollm2 --metric embd --out v"),

@@ -25,7 +25,15 @@ _NO_ATTENTION = "no attention heads: a recurrent or state-space model has none t
 
 #: model_type -> why compscope does not read it (the architectures researchers ask for)
 NOT_READ: dict[str, str] = {
-    **dict.fromkeys(("longcat_flash", "sarvam_mla", "dots3_note_text", "axk2", "glm5_next_text"), _MLA),
+    "sarvam_mla": _MLA,
+    "axk2": ("its input norm multiplies the normed residual by an input-dependent sigmoid gate on each dim (a gated "
+             "RMSNorm), and its queries read the query latent both normed and raw, so no head reads the residual "
+             "through one norm and one linear map"),
+    "dots3_note_text": ("multi-head latent attention whose keys' shared rotated part passes an RMSNorm of its own, a "
+                        "third per-token scale beside the latents' that compscope's form of the heads does not hold"),
+    "glm5_next_text": ("hyper-connections: several residual streams that learned maps mix before and after each "
+                       "sublayer, so there is no one residual stream that heads read and write (its attention: "
+                       "multi-head latent attention without positions among Kimi Delta Attention layers)"),
     **dict.fromkeys(("mistral_large4", "mistral_large4_text"), (
         "multi-head latent attention whose later layers reuse an earlier layer's keys and values (kv_sharing_modes), "
         "so those heads' keys and values read the residual at another layer than their queries")),

@@ -100,7 +100,7 @@ class DeepseekV3(LlamaLike):
         cls.check_config(cfg, where)
         d = integer(cfg, where, "hidden_size")
         H = integer(cfg, where, "num_attention_heads", high=MAX_HEADS)
-        n_model = integer(cfg, where, "num_hidden_layers", high=MAX_LAYERS)
+        n_model = cls.model_layers(cfg, where)
         read_layers = cls.attention_layers(cfg, n_model, where)  # (a hybrid's: some)
         L = len(read_layers)
         if integer(cfg, where, "num_key_value_heads", default=H) != H:
@@ -124,7 +124,8 @@ class DeepseekV3(LlamaLike):
         notes: list[str] = []
         freqs, a, scale = cls.rotary_part(cfg, where, nope, rope, 0.0 if qk == r else qk ** -0.5, notes)
 
-        probe = f"layers.{read_layers[0]}.self_attn.kv_a_proj_with_mqa.weight"
+        names = [cls.attention_names(i) for i in read_layers]  # (each attention's module and its input norm's gain)
+        probe = f"{names[0][0]}kv_a_proj_with_mqa.weight"
         prefix = next((p for p in PREFIXES if p + probe in ts), None)
         if prefix is None:
             raise UnsupportedModelError(f"{where}: no tensor named like '{probe}' (tried prefixes {PREFIXES})")
@@ -132,16 +133,16 @@ class DeepseekV3(LlamaLike):
         # the projections' biases transformers builds (attention_bias: the latents' and the output's); any other a
         # file holds, it ignores
         built = {"q_a_proj", "kv_a_proj_with_mqa", "o_proj"} if biased else set()
-        ignored = sorted({name for i in read_layers for name in _PROJECTIONS if name not in built
-                          and f"{prefix}layers.{i}.self_attn.{name}.bias" in ts})
-        for i in read_layers:
+        ignored = sorted({name for at, _ in names for name in _PROJECTIONS if name not in built
+                          and f"{prefix}{at}{name}.bias" in ts})
+        for at, _ in names:
             for name in ignored:
-                ts.leave(f"{prefix}layers.{i}.self_attn.{name}.bias")
+                ts.leave(f"{prefix}{at}{name}.bias")
         if ignored:
             notes.append(f"the biases of {', '.join(ignored)} not read: the file holds them, but transformers builds "
                          f"this {cls.name} model's projections without them (its config) and ignores the tensors")
-        widths = _Widths(d, H, nope, rope, dv, r, r_q, r_kv)
-        layers = [_read_layer(ts, f"{prefix}layers.{i}.", widths, a, biased) for i in read_layers]
+        widths = _Widths(d, H, nope, rope, dv, r, r_q, r_kv, *cls.latent_scales(cfg, where))
+        layers = [_read_layer(ts, prefix + at, prefix + norm, widths, a, biased) for at, norm in names]
         fields = {k: [layer[k] for layer in layers] for k in layers[0]}
 
         emb = ts.take(f"{prefix}embed_tokens.weight")
@@ -213,6 +214,22 @@ class DeepseekV3(LlamaLike):
         return None
 
     @classmethod
+    def model_layers(cls, cfg: dict, where: str) -> int:
+        """How many attention layers the model has where each layer has one (``num_hidden_layers``)."""
+        return integer(cfg, where, "num_hidden_layers", high=MAX_LAYERS)
+
+    @classmethod
+    def attention_names(cls, i: int) -> tuple[str, str]:
+        """Where attention layer ``i``'s tensors are, under the model's prefix: its module's (``…self_attn.``) and its
+        input norm's gain."""
+        return f"layers.{i}.self_attn.", f"layers.{i}.input_layernorm.weight"
+
+    @classmethod
+    def latent_scales(cls, cfg: dict, where: str) -> tuple[float, float]:
+        """Constants the model multiplies the normed query and key/value latents by (folded into their gains): 1."""
+        return 1.0, 1.0
+
+    @classmethod
     def rotary_part(cls, cfg: dict, where: str, nope: int, rope: int, scale: float, notes: list[str]
                     ) -> tuple[torch.Tensor | None, float, float]:
         """The ``rope`` rotated dims' frequencies (None: not rotated), the attention factor on them (YaRN's: cos and
@@ -247,7 +264,8 @@ class DeepseekV3(LlamaLike):
 @dataclass(frozen=True)
 class _Widths:
     """A layer's sizes: the residual, heads, a key's unrotated and rotated dims, a value's, the (padded) head width,
-    the query latent's rank (None: no query latent) and the key/value latent's."""
+    the query latent's rank (None: no query latent) and the key/value latent's; the constants the normed latents are
+    multiplied by (LongCat-Flash's)."""
 
     d: int
     H: int
@@ -257,26 +275,30 @@ class _Widths:
     r: int
     r_q: int | None
     r_kv: int
+    s_q: float = 1.0
+    s_kv: float = 1.0
 
 
-def _read_layer(ts, p: str, w: _Widths, a: float, biased: bool) -> dict[str, torch.Tensor | None]:
-    """One layer's heads from its tensors under ``p`` (``…layers.{i}.``): ``W_Q``, ``W_K``, ``W_V``, ``W_O`` and their
-    biases (float64 products, rotated rows first, YaRN's factor ``a`` on them, padded to ``w.r``), the input norm's
-    gain ``g``, and the latents' projections and biases (``dq``, ``bdq``, ``dkv``, ``bdkv``; None where absent)."""
+def _read_layer(ts, at: str, norm: str, w: _Widths, a: float, biased: bool) -> dict[str, torch.Tensor | None]:
+    """One layer's heads from its attention's tensors under ``at`` (``…self_attn.``) and its input norm's gain
+    ``norm``: ``W_Q``, ``W_K``, ``W_V``, ``W_O`` and their biases (float64 products, rotated rows first, YaRN's factor
+    ``a`` on them, padded to ``w.r``), the input norm's gain ``g``, and the latents' projections and biases (``dq``,
+    ``bdq``, ``dkv``, ``bdkv``; None where absent). The latents' constants ``w.s_q``, ``w.s_kv`` go with their
+    gains."""
     H, d, nope, rope, r = w.H, w.d, w.nope, w.rope, w.r
-    qk, at = nope + rope, p + "self_attn."
+    qk = nope + rope
     out: dict[str, torch.Tensor | None] = dict.fromkeys(("b_Q", "b_K", "b_V", "b_O", "dq", "bdq", "bdkv"))
     if w.r_q is None:
         Wq, bq = ts.take(at + "q_proj.weight", (H * qk, d)).double().reshape(H, qk, d), None
     else:
         out["dq"] = ts.take(at + "q_a_proj.weight", (w.r_q, d))
         out["bdq"] = ts.take(at + "q_a_proj.bias", (w.r_q,)) if biased else None
-        g_q = ts.take(at + "q_a_layernorm.weight", (w.r_q,)).double()
+        g_q = ts.take(at + "q_a_layernorm.weight", (w.r_q,)).double() * w.s_q
         U = ts.take(at + "q_b_proj.weight", (H * qk, w.r_q)).double().reshape(H, qk, w.r_q) * g_q
         Wq = U @ out["dq"].double()
         bq = None if out["bdq"] is None else U @ out["bdq"].double()
     kv_a = ts.take(at + "kv_a_proj_with_mqa.weight", (w.r_kv + rope, d))
-    g_kv = ts.take(at + "kv_a_layernorm.weight", (w.r_kv,)).double()
+    g_kv = ts.take(at + "kv_a_layernorm.weight", (w.r_kv,)).double() * w.s_kv
     up = ts.take(at + "kv_b_proj.weight", (H * (nope + w.dv), w.r_kv)).double().reshape(H, nope + w.dv, w.r_kv) * g_kv
     W_dkv, W_kr = kv_a[:w.r_kv].double(), kv_a[w.r_kv:].double()
     # rows: the rotated dims first (every head's key shares W_KR's), then the rest; YaRN's factor on the rotated
@@ -294,7 +316,7 @@ def _read_layer(ts, p: str, w: _Widths, a: float, biased: bool) -> dict[str, tor
         out["b_O"] = ts.take(at + "o_proj.bias", (d,))
     Wo = ts.take(at + "o_proj.weight", (d, H * w.dv)).reshape(d, H, w.dv).permute(1, 0, 2)
     out["W_O"] = torch.cat([Wo, Wo.new_zeros(H, d, r - w.dv)], 2) if r > w.dv else Wo
-    out["g"] = ts.take(p + "input_layernorm.weight", (d,))
+    out["g"] = ts.take(norm, (d,))
     return out
 
 
@@ -479,6 +501,67 @@ class BailingHybrid(_LatentHybrid):
     def gates(cls, ts, prefixes: list[str], H: int, r: int, d: int) -> list[torch.Tensor]:
         return [ts.take(p + "self_attn.g_proj.weight", (H, d))[:, None, :].expand(H, r, d).contiguous()
                 for p in prefixes]
+
+
+@register
+class LongcatFlash(DeepseekV3):
+    """LongCat-Flash (Meituan's ``longcat_flash``): each of its ``num_layers`` layers holds two pre-norm attention
+    sublayers (``self_attn.0`` after ``input_layernorm.0``, ``self_attn.1`` after ``input_layernorm.1``), each followed
+    by a dense MLP, and a mixture-of-experts MLP beside them that reads the residual after the first and writes after
+    the second (a shortcut: another writer, as MLPs are). compscope's layer ``2i + j`` is layer i's sublayer j. Each
+    is DeepSeek-V3's latent attention (rotated dims in adjacent pairs) with LoRA scaling: queries times
+    ``sqrt(hidden_size / q_lora_rank)`` and the normed key/value latent times ``sqrt(hidden_size / kv_lora_rank)``
+    (the keys' unrotated dims and the values), folded into the latent norms' gains."""
+
+    name = "longcat_flash"
+    about = ("LongCat-Flash: two multi-head latent attention sublayers per layer (DeepSeek-V3's, its LoRA scales "
+             "folded), the shortcut mixture of experts between them not read")
+    model_types = ("longcat_flash",)
+    architectures = ("LongcatFlashForCausalLM", "LongcatFlashModel")
+    handled = DeepseekV3.handled - {"rope_interleave"} | {"num_layers"}
+    ignored = DeepseekV3.ignored | frozenset(
+        "ffn_hidden_size expert_ffn_hidden_size moe_topk zero_expert_num zero_expert_type router_bias "
+        "n_routed_experts routed_scaling_factor attention_method".split())
+    accept = {**DeepseekV3.accept,  # (transformers applies the LoRA scales whatever these say: off is refused)
+              **dict.fromkeys(("mla_scale_q_lora", "mla_scale_kv_lora"), lambda v: v in (None, True))}
+
+    @classmethod
+    def rotary_style(cls, config: dict) -> str:
+        return "interleaved"
+
+    @classmethod
+    def model_layers(cls, cfg: dict, where: str) -> int:
+        """Two attention sublayers in each of ``num_layers`` layers."""
+        return 2 * integer(cfg, where, "num_layers", high=MAX_LAYERS // 2)
+
+    @classmethod
+    def attention_names(cls, i: int) -> tuple[str, str]:
+        return f"layers.{i // 2}.self_attn.{i % 2}.", f"layers.{i // 2}.input_layernorm.{i % 2}.weight"
+
+    @classmethod
+    def latent_scales(cls, cfg: dict, where: str) -> tuple[float, float]:
+        d = integer(cfg, where, "hidden_size")
+        return (d / integer(cfg, where, "q_lora_rank")) ** 0.5, (d / integer(cfg, where, "kv_lora_rank")) ** 0.5
+
+    @classmethod
+    def hook_points(cls, model):
+        """Each layer's two sublayers in turn: ``input_layernorm[j]`` reads the residual, ``self_attn[j]`` returns what
+        is added."""
+        base = cls.base_model(model)
+        return [(b.input_layernorm[j], b.self_attn[j]) for b in base.layers[:base.config.num_layers] for j in (0, 1)]
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        if ckpt.config.get("q_lora_rank") is None:
+            raise UnsupportedModelError(f"{ckpt.source}: config key 'q_lora_rank' is null: LongCat-Flash's queries "
+                                        "always read a latent")
+        hw = super().convert(ckpt)
+        s_q, s_kv = cls.latent_scales(ckpt.config, ckpt.source)
+        return hw.replace(note=(
+            f"two attention sublayers per layer: compscope's layer 2i + j is layer i's sublayer j; the mixture of "
+            f"experts beside them (read after sublayer 0, written after sublayer 1) and the dense MLPs not read; the "
+            f"LoRA scales sqrt(hidden_size / rank) folded into the latent norms' gains (queries {s_q:.6g}, keys' "
+            f"unrotated dims and values {s_kv:.6g})"))
 
 
 @register
