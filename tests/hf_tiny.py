@@ -404,8 +404,7 @@ VARIANTS = [
                  expert_ffn_hidden_size=16, n_routed_experts=4, moe_topk=2, zero_expert_num=2)),
     # Kimi Linear: latent attention layers without positions (NoPE) among Kimi Delta Attention layers
     Variant("kimi-linear-nope-latent-hybrid", "hybrid", "KimiLinearConfig",
-            dict(_NO_HEAD_DIM, num_hidden_layers=4, num_layers=2, num_key_value_heads=HEADS, q_lora_rank=12,
-                 kv_lora_rank=10,
+            dict(_NO_HEAD_DIM, num_hidden_layers=4, num_key_value_heads=HEADS, q_lora_rank=12, kv_lora_rank=10,
                  qk_rope_head_dim=4, qk_nope_head_dim=6, v_head_dim=8, num_local_experts=4, num_experts_per_tok=2,
                  moe_intermediate_size=16, layer_types=["linear_attention", "full_attention", "linear_attention",
                                                         "full_attention"],

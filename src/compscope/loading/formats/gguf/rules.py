@@ -299,6 +299,16 @@ def phimoe(cfg: dict, names: set[str]) -> str | None:
 MINICPM3_CONSTANTS = {"scale_emb": 12.0, "scale_depth": 1.4, "dim_model_base": 256}
 
 
+#: per architecture of multi-head latent attention, the key/value up-projections (``split``: ``attn_k_b`` and
+#: ``attn_v_b``; ``fused``: ``attn_kv_b``) and the query paths (``attn_q``, the query latent ``attn_q_a``) llama.cpp
+#: runs as the model computes them
+_LATENT_FORMS = {**dict.fromkeys(("deepseek2", "mistral4"), ({"split", "fused"}, {"attn_q", "attn_q_a"})),
+                 "glm-dsa": ({"split"}, {"attn_q_a"}), "kimi-linear": ({"split"}, {"attn_q"}),
+                 "minicpm3": ({"fused"}, {"attn_q_a"})}
+_KIMI_FUSED = ("llama.cpp runs a file with attn_kv_b with a key's shared dims before its own, against the query's "
+               "order: not the model")
+
+
 def latent_attention(path: Path, arch: str, cfg: dict, fields: dict, infos: list) -> int:
     """Multi-head latent attention as llama.cpp's converter writes it, into ``cfg`` as the HF config it runs as.
 
@@ -335,16 +345,15 @@ def latent_attention(path: Path, arch: str, cfg: dict, fields: dict, infos: list
     other = {f"blk.{i}." for i, t in enumerate(cfg.get("layer_types") or ()) if t == "linear_attention"}  # (Kimi's)
     names = {i.name for i in infos if not i.name.startswith(tuple(other))}
     has = lambda tail: any(n.startswith("blk.") and n.endswith(tail) for n in names)  # noqa: E731
+    forms, query_paths = _LATENT_FORMS[arch]
     split, fused = has(".attn_k_b.weight") or has(".attn_v_b.weight"), has(".attn_kv_b.weight")
     parts, joint = "the split key/value up-projection (attn_k_b, attn_v_b)", "the fused one (attn_kv_b)"
-    held = (f"both {parts} and {joint}" if split and fused else f"neither {parts} nor {joint}" if split == fused
-            else f"only {parts}" if split and arch == "minicpm3"
-            else "only the fused key/value up-projection (attn_kv_b)" if fused and arch in ("glm-dsa", "kimi-linear")
-            else None)
-    if held:
-        wants = {"minicpm3": "attn_kv_b", "glm-dsa": "attn_k_b and attn_v_b",
-                 "kimi-linear": "attn_k_b and attn_v_b (llama.cpp runs a file with attn_kv_b with a key's shared dims "
-                                "before its own, against the query's order: not the model)"}.get(arch, "one of them")
+    form = "split" if split else "fused"
+    if split == fused or form not in forms:
+        held = (f"both {parts} and {joint}" if split and fused else f"neither {parts} nor {joint}" if split == fused
+                else f"only {parts}" if split else "only the fused key/value up-projection (attn_kv_b)")
+        wants = ("one of them" if len(forms) > 1 else "attn_kv_b" if "fused" in forms else "attn_k_b and attn_v_b"
+                 + (f" ({_KIMI_FUSED})" if arch == "kimi-linear" else ""))
         raise UnsupportedModelError(f"{path}: a {arch} file with {held}: llama.cpp's converter writes {wants}")
     suffix = "_mla" if split else ""
 
@@ -365,12 +374,11 @@ def latent_attention(path: Path, arch: str, cfg: dict, fields: dict, infos: list
     if queries == has(".attn_q_a.weight"):
         raise UnsupportedModelError(f"{path}: a {arch} file with {'both' if queries else 'neither'} the query "
                                     "projection (attn_q) and the query latent (attn_q_a)")
-    if not queries and arch == "kimi-linear":
-        raise UnsupportedModelError(f"{path}: a {arch} file with a query latent (attn_q_a): llama.cpp's {arch} graph "
-                                    "reads queries through attn_q alone")
-    if queries and arch in ("minicpm3", "glm-dsa"):
-        raise UnsupportedModelError(f"{path}: a {arch} file without the query latent (attn_q_a): llama.cpp's {arch} "
-                                    "reads queries through it")
+    if ("attn_q" if queries else "attn_q_a") not in query_paths:
+        raise UnsupportedModelError(
+            f"{path}: a {arch} file with a query latent (attn_q_a): llama.cpp's {arch} graph reads queries through "
+            "attn_q alone" if not queries else f"{path}: a {arch} file without the query latent (attn_q_a): "
+            f"llama.cpp's {arch} reads queries through it")
     q_rank = None if queries else count("attention.q_lora_rank")
     for dropped in ("head_dim", "num_key_value_heads"):  # (the absorbed form's one key/value head: not the model's)
         cfg.pop(dropped, None)
