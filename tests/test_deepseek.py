@@ -20,6 +20,20 @@ from compscope.core.heads import LatentNorm
 ATOL = 2e-5
 
 
+def _runs_exactly(folder, hw, seq: int = 12):
+    """The data runner of the model in ``folder``, checked: every layer's output recomputed from ``hw`` equals what the
+    model's attention adds on ``seq`` random tokens (``ATOL``)."""
+    from compscope.data.runner import layer_state, runner_for
+    from hf_tiny import random_ids
+
+    runner = runner_for(folder, progress=False, device="cpu")
+    trace = runner.trace(random_ids(seq=seq))
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
+                                   atol=ATOL, rtol=0)
+    return runner
+
+
 def test_the_latent_scale_is_the_rms_norms_closed_form():
     """``c = W x + b = [3 + 1, 8 - 2] = [4, 6]``: ``s = (mean c² + eps)^(-1/2) = (26 + eps)^(-1/2)``."""
     W = torch.tensor([[[1.0, 0.0], [0.0, 2.0]]])
@@ -163,8 +177,7 @@ def test_a_kimi_k2_5_folder_is_read_and_run_as_its_language_model(tmp_path):
     (``language_model.model.layers``), read through its text_config and run on text."""
     from safetensors.torch import load_file, save_file
 
-    from compscope.data.runner import layer_state, runner_for
-    from hf_tiny import BY_ID, perturbed, random_ids
+    from hf_tiny import BY_ID, perturbed
 
     transformers = pytest.importorskip("transformers")
     if "kimi_k25" not in transformers.CONFIG_MAPPING:
@@ -184,11 +197,7 @@ def test_a_kimi_k2_5_folder_is_read_and_run_as_its_language_model(tmp_path):
     assert hw.meta.family == "deepseek_v3" and hw.n_layers == 2
     assert "the language model of a kimi_k25" in hw.meta.notes[0]
     assert torch.equal(hw.kv_latent.W[1], lm.layers[1].self_attn.kv_a_proj_with_mqa.weight.detach()[:10])
-    runner = runner_for(tmp_path, progress=False, device="cpu")
-    trace = runner.trace(random_ids(seq=12))
-    for layer in range(2):
-        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
-                                   atol=ATOL, rtol=0)
+    _runs_exactly(tmp_path, hw)
 
 
 def test_minicpm3_folds_its_mup_scalars_where_they_act(tmp_path):
@@ -217,19 +226,14 @@ def test_a_mistral_4_folder_is_read_and_run_within_its_original_context(tmp_path
     """Mistral 4's language model alone (no auto class maps it: the runner builds Mistral4ForCausalLM): head_dim the
     whole query head, the rotated share partial_rotary_factor; Llama 4's query temperature is 1 within the original
     context (16 here), what is read, and the runner takes no longer sequence."""
-    from compscope.data.runner import layer_state, runner_for
     from hf_tiny import BY_ID, build, random_ids
 
     build(BY_ID["mistral4-latent-attention-temperature"]).save_pretrained(tmp_path)
     hw = compscope.load(tmp_path)
     assert hw.meta.family == "mistral4" and hw.rotary.dim == 4 and hw.kv_latent_from == 4
     assert any("Llama 4's temperature" in n and "first 16 positions" in n for n in hw.meta.notes)
-    runner = runner_for(tmp_path, progress=False, device="cpu")
+    runner = _runs_exactly(tmp_path, hw, seq=16)
     assert type(runner.model).__name__ == "Mistral4ForCausalLM" and runner.n_ctx == 16
-    trace = runner.trace(random_ids(seq=16))
-    for layer in range(hw.n_layers):
-        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
-                                   atol=ATOL, rtol=0)
     with pytest.raises(compscope.OptionError, match="sequences of 17 tokens are longer than .* takes \\(16\\)"):
         runner.trace(random_ids(seq=17))
 
@@ -256,8 +260,7 @@ def test_a_ling_3_folder_is_read_and_run_as_its_latent_attention_layers(tmp_path
     """Ling 3 as saved (its files' names: word_embeddings, attention, attention.dense): the latent attention layers
     alone (1 and 3 of 4), each head's gate g_proj's row on each of its dims, run on text with the linear-attention
     layers between them; layer_types that name another kind refused by name."""
-    from compscope.data.runner import layer_state, runner_for
-    from hf_tiny import BY_ID, build, random_ids
+    from hf_tiny import BY_ID, build
 
     model = build(BY_ID["ling3-latent-attention-gated-hybrid"])
     model.save_pretrained(tmp_path)
@@ -269,11 +272,7 @@ def test_a_ling_3_folder_is_read_and_run_as_its_latent_attention_layers(tmp_path
     assert any("attention on 2 of the model's 4 layers (1, 3" in n for n in hw.meta.notes)
     g = model.model.layers[3].self_attn.g_proj.weight.detach()  # (heads, d_model)
     assert all(torch.equal(hw.W_G[1, h, i], g[h]) for h in range(4) for i in range(hw.d_head))
-    runner = runner_for(tmp_path, progress=False, device="cpu")
-    trace = runner.trace(random_ids(seq=12))
-    for layer in range(2):
-        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
-                                   atol=ATOL, rtol=0)
+    _runs_exactly(tmp_path, hw)
     config = json.loads((tmp_path / "config.json").read_text())
     config["layer_types"] = ["linear_attention", "full_attention", "sliding_attention", "full_attention"]
     (tmp_path / "config.json").write_text(json.dumps(config))
@@ -287,8 +286,7 @@ def test_a_longcat_flash_folder_is_read_and_run_as_two_attention_sublayers_per_l
     LoRA scales sqrt(d / rank) on the normed latents are in W_Q (all its rows), W_K's unrotated rows and W_V, not in
     the shared rotated rows; run on text with the MLPs and the shortcut mixture of experts between them, exactly; a
     config that turns a LoRA scale off (transformers applies it whatever it says) refused by name."""
-    from compscope.data.runner import layer_state, runner_for
-    from hf_tiny import BY_ID, build, random_ids
+    from hf_tiny import BY_ID, build
 
     if not hasattr(__import__("transformers"), "LongcatFlashConfig"):
         pytest.skip("this transformers has no LongCat-Flash")
@@ -306,11 +304,7 @@ def test_a_longcat_flash_folder_is_read_and_run_as_two_attention_sublayers_per_l
     up = att.kv_b_proj.weight.detach().double().view(4, 14, 10) * att.kv_a_layernorm.weight.detach().double() * s_kv
     torch.testing.assert_close(hw.W_V[2, :, :8].double(), up[:, 6:] @ kv_a[:10].double(), atol=1e-6, rtol=0)
     assert torch.equal(hw.attn_norm.weight[3], model.model.layers[1].input_layernorm[1].weight.detach())
-    runner = runner_for(tmp_path, progress=False, device="cpu")
-    trace = runner.trace(random_ids(seq=12))
-    for layer in range(4):
-        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
-                                   atol=ATOL, rtol=0)
+    _runs_exactly(tmp_path, hw)
     config = json.loads((tmp_path / "config.json").read_text())
     config["mla_scale_kv_lora"] = False
     (tmp_path / "config.json").write_text(json.dumps(config))
@@ -323,8 +317,7 @@ def test_a_kimi_linear_folder_is_read_and_run_as_its_latent_attention_layers_wit
     rotated: no rotary, no positions), run on text with the Kimi Delta Attention layers between them, exactly; its
     released config's layer list (linear_attn_config, numbered from 1) read as transformers reads it; a list that
     misses a layer, or a config that says its latent attention turns dims (mla_use_nope false), refused by name."""
-    from compscope.data.runner import layer_state, runner_for
-    from hf_tiny import BY_ID, build, random_ids
+    from hf_tiny import BY_ID, build
 
     if not hasattr(__import__("transformers"), "KimiLinearConfig"):
         pytest.skip("this transformers has no Kimi Linear")
@@ -336,11 +329,7 @@ def test_a_kimi_linear_folder_is_read_and_run_as_its_latent_attention_layers_wit
     assert any("attention on 2 of the model's 4 layers (1, 3" in n for n in hw.meta.notes)
     k_shared = model.model.layers[1].self_attn.kv_a_proj_with_mqa.weight.detach()[10:]  # (its rope rows, unturned)
     assert all(torch.equal(hw.W_K[0, h, :4], k_shared) for h in range(4))
-    runner = runner_for(tmp_path, progress=False, device="cpu")
-    trace = runner.trace(random_ids(seq=12))
-    for layer in range(2):
-        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
-                                   atol=ATOL, rtol=0)
+    _runs_exactly(tmp_path, hw)
     config = json.loads((tmp_path / "config.json").read_text())
     del config["layer_types"]
     config["linear_attn_config"] = {"full_attn_layers": [2, 4], "kda_layers": [1, 3], "head_dim": 8, "num_heads": 4}
