@@ -49,12 +49,11 @@ def test_the_gguf_architectures_are_those_the_format_reads_and_on_data_those_tra
 
 
 def test_the_refused_model_types_are_ones_transformers_names():
-    """A typo in the table would refuse nothing: every key but the remote-code ones is a model_type
-    of the installed transformers, where it has that model."""
+    """A typo in the table would refuse nothing: every key is a model_type of the installed
+    transformers, where it has that model."""
     transformers = pytest.importorskip("transformers")
     from transformers import CONFIG_MAPPING
 
-    remote_code = {"nemotron-nas"}  # Llama-3.1-Nemotron-51B's own code, not transformers'
     newer = {"deepseek_v32", "deepseek_v4", "glm4_moe_lite", "glm_moe_dsa", "kimi_k25", "gemma4", "gemma4_text",
              "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "minicpm3", "kimi_linear", "youtu",
              "sarvam_mla", "bailing_hybrid", "dots3_note_text", "axk1", "laguna", "mimo_v2_flash", "beam", "zaya", "dory",
@@ -65,7 +64,7 @@ def test_the_refused_model_types_are_ones_transformers_names():
              "hunyuan_vl_text", "hy_v4_vl_text", "minimax_m3_vl_text", "kosmos_2_text_model",
              # (sub-configs that transformers 5's auto mapping names, 4.57's not)
              "flava_text_model", "layoutxlm", "musicgen_decoder", "musicgen_melody_decoder", "pix2struct_text_model"}
-    unknown = {t for t in catalogue.NOT_READ if t not in CONFIG_MAPPING} - remote_code
+    unknown = {t for t in catalogue.NOT_READ if t not in CONFIG_MAPPING}
     if transformers.__version__.split(".")[0] == "4":  # 4.57 predates these
         unknown -= newer
     assert not unknown

@@ -95,8 +95,6 @@ NOT_READ: dict[str, str] = {
                             "before the output projection (inner_attn_ln, Magneto's sub-LN), so no head's OV map is "
                             "linear"),
     "dbrx": "q, k and v are clipped to [-clip_qkv, clip_qkv] after the projection, so no head's map is linear",
-    "nemotron-nas": ("Llama-3.1-Nemotron-51B and its kin (DeciLM): layers with their own K/V head counts, and layers "
-                     "whose attention is missing or replaced by a linear map"),
     "jetmoe": "mixture of attention heads: a router picks each token's query and output projections",
     "mimo_v2_flash": ("value heads narrower than its query and key heads (v_head_dim), and twice the K/V heads on "
                       "its sliding layers as on its global ones, which compscope's canonical form (one head width and "
@@ -193,7 +191,7 @@ GGUF_NOT_READ: dict[str, str] = {
     "hunyuan-dense": "hunyuan_v1_dense", "hunyuan-moe": "hunyuan_v1_moe",
     "mamba": "mamba", "mamba2": "mamba2", "rwkv6": "rwkv", "rwkv7": "rwkv",
     "bitnet": "bitnet",
-    "dbrx": "dbrx", "deci": "nemotron-nas",
+    "dbrx": "dbrx",
     "step35": "step3p5", "mimo2": "mimo_v2_flash", "hunyuan_vl": "hunyuan_vl_text",
 }
 
@@ -227,6 +225,7 @@ class FamilyEntry:
     gguf_on_data: tuple[str, ...]
     about: str
     part: str = "language model"  # what it is inside a wrapper (:attr:`Family.part`)
+    on_data: bool = True  # whether its folders run on data (:attr:`Family.runs_on_data`)
 
 
 def families() -> list[FamilyEntry]:
@@ -242,7 +241,8 @@ def families() -> list[FamilyEntry]:
     for name, cls in sorted(registered().items()):
         archs = tuple(sorted(by_family.get(name, ())))
         out.append(FamilyEntry(name, tuple(cls.model_types), archs,
-                               tuple(a for a in archs if on_data is not None and a in on_data), cls.about, cls.part))
+                               tuple(a for a in archs if on_data is not None and a in on_data), cls.about, cls.part,
+                               cls.runs_on_data))
     return out
 
 
@@ -255,7 +255,8 @@ def lookup(name: str, only: str | None = None) -> tuple[bool, str]:
     said = []
     for e in entries:
         if name in e.model_types and only != "gguf":
-            said.append(f"model_type {name!r}, read by the {e.family} family ({e.about})")
+            said.append(f"model_type {name!r}, read by the {e.family} family ({e.about}"
+                        + ("" if e.on_data else "; weights only: transformers has no model of it") + ")")
         if name in e.gguf and only != "model_type":
             runs = ("also on data" if name in e.gguf_on_data
                     else "weights only: transformers' GGUF reader does not read it")
@@ -457,7 +458,8 @@ def markdown() -> str:
               "GGUF architectures in **bold** are also run on data (`validate`, `intervene`, labels) from the file, "
               f"by transformers' GGUF reader ({_transformers_said()}); the others are read for the weight-only "
               "commands (for data, use the model's HuggingFace folder). Every HuggingFace folder of a family runs on "
-              "data.", "",
+              "data" + "".join(f", but {e.family}'s (transformers has no model of it)" for e in entries
+                               if not e.on_data) + ".", "",
               "| family | models | `model_type` | GGUF |", "|---|---|---|---|"]
     for e in entries:
         gguf_cell = ", ".join(f"**{a}**" if a in e.gguf_on_data else a for a in e.gguf)

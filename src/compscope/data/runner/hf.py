@@ -176,6 +176,7 @@ def run_settings(path: Path) -> dict:
     from ...loading.formats import gguf as gguf_format
 
     if not gguf_format.recognise(path):  # a folder, or a file inside one (config.json)
+        _known_type(path)
         return {}
     return dict(gguf_file=path.name, **gguf_format.runtime_config(path, rope_parameters=transformers_at_least(5)))
 
@@ -392,6 +393,28 @@ def _wrapper_class(folder: Path):
 
 #: the oldest transformers that runs models for compscope (tested: tests/test_oldest_versions.py)
 OLDEST_TRANSFORMERS = (4, 57)
+
+
+def _known_type(path: Path) -> None:
+    """Nothing when the installed transformers has a model of the ``model_type`` of the folder at ``path`` (or of
+    the folder of the file ``path``), or the folder says none; else the error that says it cannot run it (a model
+    whose files run through their own code, which compscope does not run: Nemotron-NAS's)."""
+    import json
+
+    from transformers import CONFIG_MAPPING
+
+    file = (path if path.is_dir() else path.parent) / "config.json"
+    try:
+        kind = json.loads(file.read_text()).get("model_type")
+    except (OSError, ValueError, AttributeError):  # (no config, or not one: transformers says what it misses)
+        return
+    if isinstance(kind, str) and kind not in CONFIG_MAPPING:
+        import transformers
+
+        raise UnsupportedModelError(
+            f"{path}: a model of type {kind!r}, which transformers {transformers.__version__} has no model of (its "
+            "files may run through their own code, which compscope does not run): the data-based commands cannot run "
+            "it (the weight-only ones read it)")
 
 
 def _new_enough(what) -> None:

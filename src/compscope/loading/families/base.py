@@ -102,6 +102,9 @@ class Family:
     #: model_type -> the transformers class the data runner builds for it, where it runs only part of the model (T5's
     #: encoder alone: T5EncoderModel, from a whole T5's folder or GGUF file too); before :attr:`runs_as_named`
     runs_as: ClassVar[dict[str, str]] = {}
+    #: whether transformers has a model of this family's types, so that the data-based commands run its folders (False:
+    #: its files run through their own code, which compscope does not run: Nemotron-NAS's)
+    runs_on_data: ClassVar[bool] = True
 
     @classmethod
     def run_inputs(cls, tokens: Tensor) -> dict[str, Tensor]:

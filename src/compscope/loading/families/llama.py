@@ -10,6 +10,7 @@ Mistral/Qwen2 sliding windows (a mask, not weights: recorded per layer).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
@@ -225,7 +226,6 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
     family.check_config(cfg, where)
     d = integer(cfg, where, "hidden_size")
     H = integer(cfg, where, "num_attention_heads", high=MAX_HEADS)
-    G, kv_map = kv_groups(cfg, where, H)
     if "head_dim" in cfg and cfg["head_dim"] is not None:
         r = integer(cfg, where, "head_dim")
     elif opts.default_head_dim is not None:
@@ -238,6 +238,10 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
     n_model = integer(cfg, where, "num_hidden_layers", high=MAX_LAYERS)
     layers = family.attention_layers(cfg, n_model, where)  # the model's layers that attend (a hybrid's: some)
     L = len(layers)
+    G, kv_map, own_kv = layer_kv_groups(family, cfg, n_model, H, layers, where)
+    if len(set(own_kv)) > 1 and (opts.fused_qkv or opts.qk_norm):
+        raise UnsupportedModelError(f"{where}: K/V head counts that differ between layers beside a fused qkv "
+                                    "projection or QK-norm: not supported")
     eps = number(cfg, where, opts.eps_key) if opts.norm_eps is None else opts.norm_eps
     probe = f"{opts.layers_at}.{layers[0]}.{opts.attn_at}." + (opts.fused_qkv_at if opts.fused_qkv else "q_proj") + ".weight"
     prefix = next((p for p in PREFIXES if p + probe in ts), None)
@@ -245,23 +249,23 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         raise UnsupportedModelError(f"{where}: no tensor named like '{probe}' (tried prefixes {PREFIXES})")
 
     wq, wk, wv, wo, bq, bk, bv, bo, g_in, b_in, qn, kn, qb, kb, g_post, sinks = ([] for _ in range(16))
-    for i in layers:
-        p = f"{prefix}{opts.layers_at}.{i}."
+    for k, i in enumerate(layers):
+        p, g = f"{prefix}{opts.layers_at}.{i}.", own_kv[k]
         if opts.fused_qkv:  # rows (and bias entries) [q heads | k heads | v heads]
             cut = lambda t: (t[: H * r], t[H * r : (H + G) * r], t[(H + G) * r :])  # noqa: E731
             parts = cut(ts.take(f"{p}{opts.attn_at}.{opts.fused_qkv_at}.weight", ((H + 2 * G) * r, d)))
             b = ts.take(f"{p}{opts.attn_at}.{opts.fused_qkv_at}.bias", ((H + 2 * G) * r,), required=False)
             biases = (None,) * 3 if b is None else cut(b)
         else:
-            at, heads = f"{p}{opts.attn_at}.", (("q", H), ("k", G), ("v", G))
+            at, heads = f"{p}{opts.attn_at}.", (("q", H), ("k", g), ("v", g))
             parts = tuple(ts.take(f"{at}{x}_proj.weight", (n * r, d)) for x, n in heads)
             biases = tuple(ts.take(f"{at}{x}_proj.bias", (n * r,), required=False) for x, n in heads)
         wq.append(split_rows(parts[0], H, r))
-        wk.append(split_rows(parts[1], G, r))
-        wv.append(split_rows(parts[2], G, r))
+        wk.append(_repeated(split_rows(parts[1], g, r), G // g))  # (a layer of fewer K/V heads than G: each
+        wv.append(_repeated(split_rows(parts[2], g, r), G // g))  # G / g times, read by the same query heads)
         wo.append(split_cols(ts.take(f"{p}{opts.attn_at}.{opts.out_proj_at}.weight", (d, H * r)), H, r))
-        for out, b, n in ((bq, biases[0], H), (bk, biases[1], G), (bv, biases[2], G)):
-            out.append(None if b is None else b.reshape(n, r))
+        for out, b, n, held in ((bq, biases[0], H, H), (bk, biases[1], g, G), (bv, biases[2], g, G)):
+            out.append(None if b is None else _repeated(b.reshape(n, r), held // n))
         bo.append(ts.take(f"{p}{opts.attn_at}.{opts.out_proj_at}.bias", (d,), required=False))
         if opts.input_norm and opts.norm_gains:
             g_in.append(ts.take(p + opts.input_norm_at + ".weight", (d,)))
@@ -380,6 +384,9 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
                           "Llama 3 rope scaling)")
     qk_layers = [bool(f.any()) for f in freqs] if opts.qk_norm and opts.qk_norm_on == "rotary" else [True] * L
     notes = checkpoint_notes(ckpt, head_note) + rope_notes + list(opts.notes)
+    if len(set(own_kv)) > 1:
+        notes.append(f"K/V head counts differ between layers ({', '.join(map(str, own_kv))}): each layer's K/V heads "
+                     f"are held {G} to a layer, each repeated for the query heads that read it")
     if L != n_model:
         notes.append(f"attention on {L} of the model's {n_model} layers ({', '.join(map(str, layers))}; compscope's layer "
                      f"k is the k-th of these): the others ({family.other_layers}) write to the residual too, and are "
@@ -469,6 +476,27 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
     )
 
 
+def layer_kv_groups(family: type[LlamaLike], cfg: dict, n_model: int, H: int, layers: list[int], where: str
+                    ) -> tuple[int, tuple[int, ...], list[int]]:
+    """``(G, kv_map, own)``: the K/V heads held per layer ``G``, the query heads' map onto them, and each read
+    layer's own K/V head count ``own``. One count (``num_key_value_heads``) is :func:`kv_groups`'; counts that
+    differ between layers (:meth:`LlamaLike.kv_heads_per_layer`, each dividing ``H``) are held at their least
+    common multiple ``G``: a layer of ``g`` heads holds each ``G / g`` times, so that query head ``h`` reads
+    ``h // (H / G)``, the copy of the head ``h // (H / g)`` it reads in the model."""
+    counts = family.kv_heads_per_layer(cfg, n_model, H, where)
+    if counts is None:
+        G, kv_map = kv_groups(cfg, where, H)
+        return G, kv_map, [G] * len(layers)
+    own = [counts[i] for i in layers]
+    G = math.lcm(*own)  # (each divides H: so does G)
+    return G, tuple(h // (H // G) for h in range(H)), own
+
+
+def _repeated(heads: torch.Tensor, times: int) -> torch.Tensor:
+    """``heads: (n, ...)`` with each head ``times`` times in a row, ``(n * times, ...)``; itself once."""
+    return heads if times == 1 else heads.repeat_interleave(times, dim=0)
+
+
 def with_output_gates(hw: HeadWeights, gates: list[torch.Tensor], per: str = "per-dimension") -> HeadWeights:
     """``hw`` with each layer's output gate ``W_G`` (``(head, d_head, d_model)`` per layer: Qwen3.5's, AFMoE's;
     LFM3's one row per head, repeated over the head's dims: ``per='per-head'``), and the note that says what
@@ -506,6 +534,12 @@ class LlamaLike(Family):
         """The model's layers that hold an attention (all of them; a hybrid's some), in order: the
         ``HeadWeights``' layer ``k`` is the model's layer ``attention_layers(...)[k]``."""
         return list(range(n_layers))
+
+    @classmethod
+    def kv_heads_per_layer(cls, config: dict, n_layers: int, n_heads: int, where: str = "config") -> list[int] | None:
+        """Each layer's K/V head count where layers differ in it (each dividing ``n_heads``; Nemotron-NAS), or
+        None: every layer ``num_key_value_heads``."""
+        return None
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:

@@ -126,6 +126,8 @@ ARCHS = {
     # layer), no positions (rules.latent_attention)
     "minicpm3": ("minicpm3", False, False),  # MiniCPM3: multi-head latent attention, rows as HF's (halves rotated),
     # LongRoPE's factors as tensors, muP's scalars llama.cpp's constants (rules.latent_attention)
+    "deci": ("nemotron-nas", True, False),  # Nemotron-NAS (and DeciLM-7B): a Llama to llama.cpp (rows permuted), head
+    # counts per layer as block_configs (rules.deci), Llama 3's scaling as rope_freqs
 }
 
 #: the architectures with multimodal rotary sections (``rope.dimension_sections``), and whose they are
@@ -172,7 +174,8 @@ class Shape:
     """What reading the tensors of a file needs beside its config: its architecture, head counts and width,
     the prediction blocks after its last layer (``mtp``), the layers without attention (``ssm_layers``: a
     hybrid's), whether llama.cpp permuted the rows of ``W_Q`` and ``W_K`` (``permuted``) and stores norm gains
-    as ``1 + w`` (``one_plus``), and what the notes say of the file's own rules (``notes``)."""
+    as ``1 + w`` (``one_plus``), what the notes say of the file's own rules (``notes``), and each layer's K/V
+    head count where layers differ in it (``kv_layers``)."""
 
     arch: str
     n_heads: int
@@ -183,6 +186,7 @@ class Shape:
     permuted: bool
     one_plus: bool
     notes: tuple[str, ...] = ()  # what the checkpoint's notes say of this file beside the generic ones
+    kv_layers: tuple[int, ...] = ()  # each layer's K/V head count, where layers differ in it (Nemotron-NAS's)
 
 
 def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple[dict, Shape]:
@@ -220,6 +224,10 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
     if arch == "jamba" and isinstance(n_kv, list):  # 0 on the Mamba layers: an attention layer every period-th
         n_kv, ssm_layers = rules.kv_heads_per_layer(path, arch, cfg, n_kv, "a Mamba layer")
         cfg.update(rules.jamba_period(path, arch, cfg["num_hidden_layers"], ssm_layers))
+    kv_layers: tuple[int, ...] = ()
+    if arch == "deci":  # each layer its own K/V head count (0: no attention, or a linear map in its place)
+        n_heads, kv_layers, ssm_layers = rules.deci(path, arch, cfg, fields, n_heads, n_kv)
+        n_kv = max(kv_layers)  # (one count for the Shape; its q, k, v are apart, each layer's k read at its own)
     if arch in ("nemotron_h", "nemotron_h_moe"):  # the blocks' kinds from the per-block head and MLP widths
         n_heads, n_kv, ssm_layers = rules.nemotron_h(path, arch, cfg, fields, n_heads, n_kv)
     if arch in ("qwen3next", "qwen35", "qwen35moe"):  # attention every full_attention_interval-th layer
@@ -343,4 +351,4 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         two_norms = any(i.name.endswith("attn_norm_2.weight") for i in infos)
         cfg.update(new_decoder_architecture=True, num_kv_heads=n_kv, num_ln_in_parallel_attn=2 if two_norms else 1,
                    parallel_attn=True)  # llama.cpp runs every Falcon block in parallel
-    return cfg, Shape(arch, n_heads, n_kv, head_dim, mtp, frozenset(ssm_layers), permuted, one_plus, notes)
+    return cfg, Shape(arch, n_heads, n_kv, head_dim, mtp, frozenset(ssm_layers), permuted, one_plus, notes, kv_layers)

@@ -1,6 +1,6 @@
 """llama.cpp's rules for the architectures whose config is more than renamed metadata keys (T5, ModernBERT,
-Llama 4, Gemma 4, Falcon-H1, AFMoE, Qwen3-Next and Qwen3.5, Nemotron-H, Phi-3.5-MoE, DeepSeek-V2 and V3, Mistral 4,
-the hybrids' per-layer K/V head counts, GLM-4.5's prediction blocks): what it stores, and
+Llama 4, Gemma 4, Falcon-H1, AFMoE, Qwen3-Next and Qwen3.5, Nemotron-H, Nemotron-NAS, Phi-3.5-MoE, DeepSeek-V2 and V3,
+Mistral 4, the hybrids' per-layer K/V head counts, GLM-4.5's prediction blocks): what it stores, and
 what it takes without storing, written into the HF config the family reads."""
 
 from __future__ import annotations
@@ -248,6 +248,36 @@ def qwen_next_layers(path: Path, arch: str, cfg: dict, fields: dict, n_kv) -> tu
         raise UnsupportedModelError(f"{path}: no layer of this {arch} file attends (every one a DeltaNet layer)")
     cfg["layer_types"] = ["linear_attention" if i in ssm else "full_attention" for i in range(n)]
     return n_kv, ssm
+
+
+def deci(path: Path, arch: str, cfg: dict, fields: dict, n_heads, n_kv) -> tuple[int, tuple[int, ...], set[int]]:
+    """Nemotron-NAS's layers (llama.cpp's ``deci``) from the head counts its converter writes per layer: query and K/V
+    heads on an attention layer, query heads and no K/V heads where a linear map stands in its place, neither where
+    the layer has no attention (DeciLM-7B's files: one query head count). ``cfg`` gets the ``block_configs`` they
+    make; returns the one query head count, each layer's K/V head count and the layers that do not attend."""
+    n = cfg["num_hidden_layers"]
+    heads = n_heads if isinstance(n_heads, list) else [n_heads] * n
+    kv = n_kv if isinstance(n_kv, list) else [n_kv] * n
+    counts = {h for h in heads if h}
+    if (len(heads) != n or len(kv) != n or len(counts) != 1
+            or not all(isinstance(x, int) and not isinstance(x, bool) for x in heads + kv)):
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.head_count' = {n_heads!r} and "
+                                    f"'.head_count_kv' = {n_kv!r} do not give each of the {n} layers one query head "
+                                    "count (or 0) and its K/V heads")
+    (H,) = counts
+    blocks = []
+    for i, (h, g) in enumerate(zip(heads, kv)):
+        if g and (not h or H % g):
+            raise UnsupportedModelError(f"{path}: GGUF metadata gives layer {i} {g} K/V heads for {h} query heads: "
+                                        "not K/V groups of them")
+        blocks.append({"attention": {"no_op": not h, "replace_with_linear": bool(h) and not g,
+                                     "n_heads_in_group": H // g if g else None}})
+    if fields.get(f"{arch}.attention.scale"):  # (llama.cpp would scale the logits by it; the model's config has none)
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.scale' = "
+                                    f"{fields[f'{arch}.attention.scale']!r}: a logit scale Nemotron-NAS does not have")
+    cfg.pop("num_key_value_heads", None)
+    cfg.update(num_attention_heads=H, block_configs=blocks)
+    return H, tuple(kv), {i for i, b in enumerate(blocks) if b["attention"]["n_heads_in_group"] is None}
 
 
 def nemotron_h(path: Path, arch: str, cfg: dict, fields: dict, n_heads, n_kv) -> tuple[int, int, set[int]]:

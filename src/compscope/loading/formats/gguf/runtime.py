@@ -23,7 +23,9 @@ _KEYS_DROPPED = {"nemotron": ("norm_eps", "head_dim"),
                  "qwen3": ("head_dim",)}  # (Qwen3-0.6B's, 4B's and 32B's heads are not d_model / n_heads wide)
 #: GGUF architectures transformers' GGUF reader lists and does not run as the file states them: why
 _NOT_RUN = {"gemma4": ("transformers' GGUF reader takes one K/V head count (the per-layer counts llama.cpp writes "
-                       "fail its config) and leaves the layer output scales out (layer_scalar stays 1)")}
+                       "fail its config) and leaves the layer output scales out (layer_scalar stays 1)"),
+            "deci": ("transformers' GGUF reader names it, but transformers has no model of the type it makes of it "
+                     "(Nemotron-NAS and DeciLM run through their own code, which compscope does not run)")}
 
 
 #: architectures whose rope scaling (YaRN, linear) transformers' GGUF reader drops and takes back as one setting for

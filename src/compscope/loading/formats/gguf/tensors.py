@@ -62,7 +62,11 @@ def checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkpo
             regroup = hf.endswith(regrouped)  # () but for GPT-NeoX and Falcon: nothing regrouped
             is_norm = hf.endswith("norm.weight")
             # llama.cpp permutes the rows of q/k weights and biases alike (convert_hf_to_gguf LlamaModel)
-            n_rows = n_heads if ".q_proj." in hf else n_kv if ".k_proj." in hf else None
+            n_rows = None
+            if ".q_proj." in hf:
+                n_rows = n_heads
+            elif ".k_proj." in hf:  # (each layer's own count where layers differ in it)
+                n_rows = shape.kv_layers[int(m.group(1))] if shape.kv_layers and m else n_kv
             # and a per-head QK-norm's gains and biases (heads, d_head) as each head's rows (Chameleon's)
             per_head_norm = permuted and hf.endswith(tuple(f"{x}_norm.{p}" for x in "qk" for p in ("weight", "bias")))
 
