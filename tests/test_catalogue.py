@@ -139,7 +139,8 @@ def test_lookup_answers_for_model_types_gguf_architectures_and_wrappers():
     read, line = catalogue.lookup("gptj")  # (a model_type read, whose GGUF files are not)
     assert read and "model_type 'gptj', read by the gptj family" in line
     assert line.endswith("; GGUF architecture 'gptj', not read: compscope reads this model from its HuggingFace "
-                         "folder; llama.cpp's layout of it is not mapped")
+                         "folder; llama.cpp names the architecture but builds no model of it (its loader refuses such "
+                         "a file), so no layout of its tensors is defined to read")
     assert "GGUF architecture" not in catalogue.lookup("gptj", only="model_type")[1]
     read, line = catalogue.lookup("olmo2")
     assert read and "GGUF architecture 'olmo2', read by the olmo2 family (weights only" in line
