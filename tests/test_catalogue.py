@@ -126,7 +126,8 @@ def test_a_gguf_file_whose_layout_is_not_mapped_is_refused_with_its_reason(tmp_p
     with pytest.raises(compscope.UnsupportedModelError) as e:
         compscope.load(_header_only_gguf(tmp_path, "gptj"))
     assert "GGUF architecture 'gptj'" in str(e.value)
-    assert "reads this model from its HuggingFace folder; llama.cpp's layout" in str(e.value)
+    assert "reads this model from its HuggingFace folder; llama.cpp names the architecture but builds no model" in \
+        str(e.value)
 
 
 def test_lookup_answers_for_model_types_gguf_architectures_and_wrappers():
