@@ -396,24 +396,25 @@ OLDEST_TRANSFORMERS = (4, 57)
 
 
 def _known_type(path: Path) -> None:
-    """Nothing when the installed transformers has a model of the ``model_type`` of the folder at ``path`` (or of
-    the folder of the file ``path``), or the folder says none; else the error that says it cannot run it (a model
-    whose files run through their own code, which compscope does not run: Nemotron-NAS's)."""
+    """Nothing unless the folder at ``path`` (or of the file ``path``) is of a family whose models transformers has
+    none of (:attr:`~compscope.loading.families.base.Family.runs_on_data`: Nemotron-NAS's, which run through their
+    own code, which compscope does not run); for those, the error that says the data-based commands cannot run it.
+    (Another model transformers cannot load, it says why itself.)"""
     import json
 
-    from transformers import CONFIG_MAPPING
+    from ...errors import CompscopeError
+    from ...loading.families import family_for
 
     file = (path if path.is_dir() else path.parent) / "config.json"
     try:
-        kind = json.loads(file.read_text()).get("model_type")
-    except (OSError, ValueError, AttributeError):  # (no config, or not one: transformers says what it misses)
+        config = json.loads(file.read_text())
+        family = family_for(config, str(file)) if isinstance(config, dict) else None
+    except (OSError, ValueError, CompscopeError):  # (no config, or not one compscope reads: transformers says more)
         return
-    if isinstance(kind, str) and kind not in CONFIG_MAPPING:
-        import transformers
-
+    if family is not None and not family.runs_on_data:
         raise UnsupportedModelError(
-            f"{path}: a model of type {kind!r}, which transformers {transformers.__version__} has no model of (its "
-            "files may run through their own code, which compscope does not run): the data-based commands cannot run "
+            f"{path}: a model of type {config.get('model_type')!r} ({family.name}), which transformers has no model of "
+            "(its files run through their own code, which compscope does not run): the data-based commands cannot run "
             "it (the weight-only ones read it)")
 
 
