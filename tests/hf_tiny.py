@@ -402,6 +402,17 @@ VARIANTS = [
             dict(_NO_HEAD_DIM, num_hidden_layers=4, num_layers=2, num_key_value_heads=HEADS, q_lora_rank=12,
                  kv_lora_rank=10, qk_rope_head_dim=4, qk_nope_head_dim=6, v_head_dim=8, head_dim=4, ffn_hidden_size=32,
                  expert_ffn_hidden_size=16, n_routed_experts=4, moe_topk=2, zero_expert_num=2)),
+    # MiMo-V2-Flash: a global layer, then sliding ones with twice the K/V heads and sinks; values narrower than keys,
+    # scaled; a third of each head rotated, each layer type at its own base
+    Variant("mimo-v2-flash-sliding-sinks-narrow-values", "llama", "MiMoV2FlashConfig",
+            dict(_LLAMA, num_hidden_layers=3, num_key_value_heads=1, head_dim=12, v_head_dim=8, sliding_window=3,
+                 layer_types=["full_attention", "sliding_attention", "sliding_attention"], attention_value_scale=0.7,
+                 n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=16,
+                 mlp_layer_types=["dense", "sparse", "dense"],
+                 rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 5000.0,
+                                                     "partial_rotary_factor": 0.334},
+                                  "sliding_attention": {"rope_type": "default", "rope_theta": 100.0,
+                                                        "partial_rotary_factor": 0.334}})),
     # Kimi Linear: latent attention layers without positions (NoPE) among Kimi Delta Attention layers
     Variant("kimi-linear-nope-latent-hybrid", "hybrid", "KimiLinearConfig",
             dict(_NO_HEAD_DIM, num_hidden_layers=4, num_key_value_heads=HEADS, q_lora_rank=12, kv_lora_rank=10,

@@ -56,7 +56,7 @@ def test_the_refused_model_types_are_ones_transformers_names():
 
     newer = {"deepseek_v32", "deepseek_v4", "glm4_moe_lite", "glm_moe_dsa", "kimi_k25", "gemma4", "gemma4_text",
              "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "minicpm3", "kimi_linear", "youtu",
-             "sarvam_mla", "bailing_hybrid", "dots3_note_text", "axk1", "laguna", "mimo_v2_flash", "beam", "zaya", "dory",
+             "sarvam_mla", "bailing_hybrid", "dots3_note_text", "axk1", "laguna", "beam", "zaya", "dory",
              "mllama_text_model", "axk2", "mistral4", "mistral_large4", "hy_v4", "hrm_text",
              "glm5_next_text", "inkling_text", "inkling2_text", "neomme", "muse_spark_text", "qwen4_exp_text",
              "diffusion_gemma_text", "step3p5", "gemma4_assistant", "gemma4_unified_assistant", "mistral_large4_text",
@@ -111,7 +111,7 @@ def _header_only_gguf(folder: Path, arch: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("arch, reason", [("mimo2", "value heads narrower than its query and key heads"),
+@pytest.mark.parametrize("arch, reason", [("dbrx", "q, k and v are clipped to [-clip_qkv, clip_qkv]"),
                                          ("step35", "Step 3.5 and 3.7's language model: its sliding layers have a "
                                                     "query head count of their own")])
 def test_a_gguf_file_of_a_known_architecture_is_refused_with_its_reason(tmp_path, arch, reason):
@@ -145,8 +145,10 @@ def test_lookup_answers_for_model_types_gguf_architectures_and_wrappers():
     assert "GGUF architecture" not in catalogue.lookup("gptj", only="model_type")[1]
     read, line = catalogue.lookup("olmo2")
     assert read and "GGUF architecture 'olmo2', read by the olmo2 family (weights only" in line
-    read, line = catalogue.lookup("mimo2")  # (a GGUF architecture alone, not read)
-    assert not read and line == f"mimo2: not read: {catalogue.NOT_READ['mimo_v2_flash']}"
+    read, line = catalogue.lookup("hunyuan_vl")  # (a GGUF architecture alone, not read)
+    assert not read and line == f"hunyuan_vl: not read: {catalogue.NOT_READ['hunyuan_vl_text']}"
+    read, line = catalogue.lookup("mimo2")  # (a model read from its folders alone)
+    assert not read and line == f"mimo2: not read: {catalogue.GGUF_LAYOUT_NOT_READ['mimo2']}"
     read, line = catalogue.lookup("nonesuch")
     assert not read and "not a model_type or GGUF architecture compscope knows (" in line  # (nothing close)
     read, line = catalogue.lookup("ultrabrt")  # a misspelling: the names it is close to

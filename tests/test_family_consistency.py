@@ -137,7 +137,8 @@ def test_attention_depends_on_what_the_variant_is_about(variant):
 def test_shapes_and_gqa_map(variant):
     hw, model, _ = loaded(variant.id)
     cfg = model.config.encoder if variant.kind == "t5gemma" else model.config  # (T5Gemma's settings: its encoder's)
-    if variant.kind.startswith("gemma4"):  # K/V head counts differ between layers: held as their least common multiple
+    if variant.kind.startswith("gemma4") or variant.config_cls == "MiMoV2FlashConfig":  # K/V head counts differ
+        # between layers: held as their least common multiple
         n_kv = math.lcm(*(hw.n_heads // b.self_attn.num_key_value_groups for b in getattr(model, "model", model).layers))
     else:
         n_kv = getattr(cfg, "num_key_value_heads", None) or hw.n_heads

@@ -242,3 +242,32 @@ def test_files_are_what_the_docstring_says(tmp_path):
     doc = json.loads((out / "compscope.json").read_text())
     assert doc["format"] == "compscope" and doc["version"] == 1
     assert (out / "heads.safetensors").is_file()
+
+
+def test_a_layer_without_sinks_round_trips_as_minus_infinity_and_nan_or_plus_infinity_is_refused(tmp_path):
+    """MiMo-V2-Flash's global layers have no sink, held as a sink logit of -inf (weight 0 in the softmax): the
+    format keeps it, and the forward is the one without a sink there; a NaN or +inf sink is refused, in the
+    weights and in a file."""
+    from hf_tiny import BY_ID, build
+
+    hw = compscope.load(build(BY_ID["mimo-v2-flash-sliding-sinks-narrow-values"]))
+    assert torch.isinf(hw.sinks[0]).all() and torch.isfinite(hw.sinks[1:]).all()
+    native.save(hw, tmp_path / "m")
+    back = compscope.load(tmp_path / "m")
+    assert_identical(hw, back)
+    x = torch.randn(2, 7, hw.d_model, generator=torch.Generator().manual_seed(0))
+    none = dataclasses.replace(hw, sinks=None)
+    torch.testing.assert_close(attention_forward(hw, 0, x), attention_forward(none, 0, x), atol=0, rtol=0)
+    assert not torch.equal(attention_forward(hw, 1, x), attention_forward(none, 1, x))
+    for bad in (float("nan"), float("inf")):
+        sinks = hw.sinks.clone()
+        sinks[1, 0] = bad
+        with pytest.raises(compscope.WeightError, match=r"sinks has 1 NaN/Inf values \(the first at index \(1, 0\)\)"):
+            dataclasses.replace(hw, sinks=sinks)
+        from safetensors.torch import load_file, save_file
+
+        tensors = load_file(tmp_path / "m" / "heads.safetensors")
+        save_file({**tensors, "sinks": sinks}, tmp_path / "m" / "heads.safetensors")
+        with pytest.raises(compscope.WeightError, match="tensor 'sinks' has NaN/Inf values"):
+            compscope.load(tmp_path / "m")
+        save_file(tensors, tmp_path / "m" / "heads.safetensors")

@@ -119,9 +119,12 @@ def card_rows(hw: HeadWeights) -> list[tuple[str, str]]:
                  f"values and keys (from key dim {hw.kv_latent_from}) by one on a rank-{hw.kv_latent.W.shape[1]} latent"
                  if hw.kv_latent is not None else None]
         rows.append(("latent attention", "; ".join(p for p in parts if p)))
-    if hw.sinks is not None:
-        rows.append(("attention sinks", f"a learned logit per head, {float(hw.sinks.min()):.3g} to "
-                                        f"{float(hw.sinks.max()):.3g}: a key every query sees, with no value"))
+    if hw.sinks is not None and bool(hw.sinks.isfinite().any()):  # (a layer without sinks holds -inf)
+        on = hw.sinks.isfinite().all(-1)
+        some = "" if bool(on.all()) else f" on layers {', '.join(str(i) for i in on.nonzero().flatten().tolist())}"
+        finite = hw.sinks[on]
+        rows.append(("attention sinks", f"a learned logit per head{some}, {float(finite.min()):.3g} to "
+                                        f"{float(finite.max()):.3g}: a key every query sees, with no value"))
     rows += [
         ("positions", pos),
         ("unembedding", _unembedding(hw)),

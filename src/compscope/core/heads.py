@@ -117,6 +117,12 @@ def _count_pair(b) -> bool:
     return isinstance(b, tuple) and len(b) == 2 and all(_is_int(x) and x >= 0 for x in b)
 
 
+def sinks_valid(sinks: Tensor) -> bool:
+    """Whether attention-sink logits are finite or −∞ (a layer without a sink: a key every query sees with weight
+    0, MiMo-V2-Flash's global layers); NaN and +∞ are not."""
+    return bool((torch.isfinite(sinks) | (sinks == float("-inf"))).all())
+
+
 def is_finite_number(x) -> bool:
     """An int or float (not a bool), finite: what a size, scale or epsilon read from a file must be."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
@@ -275,7 +281,9 @@ class HeadWeights:
     # after the scale, β: core.attention.bias_bucket over rel_bias_buckets = (number of buckets, max distance)
     rel_bias: Tensor | None = None  # (layer, head, buckets)
     rel_bias_buckets: tuple[int, int] = (0, 0)
-    sinks: Tensor | None = None  # (layer, head) attention-sink logits: one more key per query, with no value (gpt-oss)
+    # (layer, head) attention-sink logits: one more key per query, with no value (gpt-oss); -inf: no sink on that
+    # layer (MiMo-V2-Flash's global layers)
+    sinks: Tensor | None = None
     attn_scale: float = 0.0  # logit = attn_scale * q·k; 0 means d_head ** -0.5
     attn_softcap: float | None = None  # logit -> c tanh(logit / c) before the mask and softmax (Gemma 2)
     causal: bool = True
@@ -330,8 +338,8 @@ class HeadWeights:
             raise WeightError(f"sliding_window lists {len(self.sliding_window)} layers, model has {L}")
         self._check_settings(L, r)
         for name, t in self._named_tensors():  # whatever built it: no score is computed from a NaN
-            if not all_finite(t):
-                bad = (~torch.isfinite(t)).nonzero()
+            if not (sinks_valid(t) if name == "sinks" else all_finite(t)):
+                bad = (~(torch.isfinite(t) | (t == float("-inf")) if name == "sinks" else torch.isfinite(t))).nonzero()
                 raise WeightError(f"{self.meta.name}: {name} has {len(bad)} NaN/Inf values (the first at index "
                                   f"{tuple(bad[0].tolist())})")
 

@@ -96,9 +96,6 @@ NOT_READ: dict[str, str] = {
                             "linear"),
     "dbrx": "q, k and v are clipped to [-clip_qkv, clip_qkv] after the projection, so no head's map is linear",
     "jetmoe": "mixture of attention heads: a router picks each token's query and output projections",
-    "mimo_v2_flash": ("value heads narrower than its query and key heads (v_head_dim), and twice the K/V heads on "
-                      "its sliding layers as on its global ones, which compscope's canonical form (one head width and "
-                      "one K/V head count) does not hold"),
     "beam": ("its global layers scale each query by (1 + (i + 1) / 2048)^0.1 with its position i (scalable softmax), "
              "so no one logit scale holds at any position, and every residual addition rescales the residual"),
     "doge": ("a dynamic mask: each key's logit gets a bias computed from that token's values (dt_proj, softplus, "
@@ -192,7 +189,7 @@ GGUF_NOT_READ: dict[str, str] = {
     "mamba": "mamba", "mamba2": "mamba2", "rwkv6": "rwkv", "rwkv7": "rwkv",
     "bitnet": "bitnet",
     "dbrx": "dbrx",
-    "step35": "step3p5", "mimo2": "mimo_v2_flash", "hunyuan_vl": "hunyuan_vl_text",
+    "step35": "step3p5", "hunyuan_vl": "hunyuan_vl_text",
 }
 
 
@@ -204,7 +201,9 @@ def why_not(model_type: object) -> str | None:
 #: GGUF architectures of models compscope reads from their HuggingFace folders, whose GGUF layout it does not map
 GGUF_LAYOUT_NOT_READ: dict[str, str] = {
     "gptj": ("compscope reads this model from its HuggingFace folder; llama.cpp names the architecture but builds no "
-             "model of it (its loader refuses such a file), so no layout of its tensors is defined to read")}
+             "model of it (its loader refuses such a file), so no layout of its tensors is defined to read"),
+    "mimo2": ("compscope reads this model from its HuggingFace folder; llama.cpp's layout of MiMo-V2-Flash files is not "
+              "mapped yet")}
 
 
 def why_not_gguf(arch: object) -> str | None:

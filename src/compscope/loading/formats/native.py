@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 from ..checkpoint import all_finite, one_line
+from ...core.heads import sinks_valid
 from ...errors import LoadError, WeightError
 from ...core.heads import HeadWeights, LatentNorm, Meta, Norm, Rotary
 
@@ -113,8 +114,9 @@ def load(path: str | Path) -> HeadWeights:
     if missing:
         raise LoadError(f"{st_path}: required tensors missing: {', '.join(missing)}")
     for k, t in tensors.items():
-        if not all_finite(t):
-            raise WeightError(f"{st_path}: tensor '{k}' has NaN/Inf values")
+        if not (sinks_valid(t) if k == "sinks" else all_finite(t)):
+            raise WeightError(f"{st_path}: tensor '{k}' has NaN/Inf values" + (" (a sink may be -inf, no other value "
+                                                                              "may be infinite)" if k == "sinks" else ""))
 
     if not isinstance(fields, dict):
         raise LoadError(f"{cfg_path}: 'fields' is not a JSON object")

@@ -1,0 +1,108 @@
+"""MiMo-V2-Flash (Xiaomi's ``mimo_v2_flash``): global and sliding-window attention layers of Llama's form, the
+sliding ones with twice the K/V heads of the global ones and a sink logit per head; value heads narrower than the
+query and key heads.
+
+Each layer's K/V heads are held at the least common multiple of the two counts, each repeated for the query heads that
+read it (:func:`~compscope.loading.families.llama.layer_kv_groups`). A value head ``v_head_dim`` wide is held
+``head_dim`` wide, its dims first and zero rows after them, and ``W_O``'s columns for it likewise (zero columns: no
+product changes, as multi-head latent attention's narrow values are held); the model's constant scale on the values,
+``attention_value_scale``, is folded into ``W_V``. The sliding layers' sinks are read as gpt-oss's; a global layer has
+none, held as a sink logit of −∞ (a key every query sees with weight 0). Rotary turns the first
+``int(head_dim · partial_rotary_factor)`` dims of each head, by each layer type's base. The experts and the
+multi-token-prediction layers are not read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from ...core.heads import HeadWeights
+from ...errors import LoadError
+from ..checkpoint import Checkpoint
+from . import register
+from .base import MAX_HEADS, MAX_LAYERS, integer, number, rope_accept_yarn
+from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, listed_layer_types
+
+#: the MLP's and the experts' settings: the attention does not depend on them
+_NOT_ATTENTION = frozenset("moe_intermediate_size n_routed_experts num_experts_per_tok n_group topk_group "
+                           "norm_topk_prob routed_scaling_factor mlp_layer_types output_router_logits".split())
+
+
+@register
+class MimoV2Flash(LlamaLike):
+    name = "mimo_v2_flash"
+    about = ("MiMo-V2-Flash (Xiaomi): global and sliding layers, twice the K/V heads and a sink per head on the "
+             "sliding ones, value heads narrower than the query heads, partial rotary")
+    model_types = ("mimo_v2_flash",)
+    architectures = ("MiMoV2FlashForCausalLM", "MiMoV2FlashModel")
+    handled = Llama.handled | {"v_head_dim", "attention_value_scale", "rope_parameters", "sliding_window_size"}
+    ignored = Llama.ignored | _NOT_ATTENTION
+    accept = {"rope_parameters": rope_accept_yarn, "rope_scaling": rope_accept_yarn,
+              "attention_bias": lambda v: not v}  # (no bias: the real model has none)
+    per_layer_heads = True
+    options = LlamaLikeOptions(partial_rotary=0.334)
+    saved_names = ((r"\.self_attn\.attention_sink_bias$", ".self_attn.sinks"),)  # (its files' name, as released)  # (transformers' default share where a layer type states none)
+
+    @classmethod
+    def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
+        """As listed, else transformers' default: layer 0 and every sixth from layer 5 global, the others sliding."""
+        listed = listed_layer_types(config, n_layers, where)
+        if listed is not None:
+            return listed
+        return ["full_attention" if i == 0 or (i + 1) % 6 == 0 else "sliding_attention" for i in range(n_layers)]
+
+    @classmethod
+    def kv_heads_per_layer(cls, config: dict, n_layers: int, n_heads: int, where: str = "config") -> list[int]:
+        """``num_key_value_heads`` on a global layer, twice as many on a sliding one (as transformers builds them)."""
+        g = integer(config, where, "num_key_value_heads", high=MAX_HEADS)
+        counts = [2 * g if t == "sliding_attention" else g for t in cls.layer_types(config, n_layers, where)]
+        bad = next((c for c in counts if n_heads % c), None)
+        if bad is not None:
+            raise LoadError(f"{where}: {bad} K/V heads on a layer (num_key_value_heads = {g}, twice on a sliding "
+                            f"layer) do not divide num_attention_heads = {n_heads} into groups")
+        return counts
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
+        cls.check_config(cfg, where)
+        if cfg.get("sliding_window_size") is not None:  # (its released configs' key: transformers' window is one more)
+            cfg = {**cfg, "sliding_window": integer(cfg, where, "sliding_window_size") + 1}
+            ckpt = dataclasses.replace(ckpt, config=cfg)
+        d = integer(cfg, where, "hidden_size")
+        H = integer(cfg, where, "num_attention_heads", high=MAX_HEADS)
+        r = integer(cfg, where, "head_dim", default=192)  # (transformers' default)
+        w = integer(cfg, where, "v_head_dim", default=128, high=r)
+        scale = number(cfg, where, "attention_value_scale", default=0.707, open_low=True)
+        n = integer(cfg, where, "num_hidden_layers", high=MAX_LAYERS)
+        types = cls.layer_types(cfg, n, where)
+        counts = cls.kv_heads_per_layer(cfg, n, H, where)
+        prefix = next((p for p in ("model.", "") if f"{p}layers.0.self_attn.q_proj.weight" in ts), "model.")
+        made = {}
+        for i, g in enumerate(counts):
+            at = f"{prefix}layers.{i}.self_attn."
+            made[at + "v_proj.weight"] = (lambda src=at + "v_proj.weight", g=g: _widened(
+                ts.take(src, (g * w, d)).reshape(g, w, d) * scale, r).reshape(g * r, d), at + "v_proj.weight")
+            if at + "v_proj.bias" in ts:  # (a bias transformers does not build, read as wide and then left out)
+                made[at + "v_proj.bias"] = (lambda src=at + "v_proj.bias", g=g: _widened(
+                    ts.take(src, (g * w,)).reshape(g, w) * scale, r).reshape(g * r), at + "v_proj.bias")
+            made[at + "o_proj.weight"] = (lambda src=at + "o_proj.weight": _widened(
+                ts.take(src, (d, H * w)).T.reshape(H, w, d), r).reshape(H * r, d).T, at + "o_proj.weight")
+        sinks = [ts.take(f"{prefix}layers.{i}.self_attn.sinks", (H,)) if t == "sliding_attention"
+                 else torch.full((H,), float("-inf")) for i, t in enumerate(types)]
+        hw = convert_llamalike(dataclasses.replace(ckpt, tensors=ts.derived(made)), cls, cls.options)
+        notes = [f"value heads {w} wide held {r} wide (zero rows after their dims, zero columns of W_O for them: no "
+                 "product changes)" if w < r else None,
+                 f"the values' constant scale attention_value_scale = {scale:g} folded into W_V" if scale != 1.0 else None,
+                 "attention sinks on the sliding layers (a learned logit per head, with no value); the global layers "
+                 "have none, held as a sink logit of -inf"]
+        meta = dataclasses.replace(hw.meta, notes=hw.meta.notes + tuple(x for x in notes if x))
+        return dataclasses.replace(hw, sinks=torch.stack(sinks), meta=meta)
+
+
+def _widened(heads: torch.Tensor, r: int) -> torch.Tensor:
+    """``heads: (n, w, ...)`` each held ``r`` wide: its ``w`` rows first, zero rows after them."""
+    n, w = heads.shape[:2]
+    return heads if w == r else torch.cat([heads, heads.new_zeros(n, r - w, *heads.shape[2:])], dim=1)
