@@ -42,8 +42,8 @@ class MimoV2Flash(LlamaLike):
     accept = {"rope_parameters": rope_accept_yarn, "rope_scaling": rope_accept_yarn,
               "attention_bias": lambda v: not v}  # (no bias: the real model has none)
     per_layer_heads = True
-    options = LlamaLikeOptions(partial_rotary=0.334)
-    saved_names = ((r"\.self_attn\.attention_sink_bias$", ".self_attn.sinks"),)  # (its files' name, as released)  # (transformers' default share where a layer type states none)
+    options = LlamaLikeOptions(partial_rotary=0.334)  # (transformers' default share where a layer type states none)
+    saved_names = ((r"\.self_attn\.attention_sink_bias$", ".self_attn.sinks"),)  # (its files' name, as released)
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
@@ -95,7 +95,8 @@ class MimoV2Flash(LlamaLike):
         hw = convert_llamalike(dataclasses.replace(ckpt, tensors=ts.derived(made)), cls, cls.options)
         notes = [f"value heads {w} wide held {r} wide (zero rows after their dims, zero columns of W_O for them: no "
                  "product changes)" if w < r else None,
-                 f"the values' constant scale attention_value_scale = {scale:g} folded into W_V" if scale != 1.0 else None,
+                 f"the values' constant scale attention_value_scale = {scale:g} folded into W_V" if scale != 1.0
+                 else None,
                  "attention sinks on the sliding layers (a learned logit per head, with no value); the global layers "
                  "have none, held as a sink logit of -inf"]
         meta = dataclasses.replace(hw.meta, notes=hw.meta.notes + tuple(x for x in notes if x))
