@@ -10,16 +10,24 @@ product changes, as multi-head latent attention's narrow values are held); the m
 none, held as a sink logit of −∞ (a key every query sees with weight 0). Rotary turns the first
 ``int(head_dim · partial_rotary_factor)`` dims of each head, by each layer type's base. The experts and the
 multi-token-prediction layers are not read.
+
+Its released configs carry keys of their own model code (``hybrid_layer_pattern``, ``swa_num_key_value_heads``, the
+``swa_`` head sizes, ``layernorm_epsilon``, top-level ``rope_theta``, ``swa_rope_theta`` and
+``partial_rotary_factor``), which transformers does not read: it builds the model from its own keys and defaults
+(``layer_types``, twice ``num_key_value_heads`` on a sliding layer, ``rms_norm_eps``, ``rope_parameters``). compscope
+reads the model transformers builds, and refuses by name a released key that says otherwise
+(:func:`as_transformers_builds`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 
 from ...core.heads import HeadWeights
-from ...errors import LoadError
+from ...errors import LoadError, UnsupportedModelError
 from ..checkpoint import Checkpoint
 from . import register
 from .base import MAX_HEADS, MAX_LAYERS, integer, number, rope_accept_yarn
@@ -27,7 +35,61 @@ from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, listed
 
 #: the MLP's and the experts' settings: the attention does not depend on them
 _NOT_ATTENTION = frozenset("moe_intermediate_size n_routed_experts num_experts_per_tok n_group topk_group "
-                           "norm_topk_prob routed_scaling_factor mlp_layer_types output_router_logits".split())
+                           "norm_topk_prob routed_scaling_factor mlp_layer_types output_router_logits "
+                           "topk_method".split())
+#: transformers' rotary settings where a config states no rope_parameters (it reads no other rope key)
+_DEFAULT_ROPE = {"full_attention": {"rope_type": "default", "rope_theta": 5_000_000.0, "partial_rotary_factor": 0.334},
+                 "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0, "partial_rotary_factor": 0.334}}
+#: the released configs' keys transformers does not read (checked against what it builds, then left out)
+_RELEASED = ("hybrid_layer_pattern", "swa_num_key_value_heads", "swa_num_attention_heads", "swa_head_dim",
+             "swa_v_head_dim", "layernorm_epsilon", "rope_theta", "swa_rope_theta", "partial_rotary_factor",
+             "rope_scaling", "add_full_attention_sink_bias", "add_swa_attention_sink_bias")
+
+
+def as_transformers_builds(cfg: dict, where: str, layer_types) -> dict:
+    """``cfg`` as transformers builds MiMo-V2-Flash from it: its defaults where a key is missing (``head_dim`` 192,
+    ``v_head_dim`` 128, ``num_key_value_heads`` 4, ``sliding_window`` 129, or ``sliding_window_size`` + 1,
+    ``rms_norm_eps`` 1e-5, ``rope_parameters`` :data:`_DEFAULT_ROPE`), and each released key of :data:`_RELEASED`
+    checked against what that builds (a disagreement refused by name: transformers would run another model than the
+    key says) and left out."""
+    out = {k: v for k, v in cfg.items() if k not in _RELEASED}
+    out.setdefault("head_dim", 192)
+    out.setdefault("v_head_dim", 128)
+    out.setdefault("num_key_value_heads", 4)
+    out.setdefault("rms_norm_eps", 1e-5)
+    if cfg.get("sliding_window_size") is not None:  # (transformers' window is one more)
+        out["sliding_window"] = integer(cfg, where, "sliding_window_size") + 1
+    out.setdefault("sliding_window", 129)
+    rope = out.get("rope_parameters") or _DEFAULT_ROPE
+    out["rope_parameters"] = rope
+    n = integer(out, where, "num_hidden_layers", high=MAX_LAYERS)
+    types = layer_types(out, n, where)
+    per_type = {t: rope.get(t, {}) if isinstance(rope, dict) else {} for t in ("full_attention", "sliding_attention")}
+    built = {"hybrid_layer_pattern": [int(t == "sliding_attention") for t in types],
+             "swa_num_key_value_heads": 2 * integer(out, where, "num_key_value_heads", high=MAX_HEADS),
+             "swa_num_attention_heads": out.get("num_attention_heads"), "swa_head_dim": out["head_dim"],
+             "swa_v_head_dim": out["v_head_dim"], "layernorm_epsilon": out["rms_norm_eps"],
+             "rope_theta": per_type["full_attention"].get("rope_theta"),
+             "swa_rope_theta": per_type["sliding_attention"].get("rope_theta"),
+             "partial_rotary_factor": per_type["full_attention"].get("partial_rotary_factor", 0.334),
+             "rope_scaling": None, "add_full_attention_sink_bias": False, "add_swa_attention_sink_bias": True}
+    for key in _RELEASED:
+        if key in cfg and not _same(cfg[key], built[key]):
+            raise UnsupportedModelError(
+                f"{where}: config key '{key}' = {cfg[key]!r}, which transformers does not read: it builds this model "
+                f"with {built[key]!r} there (from its own keys and defaults), so compscope cannot read it as the key "
+                "says")
+    return out
+
+
+def _same(a, b) -> bool:
+    """Whether two config values agree: a switch or setting off in both (None, false, empty), numbers within float
+    rounding, or equal."""
+    if a is None or b is None or isinstance(a, bool) or isinstance(b, bool):
+        return bool(a) == bool(b)
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return math.isclose(a, b, rel_tol=1e-9)
+    return a == b
 
 
 @register
@@ -37,7 +99,8 @@ class MimoV2Flash(LlamaLike):
              "sliding ones, value heads narrower than the query heads, partial rotary")
     model_types = ("mimo_v2_flash",)
     architectures = ("MiMoV2FlashForCausalLM", "MiMoV2FlashModel")
-    handled = Llama.handled | {"v_head_dim", "attention_value_scale", "rope_parameters", "sliding_window_size"}
+    handled = Llama.handled | {"v_head_dim", "attention_value_scale", "rope_parameters", "sliding_window_size",
+                               *_RELEASED}
     ignored = Llama.ignored | _NOT_ATTENTION
     accept = {"rope_parameters": rope_accept_yarn, "rope_scaling": rope_accept_yarn,
               "attention_bias": lambda v: not v}  # (no bias: the real model has none)
@@ -68,9 +131,8 @@ class MimoV2Flash(LlamaLike):
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
         cls.check_config(cfg, where)
-        if cfg.get("sliding_window_size") is not None:  # (its released configs' key: transformers' window is one more)
-            cfg = {**cfg, "sliding_window": integer(cfg, where, "sliding_window_size") + 1}
-            ckpt = dataclasses.replace(ckpt, config=cfg)
+        cfg = as_transformers_builds(cfg, where, cls.layer_types)
+        ckpt = dataclasses.replace(ckpt, config=cfg)
         d = integer(cfg, where, "hidden_size")
         H = integer(cfg, where, "num_attention_heads", high=MAX_HEADS)
         r = integer(cfg, where, "head_dim", default=192)  # (transformers' default)
