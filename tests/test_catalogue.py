@@ -147,8 +147,9 @@ def test_lookup_answers_for_model_types_gguf_architectures_and_wrappers():
     assert read and "GGUF architecture 'olmo2', read by the olmo2 family (weights only" in line
     read, line = catalogue.lookup("hunyuan_vl")  # (a GGUF architecture alone, not read)
     assert not read and line == f"hunyuan_vl: not read: {catalogue.NOT_READ['hunyuan_vl_text']}"
-    read, line = catalogue.lookup("mimo2")  # (a model read from its folders alone)
-    assert not read and line == f"mimo2: not read: {catalogue.GGUF_LAYOUT_NOT_READ['mimo2']}"
+    read, line = catalogue.lookup("mimo2")  # (a GGUF architecture alone, read)
+    assert read and line == "mimo2: GGUF architecture 'mimo2', read by the mimo_v2_flash family (weights only: " \
+        "transformers' GGUF reader does not read it)"
     read, line = catalogue.lookup("nonesuch")
     assert not read and "not a model_type or GGUF architecture compscope knows (" in line  # (nothing close)
     read, line = catalogue.lookup("ultrabrt")  # a misspelling: the names it is close to

@@ -7,6 +7,7 @@ import json
 import os
 
 import pytest
+import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -88,3 +89,98 @@ def test_a_released_key_that_says_otherwise_than_transformers_builds_is_refused_
         compscope.load(_released(tmp_path, **{key: value}))
     assert f"config key '{key}' = {value!r}, which transformers does not read: it builds this model with {built} " \
         in str(e.value)
+
+
+def write_mimo2(path, model, mtp: int = 1, value_scale: float | None = 0.7, kv_counts=None, fused: bool = False,
+                sinks_on_global: bool = False):
+    """A ``mimo2`` file of ``model`` as llama.cpp's converter writes one: per-block K/V head counts and sliding flags
+    (its prediction blocks, after the layers, sliding), the value width and scale, the rotated dims, each layer
+    type's base, the tensors under llama.cpp's names (rows as HF's: rotate-half), ``mtp`` prediction blocks after
+    the layers (their attention drawn at random)."""
+    import numpy as np
+
+    gguf = pytest.importorskip("gguf")
+    cfg = model.config
+    n, H, g = cfg.num_hidden_layers, cfg.num_attention_heads, cfg.num_key_value_heads
+    sliding = [int(t == "sliding_attention") for t in cfg.layer_types] + [1] * mtp
+    w = gguf.GGUFWriter(str(path), "mimo2")
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list([f"t{i}" for i in range(cfg.vocab_size)])
+    w.add_block_count(n + mtp)
+    w.add_context_length(64)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_feed_forward_length(48)
+    w.add_head_count(H)
+    w.add_head_count_kv(kv_counts or [2 * g if s else g for s in sliding])
+    w.add_key_length(cfg.head_dim)
+    w.add_value_length(cfg.v_head_dim)
+    w.add_sliding_window(cfg.sliding_window)
+    w.add_sliding_window_pattern(sliding)
+    w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
+    w.add_rope_dimension_count(int(cfg.head_dim * cfg.rope_parameters["full_attention"]["partial_rotary_factor"]))
+    w.add_rope_freq_base(cfg.rope_parameters["full_attention"]["rope_theta"])
+    w.add_rope_freq_base_swa(cfg.rope_parameters["sliding_attention"]["rope_theta"])
+    w.add_nextn_predict_layers(mtp)
+    if value_scale is not None:
+        w.add_float32("mimo2.attention.value_scale", value_scale)
+    sd = {k: v.detach().float().numpy() for k, v in model.state_dict().items()}
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    w.add_tensor("output.weight", sd["lm_head.weight"])
+    rng = np.random.default_rng(0)
+    for i in range(n + mtp):
+        p = f"model.layers.{min(i, n - 1)}."  # (a prediction block: random weights of a sliding layer's shapes)
+        take = (lambda k: sd[p + k]) if i < n else (lambda k: rng.standard_normal(sd[p + k].shape).astype(np.float32))
+        w.add_tensor(f"blk.{i}.attn_norm.weight", take("input_layernorm.weight"))
+        if fused:
+            rows = [take(f"self_attn.{x}_proj.weight") for x in "qkv"]
+            w.add_tensor(f"blk.{i}.attn_qkv.weight", np.concatenate(rows))
+        else:
+            for x in "qkv":
+                w.add_tensor(f"blk.{i}.attn_{x}.weight", take(f"self_attn.{x}_proj.weight"))
+        w.add_tensor(f"blk.{i}.attn_output.weight", take("self_attn.o_proj.weight"))
+        if sliding[i]:
+            w.add_tensor(f"blk.{i}.attn_sinks.weight", take("self_attn.sinks"))
+        elif sinks_on_global:
+            w.add_tensor(f"blk.{i}.attn_sinks.weight", np.zeros(H, np.float32))
+        w.add_tensor(f"blk.{i}.ffn_norm.weight", take("post_attention_layernorm.weight"))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_a_mimo2_gguf_reads_as_the_model_it_was_written_from(tmp_path):
+    """llama.cpp's file of the model (its per-block counts, sinks on the sliding layers, the value scale, each layer
+    type's base, a prediction block after the layers) holds the same heads, exactly, the prediction block left out."""
+    model = build(VARIANT)
+    ref = compscope.load(model)
+    ours = compscope.load(write_mimo2(tmp_path / "m.gguf", model))
+    assert ours.meta.family == "mimo_v2_flash" and ours.n_layers == ref.n_layers == 3
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U", "sinks"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+    assert ours.sliding_window == ref.sliding_window and ours.kv_map == ref.kv_map
+    assert any("multi-token-prediction" in n for n in ours.meta.notes)
+
+
+def test_a_mimo2_gguf_without_a_value_scale_reads_as_llama_cpp_runs_it(tmp_path):
+    """No ``attention.value_scale``: llama.cpp scales no value, and compscope reads W_V unscaled (the model's
+    scale, 0.7, divided back out)."""
+    model = build(VARIANT)
+    ref = compscope.load(model)
+    ours = compscope.load(write_mimo2(tmp_path / "m.gguf", model, value_scale=None))
+    torch.testing.assert_close(ours.W_V, ref.W_V / 0.7, atol=1e-6, rtol=1e-6)
+
+
+@pytest.mark.parametrize("change, needle", [
+    (dict(kv_counts=[1, 2, 1, 2]), "'mimo2.attention.head_count_kv' = [1, 2, 1, 2]: not one K/V head count"),
+    (dict(fused=True), "a fused attn_qkv in a mimo2 file"),
+    (dict(sinks_on_global=True), "'blk.0.attn_sinks.weight' enters attention but compscope does not read it"),
+])
+def test_a_mimo2_gguf_compscope_does_not_read_as_llama_cpp_runs_it_is_refused_by_name(tmp_path, change, needle):
+    path = write_mimo2(tmp_path / "m.gguf", build(VARIANT), **change)
+    with pytest.raises(compscope.UnsupportedModelError) as e:
+        compscope.load(path)
+    assert needle in str(e.value)

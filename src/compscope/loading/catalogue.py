@@ -201,9 +201,7 @@ def why_not(model_type: object) -> str | None:
 #: GGUF architectures of models compscope reads from their HuggingFace folders, whose GGUF layout it does not map
 GGUF_LAYOUT_NOT_READ: dict[str, str] = {
     "gptj": ("compscope reads this model from its HuggingFace folder; llama.cpp names the architecture but builds no "
-             "model of it (its loader refuses such a file), so no layout of its tensors is defined to read"),
-    "mimo2": ("compscope reads this model from its HuggingFace folder; llama.cpp's layout of MiMo-V2-Flash files is not "
-              "mapped yet")}
+             "model of it (its loader refuses such a file), so no layout of its tensors is defined to read")}
 
 
 def why_not_gguf(arch: object) -> str | None:

@@ -126,6 +126,8 @@ ARCHS = {
     # layer), no positions (rules.latent_attention)
     "minicpm3": ("minicpm3", False, False),  # MiniCPM3: multi-head latent attention, rows as HF's (halves rotated),
     # LongRoPE's factors as tensors, muP's scalars llama.cpp's constants (rules.latent_attention)
+    "mimo2": ("mimo_v2_flash", False, False),  # MiMo-V2-Flash: rows as HF's (rotate-half on part of each head), its
+    # per-layer K/V heads, sinks, narrow values and value scale (rules.mimo2), the prediction blocks left out
     "deci": ("nemotron-nas", True, False),  # Nemotron-NAS (and DeciLM-7B): a Llama to llama.cpp (rows permuted), head
     # counts per layer as block_configs (rules.deci), Llama 3's scaling as rope_freqs
 }
@@ -150,7 +152,7 @@ _LONGROPE = ("phi3", "phimoe", "minicpm3")
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
 _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid", "nemotron",  # (granitehybrid: Bamba's half)
                    "qwen3next", "qwen35", "qwen35moe",  # (a quarter of each head)
-                   "minimax-m2", "phi3", "glm4", "glm4moe"}  # (phi3: Phi-4-mini's three quarters; GLM's: half)
+                   "minimax-m2", "phi3", "glm4", "glm4moe", "mimo2"}  # (phi3: Phi-4-mini's three quarters; GLM's: half)
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
 _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
                     for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2", "bert", "nomic-bert",
@@ -239,6 +241,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         n_kv, ssm_layers = rules.kv_heads_per_layer(path, arch, cfg, n_kv, "a Kimi Delta Attention layer")
         cfg["layer_types"] = ["linear_attention" if i in ssm_layers else "full_attention"
                               for i in range(cfg["num_hidden_layers"])]
+    if arch == "mimo2":  # twice the K/V heads on the sliding layers
+        n_kv = rules.mimo2_kv_heads(path, arch, cfg, fields, n_kv)
     if arch == "gemma4":  # local and global layers of their own head widths and K/V head counts
         n_kv = rules.gemma4(path, arch, cfg, fields, infos, n_kv)
     if arch in _LATENT:  # (each head its own key once the latents are expanded; read after the rope scaling)
@@ -331,6 +335,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
                                     "attends causally is not the bidirectional encoder compscope reads")
     if arch == "llama4":
         cfg.update(rules.llama4(fields, arch))
+    if arch == "mimo2":
+        rules.mimo2(path, arch, cfg, fields, infos)
     if arch in _LATENT:
         head_dim = rules.latent_attention(path, arch, cfg, fields, infos)
     if arch in ("t5", "t5encoder"):

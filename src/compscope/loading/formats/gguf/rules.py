@@ -99,11 +99,12 @@ def jamba_period(path: Path, arch: str, n_layers: int, ssm_layers: set[int]) -> 
 
 
 def mtp_blocks(path: Path, arch: str, fields: dict) -> int:
-    """How many multi-token-prediction blocks a GLM-4.5, GLM-5, Qwen3.5, Nemotron 3, EXAONE MoE, DeepSeek-V3 or
-    Mistral 4 file holds after its last layer (``nextn_predict_layers``, counted in ``block_count``; llama.cpp's
-    converter leaves DeepSeek-V3's out, and a file that keeps them says so); 0 for other architectures."""
+    """How many multi-token-prediction blocks a GLM-4.5, GLM-5, Qwen3.5, Nemotron 3, EXAONE MoE, DeepSeek-V3,
+    Mistral 4 or MiMo-V2-Flash file holds after its last layer (``nextn_predict_layers``, counted in
+    ``block_count``; llama.cpp's converter leaves DeepSeek-V3's out, and a file that keeps them says so); 0 for other
+    architectures."""
     if arch not in ("glm4moe", "qwen3next", "qwen35", "qwen35moe", "nemotron_h_moe", "exaone-moe", "deepseek2",
-                    "mistral4", "glm-dsa"):
+                    "mistral4", "glm-dsa", "mimo2"):
         return 0
     n = fields.get(f"{arch}.nextn_predict_layers", 0)
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
@@ -278,6 +279,53 @@ def deci(path: Path, arch: str, cfg: dict, fields: dict, n_heads, n_kv) -> tuple
     cfg.pop("num_key_value_heads", None)
     cfg.update(num_attention_heads=H, block_configs=blocks)
     return H, tuple(kv), {i for i, b in enumerate(blocks) if b["attention"]["n_heads_in_group"] is None}
+
+
+def mimo2_kv_heads(path: Path, arch: str, cfg: dict, fields: dict, n_kv) -> int:
+    """MiMo-V2-Flash's K/V head counts as llama.cpp's converter writes them, one per block (its
+    multi-token-prediction blocks' after the layers'): the global layers' count, and twice it on each sliding layer
+    (``attention.sliding_window_pattern``, 1 on a sliding layer), as transformers builds the model and compscope's
+    family reads it; another count is refused. ``cfg`` gets the global layers' count, which is returned."""
+    n = cfg["num_hidden_layers"]
+    pattern = fields.get(f"{arch}.attention.sliding_window_pattern")
+    counts = n_kv if isinstance(n_kv, list) else [n_kv] * n
+    if not isinstance(pattern, list) or len(pattern) < n or len(counts) < n:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.sliding_window_pattern' and "
+                                    f"'.head_count_kv' must give each of the {n} layers its kind and K/V heads, as "
+                                    "llama.cpp's converter writes them")
+    own = {c // 2 if p else c for c, p in zip(counts[:n], pattern[:n])}
+    if len(own) != 1 or any(p and c % 2 for c, p in zip(counts[:n], pattern[:n])):
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.head_count_kv' = {n_kv!r}: not one K/V "
+                                    "head count on the global layers and twice it on the sliding ones, which is "
+                                    "what compscope reads of MiMo-V2-Flash (transformers builds it so)")
+    cfg["num_key_value_heads"] = own.pop()
+    return cfg["num_key_value_heads"]
+
+
+def mimo2(path: Path, arch: str, cfg: dict, fields: dict, infos: list) -> None:
+    """MiMo-V2-Flash's settings as llama.cpp runs a file of it, in the keys its family reads: each layer type's
+    rotary base (``rope.freq_base``; ``rope.freq_base_swa``, else llama.cpp's 10 000) and rotated share
+    (``rope.dimension_count`` of ``attention.key_length``) as ``rope_parameters``; the value heads' width
+    (``attention.value_length``) and their scale (``attention.value_scale``; none: 1, llama.cpp scales nothing);
+    the window as stated (llama.cpp's window, keys less than ``sliding_window`` back). A fused ``attn_qkv`` (MiMo-V2.5's
+    conversion) and rope scaling are refused."""
+    if any(i.name.endswith("attn_qkv.weight") for i in infos):
+        raise UnsupportedModelError(f"{path}: a fused attn_qkv in a {arch} file (MiMo-V2.5's conversion): its value "
+                                    "rows are narrower than its key rows and its K/V head counts differ between "
+                                    "layers, which compscope does not split; MiMo-V2-Flash's separate attn_q, attn_k, "
+                                    "attn_v are read")
+    if cfg.pop("rope_scaling", None):
+        raise UnsupportedModelError(f"{path}: rope scaling in a {arch} file ('{arch}.rope.scaling.type'): not read")
+    share = cfg.pop("partial_rotary_factor", 1.0)
+    local = cfg.pop("rope_local_base_freq", 10000.0)
+    full = cfg.pop("rope_theta", 10000.0)  # (llama.cpp's default base)
+    cfg["rope_parameters"] = {
+        "full_attention": {"rope_type": "default", "rope_theta": full, "partial_rotary_factor": share},
+        "sliding_attention": {"rope_type": "default", "rope_theta": local, "partial_rotary_factor": share}}
+    value = fields.get(f"{arch}.attention.value_length")
+    if value is not None:
+        cfg["v_head_dim"] = value
+    cfg["attention_value_scale"] = fields.get(f"{arch}.attention.value_scale") or 1.0
 
 
 def nemotron_h(path: Path, arch: str, cfg: dict, fields: dict, n_heads, n_kv) -> tuple[int, int, set[int]]:
