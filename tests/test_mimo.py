@@ -184,3 +184,22 @@ def test_a_mimo2_gguf_compscope_does_not_read_as_llama_cpp_runs_it_is_refused_by
     with pytest.raises(compscope.UnsupportedModelError) as e:
         compscope.load(path)
     assert needle in str(e.value)
+
+
+@pytest.mark.parametrize("stated, scale", [("absent", 0.707), (None, 1.0), (0.5, 0.5)])
+def test_the_value_scale_is_transformers_whether_stated_null_or_missing(tmp_path, stated, scale):
+    """transformers scales the values by 0.707 where the config states no ``attention_value_scale``, by 1 where it
+    states null: each folder's W_V is the values' projection times that scale, as the model object built from it."""
+    model = build(VARIANT)
+    model.save_pretrained(tmp_path)
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    if stated == "absent":
+        cfg.pop("attention_value_scale")
+    else:
+        cfg["attention_value_scale"] = stated
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    built = transformers.AutoModelForCausalLM.from_pretrained(tmp_path)
+    assert built.model.layers[0].self_attn.v_scale == pytest.approx(scale)
+    hw = compscope.load(tmp_path)
+    v = model.model.layers[0].self_attn.v_proj.weight.detach().reshape(1, 8, -1)
+    torch.testing.assert_close(hw.W_V[0, :, :8], (v * scale).expand(2, -1, -1), atol=1e-6, rtol=1e-6)

@@ -49,7 +49,8 @@ _RELEASED = ("hybrid_layer_pattern", "swa_num_key_value_heads", "swa_num_attenti
 def as_transformers_builds(cfg: dict, where: str, layer_types) -> dict:
     """``cfg`` as transformers builds MiMo-V2-Flash from it: its defaults where a key is missing (``head_dim`` 192,
     ``v_head_dim`` 128, ``num_key_value_heads`` 4, ``sliding_window`` 129, or ``sliding_window_size`` + 1,
-    ``rms_norm_eps`` 1e-5, ``rope_parameters`` :data:`_DEFAULT_ROPE`), and each released key of :data:`_RELEASED`
+    ``rms_norm_eps`` 1e-5, ``attention_value_scale`` 0.707, and 1 where it is null, ``rope_parameters``
+    :data:`_DEFAULT_ROPE`), and each released key of :data:`_RELEASED`
     checked against what that builds (a disagreement refused by name: transformers would run another model than the
     key says) and left out."""
     out = {k: v for k, v in cfg.items() if k not in _RELEASED}
@@ -57,6 +58,9 @@ def as_transformers_builds(cfg: dict, where: str, layer_types) -> dict:
     out.setdefault("v_head_dim", 128)
     out.setdefault("num_key_value_heads", 4)
     out.setdefault("rms_norm_eps", 1e-5)
+    if out.get("attention_value_scale", 0.707) is None:  # (transformers: none stated, 0.707; stated None, 1)
+        out["attention_value_scale"] = 1.0
+    out.setdefault("attention_value_scale", 0.707)
     if cfg.get("sliding_window_size") is not None:  # (transformers' window is one more)
         out["sliding_window"] = integer(cfg, where, "sliding_window_size") + 1
     out.setdefault("sliding_window", 129)
@@ -135,9 +139,9 @@ class MimoV2Flash(LlamaLike):
         ckpt = dataclasses.replace(ckpt, config=cfg)
         d = integer(cfg, where, "hidden_size")
         H = integer(cfg, where, "num_attention_heads", high=MAX_HEADS)
-        r = integer(cfg, where, "head_dim", default=192)  # (transformers' default)
-        w = integer(cfg, where, "v_head_dim", default=128, high=r)
-        scale = number(cfg, where, "attention_value_scale", default=0.707, open_low=True)
+        r = integer(cfg, where, "head_dim")  # (as_transformers_builds: each with transformers' default)
+        w = integer(cfg, where, "v_head_dim", high=r)
+        scale = number(cfg, where, "attention_value_scale", open_low=True)
         n = integer(cfg, where, "num_hidden_layers", high=MAX_LAYERS)
         types = cls.layer_types(cfg, n, where)
         counts = cls.kv_heads_per_layer(cfg, n, H, where)
