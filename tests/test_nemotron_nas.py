@@ -299,5 +299,9 @@ def test_the_catalogue_says_it_is_read_for_the_weights_alone():
     assert read and "read by the nemotron_nas family" in line
     assert "weights only: transformers has no model of it" in line
     assert "but nemotron_nas's (transformers has no model of it)" in catalogue.markdown()
+    read, line = catalogue.lookup("deci")  # (a GGUF architecture transformers' reader names but cannot run)
+    assert read and line == ("deci: GGUF architecture 'deci', read by the nemotron_nas family (weights only: "
+                             "transformers' GGUF reader names it, but transformers has no model of the type it makes "
+                             "of it (Nemotron-NAS and DeciLM run through their own code, which compscope does not run))")
     read, line = catalogue.lookup("llama")
     assert read and "read by the llama family" in line and "transformers has no model of it" not in line

@@ -249,6 +249,8 @@ def lookup(name: str, only: str | None = None) -> tuple[bool, str]:
     it as either, or the one that reads its language model (a vision-language model's
     ``text_config``, as transformers builds it), or why it is not read, or that compscope does not
     know it. ``only``: ``'model_type'`` or ``'gguf'``, to look it up as that alone."""
+    from .formats import gguf
+
     entries = families()
     said = []
     for e in entries:
@@ -256,8 +258,8 @@ def lookup(name: str, only: str | None = None) -> tuple[bool, str]:
             said.append(f"model_type {name!r}, read by the {e.family} family ({e.about}"
                         + ("" if e.on_data else "; weights only: transformers has no model of it") + ")")
         if name in e.gguf and only != "model_type":
-            runs = ("also on data" if name in e.gguf_on_data
-                    else "weights only: transformers' GGUF reader does not read it")
+            unread = gguf.why_not_run(name) or "transformers' GGUF reader does not read it"
+            runs = "also on data" if name in e.gguf_on_data else f"weights only: {unread}"
             said.append(f"GGUF architecture {name!r}, read by the {e.family} family ({runs})")
     if not any(s.startswith("model_type") for s in said) and only != "gguf":
         inner = _language_model_type(name)

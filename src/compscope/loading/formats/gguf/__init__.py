@@ -33,11 +33,11 @@ from ...checkpoint import Checkpoint, one_line
 from ....errors import LoadError
 from .files import architecture, open_shards, shard_set, shards
 from .metadata import ARCHS, config
-from .runtime import divides_frequencies, runtime_config, transformers_reads
+from .runtime import divides_frequencies, runtime_config, transformers_reads, why_not_run
 from .tensors import checkpoint
 
 __all__ = ["ARCHS", "architecture", "architectures", "divides_frequencies", "open_gguf", "open_shards", "read",
-           "read_config", "recognise", "runtime_config", "shard_set", "shards", "transformers_reads"]
+           "read_config", "recognise", "runtime_config", "shard_set", "shards", "transformers_reads", "why_not_run"]
 
 
 def architectures() -> dict[str, str]:

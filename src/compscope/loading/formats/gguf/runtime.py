@@ -134,6 +134,12 @@ def divides_frequencies(path: str | Path) -> bool:
     return any(info.name == "rope_freqs.weight" for info, _, _ in located)
 
 
+def why_not_run(arch: str) -> str | None:
+    """Why transformers cannot run a GGUF file of architecture ``arch`` that its GGUF reader lists (:data:`_NOT_RUN`),
+    or None."""
+    return _NOT_RUN.get(arch)
+
+
 def transformers_reads() -> set[str] | None:
     """The GGUF architectures the installed ``transformers`` reads (as llama.cpp names them; not those
     of :data:`_NOT_RUN`, which it reads as another model), or None when it does not say where compscope
