@@ -290,6 +290,10 @@ def test_the_data_based_commands_refuse_it_by_name_before_loading_anything(tmp_p
     with pytest.raises(UnsupportedModelError, match=r"m\.gguf: a GGUF file of architecture 'deci': transformers' GGUF "
                                                     r"reader names it, but transformers has no model"):
         compscope.validate(path)
+    deci = write(tmp_path / "d", deci_config(), tensors(DECI_KV))
+    with pytest.raises(UnsupportedModelError, match=r"d: a model of type 'deci' \(decilm\), which transformers has no "
+                                                    r"model of"):
+        compscope.validate(deci)
 
 
 def test_the_catalogue_says_it_is_read_for_the_weights_alone():
@@ -298,10 +302,50 @@ def test_the_catalogue_says_it_is_read_for_the_weights_alone():
     read, line = catalogue.lookup("nemotron-nas")
     assert read and "read by the nemotron_nas family" in line
     assert "weights only: transformers has no model of it" in line
-    assert "but nemotron_nas's (transformers has no model of it)" in catalogue.markdown()
-    read, line = catalogue.lookup("deci")  # (a GGUF architecture transformers' reader names but cannot run)
+    assert "runs on data, but those of decilm and nemotron_nas, which transformers has no model of." in \
+        catalogue.markdown()
+    read, line = catalogue.lookup("deci", only="gguf")  # (transformers' GGUF reader names it, cannot run it)
     assert read and line == ("deci: GGUF architecture 'deci', read by the nemotron_nas family (weights only: "
                              "transformers' GGUF reader names it, but transformers has no model of the type it makes "
                              "of it (Nemotron-NAS and DeciLM run through their own code, which compscope does not run))")
+    read, line = catalogue.lookup("deci", only="model_type")  # (DeciLM-7B's folders)
+    assert read and "read by the decilm family" in line and line.endswith("weights only: transformers has no model of it)")
     read, line = catalogue.lookup("llama")
     assert read and "read by the llama family" in line and "transformers has no model of it" not in line
+
+
+#: DeciLM-7B's layers: every one attends, each with its own K/V head count
+DECI_KV = [2, 1, 4]
+
+
+def deci_config(**over) -> dict:
+    """A config as DeciLM-7B's (``deci``: a LlamaConfig with ``num_key_value_heads_per_layer``, dynamic NTK rope)."""
+    cfg = {"architectures": ["DeciLMForCausalLM"], "model_type": "deci", "hidden_size": D, "num_attention_heads": H,
+           "num_key_value_heads_per_layer": DECI_KV, "num_hidden_layers": 3, "intermediate_size": 64,
+           "hidden_act": "silu", "rms_norm_eps": 1e-5, "rope_theta": 500.0,
+           "rope_scaling": {"type": "dynamic", "factor": 2.0}, "max_position_embeddings": 128, "vocab_size": V,
+           "tie_word_embeddings": False, "attention_bias": False, "pretraining_tp": 1, "torch_dtype": "float32"}
+    return {**cfg, **over}
+
+
+def test_a_decilm_folder_is_each_layer_transformers_llama_layer_with_its_own_kv_heads(tmp_path):
+    """DeciLM-7B's layers (2, 1 and 4 K/V heads, every layer attending): each layer recomputed from the canonical
+    weights is transformers' Llama layer with that count (float32, 1e-5); dynamic NTK scaling leaves the stated
+    frequencies within max_position_embeddings, read so and noted."""
+    sd = tensors(DECI_KV)
+    hw = compscope.load(write(tmp_path / "m", deci_config(), sd))
+    assert hw.meta.family == "decilm" and hw.W_K.shape[:2] == (3, 4)
+    x = torch.randn(2, 12, D, generator=torch.Generator().manual_seed(3))
+    for i, kv in enumerate(DECI_KV):
+        ref = _attention_out(_llama_layer(kv, None, sd, i), x)
+        torch.testing.assert_close(attention_forward(hw, i, x), ref, atol=1e-5, rtol=1e-5)
+    assert any("dynamic NTK rope scaling (factor 2): the stated frequencies on sequences up to "
+               "max_position_embeddings = 128 tokens" in n for n in hw.meta.notes)
+
+
+@pytest.mark.parametrize("counts", [[2, 1], [2, 3, 4], None])
+def test_decilm_kv_counts_that_are_not_one_per_layer_dividing_the_heads_are_refused(tmp_path, counts):
+    folder = write(tmp_path / "m", deci_config(num_key_value_heads_per_layer=counts), tensors(DECI_KV))
+    with pytest.raises(LoadError, match=r"'num_key_value_heads_per_layer' = .* is not one K/V head count per layer "
+                                        r"\(3\), each dividing num_attention_heads = 8"):
+        compscope.load(folder)

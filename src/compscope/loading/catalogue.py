@@ -445,6 +445,7 @@ def markdown() -> str:
     from .builtin import BUILTINS
 
     entries = families()
+    weights_only = [e.family for e in entries if not e.on_data]
     lines = ["# Models compscope reads", "",
              "Written by `compscope models --markdown`; `compscope models NAME` answers for one `model_type` or GGUF "
              "architecture. A vision-language model is read where its language model's `model_type` is (its "
@@ -458,8 +459,8 @@ def markdown() -> str:
               "GGUF architectures in **bold** are also run on data (`validate`, `intervene`, labels) from the file, "
               f"by transformers' GGUF reader ({_transformers_said()}); the others are read for the weight-only "
               "commands (for data, use the model's HuggingFace folder). Every HuggingFace folder of a family runs on "
-              "data" + "".join(f", but {e.family}'s (transformers has no model of it)" for e in entries
-                               if not e.on_data) + ".", "",
+              "data" + (f", but those of {' and '.join(weights_only)}, which transformers has no model of"
+                        if weights_only else "") + ".", "",
               "| family | models | `model_type` | GGUF |", "|---|---|---|---|"]
     for e in entries:
         gguf_cell = ", ".join(f"**{a}**" if a in e.gguf_on_data else a for a in e.gguf)

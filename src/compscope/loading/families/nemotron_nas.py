@@ -11,14 +11,22 @@ of the counts, every head repeated for the query heads that read it
 settings (``ffn``) are not read. transformers has no model of this type (its files run through their own code,
 which compscope does not run): the weights are read, the data-based commands are not available. GGUF files of
 these models (llama.cpp's ``deci``) are read too, their per-layer head counts as ``block_configs``.
+
+DeciLM-7B (Deci's ``deci``, the same code's first model) is Llama's layers, every one attending, each with its own K/V
+head count (``num_key_value_heads_per_layer``), and dynamic NTK rope scaling, which turns by the stated frequencies on
+sequences up to ``max_position_embeddings`` tokens and raises the base past them: read within that context (noted).
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 from ...errors import LoadError, UnsupportedModelError
 from . import register
-from .base import MAX_HEADS, attending, is_off
-from .llama import Llama, LlamaLike
+from ..checkpoint import Checkpoint
+from ...core.heads import HeadWeights
+from .base import MAX_HEADS, attending, integer, is_off, number, rope_accept_yarn
+from .llama import Llama, LlamaLike, convert_llamalike
 
 #: the keys of a layer's ``attention`` entry that say how it attends (the others, where not off, are refused)
 _READ = ("no_op", "replace_with_linear", "n_heads_in_group")
@@ -90,3 +98,48 @@ class NemotronNas(LlamaLike):
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
         """Full attention on every layer that attends (a set window is refused with the layer's settings)."""
         return ["full_attention"] * n_layers
+
+
+def _dynamic(settings) -> bool:
+    """Whether rope settings are dynamic NTK scaling (``{"type": "dynamic", "factor": f}``)."""
+    return isinstance(settings, dict) and (settings.get("rope_type") or settings.get("type")) == "dynamic"
+
+
+@register
+class DeciLM(LlamaLike):
+    name = "decilm"
+    about = "DeciLM-7B (Deci): Llama's layers with K/V head counts of their own, dynamic NTK rope scaling"
+    model_types = ("deci",)
+    architectures = ("DeciLMForCausalLM",)
+    handled = Llama.handled | {"num_key_value_heads_per_layer"}
+    ignored = Llama.ignored | {"mlp_bias"}
+    accept = {**LlamaLike.accept, "rope_scaling": lambda v: rope_accept_yarn(v) or _dynamic(v)}
+    per_layer_heads = True
+    runs_on_data = False  # (its files' own code runs it, which compscope does not run)
+
+    @classmethod
+    def kv_heads_per_layer(cls, config: dict, n_layers: int, n_heads: int, where: str = "config") -> list[int]:
+        """``num_key_value_heads_per_layer``: one count per layer, each dividing ``n_heads``."""
+        counts = config.get("num_key_value_heads_per_layer")
+        if (not isinstance(counts, list) or len(counts) != n_layers
+                or not all(isinstance(c, int) and not isinstance(c, bool) and 0 < c <= n_heads and n_heads % c == 0
+                           for c in counts)):
+            raise LoadError(f"{where}: config key 'num_key_value_heads_per_layer' = {counts!r} is not one K/V head "
+                            f"count per layer ({n_layers}), each dividing num_attention_heads = {n_heads}")
+        return counts
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        cfg, where = ckpt.config, ckpt.source
+        cls.check_config(cfg, where)
+        scaling = cfg.get("rope_scaling")
+        if not _dynamic(scaling):
+            return convert_llamalike(ckpt, cls, cls.options)
+        factor = number(scaling, f"{where} (rope_scaling)", "factor", open_low=True)
+        context = integer(cfg, where, "max_position_embeddings", high=1 << 40)  # (a context: no width bound)
+        plain = {k: v for k, v in cfg.items() if k != "rope_scaling"}
+        hw = convert_llamalike(dataclasses.replace(ckpt, config=plain), cls, cls.options)
+        note = (f"dynamic NTK rope scaling (factor {factor:g}): the stated frequencies on sequences up to "
+                f"max_position_embeddings = {context} tokens, read so; past them the model raises the rotary base "
+                "with the length, which is not read")
+        return dataclasses.replace(hw, meta=dataclasses.replace(hw.meta, notes=hw.meta.notes + (note,)))
