@@ -285,7 +285,8 @@ def test_the_data_based_commands_refuse_it_by_name_before_loading_anything(tmp_p
     sd = tensors()
     folder, path = write(tmp_path / "m", config(), sd), write_gguf(tmp_path / "m.gguf", sd)
     with pytest.raises(UnsupportedModelError, match=r"m: a model of type 'nemotron-nas' \(nemotron_nas\), which "
-                                                    r"transformers has no model of .* the data-based commands cannot run"):
+                                                    r"transformers has no model of .* the data-based commands "
+                                                    r"cannot run"):
         compscope.validate(folder)
     with pytest.raises(UnsupportedModelError, match=r"m\.gguf: a GGUF file of architecture 'deci': transformers' GGUF "
                                                     r"reader names it, but transformers has no model"):
@@ -307,9 +308,11 @@ def test_the_catalogue_says_it_is_read_for_the_weights_alone():
     read, line = catalogue.lookup("deci", only="gguf")  # (transformers' GGUF reader names it, cannot run it)
     assert read and line == ("deci: GGUF architecture 'deci', read by the nemotron_nas family (weights only: "
                              "transformers' GGUF reader names it, but transformers has no model of the type it makes "
-                             "of it (Nemotron-NAS and DeciLM run through their own code, which compscope does not run))")
+                             "of it (Nemotron-NAS and DeciLM run through their own code, which compscope does not "
+                             "run))")
     read, line = catalogue.lookup("deci", only="model_type")  # (DeciLM-7B's folders)
-    assert read and "read by the decilm family" in line and line.endswith("weights only: transformers has no model of it)")
+    assert read and "read by the decilm family" in line
+    assert line.endswith("weights only: transformers has no model of it)")
     read, line = catalogue.lookup("llama")
     assert read and "read by the llama family" in line and "transformers has no model of it" not in line
 
