@@ -352,3 +352,16 @@ def test_decilm_kv_counts_that_are_not_one_per_layer_dividing_the_heads_are_refu
     with pytest.raises(LoadError, match=r"'num_key_value_heads_per_layer' = .* is not one K/V head count per layer "
                                         r"\(3\), each dividing num_attention_heads = 8"):
         compscope.load(folder)
+
+
+def test_a_deci_gguf_of_decilm_reads_as_its_decilm_folder(tmp_path):
+    """DeciLM-7B's GGUF file (one query head count, each layer's K/V count) is read by the Nemotron-NAS family, its
+    folder by DeciLM's: the same heads, exactly (its dynamic rope is not in the file; the folder's is read within
+    its context, the same frequencies)."""
+    sd = tensors(DECI_KV)
+    ref = compscope.load(write(tmp_path / "m", deci_config(), sd))
+    ours = compscope.load(write_gguf(tmp_path / "m.gguf", sd, DECI_KV, one_head_count=True))
+    assert (ref.meta.family, ours.meta.family) == ("decilm", "nemotron_nas") and ours.kv_map == ref.kv_map
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
