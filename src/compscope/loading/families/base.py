@@ -368,6 +368,13 @@ def tensor2tensor_sinusoids(rows: int, d: int) -> Tensor:
     return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1).T.contiguous()
 
 
+def zero_padded(heads: Tensor, r: int) -> Tensor:
+    """``heads: (n, w, ...)``, each head held ``r`` wide: its ``w`` rows first, zero rows after them (a value
+    narrower than a query head: no product changes); itself where ``w == r``."""
+    n, w = heads.shape[:2]
+    return heads if w == r else torch.cat([heads, heads.new_zeros(n, r - w, *heads.shape[2:])], 1)
+
+
 def split_rows(w: Tensor, n_heads: int, d_head: int) -> Tensor:
     """``(n_heads*d_head, d) -> (n_heads, d_head, d)``: a projection's output rows, per head."""
     return w.reshape(n_heads, d_head, w.shape[-1])

@@ -36,7 +36,7 @@ from ...core.heads import HeadWeights, LatentNorm, Meta, Norm, Rotary
 from ...errors import UnsupportedModelError
 from . import register
 from .base import (MAX_HEADS, MAX_LAYERS, YARN_TYPES, attending, checkpoint_notes, integer, inv_freq, number,
-                   rope_accept_yarn, rope_attention_factor, rope_settings, unembedding)
+                   rope_accept_yarn, rope_attention_factor, rope_settings, unembedding, zero_padded)
 from .llama import PREFIXES, LlamaLike, with_output_gates
 
 #: the attention's projections (``q_proj`` where queries have no latent)
@@ -302,16 +302,16 @@ def _read_layer(ts, at: str, norm: str, w: _Widths, a: float, biased: bool) -> d
     up = ts.take(at + "kv_b_proj.weight", (H * (nope + w.dv), w.r_kv)).double().reshape(H, nope + w.dv, w.r_kv) * g_kv
     W_dkv, W_kr = kv_a[:w.r_kv].double(), kv_a[w.r_kv:].double()
     # rows: the rotated dims first (every head's key shares W_KR's), then the rest; YaRN's factor on the rotated
-    out["W_Q"] = _padded(torch.cat([Wq[:, nope:] * a, Wq[:, :nope]], 1), r)
-    out["W_K"] = _padded(torch.cat([(W_kr * a).expand(H, rope, d), up[:, :nope] @ W_dkv], 1), r)
-    out["W_V"] = _padded(up[:, nope:] @ W_dkv, r)
+    out["W_Q"] = zero_padded(torch.cat([Wq[:, nope:] * a, Wq[:, :nope]], 1), r)
+    out["W_K"] = zero_padded(torch.cat([(W_kr * a).expand(H, rope, d), up[:, :nope] @ W_dkv], 1), r)
+    out["W_V"] = zero_padded(up[:, nope:] @ W_dkv, r)
     out["dkv"] = kv_a[:w.r_kv]
     if biased:
         b_kv_a = ts.take(at + "kv_a_proj_with_mqa.bias", (w.r_kv + rope,))
         b_dkv, b_kr = b_kv_a[:w.r_kv].double(), b_kv_a[w.r_kv:].double()
-        out["b_Q"] = None if bq is None else _padded(torch.cat([bq[:, nope:] * a, bq[:, :nope]], 1), r)
-        out["b_K"] = _padded(torch.cat([(b_kr * a).expand(H, rope), up[:, :nope] @ b_dkv], 1), r)
-        out["b_V"] = _padded(up[:, nope:] @ b_dkv, r)
+        out["b_Q"] = None if bq is None else zero_padded(torch.cat([bq[:, nope:] * a, bq[:, :nope]], 1), r)
+        out["b_K"] = zero_padded(torch.cat([(b_kr * a).expand(H, rope), up[:, :nope] @ b_dkv], 1), r)
+        out["b_V"] = zero_padded(up[:, nope:] @ b_dkv, r)
         out["bdkv"] = b_kv_a[:w.r_kv]
         out["b_O"] = ts.take(at + "o_proj.bias", (d,))
     Wo = ts.take(at + "o_proj.weight", (d, H * w.dv)).reshape(d, H, w.dv).permute(1, 0, 2)
@@ -325,11 +325,6 @@ def _each(config: dict, where: str, key: str, value: str, why: str) -> None:
     listed = config.get(key)
     if listed is not None and (not isinstance(listed, list) or any(v != value for v in listed)):
         raise UnsupportedModelError(f"{where}: config key '{key}' = {listed!r}: {why}")
-
-
-def _padded(w: torch.Tensor, r: int) -> torch.Tensor:
-    """``w`` ``(head, rows, ...)`` with zero rows appended up to ``r``."""
-    return w if w.shape[1] == r else torch.cat([w, w.new_zeros(w.shape[0], r - w.shape[1], *w.shape[2:])], 1)
 
 
 @register

@@ -30,7 +30,7 @@ from ...core.heads import HeadWeights
 from ...errors import LoadError, UnsupportedModelError
 from ..checkpoint import Checkpoint
 from . import register
-from .base import MAX_HEADS, MAX_LAYERS, integer, number, rope_accept_yarn
+from .base import MAX_HEADS, MAX_LAYERS, integer, number, rope_accept_yarn, zero_padded
 from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, listed_layer_types
 
 #: the MLP's and the experts' settings: the attention does not depend on them
@@ -149,12 +149,12 @@ class MimoV2Flash(LlamaLike):
         made = {}
         for i, g in enumerate(counts):
             at = f"{prefix}layers.{i}.self_attn."
-            made[at + "v_proj.weight"] = (lambda src=at + "v_proj.weight", g=g: _widened(
+            made[at + "v_proj.weight"] = (lambda src=at + "v_proj.weight", g=g: zero_padded(
                 ts.take(src, (g * w, d)).reshape(g, w, d) * scale, r).reshape(g * r, d), at + "v_proj.weight")
             if at + "v_proj.bias" in ts:  # (a bias transformers does not build, read as wide and then left out)
-                made[at + "v_proj.bias"] = (lambda src=at + "v_proj.bias", g=g: _widened(
+                made[at + "v_proj.bias"] = (lambda src=at + "v_proj.bias", g=g: zero_padded(
                     ts.take(src, (g * w,)).reshape(g, w) * scale, r).reshape(g * r), at + "v_proj.bias")
-            made[at + "o_proj.weight"] = (lambda src=at + "o_proj.weight": _widened(
+            made[at + "o_proj.weight"] = (lambda src=at + "o_proj.weight": zero_padded(
                 ts.take(src, (d, H * w)).T.reshape(H, w, d), r).reshape(H * r, d).T, at + "o_proj.weight")
         sinks = [ts.take(f"{prefix}layers.{i}.self_attn.sinks", (H,)) if t == "sliding_attention"
                  else torch.full((H,), float("-inf")) for i, t in enumerate(types)]
@@ -167,9 +167,3 @@ class MimoV2Flash(LlamaLike):
                  "have none, held as a sink logit of -inf"]
         meta = dataclasses.replace(hw.meta, notes=hw.meta.notes + tuple(x for x in notes if x))
         return dataclasses.replace(hw, sinks=torch.stack(sinks), meta=meta)
-
-
-def _widened(heads: torch.Tensor, r: int) -> torch.Tensor:
-    """``heads: (n, w, ...)`` each held ``r`` wide: its ``w`` rows first, zero rows after them."""
-    n, w = heads.shape[:2]
-    return heads if w == r else torch.cat([heads, heads.new_zeros(n, r - w, *heads.shape[2:])], dim=1)
