@@ -366,6 +366,13 @@ VARIANTS = [
             dict(_NO_HEAD_DIM, num_key_value_heads=HEADS, q_lora_rank=12, kv_lora_rank=10, qk_rope_head_dim=4,
                  qk_nope_head_dim=6, v_head_dim=6, n_routed_experts=4, num_experts_per_tok=2, n_group=1, topk_group=1,
                  moe_intermediate_size=16, mlp_layer_types=["dense", "sparse"])),
+    # Sarvam-105B: DeepSeek-V3's attention as transformers builds it from SarvamMLAConfig (no query latent by default),
+    # YaRN
+    Variant("sarvam-mla-latent-attention-yarn", "llama", "SarvamMLAConfig",
+            dict(_NO_HEAD_DIM, num_key_value_heads=HEADS, kv_lora_rank=10, qk_rope_head_dim=4, qk_nope_head_dim=6,
+                 v_head_dim=8, n_routed_experts=4, num_experts_per_tok=2, moe_intermediate_size=16,
+                 rope_parameters={"rope_type": "yarn", "rope_theta": 500.0, "factor": 4.0, "mscale": 0.8,
+                                  "mscale_all_dim": 0.6, "original_max_position_embeddings": 16})),
     Variant("youtu-latent-attention-tied", "llama", "YoutuConfig",
             dict(_NO_HEAD_DIM, num_key_value_heads=HEADS, q_lora_rank=12, kv_lora_rank=10, qk_rope_head_dim=4,
                  qk_nope_head_dim=6, v_head_dim=6, tie_word_embeddings=True)),

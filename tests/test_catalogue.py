@@ -56,7 +56,7 @@ def test_the_refused_model_types_are_ones_transformers_names():
 
     newer = {"deepseek_v32", "deepseek_v4", "glm4_moe_lite", "glm_moe_dsa", "kimi_k25", "gemma4", "gemma4_text",
              "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text", "minicpm3", "kimi_linear", "youtu",
-             "sarvam_mla", "bailing_hybrid", "dots3_note_text", "axk1", "laguna", "beam", "zaya", "dory",
+             "bailing_hybrid", "dots3_note_text", "axk1", "laguna", "beam", "zaya", "dory",
              "mllama_text_model", "axk2", "mistral4", "mistral_large4", "hy_v4", "hrm_text",
              "glm5_next_text", "inkling_text", "inkling2_text", "neomme", "muse_spark_text", "qwen4_exp_text",
              "diffusion_gemma_text", "step3p5", "gemma4_assistant", "gemma4_unified_assistant", "mistral_large4_text",

@@ -238,6 +238,58 @@ def test_a_mistral_4_folder_is_read_and_run_within_its_original_context(tmp_path
         runner.trace(random_ids(seq=17))
 
 
+def _sarvam_first_format(folder, target, **more):
+    """``folder``'s Sarvam-105B model saved again in ``target`` with the config in its first format (for its own code):
+    ``q_head_dim``, ``head_dim`` as ``kv_lora_rank + qk_rope_head_dim``, YaRN as ``rope_scaling`` of type
+    ``deepseek_yarn`` beside a top-level ``rope_theta``, the experts' other names."""
+    import shutil
+
+    shutil.copytree(folder, target)
+    config = json.loads((folder / "config.json").read_text())
+    rope = config.pop("rope_parameters")
+    config.pop("qk_head_dim")
+    config.update(rope_theta=rope.pop("rope_theta"), rope_scaling={**rope, "type": "deepseek_yarn"},
+                  q_head_dim=config["qk_nope_head_dim"] + config["qk_rope_head_dim"],
+                  head_dim=config["kv_lora_rank"] + config["qk_rope_head_dim"],
+                  num_experts=config.pop("n_routed_experts"), num_shared_experts=config.pop("n_shared_experts"))
+    del config["rope_scaling"]["rope_type"]
+    config.update(more)
+    (target / "config.json").write_text(json.dumps(config))
+
+
+def test_a_sarvam_105b_folder_is_read_in_either_config_format_as_transformers_runs_it(tmp_path):
+    """Sarvam-105B (``sarvam_mla``, built as DeepSeek-V3): its folder as transformers saves it, and the same weights with
+    the config in its first format, read to the same heads, each equal to what the model transformers loads from that
+    folder adds (so the translation is transformers' own); no query latent where the config names no q_lora_rank."""
+    from hf_tiny import BY_ID, build
+
+    build(BY_ID["sarvam-mla-latent-attention-yarn"]).save_pretrained(tmp_path / "saved")
+    _sarvam_first_format(tmp_path / "saved", tmp_path / "first")
+    assert json.loads((tmp_path / "first" / "config.json").read_text()).get("q_lora_rank") is None
+    saved, first = compscope.load(tmp_path / "saved"), compscope.load(tmp_path / "first")
+    assert saved.meta.family == first.meta.family == "sarvam_mla" and first.q_latent is None
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(saved, name), getattr(first, name)), name
+    assert torch.equal(saved.rotary.inv_freq, first.rotary.inv_freq) and saved.attn_scale == first.attn_scale
+    assert saved.attn_scale != 10 ** -0.5  # (YaRN's mscale(4, 0.6)² on the logits)
+    assert any("'deepseek_yarn' read as YaRN" in n for n in first.meta.notes)
+    assert any("head_dim = 14 (the first format's" in n for n in first.meta.notes)
+    assert not any("deepseek_yarn" in n or "head_dim = " in n for n in saved.meta.notes)
+    for folder, hw in ((tmp_path / "saved", saved), (tmp_path / "first", first)):
+        runner = _runs_exactly(folder, hw)
+        assert type(runner.model).__name__ == "DeepseekV3ForCausalLM"
+
+
+def test_a_sarvam_105b_first_format_config_that_disagrees_with_its_heads_is_refused(tmp_path):
+    from hf_tiny import BY_ID, build
+
+    build(BY_ID["sarvam-mla-latent-attention-yarn"]).save_pretrained(tmp_path / "saved")
+    _sarvam_first_format(tmp_path / "saved", tmp_path / "first", q_head_dim=12)
+    with pytest.raises(compscope.CompscopeError,
+                       match="'q_head_dim' = 12 disagrees with the head's qk_nope_head_dim \\+ qk_rope_head_dim = 10"):
+        compscope.load(tmp_path / "first")
+
+
 def test_deepseek_v3_2_is_read_as_dense_attention_where_its_indexer_keeps_every_key():
     """DeepSeek-V3.2 with index_topk 6: on 6 tokens the indexer selects every key and the model's attention is the
     dense one compscope reads; on 10 it drops keys and the two differ, so the runner takes at most 6 tokens."""

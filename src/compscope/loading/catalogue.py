@@ -16,16 +16,12 @@ from pathlib import Path
 
 from ..errors import one_line
 
-_MLA = ("multi-head latent attention under this model type's own layout, not read yet (compscope reads DeepSeek-V2's "
-        "and V3's, deepseek_v2 and deepseek_v3: keys and values from an RMSNorm-ed latent, the rotated part of every "
-        "key one head shared by all)")
 _ENC_DEC = ("an encoder-decoder: the decoder's cross-attention reads the encoder's output, a second residual stream "
             "that no single set of writer and reader heads spans")
 _NO_ATTENTION = "no attention heads: a recurrent or state-space model has none to compose"
 
 #: model_type -> why compscope does not read it (the architectures researchers ask for)
 NOT_READ: dict[str, str] = {
-    "sarvam_mla": _MLA,
     "axk2": ("its input norm multiplies the normed residual by an input-dependent sigmoid gate on each dim (a gated "
              "RMSNorm), and its queries read the query latent both normed and raw, so no head reads the residual "
              "through one norm and one linear map"),

@@ -1,6 +1,7 @@
 """DeepSeek-V3's multi-head latent attention (``deepseek_v3``: DeepSeek-V3, R1, V3.1; Kimi K2 and Moonlight, which
 transformers builds as DeepSeek-V3, and Kimi K2.5's language model; GLM-4.7-Flash, ``glm4_moe_lite``; Youtu-LLM,
-``youtu``; A.X K1, ``axk1``: the same attention under their own names), in Llama's pre-RMSNorm layers.
+``youtu``; A.X K1, ``axk1``: the same attention under their own names; Sarvam-105B, ``sarvam_mla``, which transformers
+builds as DeepSeek-V3), in Llama's pre-RMSNorm layers.
 
 Per layer, from the normed residual ``x``:
 
@@ -25,6 +26,7 @@ those scales, as they do not see the residual norm's (the notes say so). Values 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import ClassVar
@@ -400,6 +402,50 @@ class Mistral4(DeepseekV3):
     @classmethod
     def rotary_width(cls, nope: int, rope: int) -> int:
         return nope + rope
+
+
+def _sarvam_as_deepseek_v3(cfg: dict, where: str) -> tuple[dict, list[str]]:
+    """Sarvam-105B's first config format (written for its own code) as transformers turns it into DeepSeek-V3's, and
+    what changed: ``q_head_dim`` dropped (it must be ``qk_nope_head_dim + qk_rope_head_dim``, what transformers derives),
+    ``head_dim`` dropped (there ``kv_lora_rank + qk_rope_head_dim``; transformers derives ``qk_rope_head_dim``), and
+    ``rope_scaling`` of type ``deepseek_yarn`` made the ``rope_parameters`` of YaRN, which it is."""
+    out, changed = dict(cfg), []
+    if out.get("q_head_dim") is not None:
+        qk = integer(out, where, "qk_nope_head_dim") + integer(out, where, "qk_rope_head_dim")
+        if integer(out, where, "q_head_dim") != qk:
+            raise UnsupportedModelError(f"{where}: config key 'q_head_dim' = {out['q_head_dim']!r} disagrees with the "
+                                        f"head's qk_nope_head_dim + qk_rope_head_dim = {qk}")
+    out.pop("q_head_dim", None)
+    if out.pop("head_dim", None) not in (None, out.get("qk_rope_head_dim")):
+        changed.append(f"head_dim = {cfg['head_dim']!r} (the first format's kv_lora_rank + qk_rope_head_dim) not "
+                       "read: transformers takes qk_rope_head_dim")
+    scaling = out.get("rope_scaling")
+    if isinstance(scaling, dict) and "deepseek_yarn" in (scaling.get("type"), scaling.get("rope_type")):
+        del out["rope_scaling"]
+        out["rope_parameters"] = {**{k: v for k, v in scaling.items() if k != "type"}, "rope_type": "yarn"}
+        changed.append("rope_scaling of type 'deepseek_yarn' read as YaRN's rope_parameters, which it is")
+    return out, changed
+
+
+@register
+class SarvamMla(DeepseekV3):
+    """Sarvam-105B (``sarvam_mla``): DeepSeek-V3's attention, which transformers builds it as, from either config
+    format: transformers' own, or the first one, translated as transformers translates it
+    (:func:`_sarvam_as_deepseek_v3`); no query latent where ``q_lora_rank`` is absent (transformers' default here)."""
+
+    name = "sarvam_mla"
+    about = ("Sarvam-105B: DeepSeek-V3's multi-head latent attention, its first config format read as transformers "
+             "translates it")
+    model_types = ("sarvam_mla",)
+    architectures = ("SarvamMLAForCausalLM",)
+    handled = DeepseekV3.handled | {"q_head_dim"}
+    ignored = DeepseekV3.ignored | {"num_experts", "num_shared_experts", "num_local_experts", "num_mtp_layers"}
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        cfg, changed = _sarvam_as_deepseek_v3(ckpt.config, ckpt.source)
+        hw = super().convert(dataclasses.replace(ckpt, config=cfg))
+        return hw.replace(note="; ".join(changed)) if changed else hw
 
 
 @register

@@ -113,7 +113,7 @@ class Glm4vMoeText(Glm4Moe):
 
 @register
 class SarvamMoe(Glm4Moe):
-    """Sarvam's MoE models (Sarvam-30B, 105B): GLM-4.5's layers as transformers builds them, with other
+    """Sarvam's MoE model (Sarvam-30B): GLM-4.5's layers as transformers builds them, with other
     defaults: rotary on all of each head (base 8,000,000), per-head QK-norm on, q/k/v biases under
     ``use_qkv_bias`` (transformers' other name for ``attention_bias``). Their files (and what
     transformers saves) name the tensors otherwise: one fused ``attention.query_key_value`` (rows
@@ -121,7 +121,7 @@ class SarvamMoe(Glm4Moe):
     ``word_embeddings``; a loaded model holds GLM-4.5's names. Either is read."""
 
     name = "sarvam_moe"
-    about = "Sarvam MoE (Sarvam-30B, 105B): GLM-4.5's layers, full rotary, QK-norm"
+    about = "Sarvam MoE (Sarvam-30B): GLM-4.5's layers, full rotary, QK-norm"
     model_types = ("sarvam_moe",)
     architectures = ("SarvamMoEForCausalLM",)
     handled = Glm4Moe.handled | {"use_qkv_bias"}
