@@ -47,6 +47,16 @@ _BART = dict(vocab_size=VOCAB, d_model=D, encoder_attention_heads=HEADS, decoder
 _T5GEMMA = dict(vocab_size=VOCAB, hidden_size=D, intermediate_size=48, num_hidden_layers=2, num_attention_heads=HEADS,
                 num_key_value_heads=2, head_dim=D_HEAD, sliding_window=3, query_pre_attn_scalar=12, max_position_embeddings=64,
                 attn_logit_softcapping=5.0, layer_types=["sliding_attention", "full_attention"])
+#: T5Gemma 2's encoder's text model (Gemma 3's layers; an odd window, 2 keys on either side) and a vision tower
+#: as small as it builds (not read)
+_T5GEMMA2_TEXT = dict(vocab_size=VOCAB, hidden_size=D, intermediate_size=48, num_hidden_layers=3,
+                      num_attention_heads=HEADS, num_key_value_heads=2, head_dim=D_HEAD, query_pre_attn_scalar=12,
+                      sliding_window=5, layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                      dropout_rate=0.0,
+                      rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 5000.0},
+                                       "sliding_attention": {"rope_type": "default", "rope_theta": 700.0}})
+_T5GEMMA2_VISION = dict(hidden_size=16, intermediate_size=24, num_hidden_layers=1, num_attention_heads=2, image_size=8,
+                        patch_size=4)
 
 
 #: the kinds whose attention layers are some of the model's layers (the others Mamba, DeltaNet, recurrent, ...)
@@ -69,7 +79,7 @@ CHANNELS_FIRST = ("squeezebert",)
 
 #: the kinds that are encoders (built as AutoModel: no unembedding)
 ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_bert", "eurobert", "esm", "rotary_bert",
-            "gemma4_encoder", "esmc", "altclip", "t5", "squeezebert", "t5gemma", "bart")
+            "gemma4_encoder", "esmc", "altclip", "t5", "squeezebert", "t5gemma", "t5gemma2", "bart")
 #: the kinds built as AutoModel: the encoders, and decoders transformers builds no causal LM of its own for (a
 #: vision-language model's language model: Muse Glimmer's; CLIP's causal text encoder)
 BASE_MODELS = (*ENCODERS, "muse_glimmer", "clip", "aimv2")
@@ -712,6 +722,11 @@ VARIANTS = [
     # sliding_window, as transformers 5 masks it), soft-capped logits
     Variant("t5gemma-encoder-both-sides", "t5gemma", "T5GemmaConfig",
             dict(vocab_size=VOCAB, is_encoder_decoder=False, encoder=_T5GEMMA, decoder=_T5GEMMA)),
+    # T5Gemma 2's encoder (built alone, with its vision tower): Gemma 3's layers attending both ways, the sliding
+    # layers' window 5 split around each token as transformers masks it (2 keys on either side: an odd window)
+    Variant("t5gemma2-encoder-odd-window", "t5gemma2", "T5Gemma2EncoderConfig",
+            dict(text_config=_T5GEMMA2_TEXT, vision_config=_T5GEMMA2_VISION, mm_tokens_per_image=4,
+                 boi_token_index=VOCAB - 4, eoi_token_index=VOCAB - 3, image_token_index=VOCAB - 2)),
     # EuroBERT: Llama's layers as an encoder, grouped K/V heads, biases on all four projections
     Variant("eurobert-gqa-biases", "eurobert", "EuroBertConfig",
             dict(_LLAMA, num_key_value_heads=2, attention_bias=True, pad_token_id=0, bos_token_id=1, eos_token_id=2,
@@ -974,7 +989,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
 RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "gemma4_encoder", "glm4", "apertus", "muse_glimmer",
-                                                 "t5gemma", "aimv2",
+                                                 "t5gemma", "t5gemma2", "aimv2",
                                                  "falcon_h1",
                                                  "gemma3_bidirectional", "hyperclovax", "afmoe", "eurobert",
                                                  "recurrent_gemma", "lfm3")
@@ -1087,6 +1102,7 @@ _LAYOUT = {
     "gemma3": ("model", "layers", "input_layernorm", "post_attention_layernorm", "norm"),
     "gemma4": ("model", "layers", "input_layernorm", "post_attention_layernorm", "norm"),
     "t5gemma": ("encoder", "layers", "pre_self_attn_layernorm", "post_self_attn_layernorm", "norm"),
+    "t5gemma2": ("text_model", "layers", "pre_self_attn_layernorm", "post_self_attn_layernorm", "norm"),
     "apertus": ("model", "layers", "attention_layernorm", "self_attn", "norm"),
     "glm4": ("model", "layers", "input_layernorm", "post_self_attn_layernorm", "norm"),
     "falcon_h1": ("model", "layers", "input_layernorm", "self_attn", "final_layernorm"),

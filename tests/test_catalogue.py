@@ -78,7 +78,7 @@ def _folder(tmp_path: Path, model_type: str) -> Path:
     return folder
 
 
-@pytest.mark.parametrize("model_type", ["axk2", "cpmant", "gemma3n_text", "hunyuan_v1_dense", "t5gemma2", "paligemma",
+@pytest.mark.parametrize("model_type", ["axk2", "cpmant", "gemma3n_text", "hunyuan_v1_dense", "t5gemma2_text", "paligemma",
                                         "mobilebert", "musicgen_melody"])
 def test_a_known_architecture_is_refused_with_its_reason(tmp_path, model_type):
     with pytest.raises(compscope.UnsupportedModelError) as e:

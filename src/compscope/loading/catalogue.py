@@ -71,7 +71,8 @@ NOT_READ: dict[str, str] = {
                              "to every token"),
     "fsmt": _ENC_DEC + ("; its encoder (fairseq's layout, which keeps activations sequence-first inside the model) is "
                         "not read yet"),
-    **dict.fromkeys(("t5gemma2", "t5gemma2_text"), _ENC_DEC + "; its encoder is not read yet"),
+    "t5gemma2_text": ("T5Gemma 2's text settings alone, which no model class builds: compscope reads T5Gemma 2's "
+                      "encoder from a whole model's folder (t5gemma2) or the encoder's own (t5gemma2_encoder)"),
     "rag": ("RAG: a question encoder (DPR) and a generator (BART or T5) in one folder; compscope reads each from a "
             "folder of its own: DPR's question encoder, and the generator's encoder"),
     **dict.fromkeys(("gemma4_assistant", "gemma4_unified_assistant"), (

@@ -174,17 +174,135 @@ class Gemma3(Gemma):
         return every_nth_global(config, n_layers, where, 6)
 
     @classmethod
-    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
-        cfg = dict(ckpt.config)
+    def with_rope_defaults(cls, config: dict) -> dict:
+        """``config`` with transformers' rotary bases where it states none: 1,000,000 globally, 10,000 on the sliding
+        layers."""
+        cfg = dict(config)
         if cfg.get("rope_parameters") is None and "rope_local_base_freq" not in cfg:
             cfg["rope_local_base_freq"] = 10000.0  # HF default for the sliding layers
         cfg.setdefault("rope_theta", 1_000_000.0)
-        scalar = number(cfg, ckpt.source, "query_pre_attn_scalar", default=256, open_low=True)
-        ckpt = dataclasses.replace(ckpt, config=cfg)
-        d = integer(cfg, ckpt.source, "hidden_size")
-        opts = LlamaLikeOptions(
+        return cfg
+
+    @classmethod
+    def options(cls, cfg: dict, where: str) -> LlamaLikeOptions:
+        """How :func:`convert_llamalike` reads the family's layers under the config ``cfg``."""
+        scalar = number(cfg, where, "query_pre_attn_scalar", default=256, open_low=True)
+        d = integer(cfg, where, "hidden_size")
+        return LlamaLikeOptions(
             norm_offset=1.0, embed_scale=d**0.5, qk_norm=True, post_attn_norm=True,
             attn_scale=scalar**-0.5, default_theta=1_000_000.0,
             bidirectional=bool(cfg.get("use_bidirectional_attention")),  # EmbeddingGemma
         )
-        return convert_llamalike(ckpt, cls, opts)
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        cfg = cls.with_rope_defaults(ckpt.config)
+        return convert_llamalike(dataclasses.replace(ckpt, config=cfg), cls, cls.options(cfg, ckpt.source))
+
+
+#: the token whose embedding T5Gemma 2's encoder takes from ``eoi_embedding`` where nothing says another (transformers'
+#: T5Gemma2Encoder built alone always takes it)
+EOI_TOKEN = 256_000
+#: where its encoder's text model's tensors are: as loaded (a whole model's, with a head or without), as saved (the
+#: same), the encoder's alone
+_T5GEMMA2_PREFIXES = ("model.encoder.text_model.", "encoder.text_model.", "model.encoder.", "encoder.", "text_model.",
+                      "")
+
+
+@register
+class T5Gemma2Encoder(Gemma3):
+    """T5Gemma 2's encoder (a whole model, ``t5gemma2``, or its encoder alone, ``t5gemma2_encoder``), its text model:
+    Gemma 3's layers (``1 + w`` norms, the embedding scale, per-head QK-norm, ``query_pre_attn_scalar``, a norm on the
+    attention output, local and global rotary bases) under ``pre_self_attn_layernorm`` and
+    ``post_self_attn_layernorm``, attending both ways. Its settings are the encoder's ``text_config``.
+
+    - A sliding layer's query at ``i`` sees ``j`` with ``i − (w − 1) // 2 ≤ j ≤ i + w // 2`` (``w = sliding_window``:
+      transformers' mask takes ``(w + 1) // 2`` keys behind, the query's own among them, and ``w // 2`` ahead). Held
+      as the symmetric window ``(w + 1) // 2``; for an even ``w`` the one more key ahead shows only on sequences longer
+      than ``w // 2`` tokens, so the data runner keeps to that length (:meth:`exact_context`).
+    - The token ``eoi_token_index`` enters as ``eoi_embedding``, unscaled, not as its row of ``embed_tokens`` times
+      ``sqrt(d_model)``: that column of ``W_E``. A whole model takes the index from its config; an encoder built alone
+      takes 256,000 whatever its config says (transformers' constructor default), so compscope does too.
+    - The vision tower and its projector, and a whole model's decoder, are not read."""
+
+    name = "t5gemma2_encoder"
+    about = ("the encoder of T5Gemma 2: Gemma 3's layers attending both ways, its sliding layers' window split around "
+             "each token as transformers masks it; the vision tower not read")
+    part = "encoder"
+    model_types = ("t5gemma2", "t5gemma2_encoder")
+    architectures = ("T5Gemma2Model", "T5Gemma2ForConditionalGeneration", "T5Gemma2Encoder",
+                     "T5Gemma2ForSequenceClassification", "T5Gemma2ForTokenClassification")
+    handled = Gemma3.handled - {"use_bidirectional_attention"}
+    ignored = Gemma3.ignored | frozenset({"dropout_rate", "attn_logit_softcapping"})
+    accept = {**Gemma3.accept, "attn_logit_softcapping": lambda v: v is None}
+    hook_points = layer_hooks("pre_self_attn_layernorm", "post_self_attn_layernorm")
+    runs_as_named = True  # (the class the folder names: the encoder alone, or a whole model whose encoder is hooked)
+
+    @classmethod
+    def text_config(cls, config: dict, where: str) -> tuple[dict, int]:
+        """The encoder's text model's settings (``text_config``, of the config's ``encoder`` in a whole model) and the
+        token that takes ``eoi_embedding``."""
+        whole = config.get("model_type") == "t5gemma2"
+        enc = config.get("encoder") if whole else config
+        if not isinstance(enc, dict) or not isinstance(enc.get("text_config"), dict):
+            key = "encoder" if whole else "text_config"
+            raise LoadError(f"{where}: config key {key!r}: expected the encoder's settings with its text_config (a "
+                            "mapping)")
+        eoi = integer(config, where, "eoi_token_index", low=0, default=EOI_TOKEN) if whole else EOI_TOKEN
+        return enc["text_config"], eoi
+
+    @classmethod
+    def options(cls, cfg: dict, where: str) -> LlamaLikeOptions:
+        return dataclasses.replace(super().options(cfg, where), bidirectional=True, radius="split",
+                                   input_norm_at="pre_self_attn_layernorm",
+                                   post_attn_norm_at="post_self_attn_layernorm")
+
+    @classmethod
+    def base_model(cls, model):
+        """The encoder's text model: ``model.text_model`` of the encoder alone, ``model.encoder.text_model`` of a
+        whole model (``model.model.encoder.text_model`` under a head)."""
+        inner = getattr(model, "model", model)
+        enc = getattr(inner, "encoder", inner)
+        return getattr(enc, "text_model", enc)
+
+    @classmethod
+    def exact_context(cls, config: dict, where: str = "config") -> int | None:
+        """``sliding_window // 2`` where a sliding layer's window is even: on longer sequences its one more key ahead
+        of the query shows, which the symmetric window held leaves out."""
+        text, _ = cls.text_config(config, where)
+        types = text.get("layer_types") or []
+        w = text.get("sliding_window")
+        if not w or "sliding_attention" not in types or integer(text, where, "sliding_window") % 2:
+            return None
+        return integer(text, where, "sliding_window") // 2
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        where, ts = ckpt.source, ckpt.tensors
+        text, eoi = cls.text_config(ckpt.config, where)
+        cfg = cls.with_rope_defaults(text)
+        hw = convert_llamalike(dataclasses.replace(ckpt, config=cfg), cls, cls.options(cfg, where))
+        notes = []
+        name = next((f"{p}embed_tokens.eoi_embedding" for p in _T5GEMMA2_PREFIXES
+                     if f"{p}embed_tokens.weight" in ts and f"{p}embed_tokens.eoi_embedding" in ts), None)
+        if name is None:
+            raise LoadError(f"{where}: no tensor 'embed_tokens.eoi_embedding' beside the encoder's embed_tokens: "
+                            "T5Gemma 2's encoder embeds its end-of-image token with it")
+        e = ts.take(name, (hw.d_model,))
+        W_E = hw.W_E
+        if eoi < W_E.shape[1]:
+            W_E = W_E.clone()
+            W_E[:, eoi] = e.to(W_E.dtype)
+            notes.append(f"W_E's column {eoi} (eoi_token_index) is eoi_embedding, which the encoder takes for that "
+                         "token unscaled")
+        if any(w is not None for w in hw.sliding_window):
+            window = integer(cfg, where, "sliding_window")
+            notes.append(f"the sliding layers' window held as |i - j| <= {(window - 1) // 2}: transformers' mask takes "
+                         f"the query, {(window - 1) // 2} keys behind it and {window // 2} ahead"
+                         + (f"; the last of these, beyond what is held, shows only on sequences longer than "
+                            f"{window // 2} tokens, the longest the data runner takes" if window % 2 == 0 else ""))
+        whole = ckpt.config.get("model_type") == "t5gemma2"
+        notes.append("the encoder's text model alone: the vision tower" + (", its projector and the decoder" if whole
+                                                                           else " and its projector") + " not read")
+        meta = dataclasses.replace(hw.meta, notes=(*hw.meta.notes, *notes))
+        return dataclasses.replace(hw, W_E=W_E, meta=meta)

@@ -34,7 +34,8 @@ PREFIXES = ("model.", "", "model.language_model.", "language_model.model.", "bac
             "thinker.model.language_model.", "thinker.model.",  # (Qwen-Omni's thinker: as loaded, as released)
             "text_model.model.",  # (Emu3's files: its causal language model as text_model)
             "esmc.",  # (ESM C's head models)
-            "encoder.", "model.encoder.")  # (T5Gemma's encoder, alone or in the whole model)
+            "encoder.", "model.encoder.",  # (T5Gemma's encoder, alone or in the whole model; T5Gemma 2's files)
+            "model.encoder.text_model.", "encoder.text_model.")  # (T5Gemma 2's encoder's text model as loaded)
 
 
 @dataclass
@@ -84,7 +85,9 @@ class LlamaLikeOptions:
     bidirectional: bool = False  # EmbeddingGemma: every query sees keys on both sides, a window of sliding_window // 2
     # on either side (the window held as sliding_window // 2 + 1); an encoder, so no unembedding
     radius: str = "half"  # a bidirectional window's keys on either side: 'half' of sliding_window (EmbeddingGemma),
-    # 'whole' (UltraBERT: |i − j| ≤ sliding_window, held as sliding_window + 1)
+    # 'whole' (UltraBERT: |i − j| ≤ sliding_window, held as sliding_window + 1), 'split' (T5Gemma 2: the query and
+    # (w − 1) // 2 keys behind it, w // 2 ahead, held as (w + 1) // 2, |i − j| ≤ (w − 1) // 2; the family's
+    # exact_context keeps data runs where the one more key ahead of an even window never shows)
 
 
 LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -300,7 +303,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         W_U, head_note = None, "bidirectional attention (an encoder): no unembedding read (W_U is None)"
         if window is not None:  # (EmbeddingGemma's transformers halves the stated window, both sides of the query)
             size = integer(cfg, where, "sliding_window")
-            window = size + 1 if opts.radius == "whole" else size // 2 + 1
+            window = {"whole": size + 1, "split": (size + 1) // 2}.get(opts.radius, size // 2 + 1)
     freqs, rope_notes, amplitudes, kinds, mrope = [], [], set(), set(), None
     rot_dim = r
     for t in types:
