@@ -946,6 +946,12 @@ VARIANTS = [
     Variant("pegasus-encoder-pre-ln", "bart", "PegasusConfig", dict(_BART, scale_embedding=True)),
     Variant("m2m100-encoder-pre-ln", "bart", "M2M100Config", dict(_BART, pad_token_id=1, scale_embedding=True)),
     Variant("blenderbot-encoder-pre-ln", "bart", "BlenderbotConfig", dict(_BART)),
+    # FSMT's encoder (fairseq's WMT19): post-LN as Marian's, M2M100's sinusoids from row pad_token_id + 1, the residual
+    # sequence-first inside the encoder
+    Variant("fsmt-encoder-sequence-first", "bart", "FSMTConfig",
+            dict(langs=["en", "de"], src_vocab_size=VOCAB, tgt_vocab_size=VOCAB, d_model=D,
+                 encoder_attention_heads=HEADS, decoder_attention_heads=HEADS, encoder_layers=2, decoder_layers=1, encoder_ffn_dim=48,
+                 decoder_ffn_dim=48, max_position_embeddings=32, pad_token_id=1, scale_embedding=True)),
     # BigBird-Pegasus's encoder as transformers runs short sequences: full attention, Pegasus's pre-LN layers, q/k/v
     # biases (use_bias), learned positions from row 0, the last norm named layernorm_embedding
     Variant("bigbird-pegasus-encoder-full-attention", "bart", "BigBirdPegasusConfig",
@@ -1005,7 +1011,10 @@ _BROKEN_IN_4 = {"stablelm-qk-layernorm-per-head": "StableLM's weight init fails 
                 "recurrent-gemma-local-mqa": "RecurrentGemma attends without its window within one forward pass",
                 # (compscope reads transformers 5's window: test_bidirectional_rotary's T5Gemma folder test)
                 "t5gemma-encoder-both-sides": "T5Gemma's sliding layers are masked one token narrower "
-                                              "(|i − j| < sliding_window)"}
+                                              "(|i − j| < sliding_window)",
+                # (the encoder, all compscope runs, runs: test_bart's FSMT folder tests)
+                "fsmt-encoder-sequence-first": "FSMT's whole model fails in its decoder's cache (FSMTDecoder has no "
+                                               "config)"}
 
 
 def make_config(variant: Variant, **overrides):
@@ -1219,7 +1228,9 @@ def _modules(model, kind: str):
 
 #: the model types of BART's kin, built whole
 _BART_KIN = ("bart", "blenderbot-small", "marian", "pegasus", "m2m_100", "blenderbot", "plbart", "mvp", "nllb-moe", "led",
-             "bigbird_pegasus", "prophetnet")
+             "bigbird_pegasus", "prophetnet", "fsmt")
+#: the model types whose encoder keeps its residual sequence-first, (seq, batch, d_model): hooked tensors are turned
+SEQUENCE_FIRST = ("fsmt",)
 
 #: LayoutLM's 2-D position tables, each read at row 0 for a box (0, 0, 0, 0): x and y twice (both corners), h and w once
 BOX_TABLES = ("x_position_embeddings", "y_position_embeddings", "h_position_embeddings", "w_position_embeddings")
@@ -1247,7 +1258,7 @@ def _added(output) -> torch.Tensor:
 
 
 def _first(args, kwargs):
-    return args[0] if args else kwargs["hidden_states"]
+    return args[0] if args else kwargs["hidden_states" if "hidden_states" in kwargs else "query"]  # (FSMT's: query)
 
 
 def model_inputs(model, ids: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -1286,6 +1297,8 @@ def capture(model, kind: str, ids: torch.Tensor) -> Capture:
     div = [math.prod(scalars[:i]) for i in range(len(pairs))]
     n = ids.shape[1]  # (Longformer pads the sequence to a multiple of its window: its hooked tensors are cut back)
     turn = (lambda x: x.transpose(1, 2)) if kind in CHANNELS_FIRST else (lambda x: x)  # noqa: E731
+    if getattr(model.config, "model_type", None) in SEQUENCE_FIRST:
+        turn = lambda x: x.transpose(0, 1)  # noqa: E731
     for i, (rm, om) in enumerate(pairs):
         handles.append(rm.register_forward_pre_hook(
             lambda m, a, k, i=i: resid.__setitem__(i, turn(_first(a, k))[:, :n].detach().clone() / div[i]),

@@ -1,9 +1,10 @@
-"""The encoders of BART's kin (BART, PLBART, MVP, BlenderBot-small, Marian, Pegasus, M2M100/NLLB, NLLB-MoE,
-BlenderBot), saved whole as their makers save them: read as the encoder alone, run as the encoder of the model the
-folder names, every layer recomputed from the weights equal to what it adds, and the residual the first layer reads
-equal to the embeddings as compscope holds them (positions from the row each model numbers them from; sinusoids stored
-or computed). mBART and MVP with prompts refused with their reasons. The family-wide suites (hooks, processing,
-runner, interventions by brute force) run the tiny variants of ``hf_tiny``."""
+"""The encoders of BART's kin (BART, PLBART, MVP, BlenderBot-small, Marian, Pegasus, M2M100/NLLB, NLLB-MoE, BlenderBot;
+FSMT, whose encoder keeps its activations sequence-first), saved whole as their makers save them: read as the encoder
+alone, run as the encoder of the model the folder names, every layer recomputed from the weights equal to what it
+adds, and the residual the first layer reads equal to the embeddings as compscope holds them (positions from the row
+each model numbers them from; sinusoids stored or computed). mBART and MVP with prompts refused with their reasons.
+The family-wide suites (hooks, processing, runner, interventions by brute force) run the tiny variants of
+``hf_tiny``."""
 
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ _WHOLE = [
     ("MvpForConditionalGeneration", "MvpConfig", {}, "bart_encoder", 2),
     ("NllbMoeForConditionalGeneration", "NllbMoeConfig", dict(num_experts=2, encoder_sparse_step=2, decoder_sparse_step=2,
                                                               expert_capacity=64), "nllb_moe_encoder", 2),
+    ("FSMTForConditionalGeneration", "FSMTConfig", dict(langs=["en", "de"], src_vocab_size=_BART["vocab_size"],
+                                                        scale_embedding=True), "fsmt_encoder", 1),
 ]
 
 
@@ -90,6 +93,50 @@ def test_marian_without_its_stored_table_reads_the_sinusoids_transformers_comput
     assert torch.equal(runner.model.get_encoder().embed_positions.weight.detach().T, hw.W_pos)
     angle = torch.arange(40, dtype=torch.float64)[:, None] * 1e4 ** (-torch.arange(0, 32, 2, dtype=torch.float64) / 32)
     torch.testing.assert_close(hw.W_pos.T.double(), torch.cat([angle.sin(), angle.cos()], 1), atol=1e-6, rtol=0)
+
+
+def test_fsmt_without_its_stored_table_reads_the_sinusoids_it_computes_and_its_own_token_table(tmp_path):
+    """An FSMT folder whose files hold no position table: compscope computes its tensor2tensor sinusoids from row
+    ``pad_token_id + 1`` (the closed form, and the table transformers builds the model with); the run agrees. Without
+    the encoder's token table and with tie_word_embeddings false, the decoder's is not taken for it: refused by name."""
+    import math
+
+    from safetensors.torch import load_file, save_file
+
+    from compscope.data.runner import layer_state, runner_for
+
+    config = transformers.FSMTConfig(**{**_BART, "langs": ["en", "de"], "src_vocab_size": _BART["vocab_size"],
+                                        "pad_token_id": 3, "max_position_embeddings": 40})
+    perturbed(lambda: transformers.FSMTForConditionalGeneration(config), seed=2, scale=0.2).save_pretrained(tmp_path)
+    tensors = load_file(tmp_path / "model.safetensors")
+    kept = {k: v.clone() for k, v in tensors.items() if not k.endswith("embed_positions.weight")}  # (off the file)
+    save_file(kept, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    hw = compscope.load(tmp_path)
+    assert any("computed as the model computes them, position p at the table's row p + 4 (pad_token_id + 1), 40 of "
+               "them" in n for n in hw.meta.notes)
+    half = 16
+    f = torch.exp(torch.arange(half, dtype=torch.float64) * -(math.log(10000) / (half - 1)))
+    angle = torch.arange(4, 44, dtype=torch.float64)[:, None] * f
+    torch.testing.assert_close(hw.W_pos.T.double(), torch.cat([angle.sin(), angle.cos()], 1), atol=4e-6,
+                               rtol=0)  # (angles in float32, as the model computes them)
+    runner = runner_for(tmp_path, progress=False, device="cpu")
+    table = runner.model.get_encoder().embed_positions.weight.detach()
+    torch.testing.assert_close(hw.W_pos, table[4:44].T, atol=1e-6, rtol=0)
+    ids = _ids(3)
+    trace = runner.trace(ids)
+    summed = (hw.W_E[:, ids] + hw.W_pos[:, None, : ids.shape[1]]).permute(1, 2, 0)
+    torch.testing.assert_close(summed, trace.resid[0], atol=ATOL, rtol=0)
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
+                                   atol=ATOL, rtol=0)
+    untied = tmp_path / "untied"  # (a folder of its own: the files above stay mapped)
+    untied.mkdir()
+    (untied / "config.json").write_text((tmp_path / "config.json").read_text())
+    save_file({k: v for k, v in kept.items() if k != "model.encoder.embed_tokens.weight"},
+              untied / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(compscope.LoadError, match="no tensor 'encoder.embed_tokens.weight' .*tie_word_embeddings "
+                                                  "false"):
+        compscope.load(untied)
 
 
 def test_mbart_and_mvp_with_prompts_are_refused_with_their_reasons(tmp_path):

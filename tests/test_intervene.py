@@ -457,7 +457,9 @@ def _encoder_modules(model) -> dict:
                 "mlp": lambda b: b.feed_forward.output if hasattr(b, "feed_forward") else b.fc2,
                 "clean_reads": lambda b, kind, clean: _clean_reads(tuple(getattr(a(b), n) for n in names), kind, clean),
                 # (ProphetNet returns the logits as its attentions, before their softmax)
-                "probs": (lambda p: p.softmax(-1)) if names[0] == "query_proj" else (lambda p: p)}
+                "probs": (lambda p: p.softmax(-1)) if names[0] == "query_proj" else (lambda p: p),
+                # (FSMT's encoder keeps its activations sequence-first: kept batch-first)
+                **({"turn": lambda x: x.transpose(0, 1)} if model.config.model_type == "fsmt" else {})}
     if hasattr(model, "layers"):  # BERT's layers with rotary positions (jina-embeddings-v3, nomic-embed-text, GTE)
         a = lambda b: b.self_attn  # noqa: E731
         return {"layers": model.layers, "reads": a, "out": lambda b: a(b).o_proj, "W_out": lambda b: a(b).o_proj.weight,
@@ -540,7 +542,8 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
         hooks.append(m["out"](b).register_forward_hook(lambda _, a, o, i=i: keep_dense(i, a, o)))
         hooks.append(m["mlp"](b).register_forward_hook(lambda _, a, o, i=i: keep(("mlp", i), o)))
         hooks.append(m["reads"](b).register_forward_pre_hook(
-            lambda m, a, k, i=i: keep(("resid", i), a[0] if a else k["hidden_states"]), with_kwargs=True))
+            lambda m, a, k, i=i: keep(("resid", i), a[0] if a else k["hidden_states" if "hidden_states" in k
+                                                                   else "query"]), with_kwargs=True))
     with torch.no_grad():
         p0 = probs(attentions(model(**model_inputs(model, ids), output_attentions=True))[l2])
     for h in hooks:
@@ -601,6 +604,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
                                                ("bart-encoder-post-ln", "threes"),
                                                ("blenderbot-small-encoder-post-ln", "single"),
                                                ("marian-encoder-unnormed-embeddings", "batched"),
+                                               ("fsmt-encoder-sequence-first", "threes"),
                                                ("led-encoder-windows-both-sides", "threes"),
                                                ("big-bird-full-attention", "batched"),
                                                ("prophetnet-encoder-post-ln", "single")])

@@ -83,7 +83,7 @@ def test_post_ln_traces_carry_the_sums_their_norms_take(variant):
               "git": {"num_hidden_layers": 3}, "squeezebert": {"num_hidden_layers": 3},
               "gpt1": {"n_layer": 3}, "xlm": {"n_layers": 3}}.get(variant.kind, {})
     if variant.kind == "bart" and variant.config_cls in ("BartConfig", "BlenderbotSmallConfig", "MarianConfig",
-                                                         "LEDConfig"):
+                                                         "LEDConfig", "FSMTConfig"):
         layers = {"encoder_layers": 3}  # (BART's kin, post-LN)
     if variant.config_cls == "ProphetNetConfig":
         layers = {"num_encoder_layers": 3}

@@ -69,8 +69,6 @@ NOT_READ: dict[str, str] = {
     "udop": _ENC_DEC + "; and its encoder reads words with their boxes and image patches as one sequence",
     "pegasus_x": _ENC_DEC + ("; and its encoder attends within staggered blocks beside global tokens of its own, not "
                              "to every token"),
-    "fsmt": _ENC_DEC + ("; its encoder (fairseq's layout, which keeps activations sequence-first inside the model) is "
-                        "not read yet"),
     "t5gemma2_text": ("T5Gemma 2's text settings alone, which no model class builds: compscope reads T5Gemma 2's "
                       "encoder from a whole model's folder (t5gemma2) or the encoder's own (t5gemma2_encoder)"),
     "rag": ("RAG: a question encoder (DPR) and a generator (BART or T5) in one folder; compscope reads each from a "

@@ -117,6 +117,9 @@ class Runner:
     #: multiple of its window: ``Family.pads_sequences``): a layer left out returns the clean run's residual padded
     #: with zeros, which no real token reads
     pads: bool = False
+    #: whether the running model keeps its residual sequence-first, ``(seq, batch, d_model)`` (FSMT's encoder:
+    #: ``Family.sequence_first``): what a left-out layer returns, and a skipped layer's input, are turned
+    sequence_first: bool = False
     #: what a layer module returns, seen on a clean run: ("tensor", its dtype), (a tuple's or list's length, its
     #: residual's dtype, tuple or list), or False (neither); None: not seen yet
     _returns: tuple | bool | None = None
@@ -235,7 +238,8 @@ class Runner:
         k = self._repeats(clean, tokens)
         start = min(add) if add and clean is not None and self.layer_modules and self._returns else 0
         again = lambda x: x if k == 1 else x.repeat(k, 1, 1)  # noqa: E731  (k == 1: the clean tensors themselves)
-        kept = [again(self._as_model(clean.resid[i + 1], i + 1).to(self._returns[1])) for i in range(start)]
+        kept = [self._turned(again(self._as_model(clean.resid[i + 1], i + 1).to(self._returns[1])))
+                for i in range(start)]
         seeing = self._seeing_returns() if not add and self.layer_modules and self._returns is None else nullcontext()
         seen: list[Tensor] = []  # the last layer's input, where it is not run
         skipping = self._skipping_last(seen) if not last and self.layer_modules and self._returns else nullcontext()
@@ -313,11 +317,16 @@ class Runner:
         it, in the form the layer returns; what follows it reads nothing of it."""
         def keep(*args, **kwargs):
             x = args[0] if args else kwargs["hidden_states"]
-            seen.append(x.detach())
+            seen.append(self._turned(x).detach())
             return self._as_returned(x)
 
         with self._replacing({len(self.layer_modules) - 1: keep}):
             yield
+
+    def _turned(self, x: Tensor) -> Tensor:
+        """``x`` turned between compscope's ``(batch, seq, d_model)`` and a sequence-first model's residual (the
+        turn is its own inverse); as it is for any other model."""
+        return x.transpose(0, 1) if self.sequence_first else x
 
     def _as_returned(self, x: Tensor):
         """``x`` in the form a layer module returns (:attr:`_returns`; a tuple's or list's other elements None)."""

@@ -47,6 +47,7 @@ class HFRunner(Runner):
         self.norm_modules = family.post_norm_points(model)  # hooked; post_norms: as compscope applies them
         self.post_norms = tensor_outputs(float32_norms(self.norm_modules), family.channels_first)
         self.channels_first = family.channels_first  # (SqueezeBERT's: (batch, d_model, seq) in the model)
+        self.sequence_first = family.sequence_first  # (FSMT's encoder's: (seq, batch, d_model))
         bos = getattr(config, "bos_token_id", None)
         # a bos_token_id outside the vocabulary (random configs keep GPT-2's 50256) is no token this model takes
         self.bos = bos if isinstance(bos, int) and 0 <= bos < hw.n_vocab and hw.causal else None
@@ -71,9 +72,10 @@ class HFRunner(Runner):
         norm_in: dict[tuple[int, int], Tensor] = {}
         handles = []
         n_seq = tokens.shape[1]
-        turn = (lambda x: x.transpose(1, 2)) if self.channels_first else (lambda x: x)  # noqa: E731
+        turn = ((lambda x: x.transpose(1, 2)) if self.channels_first  # noqa: E731
+                else (lambda x: x.transpose(0, 1)) if self.sequence_first else (lambda x: x))
         cut = (lambda x: turn(x)[:, :n_seq]) if self.pads else turn  # noqa: E731  (the model's padding, off)
-        first = lambda args, kwargs: cut(args[0] if args else kwargs["hidden_states"])  # noqa: E731
+        first = lambda args, kwargs: cut(args[0] if args else _hidden(kwargs))  # noqa: E731
         div = self.divisors or [1.0] * len(self.points)
         for i, (rm, om) in enumerate(self.points):
             handles.append(rm.register_forward_pre_hook(
@@ -101,6 +103,11 @@ class HFRunner(Runner):
         """What the residual receives from a hooked output module's ``output``."""
         o = self.added_by(output).detach()
         return o if self.out_scale == 1.0 else o * self.out_scale
+
+
+def _hidden(kwargs: dict) -> Tensor:
+    """The residual a hooked module reads, passed by name: ``hidden_states`` (FSMT's attention: ``query``)."""
+    return kwargs["hidden_states"] if "hidden_states" in kwargs else kwargs["query"]
 
 
 def layer_modules(body, points: list[tuple]) -> list | None:

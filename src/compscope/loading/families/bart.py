@@ -1,23 +1,23 @@
 """The encoders of BART and its kin (BART, PLBART, MVP, BlenderBot-small; Marian; Pegasus; M2M100 and NLLB-200,
-NLLB-MoE; BlenderBot): the encoder stack alone, its decoder (whose cross-attention reads the encoder's output, a second
-residual stream) not read.
+NLLB-MoE; BlenderBot; FSMT): the encoder stack alone, its decoder (whose cross-attention reads the encoder's output,
+a second residual stream) not read.
 
 Every one keeps its layers under ``encoder.layers.N`` (``model.encoder.`` in a model with a head): ``self_attn``'s
 ``q_proj``, ``k_proj``, ``v_proj``, ``out_proj`` with biases, ``self_attn_layer_norm``, an MLP (``fc1``, ``fc2``) and
 ``final_layer_norm``; bidirectional, logits scaled by ``1/√d_head``. The residual starts as the token's embedding
 times ``√d_model`` where ``scale_embedding`` is set, plus its position's row. What sets them apart:
 
-- **post-LN** (BART, PLBART, BlenderBot-small, Marian): ``h' = LN(h + Attn(h))``, then the MLP's likewise; each layer's
-  attention reads the residual itself, which the previous layer's ``final_layer_norm`` made (``norm_placement
-  'post'``). BART's kin normalise the embeddings first (``layernorm_embedding``, layer 0's norm); Marian does not
-  (its first layer reads the sum itself: ``first_layer_unnormed``).
+- **post-LN** (BART, PLBART, BlenderBot-small, Marian, FSMT): ``h' = LN(h + Attn(h))``, then the MLP's likewise;
+  each layer's attention reads the residual itself, which the previous layer's ``final_layer_norm`` made
+  (``norm_placement 'post'``). BART's kin normalise the embeddings first (``layernorm_embedding``, layer 0's norm);
+  Marian and FSMT do not (the first layer reads the sum itself: ``first_layer_unnormed``).
 - **pre-LN** (Pegasus, M2M100 and NLLB, BlenderBot): ``self_attn_layer_norm`` before the attention, ``encoder.layer_norm``
   after the last layer.
 - **positions**: a learned table, position ``p`` at its row ``p + 2`` (BART, PLBART) or ``p`` (the BlenderBots);
   Marian's and Pegasus's sinusoids, ``[sin(p ω_i) | cos(p ω_i)]`` with ``ω_i = 10000^(−2i/d)`` (stored with the model,
   or computed as transformers computes them, in float64 then float32, where it is not stored); M2M100's
   tensor2tensor sinusoids ``[sin(p f_i) | cos(p f_i)]``, ``f_i = 10000^(−i/(d/2 − 1))``, computed, position ``p`` at
-  row ``pad_token_id + 1 + p`` (a pad token takes no position).
+  row ``pad_token_id + 1 + p`` (a pad token takes no position); FSMT's the same, stored or computed.
 
 LED's encoder (:class:`LedEncoder`) is BART's with Longformer's windows; BigBird-Pegasus's
 (:class:`BigBirdPegasusEncoder`) Pegasus's, read as the full attention transformers runs on short sequences.
@@ -305,6 +305,59 @@ class M2M100Encoder(BartEncoder):
         return tensor2tensor_sinusoids(start + n, d)[:, start:].contiguous(), (
             f"sinusoidal positions computed as the model computes them, position p at the table's row p + {start} "
             f"(pad_token_id + 1), {n} of them")
+
+
+@register
+class FsmtEncoder(BartEncoder):
+    """FSMT's encoder (fairseq's WMT19 translation models, ``facebook/wmt19-*``): post-LN as Marian's, no norm on the
+    embeddings (the first layer reads their sum), tensor2tensor sinusoids from row ``pad_token_id + 1`` as M2M100's
+    (the model's stored table, else the one it computes), the source vocabulary's table (``src_vocab_size``). Inside
+    the encoder the residual is ``(seq, batch, d_model)``: the data runner turns what it hooks
+    (``Family.sequence_first``)."""
+
+    name = "fsmt_encoder"
+    about = ("the encoder of FSMT (fairseq's WMT19 models): post-LN, no norm on the embeddings, sinusoidal positions "
+             "from row pad_token_id + 1")
+    model_types = ("fsmt",)
+    architectures = ("FSMTModel", "FSMTForConditionalGeneration")
+    handled = BartEncoder.handled | {"src_vocab_size", "tie_word_embeddings"}
+    ignored = _IGNORED | {"langs", "tgt_vocab_size", "max_length", "num_beams", "length_penalty", "early_stopping",
+                          "forced_eos_token_id", "decoder"}  # (transformers 4 saves the decoder's sizes as 'decoder')
+    embedding_norm = False
+    sequence_first = True
+    tokens_at = ("embed_tokens", "decoder.embed_tokens")  # (the decoder's, where tie_word_embeddings shares it)
+
+    @classmethod
+    def positional(cls, config: dict, where: str, ts, e: str, d: int) -> tuple[torch.Tensor, str | None]:
+        """The model's table from row ``pad_token_id + 1`` (a pad token takes the zero row ``pad_token_id`` and no
+        position): stored, else computed as the model computes it, ``max_position_embeddings`` positions."""
+        pad = integer(config, where, "pad_token_id", default=1, low=0, high=MAX_WIDTH)
+        start = pad + 1
+        name = e + "embed_positions.weight"
+        table = ts.take(name, required=False)
+        if table is not None:
+            if table.ndim != 2 or table.shape[1] != d or table.shape[0] <= start:
+                raise LoadError(f"{ts.origin(name)}: tensor '{name}' has shape {tuple(table.shape)}: expected "
+                                f"(positions > {start}, {d})")
+            return table[start:].T.contiguous(), (f"sinusoidal positions, the model's stored table, position p at "
+                                                  f"its row p + {start} (pad_token_id + 1)")
+        if d % 2 or d < 4:
+            raise UnsupportedModelError(f"{where}: d_model {d} is odd or below 4: no sinusoidal table as FSMT's")
+        n = integer(config, where, "max_position_embeddings", default=_POSITIONS, high=MAX_WIDTH)
+        return tensor2tensor_sinusoids(start + n, d)[:, start:].contiguous(), (
+            f"sinusoidal positions computed as the model computes them, position p at the table's row p + {start} "
+            f"(pad_token_id + 1), {n} of them")
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        """BART's reading; the decoder's token table stands for the encoder's only where ``tie_word_embeddings``
+        shares them (the files then hold the decoder's alone)."""
+        ts, cfg = ckpt.tensors, ckpt.config
+        own = [f"{p}encoder.embed_tokens.weight" for p in (cls.hf_base + ".", "")]
+        if not cfg.get("tie_word_embeddings") and not any(n in ts for n in own):
+            raise LoadError(f"{ckpt.source}: no tensor '{own[1]}' (nor '{own[0]}'): the encoder's token embeddings, "
+                            "which this config (tie_word_embeddings false) does not share with the decoder")
+        return super().convert(ckpt)
 
 
 @register

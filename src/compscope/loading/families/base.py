@@ -95,6 +95,9 @@ class Family:
     #: whether the running model keeps its residual channels-first, ``(batch, d_model, seq)`` (SqueezeBERT's
     #: convolutions): the data runner turns what it hooks, what it adds and what its norms take
     channels_first: ClassVar[bool] = False
+    #: whether the model keeps its residual sequence-first, ``(seq, batch, d_model)`` (FSMT's encoder), so that the
+    #: data runner turns what it hooks and what it adds
+    sequence_first: ClassVar[bool] = False
     #: whether the data runner builds the class a folder's config names (``architectures``) rather than the one
     #: transformers' auto class maps its model type to (DPR: a context encoder, a question encoder and a reader
     #: of one model type, their tensors under different names)
