@@ -3268,3 +3268,84 @@ def test_t5_ggufs_transformers_would_run_as_another_model_are_read_and_refused_t
     for layer in range(got.n_layers):
         torch.testing.assert_close(layer_state(got, layer, trace.resid[layer]).out, trace.attn_out[layer],
                                    atol=2e-5, rtol=0)
+
+
+def _write_cohere2moe(path, model, flags, *, lead: int | None, mtp: bool = False, **metadata) -> None:
+    """A Cohere 2 MoE file as llama.cpp's converter writes one from ``model`` (Llama's block names, HF's rows, the
+    sliding flags ``flags``: a flag per layer, a period, or None for none stated; ``lead`` dense first layers; with
+    ``mtp`` a prediction block after the last layer, its attention a copy of layer 1's plus 1)."""
+    cfg = model.config
+    sd = _numpy_state(model)
+    n = cfg.num_hidden_layers
+    norm = {"layer_norm_rms_eps": cfg.rms_norm_eps} if cfg.rms_norm_eps is not None else {
+        "layer_norm_eps": cfg.layer_norm_eps}
+    w = _writer(path, "cohere2moe")
+    _metadata(w, block_count=n + mtp, embedding_length=cfg.hidden_size, head_count=cfg.num_attention_heads,
+              head_count_kv=cfg.num_key_value_heads, key_length=cfg.head_dim, value_length=cfg.head_dim,
+              vocab_size=cfg.vocab_size, rope_dimension_count=cfg.head_dim, logit_scale=cfg.logit_scale,
+              sliding_window=cfg.sliding_window, leading_dense_block_count=lead,
+              nextn_predict_layers=1 if mtp else None, **norm, **metadata)
+    if flags is not None:
+        w.add_sliding_window_pattern(flags)
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    for i in range(n):
+        for hf_name, g_name in _LLAMA_ATTENTION.items():
+            w.add_tensor(f"blk.{i}.{g_name}", sd[f"model.layers.{i}.{hf_name}"])
+    if mtp:
+        for hf_name, g_name in _LLAMA_ATTENTION.items():
+            w.add_tensor(f"blk.{n}.{g_name}", sd[f"model.layers.1.{hf_name}"] + 1)
+    _finish(w)
+
+
+@pytest.mark.parametrize("variant_id", ["cohere2-moe-dense-prefix-rms", "cohere2-moe-layernorm"])
+def test_a_cohere2moe_gguf_as_its_converter_writes_it_reads_as_the_model_object(tmp_path, variant_id):
+    """Cohere 2 MoE as llama.cpp's converter writes it: a sliding flag per layer from the config's layer types, the
+    dense first layers' count (rotated, as llama.cpp runs them: transformers' prefix pattern 1), RMS or LayerNorms by
+    the epsilon stated, the logit scale, a prediction block after the last layer (left out): the model object's heads,
+    norms, windows and frequencies (those of its global, unrotated layers 0). Weights only."""
+    from compscope.data.runner import cannot_run
+    from hf_tiny import BY_ID, build
+
+    model = build(BY_ID[variant_id])
+    cfg = model.config
+    lead = next((i for i, t in enumerate(cfg.mlp_layer_types) if t != "dense"), len(cfg.mlp_layer_types))
+    _write_cohere2moe(tmp_path / "c.gguf", model, [t == "sliding_attention" for t in cfg.layer_types], lead=lead,
+                      mtp=True, rope_freq_base=_rope_settings(cfg)["rope_theta"])
+    ours, ref = compscope.load(tmp_path / "c.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "cohere2_moe" and ours.n_layers == ref.n_layers
+    assert ours.sliding_window == ref.sliding_window and ours.attn_norm.kind == ref.attn_norm.kind
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    assert torch.equal(ours.attn_norm.weight, ref.attn_norm.weight) and ours.attn_norm.eps == pytest.approx(
+        ref.attn_norm.eps)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, atol=0, rtol=1e-6)
+    if variant_id == "cohere2-moe-dense-prefix-rms":  # (dense layers 0-1 rotate; layer 3, global, does not)
+        assert [bool(f.any()) for f in ours.rotary.inv_freq] == [True, True, True, False]
+    assert any("multi-token-prediction" in n for n in ours.meta.notes)
+    assert "does not read" in cannot_run(tmp_path / "c.gguf")
+
+
+@pytest.mark.parametrize("period, global_layers", [(None, (0,)), (2, (0, 2)), (0, ())])
+def test_a_cohere2moe_gguf_with_a_sliding_period_takes_llama_cpps_layers(tmp_path, period, global_layers):
+    """A period (or none: llama.cpp's 4) instead of flags: llama.cpp makes layers 0, p, 2p, ... global and leaves
+    them unrotated (no dense first layers here), not transformers' p − 1, 2p − 1, ...; 0 makes every layer
+    sliding. Read as the model whose config lists those layers; a ``rope.freq_base_swa`` llama.cpp's graph does not
+    use is said and not read."""
+    from hf_tiny import _LLAMA
+
+    types = ["full_attention" if i in global_layers else "sliding_attention" for i in range(4)]
+    model = transformers.Cohere2MoeForCausalLM(hf_config(
+        "Cohere2MoeConfig", **{**_LLAMA, "num_hidden_layers": 4, "num_key_value_heads": 2, "rms_norm_eps": 1e-5,
+                               "sliding_window": 3, "layer_types": types, "first_k_dense_replace": 0,
+                               "num_experts": 4, "num_experts_per_tok": 2, "logit_scale": 0.5,
+                               "rope_parameters": {"rope_type": "default", "rope_theta": 700.0}}))
+    _randomise(model, 3)
+    _write_cohere2moe(tmp_path / "c.gguf", model, period, lead=0, rope_freq_base=700.0, rope_freq_base_swa=900.0)
+    ours, ref = compscope.load(tmp_path / "c.gguf"), compscope.load(model.eval())
+    assert ours.sliding_window == ref.sliding_window == tuple(None if i in global_layers else 3 for i in range(4))
+    assert [bool(f.any()) for f in ours.rotary.inv_freq] == [i not in global_layers for i in range(4)]
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, atol=0, rtol=1e-6)
+    for name in ("W_Q", "W_K", "W_V", "W_O"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    assert any("'cohere2moe.rope.freq_base_swa' = 900 not read" in n for n in ours.meta.notes)

@@ -74,7 +74,9 @@ ARCHS = {
     "bert": ("bert", False, False),  # BERT encoders (and RoBERTa's kin: llama.cpp cuts their position table to row 0)
     "nemotron": ("nemotron", False, True),  # Llama's names; llama.cpp stores LayerNorm1P's gains 1 + w, biases beside
     "command-r": ("cohere", False, False),  # Llama's names, rows as HF's (interleaved rotary, llama.cpp's own kind);
-    "cohere2": ("cohere2", False, False),  # LayerNorms without bias, the logit scale (_ARCH_KEYS), Command R+'s QK norms
+    "cohere2": ("cohere2", False, False),
+    "cohere2moe": ("cohere2_moe", False, False),  # Cohere 2 MoE: Cohere 2's rows and logit scale, RMS or LayerNorms by
+    # the epsilon stated, its layers and rotary by llama.cpp's rules (rules.cohere2moe); the experts are MLP  # LayerNorms without bias, the logit scale (_ARCH_KEYS), Command R+'s QK norms
     "mistral3": ("ministral3", True, False),  # Ministral 3: a Llama to llama.cpp, its YaRN and query temperature
     "arcee": ("arcee", True, False),  # Arcee's AFM: a Llama to llama.cpp (its converter's LlamaModel: rows permuted)
     "seed_oss": ("seed_oss", False, False),  # Seed-OSS: Llama's names, rows as HF's; its bias switches from the tensors
@@ -155,8 +157,8 @@ _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid", "nemotron",  
                    "minimax-m2", "phi3", "glm4", "glm4moe", "mimo2"}  # (phi3: Phi-4-mini's three quarters; GLM's: half)
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
 _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
-                    for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2", "bert", "nomic-bert",
-                                 "jina-bert-v3")},
+                    for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2", "cohere2moe", "bert",
+                                 "nomic-bert", "jina-bert-v3")},
                  "modern-bert": {"layer_norm_epsilon": "norm_eps"},
                  "nemotron": {"layer_norm_epsilon": "norm_eps", "rms_norm_eps": "norm_eps"},
                  "lfm2": {"rms_norm_eps": "norm_eps"}, "lfm2moe": {"rms_norm_eps": "norm_eps"},
@@ -168,7 +170,8 @@ _GRANITE_KEYS = {"embedding_scale": "embedding_multiplier", "attention.scale": "
                  "residual_scale": "residual_multiplier", "logit_scale": "logits_scaling"}
 _GRANITE_ARCHS = ("granite", "granitemoe", "granitehybrid")
 _ARCH_KEYS = {**{arch: _GRANITE_KEYS for arch in _GRANITE_ARCHS}, "command-r": {"logit_scale": "logit_scale"},
-              "cohere2": {"logit_scale": "logit_scale"}, "chameleon": {"swin_norm": "swin_norm"}}
+              "cohere2": {"logit_scale": "logit_scale"}, "cohere2moe": {"logit_scale": "logit_scale"},
+              "chameleon": {"swin_norm": "swin_norm"}}
 
 
 @dataclass(frozen=True)
@@ -346,6 +349,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         note = rules.phimoe(cfg, {i.name for i in infos})
     if arch == "afmoe":
         note = rules.afmoe(path, arch, cfg)
+    if arch == "cohere2moe":
+        note = rules.cohere2moe(path, arch, cfg, fields)
     notes = () if note is None else (note,)
     if arch == "command-r":  # Command R+'s per-head QK LayerNorms, there when their stacked gains are
         cfg["use_qk_norm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)

@@ -100,11 +100,11 @@ def jamba_period(path: Path, arch: str, n_layers: int, ssm_layers: set[int]) -> 
 
 def mtp_blocks(path: Path, arch: str, fields: dict) -> int:
     """How many multi-token-prediction blocks a GLM-4.5, GLM-5, Qwen3.5, Nemotron 3, EXAONE MoE, DeepSeek-V3,
-    Mistral 4 or MiMo-V2-Flash file holds after its last layer (``nextn_predict_layers``, counted in
+    Mistral 4, MiMo-V2-Flash or Cohere 2 MoE file holds after its last layer (``nextn_predict_layers``, counted in
     ``block_count``; llama.cpp's converter leaves DeepSeek-V3's out, and a file that keeps them says so); 0 for other
     architectures."""
     if arch not in ("glm4moe", "qwen3next", "qwen35", "qwen35moe", "nemotron_h_moe", "exaone-moe", "deepseek2",
-                    "mistral4", "glm-dsa", "mimo2"):
+                    "mistral4", "glm-dsa", "mimo2", "cohere2moe"):
         return 0
     n = fields.get(f"{arch}.nextn_predict_layers", 0)
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
@@ -218,6 +218,33 @@ def afmoe(path: Path, arch: str, cfg: dict) -> str:
     cfg.update(global_attn_every_n_layers=4, mup_enabled=True)
     return ("llama.cpp's rules for AFMoE, none stored: every fourth layer global without rotary, the embeddings "
             "times sqrt(d_model)")
+
+
+def cohere2moe(path: Path, arch: str, cfg: dict, fields: dict) -> str | None:
+    """Cohere 2 MoE as llama.cpp runs a file of it, into ``cfg``: the sliding layers from the per-layer flags its
+    converter writes, else llama.cpp's rule for a period (``attention.sliding_window_pattern``, 4 where none is
+    stated): layers 0, p, 2p, ... global, which is not transformers' rule (p − 1, 2p − 1, ...), so written out; rotary
+    on the sliding layers and on each of the ``leading_dense_block_count`` dense first layers (transformers' prefix
+    pattern 1); every layer at ``rope.freq_base`` (10 000 where none is stated), the graph's one base. Returns the note
+    on a ``rope.freq_base_swa`` that graph does not use, or None."""
+    n = cfg["num_hidden_layers"]
+    if "layer_types" not in cfg:
+        period = cfg.pop("sliding_window_pattern", 4)
+        if not isinstance(period, int) or isinstance(period, bool) or period < 0:
+            raise LoadError(f"{path}: GGUF metadata '{arch}.attention.sliding_window_pattern' = {period!r} is not a "
+                            "period (a count of layers) or a flag per layer")
+        cfg["layer_types"] = ["sliding_attention" if period == 0 or i % period else "full_attention" for i in range(n)]
+    lead = fields.get(f"{arch}.leading_dense_block_count", 0)
+    if not isinstance(lead, int) or isinstance(lead, bool) or not 0 <= lead <= n:
+        raise LoadError(f"{path}: GGUF metadata '{arch}.leading_dense_block_count' = {lead!r} is not a count of the "
+                        f"{n} layers")
+    cfg.update(first_k_dense_replace=lead, prefix_dense_sliding_window_pattern=1)
+    cfg.setdefault("rope_theta", 10000.0)
+    local = cfg.pop("rope_local_base_freq", None)
+    if local is None or local == cfg["rope_theta"]:
+        return None
+    return (f"GGUF metadata '{arch}.rope.freq_base_swa' = {local:g} not read: llama.cpp's cohere2moe graph turns every "
+            f"layer at rope.freq_base = {cfg['rope_theta']:g}")
 
 
 def qwen_next_layers(path: Path, arch: str, cfg: dict, fields: dict, n_kv) -> tuple[int, set[int]]:
