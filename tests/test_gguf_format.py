@@ -3349,3 +3349,82 @@ def test_a_cohere2moe_gguf_with_a_sliding_period_takes_llama_cpps_layers(tmp_pat
     for name in ("W_Q", "W_K", "W_V", "W_O"):
         assert torch.equal(getattr(ours, name), getattr(ref, name)), name
     assert any("'cohere2moe.rope.freq_base_swa' = 900 not read" in n for n in ours.meta.notes)
+
+
+def _mellum(types: list[str], **more):
+    """A tiny Mellum of ``types`` (every layer type at base 900), its parameters drawn anew."""
+    from hf_tiny import _LLAMA
+
+    model = transformers.MellumForCausalLM(hf_config(
+        "MellumConfig", **{**_LLAMA, "num_hidden_layers": len(types), "num_key_value_heads": 2, "sliding_window": 3,
+                           "layer_types": types, "num_experts": 4, "num_experts_per_tok": 2,
+                           "moe_intermediate_size": 16,
+                           "rope_parameters": {t: {"rope_type": "default", "rope_theta": 900.0}
+                                               for t in ("full_attention", "sliding_attention")}, **more}))
+    _randomise(model, 5)
+    return model.eval()
+
+
+def _write_mellum(path, model, flags, window, **metadata) -> None:
+    """A Mellum file as llama.cpp's converter writes one (Llama's block names and Qwen3's QK norms, HF's rows)."""
+    cfg = model.config
+    sd = _numpy_state(model)
+    w = _writer(path, "mellum")
+    _metadata(w, block_count=cfg.num_hidden_layers, embedding_length=cfg.hidden_size,
+              head_count=cfg.num_attention_heads, head_count_kv=cfg.num_key_value_heads, key_length=cfg.head_dim,
+              value_length=cfg.head_dim, vocab_size=cfg.vocab_size, layer_norm_rms_eps=cfg.rms_norm_eps,
+              rope_freq_base=900.0, sliding_window=window, **metadata)
+    if flags is not None:
+        w.add_sliding_window_pattern(flags)
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    w.add_tensor("output.weight", sd["lm_head.weight"])
+    names = {**_LLAMA_ATTENTION, "self_attn.q_norm.weight": "attn_q_norm.weight",
+             "self_attn.k_norm.weight": "attn_k_norm.weight"}
+    _add_blocks(w, {k.removeprefix("model."): v for k, v in sd.items()}, names, cfg.num_hidden_layers)
+    _finish(w)
+
+
+@pytest.mark.parametrize("flags, window, types", [
+    ([False, True, True, False], 3, ["full_attention", "sliding_attention", "sliding_attention", "full_attention"]),
+    (None, 3, ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"]),  # (llama.cpp's 4)
+    ([False, True, True, False], None, ["full_attention"] * 4),  # (no window: flags or not, no layer slides)
+], ids=["flags", "period", "no-window"])
+def test_a_mellum_gguf_reads_as_llama_cpp_runs_it(tmp_path, flags, window, types):
+    """Mellum as llama.cpp's converter writes it: the sliding layers from the per-layer flags, else llama.cpp's
+    period (4: layers 3, 7, ... global), none without a window; every layer turned at rope.freq_base, a
+    rope.freq_base_swa llama.cpp's graph leaves unused said and not read: the heads, QK norms, windows and
+    frequencies of the model whose config lists those layers at that one base. Weights only."""
+    from compscope.data.runner import cannot_run
+
+    model = _mellum(types)
+    _write_mellum(tmp_path / "m.gguf", model, flags, window, rope_freq_base_swa=40.0)
+    ours, ref = compscope.load(tmp_path / "m.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "mellum"
+    assert ours.sliding_window == ref.sliding_window == tuple(3 if t == "sliding_attention" else None for t in types)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for x, y in zip(ours.qk_norm, ref.qk_norm):
+        assert torch.equal(x.weight, y.weight) and x.eps == pytest.approx(y.eps)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, atol=0, rtol=1e-6)
+    assert any("'mellum.rope.freq_base_swa' = 40 not read" in n for n in ours.meta.notes)
+    assert "does not read" in cannot_run(tmp_path / "m.gguf")
+
+
+def test_a_mellum_gguf_scales_its_global_layers_rotary_alone(tmp_path):
+    """llama.cpp turns a Mellum file's sliding layers plainly and its global ones by the file's YaRN: with no window
+    every layer is global and YaRN (its attention factor folded into the logit scale) is the model's whose config
+    gives it to them; with sliding layers the two kinds of layer would take different attention factors, which no
+    one logit scale holds: refused by name, as for the model's own folder."""
+    yarn = {"rope_scaling_type": gguf.RopeScalingType.YARN, "rope_scaling_factor": 4.0,
+            "rope_scaling_orig_ctx_len": 16}
+    scaled = {"rope_type": "yarn", "rope_theta": 900.0, "factor": 4.0, "original_max_position_embeddings": 16}
+    model = _mellum(["full_attention"] * 2, rope_parameters={"full_attention": scaled, "sliding_attention": {
+        "rope_type": "default", "rope_theta": 900.0}})
+    _write_mellum(tmp_path / "m.gguf", model, None, None, **yarn)
+    ours, ref = compscope.load(tmp_path / "m.gguf"), compscope.load(model)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, atol=0, rtol=1e-6)
+    assert ours.attn_scale == pytest.approx(ref.attn_scale) and ours.attn_scale != pytest.approx(8 ** -0.5)
+    _write_mellum(tmp_path / "s.gguf", model, [False, True], 3, **yarn)
+    with pytest.raises(compscope.UnsupportedModelError, match="attention factors .* differ between layers"):
+        compscope.load(tmp_path / "s.gguf")

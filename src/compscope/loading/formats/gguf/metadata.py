@@ -75,6 +75,8 @@ ARCHS = {
     "nemotron": ("nemotron", False, True),  # Llama's names; llama.cpp stores LayerNorm1P's gains 1 + w, biases beside
     "command-r": ("cohere", False, False),  # Llama's names, rows as HF's (interleaved rotary, llama.cpp's own kind);
     "cohere2": ("cohere2", False, False),
+    "mellum": ("mellum", False, False),  # Mellum (JetBrains): Qwen3's rows and QK norms, its layers and rotary by
+    # llama.cpp's rules (rules.mellum); the experts are MLP
     "cohere2moe": ("cohere2_moe", False, False),  # Cohere 2 MoE: Cohere 2's rows and logit scale, RMS or LayerNorms by
     # the epsilon stated, its layers and rotary by llama.cpp's rules (rules.cohere2moe); the experts are MLP  # LayerNorms without bias, the logit scale (_ARCH_KEYS), Command R+'s QK norms
     "mistral3": ("ministral3", True, False),  # Ministral 3: a Llama to llama.cpp, its YaRN and query temperature
@@ -351,6 +353,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         note = rules.afmoe(path, arch, cfg)
     if arch == "cohere2moe":
         note = rules.cohere2moe(path, arch, cfg, fields)
+    if arch == "mellum":
+        note = rules.mellum(path, arch, cfg)
     notes = () if note is None else (note,)
     if arch == "command-r":  # Command R+'s per-head QK LayerNorms, there when their stacked gains are
         cfg["use_qk_norm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)

@@ -229,22 +229,54 @@ def cohere2moe(path: Path, arch: str, cfg: dict, fields: dict) -> str | None:
     on a ``rope.freq_base_swa`` that graph does not use, or None."""
     n = cfg["num_hidden_layers"]
     if "layer_types" not in cfg:
-        period = cfg.pop("sliding_window_pattern", 4)
-        if not isinstance(period, int) or isinstance(period, bool) or period < 0:
-            raise LoadError(f"{path}: GGUF metadata '{arch}.attention.sliding_window_pattern' = {period!r} is not a "
-                            "period (a count of layers) or a flag per layer")
+        period = _period(path, arch, cfg.pop("sliding_window_pattern", 4))
         cfg["layer_types"] = ["sliding_attention" if period == 0 or i % period else "full_attention" for i in range(n)]
     lead = fields.get(f"{arch}.leading_dense_block_count", 0)
     if not isinstance(lead, int) or isinstance(lead, bool) or not 0 <= lead <= n:
         raise LoadError(f"{path}: GGUF metadata '{arch}.leading_dense_block_count' = {lead!r} is not a count of the "
                         f"{n} layers")
     cfg.update(first_k_dense_replace=lead, prefix_dense_sliding_window_pattern=1)
+    return _one_base(arch, cfg)
+
+
+def _period(path: Path, arch: str, period) -> int:
+    """``attention.sliding_window_pattern`` as a period, checked."""
+    if not isinstance(period, int) or isinstance(period, bool) or period < 0:
+        raise LoadError(f"{path}: GGUF metadata '{arch}.attention.sliding_window_pattern' = {period!r} is not a "
+                        "period (a count of layers) or a flag per layer")
+    return period
+
+
+def _one_base(arch: str, cfg: dict) -> str | None:
+    """``cfg`` with llama.cpp's base 10 000 where none is stated and no other base for the sliding layers (a graph
+    that turns every layer at ``rope.freq_base``); the note on a ``rope.freq_base_swa`` it leaves unused, or None."""
     cfg.setdefault("rope_theta", 10000.0)
     local = cfg.pop("rope_local_base_freq", None)
     if local is None or local == cfg["rope_theta"]:
         return None
-    return (f"GGUF metadata '{arch}.rope.freq_base_swa' = {local:g} not read: llama.cpp's cohere2moe graph turns every "
+    return (f"GGUF metadata '{arch}.rope.freq_base_swa' = {local:g} not read: llama.cpp's {arch} graph turns every "
             f"layer at rope.freq_base = {cfg['rope_theta']:g}")
+
+
+def mellum(path: Path, arch: str, cfg: dict) -> str | None:
+    """Mellum as llama.cpp runs a file of it, into ``cfg``: windows only where ``attention.sliding_window`` is stated
+    (and not 0), on the layers the per-layer flags mark, else by llama.cpp's rule for a period (4 where none is
+    stated: layers p − 1, 2p − 1, ... global); every layer at ``rope.freq_base``, a rope scaling on the global layers
+    alone (the sliding ones turn plainly). Returns the note on a ``rope.freq_base_swa`` that graph does not use."""
+    n = cfg["num_hidden_layers"]
+    period = cfg.pop("sliding_window_pattern", 4)
+    if not cfg.get("sliding_window"):
+        cfg.pop("sliding_window", None)
+        cfg["layer_types"] = ["full_attention"] * n
+    elif "layer_types" not in cfg:
+        p = _period(path, arch, period)
+        cfg["layer_types"] = ["sliding_attention" if p == 0 or i % p < p - 1 else "full_attention" for i in range(n)]
+    note = _one_base(arch, cfg)
+    scaling = cfg.pop("rope_scaling", None)
+    full = {"rope_type": "default", "rope_theta": cfg["rope_theta"], **(scaling or {})}
+    cfg["rope_parameters"] = {"full_attention": full,
+                              "sliding_attention": {"rope_type": "default", "rope_theta": cfg["rope_theta"]}}
+    return note
 
 
 def qwen_next_layers(path: Path, arch: str, cfg: dict, fields: dict, n_kv) -> tuple[int, set[int]]:
