@@ -3428,3 +3428,38 @@ def test_a_mellum_gguf_scales_its_global_layers_rotary_alone(tmp_path):
     _write_mellum(tmp_path / "s.gguf", model, [False, True], 3, **yarn)
     with pytest.raises(compscope.UnsupportedModelError, match="attention factors .* differ between layers"):
         compscope.load(tmp_path / "s.gguf")
+
+
+def test_a_hy_v3_gguf_reads_as_the_model_object_without_its_prediction_block(tmp_path):
+    """HY-V3 (Tencent Hy3) as llama.cpp's converter writes it: Qwen3's rows and per-head QK norms, the experts
+    stacked (MLP, not read), the multi-token-prediction block after the last layer (left out): the model object's
+    heads, QK norms and frequencies. Weights only."""
+    from compscope.data.runner import cannot_run
+    from hf_tiny import BY_ID, build
+
+    model = build(BY_ID["hy-v3-qk-norm-biases-moe"], attention_bias=False)
+    cfg = model.config
+    sd = {k.removeprefix("model."): v for k, v in _numpy_state(model).items()}
+    n = cfg.num_hidden_layers
+    sd.update({k.replace("layers.1.", f"layers.{n}."): t + 1 for k, t in sd.items() if k.startswith("layers.1.")})
+    w = _writer(tmp_path / "h.gguf", "hy_v3")
+    _metadata(w, block_count=n + 1, embedding_length=cfg.hidden_size, head_count=cfg.num_attention_heads,
+              head_count_kv=cfg.num_key_value_heads, key_length=cfg.head_dim, value_length=cfg.head_dim,
+              vocab_size=cfg.vocab_size, layer_norm_rms_eps=cfg.rms_norm_eps, rope_freq_base=3000.0,
+              rope_dimension_count=cfg.head_dim, nextn_predict_layers=1)
+    w.add_tensor("token_embd.weight", sd["embed_tokens.weight"])
+    w.add_tensor("output_norm.weight", sd["norm.weight"])
+    w.add_tensor("output.weight", sd["lm_head.weight"])
+    _add_blocks(w, sd, {**_LLAMA_ATTENTION, "self_attn.q_norm.weight": "attn_q_norm.weight",
+                        "self_attn.k_norm.weight": "attn_k_norm.weight"}, n + 1)
+    _finish(w)
+    ours, ref = compscope.load(tmp_path / "h.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "hy_v3" and ours.n_layers == ref.n_layers == n
+    assert ours.b_Q is None and ref.b_Q is None
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for x, y in [(ours.attn_norm, ref.attn_norm), *zip(ours.qk_norm, ref.qk_norm)]:
+        assert torch.equal(x.weight, y.weight) and x.eps == pytest.approx(y.eps)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, atol=0, rtol=1e-6)
+    assert any("multi-token-prediction" in n for n in ours.meta.notes)
+    assert "does not read" in cannot_run(tmp_path / "h.gguf")

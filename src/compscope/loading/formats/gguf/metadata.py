@@ -75,6 +75,8 @@ ARCHS = {
     "nemotron": ("nemotron", False, True),  # Llama's names; llama.cpp stores LayerNorm1P's gains 1 + w, biases beside
     "command-r": ("cohere", False, False),  # Llama's names, rows as HF's (interleaved rotary, llama.cpp's own kind);
     "cohere2": ("cohere2", False, False),
+    "hy_v3": ("hy_v3", False, False),  # HY-V3 (Tencent Hy3): Qwen3's rows and QK norms, q/k/v biases where the file
+    # holds them; the experts are MLP, the prediction block after the last layer left out
     "mellum": ("mellum", False, False),  # Mellum (JetBrains): Qwen3's rows and QK norms, its layers and rotary by
     # llama.cpp's rules (rules.mellum); the experts are MLP
     "cohere2moe": ("cohere2_moe", False, False),  # Cohere 2 MoE: Cohere 2's rows and logit scale, RMS or LayerNorms by
@@ -145,6 +147,7 @@ _MROPE = {"qwen2vl": "Qwen2-VL", "qwen3vl": "Qwen3-VL", "qwen3vlmoe": "Qwen3-VL"
 _BIAS_SWITCHES = {"seed_oss": {"attention_bias": "attn_q.bias", "attention_out_bias": "attn_output.bias"},
                   "ernie4_5": {"use_bias": "attn_q.bias"}, "ernie4_5-moe": {"use_bias": "attn_q.bias"},
                   "jais2": {"attention_bias": "attn_q.bias"}, "paddleocr": {"use_bias": "attn_q.bias"},
+                  "hy_v3": {"attention_bias": "attn_q.bias"},
                   "glm4": {"attention_bias": "attn_q.bias"},
                   "glm4moe": {"attention_bias": "attn_q.bias", "use_qk_norm": "attn_q_norm.weight"}}
 #: encoder architectures, which attend both ways (a file flagged causal is refused)

@@ -100,11 +100,11 @@ def jamba_period(path: Path, arch: str, n_layers: int, ssm_layers: set[int]) -> 
 
 def mtp_blocks(path: Path, arch: str, fields: dict) -> int:
     """How many multi-token-prediction blocks a GLM-4.5, GLM-5, Qwen3.5, Nemotron 3, EXAONE MoE, DeepSeek-V3,
-    Mistral 4, MiMo-V2-Flash or Cohere 2 MoE file holds after its last layer (``nextn_predict_layers``, counted in
+    Mistral 4, MiMo-V2-Flash, Cohere 2 MoE or HY-V3 file holds after its last layer (``nextn_predict_layers``, counted in
     ``block_count``; llama.cpp's converter leaves DeepSeek-V3's out, and a file that keeps them says so); 0 for other
     architectures."""
     if arch not in ("glm4moe", "qwen3next", "qwen35", "qwen35moe", "nemotron_h_moe", "exaone-moe", "deepseek2",
-                    "mistral4", "glm-dsa", "mimo2", "cohere2moe"):
+                    "mistral4", "glm-dsa", "mimo2", "cohere2moe", "hy_v3"):
         return 0
     n = fields.get(f"{arch}.nextn_predict_layers", 0)
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
