@@ -75,6 +75,8 @@ ARCHS = {
     "nemotron": ("nemotron", False, True),  # Llama's names; llama.cpp stores LayerNorm1P's gains 1 + w, biases beside
     "command-r": ("cohere", False, False),  # Llama's names, rows as HF's (interleaved rotary, llama.cpp's own kind);
     "cohere2": ("cohere2", False, False),
+    "granite_swa": ("granite_swa", True, False),  # Granite SWA (and its MoE sibling): Granite's rows and scalars, a
+    # sink per head, windows by the per-layer flags, rotary on the layers attention.rope_pattern marks (rules.granite_swa)
     "hy_v3": ("hy_v3", False, False),  # HY-V3 (Tencent Hy3): Qwen3's rows and QK norms, q/k/v biases where the file
     # holds them; the experts are MLP, the prediction block after the last layer left out
     "mellum": ("mellum", False, False),  # Mellum (JetBrains): Qwen3's rows and QK norms, its layers and rotary by
@@ -147,7 +149,7 @@ _MROPE = {"qwen2vl": "Qwen2-VL", "qwen3vl": "Qwen3-VL", "qwen3vlmoe": "Qwen3-VL"
 _BIAS_SWITCHES = {"seed_oss": {"attention_bias": "attn_q.bias", "attention_out_bias": "attn_output.bias"},
                   "ernie4_5": {"use_bias": "attn_q.bias"}, "ernie4_5-moe": {"use_bias": "attn_q.bias"},
                   "jais2": {"attention_bias": "attn_q.bias"}, "paddleocr": {"use_bias": "attn_q.bias"},
-                  "hy_v3": {"attention_bias": "attn_q.bias"},
+                  "hy_v3": {"attention_bias": "attn_q.bias"}, "granite_swa": {"attention_bias": "attn_q.bias"},
                   "glm4": {"attention_bias": "attn_q.bias"},
                   "glm4moe": {"attention_bias": "attn_q.bias", "use_qk_norm": "attn_q_norm.weight"}}
 #: encoder architectures, which attend both ways (a file flagged causal is refused)
@@ -173,7 +175,7 @@ _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
 #: GGUF metadata key (after ``{arch}.``) -> HF config key, read for these architectures only
 _GRANITE_KEYS = {"embedding_scale": "embedding_multiplier", "attention.scale": "attention_multiplier",
                  "residual_scale": "residual_multiplier", "logit_scale": "logits_scaling"}
-_GRANITE_ARCHS = ("granite", "granitemoe", "granitehybrid")
+_GRANITE_ARCHS = ("granite", "granitemoe", "granitehybrid", "granite_swa")
 _ARCH_KEYS = {**{arch: _GRANITE_KEYS for arch in _GRANITE_ARCHS}, "command-r": {"logit_scale": "logit_scale"},
               "cohere2": {"logit_scale": "logit_scale"}, "cohere2moe": {"logit_scale": "logit_scale"},
               "chameleon": {"swin_norm": "swin_norm"}}
@@ -358,6 +360,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         note = rules.cohere2moe(path, arch, cfg, fields)
     if arch == "mellum":
         note = rules.mellum(path, arch, cfg)
+    if arch == "granite_swa":
+        rules.granite_swa(path, arch, cfg, fields)
     notes = () if note is None else (note,)
     if arch == "command-r":  # Command R+'s per-head QK LayerNorms, there when their stacked gains are
         cfg["use_qk_norm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)

@@ -279,6 +279,26 @@ def mellum(path: Path, arch: str, cfg: dict) -> str | None:
     return note
 
 
+def granite_swa(path: Path, arch: str, cfg: dict, fields: dict) -> None:
+    """Granite SWA as llama.cpp runs a file of it, into ``cfg``: every layer at ``rope.freq_base`` (10 000 where none
+    is stated) but those ``attention.rope_pattern`` marks false, which have none (transformers' ``layer_rope_theta``
+    0 there); the sliding flags, which llama.cpp requires, checked as one per layer."""
+    n = cfg["num_hidden_layers"]
+    flags = fields.get(f"{arch}.attention.sliding_window_pattern")
+    if not isinstance(flags, list) or len(flags) != n:
+        raise LoadError(f"{path}: GGUF metadata '{arch}.attention.sliding_window_pattern' = "
+                        f"{flags!r}: llama.cpp reads a flag for each "
+                        f"of the {n} layers")
+    cfg.setdefault("rope_theta", 10000.0)
+    rotates = fields.get(f"{arch}.attention.rope_pattern")
+    if rotates is None:
+        return
+    if not isinstance(rotates, list) or len(rotates) != n or not all(isinstance(r, (bool, int)) for r in rotates):
+        raise LoadError(f"{path}: GGUF metadata '{arch}.attention.rope_pattern' = {rotates!r} is not a flag for each "
+                        f"of the {n} layers")
+    cfg["layer_rope_theta"] = [cfg["rope_theta"] if r else 0 for r in rotates]
+
+
 def qwen_next_layers(path: Path, arch: str, cfg: dict, fields: dict, n_kv) -> tuple[int, set[int]]:
     """Qwen3-Next's and Qwen3.5's attention layers among their gated DeltaNet layers, as llama.cpp finds them: a
     K/V head count per layer where the file writes one (0 on a DeltaNet layer), else the flags
