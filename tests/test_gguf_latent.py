@@ -79,7 +79,7 @@ def write_deepseek2(path, model, split: bool = True, scaling: dict | None = None
               rope_dimension_count=rope, kv_lora_rank=rank, q_lora_rank=cfg.q_lora_rank, **widths)
     for key, value in (scaling or {}).items():
         getattr(w, f"add_rope_scaling_{key}")(value)
-    if arch == "glm-dsa":
+    if arch in ("glm-dsa", "deepseek32"):
         w.add_uint32(f"{arch}.attention.indexer.top_k", cfg.index_topk)
     for key, value in (extra or {}).items():
         (w.add_float32 if isinstance(value, float) else w.add_uint32)(f"{arch}.{key}", value)
@@ -203,23 +203,27 @@ def test_a_deepseek2_gguf_recomputes_as_llama_cpp_runs_it(tmp_path, arch):
         torch.testing.assert_close(got, _by_llama_cpp(path, blocks[layer], resid), atol=2e-5, rtol=0)
 
 
-def test_a_deepseek2_gguf_reads_yarn_by_llama_cpps_rule(tmp_path):
-    """llama.cpp runs a ``deepseek2`` file's YaRN with ``mscale = mscale_all_dim = yarn_log_multiplier / 0.1``: the
-    rotated dims unscaled (their attention factor 1) and the logit times ``mscale(factor, m)²``, as transformers runs
-    the model whose config says both; without the multiplier, the logit unscaled too."""
+@pytest.mark.parametrize("arch", ["deepseek2", "deepseek32"])
+def test_a_deepseek2_gguf_reads_yarn_by_llama_cpps_rule(tmp_path, arch):
+    """llama.cpp runs a ``deepseek2`` file's YaRN (and a ``deepseek32`` one's, by the same rule) with ``mscale =
+    mscale_all_dim = yarn_log_multiplier / 0.1``: the rotated dims unscaled (their attention factor 1) and the logit
+    times ``mscale(factor, m)²``, as transformers runs the model whose config says both; without the multiplier, the
+    logit unscaled too."""
     m, factor = 0.7, 4.0
     yarn = {"rope_type": "yarn", "rope_theta": 500.0, "factor": factor, "original_max_position_embeddings": 16,
             "mscale": m, "mscale_all_dim": m, "beta_fast": 32.0, "beta_slow": 1.0}
-    model = _model(rope_parameters=yarn)
+    model = (_model(rope_parameters=yarn) if arch == "deepseek2" else
+             build(BY_ID["deepseek-v32-indexer-within-topk"], rope_parameters=yarn))
     keys = dict(type=gguf.RopeScalingType.YARN, factor=factor, orig_ctx_len=16, yarn_log_mul=0.1 * m)
-    ours, ref = compscope.load(write_deepseek2(tmp_path / "y.gguf", model, scaling=keys)), compscope.load(model)
+    write = lambda path, **k: write_deepseek2(path, model, arch=arch, **k)  # noqa: E731
+    ours, ref = compscope.load(write(tmp_path / "y.gguf", scaling=keys)), compscope.load(model)
     for name in ("W_Q", "W_K", "W_V"):
         assert torch.equal(getattr(ours, name), getattr(ref, name)), name
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
     mscale = 0.1 * m * math.log(factor) + 1
     assert ours.attn_scale == pytest.approx(ref.attn_scale, rel=1e-6) == pytest.approx(10 ** -0.5 * mscale**2)
     keys.pop("yarn_log_mul")
-    plain = compscope.load(write_deepseek2(tmp_path / "p.gguf", model, scaling=keys))
+    plain = compscope.load(write(tmp_path / "p.gguf", scaling=keys))
     assert torch.equal(plain.W_Q, ref.W_Q) and plain.attn_scale == 0.0  # (0: d_head^(-1/2), d_head = 10 here)
 
 
@@ -507,3 +511,28 @@ def test_a_deepseek2_gguf_with_llama_4s_temperature_says_so(tmp_path):
     assert torch.equal(ours.W_Q, ref.W_Q) and ours.attn_scale == pytest.approx(ref.attn_scale, rel=1e-6)
     assert any("1 + 0.1 log(1 + floor(i / 16))" in n and "first 16 positions" in n for n in ours.meta.notes)
     assert not any("Llama 4's temperature" in n for n in ref.meta.notes)
+
+
+@pytest.mark.parametrize("split", [True, False], ids=["split-k-b-v-b", "fused-kv-b"])
+def test_a_deepseek32_gguf_reads_as_the_model_object_within_its_indexers_top_k(tmp_path, split):
+    """DeepSeek-V3.2 as llama.cpp runs a ``deepseek32`` file: DeepSeek-V2's conversion (the up-projection split or
+    fused), YaRN by its rule, the indexer's tensors beside the attention's (not read) and its top-k from the
+    metadata, within which every key is attended: the dense attention of the model object; the multi-token-prediction
+    block after the last layer left out. Weights only."""
+    from compscope.data.runner import cannot_run
+
+    model = build(BY_ID["deepseek-v32-indexer-within-topk"], num_hidden_layers=3,
+                  mlp_layer_types=["dense", "sparse", "sparse"])
+    path = write_deepseek2(tmp_path / "d.gguf", model, split=split, arch="deepseek32",
+                           extra={"nextn_predict_layers": 1})
+    ours, ref = compscope.load(path), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "deepseek_v32" and ours.n_layers == 2 and ref.n_layers == 3
+    for name in ("W_Q", "W_K", "W_V", "W_O"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)[:2]), name
+    for name in ("W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    assert ours.rotary.style == ref.rotary.style == "interleaved" and ours.attn_scale == ref.attn_scale
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq[:2], rtol=1e-6, atol=0)
+    assert any("the 16 keys its indexer scores best" in n for n in ours.meta.notes)
+    assert any("multi-token-prediction block(s) after the last layer (blk.2" in n for n in ours.meta.notes)
+    assert "does not read" in cannot_run(path)

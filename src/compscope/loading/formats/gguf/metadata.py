@@ -128,6 +128,8 @@ ARCHS = {
     # or fused
     "mistral4": ("mistral4", False, False),  # Mistral 4 (Mistral Small 4): DeepSeek-V2's conversion and llama.cpp's
     # deepseek2 graph (rules.latent_attention), its rotated share as partial_rotary_factor, Llama 4's temperature
+    "deepseek32": ("deepseek_v32", False, False),  # DeepSeek-V3.2: DeepSeek-V2's conversion and rules, read as the
+    # dense attention its sparse indexer leaves within its top-k; the prediction block left out (rules.latent_attention)
     "glm-dsa": ("glm_moe_dsa", False, False),  # GLM-5, GLM-5.2: DeepSeek-V2's conversion, its sparse indexer's top-k;
     # the multi-token-prediction block after the last layer left out (rules.latent_attention)
     "kimi-linear": ("kimi_linear", False, False),  # Kimi Linear: its latent attention layers (K/V heads 0 on a KDA
@@ -155,7 +157,7 @@ _BIAS_SWITCHES = {"seed_oss": {"attention_bias": "attn_q.bias", "attention_out_b
 #: encoder architectures, which attend both ways (a file flagged causal is refused)
 _ENCODERS = ("bert", "nomic-bert", "eurobert", "modern-bert", "jina-bert-v3", "t5", "t5encoder")
 #: multi-head latent attention (:func:`.rules.latent_attention`)
-_LATENT = ("deepseek2", "mistral4", "glm-dsa", "kimi-linear", "minicpm3")
+_LATENT = ("deepseek2", "mistral4", "deepseek32", "glm-dsa", "kimi-linear", "minicpm3")
 #: the architectures whose files may hold LongRoPE's factors (``rope_factors_long``, ``_short``)
 _LONGROPE = ("phi3", "phimoe", "minicpm3")
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)

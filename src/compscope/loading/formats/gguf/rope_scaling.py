@@ -82,7 +82,7 @@ _DEEPSEEK2_YARN = {**_YARN, "yarn_log_multiplier": "log_multiplier"}
 _DEEPSEEK2_YARN_NEUTRAL = {k: v for k, v in _YARN_NEUTRAL.items() if k != "yarn_log_multiplier"}
 #: the architectures whose YaRN keys are read otherwise: (keys read, keys neutral at the values given)
 _YARN_READ = {"gpt-oss": (_GPT_OSS_YARN, {}), "mistral3": (_YARN, _MISTRAL3_YARN_NEUTRAL),
-              **dict.fromkeys(("deepseek2", "mistral4"), (_DEEPSEEK2_YARN, _DEEPSEEK2_YARN_NEUTRAL))}
+              **dict.fromkeys(("deepseek2", "mistral4", "deepseek32"), (_DEEPSEEK2_YARN, _DEEPSEEK2_YARN_NEUTRAL))}
 
 
 def yarn(path: Path, arch: str, fields: dict) -> dict:

@@ -100,11 +100,11 @@ def jamba_period(path: Path, arch: str, n_layers: int, ssm_layers: set[int]) -> 
 
 def mtp_blocks(path: Path, arch: str, fields: dict) -> int:
     """How many multi-token-prediction blocks a GLM-4.5, GLM-5, Qwen3.5, Nemotron 3, EXAONE MoE, DeepSeek-V3,
-    Mistral 4, MiMo-V2-Flash, Cohere 2 MoE or HY-V3 file holds after its last layer (``nextn_predict_layers``, counted in
-    ``block_count``; llama.cpp's converter leaves DeepSeek-V3's out, and a file that keeps them says so); 0 for other
-    architectures."""
+    DeepSeek-V3.2, Mistral 4, MiMo-V2-Flash, Cohere 2 MoE or HY-V3 file holds after its last layer
+    (``nextn_predict_layers``, counted in ``block_count``; llama.cpp's converter leaves DeepSeek-V3's out, and a file
+    that keeps them says so); 0 for other architectures."""
     if arch not in ("glm4moe", "qwen3next", "qwen35", "qwen35moe", "nemotron_h_moe", "exaone-moe", "deepseek2",
-                    "mistral4", "glm-dsa", "mimo2", "cohere2moe", "hy_v3"):
+                    "mistral4", "deepseek32", "glm-dsa", "mimo2", "cohere2moe", "hy_v3"):
         return 0
     n = fields.get(f"{arch}.nextn_predict_layers", 0)
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
@@ -460,6 +460,7 @@ MINICPM3_CONSTANTS = {"scale_emb": 12.0, "scale_depth": 1.4, "dim_model_base": 2
 #: ``attn_v_b``; ``fused``: ``attn_kv_b``) and the query paths (``attn_q``, the query latent ``attn_q_a``) llama.cpp
 #: runs as the model computes them
 _LATENT_FORMS = {**dict.fromkeys(("deepseek2", "mistral4"), ({"split", "fused"}, {"attn_q", "attn_q_a"})),
+                 "deepseek32": ({"split", "fused"}, {"attn_q_a"}),
                  "glm-dsa": ({"split"}, {"attn_q_a"}), "kimi-linear": ({"split"}, {"attn_q"}),
                  "minicpm3": ({"fused"}, {"attn_q_a"})}
 _KIMI_FUSED = ("llama.cpp runs a file with attn_kv_b with a key's shared dims before its own, against the query's "
@@ -481,6 +482,10 @@ def latent_attention(path: Path, arch: str, cfg: dict, fields: dict, infos: list
     ``mistral4`` (Mistral Small 4): converted and run as ``deepseek2`` is (llama.cpp's ``deepseek2`` hyperparameters,
     tensors and graph), read as Mistral 4, whose family takes a query head's whole width as the rotary's and the rotated
     share as ``partial_rotary_factor`` (``rope / key``).
+
+    ``deepseek32`` (DeepSeek-V3.2): ``deepseek2``'s conversion and rules (YaRN's included), a query latent always, read
+    as the dense attention its sparse indexer leaves on sequences of up to ``attention.indexer.top_k`` tokens
+    (``index_topk``).
 
     ``glm-dsa`` (GLM-5, GLM-5.2): the same, the up-projection split and a query latent always, read as the dense
     attention its sparse indexer leaves on sequences of up to ``attention.indexer.top_k`` tokens (GLM-5's family:
@@ -563,7 +568,10 @@ def latent_attention(path: Path, arch: str, cfg: dict, fields: dict, infos: list
     if arch == "glm-dsa":  # (its family turns adjacent pairs, as llama.cpp's glm-dsa rotary does)
         cfg["index_topk"] = count("attention.indexer.top_k")
         return key
-    cfg["rope_interleave"] = True
+    if arch == "deepseek32":  # (its family turns adjacent pairs, and keeps to the indexer's top-k)
+        cfg["index_topk"] = count("attention.indexer.top_k")
+    else:
+        cfg["rope_interleave"] = True
     if scaling and scaling.get("rope_type") == "yarn":
         log_mul = scaling.pop("log_multiplier", None)
         scaling["attention_factor"] = 1.0
