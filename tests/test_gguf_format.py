@@ -3513,3 +3513,78 @@ def test_a_granite_swa_gguf_reads_as_the_model_object(tmp_path, rope_pattern):
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, atol=0, rtol=1e-6)
     assert [bool(f.any()) for f in ours.rotary.inv_freq] == [bool(t) for t in thetas]
     assert "does not read" in cannot_run(tmp_path / "g.gguf")
+
+
+def _write_muse_glimmer(path, model, flags, k_gain=None, **metadata) -> None:
+    """Muse Glimmer's language model as llama.cpp's converter writes it: q/k rows from transformers' halves back to
+    pairs, the layer norms' gains stored ``1 + w`` (the final norm's as it is), the query scale as the QK-norm gain
+    on every query dim and ones on the keys' (or ``k_gain``), the output gate as ``attn_gate``, an LM head
+    ``output``."""
+    cfg = model.config
+    sd = _numpy_state(model)
+    n, r = cfg.num_hidden_layers, cfg.head_dim
+    w = _writer(path, "muse-glimmer")
+    _metadata(w, block_count=n, embedding_length=cfg.hidden_size, head_count=cfg.num_attention_heads,
+              head_count_kv=cfg.num_key_value_heads, key_length=r, value_length=r, vocab_size=cfg.vocab_size,
+              layer_norm_rms_eps=cfg.rms_norm_eps, rope_dimension_count=r, sliding_window=cfg.sliding_window,
+              logit_scale=cfg.output_multiplier, final_logit_softcapping=cfg.final_logit_softcapping, **metadata)
+    if flags is not None:
+        w.add_sliding_window_pattern(flags)
+    w.add_tensor("token_embd.weight", sd["embed_tokens.weight"])
+    w.add_tensor("output_norm.weight", sd["norm.weight"])
+    w.add_tensor("output.weight", sd["embed_tokens.weight"] * 0.5)
+    for i in range(n):
+        p = f"layers.{i}."
+        w.add_tensor(f"blk.{i}.attn_norm.weight", sd[p + "input_layernorm.weight"] + 1)
+        w.add_tensor(f"blk.{i}.post_attention_norm.weight", sd[p + "post_attention_layernorm.weight"] + 1)
+        w.add_tensor(f"blk.{i}.attn_q.weight", llama_cpp_permute(sd[p + "self_attn.q_proj.weight"],
+                                                                 cfg.num_attention_heads))
+        w.add_tensor(f"blk.{i}.attn_k.weight", llama_cpp_permute(sd[p + "self_attn.k_proj.weight"],
+                                                                 cfg.num_key_value_heads))
+        w.add_tensor(f"blk.{i}.attn_v.weight", sd[p + "self_attn.v_proj.weight"])
+        w.add_tensor(f"blk.{i}.attn_output.weight", sd[p + "self_attn.o_proj.weight"])
+        w.add_tensor(f"blk.{i}.attn_gate.weight", sd[p + "self_attn.gate_proj.weight"])
+        w.add_tensor(f"blk.{i}.attn_q_norm.weight", np.full(r, cfg.qk_scale_factor, np.float32))
+        w.add_tensor(f"blk.{i}.attn_k_norm.weight", np.ones(r, np.float32) if k_gain is None else k_gain)
+    _finish(w)
+
+
+@pytest.mark.parametrize("flags", [[True, False, True, False], None], ids=["flags", "period"])
+def test_a_muse_glimmer_gguf_reads_as_the_model_object(tmp_path, flags):
+    """Muse Glimmer's language model as llama.cpp's converter writes and llama.cpp runs it: the heads, output gates,
+    norms (the layer norms back from ``1 + w``, the final one as stored, the post-norms at 1e-8), query scale (from
+    the QK gains), windows (the flags; or llama.cpp's period rule, 4: layer 3 global) and rotary (the sliding layers
+    at the file's base, the global ones none) of the model object whose config says so. Weights only."""
+    from compscope.data.runner import cannot_run
+    from hf_tiny import BY_ID, build
+
+    types = (["sliding_attention", "full_attention"] * 2 if flags else
+             ["sliding_attention"] * 3 + ["full_attention"])
+    model = build(BY_ID["muse-glimmer-gated-nope-global"], post_norm_eps=1e-8, layer_types=types,
+                  layer_rope_theta=[700.0 if t == "sliding_attention" else 0 for t in types])
+    _write_muse_glimmer(tmp_path / "m.gguf", model, flags, rope_freq_base=10.0, rope_freq_base_swa=700.0)
+    ours, ref = compscope.load(tmp_path / "m.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "muse_glimmer"
+    assert ours.sliding_window == ref.sliding_window == tuple(3 if t == "sliding_attention" else None for t in types)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_G", "W_E"):
+        torch.testing.assert_close(getattr(ours, name), getattr(ref, name), atol=1e-6, rtol=1e-6, msg=name)
+    for x, y in [(ours.attn_norm, ref.attn_norm), (ours.attn_out_norm, ref.attn_out_norm),
+                 (ours.final_norm, ref.final_norm), *zip(ours.qk_norm, ref.qk_norm)]:
+        torch.testing.assert_close(x.weight, y.weight, atol=1e-6, rtol=0)
+        assert x.eps == pytest.approx(y.eps) and x.offset == y.offset
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, atol=0, rtol=1e-6)
+    torch.testing.assert_close(ours.W_U, torch.tensor(_numpy_state(model)["embed_tokens.weight"]) * 0.25)
+    assert "does not read" in cannot_run(tmp_path / "m.gguf")
+
+
+def test_a_muse_glimmer_gguf_with_per_dim_qk_gains_is_refused_by_name(tmp_path):
+    """A key gain not all ones (or a query gain that is not one scale on every dim) is no model Muse Glimmer's config
+    gives: refused, naming the tensor."""
+    from hf_tiny import BY_ID, build
+
+    model = build(BY_ID["muse-glimmer-gated-nope-global"])
+    gain = np.ones(model.config.head_dim, np.float32)
+    gain[0] = 2.0
+    _write_muse_glimmer(tmp_path / "m.gguf", model, [True, False, True, False], k_gain=gain, rope_freq_base=700.0)
+    with pytest.raises(compscope.UnsupportedModelError, match=r"tensor 'blk\.0\.attn_k_norm\.weight' holds 2 values"):
+        compscope.load(tmp_path / "m.gguf")

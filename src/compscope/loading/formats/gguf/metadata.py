@@ -77,6 +77,9 @@ ARCHS = {
     "cohere2": ("cohere2", False, False),
     "granite_swa": ("granite_swa", True, False),  # Granite SWA (and its MoE sibling): Granite's rows and scalars, a
     # sink per head, windows by the per-layer flags, rotary on the layers attention.rope_pattern marks (rules.granite_swa)
+    "muse-glimmer": ("muse_glimmer_text", True, True),  # Muse Glimmer's language model: rows permuted as a Llama's,
+    # its layer norms stored 1 + w (the final norm as is), the QK gains and the rest by llama.cpp's rules
+    # (rules.muse_glimmer)
     "hy_v3": ("hy_v3", False, False),  # HY-V3 (Tencent Hy3): Qwen3's rows and QK norms, q/k/v biases where the file
     # holds them; the experts are MLP, the prediction block after the last layer left out
     "mellum": ("mellum", False, False),  # Mellum (JetBrains): Qwen3's rows and QK norms, its layers and rotary by
@@ -180,7 +183,9 @@ _GRANITE_KEYS = {"embedding_scale": "embedding_multiplier", "attention.scale": "
 _GRANITE_ARCHS = ("granite", "granitemoe", "granitehybrid", "granite_swa")
 _ARCH_KEYS = {**{arch: _GRANITE_KEYS for arch in _GRANITE_ARCHS}, "command-r": {"logit_scale": "logit_scale"},
               "cohere2": {"logit_scale": "logit_scale"}, "cohere2moe": {"logit_scale": "logit_scale"},
-              "chameleon": {"swin_norm": "swin_norm"}}
+              "chameleon": {"swin_norm": "swin_norm"}, "muse-glimmer": {"logit_scale": "output_multiplier"}}
+#: HF norm gains an architecture whose norms llama.cpp stores as ``1 + w`` keeps as they are (Muse Glimmer's final norm)
+_UNSHIFTED = {"muse-glimmer": ("model.norm.weight",)}
 
 
 @dataclass(frozen=True)
@@ -201,6 +206,7 @@ class Shape:
     one_plus: bool
     notes: tuple[str, ...] = ()  # what the checkpoint's notes say of this file beside the generic ones
     kv_layers: tuple[int, ...] = ()  # each layer's K/V head count, where layers differ in it (Nemotron-NAS's)
+    unshifted: tuple[str, ...] = ()  # HF norm gains stored as they are though ``one_plus`` (Muse Glimmer's final norm)
 
 
 def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple[dict, Shape]:
@@ -364,6 +370,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         note = rules.mellum(path, arch, cfg)
     if arch == "granite_swa":
         rules.granite_swa(path, arch, cfg, fields)
+    if arch == "muse-glimmer":
+        rules.muse_glimmer(path, arch, cfg, fields, located)
     notes = () if note is None else (note,)
     if arch == "command-r":  # Command R+'s per-head QK LayerNorms, there when their stacked gains are
         cfg["use_qk_norm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)
@@ -375,4 +383,5 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         two_norms = any(i.name.endswith("attn_norm_2.weight") for i in infos)
         cfg.update(new_decoder_architecture=True, num_kv_heads=n_kv, num_ln_in_parallel_attn=2 if two_norms else 1,
                    parallel_attn=True)  # llama.cpp runs every Falcon block in parallel
-    return cfg, Shape(arch, n_heads, n_kv, head_dim, mtp, frozenset(ssm_layers), permuted, one_plus, notes, kv_layers)
+    return cfg, Shape(arch, n_heads, n_kv, head_dim, mtp, frozenset(ssm_layers), permuted, one_plus, notes, kv_layers,
+                      _UNSHIFTED.get(arch, ()))

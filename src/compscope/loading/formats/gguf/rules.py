@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from ....errors import LoadError, UnsupportedModelError
+from ...gguf_file import dequantize
 from . import rope_scaling
 
 
@@ -297,6 +298,48 @@ def granite_swa(path: Path, arch: str, cfg: dict, fields: dict) -> None:
         raise LoadError(f"{path}: GGUF metadata '{arch}.attention.rope_pattern' = {rotates!r} is not a flag for each "
                         f"of the {n} layers")
     cfg["layer_rope_theta"] = [cfg["rope_theta"] if r else 0 for r in rotates]
+
+
+def muse_glimmer(path: Path, arch: str, cfg: dict, fields: dict, located: list[tuple]) -> None:
+    """Muse Glimmer's language model as llama.cpp runs a file of it, into ``cfg``: the window it requires, on the
+    layers the per-layer flags mark, else by llama.cpp's rule for a period (4 where none is stated: layers p − 1,
+    2p − 1, ... global); rotary on the sliding layers alone, at ``rope.freq_base_swa`` (else ``rope.freq_base``,
+    else 10 000), the global ones without; the query scale from the QK-norm gains its converter writes (the scale
+    on every query dim, ones on the keys'), which must be so; the post-norms at llama.cpp's 1e-8; the final soft
+    cap as stated, else llama.cpp's 30."""
+    n = cfg["num_hidden_layers"]
+    if not cfg.get("sliding_window"):
+        raise UnsupportedModelError(f"{path}: no GGUF metadata '{arch}.attention.sliding_window' (or 0): llama.cpp "
+                                    "requires it for Muse Glimmer")
+    if cfg.get("rope_scaling"):
+        raise UnsupportedModelError(f"{path}: a {arch} file with rope scaling {cfg['rope_scaling'].get('rope_type')!r}:"
+                                    " compscope reads Muse Glimmer's files without")
+    if "layer_types" not in cfg:
+        p = _period(path, arch, cfg.pop("sliding_window_pattern", 4))
+        cfg["layer_types"] = ["sliding_attention" if p == 0 or i % p < p - 1 else "full_attention" for i in range(n)]
+    theta = cfg.pop("rope_local_base_freq", None) or cfg.get("rope_theta") or 10000.0
+    cfg["rope_theta"] = theta
+    cfg["layer_rope_theta"] = [theta if t == "sliding_attention" else 0 for t in cfg["layer_types"]]
+    found = {info.name: (info, buf) for info, buf, _ in located}
+    scales = set()
+    for i in range(n):
+        for which, want in (("q", None), ("k", 1.0)):
+            name = f"blk.{i}.attn_{which}_norm.weight"
+            if name not in found:
+                raise LoadError(f"{path}: tensor '{name}' is missing: llama.cpp's Muse Glimmer graph reads it")
+            values = set(dequantize(found[name][1], found[name][0]).reshape(-1).tolist())
+            if len(values) != 1 or (want is not None and values != {want}):
+                raise UnsupportedModelError(
+                    f"{path}: tensor '{name}' holds {len(values)} values ({sorted(values)[:3]}...): Muse Glimmer's "
+                    "converter writes one scale on every query dim and ones on the keys', which are what compscope "
+                    "reads (a gainless QK-norm, queries then scaled)")
+            if which == "q":
+                scales |= values
+    if len(scales) != 1:
+        raise UnsupportedModelError(f"{path}: the layers' query scales differ ({sorted(scales)}): Muse Glimmer has one "
+                                    "qk_scale_factor")
+    cap = fields.get(f"{arch}.final_logit_softcapping", 30.0)
+    cfg.update(qk_scale_factor=scales.pop(), post_norm_eps=1e-8, final_logit_softcapping=cap or None)
 
 
 def qwen_next_layers(path: Path, arch: str, cfg: dict, fields: dict, n_kv) -> tuple[int, set[int]]:

@@ -60,7 +60,7 @@ def checkpoint(files: list[Path], fields: dict, located: list[tuple]) -> Checkpo
                 rows = (start, start + splits[part])
             swap = hf.endswith(transposed)  # () for every layout but GPT-2's: nothing swapped
             regroup = hf.endswith(regrouped)  # () but for GPT-NeoX and Falcon: nothing regrouped
-            is_norm = hf.endswith("norm.weight")
+            is_norm = hf.endswith("norm.weight") and not hf.endswith(shape.unshifted)
             # llama.cpp permutes the rows of q/k weights and biases alike (convert_hf_to_gguf LlamaModel)
             n_rows = None
             if ".q_proj." in hf:
