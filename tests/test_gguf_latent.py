@@ -402,16 +402,24 @@ def _glm5(**overrides):
     return build(BY_ID["glm5-dsa-indexer-within-topk"], **overrides)
 
 
-def test_a_glm_dsa_gguf_reads_as_the_model_object_within_its_indexers_top_k(tmp_path):
-    """GLM-5 and 5.2 as llama.cpp runs a ``glm-dsa`` file: DeepSeek-V2's conversion (the up-projection split), the
-    indexer's tensors beside the attention's (not read), the indexer's top-k from the metadata, within which every
-    key is attended: the dense attention of the model object, the notes saying so; the multi-token-prediction block
-    that GLM-5's conversion keeps after the last layer left out."""
-    model = _glm5(num_hidden_layers=3, mlp_layer_types=["dense", "sparse", "sparse"],
-                  indexer_types=["full", "full", "full"])
-    path = write_deepseek2(tmp_path / "g.gguf", model, arch="glm-dsa", extra={"nextn_predict_layers": 1})
+@pytest.mark.parametrize("arch, split", [("glm-dsa", True), ("deepseek32", True), ("deepseek32", False)],
+                         ids=["glm-dsa", "deepseek32-split", "deepseek32-fused"])
+def test_a_sparse_attention_gguf_reads_as_the_model_object_within_its_indexers_top_k(tmp_path, arch, split):
+    """GLM-5 and 5.2 (``glm-dsa``) and DeepSeek-V3.2 (``deepseek32``) as llama.cpp runs their files: DeepSeek-V2's
+    conversion (the up-projection split; DeepSeek-V3.2's also fused, as older conversions keep it), the indexer's
+    tensors beside the attention's (not read), the indexer's top-k from the metadata, within which every key is
+    attended: the dense attention of the model object, the notes saying so; the multi-token-prediction block their
+    conversions keep after the last layer left out. Weights only."""
+    from compscope.data.runner import cannot_run
+
+    dense = dict(num_hidden_layers=3, mlp_layer_types=["dense", "sparse", "sparse"])
+    model = (_glm5(**dense, indexer_types=["full", "full", "full"]) if arch == "glm-dsa" else
+             build(BY_ID["deepseek-v32-indexer-within-topk"], **dense))
+    path = write_deepseek2(tmp_path / "g.gguf", model, split=split, arch=arch, extra={"nextn_predict_layers": 1})
     ours, ref = compscope.load(path), compscope.load(model)
-    assert ours.meta.family == ref.meta.family == "glm_moe_dsa" and ours.n_layers == 2 and ref.n_layers == 3
+    family = {"glm-dsa": "glm_moe_dsa", "deepseek32": "deepseek_v32"}[arch]
+    assert ours.meta.family == ref.meta.family == family and ours.n_layers == 2 and ref.n_layers == 3
+    assert "does not read" in cannot_run(path)
     for name in ("W_Q", "W_K", "W_V", "W_O"):
         assert torch.equal(getattr(ours, name), getattr(ref, name)[:2]), name
     for name in ("W_E", "W_U"):
@@ -511,28 +519,3 @@ def test_a_deepseek2_gguf_with_llama_4s_temperature_says_so(tmp_path):
     assert torch.equal(ours.W_Q, ref.W_Q) and ours.attn_scale == pytest.approx(ref.attn_scale, rel=1e-6)
     assert any("1 + 0.1 log(1 + floor(i / 16))" in n and "first 16 positions" in n for n in ours.meta.notes)
     assert not any("Llama 4's temperature" in n for n in ref.meta.notes)
-
-
-@pytest.mark.parametrize("split", [True, False], ids=["split-k-b-v-b", "fused-kv-b"])
-def test_a_deepseek32_gguf_reads_as_the_model_object_within_its_indexers_top_k(tmp_path, split):
-    """DeepSeek-V3.2 as llama.cpp runs a ``deepseek32`` file: DeepSeek-V2's conversion (the up-projection split or
-    fused), YaRN by its rule, the indexer's tensors beside the attention's (not read) and its top-k from the
-    metadata, within which every key is attended: the dense attention of the model object; the multi-token-prediction
-    block after the last layer left out. Weights only."""
-    from compscope.data.runner import cannot_run
-
-    model = build(BY_ID["deepseek-v32-indexer-within-topk"], num_hidden_layers=3,
-                  mlp_layer_types=["dense", "sparse", "sparse"])
-    path = write_deepseek2(tmp_path / "d.gguf", model, split=split, arch="deepseek32",
-                           extra={"nextn_predict_layers": 1})
-    ours, ref = compscope.load(path), compscope.load(model)
-    assert ours.meta.family == ref.meta.family == "deepseek_v32" and ours.n_layers == 2 and ref.n_layers == 3
-    for name in ("W_Q", "W_K", "W_V", "W_O"):
-        assert torch.equal(getattr(ours, name), getattr(ref, name)[:2]), name
-    for name in ("W_E", "W_U"):
-        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
-    assert ours.rotary.style == ref.rotary.style == "interleaved" and ours.attn_scale == ref.attn_scale
-    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq[:2], rtol=1e-6, atol=0)
-    assert any("the 16 keys its indexer scores best" in n for n in ours.meta.notes)
-    assert any("multi-token-prediction block(s) after the last layer (blk.2" in n for n in ours.meta.notes)
-    assert "does not read" in cannot_run(path)
