@@ -72,8 +72,7 @@ class HFRunner(Runner):
         norm_in: dict[tuple[int, int], Tensor] = {}
         handles = []
         n_seq = tokens.shape[1]
-        turn = ((lambda x: x.transpose(1, 2)) if self.channels_first  # noqa: E731
-                else (lambda x: x.transpose(0, 1)) if self.sequence_first else (lambda x: x))
+        turn = (lambda x: x.transpose(1, 2)) if self.channels_first else self._turned  # noqa: E731
         cut = (lambda x: turn(x)[:, :n_seq]) if self.pads else turn  # noqa: E731  (the model's padding, off)
         first = lambda args, kwargs: cut(args[0] if args else _hidden(kwargs))  # noqa: E731
         div = self.divisors or [1.0] * len(self.points)
