@@ -230,8 +230,7 @@ def cohere2moe(path: Path, arch: str, cfg: dict, fields: dict) -> str | None:
     on a ``rope.freq_base_swa`` that graph does not use, or None."""
     n = cfg["num_hidden_layers"]
     if "layer_types" not in cfg:
-        period = _period(path, arch, cfg.pop("sliding_window_pattern", 4))
-        cfg["layer_types"] = ["sliding_attention" if period == 0 or i % period else "full_attention" for i in range(n)]
+        cfg["layer_types"] = _periodic_layers(path, arch, cfg.pop("sliding_window_pattern", 4), n, dense_first=True)
     lead = fields.get(f"{arch}.leading_dense_block_count", 0)
     if not isinstance(lead, int) or isinstance(lead, bool) or not 0 <= lead <= n:
         raise LoadError(f"{path}: GGUF metadata '{arch}.leading_dense_block_count' = {lead!r} is not a count of the "
@@ -240,12 +239,16 @@ def cohere2moe(path: Path, arch: str, cfg: dict, fields: dict) -> str | None:
     return _one_base(arch, cfg)
 
 
-def _period(path: Path, arch: str, period) -> int:
-    """``attention.sliding_window_pattern`` as a period, checked."""
+def _periodic_layers(path: Path, arch: str, period, n: int, dense_first: bool) -> list[str]:
+    """The layer types llama.cpp makes of a period ``p`` (``attention.sliding_window_pattern`` as a count, checked; its
+    ``set_swa_pattern``): every layer sliding for 0; else layers 0, p, 2p, ... global where ``dense_first``, else
+    p − 1, 2p − 1, ...."""
     if not isinstance(period, int) or isinstance(period, bool) or period < 0:
         raise LoadError(f"{path}: GGUF metadata '{arch}.attention.sliding_window_pattern' = {period!r} is not a "
                         "period (a count of layers) or a flag per layer")
-    return period
+    p = period
+    return ["sliding_attention" if p == 0 or (i % p != 0 if dense_first else i % p < p - 1) else "full_attention"
+            for i in range(n)]
 
 
 def _one_base(arch: str, cfg: dict) -> str | None:
@@ -270,8 +273,7 @@ def mellum(path: Path, arch: str, cfg: dict) -> str | None:
         cfg.pop("sliding_window", None)
         cfg["layer_types"] = ["full_attention"] * n
     elif "layer_types" not in cfg:
-        p = _period(path, arch, period)
-        cfg["layer_types"] = ["sliding_attention" if p == 0 or i % p < p - 1 else "full_attention" for i in range(n)]
+        cfg["layer_types"] = _periodic_layers(path, arch, period, n, dense_first=False)
     note = _one_base(arch, cfg)
     scaling = cfg.pop("rope_scaling", None)
     full = {"rope_type": "default", "rope_theta": cfg["rope_theta"], **(scaling or {})}
@@ -315,8 +317,7 @@ def muse_glimmer(path: Path, arch: str, cfg: dict, fields: dict, located: list[t
         raise UnsupportedModelError(f"{path}: a {arch} file with rope scaling {cfg['rope_scaling'].get('rope_type')!r}:"
                                     " compscope reads Muse Glimmer's files without")
     if "layer_types" not in cfg:
-        p = _period(path, arch, cfg.pop("sliding_window_pattern", 4))
-        cfg["layer_types"] = ["sliding_attention" if p == 0 or i % p < p - 1 else "full_attention" for i in range(n)]
+        cfg["layer_types"] = _periodic_layers(path, arch, cfg.pop("sliding_window_pattern", 4), n, dense_first=False)
     theta = cfg.pop("rope_local_base_freq", None) or cfg.get("rope_theta") or 10000.0
     cfg["rope_theta"] = theta
     cfg["layer_rope_theta"] = [theta if t == "sliding_attention" else 0 for t in cfg["layer_types"]]
