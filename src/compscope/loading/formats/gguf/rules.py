@@ -289,9 +289,8 @@ def granite_swa(path: Path, arch: str, cfg: dict, fields: dict) -> None:
     n = cfg["num_hidden_layers"]
     flags = fields.get(f"{arch}.attention.sliding_window_pattern")
     if not isinstance(flags, list) or len(flags) != n:
-        raise LoadError(f"{path}: GGUF metadata '{arch}.attention.sliding_window_pattern' = "
-                        f"{flags!r}: llama.cpp reads a flag for each "
-                        f"of the {n} layers")
+        raise LoadError(f"{path}: GGUF metadata '{arch}.attention.sliding_window_pattern' = {flags!r}: llama.cpp "
+                        f"reads a flag for each of the {n} layers")
     cfg.setdefault("rope_theta", 10000.0)
     rotates = fields.get(f"{arch}.attention.rope_pattern")
     if rotates is None:
