@@ -743,6 +743,8 @@ VARIANTS = [
             dict(_COMMON, max_position_embeddings=24, eos_token_id=1, qkv_bias=True)),
     Variant("clip-text-causal", "clip", "CLIPTextConfig",
             dict(_COMMON, max_position_embeddings=24, bos_token_id=0, eos_token_id=1, pad_token_id=1)),
+    # TIPSv2's text encoder: CLIP's layout attending both ways, token embeddings times sqrt(d), sinusoidal positions
+    Variant("tipsv2-text-scaled-sinusoids", "clip", "Tipsv2TextConfig", dict(_COMMON, max_position_embeddings=24)),
     Variant("privacy-filter-sinks-both-sides", "eurobert", "OpenAIPrivacyFilterConfig",
             dict(_LLAMA, num_key_value_heads=2, sliding_window=2, num_local_experts=2, num_experts_per_tok=1,
                  pad_token_id=0, eos_token_id=0,
@@ -989,7 +991,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "megatron-bert-pre-ln", "biogpt-scaled-embeddings", "jais2-layernorm-biases",
                     "persimmon-qk-layernorm-half-rotary", "xglm-sinusoidal-positions", "ctrl-sinusoidal-scaled",
                     "esm2-rotary-token-dropout", "esmc-layer-qk-layernorm", "clip-text-causal",
-                    "pegasus-encoder-pre-ln", "m2m100-encoder-pre-ln", "blenderbot-encoder-pre-ln",
+                    "tipsv2-text-scaled-sinusoids", "pegasus-encoder-pre-ln", "m2m100-encoder-pre-ln", "blenderbot-encoder-pre-ln",
                     "bigbird-pegasus-encoder-full-attention"]
 #: pre-LayerNorm variants whose first layer reads the residual without a norm (centring the embeddings would change it)
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]

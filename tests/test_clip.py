@@ -106,3 +106,70 @@ def test_aimv2s_text_encoder_is_read_from_its_folders_and_runs_causally(tmp_path
     tr = runner.trace(random_ids(seq=24))
     for layer in range(hw.n_layers):
         torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=2e-5, rtol=0)
+
+
+@pytest.mark.parametrize("whole", [False, True])
+def test_tipsv2s_text_encoder_is_read_with_its_scale_and_sinusoids_and_runs_both_ways(tmp_path, whole):
+    """TIPSv2's text model saved alone or in a whole Tipsv2Model (the vision tower not read): what its embeddings
+    module gives a sequence is ``W_E`` at the tokens plus ``W_pos`` at their positions (the token embeddings times
+    sqrt(d), the sinusoids transformers computes and does not save); the table's first pair of rows is sin(p) and
+    cos(p) (frequency 1); heads attend both ways, and every layer recomputed from the weights equals what it adds."""
+    text = build(BY_ID["tipsv2-text-scaled-sinusoids"])
+    if whole:
+        vision = dict(hidden_size=text.config.hidden_size, intermediate_size=32, num_hidden_layers=1,
+                      num_attention_heads=2, image_size=8, patch_size=4)
+        model = transformers.Tipsv2Model(transformers.Tipsv2Config(text_config=text.config.to_dict(),
+                                                                   vision_config=vision))
+        model.text_model.load_state_dict(text.state_dict())
+    else:
+        model = text
+    model.save_pretrained(tmp_path)
+    hw = compscope.load(tmp_path)
+    d = text.config.hidden_size
+    assert hw.meta.family == "tipsv2_text" and not hw.causal and hw.W_U is None and hw.W_pos.shape == (d, 24)
+    assert any("the mean of the final states" in n for n in hw.meta.notes)
+    p = torch.arange(24, dtype=torch.float32)
+    torch.testing.assert_close(hw.W_pos[0], p.sin(), atol=1e-6, rtol=0)
+    torch.testing.assert_close(hw.W_pos[d // 2], p.cos(), atol=1e-6, rtol=0)
+    ids = random_ids(seq=24)
+    with torch.no_grad():
+        embedded = text.embeddings(input_ids=ids)
+    torch.testing.assert_close(hw.W_E[:, ids].permute(1, 2, 0) + hw.W_pos.T, embedded, atol=1e-5, rtol=1e-5)
+    assert not torch.allclose(hw.W_E, text.embeddings.token_embedding.weight.detach().T)  # (scaled: sqrt(d))
+    runner = runner_for(tmp_path, progress=False)
+    assert type(runner.model).__name__ == ("Tipsv2Model" if whole else "Tipsv2TextModel") and runner.n_ctx == 24
+    tr = runner.trace(ids)
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=2e-5, rtol=0)
+
+
+def test_tipsv2s_unscaled_and_odd_width_text_encoders_read_as_the_model_embeds(tmp_path):
+    """``scale_sqrt_depth`` false: the token embeddings as they are; an odd width (15, three heads of 5): the
+    sinusoids' last row zero, as the model pads them; a width below 4 (no frequencies) refused by name."""
+    if not hasattr(transformers, "Tipsv2TextConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no Tipsv2TextConfig")
+    for width, heads, scaled in ((16, 2, False), (15, 3, True)):
+        config = transformers.Tipsv2TextConfig(vocab_size=40, hidden_size=width, intermediate_size=32,
+                                               num_hidden_layers=1, num_attention_heads=heads,
+                                               max_position_embeddings=12, scale_sqrt_depth=scaled)
+        model = perturbed(lambda: transformers.Tipsv2TextModel(config), seed=3, scale=0.25)
+        hw = compscope.load(model)
+        factor = width ** 0.5 if scaled else 1.0
+        torch.testing.assert_close(hw.W_E, factor * model.embeddings.token_embedding.weight.detach().T, atol=1e-6,
+                                   rtol=1e-6)
+        torch.testing.assert_close(hw.W_pos, model.embeddings.position_embedding.weights.T, atol=0, rtol=0)
+        if width % 2:
+            assert torch.equal(hw.W_pos[-1], torch.zeros(12)) and hw.W_pos[:-1].abs().sum() > 0
+    import json
+
+    from safetensors.torch import save_file
+
+    config = transformers.Tipsv2TextConfig(vocab_size=40, hidden_size=4, intermediate_size=8, num_hidden_layers=1,
+                                           num_attention_heads=1, max_position_embeddings=12)
+    model = transformers.Tipsv2TextModel(config)  # (transformers builds no narrower one: its table divides by zero)
+    narrow = {k: v[tuple(slice(0, 2) if n == 4 else slice(None) for n in v.shape)].contiguous()
+              for k, v in model.state_dict().items() if "position" not in k}
+    save_file(narrow, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    (tmp_path / "config.json").write_text(json.dumps({**config.to_dict(), "hidden_size": 2}))
+    with pytest.raises(compscope.UnsupportedModelError, match="hidden_size 2 is below 4"):
+        compscope.load(tmp_path)

@@ -297,7 +297,7 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "embedding-gemma2-encoder", "muse-glimmer-gated-nope-global", "t5gemma-encoder-both-sides", "t5gemma2-encoder-odd-window",
                "aimv2-text-rms-biases",
                "esm2-rotary-token-dropout", "esmc-layer-qk-layernorm", "clip-text-causal",
-               "modernbert-decoder-causal-window", "megatron-bert-pre-ln",
+               "tipsv2-text-scaled-sinusoids", "modernbert-decoder-causal-window", "megatron-bert-pre-ln",
                "biogpt-scaled-embeddings", "internlm3-biases", "jais2-layernorm-biases", "cwm-every-fourth-global",
                "hyperclovax-peri-ln-multipliers", "persimmon-qk-layernorm-half-rotary", "xglm-sinusoidal-positions",
                "afmoe-gated-nope-global", "mellum-sliding-layer-bases", "ctrl-sinusoidal-scaled",

@@ -9,11 +9,14 @@ first end-of-text token through a linear projection, no unembedding over the voc
 None. The tensors sit at the top of a ``CLIPTextModel`` saved by transformers 5, under ``text_model.``
 in one saved by transformers 4 and in a whole ``CLIPModel`` (whose vision tower is not read).
 
-AIMv2's text encoder (:class:`Aimv2Text`) is CLIP's layout with RMSNorms and its own module names.
+AIMv2's text encoder (:class:`Aimv2Text`) is CLIP's layout with RMSNorms and its own module names; TIPSv2's
+(:class:`Tipsv2Text`) SigLIP's with token embeddings times ``sqrt(d)`` and tensor2tensor sinusoids for positions.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import ClassVar
 
 import torch
@@ -22,8 +25,8 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm
 from ...errors import UnsupportedModelError
 from . import register
-from .base import (Family, checkpoint_notes, config_attention_bias, final_layernorm, number, separate_projections,
-                   sizes, stack, token_embedding)
+from .base import (MAX_WIDTH, Family, checkpoint_notes, config_attention_bias, final_layernorm, integer, number,
+                   separate_projections, sizes, stack, tensor2tensor_sinusoids, token_embedding)
 
 #: where the text encoder's tensors may sit
 PREFIXES = ("", "text_model.")
@@ -50,6 +53,8 @@ class ClipText(Family):
     #: the norms' kind ('layernorm': gains and biases; 'rmsnorm': gains) and the config key of their epsilon
     norm_kind: ClassVar[str] = "layernorm"
     eps_key: ClassVar[str] = "layer_norm_eps"
+    #: what the text embedding is, for the note that no unembedding is read
+    pooled: ClassVar[str] = "a projection of the final state at the end-of-text token"
 
     @classmethod
     def base_model(cls, model):
@@ -80,15 +85,13 @@ class ClipText(Family):
         final_norm = (Norm("rmsnorm", ts.take(final + ".weight", (d,))[None], None, eps) if rms
                       else final_layernorm(ts, final, d, eps))
         emb = token_embedding(ts, prefix + "embeddings.token_embedding.weight", d)
-        pos = ts.take(prefix + "embeddings.position_embedding.weight")
-        if pos.ndim != 2 or pos.shape[1] != d:
-            raise UnsupportedModelError(f"{ts.origin(prefix + 'embeddings.position_embedding.weight')}: "
-                                        f"position_embedding has shape {tuple(pos.shape)}, expected (n_ctx, {d})")
-        notes = checkpoint_notes(ckpt, "no unembedding read (W_U is None): the text embedding is a projection of the "
-                                       "final state at the end-of-text token")
+        scale, said = cls.embedding_scale(cfg, where, d)
+        W_pos, said_pos = cls.positional(cfg, where, ts, prefix, d)
+        notes = checkpoint_notes(ckpt, f"no unembedding read (W_U is None): the text embedding is {cls.pooled}",
+                                 *[n for n in (said, said_pos) if n])
         return HeadWeights(
             **attn,
-            W_E=emb.T, W_pos=pos.T, W_U=None, b_U=None,
+            W_E=emb.T * scale if scale != 1.0 else emb.T, W_pos=W_pos, W_U=None, b_U=None,
             kv_map=tuple(range(H)),
             attn_norm=Norm(cls.norm_kind, stack(gains), stack(biases), eps),
             final_norm=final_norm,
@@ -98,6 +101,21 @@ class ClipText(Family):
             sliding_window=(None,) * L,
             meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
         )
+
+    @classmethod
+    def embedding_scale(cls, config: dict, where: str, d: int) -> tuple[float, str | None]:
+        """The factor on the token embeddings (``W_E`` holds them times it), with a note where it is not 1."""
+        return 1.0, None
+
+    @classmethod
+    def positional(cls, config: dict, where: str, ts, prefix: str, d: int) -> tuple[torch.Tensor, str | None]:
+        """``W_pos: (d, n_ctx)``, the learned table ``embeddings.position_embedding.weight``, and a note (None)."""
+        name = prefix + "embeddings.position_embedding.weight"
+        pos = ts.take(name)
+        if pos.ndim != 2 or pos.shape[1] != d:
+            raise UnsupportedModelError(f"{ts.origin(name)}: position_embedding has shape {tuple(pos.shape)}, "
+                                        f"expected (n_ctx, {d})")
+        return pos.T, None
 
 
 @register
@@ -111,6 +129,7 @@ class SiglipText(ClipText):
     architectures = ("SiglipTextModel", "Siglip2TextModel")
     ignored = frozenset({"projection_size"})  # (the head after pooling)
     causal = False
+    pooled = "a linear head of the final state at the last position"
 
 
 @register
@@ -138,3 +157,72 @@ class Aimv2Text(ClipText):
     def run_inputs(cls, tokens: torch.Tensor) -> dict[str, torch.Tensor]:
         """An attention mask of ones, ``(batch, seq)``: what has transformers mask the text causally."""
         return {"attention_mask": torch.ones_like(tokens)}
+
+
+@register
+class Tipsv2Text(SiglipText):
+    """TIPSv2's text encoder: SigLIP's layout (pre-LN, attending both ways), the token embeddings times ``sqrt(d)``
+    where ``scale_sqrt_depth`` (its default), and positions the tensor2tensor sinusoids transformers computes (the
+    files hold none): row ``p`` of ``[sin(p f_i) | cos(p f_i)]``, ``f_i = 10000^(−i/(d/2 − 1))``, a zero column after
+    them where ``d`` is odd, ``max_position_embeddings`` rows. No unembedding (the text embedding is the final states'
+    mean)."""
+
+    name = "tipsv2_text"
+    about = ("TIPSv2's text encoder: SigLIP's layout, token embeddings times sqrt(d), sinusoidal positions; "
+             "no unembedding")
+    model_types = ("tipsv2_text_model",)
+    architectures = ("Tipsv2TextModel",)
+    handled = ClipText.handled | {"scale_sqrt_depth", "max_position_embeddings"}
+    ignored = frozenset({"pooling_epsilon"})  # (the mean over the states that pools them)
+    pooled = "the mean of the final states"
+    #: its files' names (the released ones, which transformers converts on loading and writes back on saving) -> the
+    #: loaded model's; each layer's fused ``in_proj`` (q, k, v stacked) is split in :meth:`convert`
+    saved_names = ((r"^text_encoder\.", "text_model."), (r"^(text_model\.)?ln_final\.", r"\1final_layer_norm."),
+                   (r"^(text_model\.)?token_embedding\.", r"\1embeddings.token_embedding."),
+                   (r"^(text_model\.)?transformer\.resblocks\.(\d+)\.ln_1\.", r"\1encoder.layers.\2.layer_norm1."),
+                   (r"^(text_model\.)?transformer\.resblocks\.(\d+)\.attn\.", r"\1encoder.layers.\2.self_attn."))
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        """CLIP's reading, each layer's ``self_attn.in_proj_weight`` ``(3d, d)`` (and bias) first split into the
+        ``q_proj``, ``k_proj`` and ``v_proj`` it stacks, in that order."""
+        ts = ckpt.tensors
+        fused = [n for n in ts.names() if n.endswith((".self_attn.in_proj_weight", ".self_attn.in_proj_bias"))]
+        made = {}
+        for name in fused:
+            stem, kind = name.rsplit(".in_proj_", 1)
+            for i, x in enumerate("qkv"):
+                made[f"{stem}.{x}_proj.{kind}"] = (lambda name=name, i=i: _third(ts, name, i), name)
+        if made:
+            ckpt = dataclasses.replace(ckpt, tensors=ts.derived(made, hidden=tuple(fused)))
+        return super().convert(ckpt)
+
+    @classmethod
+    def embedding_scale(cls, config: dict, where: str, d: int) -> tuple[float, str | None]:
+        """``sqrt(d)`` where ``scale_sqrt_depth`` (default true), else 1."""
+        scaled = config.get("scale_sqrt_depth", True)
+        if not isinstance(scaled, bool):
+            raise UnsupportedModelError(f"{where}: scale_sqrt_depth is {scaled!r}, expected true or false")
+        if not scaled:
+            return 1.0, None
+        return math.sqrt(d), f"token embeddings times sqrt(hidden_size) = {math.sqrt(d):.6g} in W_E (scale_sqrt_depth)"
+
+    @classmethod
+    def positional(cls, config: dict, where: str, ts, prefix: str, d: int) -> tuple[torch.Tensor, str | None]:
+        """The table transformers computes, position ``p`` at row ``p``, ``max_position_embeddings`` rows."""
+        if d < 4:
+            raise UnsupportedModelError(f"{where}: hidden_size {d} is below 4: TIPSv2's sinusoids divide by d // 2 − 1")
+        n = integer(config, where, "max_position_embeddings", default=64, high=MAX_WIDTH)
+        table = tensor2tensor_sinusoids(n, d - d % 2)
+        if d % 2:  # (an odd width: a zero row after the sinusoids, as the model pads them)
+            table = torch.cat([table, table.new_zeros(1, n)])
+        return table, f"sinusoidal positions computed as the model computes them, {n} of them"
+
+
+def _third(ts, name: str, i: int) -> torch.Tensor:
+    """Part ``i`` of the three equal parts along the first dimension of the fused projection ``name``."""
+    w = ts.take(name)
+    if w.ndim not in (1, 2) or w.shape[0] % 3:
+        raise UnsupportedModelError(f"{ts.origin(name)}: {name} has shape {tuple(w.shape)}, expected (3 d, ...): "
+                                    "the query, key and value projections stacked")
+    return w.chunk(3, dim=0)[i]
