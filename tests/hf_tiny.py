@@ -90,6 +90,7 @@ MASKED_LMS = ("xlm",)
 #: config classes of models no auto class builds alone (dual encoders' text towers) -> their model classes
 _ALONE = {"AlignTextConfig": "AlignTextModel", "ChineseCLIPTextConfig": "ChineseCLIPTextModel",
           "ClapTextConfig": "ClapTextModel", "AltCLIPTextConfig": "AltCLIPTextModel",
+          "BridgeTowerTextConfig": "BridgeTowerTextModel",
           "T5Config": "T5EncoderModel", "UMT5Config": "UMT5EncoderModel",  # (T5's: its encoder alone)
           "LongT5Config": "LongT5EncoderModel", "T5GemmaConfig": "T5GemmaEncoderModel",
           "Aimv2TextConfig": "Aimv2TextModel",
@@ -110,10 +111,22 @@ class _Named:
         return self.cls.from_pretrained(path, **kwargs)
 
 
+def model_class(config_cls: str, name: str):
+    """transformers' model class ``name``: exported at its top, or from the modeling module beside the config class
+    ``config_cls`` (BridgeTower's text model is not exported)."""
+    import importlib
+
+    found = getattr(transformers, name, None)
+    if found is None:
+        module = getattr(transformers, config_cls).__module__.replace(".configuration_", ".modeling_")
+        found = getattr(importlib.import_module(module), name)
+    return found
+
+
 def auto_class(variant):
     """The transformers auto class that builds ``variant``'s model."""
     if variant.config_cls in _ALONE:
-        return _Named(getattr(transformers, _ALONE[variant.config_cls]))
+        return _Named(model_class(variant.config_cls, _ALONE[variant.config_cls]))
     if variant.kind in BASE_MODELS:
         return transformers.AutoModel
     if variant.config_cls == "ChameleonConfig":  # (no causal LM class: an image-text-to-text model run on text)
@@ -832,6 +845,9 @@ VARIANTS = [
     Variant("align-text-bert", "bert", "AlignTextConfig",
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-12)),
     Variant("clap-text-roberta", "bert", "ClapTextConfig",
+            dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1)),
+    # BridgeTower's text encoder: RoBERTa's (its cross-modal layers, in the whole model, not read)
+    Variant("bridgetower-text-roberta", "bert", "BridgeTowerTextConfig",
             dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1)),
     Variant("altclip-text-roberta-layers", "altclip", "AltCLIPTextConfig",
             dict(_COMMON, max_position_embeddings=34, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1,

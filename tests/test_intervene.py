@@ -589,6 +589,7 @@ def _bert_brute_force(model, ids, l1, h1, l2, kind):
                                                ("ernie-task-types", "batched"), ("bert-generation-encoder", "single"),
                                                ("splinter-bert-layers", "threes"), ("align-text-bert", "batched"),
                                                ("clap-text-roberta", "threes"),
+                                               ("bridgetower-text-roberta", "batched"),
                                                ("deberta-v3-log-buckets", "batched"),
                                                ("deberta-v2-own-position-projections", "threes"),
                                                ("deberta-v1-fused", "single"), ("mpnet-relative-bias", "threes"),

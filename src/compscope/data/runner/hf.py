@@ -366,13 +366,32 @@ def _named_class(folder: Path, hw: HeadWeights):
     config = read_config(folder)
     named = config.get("architectures") or []
     first = named[0] if isinstance(named, list) and named and isinstance(named[0], str) else None
-    cls = None if first is None else getattr(transformers, first, None)
+    cls = None if first is None else _model_class(first, config.get("model_type"))
     if not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)):
         return None
     if family.runs_as_named:
         return cls
     own = getattr(getattr(cls, "config_class", None), "model_type", None)
     return cls if own is not None and own == config.get("model_type") else None
+
+
+def _model_class(name: str, model_type: object):
+    """transformers' class ``name``: exported at its top, or else from the modeling module of ``model_type``
+    (BridgeTower's text model is not exported); None where neither has it."""
+    import importlib
+
+    import transformers
+
+    found = getattr(transformers, name, None)
+    if found is not None or not isinstance(model_type, str):
+        return found
+    try:
+        from transformers.models.auto.configuration_auto import model_type_to_module_name
+
+        module = model_type_to_module_name(model_type)
+        return getattr(importlib.import_module(f"transformers.models.{module}.modeling_{module}"), name, None)
+    except Exception:  # noqa: BLE001  (a type transformers does not know, or a module it cannot import here)
+        return None
 
 
 def _wrapper_class(folder: Path):

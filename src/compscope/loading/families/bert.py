@@ -393,6 +393,20 @@ class ClapText(_TextTower, Roberta):
 
 
 @register
+class BridgeTowerText(_TextTower, Roberta):
+    """BridgeTower's text encoder: RoBERTa's layers and positions, read and run as :class:`BertTextTower`; in the
+    whole model its states also feed cross-modal layers beside the image's, which are not read."""
+
+    name = "bridgetower_text"
+    about = ("BridgeTower's text encoder: RoBERTa's layers and positions (its cross-modal layers, reading the image "
+             "too, not read)")
+    model_types = ("bridgetower_text_model",)
+    architectures = ("BridgeTowerTextModel",)
+    hf_base = "bridgetower"  # (its head models' base: the whole model, holding the text model)
+    more_prefixes = ("bridgetower.text_model.",)  # (a head model's: the masked LM, the retrieval model)
+
+
+@register
 class AltClipText(_TextTower, Roberta):
     """AltCLIP's text tower: XLM-RoBERTa's layers under ``roberta.`` (``encoder.layer`` in its files and in
     transformers 4's model, ``encoder.layers`` in transformers 5's), the text embedding a projection of one
