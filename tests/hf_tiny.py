@@ -82,7 +82,7 @@ ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_b
             "gemma4_encoder", "esmc", "altclip", "t5", "squeezebert", "t5gemma", "t5gemma2", "bart")
 #: the kinds built as AutoModel: the encoders, and decoders transformers builds no causal LM of its own for (a
 #: vision-language model's language model: Muse Glimmer's; CLIP's causal text encoder)
-BASE_MODELS = (*ENCODERS, "muse_glimmer", "clip", "aimv2")
+BASE_MODELS = (*ENCODERS, "muse_glimmer", "glm_image", "clip", "aimv2")
 #: the kinds built as masked language models (XLM's and FlauBERT's LM head, causal or not)
 MASKED_LMS = ("xlm",)
 
@@ -279,6 +279,12 @@ VARIANTS = [
     Variant("glm4-post-attention-norm", "glm4", "Glm4Config",
             dict(_LLAMA, num_key_value_heads=1, attention_bias=False, pad_token_id=0, eos_token_id=1,
                  rope_parameters={"rope_type": "default", "rope_theta": 3000.0, "partial_rotary_factor": 0.75})),
+    # GLM-Image's language model: GLM-4-0414's layers, rotate-half rotary on half of each head with multimodal sections,
+    # q/k/v biased; its head (image tokens alone) not read. Built as the base model (no causal LM of its own)
+    Variant("glm-image-text-half-rotary", "glm_image", "GlmImageTextConfig",
+            dict(_LLAMA, num_key_value_heads=2, vision_vocab_size=40, pad_token_id=0, eos_token_id=1,
+                 rope_parameters={"rope_type": "default", "rope_theta": 3000.0, "partial_rotary_factor": 0.5,
+                                  "mrope_section": [1, 1, 0]})),
     # GLM-4.5: Llama's rotate-half rotary on half of each head, QK-norm per head, q/k/v biased; MoE MLPs after the first
     Variant("glm4-moe-qk-norm-partial-bias", "llama", "Glm4MoeConfig",
             dict(_LLAMA, num_key_value_heads=2, attention_bias=True, use_qk_norm=True, first_k_dense_replace=1,
@@ -1012,7 +1018,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
 #: pre-LayerNorm variants whose first layer reads the residual without a norm (centring the embeddings would change it)
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
-RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "gemma4_encoder", "glm4", "apertus", "muse_glimmer",
+RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "gemma4_encoder", "glm4", "glm_image", "apertus", "muse_glimmer",
                                                  "t5gemma", "t5gemma2", "aimv2",
                                                  "falcon_h1",
                                                  "gemma3_bidirectional", "hyperclovax", "afmoe", "eurobert",
@@ -1198,6 +1204,8 @@ def _modules(model, kind: str):
         return [(b.attn, b.attn.c_proj) for b in model.transformer.h], model.lm_head
     if kind == "gemma3_bidirectional":  # built as the base model (an encoder): its layers at the top
         return [(b.input_layernorm, b.post_attention_layernorm) for b in model.layers], model.norm
+    if kind == "glm_image":  # built as the base model (no causal LM of its own): GLM-4's layers at the top
+        return [(b.input_layernorm, b.post_self_attn_layernorm) for b in model.layers], model.norm
     if kind == "muse_glimmer":  # built as the base model (no causal LM of its own): its layers at the top
         return [(b.input_layernorm, b.post_attention_layernorm) for b in model.layers], model.norm
     if kind == "gemma4_encoder":  # EmbeddingGemma 2, built as the base model (an encoder): its layers at the top

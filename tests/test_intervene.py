@@ -272,7 +272,7 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "granitemoe-shared-mqa-bias", "granite-hybrid-nope-moe", "granite-hybrid-rope-dense", "jamba-attention-every-second-layer", "mllama-text-cross-attention-layer", "deepseek-v3-latent-attention", "deepseek-v3-no-query-latent-yarn-bias", "deepseek-v2-lite-complex-rotary", "glm4-moe-lite-latent-attention", "axk1-latent-attention", "minicpm3-latent-attention-mup", "mistral4-latent-attention-temperature", "deepseek-v32-indexer-within-topk", "glm5-dsa-indexer-within-topk", "ling3-latent-attention-gated-hybrid", "kimi-linear-nope-latent-hybrid", "mimo-v2-flash-sliding-sinks-narrow-values", "longcat-flash-two-sublayers-lora-scaled", "youtu-latent-attention-tied", "sarvam-mla-latent-attention-yarn", "bamba-half-rotary", "smollm3-nope-sliding", "smollm3-nope-yarn", "llama4-nope-gainless-qk-norm", "llama4-no-qk-norm-bias", "cohere-qk-layernorm-interleaved",
                "cohere2-sliding-rotary-global-nope", "cohere-compass-sliding-rotary-global-nope", "qwen2-moe-no-qkv-bias", "bloom-alibi", "mpt-alibi-scaled", "gpt-oss-sinks-yarn",
                "codegen-eight-heads-four-shards", "phi4-mini-longrope-partial", "glm-interleaved-partial-rotary-gqa",
-               "glm4-post-attention-norm", "ministral-sliding3-first-layer", "arcee-biases", "seed-oss-out-bias",
+               "glm4-post-attention-norm", "glm-image-text-half-rotary", "ministral-sliding3-first-layer", "arcee-biases", "seed-oss-out-bias",
                "helium-interleaved-bias", "ernie4_5-interleaved-all-biases", "aria-text-moe-bias",
                "chameleon-per-head-qk-layernorm", "chameleon-swin-norm-after",
                "nemotron-layernorm1p-partial-bias",

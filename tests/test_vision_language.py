@@ -760,3 +760,35 @@ def test_molmo2_reads_the_vocabulary_rows_and_its_qk_norm_and_norm_placement(tmp
     with pytest.raises(compscope.UnsupportedModelError, match=r"rope_scaling_layers = \[1\]: the layers outside it turn "
                                                               "without the linear rope scaling"):
         compscope.load(tmp_path / kind)
+
+
+def test_glm_images_language_model_is_read_without_its_image_token_head_and_runs(tmp_path):
+    """GLM-Image saved whole: its language model read as the base model object's own weights (GLM-4-0414's layers,
+    rotate-half rotary on half of each head, q/k/v biases), no unembedding (its head scores the image tokens alone,
+    fewer than the vocabulary: said), the vision encoder and image tokenizer not read; run on text as the class its
+    config names, every layer recomputed from the weights equal to what it adds."""
+    from compscope.data.runner import layer_state, runner_for
+
+    if not hasattr(transformers, "GlmImageConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no GLM-Image")
+    text = {**_TEXT, "vision_vocab_size": 40, "pad_token_id": 0, "eos_token_id": 1,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 500.0, "partial_rotary_factor": 0.5,
+                                "mrope_section": [1, 1, 0]}}
+    cfg = transformers.GlmImageConfig(text_config=text, vision_config=dict(depth=1, hidden_size=16, num_heads=2,
+                                                                          patch_size=16, intermediate_size=32),
+                                      vq_config=dict(embed_dim=8, num_embeddings=16, latent_channels=16),
+                                      image_token_id=V - 1, image_start_token_id=38, image_end_token_id=39)
+    model = perturbed(lambda: transformers.GlmImageForConditionalGeneration(cfg), seed=4, scale=0.25)
+    assert model.lm_head.weight.shape == (40, 32)
+    model.save_pretrained(tmp_path)
+    hw = compscope.load(tmp_path)
+    assert hw.meta.family == "glm_image_text" and hw.W_U is None and hw.rotary.dim == 4 and hw.rotary.style == "half"
+    _same_heads(hw, compscope.load(model.model.language_model))
+    assert torch.equal(hw.b_Q, compscope.load(model.model.language_model).b_Q) and hw.b_Q.abs().sum() > 0
+    assert any("vision, vq not read" in n for n in hw.meta.notes)
+    assert any("scores its image tokens alone, the first 40 of the 64 token ids" in n for n in hw.meta.notes)
+    runner = runner_for(tmp_path, progress=False, device="cpu")
+    assert type(runner.model).__name__ == "GlmImageForConditionalGeneration"
+    tr = runner.trace(torch.randint(2, V - 3, (2, 9), generator=torch.Generator().manual_seed(0)))
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=0)

@@ -30,6 +30,10 @@ _MOE = frozenset("first_k_dense_replace moe_intermediate_size n_group n_routed_e
                  "topk_group".split())
 
 
+#: where GLM-Image's head sits: in its own model, and in the whole model
+_HEADS = ("lm_head.weight", "model.lm_head.weight", "language_model.lm_head.weight")
+
+
 @register
 class Glm(LlamaLike):
     name = "glm"
@@ -73,6 +77,37 @@ class Glm4vText(Glm4):
     @classmethod
     def attention_biases(cls, config: dict) -> tuple[bool, bool]:
         return config.get("model_type") != "glm_ocr_text", False  # (set by the model type, not by the config)
+
+
+@register
+class GlmImageText(Glm4):
+    """GLM-Image's language model (the autoregressive half that writes image tokens): GLM-4-0414's layers with
+    GLM-4.5V's attention: rotary in Llama's rotate-half pairing over the share ``partial_rotary_factor`` of each head
+    (all of it by default), q/k/v biased by ``attention_bias`` (default on), multimodal rotary sections that on text
+    turn every pair by the token's position (the ordinary map, read as such)."""
+
+    name = "glm_image_text"
+    about = ("GLM-Image's language model: GLM-4-0414's layers, rotate-half rotary, multimodal sections (the ordinary "
+             "map on text)")
+    model_types = ("glm_image_text",)
+    architectures = ("GlmImageTextModel",)
+    ignored = Glm4.ignored | {"vision_vocab_size"}  # (its head's width: see convert)
+    options = dataclasses.replace(Glm4.options, rotary_style="half", partial_rotary=1.0)
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        """As GLM-4-0414's, with no unembedding: the model's head (``lm_head``, ``vision_vocab_size`` rows) scores
+        the image tokens alone, the first ids of a wider vocabulary, and is never the embedding."""
+        heads = tuple(n for n in _HEADS if n in ckpt.tensors)
+        for name in heads:
+            ckpt.tensors.leave(name)
+        config = {**ckpt.config, "tie_word_embeddings": False}
+        hw = convert_llamalike(dataclasses.replace(ckpt, config=config, tensors=ckpt.tensors.derived({}, hidden=heads)),
+                               cls, cls.options)
+        said = ("no unembedding read (W_U is None): GLM-Image's head scores its image tokens alone, the first "
+                f"{ckpt.config.get('vision_vocab_size', 16512)} of the {hw.n_vocab} token ids W_E embeds")
+        notes = tuple(n for n in hw.meta.notes if not n.startswith("no unembedding")) + (said,)
+        return dataclasses.replace(hw, meta=dataclasses.replace(hw.meta, notes=notes))
 
 
 @register
