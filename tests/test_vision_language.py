@@ -210,6 +210,22 @@ def _vlm(kind: str):
                                           num_attention_heads=2, num_key_value_heads=2))
         cfg = transformers.DeepseekOcr2Config(text_config=text, vision_config=vision, image_token_id=V - 1)
         model = transformers.AutoModelForImageTextToText.from_config(cfg)
+    elif kind == "unlimited_ocr":  # DeepSeek-OCR 2's language model, each layer a reference sliding window (on
+        # generated tokens alone: one forward pass, as the runner's, masks causally); SAM and a CLIP encoder for images
+        if not hasattr(transformers, "UnlimitedOcrConfig"):
+            pytest.skip(f"transformers {transformers.__version__} has no Unlimited-OCR")
+        text = {**_TEXT, "n_routed_experts": 2, "num_experts_per_tok": 1, "moe_intermediate_size": 16,
+                "n_shared_experts": 1, "mlp_layer_types": ["dense", "sparse"], "pad_token_id": 0, "bos_token_id": 1,
+                "eos_token_id": 2, "attention_bias": True, "sliding_window": 3, "num_key_value_heads": 4,
+                "rope_parameters": {"rope_type": "default", "rope_theta": 600.0}}  # (MHA, as released: transformers'
+        # eager attention for it repeats no K/V heads: test_a_failing_forward_pass_is_said_by_name)
+        vision = dict(sam_config=dict(hidden_size=16, output_channels=16, num_hidden_layers=1, num_attention_heads=2,
+                                      image_size=64, patch_size=16, window_size=2, global_attn_indexes=[0],
+                                      downsample_channels=[16, 32]),
+                      encoder_config=dict(hidden_size=32, intermediate_size=16, num_hidden_layers=1,
+                                          num_attention_heads=2, image_size=64, patch_size=16))
+        cfg = transformers.UnlimitedOcrConfig(text_config=text, vision_config=vision, image_token_id=V - 1)
+        model = transformers.AutoModelForImageTextToText.from_config(cfg)
     elif kind in ("molmo2", "molmo2_olmo"):  # OLMo-2's attention in Llama's layers: QK-norm per head (Qwen3-based),
         # or over a layer with the norm after the attention (OLMo-based); marker tokens after the vocabulary
         if not hasattr(transformers, "Molmo2Config"):
@@ -268,7 +284,8 @@ def _as_transformers_4_saved(folder) -> None:
 
 
 KINDS = ["gemma3", "llava", "mistral3", "qwen2_vl", "qwen2_5_vl", "qwen3_vl", "cosmos3_edge", "cohere_compass",
-         "muse_glimmer", "glm4v_moe", "glm4v", "glm_ocr", "ernie4_5_vl_moe", "granite4_vision", "idefics3", "smolvlm", "granite_docling", "emu3", "aria", "paddleocr_vl", "molmo2", "molmo2_olmo", "deepseek_ocr2"]
+         "muse_glimmer", "glm4v_moe", "glm4v", "glm_ocr", "ernie4_5_vl_moe", "granite4_vision", "idefics3", "smolvlm", "granite_docling", "emu3", "aria", "paddleocr_vl", "molmo2", "molmo2_olmo", "deepseek_ocr2",
+         "unlimited_ocr"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -293,6 +310,7 @@ def test_the_language_model_of_a_vision_language_folder_is_read(tmp_path, kind):
                               "glm4v_moe": "glm4v_moe_text", "granite4_vision": "granite", "glm4v": "glm4v_text",
                               "glm_ocr": "glm4v_text", "ernie4_5_vl_moe": "ernie4_5",
                               "granite_docling": "granite", "emu3": "emu3", "paddleocr_vl": "paddleocr_vl", "molmo2": "molmo2",
+                              "unlimited_ocr": "unlimited_ocr_text",
                               "molmo2_olmo": "molmo2"}.get(kind, "llama")
     inner = {"gemma3": "gemma3_text", "llava": "llama", "mistral3": "mistral", "idefics3": "llama",
              "smolvlm": "llama", "emu3": "emu3_text_model", "molmo2_olmo": "molmo2_text"}.get(kind, f"{kind}_text")
@@ -792,3 +810,31 @@ def test_glm_images_language_model_is_read_without_its_image_token_head_and_runs
     tr = runner.trace(torch.randint(2, V - 3, (2, 9), generator=torch.Generator().manual_seed(0)))
     for layer in range(hw.n_layers):
         torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=0)
+
+
+def test_a_failing_forward_pass_is_said_by_name(tmp_path):
+    """Unlimited-OCR's language model with grouped K/V heads: transformers' eager attention for it (which the runner
+    needs, for the patterns) repeats no K/V heads and fails on a forward pass; the weights read, and the runner says
+    which model failed where, naming transformers' error, rather than a traceback from inside it. With as many K/V heads
+    as query heads (the released models) it runs and says the window is not applied in one pass."""
+    from compscope.data.runner import layer_state, runner_for
+
+    model = _vlm("unlimited_ocr")
+    model.save_pretrained(tmp_path / "mha")
+    hw = compscope.load(tmp_path / "mha")
+    assert hw.sliding_window == (None, None) and hw.causal
+    assert any("reference sliding window read as one forward pass runs it" in n and "window of 3" in n
+               for n in hw.meta.notes)
+    tr = runner_for(tmp_path / "mha", progress=False, device="cpu").trace(
+        torch.randint(0, V - 3, (2, 9), generator=torch.Generator().manual_seed(1)))  # (longer than the window)
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=0)
+    cfg = model.config
+    cfg.text_config.num_key_value_heads = 2
+    transformers.AutoModelForImageTextToText.from_config(cfg).save_pretrained(tmp_path / "gqa")
+    assert compscope.load(tmp_path / "gqa").n_kv_heads == 2
+    runner = runner_for(tmp_path / "gqa", progress=False, device="cpu")
+    with pytest.raises(compscope.UnsupportedModelError,
+                       match=r"transformers' UnlimitedOcrForConditionalGeneration failed on a forward pass over tokens "
+                             r"of shape \(2, 5\) \(The size of tensor"):
+        runner.trace(torch.randint(0, V - 3, (2, 5), generator=torch.Generator().manual_seed(1)))

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from ...core.heads import HeadWeights
-from ...errors import OptionError, UnsupportedModelError, one_line
+from ...errors import CompscopeError, OptionError, UnsupportedModelError, one_line
 from ..tokenizers import has_vocabulary
 from .base import Runner, _padded, evaluating, float32_norms, model_device
 from ...loading.families.base import transformers_at_least  # noqa: F401  (data.runner's too)
@@ -91,6 +91,11 @@ class HFRunner(Runner):
                     with_kwargs=True))
         try:
             self.body(input_ids=tokens, **self.inputs(tokens))
+        except (RuntimeError, ValueError, IndexError) as e:  # (transformers' own failure: said, not a deep traceback)
+            if isinstance(e, CompscopeError):
+                raise
+            raise UnsupportedModelError(f"{self.hw.meta.name}: transformers' {type(self.model).__name__} failed on a "
+                                        f"forward pass over tokens of shape {tuple(tokens.shape)} ({one_line(e)})") from e
         finally:
             for h in handles:
                 h.remove()
