@@ -82,7 +82,7 @@ ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_b
             "gemma4_encoder", "esmc", "altclip", "t5", "squeezebert", "t5gemma", "t5gemma2", "bart")
 #: the kinds built as AutoModel: the encoders, and decoders transformers builds no causal LM of its own for (a
 #: vision-language model's language model: Muse Glimmer's; CLIP's causal text encoder)
-BASE_MODELS = (*ENCODERS, "muse_glimmer", "glm_image", "clip", "aimv2")
+BASE_MODELS = (*ENCODERS, "muse_glimmer", "glm_image", "llama_base", "clip", "aimv2")
 #: the kinds built as masked language models (XLM's and FlauBERT's LM head, causal or not)
 MASKED_LMS = ("xlm",)
 
@@ -90,7 +90,7 @@ MASKED_LMS = ("xlm",)
 #: config classes of models no auto class builds alone (dual encoders' text towers) -> their model classes
 _ALONE = {"AlignTextConfig": "AlignTextModel", "ChineseCLIPTextConfig": "ChineseCLIPTextModel",
           "ClapTextConfig": "ClapTextModel", "AltCLIPTextConfig": "AltCLIPTextModel",
-          "BridgeTowerTextConfig": "BridgeTowerTextModel",
+          "BridgeTowerTextConfig": "BridgeTowerTextModel", "UnlimitedOcrTextConfig": "UnlimitedOcrTextModel",
           "T5Config": "T5EncoderModel", "UMT5Config": "UMT5EncoderModel",  # (T5's: its encoder alone)
           "LongT5Config": "LongT5EncoderModel", "T5GemmaConfig": "T5GemmaEncoderModel",
           "Aimv2TextConfig": "Aimv2TextModel",
@@ -279,6 +279,12 @@ VARIANTS = [
     Variant("glm4-post-attention-norm", "glm4", "Glm4Config",
             dict(_LLAMA, num_key_value_heads=1, attention_bias=False, pad_token_id=0, eos_token_id=1,
                  rope_parameters={"rope_type": "default", "rope_theta": 3000.0, "partial_rotary_factor": 0.75})),
+    # Unlimited-OCR's language model: DeepSeek-OCR 2's (Llama's attention, DeepSeek-V2's MoE layers), its reference
+    # sliding window (generated tokens alone) not in one pass: causal. Built as the base model (no causal LM of its own)
+    Variant("unlimited-ocr-text-reference-window", "llama_base", "UnlimitedOcrTextConfig",
+            dict(_LLAMA, num_key_value_heads=4, attention_bias=True, sliding_window=3, n_routed_experts=2,
+                 num_experts_per_tok=1, moe_intermediate_size=16, n_shared_experts=1, mlp_layer_types=["dense", "sparse"],
+                 pad_token_id=0, bos_token_id=1, eos_token_id=2, rope_parameters={"rope_type": "default", "rope_theta": 600.0})),
     # GLM-Image's language model: GLM-4-0414's layers, rotate-half rotary on half of each head with multimodal sections,
     # q/k/v biased; its head (image tokens alone) not read. Built as the base model (no causal LM of its own)
     Variant("glm-image-text-half-rotary", "glm_image", "GlmImageTextConfig",
@@ -1018,7 +1024,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
 #: pre-LayerNorm variants whose first layer reads the residual without a norm (centring the embeddings would change it)
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
-RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "gemma4_encoder", "glm4", "glm_image", "apertus", "muse_glimmer",
+RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "gemma4_encoder", "glm4", "glm_image", "llama_base", "apertus", "muse_glimmer",
                                                  "t5gemma", "t5gemma2", "aimv2",
                                                  "falcon_h1",
                                                  "gemma3_bidirectional", "hyperclovax", "afmoe", "eurobert",
@@ -1215,7 +1221,8 @@ def _modules(model, kind: str):
     if kind == "clip":  # CLIP's text encoder (transformers 4 nests it as text_model)
         base = getattr(model, "text_model", model)
         return [(b.layer_norm1, b.self_attn) for b in base.encoder.layers], base.final_layer_norm
-    if kind in ("eurobert", "esmc"):  # built as the base model (an encoder): Llama's layers at the top
+    if kind in ("eurobert", "esmc", "llama_base"):  # built as the base model (an encoder; a vision-language model's
+        # language model with no causal LM of its own): Llama's layers at the top
         return [(b.input_layernorm, b.self_attn) for b in model.layers], model.norm
     if kind in ("modernbert", "modernbert_decoder"):  # pre-LN, layer 0's attn_norm the identity: its input is the
         base = getattr(model, "model", model)  # residual either way (the decoder built as a causal LM)

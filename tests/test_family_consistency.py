@@ -222,9 +222,9 @@ def test_unembedding_matches_hf(variant):
         return
     if variant.kind in ("xlmr_xl", "modernbert", "gemma3_bidirectional", "modernbert_decoder", "megatron_bert",
                         "eurobert", "esm", "esmc", "gemma4_encoder", "muse_glimmer", "clip", "t5", "t5gemma",
-                        "t5gemma2", "aimv2", "bart", "glm_image"):
+                        "t5gemma2", "aimv2", "bart", "glm_image", "llama_base"):
         assert hw.W_U is None  # no linear unembedding (an encoder; a nonlinear LM head; GLM-Image's over image tokens
-        # alone); the final norm is the model's
+        # alone; a base model's, untied, without its head); the final norm is the model's
         with torch.no_grad():
             want = _modules(model, variant.kind)[1](cap.final_in)
         torch.testing.assert_close(hw.final_norm.apply(cap.final_in, 0), want, atol=ATOL, rtol=0)

@@ -26,6 +26,7 @@ class UnlimitedOcrText(Llama):
              "alone) read as one forward pass runs it, causal")
     model_types = ("unlimited_ocr_text",)
     architectures = ("UnlimitedOcrTextModel",)
+    runs_as_named = True  # (no auto class builds its language model alone: UnlimitedOcrTextModel, as its folder names)
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
