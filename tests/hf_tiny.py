@@ -91,6 +91,7 @@ MASKED_LMS = ("xlm",)
 _ALONE = {"AlignTextConfig": "AlignTextModel", "ChineseCLIPTextConfig": "ChineseCLIPTextModel",
           "ClapTextConfig": "ClapTextModel", "AltCLIPTextConfig": "AltCLIPTextModel",
           "BridgeTowerTextConfig": "BridgeTowerTextModel", "UnlimitedOcrTextConfig": "UnlimitedOcrTextModel",
+          "Kosmos2_5TextConfig": "Kosmos2_5TextForCausalLM",
           "T5Config": "T5EncoderModel", "UMT5Config": "UMT5EncoderModel",  # (T5's: its encoder alone)
           "LongT5Config": "LongT5EncoderModel", "T5GemmaConfig": "T5GemmaEncoderModel",
           "Aimv2TextConfig": "Aimv2TextModel",
@@ -721,6 +722,11 @@ VARIANTS = [
     Variant("xglm-sinusoidal-positions", "xglm", "XGLMConfig",
             dict(vocab_size=VOCAB, d_model=D, attention_heads=HEADS, num_layers=2, ffn_dim=48, max_position_embeddings=32,
                  pad_token_id=1, bos_token_id=0, eos_token_id=2)),
+    # Kosmos-2.5's language model: XGLM's layout, sinusoids from row pad_token_id + 1 plus a segment embedding's row 0,
+    # LayerNorms at the config's eps
+    Variant("kosmos2.5-text-segment-sinusoids", "xglm", "Kosmos2_5TextConfig",
+            dict(vocab_size=VOCAB, embed_dim=D, attention_heads=HEADS, layers=2, ffn_dim=48, max_position_embeddings=32,
+                 layer_norm_eps=1e-6, pad_token_id=3, bos_token_id=0, eos_token_id=2)),
     # Megatron-BERT: BERT's embeddings (positions from 0, two token types) without a LayerNorm, pre-LN layers
     Variant("megatron-bert-pre-ln", "megatron_bert", "MegatronBertConfig",
             dict(_COMMON, max_position_embeddings=32, type_vocab_size=2, layer_norm_eps=1e-5)),
@@ -1017,7 +1023,8 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "phimoe-layernorm-biases-longrope", "cohere2-moe-layernorm", "xlm-roberta-xl-pre-ln",
                     "modernbert-local-both-sides", "modernbert-biases", "modernbert-decoder-causal-window",
                     "megatron-bert-pre-ln", "biogpt-scaled-embeddings", "jais2-layernorm-biases",
-                    "persimmon-qk-layernorm-half-rotary", "xglm-sinusoidal-positions", "ctrl-sinusoidal-scaled",
+                    "persimmon-qk-layernorm-half-rotary", "xglm-sinusoidal-positions",
+                    "kosmos2.5-text-segment-sinusoids", "ctrl-sinusoidal-scaled",
                     "esm2-rotary-token-dropout", "esmc-layer-qk-layernorm", "clip-text-causal",
                     "tipsv2-text-scaled-sinusoids", "pegasus-encoder-pre-ln", "m2m100-encoder-pre-ln", "blenderbot-encoder-pre-ln",
                     "bigbird-pegasus-encoder-full-attention"]

@@ -54,7 +54,7 @@ def test_every_family_variant_has_a_card():
         # BLOOM's W_E the embeddings LayerNorm's output; OPT-350m's W_E and W_U through projections of their own;
         # MiniCPM3's W_E scaled and W_U divided)
         tied = getattr(cfg, "tie_word_embeddings", False) and not cfg.model_type.startswith((
-            "gemma", "recurrent_gemma", "cohere", "granite", "bloom", "biogpt", "xglm", "ctrl", "minicpm3")) and \
+            "gemma", "recurrent_gemma", "cohere", "granite", "bloom", "biogpt", "xglm", "ctrl", "minicpm3", "kosmos")) and \
             getattr(cfg, "word_embed_proj_dim", cfg.hidden_size) == cfg.hidden_size
         assert rows["unembedding"].endswith(", tied (W_E transposed)") == tied or rows["unembedding"] == "none", v.id
 

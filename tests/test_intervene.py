@@ -301,6 +301,7 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "tipsv2-text-scaled-sinusoids", "modernbert-decoder-causal-window", "megatron-bert-pre-ln",
                "biogpt-scaled-embeddings", "internlm3-biases", "jais2-layernorm-biases", "cwm-every-fourth-global",
                "hyperclovax-peri-ln-multipliers", "persimmon-qk-layernorm-half-rotary", "xglm-sinusoidal-positions",
+               "kosmos2.5-text-segment-sinusoids",
                "afmoe-gated-nope-global", "mellum-sliding-layer-bases", "ctrl-sinusoidal-scaled",
                "gpt-neox-japanese-last-bias", "t5-encoder-wide-heads", "umt5-encoder-own-tables",
                "switch-transformers-encoder", "longt5-local-encoder", "pegasus-encoder-pre-ln", "m2m100-encoder-pre-ln",

@@ -838,3 +838,42 @@ def test_a_failing_forward_pass_is_said_by_name(tmp_path):
                        match=r"transformers' UnlimitedOcrForConditionalGeneration failed on a forward pass over tokens "
                              r"of shape \(2, 5\) \(The size of tensor"):
         runner.trace(torch.randint(0, V - 3, (2, 5), generator=torch.Generator().manual_seed(1)))
+
+
+def test_kosmos_2_5s_language_model_is_read_from_the_whole_model_and_runs(tmp_path):
+    """Kosmos-2.5 saved whole (its text model under ``text_model.model.``, the vision encoder not read): the heads
+    are the text model's own; what its embeddings give a token at position p is ``W_E`` at the token plus ``W_pos``
+    column p, the tensor2tensor sinusoid at row p + pad_token_id + 1 plus the segment embedding's row 0, as computed
+    here from the definition; the unembedding is its own ``lm_head``; run on text as the class its config names."""
+    import math
+
+    from compscope.data.runner import layer_state, runner_for
+
+    if not hasattr(transformers, "Kosmos2_5Config"):
+        pytest.skip(f"transformers {transformers.__version__} has no Kosmos-2.5")
+    text = dict(vocab_size=V, embed_dim=32, attention_heads=4, layers=2, ffn_dim=48, max_position_embeddings=24,
+                layer_norm_eps=1e-6, pad_token_id=2, bos_token_id=0, eos_token_id=1)
+    vision = dict(hidden_size=16, patch_embed_hidden_size=16, intermediate_size=16, head_dim=8, num_hidden_layers=1,
+                  num_attention_heads=2, max_num_patches=16)
+    cfg = transformers.Kosmos2_5Config(text_config=text, vision_config=vision, latent_query_num=4)
+    model = perturbed(lambda: transformers.Kosmos2_5ForConditionalGeneration(cfg), seed=6, scale=0.25)
+    model.save_pretrained(tmp_path)
+    hw = compscope.load(tmp_path)
+    assert hw.meta.family == "kosmos_2_5_text" and hw.causal and hw.W_pos.shape == (32, 24)
+    ref = compscope.load(model.text_model)  # (the text model object: its own names and config)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_pos"):
+        assert torch.equal(getattr(hw, name), getattr(ref, name)), name
+    assert torch.equal(hw.attn_norm.weight, ref.attn_norm.weight) and hw.attn_norm.eps == 1e-6
+    assert torch.equal(hw.W_U, model.text_model.lm_head.weight.detach())
+    assert any("vision not read" in n for n in hw.meta.notes), hw.meta.notes
+    base = model.text_model.model
+    p = torch.arange(24, dtype=torch.float64)[:, None] + 3  # (row p + pad_token_id + 1)
+    f = torch.exp(torch.arange(16, dtype=torch.float64) * -(math.log(10000) / 15))
+    want = torch.cat([(p * f).sin(), (p * f).cos()], 1) + base.segment_emb.weight.detach()[0].double()
+    torch.testing.assert_close(hw.W_pos.T.double(), want, atol=1e-5, rtol=0)
+    torch.testing.assert_close(hw.W_E, base.embed_tokens.weight.detach().T * math.sqrt(32), atol=1e-6, rtol=0)
+    runner = runner_for(tmp_path, progress=False, device="cpu")
+    assert type(runner.model).__name__ == "Kosmos2_5ForConditionalGeneration"
+    tr = runner.trace(torch.randint(3, V, (2, 11), generator=torch.Generator().manual_seed(3)))
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=0)

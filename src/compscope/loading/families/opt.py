@@ -71,6 +71,11 @@ class OPT(Family):
         return 1.0
 
     @classmethod
+    def layer_norm_eps(cls, config: dict, where: str) -> float:
+        """Every LayerNorm's epsilon: ``nn.LayerNorm``'s default, 1e-5, which transformers' OPT and its kin use."""
+        return 1e-5
+
+    @classmethod
     def position_table(cls, ts, prefix: str, config: dict, where: str, d: int) -> tuple[torch.Tensor, str]:
         """``W_pos (d, n_ctx)`` and the note that says what it is: the learned table from row 2 on."""
         pos = ts.take(prefix + "embed_positions.weight")
@@ -137,7 +142,7 @@ class OPT(Family):
             W_U = None if W_U is None else (W_U.double() @ W_out).float()
             notes.append(f"token embeddings {width} wide, projected into the {d}-wide residual: W_E = project_in E^T, "
                          "W_U = lm_head project_out")
-        eps = 1e-5  # nn.LayerNorm's default, which HF's OPT uses
+        eps = cls.layer_norm_eps(cfg, where)
         final = None
         if not post and not cfg.get("_remove_final_layer_norm", False):
             final = final_layernorm(ts, prefix + cls.final_norm_at, d, eps) if affine else Norm("layernorm", None, None,
