@@ -175,6 +175,17 @@ NOT_READ: dict[str, str] = {
     "vilt": "every input is text and image patches in one sequence: it runs on no words alone",
     "laguna": ("a query head count per layer (num_attention_heads_per_layer) and a softplus gate on each head's "
                "output, which compscope's canonical form (one head count, a sigmoid gate) does not hold"),
+    **dict.fromkeys(("voxtral_realtime", "voxtral_realtime_text"), (
+        "Voxtral Realtime: each position's residual starts as a token embedding plus the audio encoder's frame "
+        "embedding for that step (the two streams summed, not interleaved), and every MLP reads a time condition, so "
+        "the language model never runs on tokens alone")),
+    "sam3_lite_text_text_model": ("EfficientSAM3's text encoder: its learned positions are resampled (bilinear "
+                                  "interpolation) to each sequence's length, so a position's embedding depends on how "
+                                  "long the sequence is, and its first and last layers are convolutional RepMixer "
+                                  "blocks, not attention"),
+    "videoprism_text_model": ("VideoPrism's text encoder: a learned class embedding is appended after the tokens, a "
+                              "position no token's column of W_E gives (the text embedding is its final state), and "
+                              "transformers masks the sequence causally only when given an attention mask"),
 }
 
 #: GGUF architecture (llama.cpp's name) -> the model_type of :data:`NOT_READ` it is
