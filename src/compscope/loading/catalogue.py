@@ -71,6 +71,9 @@ NOT_READ: dict[str, str] = {
                              "to every token"),
     "t5gemma2_text": ("T5Gemma 2's text settings alone, which no model class builds: compscope reads T5Gemma 2's "
                       "encoder from a whole model's folder (t5gemma2) or the encoder's own (t5gemma2_encoder)"),
+    "t5gemma2_decoder": ("T5Gemma 2's decoder: each head attends over its own earlier tokens and the encoder's output "
+                         "in one softmax (merged self- and cross-attention), a second residual stream no single set of "
+                         "writer and reader heads spans; compscope reads T5Gemma 2's encoder (t5gemma2)"),
     "rag": ("RAG: a question encoder (DPR) and a generator (BART or T5) in one folder; compscope reads each from a "
             "folder of its own: DPR's question encoder, and the generator's encoder"),
     **dict.fromkeys(("gemma4_assistant", "gemma4_unified_assistant"), (
