@@ -9,8 +9,6 @@ text model's own folder (``model.``) or the whole model's (``text_model.model.``
 
 from __future__ import annotations
 
-import math
-
 import torch
 
 from ...errors import UnsupportedModelError
@@ -43,11 +41,6 @@ class Kosmos25Text(Xglm):
         """The decoder: ``model.text_model.model`` of the whole model, ``model.model`` of the text model."""
         text = getattr(model, "text_model", model)
         return getattr(text, "model", text)
-
-    @classmethod
-    def embed_scale(cls, config: dict, where: str) -> float:
-        d = cls.sizes(config, where)[0]
-        return math.sqrt(d) if config.get("scale_embedding", True) else 1.0
 
     @classmethod
     def layer_norm_eps(cls, config: dict, where: str) -> float:
