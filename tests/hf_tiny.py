@@ -284,8 +284,9 @@ VARIANTS = [
     # sliding window (generated tokens alone) not in one pass: causal. Built as the base model (no causal LM of its own)
     Variant("unlimited-ocr-text-reference-window", "llama_base", "UnlimitedOcrTextConfig",
             dict(_LLAMA, num_key_value_heads=4, attention_bias=True, sliding_window=3, n_routed_experts=2,
-                 num_experts_per_tok=1, moe_intermediate_size=16, n_shared_experts=1, mlp_layer_types=["dense", "sparse"],
-                 pad_token_id=0, bos_token_id=1, eos_token_id=2, rope_parameters={"rope_type": "default", "rope_theta": 600.0})),
+                 num_experts_per_tok=1, moe_intermediate_size=16, n_shared_experts=1,
+                 mlp_layer_types=["dense", "sparse"], pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                 rope_parameters={"rope_type": "default", "rope_theta": 600.0})),
     # GLM-Image's language model: GLM-4-0414's layers, rotate-half rotary on half of each head with multimodal sections,
     # q/k/v biased; its head (image tokens alone) not read. Built as the base model (no causal LM of its own)
     Variant("glm-image-text-half-rotary", "glm_image", "GlmImageTextConfig",

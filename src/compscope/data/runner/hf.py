@@ -94,8 +94,9 @@ class HFRunner(Runner):
         except (RuntimeError, ValueError, IndexError) as e:  # (transformers' own failure: said, not a deep traceback)
             if isinstance(e, CompscopeError):
                 raise
-            raise UnsupportedModelError(f"{self.hw.meta.name}: transformers' {type(self.model).__name__} failed on a "
-                                        f"forward pass over tokens of shape {tuple(tokens.shape)} ({one_line(e)})") from e
+            raise UnsupportedModelError(
+                f"{self.hw.meta.name}: transformers' {type(self.model).__name__} failed on a forward pass over tokens "
+                f"of shape {tuple(tokens.shape)} ({one_line(e)})") from e
         finally:
             for h in handles:
                 h.remove()

@@ -163,9 +163,9 @@ class Aimv2Text(ClipText):
 class Tipsv2Text(SiglipText):
     """TIPSv2's text encoder: SigLIP's layout (pre-LN, attending both ways), the token embeddings times ``sqrt(d)``
     where ``scale_sqrt_depth`` (its default), and positions the tensor2tensor sinusoids transformers computes (the
-    files hold none): row ``p`` of ``[sin(p f_i) | cos(p f_i)]``, ``f_i = 10000^(−i/(d/2 − 1))``, a zero column after
-    them where ``d`` is odd, ``max_position_embeddings`` rows. No unembedding (the text embedding is the final states'
-    mean)."""
+    files hold none): row ``p`` of ``[sin(p f_i) | cos(p f_i)]``, ``f_i = 10000^(−i/(d/2 − 1))``, a zero column
+    after them where ``d`` is odd, ``max_position_embeddings`` rows. No unembedding (the text embedding is the final
+    states' mean)."""
 
     name = "tipsv2_text"
     about = ("TIPSv2's text encoder: SigLIP's layout, token embeddings times sqrt(d), sinusoidal positions; "
@@ -211,7 +211,8 @@ class Tipsv2Text(SiglipText):
     def positional(cls, config: dict, where: str, ts, prefix: str, d: int) -> tuple[torch.Tensor, str | None]:
         """The table transformers computes, position ``p`` at row ``p``, ``max_position_embeddings`` rows."""
         if d < 4:
-            raise UnsupportedModelError(f"{where}: hidden_size {d} is below 4: TIPSv2's sinusoids divide by d // 2 − 1")
+            raise UnsupportedModelError(f"{where}: hidden_size {d} is below 4: TIPSv2's sinusoids divide by "
+                                        "d // 2 − 1")
         n = integer(config, where, "max_position_embeddings", default=64, high=MAX_WIDTH)
         table = tensor2tensor_sinusoids(n, d - d % 2)
         if d % 2:  # (an odd width: a zero row after the sinusoids, as the model pads them)

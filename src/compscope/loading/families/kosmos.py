@@ -50,7 +50,8 @@ class Kosmos25Text(Xglm):
     def position_table(cls, ts, prefix: str, config: dict, where: str, d: int) -> tuple[torch.Tensor, str]:
         """The sinusoids from row ``pad_token_id + 1``, ``max_position_embeddings`` of them, plus segment row 0."""
         if d % 2 or d < 4:
-            raise UnsupportedModelError(f"{where}: embed_dim {d} is odd or below 4: no sinusoidal table as Kosmos-2.5's")
+            raise UnsupportedModelError(f"{where}: embed_dim {d} is odd or below 4: no sinusoidal table as "
+                                        "Kosmos-2.5's")
         pad = integer(config, where, "pad_token_id", default=1, low=0, high=MAX_WIDTH)
         n = integer(config, where, "max_position_embeddings", default=4096, high=MAX_WIDTH)
         start = pad + 1
