@@ -164,6 +164,10 @@ NOT_READ: dict[str, str] = {
     **dict.fromkeys(("musicgen_decoder", "musicgen_melody_decoder"), (
         "MusicGen's decoder: each position's residual starts as the sum of one token embedding per audio codebook, "
         "which no one column of W_E per token expresses")),
+    "csm": ("Sesame's CSM: each audio frame's position starts its residual as the sum of one embedding per audio "
+            "codebook, which no one column of W_E per token expresses (text positions read a table of their own)"),
+    "moshi": ("Moshi: each position's residual starts as its text token's embedding plus one embedding per audio "
+              "codebook of both speakers' streams, which no one column of W_E per token expresses"),
     "imagegpt": ("ImageGPT: its unembedding has no row for the start token (512 colour clusters out, 513 tokens in), "
                  "and compscope pairs each token's column of W_E with its row of W_U"),
     "decision_transformer": ("a GPT-2 over returns, states and actions, each embedded by a linear map of its own "
