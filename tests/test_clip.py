@@ -173,3 +173,18 @@ def test_tipsv2s_unscaled_and_odd_width_text_encoders_read_as_the_model_embeds(t
     (tmp_path / "config.json").write_text(json.dumps({**config.to_dict(), "hidden_size": 2}))
     with pytest.raises(compscope.UnsupportedModelError, match="hidden_size 2 is below 4"):
         compscope.load(tmp_path)
+
+
+def test_a_tipsv2_file_whose_fused_projection_is_no_three_parts_is_refused_by_name(tmp_path):
+    """A released-format TIPSv2 text file whose ``in_proj_weight`` is not three stacked projections: the error names
+    the tensor and its file, and no head is read from it."""
+    from safetensors.torch import load_file, save_file
+
+    build(BY_ID["tipsv2-text-scaled-sinusoids"]).save_pretrained(tmp_path)
+    sd = load_file(tmp_path / "model.safetensors")
+    name = "transformer.resblocks.1.attn.in_proj_weight"
+    sd[name] = sd[name][:-1].clone()
+    save_file(sd, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(compscope.UnsupportedModelError,
+                       match=r"model\.safetensors.*in_proj_weight has shape \(95, 32\), expected \(3 d, \.\.\.\)"):
+        compscope.load(tmp_path)
