@@ -1378,18 +1378,19 @@ _LLAMALIKE_LAYER = {
 }
 
 
-def _write_llamalike_gguf(path, model, arch: str, rope_dim: int, eps: str = "layer_norm_eps") -> None:
+def _write_llamalike_gguf(path, model, arch: str, rope_dim: int, eps: str = "layer_norm_eps", **more) -> None:
     """A StableLM, StarCoder2 or Seed-OSS GGUF as llama.cpp writes one: Llama-like tensor names (biases and
     LayerNorm biases included), nothing permuted (all rotate halves), the rotary width as
-    ``rope.dimension_count``, the norms' epsilon 1e-5 under ``eps``, and a token list for transformers' reader."""
+    ``rope.dimension_count``, the norms' epsilon 1e-5 under ``eps``, and a token list for transformers' reader;
+    ``more``: further metadata, as :func:`_metadata` takes it."""
     sd = _numpy_state(model)
     cfg = model.config
     w = _writer(path, arch)
     theta = (getattr(cfg, "rope_parameters", None) or {"rope_theta": cfg.rope_theta})["rope_theta"]
-    _metadata(w, block_count=cfg.num_hidden_layers, embedding_length=cfg.hidden_size,
-              feed_forward_length=cfg.intermediate_size, head_count=cfg.num_attention_heads,
-              head_count_kv=cfg.num_key_value_heads, rope_dimension_count=rope_dim, rope_freq_base=theta,
-              **{eps: 1e-5})
+    _metadata(w, **{**dict(block_count=cfg.num_hidden_layers, embedding_length=cfg.hidden_size,
+                           feed_forward_length=cfg.intermediate_size, head_count=cfg.num_attention_heads,
+                           head_count_kv=cfg.num_key_value_heads, rope_dimension_count=rope_dim, rope_freq_base=theta),
+                    eps: 1e-5, **more})
     for name, t in sd.items():
         if ".norms." in name:  # StableLM's per-head QK LayerNorms: llama.cpp stacks them, (heads, d_head)
             if name.endswith("norms.0.weight"):
@@ -3588,3 +3589,39 @@ def test_a_muse_glimmer_gguf_with_per_dim_qk_gains_is_refused_by_name(tmp_path):
     _write_muse_glimmer(tmp_path / "m.gguf", model, [True, False, True, False], k_gain=gain, rope_freq_base=700.0)
     with pytest.raises(compscope.UnsupportedModelError, match=r"tensor 'blk\.0\.attn_k_norm\.weight' holds 2 values"):
         compscope.load(tmp_path / "m.gguf")
+
+
+@pytest.mark.parametrize("window", [None, 3])
+def test_a_deepseek_ocr_gguf_reads_as_llama_cpp_runs_it(tmp_path, window):
+    """DeepSeek-OCR's language model as llama.cpp converts it (``deepseek2-ocr``: DeepSeek-V2's converter without
+    latents) and runs it: plain q, k, v projections, rows as HF's, rotate-half rotary over the whole head at base
+    10000 whatever ``rope.dimension_count`` (the config's ``qk_rope_head_dim``) says, and causal attention without the
+    window Unlimited-OCR's files state (llama.cpp's graph applies none; the note says so): the heads of the Llama
+    holding the same weights, which is what that graph computes. A file llama.cpp would not run (other K/V heads, another
+    base, a rope scaling) is refused by name."""
+    cfg = hf_config("LlamaConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=H, max_position_embeddings=64,
+                    tie_word_embeddings=False, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    _randomise(model, 23)
+    extra = {} if window is None else {"sliding_window": window}
+    _write_llamalike_gguf(tmp_path / "m.gguf", model, "deepseek2-ocr", 2, eps="layer_norm_rms_eps", **extra)
+    ours, ref = compscope.load(tmp_path / "m.gguf"), compscope.load(model)
+    assert ours.meta.family == "llama" and ours.rotary.dim == ref.rotary.dim == D // H and ours.rotary.style == "half"
+    assert ours.sliding_window == (None, None) and ours.causal
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+    assert ours.scale == pytest.approx(ref.scale)
+    said = [n for n in ours.meta.notes if "sliding window the file states" in n]
+    assert len(said) == (window is not None)
+    from compscope.data.runner import cannot_run
+
+    assert "which transformers' GGUF reader does not read" in cannot_run(tmp_path / "m.gguf")  # (weights only)
+    for bad, match in (({"head_count_kv": G}, "one K/V head per query head"),
+                       ({"rope_freq_base": 500.0}, "runs only at base 10000"),
+                       ({"rope_scaling_type": gguf.RopeScalingType.LINEAR, "rope_scaling_factor": 2.0},
+                        "not one rotary map")):
+        _write_llamalike_gguf(tmp_path / "bad.gguf", model, "deepseek2-ocr", 2, eps="layer_norm_rms_eps", **bad)
+        with pytest.raises(compscope.UnsupportedModelError, match=match):
+            compscope.load(tmp_path / "bad.gguf")

@@ -141,6 +141,8 @@ ARCHS = {
     # LongRoPE's factors as tensors, muP's scalars llama.cpp's constants (rules.latent_attention)
     "mimo2": ("mimo_v2_flash", False, False),  # MiMo-V2-Flash: rows as HF's (rotate-half on part of each head), its
     # per-layer K/V heads, sinks, narrow values and value scale (rules.mimo2), the prediction blocks left out
+    "deepseek2-ocr": ("deepseek_ocr2_text", False, False),  # DeepSeek-OCR's, DeepSeek-OCR 2's and Unlimited-OCR's
+    # language models: DeepSeek-V2's conversion without latents, llama.cpp's plain attention (rules.deepseek2_ocr)
     "deci": ("nemotron-nas", True, False),  # Nemotron-NAS (and DeciLM-7B): a Llama to llama.cpp (rows permuted), head
     # counts per layer as block_configs (rules.deci), Llama 3's scaling as rope_freqs
 }
@@ -272,8 +274,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // n_heads
     if arch in _GRANITE_ARCHS and "attention_multiplier" not in cfg:  # llama.cpp: no attention.scale, d_head^-1/2
         cfg["attention_multiplier"] = head_dim**-0.5  # (transformers' Granite default is 1: said outright)
-    rope_dim = (fields.get(f"{arch}.rope.dimension_count") if arch not in ("gemma4", *_LATENT)  # (their rules:
-                else None)  # per layer type; the rotated dims of each head's latent attention)
+    rope_dim = (fields.get(f"{arch}.rope.dimension_count") if arch not in ("gemma4", "deepseek2-ocr", *_LATENT)
+                else None)  # (their rules: per layer type; the whole head; the rotated dims of each latent head)
     if rope_dim == head_dim and arch in _PARTIAL_ROTARY:  # said outright: StableLM's family would take a quarter
         cfg["partial_rotary_factor"] = 1.0
     if rope_dim is not None and rope_dim != head_dim:
@@ -372,6 +374,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         rules.granite_swa(path, arch, cfg, fields)
     if arch == "muse-glimmer":
         rules.muse_glimmer(path, arch, cfg, fields, located)
+    if arch == "deepseek2-ocr":
+        note = rules.deepseek2_ocr(path, arch, cfg, fields)
     notes = () if note is None else (note,)
     if arch == "command-r":  # Command R+'s per-head QK LayerNorms, there when their stacked gains are
         cfg["use_qk_norm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)

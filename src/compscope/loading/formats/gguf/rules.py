@@ -628,3 +628,28 @@ def latent_attention(path: Path, arch: str, cfg: dict, fields: dict, infos: list
         share = rope / key if int(key * (rope / key)) == rope else (rope + 0.5) / key
         cfg["rope_scaling"] = {**(cfg.get("rope_scaling") or {"rope_type": "default"}), "partial_rotary_factor": share}
     return key
+
+
+def deepseek2_ocr(path: Path, arch: str, cfg: dict, fields: dict) -> str | None:
+    """DeepSeek-OCR's (and OCR 2's, Unlimited-OCR's) language model as llama.cpp's ``deepseek2-ocr`` graph runs it:
+    q, k and v each a plain projection of every head, one K/V head per query head, rotate-half rotary over the
+    whole head at base 10,000 whatever ``rope.dimension_count`` says, no rope scaling, and every token attending to
+    all before it: the sliding window the converter writes (Unlimited-OCR's) is not applied, and left out here (a
+    note says so where the file states one). Other settings, which llama.cpp would not run, are refused by name."""
+    n_heads, n_kv = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
+    if n_kv != n_heads:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.head_count_kv' = {n_kv} for {n_heads} "
+                                    f"query heads: llama.cpp's {arch} graph takes one K/V head per query head")
+    theta = cfg.get("rope_theta", 10000.0)
+    if abs(theta - 10000.0) > 1e-4:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.freq_base' = {theta:g}: llama.cpp's {arch} "
+                                    "graph runs only at base 10000")
+    scaling = fields.get(f"{arch}.rope.scaling.type")
+    if scaling not in (None, "none") or fields.get(f"{arch}.rope.scaling.factor") not in (None, 0.0, 1.0):
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.scaling.type' = {scaling!r}: llama.cpp's "
+                                    f"{arch} graph turns the heads unscaled, while scaling its logits by the "
+                                    "setting: not one rotary map")
+    window = cfg.pop("sliding_window", None)
+    return (None if window is None else
+            f"the sliding window the file states ({window}) not read: llama.cpp's {arch} graph attends to every "
+            "earlier token, as one forward pass of the model does")
