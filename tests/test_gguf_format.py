@@ -3113,12 +3113,15 @@ def test_a_nomic_bert_gguf_matches_the_model_object(tmp_path):
         torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
 
 
-def test_a_jina_bert_v3_gguf_matches_the_model_object(tmp_path):
+@pytest.mark.parametrize("arch", ["jina-bert-v3", "nomic-bert-moe"])
+def test_a_jina_bert_v3_gguf_matches_the_model_object(tmp_path, arch):
     """jina-embeddings-v3 as llama.cpp writes it (``jina-bert-v3``: its base weights under llama.cpp's names, the
     fused ``Wqkv`` and output projection with biases, the token types, the post-LN norms, the rotary base as
     ``rope.freq_base``): read back, the model object's heads, biases, embeddings, norms and rotary frequencies, and
     the attention recomputed from them. Weights only (transformers does not read the architecture); a file without
-    the rotary base (llama.cpp would take 10000) is refused by name."""
+    the rotary base (llama.cpp would take 10000) is refused by name. nomic-embed-text v2 MoE's files (``nomic-bert-moe``,
+    run by the same llama.cpp graph, biases and all) read alike, said; without a base, at llama.cpp's 10000, the model's
+    own."""
     from hf_tiny import BY_ID, build
 
     model = build(BY_ID["jina-embeddings-v3-rotary-post-ln"])
@@ -3127,7 +3130,7 @@ def test_a_jina_bert_v3_gguf_matches_the_model_object(tmp_path):
     theta = (getattr(cfg, "rope_parameters", None) or {"rope_theta": getattr(cfg, "rope_theta", None)})["rope_theta"]
 
     def write(path, base) -> None:
-        w = _writer(path, "jina-bert-v3")
+        w = _writer(path, arch)
         _metadata(w, block_count=cfg.num_hidden_layers, embedding_length=cfg.hidden_size, head_count=H,
                   head_count_kv=None, layer_norm_eps=cfg.layer_norm_eps, causal_attention=False, token_type_count=2,
                   **({"rope_freq_base": base} if base else {}))
@@ -3158,7 +3161,15 @@ def test_a_jina_bert_v3_gguf_matches_the_model_object(tmp_path):
     x = torch.randn(2, 9, ours.d_model, generator=torch.Generator().manual_seed(42))
     for layer in range(ours.n_layers):
         torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
+    said = [n for n in ours.meta.notes if "nomic-embed-text v2 MoE read by the jina_embeddings_v3 family" in n]
+    assert len(said) == (arch == "nomic-bert-moe")
     write(tmp_path / "x.gguf", None)
+    if arch == "nomic-bert-moe":
+        at_default = compscope.load(tmp_path / "x.gguf")
+        r = at_default.rotary.dim
+        want = 10000.0 ** -(torch.arange(0, r, 2, dtype=torch.float64) / r)
+        torch.testing.assert_close(at_default.rotary.inv_freq[0].double(), want, rtol=1e-6, atol=0)
+        return
     with pytest.raises(compscope.UnsupportedModelError, match=r"x\.gguf: GGUF metadata 'jina-bert-v3\.rope\.freq_base' "
                                                               "is missing"):
         compscope.load(tmp_path / "x.gguf")

@@ -70,6 +70,8 @@ ARCHS = {
     "eurobert": ("eurobert", False, False),  # EuroBERT, jina-embeddings-v5: Llama's names, rows as stored, both ways
     "nomic-bert": ("nomic_bert", False, False),  # nomic-embed-text v1/v1.5: its files' own names (names._NOMIC_BLOCK)
     "modern-bert": ("modernbert", False, False),  # ModernBERT: HF's names (names._MODERNBERT_BLOCK), llama.cpp's rules
+    "nomic-bert-moe": ("jina_embeddings_v3", False, False),  # nomic-embed-text v2 MoE: BERT's post-LN layers with
+    # rotary and biased attention, jina-embeddings-v3's (its experts are MLP), under the same names (names._JINA_BLOCK)
     "jina-bert-v3": ("jina_embeddings_v3", False, False),  # jina-embeddings-v3: its released names (names._JINA_BLOCK)
     "bert": ("bert", False, False),  # BERT encoders (and RoBERTa's kin: llama.cpp cuts their position table to row 0)
     "nemotron": ("nemotron", False, True),  # Llama's names; llama.cpp stores LayerNorm1P's gains 1 + w, biases beside
@@ -160,7 +162,7 @@ _BIAS_SWITCHES = {"seed_oss": {"attention_bias": "attn_q.bias", "attention_out_b
                   "glm4": {"attention_bias": "attn_q.bias"},
                   "glm4moe": {"attention_bias": "attn_q.bias", "use_qk_norm": "attn_q_norm.weight"}}
 #: encoder architectures, which attend both ways (a file flagged causal is refused)
-_ENCODERS = ("bert", "nomic-bert", "eurobert", "modern-bert", "jina-bert-v3", "t5", "t5encoder")
+_ENCODERS = ("bert", "nomic-bert", "nomic-bert-moe", "eurobert", "modern-bert", "jina-bert-v3", "t5", "t5encoder")
 #: multi-head latent attention (:func:`.rules.latent_attention`)
 _LATENT = ("deepseek2", "mistral4", "deepseek32", "glm-dsa", "kimi-linear", "minicpm3")
 #: the architectures whose files may hold LongRoPE's factors (``rope_factors_long``, ``_short``)
@@ -172,7 +174,7 @@ _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid", "nemotron",  
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
 _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
                     for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2", "cohere2moe", "bert",
-                                 "nomic-bert", "jina-bert-v3")},
+                                 "nomic-bert", "nomic-bert-moe", "jina-bert-v3")},
                  "modern-bert": {"layer_norm_epsilon": "norm_eps"},
                  "nemotron": {"layer_norm_epsilon": "norm_eps", "rms_norm_eps": "norm_eps"},
                  "lfm2": {"rms_norm_eps": "norm_eps"}, "lfm2moe": {"rms_norm_eps": "norm_eps"},
@@ -348,7 +350,9 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
     if arch == "jina-bert-v3" and "rope_theta" not in cfg:  # (llama.cpp would take 10000; the model's is 20000)
         raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.freq_base' is missing: llama.cpp would turn "
                                     "the heads at 10000, jina-embeddings-v3 at its own base (20000)")
-    if arch == "jina-bert-v3" and cfg.get("num_key_value_heads") == cfg["num_attention_heads"]:
+    if arch == "nomic-bert-moe":  # (the base llama.cpp takes where none is stated: the model's own, 10000)
+        cfg.setdefault("rope_theta", 10000.0)
+    if arch in ("jina-bert-v3", "nomic-bert-moe") and cfg.get("num_key_value_heads") == cfg["num_attention_heads"]:
         cfg.pop("num_key_value_heads")  # (one per head: the family's own count; another is refused by the family)
     if arch in _ENCODERS and fields.get(f"{arch}.attention.causal"):  # llama.cpp's flag; these attend both ways
         raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.causal' is true: a BERT file that "
@@ -376,6 +380,9 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         rules.muse_glimmer(path, arch, cfg, fields, located)
     if arch == "deepseek2-ocr":
         note = rules.deepseek2_ocr(path, arch, cfg, fields)
+    if arch == "nomic-bert-moe":
+        note = ("nomic-embed-text v2 MoE read by the jina_embeddings_v3 family: BERT's post-LN layers with rotary "
+                "positions and biased attention, which llama.cpp runs for both with one graph (its experts are MLP)")
     notes = () if note is None else (note,)
     if arch == "command-r":  # Command R+'s per-head QK LayerNorms, there when their stacked gains are
         cfg["use_qk_norm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)

@@ -207,7 +207,8 @@ LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn.
             "bert": (_BERT_BLOCK, "encoder.layer.{i}.", _BERT_TOP, (), ((), None)),
             "nomic-bert": (_NOMIC_BLOCK, "encoder.layers.{i}.", _NOMIC_TOP, (), ((), None)),
             "modern-bert": (_MODERNBERT_BLOCK, "layers.{i}.", _MODERNBERT_TOP, (), ((), None)),
-            "jina-bert-v3": (_JINA_BLOCK, "encoder.layers.{i}.", _JINA_TOP, (), ((), None)),
+            **dict.fromkeys(("jina-bert-v3", "nomic-bert-moe"), (_JINA_BLOCK, "encoder.layers.{i}.", _JINA_TOP, (),
+                                                                 ((), None))),
             **dict.fromkeys(("t5", "t5encoder"), (_T5_BLOCK, "encoder.block.{i}.", _T5_TOP, (), ((), None))),
             **dict.fromkeys(("lfm2", "lfm2moe"), (_LFM2_BLOCK, "model.layers.{i}.", _LFM2_TOP, (), ((), None))),
             "glm4": ({**_BLOCK, "post_attention_norm.weight": "post_self_attn_layernorm.weight"}, "model.layers.{i}.",
@@ -256,7 +257,7 @@ def layout(arch: str, infos: list) -> tuple:
         # not in the attention
         not_attention = ("post_attention_norm.weight",)
     # post-LN: the LayerNorm after the attention acts on the residual, not inside the attention
-    if arch in ("bert", "nomic-bert", "jina-bert-v3"):
+    if arch in ("bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v3"):
         not_attention = ("attn_output_norm.weight", "attn_output_norm.bias")
     if arch == "falcon" and any(i.name.endswith("attn_norm_2.weight") for i in infos):
         # attn_norm_2 is the attention's LayerNorm, attn_norm the MLP's
