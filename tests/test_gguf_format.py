@@ -3636,3 +3636,32 @@ def test_a_deepseek_ocr_gguf_reads_as_llama_cpp_runs_it(tmp_path, window):
         _write_llamalike_gguf(tmp_path / "bad.gguf", model, "deepseek2-ocr", 2, eps="layer_norm_rms_eps", **bad)
         with pytest.raises(compscope.UnsupportedModelError, match=match):
             compscope.load(tmp_path / "bad.gguf")
+
+
+@pytest.mark.parametrize("arch", ["internlm2", "xverse", "deepseek"])
+def test_remote_code_llamas_ggufs_read_as_llama_cpp_runs_them(tmp_path, arch):
+    """InternLM2, XVERSE and DeepSeek-MoE files as llama.cpp's converters write them (q, k, v apart, their rows
+    permuted as a Llama's) and its Llama graph runs them: the heads of the Llama holding the same weights, said to be
+    read so. DeepSeek's graph scales the logits by a stated ``attention.scale``: such a file is refused by name (the
+    others' graphs never read the key: read as without it)."""
+    cfg = hf_config("LlamaConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=64,
+                    rope_parameters={"rope_type": "default", "rope_theta": 100.0})
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    _randomise(model, 29)
+    _write_scaled_llama_gguf(tmp_path / "m.gguf", model, None, {}, arch=arch)
+    ours, ref = compscope.load(tmp_path / "m.gguf"), compscope.load(model)
+    assert ours.meta.family == "llama" and ours.n_kv_heads == G
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    assert ours.scale == pytest.approx(ref.scale) and any("read by the Llama family" in n for n in ours.meta.notes)
+    from compscope.data.runner import cannot_run
+
+    assert "which transformers' GGUF reader does not read" in cannot_run(tmp_path / "m.gguf")
+    _write_scaled_llama_gguf(tmp_path / "s.gguf", model, None, {}, arch=arch, extra={"attention.scale": 0.5})
+    if arch != "deepseek":
+        assert compscope.load(tmp_path / "s.gguf").scale == pytest.approx(ref.scale)
+        return
+    with pytest.raises(compscope.UnsupportedModelError, match=rf"'{arch}\.attention\.scale' = 0\.5"):
+        compscope.load(tmp_path / "s.gguf")

@@ -203,6 +203,10 @@ GGUF_NOT_READ: dict[str, str] = {
     "bitnet": "bitnet",
     "dbrx": "dbrx",
     "step35": "step3p5", "hunyuan_vl": "hunyuan_vl_text",
+    "rwkv6qwen2": "rwkv", "arwkv7": "rwkv",  # (Qwen2's and others' layers with RWKV time mixing for attention)
+    "minimax-01": "minimax", "minimax-m3": "minimax_m3_vl_text", "laguna": "laguna", "dots3note": "dots3_note_text",
+    "deepseek4": "deepseek_v4", "gemma4-assistant": "gemma4_assistant",
+    "dflash": "muse_glimmer_assistant",  # (llama.cpp's DFlash drafters: Muse Glimmer's is one)
 }
 
 

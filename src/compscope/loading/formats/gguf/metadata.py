@@ -143,6 +143,9 @@ ARCHS = {
     # LongRoPE's factors as tensors, muP's scalars llama.cpp's constants (rules.latent_attention)
     "mimo2": ("mimo_v2_flash", False, False),  # MiMo-V2-Flash: rows as HF's (rotate-half on part of each head), its
     # per-layer K/V heads, sinks, narrow values and value scale (rules.mimo2), the prediction blocks left out
+    # InternLM2, XVERSE and DeepSeek's first MoE (deepseek-moe-16b): Llamas to llama.cpp (rows permuted by their
+    # converters, its Llama graph: no biases, rotary on whole heads), their remote-code models read by the Llama family
+    **dict.fromkeys(("internlm2", "xverse", "deepseek"), ("llama", True, False)),
     "deepseek2-ocr": ("deepseek_ocr2_text", False, False),  # DeepSeek-OCR's, DeepSeek-OCR 2's and Unlimited-OCR's
     # language models: DeepSeek-V2's conversion without latents, llama.cpp's plain attention (rules.deepseek2_ocr)
     "deci": ("nemotron-nas", True, False),  # Nemotron-NAS (and DeciLM-7B): a Llama to llama.cpp (rows permuted), head
@@ -380,6 +383,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         rules.muse_glimmer(path, arch, cfg, fields, located)
     if arch == "deepseek2-ocr":
         note = rules.deepseek2_ocr(path, arch, cfg, fields)
+    if arch in ("internlm2", "xverse", "deepseek"):
+        note = rules.llama_graph(path, arch, fields)
     if arch == "nomic-bert-moe":
         note = ("nomic-embed-text v2 MoE read by the jina_embeddings_v3 family: BERT's post-LN layers with rotary "
                 "positions and biased attention, which llama.cpp runs for both with one graph (its experts are MLP)")

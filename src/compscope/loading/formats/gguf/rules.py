@@ -653,3 +653,20 @@ def deepseek2_ocr(path: Path, arch: str, cfg: dict, fields: dict) -> str | None:
     return (None if window is None else
             f"the sliding window the file states ({window}) not read: llama.cpp's {arch} graph attends to every "
             "earlier token, as one forward pass of the model does")
+
+
+#: what llama.cpp's converter calls the models of these architectures, which transformers has no model of
+_REMOTE_CODE = {"internlm2": "InternLM2", "xverse": "XVERSE", "deepseek": "DeepSeek's first MoE models (DeepseekForCausalLM)"}
+
+
+def llama_graph(path: Path, arch: str, fields: dict) -> str:
+    """InternLM2, XVERSE and DeepSeek's first MoE models as llama.cpp runs them: its Llama graph (q, k and v apart,
+    their rows permuted by its converter, rotary on whole heads, logits at ``d_head^-1/2``), read by the Llama family
+    (their models are remote code, which transformers does not hold). DeepSeek's graph scales the logits by
+    ``attention.scale`` where the file states one: refused, as no Llama's does (the others' graphs never read it)."""
+    scale = fields.get(f"{arch}.attention.scale")
+    if arch == "deepseek" and scale not in (None, 0.0):
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.scale' = {scale!r}: llama.cpp scales "
+                                    "the logits by it, which no Llama compscope reads does")
+    return (f"{_REMOTE_CODE[arch]} read by the Llama family, as llama.cpp runs it (its Llama graph); weights only: "
+            "transformers has no model of it")
