@@ -3665,3 +3665,29 @@ def test_remote_code_llamas_ggufs_read_as_llama_cpp_runs_them(tmp_path, arch):
         return
     with pytest.raises(compscope.UnsupportedModelError, match=rf"'{arch}\.attention\.scale' = 0\.5"):
         compscope.load(tmp_path / "s.gguf")
+
+
+@pytest.mark.parametrize("stated", [True, False])
+def test_a_minicpm_gguf_reads_as_llama_cpps_granite_graph_runs_it(tmp_path, stated):
+    """MiniCPM (1 and 2) as llama.cpp converts it (a Llama's permuted rows) and runs it (its Granite graph): the heads,
+    embeddings and unembedding of the Granite holding the same weights with muP's scalars as Granite's multipliers:
+    those the file states, or llama.cpp's defaults where it states none (12, 1.4 / sqrt(layers), 256 / d_model); the
+    attention logits at d_head^-1/2 whatever ``attention.scale`` says (its loader never reads it)."""
+    L = 2
+    scales = dict(embedding_scale=8.0, residual_scale=0.9, logit_scale=4.0) if stated else {}
+    multipliers = (dict(embedding_multiplier=8.0, residual_multiplier=0.9, logits_scaling=4.0) if stated else
+                   dict(embedding_multiplier=12.0, residual_multiplier=1.4 / L ** 0.5, logits_scaling=256.0 / D))
+    cfg = hf_config("GraniteConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=L,
+                    num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=64, tie_word_embeddings=False,
+                    attention_multiplier=(D // H) ** -0.5, rope_parameters={"rope_type": "default", "rope_theta": 100.0},
+                    **multipliers)
+    model = transformers.GraniteForCausalLM(cfg).eval()
+    _randomise(model, 31)
+    _write_scaled_llama_gguf(tmp_path / "m.gguf", model, None, {}, arch="minicpm",
+                             extra={**scales, "attention.scale": 0.25})
+    ours, ref = compscope.load(tmp_path / "m.gguf"), compscope.load(model)
+    assert ours.meta.family == "granite" and any("MiniCPM read by the Granite family" in n for n in ours.meta.notes)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        torch.testing.assert_close(getattr(ours, name), getattr(ref, name), rtol=1e-6, atol=0, msg=name)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    assert ours.scale == pytest.approx(ref.scale) == pytest.approx((D // H) ** -0.5)

@@ -146,6 +146,8 @@ ARCHS = {
     # InternLM2, XVERSE and DeepSeek's first MoE (deepseek-moe-16b): Llamas to llama.cpp (rows permuted by their
     # converters, its Llama graph: no biases, rotary on whole heads), their remote-code models read by the Llama family
     **dict.fromkeys(("internlm2", "xverse", "deepseek"), ("llama", True, False)),
+    "minicpm": ("granite", True, False),  # MiniCPM 1 and 2 (remote code): a Llama to llama.cpp's converter, run by its
+    # Granite graph, muP's scalars as Granite's (rules.minicpm)
     "deepseek2-ocr": ("deepseek_ocr2_text", False, False),  # DeepSeek-OCR's, DeepSeek-OCR 2's and Unlimited-OCR's
     # language models: DeepSeek-V2's conversion without latents, llama.cpp's plain attention (rules.deepseek2_ocr)
     "deci": ("nemotron-nas", True, False),  # Nemotron-NAS (and DeciLM-7B): a Llama to llama.cpp (rows permuted), head
@@ -190,7 +192,8 @@ _GRANITE_KEYS = {"embedding_scale": "embedding_multiplier", "attention.scale": "
 _GRANITE_ARCHS = ("granite", "granitemoe", "granitehybrid", "granite_swa")
 _ARCH_KEYS = {**{arch: _GRANITE_KEYS for arch in _GRANITE_ARCHS}, "command-r": {"logit_scale": "logit_scale"},
               "cohere2": {"logit_scale": "logit_scale"}, "cohere2moe": {"logit_scale": "logit_scale"},
-              "chameleon": {"swin_norm": "swin_norm"}, "muse-glimmer": {"logit_scale": "output_multiplier"}}
+              "chameleon": {"swin_norm": "swin_norm"}, "muse-glimmer": {"logit_scale": "output_multiplier"},
+              "minicpm": {k: v for k, v in _GRANITE_KEYS.items() if k != "attention.scale"}}  # (its graph's reads)
 #: HF norm gains an architecture whose norms llama.cpp stores as ``1 + w`` keeps as they are (Muse Glimmer's final norm)
 _UNSHIFTED = {"muse-glimmer": ("model.norm.weight",)}
 
@@ -277,7 +280,10 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
             f"{path}: per-layer head counts ('{arch}.attention.head_count' is a list) are not supported"
         )
     head_dim = cfg.get("head_dim") or cfg["hidden_size"] // n_heads
-    if arch in _GRANITE_ARCHS and "attention_multiplier" not in cfg:  # llama.cpp: no attention.scale, d_head^-1/2
+    if arch == "minicpm":
+        rules.minicpm(cfg)
+    if arch in (*_GRANITE_ARCHS, "minicpm") and "attention_multiplier" not in cfg:  # llama.cpp: no attention.scale,
+        # d_head^-1/2
         cfg["attention_multiplier"] = head_dim**-0.5  # (transformers' Granite default is 1: said outright)
     rope_dim = (fields.get(f"{arch}.rope.dimension_count") if arch not in ("gemma4", "deepseek2-ocr", *_LATENT)
                 else None)  # (their rules: per layer type; the whole head; the rotated dims of each latent head)
@@ -385,6 +391,10 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         note = rules.deepseek2_ocr(path, arch, cfg, fields)
     if arch in ("internlm2", "xverse", "deepseek"):
         note = rules.llama_graph(path, arch, fields)
+    if arch == "minicpm":
+        note = ("MiniCPM read by the Granite family, as llama.cpp runs it (its Granite graph): the embedding, residual "
+                "and logit scales as Granite's multipliers (llama.cpp's defaults where the file states none: 12, "
+                "1.4 / sqrt(layers), 256 / d_model); weights only: transformers has no model of it")
     if arch == "nomic-bert-moe":
         note = ("nomic-embed-text v2 MoE read by the jina_embeddings_v3 family: BERT's post-LN layers with rotary "
                 "positions and biased attention, which llama.cpp runs for both with one graph (its experts are MLP)")

@@ -670,3 +670,14 @@ def llama_graph(path: Path, arch: str, fields: dict) -> str:
                                     "the logits by it, which no Llama compscope reads does")
     return (f"{_REMOTE_CODE[arch]} read by the Llama family, as llama.cpp runs it (its Llama graph); weights only: "
             "transformers has no model of it")
+
+
+def minicpm(cfg: dict) -> None:
+    """MiniCPM's muP scalars where the file states none, as llama.cpp's ``minicpm`` loader defaults them (its
+    converter writes them from ``scale_emb``, ``scale_depth`` and ``dim_model_base``): the embeddings times 12, each
+    sublayer's output times ``1.4 / sqrt(layers)``, the logits divided by ``256 / d_model`` (its default, though the
+    model divides by ``d_model / 256``: the converter always writes the model's). Its loader reads no
+    ``attention.scale`` (``metadata._ARCH_KEYS`` leaves it out): the attention logits at ``d_head^-1/2``."""
+    cfg.setdefault("embedding_multiplier", 12.0)
+    cfg.setdefault("residual_multiplier", 1.4 / cfg["num_hidden_layers"] ** 0.5)
+    cfg.setdefault("logits_scaling", 256.0 / cfg["hidden_size"])
