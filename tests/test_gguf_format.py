@@ -3638,9 +3638,9 @@ def test_a_deepseek_ocr_gguf_reads_as_llama_cpp_runs_it(tmp_path, window):
             compscope.load(tmp_path / "bad.gguf")
 
 
-@pytest.mark.parametrize("arch", ["internlm2", "xverse", "deepseek"])
+@pytest.mark.parametrize("arch", ["internlm2", "xverse", "deepseek", "arctic", "bailingmoe"])
 def test_remote_code_llamas_ggufs_read_as_llama_cpp_runs_them(tmp_path, arch):
-    """InternLM2, XVERSE and DeepSeek-MoE files as llama.cpp's converters write them (q, k, v apart, their rows
+    """InternLM2, XVERSE, DeepSeek-MoE, Arctic and Ling files as llama.cpp's converters write them (q, k, v apart, their rows
     permuted as a Llama's) and its Llama graph runs them: the heads of the Llama holding the same weights, said to be
     read so. DeepSeek's graph scales the logits by a stated ``attention.scale``: such a file is refused by name (the
     others' graphs never read the key: read as without it)."""
@@ -3691,3 +3691,22 @@ def test_a_minicpm_gguf_reads_as_llama_cpps_granite_graph_runs_it(tmp_path, stat
         torch.testing.assert_close(getattr(ours, name), getattr(ref, name), rtol=1e-6, atol=0, msg=name)
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
     assert ours.scale == pytest.approx(ref.scale) == pytest.approx((D // H) ** -0.5)
+
+
+def test_a_grovemoe_gguf_reads_as_qwen3s_attention(tmp_path):
+    """GroveMoE as llama.cpp converts it (rows as HF's) and runs it (Qwen3's attention: an RMSNorm on each query and
+    key head before the rotary map): the heads and QK norms of the Qwen3 holding the same weights, said."""
+    cfg = hf_config("Qwen3Config", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, head_dim=D // H, max_position_embeddings=64,
+                    tie_word_embeddings=False, rms_norm_eps=1e-6,
+                    rope_parameters={"rope_type": "default", "rope_theta": 700.0})
+    model = transformers.Qwen3ForCausalLM(cfg).eval()
+    _randomise(model, 37)
+    _write_llamalike_gguf(tmp_path / "g.gguf", model, "grovemoe", D // H, eps="layer_norm_rms_eps")
+    ours, ref = compscope.load(tmp_path / "g.gguf"), compscope.load(model)
+    assert ours.meta.family == "qwen3" and any("GroveMoE read by the Qwen3 family" in n for n in ours.meta.notes)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for a, b in zip(ours.qk_norm, ref.qk_norm):
+        assert torch.equal(a.weight, b.weight)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)

@@ -29,6 +29,9 @@ _CONFIG_KEYS = {
     "vocab_size": "vocab_size",
 }
 
+#: architectures whose remote-code models llama.cpp runs with its Llama graph (:func:`.rules.llama_graph`)
+_LLAMA_GRAPHS = ("internlm2", "xverse", "deepseek", "arctic", "bailingmoe")
+
 #: GGUF architecture -> (HF model_type, rows permuted for rotary, norms stored as 1 + w)
 ARCHS = {
     "llama": ("llama", True, False),
@@ -143,9 +146,11 @@ ARCHS = {
     # LongRoPE's factors as tensors, muP's scalars llama.cpp's constants (rules.latent_attention)
     "mimo2": ("mimo_v2_flash", False, False),  # MiMo-V2-Flash: rows as HF's (rotate-half on part of each head), its
     # per-layer K/V heads, sinks, narrow values and value scale (rules.mimo2), the prediction blocks left out
-    # InternLM2, XVERSE and DeepSeek's first MoE (deepseek-moe-16b): Llamas to llama.cpp (rows permuted by their
-    # converters, its Llama graph: no biases, rotary on whole heads), their remote-code models read by the Llama family
-    **dict.fromkeys(("internlm2", "xverse", "deepseek"), ("llama", True, False)),
+    # InternLM2, XVERSE, DeepSeek's first MoE (deepseek-moe-16b), Snowflake Arctic and Ling (BailingMoE): Llamas to
+    # llama.cpp (rows permuted by their converters, its Llama graph: no biases, rotary on whole heads), their
+    # remote-code models read by the Llama family (rules.llama_graph)
+    **dict.fromkeys(_LLAMA_GRAPHS, ("llama", True, False)),
+    "grovemoe": ("qwen3", False, False),  # GroveMoE (remote code): Qwen3's attention, rows as HF's, QK norms
     "minicpm": ("granite", True, False),  # MiniCPM 1 and 2 (remote code): a Llama to llama.cpp's converter, run by its
     # Granite graph, muP's scalars as Granite's (rules.minicpm)
     "deepseek2-ocr": ("deepseek_ocr2_text", False, False),  # DeepSeek-OCR's, DeepSeek-OCR 2's and Unlimited-OCR's
@@ -389,8 +394,11 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         rules.muse_glimmer(path, arch, cfg, fields, located)
     if arch == "deepseek2-ocr":
         note = rules.deepseek2_ocr(path, arch, cfg, fields)
-    if arch in ("internlm2", "xverse", "deepseek"):
+    if arch in _LLAMA_GRAPHS:
         note = rules.llama_graph(path, arch, fields)
+    if arch == "grovemoe":
+        note = ("GroveMoE read by the Qwen3 family, as llama.cpp runs it (Qwen3's attention: per-head QK norms before "
+                "the rotary map); weights only: transformers has no model of it")
     if arch == "minicpm":
         note = ("MiniCPM read by the Granite family, as llama.cpp runs it (its Granite graph): the embedding, residual "
                 "and logit scales as Granite's multipliers (llama.cpp's defaults where the file states none: 12, "

@@ -656,12 +656,14 @@ def deepseek2_ocr(path: Path, arch: str, cfg: dict, fields: dict) -> str | None:
 
 
 #: what llama.cpp's converter calls the models of these architectures, which transformers has no model of
-_REMOTE_CODE = {"internlm2": "InternLM2", "xverse": "XVERSE", "deepseek": "DeepSeek's first MoE models (DeepseekForCausalLM)"}
+_REMOTE_CODE = {"internlm2": "InternLM2", "xverse": "XVERSE", "deepseek": "DeepSeek's first MoE models (DeepseekForCausalLM)",
+                "arctic": "Snowflake Arctic", "bailingmoe": "Ling (BailingMoE)"}
 
 
 def llama_graph(path: Path, arch: str, fields: dict) -> str:
-    """InternLM2, XVERSE and DeepSeek's first MoE models as llama.cpp runs them: its Llama graph (q, k and v apart,
-    their rows permuted by its converter, rotary on whole heads, logits at ``d_head^-1/2``), read by the Llama family
+    """InternLM2, XVERSE, DeepSeek's first MoE, Arctic and Ling models as llama.cpp runs them: its Llama graph (q, k
+    and v apart, their rows permuted by its converter, rotary on whole heads, logits at ``d_head^-1/2``: Ling's at
+    ``rope.dimension_count^-1/2``, the same, as its rotary covers the whole head), read by the Llama family
     (their models are remote code, which transformers does not hold). DeepSeek's graph scales the logits by
     ``attention.scale`` where the file states one: refused, as no Llama's does (the others' graphs never read it)."""
     scale = fields.get(f"{arch}.attention.scale")
