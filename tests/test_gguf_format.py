@@ -3710,3 +3710,25 @@ def test_a_grovemoe_gguf_reads_as_qwen3s_attention(tmp_path):
     for a, b in zip(ours.qk_norm, ref.qk_norm):
         assert torch.equal(a.weight, b.weight)
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+
+
+def test_a_llada_gguf_reads_as_llama_cpp_runs_it_both_ways(tmp_path):
+    """LLaDA (a diffusion LM) as llama.cpp converts it (a Llama's permuted rows, ``attention.causal`` false) and runs
+    it (its Llama graph without the causal mask): the heads of the Llama holding the same weights, attending both
+    ways, read by the EuroBERT family and said; a file flagged causal is refused by its key."""
+    cfg = hf_config("LlamaConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=64,
+                    rope_parameters={"rope_type": "default", "rope_theta": 100.0})
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    _randomise(model, 43)
+    _write_scaled_llama_gguf(tmp_path / "m.gguf", model, None, {}, arch="llada", extra={"attention.causal": 0})
+    ours, ref = compscope.load(tmp_path / "m.gguf"), compscope.load(model)
+    assert ours.meta.family == "eurobert" and not ours.causal and ref.causal and ours.W_U is None
+    assert any("LLaDA read by the EuroBERT family" in n for n in ours.meta.notes)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    assert torch.equal(ours.attn_norm.weight, ref.attn_norm.weight)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    _write_scaled_llama_gguf(tmp_path / "c.gguf", model, None, {}, arch="llada", extra={"attention.causal": 1})
+    with pytest.raises(compscope.UnsupportedModelError, match=r"'llada\.attention\.causal' is true"):
+        compscope.load(tmp_path / "c.gguf")

@@ -150,7 +150,9 @@ ARCHS = {
     # llama.cpp (rows permuted by their converters, its Llama graph: no biases, rotary on whole heads), their
     # remote-code models read by the Llama family (rules.llama_graph)
     **dict.fromkeys(_LLAMA_GRAPHS, ("llama", True, False)),
-    "grovemoe": ("qwen3", False, False),  # GroveMoE (remote code): Qwen3's attention, rows as HF's, QK norms
+    "grovemoe": ("qwen3", False, False),
+    "llada": ("eurobert", True, False),  # LLaDA (remote code, a diffusion LM): a Llama to llama.cpp's converter (rows
+    # permuted), every token attending to every other (its graph's, and the flag its converter writes): EuroBERT's  # GroveMoE (remote code): Qwen3's attention, rows as HF's, QK norms
     "minicpm": ("granite", True, False),  # MiniCPM 1 and 2 (remote code): a Llama to llama.cpp's converter, run by its
     # Granite graph, muP's scalars as Granite's (rules.minicpm)
     "deepseek2-ocr": ("deepseek_ocr2_text", False, False),  # DeepSeek-OCR's, DeepSeek-OCR 2's and Unlimited-OCR's
@@ -172,7 +174,8 @@ _BIAS_SWITCHES = {"seed_oss": {"attention_bias": "attn_q.bias", "attention_out_b
                   "glm4": {"attention_bias": "attn_q.bias"},
                   "glm4moe": {"attention_bias": "attn_q.bias", "use_qk_norm": "attn_q_norm.weight"}}
 #: encoder architectures, which attend both ways (a file flagged causal is refused)
-_ENCODERS = ("bert", "nomic-bert", "nomic-bert-moe", "eurobert", "modern-bert", "jina-bert-v3", "t5", "t5encoder")
+_ENCODERS = ("bert", "nomic-bert", "nomic-bert-moe", "eurobert", "modern-bert", "jina-bert-v3", "t5", "t5encoder",
+             "llada")
 #: multi-head latent attention (:func:`.rules.latent_attention`)
 _LATENT = ("deepseek2", "mistral4", "deepseek32", "glm-dsa", "kimi-linear", "minicpm3")
 #: the architectures whose files may hold LongRoPE's factors (``rope_factors_long``, ``_short``)
@@ -396,6 +399,9 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         note = rules.deepseek2_ocr(path, arch, cfg, fields)
     if arch in _LLAMA_GRAPHS:
         note = rules.llama_graph(path, arch, fields)
+    if arch == "llada":
+        note = ("LLaDA read by the EuroBERT family (Llama's layers attending both ways), as llama.cpp runs it; its "
+                "unembedding, which predicts the masked tokens, not read; weights only: transformers has no model of it")
     if arch == "grovemoe":
         note = ("GroveMoE read by the Qwen3 family, as llama.cpp runs it (Qwen3's attention: per-head QK norms before "
                 "the rotary map); weights only: transformers has no model of it")
