@@ -3732,3 +3732,42 @@ def test_a_llada_gguf_reads_as_llama_cpp_runs_it_both_ways(tmp_path):
     _write_scaled_llama_gguf(tmp_path / "c.gguf", model, None, {}, arch="llada", extra={"attention.causal": 1})
     with pytest.raises(compscope.UnsupportedModelError, match=r"'llada\.attention\.causal' is true"):
         compscope.load(tmp_path / "c.gguf")
+
+
+def test_a_first_qwen_gguf_reads_as_qwen2s_attention(tmp_path):
+    """The first Qwen as llama.cpp converts it (``qwen``: its fused ``c_attn`` as ``attn_qkv`` with a bias, rows
+    [q | k | v] as stored) and runs it (rotate-half rotary, one K/V head per query head): the heads and q/k/v
+    biases of the Qwen2 holding the same weights; a fused tensor of another height is refused naming it."""
+    cfg = hf_config("Qwen2Config", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=H, max_position_embeddings=64, tie_word_embeddings=False,
+                    rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+    model = transformers.Qwen2ForCausalLM(cfg).eval()
+    _randomise(model, 47)
+    sd = _numpy_state(model)
+
+    def write(path, cut: int = 0) -> None:
+        w = _writer(path, "qwen")
+        _metadata(w, head_count_kv=None, rope_dimension_count=D // H, rope_freq_base=10000.0,
+                  layer_norm_rms_eps=1e-6)
+        w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+        w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+        w.add_tensor("output.weight", sd["lm_head.weight"])
+        for i in range(2):
+            p = f"model.layers.{i}."
+            for part in ("weight", "bias"):
+                fused = np.concatenate([sd[f"{p}self_attn.{x}_proj.{part}"] for x in "qkv"])
+                w.add_tensor(f"blk.{i}.attn_qkv.{part}", fused[:len(fused) - cut] if part == "weight" else fused)
+            w.add_tensor(f"blk.{i}.attn_output.weight", sd[f"{p}self_attn.o_proj.weight"])
+            w.add_tensor(f"blk.{i}.attn_norm.weight", sd[f"{p}input_layernorm.weight"])
+        _finish(w)
+
+    write(tmp_path / "q.gguf")
+    ours, ref = compscope.load(tmp_path / "q.gguf"), compscope.load(model)
+    assert ours.meta.family == "llama" and any("Qwen (the first)" in n for n in ours.meta.notes)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    assert ours.b_O is None and ours.b_Q.abs().sum() > 0
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    write(tmp_path / "short.gguf", cut=D // H)
+    with pytest.raises(compscope.LoadError, match=r"tensor 'blk\.0\.attn_qkv\.weight' has \d+ rows"):
+        compscope.load(tmp_path / "short.gguf")

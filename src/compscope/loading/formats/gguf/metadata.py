@@ -151,6 +151,8 @@ ARCHS = {
     # remote-code models read by the Llama family (rules.llama_graph)
     **dict.fromkeys(_LLAMA_GRAPHS, ("llama", True, False)),
     "grovemoe": ("qwen3", False, False),
+    "qwen": ("qwen2", False, False),  # Qwen (the first, remote code): its fused c_attn as attn_qkv, rows [q | k | v]
+    # with a bias, rotate-half rotary, one K/V head per query head: Qwen2's attention (names.LAYOUTS)
     "llada": ("eurobert", True, False),  # LLaDA (remote code, a diffusion LM): a Llama to llama.cpp's converter (rows
     # permuted), every token attending to every other (its graph's, and the flag its converter writes): EuroBERT's  # GroveMoE (remote code): Qwen3's attention, rows as HF's, QK norms
     "minicpm": ("granite", True, False),  # MiniCPM 1 and 2 (remote code): a Llama to llama.cpp's converter, run by its
@@ -402,6 +404,9 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
     if arch == "llada":
         note = ("LLaDA read by the EuroBERT family (Llama's layers attending both ways), as llama.cpp runs it; its "
                 "unembedding, which predicts the masked tokens, not read; weights only: transformers has no model of it")
+    if arch == "qwen":
+        note = ("Qwen (the first) read by the Llama family as Qwen2's attention, as llama.cpp runs it; weights only: "
+                "transformers has no model of it")
     if arch == "grovemoe":
         note = ("GroveMoE read by the Qwen3 family, as llama.cpp runs it (Qwen3's attention: per-head QK norms before "
                 "the rotary map); weights only: transformers has no model of it")

@@ -223,6 +223,8 @@ LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn.
             **dict.fromkeys(("nemotron_h", "nemotron_h_moe"), (_NEMOTRON_H_BLOCK, "backbone.layers.{i}.", _NEMOTRON_H_TOP,
                                                                (), ((), None))),
             "phimoe": (_BLOCK, "model.layers.{i}.", {**_TOP, "output.bias": "lm_head.bias"}, (), ((), None)),
+            "qwen": ({**_BLOCK, **{f"attn_qkv.{p}": tuple(f"self_attn.{x}_proj.{p}" for x in "qkv")
+                                   for p in ("weight", "bias")}}, "model.layers.{i}.", _TOP, (), ((), None)),
             **dict.fromkeys(("afmoe", "muse-glimmer"), ({**_BLOCK, "attn_gate.weight": "self_attn.gate_proj.weight"},
                                                         "model.layers.{i}.", _TOP, (), ((), None))),
             "gemma4": ({**_BLOCK, "layer_output_scale.weight": "layer_scalar"}, "model.layers.{i}.", _TOP, (), ((), None)),
