@@ -3638,20 +3638,22 @@ def test_a_deepseek_ocr_gguf_reads_as_llama_cpp_runs_it(tmp_path, window):
             compscope.load(tmp_path / "bad.gguf")
 
 
-@pytest.mark.parametrize("arch", ["internlm2", "xverse", "deepseek", "arctic", "bailingmoe"])
+@pytest.mark.parametrize("arch", ["internlm2", "xverse", "deepseek", "arctic", "bailingmoe", "baichuan"])
 def test_remote_code_llamas_ggufs_read_as_llama_cpp_runs_them(tmp_path, arch):
     """InternLM2, XVERSE, DeepSeek-MoE, Arctic and Ling files as llama.cpp's converters write them (q, k, v apart, their rows
     permuted as a Llama's) and its Llama graph runs them: the heads of the Llama holding the same weights, said to be
     read so. DeepSeek's graph scales the logits by a stated ``attention.scale``: such a file is refused by name (the
-    others' graphs never read the key: read as without it)."""
-    cfg = hf_config("LlamaConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+    others' graphs never read the key: read as without it). Baichuan's turns the heads only at 32 layers (7B): its
+    file is written with 32, and one of 40 (13B: ALiBi) refused."""
+    layers = 32 if arch == "baichuan" else 2
+    cfg = hf_config("LlamaConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=layers,
                     num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=64,
                     rope_parameters={"rope_type": "default", "rope_theta": 100.0})
     model = transformers.LlamaForCausalLM(cfg).eval()
     _randomise(model, 29)
-    _write_scaled_llama_gguf(tmp_path / "m.gguf", model, None, {}, arch=arch)
+    _write_scaled_llama_gguf(tmp_path / "m.gguf", model, None, {}, arch=arch, extra={"block_count": layers})
     ours, ref = compscope.load(tmp_path / "m.gguf"), compscope.load(model)
-    assert ours.meta.family == "llama" and ours.n_kv_heads == G
+    assert ours.meta.family == "llama" and ours.n_kv_heads == G and ours.n_layers == layers
     for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
         assert torch.equal(getattr(ours, name), getattr(ref, name)), name
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
@@ -3659,7 +3661,12 @@ def test_remote_code_llamas_ggufs_read_as_llama_cpp_runs_them(tmp_path, arch):
     from compscope.data.runner import cannot_run
 
     assert "which transformers' GGUF reader does not read" in cannot_run(tmp_path / "m.gguf")
-    _write_scaled_llama_gguf(tmp_path / "s.gguf", model, None, {}, arch=arch, extra={"attention.scale": 0.5})
+    if arch == "baichuan":
+        _write_scaled_llama_gguf(tmp_path / "b.gguf", model, None, {}, arch=arch, extra={"block_count": 40})
+        with pytest.raises(compscope.UnsupportedModelError, match=r"'baichuan\.block_count' = 40: .*ALiBi"):
+            compscope.load(tmp_path / "b.gguf")
+    _write_scaled_llama_gguf(tmp_path / "s.gguf", model, None, {}, arch=arch,
+                             extra={"attention.scale": 0.5, "block_count": layers})
     if arch != "deepseek":
         assert compscope.load(tmp_path / "s.gguf").scale == pytest.approx(ref.scale)
         return

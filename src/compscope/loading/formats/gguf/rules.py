@@ -657,7 +657,7 @@ def deepseek2_ocr(path: Path, arch: str, cfg: dict, fields: dict) -> str | None:
 
 #: what llama.cpp's converter calls the models of these architectures, which transformers has no model of
 _REMOTE_CODE = {"internlm2": "InternLM2", "xverse": "XVERSE", "deepseek": "DeepSeek's first MoE models (DeepseekForCausalLM)",
-                "arctic": "Snowflake Arctic", "bailingmoe": "Ling (BailingMoE)"}
+                "arctic": "Snowflake Arctic", "bailingmoe": "Ling (BailingMoE)", "baichuan": "Baichuan 7B"}
 
 
 def llama_graph(path: Path, arch: str, fields: dict) -> str:
@@ -666,6 +666,12 @@ def llama_graph(path: Path, arch: str, fields: dict) -> str:
     ``rope.dimension_count^-1/2``, the same, as its rotary covers the whole head), read by the Llama family
     (their models are remote code, which transformers does not hold). DeepSeek's graph scales the logits by
     ``attention.scale`` where the file states one: refused, as no Llama's does (the others' graphs never read it)."""
+    layers = fields.get(f"{arch}.block_count")
+    if arch == "baichuan" and layers != 32:
+        raise UnsupportedModelError(
+            f"{path}: GGUF metadata '{arch}.block_count' = {layers!r}: llama.cpp turns the heads of a Baichuan file "
+            "only at 32 layers (7B); at 40 (13B) its logits carry ALiBi's biases instead, and at any other depth no "
+            "positions at all, neither of which compscope reads as a Llama")
     scale = fields.get(f"{arch}.attention.scale")
     if arch == "deepseek" and scale not in (None, 0.0):
         raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.scale' = {scale!r}: llama.cpp scales "
