@@ -3778,3 +3778,24 @@ def test_a_first_qwen_gguf_reads_as_qwen2s_attention(tmp_path):
     write(tmp_path / "short.gguf", cut=D // H)
     with pytest.raises(compscope.LoadError, match=r"tensor 'blk\.0\.attn_qkv\.weight' has \d+ rows"):
         compscope.load(tmp_path / "short.gguf")
+
+
+def test_an_orion_gguf_reads_as_llama_cpp_runs_it(tmp_path):
+    """Orion as llama.cpp converts it (rows as HF's) and runs it (LayerNorms with biases before the attention and the
+    logits, rotate-half rotary on whole heads, no attention biases): the heads and norms of the StableLM holding the
+    same weights with those settings (all of each head rotated, sequential blocks), said."""
+    cfg = hf_config("StableLmConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=64, tie_word_embeddings=False,
+                    use_qkv_bias=False, use_parallel_residual=False, layer_norm_eps=1e-5,
+                    rope_parameters={"rope_type": "default", "rope_theta": 900.0, "partial_rotary_factor": 1.0})
+    model = transformers.StableLmForCausalLM(cfg).eval()
+    _randomise(model, 53)
+    _write_llamalike_gguf(tmp_path / "o.gguf", model, "orion", D // H)
+    ours, ref = compscope.load(tmp_path / "o.gguf"), compscope.load(model)
+    assert ours.meta.family == "stablelm" and ours.rotary.dim == D // H and ours.b_Q is None
+    assert any("Orion read by the StableLM family" in n for n in ours.meta.notes)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for a, b in [(ours.attn_norm, ref.attn_norm), (ours.final_norm, ref.final_norm)]:
+        assert a.kind == "layernorm" and torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)

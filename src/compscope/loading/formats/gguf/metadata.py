@@ -152,6 +152,8 @@ ARCHS = {
     # remote-code models read by the Llama family (rules.llama_graph)
     **dict.fromkeys(_LLAMA_GRAPHS, ("llama", True, False)),
     "grovemoe": ("qwen3", False, False),
+    "orion": ("stablelm", False, False),  # Orion (remote code): Llama's layers with LayerNorms and their biases,
+    # rotate-half rotary on whole heads, rows as HF's: StableLM's layout, sequential, all of each head turned
     "qwen": ("qwen2", False, False),  # Qwen (the first, remote code): its fused c_attn as attn_qkv, rows [q | k | v]
     # with a bias, rotate-half rotary, one K/V head per query head: Qwen2's attention (names.LAYOUTS)
     "llada": ("eurobert", True, False),  # LLaDA (remote code, a diffusion LM): a Llama to llama.cpp's converter (rows
@@ -190,7 +192,7 @@ _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid", "nemotron",  
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
 _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
                     for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2", "cohere2moe", "bert",
-                                 "nomic-bert", "nomic-bert-moe", "jina-bert-v3")},
+                                 "nomic-bert", "nomic-bert-moe", "jina-bert-v3", "orion")},
                  "modern-bert": {"layer_norm_epsilon": "norm_eps"},
                  "nemotron": {"layer_norm_epsilon": "norm_eps", "rms_norm_eps": "norm_eps"},
                  "lfm2": {"rms_norm_eps": "norm_eps"}, "lfm2moe": {"rms_norm_eps": "norm_eps"},
@@ -408,6 +410,10 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
     if arch == "qwen":
         note = ("Qwen (the first) read by the Llama family as Qwen2's attention, as llama.cpp runs it; weights only: "
                 "transformers has no model of it")
+    if arch == "orion":
+        cfg.update(partial_rotary_factor=1.0, use_parallel_residual=False, qk_layernorm=False, use_qkv_bias=False)
+        note = ("Orion read by the StableLM family (Llama's layers with LayerNorms and their biases, each head turned "
+                "whole), as llama.cpp runs it; weights only: transformers has no model of it")
     if arch == "grovemoe":
         note = ("GroveMoE read by the Qwen3 family, as llama.cpp runs it (Qwen3's attention: per-head QK norms before "
                 "the rotary map); weights only: transformers has no model of it")
