@@ -3741,6 +3741,29 @@ def test_a_llada_gguf_reads_as_llama_cpp_runs_it_both_ways(tmp_path):
         compscope.load(tmp_path / "c.gguf")
 
 
+def _write_fused_qkv_gguf(path, model, arch: str, rope_dim: int, cut: int = 0, kv: int | None = None,
+                          head_dim: int | None = None) -> None:
+    """A Llama-layout model written as llama.cpp writes the first Qwen's and ChatGLM's files: one ``attn_qkv`` per
+    block (and its bias, where the model has them), rows [q | k | v] as stored, ``cut`` rows short of them; ``kv``:
+    the K/V head count stated (None: left out); ``head_dim``: the head width stated (None: left out)."""
+    sd = _numpy_state(model)
+    w = _writer(path, arch)
+    _metadata(w, head_count_kv=kv, rope_dimension_count=rope_dim, rope_freq_base=10000.0, layer_norm_rms_eps=1e-6,
+              key_length=head_dim)
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    w.add_tensor("output.weight", sd["lm_head.weight"])
+    for i in range(2):
+        p = f"model.layers.{i}."
+        for part in ("weight", "bias"):
+            if f"{p}self_attn.q_proj.{part}" in sd:
+                fused = np.concatenate([sd[f"{p}self_attn.{x}_proj.{part}"] for x in "qkv"])
+                w.add_tensor(f"blk.{i}.attn_qkv.{part}", fused[:len(fused) - cut] if part == "weight" else fused)
+        w.add_tensor(f"blk.{i}.attn_output.weight", sd[f"{p}self_attn.o_proj.weight"])
+        w.add_tensor(f"blk.{i}.attn_norm.weight", sd[f"{p}input_layernorm.weight"])
+    _finish(w)
+
+
 def test_a_first_qwen_gguf_reads_as_qwen2s_attention(tmp_path):
     """The first Qwen as llama.cpp converts it (``qwen``: its fused ``c_attn`` as ``attn_qkv`` with a bias, rows
     [q | k | v] as stored) and runs it (rotate-half rotary, one K/V head per query head): the heads and q/k/v
@@ -3750,24 +3773,7 @@ def test_a_first_qwen_gguf_reads_as_qwen2s_attention(tmp_path):
                     rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
     model = transformers.Qwen2ForCausalLM(cfg).eval()
     _randomise(model, 47)
-    sd = _numpy_state(model)
-
-    def write(path, cut: int = 0) -> None:
-        w = _writer(path, "qwen")
-        _metadata(w, head_count_kv=None, rope_dimension_count=D // H, rope_freq_base=10000.0,
-                  layer_norm_rms_eps=1e-6)
-        w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
-        w.add_tensor("output_norm.weight", sd["model.norm.weight"])
-        w.add_tensor("output.weight", sd["lm_head.weight"])
-        for i in range(2):
-            p = f"model.layers.{i}."
-            for part in ("weight", "bias"):
-                fused = np.concatenate([sd[f"{p}self_attn.{x}_proj.{part}"] for x in "qkv"])
-                w.add_tensor(f"blk.{i}.attn_qkv.{part}", fused[:len(fused) - cut] if part == "weight" else fused)
-            w.add_tensor(f"blk.{i}.attn_output.weight", sd[f"{p}self_attn.o_proj.weight"])
-            w.add_tensor(f"blk.{i}.attn_norm.weight", sd[f"{p}input_layernorm.weight"])
-        _finish(w)
-
+    write = lambda path, cut=0: _write_fused_qkv_gguf(path, model, "qwen", D // H, cut)  # noqa: E731
     write(tmp_path / "q.gguf")
     ours, ref = compscope.load(tmp_path / "q.gguf"), compscope.load(model)
     assert ours.meta.family == "llama" and any("Qwen (the first)" in n for n in ours.meta.notes)
@@ -3798,4 +3804,27 @@ def test_an_orion_gguf_reads_as_llama_cpp_runs_it(tmp_path):
         assert torch.equal(getattr(ours, name), getattr(ref, name)), name
     for a, b in [(ours.attn_norm, ref.attn_norm), (ours.final_norm, ref.final_norm)]:
         assert a.kind == "layernorm" and torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_chatglm_gguf_reads_as_glms_attention(tmp_path, bias):
+    """ChatGLM as llama.cpp converts it (``chatglm``: one fused ``attn_qkv``, rows as stored, biases where the model
+    has them) and runs it (interleaved rotary on ``rope.dimension_count`` dims of each head, grouped K/V heads): the
+    heads and biases of the GLM holding the same weights, its q/k/v bias switch taken from the tensors."""
+    cfg = hf_config("GlmConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, head_dim=8, max_position_embeddings=64,
+                    tie_word_embeddings=False, rms_norm_eps=1e-6, attention_bias=bias, pad_token_id=0,
+                    eos_token_id=1, rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                                     "partial_rotary_factor": 0.5})
+    model = transformers.GlmForCausalLM(cfg).eval()
+    _randomise(model, 59)
+    _write_fused_qkv_gguf(tmp_path / "c.gguf", model, "chatglm", 4, kv=G, head_dim=8)
+    ours, ref = compscope.load(tmp_path / "c.gguf"), compscope.load(model)
+    assert ours.meta.family == "glm" and ours.rotary.dim == 4 and ours.rotary.style == "interleaved"
+    assert any("ChatGLM read by the GLM family" in n for n in ours.meta.notes) and ours.n_kv_heads == G
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "W_E", "W_U"):
+        a, b = getattr(ours, name), getattr(ref, name)
+        assert (a is None and b is None) or torch.equal(a, b), name
+    assert (ours.b_Q is not None) == bias
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
