@@ -3743,8 +3743,9 @@ def test_a_llada_gguf_reads_as_llama_cpp_runs_it_both_ways(tmp_path):
 
 def _write_fused_qkv_gguf(path, model, arch: str, rope_dim: int, cut: int = 0, kv: int | None = None,
                           head_dim: int | None = None) -> None:
-    """A Llama-layout model written as llama.cpp writes the first Qwen's and ChatGLM's files: one ``attn_qkv`` per
-    block (and its bias, where the model has them), rows [q | k | v] as stored, ``cut`` rows short of them; ``kv``:
+    """A Llama-layout model written as llama.cpp writes the first Qwen's, ChatGLM's and Ling 2.0's files: one
+    ``attn_qkv`` per block (and its bias, where the model has them; and QK norms, where it has them), rows [q | k | v]
+    as stored, ``cut`` rows short of them; ``kv``:
     the K/V head count stated (None: left out); ``head_dim``: the head width stated (None: left out)."""
     sd = _numpy_state(model)
     w = _writer(path, arch)
@@ -3761,6 +3762,9 @@ def _write_fused_qkv_gguf(path, model, arch: str, rope_dim: int, cut: int = 0, k
                 w.add_tensor(f"blk.{i}.attn_qkv.{part}", fused[:len(fused) - cut] if part == "weight" else fused)
         w.add_tensor(f"blk.{i}.attn_output.weight", sd[f"{p}self_attn.o_proj.weight"])
         w.add_tensor(f"blk.{i}.attn_norm.weight", sd[f"{p}input_layernorm.weight"])
+        for x in "qk":  # (per-head QK norms, where the model has them: Ling 2.0's)
+            if f"{p}self_attn.{x}_norm.weight" in sd:
+                w.add_tensor(f"blk.{i}.attn_{x}_norm.weight", sd[f"{p}self_attn.{x}_norm.weight"])
     _finish(w)
 
 
@@ -3827,4 +3831,27 @@ def test_a_chatglm_gguf_reads_as_glms_attention(tmp_path, bias):
         a, b = getattr(ours, name), getattr(ref, name)
         assert (a is None and b is None) or torch.equal(a, b), name
     assert (ours.b_Q is not None) == bias
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+
+
+def test_a_ling2_gguf_reads_as_glm45s_attention(tmp_path):
+    """Ling 2.0 as llama.cpp converts it (``bailingmoe2``: one fused ``attn_qkv``, rows as stored, per-head QK norms)
+    and runs it (the norms before rotate-half rotary on ``rope.dimension_count`` dims of each head): the heads and QK
+    norms of the GLM-4.5 holding the same weights, QK-norm and bias switches from the tensors."""
+    cfg = hf_config("Glm4MoeConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, head_dim=8, max_position_embeddings=64,
+                    tie_word_embeddings=False, rms_norm_eps=1e-6, attention_bias=False, use_qk_norm=True,
+                    first_k_dense_replace=2, n_routed_experts=2, num_experts_per_tok=1, moe_intermediate_size=16,
+                    pad_token_id=0, eos_token_id=1,
+                    rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5})
+    model = transformers.Glm4MoeForCausalLM(cfg).eval()
+    _randomise(model, 61)
+    _write_fused_qkv_gguf(tmp_path / "l.gguf", model, "bailingmoe2", 4, kv=G, head_dim=8)
+    ours, ref = compscope.load(tmp_path / "l.gguf"), compscope.load(model)
+    assert ours.meta.family == "glm4_moe" and ours.rotary.dim == 4 and ours.rotary.style == "half"
+    assert any("Ling 2.0 read by the GLM-4.5 family" in n for n in ours.meta.notes) and ours.b_Q is None
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for a, b in zip(ours.qk_norm, ref.qk_norm):
+        assert torch.equal(a.weight, b.weight)
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)

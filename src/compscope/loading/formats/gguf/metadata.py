@@ -152,6 +152,8 @@ ARCHS = {
     # remote-code models read by the Llama family (rules.llama_graph)
     **dict.fromkeys(_LLAMA_GRAPHS, ("llama", True, False)),
     "grovemoe": ("qwen3", False, False),
+    "bailingmoe2": ("glm4_moe", False, False),  # Ling 2.0 (remote code): one fused attn_qkv, rows as stored, per-head
+    # QK norms before the rotary map on part of each head: GLM-4.5's attention; its prediction blocks left out
     "chatglm": ("glm", False, False),  # ChatGLM 2 and 3, GLM-4-9B's first release (remote code): one fused attn_qkv
     # (q/k/v biases from the tensors), rows as stored: GLM's interleaved rotary on rope.dimension_count dims of a head
     "orion": ("stablelm", False, False),  # Orion (remote code): Llama's layers with LayerNorms and their biases,
@@ -179,6 +181,7 @@ _BIAS_SWITCHES = {"seed_oss": {"attention_bias": "attn_q.bias", "attention_out_b
                   "jais2": {"attention_bias": "attn_q.bias"}, "paddleocr": {"use_bias": "attn_q.bias"},
                   "hy_v3": {"attention_bias": "attn_q.bias"}, "granite_swa": {"attention_bias": "attn_q.bias"},
                   "glm4": {"attention_bias": "attn_q.bias"}, "chatglm": {"attention_bias": "attn_qkv.bias"},
+                  "bailingmoe2": {"attention_bias": "attn_qkv.bias", "use_qk_norm": "attn_q_norm.weight"},
                   "glm4moe": {"attention_bias": "attn_q.bias", "use_qk_norm": "attn_q_norm.weight"}}
 #: encoder architectures, which attend both ways (a file flagged causal is refused)
 _ENCODERS = ("bert", "nomic-bert", "nomic-bert-moe", "eurobert", "modern-bert", "jina-bert-v3", "t5", "t5encoder",
@@ -190,7 +193,7 @@ _LONGROPE = ("phi3", "phimoe", "minicpm3")
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
 _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid", "nemotron",  # (granitehybrid: Bamba's half)
                    "qwen3next", "qwen35", "qwen35moe",  # (a quarter of each head)
-                   "minimax-m2", "phi3", "glm4", "glm4moe", "mimo2", "chatglm"}  # (phi3: Phi-4-mini's three quarters; GLM's: half)
+                   "minimax-m2", "phi3", "glm4", "glm4moe", "mimo2", "chatglm", "bailingmoe2"}  # (phi3: Phi-4-mini's three quarters; GLM's: half)
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
 _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
                     for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2", "cohere2moe", "bert",
@@ -409,6 +412,9 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
     if arch == "llada":
         note = ("LLaDA read by the EuroBERT family (Llama's layers attending both ways), as llama.cpp runs it; its "
                 "unembedding, which predicts the masked tokens, not read; weights only: transformers has no model of it")
+    if arch == "bailingmoe2":
+        note = ("Ling 2.0 read by the GLM-4.5 family (per-head QK norms, rotary on part of each head), as llama.cpp "
+                "runs it; weights only: transformers has no model of it")
     if arch == "chatglm":
         note = ("ChatGLM read by the GLM family (GLM-4-9B's attention), as llama.cpp runs it; weights only: "
                 "transformers has no model of it")

@@ -25,7 +25,7 @@ _BLOCK = {
     "attn_sinks.weight": "self_attn.sinks",  # gpt-oss
     "attn_sinks": "self_attn.sinks",
 }
-#: the first Qwen's and ChatGLM's blocks: one fused ``attn_qkv`` (and bias), rows [q heads | k heads | v heads], split
+#: the first Qwen's, ChatGLM's and Ling 2.0's blocks: one fused ``attn_qkv`` (and bias), rows [q heads | k heads | v heads], split
 _FUSED_QKV_BLOCK = {**_BLOCK, **{f"attn_qkv.{p}": tuple(f"self_attn.{x}_proj.{p}" for x in "qkv")
                                  for p in ("weight", "bias")}}
 _TOP = {"token_embd.weight": "model.embed_tokens.weight", "output.weight": "lm_head.weight", "output_norm.weight": "model.norm.weight",
@@ -226,7 +226,8 @@ LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn.
             **dict.fromkeys(("nemotron_h", "nemotron_h_moe"), (_NEMOTRON_H_BLOCK, "backbone.layers.{i}.", _NEMOTRON_H_TOP,
                                                                (), ((), None))),
             "phimoe": (_BLOCK, "model.layers.{i}.", {**_TOP, "output.bias": "lm_head.bias"}, (), ((), None)),
-            **dict.fromkeys(("qwen", "chatglm"), (_FUSED_QKV_BLOCK, "model.layers.{i}.", _TOP, (), ((), None))),
+            **dict.fromkeys(("qwen", "chatglm", "bailingmoe2"), (_FUSED_QKV_BLOCK, "model.layers.{i}.", _TOP, (),
+                                                                  ((), None))),
             **dict.fromkeys(("afmoe", "muse-glimmer"), ({**_BLOCK, "attn_gate.weight": "self_attn.gate_proj.weight"},
                                                         "model.layers.{i}.", _TOP, (), ((), None))),
             "gemma4": ({**_BLOCK, "layer_output_scale.weight": "layer_scalar"}, "model.layers.{i}.", _TOP, (), ((), None)),

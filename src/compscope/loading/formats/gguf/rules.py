@@ -105,7 +105,7 @@ def mtp_blocks(path: Path, arch: str, fields: dict) -> int:
     (``nextn_predict_layers``, counted in ``block_count``; llama.cpp's converter leaves DeepSeek-V3's out, and a file
     that keeps them says so); 0 for other architectures."""
     if arch not in ("glm4moe", "qwen3next", "qwen35", "qwen35moe", "nemotron_h_moe", "exaone-moe", "deepseek2",
-                    "mistral4", "deepseek32", "glm-dsa", "mimo2", "cohere2moe", "hy_v3"):
+                    "mistral4", "deepseek32", "glm-dsa", "mimo2", "cohere2moe", "hy_v3", "bailingmoe2"):
         return 0
     n = fields.get(f"{arch}.nextn_predict_layers", 0)
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
