@@ -193,7 +193,8 @@ _LONGROPE = ("phi3", "phimoe", "minicpm3")
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
 _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid", "nemotron",  # (granitehybrid: Bamba's half)
                    "qwen3next", "qwen35", "qwen35moe",  # (a quarter of each head)
-                   "minimax-m2", "phi3", "glm4", "glm4moe", "mimo2", "chatglm", "bailingmoe2"}  # (phi3: Phi-4-mini's three quarters; GLM's: half)
+                   "minimax-m2", "phi3", "glm4", "glm4moe", "mimo2",  # (phi3: Phi-4-mini's three quarters; GLM's: half)
+                   "chatglm", "bailingmoe2"}
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
 _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
                     for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2", "cohere2moe", "bert",

@@ -25,7 +25,8 @@ _BLOCK = {
     "attn_sinks.weight": "self_attn.sinks",  # gpt-oss
     "attn_sinks": "self_attn.sinks",
 }
-#: the first Qwen's, ChatGLM's and Ling 2.0's blocks: one fused ``attn_qkv`` (and bias), rows [q heads | k heads | v heads], split
+#: the first Qwen's, ChatGLM's and Ling 2.0's blocks: one fused ``attn_qkv`` (and bias), rows [q heads | k heads |
+#: v heads], split
 _FUSED_QKV_BLOCK = {**_BLOCK, **{f"attn_qkv.{p}": tuple(f"self_attn.{x}_proj.{p}" for x in "qkv")
                                  for p in ("weight", "bias")}}
 _TOP = {"token_embd.weight": "model.embed_tokens.weight", "output.weight": "lm_head.weight", "output_norm.weight": "model.norm.weight",
