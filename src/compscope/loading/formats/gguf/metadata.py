@@ -151,7 +151,7 @@ ARCHS = {
     # llama.cpp (rows permuted by their converters, its Llama graph: no biases, rotary on whole heads), their
     # remote-code models read by the Llama family (rules.llama_graph)
     **dict.fromkeys(_LLAMA_GRAPHS, ("llama", True, False)),
-    "grovemoe": ("qwen3", False, False),
+    "grovemoe": ("qwen3", False, False),  # GroveMoE (remote code): Qwen3's attention, rows as HF's, QK norms
     "bailingmoe2": ("glm4_moe", False, False),  # Ling 2.0 (remote code): one fused attn_qkv, rows as stored, per-head
     # QK norms before the rotary map on part of each head: GLM-4.5's attention; its prediction blocks left out
     "chatglm": ("glm", False, False),  # ChatGLM 2 and 3, GLM-4-9B's first release (remote code): one fused attn_qkv
@@ -161,7 +161,7 @@ ARCHS = {
     "qwen": ("qwen2", False, False),  # Qwen (the first, remote code): its fused c_attn as attn_qkv, rows [q | k | v]
     # with a bias, rotate-half rotary, one K/V head per query head: Qwen2's attention (names.LAYOUTS)
     "llada": ("eurobert", True, False),  # LLaDA (remote code, a diffusion LM): a Llama to llama.cpp's converter (rows
-    # permuted), every token attending to every other (its graph's, and the flag its converter writes): EuroBERT's  # GroveMoE (remote code): Qwen3's attention, rows as HF's, QK norms
+    # permuted), every token attending to every other (its graph's, and the flag its converter writes): EuroBERT's
     "minicpm": ("granite", True, False),  # MiniCPM 1 and 2 (remote code): a Llama to llama.cpp's converter, run by its
     # Granite graph, muP's scalars as Granite's (rules.minicpm)
     "deepseek2-ocr": ("deepseek_ocr2_text", False, False),  # DeepSeek-OCR's, DeepSeek-OCR 2's and Unlimited-OCR's
@@ -213,6 +213,27 @@ _ARCH_KEYS = {**{arch: _GRANITE_KEYS for arch in _GRANITE_ARCHS}, "command-r": {
               "cohere2": {"logit_scale": "logit_scale"}, "cohere2moe": {"logit_scale": "logit_scale"},
               "chameleon": {"swin_norm": "swin_norm"}, "muse-glimmer": {"logit_scale": "output_multiplier"},
               "minicpm": {k: v for k, v in _GRANITE_KEYS.items() if k != "attention.scale"}}  # (its graph's reads)
+#: what the notes say of an architecture read by the family of another model (its own remote code, which transformers
+#: does not hold, or a model llama.cpp runs with another's graph)
+_NO_MODEL = "; weights only: transformers has no model of it"
+_READ_AS = {
+    "llada": ("LLaDA read by the EuroBERT family (Llama's layers attending both ways), as llama.cpp runs it; its "
+              "unembedding, which predicts the masked tokens, not read" + _NO_MODEL),
+    "bailingmoe2": ("Ling 2.0 read by the GLM-4.5 family (per-head QK norms, rotary on part of each head), as "
+                    "llama.cpp runs it" + _NO_MODEL),
+    "chatglm": "ChatGLM read by the GLM family (GLM-4-9B's attention), as llama.cpp runs it" + _NO_MODEL,
+    "qwen": "Qwen (the first) read by the Llama family as Qwen2's attention, as llama.cpp runs it" + _NO_MODEL,
+    "orion": ("Orion read by the StableLM family (Llama's layers with LayerNorms and their biases, each head turned "
+              "whole), as llama.cpp runs it" + _NO_MODEL),
+    "grovemoe": ("GroveMoE read by the Qwen3 family, as llama.cpp runs it (Qwen3's attention: per-head QK norms before "
+                 "the rotary map)" + _NO_MODEL),
+    "minicpm": ("MiniCPM read by the Granite family, as llama.cpp runs it (its Granite graph): the embedding, residual "
+                "and logit scales as Granite's multipliers (llama.cpp's defaults where the file states none: 12, "
+                "1.4 / sqrt(layers), 256 / d_model)" + _NO_MODEL),
+    "nomic-bert-moe": ("nomic-embed-text v2 MoE read by the jina_embeddings_v3 family: BERT's post-LN layers with "
+                       "rotary positions and biased attention, which llama.cpp runs for both with one graph (its "
+                       "experts are MLP)"),
+}
 #: HF norm gains an architecture whose norms llama.cpp stores as ``1 + w`` keeps as they are (Muse Glimmer's final norm)
 _UNSHIFTED = {"muse-glimmer": ("model.norm.weight",)}
 
@@ -410,32 +431,9 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         note = rules.deepseek2_ocr(path, arch, cfg, fields)
     if arch in _LLAMA_GRAPHS:
         note = rules.llama_graph(path, arch, fields)
-    if arch == "llada":
-        note = ("LLaDA read by the EuroBERT family (Llama's layers attending both ways), as llama.cpp runs it; its "
-                "unembedding, which predicts the masked tokens, not read; weights only: transformers has no model of it")
-    if arch == "bailingmoe2":
-        note = ("Ling 2.0 read by the GLM-4.5 family (per-head QK norms, rotary on part of each head), as llama.cpp "
-                "runs it; weights only: transformers has no model of it")
-    if arch == "chatglm":
-        note = ("ChatGLM read by the GLM family (GLM-4-9B's attention), as llama.cpp runs it; weights only: "
-                "transformers has no model of it")
-    if arch == "qwen":
-        note = ("Qwen (the first) read by the Llama family as Qwen2's attention, as llama.cpp runs it; weights only: "
-                "transformers has no model of it")
-    if arch == "orion":
+    if arch == "orion":  # (StableLM's family's other defaults: a quarter of each head turned, a parallel block)
         cfg.update(partial_rotary_factor=1.0, use_parallel_residual=False, qk_layernorm=False, use_qkv_bias=False)
-        note = ("Orion read by the StableLM family (Llama's layers with LayerNorms and their biases, each head turned "
-                "whole), as llama.cpp runs it; weights only: transformers has no model of it")
-    if arch == "grovemoe":
-        note = ("GroveMoE read by the Qwen3 family, as llama.cpp runs it (Qwen3's attention: per-head QK norms before "
-                "the rotary map); weights only: transformers has no model of it")
-    if arch == "minicpm":
-        note = ("MiniCPM read by the Granite family, as llama.cpp runs it (its Granite graph): the embedding, residual "
-                "and logit scales as Granite's multipliers (llama.cpp's defaults where the file states none: 12, "
-                "1.4 / sqrt(layers), 256 / d_model); weights only: transformers has no model of it")
-    if arch == "nomic-bert-moe":
-        note = ("nomic-embed-text v2 MoE read by the jina_embeddings_v3 family: BERT's post-LN layers with rotary "
-                "positions and biased attention, which llama.cpp runs for both with one graph (its experts are MLP)")
+    note = _READ_AS.get(arch, note)
     notes = () if note is None else (note,)
     if arch == "command-r":  # Command R+'s per-head QK LayerNorms, there when their stacked gains are
         cfg["use_qk_norm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)
