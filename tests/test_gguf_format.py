@@ -3855,3 +3855,23 @@ def test_a_ling2_gguf_reads_as_glm45s_attention(tmp_path):
     for a, b in zip(ours.qk_norm, ref.qk_norm):
         assert torch.equal(a.weight, b.weight)
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("causal", [None, 0])
+def test_an_embedding_llama_gguf_reads_causal_or_both_ways_as_its_flag_says(tmp_path, causal):
+    """An embedding Llama (``llama-embed``) as llama.cpp converts it (a Llama's permuted rows) and runs it: causal
+    where the file does not flag it otherwise (llama.cpp's default), both ways (EuroBERT's family) where
+    ``attention.causal`` is false; the heads those of the Llama holding the same weights either way, said."""
+    cfg = hf_config("LlamaConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=64,
+                    rope_parameters={"rope_type": "default", "rope_theta": 100.0})
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    _randomise(model, 67)
+    extra = {} if causal is None else {"attention.causal": causal}
+    _write_scaled_llama_gguf(tmp_path / "e.gguf", model, None, {}, arch="llama-embed", extra=extra)
+    ours, ref = compscope.load(tmp_path / "e.gguf"), compscope.load(model)
+    assert (ours.meta.family, ours.causal) == (("llama", True) if causal is None else ("eurobert", False))
+    assert any("an embedding Llama" in n for n in ours.meta.notes)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)

@@ -162,6 +162,8 @@ ARCHS = {
     # with a bias, rotate-half rotary, one K/V head per query head: Qwen2's attention (names.LAYOUTS)
     "llada": ("eurobert", True, False),  # LLaDA (remote code, a diffusion LM): a Llama to llama.cpp's converter (rows
     # permuted), every token attending to every other (its graph's, and the flag its converter writes): EuroBERT's
+    "llama-embed": ("llama", True, False),  # llama-embed-nemotron (LlamaBidirectionalModel): a Llama to llama.cpp,
+    # causal unless its attention.causal flag says not (then EuroBERT's family: rules.llama_embed)
     "minicpm": ("granite", True, False),  # MiniCPM 1 and 2 (remote code): a Llama to llama.cpp's converter, run by its
     # Granite graph, muP's scalars as Granite's (rules.minicpm)
     "deepseek2-ocr": ("deepseek_ocr2_text", False, False),  # DeepSeek-OCR's, DeepSeek-OCR 2's and Unlimited-OCR's
@@ -434,6 +436,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
     if arch == "orion":  # (StableLM's family's other defaults: a quarter of each head turned, a parallel block)
         cfg.update(partial_rotary_factor=1.0, use_parallel_residual=False, qk_layernorm=False, use_qkv_bias=False)
     note = _READ_AS.get(arch, note)
+    if arch == "llama-embed":
+        note = rules.llama_embed(cfg, fields.get(f"{arch}.attention.causal", True))
     notes = () if note is None else (note,)
     if arch == "command-r":  # Command R+'s per-head QK LayerNorms, there when their stacked gains are
         cfg["use_qk_norm"] = any(i.name.endswith("attn_q_norm.weight") for i in infos)

@@ -689,3 +689,15 @@ def minicpm(cfg: dict) -> None:
     cfg.setdefault("embedding_multiplier", 12.0)
     cfg.setdefault("residual_multiplier", 1.4 / cfg["num_hidden_layers"] ** 0.5)
     cfg.setdefault("logits_scaling", 256.0 / cfg["hidden_size"])
+
+
+def llama_embed(cfg: dict, causal: object) -> str:
+    """An embedding Llama (``llama-embed``: NVIDIA's llama-embed-nemotron) as llama.cpp runs it: its Llama graph
+    without the unembedding, causal as the file's ``attention.causal`` flag says (llama.cpp's default: causal). Read
+    by the Llama family where causal, else by EuroBERT's (Llama's layers attending both ways)."""
+    if causal:
+        return ("an embedding Llama read by the Llama family, causal as llama.cpp runs it (the file does not flag it "
+                "bidirectional)")
+    cfg["model_type"] = "eurobert"
+    return ("an embedding Llama flagged bidirectional (attention.causal false): read by the EuroBERT family, Llama's "
+            "layers attending both ways, as llama.cpp runs it")
