@@ -2526,10 +2526,13 @@ def _write_scaled_llama_gguf(path, model, scaling: str | None, keys: dict, arch:
     ``extra`` as ``ARCH.KEY`` (a float, or an integer)."""
     cfg = model.config
     w = _writer(path, arch)
-    _metadata(w, context_length=cfg.max_position_embeddings, layer_norm_rms_eps=1e-6, rope_freq_base=base)
+    extra = dict(extra or {})
+    blocks = {"block_count": extra.pop("block_count")} if "block_count" in extra else {}  # (one key: the writer of
+    # gguf 0.16 refuses a second)
+    _metadata(w, context_length=cfg.max_position_embeddings, layer_norm_rms_eps=1e-6, rope_freq_base=base, **blocks)
     if scaling is not None:
         w.add_rope_scaling_type(gguf.RopeScalingType.YARN if scaling == "yarn" else gguf.RopeScalingType.LINEAR)
-    for key, value in [*((f"rope.scaling.{k}", v) for k, v in keys.items()), *(extra or {}).items()]:
+    for key, value in [*((f"rope.scaling.{k}", v) for k, v in keys.items()), *extra.items()]:
         (w.add_uint32 if isinstance(value, int) else w.add_float32)(f"{arch}.{key}", value)
     _add_llama_tensors(w, model)
 
