@@ -136,3 +136,24 @@ def test_a_t5gemma2_folder_without_the_encoders_settings_or_its_eoi_embedding_is
     save_file(tensors, tmp_path / "model.safetensors", metadata={"format": "pt"})
     with pytest.raises(compscope.LoadError, match="no tensor 'embed_tokens.eoi_embedding'"):
         compscope.load(tmp_path)
+
+
+def test_a_text_config_saved_as_what_differs_from_the_defaults_reads_as_the_whole_one(tmp_path):
+    """The encoder's ``text_config`` saved as what differs from ``T5Gemma2TextConfig``'s defaults (as transformers 4
+    saved nested configs): the settings left out completed with transformers' defaults (without them, compscope
+    refused the first missing one by name), so the heads, rotary, norms and scale equal those of the whole config."""
+    _saved(tmp_path / "whole", "T5Gemma2ForConditionalGeneration", window=5)
+    full = compscope.load(tmp_path / "whole")
+    cfg = json.loads((tmp_path / "whole" / "config.json").read_text())
+    text = cfg["encoder"]["text_config"]
+    defaults = transformers.T5Gemma2TextConfig().to_dict()
+    kept = {k: v for k, v in text.items() if k == "model_type" or defaults.get(k) != v}
+    dropped = set(text) - set(kept)
+    assert {"rms_norm_eps", "attention_bias"} <= dropped, dropped
+    cfg["encoder"]["text_config"] = kept
+    (tmp_path / "whole" / "config.json").write_text(json.dumps(cfg))
+    diffed = compscope.load(tmp_path / "whole")
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E"):
+        assert torch.equal(getattr(diffed, name), getattr(full, name)), name
+    torch.testing.assert_close(diffed.rotary.inv_freq, full.rotary.inv_freq, atol=0, rtol=0)
+    assert diffed.attn_norm.eps == full.attn_norm.eps and diffed.scale == full.scale

@@ -21,7 +21,7 @@ import dataclasses
 
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
-from ...errors import LoadError
+from ...errors import LoadError, one_line
 from . import register
 from .base import integer, layer_hooks, number, rope_accept, transformers_at_least
 from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, every_nth_global, llamalike_hooks
@@ -209,6 +209,28 @@ _T5GEMMA2_PREFIXES = ("model.encoder.text_model.", "encoder.text_model.", "model
                       "")
 
 
+def _t5gemma2_text_completed(text: dict, where: str) -> dict:
+    """T5Gemma 2's text settings with the defaults of transformers' ``T5Gemma2TextConfig`` under those it leaves out (a
+    config saved as what differs from them, as transformers 4 saved nested configs, reads as the model transformers
+    builds from it); as they are where transformers has no T5Gemma 2 (a setting missing is then refused by name)."""
+    try:
+        from transformers import T5Gemma2TextConfig
+    except ImportError:
+        return text
+    try:
+        full = T5Gemma2TextConfig(**{k: v for k, v in text.items() if k != "model_type"}).to_dict()
+    except Exception as e:  # noqa: BLE001  (transformers raises several kinds for settings it cannot build)
+        raise LoadError(f"{where}: transformers cannot build T5Gemma 2's text_config from these settings "
+                        f"({type(e).__name__}: {one_line(e)[:300]})") from e
+    return {k: v for k, v in full.items() if k in text or k not in _NOT_SETTINGS}
+
+
+#: what a config object's ``to_dict`` holds beside the model's settings (left out where the file does not state them)
+_NOT_SETTINGS = frozenset("_name_or_path architectures chunk_size_feed_forward dtype id2label label2id problem_type "
+                          "output_attentions output_hidden_states return_dict transformers_version torch_dtype "
+                          "is_encoder_decoder".split())
+
+
 @register
 class T5Gemma2Encoder(Gemma3):
     """T5Gemma 2's encoder (a whole model, ``t5gemma2``, or its encoder alone, ``t5gemma2_encoder``), its text model:
@@ -249,7 +271,7 @@ class T5Gemma2Encoder(Gemma3):
             raise LoadError(f"{where}: config key {key!r}: expected the encoder's settings with its text_config (a "
                             "mapping)")
         eoi = integer(config, where, "eoi_token_index", low=0, default=EOI_TOKEN) if whole else EOI_TOKEN
-        return enc["text_config"], eoi
+        return _t5gemma2_text_completed(enc["text_config"], where), eoi
 
     @classmethod
     def options(cls, cfg: dict, where: str) -> LlamaLikeOptions:
