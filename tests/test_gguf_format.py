@@ -3878,3 +3878,21 @@ def test_an_embedding_llama_gguf_reads_causal_or_both_ways_as_its_flag_says(tmp_
     for name in ("W_Q", "W_K", "W_V", "W_O", "W_E"):
         assert torch.equal(getattr(ours, name), getattr(ref, name)), name
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+
+
+def test_a_plamo_gguf_reads_as_a_llamas_attention(tmp_path):
+    """PLaMo as llama.cpp converts it (its query heads regrouped into llama.cpp's order, rows as HF's) and runs it
+    (rotate-half rotary on whole heads, grouped K/V heads, the attention beside the MLP on one normed input): the
+    heads of the Llama holding the same weights, said."""
+    cfg = hf_config("LlamaConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=64, tie_word_embeddings=False,
+                    rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    _randomise(model, 71)
+    _write_llamalike_gguf(tmp_path / "p.gguf", model, "plamo", D // H, eps="layer_norm_rms_eps")
+    ours, ref = compscope.load(tmp_path / "p.gguf"), compscope.load(model)
+    assert ours.meta.family == "llama" and ours.n_kv_heads == G
+    assert any("PLaMo read by the Llama family" in n for n in ours.meta.notes)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)

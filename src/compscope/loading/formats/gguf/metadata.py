@@ -151,6 +151,8 @@ ARCHS = {
     # llama.cpp (rows permuted by their converters, its Llama graph: no biases, rotary on whole heads), their
     # remote-code models read by the Llama family (rules.llama_graph)
     **dict.fromkeys(_LLAMA_GRAPHS, ("llama", True, False)),
+    "plamo": ("llama", False, False),  # PLaMo (remote code): its query heads regrouped by the converter, rows as HF's
+    # (rotate-half), the attention and MLP in parallel on one normed input: a Llama's attention
     "grovemoe": ("qwen3", False, False),  # GroveMoE (remote code): Qwen3's attention, rows as HF's, QK norms
     "bailingmoe2": ("glm4_moe", False, False),  # Ling 2.0 (remote code): one fused attn_qkv, rows as stored, per-head
     # QK norms before the rotary map on part of each head: GLM-4.5's attention; its prediction blocks left out
@@ -227,6 +229,8 @@ _READ_AS = {
     "qwen": "Qwen (the first) read by the Llama family as Qwen2's attention, as llama.cpp runs it" + _NO_MODEL,
     "orion": ("Orion read by the StableLM family (Llama's layers with LayerNorms and their biases, each head turned "
               "whole), as llama.cpp runs it" + _NO_MODEL),
+    "plamo": ("PLaMo read by the Llama family, as llama.cpp runs it (the attention and the MLP read one normed input "
+              "in parallel; the attention as a Llama's)" + _NO_MODEL),
     "grovemoe": ("GroveMoE read by the Qwen3 family, as llama.cpp runs it (Qwen3's attention: per-head QK norms before "
                  "the rotary map)" + _NO_MODEL),
     "minicpm": ("MiniCPM read by the Granite family, as llama.cpp runs it (its Granite graph): the embedding, residual "
