@@ -3745,17 +3745,19 @@ def test_a_llada_gguf_reads_as_llama_cpp_runs_it_both_ways(tmp_path):
 
 
 def _write_fused_qkv_gguf(path, model, arch: str, rope_dim: int, cut: int = 0, kv: int | None = None,
-                          head_dim: int | None = None) -> None:
+                          head_dim: int | None = None, eps: str = "layer_norm_rms_eps") -> None:
     """A Llama-layout model written as llama.cpp writes the first Qwen's, ChatGLM's and Ling 2.0's files: one
     ``attn_qkv`` per block (and its bias, where the model has them; and QK norms, where it has them), rows [q | k | v]
     as stored, ``cut`` rows short of them; ``kv``:
     the K/V head count stated (None: left out); ``head_dim``: the head width stated (None: left out)."""
     sd = _numpy_state(model)
     w = _writer(path, arch)
-    _metadata(w, head_count_kv=kv, rope_dimension_count=rope_dim, rope_freq_base=10000.0, layer_norm_rms_eps=1e-6,
-              key_length=head_dim)
+    _metadata(w, head_count_kv=kv, rope_dimension_count=rope_dim, rope_freq_base=10000.0, key_length=head_dim,
+              **{eps: 1e-6})
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
-    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    for part in ("weight", "bias"):  # (LayerNorms' biases, and an output projection's, where the model has them)
+        if f"model.norm.{part}" in sd:
+            w.add_tensor(f"output_norm.{part}", sd[f"model.norm.{part}"])
     w.add_tensor("output.weight", sd["lm_head.weight"])
     for i in range(2):
         p = f"model.layers.{i}."
@@ -3763,8 +3765,10 @@ def _write_fused_qkv_gguf(path, model, arch: str, rope_dim: int, cut: int = 0, k
             if f"{p}self_attn.q_proj.{part}" in sd:
                 fused = np.concatenate([sd[f"{p}self_attn.{x}_proj.{part}"] for x in "qkv"])
                 w.add_tensor(f"blk.{i}.attn_qkv.{part}", fused[:len(fused) - cut] if part == "weight" else fused)
-        w.add_tensor(f"blk.{i}.attn_output.weight", sd[f"{p}self_attn.o_proj.weight"])
-        w.add_tensor(f"blk.{i}.attn_norm.weight", sd[f"{p}input_layernorm.weight"])
+        for part in ("weight", "bias"):
+            for hf, name in (("self_attn.o_proj", "attn_output"), ("input_layernorm", "attn_norm")):
+                if f"{p}{hf}.{part}" in sd:
+                    w.add_tensor(f"blk.{i}.{name}.{part}", sd[f"{p}{hf}.{part}"])
         for x in "qk":  # (per-head QK norms, where the model has them: Ling 2.0's)
             if f"{p}self_attn.{x}_norm.weight" in sd:
                 w.add_tensor(f"blk.{i}.attn_{x}_norm.weight", sd[f"{p}self_attn.{x}_norm.weight"])
@@ -3895,4 +3899,24 @@ def test_a_plamo_gguf_reads_as_a_llamas_attention(tmp_path):
     assert any("PLaMo read by the Llama family" in n for n in ours.meta.notes)
     for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
         assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+
+
+def test_a_codeshell_gguf_reads_as_starcoder2s_attention(tmp_path):
+    """CodeShell as llama.cpp converts it (one fused ``attn_qkv`` with a bias, LayerNorms with biases, a biased output
+    projection) and runs it (rotate-half rotary on whole heads, grouped K/V heads): the heads, biases and norms of the
+    StarCoder2 holding the same weights, said."""
+    cfg = hf_config("Starcoder2Config", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=64, tie_word_embeddings=False,
+                    norm_epsilon=1e-6, use_bias=True, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+    model = transformers.Starcoder2ForCausalLM(cfg).eval()
+    _randomise(model, 73)
+    _write_fused_qkv_gguf(tmp_path / "s.gguf", model, "codeshell", D // H, kv=G, eps="layer_norm_eps")
+    ours, ref = compscope.load(tmp_path / "s.gguf"), compscope.load(model)
+    assert ours.meta.family == "starcoder2" and any("CodeShell read by the StarCoder2" in n for n in ours.meta.notes)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for a, b in [(ours.attn_norm, ref.attn_norm), (ours.final_norm, ref.final_norm)]:
+        assert a.kind == "layernorm" and torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)
+        assert a.eps == pytest.approx(b.eps)
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)

@@ -151,6 +151,8 @@ ARCHS = {
     # llama.cpp (rows permuted by their converters, its Llama graph: no biases, rotary on whole heads), their
     # remote-code models read by the Llama family (rules.llama_graph)
     **dict.fromkeys(_LLAMA_GRAPHS, ("llama", True, False)),
+    "codeshell": ("starcoder2", False, False),  # CodeShell (remote code): LayerNorms, one fused attn_qkv, biases on
+    # every projection, rotate-half rotary, grouped K/V heads: StarCoder2's attention (names.LAYOUTS)
     "plamo": ("llama", False, False),  # PLaMo (remote code): its query heads regrouped by the converter, rows as HF's
     # (rotate-half), the attention and MLP in parallel on one normed input: a Llama's attention
     "grovemoe": ("qwen3", False, False),  # GroveMoE (remote code): Qwen3's attention, rows as HF's, QK norms
@@ -206,7 +208,8 @@ _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
                  "modern-bert": {"layer_norm_epsilon": "norm_eps"},
                  "nemotron": {"layer_norm_epsilon": "norm_eps", "rms_norm_eps": "norm_eps"},
                  "lfm2": {"rms_norm_eps": "norm_eps"}, "lfm2moe": {"rms_norm_eps": "norm_eps"},
-                 "starcoder2": {"layer_norm_epsilon": "norm_epsilon"}, "falcon": {"num_key_value_heads": "num_kv_heads"},
+                 **dict.fromkeys(("starcoder2", "codeshell"), {"layer_norm_epsilon": "norm_epsilon"}),
+                 "falcon": {"num_key_value_heads": "num_kv_heads"},
                  **dict.fromkeys(("nemotron_h", "nemotron_h_moe"), {"rms_norm_eps": "layer_norm_epsilon"}),
                  "jais2": {"layer_norm_epsilon": "layer_norm_eps"}}
 #: GGUF metadata key (after ``{arch}.``) -> HF config key, read for these architectures only
@@ -229,6 +232,8 @@ _READ_AS = {
     "qwen": "Qwen (the first) read by the Llama family as Qwen2's attention, as llama.cpp runs it" + _NO_MODEL,
     "orion": ("Orion read by the StableLM family (Llama's layers with LayerNorms and their biases, each head turned "
               "whole), as llama.cpp runs it" + _NO_MODEL),
+    "codeshell": ("CodeShell read by the StarCoder2 family (LayerNorms, biases on every projection), as llama.cpp runs "
+                  "it" + _NO_MODEL),
     "plamo": ("PLaMo read by the Llama family, as llama.cpp runs it (the attention and the MLP read one normed input "
               "in parallel; the attention as a Llama's)" + _NO_MODEL),
     "grovemoe": ("GroveMoE read by the Qwen3 family, as llama.cpp runs it (Qwen3's attention: per-head QK norms before "
