@@ -656,8 +656,9 @@ def deepseek2_ocr(path: Path, arch: str, cfg: dict, fields: dict) -> str | None:
 
 
 #: what llama.cpp's converter calls the models of these architectures, which transformers has no model of
-_REMOTE_CODE = {"internlm2": "InternLM2", "xverse": "XVERSE", "deepseek": "DeepSeek's first MoE models (DeepseekForCausalLM)",
-                "arctic": "Snowflake Arctic", "bailingmoe": "Ling (BailingMoE)", "baichuan": "Baichuan 7B"}
+_REMOTE_CODE = {"internlm2": "InternLM2", "xverse": "XVERSE",
+                "deepseek": "DeepSeek's first MoE models (DeepseekForCausalLM)", "arctic": "Snowflake Arctic",
+                "bailingmoe": "Ling (BailingMoE)", "baichuan": "Baichuan 7B"}
 
 
 def llama_graph(path: Path, arch: str, fields: dict) -> str:
