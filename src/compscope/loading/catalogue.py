@@ -207,7 +207,7 @@ GGUF_NOT_READ: dict[str, str] = {
     "minimax-01": "minimax", "minimax-m3": "minimax_m3_vl_text", "laguna": "laguna", "dots3note": "dots3_note_text",
     "deepseek4": "deepseek_v4", "gemma4-assistant": "gemma4_assistant",
     "dflash": "muse_glimmer_assistant",  # (llama.cpp's DFlash drafters: Muse Glimmer's is one)
-    "maincoder": "hunyuan_v1_dense",  # (its graph: an RMSNorm with per-dimension gains on each head after the rotary map)
+    "maincoder": "hunyuan_v1_dense",  # (its graph: a per-head RMSNorm with gains per dimension after the rotary map)
 }
 
 
