@@ -36,12 +36,12 @@ import torch
 
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm
-from ...errors import LoadError, UnsupportedModelError
+from ...errors import LoadError
 from . import register
 from .bert import longformer_windows
 from .big_bird import BigBird, switch_to_full_attention
-from .base import (MAX_WIDTH, Family, checkpoint_notes, integer, sizes, split_cols, split_rows, stack,
-                   tensor2tensor_sinusoids)
+from .base import (MAX_WIDTH, Family, checkpoint_notes, integer, sinusoids_after_pad, sizes, split_cols, split_rows,
+                   stack)
 
 #: the settings of the decoder, the MLP, dropout and initialisation, and the keys of the original (fairseq-era) configs
 #: that transformers no longer reads: it builds each model type's one layout whatever they say
@@ -297,14 +297,7 @@ class M2M100Encoder(BartEncoder):
     def positional(cls, config: dict, where: str, ts, e: str, d: int) -> tuple[torch.Tensor, str | None]:
         """The table transformers computes (it stores none), from row ``pad_token_id + 1`` (the first token's
         position: a pad token takes none), ``max_position_embeddings`` positions."""
-        if d % 2 or d < 4:
-            raise UnsupportedModelError(f"{where}: d_model {d} is odd or below 4: no sinusoidal table as M2M100's")
-        pad = integer(config, where, "pad_token_id", default=1, low=0, high=MAX_WIDTH)
-        n = integer(config, where, "max_position_embeddings", default=_POSITIONS, high=MAX_WIDTH)
-        start = pad + 1
-        return tensor2tensor_sinusoids(start + n, d)[:, start:].contiguous(), (
-            f"sinusoidal positions computed as the model computes them, position p at the table's row p + {start} "
-            f"(pad_token_id + 1), {n} of them")
+        return sinusoids_after_pad(config, where, d, "d_model", "M2M100", _POSITIONS)
 
 
 @register
@@ -341,12 +334,7 @@ class FsmtEncoder(BartEncoder):
                                 f"(positions > {start}, {d})")
             return table[start:].T.contiguous(), (f"sinusoidal positions, the model's stored table, position p at "
                                                   f"its row p + {start} (pad_token_id + 1)")
-        if d % 2 or d < 4:
-            raise UnsupportedModelError(f"{where}: d_model {d} is odd or below 4: no sinusoidal table as FSMT's")
-        n = integer(config, where, "max_position_embeddings", default=_POSITIONS, high=MAX_WIDTH)
-        return tensor2tensor_sinusoids(start + n, d)[:, start:].contiguous(), (
-            f"sinusoidal positions computed as the model computes them, position p at the table's row p + {start} "
-            f"(pad_token_id + 1), {n} of them")
+        return sinusoids_after_pad(config, where, d, "d_model", "FSMT", _POSITIONS)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:

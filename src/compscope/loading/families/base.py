@@ -371,6 +371,22 @@ def tensor2tensor_sinusoids(rows: int, d: int) -> Tensor:
     return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1).T.contiguous()
 
 
+def sinusoids_after_pad(config: dict, where: str, d: int, width: str, whose: str,
+                        default_n: int) -> tuple[Tensor, str]:
+    """``(W_pos (d, n), note)``: fairseq's positions as transformers computes them for M2M100, FSMT and Kosmos-2.5 (the
+    files hold none): :func:`tensor2tensor_sinusoids`, position ``p`` at the table's row ``p + pad_token_id + 1`` (a
+    pad token takes row ``pad_token_id``), ``max_position_embeddings`` of them. ``width``: the config key of ``d``, and
+    ``whose``: the model, as the error for an odd or too narrow ``d`` names them."""
+    if d % 2 or d < 4:
+        raise UnsupportedModelError(f"{where}: {width} {d} is odd or below 4: no sinusoidal table as {whose}'s")
+    pad = integer(config, where, "pad_token_id", default=1, low=0, high=MAX_WIDTH)
+    n = integer(config, where, "max_position_embeddings", default=default_n, high=MAX_WIDTH)
+    start = pad + 1
+    return tensor2tensor_sinusoids(start + n, d)[:, start:].contiguous(), (
+        f"sinusoidal positions computed as the model computes them, position p at the table's row p + {start} "
+        f"(pad_token_id + 1), {n} of them")
+
+
 def zero_padded(heads: Tensor, r: int) -> Tensor:
     """``heads: (n, w, ...)``, each head held ``r`` wide: its ``w`` rows first, zero rows after them (a value
     narrower than a query head: no product changes); itself where ``w == r``."""

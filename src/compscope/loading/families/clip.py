@@ -188,11 +188,18 @@ class Tipsv2Text(SiglipText):
         ``q_proj``, ``k_proj`` and ``v_proj`` it stacks, in that order."""
         ts = ckpt.tensors
         fused = [n for n in ts.names() if n.endswith((".self_attn.in_proj_weight", ".self_attn.in_proj_bias"))]
+        split: dict[str, tuple] = {}  # (each fused tensor read and split once, for its three parts)
+
+        def part(name: str, i: int) -> torch.Tensor:
+            if name not in split:
+                split[name] = _thirds(ts, name)
+            return split[name][i]
+
         made = {}
         for name in fused:
             stem, kind = name.rsplit(".in_proj_", 1)
             for i, x in enumerate("qkv"):
-                made[f"{stem}.{x}_proj.{kind}"] = (lambda name=name, i=i: _third(ts, name, i), name)
+                made[f"{stem}.{x}_proj.{kind}"] = (lambda name=name, i=i: part(name, i), name)
         if made:
             ckpt = dataclasses.replace(ckpt, tensors=ts.derived(made, hidden=tuple(fused)))
         return super().convert(ckpt)
@@ -220,10 +227,10 @@ class Tipsv2Text(SiglipText):
         return table, f"sinusoidal positions computed as the model computes them, {n} of them"
 
 
-def _third(ts, name: str, i: int) -> torch.Tensor:
-    """Part ``i`` of the three equal parts along the first dimension of the fused projection ``name``."""
+def _thirds(ts, name: str) -> tuple[torch.Tensor, ...]:
+    """The three equal parts along the first dimension of the fused projection ``name``: q, k, v."""
     w = ts.take(name)
     if w.ndim not in (1, 2) or w.shape[0] % 3:
         raise UnsupportedModelError(f"{ts.origin(name)}: {name} has shape {tuple(w.shape)}, expected (3 d, ...): "
                                     "the query, key and value projections stacked")
-    return w.chunk(3, dim=0)[i]
+    return w.chunk(3, dim=0)

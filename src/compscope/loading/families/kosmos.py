@@ -13,7 +13,7 @@ import torch
 
 from ...errors import UnsupportedModelError
 from . import register
-from .base import MAX_WIDTH, integer, number, sizes, tensor2tensor_sinusoids
+from .base import number, sinusoids_after_pad, sizes
 from .opt import Xglm
 
 
@@ -49,17 +49,10 @@ class Kosmos25Text(Xglm):
     @classmethod
     def position_table(cls, ts, prefix: str, config: dict, where: str, d: int) -> tuple[torch.Tensor, str]:
         """The sinusoids from row ``pad_token_id + 1``, ``max_position_embeddings`` of them, plus segment row 0."""
-        if d % 2 or d < 4:
-            raise UnsupportedModelError(f"{where}: embed_dim {d} is odd or below 4: no sinusoidal table as "
-                                        "Kosmos-2.5's")
-        pad = integer(config, where, "pad_token_id", default=1, low=0, high=MAX_WIDTH)
-        n = integer(config, where, "max_position_embeddings", default=4096, high=MAX_WIDTH)
-        start = pad + 1
+        table, said = sinusoids_after_pad(config, where, d, "embed_dim", "Kosmos-2.5", 4096)
         segment = ts.take(prefix + "segment_emb.weight")
         if segment.ndim != 2 or segment.shape[0] < 1 or segment.shape[1] != d:
             raise UnsupportedModelError(f"{ts.origin(prefix + 'segment_emb.weight')}: segment_emb has shape "
                                         f"{tuple(segment.shape)}, expected (2, {d})")
-        table = tensor2tensor_sinusoids(start + n, d)[:, start:] + segment[0][:, None]
-        return table.contiguous(), (f"sinusoidal positions computed as the model computes them, position p at the "
-                                    f"table's row p + {start} (pad_token_id + 1), {n} of them, each plus row 0 of the "
-                                    "segment embedding (the text segment's), as the model adds it to every position")
+        return table + segment[0][:, None], (f"{said}, each plus row 0 of the segment embedding (the text segment's), "
+                                              "as the model adds it to every position")
