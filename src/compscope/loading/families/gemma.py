@@ -222,13 +222,7 @@ def _t5gemma2_text_completed(text: dict, where: str) -> dict:
     except Exception as e:  # noqa: BLE001  (transformers raises several kinds for settings it cannot build)
         raise LoadError(f"{where}: transformers cannot build T5Gemma 2's text_config from these settings "
                         f"({type(e).__name__}: {one_line(e)[:300]})") from e
-    return {k: v for k, v in full.items() if k in text or k not in _NOT_SETTINGS}
-
-
-#: what a config object's ``to_dict`` holds beside the model's settings (left out where the file does not state them)
-_NOT_SETTINGS = frozenset("_name_or_path architectures chunk_size_feed_forward dtype id2label label2id problem_type "
-                          "output_attentions output_hidden_states return_dict transformers_version torch_dtype "
-                          "is_encoder_decoder".split())
+    return full  # (what it holds beside the model's settings, every family ignores: base.COMMON_IGNORED)
 
 
 @register
