@@ -34,13 +34,15 @@ def test_every_family_says_what_it_reads_and_none_is_also_refused():
 
 
 def test_the_gguf_architectures_are_those_the_format_reads_and_on_data_those_transformers_reads():
-    """Every architecture of the GGUF reader's table appears under the family its model_type names;
+    """Every architecture of the GGUF reader's table appears under the family its model_type names, and under the
+    family of the model_type some of its files are read as (Baichuan's of 40 layers: llama_alibi), there alone;
     'on data' is exactly transformers' GGUF reader's list (where transformers is installed)."""
     entries = catalogue.families()
-    listed = {a: e.family for e in entries for a in e.gguf}
-    assert set(listed) == set(gguf_format.ARCHS)
-    for arch, (model_type, *_rest) in gguf_format.ARCHS.items():
-        assert listed[arch] == family_for({"model_type": model_type}, "test").name
+    listed = {(a, e.family) for e in entries for a in e.gguf}
+    also = {(a, family_for({"model_type": t}, "test").name) for a, (t, _) in gguf_format.ALSO_READ_AS.items()}
+    assert also == {("baichuan", "llama_alibi")}
+    assert listed == {(arch, family_for({"model_type": model_type}, "test").name)
+                      for arch, (model_type, *_rest) in gguf_format.ARCHS.items()} | also
     reads = gguf_format.transformers_reads()
     on_data = {a for e in entries for a in e.gguf_on_data}
     assert on_data == (set() if reads is None else set(gguf_format.ARCHS) & reads)
@@ -152,6 +154,13 @@ def test_lookup_answers_for_model_types_gguf_architectures_and_wrappers():
     read, line = catalogue.lookup("mimo2")  # (a GGUF architecture alone, read)
     assert read and line == "mimo2: GGUF architecture 'mimo2', read by the mimo_v2_flash family (weights only: " \
         "transformers' GGUF reader does not read it)"
+    read, line = catalogue.lookup("baichuan")  # (some files of it, by their depth, read by another family)
+    assert read and line == ("baichuan: GGUF architecture 'baichuan', read by the llama family (weights only: "
+                             "transformers' GGUF reader does not read it); GGUF architecture 'baichuan' at 40 layers "
+                             "(Baichuan 13B, ALiBi), read by the llama_alibi family (weights only: transformers' GGUF "
+                             "reader does not read it)")
+    read, line = catalogue.lookup("llama_alibi")  # (the name GGUF files are read as is no model_type)
+    assert not read and "not a model_type or GGUF architecture compscope knows" in line
     read, line = catalogue.lookup("nonesuch")
     assert not read and "not a model_type or GGUF architecture compscope knows (" in line  # (nothing close)
     read, line = catalogue.lookup("ultrabrt")  # a misspelling: the names it is close to

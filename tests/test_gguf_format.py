@@ -3647,7 +3647,7 @@ def test_remote_code_llamas_ggufs_read_as_llama_cpp_runs_them(tmp_path, arch):
     permuted as a Llama's) and its Llama graph runs them: the heads of the Llama holding the same weights, said to be
     read so. DeepSeek's graph scales the logits by a stated ``attention.scale``: such a file is refused by name (the
     others' graphs never read the key: read as without it). Baichuan's turns the heads only at 32 layers (7B): its
-    file is written with 32, and one of 40 (13B: ALiBi) refused."""
+    file is written with 32 (one of 40, with ALiBi, is read by llama_alibi: test_alibi_llama_ggufs_...)."""
     layers = 32 if arch == "baichuan" else 2
     cfg = hf_config("LlamaConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=layers,
                     num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=64,
@@ -3664,10 +3664,6 @@ def test_remote_code_llamas_ggufs_read_as_llama_cpp_runs_them(tmp_path, arch):
     from compscope.data.runner import cannot_run
 
     assert "which transformers' GGUF reader does not read" in cannot_run(tmp_path / "m.gguf")
-    if arch == "baichuan":
-        _write_scaled_llama_gguf(tmp_path / "b.gguf", model, None, {}, arch=arch, extra={"block_count": 40})
-        with pytest.raises(compscope.UnsupportedModelError, match=r"'baichuan\.block_count' = 40: .*ALiBi"):
-            compscope.load(tmp_path / "b.gguf")
     _write_scaled_llama_gguf(tmp_path / "s.gguf", model, None, {}, arch=arch,
                              extra={"attention.scale": 0.5, "block_count": layers})
     if arch != "deepseek":
@@ -3920,3 +3916,77 @@ def test_a_codeshell_gguf_reads_as_starcoder2s_attention(tmp_path):
         assert a.kind == "layernorm" and torch.equal(a.weight, b.weight) and torch.equal(a.bias, b.bias)
         assert a.eps == pytest.approx(b.eps)
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+
+
+def _write_alibi_llama(path, arch: str, layers: int, n_heads: int, n_kv: int, seed: int) -> dict[str, np.ndarray]:
+    """A GGUF of ``arch`` (``refact``, ``baichuan``) in Llama's names with ``layers`` blocks, ``n_heads`` query and
+    ``n_kv`` K/V heads over width D, as llama.cpp's converters write them (Refact's: no rope keys; Baichuan's: its
+    rope dimension count, the head width), every tensor N(0, 0.5²) from one seeded generator (norm gains 1 + that);
+    the tensors returned by their names in the file."""
+    rng = np.random.default_rng(seed)
+    r = D // n_heads
+    shapes = {"token_embd.weight": (V, D), "output.weight": (V, D), "output_norm.weight": (D,)}
+    for i in range(layers):
+        shapes.update({f"blk.{i}.attn_norm.weight": (D,), f"blk.{i}.attn_q.weight": (n_heads * r, D),
+                       f"blk.{i}.attn_k.weight": (n_kv * r, D), f"blk.{i}.attn_v.weight": (n_kv * r, D),
+                       f"blk.{i}.attn_output.weight": (D, n_heads * r), f"blk.{i}.ffn_norm.weight": (D,),
+                       f"blk.{i}.ffn_gate.weight": (32, D), f"blk.{i}.ffn_up.weight": (32, D),
+                       f"blk.{i}.ffn_down.weight": (D, 32)})
+    tensors = {n: (rng.standard_normal(s) * 0.5 + (1.0 if len(s) == 1 else 0.0)).astype(np.float32)
+               for n, s in shapes.items()}
+    w = _writer(path, arch)
+    _metadata(w, block_count=layers, head_count=n_heads, head_count_kv=n_kv, layer_norm_rms_eps=1e-6)
+    if arch == "baichuan":
+        w.add_rope_dimension_count(r)
+    for name, t in tensors.items():
+        w.add_tensor(name, t)
+    _finish(w)
+    return tensors
+
+
+@pytest.mark.parametrize("arch, layers, n_heads, n_kv", [("refact", 2, 6, 1), ("refact", 2, 4, 1),
+                                                          ("baichuan", 40, 4, 4)])
+def test_alibi_llama_ggufs_attend_as_llama_cpps_graph_computes_from_the_files_tensors(tmp_path, arch, layers, n_heads,
+                                                                                       n_kv):
+    """Refact's files (one K/V head) and Baichuan's of 40 layers (13B), which llama.cpp runs with Llama's layers and
+    ALiBi in place of rotary: every head's pattern on a random residual equals the one computed here from the
+    file's own tensors as llama.cpp's graph does (RMSNorm, q and k apart, logits at d_head^-1/2 plus
+    slope · (-|i - j|), its slopes m0^(h+1) below the largest power of two n' <= heads and m1^(2(h - n') + 1) past
+    it, m0 = 2^(-8 / n'), m1 = 2^(-4 / n'), causal softmax). Read weights only, said; a Baichuan file of another
+    depth still refused."""
+    from compscope.core.attention import attend, project, read_input
+
+    t = _write_alibi_llama(tmp_path / "m.gguf", arch, layers, n_heads, n_kv, seed=5)
+    hw = compscope.load(tmp_path / "m.gguf")
+    assert hw.meta.family == "llama_alibi" and hw.positions == "alibi" and hw.rotary is None
+    assert any("ALiBi positions (maximum bias 8), no rotary" in n for n in hw.meta.notes)
+    assert any(("Refact" if arch == "refact" else "Baichuan 13B") + " read by the llama_alibi family" in n
+               for n in hw.meta.notes)
+    r, T = D // n_heads, 7
+    p2 = 2 ** int(math.floor(math.log2(n_heads)))
+    m0, m1 = 2.0 ** (-8.0 / p2), 2.0 ** (-4.0 / p2)
+    slopes = [m0 ** (h + 1) if h < p2 else m1 ** (2 * (h - p2) + 1) for h in range(n_heads)]
+    x = np.random.default_rng(11).standard_normal((T, D))
+    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+    for layer in (0, layers - 1):
+        b = f"blk.{layer}."
+        xn = x / np.sqrt((x**2).mean(-1, keepdims=True) + 1e-6) * t[b + "attn_norm.weight"]
+        q = (xn @ t[b + "attn_q.weight"].T.astype(np.float64)).reshape(T, n_heads, r)
+        k = (xn @ t[b + "attn_k.weight"].T.astype(np.float64)).reshape(T, n_kv, r)
+        expected = np.empty((n_heads, T, T))
+        for h in range(n_heads):
+            logits = q[:, h] @ k[:, h // (n_heads // n_kv)].T / math.sqrt(r) + slopes[h] * -np.abs(i - j)
+            logits = np.where(j <= i, logits, -np.inf)
+            e = np.exp(logits - logits.max(-1, keepdims=True))
+            expected[h] = e / e.sum(-1, keepdims=True)
+        xt = torch.tensor(x, dtype=torch.float32)[None]
+        xin = read_input(hw, layer, xt)
+        ours = attend(hw, layer, project(hw, layer, "Q", xin), project(hw, layer, "K", xin))[0]
+        np.testing.assert_allclose(ours.double().numpy(), expected, rtol=1e-4, atol=1e-5)
+    from compscope.data.runner import cannot_run
+
+    assert "which transformers' GGUF reader does not read" in cannot_run(tmp_path / "m.gguf")
+    if arch == "baichuan":
+        _write_alibi_llama(tmp_path / "b.gguf", arch, 36, n_heads, n_kv, seed=5)
+        with pytest.raises(compscope.UnsupportedModelError, match=r"'baichuan\.block_count' = 36: .*only at 40"):
+            compscope.load(tmp_path / "b.gguf")

@@ -251,7 +251,7 @@ def families() -> list[FamilyEntry]:
 
     on_data = gguf.transformers_reads()
     by_family: dict[str, list[str]] = {}
-    for arch, model_type in gguf.architectures().items():
+    for arch, model_type in [*gguf.architectures().items(), *((a, t) for a, (t, _) in gguf.also_read_as().items())]:
         by_family.setdefault(family_for({"model_type": model_type}, "GGUF").name, []).append(arch)
     out = []
     for name, cls in sorted(registered().items()):
@@ -267,6 +267,7 @@ def lookup(name: str, only: str | None = None) -> tuple[bool, str]:
     it as either, or the one that reads its language model (a vision-language model's
     ``text_config``, as transformers builds it), or why it is not read, or that compscope does not
     know it. ``only``: ``'model_type'`` or ``'gguf'``, to look it up as that alone."""
+    from .families import family_for
     from .formats import gguf
 
     entries = families()
@@ -278,7 +279,10 @@ def lookup(name: str, only: str | None = None) -> tuple[bool, str]:
         if name in e.gguf and only != "model_type":
             unread = gguf.why_not_run(name) or "transformers' GGUF reader does not read it"
             runs = "also on data" if name in e.gguf_on_data else f"weights only: {unread}"
-            said.append(f"GGUF architecture {name!r}, read by the {e.family} family ({runs})")
+            model_type, which = gguf.also_read_as().get(name, (None, ""))
+            files = f" {which}" if model_type is not None and family_for(
+                {"model_type": model_type}, "GGUF").name == e.family else ""
+            said.append(f"GGUF architecture {name!r}{files}, read by the {e.family} family ({runs})")
     if not any(s.startswith("model_type") for s in said) and only != "gguf":
         inner = _language_model_type(name)
         family = next((e for e in entries if inner is not None and inner in e.model_types), None)
@@ -463,7 +467,7 @@ def markdown() -> str:
     from .builtin import BUILTINS
 
     entries = families()
-    weights_only = [e.family for e in entries if not e.on_data]
+    weights_only = [e.family for e in entries if not e.on_data and e.model_types]  # (of folders: not GGUF's alone)
     lines = ["# Models compscope reads", "",
              "Written by `compscope models --markdown`; `compscope models NAME` answers for one `model_type` or GGUF "
              "architecture. A vision-language model is read where its language model's `model_type` is (its "
@@ -472,7 +476,7 @@ def markdown() -> str:
     for name, b in BUILTINS.items():
         lines.append(f"| `{name}` | {b.what} | {'shipped' if b.dist == 'compscope' else f'`{b.how}`'} |")
     n_types = sum(len(e.model_types) for e in entries)
-    n_gguf = sum(len(e.gguf) for e in entries)
+    n_gguf = len({a for e in entries for a in e.gguf})  # (an architecture some of whose files another reads: once)
     lines += ["", f"## Families: {len(entries)}, reading {n_types} model types and {n_gguf} GGUF architectures", "",
               "GGUF architectures in **bold** are also run on data (`validate`, `intervene`, labels) from the file, "
               f"by transformers' GGUF reader ({_transformers_said()}); the others are read for the weight-only "
@@ -510,15 +514,16 @@ def text(width: int = 100) -> str:
         there = b.dist == "compscope" or importlib.util.find_spec(b.module) is not None
         out.append(f"  {name:<13} {b.what:<{wide}}  {'installed' if there else b.how}")
     entries = families()
-    n_types, n_gguf = sum(len(e.model_types) for e in entries), sum(len(e.gguf) for e in entries)
+    n_types, n_gguf = sum(len(e.model_types) for e in entries), len({a for e in entries for a in e.gguf})
     out += ["", *textwrap.wrap(f"{len(entries)} families read {n_types} model types (a HuggingFace config's "
                                f"model_type) and {n_gguf} GGUF architectures (*: also run on data from the file, by "
                                f"{_transformers_said()}):", width)]
     column = max(15, *(len(e.family) + 2 for e in entries))  # (the longest family name, and two spaces)
     for e in entries:
         out.append(f"  {e.family:<{column}}{e.about}")
-        reads = "model_type " + " ".join(e.model_types) + (
-            "; GGUF " + " ".join(a + ("*" if a in e.gguf_on_data else "") for a in e.gguf) if e.gguf else "")
+        reads = "; ".join([*(["model_type " + " ".join(e.model_types)] if e.model_types else []),
+                           *(["GGUF " + " ".join(a + ("*" if a in e.gguf_on_data else "") for a in e.gguf)]
+                             if e.gguf else [])])
         out += textwrap.wrap(reads, width, initial_indent=" " * (column + 2), subsequent_indent=" " * (column + 2))
     known = ", ".join(t for types, _ in not_read_by_reason() for t in types)
     out += ["", *textwrap.wrap(f"Known and not read, each refused with its reason (compscope models NAME says it): "

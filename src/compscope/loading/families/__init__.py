@@ -30,7 +30,7 @@ def family_for(config: dict, where: str) -> type[Family]:
     model_type = config.get("model_type")
     archs = config.get("architectures") or []
     for fam in families().values():
-        if model_type in fam.model_types:
+        if model_type in fam.model_types or model_type in fam.gguf_types:
             return fam
     for fam in families().values():
         if any(a in fam.architectures for a in archs):
@@ -51,7 +51,7 @@ def family_for(config: dict, where: str) -> type[Family]:
 def _known(config: dict) -> bool:
     """Whether a family reads ``config`` by its ``model_type`` or ``architectures``."""
     archs = config.get("architectures") or []
-    return any(config.get("model_type") in f.model_types or any(a in f.architectures for a in archs)
+    return any(config.get("model_type") in (*f.model_types, *f.gguf_types) or any(a in f.architectures for a in archs)
                for f in families().values())
 
 

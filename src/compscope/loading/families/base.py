@@ -64,6 +64,9 @@ class Family:
     #: model; a dual encoder's text encoder), as ``compscope models`` names it
     part: ClassVar[str] = "language model"
     architectures: ClassVar[tuple[str, ...]] = ()  # HF ``architectures`` values
+    #: names that GGUF files alone are read as, in place of a ``model_type``: architectures llama.cpp runs with a
+    #: graph that no HuggingFace model type names (Refact's: a Llama with ALiBi); no ``compscope models`` column
+    gguf_types: ClassVar[tuple[str, ...]] = ()
     handled: ClassVar[frozenset[str]] = frozenset()
     ignored: ClassVar[frozenset[str]] = frozenset()
     accept: ClassVar[dict[str, Callable[[Any], bool]]] = {}

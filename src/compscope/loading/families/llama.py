@@ -19,7 +19,7 @@ import torch
 
 from ..checkpoint import Checkpoint
 from ...errors import LoadError, UnsupportedModelError
-from ...core.heads import HeadWeights, Meta, Norm, Rotary
+from ...core.heads import HeadWeights, Meta, Norm, Rotary, alibi_slopes
 from . import register
 from .base import (Family, MAX_HEADS, MAX_LAYERS, YARN_TYPES, attending, checkpoint_notes, config_attention_bias,
                   integer, inv_freq, kv_groups, layer_hooks, number, rope_accept_yarn, rope_attention_factor,
@@ -81,6 +81,7 @@ class LlamaLikeOptions:
     qk_norm_gains: bool = True  # Llama 4: False, a QK-norm without gains (no tensors) whatever norm_gains says
     qk_norm_on: str = "all"  # the layers QK-norm applies to: 'all', or 'rotary' (Llama 4: not on its NoPE layers)
     sinks: bool = False  # gpt-oss: a learned sink logit per head (self_attn.sinks)
+    alibi: bool = False  # llama.cpp's Refact and Baichuan 13B graphs: ALiBi (maximum bias 8) in place of rotary
     rope_kinds: tuple[str, ...] = YARN_TYPES  # the rope types read (LFM3 adds 'proportional')
     bidirectional: bool = False  # EmbeddingGemma: every query sees keys on both sides, a window of sliding_window // 2
     # on either side (the window held as sliding_window // 2 + 1); an encoder, so no unembedding
@@ -306,7 +307,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
             window = {"whole": size + 1, "split": (size + 1) // 2}.get(opts.radius, size // 2 + 1)
     freqs, rope_notes, amplitudes, kinds, mrope = [], [], set(), set(), None
     rot_dim = r
-    for t in types:
+    for t in () if opts.alibi else types:  # (ALiBi: no rotary, no rope settings read)
         s = rope_settings(cfg, t)
         if t == "sliding_attention" and "rope_local_base_freq" in cfg and "sliding_attention" not in (cfg.get("rope_parameters") or {}):
             s = {**s, "rope_theta": cfg["rope_local_base_freq"], "rope_type": "default"}
@@ -355,7 +356,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
             rope_notes.append(f"no rotary (NoPE) on layers {', '.join(map(str, plain))}: their heads see positions "
                               "only through the causal mask")
     attn_scale = opts.attn_scale
-    if amplitudes != {1.0} and any(turning):  # YaRN, LongRoPE scale rotated queries and keys by a factor a (on the
+    if amplitudes - {1.0} and any(turning):  # YaRN, LongRoPE scale rotated queries and keys by a factor a (on the
         # layers that rotate them: transformers applies no rotary, so no factor, on a NoPE layer)
         scaling = ", ".join(sorted(kinds))
         if len(amplitudes) > 1:
@@ -378,7 +379,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
             on = "" if all(turning) else " of the layers with rotary"
             rope_notes.append(f"the rope scaling's attention factor {a:.6g} on the {rot_dim} rotated dims of queries "
                               f"and keys{on} is folded into those rows of W_Q and W_K (and their biases)")
-    divisors = ts.take("rope_freqs.weight", (rot_dim // 2,), required=False)  # only GGUF files carry it
+    divisors = None if opts.alibi else ts.take("rope_freqs.weight", (rot_dim // 2,), required=False)  # (GGUF's)
     if divisors is not None:  # llama.cpp's form of a frequency scaling (Llama 3.1): f_i / divisor_i
         if bool((divisors <= 0).any()):  # take() has refused non-finite values already
             raise LoadError(f"{ts.origin('rope_freqs.weight')}: rotary frequency divisors must be finite and positive")
@@ -387,6 +388,9 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
                           "Llama 3 rope scaling)")
     qk_layers = [bool(f.any()) for f in freqs] if opts.qk_norm and opts.qk_norm_on == "rotary" else [True] * L
     notes = checkpoint_notes(ckpt, head_note) + rope_notes + list(opts.notes)
+    if opts.alibi:
+        notes.append("ALiBi positions (maximum bias 8), no rotary: each head's logits get -m_h (i - j), no position "
+                     "enters the residual")
     if len(set(own_kv)) > 1:
         notes.append(f"K/V head counts differ between layers ({', '.join(map(str, own_kv))}): each layer's K/V heads "
                      f"are held {G} to a layer, each repeated for the query heads that read it")
@@ -469,8 +473,9 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         qk_norm_layers=() if all(qk_layers) else tuple(qk_layers),
         attn_out_norm=norm(g_post) if opts.post_attn_norm else None,
         sinks=torch.stack(sinks) if opts.sinks else None,
-        rotary=Rotary(rot_dim, torch.stack(freqs), opts.rotary_style),
-        positions="rotary",
+        rotary=None if opts.alibi else Rotary(rot_dim, torch.stack(freqs), opts.rotary_style),
+        positions="alibi" if opts.alibi else "rotary",
+        alibi=alibi_slopes(H).float() if opts.alibi else None,
         attn_scale=attn_scale,
         attn_softcap=opts.attn_softcap,
         causal=not opts.bidirectional,
@@ -642,3 +647,20 @@ class Llama(LlamaLike):
                                         "layers: transformers 4 slides the layers from max_window_layers up, 5 the "
                                         "even-numbered ones below it; save the config with transformers 5, which lists them")
         return upper_layers_slide(config, n_layers, where, on)
+
+
+@register
+class LlamaAlibi(Llama):
+    """Llama's layers with ALiBi in place of rotary, as llama.cpp's Refact and Baichuan 13B graphs run their GGUF
+    files: no positions in the residual, each head's logits biased by ``-m_h (i - j)`` with BLOOM's slopes at
+    llama.cpp's maximum bias 8 (:func:`~compscope.core.heads.alibi_slopes`), at ``d_head^-1/2``. No HuggingFace model
+    type names it (the models' own code is remote): GGUF files alone are read as it (:attr:`gguf_types`), for the
+    weight-only commands."""
+
+    name = "llama_alibi"
+    about = "Refact, Baichuan 13B (GGUF files, as llama.cpp runs them): Llama's layers with ALiBi in place of rotary"
+    model_types = ()
+    gguf_types = ("llama_alibi",)
+    architectures = ()
+    options = LlamaLikeOptions(alibi=True)
+    runs_on_data = False  # (transformers has no model of it)

@@ -32,17 +32,24 @@ from pathlib import Path
 from ...checkpoint import Checkpoint, one_line
 from ....errors import LoadError
 from .files import architecture, open_shards, shard_set, shards
-from .metadata import ARCHS, config
+from .metadata import ALSO_READ_AS, ARCHS, config
 from .runtime import divides_frequencies, runtime_config, transformers_reads, why_not_run
 from .tensors import checkpoint
 
-__all__ = ["ARCHS", "architecture", "architectures", "divides_frequencies", "open_gguf", "open_shards", "read",
+__all__ = ["ARCHS", "also_read_as", "architecture", "architectures", "divides_frequencies", "open_gguf", "open_shards", "read",
            "read_config", "recognise", "runtime_config", "shard_set", "shards", "transformers_reads", "why_not_run"]
 
 
 def architectures() -> dict[str, str]:
-    """Every GGUF architecture compscope reads, and the HF ``model_type`` it is read as."""
+    """Every GGUF architecture compscope reads, and the HF ``model_type`` it is read as (some files of a few, by
+    their settings, as another: :func:`also_read_as`)."""
     return {arch: model_type for arch, (model_type, *_rest) in ARCHS.items()}
+
+
+def also_read_as() -> dict[str, tuple[str, str]]:
+    """GGUF architecture -> ``(model_type, which files)`` for the files of it read as another ``model_type`` than
+    :func:`architectures` says (Baichuan's of 40 layers: ALiBi)."""
+    return dict(ALSO_READ_AS)
 
 
 def read_config(path: str | Path) -> dict:

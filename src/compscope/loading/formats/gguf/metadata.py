@@ -147,10 +147,12 @@ ARCHS = {
     "mimo2": ("mimo_v2_flash", False, False),  # MiMo-V2-Flash: rows as HF's (rotate-half on part of each head), its
     # per-layer K/V heads, sinks, narrow values and value scale (rules.mimo2), the prediction blocks left out
     # InternLM2, XVERSE, DeepSeek's first MoE (deepseek-moe-16b), Snowflake Arctic, Ling (BailingMoE) and Baichuan's
-    # 7B models (its 13B: ALiBi, refused by rules.llama_graph): Llamas to
-    # llama.cpp (rows permuted by their converters, its Llama graph: no biases, rotary on whole heads), their
-    # remote-code models read by the Llama family (rules.llama_graph)
+    # 7B models: Llamas to llama.cpp (rows permuted by their converters, its Llama graph: no biases, rotary on whole
+    # heads), their remote-code models read by the Llama family (rules.llama_graph; Baichuan 13B's ALiBi by
+    # llama_alibi's)
     **dict.fromkeys(_LLAMA_GRAPHS, ("llama", True, False)),
+    "refact": ("llama_alibi", False, False),  # Refact (remote code): Llama's names, q, k, v apart (one K/V head), ALiBi
+    # at maximum bias 8 and no rotary in llama.cpp's graph: llama_alibi's
     "codeshell": ("starcoder2", False, False),  # CodeShell (remote code): LayerNorms, one fused attn_qkv, biases on
     # every projection, rotate-half rotary, grouped K/V heads: StarCoder2's attention (names.LAYOUTS)
     "plamo": ("llama", False, False),  # PLaMo (remote code): its query heads regrouped by the converter, rows as HF's
@@ -220,6 +222,8 @@ _ARCH_KEYS = {**{arch: _GRANITE_KEYS for arch in _GRANITE_ARCHS}, "command-r": {
               "cohere2": {"logit_scale": "logit_scale"}, "cohere2moe": {"logit_scale": "logit_scale"},
               "chameleon": {"swin_norm": "swin_norm"}, "muse-glimmer": {"logit_scale": "output_multiplier"},
               "minicpm": {k: v for k, v in _GRANITE_KEYS.items() if k != "attention.scale"}}  # (its graph's reads)
+#: architectures whose files some settings send to another model_type than ARCHS's: (model_type, which files)
+ALSO_READ_AS = {"baichuan": ("llama_alibi", "at 40 layers (Baichuan 13B, ALiBi)")}
 #: what the notes say of an architecture read by the family of another model (its own remote code, which transformers
 #: does not hold, or a model llama.cpp runs with another's graph)
 _NO_MODEL = "; weights only: transformers has no model of it"
@@ -234,6 +238,8 @@ _READ_AS = {
               "whole), as llama.cpp runs it" + _NO_MODEL),
     "codeshell": ("CodeShell read by the StarCoder2 family (LayerNorms, biases on every projection), as llama.cpp runs "
                   "it" + _NO_MODEL),
+    "refact": ("Refact read by the llama_alibi family (Llama's layers with ALiBi, maximum bias 8, no rotary), as "
+               "llama.cpp runs it" + _NO_MODEL),
     "plamo": ("PLaMo read by the Llama family, as llama.cpp runs it (the attention and the MLP read one normed input "
               "in parallel; the attention as a Llama's)" + _NO_MODEL),
     "grovemoe": ("GroveMoE read by the Qwen3 family, as llama.cpp runs it (Qwen3's attention: per-head QK norms before "
@@ -441,7 +447,7 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
     if arch == "deepseek2-ocr":
         note = rules.deepseek2_ocr(path, arch, cfg, fields)
     if arch in _LLAMA_GRAPHS:
-        note = rules.llama_graph(path, arch, fields)
+        note = rules.llama_graph(path, arch, cfg, fields)
     if arch == "orion":  # (StableLM's family's other defaults: a quarter of each head turned, a parallel block)
         cfg.update(partial_rotary_factor=1.0, use_parallel_residual=False, qk_layernorm=False, use_qkv_bias=False)
     note = _READ_AS.get(arch, note)

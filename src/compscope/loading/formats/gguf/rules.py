@@ -661,18 +661,24 @@ _REMOTE_CODE = {"internlm2": "InternLM2", "xverse": "XVERSE",
                 "bailingmoe": "Ling (BailingMoE)", "baichuan": "Baichuan 7B"}
 
 
-def llama_graph(path: Path, arch: str, fields: dict) -> str:
-    """InternLM2, XVERSE, DeepSeek's first MoE, Arctic and Ling models as llama.cpp runs them: its Llama graph (q, k
-    and v apart, their rows permuted by its converter, rotary on whole heads, logits at ``d_head^-1/2``: Ling's at
-    ``rope.dimension_count^-1/2``, the same, as its rotary covers the whole head), read by the Llama family
+def llama_graph(path: Path, arch: str, cfg: dict, fields: dict) -> str:
+    """InternLM2, XVERSE, DeepSeek's first MoE, Arctic, Ling and Baichuan 7B models as llama.cpp runs them: its Llama
+    graph (q, k and v apart, their rows permuted by its converter, rotary on whole heads, logits at ``d_head^-1/2``:
+    Ling's at ``rope.dimension_count^-1/2``, the same, as its rotary covers the whole head), read by the Llama family
     (their models are remote code, which transformers does not hold). DeepSeek's graph scales the logits by
-    ``attention.scale`` where the file states one: refused, as no Llama's does (the others' graphs never read it)."""
+    ``attention.scale`` where the file states one: refused, as no Llama's does (the others' graphs never read it).
+    llama.cpp's Baichuan graph turns the heads at 32 layers alone; at 40 (13B) it adds ALiBi's biases instead (maximum
+    bias 8): read by the llama_alibi family (``cfg`` says so); at other depths it runs without positions: refused."""
     layers = fields.get(f"{arch}.block_count")
+    if arch == "baichuan" and layers == 40:
+        cfg["model_type"] = "llama_alibi"
+        return ("Baichuan 13B read by the llama_alibi family (Llama's layers with ALiBi, maximum bias 8, no rotary), "
+                "as llama.cpp runs a Baichuan file of 40 layers; weights only: transformers has no model of it")
     if arch == "baichuan" and layers != 32:
         raise UnsupportedModelError(
             f"{path}: GGUF metadata '{arch}.block_count' = {layers!r}: llama.cpp turns the heads of a Baichuan file "
-            "only at 32 layers (7B); at 40 (13B) its logits carry ALiBi's biases instead, and at any other depth no "
-            "positions at all, neither of which compscope reads as a Llama")
+            "only at 32 layers (7B) and adds ALiBi's biases only at 40 (13B); at any other depth it runs the heads "
+            "with neither, which is not Baichuan's model: refused")
     scale = fields.get(f"{arch}.attention.scale")
     if arch == "deepseek" and scale not in (None, 0.0):
         raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.scale' = {scale!r}: llama.cpp scales "
