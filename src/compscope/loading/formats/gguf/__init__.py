@@ -36,7 +36,8 @@ from .metadata import ALSO_READ_AS, ARCHS, config
 from .runtime import divides_frequencies, runtime_config, transformers_reads, why_not_run
 from .tensors import checkpoint
 
-__all__ = ["ARCHS", "also_read_as", "architecture", "architectures", "divides_frequencies", "open_gguf", "open_shards", "read",
+__all__ = ["ARCHS", "also_read_as", "architecture", "architectures", "divides_frequencies", "open_gguf", "open_shards",
+           "read",
            "read_config", "recognise", "runtime_config", "shard_set", "shards", "transformers_reads", "why_not_run"]
 
 
