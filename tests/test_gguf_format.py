@@ -3990,3 +3990,30 @@ def test_alibi_llama_ggufs_attend_as_llama_cpps_graph_computes_from_the_files_te
         _write_alibi_llama(tmp_path / "b.gguf", arch, 36, n_heads, n_kv, seed=5)
         with pytest.raises(compscope.UnsupportedModelError, match=r"'baichuan\.block_count' = 36: .*only at 40"):
             compscope.load(tmp_path / "b.gguf")
+
+
+def test_a_dream_gguf_reads_as_llama_cpp_runs_it_both_ways(tmp_path):
+    """Dream (a diffusion LM) as llama.cpp converts it (Qwen2's tensors as they are, ``attention.causal`` false) and
+    runs it (Qwen2's graph without the causal mask): the heads and q/k/v biases of the Qwen2 holding the same weights,
+    attending both ways, its unembedding not read, read by the EuroBERT family and said; a file flagged causal is
+    refused by its key."""
+    cfg = hf_config("Qwen2Config", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=64,
+                    rope_parameters={"rope_type": "default", "rope_theta": 100.0})
+    model = transformers.Qwen2ForCausalLM(cfg).eval()
+    _randomise(model, 47)
+    _write_llamalike_gguf(tmp_path / "m.gguf", model, "dream", D // H, eps="layer_norm_rms_eps",
+                          causal_attention=False)
+    ours, ref = compscope.load(tmp_path / "m.gguf"), compscope.load(model)
+    assert ours.meta.family == "eurobert" and not ours.causal and ref.causal and ours.W_U is None
+    assert any("Dream read by the EuroBERT family" in n for n in ours.meta.notes)
+    assert ref.b_Q is not None and ref.b_O is None
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "b_Q", "b_K", "b_V"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    assert ours.b_O is None and torch.equal(ours.attn_norm.weight, ref.attn_norm.weight)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    assert ours.rotary.style == ref.rotary.style == "half"
+    _write_llamalike_gguf(tmp_path / "c.gguf", model, "dream", D // H, eps="layer_norm_rms_eps",
+                          causal_attention=True)
+    with pytest.raises(compscope.UnsupportedModelError, match=r"'dream\.attention\.causal' is true"):
+        compscope.load(tmp_path / "c.gguf")

@@ -168,6 +168,8 @@ ARCHS = {
     # with a bias, rotate-half rotary, one K/V head per query head: Qwen2's attention (names.LAYOUTS)
     "llada": ("eurobert", True, False),  # LLaDA (remote code, a diffusion LM): a Llama to llama.cpp's converter (rows
     # permuted), every token attending to every other (its graph's, and the flag its converter writes): EuroBERT's
+    "dream": ("eurobert", False, False),  # Dream (remote code, a diffusion LM): Qwen2's layers and rows (q/k/v biases,
+    # rotate-half rotary), every token attending to every other (its graph's, and the flag its converter writes)
     "llama-embed": ("llama", True, False),  # llama-embed-nemotron (LlamaBidirectionalModel): a Llama to llama.cpp,
     # causal unless its attention.causal flag says not (then EuroBERT's family: rules.llama_embed)
     "minicpm": ("granite", True, False),  # MiniCPM 1 and 2 (remote code): a Llama to llama.cpp's converter, run by its
@@ -193,7 +195,7 @@ _BIAS_SWITCHES = {"seed_oss": {"attention_bias": "attn_q.bias", "attention_out_b
                   "glm4moe": {"attention_bias": "attn_q.bias", "use_qk_norm": "attn_q_norm.weight"}}
 #: encoder architectures, which attend both ways (a file flagged causal is refused)
 _ENCODERS = ("bert", "nomic-bert", "nomic-bert-moe", "eurobert", "modern-bert", "jina-bert-v3", "t5", "t5encoder",
-             "llada")
+             "llada", "dream")
 #: multi-head latent attention (:func:`.rules.latent_attention`)
 _LATENT = ("deepseek2", "mistral4", "deepseek32", "glm-dsa", "kimi-linear", "minicpm3")
 #: the architectures whose files may hold LongRoPE's factors (``rope_factors_long``, ``_short``)
@@ -230,6 +232,8 @@ _NO_MODEL = "; weights only: transformers has no model of it"
 _READ_AS = {
     "llada": ("LLaDA read by the EuroBERT family (Llama's layers attending both ways), as llama.cpp runs it; its "
               "unembedding, which predicts the masked tokens, not read" + _NO_MODEL),
+    "dream": ("Dream read by the EuroBERT family (Qwen2's layers, q/k/v biases included, attending both ways), as "
+              "llama.cpp runs it; its unembedding, which predicts the masked tokens, not read" + _NO_MODEL),
     "bailingmoe2": ("Ling 2.0 read by the GLM-4.5 family (per-head QK norms, rotary on part of each head), as "
                     "llama.cpp runs it" + _NO_MODEL),
     "chatglm": "ChatGLM read by the GLM family (GLM-4-9B's attention), as llama.cpp runs it" + _NO_MODEL,
