@@ -168,6 +168,8 @@ ARCHS = {
     # with a bias, rotate-half rotary, one K/V head per query head: Qwen2's attention (names.LAYOUTS)
     "llada": ("eurobert", True, False),  # LLaDA (remote code, a diffusion LM): a Llama to llama.cpp's converter (rows
     # permuted), every token attending to every other (its graph's, and the flag its converter writes): EuroBERT's
+    "pangu-embedded": ("llama", False, False),  # openPangu-Embedded (remote code): Llama's layers, rows as HF's
+    # (rotate-half), an output-projection bias (and q/k/v biases where the file holds them) in llama.cpp's graph
     "dream": ("eurobert", False, False),  # Dream (remote code, a diffusion LM): Qwen2's layers and rows (q/k/v biases,
     # rotate-half rotary), every token attending to every other (its graph's, and the flag its converter writes)
     "llama-embed": ("llama", True, False),  # llama-embed-nemotron (LlamaBidirectionalModel): a Llama to llama.cpp,
@@ -232,6 +234,8 @@ _NO_MODEL = "; weights only: transformers has no model of it"
 _READ_AS = {
     "llada": ("LLaDA read by the EuroBERT family (Llama's layers attending both ways), as llama.cpp runs it; its "
               "unembedding, which predicts the masked tokens, not read" + _NO_MODEL),
+    "pangu-embedded": ("openPangu-Embedded read by the Llama family (rotate-half rotary, the biases the file holds), as "
+                       "llama.cpp runs it" + _NO_MODEL),
     "dream": ("Dream read by the EuroBERT family (Qwen2's layers, q/k/v biases included, attending both ways), as "
               "llama.cpp runs it; its unembedding, which predicts the masked tokens, not read" + _NO_MODEL),
     "bailingmoe2": ("Ling 2.0 read by the GLM-4.5 family (per-head QK norms, rotary on part of each head), as "
