@@ -3641,13 +3641,14 @@ def test_a_deepseek_ocr_gguf_reads_as_llama_cpp_runs_it(tmp_path, window):
             compscope.load(tmp_path / "bad.gguf")
 
 
-@pytest.mark.parametrize("arch", ["internlm2", "xverse", "deepseek", "arctic", "bailingmoe", "baichuan"])
+@pytest.mark.parametrize("arch", ["internlm2", "xverse", "deepseek", "arctic", "bailingmoe", "baichuan", "nanbeige"])
 def test_remote_code_llamas_ggufs_read_as_llama_cpp_runs_them(tmp_path, arch):
     """InternLM2, XVERSE, DeepSeek-MoE, Arctic and Ling files as llama.cpp's converters write them (q, k, v apart, their rows
     permuted as a Llama's) and its Llama graph runs them: the heads of the Llama holding the same weights, said to be
     read so. DeepSeek's graph scales the logits by a stated ``attention.scale``: such a file is refused by name (the
     others' graphs never read the key: read as without it). Baichuan's turns the heads only at 32 layers (7B): its
-    file is written with 32 (one of 40, with ALiBi, is read by llama_alibi: test_alibi_llama_ggufs_...)."""
+    file is written with 32 (one of 40, with ALiBi, is read by llama_alibi: test_alibi_llama_ggufs_...). Nanbeige's
+    runs the layers ``num_loops`` times: its file is written with one loop, and one of two refused."""
     layers = 32 if arch == "baichuan" else 2
     cfg = hf_config("LlamaConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=layers,
                     num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=64,
@@ -3664,6 +3665,11 @@ def test_remote_code_llamas_ggufs_read_as_llama_cpp_runs_them(tmp_path, arch):
     from compscope.data.runner import cannot_run
 
     assert "which transformers' GGUF reader does not read" in cannot_run(tmp_path / "m.gguf")
+    if arch == "nanbeige":
+        _write_scaled_llama_gguf(tmp_path / "l.gguf", model, None, {}, arch=arch, extra={"num_loops": 2})
+        with pytest.raises(compscope.UnsupportedModelError,
+                           match=r"'nanbeige\.num_loops' = 2: .*the final norm replaces the residual"):
+            compscope.load(tmp_path / "l.gguf")
     _write_scaled_llama_gguf(tmp_path / "s.gguf", model, None, {}, arch=arch,
                              extra={"attention.scale": 0.5, "block_count": layers})
     if arch != "deepseek":

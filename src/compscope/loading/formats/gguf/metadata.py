@@ -30,7 +30,7 @@ _CONFIG_KEYS = {
 }
 
 #: architectures whose remote-code models llama.cpp runs with its Llama graph (:func:`.rules.llama_graph`)
-_LLAMA_GRAPHS = ("internlm2", "xverse", "deepseek", "arctic", "bailingmoe", "baichuan")
+_LLAMA_GRAPHS = ("internlm2", "xverse", "deepseek", "arctic", "bailingmoe", "baichuan", "nanbeige")
 
 #: GGUF architecture -> (HF model_type, rows permuted for rotary, norms stored as 1 + w)
 ARCHS = {
@@ -146,8 +146,8 @@ ARCHS = {
     # LongRoPE's factors as tensors, muP's scalars llama.cpp's constants (rules.latent_attention)
     "mimo2": ("mimo_v2_flash", False, False),  # MiMo-V2-Flash: rows as HF's (rotate-half on part of each head), its
     # per-layer K/V heads, sinks, narrow values and value scale (rules.mimo2), the prediction blocks left out
-    # InternLM2, XVERSE, DeepSeek's first MoE (deepseek-moe-16b), Snowflake Arctic, Ling (BailingMoE) and Baichuan's
-    # 7B models: Llamas to llama.cpp (rows permuted by their converters, its Llama graph: no biases, rotary on whole
+    # InternLM2, XVERSE, DeepSeek's first MoE (deepseek-moe-16b), Snowflake Arctic, Ling (BailingMoE), Nanbeige (one
+    # loop) and Baichuan's 7B models: Llamas to llama.cpp (rows permuted by their converters, its Llama graph: no biases, rotary on whole
     # heads), their remote-code models read by the Llama family (rules.llama_graph; Baichuan 13B's ALiBi by
     # llama_alibi's)
     **dict.fromkeys(_LLAMA_GRAPHS, ("llama", True, False)),

@@ -658,18 +658,27 @@ def deepseek2_ocr(path: Path, arch: str, cfg: dict, fields: dict) -> str | None:
 #: what llama.cpp's converter calls the models of these architectures, which transformers has no model of
 _REMOTE_CODE = {"internlm2": "InternLM2", "xverse": "XVERSE",
                 "deepseek": "DeepSeek's first MoE models (DeepseekForCausalLM)", "arctic": "Snowflake Arctic",
-                "bailingmoe": "Ling (BailingMoE)", "baichuan": "Baichuan 7B"}
+                "bailingmoe": "Ling (BailingMoE)", "baichuan": "Baichuan 7B", "nanbeige": "Nanbeige"}
 
 
 def llama_graph(path: Path, arch: str, cfg: dict, fields: dict) -> str:
-    """InternLM2, XVERSE, DeepSeek's first MoE, Arctic, Ling and Baichuan 7B models as llama.cpp runs them: its Llama
+    """InternLM2, XVERSE, DeepSeek's first MoE, Arctic, Ling, Nanbeige and Baichuan 7B models as llama.cpp runs them: its Llama
     graph (q, k and v apart, their rows permuted by its converter, rotary on whole heads, logits at ``d_head^-1/2``:
     Ling's at ``rope.dimension_count^-1/2``, the same, as its rotary covers the whole head), read by the Llama family
     (their models are remote code, which transformers does not hold). DeepSeek's graph scales the logits by
     ``attention.scale`` where the file states one: refused, as no Llama's does (the others' graphs never read it).
     llama.cpp's Baichuan graph turns the heads at 32 layers alone; at 40 (13B) it adds ALiBi's biases instead (maximum
-    bias 8): read by the llama_alibi family (``cfg`` says so); at other depths it runs without positions: refused."""
+    bias 8): read by the llama_alibi family (``cfg`` says so); at other depths it runs without positions: refused.
+    Nanbeige's graph runs its layers ``num_loops`` times over; a file of more than one loop is refused (the loops
+    share their weights, and between them the final norm replaces the residual unless ``skip_loop_final_norm``)."""
     layers = fields.get(f"{arch}.block_count")
+    loops = fields.get(f"{arch}.num_loops", 1)
+    if arch == "nanbeige" and loops != 1:
+        between = ("" if fields.get(f"{arch}.skip_loop_final_norm") else
+                   ", and between loops the final norm replaces the residual with its normed self")
+        raise UnsupportedModelError(
+            f"{path}: GGUF metadata '{arch}.num_loops' = {loops!r}: llama.cpp runs the file's layers that many times "
+            f"over, each loop with the same weights{between}; compscope reads a file of one loop")
     if arch == "baichuan" and layers == 40:
         cfg["model_type"] = "llama_alibi"
         return ("Baichuan 13B read by the llama_alibi family (Llama's layers with ALiBi, maximum bias 8, no rotary), "
