@@ -4042,3 +4042,43 @@ def test_an_openpangu_embedded_gguf_reads_as_llama_cpp_runs_it(tmp_path):
     for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U", "b_Q", "b_K", "b_V", "b_O"):
         assert torch.equal(getattr(ours, name), getattr(ref, name)), name
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("stated_window", [512, None])
+def test_a_smallthinker_gguf_reads_as_llama_cpp_runs_it(tmp_path, stated_window):
+    """SmallThinker as llama.cpp converts it (a Llama's tensors as they are) and runs it: with a window stated, 4096
+    tokens whatever the file says (said) on every layer but 0, 4, ... (the default period 4, dense first), and no
+    rotary on layers 0, 4, ...: the heads, windows and frequencies of the SmolLM3 holding the same weights with those
+    layer types and rotary layers, read by the SmolLM3 family; without a window every layer full and turned. A base of
+    the sliding layers' own is refused by its key."""
+    n = 6
+    common = dict(vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=n, num_attention_heads=H,
+                  num_key_value_heads=G, max_position_embeddings=64, pad_token_id=None, bos_token_id=None,
+                  eos_token_id=None, rope_parameters={"rope_type": "default", "rope_theta": 100.0})
+    if stated_window:
+        types = ["full_attention", *["sliding_attention"] * 3, "full_attention", "sliding_attention"]
+        settings = dict(use_sliding_window=True, sliding_window=4096, layer_types=types,
+                        no_rope_layers=[0, 1, 1, 1, 0, 1])
+    else:
+        settings = dict(use_sliding_window=False, no_rope_layers=[1] * n)
+    model = transformers.SmolLM3ForCausalLM(hf_config("SmolLM3Config", **common, **settings)).eval()
+    _randomise(model, 59)
+    more = {} if stated_window is None else {"sliding_window": stated_window}
+    _write_llamalike_gguf(tmp_path / "m.gguf", model, "smallthinker", D // H, eps="layer_norm_rms_eps", **more)
+    ours, ref = compscope.load(tmp_path / "m.gguf"), compscope.load(model)
+    assert ours.meta.family == "smollm3" and ours.n_layers == n
+    assert ours.sliding_window == ref.sliding_window
+    assert ours.sliding_window == ((None, 4096, 4096, 4096, None, 4096) if stated_window else (None,) * n)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    assert [bool(f.any()) for f in ours.rotary.inv_freq] == ([False, True, True, True, False, True] if stated_window
+                                                             else [True] * n)
+    assert any("SmallThinker read by the SmolLM3 family" in note for note in ours.meta.notes)
+    assert any("(512) not read: llama.cpp's smallthinker graph slides 4096" in note
+               for note in ours.meta.notes) == bool(stated_window)
+    if stated_window:
+        _write_llamalike_gguf(tmp_path / "b.gguf", model, "smallthinker", D // H, eps="layer_norm_rms_eps",
+                              sliding_window=stated_window, rope_freq_base_swa=1000.0)
+        with pytest.raises(compscope.UnsupportedModelError, match=r"'smallthinker\.rope\.freq_base_swa' = 1000"):
+            compscope.load(tmp_path / "b.gguf")

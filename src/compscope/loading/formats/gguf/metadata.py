@@ -168,6 +168,8 @@ ARCHS = {
     # with a bias, rotate-half rotary, one K/V head per query head: Qwen2's attention (names.LAYOUTS)
     "llada": ("eurobert", True, False),  # LLaDA (remote code, a diffusion LM): a Llama to llama.cpp's converter (rows
     # permuted), every token attending to every other (its graph's, and the flag its converter writes): EuroBERT's
+    "smallthinker": ("smollm3", False, False),  # SmallThinker (remote code): Llama's layers, rows as HF's; with a
+    # window, llama.cpp's rules for the sliding layers and those without rotary (rules.smallthinker): SmolLM3's
     "pangu-embedded": ("llama", False, False),  # openPangu-Embedded (remote code): Llama's layers, rows as HF's
     # (rotate-half), an output-projection bias (and q/k/v biases where the file holds them) in llama.cpp's graph
     "dream": ("eurobert", False, False),  # Dream (remote code, a diffusion LM): Qwen2's layers and rows (q/k/v biases,
@@ -454,6 +456,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         rules.muse_glimmer(path, arch, cfg, fields, located)
     if arch == "deepseek2-ocr":
         note = rules.deepseek2_ocr(path, arch, cfg, fields)
+    if arch == "smallthinker":
+        note = rules.smallthinker(path, arch, cfg)
     if arch in _LLAMA_GRAPHS:
         note = rules.llama_graph(path, arch, cfg, fields)
     if arch == "orion":  # (StableLM's family's other defaults: a quarter of each head turned, a parallel block)

@@ -717,3 +717,35 @@ def llama_embed(cfg: dict, causal: object) -> str:
     cfg["model_type"] = "eurobert"
     return ("an embedding Llama flagged bidirectional (attention.causal false): read by the EuroBERT family, Llama's "
             "layers attending both ways, as llama.cpp runs it")
+
+
+def smallthinker(path: Path, arch: str, cfg: dict) -> str:
+    """SmallThinker as llama.cpp runs a file of it, into ``cfg`` for the SmolLM3 family (Llama's layers, no rotary on
+    some): without a window every layer turned; with one (``attention.sliding_window`` above 0), a window of 4096
+    tokens whatever the file states, on every layer but 0, p, 2p, ... (``sliding_window_pattern`` p, 4 where none is
+    stated), and no rotary on layers 0, 4, 8, ... (llama.cpp's step of 4, whatever p; every layer turned where the
+    model has 4 layers); one rotary base, a ``rope.freq_base_swa`` of another refused. The note says so."""
+    n = cfg["num_hidden_layers"]
+    window = cfg.pop("sliding_window", None)
+    said = ("SmallThinker read by the SmolLM3 family (Llama's layers, rows as HF's, no rotary on some), as llama.cpp "
+            "runs it; weights only: transformers has no model of it")
+    if not window:  # (llama.cpp reads no period and turns every layer)
+        cfg.pop("sliding_window_pattern", None)
+        cfg.pop("layer_types", None)
+        cfg["no_rope_layers"] = [1] * n
+        unused = _one_base(arch, cfg)
+        return said + ("" if unused is None else f"; {unused}")
+    if "layer_types" in cfg:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.sliding_window_pattern' is a list: "
+                                    "llama.cpp's smallthinker loader reads a period (a count of layers)")
+    cfg["layer_types"] = _periodic_layers(path, arch, cfg.pop("sliding_window_pattern", 4), n, dense_first=True)
+    cfg.update(use_sliding_window=True, sliding_window=4096,
+               no_rope_layers=[1 if n == 4 or i % 4 else 0 for i in range(n)])
+    theta = cfg.setdefault("rope_theta", 10000.0)
+    local = cfg.pop("rope_local_base_freq", None)
+    if local is not None and local != theta and "sliding_attention" in cfg["layer_types"]:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.freq_base_swa' = {local:g} beside "
+                                    f"rope.freq_base = {theta:g}: llama.cpp turns the sliding layers at a base of "
+                                    "their own, which the SmolLM3 family compscope reads SmallThinker by does not hold")
+    return said + ("" if window == 4096 else f"; the window the file states ({window}) not read: llama.cpp's "
+                   f"{arch} graph slides 4096 tokens whatever it says")
