@@ -1378,11 +1378,13 @@ _LLAMALIKE_LAYER = {
 }
 
 
-def _write_llamalike_gguf(path, model, arch: str, rope_dim: int, eps: str = "layer_norm_eps", **more) -> None:
+def _write_llamalike_gguf(path, model, arch: str, rope_dim: int, eps: str = "layer_norm_eps",
+                          floats: dict | None = None, **more) -> None:
     """A StableLM, StarCoder2 or Seed-OSS GGUF as llama.cpp writes one: Llama-like tensor names (biases and
     LayerNorm biases included), nothing permuted (all rotate halves), the rotary width as
     ``rope.dimension_count``, the norms' epsilon 1e-5 under ``eps``, and a token list for transformers' reader;
-    ``more``: further metadata, as :func:`_metadata` takes it."""
+    ``more``: further metadata, as :func:`_metadata` takes it; ``floats``: each as ``ARCH.KEY`` (for keys the
+    oldest gguf writer has no method for)."""
     sd = _numpy_state(model)
     cfg = model.config
     w = _writer(path, arch)
@@ -1391,6 +1393,8 @@ def _write_llamalike_gguf(path, model, arch: str, rope_dim: int, eps: str = "lay
                            feed_forward_length=cfg.intermediate_size, head_count=cfg.num_attention_heads,
                            head_count_kv=cfg.num_key_value_heads, rope_dimension_count=rope_dim, rope_freq_base=theta),
                     eps: 1e-5, **more})
+    for key, value in (floats or {}).items():
+        w.add_float32(f"{arch}.{key}", value)
     for name, t in sd.items():
         if ".norms." in name:  # StableLM's per-head QK LayerNorms: llama.cpp stacks them, (heads, d_head)
             if name.endswith("norms.0.weight"):
@@ -4079,6 +4083,6 @@ def test_a_smallthinker_gguf_reads_as_llama_cpp_runs_it(tmp_path, stated_window)
                for note in ours.meta.notes) == bool(stated_window)
     if stated_window:
         _write_llamalike_gguf(tmp_path / "b.gguf", model, "smallthinker", D // H, eps="layer_norm_rms_eps",
-                              sliding_window=stated_window, rope_freq_base_swa=1000.0)
+                              sliding_window=stated_window, floats={"rope.freq_base_swa": 1000.0})
         with pytest.raises(compscope.UnsupportedModelError, match=r"'smallthinker\.rope\.freq_base_swa' = 1000"):
             compscope.load(tmp_path / "b.gguf")
