@@ -57,7 +57,7 @@ def _theta(cfg) -> float | None:
 
 
 def write_deepseek2(path, model, split: bool = True, scaling: dict | None = None, drop: tuple[str, ...] = (),
-                    extra: dict | None = None, arch: str = "deepseek2"):
+                    extra: dict | None = None, arch: str = "deepseek2", output: bool = True):
     """``model`` as llama.cpp's converter writes a ``deepseek2`` file: the absorbed form's metadata (one key/value head
     ``kv_lora_rank + rope`` wide, the model's own widths as ``key_length_mla`` and ``value_length_mla``) and
     ``kv_b_proj`` split per head into ``attn_k_b`` (transposed) and ``attn_v_b``; or, ``split=False``, as older
@@ -65,7 +65,8 @@ def write_deepseek2(path, model, split: bool = True, scaling: dict | None = None
     keys; ``drop``: block tensors left out; ``extra``: metadata keys added as written (a float as float32, else
     uint32). ``arch`` ``mistral4``, ``glm-dsa``: Mistral 4, GLM-5 as their converters write them, DeepSeek-V2's
     conversion under their own names (GLM-5's with its indexer's top-k and tensors); ``kimi-linear``: Kimi Linear's
-    (a K/V head count per layer, its delta-attention layers' tensors beside)."""
+    (a K/V head count per layer, its delta-attention layers' tensors beside). ``output`` False: no ``output.weight``
+    (PLM's converter writes none: its loader ties the unembedding to ``token_embd``)."""
     cfg = model.config
     H, nope, rope, dv, rank = (cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim,
                                cfg.kv_lora_rank)
@@ -84,7 +85,7 @@ def write_deepseek2(path, model, split: bool = True, scaling: dict | None = None
     for key, value in (extra or {}).items():
         (w.add_float32 if isinstance(value, float) else w.add_uint32)(f"{arch}.{key}", value)
     for key, t in _numpy_state(model).items():
-        if key in _TOP:
+        if key in _TOP and (output or _TOP[key] != "output.weight"):
             w.add_tensor(_TOP[key], t)
         if not key.startswith("model.layers."):
             continue
@@ -519,3 +520,26 @@ def test_a_deepseek2_gguf_with_llama_4s_temperature_says_so(tmp_path):
     assert torch.equal(ours.W_Q, ref.W_Q) and ours.attn_scale == pytest.approx(ref.attn_scale, rel=1e-6)
     assert any("1 + 0.1 log(1 + floor(i / 16))" in n and "first 16 positions" in n for n in ours.meta.notes)
     assert not any("Llama 4's temperature" in n for n in ref.meta.notes)
+
+
+def test_a_plm_gguf_reads_as_the_model_object_llama_cpp_runs(tmp_path):
+    """PLM as llama.cpp converts it (DeepSeek-V2-Lite's latent attention: queries from ``attn_q``, ``attn_kv_b`` fused,
+    no output tensor) and runs it (its graph: adjacent pairs rotated on each head's last dims, the logit at
+    ``key_length^-1/2``, the unembedding ``token_embd``): the heads, latent and rotation of the DeepSeek-V3 model
+    object of the same weights with tied embeddings, read by that family and said; a file with rope scaling or an
+    ``output.weight`` (which llama.cpp's loader does not take) refused by name."""
+    model = _model(q_latent=False, tie_word_embeddings=True)
+    path = write_deepseek2(tmp_path / "p.gguf", model, split=False, arch="plm", output=False)
+    ours, ref = compscope.load(path), compscope.load(model)
+    assert ours.meta.family == "deepseek_v3" and any("PLM read by the DeepSeek-V3 family" in n for n in ours.meta.notes)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    assert torch.equal(ours.W_U, ours.W_E.T) and ours.q_latent is None and ours.attn_scale == ref.attn_scale
+    assert torch.equal(ours.kv_latent.W, ref.kv_latent.W) and ours.rotary.style == ref.rotary.style == "interleaved"
+    assert torch.equal(ours.rotary.inv_freq, ref.rotary.inv_freq)
+    with pytest.raises(compscope.UnsupportedModelError, match=r"'output\.weight': llama\.cpp's plm loader ties"):
+        compscope.load(write_deepseek2(tmp_path / "o.gguf", model, split=False, arch="plm"))
+    scaled = write_deepseek2(tmp_path / "y.gguf", model, split=False, arch="plm", output=False,
+                             scaling={"type": gguf.RopeScalingType.LINEAR, "factor": 4.0})
+    with pytest.raises(compscope.UnsupportedModelError, match=r"a plm file with rope scaling 'linear'"):
+        compscope.load(scaled)

@@ -140,6 +140,8 @@ ARCHS = {
     # dense attention its sparse indexer leaves within its top-k; the prediction block left out (rules.latent_attention)
     "glm-dsa": ("glm_moe_dsa", False, False),  # GLM-5, GLM-5.2: DeepSeek-V2's conversion, its sparse indexer's top-k;
     # the multi-token-prediction block after the last layer left out (rules.latent_attention)
+    "plm": ("deepseek_v3", False, False),  # PLM (remote code): DeepSeek-V2-Lite's latent attention (queries from attn_q,
+    # attn_kv_b fused), adjacent pairs rotated, no rope scaling, the unembedding token_embd's (rules.latent_attention)
     "kimi-linear": ("kimi_linear", False, False),  # Kimi Linear: its latent attention layers (K/V heads 0 on a KDA
     # layer), no positions (rules.latent_attention)
     "minicpm3": ("minicpm3", False, False),  # MiniCPM3: multi-head latent attention, rows as HF's (halves rotated),
@@ -201,7 +203,7 @@ _BIAS_SWITCHES = {"seed_oss": {"attention_bias": "attn_q.bias", "attention_out_b
 _ENCODERS = ("bert", "nomic-bert", "nomic-bert-moe", "eurobert", "modern-bert", "jina-bert-v3", "t5", "t5encoder",
              "llada", "dream")
 #: multi-head latent attention (:func:`.rules.latent_attention`)
-_LATENT = ("deepseek2", "mistral4", "deepseek32", "glm-dsa", "kimi-linear", "minicpm3")
+_LATENT = ("deepseek2", "mistral4", "deepseek32", "glm-dsa", "kimi-linear", "minicpm3", "plm")
 #: the architectures whose files may hold LongRoPE's factors (``rope_factors_long``, ``_short``)
 _LONGROPE = ("phi3", "phimoe", "minicpm3")
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
@@ -238,6 +240,8 @@ _READ_AS = {
               "unembedding, which predicts the masked tokens, not read" + _NO_MODEL),
     "pangu-embedded": ("openPangu-Embedded read by the Llama family (rotate-half rotary, the biases the file holds), as "
                        "llama.cpp runs it" + _NO_MODEL),
+    "plm": ("PLM read by the DeepSeek-V3 family (DeepSeek-V2-Lite's multi-head latent attention), as llama.cpp runs "
+            "it" + _NO_MODEL),
     "dream": ("Dream read by the EuroBERT family (Qwen2's layers, q/k/v biases included, attending both ways), as "
               "llama.cpp runs it; its unembedding, which predicts the masked tokens, not read" + _NO_MODEL),
     "bailingmoe2": ("Ling 2.0 read by the GLM-4.5 family (per-head QK norms, rotary on part of each head), as "

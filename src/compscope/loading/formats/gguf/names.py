@@ -171,7 +171,7 @@ _NEMOTRON_H_TOP = {"token_embd.weight": "backbone.embeddings.weight", "output_no
                    "output.weight": "lm_head.weight"}
 
 #: multi-head latent attention (llama.cpp's ``deepseek2``, ``mistral4``, ``deepseek32``, ``glm-dsa``, ``kimi-linear``,
-#: ``minicpm3``)
+#: ``minicpm3``, ``plm``)
 #: under HF's names; the key/value up-projection that the converter split into ``attn_k_b`` and ``attn_v_b``
 #: (DeepSeek's) is joined back by :func:`joined_kv_b`
 _LATENT_BLOCK = {**{k: v for k, v in _BLOCK.items() if not k.startswith(("attn_k.", "attn_v.", "attn_qkv."))},
@@ -232,7 +232,7 @@ LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn.
             **dict.fromkeys(("afmoe", "muse-glimmer"), ({**_BLOCK, "attn_gate.weight": "self_attn.gate_proj.weight"},
                                                         "model.layers.{i}.", _TOP, (), ((), None))),
             "gemma4": ({**_BLOCK, "layer_output_scale.weight": "layer_scalar"}, "model.layers.{i}.", _TOP, (), ((), None)),
-            **dict.fromkeys(("deepseek2", "mistral4", "deepseek32", "glm-dsa", "kimi-linear", "minicpm3"), (
+            **dict.fromkeys(("deepseek2", "mistral4", "deepseek32", "glm-dsa", "kimi-linear", "minicpm3", "plm"), (
                 _LATENT_BLOCK, "model.layers.{i}.", _TOP, (), ((), None))),
             "falcon": (falcon_block(two_norms=False), "transformer.h.{i}.", _FALCON_TOP, (),
                        (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _falcon_grouped))}

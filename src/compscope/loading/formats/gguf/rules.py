@@ -505,7 +505,7 @@ MINICPM3_CONSTANTS = {"scale_emb": 12.0, "scale_depth": 1.4, "dim_model_base": 2
 _LATENT_FORMS = {**dict.fromkeys(("deepseek2", "mistral4"), ({"split", "fused"}, {"attn_q", "attn_q_a"})),
                  "deepseek32": ({"split", "fused"}, {"attn_q_a"}),
                  "glm-dsa": ({"split"}, {"attn_q_a"}), "kimi-linear": ({"split"}, {"attn_q"}),
-                 "minicpm3": ({"fused"}, {"attn_q_a"})}
+                 "minicpm3": ({"fused"}, {"attn_q_a"}), "plm": ({"fused"}, {"attn_q"})}
 _KIMI_FUSED = ("llama.cpp runs a file with attn_kv_b with a key's shared dims before its own, against the query's "
                "order: not the model")
 
@@ -540,6 +540,10 @@ def latent_attention(path: Path, arch: str, cfg: dict, fields: dict, infos: list
     this architecture, as the model does not), queries from ``attn_q`` (llama.cpp's graph reads them so alone), the
     up-projection split (its path for files with ``attn_kv_b`` puts a key's shared dims before its own, against the
     query's order, which the model does not compute), no rope scaling.
+
+    ``plm`` (PLM): DeepSeek-V2-Lite's attention (queries from ``attn_q``, ``attn_kv_b`` fused), adjacent pairs
+    rotated, no rope scaling (its graph has no rule for one), and the unembedding ``token_embd``'s: llama.cpp's loader
+    reads no ``output`` tensor (a file with one refused).
 
     ``minicpm3``: the same keys but the value width (llama.cpp's default, ``d_model / heads``, as transformers'),
     ``attn_kv_b`` fused, rotated halves; muP's scalars :data:`MINICPM3_CONSTANTS`; LongRoPE from its factor tensors
@@ -607,6 +611,15 @@ def latent_attention(path: Path, arch: str, cfg: dict, fields: dict, infos: list
                                                                      "multiplier by a rule of its own for this "
                                                                      "architecture)"))
     if arch == "kimi-linear":  # (no positions: its family rotates nothing)
+        return key
+    if arch == "plm":
+        if scaling:
+            raise UnsupportedModelError(f"{path}: a {arch} file with rope scaling {scaling.get('rope_type')!r}: "
+                                        "compscope reads PLM's without")
+        if "output.weight" in names:
+            raise UnsupportedModelError(f"{path}: a {arch} file with an 'output.weight': llama.cpp's {arch} loader "
+                                        "ties the unembedding to token_embd and takes no output tensor")
+        cfg["rope_interleave"] = True
         return key
     if arch == "glm-dsa":  # (its family turns adjacent pairs, as llama.cpp's glm-dsa rotary does)
         cfg["index_topk"] = count("attention.indexer.top_k")
