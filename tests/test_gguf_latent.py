@@ -73,7 +73,7 @@ def write_deepseek2(path, model, split: bool = True, scaling: dict | None = None
     w = _writer(path, arch)
     widths = (dict(head_count_kv=1, key_length=rank + rope, value_length=rank, key_length_mla=nope + rope,
                    value_length_mla=dv) if split else dict(head_count_kv=H, key_length=nope + rope, value_length=dv))
-    if arch == "kimi-linear":  # (a K/V head count per layer: 0 on a Kimi Delta Attention layer)
+    if arch in ("kimi-linear", "bailingmoe3"):  # (a K/V head count per layer: 0 on a Kimi Delta Attention layer)
         widths["head_count_kv"] = [int(t == "full_attention") * widths["head_count_kv"] for t in cfg.layer_types]
     _metadata(w, block_count=cfg.num_hidden_layers, embedding_length=cfg.hidden_size, head_count=H,
               vocab_size=cfg.vocab_size, layer_norm_rms_eps=EPS, rope_freq_base=_theta(cfg),
@@ -95,6 +95,9 @@ def write_deepseek2(path, model, split: bool = True, scaling: dict | None = None
             if split:
                 k_b, v_b = np.split(t.reshape(H, nope + dv, rank), [nope], axis=1)
                 parts = {"attn_k_b.weight": np.ascontiguousarray(k_b.transpose(0, 2, 1)), "attn_v_b.weight": v_b}
+        elif rest == "self_attn.g_proj.weight" and arch == "bailingmoe3":  # (Ling 3's gate: attn_gate on a latent
+            # attention layer, ssm_g_a on a KDA layer)
+            parts = {"attn_gate.weight" if cfg.layer_types[int(i)] == "full_attention" else "ssm_g_a.weight": t}
         else:
             parts = {_NAMES[rest]: t} if rest in _NAMES else {}
         for name, part in parts.items():
@@ -542,4 +545,28 @@ def test_a_plm_gguf_reads_as_the_model_object_llama_cpp_runs(tmp_path):
     scaled = write_deepseek2(tmp_path / "y.gguf", model, split=False, arch="plm", output=False,
                              scaling={"type": gguf.RopeScalingType.LINEAR, "factor": 4.0})
     with pytest.raises(compscope.UnsupportedModelError, match=r"a plm file with rope scaling 'linear'"):
+        compscope.load(scaled)
+
+
+def test_a_ling_3_gguf_reads_its_latent_attention_layers_as_the_model_object(tmp_path):
+    """Ling 3 as llama.cpp converts it (``bailingmoe3``: a K/V head count per layer, 0 on a KDA layer; the key/value
+    up-projection split; each head's gate ``attn_gate`` on a latent attention layer) and runs it: the latent attention
+    layers alone (1 and 3 of 4), their heads, gates, latent and rotation those of the model object of the same weights,
+    read by the bailing_hybrid family and said; a file with rope scaling refused by name."""
+    import transformers
+
+    if not hasattr(transformers, "BailingHybridConfig"):
+        pytest.skip(f"transformers {transformers.__version__} has no Ling 3")
+    model = build(BY_ID["ling3-latent-attention-gated-hybrid"])
+    path = write_deepseek2(tmp_path / "l.gguf", model, arch="bailingmoe3")
+    ours, ref = compscope.load(path), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "bailing_hybrid" and ours.n_layers == ref.n_layers == 2
+    assert any("Ling 3 read by the bailing_hybrid family" in n for n in ours.meta.notes)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U", "W_G"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    assert torch.equal(ours.kv_latent.W, ref.kv_latent.W) and ours.rotary.style == ref.rotary.style == "interleaved"
+    assert torch.equal(ours.rotary.inv_freq, ref.rotary.inv_freq) and ours.attn_scale == ref.attn_scale
+    scaled = write_deepseek2(tmp_path / "y.gguf", model, arch="bailingmoe3",
+                             scaling={"type": gguf.RopeScalingType.LINEAR, "factor": 4.0})
+    with pytest.raises(compscope.UnsupportedModelError, match=r"a bailingmoe3 file with rope scaling 'linear'"):
         compscope.load(scaled)

@@ -140,6 +140,8 @@ ARCHS = {
     # dense attention its sparse indexer leaves within its top-k; the prediction block left out (rules.latent_attention)
     "glm-dsa": ("glm_moe_dsa", False, False),  # GLM-5, GLM-5.2: DeepSeek-V2's conversion, its sparse indexer's top-k;
     # the multi-token-prediction block after the last layer left out (rules.latent_attention)
+    "bailingmoe3": ("bailing_hybrid", False, False),  # Ling 3: its latent attention layers (K/V heads 0 on a KDA
+    # layer), the up-projection split, a sigmoid gate per head (attn_gate), adjacent pairs rotated (rules.latent_attention)
     "plm": ("deepseek_v3", False, False),  # PLM (remote code): DeepSeek-V2-Lite's latent attention (queries from attn_q,
     # attn_kv_b fused), adjacent pairs rotated, no rope scaling, the unembedding token_embd's (rules.latent_attention)
     "kimi-linear": ("kimi_linear", False, False),  # Kimi Linear: its latent attention layers (K/V heads 0 on a KDA
@@ -203,7 +205,7 @@ _BIAS_SWITCHES = {"seed_oss": {"attention_bias": "attn_q.bias", "attention_out_b
 _ENCODERS = ("bert", "nomic-bert", "nomic-bert-moe", "eurobert", "modern-bert", "jina-bert-v3", "t5", "t5encoder",
              "llada", "dream")
 #: multi-head latent attention (:func:`.rules.latent_attention`)
-_LATENT = ("deepseek2", "mistral4", "deepseek32", "glm-dsa", "kimi-linear", "minicpm3", "plm")
+_LATENT = ("deepseek2", "mistral4", "deepseek32", "glm-dsa", "kimi-linear", "minicpm3", "plm", "bailingmoe3")
 #: the architectures whose files may hold LongRoPE's factors (``rope_factors_long``, ``_short``)
 _LONGROPE = ("phi3", "phimoe", "minicpm3")
 #: architectures whose rotary may cover part of each head (``rope.dimension_count`` < head width)
@@ -240,6 +242,8 @@ _READ_AS = {
               "unembedding, which predicts the masked tokens, not read" + _NO_MODEL),
     "pangu-embedded": ("openPangu-Embedded read by the Llama family (rotate-half rotary, the biases the file holds), as "
                        "llama.cpp runs it" + _NO_MODEL),
+    "bailingmoe3": ("Ling 3 read by the bailing_hybrid family (its multi-head latent attention layers, a sigmoid "
+                    "gate per head), as llama.cpp runs it" + _NO_MODEL),
     "plm": ("PLM read by the DeepSeek-V3 family (DeepSeek-V2-Lite's multi-head latent attention), as llama.cpp runs "
             "it" + _NO_MODEL),
     "dream": ("Dream read by the EuroBERT family (Qwen2's layers, q/k/v biases included, attending both ways), as "
@@ -336,8 +340,9 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
     if arch in ("lfm2", "lfm2moe") and isinstance(n_kv, list):  # 0 on the convolution layers
         n_kv, ssm_layers = rules.kv_heads_per_layer(path, arch, cfg, n_kv, "a convolution layer")
         cfg["layer_types"] = ["conv" if i in ssm_layers else "full_attention" for i in range(cfg["num_hidden_layers"])]
-    if arch == "kimi-linear" and isinstance(n_kv, list):  # 0 on the Kimi Delta Attention layers
-        n_kv, ssm_layers = rules.kv_heads_per_layer(path, arch, cfg, n_kv, "a Kimi Delta Attention layer")
+    if arch in ("kimi-linear", "bailingmoe3") and isinstance(n_kv, list):  # 0 on the Kimi Delta Attention layers
+        counts = n_kv[:cfg["num_hidden_layers"]] if mtp and len(n_kv) == cfg["num_hidden_layers"] + mtp else n_kv
+        n_kv, ssm_layers = rules.kv_heads_per_layer(path, arch, cfg, counts, "a Kimi Delta Attention layer")
         cfg["layer_types"] = ["linear_attention" if i in ssm_layers else "full_attention"
                               for i in range(cfg["num_hidden_layers"])]
     if arch == "mimo2":  # twice the K/V heads on the sliding layers

@@ -171,7 +171,7 @@ _NEMOTRON_H_TOP = {"token_embd.weight": "backbone.embeddings.weight", "output_no
                    "output.weight": "lm_head.weight"}
 
 #: multi-head latent attention (llama.cpp's ``deepseek2``, ``mistral4``, ``deepseek32``, ``glm-dsa``, ``kimi-linear``,
-#: ``minicpm3``, ``plm``)
+#: ``minicpm3``, ``plm``, ``bailingmoe3``)
 #: under HF's names; the key/value up-projection that the converter split into ``attn_k_b`` and ``attn_v_b``
 #: (DeepSeek's) is joined back by :func:`joined_kv_b`
 _LATENT_BLOCK = {**{k: v for k, v in _BLOCK.items() if not k.startswith(("attn_k.", "attn_v.", "attn_qkv."))},
@@ -192,7 +192,7 @@ def joined_kv_b(k_b: torch.Tensor, v_b: torch.Tensor) -> torch.Tensor:
 
 
 #: architecture -> {HF name in a layer: (the block tensors it is joined from, the function that joins them)}
-JOINED = dict.fromkeys(("deepseek2", "mistral4", "deepseek32", "glm-dsa", "kimi-linear"), {
+JOINED = dict.fromkeys(("deepseek2", "mistral4", "deepseek32", "glm-dsa", "kimi-linear", "bailingmoe3"), {
     "self_attn.kv_b_proj.weight": (("attn_k_b.weight", "attn_v_b.weight"), joined_kv_b)})
 
 
@@ -234,6 +234,8 @@ LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn.
             "gemma4": ({**_BLOCK, "layer_output_scale.weight": "layer_scalar"}, "model.layers.{i}.", _TOP, (), ((), None)),
             **dict.fromkeys(("deepseek2", "mistral4", "deepseek32", "glm-dsa", "kimi-linear", "minicpm3", "plm"), (
                 _LATENT_BLOCK, "model.layers.{i}.", _TOP, (), ((), None))),
+            "bailingmoe3": ({**_LATENT_BLOCK, "attn_gate.weight": "self_attn.g_proj.weight"}, "model.layers.{i}.", _TOP,
+                            (), ((), None)),
             "falcon": (falcon_block(two_norms=False), "transformer.h.{i}.", _FALCON_TOP, (),
                        (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _falcon_grouped))}
 LLAMA_LAYOUT = (_BLOCK, "model.layers.{i}.", _TOP, (), ((), None))

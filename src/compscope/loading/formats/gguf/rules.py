@@ -105,7 +105,7 @@ def mtp_blocks(path: Path, arch: str, fields: dict) -> int:
     (``nextn_predict_layers``, counted in ``block_count``; llama.cpp's converter leaves DeepSeek-V3's out, and a file
     that keeps them says so); 0 for other architectures."""
     if arch not in ("glm4moe", "qwen3next", "qwen35", "qwen35moe", "nemotron_h_moe", "exaone-moe", "deepseek2",
-                    "mistral4", "deepseek32", "glm-dsa", "mimo2", "cohere2moe", "hy_v3", "bailingmoe2"):
+                    "mistral4", "deepseek32", "glm-dsa", "mimo2", "cohere2moe", "hy_v3", "bailingmoe2", "bailingmoe3"):
         return 0
     n = fields.get(f"{arch}.nextn_predict_layers", 0)
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
@@ -505,7 +505,8 @@ MINICPM3_CONSTANTS = {"scale_emb": 12.0, "scale_depth": 1.4, "dim_model_base": 2
 _LATENT_FORMS = {**dict.fromkeys(("deepseek2", "mistral4"), ({"split", "fused"}, {"attn_q", "attn_q_a"})),
                  "deepseek32": ({"split", "fused"}, {"attn_q_a"}),
                  "glm-dsa": ({"split"}, {"attn_q_a"}), "kimi-linear": ({"split"}, {"attn_q"}),
-                 "minicpm3": ({"fused"}, {"attn_q_a"}), "plm": ({"fused"}, {"attn_q"})}
+                 "minicpm3": ({"fused"}, {"attn_q_a"}), "plm": ({"fused"}, {"attn_q"}),
+                 "bailingmoe3": ({"split"}, {"attn_q", "attn_q_a"})}
 _KIMI_FUSED = ("llama.cpp runs a file with attn_kv_b with a key's shared dims before its own, against the query's "
                "order: not the model")
 
@@ -540,6 +541,11 @@ def latent_attention(path: Path, arch: str, cfg: dict, fields: dict, infos: list
     this architecture, as the model does not), queries from ``attn_q`` (llama.cpp's graph reads them so alone), the
     up-projection split (its path for files with ``attn_kv_b`` puts a key's shared dims before its own, against the
     query's order, which the model does not compute), no rope scaling.
+
+    ``bailingmoe3`` (Ling 3): its latent attention layers (a K/V head count per layer, 0 on a KDA layer) read alone,
+    as the ``bailing_hybrid`` family reads them: the up-projection split, queries through ``attn_q`` or a latent,
+    adjacent pairs rotated (its family's, as llama.cpp's graph turns them), each head's output times a sigmoid gate
+    (``attn_gate``), no rope scaling (its graph has no rule for one), the prediction blocks left out.
 
     ``plm`` (PLM): DeepSeek-V2-Lite's attention (queries from ``attn_q``, ``attn_kv_b`` fused), adjacent pairs
     rotated, no rope scaling (its graph has no rule for one), and the unembedding ``token_embd``'s: llama.cpp's loader
@@ -611,6 +617,11 @@ def latent_attention(path: Path, arch: str, cfg: dict, fields: dict, infos: list
                                                                      "multiplier by a rule of its own for this "
                                                                      "architecture)"))
     if arch == "kimi-linear":  # (no positions: its family rotates nothing)
+        return key
+    if arch == "bailingmoe3":  # (its family turns adjacent pairs whatever its config says: no rope_interleave key)
+        if scaling:
+            raise UnsupportedModelError(f"{path}: a {arch} file with rope scaling {scaling.get('rope_type')!r}: "
+                                        "compscope reads Ling 3's without")
         return key
     if arch == "plm":
         if scaling:
