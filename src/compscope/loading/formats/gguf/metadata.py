@@ -141,7 +141,8 @@ ARCHS = {
     "glm-dsa": ("glm_moe_dsa", False, False),  # GLM-5, GLM-5.2: DeepSeek-V2's conversion, its sparse indexer's top-k;
     # the multi-token-prediction block after the last layer left out (rules.latent_attention)
     "bailingmoe3": ("bailing_hybrid", False, False),  # Ling 3: its latent attention layers (K/V heads 0 on a KDA
-    # layer), the up-projection split, a sigmoid gate per head (attn_gate), adjacent pairs rotated (rules.latent_attention)
+    # layer), the up-projection split, a sigmoid gate per head (attn_gate), adjacent pairs rotated
+    # (rules.latent_attention)
     "plm": ("deepseek_v3", False, False),  # PLM (remote code): DeepSeek-V2-Lite's latent attention (queries from attn_q,
     # attn_kv_b fused), adjacent pairs rotated, no rope scaling, the unembedding token_embd's (rules.latent_attention)
     "kimi-linear": ("kimi_linear", False, False),  # Kimi Linear: its latent attention layers (K/V heads 0 on a KDA
