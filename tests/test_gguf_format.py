@@ -4086,3 +4086,28 @@ def test_a_smallthinker_gguf_reads_as_llama_cpp_runs_it(tmp_path, stated_window)
                               sliding_window=stated_window, floats={"rope.freq_base_swa": 1000.0})
         with pytest.raises(compscope.UnsupportedModelError, match=r"'smallthinker\.rope\.freq_base_swa' = 1000"):
             compscope.load(tmp_path / "b.gguf")
+
+
+@pytest.mark.parametrize("arch, name", [("llada-moe", "LLaDA-MoE"), ("rnd1", "RND1")])
+def test_diffusion_qwen3_ggufs_read_both_ways_as_llama_cpp_runs_them(tmp_path, arch, name):
+    """LLaDA-MoE's and RND1's files (Qwen3's tensors as they are: per-head QK norms, rows rotating halves), which
+    llama.cpp's loaders run attending both ways whatever the file's ``attention.causal`` says: the heads and QK-norm
+    gains of the Qwen3 holding the same weights, attending both ways, no unembedding, read by the qwen3_bidirectional
+    family and said, the flag set either way."""
+    cfg = hf_config("Qwen3Config", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, head_dim=D // H, max_position_embeddings=64,
+                    rope_parameters={"rope_type": "default", "rope_theta": 100.0})
+    model = transformers.Qwen3ForCausalLM(cfg).eval()
+    _randomise(model, 61)
+    ref = compscope.load(model)
+    for flag in (False, True):
+        _write_llamalike_gguf(tmp_path / f"{flag}.gguf", model, arch, D // H, eps="layer_norm_rms_eps",
+                              causal_attention=flag)
+        ours = compscope.load(tmp_path / f"{flag}.gguf")
+        assert ours.meta.family == "qwen3_bidirectional" and not ours.causal and ref.causal and ours.W_U is None
+        assert any(f"{name} read by the qwen3_bidirectional family" in n for n in ours.meta.notes)
+        for w in ("W_Q", "W_K", "W_V", "W_O", "W_E"):
+            assert torch.equal(getattr(ours, w), getattr(ref, w)), w
+        for a, b in zip(ours.qk_norm, ref.qk_norm):
+            assert torch.equal(a.weight, b.weight)
+        torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)

@@ -149,3 +149,21 @@ class Flint(Qwen3):
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
         return listed_or(config, n_layers, where, lambda i: i < 2 or i % 4 == 1 or i == n_layers - 1, FLINT_WINDOW)
+
+
+@register
+class Qwen3Bidirectional(Qwen3):
+    """Qwen3's attention (per-head QK-norm before rotate-half rotary) with every token attending to every other, as
+    llama.cpp runs the GGUF files of the diffusion LMs LLaDA-MoE and RND1 (their loaders set the attention
+    non-causal whatever the file says). No HuggingFace model type names it (their models are remote code): GGUF files
+    alone are read as it (:attr:`gguf_types`), for the weight-only commands; an encoder, so no unembedding (the head
+    that predicts the masked tokens is not read)."""
+
+    name = "qwen3_bidirectional"
+    about = ("LLaDA-MoE, RND1 (GGUF files, as llama.cpp runs these diffusion LMs): Qwen3's attention (per-head "
+             "QK-norm) attending both ways")
+    model_types = ()
+    gguf_types = ("qwen3_bidirectional",)
+    architectures = ()
+    options = LlamaLikeOptions(qk_norm=True, bidirectional=True)
+    runs_on_data = False  # (transformers has no model of it)

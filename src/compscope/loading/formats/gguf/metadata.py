@@ -177,6 +177,8 @@ ARCHS = {
     # window, llama.cpp's rules for the sliding layers and those without rotary (rules.smallthinker): SmolLM3's
     "pangu-embedded": ("llama", False, False),  # openPangu-Embedded (remote code): Llama's layers, rows as HF's
     # (rotate-half), an output-projection bias (and q/k/v biases where the file holds them) in llama.cpp's graph
+    **dict.fromkeys(("llada-moe", "rnd1"), ("qwen3_bidirectional", False, False)),  # LLaDA-MoE, RND1 (remote code,
+    # diffusion LMs): Qwen3's attention and rows as HF's, every token attending to every other (their loaders' rule)
     "dream": ("eurobert", False, False),  # Dream (remote code, a diffusion LM): Qwen2's layers and rows (q/k/v biases,
     # rotate-half rotary), every token attending to every other (its graph's, and the flag its converter writes)
     "llama-embed": ("llama", True, False),  # llama-embed-nemotron (LlamaBidirectionalModel): a Llama to llama.cpp,
@@ -247,6 +249,9 @@ _READ_AS = {
                     "gate per head), as llama.cpp runs it" + _NO_MODEL),
     "plm": ("PLM read by the DeepSeek-V3 family (DeepSeek-V2-Lite's multi-head latent attention), as llama.cpp runs "
             "it" + _NO_MODEL),
+    **{arch: (f"{name} read by the qwen3_bidirectional family (Qwen3's attention attending both ways, as llama.cpp's "
+              "loader runs it whatever the file's attention.causal says); its unembedding, which predicts the masked "
+              "tokens, not read" + _NO_MODEL) for arch, name in (("llada-moe", "LLaDA-MoE"), ("rnd1", "RND1"))},
     "dream": ("Dream read by the EuroBERT family (Qwen2's layers, q/k/v biases included, attending both ways), as "
               "llama.cpp runs it; its unembedding, which predicts the masked tokens, not read" + _NO_MODEL),
     "bailingmoe2": ("Ling 2.0 read by the GLM-4.5 family (per-head QK norms, rotary on part of each head), as "
