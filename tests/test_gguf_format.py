@@ -4111,3 +4111,72 @@ def test_diffusion_qwen3_ggufs_read_both_ways_as_llama_cpp_runs_them(tmp_path, a
         for a, b in zip(ours.qk_norm, ref.qk_norm):
             assert torch.equal(a.weight, b.weight)
         torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+
+
+def _write_jais(path, layers: int, n_heads: int, max_bias: float | None, seed: int) -> dict[str, np.ndarray]:
+    """A Jais GGUF as llama.cpp's converter writes one: GPT-2's tensor names without a position table, ``attn_qkv`` and
+    ``attn_output`` as ``nn.Linear`` weights (the converter transposes GPT-2's ``Conv1D``), LayerNorms and every
+    projection biased, no K/V head count, ALiBi's maximum bias as ``attention.max_alibi_bias`` (None: left out); every
+    tensor N(0, 0.5²) from one seeded generator (norm gains 1 + that). The tensors returned by their names."""
+    rng = np.random.default_rng(seed)
+    shapes = {"token_embd.weight": (V, D), "output.weight": (V, D), "output_norm.weight": (D,), "output_norm.bias": (D,)}
+    for i in range(layers):
+        shapes.update({f"blk.{i}.attn_norm.weight": (D,), f"blk.{i}.attn_norm.bias": (D,),
+                       f"blk.{i}.attn_qkv.weight": (3 * D, D), f"blk.{i}.attn_qkv.bias": (3 * D,),
+                       f"blk.{i}.attn_output.weight": (D, D), f"blk.{i}.attn_output.bias": (D,),
+                       f"blk.{i}.ffn_norm.weight": (D,), f"blk.{i}.ffn_norm.bias": (D,),
+                       f"blk.{i}.ffn_up.weight": (32, D), f"blk.{i}.ffn_gate.weight": (32, D),
+                       f"blk.{i}.ffn_down.weight": (D, 32)})
+    tensors = {n: (rng.standard_normal(s) * 0.5 + (1.0 if n.endswith("norm.weight") else 0.0)).astype(np.float32)
+               for n, s in shapes.items()}
+    w = _writer(path, "jais")
+    _metadata(w, block_count=layers, head_count=n_heads, head_count_kv=None, layer_norm_eps=1e-5)
+    if max_bias is not None:
+        w.add_float32("jais.attention.max_alibi_bias", max_bias)
+    for name, t in tensors.items():
+        w.add_tensor(name, t)
+    _finish(w)
+    return tensors
+
+
+@pytest.mark.parametrize("n_heads, max_bias", [(6, 4.0), (4, 8.0)])
+def test_a_jais_gguf_attends_as_llama_cpps_graph_computes_from_the_files_tensors(tmp_path, n_heads, max_bias):
+    """Jais (the first) as llama.cpp's converter writes it and its graph runs it: what each layer's attention adds to
+    a random residual equals what is computed here from the file's own tensors as that graph does (LayerNorm with its
+    bias, the fused attn_qkv and its bias cut in thirds, logits at 1/d_head plus slope · (-|i - j|) with llama.cpp's
+    slopes m0^(h+1), m1^(2(h - n') + 1), m0 = 2^(-b / n'), m1 = 2^(-b / 2n') at the file's maximum bias b, causal
+    softmax, attn_output and its bias); W_E and W_U the file's token_embd and output. A file without the maximum bias,
+    which llama.cpp would run without positions, refused by its key."""
+    from compscope.core.attention import attention_forward
+
+    t = _write_jais(tmp_path / "j.gguf", 2, n_heads, max_bias, seed=7)
+    hw = compscope.load(tmp_path / "j.gguf")
+    assert hw.meta.family == "jais" and hw.positions == "alibi" and hw.W_pos is None and hw.n_kv_heads == n_heads
+    assert any("Jais read by the jais family" in n for n in hw.meta.notes)
+    assert np.array_equal(hw.W_E.T.numpy(), t["token_embd.weight"]) and np.array_equal(hw.W_U.numpy(),
+                                                                                        t["output.weight"])
+    r, T = D // n_heads, 7
+    p2 = 2 ** int(math.floor(math.log2(n_heads)))
+    m0, m1 = 2.0 ** (-max_bias / p2), 2.0 ** (-max_bias / 2 / p2)
+    slopes = [m0 ** (h + 1) if h < p2 else m1 ** (2 * (h - p2) + 1) for h in range(n_heads)]
+    x = np.random.default_rng(13).standard_normal((T, D))
+    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+    for layer in range(2):
+        b = f"blk.{layer}."
+        mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+        xn = (x - mu) / np.sqrt(var + 1e-5) * t[b + "attn_norm.weight"] + t[b + "attn_norm.bias"]
+        q, k, v = np.split(xn @ t[b + "attn_qkv.weight"].T.astype(np.float64) + t[b + "attn_qkv.bias"], 3, axis=-1)
+        z = np.empty((T, D))
+        for h in range(n_heads):
+            cut = slice(h * r, (h + 1) * r)
+            logits = q[:, cut] @ k[:, cut].T / r + slopes[h] * -np.abs(i - j)
+            logits = np.where(j <= i, logits, -np.inf)
+            e = np.exp(logits - logits.max(-1, keepdims=True))
+            z[:, cut] = (e / e.sum(-1, keepdims=True)) @ v[:, cut]
+        expected = z @ t[b + "attn_output.weight"].T + t[b + "attn_output.bias"]
+        ours = attention_forward(hw, layer, torch.tensor(x, dtype=torch.float32)[None])[0]
+        np.testing.assert_allclose(ours.double().numpy(), expected, rtol=1e-4, atol=1e-4)
+    _write_jais(tmp_path / "n.gguf", 2, n_heads, None, seed=7)
+    with pytest.raises(compscope.UnsupportedModelError, match=r"'jais\.attention\.max_alibi_bias' = None: .*without "
+                                                              "positions"):
+        compscope.load(tmp_path / "n.gguf")

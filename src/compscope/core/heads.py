@@ -173,16 +173,16 @@ class Rotary:
 POSITIONS = ("learned", "rotary", "alibi", "relative", "none")
 
 
-def alibi_slopes(n_heads: int) -> Tensor:
-    """The ALiBi slopes of ``n_heads`` heads (Press et al.), float64: for ``n = 2^k`` heads the
-    geometric sequence ``m_h = 2^(-8 (h+1) / n)``; otherwise those of the largest ``n' = 2^k < n``
-    followed by every other one of ``2n'`` heads' (``2^(-8 (2j+1) / 2n')``, ``j = 0, 1, ...``) for
-    the ``n - n'`` heads left."""
+def alibi_slopes(n_heads: int, max_bias: float = 8.0) -> Tensor:
+    """The ALiBi slopes of ``n_heads`` heads (Press et al.) at maximum bias ``b`` (8, the paper's), float64: for
+    ``n = 2^k`` heads the geometric sequence ``m_h = 2^(-b (h+1) / n)``; otherwise those of the largest
+    ``n' = 2^k < n`` followed by every other one of ``2n'`` heads' (``2^(-b (2j+1) / 2n')``, ``j = 0, 1, ...``)
+    for the ``n - n'`` heads left."""
     if not isinstance(n_heads, int) or n_heads < 1:
         raise ValueError(f"n_heads {n_heads!r}: expected a positive integer")
     p = 1 << (n_heads.bit_length() - 1)  # the largest power of two <= n_heads
-    first = [2.0 ** (-8.0 * (h + 1) / p) for h in range(p)]
-    rest = [2.0 ** (-8.0 * (2 * j + 1) / (2 * p)) for j in range(n_heads - p)]
+    first = [2.0 ** (-max_bias * (h + 1) / p) for h in range(p)]
+    rest = [2.0 ** (-max_bias * (2 * j + 1) / (2 * p)) for j in range(n_heads - p)]
     return torch.tensor(first + rest, dtype=torch.float64)
 
 

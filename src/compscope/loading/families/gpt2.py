@@ -15,7 +15,7 @@ from torch import Tensor
 
 from ..checkpoint import Checkpoint
 from ...errors import WeightError
-from ...core.heads import HeadWeights, Meta, Norm
+from ...core.heads import HeadWeights, Meta, Norm, alibi_slopes
 from . import register
 from .base import Family, checkpoint_notes, final_layernorm, number, sizes, split_cols, split_rows, unembedding
 
@@ -118,4 +118,52 @@ class GPT2(Family):
             sliding_window=(None,) * L,
             meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (),
                       tuple(checkpoint_notes(ckpt, head_note))),
+        )
+
+
+@register
+class Jais(GPT2):
+    """Jais (the first, Inception's) as llama.cpp runs its GGUF files: GPT-2's pre-LayerNorm blocks (a fused ``c_attn``
+    and ``c_proj``, both biased) without learned positions: ALiBi, BLOOM's slopes at the maximum bias the file states
+    (``alibi_bias_max``), logits at ``1 / d_head`` (muP's); the embedding and output scales, which llama.cpp's
+    converter folds into ``token_embd`` and ``output``, read in them. No HuggingFace model type names it here (its model
+    is remote code, whose folders keep those scales apart): GGUF files alone are read as it (:attr:`gguf_types`)."""
+
+    name = "jais"
+    about = "Jais (GGUF files, as llama.cpp runs them): GPT-2's blocks with ALiBi, logits at 1/d_head"
+    model_types = ()
+    gguf_types = ("jais_gguf",)
+    architectures = ()
+    handled = GPT2.handled | {"alibi_bias_max"}
+    runs_on_data = False  # (transformers has no model of it)
+
+    @classmethod
+    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
+        cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
+        cls.check_config(cfg, where)
+        d, H, L, r = gpt2_sizes(cfg, where)
+        eps = number(cfg, where, "layer_norm_epsilon", default=1e-5)
+        bias = number(cfg, where, "alibi_bias_max", open_low=True)
+        thirds = lambda w, b: (w.split(d), b.split(d))  # noqa: E731  rows [q heads | k heads | v heads]
+        blocks = gpt2_blocks(ckpt, "transformer.", L, d, (H, H), r, eps, thirds, conv1d=True)
+        wte = ts.take("transformer.wte.weight")
+        if wte.ndim != 2 or wte.shape[1] != d:
+            raise WeightError(f"{ts.origin('transformer.wte.weight')}: 'wte.weight' has shape {tuple(wte.shape)}, "
+                              f"expected (n_vocab, {d})")
+        W_U, head_note = unembedding(ckpt, ["lm_head.weight"], wte)
+        notes = checkpoint_notes(ckpt, head_note) + [
+            f"ALiBi positions (maximum bias {bias:g}): each head's logits get -m_h (i - j), no position enters the "
+            "residual", f"logits at 1 / d_head = {1.0 / r:g} (muP's)"]
+        return HeadWeights(
+            **blocks,
+            W_E=wte.T, W_pos=None, W_U=W_U, b_U=None,
+            kv_map=tuple(range(H)),
+            final_norm=final_layernorm(ts, "transformer.ln_f", d, eps),
+            norm_placement="pre",
+            positions="alibi",
+            alibi=alibi_slopes(H, bias).float(),
+            attn_scale=1.0 / r,
+            causal=True,
+            sliding_window=(None,) * L,
+            meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
         )

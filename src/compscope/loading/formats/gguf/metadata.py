@@ -57,6 +57,8 @@ ARCHS = {
     "stablelm": ("stablelm", False, False),  # Llama's names with LayerNorm biases; partial rotary in halves
     "starcoder2": ("starcoder2", False, False),  # Llama's names with LayerNorm and output-projection biases
     "falcon": ("falcon", False, False),  # HF's falcon names (falcon_block), fused qkv regrouped into K/V groups
+    "jais": ("jais_gguf", False, False),  # Jais (the first; remote code): GPT-2's names without positions, ALiBi at
+    # the maximum bias the file states, logits at 1/d_head, muP's scales folded into token_embd and output
     "starcoder": ("gpt_bigcode", False, False),  # StarCoder 1 (GPT-BigCode): GPT-2's names, nn.Linear weights as stored
     "bloom": ("bloom", False, False),  # HF's bloom names (names._BLOOM_BLOCK), fused qkv regrouped per head as GPT-NeoX's
     "mpt": ("mpt", False, False),  # HF's mpt names (names._MPT_BLOCK), the fused Wqkv as stored; ALiBi's maximum in attn_config
@@ -247,6 +249,9 @@ _READ_AS = {
                        "llama.cpp runs it" + _NO_MODEL),
     "bailingmoe3": ("Ling 3 read by the bailing_hybrid family (its multi-head latent attention layers, a sigmoid "
                     "gate per head), as llama.cpp runs it" + _NO_MODEL),
+    "jais": ("Jais read by the jais family (GPT-2's blocks with ALiBi, logits at 1/d_head), as llama.cpp runs it; the "
+             "muP embedding and output scales its converter folds into token_embd and output read in W_E and W_U"
+             + _NO_MODEL),
     "plm": ("PLM read by the DeepSeek-V3 family (DeepSeek-V2-Lite's multi-head latent attention), as llama.cpp runs "
             "it" + _NO_MODEL),
     **{arch: (f"{name} read by the qwen3_bidirectional family (Qwen3's attention attending both ways, as llama.cpp's "
@@ -422,6 +427,9 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
                 f"{fields.get(f'{arch}.attention.head_count_kv', 'missing')}: llama.cpp writes StarCoder files "
                 "multi-query (one key/value head), and compscope reads them so only")
         cfg["multi_query"] = True
+    if arch == "jais":  # (llama.cpp takes 0 where none is stated: no positions at all, not the model)
+        cfg["alibi_bias_max"] = rules.stated(path, arch, fields, "attention.max_alibi_bias",
+                                             "llama.cpp would run the heads without positions")
     if arch == "mpt" and f"{arch}.attention.max_alibi_bias" in fields:  # ALiBi's maximum, where MPT's config keeps it
         cfg["attn_config"] = {"alibi_bias_max": fields[f"{arch}.attention.max_alibi_bias"]}
     if arch in _MROPE:  # llama.cpp's sections: [temporal, height, width, 0]; the family checks the first three

@@ -202,6 +202,8 @@ JOINED = dict.fromkeys(("deepseek2", "mistral4", "deepseek32", "glm-dsa", "kimi-
 #: mapped to a tuple of HF names is a fused tensor whose rows split into them (query, key, value heads).
 LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn.weight", "attn.c_proj.weight"), ((), None)),
             "starcoder": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, (), ((), None)),
+            "jais": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn.weight", "attn.c_proj.weight"),
+                     ((), None)),
             "phi2": (_PHI2_BLOCK, "model.layers.{i}.", _PHI2_TOP, (), ((), None)),
             "gptneox": (_NEOX_BLOCK, "gpt_neox.layers.{i}.", _NEOX_TOP, (),
                         (("attention.query_key_value.weight", "attention.query_key_value.bias"), _neox_per_head)),

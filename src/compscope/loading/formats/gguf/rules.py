@@ -773,3 +773,13 @@ def smallthinker(path: Path, arch: str, cfg: dict) -> str:
                                     "their own, which the SmolLM3 family compscope reads SmallThinker by does not hold")
     return said + ("" if window == 4096 else f"; the window the file states ({window}) not read: llama.cpp's "
                    f"{arch} graph slides 4096 tokens whatever it says")
+
+
+def stated(path: Path, arch: str, fields: dict, key: str, otherwise: str) -> float:
+    """The positive number GGUF metadata ``{arch}.{key}`` states, or a refusal naming it (``otherwise``: what
+    llama.cpp would do without it)."""
+    value = fields.get(f"{arch}.{key}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.{key}' = {value!r}: a positive number is needed "
+                                    f"({otherwise})")
+    return float(value)
