@@ -3668,7 +3668,8 @@ def test_remote_code_llamas_ggufs_read_as_llama_cpp_runs_them(tmp_path, arch):
     assert ours.scale == pytest.approx(ref.scale) and any("read by the Llama family" in n for n in ours.meta.notes)
     from compscope.data.runner import cannot_run
 
-    assert "which transformers' GGUF reader does not read" in cannot_run(tmp_path / "m.gguf")
+    said = cannot_run(tmp_path / "m.gguf")  # (and no folder to run instead: the model is remote code)
+    assert "which transformers' GGUF reader does not read" in said and "no folder of it runs on data either" in said
     if arch == "nanbeige":
         _write_scaled_llama_gguf(tmp_path / "l.gguf", model, None, {}, arch=arch, extra={"num_loops": 2})
         with pytest.raises(compscope.UnsupportedModelError,
@@ -3995,7 +3996,8 @@ def test_alibi_llama_ggufs_attend_as_llama_cpps_graph_computes_from_the_files_te
         np.testing.assert_allclose(ours.double().numpy(), expected, rtol=1e-4, atol=1e-5)
     from compscope.data.runner import cannot_run
 
-    assert "which transformers' GGUF reader does not read" in cannot_run(tmp_path / "m.gguf")
+    said = cannot_run(tmp_path / "m.gguf")  # (and no folder to run instead: the model is remote code)
+    assert "which transformers' GGUF reader does not read" in said and "no folder of it runs on data either" in said
     if arch == "baichuan":
         _write_alibi_llama(tmp_path / "b.gguf", arch, 36, n_heads, n_kv, seed=5)
         with pytest.raises(compscope.UnsupportedModelError, match=r"'baichuan\.block_count' = 36: .*only at 40"):

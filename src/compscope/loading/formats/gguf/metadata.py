@@ -241,7 +241,8 @@ _ARCH_KEYS = {**{arch: _GRANITE_KEYS for arch in _GRANITE_ARCHS}, "command-r": {
 ALSO_READ_AS = {"baichuan": ("llama_alibi", "at 40 layers (Baichuan 13B, ALiBi)")}
 #: what the notes say of an architecture read by the family of another model (its own remote code, which transformers
 #: does not hold, or a model llama.cpp runs with another's graph)
-_NO_MODEL = "; weights only: transformers has no model of it"
+NO_MODEL = "transformers has no model of it"  # (the runtime looks for it in a file's notes)
+_NO_MODEL = "; weights only: " + NO_MODEL
 _READ_AS = {
     "llada": ("LLaDA read by the EuroBERT family (Llama's layers attending both ways), as llama.cpp runs it; its "
               "unembedding, which predicts the masked tokens, not read" + _NO_MODEL),

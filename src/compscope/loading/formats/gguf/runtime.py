@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ....errors import UnsupportedModelError
 from .files import open_shards
-from .metadata import ARCHS, config
+from .metadata import ARCHS, NO_MODEL, config
 
 #: HF model types whose rotary base and width transformers' GGUF reader does not take from the file
 #: (it keeps its config defaults: base 10 000; StableLM a quarter of each head; Nemotron its width, half
@@ -51,18 +51,18 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
             f"{path}: a GGUF file split in {len(files)} shards, and transformers runs a model from one GGUF file: the "
             f"data-based commands cannot run it (the weight-only ones read every shard); merge the shards into one "
             f"file (llama.cpp: llama-gguf-split --merge {files[0].name} merged.gguf) to run it on data")
-    cfg = config(files[0], fields, [info for info, _, _ in located], located)[0]  # (no tensor loader built)
+    cfg, shape = config(files[0], fields, [info for info, _, _ in located], located)  # (no tensor loader built)
     arch = fields["general.architecture"]  # (the one config read)
     reads = transformers_reads()
     if arch in _NOT_RUN:
         raise UnsupportedModelError(
             f"{path}: a GGUF file of architecture {arch!r}: {_NOT_RUN[arch]}, so the data-based commands cannot run it "
-            "(the weight-only ones read it; for data, use the model's HuggingFace folder)")
+            f"(the weight-only ones read it; {_for_data(cfg, shape.notes)})")
     if reads is not None and arch not in reads:
         raise UnsupportedModelError(
             f"{path}: a GGUF file of architecture {arch!r}, which transformers' GGUF reader does not read (it reads "
             f"{', '.join(sorted(a for a in reads if a in ARCHS))} among those compscope reads): the data-based commands "
-            "cannot run it (the weight-only ones read it; for data, use the model's HuggingFace folder)")
+            f"cannot run it (the weight-only ones read it; {_for_data(cfg, shape.notes)})")
     if arch in ("t5", "t5encoder"):
         _t5_runs(path, cfg, fields, {info.name for info, _, _ in located})
     if cfg["model_type"] == "falcon" and cfg["num_kv_heads"] > 1:
@@ -152,6 +152,17 @@ def transformers_reads() -> set[str] | None:
                "minimax_m2": "minimax-m2"}  # llama.cpp's
     reads = {renamed.get(a, a) for a in GGUF_SUPPORTED_ARCHITECTURES} - set(_NOT_RUN)
     return reads | {"t5encoder"} if "t5" in reads else reads  # (it reads T5's encoder alone as t5)
+
+
+def _for_data(cfg: dict, notes: tuple[str, ...]) -> str:
+    """Where data-based runs of the model of a GGUF file (its config ``cfg``, its ``notes``) may come from instead: its
+    HuggingFace folder, unless transformers has no model of it (remote code; a family whose folders run on none)."""
+    from ...families import family_for
+
+    family = family_for(cfg, "GGUF")
+    if family.runs_on_data and family.model_types and not any(NO_MODEL in n for n in notes):
+        return "for data, use the model's HuggingFace folder"
+    return f"{NO_MODEL}, so no folder of it runs on data either"
 
 
 def _t5_runs(path: Path, cfg: dict, fields: dict, names: set[str]) -> None:
