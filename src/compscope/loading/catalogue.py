@@ -156,6 +156,8 @@ NOT_READ: dict[str, str] = {
                    "residual itself"),
     "trocr": ("TrOCR's decoder: its cross-attention reads an image encoder's output, a second residual stream that no "
               "single set of writer and reader heads spans"),
+    "pp_formulanet_text": ("PP-FormulaNet's decoder: its cross-attention (encoder_attn) reads the vision encoder's "
+                           "output, a second residual stream that no single set of writer and reader heads spans"),
     "musicgen": ("MusicGen's decoder: each position's residual starts as the sum of one token embedding per audio "
                  "codebook, which no one column of W_E per token expresses, and its cross-attention reads the text "
                  "encoder's output"),
