@@ -156,6 +156,10 @@ NOT_READ: dict[str, str] = {
                    "residual itself"),
     "trocr": ("TrOCR's decoder: its cross-attention reads an image encoder's output, a second residual stream that no "
               "single set of writer and reader heads spans"),
+    "qwen3_omni_moe_talker_text": ("Qwen3-Omni's talker: its residual starts as an MLP's projection of the thinker's "
+                                   "token embeddings or hidden states (text_projection, hidden_projection), with codec "
+                                   "embeddings added on the positions it speaks, never one column of W_E per token of "
+                                   "its own vocabulary (the audio codec's codes)"),
     "pp_formulanet_text": ("PP-FormulaNet's decoder: its cross-attention (encoder_attn) reads the vision encoder's "
                            "output, a second residual stream that no single set of writer and reader heads spans"),
     "musicgen": ("MusicGen's decoder: each position's residual starts as the sum of one token embedding per audio "
