@@ -186,6 +186,9 @@ NOT_READ: dict[str, str] = {
     "lxmert": ("a language and a vision encoder joined by cross-modality layers in which each stream attends to "
                "the other: no one residual stream after the language layers"),
     "vilt": "every input is text and image patches in one sequence: it runs on no words alone",
+    "idefics": ("IDEFICS (the first): every forward pass takes images (pixel values or their embeddings), whose "
+                "features gated cross-attention blocks add to the residual before every cross_layer_interval-th "
+                "layer: it runs on no words alone"),
     "laguna": ("a query head count per layer (num_attention_heads_per_layer) and a softplus gate on each head's "
                "output, which compscope's canonical form (one head count, a sigmoid gate) does not hold"),
     **dict.fromkeys(("voxtral_realtime", "voxtral_realtime_text"), (
