@@ -31,17 +31,18 @@ def gpt2_sizes(cfg: dict, where: str) -> tuple[int, int, int, int]:
                  layers=("n_layer", "num_hidden_layers"))
 
 
-def gpt2_outer(ckpt: Checkpoint, prefix: str, d: int, eps: float) -> tuple[Tensor, Tensor, Tensor | None, str | None, Norm | None]:
+def gpt2_outer(ckpt: Checkpoint, prefix: str, d: int, eps: float, learned: bool = True
+               ) -> tuple[Tensor, Tensor | None, Tensor | None, str | None, Norm | None]:
     """What GPT-2-like checkpoints (GPT-2, GPT-Neo) keep outside the blocks: ``W_E = wteᵀ``,
-    ``W_pos = wpeᵀ``, the unembedding (``lm_head``, or the tied ``wte``) with its note, and the final
-    LayerNorm ``ln_f`` (None when absent)."""
+    ``W_pos = wpeᵀ`` (None where ``learned`` is false: no position table), the unembedding (``lm_head``, or the
+    tied ``wte``) with its note, and the final LayerNorm ``ln_f`` (None when absent)."""
     ts = ckpt.tensors
     wte = ts.take(prefix + "wte.weight")
-    wpe = ts.take(prefix + "wpe.weight")
+    wpe = ts.take(prefix + "wpe.weight") if learned else None
     if wte.ndim != 2 or wte.shape[1] != d:
         raise WeightError(f"{ts.origin(prefix + 'wte.weight')}: 'wte.weight' has shape {tuple(wte.shape)}, expected (n_vocab, {d})")
     W_U, head_note = unembedding(ckpt, ["lm_head.weight"], wte)
-    return wte.T, wpe.T, W_U, head_note, final_layernorm(ts, prefix + "ln_f", d, eps)
+    return wte.T, None if wpe is None else wpe.T, W_U, head_note, final_layernorm(ts, prefix + "ln_f", d, eps)
 
 
 def gpt2_blocks(ckpt: Checkpoint, prefix: str, L: int, d: int, heads: tuple[int, int], r: int, eps: float,
@@ -96,6 +97,12 @@ class GPT2(Family):
     hf_base = "transformer"
 
     hook_points = classmethod(ln1_attn_hooks)
+    learned_positions: bool = True  # a position table (wpe); Jais: none, ALiBi (:meth:`position_fields`)
+
+    @classmethod
+    def position_fields(cls, cfg: dict, where: str, H: int, r: int) -> tuple[dict, list[str]]:
+        """The ``HeadWeights`` fields of the positions (and the logit scale) beside ``W_pos``, and their notes."""
+        return {"positions": "learned"}, []
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
@@ -106,18 +113,19 @@ class GPT2(Family):
         prefix = "transformer." if "transformer.wte.weight" in ts else ""
         thirds = lambda w, b: (w.split(d), b.split(d))  # noqa: E731  rows [q heads | k heads | v heads]
         blocks = gpt2_blocks(ckpt, prefix, L, d, (H, H), r, eps, thirds, conv1d=True)
-        W_E, W_pos, W_U, head_note, final = gpt2_outer(ckpt, prefix, d, eps)
+        W_E, W_pos, W_U, head_note, final = gpt2_outer(ckpt, prefix, d, eps, cls.learned_positions)
+        fields, notes = cls.position_fields(cfg, where, H, r)
         return HeadWeights(
             **blocks,
             W_E=W_E, W_pos=W_pos, W_U=W_U, b_U=None,
             kv_map=tuple(range(H)),
             final_norm=final,
             norm_placement="pre",
-            positions="learned",
+            **fields,
             causal=True,
             sliding_window=(None,) * L,
             meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (),
-                      tuple(checkpoint_notes(ckpt, head_note))),
+                      tuple(checkpoint_notes(ckpt, head_note) + notes)),
         )
 
 
@@ -136,34 +144,12 @@ class Jais(GPT2):
     architectures = ()
     handled = GPT2.handled | {"alibi_bias_max"}
     runs_on_data = False  # (transformers has no model of it)
+    learned_positions = False
 
     @classmethod
-    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
-        cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
-        cls.check_config(cfg, where)
-        d, H, L, r = gpt2_sizes(cfg, where)
-        eps = number(cfg, where, "layer_norm_epsilon", default=1e-5)
+    def position_fields(cls, cfg: dict, where: str, H: int, r: int) -> tuple[dict, list[str]]:
+        """ALiBi at the stated maximum bias, logits at ``1 / d_head``."""
         bias = number(cfg, where, "alibi_bias_max", open_low=True)
-        thirds = lambda w, b: (w.split(d), b.split(d))  # noqa: E731  rows [q heads | k heads | v heads]
-        blocks = gpt2_blocks(ckpt, "transformer.", L, d, (H, H), r, eps, thirds, conv1d=True)
-        wte = ts.take("transformer.wte.weight")
-        if wte.ndim != 2 or wte.shape[1] != d:
-            raise WeightError(f"{ts.origin('transformer.wte.weight')}: 'wte.weight' has shape {tuple(wte.shape)}, "
-                              f"expected (n_vocab, {d})")
-        W_U, head_note = unembedding(ckpt, ["lm_head.weight"], wte)
-        notes = checkpoint_notes(ckpt, head_note) + [
-            f"ALiBi positions (maximum bias {bias:g}): each head's logits get -m_h (i - j), no position enters the "
-            "residual", f"logits at 1 / d_head = {1.0 / r:g} (muP's)"]
-        return HeadWeights(
-            **blocks,
-            W_E=wte.T, W_pos=None, W_U=W_U, b_U=None,
-            kv_map=tuple(range(H)),
-            final_norm=final_layernorm(ts, "transformer.ln_f", d, eps),
-            norm_placement="pre",
-            positions="alibi",
-            alibi=alibi_slopes(H, bias).float(),
-            attn_scale=1.0 / r,
-            causal=True,
-            sliding_window=(None,) * L,
-            meta=Meta(cls.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
-        )
+        return ({"positions": "alibi", "alibi": alibi_slopes(H, bias).float(), "attn_scale": 1.0 / r},
+                [f"ALiBi positions (maximum bias {bias:g}): each head's logits get -m_h (i - j), no position enters "
+                 "the residual", f"logits at 1 / d_head = {1.0 / r:g} (muP's)"])
