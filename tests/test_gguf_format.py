@@ -3891,21 +3891,25 @@ def test_an_embedding_llama_gguf_reads_causal_or_both_ways_as_its_flag_says(tmp_
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
 
 
-def test_a_plamo_gguf_reads_as_a_llamas_attention(tmp_path):
+@pytest.mark.parametrize("arch, name, biased", [("plamo", "PLaMo", False), ("pangu-embedded", "openPangu-Embedded", True)])
+def test_plamo_and_openpangu_ggufs_read_as_a_llamas_attention(tmp_path, arch, name, biased):
     """PLaMo as llama.cpp converts it (its query heads regrouped into llama.cpp's order, rows as HF's) and runs it
-    (rotate-half rotary on whole heads, grouped K/V heads, the attention beside the MLP on one normed input): the
-    heads of the Llama holding the same weights, said."""
+    (rotate-half rotary on whole heads, grouped K/V heads, the attention beside the MLP on one normed input), and
+    openPangu-Embedded (a Llama's tensors as they are, with the output-projection bias its graph requires and q/k/v
+    biases): the heads (and biases) of the Llama holding the same weights, read by the Llama family and said."""
     cfg = hf_config("LlamaConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
                     num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=64, tie_word_embeddings=False,
-                    rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+                    attention_bias=biased, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
     model = transformers.LlamaForCausalLM(cfg).eval()
     _randomise(model, 71)
-    _write_llamalike_gguf(tmp_path / "p.gguf", model, "plamo", D // H, eps="layer_norm_rms_eps")
+    _write_llamalike_gguf(tmp_path / "p.gguf", model, arch, D // H, eps="layer_norm_rms_eps")
     ours, ref = compscope.load(tmp_path / "p.gguf"), compscope.load(model)
-    assert ours.meta.family == "llama" and ours.n_kv_heads == G
-    assert any("PLaMo read by the Llama family" in n for n in ours.meta.notes)
-    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
-        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    assert ours.meta.family == "llama" and ours.causal and ours.n_kv_heads == G
+    assert any(f"{name} read by the Llama family" in n for n in ours.meta.notes)
+    assert (ref.b_O is not None) == (ref.b_Q is not None) == biased
+    for w in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U", "b_Q", "b_K", "b_V", "b_O"):
+        a, b = getattr(ours, w), getattr(ref, w)
+        assert (a is None and b is None) or torch.equal(a, b), w
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
 
 
@@ -4029,25 +4033,6 @@ def test_a_dream_gguf_reads_as_llama_cpp_runs_it_both_ways(tmp_path):
                           causal_attention=True)
     with pytest.raises(compscope.UnsupportedModelError, match=r"'dream\.attention\.causal' is true"):
         compscope.load(tmp_path / "c.gguf")
-
-
-def test_an_openpangu_embedded_gguf_reads_as_llama_cpp_runs_it(tmp_path):
-    """openPangu-Embedded as llama.cpp converts it (a Llama's tensors as they are: its rows rotate halves, as the
-    graph turns them) with the output-projection bias its graph requires and q/k/v biases: the heads and biases of
-    the Llama holding the same weights (every projection biased), read by the Llama family and said."""
-    cfg = hf_config("LlamaConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
-                    num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=64, attention_bias=True,
-                    rope_parameters={"rope_type": "default", "rope_theta": 100.0})
-    model = transformers.LlamaForCausalLM(cfg).eval()
-    _randomise(model, 53)
-    _write_llamalike_gguf(tmp_path / "m.gguf", model, "pangu-embedded", D // H, eps="layer_norm_rms_eps")
-    ours, ref = compscope.load(tmp_path / "m.gguf"), compscope.load(model)
-    assert ours.meta.family == "llama" and ours.causal and ours.n_kv_heads == G
-    assert any("openPangu-Embedded read by the Llama family" in n for n in ours.meta.notes)
-    assert ref.b_O is not None and ref.b_Q is not None
-    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U", "b_Q", "b_K", "b_V", "b_O"):
-        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
-    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
 
 
 @pytest.mark.parametrize("stated_window", [512, None])
