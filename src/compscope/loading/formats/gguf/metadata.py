@@ -244,6 +244,10 @@ ALSO_READ_AS = {"baichuan": ("llama_alibi", "at 40 layers (Baichuan 13B, ALiBi)"
 NO_MODEL = "transformers has no model of it"  # (the runtime looks for it in a file's notes)
 _NO_MODEL = "; weights only: " + NO_MODEL
 _READ_AS = {
+    **{arch: f"{name} read by the Llama family, as llama.cpp runs it (its Llama graph)" + _NO_MODEL
+       for arch, name in (("internlm2", "InternLM2"), ("xverse", "XVERSE"), ("arctic", "Snowflake Arctic"),
+                          ("deepseek", "DeepSeek's first MoE models (DeepseekForCausalLM)"),
+                          ("bailingmoe", "Ling (BailingMoE)"), ("baichuan", "Baichuan 7B"), ("nanbeige", "Nanbeige"))},
     "llada": ("LLaDA read by the EuroBERT family (Llama's layers attending both ways), as llama.cpp runs it; its "
               "unembedding, which predicts the masked tokens, not read" + _NO_MODEL),
     "pangu-embedded": ("openPangu-Embedded read by the Llama family (rotate-half rotary, the biases the file holds), as "
@@ -486,7 +490,7 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         note = rules.llama_graph(path, arch, cfg, fields)
     if arch == "orion":  # (StableLM's family's other defaults: a quarter of each head turned, a parallel block)
         cfg.update(partial_rotary_factor=1.0, use_parallel_residual=False, qk_layernorm=False, use_qkv_bias=False)
-    note = _READ_AS.get(arch, note)
+    note = _READ_AS.get(arch) if note is None else note  # (a rule's note, where it gives one, before the table's)
     if arch == "llama-embed":
         note = rules.llama_embed(cfg, fields.get(f"{arch}.attention.causal", True))
     notes = () if note is None else (note,)

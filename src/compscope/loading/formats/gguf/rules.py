@@ -679,22 +679,17 @@ def deepseek2_ocr(path: Path, arch: str, cfg: dict, fields: dict) -> str | None:
             "earlier token, as one forward pass of the model does")
 
 
-#: what llama.cpp's converter calls the models of these architectures, which transformers has no model of
-_REMOTE_CODE = {"internlm2": "InternLM2", "xverse": "XVERSE",
-                "deepseek": "DeepSeek's first MoE models (DeepseekForCausalLM)", "arctic": "Snowflake Arctic",
-                "bailingmoe": "Ling (BailingMoE)", "baichuan": "Baichuan 7B", "nanbeige": "Nanbeige"}
-
-
-def llama_graph(path: Path, arch: str, cfg: dict, fields: dict) -> str:
-    """InternLM2, XVERSE, DeepSeek's first MoE, Arctic, Ling, Nanbeige and Baichuan 7B models as llama.cpp runs them: its Llama
-    graph (q, k and v apart, their rows permuted by its converter, rotary on whole heads, logits at ``d_head^-1/2``:
-    Ling's at ``rope.dimension_count^-1/2``, the same, as its rotary covers the whole head), read by the Llama family
-    (their models are remote code, which transformers does not hold). DeepSeek's graph scales the logits by
-    ``attention.scale`` where the file states one: refused, as no Llama's does (the others' graphs never read it).
-    llama.cpp's Baichuan graph turns the heads at 32 layers alone; at 40 (13B) it adds ALiBi's biases instead (maximum
-    bias 8): read by the llama_alibi family (``cfg`` says so); at other depths it runs without positions: refused.
-    Nanbeige's graph runs its layers ``num_loops`` times over; a file of more than one loop is refused (the loops
-    share their weights, and between them the final norm replaces the residual unless ``skip_loop_final_norm``)."""
+def llama_graph(path: Path, arch: str, cfg: dict, fields: dict) -> str | None:
+    """InternLM2, XVERSE, DeepSeek's first MoE, Arctic, Ling, Nanbeige and Baichuan 7B models as llama.cpp runs
+    them: its Llama graph (q, k and v apart, their rows permuted by its converter, rotary on whole heads, logits at
+    ``d_head^-1/2``: Ling's at ``rope.dimension_count^-1/2``, the same, as its rotary covers the whole head), read by
+    the Llama family (their models are remote code, which transformers does not hold; the notes say so:
+    ``metadata._READ_AS``). DeepSeek's graph scales the logits by ``attention.scale`` where the file states one:
+    refused, as no Llama's does (the others' graphs never read it). llama.cpp's Baichuan graph turns the heads at 32
+    layers alone; at 40 (13B) it adds ALiBi's biases instead (maximum bias 8): read by the llama_alibi family (``cfg``
+    says so, and the note returned); at other depths it runs without positions: refused. Nanbeige's graph runs its
+    layers ``num_loops`` times over; a file of more than one loop is refused (the loops share their weights, and
+    between them the final norm replaces the residual unless ``skip_loop_final_norm``)."""
     layers = fields.get(f"{arch}.block_count")
     loops = fields.get(f"{arch}.num_loops", 1)
     if arch == "nanbeige" and loops != 1:
@@ -716,8 +711,7 @@ def llama_graph(path: Path, arch: str, cfg: dict, fields: dict) -> str:
     if arch == "deepseek" and scale not in (None, 0.0):
         raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.scale' = {scale!r}: llama.cpp scales "
                                     "the logits by it, which no Llama compscope reads does")
-    return (f"{_REMOTE_CODE[arch]} read by the Llama family, as llama.cpp runs it (its Llama graph); weights only: "
-            "transformers has no model of it")
+    return None
 
 
 def minicpm(cfg: dict) -> None:
