@@ -805,6 +805,7 @@ def test_glm_images_language_model_is_read_without_its_image_token_head_and_runs
     assert torch.equal(hw.b_Q, compscope.load(model.model.language_model).b_Q) and hw.b_Q.abs().sum() > 0
     assert any("vision, vq not read" in n for n in hw.meta.notes)
     assert any("scores its image tokens alone, the first 40 of the 64 token ids" in n for n in hw.meta.notes)
+    assert sum(n.startswith("no unembedding") for n in hw.meta.notes) == 1  # (that note alone says why)
     runner = runner_for(tmp_path, progress=False, device="cpu")
     assert type(runner.model).__name__ == "GlmImageForConditionalGeneration"
     tr = runner.trace(torch.randint(2, V - 3, (2, 9), generator=torch.Generator().manual_seed(0)))

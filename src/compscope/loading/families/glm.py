@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from torch import Tensor
+
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
@@ -95,19 +97,14 @@ class GlmImageText(Glm4):
     options = dataclasses.replace(Glm4.options, rotary_style="half", partial_rotary=1.0)
 
     @classmethod
-    def convert(cls, ckpt: Checkpoint) -> HeadWeights:
-        """As GLM-4-0414's, with no unembedding: the model's head (``lm_head``, ``vision_vocab_size`` rows) scores
-        the image tokens alone, the first ids of a wider vocabulary, and is never the embedding."""
-        heads = tuple(n for n in _HEADS if n in ckpt.tensors)
-        for name in heads:
-            ckpt.tensors.leave(name)
-        config = {**ckpt.config, "tie_word_embeddings": False}
-        hw = convert_llamalike(dataclasses.replace(ckpt, config=config, tensors=ckpt.tensors.derived({}, hidden=heads)),
-                               cls, cls.options)
-        said = ("no unembedding read (W_U is None): GLM-Image's head scores its image tokens alone, the first "
-                f"{ckpt.config.get('vision_vocab_size', 16512)} of the {hw.n_vocab} token ids W_E embeds")
-        notes = tuple(n for n in hw.meta.notes if not n.startswith("no unembedding")) + (said,)
-        return dataclasses.replace(hw, meta=dataclasses.replace(hw.meta, notes=notes))
+    def unembedding_of(cls, ckpt: Checkpoint, emb: Tensor, prefix: str) -> tuple[None, str]:
+        """None: the model's head (``lm_head``, ``vision_vocab_size`` rows) scores the image tokens alone, the first
+        ids of a wider vocabulary, and is never the embedding."""
+        for name in _HEADS:
+            if name in ckpt.tensors:
+                ckpt.tensors.leave(name)
+        return None, ("no unembedding read (W_U is None): GLM-Image's head scores its image tokens alone, the first "
+                      f"{ckpt.config.get('vision_vocab_size', 16512)} of the {emb.shape[0]} token ids W_E embeds")
 
 
 @register

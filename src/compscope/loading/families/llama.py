@@ -294,8 +294,7 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
     if emb.ndim != 2 or emb.shape[1] != d:
         raise UnsupportedModelError(f"{ts.origin(f'{prefix}{opts.embed_at}.weight')}: {opts.embed_at} has shape "
                                     f"{tuple(emb.shape)}")
-    W_U, head_note = unembedding(ckpt, ["lm_head.weight", prefix + "lm_head.weight", "language_model.lm_head.weight",
-                                        "thinker.lm_head.weight", "text_model.lm_head.weight"], emb)
+    W_U, head_note = family.unembedding_of(ckpt, emb, prefix)
 
     every_type = family.layer_types(cfg, n_model, where)  # per model layer, once
     types = [every_type[i] for i in layers]
@@ -564,6 +563,14 @@ class LlamaLike(Family):
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         return convert_llamalike(ckpt, cls, cls.options)
+
+    @classmethod
+    def unembedding_of(cls, ckpt: Checkpoint, emb: torch.Tensor, prefix: str) -> tuple[torch.Tensor | None, str | None]:
+        """``W_U`` and its note: the model's ``lm_head`` (under the prefixes its wrappers give it), else the tied
+        embedding ``emb`` (:func:`~compscope.loading.families.base.unembedding`); a family whose head is no ``W_U``
+        says so here."""
+        return unembedding(ckpt, ["lm_head.weight", prefix + "lm_head.weight", "language_model.lm_head.weight",
+                                  "thinker.lm_head.weight", "text_model.lm_head.weight"], emb)
 
     @classmethod
     def exact_context(cls, config: dict, where: str = "config") -> int | None:
