@@ -28,6 +28,7 @@ def test_every_family_says_what_it_reads_and_none_is_also_refused():
         assert not set(e.model_types) & set(catalogue.NOT_READ), e.family
         assert set(e.gguf_on_data) <= set(e.gguf)
     assert not set(catalogue.GGUF_NOT_READ) & set(gguf_format.ARCHS)  # a GGUF architecture read and refused
+    assert not set(catalogue.GGUF_ARCH_NOT_READ) & {*gguf_format.ARCHS, *catalogue.GGUF_NOT_READ}
     assert set(catalogue.GGUF_NOT_READ.values()) <= set(catalogue.NOT_READ)
     read = [t for e in entries for t in e.model_types]
     assert len(read) == len(set(read)), "a model_type listed by two families"
@@ -117,7 +118,9 @@ def _header_only_gguf(folder: Path, arch: str) -> Path:
 
 @pytest.mark.parametrize("arch, reason", [("dbrx", "q, k and v are clipped to [-clip_qkv, clip_qkv]"),
                                          ("step35", "Step 3.5 and 3.7's language model: its sliding layers have a "
-                                                    "query head count of their own")])
+                                                    "query head count of their own"),
+                                         ("neo-bert", "NeoBERT: llama.cpp splits its fused qkv into all the queries"),
+                                         ("clip", "a multimodal projector file (mmproj")])
 def test_a_gguf_file_of_a_known_architecture_is_refused_with_its_reason(tmp_path, arch, reason):
     path = _header_only_gguf(tmp_path, arch)
     with pytest.raises(compscope.UnsupportedModelError) as e:

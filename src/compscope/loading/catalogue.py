@@ -220,6 +220,26 @@ GGUF_NOT_READ: dict[str, str] = {
 }
 
 
+#: GGUF architecture (llama.cpp's name) of no model type above -> why compscope does not read it
+GGUF_ARCH_NOT_READ: dict[str, str] = {
+    "clip": ("a multimodal projector file (mmproj: a vision or audio encoder and its projection) that llama.cpp pairs "
+             "with a language model's file; compscope reads the language model's file"),
+    "neo-bert": ("NeoBERT: llama.cpp splits its fused qkv into all the queries, then all the keys, then all the values, "
+                 "while NeoBERT's own code reads each head's rows as [q_h | k_h | v_h]: the heads llama.cpp runs from "
+                 "such a file are not NeoBERT's"),
+    "eagle3": ("an EAGLE-3 draft model: its layer reads the target model's hidden states from three of its layers "
+               "(concatenated, projected by fc) beside the token embeddings, not a residual stream of token "
+               "embeddings alone"),
+    "kimi-k3": ("Kimi-K3: each layer reads a per-token softmax mixture of banked earlier residual states and the "
+                "current one, weighted by scores of their own values (cross-layer residual attention), not the "
+                "residual every writer adds to"),
+    "graniteswitch": ("Granite Switch: its projections switch between LoRA adapters, chosen per token by activation "
+                      "tokens and a router, so a head's weights depend on the sequence, not on the model alone"),
+    "openelm": ("OpenELM: a query and K/V head count of its own on every layer (layer-wise scaling), which "
+                "compscope's canonical form (one query head count) does not hold"),
+}
+
+
 def why_not(model_type: object) -> str | None:
     """Why compscope does not read ``model_type`` (:data:`NOT_READ`), or None where it is not listed."""
     return NOT_READ.get(model_type) if isinstance(model_type, str) else None
@@ -233,10 +253,12 @@ GGUF_LAYOUT_NOT_READ: dict[str, str] = {
 
 def why_not_gguf(arch: object) -> str | None:
     """Why compscope does not read GGUF architecture ``arch`` (:data:`GGUF_NOT_READ`,
-    :data:`GGUF_LAYOUT_NOT_READ`), or None."""
+    :data:`GGUF_LAYOUT_NOT_READ`, :data:`GGUF_ARCH_NOT_READ`), or None."""
     if not isinstance(arch, str):
         return None
-    return NOT_READ[GGUF_NOT_READ[arch]] if arch in GGUF_NOT_READ else GGUF_LAYOUT_NOT_READ.get(arch)
+    if arch in GGUF_NOT_READ:
+        return NOT_READ[GGUF_NOT_READ[arch]]
+    return GGUF_LAYOUT_NOT_READ.get(arch) or GGUF_ARCH_NOT_READ.get(arch)
 
 
 @dataclass(frozen=True)
@@ -320,7 +342,7 @@ def lookup(name: str, only: str | None = None) -> tuple[bool, str]:
         said = line.removeprefix(f"model_type {model_type!r}")
         return read, f"{name}: a model class of model_type {model_type!r}" + (said if said != line else f"; {line}")
     known = list(dict.fromkeys([t for e in entries for t in (*e.model_types, *e.gguf)]
-                               + [*NOT_READ, *GGUF_NOT_READ, *GGUF_LAYOUT_NOT_READ]))
+                               + [*NOT_READ, *GGUF_NOT_READ, *GGUF_LAYOUT_NOT_READ, *GGUF_ARCH_NOT_READ]))
     close = difflib.get_close_matches(name, known, n=3) if isinstance(name, str) else []
     hint = f"; did you mean {' or '.join(close)}?" if close else ""
     return False, (f"{name or repr(name)}: not a model_type or GGUF architecture compscope knows{hint} (`compscope "
@@ -506,6 +528,8 @@ def markdown() -> str:
         layouts.setdefault(reason, []).append(arch)
     lines += ["", "GGUF files of models read from their HuggingFace folders, not read:", ""]
     lines += [f"- `{'`, `'.join(archs)}`: {reason}" for reason, archs in layouts.items()]
+    lines += ["", "Other GGUF architectures, not read:", ""]
+    lines += [f"- `{arch}`: {reason}" for arch, reason in GGUF_ARCH_NOT_READ.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -535,6 +559,7 @@ def text(width: int = 100) -> str:
                              if e.gguf else [])])
         out += textwrap.wrap(reads, width, initial_indent=" " * (column + 2), subsequent_indent=" " * (column + 2))
     known = ", ".join(t for types, _ in not_read_by_reason() for t in types)
+    archs = ", ".join(dict.fromkeys([*GGUF_NOT_READ, *GGUF_LAYOUT_NOT_READ, *GGUF_ARCH_NOT_READ]))
     out += ["", *textwrap.wrap(f"Known and not read, each refused with its reason (compscope models NAME says it): "
-                               f"{known}", width, subsequent_indent="  ")]
+                               f"{known}; GGUF architectures: {archs}", width, subsequent_indent="  ")]
     return "\n".join(out)
