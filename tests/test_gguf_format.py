@@ -4167,3 +4167,71 @@ def test_a_jais_gguf_attends_as_llama_cpps_graph_computes_from_the_files_tensors
     with pytest.raises(compscope.UnsupportedModelError, match=r"'jais\.attention\.max_alibi_bias' = None: .*without "
                                                               "positions"):
         compscope.load(tmp_path / "n.gguf")
+
+
+def _write_jina_v2(path, layers: int, n_heads: int, seed: int, extra: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+    """A jina-embeddings-v2 GGUF as llama.cpp's converter writes one: BERT's tensor names without a position table
+    (token types, the embeddings' LayerNorm, q, k and v apart with biases, the post-LN norms), ``attention.causal``
+    false; ``extra``: block tensors of its code models (``attn_q_norm``, ``attn_norm_2``) added. Every tensor
+    N(0, 0.5²) from one seeded generator (norm gains 1 + that); the tensors returned by their names."""
+    rng = np.random.default_rng(seed)
+    shapes = {"token_embd.weight": (V, D), "token_types.weight": (2, D), "token_embd_norm.weight": (D,),
+              "token_embd_norm.bias": (D,)}
+    for i in range(layers):
+        for x in ("q", "k", "v", "output"):
+            shapes.update({f"blk.{i}.attn_{x}.weight": (D, D), f"blk.{i}.attn_{x}.bias": (D,)})
+        for n in ("attn_output_norm", "layer_output_norm", *extra):
+            shapes.update({f"blk.{i}.{n}.weight": (D,), f"blk.{i}.{n}.bias": (D,)})
+        shapes.update({f"blk.{i}.ffn_up.weight": (64, D), f"blk.{i}.ffn_down.weight": (D, 32),
+                       f"blk.{i}.ffn_down.bias": (D,)})
+    tensors = {n: (rng.standard_normal(s) * 0.5 + (1.0 if n.endswith("norm.weight") or "norm_2.weight" in n else 0.0)
+                   ).astype(np.float32) for n, s in shapes.items()}
+    w = _writer(path, "jina-bert-v2")
+    _metadata(w, block_count=layers, head_count=n_heads, head_count_kv=None, layer_norm_eps=1e-12,
+              causal_attention=False)
+    for name, t in tensors.items():
+        w.add_tensor(name, t)
+    _finish(w)
+    return tensors
+
+
+@pytest.mark.parametrize("n_heads", [6, 4])
+def test_a_jina_embeddings_v2_gguf_attends_both_ways_as_llama_cpps_graph_computes(tmp_path, n_heads):
+    """jina-embeddings-v2 as llama.cpp's converter writes it and its BERT graph runs it (no position table: ALiBi
+    both ways, llama.cpp's mask -|i - j| times its slopes m0^(h+1), m1^(2(h - n') + 1) at maximum bias 8): each
+    head's pattern on what a layer reads equals the one computed here from the file's own tensors (q and k with their
+    biases, logits at d_head^-1/2, softmax over every key on both sides); the embeddings, the token type row and
+    the norms as the file holds them. Its code models' QK norms and second norm refused by name."""
+    from compscope.core.attention import attend, project
+
+    t = _write_jina_v2(tmp_path / "j.gguf", 2, n_heads, seed=9)
+    hw = compscope.load(tmp_path / "j.gguf")
+    assert hw.meta.family == "jina_bert_v2" and hw.positions == "alibi" and hw.W_pos is None and not hw.causal
+    assert any("jina-embeddings-v2 read by the jina_bert_v2 family" in n for n in hw.meta.notes)
+    assert np.array_equal(hw.W_E.T.numpy(), t["token_embd.weight"]) and hw.W_U is None
+    assert np.array_equal(hw.embed_extra["W_type"].T.numpy(), t["token_types.weight"])
+    assert np.array_equal(hw.attn_norm.weight[0].numpy(), t["token_embd_norm.weight"])
+    assert np.array_equal(hw.attn_norm.bias[1].numpy(), t["blk.0.layer_output_norm.bias"])
+    r, T = D // n_heads, 7
+    p2 = 2 ** int(math.floor(math.log2(n_heads)))
+    m0, m1 = 2.0 ** (-8.0 / p2), 2.0 ** (-4.0 / p2)
+    slopes = [m0 ** (h + 1) if h < p2 else m1 ** (2 * (h - p2) + 1) for h in range(n_heads)]
+    x = np.random.default_rng(17).standard_normal((T, D))  # (what a post-LN layer reads: the residual itself)
+    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+    for layer in range(2):
+        b = f"blk.{layer}."
+        q = x @ t[b + "attn_q.weight"].T.astype(np.float64) + t[b + "attn_q.bias"]
+        k = x @ t[b + "attn_k.weight"].T.astype(np.float64) + t[b + "attn_k.bias"]
+        expected = np.empty((n_heads, T, T))
+        for h in range(n_heads):
+            cut = slice(h * r, (h + 1) * r)
+            logits = q[:, cut] @ k[:, cut].T / math.sqrt(r) + slopes[h] * -np.abs(i - j)
+            e = np.exp(logits - logits.max(-1, keepdims=True))
+            expected[h] = e / e.sum(-1, keepdims=True)
+        xt = torch.tensor(x, dtype=torch.float32)[None]
+        ours = attend(hw, layer, project(hw, layer, "Q", xt), project(hw, layer, "K", xt))[0]
+        np.testing.assert_allclose(ours.double().numpy(), expected, rtol=1e-4, atol=1e-5)
+    for extra in ("attn_q_norm", "attn_norm_2"):
+        _write_jina_v2(tmp_path / f"{extra}.gguf", 2, n_heads, seed=9, extra=(extra,))
+        with pytest.raises(compscope.UnsupportedModelError, match=rf"a jina-bert-v2 file with {extra}: "):
+            compscope.load(tmp_path / f"{extra}.gguf")

@@ -229,17 +229,17 @@ def softmax_with_sink(hw: HeadWeights, layer: int, logits: Tensor, head_axis: in
 
 def with_bias(hw: HeadWeights, layer: int, logits: Tensor, offset: Tensor) -> Tensor:
     """Attention ``logits (..., head, *shape)`` of ``layer`` plus the bias each head adds for the
-    query-minus-key offsets ``offset`` (``shape``, broadcast): ALiBi's ``−m_h δ``, or a learned bias by
-    offset bucket (``rel_bias[layer, h, β(δ)]``: :func:`bias_bucket`); unchanged without either. (A bias
-    that grows with the key position alone, ``m_h j`` as Bloom adds it, differs by ``m_h i``, the
-    same for every key of a query: the softmax does not see it.)"""
+    query-minus-key offsets ``offset`` (``shape``, broadcast): ALiBi's ``−m_h |δ|`` (``−m_h δ`` on every key a
+    causal model's query sees), or a learned bias by offset bucket (``rel_bias[layer, h, β(δ)]``:
+    :func:`bias_bucket`); unchanged without either. (A bias that grows with the key position alone, ``m_h j`` as
+    Bloom adds it, differs by ``m_h i``, the same for every key of a query: the softmax does not see it.)"""
     if hw.rel_bias is not None:
         b = hw.rel_bias[layer].to(logits.device, logits.dtype)[:, bias_bucket(hw, offset.to(logits.device))]
         return logits + b  # (head, *shape)
     if hw.alibi is None:
         return logits
     m = hw.alibi.to(logits.device, logits.dtype).reshape(-1, *(1,) * offset.ndim)
-    return logits - m * offset.to(logits.device, logits.dtype)
+    return logits - m * offset.to(logits.device, logits.dtype).abs()
 
 
 def bias_bucket(hw: HeadWeights, offset: Tensor) -> Tensor:

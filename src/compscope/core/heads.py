@@ -270,7 +270,7 @@ class HeadWeights:
     kv_latent_from: int = 0
     rotary: Rotary | None = None
     positions: str = "none"  # 'learned', 'rotary', 'alibi', 'relative', 'none'
-    alibi: Tensor | None = None  # (head,) ALiBi slopes m_h >= 0: logit - m_h (i - j) for query i, key j (Bloom)
+    alibi: Tensor | None = None  # (head,) ALiBi slopes m_h >= 0: logit - m_h |i - j| for query i, key j (Bloom)
     # DeBERTa's disentangled attention: position queries and keys of each layer, head and relative-position row,
     # which no residual enters; the logit of query i and key j adds q_i · pos_K[ρ(i - j)] (content to position) and
     # k_j · pos_Q[ρ(i - j)] (position to content) to q_i · k_j, all times `scale` (ρ: core.attention.relative_index)

@@ -27,7 +27,7 @@ from typing import ClassVar
 import torch
 
 from ..checkpoint import Checkpoint
-from ...core.heads import HeadWeights, Meta, Norm, Rotary
+from ...core.heads import HeadWeights, Meta, Norm, Rotary, alibi_slopes
 from ...errors import LoadError, UnsupportedModelError
 from . import register
 from .base import MAX_WIDTH, Family, integer, inv_freq, number, sizes, split_cols, split_rows, stack
@@ -661,3 +661,27 @@ class RoFormer(Bert):
         return dict(W_pos=None, rotary=Rotary(d_head, f.expand(n_layers, -1).clone(), "interleaved"),
                     positions="rotary"), [
             "rotary positions on every head dimension, adjacent pairs (2i, 2i + 1), base 10000; no position table"]
+
+
+@register
+class JinaBertV2(Bert):
+    """jina-embeddings-v2 (Jina AI's JinaBERT) as llama.cpp runs its GGUF files: BERT's post-LN layers, the token type
+    0's row added to each token's embedding, and no position table: ALiBi both ways, each head's logits biased by
+    ``-m_h |i - j|`` with BLOOM's slopes at llama.cpp's maximum bias 8. No HuggingFace model type names it here (its
+    folders say ``bert`` with ALiBi positions, which the bert family refuses: their code is remote): GGUF files alone
+    are read as it (:attr:`gguf_types`)."""
+
+    name = "jina_bert_v2"
+    about = "jina-embeddings-v2 (GGUF files, as llama.cpp runs them): BERT's post-LN layers with ALiBi both ways"
+    model_types = ()
+    gguf_types = ("jina_bert_v2_gguf",)
+    architectures = ()
+    runs_on_data = False  # (transformers has no model of it)
+
+    @classmethod
+    def positional(cls, config: dict, where: str, ts, e: str, d_head: int, n_layers: int) -> tuple[dict, list[str]]:
+        """ALiBi both ways at maximum bias 8; no position table."""
+        H = sizes(config, where)[1]
+        return dict(W_pos=None, positions="alibi", alibi=alibi_slopes(H).float()), [
+            "ALiBi positions both ways (maximum bias 8): each head's logits get -m_h |i - j|, no position enters the "
+            "residual"]

@@ -78,6 +78,8 @@ ARCHS = {
     "nomic-bert-moe": ("jina_embeddings_v3", False, False),  # nomic-embed-text v2 MoE: BERT's post-LN layers with
     # rotary and biased attention, jina-embeddings-v3's (its experts are MLP), under the same names (names._JINA_BLOCK)
     "jina-bert-v3": ("jina_embeddings_v3", False, False),  # jina-embeddings-v3: its released names (names._JINA_BLOCK)
+    "jina-bert-v2": ("jina_bert_v2_gguf", False, False),  # jina-embeddings-v2 (remote code): BERT's names without a
+    # position table, ALiBi both ways at maximum bias 8 (llama.cpp's); its code models' QK norms refused (rules)
     "bert": ("bert", False, False),  # BERT encoders (and RoBERTa's kin: llama.cpp cuts their position table to row 0)
     "nemotron": ("nemotron", False, True),  # Llama's names; llama.cpp stores LayerNorm1P's gains 1 + w, biases beside
     "command-r": ("cohere", False, False),  # Llama's names, rows as HF's (interleaved rotary, llama.cpp's own kind);
@@ -208,7 +210,7 @@ _BIAS_SWITCHES = {"seed_oss": {"attention_bias": "attn_q.bias", "attention_out_b
                   "glm4moe": {"attention_bias": "attn_q.bias", "use_qk_norm": "attn_q_norm.weight"}}
 #: encoder architectures, which attend both ways (a file flagged causal is refused)
 _ENCODERS = ("bert", "nomic-bert", "nomic-bert-moe", "eurobert", "modern-bert", "jina-bert-v3", "t5", "t5encoder",
-             "llada", "dream")
+             "llada", "dream", "jina-bert-v2")
 #: multi-head latent attention (:func:`.rules.latent_attention`)
 _LATENT = ("deepseek2", "mistral4", "deepseek32", "glm-dsa", "kimi-linear", "minicpm3", "plm", "bailingmoe3")
 #: the architectures whose files may hold LongRoPE's factors (``rope_factors_long``, ``_short``)
@@ -221,7 +223,7 @@ _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid", "nemotron",  
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
 _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
                     for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2", "cohere2moe", "bert",
-                                 "nomic-bert", "nomic-bert-moe", "jina-bert-v3", "orion")},
+                                 "jina-bert-v2", "nomic-bert", "nomic-bert-moe", "jina-bert-v3", "orion")},
                  "modern-bert": {"layer_norm_epsilon": "norm_eps"},
                  "nemotron": {"layer_norm_epsilon": "norm_eps", "rms_norm_eps": "norm_eps"},
                  "lfm2": {"rms_norm_eps": "norm_eps"}, "lfm2moe": {"rms_norm_eps": "norm_eps"},
@@ -257,6 +259,8 @@ _READ_AS = {
     "jais": ("Jais read by the jais family (GPT-2's blocks with ALiBi, logits at 1/d_head), as llama.cpp runs it; the "
              "muP embedding and output scales its converter folds into token_embd and output read in W_E and W_U"
              + _NO_MODEL),
+    "jina-bert-v2": ("jina-embeddings-v2 read by the jina_bert_v2 family (BERT's post-LN layers with ALiBi both ways), "
+                     "as llama.cpp runs it" + _NO_MODEL),
     "plm": ("PLM read by the DeepSeek-V3 family (DeepSeek-V2-Lite's multi-head latent attention), as llama.cpp runs "
             "it" + _NO_MODEL),
     **{arch: (f"{name} read by the qwen3_bidirectional family (Qwen3's attention attending both ways, as llama.cpp's "
@@ -451,6 +455,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         cfg.update({key: any(n.endswith(tensor) for n in names) for key, tensor in _BIAS_SWITCHES[arch].items()})
     if arch == "modern-bert":
         rules.modern_bert(path, arch, cfg, fields, infos)
+    if arch == "jina-bert-v2":
+        rules.jina_bert_v2(path, arch, infos)
     if arch == "jina-bert-v3" and "rope_theta" not in cfg:  # (llama.cpp would take 10000; the model's is 20000)
         raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.freq_base' is missing: llama.cpp would turn "
                                     "the heads at 10000, jina-embeddings-v3 at its own base (20000)")

@@ -210,7 +210,7 @@ LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn.
             "bloom": (_BLOOM_BLOCK, "transformer.h.{i}.", _BLOOM_TOP, (),
                       (("self_attention.query_key_value.weight", "self_attention.query_key_value.bias"), _neox_per_head)),
             "mpt": (_MPT_BLOCK, "transformer.blocks.{i}.", _MPT_TOP, (), ((), None)),
-            "bert": (_BERT_BLOCK, "encoder.layer.{i}.", _BERT_TOP, (), ((), None)),
+            **dict.fromkeys(("bert", "jina-bert-v2"), (_BERT_BLOCK, "encoder.layer.{i}.", _BERT_TOP, (), ((), None))),
             "nomic-bert": (_NOMIC_BLOCK, "encoder.layers.{i}.", _NOMIC_TOP, (), ((), None)),
             "modern-bert": (_MODERNBERT_BLOCK, "layers.{i}.", _MODERNBERT_TOP, (), ((), None)),
             **dict.fromkeys(("jina-bert-v3", "nomic-bert-moe"), (_JINA_BLOCK, "encoder.layers.{i}.", _JINA_TOP, (),
@@ -267,7 +267,7 @@ def layout(arch: str, infos: list) -> tuple:
         # not in the attention
         not_attention = ("post_attention_norm.weight",)
     # post-LN: the LayerNorm after the attention acts on the residual, not inside the attention
-    if arch in ("bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v3"):
+    if arch in ("bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v3", "jina-bert-v2"):
         not_attention = ("attn_output_norm.weight", "attn_output_norm.bias")
     if arch == "falcon" and any(i.name.endswith("attn_norm_2.weight") for i in infos):
         # attn_norm_2 is the attention's LayerNorm, attn_norm the MLP's

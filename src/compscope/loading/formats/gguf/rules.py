@@ -777,3 +777,16 @@ def stated(path: Path, arch: str, fields: dict, key: str, otherwise: str) -> flo
         raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.{key}' = {value!r}: a positive number is needed "
                                     f"({otherwise})")
     return float(value)
+
+
+def jina_bert_v2(path: Path, arch: str, infos: list) -> None:
+    """Refuse a jina-embeddings-v2 file that llama.cpp runs otherwise than BERT's post-LN layers: LayerNorms on the
+    queries and keys over all of a layer's heads (``attn_q_norm``, ``attn_k_norm``: its code models'), or a second
+    norm after the attention with the layer's input added again (``attn_norm_2``)."""
+    extra = sorted({i.name.split(".", 2)[2].removesuffix(".weight").removesuffix(".bias") for i in infos
+                    if i.name.startswith("blk.") and i.name.split(".", 2)[2].startswith(
+                        ("attn_q_norm", "attn_k_norm", "attn_norm_2"))})
+    if extra:
+        raise UnsupportedModelError(f"{path}: a {arch} file with {', '.join(extra)}: llama.cpp normalises the queries "
+                                    "and keys over all of a layer's heads, or adds the layer's input again after a "
+                                    "second norm, which the BERT layers compscope reads it by do not hold")
