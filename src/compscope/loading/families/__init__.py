@@ -12,12 +12,12 @@ from ...registry import Registry
 from ..checkpoint import LEGACY_NORM_NAMES
 from .base import Family
 
-#: every family, found by its ``model_types`` and ``architectures``
+#: every family, found by its ``model_types`` (and ``gguf_types``) and ``architectures``
 FAMILIES: Registry = Registry("family", "families", error=UnsupportedModelError)
 
 
 def register(cls: type[Family]) -> type[Family]:
-    """Class decorator: make a family findable by its ``model_types`` and ``architectures``."""
+    """Class decorator: make a family findable by its ``model_types`` (``gguf_types``) and ``architectures``."""
     return FAMILIES.add(cls.name, cls)
 
 
@@ -26,7 +26,8 @@ def families() -> dict[str, type[Family]]:
 
 
 def family_for(config: dict, where: str) -> type[Family]:
-    """The family that handles ``config`` (by ``model_type``, then ``architectures``)."""
+    """The family that handles ``config`` (by ``model_type``, a GGUF file's among ``gguf_types`` too, then
+    ``architectures``)."""
     model_type = config.get("model_type")
     archs = config.get("architectures") or []
     for fam in families().values():
