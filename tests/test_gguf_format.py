@@ -3891,7 +3891,8 @@ def test_an_embedding_llama_gguf_reads_causal_or_both_ways_as_its_flag_says(tmp_
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
 
 
-@pytest.mark.parametrize("arch, name, biased", [("plamo", "PLaMo", False), ("pangu-embedded", "openPangu-Embedded", True)])
+@pytest.mark.parametrize("arch, name, biased", [("plamo", "PLaMo", False),
+                                                ("pangu-embedded", "openPangu-Embedded", True)])
 def test_plamo_and_openpangu_ggufs_read_as_a_llamas_attention(tmp_path, arch, name, biased):
     """PLaMo as llama.cpp converts it (its query heads regrouped into llama.cpp's order, rows as HF's) and runs it
     (rotate-half rotary on whole heads, grouped K/V heads, the attention beside the MLP on one normed input), and
@@ -4106,7 +4107,8 @@ def _write_jais(path, layers: int, n_heads: int, max_bias: float | None, seed: i
     projection biased, no K/V head count, ALiBi's maximum bias as ``attention.max_alibi_bias`` (None: left out); every
     tensor N(0, 0.5²) from one seeded generator (norm gains 1 + that). The tensors returned by their names."""
     rng = np.random.default_rng(seed)
-    shapes = {"token_embd.weight": (V, D), "output.weight": (V, D), "output_norm.weight": (D,), "output_norm.bias": (D,)}
+    shapes = {"token_embd.weight": (V, D), "output.weight": (V, D), "output_norm.weight": (D,),
+              "output_norm.bias": (D,)}
     for i in range(layers):
         shapes.update({f"blk.{i}.attn_norm.weight": (D,), f"blk.{i}.attn_norm.bias": (D,),
                        f"blk.{i}.attn_qkv.weight": (3 * D, D), f"blk.{i}.attn_qkv.bias": (3 * D,),

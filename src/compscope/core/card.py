@@ -68,7 +68,8 @@ def card_rows(hw: HeadWeights) -> list[tuple[str, str]]:
         pos = f"rotary on {hw.rotary.dim} of {hw.d_head} head dims ({hw.rotary.style} pairs), {_rotary_bases(hw)}"
     elif hw.alibi is not None:
         slopes = hw.alibi.double()
-        pos = (f"ALiBi: logit bias -m_h {'(i - j)' if hw.causal else '|i - j|'}, slopes m_h from {float(slopes.max()):.4g} to {float(slopes.min()):.4g} "
+        pos = (f"ALiBi: logit bias -m_h {'(i - j)' if hw.causal else '|i - j|'}, slopes m_h from "
+               f"{float(slopes.max()):.4g} to {float(slopes.min()):.4g} "
                f"over {len(slopes)} heads")
     elif hw.positions == "relative":
         pos = _relative(hw)

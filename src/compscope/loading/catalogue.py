@@ -224,9 +224,9 @@ GGUF_NOT_READ: dict[str, str] = {
 GGUF_ARCH_NOT_READ: dict[str, str] = {
     "clip": ("a multimodal projector file (mmproj: a vision or audio encoder and its projection) that llama.cpp pairs "
              "with a language model's file; compscope reads the language model's file"),
-    "neo-bert": ("NeoBERT: llama.cpp splits its fused qkv into all the queries, then all the keys, then all the values, "
-                 "while NeoBERT's own code reads each head's rows as [q_h | k_h | v_h]: the heads llama.cpp runs from "
-                 "such a file are not NeoBERT's"),
+    "neo-bert": ("NeoBERT: llama.cpp splits its fused qkv into all the queries, then all the keys, then all the "
+                 "values, while NeoBERT's own code reads each head's rows as [q_h | k_h | v_h]: the heads llama.cpp "
+                 "runs from such a file are not NeoBERT's"),
     "eagle3": ("an EAGLE-3 draft model: its layer reads the target model's hidden states from three of its layers "
                "(concatenated, projected by fc) beside the token embeddings, not a residual stream of token "
                "embeddings alone"),

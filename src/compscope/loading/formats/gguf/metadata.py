@@ -147,8 +147,9 @@ ARCHS = {
     "bailingmoe3": ("bailing_hybrid", False, False),  # Ling 3: its latent attention layers (K/V heads 0 on a KDA
     # layer), the up-projection split, a sigmoid gate per head (attn_gate), adjacent pairs rotated
     # (rules.latent_attention)
-    "plm": ("deepseek_v3", False, False),  # PLM (remote code): DeepSeek-V2-Lite's latent attention (queries from attn_q,
-    # attn_kv_b fused), adjacent pairs rotated, no rope scaling, the unembedding token_embd's (rules.latent_attention)
+    "plm": ("deepseek_v3", False, False),  # PLM (remote code): DeepSeek-V2-Lite's latent attention (queries from
+    # attn_q, attn_kv_b fused), adjacent pairs rotated, no rope scaling, the unembedding token_embd's
+    # (rules.latent_attention)
     "kimi-linear": ("kimi_linear", False, False),  # Kimi Linear: its latent attention layers (K/V heads 0 on a KDA
     # layer), no positions (rules.latent_attention)
     "minicpm3": ("minicpm3", False, False),  # MiniCPM3: multi-head latent attention, rows as HF's (halves rotated),
@@ -156,9 +157,9 @@ ARCHS = {
     "mimo2": ("mimo_v2_flash", False, False),  # MiMo-V2-Flash: rows as HF's (rotate-half on part of each head), its
     # per-layer K/V heads, sinks, narrow values and value scale (rules.mimo2), the prediction blocks left out
     # InternLM2, XVERSE, DeepSeek's first MoE (deepseek-moe-16b), Snowflake Arctic, Ling (BailingMoE), Nanbeige (one
-    # loop) and Baichuan's 7B models: Llamas to llama.cpp (rows permuted by their converters, its Llama graph: no biases, rotary on whole
-    # heads), their remote-code models read by the Llama family (rules.llama_graph; Baichuan 13B's ALiBi by
-    # llama_alibi's)
+    # loop) and Baichuan's 7B models: Llamas to llama.cpp (rows permuted by their converters, its Llama graph: no
+    # biases, rotary on whole heads), their remote-code models read by the Llama family (rules.llama_graph; Baichuan
+    # 13B's ALiBi by llama_alibi's)
     **dict.fromkeys(_LLAMA_GRAPHS, ("llama", True, False)),
     "refact": ("llama_alibi", False, False),  # Refact (remote code): Llama's names, q, k, v apart (one K/V head), ALiBi
     # at maximum bias 8 and no rotary in llama.cpp's graph: llama_alibi's
@@ -252,8 +253,8 @@ _READ_AS = {
                           ("bailingmoe", "Ling (BailingMoE)"), ("baichuan", "Baichuan 7B"), ("nanbeige", "Nanbeige"))},
     "llada": ("LLaDA read by the EuroBERT family (Llama's layers attending both ways), as llama.cpp runs it; its "
               "unembedding, which predicts the masked tokens, not read" + _NO_MODEL),
-    "pangu-embedded": ("openPangu-Embedded read by the Llama family (rotate-half rotary, the biases the file holds), as "
-                       "llama.cpp runs it" + _NO_MODEL),
+    "pangu-embedded": ("openPangu-Embedded read by the Llama family (rotate-half rotary, the biases the file holds), "
+                       "as llama.cpp runs it" + _NO_MODEL),
     "bailingmoe3": ("Ling 3 read by the bailing_hybrid family (its multi-head latent attention layers, a sigmoid "
                     "gate per head), as llama.cpp runs it" + _NO_MODEL),
     "jais": ("Jais read by the jais family (GPT-2's blocks with ALiBi, logits at 1/d_head), as llama.cpp runs it; the "
