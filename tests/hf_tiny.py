@@ -113,13 +113,14 @@ class _Named:
 
 
 def model_class(config_cls: str, name: str):
-    """transformers' model class ``name``: exported at its top, or from the modeling module of the config class
-    ``config_cls``'s model type (BridgeTower's text model is not exported), found as the data runner finds it."""
-    from compscope.data.runner.hf import _model_class
+    """transformers' model class ``name``: exported at its top, or from the modeling module beside the config class
+    ``config_cls`` (BridgeTower's text model is not exported)."""
+    import importlib
 
-    found = _model_class(name, getattr(transformers, config_cls).model_type)
+    found = getattr(transformers, name, None)
     if found is None:
-        raise AttributeError(f"transformers {transformers.__version__} has no class {name} (for {config_cls})")
+        module = getattr(transformers, config_cls).__module__.replace(".configuration_", ".modeling_")
+        found = getattr(importlib.import_module(module), name)
     return found
 
 
