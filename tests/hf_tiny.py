@@ -114,7 +114,8 @@ class _Named:
 
 def model_class(config_cls: str, name: str):
     """transformers' model class ``name``: exported at its top, or from the modeling module beside the config class
-    ``config_cls`` (BridgeTower's text model is not exported)."""
+    ``config_cls`` (BridgeTower's text model is not exported). By the config class, not as the data runner finds a
+    folder's class by its model type: transformers 4.57 builds this model though it maps no model type to it."""
     import importlib
 
     found = getattr(transformers, name, None)
