@@ -3752,15 +3752,19 @@ def test_a_llada_gguf_reads_as_llama_cpp_runs_it_both_ways(tmp_path):
 
 
 def _write_fused_qkv_gguf(path, model, arch: str, rope_dim: int, cut: int = 0, kv: int | None = None,
-                          head_dim: int | None = None, eps: str = "layer_norm_rms_eps") -> None:
+                          head_dim: int | None = None, eps: str = "layer_norm_rms_eps", base: float = 10000.0,
+                          beside: dict[str, np.ndarray] | None = None) -> None:
     """A Llama-layout model written as llama.cpp writes the first Qwen's, ChatGLM's and Ling 2.0's files: one
     ``attn_qkv`` per block (and its bias, where the model has them; and QK norms, where it has them), rows [q | k | v]
     as stored, ``cut`` rows short of them; ``kv``:
-    the K/V head count stated (None: left out); ``head_dim``: the head width stated (None: left out)."""
+    the K/V head count stated (None: left out); ``head_dim``: the head width stated (None: left out); ``base``: the
+    rotary base stated; ``beside``: more tensors written as they are (CogVLM's visual expert)."""
     sd = _numpy_state(model)
     w = _writer(path, arch)
-    _metadata(w, head_count_kv=kv, rope_dimension_count=rope_dim, rope_freq_base=10000.0, key_length=head_dim,
+    _metadata(w, head_count_kv=kv, rope_dimension_count=rope_dim, rope_freq_base=base, key_length=head_dim,
               **{eps: 1e-6})
+    for name, t in (beside or {}).items():
+        w.add_tensor(name, t)
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
     for part in ("weight", "bias"):  # (LayerNorms' biases, and an output projection's, where the model has them)
         if f"model.norm.{part}" in sd:
@@ -4237,3 +4241,33 @@ def test_a_jina_embeddings_v2_gguf_attends_both_ways_as_llama_cpps_graph_compute
         _write_jina_v2(tmp_path / f"{extra}.gguf", 2, n_heads, seed=9, extra=(extra,))
         with pytest.raises(compscope.UnsupportedModelError, match=rf"a jina-bert-v2 file with {extra}: "):
             compscope.load(tmp_path / f"{extra}.gguf")
+
+
+def test_a_cogvlm_gguf_reads_its_language_expert_as_llama_cpp_runs_it_on_text(tmp_path):
+    """CogVLM as llama.cpp converts it (its language expert's fused ``attn_qkv``, rows [q | k | v] as HF's; the visual
+    expert's ``vis_attn_qkv`` and the rest beside) and runs it on text tokens (rotate-half rotary on whole heads at
+    ggml_rope's base 10000): the heads of the Llama holding the language expert's weights, the visual expert not read,
+    said; a file stating another base (which llama.cpp's graph does not apply) or grouped K/V heads refused by name."""
+    cfg = hf_config("LlamaConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=H, max_position_embeddings=64, tie_word_embeddings=False,
+                    rms_norm_eps=1e-6, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    _randomise(model, 67)
+    rng = np.random.default_rng(3)
+    visual = {f"blk.{i}.{name}.weight": rng.standard_normal(shape).astype(np.float32) for i in range(2)
+              for name, shape in (("vis_attn_qkv", (3 * D, D)), ("vis_attn_output", (D, D)), ("vis_gate", (32, D)),
+                                  ("vis_up", (32, D)), ("vis_down", (D, 32)))}
+    _write_fused_qkv_gguf(tmp_path / "c.gguf", model, "cogvlm", D // H, beside=visual)
+    ours, ref = compscope.load(tmp_path / "c.gguf"), compscope.load(model)
+    assert ours.meta.family == "llama" and ours.n_kv_heads == H
+    assert any("CogVLM's language expert read by the Llama family" in n for n in ours.meta.notes)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    assert ours.rotary.style == "half"
+    _write_fused_qkv_gguf(tmp_path / "b.gguf", model, "cogvlm", D // H, base=500000.0, beside=visual)
+    with pytest.raises(compscope.UnsupportedModelError, match=r"'cogvlm\.rope\.freq_base' = 500000: .*base 10000"):
+        compscope.load(tmp_path / "b.gguf")
+    _write_fused_qkv_gguf(tmp_path / "g.gguf", model, "cogvlm", D // H, kv=G, beside=visual)
+    with pytest.raises(compscope.UnsupportedModelError, match=rf"'cogvlm\.attention\.head_count_kv' = {G} for {H}"):
+        compscope.load(tmp_path / "g.gguf")

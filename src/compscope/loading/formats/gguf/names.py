@@ -229,12 +229,13 @@ LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn.
             **dict.fromkeys(("nemotron_h", "nemotron_h_moe"), (_NEMOTRON_H_BLOCK, "backbone.layers.{i}.", _NEMOTRON_H_TOP,
                                                                (), ((), None))),
             "phimoe": (_BLOCK, "model.layers.{i}.", {**_TOP, "output.bias": "lm_head.bias"}, (), ((), None)),
-            **dict.fromkeys(("qwen", "chatglm", "bailingmoe2", "codeshell"), (_FUSED_QKV_BLOCK, "model.layers.{i}.",
-                                                                               _TOP, (), ((), None))),
+            **dict.fromkeys(("qwen", "chatglm", "bailingmoe2", "codeshell", "cogvlm"), (
+                _FUSED_QKV_BLOCK, "model.layers.{i}.", _TOP, (), ((), None))),
             **dict.fromkeys(("afmoe", "muse-glimmer"), ({**_BLOCK, "attn_gate.weight": "self_attn.gate_proj.weight"},
                                                         "model.layers.{i}.", _TOP, (), ((), None))),
             "gemma4": ({**_BLOCK, "layer_output_scale.weight": "layer_scalar"}, "model.layers.{i}.", _TOP, (), ((), None)),
-            **dict.fromkeys(("deepseek2", "mistral4", "deepseek32", "glm-dsa", "kimi-linear", "minicpm3", "plm"), (
+            **dict.fromkeys(("deepseek2", "mistral4", "deepseek32", "glm-dsa", "kimi-linear", "minicpm3",
+                             "plm"), (
                 _LATENT_BLOCK, "model.layers.{i}.", _TOP, (), ((), None))),
             "bailingmoe3": ({**_LATENT_BLOCK, "attn_gate.weight": "self_attn.g_proj.weight"}, "model.layers.{i}.", _TOP,
                             (), ((), None)),

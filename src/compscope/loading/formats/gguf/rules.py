@@ -790,3 +790,28 @@ def jina_bert_v2(path: Path, arch: str, infos: list) -> None:
         raise UnsupportedModelError(f"{path}: a {arch} file with {', '.join(extra)}: llama.cpp normalises the queries "
                                     "and keys over all of a layer's heads, or adds the layer's input again after a "
                                     "second norm, which the BERT layers compscope reads it by do not hold")
+
+
+def cogvlm(path: Path, arch: str, cfg: dict, fields: dict, infos: list) -> str:
+    """CogVLM as llama.cpp runs a file of it on text tokens: its language expert (``attn_qkv``, ``attn_output``; the
+    visual expert's ``vis_*`` weights run on image embeddings alone, not read), one K/V head per query head (its graph
+    cuts the fused rows so), rotate-half rotary over whole heads at base 10000 (``ggml_rope``'s, whatever
+    ``rope.freq_base`` says: a file stating another base, rope scaling or frequency factors, which its graph does not
+    apply, refused). Returns the note."""
+    n_heads, n_kv = cfg["num_attention_heads"], cfg.get("num_key_value_heads", cfg["num_attention_heads"])
+    if n_kv != n_heads:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.head_count_kv' = {n_kv} for {n_heads} "
+                                    f"query heads: llama.cpp's {arch} graph cuts the fused rows as one K/V head per "
+                                    "query head")
+    theta = cfg.setdefault("rope_theta", 10000.0)
+    unused = [f"'{arch}.rope.freq_base' = {theta:g}"] if abs(theta - 10000.0) > 1e-4 else []
+    scaling = cfg.get("rope_scaling")
+    unused += [f"'{arch}.rope.scaling.type' = {scaling.get('rope_type')!r}"] if scaling else []
+    unused += ["the tensor 'rope_freqs.weight'"] if any(i.name == "rope_freqs.weight" for i in infos) else []
+    if unused:
+        raise UnsupportedModelError(f"{path}: GGUF metadata {', '.join(unused)}: llama.cpp's {arch} graph turns the "
+                                    "heads at base 10000 with no scaling whatever the file says, which is not the "
+                                    "rotary it states")
+    return ("CogVLM's language expert read by the Llama family, as llama.cpp runs it on text tokens (the visual "
+            "expert's weights, which it runs on image embeddings, not read); weights only: transformers has no model "
+            "of it")
