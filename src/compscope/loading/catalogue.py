@@ -513,7 +513,8 @@ def markdown() -> str:
               f"by transformers' GGUF reader ({_transformers_said()}); the others are read for the weight-only "
               "commands (for data, use the model's HuggingFace folder). Every HuggingFace folder of a family runs on "
               "data" + (f", but those of {' and '.join(weights_only)}, which transformers has no model of"
-                        if weights_only else "") + ".", "",
+                        if weights_only else "") + ". A family with no `model_type` reads GGUF files alone: models "
+              "whose own code transformers does not hold, as llama.cpp runs them.", "",
               "| family | models | `model_type` | GGUF |", "|---|---|---|---|"]
     for e in entries:
         gguf_cell = ", ".join(f"**{a}**" if a in e.gguf_on_data else a for a in e.gguf)
