@@ -4271,3 +4271,90 @@ def test_a_cogvlm_gguf_reads_its_language_expert_as_llama_cpp_runs_it_on_text(tm
     _write_fused_qkv_gguf(tmp_path / "g.gguf", model, "cogvlm", D // H, kv=G, beside=visual)
     with pytest.raises(compscope.UnsupportedModelError, match=rf"'cogvlm\.attention\.head_count_kv' = {G} for {H}"):
         compscope.load(tmp_path / "g.gguf")
+
+
+def _write_plamo3(path, n_heads: int, n_kv: int, seed: int, window: int | None, pattern: int | None,
+                  local_base: float | None, layers: int = 4, **more) -> dict[str, np.ndarray]:
+    """A PLaMo 3 GGUF as llama.cpp's converter writes one: a fused ``attn_qkv`` (rows [q | k | v]), per-head
+    ``attn_q_norm`` and ``attn_k_norm``, ``post_attention_norm`` and ``post_ffw_norm``, gains as stored (1 + N(0, 0.5²)),
+    the rest N(0, 0.5²); rotary base 100, ``window`` / ``pattern`` / ``local_base`` as the sliding keys (None: left
+    out); ``more``: further metadata, as :func:`_metadata` takes it. The tensors returned by their names."""
+    rng = np.random.default_rng(seed)
+    r = D // n_heads
+    shapes = {"token_embd.weight": (V, D), "output.weight": (V, D), "output_norm.weight": (D,)}
+    for i in range(layers):
+        shapes.update({f"blk.{i}.attn_norm.weight": (D,), f"blk.{i}.attn_qkv.weight": ((n_heads + 2 * n_kv) * r, D),
+                       f"blk.{i}.attn_q_norm.weight": (r,), f"blk.{i}.attn_k_norm.weight": (r,),
+                       f"blk.{i}.attn_output.weight": (D, n_heads * r), f"blk.{i}.post_attention_norm.weight": (D,),
+                       f"blk.{i}.ffn_norm.weight": (D,), f"blk.{i}.post_ffw_norm.weight": (D,),
+                       f"blk.{i}.ffn_up.weight": (64, D), f"blk.{i}.ffn_down.weight": (D, 32)})
+    tensors = {n: (rng.standard_normal(s) * 0.5 + (1.0 if "norm" in n else 0.0)).astype(np.float32)
+               for n, s in shapes.items()}
+    w = _writer(path, "plamo3")
+    _metadata(w, block_count=layers, head_count=n_heads, head_count_kv=n_kv, layer_norm_rms_eps=1e-6,
+              rope_freq_base=100.0, rope_dimension_count=r, sliding_window=window, **more)
+    if pattern is not None:
+        w.add_uint32("plamo3.attention.sliding_window_pattern", pattern)
+    if local_base is not None:
+        w.add_float32("plamo3.rope.freq_base_swa", local_base)
+    for name, t in tensors.items():
+        w.add_tensor(name, t)
+    _finish(w)
+    return tensors
+
+
+@pytest.mark.parametrize("window, pattern, local_base", [(3, 2, 1000.0), (3, None, None), (None, None, None)])
+def test_a_plamo3_gguf_attends_as_llama_cpps_graph_computes_from_the_files_tensors(tmp_path, window, pattern,
+                                                                                    local_base):
+    """PLaMo 3 as llama.cpp's converter writes it and its graph runs it: what each layer's attention adds to a random
+    residual equals what is computed here from the file's own tensors as that graph does (RMSNorm, the fused rows cut
+    [q | k | v], each query and key head RMS-normed with its gain, rotate-half rotary at rope.freq_base on a global
+    layer and at rope.freq_base_swa (10000 where none is stated) on a sliding one, layers p − 1, 2p − 1, ... global
+    (p 8 where none is stated), keys within the window behind a sliding layer's query, softmax, attn_output, then the
+    RMSNorm post_attention_norm); without a window every layer global."""
+    from compscope.core.attention import attention_forward
+
+    H_, G_ = 4, 2
+    t = _write_plamo3(tmp_path / "p.gguf", H_, G_, seed=19, window=window, pattern=pattern, local_base=local_base)
+    hw = compscope.load(tmp_path / "p.gguf")
+    assert hw.meta.family == "plamo3" and hw.n_kv_heads == G_ and hw.attn_out_norm is not None
+    assert any("PLaMo 3 read by the plamo3 family" in n for n in hw.meta.notes)
+    p = pattern or 8
+    sliding = [window is not None and i % p < p - 1 for i in range(4)]
+    assert hw.sliding_window == tuple(window if s else None for s in sliding)
+    r, T, eps = D // H_, 7, 1e-6
+    x = np.random.default_rng(23).standard_normal((T, D))
+    pos = np.arange(T)[:, None]
+    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+
+    def rms(v, g):
+        return v / np.sqrt((v ** 2).mean(-1, keepdims=True) + eps) * g
+
+    def turn(v, base):  # (T, r): rotate-half pairs (k, k + r/2) by position × base^(-2k/r)
+        f = base ** (-np.arange(0, r, 2) / r)
+        c, s = np.cos(pos * f), np.sin(pos * f)
+        a, b = v[:, : r // 2], v[:, r // 2 :]
+        return np.concatenate([a * c - b * s, b * c + a * s], -1)
+
+    for layer in range(4):
+        b = f"blk.{layer}."
+        base = (local_base or 10000.0) if sliding[layer] else 100.0
+        qkv = rms(x, t[b + "attn_norm.weight"]) @ t[b + "attn_qkv.weight"].T.astype(np.float64)
+        q, k, v = np.split(qkv, [H_ * r, (H_ + G_) * r], axis=-1)
+        z = np.empty((T, H_ * r))
+        for h in range(H_):
+            g = h // (H_ // G_)
+            qh = turn(rms(q[:, h * r:(h + 1) * r], t[b + "attn_q_norm.weight"]), base)
+            kh = turn(rms(k[:, g * r:(g + 1) * r], t[b + "attn_k_norm.weight"]), base)
+            logits = qh @ kh.T / math.sqrt(r)
+            allowed = (j <= i) & ((i - j < window) if sliding[layer] else True)
+            logits = np.where(allowed, logits, -np.inf)
+            e = np.exp(logits - logits.max(-1, keepdims=True))
+            z[:, h * r:(h + 1) * r] = (e / e.sum(-1, keepdims=True)) @ v[:, g * r:(g + 1) * r]
+        expected = rms(z @ t[b + "attn_output.weight"].T, t[b + "post_attention_norm.weight"])
+        ours = attention_forward(hw, layer, torch.tensor(x, dtype=torch.float32)[None])[0]
+        np.testing.assert_allclose(ours.double().numpy(), expected, rtol=1e-4, atol=1e-4)
+    _write_plamo3(tmp_path / "v.gguf", H_, G_, seed=19, window=window, pattern=pattern, local_base=local_base,
+                  value_length=2 * r)
+    with pytest.raises(compscope.UnsupportedModelError, match=rf"'plamo3\.attention\.value_length' = {2 * r} beside"):
+        compscope.load(tmp_path / "v.gguf")

@@ -180,6 +180,8 @@ ARCHS = {
     # permuted), every token attending to every other (its graph's, and the flag its converter writes): EuroBERT's
     "smallthinker": ("smollm3", False, False),  # SmallThinker (remote code): Llama's layers, rows as HF's; with a
     # window, llama.cpp's rules for the sliding layers and those without rotary (rules.smallthinker): SmolLM3's
+    "plamo3": ("plamo3_gguf", False, False),  # PLaMo 3 (remote code): one fused attn_qkv, per-head QK norms, a norm on
+    # each attention output, llama.cpp's window rules (rules.plamo3)
     "cogvlm": ("llama", False, False),  # CogVLM (remote code): its language expert, which llama.cpp runs on text
     # tokens: one fused attn_qkv, rows as HF's, rotate-half rotary at base 10000 (rules.cogvlm); the visual expert not
     "pangu-embedded": ("llama", False, False),  # openPangu-Embedded (remote code): Llama's layers, rows as HF's
@@ -497,6 +499,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         note = rules.smallthinker(path, arch, cfg)
     if arch == "cogvlm":
         note = rules.cogvlm(path, arch, cfg, fields, infos)
+    if arch == "plamo3":
+        note = rules.plamo3(path, arch, cfg, fields)
     if arch in _LLAMA_GRAPHS:
         note = rules.llama_graph(path, arch, cfg, fields)
     if arch == "orion":  # (StableLM's family's other defaults: a quarter of each head turned, a parallel block)

@@ -815,3 +815,36 @@ def cogvlm(path: Path, arch: str, cfg: dict, fields: dict, infos: list) -> str:
     return ("CogVLM's language expert read by the Llama family, as llama.cpp runs it on text tokens (the visual "
             "expert's weights, which it runs on image embeddings, not read); weights only: transformers has no model "
             "of it")
+
+
+def plamo3(path: Path, arch: str, cfg: dict, fields: dict) -> str:
+    """PLaMo 3 as llama.cpp runs a file of it, into ``cfg`` for the plamo3 family: without a window every layer global
+    at ``rope.freq_base``; with one (``attention.sliding_window`` above 0), sliding layers all but p − 1, 2p − 1, ...
+    (``sliding_window_pattern`` p, 8 where none is stated), turned at ``rope.freq_base_swa`` (llama.cpp's 10 000 where
+    none is stated). Values as wide as keys (its graph's views; another ``value_length`` refused) and no rope scaling
+    (refused). Returns the note."""
+    key = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    value = fields.get(f"{arch}.attention.value_length", key)
+    if value != key:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.value_length' = {value} beside keys "
+                                    f"{key} wide: compscope reads PLaMo 3's values as wide as its keys")
+    scaling = cfg.get("rope_scaling")
+    if scaling:
+        raise UnsupportedModelError(f"{path}: a {arch} file with rope scaling {scaling.get('rope_type')!r}: compscope "
+                                    "reads PLaMo 3's without")
+    said = ("PLaMo 3 read by the plamo3 family (per-head QK norms, a norm on each attention output), as llama.cpp runs "
+            "it; weights only: transformers has no model of it")
+    cfg.setdefault("rope_theta", 10000.0)
+    if not cfg.get("sliding_window"):  # (llama.cpp reads no period and no second base)
+        for unused in ("sliding_window", "sliding_window_pattern", "layer_types", "rope_local_base_freq"):
+            cfg.pop(unused, None)
+        return said
+    if "layer_types" in cfg:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.sliding_window_pattern' is a list: "
+                                    f"llama.cpp's {arch} loader reads a period (a count of layers)")
+    cfg["layer_types"] = _periodic_layers(path, arch, cfg.pop("sliding_window_pattern", 8), cfg["num_hidden_layers"],
+                                          dense_first=False)
+    stated = "rope_local_base_freq" in cfg
+    cfg.setdefault("rope_local_base_freq", 10000.0)
+    return said + ("" if stated else "; its sliding layers turned at llama.cpp's base 10000, the file stating none "
+                                     "(rope.freq_base_swa)")
