@@ -4274,29 +4274,38 @@ def test_a_cogvlm_gguf_reads_its_language_expert_as_llama_cpp_runs_it_on_text(tm
 
 
 def _write_plamo3(path, n_heads: int, n_kv: int, seed: int, window: int | None, pattern: int | None,
-                  local_base: float | None, layers: int = 4, **more) -> dict[str, np.ndarray]:
+                  local_base: float | None, layers: int = 4, mamba: tuple[int, ...] = (), **more
+                  ) -> dict[str, np.ndarray]:
     """A PLaMo 3 GGUF as llama.cpp's converter writes one: a fused ``attn_qkv`` (rows [q | k | v]), per-head
     ``attn_q_norm`` and ``attn_k_norm``, ``post_attention_norm`` and ``post_ffw_norm``, gains as stored (1 + N(0, 0.5²)),
     the rest N(0, 0.5²); rotary base 100, ``window`` / ``pattern`` / ``local_base`` as the sliding keys (None: left
-    out); ``more``: further metadata, as :func:`_metadata` takes it. The tensors returned by their names."""
+    out); ``more``: further metadata, as :func:`_metadata` takes it. ``mamba``: a PLaMo 2 file instead, these blocks
+    Mamba layers (head counts 0, SSM tensors), each query and key head's norm gains its own. The tensors returned by
+    their names."""
     rng = np.random.default_rng(seed)
     r = D // n_heads
     shapes = {"token_embd.weight": (V, D), "output.weight": (V, D), "output_norm.weight": (D,)}
     for i in range(layers):
-        shapes.update({f"blk.{i}.attn_norm.weight": (D,), f"blk.{i}.attn_qkv.weight": ((n_heads + 2 * n_kv) * r, D),
-                       f"blk.{i}.attn_q_norm.weight": (r,), f"blk.{i}.attn_k_norm.weight": (r,),
-                       f"blk.{i}.attn_output.weight": (D, n_heads * r), f"blk.{i}.post_attention_norm.weight": (D,),
+        shapes.update({f"blk.{i}.attn_norm.weight": (D,), f"blk.{i}.post_attention_norm.weight": (D,),
                        f"blk.{i}.ffn_norm.weight": (D,), f"blk.{i}.post_ffw_norm.weight": (D,),
                        f"blk.{i}.ffn_up.weight": (64, D), f"blk.{i}.ffn_down.weight": (D, 32)})
+        if i in mamba:
+            shapes.update({f"blk.{i}.ssm_in.weight": (64, D), f"blk.{i}.ssm_out.weight": (D, 32)})
+            continue
+        q_gain, k_gain = ((n_heads, r), (n_kv, r)) if mamba else ((r,), (r,))
+        shapes.update({f"blk.{i}.attn_qkv.weight": ((n_heads + 2 * n_kv) * r, D), f"blk.{i}.attn_q_norm.weight": q_gain,
+                       f"blk.{i}.attn_k_norm.weight": k_gain, f"blk.{i}.attn_output.weight": (D, n_heads * r)})
     tensors = {n: (rng.standard_normal(s) * 0.5 + (1.0 if "norm" in n else 0.0)).astype(np.float32)
                for n, s in shapes.items()}
-    w = _writer(path, "plamo3")
-    _metadata(w, block_count=layers, head_count=n_heads, head_count_kv=n_kv, layer_norm_rms_eps=1e-6,
-              rope_freq_base=100.0, rope_dimension_count=r, sliding_window=window, **more)
+    arch = "plamo2" if mamba else "plamo3"
+    w = _writer(path, arch)
+    per_layer = lambda n: [0 if i in mamba else n for i in range(layers)] if mamba else n  # noqa: E731
+    _metadata(w, block_count=layers, head_count=per_layer(n_heads), head_count_kv=per_layer(n_kv),
+              layer_norm_rms_eps=1e-6, rope_freq_base=100.0, rope_dimension_count=r, sliding_window=window, **more)
     if pattern is not None:
-        w.add_uint32("plamo3.attention.sliding_window_pattern", pattern)
+        w.add_uint32(f"{arch}.attention.sliding_window_pattern", pattern)
     if local_base is not None:
-        w.add_float32("plamo3.rope.freq_base_swa", local_base)
+        w.add_float32(f"{arch}.rope.freq_base_swa", local_base)
     for name, t in tensors.items():
         w.add_tensor(name, t)
     _finish(w)
@@ -4358,3 +4367,53 @@ def test_a_plamo3_gguf_attends_as_llama_cpps_graph_computes_from_the_files_tenso
                   value_length=2 * r)
     with pytest.raises(compscope.UnsupportedModelError, match=rf"'plamo3\.attention\.value_length' = {2 * r} beside"):
         compscope.load(tmp_path / "v.gguf")
+
+
+def test_a_plamo2_gguf_reads_its_attention_layers_as_llama_cpps_graph_computes(tmp_path):
+    """PLaMo 2 as llama.cpp's converter writes it (query and K/V head counts per layer, both 0 on a Mamba layer; each
+    query and key head's norm gains its own, stacked) and its graph runs it: the attention layers alone (1 and 3 of
+    4), each adding to a random residual what is computed here from the file's own tensors (PLaMo 3's attention
+    without windows, each head normed with its own gains); head counts that disagree refused by name."""
+    from compscope.core.attention import attention_forward
+
+    H_, G_ = 4, 2
+    t = _write_plamo3(tmp_path / "p.gguf", H_, G_, seed=29, window=None, pattern=None, local_base=None, mamba=(0, 2))
+    hw = compscope.load(tmp_path / "p.gguf")
+    assert hw.meta.family == "plamo2" and hw.n_layers == 2 and hw.n_kv_heads == G_ and hw.sliding_window == (None,) * 2
+    assert any("PLaMo 2 read by the plamo2 family" in n for n in hw.meta.notes)
+    assert any("attention on 2 of the model's 4 layers (1, 3" in n for n in hw.meta.notes)
+    r, T, eps = D // H_, 6, 1e-6
+    x = np.random.default_rng(31).standard_normal((T, D))
+    pos = np.arange(T)[:, None]
+    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+
+    def rms(v, g):
+        return v / np.sqrt((v ** 2).mean(-1, keepdims=True) + eps) * g
+
+    def turn(v):  # (T, r): rotate-half pairs at base 100
+        f = 100.0 ** (-np.arange(0, r, 2) / r)
+        c, s = np.cos(pos * f), np.sin(pos * f)
+        a, b = v[:, : r // 2], v[:, r // 2 :]
+        return np.concatenate([a * c - b * s, b * c + a * s], -1)
+
+    for layer, block in enumerate((1, 3)):
+        b = f"blk.{block}."
+        qkv = rms(x, t[b + "attn_norm.weight"]) @ t[b + "attn_qkv.weight"].T.astype(np.float64)
+        q, k, v = np.split(qkv, [H_ * r, (H_ + G_) * r], axis=-1)
+        z = np.empty((T, H_ * r))
+        for h in range(H_):
+            g = h // (H_ // G_)
+            qh = turn(rms(q[:, h * r:(h + 1) * r], t[b + "attn_q_norm.weight"][h]))
+            kh = turn(rms(k[:, g * r:(g + 1) * r], t[b + "attn_k_norm.weight"][g]))
+            logits = np.where(j <= i, qh @ kh.T / math.sqrt(r), -np.inf)
+            e = np.exp(logits - logits.max(-1, keepdims=True))
+            z[:, h * r:(h + 1) * r] = (e / e.sum(-1, keepdims=True)) @ v[:, g * r:(g + 1) * r]
+        expected = rms(z @ t[b + "attn_output.weight"].T, t[b + "post_attention_norm.weight"])
+        ours = attention_forward(hw, layer, torch.tensor(x, dtype=torch.float32)[None])[0]
+        np.testing.assert_allclose(ours.double().numpy(), expected, rtol=1e-4, atol=1e-4)
+    w = _writer(tmp_path / "bad.gguf", "plamo2")
+    _metadata(w, head_count=[0, H_], head_count_kv=[G_, G_], layer_norm_rms_eps=1e-6)
+    w.add_tensor("token_embd.weight", np.zeros((V, D), np.float32))
+    _finish(w)
+    with pytest.raises(compscope.UnsupportedModelError, match=r"'plamo2\.attention\.head_count' = \[0, 4\]"):
+        compscope.load(tmp_path / "bad.gguf")

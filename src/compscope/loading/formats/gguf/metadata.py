@@ -180,6 +180,8 @@ ARCHS = {
     # permuted), every token attending to every other (its graph's, and the flag its converter writes): EuroBERT's
     "smallthinker": ("smollm3", False, False),  # SmallThinker (remote code): Llama's layers, rows as HF's; with a
     # window, llama.cpp's rules for the sliding layers and those without rotary (rules.smallthinker): SmolLM3's
+    "plamo2": ("plamo2_gguf", False, False),  # PLaMo 2 (remote code): PLaMo 3's attention layers without windows,
+    # per-head QK gains, among Mamba layers (head counts 0 there: rules.plamo2)
     "plamo3": ("plamo3_gguf", False, False),  # PLaMo 3 (remote code): one fused attn_qkv, per-head QK norms, a norm on
     # each attention output, llama.cpp's window rules (rules.plamo3)
     "cogvlm": ("llama", False, False),  # CogVLM (remote code): its language expert, which llama.cpp runs on text
@@ -370,6 +372,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         n_kv, ssm_layers = rules.kv_heads_per_layer(path, arch, cfg, counts, "a Kimi Delta Attention layer")
         cfg["layer_types"] = ["linear_attention" if i in ssm_layers else "full_attention"
                               for i in range(cfg["num_hidden_layers"])]
+    if arch == "plamo2":  # query and K/V head counts per layer, 0 on the Mamba layers
+        n_heads, n_kv, ssm_layers = rules.plamo2(path, arch, cfg, n_heads, n_kv)
     if arch == "mimo2":  # twice the K/V heads on the sliding layers
         n_kv = rules.mimo2_kv_heads(path, arch, cfg, fields, n_kv)
     if arch == "gemma4":  # local and global layers of their own head widths and K/V head counts
@@ -501,6 +505,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         note = rules.cogvlm(path, arch, cfg, fields, infos)
     if arch == "plamo3":
         note = rules.plamo3(path, arch, cfg, fields)
+    if arch == "plamo2":
+        note = rules.plamo2_note(path, arch, cfg, fields)
     if arch in _LLAMA_GRAPHS:
         note = rules.llama_graph(path, arch, cfg, fields)
     if arch == "orion":  # (StableLM's family's other defaults: a quarter of each head turned, a parallel block)

@@ -823,18 +823,9 @@ def plamo3(path: Path, arch: str, cfg: dict, fields: dict) -> str:
     (``sliding_window_pattern`` p, 8 where none is stated), turned at ``rope.freq_base_swa`` (llama.cpp's 10 000 where
     none is stated). Values as wide as keys (its graph's views; another ``value_length`` refused) and no rope scaling
     (refused). Returns the note."""
-    key = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
-    value = fields.get(f"{arch}.attention.value_length", key)
-    if value != key:
-        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.value_length' = {value} beside keys "
-                                    f"{key} wide: compscope reads PLaMo 3's values as wide as its keys")
-    scaling = cfg.get("rope_scaling")
-    if scaling:
-        raise UnsupportedModelError(f"{path}: a {arch} file with rope scaling {scaling.get('rope_type')!r}: compscope "
-                                    "reads PLaMo 3's without")
+    _plamo(path, arch, cfg, fields)
     said = ("PLaMo 3 read by the plamo3 family (per-head QK norms, a norm on each attention output), as llama.cpp runs "
             "it; weights only: transformers has no model of it")
-    cfg.setdefault("rope_theta", 10000.0)
     if not cfg.get("sliding_window"):  # (llama.cpp reads no period and no second base)
         for unused in ("sliding_window", "sliding_window_pattern", "layer_types", "rope_local_base_freq"):
             cfg.pop(unused, None)
@@ -848,3 +839,47 @@ def plamo3(path: Path, arch: str, cfg: dict, fields: dict) -> str:
     cfg.setdefault("rope_local_base_freq", 10000.0)
     return said + ("" if stated else "; its sliding layers turned at llama.cpp's base 10000, the file stating none "
                                      "(rope.freq_base_swa)")
+
+
+def _plamo(path: Path, arch: str, cfg: dict, fields: dict) -> None:
+    """What PLaMo 2's and 3's graphs share, checked: values as wide as keys (their views of the fused rows; another
+    ``value_length`` refused) and no rope scaling (refused); llama.cpp's base 10 000 where none is stated."""
+    key = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+    value = fields.get(f"{arch}.attention.value_length", key)
+    if value != key:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.value_length' = {value} beside keys "
+                                    f"{key} wide: compscope reads PLaMo's values as wide as its keys")
+    scaling = cfg.get("rope_scaling")
+    if scaling:
+        raise UnsupportedModelError(f"{path}: a {arch} file with rope scaling {scaling.get('rope_type')!r}: compscope "
+                                    "reads PLaMo's without")
+    cfg.setdefault("rope_theta", 10000.0)
+
+
+def plamo2_note(path: Path, arch: str, cfg: dict, fields: dict) -> str:
+    """PLaMo 2 as llama.cpp runs a file of it (:func:`_plamo`'s checks; no window, whatever the file states: its
+    graph reads none). Returns the note."""
+    _plamo(path, arch, cfg, fields)
+    for unused in ("sliding_window", "sliding_window_pattern", "rope_local_base_freq"):
+        cfg.pop(unused, None)
+    return ("PLaMo 2 read by the plamo2 family (its attention layers alone, per-head QK norms, a norm on each "
+            "attention output), as llama.cpp runs it; weights only: transformers has no model of it")
+
+
+def plamo2(path: Path, arch: str, cfg: dict, heads: object, kv: object) -> tuple[int, int, set[int]]:
+    """PLaMo 2's layers from the per-layer query and K/V head counts its converter writes (both 0 on a Mamba layer):
+    ``cfg`` gets the one count of each on the attention layers and ``layer_types`` (``attention``, ``mamba``);
+    returns the two counts and the Mamba layers."""
+    n = cfg["num_hidden_layers"]
+    heads = heads if isinstance(heads, list) else [heads] * n
+    kv = kv if isinstance(kv, list) else [kv] * n
+    one_q, one_kv = sorted({h for h in heads if h}), sorted({k for k in kv if k})
+    if (len(heads) != n or len(kv) != n or len(one_q) != 1 or len(one_kv) != 1
+            or any(bool(h) != bool(k) for h, k in zip(heads, kv))):
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.head_count' = {heads!r} and "
+                                    f"'{arch}.attention.head_count_kv' = {kv!r}: expected one query and one K/V head "
+                                    f"count on each attention layer, 0 for both on a Mamba layer ({n} layers)")
+    mamba = {i for i, h in enumerate(heads) if not h}
+    cfg.update(num_attention_heads=one_q[0], num_key_value_heads=one_kv[0],
+               layer_types=["mamba" if i in mamba else "attention" for i in range(n)])
+    return one_q[0], one_kv[0], mamba
