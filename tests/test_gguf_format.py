@@ -4312,6 +4312,39 @@ def _write_plamo3(path, n_heads: int, n_kv: int, seed: int, window: int | None, 
     return tensors
 
 
+def _plamo_attention(t: dict, b: str, x: np.ndarray, n_heads: int, n_kv: int, base: float,
+                     window: int | None) -> np.ndarray:
+    """What the attention of block ``b`` (``blk.N.``) adds to the residual ``x (T, D)``, from a PLaMo file's tensors
+    ``t`` as llama.cpp's graph computes it: RMSNorm (eps 1e-6), the fused rows cut [q | k | v], each query and key
+    head RMS-normed with its gain (one for all heads, or each head's own row), rotate-half rotary at ``base``, logits
+    at d_head^-1/2 over the keys behind the query (within ``window`` of it where given), softmax, attn_output, then
+    the RMSNorm post_attention_norm."""
+    r, T = D // n_heads, len(x)
+    pos, i, j = np.arange(T)[:, None], np.arange(T)[:, None], np.arange(T)[None, :]
+
+    def rms(v, g):
+        return v / np.sqrt((v ** 2).mean(-1, keepdims=True) + 1e-6) * g
+
+    def turn(v):  # (T, r): rotate-half pairs (k, k + r/2) by position × base^(-2k/r)
+        f = base ** (-np.arange(0, r, 2) / r)
+        c, s = np.cos(pos * f), np.sin(pos * f)
+        return np.concatenate([v[:, : r // 2] * c - v[:, r // 2 :] * s, v[:, r // 2 :] * c + v[:, : r // 2] * s], -1)
+
+    qkv = rms(x, t[b + "attn_norm.weight"]) @ t[b + "attn_qkv.weight"].T.astype(np.float64)
+    q, k, v = np.split(qkv, [n_heads * r, (n_heads + n_kv) * r], axis=-1)
+    gq, gk = t[b + "attn_q_norm.weight"], t[b + "attn_k_norm.weight"]
+    z = np.empty((T, n_heads * r))
+    for h in range(n_heads):
+        g = h // (n_heads // n_kv)
+        qh = turn(rms(q[:, h * r:(h + 1) * r], gq[h] if gq.ndim == 2 else gq))
+        kh = turn(rms(k[:, g * r:(g + 1) * r], gk[g] if gk.ndim == 2 else gk))
+        allowed = (j <= i) & ((i - j < window) if window is not None else True)
+        logits = np.where(allowed, qh @ kh.T / math.sqrt(r), -np.inf)
+        e = np.exp(logits - logits.max(-1, keepdims=True))
+        z[:, h * r:(h + 1) * r] = (e / e.sum(-1, keepdims=True)) @ v[:, g * r:(g + 1) * r]
+    return rms(z @ t[b + "attn_output.weight"].T, t[b + "post_attention_norm.weight"])
+
+
 @pytest.mark.parametrize("window, pattern, local_base", [(3, 2, 1000.0), (3, None, None), (None, None, None)])
 def test_a_plamo3_gguf_attends_as_llama_cpps_graph_computes_from_the_files_tensors(tmp_path, window, pattern,
                                                                                     local_base):
@@ -4331,38 +4364,13 @@ def test_a_plamo3_gguf_attends_as_llama_cpps_graph_computes_from_the_files_tenso
     p = pattern or 8
     sliding = [window is not None and i % p < p - 1 for i in range(4)]
     assert hw.sliding_window == tuple(window if s else None for s in sliding)
-    r, T, eps = D // H_, 7, 1e-6
-    x = np.random.default_rng(23).standard_normal((T, D))
-    pos = np.arange(T)[:, None]
-    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
-
-    def rms(v, g):
-        return v / np.sqrt((v ** 2).mean(-1, keepdims=True) + eps) * g
-
-    def turn(v, base):  # (T, r): rotate-half pairs (k, k + r/2) by position × base^(-2k/r)
-        f = base ** (-np.arange(0, r, 2) / r)
-        c, s = np.cos(pos * f), np.sin(pos * f)
-        a, b = v[:, : r // 2], v[:, r // 2 :]
-        return np.concatenate([a * c - b * s, b * c + a * s], -1)
-
+    x = np.random.default_rng(23).standard_normal((7, D))
     for layer in range(4):
-        b = f"blk.{layer}."
         base = (local_base or 10000.0) if sliding[layer] else 100.0
-        qkv = rms(x, t[b + "attn_norm.weight"]) @ t[b + "attn_qkv.weight"].T.astype(np.float64)
-        q, k, v = np.split(qkv, [H_ * r, (H_ + G_) * r], axis=-1)
-        z = np.empty((T, H_ * r))
-        for h in range(H_):
-            g = h // (H_ // G_)
-            qh = turn(rms(q[:, h * r:(h + 1) * r], t[b + "attn_q_norm.weight"]), base)
-            kh = turn(rms(k[:, g * r:(g + 1) * r], t[b + "attn_k_norm.weight"]), base)
-            logits = qh @ kh.T / math.sqrt(r)
-            allowed = (j <= i) & ((i - j < window) if sliding[layer] else True)
-            logits = np.where(allowed, logits, -np.inf)
-            e = np.exp(logits - logits.max(-1, keepdims=True))
-            z[:, h * r:(h + 1) * r] = (e / e.sum(-1, keepdims=True)) @ v[:, g * r:(g + 1) * r]
-        expected = rms(z @ t[b + "attn_output.weight"].T, t[b + "post_attention_norm.weight"])
+        expected = _plamo_attention(t, f"blk.{layer}.", x, H_, G_, base, window if sliding[layer] else None)
         ours = attention_forward(hw, layer, torch.tensor(x, dtype=torch.float32)[None])[0]
         np.testing.assert_allclose(ours.double().numpy(), expected, rtol=1e-4, atol=1e-4)
+    r = D // H_
     _write_plamo3(tmp_path / "v.gguf", H_, G_, seed=19, window=window, pattern=pattern, local_base=local_base,
                   value_length=2 * r)
     with pytest.raises(compscope.UnsupportedModelError, match=rf"'plamo3\.attention\.value_length' = {2 * r} beside"):
@@ -4382,33 +4390,9 @@ def test_a_plamo2_gguf_reads_its_attention_layers_as_llama_cpps_graph_computes(t
     assert hw.meta.family == "plamo2" and hw.n_layers == 2 and hw.n_kv_heads == G_ and hw.sliding_window == (None,) * 2
     assert any("PLaMo 2 read by the plamo2 family" in n for n in hw.meta.notes)
     assert any("attention on 2 of the model's 4 layers (1, 3" in n for n in hw.meta.notes)
-    r, T, eps = D // H_, 6, 1e-6
-    x = np.random.default_rng(31).standard_normal((T, D))
-    pos = np.arange(T)[:, None]
-    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
-
-    def rms(v, g):
-        return v / np.sqrt((v ** 2).mean(-1, keepdims=True) + eps) * g
-
-    def turn(v):  # (T, r): rotate-half pairs at base 100
-        f = 100.0 ** (-np.arange(0, r, 2) / r)
-        c, s = np.cos(pos * f), np.sin(pos * f)
-        a, b = v[:, : r // 2], v[:, r // 2 :]
-        return np.concatenate([a * c - b * s, b * c + a * s], -1)
-
+    x = np.random.default_rng(31).standard_normal((6, D))
     for layer, block in enumerate((1, 3)):
-        b = f"blk.{block}."
-        qkv = rms(x, t[b + "attn_norm.weight"]) @ t[b + "attn_qkv.weight"].T.astype(np.float64)
-        q, k, v = np.split(qkv, [H_ * r, (H_ + G_) * r], axis=-1)
-        z = np.empty((T, H_ * r))
-        for h in range(H_):
-            g = h // (H_ // G_)
-            qh = turn(rms(q[:, h * r:(h + 1) * r], t[b + "attn_q_norm.weight"][h]))
-            kh = turn(rms(k[:, g * r:(g + 1) * r], t[b + "attn_k_norm.weight"][g]))
-            logits = np.where(j <= i, qh @ kh.T / math.sqrt(r), -np.inf)
-            e = np.exp(logits - logits.max(-1, keepdims=True))
-            z[:, h * r:(h + 1) * r] = (e / e.sum(-1, keepdims=True)) @ v[:, g * r:(g + 1) * r]
-        expected = rms(z @ t[b + "attn_output.weight"].T, t[b + "post_attention_norm.weight"])
+        expected = _plamo_attention(t, f"blk.{block}.", x, H_, G_, 100.0, None)
         ours = attention_forward(hw, layer, torch.tensor(x, dtype=torch.float32)[None])[0]
         np.testing.assert_allclose(ours.double().numpy(), expected, rtol=1e-4, atol=1e-4)
     w = _writer(tmp_path / "bad.gguf", "plamo2")
