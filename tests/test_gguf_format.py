@@ -4401,3 +4401,85 @@ def test_a_plamo2_gguf_reads_its_attention_layers_as_llama_cpps_graph_computes(t
     _finish(w)
     with pytest.raises(compscope.UnsupportedModelError, match=r"'plamo2\.attention\.head_count' = \[0, 4\]"):
         compscope.load(tmp_path / "bad.gguf")
+
+
+def _write_grok(path, seed: int, scalars: dict[str, float], layers: int = 2, **more) -> dict[str, np.ndarray]:
+    """A Grok-1 GGUF as llama.cpp's converter writes one: Llama's tensor names (q, k, v apart, rows as HF's),
+    ``attn_output_norm`` and ``layer_output_norm`` beside, an expert router (its experts left out), each of ``scalars``
+    as ``grok.KEY`` (float32), rotary base 100; every tensor N(0, 0.5²) (norm gains 1 + that). ``more``: further
+    metadata, as :func:`_metadata` takes it. The tensors returned by their names."""
+    rng = np.random.default_rng(seed)
+    shapes = {"token_embd.weight": (V, D), "output.weight": (V, D), "output_norm.weight": (D,)}
+    for i in range(layers):
+        shapes.update({f"blk.{i}.attn_norm.weight": (D,), f"blk.{i}.attn_q.weight": (H * (D // H), D),
+                       f"blk.{i}.attn_k.weight": (G * (D // H), D), f"blk.{i}.attn_v.weight": (G * (D // H), D),
+                       f"blk.{i}.attn_output.weight": (D, H * (D // H)), f"blk.{i}.attn_output_norm.weight": (D,),
+                       f"blk.{i}.ffn_norm.weight": (D,), f"blk.{i}.layer_output_norm.weight": (D,),
+                       f"blk.{i}.ffn_gate_inp.weight": (4, D)})
+    tensors = {n: (rng.standard_normal(s) * 0.5 + (1.0 if "norm" in n else 0.0)).astype(np.float32)
+               for n, s in shapes.items()}
+    w = _writer(path, "grok")
+    _metadata(w, block_count=layers, head_count=H, head_count_kv=G, layer_norm_rms_eps=1e-6,
+              rope_freq_base=100.0, **more)
+    for key, value in scalars.items():
+        w.add_float32(f"grok.{key}", value)
+    for name, t in tensors.items():
+        w.add_tensor(name, t)
+    _finish(w)
+    return tensors
+
+
+@pytest.mark.parametrize("scalars", [{"attn_logit_softcapping": 5.0, "attention.output_scale": 0.3,
+                                      "embedding_scale": 2.5, "logit_scale": 0.5}, {}])
+def test_a_grok_gguf_attends_as_llama_cpps_graph_computes_from_the_files_tensors(tmp_path, scalars):
+    """Grok-1 as llama.cpp's converter writes it and its graph runs it: what each layer's attention adds to a random
+    residual equals what is computed here from the file's own tensors as that graph does (RMSNorm, q, k, v,
+    rotate-half rotary at the file's base, logits c tanh(s q·k / c), causal softmax, attn_output, then the RMSNorm
+    attn_output_norm), W_E and W_U the file's token_embd and output times the embedding and logit scales; with none
+    stated, llama.cpp's Grok-1 values (said). A file with an attention temperature (Grok-2's) refused."""
+    from compscope.core.attention import attention_forward
+
+    t = _write_grok(tmp_path / "g.gguf", 37, scalars)
+    hw = compscope.load(tmp_path / "g.gguf")
+    c = scalars.get("attn_logit_softcapping", 30.0)
+    s = scalars.get("attention.output_scale", 0.08838834764831845)
+    e = scalars.get("embedding_scale", 78.38367176906169)
+    u = scalars.get("logit_scale", 0.5773502691896257)
+    assert hw.meta.family == "grok" and hw.attn_softcap == pytest.approx(c) and hw.scale == pytest.approx(s)
+    assert any("Grok-1 read by the grok family" in n for n in hw.meta.notes)
+    assert any("llama.cpp's values where the file states none" in n for n in hw.meta.notes) == (not scalars)
+    np.testing.assert_allclose(hw.W_E.T.numpy(), t["token_embd.weight"] * np.float32(e), rtol=1e-6)
+    np.testing.assert_allclose(hw.W_U.numpy(), t["output.weight"] * np.float32(u), rtol=1e-6)
+    T, eps, r = 6, 1e-6, D // H
+    x = np.random.default_rng(41).standard_normal((T, D))
+    pos, i, j = np.arange(T)[:, None], np.arange(T)[:, None], np.arange(T)[None, :]
+
+    def rms(v, g):
+        return v / np.sqrt((v ** 2).mean(-1, keepdims=True) + eps) * g
+
+    def turn(v):  # (T, r): rotate-half pairs at base 100
+        f = 100.0 ** (-np.arange(0, r, 2) / r)
+        cs, sn = np.cos(pos * f), np.sin(pos * f)
+        return np.concatenate([v[:, : r // 2] * cs - v[:, r // 2 :] * sn, v[:, r // 2 :] * cs + v[:, : r // 2] * sn], -1)
+
+    for layer in range(2):
+        b = f"blk.{layer}."
+        xn = rms(x, t[b + "attn_norm.weight"])
+        q, k, v = (xn @ t[b + f"attn_{n}.weight"].T.astype(np.float64) for n in "qkv")
+        z = np.empty((T, H * r))
+        for h in range(H):
+            g = h // (H // G)
+            logits = c * np.tanh(s * turn(q[:, h * r:(h + 1) * r]) @ turn(k[:, g * r:(g + 1) * r]).T / c)
+            logits = np.where(j <= i, logits, -np.inf)
+            ex = np.exp(logits - logits.max(-1, keepdims=True))
+            z[:, h * r:(h + 1) * r] = (ex / ex.sum(-1, keepdims=True)) @ v[:, g * r:(g + 1) * r]
+        expected = rms(z @ t[b + "attn_output.weight"].T, t[b + "attn_output_norm.weight"])
+        ours = attention_forward(hw, layer, torch.tensor(x, dtype=torch.float32)[None])[0]
+        np.testing.assert_allclose(ours.double().numpy(), expected, rtol=1e-4, atol=1e-4)
+    w = _writer(tmp_path / "t.gguf", "grok")
+    _metadata(w, layer_norm_rms_eps=1e-6)
+    w.add_uint32("grok.attention.temperature_length", 1024)
+    w.add_tensor("token_embd.weight", np.zeros((V, D), np.float32))
+    _finish(w)
+    with pytest.raises(compscope.UnsupportedModelError, match=r"a grok file with an attention temperature"):
+        compscope.load(tmp_path / "t.gguf")

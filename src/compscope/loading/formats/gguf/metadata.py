@@ -180,6 +180,8 @@ ARCHS = {
     # permuted), every token attending to every other (its graph's, and the flag its converter writes): EuroBERT's
     "smallthinker": ("smollm3", False, False),  # SmallThinker (remote code): Llama's layers, rows as HF's; with a
     # window, llama.cpp's rules for the sliding layers and those without rotary (rules.smallthinker): SmolLM3's
+    "grok": ("grok_gguf", False, False),  # Grok-1 (remote code): Llama's names, rows as HF's (rotate-half), a norm on
+    # each attention output, soft-capped logits and muP-like multipliers (rules.grok)
     "plamo2": ("plamo2_gguf", False, False),  # PLaMo 2 (remote code): PLaMo 3's attention layers without windows,
     # per-head QK gains, among Mamba layers (head counts 0 there: rules.plamo2)
     "plamo3": ("plamo3_gguf", False, False),  # PLaMo 3 (remote code): one fused attn_qkv, per-head QK norms, a norm on
@@ -245,7 +247,9 @@ _GRANITE_ARCHS = ("granite", "granitemoe", "granitehybrid", "granite_swa")
 _ARCH_KEYS = {**{arch: _GRANITE_KEYS for arch in _GRANITE_ARCHS}, "command-r": {"logit_scale": "logit_scale"},
               "cohere2": {"logit_scale": "logit_scale"}, "cohere2moe": {"logit_scale": "logit_scale"},
               "chameleon": {"swin_norm": "swin_norm"}, "muse-glimmer": {"logit_scale": "output_multiplier"},
-              "minicpm": {k: v for k, v in _GRANITE_KEYS.items() if k != "attention.scale"}}  # (its graph's reads)
+              "minicpm": {k: v for k, v in _GRANITE_KEYS.items() if k != "attention.scale"},  # (its graph's reads)
+              "grok": {"attention.output_scale": "attention_output_multiplier",
+                       "embedding_scale": "embedding_multiplier", "logit_scale": "logits_scaling"}}
 #: architectures whose files some settings send to another model_type than ARCHS's: (model_type, which files)
 ALSO_READ_AS = {"baichuan": ("llama_alibi", "at 40 layers (Baichuan 13B, ALiBi)")}
 #: what the notes say of an architecture read by the family of another model (its own remote code, which transformers
@@ -507,6 +511,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         note = rules.plamo3(path, arch, cfg, fields)
     if arch == "plamo2":
         note = rules.plamo2_note(path, arch, cfg, fields)
+    if arch == "grok":
+        note = rules.grok(path, arch, cfg, fields)
     if arch in _LLAMA_GRAPHS:
         note = rules.llama_graph(path, arch, cfg, fields)
     if arch == "orion":  # (StableLM's family's other defaults: a quarter of each head turned, a parallel block)

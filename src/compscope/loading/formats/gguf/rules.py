@@ -883,3 +883,30 @@ def plamo2(path: Path, arch: str, cfg: dict, heads: object, kv: object) -> tuple
     cfg.update(num_attention_heads=one_q[0], num_key_value_heads=one_kv[0],
                layer_types=["mamba" if i in mamba else "attention" for i in range(n)])
     return one_q[0], one_kv[0], mamba
+
+
+#: llama.cpp's Grok scalars where a file states none: (config key, GGUF key, value)
+GROK_DEFAULTS = (("attn_logit_softcapping", "attn_logit_softcapping", 30.0),
+                 ("attention_output_multiplier", "attention.output_scale", 0.08838834764831845),
+                 ("embedding_multiplier", "embedding_scale", 78.38367176906169),
+                 ("logits_scaling", "logit_scale", 0.5773502691896257))
+
+
+def grok(path: Path, arch: str, cfg: dict, fields: dict) -> str:
+    """Grok-1 as llama.cpp runs a file of it, into ``cfg`` for the grok family: its four scalars as the file states
+    them, llama.cpp's Grok-1 values where it states none (:data:`GROK_DEFAULTS`, said). Refused: rope scaling and an
+    attention temperature (Grok-2's, which llama.cpp applies by rules of its own); a final soft cap on the logits is
+    said (W_U-based scores describe the logits before it). Returns the note."""
+    if cfg.get("rope_scaling") or fields.get(f"{arch}.attention.temperature_length"):
+        what = "rope scaling" if cfg.get("rope_scaling") else "an attention temperature (attention.temperature_length)"
+        raise UnsupportedModelError(f"{path}: a {arch} file with {what}: compscope reads Grok-1's files, without")
+    defaulted = []
+    for key, gguf_key, value in GROK_DEFAULTS:
+        if key not in cfg:
+            cfg[key] = value
+            defaulted.append(f"{gguf_key} {value:g}")
+    cap = fields.get(f"{arch}.final_logit_softcapping")
+    return ("Grok-1 read by the grok family (a norm on each attention output, soft-capped logits), as llama.cpp runs "
+            "it; weights only: transformers has no model of it"
+            + (f"; llama.cpp's values where the file states none: {', '.join(defaulted)}" if defaulted else "")
+            + (f"; the logits soft-capped at {cap:g} after W_U, which W_U-based scores do not see" if cap else ""))
