@@ -4460,7 +4460,8 @@ def test_a_grok_gguf_attends_as_llama_cpps_graph_computes_from_the_files_tensors
     def turn(v):  # (T, r): rotate-half pairs at base 100
         f = 100.0 ** (-np.arange(0, r, 2) / r)
         cs, sn = np.cos(pos * f), np.sin(pos * f)
-        return np.concatenate([v[:, : r // 2] * cs - v[:, r // 2 :] * sn, v[:, r // 2 :] * cs + v[:, : r // 2] * sn], -1)
+        a, b = v[:, : r // 2], v[:, r // 2 :]
+        return np.concatenate([a * cs - b * sn, b * cs + a * sn], -1)
 
     for layer in range(2):
         b = f"blk.{layer}."
