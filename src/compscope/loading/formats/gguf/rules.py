@@ -507,6 +507,11 @@ _LATENT_FORMS = {**dict.fromkeys(("deepseek2", "mistral4"), ({"split", "fused"},
                  "glm-dsa": ({"split"}, {"attn_q_a"}), "kimi-linear": ({"split"}, {"attn_q"}),
                  "minicpm3": ({"fused"}, {"attn_q_a"}), "plm": ({"fused"}, {"attn_q"}),
                  "bailingmoe3": ({"split"}, {"attn_q", "attn_q_a"})}
+#: the latent-attention architectures read without rope scaling, and what the refusal of a file with some says
+_UNSCALED = {"kimi-linear": "Kimi Linear's without (its latent attention turns no dims)",
+             "glm-dsa": ("GLM-5's without (llama.cpp reads its YaRN multiplier by a rule of its own for this "
+                         "architecture)"),
+             "bailingmoe3": "Ling 3's without", "plm": "PLM's without"}
 _KIMI_FUSED = ("llama.cpp runs a file with attn_kv_b with a key's shared dims before its own, against the query's "
                "order: not the model")
 
@@ -610,23 +615,12 @@ def latent_attention(path: Path, arch: str, cfg: dict, fields: dict, infos: list
             scaling["original_max_position_embeddings"] = cfg.pop("original_max_position_embeddings")
         cfg.update(MINICPM3_CONSTANTS)
         return key
-    if arch in ("glm-dsa", "kimi-linear") and scaling:
+    if arch in _UNSCALED and scaling:
         raise UnsupportedModelError(f"{path}: a {arch} file with rope scaling {scaling.get('rope_type')!r}: compscope "
-                                    + ("reads Kimi Linear's without (its latent attention turns no dims)"
-                                       if arch == "kimi-linear" else "reads GLM-5's without (llama.cpp reads its YaRN "
-                                                                     "multiplier by a rule of its own for this "
-                                                                     "architecture)"))
-    if arch == "kimi-linear":  # (no positions: its family rotates nothing)
-        return key
-    if arch == "bailingmoe3":  # (its family turns adjacent pairs whatever its config says: no rope_interleave key)
-        if scaling:
-            raise UnsupportedModelError(f"{path}: a {arch} file with rope scaling {scaling.get('rope_type')!r}: "
-                                        "compscope reads Ling 3's without")
-        return key
+                                    f"reads {_UNSCALED[arch]}")
+    if arch in ("kimi-linear", "bailingmoe3"):  # (Kimi's: no positions, its family rotates nothing; Ling 3's family
+        return key  # turns adjacent pairs whatever its config says: no rope_interleave key)
     if arch == "plm":
-        if scaling:
-            raise UnsupportedModelError(f"{path}: a {arch} file with rope scaling {scaling.get('rope_type')!r}: "
-                                        "compscope reads PLM's without")
         if "output.weight" in names:
             raise UnsupportedModelError(f"{path}: a {arch} file with an 'output.weight': llama.cpp's {arch} loader "
                                         "ties the unembedding to token_embd and takes no output tensor")
