@@ -3938,12 +3938,31 @@ def test_a_codeshell_gguf_reads_as_starcoder2s_attention(tmp_path):
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
 
 
+def _write_random_gguf(path, arch: str, shapes: dict[str, tuple[int, ...]], seed: int, keys: dict | None = None,
+                       **metadata) -> dict[str, np.ndarray]:
+    """A GGUF of ``arch`` holding a tensor of each of ``shapes`` (by its name in the file), every one N(0, 0.5²) from
+    one seeded generator, a norm's gain (``…norm.weight``, ``…norm_2.weight``) 1 + that; ``metadata`` as
+    :func:`_metadata` takes it, ``keys`` written as ``ARCH.KEY`` (a float as float32, else uint32). The tensors
+    returned by their names."""
+    rng = np.random.default_rng(seed)
+    gain = lambda n: n.endswith(".weight") and n.split(".")[-2].endswith(("norm", "norm_2"))  # noqa: E731
+    tensors = {n: (rng.standard_normal(s) * 0.5 + (1.0 if gain(n) else 0.0)).astype(np.float32)
+               for n, s in shapes.items()}
+    w = _writer(path, arch)
+    _metadata(w, **metadata)
+    for key, value in (keys or {}).items():
+        (w.add_float32 if isinstance(value, float) else w.add_uint32)(f"{arch}.{key}", value)
+    for name, t in tensors.items():
+        w.add_tensor(name, t)
+    _finish(w)
+    return tensors
+
+
 def _write_alibi_llama(path, arch: str, layers: int, n_heads: int, n_kv: int, seed: int) -> dict[str, np.ndarray]:
     """A GGUF of ``arch`` (``refact``, ``baichuan``) in Llama's names with ``layers`` blocks, ``n_heads`` query and
     ``n_kv`` K/V heads over width D, as llama.cpp's converters write them (Refact's: no rope keys; Baichuan's: its
     rope dimension count, the head width), every tensor N(0, 0.5²) from one seeded generator (norm gains 1 + that);
     the tensors returned by their names in the file."""
-    rng = np.random.default_rng(seed)
     r = D // n_heads
     shapes = {"token_embd.weight": (V, D), "output.weight": (V, D), "output_norm.weight": (D,)}
     for i in range(layers):
@@ -3952,16 +3971,8 @@ def _write_alibi_llama(path, arch: str, layers: int, n_heads: int, n_kv: int, se
                        f"blk.{i}.attn_output.weight": (D, n_heads * r), f"blk.{i}.ffn_norm.weight": (D,),
                        f"blk.{i}.ffn_gate.weight": (32, D), f"blk.{i}.ffn_up.weight": (32, D),
                        f"blk.{i}.ffn_down.weight": (D, 32)})
-    tensors = {n: (rng.standard_normal(s) * 0.5 + (1.0 if len(s) == 1 else 0.0)).astype(np.float32)
-               for n, s in shapes.items()}
-    w = _writer(path, arch)
-    _metadata(w, block_count=layers, head_count=n_heads, head_count_kv=n_kv, layer_norm_rms_eps=1e-6)
-    if arch == "baichuan":
-        w.add_rope_dimension_count(r)
-    for name, t in tensors.items():
-        w.add_tensor(name, t)
-    _finish(w)
-    return tensors
+    return _write_random_gguf(path, arch, shapes, seed, block_count=layers, head_count=n_heads, head_count_kv=n_kv,
+                              layer_norm_rms_eps=1e-6, rope_dimension_count=r if arch == "baichuan" else None)
 
 
 @pytest.mark.parametrize("arch, layers, n_heads, n_kv", [("refact", 2, 6, 1), ("refact", 2, 4, 1),
@@ -4110,7 +4121,6 @@ def _write_jais(path, layers: int, n_heads: int, max_bias: float | None, seed: i
     ``attn_output`` as ``nn.Linear`` weights (the converter transposes GPT-2's ``Conv1D``), LayerNorms and every
     projection biased, no K/V head count, ALiBi's maximum bias as ``attention.max_alibi_bias`` (None: left out); every
     tensor N(0, 0.5²) from one seeded generator (norm gains 1 + that). The tensors returned by their names."""
-    rng = np.random.default_rng(seed)
     shapes = {"token_embd.weight": (V, D), "output.weight": (V, D), "output_norm.weight": (D,),
               "output_norm.bias": (D,)}
     for i in range(layers):
@@ -4120,16 +4130,9 @@ def _write_jais(path, layers: int, n_heads: int, max_bias: float | None, seed: i
                        f"blk.{i}.ffn_norm.weight": (D,), f"blk.{i}.ffn_norm.bias": (D,),
                        f"blk.{i}.ffn_up.weight": (32, D), f"blk.{i}.ffn_gate.weight": (32, D),
                        f"blk.{i}.ffn_down.weight": (D, 32)})
-    tensors = {n: (rng.standard_normal(s) * 0.5 + (1.0 if n.endswith("norm.weight") else 0.0)).astype(np.float32)
-               for n, s in shapes.items()}
-    w = _writer(path, "jais")
-    _metadata(w, block_count=layers, head_count=n_heads, head_count_kv=None, layer_norm_eps=1e-5)
-    if max_bias is not None:
-        w.add_float32("jais.attention.max_alibi_bias", max_bias)
-    for name, t in tensors.items():
-        w.add_tensor(name, t)
-    _finish(w)
-    return tensors
+    return _write_random_gguf(path, "jais", shapes, seed, {} if max_bias is None else
+                              {"attention.max_alibi_bias": float(max_bias)}, block_count=layers, head_count=n_heads,
+                              head_count_kv=None, layer_norm_eps=1e-5)
 
 
 @pytest.mark.parametrize("n_heads, max_bias", [(6, 4.0), (4, 8.0)])
@@ -4180,7 +4183,6 @@ def _write_jina_v2(path, layers: int, n_heads: int, seed: int, extra: tuple[str,
     (token types, the embeddings' LayerNorm, q, k and v apart with biases, the post-LN norms), ``attention.causal``
     false; ``extra``: block tensors of its code models (``attn_q_norm``, ``attn_norm_2``) added. Every tensor
     N(0, 0.5²) from one seeded generator (norm gains 1 + that); the tensors returned by their names."""
-    rng = np.random.default_rng(seed)
     shapes = {"token_embd.weight": (V, D), "token_types.weight": (2, D), "token_embd_norm.weight": (D,),
               "token_embd_norm.bias": (D,)}
     for i in range(layers):
@@ -4190,15 +4192,8 @@ def _write_jina_v2(path, layers: int, n_heads: int, seed: int, extra: tuple[str,
             shapes.update({f"blk.{i}.{n}.weight": (D,), f"blk.{i}.{n}.bias": (D,)})
         shapes.update({f"blk.{i}.ffn_up.weight": (64, D), f"blk.{i}.ffn_down.weight": (D, 32),
                        f"blk.{i}.ffn_down.bias": (D,)})
-    tensors = {n: (rng.standard_normal(s) * 0.5 + (1.0 if n.endswith("norm.weight") or "norm_2.weight" in n else 0.0)
-                   ).astype(np.float32) for n, s in shapes.items()}
-    w = _writer(path, "jina-bert-v2")
-    _metadata(w, block_count=layers, head_count=n_heads, head_count_kv=None, layer_norm_eps=1e-12,
-              causal_attention=False)
-    for name, t in tensors.items():
-        w.add_tensor(name, t)
-    _finish(w)
-    return tensors
+    return _write_random_gguf(path, "jina-bert-v2", shapes, seed, block_count=layers, head_count=n_heads,
+                              head_count_kv=None, layer_norm_eps=1e-12, causal_attention=False)
 
 
 @pytest.mark.parametrize("n_heads", [6, 4])
@@ -4282,7 +4277,6 @@ def _write_plamo3(path, n_heads: int, n_kv: int, seed: int, window: int | None, 
     out); ``more``: further metadata, as :func:`_metadata` takes it. ``mamba``: a PLaMo 2 file instead, these blocks
     Mamba layers (head counts 0, SSM tensors), each query and key head's norm gains its own. The tensors returned by
     their names."""
-    rng = np.random.default_rng(seed)
     r = D // n_heads
     shapes = {"token_embd.weight": (V, D), "output.weight": (V, D), "output_norm.weight": (D,)}
     for i in range(layers):
@@ -4295,21 +4289,12 @@ def _write_plamo3(path, n_heads: int, n_kv: int, seed: int, window: int | None, 
         q_gain, k_gain = ((n_heads, r), (n_kv, r)) if mamba else ((r,), (r,))
         shapes.update({f"blk.{i}.attn_qkv.weight": ((n_heads + 2 * n_kv) * r, D), f"blk.{i}.attn_q_norm.weight": q_gain,
                        f"blk.{i}.attn_k_norm.weight": k_gain, f"blk.{i}.attn_output.weight": (D, n_heads * r)})
-    tensors = {n: (rng.standard_normal(s) * 0.5 + (1.0 if "norm" in n else 0.0)).astype(np.float32)
-               for n, s in shapes.items()}
-    arch = "plamo2" if mamba else "plamo3"
-    w = _writer(path, arch)
     per_layer = lambda n: [0 if i in mamba else n for i in range(layers)] if mamba else n  # noqa: E731
-    _metadata(w, block_count=layers, head_count=per_layer(n_heads), head_count_kv=per_layer(n_kv),
-              layer_norm_rms_eps=1e-6, rope_freq_base=100.0, rope_dimension_count=r, sliding_window=window, **more)
-    if pattern is not None:
-        w.add_uint32(f"{arch}.attention.sliding_window_pattern", pattern)
-    if local_base is not None:
-        w.add_float32(f"{arch}.rope.freq_base_swa", local_base)
-    for name, t in tensors.items():
-        w.add_tensor(name, t)
-    _finish(w)
-    return tensors
+    keys = {**({} if pattern is None else {"attention.sliding_window_pattern": int(pattern)}),
+            **({} if local_base is None else {"rope.freq_base_swa": float(local_base)})}
+    return _write_random_gguf(path, "plamo2" if mamba else "plamo3", shapes, seed, keys, block_count=layers,
+                              head_count=per_layer(n_heads), head_count_kv=per_layer(n_kv), layer_norm_rms_eps=1e-6,
+                              rope_freq_base=100.0, rope_dimension_count=r, sliding_window=window, **more)
 
 
 def _plamo_attention(t: dict, b: str, x: np.ndarray, n_heads: int, n_kv: int, base: float,
@@ -4408,7 +4393,6 @@ def _write_grok(path, seed: int, scalars: dict[str, float], layers: int = 2, **m
     ``attn_output_norm`` and ``layer_output_norm`` beside, an expert router (its experts left out), each of ``scalars``
     as ``grok.KEY`` (float32), rotary base 100; every tensor N(0, 0.5²) (norm gains 1 + that). ``more``: further
     metadata, as :func:`_metadata` takes it. The tensors returned by their names."""
-    rng = np.random.default_rng(seed)
     shapes = {"token_embd.weight": (V, D), "output.weight": (V, D), "output_norm.weight": (D,)}
     for i in range(layers):
         shapes.update({f"blk.{i}.attn_norm.weight": (D,), f"blk.{i}.attn_q.weight": (H * (D // H), D),
@@ -4416,17 +4400,9 @@ def _write_grok(path, seed: int, scalars: dict[str, float], layers: int = 2, **m
                        f"blk.{i}.attn_output.weight": (D, H * (D // H)), f"blk.{i}.attn_output_norm.weight": (D,),
                        f"blk.{i}.ffn_norm.weight": (D,), f"blk.{i}.layer_output_norm.weight": (D,),
                        f"blk.{i}.ffn_gate_inp.weight": (4, D)})
-    tensors = {n: (rng.standard_normal(s) * 0.5 + (1.0 if "norm" in n else 0.0)).astype(np.float32)
-               for n, s in shapes.items()}
-    w = _writer(path, "grok")
-    _metadata(w, block_count=layers, head_count=H, head_count_kv=G, layer_norm_rms_eps=1e-6,
-              rope_freq_base=100.0, **more)
-    for key, value in scalars.items():
-        w.add_float32(f"grok.{key}", value)
-    for name, t in tensors.items():
-        w.add_tensor(name, t)
-    _finish(w)
-    return tensors
+    return _write_random_gguf(path, "grok", shapes, seed, {k: float(v) for k, v in scalars.items()},
+                              block_count=layers, head_count=H, head_count_kv=G, layer_norm_rms_eps=1e-6,
+                              rope_freq_base=100.0, **more)
 
 
 @pytest.mark.parametrize("scalars", [{"attn_logit_softcapping": 5.0, "attention.output_scale": 0.3,
