@@ -254,8 +254,7 @@ _ARCH_KEYS = {**{arch: _GRANITE_KEYS for arch in _GRANITE_ARCHS}, "command-r": {
 ALSO_READ_AS = {"baichuan": ("llama_alibi", "at 40 layers (Baichuan 13B, ALiBi)")}
 #: what the notes say of an architecture read by the family of another model (its own remote code, which transformers
 #: does not hold, or a model llama.cpp runs with another's graph)
-NO_MODEL = "transformers has no model of it"  # (the runtime looks for it in a file's notes)
-_NO_MODEL = "; weights only: " + NO_MODEL
+NO_MODEL, _NO_MODEL = rules.NO_MODEL, rules.WEIGHTS_ONLY
 _READ_AS = {
     **{arch: f"{name} read by the Llama family, as llama.cpp runs it (its Llama graph)" + _NO_MODEL
        for arch, name in (("internlm2", "InternLM2"), ("xverse", "XVERSE"), ("arctic", "Snowflake Arctic"),

@@ -12,6 +12,10 @@ from ....errors import LoadError, UnsupportedModelError
 from ...gguf_file import dequantize
 from . import rope_scaling
 
+#: what the notes of a file say where transformers has no model of its architecture (the runtime looks for it there)
+NO_MODEL = "transformers has no model of it"
+WEIGHTS_ONLY = "; weights only: " + NO_MODEL
+
 
 def llama4(fields: dict, arch: str) -> dict:
     """Llama 4's settings as llama.cpp runs a file of it (none stored but the expert count): no rotary
@@ -695,7 +699,7 @@ def llama_graph(path: Path, arch: str, cfg: dict, fields: dict) -> str | None:
     if arch == "baichuan" and layers == 40:
         cfg["model_type"] = "llama_alibi"
         return ("Baichuan 13B read by the llama_alibi family (Llama's layers with ALiBi, maximum bias 8, no rotary), "
-                "as llama.cpp runs a Baichuan file of 40 layers; weights only: transformers has no model of it")
+                "as llama.cpp runs a Baichuan file of 40 layers" + WEIGHTS_ONLY)
     if arch == "baichuan" and layers != 32:
         raise UnsupportedModelError(
             f"{path}: GGUF metadata '{arch}.block_count' = {layers!r}: llama.cpp turns the heads of a Baichuan file "
@@ -740,7 +744,7 @@ def smallthinker(path: Path, arch: str, cfg: dict) -> str:
     n = cfg["num_hidden_layers"]
     window = cfg.pop("sliding_window", None)
     said = ("SmallThinker read by the SmolLM3 family (Llama's layers, rows as HF's, no rotary on some), as llama.cpp "
-            "runs it; weights only: transformers has no model of it")
+            "runs it" + WEIGHTS_ONLY)
     if not window:  # (llama.cpp reads no period and turns every layer)
         cfg.pop("sliding_window_pattern", None)
         cfg.pop("layer_types", None)
@@ -819,7 +823,7 @@ def plamo3(path: Path, arch: str, cfg: dict, fields: dict) -> str:
     (refused). Returns the note."""
     _plamo(path, arch, cfg, fields)
     said = ("PLaMo 3 read by the plamo3 family (per-head QK norms, a norm on each attention output), as llama.cpp runs "
-            "it; weights only: transformers has no model of it")
+            "it" + WEIGHTS_ONLY)
     if not cfg.get("sliding_window"):  # (llama.cpp reads no period and no second base)
         for unused in ("sliding_window", "sliding_window_pattern", "layer_types", "rope_local_base_freq"):
             cfg.pop(unused, None)
@@ -857,7 +861,7 @@ def plamo2_note(path: Path, arch: str, cfg: dict, fields: dict) -> str:
     for unused in ("sliding_window", "sliding_window_pattern", "rope_local_base_freq"):
         cfg.pop(unused, None)
     return ("PLaMo 2 read by the plamo2 family (its attention layers alone, per-head QK norms, a norm on each "
-            "attention output), as llama.cpp runs it; weights only: transformers has no model of it")
+            "attention output), as llama.cpp runs it" + WEIGHTS_ONLY)
 
 
 def plamo2(path: Path, arch: str, cfg: dict, heads: object, kv: object) -> tuple[int, int, set[int]]:
@@ -901,6 +905,6 @@ def grok(path: Path, arch: str, cfg: dict, fields: dict) -> str:
             defaulted.append(f"{gguf_key} {value:g}")
     cap = fields.get(f"{arch}.final_logit_softcapping")
     return ("Grok-1 read by the grok family (a norm on each attention output, soft-capped logits), as llama.cpp runs "
-            "it; weights only: transformers has no model of it"
+            "it" + WEIGHTS_ONLY
             + (f"; llama.cpp's values where the file states none: {', '.join(defaulted)}" if defaulted else "")
             + (f"; the logits soft-capped at {cap:g} after W_U, which W_U-based scores do not see" if cap else ""))
