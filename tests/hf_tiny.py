@@ -288,6 +288,14 @@ VARIANTS = [
                  num_experts_per_tok=1, moe_intermediate_size=16, n_shared_experts=1,
                  mlp_layer_types=["dense", "sparse"], pad_token_id=0, bos_token_id=1, eos_token_id=2,
                  rope_parameters={"rope_type": "default", "rope_theta": 600.0})),
+    # Pocket TTS's backbone: Llama's attention, biased here, in LayerNorm layers, GQA; no unembedding. Its audio
+    # placeholder ids past the tiny vocabulary (every position a text token). Built as the base model (no causal LM)
+    Variant("pocket-tts-layernorm-biases", "llama_base", "PocketTTSConfig",
+            dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64, attention_bias=True, pad_token_id=0,
+                 audio_prompt_token_id=VOCAB, audio_latent_token_id=VOCAB + 1, audio_prompt_bos_token_id=VOCAB + 2,
+                 audio_bos_token_id=VOCAB + 3, rope_parameters={"rope_type": "default", "rope_theta": 700.0},
+                 flow_head_config=dict(hidden_size=16, num_hidden_layers=1, condition_dim=D, latent_dim=8),
+                 latent_dim=8)),
     # GLM-Image's language model: GLM-4-0414's layers, rotate-half rotary on half of each head with multimodal sections,
     # q/k/v biased; its head (image tokens alone) not read. Built as the base model (no causal LM of its own)
     Variant("glm-image-text-half-rotary", "glm_image", "GlmImageTextConfig",
@@ -1029,7 +1037,8 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "kosmos2.5-text-segment-sinusoids", "ctrl-sinusoidal-scaled",
                     "esm2-rotary-token-dropout", "esmc-layer-qk-layernorm", "clip-text-causal",
                     "tipsv2-text-scaled-sinusoids", "pegasus-encoder-pre-ln", "m2m100-encoder-pre-ln", "blenderbot-encoder-pre-ln",
-                    "bigbird-pegasus-encoder-full-attention"]
+                    "bigbird-pegasus-encoder-full-attention",
+                    "pocket-tts-layernorm-biases"]
 #: pre-LayerNorm variants whose first layer reads the residual without a norm (centring the embeddings would change it)
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]

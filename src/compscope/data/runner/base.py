@@ -64,6 +64,10 @@ def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
     return RUN_DTYPES[name]
 
 
+#: config keys of token ids a model replaces by other inputs (Pocket TTS's audio placeholders), kept out of random
+#: sequences as its special tokens are
+AUDIO_PLACEHOLDERS = ("audio_prompt_token_id", "audio_latent_token_id", "audio_prompt_bos_token_id", "audio_bos_token_id")
+
 #: how many copies of one layer's attention patterns (``batch × heads × seq²`` float32) a traced
 #: batch holds at its peak: the model's own, its softmax, and compscope's recomputed pattern. Measured
 #: (``bench/pattern_memory.py``, the peak's part that grows with seq²): 2.1 on an H200 (SmolLM2's shape);
@@ -178,10 +182,11 @@ class Runner:
     def special_ids(self) -> tuple[int, ...]:
         """Token ids a random sequence should not contain (end, padding, a masked LM's mask token,
         which ESM's embeddings treat apart), where the model's config names them (XLM's ``pad_index``
-        too: it masks every position from a sequence's count of other tokens on)."""
+        too: it masks every position from a sequence's count of other tokens on; Pocket TTS's audio
+        placeholders, whose positions it fills with audio latents)."""
         cfg = getattr(getattr(self, "model", None), "config", None)
         out: list = []
-        for key in ("eos_token_id", "pad_token_id", "mask_token_id", "pad_index"):
+        for key in ("eos_token_id", "pad_token_id", "mask_token_id", "pad_index", *AUDIO_PLACEHOLDERS):
             v = getattr(cfg, key, None)
             out += v if isinstance(v, list) else [v]
         return tuple(v for v in out if isinstance(v, int))

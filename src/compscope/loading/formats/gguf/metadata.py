@@ -123,6 +123,8 @@ ARCHS = {
     # none), Llama 3's scaling as rope_freqs
     "paddleocr": ("paddleocr_vl_text", False, False),  # PaddleOCR-VL's language model: ERNIE 4.5's conversion, rows as
     # HF's (both turn halves: llama.cpp's multimodal rotary, the ordinary map on text); use_bias from the tensors
+    "pockettts": ("pocket_tts", True, False),  # Pocket TTS's backbone: Llama's names, LayerNorms with biases, rows as
+    # the original model (moshi's) stores them, rotated in interleaved pairs: as a Llama's permuted rows
     "jais2": ("jais2", False, False),  # Jais 2: Llama's names, rows as HF's, LayerNorms with biases; attention_bias from
     # the tensors
     "exaone-moe": ("exaone_moe", False, False),  # EXAONE MoE: EXAONE 4.0's conversion, pre-norm layers; its
@@ -232,7 +234,8 @@ _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid", "nemotron",  
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
 _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
                     for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2", "cohere2moe", "bert",
-                                 "jina-bert-v2", "nomic-bert", "nomic-bert-moe", "jina-bert-v3", "orion")},
+                                 "jina-bert-v2", "nomic-bert", "nomic-bert-moe", "jina-bert-v3", "orion",
+                                 "pockettts")},
                  "modern-bert": {"layer_norm_epsilon": "norm_eps"},
                  "nemotron": {"layer_norm_epsilon": "norm_eps", "rms_norm_eps": "norm_eps"},
                  "lfm2": {"rms_norm_eps": "norm_eps"}, "lfm2moe": {"rms_norm_eps": "norm_eps"},
@@ -469,6 +472,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         rules.modern_bert(path, arch, cfg, fields, infos)
     if arch == "jina-bert-v2":
         rules.jina_bert_v2(path, arch, infos)
+    if arch == "pockettts":
+        rules.pockettts(path, arch, infos)
     if arch == "jina-bert-v3" and "rope_theta" not in cfg:  # (llama.cpp would take 10000; the model's is 20000)
         raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.freq_base' is missing: llama.cpp would turn "
                                     "the heads at 10000, jina-embeddings-v3 at its own base (20000)")

@@ -790,6 +790,15 @@ def jina_bert_v2(path: Path, arch: str, infos: list) -> None:
                                     "second norm, which the BERT layers compscope reads it by do not hold")
 
 
+def pockettts(path: Path, arch: str, infos: list) -> None:
+    """Refuse a Pocket TTS file with an output-projection bias, which llama.cpp's loader does not take (its graph
+    adds none; q, k and v biases it adds where the file holds them, as read)."""
+    biased = [i.name for i in infos if i.name.startswith("blk.") and i.name.endswith(".attn_output.bias")]
+    if biased:
+        raise UnsupportedModelError(f"{path}: a {arch} file with '{biased[0]}': llama.cpp's {arch} model has no bias "
+                                    "on the attention's output projection (its loader refuses the file)")
+
+
 def cogvlm(path: Path, arch: str, cfg: dict, fields: dict, infos: list) -> str:
     """CogVLM as llama.cpp runs a file of it on text tokens: its language expert (``attn_qkv``, ``attn_output``; the
     visual expert's ``vis_*`` weights run on image embeddings alone, not read), one K/V head per query head (its graph

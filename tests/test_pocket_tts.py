@@ -1,0 +1,127 @@
+"""Pocket TTS's backbone (family ``pocket_tts``): llama.cpp's ``pockettts`` files read as its graph computes them from
+their own tensors, and the data runner keeping its audio placeholder ids out of random sequences. (The transformers
+model's heads, hooks and interventions: the ``pocket-tts-layernorm-biases`` variant of ``hf_tiny``.)"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import numpy as np
+import pytest
+import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import compscope  # noqa: E402
+
+gguf = pytest.importorskip("gguf")
+transformers = pytest.importorskip("transformers")
+
+from test_gguf_format import D, V, _write_random_gguf  # noqa: E402
+
+
+def _write_pockettts(path, n_heads: int, n_kv: int, seed: int, extra: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
+    """A Pocket TTS GGUF as llama.cpp's converter writes one: q, k, v apart (the original in_proj cut in three, rows as
+    stored), LayerNorms with biases, no output head; ``extra``: more tensors of a block-0 projection's bias (by their
+    names in the file). Every tensor N(0, 0.5²) from one seeded generator (norm gains 1 + that)."""
+    r = D // n_heads
+    shapes = {"token_embd.weight": (V, D), "output_norm.weight": (D,), "output_norm.bias": (D,)}
+    for i in range(2):
+        b = f"blk.{i}."
+        shapes.update({b + "attn_norm.weight": (D,), b + "attn_norm.bias": (D,), b + "attn_q.weight": (n_heads * r, D),
+                       b + "attn_k.weight": (n_kv * r, D), b + "attn_v.weight": (n_kv * r, D),
+                       b + "attn_output.weight": (D, n_heads * r), b + "ffn_norm.weight": (D,),
+                       b + "ffn_norm.bias": (D,), b + "ffn_up.weight": (32, D), b + "ffn_down.weight": (D, 32)})
+    shapes.update({name: (D,) for name in extra})
+    return _write_random_gguf(path, "pockettts", shapes, seed, head_count=n_heads, head_count_kv=n_kv,
+                              layer_norm_eps=1e-5, rope_freq_base=300.0)
+
+
+def _attention(t: dict, b: str, x: np.ndarray, n_heads: int, n_kv: int, base: float) -> np.ndarray:
+    """What block ``b``'s attention adds to the residual ``x (T, D)``, from the file's tensors ``t`` as llama.cpp's
+    pockettts graph computes it: LayerNorm (eps 1e-5, gain and bias), q, k, v (with their biases where it holds
+    them), rotary in interleaved pairs (2i, 2i + 1) turned by position × base^(-2i/r) (its NORM rope), causal logits
+    at d_head^-1/2, softmax, then attn_output."""
+    r, T = D // n_heads, len(x)
+    pos, i, j = np.arange(T)[:, None], np.arange(T)[:, None], np.arange(T)[None, :]
+    mu, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    xn = (x - mu) / np.sqrt(var + 1e-5) * t[b + "attn_norm.weight"] + t[b + "attn_norm.bias"]
+    q, k, v = (xn @ t[b + f"attn_{p}.weight"].T.astype(np.float64) + t.get(b + f"attn_{p}.bias", 0.0) for p in "qkv")
+
+    def turn(u):  # (T, r): each pair (2i, 2i + 1) rotated
+        f = base ** (-np.arange(0, r, 2) / r)
+        c, s = np.cos(pos * f), np.sin(pos * f)
+        out = np.empty_like(u)
+        out[:, 0::2], out[:, 1::2] = u[:, 0::2] * c - u[:, 1::2] * s, u[:, 0::2] * s + u[:, 1::2] * c
+        return out
+
+    z = np.empty((T, n_heads * r))
+    for h in range(n_heads):
+        g = h // (n_heads // n_kv)
+        logits = turn(q[:, h * r:(h + 1) * r]) @ turn(k[:, g * r:(g + 1) * r]).T / math.sqrt(r)
+        logits = np.where(j <= i, logits, -np.inf)
+        e = np.exp(logits - logits.max(-1, keepdims=True))
+        z[:, h * r:(h + 1) * r] = (e / e.sum(-1, keepdims=True)) @ v[:, g * r:(g + 1) * r]
+    return z @ t[b + "attn_output.weight"].T
+
+
+@pytest.mark.parametrize("n_heads, n_kv", [(4, 2), (3, 3)])
+def test_a_pockettts_gguf_attends_as_llama_cpps_graph_computes_from_the_files_tensors(tmp_path, n_heads, n_kv):
+    """Pocket TTS as llama.cpp's converter writes it and its graph runs it: what each layer's attention adds to a
+    random residual equals what is computed here from the file's own tensors (LayerNorm, rotary in interleaved
+    pairs at the file's base, causal softmax); read by the pocket_tts family, with no unembedding (the file holds
+    none: llama.cpp reuses the embedding only so that a sampler runs), the final LayerNorm the file's."""
+    from compscope.core.attention import attention_forward
+
+    t = _write_pockettts(tmp_path / "p.gguf", n_heads, n_kv, seed=3)
+    hw = compscope.load(tmp_path / "p.gguf")
+    assert hw.meta.family == "pocket_tts" and hw.causal and hw.n_kv_heads == n_kv and hw.W_U is None
+    assert any("Pocket TTS's backbone has no head over tokens" in n for n in hw.meta.notes)
+    assert hw.final_norm.kind == "layernorm"
+    np.testing.assert_array_equal(hw.final_norm.bias.reshape(-1).numpy(), t["output_norm.bias"])
+    np.testing.assert_array_equal(hw.W_E.T.numpy(), t["token_embd.weight"])  # (W_E: d_model × vocab)
+    x = np.random.default_rng(7).standard_normal((9, D))
+    for layer in range(2):
+        expected = _attention(t, f"blk.{layer}.", x, n_heads, n_kv, 300.0)
+        ours = attention_forward(hw, layer, torch.tensor(x, dtype=torch.float32)[None])[0]
+        np.testing.assert_allclose(ours.double().numpy(), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_a_pockettts_gguf_with_a_projection_bias_llama_cpp_would_not_add_is_refused_by_name(tmp_path):
+    """llama.cpp's loader takes no bias on the output projection (its graph adds none); a file holding one is refused
+    by the tensor's name, not read as a Pocket TTS with biases. q, k and v biases, which its graph adds, are read (q's
+    and k's turned with their rows)."""
+    from compscope.core.attention import attention_forward
+
+    _write_pockettts(tmp_path / "b.gguf", 4, 2, seed=3, extra=("blk.0.attn_output.bias", "blk.1.attn_output.bias"))
+    with pytest.raises(compscope.UnsupportedModelError, match=r"b\.gguf: a pockettts file with 'blk\.0\.attn_output"
+                                                              r"\.bias': llama\.cpp's pockettts model has no bias"):
+        compscope.load(tmp_path / "b.gguf")
+    t = _write_pockettts(tmp_path / "q.gguf", 4, 4, seed=3, extra=tuple(f"blk.{i}.attn_{p}.bias" for i in range(2)
+                                                                          for p in "qkv"))
+    hw = compscope.load(tmp_path / "q.gguf")
+    assert hw.b_O is None and hw.b_Q is not None
+    x = np.random.default_rng(8).standard_normal((9, D))
+    for layer in range(2):
+        ours = attention_forward(hw, layer, torch.tensor(x, dtype=torch.float32)[None])[0]
+        np.testing.assert_allclose(ours.double().numpy(), _attention(t, f"blk.{layer}.", x, 4, 4, 300.0), rtol=1e-4,
+                                   atol=1e-4)
+
+
+def test_random_sequences_for_pocket_tts_hold_none_of_its_audio_placeholders():
+    """The model fills the positions of its audio placeholder ids with audio latents: the runner names them among
+    the ids random sequences avoid, and the verdict's sequences hold none (the four of a vocabulary of 12, which a
+    draw of 400 tokens would hit otherwise)."""
+    from hf_tiny import BY_ID, make_config
+
+    from compscope.data.sequences import repeats
+    from compscope.data.runner import runner_for
+
+    cfg = make_config(BY_ID["pocket-tts-layernorm-biases"], vocab_size=12, audio_prompt_token_id=8,
+                      audio_latent_token_id=9, audio_prompt_bos_token_id=10, audio_bos_token_id=11)
+    model = transformers.PocketTTSModel(cfg).eval()
+    runner = runner_for(model, progress=False)
+    assert {8, 9, 10, 11} <= set(runner.special_ids())
+    tokens = repeats(20, 10, runner.hw.n_vocab, 5, runner.bos, avoid=runner.special_ids()).tokens
+    assert tokens.numel() == 400 and not torch.isin(tokens, torch.tensor([8, 9, 10, 11])).any()
