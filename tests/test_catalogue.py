@@ -66,9 +66,10 @@ def test_the_refused_model_types_are_ones_transformers_names():
              "muse_glimmer_assistant", "t5gemma2", "t5gemma2_text", "inkling2_loop", "inkling2_loop_text",
              "hunyuan_vl_text", "hy_v4_vl_text", "minimax_m3_vl_text", "kosmos_2_text_model",
              "voxtral_realtime", "voxtral_realtime_text", "sam3_lite_text_text_model", "videoprism_text_model",
-             "t5gemma2_decoder", "pp_formulanet_text", "qwen3_omni_moe_talker_text",
+             "t5gemma2_decoder", "pp_formulanet_text", "qwen3_omni_moe_talker_text", "wavtokenizer",
              # (sub-configs that transformers 5's auto mapping names, 4.57's not)
-             "flava_text_model", "layoutxlm", "musicgen_decoder", "musicgen_melody_decoder", "pix2struct_text_model"}
+             "flava_text_model", "layoutxlm", "musicgen_decoder", "musicgen_melody_decoder", "pix2struct_text_model",
+             "blip_text_model"}
     unknown = {t for t in catalogue.NOT_READ if t not in CONFIG_MAPPING}
     if transformers.__version__.split(".")[0] == "4":  # 4.57 predates these
         unknown -= newer
@@ -84,7 +85,7 @@ def _folder(tmp_path: Path, model_type: str) -> Path:
 
 
 @pytest.mark.parametrize("model_type", ["axk2", "cpmant", "gemma3n_text", "hunyuan_v1_dense", "t5gemma2_text", "paligemma",
-                                        "mobilebert", "musicgen_melody"])
+                                        "mobilebert", "musicgen_melody", "blip", "blip_text_model"])
 def test_a_known_architecture_is_refused_with_its_reason(tmp_path, model_type):
     with pytest.raises(compscope.UnsupportedModelError) as e:
         compscope.load(_folder(tmp_path, model_type))
@@ -120,7 +121,8 @@ def _header_only_gguf(folder: Path, arch: str) -> Path:
                                          ("step35", "Step 3.5 and 3.7's language model: its sliding layers have a "
                                                     "query head count of their own"),
                                          ("neo-bert", "NeoBERT: llama.cpp splits its fused qkv into all the queries"),
-                                         ("clip", "a multimodal projector file (mmproj")])
+                                         ("clip", "a multimodal projector file (mmproj"),
+                                         ("wavtokenizer-dec", "WavTokenizer, an audio codec: its decoder turns codes")])
 def test_a_gguf_file_of_a_known_architecture_is_refused_with_its_reason(tmp_path, arch, reason):
     path = _header_only_gguf(tmp_path, arch)
     with pytest.raises(compscope.UnsupportedModelError) as e:

@@ -2815,6 +2815,44 @@ def test_a_qwen3vl_gguf_matches_the_language_model_object(tmp_path):
     assert "a GGUF file of architecture 'qwen3vl', which transformers' GGUF reader does not read" in cannot_run(tmp_path / "q.gguf")
 
 
+def test_a_qwen3tts_gguf_reads_the_talker_as_qwen3s_attention_without_its_codec_head(tmp_path):
+    """Qwen3-TTS's talker as llama.cpp's converter writes it (``qwen3tts``: Qwen3-VL's layout, the multimodal sections
+    [t, h, w, 0], a head of fewer rows than the embedding, over the codec tokens alone) and runs it (Qwen3-VL's
+    graph): the heads, QK norms, embedding and frequencies of the Qwen3 holding the same weights, read by the
+    qwen3_tts_talker family; no unembedding, said with the embedding's size; weights only."""
+    cfg = hf_config("Qwen3Config", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, head_dim=D // H, max_position_embeddings=64,
+                    rms_norm_eps=1e-6, tie_word_embeddings=False,
+                    rope_parameters={"rope_type": "default", "rope_theta": 3000.0})
+    model = transformers.Qwen3ForCausalLM(cfg).eval()
+    _randomise(model, 53)
+    sd = _numpy_state(model.model)
+    w = _writer(tmp_path / "t.gguf", "qwen3tts")
+    _metadata(w, layer_norm_rms_eps=1e-6, rope_freq_base=3000.0, rope_dimension_sections=[1, 1, 1, 0],
+              key_length=D // H, value_length=D // H)
+    w.add_tensor("token_embd.weight", sd["embed_tokens.weight"])
+    w.add_tensor("output.weight", model.lm_head.weight.detach().numpy()[:12])  # (the codec head: its own rows)
+    w.add_tensor("output_norm.weight", sd["norm.weight"])
+    names = {**_LLAMA_ATTENTION, "post_attention_layernorm.weight": "ffn_norm.weight",
+             "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight"}
+    _add_blocks(w, sd, names, 2)
+    _finish(w)
+    ours, ref = compscope.load(tmp_path / "t.gguf"), compscope.load(model)
+    assert ours.meta.family == "qwen3_tts_talker" and ref.meta.family == "qwen3" and ours.causal
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for a, b in zip(ours.qk_norm, ref.qk_norm):
+        assert torch.equal(a.weight, b.weight) and a.eps == pytest.approx(b.eps)
+    assert torch.allclose(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+    assert ours.W_U is None and ref.W_U is not None
+    assert any(f"Qwen3-TTS's head scores its codec tokens alone (3072 rows), the last of the {V} token ids" in n
+               for n in ours.meta.notes)
+    assert any("Qwen3-TTS's talker read by the qwen3_tts_talker family" in n for n in ours.meta.notes)
+    from compscope.data.runner import cannot_run
+
+    assert "no folder of it runs on data either" in cannot_run(tmp_path / "t.gguf")
+
+
 @pytest.mark.parametrize("config_cls, fused", [("BertConfig", False), ("BertConfig", True), ("RobertaConfig", False)])
 def test_a_bert_gguf_matches_the_model_object(tmp_path, config_cls, fused):
     """BERT (``bert``; RoBERTa's kin as llama.cpp writes them, under that architecture with the

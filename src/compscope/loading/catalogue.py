@@ -183,6 +183,13 @@ NOT_READ: dict[str, str] = {
     **dict.fromkeys(("layoutlmv2", "layoutxlm"), (
         "every input carries image tokens from its visual backbone (Detectron2's ResNet), so it runs on no words "
         "alone, and its logits add biases by 1-D and 2-D offsets")),
+    **dict.fromkeys(("blip", "blip_text_model"), (
+        "BLIP's text transformer: causal or attending both ways by an argument of each forward pass (is_decoder: its "
+        "captioning decoder's causal, its retrieval and question encoders' both ways), which no config states, and "
+        "each layer's cross-attention reads the image encoder's output, a second residual stream")),
+    "wavtokenizer": ("WavTokenizer, an audio codec: its decoder turns codes into audio through convolutions "
+                     "(residual blocks, ConvNeXt blocks) and one single-head attention block over time among them, "
+                     "not a stack of attention layers writing to one residual stream"),
     "lxmert": ("a language and a vision encoder joined by cross-modality layers in which each stream attends to "
                "the other: no one residual stream after the language layers"),
     "vilt": "every input is text and image patches in one sequence: it runs on no words alone",
@@ -207,6 +214,7 @@ NOT_READ: dict[str, str] = {
 #: GGUF architecture (llama.cpp's name) -> the model_type of :data:`NOT_READ` it is
 GGUF_NOT_READ: dict[str, str] = {
     "gemma3n": "gemma3n_text",
+    "wavtokenizer-dec": "wavtokenizer",
     "hunyuan-dense": "hunyuan_v1_dense", "hunyuan-moe": "hunyuan_v1_moe",
     "mamba": "mamba", "mamba2": "mamba2", "rwkv6": "rwkv", "rwkv7": "rwkv",
     "bitnet": "bitnet",

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import torch
+
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
@@ -167,3 +169,35 @@ class Qwen3Bidirectional(Qwen3):
     architectures = ()
     options = LlamaLikeOptions(qk_norm=True, bidirectional=True)
     runs_on_data = False  # (transformers has no model of it)
+
+
+#: the names the head of a Qwen3-TTS file is read under (llama.cpp's ``output.weight``)
+_HEADS = ("lm_head.weight", "model.lm_head.weight")
+
+
+@register
+class Qwen3TtsTalker(Qwen3):
+    """Qwen3-TTS's talker (its backbone, which predicts the first codebook of each audio frame), as llama.cpp runs
+    its GGUF files with Qwen3-VL's graph: Qwen3's attention (per-head QK-norm before the rotary map, multimodal
+    sections that are the ordinary rotary map on a sequence of single positions). Its token embedding holds the text
+    tokens, each passed through the talker's text projection by the converter, then the codec tokens; its head scores
+    the codec tokens alone, so no unembedding is read. No HuggingFace model type names it (its model is its makers'
+    own code): GGUF files alone are read as it (:attr:`gguf_types`), for the weight-only commands."""
+
+    name = "qwen3_tts_talker"
+    about = ("Qwen3-TTS's talker (GGUF files, as llama.cpp runs it): Qwen3's attention (per-head QK-norm); its head "
+             "over codec tokens not read")
+    model_types = ()
+    gguf_types = ("qwen3_tts_talker",)
+    architectures = ()
+    runs_on_data = False  # (transformers has no model of it)
+
+    @classmethod
+    def unembedding_of(cls, ckpt: Checkpoint, emb: torch.Tensor, prefix: str) -> tuple[None, str]:
+        """None: the head scores the codec tokens alone, the last ids of the vocabulary the embedding holds."""
+        for name in _HEADS:
+            if name in ckpt.tensors:
+                ckpt.tensors.leave(name)
+        return None, ("no unembedding read (W_U is None): Qwen3-TTS's head scores its codec tokens alone (3072 rows), "
+                      f"the last of the {emb.shape[0]} token ids W_E embeds (text tokens first, each through the "
+                      "talker's text projection)")

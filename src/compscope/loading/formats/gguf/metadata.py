@@ -40,6 +40,7 @@ ARCHS = {
     "qwen2vl": ("qwen2_vl_text", False, False),  # Qwen2-VL's and Qwen2.5-VL's language model: Qwen2's, mrope sections
     "qwen3vl": ("qwen3_vl_text", False, False),  # Qwen3-VL's language model: Qwen3's, interleaved mrope sections
     "qwen3vlmoe": ("qwen3_vl_moe_text", False, False),  # (and DeepStack, which adds image features only)
+    "qwen3tts": ("qwen3_tts_talker", False, False),  # Qwen3-TTS's talker: Qwen3-VL's graph, a head over codec tokens
     "qwen3": ("qwen3", False, False),
     "qwen3moe": ("qwen3_moe", False, False),
     "gemma": ("gemma", False, True),
@@ -208,7 +209,7 @@ ARCHS = {
 
 #: the architectures with multimodal rotary sections (``rope.dimension_sections``), and whose they are
 _MROPE = {"qwen2vl": "Qwen2-VL", "qwen3vl": "Qwen3-VL", "qwen3vlmoe": "Qwen3-VL", "qwen35": "Qwen3.5",
-          "qwen35moe": "Qwen3.5"}
+          "qwen35moe": "Qwen3.5", "qwen3tts": "Qwen3-TTS"}
 
 #: architectures whose bias switches (HF config keys) the metadata does not state: each on where the file holds
 #: that tensor in some layer
@@ -279,6 +280,9 @@ _READ_AS = {
     **{arch: (f"{name} read by the qwen3_bidirectional family (Qwen3's attention attending both ways, as llama.cpp's "
               "loader runs it whatever the file's attention.causal says); its unembedding, which predicts the masked "
               "tokens, not read" + _NO_MODEL) for arch, name in (("llada-moe", "LLaDA-MoE"), ("rnd1", "RND1"))},
+    "qwen3tts": ("Qwen3-TTS's talker read by the qwen3_tts_talker family (Qwen3's attention), as llama.cpp runs it "
+                 "(Qwen3-VL's graph); the text tokens' embeddings as its converter folds the text projection into them"
+                 + _NO_MODEL),
     "dream": ("Dream read by the EuroBERT family (Qwen2's layers, q/k/v biases included, attending both ways), as "
               "llama.cpp runs it; its unembedding, which predicts the masked tokens, not read" + _NO_MODEL),
     "bailingmoe2": ("Ling 2.0 read by the GLM-4.5 family (per-head QK norms, rotary on part of each head), as "
