@@ -4498,3 +4498,74 @@ def test_a_grok_gguf_attends_as_llama_cpps_graph_computes_from_the_files_tensors
     _finish(w)
     with pytest.raises(compscope.UnsupportedModelError, match=r"a grok file with an attention temperature"):
         compscope.load(tmp_path / "t.gguf")
+
+
+def _write_talkie(path, n_heads: int, n_kv: int, seed: int, logit_scale: float | None = 1.7) -> dict[str, np.ndarray]:
+    """A Talkie GGUF as llama.cpp's converter writes one: Llama's names (q, k, v apart, rows as written), no norm
+    gains but one per query head (``attn_q_norm``, ``(heads, 1)``), a scalar ``attn_output.scale`` and
+    ``ffn_down.scale`` per layer, the norms' epsilon float32's, ``logit_scale`` (None: left out); every tensor
+    N(0, 0.5²) from one seeded generator (the query gains 1 + that). The tensors returned by their names."""
+    r = D // n_heads
+    shapes = {"token_embd.weight": (V, D), "output.weight": (V, D)}
+    for i in range(2):
+        b = f"blk.{i}."
+        shapes.update({b + "attn_q.weight": (n_heads * r, D), b + "attn_k.weight": (n_kv * r, D),
+                       b + "attn_v.weight": (n_kv * r, D), b + "attn_output.weight": (D, n_heads * r),
+                       b + "attn_output.scale": (1,), b + "attn_q_norm.weight": (n_heads, 1),
+                       b + "ffn_gate.weight": (32, D), b + "ffn_up.weight": (32, D), b + "ffn_down.weight": (D, 32),
+                       b + "ffn_down.scale": (1,)})
+    keys = {} if logit_scale is None else {"logit_scale": logit_scale}
+    return _write_random_gguf(path, "talkie", shapes, seed, keys, head_count=n_heads, head_count_kv=n_kv,
+                              layer_norm_rms_eps=float(np.finfo(np.float32).eps), rope_freq_base=500.0)
+
+
+@pytest.mark.parametrize("n_heads, n_kv", [(4, 2), (4, 4)])
+def test_a_talkie_gguf_attends_as_llama_cpps_graph_computes_from_the_files_tensors(tmp_path, n_heads, n_kv):
+    """Talkie as llama.cpp's converter writes it and its graph runs it: what each layer's attention adds to a random
+    residual equals what is computed here from the file's own tensors (RMSNorm without a gain, q, k, v, rotate-half
+    rotary at the file's base, then each query head RMS-normalised times its one gain and each key head without one,
+    causal logits at d_head^-1/2, softmax, attn_output times the layer's scale); W_E each token's embedding
+    RMS-normalised (the graph's first step), W_U the output head times logit_scale; read by the talkie family,
+    weights only. A file without logit_scale (which llama.cpp requires) refused by the key."""
+    from compscope.core.attention import attention_forward
+
+    t = _write_talkie(tmp_path / "t.gguf", n_heads, n_kv, seed=13)
+    hw = compscope.load(tmp_path / "t.gguf")
+    assert hw.meta.family == "talkie" and hw.causal and hw.n_kv_heads == n_kv and hw.attn_norm.weight is None
+    assert any("Talkie read by the talkie family" in n for n in hw.meta.notes)
+    assert any("every layer also adds the normalised embedding" in n for n in hw.meta.notes)
+    eps, r, T = float(np.finfo(np.float32).eps), D // n_heads, 8
+    e = t["token_embd.weight"].astype(np.float64)
+    np.testing.assert_allclose(hw.W_E.T.double().numpy(), e / np.sqrt((e ** 2).mean(-1, keepdims=True) + eps),
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(hw.W_U.double().numpy(), 1.7 * t["output.weight"], rtol=1e-6, atol=1e-6)
+
+    def rms(u):
+        return u / np.sqrt((u ** 2).mean(-1, keepdims=True) + eps)
+
+    pos, i, j = np.arange(T)[:, None], np.arange(T)[:, None], np.arange(T)[None, :]
+    f = 500.0 ** (-np.arange(0, r, 2) / r)
+    c, s_ = np.cos(pos * f), np.sin(pos * f)
+
+    def turn(u):  # rotate-half pairs (k, k + r/2)
+        return np.concatenate([u[:, : r // 2] * c - u[:, r // 2:] * s_, u[:, r // 2:] * c + u[:, : r // 2] * s_], -1)
+
+    x = np.random.default_rng(17).standard_normal((T, D))
+    for layer in range(2):
+        b = f"blk.{layer}."
+        q, k, v = (rms(x) @ t[b + f"attn_{p}.weight"].T.astype(np.float64) for p in "qkv")
+        z = np.empty((T, n_heads * r))
+        for h in range(n_heads):
+            g = h // (n_heads // n_kv)
+            qh = rms(turn(q[:, h * r:(h + 1) * r])) * t[b + "attn_q_norm.weight"][h, 0]
+            kh = rms(turn(k[:, g * r:(g + 1) * r]))
+            logits = np.where(j <= i, qh @ kh.T / math.sqrt(r), -np.inf)
+            w = np.exp(logits - logits.max(-1, keepdims=True))
+            z[:, h * r:(h + 1) * r] = (w / w.sum(-1, keepdims=True)) @ v[:, g * r:(g + 1) * r]
+        expected = (z @ t[b + "attn_output.weight"].T) * t[b + "attn_output.scale"][0]
+        ours = attention_forward(hw, layer, torch.tensor(x, dtype=torch.float32)[None])[0]
+        np.testing.assert_allclose(ours.double().numpy(), expected, rtol=1e-4, atol=1e-4)
+    _write_talkie(tmp_path / "n.gguf", n_heads, n_kv, seed=13, logit_scale=None)
+    with pytest.raises(compscope.UnsupportedModelError, match=r"n\.gguf: GGUF metadata 'talkie\.logit_scale' is "
+                                                              "missing"):
+        compscope.load(tmp_path / "n.gguf")

@@ -193,7 +193,7 @@ from . import (  # noqa: E402,F401  (registration)
     layoutlm, lfm2, lfm3, llama, llama4, markuplm, mimo, minimax, mllama, modernbert, molmo2, mpnet, mpt,
     muse, nanochat, nemotron, nemotron_h, nemotron_nas, neox, olmo, openai_gpt, opt, paddleocr, phi, phi3,
     phimoe, plamo, pocket_tts, qwen3, qwen3_5, recurrent_gemma, rotary_bert, seed_oss, smollm3, solar_open,
-    squeezebert, stablelm, starcoder2, t5, ultrabert, unlimited_ocr, xlm)
+    squeezebert, stablelm, starcoder2, t5, talkie, ultrabert, unlimited_ocr, xlm)
 
 __all__ = ["FAMILIES", "Family", "family_for", "families", "language_model", "register", "to_heads"]
 

@@ -124,6 +124,8 @@ ARCHS = {
     # none), Llama 3's scaling as rope_freqs
     "paddleocr": ("paddleocr_vl_text", False, False),  # PaddleOCR-VL's language model: ERNIE 4.5's conversion, rows as
     # HF's (both turn halves: llama.cpp's multimodal rotary, the ordinary map on text); use_bias from the tensors
+    "talkie": ("talkie_gguf", False, False),  # Talkie: Llama's names, rows as the converter writes them (its sign
+    # flips in q and k for llama.cpp's rotate-half map), gainless norms, scalar QK-norm and output gains (family talkie)
     "pockettts": ("pocket_tts", True, False),  # Pocket TTS's backbone: Llama's names, LayerNorms with biases, rows as
     # the original model (moshi's) stores them, rotated in interleaved pairs: as a Llama's permuted rows
     "jais2": ("jais2", False, False),  # Jais 2: Llama's names, rows as HF's, LayerNorms with biases; attention_bias from
@@ -251,6 +253,7 @@ _GRANITE_ARCHS = ("granite", "granitemoe", "granitehybrid", "granite_swa")
 _ARCH_KEYS = {**{arch: _GRANITE_KEYS for arch in _GRANITE_ARCHS}, "command-r": {"logit_scale": "logit_scale"},
               "cohere2": {"logit_scale": "logit_scale"}, "cohere2moe": {"logit_scale": "logit_scale"},
               "chameleon": {"swin_norm": "swin_norm"}, "muse-glimmer": {"logit_scale": "output_multiplier"},
+              "talkie": {"logit_scale": "logit_scale"},
               "minicpm": {k: v for k, v in _GRANITE_KEYS.items() if k != "attention.scale"},  # (its graph's reads)
               "grok": {"attention.output_scale": "attention_output_multiplier",
                        "embedding_scale": "embedding_multiplier", "logit_scale": "logits_scaling"}}
@@ -280,6 +283,7 @@ _READ_AS = {
     **{arch: (f"{name} read by the qwen3_bidirectional family (Qwen3's attention attending both ways, as llama.cpp's "
               "loader runs it whatever the file's attention.causal says); its unembedding, which predicts the masked "
               "tokens, not read" + _NO_MODEL) for arch, name in (("llada-moe", "LLaDA-MoE"), ("rnd1", "RND1"))},
+    "talkie": "Talkie read by the talkie family, as llama.cpp runs it" + _NO_MODEL,
     "qwen3tts": ("Qwen3-TTS's talker read by the qwen3_tts_talker family (Qwen3's attention), as llama.cpp runs it "
                  "(Qwen3-VL's graph); the text tokens' embeddings as its converter folds the text projection into them"
                  + _NO_MODEL),
@@ -478,6 +482,9 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         rules.jina_bert_v2(path, arch, infos)
     if arch == "pockettts":
         rules.pockettts(path, arch, infos)
+    if arch == "talkie" and "logit_scale" not in cfg:
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.logit_scale' is missing: llama.cpp's {arch} model "
+                                    "requires it (the scale of its logits)")
     if arch == "jina-bert-v3" and "rope_theta" not in cfg:  # (llama.cpp would take 10000; the model's is 20000)
         raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.freq_base' is missing: llama.cpp would turn "
                                     "the heads at 10000, jina-embeddings-v3 at its own base (20000)")

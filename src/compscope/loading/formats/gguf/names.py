@@ -231,6 +231,8 @@ LAYOUTS = {"gpt2": (_GPT2_BLOCK, "transformer.h.{i}.", _GPT2_TOP, ("attn.c_attn.
             "phimoe": (_BLOCK, "model.layers.{i}.", {**_TOP, "output.bias": "lm_head.bias"}, (), ((), None)),
             "grok": ({**_BLOCK, "attn_output_norm.weight": "post_attention_layernorm.weight"}, "model.layers.{i}.",
                      _TOP, (), ((), None)),
+            "talkie": ({**_BLOCK, "attn_output.scale": "self_attn.o_proj.scale"}, "model.layers.{i}.", _TOP, (),
+                       ((), None)),
             **dict.fromkeys(("qwen", "chatglm", "bailingmoe2", "codeshell", "cogvlm"), (
                 _FUSED_QKV_BLOCK, "model.layers.{i}.", _TOP, (), ((), None))),
             **dict.fromkeys(("afmoe", "muse-glimmer"), ({**_BLOCK, "attn_gate.weight": "self_attn.gate_proj.weight"},
