@@ -241,6 +241,17 @@ VARIANTS = [
                  pad_token_id=0, bos_token_id=1, eos_token_id=2,
                  tie_word_embeddings=False,
                  rope_parameters={"rope_type": "default", "rope_theta": 700.0, "partial_rotary_factor": 0.5})),
+    # Phi-4-multimodal's language model: Phi-4-mini's attention, beside vision and audio encoders as small as they
+    # build (not read), their placeholder ids the top two (embedded as any token without an image or audio)
+    Variant("phi4-multimodal-fused-partial-gqa", "llama", "Phi4MultimodalConfig",
+            dict(_COMMON, num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-5, pad_token_id=0,
+                 bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
+                 rope_parameters={"rope_type": "default", "rope_theta": 700.0, "partial_rotary_factor": 0.5},
+                 vision_config=dict(hidden_size=16, intermediate_size=24, num_hidden_layers=1, num_attention_heads=2,
+                                    image_size=28, patch_size=14, crop_size=28, image_token_id=VOCAB - 1),
+                 audio_config=dict(hidden_size=16, intermediate_size=24, num_blocks=1, num_attention_heads=2,
+                                   ext_pw_out_channel=16, depthwise_separable_out_channel=16, nemo_conv_channels=16,
+                                   audio_token_id=VOCAB - 2))),
     Variant("qwen3-qk-norm", "llama", "Qwen3Config",
             dict(_LLAMA, num_key_value_heads=2, tie_word_embeddings=True,
                  rope_parameters={"rope_type": "default", "rope_theta": 2000.0})),

@@ -25,3 +25,17 @@ class Phi3(LlamaLike):
     @classmethod
     def attention_biases(cls, config: dict) -> tuple[bool, bool]:
         return False, False  # transformers builds every projection with bias=False
+
+
+@register
+class Phi4Multimodal(Phi3):
+    """Phi-4-multimodal's language model: Phi-4-mini's attention (fused ``qkv_proj``, partial rotary, LongRoPE), its
+    settings at the top of the config beside the vision and audio encoders' (not read). transformers loads the LoRA
+    adapters its makers trained for images and speech apart (PEFT), on those inputs; on text the base weights run
+    alone, which are what is read."""
+
+    name = "phi4_multimodal"
+    about = "Phi-4-multimodal's language model: Phi-4-mini's attention; its vision and audio encoders not read"
+    model_types = ("phi4_multimodal",)
+    architectures = ("Phi4MultimodalForCausalLM", "Phi4MultimodalModel")
+    ignored = Phi3.ignored | {"vision_config", "audio_config"}
