@@ -82,7 +82,7 @@ ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_b
             "gemma4_encoder", "esmc", "altclip", "t5", "squeezebert", "t5gemma", "t5gemma2", "bart")
 #: the kinds built as AutoModel: the encoders, and decoders transformers builds no causal LM of its own for (a
 #: vision-language model's language model: Muse Glimmer's; CLIP's causal text encoder)
-BASE_MODELS = (*ENCODERS, "muse_glimmer", "glm_image", "llama_base", "clip", "aimv2")
+BASE_MODELS = (*ENCODERS, "muse_glimmer", "glm_image", "llama_base", "higgs", "clip", "aimv2")
 #: the kinds built as masked language models (XLM's and FlauBERT's LM head, causal or not)
 MASKED_LMS = ("xlm",)
 
@@ -299,6 +299,12 @@ VARIANTS = [
                  num_experts_per_tok=1, moe_intermediate_size=16, n_shared_experts=1,
                  mlp_layer_types=["dense", "sparse"], pad_token_id=0, bos_token_id=1, eos_token_id=2,
                  rope_parameters={"rope_type": "default", "rope_theta": 600.0})),
+    # Higgs Audio v2: Llama's attention, text positions through input_layernorm (every position here: the audio and
+    # delay placeholder ids past the tiny vocabulary); no unembedding (its head scores audio codebooks)
+    Variant("higgs-audio-v2-text-positions", "higgs", "HiggsAudioV2Config",
+            dict(_LLAMA, num_key_value_heads=2, num_codebooks=2, codebook_size=8, pad_token_id=0, bos_token_id=1,
+                 eos_token_id=2, audio_token_id=VOCAB, audio_bos_token_id=VOCAB + 1, audio_delay_token_id=VOCAB + 2,
+                 rope_parameters={"rope_type": "default", "rope_theta": 900.0})),
     # Pocket TTS's backbone: Llama's attention, biased here, in LayerNorm layers, GQA; no unembedding. Its audio
     # placeholder ids past the tiny vocabulary (every position a text token). Built as the base model (no causal LM)
     Variant("pocket-tts-layernorm-biases", "llama_base", "PocketTTSConfig",
@@ -1053,7 +1059,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
 #: pre-LayerNorm variants whose first layer reads the residual without a norm (centring the embeddings would change it)
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
-RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "gemma4_encoder", "glm4", "glm_image", "llama_base", "apertus", "muse_glimmer",
+RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "gemma4_encoder", "glm4", "glm_image", "llama_base", "higgs", "apertus", "muse_glimmer",
                                                  "t5gemma", "t5gemma2", "aimv2",
                                                  "falcon_h1",
                                                  "gemma3_bidirectional", "hyperclovax", "afmoe", "eurobert",
@@ -1250,6 +1256,9 @@ def _modules(model, kind: str):
     if kind == "clip":  # CLIP's text encoder (transformers 4 nests it as text_model)
         base = getattr(model, "text_model", model)
         return [(b.layer_norm1, b.self_attn) for b in base.encoder.layers], base.final_layer_norm
+    if kind == "higgs":  # built whole (transformers' auto class for its type): each layer's norms take the text and
+        # audio positions apart (each set flattened), so the residual is the layer's own input
+        return [(b, b.self_attn) for b in model.model.layers], model.model.norm
     if kind in ("eurobert", "esmc", "llama_base"):  # built as the base model (an encoder; a vision-language model's
         # language model with no causal LM of its own): Llama's layers at the top
         return [(b.input_layernorm, b.self_attn) for b in model.layers], model.norm

@@ -222,7 +222,7 @@ def test_unembedding_matches_hf(variant):
         return
     if variant.kind in ("xlmr_xl", "modernbert", "gemma3_bidirectional", "modernbert_decoder", "megatron_bert",
                         "eurobert", "esm", "esmc", "gemma4_encoder", "muse_glimmer", "clip", "t5", "t5gemma",
-                        "t5gemma2", "aimv2", "bart", "glm_image", "llama_base"):
+                        "t5gemma2", "aimv2", "bart", "glm_image", "llama_base", "higgs"):
         assert hw.W_U is None  # no linear unembedding (an encoder; a nonlinear LM head; GLM-Image's over image tokens
         # alone; a base model's, untied, without its head); the final norm is the model's
         with torch.no_grad():

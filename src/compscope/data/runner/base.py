@@ -64,9 +64,10 @@ def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
     return RUN_DTYPES[name]
 
 
-#: config keys of token ids a model replaces by other inputs (Pocket TTS's audio placeholders), kept out of random
-#: sequences as its special tokens are
-AUDIO_PLACEHOLDERS = ("audio_prompt_token_id", "audio_latent_token_id", "audio_prompt_bos_token_id", "audio_bos_token_id")
+#: config keys of token ids a model replaces by other inputs (Pocket TTS's audio placeholders; Higgs Audio v2's, and
+#: its delay token, whose positions take its audio norms and MLPs), kept out of random sequences as special tokens are
+AUDIO_PLACEHOLDERS = ("audio_prompt_token_id", "audio_latent_token_id", "audio_prompt_bos_token_id", "audio_bos_token_id",
+                      "audio_token_id", "audio_delay_token_id")
 
 #: how many copies of one layer's attention patterns (``batch × heads × seq²`` float32) a traced
 #: batch holds at its peak: the model's own, its softmax, and compscope's recomputed pattern. Measured
@@ -182,8 +183,8 @@ class Runner:
     def special_ids(self) -> tuple[int, ...]:
         """Token ids a random sequence should not contain (end, padding, a masked LM's mask token,
         which ESM's embeddings treat apart), where the model's config names them (XLM's ``pad_index``
-        too: it masks every position from a sequence's count of other tokens on; Pocket TTS's audio
-        placeholders, whose positions it fills with audio latents)."""
+        too: it masks every position from a sequence's count of other tokens on; audio placeholders,
+        whose positions a model fills from its audio inputs: :data:`AUDIO_PLACEHOLDERS`)."""
         cfg = getattr(getattr(self, "model", None), "config", None)
         out: list = []
         for key in ("eos_token_id", "pad_token_id", "mask_token_id", "pad_index", *AUDIO_PLACEHOLDERS):

@@ -1,6 +1,7 @@
-"""Pocket TTS's backbone (family ``pocket_tts``): llama.cpp's ``pockettts`` files read as its graph computes them from
-their own tensors, and the data runner keeping its audio placeholder ids out of random sequences. (The transformers
-model's heads, hooks and interventions: the ``pocket-tts-layernorm-biases`` variant of ``hf_tiny``.)"""
+"""The language backbones of speech models: Pocket TTS's (family ``pocket_tts``), llama.cpp's ``pockettts`` files read
+as its graph computes them from their own tensors; and the data runner keeping the audio placeholder ids of Pocket
+TTS and Higgs Audio v2 out of random sequences. (The transformers models' heads, hooks and interventions: the
+``pocket-tts-layernorm-biases`` and ``higgs-audio-v2-text-positions`` variants of ``hf_tiny``.)"""
 
 from __future__ import annotations
 
@@ -109,19 +110,41 @@ def test_a_pockettts_gguf_with_a_projection_bias_llama_cpp_would_not_add_is_refu
                                    atol=1e-4)
 
 
-def test_random_sequences_for_pocket_tts_hold_none_of_its_audio_placeholders():
-    """The model fills the positions of its audio placeholder ids with audio latents: the runner names them among
-    the ids random sequences avoid, and the verdict's sequences hold none (the four of a vocabulary of 12, which a
-    draw of 400 tokens would hit otherwise)."""
-    from hf_tiny import BY_ID, make_config
+@pytest.mark.parametrize("variant, placeholders", [
+    ("pocket-tts-layernorm-biases", dict(audio_prompt_token_id=8, audio_latent_token_id=9,
+                                         audio_prompt_bos_token_id=10, audio_bos_token_id=11)),
+    ("higgs-audio-v2-text-positions", dict(audio_token_id=8, audio_delay_token_id=11))])
+def test_random_sequences_hold_none_of_a_speech_models_audio_placeholders(variant, placeholders):
+    """Pocket TTS fills the positions of its audio placeholder ids with audio latents, Higgs Audio v2 those of its
+    audio and delay ids with codebook embeddings, read through its audio norms: the runner names them among the ids
+    random sequences avoid, and the verdict's sequences hold none (in a vocabulary of 12, which a draw of 400 tokens
+    would hit otherwise)."""
+    from hf_tiny import BY_ID, build
 
     from compscope.data.sequences import repeats
     from compscope.data.runner import runner_for
 
-    cfg = make_config(BY_ID["pocket-tts-layernorm-biases"], vocab_size=12, audio_prompt_token_id=8,
-                      audio_latent_token_id=9, audio_prompt_bos_token_id=10, audio_bos_token_id=11)
-    model = transformers.PocketTTSModel(cfg).eval()
+    model = build(BY_ID[variant], vocab_size=12, **placeholders)
     runner = runner_for(model, progress=False)
-    assert {8, 9, 10, 11} <= set(runner.special_ids())
+    ids = set(placeholders.values())
+    assert ids <= set(runner.special_ids())
     tokens = repeats(20, 10, runner.hw.n_vocab, 5, runner.bos, avoid=runner.special_ids()).tokens
-    assert tokens.numel() == 400 and not torch.isin(tokens, torch.tensor([8, 9, 10, 11])).any()
+    assert tokens.shape[0] == 20 and tokens.shape[1] >= 20  # (Higgs Audio's: its BOS first)
+    assert not torch.isin(tokens, torch.tensor(sorted(ids))).any()
+
+
+def test_a_higgs_audio_folder_with_its_text_head_reads_no_unembedding(tmp_path):
+    """Higgs Audio v2 saved with the text head some checkpoints hold (``text_lm_head``, which transformers does not
+    load by default): the folder's heads are the model object's, the text head left unread (no refusal of an unread
+    tensor), no unembedding (the model's head scores audio codebooks), said."""
+    from hf_tiny import BY_ID, make_config
+
+    cfg = make_config(BY_ID["higgs-audio-v2-text-positions"])
+    model = transformers.HiggsAudioV2ForConditionalGeneration(cfg, use_text_head=True).eval()
+    model.save_pretrained(tmp_path)
+    hw, ref = compscope.load(tmp_path), compscope.load(model)
+    assert hw.meta.family == ref.meta.family == "higgs_audio_v2" and hw.W_U is None and ref.W_U is None
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E"):
+        assert torch.equal(getattr(hw, name), getattr(ref, name)), name
+    assert torch.equal(hw.attn_norm.weight, torch.stack([b.input_layernorm.weight for b in model.model.layers]))
+    assert any("Higgs Audio v2's head scores the audio codebooks' tokens" in n for n in hw.meta.notes)
