@@ -878,3 +878,49 @@ def test_kosmos_2_5s_language_model_is_read_from_the_whole_model_and_runs(tmp_pa
     tr = runner.trace(torch.randint(3, V, (2, 11), generator=torch.Generator().manual_seed(3)))
     for layer in range(hw.n_layers):
         torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("layout", ["vlm.language_model.", "vlm.model.language_model."])
+def test_colqwen2s_language_model_is_read_without_an_unembedding_and_runs(tmp_path, layout):
+    """ColQwen2 (a retriever around Qwen2-VL: ``vlm_config`` holds the vision-language model's config): its language
+    model's heads read from the folder, as transformers 5 saves it and as transformers 4 did (the language model
+    under ``vlm.model.language_model.``), are Qwen2-VL's language model object's; no unembedding (its output is a
+    projection of each position's last state, said); it runs on text as ColQwen2ForRetrieval, the attention the
+    runner recomputes agreeing with the model's. ColPali, around PaliGemma, refused with PaliGemma's reason."""
+    import safetensors.torch
+
+    from compscope.data.runner import runner_for
+
+    if not hasattr(transformers, "ColQwen2Config") or not compscope.data.runner.transformers_at_least(5):
+        pytest.skip("ColQwen2's config as transformers 5 takes it")
+    text = {**_TEXT, "rope_scaling": {"type": "mrope", "mrope_section": [2, 1, 1]}, "tie_word_embeddings": False}
+    text.pop("head_dim")
+    vision = dict(depth=1, embed_dim=16, hidden_size=32, num_heads=2, mlp_ratio=1, patch_size=14,
+                  spatial_merge_size=2, temporal_patch_size=2)
+    vlm = transformers.Qwen2VLConfig(text_config=text, vision_config=vision, image_token_id=V - 1,
+                                     video_token_id=V - 2, vision_start_token_id=V - 3, vision_end_token_id=V - 4)
+    model = perturbed(lambda: transformers.ColQwen2ForRetrieval(transformers.ColQwen2Config(
+        vlm_config=vlm.to_dict(), embedding_dim=8)))
+    model.save_pretrained(tmp_path / "c")
+    if layout != "vlm.language_model.":  # (the tensors renamed as transformers 4 saved them)
+        file = tmp_path / "c" / "model.safetensors"
+        tensors = safetensors.torch.load_file(file)
+        safetensors.torch.save_file({k.replace("vlm.language_model.", layout): v for k, v in tensors.items()}, file)
+    hw, ref = compscope.load(tmp_path / "c"), compscope.load(model.vlm.language_model)
+    _same_heads(hw, ref)
+    assert hw.W_U is None and any("ColQwen2 outputs a projection of each position's last state" in n
+                                  for n in hw.meta.notes)
+    assert any("the language model of a colqwen2 model (its vlm_config's (qwen2_vl) text_config" in n
+               for n in hw.meta.notes)
+    if layout == "vlm.language_model.":
+        runner = runner_for(tmp_path / "c", progress=False, device="cpu")
+        assert type(runner.model) is type(model)
+        runner.trace(torch.randint(4, V - 4, (2, 7), generator=torch.Generator().manual_seed(0)))
+        assert runner._agreed
+    folder = tmp_path / "p"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "colpali", "vlm_config": {
+        "model_type": "paligemma", "text_config": {"model_type": "gemma"}, "vision_config": {}}}))
+    safetensors.torch.save_file({"x": torch.zeros(2)}, folder / "model.safetensors")
+    with pytest.raises(compscope.UnsupportedModelError, match="ColPali: its vision-language model is PaliGemma"):
+        compscope.load(folder)

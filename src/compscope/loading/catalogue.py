@@ -48,6 +48,9 @@ NOT_READ: dict[str, str] = {
     "paligemma": ("a prefix language model: its Gemma attends both ways over the image and the prompt and causally "
                   "after them, a mask set by each input's token types, which neither a causal nor a bidirectional "
                   "reading of its heads holds"),
+    "colpali": ("ColPali: its vision-language model is PaliGemma, a prefix language model whose Gemma attends both "
+                "ways over the image and the prompt and causally after them, a mask set by each input's token types, "
+                "which neither a causal nor a bidirectional reading of its heads holds"),
     "deepseek_v4": ("the rotary map is applied to each head's output as well as to its queries and keys (the OV map "
                     "turns with position), and heads attend over compressed caches beside the sliding window"),
     **dict.fromkeys(("gemma3n", "gemma3n_text"), (

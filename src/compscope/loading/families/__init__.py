@@ -76,6 +76,9 @@ def language_model(config: dict, where: str) -> tuple[dict, str | None]:
     inner, where_found = nested_text_config(config)
     if inner is None or not _known(inner):
         return config, None
+    in_vlm = where_found.startswith("vlm ")  # (a retriever's vision-language model holds it: ColQwen2's)
+    holder = config["vlm_config"] if in_vlm else config
+    where_found = where_found.removeprefix("vlm ")
     flat, in_thinker = where_found == "flat", where_found == "thinker"
     outer, kind = config.get("model_type"), inner.get("model_type")
     try:
@@ -86,7 +89,7 @@ def language_model(config: dict, where: str) -> tuple[dict, str | None]:
             "transformers' defaults: reading it needs transformers (pip install transformers)") from e
     settings = {k: v for k, v in inner.items() if k != "model_type"}
     try:
-        built = _sub_config(outer, "thinker_config" if in_thinker else "text_config", kind)
+        built = _sub_config(holder.get("model_type"), "thinker_config" if in_thinker else "text_config", kind)
         full = (built(**settings) if built is not None else AutoConfig.for_model(kind, **settings)).to_dict()
     except Exception as e:  # transformers raises several kinds for a config it cannot build
         raise UnsupportedModelError(f"{where}: transformers cannot build the text_config of this {outer} model "
@@ -94,12 +97,14 @@ def language_model(config: dict, where: str) -> tuple[dict, str | None]:
     full.pop("architectures", None)  # the language model's own, not the wrapper's
     if "tie_word_embeddings" in config:  # transformers 5 ties the head by the outer config's word (4 by the inner's);
         full["tie_word_embeddings"] = config["tie_word_embeddings"]  # what a file without its own head means
-    parts = {**config, **(config["thinker_config"] if in_thinker else {})}  # (a thinker's audio, vision; the talker)
+    parts = {**holder, **(holder["thinker_config"] if in_thinker else {})}  # (a thinker's audio, vision; the talker)
     others = sorted(k.removesuffix("_config") for k, v in parts.items()
                     if k.endswith("_config") and k not in ("text_config", "thinker_config") and isinstance(v, dict))
     whose = "its thinker's text_config" if in_thinker else "its text_config"
-    whence = (f"its settings kept at the top of the config, read as transformers builds its text_config, {kind}" if flat
-              else f"{whose}, {kind}, completed with transformers' defaults")
+    whose = f"its vlm_config's ({holder.get('model_type')}) {whose.removeprefix('its ')}" if in_vlm else whose
+    top = f"its vlm_config's ({holder.get('model_type')})" if in_vlm else "its"
+    whence = (f"{top} settings kept at the top of the config, read as transformers builds its text_config, {kind}"
+              if flat else f"{whose}, {kind}, completed with transformers' defaults")
     part = family_for(inner, where).part  # (a dual encoder's text tower: its text encoder)
     return full, f"the {part} of {_a(outer)} model ({whence}): {', '.join(others) or 'its other parts'} not read"
 
@@ -120,7 +125,15 @@ def nested_text_config(config: dict) -> tuple[dict | None, str]:
     """The language model's config inside a wrapper's ``config`` and where it sits: its
     ``text_config`` (``'text'``), its thinker's (Qwen2.5-Omni, Qwen3-Omni: ``'thinker'``), or, beside a
     ``vision_config``, what transformers builds from the top-level keys (Qwen2-VL and Qwen2.5-VL as
-    first published: ``'flat'``); ``(None, '')`` where there is none (an encoder-decoder's decoder)."""
+    first published: ``'flat'``); a retriever's vision-language model's (ColQwen2's ``vlm_config``: ``'vlm '``
+    before where it sits there, unless compscope refuses that model); ``(None, '')`` where there is none (an
+    encoder-decoder's decoder)."""
+    from ..catalogue import why_not
+
+    vlm = config.get("vlm_config")
+    if isinstance(vlm, dict):
+        inner, where_found = (None, "") if why_not(vlm.get("model_type")) else nested_text_config(vlm)
+        return (inner, f"vlm {where_found}") if inner is not None else (None, "")
     if isinstance(config.get("text_config"), dict):
         return config["text_config"], "text"
     thinker = config.get("thinker_config")
@@ -146,11 +159,17 @@ def _flat_text_config(config: dict) -> dict | None:
     return None if text is built else text.to_diff_dict()
 
 
+#: retrievers whose vision-language model's language model compscope reads, and what they output instead of logits
+RETRIEVERS = {"colqwen2": ("ColQwen2 outputs a projection of each position's last state (embedding_proj_layer), a "
+                           "multi-vector embedding scored against another's, not logits over tokens")}
+
+
 def to_heads(ckpt) -> HeadWeights:
     """``HeadWeights`` of a format's ``Checkpoint``, by the family its config names. A bias the
     checkpoint holds beside a weight the family read, but that the family did not read, is refused
     by name rather than dropped (what the model computes would differ from what compscope reads);
     so is any tensor the format marks as entering attention that the family did not read."""
+    outer = ckpt.config.get("model_type")
     config, inside = language_model(ckpt.config, ckpt.source)
     if inside is not None:  # a vision-language model: its language model is what composes
         ckpt = dataclasses.replace(ckpt, config=config, notes=[*ckpt.notes, inside])
@@ -158,6 +177,8 @@ def to_heads(ckpt) -> HeadWeights:
     if (named := ckpt.tensors.renamed(LEGACY_NORM_NAMES + family.saved_names)) is not ckpt.tensors:
         ckpt = dataclasses.replace(ckpt, tensors=named)  # (read under the names the loaded model has)
     hw = family.convert(ckpt)
+    if inside is not None and outer in RETRIEVERS:
+        hw = hw.replace(W_U=None, note=f"no unembedding read (W_U is None): {RETRIEVERS[outer]}")
     unread = ckpt.tensors.unread_biases()
     if unread:
         names = ", ".join(f"'{n}'" for n in unread[:3]) + (f" and {len(unread) - 3} more" if len(unread) > 3 else "")

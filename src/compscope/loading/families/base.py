@@ -147,6 +147,7 @@ class Family:
         of its language head model (Llama 4's ``model.language_model.model``); in Grounding DINO, its text
         encoder (``text_backbone``, in the detector ``model.model.text_backbone``)."""
         model = getattr(model, "thinker", model)  # (Qwen-Omni: the thinker holds the language model)
+        model = getattr(model, "vlm", model)  # (ColQwen2: the retriever holds a vision-language model)
         base = getattr(model, cls.hf_base, model)
         inner = next((m for m in (getattr(base, k, None) for k in ("language_model", "text_model", "text_backbone"))
                       if m is not None), None)
