@@ -2791,17 +2791,8 @@ def test_a_qwen3vl_gguf_matches_the_language_model_object(tmp_path):
         vision_start_token_id=V - 3, vision_end_token_id=V - 4)).eval()
     _randomise(model, 47)
     sd = _numpy_state(model.model.language_model)
-    w = _writer(tmp_path / "q.gguf", "qwen3vl")
-    _metadata(w, layer_norm_rms_eps=1e-6, rope_freq_base=3000.0, rope_dimension_sections=[1, 1, 1, 0], key_length=r,
-              value_length=r)
-    w.add_uint32("qwen3vl.n_deepstack_layers", 1)
-    w.add_tensor("token_embd.weight", sd["embed_tokens.weight"])
-    w.add_tensor("output.weight", model.lm_head.weight.detach().numpy())
-    w.add_tensor("output_norm.weight", sd["norm.weight"])
-    names = {**_LLAMA_ATTENTION, "post_attention_layernorm.weight": "ffn_norm.weight",
-             "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight"}
-    _add_blocks(w, sd, names, 2)
-    _finish(w)
+    _write_qwen3vl_layout(tmp_path / "q.gguf", "qwen3vl", sd, model.lm_head.weight.detach().numpy(),
+                          n_deepstack_layers=1)
     ours, ref = compscope.load(tmp_path / "q.gguf"), compscope.load(model)
     assert ours.meta.family == ref.meta.family == "qwen3"
     for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
@@ -2815,6 +2806,24 @@ def test_a_qwen3vl_gguf_matches_the_language_model_object(tmp_path):
     assert "a GGUF file of architecture 'qwen3vl', which transformers' GGUF reader does not read" in cannot_run(tmp_path / "q.gguf")
 
 
+def _write_qwen3vl_layout(path, arch: str, sd: dict, head: np.ndarray, **ints) -> None:
+    """A GGUF of ``arch`` in Qwen3-VL's layout, as llama.cpp's converter writes one: Qwen3's names and QK norms from the
+    language model's state ``sd`` (HF names, rows as HF's), the output head ``head``, the multimodal sections
+    [1, 1, 1, 0] at base 3000; ``ints``: more ``ARCH.KEY`` integers."""
+    w = _writer(path, arch)
+    _metadata(w, layer_norm_rms_eps=1e-6, rope_freq_base=3000.0, rope_dimension_sections=[1, 1, 1, 0],
+              key_length=D // H, value_length=D // H)
+    for key, value in ints.items():
+        w.add_uint32(f"{arch}.{key}", value)
+    w.add_tensor("token_embd.weight", sd["embed_tokens.weight"])
+    w.add_tensor("output.weight", head)
+    w.add_tensor("output_norm.weight", sd["norm.weight"])
+    names = {**_LLAMA_ATTENTION, "post_attention_layernorm.weight": "ffn_norm.weight",
+             "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight"}
+    _add_blocks(w, sd, names, 2)
+    _finish(w)
+
+
 def test_a_qwen3tts_gguf_reads_the_talker_as_qwen3s_attention_without_its_codec_head(tmp_path):
     """Qwen3-TTS's talker as llama.cpp's converter writes it (``qwen3tts``: Qwen3-VL's layout, the multimodal sections
     [t, h, w, 0], a head of fewer rows than the embedding, over the codec tokens alone) and runs it (Qwen3-VL's
@@ -2826,17 +2835,9 @@ def test_a_qwen3tts_gguf_reads_the_talker_as_qwen3s_attention_without_its_codec_
                     rope_parameters={"rope_type": "default", "rope_theta": 3000.0})
     model = transformers.Qwen3ForCausalLM(cfg).eval()
     _randomise(model, 53)
-    sd = _numpy_state(model.model)
-    w = _writer(tmp_path / "t.gguf", "qwen3tts")
-    _metadata(w, layer_norm_rms_eps=1e-6, rope_freq_base=3000.0, rope_dimension_sections=[1, 1, 1, 0],
-              key_length=D // H, value_length=D // H)
-    w.add_tensor("token_embd.weight", sd["embed_tokens.weight"])
-    w.add_tensor("output.weight", model.lm_head.weight.detach().numpy()[:12])  # (the codec head: its own rows)
-    w.add_tensor("output_norm.weight", sd["norm.weight"])
-    names = {**_LLAMA_ATTENTION, "post_attention_layernorm.weight": "ffn_norm.weight",
-             "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight"}
-    _add_blocks(w, sd, names, 2)
-    _finish(w)
+    # (the codec head: rows of its own, fewer than the vocabulary's)
+    _write_qwen3vl_layout(tmp_path / "t.gguf", "qwen3tts", _numpy_state(model.model),
+                          model.lm_head.weight.detach().numpy()[:12])
     ours, ref = compscope.load(tmp_path / "t.gguf"), compscope.load(model)
     assert ours.meta.family == "qwen3_tts_talker" and ref.meta.family == "qwen3" and ours.causal
     for name in ("W_Q", "W_K", "W_V", "W_O", "W_E"):

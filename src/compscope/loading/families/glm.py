@@ -24,7 +24,7 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
 from .base import layer_hooks
-from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike
+from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, no_unembedding
 
 #: GLM-4.5's MoE MLP and multi-token-prediction settings: the attention does not depend on them
 _MOE = frozenset("first_k_dense_replace moe_intermediate_size n_group n_routed_experts n_shared_experts "
@@ -100,11 +100,8 @@ class GlmImageText(Glm4):
     def unembedding_of(cls, ckpt: Checkpoint, emb: Tensor, prefix: str) -> tuple[None, str]:
         """None: the model's head (``lm_head``, ``vision_vocab_size`` rows) scores the image tokens alone, the first
         ids of a wider vocabulary, and is never the embedding."""
-        for name in _HEADS:
-            if name in ckpt.tensors:
-                ckpt.tensors.leave(name)
-        return None, ("no unembedding read (W_U is None): GLM-Image's head scores its image tokens alone, the first "
-                      f"{ckpt.config.get('vision_vocab_size', 16512)} of the {emb.shape[0]} token ids W_E embeds")
+        return no_unembedding(ckpt, _HEADS, "GLM-Image's head scores its image tokens alone, the first "
+                              f"{ckpt.config.get('vision_vocab_size', 16512)} of the {emb.shape[0]} token ids W_E embeds")
 
 
 @register

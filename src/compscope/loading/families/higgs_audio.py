@@ -11,7 +11,7 @@ import torch
 
 from ..checkpoint import Checkpoint
 from . import register
-from .llama import Llama
+from .llama import Llama, no_unembedding
 
 #: the config keys of the audio side (codebooks, the placeholder and delay ids), which no attention weight depends on
 _AUDIO_KEYS = frozenset("num_codebooks codebook_size audio_token_id audio_bos_token_id audio_delay_token_id "
@@ -38,10 +38,8 @@ class HiggsAudioV2(Llama):
     @classmethod
     def unembedding_of(cls, ckpt: Checkpoint, emb: torch.Tensor, prefix: str) -> tuple[None, str]:
         """None: the head (``audio_lm_head``) scores audio codebook tokens, not the ids ``W_E`` embeds."""
-        for name in _TEXT_HEADS:
-            if name in ckpt.tensors:
-                ckpt.tensors.leave(name)
-        return None, ("no unembedding read (W_U is None): Higgs Audio v2's head scores the audio codebooks' tokens, "
-                      "not the text vocabulary W_E embeds; the attention read through the text positions' norm "
-                      "(input_layernorm): an audio position, whose residual starts as the sum of one embedding per "
-                      "codebook, reads it through a norm of its own (audio_input_layernorm) and runs an MLP of its own")
+        return no_unembedding(ckpt, _TEXT_HEADS, (
+            "Higgs Audio v2's head scores the audio codebooks' tokens, not the text vocabulary W_E embeds; the attention "
+            "read through the text positions' norm (input_layernorm): an audio position, whose residual starts as the "
+            "sum of one embedding per codebook, reads it through a norm of its own (audio_input_layernorm) and runs an "
+            "MLP of its own"))

@@ -227,6 +227,15 @@ def _per_head_gains(ts, p: str, which: str, n: int, r: int) -> torch.Tensor:
     return torch.cat([ts.take(f"{p}self_attn.{which}_layernorm.norms.{h}.weight", (r,)) for h in range(n)])
 
 
+def no_unembedding(ckpt: Checkpoint, heads: tuple[str, ...], why: str) -> tuple[None, str]:
+    """What :meth:`LlamaLike.unembedding_of` returns for a model whose head is no ``W_U`` (it scores other tokens
+    than ``W_E`` embeds): None, each of ``heads`` the checkpoint holds marked as left unread, and the note, ``why``."""
+    for name in heads:
+        if name in ckpt.tensors:
+            ckpt.tensors.leave(name)
+    return None, f"no unembedding read (W_U is None): {why}"
+
+
 def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLikeOptions) -> HeadWeights:
     cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
     family.check_config(cfg, where)

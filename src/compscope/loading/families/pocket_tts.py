@@ -9,7 +9,7 @@ import torch
 
 from ..checkpoint import Checkpoint
 from . import register
-from .llama import LlamaLike, LlamaLikeOptions
+from .llama import LlamaLike, LlamaLikeOptions, no_unembedding
 
 #: the config keys of the audio side (the flow head, the latents and their placeholder ids, the training losses),
 #: which no attention weight depends on
@@ -33,5 +33,5 @@ class PocketTts(LlamaLike):
     def unembedding_of(cls, ckpt: Checkpoint, emb: torch.Tensor, prefix: str) -> tuple[None, str]:
         """None: the model has no head over tokens (llama.cpp's files reuse the embedding as one only so that a
         sampler runs; its logits are never used)."""
-        return None, ("no unembedding read (W_U is None): Pocket TTS's backbone has no head over tokens; a flow head "
-                      "turns its last residual into audio latents")
+        return no_unembedding(ckpt, (), "Pocket TTS's backbone has no head over tokens; a flow head turns its last "
+                              "residual into audio latents")

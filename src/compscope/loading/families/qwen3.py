@@ -23,7 +23,7 @@ from ...core.heads import HeadWeights
 from . import register
 from .base import MAX_LAYERS, integer
 from .llama import (WINDOW_KEYS, Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, listed_layer_types, listed_or,
-                    upper_layers_slide, window_switch)
+                    no_unembedding, upper_layers_slide, window_switch)
 
 #: dots.llm1's window where its config states none (transformers' default)
 DOTS1_WINDOW = 4096
@@ -195,9 +195,6 @@ class Qwen3TtsTalker(Qwen3):
     @classmethod
     def unembedding_of(cls, ckpt: Checkpoint, emb: torch.Tensor, prefix: str) -> tuple[None, str]:
         """None: the head scores the codec tokens alone, the last ids of the vocabulary the embedding holds."""
-        for name in _HEADS:
-            if name in ckpt.tensors:
-                ckpt.tensors.leave(name)
-        return None, ("no unembedding read (W_U is None): Qwen3-TTS's head scores its codec tokens alone (3072 rows), "
-                      f"the last of the {emb.shape[0]} token ids W_E embeds (text tokens first, each through the "
-                      "talker's text projection)")
+        return no_unembedding(ckpt, _HEADS, "Qwen3-TTS's head scores its codec tokens alone (3072 rows), the last "
+                              f"of the {emb.shape[0]} token ids W_E embeds (text tokens first, each through the talker's "
+                              "text projection)")
