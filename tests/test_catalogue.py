@@ -69,7 +69,7 @@ def test_the_refused_model_types_are_ones_transformers_names():
              "t5gemma2_decoder", "pp_formulanet_text", "qwen3_omni_moe_talker_text", "wavtokenizer",
              # (sub-configs that transformers 5's auto mapping names, 4.57's not)
              "flava_text_model", "layoutxlm", "musicgen_decoder", "musicgen_melody_decoder", "pix2struct_text_model",
-             "blip_text_model"}
+             "blip_text_model", "csm_depth_decoder_model", "dia_decoder", "moshi_depth", "qwen2_5_omni_talker"}
     unknown = {t for t in catalogue.NOT_READ if t not in CONFIG_MAPPING}
     if transformers.__version__.split(".")[0] == "4":  # 4.57 predates these
         unknown -= newer

@@ -173,6 +173,23 @@ NOT_READ: dict[str, str] = {
     **dict.fromkeys(("musicgen_decoder", "musicgen_melody_decoder"), (
         "MusicGen's decoder: each position's residual starts as the sum of one token embedding per audio codebook, "
         "which no one column of W_E per token expresses")),
+    "kyutai_speech_to_text": ("Kyutai's speech-to-text: each position's residual starts as the sum of its text "
+                              "token's embedding and one embedding per audio codebook, which no one column of W_E per "
+                              "token expresses"),
+    "moshi_depth": ("Moshi's depth transformer: its query, key and value projections differ by position (one per "
+                    "codebook it predicts: MoshiFlexibleLinear), so no head has one W_Q, W_K, W_V"),
+    "csm_depth_decoder_model": ("Sesame CSM's depth decoder: each position's token is embedded by a table of its "
+                                "position's codebook, and its first position holds the backbone's last state, not a "
+                                "token's embedding"),
+    **dict.fromkeys(("dia", "dia_decoder"), (
+        "Dia's decoder: each position's residual starts as the sum of one embedding per audio channel (codebook), "
+        "which no one column of W_E per token expresses, and its cross-attention reads the text encoder's output")),
+    "qwen2_5_omni_talker": ("Qwen2.5-Omni's talker: its residual starts as a projection (thinker_to_talker_proj) of "
+                            "the thinker's embeddings or hidden states with codec embeddings added, never one column "
+                            "of W_E per token of its own vocabulary"),
+    "bark": ("Bark: three GPT models in turn; its semantic model's first positions each sum the embeddings of a text "
+             "token and of a speaker-prompt token, and its fine model's of every audio codebook, which no one column "
+             "of W_E per token expresses"),
     "csm": ("Sesame's CSM: each audio frame's position starts its residual as the sum of one embedding per audio "
             "codebook, which no one column of W_E per token expresses (text positions read a table of their own)"),
     "moshi": ("Moshi: each position's residual starts as its text token's embedding plus one embedding per audio "
