@@ -173,6 +173,11 @@ NOT_READ: dict[str, str] = {
     **dict.fromkeys(("musicgen_decoder", "musicgen_melody_decoder"), (
         "MusicGen's decoder: each position's residual starts as the sum of one token embedding per audio codebook, "
         "which no one column of W_E per token expresses")),
+    **dict.fromkeys(("speech_to_text", "moonshine", "moonshine_streaming", "canary", "canary_decoder", "cohere_asr",
+                     "pop2piano"), (
+        "an encoder-decoder over audio: its decoder's cross-attention reads the audio encoder's output, a second "
+        "residual stream that no single set of writer and reader heads spans, and its encoder reads audio features, "
+        "not tokens")),
     "kyutai_speech_to_text": ("Kyutai's speech-to-text: each position's residual starts as the sum of its text "
                               "token's embedding and one embedding per audio codebook, which no one column of W_E per "
                               "token expresses"),
