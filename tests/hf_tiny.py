@@ -91,6 +91,7 @@ MASKED_LMS = ("xlm",)
 _ALONE = {"AlignTextConfig": "AlignTextModel", "ChineseCLIPTextConfig": "ChineseCLIPTextModel",
           "ClapTextConfig": "ClapTextModel", "AltCLIPTextConfig": "AltCLIPTextModel",
           "BridgeTowerTextConfig": "BridgeTowerTextModel", "UnlimitedOcrTextConfig": "UnlimitedOcrTextModel",
+          "EvollaConfig": "EvollaModel",  # (transformers' auto classes fail on its config)
           "Kosmos2_5TextConfig": "Kosmos2_5TextForCausalLM",
           "T5Config": "T5EncoderModel", "UMT5Config": "UMT5EncoderModel",  # (T5's: its encoder alone)
           "LongT5Config": "LongT5EncoderModel", "T5GemmaConfig": "T5GemmaEncoderModel",
@@ -299,6 +300,14 @@ VARIANTS = [
                  num_experts_per_tok=1, moe_intermediate_size=16, n_shared_experts=1,
                  mlp_layer_types=["dense", "sparse"], pad_token_id=0, bos_token_id=1, eos_token_id=2,
                  rope_parameters={"rope_type": "default", "rope_theta": 600.0})),
+    # Evolla: Llama 3's decoder, the sequence aligner's cross-attention (to protein features) in layer 1, which runs
+    # only with protein inputs; a protein encoder as small as it builds (not read). Built as the base model
+    Variant("evolla-aligner-layer-text-only", "llama_base", "EvollaConfig",
+            dict(_LLAMA, num_key_value_heads=2, aligner_num_add_layers=1, resampler_depth=1, resampler_dim_head=8,
+                 resampler_heads=2, resampler_num_latents=4, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                 rope_parameters={"rope_type": "default", "rope_theta": 600.0},
+                 protein_encoder_config=dict(vocab_size=40, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                             intermediate_size=24, max_position_embeddings=64))),
     # Higgs Audio v2: Llama's attention, text positions through input_layernorm (every position here: the audio and
     # delay placeholder ids past the tiny vocabulary); no unembedding (its head scores audio codebooks)
     Variant("higgs-audio-v2-text-positions", "higgs", "HiggsAudioV2Config",

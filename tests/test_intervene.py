@@ -274,7 +274,7 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "codegen-eight-heads-four-shards", "phi4-mini-longrope-partial", "glm-interleaved-partial-rotary-gqa",
                "glm4-post-attention-norm", "glm-image-text-half-rotary", "unlimited-ocr-text-reference-window",
                "pocket-tts-layernorm-biases", "phi4-multimodal-fused-partial-gqa",
-               "higgs-audio-v2-text-positions",
+               "higgs-audio-v2-text-positions", "evolla-aligner-layer-text-only",
                "ministral-sliding3-first-layer", "arcee-biases", "seed-oss-out-bias",
                "helium-interleaved-bias", "ernie4_5-interleaved-all-biases", "aria-text-moe-bias",
                "chameleon-per-head-qk-layernorm", "chameleon-swin-norm-after",
