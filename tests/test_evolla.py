@@ -24,9 +24,11 @@ def test_an_evolla_folder_reads_and_runs_on_text_as_the_class_it_names(tmp_path,
     it recomputes is the model's holds); it runs as EvollaForProteinText2Text."""
     from hf_tiny import BY_ID, make_config, random_ids
 
-    from compscope.data.runner import runner_for
+    from compscope.data.runner import runner_for, transformers_at_least
 
-    cfg = make_config(BY_ID["evolla-aligner-layer-text-only"])
+    variant = BY_ID["evolla-aligner-layer-text-only"]
+    cfg = transformers.EvollaConfig(**{k: v for k, v in variant.config.items() if k != "rope_parameters"},
+                                    rope_theta=600.0) if not transformers_at_least(5) else make_config(variant)
     torch.manual_seed(0)
     model = transformers.EvollaForProteinText2Text(cfg).eval()
     model.save_pretrained(tmp_path)
@@ -46,6 +48,8 @@ def test_an_evolla_folder_reads_and_runs_on_text_as_the_class_it_names(tmp_path,
         ref = compscope.load(model)
         for name in ("W_Q", "W_K", "W_V", "W_O", "W_E"):
             assert torch.equal(getattr(hw, name), getattr(ref, name)), name
+    if not transformers_at_least(5):  # (its eager attention does not repeat grouped K/V heads there)
+        return
     runner = runner_for(tmp_path, progress=False, device="cpu")
     assert type(runner.model) is transformers.EvollaForProteinText2Text
     runner.trace(random_ids())
