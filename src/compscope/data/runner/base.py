@@ -66,8 +66,8 @@ def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
 
 #: config keys of token ids a model replaces by other inputs (Pocket TTS's audio placeholders; Higgs Audio v2's, and
 #: its delay token, whose positions take its audio norms and MLPs), kept out of random sequences as special tokens are
-AUDIO_PLACEHOLDERS = ("audio_prompt_token_id", "audio_latent_token_id", "audio_prompt_bos_token_id", "audio_bos_token_id",
-                      "audio_token_id", "audio_delay_token_id")
+AUDIO_PLACEHOLDERS = ("audio_prompt_token_id", "audio_latent_token_id", "audio_prompt_bos_token_id",
+                      "audio_bos_token_id", "audio_token_id", "audio_delay_token_id")
 
 #: how many copies of one layer's attention patterns (``batch × heads × seq²`` float32) a traced
 #: batch holds at its peak: the model's own, its softmax, and compscope's recomputed pattern. Measured

@@ -100,8 +100,9 @@ class GlmImageText(Glm4):
     def unembedding_of(cls, ckpt: Checkpoint, emb: Tensor, prefix: str) -> tuple[None, str]:
         """None: the model's head (``lm_head``, ``vision_vocab_size`` rows) scores the image tokens alone, the first
         ids of a wider vocabulary, and is never the embedding."""
-        return no_unembedding(ckpt, _HEADS, "GLM-Image's head scores its image tokens alone, the first "
-                              f"{ckpt.config.get('vision_vocab_size', 16512)} of the {emb.shape[0]} token ids W_E embeds")
+        first = ckpt.config.get("vision_vocab_size", 16512)
+        return no_unembedding(ckpt, _HEADS, f"GLM-Image's head scores its image tokens alone, the first {first} of the "
+                                            f"{emb.shape[0]} token ids W_E embeds")
 
 
 @register

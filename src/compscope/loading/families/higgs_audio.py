@@ -39,7 +39,7 @@ class HiggsAudioV2(Llama):
     def unembedding_of(cls, ckpt: Checkpoint, emb: torch.Tensor, prefix: str) -> tuple[None, str]:
         """None: the head (``audio_lm_head``) scores audio codebook tokens, not the ids ``W_E`` embeds."""
         return no_unembedding(ckpt, _TEXT_HEADS, (
-            "Higgs Audio v2's head scores the audio codebooks' tokens, not the text vocabulary W_E embeds; the attention "
-            "read through the text positions' norm (input_layernorm): an audio position, whose residual starts as the "
-            "sum of one embedding per codebook, reads it through a norm of its own (audio_input_layernorm) and runs an "
-            "MLP of its own"))
+            "Higgs Audio v2's head scores the audio codebooks' tokens, not the text vocabulary W_E embeds; the "
+            "attention read through the text positions' norm (input_layernorm): an audio position, whose residual "
+            "starts as the sum of one embedding per codebook, reads it through a norm of its own "
+            "(audio_input_layernorm) and runs an MLP of its own"))

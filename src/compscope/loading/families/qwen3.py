@@ -196,5 +196,5 @@ class Qwen3TtsTalker(Qwen3):
     def unembedding_of(cls, ckpt: Checkpoint, emb: torch.Tensor, prefix: str) -> tuple[None, str]:
         """None: the head scores the codec tokens alone, the last ids of the vocabulary the embedding holds."""
         return no_unembedding(ckpt, _HEADS, "Qwen3-TTS's head scores its codec tokens alone (3072 rows), the last "
-                              f"of the {emb.shape[0]} token ids W_E embeds (text tokens first, each through the talker's "
-                              "text projection)")
+                                            f"of the {emb.shape[0]} token ids W_E embeds (text tokens first, each "
+                                            "through the talker's text projection)")
