@@ -322,6 +322,12 @@ VARIANTS = [
                  audio_bos_token_id=VOCAB + 3, rope_parameters={"rope_type": "default", "rope_theta": 700.0},
                  flow_head_config=dict(hidden_size=16, num_hidden_layers=1, condition_dim=D, latent_dim=8),
                  latent_dim=8)),
+    # Gradium Phonon TTS's backbone: Pocket TTS's, MHA without biases; its placeholder ids past the tiny vocabulary
+    Variant("gradium-phonon-tts-layernorm", "llama_base", "GradiumPhononTTSConfig",
+            dict(_COMMON, max_position_embeddings=64, pad_token_id=0, audio_prompt_token_id=VOCAB,
+                 audio_latent_token_id=VOCAB + 1, audio_bos_token_id=VOCAB + 2, latent_dim=8, audio_prompt_dim=16,
+                 rope_parameters={"rope_type": "default", "rope_theta": 900.0},
+                 flow_head_config=dict(hidden_size=16, num_hidden_layers=1, condition_dim=D, latent_dim=8))),
     # GLM-Image's language model: GLM-4-0414's layers, rotate-half rotary on half of each head with multimodal sections,
     # q/k/v biased; its head (image tokens alone) not read. Built as the base model (no causal LM of its own)
     Variant("glm-image-text-half-rotary", "glm_image", "GlmImageTextConfig",
@@ -1064,7 +1070,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
                     "esm2-rotary-token-dropout", "esmc-layer-qk-layernorm", "clip-text-causal",
                     "tipsv2-text-scaled-sinusoids", "pegasus-encoder-pre-ln", "m2m100-encoder-pre-ln", "blenderbot-encoder-pre-ln",
                     "bigbird-pegasus-encoder-full-attention",
-                    "pocket-tts-layernorm-biases"]
+                    "pocket-tts-layernorm-biases", "gradium-phonon-tts-layernorm"]
 #: pre-LayerNorm variants whose first layer reads the residual without a norm (centring the embeddings would change it)
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]

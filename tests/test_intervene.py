@@ -273,7 +273,7 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "cohere2-sliding-rotary-global-nope", "cohere-compass-sliding-rotary-global-nope", "qwen2-moe-no-qkv-bias", "bloom-alibi", "mpt-alibi-scaled", "gpt-oss-sinks-yarn",
                "codegen-eight-heads-four-shards", "phi4-mini-longrope-partial", "glm-interleaved-partial-rotary-gqa",
                "glm4-post-attention-norm", "glm-image-text-half-rotary", "unlimited-ocr-text-reference-window",
-               "pocket-tts-layernorm-biases", "phi4-multimodal-fused-partial-gqa",
+               "pocket-tts-layernorm-biases", "gradium-phonon-tts-layernorm", "phi4-multimodal-fused-partial-gqa",
                "higgs-audio-v2-text-positions", "evolla-aligner-layer-text-only",
                "ministral-sliding3-first-layer", "arcee-biases", "seed-oss-out-bias",
                "helium-interleaved-bias", "ernie4_5-interleaved-all-biases", "aria-text-moe-bias",

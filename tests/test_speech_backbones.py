@@ -1,6 +1,6 @@
 """The language backbones of speech models: Pocket TTS's (family ``pocket_tts``), llama.cpp's ``pockettts`` files read
-as its graph computes them from their own tensors; and the data runner keeping the audio placeholder ids of Pocket
-TTS and Higgs Audio v2 out of random sequences. (The transformers models' heads, hooks and interventions: the
+as its graph computes them from their own tensors, Gradium Phonon TTS's folders with their fused projections; and the
+data runner keeping the audio placeholder ids of Pocket TTS, Gradium and Higgs Audio v2 out of random sequences. (The transformers models' heads, hooks and interventions: the
 ``pocket-tts-layernorm-biases`` and ``higgs-audio-v2-text-positions`` variants of ``hf_tiny``.)"""
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def test_a_pockettts_gguf_attends_as_llama_cpps_graph_computes_from_the_files_te
     t = _write_pockettts(tmp_path / "p.gguf", n_heads, n_kv, seed=3)
     hw = compscope.load(tmp_path / "p.gguf")
     assert hw.meta.family == "pocket_tts" and hw.causal and hw.n_kv_heads == n_kv and hw.W_U is None
-    assert any("Pocket TTS's backbone has no head over tokens" in n for n in hw.meta.notes)
+    assert any("the backbone has no head over tokens; a flow head" in n for n in hw.meta.notes)
     assert hw.final_norm.kind == "layernorm"
     np.testing.assert_array_equal(hw.final_norm.bias.reshape(-1).numpy(), t["output_norm.bias"])
     np.testing.assert_array_equal(hw.W_E.T.numpy(), t["token_embd.weight"])  # (W_E: d_model × vocab)
@@ -113,7 +113,8 @@ def test_a_pockettts_gguf_with_a_projection_bias_llama_cpp_would_not_add_is_refu
 @pytest.mark.parametrize("variant, placeholders", [
     ("pocket-tts-layernorm-biases", dict(audio_prompt_token_id=8, audio_latent_token_id=9,
                                          audio_prompt_bos_token_id=10, audio_bos_token_id=11)),
-    ("higgs-audio-v2-text-positions", dict(audio_token_id=8, audio_delay_token_id=11))])
+    ("higgs-audio-v2-text-positions", dict(audio_token_id=8, audio_delay_token_id=11)),
+    ("gradium-phonon-tts-layernorm", dict(audio_prompt_token_id=8, audio_latent_token_id=9, audio_bos_token_id=10))])
 def test_random_sequences_hold_none_of_a_speech_models_audio_placeholders(variant, placeholders):
     """Pocket TTS fills the positions of its audio placeholder ids with audio latents, Higgs Audio v2 those of its
     audio and delay ids with codebook embeddings, read through its audio norms: the runner names them among the ids
@@ -148,3 +149,31 @@ def test_a_higgs_audio_folder_with_its_text_head_reads_no_unembedding(tmp_path):
         assert torch.equal(getattr(hw, name), getattr(ref, name)), name
     assert torch.equal(hw.attn_norm.weight, torch.stack([b.input_layernorm.weight for b in model.model.layers]))
     assert any("Higgs Audio v2's head scores the audio codebooks' tokens" in n for n in hw.meta.notes)
+
+
+def test_a_gradium_folder_reads_its_fused_in_proj_as_transformers_loads_it(tmp_path):
+    """Gradium Phonon TTS's folders hold each layer's fused ``self_attn.in_proj`` (q and k rows rotating adjacent
+    pairs, as its runtime stores them; transformers saves them back so): read as transformers loads them, the heads
+    are the model object's, and the data runner's recomputed attention agrees with the running model's."""
+    from hf_tiny import BY_ID, build, random_ids
+    from safetensors import safe_open
+
+    from compscope.data.runner import runner_for
+
+    model = build(BY_ID["gradium-phonon-tts-layernorm"])
+    model.save_pretrained(tmp_path)
+    with safe_open(str(tmp_path / "model.safetensors"), "pt") as f:
+        assert "layers.0.self_attn.in_proj.weight" in f.keys()
+    hw, ref = compscope.load(tmp_path), compscope.load(model)
+    assert hw.meta.family == "pocket_tts" and hw.W_U is None
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E"):
+        assert torch.equal(getattr(hw, name), getattr(ref, name)), name
+    runner = runner_for(tmp_path, progress=False, device="cpu")
+    runner.trace(random_ids())
+    assert runner._agreed
+    import json
+
+    saved = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**saved, "num_key_value_heads": 2}))
+    with pytest.raises(compscope.UnsupportedModelError, match=r"in_proj.*a fused in_proj beside grouped K/V heads"):
+        compscope.load(tmp_path)
