@@ -178,6 +178,16 @@ NOT_READ: dict[str, str] = {
         "an encoder-decoder over audio: its decoder's cross-attention reads the audio encoder's output, a second "
         "residual stream that no single set of writer and reader heads spans, and its encoder reads audio features, "
         "not tokens")),
+    **dict.fromkeys(("timesfm", "timesfm2_5"), (
+        "TimesFM, a forecaster over time series: each position embeds a patch of the series' values through an MLP, "
+        "not a token through a column of W_E")),
+    "pi0": ("π0, a robot policy: its PaliGemma attends both ways over the image and the prompt, and an action "
+            "expert with weights of its own joins that attention over the action positions, so no one set of heads "
+            "reads one residual stream"),
+    **dict.fromkeys(("clvp", "clvp_decoder"), (
+        "CLVP (Tortoise TTS): its decoder's first positions hold conditioning embeddings computed from a speaker's "
+        "mel spectrograms and the text (ClvpConditioningEncoder), not token embeddings, and its contrastive text and "
+        "speech encoders pool one state each")),
     "kyutai_speech_to_text": ("Kyutai's speech-to-text: each position's residual starts as the sum of its text "
                               "token's embedding and one embedding per audio codebook, which no one column of W_E per "
                               "token expresses"),
