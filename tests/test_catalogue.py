@@ -179,11 +179,10 @@ def test_lookup_reads_a_vision_language_model_by_its_language_model():
     read, line = catalogue.lookup("llama4")  # a model_type (the multimodal wrapper) and a GGUF architecture
     assert read and "model_type 'llama4': its language model, llama4_text, read by the llama4 family" in line
     assert "GGUF architecture 'llama4', read by the llama4 family (weights only" in line
-    # an encoder-decoder's decoder is no text_config: a folder of one is refused, and the lookup says so too
+    # an encoder-decoder's decoder is no text_config (its cross-attention reads the encoder): refused with its reason
     read, line = catalogue.lookup("vision-encoder-decoder")
-    assert not read and line == ("vision-encoder-decoder: not read: a model_type transformers knows "
-                                 "(VisionEncoderDecoderConfig) that no compscope family reads, nor any language model "
-                                 "inside it (`compscope models` lists those it reads)")
+    assert not read and line == f"vision-encoder-decoder: not read: {catalogue.NOT_READ['vision-encoder-decoder']}"
+    assert "the decoder's cross-attention reads the encoder's output" in line
     read, line = catalogue.lookup("vit")  # a vision model: transformers knows it, compscope reads none of it
     assert not read and line.startswith("vit: not read: a model_type transformers knows (ViTConfig) that no compscope")
     read, line = catalogue.lookup("llava")

@@ -64,9 +64,13 @@ NOT_READ: dict[str, str] = {
         "layers then read, so it is no sum of a token column and a position column")),
     "mbart": ("its encoder (and decoder): a LayerNorm over the sum of token and position embeddings starts the "
               "residual, which pre-LN layers then read, so it is no sum of a token column and a position column"),
-    **dict.fromkeys(("whisper", "speecht5", "seamless_m4t", "seamless_m4t_v2"), (
+    **dict.fromkeys(("whisper", "speecht5", "seamless_m4t", "seamless_m4t_v2", "speech_to_text", "moonshine",
+                     "moonshine_streaming", "canary", "canary_decoder", "cohere_asr", "pop2piano",
+                     "speech-encoder-decoder"), (
         _ENC_DEC + "; and its encoder reads speech (convolved features of the audio), not tokens")),
-    **dict.fromkeys(("pix2struct", "nougat"), _ENC_DEC + "; and its encoder reads image patches, not tokens"),
+    **dict.fromkeys(("pix2struct", "nougat", "vision-encoder-decoder"),
+                    _ENC_DEC + "; and its encoder reads image patches, not tokens"),
+    "encoder-decoder": _ENC_DEC + " (a wrapper of two models, the decoder's layers given cross-attention)",
     "pix2struct_text_model": ("Pix2Struct's decoder: its cross-attention reads the image encoder's output, a second "
                               "residual stream that no single set of writer and reader heads spans"),
     "udop": _ENC_DEC + "; and its encoder reads words with their boxes and image patches as one sequence",
@@ -173,11 +177,6 @@ NOT_READ: dict[str, str] = {
     **dict.fromkeys(("musicgen_decoder", "musicgen_melody_decoder"), (
         "MusicGen's decoder: each position's residual starts as the sum of one token embedding per audio codebook, "
         "which no one column of W_E per token expresses")),
-    **dict.fromkeys(("speech_to_text", "moonshine", "moonshine_streaming", "canary", "canary_decoder", "cohere_asr",
-                     "pop2piano"), (
-        "an encoder-decoder over audio: its decoder's cross-attention reads the audio encoder's output, a second "
-        "residual stream that no single set of writer and reader heads spans, and its encoder reads audio features, "
-        "not tokens")),
     **dict.fromkeys(("timesfm", "timesfm2_5"), (
         "TimesFM, a forecaster over time series: each position embeds a patch of the series' values through an MLP, "
         "not a token through a column of W_E")),
