@@ -187,6 +187,12 @@ NOT_READ: dict[str, str] = {
         "CLVP (Tortoise TTS): its decoder's first positions hold conditioning embeddings computed from a speaker's "
         "mel spectrograms and the text (ClvpConditioningEncoder), not token embeddings, and its contrastive text and "
         "speech encoders pool one state each")),
+    "vits": ("VITS (and MMS-TTS): its text encoder's heads add learned relative-position embeddings to their values "
+             "as well as to their keys (emb_rel_v), so what a head writes depends on the offset, not on W_OV alone"),
+    **dict.fromkeys(("fastspeech2_conformer", "fastspeech2_conformer_with_hifigan"), (
+        "FastSpeech2 Conformer: each encoder layer holds a convolution module that mixes neighbouring positions "
+        "beside its attention, and the attention's logits add Transformer-XL's relative-position terms "
+        "(linear_pos, pos_bias_u, pos_bias_v)")),
     "kyutai_speech_to_text": ("Kyutai's speech-to-text: each position's residual starts as the sum of its text "
                               "token's embedding and one embedding per audio codebook, which no one column of W_E per "
                               "token expresses"),
