@@ -46,13 +46,13 @@ class PocketTts(LlamaLike):
         transformers saves it back) read as transformers loads it: cut in three equal parts, q, k and v, the rows of
         q and k from rotating adjacent pairs into the rotate-half order."""
         cfg, where, ts = ckpt.config, ckpt.source, ckpt.tensors
+        H = integer(cfg, where, "num_attention_heads")
         made = {}
         for i in range(integer(cfg, where, "num_hidden_layers", high=MAX_LAYERS)):
             fused = next((f"{p}layers.{i}.self_attn.in_proj.weight" for p in PREFIXES
                           if f"{p}layers.{i}.self_attn.in_proj.weight" in ts), None)
             if fused is None:
                 continue
-            H = integer(cfg, where, "num_attention_heads")
             if integer(cfg, where, "num_key_value_heads", default=H) != H:
                 raise UnsupportedModelError(f"{ts.origin(fused)}: '{fused}': a fused in_proj beside grouped K/V heads: "
                                             "transformers cuts it in three equal parts, which fit only as many K/V "
