@@ -144,6 +144,11 @@ NOT_READ: dict[str, str] = {
                   "so its self-attention heads read latents, not tokens"),
     "blt": ("Byte Latent Transformer: a local byte encoder, patches pooled into a global transformer by "
             "cross-attention and decoded back to bytes: streams at two resolutions, not one residual stream"),
+    **dict.fromkeys(("blt_local_encoder", "blt_local_decoder", "blt_global_transformer", "blt_patcher"), (
+        "a part of the Byte Latent Transformer (blt): a local byte encoder, patches pooled into a global transformer "
+        "by cross-attention and decoded back to bytes, streams at two resolutions, not one residual stream")),
+    "t5_gemma_module": ("T5Gemma's encoder or decoder settings alone, which no model class builds: compscope reads "
+                        "T5Gemma's encoder from a whole model's folder (t5gemma)"),
     **dict.fromkeys(("inkling2_loop", "inkling2_loop_text"), (
         "Inkling 2's block attention residuals (each layer's input an attention over earlier blocks' outputs), and a "
         "span of its layers run several times (loop_num_passes) with learned gates between passes")),
