@@ -266,6 +266,11 @@ def test_models_looks_up_a_model_class_by_its_model_type(capsys):
     read, line = catalogue.lookup("FalconMambaForCausalLM")
     assert not read and line == ("FalconMambaForCausalLM: a model class of model_type 'falcon_mamba'; not read: "
                                  f"{catalogue.NOT_READ['falcon_mamba']}")
+    from transformers import CONFIG_MAPPING
+
+    if "EvollaModel" in CONFIG_MAPPING:  # (transformers maps the class's name to Evolla's config too: its model type)
+        read, line = catalogue.lookup("EvollaModel")
+        assert read and line.startswith("EvollaModel: a model class of model_type 'evolla', read by the evolla family")
 
 
 def test_models_looks_up_a_hub_id_by_its_cached_config(tmp_path):

@@ -384,11 +384,12 @@ def lookup(name: str, only: str | None = None) -> tuple[bool, str]:
     inner = _language_model_type(name) if only != "gguf" else None
     if inner is not None and why_not(inner) is not None:
         return False, f"{name}: not read: its language model, {inner}: {why_not(inner)}"
+    model_type = _model_type_of_class(name) if only is None else None
     config_class = _transformers_config_class(name) if only != "gguf" else None
-    if config_class is not None:
+    if config_class is not None and model_type in (None, name):  # (transformers maps EvollaModel, a class's name,
+        # to Evolla's config as well: answered as its model type, below)
         return False, (f"{name}: not read: a model_type transformers knows ({config_class}) that no compscope family "
                        "reads, nor any language model inside it (`compscope models` lists those it reads)")
-    model_type = _model_type_of_class(name) if only is None else None
     if model_type is not None:  # a model class's name (BartForConditionalGeneration): its model type's answer
         read, line = lookup(model_type, only="model_type")
         line = line.removeprefix(f"{model_type}: ")
