@@ -60,6 +60,7 @@ def test_one_k_v_head_repeated_and_values_from_the_key_projection(wide):
         torch.testing.assert_close(hw.W_K[1, g], k, atol=0, rtol=0)
         torch.testing.assert_close(hw.W_V[1, g], k, atol=0, rtol=0)
     assert any("attention_k_eq_v" in n for n in hw.meta.notes)
+    assert hw.meta.kv_heads_own == (2, 1, 2, 1)  # (each layer's own count, which the card shows beside the 2 held)
 
 
 def test_rotary_frequencies_are_transformers_own_in_the_wide_slots(wide):

@@ -95,6 +95,12 @@ def test_shape_mismatch_names_the_field():
         hw.replace(W_O=torch.zeros(2, 4, 8, 2))
     with pytest.raises(WeightError, match="kv_map"):
         hw.replace(kv_map=(0, 1, 2, 3))
+    import dataclasses
+
+    for own in ((2,), (2, 3), (0, 1)):  # one count per layer (2), each dividing the 2 K/V heads held
+        with pytest.raises(WeightError, match=r"meta.kv_heads_own"):
+            hw.replace(meta=dataclasses.replace(hw.meta, kv_heads_own=own))
+    assert hw.replace(meta=dataclasses.replace(hw.meta, kv_heads_own=(1, 2))).meta.kv_heads_own == (1, 2)
 
 
 def test_norm_gain_offset():

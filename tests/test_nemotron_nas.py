@@ -116,6 +116,14 @@ def test_each_attending_layer_is_transformers_llama_layer_with_its_own_kv_heads(
     notes = " ".join(hw.meta.notes)
     assert "attention on 3 of the model's 5 layers (0, 2, 4" in notes and "linear map" in notes
     assert "K/V head counts differ between layers (2, 1, 4)" in notes
+    from compscope.core.card import card_rows
+
+    assert hw.meta.kv_heads_own == (2, 1, 4)  # (each layer's own count: the card says it beside the 4 held)
+    assert dict(card_rows(hw))["K/V heads per layer"].startswith("2, 1, 4 by layer, held as 4")
+    from compscope.loading.formats import native
+
+    native.save(hw, tmp_path / "hw")  # (compscope's own format keeps them)
+    assert compscope.load(tmp_path / "hw").meta.kv_heads_own == (2, 1, 4)
 
 
 def test_each_query_head_reads_its_own_layers_kv_head_and_products_are_the_models(tmp_path):

@@ -88,7 +88,7 @@ def card_rows(hw: HeadWeights) -> list[tuple[str, str]]:
         ("dtype", f"{m.dtype} (stored as {m.source_dtype})"),
         ("layers", str(hw.n_layers)),
         ("heads per layer", f"{hw.n_heads}"),
-        ("K/V heads per layer", f"{hw.n_kv_heads}{gqa}"),
+        ("K/V heads per layer", _kv_heads(hw, gqa)),
         ("d_model", str(hw.d_model)),
         ("d_head", str(hw.d_head)),
         ("vocabulary", _fmt_int(hw.n_vocab)),
@@ -143,3 +143,13 @@ def describe(hw: HeadWeights) -> str:
     lines = [f"{k:<{width}}  {v}" for k, v in rows]
     lines += [f"note: {n}" for n in m.notes]
     return "\n".join(lines)
+
+
+def _kv_heads(hw: HeadWeights, gqa: str) -> str:
+    """The card's K/V head count: the one every layer holds, or, where layers differ, each layer's own beside the
+    count held (a layer with fewer repeats each for the query heads that share it)."""
+    own = hw.meta.kv_heads_own
+    if not own:
+        return f"{hw.n_kv_heads}{gqa}"
+    return (f"{', '.join(map(str, own))} by layer, held as {hw.n_kv_heads} (a layer with fewer repeats each for the "
+            "query heads that share it)")

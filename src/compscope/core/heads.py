@@ -223,6 +223,9 @@ class Meta:
     source_dtype: str  # dtype(s) in the file, e.g. 'bfloat16' or 'Q4_1+Q8_0+F32'
     processing: tuple[str, ...] = ()  # compscope's steps ('fold_norm'), and the source's own ('transformer_lens:fold_ln')
     notes: tuple[str, ...] = ()  # caveats for the scores, e.g. QK-norm inside the QK path
+    #: each layer's own K/V head count where the layers' counts differ (the n_kv_heads held per layer repeat a layer's
+    #: own for the query heads that share each: Nemotron-NAS, Gemma 4); empty where every layer holds its own
+    kv_heads_own: tuple[int, ...] = ()
 
     @property
     def processed_here(self) -> tuple[str, ...]:
@@ -327,6 +330,10 @@ class HeadWeights:
             raise WeightError("b_G without W_G: an output gate's bias needs its weights")
         if len(self.kv_map) != H or any(not _is_int(g) or not 0 <= g < G for g in self.kv_map):
             raise WeightError(f"kv_map {self.kv_map} does not map {H} query heads onto {G} K/V heads")
+        own = self.meta.kv_heads_own
+        if own and (len(own) != L or any(not _is_int(g) or g < 1 or G % g for g in own)):
+            raise WeightError(f"meta.kv_heads_own {own}: expected one count per layer ({L}), each dividing the {G} "
+                              "K/V heads held")
         if self.sinks is not None and tuple(self.sinks.shape) != (L, H):
             raise WeightError(f"sinks has shape {tuple(self.sinks.shape)}, expected {(L, H)}: one logit per layer and head")
         if self.qk_norm_layers:

@@ -137,7 +137,9 @@ class Gemma4(Gemma):
         proportional = any(isinstance(v, dict) and v.get("rope_type") == "proportional" for v in rope.values())
         notes = _notes(cfg, types, shapes, r, G, scalars, k_eq_v, rope_divisors is not None,
                        proportional or rope_divisors is not None)
-        meta = dataclasses.replace(hw.meta, notes=hw.meta.notes + tuple(notes))
+        counts = tuple(g for _, g in shapes)
+        meta = dataclasses.replace(hw.meta, notes=hw.meta.notes + tuple(notes),
+                                   kv_heads_own=counts if len(set(counts)) > 1 else ())
         return hw.replace(rotary=Rotary(r, freqs, "half"), v_norm=Norm("rmsnorm", None, None, eps), meta=meta)
 
 

@@ -490,7 +490,8 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
         attn_softcap=opts.attn_softcap,
         causal=not opts.bidirectional,
         sliding_window=tuple(window if t == "sliding_attention" else None for t in types),
-        meta=Meta(family.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes)),
+        meta=Meta(family.name, where, ckpt.name, "float32", ts.source_dtypes, (), tuple(notes),
+                  tuple(own_kv) if len(set(own_kv)) > 1 else ()),
     )
 
 

@@ -159,7 +159,9 @@ def load(path: str | Path) -> HeadWeights:
             rel_bias_buckets=tuple(fields.get("rel_bias_buckets", (0, 0))),  # (likewise)
             sliding_window=tuple(fields["sliding_window"]),
             embed_extra={k.split(".", 1)[1]: t for k, t in tensors.items() if k.startswith("embed_extra.")},
-            meta=Meta(**{**fields["meta"], "processing": tuple(fields["meta"]["processing"]), "notes": tuple(fields["meta"]["notes"])}),
+            meta=Meta(**{**fields["meta"], "processing": tuple(fields["meta"]["processing"]),
+                         "notes": tuple(fields["meta"]["notes"]),
+                         "kv_heads_own": tuple(fields["meta"].get("kv_heads_own", ()))}),  # (files before it: none)
         )
     except KeyError as e:
         raise LoadError(f"{cfg_path}: field {e.args[0]!r} is missing (an incomplete or edited compscope model)") from e
