@@ -109,8 +109,14 @@ class Family:
     #: encoder alone: T5EncoderModel, from a whole T5's folder or GGUF file too); before :attr:`runs_as_named`
     runs_as: ClassVar[dict[str, str]] = {}
     #: whether transformers has a model of this family's types, so that the data-based commands run its folders (False:
-    #: its files run through their own code, which compscope does not run: Nemotron-NAS's)
+    #: its files run through their own code, which compscope does not run: Nemotron-NAS's). Unless a family states it,
+    #: whether it names a model type at all (one that reads GGUF files alone, ``gguf_types``, has no folder to run)
     runs_on_data: ClassVar[bool] = True
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        if "runs_on_data" not in cls.__dict__:
+            cls.runs_on_data = bool(getattr(cls, "model_types", ()))
 
     @classmethod
     def run_inputs(cls, tokens: Tensor) -> dict[str, Tensor]:

@@ -676,7 +676,6 @@ class JinaBertV2(Bert):
     model_types = ()
     gguf_types = ("jina_bert_v2_gguf",)
     architectures = ()
-    runs_on_data = False  # (transformers has no model of it)
 
     @classmethod
     def positional(cls, config: dict, where: str, ts, e: str, d_head: int, n_layers: int) -> tuple[dict, list[str]]:

@@ -143,7 +143,6 @@ class Jais(GPT2):
     gguf_types = ("jais_gguf",)
     architectures = ()
     handled = GPT2.handled | {"alibi_bias_max"}
-    runs_on_data = False  # (transformers has no model of it)
     learned_positions = False
 
     @classmethod

@@ -27,7 +27,6 @@ class Grok(LlamaLike):
     handled = LlamaLike.handled | {"attn_logit_softcapping", "attention_output_multiplier", "embedding_multiplier",
                                    "logits_scaling"}
     options = LlamaLikeOptions(post_attn_norm=True)
-    runs_on_data = False  # (transformers has no model of it)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:

@@ -682,4 +682,3 @@ class LlamaAlibi(Llama):
     gguf_types = ("llama_alibi",)
     architectures = ()
     options = LlamaLikeOptions(alibi=True)
-    runs_on_data = False  # (transformers has no model of it)

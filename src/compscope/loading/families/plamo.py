@@ -26,7 +26,6 @@ class Plamo3(LlamaLike):
     gguf_types = ("plamo3_gguf",)
     handled = LlamaLike.handled | {"rope_local_base_freq"}
     options = LlamaLikeOptions(qk_norm=True, post_attn_norm=True, fused_qkv=True)
-    runs_on_data = False  # (transformers has no model of it)
 
 
 @register

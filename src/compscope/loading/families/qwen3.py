@@ -168,7 +168,6 @@ class Qwen3Bidirectional(Qwen3):
     gguf_types = ("qwen3_bidirectional",)
     architectures = ()
     options = LlamaLikeOptions(qk_norm=True, bidirectional=True)
-    runs_on_data = False  # (transformers has no model of it)
 
 
 #: the names the head of a Qwen3-TTS file is read under (llama.cpp's ``output.weight``)
@@ -190,7 +189,6 @@ class Qwen3TtsTalker(Qwen3):
     model_types = ()
     gguf_types = ("qwen3_tts_talker",)
     architectures = ()
-    runs_on_data = False  # (transformers has no model of it)
 
     @classmethod
     def unembedding_of(cls, ckpt: Checkpoint, emb: torch.Tensor, prefix: str) -> tuple[None, str]:

@@ -32,7 +32,6 @@ class Talkie(LlamaLike):
     architectures = ()
     handled = LlamaLike.handled | {"logit_scale"}
     options = LlamaLikeOptions(norm_gains=False, qk_norm=True, qk_gains_per_head=True)
-    runs_on_data = False  # (transformers has no model of it)
 
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
