@@ -50,8 +50,8 @@ class Talkie(LlamaLike):
             made[p + "k_norm.weight"] = (lambda: torch.ones(G, r), q)
             made[o] = (lambda o=o, s=s: ts.take(o) * ts.take(s, (1,)), o)
         hw = convert_llamalike(dataclasses.replace(ckpt, tensors=ts.derived(made)), cls, cls.options)
-        eps = hw.attn_norm.eps
-        W_E = hw.W_E / (hw.W_E.double().pow(2).mean(0, keepdim=True) + eps).sqrt().to(hw.W_E.dtype)
+        eps = hw.attn_norm.eps  # (the embedding's norm is the layers' own, gainless: each token's column normalised)
+        W_E = hw.attn_norm.normalise(hw.W_E.T).T.to(hw.W_E.dtype)
         scale = number(cfg, where, "logit_scale", low=-1e300)
         return hw.replace(W_E=W_E, W_U=hw.W_U * scale, note=(
             f"each token's embedding is RMS-normalised (no gain, eps {eps:.3g}) before the first layer: read into W_E "
