@@ -57,6 +57,16 @@ _T5GEMMA2_TEXT = dict(vocab_size=VOCAB, hidden_size=D, intermediate_size=48, num
                                        "sliding_attention": {"rope_type": "default", "rope_theta": 700.0}})
 _T5GEMMA2_VISION = dict(hidden_size=16, intermediate_size=24, num_hidden_layers=1, num_attention_heads=2, image_size=8,
                         patch_size=4)
+#: Dia's text encoder (grouped K/V heads, heads wider than the residual over the heads) and its audio decoder (not
+#: read), its token ids within the tiny vocabulary (test_speech_backbones' whole models)
+_DIA_ENCODER = dict(vocab_size=VOCAB, hidden_size=D, intermediate_size=48, num_hidden_layers=2,
+                    num_attention_heads=HEADS, num_key_value_heads=2, head_dim=12, max_position_embeddings=64,
+                    rope_theta=700.0)
+_DIA_DECODER = dict(vocab_size=VOCAB, hidden_size=D, intermediate_size=48, num_hidden_layers=1,
+                    num_attention_heads=HEADS, num_key_value_heads=2, head_dim=D_HEAD,
+                    cross_num_attention_heads=HEADS, cross_head_dim=D_HEAD, cross_num_key_value_heads=HEADS,
+                    cross_hidden_size=D, num_channels=2, max_position_embeddings=64, pad_token_id=VOCAB - 3,
+                    eos_token_id=VOCAB - 2, bos_token_id=VOCAB - 1)
 
 
 #: the kinds whose attention layers are some of the model's layers (the others Mamba, DeltaNet, recurrent, ...)
@@ -79,7 +89,7 @@ CHANNELS_FIRST = ("squeezebert",)
 
 #: the kinds that are encoders (built as AutoModel: no unembedding)
 ENCODERS = ("bert", "xlmr_xl", "modernbert", "gemma3_bidirectional", "megatron_bert", "eurobert", "esm", "rotary_bert",
-            "gemma4_encoder", "esmc", "altclip", "t5", "squeezebert", "t5gemma", "t5gemma2", "bart")
+            "gemma4_encoder", "esmc", "altclip", "t5", "squeezebert", "t5gemma", "t5gemma2", "bart", "dia")
 #: the kinds built as AutoModel: the encoders, and decoders transformers builds no causal LM of its own for (a
 #: vision-language model's language model: Muse Glimmer's; CLIP's causal text encoder)
 BASE_MODELS = (*ENCODERS, "muse_glimmer", "glm_image", "llama_base", "higgs", "clip", "aimv2")
@@ -95,7 +105,7 @@ _ALONE = {"AlignTextConfig": "AlignTextModel", "ChineseCLIPTextConfig": "Chinese
           "Kosmos2_5TextConfig": "Kosmos2_5TextForCausalLM",
           "T5Config": "T5EncoderModel", "UMT5Config": "UMT5EncoderModel",  # (T5's: its encoder alone)
           "LongT5Config": "LongT5EncoderModel", "T5GemmaConfig": "T5GemmaEncoderModel",
-          "Aimv2TextConfig": "Aimv2TextModel",
+          "Aimv2TextConfig": "Aimv2TextModel", "DiaEncoderConfig": "DiaEncoder",
           "SwitchTransformersConfig": "SwitchTransformersEncoderModel",
           "MllamaTextConfig": "MllamaForCausalLM", "Mistral4Config": "Mistral4ForCausalLM"}  # (Llama 3.2 Vision's language model: its own causal LM)
 
@@ -800,6 +810,9 @@ VARIANTS = [
     Variant("t5gemma2-encoder-odd-window", "t5gemma2", "T5Gemma2EncoderConfig",
             dict(text_config=_T5GEMMA2_TEXT, vision_config=_T5GEMMA2_VISION, mm_tokens_per_image=4,
                  boi_token_index=VOCAB - 4, eoi_token_index=VOCAB - 3, image_token_index=VOCAB - 2)),
+    # Dia's text encoder: pre-RMSNorm rotary layers attending both ways, unscaled logits, grouped K/V heads; built
+    # alone (a whole model's folders: test_speech_backbones)
+    Variant("dia-encoder-unscaled-gqa", "dia", "DiaEncoderConfig", _DIA_ENCODER),
     # EuroBERT: Llama's layers as an encoder, grouped K/V heads, biases on all four projections
     Variant("eurobert-gqa-biases", "eurobert", "EuroBertConfig",
             dict(_LLAMA, num_key_value_heads=2, attention_bias=True, pad_token_id=0, bos_token_id=1, eos_token_id=2,
@@ -1075,7 +1088,7 @@ PRE_LN_LAYERNORM = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", 
 FIRST_LAYER_UNNORMED = [v.id for v in VARIANTS if v.kind in ("modernbert", "modernbert_decoder")]
 CENTRABLE = [v for v in PRE_LN_LAYERNORM if v not in FIRST_LAYER_UNNORMED]
 RMSNORM = [v.id for v in VARIANTS if v.kind in ("llama", "granite", "hybrid", "gemma3", "gemma4", "gemma4_encoder", "glm4", "glm_image", "llama_base", "higgs", "apertus", "muse_glimmer",
-                                                 "t5gemma", "t5gemma2", "aimv2",
+                                                 "t5gemma", "t5gemma2", "aimv2", "dia",
                                                  "falcon_h1",
                                                  "gemma3_bidirectional", "hyperclovax", "afmoe", "eurobert",
                                                  "recurrent_gemma", "lfm3")
@@ -1094,9 +1107,19 @@ _BROKEN_IN_4 = {"stablelm-qk-layernorm-per-head": "StableLM's weight init fails 
                 # (compscope reads transformers 5's window: test_bidirectional_rotary's T5Gemma folder test)
                 "t5gemma-encoder-both-sides": "T5Gemma's sliding layers are masked one token narrower "
                                               "(|i − j| < sliding_window)",
+                # (a whole Dia, as released, runs there: test_speech_backbones' Dia folder test)
+                "dia-encoder-unscaled-gqa": "transformers 4.57 maps no dia_encoder model type: Dia's encoder alone "
+                                            "loads as a whole model's config, its settings lost",
                 # (the encoder, all compscope runs, runs: test_bart's FSMT folder tests)
                 "fsmt-encoder-sequence-first": "FSMT's whole model fails in its decoder's cache (FSMTDecoder has no "
                                                "config)"}
+
+
+def attention_config(model, kind: str):
+    """The config object holding the settings of the attention compscope reads: ``model.config``, or its part
+    (T5Gemma's encoder's, T5Gemma 2's encoder's text model's)."""
+    cfg = model.config.encoder if kind == "t5gemma" else model.config
+    return cfg.text_config if kind == "t5gemma2" else cfg
 
 
 def make_config(variant: Variant, **overrides):
@@ -1216,6 +1239,8 @@ def _modules(model, kind: str):
         parent, layers, reads, adds, final = _LAYOUT[kind]
         t = functools.reduce(getattr, parent.split("."), model)
         return [(getattr(b, reads), getattr(b, adds)) for b in getattr(t, layers)], getattr(t, final)
+    if kind == "dia":  # Dia's encoder built alone: its layers its own
+        return [(b.pre_sa_norm, b.self_attention) for b in model.layers], model.norm
     if kind == "longcat":  # two attention sublayers per layer, each after its own input norm
         t = model.model
         return [(b.input_layernorm[j], b.self_attn[j]) for b in t.layers for j in (0, 1)], t.norm

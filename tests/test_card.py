@@ -41,13 +41,12 @@ def test_every_family_variant_has_a_card():
     the config ties it, but for Gemma's, whose W_E carries the √d scale that W_U lacks, Cohere's, whose W_U
     carries the logit scale that W_E lacks, and Granite's, whose W_E carries its embedding multiplier and
     W_U its logit divisor."""
-    from hf_tiny import VARIANTS, attention_layers, build
+    from hf_tiny import VARIANTS, attention_config, attention_layers, build
 
     for v in VARIANTS:
         model = build(v)
         rows = dict(card_rows(compscope.load(model)))
-        cfg = model.config.encoder if v.kind == "t5gemma" else model.config  # (T5Gemma's settings: its encoder's)
-        cfg = cfg.text_config if v.kind == "t5gemma2" else cfg  # (T5Gemma 2's: its encoder's text model's)
+        cfg = attention_config(model, v.kind)
         assert rows["layers"] == str(attention_layers(model, v.kind)) and rows["d_model"] == str(cfg.hidden_size), v.id
         assert rows["heads per layer"] == str(cfg.num_attention_heads), v.id
         # (not tied by value: Gemma's, RecurrentGemma's, Granite's, BioGPT's, XGLM's and CTRL's W_E scaled, Cohere's W_U;

@@ -23,8 +23,9 @@ import torch
 import compscope
 from compscope.core.attention import attention_forward
 
-from hf_tiny import (BOX_TABLES, BY_ID, TAPAS_TYPES, D, D_HEAD, SEQ, VARIANTS, VOCAB, _modules, attention_layers, auto_class, build, capture,
-                     make_config, model_and_capture, model_inputs, random_ids, attentions)
+from hf_tiny import (BOX_TABLES, BY_ID, TAPAS_TYPES, D, D_HEAD, SEQ, VARIANTS, VOCAB, _modules, attention_config,
+                     attention_layers, auto_class, build, capture, make_config, model_and_capture, model_inputs,
+                     random_ids, attentions)
 
 ATOL = 1e-5
 
@@ -136,8 +137,7 @@ def test_attention_depends_on_what_the_variant_is_about(variant):
 
 def test_shapes_and_gqa_map(variant):
     hw, model, _ = loaded(variant.id)
-    cfg = model.config.encoder if variant.kind == "t5gemma" else model.config  # (T5Gemma's settings: its encoder's)
-    cfg = cfg.text_config if variant.kind == "t5gemma2" else cfg  # (T5Gemma 2's: its encoder's text model's)
+    cfg = attention_config(model, variant.kind)
     if variant.kind.startswith("gemma4") or variant.config_cls == "MiMoV2FlashConfig":  # K/V head counts differ
         # between layers: held as their least common multiple
         n_kv = math.lcm(*(hw.n_heads // b.self_attn.num_key_value_groups for b in getattr(model, "model", model).layers))
@@ -222,7 +222,7 @@ def test_unembedding_matches_hf(variant):
         return
     if variant.kind in ("xlmr_xl", "modernbert", "gemma3_bidirectional", "modernbert_decoder", "megatron_bert",
                         "eurobert", "esm", "esmc", "gemma4_encoder", "muse_glimmer", "clip", "t5", "t5gemma",
-                        "t5gemma2", "aimv2", "bart", "glm_image", "llama_base", "higgs"):
+                        "t5gemma2", "aimv2", "dia", "bart", "glm_image", "llama_base", "higgs"):
         assert hw.W_U is None  # no linear unembedding (an encoder; a nonlinear LM head; GLM-Image's over image tokens
         # alone; a base model's, untied, without its head); the final norm is the model's
         with torch.no_grad():

@@ -298,6 +298,7 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "olmo-hybrid-deltanet-attention",
                "modernbert-local-both-sides", "modernbert-biases", "embeddinggemma-bidirectional", "eurobert-gqa-biases", "ultrabert-local-both-sides", "privacy-filter-sinks-both-sides",
                "embedding-gemma2-encoder", "muse-glimmer-gated-nope-global", "t5gemma-encoder-both-sides", "t5gemma2-encoder-odd-window",
+               "dia-encoder-unscaled-gqa",
                "aimv2-text-rms-biases",
                "esm2-rotary-token-dropout", "esmc-layer-qk-layernorm", "clip-text-causal",
                "tipsv2-text-scaled-sinusoids", "modernbert-decoder-causal-window", "megatron-bert-pre-ln",

@@ -1,7 +1,9 @@
 """The language backbones of speech models: Pocket TTS's (family ``pocket_tts``), llama.cpp's ``pockettts`` files read
 as its graph computes them from their own tensors, Gradium Phonon TTS's folders with their fused projections; and the
-data runner keeping the audio placeholder ids of Pocket TTS, Gradium and Higgs Audio v2 out of random sequences. (The transformers models' heads, hooks and interventions: the
-``pocket-tts-layernorm-biases`` and ``higgs-audio-v2-text-positions`` variants of ``hf_tiny``.)"""
+data runner keeping the audio placeholder ids of Pocket TTS, Gradium and Higgs Audio v2 out of random sequences; Dia's
+text encoder from a whole model's folder and from its own. (The transformers models' heads, hooks and interventions:
+the ``pocket-tts-layernorm-biases``, ``higgs-audio-v2-text-positions`` and ``dia-encoder-unscaled-gqa`` variants of
+``hf_tiny``.)"""
 
 from __future__ import annotations
 
@@ -176,4 +178,55 @@ def test_a_gradium_folder_reads_its_fused_in_proj_as_transformers_loads_it(tmp_p
     saved = json.loads((tmp_path / "config.json").read_text())
     (tmp_path / "config.json").write_text(json.dumps({**saved, "num_key_value_heads": 2}))
     with pytest.raises(compscope.UnsupportedModelError, match=r"in_proj.*a fused in_proj beside grouped K/V heads"):
+        compscope.load(tmp_path)
+
+
+@pytest.mark.parametrize("alone", [False, True], ids=["whole", "encoder-alone"])
+def test_a_dia_folder_runs_as_its_text_encoder(tmp_path, alone):
+    """Dia saved whole (``DiaForConditionalGeneration``, its settings the config's ``encoder_config``) or its encoder
+    alone (``DiaEncoder``): the encoder's heads (``head_dim`` 12, not ``hidden_size`` / heads), its rotary base, logits
+    unscaled, attending both ways, no unembedding; a whole model's audio decoder said to be left out. Run as the class
+    the folder names, its encoder hooked: every layer recomputed from the weights equals what it adds. (transformers
+    4.57 maps no ``dia_encoder`` type: there the encoder's folder is read, and running it refused, saying why.)"""
+    from compscope.data.runner import layer_state, runner_for, transformers_at_least
+    from hf_tiny import _DIA_DECODER, _DIA_ENCODER, perturbed
+    from transformers.models.dia.modeling_dia import DiaEncoder
+
+    config = transformers.DiaConfig(encoder_config=_DIA_ENCODER, decoder_config=_DIA_DECODER, delay_pattern=[0, 1])
+    build = (lambda: DiaEncoder(config.encoder_config)) if alone else \
+        (lambda: transformers.DiaForConditionalGeneration(config))
+    model = perturbed(build, seed=4, scale=0.2)
+    model.save_pretrained(tmp_path)
+    hw = compscope.load(tmp_path)
+    enc = model if alone else model.model.encoder
+    assert hw.meta.family == "dia_encoder" and not hw.causal and hw.W_U is None and hw.attn_scale == 1.0
+    assert hw.kv_map == (0, 0, 1, 1) and hw.W_Q.shape[2] == 12
+    assert torch.equal(hw.W_Q[1, 2], enc.layers[1].self_attention.q_proj.weight.detach()[24:36])
+    assert torch.equal(hw.W_E, enc.embedding.weight.detach().T)
+    torch.testing.assert_close(hw.rotary.inv_freq[0], 700.0 ** (-torch.arange(0, 12, 2, dtype=torch.float64) / 12))
+    assert any("decoder" in n and "not read" in n for n in hw.meta.notes) == (not alone)
+    if alone and not transformers_at_least(5):
+        with pytest.raises(compscope.OptionError, match="dia_encoder"):
+            runner_for(tmp_path, progress=False, device="cpu")
+        return
+    runner = runner_for(tmp_path, progress=False, device="cpu")
+    assert type(runner.model).__name__ == ("DiaEncoder" if alone else "DiaForConditionalGeneration")
+    ids = torch.randint(0, _DIA_ENCODER["vocab_size"], (2, 9), generator=torch.Generator().manual_seed(5))
+    trace = runner.trace(ids)
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, trace.resid[layer]).out, trace.attn_out[layer],
+                                   atol=2e-5, rtol=0)
+
+
+def test_a_dia_config_without_its_encoders_settings_is_refused_by_the_key(tmp_path):
+    """A whole Dia's config whose ``encoder_config`` is no mapping: refused naming the key, not read from elsewhere."""
+    import json
+
+    from hf_tiny import _DIA_DECODER, _DIA_ENCODER
+
+    config = transformers.DiaConfig(encoder_config=_DIA_ENCODER, decoder_config=_DIA_DECODER, delay_pattern=[0, 1])
+    transformers.DiaForConditionalGeneration(config).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**saved, "encoder_config": None}))
+    with pytest.raises(compscope.LoadError, match="encoder_config"):
         compscope.load(tmp_path)

@@ -206,9 +206,9 @@ NOT_READ: dict[str, str] = {
     "csm_depth_decoder_model": ("Sesame CSM's depth decoder: each position's token is embedded by a table of its "
                                 "position's codebook, and its first position holds the backbone's last state, not a "
                                 "token's embedding"),
-    **dict.fromkeys(("dia", "dia_decoder"), (
-        "Dia's decoder: each position's residual starts as the sum of one embedding per audio channel (codebook), "
-        "which no one column of W_E per token expresses, and its cross-attention reads the text encoder's output")),
+    "dia_decoder": ("Dia's decoder: each position's residual starts as the sum of one embedding per audio channel "
+                    "(codebook), which no one column of W_E per token expresses, and its cross-attention reads the "
+                    "text encoder's output; compscope reads Dia's text encoder (dia, dia_encoder)"),
     "qwen2_5_omni_talker": ("Qwen2.5-Omni's talker: its residual starts as a projection (thinker_to_talker_proj) of "
                             "the thinker's embeddings or hidden states with codec embeddings added, never one column "
                             "of W_E per token of its own vocabulary"),
