@@ -71,7 +71,8 @@ def test_the_refused_model_types_are_ones_transformers_names():
              # (sub-configs that transformers 5's auto mapping names, 4.57's not)
              "flava_text_model", "layoutxlm", "musicgen_decoder", "musicgen_melody_decoder", "pix2struct_text_model",
              "blip_text_model", "csm_depth_decoder_model", "dia_decoder", "moshi_depth", "qwen2_5_omni_talker",
-             "clvp_decoder", "blt_local_encoder", "blt_local_decoder", "blt_global_transformer", "blt_patcher",
+             "clvp_decoder", "clvp_encoder", "blt_local_encoder", "blt_local_decoder", "blt_global_transformer",
+             "blt_patcher",
              "t5_gemma_module"}
     unknown = {t for t in catalogue.NOT_READ if t not in CONFIG_MAPPING}
     if transformers.__version__.split(".")[0] == "4":  # 4.57 predates these

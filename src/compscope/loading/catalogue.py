@@ -190,8 +190,12 @@ NOT_READ: dict[str, str] = {
             "reads one residual stream"),
     **dict.fromkeys(("clvp", "clvp_decoder"), (
         "CLVP (Tortoise TTS): its decoder's first positions hold conditioning embeddings computed from a speaker's "
-        "mel spectrograms and the text (ClvpConditioningEncoder), not token embeddings, and its contrastive text and "
-        "speech encoders pool one state each")),
+        "mel spectrograms and the text (ClvpConditioningEncoder), not token embeddings, and its text and speech "
+        "encoders turn their values by the rotary map (clvp_encoder)")),
+    "clvp_encoder": ("CLVP's text and speech encoders (Tortoise TTS): each head turns its values, as well as its "
+                     "queries and keys, by the rotary map at their token's position (on the first rotary dims), so "
+                     "what it writes from a token depends on that token's position, which no one W_V per head "
+                     "expresses"),
     "vits": ("VITS (and MMS-TTS): its text encoder's heads add learned relative-position embeddings to their values "
              "as well as to their keys (emb_rel_v), so what a head writes depends on the offset, not on W_OV alone"),
     **dict.fromkeys(("fastspeech2_conformer", "fastspeech2_conformer_with_hifigan"), (
