@@ -92,6 +92,63 @@ def test_linearised_weights_hold_the_mean_jacobian_of_the_models_own_norm_module
                 torch.testing.assert_close(lin.b_O[l], J @ hw.b_O[l], atol=2e-5, rtol=1e-4)
 
 
+@pytest.mark.parametrize("variant", ["deepseek-v3-latent-attention", "deepseek-v3-no-query-latent-yarn-bias"])
+def test_latent_norms_linearised_hold_the_mean_jacobian_of_each_sides_scaled_projection(variant):
+    """Part ``latent``: each side's projection times its latent norm's per-token scale, ``x̃ ↦ s(W̃_c x̃) W̃ x̃`` in the
+    input with a 1 appended (the bias scaling with that 1, the latent's own too) and ``s(c) = (|c|²/r + eps)^(-1/2)``,
+    is first checked to be what compscope's heads compute (``project_linear``, itself checked against the model's
+    modules); its mean autograd Jacobian over the inputs met on the tokens (after the first position) is then
+    ``[W_Q, b_Q]`` on every query dim, ``[W_V, b_V]`` on every value dim and ``[W_K, b_K]`` on the key dims from
+    ``kv_latent_from`` on; the rotated key dims every head shares untouched, the latent norms gone. The second model
+    has no query latent and biases on its key/value latent alone: the linearised values get a bias of their own."""
+    pytest.importorskip("transformers")
+    from compscope.core.attention import project_linear, read_input
+    from compscope.data.runner import runner_for
+    from hf_tiny import BY_ID, build, random_ids
+
+    model = build(BY_ID[variant])
+    hw = compscope.load(model)
+    runner = runner_for(model, hw)
+    tokens = random_ids(seq=7, batch=3)
+    lin = linearise_norms(runner, tokens=tokens, progress=False)
+    assert lin.meta.processing == ("linearise_norms(latent)",) and "3 given sequences of 7 tokens" in lin.meta.notes[-1]
+    assert lin.q_latent is None and lin.kv_latent is None and lin.kv_latent_from == 0
+    assert (hw.q_latent is None) == (variant == "deepseek-v3-no-query-latent-yarn-bias")
+    assert (lin.b_V is not None) == (hw.kv_latent.b is not None or hw.b_V is not None)
+    tr = runner.trace(tokens)
+    cut = hw.kv_latent_from
+    for l in range(hw.n_layers):
+        x = read_input(hw, l, tr.resid[l])[:, 1:].reshape(-1, hw.d_model).double()
+        x1 = torch.cat([x, torch.ones(len(x), 1, dtype=torch.float64)], 1)
+        for kind, latent, dims in (("Q", hw.q_latent, slice(0, None)), ("K", hw.kv_latent, slice(cut, None)),
+                                   ("V", hw.kv_latent, slice(0, None))):
+            W, b = getattr(hw, f"W_{kind}")[l].double(), getattr(hw, f"b_{kind}")
+            Wl, bl = getattr(lin, f"W_{kind}")[l].double(), getattr(lin, f"b_{kind}")
+            if latent is None:
+                torch.testing.assert_close(Wl, W, atol=0, rtol=0)
+                continue
+            Wt = torch.cat([W, torch.zeros_like(W[..., :1]) if b is None else b[l].double()[..., None]], -1)
+            Wc = torch.cat([latent.W[l].double(), torch.zeros_like(latent.W[l, :, :1].double()) if latent.b is None
+                            else latent.b[l].double()[:, None]], 1)
+
+            def scaled(rows, Wt=Wt, Wc=Wc, latent=latent, dims=dims):  # (n, d + 1) -> (n, head, d_head)
+                c = rows @ Wc.T
+                s = torch.rsqrt(c.pow(2).mean(-1) + latent.eps)
+                y = torch.einsum("hrd,nd->nhr", Wt, rows)
+                return torch.cat([y[..., : dims.start], y[..., dims] * s[:, None, None]], -1)
+
+            want = project_linear(hw, l, kind, x[None].float())[0].permute(1, 0, 2)  # (n, head, d_head)
+            torch.testing.assert_close(scaled(x1).float(), want, atol=1e-5, rtol=1e-4)
+            J = _mean_jacobian(scaled, x1)  # (head, d_head, d + 1)
+            torch.testing.assert_close(Wl, J[..., :-1], atol=1e-6, rtol=1e-5)
+            if bl is None:
+                assert float(J[..., -1].abs().max()) == 0.0, kind
+            else:
+                torch.testing.assert_close(bl[l].double(), J[..., -1], atol=1e-6, rtol=1e-5)
+            torch.testing.assert_close(Wl[:, : dims.start], W[:, : dims.start], atol=0, rtol=0)  # (the shared rotated
+            # key dims)
+
+
 @pytest.mark.parametrize("kind", ["rmsnorm", "layernorm"])
 def test_a_toy_with_gemmas_norms_is_linearised_through_its_own_norm_modules(kind):
     """A toy with QK-norm and an attention-output norm (no transformers needed): the same
@@ -183,6 +240,8 @@ def test_parts_and_the_errors_that_name_them():
     qwen = build(BY_ID["qwen3-qk-norm"])
     with pytest.raises(compscope.OptionError, match=r"no attention-output norm \(part 'output'\)"):
         linearise_norms(runner_for(qwen, compscope.load(qwen)), "output", tokens=tokens)
+    with pytest.raises(compscope.OptionError, match=r"no latent norm \(part 'latent'\)"):
+        linearise_norms(runner_for(qwen, compscope.load(qwen)), "latent", tokens=tokens)
     olmo = build(BY_ID["olmo2-layer-qk-norm"])
     with pytest.raises(compscope.ProcessingError, match="all heads of a layer at once"):
         linearise_norms(runner_for(olmo, compscope.load(olmo)), "qk", tokens=tokens)

@@ -37,3 +37,6 @@ SHRINKAGES = ("ledoit-wolf", "none")
 #: where QK-norm's Jacobian is taken (``--linearise-qk-norm [POINT]``): the isotropic point of the weights
 #: alone (the default), or the second moment of what the heads read on the metrics' text (runs the model)
 QK_NORM_POINTS = ("isotropic", "text")
+#: the norms inside the heads' circuits that ``--linearise-norms [PARTS]`` replaces by their mean Jacobian on text:
+#: QK-norm, an attention-output norm, a value norm, multi-head latent attention's latent norms
+NORM_PARTS = ("qk", "output", "value", "latent")

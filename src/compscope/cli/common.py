@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import math
 from pathlib import Path
 
-from ..defaults import PATHS, QK_NORM_POINTS
+from ..defaults import NORM_PARTS as PARTS, PATHS, QK_NORM_POINTS
 from ..errors import CompscopeError, OptionError
 
 
@@ -129,7 +130,7 @@ def qk_norm_point(value: str) -> str:
 
 
 #: ``--linearise-norms``' optional PARTS: all, or any of the parts, comma-separated in this order
-NORM_PARTS = ("all", "qk", "output", "value", "qk,output", "qk,value", "output,value", "qk,output,value")
+NORM_PARTS = ("all", *(",".join(c) for n in range(1, len(PARTS) + 1) for c in itertools.combinations(PARTS, n)))
 
 #: the options whose value may be left out, with the words they take and the one taken without a word
 OPTIONAL_WORDS = {"--linearise-qk-norm": (QK_NORM_POINTS, "isotropic"), "--linearise-norms": (NORM_PARTS, "all")}

@@ -47,8 +47,9 @@ def add_arguments(p) -> None:
                    help="judge the weights with QK-norm's gains moved into W_Q, W_K (approximate; Gemma 3)")
     p.add_argument("--linearise-norms", nargs="?", const="all", metavar="PARTS", choices=NORM_PARTS,
                    help="judge the weights with the norms inside the heads' circuits replaced by their mean Jacobian on "
-                        "natural text: qk (QK-norm), output (attention-output norm), value (Gemma 4's value norm), or several "
-                        "(qk,output; the default without PARTS: every one the model has)")
+                        "natural text: qk (QK-norm), output (attention-output norm), value (Gemma 4's value norm), "
+                        "latent (multi-head latent attention's latent norms), or several (qk,output; the default "
+                        "without PARTS: every one the model has)")
     p.add_argument("--linearise-qk-norm", nargs="?", const="isotropic", type=qk_norm_point, metavar="POINT",
                    help="judge the weights with QK-norm replaced by its Jacobian (approximate; per-head QK-norm such as "
                         "Gemma 3's) where the normalised input is isotropic, from the weights alone (the default without "

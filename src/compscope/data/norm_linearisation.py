@@ -15,8 +15,16 @@ with ``s = sqrt(mean(P y)² + eps)``, ``z = P y / s``, ``r`` the dimension, ``P 
 out). Part ``qk``: ``W_Q ← J_q W_Q``, ``W_K ← J_k W_K`` per head (and their biases), QK-norm
 removed; part ``output``: ``W_O ← J_o W_O`` per layer (and ``b_O``), the attention-output norm
 removed; part ``value`` (Gemma 4's value norm): ``W_V ← J_v W_V`` per K/V head (and ``b_V``), the
-value norm removed. The result is the first-order model around the data, for analysis only: the model that
-runs stays the unprocessed one. The norm inputs are taken at every position but the first (where
+value norm removed; part ``latent`` (multi-head latent attention, DeepSeek-V2 and V3): each side's projection
+``y(x) = W x + b`` times its latent norm's per-token scale ``s(x) = (|c|²/r + eps)^(-1/2)``, ``c = W_c x + b_c``
+(:class:`~compscope.core.heads.LatentNorm`), by its mean Jacobian in the input with a constant 1 appended,
+``x̃ = [x; 1]``, ``W̃ = [W, b]``, ``W̃_c = [W_c, b_c]``:
+
+    ∂(s y)/∂x̃ = s W̃ − s³ y cᵀ W̃_c / r,    W̃ ← E[s] W̃ − W̃ E[s³ x̃ cᵀ] W̃_c / r,
+
+its last column the bias; on every query dim (``q_latent``), every value dim and the key dims from ``kv_latent_from``
+on (``kv_latent``), the latent norms removed. The result is the first-order model around the data, for analysis
+only: the model that runs stays the unprocessed one. The norm inputs are taken at every position but the first (where
 attention sinks), on natural text (the text of the ``activations`` metric) or, without a
 tokenizer, on repeated random sequences; both recorded in ``meta.notes``.
 """
@@ -30,7 +38,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
-from ..core.heads import HeadWeights, Norm
+from ..core.heads import HeadWeights, LatentNorm, Norm
+from ..defaults import NORM_PARTS
 from ..core.processing import (QK_GAINS_FOLDED, check_qk_norm_linearisable, linearise_qk_norm, qk_jacobian_changes,
                                qk_norm_linearised)
 from ..errors import OptionError, ProcessingError
@@ -39,9 +48,9 @@ if TYPE_CHECKING:
     from .residual_moments import SampleData
 
 #: the norms inside the heads' circuits that can be linearised
-PARTS = ("qk", "output", "value")
+PARTS = NORM_PARTS
 #: each part's norm, as errors name it
-_WORDS = {"qk": "QK-norm", "output": "attention-output norm", "value": "value norm"}
+_WORDS = {"qk": "QK-norm", "output": "attention-output norm", "value": "value norm", "latent": "latent norm"}
 
 
 class JacobianMean:
@@ -69,10 +78,59 @@ class JacobianMean:
         return (self.inv_s[..., None, None] * P - self.outer / r) / self.count
 
 
+class LatentScaleMean:
+    """Running sums for the mean Jacobian of ``x ↦ s(x) (W x + b)``, a projection times the per-token scale of a
+    latent norm (:class:`~compscope.core.heads.LatentNorm`, one layer's), over rows ``x: (n, d_model)``: ``Σ s`` and
+    ``Σ s³ x̃ cᵀ`` with ``x̃ = [x; 1]`` and ``c = W_c x + b_c``, float64."""
+
+    def __init__(self, latent: LatentNorm, layer: int):
+        self.W = torch.cat([latent.W[layer].double(), _column(latent.b, layer, latent.W.shape[1], latent.W)], 1)
+        self.eps, self.count = latent.eps, 0
+        self.s: Tensor | float = 0.0
+        self.outer: Tensor | float = 0.0  # Σ s³ x̃ cᵀ, (d_model + 1, rank)
+
+    def add(self, x: Tensor) -> None:
+        x = torch.cat([x.double(), x.new_ones(x.shape[0], 1, dtype=torch.float64)], 1)
+        c = x @ self.W.to(x.device).T
+        s = torch.rsqrt(c.pow(2).mean(-1) + self.eps)
+        self.s = self.s + s.sum()
+        self.outer = self.outer + torch.einsum("n,nd,nr->dr", s.pow(3), x, c)
+        self.count += x.shape[0]
+
+    def mean(self) -> Tensor:
+        """``(d_model + 1, rank + 1)``: ``E[s³ x̃ cᵀ]`` with ``E[s]`` beside it, in the last column's first entry
+        (the rest zero)."""
+        s = torch.zeros(self.outer.shape[0], 1, dtype=torch.float64, device=self.outer.device)
+        s[0, 0] = self.s
+        return torch.cat([self.outer, s], 1) / self.count
+
+
+def _column(b: Tensor | None, layer: int, n: int, like: Tensor) -> Tensor:
+    """Layer ``layer``'s bias ``b`` (``(layer, ..., n)``) as a last column ``(..., n, 1)`` to append to its weight,
+    float64; zeros where there is none."""
+    if b is None:
+        return torch.zeros(n, 1, dtype=torch.float64, device=like.device)
+    return b[layer].double()[..., None]
+
+
+def latent_linearised(W: Tensor, b: Tensor | None, latent: LatentNorm, layer: int, mean: Tensor
+                      ) -> tuple[Tensor, Tensor]:
+    """``W: (..., d_model)`` and ``b: (...,)`` (one layer's) times their latent norm's scale, linearised: ``W̃ ←
+    E[s] W̃ − W̃ E[s³ x̃ cᵀ] W̃_c / r`` (module docstring) from ``mean``, :meth:`LatentScaleMean.mean`; float64
+    ``(W, b)``, the bias never None (a latent bias alone gives one)."""
+    Wt = torch.cat([W.double(), (torch.zeros_like(W[..., :1], dtype=torch.float64) if b is None
+                                 else b.double()[..., None])], -1)
+    Wc = torch.cat([latent.W[layer].double(), _column(latent.b, layer, latent.W.shape[1], latent.W)], 1).to(W.device)
+    mean = mean.to(W.device)
+    out = mean[0, -1] * Wt - (Wt @ mean[:, :-1]) @ Wc / Wc.shape[0]
+    return out[..., :-1], out[..., -1]
+
+
 def norm_parts(hw: HeadWeights) -> tuple[str, ...]:
     """The :data:`PARTS` that ``hw`` has: ``'qk'`` with a QK-norm, ``'output'`` with an attention-output
-    norm, ``'value'`` with a value norm."""
-    held = {"qk": hw.qk_norm, "output": hw.attn_out_norm, "value": hw.v_norm}
+    norm, ``'value'`` with a value norm, ``'latent'`` with a latent norm (multi-head latent attention)."""
+    held = {"qk": hw.qk_norm, "output": hw.attn_out_norm, "value": hw.v_norm,
+            "latent": hw.q_latent if hw.q_latent is not None else hw.kv_latent}
     return tuple(p for p in PARTS if held[p] is not None)
 
 
@@ -84,7 +142,7 @@ def check_parts(hw: HeadWeights, parts: str | Sequence[str] | None, where: str =
     if parts is None:
         if not has:
             raise OptionError(f"{where}: {hw.meta.name} has no norm inside its heads' circuits "
-                              "(no QK-norm, attention-output norm or value norm)")
+                              "(no QK-norm, attention-output norm, value norm or latent norm)")
         parts = has
     parts = tuple(p.strip() for p in parts.split(",")) if isinstance(parts, str) else tuple(parts)
     for p in parts:
@@ -100,6 +158,9 @@ def check_parts(hw: HeadWeights, parts: str | Sequence[str] | None, where: str =
     if "qk" in parts and hw.qk_norm_scope != "head":
         raise ProcessingError(f"{where}: {hw.meta.name}'s QK-norm runs over all heads of a layer at once; "
                               "its Jacobian mixes heads, which per-head W_Q, W_K cannot hold")
+    if "latent" in parts and (hw.qk_norm is not None or hw.v_norm is not None):  # (no model has both yet)
+        raise ProcessingError(f"{where}: {hw.meta.name}'s latent norm's scale sits before a QK-norm or value norm; "
+                              "linearising the two together is not supported")
     if "qk" in parts and QK_GAINS_FOLDED in hw.meta.processing:
         raise ProcessingError(f"{where}: {hw.meta.name}'s QK-norm gains were already moved into W_Q, W_K "
                               "(fold_qk_norm_gains); linearise the unprocessed QK-norm instead")
@@ -112,7 +173,8 @@ def unread_norms(hw: HeadWeights) -> str | None:
     ``W_O``; Gemma 4's value norm after ``W_V``), naming those ``linearise_norms`` can read; ``None``
     when there are none."""
     words = {"qk": "QK-norm (after W_Q, W_K)", "output": "an attention-output norm (after W_O)",
-             "value": "a value norm (after W_V)"}
+             "value": "a value norm (after W_V)",
+             "latent": "latent norms (their per-token scales on W_Q, W_K, W_V: multi-head latent attention)"}
     folded = QK_GAINS_FOLDED in hw.meta.processing
     parts = [p for p in norm_parts(hw) if not (p == "qk" and folded)]
     if not parts:
@@ -123,7 +185,8 @@ def unread_norms(hw: HeadWeights) -> str | None:
             can.append(check_parts(hw, p)[0])
         except ProcessingError:  # a layer-wide QK-norm: no per-head linearisation
             pass
-    how = (f"; --linearise-norms {','.join(can)} (linearise_norms=) reads {'them' if len(can) > 1 else 'it'} "
+    how = (f"; --linearise-norms {','.join(can)} (linearise_norms=) reads "
+           f"{'them' if len(can) > 1 or 'latent' in can else 'it'} "
            "through the mean Jacobian on text") if can else ""
     if "qk" in can:
         how += "; --linearise-qk-norm (linearise_qk_norm=) reads QK-norm at the isotropic point, from the weights alone"
@@ -135,7 +198,8 @@ class NormJacobians:
     """Mean Jacobians (without gain) of the norms inside a model's heads' circuits, measured on
     data: ``means[(n, layer)]`` for ``n`` in ``q``, ``k``, ``v`` (``(head, r, r)``; ``v`` per K/V head) and
     ``o`` (``(d_model, d_model)``), float64 (``q``, ``k`` on the layers with a QK-norm only, as
-    ``HeadWeights.qk_normed`` says); ``parts``: the :data:`PARTS` measured; ``data``: what they
+    ``HeadWeights.qk_normed`` says), and ``q_latent``, ``kv_latent``
+    (:meth:`LatentScaleMean.mean`); ``parts``: the :data:`PARTS` measured; ``data``: what they
     were measured on. :meth:`apply` linearises any of those parts, so one pass over the data
     serves each subset (the traces are the unprocessed model's whatever is linearised)."""
 
@@ -146,7 +210,7 @@ class NormJacobians:
     def apply(self, hw: HeadWeights, parts: str | Sequence[str] | None = None) -> HeadWeights:
         """``hw`` with the norms of ``parts`` (default every part measured) replaced by their mean
         Jacobians: ``W_{Q,K} ← diag(γ) J W_{Q,K}`` per head, ``W_O ← diag(γ) J W_O`` per layer,
-        ``W_V ← diag(γ) J W_V`` per K/V head."""
+        ``W_V ← diag(γ) J W_V`` per K/V head; the latent norms' scales through :func:`latent_linearised`."""
         parts = check_parts(hw, self.parts if parts is None else parts, "NormJacobians.apply")
         missing = [p for p in parts if p not in self.parts]
         if missing:
@@ -178,8 +242,31 @@ class NormJacobians:
                 b_V = (0 if b_V is None else b_V) + norm.bias.double()[:, None]
             changes["b_V"] = None if b_V is None else b_V.expand_as(hw.W_V[..., 0]).to(hw.W_V.dtype)
             changes["v_norm"] = None
+        if "latent" in parts:
+            changes.update(self._latent_changes(hw))
         return hw.replace(step=f"linearise_norms({', '.join(parts)})",
                           note=f"norms linearised (their mean Jacobian) on {self.data}", **changes)
+
+
+    def _latent_changes(self, hw: HeadWeights) -> dict:
+        """The fields of ``hw`` with its latent norms' scales linearised: ``W_Q``, ``b_Q`` on every query dim,
+        ``W_V``, ``b_V`` on every value dim and ``W_K``, ``b_K`` on the key dims from ``kv_latent_from`` on."""
+        changes: dict = {"q_latent": None, "kv_latent": None, "kv_latent_from": 0}
+        sides = (("q_latent", (("Q", 0),)), ("kv_latent", (("K", hw.kv_latent_from), ("V", 0))))
+        for side, kinds in sides:
+            latent = getattr(hw, side)
+            if latent is None:
+                continue
+            for kind, cut in kinds:
+                W, b = getattr(hw, f"W_{kind}"), getattr(hw, f"b_{kind}")
+                W_new, b_new = W.double().clone(), (torch.zeros_like(W[..., 0], dtype=torch.float64) if b is None
+                                                    else b.double().clone())
+                for l in range(hw.n_layers):
+                    W_new[l, :, cut:], b_new[l, :, cut:] = latent_linearised(
+                        W[l, :, cut:], None if b is None else b[l, :, cut:], latent, l, self.means[side, l])
+                changes[f"W_{kind}"] = W_new.to(W.dtype)
+                changes[f"b_{kind}"] = None if b is None and latent.b is None else b_new.to(W.dtype)
+        return changes
 
 
 @torch.no_grad()
@@ -217,6 +304,9 @@ def _mean_jacobians(runner, parts, hw, tokens, data, batch_size: int, progress: 
            ((("q", here.qk_norm[0]), ("k", here.qk_norm[1])) if "qk" in parts and here.qk_normed(l) else ())
            + ((("o", here.attn_out_norm),) if "output" in parts else ())
            + ((("v", here.v_norm),) if "value" in parts else ())}
+    if "latent" in parts:
+        acc.update({(side, l): LatentScaleMean(getattr(here, side), l) for l in range(L)
+                    for side in ("q_latent", "kv_latent") if getattr(here, side) is not None})
     bar = progress_bar(tokens.shape[0], "linearising norms", enabled=progress)
     for b0 in range(0, tokens.shape[0], batch_size):
         tr = runner.trace(tokens[b0 : b0 + batch_size])
@@ -236,6 +326,9 @@ def _mean_jacobians(runner, parts, hw, tokens, data, batch_size: int, progress: 
             if "output" in parts:  # what the attention-output norm takes
                 u = combine(here, l, head_outputs(here, l, *head_states(here, l, x), x), norm=False)[:, 1:]
                 acc["o", l].add(u.reshape(-1, u.shape[-1]))
+            for side in ("q_latent", "kv_latent") if "latent" in parts else ():  # what each latent norm's scale reads
+                if (side, l) in acc:
+                    acc[side, l].add(x[:, 1:].reshape(-1, x.shape[-1]))
         bar.update(tr.tokens.shape[0])
     bar.close()
     return NormJacobians({key: a.mean().cpu() for key, a in acc.items()}, parts, words)
@@ -245,7 +338,7 @@ def linearise_norms(runner, parts: str | Sequence[str] | None = None, hw: HeadWe
                     tokens: Tensor | None = None, data: SampleData | None = None, batch_size: int = 8,
                     progress: bool = True) -> HeadWeights:
     """``hw`` (default the runner's weights) with the norms named in ``parts`` (``'qk'``,
-    ``'output'``, ``'value'``; default every one the model has) replaced by their mean Jacobians (module
+    ``'output'``, ``'value'``, ``'latent'``; default every one the model has) replaced by their mean Jacobians (module
     docstring), estimated on ``tokens: (batch, seq)`` run through ``runner``'s model or on those of
     ``data``, a :class:`~compscope.data.residual_moments.SampleData` (:func:`mean_jacobians`),
     then :meth:`NormJacobians.apply`."""
