@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import torch
 
 from compscope.cli.main import main
-from compscope.data.validate import (auroc, auroc_by_head, auroc_shares, auroc_within, confirmed_pairs, precision_at,
+from compscope.data.validate import (auroc, auroc_by_head, auroc_se, auroc_shares, auroc_within, confirmed_pairs, precision_at,
                                      true_pairs, validate)
 from compscope.data.separation import comparisons
 from compscope.errors import OptionError
@@ -49,6 +49,44 @@ def test_auroc_equals_counting_on_any_scores(items):
         assert math.isnan(got)
     else:
         assert got == pytest.approx(_auroc_by_counting(s, y), abs=1e-12)
+
+
+def _delong_se_by_counting(s, y):
+    """DeLong's standard error from its definition: each true item's share of the false ones below it and each
+    false item's share of the true ones above it (ties ½), counted pair by pair."""
+    pos = [a for a, t in zip(s, y) if t]
+    neg = [a for a, t in zip(s, y) if not t]
+    psi = lambda p, n: 1.0 if p > n else 0.5 if p == n else 0.0  # noqa: E731
+    v1 = [sum(psi(p, n) for n in neg) / len(neg) for p in pos]
+    v0 = [sum(psi(p, n) for p in pos) / len(pos) for n in neg]
+    return math.sqrt(statistics.variance(v1) / len(pos) + statistics.variance(v0) / len(neg))
+
+
+def test_auroc_se_by_hand():
+    """True 2, 3 against false 1, 2.5, 2: the true items beat ½ and 1 of the false ones (the tie with 2 half), the
+    false ones are beaten by 1, ½ and ¾ of the true ones; SE² = var(½, 1)/2 + var(1, ½, ¾)/3 = 1/16 + 1/48 = 1/12.
+    A NaN score is left out; fewer than two items of a class give NaN."""
+    s = torch.tensor([2.0, 3.0, 1.0, 2.5, 2.0, float("nan")])
+    y = torch.tensor([True, True, False, False, False, True])
+    assert auroc(s, y) == 0.75
+    assert auroc_se(s, y) == pytest.approx(math.sqrt(1 / 12), abs=1e-15)
+    assert math.isnan(auroc_se(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([True, False, False])))
+    assert auroc_se(torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([False, False, True, True])) == 0.0
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.integers(-3, 3) | st.floats(-1e3, 1e3, allow_nan=False, width=32), st.booleans()),
+                min_size=2, max_size=60))
+def test_auroc_se_equals_delongs_definition_on_any_scores(items):
+    """The standard error from one ranking (midranks within and across the classes) against DeLong's placements
+    counted pair by pair, runs of ties included."""
+    s = [float(a) for a, _ in items]
+    y = [t for _, t in items]
+    got = auroc_se(torch.tensor(s, dtype=torch.float64), torch.tensor(y))
+    if sum(y) < 2 or len(y) - sum(y) < 2:
+        assert math.isnan(got)
+    else:
+        assert got == pytest.approx(_delong_se_by_counting(s, y), abs=1e-12)
 
 
 def test_auroc_shares_by_hand():
@@ -305,6 +343,14 @@ def test_the_default_model_is_judged_as_its_circuit_says(verdict):
     frob = verdict.tables["identity"].dense("frobenius", "K")
     s2 = [float(prev[0, h1] * frob[0, h1, 1, h2]) for h1, h2 in itertools.product(range(4), range(4))]
     assert verdict.options["circuit_auroc"] == {"positions": pytest.approx(_auroc_by_counting(s2, y))}
+    # DeLong's standard error of every measure's K AUROC, counted over the same 16 pairs (0 where it separates them)
+    ses = []
+    for r in (r for r in verdict.rows if r["kind"] == "K"):
+        dense = verdict.tables[r["metric"]].dense(r["measure"], "K")
+        s3 = [float(dense[0, h1, 1, h2]) for h1, h2 in itertools.product(range(4), range(4))]
+        assert r["auroc_se"] == pytest.approx(_delong_se_by_counting(s3, y), abs=1e-12), (r["measure"], r["metric"])
+        ses.append(r["auroc_se"])
+    assert rows[("frobenius", "identity", "K")]["auroc_se"] == 0.0 and max(ses) > 0
 
 
 def test_the_auroc_taken_apart_by_head_averages_back_to_the_verdicts(verdict):
@@ -391,6 +437,7 @@ def test_a_verdict_on_some_writers_judges_their_pairs_and_keeps_the_label_truth(
     assert row["spearman"] == pytest.approx(pd.Series(s).rank().corr(pd.Series(e).rank()), abs=1e-12)  # Pearson of ranks
     assert row["auroc_confirmed"] == pytest.approx(_auroc_by_counting(s, y), abs=1e-12)
     assert row["auroc"] == whole[("frobenius", "identity", "K")]["auroc"]
+    assert row["auroc_se"] == whole[("frobenius", "identity", "K")]["auroc_se"]
     assert some.options["writer_previous_auroc"] == verdict.options["writer_previous_auroc"]
     assert "writers 0.0 0.2 (2 heads" in some.format() and "confirmed by the K intervention (effect >= 0.05): 4 of their writers' 4" in some.format()
     assert main(["validate", "--sequences", "8", "--half", "8", "--intervention-sequences", "4", "--kinds", "K",

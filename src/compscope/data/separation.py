@@ -1,7 +1,7 @@
 """How well a score of every head pair separates the true pairs from the rest: the label truth
-(a previous-token writer before an induction reader), the AUROC, and the AUROC taken apart by
-head (:func:`auroc_by_head`) or kept to comparisons between pairs that share a head
-(:func:`auroc_within`)."""
+(a previous-token writer before an induction reader), the AUROC with DeLong's standard error
+(:func:`auroc_se`), and the AUROC taken apart by head (:func:`auroc_by_head`) or kept to
+comparisons between pairs that share a head (:func:`auroc_within`)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,26 @@ def auroc(scores: Tensor, truth: Tensor) -> float:
     """The probability that a random true item scores above a random false one (ties count ½),
     over the entries where ``scores`` is finite; NaN without both classes."""
     return float(aurocs(scores, truth[None])[0])
+
+
+def auroc_se(scores: Tensor, truth: Tensor) -> float:
+    """DeLong's standard error of :func:`auroc`, over the entries where ``scores`` is finite: with the
+    placement of each true item ``x_i`` among the ``n`` false ones, ``V₁(x_i) = #{y < x_i}/n`` (ties ½),
+    and of each false item ``y_j`` among the ``m`` true ones, ``V₀(y_j) = #{x > y_j}/m``,
+    ``SE² = var(V₁)/m + var(V₀)/n`` (sample variances). It treats the items as independent draws; head
+    pairs that share a head are not, so it is a lower bound on the spread. NaN with fewer than two items
+    of a class."""
+    from ..analysis.stats import ranks
+
+    keep = torch.isfinite(scores)
+    s, y = scores[keep].double(), truth[keep].bool()
+    m, n = int(y.sum()), int((~y).sum())
+    if m < 2 or n < 2:
+        return math.nan
+    r = ranks(s)  # a midrank less the item's midrank in its own class: the other class below it (ties ½)
+    true_above = (r[y] - ranks(s[y])) / n
+    false_below = 1 - (r[~y] - ranks(s[~y])) / m
+    return math.sqrt(float(true_above.var() / m + false_below.var() / n))
 
 
 def aurocs(scores: Tensor, truths: Tensor) -> Tensor:

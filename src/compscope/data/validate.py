@@ -15,7 +15,9 @@ It then judges each measure × metric:
   pairs* from all other K pairs: ``h1`` with a previous-token label ``≥ prev_threshold``, ``h2``
   in a later layer with an induction label ``≥ induction_threshold`` (the thresholds are
   options and are recorded); the probability that a true pair scores above a false one, ties
-  counted half; NaN when there is no true pair. Heads whose label lies within two standard
+  counted half; NaN when there is no true pair; ``auroc_se``, DeLong's standard error of it
+  (:func:`~compscope.data.separation.auroc_se`: the pairs taken as independent, which pairs
+  sharing a head are not, so a lower bound on the spread). Heads whose label lies within two standard
   errors (over the sequences) of its threshold are named (``near_threshold`` in ``run.json``):
   other sequences may move them across it;
 - ``auroc_confirmed`` (kind K only): the same against the true pairs that the interventions
@@ -58,8 +60,8 @@ from ..core.metrics import GIVEN, on_data
 from ..core.processing import center_writing as centred, check_centrable
 from ..defaults import QK_NORM_POINTS, SEED
 from .norm_linearisation import unread_norms
-from .separation import (BY_HEAD_COLUMNS, auroc, auroc_by_head, auroc_shares, auroc_within,  # noqa: F401 (re-exported)
-                         auroc_span, by_head_lines, confirmed_pairs, forward_pairs, near_heads, near_truths,
+from .separation import (BY_HEAD_COLUMNS, auroc, auroc_by_head, auroc_se, auroc_shares,  # noqa: F401 (re-exported)
+                         auroc_span, auroc_within, by_head_lines, confirmed_pairs, forward_pairs, near_heads, near_truths,
                          true_pairs, writer_pairs)
 from .sequences import HALF
 from .verdict import Verdict, data_line, ranked, truth_lines  # noqa: F401 (re-exported)
@@ -403,6 +405,7 @@ def _measure_rows(table, metric: str, kinds: str, effects, truth: Tensor, measur
                          "spearman": spearman(dense, effects.by_kind[kind]),
                          "auroc": auroc(dense, truth) if K else nan,
                          "auroc_confirmed": auroc(torch.where(measured, dense.double(), torch.nan), confirmed) if K else nan,
+                         "auroc_se": auroc_se(dense, truth) if K else nan,
                          "spearman_direction": spearman(dense, effects.v_direction) if kind == "V" else nan,
                          **{f"auroc_within_{side}s": auroc_within(dense, truth, side) if K else nan
                             for side in ("reader", "writer")},
