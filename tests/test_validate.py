@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 import torch
 
 from compscope.cli.main import main
-from compscope.data.validate import (auroc, auroc_by_head, auroc_se, auroc_shares, auroc_within, confirmed_pairs, precision_at,
-                                     true_pairs, validate)
+from compscope.data.validate import (auroc, auroc_by_head, auroc_gap_se, auroc_se, auroc_shares, auroc_within,
+                                     confirmed_pairs, precision_at, true_pairs, validate)
 from compscope.data.separation import comparisons
 from compscope.errors import OptionError
 
@@ -51,15 +51,25 @@ def test_auroc_equals_counting_on_any_scores(items):
         assert got == pytest.approx(_auroc_by_counting(s, y), abs=1e-12)
 
 
-def _delong_se_by_counting(s, y):
-    """DeLong's standard error from its definition: each true item's share of the false ones below it and each
+def _delong_placements(s, y):
+    """DeLong's placements from their definition: each true item's share of the false ones below it and each
     false item's share of the true ones above it (ties ½), counted pair by pair."""
     pos = [a for a, t in zip(s, y) if t]
     neg = [a for a, t in zip(s, y) if not t]
     psi = lambda p, n: 1.0 if p > n else 0.5 if p == n else 0.0  # noqa: E731
-    v1 = [sum(psi(p, n) for n in neg) / len(neg) for p in pos]
-    v0 = [sum(psi(p, n) for p in pos) / len(pos) for n in neg]
-    return math.sqrt(statistics.variance(v1) / len(pos) + statistics.variance(v0) / len(neg))
+    return [sum(psi(p, n) for n in neg) / len(neg) for p in pos], [sum(psi(p, n) for p in pos) / len(pos) for n in neg]
+
+
+def _delong_se_by_counting(s, y):
+    v1, v0 = _delong_placements(s, y)
+    return math.sqrt(statistics.variance(v1) / len(v1) + statistics.variance(v0) / len(v0))
+
+
+def _delong_gap_se_by_counting(a, b, y):
+    """DeLong's standard error of AUROC(a) − AUROC(b) on the same items: the variance of the placements' differences."""
+    (a1, a0), (b1, b0) = _delong_placements(a, y), _delong_placements(b, y)
+    d1, d0 = [p - q for p, q in zip(a1, b1)], [p - q for p, q in zip(a0, b0)]
+    return math.sqrt(statistics.variance(d1) / len(d1) + statistics.variance(d0) / len(d0))
 
 
 def test_auroc_se_by_hand():
@@ -87,6 +97,57 @@ def test_auroc_se_equals_delongs_definition_on_any_scores(items):
         assert math.isnan(got)
     else:
         assert got == pytest.approx(_delong_se_by_counting(s, y), abs=1e-12)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.integers(-3, 3), st.integers(-3, 3) | st.just(float("nan")), st.booleans()),
+                min_size=2, max_size=50))
+def test_auroc_gap_se_equals_delongs_definition_on_the_items_both_score(items):
+    """The paired standard error of two scores' AUROC gap against DeLong's placements counted pair by pair, on the
+    items where both are finite (many ties); 0 for a score against itself; NaN with fewer than two of a class."""
+    a = torch.tensor([float(x) for x, _, _ in items], dtype=torch.float64)
+    b = torch.tensor([float(x) for _, x, _ in items], dtype=torch.float64)
+    y = torch.tensor([t for _, _, t in items])
+    got = auroc_gap_se(a, b, y)
+    keep = torch.isfinite(b)
+    ys = y[keep].tolist()
+    if sum(ys) < 2 or len(ys) - sum(ys) < 2:
+        assert math.isnan(got)
+        return
+    assert got == pytest.approx(_delong_gap_se_by_counting(a[keep].tolist(), b[keep].tolist(), ys), abs=1e-12)
+    assert auroc_gap_se(a, a, y) == 0.0
+
+
+def test_auroc_gaps_are_below_the_first_printed_row():
+    """``auroc_gap`` and ``auroc_gap_se`` of each K row against the best one, wherever it stands among the rows (the
+    second of three here); NaN on the other kinds and on a K row without an AUROC."""
+    from compscope.data.validate import _auroc_gaps
+
+    class Table:
+        def __init__(self, dense):
+            self._dense = dense
+
+        def dense(self, measure, kind):
+            return self._dense[measure]
+
+    y = torch.tensor([True, True, True, False, False, False, False])
+    scores = {m: torch.tensor(v) for m, v in (("a", [3.0, 1.0, 2.0, 2.0, 0.0, 1.5, 2.5]),
+                                              ("b", [5.0, 6.0, 7.0, 1.0, 2.0, 3.0, 4.0]),
+                                              ("c", [1.0, 2.0, 3.0, 1.0, 2.0, 3.0, 4.0]),
+                                              ("d", [1.0, 1.0, 1.0, 1.0, 2.0, 3.0, 4.0]))}
+    rows = [{"measure": m, "metric": "identity", "kind": "K", "auroc": auroc(s, y), "spearman": 0.0}
+            for m, s in scores.items()]
+    rows[3]["auroc"] = float("nan")  # (a K row without an AUROC: no gap)
+    rows.append({"measure": "a", "metric": "identity", "kind": "Q", "auroc": float("nan"), "spearman": 0.5})
+    _auroc_gaps(rows, {"identity": Table(scores)}, y)
+    by = {(r["measure"], r["kind"]): r for r in rows}
+    assert by["b", "K"]["auroc"] == 1.0 and by["b", "K"]["auroc_gap"] == by["b", "K"]["auroc_gap_se"] == 0.0
+    for m in ("a", "c"):
+        assert by[m, "K"]["auroc_gap"] == pytest.approx(1.0 - auroc(scores[m], y), abs=1e-15)
+        assert by[m, "K"]["auroc_gap_se"] == pytest.approx(
+            _delong_gap_se_by_counting(scores["b"].tolist(), scores[m].tolist(), y.tolist()), abs=1e-12)
+    assert by["a", "K"]["auroc_gap_se"] > 0
+    assert math.isnan(by["d", "K"]["auroc_gap"]) and math.isnan(by["a", "Q"]["auroc_gap_se"])
 
 
 def test_auroc_shares_by_hand():
@@ -351,6 +412,22 @@ def test_the_default_model_is_judged_as_its_circuit_says(verdict):
         assert r["auroc_se"] == pytest.approx(_delong_se_by_counting(s3, y), abs=1e-12), (r["measure"], r["metric"])
         ses.append(r["auroc_se"])
     assert rows[("frobenius", "identity", "K")]["auroc_se"] == 0.0 and max(ses) > 0
+    # each K row's gap below the best (the first printed) and the paired standard error of that gap, counted
+    from compscope.data.validate import ranked
+
+    _, by_kind = ranked(verdict.rows)[0]
+    best = by_kind["K"]
+    assert best["auroc_gap"] == best["auroc_gap_se"] == 0.0
+    top = verdict.tables[best["metric"]].dense(best["measure"], "K")
+    s_top = [float(top[0, h1, 1, h2]) for h1, h2 in itertools.product(range(4), range(4))]
+    gaps = []
+    for r in (r for r in verdict.rows if r["kind"] == "K"):
+        dense = verdict.tables[r["metric"]].dense(r["measure"], "K")
+        s3 = [float(dense[0, h1, 1, h2]) for h1, h2 in itertools.product(range(4), range(4))]
+        assert r["auroc_gap"] == pytest.approx(best["auroc"] - r["auroc"], abs=1e-15)
+        assert r["auroc_gap_se"] == pytest.approx(_delong_gap_se_by_counting(s_top, s3, y), abs=1e-12)
+        gaps.append(r["auroc_gap_se"])
+    assert max(gaps) > 0 and all(math.isnan(r["auroc_gap"]) for r in verdict.rows if r["kind"] != "K")
 
 
 def test_the_auroc_taken_apart_by_head_averages_back_to_the_verdicts(verdict):

@@ -1,7 +1,8 @@
 """How well a score of every head pair separates the true pairs from the rest: the label truth
 (a previous-token writer before an induction reader), the AUROC with DeLong's standard error
-(:func:`auroc_se`), and the AUROC taken apart by head (:func:`auroc_by_head`) or kept to
-comparisons between pairs that share a head (:func:`auroc_within`)."""
+(:func:`auroc_se`; of the gap between two scores' AUROCs on the same items, :func:`auroc_gap_se`),
+and the AUROC taken apart by head (:func:`auroc_by_head`) or kept to comparisons between pairs
+that share a head (:func:`auroc_within`)."""
 
 from __future__ import annotations
 
@@ -30,17 +31,40 @@ def auroc_se(scores: Tensor, truth: Tensor) -> float:
     ``SE² = var(V₁)/m + var(V₀)/n`` (sample variances). It treats the items as independent draws; head
     pairs that share a head are not, so it is a lower bound on the spread. NaN with fewer than two items
     of a class."""
+    keep = torch.isfinite(scores)
+    placed = _placements(scores[keep], truth[keep].bool())
+    if placed is None:
+        return math.nan
+    (v1, v0), m, n = placed
+    return math.sqrt(float(v1.var() / m + v0.var() / n))
+
+
+def auroc_gap_se(a: Tensor, b: Tensor, truth: Tensor) -> float:
+    """DeLong's standard error of ``auroc(a) − auroc(b)``, two scores of the same items, over the items where both
+    are finite: with each score's placements ``V₁``, ``V₀`` (:func:`auroc_se`), ``SE² = var(V₁ᵃ − V₁ᵇ)/m +
+    var(V₀ᵃ − V₀ᵇ)/n``; the two AUROCs' shared items make it smaller than either's own standard error where the
+    scores rank alike. The same caveat as :func:`auroc_se`; NaN with fewer than two items of a class."""
+    keep = torch.isfinite(a) & torch.isfinite(b)
+    y = truth[keep].bool()
+    pa, pb = _placements(a[keep], y), _placements(b[keep], y)
+    if pa is None:
+        return math.nan
+    ((a1, a0), m, n), ((b1, b0), _, _) = pa, pb
+    return math.sqrt(float((a1 - b1).var() / m + (a0 - b0).var() / n))
+
+
+def _placements(scores: Tensor, truth: Tensor) -> tuple[tuple[Tensor, Tensor], int, int] | None:
+    """``((V₁, V₀), m, n)`` of finite ``scores`` against the boolean ``truth``: each of the ``m`` true items' share of
+    the ``n`` false ones below it and each false item's share of the true ones above it (ties ½), float64, from
+    midranks across and within the classes; None with fewer than two items of a class."""
     from ..analysis.stats import ranks
 
-    keep = torch.isfinite(scores)
-    s, y = scores[keep].double(), truth[keep].bool()
-    m, n = int(y.sum()), int((~y).sum())
+    s = scores.double()
+    m, n = int(truth.sum()), int((~truth).sum())
     if m < 2 or n < 2:
-        return math.nan
-    r = ranks(s)  # a midrank less the item's midrank in its own class: the other class below it (ties ½)
-    true_above = (r[y] - ranks(s[y])) / n
-    false_below = 1 - (r[~y] - ranks(s[~y])) / m
-    return math.sqrt(float(true_above.var() / m + false_below.var() / n))
+        return None
+    r = ranks(s)  # an item's midrank less its midrank in its own class: the other class below it (ties ½)
+    return ((r[truth] - ranks(s[truth])) / n, 1 - (r[~truth] - ranks(s[~truth])) / m), m, n
 
 
 def aurocs(scores: Tensor, truths: Tensor) -> Tensor:

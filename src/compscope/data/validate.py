@@ -17,7 +17,9 @@ It then judges each measure × metric:
   options and are recorded); the probability that a true pair scores above a false one, ties
   counted half; NaN when there is no true pair; ``auroc_se``, DeLong's standard error of it
   (:func:`~compscope.data.separation.auroc_se`: the pairs taken as independent, which pairs
-  sharing a head are not, so a lower bound on the spread). Heads whose label lies within two standard
+  sharing a head are not, so a lower bound on the spread); ``auroc_gap``, how far it falls below the
+  best K row's (the first printed), with ``auroc_gap_se``, DeLong's standard error of that gap on the
+  same pairs (:func:`~compscope.data.separation.auroc_gap_se`). Heads whose label lies within two standard
   errors (over the sequences) of its threshold are named (``near_threshold`` in ``run.json``):
   other sequences may move them across it;
 - ``auroc_confirmed`` (kind K only): the same against the true pairs that the interventions
@@ -60,11 +62,11 @@ from ..core.metrics import GIVEN, on_data
 from ..core.processing import center_writing as centred, check_centrable
 from ..defaults import QK_NORM_POINTS, SEED
 from .norm_linearisation import unread_norms
-from .separation import (BY_HEAD_COLUMNS, auroc, auroc_by_head, auroc_se, auroc_shares,  # noqa: F401 (re-exported)
-                         auroc_span, auroc_within, by_head_lines, confirmed_pairs, forward_pairs, near_heads, near_truths,
-                         true_pairs, writer_pairs)
+from .separation import (BY_HEAD_COLUMNS, auroc, auroc_by_head, auroc_gap_se, auroc_se,  # noqa: F401 (re-exported)
+                         auroc_shares, auroc_span, auroc_within, by_head_lines, confirmed_pairs, forward_pairs,
+                         near_heads, near_truths, true_pairs, writer_pairs)
 from .sequences import HALF
-from .verdict import Verdict, data_line, ranked, truth_lines  # noqa: F401 (re-exported)
+from .verdict import Verdict, data_line, rank_key, ranked, truth_lines  # noqa: F401 (re-exported)
 
 #: the K measure and metric of the induction-circuit pair score (writer's previous-token score × K)
 CIRCUIT_MEASURE = ("frobenius", "identity")
@@ -273,6 +275,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
         table = scores(weights, kinds, "all", met, pairs="all", progress=progress, device=runner.device)
         tables[met.name] = table  # a Metric passed in: by its own name
         rows += _measure_rows(table, met.name, kinds, effects, truth, measured, confirmed, truths)
+    _auroc_gaps(rows, tables, truth)
     contents = previous_contents(head_weights, runner, progress, sample_data)
     notes += _no_head_scores(head_weights)
     heads, writer_auroc, circuit_auroc = _head_rankings(head_weights, contents, labels, truth, tables, kinds,
@@ -413,6 +416,23 @@ def _measure_rows(table, metric: str, kinds: str, effects, truth: Tensor, measur
                                     auroc_span(dense, truths) if K and truths is not None else (nan, nan))),
                          "axioms": f"{len(kept)}/{len(AXIOMS)}", "axioms_failed": ",".join(a for a in AXIOMS if a not in kept)})
     return rows
+
+
+def _auroc_gaps(rows: list[dict], tables: dict, truth: Tensor) -> None:
+    """Give each row ``auroc_gap``, how far its K AUROC falls below the best K row's (the first of the printed
+    ranking), and ``auroc_gap_se``, DeLong's paired standard error of that gap
+    (:func:`~compscope.data.separation.auroc_gap_se`); NaN on the other kinds and where there is no AUROC."""
+    nan = float("nan")
+    for r in rows:
+        r["auroc_gap"] = r["auroc_gap_se"] = nan
+    k_rows = [r for r in rows if r["kind"] == "K" and not math.isnan(r["auroc"])]
+    if not k_rows:
+        return
+    best = min(k_rows, key=rank_key)  # (a stable min: the first of the printed order)
+    top = tables[best["metric"]].dense(best["measure"], "K").double()
+    for r in k_rows:
+        r["auroc_gap"] = best["auroc"] - r["auroc"]
+        r["auroc_gap_se"] = auroc_gap_se(top, tables[r["metric"]].dense(r["measure"], "K").double(), truth)
 
 
 def _no_head_scores(hw: HeadWeights) -> list[str]:
