@@ -375,8 +375,9 @@ def lookup(name: str, only: str | None = None) -> tuple[bool, str]:
         inner = _language_model_type(name)
         family = next((e for e in entries if inner is not None and inner in e.model_types), None)
         if family is not None and why_not(name) is None:
+            rest = _THE_REST.get(inner, "a vision tower, ...")
             said.append(f"model_type {name!r}: its {family.part}, {inner}, read by the {family.family} family "
-                        f"({family.about}); the rest (a vision tower, ...) not")
+                        f"({family.about}); the rest ({rest}) not")
     gguf_reason = why_not_gguf(name) if only != "model_type" else None
     if said and gguf_reason is not None:  # (a model_type read whose GGUF files are not: GPT-J's, Jais 2's)
         said.append(f"GGUF architecture {name!r}, not read: {gguf_reason}")
@@ -507,6 +508,10 @@ def _transformers_config_class(model_type: object) -> str | None:
         return None
     found = CONFIG_MAPPING_NAMES.get(model_type) if isinstance(model_type, str) else None
     return found if isinstance(found, str) else None
+
+
+#: what else a model holds beside the language model compscope reads in it, where that is no vision-language model's
+_THE_REST = {"esmc": "EsmFold2's folding trunk and its structure and confidence heads"}
 
 
 def _language_model_type(model_type: str) -> str | None:

@@ -184,11 +184,14 @@ class Runner:
         """Token ids a random sequence should not contain (end, padding, a masked LM's mask token,
         which ESM's embeddings treat apart), where the model's config names them (XLM's ``pad_index``
         too: it masks every position from a sequence's count of other tokens on; audio placeholders,
-        whose positions a model fills from its audio inputs: :data:`AUDIO_PLACEHOLDERS`)."""
+        whose positions a model fills from its audio inputs: :data:`AUDIO_PLACEHOLDERS`); where the config
+        does not, its language model's (``text_settings``: EsmFold2's ESM C's)."""
         cfg = getattr(getattr(self, "model", None), "config", None)
+        text = getattr(self, "text_settings", None) or {}
         out: list = []
         for key in ("eos_token_id", "pad_token_id", "mask_token_id", "pad_index", *AUDIO_PLACEHOLDERS):
             v = getattr(cfg, key, None)
+            v = text.get(key) if v is None else v
             out += v if isinstance(v, list) else [v]
         return tuple(v for v in out if isinstance(v, int))
 

@@ -28,6 +28,7 @@ class HFRunner(Runner):
         self.device = model_device(model)
         where = f"{type(model).__name__} object"
         text = language_model(model.config.to_dict(), where)[0]  # a vision-language model's language model's config
+        self.text_settings = text  # (the special ids a wrapper's config leaves to it: Runner.special_ids)
         family = family_for(text, where)
         config = model.config.get_text_config()  # (the same, as transformers' object; else its own)
         self.body = family.base_model(model)  # run without the unembedding, which nothing here reads

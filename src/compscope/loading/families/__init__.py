@@ -80,6 +80,7 @@ def language_model(config: dict, where: str) -> tuple[dict, str | None]:
     holder = config["vlm_config"] if in_vlm else config
     where_found = where_found.removeprefix("vlm ")
     flat, in_thinker = where_found == "flat", where_found == "thinker"
+    key = {"thinker": "thinker_config", "esmc": "esmc_config"}.get(where_found, "text_config")
     outer, kind = config.get("model_type"), inner.get("model_type")
     try:
         from transformers import AutoConfig
@@ -89,7 +90,7 @@ def language_model(config: dict, where: str) -> tuple[dict, str | None]:
             "transformers' defaults: reading it needs transformers (pip install transformers)") from e
     settings = {k: v for k, v in inner.items() if k != "model_type"}
     try:
-        built = _sub_config(holder.get("model_type"), "thinker_config" if in_thinker else "text_config", kind)
+        built = _sub_config(holder.get("model_type"), key, kind)
         full = (built(**settings) if built is not None else AutoConfig.for_model(kind, **settings)).to_dict()
     except Exception as e:  # transformers raises several kinds for a config it cannot build
         raise UnsupportedModelError(f"{where}: transformers cannot build the text_config of this {outer} model "
@@ -98,9 +99,10 @@ def language_model(config: dict, where: str) -> tuple[dict, str | None]:
     if "tie_word_embeddings" in config:  # transformers 5 ties the head by the outer config's word (4 by the inner's);
         full["tie_word_embeddings"] = config["tie_word_embeddings"]  # what a file without its own head means
     parts = {**holder, **(holder["thinker_config"] if in_thinker else {})}  # (a thinker's audio, vision; the talker)
-    others = sorted(k.removesuffix("_config") for k, v in parts.items()
-                    if k.endswith("_config") and k not in ("text_config", "thinker_config") and isinstance(v, dict))
-    whose = "its thinker's text_config" if in_thinker else "its text_config"
+    others = sorted(k.removesuffix("_config") for k, v in parts.items()  # (EsmFold2's parts: sub-configs not so named)
+                    if (k.endswith("_config") or "model_type" in v if isinstance(v, dict) else False)
+                    and k not in ("text_config", key))
+    whose = "its thinker's text_config" if in_thinker else f"its {key}"
     whose = f"its vlm_config's ({holder.get('model_type')}) {whose.removeprefix('its ')}" if in_vlm else whose
     top = f"its vlm_config's ({holder.get('model_type')})" if in_vlm else "its"
     whence = (f"{top} settings kept at the top of the config, read as transformers builds its text_config, {kind}"
@@ -123,8 +125,8 @@ def _sub_config(outer: object, key: str, kind: object):
 
 def nested_text_config(config: dict) -> tuple[dict | None, str]:
     """The language model's config inside a wrapper's ``config`` and where it sits: its
-    ``text_config`` (``'text'``), its thinker's (Qwen2.5-Omni, Qwen3-Omni: ``'thinker'``), or, beside a
-    ``vision_config``, what transformers builds from the top-level keys (Qwen2-VL and Qwen2.5-VL as
+    ``text_config`` (``'text'``), its thinker's (Qwen2.5-Omni, Qwen3-Omni: ``'thinker'``), the ESM C that
+    EsmFold2 bundles (its ``esmc_config``: ``'esmc'``), or, beside a ``vision_config``, what transformers builds from the top-level keys (Qwen2-VL and Qwen2.5-VL as
     first published: ``'flat'``); a retriever's vision-language model's (ColQwen2's ``vlm_config``: ``'vlm '``
     before where it sits there, unless compscope refuses that model); ``(None, '')`` where there is none (an
     encoder-decoder's decoder)."""
@@ -139,6 +141,8 @@ def nested_text_config(config: dict) -> tuple[dict | None, str]:
     thinker = config.get("thinker_config")
     if isinstance(thinker, dict) and isinstance(thinker.get("text_config"), dict):
         return thinker["text_config"], "thinker"
+    if isinstance(config.get("esmc_config"), dict):
+        return config["esmc_config"], "esmc"
     flat = _flat_text_config(config) if isinstance(config.get("vision_config"), dict) else None
     return (flat, "flat") if flat is not None else (None, "")
 
