@@ -126,10 +126,10 @@ def _sub_config(outer: object, key: str, kind: object):
 def nested_text_config(config: dict) -> tuple[dict | None, str]:
     """The language model's config inside a wrapper's ``config`` and where it sits: its
     ``text_config`` (``'text'``), its thinker's (Qwen2.5-Omni, Qwen3-Omni: ``'thinker'``), the ESM C that
-    EsmFold2 bundles (its ``esmc_config``: ``'esmc'``), or, beside a ``vision_config``, what transformers builds from the top-level keys (Qwen2-VL and Qwen2.5-VL as
-    first published: ``'flat'``); a retriever's vision-language model's (ColQwen2's ``vlm_config``: ``'vlm '``
-    before where it sits there, unless compscope refuses that model); ``(None, '')`` where there is none (an
-    encoder-decoder's decoder)."""
+    EsmFold2 bundles (its ``esmc_config``: ``'esmc'``), or, beside a ``vision_config``, what transformers
+    builds from the top-level keys (Qwen2-VL and Qwen2.5-VL as first published: ``'flat'``); a retriever's
+    vision-language model's (ColQwen2's ``vlm_config``: ``'vlm '`` before where it sits there, unless
+    compscope refuses that model); ``(None, '')`` where there is none (an encoder-decoder's decoder)."""
     from ..catalogue import why_not
 
     vlm = config.get("vlm_config")
