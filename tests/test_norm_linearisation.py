@@ -19,6 +19,20 @@ def _mean_jacobian(f, rows: torch.Tensor) -> torch.Tensor:
     return torch.autograd.functional.jacobian(lambda v: f(rows + v).mean(0), torch.zeros_like(rows[0]))
 
 
+def _linearised(variant: str, seq: int):
+    """``(model, hw, runner, tokens, lin)``: the tiny ``variant`` built and read, its runner, three random sequences of
+    ``seq`` tokens, and every norm inside its heads' circuits linearised on them."""
+    pytest.importorskip("transformers")
+    from compscope.data.runner import runner_for
+    from hf_tiny import BY_ID, build, random_ids
+
+    model = build(BY_ID[variant])
+    hw = compscope.load(model)
+    runner = runner_for(model, hw)
+    tokens = random_ids(seq=seq, batch=3)
+    return model, hw, runner, tokens, linearise_norms(runner, tokens=tokens, progress=False)
+
+
 @settings(max_examples=25, deadline=None)
 @given(kind=st.sampled_from(["rmsnorm", "layernorm"]), r=st.integers(2, 9), n=st.integers(1, 7),
        eps=st.sampled_from([0.0, 1e-6, 0.5]), seed=st.integers(0, 2**16), scale=st.floats(0.05, 20.0))
@@ -49,16 +63,9 @@ def test_linearised_weights_hold_the_mean_jacobian_of_the_models_own_norm_module
     """``W_Q ← J_q W_Q``, ``W_K ← J_k W_K`` (and biases), ``W_O ← J_o W_O``, with each ``J`` autograd
     through HuggingFace's own ``q_norm``, ``k_norm`` and ``post_attention_layernorm`` (gain
     included), averaged over the inputs they meet on the given tokens after the first position."""
-    pytest.importorskip("transformers")
     from compscope.core.attention import head_outputs, head_states, read_input
-    from compscope.data.runner import runner_for
-    from hf_tiny import BY_ID, build, random_ids
 
-    model = build(BY_ID[variant])
-    hw = compscope.load(model)
-    runner = runner_for(model, hw)
-    tokens = random_ids(seq=9, batch=3)
-    lin = linearise_norms(runner, tokens=tokens, progress=False)
+    model, hw, runner, tokens, lin = _linearised(variant, seq=9)
     parts = ("qk",) * (hw.qk_norm is not None) + ("output",) * (hw.attn_out_norm is not None)
     assert lin.meta.processing == (f"linearise_norms({', '.join(parts)})",)
     assert "3 given sequences of 9 tokens" in lin.meta.notes[-1]
@@ -101,16 +108,9 @@ def test_latent_norms_linearised_hold_the_mean_jacobian_of_each_sides_scaled_pro
     ``[W_Q, b_Q]`` on every query dim, ``[W_V, b_V]`` on every value dim and ``[W_K, b_K]`` on the key dims from
     ``kv_latent_from`` on; the rotated key dims every head shares untouched, the latent norms gone. The second model
     has no query latent and biases on its key/value latent alone: the linearised values get a bias of their own."""
-    pytest.importorskip("transformers")
     from compscope.core.attention import project_linear, read_input
-    from compscope.data.runner import runner_for
-    from hf_tiny import BY_ID, build, random_ids
 
-    model = build(BY_ID[variant])
-    hw = compscope.load(model)
-    runner = runner_for(model, hw)
-    tokens = random_ids(seq=7, batch=3)
-    lin = linearise_norms(runner, tokens=tokens, progress=False)
+    _, hw, runner, tokens, lin = _linearised(variant, seq=7)
     assert lin.meta.processing == ("linearise_norms(latent)",) and "3 given sequences of 7 tokens" in lin.meta.notes[-1]
     assert lin.q_latent is None and lin.kv_latent is None and lin.kv_latent_from == 0
     assert (hw.q_latent is None) == (variant == "deepseek-v3-no-query-latent-yarn-bias")
