@@ -112,8 +112,8 @@ def test_without_data_for_a_model_the_data_commands_refuse_the_page_says_why(bro
 
 def test_the_verdict_table_reads_as_the_printed_one(page):
     """The verdict's rows in the order and digits ``compscope validate`` prints them (ranked on the
-    saved verdict.csv, Spearman to 2 decimals, the AUROCs to 3), with the AUROCs within readers and
-    writers beside them."""
+    saved verdict.csv, Spearman to 2 decimals, the AUROCs to 3), with the K AUROC's standard error and
+    the AUROCs within readers and writers beside them."""
     import pandas as pd
 
     from compscope.data.validate import ranked
@@ -124,7 +124,7 @@ def test_the_verdict_table_reads_as_the_printed_one(page):
         return "—" if v != v else f"{v:.3f}"
 
     want = [[m, met, *(f"{ks[k]['spearman']:.2f}" for k in "QKV"), f"{ks['K']['auroc']:.3f}",
-             f"{ks['K']['auroc_confirmed']:.3f}", fixed(ks["K"]["auroc_within_readers"]),
+             f"{ks['K']['auroc_se']:.3f}", f"{ks['K']['auroc_confirmed']:.3f}", fixed(ks["K"]["auroc_within_readers"]),
              fixed(ks["K"]["auroc_within_writers"]), ks["K"]["axioms"]]
             for (m, met), ks in ranked(pd.read_csv(out / "verdict.csv").to_dict("records"))]
     assert cells == want and len(cells) > 1 and errors == []
@@ -174,7 +174,9 @@ def test_the_graph_shows_the_labels_on_text_beside_the_repeats(browser, tmp_path
 
 def test_the_verdict_table_shows_the_span_near_a_threshold_when_it_moves(browser, tmp_path):
     """A verdict whose K AUROC moves with heads near a threshold (here set in its ``verdict.csv``):
-    the table gains the column ``near a threshold``, ``low–high`` per row; with no such row, no column."""
+    the table gains the column ``near a threshold``, ``low–high`` per row; with no such row, no column.
+    Beside AUROC K, its standard error (``± SE``), where the verdict has one (here set too): not for a
+    verdict written before it was kept."""
     import pandas as pd
 
     v = tmp_path / "v"
@@ -185,18 +187,24 @@ def test_the_verdict_table_shows_the_span_near_a_threshold_when_it_moves(browser
     assert main(["report", "--data", str(v), "--out", str(tmp_path / "same"), "--no-figures", "--quiet"]) == 0
     pg, _, errors = browser(tmp_path / "same")
     assert "near a threshold" not in pg.eval_on_selector_all("#verdict-table th", "els => els.map(e => e.textContent)")
+    rows.drop(columns="auroc_se").to_csv(v / "verdict.csv", index=False)
+    assert main(["report", "--data", str(v), "--out", str(tmp_path / "older"), "--no-figures", "--quiet"]) == 0
+    pg, _, errors1 = browser(tmp_path / "older")
+    assert "± SE" not in pg.eval_on_selector_all("#verdict-table th", "els => els.map(e => e.textContent)")
     rows["auroc_near_low"] = rows.auroc - 0.25
+    rows["auroc_se"] = rows.auroc_se.where(rows.kind != "K", 0.0126)
     rows.to_csv(v / "verdict.csv", index=False)
     assert main(["report", "--data", str(v), "--out", str(tmp_path / "moved"), "--no-figures", "--quiet"]) == 0
     pg, _, errors2 = browser(tmp_path / "moved")
     header = pg.eval_on_selector_all("#verdict-table th", "els => els.map(e => e.textContent)")
-    assert header[-2:] == ["near a threshold", "axioms kept"]
+    assert header[-2:] == ["near a threshold", "axioms kept"] and header[-7:-5] == ["AUROC K", "± SE"]
     cells = pg.eval_on_selector_all("#verdict-table tr", "rows => rows.slice(1).map(r => [...r.cells].map(c => c.textContent))")
     by = {(r.measure, r.metric): r for r in rows.itertuples()}
-    assert len(cells) == len(by) and errors == [] and errors2 == []
+    assert len(cells) == len(by) and errors == [] and errors1 == [] and errors2 == []
     for cell in cells:
         r = by[(cell[0], cell[1])]
-        assert cell[-2] == f"{r.auroc - 0.25:.3f}–{r.auroc:.3f}" and cell[-6] == f"{r.auroc:.3f}"  # the AUROC K
+        assert cell[-2] == f"{r.auroc - 0.25:.3f}–{r.auroc:.3f}" and cell[-7] == f"{r.auroc:.3f}"  # the AUROC K
+        assert cell[-6] == "0.013"  # (its standard error)
 
 
 def test_the_verdict_says_its_truth_and_ranks_heads_as_printed(page):

@@ -249,12 +249,16 @@ function drawVerdict() {
   // the span over the heads near a threshold: shown when some K AUROC moves with them (verdicts since it was kept)
   const near = D.verdict.some((r) => r.kind === "K" && typeof r.auroc_near_low === "number" && typeof r.auroc_near_high === "number" &&
     r.auroc_near_high > r.auroc_near_low);
-  let h = verdictSummary(D.verdict_summary) + `<table id="verdict-table"><tr><th>measure</th><th>metric</th>${kinds.map((k) => `<th>Spearman ${k}</th>`).join("")}<th>AUROC K</th><th title="AUROC K over the true pairs the K interventions confirm">confirmed</th><th title="AUROC K over the comparisons between pairs into the same reader">within readers</th><th title="AUROC K over the comparisons between pairs from the same writer">within writers</th>` +
+  // DeLong's standard error of each K AUROC (verdicts since it was kept)
+  const se = D.verdict.some((r) => r.kind === "K" && typeof r.auroc_se === "number");
+  let h = verdictSummary(D.verdict_summary) + `<table id="verdict-table"><tr><th>measure</th><th>metric</th>${kinds.map((k) => `<th>Spearman ${k}</th>`).join("")}<th>AUROC K</th>` +
+    (se ? `<th title="DeLong's standard error of AUROC K, the pairs taken as independent draws (pairs that share a head are not: a lower bound)">± SE</th>` : "") + `<th title="AUROC K over the true pairs the K interventions confirm">confirmed</th><th title="AUROC K over the comparisons between pairs into the same reader">within readers</th><th title="AUROC K over the comparisons between pairs from the same writer">within writers</th>` +
     (near ? `<th title="the lowest and highest AUROC K with the heads near a threshold (within 2 standard errors) put on either side of it">near a threshold</th>` : "") +
     `<th>axioms kept</th></tr>`;
   for (const [key, ks] of Object.entries(by)) {
     const [m, met] = key.split("|"), any = Object.values(ks)[0], K = ks.K || {};
-    h += `<tr><td>${m}</td><td>${met}</td>${kinds.map((k) => `<td>${fixed((ks[k] || {}).spearman, 2)}</td>`).join("")}<td>${fixed(K.auroc, 3)}</td><td>${fixed(K.auroc_confirmed, 3)}</td><td>${fixed(K.auroc_within_readers, 3)}</td><td>${fixed(K.auroc_within_writers, 3)}</td>` +
+    h += `<tr><td>${m}</td><td>${met}</td>${kinds.map((k) => `<td>${fixed((ks[k] || {}).spearman, 2)}</td>`).join("")}<td>${fixed(K.auroc, 3)}</td>` +
+      (se ? `<td>${fixed(K.auroc_se, 3)}</td>` : "") + `<td>${fixed(K.auroc_confirmed, 3)}</td><td>${fixed(K.auroc_within_readers, 3)}</td><td>${fixed(K.auroc_within_writers, 3)}</td>` +
       (near ? `<td>${fixed(K.auroc_near_low, 3)}–${fixed(K.auroc_near_high, 3)}</td>` : "") + `<td>${any.axioms}</td></tr>`;
   }
   h += "</table>";
