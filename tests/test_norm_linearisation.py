@@ -292,6 +292,10 @@ def test_validate_notes_the_norms_its_measures_do_not_read():
     assert notes("olmo2-layer-qk-norm").endswith(f"{both}; --linearise-norms output (linearise_norms=) reads it "
                                                  "through the mean Jacobian on text")
     assert notes("llama-mha") is None
+    assert notes("deepseek-v3-latent-attention") == (
+        "the heads' circuits hold latent norms (their per-token scales on W_Q, W_K, W_V: multi-head latent attention), "
+        "which the measures do not read; --linearise-norms latent (linearise_norms=) reads them through the mean "
+        "Jacobian on text")
     from compscope.data.validate import validate
 
     opts = dict(sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",), progress=False)
@@ -304,6 +308,24 @@ def test_validate_notes_the_norms_its_measures_do_not_read():
     assert said(validate(model, **opts)) == [notes("gemma3-text")]
     assert not any("do not read" in n for n in validate(model, linearise_norms="qk", **opts).notes)
     assert said(validate(model, linearise_qk_norm=True, **opts)) == [notes("gemma3-text", fold=True)]  # the output norm's
+
+
+def test_validate_linearises_a_latent_attention_models_latent_norms_by_default():
+    """``linearise_norms=True`` on a model with multi-head latent attention: its latent norms (the one part it has),
+    recorded; the labels and interventions as without it, the measures judged on other weights."""
+    pytest.importorskip("transformers")
+    from compscope.data.validate import validate
+    from hf_tiny import BY_ID, build
+
+    model = build(BY_ID["deepseek-v3-latent-attention"])
+    opts = dict(sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",), progress=False)
+    plain, lin = validate(model, **opts), validate(model, linearise_norms=True, **opts)
+    assert lin.options["weights_processing"] == ["linearise_norms(latent)"]
+    assert any("latent norms" in n and "do not read" in n for n in plain.notes)
+    assert not any("do not read" in n for n in lin.notes)
+    torch.testing.assert_close(lin.effects.by_kind["K"], plain.effects.by_kind["K"], atol=0, rtol=0, equal_nan=True)
+    assert [r["auroc"] for r in lin.rows] != [r["auroc"] for r in plain.rows] or \
+        [r["spearman"] for r in lin.rows] != [r["spearman"] for r in plain.rows]
 
 
 def test_cli_validate_linearises_every_norm_the_model_has_or_the_parts_named(tmp_path, capsys):
