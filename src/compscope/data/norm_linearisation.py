@@ -84,7 +84,7 @@ class LatentScaleMean:
     ``Σ s³ x̃ cᵀ`` with ``x̃ = [x; 1]`` and ``c = W_c x + b_c``, float64."""
 
     def __init__(self, latent: LatentNorm, layer: int):
-        self.W = torch.cat([latent.W[layer].double(), _column(latent.b, layer, latent.W.shape[1], latent.W)], 1)
+        self.W = _augmented(latent, layer)
         self.eps, self.count = latent.eps, 0
         self.s: Tensor | float = 0.0
         self.outer: Tensor | float = 0.0  # Σ s³ x̃ cᵀ, (d_model + 1, rank)
@@ -105,12 +105,12 @@ class LatentScaleMean:
         return torch.cat([self.outer, s], 1) / self.count
 
 
-def _column(b: Tensor | None, layer: int, n: int, like: Tensor) -> Tensor:
-    """Layer ``layer``'s bias ``b`` (``(layer, ..., n)``) as a last column ``(..., n, 1)`` to append to its weight,
-    float64; zeros where there is none."""
-    if b is None:
-        return torch.zeros(n, 1, dtype=torch.float64, device=like.device)
-    return b[layer].double()[..., None]
+def _augmented(latent: LatentNorm, layer: int) -> Tensor:
+    """``W̃_c = [W_c, b_c]`` of ``layer``'s latent, ``(rank, d_model + 1)``, float64 (``b_c`` zeros where there is
+    none)."""
+    W = latent.W[layer].double()
+    b = torch.zeros_like(W[:, :1]) if latent.b is None else latent.b[layer].double()[:, None]
+    return torch.cat([W, b], 1)
 
 
 def latent_linearised(W: Tensor, b: Tensor | None, latent: LatentNorm, layer: int, mean: Tensor
@@ -120,7 +120,7 @@ def latent_linearised(W: Tensor, b: Tensor | None, latent: LatentNorm, layer: in
     ``(W, b)``, the bias never None (a latent bias alone gives one)."""
     Wt = torch.cat([W.double(), (torch.zeros_like(W[..., :1], dtype=torch.float64) if b is None
                                  else b.double()[..., None])], -1)
-    Wc = torch.cat([latent.W[layer].double(), _column(latent.b, layer, latent.W.shape[1], latent.W)], 1).to(W.device)
+    Wc = _augmented(latent, layer).to(W.device)
     mean = mean.to(W.device)
     out = mean[0, -1] * Wt - (Wt @ mean[:, :-1]) @ Wc / Wc.shape[0]
     return out[..., :-1], out[..., -1]
@@ -170,8 +170,8 @@ def check_parts(hw: HeadWeights, parts: str | Sequence[str] | None, where: str =
 def unread_norms(hw: HeadWeights) -> str | None:
     """A note when ``hw``'s heads' circuits hold norms the measures do not read (QK-norm after
     ``W_Q``, ``W_K``, unless its gains were folded into them; an attention-output norm after
-    ``W_O``; Gemma 4's value norm after ``W_V``), naming those ``linearise_norms`` can read; ``None``
-    when there are none."""
+    ``W_O``; Gemma 4's value norm after ``W_V``; multi-head latent attention's per-token latent scales on
+    ``W_Q``, ``W_K``, ``W_V``), naming those ``linearise_norms`` can read; ``None`` when there are none."""
     words = {"qk": "QK-norm (after W_Q, W_K)", "output": "an attention-output norm (after W_O)",
              "value": "a value norm (after W_V)",
              "latent": "latent norms (their per-token scales on W_Q, W_K, W_V: multi-head latent attention)"}
