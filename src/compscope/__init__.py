@@ -44,6 +44,7 @@ _PUBLIC = {
     "fold_norm": "compscope.core.processing",
     "fold_value_bias": "compscope.core.processing",
     "linearise_qk_norm": "compscope.core.processing",
+    "linearise_norms": "compscope.data.norm_linearisation",
     "ScoreTable": "compscope.results.table",
     "read_scores": "compscope.results.table",
     "write_report": "compscope.report.build",
