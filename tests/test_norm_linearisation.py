@@ -346,6 +346,52 @@ def test_cli_validate_linearises_every_norm_the_model_has_or_the_parts_named(tmp
     assert "invalid choice: 'keys'" in capsys.readouterr().err
 
 
+def test_scores_and_pairs_read_the_weights_linearised_as_linearise_norms_gives_them(tmp_path, capsys):
+    """``compscope.scores`` and ``compose_pair`` with ``linearise_norms`` (on ``sample_data``) score exactly the
+    weights :func:`linearise_norms` gives on the same sample, after ``fold_norm``; the CLI's ``scores`` and ``pair``
+    say so (``--linearise-norms``, ``--sample-*``). Refused: ``HeadWeights`` (nothing to run), sample options without
+    the linearisation that reads them, a part the model lacks (named before the model runs)."""
+    pytest.importorskip("transformers")
+    from compscope.api import compose_pair, scores
+    from compscope.cli.main import main
+    from compscope.core.processing import fold_norm
+    from compscope.data.residual_moments import SampleData
+    from compscope.data.runner import runner_for
+    from hf_tiny import BY_ID, build
+
+    model = build(BY_ID["gemma3-text"])
+    sample = SampleData(sequences=3, length=8)
+    got = scores(model, "K", ["frobenius", "tight"], linearise_norms="qk", sample_data=sample, fold_norm=True,
+                 progress=False)
+    want_hw = linearise_norms(runner_for(model), "qk", hw=fold_norm(compscope.load(model)), data=sample,
+                              progress=False)
+    want = scores(want_hw, "K", ["frobenius", "tight"], progress=False)
+    assert got.processing == want.processing == ("fold_norm", "linearise_norms(qk)")
+    for key in want.values:
+        torch.testing.assert_close(got.values[key], want.values[key], atol=0, rtol=0, equal_nan=True)
+    plain = scores(model, "K", ["frobenius"], fold_norm=True, progress=False)
+    finite = torch.isfinite(plain.values["frobenius", "K"])  # (the later readers' pairs)
+    assert not torch.allclose(plain.values["frobenius", "K"][finite], got.values["frobenius", "K"][finite])
+    pair = compose_pair(model, "0.1", "1.2", "K", linearise_norms=True, sample_data=sample)
+    assert pair.measures == compose_pair(linearise_norms(runner_for(model), data=sample, progress=False), "0.1",
+                                         "1.2", "K").measures
+    with pytest.raises(compscope.OptionError, match="linearise_norms runs the model over text: pass the model itself"):
+        scores(compscope.load(model), "K", linearise_norms=True)
+    with pytest.raises(compscope.OptionError, match="^sample_data: the residual is sampled for linearise_norms"):
+        scores(model, "K", sample_data=sample)
+    with pytest.raises(compscope.OptionError, match=r"has no latent norm \(part 'latent'\)"):
+        scores(model, "K", linearise_norms="latent")
+    folder = tmp_path / "gemma3"
+    model.save_pretrained(folder)
+    small = ["--kinds", "K", "--measure", "frobenius", "--sample-sequences", "3", "--sample-length", "8"]
+    assert main(["scores", str(folder), *small, "--linearise-norms", "output", "--top", "1"]) == 0
+    assert "processing linearise_norms(output)" in capsys.readouterr().out
+    assert main(["pair", str(folder), "0.1", "1.2", "--linearise-norms", "--sample-sequences", "3"]) == 0
+    assert "(weights: linearise_norms(qk, output))" in capsys.readouterr().out
+    assert main(["scores", str(folder), "--sample-sequences", "3"]) == 2
+    assert "--sample-sequences: for --linearise-norms only" in capsys.readouterr().err
+
+
 def test_validate_reads_the_heads_own_scores_with_the_norms_as_they_are():
     """The linearisation is for composition (what a writer changes); a head's own previous-token
     and induction scores read the exact norms, so they are those of the unlinearised weights."""

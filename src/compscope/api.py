@@ -28,50 +28,69 @@ def as_heads(model) -> HeadWeights:
 
 def load_processed(model, *, metric_data=None, device=None, fold_norm: bool = False,
                    linearise_qk_norm: bool | str = False, center_writing: bool = False,
-                   fold_value_bias: bool = False) -> tuple[HeadWeights, object]:
+                   fold_value_bias: bool = False, linearise_norms: bool | str = False, sample_data=None,
+                   progress: bool = True) -> tuple[HeadWeights, object]:
     """``(weights, runner or None)``: ``model`` loaded (or ``HeadWeights`` processed) with the
     processing steps of :func:`compscope.load`. ``linearise_qk_norm='text'`` replaces QK-norm at
     the second moment of what the heads read on the text ``metric_data`` names (a
-    :class:`~compscope.data.residual_moments.MetricData`, default the model's default), which runs
-    the model on ``device``: its runner comes back, so that a metric estimated on data reads the
-    same pass."""
+    :class:`~compscope.data.residual_moments.MetricData`, default the model's default);
+    ``linearise_norms`` (True or ``'all'``: every one the model has; or parts, ``'qk,output'``) the
+    norms inside the heads' circuits by their mean Jacobian on ``sample_data`` (a
+    :class:`~compscope.data.residual_moments.SampleData`, default 16 sequences of natural text),
+    after any QK-norm step and before centring (:func:`compscope.linearise_norms`). Either runs the
+    model on ``device``: its runner comes back, so that a metric estimated on data reads the same
+    model."""
     steps = {"fold_norm": fold_norm, "linearise_qk_norm": linearise_qk_norm, "center_writing": center_writing,
              "fold_value_bias": fold_value_bias}
-    if linearise_qk_norm != "text":
+    norms = linearise_norms is not False and linearise_norms is not None
+    if sample_data is not None and not norms:
+        raise OptionError("sample_data: the residual is sampled for linearise_norms, which is not asked for")
+    if linearise_qk_norm != "text" and not norms:
         return load(model, **steps), None
     if isinstance(model, HeadWeights):
-        raise OptionError("linearise_qk_norm='text' runs the model over text: pass the model itself (a name, folder, "
-                          "model object or runner), not HeadWeights")
-    from .data.norm_linearisation import qk_norm_on_text
+        what = "linearise_norms" if norms else "linearise_qk_norm='text'"
+        raise OptionError(f"{what} runs the model over text: pass the model itself (a name, folder, model object or "
+                          "runner), not HeadWeights")
+    from .data.norm_linearisation import check_parts, linearise_norms as linearised, qk_norm_on_text
     from .data.runner import runner_for
 
-    hw = load(model, fold_norm=fold_norm)  # then the rest in load's order
-    check_qk_norm_linearisable(hw)  # before the model is built
+    on_text = linearise_qk_norm == "text"
+    hw = load(model, fold_norm=fold_norm, linearise_qk_norm=False if on_text else linearise_qk_norm)  # the rest after
+    parts = None if linearise_norms is True or linearise_norms == "all" else linearise_norms
+    if on_text:  # before the model is built
+        check_qk_norm_linearisable(hw)
+    if norms and not on_text:
+        check_parts(hw, parts)
     runner = runner_for(model, device=device)
-    return process(qk_norm_on_text(runner, hw, metric_data), center_writing=center_writing,
-                   fold_value_bias=fold_value_bias), runner
+    if on_text:
+        hw = qk_norm_on_text(runner, hw, metric_data)
+    if norms:
+        hw = linearised(runner, parts, hw=hw, data=sample_data, progress=progress)
+    return process(hw, center_writing=center_writing, fold_value_bias=fold_value_bias), runner
 
 
 def scores(model, kinds: str = "QKV", measures=DEFAULT, metric="identity", *, ridge: float = DEFAULT_RIDGE, metric_data=None,
            fold_norm: bool = False, linearise_qk_norm: bool | str = False, center_writing: bool = False,
-           fold_value_bias: bool = False, **options):
+           fold_value_bias: bool = False, linearise_norms: bool | str = False, sample_data=None, **options):
     """Composition scores of every (earlier writer, later reader) head pair of ``model`` (any
     source :func:`compscope.load` reads, or ``HeadWeights``): a ``ScoreTable``.
 
     ``kinds``: letters of ``'QKV'``; ``measures``: names, or ``'all'``; ``metric``: one metric (a
     table holds one), a registered name (``identity``, ``embed``, ``unembed``, ``activations``, ...),
     a ``Metric`` or a Gram matrix of one's own. ``fold_norm``, ``linearise_qk_norm`` (True,
-    ``'isotropic'`` or ``'text'``), ``center_writing``, ``fold_value_bias``: the weights processed as
-    :func:`load_processed` does, and a metric estimated on data estimated for those weights. Every
-    other option (``offset``, ``pairs``, ``precision``, ``device``, ``max_memory``, ``progress``, …)
-    is the engine's: :func:`compscope.engine.composition.scores`; ``device`` is also where the
-    ``activations`` metric runs the model, and ``metric_data`` what it runs it on
+    ``'isotropic'`` or ``'text'``), ``center_writing``, ``fold_value_bias``, ``linearise_norms`` (on
+    ``sample_data``): the weights processed as :func:`load_processed` does, and a metric estimated on
+    data estimated for those weights. Every other option (``offset``, ``pairs``, ``precision``,
+    ``device``, ``max_memory``, ``progress``, …) is the engine's:
+    :func:`compscope.engine.composition.scores`; ``device`` is also where the ``activations`` metric
+    runs the model, and ``metric_data`` what it runs it on
     (:class:`~compscope.data.residual_moments.MetricData`; default the model's default)."""
     check_keywords(options, scores, _composition.scores, "scores")
     check_data_used(metric_data, metric, reading=linearise_qk_norm == "text", also="linearise_qk_norm='text'")
     hw, runner = load_processed(model, metric_data=metric_data, device=options.get("device"), fold_norm=fold_norm,
                                 linearise_qk_norm=linearise_qk_norm, center_writing=center_writing,
-                                fold_value_bias=fold_value_bias)
+                                fold_value_bias=fold_value_bias, linearise_norms=linearise_norms,
+                                sample_data=sample_data, progress=options.get("progress", True))
     check_composes(hw)  # before a metric runs the model
     met = get_metric(metric, hw, ridge, model=runner or model, device=None if runner else options.get("device"),
                      data=metric_data)  # runs the model there
@@ -81,7 +100,7 @@ def scores(model, kinds: str = "QKV", measures=DEFAULT, metric="identity", *, ri
 def compose_pair(model, writer: tuple[int, int] | str, reader: tuple[int, int] | str, kind: str = "K", metric="identity", *,
                  ridge: float = DEFAULT_RIDGE, device=None, metric_data=None, fold_norm: bool = False,
                  linearise_qk_norm: bool | str = False, center_writing: bool = False, fold_value_bias: bool = False,
-                 **options):
+                 linearise_norms: bool | str = False, sample_data=None, **options):
     """One pair of ``model`` in detail (principal angles, composed spectrum, every measure):
     :func:`compscope.analysis.pair.compose_pair` after loading, processed as :func:`scores` does.
     ``device``: where the ``activations`` metric runs the model (the pair itself is float64 on the
@@ -90,7 +109,8 @@ def compose_pair(model, writer: tuple[int, int] | str, reader: tuple[int, int] |
     check_data_used(metric_data, metric, reading=linearise_qk_norm == "text", also="linearise_qk_norm='text'")
     hw, runner = load_processed(model, metric_data=metric_data, device=device, fold_norm=fold_norm,
                                 linearise_qk_norm=linearise_qk_norm, center_writing=center_writing,
-                                fold_value_bias=fold_value_bias)
+                                fold_value_bias=fold_value_bias, linearise_norms=linearise_norms,
+                                sample_data=sample_data)
     check_composes(hw)
     met = get_metric(metric, hw, ridge, model=runner or model, device=None if runner else device, data=metric_data)
     return _pair.compose_pair(hw, writer, reader, kind, met, ridge=ridge, **options)

@@ -132,6 +132,16 @@ def qk_norm_point(value: str) -> str:
 #: ``--linearise-norms``' optional PARTS: all, or any of the parts, comma-separated in this order
 NORM_PARTS = ("all", *(",".join(c) for n in range(1, len(PARTS) + 1) for c in itertools.combinations(PARTS, n)))
 
+
+def add_linearise_norms(p: argparse.ArgumentParser, what: str) -> None:
+    """``--linearise-norms [PARTS]``: ``what`` (the weights a command reads) with the norms inside the heads'
+    circuits replaced by their mean Jacobian on the ``--sample-*`` text."""
+    p.add_argument("--linearise-norms", nargs="?", const="all", metavar="PARTS", choices=NORM_PARTS,
+                   help=f"{what} with the norms inside the heads' circuits replaced by their mean Jacobian on "
+                        "natural text (--sample-*; runs the model): qk (QK-norm), output (attention-output norm), "
+                        "value (Gemma 4's value norm), latent (multi-head latent attention's latent norms), or "
+                        "several (qk,output; the default without PARTS: every one the model has)")
+
 #: the options whose value may be left out, with the words they take and the one taken without a word
 OPTIONAL_WORDS = {"--linearise-qk-norm": (QK_NORM_POINTS, "isotropic"), "--linearise-norms": (NORM_PARTS, "all")}
 
@@ -175,7 +185,9 @@ def weights_and_metric(args, model) -> tuple:
     from ..core.metrics import get_metric
 
     data = metric_data_read_by_qk_norm(args, args.metric)
-    hw, runner = load_processed(model, metric_data=data, device=getattr(args, "device", None), **processing(args))
+    norms = getattr(args, "linearise_norms", None) or False
+    hw, runner = load_processed(model, metric_data=data, device=getattr(args, "device", None), **processing(args),
+                                linearise_norms=norms, sample_data=sample_data(args, bool(norms), "--linearise-norms"))
     check_offset(hw, args.offset)
     check_composes(hw)  # before a metric on data runs the model
     return hw, get_metric(args.metric, hw, model=runner or model, device=None if runner else args.device, data=data)
@@ -246,15 +258,16 @@ def metric_data(args, metrics, also: str | None = None, reading: bool = False):
 
 
 def reads_text(args, metrics) -> bool:
-    """Whether a command that scores with ``metrics`` reads text: a metric estimated on data, or
-    ``--linearise-qk-norm text``."""
+    """Whether a command that scores with ``metrics`` reads text: a metric estimated on data,
+    ``--linearise-qk-norm text`` or ``--linearise-norms``."""
     from ..core.metrics import on_data
 
-    return bool(on_data(metrics)) or getattr(args, "linearise_qk_norm", None) == "text"
+    return (bool(on_data(metrics)) or getattr(args, "linearise_qk_norm", None) == "text"
+            or bool(getattr(args, "linearise_norms", None)))
 
 
 #: what reads text in a command that scores, for the errors of the options that choose it
-TEXT_READERS = "the metrics estimated on data and --linearise-qk-norm text"
+TEXT_READERS = "the metrics estimated on data, --linearise-qk-norm text and --linearise-norms"
 
 
 def metric_data_read_by_qk_norm(args, metrics):

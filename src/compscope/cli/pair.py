@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from ..errors import OptionError
-from .common import (TEXT_READERS, add_device, add_metric_data, add_model, add_processing, add_tokenizer, metric_names,
-                     model_reading_text, parse_head, reads_text, weights_and_metric)
+from .common import (TEXT_READERS, add_device, add_linearise_norms, add_metric_data, add_model, add_processing,
+                     add_sample_data, add_tokenizer, metric_names, model_reading_text, parse_head, reads_text,
+                     weights_and_metric)
 
 HELP = "one writer -> reader pair in detail: principal angles, composed spectrum, every measure"
 EXAMPLE = "examples: compscope pair 0.0 1.1 --kind K --metric embed;  compscope pair smollm2 16.0 17.3"
@@ -26,6 +27,8 @@ def add_arguments(p) -> None:
                         "effect (the writer mean-ablated, direct path, on 16 of them, as validate's)")
     add_device(p, "where the model runs for --metric activations or --on-data (the pair itself is computed on the CPU)")
     add_processing(p)
+    add_linearise_norms(p, "read the pair")
+    add_sample_data(p, "for --linearise-norms")
     add_tokenizer(p)
 
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from .common import (TEXT_READERS, add_metric_data, add_model, add_processing, add_scoring, add_tokenizer, count, metric_names,
-                     model_reading_text, reads_text, score_options, table_file, weights_and_metric)
+from .common import (TEXT_READERS, add_linearise_norms, add_metric_data, add_model, add_processing, add_sample_data,
+                     add_scoring, add_tokenizer, count, metric_names, model_reading_text, reads_text, score_options,
+                     table_file, weights_and_metric)
 
 HELP = "Q/K/V composition scores of every head pair; prints the strongest"
 EXAMPLE = ("examples:\n  compscope scores --top 3\n  compscope scores smollm2 --kinds K --measure all --pairs all --out k.parquet\n"
@@ -20,6 +21,8 @@ def add_arguments(p) -> None:
     p.add_argument("--top", type=count, default=5, help="pairs to print per kind and measure (default 5)")
     p.add_argument("--out", help="write the full table (.csv or .parquet)")
     add_processing(p)
+    add_linearise_norms(p, "score the weights")
+    add_sample_data(p, "for --linearise-norms")
     add_tokenizer(p)
 
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .common import (NORM_PARTS, add_device, add_intervention, add_metric_data, add_model_dtype, add_sample_data,
-                     add_tokenizer, count, half_length, metric_data_read_by_qk_norm, metric_names, model_reading_text,
-                     output_folder, qk_norm_point, sample_data)
+from .common import (add_device, add_intervention, add_linearise_norms, add_metric_data, add_model_dtype,
+                     add_sample_data, add_tokenizer, count, half_length, metric_data_read_by_qk_norm, metric_names,
+                     model_reading_text, output_folder, qk_norm_point, sample_data)
 
 HELP = "judge every measure x metric against interventions and activation labels on data"
 EXAMPLE = ("examples:\n  compscope validate --out verdict\n"
@@ -45,11 +45,7 @@ def add_arguments(p) -> None:
     p.add_argument("--fold-norm", action="store_true", help="judge the weights with norm gains folded in (pre-norm models)")
     p.add_argument("--fold-qk-gains", action="store_true",
                    help="judge the weights with QK-norm's gains moved into W_Q, W_K (approximate; Gemma 3)")
-    p.add_argument("--linearise-norms", nargs="?", const="all", metavar="PARTS", choices=NORM_PARTS,
-                   help="judge the weights with the norms inside the heads' circuits replaced by their mean Jacobian on "
-                        "natural text: qk (QK-norm), output (attention-output norm), value (Gemma 4's value norm), "
-                        "latent (multi-head latent attention's latent norms), or several (qk,output; the default "
-                        "without PARTS: every one the model has)")
+    add_linearise_norms(p, "judge the weights")
     p.add_argument("--linearise-qk-norm", nargs="?", const="isotropic", type=qk_norm_point, metavar="POINT",
                    help="judge the weights with QK-norm replaced by its Jacobian (approximate; per-head QK-norm such as "
                         "Gemma 3's) where the normalised input is isotropic, from the weights alone (the default without "
