@@ -521,8 +521,8 @@ def test_the_command_line_reads_text_with_the_tokenizer_given(tmp_path, capsys):
                          (word_tokenizer(tmp_path / "big", first=100), "is past llama's vocabulary of 61")):
         assert main(["scores", str(folder), "--kinds", "K", *data, "--tokenizer", str(path)]) == 2
         assert needle in capsys.readouterr().err, needle
-    for argv, readers in ((["scores", str(folder), "--metric", "embed"], "the metrics estimated on data and "
-                                                                          "--linearise-qk-norm text"),
+    for argv, readers in ((["scores", str(folder), "--metric", "embed"], "the metrics estimated on data, "
+                                                                          "--linearise-qk-norm text and --linearise-norms"),
                           (["pair", str(folder), "0.0", "1.1"], "the metrics estimated on data"),
                           (["intervene", str(folder)], "the metrics estimated on data"),
                           (["circuits", str(folder)], "--content activations")):  # nothing reads text: refused
