@@ -52,16 +52,17 @@ def load_processed(model, *, metric_data=None, device=None, fold_norm: bool = Fa
         raise OptionError(f"{what} runs the model over text: pass the model itself (a name, folder, model object or "
                           "runner), not HeadWeights")
     from .data.norm_linearisation import check_parts, linearise_norms as linearised, qk_norm_on_text
-    from .data.runner import runner_for
+    from .data.runner import Runner, runner_for
 
     on_text = linearise_qk_norm == "text"
-    hw = load(model, fold_norm=fold_norm, linearise_qk_norm=False if on_text else linearise_qk_norm)  # the rest after
+    raw = load(model)  # read once: the runner runs it, the steps process it (the rest after)
+    hw = process(raw, fold_norm=fold_norm, linearise_qk_norm=False if on_text else linearise_qk_norm)
     parts = None if linearise_norms is True or linearise_norms == "all" else linearise_norms
     if on_text:  # before the model is built
         check_qk_norm_linearisable(hw)
     if norms and not on_text:
         check_parts(hw, parts)
-    runner = runner_for(model, device=device)
+    runner = runner_for(model, None if isinstance(model, Runner) else raw, device=device)
     if on_text:
         hw = qk_norm_on_text(runner, hw, metric_data)
     if norms:
