@@ -4,6 +4,8 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("USE_HUB_KERNELS", "NO")  # (the tests' own from_pretrained: transformers 5.25 turns hub kernels
+# on by default; compscope's runner asks for none itself)
 
 # Under pytest-xdist (`make test` runs one worker per core, see Makefile) each worker takes
 # its share of the cores, and so do the commands and benchmarks the tests start as subprocesses:

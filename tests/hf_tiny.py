@@ -373,6 +373,19 @@ VARIANTS = [
             dict(_LLAMA, num_key_value_heads=2, use_qkv_bias=True, first_k_dense_replace=1, n_routed_experts=4,
                  num_experts_per_tok=2, moe_intermediate_size=16, n_shared_experts=1, n_group=1, topk_group=1,
                  pad_token_id=0, eos_token_id=1, rope_parameters={"rope_type": "default", "rope_theta": 3000.0})),
+    # Param2 MoE (transformers 5.25): GLM-4.5's layers as built for it, its defaults: QK-norm on, rotary on the whole
+    # head, embeddings tied; q/k/v biases by use_qkv_bias
+    Variant("param2moe-full-rotary-qk-norm-tied", "llama", "Param2MoeConfig",
+            dict({k: v for k, v in _LLAMA.items() if k != "tie_word_embeddings"}, num_key_value_heads=2,
+                 use_qkv_bias=True, first_k_dense_replace=1, n_routed_experts=4, num_experts_per_tok=2,
+                 moe_intermediate_size=16, n_shared_experts=1, n_group=1, topk_group=1, pad_token_id=0, eos_token_id=1,
+                 rope_parameters={"rope_type": "default", "rope_theta": 3000.0})),
+    # MiniCPM 5 MoE (transformers 5.25): an output gate from q_gate_proj (per head the query's rows, then the gate's),
+    # every projection biased
+    Variant("minicpm5-moe-gated-gqa-bias", "llama", "MiniCPM5MoeConfig",
+            dict(_LLAMA, num_key_value_heads=2, attention_bias=True, first_k_dense_replace=1, n_routed_experts=4,
+                 num_experts_per_tok=2, moe_intermediate_size=16, n_shared_experts=1, pad_token_id=0, bos_token_id=1,
+                 eos_token_id=2, rope_parameters={"rope_type": "default", "rope_theta": 3000.0})),
     # LayerNorm1P (gain 1 + w, with bias), rotary on a quarter of each head, every projection biased
     Variant("nemotron-layernorm1p-partial-bias", "llama", "NemotronConfig",
             dict(_COMMON, head_dim=D_HEAD, num_key_value_heads=2, max_position_embeddings=64, norm_eps=1e-5,

@@ -317,12 +317,14 @@ def test_falcon_rw_alibi_is_read_as_its_sdpa_attention_computes_and_refused_on_d
     """Falcon-RW (``alibi``, per-head fused rows, sequential blocks): the ALiBi slopes, rounded to bfloat16 as the
     model computes them, divided by sqrt(d_head) as it adds them before the scale; compscope's attention recomputed on
     the hooked residual equals what transformers' SDPA attention (ALiBi once, as trained) adds, at float32 tolerance
-    (8 heads: slopes that are powers of two, exact products), and differs from its eager attention (ALiBi twice),
-    which the data runner refuses by name; a saved folder reads the same."""
+    (8 heads: slopes that are powers of two, exact products), and differs from its eager attention (ALiBi twice)
+    before transformers 5.25, which the data runner refuses by name there; from 5.25 (ALiBi once, in the mask, for
+    every attention) equals it too, and the runner runs it; a saved folder reads the same."""
     import transformers
 
     from compscope.core.heads import alibi_slopes
     from compscope.data.runner import layer_state, runner_for
+    from compscope.loading.families.base import transformers_at_least
 
     cfg = transformers.FalconConfig(vocab_size=VOCAB, hidden_size=D, num_attention_heads=8, num_hidden_layers=2,
                                     alibi=True, multi_query=False, new_decoder_architecture=False, parallel_attn=False,
@@ -350,10 +352,15 @@ def test_falcon_rw_alibi_is_read_as_its_sdpa_attention_computes_and_refused_on_d
     torch.testing.assert_close(hw.alibi, (alibi_slopes(8) / math.sqrt(r)).float(), rtol=0, atol=0)  # (powers of two)
     for layer in range(2):
         torch.testing.assert_close(layer_state(hw, layer, resid[layer]).out, added[layer], atol=2e-5, rtol=1e-5)
-    _, resid, added = outs["eager"]
-    assert not torch.allclose(layer_state(hw, 1, resid[1]).out, added[1], atol=1e-3)  # (ALiBi twice)
-    with pytest.raises(compscope.UnsupportedModelError, match="adds its ALiBi twice"):
-        runner_for(model, hw, progress=False)
+    eager, resid, added = outs["eager"]
+    if transformers_at_least(5, 25):
+        for layer in range(2):
+            torch.testing.assert_close(layer_state(hw, layer, resid[layer]).out, added[layer], atol=2e-5, rtol=1e-5)
+        runner_for(eager, hw, progress=False).trace(random_ids()[:1])  # (its first trace checks itself on the model)
+    else:
+        assert not torch.allclose(layer_state(hw, 1, resid[1]).out, added[1], atol=1e-3)  # (ALiBi twice)
+        with pytest.raises(compscope.UnsupportedModelError, match="adds its ALiBi twice"):
+            runner_for(model, hw, progress=False)
     model.save_pretrained(tmp_path)
     saved = compscope.load(tmp_path)
     for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_O", "alibi"):
@@ -365,6 +372,25 @@ def test_falcon_rw_alibi_is_read_as_its_sdpa_attention_computes_and_refused_on_d
     slopes = alibi_slopes(12).to(torch.bfloat16).double()  # (2^-1/2 ...: rounded as the model rounds them)
     assert not torch.equal(slopes, alibi_slopes(12))
     torch.testing.assert_close(compscope.load(other).alibi, (slopes / 2.0).float(), rtol=0, atol=0)  # (d_head 4)
+
+
+@pytest.mark.parametrize("variant_id, kv", [("falcon-mqa-parallel", 1), ("falcon-grouped-gqa-bias", 2),
+                                            ("falcon-per-head-sequential", 4)])
+def test_falcon_configs_key_value_head_count_is_read_against_its_layout(tmp_path, variant_id, kv):
+    """transformers 5.25 saves ``num_key_value_heads``, derived from the layout (one K/V head for multi-query, one per
+    head per-head, ``num_kv_heads`` grouped): a config stating the count the layout gives reads as one without it; any
+    other count is refused by the key."""
+    build(BY_ID[variant_id]).save_pretrained(tmp_path)
+    cfg = {k: v for k, v in json.loads((tmp_path / "config.json").read_text()).items() if k != "num_key_value_heads"}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    want = compscope.load(tmp_path)
+    assert want.n_kv_heads == kv
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "num_key_value_heads": kv}))
+    got = compscope.load(tmp_path)
+    assert got.kv_map == want.kv_map and torch.equal(got.W_K, want.W_K) and torch.equal(got.W_V, want.W_V)
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "num_key_value_heads": 3 if kv != 3 else 2}))
+    with pytest.raises(compscope.UnsupportedModelError, match=r"num_key_value_heads=\d.*key/value heads"):
+        compscope.load(tmp_path)
 
 
 def test_gptj_without_rotary_dim_is_refused(tmp_path):

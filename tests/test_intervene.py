@@ -292,6 +292,7 @@ NOT_POST_LN = ["gpt2", "gpt-bigcode-mqa", "gpt-bigcode-per-head-unscaled", "gpt-
                "qwen3.5-gated-attention-deltanet", "qwen3-next-gated-moe-interval",
                "flex-olmo-layer-qk-norm-moe",
                "granite-swa-sinks-layer-theta", "granitemoe-swa-default-types", "recurrent-gemma-local-mqa", "sarvam-moe-full-rotary-qk-norm", "hy-v3-qk-norm-biases-moe", "lfm3-gated-proportional-sliding", "flint-sinks-nope-global", "kolibri1-post-norm-nope-global", "lara-mini-sliding-nope-deltanet",
+               "param2moe-full-rotary-qk-norm-tied", "minicpm5-moe-gated-gqa-bias",
                "solar-open-qkv-bias-moe",
                "exaone3-llama-under-lg-names",
                "exaone-moe-sliding-global-nope",

@@ -179,6 +179,10 @@ def test_fold_value_bias_keeps_attention(vid):
         with pytest.raises(ProcessingError, match="scales each value, bias and all, by its latent norm's scale"):
             fold_value_bias(hw0)
         return
+    if hw0.W_G is not None and hw0.b_V is not None:  # (MiniCPM 5's) each head's z, bias and all, times its query's gate
+        with pytest.raises(ProcessingError, match="gates each head's output by its query"):
+            fold_value_bias(hw0)
+        return
     hw = fold_value_bias(hw0)
     assert hw.meta.processing == ("fold_value_bias",)
     assert hw.b_V is None
@@ -194,8 +198,9 @@ def test_fold_value_bias_keeps_attention(vid):
 def test_load_with_processing(vid):
     model, cap = model_and_capture(vid)
     layernorm, pre = vid in CENTRABLE, vid in PRE_NORM
-    plain = compscope.load(model)  # (sinks, a latent scale on the values: the value bias stays, as
-    folds = plain.sinks is None and (plain.kv_latent is None or plain.b_V is None)  # fold_value_bias_keeps_attention)
+    plain = compscope.load(model)  # (sinks, a latent scale on the values, an output gate: the value bias stays, as
+    folds = plain.sinks is None and ((plain.kv_latent is None and plain.W_G is None) or plain.b_V is None)  # (as
+    # fold_value_bias_keeps_attention)
     hw = compscope.load(model, fold_norm=pre, center_writing=layernorm, fold_value_bias=folds)
     want = tuple(s for s, on in (("fold_norm", pre), ("center_writing", layernorm), ("fold_value_bias", folds)) if on)
     assert hw.meta.processing == want

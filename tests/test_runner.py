@@ -286,6 +286,22 @@ def test_a_running_model_that_is_not_the_one_read_is_refused_on_its_first_trace(
     runner_for(model, hw).trace(random_ids())  # the weights it was read from: no complaint
 
 
+def test_a_folder_runs_without_hub_kernels_where_transformers_turns_them_on(tmp_path, monkeypatch):
+    """transformers 5.25 loads kernels from the hub by default (a download, and layers other than the eager ones
+    compscope hooks; without the ``kernels`` package, a refusal): the runner asks for none, so a folder runs with the
+    environment's switch (which the tests' conftest sets off) unset. Earlier versions load none by default: skipped."""
+    from compscope.loading.families.base import transformers_at_least
+    from hf_tiny import BY_ID
+
+    if not transformers_at_least(5, 25):
+        pytest.skip("transformers before 5.25 loads no hub kernels unless asked")
+    monkeypatch.delenv("USE_HUB_KERNELS", raising=False)
+    build(BY_ID["llama-gqa-bias"]).save_pretrained(tmp_path)
+    runner = runner_for(tmp_path, progress=False)
+    assert not runner.model.use_kernels
+    runner.trace(random_ids()[:1])
+
+
 @pytest.mark.parametrize("variant_id", ["llama-gqa-bias", "gemma3-text-mqa-bias", "gpt2", "bert"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_a_model_from_files_runs_in_16_bit_when_asked(variant_id, dtype, tmp_path):

@@ -924,3 +924,48 @@ def test_colqwen2s_language_model_is_read_without_an_unembedding_and_runs(tmp_pa
     safetensors.torch.save_file({"x": torch.zeros(2)}, folder / "model.safetensors")
     with pytest.raises(compscope.UnsupportedModelError, match="ColPali: its vision-language model is PaliGemma"):
         compscope.load(folder)
+
+
+#: transformers 5.25's wrappers of a Qwen3, as their files name the language model's tensors: (model_type, the
+#: prefix of its layers, where its head sits, a vision config its class builds small)
+NAMED_WRAPPERS = [
+    ("ovis2_5", "llm.model.", "llm.lm_head.weight",
+     dict(num_hidden_layers=1, hidden_size=16, num_attention_heads=2, intermediate_size=32)),
+    ("llava_onevision1_5", "model.model.", "lm_head.weight",
+     dict(depth=1, hidden_size=16, num_heads=2, intermediate_size=32, out_hidden_size=32)),
+]
+
+
+@pytest.mark.parametrize("kind, prefix, head, vision", NAMED_WRAPPERS, ids=[w[0] for w in NAMED_WRAPPERS])
+def test_ovis2_5_and_llava_onevision1_5_folders_read_their_qwen3_in_their_files_names(tmp_path, kind, prefix, head,
+                                                                                      vision):
+    """Ovis2.5 (its files: the language model under ``llm.``) and LLaVA-OneVision-1.5 (as transformers 5.25 saves it:
+    under ``model.model.``): a Qwen3's weights saved so are read as that Qwen3's heads, its head as ``W_U``; where
+    transformers builds the wrapper (5.25), the folder runs on text as the class its config names."""
+    from safetensors.torch import save_file
+
+    from compscope.data.runner import runner_for
+    from hf_tiny import BY_ID, build
+
+    qwen3 = build(BY_ID["qwen3-qk-norm"], tie_word_embeddings=False)  # (a head of its own)
+    ref = compscope.load(qwen3)
+    assert not torch.equal(ref.W_U, ref.W_E.T)
+    folder = tmp_path / kind
+    folder.mkdir()
+    tensors = {(head if k == "lm_head.weight" else prefix + k.removeprefix("model.")): v.detach().clone().contiguous()
+               for k, v in qwen3.state_dict().items()}
+    save_file(tensors, folder / "model.safetensors")
+    text = {k: v for k, v in qwen3.config.to_dict().items() if k not in ("architectures", "dtype", "torch_dtype")}
+    (folder / "config.json").write_text(json.dumps({"model_type": kind, "text_config": text, "vision_config": vision,
+                                                    "image_token_id": V - 1}))
+    hw = compscope.load(folder)
+    _same_heads(hw, ref)
+    assert hw.meta.family == "qwen3" and torch.equal(hw.W_U, qwen3.lm_head.weight.detach())
+    assert any(f"of an {kind} model" in n or f"of a {kind} model" in n for n in hw.meta.notes), hw.meta.notes
+    if kind not in transformers.CONFIG_MAPPING:
+        return  # (transformers before 5.25 builds no such wrapper: read, not run)
+    runner = runner_for(folder, progress=False, device="cpu")
+    assert type(runner.model).__name__ == {"ovis2_5": "Ovis2_5ForConditionalGeneration",
+                                           "llava_onevision1_5": "LlavaOnevision15ForConditionalGeneration"}[kind]
+    runner.trace(torch.randint(4, V - 2, (2, 7), generator=torch.Generator().manual_seed(0)))
+    assert runner._agreed

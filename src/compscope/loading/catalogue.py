@@ -101,6 +101,13 @@ NOT_READ: dict[str, str] = {
                             "linear"),
     "dbrx": "q, k and v are clipped to [-clip_qkv, clip_qkv] after the projection, so no head's map is linear",
     "jetmoe": "mixture of attention heads: a router picks each token's query and output projections",
+    "ergo": ("each sublayer's output enters the residual through a learned per-dimension gate that rescales the "
+             "residual too (σ(w) times the output plus sqrt(1 + σ(w)) e^(−softplus(w)/2) times the residual), so what "
+             "a head writes reaches a later head rescaled dimension by dimension at every sublayer between them, "
+             "which no one W_O per head expresses"),
+    "kolibri1_1": ("Kolibri 1.1: its indexed-attention layers reuse an earlier layer's keys and values "
+                   "(kv_source_layers), so those heads' keys and values read the residual at another layer than their "
+                   "queries, and attend to the keys an indexer selects, rounded to NVFP4"),
     "beam": ("its global layers scale each query by (1 + (i + 1) / 2048)^0.1 with its position i (scalable softmax), "
              "so no one logit scale holds at any position, and every residual addition rescales the residual"),
     "doge": ("a dynamic mask: each key's logit gets a bias computed from that token's values (dt_proj, softplus, "
@@ -185,9 +192,10 @@ NOT_READ: dict[str, str] = {
     **dict.fromkeys(("timesfm", "timesfm2_5"), (
         "TimesFM, a forecaster over time series: each position embeds a patch of the series' values through an MLP, "
         "not a token through a column of W_E")),
-    "pi0": ("π0, a robot policy: its PaliGemma attends both ways over the image and the prompt, and an action "
-            "expert with weights of its own joins that attention over the action positions, so no one set of heads "
-            "reads one residual stream"),
+    **dict.fromkeys(("pi0", "pi05"), (
+        "π0 and π0.5, robot policies: a PaliGemma attends both ways over the image and the prompt, and an action "
+        "expert with weights of its own joins that attention over the action positions, so no one set of heads "
+        "reads one residual stream")),
     **dict.fromkeys(("clvp", "clvp_decoder"), (
         "CLVP (Tortoise TTS): its decoder's first positions hold conditioning embeddings computed from a speaker's "
         "mel spectrograms and the text (ClvpConditioningEncoder), not token embeddings, and its text and speech "

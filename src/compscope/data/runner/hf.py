@@ -203,7 +203,9 @@ def from_files(path: Path, hw: HeadWeights, progress: bool = True, device: torch
 
     from ...loading.formats import gguf as gguf_format
 
-    kw = dict(dtype=dtype, attn_implementation="eager", local_files_only=True, **settings)
+    # use_kernels off: transformers 5.25 turns on kernels from the hub by default (a download, and layers other than
+    # the eager ones compscope hooks); earlier versions take the flag, default off
+    kw = dict(dtype=dtype, attn_implementation="eager", local_files_only=True, use_kernels=False, **settings)
     gguf = settings.get("gguf_file")
     folder = path if path.is_dir() else path.parent
     auto = transformers.AutoModel if not hw.causal else transformers.AutoModelForCausalLM

@@ -215,9 +215,9 @@ from . import (  # noqa: E402,F401  (registration)
     afmoe, apertus, bamba, bart, bert, big_bird, bloom, bros, chameleon, clip, cohere, cosmos, ctrl, cwm,
     deberta, deepseek, dia, emu3, ernie, esm, esmc, eurobert, evolla, exaone, falcon, falcon_h1, gemma, gemma4,
     glm, gpt2, git, gpt_bigcode, gpt_neo, gpt_oss, gptj, granite, grok, helium, higgs_audio, jais2, jamba,
-    kolibri, kosmos, layoutlm, lfm2, lfm3, llama, llama4, markuplm, mimo, minimax, mllama, modernbert, molmo2,
-    mpnet, mpt, muse, nanochat, nemotron, nemotron_h, nemotron_nas, neox, olmo, openai_gpt, opt, paddleocr, phi,
-    phi3, phimoe, plamo, pocket_tts, qwen3, qwen3_5, recurrent_gemma, rotary_bert, seed_oss, smollm3,
+    kolibri, kosmos, layoutlm, lfm2, lfm3, llama, llama4, markuplm, mimo, minicpm5, minimax, mllama, modernbert,
+    molmo2, mpnet, mpt, muse, nanochat, nemotron, nemotron_h, nemotron_nas, neox, olmo, openai_gpt, opt, paddleocr,
+    phi, phi3, phimoe, plamo, pocket_tts, qwen3, qwen3_5, recurrent_gemma, rotary_bert, seed_oss, smollm3,
     solar_open, squeezebert, stablelm, starcoder2, t5, talkie, ultrabert, unlimited_ocr, xlm)
 
 __all__ = ["FAMILIES", "Family", "family_for", "families", "language_model", "register", "to_heads"]

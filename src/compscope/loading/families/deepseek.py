@@ -529,7 +529,9 @@ class BailingHybrid(_LatentHybrid):
     ignored = DeepseekV3.ignored | frozenset(
         "num_shared_experts num_expert_group num_experts_per_token moe_renormalize model_max_length num_experts "
         "short_conv_kernel_size layer_group_size kda_safe_gate kda_lower_bound mlp_layer_types mtp_loss_scaling_factor "
-        "linear_head_dim linear_num_heads linear_conv_kernel_dim".split())
+        "linear_head_dim linear_num_heads linear_conv_kernel_dim expert_swiglu_limit_list "
+        "share_expert_swiglu_limit_list swiglu_limits swiglu_limits_shared".split())  # (the last four: the experts'
+    # clipping, transformers 5.25)
     # its files' names (as released, and as transformers saves them), read as the loaded model's
     saved_names = ((r"^model\.word_embeddings\.", "model.embed_tokens."),
                    (r"\.attention\.dense\.", ".self_attn.o_proj."), (r"\.attention\.", ".self_attn."))

@@ -29,7 +29,8 @@ from ...core.heads import HeadWeights, Meta, Norm, alibi_slopes
 from ...errors import UnsupportedModelError
 from . import register
 from .base import (MAX_HEADS, Family, checkpoint_notes, config_attention_bias, final_layernorm, integer, layer_rotary,
-                   number, rope_accept, rope_settings, sizes, split_cols, stack, token_embedding, unembedding)
+                   number, rope_accept, rope_settings, sizes, split_cols, stack, token_embedding, transformers_at_least,
+                   unembedding)
 
 
 def _layout(cfg: dict) -> str:
@@ -64,7 +65,9 @@ class Falcon(Family):
     model_types = ("falcon",)
     architectures = ("FalconForCausalLM", "FalconModel")
     handled = frozenset("hidden_size num_attention_heads num_hidden_layers num_kv_heads layer_norm_epsilon alibi "
-                        "new_decoder_architecture multi_query parallel_attn bias num_ln_in_parallel_attn rope_theta".split())
+                        "new_decoder_architecture multi_query parallel_attn bias num_ln_in_parallel_attn rope_theta "
+                        "num_key_value_heads".split())  # (the last: transformers 5.25's count, checked against the
+    # layout's)
     ignored = frozenset("ffn_hidden_size activation".split())
     accept = {"rope_parameters": rope_accept, "rope_scaling": rope_accept}
 
@@ -74,13 +77,15 @@ class Falcon(Family):
     @classmethod
     def hook_points(cls, model):
         """Falcon layers: the attention's LayerNorm reads the residual, ``self_attention`` returns what is added.
-        A Falcon-RW (ALiBi) model is refused: transformers' eager attention adds its ALiBi twice."""
-        if getattr(model.config, "alibi", False):
+        A Falcon-RW (ALiBi) model is refused before transformers 5.25, whose eager attention adds its ALiBi twice
+        (5.25 adds it once, in the mask, whatever the attention)."""
+        if getattr(model.config, "alibi", False) and not transformers_at_least(5, 25):
             raise UnsupportedModelError(
                 f"{type(model).__name__} object: a Falcon-RW model (alibi): transformers' eager attention, whose "
-                "layers compscope hooks, adds its ALiBi twice (in the layer and again in the mask), where the model was "
-                "trained with it once (as transformers' SDPA attention adds it), so the model that would run is not "
-                "the one read: the data-based commands cannot run it (the weight-only ones read it)")
+                "layers compscope hooks, adds its ALiBi twice (in the layer and again in the mask) before transformers "
+                "5.25, where the model was trained with it once (as transformers' SDPA attention adds it), so the "
+                "model that would run is not the one read: the data-based commands cannot run it with this "
+                "transformers (the weight-only ones read it; transformers 5.25 adds it once)")
         norm = _attn_norm_name(model.config.to_dict())
         return [(getattr(b, norm), b.self_attention) for b in cls.base_model(model).h]
 
@@ -95,6 +100,11 @@ class Falcon(Family):
             G = integer(cfg, where, "num_kv_heads", default=H, high=MAX_HEADS)
             if H % G:
                 raise UnsupportedModelError(f"{where}: num_attention_heads={H} is not a multiple of num_kv_heads={G}")
+        stated = cfg.get("num_key_value_heads")  # (transformers 5.25 derives it from the others and saves it)
+        if stated is not None and stated != G:
+            raise UnsupportedModelError(f"{where}: num_key_value_heads={stated!r}, but a {layout.replace('_', '-')} "
+                                        f"Falcon layer (new_decoder_architecture, multi_query, num_kv_heads) has {G} "
+                                        f"key/value heads")
         eps = number(cfg, where, "layer_norm_epsilon", default=1e-5)
         norm_name = _attn_norm_name(cfg)
         parts: dict[str, list] = {k: [] for k in ("wq", "wk", "wv", "bq", "bk", "bv", "wo", "bo", "g", "beta")}

@@ -1,6 +1,7 @@
 """GLM decoders: GLM-4-9B and GLM-Edge (``glm``), GLM-4-0414 and GLM-Z1 (``glm4``), the language
 models of GLM-4.1V and GLM-OCR (``glm4v_text``, ``glm_ocr_text``), GLM-4.5, 4.6 and 4.7
-(``glm4_moe``), and Sarvam's MoE models, built as GLM-4.5 (``sarvam_moe``).
+(``glm4_moe``), and Sarvam's and BharatGen's Param2 MoE models, built as GLM-4.5 (``sarvam_moe``,
+``param2moe``).
 
 Llama-like, with rotary on part of each head (``partial_rotary_factor``, transformers' default
 one half) turning interleaved pairs ``(2i, 2i + 1)`` of the rotated dims, as GPT-J's; q, k and v
@@ -27,7 +28,7 @@ from .base import layer_hooks
 from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, no_unembedding
 
 #: GLM-4.5's MoE MLP and multi-token-prediction settings: the attention does not depend on them
-_MOE = frozenset("first_k_dense_replace moe_intermediate_size n_group n_routed_experts n_shared_experts "
+GLM45_MOE = frozenset("first_k_dense_replace moe_intermediate_size n_group n_routed_experts n_shared_experts "
                  "norm_topk_prob num_experts_per_tok num_nextn_predict_layers num_mtp_layers routed_scaling_factor "
                  "topk_group".split())
 
@@ -112,7 +113,7 @@ class Glm4Moe(LlamaLike):
     model_types = ("glm4_moe",)
     architectures = ("Glm4MoeForCausalLM", "Glm4MoeModel")
     handled = Llama.handled | {"partial_rotary_factor", "use_qk_norm"}
-    ignored = Llama.ignored | _MOE
+    ignored = Llama.ignored | GLM45_MOE
     options = LlamaLikeOptions(partial_rotary=0.5)
 
     @classmethod
@@ -172,3 +173,16 @@ class SarvamMoe(Glm4Moe):
         files = any(n.endswith(".attention.query_key_value.weight") for n in ckpt.tensors.names())
         opts = dataclasses.replace(cls.options, qk_norm=qk_norm, **(cls.FILE_NAMES if files else {}))
         return convert_llamalike(ckpt, cls, opts)
+
+
+@register
+class Param2Moe(SarvamMoe):
+    """BharatGen's Param2 MoE models: GLM-4.5's layers, which transformers builds for them (``Glm4MoeForCausalLM``),
+    their files named as Sarvam's (transformers renames them alike), with other defaults: rotary on all of each head
+    (base 500,000), per-head QK-norm on, a head width of 64 where the config states none, embeddings tied."""
+
+    name = "param2moe"
+    about = "Param2 MoE (BharatGen): GLM-4.5's layers, full rotary, QK-norm, Sarvam's file names"
+    model_types = ("param2moe",)
+    architectures = ()  # (transformers builds GLM-4.5's classes, which name GLM-4.5)
+    options = LlamaLikeOptions(partial_rotary=1.0, default_theta=500_000.0, default_head_dim=64)

@@ -37,7 +37,8 @@ PREFIXES = ("model.", "", "model.language_model.", "language_model.model.", "bac
             "vlm.language_model.", "vlm.model.language_model.", "vlm.model.",  # (ColQwen2's: transformers 5's, 4's,
             # and the Qwen2-VL layout before the language model had a module of its own)
             "encoder.", "model.encoder.",  # (T5Gemma's encoder, alone or in the whole model; T5Gemma 2's files)
-            "model.encoder.text_model.", "encoder.text_model.")  # (T5Gemma 2's encoder's text model as loaded)
+            "model.encoder.text_model.", "encoder.text_model.",  # (T5Gemma 2's encoder's text model as loaded)
+            "llm.model.", "model.model.")  # (Ovis2.5's files; LLaVA-OneVision-1.5's as transformers saves them)
 
 
 @dataclass
@@ -516,11 +517,43 @@ def _repeated(heads: torch.Tensor, times: int) -> torch.Tensor:
     return heads if times == 1 else heads.repeat_interleave(times, dim=0)
 
 
-def with_output_gates(hw: HeadWeights, gates: list[torch.Tensor], per: str = "per-dimension") -> HeadWeights:
+def gated_queries(ckpt: Checkpoint, layers: list[int], H: int, r: int, d: int, prefix: str, at: str = "q_proj",
+                  bias: bool = True) -> tuple[Checkpoint, dict[int, torch.Tensor], dict[int, torch.Tensor]]:
+    """``ckpt`` whose attending layers' ``self_attn.{at}`` holds, per head, the query's ``r`` rows and then as many
+    rows of an output gate (Qwen3.5's ``q_proj``, MiniCPM 5's ``q_gate_proj``), read as a ``q_proj`` of the queries
+    alone (and its bias, where stored); with the gates' weights ``(H, r, d)`` and, where ``bias``, biases ``(H, r)``
+    per layer, filled as the queries are read."""
+    ts = ckpt.tensors
+    gates: dict[int, torch.Tensor] = {}
+    gate_biases: dict[int, torch.Tensor] = {}
+
+    def query(i: int, name: str) -> torch.Tensor:
+        both = ts.take(name, (2 * H * r, d)).reshape(H, 2, r, d)
+        gates[i] = both[:, 1].clone()
+        return both[:, 0].reshape(H * r, d)
+
+    def query_bias(i: int, name: str) -> torch.Tensor:
+        both = ts.take(name, (2 * H * r,)).reshape(H, 2, r)
+        if bias:
+            gate_biases[i] = both[:, 1].clone()
+        return both[:, 0].reshape(H * r)
+
+    made = {}
+    for i in layers:
+        attn = f"{prefix}layers.{i}.self_attn"
+        made[f"{attn}.q_proj.weight"] = (lambda i=i, n=f"{attn}.{at}.weight": query(i, n)), f"{attn}.{at}.weight"
+        if f"{attn}.{at}.bias" in ts:
+            made[f"{attn}.q_proj.bias"] = (lambda i=i, n=f"{attn}.{at}.bias": query_bias(i, n)), f"{attn}.{at}.bias"
+    return dataclasses.replace(ckpt, tensors=ts.derived(made)), gates, gate_biases
+
+
+def with_output_gates(hw: HeadWeights, gates: list[torch.Tensor], per: str = "per-dimension",
+                      biases: list[torch.Tensor] | None = None) -> HeadWeights:
     """``hw`` with each layer's output gate ``W_G`` (``(head, d_head, d_model)`` per layer: Qwen3.5's, AFMoE's;
-    LFM3's one row per head, repeated over the head's dims: ``per='per-head'``), and the note that says what
-    a gate does to what ``W_OV`` describes."""
-    return hw.replace(W_G=torch.stack(gates), note=(
+    LFM3's one row per head, repeated over the head's dims: ``per='per-head'``), its bias ``b_G`` where
+    ``biases`` gives one (``(head, d_head)`` per layer), and the note that says what a gate does to what
+    ``W_OV`` describes."""
+    return hw.replace(W_G=torch.stack(gates), b_G=None if biases is None else torch.stack(biases), note=(
         "gated attention: each head's z is multiplied by sigmoid(W_G x) of its query's input before W_O, so W_OV "
         f"describes what a head writes up to that per-token, {per} gate"))
 
@@ -582,7 +615,7 @@ class LlamaLike(Family):
         embedding ``emb`` (:func:`~compscope.loading.families.base.unembedding`); a family whose head is no ``W_U``
         says so here."""
         return unembedding(ckpt, ["lm_head.weight", prefix + "lm_head.weight", "language_model.lm_head.weight",
-                                  "thinker.lm_head.weight", "text_model.lm_head.weight"], emb)
+                                  "thinker.lm_head.weight", "text_model.lm_head.weight", "llm.lm_head.weight"], emb)
 
     @classmethod
     def exact_context(cls, config: dict, where: str = "config") -> int | None:

@@ -17,15 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 
-import torch
-
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from ...errors import UnsupportedModelError
 from . import register
 from .base import MAX_HEADS, MAX_LAYERS, attending, integer
-from .llama import (PREFIXES, Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, layer_hooks, linear_hybrid_layers,
-                    listed_layer_types, with_output_gates)
+from .llama import (PREFIXES, Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, gated_queries, layer_hooks,
+                    linear_hybrid_layers, listed_layer_types, with_output_gates)
 
 _DELTANET = frozenset({"linear_conv_kernel_dim", "linear_key_head_dim", "linear_value_head_dim", "linear_num_key_heads",
                        "linear_num_value_heads"})
@@ -70,21 +68,9 @@ class Qwen35(LlamaLike):
         probe = f"layers.{layers[0]}.self_attn.q_proj.weight"
         prefix = next((p for p in PREFIXES if p + probe in ts), "model.")
 
-        gates: dict[int, torch.Tensor] = {}
-
-        def query(i: int, name: str) -> torch.Tensor:  # per head [query | gate] rows: the query's, the gate's kept
-            both = ts.take(name, (2 * H * r, d)).reshape(H, 2, r, d)
-            gates[i] = both[:, 1].clone()
-            return both[:, 0].reshape(H * r, d)
-
-        made = {}
-        for i in layers:
-            name = f"{prefix}layers.{i}.self_attn.q_proj.weight"
-            made[name] = (lambda i=i, name=name: query(i, name)), name
-            bias = f"{prefix}layers.{i}.self_attn.q_proj.bias"
-            if bias in ts:  # (a file's bias transformers does not build: read as its rows are, then left out)
-                made[bias] = (lambda b=bias: ts.take(b, (2 * H * r,)).reshape(H, 2, r)[:, 0].reshape(H * r)), bias
-        hw = convert_llamalike(dataclasses.replace(ckpt, tensors=ts.derived(made)), cls, cls.options)
+        ckpt, gates, _ = gated_queries(ckpt, layers, H, r, d, prefix, bias=False)  # (a file's q bias transformers
+        # does not build: read as its rows are, then left out)
+        hw = convert_llamalike(ckpt, cls, cls.options)
         return with_output_gates(hw, [gates[i] for i in layers])
 
 
