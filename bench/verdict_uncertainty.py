@@ -12,7 +12,8 @@ ceiling), it prints the AUROC against the label truth (previous-token >= 0.4 bef
 
 - the Hanley–McNeil standard error, ``sqrt((A(1−A) + (n₁−1)(Q₁−A²) + (n₀−1)(Q₂−A²)) / (n₁ n₀))``,
   ``Q₁ = A/(2−A)``, ``Q₂ = 2A²/(1+A)``, with ``n₁`` true and ``n₀`` other pairs, which treats the
-  pairs as independent;
+  pairs as independent, and DeLong's, from the pairs' placements among the other class
+  (``compscope.data.separation.auroc_se``, the ``auroc_se`` of ``verdict.csv``), independent pairs too;
 - a bootstrap over heads: the model's heads drawn with replacement (``--reps`` times, ``--seed``),
   every pair of drawn heads in order of layers scored again; pairs that share a head move together,
   as they do in the model. The 2.5% and 97.5% quantiles of the AUROC over the draws (draws without
@@ -58,6 +59,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
 
+from compscope.data.separation import auroc_se  # noqa: E402
 from compscope.data.validate import auroc, auroc_within, true_pairs  # noqa: E402
 from compscope.engine.composition import scores  # noqa: E402
 from verdict_candidates import (MEASURES, data_arguments, linearised_words, metrics_to_score,  # noqa: E402
@@ -107,7 +109,7 @@ def main() -> None:
     data_arguments(ap)
     ap.add_argument("--within", choices=["reader", "writer"], default=None,
                     help="the AUROC kept to comparisons between pairs into the same reader (or from the same "
-                         "writer), in the estimate and in every draw; no Hanley-McNeil SE then")
+                         "writer), in the estimate and in every draw; no Hanley-McNeil or DeLong SE then")
     norms_argument(ap)
     args = ap.parse_args()
     hw, previous, induction, effects = read_verdict(args.model, args.verdict)
@@ -138,8 +140,8 @@ def main() -> None:
     print(f"{hw.meta.name}: {n1} true K-pairs ({said}) among {n1 + n0} pairs{kept_to}; "
           f"bootstrap over the {n} heads, {args.reps} draws (seed {args.seed}){lin}\n")
     w = max(9, *(len(name) for name in metrics))
-    print(f"{'score':<26} {'metric':<{w}} {'AUROC':>6} {'SE (H-M)':>9} {'bootstrap SD':>13} {'bootstrap 95%':>16} "
-          f"{'best minus it, 95%':>20}")
+    print(f"{'score':<26} {'metric':<{w}} {'AUROC':>6} {'SE (H-M)':>9} {'SE (DeLong)':>12} {'bootstrap SD':>13} "
+          f"{'bootstrap 95%':>16} {'best minus it, 95%':>20}")
     rows = []
     truth_flat = truth.reshape(n, n)
     every = torch.ones(n, n, dtype=torch.bool)  # the NaNs of a score keep its pairs in order of layers
@@ -148,23 +150,24 @@ def main() -> None:
     for (cand, met, _), s, b in zip(candidates, flat, boot):
         a = separation(s, truth_flat, every, args.within)
         se = hanley_mcneil(a, n1, n0) if args.within is None else math.nan
+        delong = auroc_se(s.flatten(), truth_flat.flatten()) if args.within is None else math.nan
         kept = b[~b.isnan()]
         if not len(kept):
             raise SystemExit(f"no draw of the {n} heads held both true and other pairs{inside} in {args.reps}; "
                              "more --reps")
         lo, hi = torch.quantile(kept, QUANTILES).tolist()
-        rows.append((cand, met, a, se, float(kept.std()), lo, hi, len(b) - len(kept), b))
+        rows.append((cand, met, a, se, delong, float(kept.std()), lo, hi, len(b) - len(kept), b))
     rows.sort(key=lambda r: -r[2] if r[2] == r[2] else math.inf)  # a score with nothing to compare: last
     best = next(r for r in rows if r[1] != "-")  # the best measure x metric
-    for cand, met, a, se, sd, lo, hi, empty, b in rows:
+    for cand, met, a, se, delong, sd, lo, hi, empty, b in rows:
         if cand == best[0] and met == best[1]:
             paired = "best"
         else:
-            d = torch.nanquantile(best[8] - b, QUANTILES).tolist()  # over the draws both have
+            d = torch.nanquantile(best[9] - b, QUANTILES).tolist()  # over the draws both have
             paired = f"[{d[0]:+.3f}, {d[1]:+.3f}]"
-        se = "-" if math.isnan(se) else f"{se:.3f}"
-        print(f"{cand:<26} {met:<{w}} {a:6.3f} {se:>9} {sd:13.3f}   [{lo:.3f}, {hi:.3f}] {paired:>20}")
-    empties = {r[7] for r in rows}
+        se, delong = ("-" if math.isnan(x) else f"{x:.3f}" for x in (se, delong))
+        print(f"{cand:<26} {met:<{w}} {a:6.3f} {se:>9} {delong:>12} {sd:13.3f}   [{lo:.3f}, {hi:.3f}] {paired:>20}")
+    empties = {r[8] for r in rows}
     print(f"\ndraws without both true and other pairs{inside}, left out: {', '.join(str(e) for e in sorted(empties))}")
 
 

@@ -543,14 +543,36 @@ def test_metric_shrinkage_against_the_scores_under_the_same_regulariser(tmp_path
 
 def test_verdict_uncertainty_against_a_saved_verdict(tmp_path):
     """The default model's K interventions separate its 8 true pairs perfectly: AUROC 1, no spread
-    under either the Hanley–McNeil error or the head bootstrap."""
+    under the Hanley–McNeil error, DeLong's or the head bootstrap."""
     import compscope
 
     compscope.validate("induction-2l", progress=False).save(tmp_path / "verdict")
     out = bench("verdict_uncertainty.py", "induction-2l", str(tmp_path / "verdict"), "--reps", "50")
     assert "8 true K-pairs" in out, out
-    assert re.search(r"^interventions \(K effect\) +- +1\.000 +0\.000 +0\.000 +\[1\.000, 1\.000\] +"
+    assert re.search(r"^interventions \(K effect\) +- +1\.000 +0\.000 +0\.000 +0\.000 +\[1\.000, 1\.000\] +"
                      r"\[\+0\.000, \+0\.000\]$", out, re.M), out  # the best weight-only score is perfect too: no difference
+
+
+def test_verdict_uncertainty_gives_each_scores_delong_error_as_the_verdict_does(tmp_path):
+    """The DeLong column of each measure under ``identity`` and ``embed`` is the ``auroc_se`` the saved verdict's rows
+    hold for it (``verdict.csv``, computed by ``validate``): on the default model, bandwidth and spectral under
+    ``embed`` leave some true pairs below others, so not every error is 0."""
+    import compscope
+
+    v = compscope.validate("induction-2l", progress=False)
+    v.save(tmp_path / "verdict")
+    out = bench("verdict_uncertainty.py", "induction-2l", str(tmp_path / "verdict"), "--reps", "20")
+    sys.path.insert(0, str(ROOT / "bench"))
+    from verdict_candidates import MEASURES  # (the measures the script scores)
+
+    rows = v.verdict_frame()
+    rows = rows[(rows.kind == "K") & rows.metric.isin(["identity", "embed"]) & rows.measure.isin(list(MEASURES))]
+    assert len(rows) >= 10 and (rows.auroc_se > 0.01).sum() >= 2
+    for r in rows.itertuples():
+        got = re.search(rf"^{r.measure} +{r.metric} +([0-9.]+) +[0-9.]+ +([0-9.]+) +[0-9.]+ +\[", out, re.M)
+        assert got, (r.measure, r.metric, out)
+        assert float(got.group(1)) == pytest.approx(r.auroc, abs=5e-4) and float(got.group(2)) == pytest.approx(
+            r.auroc_se, abs=5e-4), (r.measure, r.metric, out)
 
 
 def test_total_effects_against_a_saved_verdict(tmp_path):
@@ -575,7 +597,7 @@ def test_verdict_uncertainty_with_the_metrics_on_data(tmp_path):
                 "--shrinkage", "none")
     for metric in ("identity", "embed", "activations", "covariance", "activations-own", "covariance-own",
                    "activations, sample", "covariance, sample", "activations-own, sample", "covariance-own, sample"):
-        rows = re.findall(rf"^(\w+) +{metric} +([01]\.\d{{3}}) +0\.\d{{3}} +0\.\d{{3}} +\[[01]\.\d{{3}}, [01]\.\d{{3}}\] +"
+        rows = re.findall(rf"^(\w+) +{metric} +([01]\.\d{{3}}) +0\.\d{{3}} +0\.\d{{3}} +0\.\d{{3}} +\[[01]\.\d{{3}}, [01]\.\d{{3}}\] +"
                           r"(best|\[[+-]\d\.\d{3}, [+-]\d\.\d{3}\])$", out, re.M)
         assert {r[0] for r in rows} == {"frobenius", "tight", "overlap", "spectral", "bandwidth", "read_gain"}, (metric, out)
 
@@ -954,7 +976,7 @@ def test_verdict_uncertainty_within_readers_and_writers(tmp_path):
     truth = true_pairs(v.labels.previous_token, v.labels.induction, 0.4, 0.3)
     table = compscope.scores("induction-2l", "K", ["frobenius", "read_gain"], "embed", pairs="all", progress=False)
     for m in ("frobenius", "read_gain"):
-        row = re.search(rf"^{m} +embed +([0-9.]+) +- +[0-9.]+ +\[", out, re.M)
+        row = re.search(rf"^{m} +embed +([0-9.]+) +- +- +[0-9.]+ +\[", out, re.M)
         assert row and float(row.group(1)) == pytest.approx(auroc_within(table.dense(m, "K"), truth, "reader"),
                                                             abs=5e-4), out
     p = run_bench("verdict_uncertainty.py", "induction-2l", str(tmp_path / "verdict"), "--within", "writer")

@@ -253,9 +253,10 @@ def _reader_effect(hw, l2, resid, changed, kind):
     if kind in "QK":
         return 0.5 * (p1.double() - p0.double()).abs().sum(-1).mean(dim=(0, 2)), None
     W_O = hw.W_O[l2].double()
-    g = 1.0  # an output gate (Qwen3.5) reads the clean query input: the same on both sides
+    g = 1.0  # an output gate (Qwen3.5, MiniCPM 5) reads the clean query input: the same on both sides
     if hw.W_G is not None:
-        g = torch.sigmoid(torch.einsum("hrd,bsd->bhsr", hw.W_G[l2].double(), clean.double()))
+        y = torch.einsum("hrd,bsd->bhsr", hw.W_G[l2].double(), clean.double())
+        g = torch.sigmoid(y if hw.b_G is None else y + hw.b_G[l2].double()[None, :, None])  # (MiniCPM 5's bias)
     o0 = torch.einsum("hdr,bhsr->bshd", W_O, (p0 @ v0).double() * g)
     o1 = torch.einsum("hdr,bhsr->bshd", W_O, (p1 @ v1).double() * g)
     n0 = o0.norm(dim=-1)

@@ -257,8 +257,9 @@ def test_a_layer_without_sinks_round_trips_as_minus_infinity_and_nan_or_plus_inf
     assert_identical(hw, back)
     x = torch.randn(2, 7, hw.d_model, generator=torch.Generator().manual_seed(0))
     none = dataclasses.replace(hw, sinks=None)
-    torch.testing.assert_close(attention_forward(hw, 0, x), attention_forward(none, 0, x), atol=0, rtol=0)
-    assert not torch.equal(attention_forward(hw, 1, x), attention_forward(none, 1, x))
+    # (float32 rounding apart: the softmax over one more column of weight 0 may sum in another order on more threads)
+    torch.testing.assert_close(attention_forward(hw, 0, x), attention_forward(none, 0, x), atol=1e-6, rtol=1e-5)
+    assert (attention_forward(hw, 1, x) - attention_forward(none, 1, x)).abs().max() > 1e-3
     for bad in (float("nan"), float("inf")):
         sinks = hw.sinks.clone()
         sinks[1, 0] = bad

@@ -518,6 +518,57 @@ def test_a_sweep_linearises_qk_norm_where_a_model_has_one(tmp_path, capsys):
     assert "--linearise-qk-norm text: --job validate takes it" in capsys.readouterr().err
 
 
+def test_a_sweep_linearises_the_norms_in_the_circuits_where_a_model_has_them(tmp_path, capsys):
+    """``--linearise-norms`` over a tiny Gemma 3 folder (QK-norm, attention-output norm) and a tiny Llama folder (none)
+    on a small ``--sample-*`` text: the Gemma task's rows are ``compscope.scores(..., linearise_norms=True)`` on the
+    same text, the Llama task's its weights as read, and each row's ``processing`` says which; ``--job validate``
+    judges the weights as ``compscope.validate(..., linearise_norms=True)`` does; with ``--linearise-qk-norm`` the
+    QK-norm is left to that step; refused by name: ``--job track``, ``qk`` beside ``--linearise-qk-norm``, the
+    ``--sample-*`` options without it."""
+    import json
+
+    from compscope.core.processing import QK_NORM_LINEARISED
+    from compscope.data.residual_moments import SampleData
+    from hf_tiny import BY_ID, build
+
+    gemma, llama = tmp_path / "gemma3", tmp_path / "llama"
+    build(BY_ID["gemma3-text"]).save_pretrained(gemma)
+    build(BY_ID["llama-mha"]).save_pretrained(llama)
+    sample, text = ["--sample-sequences", "4", "--sample-length", "12"], SampleData(sequences=4, length=12)
+    args = ["--kinds", "K", "--measure", "read_gain", "--quiet", "--linearise-norms", *sample]
+    assert main(["sweep", str(gemma), str(llama), *args, "--out", str(tmp_path / "s")]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == ("  --linearise-norms left out where a model has none of "
+                                                        "those norms: llama")
+    df = read_dataset(tmp_path / "s")
+    assert dict(df.groupby("model").processing.first()) == {"gemma3": "linearise_norms(qk, output)", "llama": "none"}
+    assert {json.loads(o)["sample_data"]["length"] for o in df.options} == {12}
+    for folder, norms in ((gemma, True), (llama, False)):
+        want = compscope.scores(str(folder), "K", ["read_gain"], linearise_norms=norms, sample_data=text if norms else None,
+                                progress=False).dense("read_gain", "K")
+        rows = df[df.model == folder.name]
+        assert len(rows) == int(torch.isfinite(want).sum()) > 0
+        for row in rows.itertuples():
+            assert row.value == pytest.approx(float(want[row.src_layer, row.src_head, row.dst_layer, row.dst_head]), rel=1e-5)
+    both = ["--kinds", "K", "--measure", "read_gain", "--quiet", "--linearise-qk-norm", "--linearise-norms", *sample]
+    assert main(["sweep", str(gemma), *both, "--out", str(tmp_path / "q")]) == 0
+    assert set(read_dataset(tmp_path / "q").processing) == {f"{QK_NORM_LINEARISED},linearise_norms(output)"}
+    small = ["--job", "validate", "--sequences", "4", "--half", "4", "--metric", "identity", "--kinds", "K", "--quiet"]
+    assert main(["sweep", str(gemma), *small, "--linearise-norms", "output", *sample, "--out", str(tmp_path / "v")]) == 0
+    got = read_dataset(tmp_path / "v")
+    want = compscope.validate(str(gemma), sequences=4, half=4, metrics=("identity",), kinds="K", progress=False,
+                              linearise_norms="output", sample_data=text).verdict_frame()
+    key = ["measure", "metric", "kind"]
+    got, want = (f.sort_values(key).reset_index(drop=True) for f in (got, want))
+    assert got[key].equals(want[key]) and got.auroc.to_numpy() == pytest.approx(want.auroc.to_numpy(), nan_ok=True)
+    assert set(got.processing) == {"linearise_norms(output)"}
+    capsys.readouterr()
+    for bad, needle in ((["--job", "track", "--linearise-norms"], "--linearise-norms: --job track reads each checkpoint"),
+                        (["--linearise-qk-norm", "--linearise-norms", "qk"], "two ways to replace QK-norm"),
+                        (sample, "--sample-sequences, --sample-length: for --linearise-norms only")):
+        assert main(["sweep", str(gemma), *bad, "--out", str(tmp_path / "x")]) == 2
+        assert needle in capsys.readouterr().err
+
+
 def test_processing_steps_are_part_of_a_task(tmp_path, capsys):
     """``--linearise-qk-norm`` (and ``--fold-norm``) on a tiny Gemma 3 folder: a scores task's rows
     are ``compscope.scores`` of the weights loaded with those steps, the steps are in the task's

@@ -3,8 +3,9 @@ as independent tasks (this process, or Ray), streamed into one Parquet dataset."
 
 from __future__ import annotations
 
-from .common import (add_device, add_metric_data, add_model_dtype, add_processing, add_tokenizer, count, half_length,
-                     metric_data_read_by_qk_norm, positive_int, processing, writers)
+from .common import (add_device, add_linearise_norms, add_metric_data, add_model_dtype, add_processing,
+                     add_sample_data, add_tokenizer, count, half_length, metric_data_read_by_qk_norm, positive_int,
+                     processing, sample_data, writers)
 
 HELP = "scores or validation over many models, checkpoints or revisions, into one Parquet dataset (local or Ray)"
 EXAMPLE = """examples:
@@ -12,6 +13,9 @@ EXAMPLE = """examples:
   compscope sweep EleutherAI/pythia-70m --revision step1000 --revision step2000 --metric identity --metric embed --out sweep/
   compscope sweep smollm2 gemma3-270m --job validate --kinds K --linearise-qk-norm text --out verdicts/
       # one verdict a model; QK-norm linearised at the text's moment where a model has one (Gemma 3)
+  compscope sweep smollm2 gemma3-270m --job validate --kinds K --linearise-norms --out verdicts/
+      # the norms inside the heads' circuits linearised on text where a model has them (Gemma 3's QK-norm and
+      # attention-output norm), SmolLM2's weights judged as read
   compscope sweep runs/a runs/b --executor ray --workers 2 --out sweep/      # a local Ray instance
   compscope sweep runs/a --executor ray --address ray://head:10001 --out sweep/   # an existing cluster"""
 
@@ -48,6 +52,8 @@ def add_arguments(p) -> None:
     # --job scores: any; --job validate: --fold-norm, --linearise-qk-norm [text], --center-writing; --job track: none;
     # --linearise-qk-norm is left out for a model without QK-norm (sweep.tasks.task_steps)
     add_processing(p)
+    add_linearise_norms(p, "--job scores and validate: score or judge the weights")
+    add_sample_data(p, "for --linearise-norms")
     p.add_argument("--executor", default="local", choices=["local", "ray"], help="where tasks run (default local: this process)")
     p.add_argument("--address", help="Ray: an existing cluster's address (default: start a local instance)")
     p.add_argument("--workers", help="Ray: CPUs of the local instance (default: all)")
@@ -87,14 +93,15 @@ def run(args) -> int:
     data = {**{k: v for k, v in vars(data).items() if v is not None}, "shrinkage": data.estimate}
     # a corpus's text is part of the task, not only its name
     data_id = {"corpus_sha256": corpus_digest(data["corpus"])} if "corpus" in data else {}
+    norms = _norm_option(args)
     measures = [m.name for m in select(args.measures or ["frobenius"])]
     tokenizer = {}  # for the tasks that read text: the tokenizer's path and its files' digest (edited files: new tasks)
     if args.tokenizer:
         from ..data.tokenizers import read_tokenizer, tokenizer_digest
 
-        if args.job != "validate" and not on_data(metrics):
-            raise OptionError(f"--tokenizer: for the metrics estimated on data and --job validate, and none is "
-                              f"selected (metrics: {', '.join(metrics)})")
+        if args.job != "validate" and not on_data(metrics) and not norms:
+            raise OptionError(f"--tokenizer: for the metrics estimated on data, --linearise-norms and --job "
+                              f"validate, and none is selected (metrics: {', '.join(metrics)})")
         read_tokenizer(args.tokenizer)  # refused by name before any task
         tokenizer = {"tokenizer": args.tokenizer, "tokenizer_sha256": tokenizer_digest(args.tokenizer)}
     options = {}
@@ -135,7 +142,7 @@ def run(args) -> int:
             verdict["model_dtype"] = args.model_dtype
         if on_data(judged) or on_text:
             verdict.update(metric_data=data, **data_id)
-        verdict.update(step_option, **tokenizer)  # a verdict reads text for a rotary model's content too
+        verdict.update(step_option, **norms, **tokenizer)  # a verdict reads text for a rotary model's content too
         if on_text:
             verdict["qk_norm_point"] = "text"
     tasks = []
@@ -147,10 +154,11 @@ def run(args) -> int:
             reading = {"metric_data": data, **data_id, **tokenizer} if on_data(metric) else {}
             given = {"gram_file": gram_id[metric]} if metric in gram_id else {}
             tasks.append(Task(src, model, step, args.job, {"kinds": kinds, "measures": measures, "metric": metric, **reading,
-                                                           **given, **step_option}))
+                                                           **given, **step_option, **norms}))
     r = sweep(tasks, args.out, executor=args.executor, progress=not args.quiet, device=args.device, **options)
     idle = r.done == 0 and not r.failed
-    rows = read_dataset(args.out) if not idle or "linearise_qk_norm" in steps else None  # read only when said
+    said = "linearise_qk_norm" in steps or norms  # what is said of the models a step was left out for
+    rows = read_dataset(args.out) if not idle or said else None  # read only when said
     if idle:
         print(f"{args.out}: nothing to do ({r.skipped} tasks already done)")
     else:
@@ -166,18 +174,45 @@ def run(args) -> int:
         plain = read_as_they_are(rows, tasks)
         if plain:
             print(f"  --linearise-qk-norm left out where a model has no QK-norm: {', '.join(plain)}")
+    if norms:
+        plain = read_as_they_are(rows, tasks, "linearise_norms")
+        if plain:
+            print(f"  --linearise-norms left out where a model has none of those norms: {', '.join(plain)}")
     for key, msg in r.failed.items():
         print(f"  failed: {msg}")
     return 2 if r.failed else 0
 
 
-def read_as_they_are(rows, tasks) -> list[str]:
-    """The models among ``tasks`` whose rows in ``rows`` (the dataset) read weights without QK-norm
-    linearised (``sweep.tasks.task_steps`` left the step out: they have none); rows that do not say
-    (a validate part written before its rows had a ``processing`` column) count for neither."""
+def _norm_option(args) -> dict:
+    """The tasks' options of ``--linearise-norms`` and the ``--sample-*`` text (only what is given, a corpus by its
+    digest too); refused for ``--job track``, and with ``--linearise-qk-norm`` where it names QK-norm itself."""
+    from ..data.sequences import corpus_digest
+    from ..errors import OptionError
+
+    parts = args.linearise_norms
+    samples = sample_data(args, used=bool(parts), where="--linearise-norms")
+    if not parts:
+        return {}
+    if args.job == "track":
+        raise OptionError("--linearise-norms: --job track reads each checkpoint as it is; --job scores and validate "
+                          "take it")
+    if args.linearise_qk_norm and "qk" in parts.split(","):
+        raise OptionError("--linearise-norms qk and --linearise-qk-norm: two ways to replace QK-norm; give one "
+                          "(--linearise-norms without parts leaves QK-norm to --linearise-qk-norm)")
+    option = {"linearise_norms": parts}
+    if samples is not None:
+        option["sample_data"] = {k: v for k, v in vars(samples).items() if v is not None}
+        if samples.corpus is not None:  # a corpus's text is part of the task, not only its name
+            option["sample_corpus_sha256"] = corpus_digest(samples.corpus)
+    return option
+
+
+def read_as_they_are(rows, tasks, step: str = "linearise_qk_norm") -> list[str]:
+    """The models among ``tasks`` whose rows in ``rows`` (the dataset) read weights without ``step``
+    (``sweep.tasks.task_steps`` or ``task_norm_parts`` left it out: they have nothing it replaces); rows that do not
+    say (a validate part written before its rows had a ``processing`` column) count for neither."""
     if "task" not in rows or "processing" not in rows:
         return []
     names = {t.key(): t.model for t in tasks}
     mine = rows[rows.task.isin(names)]
-    return sorted({names[k] for k, p in zip(mine.task, mine.processing)
-                   if isinstance(p, str) and "linearise_qk_norm" not in p})
+    return sorted({names[k] for k, p in zip(mine.task, mine.processing) if isinstance(p, str) and step not in p})

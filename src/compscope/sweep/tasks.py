@@ -149,6 +149,30 @@ def task_steps(hw, opts: dict) -> dict:
     return steps
 
 
+def task_norm_parts(hw, opts: dict) -> tuple[str, ...]:
+    """The parts of ``linearise_norms`` the task asks for (``'all'``: every one the model has) that ``hw`` has, its
+    QK-norm left to ``linearise_qk_norm`` where the task takes that step: a sweep runs one option over many models, so
+    a part a model lacks is left out there, and the step where it has none (the rows' ``processing`` column says what
+    each model's weights had)."""
+    asked = opts.get("linearise_norms")
+    if not asked:
+        return ()
+    from ..data.norm_linearisation import norm_parts
+
+    qk_elsewhere = "linearise_qk_norm" in task_steps(hw, opts)
+    has = [p for p in norm_parts(hw) if not (p == "qk" and qk_elsewhere)]
+    return tuple(has if asked == "all" else [p for p in asked.split(",") if p in has])
+
+
+def _sample_data(opts: dict):
+    """The task's ``SampleData`` (None: the defaults)."""
+    if not opts.get("sample_data"):
+        return None
+    from ..data.residual_moments import SampleData
+
+    return SampleData(**opts["sample_data"])
+
+
 def run_task(task: Task, device=None):
     """The task's rows (a pandas frame) with ``content_hash``, ``options`` (JSON) and ``task``
     columns, and ``metric_data`` (what a metric estimated on data was estimated on, in words: a
@@ -165,8 +189,18 @@ def run_task(task: Task, device=None):
         from ..core.processing import process
 
         raw = load(task.source)
-        hw = process(raw, **task_steps(raw, opts))
+        steps, parts = task_steps(raw, opts), task_norm_parts(raw, opts)
         running = _with_tokenizer(task.source, raw, opts, device)  # the source itself, or a runner that reads text
+        if parts:  # the norms linearised on text: the model runs (read once), after any QK-norm step, before centring
+            from ..api import load_processed
+            from ..data.runner import Runner, runner_for
+
+            if not isinstance(running, Runner):
+                running = runner_for(task.source, raw, progress=False, device=device)
+            hw, _ = load_processed(running, device=device, linearise_norms=",".join(parts),
+                                   sample_data=_sample_data(opts), progress=False, **steps)
+        else:
+            hw = process(raw, **steps)
         metric = get_metric(opts.get("metric", "identity"), hw, model=running, device=None if running is not task.source
                             else device, data=_metric_data(opts))  # 'activations' runs it
         table = scores(hw, kinds=opts.get("kinds", "QKV"), measures=tuple(opts.get("measures", ("frobenius",))),
@@ -186,9 +220,11 @@ def run_task(task: Task, device=None):
         half, cut = runner.repeat_half(opts.get("half"), SWEEP_HALF)  # the default cut to a shorter context
         metrics, steps = tuple(opts.get("metrics", DEFAULT_METRICS)), task_steps(runner.hw, opts)
         reads = on_data(metrics) or steps.get("linearise_qk_norm") == "text"  # not where a QK-norm step was left out
+        parts = task_norm_parts(runner.hw, opts)
         v = validate(runner, sequences=int(opts.get("sequences", 16)), half=half, seed=int(opts.get("seed", SEED)),
                      metrics=metrics, kinds=opts.get("kinds", "QKV"), writers=opts.get("writers"), progress=False,
-                     metric_data=_metric_data(opts) if reads else None, **steps)
+                     metric_data=_metric_data(opts) if reads else None, linearise_norms=",".join(parts) or False,
+                     sample_data=_sample_data(opts) if parts else None, **steps)
         df = v.verdict_frame()
         df["processing"] = ",".join(v.options["weights_processing"]) or "none"  # as a scores task's table writes it
         df["half"] = half  # what the options leave to the default, the rows say
