@@ -597,7 +597,8 @@ def test_verdict_uncertainty_with_the_metrics_on_data(tmp_path):
                 "--shrinkage", "none")
     for metric in ("identity", "embed", "activations", "covariance", "activations-own", "covariance-own",
                    "activations, sample", "covariance, sample", "activations-own, sample", "covariance-own, sample"):
-        rows = re.findall(rf"^(\w+) +{metric} +([01]\.\d{{3}}) +0\.\d{{3}} +0\.\d{{3}} +0\.\d{{3}} +\[[01]\.\d{{3}}, [01]\.\d{{3}}\] +"
+        rows = re.findall(rf"^(\w+) +{metric} +([01]\.\d{{3}}) +0\.\d{{3}} +0\.\d{{3}} +0\.\d{{3}} +"
+                          r"\[[01]\.\d{3}, [01]\.\d{3}\] +"
                           r"(best|\[[+-]\d\.\d{3}, [+-]\d\.\d{3}\])$", out, re.M)
         assert {r[0] for r in rows} == {"frobenius", "tight", "overlap", "spectral", "bandwidth", "read_gain"}, (metric, out)
 

@@ -543,17 +543,18 @@ def test_a_sweep_linearises_the_norms_in_the_circuits_where_a_model_has_them(tmp
     assert dict(df.groupby("model").processing.first()) == {"gemma3": "linearise_norms(qk, output)", "llama": "none"}
     assert {json.loads(o)["sample_data"]["length"] for o in df.options} == {12}
     for folder, norms in ((gemma, True), (llama, False)):
-        want = compscope.scores(str(folder), "K", ["read_gain"], linearise_norms=norms, sample_data=text if norms else None,
-                                progress=False).dense("read_gain", "K")
+        want = compscope.scores(str(folder), "K", ["read_gain"], linearise_norms=norms,
+                                sample_data=text if norms else None, progress=False).dense("read_gain", "K")
         rows = df[df.model == folder.name]
         assert len(rows) == int(torch.isfinite(want).sum()) > 0
-        for row in rows.itertuples():
-            assert row.value == pytest.approx(float(want[row.src_layer, row.src_head, row.dst_layer, row.dst_head]), rel=1e-5)
+        for r in rows.itertuples():
+            assert r.value == pytest.approx(float(want[r.src_layer, r.src_head, r.dst_layer, r.dst_head]), rel=1e-5)
     both = ["--kinds", "K", "--measure", "read_gain", "--quiet", "--linearise-qk-norm", "--linearise-norms", *sample]
     assert main(["sweep", str(gemma), *both, "--out", str(tmp_path / "q")]) == 0
     assert set(read_dataset(tmp_path / "q").processing) == {f"{QK_NORM_LINEARISED},linearise_norms(output)"}
     small = ["--job", "validate", "--sequences", "4", "--half", "4", "--metric", "identity", "--kinds", "K", "--quiet"]
-    assert main(["sweep", str(gemma), *small, "--linearise-norms", "output", *sample, "--out", str(tmp_path / "v")]) == 0
+    assert main(["sweep", str(gemma), *small, "--linearise-norms", "output", *sample, "--out",
+                 str(tmp_path / "v")]) == 0
     got = read_dataset(tmp_path / "v")
     want = compscope.validate(str(gemma), sequences=4, half=4, metrics=("identity",), kinds="K", progress=False,
                               linearise_norms="output", sample_data=text).verdict_frame()
@@ -562,7 +563,7 @@ def test_a_sweep_linearises_the_norms_in_the_circuits_where_a_model_has_them(tmp
     assert got[key].equals(want[key]) and got.auroc.to_numpy() == pytest.approx(want.auroc.to_numpy(), nan_ok=True)
     assert set(got.processing) == {"linearise_norms(output)"}
     capsys.readouterr()
-    for bad, needle in ((["--job", "track", "--linearise-norms"], "--linearise-norms: --job track reads each checkpoint"),
+    for bad, needle in ((["--job", "track", "--linearise-norms"], "--linearise-norms: --job track reads each"),
                         (["--linearise-qk-norm", "--linearise-norms", "qk"], "two ways to replace QK-norm"),
                         (sample, "--sample-sequences, --sample-length: for --linearise-norms only")):
         assert main(["sweep", str(gemma), *bad, "--out", str(tmp_path / "x")]) == 2
