@@ -74,7 +74,7 @@ def test_minicpm5_reads_each_heads_query_and_gate_rows_and_the_gates_bias(gated)
             assert torch.equal(getattr(hw, field), getattr(want, field)), (name, field)
         assert torch.equal(hw.W_G, gate) and torch.equal(hw.b_G, gate_bias), name
         assert torch.equal(hw.rotary.inv_freq[0], want.rotary.inv_freq[0])
-        assert any(n.startswith("gated attention") for n in hw.meta.notes)
+        assert any(n.startswith("gated attention") and "sigmoid(W_G x + b_G)" in n for n in hw.meta.notes)
 
 
 def test_minicpm5_heads_write_the_llama_attention_gated_as_transformers_gates_it(gated):

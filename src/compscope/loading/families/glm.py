@@ -29,8 +29,8 @@ from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, no_une
 
 #: GLM-4.5's MoE MLP and multi-token-prediction settings: the attention does not depend on them
 GLM45_MOE = frozenset("first_k_dense_replace moe_intermediate_size n_group n_routed_experts n_shared_experts "
-                 "norm_topk_prob num_experts_per_tok num_nextn_predict_layers num_mtp_layers routed_scaling_factor "
-                 "topk_group".split())
+                      "norm_topk_prob num_experts_per_tok num_nextn_predict_layers num_mtp_layers routed_scaling_factor "
+                      "topk_group".split())
 
 
 #: where GLM-Image's head sits: in its own model, and in the whole model

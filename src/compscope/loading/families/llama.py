@@ -553,8 +553,9 @@ def with_output_gates(hw: HeadWeights, gates: list[torch.Tensor], per: str = "pe
     LFM3's one row per head, repeated over the head's dims: ``per='per-head'``), its bias ``b_G`` where
     ``biases`` gives one (``(head, d_head)`` per layer), and the note that says what a gate does to what
     ``W_OV`` describes."""
+    gate = "sigmoid(W_G x)" if biases is None else "sigmoid(W_G x + b_G)"
     return hw.replace(W_G=torch.stack(gates), b_G=None if biases is None else torch.stack(biases), note=(
-        "gated attention: each head's z is multiplied by sigmoid(W_G x) of its query's input before W_O, so W_OV "
+        f"gated attention: each head's z is multiplied by {gate} of its query's input before W_O, so W_OV "
         f"describes what a head writes up to that per-token, {per} gate"))
 
 
