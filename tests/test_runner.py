@@ -630,7 +630,7 @@ def test_sweep_reads_text_with_the_tokenizer_given_and_its_files_are_part_of_the
     v = read_dataset(tmp_path / "v")
     assert {json.loads(o)["tokenizer"] for o in v.options} == {str(tok)}
     assert main(["sweep", str(run), "--metric", "identity", "--tokenizer", str(tok), "--out", str(tmp_path / "x")]) == 2
-    assert "--tokenizer: for the metrics estimated on data and --job validate, and none is selected" \
+    assert "--tokenizer: for the metrics estimated on data, --linearise-norms and --job validate, and none is selected" \
         in capsys.readouterr().err
 
 
