@@ -1203,14 +1203,8 @@ def test_the_plain_array_reader_parses_as_gguf_py_does(tmp_path, endian):
     stock, plain = gguf.GGUFReader(tmp_path / "f.gguf"), plain_reader(gguf.GGUFReader)(tmp_path / "f.gguf")
     assert type(plain).__name__ == "PlainGGUFReader" and type(plain.data) is np.memmap  # its own data stays a map
     assert plain.byte_order == stock.byte_order == ("I" if endian == sys.byteorder else "S")  # S: swapped
-    assert list(plain.fields) == list(stock.fields) and len(stock.fields) > 11
-    for name, a in stock.fields.items():
-        b = plain.fields[name]
-        assert (a.offset, a.name, a.data, a.types) == (b.offset, b.name, b.data, b.types), name
-        assert len(a.parts) == len(b.parts), name
-        for x, y in zip(a.parts, b.parts):
-            assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y), name
-            assert type(y) is np.ndarray and not y.flags.writeable, name  # a plain, read-only view
+    assert len(stock.fields) > 11
+    _assert_fields_alike(stock, plain)
     assert [t.name for t in plain.tensors] == [t.name for t in stock.tensors] == ["f32", "f16", "i32", "q8"]
     for a, b in zip(stock.tensors, plain.tensors):
         assert (a.tensor_type, a.n_elements, a.n_bytes, a.data_offset) == (b.tensor_type, b.n_elements, b.n_bytes, b.data_offset)
@@ -1218,6 +1212,78 @@ def test_the_plain_array_reader_parses_as_gguf_py_does(tmp_path, endian):
     text = {name: [bytes(plain.fields[name].parts[i]).decode() for i in plain.fields[name].data] for name in ("t.s", "t.strs")}
     assert text == {"t.s": ["é ✓"], "t.strs": ["", "a", "bc" * 50]}
     assert [int(plain.fields["t.ints"].parts[i][0]) for i in plain.fields["t.ints"].data] == [1, -2, 3]
+
+
+def _assert_fields_alike(stock, plain) -> None:
+    """``plain``'s fields are ``stock``'s: names, offsets, types, data indices, and parts (values, shapes,
+    dtypes with their byte order), each part a plain read-only view."""
+    assert list(plain.fields) == list(stock.fields)
+    for name, a in stock.fields.items():
+        b = plain.fields[name]
+        assert (a.offset, a.name, a.data, a.types) == (b.offset, b.name, b.data, b.types), name
+        assert len(a.parts) == len(b.parts), name
+        for x, y in zip(a.parts, b.parts):
+            assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y), name
+            assert type(y) is np.ndarray and not y.flags.writeable, name  # a plain, read-only view
+
+
+def _metadata_gguf(path, fields: list, big: bool) -> None:
+    """A GGUF file (version 3, no tensors) of ``fields``, written here byte by byte: ``(key, type, value)``
+    with ``type`` a ``GGUFValueType``; an array's value is ``(item type, [items])`` (items of an array
+    of arrays: such pairs)."""
+    import struct
+
+    V, order = gguf.GGUFValueType, ">" if big else "<"
+    codes = {V.UINT8: "B", V.INT8: "b", V.UINT16: "H", V.INT16: "h", V.UINT32: "I", V.INT32: "i", V.FLOAT32: "f",
+             V.UINT64: "Q", V.INT64: "q", V.FLOAT64: "d", V.BOOL: "?"}
+
+    def value(kind, v) -> bytes:
+        if kind == V.STRING:
+            raw = v.encode()
+            return struct.pack(order + "Q", len(raw)) + raw
+        if kind == V.ARRAY:
+            item, items = v
+            return struct.pack(order + "IQ", item, len(items)) + b"".join(value(item, x) for x in items)
+        return struct.pack(order + codes[kind], v)
+
+    body = b"GGUF" + struct.pack(order + "IQQ", 3, 0, len(fields))
+    body += b"".join(value(V.STRING, key) + struct.pack(order + "I", kind) + value(kind, v) for key, kind, v in fields)
+    path.write_bytes(body)
+
+
+@pytest.mark.parametrize("big", [False, True], ids=["little", "big"])
+def test_the_plain_array_reader_parses_arrays_of_every_item_type_as_gguf_py_does(tmp_path, big):
+    """Arrays of every scalar type, of strings (empty, multi-byte), empty, one item long, and arrays of
+    arrays, in a file written here byte by byte in either byte order: the plain reader's fields are
+    gguf-py's, and their values read back are the values written."""
+    from compscope.data.gguf_reading import plain_reader
+
+    V = gguf.GGUFValueType
+    fields = [("general.architecture", V.STRING, "llama"),
+              ("a.u8", V.ARRAY, (V.UINT8, [0, 7, 255])), ("a.i8", V.ARRAY, (V.INT8, [-128, 5])),
+              ("a.u16", V.ARRAY, (V.UINT16, [65535, 1])), ("a.i16", V.ARRAY, (V.INT16, [-300, 300])),
+              ("a.u32", V.ARRAY, (V.UINT32, [2**31 + 5])), ("a.i32", V.ARRAY, (V.INT32, [-(2**31), 1, 2])),
+              ("a.f32", V.ARRAY, (V.FLOAT32, [0.5, -2.25, 1e30])), ("a.u64", V.ARRAY, (V.UINT64, [2**63 + 9, 0])),
+              ("a.i64", V.ARRAY, (V.INT64, [-(2**40), 3])), ("a.f64", V.ARRAY, (V.FLOAT64, [-1e-300, 2.0])),
+              ("a.bool", V.ARRAY, (V.BOOL, [True, False, True])),
+              ("a.strings", V.ARRAY, (V.STRING, ["", "é ✓", "bc" * 300, "x"])),
+              ("a.empty", V.ARRAY, (V.INT32, [])), ("a.one", V.ARRAY, (V.STRING, ["only"])),
+              ("a.nested", V.ARRAY, (V.ARRAY, [(V.INT32, [1, 2]), (V.STRING, ["p", "qr"]), (V.FLOAT32, [])])),
+              ("after", V.UINT32, 42)]
+    _metadata_gguf(tmp_path / "m.gguf", fields, big)
+    stock, plain = gguf.GGUFReader(tmp_path / "m.gguf"), plain_reader(gguf.GGUFReader)(tmp_path / "m.gguf")
+    assert plain.byte_order == stock.byte_order == ("S" if big == (sys.byteorder == "little") else "I")
+    _assert_fields_alike(stock, plain)
+
+    def read(key: str) -> list:
+        field = plain.fields[key]
+        return [bytes(field.parts[i]).decode() if field.types[-1] == V.STRING else field.parts[i].tolist()[0]
+                for i in field.data]
+
+    for key, kind, (item, items) in fields[1:-2]:
+        assert read(key) == [x if isinstance(x, str) else pytest.approx(x, rel=1e-7) for x in items], key
+    assert plain.fields["a.nested"].types == [V.ARRAY, V.ARRAY, V.INT32]  # gguf-py keeps the first item's types
+    assert read("after") == [42]
 
 
 def test_the_plain_array_reader_leaves_other_readers_as_they_are():
@@ -1232,8 +1298,15 @@ def test_the_plain_array_reader_leaves_other_readers_as_they_are():
         def _get(self, offset, dtype, count=1):
             return super()._get(offset, dtype, count)
 
+    class OtherParts(gguf.GGUFReader):
+        def _get_field_parts(self, offset, raw_type):
+            return super()._get_field_parts(offset, raw_type)
+
     assert plain_reader(a_function) is a_function and plain_reader(OtherGet) is OtherGet
     assert plain_reader(gguf.GGUFReader).__mro__[1] is gguf.GGUFReader
+    plain = plain_reader(OtherParts)  # its own _get_field_parts kept, the plain _get beneath it
+    assert "_get_field_parts" not in vars(plain) and "_get" in vars(plain)
+    assert "_get_field_parts" in vars(plain_reader(gguf.GGUFReader))
 
 
 def _write_phi2_gguf(path, model, fused: bool, rope_dim: int, qkv_rows: int | None = None) -> None:

@@ -9,6 +9,9 @@ and ``__array_finalize__`` per value read. While :func:`transformers_gguf_readin
 - the parse slices a plain ``ndarray`` view of the same mapped bytes: the same values, dtypes and
   byte order, views of the same memory, without the memmap subclass's per-slice cost (the runner's
   load of Gemma 3: 40.9 s to 28.9 s on a 2-core CPU, bench/RESULTS.md);
+- an array of scalars or strings (Gemma 3's vocabulary: 262,144 strings, as many scores and token
+  types) is sliced in one pass over its items, rather than by gguf-py's parse of each item as a field
+  of its own (which reads its type again and makes its parts in three calls): the same parts;
 - gguf-py's tensor-name map is built once per architecture rather than once per submodule;
 - transformers' own ``tqdm`` bar is hidden (its progress-bar switch does not reach it; compscope's
   bar speaks for the load).
@@ -32,6 +35,8 @@ _GGUF_READING = threading.RLock()
 
 #: the signature of ``GGUFReader._get`` that :func:`_plain_get` replaces
 _GET_PARAMETERS = ["self", "offset", "dtype", "count", "override_order"]
+#: the signature of ``GGUFReader._get_field_parts`` that :func:`_array_parts` wraps
+_FIELD_PARTS_PARAMETERS = ["self", "orig_offs", "raw_type"]
 
 
 @contextlib.contextmanager
@@ -70,14 +75,23 @@ def _patched(gguf, reader):
 
 def plain_reader(cls):
     """A subclass of gguf-py's reader class ``cls`` whose parse slices a plain ``ndarray`` view of
-    its memory map (:func:`_plain_get`); ``cls`` itself where its ``_get`` is not the one this
+    its memory map (:func:`_plain_get`), and an array's items in one pass (:func:`_array_parts`, where
+    ``_get_field_parts`` is the one it wraps); ``cls`` itself where its ``_get`` is not the one this
     replaces (or ``cls`` is no class)."""
-    get = getattr(cls, "_get", None) if isinstance(cls, type) else None
+    if not isinstance(cls, type) or not _takes(getattr(cls, "_get", None), _GET_PARAMETERS):
+        return cls
+    body = {"_get": _plain_get}
+    if _takes(getattr(cls, "_get_field_parts", None), _FIELD_PARTS_PARAMETERS):
+        body["_get_field_parts"] = _array_parts(cls._get_field_parts)
+    return type(f"Plain{cls.__name__}", (cls,), body)
+
+
+def _takes(method, parameters: list[str]) -> bool:
+    """Whether ``method`` is a function whose parameters are named ``parameters``."""
     try:
-        same = get is not None and list(inspect.signature(get).parameters) == _GET_PARAMETERS
+        return method is not None and list(inspect.signature(method).parameters) == parameters
     except (TypeError, ValueError):
-        same = False
-    return type(f"Plain{cls.__name__}", (cls,), {"_get": _plain_get}) if same else cls
+        return False
 
 
 def _plain_get(self, offset, dtype, count=1, override_order=None):
@@ -89,3 +103,48 @@ def _plain_get(self, offset, dtype, count=1, override_order=None):
     end = offset + np.dtype(dtype).itemsize * count
     arr = self._plain[offset:end].view(dtype=dtype)[:count]
     return arr.view(arr.dtype.newbyteorder(self.byte_order if override_order is None else override_order))
+
+
+def _array_parts(field_parts):
+    """``GGUFReader._get_field_parts`` (``field_parts``, gguf-py's), but for an array of scalars or of
+    strings: ``(size, parts, data indices, types)`` from one pass over its items, the parts
+    ``[item type, length, item 0, ...]`` (a string item: its length, then its bytes) as the same
+    read-only views gguf-py makes, of the same dtypes and byte order. Anything else (a scalar, a
+    string, an empty array, an array of arrays, an unknown type) goes to ``field_parts``."""
+    import struct
+    import sys
+
+    from gguf import GGUFValueType
+
+    def parts(self, orig_offs, raw_type):
+        if raw_type != GGUFValueType.ARRAY:
+            return field_parts(self, orig_offs, raw_type)
+        raw_itype, alen = self._get(orig_offs, np.uint32), self._get(orig_offs + 4, np.uint64)
+        n, start = int(alen[0]), orig_offs + 12
+        try:
+            itype = GGUFValueType(int(raw_itype[0]))
+        except ValueError:
+            itype = None
+        scalar = self.gguf_scalar_to_np.get(itype)
+        if n == 0 or (scalar is None and itype != GGUFValueType.STRING):
+            return field_parts(self, orig_offs, raw_type)
+        got: list[np.ndarray] = [raw_itype, alen]
+        if scalar is not None:
+            values = self._get(start, scalar, n)
+            got += [values[i:i + 1] for i in range(n)]
+            return 12 + int(values.nbytes), got, list(range(2, n + 2)), [GGUFValueType.ARRAY, itype]
+        plain, swapped = self._plain, self.byte_order == "S"  # (made by the _get above)
+        length = np.dtype(np.uint64).newbyteorder(self.byte_order)
+        little = (sys.byteorder == "little") != swapped
+        unpack = struct.Struct("<Q" if little else ">Q").unpack_from
+        offs = start
+        try:
+            for _ in range(n):
+                size = unpack(plain, offs)[0]
+                got += [plain[offs:offs + 8].view(length), plain[offs + 8:offs + 8 + size]]
+                offs += 8 + size
+        except struct.error:  # the file ends inside the array: as gguf-py says it
+            return field_parts(self, orig_offs, raw_type)
+        return offs - orig_offs, got, list(range(3, 2 * n + 3, 2)), [GGUFValueType.ARRAY, GGUFValueType.STRING]
+
+    return parts
