@@ -1286,6 +1286,36 @@ def test_the_plain_array_reader_parses_arrays_of_every_item_type_as_gguf_py_does
     assert read("after") == [42]
 
 
+@pytest.mark.parametrize("item, how", [("INT32", "cut"), ("STRING", "cut"), ("STRING", "long")])
+def test_an_array_cut_short_by_the_files_end_is_read_as_gguf_py_reads_it(tmp_path, item, how):
+    """A file that ends inside an array (``cut``: its items cut off after 10 bytes of them; ``long``: its
+    first string's length past the file's end): the plain reader does what gguf-py's does, the same
+    error or the same fields."""
+    from compscope.data.gguf_reading import plain_reader
+
+    V = gguf.GGUFValueType
+    items = list(range(40)) if item == "INT32" else [f"token {i}" for i in range(40)]
+    _metadata_gguf(tmp_path / "m.gguf", [("general.architecture", V.STRING, "llama"),
+                                         ("a.items", V.ARRAY, (V[item], items))], big=False)
+    whole = (tmp_path / "m.gguf").read_bytes()
+    first = whole.index(b"a.items") + len(b"a.items") + 4 + 12  # the array's first item
+    if how == "cut":
+        whole = whole[:first + 10]
+    else:
+        whole = whole[:first] + (2**40).to_bytes(8, "little") + whole[first + 8:]
+    (tmp_path / "cut.gguf").write_bytes(whole)
+
+    def parse(reader):
+        try:
+            fields = reader(tmp_path / "cut.gguf").fields
+            return None, {k: (f.offset, f.data, f.types, [p.tolist() for p in f.parts]) for k, f in fields.items()}
+        except Exception as e:  # noqa: BLE001 - what gguf-py raises is what is compared
+            return (type(e), str(e)), None
+
+    stock, plain = parse(gguf.GGUFReader), parse(plain_reader(gguf.GGUFReader))
+    assert stock == plain and stock != (None, None)
+
+
 def test_the_plain_array_reader_leaves_other_readers_as_they_are():
     """Where gguf-py's reader is not a class, or its ``_get`` takes other arguments, the reader is
     used as it is (the load runs, only slower)."""

@@ -119,21 +119,22 @@ def _array_parts(field_parts):
     def parts(self, orig_offs, raw_type):
         if raw_type != GGUFValueType.ARRAY:
             return field_parts(self, orig_offs, raw_type)
-        raw_itype, alen = self._get(orig_offs, np.uint32), self._get(orig_offs + 4, np.uint64)
+        raw_itype, alen = self._get(orig_offs, np.uint32), self._get(orig_offs + 4, np.uint64)  # (makes _plain)
         n, start = int(alen[0]), orig_offs + 12
         try:
             itype = GGUFValueType(int(raw_itype[0]))
         except ValueError:
             itype = None
         scalar = self.gguf_scalar_to_np.get(itype)
-        if n == 0 or (scalar is None and itype != GGUFValueType.STRING):
-            return field_parts(self, orig_offs, raw_type)
+        least = n * (np.dtype(scalar).itemsize if scalar is not None else 8)  # bytes its items take at least
+        if n == 0 or (scalar is None and itype != GGUFValueType.STRING) or start + least > self._plain.size:
+            return field_parts(self, orig_offs, raw_type)  # (a length past the file's end: as gguf-py reads it)
         got: list[np.ndarray] = [raw_itype, alen]
         if scalar is not None:
             values = self._get(start, scalar, n)
             got += [values[i:i + 1] for i in range(n)]
             return 12 + int(values.nbytes), got, list(range(2, n + 2)), [GGUFValueType.ARRAY, itype]
-        plain, swapped = self._plain, self.byte_order == "S"  # (made by the _get above)
+        plain, swapped = self._plain, self.byte_order == "S"
         length = np.dtype(np.uint64).newbyteorder(self.byte_order)
         little = (sys.byteorder == "little") != swapped
         unpack = struct.Struct("<Q" if little else ">Q").unpack_from
