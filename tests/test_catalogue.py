@@ -68,7 +68,7 @@ def test_the_refused_model_types_are_ones_transformers_names():
              "voxtral_realtime", "voxtral_realtime_text", "sam3_lite_text_text_model", "videoprism_text_model",
              "t5gemma2_decoder", "pp_formulanet_text", "qwen3_omni_moe_talker_text", "wavtokenizer", "canary",
              "canary_decoder", "cohere_asr", "moonshine_streaming", "timesfm2_5", "pi0",
-             # (transformers 5.25's, which CI's 5.24 lacks)
+             # (transformers 5.25's, which 5.24 lacks)
              "ergo", "kolibri1_1", "pi05",
              # (sub-configs that transformers 5's auto mapping names, 4.57's not)
              "flava_text_model", "layoutxlm", "musicgen_decoder", "musicgen_melody_decoder", "pix2struct_text_model",
