@@ -110,7 +110,8 @@ def _array_parts(field_parts):
     strings: ``(size, parts, data indices, types)`` from one pass over its items, the parts
     ``[item type, length, item 0, ...]`` (a string item: its length, then its bytes) as the same
     read-only views gguf-py makes, of the same dtypes and byte order. Anything else (a scalar, a
-    string, an empty array, an array of arrays, an unknown type) goes to ``field_parts``."""
+    string, an empty array, an array of arrays, an unknown type, an array whose items could not fit
+    in what is left of the file) goes to ``field_parts``, which raises or reads it as gguf-py does."""
     import struct
     import sys
 
