@@ -1162,7 +1162,7 @@ def test_gguf_loads_in_two_threads_patch_one_at_a_time_and_leave_gguf_as_it_was(
     from compscope.data.gguf_reading import transformers_gguf_reading
     from transformers import modeling_gguf_pytorch_utils as reader
 
-    before = (gguf.GGUFReader, gguf.get_tensor_name_map, reader.tqdm)
+    before = (gguf.GGUFReader, gguf.get_tensor_name_map, reader.tqdm, reader._gguf_parse_value)
     entered = threading.Event()
 
     def second():
@@ -1177,7 +1177,7 @@ def test_gguf_loads_in_two_threads_patch_one_at_a_time_and_leave_gguf_as_it_was(
         assert not entered.wait(0.3)  # the second waits for the first
         assert gguf.GGUFReader is patched
     t.join(10)
-    assert entered.is_set() and (gguf.GGUFReader, gguf.get_tensor_name_map, reader.tqdm) == before
+    assert entered.is_set() and (gguf.GGUFReader, gguf.get_tensor_name_map, reader.tqdm, reader._gguf_parse_value) == before
 
 
 @pytest.mark.parametrize("endian", ["little", "big"])
@@ -1284,6 +1284,106 @@ def test_the_plain_array_reader_parses_arrays_of_every_item_type_as_gguf_py_does
         assert read(key) == [x if isinstance(x, str) else pytest.approx(x, rel=1e-7) for x in items], key
     assert plain.fields["a.nested"].types == [V.ARRAY, V.ARRAY, V.INT32]  # gguf-py keeps the first item's types
     assert read("after") == [42]
+
+
+def _outcome(read, *args):
+    """What ``read(*args)`` returns, with the type of each item of a list, or the error it raises."""
+    try:
+        got = read(*args)
+    except Exception as e:  # noqa: BLE001 - what transformers raises is what is compared
+        return "raises", type(e), str(e)
+    return got, [type(x) for x in got] if isinstance(got, list) else type(got)
+
+
+@pytest.mark.parametrize("big", [False, True], ids=["little", "big"])
+def test_values_read_in_one_step_are_transformers_own(tmp_path, big):
+    """transformers' turning a parsed value into a Python one, taken in one step while the runner loads
+    (:func:`compscope.data.gguf_reading.python_value`), gives what transformers' ``_gguf_parse_value``
+    gives, value and type, or raises as it does, for every field of a file with scalars, strings and
+    arrays of every type (written byte by byte, either byte order), read by gguf-py's reader and by the
+    plain one; and it does not call transformers' for a scalar, a string or an array of them."""
+    from compscope.data.gguf_reading import plain_reader, python_value
+    from transformers.integrations.ggml import _gguf_parse_value
+
+    V = gguf.GGUFValueType
+    fields = [("general.architecture", V.STRING, "llama"), ("s.empty", V.STRING, ""), ("s.wide", V.STRING, "é ✓ 漢")]
+    scalars = {V.UINT8: 255, V.INT8: -128, V.UINT16: 65535, V.INT16: -300, V.UINT32: 2**32 - 1, V.INT32: -(2**31),
+               V.FLOAT32: -2.25, V.UINT64: 2**64 - 1, V.INT64: -(2**63), V.FLOAT64: 1e-300, V.BOOL: True}
+    fields += [(f"s.{kind.name}", kind, v) for kind, v in scalars.items()]
+    fields += [(f"a.{kind.name}", V.ARRAY, (kind, [v, 0 if kind != V.BOOL else False])) for kind, v in scalars.items()]
+    fields += [("a.strings", V.ARRAY, (V.STRING, ["", "a", "é ✓", "bc" * 300])), ("a.empty", V.ARRAY, (V.INT32, [])),
+               ("a.nested", V.ARRAY, (V.ARRAY, [(V.INT32, [1, 2]), (V.STRING, ["p"])]))]
+    _metadata_gguf(tmp_path / "m.gguf", fields, big)
+    calls = []
+
+    def counted(part, types):
+        calls.append(types)
+        return _gguf_parse_value(part, types)
+
+    one_step = python_value(counted)
+    for reader in (gguf.GGUFReader, plain_reader(gguf.GGUFReader)):
+        parsed = reader(tmp_path / "m.gguf")
+        assert len(parsed.fields) == len(fields) + 3  # (and the header's: version, tensor and field counts)
+        for key, field in parsed.fields.items():
+            for i in field.data:
+                ours, theirs = _outcome(one_step, field.parts[i], field.types), _outcome(_gguf_parse_value,
+                                                                                         field.parts[i], field.types)
+                assert ours == theirs, (reader, key)
+        nested = parsed.fields["a.nested"]
+        assert calls == [nested.types] * len(nested.data) and calls, reader  # the array of arrays, and only it
+        calls.clear()
+    read = {key: one_step(parsed.fields[key].parts[i], parsed.fields[key].types)
+            for key in ("s.wide", "s.UINT64", "s.INT64", "s.FLOAT32", "s.BOOL") for i in parsed.fields[key].data}
+    assert read == {"s.wide": "é ✓ 漢", "s.UINT64": 2**64 - 1, "s.INT64": -(2**63), "s.FLOAT32": -2.25, "s.BOOL": True}
+    assert [one_step(parsed.fields["a.strings"].parts[i], parsed.fields["a.strings"].types)
+            for i in parsed.fields["a.strings"].data] == ["", "a", "é ✓", "bc" * 300]
+
+
+@pytest.mark.parametrize("part, types", [
+    (np.frombuffer(b"\xff\xfe", np.uint8), [8]),  # bytes that are not UTF-8
+    (np.frombuffer(b"ab", np.int8), [8]),  # a string not of bytes
+    (np.array([7], np.uint32), 4),  # a type given bare, not as a list
+    (np.array([7], np.uint32), [13]),  # a type GGUF does not have
+    (np.array([7], np.uint32), [9, 13]),
+    (np.array([7], np.uint32), [5, 4]),  # two types, the first not an array's
+    (np.array([7], np.uint32), [9, 9, 4]),
+    (np.array([7], np.uint32), []),
+    (np.array([], np.uint32), [4]),  # no value
+    (np.array([1.5], np.float32), [9, 6]),
+], ids=["not-utf8", "int8-string", "bare-type", "unknown-type", "array-of-unknown", "two-scalars", "array-of-arrays",
+        "no-types", "empty", "float-item"])
+def test_values_read_in_one_step_are_transformers_own_in_odd_cases(part, types):
+    """Odd values and types: the one-step reading returns or raises what transformers' own does."""
+    from compscope.data.gguf_reading import python_value
+    from transformers.integrations.ggml import _gguf_parse_value
+
+    assert _outcome(python_value(_gguf_parse_value), part, types) == _outcome(_gguf_parse_value, part, types)
+
+
+def test_transformers_reads_a_gguf_file_as_it_does_unpatched(tmp_path):
+    """transformers' whole reading of a GGUF file, its config, tokenizer and tensors, is the same while
+    compscope's patches are active as without them, and those are restored afterwards."""
+    from compscope.data.gguf_reading import transformers_gguf_reading
+    from transformers import modeling_gguf_pytorch_utils as reader
+
+    _write_llama_gguf(tmp_path / "m.gguf", _tiny_llama())
+    path = str(tmp_path / "m.gguf")
+
+    def read():
+        return (reader.load_gguf_checkpoint(path, return_tensors=False),
+                reader.load_gguf_checkpoint(path, return_tensors=True, model_to_load=_tiny_llama()))
+
+    own, stock = reader._gguf_parse_value, read()
+    with transformers_gguf_reading(True):
+        assert reader._gguf_parse_value is not own  # (read in one step)
+        patched = read()
+    assert reader._gguf_parse_value is own
+    for a, b in zip(stock, patched):
+        assert a.keys() == b.keys() and a["config"]["vocab_size"] == V
+        assert {k: v for k, v in a.items() if k != "tensors"} == {k: v for k, v in b.items() if k != "tensors"}
+    tensors = stock[1]["tensors"], patched[1]["tensors"]
+    assert tensors[0].keys() == tensors[1].keys() and len(tensors[0]) > 10
+    assert all(np.array_equal(np.asarray(tensors[0][k]), np.asarray(tensors[1][k])) for k in tensors[0])
 
 
 @pytest.mark.parametrize("item, how", [("INT32", "cut"), ("STRING", "cut"), ("STRING", "long")])

@@ -12,6 +12,9 @@ and ``__array_finalize__`` per value read. While :func:`transformers_gguf_readin
 - an array of scalars or strings (Gemma 3's vocabulary: 262,144 strings, as many scores and token
   types) is sliced in one pass over its items, rather than by gguf-py's parse of each item as a field
   of its own (which reads its type again and makes its parts in three calls): the same parts;
+- transformers' turning each parsed value into a Python one (``_gguf_parse_value``, called once per
+  value for each part it reads: the config, the tokenizer, the weights) takes the common cases in one
+  step (:func:`python_value`): the same values, of the same types;
 - gguf-py's tensor-name map is built once per architecture rather than once per submodule;
 - transformers' own ``tqdm`` bar is hidden (its progress-bar switch does not reach it; compscope's
   bar speaks for the load).
@@ -66,6 +69,9 @@ def _patched(gguf, reader):
         if callable(made):
             saved[gguf, name] = made
             setattr(gguf, name, functools.lru_cache(maxsize=None)(how(made) if how else made))
+    if callable(getattr(reader, "_gguf_parse_value", None)):
+        saved[reader, "_gguf_parse_value"] = reader._gguf_parse_value
+        reader._gguf_parse_value = python_value(reader._gguf_parse_value)
     try:
         yield
     finally:
@@ -84,6 +90,39 @@ def plain_reader(cls):
     if _takes(getattr(cls, "_get_field_parts", None), _FIELD_PARTS_PARAMETERS):
         body["_get_field_parts"] = _array_parts(cls._get_field_parts)
     return type(f"Plain{cls.__name__}", (cls,), body)
+
+
+#: GGUF value types read as a Python ``int``, ``float`` or ``bool`` (``GGUFValueType``'s numbers)
+_SCALARS = {**dict.fromkeys((0, 1, 2, 3, 4, 5, 10, 11), int), 6: float, 12: float, 7: bool}
+#: GGUF's string and array value types
+_STRING, _ARRAY = 8, 9
+
+
+def python_value(parse):
+    """transformers' ``_gguf_parse_value`` (``parse``) in one step where it is common: a value of
+    ``types`` ``[t]`` or ``[ARRAY, t]`` (an item of an array of ``t``) is ``int``, ``float`` or ``bool``
+    of its first element for a scalar ``t``, and a string's bytes decoded as UTF-8 for a string, where
+    ``parse`` makes a list of its bytes first. Anything else (other types, a string not of bytes) goes to
+    ``parse``, which reads it, or raises, as transformers does."""
+
+    def value(part, types):
+        if type(types) is list:
+            if len(types) == 2 and types[0] == _ARRAY:
+                kind = types[1]
+            elif len(types) == 1:
+                kind = types[0]
+            else:
+                return parse(part, types)
+        else:
+            kind = types
+        if kind == _STRING:
+            if isinstance(part, np.ndarray) and part.dtype == np.uint8:
+                return part.tobytes().decode()
+            return parse(part, types)
+        scalar = _SCALARS.get(kind)
+        return parse(part, types) if scalar is None else scalar(part[0])
+
+    return value
 
 
 def _takes(method, parameters: list[str]) -> bool:
