@@ -1162,7 +1162,10 @@ def test_gguf_loads_in_two_threads_patch_one_at_a_time_and_leave_gguf_as_it_was(
     from compscope.data.gguf_reading import transformers_gguf_reading
     from transformers import modeling_gguf_pytorch_utils as reader
 
-    before = (gguf.GGUFReader, gguf.get_tensor_name_map, reader.tqdm, reader._gguf_parse_value)
+    def patchable():
+        return gguf.GGUFReader, gguf.get_tensor_name_map, reader.tqdm, reader._gguf_parse_value
+
+    before = patchable()
     entered = threading.Event()
 
     def second():
@@ -1177,7 +1180,7 @@ def test_gguf_loads_in_two_threads_patch_one_at_a_time_and_leave_gguf_as_it_was(
         assert not entered.wait(0.3)  # the second waits for the first
         assert gguf.GGUFReader is patched
     t.join(10)
-    assert entered.is_set() and (gguf.GGUFReader, gguf.get_tensor_name_map, reader.tqdm, reader._gguf_parse_value) == before
+    assert entered.is_set() and patchable() == before
 
 
 @pytest.mark.parametrize("endian", ["little", "big"])
