@@ -1353,14 +1353,33 @@ def test_values_read_in_one_step_are_transformers_own(tmp_path, big):
     (np.array([7], np.uint32), []),
     (np.array([], np.uint32), [4]),  # no value
     (np.array([1.5], np.float32), [9, 6]),
+    (np.array([7], np.uint32), type("Types", (list,), {})([9, 4])),  # a list of its own kind
+    (np.array([7], np.uint32), [{}]),  # a type that cannot be hashed
+    (np.array([7], np.uint32), [6.0]),  # a type given as a float
+    (np.frombuffer(b"ab", np.uint8), [8.0]),
 ], ids=["not-utf8", "int8-string", "bare-type", "unknown-type", "array-of-unknown", "two-scalars", "array-of-arrays",
-        "no-types", "empty", "float-item"])
+        "no-types", "empty", "float-item", "list-subclass", "unhashable-type", "float-type", "float-string-type"])
 def test_values_read_in_one_step_are_transformers_own_in_odd_cases(part, types):
     """Odd values and types: the one-step reading returns or raises what transformers' own does."""
     from compscope.data.gguf_reading import python_value
     from transformers.integrations.ggml import _gguf_parse_value
 
     assert _outcome(python_value(_gguf_parse_value), part, types) == _outcome(_gguf_parse_value, part, types)
+
+
+def test_a_value_parse_of_other_parameters_is_left_as_it_is(monkeypatch):
+    """Where transformers' ``_gguf_parse_value`` takes other parameters than those it was written for, the
+    load keeps it (runs as it is, only slower)."""
+    from compscope.data.gguf_reading import transformers_gguf_reading
+    from transformers import modeling_gguf_pytorch_utils as reader
+
+    def other(value, kind, strict=True):
+        return value
+
+    monkeypatch.setattr(reader, "_gguf_parse_value", other)
+    with transformers_gguf_reading(True):
+        assert reader._gguf_parse_value is other
+    assert reader._gguf_parse_value is other
 
 
 def test_transformers_reads_a_gguf_file_as_it_does_unpatched(tmp_path):

@@ -40,6 +40,8 @@ _GGUF_READING = threading.RLock()
 _GET_PARAMETERS = ["self", "offset", "dtype", "count", "override_order"]
 #: the signature of ``GGUFReader._get_field_parts`` that :func:`_array_parts` wraps
 _FIELD_PARTS_PARAMETERS = ["self", "orig_offs", "raw_type"]
+#: the signature of transformers' ``_gguf_parse_value`` that :func:`python_value` takes in one step
+_PARSE_VALUE_PARAMETERS = ["_value", "data_type"]
 
 
 @contextlib.contextmanager
@@ -69,7 +71,7 @@ def _patched(gguf, reader):
         if callable(made):
             saved[gguf, name] = made
             setattr(gguf, name, functools.lru_cache(maxsize=None)(how(made) if how else made))
-    if callable(getattr(reader, "_gguf_parse_value", None)):
+    if _takes(getattr(reader, "_gguf_parse_value", None), _PARSE_VALUE_PARAMETERS):
         saved[reader, "_gguf_parse_value"] = reader._gguf_parse_value
         reader._gguf_parse_value = python_value(reader._gguf_parse_value)
     try:
@@ -103,10 +105,11 @@ def python_value(parse):
     ``types`` ``[t]`` or ``[ARRAY, t]`` (an item of an array of ``t``) is ``int``, ``float`` or ``bool``
     of its first element for a scalar ``t``, and a string's bytes decoded as UTF-8 for a string, where
     ``parse`` makes a list of its bytes first. Anything else (other types, a string not of bytes) goes to
-    ``parse``, which reads it, or raises, as transformers does."""
+    ``parse``, which reads it, or raises, as transformers does. Taken only where transformers' has the
+    parameters it had when this was written (``_value, data_type``)."""
 
     def value(part, types):
-        if type(types) is list:
+        if isinstance(types, list):
             if len(types) == 2 and types[0] == _ARRAY:
                 kind = types[1]
             elif len(types) == 1:
@@ -119,7 +122,7 @@ def python_value(parse):
             if isinstance(part, np.ndarray) and part.dtype == np.uint8:
                 return part.tobytes().decode()
             return parse(part, types)
-        scalar = _SCALARS.get(kind)
+        scalar = _SCALARS.get(kind) if isinstance(kind, int) else None
         return parse(part, types) if scalar is None else scalar(part[0])
 
     return value
