@@ -117,6 +117,77 @@ def test_pair_command(capsys):
     assert main(["pair", "0", "1.1"]) == 2 and "LAYER.HEAD" in capsys.readouterr().err
 
 
+def test_pair_prints_a_long_spectrum_cut_and_writes_every_value(capsys, tmp_path):
+    """A head of 24 dimensions: each spectrum prints its first 8 and last 3 values and how many, with a line
+    saying so; ``--all`` prints all 24; ``--out`` writes them all as JSON, equal to ``compose_pair``'s in
+    float64; a file name other than .json, or in a folder that does not exist, is refused before the work."""
+    import json
+
+    from compscope import compose_pair, load
+    from compscope.toy.model import ToyConfig, ToyTransformer
+    from compscope.toy.storage import save_toy
+
+    folder = tmp_path / "toy"
+    config = ToyConfig(n_layers=2, n_heads=2, d_model=32, d_head=24, d_vocab=11, n_ctx=8)
+    save_toy(ToyTransformer(config, seed=5), folder)
+    rep = compose_pair(load(folder), (0, 1), (1, 0), "K")
+    spectra = {"principal angles (deg)": rep.angles_degrees, "cosines": rep.cosines.tolist(),
+               "composed singular values": rep.composed_singular_values.tolist(),
+               "writer singular values": rep.writer_singular_values.tolist(),
+               "reader singular values": rep.reader_singular_values.tolist()}
+    assert all(len(v) == 24 for v in spectra.values())  # rank 24 each: every spectrum is cut
+
+    def printed(out: str) -> dict:
+        return {name: line[len(name):].split()
+                for line in out.splitlines() for name in spectra if line.startswith(name)}
+
+    assert main(["pair", str(folder), "0.1", "1.0", "--out", str(tmp_path / "p.json")]) == 0
+    out = capsys.readouterr().out
+    assert "(spectra of more than 16 values cut: --all prints them whole, --out FILE.json writes them)" in out
+    for name, words in printed(out).items():
+        assert words[8] == "..." and words[-2:] == ["(24", "values)"], name
+        shown = [float(w) for w in words[:8] + words[9:12]]
+        assert shown == pytest.approx(spectra[name][:8] + spectra[name][-3:], rel=5e-3, abs=1e-9), name
+    doc = json.loads((tmp_path / "p.json").read_text())
+    assert doc["model"] == "toy" and (doc["writer"], doc["reader"], doc["kind"]) == ([0, 1], [1, 0], "K")
+    assert doc["principal_angles_deg"] == spectra["principal angles (deg)"] and doc["cosines"] == spectra["cosines"]
+    for name in ("composed singular values", "writer singular values", "reader singular values"):
+        assert doc[name.replace(" ", "_")] == spectra[name], name
+    assert doc["measures"] == rep.measures and "metric_origin" not in doc
+
+    assert main(["pair", str(folder), "0.1", "1.0", "--all"]) == 0
+    out = capsys.readouterr().out
+    assert "cut" not in out and "..." not in out
+    for name, words in printed(out).items():
+        assert [float(w) for w in words] == pytest.approx(spectra[name], rel=5e-3, abs=1e-9), name
+    for path, needle in ((tmp_path / "p.csv", "use a .json file name"), (tmp_path / "no" / "p.json", "does not exist")):
+        assert main(["pair", str(folder), "0.1", "1.0", "--out", str(path)]) == 2
+        err = capsys.readouterr()
+        assert f"--out {path}: " in err.err and needle in err.err and err.out == "" and not path.exists()
+
+
+def test_a_pair_written_as_json_has_null_where_a_value_is_not_finite(tmp_path):
+    """A value that is not finite is written as JSON's null (strict JSON, not Python's NaN)."""
+    import json
+    import math
+
+    import torch
+
+    from compscope.analysis.pair import PairReport
+    from compscope.cli.pair import write_pair
+
+    f64 = lambda xs: torch.tensor(xs, dtype=torch.float64)  # noqa: E731  (a report is float64)
+    rep = PairReport((0, 1), (1, 0), "V", "embed", f64([0.0, math.pi / 2]), f64([2.0, 0.5]), f64([3.0]),
+                     f64([1.0, float("nan")]), {"frobenius": float("nan"), "tight": 0.25})
+    write_pair(rep, tmp_path / "p.json", "m", "G from a file")
+    text = (tmp_path / "p.json").read_text()
+    assert "NaN" not in text
+    doc = json.loads(text)
+    assert doc["measures"] == {"frobenius": None, "tight": 0.25} and doc["reader_singular_values"] == [1.0, None]
+    assert doc["principal_angles_deg"] == [0.0, 90.0] and doc["cosines"] == pytest.approx([1.0, 0.0], abs=1e-15)
+    assert (doc["model"], doc["metric"], doc["metric_origin"], doc["writer"]) == ("m", "embed", "G from a file", [0, 1])
+
+
 def test_pair_takes_the_model_first_like_the_other_commands(capsys, tmp_path):
     """``pair MODEL W R`` is ``pair W R --model MODEL``; two different models, or a word too many
     or too few, are one-line errors."""

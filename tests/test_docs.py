@@ -41,6 +41,7 @@ CHECKED = [
     ("docs/results.md", "compscope info minilm"),
     ("docs/results.md", "compscope scores smollm2 --top 3"),
     ("docs/results.md", "compscope pair 0.0 1.1 --kind K"),
+    ("docs/results.md", "compscope pair gemma3-270m 4.1 5.3 --out pair.json"),
     ("docs/results.md", "compscope axioms"),
     ("docs/results.md", "compscope axioms --axiom gauge --metric embed"),
     ("docs/results.md", "compscope circuits"),

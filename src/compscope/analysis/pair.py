@@ -80,6 +80,16 @@ class PairReport:
     def angles_degrees(self) -> list[float]:
         return [float(t) * 180 / math.pi for t in self.principal_angles]
 
+    def to_dict(self) -> dict:
+        """The report as plain Python values (lists of floats, the heads as ``[layer, head]``), for JSON."""
+        floats = lambda xs: [float(x) for x in xs]  # noqa: E731
+        return {"writer": list(self.writer), "reader": list(self.reader), "kind": self.kind, "metric": self.metric,
+                "principal_angles_deg": self.angles_degrees, "cosines": floats(self.cosines),
+                "composed_singular_values": floats(self.composed_singular_values),
+                "writer_singular_values": floats(self.writer_singular_values),
+                "reader_singular_values": floats(self.reader_singular_values),
+                "measures": {k: float(v) for k, v in self.measures.items()}}
+
     def __repr__(self) -> str:
         (l1, h1), (l2, h2) = self.writer, self.reader
         g = lambda xs: "[" + ", ".join(f"{float(x):.3g}" for x in xs) + "]"  # noqa: E731

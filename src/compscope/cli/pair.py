@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from ..errors import OptionError
 from .common import (TEXT_READERS, add_device, add_linearise_norms, add_metric_data, add_model, add_processing,
-                     add_sample_data, add_tokenizer, metric_names, model_reading_text, parse_head, reads_text,
-                     weights_and_metric)
+                     add_sample_data, add_tokenizer, metric_names, model_reading_text, output_file, parse_head,
+                     reads_text, weights_and_metric)
 
 HELP = "one writer -> reader pair in detail: principal angles, composed spectrum, every measure"
 EXAMPLE = "examples: compscope pair 0.0 1.1 --kind K --metric embed;  compscope pair smollm2 16.0 17.3"
+
+#: a spectrum of more values than this prints its first ``_FIRST`` and last ``_LAST`` (``--all``: every one)
+_SHOWN, _FIRST, _LAST = 16, 8, 3
 
 
 def add_arguments(p) -> None:
@@ -30,6 +33,11 @@ def add_arguments(p) -> None:
     add_linearise_norms(p, "read the pair")
     add_sample_data(p, "for --linearise-norms")
     add_tokenizer(p)
+    p.add_argument("--all", action="store_true", dest="every",
+                   help=f"print every value of each spectrum (default: a spectrum of more than {_SHOWN} values prints "
+                        f"its first {_FIRST} and last {_LAST})")
+    p.add_argument("--out", help="also write the pair's report from the weights, every spectrum whole and every "
+                                 "measure, as a .json file (not --on-data's lines)")
 
 
 def run(args) -> None:
@@ -38,10 +46,14 @@ def run(args) -> None:
     from ..results.table import metric_origin
 
     model, writer, reader = model_and_heads(args.heads, args.model)
+    output_file(args.out, "--out", (".json",))
     model = model_reading_text(args, model, reads_text(args, args.metric), TEXT_READERS)
     hw, metric = weights_and_metric(args, model)
     rep = compose_pair(hw, writer, reader, args.kind, metric, offset=args.offset)
-    print(format_pair(rep, hw.meta.name + weights_said(hw.meta.processing), metric_origin({"metric_data": metric.data})))
+    name, origin = hw.meta.name + weights_said(hw.meta.processing), metric_origin({"metric_data": metric.data})
+    print(format_pair(rep, name, origin, every=args.every))
+    if args.out:
+        write_pair(rep, args.out, name, origin)
     if args.on_data:
         print(on_data(model, writer, reader, args.kind, args.device))
 
@@ -104,19 +116,41 @@ def model_and_heads(words: list[str], option: str) -> tuple[str, tuple[int, int]
     return option, parse_head(words[-2]), parse_head(words[-1])
 
 
-def format_pair(rep, model: str, origin: str = "") -> str:
+def format_pair(rep, model: str, origin: str = "", every: bool = False) -> str:
     """What ``compscope pair`` prints; ``origin``: where the metric's ``G`` came from, in words
-    (:func:`~compscope.results.table.metric_origin`), for a metric estimated on data or given."""
+    (:func:`~compscope.results.table.metric_origin`), for a metric estimated on data or given; ``every``:
+    every value of each spectrum, rather than the first and last few of one longer than ``_SHOWN``."""
 
     (l1, h1), (l2, h2) = rep.writer, rep.reader
-    fmt = lambda xs: " ".join(f"{float(x):.3g}" for x in xs)  # noqa: E731
-    lines = [
-        f"{model}: {l1}.{h1} -> {l2}.{h2}, {rep.kind}-composition, metric {rep.metric}" + (f", {origin}" if origin else ""),
-        f"principal angles (deg)     {fmt(rep.angles_degrees)}",
-        f"cosines                    {fmt(rep.cosines)}",
-        f"composed singular values   {fmt(rep.composed_singular_values)}",
-        f"writer singular values     {fmt(rep.writer_singular_values)}",
-        f"reader singular values     {fmt(rep.reader_singular_values)}",
-    ]
+    spectra = [("principal angles (deg)", rep.angles_degrees), ("cosines", rep.cosines),
+               ("composed singular values", rep.composed_singular_values),
+               ("writer singular values", rep.writer_singular_values),
+               ("reader singular values", rep.reader_singular_values)]
+    lines = [f"{model}: {l1}.{h1} -> {l2}.{h2}, {rep.kind}-composition, metric {rep.metric}"
+             + (f", {origin}" if origin else "")]
+    lines += [f"{name:<26} {_values(xs, every)}" for name, xs in spectra]
+    if not every and any(len(xs) > _SHOWN for _, xs in spectra):
+        lines.append(f"(spectra of more than {_SHOWN} values cut: --all prints them whole, "
+                     "--out FILE.json writes them)")
     lines += [f"{name:<26} {v:.4f}" for name, v in rep.measures.items()]
     return "\n".join(lines)
+
+
+def _values(xs, every: bool) -> str:
+    """``xs`` to 3 significant digits, all of them (``every``, or at most ``_SHOWN``) or the first and last few."""
+    shown = [f"{float(x):.3g}" for x in xs]
+    if every or len(shown) <= _SHOWN:
+        return " ".join(shown)
+    return " ".join(shown[:_FIRST] + ["..."] + shown[-_LAST:]) + f"  ({len(shown)} values)"
+
+
+def write_pair(rep, path: str, model: str, origin: str = "") -> None:
+    """``rep`` (:meth:`~compscope.analysis.pair.PairReport.to_dict`) as JSON at ``path``, with the model's name and
+    where the metric came from; a value that is not finite is written as null."""
+    import json
+    from pathlib import Path
+
+    from ..data.verdict import strict_json
+
+    doc = {"model": model, **rep.to_dict(), **({"metric_origin": origin} if origin else {})}
+    Path(path).write_text(json.dumps(strict_json(doc), indent=1, allow_nan=False) + "\n")
