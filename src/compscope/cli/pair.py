@@ -36,8 +36,9 @@ def add_arguments(p) -> None:
     p.add_argument("--all", action="store_true", dest="every",
                    help=f"print every value of each spectrum (default: a spectrum of more than {_SHOWN} values prints "
                         f"its first {_FIRST} and last {_LAST})")
-    p.add_argument("--out", help="also write the pair's report from the weights, every spectrum whole and every "
-                                 "measure, as a .json file (not --on-data's lines)")
+    p.add_argument("--out", metavar="FILE.json",
+                   help="also write the pair's report from the weights, every spectrum whole and every measure, as a "
+                        ".json file (not --on-data's lines)")
 
 
 def run(args) -> None:
