@@ -882,6 +882,57 @@ def test_cli_intervenes_on_the_writers_named(capsys):
     assert "writers 0.1 (1 head)" in out and "over 4 pairs" in out  # 0.1 into the four heads of layer 1
 
 
+def test_cli_writes_every_effect_to_the_table_named(capsys, tmp_path):
+    """``intervene --out``: every pair and kind, one row each, whose strongest rows are the pairs and values printed;
+    a file name other than .csv or .parquet is refused before the model runs."""
+    pd = pytest.importorskip("pandas")
+    out = tmp_path / "effects.parquet"
+    assert main(["intervene", "--kinds", "KV", "--sequences", "4", "--half", "8", "--top", "2", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"wrote {out}" in printed
+    df = pd.read_parquet(out)
+    assert sorted(df.kind.unique()) == ["K", "V"] and len(df) == 2 * 4 * 4  # induction-2l: 4 writers x 4 later heads
+    for kind in "KV":
+        top = df[df.kind == kind].sort_values("effect", ascending=False).head(2)
+        shown = "   ".join(f"{r.src_layer}.{r.src_head}->{r.dst_layer}.{r.dst_head} {r.effect:.3f}"
+                           for r in top.itertuples())
+        assert f"{kind}  strongest effects: {shown}" in printed, kind
+    assert df[df.kind == "V"].effect_direction.notna().all() and df[df.kind == "K"].effect_direction.isna().all()
+    assert main(["intervene", "--sequences", "4", "--out", str(tmp_path / "e.json")]) == 2
+    err = capsys.readouterr()
+    assert "--out" in err.err and ".csv or .parquet" in err.err and err.out == ""
+
+
+def test_effects_as_a_table_have_one_row_per_pair_and_kind(tmp_path):
+    """``Effects.to_pandas``: one row per finite (writer, later head) pair and kind, the values where they stand in
+    the tensors (built by hand here), V's direction-sensitive effect beside V's, the run's settings in ``attrs``; and
+    ``save`` writes it as .csv or .parquet, read back the same."""
+    import numpy as np
+
+    from compscope.data.intervene import Effects
+
+    pd = pytest.importorskip("pandas")
+    nan = float("nan")
+    k = torch.full((2, 2, 2, 2), nan, dtype=torch.float64)
+    k[0, 0, 1, 0], k[0, 0, 1, 1], k[0, 1, 1, 0], k[0, 1, 1, 1] = 0.5, -0.25, 0.0, 2.0
+    v, direction = k * 3, k.abs() + 1
+    fx = Effects({"K": k, "V": v}, direction, "zero", 4, 17, "all", ((0, 0), (0, 1)))
+    df = fx.to_pandas()
+    assert list(df.columns) == ["kind", "src_layer", "src_head", "dst_layer", "dst_head", "effect", "effect_direction"]
+    got = {(r.kind, r.src_layer, r.src_head, r.dst_layer, r.dst_head): (r.effect, r.effect_direction)
+           for r in df.itertuples()}
+    pairs = {(0, 0, 1, 0): 0.5, (0, 0, 1, 1): -0.25, (0, 1, 1, 0): 0.0, (0, 1, 1, 1): 2.0}
+    assert len(df) == 8 and {key: e for key, (e, _) in got.items()} == {
+        **{("K", *p): e for p, e in pairs.items()}, **{("V", *p): 3 * e for p, e in pairs.items()}}
+    assert all(np.isnan(d) for (kind, *_), (_, d) in got.items() if kind == "K")
+    assert {key[1:]: d for key, (_, d) in got.items() if key[0] == "V"} == {p: abs(e) + 1 for p, e in pairs.items()}
+    assert df.attrs == {"ablation": "zero", "sequences": 4, "seq_len": 17, "paths": "all", "writers": [[0, 0], [0, 1]]}
+    for name in ("e.csv", "e.parquet"):
+        path = fx.save(tmp_path / name)
+        back = pd.read_csv(path) if name.endswith(".csv") else pd.read_parquet(path)
+        pd.testing.assert_frame_equal(back, df, check_dtype=False)
+
+
 @pytest.mark.parametrize(("d_model", "d_head", "rank"), [(12, 4, 4), (12, 4, 2), (3, 5, 3), (8, 8, 8)])
 def test_output_frames_keep_every_norm_of_what_a_head_writes(d_model, d_head, rank):
     """``R`` of :func:`output_frames` (``W_O = U R``): for outputs ``z`` and ``z'``, ``‖R z‖``,

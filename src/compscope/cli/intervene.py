@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .common import (add_device, add_intervention, add_metric_data, add_model_dtype, add_tokenizer, count, half_length,
-                     metric_data, metric_names, model_reading_text, reads_text)
+                     metric_data, metric_names, model_reading_text, reads_text, table_file)
 
 HELP = "interventional composition of a model on data, against every measure"
 EXAMPLE = "example: compscope intervene --kinds K --top 16 --metric activations   (or: compscope intervene smollm2 --kinds K --sequences 8)"
@@ -27,12 +27,14 @@ def add_arguments(p) -> None:
     p.add_argument("--batch-size", type=count, default=16, help="sequences per forward pass (default 16)")
     add_intervention(p, "16.0,11.1 or 10-20")
     p.add_argument("--top", type=count, default=3, help="strongest pairs to print per kind (default 3)")
+    p.add_argument("--out", help="write every effect, one row per pair and kind (.csv or .parquet)")
     add_device(p)
     add_tokenizer(p)
     add_model_dtype(p)
 
 
 def run(args) -> None:
+    table_file(args.out)
     print(report(args))
 
 
@@ -68,4 +70,6 @@ def report(args) -> str:
         lines.append(f"{label}  strongest effects: " + "   ".join("{}.{}->{}.{}".format(*i) + f" {x:.3f}" for i, x in top))
         rho = "  ".join(f"{m} {spearman(table.dense(m, kind), eff):.2f}" for m in table.measures)
         lines.append(f"   rank correlation with the effect over {n} pairs (Spearman): {rho}")
+    if args.out:
+        lines.append(f"wrote {fx.save(args.out)}")
     return "\n".join(lines)

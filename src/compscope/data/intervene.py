@@ -143,6 +143,30 @@ class Effects:
     #: the writers intervened on, ``(layer, head)`` in order; None: every head before the last layer
     writers: tuple[tuple[int, int], ...] | None = None
 
+    def to_pandas(self):
+        """One row per pair and kind: ``kind, src_layer, src_head, dst_layer, dst_head, effect`` (and
+        ``effect_direction`` for V); the ablation, paths, writers and data's shape in ``attrs``."""
+        import pandas as pd
+
+        rows = []
+        for kind, t in self.by_kind.items():
+            for l1, h1, l2, h2 in torch.isfinite(t).nonzero().tolist():
+                row = {"kind": kind, "src_layer": l1, "src_head": h1, "dst_layer": l2, "dst_head": h2,
+                       "effect": float(t[l1, h1, l2, h2])}
+                if kind == "V" and self.v_direction is not None:
+                    row["effect_direction"] = float(self.v_direction[l1, h1, l2, h2])
+                rows.append(row)
+        df = pd.DataFrame(rows)
+        df.attrs.update(ablation=self.ablation, sequences=self.sequences, seq_len=self.seq_len, paths=self.paths,
+                        writers=None if self.writers is None else [list(w) for w in self.writers])
+        return df
+
+    def save(self, path) -> Path:
+        """Write :meth:`to_pandas` as ``.csv`` or ``.parquet`` (by the suffix of ``path``)."""
+        from ..results.table import write_frame
+
+        return write_frame(self.to_pandas(), path)
+
     def __repr__(self) -> str:
         from ..results.table import top_entries
 

@@ -9,7 +9,6 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
 from torch import Tensor
 
 from ..core.processing import weights_said
@@ -84,24 +83,8 @@ class Verdict:
         return "\n".join([head, *by_head_lines(df.to_dict("records"))])
 
     def interventions_frame(self):
-        """One row per pair and kind: ``kind, src_layer, src_head, dst_layer, dst_head, effect``
-        (and ``effect_direction`` for V)."""
-        import pandas as pd
-
-        rows = []
-        for kind, t in self.effects.by_kind.items():
-            idx = torch.isfinite(t).nonzero().tolist()
-            for l1, h1, l2, h2 in idx:
-                row = {"kind": kind, "src_layer": l1, "src_head": h1, "dst_layer": l2, "dst_head": h2,
-                       "effect": float(t[l1, h1, l2, h2])}
-                if kind == "V" and self.effects.v_direction is not None:
-                    row["effect_direction"] = float(self.effects.v_direction[l1, h1, l2, h2])
-                rows.append(row)
-        df = pd.DataFrame(rows)
-        df.attrs.update(ablation=self.effects.ablation, sequences=self.effects.sequences, seq_len=self.effects.seq_len,
-                        paths=self.effects.paths,
-                        writers=None if self.effects.writers is None else [list(w) for w in self.effects.writers])
-        return df
+        """One row per pair and kind (:meth:`compscope.data.intervene.Effects.to_pandas`)."""
+        return self.effects.to_pandas()
 
     def save(self, out: str | Path) -> list[Path]:
         """Write ``head_labels.csv``, ``interventions.parquet``, ``verdict.csv``, ``heads.csv`` and
