@@ -279,6 +279,36 @@ def test_cli_prints_every_head_with_the_data_beside_it(capsys):
     assert "data:" not in out[1]
 
 
+def test_circuits_as_a_table_have_one_row_per_head_with_the_scores_where_they_stand(tmp_path, capsys):
+    """``Circuits.to_pandas``: row ``layer * H + head`` holds that head's scores (hand-placed tensors); a score the
+    model lacks is no column; ``circuits --out`` writes the default model's, equal to ``head_circuits``', and a file
+    name other than .csv or .parquet is refused before the work."""
+    import pandas as pd
+
+    from compscope.analysis.circuits import Circuits
+
+    t = lambda k: torch.arange(6, dtype=torch.float64).reshape(2, 3) * k  # noqa: E731  (layer 2, head 3 at [1, 2])
+    c = Circuits("m", t(1), t(2), None, t(3), "tight", 2.0, "activations", t(5))
+    df = c.to_pandas()
+    assert list(df.columns) == ["layer", "head", "copying", "matching", "induction", "induction_qk"]
+    assert df.loc[5].tolist() == [1, 2, 5.0, 10.0, 15.0, 25.0] and df.loc[1].tolist() == [0, 1, 1.0, 2.0, 3.0, 5.0]
+    assert df.attrs == {"model": "m", "measure": "tight", "offset": 2.0, "content": "activations"}
+
+    out = tmp_path / "heads.csv"
+    assert main(["circuits", "--out", str(out)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    c = head_circuits(compscope.load("induction-2l"))
+    back = pd.read_csv(out)
+    assert list(back.columns) == ["layer", "head", "copying", "matching", "previous_token", "induction", "induction_qk"]
+    for name, v in (("copying", c.copying), ("matching", c.matching), ("previous_token", c.previous),
+                    ("induction", c.induction), ("induction_qk", c.induction_qk)):
+        assert back[name].tolist() == pytest.approx([float(v[l, h]) for l, h in zip(back["layer"], back["head"])],
+                                                    rel=1e-12), name
+    assert main(["circuits", "--out", str(tmp_path / "heads.txt")]) == 2
+    err = capsys.readouterr()
+    assert "--out" in err.err and ".csv or .parquet" in err.err and err.out == ""
+
+
 def test_cli_virtual_heads_are_ranked_by_the_measure_asked_for(capsys):
     """The virtual heads shown are the top V pairs by ``--measure``, with that measure's scores
     (the engine's, read independently here) and the virtual copying score of each."""

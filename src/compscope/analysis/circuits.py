@@ -367,6 +367,25 @@ class Circuits:
     #: a bidirectional model
     induction_qk: Tensor | None = None
 
+    def to_pandas(self):
+        """One row per head: ``layer, head`` and each score the model has (``copying, matching, previous_token,
+        induction, induction_qk``); the model, measure, offset and content in ``attrs``."""
+        import pandas as pd
+
+        L, H = self.matching.shape
+        found = {"copying": self.copying, "matching": self.matching, "previous_token": self.previous,
+                 "induction": self.induction, "induction_qk": self.induction_qk}
+        df = pd.DataFrame({"layer": [l for l in range(L) for _ in range(H)], "head": list(range(H)) * L,
+                           **{k: v.reshape(-1).tolist() for k, v in found.items() if v is not None}})
+        df.attrs.update(model=self.model, measure=self.measure, offset=self.offset, content=self.content)
+        return df
+
+    def save(self, path):
+        """Write :meth:`to_pandas` as ``.csv`` or ``.parquet`` (by the suffix of ``path``)."""
+        from ..results.table import write_frame
+
+        return write_frame(self.to_pandas(), path)
+
     def __repr__(self) -> str:
         from ..results.table import top_entries
 

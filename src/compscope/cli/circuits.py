@@ -5,7 +5,7 @@ beside them, for an unprocessed toy model, its activation labels."""
 from __future__ import annotations
 
 from .common import (add_model, add_processing, add_sample_data, add_tokenizer, check_offset, count, model_reading_text,
-                     processing, sample_data)
+                     processing, sample_data, table_file)
 
 HELP = "copying, matching, previous-token and induction scores of every head, from the weights"
 EXAMPLE = "example: compscope circuits --measure tight"
@@ -24,11 +24,13 @@ def add_arguments(p) -> None:
                         "those models only)")
     add_sample_data(p, "with --content activations")
     p.add_argument("--top", type=count, default=5, help="heads to print per score for models of over 48 heads (default 5)")
+    p.add_argument("--out", help="write every head's scores, one row per head (.csv or .parquet)")
     add_processing(p)
     add_tokenizer(p)
 
 
 def run(args) -> None:
+    table_file(args.out)
     print(report(args))
 
 
@@ -103,4 +105,6 @@ def report(args) -> str:
         lines.append(f"rank correlation (Spearman, all heads), weights vs data: induction {spearman(c.induction, labels.induction):.2f}, "
                      f"induction (QK) {spearman(c.induction_qk, labels.induction):.2f}, "
                      f"previous-token {spearman(c.previous, labels.previous):.2f}")
+    if args.out:
+        lines.append(f"wrote {c.save(args.out)}")
     return "\n".join(lines)
