@@ -148,15 +148,15 @@ class Effects:
         ``effect_direction`` for V); the ablation, paths, writers and data's shape in ``attrs``."""
         import pandas as pd
 
-        rows = []
+        frames = []
         for kind, t in self.by_kind.items():
-            for l1, h1, l2, h2 in torch.isfinite(t).nonzero().tolist():
-                row = {"kind": kind, "src_layer": l1, "src_head": h1, "dst_layer": l2, "dst_head": h2,
-                       "effect": float(t[l1, h1, l2, h2])}
-                if kind == "V" and self.v_direction is not None:
-                    row["effect_direction"] = float(self.v_direction[l1, h1, l2, h2])
-                rows.append(row)
-        df = pd.DataFrame(rows)
+            at = torch.isfinite(t).nonzero()  # (pairs, 4): writer layer and head, reader layer and head
+            columns = dict(zip(("src_layer", "src_head", "dst_layer", "dst_head"), at.T.tolist()))
+            frame = {"kind": [kind] * len(at), **columns, "effect": t[tuple(at.T)].tolist()}
+            if kind == "V" and self.v_direction is not None:
+                frame["effect_direction"] = self.v_direction[tuple(at.T)].tolist()
+            frames.append(pd.DataFrame(frame))
+        df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
         df.attrs.update(ablation=self.ablation, sequences=self.sequences, seq_len=self.seq_len, paths=self.paths,
                         writers=None if self.writers is None else [list(w) for w in self.writers])
         return df
