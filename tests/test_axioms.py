@@ -142,6 +142,27 @@ def test_cli_prints_the_table_and_fails_on_bad_names(capsys):
     assert "unknown measure 'nope'" in capsys.readouterr().err
 
 
+def test_cli_writes_every_result_to_the_table_named(capsys, tmp_path):
+    """``axioms --out``: one row per measure and axiom, the fields of what ``check_axioms`` returns for the same
+    options; a name other than .csv or .parquet is refused before the checks."""
+    import dataclasses
+
+    pd = pytest.importorskip("pandas")
+    out = tmp_path / "axioms.csv"
+    assert main(["axioms", "--measure", "overlap", "--measure", "tight", "--trials", "2", "--seed", "4",
+                 "--out", str(out)]) == 0
+    assert capsys.readouterr().out.endswith(f"wrote {out}\n")
+    want = [dataclasses.asdict(r) for r in check_axioms(["overlap", "tight"], trials=2, seed=4)]
+    got = pd.read_csv(out, keep_default_na=False).to_dict("records")
+    assert len(got) == 2 * (len(AXIOMS) + 1) and list(got[0]) == list(want[0])
+    for a, b in zip(got, want):
+        assert {k: v for k, v in a.items() if k != "worst"} == {k: v for k, v in b.items() if k != "worst"}
+        assert a["worst"] == pytest.approx(b["worst"], rel=1e-12, abs=0)
+    assert main(["axioms", "--out", str(tmp_path / "a.json")]) == 2
+    err = capsys.readouterr()
+    assert "--out" in err.err and ".csv or .parquet" in err.err and err.out == ""
+
+
 def test_seeded_results_repeat():
     a, b = check_axioms("tight", seed=3), check_axioms("tight", seed=3)
     assert [(r.holds, r.worst) for r in a] == [(r.holds, r.worst) for r in b]

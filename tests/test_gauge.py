@@ -144,6 +144,31 @@ def test_cli_gauge(capsys):
     assert e.value.code == 2
 
 
+def test_cli_gauge_writes_every_row_to_the_table_named(capsys, tmp_path):
+    """``gauge --out``: one row per change, metric and measure, the fields of ``gauge_check``'s rows for the same
+    options (read back from parquet); a name other than .csv or .parquet is refused before the work."""
+    import dataclasses
+
+    from compscope.cli.main import main
+
+    pd = pytest.importorskip("pandas")
+    out = tmp_path / "gauge.parquet"
+    changes = ["--change", "permutation", "--change", "gain_rescale"]
+    assert main(["gauge", "--kinds", "K", *changes, "--out", str(out)]) == 0
+    assert capsys.readouterr().out.endswith(f"wrote {out}\n")
+    rows, _ = gauge_check("induction-2l", ["permutation", "gain_rescale"], kinds="K", progress=False)
+    got = pd.read_parquet(out).to_dict("records")
+    assert got and len(got) == len(rows) and list(got[0]) == [f.name for f in dataclasses.fields(rows[0])]
+    for a, b in zip(got, map(dataclasses.asdict, rows)):
+        assert {k: a[k] for k in ("change", "weights", "symmetry", "metric", "measure")} == \
+            {k: b[k] for k in ("change", "weights", "symmetry", "metric", "measure")}
+        for k in ("model_change", "max_change", "spearman"):
+            assert a[k] == pytest.approx(b[k], rel=1e-9, abs=1e-15, nan_ok=True), (a, k)
+    assert main(["gauge", "--out", str(tmp_path / "g.txt")]) == 2
+    err = capsys.readouterr()
+    assert "--out" in err.err and ".csv or .parquet" in err.err and err.out == ""
+
+
 def test_only_metrics_of_each_models_own_weights_are_taken():
     """A metric estimated on data, or a Metric object made for the unchanged model, cannot follow a
     change: refused by name before any scoring (a Metric object once failed hashing)."""

@@ -3,7 +3,7 @@ the model cannot see (and one that it can, for contrast)."""
 
 from __future__ import annotations
 
-from .common import add_model
+from .common import add_model, table_file
 
 HELP = "which scores move under changes of the parameters that leave the model as it is"
 DESCRIPTION = ("Score every pair before and after each change of the model's parameters: a permutation of the "
@@ -28,13 +28,18 @@ def add_arguments(p) -> None:
                    help="identity, embed or unembed (repeatable; default identity and embed); the metrics "
                         "estimated on data would need the changed model to run")
     p.add_argument("--seed", type=int, default=0, help="seed of the changes (default 0)")
+    p.add_argument("--out", help="write every row, one per change, metric and measure (.csv or .parquet)")
 
 
 def run(args) -> None:
     from ..analysis.gauge import CHANGES, format_gauge, gauge_check
     from ..loading.sources import load
+    from ..results.table import write_records
 
+    table_file(args.out)
     hw = load(args.model)
     rows, notes = gauge_check(hw, args.changes or CHANGES, kinds=args.kinds, measures=args.measures or "default",
                               metrics=args.metrics or ("identity", "embed"), seed=args.seed)
     print(format_gauge(hw.meta.name, rows, notes, args.seed))
+    if args.out:
+        print(f"wrote {write_records(rows, args.out)}")

@@ -174,6 +174,16 @@ def write_frame(df, path: str | Path) -> Path:
     return path
 
 
+def write_records(records, path: str | Path) -> Path:
+    """Write dataclass instances (an axiom result, a gauge row), one row each with a column per field, as
+    ``.csv`` or ``.parquet`` (:func:`write_frame`)."""
+    import dataclasses
+
+    import pandas as pd
+
+    return write_frame(pd.DataFrame([dataclasses.asdict(r) for r in records]), path)
+
+
 def read_scores(path: str | Path, shape: tuple[int, int] | None = None, metric: str | None = None) -> ScoreTable:
     """Read a table written by :meth:`ScoreTable.save` (``shape=(layers, heads)`` if not inferable).
     A file holding several metrics (a report's ``scores.parquet``) needs ``metric`` named."""
