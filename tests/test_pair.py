@@ -78,17 +78,19 @@ def test_heads_as_text_or_numpy_integers_are_the_same_pair():
         assert (rep.writer, rep.reader) == ((0, 1), (1, 0)) and rep.measures == ref.measures
 
 
-def test_pair_on_data_is_what_the_verdict_measured(capsys):
+def test_pair_on_data_is_what_the_verdict_measured(capsys, tmp_path):
     """``pair --on-data`` prints the pair's K effect and both heads' labels as ``validate`` (run
     here in full, every writer) measures them on the same sequences; and its rank among the
-    writer's later heads, counted here from the verdict's effects."""
+    writer's later heads, counted here from the verdict's effects. With ``--out`` the JSON holds the
+    same values unrounded."""
+    import json
     import re
 
     from compscope.cli.main import main
     from compscope.data.validate import validate
 
     v = validate("induction-2l", progress=False)
-    main(["pair", "0.0", "1.1", "--kind", "K", "--on-data"])
+    assert main(["pair", "0.0", "1.1", "--kind", "K", "--on-data", "--out", str(tmp_path / "p.json")]) == 0
     out = capsys.readouterr().out
     k = v.effects.by_kind["K"]
     got = re.search(r"K effect of 0.0 on 1.1: (\S+), rank (\d+) of the 4 later heads", out)
@@ -104,6 +106,16 @@ def test_pair_on_data_is_what_the_verdict_measured(capsys):
         assert set(shown) == {"induction", "previous_token", "duplicate_token", "sink"}
         for name, _, err in found:  # the verdict's error, to the two significant digits shown
             assert float(err) == pytest.approx(float(v.labels.error[name][l, h]), rel=0.06, abs=1e-12), (name, line)
+    d = json.loads((tmp_path / "p.json").read_text())["on_data"]
+    assert d["effect"] == pytest.approx(float(k[0, 0, 1, 1]), rel=1e-9, abs=1e-12) and d["kind"] == "K"
+    assert (d["rank"], d["later_heads"]) == (1 + int((k[0, 0, 1] > k[0, 0, 1, 1]).sum()), 4)
+    assert d["largest"]["effect"] == pytest.approx(float(k[0, 0, 1].max()), rel=1e-9, abs=1e-12)
+    for who, (l, h) in (("writer", (0, 0)), ("reader", (1, 1))):
+        got = d[f"{who}_labels"]
+        assert set(got) == {"induction", "previous_token", "duplicate_token", "sink"}
+        for name, x in got.items():
+            assert x["mean"] == pytest.approx(float(v.labels.mean[name][l, h]), rel=1e-9, abs=1e-12), (who, name)
+            assert x["error"] == pytest.approx(float(v.labels.error[name][l, h]), rel=1e-9, abs=1e-12), (who, name)
 
 
 def _per_layer_metric(hw, own_reads: bool):

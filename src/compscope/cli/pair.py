@@ -37,8 +37,8 @@ def add_arguments(p) -> None:
                    help=f"print every value of each spectrum (default: a spectrum of more than {_SHOWN} values prints "
                         f"its first {_FIRST} and last {_LAST})")
     p.add_argument("--out", metavar="FILE.json",
-                   help="also write the pair's report from the weights, every spectrum whole and every measure, as a "
-                        ".json file (not --on-data's lines)")
+                   help="also write the pair's report, every spectrum whole and every measure (and with --on-data "
+                        "its values: the effect, its rank, both heads' labels), as a .json file")
 
 
 def run(args) -> None:
@@ -53,19 +53,23 @@ def run(args) -> None:
     rep = compose_pair(hw, writer, reader, args.kind, metric, offset=args.offset)
     name, origin = hw.meta.name + weights_said(hw.meta.processing), metric_origin({"metric_data": metric.data})
     print(format_pair(rep, name, origin, every=args.every))
+    data = on_data(model, writer, reader, args.kind, args.device) if args.on_data else None
+    if data is not None:
+        print(format_on_data(data, writer, reader))
     if args.out:
-        write_pair(rep, args.out, name, origin)
-    if args.on_data:
-        print(on_data(model, writer, reader, args.kind, args.device))
+        write_pair(rep, args.out, name, origin, data)
 
 
-def on_data(model, writer: tuple[int, int], reader: tuple[int, int], kind: str, device=None) -> str:
+def on_data(model, writer: tuple[int, int], reader: tuple[int, int], kind: str, device=None) -> dict:
     """The pair on data, as :func:`compscope.validate` sees it with its defaults: both heads'
-    activation labels on the verdict's sequences, and the writer's interventions (its row only) on
-    the ones the verdict intervenes on, the pair's effect ranked among the writer's readers."""
+    activation labels (each with its standard error over the sequences; None where there is none) on
+    the verdict's sequences, and the writer's interventions (its row only) on the ones the verdict
+    intervenes on, the pair's effect ranked among the writer's later heads (:func:`format_on_data`)."""
+    import math
+
     import torch
 
-    from ..data.head_labels import LABELS, activation_labels, error_text
+    from ..data.head_labels import LABELS, activation_labels
     from ..data.intervene import intervention_effects
     from ..data.runner import runner_for
     from ..data.validate import INTERVENTION_SEQUENCES, default_sequences
@@ -78,18 +82,38 @@ def on_data(model, writer: tuple[int, int], reader: tuple[int, int], kind: str, 
     (l1, h1), (l2, h2) = writer, reader
     row = fx.by_kind[kind][l1, h1]  # (layer, head): the writer's effect on every later head
     value = float(row[l2, h2])
-    rank = int((row[torch.isfinite(row)] > value).sum()) + 1
     (b2, c2), best = top_entries(row, 1)[0]
+
+    def error(name: str, l: int, h: int) -> float | None:
+        e = labels.error.get(name)
+        return None if e is None or not math.isfinite(float(e[l, h])) else float(e[l, h])
+
+    return {"sequences": labels.sequences, "half": labels.half, "seed": labels.seed, "ablation": fx.ablation,
+            "intervention_sequences": fx.sequences, "kind": kind, "effect": value,
+            "rank": int((row[torch.isfinite(row)] > value).sum()) + 1, "later_heads": int(torch.isfinite(row).sum()),
+            "largest": {"reader": [b2, c2], "effect": float(best)},
+            **({"v_direction": float(fx.v_direction[l1, h1, l2, h2])} if kind == "V" and fx.v_direction is not None
+               else {}),
+            **{f"{who}_labels": {k: {"mean": float(labels.mean[k][l, h]), "error": error(k, l, h)} for k in LABELS}
+               for who, (l, h) in (("writer", writer), ("reader", reader))}}
+
+
+def format_on_data(d: dict, writer: tuple[int, int], reader: tuple[int, int]) -> str:
+    """What ``compscope pair --on-data`` prints of :func:`on_data`'s values ``d``."""
+    (l1, h1), (l2, h2), kind = writer, reader, d["kind"]
     what = "effect" if kind != "V" else "effect (relative change of the output's norm)"
-    lines = [f"on data: {labels.sequences} repeated random sequences [t, t], |t| = {labels.half} (seed {labels.seed}), "
-             f"as compscope validate; interventions ({fx.ablation}-ablation, direct path) on {fx.sequences} of them",
-             f"{kind} {what} of {l1}.{h1} on {l2}.{h2}: {value:.4f}, rank {rank} of the {int(torch.isfinite(row).sum())} "
-             f"later heads (largest {l1}.{h1}->{b2}.{c2} {best:.4f})"]
-    if kind == "V" and fx.v_direction is not None:
-        lines.append(f"V direction-sensitive effect ||o' - o|| / ||o||: {float(fx.v_direction[l1, h1, l2, h2]):.4f}")
+    (b2, c2) = d["largest"]["reader"]
+    lines = [f"on data: {d['sequences']} repeated random sequences [t, t], |t| = {d['half']} (seed {d['seed']}), "
+             f"as compscope validate; interventions ({d['ablation']}-ablation, direct path) on "
+             f"{d['intervention_sequences']} of them",
+             f"{kind} {what} of {l1}.{h1} on {l2}.{h2}: {d['effect']:.4f}, rank {d['rank']} of the {d['later_heads']} "
+             f"later heads (largest {l1}.{h1}->{b2}.{c2} {d['largest']['effect']:.4f})"]
+    if "v_direction" in d:
+        lines.append(f"V direction-sensitive effect ||o' - o|| / ||o||: {d['v_direction']:.4f}")
     for who, (l, h) in (("writer", writer), ("reader", reader)):  # each label ± its standard error over the sequences
         lines.append(f"{who} {l}.{h} labels: " + "  ".join(
-            f"{k} {float(labels.mean[k][l, h]):.2f}{error_text(labels.error.get(k), l, h)}" for k in LABELS))
+            f"{k} {v['mean']:.2f}" + ("" if v["error"] is None else f" ± {v['error']:.2g}")
+            for k, v in d[f"{who}_labels"].items()))
     return "\n".join(lines)
 
 
@@ -145,13 +169,15 @@ def _values(xs, every: bool) -> str:
     return " ".join(shown[:_FIRST] + ["..."] + shown[-_LAST:]) + f"  ({len(shown)} values)"
 
 
-def write_pair(rep, path: str, model: str, origin: str = "") -> None:
-    """``rep`` (:meth:`~compscope.analysis.pair.PairReport.to_dict`) as JSON at ``path``, with the model's name and
-    where the metric came from; a value that is not finite is written as null."""
+def write_pair(rep, path: str, model: str, origin: str = "", data: dict | None = None) -> None:
+    """``rep`` (:meth:`~compscope.analysis.pair.PairReport.to_dict`) as JSON at ``path``, with the model's name,
+    where the metric came from and ``data`` (:func:`on_data`'s, under ``on_data``); a value that is not finite is
+    written as null."""
     import json
     from pathlib import Path
 
     from ..data.verdict import strict_json
 
-    doc = {"model": model, **rep.to_dict(), **({"metric_origin": origin} if origin else {})}
+    doc = {"model": model, **rep.to_dict(), **({"metric_origin": origin} if origin else {}),
+           **({"on_data": data} if data is not None else {})}
     Path(path).write_text(json.dumps(strict_json(doc), indent=1, allow_nan=False) + "\n")
