@@ -332,3 +332,14 @@ def test_more_sequences_than_memory_holds_are_refused_by_their_number(monkeypatc
         repeated_random(6, 7, 100, 0)  # 3 x 6 x 7 x 8 = 1008 bytes
     assert main(["intervene", "--kinds", "K", "--sequences", "100000000"]) == 2
     assert "100,000,000 sequences [t, t] with |t| = 32 (token ids, int64)" in capsys.readouterr().err
+
+
+def test_a_heads_error_is_a_float_or_none_and_printed_to_two_digits():
+    from compscope.data.head_labels import error_text, label_error
+
+    error = torch.tensor([[0.012345, float("nan")], [float("inf"), 2.0]])
+    assert label_error(error, 0, 0) == pytest.approx(0.012345) and isinstance(label_error(error, 0, 0), float)
+    assert label_error(error, 0, 1) is None and label_error(error, 1, 0) is None and label_error(None, 0, 0) is None
+    assert label_error(error, 1, 1) == 2.0
+    assert [error_text(error, 0, 0), error_text(error, 0, 1), error_text(None, 1, 1), error_text(error, 1, 1)] == [
+        " ± 0.012", "", "", " ± 2"]

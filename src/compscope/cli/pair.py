@@ -65,11 +65,9 @@ def on_data(model, writer: tuple[int, int], reader: tuple[int, int], kind: str, 
     activation labels (each with its standard error over the sequences; None where there is none) on
     the verdict's sequences, and the writer's interventions (its row only) on the ones the verdict
     intervenes on, the pair's effect ranked among the writer's later heads (:func:`format_on_data`)."""
-    import math
-
     import torch
 
-    from ..data.head_labels import LABELS, activation_labels
+    from ..data.head_labels import LABELS, activation_labels, label_error
     from ..data.intervene import intervention_effects
     from ..data.runner import runner_for
     from ..data.validate import INTERVENTION_SEQUENCES, default_sequences
@@ -84,17 +82,13 @@ def on_data(model, writer: tuple[int, int], reader: tuple[int, int], kind: str, 
     value = float(row[l2, h2])
     (b2, c2), best = top_entries(row, 1)[0]
 
-    def error(name: str, l: int, h: int) -> float | None:
-        e = labels.error.get(name)
-        return None if e is None or not math.isfinite(float(e[l, h])) else float(e[l, h])
-
     return {"sequences": labels.sequences, "half": labels.half, "seed": labels.seed, "ablation": fx.ablation,
             "intervention_sequences": fx.sequences, "kind": kind, "effect": value,
             "rank": int((row[torch.isfinite(row)] > value).sum()) + 1, "later_heads": int(torch.isfinite(row).sum()),
             "largest": {"reader": [b2, c2], "effect": float(best)},
             **({"v_direction": float(fx.v_direction[l1, h1, l2, h2])} if kind == "V" and fx.v_direction is not None
                else {}),
-            **{f"{who}_labels": {k: {"mean": float(labels.mean[k][l, h]), "error": error(k, l, h)} for k in LABELS}
+            **{f"{who}_labels": {k: {"mean": float(labels.mean[k][l, h]), "error": label_error(labels.error.get(k), l, h)} for k in LABELS}
                for who, (l, h) in (("writer", writer), ("reader", reader))}}
 
 

@@ -298,12 +298,19 @@ def ratio_error(sums: Tensor, counts: Tensor) -> Tensor:
     return ((sums - m * n) ** 2).sum(0).mul(B / (B - 1)).sqrt() / total
 
 
-def error_text(error: Tensor | None, layer: int, head: int) -> str:
-    """`` ± e``, a head's standard error to two significant digits, as the printouts show it
-    after its label; empty where there is none (not computed, or one sequence: NaN)."""
+def label_error(error: Tensor | None, layer: int, head: int) -> float | None:
+    """A head's standard error as a float; None where there is none (not computed, or one
+    sequence: NaN)."""
     if error is None or not math.isfinite(float(error[layer, head])):
-        return ""
-    return f" ± {float(error[layer, head]):.2g}"
+        return None
+    return float(error[layer, head])
+
+
+def error_text(error: Tensor | None, layer: int, head: int) -> str:
+    """`` ± e``, a head's standard error (:func:`label_error`) to two significant digits, as the
+    printouts show it after its label; empty where there is none."""
+    e = label_error(error, layer, head)
+    return "" if e is None else f" ± {e:.2g}"
 
 
 @torch.no_grad()
