@@ -258,3 +258,51 @@ def test_an_unknown_option_is_refused_by_the_command_with_the_nearest_one(capsys
     with pytest.raises(SystemExit):
         main(["info", "induction-2l", "extra"])
     assert capsys.readouterr().err.splitlines()[-1] == "compscope info: error: unrecognized arguments: extra"
+
+
+def test_info_out_writes_the_card_as_numbers_from_the_config(tmp_path, capsys):
+    """Gemma 3 (3 layers: sliding, full, sliding; thetas 50 and 3000; query_pre_attn_scalar 13) and
+    Bloom (6 heads: ALiBi's slopes beyond a power of two), read back from the JSON against values
+    derived by hand from their configs."""
+    import json
+
+    pytest.importorskip("transformers")
+    from hf_tiny import BY_ID, build
+
+    build(BY_ID["gemma3-text"]).save_pretrained(tmp_path / "gemma3")
+    out = tmp_path / "card.json"
+    assert main(["info", str(tmp_path / "gemma3"), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    card = json.loads(out.read_text())
+    assert (card["layers"], card["heads"], card["kv_heads"], card["d_model"], card["d_head"], card["vocabulary"]) == (
+        3, 4, 2, 32, 8, 61)
+    assert card["causal"] is True and card["sliding_window"] == [3, None, 3] and card["kv_heads_by_layer"] is None
+    assert card["logit_scale"] == pytest.approx(13 ** -0.5, rel=1e-12) and card["softcap"] is None
+    assert card["norms"] == {"attention": "rmsnorm", "qk": "rmsnorm", "attention_output": "rmsnorm", "value": None}
+    assert card["positions"] == "rotary" and card["alibi_slopes"] is None
+    assert card["rotary"]["dim"] == 8 and card["rotary"]["style"] == "half"
+    for layer, theta in enumerate((50.0, 3000.0, 50.0)):  # inv_freq_i = theta^(-2i/d_head)
+        assert card["rotary"]["inv_freq"][layer] == pytest.approx([theta ** (-2 * i / 8) for i in range(4)], rel=1e-6)
+    # 3 layers x (W_Q 32x32, W_K and W_V 16x32, W_O 32x32), no biases
+    assert card["attention_parameters"] == 3 * (2 * 32 * 32 + 2 * 16 * 32)
+    assert card["notes"] and all(f"note: {n}" in printed for n in card["notes"])
+    rows = [line for line in printed.splitlines() if not line.startswith("note: ")]  # the printed rows, by field
+    assert len(rows) == len(card["card"]) and "QK-norm" in card["card"]
+    assert all(r.startswith(k + " ") and r[len(k):].strip() == v for (k, v), r in zip(card["card"].items(), rows))
+
+    build(BY_ID["bloom-alibi"]).save_pretrained(tmp_path / "bloom")
+    assert main(["info", str(tmp_path / "bloom"), "--out", str(out)]) == 0
+    card = json.loads(out.read_text())
+    assert card["positions"] == "alibi" and card["rotary"] is None and card["sliding_window"] is None
+    # 6 heads: 2^(-8/4)^k for k = 1..4, then 2^(-8/8)^k for odd k = 1, 3
+    assert card["alibi_slopes"] == pytest.approx([0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125], rel=1e-6)
+    assert card["norms"] == {"attention": "layernorm", "qk": None, "attention_output": None, "value": None}
+    assert card["norm_placement"] == "pre"
+    # 2 layers x (W_Q, W_K, W_V, W_O 48x48 and their biases of 48; b_O once per layer)
+    assert card["attention_parameters"] == 2 * (4 * 48 * 48 + 4 * 48)
+
+
+def test_info_out_refuses_a_wrong_suffix_before_loading(tmp_path, capsys):
+    assert main(["info", str(tmp_path / "nothing-here"), "--out", str(tmp_path / "card.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "--out" in err and ".json" in err and not (tmp_path / "card.csv").exists()

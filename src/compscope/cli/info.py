@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .common import add_model, add_processing, processing
+from .common import add_model, add_processing, output_file, processing
 
 HELP = "summarise a model's attention weights"
 EXAMPLE = "example: compscope info smollm2"
@@ -11,10 +11,20 @@ EXAMPLE = "example: compscope info smollm2"
 def add_arguments(p) -> None:
     add_model(p)
     add_processing(p)
+    p.add_argument("--out", metavar="FILE.json",
+                   help="also write the card as a .json file: shapes and settings as numbers, each layer's rotary "
+                        "frequencies, the processing, the notes, and the printed rows")
 
 
 def run(args) -> None:
-    from ..core.card import describe
+    import json
+    from pathlib import Path
+
+    from ..core.card import card_dict, describe
     from ..loading.sources import load
 
-    print(describe(load(args.model, **processing(args))))
+    output_file(args.out, "--out", (".json",))
+    hw = load(args.model, **processing(args))
+    print(describe(hw))
+    if args.out:
+        Path(args.out).write_text(json.dumps(card_dict(hw), indent=1, allow_nan=False) + "\n")

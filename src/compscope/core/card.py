@@ -135,6 +135,31 @@ def card_rows(hw: HeadWeights) -> list[tuple[str, str]]:
     return rows
 
 
+def card_dict(hw: HeadWeights) -> dict:
+    """The card as plain Python values, for JSON: the shapes and settings as numbers, booleans and
+    lists (``None`` where the model has none), the norms by kind, each layer's rotary frequencies
+    (or ALiBi's slopes), the processing, the notes, and under ``card`` the rows :func:`describe` prints, by field."""
+    m = hw.meta
+    kind = lambda n: None if n is None else n.kind  # noqa: E731
+    return {
+        "model": m.name, "source": m.source, "family": m.family, "dtype": m.dtype, "source_dtype": m.source_dtype,
+        "layers": hw.n_layers, "heads": hw.n_heads, "kv_heads": hw.n_kv_heads,
+        "kv_heads_by_layer": list(m.kv_heads_own) or None, "d_model": hw.d_model, "d_head": hw.d_head,
+        "vocabulary": hw.n_vocab, "causal": hw.causal,
+        "sliding_window": list(hw.sliding_window) if any(w is not None for w in hw.sliding_window) else None,
+        "logit_scale": float(hw.scale), "softcap": hw.attn_softcap, "norm_placement": hw.norm_placement,
+        "norms": {"attention": kind(hw.attn_norm), "qk": kind(hw.qk_norm[0]) if hw.qk_norm is not None else None,
+                  "attention_output": kind(hw.attn_out_norm), "value": kind(hw.v_norm)},
+        "positions": hw.positions,
+        "rotary": None if hw.rotary is None else {
+            "dim": hw.rotary.dim, "style": hw.rotary.style,
+            "inv_freq": [[float(f) for f in row] for row in hw.rotary.inv_freq.double()]},
+        "alibi_slopes": None if hw.alibi is None else [float(v) for v in hw.alibi.double()],
+        "processing": list(m.processing), "attention_parameters": hw.n_attention_params(), "notes": list(m.notes),
+        "card": dict(card_rows(hw)),
+    }
+
+
 def describe(hw: HeadWeights) -> str:
     """A human summary of ``hw``: :func:`card_rows`, then the notes."""
     rows = card_rows(hw)
