@@ -1146,9 +1146,12 @@ def test_gpt2_gguf_matches_the_model_object_and_transformers(tmp_path, capfd, mo
     capfd.readouterr()
     runner = runner_for(tmp_path / "g.gguf", progress=False, device="cpu")  # the data-based commands run the file
     assert "de-quantizing" not in capfd.readouterr().err  # transformers' own bar stays hidden
-    # config, weights and tokenizer read one parse of the file, by the plain-array reader
+    # config and weights read one parse of the file, by the plain-array reader; the tokenizer, on first use, another
     assert parsed == [("PlainGGUFReader", str(tmp_path / "g.gguf"))]
     assert reader.tqdm is drawn and gguf.GGUFReader is made_class and gguf.get_tensor_name_map is named  # as they were
+    assert runner.tokenizer is None  # (the file has none)
+    assert parsed == [("PlainGGUFReader", str(tmp_path / "g.gguf"))] * 2
+    assert reader.tqdm is drawn and gguf.GGUFReader is made_class and gguf.get_tensor_name_map is named
     tr = runner.trace(torch.randint(0, V, (2, 7), generator=torch.Generator().manual_seed(12)))
     for layer in range(2):
         torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)

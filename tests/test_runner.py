@@ -774,3 +774,58 @@ def test_a_checkpoint_lacking_tensors_no_run_reads_runs(tmp_path):
             torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=ATOL,
                                        rtol=0)
     assert type(runners["bert"].model).__name__ == "BertModel" and runners["bert"].model.pooler is not None
+
+
+def test_a_folders_tokenizer_is_read_on_first_use_only(tmp_path, monkeypatch, capsys):
+    """A runner from files reads its model's tokenizer when something first asks for it: labels and
+    interventions on repeated random tokens (``pair --on-data`` too) never read it; natural text
+    reads it once, the tokenizer transformers reads from the folder; a tokenizer given is used and
+    the folder's never read; a folder without one gives None, read once."""
+    import transformers
+
+    from compscope.cli.main import main
+    from compscope.data.head_labels import activation_labels
+    from compscope.data.intervene import intervention_effects
+    from compscope.data.sequences import natural_text, repeats
+    from hf_tiny import BY_ID
+
+    folder = tmp_path / "llama"
+    build(BY_ID["llama-mha"]).save_pretrained(folder)
+    plain = tmp_path / "plain"
+    build(BY_ID["llama-mha"]).save_pretrained(plain)
+    word_tokenizer(folder)
+    own = transformers.AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    read = transformers.AutoTokenizer.from_pretrained
+    calls = []
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained",
+                        lambda *a, **k: calls.append(a[0]) or read(*a, **k))
+
+    runner = runner_for(folder, progress=False)
+    reps = repeats(2, 4, runner.hw.n_vocab, 0, runner.bos)
+    activation_labels(runner, reps, progress=False)
+    intervention_effects(runner, reps.tokens, "QKV", progress=False)
+    assert main(["pair", str(folder), "0.0", "1.1", "--kind", "K", "--on-data", "--quiet"]) == 0
+    assert calls == [] and "on data" in capsys.readouterr().out.lower()
+    text = "def the list of value and the text"
+    assert runner.tokenizer.encode(text) == own.encode(text) and runner.tokenizer is runner.tokenizer
+    assert calls == [str(folder)]
+    assert natural_text(runner.tokenizer, 2, 8, 1, runner.bos).shape == (2, 8) and calls == [str(folder)]
+
+    given = runner_for(folder, tokenizer=own, progress=False)
+    assert given.tokenizer is own and calls == [str(folder)]
+    none = runner_for(plain, progress=False)
+    assert none.tokenizer is None and none.tokenizer is None and calls == [str(folder), str(plain)]
+
+    import threading
+    import time
+
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained",  # a slow read: both threads ask during it
+                        lambda *a, **k: calls.append(a[0]) or time.sleep(0.3) or read(*a, **k))
+    twice = runner_for(folder, progress=False)
+    seen = []
+    threads = [threading.Thread(target=lambda: seen.append(twice.tokenizer)) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(seen) == 2 and seen[0] is not None and seen[0] is seen[1] and calls[2:] == [str(folder)]

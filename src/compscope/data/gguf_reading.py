@@ -5,7 +5,9 @@ transformers reads a GGUF file (its config, its weights, its tokenizer) with ggu
 262,144 strings included, through ``numpy.memmap`` slices: one Python-level ``memmap.__getitem__``
 and ``__array_finalize__`` per value read. While :func:`transformers_gguf_reading` is active:
 
-- the file is parsed once (``GGUFReader`` made once per arguments) rather than once per part;
+- the file is parsed once (``GGUFReader`` made once per arguments) rather than once per part read
+  while it is active (the runner's config and weights; its tokenizer, read on first use, under a
+  use of its own);
 - the parse slices a plain ``ndarray`` view of the same mapped bytes: the same values, dtypes and
   byte order, views of the same memory, without the memmap subclass's per-slice cost (the runner's
   load of Gemma 3: 40.9 s to 28.9 s on a 2-core CPU, bench/RESULTS.md);

@@ -327,7 +327,7 @@ def _data_notes(runner, head_weights: HeadWeights, weights: HeadWeights, lineari
         notes.append(cut)
     reads = bool(on_data(metrics))
     content = reads_content(head_weights)
-    if not has_text(runner) and (reads or content):
+    if (reads or content) and not has_text(runner):  # (asked only then: a runner reads its tokenizer on first use)
         read = ([f"metrics on data estimated on {data_words(runner, metric_data)}"] if reads else []) + \
             ([f"the previous-token score's activations content sampled on {sample_data.content(runner)}"] if content else [])
         notes.append(f"{runner.hw.meta.name} has no tokenizer, so no natural text: {'; '.join(read)}. To read text, "

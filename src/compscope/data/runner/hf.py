@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import torch
@@ -15,10 +16,32 @@ from .base import Runner, _padded, evaluating, float32_norms, model_device
 from ...loading.families.base import transformers_at_least  # noqa: F401  (data.runner's too)
 
 
+#: held while a runner reads its tokenizer on first use
+_TOKENIZER_READ = threading.Lock()
+
+
 class HFRunner(Runner):
     """A ``transformers`` model, hooked where its family says (``Family.hook_points``)."""
 
     package = "transformers"
+    #: reads the model's own tokenizer on first use of :attr:`tokenizer` (:func:`from_files`: building one from a
+    #: large vocabulary takes seconds, and runs on repeated random tokens need none); None once read or given
+    _unread_tokenizer = None
+    _tokenizer = None
+
+    @property
+    def tokenizer(self):
+        """The model's own tokenizer (or the one given), read from its files on first use; None where there is none."""
+        if self._unread_tokenizer is not None:
+            with _TOKENIZER_READ:  # (another thread asking meanwhile waits for it, rather than seeing None)
+                if self._unread_tokenizer is not None:
+                    self._tokenizer = self._unread_tokenizer()
+                    self._unread_tokenizer = None
+        return self._tokenizer
+
+    @tokenizer.setter
+    def tokenizer(self, tokenizer) -> None:
+        self._unread_tokenizer, self._tokenizer = None, tokenizer
 
     def __init__(self, model, hw: HeadWeights, tokenizer=None) -> None:
         from ...loading.families import family_for, language_model
@@ -225,7 +248,7 @@ def from_files(path: Path, hw: HeadWeights, progress: bool = True, device: torch
     bar = progress_bar(1, f"loading {hw.meta.name} to run it (transformers)", enabled=progress)
     from ..gguf_reading import transformers_gguf_reading
 
-    with transformers_gguf_reading(gguf is not None):  # the weights and the tokenizer read one parse of the file
+    with transformers_gguf_reading(gguf is not None):  # the config and the weights read one parse of the file
         try:
             # transformers' report of what it filled in: from its own from_pretrained (Qwen2.5-Omni's, which loads its
             # speakers after, takes no such flag)
@@ -244,12 +267,18 @@ def from_files(path: Path, hw: HeadWeights, progress: bool = True, device: torch
                 transformers.utils.logging.enable_progress_bar()
         if gguf is not None and gguf_format.divides_frequencies(path):  # Llama 3.1's scaling, as llama.cpp stores it
             set_frequencies(model, hw, path)
-        try:
-            tokenizer = transformers.AutoTokenizer.from_pretrained(str(folder), **({"gguf_file": gguf} if gguf else {}),
-                                                                   local_files_only=True)
-        except Exception:  # a model without a tokenizer still runs on token ids
-            tokenizer = None
-    runner = HFRunner(model, hw, tokenizer if has_vocabulary(tokenizer) else None)
+
+    def read_tokenizer():
+        with transformers_gguf_reading(gguf is not None):
+            try:
+                tokenizer = transformers.AutoTokenizer.from_pretrained(
+                    str(folder), **({"gguf_file": gguf} if gguf else {}), local_files_only=True)
+            except Exception:  # a model without a tokenizer still runs on token ids
+                return None
+        return tokenizer if has_vocabulary(tokenizer) else None
+
+    runner = HFRunner(model, hw)
+    runner._unread_tokenizer = read_tokenizer  # read on first use
     refuse_built_at_random(runner, sorted(loaded.get("missing_keys") or ()), path)
     return runner
 
