@@ -34,7 +34,8 @@ def runner_for(model, hw: HeadWeights | None = None, progress: bool = True,
     run in float32. ``tokenizer``: the text tokenizer the natural text is read with
     (``encode(text, add_special_tokens=False) -> list[int]``, a ``transformers`` tokenizer or one
     of one's own), for a ``transformers`` model object (which carries none) or instead of the one a
-    folder or TransformerLens model has; checked to give this model's token ids, and recorded with
+    folder or TransformerLens model has (a folder's or file's own is read when first asked for: runs
+    on repeated random tokens need none); checked to give this model's token ids, and recorded with
     what the text gives (``tokenizer_said``: how, default its type). Every function that takes a
     model takes the runner (``compscope.load`` reads it as its ``hw``)."""
     device = None if device is None else resolve_device(device)  # a device that is not there: refused before any load
