@@ -800,6 +800,11 @@ def test_a_folders_tokenizer_is_read_on_first_use_only(tmp_path, monkeypatch, ca
     monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained",
                         lambda *a, **k: calls.append(a[0]) or read(*a, **k))
 
+    import compscope.progress
+
+    bars, made = [], compscope.progress.progress_bar
+    monkeypatch.setattr(compscope.progress, "progress_bar", lambda total, desc, enabled=True, **k: bars.append(
+        (desc, enabled)) or made(total, desc, enabled, **k))
     runner = runner_for(folder, progress=False)
     reps = repeats(2, 4, runner.hw.n_vocab, 0, runner.bos)
     activation_labels(runner, reps, progress=False)
@@ -809,6 +814,8 @@ def test_a_folders_tokenizer_is_read_on_first_use_only(tmp_path, monkeypatch, ca
     text = "def the list of value and the text"
     assert runner.tokenizer.encode(text) == own.encode(text) and runner.tokenizer is runner.tokenizer
     assert calls == [str(folder)]
+    want = f"reading {runner.hw.meta.name}'s tokenizer (transformers)"  # a bar, as the runner's (off here)
+    assert [b for b in bars if "tokenizer" in b[0]] == [(want, False)]
     assert natural_text(runner.tokenizer, 2, 8, 1, runner.bos).shape == (2, 8) and calls == [str(folder)]
 
     given = runner_for(folder, tokenizer=own, progress=False)

@@ -269,12 +269,16 @@ def from_files(path: Path, hw: HeadWeights, progress: bool = True, device: torch
             set_frequencies(model, hw, path)
 
     def read_tokenizer():
+        read = progress_bar(1, f"reading {hw.meta.name}'s tokenizer (transformers)", enabled=runner.progress)
         with transformers_gguf_reading(gguf is not None):
             try:
                 tokenizer = transformers.AutoTokenizer.from_pretrained(
                     str(folder), **({"gguf_file": gguf} if gguf else {}), local_files_only=True)
             except Exception:  # a model without a tokenizer still runs on token ids
                 return None
+            finally:
+                read.update()
+                read.close()
         return tokenizer if has_vocabulary(tokenizer) else None
 
     runner = HFRunner(model, hw)
