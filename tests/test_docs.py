@@ -39,6 +39,9 @@ CHECKED = [
     ("docs/results.md", "compscope info smollm2"),
     ("docs/results.md", "compscope info gemma3-270m"),
     ("docs/results.md", "compscope info minilm"),
+    ("docs/results.md", "compscope info gemma3-270m --out card.json > /dev/null && python -c \"import json; "
+                        "c = json.load(open('card.json')); print(c['sliding_window']); print(c['norms']); "
+                        "print([round(c['rotary']['inv_freq'][l][1], 6) for l in (0, 5)], c['logit_scale'])\""),
     ("docs/results.md", "compscope scores smollm2 --top 3"),
     ("docs/results.md", "compscope pair 0.0 1.1 --kind K"),
     ("docs/results.md", "compscope pair gemma3-270m 4.1 5.3 --out pair.json"),
