@@ -217,6 +217,10 @@ def test_save_load_round_trip_is_bit_exact(tmp_path, cfg):
     assert sa.keys() == sb.keys()
     for k in sa:
         assert torch.equal(sa[k], sb[k]), k
+    assert torch.equal(m.inv_freq, back.inv_freq) and back.inv_freq.device.type == "cpu"  # (not in the state dict)
+    tokens = torch.randint(0, cfg.d_vocab, (2, cfg.n_ctx), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        assert torch.equal(m(tokens), back(tokens))
     hw = compscope.load(tmp_path / "ck")
     assert hw.meta.family == "toy" and hw.meta.name == "rt step 12"
     assert torch.equal(hw.W_Q, m.head_weights().W_Q)
@@ -455,3 +459,28 @@ def test_a_toy_object_loads_and_runs_as_its_folder_does(tmp_path):
         m.blocks[1].q_norm.w[0] = float("nan")
     with pytest.raises(WeightError, match=r"ToyTransformer object: parameter blocks\.1\.q_norm\.w holds NaN"):
         compscope.load(m)
+
+
+def test_loading_a_toy_builds_nothing_on_the_meta_device_that_torch_compiles():
+    """A toy's shapes are checked on the meta device with its parameters left undrawn: a random
+    draw or an ``arange`` there goes through torch's reference ops, which import its compiler
+    (about a second, at every ``compscope info``). In a fresh process, loading the built-in toy
+    and its weights leaves ``torch._dynamo`` unimported."""
+    import subprocess
+    import sys
+
+    code = ("import sys, compscope; hw = compscope.load('induction-2l'); "
+            "assert hw.n_layers == 2; print('torch._dynamo' in sys.modules)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "False"
+
+
+def test_a_toy_left_uninitialised_has_the_shapes_of_one_drawn():
+    cfg = ToyConfig(n_layers=2, d_model=16, d_head=4, d_vocab=9, n_ctx=8, mlp=True, d_mlp=12, norm="layernorm")
+    drawn = ToyTransformer(cfg, seed=1).state_dict()
+    with torch.device("meta"):
+        bare = ToyTransformer(cfg, init=False).state_dict()
+    shapes = lambda sd: {k: (tuple(t.shape), t.dtype) for k, t in sd.items()}  # noqa: E731
+    assert shapes(bare) == shapes(drawn)
+    assert all(t.device.type == "meta" for t in bare.values())

@@ -135,7 +135,9 @@ def _rotate_half(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 class ToyTransformer(nn.Module):
     """The toy model (see the module docstring)."""
 
-    def __init__(self, cfg: ToyConfig, seed: int = 0):
+    def __init__(self, cfg: ToyConfig, seed: int = 0, init: bool = True):
+        """``init``: draw the parameters from ``seed`` (:meth:`reset_parameters`); False leaves them
+        uninitialised, for a state dict to fill or, on the meta device, for their shapes."""
         super().__init__()
         self.cfg = cfg
         d = cfg.d_model
@@ -144,9 +146,12 @@ class ToyTransformer(nn.Module):
         self.blocks = nn.ModuleList(_Block(cfg) for _ in range(cfg.n_layers))
         self.ln_f = _Norm(cfg.norm, d, cfg.norm_eps) if cfg.norm != "none" else None
         self.W_U = None if cfg.tied else nn.Parameter(torch.empty(cfg.d_vocab, d))
-        inv = 1.0 / cfg.rotary_base ** (torch.arange(0, cfg.d_head, 2, dtype=torch.float64) / cfg.d_head)
+        # (on the CPU even where a module is built on the meta device for its shapes: a meta arange imports torch's
+        # compiler, a second; the buffer is not in the state dict)
+        inv = 1.0 / cfg.rotary_base ** (torch.arange(0, cfg.d_head, 2, dtype=torch.float64, device="cpu") / cfg.d_head)
         self.register_buffer("inv_freq", inv, persistent=False)
-        self.reset_parameters(seed)
+        if init:
+            self.reset_parameters(seed)
 
     def reset_parameters(self, seed: int) -> None:
         """Gaussian init from ``seed``, in the order of ``named_parameters``: embeddings

@@ -88,7 +88,7 @@ def load_toy(path: str | Path) -> tuple[ToyTransformer, dict]:
     except (OSError, SafetensorError, ValueError) as e:
         raise LoadError(f"{file}: cannot be read as safetensors ({one_line(e)})") from e
     with torch.device("meta"):  # the shapes the config implies, nothing allocated
-        want = ToyTransformer(cfg).state_dict()
+        want = ToyTransformer(cfg, init=False).state_dict()
     missing, extra = sorted(set(want) - set(state)), sorted(set(state) - set(want))
     if missing or extra:
         raise LoadError(f"{file}: tensors do not match the config (missing {missing[:5]}, unexpected {extra[:5]})")
@@ -99,7 +99,7 @@ def load_toy(path: str | Path) -> tuple[ToyTransformer, dict]:
             raise WeightError(f"{file}: tensor {k} is {t.dtype}, expected {want[k].dtype}")
         if not torch.isfinite(t).all():
             raise WeightError(f"{file}: tensor {k} has NaN or Inf values")
-    model = ToyTransformer(cfg)  # sizes now match the file's tensors
+    model = ToyTransformer(cfg, init=False)  # sizes now match the file's tensors, every one of which it holds
     model.load_state_dict(state)
     return model, manifest
 
