@@ -1114,3 +1114,23 @@ def test_a_forked_runs_two_replies_read_together_are_both_seen():
     assert server._reply(5) == {"pid": 1} and server._reply(5) == {"status": 0} and server._reply(0.1) is None
     os.close(w)
     assert server._reply(5) is None  # the server gone: no reply, at once
+
+
+def test_cli_start_times_commands_against_importing_torch(tmp_path):
+    """``bench/cli_start.py``: a row per command after the floor (importing torch, ratio 1), each
+    ratio its time over the floor's as printed; another checkout's src, and one that is none."""
+    out = bench("cli_start.py", "--commands", "info;--help", "--repeats", "1", "--src", str(ROOT / "src"))
+    rows = {line[:32].strip(): line[32:].split() for line in out.splitlines()[2:]}
+    assert list(rows) == ["python -c 'import torch'", "compscope info", "compscope --help"]
+    for cells in rows.values():
+        assert len(cells) == 4  # seconds and ratio, for this src and the other
+    for col in (0, 2):
+        floor = float(rows["python -c 'import torch'"][col])
+        assert rows["python -c 'import torch'"][col + 1] == "1.00" and floor > 0
+        for label in ("compscope info", "compscope --help"):
+            took, ratio = float(rows[label][col]), float(rows[label][col + 1])
+            assert ratio == pytest.approx(took / floor, abs=0.011 + 0.006 * took / floor)  # both rounded to 2 places
+    p = run_bench("cli_start.py", "--commands", "info", "--src", str(tmp_path))
+    assert p.returncode == 2 and f"--src {tmp_path}: no compscope package" in p.stderr
+    p = run_bench("cli_start.py", "--commands", "info;", "--repeats", "1")
+    assert p.returncode == 2 and "an empty command" in p.stderr
