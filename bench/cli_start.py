@@ -30,7 +30,8 @@ def wall(argv: list[str], src: Path) -> float:
     p = subprocess.run([sys.executable, *argv], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     took = time.perf_counter() - t
     if p.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} (src {src}) failed with exit status {p.returncode}: {p.stderr.strip()[-400:]}")
+        raise SystemExit(f"{' '.join(argv)} (src {src}) failed with exit status {p.returncode}: "
+                         f"{p.stderr.strip()[-400:]}")
     return took
 
 

@@ -82,13 +82,15 @@ def on_data(model, writer: tuple[int, int], reader: tuple[int, int], kind: str, 
     value = float(row[l2, h2])
     (b2, c2), best = top_entries(row, 1)[0]
 
+    mean, error = labels.mean, labels.error
     return {"sequences": labels.sequences, "half": labels.half, "seed": labels.seed, "ablation": fx.ablation,
             "intervention_sequences": fx.sequences, "kind": kind, "effect": value,
             "rank": int((row[torch.isfinite(row)] > value).sum()) + 1, "later_heads": int(torch.isfinite(row).sum()),
             "largest": {"reader": [b2, c2], "effect": float(best)},
             **({"v_direction": float(fx.v_direction[l1, h1, l2, h2])} if kind == "V" and fx.v_direction is not None
                else {}),
-            **{f"{who}_labels": {k: {"mean": float(labels.mean[k][l, h]), "error": label_error(labels.error.get(k), l, h)} for k in LABELS}
+            **{f"{who}_labels": {k: {"mean": float(mean[k][l, h]), "error": label_error(error.get(k), l, h)}
+                                 for k in LABELS}
                for who, (l, h) in (("writer", writer), ("reader", reader))}}
 
 
