@@ -43,12 +43,26 @@ def test_every_family_variant_has_a_card():
     W_U its logit divisor."""
     from hf_tiny import VARIANTS, attention_config, attention_layers, build
 
+    import json
+
+    from compscope.core.card import card_dict
+
     for v in VARIANTS:
         model = build(v)
-        rows = dict(card_rows(compscope.load(model)))
+        hw = compscope.load(model)
+        rows = dict(card_rows(hw))
         cfg = attention_config(model, v.kind)
         assert rows["layers"] == str(attention_layers(model, v.kind)) and rows["d_model"] == str(cfg.hidden_size), v.id
         assert rows["heads per layer"] == str(cfg.num_attention_heads), v.id
+        # the card as JSON (strict: no NaN), its numbers those of the config and its rows those printed
+        card = json.loads(json.dumps(card_dict(hw), allow_nan=False))
+        assert (card["layers"], card["heads"], card["d_model"]) == (
+            attention_layers(model, v.kind), cfg.num_attention_heads, cfg.hidden_size), v.id
+        assert card["card"] == rows and card["notes"] == list(hw.meta.notes), v.id
+        if card["rotary"] is not None:
+            assert [len(r) for r in card["rotary"]["inv_freq"]] == [hw.rotary.inv_freq.shape[1]] * card["layers"], v.id
+        assert card["alibi_slopes"] is None or len(card["alibi_slopes"]) == card["heads"], v.id
+        assert card["sliding_window"] is None or len(card["sliding_window"]) == card["layers"], v.id
         # (not tied by value: Gemma's, RecurrentGemma's, Granite's, BioGPT's, XGLM's and CTRL's W_E scaled, Cohere's W_U;
         # BLOOM's W_E the embeddings LayerNorm's output; OPT-350m's W_E and W_U through projections of their own;
         # MiniCPM3's W_E scaled and W_U divided)
