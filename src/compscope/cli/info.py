@@ -17,14 +17,12 @@ def add_arguments(p) -> None:
 
 
 def run(args) -> None:
-    import json
-    from pathlib import Path
-
     from ..core.card import card_dict, describe
     from ..loading.sources import load
+    from ..results.files import write_json
 
     output_file(args.out, "--out", (".json",))
     hw = load(args.model, **processing(args))
     print(describe(hw))
     if args.out:
-        Path(args.out).write_text(json.dumps(card_dict(hw), indent=1, allow_nan=False) + "\n")
+        write_json(args.out, card_dict(hw))

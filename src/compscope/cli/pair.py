@@ -83,9 +83,10 @@ def on_data(model, writer: tuple[int, int], reader: tuple[int, int], kind: str, 
     (b2, c2), best = top_entries(row, 1)[0]
 
     mean, error = labels.mean, labels.error
+    later = row[torch.isfinite(row)]  # the writer's effect on each later head
     return {"sequences": labels.sequences, "half": labels.half, "seed": labels.seed, "ablation": fx.ablation,
             "intervention_sequences": fx.sequences, "kind": kind, "effect": value,
-            "rank": int((row[torch.isfinite(row)] > value).sum()) + 1, "later_heads": int(torch.isfinite(row).sum()),
+            "rank": int((later > value).sum()) + 1, "later_heads": later.numel(),
             "largest": {"reader": [b2, c2], "effect": float(best)},
             **({"v_direction": float(fx.v_direction[l1, h1, l2, h2])} if kind == "V" and fx.v_direction is not None
                else {}),
@@ -96,6 +97,8 @@ def on_data(model, writer: tuple[int, int], reader: tuple[int, int], kind: str, 
 
 def format_on_data(d: dict, writer: tuple[int, int], reader: tuple[int, int]) -> str:
     """What ``compscope pair --on-data`` prints of :func:`on_data`'s values ``d``."""
+    from ..data.head_labels import plus_minus
+
     (l1, h1), (l2, h2), kind = writer, reader, d["kind"]
     what = "effect" if kind != "V" else "effect (relative change of the output's norm)"
     (b2, c2) = d["largest"]["reader"]
@@ -108,7 +111,7 @@ def format_on_data(d: dict, writer: tuple[int, int], reader: tuple[int, int]) ->
         lines.append(f"V direction-sensitive effect ||o' - o|| / ||o||: {d['v_direction']:.4f}")
     for who, (l, h) in (("writer", writer), ("reader", reader)):  # each label ± its standard error over the sequences
         lines.append(f"{who} {l}.{h} labels: " + "  ".join(
-            f"{k} {v['mean']:.2f}" + ("" if v["error"] is None else f" ± {v['error']:.2g}")
+            f"{k} {v['mean']:.2f}{plus_minus(v['error'])}"
             for k, v in d[f"{who}_labels"].items()))
     return "\n".join(lines)
 
@@ -169,11 +172,7 @@ def write_pair(rep, path: str, model: str, origin: str = "", data: dict | None =
     """``rep`` (:meth:`~compscope.analysis.pair.PairReport.to_dict`) as JSON at ``path``, with the model's name,
     where the metric came from and ``data`` (:func:`on_data`'s, under ``on_data``); a value that is not finite is
     written as null."""
-    import json
-    from pathlib import Path
+    from ..results.files import write_json
 
-    from ..data.verdict import strict_json
-
-    doc = {"model": model, **rep.to_dict(), **({"metric_origin": origin} if origin else {}),
-           **({"on_data": data} if data is not None else {})}
-    Path(path).write_text(json.dumps(strict_json(doc), indent=1, allow_nan=False) + "\n")
+    write_json(path, {"model": model, **rep.to_dict(), **({"metric_origin": origin} if origin else {}),
+                      **({"on_data": data} if data is not None else {})})

@@ -306,11 +306,15 @@ def label_error(error: Tensor | None, layer: int, head: int) -> float | None:
     return float(error[layer, head])
 
 
+def plus_minus(error: float | None) -> str:
+    """`` ± e``, a standard error to two significant digits, as the printouts show it after its
+    label; empty where there is none."""
+    return "" if error is None else f" ± {error:.2g}"
+
+
 def error_text(error: Tensor | None, layer: int, head: int) -> str:
-    """`` ± e``, a head's standard error (:func:`label_error`) to two significant digits, as the
-    printouts show it after its label; empty where there is none."""
-    e = label_error(error, layer, head)
-    return "" if e is None else f" ± {e:.2g}"
+    """:func:`plus_minus` of a head's standard error (:func:`label_error`)."""
+    return plus_minus(label_error(error, layer, head))
 
 
 @torch.no_grad()

@@ -4,7 +4,6 @@ its judgement), the files it writes and the table it prints, and the order its r
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,7 +92,7 @@ class Verdict:
         ``head_labels_text.csv`` when the heads were labelled on text too."""
         import pandas as pd
 
-        from ..results.files import check_folder
+        from ..results.files import check_folder, write_json
 
         out = check_folder(out)
         out.mkdir(exist_ok=True)
@@ -104,8 +103,7 @@ class Verdict:
         self.interventions_frame().to_parquet(paths[1], index=False)
         self.verdict_frame().to_csv(paths[2], index=False)
         pd.DataFrame(self.heads).to_csv(paths[3], index=False)
-        paths[4].write_text(json.dumps(strict_json({"model": self.model, **self.options, "notes": self.notes}), indent=1,
-                                       allow_nan=False))
+        write_json(paths[4], {"model": self.model, **self.options, "notes": self.notes})
         if self.text_labels is not None:
             paths.append(out / "head_labels_text.csv")
             self.text_labels.to_pandas().to_csv(paths[-1], index=False)
@@ -150,18 +148,6 @@ class Verdict:
                     for h in hs)]
         lines += [f"note: {n}" for n in self.notes]
         return "\n".join(lines)
-
-
-def strict_json(x):
-    """``x`` with every float that is not finite as None, so that ``run.json`` is JSON that any
-    reader takes (``jq``, JavaScript's ``JSON.parse``), not Python's extension with ``NaN``."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: strict_json(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [strict_json(v) for v in x]
-    return x
 
 
 def data_line(model: str, o: dict) -> str:

@@ -1,7 +1,9 @@
-"""Checks on where results go, made before any work."""
+"""Where results go: checks made before any work, and JSON written strictly."""
 
 from __future__ import annotations
 
+import json
+import math
 import os
 from pathlib import Path
 
@@ -42,3 +44,20 @@ def check_new_file(path: str | Path, label: str) -> None:
         p.unlink()
     except OSError as e:
         raise OptionError(f"{label}: cannot create this file ({e.strerror or e})") from e
+
+
+def strict_json(x):
+    """``x`` with every float that is not finite as None, so that a ``.json`` file is JSON that any
+    reader takes (``jq``, JavaScript's ``JSON.parse``), not Python's extension with ``NaN``."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: strict_json(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [strict_json(v) for v in x]
+    return x
+
+
+def write_json(path: str | Path, doc) -> None:
+    """``doc`` as indented strict JSON (:func:`strict_json`) at ``path``, ending in a newline."""
+    Path(path).write_text(json.dumps(strict_json(doc), indent=1, allow_nan=False) + "\n")
