@@ -192,6 +192,8 @@ def test_auroc_by_head_by_hand():
     assert rows[1]["effect_other"] == pytest.approx(0.5 / 3)
     assert rows[0]["label"] == pytest.approx(0.9) and rows[1]["label"] == pytest.approx(0.8)
     assert all(math.isnan(r["effect_true"]) for r in auroc_by_head(x, None, prev, ind, 0.4, 0.3))
+    at = auroc_by_head(x, None, prev, ind, 0.9, 0.8)  # labels at the thresholds: each head on its side
+    assert [(r["side"], r["layer"], r["head"]) for r in at] == [("writer", 0, 0), ("reader", 1, 0)]
 
 
 def test_auroc_within_by_hand():
@@ -288,6 +290,13 @@ def test_true_pairs_and_precision():
     ind = torch.tensor([[0.5, 0.0], [0.0, 0.6]])
     t = true_pairs(prev, ind, 0.4, 0.3)
     assert t.nonzero().tolist() == [[0, 0, 1, 1]]  # 0.0 -> 1.1 only: 1.0 is in no later layer than 0.0's reader
+    at = true_pairs(torch.tensor([[0.4, 0.39], [0.0, 0.0]]), torch.tensor([[0.0, 0.0], [0.3, 0.29]]), 0.4, 0.3)
+    assert at.nonzero().tolist() == [[0, 0, 1, 0]]  # a label at its threshold is on its side, just below it is not
+    from compscope.data.separation import forward_pairs
+
+    nan = math.nan  # 0 on the earlier -> later-layer pairs, NaN elsewhere
+    torch.testing.assert_close(forward_pairs(3, 2)[:, 1, :, 0], torch.tensor(
+        [[nan, 0, 0], [nan, nan, 0], [nan] * 3], dtype=torch.float64), rtol=0, atol=0, equal_nan=True)
     assert precision_at(torch.tensor([[0.9, 0.1], [0.2, 0.8]]), torch.tensor([[True, False], [False, False]]), 2) == 0.5
     assert math.isnan(precision_at(torch.tensor([[0.9, 0.1], [0.2, 0.8]]), torch.zeros(2, 2, dtype=torch.bool), 2))
 
@@ -305,6 +314,9 @@ def test_heads_near_a_threshold_by_hand():
     assert near_threshold(mean, error * 2, 0.315, "writer") == [[0, 0, 0.281, 0.02], [0, 1, 0.31, 0.02]]  # 0.034 off
     assert near_threshold(mean, error * math.nan, 0.3, "writer") == []
     assert near_threshold(mean, error * 0, 0.31, "writer") == [[0, 1, 0.31, 0.0]]  # exactly at it
+    three, err = (torch.full((3, 1), v, dtype=torch.float64) for v in (0.3, 0.03))  # all at it, in three layers
+    assert near_threshold(three, err, 0.3, "writer") == [[0, 0, 0.3, 0.03], [1, 0, 0.3, 0.03]]  # not the last
+    assert near_threshold(three, err, 0.3, "reader") == [[1, 0, 0.3, 0.03], [2, 0, 0.3, 0.03]]  # not the first
 
 
 def test_the_truths_with_near_heads_on_either_side_and_their_auroc_span():
@@ -333,6 +345,11 @@ def test_the_truths_with_near_heads_on_either_side_and_their_auroc_span():
     assert all(math.isnan(a) for a in auroc_span(scores, everything))
     many = {"previous_token": [[0, 0, 0.4, 0.1]] * (MAX_NEAR + 1), "induction": []}
     assert near_truths(prev, ind, many, 0.4, 0.3) is None
+    at_it = torch.tensor([[0.4, 0.0], [0.0, 0.0]], dtype=torch.float64)  # float64: 0.4 exactly the threshold
+    at = near_truths(at_it, ind, {"previous_token": [[0, 0, 0.4, 0.1]]}, 0.4, 0.3)
+    assert [t.any().item() for t in at] == [True, False]  # a writer at its threshold, then below it: no true pair
+    assert near_truths(prev, ind, {"previous_token": many["previous_token"][1:]}, 0.4, 0.3).shape == (
+        2 ** MAX_NEAR, 2, 2, 2, 2)  # as many as MAX_NEAR: every assignment
 
 
 def test_confirmed_pairs_are_true_pairs_with_a_large_enough_effect():
@@ -985,3 +1002,26 @@ def test_a_model_without_a_tokenizer_is_told_its_data_on_data_are_repeats(tmp_pa
     assert main(["validate", str(llama), "--sequences", "4", "--half", "4", "--intervention-sequences", "2",
                  "--kinds", "K", "--metric", "covariance", "--top", "1"]) == 0
     assert "note: llama has no tokenizer, so no natural text: metrics on data estimated on" in capsys.readouterr().out
+
+
+def test_by_head_lines_print_a_header_per_side_and_a_dash_for_no_share():
+    """The printout of :func:`by_head_lines`, written out by hand: a blank line and a header before each side's
+    block (not before each row), a head as ``layer.head``, its label to 2 decimals, its count of true pairs, and
+    each share to 3 decimals or ``-`` where there is none (NaN)."""
+    from compscope.data.separation import by_head_lines
+
+    nan = float("nan")
+    row = lambda side, layer, head, label, true, *shares: dict(  # noqa: E731
+        side=side, layer=layer, head=head, label=label, true_pairs=true,
+        **dict(zip(("measure_true", "measure_other", "effect_true", "effect_other"), shares)))
+    rows = [row("writer", 0, 3, 0.9137, 2, 0.75, 0.5, nan, 0.25),
+            row("writer", 1, 0, 0.4, 12, 1.0, 0.0626, 0.875, nan),
+            row("reader", 2, 11, 0.31, 3, nan, nan, 0.3333, 0.12345)]
+    header = "{:<7} {:>9} {:>5}  {:>13} {:>6}  {:>14} {:>6}"
+    assert by_head_lines(rows) == [
+        "", header.format("writer", "previous", "true", "measure: true", "other", "K effect: true", "other"),
+        "0.3          0.91     2          0.750  0.500               -  0.250",
+        "1.0          0.40    12          1.000  0.063           0.875      -",
+        "", header.format("reader", "induction", "true", "measure: true", "other", "K effect: true", "other"),
+        "2.11         0.31     3              -      -           0.333  0.123"]
+    assert by_head_lines([]) == []
