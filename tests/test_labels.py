@@ -35,6 +35,7 @@ def test_each_label_reads_the_attention_it_names(start):
     assert float(dup["duplicate_token"]) == 1.0 and float(dup["induction"]) == 0.0
     sink = pattern_labels(_pattern(T, lambda i: 0), half, start)
     assert float(sink["sink"]) == 1.0
+    assert float(sink["previous_token"]) == pytest.approx(1 / (T - 1))  # row 1's attention on 0 is on its previous
 
 
 def test_labels_asked_by_sequences_half_and_seed_are_a_verdicts_labels():
@@ -78,6 +79,11 @@ def test_labels_on_the_toy_runner_equal_the_toy_labels():
     per = torch.stack([activation_labels(runner, Repeats(reps.tokens[i : i + 1], 16, reps.start, 7), 1, False).induction
                        for i in range(24)])
     torch.testing.assert_close(got.error["induction"], per.std(0) / 24**0.5, rtol=1e-9, atol=1e-15)
+    # the spread: the standard deviation (no Bessel) of the batches' means, three batches of 8, or two of 12
+    for size, got_b in ((8, got), (12, activation_labels(runner, reps, batch_size=12, progress=False))):
+        means = per.reshape(24 // size, size, 2, 4).mean(1)
+        torch.testing.assert_close(got_b.spread["induction"], means.std(0, correction=0), rtol=1e-9, atol=1e-12)
+        assert got_b.batches == 24 // size
     one = activation_labels(runner, Repeats(reps.tokens[:1], 16, reps.start, 7), 1, False)
     assert all(torch.isnan(one.error[k]).all() for k in LABELS)  # one sequence: no spread to judge by
 
@@ -267,6 +273,7 @@ def test_text_labels_on_the_toy_equal_a_count_over_its_own_cache_whatever_the_ba
     tokens = torch.randint(0, runner.hw.n_vocab, (6, 20), generator=torch.Generator().manual_seed(3))
     one = text_labels(runner, tokens, batch_size=16, progress=False)
     many = text_labels(runner, tokens, batch_size=2, progress=False)
+    two = text_labels(runner, tokens, batch_size=3, progress=False)
     for k in LABELS:
         torch.testing.assert_close(one.mean[k], many.mean[k], rtol=1e-10, atol=1e-12)
         torch.testing.assert_close(one.error[k], many.error[k], rtol=1e-10, atol=1e-12)
@@ -293,8 +300,14 @@ def test_text_labels_on_the_toy_equal_a_count_over_its_own_cache_whatever_the_ba
             se = np.sqrt(6 / 5 * ((S[name] - m * n[name][:, None]) ** 2).sum(0)) / n[name].sum()
             np.testing.assert_allclose(one.mean[name][l].numpy(), m, rtol=1e-6, atol=1e-7)
             np.testing.assert_allclose(one.error[name][l].numpy(), se, rtol=1e-6, atol=1e-7)
+            # many's spread: the standard deviation (no Bessel) of its three batches' ratios of sums
+            batch_means = [S[name][b : b + 2].sum(0) / n[name][b : b + 2].sum() for b in (0, 2, 4)]
+            np.testing.assert_allclose(many.spread[name][l].numpy(), np.std(batch_means, 0), rtol=1e-6, atol=1e-9)
         prev = np.array([[p[s, h, range(1, 20), range(19)].mean() for h in range(4)] for s in range(6)])
         np.testing.assert_allclose(one.error["previous_token"][l].numpy(), prev.std(0, ddof=1) / np.sqrt(6), rtol=1e-6)
+        for got_b, batches in ((many, 3), (two, 2)):
+            np.testing.assert_allclose(got_b.spread["previous_token"][l].numpy(),
+                                       prev.reshape(batches, -1, 4).mean(1).std(0), rtol=1e-6, atol=1e-9)
         n_ind, n_dup = n["induction"].sum(), n["duplicate_token"].sum()
     assert one.positions["induction"] == n_ind and one.positions["duplicate_token"] == n_dup
     assert float(one.error["induction"].min()) > 0
@@ -343,3 +356,50 @@ def test_a_heads_error_is_a_float_or_none_and_printed_to_two_digits():
     assert label_error(error, 1, 1) == 2.0
     assert [error_text(error, 0, 0), error_text(error, 0, 1), error_text(None, 1, 1), error_text(error, 1, 1)] == [
         " ± 0.012", "", "", " ± 2"]
+
+
+def test_the_ratio_estimators_standard_error_by_hand():
+    """``√(B/(B−1) Σ_s (S_s − m n_s)²) / Σ_s n_s``, ``m = ΣS / Σn``: worked out by hand for two sequences of one
+    position each (the sample standard deviation over √2) and for three of unequal counts; NaN with one sequence
+    or no positions."""
+    from compscope.data.head_labels import ratio_error
+
+    two = ratio_error(torch.tensor([[1.0], [3.0]], dtype=torch.float64), torch.tensor([1, 1]))
+    assert two.tolist() == [1.0]  # m = 2; √(2 · (1 + 1)) / 2 = 1: √2 (Bessel) / √2
+    # S = 2, 3, 10 over n = 1, 2, 5: m = 15/8; residuals 1/8, -3/4, 5/8; squares 1/64 + 36/64 + 25/64 = 62/64
+    three = ratio_error(torch.tensor([2.0, 3.0, 10.0], dtype=torch.float64), torch.tensor([1, 2, 5]))
+    assert float(three) == pytest.approx((3 / 2 * 62 / 64) ** 0.5 / 8, rel=1e-12)
+    assert ratio_error(torch.tensor([[5.0, 1.0]]), torch.tensor([3])).isnan().all()  # one sequence
+    assert ratio_error(torch.zeros(3, 2), torch.zeros(3, dtype=torch.long)).isnan().all()  # no positions
+
+
+class _LossModel(torch.nn.Module):
+    """Logits that put ``a_i = i`` on the token that follows position ``i`` and 0 on the others (vocabulary
+    ``V``), so that predicting token ``i + 1`` costs ``log(e^i + V − 1) − i``; one layer's pattern, uniform."""
+
+    def __init__(self, V):
+        super().__init__()
+        self.V, self.anchor = V, torch.nn.Parameter(torch.zeros(()))
+
+    def forward(self, tokens, cache):
+        b, T = tokens.shape
+        logits = torch.zeros(b, T, self.V)
+        logits[:, :-1].scatter_(-1, tokens[:, 1:, None], torch.arange(T - 1.0)[None, :, None].expand(b, -1, 1))
+        cache["pattern.0"] = torch.tril(torch.ones(T, T)).div(torch.arange(1.0, T + 1)[:, None])[None, None]
+        return logits
+
+
+def test_in_context_losses_are_of_the_targets_in_each_copy_by_hand():
+    """``loss_first``: the mean loss of targets ``1 … n−1`` (positions ``0 … n−2`` predict them), ``loss_second``:
+    of ``n+1 … 2n−1`` (positions ``n … 2n−2``), the target ``n`` (the second copy's first token, which nothing
+    before predicts) in neither; ``icl_drop`` their difference."""
+    import math
+
+    V, half = 7, 4
+    t = torch.tensor([[1, 4, 2, 6]])
+    got = label_heads(_LossModel(V), torch.cat([t, t], 1))
+    cost = [math.log(math.exp(i) + V - 1) - i for i in range(2 * half - 1)]  # of target i + 1, from position i
+    first, second = sum(cost[0:3]) / 3, sum(cost[4:7]) / 3
+    assert (got.loss_first, got.loss_second) == (pytest.approx(first, rel=1e-6), pytest.approx(second, rel=1e-6))
+    assert got.icl_drop == pytest.approx(first - second, rel=1e-6) and got.half == half
+    assert got.previous.tolist() == [[pytest.approx(sum(1 / (i + 1) for i in range(1, 8)) / 7)]]  # uniform rows
