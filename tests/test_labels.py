@@ -230,7 +230,8 @@ def test_natural_text_from_a_transformers_tokenizer_says_nothing_of_the_texts_le
 @pytest.mark.parametrize("start", [0, 1])
 def test_text_labels_by_hand_on_a_short_sequence(start):
     """``x = [5, 7, 5, 7, 5]``: earlier copies at i = 2 (j = 0), 3 (j = 1), 4 (j = 0, 2); the tokens
-    after them (j < i − 1): 1; 2; 1 and 3. With a first token (start 1), j = 0 is not a copy."""
+    after them (j < i − 1): 1; 2; 1 and 3. With a first token (start 1), j = 0 is not a copy. And ``[5, 5, 7, 5]``,
+    where two tokens after copies serve one position."""
     g = torch.Generator().manual_seed(0)
     A = _random_pattern(1, 1, 5, g)
     a = A[0, 0]
@@ -245,6 +246,12 @@ def test_text_labels_by_hand_on_a_short_sequence(start):
     assert float(got["induction"]) == pytest.approx(float(ind), rel=1e-12)
     assert float(got["previous_token"]) == pytest.approx(float(sum(a[i, i - 1] for i in range(1, 5)) / 4), rel=1e-12)
     assert float(got["sink"]) == pytest.approx(float(a[1:, 0].mean()), rel=1e-12)
+    # x = [5, 5, 7, 5]: earlier copies at i = 1 (j = 0) and 3 (j = 0, 1); the tokens after them (j < i - 1) at
+    # i = 3 alone, 1 and 2: one position (not two, as there are two tokens after copies)
+    got = _sums(A[:, :, :4, :4], torch.tensor([[5, 5, 7, 5]]), start)
+    dup, ind = ((a[1, 0] + a[3, 0] + a[3, 1]) / 2, a[3, 1] + a[3, 2]) if start == 0 else (a[3, 1], a[3, 2])
+    assert float(got["duplicate_token"]) == pytest.approx(float(dup), rel=1e-12)
+    assert float(got["induction"]) == pytest.approx(float(ind), rel=1e-12)
 
 
 @settings(max_examples=30, deadline=None)
