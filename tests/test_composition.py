@@ -749,3 +749,31 @@ def test_read_gain_by_hand():
         louder = LowRank(10 * reader.left, reader.right)
         assert float(gain.exact(pair_spectra(writer(u), louder))[0]) == pytest.approx(10 * want, abs=1e-11)
         assert float(frob.exact(p)[0]) == pytest.approx(want / math.sqrt(29), abs=1e-12)
+
+
+def test_a_reader_spectrum_divided_by_its_top_reads_as_the_readers_own_in_both_forms():
+    """The engine divides a reader's spectrum by its largest value and passes that value as ``b_top``: every
+    measure, in its exact form (``PairSpectra``) and its Gram form (``GramStats``, with ``‖BA‖_F²`` and ``‖X‖_F²``
+    of the divided spectrum), then gives what it gives on the reader's own spectrum; ``read_gain`` there is
+    ``‖diag(b) X diag(a)‖_F / ‖a‖`` by hand, the one measure that keeps the reader's scale."""
+    from compscope.measures import GramStats
+
+    g = torch.Generator().manual_seed(5)
+    d, r = 9, 3
+    X = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))[0][:r, :r]  # cosines, (r_B, r_A)
+    a, b = torch.tensor([2.0, 0.5, 0.25], dtype=torch.float64), torch.tensor([7.0, 3.0, 0.1], dtype=torch.float64)
+    top = b[0]
+    rank_a = torch.tensor(r)
+    own = PairSpectra(a, b, X, d, rank_a, expected_frobenius=torch.tensor(0.1, dtype=torch.float64))
+    cut = PairSpectra(a, b / top, X, d, rank_a, expected_frobenius=torch.tensor(0.1, dtype=torch.float64), b_top=top)
+    core = (b / top)[:, None] * X * a[None, :]
+    gram = GramStats(core.pow(2).sum(), X.pow(2).sum(), a, b / top, rank_a, d, torch.tensor(0.1, dtype=torch.float64),
+                     b_top=top)
+    for name in ALL + ["frobenius_baselined"]:
+        m = get_measure(name)
+        want = m.exact(own)
+        torch.testing.assert_close(m.exact(cut), want, rtol=1e-12, atol=0, msg=name)
+        if m.from_gram is not None:
+            torch.testing.assert_close(m.from_gram(gram), want, rtol=1e-12, atol=0, msg=name)
+    by_hand = math.sqrt(sum((b[i] * X[i, j] * a[j]) ** 2 for i in range(r) for j in range(r)) / (4 + 0.25 + 0.0625))
+    assert float(get_measure("read_gain").exact(cut)) == pytest.approx(by_hand, rel=1e-12)

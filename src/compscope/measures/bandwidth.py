@@ -23,13 +23,9 @@ import torch
 from . import Measure, PairSpectra, register
 
 
-def effective_rank(sigma: torch.Tensor) -> torch.Tensor:
-    """``exp(H(p))``, ``p = σ² / Σ σ²`` over the last dimension (0 where every ``σ = 0``)."""
-    return effective_rank_sq(sigma.pow(2))
-
-
 def effective_rank_sq(s2: torch.Tensor) -> torch.Tensor:
-    """:func:`effective_rank` from the squared singular values."""
+    """The effective rank ``exp(H(p))`` from squared singular values ``s2 = σ²``: ``p = σ² / Σ σ²`` over the
+    last dimension (0 where every ``σ = 0``)."""
     total = s2.sum(-1, keepdim=True)
     p = torch.where(total > 0, s2 / total.clamp_min(1e-300), torch.zeros_like(s2))
     h = -(p * torch.where(p > 0, p.log(), torch.zeros_like(p))).sum(-1)
