@@ -763,12 +763,11 @@ def test_a_reader_spectrum_divided_by_its_top_reads_as_the_readers_own_in_both_f
     X = torch.linalg.qr(torch.randn(d, d, generator=g, dtype=torch.float64))[0][:r, :r]  # cosines, (r_B, r_A)
     a, b = torch.tensor([2.0, 0.5, 0.25], dtype=torch.float64), torch.tensor([7.0, 3.0, 0.1], dtype=torch.float64)
     top = b[0]
-    rank_a = torch.tensor(r)
-    own = PairSpectra(a, b, X, d, rank_a, expected_frobenius=torch.tensor(0.1, dtype=torch.float64))
-    cut = PairSpectra(a, b / top, X, d, rank_a, expected_frobenius=torch.tensor(0.1, dtype=torch.float64), b_top=top)
+    rank_a, e = torch.tensor(r), torch.tensor(0.1, dtype=torch.float64)  # e: a baseline for frobenius_baselined
+    own = PairSpectra(a, b, X, d, rank_a, expected_frobenius=e)
+    cut = PairSpectra(a, b / top, X, d, rank_a, expected_frobenius=e, b_top=top)
     core = (b / top)[:, None] * X * a[None, :]
-    gram = GramStats(core.pow(2).sum(), X.pow(2).sum(), a, b / top, rank_a, d, torch.tensor(0.1, dtype=torch.float64),
-                     b_top=top)
+    gram = GramStats(core.pow(2).sum(), X.pow(2).sum(), a, b / top, rank_a, d, e, b_top=top)
     for name in ALL + ["frobenius_baselined"]:
         m = get_measure(name)
         want = m.exact(own)
