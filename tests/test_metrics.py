@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -88,3 +89,36 @@ def test_a_gram_matrix_may_carry_rounding_and_no_more():
         from_gram("g", -torch.eye(d), ridge=0.1)
     with pytest.raises(OptionError, match="metric g: G is singular; pass a positive ridge"):
         from_gram("g", torch.diag(torch.tensor([1.0, 0.0, 2.0])), ridge=0.0)
+
+
+def _sqrtm(G: np.ndarray, power: float = 0.5) -> np.ndarray:
+    w, V = np.linalg.eigh(G)
+    return (V * w**power) @ V.T
+
+
+@pytest.mark.parametrize("positions", ["learned", "rotary"])
+def test_embed_and_unembed_metrics_are_their_gram_matrices_by_hand(positions):
+    """``embed``: ``G = Σ_t e_t e_tᵀ / n_vocab (+ Σ_p p_p p_pᵀ / n_ctx)`` over the toy's own embedding rows
+    (and learned position rows); ``unembed``: ``G = (Σ_t u_t u_tᵀ / n_vocab)⁻¹`` over its unembedding rows.
+    Without a ridge their roots are those of these matrices, computed here in numpy; a model without an
+    unembedding has no ``unembed`` metric."""
+    from dataclasses import replace
+
+    from compscope.core.metrics import embed, unembed
+    from compscope.toy.model import ToyConfig, ToyTransformer
+
+    cfg = ToyConfig(n_layers=1, n_heads=1, d_model=4, d_head=2, d_vocab=7, n_ctx=5, positions=positions)
+    m = ToyTransformer(cfg, seed=1)
+    E = m.W_E.detach().double().numpy()  # (vocab, d)
+    G = E.T @ E / 7
+    if positions == "learned":
+        P = m.W_pos.detach().double().numpy()  # (n_ctx, d)
+        G = G + P.T @ P / 5
+    hw = m.head_weights()
+    np.testing.assert_allclose(embed(hw, ridge=0.0).sqrt[None].numpy(), _sqrtm(G), rtol=1e-6, atol=1e-9)
+    U = m.W_U.detach().double().numpy()  # (vocab, d)
+    met = unembed(hw, ridge=0.0)
+    np.testing.assert_allclose(met.sqrt[None].numpy(), _sqrtm(U.T @ U / 7, -0.5), rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(met.inv_sqrt[None].numpy(), _sqrtm(U.T @ U / 7), rtol=1e-6, atol=1e-9)
+    with pytest.raises(OptionError, match="metric 'unembed': .* has no unembedding"):
+        unembed(replace(hw, W_U=None, b_U=None))
