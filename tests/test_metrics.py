@@ -122,3 +122,24 @@ def test_embed_and_unembed_metrics_are_their_gram_matrices_by_hand(positions):
     np.testing.assert_allclose(met.inv_sqrt[None].numpy(), _sqrtm(U.T @ U / 7), rtol=1e-6, atol=1e-9)
     with pytest.raises(OptionError, match="metric 'unembed': .* has no unembedding"):
         unembed(replace(hw, W_U=None, b_U=None))
+
+
+def test_a_metric_of_ones_own_names_layers_0_to_the_last_and_counts_once():
+    """A ``{layer: G}`` fits a model of L layers for layers ``0 … L − 1`` only (layer ``L`` and ``−1`` are
+    named as out of range); the same metric given twice counts once, a name given twice counts once,
+    and two different metrics under one name are refused (one's own named like a registered one too)."""
+    from compscope.core.metrics import distinct_metrics, get_metric, metric_from_gram
+    from compscope.toy.model import ToyConfig, ToyTransformer
+
+    hw = ToyTransformer(ToyConfig(n_layers=3, n_heads=1, d_model=4, d_head=2, d_vocab=7, n_ctx=5), seed=0).head_weights()
+    G = torch.eye(4, dtype=torch.float64)
+    assert sorted(get_metric({0: G, 1: G, 2: G}, hw).sqrt) == [0, 1, 2]
+    for layer in (3, -1):
+        with pytest.raises(OptionError, match=rf"a G for layer {layer}, but toy\S* has layers 0\.\.2"):
+            get_metric({layer: G}, hw)
+    met = metric_from_gram(G, name="mine")
+    assert distinct_metrics([met, "embed", met, "embed"]) == [met, "embed"]
+    with pytest.raises(OptionError, match="two different metrics are named 'mine'"):
+        distinct_metrics([met, metric_from_gram(2 * G, name="mine")])
+    with pytest.raises(OptionError, match="two different metrics are named 'embed'"):  # one's own beside the registered
+        distinct_metrics(["embed", metric_from_gram(G, name="embed")])
