@@ -406,3 +406,36 @@ def test_validate_reads_the_heads_own_scores_with_the_norms_as_they_are():
     # equal to the last digit, NaN (a precision with no labelled head) where NaN
     pd.testing.assert_frame_equal(pd.DataFrame(validate(model, linearise_norms=True, **opts).heads),
                                   pd.DataFrame(validate(model, **opts).heads), check_exact=True)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_a_latent_scale_linearised_with_a_large_eps_is_the_mean_autograd_jacobian(bias):
+    """``x̃ ↦ s(x) W̃ x̃`` with ``s(x) = (|W_c x + b_c|²/r + eps)^(-1/2)`` and eps 0.7, large beside ``|c|²/r`` (so
+    eps's own sign and place show): :class:`LatentScaleMean` over 50 rows in two batches, then
+    :func:`latent_linearised`, equals the mean autograd Jacobian of that map in ``x̃ = [x; 1]`` (its last
+    column the bias), with and without biases on the projection and the latent."""
+    from compscope.core.heads import LatentNorm
+    from compscope.data.norm_linearisation import LatentScaleMean, latent_linearised
+
+    g = torch.Generator().manual_seed(5)
+    d, rank, eps = 6, 3, 0.7
+    Wc = 0.3 * torch.randn(1, rank, d, generator=g, dtype=torch.float64)
+    bc = 0.2 * torch.randn(1, rank, generator=g, dtype=torch.float64) if bias else None
+    latent = LatentNorm(Wc, bc, eps)
+    W = torch.randn(2, 4, d, generator=g, dtype=torch.float64)  # (head, d_head, d_model)
+    b = torch.randn(2, 4, generator=g, dtype=torch.float64) if bias else None
+    x = torch.randn(50, d, generator=g, dtype=torch.float64)
+    acc = LatentScaleMean(latent, 0)
+    acc.add(x[:20])
+    acc.add(x[20:])
+    got_W, got_b = latent_linearised(W, b, latent, 0, acc.mean())
+    Wt = torch.cat([W, torch.zeros(2, 4, 1, dtype=torch.float64) if b is None else b[..., None]], -1)
+    Wct = torch.cat([Wc[0], torch.zeros(rank, 1, dtype=torch.float64) if bc is None else bc[0][:, None]], 1)
+
+    def scaled(rows):  # (n, d + 1) -> (n, head, d_head)
+        c = rows @ Wct.T
+        return torch.einsum("hrd,nd->nhr", Wt, rows) * torch.rsqrt(c.pow(2).mean(-1) + eps)[:, None, None]
+
+    J = _mean_jacobian(scaled, torch.cat([x, torch.ones(50, 1, dtype=torch.float64)], 1))  # (head, d_head, d + 1)
+    torch.testing.assert_close(got_W, J[..., :-1], rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(got_b, J[..., -1], rtol=1e-10, atol=1e-12)
