@@ -209,6 +209,8 @@ def test_one_pass_of_jacobians_serves_every_subset_of_the_parts():
         mean_jacobians(runner, "values", tokens=tokens)
     with pytest.raises(compscope.OptionError, match=r"^mean_jacobians needs \(batch, seq\) tokens with seq >= 2"):
         mean_jacobians(runner, tokens=tokens[:, :1])
+    two = mean_jacobians(runner, "qk", tokens=tokens[:, :2], progress=False)  # one position after the first: enough
+    assert all(bool(torch.isfinite(m).all()) for m in two.means.values()) and len(two.means) == len(only_qk.means)
     with pytest.raises(compscope.OptionError, match="^NormJacobians.apply: unknown part 'values'"):
         jac.apply(hw, "values")
 
@@ -439,3 +441,31 @@ def test_a_latent_scale_linearised_with_a_large_eps_is_the_mean_autograd_jacobia
     J = _mean_jacobian(scaled, torch.cat([x, torch.ones(50, 1, dtype=torch.float64)], 1))  # (head, d_head, d + 1)
     torch.testing.assert_close(got_W, J[..., :-1], rtol=1e-10, atol=1e-12)
     torch.testing.assert_close(got_b, J[..., -1], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_a_value_norm_with_a_gain_and_a_bias_linearises_to_the_gain_times_its_mean_jacobian_plus_its_bias(with_bias):
+    """Part ``value`` from given mean Jacobians ``J_l`` (per K/V head) of a LayerNorm with gain ``γ_l`` and bias
+    ``β_l`` (Gemma 4's has neither; the general form): ``W_V ← diag(γ_l) J_l W_V`` and ``b_V ← diag(γ_l) J_l b_V + β_l``,
+    ``b_V = β_l`` for a model without value biases; the value norm gone."""
+    from dataclasses import replace
+
+    from compscope.core.heads import Norm
+    from compscope.data.norm_linearisation import NormJacobians
+    from compscope.toy import ToyConfig, ToyTransformer
+
+    g = torch.Generator().manual_seed(2)
+    hw = ToyTransformer(ToyConfig(n_layers=2, n_heads=2, d_model=6, d_head=4, d_vocab=9, n_ctx=5), seed=1).head_weights()
+    L, G, r = 2, 2, 4
+    gain, beta = 1 + 0.5 * torch.randn(L, r, generator=g), 0.3 * torch.randn(L, r, generator=g)
+    b_V = torch.randn(L, G, r, generator=g) if with_bias else None
+    hw = replace(hw, v_norm=Norm("layernorm", gain, beta, 1e-5), b_V=b_V)
+    J = {("v", l): torch.randn(G, r, r, generator=g, dtype=torch.float64) for l in range(L)}
+    lin = NormJacobians(J, ("value",), "given").apply(hw, "value")
+    assert lin.v_norm is None
+    for l in range(L):
+        for h in range(G):
+            M = torch.diag(gain[l].double()) @ J["v", l][h]
+            torch.testing.assert_close(lin.W_V[l, h].double(), M @ hw.W_V[l, h].double(), rtol=1e-5, atol=1e-6)
+            want_b = beta[l].double() + (M @ b_V[l, h].double() if with_bias else 0)
+            torch.testing.assert_close(lin.b_V[l, h].double(), want_b, rtol=1e-5, atol=1e-6)
