@@ -446,8 +446,8 @@ def test_a_latent_scale_linearised_with_a_large_eps_is_the_mean_autograd_jacobia
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_a_value_norm_with_a_gain_and_a_bias_linearises_to_the_gain_times_its_mean_jacobian_plus_its_bias(with_bias):
     """Part ``value`` from given mean Jacobians ``J_l`` (per K/V head) of a LayerNorm with gain ``γ_l`` and bias
-    ``β_l`` (Gemma 4's has neither; the general form): ``W_V ← diag(γ_l) J_l W_V`` and ``b_V ← diag(γ_l) J_l b_V + β_l``,
-    ``b_V = β_l`` for a model without value biases; the value norm gone."""
+    ``β_l`` (Gemma 4's has neither; the general form): ``W_V ← diag(γ_l) J_l W_V`` and
+    ``b_V ← diag(γ_l) J_l b_V + β_l``, ``b_V = β_l`` for a model without value biases; the value norm gone."""
     from dataclasses import replace
 
     from compscope.core.heads import Norm
@@ -455,7 +455,8 @@ def test_a_value_norm_with_a_gain_and_a_bias_linearises_to_the_gain_times_its_me
     from compscope.toy import ToyConfig, ToyTransformer
 
     g = torch.Generator().manual_seed(2)
-    hw = ToyTransformer(ToyConfig(n_layers=2, n_heads=2, d_model=6, d_head=4, d_vocab=9, n_ctx=5), seed=1).head_weights()
+    cfg = ToyConfig(n_layers=2, n_heads=2, d_model=6, d_head=4, d_vocab=9, n_ctx=5)
+    hw = ToyTransformer(cfg, seed=1).head_weights()
     L, G, r = 2, 2, 4
     gain, beta = 1 + 0.5 * torch.randn(L, r, generator=g), 0.3 * torch.randn(L, r, generator=g)
     b_V = torch.randn(L, G, r, generator=g) if with_bias else None
