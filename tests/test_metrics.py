@@ -14,6 +14,8 @@ import torch
 from compscope.core.metrics import GRAM_TOLERANCE, from_gram
 from compscope.errors import OptionError
 
+from test_composition import sqrtm
+
 
 def _rotation(d: int, seed: int) -> torch.Tensor:
     q, _ = torch.linalg.qr(torch.randn(d, d, generator=torch.Generator().manual_seed(seed), dtype=torch.float64))
@@ -91,11 +93,6 @@ def test_a_gram_matrix_may_carry_rounding_and_no_more():
         from_gram("g", torch.diag(torch.tensor([1.0, 0.0, 2.0])), ridge=0.0)
 
 
-def _sqrtm(G: np.ndarray, power: float = 0.5) -> np.ndarray:
-    w, V = np.linalg.eigh(G)
-    return (V * w**power) @ V.T
-
-
 @pytest.mark.parametrize("positions", ["learned", "rotary"])
 def test_embed_and_unembed_metrics_are_their_gram_matrices_by_hand(positions):
     """``embed``: ``G = Σ_t e_t e_tᵀ / n_vocab (+ Σ_p p_p p_pᵀ / n_ctx)`` over the toy's own embedding rows
@@ -115,11 +112,11 @@ def test_embed_and_unembed_metrics_are_their_gram_matrices_by_hand(positions):
         P = m.W_pos.detach().double().numpy()  # (n_ctx, d)
         G = G + P.T @ P / 5
     hw = m.head_weights()
-    np.testing.assert_allclose(embed(hw, ridge=0.0).sqrt[None].numpy(), _sqrtm(G), rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(embed(hw, ridge=0.0).sqrt[None].numpy(), sqrtm(G)[0], rtol=1e-6, atol=1e-9)
     U = m.W_U.detach().double().numpy()  # (vocab, d)
     met = unembed(hw, ridge=0.0)
-    np.testing.assert_allclose(met.sqrt[None].numpy(), _sqrtm(U.T @ U / 7, -0.5), rtol=1e-6, atol=1e-9)
-    np.testing.assert_allclose(met.inv_sqrt[None].numpy(), _sqrtm(U.T @ U / 7), rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(met.sqrt[None].numpy(), sqrtm(U.T @ U / 7)[1], rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(met.inv_sqrt[None].numpy(), sqrtm(U.T @ U / 7)[0], rtol=1e-6, atol=1e-9)
     with pytest.raises(OptionError, match="metric 'unembed': .* has no unembedding"):
         unembed(replace(hw, W_U=None, b_U=None))
 
