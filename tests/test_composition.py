@@ -546,6 +546,64 @@ def test_float32_near_zero_scores_are_refined_from_x(dense_share, monkeypatch, t
         torch.testing.assert_close(lo.dense(m, "V"), hi.dense(m, "V"), rtol=1e-3, atol=0, equal_nan=True)
 
 
+def test_refinement_counts_add_up_over_the_reader_groups_of_a_per_layer_metric():
+    """A per-layer metric scores each reader layer apart (one group each), and the table's count of
+    recomputed pairs adds up over the groups: every writer in one half of a rotated residual stream,
+    layer 1's V-readers reading all of it (scores of the usual size: none recomputed, 16 pairs
+    looked at), layer 2's only the other half (near zero: all 32 pairs recomputed): (32, 48).
+    The values still match float64."""
+    L, H, r, d = 3, 4, 8, 64
+    g = torch.Generator().manual_seed(12)
+    rn = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
+    half = (torch.arange(d) < d // 2).double()
+    T = torch.linalg.qr(rn(d, d))[0]
+    W_O = T @ (rn(L, H, d, r) * half[:, None] + 1e-4 * rn(L, H, d, r))
+    W_V = rn(L, H, r, d) @ T.T
+    W_V[2] = (rn(H, r, d) * (1 - half) + 1e-4 * rn(H, r, d)) @ T.T
+    hw = model(L=L, H=H, G=H, r=r, d=d, rotary=False).replace(W_O=W_O.float(), W_V=W_V.float())
+    stack = torch.stack([torch.eye(d, dtype=torch.float64) * (1 + l) for l in range(L)])  # one G per layer
+    lo = scores(hw, "V", GRAM, metric=stack, ridge=0.0, precision="float32", progress=False)
+    hi = scores(hw, "V", GRAM, metric=stack, ridge=0.0, precision="float64", progress=False)
+    assert lo.info["refined"] == {"V": (2 * H * H, 3 * H * H)}
+    for m in GRAM:
+        torch.testing.assert_close(lo.dense(m, "V"), hi.dense(m, "V"), rtol=1e-3, atol=0, equal_nan=True)
+
+
+def test_top_pairs_that_cover_every_pair_are_not_called_partial():
+    """``pairs=N`` computes the X-route measures of the top N pairs per kind by frobenius; the
+    table says so (``info['partial']``: N of all) only while N is short of all of them. 3 layers of
+    4 heads: 48 pairs per kind."""
+    hw = model(L=3)
+    short = scores(hw, "K", ["bandwidth"], pairs=47, progress=False)
+    assert short.info["partial"] == {"bandwidth": (47, 48)}
+    assert int(torch.isfinite(short.dense("bandwidth", "K")).sum()) == 47
+    all_x = scores(hw, "K", ["bandwidth", "tight"], pairs="all", progress=False)
+    assert "partial" not in all_x.info and "refined" not in all_x.info  # 'all': every measure from X, no Gram route
+    for n in (48, 1000):
+        every = scores(hw, "K", ["bandwidth"], pairs=n, progress=False)
+        assert "partial" not in every.info and every.info["refined"] == {"K": (0, 48)}
+        torch.testing.assert_close(every.dense("bandwidth", "K"), all_x.dense("bandwidth", "K"),
+                                   rtol=1e-5, atol=1e-6, equal_nan=True)  # float32 bases, by two routes
+
+
+def test_a_one_layer_model_scores_no_pair():
+    """One layer: no (earlier writer, later reader) pair. ``compscope.scores`` says so; the engine
+    itself gives NaN for every measure of every kind, on both routes, and computes or recomputes no
+    Gram-route pair."""
+    from compscope.engine.composition import scores as engine_scores
+
+    hw = model(L=1)
+    with pytest.raises(OptionError, match="test: one layer, so no head pair composes"):
+        scores(hw, "K", progress=False)
+    for pairs in (256, "all"):
+        t = engine_scores(hw, "QKV", "all", pairs=pairs, progress=False)
+        for m in t.measures:
+            for k in "QKV":
+                d = t.dense(m, k)
+                assert d.shape == (1, 4, 1, 4) and bool(d.isnan().all()), (m, k, pairs)
+    assert engine_scores(hw, "QKV", GRAM, progress=False).info["refined"] == {k: (0, 0) for k in "QKV"}
+
+
 def test_random_heads_need_no_refinement():
     """Typical scores are far above float32's cancellation bound: nothing is recomputed."""
     g = torch.Generator().manual_seed(2)

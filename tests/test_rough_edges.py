@@ -400,6 +400,10 @@ def test_the_api_names_bad_counts_lists_and_budgets():
                           (lambda: compscope.scores("induction-2l", "K", width=0), "width=0: expected a positive integer"),
                           (lambda: compscope.scores("induction-2l", "K", baseline_samples=0),
                            "baseline_samples=0: expected a positive integer"),
+                          # a count of top pairs must be a positive integer (0 and 2.5 were once a slip from passing)
+                          (lambda: compscope.scores("induction-2l", "K", pairs=0), "pairs=0: use 'all' or a positive"),
+                          (lambda: compscope.scores("induction-2l", "K", pairs=2.5), "pairs=2.5: use 'all' or a positive"),
+                          (lambda: compscope.scores("induction-2l", "K", pairs="top"), "pairs='top': use 'all' or a"),
                           (lambda: compscope.scores("induction-2l", "K", metric="embed", ridge=-1e-7),
                            "ridge=-1e-07: expected a finite number >= 0"),
                           (lambda: compscope.scores("induction-2l", "K", ridge=float("nan")), "ridge=nan: expected a finite"),
@@ -407,6 +411,11 @@ def test_the_api_names_bad_counts_lists_and_budgets():
         with pytest.raises(compscope.OptionError, match=re.escape(message)):
             call()
     assert [p[:4] for p in t.top("K", "frobenius", 2)] == [(0, 0, 1, 1), (0, 0, 1, 2)]  # the good call unchanged
+    # the smallest good counts are taken: one Haar sample for the baseline, one top pair
+    one = compscope.scores("induction-2l", "K", ["frobenius_baselined", "bandwidth"], baseline_samples=1, pairs=1,
+                           progress=False)
+    assert int(torch.isfinite(one.dense("frobenius_baselined", "K")).sum()) == 16
+    assert int(torch.isfinite(one.dense("bandwidth", "K")).sum()) == 1
 
 
 def test_a_misspelt_name_is_answered_with_the_closest_one():
