@@ -402,7 +402,7 @@ def test_the_api_names_bad_counts_lists_and_budgets():
                            "baseline_samples=0: expected a positive integer"),
                           # a count of top pairs must be a positive integer (0 and 2.5 were once a slip from passing)
                           (lambda: compscope.scores("induction-2l", "K", pairs=0), "pairs=0: use 'all' or a positive"),
-                          (lambda: compscope.scores("induction-2l", "K", pairs=2.5), "pairs=2.5: use 'all' or a positive"),
+                          (lambda: compscope.scores("induction-2l", "K", pairs=2.5), "pairs=2.5: use 'all' or a"),
                           (lambda: compscope.scores("induction-2l", "K", pairs="top"), "pairs='top': use 'all' or a"),
                           (lambda: compscope.scores("induction-2l", "K", metric="embed", ridge=-1e-7),
                            "ridge=-1e-07: expected a finite number >= 0"),
