@@ -645,6 +645,49 @@ def test_the_cancellation_scale_is_the_gram_diagonals_product_and_bounds_the_had
                 assert np.linalg.norm(P * Q) <= got[i, j] * (1 + 1e-5) + 1e-12
 
 
+@pytest.mark.parametrize("dense_share", [0, 10**9])
+@pytest.mark.parametrize("groups", [[(0, 4, 3)], [(0, 2, 2), (2, 4, 3)]])
+def test_refinement_recomputes_exactly_the_pairs_under_the_margin(dense_share, groups, monkeypatch):
+    """``refine_small`` flags a pair where a value is below ``SAFETY · terms^{1/2} · ε₃₂ / tol ·
+    ⟨diag P, diag Q⟩`` (for ``ba2`` or ``x2``), replaces both its values by ``‖diag(b) X diag(a)‖²``
+    and ``‖X‖²`` from ``X = V_Bᵀ U_A`` (numpy, float64, of the float32 rows), and leaves the others
+    as they were; per reader row it returns how many it flagged. Values set 5% either side of the
+    margin (numpy's), pair by pair or a reader's pairs all at once; one group of readers, or two
+    (rows 0-1 against writer columns 0-1 only: column 2 is outside, never flagged nor touched)."""
+    from compscope.engine import gram_route
+    from compscope.engine.head_svd import Sides
+
+    monkeypatch.setattr(gram_route, "DENSE_SHARE", dense_share)
+    g = np.random.default_rng(4)
+    n_w, n_r, r, d, terms = 3, 4, 3, 10, 200
+    orth = lambda m: np.stack([np.linalg.qr(g.standard_normal((d, d)))[0][:, :r].T for _ in range(m)])  # noqa: E731
+    wr, rr = orth(n_w).astype(np.float32), orth(n_r).astype(np.float32)
+    ws, rs = np.sort(g.uniform(0.1, 1, (n_w, r)))[:, ::-1].copy(), np.sort(g.uniform(0.1, 1, (n_r, r)))[:, ::-1].copy()
+    W = Sides(torch.tensor(wr)[None], torch.tensor(ws)[None], torch.full((1, n_w), r), torch.ones(1, n_w, dtype=torch.float64))
+    w64, r64 = wr.astype(np.float64), rr.astype(np.float64)
+    margin, exact = {}, {}
+    for name, weigh in (("ba2", True), ("x2", False)):
+        dP = np.stack([(w64[j] ** 2 * (ws[j, :, None] ** 2 if weigh else 1)).sum(0) for j in range(n_w)])  # diag AAᵀ
+        dQ = np.stack([(r64[i] ** 2 * (rs[i, :, None] ** 2 if weigh else 1)).sum(0) for i in range(n_r)])  # diag BᵀB
+        margin[name] = np.sqrt(terms) * np.finfo(np.float32).eps / 1e-4 * (dQ @ dP.T)
+    X = np.einsum("ikd,jld->ijkl", r64, w64)  # (reader, writer, r_B, r_A)
+    exact["x2"] = (X**2).sum((2, 3))
+    exact["ba2"] = ((rs[:, None, :, None] * X * ws[None, :, None, :]) ** 2).sum((2, 3))
+    low = {"ba2": np.array([[1, 0, 0], [1, 1, 1], [0, 0, 0], [0, 1, 0]], bool),
+           "x2": np.array([[0, 0, 1], [0, 0, 0], [0, 0, 0], [0, 1, 0]], bool)}
+    values = {k: torch.tensor(margin[k] * np.where(low[k], 0.95, 1.05)) for k in low}
+    before = {k: v.clone() for k, v in values.items()}
+    per_row = gram_route.refine_small(W, torch.tensor(rr), torch.tensor(rs), values, groups, 1 << 30, terms)
+    inside = np.zeros((n_r, n_w), bool)
+    for r0, r1, nc in groups:
+        inside[r0:r1, :nc] = True
+    flagged = (low["ba2"] | low["x2"]) & inside
+    assert per_row.tolist() == flagged.sum(1).tolist() == ([2, 3, 0, 1] if len(groups) == 1 else [1, 2, 0, 1])
+    for k in low:
+        np.testing.assert_allclose(values[k].numpy()[flagged], exact[k][flagged], rtol=1e-5)
+        assert torch.equal(values[k][torch.tensor(~flagged)], before[k][torch.tensor(~flagged)])
+
+
 def test_dominated_spectra_are_not_refined_for_nothing():
     """Heads whose factors' columns fall off like ``exp(-k/2)`` (a few directions dominate, as
     under the ``embed`` metric), at typical, not near-zero, scores: at most 1 in 20 pairs is
