@@ -663,7 +663,8 @@ def test_refinement_recomputes_exactly_the_pairs_under_the_margin(dense_share, g
     orth = lambda m: np.stack([np.linalg.qr(g.standard_normal((d, d)))[0][:, :r].T for _ in range(m)])  # noqa: E731
     wr, rr = orth(n_w).astype(np.float32), orth(n_r).astype(np.float32)
     ws, rs = np.sort(g.uniform(0.1, 1, (n_w, r)))[:, ::-1].copy(), np.sort(g.uniform(0.1, 1, (n_r, r)))[:, ::-1].copy()
-    W = Sides(torch.tensor(wr)[None], torch.tensor(ws)[None], torch.full((1, n_w), r), torch.ones(1, n_w, dtype=torch.float64))
+    W = Sides(torch.tensor(wr)[None], torch.tensor(ws)[None], torch.full((1, n_w), r),
+              torch.ones(1, n_w, dtype=torch.float64))
     w64, r64 = wr.astype(np.float64), rr.astype(np.float64)
     margin, exact = {}, {}
     for name, weigh in (("ba2", True), ("x2", False)):
