@@ -586,6 +586,23 @@ def test_top_pairs_that_cover_every_pair_are_not_called_partial():
                                    rtol=1e-5, atol=1e-6, equal_nan=True)  # float32 bases, by two routes
 
 
+def test_top_pairs_under_a_per_layer_metric_match_every_pair():
+    """Under a metric with one G per layer the top pairs' bases are made per (writer layer, reader
+    layer): their bandwidth and spectral equal those of ``pairs='all'`` (a block product per reader
+    layer) pair by pair, for 20 of the 48 pairs of each kind."""
+    hw = model(L=3, seed=3)
+    Gs = _layer_grams(hw, 9)
+    stack = torch.stack([Gs[l] for l in range(3)])
+    every = scores(hw, "QKV", ["bandwidth", "spectral"], metric=stack, ridge=0.0, offset=1, pairs="all", progress=False)
+    top = scores(hw, "QKV", ["bandwidth", "spectral"], metric=stack, ridge=0.0, offset=1, pairs=20, progress=False)
+    for m in ("bandwidth", "spectral"):
+        for k in "QKV":
+            t, e = top.dense(m, k), every.dense(m, k)
+            chosen = torch.isfinite(t)
+            assert int(chosen.sum()) == 20 and {int(l) for l in chosen.nonzero()[:, 0]} == {0, 1}, (m, k)
+            torch.testing.assert_close(t[chosen], e[chosen], rtol=1e-5, atol=1e-6)
+
+
 def test_a_one_layer_model_scores_no_pair():
     """One layer: no (earlier writer, later reader) pair. ``compscope.scores`` says so; the engine
     itself gives NaN for every measure of every kind, on both routes, and computes or recomputes no
