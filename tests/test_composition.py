@@ -516,6 +516,21 @@ def test_a_metric_from_a_gram_matrix_and_from_its_inverse():
         from_gram("bad", G.clone().fill_diagonal_(float("nan")))
 
 
+def _complementary_halves(seed: int, reads_all: tuple[int, ...] = ()) -> HeadWeights:
+    """3 layers of 4 heads (``r = 8``, ``d = 64``), writers in one half of a rotated residual stream
+    and V-readers in the other (1e-4 outside; the layers in ``reads_all`` read all of it)."""
+    L, H, r, d = 3, 4, 8, 64
+    g = torch.Generator().manual_seed(seed)
+    rn = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
+    half = (torch.arange(d) < d // 2).double()
+    T = torch.linalg.qr(rn(d, d))[0]
+    W_O = T @ (rn(L, H, d, r) * half[:, None] + 1e-4 * rn(L, H, d, r))
+    W_V = (rn(L, H, r, d) * (1 - half) + 1e-4 * rn(L, H, r, d)) @ T.T
+    for l in reads_all:
+        W_V[l] = rn(H, r, d) @ T.T
+    return model(L=L, H=H, G=H, r=r, d=d, rotary=False).replace(W_O=W_O.float(), W_V=W_V.float())
+
+
 @pytest.mark.parametrize("dense_share", [0, 4, 10**9])
 def test_float32_near_zero_scores_are_refined_from_x(dense_share, monkeypatch, tmp_path):
     """Writers and V-readers in complementary halves of a rotated residual stream: scores
@@ -527,14 +542,7 @@ def test_float32_near_zero_scores_are_refined_from_x(dense_share, monkeypatch, t
     from compscope.engine import gram_route
 
     monkeypatch.setattr(gram_route, "DENSE_SHARE", dense_share)
-    L, H, r, d = 3, 4, 8, 64
-    g = torch.Generator().manual_seed(11)
-    rn = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
-    half = (torch.arange(d) < d // 2).double()
-    T = torch.linalg.qr(rn(d, d))[0]
-    W_O = T @ (rn(L, H, d, r) * half[:, None] + 1e-4 * rn(L, H, d, r))
-    W_V = (rn(L, H, r, d) * (1 - half) + 1e-4 * rn(L, H, r, d)) @ T.T
-    hw = model(L=L, H=H, G=H, r=r, d=d, rotary=False).replace(W_O=W_O.float(), W_V=W_V.float())
+    hw, (L, H) = _complementary_halves(11), (3, 4)
     lo = scores(hw, "V", GRAM, precision="float32", progress=False)
     hi = scores(hw, "V", GRAM, precision="float64", progress=False)
     f = hi.dense("frobenius", "V")
@@ -552,15 +560,7 @@ def test_refinement_counts_add_up_over_the_reader_groups_of_a_per_layer_metric()
     layer 1's V-readers reading all of it (scores of the usual size: none recomputed, 16 pairs
     looked at), layer 2's only the other half (near zero: all 32 pairs recomputed): (32, 48).
     The values still match float64."""
-    L, H, r, d = 3, 4, 8, 64
-    g = torch.Generator().manual_seed(12)
-    rn = lambda *s: torch.randn(*s, generator=g, dtype=torch.float64)  # noqa: E731
-    half = (torch.arange(d) < d // 2).double()
-    T = torch.linalg.qr(rn(d, d))[0]
-    W_O = T @ (rn(L, H, d, r) * half[:, None] + 1e-4 * rn(L, H, d, r))
-    W_V = rn(L, H, r, d) @ T.T
-    W_V[2] = (rn(H, r, d) * (1 - half) + 1e-4 * rn(H, r, d)) @ T.T
-    hw = model(L=L, H=H, G=H, r=r, d=d, rotary=False).replace(W_O=W_O.float(), W_V=W_V.float())
+    hw, (L, H, d) = _complementary_halves(12, reads_all=(1,)), (3, 4, 64)
     stack = torch.stack([torch.eye(d, dtype=torch.float64) * (1 + l) for l in range(L)])  # one G per layer
     lo = scores(hw, "V", GRAM, metric=stack, ridge=0.0, precision="float32", progress=False)
     hi = scores(hw, "V", GRAM, metric=stack, ridge=0.0, precision="float64", progress=False)
