@@ -687,7 +687,7 @@ def test_refinement_recomputes_exactly_the_pairs_under_the_margin(dense_share, g
     for name, weigh in (("ba2", True), ("x2", False)):
         dP = np.stack([(w64[j] ** 2 * (ws[j, :, None] ** 2 if weigh else 1)).sum(0) for j in range(n_w)])  # diag AAᵀ
         dQ = np.stack([(r64[i] ** 2 * (rs[i, :, None] ** 2 if weigh else 1)).sum(0) for i in range(n_r)])  # diag BᵀB
-        margin[name] = np.sqrt(terms) * np.finfo(np.float32).eps / 1e-4 * (dQ @ dP.T)
+        margin[name] = gram_route.SAFETY * np.sqrt(terms) * np.finfo(np.float32).eps / 1e-4 * (dQ @ dP.T)
     X = np.einsum("ikd,jld->ijkl", r64, w64)  # (reader, writer, r_B, r_A)
     exact["x2"] = (X**2).sum((2, 3))
     exact["ba2"] = ((rs[:, None, :, None] * X * ws[None, :, None, :]) ** 2).sum((2, 3))
