@@ -81,6 +81,10 @@ def test_the_refused_model_types_are_ones_transformers_names():
         unknown -= newer
     elif not hasattr(transformers, "ErgoConfig"):  # (before 5.25)
         unknown -= {"ergo", "kolibri1_1", "pi05"}
+        from compscope.data.runner import transformers_at_least
+
+        if not transformers_at_least(5, 24):  # (newer types unknown there: the list is checked on 4.57 and 5.24 on)
+            pytest.skip(f"transformers {transformers.__version__} predates model types compscope names")
     assert not unknown
 
 

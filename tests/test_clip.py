@@ -34,7 +34,7 @@ def test_the_text_model_of_a_clip_folder_is_read_and_runs_alone(tmp_path):
     base = getattr(text, "text_model", text)
     torch.testing.assert_close(hw.W_pos, base.embeddings.position_embedding.weight.detach().T, atol=0, rtol=0)
     assert any("the text encoder of a clip model" in n and "vision not read" in n for n in hw.meta.notes)
-    runner = runner_for(tmp_path, progress=False)
+    runner = runner_for(tmp_path, progress=False, device="cpu")
     assert runner.n_ctx == 24  # (its position table's length: no longer sequence runs)
     tr = runner.trace(random_ids(seq=24))
     for layer in range(hw.n_layers):
@@ -101,7 +101,7 @@ def test_aimv2s_text_encoder_is_read_from_its_folders_and_runs_causally(tmp_path
     for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_pos"):
         assert torch.equal(getattr(hw, name), getattr(ref, name)), name
     torch.testing.assert_close(hw.attn_norm.weight[1], text.encoder.layers[1].rms_norm1.weight.detach(), atol=0, rtol=0)
-    runner = runner_for(tmp_path, progress=False)
+    runner = runner_for(tmp_path, progress=False, device="cpu")
     assert type(runner.model).__name__ == ("Aimv2Model" if whole else "Aimv2TextModel") and runner.n_ctx == 24
     tr = runner.trace(random_ids(seq=24))
     for layer in range(hw.n_layers):
@@ -136,7 +136,7 @@ def test_tipsv2s_text_encoder_is_read_with_its_scale_and_sinusoids_and_runs_both
         embedded = text.embeddings(input_ids=ids)
     torch.testing.assert_close(hw.W_E[:, ids].permute(1, 2, 0) + hw.W_pos.T, embedded, atol=1e-5, rtol=1e-5)
     assert not torch.allclose(hw.W_E, text.embeddings.token_embedding.weight.detach().T)  # (scaled: sqrt(d))
-    runner = runner_for(tmp_path, progress=False)
+    runner = runner_for(tmp_path, progress=False, device="cpu")
     assert type(runner.model).__name__ == ("Tipsv2Model" if whole else "Tipsv2TextModel") and runner.n_ctx == 24
     tr = runner.trace(ids)
     for layer in range(hw.n_layers):

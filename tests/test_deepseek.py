@@ -418,10 +418,24 @@ def test_glm_5_is_read_as_deepseek_v3_2_and_layers_sharing_keys_are_refused(tmp_
 
 
 def test_deepseek_v3_2_layers_of_another_kind_are_refused_by_name(tmp_path):
+    """Layers of indexed attention read under either name transformers has given them ('indexed_attention', and
+    'deepseek_sparse_attention' in configs transformers 5.17 saves), the same weights; another kind refused."""
     from hf_tiny import BY_ID, build
 
     build(BY_ID["deepseek-v32-indexer-within-topk"]).save_pretrained(tmp_path)
     config = json.loads((tmp_path / "config.json").read_text())
+    read = {}
+    for name in ("indexed_attention", "deepseek_sparse_attention"):
+        (tmp_path / "config.json").write_text(json.dumps({**config, "layer_types": [name, name]}))
+        read[name] = compscope.load(tmp_path)
+    for tensor in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(read["indexed_attention"], tensor), getattr(read["deepseek_sparse_attention"],
+                                                                                 tensor)), tensor
+    config["layer_types"] = ["deepseek_sparse_attention", "sliding_attention"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(compscope.UnsupportedModelError, match=r"'layer_types' = \['deepseek_sparse_attention', "
+                                                              r"'sliding_attention'\]: compscope reads DeepSeek"):
+        compscope.load(tmp_path)
     config["layer_types"] = ["indexed_attention", "full_attention"]
     (tmp_path / "config.json").write_text(json.dumps(config))
     with pytest.raises(compscope.UnsupportedModelError, match=r"'layer_types' = \['indexed_attention', "

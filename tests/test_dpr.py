@@ -31,7 +31,7 @@ def test_each_dpr_model_reads_as_its_bert_and_runs_as_itself(tmp_path, cls_name,
     assert hw.meta.family == ref.meta.family == "dpr" and not hw.causal  # (the inner BERT, its tensors unprefixed)
     for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "W_E", "W_pos"):
         assert torch.equal(getattr(hw, name), getattr(ref, name)), name
-    runner = runner_for(tmp_path, progress=False)
+    runner = runner_for(tmp_path, progress=False, device="cpu")
     assert type(runner.model).__name__ == cls_name
     tr = runner.trace(torch.randint(2, 40, (2, 9), generator=g))
     for layer in range(2):

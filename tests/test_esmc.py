@@ -56,7 +56,7 @@ def test_a_saved_masked_lm_reads_under_its_esmc_prefix_and_runs(tmp_path):
     hw, base = compscope.load(tmp_path), compscope.load(model.esmc)
     for name in ("W_Q", "W_K", "W_V", "W_O", "W_E"):
         assert torch.equal(getattr(hw, name), getattr(base, name)), name
-    runner = runner_for(tmp_path, progress=False)
+    runner = runner_for(tmp_path, progress=False, device="cpu")
     tr = runner.trace(random_ids())
     for layer in range(hw.n_layers):
         torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5,

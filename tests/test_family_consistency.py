@@ -788,7 +788,14 @@ def test_a_folder_reads_the_attention_biases_transformers_builds(tmp_path, vid, 
     transformers builds from it (the same biases as that model object), saying what it left out."""
     from safetensors.torch import load_file, save_file
 
+    import transformers
+
+    from compscope.data.runner import transformers_at_least
+
     v = BY_ID[vid]
+    if vid == "dia-encoder-unscaled-gqa" and not transformers_at_least(5, 23):
+        pytest.skip(f"transformers {transformers.__version__} loads Dia's encoder from a folder with the whole "
+                    "model's config class")
     build(v, **overrides).save_pretrained(tmp_path)
     sd = load_file(tmp_path / "model.safetensors")
     added = {}
@@ -1311,6 +1318,51 @@ def test_a_config_without_head_dim_has_transformers_default_128(tmp_path, vid):
     assert transformers.AutoConfig.from_pretrained(tmp_path).head_dim == 128
     with pytest.raises(compscope.WeightError, match=r"q_proj.weight' has shape \(32, 32\), expected \(512, 32\)"):
         compscope.load(tmp_path)
+
+
+def test_solar_open_reads_a_whole_head_rotary_share_and_refuses_a_part(tmp_path):
+    """Solar Open's config as transformers 5.17 writes it (``partial_rotary_factor`` 1.0 at the top and in
+    ``rope_parameters``) reads as without it; a share below 1, which transformers' Solar Open cannot turn (its
+    rotation takes whole heads), is refused by the key at fault, at the top or in ``rope_parameters``."""
+    import json
+
+    from hf_tiny import BY_ID, build
+
+    build(BY_ID["solar-open-qkv-bias-moe"]).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    plain = {k: v for k, v in saved.items() if k != "partial_rotary_factor"}
+    rope = {k: v for k, v in (saved.get("rope_parameters") or {"rope_theta": 10000.0}).items()
+            if k != "partial_rotary_factor"}
+    (tmp_path / "config.json").write_text(json.dumps({**plain, "rope_parameters": rope}))
+    want = compscope.load(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({**plain, "partial_rotary_factor": 1.0,
+                                                      "rope_parameters": {**rope, "partial_rotary_factor": 1.0}}))
+    got = compscope.load(tmp_path)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V"):
+        assert torch.equal(getattr(got, name), getattr(want, name)), name
+    assert torch.equal(got.rotary.inv_freq, want.rotary.inv_freq)
+    for where, config in (("partial_rotary_factor=0.5", {**plain, "partial_rotary_factor": 0.5}),
+                          ("rope_parameters=", {**plain, "rope_parameters": {**rope, "partial_rotary_factor": 0.5}})):
+        (tmp_path / "config.json").write_text(json.dumps(config))
+        with pytest.raises(compscope.UnsupportedModelError, match=f"solar_open family does not support .*{where}"):
+            compscope.load(tmp_path)
+
+
+def test_an_initializer_factor_in_the_config_is_read_past(tmp_path):
+    """``initializer_factor`` (an initialisation setting: transformers 5.17 writes it into AIMv2's text config) is
+    read past as ``initializer_range`` is: the same heads."""
+    import json
+
+    from hf_tiny import BY_ID, build
+
+    build(BY_ID["aimv2-text-rms-biases"]).save_pretrained(tmp_path)
+    saved = json.loads((tmp_path / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({k: v for k, v in saved.items() if k != "initializer_factor"}))
+    want = compscope.load(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({**saved, "initializer_factor": 2.0}))
+    got = compscope.load(tmp_path)
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_O", "W_E"):
+        assert torch.equal(getattr(got, name), getattr(want, name)), name
 
 
 def test_exaone3_folder_in_lgs_own_names_and_keys(tmp_path):

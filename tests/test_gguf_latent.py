@@ -490,6 +490,10 @@ def test_a_minicpm3_gguf_reads_as_the_model_object_with_llama_cpps_constants(tmp
 
     if not hasattr(transformers, "MiniCPM3Config"):
         pytest.skip(f"transformers {transformers.__version__} has no MiniCPM3")
+    from compscope.data.runner import transformers_at_least
+
+    if not transformers_at_least(5, 25):
+        pytest.skip(f"transformers {transformers.__version__}'s MiniCPM3 needs a rope 'factor' LongRoPE does not state")
     rope = {"rope_type": "longrope", "rope_theta": 10000.0, "short_factor": [1.5, 3.0], "long_factor": [2.0, 5.0],
             "original_max_position_embeddings": 64}
     model = build(BY_ID["minicpm3-latent-attention-mup"], scale_emb=12.0, scale_depth=1.4, dim_model_base=256,

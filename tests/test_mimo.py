@@ -33,11 +33,34 @@ def _folder(tmp_path, **config):
 
 def test_the_released_window_key_is_read_as_transformers_reads_it(tmp_path):
     """``sliding_window_size`` w (its released configs' key): transformers' window is w + 1, and so is compscope's."""
+    from compscope.data.runner import transformers_at_least
+
+    if not transformers_at_least(5, 20):
+        pytest.skip(f"transformers {transformers.__version__} ignores sliding_window_size (read from 5.20)")
     folder = _folder(tmp_path, sliding_window_size=4)
     built = transformers.AutoConfig.from_pretrained(folder)
     assert built.sliding_window == 5
     hw = compscope.load(folder)
     assert hw.sliding_window == (None, 5, 5)
+
+
+def test_a_model_that_runs_another_window_than_compscope_reads_is_run_within_the_narrower(tmp_path):
+    """A model whose built window is not the ``sliding_window_size`` + 1 compscope reads (transformers before 5.20
+    ignores that key: simulated by setting it after the model is built) is run only on sequences within the narrower
+    window, where the two attend alike; a model that runs the window read is not limited."""
+    from compscope.data.runner import runner_for
+    from compscope.loading.families.mimo import MimoV2Flash
+
+    model = build(VARIANT)
+    own = model.config.sliding_window
+    assert MimoV2Flash.runs_windows(model.config) and runner_for(model, progress=False).n_ctx is None
+    model.config.sliding_window_size = own + 3
+    hw = compscope.load(model)
+    assert own + 4 in hw.sliding_window and own not in hw.sliding_window
+    assert not MimoV2Flash.runs_windows(model.config)
+    runner = runner_for(model, hw, progress=False)
+    assert runner.n_ctx == own
+    runner.trace(torch.randint(0, hw.n_vocab, (2, own), generator=torch.Generator().manual_seed(0)))  # (agrees)
 
 
 def test_the_card_says_which_layers_have_sinks(tmp_path):

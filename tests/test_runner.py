@@ -703,7 +703,7 @@ def test_an_encoder_saved_with_its_head_runs_as_the_class_its_folder_names(tmp_p
     model.save_pretrained(tmp_path)
     hw = compscope.load(tmp_path)
     capfd.readouterr()
-    runner = runner_for(tmp_path, progress=False)
+    runner = runner_for(tmp_path, progress=False, device="cpu")
     assert type(runner.model).__name__ == "BertForMaskedLM"
     assert "UNEXPECTED" not in "".join(capfd.readouterr())
     tr = runner.trace(random_ids())
@@ -768,7 +768,7 @@ def test_a_checkpoint_lacking_tensors_no_run_reads_runs(tmp_path):
     runners = {}
     for folder in (llama, bert, roformer):
         hw = compscope.load(folder)
-        runner = runners[folder.name] = runner_for(folder, progress=False)
+        runner = runners[folder.name] = runner_for(folder, progress=False, device="cpu")
         tr = runner.trace(random_ids())
         for layer in range(hw.n_layers):
             torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=ATOL,

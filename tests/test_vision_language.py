@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 
 import pytest
@@ -342,6 +343,8 @@ def test_a_vision_language_folder_runs_on_text(tmp_path, kind):
 
     if not compscope.data.runner.transformers_at_least(4, 57):
         pytest.skip("needs transformers >= 4.57")
+    if kind == "cohere_compass" and not compscope.data.runner.transformers_at_least(5, 21):
+        pytest.skip(f"transformers {transformers.__version__} lays out Cohere Compass's M-RoPE sections otherwise")
     _vlm(kind).save_pretrained(tmp_path / kind)
     assert cannot_run(tmp_path / kind) is None
     runner = runner_for(tmp_path / kind, progress=False, device="cpu")
@@ -690,6 +693,24 @@ def test_more_wrappers_read_and_run_as_their_language_model(tmp_path, kind, fami
     assert type(runner.model) is type(model)
     runner.trace(torch.randint(4, V - 2, (2, 7), generator=torch.Generator().manual_seed(0)))
     assert runner._agreed
+
+
+def test_a_wrapper_folder_as_transformers_5_17_saves_it_reads_as_released(tmp_path):
+    """Qwen2-Audio's language model under ``language_model.model.model.`` (one ``model.`` more than released, as
+    transformers 5.17 saves it): the same heads as the released layout."""
+    from safetensors.torch import load_file, save_file
+
+    if not compscope.data.runner.transformers_at_least(5):
+        pytest.skip("the wrappers' configs as transformers 5 takes them")
+    _wrapper("qwen2_audio").save_pretrained(tmp_path / "m")
+    want = compscope.load(tmp_path / "m")
+    sd = load_file(tmp_path / "m" / "model.safetensors")
+    moved = {re.sub(r"^language_model\.model\.", "language_model.model.model.", k): v for k, v in sd.items()}
+    assert sum(k.startswith("language_model.model.model.layers.") for k in moved) > 0
+    save_file(moved, tmp_path / "m" / "model.safetensors", metadata={"format": "pt"})
+    got = compscope.load(tmp_path / "m")
+    for field in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "W_E", "W_U"):
+        assert torch.equal(getattr(got, field), getattr(want, field)), field
 
 
 def test_a_perception_encoder_audio_model_reads_and_runs_as_its_text_model(tmp_path):

@@ -87,7 +87,10 @@ class HFRunner(Runner):
             self.n_ctx = exact if self.n_ctx is None else min(self.n_ctx, exact)
         windows = [w for w in hw.sliding_window if w is not None]
         if windows and not family.runs_windows(config):  # the running model applies no window (transformers'
-            # GGUF reader drops Phi-3's): it computes what the weights say only on sequences within the window
+            # GGUF reader drops Phi-3's) or another one: it computes what the weights say only on sequences
+            # within the narrowest window, its own included
+            own = getattr(config, "sliding_window", None)
+            windows += [own] if isinstance(own, int) and not isinstance(own, bool) and own > 0 else []
             self.n_ctx = min(windows) if self.n_ctx is None else min(self.n_ctx, *windows)
 
     def _run(self, tokens: Tensor, add: dict[int, Tensor] | None = None) -> tuple:

@@ -27,7 +27,7 @@ COMMON_IGNORED = frozenset(
     _name_or_path architectures model_type transformers_version torch_dtype dtype
     id2label label2id _num_labels num_labels problem_type return_dict output_attentions output_hidden_states
     use_cache bos_token_id eos_token_id pad_token_id sep_token_id unk_token_id _model_name_or_path decoder_start_token_id
-    initializer_range chunk_size_feed_forward is_encoder_decoder is_decoder tie_word_embeddings
+    initializer_range initializer_factor chunk_size_feed_forward is_encoder_decoder is_decoder tie_word_embeddings
     vocab_size max_position_embeddings n_positions n_ctx intermediate_size n_inner hidden_act
     hidden_activation activation_function mlp_bias attention_dropout hidden_dropout
     attn_pdrop resid_pdrop embd_pdrop hidden_dropout_prob attention_probs_dropout_prob

@@ -322,10 +322,10 @@ def _read_layer(ts, at: str, norm: str, w: _Widths, a: float, biased: bool) -> d
     return out
 
 
-def _each(config: dict, where: str, key: str, value: str, why: str) -> None:
-    """Refuse, naming ``key`` and saying ``why``, a per-layer list in ``config`` with an entry other than ``value``."""
+def _each(config: dict, where: str, key: str, values: tuple[str, ...], why: str) -> None:
+    """Refuse, naming ``key`` and saying ``why``, a per-layer list in ``config`` with an entry not among ``values``."""
     listed = config.get(key)
-    if listed is not None and (not isinstance(listed, list) or any(v != value for v in listed)):
+    if listed is not None and (not isinstance(listed, list) or any(v not in values for v in listed)):
         raise UnsupportedModelError(f"{where}: config key '{key}' = {listed!r}: {why}")
 
 
@@ -477,8 +477,9 @@ class DeepseekV32(DeepseekV3):
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where = ckpt.config, ckpt.source
-        _each(cfg, where, "layer_types", "indexed_attention", "compscope reads DeepSeek-V3.2's layers of indexed "
-              "attention alone")
+        # ('deepseek_sparse_attention': the same layers as transformers 5.17 names them)
+        _each(cfg, where, "layer_types", ("indexed_attention", "deepseek_sparse_attention"), "compscope reads "
+              "DeepSeek-V3.2's layers of indexed attention alone")
         topk = integer(cfg, where, "index_topk", default=2048)
         return super().convert(ckpt).replace(note=(
             f"DeepSeek Sparse Attention: each query attends to the {topk} keys its indexer scores best, which on "
@@ -681,6 +682,6 @@ class GlmMoeDsa(DeepseekV32):
     @classmethod
     def convert(cls, ckpt: Checkpoint) -> HeadWeights:
         cfg, where = ckpt.config, ckpt.source
-        _each(cfg, where, "indexer_types", "full", "layers that reuse another layer's choice of keys ('shared') are "
+        _each(cfg, where, "indexer_types", ("full",), "layers that reuse another layer's choice of keys ('shared') are "
               "not read")
         return super().convert(ckpt)

@@ -113,6 +113,14 @@ class MimoV2Flash(LlamaLike):
     saved_names = ((r"\.self_attn\.attention_sink_bias$", ".self_attn.sinks"),)  # (its files' name, as released)
 
     @classmethod
+    def runs_windows(cls, config) -> bool:
+        """Also unless the window transformers built differs from the released ``sliding_window_size`` + 1 that
+        compscope reads (transformers before 5.20 ignores that key); the data runner then keeps to sequences
+        within the narrower window."""
+        size = getattr(config, "sliding_window_size", None)
+        return super().runs_windows(config) and (size is None or getattr(config, "sliding_window", None) == size + 1)
+
+    @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:
         """As listed, else transformers' default: layer 0 and every sixth from layer 5 global, the others sliding."""
         listed = listed_layer_types(config, n_layers, where)

@@ -1,5 +1,6 @@
 """Solar Open (Upstage): Llama's attention with q, k and v biased by ``attention_bias`` (default off)
-and the output projection never, rotary on whole heads, head width ``head_dim`` (transformers'
+and the output projection never, rotary on whole heads (a ``partial_rotary_factor`` other than 1
+refused: transformers' Solar Open turns whole heads only), head width ``head_dim`` (transformers'
 default 128, not the residual width over the heads); its experts are MLP and not read."""
 
 from __future__ import annotations
@@ -12,6 +13,11 @@ _MOE = frozenset("moe_intermediate_size n_shared_experts n_routed_experts routed
                  "norm_topk_prob first_k_dense_replace".split())
 
 
+def _whole(share) -> bool:
+    """Rotary on whole heads: no ``partial_rotary_factor``, or 1."""
+    return share is None or share == 1
+
+
 @register
 class SolarOpen(LlamaLike):
     name = "solar_open"
@@ -19,6 +25,10 @@ class SolarOpen(LlamaLike):
     model_types = ("solar_open",)
     architectures = ("SolarOpenForCausalLM", "SolarOpenModel")
     ignored = Llama.ignored | _MOE
+    # (transformers 5.17 writes partial_rotary_factor 1.0 into each config, at the top and in rope_parameters)
+    accept = {**LlamaLike.accept, "partial_rotary_factor": _whole,
+              "rope_parameters": lambda v: LlamaLike.accept["rope_parameters"](v) and (
+                  not isinstance(v, dict) or _whole(v.get("partial_rotary_factor")))}
     options = LlamaLikeOptions(default_head_dim=128)  # transformers' default, not the residual width over the heads
 
     @classmethod
