@@ -59,8 +59,9 @@ def expected_frobenius(
 
     ``a: (n_writers, r_A)``, ``b: (n_readers, r_B)`` spectra; returns ``(n_readers, n_writers)``
     float64. Per sample ``‖BA‖_F² = Σ_ij b_i² X_ij² a_j²`` is a sum of non-negative terms, so it
-    is formed in float32 (relative error ~1e-7, far below the Monte-Carlo error); readers are
-    taken in chunks of at most ``max_elements`` sample × pair entries."""
+    is formed in float32 (relative error ~1e-7, far below the Monte-Carlo error), and the
+    variance from the deviations from the mean (not ``E[f²] - m²``, which cancels where the draws
+    barely differ); readers are taken in chunks of at most ``max_elements`` sample × pair entries."""
     Y = _haar_squares(d, b.shape[-1], a.shape[-1], n_samples, seed)  # (S, rB, rA)
     a2, b2 = _unit_rows(a.to(torch.float64).pow(2)), _unit_rows(b.to(torch.float64).pow(2))  # frobenius = sqrt(Σ b²X²a²)
     a2t = a2.float().T.contiguous()
@@ -70,9 +71,9 @@ def expected_frobenius(
     for i in range(0, b.shape[0], step):
         z = torch.matmul(b2[i : i + step].float(), Y)  # (S, chunk, rA)
         f = torch.matmul(z, a2t).clamp_min_(0).sqrt_()  # (S, chunk, n_writers): frobenius per sample
-        m = f.mean(0).double()
-        var = (f.pow_(2).mean(0).double() - m * m).clamp_min(0) * n_samples / max(1, n_samples - 1)
-        mean[i : i + step] = m
+        m = f.mean(0)
+        var = f.sub_(m).pow_(2).mean(0).double() * n_samples / max(1, n_samples - 1)  # (two passes: no cancellation)
+        mean[i : i + step] = m.double()
         se[i : i + step] = (var / n_samples).sqrt()
     return mean, se
 
