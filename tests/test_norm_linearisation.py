@@ -58,7 +58,8 @@ def test_mean_jacobian_is_autograd_through_torchs_own_norm(kind, r, n, eps, seed
         torch.testing.assert_close(got[slot], _mean_jacobian(f, y[:, slot]), rtol=1e-9, atol=1e-11)
 
 
-@pytest.mark.parametrize("variant", ["gemma3-text", "gemma3-text-mqa-bias", "qwen3-qk-norm", "gemma2-softcap"])
+@pytest.mark.parametrize("variant", ["gemma3-text", "gemma3-text-mqa-bias", "qwen3-qk-norm", "gemma2-softcap",
+                                     "hy-v3-qk-norm-biases-moe"])
 def test_linearised_weights_hold_the_mean_jacobian_of_the_models_own_norm_modules(variant):
     """``W_Q ← J_q W_Q``, ``W_K ← J_k W_K`` (and biases), ``W_O ← J_o W_O``, with each ``J`` autograd
     through HuggingFace's own ``q_norm``, ``k_norm`` and ``post_attention_layernorm`` (gain
@@ -99,18 +100,28 @@ def test_linearised_weights_hold_the_mean_jacobian_of_the_models_own_norm_module
                 torch.testing.assert_close(lin.b_O[l], J @ hw.b_O[l], atol=2e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize("variant", ["deepseek-v3-latent-attention", "deepseek-v3-no-query-latent-yarn-bias"])
-def test_latent_norms_linearised_hold_the_mean_jacobian_of_each_sides_scaled_projection(variant):
+@pytest.mark.parametrize("variant, biased", [("deepseek-v3-latent-attention", False),
+                                             ("deepseek-v3-no-query-latent-yarn-bias", False),
+                                             ("deepseek-v3-latent-attention", True)])
+def test_latent_norms_linearised_hold_the_mean_jacobian_of_each_sides_scaled_projection(variant, biased):
     """Part ``latent``: each side's projection times its latent norm's per-token scale, ``x̃ ↦ s(W̃_c x̃) W̃ x̃`` in the
     input with a 1 appended (the bias scaling with that 1, the latent's own too) and ``s(c) = (|c|²/r + eps)^(-1/2)``,
     is first checked to be what compscope's heads compute (``project_linear``, itself checked against the model's
     modules); its mean autograd Jacobian over the inputs met on the tokens (after the first position) is then
     ``[W_Q, b_Q]`` on every query dim, ``[W_V, b_V]`` on every value dim and ``[W_K, b_K]`` on the key dims from
     ``kv_latent_from`` on; the rotated key dims every head shares untouched, the latent norms gone. The second model
-    has no query latent and biases on its key/value latent alone: the linearised values get a bias of their own."""
+    has no query latent and biases on its key/value latent alone: the linearised values get a bias of their own. The
+    third, the first with random biases given to its heads' projections (``hw=``) and none to its latents: they
+    are scaled with the rest."""
     from compscope.core.attention import project_linear, read_input
 
     _, hw, runner, tokens, lin = _linearised(variant, seq=7)
+    if biased:
+        g = torch.Generator().manual_seed(4)
+        hw = hw.replace(**{f"b_{k}": torch.randn(getattr(hw, f"W_{k}").shape[:-1], generator=g) for k in "QKV"})
+        assert hw.q_latent.b is None and hw.kv_latent.b is None
+        lin = linearise_norms(runner, hw=hw, tokens=tokens, progress=False)
+        assert all(getattr(lin, f"b_{k}") is not None for k in "QKV")
     assert lin.meta.processing == ("linearise_norms(latent)",) and "3 given sequences of 7 tokens" in lin.meta.notes[-1]
     assert lin.q_latent is None and lin.kv_latent is None and lin.kv_latent_from == 0
     assert (hw.q_latent is None) == (variant == "deepseek-v3-no-query-latent-yarn-bias")
