@@ -160,6 +160,50 @@ def test_ill_conditioned_and_rank_deficient_heads_take_the_qr_route():
     assert not _svd_cores(g @ g.mT, torch.zeros(3, 3, 3, dtype=torch.float64))[3].any()
 
 
+def _cores_case(kind: str, t: float, d: int = 9):
+    """Factors ``P, Q`` (``4 × d``) of one head whose only flaw is ``kind``, of size ``t``: ``'spectrum'``, ``M = PᵀQ``
+    with singular values ``(1, 0.5, 0.5, t)`` (``Q`` orthonormal rows, ``P Pᵀ`` turned by a Hadamard matrix so that
+    its diagonal is even); ``'cholesky'``, ``Q``'s two last rows of norm 1 at an angle whose Cholesky diagonal is
+    ``(1, 1, 1, t)``, ``P`` its inverse-transpose (``PᵀQ`` the projection onto the rows, ``P Pᵀ``'s diagonal even)."""
+    g = torch.Generator().manual_seed(2)
+    R = torch.linalg.qr(torch.randn(d, 4, generator=g, dtype=torch.float64))[0].T  # (4, d) orthonormal rows
+    if kind == "spectrum":
+        H = torch.tensor([[1, 1, 1, 1], [1, -1, 1, -1], [1, 1, -1, -1], [1, -1, -1, 1]], dtype=torch.float64) / 2
+        return H @ torch.diag(torch.tensor([1.0, 0.5, 0.5, t], dtype=torch.float64)) @ R, R
+    F = torch.eye(4, dtype=torch.float64)
+    F[1, 0], F[1, 1], F[3, 2], F[3, 3] = (1 - t * t) ** 0.5, t, (1 - t * t) ** 0.5, t
+    return torch.linalg.inv(F).mT @ R, F @ R
+
+
+def test_the_gram_routes_conditioning_checks_sit_at_their_bound():
+    """``_svd_cores`` flags a head for the QR route when ``σ_min(M)²/σ_max(M)²``, or the squared ratio of the
+    smallest to the largest Cholesky diagonal entry of ``Q Qᵀ``, is at most 1e-8: a flaw of ``10^-3.5`` (squared
+    1e-7) passes and one of ``10^-4.5`` (1e-9) does not, each case with the other checks passing; where a head
+    passes, ``cu P`` and ``cv Q`` are orthonormal rows and ``(cu P)ᵀ diag(σ) (cv Q) = M`` to 1e-7 (the route's error,
+    ``ε κ²``, is 2e-8 at the bound)."""
+    from compscope.engine.head_svd import _svd_cores
+
+    for kind in ("spectrum", "cholesky"):  # (the last two: squares 0.5e-8 and 2e-8, a quarter from the spectrum's
+        # second value, 0.25)
+        for t, want in ((10**-3.5, True), (10**-4.5, False), (0.5e-8**0.5, False), (2e-8**0.5, True)):
+            P, Q = _cores_case(kind, t)
+            cu, cv, s, ok = _svd_cores((P @ P.mT)[None], (Q @ Q.mT)[None])
+            assert bool(ok[0]) == want, (kind, t)
+            if want:
+                U, V = cu[0] @ P, cv[0] @ Q
+                torch.testing.assert_close(U @ U.mT, torch.eye(4, dtype=torch.float64), atol=1e-7, rtol=0)
+                torch.testing.assert_close(V @ V.mT, torch.eye(4, dtype=torch.float64), atol=1e-7, rtol=0)
+                torch.testing.assert_close(U.mT @ torch.diag(s[0]) @ V, P.mT @ Q, atol=1e-7, rtol=0)
+    P, Q = _cores_case("cholesky", 10**-3.5)
+    assert torch.linalg.cholesky(Q @ Q.mT).diagonal().min() == pytest.approx(10**-3.5, rel=1e-6)
+    assert torch.linalg.svdvals(P.mT @ Q)[:4].min() == pytest.approx(1.0)  # (its M is as good as can be)
+    assert (P @ P.mT).diagonal().std() < 1e-6 * (P @ P.mT).diagonal().mean() and (Q @ Q.mT).diagonal().std() < 1e-12
+    P, Q = _cores_case("spectrum", 10**-3.5)
+    torch.testing.assert_close(torch.linalg.svdvals(P.mT @ Q)[:4], torch.tensor([1, 0.5, 0.5, 10**-3.5],
+                                                                              dtype=torch.float64))
+    assert (P @ P.mT).diagonal().std() < 1e-9 and torch.linalg.cholesky(Q @ Q.mT).diagonal().min() > 1 - 1e-9
+
+
 def test_x_route_in_small_chunks_and_top_pairs():
     """A tiny memory budget (one writer per X block) and the top-k route agree with pairs='all'."""
     hw = model(seed=7)
