@@ -161,10 +161,11 @@ def test_ill_conditioned_and_rank_deficient_heads_take_the_qr_route():
 
 
 def _cores_case(kind: str, t: float, d: int = 9):
-    """Factors ``P, Q`` (``4 × d``) of one head whose only flaw is ``kind``, of size ``t``: ``'spectrum'``, ``M = PᵀQ``
-    with singular values ``(1, 0.5, 0.5, t)`` (``Q`` orthonormal rows, ``P Pᵀ`` turned by a Hadamard matrix so that
-    its diagonal is even); ``'cholesky'``, ``Q``'s two last rows of norm 1 at an angle whose Cholesky diagonal is
-    ``(1, 1, 1, t)``, ``P`` its inverse-transpose (``PᵀQ`` the projection onto the rows, ``P Pᵀ``'s diagonal even)."""
+    """Factors ``P, Q`` (``4 × d``) of one head whose only flaw is ``kind``, of size ``t``: ``'spectrum'``,
+    ``M = PᵀQ`` with singular values ``(1, 0.5, 0.5, t)`` (``Q`` orthonormal rows, ``P Pᵀ`` turned by a Hadamard
+    matrix so that its diagonal is even); ``'cholesky'``, ``Q``'s rows of norm 1 in two pairs at an angle, its
+    Cholesky diagonal ``(1, t, 1, t)``, ``P`` its inverse-transpose (``PᵀQ`` the projection onto the rows, ``P Pᵀ``'s
+    diagonal even)."""
     g = torch.Generator().manual_seed(2)
     R = torch.linalg.qr(torch.randn(d, 4, generator=g, dtype=torch.float64))[0].T  # (4, d) orthonormal rows
     if kind == "spectrum":
