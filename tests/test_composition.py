@@ -165,27 +165,32 @@ def _cores_case(kind: str, t: float, d: int = 9):
     ``M = PᵀQ`` with singular values ``(1, 0.5, 0.5, t)`` (``Q`` orthonormal rows, ``P Pᵀ`` turned by a Hadamard
     matrix so that its diagonal is even); ``'cholesky'``, ``Q``'s rows of norm 1 in two pairs at an angle, its
     Cholesky diagonal ``(1, t, 1, t)``, ``P`` its inverse-transpose (``PᵀQ`` the projection onto the rows, ``P Pᵀ``'s
-    diagonal even)."""
+    diagonal even); ``'gram'``, ``Q``'s Cholesky factor unit lower triangular with ``1/t`` below the diagonal in two
+    places, ``P`` its inverse-transpose (``PᵀQ`` the projection again, ``P Pᵀ``'s diagonal ratio about ``t²``)."""
     g = torch.Generator().manual_seed(2)
     R = torch.linalg.qr(torch.randn(d, 4, generator=g, dtype=torch.float64))[0].T  # (4, d) orthonormal rows
     if kind == "spectrum":
         H = torch.tensor([[1, 1, 1, 1], [1, -1, 1, -1], [1, 1, -1, -1], [1, -1, -1, 1]], dtype=torch.float64) / 2
         return H @ torch.diag(torch.tensor([1.0, 0.5, 0.5, t], dtype=torch.float64)) @ R, R
     F = torch.eye(4, dtype=torch.float64)
-    F[1, 0], F[1, 1], F[3, 2], F[3, 3] = (1 - t * t) ** 0.5, t, (1 - t * t) ** 0.5, t
+    if kind == "cholesky":
+        F[1, 0], F[1, 1], F[3, 2], F[3, 3] = (1 - t * t) ** 0.5, t, (1 - t * t) ** 0.5, t
+    else:
+        F[1, 0], F[3, 2] = 1 / t, 1 / t
     return torch.linalg.inv(F).mT @ R, F @ R
 
 
 def test_the_gram_routes_conditioning_checks_sit_at_their_bound():
-    """``_svd_cores`` flags a head for the QR route when ``σ_min(M)²/σ_max(M)²``, or the squared ratio of the
-    smallest to the largest Cholesky diagonal entry of ``Q Qᵀ``, is at most 1e-8: a flaw of ``10^-3.5`` (squared
+    """``_svd_cores`` flags a head for the QR route when ``σ_min(M)²/σ_max(M)²``, the squared ratio of the
+    smallest to the largest Cholesky diagonal entry of ``Q Qᵀ``, or the ratio of the smallest to the largest diagonal
+    entry of ``P Pᵀ`` is at most 1e-8 (the route's error grows as their inverses do): a flaw of ``10^-3.5`` (squared
     1e-7) passes and one of ``10^-4.5`` (1e-9) does not, each case with the other checks passing; where a head
     passes, ``cu P`` and ``cv Q`` are orthonormal rows and ``(cu P)ᵀ diag(σ) (cv Q) = M`` to 1e-7 (the route's error,
     ``ε κ²``, is 2e-8 at the bound)."""
     from compscope.engine.head_svd import _svd_cores
 
-    for kind in ("spectrum", "cholesky"):  # (the last two: squares 0.5e-8 and 2e-8, a quarter from the spectrum's
-        # second value, 0.25)
+    for kind in ("spectrum", "cholesky", "gram"):  # (the last two flaws: squares 0.5e-8 and 2e-8, a factor 2
+        # from the bound either way, which the spectrum's second value, 0.25, would move by 4)
         for t, want in ((10**-3.5, True), (10**-4.5, False), (0.5e-8**0.5, False), (2e-8**0.5, True)):
             P, Q = _cores_case(kind, t)
             cu, cv, s, ok = _svd_cores((P @ P.mT)[None], (Q @ Q.mT)[None])
@@ -203,6 +208,11 @@ def test_the_gram_routes_conditioning_checks_sit_at_their_bound():
     torch.testing.assert_close(torch.linalg.svdvals(P.mT @ Q)[:4], torch.tensor([1, 0.5, 0.5, 10**-3.5],
                                                                               dtype=torch.float64))
     assert (P @ P.mT).diagonal().std() < 1e-9 and torch.linalg.cholesky(Q @ Q.mT).diagonal().min() > 1 - 1e-9
+    P, Q = _cores_case("gram", 10**-3.5)
+    gp = (P @ P.mT).diagonal()
+    assert float(gp.min() / gp.max()) == pytest.approx(1e-7, rel=1e-6)
+    torch.testing.assert_close(torch.linalg.cholesky(Q @ Q.mT).diagonal(), torch.ones(4, dtype=torch.float64))
+    assert torch.linalg.svdvals(P.mT @ Q)[:4].min() == pytest.approx(1.0)
 
 
 def test_x_route_in_small_chunks_and_top_pairs():
