@@ -46,6 +46,11 @@ _RELEASED = ("hybrid_layer_pattern", "swa_num_key_value_heads", "swa_num_attenti
              "rope_scaling", "add_full_attention_sink_bias", "add_swa_attention_sink_bias")
 
 
+def _released_window(size: int) -> int:
+    """The window transformers builds from the released key ``sliding_window_size``: one more."""
+    return size + 1
+
+
 def as_transformers_builds(cfg: dict, where: str, layer_types) -> dict:
     """``cfg`` as transformers builds MiMo-V2-Flash from it: its defaults where a key is missing (``head_dim`` 192,
     ``v_head_dim`` 128, ``num_key_value_heads`` 4, ``sliding_window`` 129, or ``sliding_window_size`` + 1,
@@ -61,8 +66,8 @@ def as_transformers_builds(cfg: dict, where: str, layer_types) -> dict:
     if out.get("attention_value_scale", 0.707) is None:  # (transformers: none stated, 0.707; stated None, 1)
         out["attention_value_scale"] = 1.0
     out.setdefault("attention_value_scale", 0.707)
-    if cfg.get("sliding_window_size") is not None:  # (transformers' window is one more)
-        out["sliding_window"] = integer(cfg, where, "sliding_window_size") + 1
+    if cfg.get("sliding_window_size") is not None:
+        out["sliding_window"] = _released_window(integer(cfg, where, "sliding_window_size"))
     out.setdefault("sliding_window", 129)
     rope = out.get("rope_parameters") or _DEFAULT_ROPE
     out["rope_parameters"] = rope
@@ -118,7 +123,8 @@ class MimoV2Flash(LlamaLike):
         compscope reads (transformers before 5.20 ignores that key); the data runner then keeps to sequences
         within the narrower window."""
         size = getattr(config, "sliding_window_size", None)
-        return super().runs_windows(config) and (size is None or getattr(config, "sliding_window", None) == size + 1)
+        return super().runs_windows(config) and (size is None or
+                                                 getattr(config, "sliding_window", None) == _released_window(size))
 
     @classmethod
     def layer_types(cls, config: dict, n_layers: int, where: str = "config") -> list[str]:

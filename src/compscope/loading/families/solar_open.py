@@ -6,6 +6,7 @@ default 128, not the residual width over the heads); its experts are MLP and not
 from __future__ import annotations
 
 from . import register
+from .base import rope_accept_yarn
 from .llama import Llama, LlamaLike, LlamaLikeOptions
 
 #: the experts' settings: the attention does not depend on them
@@ -27,7 +28,7 @@ class SolarOpen(LlamaLike):
     ignored = Llama.ignored | _MOE
     # (transformers 5.17 writes partial_rotary_factor 1.0 into each config, at the top and in rope_parameters)
     accept = {**LlamaLike.accept, "partial_rotary_factor": _whole,
-              "rope_parameters": lambda v: LlamaLike.accept["rope_parameters"](v) and (
+              "rope_parameters": lambda v: rope_accept_yarn(v) and (
                   not isinstance(v, dict) or _whole(v.get("partial_rotary_factor")))}
     options = LlamaLikeOptions(default_head_dim=128)  # transformers' default, not the residual width over the heads
 
