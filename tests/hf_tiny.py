@@ -1128,14 +1128,34 @@ _BROKEN_IN_4 = {"stablelm-qk-layernorm-per-head": "StableLM's weight init fails 
                                                "config)"}
 
 
-#: variants that transformers 5 before the version named runs otherwise than the model's makers (and compscope,
-#: which follows the later version) or not at all, skipped there; compscope's run refuses such a model by name
-#: (transformers 4.57 runs GPT-NeoX-Japanese's partial rotary as 5.18 does; it has neither of the others)
-_SINCE = {"minimax-m2-layer-qk-norm-rotary-dim": ((5, 18), "MiniMax-M2's rotary_dim is ignored (whole heads turned)"),
-          "gpt-neox-japanese-last-bias": ((5, 18), "GPT-NeoX-Japanese fails on a partial rotary share "
-                                                   "(rotary_pct < 1)"),
-          "cohere-compass-sliding-rotary-global-nope": ((5, 21), "Cohere Compass lays out its M-RoPE sections "
-                                                                  "otherwise")}
+#: variants that transformers 5 releases in ``[from, until)`` run otherwise than the model's makers (and compscope,
+#: which follows the later versions) or not at all, skipped there; compscope's run refuses such a model by name.
+#: Versions found by running each variant's tests on transformers 5.0-5.16 and reading 5.17-5.24's code
+#: (transformers 4: _BROKEN_IN_4)
+_RUNS_OTHERWISE = {
+    "minimax-m2-layer-qk-norm-rotary-dim": [((5, 0), (5, 18), "MiniMax-M2's rotary_dim is ignored (whole heads "
+                                                               "turned)")],
+    "gpt-neox-japanese-last-bias": [((5, 0), (5, 18), "GPT-NeoX-Japanese fails on a partial rotary share "
+                                                      "(rotary_pct < 1)")],
+    "cohere-compass-sliding-rotary-global-nope": [((5, 0), (5, 21), "Cohere Compass lays out its M-RoPE sections "
+                                                                     "otherwise")],
+    "evolla-aligner-layer-text-only": [((5, 0), (5, 13), "Evolla's eager attention does not repeat grouped K/V heads")],
+    "olmo3-sliding-mqa": [((5, 0), (5, 13), "OLMo 3 turns every layer at one rope_theta (none per layer type)")],
+    "bamba-half-rotary": [((5, 0), (5, 15), "Bamba turns whole heads (its partial rotary share unread)")],
+    "switch-transformers-encoder": [((5, 0), (5, 15), "Switch Transformers' encoder attends otherwise than 5.15's")],
+    "mistral4-latent-attention-temperature": [((5, 0), (5, 15), "Mistral 4's latent attention differs from 5.15's")],
+    "glm5-dsa-indexer-within-topk": [((5, 0), (5, 11), "GLM-5's indexed attention differs from 5.11's")],
+    "nemotron-h-mamba-attention-mlp": [((5, 0), (5, 6), "Nemotron-H's config takes no MLP blocks"),
+                                       ((5, 14), (5, 15), "Nemotron-H's cache fails on MLP blocks")],
+}
+
+
+def runs_otherwise(variant_id: str) -> str | None:
+    """Why the installed transformers runs the variant otherwise (:data:`_RUNS_OTHERWISE`), or ``None``."""
+    for start, until, why in _RUNS_OTHERWISE.get(variant_id, ()):
+        if transformers_at_least(*start) and not transformers_at_least(*until):
+            return why
+    return None
 
 
 def attention_config(model, kind: str):
@@ -1151,8 +1171,8 @@ def make_config(variant: Variant, **overrides):
     cls = getattr(transformers, variant.config_cls)
     if variant.id in _BROKEN_IN_4 and not transformers_at_least(5):
         pytest.skip(f"transformers {transformers.__version__}: {_BROKEN_IN_4[variant.id]}")
-    if variant.id in _SINCE and transformers_at_least(5) and not transformers_at_least(*_SINCE[variant.id][0]):
-        pytest.skip(f"transformers {transformers.__version__}: {_SINCE[variant.id][1]}")
+    if (why := runs_otherwise(variant.id)) is not None:
+        pytest.skip(f"transformers {transformers.__version__}: {why}")
     cfg = cls(**_in_installed_style(cls, {**variant.config, **overrides}))
     cfg._attn_implementation = "eager"
     return cfg
@@ -1280,7 +1300,8 @@ def _modules(model, kind: str):
         t = model.model  # blocks are typed); the norms before the attention and the final norms by each one's names
         attending = []
         for b in t.layers:
-            attn = getattr(b, "self_attn", None) or (b.mixer if getattr(b, "block_type", None) == "full_attention" else None)
+            typed = getattr(b, "block_type", None) in ("full_attention", "attention")  # (5.3-5.12: attention)
+            attn = getattr(b, "self_attn", None) or (b.mixer if typed else None)
             if attn is None or getattr(b, "block_type", None) == "linear_attention":  # (Ling 3's: self_attn of its own)
                 continue
             norm = next((getattr(b, n) for n in ("operator_norm", "input_layernorm", "norm") if hasattr(b, n)), None)

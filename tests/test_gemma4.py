@@ -115,8 +115,12 @@ def test_the_released_configs_keys_read_as_transformers_builds_them(tmp_path):
     for f in (tmp_path / "saved").iterdir():
         (released / f.name).write_bytes(f.read_bytes())
     cfg = json.loads((released / "config.json").read_text())
-    assert cfg.pop("per_layer_config") == {"1": {"head_dim": 16, "num_key_value_heads": 1},
-                                           "3": {"head_dim": 16, "num_key_value_heads": 1}}
+    per_layer = cfg.pop("per_layer_config", None)
+    if per_layer is None:  # (transformers before 5.15 saves the released keys itself)
+        assert cfg["global_head_dim"] == 16 and cfg["num_global_key_value_heads"] == 1
+    else:
+        assert per_layer == {"1": {"head_dim": 16, "num_key_value_heads": 1},
+                             "3": {"head_dim": 16, "num_key_value_heads": 1}}
     cfg.update(global_head_dim=16, num_global_key_value_heads=1)
     (released / "config.json").write_text(json.dumps(cfg))
     built = transformers.AutoModelForCausalLM.from_pretrained(released)

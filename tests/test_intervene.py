@@ -768,7 +768,10 @@ def test_every_path_equals_the_model_run_with_the_head_ablated_inside_it(variant
     from hf_tiny import BY_ID, build, random_ids
 
     import compscope
+    from compscope.data.runner import transformers_at_least
 
+    if "qwen3.5" in variant_id and transformers_at_least(5) and not transformers_at_least(5, 13):
+        pytest.skip("transformers 5 before 5.13 fails in its cache on a Qwen3.5 without linear-attention layers")
     layers = {"gpt2": "n_layer", "gptj-interleaved-rotary": "n_layer", "openai-gpt-post-ln": "n_layer",
               "xlm-post-ln": "n_layers"}.get(
         variant_id, "num_hidden_layers")

@@ -67,8 +67,12 @@ def test_nomic_file_with_biases_transformers_does_not_build_drops_them(tmp_path)
 
 
 def test_validate_runs_on_a_folder_as_an_encoder(tmp_path):
+    from compscope.data.runner import transformers_at_least
     from compscope.data.validate import validate
 
+    if transformers_at_least(5, 4) and not transformers_at_least(5, 17):  # (the tiny model's 64 positions)
+        pytest.skip("transformers 5.4-5.16's Jina v3 takes no sequence past max_position_embeddings (its token "
+                    "types' buffer)")
     build(BY_ID["jina-embeddings-v3-rotary-post-ln"]).save_pretrained(tmp_path)
     v = validate(str(tmp_path), sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
                  progress=False)

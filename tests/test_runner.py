@@ -13,7 +13,7 @@ from compscope.core.attention import combine
 from compscope.data.runner import HFRunner, ToyRunner, layer_state, runner_for
 
 from hf_tiny import (DICT_LAYERS, HANDED_ON, HYBRIDS, SIDE_BY_SIDE, VARIANTS, attentions, build, model_inputs, random_ids,
-                     word_tokenizer)
+                     transformers_at_least, word_tokenizer)
 
 ATOL = 2e-5
 
@@ -28,6 +28,8 @@ def test_hooks_and_per_head_recomputation_match_the_module(variant):
     tr = runner.trace(ids)
     with torch.no_grad():
         res = attentions(model(**model_inputs(model, ids), output_attentions=True))
+    if res is None and variant.config_cls == "RecurrentGemmaConfig" and not transformers_at_least(5, 13):
+        res = [None] * hw.n_layers  # (its patterns are returned from transformers 5.13 on: the hooks checked alone)
     assert len(tr.resid) == len(tr.attn_out) == hw.n_layers == len(res)
     for layer in range(hw.n_layers):
         st = layer_state(hw, layer, tr.resid[layer])
@@ -39,6 +41,8 @@ def test_hooks_and_per_head_recomputation_match_the_module(variant):
             # sink scales the output
             pattern = pattern / pattern.sum(-1, keepdim=True)
             assert float(st.pattern.sum(-1).min()) < 0.99  # (the sink takes a share: the pattern sums to less)
+        if res[layer] is None:
+            continue
         want = res[layer].float()
         if variant.config_cls in ("LongformerConfig", "LEDConfig"):  # its attentions are bands around the diagonal
             want = _dense_from_band(want, ids.shape[1])

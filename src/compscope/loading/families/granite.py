@@ -86,7 +86,8 @@ class Granite(LlamaLike):
 #: a hybrid's layer types, as transformers 4 and 5 spell them
 _ATTENTION, _MAMBA = ("attention", "full_attention"), ("mamba", "linear_attention")
 _MAMBA_KEYS = frozenset("mamba_n_heads mamba_n_groups mamba_d_state mamba_d_head mamba_d_conv mamba_expand "
-                        "mamba_chunk_size mamba_conv_bias mamba_proj_bias time_step_limit".split())
+                        "mamba_chunk_size mamba_conv_bias mamba_proj_bias time_step_limit time_step_min "
+                        "time_step_max time_step_floor".split())
 
 
 @register

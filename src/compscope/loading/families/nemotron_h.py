@@ -87,6 +87,8 @@ class NemotronH(LlamaLike):
                                final_norm="norm_f", eps_key="layer_norm_epsilon",
                                default_head_dim=128)  # (transformers' default, not the residual width over the heads)
     other_layers = "Mamba-2, MLP and expert blocks"
+    #: the embedding as transformers 5.3 to 5.15 save it and read it back (their conversion mapping)
+    saved_names = ((r"^(backbone|model)\.embedding\.weight$", r"\1.embeddings.weight"),)
 
     @classmethod
     def base_model(cls, model):
