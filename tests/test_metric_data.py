@@ -371,6 +371,21 @@ def test_the_centred_fourth_moment_from_running_sums(n, d, shift, seed):
     assert float(sums.fourth(0, False)) == pytest.approx(float((sq * sq).sum()), rel=1e-12)
 
 
+def test_ledoit_wolf_leaves_a_multiple_of_the_identity_as_it_is():
+    """Rows ``±√d·3 e_i`` (each basis vector both ways): the sample moment is ``9 I`` exactly, ``δ² = 0``, so the
+    estimate is the sample moment with intensity 0, centred or not (the mean is 0)."""
+    from compscope.data.residual_moments import ResidualSums
+
+    d = 4
+    x = torch.cat([3 * d**0.5 * torch.eye(d, dtype=torch.float64), -3 * d**0.5 * torch.eye(d, dtype=torch.float64)])
+    sq = (x * x).sum(1)
+    sums = ResidualSums(None, torch.zeros(1, 1), 1, {0: x.T @ x}, {0: x.sum(0)}, 2 * d, {0: (sq * sq).sum()},
+                        {0: sq @ x})
+    for centred in (False, True):
+        shrunk, rho = sums.ledoit_wolf(0, centred)
+        assert rho == 0.0 and torch.equal(shrunk, 9 * torch.eye(d, dtype=torch.float64))
+
+
 def test_shrinkage_reaches_the_metric_the_table_and_the_command_line(capsys):
     from compscope.data.residual_moments import runner_second_moments
     from compscope.data.runner import runner_for

@@ -211,6 +211,11 @@ def test_residual_samples_are_the_normed_residual_after_the_first_position():
     again = residual_samples(runner, t, n=7, seed=3, progress=False)
     assert few[0].shape == (7, 8) and torch.equal(few[1], again[1])
     assert all(bool(torch.isclose(every[1], row, rtol=1e-5, atol=1e-6).all(-1).any()) for row in few[1])
+    # two positions, one after the first: every sequence's (more sequences than positions, batched by two)
+    two = residual_samples(runner, t[:, :2], n=10_000, batch_size=2, progress=False)
+    for layer in range(2):
+        assert two[layer].shape == (5, 8) and all(bool(torch.isclose(every[layer], row, rtol=1e-5, atol=1e-6)
+                                                      .all(-1).any()) for row in two[layer])
     with pytest.raises(OptionError, match="seq >= 2"):
         residual_samples(runner, t[:, :1])
     from compscope.analysis.circuits import head_circuits

@@ -66,6 +66,11 @@ def test_the_content_is_sampled_on_the_data_asked_for(rotary):
                                    atol=1e-5, rtol=1e-5)
     assert SampleData(sequences=3).content(runner).endswith("all 45 positions after the first")
     assert "3 repeated random sequences [t, t], |t| = 8 (seed 12346)" in SampleData(sequences=3).content(runner)
+    # an odd length: [t, t] of |t| = 4 is 8 tokens, 7 positions after the first; the shortest, 4: |t| = 2
+    odd = SampleData(sequences=3, length=9)
+    assert odd.tokens(runner).shape == (3, 8) and content_samples(hw, runner, odd, progress=False)[1].shape == (21, 16)
+    assert odd.content(runner).endswith("all 21 positions after the first")
+    assert SampleData(sequences=2, length=4).tokens(runner).shape == (2, 4)
 
     few = content_samples(hw, runner, SampleData(sequences=3, positions=10, seed=7), progress=False)
     other = content_samples(hw, runner, SampleData(sequences=3, positions=10, seed=8), progress=False)
