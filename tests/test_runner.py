@@ -285,8 +285,14 @@ def test_a_running_model_that_is_not_the_one_read_is_refused_on_its_first_trace(
     hw = compscope.load(model)
     other = dataclasses.replace(hw, W_Q=hw.W_Q.clone())
     other.W_Q[1, 0, 0] *= 3.0
-    with pytest.raises(compscope.UnsupportedModelError, match="attention at layer 1 is not what compscope recomputes"):
+    import transformers
+
+    with pytest.raises(compscope.UnsupportedModelError, match="attention at layer 1 is not what compscope recomputes") \
+            as refusal:
         runner_for(model, other).trace(random_ids())
+    assert str(refusal.value).endswith(f"no data-based result would hold (run by transformers {transformers.__version__}"
+                                       ": if the weights are the model's own, this release may run the family "
+                                       "otherwise than its makers do, and another may not)")
     runner_for(model, hw).trace(random_ids())  # the weights it was read from: no complaint
 
 

@@ -388,7 +388,12 @@ class Runner:
                 raise UnsupportedModelError(
                     f"{self.hw.meta.name}: the running model's attention at layer {layer} is not what compscope "
                     f"recomputes from the weights it read (largest difference {err:.3g} against outputs up to "
-                    f"{scale:.3g}): the model that runs is not the one that was read, so no data-based result would hold")
+                    f"{scale:.3g}): the model that runs is not the one that was read, so no data-based result would hold"
+                    f"{self._mismatch_hint()}")
+
+    def _mismatch_hint(self) -> str:
+        """What :meth:`_check_agreement`'s refusal adds about the software that runs the model (none here)."""
+        return ""
 
     def _run(self, tokens: Tensor, add: dict[int, Tensor] | None = None) -> tuple:
         """``(resid, attn_out)`` per layer, and for post-LN models the norms' inputs per layer;

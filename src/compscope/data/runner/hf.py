@@ -93,6 +93,12 @@ class HFRunner(Runner):
             windows += [own] if isinstance(own, int) and not isinstance(own, bool) and own > 0 else []
             self.n_ctx = min(windows) if self.n_ctx is None else min(self.n_ctx, *windows)
 
+    def _mismatch_hint(self) -> str:
+        import transformers
+
+        return (f" (run by transformers {transformers.__version__}: if the weights are the model's own, this release "
+                "may run the family otherwise than its makers do, and another may not)")
+
     def _run(self, tokens: Tensor, add: dict[int, Tensor] | None = None) -> tuple:
         resid: dict[int, Tensor] = {}
         out: dict[int, Tensor] = {}
