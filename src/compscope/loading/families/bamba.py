@@ -12,12 +12,10 @@ from __future__ import annotations
 
 from ...errors import LoadError, UnsupportedModelError
 from . import register
+from .base import MAMBA2_SETTINGS
 from .llama import Llama, LlamaLike, LlamaLikeOptions, attention_layer_hooks
 
-_NOT_ATTENTION = frozenset(
-    "mamba_n_heads mamba_d_head mamba_n_groups mamba_d_state mamba_d_conv mamba_expand mamba_chunk_size mamba_conv_bias "
-    "mamba_proj_bias time_step_limit time_step_min time_step_max time_step_floor z_loss_coefficient "
-    "num_logits_to_keep".split())
+_NOT_ATTENTION = MAMBA2_SETTINGS | {"z_loss_coefficient", "num_logits_to_keep"}
 
 
 @register

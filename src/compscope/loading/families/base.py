@@ -44,6 +44,11 @@ COMMON_IGNORED = frozenset(
     """.split()
 )
 
+#: the Mamba-2 mixers' settings under transformers' ``mamba_`` names (Bamba, Granite 4's hybrids, Falcon-H1; the
+#: time-step ones, their initialisation, in the configs of transformers 5.1-5.14): the attention does not read them
+MAMBA2_SETTINGS = frozenset(
+    "mamba_n_heads mamba_d_head mamba_n_groups mamba_d_state mamba_d_conv mamba_expand mamba_chunk_size "
+    "mamba_conv_bias mamba_proj_bias time_step_limit time_step_min time_step_max time_step_floor".split())
 
 #: the query, key and value projections of ``HeadWeights`` (what :meth:`Family.projections_as_read` may change)
 PROJECTIONS = ("W_Q", "W_K", "W_V", "b_Q", "b_K", "b_V")

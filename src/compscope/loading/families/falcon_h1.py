@@ -23,15 +23,13 @@ import dataclasses
 from ...core.heads import HeadWeights
 from ..checkpoint import Checkpoint
 from . import register
-from .base import PROJECTIONS, number
+from .base import MAMBA2_SETTINGS, PROJECTIONS, number
 from .llama import Llama, LlamaLike, LlamaLikeOptions, convert_llamalike
 
 #: the Mamba mixers' and the MLP's settings (and multipliers): the attention does not depend on them
-_NOT_ATTENTION = frozenset(
-    "mamba_d_ssm mamba_n_heads mamba_d_head mamba_n_groups mamba_d_state mamba_d_conv mamba_expand mamba_chunk_size "
-    "mamba_conv_bias mamba_proj_bias mamba_norm_before_gate mamba_rms_norm mamba_use_mlp time_step_limit "
-    "time_step_min time_step_max time_step_floor projectors_bias mlp_multipliers ssm_multipliers ssm_in_multiplier "
-    "ssm_out_multiplier mlp_bias intermediate_size num_logits_to_keep".split())
+_NOT_ATTENTION = MAMBA2_SETTINGS | frozenset(
+    "mamba_d_ssm mamba_norm_before_gate mamba_rms_norm mamba_use_mlp projectors_bias mlp_multipliers ssm_multipliers "
+    "ssm_in_multiplier ssm_out_multiplier mlp_bias intermediate_size num_logits_to_keep".split())
 _SCALARS = ("attention_in_multiplier", "key_multiplier", "attention_out_multiplier", "embedding_multiplier",
             "lm_head_multiplier")
 

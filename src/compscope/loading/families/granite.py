@@ -35,7 +35,7 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from ...errors import LoadError, UnsupportedModelError
 from . import register
-from .base import inv_freq, layer_hooks, number
+from .base import MAMBA2_SETTINGS, inv_freq, layer_hooks, number
 from .llama import Llama, LlamaLike, LlamaLikeOptions, attention_layer_hooks, convert_llamalike, listed_layer_types
 
 _SCALARS = ("embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling")
@@ -85,9 +85,6 @@ class Granite(LlamaLike):
 
 #: a hybrid's layer types, as transformers 4 and 5 spell them
 _ATTENTION, _MAMBA = ("attention", "full_attention"), ("mamba", "linear_attention")
-_MAMBA_KEYS = frozenset("mamba_n_heads mamba_n_groups mamba_d_state mamba_d_head mamba_d_conv mamba_expand "
-                        "mamba_chunk_size mamba_conv_bias mamba_proj_bias time_step_limit time_step_min "
-                        "time_step_max time_step_floor".split())
 
 
 @register
@@ -98,7 +95,7 @@ class GraniteHybrid(Granite):
     architectures = ("GraniteMoeHybridForCausalLM", "GraniteMoeHybridModel")
     handled = Granite.handled | {"layers_block_type", "partial_rotary_factor"}  # (transformers 4's name of layer_types;
     # a GGUF file of Bamba, which llama.cpp writes as this architecture, rotates half of each head)
-    ignored = Granite.ignored | _MAMBA_KEYS | {"init_method"}  # (the last: how the weights were initialised)
+    ignored = Granite.ignored | MAMBA2_SETTINGS | {"init_method"}  # (the last: how the weights were initialised)
     accept = {**Granite.accept, "position_embedding_type": lambda v: v in (None, "rope", "nope"),
               "normalization_function": lambda v: v == "rmsnorm"}
     positions_default = None  # transformers: no rotary unless the config says 'rope'
