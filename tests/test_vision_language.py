@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 
 import pytest
@@ -695,20 +694,22 @@ def test_more_wrappers_read_and_run_as_their_language_model(tmp_path, kind, fami
     assert runner._agreed
 
 
-def test_a_wrapper_folder_as_transformers_5_17_saves_it_reads_as_released(tmp_path):
-    """Qwen2-Audio's language model under ``language_model.model.model.`` (one ``model.`` more than released, as
-    transformers 5.17 saves it): the same heads as the released layout."""
+@pytest.mark.parametrize("kind, released, saved", [("qwen2_audio", "language_model.model.", "language_model.model.model."),
+                                                   ("internvl", "language_model.model.", "model.language_model.model.")])
+def test_a_wrapper_folder_as_some_transformers_releases_save_it_reads_as_released(tmp_path, kind, released, saved):
+    """A wrapper's language model under one ``model.`` more than released (Qwen2-Audio's as transformers 5.17 saves
+    it, LLaVA's and InternVL's as 5.5 does): the same heads as the released layout."""
     from safetensors.torch import load_file, save_file
 
     if not compscope.data.runner.transformers_at_least(5):
         pytest.skip("the wrappers' configs as transformers 5 takes them")
-    _wrapper("qwen2_audio").save_pretrained(tmp_path / "m")
+    _wrapper(kind).save_pretrained(tmp_path / "m")
     sd = load_file(tmp_path / "m" / "model.safetensors")  # (the released layout, whichever transformers saved it)
-    sd = {re.sub(r"^language_model\.model\.model\.", "language_model.model.", k): v for k, v in sd.items()}
+    sd = {(released + k[len(saved):]) if k.startswith(saved) else k: v for k, v in sd.items()}
     save_file(sd, tmp_path / "m" / "model.safetensors", metadata={"format": "pt"})
     want = compscope.load(tmp_path / "m")
-    moved = {re.sub(r"^language_model\.model\.", "language_model.model.model.", k): v for k, v in sd.items()}
-    assert sum(k.startswith("language_model.model.model.layers.") for k in moved) > 0
+    moved = {(saved + k[len(released):]) if k.startswith(released) else k: v for k, v in sd.items()}
+    assert sum(k.startswith(saved + "layers.") for k in moved) > 0
     save_file(moved, tmp_path / "m" / "model.safetensors", metadata={"format": "pt"})
     got = compscope.load(tmp_path / "m")
     for field in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "W_E", "W_U"):

@@ -39,8 +39,9 @@ PREFIXES = ("model.", "", "model.language_model.", "language_model.model.", "bac
             "encoder.", "model.encoder.",  # (T5Gemma's encoder, alone or in the whole model; T5Gemma 2's files)
             "model.encoder.text_model.", "encoder.text_model.",  # (T5Gemma 2's encoder's text model as loaded)
             "llm.model.", "model.model.",  # (Ovis2.5's files; LLaVA-OneVision-1.5's as transformers saves them)
-            "language_model.model.model.")  # (Qwen2-Audio's, Voxtral's, Granite Speech's as transformers 5.17
+            "language_model.model.model.",  # (Qwen2-Audio's, Voxtral's, Granite Speech's as transformers 5.17
             # saves them)
+            "model.language_model.model.")  # (LLaVA's and other wrappers' as transformers 5.5 saves them)
 
 
 @dataclass
