@@ -1219,10 +1219,12 @@ def test_nemotron_h_blocks_and_nvidias_own_files(tmp_path):
         assert torch.equal(getattr(hw, name), getattr(ref, name)), name
     # the embedding's name in the files transformers 5.3-5.15 write (and read back), under either prefix
     for prefix in ("backbone.", "model."):
-        older = {(prefix + k[len("backbone."):]).replace(".embeddings.weight", ".embedding.weight"): v
-                 for k, v in tensors.items()}
+        older = {(prefix + k[len("backbone."):] if k.startswith("backbone.") else k)
+                 .replace(".embeddings.weight", ".embedding.weight"): v for k, v in tensors.items()}
+        assert prefix + "embedding.weight" in older and "lm_head.weight" in older
         safetensors.torch.save_file(older, f, metadata={"format": "pt"})
-        assert torch.equal(compscope.load(tmp_path).W_E, ref.W_E), prefix
+        again = compscope.load(tmp_path)
+        assert torch.equal(again.W_E, ref.W_E) and torch.equal(again.W_U, ref.W_U), prefix
     safetensors.torch.save_file(tensors, f, metadata={"format": "pt"})
     assert hw.attn_norm.eps == ref.attn_norm.eps and torch.equal(hw.final_norm.weight, ref.final_norm.weight)
     runner = runner_for(tmp_path, progress=False, device="cpu")
