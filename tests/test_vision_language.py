@@ -657,6 +657,11 @@ def _wrapper(kind: str):
         return transformers.InternVLForConditionalGeneration(transformers.InternVLConfig(
             text_config={**text, "model_type": "qwen2"}, vision_config=vision, image_token_id=V - 1,
             downsample_ratio=1.0))
+    if kind == "fuyu":  # (a Persimmon language model: the GPT-NeoX family's prefixes)
+        persimmon = dict(vocab_size=V, hidden_size=32, num_attention_heads=4, intermediate_size=48, num_hidden_layers=2,
+                         max_position_embeddings=64, model_type="persimmon")
+        return transformers.FuyuForCausalLM(transformers.FuyuConfig(text_config=persimmon, vocab_size=V, hidden_size=32,
+                                                                    patch_size=4, num_channels=3))
     if kind == "llava_next":
         vision = dict(model_type="clip_vision_model", hidden_size=16, intermediate_size=16, num_hidden_layers=2,
                       num_attention_heads=2, image_size=28, patch_size=14)
@@ -697,11 +702,23 @@ def test_more_wrappers_read_and_run_as_their_language_model(tmp_path, kind, fami
     assert runner._agreed
 
 
+def test_a_prefix_is_found_as_listed_then_with_one_more_model_level():
+    from compscope.loading.families.base import prefix_of
+
+    names = {"model.layers.0.q.weight", "a.model.layers.0.q.weight", "b.model.layers.0.q.weight", "b.layers.0.q.weight"}
+    assert prefix_of(names, "layers.0.q.weight", ("a.", "b.")) == "b."  # (every listed prefix before the deeper ones)
+    assert prefix_of(names, "layers.0.q.weight", ("a.", "c.")) == "a.model."
+    assert prefix_of(names, "layers.0.q.weight", ("", "c.")) == "model."  # (the empty prefix one level deeper)
+    assert prefix_of(names, "layers.0.k.weight", ("a.", "b.")) is None
+    assert prefix_of(names, "layers.0.k.weight", ("a.",), "model.") == "model."
+
+
 @pytest.mark.parametrize("kind, released, saved", [("qwen2_audio", "language_model.model.", "language_model.model.model."),
-                                                   ("internvl", "language_model.model.", "model.language_model.model.")])
+                                                   ("internvl", "language_model.model.", "model.language_model.model."),
+                                                   ("fuyu", "language_model.model.", "model.language_model.model.")])
 def test_a_wrapper_folder_as_some_transformers_releases_save_it_reads_as_released(tmp_path, kind, released, saved):
     """A wrapper's language model under one ``model.`` more than released (Qwen2-Audio's as transformers 5.17 saves
-    it, LLaVA's and InternVL's as 5.5 does): the same heads as the released layout."""
+    it, LLaVA's, InternVL's and Fuyu's as 5.4 and 5.5 do): the same heads as the released layout."""
     from safetensors.torch import load_file, save_file
 
     if not compscope.data.runner.transformers_at_least(5):

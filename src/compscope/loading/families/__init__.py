@@ -112,14 +112,18 @@ def language_model(config: dict, where: str) -> tuple[dict, str | None]:
 
 
 def _sub_config(outer: object, key: str, kind: object):
-    """The config class transformers' ``outer`` config builds its ``text_config`` with, where its
-    AutoConfig does not know the text model type ``kind`` by name (Emu3's ``emu3_text_model`` in
-    transformers 4), and it is that class's; None otherwise (AutoConfig builds it by name)."""
+    """The config class transformers' ``outer`` config builds its ``text_config`` (or its thinker's) with,
+    where its AutoConfig does not know the text model type ``kind`` by name (Emu3's ``emu3_text_model`` in
+    transformers 4, the Omni thinkers' ``qwen2_5_omni_text`` and ``qwen3_omni_moe_text`` in 5.4 and 5.5), and
+    it is that class's; None otherwise (AutoConfig builds it by name)."""
     from transformers import CONFIG_MAPPING
 
-    if key != "text_config" or not isinstance(kind, str) or kind in CONFIG_MAPPING or outer not in CONFIG_MAPPING:
+    path = {"text_config": ("text_config",), "thinker_config": ("thinker_config", "text_config")}.get(key)
+    if path is None or not isinstance(kind, str) or kind in CONFIG_MAPPING or outer not in CONFIG_MAPPING:
         return None
-    cls = getattr(CONFIG_MAPPING[outer], "sub_configs", {}).get(key)
+    cls = CONFIG_MAPPING[outer]
+    for step in path:
+        cls = getattr(cls, "sub_configs", {}).get(step)
     return cls if getattr(cls, "model_type", None) == kind else None
 
 

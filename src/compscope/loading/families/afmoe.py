@@ -17,7 +17,7 @@ import dataclasses
 from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from . import register
-from .base import MAX_HEADS, MAX_LAYERS, integer, layer_hooks
+from .base import MAX_HEADS, MAX_LAYERS, integer, layer_hooks, prefix_of
 from .llama import Llama, LlamaLike, LlamaLikeOptions, PREFIXES, convert_llamalike, listed_or, with_output_gates
 
 
@@ -51,7 +51,7 @@ class Afmoe(LlamaLike):
         opts = dataclasses.replace(cls.options, embed_scale=d**0.5 if cfg.get("mup_enabled") else 1.0)
         hw = convert_llamalike(ckpt, cls, opts)
         probe = "layers.0.self_attn.gate_proj.weight"
-        prefix = next((p for p in PREFIXES if p + probe in ts), "model.")
+        prefix = prefix_of(ts, probe, PREFIXES, "model.")
         gates = [ts.take(f"{prefix}layers.{i}.self_attn.gate_proj.weight", (H * r, d)).reshape(H, r, d)
                  for i in range(hw.n_layers)]
         return with_output_gates(hw, gates)

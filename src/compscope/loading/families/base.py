@@ -362,6 +362,14 @@ def unembedding(ckpt: Checkpoint, candidates: list[str], emb: Tensor) -> tuple[T
     return None, f"no unembedding: none of {candidates} is present and tie_word_embeddings is false"
 
 
+def prefix_of(ts, name: str, prefixes: tuple[str, ...], default: str | None = None) -> str | None:
+    """The first of ``prefixes`` under which ``name`` is a tensor of ``ts``, then the first with one more
+    ``model.`` after it: transformers 5.4 and 5.5 save a wrapper's language model one level deeper than its
+    makers do (LLaVA's as ``model.language_model.model.``, Emu3's as ``model.text_model.model.``). ``default``
+    if none is."""
+    return next((p for p in (*prefixes, *(p + "model." for p in prefixes)) if p + name in ts), default)
+
+
 def checkpoint_notes(ckpt: Checkpoint, *more: str | None) -> list[str]:
     """The checkpoint's own notes (what reading it found), then each of ``more`` that is not None
     (the unembedding's note, a family's)."""

@@ -37,7 +37,7 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, LatentNorm, Meta, Norm, Rotary
 from ...errors import UnsupportedModelError
 from . import register
-from .base import (MAX_HEADS, MAX_LAYERS, YARN_TYPES, attending, checkpoint_notes, integer, inv_freq, number,
+from .base import (MAX_HEADS, MAX_LAYERS, YARN_TYPES, attending, checkpoint_notes, integer, inv_freq, number, prefix_of,
                    rope_accept_yarn, rope_attention_factor, rope_settings, unembedding, zero_padded)
 from .llama import PREFIXES, LlamaLike, with_output_gates
 
@@ -128,9 +128,10 @@ class DeepseekV3(LlamaLike):
 
         names = [cls.attention_names(i) for i in read_layers]  # (each attention's module and its input norm's gain)
         probe = f"{names[0][0]}kv_a_proj_with_mqa.weight"
-        prefix = next((p for p in PREFIXES if p + probe in ts), None)
+        prefix = prefix_of(ts, probe, PREFIXES)
         if prefix is None:
-            raise UnsupportedModelError(f"{where}: no tensor named like '{probe}' (tried prefixes {PREFIXES})")
+            raise UnsupportedModelError(f"{where}: no tensor named like '{probe}' (tried prefixes {PREFIXES}, "
+                                        "each also with 'model.' after it)")
 
         # the projections' biases transformers builds (attention_bias: the latents' and the output's); any other a
         # file holds, it ignores

@@ -34,7 +34,7 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Norm, Rotary
 from ...errors import LoadError, UnsupportedModelError
 from . import register
-from .base import MAX_HEADS, MAX_LAYERS, integer, number
+from .base import MAX_HEADS, MAX_LAYERS, integer, number, prefix_of
 from .gemma import Gemma, _post_norm_hooks
 from .llama import PREFIXES, Llama, LlamaLikeOptions, convert_llamalike, every_nth_global
 
@@ -107,7 +107,7 @@ class Gemma4(Gemma):
         shapes = _layer_shapes(cfg, where, types, H, cls.global_kv_heads)
         r = max(w for w, _ in shapes)
         G = math.lcm(*(g for _, g in shapes))  # divides H: every count does
-        prefix = next((p for p in PREFIXES if f"{p}layers.0.self_attn.q_proj.weight" in ckpt.tensors), "model.")
+        prefix = prefix_of(ckpt.tensors, "layers.0.self_attn.q_proj.weight", PREFIXES, "model.")
         scalars = [ckpt.tensors.take(f"{prefix}layers.{i}.layer_scalar", (1,), required=False) for i in range(n)]
         scalars = [1.0 if s is None else float(s[0]) for s in scalars]
         bad = next((i for i, s in enumerate(scalars) if not s > 0), None)

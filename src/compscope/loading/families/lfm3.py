@@ -23,7 +23,7 @@ from ...core.heads import HeadWeights
 from ...errors import UnsupportedModelError
 from ..checkpoint import Checkpoint
 from . import register
-from .base import MAX_HEADS, YARN_TYPES, attending, integer, layer_hooks, rope_accept_of, rope_settings
+from .base import MAX_HEADS, YARN_TYPES, attending, integer, layer_hooks, prefix_of, rope_accept_of, rope_settings
 from .lfm2 import _NOT_ATTENTION
 from .llama import (PREFIXES, Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, listed_layer_types,
                     with_output_gates)
@@ -94,7 +94,7 @@ class Lfm3(LlamaLike):
             return hw
         d, H = integer(cfg, where, "hidden_size"), integer(cfg, where, "num_attention_heads", high=MAX_HEADS)
         layers = cls.attention_layers(cfg, integer(cfg, where, "num_hidden_layers"), where)
-        at = next((p for p in PREFIXES if f"{p}layers.{layers[0]}.self_attn.g_proj.weight" in ts), "model.")
+        at = prefix_of(ts, f"layers.{layers[0]}.self_attn.g_proj.weight", PREFIXES, "model.")
         gates = [ts.take(f"{at}layers.{i}.self_attn.g_proj.weight", (H, d))[:, None, :].expand(H, hw.d_head, d)
                  .contiguous() for i in layers]
         return with_output_gates(hw, gates, per="per-head")

@@ -22,8 +22,8 @@ from ...errors import LoadError, UnsupportedModelError
 from ...core.heads import HeadWeights, Meta, Norm, Rotary, alibi_slopes
 from . import register
 from .base import (Family, MAX_HEADS, MAX_LAYERS, YARN_TYPES, attending, checkpoint_notes, config_attention_bias,
-                  integer, inv_freq, kv_groups, layer_hooks, number, rope_accept_yarn, rope_attention_factor,
-                  rope_settings, rotary_dim, split_cols, split_rows, stack, unembedding)
+                   integer, inv_freq, kv_groups, layer_hooks, number, prefix_of, rope_accept_yarn,
+                   rope_attention_factor, rope_settings, rotary_dim, split_cols, split_rows, stack, unembedding)
 
 #: where the layers are: a causal LM, a base model, a vision-language model's language model (as transformers
 #: saves one since 4.52, and before), Nemotron-H's files (backbone.), EXAONE 3's (transformer.), a multimodal
@@ -38,10 +38,10 @@ PREFIXES = ("model.", "", "model.language_model.", "language_model.model.", "bac
             # and the Qwen2-VL layout before the language model had a module of its own)
             "encoder.", "model.encoder.",  # (T5Gemma's encoder, alone or in the whole model; T5Gemma 2's files)
             "model.encoder.text_model.", "encoder.text_model.",  # (T5Gemma 2's encoder's text model as loaded)
-            "llm.model.", "model.model.",  # (Ovis2.5's files; LLaVA-OneVision-1.5's as transformers saves them)
-            "language_model.model.model.",  # (Qwen2-Audio's, Voxtral's, Granite Speech's as transformers 5.17
-            # saves them)
-            "model.language_model.model.")  # (LLaVA's and other wrappers' as transformers 5.5 saves them)
+            "llm.model.", "model.model.")  # (Ovis2.5's files; LLaVA-OneVision-1.5's as transformers saves them)
+#: (each also tried with one more ``model.`` after it, by ``prefix_of``: Qwen2-Audio's, Voxtral's and Granite
+#: Speech's language models as transformers 5.17 saves them, ``language_model.model.model.``; LLaVA's and other
+#: wrappers' as 5.4 and 5.5 do, ``model.language_model.model.``)
 
 
 @dataclass
@@ -263,9 +263,10 @@ def convert_llamalike(ckpt: Checkpoint, family: type[LlamaLike], opts: LlamaLike
                                     "projection or QK-norm: not supported")
     eps = number(cfg, where, opts.eps_key) if opts.norm_eps is None else opts.norm_eps
     probe = f"{opts.layers_at}.{layers[0]}.{opts.attn_at}." + (opts.fused_qkv_at if opts.fused_qkv else "q_proj") + ".weight"
-    prefix = next((p for p in PREFIXES if p + probe in ts), None)
+    prefix = prefix_of(ts, probe, PREFIXES)
     if prefix is None:
-        raise UnsupportedModelError(f"{where}: no tensor named like '{probe}' (tried prefixes {PREFIXES})")
+        raise UnsupportedModelError(f"{where}: no tensor named like '{probe}' (tried prefixes {PREFIXES}, "
+                                    "each also with 'model.' after it)")
 
     wq, wk, wv, wo, bq, bk, bv, bo, g_in, b_in, qn, kn, qb, kb, g_post, sinks = ([] for _ in range(16))
     for k, i in enumerate(layers):

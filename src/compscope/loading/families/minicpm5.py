@@ -17,7 +17,7 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from ...errors import LoadError
 from . import register
-from .base import MAX_HEADS, MAX_LAYERS, integer
+from .base import MAX_HEADS, MAX_LAYERS, integer, prefix_of
 from .glm import GLM45_MOE
 from .llama import PREFIXES, Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, gated_queries, with_output_gates
 
@@ -57,7 +57,7 @@ class MiniCpm5Moe(LlamaLike):
         r = integer(ckpt.config, where, "head_dim", default=MINICPM5_HEAD_DIM)
         layers = list(range(integer(cfg, where, "num_hidden_layers", high=MAX_LAYERS)))
         probe = "layers.0.self_attn.q_gate_proj.weight"
-        prefix = next((p for p in PREFIXES if p + probe in ckpt.tensors), "model.")
+        prefix = prefix_of(ckpt.tensors, probe, PREFIXES, "model.")
         ckpt, gates, biases = gated_queries(ckpt, layers, H, r, d, prefix, at="q_gate_proj")
         hw = convert_llamalike(ckpt, cls, dataclasses.replace(cls.options, default_head_dim=MINICPM5_HEAD_DIM))
         built = cls.attention_biases(cfg)[0] and biases  # (a file's bias transformers does not build is left out)

@@ -20,7 +20,7 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from ...errors import UnsupportedModelError
 from . import register
-from .base import MAX_LAYERS, attending, integer
+from .base import MAX_LAYERS, attending, integer, prefix_of
 from .llama import PREFIXES, LlamaLike, attention_layer_hooks, convert_llamalike
 
 #: rows transformers adds to the token embedding after the vocabulary (``MllamaTextModel``'s ``vocab_size + 8``)
@@ -57,7 +57,7 @@ class MllamaText(LlamaLike):
         cls.check_config(cfg, where)
         vocab = integer(cfg, where, "vocab_size")
         first = cls.attention_layers(cfg, integer(cfg, where, "num_hidden_layers", high=MAX_LAYERS), where)[0]
-        prefix = next((p for p in PREFIXES if f"{p}layers.{first}.self_attn.q_proj.weight" in ts), None)
+        prefix = prefix_of(ts, f"layers.{first}.self_attn.q_proj.weight", PREFIXES)
         name = None if prefix is None else f"{prefix}embed_tokens.weight"
         if name is not None and name in ts:  # the table's first vocab_size rows: the tokens the head scores
             def text_rows(name=name):

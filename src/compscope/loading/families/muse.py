@@ -23,7 +23,7 @@ from ...core.heads import HeadWeights, Norm
 from ...errors import UnsupportedModelError
 from ..checkpoint import Checkpoint
 from . import register
-from .base import MAX_HEADS, integer, layer_hooks, number, rope_settings
+from .base import MAX_HEADS, integer, layer_hooks, number, prefix_of, rope_settings
 from .llama import LlamaLike, LlamaLikeOptions, PREFIXES, convert_llamalike, listed_or, with_output_gates
 
 
@@ -66,7 +66,7 @@ class MuseGlimmer(LlamaLike):
         scale = number(cfg, where, "qk_scale_factor", default=3.87, open_low=True)
         eps = number(cfg, where, "rms_norm_eps", default=1e-5, open_low=True)
         post_eps = number(cfg, where, "post_norm_eps", default=1e-8, open_low=True)
-        prefix = next((p for p in PREFIXES if f"{p}layers.0.self_attn.q_proj.weight" in ts), "model.")
+        prefix = prefix_of(ts, "layers.0.self_attn.q_proj.weight", PREFIXES, "model.")
         made = {}
         for i in range(n):  # (no tensors: the QK norm has no gain; read as gains 1 + w = scale and 1)
             q = f"{prefix}layers.{i}.self_attn.q_proj.weight"

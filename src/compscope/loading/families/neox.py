@@ -19,7 +19,7 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm
 from . import register
 from .base import (Family, checkpoint_notes, config_attention_bias, final_layernorm, layer_hooks, layer_rotary, number,
-                   rope_accept, rope_settings, sizes, split_cols, stack, unembedding)
+                   prefix_of, rope_accept, rope_settings, sizes, split_cols, stack, unembedding)
 
 
 @register
@@ -70,7 +70,7 @@ class GPTNeoX(Family):
         cls.check_config(cfg, where)
         d, H, L, r = sizes(cfg, where)
         eps = number(cfg, where, "layer_norm_eps", default=1e-5)
-        prefix = next((p for p in cls.prefixes if f"{p}{cls.embed_at}.weight" in ts), "")
+        prefix = prefix_of(ts, f"{cls.embed_at}.weight", cls.prefixes, "")
         a = cls.attention_at
         qkv_w, qkv_b, wo, bo, g, beta = ([] for _ in range(6))
         for i in range(L):

@@ -27,7 +27,7 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights, Meta, Norm
 from ...errors import UnsupportedModelError
 from . import register
-from .base import (Family, checkpoint_notes, config_attention_bias, final_layernorm, integer,
+from .base import (Family, checkpoint_notes, config_attention_bias, final_layernorm, integer, prefix_of,
                    separate_projections, sizes, tensor2tensor_sinusoids, token_embedding, unembedding)
 
 #: OPT's learned positions start at this row (HF's ``OPTLearnedPositionalEmbedding.offset``)
@@ -118,7 +118,7 @@ class OPT(Family):
                 raise UnsupportedModelError(f"{where}: config key '{key}' = {cfg[key]!r} is not true or false")
         post = cls._post_ln(cfg)
         width = integer(cfg, where, "word_embed_proj_dim", default=d)  # (the token embeddings' width)
-        prefix = next((p for p in cls.prefixes if p + "embed_tokens.weight" in ts), None)
+        prefix = prefix_of(ts, "embed_tokens.weight", cls.prefixes)
         if prefix is None:
             raise UnsupportedModelError(f"{where}: no tensor named like '{cls.prefixes[0]}embed_tokens.weight'")
         affine = cfg.get("layer_norm_elementwise_affine", True)

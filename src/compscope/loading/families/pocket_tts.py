@@ -14,7 +14,7 @@ from ..checkpoint import Checkpoint, pairs_to_halves
 from ...core.heads import HeadWeights
 from ...errors import UnsupportedModelError
 from . import register
-from .base import MAX_LAYERS, integer
+from .base import MAX_LAYERS, integer, prefix_of
 from .llama import PREFIXES, LlamaLike, LlamaLikeOptions, convert_llamalike, no_unembedding
 
 #: the config keys of the audio side (the flow head, the latents and their placeholder ids, the training losses),
@@ -49,8 +49,8 @@ class PocketTts(LlamaLike):
         H = integer(cfg, where, "num_attention_heads")
         made = {}
         for i in range(integer(cfg, where, "num_hidden_layers", high=MAX_LAYERS)):
-            fused = next((f"{p}layers.{i}.self_attn.in_proj.weight" for p in PREFIXES
-                          if f"{p}layers.{i}.self_attn.in_proj.weight" in ts), None)
+            fused = prefix_of(ts, f"layers.{i}.self_attn.in_proj.weight", PREFIXES)
+            fused = None if fused is None else f"{fused}layers.{i}.self_attn.in_proj.weight"
             if fused is None:
                 continue
             if integer(cfg, where, "num_key_value_heads", default=H) != H:

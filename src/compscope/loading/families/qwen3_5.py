@@ -21,7 +21,7 @@ from ..checkpoint import Checkpoint
 from ...core.heads import HeadWeights
 from ...errors import UnsupportedModelError
 from . import register
-from .base import MAX_HEADS, MAX_LAYERS, attending, integer
+from .base import MAX_HEADS, MAX_LAYERS, attending, integer, prefix_of
 from .llama import (PREFIXES, Llama, LlamaLike, LlamaLikeOptions, convert_llamalike, gated_queries, layer_hooks,
                     linear_hybrid_layers, listed_layer_types, with_output_gates)
 
@@ -66,7 +66,7 @@ class Qwen35(LlamaLike):
         r = integer(cfg, where, "head_dim", default=256)  # (transformers' default)
         layers = cls.attention_layers(cfg, integer(cfg, where, "num_hidden_layers", high=MAX_LAYERS), where)
         probe = f"layers.{layers[0]}.self_attn.q_proj.weight"
-        prefix = next((p for p in PREFIXES if p + probe in ts), "model.")
+        prefix = prefix_of(ts, probe, PREFIXES, "model.")
 
         ckpt, gates, _ = gated_queries(ckpt, layers, H, r, d, prefix, bias=False)  # (a file's q bias transformers
         # does not build: read as its rows are, then left out)
