@@ -56,6 +56,7 @@ from ..core.factors import layer_factor, model_factor
 from ..core.heads import HeadWeights
 from ..core.vocab import embed_gram, embed_unembed, mean_embedding
 from ..engine.threads import thread_map, threaded
+from ..results.table import Tabular
 
 _F64 = torch.float64
 
@@ -345,7 +346,7 @@ def reads_content(hw: HeadWeights) -> bool:
 
 
 @dataclass(frozen=True)
-class Circuits:
+class Circuits(Tabular):
     """Per-head scores read from the weights, ``(layer, head)`` float64 each; ``copying`` is None
     without an unembedding (an encoder), ``previous`` without learned or rotary positions (no
     previous-token heads from the weights), ``induction_qk`` without ``previous`` or for a
@@ -379,12 +380,6 @@ class Circuits:
                            **{k: v.reshape(-1).tolist() for k, v in found.items() if v is not None}})
         df.attrs.update(model=self.model, measure=self.measure, offset=self.offset, content=self.content)
         return df
-
-    def save(self, path):
-        """Write :meth:`to_pandas` as ``.csv`` or ``.parquet`` (by the suffix of ``path``)."""
-        from ..results.table import write_frame
-
-        return write_frame(self.to_pandas(), path)
 
     def __repr__(self) -> str:
         from ..results.table import top_entries

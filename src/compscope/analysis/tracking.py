@@ -26,7 +26,7 @@ from ..defaults import TRACKED_METRICS
 from ..measures import TRACKED
 from ..data.head_labels import HeadLabels, label_heads
 from ..progress import progress_bar
-from ..results.table import ScoreTable, write_frame
+from ..results.table import ScoreTable, Tabular
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def scan_checkpoints(source: str | Path | Sequence[str | Path]) -> tuple[list[Ch
 
 
 @dataclass
-class Track:
+class Track(Tabular):
     """Score tables and (toy checkpoints only) activation labels per checkpoint, in step order."""
 
     checkpoints: list[Checkpoint]
@@ -177,10 +177,6 @@ class Track:
                 for h in range(H):
                     rows.append((c.step, l, h, float(lab.induction[l, h]), float(lab.previous[l, h]), lab.loss_first, lab.loss_second))
         return pd.DataFrame(rows, columns=["step", "layer", "head", "induction", "previous", "loss_first", "loss_second"])
-
-    def save(self, path: str | Path) -> Path:
-        """Write :meth:`to_pandas` as ``.csv`` or ``.parquet``."""
-        return write_frame(self.to_pandas(), path)
 
     # ------------------------------------------------------------------ circuit reading
     def roles(self, threshold: float = 0.5) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:

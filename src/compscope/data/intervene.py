@@ -73,6 +73,7 @@ from ..core.factors import check_composes, check_kinds
 from ..defaults import PATHS, SEED
 from ..errors import OptionError, check_int
 from ..progress import progress_bar
+from ..results.table import Tabular
 from . import factored_path as factored
 
 #: whether interventions on the CPU read the direct path in the writer's coordinates where they
@@ -130,7 +131,7 @@ def route(hw, tokens_shape, device: torch.device, paths: str = "direct", post_ln
 
 
 @dataclass(frozen=True)
-class Effects:
+class Effects(Tabular):
     """Interventional effects ``(L, H, L, H)`` float64 per kind (NaN except earlier → later layer
     pairs); ``v_direction``: ``‖o' − o‖ / ‖o‖`` for V; the ablation and the data's shape."""
 
@@ -160,12 +161,6 @@ class Effects:
         df.attrs.update(ablation=self.ablation, sequences=self.sequences, seq_len=self.seq_len, paths=self.paths,
                         writers=None if self.writers is None else [list(w) for w in self.writers])
         return df
-
-    def save(self, path) -> Path:
-        """Write :meth:`to_pandas` as ``.csv`` or ``.parquet`` (by the suffix of ``path``)."""
-        from ..results.table import write_frame
-
-        return write_frame(self.to_pandas(), path)
 
     def __repr__(self) -> str:
         from ..results.table import top_entries

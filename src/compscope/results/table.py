@@ -68,8 +68,16 @@ def metric_origin(info: dict) -> str:
     return f"with {data}" if str(data).startswith(GIVEN) else f"estimated on {data}"
 
 
+class Tabular:
+    """A result that is a table (its ``to_pandas``): ``save`` writes it."""
+
+    def save(self, path: str | Path) -> Path:
+        """Write :meth:`to_pandas` as ``.csv`` or ``.parquet`` (by the suffix of ``path``)."""
+        return write_frame(self.to_pandas(), path)
+
+
 @dataclass(frozen=True)
-class ScoreTable:
+class ScoreTable(Tabular):
     values: dict[tuple[str, str], Tensor]  # (measure, kind) -> (L, H, L, H) float64
     metric: str
     model: str
@@ -156,10 +164,6 @@ class ScoreTable:
         if self.info.get("refined"):  # float32 values recomputed from X: {kind: [pairs, of all]}
             df.attrs["refined"] = {k: list(v) for k, v in self.info["refined"].items()}
         return df
-
-    def save(self, path: str | Path) -> Path:
-        """Write ``.csv`` or ``.parquet`` (by suffix); :func:`read_scores` reads it back."""
-        return write_frame(self.to_pandas(), path)
 
 
 def write_frame(df, path: str | Path) -> Path:
