@@ -804,7 +804,33 @@ def test_memory_budget_is_a_quarter_of_the_free_memory_on_any_device(monkeypatch
         for dev in ("cuda", "cpu"):
             assert plan.memory_budget(None, torch.device(dev)) == want
         assert plan.memory_budget(12345, torch.device("cuda")) == 12345
+        assert plan.memory_budget(2.5, torch.device("cpu")) == 2 and plan.memory_budget(0.5, torch.device("cpu")) == 1
     assert asked == ["cuda", "cpu"] * 3
+
+
+def test_the_tile_size_is_the_largest_whose_buffers_fit_the_budget():
+    """Readers 1-3 of 4 layers, 4 heads, r = 3, d = 64, Q, K and V (12 rows a layer), float32: one reader layer a
+    row group (fewer than 6 layers), rows [0, 12), [12, 24), [24, 36) against the 4, 8, 12 writer heads before
+    each. A tile of size b takes 4 (2 (n_w + m) b 2b + (n_w + n_r) r 2b) bytes with n_w = 12 writers, n_r = 36
+    readers, m = 12 rows: 96 b² + 288 b floats, 430,080 bytes at b = 32, 116,736 at 16; from 64 down, halved
+    until it fits, never below 8."""
+    from compscope.engine.plan import plan_groups
+
+    hw = model(L=4, H=4, G=4, r=3, d=64)
+    for budget, blk in ((10**9, 64), (430_080, 32), (430_079, 16), (116_736, 16), (116_735, 8), (1, 8)):
+        for dtype, scale in ((torch.float32, 1), (torch.float64, 2)):  # (8-byte floats: twice the bytes)
+            (g,) = plan_groups(hw, [[1, 2, 3]], "QKV", ("ba2",), False, None, dtype, budget * scale)
+            assert g.rg == [(0, 12, 4), (12, 24, 8), (24, 36, 12)] and g.blk == blk, (budget, dtype, g.blk)
+    (g,) = plan_groups(hw, [[1, 2, 3]], "QKV", ("ba2",), False, 24, torch.float32, 1)
+    assert g.blk == 24  # a tile size asked for is taken as it is
+    # progress ticks of the row blocks [p0, p1): (p1 - p0)(d - p0) per Gram times 48 heads' r = 3 columns and the
+    # 12·4 + 12·8 + 12·12 = 288 pairs, in units of one head SVD, 2 r² d H = 4608: 4096 · 432 / 4608 = 384 for one
+    # 64-wide block; 192 and 96 for two 32-wide ones; twice as many for two Grams
+    (no_gram,) = plan_groups(hw, [[1, 2, 3]], "QKV", (), False, None, torch.float32, 10**9)
+    for budget, want, ticks in ((10**9, ("ba2",), [384]), (430_080, ("ba2",), [192, 96]),
+                                (430_080, ("ba2", "x2"), [384, 192])):
+        (g,) = plan_groups(hw, [[1, 2, 3]], "QKV", want, False, None, torch.float32, budget)
+        assert g.ticks == ticks and g.units == no_gram.units + sum(ticks), (g.ticks, g.units, no_gram.units)
 
 
 def test_gqa_key_value_factors_are_computed_once_per_kv_head(monkeypatch):

@@ -549,3 +549,14 @@ def test_a_model_object_on_the_gpu_is_read_onto_the_cpu_and_its_runner_stays_the
     assert runner.device.type == "cuda" and runner.hw.W_E.device.type == "cpu"
     rep = collect(runner, kinds="K", metrics=["identity"], data="none", progress=False)
     assert rep.options["model"] is None
+
+
+def test_a_cuda_index_past_the_devices_there_is_refused(monkeypatch):
+    """With two CUDA devices (stubbed: no GPU is touched), ``cuda:0``, ``cuda:1`` and ``cuda`` are taken and
+    ``cuda:2`` is refused, saying how many there are."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    for name in ("cuda:0", "cuda:1", "cuda"):
+        assert resolve_device(name) == torch.device(name)
+    with pytest.raises(OptionError, match=r"device='cuda:2': there are 2 CUDA devices"):
+        resolve_device("cuda:2")

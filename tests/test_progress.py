@@ -85,3 +85,19 @@ def test_silenced_nests():
             assert not progress.progress_bar(10, "x").enabled
         assert not progress.progress_bar(10, "x").enabled
     assert progress.progress_bar(10, "x").enabled
+
+
+def test_a_tick_is_about_one_head_svds_work():
+    """The bar's unit is one head SVD's multiply-adds, ``2 r² d H``: an X block of reader layer ``l`` (``l H`` writer
+    heads against ``H`` readers, ``r² d`` each, ``l H² r² d``) weighs ``round(l H / 2)`` ticks, at least one."""
+    import torch
+
+    from compscope.engine.plan import plan_groups
+
+    for H, want in ((4, [2, 4, 6]), (6, [3, 6, 9]), (1, [1, 1, 2])):  # (round(0.5) = 0 and round(1.5) = 2: one, two)
+        hw = model(L=4, H=H, G=H)
+        plan = plan_groups(hw, [[1], [2], [3]], "QKV", (), True, None, torch.float32, 1 << 30)
+        assert [g.x_ticks for g in plan] == [[w] for w in want]
+        assert all(g.rg is g.blk is g.ticks is None for g in plan)  # no Gram asked: no Gram route planned
+        # the rest of a group's units are its head SVD jobs, two ticks each
+        assert all(g.units > 3 * g.x_ticks[0] and (g.units - 3 * g.x_ticks[0]) % 2 == 0 for g in plan)

@@ -393,6 +393,12 @@ def test_the_api_names_bad_counts_lists_and_budgets():
                           (lambda: compscope.track(None), "source: expected a run folder"),
                           (lambda: compscope.scores("induction-2l", "K", measures=5), "measures: expected a name or a list"),
                           (lambda: compscope.scores("induction-2l", "K", max_memory=-1), "max_memory=-1: expected a positive"),
+                          # 0 and True were refused only by the order of the checks; infinity raised OverflowError
+                          (lambda: compscope.scores("induction-2l", "K", max_memory=0), "max_memory=0: expected"),
+                          (lambda: compscope.scores("induction-2l", "K", max_memory=True), "max_memory=True: expected"),
+                          (lambda: compscope.scores("induction-2l", "K", max_memory="1"), "max_memory='1': expected"),
+                          (lambda: compscope.scores("induction-2l", "K", max_memory=float("inf")),
+                           "max_memory=inf: expected a positive, finite number of bytes"),
                           # a seed numpy refuses deep inside, a tile size not an integer: named; a count of 0, or
                           # a negative ridge (G - λI: a metric other than asked), was taken silently
                           (lambda: compscope.scores("induction-2l", "K", seed=-1), "seed=-1: expected an integer >= 0"),

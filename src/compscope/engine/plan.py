@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
@@ -22,14 +23,14 @@ from .gram_route import block_flops, choose_block, reader_groups
 from .head_svd import svd_jobs
 
 
-def memory_budget(max_memory: int | None, device: torch.device) -> int:
-    """Bytes for tiles, blocks and chunks: ``max_memory`` when given, else a quarter of the
+def memory_budget(max_memory: float | None, device: torch.device) -> int:
+    """Bytes for tiles, blocks and chunks: ``max_memory`` when given (whole bytes, at least 1), else a quarter of the
     free memory of ``device`` (:func:`~compscope.core.memory.free_memory`: on CUDA what torch holds
     cached counts as free; ``MemAvailable`` on the CPU; 8 GiB assumed where unreadable)."""
     if max_memory is not None:
-        if isinstance(max_memory, bool) or not isinstance(max_memory, (int, float)) or not max_memory > 0:
-            raise OptionError(f"max_memory={max_memory!r}: expected a positive number of bytes")
-        return int(max_memory)
+        if isinstance(max_memory, bool) or not isinstance(max_memory, (int, float)) or not 0 < max_memory < math.inf:
+            raise OptionError(f"max_memory={max_memory!r}: expected a positive, finite number of bytes")
+        return max(1, int(max_memory))
     return (free_memory(device) or 8 << 30) // 4
 
 
