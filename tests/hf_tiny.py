@@ -1142,6 +1142,8 @@ _RUNS_OTHERWISE = {
     "evolla-aligner-layer-text-only": [((5, 0), (5, 13), "Evolla's eager attention does not repeat grouped K/V heads")],
     "olmo3-sliding-mqa": [((5, 0), (5, 13), "OLMo 3 turns every layer at one rope_theta (none per layer type)")],
     "bamba-half-rotary": [((5, 0), (5, 15), "Bamba turns whole heads (its partial rotary share unread)")],
+    "recurrent-gemma-local-mqa": [((5, 15), (5, 17), "RecurrentGemma turns whole heads (its partial rotary share "
+                                                     "unread)")],
     "switch-transformers-encoder": [((5, 0), (5, 15), "Switch Transformers' encoder attends otherwise than 5.15's")],
     "mistral4-latent-attention-temperature": [((5, 0), (5, 15), "Mistral 4's latent attention differs from 5.15's")],
     "glm5-dsa-indexer-within-topk": [((5, 0), (5, 11), "GLM-5's indexed attention differs from 5.11's")],
