@@ -380,6 +380,30 @@ def test_rows_rank_by_their_printed_values_and_ties_keep_the_order_they_were_mad
     assert all(set(ks) == set("QKV") for _, ks in got)
     a_k = next(ks["K"] for (m, _), ks in got if m == "a")
     assert a_k["auroc"] == 0.9001 and a_k["kind"] == "K"
+    # no Spearman is last among rows of one AUROC, below a negative one (as printed, -0.40 ranks above n/a)
+    tied = ranked(rows("g", 0.5, nan) + rows("h", 0.5, -0.4) + rows("i", 0.5, 0.2))
+    assert [m for (m, _), _ in tied] == ["i", "h", "g"]
+
+
+def test_the_truth_lines_say_what_the_options_hold_by_hand():
+    """The lines under a verdict's first line: the truth and its thresholds; with no true pair, that there is no
+    AUROC and nothing about confirmations or the writer's score alone; with interventions, how many true pairs
+    they confirm; the writer's previous-token score alone by position, and by content under its name."""
+    from compscope.data.verdict import truth_lines
+
+    o = dict(true_pairs=3, prev_threshold=0.4, induction_threshold=0.3, confirmed_pairs=None, effect_threshold=0.05,
+             writers=None, true_pairs_intervened=3, interventions_auroc=0.9,
+             writer_previous_auroc={"positions": 0.8, "embed": 0.75})
+    head = "true previous-token -> induction K-pairs: 3 (previous-token >= 0.4, induction >= 0.3)"
+    alone = ("  the writer's previous-token score from the weights alone separates them at AUROC 0.800 (positions), "
+             "0.750 (content: embed)")
+    assert truth_lines(o) == [head, alone]  # no interventions: no confirmed line
+    confirmed = ("  confirmed by the K intervention (effect >= 0.05): 2; the K interventions themselves separate the 3 "
+                 "at AUROC 0.900")
+    assert truth_lines({**o, "confirmed_pairs": 2}) == [head, confirmed, alone]
+    none = {**o, "true_pairs": 0, "confirmed_pairs": 0}
+    assert truth_lines(none) == [head.replace(": 3 (", ": 0 ("), "  none, so no AUROC: the rank correlations with "
+                                 "the interventions judge the measures alone"]
 
 
 @pytest.fixture(scope="module")
@@ -767,7 +791,15 @@ def test_a_rotary_model_is_also_judged_with_sampled_content(tmp_path, capsys):
                                                               for c in ("embed", "activations")}
     assert v.options["head_scores_content"] == ["embed", "activations"]
     assert "repeated random sequences" in v.options["activations_content_data"]
-    assert "residual each layer reads on data as the content" in v.format()
+    out = v.format().split("\n")
+    at = next(i for i, line in enumerate(out) if line.startswith("weights vs data, per head: "))
+    assert out[at - 1] == "" and out[at + 1].startswith("  with the residual each layer reads on data as the content")
+    two = lambda x: "n/a" if math.isnan(x) else f"{x:.2f}"  # noqa: E731
+    for content, line in (("embed", out[at]), ("activations", out[at + 1])):  # each content's heads on its own line
+        said = "   ".join(f"{h['score']}: Spearman {two(h['spearman'])}, precision of the top 5 "
+                           f"{two(h['precision_top5'])}" for h in v.heads if h["content"] == content)
+        assert line.endswith(": " + said), (content, said, line)
+    assert out[at].split(": ", 1)[1] != out[at + 1].split("score: ", 1)[1]  # (the two contents' rankings differ here)
     assert set(v.options["writer_previous_auroc"]) == {"embed", "activations"}
     paths = v.save(tmp_path / "out")
     assert set(pd.read_csv(paths[3]).content) == {"embed", "activations"}
