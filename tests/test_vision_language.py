@@ -924,13 +924,14 @@ def test_kosmos_2_5s_language_model_is_read_from_the_whole_model_and_runs(tmp_pa
         torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=0)
 
 
-@pytest.mark.parametrize("layout", ["vlm.language_model.", "vlm.model.language_model."])
+@pytest.mark.parametrize("layout", ["vlm.language_model.", "vlm.model.language_model.", "vlm.model.", "vlm."])
 def test_colqwen2s_language_model_is_read_without_an_unembedding_and_runs(tmp_path, layout):
     """ColQwen2 (a retriever around Qwen2-VL: ``vlm_config`` holds the vision-language model's config): its language
-    model's heads read from the folder, as transformers 5 saves it and as transformers 4 did (the language model
-    under ``vlm.model.language_model.``), are Qwen2-VL's language model object's; no unembedding (its output is a
-    projection of each position's last state, said); it runs on text as ColQwen2ForRetrieval, the attention the
-    runner recomputes agreeing with the model's. ColPali, around PaliGemma, refused with PaliGemma's reason."""
+    model's heads read from the folder, as transformers 5 saves it (``vlm.language_model.``; 5.5 ``vlm.model.``,
+    5.6-5.8 ``vlm.``) and as transformers 4 did (``vlm.model.language_model.``), are Qwen2-VL's language model
+    object's; no unembedding (its output is a projection of each position's last state, said); as saved, it runs
+    on text as ColQwen2ForRetrieval, the attention the runner recomputes agreeing with the model's. ColPali, around
+    PaliGemma, refused with PaliGemma's reason."""
     import safetensors.torch
 
     from compscope.data.runner import runner_for
@@ -946,17 +947,21 @@ def test_colqwen2s_language_model_is_read_without_an_unembedding_and_runs(tmp_pa
     model = perturbed(lambda: transformers.ColQwen2ForRetrieval(transformers.ColQwen2Config(
         vlm_config=vlm.to_dict(), embedding_dim=8)))
     model.save_pretrained(tmp_path / "c")
-    if layout != "vlm.language_model.":  # (the tensors renamed as transformers 4 saved them)
-        file = tmp_path / "c" / "model.safetensors"
-        tensors = safetensors.torch.load_file(file)
-        safetensors.torch.save_file({k.replace("vlm.language_model.", layout): v for k, v in tensors.items()}, file)
+    file = tmp_path / "c" / "model.safetensors"
+    tensors = safetensors.torch.load_file(file)
+    saved = next(p for p in ("vlm.language_model.", "vlm.model.", "vlm.") if p + "layers.0.self_attn.q_proj.weight"
+                 in tensors)  # (as the installed transformers saves it)
+    if layout != saved:  # the language model's tensors renamed as another release saves them
+        mine = tuple(saved + part for part in ("layers.", "embed_tokens.", "norm."))
+        safetensors.torch.save_file({layout + k[len(saved):] if k.startswith(mine) else k: v
+                                     for k, v in tensors.items()}, file)
     hw, ref = compscope.load(tmp_path / "c"), compscope.load(model.vlm.language_model)
     _same_heads(hw, ref)
     assert hw.W_U is None and any("ColQwen2 outputs a projection of each position's last state" in n
                                   for n in hw.meta.notes)
     assert any("the language model of a colqwen2 model (its vlm_config's (qwen2_vl) text_config" in n
                for n in hw.meta.notes)
-    if layout == "vlm.language_model.":
+    if layout == saved:
         runner = runner_for(tmp_path / "c", progress=False, device="cpu")
         assert type(runner.model) is type(model)
         runner.trace(torch.randint(4, V - 4, (2, 7), generator=torch.Generator().manual_seed(0)))

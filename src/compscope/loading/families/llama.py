@@ -34,8 +34,8 @@ PREFIXES = ("model.", "", "model.language_model.", "language_model.model.", "bac
             "thinker.model.language_model.", "thinker.model.",  # (Qwen-Omni's thinker: as loaded, as released)
             "text_model.model.",  # (Emu3's files: its causal language model as text_model)
             "esmc.",  # (ESM C's head models)
-            "vlm.language_model.", "vlm.model.language_model.", "vlm.model.",  # (ColQwen2's: transformers 5's, 4's,
-            # and the Qwen2-VL layout before the language model had a module of its own)
+            "vlm.language_model.", "vlm.model.language_model.", "vlm.model.", "vlm.",  # (ColQwen2's: transformers 5's,
+            # 4's, the Qwen2-VL layout before the language model had a module of its own (and 5.5's), 5.6-5.8's)
             "encoder.", "model.encoder.",  # (T5Gemma's encoder, alone or in the whole model; T5Gemma 2's files)
             "model.encoder.text_model.", "encoder.text_model.",  # (T5Gemma 2's encoder's text model as loaded)
             "llm.model.", "model.model.")  # (Ovis2.5's files; LLaVA-OneVision-1.5's as transformers saves them)
