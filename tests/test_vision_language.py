@@ -268,6 +268,13 @@ def _same_heads(a, b) -> None:
         assert all(torch.equal(x.weight, y.weight) for x, y in zip(a.qk_norm, b.qk_norm))
 
 
+def _renamed(tensors: dict, old: str, new: str, under: tuple[str, ...] = ("",)) -> dict:
+    """``tensors`` with each name that starts with ``old`` followed by one of ``under`` moved from ``old`` to
+    ``new`` (a language model's tensors as another transformers release saves them)."""
+    starts = tuple(old + part for part in under)
+    return {new + k[len(old):] if k.startswith(starts) else k: v for k, v in tensors.items()}
+
+
 def _as_transformers_4_saved(folder) -> None:
     """Rewrite the folder's nested text_config as transformers 4 saved it: only what differs from
     its model type's defaults (Gemma 3 4B's lists five keys)."""
@@ -725,10 +732,10 @@ def test_a_wrapper_folder_as_some_transformers_releases_save_it_reads_as_release
         pytest.skip("the wrappers' configs as transformers 5 takes them")
     _wrapper(kind).save_pretrained(tmp_path / "m")
     sd = load_file(tmp_path / "m" / "model.safetensors")  # (the released layout, whichever transformers saved it)
-    sd = {(released + k[len(saved):]) if k.startswith(saved) else k: v for k, v in sd.items()}
+    sd = _renamed(sd, saved, released)
     save_file(sd, tmp_path / "m" / "model.safetensors", metadata={"format": "pt"})
     want = compscope.load(tmp_path / "m")
-    moved = {(saved + k[len(released):]) if k.startswith(released) else k: v for k, v in sd.items()}
+    moved = _renamed(sd, released, saved)
     assert sum(k.startswith(saved + "layers.") for k in moved) > 0
     save_file(moved, tmp_path / "m" / "model.safetensors", metadata={"format": "pt"})
     got = compscope.load(tmp_path / "m")
@@ -952,9 +959,7 @@ def test_colqwen2s_language_model_is_read_without_an_unembedding_and_runs(tmp_pa
     saved = next(p for p in ("vlm.language_model.", "vlm.model.", "vlm.") if p + "layers.0.self_attn.q_proj.weight"
                  in tensors)  # (as the installed transformers saves it)
     if layout != saved:  # the language model's tensors renamed as another release saves them
-        mine = tuple(saved + part for part in ("layers.", "embed_tokens.", "norm."))
-        safetensors.torch.save_file({layout + k[len(saved):] if k.startswith(mine) else k: v
-                                     for k, v in tensors.items()}, file)
+        safetensors.torch.save_file(_renamed(tensors, saved, layout, ("layers.", "embed_tokens.", "norm.")), file)
     hw, ref = compscope.load(tmp_path / "c"), compscope.load(model.vlm.language_model)
     _same_heads(hw, ref)
     assert hw.W_U is None and any("ColQwen2 outputs a projection of each position's last state" in n
