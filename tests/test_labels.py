@@ -1,6 +1,9 @@
 """Activation labels on any runner, and the offline data they read: checked by hand on patterns
 built to attend one way, against the toy's own labels, and for the data's shape and seeds."""
 
+import inspect
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -97,6 +100,52 @@ def test_repeats_shape_seed_and_first_token():
     assert not torch.equal(repeats(4, 6, 50, seed=1).tokens, repeats(4, 6, 50, seed=2).tokens)
     with pytest.raises(OptionError, match="half-length"):
         repeats(4, 1, 50, seed=1)
+
+
+def test_repeats_leave_out_every_avoided_id_in_the_vocabulary_and_ignore_the_rest():
+    """3,200 draws over the 8 ids left of 10: each is drawn (a miss has chance below 1e-180); the
+    first id and the last are avoided, ids outside ``0 … n_vocab − 1`` (a tokenizer's extra ids) ignored."""
+    r = repeats(200, 16, 10, seed=3, avoid=(0, 9, 10, 57, -1))
+    assert sorted(r.tokens.unique().tolist()) == list(range(1, 9))
+
+
+def test_the_text_is_the_module_docstring_then_its_own_public_long_docstrings_by_name(monkeypatch):
+    """A module made here: its docstring, then those of its public functions and classes defined in
+    it, sorted by name, each over 40 characters; private names, shorter docstrings and objects
+    imported from elsewhere are left out."""
+    import types
+
+    name = "compscope_test_docstring_module"
+    mod = types.ModuleType(name, "The module's own docstring.")
+
+    def keep():
+        """A public function, its docstring over forty characters."""
+
+    def forty():
+        """Exactly forty characters, kept out ....."""
+
+    def short():
+        """Thirty characters, kept out..."""
+
+    def _private():
+        """A private function, its docstring over forty characters."""
+
+    class Kept:
+        """A public class defined here, its docstring over forty characters."""
+
+    class Imported:
+        """A class from another module, its docstring over forty characters."""
+
+    assert len(inspect.getdoc(forty)) == 40 and len(inspect.getdoc(short)) == 30
+    for obj in (keep, forty, short, _private, Kept):
+        obj.__module__ = name
+    for obj in (keep, forty, short, _private, Kept, Imported):
+        setattr(mod, obj.__name__, obj)
+    monkeypatch.setitem(sys.modules, name, mod)
+    assert stdlib_text((name,)) == "\n\n".join([
+        "The module's own docstring.",
+        "A public class defined here, its docstring over forty characters.",  # "Kept" sorts before "keep"
+        "A public function, its docstring over forty characters."])
 
 
 class _Chars:
