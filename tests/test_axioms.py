@@ -3,6 +3,7 @@ find the failures that are hand-derived, and the constructed pairs are what they
 (checked with dense numpy matrices)."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -111,6 +112,76 @@ def test_a_measure_that_breaks_what_it_declares_is_reported_violated():
     assert r.violated and "decreases" in r.detail
     text = format_axioms(check_axioms(decreasing, ["monotone", "scale"], trials=2), 2, 0)
     assert "VIOLATED" in text and "one_minus_overlap / monotone" in text
+
+
+def _of_overlap(name, f):
+    """A measure ``f(overlap)``, declared monotone: along the monotone path overlap is ``sin² t``
+    (checked above), so the measure is ``f(sin² t)`` there."""
+    return _broken(name, lambda ba2, a, b, x2: f(x2 / (a > 0).sum(-1)), {"monotone"})
+
+
+def test_the_monotone_check_finds_a_decrease_in_the_paths_last_step_alone():
+    """``f(u) = u`` up to ``u = 0.999``, then falling with slope 100: on the grid ``t_i = iπ/80``
+    only the last step (``sin²(39π/80) = 0.99846`` to ``sin²(π/2) = 1``) ends above 0.999, where
+    ``f(1) = 0.899``; f is continuous, so the continuity check holds."""
+    m = _of_overlap("falls_at_the_end", lambda u: torch.where(u <= 0.999, u, 0.999 - 100 * (u - 0.999)))
+    (r,) = check_axioms(m, ["monotone"], trials=2)
+    before = math.sin(39 * math.pi / 80) ** 2
+    assert r.violated and r.worst == pytest.approx(before - 0.899, abs=1e-8)
+    frm, to, at = (float(x) for x in re.search(r"decreases from (\S+) to (\S+) at t=(\S+)$", r.detail).groups())
+    assert (frm, to, at) == (pytest.approx(before, abs=1e-6), pytest.approx(0.899, abs=1e-6),
+                             pytest.approx(39 * math.pi / 80, abs=1e-4))
+
+
+def test_the_continuity_check_finds_a_jump_and_passes_a_steep_ramp():
+    """A step ``f(u) = u/2 + ½·[u ≥ 0.6]`` never decreases but jumps by ½ where ``sin² t = 0.6``:
+    bisection (12 halvings of a step of π/80) pins it to within 1e-5 and finds it unshrunk. A ramp
+    of slope 50 in ``u`` over the same place is continuous: its steps shrink below 1e-3 (``|df/dt|
+    ≤ 50``, so a step of ``π/80/2¹²`` changes it by at most 5e-4)."""
+    t0 = math.asin(math.sqrt(0.6))
+    step = _of_overlap("step", lambda u: u / 2 + 0.5 * (u >= 0.6).double())
+    (r,) = check_axioms(step, ["monotone"], trials=2)
+    assert r.violated and r.worst == pytest.approx(0.5, abs=1e-4)
+    frm, to, near = (float(x) for x in re.search(r"jumps from (\S+) to (\S+) near t=(\S+)$", r.detail).groups())
+    assert (frm, to, near) == (pytest.approx(0.3, abs=1e-4), pytest.approx(0.8, abs=1e-4), pytest.approx(t0, abs=1e-5))
+    ramp = _of_overlap("ramp", lambda u: (u / 2 + 50 * (u - 0.59)).clamp(0.295, 0.8))
+    (r,) = check_axioms(ramp, ["monotone"], trials=2)
+    assert r.holds and r.worst == 0.0 and r.detail == ""
+
+
+def _seen_pairs(monkeypatch, axiom, trials):
+    """The dense ``(A, B)`` of every pair the check ``axiom`` evaluates, in order."""
+    import compscope.analysis.axioms as ax
+
+    seen, inner = [], ax.value
+
+    def spy(m, W, R, seed=0):
+        seen.append((_dense(W), _dense(R)))
+        return inner(m, W, R, seed)
+
+    monkeypatch.setattr(ax, "value", spy)
+    check_axioms("overlap", [axiom], trials=trials)
+    return seen
+
+
+def test_the_random_pairs_span_the_stated_widths_and_ranks(monkeypatch):
+    """Widths ``d`` from 6 to 24 and ranks from 1 to 6 with ``r_A + r_B ≤ d`` (so a writer fits in
+    the complement of the reader's row space), every end reached over 120 trials; the full-read
+    pairs have ``r_A ≤ r_B``, sometimes strictly; padding adds 1 to 8 dimensions."""
+    shapes = {}
+    for axiom in ("full_read", "no_read"):
+        shapes[axiom] = [(A.shape[0], np.linalg.matrix_rank(A), np.linalg.matrix_rank(B))
+                         for A, B in _seen_pairs(monkeypatch, axiom, 120)]
+        monkeypatch.undo()
+        d, ra, rb = np.array(shapes[axiom]).T
+        assert d.min() == 6 and d.max() == 24 and (ra + rb <= d).all()
+        assert min(ra.min(), rb.min()) == 1 and max(ra.max(), rb.max()) == 6
+        assert (np.maximum(ra, rb) <= np.maximum(d // 3, 1)).all()
+    _, ra, rb = np.array(shapes["full_read"]).T
+    assert (ra <= rb).all() and (ra < rb).any() and (ra == rb).any()
+    padded = _seen_pairs(monkeypatch, "padding", 60)
+    grown = {B2.shape[0] - B.shape[0] for (_, B), (_, B2) in zip(padded[::2], padded[1::2])}
+    assert grown == set(range(1, 9))
 
 
 def test_bandwidth_of_an_orthogonal_pair_is_zero_not_rounding_noise():
