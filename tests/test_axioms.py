@@ -195,11 +195,38 @@ def test_options_are_checked():
         check_axioms("overlap", ["smoothness"])
     with pytest.raises(OptionError, match="unknown measure"):
         check_axioms("nope")
-    with pytest.raises(OptionError, match="trials"):
-        check_axioms("overlap", trials=0)
-    with pytest.raises(OptionError, match="gauge check takes"):
+    for bad in (0, True, 2.0):
+        with pytest.raises(OptionError, match=r"trials=.*: need an integer >= 1"):
+            check_axioms("overlap", trials=bad)
+    (one,) = check_axioms("overlap", ["no_read"], trials=1)  # the smallest battery
+    assert one.holds
+    with pytest.raises(OptionError, match="gauge check takes identity or embed"):
         check_axioms("overlap", ["gauge"], metric="unembed")
     assert set(CHECKS) == set(AXIOMS) | {"gauge"}
+
+
+def test_the_printed_table_lines_up_and_states_each_failure_once():
+    """Every mark starts at the column of its axiom's name in the header, whatever the names' lengths;
+    the raw-basis gauge failure is stated once for every measure, with each measure's flipped
+    orderings out of the 6 pairs of 4 readers per trial; the other declared failures one per line."""
+    names, trials = ["overlap", "frobenius", "shared_dims"], 3
+    results = check_axioms(names, trials=trials)
+    lines = format_axioms(results, trials, 0).splitlines()
+    axioms = list(CHECKS)
+    starts = [lines[1].index(f" {a}") + 1 for a in axioms]
+    assert starts == sorted(starts) and lines[1][: starts[0]].strip() == ""
+    for row, name in zip(lines[2:5], names):
+        assert row.split()[0] == name
+        assert [row[k - 1] == " " and row[k] != " " for k in starts] == [True] * len(axioms), row
+    assert sum(line.startswith("  every measure / gauge: in the raw residual basis") for line in lines) == 1
+    (flips,) = [line for line in lines if line.startswith("    orderings flipped: ")]
+    got = dict(item.split(" ") for item in flips.removeprefix("    orderings flipped: ").split(", "))
+    assert set(got) == set(names)
+    for name, ratio in got.items():
+        k, total = map(int, ratio.split("/"))
+        assert 0 < k <= total == 6 * trials, (name, ratio)
+    failing = [r for r in results if r.declared == "fails" and r.axiom != "gauge"]
+    assert failing and all(sum(line == f"  {r.measure} / {r.axiom}: {r.reason}" for line in lines) == 1 for r in failing)
 
 
 def test_cli_prints_the_table_and_fails_on_bad_names(capsys):
