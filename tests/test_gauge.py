@@ -26,19 +26,33 @@ def _load(variant: str):
 @pytest.mark.parametrize("variant", ["gpt2", "llama-gqa-bias", "neox-partial-rotary-parallel", "gemma3-text", "bert",
                                      "olmo-parameter-free-layernorm", "olmo2-layer-qk-norm", "phi-partial-rotary-qk-layernorm",
                                      "gptj-interleaved-rotary", "opt", "qwen3.5-gated-attention-deltanet",
-                                     "modernbert-biases", "xlm-roberta-xl-pre-ln", "openai-gpt-post-ln",
+                                     "modernbert-biases", "modernbert-local-both-sides", "t5-encoder-wide-heads",
+                                     "xlm-roberta-xl-pre-ln", "openai-gpt-post-ln",
                                      "deepseek-v3-latent-attention", "deepseek-v3-no-query-latent-yarn-bias"])
 def test_symmetries_leave_the_attention_as_it_was_and_linear_maps_do_not(variant):
+    """Every change a model allows; those it refuses (``_REFUSED``) by the rules of the module: a
+    post-LN model or a gain on the attention output allows no map but a permutation, and a model
+    without pre-norm gains has none to rescale."""
     hw = _load(variant)
-    for build in (permutation, rotation, gain_rescale):
+    refused = set()
+    for build in (permutation, rotation, gain_rescale, linear):
         try:
             c = build(hw, seed=1)
         except compscope.ProcessingError:
+            refused.add(build.__name__)
             continue
-        assert c.symmetry and model_change(c) < SAME / 5, (variant, c.name)
-    if hw.norm_placement == "pre" and hw.attn_out_norm is None:
-        c = linear(hw, seed=1)
-        assert not c.symmetry and model_change(c) > 1e-2
+        if build is linear:
+            assert not c.symmetry and model_change(c) > 1e-2
+        else:
+            assert c.symmetry and model_change(c) < SAME / 5, (variant, c.name)
+    assert refused == _REFUSED.get(variant, set())
+
+
+_POST_LN = {"rotation", "gain_rescale", "linear"}
+#: the changes each model refuses: post-LN (BERT, GPT-1), a gain on the attention output (Gemma 3;
+#: OLMo 2, whose only norms sit there), no gain to rescale (OLMo's parameter-free LayerNorm)
+_REFUSED = {"bert": _POST_LN, "openai-gpt-post-ln": _POST_LN, "olmo2-layer-qk-norm": _POST_LN,
+            "gemma3-text": {"rotation", "linear"}, "olmo-parameter-free-layernorm": {"gain_rescale"}}
 
 
 def test_a_change_that_forgets_the_norm_gains_is_caught():
@@ -67,6 +81,10 @@ def test_gain_rescale_leaves_the_folded_weights_as_they_were():
     a, b = fold_norm(hw), fold_norm(c.hw)
     for name in ("W_Q", "W_K", "W_V", "W_U"):
         torch.testing.assert_close(getattr(b, name).double(), getattr(a, name).double(), rtol=1e-5, atol=1e-6)
+    for norm in ("attn_norm", "final_norm"):  # every gain traded, the final norm's against W_U
+        g0, g1 = getattr(hw, norm), getattr(c.hw, norm)
+        assert all(not torch.allclose(g0.gain(l), g1.gain(l)) for l in range(g0.weight.shape[0])), norm
+    assert not torch.allclose(c.hw.W_U, hw.W_U)
 
 
 @pytest.mark.parametrize("variant", ["gpt2", "llama-gqa-bias", "bert"])
@@ -105,6 +123,10 @@ def test_refusals_become_notes():
     assert any("post-LN" in n for n in notes) and any("gain_rescale" in n for n in notes)
     rows, notes = gauge_check(_load("gemma3-text"), ["rotation"], kinds="K", progress=False)
     assert not rows and "attention-output norm" in notes[0]
+    with pytest.raises(compscope.ProcessingError, match=r"no pre-norm gain .*\(norm placement 'pre', gains folded\)"):
+        gain_rescale(fold_norm(_load("llama-gqa-bias")))
+    with pytest.raises(compscope.ProcessingError, match=r"\(norm placement 'post'\)$"):
+        gain_rescale(_load("bert"))
 
 
 def _kept(rows, change, metric):
@@ -125,6 +147,44 @@ def test_which_scores_each_change_keeps():
     assert not any(_kept(rows, "linear", "identity").values())
     assert all(_kept(rows, "linear", "embed").values()) and all(_kept(rows, "linear", "unembed").values())
     assert all(r.model_change > 1e-2 for r in rows if r.change == "linear")  # not a symmetry with norms
+
+
+def test_each_row_is_the_largest_change_over_the_largest_score_and_the_rank_correlation():
+    """``max_change = max |a − b| / max |a|`` and ``spearman`` (scipy's) over all pairs' scores ``a``
+    before and ``b`` after the change, of every kind, recomputed from the engine's scores of the
+    change's two models; the ``unembed`` metric only where the model has an unembedding; the
+    printed table puts each group's cells under its measures' names (right-aligned)."""
+    from scipy.stats import spearmanr
+
+    from compscope.analysis.gauge import format_gauge
+    from compscope.engine.composition import scores
+
+    hw, names = _load("llama-gqa-bias"), ["frobenius", "overlap"]
+    rows, _ = gauge_check(hw, ["gain_rescale", "linear"], kinds="KV", measures=names, metrics=("identity", "unembed"),
+                          progress=False)
+    assert {(r.change, r.metric) for r in rows} == {(c, m) for c in ("gain_rescale", "linear") for m in ("identity", "unembed")}
+    for r in rows:
+        c = gain_rescale(hw, seed=0) if r.change == "gain_rescale" else linear(hw, seed=0)
+        a, b = (scores(x, "KV", [r.measure], r.metric, pairs="all", precision="float64", ridge=0.0, progress=False)
+                for x in (c.base, c.hw))
+        a, b = (torch.cat([s.dense(r.measure, k).flatten() for k in "KV"]).double() for s in (a, b))
+        ok = torch.isfinite(a) & torch.isfinite(b)
+        a, b = a[ok].numpy(), b[ok].numpy()
+        assert r.max_change == pytest.approx(abs(a - b).max() / abs(a).max(), rel=1e-9)
+        assert r.spearman == pytest.approx(spearmanr(a, b).statistic, rel=1e-9)
+    bert_rows, _ = gauge_check(_load("bert"), ["permutation"], kinds="K", measures=names, metrics=("identity", "unembed"),
+                               progress=False)
+    assert {r.metric for r in bert_rows} == {"identity"}  # an encoder: no W_U to build the unembed metric from
+    lines = format_gauge("llama", rows, [], 0).splitlines()
+    head = lines[3]
+    ends = [head.index(m) + len(m) for m in names]
+    for line in lines[4:]:
+        change, metric = line[:13].strip(), line[35:44].strip()  # "change weights model metric", weights "as loaded"
+        group = {r.measure: r for r in rows if (r.change, r.metric) == (change, metric)}
+        for m, end in zip(names, ends):
+            cell = line[:end].split()[-1]
+            assert line[end - 1] != " " and line[end:end + 1] in ("", " ") and cell == ("=" if group[m].max_change <= KEPT
+                                                               else f"{group[m].spearman:.3f}"), (line, m)
 
 
 def test_without_norms_a_linear_map_is_a_symmetry():
