@@ -64,6 +64,37 @@ def test_fold_norm_keeps_attention(vid):
     assert_attention(hw, cap, what=f"{vid} folded")
 
 
+@pytest.mark.parametrize("vid", ["deepseek-v3-latent-attention", "deepseek-v3-no-query-latent-yarn-bias"])
+@pytest.mark.parametrize("first_unnormed", [False, True])
+def test_fold_norm_moves_a_norm_bias_into_the_latents_too(vid, first_unnormed):
+    """Multi-head latent attention reads the normed residual through its latents: an attention
+    norm given a gain and a bias here (DeepSeek's has no bias), folded, leaves every layer's
+    attention output as it was on random residuals (float32, 1e-5), the first layer's too where
+    it reads the residual unnormed."""
+    import dataclasses
+
+    hw = compscope.load(model_and_capture(vid)[0])
+    n, g = hw.attn_norm, torch.Generator().manual_seed(0)
+    n = dataclasses.replace(n, weight=n.weight + 0.3 * torch.randn(n.weight.shape, generator=g),
+                            bias=0.5 * torch.randn(n.weight.shape, generator=g))
+    hw = hw.replace(attn_norm=n, first_layer_unnormed=first_unnormed)
+    folded = fold_norm(hw)
+    assert any(getattr(folded, k) is not None and getattr(folded, k).b is not None for k in ("q_latent", "kv_latent"))
+    x = torch.randn(2, SEQ, hw.d_model, generator=g)
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(attention_forward(folded, layer, x), attention_forward(hw, layer, x),
+                                   atol=ATOL, rtol=0, msg=lambda m: f"layer {layer}: {m}")
+
+
+@pytest.mark.parametrize("vid, bare", [("olmo-parameter-free-layernorm", True), ("gpt2", False), ("llama-gqa-bias", False)])
+def test_fold_norm_says_so_where_it_changes_nothing(vid, bare):
+    """Norms without gains or biases (OLMo's LayerNorm): folding changes nothing, and a note says so;
+    with gains, no such note."""
+    from compscope.core.processing import FOLDED_ALREADY
+
+    assert (FOLDED_ALREADY in fold_norm(compscope.load(model_and_capture(vid)[0])).meta.notes) is bare
+
+
 @pytest.mark.parametrize("vid", [v for v in PRE_NORM if BY_ID[v].kind not in (*BASE_MODELS, "modernbert_decoder")])
 # (an encoder has no unembedding, nor a base model built without its head; ModernBERT's decoder no linear one)
 def test_fold_norm_keeps_logits(vid):

@@ -756,6 +756,8 @@ def test_qk_norm_gains_folded_keep_every_query_and_key_direction(variant):
     vectors of every head and token equal the model's (per-head QK-norm, and OLMo-2's over the
     whole layer, whose gain is cut per head)."""
     pytest.importorskip("transformers")
+    import dataclasses
+
     import compscope
     from compscope.core.attention import project, read_input
     from compscope.core.processing import fold_qk_norm_gains
@@ -766,13 +768,24 @@ def test_qk_norm_gains_folded_keep_every_query_and_key_direction(variant):
     f = fold_qk_norm_gains(hw)
     assert f.meta.processing == ("fold_qk_norm_gains (approximate)",)
     x = read_input(hw, 1, torch.randn(2, 6, hw.d_model))
-    for kind in "QK":
-        a, b = project(hw, 1, kind, x), project(f, 1, kind, x)
-        torch.testing.assert_close(a / a.norm(dim=-1, keepdim=True), b / b.norm(dim=-1, keepdim=True), atol=1e-5, rtol=0)
+    g = torch.Generator().manual_seed(1)
+    biased = hw.replace(b_Q=torch.randn(hw.b_Q.shape if hw.b_Q is not None else (hw.n_layers, hw.n_heads, hw.d_head),
+                                        generator=g),
+                        b_K=torch.randn((hw.n_layers, hw.n_kv_heads, hw.d_head), generator=g))  # biases scale too
+    for before in (hw, biased):
+        after = fold_qk_norm_gains(before)
+        for kind in "QK":
+            a, b = project(before, 1, kind, x), project(after, 1, kind, x)
+            torch.testing.assert_close(a / a.norm(dim=-1, keepdim=True), b / b.norm(dim=-1, keepdim=True), atol=1e-5,
+                                       rtol=0)
     with pytest.raises(compscope.ProcessingError, match="no QK-norm"):
         fold_qk_norm_gains(compscope.load("induction-2l"))
+    phi = compscope.load(build(BY_ID["phi-partial-rotary-qk-layernorm"]))
     with pytest.raises(compscope.ProcessingError, match="QK-norm is a layernorm with a bias"):  # Phi: centres q
-        fold_qk_norm_gains(compscope.load(build(BY_ID["phi-partial-rotary-qk-layernorm"])))
+        fold_qk_norm_gains(phi)
+    unbiased = tuple(dataclasses.replace(n, bias=None) for n in phi.qk_norm)  # centring alone is no gain to move
+    with pytest.raises(compscope.ProcessingError, match="QK-norm is a layernorm; only an RMSNorm's gains"):
+        fold_qk_norm_gains(phi.replace(qk_norm=unbiased))
 
 
 def test_a_rotary_model_is_also_judged_with_sampled_content(tmp_path, capsys):
