@@ -226,7 +226,8 @@ def test_the_printed_table_lines_up_and_states_each_failure_once():
         k, total = map(int, ratio.split("/"))
         assert 0 < k <= total == 6 * trials, (name, ratio)
     failing = [r for r in results if r.declared == "fails" and r.axiom != "gauge"]
-    assert failing and all(sum(line == f"  {r.measure} / {r.axiom}: {r.reason}" for line in lines) == 1 for r in failing)
+    assert failing
+    assert all(sum(line == f"  {r.measure} / {r.axiom}: {r.reason}" for line in lines) == 1 for r in failing)
 
 
 def test_cli_prints_the_table_and_fails_on_bad_names(capsys):

@@ -162,7 +162,8 @@ def test_each_row_is_the_largest_change_over_the_largest_score_and_the_rank_corr
     hw, names = _load("llama-gqa-bias"), ["frobenius", "overlap"]
     rows, _ = gauge_check(hw, ["gain_rescale", "linear"], kinds="KV", measures=names, metrics=("identity", "unembed"),
                           progress=False)
-    assert {(r.change, r.metric) for r in rows} == {(c, m) for c in ("gain_rescale", "linear") for m in ("identity", "unembed")}
+    want = {(c, m) for c in ("gain_rescale", "linear") for m in ("identity", "unembed")}
+    assert {(r.change, r.metric) for r in rows} == want
     for r in rows:
         c = gain_rescale(hw, seed=0) if r.change == "gain_rescale" else linear(hw, seed=0)
         a, b = (scores(x, "KV", [r.measure], r.metric, pairs="all", precision="float64", ridge=0.0, progress=False)
@@ -172,8 +173,8 @@ def test_each_row_is_the_largest_change_over_the_largest_score_and_the_rank_corr
         a, b = a[ok].numpy(), b[ok].numpy()
         assert r.max_change == pytest.approx(abs(a - b).max() / abs(a).max(), rel=1e-9)
         assert r.spearman == pytest.approx(spearmanr(a, b).statistic, rel=1e-9)
-    bert_rows, _ = gauge_check(_load("bert"), ["permutation"], kinds="K", measures=names, metrics=("identity", "unembed"),
-                               progress=False)
+    bert_rows, _ = gauge_check(_load("bert"), ["permutation"], kinds="K", measures=names,
+                               metrics=("identity", "unembed"), progress=False)
     assert {r.metric for r in bert_rows} == {"identity"}  # an encoder: no W_U to build the unembed metric from
     lines = format_gauge("llama", rows, [], 0).splitlines()
     head = lines[3]
@@ -183,8 +184,8 @@ def test_each_row_is_the_largest_change_over_the_largest_score_and_the_rank_corr
         group = {r.measure: r for r in rows if (r.change, r.metric) == (change, metric)}
         for m, end in zip(names, ends):
             cell = line[:end].split()[-1]
-            assert line[end - 1] != " " and line[end:end + 1] in ("", " ") and cell == ("=" if group[m].max_change <= KEPT
-                                                               else f"{group[m].spearman:.3f}"), (line, m)
+            want = "=" if group[m].max_change <= KEPT else f"{group[m].spearman:.3f}"
+            assert line[end - 1] != " " and line[end:end + 1] in ("", " ") and cell == want, (line, m)
 
 
 def test_without_norms_a_linear_map_is_a_symmetry():

@@ -86,7 +86,8 @@ def test_fold_norm_moves_a_norm_bias_into_the_latents_too(vid, first_unnormed):
                                    atol=ATOL, rtol=0, msg=lambda m: f"layer {layer}: {m}")
 
 
-@pytest.mark.parametrize("vid, bare", [("olmo-parameter-free-layernorm", True), ("gpt2", False), ("llama-gqa-bias", False)])
+@pytest.mark.parametrize("vid, bare", [("olmo-parameter-free-layernorm", True), ("gpt2", False),
+                                       ("llama-gqa-bias", False)])
 def test_fold_norm_says_so_where_it_changes_nothing(vid, bare):
     """Norms without gains or biases (OLMo's LayerNorm): folding changes nothing, and a note says so;
     with gains, no such note."""
