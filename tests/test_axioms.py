@@ -71,21 +71,26 @@ def test_monotone_path_rotates_the_write_space_into_the_read_space():
         assert value(get_measure("frobenius"), *path(t)) == pytest.approx(frob(A), abs=1e-12)
 
 
-def test_full_and_no_read_pairs_are_what_they_claim(monkeypatch):
-    """The writers the two checks build lie inside / orthogonal to the reader's row space."""
-    seen = []
+def _seen_pairs(axiom, trials):
+    """The dense ``(A, B)`` of every pair the check ``axiom`` evaluates, in order."""
     import compscope.analysis.axioms as ax
 
-    inner = ax.value
+    seen, inner = [], ax.value
 
     def spy(m, W, R, seed=0):
         seen.append((_dense(W), _dense(R)))
         return inner(m, W, R, seed)
 
-    monkeypatch.setattr(ax, "value", spy)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ax, "value", spy)
+        check_axioms("overlap", [axiom], trials=trials)
+    return seen
+
+
+def test_full_and_no_read_pairs_are_what_they_claim():
+    """The writers the two checks build lie inside / orthogonal to the reader's row space."""
     for axiom, inside in (("full_read", True), ("no_read", False)):
-        seen.clear()
-        check_axioms("overlap", [axiom], trials=4)
+        seen = _seen_pairs(axiom, 4)
         assert len(seen) == 4
         for A, B in seen:
             P_B = np.linalg.pinv(B) @ B
@@ -149,37 +154,21 @@ def test_the_continuity_check_finds_a_jump_and_passes_a_steep_ramp():
     assert r.holds and r.worst == 0.0 and r.detail == ""
 
 
-def _seen_pairs(monkeypatch, axiom, trials):
-    """The dense ``(A, B)`` of every pair the check ``axiom`` evaluates, in order."""
-    import compscope.analysis.axioms as ax
-
-    seen, inner = [], ax.value
-
-    def spy(m, W, R, seed=0):
-        seen.append((_dense(W), _dense(R)))
-        return inner(m, W, R, seed)
-
-    monkeypatch.setattr(ax, "value", spy)
-    check_axioms("overlap", [axiom], trials=trials)
-    return seen
-
-
-def test_the_random_pairs_span_the_stated_widths_and_ranks(monkeypatch):
+def test_the_random_pairs_span_the_stated_widths_and_ranks():
     """Widths ``d`` from 6 to 24 and ranks from 1 to 6 with ``r_A + r_B ≤ d`` (so a writer fits in
     the complement of the reader's row space), every end reached over 120 trials; the full-read
     pairs have ``r_A ≤ r_B``, sometimes strictly; padding adds 1 to 8 dimensions."""
     shapes = {}
     for axiom in ("full_read", "no_read"):
         shapes[axiom] = [(A.shape[0], np.linalg.matrix_rank(A), np.linalg.matrix_rank(B))
-                         for A, B in _seen_pairs(monkeypatch, axiom, 120)]
-        monkeypatch.undo()
+                         for A, B in _seen_pairs(axiom, 120)]
         d, ra, rb = np.array(shapes[axiom]).T
         assert d.min() == 6 and d.max() == 24 and (ra + rb <= d).all()
         assert min(ra.min(), rb.min()) == 1 and max(ra.max(), rb.max()) == 6
         assert (np.maximum(ra, rb) <= np.maximum(d // 3, 1)).all()
     _, ra, rb = np.array(shapes["full_read"]).T
     assert (ra <= rb).all() and (ra < rb).any() and (ra == rb).any()
-    padded = _seen_pairs(monkeypatch, "padding", 60)
+    padded = _seen_pairs("padding", 60)
     grown = {B2.shape[0] - B.shape[0] for (_, B), (_, B2) in zip(padded[::2], padded[1::2])}
     assert grown == set(range(1, 9))
 
