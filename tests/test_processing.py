@@ -6,6 +6,8 @@ unprocessed ``HeadWeights`` alone.
 - centred: on the centred residual it reproduces HF's output minus its mean over d_model,
   and HF's own LayerNorm cannot tell the centred embeddings from the original ones;
 - the final norm folded into ``W_U``: ``W_U n(x) + b_U`` still gives HF's logits.
+Where HF's module has no such parameter (a bias on the attention norm of multi-head latent
+attention), the reference is the unfolded weights, whose attention is first checked against HF's.
 Every step is recorded in ``meta.processing`` in order, refuses to run twice, and refuses
 models it would change, saying why.
 """
@@ -73,7 +75,9 @@ def test_fold_norm_moves_a_norm_bias_into_the_latents_too(vid, first_unnormed):
     it reads the residual unnormed."""
     import dataclasses
 
-    hw = compscope.load(model_and_capture(vid)[0])
+    model, cap = model_and_capture(vid)
+    hw = compscope.load(model)
+    assert_attention(hw, cap, what=f"{vid} as loaded")  # the reference below: the unfolded weights' attention
     n, g = hw.attn_norm, torch.Generator().manual_seed(0)
     n = dataclasses.replace(n, weight=n.weight + 0.3 * torch.randn(n.weight.shape, generator=g),
                             bias=0.5 * torch.randn(n.weight.shape, generator=g))
