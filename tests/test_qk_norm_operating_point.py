@@ -394,3 +394,28 @@ def test_a_model_after_an_option_whose_value_may_be_left_out_stays_the_model(tmp
                  ["scores", "--fold-norm", "gemma3-270m"], ["info", "--linearise-qk-norm", "a\x00b"],
                  ["info", "--linearise-qk-norm", "x" * 5000]):
         assert leave_model_names(kept) == kept
+
+
+def test_processing_runs_in_one_order_whatever_the_keywords_and_checks_each_option():
+    """``load``'s processing keywords (``core.processing.process``) run fold, QK-norm linearised, centre, value
+    bias in that order whatever order they are given in; ``linearise_qk_norm=True`` and ``'isotropic'`` are one
+    step; None is off; any other value is refused naming its option ('isotropic' only for the linearisation)."""
+    from compscope.core.processing import fold_value_bias, process
+
+    _, hw = _tiny("gemma3-text")
+    want = fold_value_bias(linearise_qk_norm(fold_norm(hw)))
+    assert want.meta.processing == ("fold_norm", QK_NORM_LINEARISED, "fold_value_bias")
+    for kw in (dict(fold_value_bias=True, linearise_qk_norm=True, fold_norm=True),
+               dict(linearise_qk_norm="isotropic", center_writing=None, fold_value_bias=True, fold_norm=True)):
+        for got in (process(hw, **kw), compscope.load(hw, **kw)):
+            assert got.meta.processing == want.meta.processing, kw
+            for name in ("W_Q", "W_K", "W_V", "W_O"):
+                assert torch.equal(getattr(got, name), getattr(want, name)), (kw, name)
+    assert process(hw, fold_norm=None, linearise_qk_norm=None).meta.processing == ()
+    for name in ("fold_norm", "linearise_qk_norm", "center_writing", "fold_value_bias"):
+        for bad in ("yes", 1, "isotropic"):
+            if name == "linearise_qk_norm" and bad == "isotropic":
+                continue
+            hint = r" \(or 'isotropic'\)" if name == "linearise_qk_norm" else "$"
+            with pytest.raises(compscope.ProcessingError, match=rf"^{name}={bad!r}: expected True or False{hint}"):
+                compscope.load(hw, **{name: bad})
