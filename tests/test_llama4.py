@@ -141,6 +141,25 @@ def test_linearising_the_qk_norm_leaves_the_layers_without_it(scout):
     torch.testing.assert_close(lin.W_Q[0, 0].double(), J @ hw.W_Q[0, 0].double(), atol=1e-6, rtol=1e-6)
 
 
+def test_linearising_keeps_the_biases_of_the_layers_without_a_qk_norm(scout):
+    """With query and key biases: layer 0's go through its norm's Jacobian, ``b ← J b`` (no gains), as its
+    weights do; layer 1 (NoPE, no QK-norm) keeps both as they were."""
+    from compscope.core.processing import qk_norm_jacobians
+
+    _, hw = scout
+    g = torch.Generator().manual_seed(5)
+    biased = hw.replace(b_Q=0.3 * torch.randn(hw.W_Q.shape[:3], generator=g),
+                        b_K=0.3 * torch.randn(hw.W_K.shape[:3], generator=g))
+    lin = linearise_qk_norm(biased)
+    J_q, J_k = qk_norm_jacobians(biased)
+    for J, b, new in ((J_q, biased.b_Q, lin.b_Q), (J_k, biased.b_K, lin.b_K)):
+        assert torch.equal(new[1], b[1])
+        torch.testing.assert_close(new[0].double(), (J[0] @ b[0].double()[..., None])[..., 0], atol=1e-6, rtol=1e-6)
+        assert not torch.allclose(new[0], b[0])
+    for name in ("W_Q", "W_K"):
+        assert torch.equal(getattr(lin, name)[1], getattr(biased, name)[1])
+
+
 def test_the_layers_survive_a_save_and_a_load(scout, tmp_path):
     _, hw = scout
     back = compscope.load(native.save(hw, tmp_path / "m"))

@@ -165,8 +165,9 @@ def test_the_errors_name_the_model_and_the_step():
     with pytest.raises(compscope.ProcessingError, match=r"moments of shape \(2, 3\); expected"):
         linearise_qk_norm(gemma, moments=torch.zeros(2, 3))
     L, d = biased.n_layers, biased.d_model
-    with pytest.raises(compscope.ProcessingError, match="query or key biases; give the mean"):
-        linearise_qk_norm(biased, moments=torch.eye(d).expand(L, d, d))
+    for one_side in ({"b_K": None}, {"b_Q": None}, {}):  # a bias on either side alone asks for the means too
+        with pytest.raises(compscope.ProcessingError, match="query or key biases; give the mean"):
+            linearise_qk_norm(biased.replace(**one_side), moments=torch.eye(d).expand(L, d, d))
     from compscope.data.norm_linearisation import check_parts
 
     for lin in (linearise_qk_norm(gemma), at_moments):
