@@ -307,7 +307,7 @@ def test_the_covariance_metric_by_name_is_the_centred_moment_of_the_held_out_rep
 def test_the_kept_sums_serve_weights_whose_heads_read_the_same():
     """``ResidualSums.serves`` (via ``same_reads``): weights whose heads read the residual through the
     same input norm (QK-norm linearised, a copy on the same device) reuse the sums; folded gains, which
-    change what the heads read, do not; a model without a pre-norm reads the residual itself."""
+    change what the heads read, do not, nor a first layer that reads the residual without the norm; a model without a pre-norm reads the residual itself."""
     pytest.importorskip("transformers")
     import sys
     from pathlib import Path
@@ -326,6 +326,8 @@ def test_the_kept_sums_serve_weights_whose_heads_read_the_same():
     moved = hw.replace(attn_norm=type(hw.attn_norm)(hw.attn_norm.kind, hw.attn_norm.weight + 1e-3, None,
                                                     hw.attn_norm.eps, hw.attn_norm.offset))
     assert not same_reads(hw, moved)
+    skips = hw.replace(first_layer_unnormed=True)  # the same norm, but layer 0 reads the residual without it
+    assert not same_reads(hw, skips) and not same_reads(skips, hw) and same_reads(skips, skips.replace(W_Q=skips.W_Q))
     bert = compscope.load(build(BY_ID["bert"]))  # post-LN: the heads read the residual itself
     assert same_reads(bert, bert.replace(W_Q=bert.W_Q * 2))
     assert not same_reads(hw, bert)
