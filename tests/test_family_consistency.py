@@ -914,6 +914,36 @@ def test_per_head_qk_gains_that_agree_are_the_shared_gains():
             torch.testing.assert_close(project(per_head, 0, kind, inp), project(shared, 0, kind, inp), rtol=0, atol=1e-6)
 
 
+@pytest.mark.parametrize("variant_id", ["llama-gqa-bias", "olmo2-layer-qk-norm"])
+def test_one_input_per_query_head_is_read_by_that_head_alone(variant_id):
+    """``project`` of ``x: (batch, seq, head, d_model)``, one input per query head: the same input for every
+    head gives the queries, keys and values of ``x`` itself (biases included; K/V heads shared by GQA
+    repeated), and with a head-own input, head ``h`` reads ``x[:, :, h]`` as every head would (its K/V
+    head's weights and bias). A QK-norm over all heads of a layer (OLMo-2) mixes the heads' keys: keys per
+    query head are refused."""
+    from compscope.core.attention import project
+
+    hw, _, cap = loaded(variant_id)
+    x = cap.resid[0]
+    assert hw.b_K is not None or variant_id != "llama-gqa-bias"
+    g = torch.Generator().manual_seed(4)
+    own = x[:, :, None] + 0.5 * torch.randn(*x.shape[:2], hw.n_heads, x.shape[-1], generator=g)
+    same = x[:, :, None].expand(-1, -1, hw.n_heads, -1)
+    layer_wide = hw.qk_norm_scope == "layer"
+    for kind in "QKV":
+        if layer_wide and kind == "K":
+            for inp in (same, own):
+                with pytest.raises(compscope.OptionError, match="layer-wide QK-norm mixes every K head"):
+                    project(hw, 0, kind, inp)
+            continue
+        torch.testing.assert_close(project(hw, 0, kind, same), project(hw, 0, kind, x), rtol=1e-5, atol=1e-5)
+        if layer_wide and kind == "Q":
+            continue  # (a norm over every query head: head h's queries depend on the other heads' inputs)
+        for h in range(hw.n_heads):
+            torch.testing.assert_close(project(hw, 0, kind, own)[:, h], project(hw, 0, kind, own[:, :, h])[:, h],
+                                       rtol=1e-5, atol=1e-5)
+
+
 def test_smollm3_layers_without_rotary_and_their_windows_as_transformers_builds_them():
     """SmolLM3's per-layer settings from a config, as transformers builds the model from it: no
     rotary on every ``no_rope_layer_interval``-th layer (or as ``no_rope_layers`` lists), a window
