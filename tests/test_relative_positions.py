@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import compscope
-from compscope.core.attention import bias_bucket, dot_products, relative_index
+from compscope.core.attention import bias_bucket, dot_products, paired_dot_products, relative_index
 from compscope.core.heads import WeightError
 
 transformers = pytest.importorskip("transformers")
@@ -53,22 +53,37 @@ def test_offsets_fall_in_the_rows_transformers_computes(size, top):
     assert torch.equal(relative_index(hw, offsets), want)
 
 
-def test_logits_equal_a_loop_over_queries_keys_and_heads():
-    """``q_i·k_j + q_i·pos_K[ρ(i−j)] + k_j·pos_Q[ρ(i−j)]``, the row ``ρ`` taken from the offset, in float64."""
+@pytest.mark.parametrize("terms", ["both", "c2p", "p2c"])
+def test_logits_equal_a_loop_over_queries_keys_and_heads(terms):
+    """``q_i·k_j + q_i·pos_K[ρ(i−j)] + k_j·pos_Q[ρ(i−j)]``, the row ``ρ`` taken from the offset, in float64: 7
+    queries at positions 2 … 8 against 9 keys at 0 … 8, with both position terms, or one alone (DeBERTa's
+    ``pos_att_type`` of ``c2p`` or ``p2c`` only: the other table None, its term gone)."""
     hw, _ = _loaded()
+    hw = hw.replace(pos_Q=None if terms == "c2p" else hw.pos_Q.double(),
+                    pos_K=None if terms == "p2c" else hw.pos_K.double())
     g = torch.Generator().manual_seed(0)
-    q, k = (torch.randn(2, hw.n_heads, 9, hw.d_head, generator=g, dtype=torch.float64) for _ in range(2))
-    i, j = torch.arange(9)[:, None], torch.arange(9)[None]
-    got = dot_products(hw.replace(pos_Q=hw.pos_Q.double(), pos_K=hw.pos_K.double()), 1, q, k, i - j).numpy()
-    Q, K, PQ, PK = q.numpy(), k.numpy(), hw.pos_Q[1].double().numpy(), hw.pos_K[1].double().numpy()
+    q = torch.randn(2, hw.n_heads, 7, hw.d_head, generator=g, dtype=torch.float64)
+    k = torch.randn(2, hw.n_heads, 9, hw.d_head, generator=g, dtype=torch.float64)
+    i, j = torch.arange(2, 9)[:, None], torch.arange(9)[None]
+    got = dot_products(hw, 1, q, k, i - j).numpy()
+    zero = np.zeros(tuple((hw.pos_Q if hw.pos_Q is not None else hw.pos_K)[1].shape))  # the absent table's term
+    Q, K = q.numpy(), k.numpy()
+    PQ, PK = (zero if t is None else t[1].numpy() for t in (hw.pos_Q, hw.pos_K))
     rows = relative_index(hw, i - j).numpy()
+    assert got.shape == (2, hw.n_heads, 7, 9)
     for b in range(2):
         for h in range(hw.n_heads):
-            for a in range(9):
+            for a in range(7):
                 for c in range(9):
                     row = rows[a, c]
                     want = Q[b, h, a] @ K[b, h, c] + Q[b, h, a] @ PK[h, row] + K[b, h, c] @ PQ[h, row]
                     assert got[b, h, a, c] == pytest.approx(want, rel=1e-12, abs=1e-12)
+            for d in (-3, 0, 2):  # each query with its own key at one offset: the diagonal of the loop's values
+                n = 5
+                qd, kd = q[b:b + 1, :, :n], k[b:b + 1, :, :n]
+                row = int(relative_index(hw, torch.tensor(d)))
+                want = [Q[b, h, a] @ K[b, h, a] + Q[b, h, a] @ PK[h, row] + K[b, h, a] @ PQ[h, row] for a in range(n)]
+                assert paired_dot_products(hw, 1, qd, kd, d)[0, h].numpy() == pytest.approx(want, rel=1e-12, abs=1e-12)
 
 
 def test_position_queries_and_keys_are_the_layers_projections_of_the_normed_relative_embeddings():
