@@ -384,6 +384,54 @@ def test_text_labels_refuse_bad_tokens():
         text_labels("induction-2l", torch.zeros(2, 4, dtype=torch.long), batch_size=0, progress=False)
 
 
+def test_text_labels_count_copies_after_the_first_token_where_the_model_has_one(monkeypatch):
+    """The first position is a copy only for a model without a first token of its own (no BOS): in
+    ``3 5 3 7 5`` position 2 (a copy of 3) and 4 (of 5) have earlier copies, both with a token after an
+    earlier copy but the one before them; with a BOS the leading 3 is that token, and only position 4
+    counts. Three positions suffice; the words name the given tokens' shape."""
+    from compscope.data.head_labels import text_labels
+
+    runner = runner_for("induction-2l", device="cpu")
+    tokens = torch.tensor([[3, 5, 3, 7, 5], [1, 2, 4, 6, 8]])
+    plain = text_labels(runner, tokens, progress=False)
+    assert plain.positions["duplicate_token"] == plain.positions["induction"] == 2
+    assert plain.data == "2 given sequences of 5 tokens"
+    monkeypatch.setattr(runner, "bos", 3)
+    first = text_labels(runner, tokens, progress=False)
+    assert first.positions["duplicate_token"] == first.positions["induction"] == 1
+    torch.testing.assert_close(first.previous_token, plain.previous_token, rtol=0, atol=0)  # (the same patterns)
+    assert text_labels(runner, tokens[:, :3], progress=False).positions["previous_token"] == 2 * 2
+
+
+@pytest.mark.parametrize("which", ["repeats", "text"])
+def test_the_label_passes_count_sequences_on_a_bar_shown_by_default(monkeypatch, which):
+    """Each pass's bar counts sequences, 5 of them in batches of 2 (not positions), reaches its total,
+    and is on unless ``progress=False``."""
+    from compscope import progress
+    from compscope.data.head_labels import text_labels
+
+    bars = []
+    monkeypatch.setattr(progress, "_Bar", lambda total, desc, enabled, delay=2.0, _B=progress._Bar:
+                        bars.append(_B(total, desc, enabled, delay)) or bars[-1])
+    runner = runner_for("induction-2l", device="cpu", progress=False)
+    tokens = torch.randint(0, runner.hw.n_vocab, (5, 12), generator=torch.Generator().manual_seed(1))
+    run = ((lambda **kw: activation_labels(runner, sequences=5, half=6, batch_size=2, **kw)) if which == "repeats"
+           else (lambda **kw: text_labels(runner, tokens, batch_size=2, **kw)))
+    run()
+    assert [(b.total, b.n, b.enabled) for b in bars] == [(5, 5, True)]
+    run(progress=False)
+    assert not bars[-1].enabled
+
+
+def test_the_labels_repr_names_their_data_and_top_heads():
+    labels = activation_labels(runner_for("induction-2l", device="cpu"), sequences=4, half=6, progress=False)
+    text = repr(labels)
+    assert text.startswith("ActivationLabels(2 layers x 4 heads; 4 sequences [t, t], |t| = 6, seed 12345; top induction ")
+    for name in ("induction", "previous_token"):
+        best = int(labels.mean[name].flatten().argmax())
+        assert f"top {name} {best // 4}.{best % 4} {float(labels.mean[name].max()):.2f}, " in text
+
+
 def test_more_sequences_than_memory_holds_are_refused_by_their_number(monkeypatch, capsys):
     """Token ids (int64) for ``n`` sequences ``[bos] t t`` (and the toy's ``[t, t]``) beyond the
     free memory are refused before torch is asked for them, by their number."""
