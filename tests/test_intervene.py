@@ -1025,6 +1025,37 @@ def test_a_writer_that_nearly_cancels_the_residual_takes_the_plain_route(norm):
                                    atol=1e-5, rtol=1e-4)  # the norms normalise in float32
 
 
+@pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])
+@pytest.mark.parametrize("scale, ratio, plain_route", [(30.0, 1e-3, True), (0.1, 0.1, False)])
+def test_the_plain_route_is_taken_by_the_share_of_the_residual_left_whatever_its_size(norm, scale, ratio, plain_route):
+    """The route turns on ``σ'² / σ²`` against :data:`CANCELLATION` (1e-2), not on ``σ²`` itself: a large residual
+    with a thousandth of it left after ``δ`` takes the plain route; a small one with a tenth left, the factored one,
+    whose reads equal the plain route's."""
+    from compscope.core.attention import project
+    from compscope.data import factored_path
+
+    assert factored_path.CANCELLATION == 1e-2
+    cfg = ToyConfig(n_layers=3, n_heads=3, d_model=12, d_head=4, d_vocab=10, n_ctx=8, norm=norm, positions="rotary")
+    hw = ToyTransformer(cfg, seed=0).double().head_weights()
+    g = torch.Generator().manual_seed(1)
+    u = scale * torch.randn(2, 8, hw.d_head, generator=g, dtype=hw.W_O.dtype)
+    delta = torch.einsum("dr,bsr->bsd", hw.W_O[0][1], u)
+    centre = (lambda t: t - t.mean(-1, keepdim=True)) if norm == "layernorm" else (lambda t: t)
+    e = torch.randn(2, 8, hw.d_model, generator=g, dtype=hw.W_O.dtype)  # what is left: ratio^½ of δ's size
+    e = e * (ratio * centre(delta).pow(2).sum(-1, keepdim=True) / centre(e).pow(2).sum(-1, keepdim=True)).sqrt()
+    resid = [torch.randn(2, 8, hw.d_model, generator=g, dtype=hw.W_O.dtype) for _ in range(2)] + [e - delta]
+    asked = []
+
+    def plain(l2):
+        asked.append(l2)
+        return {k: project(hw, l2, k, read_input(hw, l2, resid[l2] + delta)) for k in "QKV"}
+
+    reads = dict(factored_path.changed_reads(hw, factored_path.readers(hw, resid, "QKV"), 0, 1, u, "QKV", plain))
+    assert asked == ([2] if plain_route else [])
+    for k in "QKV":
+        torch.testing.assert_close(reads[2][k], project(hw, 2, k, read_input(hw, 2, e)), atol=1e-5, rtol=1e-4)
+
+
 def test_writers_per_batch_fit_the_budget(monkeypatch):
     """At least one writer; the budget over a writer's bytes (on a SmolLM2-shaped model's 16 × 65
     tokens: 9 heads' patterns of 65 × 65 per sequence, eight float32 copies and the reads, ~31 MB a writer);
