@@ -426,7 +426,8 @@ def test_the_label_passes_count_sequences_on_a_bar_shown_by_default(monkeypatch,
 def test_the_labels_repr_names_their_data_and_top_heads():
     labels = activation_labels(runner_for("induction-2l", device="cpu"), sequences=4, half=6, progress=False)
     text = repr(labels)
-    assert text.startswith("ActivationLabels(2 layers x 4 heads; 4 sequences [t, t], |t| = 6, seed 12345; top induction ")
+    assert text.startswith("ActivationLabels(2 layers x 4 heads; 4 sequences [t, t], |t| = 6, seed 12345; "
+                           "top induction ")
     for name in ("induction", "previous_token"):
         best = int(labels.mean[name].flatten().argmax())
         assert f"top {name} {best // 4}.{best % 4} {float(labels.mean[name].max()):.2f}, " in text

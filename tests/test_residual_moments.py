@@ -307,7 +307,8 @@ def test_the_covariance_metric_by_name_is_the_centred_moment_of_the_held_out_rep
 def test_the_kept_sums_serve_weights_whose_heads_read_the_same():
     """``ResidualSums.serves`` (via ``same_reads``): weights whose heads read the residual through the
     same input norm (QK-norm linearised, a copy on the same device) reuse the sums; folded gains, which
-    change what the heads read, do not, nor a first layer that reads the residual without the norm; a model without a pre-norm reads the residual itself."""
+    change what the heads read, do not, nor a first layer that reads the residual without the norm; a model
+    without a pre-norm reads the residual itself."""
     pytest.importorskip("transformers")
     import sys
     from pathlib import Path
