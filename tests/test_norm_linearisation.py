@@ -258,6 +258,59 @@ def test_parts_and_the_errors_that_name_them():
     olmo = build(BY_ID["olmo2-layer-qk-norm"])
     with pytest.raises(compscope.ProcessingError, match="all heads of a layer at once"):
         linearise_norms(runner_for(olmo, compscope.load(olmo)), "qk", tokens=tokens)
+    from compscope.core.heads import Norm
+    from compscope.data.norm_linearisation import check_parts
+
+    latent = compscope.load(build(BY_ID["deepseek-v3-latent-attention"]))  # no model has a latent norm and either
+    assert check_parts(latent, None) == ("latent",)  # other yet: each given to it by hand
+    gainless = Norm("rmsnorm", None, None, 1e-6)
+    for other in ({"v_norm": gainless}, {"qk_norm": (gainless, gainless)}):
+        with pytest.raises(compscope.ProcessingError, match="latent norm's scale sits before a QK-norm or value norm"):
+            check_parts(latent.replace(**other), "latent")
+
+
+def test_a_value_norm_is_measured_on_what_it_takes_value_biases_included():
+    """Gemma 4's value norm, measured on text, reads ``W_V x + b_V`` at every position but the first, per K/V
+    head: given weights with value biases (by hand: Gemma 4 has none), its mean Jacobian is
+    :class:`JacobianMean`'s over those rows, and not the one without the biases."""
+    pytest.importorskip("transformers")
+    from compscope.core.attention import read_input
+    from compscope.data.norm_linearisation import JacobianMean, mean_jacobians
+    from compscope.data.runner import runner_for
+    from hf_tiny import BY_ID, build, random_ids
+
+    model = build(BY_ID["gemma4-widths-k-eq-v-scalars"])
+    hw = compscope.load(model)
+    runner = runner_for(model, hw, progress=False)
+    tokens = random_ids(seq=7, batch=3)
+    biased = hw.replace(b_V=0.5 * torch.randn(hw.W_V.shape[:3], generator=torch.Generator().manual_seed(2)))
+    got = mean_jacobians(runner, "value", hw=biased, tokens=tokens, progress=False)
+    plain = mean_jacobians(runner, "value", tokens=tokens, progress=False)
+    tr = runner.trace(tokens)
+    for l in range(hw.n_layers):
+        x = read_input(biased, l, tr.resid[l]).double()
+        y = torch.einsum("grd,bsd->bsgr", biased.W_V[l].double(), x)[:, 1:] + biased.b_V[l].double()
+        want = JacobianMean(hw.v_norm)
+        want.add(y.reshape(-1, *y.shape[2:]))
+        torch.testing.assert_close(got.means["v", l], want.mean(), rtol=1e-6, atol=1e-8)
+        assert not torch.allclose(got.means["v", l], plain.means["v", l], rtol=1e-3, atol=1e-6)
+
+
+@pytest.mark.parametrize("call", ["mean_jacobians", "linearise_norms"])
+def test_the_pass_over_text_counts_sequences_on_a_bar_shown_by_default(monkeypatch, call):
+    pytest.importorskip("transformers")
+    from compscope import progress
+    from compscope.data import norm_linearisation
+    from compscope.data.runner import runner_for
+    from hf_tiny import BY_ID, build, random_ids
+
+    model = build(BY_ID["gemma3-text"])
+    runner = runner_for(model, compscope.load(model), progress=False)
+    bars = []
+    monkeypatch.setattr(progress, "_Bar", lambda total, desc, enabled, delay=2.0, _B=progress._Bar:
+                        bars.append(_B(total, desc, enabled, delay)) or bars[-1])
+    getattr(norm_linearisation, call)(runner, tokens=random_ids(seq=9, batch=5), batch_size=2)
+    assert [(b.total, b.n, b.enabled) for b in bars] == [(5, 5, True)]
 
 
 def test_validate_judges_the_linearised_weights_of_the_unprocessed_model():
