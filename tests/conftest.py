@@ -17,6 +17,19 @@ if _workers > 1:
     os.environ.setdefault("MKL_NUM_THREADS", _share)
 
 
+@pytest.fixture
+def bars(monkeypatch):
+    """Every progress bar opened while the test runs, in order (``compscope.progress._Bar`` objects, their delay
+    as asked)."""
+    from compscope import progress
+
+    opened = []
+    real = progress._Bar
+    monkeypatch.setattr(progress, "_Bar", lambda total, desc, enabled, delay=2.0:
+                        opened.append(real(total, desc, enabled, delay)) or opened[-1])
+    return opened
+
+
 #: Modules whose tests share no module-scoped fixture and each take long (benchmarks, shown commands,
 #: modules run again at the oldest versions and without the extras): spread over the workers one test
 #: at a time.

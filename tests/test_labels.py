@@ -404,15 +404,11 @@ def test_text_labels_count_copies_after_the_first_token_where_the_model_has_one(
 
 
 @pytest.mark.parametrize("which", ["repeats", "text"])
-def test_the_label_passes_count_sequences_on_a_bar_shown_by_default(monkeypatch, which):
+def test_the_label_passes_count_sequences_on_a_bar_shown_by_default(bars, which):
     """Each pass's bar counts sequences, 5 of them in batches of 2 (not positions), reaches its total,
     and is on unless ``progress=False``."""
-    from compscope import progress
     from compscope.data.head_labels import text_labels
 
-    bars = []
-    monkeypatch.setattr(progress, "_Bar", lambda total, desc, enabled, delay=2.0, _B=progress._Bar:
-                        bars.append(_B(total, desc, enabled, delay)) or bars[-1])
     runner = runner_for("induction-2l", device="cpu", progress=False)
     tokens = torch.randint(0, runner.hw.n_vocab, (5, 12), generator=torch.Generator().manual_seed(1))
     run = ((lambda **kw: activation_labels(runner, sequences=5, half=6, batch_size=2, **kw)) if which == "repeats"

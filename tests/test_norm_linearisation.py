@@ -297,18 +297,15 @@ def test_a_value_norm_is_measured_on_what_it_takes_value_biases_included():
 
 
 @pytest.mark.parametrize("call", ["mean_jacobians", "linearise_norms"])
-def test_the_pass_over_text_counts_sequences_on_a_bar_shown_by_default(monkeypatch, call):
+def test_the_pass_over_text_counts_sequences_on_a_bar_shown_by_default(bars, call):
     pytest.importorskip("transformers")
-    from compscope import progress
     from compscope.data import norm_linearisation
     from compscope.data.runner import runner_for
     from hf_tiny import BY_ID, build, random_ids
 
     model = build(BY_ID["gemma3-text"])
     runner = runner_for(model, compscope.load(model), progress=False)
-    bars = []
-    monkeypatch.setattr(progress, "_Bar", lambda total, desc, enabled, delay=2.0, _B=progress._Bar:
-                        bars.append(_B(total, desc, enabled, delay)) or bars[-1])
+    del bars[:]  # (only the pass's own)
     getattr(norm_linearisation, call)(runner, tokens=random_ids(seq=9, batch=5), batch_size=2)
     assert [(b.total, b.n, b.enabled) for b in bars] == [(5, 5, True)]
 
