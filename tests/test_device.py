@@ -293,6 +293,13 @@ def test_the_activations_metric_runs_the_model_on_the_device_asked(monkeypatch):
     with pytest.raises(OptionError, match="runs on meta; move it there yourself"):
         get_metric("activations", hw, model=model, device="cpu")
     assert next(model.parameters()).device.type == "meta"
+    # a runner runs where it is: its own device is taken, another refused (here, or where CUDA is not)
+    from compscope.data.runner import runner_for
+
+    runner = runner_for("induction-2l", progress=False)
+    assert get_metric("activations", runner.hw, model=runner, device="cpu").name == "activations"
+    with pytest.raises(OptionError, match="device='cuda'"):
+        get_metric("activations", runner.hw, model=runner, device="cuda")
 
 
 def test_one_pair_under_the_activations_metric_runs_the_model_on_the_device_asked(monkeypatch, capsys):

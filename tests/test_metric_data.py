@@ -400,6 +400,11 @@ def test_shrinkage_reaches_the_metric_the_table_and_the_command_line(capsys):
         torch.testing.assert_close(got.sqrt[layer], want.sqrt[layer], rtol=1e-6, atol=1e-8)
     assert got.own_reads and re.fullmatch(r"20 held-out repeated random sequences \[t, t\], \|t\| = 20 \(seed 3\); "
                                           r"Ledoit-Wolf shrinkage [0-9.e-]+(-[0-9.e-]+ per layer| in every layer)", got.data)
+    # the intensities said are the lowest and highest of the layers': (1 - rho) S off the diagonal
+    sample = runner_second_moments(runner, held_out_repeats(runner.model, 20, 20, 3), batch_size=20, centred=True)
+    rho = [float(1 - moments[layer][0, 1] / sample[layer][0, 1]) for layer in sorted(sample)]
+    assert f"{min(rho):.2g}" != f"{max(rho):.2g}" and got.data.endswith(
+        f"; Ledoit-Wolf shrinkage {min(rho):.2g}-{max(rho):.2g} per layer")
     t = compscope.scores("induction-2l", "K", ["frobenius"], "covariance", progress=False,
                          metric_data=MetricData(shrinkage="ledoit-wolf"))
     assert "Ledoit-Wolf shrinkage" in t.info["metric_data"]

@@ -98,6 +98,8 @@ def test_toy_metric_by_name_and_errors():
         got = toy_activation_metric("induction-2l", sequences=10, half=8, shrinkage=shrinkage)
         for layer in want.sqrt:
             torch.testing.assert_close(got.sqrt[layer], want.sqrt[layer])
+            # the default is the shrunk one, and shrinking changes it
+            assert torch.allclose(met.sqrt[layer], want.sqrt[layer]) == (shrinkage == "ledoit-wolf")
     with pytest.raises(OptionError, match="shrinkage='lw'"):
         toy_activation_metric("induction-2l", sequences=10, half=8, shrinkage="lw")
     with pytest.raises(OptionError, match="toy models only"):
@@ -265,13 +267,14 @@ def test_a_folder_without_tokenizer_files_has_no_tokenizer(tmp_path, variant):
     assert set(data_activation_metric(runner, sequences=4).sqrt) == set(range(runner.hw.n_layers))
 
 
+@pytest.mark.parametrize("centred", [True, False])
 @pytest.mark.parametrize("own", [False, True])
-def test_the_covariance_metric_by_name_is_the_centred_moment_of_the_held_out_repeats(own):
-    """``metric='covariance'`` (``'covariance-own'``) on the default model: every score equals the
-    one under ``activations(G)`` (with ``own_reads``) with ``G`` the covariance computed here by hand
-    (ln1 of the cached residual, centred) on the same held-out sequences; and it differs from the
-    ``activations`` metric's, and the ``-own`` variant from the other. Like ``activations``,
-    weights alone are refused with a one-line error naming the metric."""
+def test_the_metrics_by_name_are_the_moments_of_the_held_out_repeats(own, centred):
+    """``metric='covariance'`` (``'activations'``, and their ``-own`` variants) on the default model:
+    every score equals the one under ``activations(G)`` (with ``own_reads``) with ``G`` the covariance
+    (the second moment) computed here by hand (ln1 of the cached residual, centred or not) on the same
+    held-out sequences; and it differs from the other moment's, and the ``-own`` variant from the
+    other. Weights alone are refused with a one-line error naming the metric."""
     import dataclasses
 
     import compscope
@@ -288,20 +291,22 @@ def test_the_covariance_metric_by_name_is_the_centred_moment_of_the_held_out_rep
     for layer, blk in enumerate(model.blocks):
         x = cache[f"resid_pre.{layer}"]
         x = (x if blk.ln1 is None else blk.ln1(x)).reshape(-1, x.shape[-1]).double()
-        x = x - x.mean(0)
+        x = x - x.mean(0) if centred else x
         G[layer] = x.T @ x / x.shape[0]
-    name = "covariance-own" if own else "covariance"
+    name = ("covariance" if centred else "activations") + ("-own" if own else "")
     want = scores("induction-2l", "QK", ALL, dataclasses.replace(activations(G), own_reads=own), pairs="all", progress=False)
     sample = compscope.MetricData(shrinkage="none")  # the moment itself (the default shrinks it: test_metric_data)
     got = scores("induction-2l", "QK", ALL, name, pairs="all", progress=False, metric_data=sample)
     assert set(got.to_pandas().metric) == {name}
     for key, v in want.values.items():
         torch.testing.assert_close(got.values[key], v, rtol=1e-4, atol=1e-5, equal_nan=True)
-    for other in ("activations-own" if own else "activations", "covariance" if own else "covariance-own"):
+    flip = {"covariance": "activations", "activations": "covariance"}
+    for other in (name.replace(name.split("-")[0], flip[name.split("-")[0]]), name[:-4] if own else name + "-own"):
         second = scores("induction-2l", "K", ["frobenius"], other, progress=False, metric_data=sample).dense("frobenius", "K")
         assert (second - got.dense("frobenius", "K")).nan_to_num().abs().max() > 1e-3, other
-    with pytest.raises(OptionError, match=f"metric '{name}' is estimated on data"):
-        scores(compscope.load("induction-2l"), "K", ["frobenius"], name, progress=False)
+    for device in ({}, {"device": "cpu"}):  # a device given does not make weights a model to run
+        with pytest.raises(OptionError, match=f"metric '{name}' is estimated on data"):
+            scores(compscope.load("induction-2l"), "K", ["frobenius"], name, progress=False, **device)
 
 
 def test_the_kept_sums_serve_weights_whose_heads_read_the_same():
@@ -351,3 +356,51 @@ def test_metric_sequences_without_a_tokenizer_hold_no_special_token():
     assert tokens.shape == (16, 30)
     assert not torch.isin(tokens, torch.tensor(runner.special_ids())).any()
 
+
+
+@pytest.mark.parametrize("shown", [True, False])
+def test_each_pass_over_data_counts_sequences_on_a_bar(bars, shown):
+    """The moments' pass shows a bar where the runner does (``runner_for``'s ``progress``, on by
+    default); the samples' passes where their own ``progress`` says, on by default. Each counts the
+    5 sequences (9 tokens each, two at a time) to its total."""
+    from compscope.data.residual_moments import SampleData, content_samples, residual_samples, runner_second_moments
+    from compscope.data.runner import runner_for
+
+    runner = runner_for("induction-2l", **({} if shown else {"progress": False}))
+    t = repeated_random(5, 4, runner.hw.n_vocab, seed=1)
+    assert t.shape == (5, 8)
+    del bars[:]  # (only the passes' own)
+    runner_second_moments(runner, t, batch_size=2)
+    residual_samples(runner, t, n=6, batch_size=2, **({} if shown else {"progress": False}))
+    content_samples(runner.hw, runner, SampleData(sequences=5, length=8, positions=6),
+                    **({} if shown else {"progress": False}))
+    assert [(b.desc, b.total, b.n, b.enabled) for b in bars] == [
+        ("residual moments", 5, 5, shown), ("residual samples", 5, 5, shown), ("residual samples", 5, 5, shown)]
+
+
+def test_a_toy_folders_folded_heads_read_the_norm_without_its_gain(tmp_path):
+    """The metric by name for a toy folder: its unprocessed heads read ``ln1(x)`` with the gain, its heads with the
+    gains folded read the norm's output without it; each ``G`` is the moment of that, computed here by hand from the
+    toy's cache on the same held-out sequences."""
+    from compscope.core.metrics import get_metric
+    from compscope.data.residual_moments import METRIC_SEED, MetricData
+    from compscope.toy.storage import held_out_repeats, save_toy
+
+    m = ToyTransformer(ToyConfig(n_layers=2, n_heads=2, d_model=8, d_head=4, d_vocab=11, n_ctx=8, norm="rmsnorm"),
+                       seed=3)
+    for blk in m.blocks:
+        blk.ln1.w.data.uniform_(0.5, 2.0)
+    folder = save_toy(m, tmp_path / "normed")
+    data = MetricData(sequences=6, length=8, shrinkage="none")
+    cache = {}
+    with torch.no_grad():
+        m(held_out_repeats(m, 6, 4, METRIC_SEED), cache=cache)
+    for folded in (False, True):
+        hw = compscope.load(folder, fold_norm=folded)
+        got = get_metric("activations", hw, model=str(folder), data=data)
+        for layer, blk in enumerate(m.blocks):
+            r = cache[f"resid_pre.{layer}"].double()
+            x = r / r.pow(2).mean(-1, keepdim=True).add(m.cfg.norm_eps).sqrt()
+            x = (x if folded else x * blk.ln1.w.double()).reshape(-1, 8)
+            want = activations({layer: x.T @ x / x.shape[0]})
+            torch.testing.assert_close(got.sqrt[layer], want.sqrt[layer], rtol=1e-4, atol=1e-6)

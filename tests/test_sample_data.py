@@ -65,6 +65,9 @@ def test_the_content_is_sampled_on_the_data_asked_for(rotary):
         torch.testing.assert_close(got[l][torch.argsort(got[l][:, 0])], want[l][torch.argsort(want[l][:, 0])],
                                    atol=1e-5, rtol=1e-5)
     assert SampleData(sequences=3).content(runner).endswith("all 45 positions after the first")
+    assert SampleData(sequences=3, positions=45).content(runner).endswith("all 45 positions after the first")
+    assert SampleData(sequences=3, positions=44).content(runner).endswith("44 of the 45 positions after the first, "
+                                                                            "drawn by the same seed")
     assert "3 repeated random sequences [t, t], |t| = 8 (seed 12346)" in SampleData(sequences=3).content(runner)
     # an odd length: [t, t] of |t| = 4 is 8 tokens, 7 positions after the first; the shortest, 4: |t| = 2
     odd = SampleData(sequences=3, length=9)
