@@ -574,6 +574,8 @@ def test_content_samples_and_options_are_checked():
     hw, _ = _one_rotary_head(1.0, 1.0)
     with pytest.raises(OptionError, match=r"must be \(n, 2\)"):
         rotary_previous(hw, content={0: torch.zeros(4, 3)})
+    with pytest.raises(OptionError, match=r"must be \(n, 2\), got \(0, 2\)"):  # no samples at all
+        rotary_previous(hw, content={0: torch.zeros(0, 2)})
     with pytest.raises(OptionError, match="missing for layers"):
         rotary_previous(hw, content={})
     with pytest.raises(OptionError, match="content='tokens'"):
@@ -764,3 +766,41 @@ def test_alibi_previous_token_score_equals_its_closed_form_and_reads_content():
     other = math.exp(-s - m) / (math.exp(s) + math.exp(-s - m))
     got = float(rotary_previous(one, window=2, content={0: samples}, seed=3)[0, 0])
     assert got == pytest.approx((same + other) / 2, abs=0.01)
+
+
+def test_each_long_step_counts_on_its_bar_only_when_asked(bars):
+    """``head_circuits``' progress is the induction search's bar alone, counting the (L − 1)·H readers to the end (the
+    K-composition scores it needs run without theirs); ``induction_matching``'s counts the L(L − 1)/2 layer pairs.
+    Every one is off by default, also where it is called directly."""
+    from compscope.analysis.circuits import head_circuits as circuits_of, head_circuits_by_content, induction_matching
+    from compscope.analysis.circuits import induction_qk
+
+    hw = model(L=4)  # 4 heads a layer; rotary, so it has previous-token and induction scores
+    circuits_of(hw)
+    head_circuits_by_content(hw, {"embed": None})
+    induction_matching(hw)
+    induction_qk(hw, torch.rand(4, 4, dtype=torch.float64), torch.rand(4, 4, 4, 4, dtype=torch.float64))
+    assert bars and not any(b.enabled for b in bars)
+    del bars[:]
+    circuits_of(hw, progress=True)
+    induction_matching(hw, progress=True)
+    assert [(b.desc, b.total, b.n) for b in bars if b.enabled] == [("induction from the weights", 12, 12),
+                                                                    ("matching through writers", 6, 6)]
+
+
+def test_the_circuits_repr_names_the_three_top_heads_of_each_score():
+    from compscope.analysis.circuits import head_circuits as circuits_of
+
+    c = circuits_of(model(L=3))
+
+    def top(t):
+        ranked = sorted(((-float(t[l, h]), l, h) for l in range(t.shape[0]) for h in range(t.shape[1])))[:3]
+        return ", ".join(f"{l}.{h} {-v:.2f}" for v, l, h in ranked)
+
+    assert repr(c) == (f"Circuits('test', 3 layers x 4 heads; measure frobenius, content embed; "
+                       f"top copying {top(c.copying)}; top matching {top(c.matching)}; "
+                       f"top previous {top(c.previous)}; top induction {top(c.induction)})")
+    # no unembedding and no positions: the matching score alone
+    bare = circuits_of(model(L=2).replace(W_U=None, rotary=None, positions="none"))
+    assert repr(bare) == f"Circuits('test', 2 layers x 4 heads; measure frobenius, content embed; " \
+                            f"top matching {top(bare.matching)})"
