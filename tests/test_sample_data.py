@@ -258,3 +258,17 @@ def test_a_corpus_of_ones_own_is_what_validate_samples(tmp_path):
     torch.testing.assert_close(v.text_labels.mean["previous_token"], want.mean["previous_token"])
     assert v.options["text_labels_data"] == words
     assert v.options["sample_data"] == {"sequences": 3, "length": 8, "seed": 3, "positions": 1024, "corpus": str(path)}
+
+
+def test_the_verdicts_contents_sample_on_a_bar_shown_by_default(rotary, bars):
+    """``previous_contents``: the weights alone (``embed``) and, for rotary heads, samples of what each layer
+    reads, taken on a bar that is on unless ``progress=False``."""
+    from compscope.data.validate import previous_contents
+
+    runner = runner_for(str(rotary), progress=False)
+    del bars[:]
+    got = previous_contents(runner.hw, runner, data=SampleData(sequences=3))
+    assert list(got) == ["embed", "activations"] and got["embed"] is None and got["activations"][1].shape == (45, 16)
+    previous_contents(runner.hw, runner, progress=False, data=SampleData(sequences=3))
+    assert [(b.desc, b.total, b.n, b.enabled) for b in bars] == [("residual samples", 3, 3, True),
+                                                                ("residual samples", 3, 3, False)]

@@ -299,6 +299,8 @@ def test_true_pairs_and_precision():
         [[nan, 0, 0], [nan, nan, 0], [nan] * 3], dtype=torch.float64), rtol=0, atol=0, equal_nan=True)
     assert precision_at(torch.tensor([[0.9, 0.1], [0.2, 0.8]]), torch.tensor([[True, False], [False, False]]), 2) == 0.5
     assert math.isnan(precision_at(torch.tensor([[0.9, 0.1], [0.2, 0.8]]), torch.zeros(2, 2, dtype=torch.bool), 2))
+    # weights that rank no head (all NaN) find none of the true ones
+    assert precision_at(torch.full((2, 2), math.nan), torch.tensor([[True, False], [False, False]]), 2) == 0.0
 
 
 def test_heads_near_a_threshold_by_hand():
@@ -1070,3 +1072,88 @@ def test_by_head_lines_print_a_header_per_side_and_a_dash_for_no_share():
         "", header.format("reader", "induction", "true", "measure: true", "other", "K effect: true", "other"),
         "2.11         0.31     3              -      -           0.333  0.123"]
     assert by_head_lines([]) == []
+
+
+def test_the_verdicts_numbers_are_checked_by_name():
+    """The lowest value each count and threshold takes is taken; one below it, a bool, a string, NaN or infinity
+    for a threshold is refused by name (before any model is loaded: validate checks them first)."""
+    from compscope.data.validate import _check_numbers
+
+    low = dict(sequences=1, half=2, seed=-3, intervention_sequences=1, batch_size=1, prev_threshold=0.0,
+               induction_threshold=1.0, effect_threshold=0.0)
+    _check_numbers(**low)
+    _check_numbers(**{**low, "prev_threshold": 1, "induction_threshold": 0, "effect_threshold": 1e6})
+    for name, bad, said in (("half", 1, "half=1"), ("sequences", 0, "sequences=0"), ("batch_size", 0, "batch_size=0"),
+                            ("intervention_sequences", 0, "intervention_sequences=0"), ("seed", 1.5, "seed=1.5"),
+                            ("prev_threshold", True, "prev_threshold=True: expected a finite number"),
+                            ("prev_threshold", math.nan, "prev_threshold=nan: expected a finite number"),
+                            ("effect_threshold", "0.1", "effect_threshold='0.1': expected a finite number"),
+                            ("effect_threshold", math.inf, "effect_threshold=inf: expected a finite number"),
+                            ("induction_threshold", 1.0000001, r"induction_threshold=1.0000001: .* lies in \[0, 1\]"),
+                            ("prev_threshold", -1e-9, r"lies in \[0, 1\]"),
+                            ("effect_threshold", -1e-9, "never negative")):
+        with pytest.raises(OptionError, match=said):
+            _check_numbers(**{**low, name: bad})
+    # the interventions run on the fewer of the two counts: a mean over one sequence is refused before the model runs
+    from compscope.data.runner import Runner
+
+    calls = []
+    real = Runner.trace
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Runner, "trace", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+        for few in (dict(intervention_sequences=1), dict(sequences=1)):
+            with pytest.raises(OptionError, match="mean-ablation on 1 sequence"):
+                validate("induction-2l", progress=False, **few)
+    assert calls == []
+
+
+def test_rows_of_other_kinds_have_no_auroc_and_every_row_its_axioms(verdict):
+    """Only K rows are judged by the true pairs: the Q and V rows' AUROCs, their spans over the heads near a
+    threshold and their gaps to the best are NaN. Each row says the axioms its measure keeps, as the measures declare
+    them (which the axiom battery checks)."""
+    by = {(r["measure"], r["metric"], r["kind"]): r for r in verdict.rows}
+    aurocs = ("auroc", "auroc_confirmed", "auroc_se", "auroc_within_readers", "auroc_within_writers", "auroc_near_low",
+              "auroc_near_high", "auroc_gap", "auroc_gap_se")
+    for (measure, metric, kind), r in by.items():
+        assert all(math.isnan(r[c]) for c in aurocs) == (kind != "K"), (measure, metric, kind)
+    for kind in "QKV":
+        assert (by["frobenius", "identity", kind]["axioms"], by["frobenius", "identity", kind]["axioms_failed"]) == (
+            "6/8", "full_read,identity")
+        assert (by["overlap", "embed", kind]["axioms"], by["overlap", "embed", kind]["axioms_failed"]) == ("8/8", "")
+        assert by["bandwidth", "identity", kind]["axioms_failed"] == "full_read,monotone,identity"
+
+
+@pytest.mark.parametrize("shown", [True, False])
+def test_the_verdict_shows_its_bars_by_default(bars, shown):
+    validate("induction-2l", sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",),
+             **({} if shown else {"progress": False}))
+    on = [b.desc for b in bars if b.enabled]
+    assert ("activation labels" in on and "interventions" in on) if shown else on == [], on
+
+
+def test_a_head_whose_label_is_at_its_threshold_is_a_true_head():
+    """The head rankings count a head true when its label is at least the threshold: with each threshold set to the
+    highest label, at least one head per score is true, and the precision of the top 5 has one to find."""
+    small = dict(sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",), progress=False)
+    first = validate("induction-2l", **small)
+    prev, ind = float(first.labels.previous_token.max()), float(first.labels.induction.max())
+    again = validate("induction-2l", prev_threshold=prev, induction_threshold=ind, **small)
+    for row in again.heads:
+        label = again.labels.previous_token if row["score"] == "previous_token" else again.labels.induction
+        assert row["true_heads"] == int((label == label.max()).sum()) >= 1, row
+        assert not math.isnan(row["precision_top5"]), row  # (NaN: no true head to find)
+
+
+def test_the_note_on_head_scores_the_weights_cannot_give():
+    from compscope.data.validate import _no_head_scores
+
+    import compscope
+
+    hw = compscope.load("induction-2l")  # learned positions, an unembedding, causal: every score
+    assert _no_head_scores(hw) == []
+    assert _no_head_scores(hw.replace(W_U=None)) == [
+        "no whole-circuit induction score from the weights: no unembedding, so no copying score"]
+    assert _no_head_scores(hw.replace(W_pos=None, positions="none")) == [
+        "no previous-token or induction scores from the weights: no learned, rotary, ALiBi or relative "
+        "positions to read"]
+    assert _no_head_scores(hw.replace(causal=False))[0].startswith("bidirectional model: no induction scores")
