@@ -846,3 +846,46 @@ def test_a_folders_tokenizer_is_read_on_first_use_only(tmp_path, monkeypatch, ca
     for t in threads:
         t.join()
     assert len(seen) == 2 and seen[0] is not None and seen[0] is seen[1] and calls[2:] == [str(folder)]
+
+
+class _FakeTokenizer:
+    """``encode`` gives ``ids``, after ``special`` when asked to add special tokens; unknown token 0."""
+
+    unk_token_id = 0
+
+    def __init__(self, ids, special=(), fail=False):
+        self.ids, self.special, self.fail = list(ids), list(special), fail
+
+    def encode(self, text, add_special_tokens=True):
+        if self.fail:
+            raise ValueError("broken")
+        return self.special * add_special_tokens + self.ids
+
+
+def test_a_tokenizer_is_read_for_the_texts_own_ids_and_checked_against_the_vocabulary():
+    """What a tokenizer gives the text alone (no special tokens added) is what is checked and read; a tokenizer that
+    fails, or gives the unknown token alone, has no vocabulary; an id at the vocabulary's size is past it, and the
+    first such id is named; booleans and floats are not token ids."""
+    from compscope.data.tokenizers import check_token_ids, check_tokenizer, checked_tokenizer, encode, has_vocabulary
+    from compscope.errors import OptionError
+
+    assert not has_vocabulary(None) and not has_vocabulary(_FakeTokenizer([1], fail=True))
+    assert not has_vocabulary(_FakeTokenizer([0, 0], special=[2])) and has_vocabulary(_FakeTokenizer([0, 3]))
+    ok = _FakeTokenizer([3, 9], special=[10])  # its special token is past a vocabulary of 10, the text's ids are not
+    assert checked_tokenizer(ok, 10, "m") is ok and encode(ok, "any text") == [3, 9]
+    with pytest.raises(OptionError, match=r"^tokenizer: token id 10 is past m's vocabulary of 10 \(ids 0\.\.9\)"):
+        checked_tokenizer(_FakeTokenizer([3, 10]), 10, "m")
+    with pytest.raises(OptionError, match="^tokenizer: it encodes text to nothing, or to its unknown token alone$"):
+        checked_tokenizer(_FakeTokenizer([0], special=[2]), 10, "m")
+    with pytest.raises(OptionError, match=r"^tokenizer: encode\(text, add_special_tokens=False\) failed \(ValueError"):
+        checked_tokenizer(_FakeTokenizer([1], fail=True), 10, "m")
+    check_token_ids([0, 9], 10, "m", "the text")
+    with pytest.raises(OptionError, match="^the text: token id 12 is past"):
+        check_token_ids([1, 12, 15], 10, "m", "the text")
+    for bad in (torch.tensor([True, False]), [1.0, 2.0]):
+        with pytest.raises(OptionError, match="not integer token ids"):
+            check_token_ids(bad, 10, "m", "the text")
+    with pytest.raises(OptionError, match="^natural text: needs the model's tokenizer"):
+        check_tokenizer(None)
+    with pytest.raises(OptionError, match="^corpus notes.txt: needs the model's tokenizer"):
+        check_tokenizer(None, "notes.txt")
