@@ -889,3 +889,16 @@ def test_a_tokenizer_is_read_for_the_texts_own_ids_and_checked_against_the_vocab
         check_tokenizer(None)
     with pytest.raises(OptionError, match="^corpus notes.txt: needs the model's tokenizer"):
         check_tokenizer(None, "notes.txt")
+
+
+def test_a_tokenizer_folder_is_read_from_local_files_only(tmp_path, monkeypatch):
+    """``--tokenizer FOLDER`` never reaches a hub, whatever the environment says: transformers is told local files
+    only (the tests run with HF_HUB_OFFLINE set, which would hide a download asked for)."""
+    transformers = pytest.importorskip("transformers")
+    from compscope.data.tokenizers import read_tokenizer
+
+    asked = []
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained",
+                        lambda path, **kw: asked.append((path, kw)) or "a tokenizer")
+    assert read_tokenizer(tmp_path) == "a tokenizer"
+    assert asked == [(str(tmp_path), {"local_files_only": True})]
