@@ -4799,3 +4799,28 @@ def test_a_talkie_gguf_attends_as_llama_cpps_graph_computes_from_the_files_tenso
     with pytest.raises(compscope.UnsupportedModelError, match=r"n\.gguf: GGUF metadata 'talkie\.logit_scale' is "
                                                               "missing"):
         compscope.load(tmp_path / "n.gguf")
+
+
+@pytest.mark.parametrize("endian", ["little", "big"])
+def test_the_plain_array_reader_reads_arrays_in_its_own_pass(tmp_path, monkeypatch, endian):
+    """Arrays of scalars and of strings are read by the one pass itself, not handed back to gguf-py's parse (which
+    gives the same parts, so the tests of equal parts cannot tell): a length misread would fall back unseen."""
+    from compscope.data.gguf_reading import plain_reader
+
+    order = gguf.GGUFEndian.LITTLE if endian == "little" else gguf.GGUFEndian.BIG
+    w = gguf.GGUFWriter(str(tmp_path / "a.gguf"), "llama", endianess=order)
+    w.add_array("t.ints", [1, -2, 3]), w.add_array("t.strs", ["", "a", "bc" * 50]), w.add_array("t.floats", [0.5, 2.0])
+    w.add_uint32("t.u32", 5)
+    _finish(w)
+    handed = []
+    stock = gguf.GGUFReader._get_field_parts
+
+    def field_parts(self, orig_offs, raw_type):  # (the parameter names plain_reader checks)
+        handed.append(int(raw_type))
+        return stock(self, orig_offs, raw_type)
+
+    monkeypatch.setattr(gguf.GGUFReader, "_get_field_parts", field_parts)
+    plain = plain_reader(gguf.GGUFReader)(tmp_path / "a.gguf")
+    assert int(gguf.GGUFValueType.ARRAY) not in handed and int(gguf.GGUFValueType.UINT32) in handed
+    assert [int(v) for v in plain.fields["t.ints"].contents()] == [1, -2, 3]
+    assert plain.fields["t.strs"].contents() == ["", "a", "bc" * 50]
