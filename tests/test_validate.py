@@ -906,17 +906,23 @@ def test_the_interventions_can_follow_every_path(tmp_path):
         validate(folder, paths="both", progress=False)
 
 
+def _traces(monkeypatch) -> list:
+    """A list that gains an entry each time any runner runs the model (``Runner.trace``), from now on."""
+    from compscope.data.runner import Runner
+
+    calls, real = [], Runner.trace
+    monkeypatch.setattr(Runner, "trace", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    return calls
+
+
 def test_a_metric_the_model_cannot_have_is_refused_before_the_model_runs(monkeypatch):
     """An encoder has no unembedding: asked for ``unembed`` alone, the verdict is refused with the
     reason before any forward pass (the runner's trace is never called); beside a metric that
     applies, it is skipped with a note and the other judged."""
     from hf_tiny import BY_ID, build
-    from compscope.data.runner import Runner
 
     model = build(BY_ID["bert"])
-    calls = []
-    real = Runner.trace
-    monkeypatch.setattr(Runner, "trace", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+    calls = _traces(monkeypatch)
     with pytest.raises(OptionError, match=r"no metric given applies to .*'unembed'.*no unembedding"):
         validate(model, sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("unembed",), progress=False)
     assert calls == []
@@ -1095,12 +1101,8 @@ def test_the_verdicts_numbers_are_checked_by_name():
         with pytest.raises(OptionError, match=said):
             _check_numbers(**{**low, name: bad})
     # the interventions run on the fewer of the two counts: a mean over one sequence is refused before the model runs
-    from compscope.data.runner import Runner
-
-    calls = []
-    real = Runner.trace
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Runner, "trace", lambda self, *a, **k: calls.append(1) or real(self, *a, **k))
+        calls = _traces(mp)
         for few in (dict(intervention_sequences=1), dict(sequences=1)):
             with pytest.raises(OptionError, match="mean-ablation on 1 sequence"):
                 validate("induction-2l", progress=False, **few)
