@@ -1275,6 +1275,7 @@ def test_the_plain_array_reader_parses_arrays_of_every_item_type_as_gguf_py_does
               ("a.strings", V.ARRAY, (V.STRING, ["", "é ✓", "bc" * 300, "x"])),
               ("a.empty", V.ARRAY, (V.INT32, [])), ("a.one", V.ARRAY, (V.STRING, ["only"])),
               ("a.nested", V.ARRAY, (V.ARRAY, [(V.INT32, [1, 2]), (V.STRING, ["p", "qr"]), (V.FLOAT32, [])])),
+              ("a.empties", V.ARRAY, (V.ARRAY, [(V.UINT8, []), (V.UINT8, [])])),  # (its bytes read as two strings too)
               ("after", V.UINT32, 42)]
     _metadata_gguf(tmp_path / "m.gguf", fields, big)
     stock, plain = gguf.GGUFReader(tmp_path / "m.gguf"), plain_reader(gguf.GGUFReader)(tmp_path / "m.gguf")
@@ -1286,7 +1287,7 @@ def test_the_plain_array_reader_parses_arrays_of_every_item_type_as_gguf_py_does
         return [bytes(field.parts[i]).decode() if field.types[-1] == V.STRING else field.parts[i].tolist()[0]
                 for i in field.data]
 
-    for key, kind, (item, items) in fields[1:-2]:
+    for key, kind, (item, items) in fields[1:-3]:
         assert read(key) == [x if isinstance(x, str) else pytest.approx(x, rel=1e-7) for x in items], key
     assert plain.fields["a.nested"].types == [V.ARRAY, V.ARRAY, V.INT32]  # gguf-py keeps the first item's types
     assert read("after") == [42]
@@ -1348,6 +1349,7 @@ def test_values_read_in_one_step_are_transformers_own(tmp_path, big):
 @pytest.mark.parametrize("part, types", [
     (np.frombuffer(b"\xff\xfe", np.uint8), [8]),  # bytes that are not UTF-8
     (np.frombuffer(b"ab", np.int8), [8]),  # a string not of bytes
+    ([97, 98], [8]),  # a string's bytes as a list
     (np.array([7], np.uint32), 4),  # a type given bare, not as a list
     (np.array([7], np.uint32), [13]),  # a type GGUF does not have
     (np.array([7], np.uint32), [9, 13]),
@@ -1360,7 +1362,7 @@ def test_values_read_in_one_step_are_transformers_own(tmp_path, big):
     (np.array([7], np.uint32), [{}]),  # a type that cannot be hashed
     (np.array([7], np.uint32), [6.0]),  # a type given as a float
     (np.frombuffer(b"ab", np.uint8), [8.0]),
-], ids=["not-utf8", "int8-string", "bare-type", "unknown-type", "array-of-unknown", "two-scalars", "array-of-arrays",
+], ids=["not-utf8", "int8-string", "list-string", "bare-type", "unknown-type", "array-of-unknown", "two-scalars", "array-of-arrays",
         "no-types", "empty", "float-item", "list-subclass", "unhashable-type", "float-type", "float-string-type"])
 def test_values_read_in_one_step_are_transformers_own_in_odd_cases(part, types):
     """Odd values and types: the one-step reading returns or raises what transformers' own does."""
@@ -1441,6 +1443,19 @@ def test_an_array_cut_short_by_the_files_end_is_read_as_gguf_py_reads_it(tmp_pat
     assert stock == plain and stock != (None, None)
 
 
+def test_without_gguf_py_the_reading_is_left_as_it_is(monkeypatch):
+    """Where gguf-py cannot be imported, the reading is transformers' own: nothing is patched, and asking
+    for the one-pass reading is no error."""
+    from compscope.data.gguf_reading import transformers_gguf_reading
+    from transformers import modeling_gguf_pytorch_utils as reader
+
+    own = reader._gguf_parse_value
+    monkeypatch.setitem(sys.modules, "gguf", None)  # (an import of it raises ImportError)
+    with transformers_gguf_reading(True):
+        assert reader._gguf_parse_value is own
+    assert reader._gguf_parse_value is own
+
+
 def test_the_plain_array_reader_leaves_other_readers_as_they_are():
     """Where gguf-py's reader is not a class, or its ``_get`` takes other arguments, the reader is
     used as it is (the load runs, only slower)."""
@@ -1457,7 +1472,11 @@ def test_the_plain_array_reader_leaves_other_readers_as_they_are():
         def _get_field_parts(self, offset, raw_type):
             return super()._get_field_parts(offset, raw_type)
 
+    class NoGet(gguf.GGUFReader):
+        _get = 5  # (no signature to read)
+
     assert plain_reader(a_function) is a_function and plain_reader(OtherGet) is OtherGet
+    assert plain_reader(NoGet) is NoGet
     assert plain_reader(gguf.GGUFReader).__mro__[1] is gguf.GGUFReader
     plain = plain_reader(OtherParts)  # its own _get_field_parts kept, the plain _get beneath it
     assert "_get_field_parts" not in vars(plain) and "_get" in vars(plain)
