@@ -272,3 +272,20 @@ def test_the_verdicts_contents_sample_on_a_bar_shown_by_default(rotary, bars):
     previous_contents(runner.hw, runner, progress=False, data=SampleData(sequences=3))
     assert [(b.desc, b.total, b.n, b.enabled) for b in bars] == [("residual samples", 3, 3, True),
                                                                 ("residual samples", 3, 3, False)]
+
+
+def test_learned_positions_with_a_norm_inside_take_sample_data_for_the_linearisation(tmp_path):
+    """Sample data for the norms' mean Jacobians alone (learned positions: no activations content): taken
+    where ``linearise_norms`` is asked for, and the linearisation is the one on that sample; refused without it."""
+    from compscope.data.norm_linearisation import linearise_norms
+
+    folder = save_toy(ToyTransformer(ToyConfig(**{**CONFIG, "positions": "learned", "qk_norm": True}), seed=5),
+                      tmp_path / "toy")
+    common = dict(sequences=4, half=4, intervention_sequences=2, kinds="K", metrics=("identity",), progress=False)
+    sample = SampleData(sequences=3, length=8, seed=4)
+    v = compscope.validate(str(folder), linearise_norms="qk", sample_data=sample, **common)
+    assert v.options["sample_data"] == {"sequences": 3, "length": 8, "seed": 4, "positions": 1024}
+    want = linearise_norms(runner_for(str(folder)), "qk", data=sample, progress=False).meta.notes[-1]
+    assert "(seed 4)" in want and want in v.notes
+    with pytest.raises(OptionError, match="positions are 'learned', none of those"):
+        compscope.validate(str(folder), sample_data=sample, **common)
