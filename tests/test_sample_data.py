@@ -176,6 +176,8 @@ def test_validate_labels_the_heads_on_the_sample_text_too(tmp_path, capsys):
     assert "labelled again on 5 repeated random sequences" in v.format()
     paths = v.save(tmp_path / "v")
     assert paths[-1].name == "head_labels_text.csv" and len(paths) == 6
+    for path, frame in ((paths[0], v.labels.to_pandas()), (paths[-1], v.text_labels.to_pandas())):
+        pd.testing.assert_frame_equal(pd.read_csv(path), frame, check_dtype=False, check_exact=False, rtol=1e-12)
     assert compscope.validate("induction-2l", **common).text_labels is None
     with pytest.raises(OptionError, match="text_labels='yes': expected True or False"):
         compscope.validate("induction-2l", text_labels="yes", **common)

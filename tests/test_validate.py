@@ -5,6 +5,7 @@ import itertools
 import math
 import statistics
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings
@@ -508,6 +509,28 @@ def test_files_have_the_columns_asked_for(verdict, tmp_path):
     v = pd.read_csv(paths[2])
     assert list(v.columns[:6]) == ["measure", "metric", "kind", "spearman", "auroc", "auroc_confirmed"]
     assert len(v) == 8 * 4 * 3  # measures (shared_dims with them) x metrics x kinds
+    # each file is its frame, no index written beside it; a second save into the same folder replaces them
+    import pyarrow.parquet as pq
+
+    again = verdict.save(tmp_path / "out")
+    assert again == paths and [p.name for p in paths] == ["head_labels.csv", "interventions.parquet", "verdict.csv",
+                                                          "heads.csv", "run.json"]
+    assert pq.read_schema(paths[1]).names == list(verdict.interventions_frame().columns)
+    for path, frame in ((paths[0], verdict.labels.to_pandas()), (paths[2], verdict.verdict_frame()),
+                        (paths[3], pd.DataFrame(verdict.heads))):
+        _assert_csv_is(path, frame)
+
+
+def _assert_csv_is(path, frame) -> None:
+    """The CSV file ``path`` holds ``frame``, its columns and no index: numbers to 1e-12, the rest as text
+    (an empty string read back as missing)."""
+    read = pd.read_csv(path)
+    assert list(read.columns) == list(frame.columns) and len(read) == len(frame), path
+    for col in frame.columns:
+        if pd.api.types.is_numeric_dtype(frame[col]) and not pd.api.types.is_bool_dtype(frame[col]):
+            np.testing.assert_allclose(read[col].to_numpy(float), frame[col].to_numpy(float), rtol=1e-12, err_msg=col)
+        else:
+            assert read[col].fillna("").astype(str).tolist() == frame[col].fillna("").astype(str).tolist(), col
 
 
 def test_results_show_as_one_line_of_what_matters(verdict):
@@ -695,6 +718,34 @@ def test_cli_batch_size_reaches_the_verdict_and_changes_no_number(capsys, monkey
     with pytest.raises(SystemExit):
         main(args + ["--batch-size", "0"])
     assert "argument --batch-size: '0': expected a positive integer" in capsys.readouterr().err
+
+
+def test_format_by_head_heads_its_lines_with_the_rows_own_auroc_and_fills_what_is_not_given(verdict):
+    """``Verdict.format_by_head``: its header gives the named measure x metric's own K AUROC and the K
+    interventions'; without a measure or metric, the best-ranked K row (the first in the printed order) with
+    the one given; a measure or metric the verdict lacks refused by name."""
+    from compscope.data.verdict import _auroc, ranked
+
+    order = [key for key, ks in ranked(verdict.rows) if "K" in ks]
+    rows = {(r["measure"], r["metric"]): r for r in verdict.rows if r["kind"] == "K"}
+
+    def header(*args) -> str:
+        return verdict.format_by_head(*args).split("\n")[0]
+
+    for measure, metric in (order[-1], order[len(order) // 2], ("bandwidth", "embed")):
+        want = f"{measure} ({metric}) by head: AUROC {_auroc(rows[measure, metric]['auroc'])}, the K interventions' " \
+               f"{_auroc(verdict.options['interventions_auroc'])}; "
+        assert header(measure, metric).startswith(want)
+    assert rows[order[-1]]["auroc"] != rows[order[0]]["auroc"]  # (so the header's AUROC is of the row asked)
+    assert header().startswith("{} ({}) by head: ".format(*order[0]))
+    for measure, metric in (order[-1], ("overlap", "identity")):
+        first = next(k for k in order if k[0] == measure), next(k for k in order if k[1] == metric)
+        assert header(measure).startswith("{} ({}) by head: ".format(*first[0]))
+        assert header(None, metric).startswith("{} ({}) by head: ".format(*first[1]))
+    with pytest.raises(OptionError, match="no K row of measure 'cosine' in this verdict; it has measures frobenius"):
+        verdict.format_by_head("cosine")
+    with pytest.raises(OptionError, match="no K row of metric 'unembed' in this verdict; .* under metrics identity"):
+        verdict.format_by_head(None, "unembed")
 
 
 def test_cli_by_head_prints_the_verdicts_rows_and_refuses_bad_choices_before_running(capsys, monkeypatch):

@@ -68,11 +68,18 @@ class Verdict:
 
     def format_by_head(self, measure: str | None = None, metric: str | None = None) -> str:
         """:meth:`auroc_by_head` as ``compscope validate --by-head`` prints it; without ``measure``
-        and ``metric``, those of the best-ranked row of the table."""
+        or ``metric``, the best-ranked row of the table with the one given (neither: the best)."""
         if measure is None or metric is None:
-            best = next(((m, met) for (m, met), ks in ranked(self.rows) if "K" in ks), None)
-            if best is None:
+            given = [(m, met) for (m, met), ks in ranked(self.rows) if "K" in ks]
+            if not given:
                 raise OptionError("auroc_by_head: this verdict has no K-composition (kinds without 'K')")
+            best = next(((m, met) for m, met in given if measure in (None, m) and metric in (None, met)), None)
+            if best is None:
+                asked = f"measure {measure!r}" if metric is None else f"metric {metric!r}"
+                k_rows = [r for r in self.rows if r["kind"] == "K"]
+                raise OptionError(f"auroc_by_head: no K row of {asked} in this verdict; it has measures "
+                                  f"{', '.join(dict.fromkeys(r['measure'] for r in k_rows))} under metrics "
+                                  f"{', '.join(dict.fromkeys(r['metric'] for r in k_rows))}")
             measure, metric = best
         df = self.auroc_by_head(measure, metric)
         row = next(r for r in self.rows if (r["measure"], r["metric"], r["kind"]) == (measure, metric, "K"))
