@@ -366,6 +366,9 @@ def test_dtypes_a_runner_cannot_honour_are_refused():
     runner.trace(random_ids())  # the agreement check at the 16-bit tolerance
     with pytest.raises(compscope.OptionError, match="the runner given computes in bfloat16"):
         runner_for(runner, dtype="float32")
+    assert runner_for(runner) is runner and runner_for(runner, dtype="bfloat16") is runner
+    with pytest.raises(compscope.OptionError, match=r"^hw: a runner runs with its own weights \(llama's\)"):
+        runner_for(runner, hw)  # (not "cannot run a HFRunner")
 
 
 def test_validate_runs_a_model_in_16_bit_and_records_it(tmp_path, capsys):

@@ -40,7 +40,10 @@ def runner_for(model, hw: HeadWeights | None = None, progress: bool = True,
     model takes the runner (``compscope.load`` reads it as its ``hw``)."""
     device = None if device is None else resolve_device(device)  # a device that is not there: refused before any load
     dtype = resolve_dtype(dtype)
-    if isinstance(model, Runner) and hw is None:  # already running
+    if isinstance(model, Runner) and hw is not None:
+        raise OptionError(f"hw: a runner runs with its own weights ({model.hw.meta.name}'s); give the runner alone, "
+                          "or make a new one from the model (runner_for(model, hw))")
+    if isinstance(model, Runner):  # already running
         if tokenizer is not None:
             raise OptionError("tokenizer: give it when making the runner (runner_for(model, tokenizer=...)), "
                               "not with a runner already made")
