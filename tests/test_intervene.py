@@ -852,6 +852,24 @@ def test_chosen_writers_get_the_effects_of_the_whole_run_and_the_rest_none(kw, p
     assert "4 writers" in repr(some)
 
 
+@pytest.mark.parametrize("ablation", ["mean", "zero"])
+@pytest.mark.parametrize("writers", [None, [(2, 1), (0, 2)]])
+def test_the_interventions_count_each_batch_and_writer_on_one_bar(bars, ablation, writers):
+    """One bar, on by default: per batch of sequences, one step per writer intervened on, and with
+    mean-ablation one more per batch for the pass that takes the means; full at the end, off when asked.
+    The effects' repr gives the layers and heads of the model (4 x 3 here), the ablation and the data."""
+    r = _runner(ToyTransformer(ToyConfig(n_layers=4, n_heads=3, d_model=12, d_head=4, d_vocab=10, n_ctx=8), seed=5))
+    got = intervention_effects(r, tokens(n=5), "K", ablation, batch_size=2, writers=writers)  # 3 batches
+    n_writers = 9 if writers is None else 2  # every head but the last layer's, or the two named
+    want = 3 * (n_writers + (ablation == "mean"))
+    assert [(b.desc, b.total, b.n, b.enabled) for b in bars] == [("interventions", want, want, True)]
+    assert repr(got).startswith(f"Effects(4 layers x 3 heads; {ablation}-ablation, direct path"
+                                f"{'' if writers is None else ', 2 writers'}, 5 sequences of 8 tokens; strongest K ")
+    del bars[:]
+    intervention_effects(r, tokens(n=5), "K", ablation, batch_size=2, writers=writers, progress=False)
+    assert len(bars) == 1 and not bars[0].enabled
+
+
 def test_writers_are_checked_against_the_model():
     from compscope.data.intervene import writer_heads
 
