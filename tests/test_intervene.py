@@ -100,6 +100,13 @@ def test_options_are_checked():
         interventional_composition(m, t, "X")
     with pytest.raises(OptionError, match="batch, pos"):
         interventional_composition(m, t[0])
+    # a mean over one sequence is that sequence: refused; zero-ablation of one sequence has effects
+    with pytest.raises(OptionError, match="mean-ablation on 1 sequence: the mean over one sequence is the output"):
+        interventional_composition(m, t[:1])
+    with pytest.raises(OptionError, match="mean-ablation on 1 sequence"):
+        intervention_effects(_runner(m.float()), t[:1], progress=False)
+    one = intervention_effects(_runner(m.float()), t[:1], ablation="zero", progress=False)
+    assert (one.by_kind["K"][0, :, 1] > 0).all() and one.sequences == 1
 
 
 def test_default_model_k_composition_by_measures_ranks_like_the_intervention():
@@ -850,6 +857,7 @@ def test_chosen_writers_get_the_effects_of_the_whole_run_and_the_rest_none(kw, p
         assert got[~chosen].isnan().all()
     torch.testing.assert_close(some.v_direction[chosen], whole.v_direction[chosen], rtol=0, atol=0, equal_nan=True)
     assert "4 writers" in repr(some)
+    assert f"mean-ablation, {paths} path{'s' if paths == 'all' else ''}, 4 writers, 5 sequences" in repr(some)
 
 
 @pytest.mark.parametrize("ablation", ["mean", "zero"])
