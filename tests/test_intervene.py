@@ -890,6 +890,8 @@ def test_writers_are_checked_against_the_model():
     r = _runner(toy())
     t = tokens()
     for bad, match in [([(5, 0)], "writer layer 5: .* has layers 0-1"), ([(0, 7)], "writer 0.7: .* heads 0-2"),
+                       ([(2, 0)], "writer layer 2: .* has layers 0-1"), ([(0, 3)], "writer 0.3: .* heads 0-2"),
+                       ([(-1, 0)], "writer layer -1: .* has layers 0-1"), ([(0, -1)], "writer 0.-1: .* heads 0-2"),
                        ([(5, 7)], "writer layer 5: .* has layers 0-1"),  # the layer first: no head 7 in no layer
                        ([1], "writer layer 1: the last layer"), (["0.1"], "writer '0.1': expected"),
                        ([True], "writer True"), ([], "none given"), ("0.1", "writers='0.1'")]:
