@@ -883,6 +883,7 @@ def test_writers_are_checked_against_the_model():
 
     assert writer_heads(None, 3, 2) is None
     assert writer_heads([1, (0, 1), (0, 1)], 3, 2) == ((0, 1), (1, 0), (1, 1))
+    assert writer_heads([(0, 0), (1, 1)], 3, 2) == ((0, 0), (1, 1))  # the first and the last head there are
     import numpy as np
 
     assert writer_heads([np.int64(1), (np.int64(0), 1)], 3, 2) == ((0, 1), (1, 0), (1, 1))
