@@ -1055,6 +1055,35 @@ def test_a_writer_that_nearly_cancels_the_residual_takes_the_plain_route(norm):
 
 
 @pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])
+def test_effects_where_a_writer_nearly_cancels_the_residual_are_the_plain_routes(norm, monkeypatch):
+    """A toy whose layer-1 residual is almost all head 0.1's output (embeddings 1e-3 of their size, the
+    other layer-0 heads writing nothing): zero-ablating 0.1 leaves almost nothing of it, so the factored
+    route reads that layer by the plain one, and the effects equal those of the plain route throughout."""
+    from compscope.data import intervene
+
+    m = ToyTransformer(ToyConfig(n_layers=3, n_heads=3, d_model=12, d_head=4, d_vocab=10, n_ctx=8, norm=norm), seed=2)
+    with torch.no_grad():
+        m.W_E.mul_(1e-3), m.W_pos.mul_(1e-3)
+        m.blocks[0].W_O[[0, 2]] = 0
+    r, t = _runner(m), tokens()
+    assert intervene.factored_route(r.weights_here(), "direct", None, r.device)
+    asked = []
+    real = intervene.factored.changed_reads
+
+    def counted(hw, R, l1, h1, u, kinds, plain):
+        return real(hw, R, l1, h1, u, kinds, lambda l2: asked.append((l1, h1, l2)) or plain(l2))
+
+    monkeypatch.setattr(intervene.factored, "changed_reads", counted)
+    got = intervention_effects(r, t, "QKV", "zero", progress=False)
+    assert (0, 1, 1) in asked and (0, 0, 1) not in asked
+    _route(monkeypatch, "single")
+    want = intervention_effects(r, t, "QKV", "zero", progress=False)
+    for kind in "QKV":
+        assert got.by_kind[kind][0, 1, 1].max() > 0.05, kind  # (taking 0.1 out changes what layer 1 reads)
+        torch.testing.assert_close(got.by_kind[kind], want.by_kind[kind], atol=1e-6, rtol=1e-5, equal_nan=True)
+
+
+@pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])
 @pytest.mark.parametrize("scale, ratio, plain_route", [(30.0, 1e-3, True), (0.1, 0.1, False)])
 def test_the_plain_route_is_taken_by_the_share_of_the_residual_left_whatever_its_size(norm, scale, ratio, plain_route):
     """The route turns on ``σ'² / σ²`` against :data:`CANCELLATION` (1e-2), not on ``σ²`` itself: a large residual
