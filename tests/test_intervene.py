@@ -878,6 +878,17 @@ def test_the_interventions_count_each_batch_and_writer_on_one_bar(bars, ablation
     assert len(bars) == 1 and not bars[0].enabled
 
 
+def test_writers_in_words_name_the_first_eight_and_count_them_all():
+    from compscope.data.intervene import head_names, writers_text
+
+    heads = [(l, h) for l in range(3) for h in range(4)]  # 12
+    assert head_names(heads[:8]) == "0.0 0.1 0.2 0.3 1.0 1.1 1.2 1.3"  # all eight: no dots
+    assert head_names(heads[:9]) == "0.0 0.1 0.2 0.3 1.0 1.1 1.2 1.3 ..."
+    assert head_names(heads, most=2) == "0.0 0.1 ..." and head_names([]) == ""
+    assert writers_text(heads) == "writers 0.0 0.1 0.2 0.3 1.0 1.1 1.2 1.3 ... (12 heads)"
+    assert writers_text(heads[:1], "; x") == "writers 0.0 (1 head; x)" and writers_text(heads[:2]).endswith("(2 heads)")
+
+
 def test_writers_are_checked_against_the_model():
     from compscope.data.intervene import writer_heads
 
