@@ -100,6 +100,9 @@ def test_options_are_checked():
         interventional_composition(m, t, "X")
     with pytest.raises(OptionError, match="batch, pos"):
         interventional_composition(m, t[0])
+    for none in (t[:0], t[:, :0]):  # no sequence, no position
+        with pytest.raises(OptionError, match=r"tokens must be a non-empty \((batch, pos|batch, seq)\) tensor, got shape"):
+            intervention_effects(_runner(toy()), none, ablation="zero", progress=False)
     # a mean over one sequence is that sequence: refused; zero-ablation of one sequence has effects
     with pytest.raises(OptionError, match="mean-ablation on 1 sequence: the mean over one sequence is the output"):
         interventional_composition(m, t[:1])

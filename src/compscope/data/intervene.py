@@ -251,7 +251,7 @@ def _check(kinds: str, ablation: str, tokens: Tensor) -> str:
     from .runner import what_is
 
     if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.shape[0] < 1:
-        raise OptionError(f"tokens must be a (batch, pos) tensor, got {what_is(tokens)}")
+        raise OptionError(f"tokens must be a non-empty (batch, pos) tensor, got {what_is(tokens)}")
     check_ablation(ablation, tokens.shape[0])
     return check_kinds(kinds)
 
