@@ -90,6 +90,8 @@ def test_effects_asked_by_sequences_half_and_seed_are_a_verdicts_effects():
         compscope.intervention_effects(runner, default_sequences(runner).tokens[:2], sequences=2, half=6)
     with pytest.raises(OptionError, match="sequences=0"):
         compscope.intervention_effects(runner, sequences=0)
+    many = compscope.intervention_effects(runner, kinds="K", sequences=70, half=4, progress=False)  # past 64: all 70
+    assert many.sequences == 70 and many.seq_len == 8
 
 
 def test_options_are_checked():
@@ -879,6 +881,14 @@ def test_the_interventions_count_each_batch_and_writer_on_one_bar(bars, ablation
     del bars[:]
     intervention_effects(r, tokens(n=5), "K", ablation, batch_size=2, writers=writers, progress=False)
     assert len(bars) == 1 and not bars[0].enabled
+
+
+def test_against_measures_shows_no_bar_unless_asked(bars):
+    against_measures("induction-2l", "K", sequences=2, half=4)
+    assert bars and not any(b.enabled for b in bars)
+    del bars[:]
+    against_measures("induction-2l", "K", sequences=2, half=4, progress=True)
+    assert ("interventions", 5, 5, True) in [(b.desc, b.total, b.n, b.enabled) for b in bars]  # layer 0: 4 writers + means
 
 
 def test_writers_in_words_name_the_first_eight_and_count_them_all():
