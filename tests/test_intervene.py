@@ -888,7 +888,8 @@ def test_against_measures_shows_no_bar_unless_asked(bars):
     assert bars and not any(b.enabled for b in bars)
     del bars[:]
     against_measures("induction-2l", "K", sequences=2, half=4, progress=True)
-    assert ("interventions", 5, 5, True) in [(b.desc, b.total, b.n, b.enabled) for b in bars]  # layer 0: 4 writers + means
+    shown = [(b.desc, b.total, b.n, b.enabled) for b in bars]
+    assert ("interventions", 5, 5, True) in shown  # layer 0: 4 writers, and the means
 
 
 def test_writers_in_words_name_the_first_eight_and_count_them_all():
