@@ -346,6 +346,23 @@ def test_a_model_from_files_runs_in_16_bit_when_asked(variant_id, dtype, tmp_pat
         assert float((b - a).nan_to_num().abs().max()) <= 8 * tol * max(scale, 1e-6), key
 
 
+def test_a_device_that_is_not_there_is_refused_and_a_bar_shows_by_default(tmp_path):
+    """``runner_for(..., device=)`` with a CUDA device this machine lacks: refused by name, for a toy
+    and for a folder, before anything loads; a runner shows its bars unless asked not to."""
+    from compscope.toy import ToyConfig, ToyTransformer
+    from compscope.toy.storage import save_toy
+
+    bad = "cuda" if not torch.cuda.is_available() else f"cuda:{torch.cuda.device_count()}"
+    folder = save_toy(ToyTransformer(ToyConfig(n_layers=2, n_heads=2, d_model=8, d_head=4, d_vocab=10, n_ctx=8),
+                                     seed=1), tmp_path / "toy")
+    for model in ("induction-2l", str(folder)):
+        with pytest.raises(compscope.OptionError, match=f"^device={bad!r}: "):
+            runner_for(model, device=bad)
+    assert runner_for("induction-2l").progress is True and runner_for("induction-2l", progress=False).progress is False
+    runner = runner_for("induction-2l", device="cpu")
+    assert runner_for(runner, device="cpu") is runner  # where it runs already: taken
+
+
 def test_dtypes_a_runner_cannot_honour_are_refused():
     """A dtype that is not a floating format, a model object in another dtype (never converted
     behind the user's back), a runner in another dtype, and the toy models (float32 only)."""
