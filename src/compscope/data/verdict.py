@@ -70,10 +70,10 @@ class Verdict:
         """:meth:`auroc_by_head` as ``compscope validate --by-head`` prints it; without ``measure``
         or ``metric``, the best-ranked row of the table with the one given (neither: the best)."""
         if measure is None or metric is None:
-            given = [(m, met) for (m, met), ks in ranked(self.rows) if "K" in ks]
-            if not given:
+            k_keys = [(m, met) for (m, met), ks in ranked(self.rows) if "K" in ks]  # best first
+            if not k_keys:
                 raise OptionError("auroc_by_head: this verdict has no K-composition (kinds without 'K')")
-            best = next(((m, met) for m, met in given if measure in (None, m) and metric in (None, met)), None)
+            best = next(((m, met) for m, met in k_keys if measure in (None, m) and metric in (None, met)), None)
             if best is None:
                 asked = f"measure {measure!r}" if metric is None else f"metric {metric!r}"
                 k_rows = [r for r in self.rows if r["kind"] == "K"]
