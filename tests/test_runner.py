@@ -204,6 +204,35 @@ def test_a_run_for_residuals_only_leaves_the_last_layer_out(variant):
     assert again.attn_out[-1] is not None and torch.equal(again.attn_out[-1], clean.attn_out[-1])
 
 
+def test_a_run_changed_at_two_layers_given_its_clean_trace_runs_from_the_first():
+    """``add`` at layers 0 and the last, given the clean trace: every layer runs (layer 0 is changed) and
+    every value equals the same changed run without the clean trace; changed at layer 1 alone, layer 0
+    alone is left out."""
+    from hf_tiny import BY_ID
+
+    model = build(BY_ID["llama-gqa-bias"])
+    runner = runner_for(model, compscope.load(model))
+    ids, L = random_ids(), runner.hw.n_layers
+    clean = runner.trace(ids)
+    gen = torch.Generator().manual_seed(2)
+    for changed, runs in (((0, L - 1), L), ((1,), L - 1)):
+        add = {l: torch.randn(*ids.shape, runner.hw.d_model, generator=gen) for l in changed}
+        full = runner.trace(ids, add=add)
+        calls = []
+        # (a left-out layer's module still calls its hooks: watch the attention inside, which it does not run)
+        handles = [attn.register_forward_pre_hook(lambda m, a: calls.append(1)) for _, attn in runner.points]
+        try:
+            part = runner.trace(ids, add=add, clean=clean)
+        finally:
+            for h in handles:
+                h.remove()
+        assert len(calls) == runs
+        for a, b in zip(full.resid + full.attn_out, part.resid + part.attn_out):
+            torch.testing.assert_close(b, a, atol=1e-5, rtol=0)
+        assert (float((part.resid[1] - clean.resid[1]).abs().max()) > 1e-2) == (0 in changed)  # layer 0's change
+        # reaches layer 1
+
+
 def test_a_forward_set_on_a_layer_module_is_put_back_after_a_changed_run():
     """accelerate's hooks (a model loaded with a device map) set each module's own ``forward``; a
     changed run that leaves the layer out puts that one back, and later runs go through it again."""
@@ -270,6 +299,35 @@ def test_runner_refuses_what_it_cannot_run(tmp_path):
     runner = runner_for("induction-2l")
     with pytest.raises(compscope.OptionError, match="token ids"):
         runner.trace(torch.tensor([[0, runner.hw.n_vocab]]))
+
+
+_SHAPE = "tokens must be a non-empty (batch, seq) tensor, got "
+
+
+@pytest.mark.parametrize("tokens, message", [
+    (torch.zeros(8, dtype=torch.long), _SHAPE + "shape (8,)"),
+    (torch.zeros(1, 1, 8, dtype=torch.long), _SHAPE + "shape (1, 1, 8)"),
+    (torch.zeros(0, 8, dtype=torch.long), _SHAPE + "shape (0, 8)"),
+    (torch.zeros(2, 0, dtype=torch.long), _SHAPE + "shape (2, 0)"),
+    ([[1, 2, 3]], _SHAPE + "a list"),
+    (torch.zeros(1, 8), "tokens must be integer token ids, got dtype float32"),
+    (torch.zeros(1, 8, dtype=torch.complex64), "tokens must be integer token ids, got dtype complex64"),
+    (torch.zeros(1, 8, dtype=torch.bool), "tokens must be integer token ids, got dtype bool"),
+    (torch.tensor([[3, -1, 5]]), "token ids must lie in 0..63 for induction-2l"),
+    (torch.tensor([[3, 64, 5]]), "token ids must lie in 0..63 for induction-2l"),
+    (torch.zeros(1, 65, dtype=torch.long), "sequences of 65 tokens are longer than induction-2l takes (64)"),
+], ids=["1-d", "3-d", "no-sequence", "no-position", "list", "float", "complex", "bool", "negative", "past-vocab",
+        "past-context"])
+def test_a_trace_names_the_tokens_it_cannot_run(tokens, message):
+    """The toy model (64 tokens, 64 positions): each bad batch refused before the model runs, by
+    what is wrong with it; the extremes it takes run (ids 0 and 63, one token, all 64 positions)."""
+    runner = runner_for("induction-2l", progress=False)
+    with pytest.raises(compscope.OptionError) as got:
+        runner.trace(tokens)
+    assert str(got.value).startswith(message)
+    for fine in (torch.tensor([[0, 63, 0, 63]]), torch.tensor([[63]]), torch.zeros(2, 64, dtype=torch.int32)):
+        tr = runner.trace(fine)
+        assert tr.resid[0].shape == (*fine.shape, runner.hw.d_model)
 
 
 def test_a_running_model_that_is_not_the_one_read_is_refused_on_its_first_trace():
