@@ -330,6 +330,34 @@ def test_a_trace_names_the_tokens_it_cannot_run(tokens, message):
         assert tr.resid[0].shape == (*fine.shape, runner.hw.d_model)
 
 
+@pytest.mark.parametrize("model", ["induction-2l", "llama-gqa-bias"])
+def test_a_first_trace_that_is_changed_or_for_residuals_only_leaves_the_check_to_the_next_clean_one(model):
+    """The check that the running model computes what compscope read waits for a clean trace of every
+    layer: a runner's first trace with ``add``, or with ``last=False``, runs unchecked (checked, the
+    change would read as a mismatch, and the missing last layer as nothing to compare); the next clean
+    trace is checked, and the one after it not again."""
+    from hf_tiny import BY_ID
+
+    if model == "induction-2l":
+        runner = runner_for(model, progress=False)
+    else:
+        built = build(BY_ID[model])
+        runner = runner_for(built, compscope.load(built))
+    checked = []
+    own = runner._check_agreement
+    runner._check_agreement = lambda trace, low_precision: (checked.append(1), own(trace, low_precision))
+    ids = random_ids() % runner.hw.n_vocab
+    delta = torch.randn(*ids.shape, runner.hw.d_model, generator=torch.Generator().manual_seed(3))
+    changed = runner.trace(ids, add={0: delta})
+    part = runner.trace(ids, last=False)
+    assert part.attn_out[-1] is None and checked == []
+    clean = runner.trace(ids)
+    assert checked == [1]
+    torch.testing.assert_close(changed.attn_out[0] - clean.attn_out[0], delta, atol=1e-5, rtol=0)
+    runner.trace(ids)
+    assert checked == [1]
+
+
 def test_a_running_model_that_is_not_the_one_read_is_refused_on_its_first_trace():
     """The runner checks, on its first trace, that each layer's attention recomputed from the
     ``HeadWeights`` is what the running model added. Weights of another model (here: one query

@@ -17,8 +17,9 @@ from ...errors import OptionError, UnsupportedModelError
 
 @dataclass(frozen=True)
 class Trace:
-    """One clean forward pass: ``tokens (batch, seq)``; per layer ``resid[l]`` and ``attn_out[l]``,
-    each ``(batch, seq, d_model)`` float32; for post-LN models also ``norm_in[l]``, the sums the
+    """One forward pass: ``tokens (batch, seq)``; per layer ``resid[l]``, what the layer reads, and
+    ``attn_out[l]``, what its attention adds to the residual (with :meth:`Runner.trace`'s ``add`` where
+    given), each ``(batch, seq, d_model)`` float32; for post-LN models also ``norm_in[l]``, the sums the
     layer's two norms normalise (``resid + attention``, and that normalised ``+ MLP``). A run for
     residuals only (:meth:`Runner.trace`'s ``last=False``) may leave ``attn_out[-1]`` and
     ``norm_in[-1]`` None."""

@@ -19,5 +19,7 @@ class ToyRunner(Runner):
     def _run(self, tokens: Tensor, add: dict[int, Tensor] | None = None) -> tuple[list[Tensor], list[Tensor]]:
         cache: dict = {}
         self.model(tokens, cache=cache, adds=add)
-        L = self.model.cfg.n_layers
-        return [cache[f"resid_pre.{l}"] for l in range(L)], [cache[f"attn_out.{l}"] for l in range(L)]
+        L, add = self.model.cfg.n_layers, add or {}
+        # what each layer's attention added to the residual: with ``add``'s change, as the other runners record it
+        out = [cache[f"attn_out.{l}"] + add[l] if l in add else cache[f"attn_out.{l}"] for l in range(L)]
+        return [cache[f"resid_pre.{l}"] for l in range(L)], out
