@@ -338,7 +338,24 @@ def test_toy_labels_only_for_toy_models():
     assert toy_labels(model(L=2)) is None  # HeadWeights: no activations to read
     assert toy_labels("no-such-model") is None
     labels = toy_labels("induction-2l", sequences=20, half=8)
-    assert labels.half == 8 and labels.induction.shape == (2, 4)
+    assert (labels.half, labels.sequences) == (8, 20) and labels.induction.shape == (2, 4)
+
+
+def test_toy_labels_by_default_read_200_held_out_sequences_of_half_32_seed_12345():
+    """The defaults that ``compscope circuits`` states for a toy model's labels: the same labels as
+    :func:`label_heads` on the held-out sequences drawn with them."""
+    from compscope.data.head_labels import label_heads, toy_labels
+    from compscope.loading.builtin import find_toy
+    from compscope.toy.storage import held_out_repeats, load_toy
+
+    toy, _ = load_toy(find_toy("induction-2l"))
+    want = label_heads(toy, held_out_repeats(toy, 200, 32, 12345))
+    got = toy_labels("induction-2l")
+    assert (got.sequences, got.half) == (200, 32)
+    torch.testing.assert_close(got.induction, want.induction, atol=0, rtol=0)
+    torch.testing.assert_close(got.previous, want.previous, atol=0, rtol=0)
+    other = label_heads(toy, held_out_repeats(toy, 200, 32, 12346))  # (another seed: other labels)
+    assert not torch.equal(got.induction, other.induction)
 
 
 def test_positional_score_of_a_bidirectional_model_sees_every_key():

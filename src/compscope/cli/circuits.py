@@ -85,7 +85,7 @@ def report(args) -> str:
     labels = None if hw.meta.processing else toy_labels(args.model)
     if labels is not None:
         cols.update({"data: induction": labels.induction, "data: prev-token": labels.previous})
-        lines[0] += f"; data: 200 held-out repeated random sequences [t, t], |t| = {labels.half}"
+        lines[0] += f"; data: {labels.sequences} held-out repeated random sequences [t, t], |t| = {labels.half}"
     L, H = c.matching.shape
     if L * H <= 48:
         lines.append("head  " + "".join(f"{k:>18}" for k in cols))

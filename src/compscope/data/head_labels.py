@@ -48,6 +48,7 @@ class HeadLabels:
     loss_first: float
     loss_second: float
     half: int | None = None  # length of the repeated half of the sequences
+    sequences: int | None = None  # how many sequences
 
     @property
     def icl_drop(self) -> float:
@@ -74,7 +75,8 @@ def label_heads(model, tokens: Tensor) -> HeadLabels:
     ).view(tokens.shape[0], -1)  # ce[:, i] is the loss of predicting token i + 1
     first = ce[:, : half - 1].mean().item()  # targets 1 .. half-1
     second = ce[:, half:].mean().item()  # targets half+1 .. 2 half-1
-    return HeadLabels(induction_scores(patterns, half).cpu(), previous_token_scores(patterns).cpu(), first, second, half)
+    return HeadLabels(induction_scores(patterns, half).cpu(), previous_token_scores(patterns).cpu(), first, second, half,
+                      tokens.shape[0])
 
 
 def toy_labels(model, sequences: int = 200, half: int = 32, seed: int = 12345):
