@@ -330,6 +330,35 @@ def test_a_trace_names_the_tokens_it_cannot_run(tokens, message):
         assert tr.resid[0].shape == (*fine.shape, runner.hw.d_model)
 
 
+@pytest.mark.parametrize("bos", [None, 5])
+def test_repeats_are_cut_to_the_context_by_hand(bos):
+    """``repeat_half``: ``[bos] t t`` fits ``n_ctx`` when ``first + 2|t| <= n_ctx``; the default is cut
+    to the longest that fits (with a note), a ``|t|`` given that does not fit is refused, and a context
+    too short for ``|t| >= 2`` is refused; no context known: the default as it is."""
+    runner = runner_for("induction-2l", progress=False)
+    runner.bos, first = bos, int(bos is not None)
+    runner.n_ctx = None
+    assert runner.repeat_half(None, 32) == (32, None) and runner.repeat_half(500, 32) == (500, None)
+    runner.n_ctx = 64 + first
+    assert runner.repeat_half(None, 32) == (32, None)  # fits exactly: no note
+    assert runner.repeat_half(32, 32) == (32, None) and runner.repeat_half(3, 32) == (3, None)
+    with pytest.raises(compscope.OptionError, match=rf"^half=33: sequences \[t, t\] of {first + 66} tokens are longer "
+                       rf"than induction-2l takes \({64 + first}\); give \|t\| <= 32, or leave it out"):
+        runner.repeat_half(33, 32)
+    runner.n_ctx = 63 + first  # one short: the default cut to 31
+    assert runner.repeat_half(None, 32) == (31, f"|t| cut from 32 to 31 so that [t, t] fits the {63 + first} tokens "
+                                                 "induction-2l takes")
+    assert runner.repeat_half(None, 8) == (8, None) and runner.repeat_half(31, 8) == (31, None)  # a default that fits
+    runner.n_ctx = 4 + first
+    assert runner.repeat_half(None, 32)[0] == 2 and runner.repeat_half(2, 32) == (2, None)
+    runner.n_ctx = 3 + first
+    with pytest.raises(compscope.OptionError, match=rf"^induction-2l takes {3 + first} tokens: too few for repeated "
+                       r"sequences \[t, t\] with \|t\| >= 2$"):
+        runner.repeat_half(None, 32)
+    with pytest.raises(compscope.OptionError, match="^half=2: "):
+        runner.repeat_half(2, 32)
+
+
 @pytest.mark.parametrize("model", ["induction-2l", "llama-gqa-bias"])
 def test_a_first_trace_that_is_changed_or_for_residuals_only_leaves_the_check_to_the_next_clean_one(model):
     """The check that the running model computes what compscope read waits for a clean trace of every
