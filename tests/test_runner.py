@@ -330,6 +330,30 @@ def test_a_trace_names_the_tokens_it_cannot_run(tokens, message):
         assert tr.resid[0].shape == (*fine.shape, runner.hw.d_model)
 
 
+def test_a_trace_names_the_change_it_cannot_add():
+    """``add``'s layers are ints 0..L-1 (not bools, not their strings), its changes ``(batch, seq,
+    d_model)`` tensors; each refused by what is wrong, before the model runs. The first and last layer,
+    and an empty dict (no change), are taken."""
+    runner = runner_for("induction-2l", progress=False)
+    ids = torch.tensor([[1, 2, 3, 1, 2, 3]])
+    d = torch.ones(1, 6, runner.hw.d_model)
+    layers = "is not a layer of induction-2l (0..1)"
+    for add, message in (([d], "add must be a dict {layer: (batch, seq, d_model) tensor}, got a list"),
+                         ({True: d}, f"add: True {layers}"), ({"1": d}, f"add: '1' {layers}"),
+                         ({-1: d}, f"add: -1 {layers}"), ({2: d}, f"add: 2 {layers}"),
+                         ({0: d[:, :5]}, "add[0]: expected a (batch, seq, d_model) = (1, 6, 64) tensor, got shape "
+                                         "(1, 5, 64)"),
+                         ({1: d.tolist()}, "add[1]: expected a (batch, seq, d_model) = (1, 6, 64) tensor, got a list")):
+        with pytest.raises(compscope.OptionError) as got:
+            runner.trace(ids, add=add)
+        assert str(got.value) == message
+    clean = runner.trace(ids)
+    assert torch.equal(runner.trace(ids, add={}).resid[1], clean.resid[1])
+    for layer in (0, 1):
+        changed = runner.trace(ids, add={layer: d})
+        torch.testing.assert_close(changed.attn_out[layer] - clean.attn_out[layer], d, atol=1e-5, rtol=0)
+
+
 @pytest.mark.parametrize("bos", [None, 5])
 def test_repeats_are_cut_to_the_context_by_hand(bos):
     """``repeat_half``: ``[bos] t t`` fits ``n_ctx`` when ``first + 2|t| <= n_ctx``; the default is cut
