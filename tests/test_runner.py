@@ -330,6 +330,20 @@ def test_a_trace_names_the_tokens_it_cannot_run(tokens, message):
         assert tr.resid[0].shape == (*fine.shape, runner.hw.d_model)
 
 
+def test_weights_here_are_the_weights_asked_for_and_the_latest_copy_is_kept():
+    """``weights_here(hw)``: ``hw`` on the runner's device, the runner's own by default; asked again
+    for the same weights, the same copy; asked for others, theirs (never the copy kept of the last)."""
+    runner = runner_for("induction-2l", progress=False)
+    own = runner.weights_here()
+    assert runner.weights_here() is own and runner.weights_here(runner.hw) is own
+    torch.testing.assert_close(own.W_Q.cpu(), runner.hw.W_Q, atol=0, rtol=0)
+    other = runner.hw.replace(W_Q=2 * runner.hw.W_Q)
+    theirs = runner.weights_here(other)
+    torch.testing.assert_close(theirs.W_Q.cpu(), 2 * runner.hw.W_Q, atol=0, rtol=0)
+    assert runner.weights_here(other) is theirs
+    torch.testing.assert_close(runner.weights_here().W_Q.cpu(), runner.hw.W_Q, atol=0, rtol=0)
+
+
 def test_a_trace_names_the_change_it_cannot_add():
     """``add``'s layers are ints 0..L-1 (not bools, not their strings), its changes ``(batch, seq,
     d_model)`` tensors; each refused by what is wrong, before the model runs. The first and last layer,
