@@ -307,11 +307,14 @@ def test_gemma3_attention_matches_transformers(gemma3):
     resid, out = capture(hf.model.layers, lambda b: b.post_attention_layernorm, lambda: hf.model(input_ids=ids))
     worst = assert_layers_match(hw, resid, out, range(hw.n_layers))
     print(f"Gemma 3: max |attention_forward - transformers| / scale over 18 layers = {worst:.2e}")
-    # before the post-attention norm (its gains reach the hundreds) the error is absolute-small
+    # before the post-attention norm too, at the same tolerance relative to the largest output: those reach
+    # ~400, where float32's reordered sums (one thread or several) differ by ~1e-4 absolute
     _, pre = capture(hf.model.layers, lambda b: b.self_attn, lambda: hf.model(input_ids=ids))
     no_post = hw.replace(attn_out_norm=None)
     for layer in range(hw.n_layers):
-        torch.testing.assert_close(attention_forward(no_post, layer, resid[layer]), pre[layer], atol=ATOL, rtol=0)
+        scale = max(1.0, float(pre[layer].abs().max()))
+        torch.testing.assert_close(attention_forward(no_post, layer, resid[layer]), pre[layer], atol=ATOL * scale,
+                                   rtol=0)
 
 
 def test_gemma3_sliding_window_and_global_layer_at_long_range(gemma3):
