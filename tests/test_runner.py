@@ -111,10 +111,12 @@ def test_post_ln_traces_carry_the_sums_their_norms_take(variant):
             assert float((v - ln1(u)).abs().max()) > 0.1  # the MLP's output is in v
 
 
-@pytest.mark.parametrize("variant, n_ctx", [("gpt2", 32), ("opt", 32), ("gptj-interleaved-rotary", 32), ("llama-mha", None)])
+@pytest.mark.parametrize("variant, n_ctx", [("gpt2", 32), ("opt", 32), ("gptj-interleaved-rotary", 32),
+                                            ("llama-mha", None), ("bert", 32), ("roberta-offset-positions", 32)])
 def test_models_that_cannot_run_past_their_context_say_so(variant, n_ctx):
-    """Learned positions (GPT-2, OPT) and GPT-J's table of rotary sines bound the sequences a model
-    runs; other rotary models run past their training context. A longer batch is refused by name."""
+    """Learned positions (GPT-2, OPT, BERT) and GPT-J's table of rotary sines bound the sequences a model
+    runs; other rotary models run past their training context. A longer batch is refused by name. RoBERTa's
+    table has 34 rows, of which the first two (up to its padding id) no sequence reads: 32 positions."""
     from hf_tiny import BY_ID
 
     model = build(BY_ID[variant])
@@ -928,6 +930,23 @@ def test_a_checkpoint_lacking_tensors_the_runs_read_is_refused_by_name(tmp_path,
     assert str(tmp_path) in str(e.value) and gone[0].split(".", 1)[-1] in str(e.value)
 
 
+@pytest.mark.parametrize("parts, n, more", [(["mlp"], 6, ""),
+                                            (["mlp", "layers.0.post_attention_layernorm"], 7, " and 1 more"),
+                                            (["mlp", "post_attention_layernorm"], 8, " and 2 more")])
+def test_a_checkpoint_lacking_many_tensors_names_six_and_counts_the_rest(tmp_path, parts, n, more):
+    """The refusal names the first six missing tensors (in order of name) and counts the rest: a two-layer Llama
+    without its MLPs lacks six (gate, up and down of each layer), with a layer's norm too seven, both norms eight."""
+    from hf_tiny import BY_ID
+
+    build(BY_ID["llama-mha"]).save_pretrained(tmp_path)
+    gone = _without(tmp_path, *parts)
+    assert len(gone) == n
+    with pytest.raises(compscope.OptionError) as e:
+        runner_for(tmp_path, progress=False)
+    assert f"the checkpoint lacks {n} tensor(s) the model's class builds ({', '.join(gone[:6])}{more}), " in str(
+        e.value)
+
+
 def test_a_checkpoint_lacking_tensors_no_run_reads_runs(tmp_path):
     """Tensors a run never reads may be missing: a Llama folder without its final norm and its (untied) unembedding,
     a BERT folder saved without its pooler (built as the base model its config names); and a table transformers
@@ -1075,3 +1094,71 @@ def test_a_tokenizer_folder_is_read_from_local_files_only(tmp_path, monkeypatch)
                         lambda path, **kw: asked.append((path, kw)) or "a tokenizer")
     assert read_tokenizer(tmp_path) == "a tokenizer"
     assert asked == [(str(tmp_path), {"local_files_only": True})]
+
+
+def test_a_running_model_of_another_depth_than_its_heads_is_refused_by_name():
+    """``HFRunner(model, hw)`` with ``hw`` read from a model of another depth: refused, naming both counts,
+    before anything runs; the same depth is taken."""
+    from hf_tiny import BY_ID
+
+    two, three = build(BY_ID["gpt2"], n_layer=2), build(BY_ID["gpt2"], n_layer=3)
+    with pytest.raises(compscope.UnsupportedModelError,
+                       match="the running model has 2 layers, its HeadWeights 3: they are not the same model"):
+        HFRunner(two, compscope.load(three))
+    with pytest.raises(compscope.UnsupportedModelError, match="the running model has 3 layers, its HeadWeights 2"):
+        HFRunner(three, compscope.load(two))
+    assert HFRunner(two, compscope.load(build(BY_ID["gpt2"], n_layer=2, seed=1))).hw.n_layers == 2
+
+
+def test_rotary_frequencies_are_handed_to_the_running_model_or_refused_by_name():
+    """``set_frequencies`` (a GGUF file's ``rope_freqs``, which transformers' GGUF reader drops) sets every rotary
+    module's ``inv_freq`` (and a dynamic rope's ``original_inv_freq``) to the one set the heads state; frequencies
+    that differ by layer, heads without rotary positions, a model without a rotary module, or a module of another
+    width are refused by name, the model left as it was."""
+    import dataclasses
+
+    from hf_tiny import BY_ID
+
+    from compscope.data.runner.hf import set_frequencies
+
+    model = build(BY_ID["llama-mha"])
+    hw = compscope.load(model)
+    rotary = [m for m in model.modules() if isinstance(getattr(m, "inv_freq", None), torch.Tensor)]
+    assert rotary
+    before = [m.inv_freq.clone() for m in rotary]
+    half = hw.rotary.inv_freq.shape[1]
+    new = torch.linspace(0.5, 0.01, half, dtype=torch.float64)
+    one_set = new.expand(hw.n_layers, half).clone()
+    slow = dataclasses.replace(hw, rotary=dataclasses.replace(hw.rotary, inv_freq=one_set))
+    by_layer = torch.stack([new * (1 + i) for i in range(hw.n_layers)])
+    cases = [dataclasses.replace(hw, rotary=dataclasses.replace(hw.rotary, inv_freq=by_layer)),  # one set a layer
+             dataclasses.replace(hw, rotary=None),  # no rotary positions
+             dataclasses.replace(hw, rotary=dataclasses.replace(  # (a narrower rotary part than the model's)
+                 hw.rotary, dim=hw.rotary.dim - 2, inv_freq=new[:-1].expand(hw.n_layers, half - 1).clone()))]
+    for bad in cases:
+        with pytest.raises(compscope.UnsupportedModelError, match=r"m\.gguf: the file's rotary frequency divisors"):
+            set_frequencies(model, bad, "m.gguf")
+        assert all(torch.equal(m.inv_freq, b) for m, b in zip(rotary, before))
+    with pytest.raises(compscope.UnsupportedModelError, match="no rotary module"):
+        set_frequencies(build(BY_ID["gpt2"]), slow, "m.gguf")  # (no module with inv_freq)
+    for m in rotary:
+        m.original_inv_freq = m.inv_freq.clone()  # (what a dynamic rope keeps)
+    set_frequencies(model, slow, "m.gguf")
+    for m in rotary:
+        torch.testing.assert_close(m.inv_freq, new.to(m.inv_freq.dtype), rtol=0, atol=0)
+        torch.testing.assert_close(m.original_inv_freq, new.to(m.inv_freq.dtype), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("bos, kept", [(0, True), (1, True), (60, True), (-1, False), (61, False), (None, False)])
+def test_the_runner_takes_a_bos_token_only_inside_the_vocabulary(bos, kept):
+    """``runner.bos``: the config's ``bos_token_id`` where it is a token of the model (an int in ``0..V-1``; random
+    configs keep ids of other vocabularies), else None; an encoder's is None (no sequence of its starts with it)."""
+    from hf_tiny import BY_ID, VOCAB
+
+    assert VOCAB == 61  # (the ids above: 60 the last token, 61 past it)
+    model = build(BY_ID["llama-mha"])
+    model.config.bos_token_id = bos
+    assert HFRunner(model, compscope.load(model)).bos == (bos if kept else None)
+    encoder = build(BY_ID["bert"])
+    encoder.config.bos_token_id = 1
+    assert HFRunner(encoder, compscope.load(encoder)).bos is None
