@@ -1162,3 +1162,20 @@ def test_the_runner_takes_a_bos_token_only_inside_the_vocabulary(bos, kept):
     encoder = build(BY_ID["bert"])
     encoder.config.bos_token_id = 1
     assert HFRunner(encoder, compscope.load(encoder)).bos is None
+
+
+def test_a_class_named_by_a_config_is_found_exported_or_in_its_model_types_module():
+    """``_model_class(name, model_type)``: transformers' exported class of that name; else the one in the modeling
+    module of ``model_type`` (BridgeTower's text model, which transformers does not export); None for a name neither
+    has, a model type transformers does not know, or no model type given."""
+    import transformers
+    from transformers.models.bridgetower import modeling_bridgetower
+
+    from compscope.data.runner.hf import _model_class
+
+    assert not hasattr(transformers, "BridgeTowerTextModel")
+    assert _model_class("BridgeTowerTextModel", "bridgetower") is modeling_bridgetower.BridgeTowerTextModel
+    assert _model_class("LlamaModel", "llama") is _model_class("LlamaModel", None) is transformers.LlamaModel
+    for name, model_type in [("BridgeTowerTextModel", None), ("BridgeTowerTextModel", 3), ("NoSuchModel", "llama"),
+                             ("BridgeTowerTextModel", "no_such_type")]:
+        assert _model_class(name, model_type) is None, (name, model_type)
