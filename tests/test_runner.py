@@ -1126,15 +1126,16 @@ def test_rotary_frequencies_are_handed_to_the_running_model_or_refused_by_name()
     rotary = [m for m in model.modules() if isinstance(getattr(m, "inv_freq", None), torch.Tensor)]
     assert rotary
     before = [m.inv_freq.clone() for m in rotary]
-    half = hw.rotary.inv_freq.shape[1]
+    L, half = hw.rotary.inv_freq.shape
     new = torch.linspace(0.5, 0.01, half, dtype=torch.float64)
-    one_set = new.expand(hw.n_layers, half).clone()
-    slow = dataclasses.replace(hw, rotary=dataclasses.replace(hw.rotary, inv_freq=one_set))
-    by_layer = torch.stack([new * (1 + i) for i in range(hw.n_layers)])
-    cases = [dataclasses.replace(hw, rotary=dataclasses.replace(hw.rotary, inv_freq=by_layer)),  # one set a layer
-             dataclasses.replace(hw, rotary=None),  # no rotary positions
-             dataclasses.replace(hw, rotary=dataclasses.replace(  # (a narrower rotary part than the model's)
-                 hw.rotary, dim=hw.rotary.dim - 2, inv_freq=new[:-1].expand(hw.n_layers, half - 1).clone()))]
+
+    def turning(inv_freq, dim=hw.rotary.dim):
+        return hw.replace(rotary=dataclasses.replace(hw.rotary, dim=dim, inv_freq=inv_freq))
+
+    slow = turning(new.expand(L, half).clone())
+    cases = [turning(torch.stack([new * (1 + i) for i in range(L)])),  # one set a layer
+             hw.replace(rotary=None),  # no rotary positions
+             turning(new[:-1].expand(L, half - 1).clone(), dim=hw.rotary.dim - 2)]  # a narrower rotary part
     for bad in cases:
         with pytest.raises(compscope.UnsupportedModelError, match=r"m\.gguf: the file's rotary frequency divisors"):
             set_frequencies(model, bad, "m.gguf")
