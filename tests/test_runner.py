@@ -175,6 +175,33 @@ def test_a_changed_run_given_its_clean_trace_leaves_the_layers_before_the_change
         assert "forward" not in layer.__dict__  # the modules are as they were
 
 
+def test_layer_modules_are_the_one_list_whose_elements_hold_each_layers_two_hook_points():
+    """``layer_modules(body, points)``: the module list whose i-th element holds both of layer i's hook points.
+    Lists of the same length met before it are passed over: one holding other modules, one holding each layer's
+    norm alone, one its attention alone, one whose first element alone is a layer, one with the layers in another order; None where no list
+    holds them."""
+    from compscope.data.runner.hf import layer_modules
+
+    class Layer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm, self.attn = torch.nn.LayerNorm(4), torch.nn.Linear(4, 4)
+
+    layers = [Layer() for _ in range(3)]
+    points = [(m.norm, m.attn) for m in layers]
+    body = torch.nn.Module()  # (registered in this order: body.modules() meets the decoys first)
+    body.scales = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in layers)
+    body.norms = torch.nn.ModuleList(m.norm for m in layers)
+    body.attns = torch.nn.ModuleList(m.attn for m in layers)
+    body.first = torch.nn.ModuleList([layers[0], torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)])
+    body.turned = torch.nn.ModuleList(layers[::-1])
+    assert layer_modules(body, points) is None
+    body.layers = torch.nn.ModuleList(layers)
+    found = layer_modules(body, points)
+    assert found is not None and len(found) == 3 and all(a is b for a, b in zip(found, layers))
+    assert layer_modules(body, points[:2]) is None  # (no list of two)
+
+
 @pytest.mark.parametrize("variant", VARIANTS, ids=str)
 def test_a_run_for_residuals_only_leaves_the_last_layer_out(variant):
     """``trace(..., last=False)`` of every family, changed at the layer before the last and given the
