@@ -900,6 +900,25 @@ def test_many_short_sequences_are_refused_for_the_residuals_they_keep(monkeypatc
         assert len(held) == kept * hw.n_layers and all(x.shape == (b, t, hw.d_model) for x in held), variant
 
 
+@pytest.mark.parametrize("vid", ["gpt2", "llama-mha"])
+def test_a_causal_models_folder_runs_as_its_causal_lm_every_tensor_read(tmp_path, capfd, vid):
+    """A causal model saved whole (GPT-2's LM head model, Llama's causal LM) is built as that class, so every tensor
+    in the folder is the model's (transformers' load report names no unexpected weight, as it would for the base
+    model alone: the LM head's), and its base model runs as compscope reads it."""
+    from hf_tiny import BY_ID
+
+    model = build(BY_ID[vid])
+    model.save_pretrained(tmp_path)
+    hw = compscope.load(tmp_path)
+    capfd.readouterr()
+    runner = runner_for(tmp_path, progress=False, device="cpu")
+    assert type(runner.model) is type(model)
+    assert "UNEXPECTED" not in "".join(capfd.readouterr())
+    tr = runner.trace(random_ids())
+    for layer in range(hw.n_layers):
+        torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=ATOL, rtol=0)
+
+
 def test_an_encoder_saved_with_its_head_runs_as_the_class_its_folder_names(tmp_path, capfd):
     """BERT's masked LM saved to a folder is built as that class, every tensor the model's (transformers reports no
     unexpected weights), and its base model runs as compscope reads it; a class of another model type named by the
@@ -1207,3 +1226,45 @@ def test_a_class_named_by_a_config_is_found_exported_or_in_its_model_types_modul
     for name, model_type in [("BridgeTowerTextModel", None), ("BridgeTowerTextModel", 3), ("NoSuchModel", "llama"),
                              ("BridgeTowerTextModel", "no_such_type")]:
         assert _model_class(name, model_type) is None, (name, model_type)
+    assert _model_class("RobertaModel", "bert") is transformers.RobertaModel  # (exported: whatever the type given)
+
+
+def test_a_folder_whose_config_names_no_usable_class_runs_as_the_auto_class(tmp_path):
+    """``architectures`` as saved names the class a folder is built as: an encoder's (BERT's masked LM) and a
+    vision-language model's (LLaVA's). Empty, not a list, a list whose first entry is no string, a name transformers
+    lacks, a name that is no model class (a config's), or no key at all: neither is taken, and the folder is built
+    by the auto class (None; for the wrapper, ``AutoModelForImageTextToText``). A folder without a config, or with a
+    language model's alone, is no wrapper; a causal model's class named in its folder is not taken either (but by a
+    family that runs its models as named)."""
+    import json
+
+    import transformers
+
+    from compscope.data.runner.hf import _named_class, _wrapper_class
+    from hf_tiny import BY_ID, make_config
+
+    bert, llava = tmp_path / "bert", tmp_path / "llava"
+    bert_config = make_config(BY_ID["bert"])
+    bert_config.architectures = ["BertForMaskedLM"]
+    bert_config.save_pretrained(bert)
+    hw = compscope.load(build(BY_ID["bert"]))
+    text = transformers.LlamaConfig(hidden_size=8, num_attention_heads=2, num_hidden_layers=1, intermediate_size=8,
+                                    vocab_size=61)
+    transformers.LlavaConfig(text_config=text, architectures=["LlavaForConditionalGeneration"]).save_pretrained(llava)
+    assert _named_class(bert, hw) is transformers.BertForMaskedLM
+    assert _wrapper_class(llava) is transformers.LlavaForConditionalGeneration
+    configs = {f: json.loads((f / "config.json").read_text()) for f in (bert, llava)}
+    for named in ([], "BertForMaskedLM", [3], ["NoSuchModel"], ["BertConfig"], ["LlavaConfig"], None):
+        for folder, config in configs.items():
+            saved = {k: v for k, v in config.items() if k != "architectures"}
+            written = saved if named is None else {**saved, "architectures": named}
+            (folder / "config.json").write_text(json.dumps(written))
+        assert _named_class(bert, hw) is None, named
+        assert _wrapper_class(llava) is transformers.AutoModelForImageTextToText, named
+    text.save_pretrained(tmp_path / "llama")
+    assert _wrapper_class(tmp_path / "llama") is None and _wrapper_class(tmp_path / "empty") is None
+    assert _named_class(tmp_path / "empty", hw) is None
+    # a causal model's folder runs as its auto causal LM whatever class of its type it names (Llama's classifier)
+    text.architectures = ["LlamaForSequenceClassification"]
+    text.save_pretrained(tmp_path / "llama")
+    assert _named_class(tmp_path / "llama", compscope.load(build(BY_ID["llama-mha"]))) is None
