@@ -4,6 +4,7 @@ and on the default model the known circuit judged as such."""
 import itertools
 import math
 import statistics
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -76,12 +77,17 @@ def _delong_gap_se_by_counting(a, b, y):
 def test_auroc_se_by_hand():
     """True 2, 3 against false 1, 2.5, 2: the true items beat ½ and 1 of the false ones (the tie with 2 half), the
     false ones are beaten by 1, ½ and ¾ of the true ones; SE² = var(½, 1)/2 + var(1, ½, ¾)/3 = 1/16 + 1/48 = 1/12.
-    A NaN score is left out; fewer than two items of a class give NaN."""
+    A NaN score is left out; fewer than two items of a class give NaN, and no warning (no variance of one item is
+    taken)."""
     s = torch.tensor([2.0, 3.0, 1.0, 2.5, 2.0, float("nan")])
     y = torch.tensor([True, True, False, False, False, True])
     assert auroc(s, y) == 0.75
     assert auroc_se(s, y) == pytest.approx(math.sqrt(1 / 12), abs=1e-15)
-    assert math.isnan(auroc_se(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([True, False, False])))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for one in ([True, False, False], [True, True, False]):
+            assert math.isnan(auroc_se(torch.tensor([1.0, 2.0, 3.0]), torch.tensor(one)))
+            assert math.isnan(auroc_gap_se(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([3.0, 1.0, 2.0]), torch.tensor(one)))
     assert auroc_se(torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([False, False, True, True])) == 0.0
 
 
