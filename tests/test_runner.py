@@ -178,8 +178,8 @@ def test_a_changed_run_given_its_clean_trace_leaves_the_layers_before_the_change
 def test_layer_modules_are_the_one_list_whose_elements_hold_each_layers_two_hook_points():
     """``layer_modules(body, points)``: the module list whose i-th element holds both of layer i's hook points.
     Lists of the same length met before it are passed over: one holding other modules, one holding each layer's
-    norm alone, one its attention alone, one whose first element alone is a layer, one with the layers in another order; None where no list
-    holds them."""
+    norm alone, one its attention alone, one whose first element alone is a layer, one with the layers in another
+    order; None where no list holds them."""
     from compscope.data.runner.hf import layer_modules
 
     class Layer(torch.nn.Module):
