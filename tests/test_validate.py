@@ -85,9 +85,9 @@ def test_auroc_se_by_hand():
     assert auroc_se(s, y) == pytest.approx(math.sqrt(1 / 12), abs=1e-15)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        a, b = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([3.0, 1.0, 2.0])
         for one in ([True, False, False], [True, True, False]):
-            assert math.isnan(auroc_se(torch.tensor([1.0, 2.0, 3.0]), torch.tensor(one)))
-            assert math.isnan(auroc_gap_se(torch.tensor([1.0, 2.0, 3.0]), torch.tensor([3.0, 1.0, 2.0]), torch.tensor(one)))
+            assert math.isnan(auroc_se(a, torch.tensor(one))) and math.isnan(auroc_gap_se(a, b, torch.tensor(one)))
     assert auroc_se(torch.tensor([1.0, 2.0, 3.0, 4.0]), torch.tensor([False, False, True, True])) == 0.0
 
 
