@@ -907,16 +907,22 @@ def test_a_causal_models_folder_runs_as_its_causal_lm_every_tensor_read(tmp_path
     model alone: the LM head's), and its base model runs as compscope reads it."""
     from hf_tiny import BY_ID
 
-    model = build(BY_ID[vid])
-    model.save_pretrained(tmp_path)
-    hw = compscope.load(tmp_path)
+    _runs_as_saved(build(BY_ID[vid]), tmp_path, capfd)
+
+
+def _runs_as_saved(model, folder, capfd):
+    """``model`` saved to ``folder`` and run from it: built as ``model``'s class, transformers' load report naming no
+    unexpected weight, and every layer's hooked output the one recomputed from the folder's heads. Its heads."""
+    model.save_pretrained(folder)
+    hw = compscope.load(folder)
     capfd.readouterr()
-    runner = runner_for(tmp_path, progress=False, device="cpu")
+    runner = runner_for(folder, progress=False, device="cpu")
     assert type(runner.model) is type(model)
     assert "UNEXPECTED" not in "".join(capfd.readouterr())
     tr = runner.trace(random_ids())
     for layer in range(hw.n_layers):
         torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=ATOL, rtol=0)
+    return hw
 
 
 def test_an_encoder_saved_with_its_head_runs_as_the_class_its_folder_names(tmp_path, capfd):
@@ -930,16 +936,7 @@ def test_an_encoder_saved_with_its_head_runs_as_the_class_its_folder_names(tmp_p
     from compscope.data.runner.hf import _named_class
     from hf_tiny import BY_ID, make_config
 
-    model = transformers.BertForMaskedLM(make_config(BY_ID["bert"])).eval()
-    model.save_pretrained(tmp_path)
-    hw = compscope.load(tmp_path)
-    capfd.readouterr()
-    runner = runner_for(tmp_path, progress=False, device="cpu")
-    assert type(runner.model).__name__ == "BertForMaskedLM"
-    assert "UNEXPECTED" not in "".join(capfd.readouterr())
-    tr = runner.trace(random_ids())
-    for layer in range(hw.n_layers):
-        torch.testing.assert_close(layer_state(hw, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=ATOL, rtol=0)
+    hw = _runs_as_saved(transformers.BertForMaskedLM(make_config(BY_ID["bert"])).eval(), tmp_path, capfd)
     config = json.loads((tmp_path / "config.json").read_text())
     (tmp_path / "config.json").write_text(json.dumps({**config, "architectures": ["RobertaForMaskedLM"]}))
     assert _named_class(tmp_path, hw) is None
@@ -1248,8 +1245,7 @@ def test_a_folder_whose_config_names_no_usable_class_runs_as_the_auto_class(tmp_
     bert_config.architectures = ["BertForMaskedLM"]
     bert_config.save_pretrained(bert)
     hw = compscope.load(build(BY_ID["bert"]))
-    text = transformers.LlamaConfig(hidden_size=8, num_attention_heads=2, num_hidden_layers=1, intermediate_size=8,
-                                    vocab_size=61)
+    text = make_config(BY_ID["llama-mha"])
     transformers.LlavaConfig(text_config=text, architectures=["LlavaForConditionalGeneration"]).save_pretrained(llava)
     assert _named_class(bert, hw) is transformers.BertForMaskedLM
     assert _wrapper_class(llava) is transformers.LlavaForConditionalGeneration
