@@ -105,6 +105,8 @@ def test_options_are_checked():
     for none in (t[:0], t[:, :0]):  # no sequence, no position
         with pytest.raises(OptionError, match=r"tokens must be a non-empty \((batch, pos|batch, seq)\) tensor, got shape"):
             intervention_effects(_runner(toy()), none, ablation="zero", progress=False)
+        with pytest.raises(OptionError, match=r"tokens must be a non-empty \(batch, pos\) tensor, got shape"):
+            interventional_composition(m, none, ablation="zero")
     # a mean over one sequence is that sequence: refused; zero-ablation of one sequence has effects
     with pytest.raises(OptionError, match="mean-ablation on 1 sequence: the mean over one sequence is the output"):
         interventional_composition(m, t[:1])
@@ -883,6 +885,23 @@ def test_the_interventions_count_each_batch_and_writer_on_one_bar(bars, ablation
     assert len(bars) == 1 and not bars[0].enabled
 
 
+def test_the_effects_repr_names_each_kinds_one_strongest_pair():
+    """Effects written by hand: the repr names, per kind in order, the one largest finite effect as
+    ``writer layer.head->reader layer.head`` with three significant figures, and the data it came from."""
+    from compscope.data.intervene import Effects
+
+    nan = float("nan")
+    k, v = torch.full((3, 2, 3, 2), nan, dtype=torch.float64), torch.full((3, 2, 3, 2), nan, dtype=torch.float64)
+    k[0, 1, 2, 0], k[1, 0, 2, 1], k[0, 0, 1, 1] = 0.25, 0.123456, 0.2
+    v[1, 1, 2, 0], v[0, 0, 2, 1] = 0.5, 0.75
+    e = Effects({"K": k, "V": v}, v.clone(), "zero", 7, 9, "all", ((0, 0), (0, 1), (1, 0), (1, 1)))
+    assert repr(e) == ("Effects(3 layers x 2 heads; zero-ablation, all paths, 4 writers, 7 sequences of 9 tokens; "
+                       "strongest K 0.1->2.0 0.25; strongest V 0.0->2.1 0.75)")
+    one = Effects({"Q": k}, None, "mean", 2, 5, writers=((1, 0),))
+    assert repr(one) == ("Effects(3 layers x 2 heads; mean-ablation, direct path, 1 writer, 2 sequences of 5 tokens; "
+                         "strongest Q 0.1->2.0 0.25)")
+
+
 def test_against_measures_shows_no_bar_unless_asked(bars):
     against_measures("induction-2l", "K", sequences=2, half=4)
     assert bars and not any(b.enabled for b in bars)
@@ -920,7 +939,9 @@ def test_writers_are_checked_against_the_model():
                        ([(-1, 0)], "writer layer -1: .* has layers 0-1"), ([(0, -1)], "writer 0.-1: .* heads 0-2"),
                        ([(5, 7)], "writer layer 5: .* has layers 0-1"),  # the layer first: no head 7 in no layer
                        ([1], "writer layer 1: the last layer"), (["0.1"], "writer '0.1': expected"),
-                       ([True], "writer True"), ([], "none given"), ("0.1", "writers='0.1'")]:
+                       ([True], "writer True"), ([], "none given"), ("0.1", "writers='0.1'"),
+                       ([(0, 1.5)], r"writer \(0, 1.5\): expected"), ([(True, 0)], r"writer \(True, 0\): expected"),
+                       ([(0, 1, 2)], r"writer \(0, 1, 2\): expected"), ([[0]], r"writer \[0\]: expected")]:
         with pytest.raises(OptionError, match=match):
             intervention_effects(r, t, writers=bad, progress=False)
 
@@ -988,6 +1009,10 @@ def test_effects_as_a_table_have_one_row_per_pair_and_kind(tmp_path):
         path = fx.save(tmp_path / name)
         back = pd.read_csv(path) if name.endswith(".csv") else pd.read_parquet(path)
         pd.testing.assert_frame_equal(back, df, check_dtype=False)
+    every = Effects({"Q": k}, None, "mean", 3, 5).to_pandas()  # no V, every writer: no direction column, writers None
+    assert list(every.columns) == ["kind", "src_layer", "src_head", "dst_layer", "dst_head", "effect"]
+    assert every.effect.tolist() == list(pairs.values()) and set(every.kind) == {"Q"}
+    assert every.attrs == {"ablation": "mean", "sequences": 3, "seq_len": 5, "paths": "direct", "writers": None}
 
 
 @pytest.mark.parametrize(("d_model", "d_head", "rank"), [(12, 4, 4), (12, 4, 2), (3, 5, 3), (8, 8, 8)])

@@ -77,6 +77,12 @@ def test_labels_on_the_toy_runner_equal_the_toy_labels():
     assert float(got.spread["induction"].max()) > 0  # three batches of different sequences differ
     df = got.to_pandas()
     assert list(df.columns[:6]) == ["layer", "head", *LABELS] and len(df) == 8
+    for bad, said in ((reps.tokens[:0], r"shape \(0, 32\)"), (reps.tokens[:, :0], r"shape \(24, 0\)"),
+                      (reps.tokens[0], r"shape \(32,\)"), (reps.tokens.tolist(), "a list")):
+        with pytest.raises(OptionError, match=r"tokens must be a non-empty \(batch, pos\) tensor, got " + said):
+            label_heads(runner.model, bad)
+    with pytest.raises(OptionError, match=r"label_heads needs repeated sequences \[t, t\]"):
+        label_heads(runner.model, reps.tokens[:, 1:])
     assert list(df.columns[6:]) == [f"{k}_spread" for k in LABELS] + [f"{k}_error" for k in LABELS]
     # the standard error of the mean over the 24 sequences, from each sequence's own labels
     per = torch.stack([activation_labels(runner, Repeats(reps.tokens[i : i + 1], 16, reps.start, 7), 1, False).induction

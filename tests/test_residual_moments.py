@@ -104,8 +104,10 @@ def test_toy_metric_by_name_and_errors():
         toy_activation_metric("induction-2l", sequences=10, half=8, shrinkage="lw")
     with pytest.raises(OptionError, match="toy models only"):
         toy_activation_metric("smollm2")
-    with pytest.raises(OptionError, match="non-empty"):
-        residual_second_moments(toy(), torch.zeros(0, 3, dtype=torch.long))
+    for bad, got in ((torch.zeros(0, 3, dtype=torch.long), r"shape \(0, 3\)"), (torch.zeros(3, 0, dtype=torch.long),
+                     r"shape \(3, 0\)"), (torch.zeros(4, dtype=torch.long), r"shape \(4,\)"), ([[1, 2]], "a list")):
+        with pytest.raises(OptionError, match=r"tokens must be a non-empty \(batch, pos\) tensor, got " + got):
+            residual_second_moments(toy(), bad)
 
 
 def test_cli_scores_with_the_data_metric(capsys, tmp_path):

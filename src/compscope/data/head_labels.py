@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from ..errors import OptionError, check_int
-from .runner import model_device
+from .runner import check_tokens, model_device
 
 
 def induction_scores(patterns: list[Tensor], half: int) -> Tensor:
@@ -61,7 +61,7 @@ def label_heads(model, tokens: Tensor) -> HeadLabels:
     """Labels of ``model`` (anything with ``forward(tokens, cache=dict)`` filling
     ``pattern.{l}``, such as ``ToyTransformer``) on ``tokens = [t, t]: (batch, 2n)``, run where
     the model's parameters are (a toy on CUDA takes tokens from the CPU); the scores on the CPU."""
-    n2 = tokens.shape[1]
+    n2 = check_tokens(tokens, "batch, pos").shape[1]
     if n2 % 2 or not torch.equal(tokens[:, : n2 // 2], tokens[:, n2 // 2 :]):
         raise OptionError("label_heads needs repeated sequences [t, t] (see toy.data.repeated_random)")
     half = n2 // 2

@@ -248,11 +248,9 @@ def writers_text(writers, also: str = "") -> str:
 
 
 def _check(kinds: str, ablation: str, tokens: Tensor) -> str:
-    from .runner import what_is
+    from .runner import check_tokens
 
-    if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.shape[0] < 1:
-        raise OptionError(f"tokens must be a non-empty (batch, pos) tensor, got {what_is(tokens)}")
-    check_ablation(ablation, tokens.shape[0])
+    check_ablation(ablation, check_tokens(tokens, "batch, pos").shape[0])
     return check_kinds(kinds)
 
 

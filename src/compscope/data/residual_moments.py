@@ -44,8 +44,9 @@ def residual_second_moments(model, tokens: Tensor, centred: bool = False) -> dic
     """``{layer: (d, d)}`` float64 second moments of what each layer's heads read, for a
     ``ToyTransformer`` (or anything with its ``cache=`` hooks and ``blocks[l].ln1``) on
     ``tokens: (batch, pos)``; with ``centred``, central ones (covariances)."""
-    if tokens.ndim != 2 or tokens.numel() == 0:
-        raise OptionError(f"tokens must be a non-empty (batch, pos) tensor, got shape {tuple(tokens.shape)}")
+    from .runner import check_tokens
+
+    check_tokens(tokens, "batch, pos")
     cache: dict = {}
     model(tokens, cache=cache)
     out = {}

@@ -233,8 +233,7 @@ class Runner:
         ``last=False``: for a caller that reads residuals only; where the runner holds the layer
         modules the last layer is not run, its input ``resid[-1]`` kept (``attn_out[-1]`` and, post-LN,
         ``norm_in[-1]`` are then None)."""
-        if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.numel() == 0:
-            raise OptionError(f"tokens must be a non-empty (batch, seq) tensor, got {what_is(tokens)}")
+        check_tokens(tokens)
         if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
             raise OptionError(f"tokens must be integer token ids, got dtype {str(tokens.dtype).removeprefix('torch.')}")
         if int(tokens.min()) < 0 or int(tokens.max()) >= self.hw.n_vocab:
@@ -436,6 +435,14 @@ def _padded(x: Tensor, like: Tensor) -> Tensor:
 def what_is(x) -> str:
     """A tensor's shape, or the type of something that is not a tensor (for messages)."""
     return f"shape {tuple(x.shape)}" if isinstance(x, Tensor) else f"a {type(x).__name__}"
+
+
+def check_tokens(tokens, dims: str = "batch, seq") -> Tensor:
+    """``tokens`` if it is a tensor ``(batch, seq)`` with at least one sequence and one position, else
+    refused by name (``dims``: the two dimensions' names in the message)."""
+    if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.numel() == 0:
+        raise OptionError(f"tokens must be a non-empty ({dims}) tensor, got {what_is(tokens)}")
+    return tokens
 
 
 def model_device(model) -> torch.device:
