@@ -867,6 +867,23 @@ def test_chosen_writers_get_the_effects_of_the_whole_run_and_the_rest_none(kw, p
     assert f"mean-ablation, {paths} path{'s' if paths == 'all' else ''}, 4 writers, 5 sequences" in repr(some)
 
 
+@pytest.mark.parametrize("factored", [True, False], ids=["factored", "plain"])
+def test_the_kinds_in_any_order_give_the_same_effects(monkeypatch, factored):
+    """``kinds`` in any order (V first, repeated) gives each kind's effects of ``'QKV'``, exactly, on either route."""
+    from compscope.data import intervene
+
+    monkeypatch.setattr(intervene, "FACTORED", factored)
+    r = _runner(ToyTransformer(ToyConfig(n_layers=3, n_heads=2, d_model=12, d_head=4, d_vocab=10, n_ctx=8), seed=2))
+    t = tokens(n=4)
+    want = intervention_effects(r, t, "QKV", progress=False)
+    for kinds in ("VKQ", "VQ", "KVVQ"):
+        got = intervention_effects(r, t, kinds, progress=False)
+        assert list(got.by_kind) == list(dict.fromkeys(kinds))
+        for kind in got.by_kind:
+            torch.testing.assert_close(got.by_kind[kind], want.by_kind[kind], rtol=0, atol=0, equal_nan=True)
+        torch.testing.assert_close(got.v_direction, want.v_direction, rtol=0, atol=0, equal_nan=True)
+
+
 @pytest.mark.parametrize("ablation", ["mean", "zero"])
 @pytest.mark.parametrize("writers", [None, [(2, 1), (0, 2)]])
 def test_the_interventions_count_each_batch_and_writer_on_one_bar(bars, ablation, writers):
