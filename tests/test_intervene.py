@@ -714,6 +714,22 @@ def test_v_effect_sums_in_float32_stay_within_float32_of_delta_against_float64(s
     assert float(got[0][2]) == float(got[1][2]) == 0.0 and float(got[2][3]) == 35.0
 
 
+def test_a_reader_that_writes_nothing_has_v_effects_of_zero():
+    """A later head whose ``W_O`` is 0 writes nothing at every position: every position is left out of its V
+    effects, which are 0 (nothing changed), not 0/0; the other heads' V effects are those of the model unchanged."""
+    m = ToyTransformer(ToyConfig(n_layers=2, n_heads=3, d_model=12, d_head=4, d_vocab=10, n_ctx=8), seed=4)
+    t = tokens(n=4)
+    want = intervention_effects(_runner(m), t, "V", progress=False)
+    with torch.no_grad():
+        m.blocks[1].W_O[1] = 0
+    got = intervention_effects(_runner(m), t, "V", progress=False)
+    for e, w in ((got.by_kind["V"], want.by_kind["V"]), (got.v_direction, want.v_direction)):
+        assert e[0, :, 1, 1].tolist() == [0.0] * 3
+        keep = torch.ones(3, dtype=torch.bool)
+        keep[1] = False
+        torch.testing.assert_close(e[0, :, 1, keep], w[0, :, 1, keep], rtol=0, atol=0)
+
+
 # ---------------------------------------------------------------- every path (paths='all')
 @pytest.mark.parametrize("kw", [dict(norm="layernorm", mlp=True), dict(norm="rmsnorm", positions="rotary", mlp=True),
                                 dict(norm="rmsnorm", positions="rotary", mlp=True, qk_norm=True, attn_out_norm=True)],
