@@ -728,6 +728,9 @@ def test_a_reader_that_writes_nothing_has_v_effects_of_zero():
         keep = torch.ones(3, dtype=torch.bool)
         keep[1] = False
         torch.testing.assert_close(e[0, :, 1, keep], w[0, :, 1, keep], rtol=0, atol=0)
+    ref = interventional_composition(m, t, "V")["V"]  # the toy's own forward with the edits: the same zeros
+    assert ref[0, :, 1, 1].tolist() == [0.0] * 3
+    torch.testing.assert_close(ref, got.by_kind["V"], rtol=1e-4, atol=1e-6, equal_nan=True)
 
 
 # ---------------------------------------------------------------- every path (paths='all')
