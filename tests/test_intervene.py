@@ -674,16 +674,19 @@ def test_post_ln_needs_a_runner_that_names_its_norms():
         intervention_effects(runner, torch.zeros(2, 4, dtype=torch.long))
 
 
-def test_batches_give_the_effects_of_the_whole():
-    """Mean-ablation uses the mean over every sequence, whatever the batch size."""
+@pytest.mark.parametrize("ablation", ["mean", "zero"])
+def test_batches_give_the_effects_of_the_whole(ablation):
+    """Mean-ablation uses the mean over every sequence, whatever the batch size: seven sequences in batches of
+    one, in two (4 + 3, 6 + 1), in three, or in one batch as large as the data or larger give the same effects."""
     cfg = ToyConfig(n_layers=3, n_heads=2, d_model=12, d_head=4, d_vocab=10, n_ctx=8, norm="layernorm")
     r = _runner(ToyTransformer(cfg, seed=4))
     t = tokens(n=7)
-    whole = intervention_effects(r, t, progress=False)
-    parts = intervention_effects(r, t, batch_size=3, progress=False)
-    for kind in "QKV":
-        torch.testing.assert_close(parts.by_kind[kind], whole.by_kind[kind], atol=1e-6, rtol=1e-5, equal_nan=True)
-    torch.testing.assert_close(parts.v_direction, whole.v_direction, atol=1e-6, rtol=1e-5, equal_nan=True)
+    whole = intervention_effects(r, t, ablation=ablation, progress=False)
+    for batch_size in (1, 3, 4, 6, 7, 100):
+        parts = intervention_effects(r, t, ablation=ablation, batch_size=batch_size, progress=False)
+        for kind in "QKV":
+            torch.testing.assert_close(parts.by_kind[kind], whole.by_kind[kind], atol=1e-6, rtol=1e-5, equal_nan=True)
+        torch.testing.assert_close(parts.v_direction, whole.v_direction, atol=1e-6, rtol=1e-5, equal_nan=True)
     with pytest.raises(OptionError, match="batch_size"):
         intervention_effects(r, t, batch_size=0)
 
