@@ -107,6 +107,8 @@ def test_options_are_checked():
             intervention_effects(_runner(toy()), none, ablation="zero", progress=False)
         with pytest.raises(OptionError, match=r"tokens must be a non-empty \(batch, pos\) tensor, got shape"):
             interventional_composition(m, none, ablation="zero")
+    with pytest.raises(OptionError, match=r"token ids must lie in 0\.\.9 for this toy model"):  # -1: not the last id
+        interventional_composition(m, t - 1)
     # a mean over one sequence is that sequence: refused; zero-ablation of one sequence has effects
     with pytest.raises(OptionError, match="mean-ablation on 1 sequence: the mean over one sequence is the output"):
         interventional_composition(m, t[:1])

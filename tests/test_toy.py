@@ -130,6 +130,24 @@ def test_zero_edit_changes_nothing_and_bad_edits_are_refused():
         m(torch.zeros(1, cfg.n_ctx + 1, dtype=torch.long))
 
 
+def test_token_ids_outside_the_vocabulary_or_not_ids_are_refused():
+    """The toy's forward takes (batch, pos) integer ids in 0..d_vocab - 1: a negative id (which would index
+    the embedding from its end), one past the vocabulary, float, bool or empty tokens are refused by name."""
+    cfg = VARIANTS[0]
+    m = ToyTransformer(cfg)
+    tokens = torch.randint(cfg.d_vocab, (2, 8))
+    edge = tokens.clone()
+    edge[0, 0], edge[1, 7] = 0, cfg.d_vocab - 1
+    assert m(edge).shape == (2, 8, cfg.d_vocab)
+    ids = rf"token ids must lie in 0\.\.{cfg.d_vocab - 1} for this toy model \(d_vocab={cfg.d_vocab}\)"
+    for bad, said in ((tokens - tokens[0, 0] - 1, ids), (tokens + cfg.d_vocab - tokens.max(), ids),
+                      (tokens.float(), "integer token ids, got dtype float32"), (tokens > 0, "got dtype bool"),
+                      (tokens[:, :0], r"non-empty \(batch, pos\) tensor, got shape \(2, 0\)"),
+                      (tokens[0], r"non-empty \(batch, pos\) tensor, got shape \(8,\)")):
+        with pytest.raises(OptionError, match=said):
+            m(bad)
+
+
 @pytest.mark.parametrize("cfg", [*VARIANTS, ToyConfig(mlp=True, d_mlp=40), ToyConfig(tied=True, mlp=True, n_layers=1)],
                          ids=lambda c: _id(c))
 def test_matrix_entries_count_the_built_models_matrices(cfg):

@@ -72,6 +72,28 @@ def check_int(name: str, value, low: int | None = None) -> int:
     return int(value)
 
 
+def what_is(x) -> str:
+    """A tensor's shape, or the type of something that is not a tensor (for messages)."""
+    import torch
+
+    return f"shape {tuple(x.shape)}" if isinstance(x, torch.Tensor) else f"a {type(x).__name__}"
+
+
+def check_tokens(tokens, dims: str = "batch, seq", n_vocab: int | None = None, model: str = "the model"):
+    """``tokens`` if it is a tensor ``(batch, seq)`` of integer token ids with at least one sequence and one
+    position (and, ``n_vocab`` given, ids in ``0..n_vocab - 1``: a negative id would index from the end), else
+    an ``OptionError`` (``dims``: the two dimensions' names in the message; ``model``: the vocabulary's)."""
+    import torch
+
+    if not isinstance(tokens, torch.Tensor) or tokens.ndim != 2 or tokens.numel() == 0:
+        raise OptionError(f"tokens must be a non-empty ({dims}) tensor, got {what_is(tokens)}")
+    if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
+        raise OptionError(f"tokens must be integer token ids, got dtype {str(tokens.dtype).removeprefix('torch.')}")
+    if n_vocab is not None and (int(tokens.min()) < 0 or int(tokens.max()) >= n_vocab):
+        raise OptionError(f"token ids must lie in 0..{n_vocab - 1} for {model}")
+    return tokens
+
+
 def one_line(e: BaseException) -> str:
     """An exception's message on one line (compscope's messages are single lines)."""
     return " ".join(str(e).split()) or type(e).__name__

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor
 
-from ..errors import OptionError, check_int
-from .runner import check_tokens, model_device
+from ..errors import OptionError, check_int, check_tokens
+from .runner import model_device
 
 
 def induction_scores(patterns: list[Tensor], half: int) -> Tensor:

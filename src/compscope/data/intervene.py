@@ -71,7 +71,7 @@ from torch import Tensor
 from ..core.attention import attend, combine, gate, project, read_input, written
 from ..core.factors import check_composes, check_kinds
 from ..defaults import PATHS, SEED
-from ..errors import OptionError, check_int
+from ..errors import OptionError, check_int, check_tokens
 from ..progress import progress_bar
 from ..results.table import Tabular
 from . import factored_path as factored
@@ -248,8 +248,6 @@ def writers_text(writers, also: str = "") -> str:
 
 
 def _check(kinds: str, ablation: str, tokens: Tensor) -> str:
-    from .runner import check_tokens
-
     check_ablation(ablation, check_tokens(tokens, "batch, pos").shape[0])
     return check_kinds(kinds)
 

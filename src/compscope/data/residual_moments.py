@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from ..defaults import SHRINKAGES
-from ..errors import OptionError, check_int
+from ..errors import OptionError, check_int, check_tokens
 from ..core.metrics import DEFAULT_RIDGE, Metric, activations
 
 
@@ -44,8 +44,6 @@ def residual_second_moments(model, tokens: Tensor, centred: bool = False) -> dic
     """``{layer: (d, d)}`` float64 second moments of what each layer's heads read, for a
     ``ToyTransformer`` (or anything with its ``cache=`` hooks and ``blocks[l].ln1``) on
     ``tokens: (batch, pos)``; with ``centred``, central ones (covariances)."""
-    from .runner import check_tokens
-
     check_tokens(tokens, "batch, pos")
     cache: dict = {}
     model(tokens, cache=cache)

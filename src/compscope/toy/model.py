@@ -28,7 +28,7 @@ from typing import Literal, Mapping
 import torch
 from torch import Tensor, nn
 
-from ..errors import OptionError
+from ..errors import OptionError, check_tokens
 from ..core.heads import HeadWeights, Meta, Norm, Rotary
 
 
@@ -185,7 +185,7 @@ class ToyTransformer(nn.Module):
     ) -> Tensor:
         """Logits ``(batch, pos, d_vocab)`` for ``tokens: (batch, pos)`` (see the module docstring)."""
         cfg = self.cfg
-        B, T = tokens.shape
+        B, T = check_tokens(tokens, "batch, pos", cfg.d_vocab, f"this toy model (d_vocab={cfg.d_vocab})").shape
         if T > cfg.n_ctx and cfg.positions == "learned":
             raise OptionError(f"sequence length {T} exceeds the model's n_ctx={cfg.n_ctx}")
         resid = self.W_E[tokens]

@@ -38,13 +38,13 @@ it is given, and :func:`cannot_run`, which says, from files' headers alone, why 
 Adding a way to run models is one module here and one branch in :mod:`.choose`.
 """
 
-from .base import (PATTERN_COPIES, RUN_DTYPES, LayerState, Runner, Trace, check_tokens, evaluating, layer_state,
-                   model_device, model_dtype, resolve_dtype, what_is)
+from .base import (PATTERN_COPIES, RUN_DTYPES, LayerState, Runner, Trace, evaluating, layer_state, model_device,
+                   model_dtype, resolve_dtype, what_is)
 from .choose import cannot_run, runner_for
 from .hf import OLDEST_TRANSFORMERS, HFRunner, transformers_at_least
 from .toy import ToyRunner
 from .transformer_lens import TransformerLensRunner
 
 __all__ = ["HFRunner", "LayerState", "OLDEST_TRANSFORMERS", "PATTERN_COPIES", "RUN_DTYPES", "Runner", "ToyRunner",
-           "Trace", "TransformerLensRunner", "cannot_run", "check_tokens", "evaluating", "layer_state",
+           "Trace", "TransformerLensRunner", "cannot_run", "evaluating", "layer_state",
            "model_device", "model_dtype", "resolve_dtype", "runner_for", "transformers_at_least", "what_is"]

@@ -12,7 +12,7 @@ from torch import Tensor
 
 from ...core.attention import combine, head_outputs, head_states, read_input
 from ...core.heads import HeadWeights
-from ...errors import OptionError, UnsupportedModelError
+from ...errors import OptionError, UnsupportedModelError, check_tokens, what_is
 
 
 @dataclass(frozen=True)
@@ -233,11 +233,7 @@ class Runner:
         ``last=False``: for a caller that reads residuals only; where the runner holds the layer
         modules the last layer is not run, its input ``resid[-1]`` kept (``attn_out[-1]`` and, post-LN,
         ``norm_in[-1]`` are then None)."""
-        check_tokens(tokens)
-        if tokens.dtype.is_floating_point or tokens.dtype.is_complex or tokens.dtype == torch.bool:
-            raise OptionError(f"tokens must be integer token ids, got dtype {str(tokens.dtype).removeprefix('torch.')}")
-        if int(tokens.min()) < 0 or int(tokens.max()) >= self.hw.n_vocab:
-            raise OptionError(f"token ids must lie in 0..{self.hw.n_vocab - 1} for {self.hw.meta.name}")
+        check_tokens(tokens, n_vocab=self.hw.n_vocab, model=self.hw.meta.name)
         if self.n_ctx is not None and tokens.shape[1] > self.n_ctx:
             raise OptionError(f"sequences of {tokens.shape[1]} tokens are longer than {self.hw.meta.name} takes "
                               f"({self.n_ctx}); use shorter sequences (validate: a smaller --half)")
@@ -430,19 +426,6 @@ def float32_norms(norms: list[tuple] | None) -> list[tuple] | None:
 def _padded(x: Tensor, like: Tensor) -> Tensor:
     """``x (batch, seq, d)`` padded with zeros along the sequence to the length of ``like``."""
     return torch.nn.functional.pad(x, (0, 0, 0, like.shape[1] - x.shape[1]))
-
-
-def what_is(x) -> str:
-    """A tensor's shape, or the type of something that is not a tensor (for messages)."""
-    return f"shape {tuple(x.shape)}" if isinstance(x, Tensor) else f"a {type(x).__name__}"
-
-
-def check_tokens(tokens, dims: str = "batch, seq") -> Tensor:
-    """``tokens`` if it is a tensor ``(batch, seq)`` with at least one sequence and one position, else
-    refused by name (``dims``: the two dimensions' names in the message)."""
-    if not isinstance(tokens, Tensor) or tokens.ndim != 2 or tokens.numel() == 0:
-        raise OptionError(f"tokens must be a non-empty ({dims}) tensor, got {what_is(tokens)}")
-    return tokens
 
 
 def model_device(model) -> torch.device:
