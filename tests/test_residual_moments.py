@@ -189,6 +189,24 @@ def test_second_moments_of_a_transformers_model_equal_what_its_attention_reads()
         runner_second_moments(runner, tokens, shrinkage="sample")
 
 
+def test_moments_and_samples_on_a_runner_refuse_tokens_that_are_not_a_batch_of_ids():
+    """``runner_second_moments`` on no sequence gave NaN moments, ``residual_samples`` failed inside torch: both
+    refuse empty tokens, a list and a 1-D tensor by name, the samples also a single position (nothing after it)."""
+    from compscope.data.residual_moments import residual_samples, runner_second_moments
+    from compscope.data.runner import runner_for
+
+    runner = runner_for("induction-2l", device="cpu", progress=False)
+    ok = torch.zeros(3, 6, dtype=torch.long)
+    for bad, said in ((ok[:0], r"shape \(0, 6\)"), (ok[:, :0], r"shape \(3, 0\)"), (ok[0], r"shape \(6,\)"),
+                      (ok.tolist(), "a list")):
+        for f in (runner_second_moments, residual_samples):
+            with pytest.raises(OptionError, match=r"tokens must be a non-empty \(batch, seq\) tensor, got " + said):
+                f(runner, bad)
+    with pytest.raises(OptionError, match=r"residual samples need \(batch, seq\) tokens with seq >= 2, got shape"):
+        residual_samples(runner, ok[:, :1])
+    assert runner_second_moments(runner, ok[:, :1])[0].isfinite().all()  # one position is a moment all the same
+
+
 def test_residual_samples_are_the_normed_residual_after_the_first_position():
     """Every sample is a row of ``ln1(resid_pre)`` (computed by hand, as above) at a position after
     the first; with ``n`` at least the number of such positions the samples are all of them; a

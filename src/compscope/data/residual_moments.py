@@ -311,6 +311,7 @@ def runner_second_moments(runner, tokens: Tensor, batch_size: int = 16, hw=None,
     from ..core.attention import read_input
     from ..progress import progress_bar
 
+    check_tokens(tokens)
     if shrinkage is not None:
         _shrinkage(shrinkage)
     hw = runner.weights_here(hw)
@@ -484,7 +485,7 @@ def residual_samples(runner, tokens: Tensor, n: int = CONTENT_SAMPLES, seed: int
     from ..progress import progress_bar
 
     hw = runner.weights_here(hw)
-    if tokens.ndim != 2 or tokens.shape[1] < 2:
+    if check_tokens(tokens).shape[1] < 2:
         raise OptionError(f"residual samples need (batch, seq) tokens with seq >= 2, got shape {tuple(tokens.shape)}")
     xs: dict[int, list[Tensor]] = {l: [] for l in range(hw.n_layers)}
     bar = progress_bar(tokens.shape[0], "residual samples", enabled=progress)
