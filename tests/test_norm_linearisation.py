@@ -220,6 +220,10 @@ def test_one_pass_of_jacobians_serves_every_subset_of_the_parts():
         mean_jacobians(runner, "values", tokens=tokens)
     with pytest.raises(compscope.OptionError, match=r"^mean_jacobians needs \(batch, seq\) tokens with seq >= 2"):
         mean_jacobians(runner, tokens=tokens[:, :1])
+    empty = r"tokens must be a non-empty \(batch, seq\) tensor, got "
+    for bad, said in ((tokens[:0], r"shape \(0, "), (tokens[0], r"shape \(\d+,\)"), (tokens.tolist(), "a list")):
+        with pytest.raises(compscope.OptionError, match=empty + said):
+            mean_jacobians(runner, tokens=bad)  # (each failed inside the function before)
     two = mean_jacobians(runner, "qk", tokens=tokens[:, :2], progress=False)  # one position after the first: enough
     assert all(bool(torch.isfinite(m).all()) for m in two.means.values()) and len(two.means) == len(only_qk.means)
     with pytest.raises(compscope.OptionError, match="^NormJacobians.apply: unknown part 'values'"):

@@ -42,7 +42,7 @@ from ..core.heads import HeadWeights, LatentNorm, Norm
 from ..defaults import NORM_PARTS
 from ..core.processing import (QK_GAINS_FOLDED, check_qk_norm_linearisable, linearise_qk_norm, qk_jacobian_changes,
                                qk_norm_linearised)
-from ..errors import OptionError, ProcessingError
+from ..errors import OptionError, ProcessingError, check_tokens
 
 if TYPE_CHECKING:
     from .residual_moments import SampleData
@@ -295,9 +295,10 @@ def _mean_jacobians(runner, parts, hw, tokens, data, batch_size: int, progress: 
     elif data is not None:
         raise OptionError(f"{where}: give tokens or data (what to draw them from), not both")
     else:
-        words = f"{tokens.shape[0]} given sequences of {tokens.shape[1]} tokens"
-    if tokens.ndim != 2 or tokens.shape[1] < 2:
+        words = None
+    if check_tokens(tokens).shape[1] < 2:
         raise OptionError(f"{where} needs (batch, seq) tokens with seq >= 2, got shape {tuple(tokens.shape)}")
+    words = words or f"{tokens.shape[0]} given sequences of {tokens.shape[1]} tokens"
     here = runner.weights_here(base)
     L = here.n_layers
     acc = {(p, l): JacobianMean(n) for l in range(L) for p, n in
