@@ -504,6 +504,12 @@ def test_the_auroc_taken_apart_by_head_averages_back_to_the_verdicts(verdict):
                     progress=False)
     with pytest.raises(OptionError, match="no K-composition"):
         no_k.auroc_by_head("frobenius", "identity")
+    # without K no AUROC is recorded: None, not a number (0 would read as a measure that separates nothing)
+    for key in ("confirmed_pairs", "true_pairs_intervened", "interventions_auroc", "interventions_auroc_within",
+                "writer_previous_auroc", "circuit_auroc"):
+        assert no_k.options[key] is None, key
+    assert {r["kind"] for r in no_k.rows} == {"Q", "V"} and all(math.isnan(r["auroc"]) for r in no_k.rows)
+    assert no_k.options["true_pairs"] > 0  # (the label truth needs no K)
 
 
 def test_files_have_the_columns_asked_for(verdict, tmp_path):
