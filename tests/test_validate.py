@@ -308,6 +308,9 @@ def test_true_pairs_and_precision():
     assert math.isnan(precision_at(torch.tensor([[0.9, 0.1], [0.2, 0.8]]), torch.zeros(2, 2, dtype=torch.bool), 2))
     # weights that rank no head (all NaN) find none of the true ones
     assert precision_at(torch.full((2, 2), math.nan), torch.tensor([[True, False], [False, False]]), 2) == 0.0
+    assert precision_at(torch.tensor([[0.3]]), torch.tensor([[True]])) == 1.0  # one head: the top 5 is that one
+    # by default the top 5: heads ranked 5, 4, 3, 2, 1 of which the first two and the last are true
+    assert precision_at(torch.arange(6.0).reshape(2, 3), torch.tensor([[True, True, False], [False, True, True]])) == 0.6
 
 
 def test_heads_near_a_threshold_by_hand():
@@ -507,6 +510,9 @@ def test_the_auroc_taken_apart_by_head_averages_back_to_the_verdicts(verdict):
     # without K no AUROC is recorded: None, not a number (0 would read as a measure that separates nothing)
     for key in ("confirmed_pairs", "true_pairs_intervened", "interventions_auroc", "interventions_auroc_within",
                 "writer_previous_auroc", "circuit_auroc"):
+        assert no_k.options[key] is None, key
+    # nor data that did not run: no metric on data, no sampled content (learned positions), no text labels
+    for key in ("activations_metric_data", "activations_content_data", "sample_data", "text_labels_data"):
         assert no_k.options[key] is None, key
     assert {r["kind"] for r in no_k.rows} == {"Q", "V"} and all(math.isnan(r["auroc"]) for r in no_k.rows)
     assert no_k.options["true_pairs"] > 0  # (the label truth needs no K)
