@@ -310,7 +310,8 @@ def test_true_pairs_and_precision():
     assert precision_at(torch.full((2, 2), math.nan), torch.tensor([[True, False], [False, False]]), 2) == 0.0
     assert precision_at(torch.tensor([[0.3]]), torch.tensor([[True]])) == 1.0  # one head: the top 5 is that one
     # by default the top 5: heads ranked 5, 4, 3, 2, 1 of which the first two and the last are true
-    assert precision_at(torch.arange(6.0).reshape(2, 3), torch.tensor([[True, True, False], [False, True, True]])) == 0.6
+    truth = torch.tensor([[True, True, False], [False, True, True]])
+    assert precision_at(torch.arange(6.0).reshape(2, 3), truth) == 0.6
 
 
 def test_heads_near_a_threshold_by_hand():
