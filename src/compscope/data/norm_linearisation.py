@@ -289,16 +289,16 @@ def _mean_jacobians(runner, parts, hw, tokens, data, batch_size: int, progress: 
 
     base = runner.hw if hw is None else hw
     parts = check_parts(base, parts, where)
-    if tokens is None:
+    given = tokens is not None
+    if given and data is not None:
+        raise OptionError(f"{where}: give tokens or data (what to draw them from), not both")
+    if not given:
         sample = as_sample_data(data)
         words, tokens = sample.text(runner), sample.tokens(runner)
-    elif data is not None:
-        raise OptionError(f"{where}: give tokens or data (what to draw them from), not both")
-    else:
-        words = None
     if check_tokens(tokens).shape[1] < 2:
         raise OptionError(f"{where} needs (batch, seq) tokens with seq >= 2, got shape {tuple(tokens.shape)}")
-    words = words or f"{tokens.shape[0]} given sequences of {tokens.shape[1]} tokens"
+    if given:  # (described after the check, which reads no shape of what is not a tensor)
+        words = f"{tokens.shape[0]} given sequences of {tokens.shape[1]} tokens"
     here = runner.weights_here(base)
     L = here.n_layers
     acc = {(p, l): JacobianMean(n) for l in range(L) for p, n in
