@@ -122,6 +122,8 @@ def test_validate_records_the_data_and_refuses_them_where_nothing_is_sampled(rot
 
     with pytest.raises(OptionError, match="positions are 'learned', none of those"):  # learned positions, nothing linearised
         compscope.validate("induction-2l", sample_data=SampleData(sequences=3), **common)
+    with pytest.raises(OptionError, match="positions are 'learned', none of those"):  # None linearises nothing either
+        compscope.validate("induction-2l", linearise_norms=None, sample_data=SampleData(sequences=3), **common)
     assert main(["validate", "--sample-sequences", "3", "--kinds", "K", "--sequences", "4", "--half", "4"]) == 2
     assert "none of those" in capsys.readouterr().err
 

@@ -484,6 +484,42 @@ def test_the_default_model_is_judged_as_its_circuit_says(verdict):
     assert max(gaps) > 0 and all(math.isnan(r["auroc_gap"]) for r in verdict.rows if r["kind"] != "K")
 
 
+def test_the_circuit_auroc_multiplies_the_writers_previous_token_score_by_the_measure(verdict):
+    """``circuit_auroc`` ranks each pair by the writer's previous-token score from the weights
+    times the circuit measure's K score: with a made-up K table whose product, quotient and K alone
+    rank the 16 layer-0 -> layer-1 pairs differently, it is the product's AUROC, counted by hand."""
+    from compscope.api import head_circuits
+    from compscope.data.validate import CIRCUIT_MEASURE, _head_rankings
+    from compscope import load
+
+    class Table:  # the one thing the rankings read of a table: its dense K scores under one measure
+        def __init__(self, dense):
+            self._dense = dense
+
+        def dense(self, measure, kind):
+            assert (measure, kind) == (CIRCUIT_MEASURE[0], "K")
+            return self._dense
+
+    hw = load("induction-2l")
+    prev = head_circuits("induction-2l").previous.double()
+    k = torch.full((2, 4, 2, 4), math.nan, dtype=torch.float64)
+    k[0, :, 1, :] = torch.tensor([[0.9, 0.05, 0.7, 0.2], [0.1, 0.8, 0.3, 0.6],
+                                  [0.4, 0.5, 0.02, 0.9], [0.3, 0.2, 0.6, 0.01]], dtype=torch.float64)
+    truth = torch.zeros(2, 4, 2, 4, dtype=torch.bool)
+    truth[0, 0, 1, 0] = truth[0, 1, 1, 1] = truth[0, 2, 1, 3] = truth[0, 3, 1, 2] = True
+    pairs = list(itertools.product(range(4), range(4)))
+    y = [bool(truth[0, a, 1, b]) for a, b in pairs]
+    by = {how: _auroc_by_counting([float(f(prev[0, a], k[0, a, 1, b])) for a, b in pairs], y)
+          for how, f in (("times", lambda p, q: p * q), ("over", lambda p, q: p / q), ("k", lambda p, q: q))}
+    assert len({round(v, 9) for v in by.values()}) == 3, by  # the case tells them apart
+    labels = verdict.labels  # (read only for the head rankings, not asked here)
+    _, writer, circuit = _head_rankings(hw, {"embed": None}, labels, truth, {CIRCUIT_MEASURE[1]: Table(k)}, "K",
+                                        0.4, 0.3, None, False)
+    assert circuit == {"positions": pytest.approx(by["times"])}
+    assert writer == {"positions": pytest.approx(_auroc_by_counting([float(prev[0, a]) for a, b in pairs], y))}
+    _, _, none = _head_rankings(hw, {"embed": None}, labels, truth, {"embed": Table(k)}, "K", 0.4, 0.3, None, False)
+    assert none == {}  # no table of the circuit measure's metric: no circuit AUROC
+
 def test_the_auroc_taken_apart_by_head_averages_back_to_the_verdicts(verdict):
     """``Verdict.auroc_by_head``: the default model's two previous-token writers and four induction
     readers; weighted by their true pairs, each side's shares are the verdict's AUROC of the measure

@@ -146,7 +146,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
              kinds: str = "QKV", metrics=DEFAULT_METRICS, ablation: str = "mean", paths: str = "direct",
              prev_threshold: float = 0.4, induction_threshold: float = 0.3, effect_threshold: float = 0.05,
              batch_size: int = 16, fold_norm: bool = False,
-             fold_qk_gains: bool = False, linearise_norms: bool | str | Sequence[str] = False,
+             fold_qk_gains: bool = False, linearise_norms: bool | str | Sequence[str] | None = False,
              linearise_qk_norm: bool | str = False, center_writing: bool = False, progress: bool = True,
              device: str | torch.device | None = None, model_dtype: str | torch.dtype | None = None,
              writers=None, metric_data=None, sample_data=None, text_labels: bool = False) -> Verdict:
@@ -160,7 +160,8 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     QK-norm's gains moved into ``W_Q``, ``W_K`` (approximate: :func:`~compscope.core.processing.fold_qk_norm_gains`);
     ``linearise_norms``: judge the weights with the norms inside the heads' circuits replaced by
     their mean Jacobians on natural text (True: every one the model has; or parts ``'qk'``,
-    ``'output'``, ``'value'``: :func:`~compscope.data.norm_linearisation.linearise_norms`), after any folding
+    ``'output'``, ``'value'``: :func:`~compscope.data.norm_linearisation.linearise_norms`; False or None:
+    none), after any folding
     (the heads' own previous-token and induction scores read the norms as they are: a head's
     positional pattern comes from the mean query and key, which the linearisation drops);
     ``linearise_qk_norm``: judge the weights with QK-norm replaced by its Jacobian at second order
