@@ -326,10 +326,11 @@ def test_validate_judges_the_linearised_weights_of_the_unprocessed_model():
     plain = validate(model, **opts)
     lin = validate(model, linearise_norms="qk", **opts)
     assert lin.options["weights_processing"] == ["linearise_norms(qk)"]
-    assert plain.options["weights_processing"] == [] and not any("linearised (their mean Jacobian)" in n for n in plain.notes)
+    assert plain.options["weights_processing"] == []
+    assert not any("linearised (their mean Jacobian)" in n for n in plain.notes)
     import pandas as pd
 
-    none = validate(model, linearise_norms=None, **opts)  # None is no norm, as False (not every norm, as for linearise_norms)
+    none = validate(model, linearise_norms=None, **opts)  # no norm, as False (linearise_norms reads None as every norm)
     assert none.options["weights_processing"] == [] and pd.DataFrame(none.rows).equals(pd.DataFrame(plain.rows))
     assert any("norms linearised (their mean Jacobian) on" in n for n in lin.notes)
     assert "(weights: linearise_norms(qk))" in lin.format()
