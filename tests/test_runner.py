@@ -1264,3 +1264,42 @@ def test_a_folder_whose_config_names_no_usable_class_runs_as_the_auto_class(tmp_
     text.architectures = ["LlamaForSequenceClassification"]
     text.save_pretrained(tmp_path / "llama")
     assert _named_class(tmp_path / "llama", compscope.load(build(BY_ID["llama-mha"]))) is None
+
+
+def test_post_ln_norms_are_applied_in_float32_copies_only_where_a_norm_is_not_float32():
+    """``float32_norms``: the model's own modules where every one is float32 (none copied); float32
+    copies of all of them where any is in 16 bits, the model's own left in theirs."""
+    from compscope.data.runner.base import float32_norms
+
+    f32 = [(torch.nn.LayerNorm(4), torch.nn.LayerNorm(4)) for _ in range(2)]
+    assert float32_norms(f32) is f32 and float32_norms(None) is None
+    mixed = [(torch.nn.LayerNorm(4), torch.nn.LayerNorm(4).to(torch.bfloat16)), (torch.nn.LayerNorm(4),) * 2]
+    mixed[0][1].weight.data[:] = 1.5
+    got = float32_norms(mixed)
+    assert got is not mixed and all(n.weight.dtype == torch.float32 for pair in got for n in pair)
+    assert all(a is not b for pair, own in zip(got, mixed) for a, b in zip(pair, own))  # copies, the model's kept
+    assert mixed[0][1].weight.dtype == torch.bfloat16 and torch.equal(got[0][1].weight, torch.full((4,), 1.5))
+
+
+@pytest.mark.parametrize("returned, seen", [
+    (torch.zeros(2, dtype=torch.float16), ("tensor", torch.float16)),
+    ((torch.zeros(2), None), (2, torch.float32, tuple)),
+    ([torch.zeros(2, dtype=torch.bfloat16)], (1, torch.bfloat16, list)),
+    ((), False), ((None, torch.zeros(2)), False), ({"hidden_states": torch.zeros(2)}, False)])
+def test_what_the_first_layer_returns_is_recorded_or_marked_unknown(returned, seen):
+    """``_seeing_returns`` records the form of the first layer module's output (a tensor, or a tuple
+    or list led by one: its length, dtype and type), and False for anything else (an empty tuple,
+    one led by something else, a dict), which no layer is then left out or stopped for."""
+    from types import SimpleNamespace
+
+    from compscope.data.runner.base import Runner
+
+    class Layer(torch.nn.Module):
+        def forward(self, x):
+            return returned
+
+    runner = SimpleNamespace(layer_modules=[Layer()], _returns=None)
+    with Runner._seeing_returns(runner):
+        runner.layer_modules[0](torch.zeros(1))
+    assert runner._returns == seen
+    assert not runner.layer_modules[0]._forward_hooks  # the hook removed
