@@ -125,7 +125,9 @@ def test_latent_norms_linearised_hold_the_mean_jacobian_of_each_sides_scaled_pro
     assert lin.meta.processing == ("linearise_norms(latent)",) and "3 given sequences of 7 tokens" in lin.meta.notes[-1]
     assert lin.q_latent is None and lin.kv_latent is None and lin.kv_latent_from == 0
     assert (hw.q_latent is None) == (variant == "deepseek-v3-no-query-latent-yarn-bias")
-    assert (lin.b_V is not None) == (hw.kv_latent.b is not None or hw.b_V is not None)
+    for k, latent in (("Q", hw.q_latent), ("K", hw.kv_latent), ("V", hw.kv_latent)):  # a bias only where one was
+        had = getattr(hw, f"b_{k}") is not None or (latent is not None and latent.b is not None)
+        assert (getattr(lin, f"b_{k}") is not None) == had, k
     tr = runner.trace(tokens)
     cut = hw.kv_latent_from
     for l in range(hw.n_layers):
