@@ -516,6 +516,38 @@ def test_a_latent_scale_linearised_with_a_large_eps_is_the_mean_autograd_jacobia
     torch.testing.assert_close(got_b, J[..., -1], rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("gained, biased, with_b_O", [(False, False, False), (True, False, True), (False, True, False),
+                                                      (True, True, True)])
+def test_an_attention_output_norm_linearises_to_its_gain_times_its_mean_jacobian_and_its_bias(gained, biased, with_b_O):
+    """Part ``output`` from given mean Jacobians ``J_l`` of an attention-output LayerNorm with or without gain
+    ``γ_l`` and bias ``β_l``: ``W_O ← diag(γ_l) J_l W_O`` per head (``J_l W_O`` without a gain) and
+    ``b_O ← diag(γ_l) J_l b_O + β_l`` (``β_l`` alone without ``b_O``; None with neither); the norm gone."""
+    from dataclasses import replace
+
+    from compscope.core.heads import Norm
+    from compscope.data.norm_linearisation import NormJacobians
+    from compscope.toy import ToyConfig, ToyTransformer
+
+    g = torch.Generator().manual_seed(3)
+    L, d = 2, 6
+    cfg = ToyConfig(n_layers=L, n_heads=2, d_model=d, d_head=4, d_vocab=9, n_ctx=5)
+    hw = ToyTransformer(cfg, seed=1).head_weights()
+    gain = 1 + 0.5 * torch.randn(L, d, generator=g) if gained else None
+    beta = 0.3 * torch.randn(L, d, generator=g) if biased else None
+    b_O = torch.randn(L, d, generator=g) if with_b_O else None
+    hw = replace(hw, attn_out_norm=Norm("layernorm", gain, beta, 1e-5), b_O=b_O)
+    J = {("o", l): torch.randn(d, d, generator=g, dtype=torch.float64) for l in range(L)}
+    lin = NormJacobians(J, ("output",), "given").apply(hw, "output")
+    assert lin.attn_out_norm is None and (lin.b_O is None) == (not biased and not with_b_O)
+    for l in range(L):
+        M = J["o", l] if gain is None else torch.diag(gain[l].double()) @ J["o", l]
+        for h in range(hw.n_heads):
+            torch.testing.assert_close(lin.W_O[l, h].double(), M @ hw.W_O[l, h].double(), rtol=1e-5, atol=1e-6)
+        if lin.b_O is not None:
+            want = (beta[l].double() if biased else 0) + (M @ b_O[l].double() if with_b_O else 0)
+            torch.testing.assert_close(lin.b_O[l].double(), want, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_a_value_norm_with_a_gain_and_a_bias_linearises_to_the_gain_times_its_mean_jacobian_plus_its_bias(with_bias):
     """Part ``value`` from given mean Jacobians ``J_l`` (per K/V head) of a LayerNorm with gain ``γ_l`` and bias

@@ -11,14 +11,15 @@ averaged over the inputs it meets on data,
     J = diag(γ) E_y[∂n/∂y],    ∂n/∂y = (1/s) (P − z zᵀ / r),
 
 with ``s = sqrt(mean(P y)² + eps)``, ``z = P y / s``, ``r`` the dimension, ``P = I`` for an RMSNorm and
-``P = I − 11ᵀ/r`` for a LayerNorm (exact, ``eps`` included; the bias ``β`` is constant and drops
-out). Part ``qk``: ``W_Q ← J_q W_Q``, ``W_K ← J_k W_K`` per head (and their biases), QK-norm
-removed; part ``output``: ``W_O ← J_o W_O`` per layer (and ``b_O``), the attention-output norm
-removed; part ``value`` (Gemma 4's value norm): ``W_V ← J_v W_V`` per K/V head (and ``b_V``), the
-value norm removed; part ``latent`` (multi-head latent attention, DeepSeek-V2 and V3): each side's projection
-``y(x) = W x + b`` times its latent norm's per-token scale ``s(x) = (|c|²/r + eps)^(-1/2)``, ``c = W_c x + b_c``
-(:class:`~compscope.core.heads.LatentNorm`), by its mean Jacobian in the input with a constant 1 appended,
-``x̃ = [x; 1]``, ``W̃ = [W, b]``, ``W̃_c = [W_c, b_c]``:
+``P = I − 11ᵀ/r`` for a LayerNorm (exact, ``eps`` included; the bias ``β`` is constant: it drops
+out of the Jacobian; an output or value norm's is added to the bias after it, a QK-norm's left out).
+Part ``qk``: ``W_Q ← J_q W_Q``, ``W_K ← J_k W_K`` per head (and their biases), QK-norm removed; part
+``output``: ``W_O ← J_o W_O`` per layer (and ``b_O ← J_o b_O + β``), the attention-output norm removed;
+part ``value`` (Gemma 4's value norm): ``W_V ← J_v W_V`` per K/V head (and
+``b_V ← J_v b_V + β``), the value norm removed; part ``latent`` (multi-head latent attention, DeepSeek-V2 and
+V3): each side's projection ``y(x) = W x + b`` times its latent norm's per-token scale
+``s(x) = (|c|²/r + eps)^(-1/2)``, ``c = W_c x + b_c`` (:class:`~compscope.core.heads.LatentNorm`), by its mean
+Jacobian in the input with a constant 1 appended, ``x̃ = [x; 1]``, ``W̃ = [W, b]``, ``W̃_c = [W_c, b_c]``:
 
     ∂(s y)/∂x̃ = s W̃ − s³ y cᵀ W̃_c / r,    W̃ ← E[s] W̃ − W̃ E[s³ x̃ cᵀ] W̃_c / r,
 
@@ -210,7 +211,8 @@ class NormJacobians:
     def apply(self, hw: HeadWeights, parts: str | Sequence[str] | None = None) -> HeadWeights:
         """``hw`` with the norms of ``parts`` (default every part measured) replaced by their mean
         Jacobians: ``W_{Q,K} ← diag(γ) J W_{Q,K}`` per head, ``W_O ← diag(γ) J W_O`` per layer,
-        ``W_V ← diag(γ) J W_V`` per K/V head; the latent norms' scales through :func:`latent_linearised`."""
+        ``W_V ← diag(γ) J W_V`` per K/V head (``b_O``, ``b_V``: ``diag(γ) J b + β``); the latent norms' scales
+        through :func:`latent_linearised`."""
         parts = check_parts(hw, self.parts if parts is None else parts, "NormJacobians.apply")
         missing = [p for p in parts if p not in self.parts]
         if missing:
@@ -229,8 +231,10 @@ class NormJacobians:
             J = torch.stack([mean("o", l) if norm.weight is None else norm.gain(l).double()[:, None] * mean("o", l)
                              for l in range(L)])
             changes["W_O"] = torch.einsum("lde,lher->lhdr", J, hw.W_O.double()).to(hw.W_O.dtype)
-            if hw.b_O is not None:
-                changes["b_O"] = torch.einsum("lde,le->ld", J, hw.b_O.double()).to(hw.b_O.dtype)
+            b_O = None if hw.b_O is None else torch.einsum("lde,le->ld", J, hw.b_O.double())
+            if norm.bias is not None:  # constant after the norm: what every layer's output adds
+                b_O = (0 if b_O is None else b_O) + norm.bias.double()
+            changes["b_O"] = None if b_O is None else b_O.to(hw.W_O.dtype)
             changes["attn_out_norm"] = None
         if "value" in parts:
             norm = hw.v_norm
