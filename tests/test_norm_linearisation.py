@@ -167,6 +167,8 @@ def test_a_toy_with_gemmas_norms_is_linearised_through_its_own_norm_modules(kind
     """A toy with QK-norm and an attention-output norm (no transformers needed): the same
     equalities, autograd through the toy's own ``q_norm``, ``k_norm`` and ``ln_out`` modules (gains
     and LayerNorm biases perturbed off their initial values), inputs from the toy's own forward cache."""
+    from dataclasses import replace
+
     from compscope.data.runner import runner_for
     from compscope.toy import ToyConfig
     from compscope.toy.data import repeated_random
@@ -174,7 +176,10 @@ def test_a_toy_with_gemmas_norms_is_linearised_through_its_own_norm_modules(kind
 
     m = perturbed_toy(ToyConfig(n_layers=2, n_heads=2, d_model=12, d_head=4, d_vocab=10, n_ctx=8, norm=kind,
                                 positions="rotary", qk_norm=True, attn_out_norm=True), seed=4)
+    for blk in m.blocks:  # the key norm's eps its own, far from the query norm's: each side measured with its own
+        blk.k_norm.eps = 0.5
     hw = m.head_weights()
+    hw = replace(hw, qk_norm=(hw.qk_norm[0], replace(hw.qk_norm[1], eps=0.5)))
     tokens = repeated_random(3, 4, 10, seed=1)
     lin = linearise_norms(runner_for(m, hw), tokens=tokens, progress=False)
     assert lin.qk_norm is None and lin.attn_out_norm is None
