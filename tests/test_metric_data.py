@@ -130,6 +130,21 @@ def test_bad_metric_data_are_refused_by_name(field, value):
         MetricData(**{field: value})
 
 
+def test_the_least_metric_data_are_taken_and_the_defaults_are_the_documented_ones():
+    """Each field's least value is taken as given (1 sequence of 4 tokens, seed 0); left out, the documented
+    defaults: for a toy model 200 held-out repeats of 64 tokens, for any other model 64 sequences of 128
+    tokens, seed 12346 for both."""
+    from compscope.data.runner import runner_for
+
+    toy = runner_for("induction-2l")
+    assert MetricData(sequences=1, length=4, seed=0).resolved(toy) == (1, 4, 0)
+    assert MetricData().resolved(toy) == (200, 64, 12346)
+    pytest.importorskip("transformers")
+    from hf_tiny import BY_ID, build
+
+    model = build(BY_ID["gpt2"])
+    assert MetricData().resolved(runner_for(model, compscope.load(model))) == (64, 128, 12346)
+
 def test_the_data_travel_with_the_table(tmp_path):
     t = compscope.scores("induction-2l", "K", ["frobenius"], "covariance", metric_data=MetricData(sequences=12), progress=False)
     assert t.info["metric_data"].startswith("12 held-out repeated random sequences [t, t], |t| = 32 (seed 12346); "

@@ -53,6 +53,14 @@ def test_bad_sample_data_are_refused_by_name(field, value):
         content_samples(compscope.load("induction-2l"), "induction-2l", data=(3, 8))
 
 
+def test_the_least_sample_data_are_taken_and_the_defaults_are_the_documented_ones():
+    """Each field's least value is taken as given (1 sequence of 4 tokens, seed 0, 1 position); left out,
+    the documented defaults: 16 sequences of 128 tokens, seed 12346, 1024 positions."""
+    least = SampleData(sequences=1, length=4, seed=0, positions=1)
+    assert least.resolved() == (1, 4, 0, 1)
+    assert SampleData().resolved() == (16, 128, 12346, 1024)
+    assert SampleData().recorded() == {"sequences": 16, "length": 128, "seed": 12346, "positions": 1024}
+
 def test_the_content_is_sampled_on_the_data_asked_for(rotary):
     """Fewer positions than asked: every one, each a row of the toy's own cache; more: that many
     distinct rows of it, another seed another draw; the words count what was drawn."""
