@@ -145,6 +145,7 @@ def test_the_least_metric_data_are_taken_and_the_defaults_are_the_documented_one
     model = build(BY_ID["gpt2"])
     assert MetricData().resolved(runner_for(model, compscope.load(model))) == (64, 128, 12346)
 
+
 def test_the_data_travel_with_the_table(tmp_path):
     t = compscope.scores("induction-2l", "K", ["frobenius"], "covariance", metric_data=MetricData(sequences=12), progress=False)
     assert t.info["metric_data"].startswith("12 held-out repeated random sequences [t, t], |t| = 32 (seed 12346); "

@@ -424,3 +424,17 @@ def test_a_toy_folders_folded_heads_read_the_norm_without_its_gain(tmp_path):
             x = (x if folded else x * blk.ln1.w.double()).reshape(-1, 8)
             want = activations({layer: x.T @ x / x.shape[0]})
             torch.testing.assert_close(got.sqrt[layer], want.sqrt[layer], rtol=1e-4, atol=1e-6)
+
+
+def test_repeats_in_place_of_text_take_half_the_length_after_a_bos_and_at_least_two_tokens():
+    """A model without a tokenizer reads ``[bos] t t`` of at most ``seq_len`` tokens: ``|t| = (seq_len − 1) // 2``
+    with a BOS token, ``seq_len // 2`` without, never below 2; a model's context caps ``seq_len`` first."""
+    from types import SimpleNamespace
+
+    from compscope.data.residual_moments import _repeat_half, _token_length
+
+    for bos, seq_len, half in ((None, 9, 4), (1, 9, 4), (None, 8, 4), (1, 8, 3), (1, 4, 2), (None, 3, 2), (1, 2, 2)):
+        assert _repeat_half(SimpleNamespace(bos=bos), seq_len) == half, (bos, seq_len)
+    runner = SimpleNamespace(bos=1, n_ctx=7, tokenizer=None)
+    assert _token_length(runner, 100) == 1 + 2 * 3  # cut to the 7 tokens the model takes
+    assert _token_length(SimpleNamespace(bos=None, n_ctx=None, tokenizer="tok"), 100) == 100  # text: as asked

@@ -61,6 +61,7 @@ def test_the_least_sample_data_are_taken_and_the_defaults_are_the_documented_one
     assert SampleData().resolved() == (16, 128, 12346, 1024)
     assert SampleData().recorded() == {"sequences": 16, "length": 128, "seed": 12346, "positions": 1024}
 
+
 def test_the_content_is_sampled_on_the_data_asked_for(rotary):
     """Fewer positions than asked: every one, each a row of the toy's own cache; more: that many
     distinct rows of it, another seed another draw; the words count what was drawn."""
