@@ -51,6 +51,10 @@ def test_bad_sample_data_are_refused_by_name(field, value):
         SampleData(**{field: value})
     with pytest.raises(OptionError, match="expected a compscope.SampleData"):
         content_samples(compscope.load("induction-2l"), "induction-2l", data=(3, 8))
+    hw = compscope.load("induction-2l")
+    for model in (None, hw):  # nothing to run: the error says what to pass
+        with pytest.raises(OptionError, match=r"^the activations content is sampled by running the model: pass"):
+            content_samples(hw, model)
 
 
 def test_the_least_sample_data_are_taken_and_the_defaults_are_the_documented_ones():
