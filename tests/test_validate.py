@@ -488,9 +488,9 @@ def test_the_circuit_auroc_multiplies_the_writers_previous_token_score_by_the_me
     """``circuit_auroc`` ranks each pair by the writer's previous-token score from the weights
     times the circuit measure's K score: with a made-up K table whose product, quotient and K alone
     rank the 16 layer-0 -> layer-1 pairs differently, it is the product's AUROC, counted by hand."""
+    from compscope import load
     from compscope.api import head_circuits
     from compscope.data.validate import CIRCUIT_MEASURE, _head_rankings
-    from compscope import load
 
     class Table:  # the one thing the rankings read of a table: its dense K scores under one measure
         def __init__(self, dense):
@@ -519,6 +519,7 @@ def test_the_circuit_auroc_multiplies_the_writers_previous_token_score_by_the_me
     assert writer == {"positions": pytest.approx(_auroc_by_counting([float(prev[0, a]) for a, b in pairs], y))}
     _, _, none = _head_rankings(hw, {"embed": None}, labels, truth, {"embed": Table(k)}, "K", 0.4, 0.3, None, False)
     assert none == {}  # no table of the circuit measure's metric: no circuit AUROC
+
 
 def test_the_auroc_taken_apart_by_head_averages_back_to_the_verdicts(verdict):
     """``Verdict.auroc_by_head``: the default model's two previous-token writers and four induction
