@@ -488,17 +488,12 @@ def test_the_circuit_auroc_multiplies_the_writers_previous_token_score_by_the_me
     """``circuit_auroc`` ranks each pair by the writer's previous-token score from the weights
     times the circuit measure's K score: with a made-up K table whose product, quotient and K alone
     rank the 16 layer-0 -> layer-1 pairs differently, it is the product's AUROC, counted by hand."""
-    from compscope import load
+    from compscope import ScoreTable, load
     from compscope.api import head_circuits
     from compscope.data.validate import CIRCUIT_MEASURE, _head_rankings
 
-    class Table:  # the one thing the rankings read of a table: its dense K scores under one measure
-        def __init__(self, dense):
-            self._dense = dense
-
-        def dense(self, measure, kind):
-            assert (measure, kind) == (CIRCUIT_MEASURE[0], "K")
-            return self._dense
+    def Table(dense):  # a table of the circuit measure's K scores alone
+        return ScoreTable({(CIRCUIT_MEASURE[0], "K"): dense}, CIRCUIT_MEASURE[1], "induction-2l")
 
     hw = load("induction-2l")
     prev = head_circuits("induction-2l").previous.double()

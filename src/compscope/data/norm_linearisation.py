@@ -106,6 +106,22 @@ class LatentScaleMean:
         return torch.cat([self.outer, s], 1) / self.count
 
 
+def _gained(norm: Norm, means: list[Tensor]) -> Tensor:
+    """``diag(γ_l) J_l`` of a norm with gain ``γ`` (``J_l`` alone without one), stacked over the layers,
+    from each layer's mean Jacobian ``J_l: (..., r, r)``; float64."""
+    return torch.stack([J if norm.weight is None else norm.gain(l).double()[:, None] * J for l, J in enumerate(means)])
+
+
+def _bias_through(J: Tensor, b: Tensor | None, beta: Tensor | None, equation: str) -> Tensor | None:
+    """The bias after a linearised norm: ``J b + β`` (``equation`` applies ``J`` to ``b``), ``J b`` without a
+    norm bias ``β``, ``β`` alone without ``b`` (constant after the norm: what every output adds); None with
+    neither; float64."""
+    out = None if b is None else torch.einsum(equation, J, b.double())
+    if beta is not None:
+        out = beta.double() if out is None else out + beta.double()
+    return out
+
+
 def _augmented(latent: LatentNorm, layer: int) -> Tensor:
     """``W̃_c = [W_c, b_c]`` of ``layer``'s latent, ``(rank, d_model + 1)``, float64 (``b_c`` zeros where there is
     none)."""
@@ -228,22 +244,16 @@ class NormJacobians:
                                                                   for l in range(L)]) for n in "qk")))
         if "output" in parts:
             norm = hw.attn_out_norm
-            J = torch.stack([mean("o", l) if norm.weight is None else norm.gain(l).double()[:, None] * mean("o", l)
-                             for l in range(L)])
+            J = _gained(norm, [mean("o", l) for l in range(L)])  # (layer, d_model, d_model)
             changes["W_O"] = torch.einsum("lde,lher->lhdr", J, hw.W_O.double()).to(hw.W_O.dtype)
-            b_O = None if hw.b_O is None else torch.einsum("lde,le->ld", J, hw.b_O.double())
-            if norm.bias is not None:  # constant after the norm: what every layer's output adds
-                b_O = (0 if b_O is None else b_O) + norm.bias.double()
+            b_O = _bias_through(J, hw.b_O, norm.bias, "lde,le->ld")
             changes["b_O"] = None if b_O is None else b_O.to(hw.W_O.dtype)
             changes["attn_out_norm"] = None
         if "value" in parts:
             norm = hw.v_norm
-            J = torch.stack([mean("v", l) if norm.weight is None else norm.gain(l).double()[:, None] * mean("v", l)
-                             for l in range(L)])  # (layer, K/V head, r, r)
+            J = _gained(norm, [mean("v", l) for l in range(L)])  # (layer, K/V head, r, r)
             changes["W_V"] = torch.einsum("lgrs,lgsd->lgrd", J, hw.W_V.double()).to(hw.W_V.dtype)
-            b_V = None if hw.b_V is None else torch.einsum("lgrs,lgs->lgr", J, hw.b_V.double())
-            if norm.bias is not None:  # constant after the norm: what every value adds
-                b_V = (0 if b_V is None else b_V) + norm.bias.double()[:, None]
+            b_V = _bias_through(J, hw.b_V, None if norm.bias is None else norm.bias[:, None], "lgrs,lgs->lgr")
             changes["b_V"] = None if b_V is None else b_V.expand_as(hw.W_V[..., 0]).to(hw.W_V.dtype)
             changes["v_norm"] = None
         if "latent" in parts:
