@@ -1116,6 +1116,28 @@ def test_the_direct_path_in_the_writers_coordinates_gives_the_plain_routes_effec
         torch.testing.assert_close(got.v_direction, want.v_direction, atol=1e-6, rtol=1e-5, equal_nan=True)
 
 
+def test_the_writers_coordinates_apply_to_a_pre_norms_direct_path_alone():
+    """:func:`factored_path.applies`: a pre-norm model's direct path, and not every path, a post-LN MLP
+    read in between, an attention-output norm (Gemma 3), post-LN (BERT), or a latent's norm on
+    the queries and keys or on the keys alone (DeepSeek-V3)."""
+    pytest.importorskip("transformers")
+    from hf_tiny import BY_ID, build
+
+    import compscope
+    from compscope.data import factored_path
+
+    hw = {v: compscope.load(build(BY_ID[v])) for v in ("llama-mha", "gemma3-text", "bert", "deepseek-v3-latent-attention",
+                                                       "deepseek-v3-no-query-latent-yarn-bias")}
+    assert factored_path.applies(hw["llama-mha"], "direct", None)
+    assert not factored_path.applies(hw["llama-mha"], "all", None)
+    assert not factored_path.applies(hw["llama-mha"], "direct", [torch.zeros(1)])
+    assert hw["gemma3-text"].attn_out_norm is not None and not factored_path.applies(hw["gemma3-text"], "direct", None)
+    assert hw["bert"].norm_placement == "post" and not factored_path.applies(hw["bert"], "direct", None)
+    both, keys = hw["deepseek-v3-latent-attention"], hw["deepseek-v3-no-query-latent-yarn-bias"]
+    assert both.q_latent is not None and both.kv_latent is not None and not factored_path.applies(both, "direct", None)
+    assert keys.q_latent is None and keys.kv_latent is not None and not factored_path.applies(keys, "direct", None)
+
+
 @pytest.mark.parametrize("norm", ["layernorm", "rmsnorm"])
 def test_a_writer_that_nearly_cancels_the_residual_takes_the_plain_route(norm):
     """Where ``r + W_O u`` is almost 0, ``σ'²`` from ``σ²`` and the cross terms would lose digits:

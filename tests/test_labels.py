@@ -111,6 +111,10 @@ def test_repeats_shape_seed_and_first_token():
     assert not torch.equal(repeats(4, 6, 50, seed=1).tokens, repeats(4, 6, 50, seed=2).tokens)
     with pytest.raises(OptionError, match="half-length"):
         repeats(4, 1, 50, seed=1)
+    least = repeats(1, 2, 50, seed=1)  # the least: one sequence, |t| = 2
+    assert least.tokens.shape == (1, 4) and least.start == 0 and torch.equal(least.tokens[:, :2], least.tokens[:, 2:])
+    with pytest.raises(OptionError, match="n >= 1"):
+        repeats(0, 2, 50, seed=1)
 
 
 def test_repeats_leave_out_every_avoided_id_in_the_vocabulary_and_ignore_the_rest():
@@ -135,6 +139,9 @@ def test_the_text_is_the_module_docstring_then_its_own_public_long_docstrings_by
     def forty():
         """Exactly forty characters, kept out ....."""
 
+    def forty_one():
+        """Forty-one characters long: the least kept"""
+
     def short():
         """Thirty characters, kept out..."""
 
@@ -147,15 +154,16 @@ def test_the_text_is_the_module_docstring_then_its_own_public_long_docstrings_by
     class Imported:
         """A class from another module, its docstring over forty characters."""
 
-    assert len(inspect.getdoc(forty)) == 40 and len(inspect.getdoc(short)) == 30
-    for obj in (keep, forty, short, _private, Kept):
+    assert len(inspect.getdoc(forty)) == 40 and len(inspect.getdoc(forty_one)) == 41 and len(inspect.getdoc(short)) == 30
+    for obj in (keep, forty, forty_one, short, _private, Kept):
         obj.__module__ = name
-    for obj in (keep, forty, short, _private, Kept, Imported):
+    for obj in (keep, forty, forty_one, short, _private, Kept, Imported):
         setattr(mod, obj.__name__, obj)
     monkeypatch.setitem(sys.modules, name, mod)
     assert stdlib_text((name,)) == "\n\n".join([
         "The module's own docstring.",
         "A public class defined here, its docstring over forty characters.",  # "Kept" sorts before "keep"
+        "Forty-one characters long: the least kept",
         "A public function, its docstring over forty characters."])
 
 
@@ -176,6 +184,24 @@ def test_natural_text_is_the_standard_library_cut_into_seeded_windows():
     assert bytes(a[0, 1:].tolist()).decode(errors="replace") in text
     with pytest.raises(OptionError, match="tokenizer"):
         natural_text(None, 5, 64, seed=0)
+
+
+def test_the_standard_library_text_gives_as_many_windows_as_its_tokens_fill(monkeypatch):
+    """The text's bytes (the stand-in tokenizer's ids) fill ``⌊bytes / (seq_len − 1)⌋`` windows after a
+    first token and ``⌊bytes / seq_len⌋`` without: all of them can be asked for, one more is refused
+    by name; the recorded Python version is the interpreter's major.minor.micro (by ``platform``)."""
+    import platform
+
+    from compscope.data.sequences import python_version
+
+    n_bytes = len(stdlib_text().encode())
+    for bos, body in ((1, 63), (None, 64)):
+        every = natural_text(_Chars(), n_bytes // body, 64, seed=0, bos=bos)
+        assert every.shape == (n_bytes // body, 64)
+        with pytest.raises(OptionError, match=f"the standard-library text gives {n_bytes // body} sequences of 64 "
+                                              f"tokens; asked for {n_bytes // body + 1}"):
+            natural_text(_Chars(), n_bytes // body + 1, 64, seed=0, bos=bos)
+    assert python_version().count(".") == 2 and platform.python_version().startswith(python_version())  # 3.x.y(rc1)
 
 
 def test_natural_text_with_a_tokenizer_of_ones_own_does_not_need_transformers(monkeypatch):

@@ -55,11 +55,6 @@ class Repeats:
     start: int
     seed: int
 
-    @property
-    def second(self) -> Tensor:
-        """Positions of the second copy."""
-        return torch.arange(self.start + self.half, self.start + 2 * self.half)
-
 
 def repeats(n: int, half: int, n_vocab: int, seed: int, bos: int | None = None, *,
             avoid: tuple[int, ...] = ()) -> Repeats:
