@@ -1126,8 +1126,8 @@ def test_the_writers_coordinates_apply_to_a_pre_norms_direct_path_alone():
     import compscope
     from compscope.data import factored_path
 
-    hw = {v: compscope.load(build(BY_ID[v])) for v in ("llama-mha", "gemma3-text", "bert", "deepseek-v3-latent-attention",
-                                                       "deepseek-v3-no-query-latent-yarn-bias")}
+    ids = ("llama-mha", "gemma3-text", "bert", "deepseek-v3-latent-attention", "deepseek-v3-no-query-latent-yarn-bias")
+    hw = {v: compscope.load(build(BY_ID[v])) for v in ids}
     assert factored_path.applies(hw["llama-mha"], "direct", None)
     assert not factored_path.applies(hw["llama-mha"], "all", None)
     assert not factored_path.applies(hw["llama-mha"], "direct", [torch.zeros(1)])

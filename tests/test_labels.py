@@ -154,7 +154,7 @@ def test_the_text_is_the_module_docstring_then_its_own_public_long_docstrings_by
     class Imported:
         """A class from another module, its docstring over forty characters."""
 
-    assert len(inspect.getdoc(forty)) == 40 and len(inspect.getdoc(forty_one)) == 41 and len(inspect.getdoc(short)) == 30
+    assert [len(inspect.getdoc(f)) for f in (forty, forty_one, short)] == [40, 41, 30]
     for obj in (keep, forty, forty_one, short, _private, Kept):
         obj.__module__ = name
     for obj in (keep, forty, forty_one, short, _private, Kept, Imported):
