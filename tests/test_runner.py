@@ -1106,6 +1106,8 @@ def test_a_tokenizer_is_read_for_the_texts_own_ids_and_checked_against_the_vocab
 
     assert not has_vocabulary(None) and not has_vocabulary(_FakeTokenizer([1], fail=True))
     assert not has_vocabulary(_FakeTokenizer([0, 0], special=[2])) and has_vocabulary(_FakeTokenizer([0, 3]))
+    no_unknown = type("NoUnknown", (), {"encode": lambda self, text, add_special_tokens=True: [0]})()
+    assert has_vocabulary(no_unknown)  # without an unknown token, id 0 is a token like any other
     ok = _FakeTokenizer([3, 9], special=[10])  # its special token is past a vocabulary of 10, the text's ids are not
     assert checked_tokenizer(ok, 10, "m") is ok and encode(ok, "any text") == [3, 9]
     with pytest.raises(OptionError, match=r"^tokenizer: token id 10 is past m's vocabulary of 10 \(ids 0\.\.9\)"):
