@@ -43,7 +43,7 @@ def applies(hw, paths: str, post_ln_mlp) -> bool:
     (or none): direct paths only, no attention-output norm, not post-LN, no latent norm (multi-head latent
     attention's second scale per token)."""
     return (paths == "direct" and post_ln_mlp is None and hw.attn_out_norm is None and hw.norm_placement != "post"
-            and getattr(hw, "q_latent", None) is None and getattr(hw, "kv_latent", None) is None)
+            and hw.q_latent is None and hw.kv_latent is None)
 
 
 @dataclass(frozen=True)
