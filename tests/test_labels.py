@@ -411,6 +411,19 @@ def test_text_labels_on_the_toy_equal_a_count_over_its_own_cache_whatever_the_ba
     assert all(bool(single.error[k].isnan().all()) for k in LABELS)
 
 
+def test_text_labels_take_16_sequences_a_batch_by_default_and_one_at_the_least():
+    from compscope.data.head_labels import text_labels
+
+    runner = runner_for("induction-2l", device="cpu")
+    tokens = torch.randint(0, runner.hw.n_vocab, (17, 6), generator=torch.Generator().manual_seed(5))
+    assert text_labels(runner, tokens[:16], progress=False).batches == 1
+    default = text_labels(runner, tokens, progress=False)
+    single = text_labels(runner, tokens, batch_size=1, progress=False)
+    assert default.batches == 2 and single.batches == 17
+    for k in LABELS:
+        torch.testing.assert_close(single.mean[k], default.mean[k], rtol=1e-10, atol=1e-12)
+
+
 def test_text_labels_refuse_bad_tokens():
     from compscope.data.head_labels import text_labels
 

@@ -1119,13 +1119,32 @@ def test_a_tokenizer_is_read_for_the_texts_own_ids_and_checked_against_the_vocab
     check_token_ids([0, 9], 10, "m", "the text")
     with pytest.raises(OptionError, match="^the text: token id 12 is past"):
         check_token_ids([1, 12, 15], 10, "m", "the text")
-    for bad in (torch.tensor([True, False]), [1.0, 2.0]):
+    for bad in (torch.tensor([True, False]), [1.0, 2.0], ["a", "b"]):  # strings: no tensor at all
         with pytest.raises(OptionError, match="not integer token ids"):
             check_token_ids(bad, 10, "m", "the text")
     with pytest.raises(OptionError, match="^natural text: needs the model's tokenizer"):
         check_tokenizer(None)
     with pytest.raises(OptionError, match="^corpus notes.txt: needs the model's tokenizer"):
         check_tokenizer(None, "notes.txt")
+
+
+def test_a_tokenizer_is_recorded_by_the_first_12_hex_digits_of_its_files_names_and_bytes(tmp_path):
+    """:func:`tokenizer_digest`: SHA-256 (hashlib here) over each file of the folder in name order, its name, a
+    zero byte, its bytes (subfolders left out); a ``tokenizer.json`` alone the same way; an edit changes it."""
+    import hashlib
+
+    from compscope.data.tokenizers import tokenizer_digest
+
+    (tmp_path / "vocab.txt").write_bytes(b"a\nb\n")
+    (tmp_path / "tokenizer.json").write_bytes(b'{"model": {}}')
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "x.txt").write_bytes(b"not read")
+    want = hashlib.sha256(b'tokenizer.json\0{"model": {}}' + b"vocab.txt\0a\nb\n").hexdigest()
+    assert tokenizer_digest(tmp_path) == want[:12]
+    alone = hashlib.sha256(b'tokenizer.json\0{"model": {}}').hexdigest()[:12]
+    assert tokenizer_digest(tmp_path / "tokenizer.json") == alone
+    (tmp_path / "vocab.txt").write_bytes(b"a\nc\n")
+    assert tokenizer_digest(tmp_path) != want[:12]
 
 
 def test_a_tokenizer_folder_is_read_from_local_files_only(tmp_path, monkeypatch):
