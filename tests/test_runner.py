@@ -4,6 +4,7 @@ the module's own attention output (summed over heads) and its own attention patt
 (``output_attentions``), at float32 tolerance."""
 
 import re
+import sys
 
 import pytest
 import torch
@@ -1145,6 +1146,17 @@ def test_a_tokenizer_is_recorded_by_the_first_12_hex_digits_of_its_files_names_a
     assert tokenizer_digest(tmp_path / "tokenizer.json") == alone
     (tmp_path / "vocab.txt").write_bytes(b"a\nc\n")
     assert tokenizer_digest(tmp_path) != want[:12]
+
+
+def test_a_tokenizer_without_transformers_is_refused_by_name(tmp_path, monkeypatch):
+    """``--tokenizer PATH`` where transformers cannot be imported (``sys.modules[...] = None``): one
+    error naming the path and what to install, not an ImportError."""
+    from compscope.data.tokenizers import read_tokenizer
+    from compscope.errors import OptionError
+
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    with pytest.raises(OptionError, match=r"^--tokenizer .*: reading a tokenizer needs transformers \(pip install"):
+        read_tokenizer(tmp_path)
 
 
 def test_a_tokenizer_folder_is_read_from_local_files_only(tmp_path, monkeypatch):
