@@ -234,7 +234,8 @@ def test_text_labels_take_the_sample_data_or_its_defaults():
             torch.testing.assert_close(got.error[k], want.error[k], rtol=0, atol=0, equal_nan=True)
     left_out = text_labels(runner, progress=False)  # the data-level function, its tokens left out: the defaults too
     defaults = compscope.text_labels(runner, None, progress=False)
-    assert left_out.data == SampleData().text(runner) and torch.equal(left_out.mean["induction"], defaults.mean["induction"])
+    assert left_out.data == SampleData().text(runner)
+    assert torch.equal(left_out.mean["induction"], defaults.mean["induction"])
     assert compscope.text_labels(runner, SampleData(sequences=3, length=24), progress=False, data="mine").data == "mine"
     with pytest.raises(OptionError, match="or a SampleData, got str"):
         compscope.text_labels(runner, "some text", progress=False)
