@@ -1186,6 +1186,23 @@ def test_gguf_loads_in_two_threads_patch_one_at_a_time_and_leave_gguf_as_it_was(
     assert entered.is_set() and patchable() == before
 
 
+def test_while_reading_a_file_is_parsed_once_and_a_name_map_made_once(tmp_path):
+    """Within :func:`transformers_gguf_reading`, the reader made for the same file is the same parse (by the
+    plain reader), and the tensor-name map of the same architecture the same map; outside it, each call
+    parses and builds again, as gguf-py does."""
+    from compscope.data.gguf_reading import transformers_gguf_reading
+
+    path = tmp_path / "m.gguf"
+    _metadata_gguf(path, [("general.architecture", gguf.GGUFValueType.STRING, "llama")], False)
+    llama = gguf.MODEL_ARCH.LLAMA
+    with transformers_gguf_reading(True):
+        parsed = gguf.GGUFReader(path)
+        assert gguf.GGUFReader(path) is parsed and type(parsed).__name__ == "PlainGGUFReader"
+        assert gguf.get_tensor_name_map(llama, 2) is gguf.get_tensor_name_map(llama, 2)
+    assert gguf.GGUFReader(path) is not gguf.GGUFReader(path)
+    assert gguf.get_tensor_name_map(llama, 2) is not gguf.get_tensor_name_map(llama, 2)
+
+
 @pytest.mark.parametrize("endian", ["little", "big"])
 def test_the_plain_array_reader_parses_as_gguf_py_does(tmp_path, endian):
     """The reader transformers gets while compscope loads a GGUF file to run it

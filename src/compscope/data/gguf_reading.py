@@ -131,9 +131,9 @@ def python_value(parse):
 
 
 def _takes(method, parameters: list[str]) -> bool:
-    """Whether ``method`` is a function whose parameters are named ``parameters``."""
+    """Whether ``method`` is a function whose parameters are named ``parameters`` (None, or no function: no)."""
     try:
-        return method is not None and list(inspect.signature(method).parameters) == parameters
+        return list(inspect.signature(method).parameters) == parameters
     except (TypeError, ValueError):
         return False
 
