@@ -1430,10 +1430,12 @@ def test_transformers_reads_a_gguf_file_as_it_does_unpatched(tmp_path):
     assert all(np.array_equal(np.asarray(tensors[0][k]), np.asarray(tensors[1][k])) for k in tensors[0])
 
 
-@pytest.mark.parametrize("item, how", [("INT32", "cut"), ("STRING", "cut"), ("STRING", "long")])
-def test_an_array_cut_short_by_the_files_end_is_read_as_gguf_py_reads_it(tmp_path, item, how):
-    """A file that ends inside an array (``cut``: its items cut off after 10 bytes of them; ``long``: its
-    first string's length past the file's end): the plain reader does what gguf-py's does, the same
+@pytest.mark.parametrize("item, how", [("INT32", "cut"), ("INT32", "whole"), ("STRING", "cut"), ("STRING", "long"),
+                                       ("INT32", "unknown")])
+def test_an_array_cut_short_or_of_an_unknown_item_type_is_read_as_gguf_py_reads_it(tmp_path, item, how):
+    """A file that ends inside an array (``cut``: its items cut off after 10 bytes of them; ``whole``:
+    after 12, three whole items of 40; ``long``: its first string's length past the file's end), or an
+    array whose item type GGUF does not have (13): the plain reader does what gguf-py's does, the same
     error or the same fields."""
     from compscope.data.gguf_reading import plain_reader
 
@@ -1443,8 +1445,10 @@ def test_an_array_cut_short_by_the_files_end_is_read_as_gguf_py_reads_it(tmp_pat
                                          ("a.items", V.ARRAY, (V[item], items))], big=False)
     whole = (tmp_path / "m.gguf").read_bytes()
     first = whole.index(b"a.items") + len(b"a.items") + 4 + 12  # the array's first item
-    if how == "cut":
-        whole = whole[:first + 10]
+    if how in ("cut", "whole"):
+        whole = whole[:first + (10 if how == "cut" else 12)]
+    elif how == "unknown":
+        whole = whole[:first - 12] + (13).to_bytes(4, "little") + whole[first - 8:]  # the item type, before the length
     else:
         whole = whole[:first] + (2**40).to_bytes(8, "little") + whole[first + 8:]
     (tmp_path / "cut.gguf").write_bytes(whole)
