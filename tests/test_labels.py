@@ -160,6 +160,7 @@ def test_the_text_is_the_module_docstring_then_its_own_public_long_docstrings_by
     for obj in (keep, forty, forty_one, short, _private, Kept, Imported):
         setattr(mod, obj.__name__, obj)
     monkeypatch.setitem(sys.modules, name, mod)
+    assert stdlib_text(("compscope_no_such_module", name)) == stdlib_text((name,))  # a module missing is passed over
     assert stdlib_text((name,)) == "\n\n".join([
         "The module's own docstring.",
         "A public class defined here, its docstring over forty characters.",  # "Kept" sorts before "keep"
@@ -276,6 +277,22 @@ def test_a_corpus_that_is_no_text_is_refused_by_name(tmp_path, content, error):
     elif content is not None:
         path.write_bytes(content)
     with pytest.raises(OptionError, match=f"corpus {path}: {error}"):
+        natural_text(_Chars(), 1, 8, seed=0, corpus=path)
+
+
+def test_a_corpus_that_cannot_be_read_is_refused_by_name(tmp_path, monkeypatch):
+    """The operating system's refusal (here made by hand: the tests may run as root, whom file modes do
+    not stop) is said with the file's name, not raised as an OSError."""
+    from compscope.data import sequences
+
+    path = tmp_path / "corpus.txt"
+    path.write_text("some text")
+
+    def refused(*args):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(sequences, "_read_corpus", refused)
+    with pytest.raises(OptionError, match=f"^corpus {path}: cannot be read \\(Permission denied\\)$"):
         natural_text(_Chars(), 1, 8, seed=0, corpus=path)
 
 
