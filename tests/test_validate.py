@@ -607,6 +607,18 @@ def test_results_show_as_one_line_of_what_matters(verdict):
     assert repr(table).endswith(f"strongest K by frobenius: {a}.{b}->{c}.{d} {v:.3g})") and len(repr(table)) < 300
 
 
+def test_the_printed_verdict_names_the_five_strongest_heads_of_each_label(verdict):
+    """The lines ``top induction heads (data):`` and ``top previous-token heads (data):`` name the five
+    heads of the largest mean label, largest first (sorted here over the flat tensor), to 2 decimals."""
+    lines = verdict.format().splitlines()
+    for name, t in (("induction", verdict.labels.induction), ("previous-token", verdict.labels.previous_token)):
+        flat = t.flatten().tolist()
+        order = sorted(range(len(flat)), key=lambda i: -flat[i])[:5]
+        H = t.shape[1]
+        want = "   ".join(f"{i // H}.{i % H} {flat[i]:.2f}" for i in order)
+        assert f"top {name} heads (data): {want}" in lines
+
+
 def test_a_verdict_on_some_writers_judges_their_pairs_and_keeps_the_label_truth(verdict, capsys):
     """Intervening on 0.0 (previous-token head) and 0.2 only: their effects are the full
     verdict's, every other writer's NaN; rho and the confirmed AUROC are those of their 8 pairs

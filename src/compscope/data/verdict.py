@@ -5,7 +5,7 @@ its judgement), the files it writes and the table it prints, and the order its r
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from torch import Tensor
@@ -26,8 +26,8 @@ class Verdict:
     rows: list[dict]
     heads: list[dict]
     options: dict
-    notes: list[str] = field(default_factory=list)
-    text_labels: object = None  # TextLabels, when asked for
+    notes: list[str]
+    text_labels: object  # TextLabels when asked for, else None
 
     def verdict_frame(self):
         import pandas as pd
