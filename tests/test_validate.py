@@ -609,8 +609,11 @@ def test_results_show_as_one_line_of_what_matters(verdict):
 
 def test_the_printed_verdict_names_the_five_strongest_heads_of_each_label(verdict):
     """The lines ``top induction heads (data):`` and ``top previous-token heads (data):`` name the five
-    heads of the largest mean label, largest first (sorted here over the flat tensor), to 2 decimals."""
+    heads of the largest mean label, largest first (sorted here over the flat tensor), to 2 decimals; the
+    table's header, typed here: measures in 20 characters, metrics (none longer) in 12, then each kind's
+    rho in 7, the K AUROC in 8 and the confirmed one in 9."""
     lines = verdict.format().splitlines()
+    assert "measure              metric         rho Q   rho K   rho V  AUROC K confirmed  axioms kept" in lines
     for name, t in (("induction", verdict.labels.induction), ("previous-token", verdict.labels.previous_token)):
         flat = t.flatten().tolist()
         order = sorted(range(len(flat)), key=lambda i: -flat[i])[:5]
