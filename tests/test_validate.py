@@ -613,7 +613,11 @@ def test_the_printed_verdict_names_the_five_strongest_heads_of_each_label(verdic
     table's header, typed here: measures in 20 characters, metrics (none longer) in 12, then each kind's
     rho in 7, the K AUROC in 8 and the confirmed one in 9."""
     lines = verdict.format().splitlines()
-    assert "measure              metric         rho Q   rho K   rho V  AUROC K confirmed  axioms kept" in lines
+    header = lines.index("measure              metric         rho Q   rho K   rho V  AUROC K confirmed  axioms kept")
+    first = lines[header + 1].split()  # measure, metric, rho Q, rho K, rho V, AUROC K, confirmed, axioms kept
+    k_row = next(r for r in verdict.rows if (r["measure"], r["metric"], r["kind"]) == (first[0], first[1], "K"))
+    assert len(first) == 8 and first[3] == f"{k_row['spearman']:.2f}"
+    assert first[5:7] == [f"{k_row['auroc']:.3f}", f"{k_row['auroc_confirmed']:.3f}"]
     for name, t in (("induction", verdict.labels.induction), ("previous-token", verdict.labels.previous_token)):
         flat = t.flatten().tolist()
         order = sorted(range(len(flat)), key=lambda i: -flat[i])[:5]
