@@ -176,8 +176,11 @@ class _Chars:
 
 
 def test_natural_text_is_the_standard_library_cut_into_seeded_windows():
+    from compscope.data.sequences import corpus_text, corpus_words
+
     text = stdlib_text()
     assert len(text) > 100_000 and "Return" in text
+    assert corpus_text() == text and corpus_words() == "standard-library docstrings"  # no corpus given
     a = natural_text(_Chars(), 5, 64, seed=0, bos=1)
     assert a.shape == (5, 64) and (a[:, 0] == 1).all()
     assert torch.equal(a, natural_text(_Chars(), 5, 64, seed=0, bos=1))

@@ -396,6 +396,9 @@ def test_rows_rank_by_their_printed_values_and_ties_keep_the_order_they_were_mad
     # no Spearman is last among rows of one AUROC, below a negative one (as printed, -0.40 ranks above n/a)
     tied = ranked(rows("g", 0.5, nan) + rows("h", 0.5, -0.4) + rows("i", 0.5, 0.2))
     assert [m for (m, _), _ in tied] == ["i", "h", "g"]
+    # a group without a K row (a verdict of other kinds) ranks last, as one with no AUROC does
+    no_k = [r for r in rows("j", 0.99, 0.9) if r["kind"] != "K"]
+    assert [m for (m, _), _ in ranked(no_k + rows("k", 0.1, -0.9))] == ["k", "j"]
 
 
 def test_the_truth_lines_say_what_the_options_hold_by_hand():
