@@ -561,6 +561,15 @@ def test_runner_for_refuses_weights_beside_a_runner_and_a_device_that_is_not_the
     assert getattr(runner_for(runner.model, runner.hw, progress=False), "named", None) is None
 
 
+def test_nothing_stops_a_runner_a_toy_or_a_model_object_from_running():
+    """:func:`cannot_run` is None (not a reason, not a falsy stand-in) for a runner, a built-in toy's name
+    and a model object, whose runs no file header can stop."""
+    from compscope.data.runner.choose import cannot_run
+
+    runner = runner_for("induction-2l", progress=False)
+    assert cannot_run(runner) is None and cannot_run("induction-2l") is None and cannot_run(runner.model) is None
+
+
 def test_dtypes_a_runner_cannot_honour_are_refused():
     """A dtype that is not a floating format, a model object in another dtype (never converted
     behind the user's back), a runner in another dtype, and the toy models (float32 only)."""
