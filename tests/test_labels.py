@@ -190,7 +190,7 @@ def test_natural_text_is_the_standard_library_cut_into_seeded_windows():
         natural_text(None, 5, 64, seed=0)
 
 
-def test_the_standard_library_text_gives_as_many_windows_as_its_tokens_fill(monkeypatch):
+def test_the_standard_library_text_gives_as_many_windows_as_its_tokens_fill():
     """The text's bytes (the stand-in tokenizer's ids) fill ``⌊bytes / (seq_len − 1)⌋`` windows after a
     first token and ``⌊bytes / seq_len⌋`` without: all of them can be asked for, one more is refused
     by name; the recorded Python version is the interpreter's major.minor.micro (by ``platform``)."""

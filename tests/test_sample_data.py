@@ -227,15 +227,14 @@ def test_text_labels_take_the_sample_data_or_its_defaults():
     for given in (None, SampleData(sequences=3, length=24, seed=5)):
         data = given or SampleData()
         got = compscope.text_labels(runner, given, progress=False)
+        if given is None:  # the data-level function with its tokens left out takes the defaults too
+            left_out = text_labels(runner, progress=False)
+            assert left_out.data == data.text(runner) and torch.equal(left_out.mean["induction"], got.mean["induction"])
         want = text_labels(runner, data.tokens(runner), progress=False, data=data.text(runner))
         assert got.data == want.data == data.text(runner)
         for k in ("induction", "previous_token", "duplicate_token", "sink"):
             torch.testing.assert_close(got.mean[k], want.mean[k], rtol=0, atol=0)
             torch.testing.assert_close(got.error[k], want.error[k], rtol=0, atol=0, equal_nan=True)
-    left_out = text_labels(runner, progress=False)  # the data-level function, its tokens left out: the defaults too
-    defaults = compscope.text_labels(runner, None, progress=False)
-    assert left_out.data == SampleData().text(runner)
-    assert torch.equal(left_out.mean["induction"], defaults.mean["induction"])
     assert compscope.text_labels(runner, SampleData(sequences=3, length=24), progress=False, data="mine").data == "mine"
     with pytest.raises(OptionError, match="or a SampleData, got str"):
         compscope.text_labels(runner, "some text", progress=False)
