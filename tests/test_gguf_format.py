@@ -687,14 +687,46 @@ def test_a_hub_snapshot_of_a_split_gguf_file_reads_its_shards(tmp_path):
         compscope.load("Test/split", cache_dir=tmp_path)
 
 
-def test_qwen3_gguf_matches_model_object(tmp_path):
+def test_a_hub_snapshot_of_one_gguf_file_loads_and_runs_it(tmp_path, monkeypatch):
+    """A cached hub snapshot holding one GGUF file (no config.json): the hub id reads that file and the
+    data runner runs it (the same hooked outputs as the file given by path); shards of a split file
+    there are refused to run by the first shard's name."""
+    pytest.importorskip("huggingface_hub")
+    from huggingface_hub import constants
+
+    from compscope.data.runner import cannot_run, runner_for
+
+    model = _tiny_llama()
+    sd = _numpy_state(model)  # the rest of the model, so that transformers runs the file
+    rest = {"output_norm.weight": sd["model.norm.weight"]} | {
+        f"blk.{i}.ffn_{x}.weight": sd[f"model.layers.{i}.mlp.{x}_proj.weight"] for i in range(2) for x in ("gate", "up", "down")}
+    for name, commit, split in (("one", "d" * 40, 0), ("split", "e" * 40, 11)):
+        repo = tmp_path / f"models--Test--{name}"
+        (repo / "snapshots" / commit).mkdir(parents=True)
+        (repo / "refs").mkdir()
+        (repo / "refs" / "main").write_text(commit)
+        _write_llama_gguf(repo / "snapshots" / commit / "m.gguf", model, rest, split_max_tensors=split)
+    one = tmp_path / "models--Test--one" / "snapshots" / ("d" * 40) / "m.gguf"
+    assert _same_heads(compscope.load("Test/one", cache_dir=tmp_path), compscope.load(one))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    assert cannot_run("Test/one") is None
+    assert re.search(r"m-00001-of-00003\.gguf: a GGUF file split in 3 shards", cannot_run("Test/split"))
+    by_id, by_path = runner_for("Test/one", progress=False, device="cpu"), runner_for(one, progress=False, device="cpu")
+    ids = torch.randint(0, V, (2, 7), generator=torch.Generator().manual_seed(0))
+    a, b = by_id.trace(ids), by_path.trace(ids)
+    assert all(torch.equal(x, y) for x, y in zip(a.attn_out, b.attn_out))
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_qwen3_gguf_matches_model_object(tmp_path, bias):
     """llama.cpp writes Qwen3 unpermuted (rotate-half, as HF), with the per-head q/k norm gains as
     they are (no ``1 + w``) and the embedding tied; read back, the weights, norms and attention are
-    the model object's."""
+    the model object's; with attention biases (``attention_bias``, which transformers' GGUF reader
+    leaves off) as well, and the file runs with them."""
     cfg = hf_config("Qwen3Config", 
         vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2, num_attention_heads=H,
         num_key_value_heads=G, head_dim=R, max_position_embeddings=64, tie_word_embeddings=True,
-        rope_parameters={"rope_type": "default", "rope_theta": 5000.0},
+        rope_parameters={"rope_type": "default", "rope_theta": 5000.0}, attention_bias=bias,
     )
     model = transformers.Qwen3ForCausalLM(cfg).eval()
     _randomise(model, 3)
@@ -705,7 +737,8 @@ def test_qwen3_gguf_matches_model_object(tmp_path):
              "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
              "self_attn.o_proj.weight": "attn_output.weight", "self_attn.q_norm.weight": "attn_q_norm.weight",
              "self_attn.k_norm.weight": "attn_k_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
-             **{f"mlp.{x}_proj.weight": f"ffn_{x}.weight" for x in ("gate", "up", "down")}}
+             **{f"mlp.{x}_proj.weight": f"ffn_{x}.weight" for x in ("gate", "up", "down")},
+             **{f"self_attn.{x}_proj.bias": f"attn_{y}.bias" for x, y in (("q", "q"), ("k", "k"), ("v", "v"), ("o", "output")) if bias}}
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
     for i in range(2):
         for hf_name, g_name in names.items():
@@ -714,8 +747,9 @@ def test_qwen3_gguf_matches_model_object(tmp_path):
     _finish(w)
     ours, ref = compscope.load(tmp_path / "q.gguf"), compscope.load(model)
     assert ours.meta.family == ref.meta.family == "qwen3"
-    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U") + ("b_Q", "b_K", "b_V", "b_O") * bias:
         assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    assert (ours.b_Q is None) == (not bias)
     for a, b in [(ours.attn_norm, ref.attn_norm), (ours.qk_norm[0], ref.qk_norm[0]), (ours.qk_norm[1], ref.qk_norm[1]),
                  (ours.final_norm, ref.final_norm)]:
         assert a.offset == b.offset == 0.0

@@ -78,7 +78,7 @@ def test_revision_needs_a_hub_id(tmp_path):
         compscope.load(tmp_path, revision="main")
 
 
-def test_snapshot_without_config_or_with_one_gguf(cache, tmp_path):
+def test_a_snapshot_without_config_json_or_a_gguf_file_is_refused(cache, tmp_path):
     root = tmp_path / "c"
     shutil.copytree(cache, root)
     snap = root / "models--Test--tiny-llama" / "snapshots" / C_MAIN

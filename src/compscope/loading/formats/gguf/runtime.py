@@ -21,6 +21,10 @@ _ROTARY_DROPPED = {"stablelm": 1.0, "starcoder2": 1.0, "nemotron": 0.5, "phi3": 
 _KEYS_DROPPED = {"nemotron": ("norm_eps", "head_dim"),
                  "gemma2": ("query_pre_attn_scalar", "attn_logit_softcapping"),  # (27B's scalar: d_model / heads)
                  "qwen3": ("head_dim",)}  # (Qwen3-0.6B's, 4B's and 32B's heads are not d_model / n_heads wide)
+#: HF model types whose ``attention_bias`` switch (off by default) transformers' GGUF reader does not set from a file
+#: holding q/k/v biases (llama.cpp writes them for a Llama converted with ``attention_bias``): set back, else
+#: transformers builds the model without them and leaves the file's biases out
+_BIAS_DROPPED = ("llama", "qwen3")
 #: GGUF architectures transformers' GGUF reader lists and does not run as the file states them: why
 _NOT_RUN = {"gemma4": ("transformers' GGUF reader takes one K/V head count (the per-layer counts llama.cpp writes "
                        "fail its config) and leaves the layer output scales out (layer_scalar stays 1)"),
@@ -36,9 +40,9 @@ _SCALING_HANDED_BACK = ("llama", "qwen2", "qwen2moe", "qwen3", "qwen3moe", "phi3
 def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     """Config settings to give ``transformers`` when it runs the GGUF file at ``path``: what the
     file says and transformers' GGUF reader drops (the rotary base and width of StableLM,
-    StarCoder2 and Nemotron files, Nemotron's norm epsilon and head width, a YaRN or linear rope scaling
-    but gpt-oss's, Phi-3's LongRoPE and its original context, Gemma 3's layer types, logit scale and
-    rotary settings), so that the model that runs is the one compscope read; as one
+    StarCoder2 and Nemotron files, Nemotron's norm epsilon and head width, a Llama's or Qwen3's attention
+    biases, a YaRN or linear rope scaling but gpt-oss's, Phi-3's LongRoPE and its original context, Gemma 3's
+    layer types, logit scale and rotary settings), so that the model that runs is the one compscope read; as one
     ``rope_parameters`` (transformers 5) or, ``rope_parameters=False``, as ``rope_theta`` and
     (StableLM) ``partial_rotary_factor`` (transformers 4). A file transformers would build as
     another model (a Falcon with K/V groups), or not at all (a split file; an architecture its
@@ -74,6 +78,8 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     if arch == "gemma3":
         return _gemma3_runtime(path, cfg, rope_parameters)
     kept = {k: cfg[k] for k in _KEYS_DROPPED.get(kind, ()) if k in cfg}
+    if kind in _BIAS_DROPPED and any(info.name.endswith("attn_q.bias") for info, _, _ in located):
+        kept["attention_bias"] = True
     scaled = cfg.get("rope_scaling") if arch in _SCALING_HANDED_BACK else None  # (gpt-oss's: its reader takes it; a
     scaled = scaled if scaled and scaled.get("rope_type") in ("yarn", "linear", "longrope") else None  # per-layer-type
     if scaled and scaled["rope_type"] == "longrope":  # rope: not) Phi-3's original context, a config key of its own
