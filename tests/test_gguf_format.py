@@ -698,8 +698,8 @@ def test_a_hub_snapshot_of_one_gguf_file_loads_and_runs_it(tmp_path, monkeypatch
 
     model = _tiny_llama()
     sd = _numpy_state(model)  # the rest of the model, so that transformers runs the file
-    rest = {"output_norm.weight": sd["model.norm.weight"]} | {
-        f"blk.{i}.ffn_{x}.weight": sd[f"model.layers.{i}.mlp.{x}_proj.weight"] for i in range(2) for x in ("gate", "up", "down")}
+    rest = {"output_norm.weight": sd["model.norm.weight"]} | {f"blk.{i}.ffn_{x}.weight": sd[f"model.layers.{i}.mlp.{x}_proj.weight"]
+                                                             for i in range(2) for x in ("gate", "up", "down")}
     for name, commit, split in (("one", "d" * 40, 0), ("split", "e" * 40, 11)):
         repo = tmp_path / f"models--Test--{name}"
         (repo / "snapshots" / commit).mkdir(parents=True)
@@ -738,7 +738,8 @@ def test_qwen3_gguf_matches_model_object(tmp_path, bias):
              "self_attn.o_proj.weight": "attn_output.weight", "self_attn.q_norm.weight": "attn_q_norm.weight",
              "self_attn.k_norm.weight": "attn_k_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
              **{f"mlp.{x}_proj.weight": f"ffn_{x}.weight" for x in ("gate", "up", "down")},
-             **{f"self_attn.{x}_proj.bias": f"attn_{y}.bias" for x, y in (("q", "q"), ("k", "k"), ("v", "v"), ("o", "output")) if bias}}
+             **{f"self_attn.{x}_proj.bias": f"attn_{y}.bias"
+                for x, y in (("q", "q"), ("k", "k"), ("v", "v"), ("o", "output")) if bias}}
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
     for i in range(2):
         for hf_name, g_name in names.items():
