@@ -698,7 +698,8 @@ def test_a_hub_snapshot_of_one_gguf_file_loads_and_runs_it(tmp_path, monkeypatch
 
     model = _tiny_llama()
     sd = _numpy_state(model)  # the rest of the model, so that transformers runs the file
-    mlp = {f"blk.{i}.ffn_{x}.weight": sd[f"model.layers.{i}.mlp.{x}_proj.weight"] for i in range(2) for x in ("gate", "up", "down")}
+    mlp = {f"blk.{i}.ffn_{x}.weight": sd[f"model.layers.{i}.mlp.{x}_proj.weight"]
+           for i in range(2) for x in ("gate", "up", "down")}
     rest = {"output_norm.weight": sd["model.norm.weight"], **mlp}
     for name, commit, split in (("one", "d" * 40, 0), ("split", "e" * 40, 11)):
         repo = tmp_path / f"models--Test--{name}"
