@@ -380,7 +380,29 @@ def check(case: str) -> dict:
     row["compat_weights_differ"] = not torch.equal(processed.W_Q, hw.W_Q)
     row["compat_out_err"], row["compat_pattern_err"] = forward_errors(bridge, processed, tokens)
     row["compat_runner_err"] = runner_error(bridge, tokens)
+    if case in CUT:
+        row["cut_refused"] = cut_refusal(pristine, case)
     return row
+
+
+#: cases run again with a component the runner reads taken from one block (the second's) after reading
+CUT = {"bert": "ln2", "bloom": "attn.o"}
+
+
+def cut_refusal(pristine, case: str) -> str | None:
+    """What the data runner says of a fresh bridge around ``pristine`` once :data:`CUT`'s component is
+    taken from its second block (the weights read before): its refusal, or None where it runs."""
+    from compscope.data.runner import runner_for
+
+    cut = boot(copy.deepcopy(pristine), case)
+    hw = compscope.load(cut)
+    *path, name = ["blocks", "1", *CUT[case].split(".")]
+    delattr(cut.get_submodule(".".join(path)), name)
+    try:
+        runner_for(cut, hw)
+    except compscope.CompscopeError as e:
+        return f"{type(e).__name__}: {e}"
+    return None
 
 
 if __name__ == "__main__":

@@ -59,11 +59,22 @@ def test_bridge_reads_as_the_model_it_wraps(rows, case):
 def test_a_post_ln_bridge_runs_through_its_own_norms(rows):
     """BERT behind a bridge: its ``ln1`` is the norm *after* the attention, so the runner reads the
     block's input and the output projection, and the direct path passes through ``ln1`` and ``ln2``
-    (before, it read ``ln1``'s input as the residual: recomputed outputs off by more than 100%)."""
+    (before, it read ``ln1``'s input as the residual: recomputed outputs off by more than 100%); one
+    block without ``ln2`` is refused, saying what the runner needs."""
     row = rows["bert"]
     assert "error" not in row, row.get("error")
     assert row["raw_runner_err"] < 1e-5 and row["compat_runner_err"] < 1e-5, row
     assert row["raw_interventions_err"] < 1e-6, row
+    assert row["cut_refused"] == ("UnsupportedModelError: bert: a bridge around a post-LN model needs blocks with "
+                                     "ln1, ln2 and attn.o to be run on data"), row
+
+
+def test_a_bloom_bridge_without_its_output_projection_is_refused_on_data(rows):
+    """BLOOM's attention returns the residual with what it adds, so the runner reads the addition at the
+    output projection ``attn.o``: a block without one is refused, saying so."""
+    assert rows["bloom"]["cut_refused"] == (
+        "UnsupportedModelError: bloom: the bloom attention returns the residual with what it adds, and the bridge "
+        "has no attn.o (its output projection) to read the addition from"), rows["bloom"]
 
 
 @pytest.mark.parametrize("case", PROCESSED)

@@ -354,6 +354,29 @@ def test_a_changed_run_given_its_clean_trace_leaves_the_blocks_before_the_change
     assert float((full.attn_out[2] - clean.attn_out[2].repeat(2, 1, 1)).abs().max()) > 1e-3  # δ is in it
 
 
+def test_runner_starts_sequences_with_the_bos_where_the_model_prepends_one():
+    """The repeated sequences start with the tokenizer's BOS token where the HookedTransformer prepends
+    one (``default_prepend_bos``) and is causal; with none where it has no tokenizer, prepends nothing or
+    attends both ways. (The tokenizer is set on the object: TransformerLens' own setter may fetch one.)"""
+    from compscope.data.runner import runner_for
+    from compscope.data.validate import verdict_sequences
+
+    transformers = pytest.importorskip("transformers")
+    tokenizers = pytest.importorskip("tokenizers")
+    tk = tokenizers.Tokenizer(tokenizers.models.WordLevel({f"t{i}": i for i in range(37)}, unk_token="t0"))
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=tk, unk_token="t0", bos_token="t5")
+    causal, both = build("standard-ln"), build("bidirectional-no-norm")
+    assert runner_for(causal).bos is None
+    causal.tokenizer = both.tokenizer = tok
+    runner = runner_for(causal)
+    assert runner.bos == 5
+    seqs = verdict_sequences(runner, 3, 4, 0).tokens
+    assert seqs.shape == (3, 9) and (seqs[:, 0] == 5).all() and (seqs[:, 1:] != 5).all()
+    assert runner_for(both).bos is None
+    causal.cfg.default_prepend_bos = False
+    assert runner_for(causal).bos is None
+
+
 def test_validate_runs_on_a_hooked_transformer_within_its_context():
     """``compscope.validate`` takes a ``HookedTransformer`` object; its context (``n_ctx`` 24) bounds
     the sequences: the activations metric's text is cut to it, longer repeats are refused by name."""
