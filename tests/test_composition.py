@@ -251,6 +251,20 @@ def test_hand_derived_aligned_and_orthogonal(r, d):
         assert float(get_measure(m).exact(ortho)) == 0.0
 
 
+def test_bandwidth_counts_singular_values_within_rounding_as_zero():
+    """Singular values of the core at or below ``ε √(d r) a_max b_max`` (``r = max(r_A, r_B)``, ε of
+    ``X``'s dtype) are rounding and count as 0: a core of two such values has bandwidth 0, of two
+    values 1.2 times that floor 2. ``r_B = 8 > r_A = 2`` and a batch of 20 pairs, so that ``r`` is the
+    larger rank of the pair (not the smaller, nor the batch size)."""
+    d, a, b = 16, np.ones(2), np.ones(8)
+    floor = np.finfo(np.float64).eps * math.sqrt(d * 8)
+    for scale, want in ((0.75, 0.0), (1.2, 2.0)):
+        X = np.tile(scale * floor * np.eye(8, 2), (20, 1, 1))
+        got = get_measure("bandwidth").exact(_pair(a, b, X, d))
+        assert got.shape == (20,)
+        torch.testing.assert_close(got, torch.full((20,), want, dtype=torch.float64), rtol=1e-12, atol=0)
+
+
 @pytest.mark.parametrize("d", [4, 16, 100])
 def test_identity_pair(d):
     ident = _pair(np.ones(d), np.ones(d), np.eye(d), d)
