@@ -265,6 +265,30 @@ def test_bandwidth_counts_singular_values_within_rounding_as_zero():
         torch.testing.assert_close(got, torch.full((20,), want, dtype=torch.float64), rtol=1e-12, atol=0)
 
 
+def test_the_baselined_frobenius_needs_the_haar_expectation():
+    """``frobenius_baselined`` subtracts ``E[frobenius]``, which the engine fills in: a pair handed to it
+    without one is an error naming what is missing, not ``frobenius`` minus nothing."""
+    pair = _pair(np.ones(2), np.ones(2), np.eye(2), 8)
+    with pytest.raises(ValueError, match="needs the Haar expectation"):
+        get_measure("frobenius_baselined").exact(pair)
+
+
+def test_the_haar_baseline_is_drawn_only_for_a_measure_that_needs_it(monkeypatch):
+    """The Monte Carlo expectation (``O(r²)`` draws per pair) is computed for ``frobenius_baselined``
+    alone: the other measures score without it."""
+    import compscope.engine.baseline as baseline
+
+    drawn = []
+    real = baseline.expected_frobenius
+    monkeypatch.setattr(baseline, "expected_frobenius", lambda *a, **k: drawn.append(1) or real(*a, **k))
+    hw = model()
+    others = [m for m in ALL if m != "frobenius_baselined"]
+    scores(hw, "QKV", others, progress=False)
+    assert drawn == []
+    scores(hw, "K", ["frobenius_baselined"], baseline_samples=8, progress=False)
+    assert drawn
+
+
 @pytest.mark.parametrize("d", [4, 16, 100])
 def test_identity_pair(d):
     ident = _pair(np.ones(d), np.ones(d), np.eye(d), d)

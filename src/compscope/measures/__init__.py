@@ -104,10 +104,6 @@ class Measure:
     #: reach ``from_gram`` as NaN)
     gram_inputs: frozenset[str] = frozenset({"ba2", "x2"})
 
-    @property
-    def route(self) -> str:
-        return "gram" if self.from_gram is not None else "X"
-
 
 #: every measure, in registration order (which is the order of ``'all'`` and of printed tables)
 MEASURES: Registry = Registry("measure")
