@@ -85,8 +85,8 @@ class GramStats(_ReaderScale):
     b: Tensor
     rank_a: Tensor
     d: int
-    expected_frobenius: Tensor | None = None
-    b_top: Tensor | None = None
+    expected_frobenius: Tensor | None
+    b_top: Tensor | None
 
 
 @dataclass(frozen=True)
