@@ -10,6 +10,7 @@ tl = pytest.importorskip("transformer_lens")
 
 import compscope  # noqa: E402
 
+pytestmark = pytest.mark.filterwarnings("ignore:HookedTransformer is deprecated:DeprecationWarning")  # (TL 3.9)
 
 @pytest.mark.parametrize("shape", [dict(n_layers=3, d_model=32, d_head=8, n_heads=4), dict(n_layers=4, d_model=48, d_head=6, n_heads=6)])
 def test_frobenius_matches_transformer_lens(shape):
