@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 import torch
@@ -1508,6 +1509,16 @@ def model_and_capture(variant_id: str):
     v = BY_ID[variant_id]
     model = build(v)
     return model, capture(model, v.kind, random_ids())
+
+
+def hub_snapshot(cache, repo_id: str, commit: str = "c" * 40) -> Path:
+    """An empty snapshot folder of ``repo_id`` at ``commit`` in a hub cache laid out as huggingface_hub
+    lays it out (``models--owner--name/snapshots/<commit>``), ``main`` pointing at it."""
+    repo = Path(cache) / ("models--" + repo_id.replace("/", "--"))
+    (repo / "snapshots" / commit).mkdir(parents=True)
+    (repo / "refs").mkdir(exist_ok=True)
+    (repo / "refs" / "main").write_text(commit)
+    return repo / "snapshots" / commit
 
 
 def word_tokenizer(folder, first: int = 1):

@@ -23,7 +23,7 @@ import compscope  # noqa: E402
 gguf = pytest.importorskip("gguf")
 transformers = pytest.importorskip("transformers")
 
-from hf_tiny import hf_config  # noqa: E402
+from hf_tiny import hf_config, hub_snapshot  # noqa: E402
 
 L, H, G, R, D, V, WINDOW = 4, 4, 2, 8, 24, 40, 6
 
@@ -670,12 +670,7 @@ def test_a_hub_snapshot_of_a_split_gguf_file_reads_its_shards(tmp_path):
     pytest.importorskip("huggingface_hub")
     from compscope.loading.formats.gguf import shard_set
 
-    commit = "c" * 40
-    repo = tmp_path / "models--Test--split"
-    snap = repo / "snapshots" / commit
-    snap.mkdir(parents=True)
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text(commit)
+    snap = hub_snapshot(tmp_path, "Test/split")
     model = _tiny_llama()
     _write_llama_gguf(snap / "m.gguf", model, split_max_tensors=5)
     _write_llama_gguf(tmp_path / "whole.gguf", model)
@@ -701,13 +696,9 @@ def test_a_hub_snapshot_of_one_gguf_file_loads_and_runs_it(tmp_path, monkeypatch
     mlp = {f"blk.{i}.ffn_{x}.weight": sd[f"model.layers.{i}.mlp.{x}_proj.weight"]
            for i in range(2) for x in ("gate", "up", "down")}
     rest = {"output_norm.weight": sd["model.norm.weight"], **mlp}
-    for name, commit, split in (("one", "d" * 40, 0), ("split", "e" * 40, 11)):
-        repo = tmp_path / f"models--Test--{name}"
-        (repo / "snapshots" / commit).mkdir(parents=True)
-        (repo / "refs").mkdir()
-        (repo / "refs" / "main").write_text(commit)
-        _write_llama_gguf(repo / "snapshots" / commit / "m.gguf", model, rest, split_max_tensors=split)
-    one = tmp_path / "models--Test--one" / "snapshots" / ("d" * 40) / "m.gguf"
+    one = hub_snapshot(tmp_path, "Test/one") / "m.gguf"
+    _write_llama_gguf(one, model, rest)
+    _write_llama_gguf(hub_snapshot(tmp_path, "Test/split") / "m.gguf", model, rest, split_max_tensors=11)
     assert _same_heads(compscope.load("Test/one", cache_dir=tmp_path), compscope.load(one))
     monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
     assert cannot_run("Test/one") is None

@@ -215,7 +215,8 @@ _MROPE = {"qwen2vl": "Qwen2-VL", "qwen3vl": "Qwen3-VL", "qwen3vlmoe": "Qwen3-VL"
 
 #: architectures whose bias switches (HF config keys) the metadata does not state: each on where the file holds
 #: that tensor in some layer
-_BIAS_SWITCHES = {"seed_oss": {"attention_bias": "attn_q.bias", "attention_out_bias": "attn_output.bias"},
+_BIAS_SWITCHES = {"llama": {"attention_bias": "attn_q.bias"}, "qwen3": {"attention_bias": "attn_q.bias"},
+                  "seed_oss": {"attention_bias": "attn_q.bias", "attention_out_bias": "attn_output.bias"},
                   "ernie4_5": {"use_bias": "attn_q.bias"}, "ernie4_5-moe": {"use_bias": "attn_q.bias"},
                   "jais2": {"attention_bias": "attn_q.bias"}, "paddleocr": {"use_bias": "attn_q.bias"},
                   "hy_v3": {"attention_bias": "attn_q.bias"}, "granite_swa": {"attention_bias": "attn_q.bias"},

@@ -17,14 +17,13 @@ _ROTARY_DROPPED = {"stablelm": 1.0, "starcoder2": 1.0, "nemotron": 0.5, "phi3": 
 #: HF config keys that transformers' GGUF reader does not take from a file of these model types
 #: (Nemotron: the LayerNorm epsilon, which it looks for under another key than llama.cpp writes, and
 #: the head width; Gemma 2: the logit scale's scalar and the soft cap; Qwen3: the head width, whose default
-#: is d_model / n_heads), so that it keeps its defaults: handed back where the file states them
+#: is d_model / n_heads; Llama and Qwen3: the ``attention_bias`` switch, off by default, so that transformers would
+#: build the model without the q/k/v/o biases a file holds), so that it keeps its defaults: handed back where the
+#: file states them (the bias switch: as :data:`.metadata._BIAS_SWITCHES` reads it from the tensors)
 _KEYS_DROPPED = {"nemotron": ("norm_eps", "head_dim"),
                  "gemma2": ("query_pre_attn_scalar", "attn_logit_softcapping"),  # (27B's scalar: d_model / heads)
-                 "qwen3": ("head_dim",)}  # (Qwen3-0.6B's, 4B's and 32B's heads are not d_model / n_heads wide)
-#: HF model types whose ``attention_bias`` switch (off by default) transformers' GGUF reader does not set from a file
-#: holding q/k/v biases (llama.cpp writes them for a Llama converted with ``attention_bias``): set back, else
-#: transformers builds the model without them and leaves the file's biases out
-_BIAS_DROPPED = ("llama", "qwen3")
+                 "qwen3": ("head_dim", "attention_bias"),  # (Qwen3-0.6B's, 4B's and 32B's heads: not d_model / n_heads)
+                 "llama": ("attention_bias",)}
 #: GGUF architectures transformers' GGUF reader lists and does not run as the file states them: why
 _NOT_RUN = {"gemma4": ("transformers' GGUF reader takes one K/V head count (the per-layer counts llama.cpp writes "
                        "fail its config) and leaves the layer output scales out (layer_scalar stays 1)"),
@@ -78,8 +77,6 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
     if arch == "gemma3":
         return _gemma3_runtime(path, cfg, rope_parameters)
     kept = {k: cfg[k] for k in _KEYS_DROPPED.get(kind, ()) if k in cfg}
-    if kind in _BIAS_DROPPED and any(info.name.endswith("attn_q.bias") for info, _, _ in located):
-        kept["attention_bias"] = True
     scaled = cfg.get("rope_scaling") if arch in _SCALING_HANDED_BACK else None  # (gpt-oss's: its reader takes it; a
     scaled = scaled if scaled and scaled.get("rope_type") in ("yarn", "linear", "longrope") else None  # per-layer-type
     if scaled and scaled["rope_type"] == "longrope":  # rope: not) Phi-3's original context, a config key of its own
