@@ -228,8 +228,8 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
                           f"previous-token score's activations content, for linearise_norms and for text_labels; "
                           f"{hw.meta.name}'s positions are {head_weights.positions!r}, none of those, and none of the "
                           "others is asked for")
-    weights, linearised_on = _linearised(runner, head_weights, linearise_qk_norm, linearise_norms, sample_data,
-                                         metric_data, progress)
+    weights, linearised_on = _linearised(runner, head_weights, linearise_qk_norm,
+                                         linearise_norms if linearising else None, sample_data, metric_data, progress)
     if center_writing:
         weights = centred(weights)
     notes = _data_notes(runner, head_weights, weights, linearised_on, linearise_qk_norm, cut, metrics, metric_data,
@@ -373,7 +373,8 @@ def _linearised(runner, hw: HeadWeights, qk_norm: bool | str, norms, data, metri
     """``(weights the measures read, the note of a linearisation on data or None)``: ``hw`` with
     QK-norm's Jacobian at second order (``qk_norm``: at the isotropic point, or ``'text'`` at the
     second moment of what the heads read on ``metric_data``'s text), then the norms given by
-    ``norms`` replaced by their mean Jacobians on ``data`` (True or ``'all'``: every one the model has)."""
+    ``norms`` replaced by their mean Jacobians on ``data`` (True or ``'all'``: every one the model has;
+    None: none)."""
     from ..core.processing import linearise_qk_norm
 
     if qk_norm == "text":
@@ -382,7 +383,7 @@ def _linearised(runner, hw: HeadWeights, qk_norm: bool | str, norms, data, metri
         hw = qk_norm_on_text(runner, hw, metric_data)
     elif qk_norm:
         hw = linearise_qk_norm(hw)
-    if norms is False or norms is None:
+    if norms is None:
         return hw, None
     from .norm_linearisation import linearise_norms
 
