@@ -647,6 +647,24 @@ def test_float32_near_zero_scores_are_refined_from_x(dense_share, monkeypatch, t
         torch.testing.assert_close(lo.dense(m, "V"), hi.dense(m, "V"), rtol=1e-3, atol=0, equal_nan=True)
 
 
+@pytest.mark.parametrize("block, width", [(8, 24), (16, None)])
+def test_the_refinement_margin_counts_the_terms_of_one_tile_product(block, width, monkeypatch):
+    """The engine hands ``refine_small`` the terms one tile product sums, ``block · width`` (``width``
+    by default twice ``block``): the margin's ``terms^{1/2}`` (the tests above fix the rule itself)."""
+    from compscope.engine import composition
+
+    seen = []
+    real = composition.refine_small
+
+    def spy(*args, terms, **kwargs):
+        seen.append(terms)
+        return real(*args, terms=terms, **kwargs)
+
+    monkeypatch.setattr(composition, "refine_small", spy)
+    scores(_complementary_halves(11), "V", GRAM, precision="float32", block=block, width=width, progress=False)
+    assert seen and set(seen) == {block * (width or 2 * block)}
+
+
 def test_refinement_counts_add_up_over_the_reader_groups_of_a_per_layer_metric():
     """A per-layer metric scores each reader layer apart (one group each), and the table's count of
     recomputed pairs adds up over the groups: every writer in one half of a rotated residual stream,
