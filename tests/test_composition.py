@@ -216,14 +216,17 @@ def test_the_gram_routes_conditioning_checks_sit_at_their_bound():
 
 
 def test_x_route_in_small_chunks_and_top_pairs():
-    """A tiny memory budget (one writer per X block) and the top-k route agree with pairs='all'."""
+    """A tiny memory budget (one writer per X block), one of three writers per block (4 heads x 3 x 3 float32
+    numbers each: the last layer's 8 writers in blocks of 3, 3 and 2), and the top-k route agree with pairs='all'."""
     hw = model(seed=7)
     ref = scores(hw, "QKV", "all", pairs="all", progress=False)
     small = scores(hw, "QKV", "all", pairs="all", max_memory=1, progress=False)
+    three = scores(hw, "QKV", "all", pairs="all", max_memory=3 * 4 * 3 * 3 * 4, progress=False)
     top = scores(hw, "QKV", ["frobenius", "bandwidth", "spectral"], pairs=5, progress=False)
     for k in "QKV":
         for m in ref.measures:
             torch.testing.assert_close(small.dense(m, k), ref.dense(m, k), equal_nan=True, rtol=1e-6, atol=1e-6)
+            torch.testing.assert_close(three.dense(m, k), ref.dense(m, k), equal_nan=True, rtol=1e-6, atol=1e-6)
         for m in ("bandwidth", "spectral"):
             got = top.dense(m, k)
             ok = torch.isfinite(got)
