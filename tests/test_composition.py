@@ -776,15 +776,17 @@ def test_the_cancellation_scale_is_the_gram_diagonals_product_and_bounds_the_had
                 assert np.linalg.norm(P * Q) <= got[i, j] * (1 + 1e-5) + 1e-12
 
 
+@pytest.mark.parametrize("budget", [1 << 30, 500])
 @pytest.mark.parametrize("dense_share", [0, 10**9])
 @pytest.mark.parametrize("groups", [[(0, 4, 3)], [(0, 2, 2), (2, 4, 3)]])
-def test_refinement_recomputes_exactly_the_pairs_under_the_margin(dense_share, groups, monkeypatch):
+def test_refinement_recomputes_exactly_the_pairs_under_the_margin(dense_share, groups, budget, monkeypatch):
     """``refine_small`` flags a pair where a value is below ``SAFETY · terms^{1/2} · ε₃₂ / tol ·
     ⟨diag P, diag Q⟩`` (for ``ba2`` or ``x2``), replaces both its values by ``‖diag(b) X diag(a)‖²``
     and ``‖X‖²`` from ``X = V_Bᵀ U_A`` (numpy, float64, of the float32 rows), and leaves the others
     as they were; per reader row it returns how many it flagged. Values set 5% either side of the
     margin (numpy's), pair by pair or a reader's pairs all at once; one group of readers, or two
-    (rows 0-1 against writer columns 0-1 only: column 2 is outside, never flagged nor touched)."""
+    (rows 0-1 against writer columns 0-1 only: column 2 is outside, never flagged nor touched); a large
+    memory budget, or 500 bytes (X of two pairs at a time pair by pair; of two or three readers at once)."""
     from compscope.engine import gram_route
     from compscope.engine.head_svd import Sides
 
@@ -809,7 +811,7 @@ def test_refinement_recomputes_exactly_the_pairs_under_the_margin(dense_share, g
            "x2": np.array([[0, 0, 1], [0, 0, 0], [0, 0, 0], [0, 1, 0]], bool)}
     values = {k: torch.tensor(margin[k] * np.where(low[k], 0.95, 1.05)) for k in low}
     before = {k: v.clone() for k, v in values.items()}
-    per_row = gram_route.refine_small(W, torch.tensor(rr), torch.tensor(rs), values, groups, 1 << 30, terms)
+    per_row = gram_route.refine_small(W, torch.tensor(rr), torch.tensor(rs), values, groups, budget, terms)
     inside = np.zeros((n_r, n_w), bool)
     for r0, r1, nc in groups:
         inside[r0:r1, :nc] = True
