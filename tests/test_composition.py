@@ -873,8 +873,8 @@ def test_the_tile_size_is_the_largest_whose_buffers_fit_the_budget():
     """Readers 1-3 of 4 layers, 4 heads, r = 3, d = 64, Q, K and V (12 rows a layer), float32: one reader layer a
     row group (fewer than 6 layers), rows [0, 12), [12, 24), [24, 36) against the 4, 8, 12 writer heads before
     each. A tile of size b takes 4 (2 (n_w + m) b 2b + (n_w + n_r) r 2b) bytes with n_w = 12 writers, n_r = 36
-    readers, m = 12 rows: 96 b² + 288 b floats, 430,080 bytes at b = 32, 116,736 at 16; from 64 down, halved
-    until it fits, never below 8."""
+    readers, m = 12 rows: 96 b² + 288 b floats, 430,080 bytes at b = 32, 116,736 at 16; from 64 down (128 from
+    d = 2048 on), halved until it fits, never below 8, nor above d."""
     from compscope.engine.plan import plan_groups
 
     hw = model(L=4, H=4, G=4, r=3, d=64)
@@ -884,6 +884,9 @@ def test_the_tile_size_is_the_largest_whose_buffers_fit_the_budget():
             assert g.rg == [(0, 12, 4), (12, 24, 8), (24, 36, 12)] and g.blk == blk, (budget, dtype, g.blk)
     (g,) = plan_groups(hw, [[1, 2, 3]], "QKV", ("ba2",), False, 24, torch.float32, 1)
     assert g.blk == 24  # a tile size asked for is taken as it is
+    for d, blk in ((2048, 128), (2047, 64), (40, 40)):  # from 128 where d >= 2048; never wider than d
+        (g,) = plan_groups(model(L=2, H=1, G=1, r=3, d=d), [[1]], "K", ("ba2",), False, None, torch.float32, 10**9)
+        assert g.blk == blk, (d, g.blk)
     # progress ticks of the row blocks [p0, p1): (p1 - p0)(d - p0) per Gram times 48 heads' r = 3 columns and the
     # 12·4 + 12·8 + 12·12 = 288 pairs, in units of one head SVD, 2 r² d H = 4608: 4096 · 432 / 4608 = 384 for one
     # 64-wide block; 192 and 96 for two 32-wide ones; twice as many for two Grams
