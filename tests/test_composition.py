@@ -171,13 +171,13 @@ def _cores_case(kind: str, t: float, d: int = 9):
     R = torch.linalg.qr(torch.randn(d, 4, generator=g, dtype=torch.float64))[0].T  # (4, d) orthonormal rows
     if kind == "spectrum":
         H = torch.tensor([[1, 1, 1, 1], [1, -1, 1, -1], [1, 1, -1, -1], [1, -1, -1, 1]], dtype=torch.float64) / 2
-        return 3 * H @ torch.diag(torch.tensor([1.0, 0.5, 0.5, t], dtype=torch.float64)) @ R, 2 * R
+        return 3 * H @ torch.diag(torch.tensor([1.0, 0.5, 0.5, t], dtype=torch.float64)) @ R, 5 * R
     F = torch.eye(4, dtype=torch.float64)
     if kind == "cholesky":
         F[1, 0], F[1, 1], F[3, 2], F[3, 3] = (1 - t * t) ** 0.5, t, (1 - t * t) ** 0.5, t
     else:
         F[1, 0], F[3, 2] = 1 / t, 1 / t
-    return 3 * torch.linalg.inv(F).mT @ R, 2 * F @ R  # (scaled: the bounds are ratios)
+    return 3 * torch.linalg.inv(F).mT @ R, 5 * F @ R  # (scaled: the bounds are ratios)
 
 
 def test_the_gram_routes_conditioning_checks_sit_at_their_bound():
@@ -200,19 +200,19 @@ def test_the_gram_routes_conditioning_checks_sit_at_their_bound():
                 torch.testing.assert_close(U @ U.mT, torch.eye(4, dtype=torch.float64), atol=1e-7, rtol=0)
                 torch.testing.assert_close(V @ V.mT, torch.eye(4, dtype=torch.float64), atol=1e-7, rtol=0)
                 torch.testing.assert_close(U.mT @ torch.diag(s[0]) @ V, P.mT @ Q, atol=1e-7, rtol=0)
-    P, Q = _cores_case("cholesky", 10**-3.5)  # (P and Q scaled by 3 and 2)
-    assert torch.linalg.cholesky(Q @ Q.mT).diagonal().min() == pytest.approx(2 * 10**-3.5, rel=1e-6)
-    assert torch.linalg.svdvals(P.mT @ Q)[:4].min() == pytest.approx(6.0)  # (its M is as good as can be)
+    P, Q = _cores_case("cholesky", 10**-3.5)  # (P and Q scaled by 3 and 5)
+    assert torch.linalg.cholesky(Q @ Q.mT).diagonal().min() == pytest.approx(5 * 10**-3.5, rel=1e-6)
+    assert torch.linalg.svdvals(P.mT @ Q)[:4].min() == pytest.approx(15.0)  # (its M is as good as can be)
     assert (P @ P.mT).diagonal().std() < 1e-6 * (P @ P.mT).diagonal().mean() and (Q @ Q.mT).diagonal().std() < 1e-12
     P, Q = _cores_case("spectrum", 10**-3.5)
-    torch.testing.assert_close(torch.linalg.svdvals(P.mT @ Q)[:4], 6 * torch.tensor([1, 0.5, 0.5, 10**-3.5],
+    torch.testing.assert_close(torch.linalg.svdvals(P.mT @ Q)[:4], 15 * torch.tensor([1, 0.5, 0.5, 10**-3.5],
                                                                                   dtype=torch.float64))
-    assert (P @ P.mT).diagonal().std() < 1e-9 and torch.linalg.cholesky(Q @ Q.mT).diagonal().min() > 2 - 1e-9
+    assert (P @ P.mT).diagonal().std() < 1e-9 and torch.linalg.cholesky(Q @ Q.mT).diagonal().min() > 5 - 1e-9
     P, Q = _cores_case("gram", 10**-3.5)
     gp = (P @ P.mT).diagonal()
     assert float(gp.min() / gp.max()) == pytest.approx(1e-7, rel=1e-6)
-    torch.testing.assert_close(torch.linalg.cholesky(Q @ Q.mT).diagonal(), torch.full((4,), 2.0, dtype=torch.float64))
-    assert torch.linalg.svdvals(P.mT @ Q)[:4].min() == pytest.approx(6.0)
+    torch.testing.assert_close(torch.linalg.cholesky(Q @ Q.mT).diagonal(), torch.full((4,), 5.0, dtype=torch.float64))
+    assert torch.linalg.svdvals(P.mT @ Q)[:4].min() == pytest.approx(15.0)
 
 
 def test_x_route_in_small_chunks_and_top_pairs():
