@@ -217,9 +217,13 @@ def test_the_gram_routes_conditioning_checks_sit_at_their_bound():
 
 def test_x_route_in_small_chunks_and_top_pairs():
     """A tiny memory budget (one writer per X block), one of three writers per block (4 heads x 3 x 3 float32
-    numbers each: the last layer's 8 writers in blocks of 3, 3 and 2), and the top-k route agree with pairs='all'."""
+    numbers each: the last layer's 8 writers in blocks of 3, 3 and 2), the top-k route and the Gram route
+    (``frobenius_baselined`` too: pairs='all' reads ``‖BA‖²`` off the X blocks) agree with pairs='all'."""
     hw = model(seed=7)
     ref = scores(hw, "QKV", "all", pairs="all", progress=False)
+    gram = scores(hw, "QKV", GRAM + ["frobenius_baselined"], progress=False)
+    for k, m in ((k, m) for k in "QKV" for m in gram.measures):
+        torch.testing.assert_close(gram.dense(m, k), ref.dense(m, k), equal_nan=True, rtol=1e-5, atol=1e-6)
     small = scores(hw, "QKV", "all", pairs="all", max_memory=1, progress=False)
     three = scores(hw, "QKV", "all", pairs="all", max_memory=3 * 4 * 3 * 3 * 4, progress=False)
     top = scores(hw, "QKV", ["frobenius", "bandwidth", "spectral"], pairs=5, progress=False)
