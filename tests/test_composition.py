@@ -215,6 +215,21 @@ def test_the_gram_routes_conditioning_checks_sit_at_their_bound():
     assert torch.linalg.svdvals(P.mT @ Q)[:4].min() == pytest.approx(15.0)
 
 
+def test_basis_rows_of_factors_below_float32s_normal_range_are_formed_exactly():
+    """``_bases`` forms a head's rows ``coef P`` in float32; where ``P`` lies among float32's subnormals (entries
+    of 1e-40 here, ``coef`` of 1e40 so that the rows are of order one: in float32 the coefficients would overflow)
+    it multiplies ``coef`` by ``2^e`` and ``P`` by ``2^-e`` in float64 first: the rows equal the float64 product to
+    float32's precision. Entries of order one take the plain route, with the same result."""
+    from compscope.engine.head_svd import _bases
+
+    g = torch.Generator().manual_seed(3)
+    for scale in (1e-40, 1.0):
+        P64 = torch.randn(2, 3, 5, generator=g, dtype=torch.float64) * scale
+        coef = torch.randn(2, 3, 3, generator=g, dtype=torch.float64) / scale
+        got = _bases(coef, P64.float(), lambda: P64, torch.empty(2, 3, 5))
+        torch.testing.assert_close(got.double(), coef @ P64, rtol=1e-5, atol=1e-5)
+
+
 def test_x_route_in_small_chunks_and_top_pairs():
     """A tiny memory budget (one writer per X block), one of three writers per block (4 heads x 3 x 3 float32
     numbers each: the last layer's 8 writers in blocks of 3, 3 and 2), the top-k route and the Gram route
