@@ -440,8 +440,10 @@ def test_text_labels_take_16_sequences_a_batch_by_default_and_one_at_the_least()
     default = text_labels(runner, tokens, progress=False)
     single = text_labels(runner, tokens, batch_size=1, progress=False)
     assert default.batches == 2 and single.batches == 17
+    # the same means whatever the batches, to float32's rounding: the model runs in float32, whose matrix products
+    # may round differently by batch shape (on some CPUs 3.6e-7 apart for batches of 1 and 16; equal on others)
     for k in LABELS:
-        torch.testing.assert_close(single.mean[k], default.mean[k], rtol=1e-10, atol=1e-12)
+        torch.testing.assert_close(single.mean[k], default.mean[k], rtol=1e-5, atol=1e-6)
 
 
 def test_text_labels_refuse_bad_tokens():
