@@ -403,6 +403,21 @@ def test_table_round_trip(tmp_path):
     assert pd.read_parquet(tmp_path / "s.parquet").attrs["compscope"] == compscope.__version__  # what computed it
 
 
+def test_a_table_records_the_ridge_its_metric_was_regularised_with(tmp_path):
+    """``info['ridge']``: 0 under the identity (no ``G``, nothing regularised), the specification's default
+    1e-6 under ``embed``, the one passed otherwise; kept through a Parquet file with ``G``'s condition numbers."""
+    hw = model()
+    assert scores(hw, "K", ["frobenius"], progress=False).info["ridge"] == 0
+    assert scores(hw, "K", ["frobenius"], metric="embed", progress=False).info["ridge"] == 1e-6
+    t = scores(hw, "K", ["frobenius"], metric="embed", ridge=1e-3, progress=False)
+    assert t.info["ridge"] == 1e-3
+    pytest.importorskip("pyarrow")
+    back = read_scores(t.save(tmp_path / "s.parquet")).info
+    assert back["ridge"] == 1e-3 and back["condition"] == t.info["condition"]  # with G's condition numbers
+    no_g = read_scores(scores(hw, "K", ["frobenius"], progress=False).save(tmp_path / "i.parquet")).info
+    assert no_g["ridge"] == 0 and no_g["condition"] == {}
+
+
 def test_activation_metric_per_layer_matches_dense_and_refuses_missing_layers():
     """A per-layer G is used for the reader's layer; a layer without one is an error, not identity."""
     from compscope import OptionError

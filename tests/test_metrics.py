@@ -35,12 +35,16 @@ def test_roots_of_a_rank_deficient_gram_matrix_take_the_ridge_by_hand():
     raw, cond = met.condition[None]
     assert raw == math.inf and cond == pytest.approx(25.0, rel=1e-12)
     assert met.ridge == 0.1 and met.sqrt[None].dtype == torch.float64
+    default = from_gram("g", Q @ torch.diag(torch.tensor([4.0, 0.0, 1.0], dtype=torch.float64)) @ Q.T)
+    lam = 1e-6 * 5 / 3  # the specification's default ridge, 1e-6
+    assert default.ridge == 1e-6 and default.condition[None][1] == pytest.approx((4 + lam) / lam, rel=1e-6)
 
 
 def test_roots_of_a_definite_gram_matrix_without_a_ridge_and_inverted():
     """``G = Q diag(9, 4, 1/4) Qᵀ``, ridge 0: the roots are ``Q diag(3, 2, 1/2) Qᵀ`` and its inverse,
     both conditions 36; ``invert`` (``G⁻¹``, as ``unembed`` takes it) swaps the two roots. A rank-one
-    ``G = v vᵀ`` with a ridge is a metric (one eigenvalue above 0 is enough)."""
+    ``G = v vᵀ`` with a ridge is a metric (one eigenvalue above 0 is enough), also where the other two are 0
+    exactly."""
     Q = _rotation(3, 1)
     G = Q @ torch.diag(torch.tensor([9.0, 4.0, 0.25], dtype=torch.float64)) @ Q.T
     root = Q @ torch.diag(torch.tensor([3.0, 2.0, 0.5], dtype=torch.float64)) @ Q.T
@@ -55,6 +59,8 @@ def test_roots_of_a_definite_gram_matrix_without_a_ridge_and_inverted():
     one = from_gram("g", v @ v.T, ridge=1e-3)
     lam = 3e-3
     assert one.condition[None] == (math.inf, pytest.approx((9 + lam) / lam, rel=1e-9))
+    exact = from_gram("g", torch.diag(torch.tensor([0.0, 0.0, 9.0], dtype=torch.float64)), ridge=1e-3)  # zeros exactly
+    assert exact.condition[None] == (math.inf, pytest.approx((9 + lam) / lam, rel=1e-12))
 
 
 def test_a_gram_matrix_may_carry_rounding_and_no_more():

@@ -159,6 +159,9 @@ class ScoreTable(Tabular):
                         compscope=__version__)  # what computed it (Parquet keeps the attributes; CSV does not)
         if self.info.get("metric_data"):  # what a metric estimated on data was estimated on
             df.attrs["metric_data"] = self.info["metric_data"]
+        if "ridge" in self.info:  # G + ridge·tr(G)/d·I, and G's condition numbers: {layer: [raw, regularised]}
+            df.attrs["ridge"] = self.info["ridge"]
+            df.attrs["condition"] = {k: list(v) for k, v in self.info.get("condition", {}).items()}
         if self.info.get("partial"):  # measures computed for the top pairs only: {measure: [pairs, of all]}
             df.attrs["partial"] = {m: list(v) for m, v in self.info["partial"].items()}
         if self.info.get("refined"):  # float32 values recomputed from X: {kind: [pairs, of all]}
@@ -227,6 +230,9 @@ def read_scores(path: str | Path, shape: tuple[int, int] | None = None, metric: 
     info = {"partial": {m: tuple(v) for m, v in df.attrs["partial"].items()}} if df.attrs.get("partial") else {}
     if df.attrs.get("metric_data"):
         info["metric_data"] = str(df.attrs["metric_data"])
+    if "ridge" in df.attrs:
+        info["ridge"] = float(df.attrs["ridge"])
+        info["condition"] = {str(k): tuple(float(x) for x in v) for k, v in df.attrs.get("condition", {}).items()}
     if df.attrs.get("refined"):
         info["refined"] = {k: tuple(int(x) for x in v) for k, v in df.attrs["refined"].items()}
     return ScoreTable(values, str(df["metric"].iloc[0]) if len(df) else "identity", model, proc, offset, info)
