@@ -461,7 +461,8 @@ def test_a_gram_matrix_of_ones_own_that_cannot_be_one_is_named(tmp_path):
     for bad, words in ((G.astype(np.complex64), "a Gram matrix of torch.complex64 values; a Gram matrix is real"),
                        (np.eye(64, dtype=bool), "a Gram matrix of torch.bool values"),
                        (G * 1e300, "G's largest entry is 2e+300, beyond what the engine's float64 products"),
-                       (G * 1e-70, "G's largest entry is 2e-70, beyond")):
+                       (G * 1e-70, "G's largest entry is 2e-70, beyond"),
+                       (G * 1e60, "G's largest entry is 2e+60, beyond"), (G * 1e-60 / 4, "G's largest entry is 5e-61")):
         with pytest.raises(compscope.OptionError, match=re.escape(words)):
             compscope.scores("induction-2l", "K", ["frobenius"], bad, progress=False)
     (tmp_path / "g.safetensors").write_bytes(b"garbage!")
