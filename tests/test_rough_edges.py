@@ -413,6 +413,7 @@ def test_the_api_names_bad_counts_lists_and_budgets():
                           (lambda: compscope.scores("induction-2l", "K", metric="embed", ridge=-1e-7),
                            "ridge=-1e-07: expected a finite number >= 0"),
                           (lambda: compscope.scores("induction-2l", "K", ridge=float("nan")), "ridge=nan: expected a finite"),
+                          (lambda: compscope.scores("induction-2l", "K", ridge=True), "ridge=True: expected a finite"),
                           (lambda: compscope.metric_from_gram(torch.eye(64), ridge=-0.5), "ridge=-0.5: expected a finite")):
         with pytest.raises(compscope.OptionError, match=re.escape(message)):
             call()
