@@ -245,13 +245,16 @@ def test_load_with_processing(vid):
         torch.testing.assert_close(hf_logits_from(hw, cap, model), cap.logits, atol=1e-4, rtol=1e-5)
 
 
+@pytest.mark.parametrize("vid", ["gpt2", "neox-sequential-no-bias"])  # (the second: no b_V, no b_O; norm biases)
 @pytest.mark.parametrize("order", [
     (fold_value_bias, center_writing, fold_norm),
     (center_writing, fold_norm, fold_value_bias),
     (fold_norm, fold_value_bias, center_writing),
 ], ids=lambda o: "-".join(f.__name__ for f in o))
-def test_steps_in_any_order_are_recorded_in_order(order):
-    model, cap = model_and_capture("gpt2")
+def test_steps_in_any_order_are_recorded_in_order(order, vid):
+    """Any order gives the same model; where the value bias is folded before the norm, the value bias the
+    norm's bias makes goes into ``b_O`` too, made where the model had none."""
+    model, cap = model_and_capture(vid)
     hw = compscope.load(model)
     for step in order:
         hw = step(hw)
