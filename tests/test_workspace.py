@@ -17,6 +17,7 @@ def test_take_reuses_storage_and_grows():
     assert b.shape == (2, 5) and b.data_ptr() == a.data_ptr()
     c = ws.take("x", (5, 5), torch.float32)  # larger: new storage
     assert c.shape == (5, 5) and ws.nbytes == 25 * 4
+    assert ws.take("x", (25,), torch.float32).data_ptr() == c.data_ptr()  # the same size: the same storage
     d = ws.take("x", (2,), torch.float64)  # other dtype: its own buffer
     assert d.dtype == torch.float64 and ws.nbytes == 25 * 4 + 2 * 8
     ws.clear()
@@ -60,12 +61,12 @@ def test_a_call_frees_same_named_buffers_of_another_dtype_before_allocating_and_
     ws = workspace.Workspace()
     ws.begin()
     ws.take("x", (10,), torch.float32)
-    ws.take("y", (10,), torch.float32)
+    ws.take("y", (6,), torch.float32)
     ws.end()
-    assert ws.nbytes == 80  # both kept
+    assert ws.nbytes == 40 + 24  # both kept
     ws.begin()
-    ws.take("x", (10,), torch.float64)  # another dtype under "x": the float32 "x" goes first
-    assert ws.nbytes == 40 + 80  # "y" float32 and "x" float64
+    ws.take("x", (10,), torch.float64)  # another dtype under "x": the float32 "x" goes first, not "y"
+    assert ws.nbytes == 24 + 80  # "y" float32 and "x" float64
     ws.take("x", (5,), torch.float64)
     ws.end()  # "y" was not taken in this call: freed
     assert ws.nbytes == 80
