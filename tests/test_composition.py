@@ -407,14 +407,15 @@ def test_a_table_records_the_ridge_its_metric_was_regularised_with(tmp_path):
     """``info['ridge']``: 0 under the identity (no ``G``, nothing regularised), the specification's default
     1e-6 under ``embed``, the one passed otherwise; kept through a Parquet file with ``G``'s condition numbers."""
     hw = model()
-    assert scores(hw, "K", ["frobenius"], progress=False).info["ridge"] == 0
+    identity = scores(hw, "K", ["frobenius"], progress=False)
+    assert identity.info["ridge"] == 0
     assert scores(hw, "K", ["frobenius"], metric="embed", progress=False).info["ridge"] == 1e-6
     t = scores(hw, "K", ["frobenius"], metric="embed", ridge=1e-3, progress=False)
     assert t.info["ridge"] == 1e-3
     pytest.importorskip("pyarrow")
     back = read_scores(t.save(tmp_path / "s.parquet")).info
     assert back["ridge"] == 1e-3 and back["condition"] == t.info["condition"]  # with G's condition numbers
-    no_g = read_scores(scores(hw, "K", ["frobenius"], progress=False).save(tmp_path / "i.parquet")).info
+    no_g = read_scores(identity.save(tmp_path / "i.parquet")).info
     assert no_g["ridge"] == 0 and no_g["condition"] == {}
 
 

@@ -29,13 +29,14 @@ def test_roots_of_a_rank_deficient_gram_matrix_take_the_ridge_by_hand():
     Q = _rotation(3, 0)
     lam = 0.1 * 5 / 3
     e = torch.tensor([4 + lam, lam, 1 + lam], dtype=torch.float64)
-    met = from_gram("g", Q @ torch.diag(torch.tensor([4.0, 0.0, 1.0], dtype=torch.float64)) @ Q.T, ridge=0.1)
+    G = Q @ torch.diag(torch.tensor([4.0, 0.0, 1.0], dtype=torch.float64)) @ Q.T
+    met = from_gram("g", G, ridge=0.1)
     torch.testing.assert_close(met.sqrt[None], Q @ torch.diag(e.sqrt()) @ Q.T, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(met.inv_sqrt[None], Q @ torch.diag(e.rsqrt()) @ Q.T, rtol=1e-12, atol=1e-12)
     raw, cond = met.condition[None]
     assert raw == math.inf and cond == pytest.approx(25.0, rel=1e-12)
     assert met.ridge == 0.1 and met.sqrt[None].dtype == torch.float64
-    default = from_gram("g", Q @ torch.diag(torch.tensor([4.0, 0.0, 1.0], dtype=torch.float64)) @ Q.T)
+    default = from_gram("g", G)
     lam = 1e-6 * 5 / 3  # the specification's default ridge, 1e-6
     assert default.ridge == 1e-6 and default.condition[None][1] == pytest.approx((4 + lam) / lam, rel=1e-6)
 
