@@ -234,6 +234,46 @@ def test_scores_header_states_the_metric_condition_number(capsys):
     assert "condition" not in capsys.readouterr().out
 
 
+def test_scores_ridge_option(capsys, tmp_path):
+    """``--ridge R`` regularises G as G + R·tr(G)/d·I: the header's condition number is the one computed
+    here from G's eigenvalues, the saved table records R and equals the Python API's under R (and differs
+    from the default ridge's); a ridge that is not a finite number >= 0, or one for the identity metric, is refused."""
+    import numpy as np
+
+    from compscope import load, read_scores, scores
+    from compscope.loading.builtin import DEFAULT_MODEL
+
+    out = tmp_path / "s.parquet"
+    assert main(["scores", "--metric", "embed", "--ridge", "0.1", "--kinds", "K", "--measure", "tight", "--top", "1",
+                 "--out", str(out)]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    hw = load(DEFAULT_MODEL)
+    E = hw.W_E.double().numpy()
+    G = E @ E.T / E.shape[1]
+    if hw.W_pos is not None:
+        P = hw.W_pos.double().numpy()
+        G = G + P @ P.T / P.shape[1]
+    ev = np.linalg.eigvalsh(G)
+    lam = 0.1 * ev.sum() / len(ev)
+    assert f"condition number {(ev[-1] + lam) / (ev[0] + lam):.3g} with ridge 0.1·tr(G)/d" in head
+    table = read_scores(out)
+    assert table.info["ridge"] == 0.1
+    api = scores(DEFAULT_MODEL, "K", ["tight"], "embed", ridge=0.1)
+    default = scores(DEFAULT_MODEL, "K", ["tight"], "embed")
+    got, want, before = (t.values[("tight", "K")].numpy() for t in (table, api, default))
+    pairs = np.isfinite(want)  # a writer before its reader; NaN elsewhere
+    assert pairs.sum() == 16 and np.array_equal(np.isfinite(got), pairs)
+    assert np.allclose(got[pairs], want[pairs], rtol=1e-6, atol=0)
+    assert np.abs(got[pairs] - before[pairs]).max() > 1e-3  # the ridge reached the engine
+    for bad in ("-1", "nan", "inf", "abc"):
+        with pytest.raises(SystemExit) as e:
+            main(["scores", "--metric", "embed", "--ridge", bad])
+        assert e.value.code == 2
+        assert f"argument --ridge: {bad!r}: expected a finite number >= 0" in capsys.readouterr().err
+    assert main(["scores", "--ridge", "0.1"]) == 2
+    assert "--ridge 0.1: the identity metric has no G to regularise" in capsys.readouterr().err
+
+
 def test_max_memory_option(capsys):
     assert main(["scores", "--kinds", "K", "--measure", "frobenius", "--top", "2"]) == 0
     ref = capsys.readouterr().out

@@ -184,13 +184,47 @@ def weights_and_metric(args, model) -> tuple:
     from ..core.factors import check_composes
     from ..core.metrics import get_metric
 
+    ridge = metric_ridge(args)
     data = metric_data_read_by_qk_norm(args, args.metric)
     norms = getattr(args, "linearise_norms", None) or False
     hw, runner = load_processed(model, metric_data=data, device=getattr(args, "device", None), **processing(args),
                                 linearise_norms=norms, sample_data=sample_data(args, bool(norms), "--linearise-norms"))
     check_offset(hw, args.offset)
     check_composes(hw)  # before a metric on data runs the model
-    return hw, get_metric(args.metric, hw, model=runner or model, device=None if runner else args.device, data=data)
+    return hw, get_metric(args.metric, hw, ridge, model=runner or model, device=None if runner else args.device,
+                          data=data)
+
+
+def ridge_value(text: str) -> float:
+    """An argparse type: a metric's ridge, a finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a finite number >= 0")
+    return value
+
+
+def add_ridge(p: argparse.ArgumentParser) -> None:
+    from ..core.metrics import DEFAULT_RIDGE
+
+    p.add_argument("--ridge", type=ridge_value, metavar="R",
+                   help=f"regularise the metric's G as G + R·tr(G)/d·I (default {DEFAULT_RIDGE:g}; 0: none, refused "
+                        "where G is singular); the identity metric has no G and takes none")
+
+
+def metric_ridge(args) -> float:
+    """``--ridge`` (default the specification's ``1e-6``), refused with ``--metric identity``, where it would
+    change nothing."""
+    from ..core.metrics import DEFAULT_RIDGE
+
+    ridge = getattr(args, "ridge", None)
+    if ridge is None:
+        return DEFAULT_RIDGE
+    if args.metric == "identity":
+        raise OptionError(f"--ridge {ridge:g}: the identity metric has no G to regularise (choose another --metric)")
+    return ridge
 
 
 def metric_names() -> str:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from .common import (TEXT_READERS, add_linearise_norms, add_metric_data, add_model, add_processing, add_sample_data,
-                     add_scoring, add_tokenizer, count, metric_names, model_reading_text, reads_text, score_options,
-                     table_file, weights_and_metric)
+from .common import (TEXT_READERS, add_linearise_norms, add_metric_data, add_model, add_processing, add_ridge,
+                     add_sample_data, add_scoring, add_tokenizer, count, metric_names, model_reading_text, reads_text,
+                     score_options, table_file, weights_and_metric)
 
 HELP = "Q/K/V composition scores of every head pair; prints the strongest"
 EXAMPLE = ("examples:\n  compscope scores --top 3\n  compscope scores smollm2 --kinds K --measure all --pairs all --out k.parquet\n"
-           "  compscope scores --metric embed --measure tight")
+           "  compscope scores --metric embed --measure tight --ridge 1e-3")
 
 
 def add_arguments(p) -> None:
@@ -17,6 +17,7 @@ def add_arguments(p) -> None:
     add_model(p)
     add_scoring(p, "QKV", DEFAULT)
     p.add_argument("--metric", default="identity", help=f"{metric_names()} (default identity)")
+    add_ridge(p)
     add_metric_data(p)
     p.add_argument("--top", type=count, default=5, help="pairs to print per kind and measure (default 5)")
     p.add_argument("--out", help="write the full table (.csv or .parquet)")
