@@ -179,13 +179,16 @@ def test_a_pair_written_as_json_has_null_where_a_value_is_not_finite(tmp_path):
     f64 = lambda xs: torch.tensor(xs, dtype=torch.float64)  # noqa: E731  (a report is float64)
     rep = PairReport((0, 1), (1, 0), "V", "embed", f64([0.0, math.pi / 2]), f64([2.0, 0.5]), f64([3.0]),
                      f64([1.0, float("nan")]), {"frobenius": float("nan"), "tight": 0.25})
-    write_pair(rep, tmp_path / "p.json", "m", "G from a file")
+    metric = {"metric_data": "G given as the file g.npy", "ridge": 0.0, "condition": {"None": [float("inf"), 12.5]}}
+    write_pair(rep, tmp_path / "p.json", "m", metric)
     text = (tmp_path / "p.json").read_text()
-    assert "NaN" not in text
+    assert "NaN" not in text and "Infinity" not in text
     doc = json.loads(text)
     assert doc["measures"] == {"frobenius": None, "tight": 0.25} and doc["reader_singular_values"] == [1.0, None]
     assert doc["principal_angles_deg"] == [0.0, 90.0] and doc["cosines"] == pytest.approx([1.0, 0.0], abs=1e-15)
-    assert (doc["model"], doc["metric"], doc["metric_origin"], doc["writer"]) == ("m", "embed", "G from a file", [0, 1])
+    assert (doc["model"], doc["metric"], doc["writer"]) == ("m", "embed", [0, 1])
+    assert (doc["metric_origin"], doc["ridge"], doc["condition"]) == ("with G given as the file g.npy", 0.0,
+                                                                      {"None": [None, 12.5]})
 
 
 def test_pair_takes_the_model_first_like_the_other_commands(capsys, tmp_path):
@@ -210,23 +213,29 @@ def test_pair_takes_the_model_first_like_the_other_commands(capsys, tmp_path):
     assert f"pair: the model comes first: compscope pair {folder} 0.1 1.0" in capsys.readouterr().err
 
 
-def test_scores_header_states_the_metric_condition_number(capsys):
-    """A non-identity metric's condition number (docs/spec.md: recorded) is printed, and it is the
-    one of G = W_E W_Eᵀ / n_vocab (+ W_pos W_posᵀ / n_ctx), computed here independently."""
+def _embed_gram_eigenvalues():
+    """The eigenvalues of the default model's G = W_E W_Eᵀ / n_vocab (+ W_pos W_posᵀ / n_ctx), by numpy
+    in float64."""
     import numpy as np
 
     from compscope import load
     from compscope.loading.builtin import DEFAULT_MODEL
 
-    assert main(["scores", "--metric", "embed", "--kinds", "K", "--measure", "frobenius", "--top", "1"]) == 0
-    head = capsys.readouterr().out.splitlines()[0]
     hw = load(DEFAULT_MODEL)
     E = hw.W_E.double().numpy()
     G = E @ E.T / E.shape[1]
     if hw.W_pos is not None:
         P = hw.W_pos.double().numpy()
         G = G + P @ P.T / P.shape[1]
-    ev = np.linalg.eigvalsh(G)
+    return np.linalg.eigvalsh(G)
+
+
+def test_scores_header_states_the_metric_condition_number(capsys):
+    """A non-identity metric's condition number (docs/spec.md: recorded) is printed, and it is the
+    one of G = W_E W_Eᵀ / n_vocab (+ W_pos W_posᵀ / n_ctx), computed here independently."""
+    assert main(["scores", "--metric", "embed", "--kinds", "K", "--measure", "frobenius", "--top", "1"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    ev = _embed_gram_eigenvalues()
     lam = 1e-6 * ev.sum() / len(ev)
     assert f"condition number {(ev[-1] + lam) / (ev[0] + lam):.3g} with ridge 1e-06" in head
     assert f"{ev[-1] / ev[0]:.3g} without" in head
@@ -240,20 +249,14 @@ def test_scores_ridge_option(capsys, tmp_path):
     from the default ridge's); a ridge that is not a finite number >= 0, or one for the identity metric, is refused."""
     import numpy as np
 
-    from compscope import load, read_scores, scores
+    from compscope import read_scores, scores
     from compscope.loading.builtin import DEFAULT_MODEL
 
     out = tmp_path / "s.parquet"
     assert main(["scores", "--metric", "embed", "--ridge", "0.1", "--kinds", "K", "--measure", "tight", "--top", "1",
                  "--out", str(out)]) == 0
     head = capsys.readouterr().out.splitlines()[0]
-    hw = load(DEFAULT_MODEL)
-    E = hw.W_E.double().numpy()
-    G = E @ E.T / E.shape[1]
-    if hw.W_pos is not None:
-        P = hw.W_pos.double().numpy()
-        G = G + P @ P.T / P.shape[1]
-    ev = np.linalg.eigvalsh(G)
+    ev = _embed_gram_eigenvalues()
     lam = 0.1 * ev.sum() / len(ev)
     assert f"condition number {(ev[-1] + lam) / (ev[0] + lam):.3g} with ridge 0.1·tr(G)/d" in head
     table = read_scores(out)
@@ -272,6 +275,36 @@ def test_scores_ridge_option(capsys, tmp_path):
         assert f"argument --ridge: {bad!r}: expected a finite number >= 0" in capsys.readouterr().err
     assert main(["scores", "--ridge", "0.1"]) == 2
     assert "--ridge 0.1: the identity metric has no G to regularise" in capsys.readouterr().err
+
+
+def test_pair_ridge_option(capsys, tmp_path):
+    """``compscope pair --ridge R`` regularises the metric's G as ``scores --ridge`` does: the heading's
+    condition number is the one computed here, the JSON records R and G's condition numbers, and the
+    measures equal the Python API's under R (and differ from the default ridge's)."""
+    import json
+
+    from compscope import compose_pair, load
+    from compscope.loading.builtin import DEFAULT_MODEL
+
+    out = tmp_path / "p.json"
+    assert main(["pair", "0.0", "1.1", "--metric", "embed", "--ridge", "0.1", "--out", str(out)]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    ev = _embed_gram_eigenvalues()
+    lam = 0.1 * ev.sum() / len(ev)
+    raw, cond = ev[-1] / ev[0], (ev[-1] + lam) / (ev[0] + lam)
+    said = f"condition number {cond:.3g} with ridge 0.1·tr(G)/d, {raw:.3g} without"
+    assert f"K-composition, metric embed ({said})" in head
+    doc = json.loads(out.read_text())
+    assert doc["ridge"] == 0.1 and list(doc["condition"]) == ["None"]
+    assert doc["condition"]["None"] == pytest.approx([raw, cond], rel=1e-9)
+    hw = load(DEFAULT_MODEL)
+    api, default = (compose_pair(hw, (0, 0), (1, 1), "K", "embed", **kw).measures for kw in ({"ridge": 0.1}, {}))
+    assert doc["measures"] == pytest.approx(api, rel=1e-9)
+    assert max(abs(api[m] - default[m]) for m in api) > 1e-3
+    assert main(["pair", "0.0", "1.1", "--ridge", "0.1"]) == 2
+    assert "--ridge 0.1: the identity metric has no G to regularise" in capsys.readouterr().err
+    assert main(["pair", "0.0", "1.1", "--out", str(out)]) == 0  # the identity metric: no G, no ridge said
+    assert "condition" not in capsys.readouterr().out and "ridge" not in json.loads(out.read_text())
 
 
 def test_max_memory_option(capsys):

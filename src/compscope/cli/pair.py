@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ..errors import OptionError
 from .common import (TEXT_READERS, add_device, add_linearise_norms, add_metric_data, add_model, add_processing,
-                     add_sample_data, add_tokenizer, metric_names, model_reading_text, output_file, parse_head,
-                     reads_text, weights_and_metric)
+                     add_ridge, add_sample_data, add_tokenizer, metric_info, metric_names, metric_text,
+                     model_reading_text, output_file, parse_head, reads_text, weights_and_metric)
 
 HELP = "one writer -> reader pair in detail: principal angles, composed spectrum, every measure"
 EXAMPLE = "examples: compscope pair 0.0 1.1 --kind K --metric embed;  compscope pair smollm2 16.0 17.3"
@@ -22,6 +22,7 @@ def add_arguments(p) -> None:
     p.usage = "%(prog)s [MODEL] WRITER READER [options]"
     p.add_argument("--kind", default="K", choices=["Q", "K", "V"], help="composition kind (default K)")
     p.add_argument("--metric", default="identity", help=f"{metric_names()} (default identity)")
+    add_ridge(p)
     add_metric_data(p)
     p.add_argument("--offset", type=float, default=0.0, help="rotary offset: query minus key position (default 0; rotary models only)")
     p.add_argument("--on-data", action="store_true",
@@ -44,20 +45,19 @@ def add_arguments(p) -> None:
 def run(args) -> None:
     from ..analysis.pair import compose_pair
     from ..core.processing import weights_said
-    from ..results.table import metric_origin
 
     model, writer, reader = model_and_heads(args.heads, args.model)
     output_file(args.out, "--out", (".json",))
     model = model_reading_text(args, model, reads_text(args, args.metric), TEXT_READERS)
     hw, metric = weights_and_metric(args, model)
     rep = compose_pair(hw, writer, reader, args.kind, metric, offset=args.offset)
-    name, origin = hw.meta.name + weights_said(hw.meta.processing), metric_origin({"metric_data": metric.data})
-    print(format_pair(rep, name, origin, every=args.every))
+    name, info = hw.meta.name + weights_said(hw.meta.processing), metric_info(metric)
+    print(format_pair(rep, name, metric_text(rep.metric, info), every=args.every))
     data = on_data(model, writer, reader, args.kind, args.device) if args.on_data else None
     if data is not None:
         print(format_on_data(data, writer, reader))
     if args.out:
-        write_pair(rep, args.out, name, origin, data)
+        write_pair(rep, args.out, name, info, data)
 
 
 def on_data(model, writer: tuple[int, int], reader: tuple[int, int], kind: str, device=None) -> dict:
@@ -140,18 +140,17 @@ def model_and_heads(words: list[str], option: str) -> tuple[str, tuple[int, int]
     return option, parse_head(words[-2]), parse_head(words[-1])
 
 
-def format_pair(rep, model: str, origin: str = "", every: bool = False) -> str:
-    """What ``compscope pair`` prints; ``origin``: where the metric's ``G`` came from, in words
-    (:func:`~compscope.results.table.metric_origin`), for a metric estimated on data or given; ``every``:
-    every value of each spectrum, rather than the first and last few of one longer than ``_SHOWN``."""
+def format_pair(rep, model: str, metric: str = "", every: bool = False) -> str:
+    """What ``compscope pair`` prints; ``metric``: the metric in words (:func:`~compscope.cli.common.metric_text`:
+    its condition number and ridge, where its ``G`` came from; default its name); ``every``: every value of
+    each spectrum, rather than the first and last few of one longer than ``_SHOWN``."""
 
     (l1, h1), (l2, h2) = rep.writer, rep.reader
     spectra = [("principal angles (deg)", rep.angles_degrees), ("cosines", rep.cosines),
                ("composed singular values", rep.composed_singular_values),
                ("writer singular values", rep.writer_singular_values),
                ("reader singular values", rep.reader_singular_values)]
-    lines = [f"{model}: {l1}.{h1} -> {l2}.{h2}, {rep.kind}-composition, metric {rep.metric}"
-             + (f", {origin}" if origin else "")]
+    lines = [f"{model}: {l1}.{h1} -> {l2}.{h2}, {rep.kind}-composition, metric {metric or rep.metric}"]
     lines += [f"{name:<26} {_values(xs, every)}" for name, xs in spectra]
     if not every and any(len(xs) > _SHOWN for _, xs in spectra):
         lines.append(f"(spectra of more than {_SHOWN} values cut: --all prints them whole, "
@@ -168,11 +167,17 @@ def _values(xs, every: bool) -> str:
     return " ".join(shown[:_FIRST] + ["..."] + shown[-_LAST:]) + f"  ({len(shown)} values)"
 
 
-def write_pair(rep, path: str, model: str, origin: str = "", data: dict | None = None) -> None:
+def write_pair(rep, path: str, model: str, metric: dict | None = None, data: dict | None = None) -> None:
     """``rep`` (:meth:`~compscope.analysis.pair.PairReport.to_dict`) as JSON at ``path``, with the model's name,
-    where the metric came from and ``data`` (:func:`on_data`'s, under ``on_data``); a value that is not finite is
-    written as null."""
+    of the metric (``metric``, :func:`~compscope.cli.common.metric_info`'s) where its ``G`` came from
+    (``metric_origin``), its ridge and ``G``'s condition numbers (``condition``: ``{layer: [raw, regularised]}``,
+    ``"None"`` for every layer), and ``data`` (:func:`on_data`'s, under ``on_data``); a value that is not finite
+    is written as null."""
     from ..results.files import write_json
+    from ..results.table import metric_origin
 
-    write_json(path, {"model": model, **rep.to_dict(), **({"metric_origin": origin} if origin else {}),
+    metric = metric or {}
+    origin = metric_origin(metric)
+    said = {k: metric[k] for k in ("ridge", "condition") if k in metric}
+    write_json(path, {"model": model, **rep.to_dict(), **({"metric_origin": origin} if origin else {}), **said,
                       **({"on_data": data} if data is not None else {})})

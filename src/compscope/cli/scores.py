@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .common import (TEXT_READERS, add_linearise_norms, add_metric_data, add_model, add_processing, add_ridge,
                      add_sample_data, add_scoring, add_tokenizer, count, metric_names, model_reading_text, reads_text,
-                     score_options, table_file, weights_and_metric)
+                     metric_text, score_options, table_file, weights_and_metric)
 
 HELP = "Q/K/V composition scores of every head pair; prints the strongest"
 EXAMPLE = ("examples:\n  compscope scores --top 3\n  compscope scores smollm2 --kinds K --measure all --pairs all --out k.parquet\n"
@@ -40,24 +40,11 @@ def run(args) -> None:
         print(f"wrote {table.save(args.out)}")
 
 
-def _metric_text(table) -> str:
-    """The metric's name and, for a non-identity metric, its condition number (the spec's ridge)
-    and for one estimated on data what it was estimated on."""
-    cond = table.info.get("condition") or {}
-    from ..results.table import metric_origin
-
-    on = f", {metric_origin(table.info)}" if metric_origin(table.info) else ""
-    if not cond:
-        return table.metric + on
-    raw, reg = max(c[0] for c in cond.values()), max(c[1] for c in cond.values())
-    what = "condition number" if len(cond) == 1 else f"largest condition number of {len(cond)} layers"
-    return f"{table.metric} ({what} {reg:.3g} with ridge {table.info.get('ridge', 0):g}·tr(G)/d, {raw:.3g} without){on}"
-
-
 def format_top(table, n: int) -> str:
     """The ``n`` strongest pairs per kind and measure, as ``L1.H1 -> L2.H2  value``; measures
     computed for only some pairs say how many."""
-    lines = [f"{table.model}: metric {_metric_text(table)}, processing {', '.join(table.processing) or 'none'}"]
+    said = metric_text(table.metric, table.info)
+    lines = [f"{table.model}: metric {said}, processing {', '.join(table.processing) or 'none'}"]
     for kind in table.kinds:
         for m in table.measures:
             if (m, kind) not in table.values:
