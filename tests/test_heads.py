@@ -276,3 +276,209 @@ def test_longrope_frequencies_and_attention_factor_by_hand():
         rope_attention_factor({**s, "factor": 2.0}, "t")
     with pytest.raises(LoadError, match="'short_factor' = .* is not 4 positive numbers"):
         inv_freq(8, {**s, "short_factor": [1.0, 2.0]}, "t", kinds=YARN_TYPES)
+
+
+# ------------------------------------------------------------------ every structural check, by name
+# random_heads(): L=2 layers, H=4 query heads on G=2 K/V heads, d_head r=3, d_model d=8, n_vocab 11
+_Z = torch.zeros
+_NAN, _INF = float("nan"), float("inf")
+
+
+def _rms(width: int, eps: float = 1e-6, rows: int = 2, kind: str = "rmsnorm", offset: float = 0.0) -> Norm:
+    return Norm(kind, torch.ones(rows, width), None, eps, offset)
+
+
+def _one_nan(shape: tuple, at: tuple) -> torch.Tensor:
+    t = torch.ones(shape)
+    t[at] = float("nan")
+    return t
+
+
+def _latent(rank: int = 5, d: int = 8, b=None, eps: float = 1e-6):
+    from compscope.core.heads import LatentNorm
+
+    return LatentNorm(torch.ones(2, rank, d), b, eps)
+
+
+def _relative(rows: int = 4, rows_k: int | None = None, buckets=(0, 0), **more) -> dict:
+    """DeBERTa-style position queries and keys with ``rows`` relative-position rows."""
+    return {"positions": "relative", "pos_Q": _Z(2, 4, rows, 3), "pos_K": _Z(2, 4, rows_k or rows, 3),
+            "rel_buckets": buckets, **more}
+
+
+def _rel_bias(n: int = 4, far: int = 8, shape=None, **more) -> dict:
+    return {"positions": "relative", "rel_bias": _Z(*(shape or (2, 4, n))), "rel_bias_buckets": (n, far), **more}
+
+
+def _alibi(slopes=None, **more) -> dict:
+    return {"positions": "alibi", "alibi": torch.ones(4) if slopes is None else slopes, **more}
+
+
+def _rotary(dim: int = 2, freq=None, style: str = "half") -> dict:
+    freq = torch.full((2, dim // 2), 0.5) if freq is None else freq
+    return {"positions": "rotary", "rotary": Rotary(dim, freq, style)}
+
+
+REFUSED = {  # changes to random_heads() -> what the error says (a regular expression)
+    "W_Q not 4-D": ({"W_Q": _Z(2, 4, 3)}, r"W_Q must be \(layer, head, d_head, d_model\), got \(2, 4, 3\)"),
+    "W_V d_model": ({"W_V": _Z(2, 2, 3, 7)}, r"W_V has shape \(2, 2, 3, 7\), expected \(2, 2, 3, 8\)"),
+    "b_O": ({"b_O": _Z(2, 7)}, r"b_O has shape \(2, 7\), expected \(2, 8\)"),
+    "W_G": ({"W_G": _Z(2, 2, 3, 8)}, r"W_G has shape \(2, 2, 3, 8\), expected \(2, 4, 3, 8\)"),
+    "W_E d_model": ({"W_E": _Z(7, 11)}, r"W_E has shape \(7, 11\), expected \(8, n_vocab\)"),
+    "W_E 1-D": ({"W_E": _Z(8)}, r"W_E has shape \(8,\)"),
+    "W_pos d_model": ({"W_pos": _Z(7, 5)}, r"W_pos has shape \(7, 5\), expected \(8, n_ctx\)"),
+    "W_pos 1-D": ({"W_pos": _Z(8)}, r"W_pos has shape \(8,\)"),
+    "W_U d_model": ({"W_U": _Z(11, 7)}, r"W_U has shape \(11, 7\), expected \(n_vocab, 8\)"),
+    "W_U 1-D": ({"W_U": _Z(8)}, r"W_U has shape \(8,\)"),
+    "b_U length": ({"b_U": _Z(10)}, r"b_U has shape \(10,\), expected \(n_vocab,\)"),
+    "b_U without W_U": ({"W_U": None, "b_U": _Z(11)}, r"b_U has shape \(11,\)"),
+    "b_G without W_G": ({"b_G": _Z(2, 4, 3)}, "b_G without W_G"),
+    "kv_map short": ({"kv_map": (0, 0, 1)}, r"kv_map \(0, 0, 1\) does not map 4 query heads onto 2 K/V heads"),
+    "kv_map past G": ({"kv_map": (0, 0, 1, 2)}, "does not map 4 query heads"),
+    "kv_map negative": ({"kv_map": (0, 0, 1, -1)}, "does not map 4 query heads"),
+    "kv_map bool": ({"kv_map": (0, 0, 1, True)}, "does not map 4 query heads"),
+    "sinks shape": ({"sinks": _Z(4)}, r"sinks has shape \(4,\), expected \(2, 4\)"),
+    "sinks NaN": ({"sinks": torch.tensor([[0.0, _NAN, 0, 0], [0, 0, 0, 0]])},
+                  r"sinks has 1 NaN/Inf values \(the first at index \(0, 1\)\)"),
+    "sinks +inf": ({"sinks": torch.full((2, 4), _INF)}, "sinks has 8 NaN/Inf values"),
+    "W_Q NaN": ({"W_Q": _one_nan((2, 4, 3, 8), (1, 2, 0, 5))},
+                r"test: W_Q has 1 NaN/Inf values \(the first at index \(1, 2, 0, 5\)\)"),
+    "qk_norm_layers short": ({"qk_norm": (_rms(3), _rms(3)), "qk_norm_layers": (True,)},
+                             r"qk_norm_layers \(True,\): expected one true or false per layer \(2\)"),
+    "qk_norm_layers not bool": ({"qk_norm": (_rms(3), _rms(3)), "qk_norm_layers": (True, 1)},
+                                r"qk_norm_layers \(True, 1\): expected one true or false"),
+    "qk_norm_layers alone": ({"qk_norm_layers": (True, False)}, "qk_norm_layers without qk_norm"),
+    "sliding_window short": ({"sliding_window": (None,)}, "sliding_window lists 1 layers, model has 2"),
+    "sliding_window 0": ({"sliding_window": (None, 0)},
+                         r"sliding_window \(None, 0\): each entry must be None or a positive integer"),
+    "sliding_window bool": ({"sliding_window": (None, True)}, "each entry must be None or a positive integer"),
+    "norm_placement": ({"norm_placement": "mid"}, "norm_placement 'mid' / positions 'none': expected pre/post/none"),
+    "positions": ({"positions": "absolute"}, "norm_placement 'pre' / positions 'absolute'"),
+    "alibi without slopes": ({"positions": "alibi"}, "positions 'alibi' without ALiBi slopes"),
+    "slopes without alibi": ({"alibi": torch.ones(4)}, "positions 'none' with ALiBi slopes"),
+    "alibi shape": (_alibi(torch.ones(3)), r"alibi has shape \(3,\), expected \(4,\): one slope per query head"),
+    "alibi negative": (_alibi(torch.tensor([1.0, 0.5, 0.0, -0.1])), "alibi has NaN, infinite or negative slopes"),
+    "alibi NaN": (_alibi(torch.tensor([1.0, 0.5, _NAN, 0.1])), "alibi has NaN, infinite or negative slopes"),
+    "alibi with rotary": (_alibi(rotary=Rotary(2, torch.full((2, 1), 0.5))), "alibi and rotary positions together"),
+    "causal not bool": ({"causal": 1}, "causal 1: expected true or false"),
+    "first_layer_unnormed not bool": ({"first_layer_unnormed": 1}, "first_layer_unnormed 1: expected true or false"),
+    "first_layer_unnormed, no placement": ({"first_layer_unnormed": True, "norm_placement": "none"},
+                                           "norm placement 'none', an attention norm"),
+    "first_layer_unnormed, no norm": ({"first_layer_unnormed": True, "attn_norm": None},
+                                      "norm placement 'pre', no attention norm"),
+    "attn_scale negative": ({"attn_scale": -0.5},
+                            r"attn_scale -0.5: expected a finite number >= 0 \(0: d_head \*\* -0.5\)"),
+    "attn_scale NaN": ({"attn_scale": _NAN}, "attn_scale nan"),
+    "attn_scale bool": ({"attn_scale": True}, "attn_scale True"),
+    "attn_softcap 0": ({"attn_softcap": 0.0}, "attn_softcap 0.0: expected None or a finite number > 0"),
+    "attn_softcap inf": ({"attn_softcap": _INF}, "attn_softcap inf"),
+    "norm kind": ({"final_norm": _rms(8, kind="batchnorm", rows=1)},
+                  "final_norm: norm kind 'batchnorm', expected 'layernorm' or 'rmsnorm'"),
+    "norm eps": ({"attn_norm": _rms(8, eps=-1e-6)}, "attn_norm: eps -1e-06 is not a finite number >= 0"),
+    "norm offset": ({"attn_out_norm": _rms(8, offset=_NAN)}, "attn_out_norm: offset nan is not a finite number$"),
+    "v_norm kind": ({"v_norm": _rms(3, kind="groupnorm")}, "v_norm: norm kind 'groupnorm'"),
+    "v_norm width": ({"v_norm": _rms(8)}, r"v_norm weight has shape \(2, 8\), expected \(2, 3\)"),
+    "v_norm bias": ({"v_norm": Norm("layernorm", None, _Z(1, 3), 1e-5)},
+                    r"v_norm bias has shape \(1, 3\), expected \(2, 3\)"),
+    "qk_norm count": ({"qk_norm": (_rms(3),)}, r"qk_norm holds 1 norms, expected 2 \(q and k\)"),
+    "qk_norm scope": ({"qk_norm": (_rms(3), _rms(3)), "qk_norm_scope": "model"},
+                      "qk_norm_scope 'model': expected 'head' or 'layer'"),
+    "qk_norm kind": ({"qk_norm": (_rms(3), _rms(3, kind="l2"))}, r"qk_norm \(k\): norm kind 'l2'"),
+    "qk_norm q width": ({"qk_norm": (_rms(6), _rms(3))},
+                        r"qk_norm \(q\) weight has shape \(2, 6\), expected \(2, 3\) or \(2, 12\) \(scope 'head'\)"),
+    "qk_norm k width": ({"qk_norm": (_rms(3), _rms(12))},
+                        r"qk_norm \(k\) weight has shape \(2, 12\), expected \(2, 3\) or \(2, 6\)"),
+    "qk_norm layer width": ({"qk_norm": (_rms(3), _rms(6)), "qk_norm_scope": "layer"},
+                            r"qk_norm \(q\) weight has shape \(2, 3\), expected \(2, 12\) \(scope 'layer'\)"),
+    "qk_norm rows": ({"qk_norm": (_rms(3, rows=1), _rms(3))}, r"qk_norm \(q\) weight has shape \(1, 3\)"),
+    "qk_norm 1-D": ({"qk_norm": (Norm("rmsnorm", torch.ones(3), None, 1e-6), _rms(3))},
+                    r"qk_norm \(q\) weight has shape \(3,\)"),
+    "qk_norm bias": ({"qk_norm": (_rms(3), Norm("layernorm", None, _Z(2, 5), 1e-5))},
+                     r"qk_norm \(k\) bias has shape \(2, 5\)"),
+    "qk_norm weight and bias": ({"qk_norm": (Norm("layernorm", torch.ones(2, 3), _Z(2, 12), 1e-5), _rms(3))},
+                                r"qk_norm \(q\): weight \(2, 3\) and bias \(2, 12\) differ in shape"),
+    "rotary dim 0": (_rotary(0, torch.ones(2, 0)), r"rotary dim 0: expected a positive even integer <= d_head 3"),
+    "rotary dim odd": (_rotary(1, torch.ones(2, 1)), "rotary dim 1"),
+    "rotary dim past d_head": (_rotary(4), "rotary dim 4"),
+    "rotary dim float": (_rotary(2.0, torch.ones(2, 1)), "rotary dim 2.0"),
+    "rotary style": (_rotary(style="spiral"), "rotary style 'spiral': expected 'half' or 'interleaved'"),
+    "rotary inv_freq shape": (_rotary(2, torch.ones(1, 1)), r"rotary inv_freq has shape \(1, 1\), expected \(2, 1\)"),
+    "rotary inv_freq negative": (_rotary(2, torch.tensor([[0.5], [-0.5]])),
+                                 "rotary inv_freq has NaN, infinite or negative"),
+    "rotary inv_freq inf": (_rotary(2, torch.tensor([[0.5], [_INF]])), "rotary inv_freq has NaN, infinite or negative"),
+    "q_latent W": ({"q_latent": _latent(d=7)}, r"q_latent.W has shape \(2, 5, 7\), expected \(2, rank, 8\)"),
+    "kv_latent W layers": ({"kv_latent": _latent().mapped(lambda W: W[:1])}, r"kv_latent.W has shape \(1, 5, 8\)"),
+    "q_latent not a LatentNorm": ({"q_latent": _rms(8)}, r"q_latent.W has shape \(\)"),
+    "kv_latent b": ({"kv_latent": _latent(b=_Z(2, 4))}, r"kv_latent.b has shape \(2, 4\), expected \(2, 5\)"),
+    "q_latent eps 0": ({"q_latent": _latent(eps=0.0)}, "q_latent.eps 0.0: expected a finite number > 0"),
+    "kv_latent_from negative": ({"kv_latent_from": -1},
+                                r"kv_latent_from -1: expected a key dim from 0 to d_head \(3\)"),
+    "kv_latent_from past d_head": ({"kv_latent_from": 4}, "kv_latent_from 4"),
+    "pos_Q without relative": ({"pos_Q": _Z(2, 4, 4, 3)}, "positions 'none' with position queries or keys"),
+    "relative without anything": ({"positions": "relative"}, "positions 'relative' without position queries, keys"),
+    "pos_Q odd rows": (_relative(3), r"pos_Q has shape \(2, 4, 3, 3\), expected \(2, 4, 2k, 3\)"),
+    "pos_K d_head": ({**_relative(), "pos_K": _Z(2, 4, 4, 2)}, r"pos_K has shape \(2, 4, 4, 2\)"),
+    "pos_Q heads": ({**_relative(), "pos_Q": _Z(2, 2, 4, 3)}, r"pos_Q has shape \(2, 2, 4, 3\)"),
+    "pos_Q rows 0": (_relative(0), r"pos_Q has shape \(2, 4, 0, 3\)"),
+    "pos_Q and pos_K rows": (_relative(4, 6), "pos_Q and pos_K have 4 and 6 relative-position rows"),
+    "rel_buckets half set": (_relative(buckets=(2, 0)),
+                             r"rel_buckets \(2, 0\): expected \(bucket size, max position\)"),
+    "rel_buckets negative": (_relative(buckets=(-2, -4)), r"rel_buckets \(-2, -4\)"),
+    "rel_buckets rows": (_relative(4, buckets=(3, 8)),
+                         r"rel_buckets \(3, 8\): 3 buckets each side need 2 x 3 relative-position rows in pos_Q "
+                         r"and pos_K, not \[4\]"),
+    "rel_buckets size 1": (_relative(2, buckets=(1, 8)), "log-spaced buckets need a bucket size >= 2"),
+    "rel_buckets max position": (_relative(8, buckets=(4, 3)), r"rel_buckets \(4, 3\): log-spaced buckets"),
+    "relative with rotary": (_relative(rotary=Rotary(2, torch.full((2, 1), 0.5))),
+                             "position queries and keys .* with QK-norm, rotary"),
+    "relative with W_pos": (_relative(W_pos=_Z(8, 5)), "position queries and keys .* learned absolute positions"),
+    "relative with QK-norm": (_relative(qk_norm=(_rms(3), _rms(3))),
+                              "a model has one kind of positions, and its queries no norm"),
+    "rel_bias without buckets": ({"positions": "relative", "rel_bias": _Z(2, 4, 4)},
+                                 r"rel_bias_buckets \(0, 0\): expected"),
+    "buckets without rel_bias": ({"rel_bias_buckets": (4, 8)},
+                                 r"rel_bias_buckets \(4, 8\): expected .* \(0, 0\) without"),
+    "rel_bias shape": (_rel_bias(shape=(2, 4, 6)),
+                       r"rel_bias has shape \(2, 4, 6\), expected \(2, 4, 4\): one bias per layer, head and bucket"),
+    "rel_bias odd": (_rel_bias(5), r"rel_bias_buckets \(5, 8\): expected an even number of buckets >= 4"),
+    "rel_bias 2 buckets": (_rel_bias(2), r"rel_bias_buckets \(2, 8\)"),
+    "rel_bias near": (_rel_bias(8, 2),
+                      r"rel_bias_buckets \(8, 2\): expected .* a max distance above a quarter of them"),
+    "rel_bias with alibi": (_rel_bias(alibi=torch.ones(4)), "positions 'relative' with ALiBi slopes"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_a_field_set_wrong_is_refused_by_name(case):
+    """Every structural check of HeadWeights refuses the field it guards with a WeightError that
+    names it (and, where it has one, the shape it expected), never an error from deep inside torch."""
+    changes, message = REFUSED[case]
+    with pytest.raises(WeightError, match=message):
+        random_heads().replace(**changes)
+
+
+ACCEPTED = {  # the edge each check allows (one step past it is refused above)
+    "sinks -inf: a layer without a sink": {"sinks": torch.tensor([[0.0] * 4, [float("-inf")] * 4])},
+    "sliding_window 1": {"sliding_window": (None, 1)},
+    "alibi slope 0": _alibi(torch.tensor([1.0, 0.5, 0.25, 0.0])),
+    "attn_scale 0 (d_head ** -0.5)": {"attn_scale": 0},
+    "attn_softcap tiny": {"attn_softcap": 1e-3},
+    "norm eps 0": {"attn_norm": _rms(8, eps=0.0)},
+    "first_layer_unnormed": {"first_layer_unnormed": True},
+    "qk_norm per head side by side": {"qk_norm": (_rms(12), _rms(6))},
+    "qk_norm over the layer": {"qk_norm": (_rms(12), _rms(6)), "qk_norm_scope": "layer",
+                               "qk_norm_layers": (False, True)},
+    "rotary dim 2 of 3": _rotary(2, torch.tensor([[0.0], [0.5]])),
+    "kv_latent_from d_head": {"kv_latent_from": 3, "kv_latent": _latent(b=_Z(2, 5))},
+    "relative, 2 rows": _relative(2),
+    "relative, buckets at the edge": _relative(8, buckets=(4, 4)),
+    "rel_bias at the edge": _rel_bias(4, 2),
+    "kv_map onto one K/V head": {"kv_map": (1, 1, 1, 1)},
+}
+
+
+@pytest.mark.parametrize("case", list(ACCEPTED))
+def test_the_edge_a_check_allows_is_accepted(case):
+    hw = random_heads().replace(**ACCEPTED[case])
+    for name, value in ACCEPTED[case].items():
+        assert getattr(hw, name) is value
