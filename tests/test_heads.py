@@ -288,9 +288,11 @@ def _rms(width: int, eps: float = 1e-6, rows: int = 2, kind: str = "rmsnorm", of
     return Norm(kind, torch.ones(rows, width), None, eps, offset)
 
 
-def _one_nan(shape: tuple, at: tuple) -> torch.Tensor:
+def _not_finite(shape: tuple, at: tuple) -> torch.Tensor:
+    """Ones with -inf at ``at`` and NaN at the last index: two values that are not finite."""
     t = torch.ones(shape)
-    t[at] = float("nan")
+    t[at] = float("-inf")
+    t.view(-1)[-1] = float("nan")
     return t
 
 
@@ -321,6 +323,7 @@ def _rotary(dim: int = 2, freq=None, style: str = "half") -> dict:
 
 REFUSED = {  # changes to random_heads() -> what the error says (a regular expression)
     "W_Q not 4-D": ({"W_Q": _Z(2, 4, 3)}, r"W_Q must be \(layer, head, d_head, d_model\), got \(2, 4, 3\)"),
+    "W_K not 4-D": ({"W_K": _Z(2, 3, 8)}, r"W_K must be \(layer, kv_head, d_head, d_model\), got \(2, 3, 8\)"),
     "W_V d_model": ({"W_V": _Z(2, 2, 3, 7)}, r"W_V has shape \(2, 2, 3, 7\), expected \(2, 2, 3, 8\)"),
     "b_O": ({"b_O": _Z(2, 7)}, r"b_O has shape \(2, 7\), expected \(2, 8\)"),
     "W_G": ({"W_G": _Z(2, 2, 3, 8)}, r"W_G has shape \(2, 2, 3, 8\), expected \(2, 4, 3, 8\)"),
@@ -338,11 +341,11 @@ REFUSED = {  # changes to random_heads() -> what the error says (a regular expre
     "kv_map negative": ({"kv_map": (0, 0, 1, -1)}, "does not map 4 query heads"),
     "kv_map bool": ({"kv_map": (0, 0, 1, True)}, "does not map 4 query heads"),
     "sinks shape": ({"sinks": _Z(4)}, r"sinks has shape \(4,\), expected \(2, 4\)"),
-    "sinks NaN": ({"sinks": torch.tensor([[0.0, _NAN, 0, 0], [0, 0, 0, 0]])},
+    "sinks NaN": ({"sinks": torch.tensor([[float("-inf"), _NAN, 0, 0], [0, 0, 0, 0]])},  # -inf: no sink there
                   r"sinks has 1 NaN/Inf values \(the first at index \(0, 1\)\)"),
     "sinks +inf": ({"sinks": torch.full((2, 4), _INF)}, "sinks has 8 NaN/Inf values"),
-    "W_Q NaN": ({"W_Q": _one_nan((2, 4, 3, 8), (1, 2, 0, 5))},
-                r"test: W_Q has 1 NaN/Inf values \(the first at index \(1, 2, 0, 5\)\)"),
+    "W_Q -inf and NaN": ({"W_Q": _not_finite((2, 4, 3, 8), (1, 2, 0, 5))},
+                         r"test: W_Q has 2 NaN/Inf values \(the first at index \(1, 2, 0, 5\)\)"),
     "qk_norm_layers short": ({"qk_norm": (_rms(3), _rms(3)), "qk_norm_layers": (True,)},
                              r"qk_norm_layers \(True,\): expected one true or false per layer \(2\)"),
     "qk_norm_layers not bool": ({"qk_norm": (_rms(3), _rms(3)), "qk_norm_layers": (True, 1)},
@@ -474,6 +477,9 @@ ACCEPTED = {  # the edge each check allows (one step past it is refused above)
     "relative, buckets at the edge": _relative(8, buckets=(4, 4)),
     "rel_bias at the edge": _rel_bias(4, 2),
     "kv_map onto one K/V head": {"kv_map": (1, 1, 1, 1)},
+    "one K/V head": {"W_K": _Z(2, 1, 3, 8), "W_V": _Z(2, 1, 3, 8), "kv_map": (0, 0, 0, 0)},
+    "b_U": {"b_U": _Z(11)},
+    "relative, bucket size 2": _relative(4, buckets=(2, 3)),
 }
 
 

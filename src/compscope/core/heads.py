@@ -302,7 +302,9 @@ class HeadWeights:
         L, H, r, d = self.W_Q.shape if self.W_Q.ndim == 4 else (None,) * 4
         if L is None:
             raise WeightError(f"W_Q must be (layer, head, d_head, d_model), got {tuple(self.W_Q.shape)}")
-        G = self.W_K.shape[1] if self.W_K.ndim == 4 else -1
+        if self.W_K.ndim != 4:
+            raise WeightError(f"W_K must be (layer, kv_head, d_head, d_model), got {tuple(self.W_K.shape)}")
+        G = self.W_K.shape[1]
         expect = {
             "W_K": (L, G, r, d),
             "W_V": (L, G, r, d),
