@@ -488,3 +488,12 @@ def test_the_edge_a_check_allows_is_accepted(case):
     hw = random_heads().replace(**ACCEPTED[case])
     for name, value in ACCEPTED[case].items():
         assert getattr(hw, name) is value
+
+
+def test_sizes_and_scale_by_hand():
+    """Every size read off the factors' shapes (each size different, so no two axes can stand in for
+    each other), and the logit scale: ``attn_scale``, or ``d_head ** -0.5`` where it is 0."""
+    hw = random_heads(L=3, H=4, G=2, r=5, d=6, V=7)
+    assert (hw.n_layers, hw.n_heads, hw.n_kv_heads, hw.d_head, hw.d_model, hw.n_vocab) == (3, 4, 2, 5, 6, 7)
+    assert hw.scale == 5 ** -0.5
+    assert hw.replace(attn_scale=0.25).scale == 0.25
