@@ -412,6 +412,7 @@ REFUSED = {  # changes to random_heads() -> what the error says (a regular expre
     "q_latent W": ({"q_latent": _latent(d=7)}, r"q_latent.W has shape \(2, 5, 7\), expected \(2, rank, 8\)"),
     "kv_latent W layers": ({"kv_latent": _latent().mapped(lambda W: W[:1])}, r"kv_latent.W has shape \(1, 5, 8\)"),
     "q_latent not a LatentNorm": ({"q_latent": _rms(8)}, r"q_latent.W has shape \(\)"),
+    "q_latent W not a tensor": ({"q_latent": _latent().mapped(lambda W: W.numpy())}, r"q_latent.W has shape \(2, 5, 8\)"),
     "kv_latent b": ({"kv_latent": _latent(b=_Z(2, 4))}, r"kv_latent.b has shape \(2, 4\), expected \(2, 5\)"),
     "q_latent eps 0": ({"q_latent": _latent(eps=0.0)}, "q_latent.eps 0.0: expected a finite number > 0"),
     "kv_latent_from negative": ({"kv_latent_from": -1},
@@ -479,6 +480,7 @@ ACCEPTED = {  # the edge each check allows (one step past it is refused above)
     "kv_map onto one K/V head": {"kv_map": (1, 1, 1, 1)},
     "one K/V head": {"W_K": _Z(2, 1, 3, 8), "W_V": _Z(2, 1, 3, 8), "kv_map": (0, 0, 0, 0)},
     "b_U": {"b_U": _Z(11)},
+    "qk_norm, a bias and no gain": {"qk_norm": (Norm("layernorm", None, _Z(2, 3), 1e-5), _rms(3))},
     "relative, bucket size 2": _relative(4, buckets=(2, 3)),
 }
 
@@ -497,3 +499,17 @@ def test_sizes_and_scale_by_hand():
     assert (hw.n_layers, hw.n_heads, hw.n_kv_heads, hw.d_head, hw.d_model, hw.n_vocab) == (3, 4, 2, 5, 6, 7)
     assert hw.scale == 5 ** -0.5
     assert hw.replace(attn_scale=0.25).scale == 0.25
+
+
+def test_qk_norm_per_head_by_hand():
+    """Which side's QK-norm has a gain per head, stored side by side as ``(L, heads * d_head)``: neither
+    without QK-norm or with one over the whole layer; with one per head, the side whose rows are wider
+    than ``d_head`` (its gain or, without one, its bias)."""
+    hw = random_heads()  # H = 4 query heads, G = 2 K/V heads, d_head 3
+    layer = Norm("layernorm", None, _Z(2, 3), 1e-5)
+    assert hw.qk_norm_per_head == (False, False)
+    assert hw.replace(qk_norm=(_rms(3), _rms(3))).qk_norm_per_head == (False, False)
+    assert hw.replace(qk_norm=(_rms(3), _rms(6))).qk_norm_per_head == (False, True)
+    assert hw.replace(qk_norm=(_rms(12), layer)).qk_norm_per_head == (True, False)
+    assert hw.replace(qk_norm=(layer, Norm("layernorm", None, _Z(2, 6), 1e-5))).qk_norm_per_head == (False, True)
+    assert hw.replace(qk_norm=(_rms(12), _rms(6)), qk_norm_scope="layer").qk_norm_per_head == (False, False)
