@@ -423,6 +423,7 @@ REFUSED = {  # changes to random_heads() -> what the error says (a regular expre
     "pos_Q odd rows": (_relative(3), r"pos_Q has shape \(2, 4, 3, 3\), expected \(2, 4, 2k, 3\)"),
     "pos_K d_head": ({**_relative(), "pos_K": _Z(2, 4, 4, 2)}, r"pos_K has shape \(2, 4, 4, 2\)"),
     "pos_Q heads": ({**_relative(), "pos_Q": _Z(2, 2, 4, 3)}, r"pos_Q has shape \(2, 2, 4, 3\)"),
+    "pos_Q not a tensor": ({**_relative(), "pos_Q": _Z(2, 4, 4, 3).numpy()}, r"pos_Q has shape \(2, 4, 4, 3\), expected"),
     "pos_Q rows 0": (_relative(0), r"pos_Q has shape \(2, 4, 0, 3\)"),
     "pos_Q and pos_K rows": (_relative(4, 6), "pos_Q and pos_K have 4 and 6 relative-position rows"),
     "rel_buckets half set": (_relative(buckets=(2, 0)),
