@@ -412,7 +412,8 @@ REFUSED = {  # changes to random_heads() -> what the error says (a regular expre
     "q_latent W": ({"q_latent": _latent(d=7)}, r"q_latent.W has shape \(2, 5, 7\), expected \(2, rank, 8\)"),
     "kv_latent W layers": ({"kv_latent": _latent().mapped(lambda W: W[:1])}, r"kv_latent.W has shape \(1, 5, 8\)"),
     "q_latent not a LatentNorm": ({"q_latent": _rms(8)}, r"q_latent.W has shape \(\)"),
-    "q_latent W not a tensor": ({"q_latent": _latent().mapped(lambda W: W.numpy())}, r"q_latent.W has shape \(2, 5, 8\)"),
+    "q_latent W not a tensor": ({"q_latent": _latent().mapped(lambda W: W.numpy())},
+                                r"q_latent.W has shape \(2, 5, 8\)"),
     "kv_latent b": ({"kv_latent": _latent(b=_Z(2, 4))}, r"kv_latent.b has shape \(2, 4\), expected \(2, 5\)"),
     "q_latent eps 0": ({"q_latent": _latent(eps=0.0)}, "q_latent.eps 0.0: expected a finite number > 0"),
     "kv_latent_from negative": ({"kv_latent_from": -1},
@@ -423,9 +424,11 @@ REFUSED = {  # changes to random_heads() -> what the error says (a regular expre
     "pos_Q odd rows": (_relative(3), r"pos_Q has shape \(2, 4, 3, 3\), expected \(2, 4, 2k, 3\)"),
     "pos_K d_head": ({**_relative(), "pos_K": _Z(2, 4, 4, 2)}, r"pos_K has shape \(2, 4, 4, 2\)"),
     "pos_Q heads": ({**_relative(), "pos_Q": _Z(2, 2, 4, 3)}, r"pos_Q has shape \(2, 2, 4, 3\)"),
-    "pos_Q not a tensor": ({**_relative(), "pos_Q": _Z(2, 4, 4, 3).numpy()}, r"pos_Q has shape \(2, 4, 4, 3\), expected"),
+    "pos_Q not a tensor": ({**_relative(), "pos_Q": _Z(2, 4, 4, 3).numpy()},
+                           r"pos_Q has shape \(2, 4, 4, 3\), expected"),
     "pos_Q rows 0": (_relative(0), r"pos_Q has shape \(2, 4, 0, 3\)"),
     "pos_Q and pos_K rows": (_relative(4, 6), "pos_Q and pos_K have 4 and 6 relative-position rows"),
+    "rel_buckets a list": ({"rel_buckets": [0, 0]}, r"rel_buckets \[0, 0\]: expected \(bucket size, max position\)"),
     "rel_buckets half set": (_relative(buckets=(2, 0)),
                              r"rel_buckets \(2, 0\): expected \(bucket size, max position\)"),
     "rel_buckets negative": (_relative(buckets=(-2, -4)), r"rel_buckets \(-2, -4\)"),
@@ -514,3 +517,67 @@ def test_qk_norm_per_head_by_hand():
     assert hw.replace(qk_norm=(_rms(12), layer)).qk_norm_per_head == (True, False)
     assert hw.replace(qk_norm=(layer, Norm("layernorm", None, _Z(2, 6), 1e-5))).qk_norm_per_head == (False, True)
     assert hw.replace(qk_norm=(_rms(12), _rms(6)), qk_norm_scope="layer").qk_norm_per_head == (False, False)
+
+
+def test_all_finite_by_kind_of_tensor():
+    """Integer, boolean and ``meta`` tensors hold no NaN; a float sum that overflows falls back to
+    the full check; complex and float8 tensors are read too."""
+    from compscope.core.heads import all_finite
+
+    assert all_finite(torch.tensor([2**62, 2**62]))  # an integer sum that wraps is still finite
+    assert all_finite(torch.zeros(3, dtype=torch.int64, device="meta"))
+    assert all_finite(torch.zeros(3, device="meta"))
+    assert all_finite(torch.tensor([True, False]))
+    assert all_finite(torch.tensor([3e38, 3e38]))  # the sum overflows to inf; each value is finite
+    assert not all_finite(torch.tensor([3e38, float("inf")]))
+    assert not all_finite(torch.tensor([float("inf"), float("-inf")]))  # the sum is NaN
+    assert not all_finite(torch.tensor([1 + 0j, complex(0, float("nan"))]))
+    for dt in (torch.float8_e4m3fn, torch.float8_e5m2):
+        assert all_finite(torch.full((4,), 3.0).to(dt))
+        assert not all_finite(torch.tensor([1.0, float("nan")]).to(dt))
+
+
+def test_norm_apply_and_describe_by_hand():
+    """``layernorm``: ``(x − mean) / sqrt(var + eps) · (offset + w) + b``; ``rmsnorm`` without centring;
+    each layer its own row (numpy, float64)."""
+    x = np.array([1.0, 2.0, 4.0, 9.0])
+    w = np.array([[0.5, 1.0, 2.0, -1.0], [1.5, 0.0, 1.0, 3.0]])
+    b = np.array([[0.1, 0.2, 0.3, 0.4], [-1.0, 0.0, 1.0, 2.0]])
+    ln = Norm("layernorm", torch.tensor(w), torch.tensor(b), 1e-5, offset=1.0)
+    c = x - x.mean()
+    want = c / np.sqrt((c**2).mean() + 1e-5) * (1 + w[1]) + b[1]
+    np.testing.assert_allclose(ln.apply(torch.tensor(x), 1).numpy(), want, rtol=1e-6)
+    rms = Norm("rmsnorm", torch.tensor(w), None, 1e-6)
+    want = x / np.sqrt((x**2).mean() + 1e-6) * w[0]
+    np.testing.assert_allclose(rms.apply(torch.tensor(x), 0).numpy(), want, rtol=1e-6)
+    assert ln.apply(torch.tensor(x), 1).dtype == torch.float64 and rms.gain(1).tolist() == w[1].tolist()
+    assert ln.describe() == "layernorm, eps=1e-05, gain=1+w, bias"
+    assert Norm("rmsnorm", torch.tensor(w), None, 1e-6, 0.5).describe() == "rmsnorm, eps=1e-06, gain=0.5+w"
+    assert Norm("layernorm", None, torch.tensor(b), 1e-5).describe() == "layernorm, eps=1e-05, no gain, bias"
+    assert rms.describe() == "rmsnorm, eps=1e-06" and rms.gain(0).tolist() == w[0].tolist()
+
+
+def test_same_device_reads_cuda_without_an_index_as_the_current_one(monkeypatch):
+    """``cuda`` is ``cuda:<current>`` (the current device asked of torch only then); otherwise torch's
+    equality (no GPU needed: the current device is set here)."""
+    from compscope.core.heads import same_device
+
+    dev = torch.device
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    assert same_device(dev("cpu"), dev("cpu")) and not same_device(dev("cpu"), dev("meta"))
+    assert not same_device(dev("cuda"), dev("cpu")) and not same_device(dev("cpu"), dev("cuda:1"))
+    assert same_device(dev("cuda"), dev("cuda:1")) and same_device(dev("cuda:1"), dev("cuda"))
+    assert not same_device(dev("cuda"), dev("cuda:0")) and not same_device(dev("cuda:0"), dev("cuda"))
+    assert same_device(dev("cuda"), dev("cuda")) and not same_device(dev("cuda:0"), dev("cuda:1"))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert same_device(dev("cuda"), dev("cuda:0"))
+
+
+def test_logits_scaled_and_soft_capped_by_hand():
+    """``scale · q·k``, and where the model caps them ``c · tanh(scale · q·k / c)``."""
+    qk = torch.tensor([-30.0, 0.0, 2.0, 30.0], dtype=torch.float64)
+    hw = random_heads()  # d_head 3
+    torch.testing.assert_close(hw.logits(qk), qk / np.sqrt(3))
+    capped = hw.replace(attn_scale=0.5, attn_softcap=4.0).logits(qk)
+    want = [4 * np.tanh(-15 / 4), 0.0, 4 * np.tanh(1 / 4), 4 * np.tanh(15 / 4)]
+    torch.testing.assert_close(capped, torch.tensor(want, dtype=torch.float64))
