@@ -581,3 +581,24 @@ def test_logits_scaled_and_soft_capped_by_hand():
     capped = hw.replace(attn_scale=0.5, attn_softcap=4.0).logits(qk)
     want = [4 * np.tanh(-15 / 4), 0.0, 4 * np.tanh(1 / 4), 4 * np.tanh(15 / 4)]
     torch.testing.assert_close(capped, torch.tensor(want, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("style", ["half", "interleaved"])
+def test_partial_rotary_by_hand(style):
+    """Rotary on the first 4 of 6 dims, on a 4-D ``(batch, head, seq, d_head)`` input: pair ``k`` (dims
+    ``k, k + 2`` in the half layout, ``2k, 2k + 1`` interleaved) at position ``p`` turns by ``p · f_k``
+    (numpy, float64); the last 2 dims pass unchanged."""
+    f = np.array([0.9, 0.2])
+    x = np.random.default_rng(1).normal(size=(2, 3, 5, 6))
+    pos = np.array([0.0, 1.0, 2.0, 7.0, -3.0])
+    want = x.copy()
+    for k in range(2):
+        i, j = (k, k + 2) if style == "half" else (2 * k, 2 * k + 1)
+        for t, p in enumerate(pos):
+            c, s = np.cos(p * f[k]), np.sin(p * f[k])
+            want[..., t, i] = c * x[..., t, i] - s * x[..., t, j]
+            want[..., t, j] = s * x[..., t, i] + c * x[..., t, j]
+    rot = Rotary(4, torch.tensor(f[None]), style)
+    got = rot.rotate(torch.tensor(x), torch.tensor(pos), 0)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
+    assert rot.describe() == f"rotary dim=4 ({style}), base freq 0.9"
