@@ -431,7 +431,7 @@ REFUSED = {  # changes to random_heads() -> what the error says (a regular expre
     "rel_buckets a list": ({"rel_buckets": [0, 0]}, r"rel_buckets \[0, 0\]: expected \(bucket size, max position\)"),
     "rel_buckets half set": (_relative(buckets=(2, 0)),
                              r"rel_buckets \(2, 0\): expected \(bucket size, max position\)"),
-    "rel_buckets negative": (_relative(buckets=(-2, -4)), r"rel_buckets \(-2, -4\)"),
+    "rel_buckets negative": (_relative(buckets=(-2, -4)), r"rel_buckets \(-2, -4\): expected \(bucket size"),
     "rel_buckets rows": (_relative(4, buckets=(3, 8)),
                          r"rel_buckets \(3, 8\): 3 buckets each side need 2 x 3 relative-position rows in pos_Q "
                          r"and pos_K, not \[4\]"),
