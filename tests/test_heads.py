@@ -602,3 +602,22 @@ def test_partial_rotary_by_hand(style):
     got = rot.rotate(torch.tensor(x), torch.tensor(pos), 0)
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-12)
     assert rot.describe() == f"rotary dim=4 ({style}), base freq 0.9"
+
+
+def test_latent_norm_scale_and_map_by_hand():
+    """``s(x) = (mean_i c_i² + eps)^(-1/2)`` with ``c = W x + b`` of the layer asked for (numpy, float64;
+    float32 for float32 inputs), and ``mapped(read)`` the same norm reading through ``read``."""
+    from compscope.core.heads import LatentNorm
+
+    rng = np.random.default_rng(2)
+    W, b, x = rng.normal(size=(2, 3, 4)), rng.normal(size=(2, 3)), rng.normal(size=(5, 4))
+    lat = LatentNorm(torch.tensor(W), torch.tensor(b), 0.5)
+    c = x @ W[1].T + b[1]
+    np.testing.assert_allclose(lat.scale(1, torch.tensor(x)).numpy(), ((c**2).mean(-1) + 0.5) ** -0.5, rtol=1e-12)
+    assert lat.scale(1, torch.tensor(x, dtype=torch.float32)).dtype == torch.float32
+    T = rng.normal(size=(4, 4))
+    moved = LatentNorm(torch.tensor(W), None, 0.5).mapped(lambda w: w @ torch.tensor(T))
+    assert moved.b is None and moved.eps == 0.5
+    c = x @ (W[0] @ T).T
+    np.testing.assert_allclose(moved.scale(0, torch.tensor(x)).numpy(), ((c**2).mean(-1) + 0.5) ** -0.5, rtol=1e-12)
+    assert lat.mapped(lambda w: w.float()).b.dtype == torch.float32  # the bias follows W's dtype
