@@ -621,3 +621,41 @@ def test_latent_norm_scale_and_map_by_hand():
     c = x @ (W[0] @ T).T
     np.testing.assert_allclose(moved.scale(0, torch.tensor(x)).numpy(), ((c**2).mean(-1) + 0.5) ** -0.5, rtol=1e-12)
     assert lat.mapped(lambda w: w.float()).b.dtype == torch.float32  # the bias follows W's dtype
+
+
+def test_parameter_count_and_kv_heads_by_query_head():
+    """``n_attention_params`` counts Q, K, V, O, the gate and every bias given (2 layers, 4 query heads
+    on 2 K/V heads, d_head 3, d_model 8: 192 + 96 + 96 + 192 by hand); ``kv_expanded`` gives each query
+    head its K/V head's rows (query heads 0, 1 read K/V head 0; 2, 3 read 1)."""
+    hw = random_heads()
+    assert hw.n_attention_params() == 576
+    gated = hw.replace(b_O=torch.ones(2, 8), W_G=torch.ones(2, 4, 3, 8), b_Q=torch.ones(2, 4, 3))
+    assert gated.n_attention_params() == 576 + 16 + 192 + 24
+    wk = hw.kv_expanded("W_K")
+    assert wk.shape == (2, 4, 3, 8) and hw.kv_expanded("b_K") is None
+    for h, g in enumerate((0, 0, 1, 1)):
+        assert torch.equal(wk[:, h], hw.W_K[:, g])
+
+
+def test_replace_records_a_step_and_a_note_once():
+    hw = random_heads()
+    assert hw.replace(W_Q=hw.W_Q * 2).meta == hw.meta  # no step, no note: the record as it was
+    done = hw.replace(step="fold_norm", note="gains folded").replace(step="center_writing", note="gains folded")
+    assert done.meta.processing == ("fold_norm", "center_writing") and done.meta.notes == ("gains folded",)
+
+
+def test_to_moves_a_latent_norm_and_leaves_the_absent_parts_absent():
+    """``to('meta')`` (tests/test_device.py moves the norms, rotary and extra embeddings of real
+    families) also moves multi-head latent attention's norms, keeping a missing bias, gain or norm
+    missing."""
+    from compscope.core.heads import LatentNorm
+
+    hw = random_heads().replace(q_latent=LatentNorm(torch.ones(2, 5, 8), None, 1e-6),
+                                kv_latent=LatentNorm(torch.ones(2, 5, 8), torch.zeros(2, 5, dtype=torch.float64), 1e-6),
+                                qk_norm=(_rms(3), Norm("layernorm", None, torch.zeros(2, 3), 1e-5)))
+    moved = hw.to("meta")
+    for lat in (moved.q_latent.W, moved.kv_latent.W, moved.kv_latent.b, moved.qk_norm[1].bias):
+        assert lat.device.type == "meta"
+    assert moved.kv_latent.b.dtype == torch.float64 and moved.q_latent.eps == 1e-6
+    assert moved.q_latent.b is None and moved.qk_norm[1].weight is None
+    assert moved.final_norm is None and moved.v_norm is None and moved.rotary is None and moved.b_Q is None
