@@ -659,3 +659,17 @@ def test_to_moves_a_latent_norm_and_leaves_the_absent_parts_absent():
     assert moved.kv_latent.b.dtype == torch.float64 and moved.q_latent.eps == 1e-6
     assert moved.q_latent.b is None and moved.qk_norm[1].weight is None
     assert moved.final_norm is None and moved.v_norm is None and moved.rotary is None and moved.b_Q is None
+
+
+def test_the_norm_each_layer_reads_through():
+    """Pre-LN heads read ``attn_norm``'s output, post-LN ones the residual as it is (normed already);
+    a first layer marked ``first_layer_unnormed`` reads the residual itself, the later ones the norm."""
+    from compscope.core.attention import input_norm, layer_input_norm
+
+    hw = random_heads()
+    assert input_norm(hw) is hw.attn_norm
+    assert layer_input_norm(hw, 0) is hw.attn_norm and layer_input_norm(hw, 1) is hw.attn_norm
+    first = hw.replace(first_layer_unnormed=True)
+    assert layer_input_norm(first, 0) is None and layer_input_norm(first, 1) is first.attn_norm
+    post = hw.replace(norm_placement="post")
+    assert input_norm(post) is None and layer_input_norm(post, 0) is None and layer_input_norm(post, 1) is None
