@@ -673,3 +673,18 @@ def test_the_norm_each_layer_reads_through():
     assert layer_input_norm(first, 0) is None and layer_input_norm(first, 1) is first.attn_norm
     post = hw.replace(norm_placement="post")
     assert input_norm(post) is None and layer_input_norm(post, 0) is None and layer_input_norm(post, 1) is None
+
+
+def test_same_reads_by_each_part_of_the_norm():
+    """Two sets of weights read the same from a residual when their input norms agree in kind, eps,
+    offset, gain and bias (equal values, not the same object), or neither has one."""
+    from compscope.core.attention import same_reads
+
+    w, b = torch.ones(2, 8), torch.zeros(2, 8)
+    hw = random_heads().replace(attn_norm=Norm("layernorm", w, b, 1e-5))
+    assert same_reads(hw, hw.replace(attn_norm=Norm("layernorm", w.clone(), b.clone(), 1e-5)))
+    for other in (Norm("layernorm", None, b, 1e-5), Norm("layernorm", w, None, 1e-5), Norm("layernorm", w * 2, b, 1e-5),
+                  Norm("rmsnorm", w, b, 1e-5), Norm("layernorm", w, b, 1e-6), Norm("layernorm", w, b, 1e-5, 1.0)):
+        assert not same_reads(hw, hw.replace(attn_norm=other)) and not same_reads(hw.replace(attn_norm=other), hw)
+    post = hw.replace(norm_placement="post")
+    assert same_reads(post, post.replace(attn_norm=None)) and not same_reads(hw, post) and not same_reads(post, hw)
