@@ -914,13 +914,14 @@ def test_per_head_qk_gains_that_agree_are_the_shared_gains():
             torch.testing.assert_close(project(per_head, 0, kind, inp), project(shared, 0, kind, inp), rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("variant_id", ["llama-gqa-bias", "olmo2-layer-qk-norm"])
+@pytest.mark.parametrize("variant_id", ["llama-gqa-bias", "olmo2-layer-qk-norm", "deepseek-v3-latent-attention",
+                                        "deepseek-v3-no-query-latent-yarn-bias"])
 def test_one_input_per_query_head_is_read_by_that_head_alone(variant_id):
     """``project`` of ``x: (batch, seq, head, d_model)``, one input per query head: the same input for every
     head gives the queries, keys and values of ``x`` itself (biases included; K/V heads shared by GQA
     repeated), and with a head-own input, head ``h`` reads ``x[:, :, h]`` as every head would (its K/V
-    head's weights and bias). A QK-norm over all heads of a layer (OLMo-2) mixes the heads' keys: keys per
-    query head are refused."""
+    head's weights and bias; with multi-head latent attention, the scale of its latent's norm on that input).
+    A QK-norm over all heads of a layer (OLMo-2) mixes the heads' keys: keys per query head are refused."""
     from compscope.core.attention import project
 
     hw, _, cap = loaded(variant_id)
