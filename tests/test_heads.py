@@ -688,3 +688,23 @@ def test_same_reads_by_each_part_of_the_norm():
         assert not same_reads(hw, hw.replace(attn_norm=other)) and not same_reads(hw.replace(attn_norm=other), hw)
     post = hw.replace(norm_placement="post")
     assert same_reads(post, post.replace(attn_norm=None)) and not same_reads(hw, post) and not same_reads(post, hw)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_attention_pattern_by_hand(causal):
+    """``softmax(scale · q·k)`` over the keys a query sees (numpy, float64): behind it or at it in a causal
+    model, every key in an encoder, and within a layer's window ``|i − j| < w`` where it has one; no
+    windows given (``sliding_window=()``) is full attention in every layer."""
+    from compscope.core.attention import attend
+
+    rng = np.random.default_rng(3)
+    q, k = rng.normal(size=(1, 4, 5, 3)), rng.normal(size=(1, 4, 5, 3))
+    hw = random_heads().replace(causal=causal)
+    i, j = np.arange(5)[:, None], np.arange(5)[None, :]
+    for windows, layer, w in (((None, None), 0, None), ((), 1, None), ((None, 2), 1, 2), ((3, None), 0, 3)):
+        seen = (j <= i if causal else np.ones((5, 5), bool)) & (np.abs(i - j) < w if w else True)
+        logits = np.where(seen, q @ k.transpose(0, 1, 3, 2) / np.sqrt(3), -np.inf)
+        want = np.exp(logits - logits.max(-1, keepdims=True))
+        want /= want.sum(-1, keepdims=True)
+        got = attend(hw.replace(sliding_window=windows), layer, torch.tensor(q), torch.tensor(k))
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, atol=1e-15)
