@@ -586,7 +586,9 @@ def test_the_pair_command_of_a_metric_on_data_names_the_data_the_report_estimate
     capsys.readouterr()
     assert main(["pair", "induction-2l", w, r, "--kind", "K", "--metric", "covariance", *flags]) == 0
     printed = capsys.readouterr().out
-    assert ", metric covariance, estimated on 8 held-out repeated random sequences" in printed.splitlines()[0]
+    head = printed.splitlines()[0]  # the metric, its condition numbers, and what it was estimated on
+    assert ", metric covariance (largest condition number of 2 layers" in head
+    assert " without), estimated on 8 held-out repeated random sequences" in head
     for measure, value in doc["details"][key]["measures"].items():
         assert re.search(rf"\b{measure}\b\s+{value:.4f}", printed), (measure, value, printed)
     assert main(["pair", "induction-2l", w, r, "--kind", "K", "--metric", "covariance"]) == 0  # the defaults differ
@@ -615,7 +617,8 @@ def test_the_pair_command_of_a_gram_matrix_file_names_the_file(tmp_path, capsys)
     capsys.readouterr()
     assert main(["pair", "induction-2l", w, r, "--kind", "K", "--metric", doc["metric_args"]["cov"]]) == 0
     printed = capsys.readouterr().out
-    assert ", metric cov, with G given as the file cov.npy (SHA-256 " in printed.splitlines()[0]  # which G, as the page's note
+    head = printed.splitlines()[0]  # which G, as the page's note, and its condition numbers
+    assert ", metric cov (condition number " in head and " without), with G given as the file cov.npy (SHA-256 " in head
     assert any(n.startswith("metric cov with G given as the file cov.npy (SHA-256 ") for n in doc["notes"])
     for measure, value in doc["details"][key]["measures"].items():
         assert re.search(rf"\b{measure}\b\s+{value:.4f}", printed), (measure, value, printed)

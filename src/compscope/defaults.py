@@ -6,6 +6,8 @@ DEFAULT_MODEL = "induction-2l"
 #: the seed of the repeated random sequences ``[bos] t t`` that validate and intervene read by default
 #: (the metrics estimated on data read other sequences: ``MetricData``)
 SEED = 12345
+#: the ridge a metric's ``G`` is regularised by, ``G + ridge·tr(G)/d·I`` (``--ridge``, ``ridge=``)
+RIDGE = 1e-6
 #: the measures computed when none are named (the engine, ``compscope scores``)
 MEASURES = ("frobenius", "frobenius_baselined", "tight", "overlap")
 #: the measures followed over training when none are named (``compscope track``)

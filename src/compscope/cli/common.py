@@ -231,21 +231,21 @@ def ridge_value(text: str) -> float:
 
 
 def add_ridge(p: argparse.ArgumentParser) -> None:
-    from ..core.metrics import DEFAULT_RIDGE
+    from ..defaults import RIDGE
 
     p.add_argument("--ridge", type=ridge_value, metavar="R",
-                   help=f"regularise the metric's G as G + R·tr(G)/d·I (default {DEFAULT_RIDGE:g}; 0: none, refused "
+                   help=f"regularise the metric's G as G + R·tr(G)/d·I (default {RIDGE:g}; 0: none, refused "
                         "where G is singular); the identity metric has no G and takes none")
 
 
 def metric_ridge(args) -> float:
     """``--ridge`` (default the specification's ``1e-6``), refused with ``--metric identity``, where it would
     change nothing."""
-    from ..core.metrics import DEFAULT_RIDGE
+    from ..defaults import RIDGE
 
     ridge = getattr(args, "ridge", None)
     if ridge is None:
-        return DEFAULT_RIDGE
+        return RIDGE
     if args.metric == "identity":
         raise OptionError(f"--ridge {ridge:g}: the identity metric has no G to regularise (choose another --metric)")
     return ridge

@@ -35,12 +35,11 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from ..defaults import RIDGE as DEFAULT_RIDGE
 from ..errors import OptionError, did_you_mean, one_line
 from ..registry import Registry
 from .heads import HeadWeights
 from .vocab import embed_gram, unembed_gram
-
-DEFAULT_RIDGE = 1e-6
 
 
 @dataclass(frozen=True)
