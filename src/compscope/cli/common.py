@@ -196,27 +196,19 @@ def weights_and_metric(args, model) -> tuple:
 
 
 def metric_text(name: str, info: dict) -> str:
-    """The metric ``name`` and, from ``info`` (a score table's, or :func:`metric_info`'s), for a metric with a
+    """The metric ``name`` and, from ``info`` (:func:`~compscope.results.table.metric_info`'s), for a metric with a
     ``G`` its condition number under the ridge and without it, and for one estimated on data or given what
     its ``G`` came from."""
     from ..results.table import metric_origin
 
-    on = f", {metric_origin(info)}" if metric_origin(info) else ""
+    origin = metric_origin(info)
+    on = f", {origin}" if origin else ""
     cond = info.get("condition") or {}
     if not cond:
         return name + on
     raw, reg = max(c[0] for c in cond.values()), max(c[1] for c in cond.values())
     what = "condition number" if len(cond) == 1 else f"largest condition number of {len(cond)} layers"
     return f"{name} ({what} {reg:.3g} with ridge {info.get('ridge', 0):g}·tr(G)/d, {raw:.3g} without){on}"
-
-
-def metric_info(metric) -> dict:
-    """What :func:`metric_text` reads of a :class:`~compscope.core.metrics.Metric`: its ridge and condition
-    numbers (``{layer: [raw, regularised]}``, for a metric with a ``G``) and where its ``G`` came from."""
-    info = {"metric_data": metric.data} if metric.data else {}
-    if metric.condition:
-        info |= {"ridge": metric.ridge, "condition": {str(k): list(v) for k, v in metric.condition.items()}}
-    return info
 
 
 def ridge_value(text: str) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..errors import OptionError
 from .common import (TEXT_READERS, add_device, add_linearise_norms, add_metric_data, add_model, add_processing,
-                     add_ridge, add_sample_data, add_tokenizer, metric_info, metric_names, metric_text,
+                     add_ridge, add_sample_data, add_tokenizer, metric_names, metric_text,
                      model_reading_text, output_file, parse_head, reads_text, weights_and_metric)
 
 HELP = "one writer -> reader pair in detail: principal angles, composed spectrum, every measure"
@@ -45,6 +45,7 @@ def add_arguments(p) -> None:
 def run(args) -> None:
     from ..analysis.pair import compose_pair
     from ..core.processing import weights_said
+    from ..results.table import metric_info
 
     model, writer, reader = model_and_heads(args.heads, args.model)
     output_file(args.out, "--out", (".json",))
@@ -169,15 +170,15 @@ def _values(xs, every: bool) -> str:
 
 def write_pair(rep, path: str, model: str, metric: dict | None = None, data: dict | None = None) -> None:
     """``rep`` (:meth:`~compscope.analysis.pair.PairReport.to_dict`) as JSON at ``path``, with the model's name,
-    of the metric (``metric``, :func:`~compscope.cli.common.metric_info`'s) where its ``G`` came from
-    (``metric_origin``), its ridge and ``G``'s condition numbers (``condition``: ``{layer: [raw, regularised]}``,
-    ``"None"`` for every layer), and ``data`` (:func:`on_data`'s, under ``on_data``); a value that is not finite
-    is written as null."""
+    of the metric (``metric``, :func:`~compscope.results.table.metric_info`'s) where its ``G`` came from
+    (``metric_origin``) and, for a metric with a ``G``, its ridge and ``G``'s condition numbers (``condition``:
+    ``{layer: [raw, regularised]}``, ``"None"`` for every layer), and ``data`` (:func:`on_data`'s, under
+    ``on_data``); a value that is not finite is written as null."""
     from ..results.files import write_json
     from ..results.table import metric_origin
 
     metric = metric or {}
     origin = metric_origin(metric)
-    said = {k: metric[k] for k in ("ridge", "condition") if k in metric}
+    said = {k: metric[k] for k in ("ridge", "condition")} if metric.get("condition") else {}
     write_json(path, {"model": model, **rep.to_dict(), **({"metric_origin": origin} if origin else {}), **said,
                       **({"on_data": data} if data is not None else {})})

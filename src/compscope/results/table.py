@@ -68,6 +68,16 @@ def metric_origin(info: dict) -> str:
     return f"with {data}" if str(data).startswith(GIVEN) else f"estimated on {data}"
 
 
+def metric_info(metric) -> dict:
+    """What a result records of its :class:`~compscope.core.metrics.Metric`: ``G``'s condition numbers
+    (``{layer: (raw, regularised)}``, the layer ``"None"`` for every layer; empty without a ``G``), the
+    ridge, and for a metric estimated on data or given, what its ``G`` came from (``metric_data``)."""
+    info = {"condition": {str(k): v for k, v in metric.condition.items()}, "ridge": metric.ridge}
+    if metric.data:
+        info["metric_data"] = metric.data
+    return info
+
+
 class Tabular:
     """A result that is a table (its ``to_pandas``): ``save`` writes it."""
 
@@ -89,10 +99,7 @@ class ScoreTable(Tabular):
 
     @classmethod
     def from_dense(cls, values, hw, metric, offset: float = 0.0) -> ScoreTable:
-        info = {"condition": {str(k): v for k, v in metric.condition.items()}, "ridge": metric.ridge}
-        if metric.data:
-            info["metric_data"] = metric.data
-        return cls(values, metric.name, hw.meta.name, hw.meta.processing, offset, info)
+        return cls(values, metric.name, hw.meta.name, hw.meta.processing, offset, metric_info(metric))
 
     @property
     def measures(self) -> list[str]:
