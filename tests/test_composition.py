@@ -419,6 +419,45 @@ def test_a_table_records_the_ridge_its_metric_was_regularised_with(tmp_path):
     assert no_g["ridge"] == 0 and no_g["condition"] == {}
 
 
+def test_a_ridge_given_where_it_would_change_nothing_is_refused_not_ignored(tmp_path):
+    """The identity metric has no ``G``: a ridge given with it is refused (0, what it holds, passes), by the engine,
+    ``compscope.scores``, ``compscope.compose_pair`` and ``track`` (where no tracked metric has a ``G``; with one,
+    each metric with a ``G`` takes it). A ``Metric`` built already holds its ridge: another is refused. With a
+    Gram matrix the ridge regularises it: condition ``(4 + λ)/(1/4 + λ)``, ``λ = r·tr(G)/d``, by hand."""
+    import compscope
+    from compscope.analysis.tracking import track
+    from compscope.core.metrics import embed, from_gram
+    from compscope.engine.composition import scores as engine_scores
+    from compscope.loading.formats import native
+
+    hw = model()
+    for call in (lambda: engine_scores(hw, "K", ["frobenius"], "identity", ridge=0.1, progress=False),
+                 lambda: compscope.scores(hw, "K", ["frobenius"], ridge=0.1, progress=False),
+                 lambda: compscope.compose_pair(hw, "0.0", "1.0", "K", "identity", ridge=0.1)):
+        with pytest.raises(OptionError, match=r"^ridge=0\.1: the identity metric has no G to regularise"):
+            call()
+    assert compscope.scores(hw, "K", ["frobenius"], ridge=0.0, progress=False).info["ridge"] == 0
+    built = embed(hw)  # the default ridge, 1e-6
+    with pytest.raises(OptionError, match=r"^ridge=0\.001: the metric 'embed' given was built with ridge 1e-06"):
+        compscope.scores(hw, "K", ["frobenius"], built, ridge=1e-3, progress=False)
+    same = compscope.scores(hw, "K", ["frobenius"], built, ridge=1e-6, progress=False)
+    torch.testing.assert_close(same.dense("frobenius", "K"), scores(hw, "K", ["frobenius"], "embed", progress=False)
+                               .dense("frobenius", "K"), rtol=0, atol=0, equal_nan=True)  # NaN: no pair
+    G = torch.diag(torch.tensor([4.0, 1 / 4] + [1.0] * 7, dtype=torch.float64))
+    lam = 0.5 * float(G.trace()) / 9
+    t = compscope.scores(hw, "K", ["frobenius"], G, ridge=0.5, progress=False)
+    assert t.info["ridge"] == 0.5 and t.info["condition"]["None"][1] == pytest.approx((4 + lam) / (0.25 + lam), rel=1e-12)
+    pair = {r: compscope.compose_pair(hw, "0.0", "1.0", "K", G, ridge=r).measures["frobenius"] for r in (0.5, None)}
+    assert pair[0.5] == pytest.approx(compscope.compose_pair(hw, "0.0", "1.0", "K", from_gram("custom", G, ridge=0.5))
+                                      .measures["frobenius"], rel=1e-12)
+    assert pair[0.5] != pytest.approx(pair[None], rel=1e-3)  # the ridge reached the pair
+    native.save(hw, tmp_path / "revs" / "rev-step1")
+    with pytest.raises(OptionError, match=r"^ridge=0\.1: the identity metric has no G to regularise"):
+        track(tmp_path / "revs", "K", ["frobenius"], "identity", ridge=0.1, progress=False)
+    both = track(tmp_path / "revs", "K", ["frobenius"], ["identity", "embed"], ridge=1e-3, progress=False)
+    assert [tab.info["ridge"] for tab in both.tables[0]] == [0, 1e-3]
+
+
 def test_activation_metric_per_layer_matches_dense_and_refuses_missing_layers():
     """A per-layer G is used for the reader's layer; a layer without one is an error, not identity."""
     from compscope import OptionError

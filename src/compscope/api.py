@@ -12,7 +12,7 @@ from .analysis import circuits as _circuits
 from .analysis import pair as _pair
 from .core.factors import check_composes
 from .core.heads import HeadWeights
-from .core.metrics import DEFAULT_RIDGE, check_data_used, get_metric
+from .core.metrics import check_data_used, get_metric
 from .core.processing import check_qk_norm_linearisable, process
 from .defaults import CONTENTS
 from .engine import composition as _composition
@@ -70,15 +70,17 @@ def load_processed(model, *, metric_data=None, device=None, fold_norm: bool = Fa
     return process(hw, center_writing=center_writing, fold_value_bias=fold_value_bias), runner
 
 
-def scores(model, kinds: str = "QKV", measures=DEFAULT, metric="identity", *, ridge: float = DEFAULT_RIDGE, metric_data=None,
-           fold_norm: bool = False, linearise_qk_norm: bool | str = False, center_writing: bool = False,
+def scores(model, kinds: str = "QKV", measures=DEFAULT, metric="identity", *, ridge: float | None = None,
+           metric_data=None, fold_norm: bool = False, linearise_qk_norm: bool | str = False, center_writing: bool = False,
            fold_value_bias: bool = False, linearise_norms: bool | str = False, sample_data=None, **options):
     """Composition scores of every (earlier writer, later reader) head pair of ``model`` (any
     source :func:`compscope.load` reads, or ``HeadWeights``): a ``ScoreTable``.
 
     ``kinds``: letters of ``'QKV'``; ``measures``: names, or ``'all'``; ``metric``: one metric (a
     table holds one), a registered name (``identity``, ``embed``, ``unembed``, ``activations``, ...),
-    a ``Metric`` or a Gram matrix of one's own. ``fold_norm``, ``linearise_qk_norm`` (True,
+    a ``Metric`` or a Gram matrix of one's own; ``ridge``: its ``G`` regularised as ``G + ridge·tr(G)/d·I``
+    (default ``1e-6``; refused with the identity metric, which has no ``G``, and with a ``Metric`` built
+    with another). ``fold_norm``, ``linearise_qk_norm`` (True,
     ``'isotropic'`` or ``'text'``), ``center_writing``, ``fold_value_bias``, ``linearise_norms`` (on
     ``sample_data``): the weights processed as :func:`load_processed` does, and a metric estimated on
     data estimated for those weights. Every other option (``offset``, ``pairs``, ``precision``,
@@ -95,11 +97,11 @@ def scores(model, kinds: str = "QKV", measures=DEFAULT, metric="identity", *, ri
     check_composes(hw)  # before a metric runs the model
     met = get_metric(metric, hw, ridge, model=runner or model, device=None if runner else options.get("device"),
                      data=metric_data)  # runs the model there
-    return _composition.scores(hw, kinds, measures, met, ridge=ridge, **options)
+    return _composition.scores(hw, kinds, measures, met, **options)
 
 
 def compose_pair(model, writer: tuple[int, int] | str, reader: tuple[int, int] | str, kind: str = "K", metric="identity", *,
-                 ridge: float = DEFAULT_RIDGE, device=None, metric_data=None, fold_norm: bool = False,
+                 ridge: float | None = None, device=None, metric_data=None, fold_norm: bool = False,
                  linearise_qk_norm: bool | str = False, center_writing: bool = False, fold_value_bias: bool = False,
                  linearise_norms: bool | str = False, sample_data=None, **options):
     """One pair of ``model`` in detail (principal angles, composed spectrum, every measure):
@@ -114,7 +116,7 @@ def compose_pair(model, writer: tuple[int, int] | str, reader: tuple[int, int] |
                                 sample_data=sample_data)
     check_composes(hw)
     met = get_metric(metric, hw, ridge, model=runner or model, device=None if runner else device, data=metric_data)
-    return _pair.compose_pair(hw, writer, reader, kind, met, ridge=ridge, **options)
+    return _pair.compose_pair(hw, writer, reader, kind, met, **options)
 
 
 def head_circuits(model, measure: str = "frobenius", *, offset: float = 0.0, content: str = "embed",

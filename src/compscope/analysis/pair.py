@@ -24,7 +24,7 @@ from ..core.factors import check_kind, check_offset, head_circuit
 from ..core.heads import HeadWeights
 from ..core.lowrank import LowRank, numerical_rank
 from ..measures import PairSpectra, measures
-from ..core.metrics import DEFAULT_RIDGE, Metric, get_metric
+from ..core.metrics import Metric, get_metric
 
 
 def pair_spectra(writer: LowRank, reader: LowRank, *, baseline: bool = False, samples: int = 256,
@@ -122,7 +122,7 @@ def compose_pair(
     metric: str | Metric = "identity",
     *,
     offset: float = 0.0,
-    ridge: float = DEFAULT_RIDGE,
+    ridge: float | None = None,
 ) -> PairReport:
     """Principal angles, composed singular values and every measure of the pair ``writer =
     (layer, head)`` → ``reader = (layer, head)`` (either also as ``'LAYER.HEAD'``; the reader in a
@@ -137,7 +137,7 @@ def compose_pairs(
     metric: str | Metric = "identity",
     *,
     offset: float = 0.0,
-    ridge: float = DEFAULT_RIDGE,
+    ridge: float | None = None,
 ) -> list[PairReport]:
     """:func:`compose_pair` of each ``(writer, reader, kind)`` in ``pairs``, under one metric: each head's
     map (in the metric's coordinates) and its thin SVD taken once for all the pairs it is in."""

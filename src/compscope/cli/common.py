@@ -230,15 +230,11 @@ def add_ridge(p: argparse.ArgumentParser) -> None:
                         "where G is singular); the identity metric has no G and takes none")
 
 
-def metric_ridge(args) -> float:
-    """``--ridge`` (default the specification's ``1e-6``), refused with ``--metric identity``, where it would
-    change nothing."""
-    from ..defaults import RIDGE
-
+def metric_ridge(args) -> float | None:
+    """``--ridge`` (None where not given: the default, ``1e-6``), refused with ``--metric identity``, where
+    it would change nothing, before the model loads."""
     ridge = getattr(args, "ridge", None)
-    if ridge is None:
-        return RIDGE
-    if args.metric == "identity":
+    if ridge is not None and args.metric == "identity":
         raise OptionError(f"--ridge {ridge:g}: the identity metric has no G to regularise (choose another --metric)")
     return ridge
 

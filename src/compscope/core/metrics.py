@@ -314,21 +314,42 @@ def check_ridge(ridge) -> float:
     return float(ridge)
 
 
-def get_metric(metric, hw: HeadWeights, ridge: float = DEFAULT_RIDGE, *, model=None, device=None,
+def get_metric(metric, hw: HeadWeights, ridge: float | None = None, *, model=None, device=None,
                data=None) -> Metric:
     """``metric`` itself when it is a :class:`Metric`, a Gram matrix of one's own as :func:`as_metric`
     reads it, else the registered metric of that name for ``hw`` (``model``: the source ``hw`` came
     from, for metrics estimated on data; ``device``: where those run it; ``data``: what they are
     estimated on, a :class:`~compscope.data.residual_moments.MetricData`, default the model's
-    default). A metric of one's own must fit ``hw`` (:func:`check_fits`)."""
-    check_ridge(ridge)
-    metric = as_metric(metric, ridge)
-    if isinstance(metric, Metric):
-        return check_fits(metric, hw)
-    check_metrics([metric])  # not a name: named as unknown, with the choices
-    if data is not None and on_data(metric):
-        return METRICS.get(metric)(hw, ridge, model, device=device, data=data)
-    return METRICS.get(metric)(hw, ridge, model, device=device)
+    default). A metric of one's own must fit ``hw`` (:func:`check_fits`). ``ridge``: ``G`` is
+    regularised as ``G + ridge·tr(G)/d·I`` (None: the default, ``1e-6``); one given is refused
+    where it would change nothing or not apply (:func:`check_ridge_applies`)."""
+    given = ridge is not None
+    ridge = DEFAULT_RIDGE if ridge is None else check_ridge(ridge)
+    built = isinstance(metric, Metric)
+    met = as_metric(metric, ridge)
+    if isinstance(met, Metric):
+        met = check_fits(met, hw)
+    else:
+        check_metrics([met])  # not a name: named as unknown, with the choices
+        more = {"data": data} if data is not None and on_data(met) else {}
+        met = METRICS.get(met)(hw, ridge, model, device=device, **more)
+    if given:
+        check_ridge_applies(met, ridge, built)
+    return met
+
+
+def check_ridge_applies(met: Metric, ridge: float, built: bool = False) -> None:
+    """A ridge given for ``met`` is refused where it is not the one ``met`` holds: a metric without
+    ``G`` (the identity) takes none but 0, and a :class:`Metric` already built (``built``) holds its own
+    (a registered name or a Gram matrix is regularised with the ridge given, so it always holds it)."""
+    if ridge == met.ridge:
+        return
+    if not met.sqrt:
+        raise OptionError(f"ridge={ridge:g}: the {met.name} metric has no G to regularise; leave ridge out, or "
+                          "choose a metric with a G")
+    if built:
+        raise OptionError(f"ridge={ridge:g}: the metric {met.name!r} given was built with ridge {met.ridge:g}; build "
+                          "it with the ridge wanted, or leave ridge out")
 
 
 def check_metrics(metrics) -> list:

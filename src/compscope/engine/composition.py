@@ -59,7 +59,7 @@ from .plan import memory_budget, plan_groups, resolve_device
 from ..core.factors import check_kinds, check_offset
 from ..core.heads import HeadWeights
 from ..measures import DEFAULT, GramStats, Measure, PairSpectra, get_measure, select
-from ..core.metrics import DEFAULT_RIDGE, Metric, get_metric
+from ..core.metrics import Metric, get_metric
 from ..progress import progress_bar
 from ..results.table import ScoreTable, top_entries
 from .workspace import Workspace, borrowed
@@ -86,7 +86,7 @@ def scores(
     offset: float = 0.0,
     pairs: str | int = 256,
     precision: str = "float32",
-    ridge: float = DEFAULT_RIDGE,
+    ridge: float | None = None,
     baseline_samples: int = 256,
     seed: int = 0,
     max_memory: int | None = None,
@@ -100,7 +100,9 @@ def scores(
 
     ``kinds``: any of ``'Q'``, ``'K'``, ``'V'``. ``measures``: names from
     ``compscope.measures.MEASURES`` (``'all'`` for every one). ``metric``: a registered
-    name (``compscope.core.metrics.METRICS``) or a ``Metric``. ``pairs``: for X-route measures, ``'all'`` or
+    name (``compscope.core.metrics.METRICS``) or a ``Metric``; ``ridge``: its ``G`` regularised as
+    ``G + ridge·tr(G)/d·I`` (default ``1e-6``; refused where it changes nothing or the ``Metric`` holds
+    another, :func:`~compscope.core.metrics.get_metric`). ``pairs``: for X-route measures, ``'all'`` or
     the number of top pairs by ``frobenius`` per kind (others NaN). ``precision``: of the
     large products (``'float32'``, the default: see the module docstring for its error;
     ``'float64'``: exact to ~1e-12, about half the speed; ``'tf32'`` and ``'bfloat16'``:
