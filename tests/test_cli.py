@@ -246,7 +246,8 @@ def test_scores_header_states_the_metric_condition_number(capsys):
 def test_scores_ridge_option(capsys, tmp_path):
     """``--ridge R`` regularises G as G + R·tr(G)/d·I: the header's condition number is the one computed
     here from G's eigenvalues, the saved table records R and equals the Python API's under R (and differs
-    from the default ridge's); a ridge that is not a finite number >= 0, or one for the identity metric, is refused."""
+    from the default ridge's); a ridge that is not a finite number >= 0, or one above 0 for the identity metric, is
+    refused."""
     import numpy as np
 
     from compscope import read_scores, scores
@@ -275,6 +276,8 @@ def test_scores_ridge_option(capsys, tmp_path):
         assert f"argument --ridge: {bad!r}: expected a finite number >= 0" in capsys.readouterr().err
     assert main(["scores", "--ridge", "0.1"]) == 2
     assert "--ridge 0.1: the identity metric has no G to regularise" in capsys.readouterr().err
+    assert main(["scores", "--ridge", "0", "--kinds", "K", "--measure", "tight", "--top", "1"]) == 0  # what it holds
+    assert "ridge" not in capsys.readouterr().out
 
 
 def test_pair_ridge_option(capsys, tmp_path):
@@ -305,6 +308,69 @@ def test_pair_ridge_option(capsys, tmp_path):
     assert "--ridge 0.1: the identity metric has no G to regularise" in capsys.readouterr().err
     assert main(["pair", "0.0", "1.1", "--out", str(out)]) == 0  # the identity metric: no G, no ridge said
     assert "condition" not in capsys.readouterr().out and "ridge" not in json.loads(out.read_text())
+
+
+def test_intervene_ridge_option(capsys, tmp_path):
+    """``compscope intervene --ridge R``: the heading says G's condition number under R (computed here from
+    its eigenvalues) as ``scores`` does, and the measures' rank correlations are those of the Python API's
+    scores under R against the effects saved; with the identity metric it is refused before the model runs,
+    by the command and by ``against_measures``."""
+    import numpy as np
+    import pandas as pd
+    import torch
+
+    from compscope import OptionError, scores
+    from compscope.analysis.stats import spearman
+    from compscope.data.intervene import against_measures
+    from compscope.loading.builtin import DEFAULT_MODEL
+
+    out = tmp_path / "fx.csv"
+    assert main(["intervene", "--metric", "embed", "--ridge", "0.1", "--kinds", "K", "--sequences", "2", "--half", "8",
+                 "--top", "1", "--out", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    ev = _embed_gram_eigenvalues()
+    lam = 0.1 * ev.sum() / len(ev)
+    said = f"measures under metric embed (condition number {(ev[-1] + lam) / (ev[0] + lam):.3g} with ridge 0.1·tr(G)/d"
+    assert said in lines[0], lines[0]
+    fx = pd.read_csv(out)
+    eff = np.full((2, 4, 2, 4), np.nan)
+    for r in fx[fx.kind == "K"].itertuples():
+        eff[r.src_layer, r.src_head, r.dst_layer, r.dst_head] = r.effect
+    table = scores(DEFAULT_MODEL, "K", ["tight", "frobenius"], "embed", ridge=0.1, pairs="all", progress=False)
+    rho = {m: spearman(table.dense(m, "K"), torch.tensor(eff)) for m in ("tight", "frobenius")}
+    assert all(f"{m} {r:.2f}" in lines[2] for m, r in rho.items()), (rho, lines[2])
+    assert main(["intervene", "--ridge", "0.1", "--sequences", "2", "--half", "8"]) == 2
+    assert "--ridge 0.1: the identity metric has no G to regularise" in capsys.readouterr().err
+    with pytest.raises(OptionError, match=r"^ridge=0\.1: the identity metric has no G"):
+        against_measures(DEFAULT_MODEL, "K", sequences=2, half=8, ridge=0.1)
+    with pytest.raises(OptionError, match=r"^ridge=-1: expected a finite number >= 0"):
+        against_measures(DEFAULT_MODEL, "K", metric="embed", sequences=2, half=8, ridge=-1)
+
+
+def test_track_ridge_option(capsys, tmp_path):
+    """``compscope track --ridge R`` regularises each tracked metric with a G by R (the identity's rows record 0),
+    says so, and its rows equal ``compscope.scores`` under R; where every metric is the identity it is refused."""
+    import pandas as pd
+
+    from compscope import load, scores
+    from compscope.loading.builtin import DEFAULT_MODEL
+    from compscope.loading.formats import native
+
+    hw = load(DEFAULT_MODEL)
+    for step in (1, 2):
+        native.save(hw, tmp_path / "run" / f"rev-step{step}")
+    out = tmp_path / "t.csv"
+    assert main(["track", str(tmp_path / "run"), "--measure", "tight", "--ridge", "0.1", "--out", str(out)]) == 0
+    assert "metrics identity, embed; ridge 0.1·tr(G)/d on each metric with a G" in capsys.readouterr().out
+    df = pd.read_csv(out)
+    assert df.groupby("metric").ridge.unique().map(list).to_dict() == {"embed": [0.1], "identity": [0.0]}
+    want = scores(DEFAULT_MODEL, "K", ["tight"], "embed", ridge=0.1, progress=False).dense("tight", "K")
+    rows = df[(df.metric == "embed") & (df.step == 2)]
+    assert len(rows) == 16
+    for r in rows.itertuples():
+        assert r.value == pytest.approx(float(want[r.src_layer, r.src_head, r.dst_layer, r.dst_head]), rel=1e-6)
+    assert main(["track", str(tmp_path / "run"), "--metric", "identity", "--ridge", "0.1"]) == 2
+    assert "--ridge 0.1: the identity metric has no G to regularise" in capsys.readouterr().err
 
 
 def test_max_memory_option(capsys):

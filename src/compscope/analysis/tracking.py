@@ -144,9 +144,10 @@ class Track(Tabular):
 
     def to_pandas(self):
         """One row per (checkpoint, metric, measure, kind, pair): score-table columns plus
-        ``step``, ``checkpoint``, ``weights_hash`` (the checkpoint's :func:`weights_hash`) and,
-        when a metric has a ``G`` from data or of one's own, ``metric_data`` (what that checkpoint's
-        ``G`` was estimated on, or how it was given; None for a metric from the weights)."""
+        ``step``, ``checkpoint``, ``weights_hash`` (the checkpoint's :func:`weights_hash`), ``ridge`` (the
+        metric's ``G`` regularised as ``G + ridge·tr(G)/d·I``; 0 without a ``G``) and, when a metric has a
+        ``G`` from data or of one's own, ``metric_data`` (what that checkpoint's ``G`` was estimated on, or
+        how it was given; None for a metric from the weights)."""
         import pandas as pd
 
         said = any(t.info.get("metric_data") for tabs in self.tables for t in tabs)
@@ -158,6 +159,7 @@ class Track(Tabular):
                 df["checkpoint"] = c.path.name
                 if self.hashes is not None:
                     df["weights_hash"] = self.hashes[i]
+                df["ridge"] = float(t.info.get("ridge", 0.0))
                 if said:
                     df["metric_data"] = t.info.get("metric_data")
                 frames.append(df)

@@ -222,19 +222,21 @@ def ridge_value(text: str) -> float:
     return value
 
 
-def add_ridge(p: argparse.ArgumentParser) -> None:
+def add_ridge(p: argparse.ArgumentParser, which: str = "") -> None:
+    """``--ridge`` (:func:`metric_ridge` reads it); ``which``: the metrics it applies to, in words."""
     from ..defaults import RIDGE
 
     p.add_argument("--ridge", type=ridge_value, metavar="R",
-                   help=f"regularise the metric's G as G + R·tr(G)/d·I (default {RIDGE:g}; 0: none, refused "
+                   help=f"regularise the metric's G{which} as G + R·tr(G)/d·I (default {RIDGE:g}; 0: none, refused "
                         "where G is singular); the identity metric has no G and takes none")
 
 
-def metric_ridge(args) -> float | None:
-    """``--ridge`` (None where not given: the default, ``1e-6``), refused with ``--metric identity``, where
-    it would change nothing, before the model loads."""
+def metric_ridge(args, metrics=None) -> float | None:
+    """``--ridge`` (None where not given: the default, ``1e-6``), refused above 0 with ``--metric identity``,
+    where it would change nothing, before the model loads (as ``get_metric`` refuses ``ridge=``); with
+    ``metrics`` (a command taking several), where every one is the identity."""
     ridge = getattr(args, "ridge", None)
-    if ridge is not None and args.metric == "identity":
+    if ridge and all(m == "identity" for m in ([args.metric] if metrics is None else metrics)):
         raise OptionError(f"--ridge {ridge:g}: the identity metric has no G to regularise (choose another --metric)")
     return ridge
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from .common import (add_device, add_intervention, add_metric_data, add_model_dtype, add_tokenizer, count, half_length,
-                     metric_data, metric_names, model_reading_text, reads_text, table_file)
+from .common import (add_device, add_intervention, add_metric_data, add_model_dtype, add_ridge, add_tokenizer, count,
+                     half_length, metric_data, metric_names, metric_ridge, metric_text, model_reading_text, reads_text,
+                     table_file)
 
 HELP = "interventional composition of a model on data, against every measure"
 EXAMPLE = "example: compscope intervene --kinds K --top 16 --metric activations   (or: compscope intervene smollm2 --kinds K --sequences 8)"
@@ -18,6 +19,7 @@ def add_arguments(p) -> None:
                         "default) or a HuggingFace hub id (owner/name[@revision], the local cache first)")
     p.add_argument("--kinds", default="QKV", help="any of Q, K, V (default QKV)")
     p.add_argument("--metric", default="identity", help=f"metric of the measures: {metric_names()} (default identity)")
+    add_ridge(p)
     add_metric_data(p)
     p.add_argument("--sequences", type=count, default=100, help="held-out repeated random sequences (default 100)")
     p.add_argument("--half", type=half_length, default=None,
@@ -35,6 +37,7 @@ def add_arguments(p) -> None:
 
 def run(args) -> None:
     table_file(args.out)
+    metric_ridge(args)  # before the model loads
     print(report(args))
 
 
@@ -46,21 +49,20 @@ def report(args) -> str:
     from ..analysis.stats import spearman
     from ..data.intervene import against_measures, writers_text
     from ..data.sequences import HALF
-    from ..results.table import metric_origin, top_entries
+    from ..results.table import top_entries
 
     model = model_reading_text(args, args.model, reads_text(args, args.metric), "the metrics estimated on data")
     fx, table, half = against_measures(model, args.kinds, metric=args.metric, sequences=args.sequences,
                                        half=args.half, seed=args.seed, ablation=args.ablation,
                                        batch_size=args.batch_size, progress=True, device=args.device,
                                        model_dtype=args.model_dtype, paths=args.paths, writers=args.writers,
-                                       metric_data=metric_data(args, args.metric))
+                                       metric_data=metric_data(args, args.metric), ridge=args.ridge)
     cut = f" (cut from {HALF} to fit the model's context)" if args.half is None and half != HALF else ""
     where = "in h2's input" if args.paths == "direct" else "in the model, read by h2 through every path"
     some = "" if fx.writers is None else f"; {writers_text(fx.writers)}"
-    on = f", {metric_origin(table.info)}" if metric_origin(table.info) else ""  # as the scores header says it
     lines = [f"{table.model}: interventional composition ({args.ablation}-ablation of h1's output {where}) on "
              f"{args.sequences} held-out repeated random sequences [t, t], |t| = {half}{cut} (seed {args.seed}); "
-             f"measures under metric {table.metric}{on}{some}"]
+             f"measures under metric {metric_text(table.metric, table.info)}{some}"]  # as the scores header says it
     rows = [(kind, kind, eff) for kind, eff in fx.by_kind.items()]
     if fx.v_direction is not None:
         rows.append(("V (direction)", "V", fx.v_direction))

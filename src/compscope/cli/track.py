@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .common import (add_metric_data, add_scoring, add_tokenizer, metric_data, metric_names, output_file, parse_pair,
-                     passed_over, reads_text, score_options, table_file)
+from .common import (add_metric_data, add_ridge, add_scoring, add_tokenizer, metric_data, metric_names, metric_ridge,
+                     output_file, parse_pair, passed_over, reads_text, score_options, table_file)
 
 HELP = "composition at every checkpoint of a training run, as one table and a plot"
 EXAMPLE = "example: compscope train --out runs/a && compscope track runs/a --out track.parquet --plot track.png"
@@ -16,6 +16,7 @@ def add_arguments(p) -> None:
     add_scoring(p, "K", TRACKED)
     p.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
                    help=f"a metric, {metric_names()} (repeatable; default identity and embed)")
+    add_ridge(p, " (each metric with a G)")
     add_metric_data(p)
     add_tokenizer(p)
     p.add_argument("--out", help="write the table, one row per (checkpoint, metric, measure, kind, pair) (.csv or .parquet)")
@@ -39,6 +40,7 @@ def run(args) -> None:
     highlight = [parse_pair(p) for p in args.highlight] if args.highlight else None
     source = args.checkpoints[0] if len(args.checkpoints) == 1 else args.checkpoints
     metrics = args.metrics or list(TRACKED_METRICS)
+    ridge = metric_ridge(args, metrics)
     tokenizer = {}
     if args.tokenizer:  # read once, before the checkpoints; each checkpoint's runner is given it
         from ..data.tokenizers import given_tokenizer
@@ -48,9 +50,10 @@ def run(args) -> None:
                               f"{', '.join(map(str, metrics))})")
         tokenizer = given_tokenizer(args.tokenizer)
     tr = track(source, args.kinds, args.measures or TRACKED, metrics, check=highlight or (),
-               metric_data=metric_data(args, metrics), **tokenizer, **score_options(args, TRACKED))
+               metric_data=metric_data(args, metrics), ridge=ridge, **tokenizer, **score_options(args, TRACKED))
     print(f"{len(tr.checkpoints)} checkpoints, steps {tr.steps[0]}..{tr.steps[-1]}; kinds {args.kinds}; "
-          f"metrics {', '.join(t.metric for t in tr.tables[-1])}")
+          f"metrics {', '.join(t.metric for t in tr.tables[-1])}"
+          + ("" if ridge is None else f"; ridge {ridge:g}·tr(G)/d on each metric with a G"))
     for t in tr.tables[-1]:  # where a G came from (one estimated on data: each checkpoint's own, the last said)
         origin = metric_origin(t.info)
         if origin:

@@ -558,7 +558,7 @@ def _effect(kind: str, clean: dict, patched: dict, layer: int) -> Tensor:
 def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", sequences: int = 100, half: int | None = None,
                      seed: int = SEED, ablation: str = "mean", batch_size: int = 16, progress: bool = False,
                      device: str | torch.device | None = None, model_dtype: str | torch.dtype | None = None,
-                     paths: str = "direct", writers=None, metric_data=None):
+                     paths: str = "direct", writers=None, metric_data=None, ridge: float | None = None):
     """Interventional composition of any model compscope runs (:func:`~compscope.data.runner.runner_for`)
     on ``sequences`` held-out repeated random sequences ``[bos] t t`` (toy models: their own held-out
     repeats; ``|t| = half``, refused when it does not fit the model's context; by default 32, cut to
@@ -568,8 +568,9 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
     the model runs and the measures are computed (default CUDA when present, else the CPU);
     ``model_dtype``: what a model loaded from files computes in (default float32); ``paths``,
     ``writers``: as :func:`intervention_effects`; ``metric_data``: what a metric estimated on data
-    is estimated on (:class:`~compscope.data.residual_moments.MetricData`)."""
-    from ..core.metrics import check_data_used, check_metrics, get_metric
+    is estimated on (:class:`~compscope.data.residual_moments.MetricData`); ``ridge``: the metric's ``G``
+    regularised as ``G + ridge·tr(G)/d·I`` (default ``1e-6``; refused for the identity metric, which has none)."""
+    from ..core.metrics import check_data_used, check_metrics, check_ridge, get_metric
     from ..engine.composition import scores
     from .runner import ToyRunner
     from .sequences import HALF, repeats
@@ -578,6 +579,8 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
     if more:
         raise OptionError(f"metric: one metric (a name or a Metric), got {len(more) + 1}")
     check_data_used(metric_data, metric)
+    if ridge is not None:
+        check_ridge(ridge)  # before the model loads; whether the metric takes one, before it runs
     check_ablation(ablation, sequences)
     check_paths(paths)
     if half is not None:
@@ -585,6 +588,7 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
     runner, _ = runner_with_writers(model, writers, device=device, dtype=model_dtype)
     hw = runner.hw
     half, _ = runner.repeat_half(half, HALF)
+    met = get_metric(metric, hw, ridge, model=runner, data=metric_data)  # a ridge it does not take: refused here
     if isinstance(runner, ToyRunner):
         from ..toy.storage import held_out_repeats
 
@@ -593,6 +597,5 @@ def against_measures(model, kinds: str = "QKV", *, metric: str = "identity", seq
         tokens = repeats(sequences, half, hw.n_vocab, seed, runner.bos, avoid=runner.special_ids()).tokens
     effects = intervention_effects(runner, tokens, kinds, ablation, batch_size=batch_size, progress=progress,
                                    paths=paths, writers=writers)
-    table = scores(hw, kinds, "all", get_metric(metric, hw, model=runner, data=metric_data), pairs="all", progress=progress,
-                   device=runner.device)
+    table = scores(hw, kinds, "all", met, pairs="all", progress=progress, device=runner.device)
     return effects, table, (tokens.shape[1] - (runner.bos is not None)) // 2
