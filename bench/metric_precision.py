@@ -17,7 +17,7 @@ import statistics
 import time
 
 import compscope
-from compscope.core.metrics import DEFAULT_RIDGE, get_metric
+from compscope.core.metrics import get_metric
 
 
 def main() -> None:
@@ -32,7 +32,7 @@ def main() -> None:
         for metric in filter(None, args.metrics.split(",")):
             if metric == "unembed" and hw.W_U is None:
                 continue
-            met = get_metric(metric, hw, DEFAULT_RIDGE)
+            met = get_metric(metric, hw)
             compscope.scores(hw, "QKV", metric=met, progress=False)  # warm-up
             times = {"float32": [], "float64": []}
             tables = {}

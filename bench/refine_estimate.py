@@ -38,7 +38,7 @@ import torch
 sys.path.insert(0, os.path.dirname(__file__))
 import compscope  # noqa: E402
 import compscope.engine.composition as engine  # noqa: E402
-from compscope.core.metrics import DEFAULT_RIDGE, get_metric  # noqa: E402
+from compscope.core.metrics import get_metric  # noqa: E402
 from compscope.engine.gram_route import SAFETY, cancellation_scale  # noqa: E402
 from composition_speed import random_heads  # noqa: E402
 
@@ -134,7 +134,7 @@ def main() -> None:
         for metric in filter(None, args.metrics.split(",")):
             if metric == "unembed" and hw.W_U is None:
                 continue
-            one(f"{hw.meta.name} {metric}", hw, get_metric(metric, hw, DEFAULT_RIDGE))
+            one(f"{hw.meta.name} {metric}", hw, get_metric(metric, hw))
 
 
 if __name__ == "__main__":

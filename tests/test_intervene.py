@@ -2,6 +2,7 @@
 of layer 1, zero effects for a silent writer, and the default model's known circuit."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -147,12 +148,16 @@ def test_cli_names_the_metric_and_where_its_g_came_from_as_scores_does(tmp_path,
     common = ["--kinds", "K", "--sequences", "2", "--half", "8", "--top", "1"]
     assert main(["intervene", "--metric", str(tmp_path / "mine.npy"), *common]) == 0
     head = capsys.readouterr().out.splitlines()[0]
-    assert head.endswith("measures under metric mine, with G given as the file mine.npy (SHA-256 "
-                         + compscope.scores(hw, "K", ["frobenius"], metric=str(tmp_path / "mine.npy"), progress=False)
-                         .info["metric_data"].rsplit("(SHA-256 ", 1)[1]), head
+    info = compscope.scores(hw, "K", ["frobenius"], metric=str(tmp_path / "mine.npy"), progress=False).info
+    raw, cond = info["condition"]["None"]
+    assert head.endswith(f"measures under metric mine (condition number {cond:.3g} with ridge 1e-06·tr(G)/d, {raw:.3g} "
+                         "without), with G given as the file mine.npy (SHA-256 "
+                         + info["metric_data"].rsplit("(SHA-256 ", 1)[1]), head
     assert main(["intervene", "--metric", "covariance", "--metric-sequences", "3", *common]) == 0
-    assert ("measures under metric covariance, estimated on 3 held-out repeated random sequences [t, t], |t| = 32 "
-            "(seed 12346); Ledoit-Wolf shrinkage 0.") in capsys.readouterr().out.splitlines()[0]
+    head = capsys.readouterr().out.splitlines()[0]
+    assert re.search(r"measures under metric covariance \(largest condition number of 2 layers \S+ with ridge "
+                     r"1e-06·tr\(G\)/d, \S+ without\), estimated on 3 held-out repeated random sequences \[t, t\], "
+                     r"\|t\| = 32 \(seed 12346\); Ledoit-Wolf shrinkage 0\.", head), head
 
 
 
