@@ -595,6 +595,36 @@ def test_the_pair_command_of_a_metric_on_data_names_the_data_the_report_estimate
     assert capsys.readouterr().out != printed
 
 
+def test_a_ridge_reaches_the_reports_metrics_its_verdict_and_its_pair_command(tmp_path, monkeypatch, capsys):
+    """``compscope report --ridge R``: the page's pairs under ``embed`` are ``compose_pair``'s under R (not the default
+    ridge's), the verdict it runs is asked for R, and the page holds R for the pair commands it suggests; with only
+    the identity metric (no G) it is refused before any work."""
+    import compscope
+    import compscope.data.validate as V
+
+    asked, real = [], V.validate
+    monkeypatch.setattr(V, "validate", lambda *a, **k: asked.append(k.get("ridge")) or real(*a, **k))
+    out = tmp_path / "rep"
+    assert main(["report", "induction-2l", "--data", "run", "--kinds", "K", "--metric", "identity", "--metric", "embed",
+                 "--ridge", "0.1", "--no-figures", "--quiet", "--out", str(out)]) == 0
+    assert asked == [0.1]
+    doc = _document((out / "index.html").read_text())
+    assert doc["ridge"] == 0.1
+    key = next(k for k in doc["details"] if k.startswith("embed|K|"))
+    _, _, w, r = key.split("|")
+    want, default = (compscope.compose_pair("induction-2l", w, r, "K", "embed", **kw).measures for kw in ({"ridge": 0.1}, {}))
+    assert doc["details"][key]["measures"] == pytest.approx(want, rel=1e-5, abs=1e-6)  # as stored: 6 digits
+    assert max(abs(want[m] - default[m]) for m in want) > 1e-3  # the ridge changed the pair
+    capsys.readouterr()
+    assert main(["report", "--metric", "identity", "--ridge", "0.1", "--out", str(tmp_path / "no")]) == 2
+    assert "--ridge 0.1: the identity metric has no G to regularise" in capsys.readouterr().err
+    assert asked == [0.1] and not (tmp_path / "no").exists()
+    py = _document(compscope.write_report("induction-2l", tmp_path / "py", kinds="K", metrics=["embed"], data="none",
+                                          ridge=0.1, figures=False, progress=False).read_text())
+    assert py["ridge"] == 0.1 and "ridge=0.1" in py["command"]
+    assert py["details"][key]["measures"] == pytest.approx(want, rel=1e-5, abs=1e-6)
+
+
 def test_the_pair_command_of_a_gram_matrix_file_names_the_file(tmp_path, capsys):
     """A report under ``--metric FILE.npy`` records the file as the metric's command-line name (and
     no data flags for it), and that command prints the pair's measures as the page holds them; a

@@ -301,6 +301,13 @@ def test_a_pair_without_stored_spectra_gives_a_command_that_runs(page, capsys):
                       " pairCommand('identity', 'K', 0, 0, 1, 1)]; } finally { [D.on_data, D.metric_data_flags] = k; } })()")
     assert got == ["compscope pair induction-2l 0.0 1.1 --kind K --metric covariance --metric-seed 0",
                    "compscope pair induction-2l 0.0 1.1 --kind K --metric identity"]
+    # a ridge given: on each metric with a G (the identity has none); the command runs and says it
+    got = pg.evaluate("(() => { const k = D.ridge; D.ridge = 0.1; try { return [pairCommand('embed', 'K', 0, 0, 1, 1),"
+                      " pairCommand('identity', 'K', 0, 0, 1, 1)]; } finally { D.ridge = k; } })()")
+    assert got == ["compscope pair induction-2l 0.0 1.1 --kind K --metric embed --ridge 0.1",
+                   "compscope pair induction-2l 0.0 1.1 --kind K --metric identity"]
+    capsys.readouterr()
+    assert main(shlex.split(got[0])[1:]) == 0 and "with ridge 0.1·tr(G)/d" in capsys.readouterr().out
     # a Gram matrix file by its path (quoted for a shell); a metric given in Python only, by the Python call
     got = pg.evaluate("(() => { const k = D.metric_args; D.metric_args = {'my cov': 'G files/my cov.npy', 'custom': null};"
                       " try { return [pairCommand('my cov', 'K', 0, 0, 1, 1), pairCommand('custom', 'V', 0, 1, 1, 2)]; }"

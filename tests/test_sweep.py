@@ -148,6 +148,39 @@ def test_a_gram_matrix_file_is_part_of_its_tasks(run_folder, tmp_path, capsys):
     assert len(first) == len(df) // 2
 
 
+def test_a_ridge_given_is_part_of_the_tasks_of_each_metric_with_a_g(run_folder, tmp_path, capsys):
+    """``--ridge R``: the embed tasks hold R (their rows equal ``compscope.scores`` under R) and are new tasks; the
+    identity's tasks are those of a sweep without it (already done); a validate task holds R and its verdict's rows
+    are ``validate``'s under R; where every metric is the identity it is refused before any task."""
+    import json
+
+    common = [str(run_folder), "--kinds", "K", "--measure", "tight", "--out", str(tmp_path / "ds"), "--quiet"]
+    assert main(["sweep", *common, "--metric", "identity"]) == 0 and "computed 4 tasks" in capsys.readouterr().out
+    assert main(["sweep", *common, "--metric", "identity", "--metric", "embed", "--ridge", "0.1"]) == 0
+    assert "computed 4 tasks, skipped 4 already done" in capsys.readouterr().out
+    df = read_dataset(tmp_path / "ds")
+    ridges = {m: {json.loads(o).get("ridge") for o in df[df.metric == m].options} for m in ("identity", "embed")}
+    assert ridges == {"identity": {None}, "embed": {0.1}}
+    last = max(expand_sources([str(run_folder)]), key=lambda t: t[2])
+    want = compscope.scores(last[0], "K", ["tight"], "embed", ridge=0.1, progress=False).dense("tight", "K")
+    rows = df[(df.metric == "embed") & (df.step == last[2])]
+    assert len(rows) == 16
+    for r in rows.itertuples():
+        assert r.value == pytest.approx(float(want[r.src_layer, r.src_head, r.dst_layer, r.dst_head]), rel=1e-6)
+    out = tmp_path / "dv"
+    assert main(["sweep", str(last[0]), "--job", "validate", "--metric", "identity", "--metric", "embed", "--kinds", "K",
+                 "--sequences", "8", "--ridge", "0.1", "--out", str(out), "--quiet"]) == 0
+    v = read_dataset(out)
+    assert {json.loads(o)["ridge"] for o in v.options} == {0.1}
+    verdict = compscope.validate(last[0], sequences=8, half=16, metrics=("identity", "embed"), kinds="K", ridge=0.1,
+                                 progress=False)
+    got = v[(v.metric == "embed") & (v.kind == "K")].set_index("measure").spearman.to_dict()
+    assert got == pytest.approx({r["measure"]: r["spearman"] for r in verdict.rows
+                                 if r["metric"] == "embed" and r["kind"] == "K"}, abs=1e-9)
+    assert main(["sweep", *common, "--metric", "identity", "--ridge", "0.1"]) == 2
+    assert "--ridge 0.1: the identity metric has no G to regularise" in capsys.readouterr().err
+
+
 def test_bad_sweep_options(tmp_path):
     with pytest.raises(OptionError, match="executor"):
         sweep([], tmp_path, executor="slurm")

@@ -1056,6 +1056,39 @@ def test_a_metric_the_model_cannot_have_is_refused_before_the_model_runs(monkeyp
     assert any(n.startswith("metric unembed skipped") and "no unembedding" in n for n in v.notes), v.notes
 
 
+def test_a_ridge_reaches_each_metric_with_a_g_and_is_recorded(monkeypatch, capsys, tmp_path):
+    """``ridge=`` regularises each judged metric with a ``G`` (the toy's ``embed`` and ``covariance``: their tables
+    equal ``compscope.scores`` under it; the identity's records 0), is recorded (``run.json``; the default 1e-6
+    where none is given) and said in a note; where every metric is the identity it is refused before the model
+    runs, by ``validate`` and by ``compscope validate --ridge``."""
+    import json
+
+    import compscope
+
+    small = dict(sequences=8, half=8, intervention_sequences=2, kinds="K", progress=False)
+    v = validate("induction-2l", metrics=("identity", "embed", "covariance"), ridge=0.1, **small)
+    assert {m: t.info["ridge"] for m, t in v.tables.items()} == {"identity": 0, "embed": 0.1, "covariance": 0.1}
+    for m in ("embed", "covariance"):
+        want = compscope.scores("induction-2l", "K", "all", m, ridge=0.1, pairs="all", progress=False)
+        for measure in want.measures:
+            torch.testing.assert_close(v.tables[m].dense(measure, "K"), want.dense(measure, "K"), rtol=1e-6, atol=1e-9,
+                                       equal_nan=True)
+        assert want.info["condition"] == v.tables[m].info["condition"]
+    assert v.options["ridge"] == 0.1
+    assert "each metric with a G regularised as G + 0.1·tr(G)/d·I (the default ridge: 1e-06)" in v.notes
+    v.save(tmp_path / "v")
+    assert json.loads((tmp_path / "v" / "run.json").read_text())["ridge"] == 0.1
+    plain = validate("induction-2l", metrics=("embed",), **small)
+    assert plain.options["ridge"] == 1e-6 and plain.tables["embed"].info["ridge"] == 1e-6
+    assert not any("regularised" in n for n in plain.notes)
+    calls = _traces(monkeypatch)
+    with pytest.raises(OptionError, match=r"^ridge=0\.1: the identity metric has no G to regularise"):
+        validate("induction-2l", metrics=("identity",), ridge=0.1, **small)
+    assert main(["validate", "--metric", "identity", "--ridge", "0.1", "--sequences", "8"]) == 2
+    assert "--ridge 0.1: the identity metric has no G to regularise" in capsys.readouterr().err
+    assert calls == []
+
+
 def test_a_metric_of_ones_own_is_judged_under_its_name():
     """A ``Metric`` object (here the embed metric renamed) is judged beside the registered one of
     the same matrices: its rows carry its name and equal theirs; two different metrics of one name

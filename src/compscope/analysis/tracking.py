@@ -20,7 +20,7 @@ from typing import Sequence
 import torch
 
 from ..engine.composition import scores
-from ..core.metrics import ON_DATA, check_data_used, check_ridge, distinct_metrics, get_metric, on_data
+from ..core.metrics import ON_DATA, check_data_used, distinct_metrics, get_metric, on_data, ridge_for, shared_ridge
 from ..errors import OptionError, check_keywords
 from ..defaults import TRACKED_METRICS
 from ..measures import TRACKED
@@ -254,10 +254,7 @@ def track(
     ckpts, skipped = scan_checkpoints(source)
     metrics = distinct_metrics(metrics)
     check_data_used(metric_data, metrics)
-    ridge = score_options.pop("ridge", None)  # for each metric with a G; refused where none has one
-    if ridge is not None and check_ridge(ridge) and all(m == "identity" for m in metrics):
-        raise OptionError(f"ridge={ridge:g}: the identity metric has no G to regularise; leave ridge out, or track "
-                          "a metric with a G")
+    ridge = shared_ridge(metrics, score_options.pop("ridge", None))  # for each metric with a G
     if tokenizer is not None and not on_data(metrics):
         raise OptionError(f"tokenizer: for the metrics estimated on data ({', '.join(ON_DATA)}), and none is tracked")
     tables, labs, hashes = [], [], []
@@ -275,7 +272,7 @@ def track(
         device = score_options.get("device")
         running = c.path if tokenizer is None else runner_for(c.path, hw, progress=False, device=device, tokenizer=tokenizer,
                                                                tokenizer_said=tokenizer_said)  # one per checkpoint
-        tables.append([scores(hw, kinds, measures, get_metric(m, hw, None if m == "identity" else ridge, model=running, device=None if tokenizer else device,
+        tables.append([scores(hw, kinds, measures, get_metric(m, hw, ridge_for(m, ridge), model=running, device=None if tokenizer else device,
                                                         data=metric_data), progress=False, **score_options)
                        for m in metrics])
         if labels and model is not None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import sys
 import time
 
-from .common import (add_metric_data, add_model, add_processing, add_tokenizer, count, metric_data, metric_names,
-                     model_reading_text, processing, reads_text)
+from .common import (add_metric_data, add_model, add_processing, add_ridge, add_tokenizer, count, metric_data,
+                     metric_names, metric_ridge, model_reading_text, processing, reads_text)
 
 HELP = "write an interactive HTML report of a model's wiring (heatmaps, circuit graph, verdict, explainers)"
 DESCRIPTION = ("Write DIR/index.html (self-contained and offline: open it from disk), scores.parquet, head_labels.csv, "
@@ -27,6 +27,7 @@ def add_arguments(p) -> None:
                    help=f"a measure (repeatable; 'all' for every one; default {', '.join(REPORT_MEASURES)})")
     p.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
                    help=f"a metric, {metric_names()} (repeatable; default {', '.join(REPORT_METRICS)})")
+    add_ridge(p, " (each metric with a G, the verdict's too)")
     add_metric_data(p)
     p.add_argument("--data", default="auto", metavar="auto|run|none|DIR",
                    help="head labels and the verdict from data: 'auto' runs `validate` on toy models only (seconds), "
@@ -49,6 +50,7 @@ def run(args) -> None:
 
     check_out(args.out)
     metrics = check_metrics(args.metrics or REPORT_METRICS)  # a typo is named before a missing package
+    ridge = metric_ridge(args, metrics)
     data = metric_data(args, metrics_on_data(metrics, args.data))  # a verdict's too
     start = time.perf_counter()
     command = "compscope " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("compscope") else "compscope report"
@@ -56,7 +58,8 @@ def run(args) -> None:
                                "the metrics estimated on data and --data run")
     rep, paths = build(model, args.out, command=command, kinds=args.kinds, measures=args.measures or REPORT_MEASURES,
                        metrics=metrics, data=args.data, run=args.run, detail_pairs=args.detail_pairs,
-                       processing=processing(args), figures=not args.no_figures, progress=not args.quiet, metric_data=data)
+                       processing=processing(args), figures=not args.no_figures, progress=not args.quiet, metric_data=data,
+                       ridge=ridge)
     index = paths[0]
     if not args.quiet:
         print(summary(rep))

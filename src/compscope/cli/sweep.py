@@ -3,9 +3,9 @@ as independent tasks (this process, or Ray), streamed into one Parquet dataset."
 
 from __future__ import annotations
 
-from .common import (add_device, add_linearise_norms, add_metric_data, add_model_dtype, add_processing,
-                     add_sample_data, add_tokenizer, count, half_length, metric_data_read_by_qk_norm, positive_int,
-                     processing, sample_data, writers)
+from .common import (add_device, add_linearise_norms, add_metric_data, add_model_dtype, add_processing, add_ridge,
+                     add_sample_data, add_tokenizer, count, half_length, metric_data_read_by_qk_norm, metric_ridge,
+                     positive_int, processing, sample_data, writers)
 
 HELP = "scores or validation over many models, checkpoints or revisions, into one Parquet dataset (local or Ray)"
 EXAMPLE = """examples:
@@ -48,6 +48,7 @@ def add_arguments(p) -> None:
     p.add_argument("--writers", type=writers, metavar="HEADS", help="--job validate: intervene on these writer heads "
                    "only (LAYER.HEAD, LAYER or A-B, comma-separated; default every head)")
     add_model_dtype(p, "--job validate: ")
+    add_ridge(p, " (each metric with a G; a task option when given)")
     add_metric_data(p)
     # --job scores: any; --job validate: --fold-norm, --linearise-qk-norm [text], --center-writing; --job track: none;
     # --linearise-qk-norm is left out for a model without QK-norm (sweep.tasks.task_steps)
@@ -67,7 +68,7 @@ def run(args) -> int:
     from ..errors import OptionError
     from ..measures import select
     from ..core.factors import check_kinds
-    from ..core.metrics import check_metrics, on_data
+    from ..core.metrics import check_metrics, on_data, ridge_for
     from ..data.validate import DEFAULT_METRICS, PROCESSING_STEPS
     from ..data.sequences import corpus_digest
     from ..data.residual_moments import MetricData
@@ -83,6 +84,8 @@ def run(args) -> int:
     # every name known and every Gram matrix file read before any work; a file's values are part of its tasks
     gram_id = {m: c.data for m, c in zip(metrics, check_metrics(metrics)) if not isinstance(c, str)}
     judged = metrics if args.job != "validate" or args.metrics else DEFAULT_METRICS  # what the tasks score
+    # as a task option only when given (and only for a metric with a G): a task keeps its identity otherwise
+    ridge = {} if metric_ridge(args, judged) is None else {"ridge": args.ridge}
     on_text = args.linearise_qk_norm == "text"
     if on_text and args.job != "validate":
         raise OptionError("--linearise-qk-norm text: --job validate takes it (each verdict runs its model over the "
@@ -140,6 +143,7 @@ def run(args) -> int:
             verdict["seed"] = args.seed
         if args.model_dtype not in (None, "float32"):  # float32 is the default: the same task
             verdict["model_dtype"] = args.model_dtype
+        verdict.update(ridge)
         if on_data(judged) or on_text:
             verdict.update(metric_data=data, **data_id)
         verdict.update(step_option, **norms, **tokenizer)  # a verdict reads text for a rotary model's content too
@@ -153,8 +157,9 @@ def run(args) -> int:
         for metric in metrics:
             reading = {"metric_data": data, **data_id, **tokenizer} if on_data(metric) else {}
             given = {"gram_file": gram_id[metric]} if metric in gram_id else {}
+            regularised = ridge if ridge_for(metric, args.ridge) is not None else {}  # the identity's: no ridge, same task
             tasks.append(Task(src, model, step, args.job, {"kinds": kinds, "measures": measures, "metric": metric, **reading,
-                                                           **given, **step_option, **norms}))
+                                                           **given, **regularised, **step_option, **norms}))
     r = sweep(tasks, args.out, executor=args.executor, progress=not args.quiet, device=args.device, **options)
     idle = r.done == 0 and not r.failed
     said = "linearise_qk_norm" in steps or norms  # what is said of the models a step was left out for

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from .common import (add_device, add_intervention, add_linearise_norms, add_metric_data, add_model_dtype,
+from .common import (add_device, add_intervention, add_linearise_norms, add_metric_data, add_model_dtype, add_ridge,
                      add_sample_data, add_tokenizer, count, half_length, metric_data_read_by_qk_norm, metric_names,
-                     model_reading_text, output_folder, qk_norm_point, sample_data)
+                     metric_ridge, model_reading_text, output_folder, qk_norm_point, sample_data)
 
 HELP = "judge every measure x metric against interventions and activation labels on data"
 EXAMPLE = ("examples:\n  compscope validate --out verdict\n"
@@ -32,6 +32,7 @@ def add_arguments(p) -> None:
     p.add_argument("--kinds", default="QKV", help="any of Q, K, V (default QKV)")
     p.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
                    help=f"a metric, {metric_names()} (repeatable; default identity, embed, activations and covariance)")
+    add_ridge(p, " (each metric with a G)")
     add_metric_data(p)
     add_intervention(p, "0-5", "; rho and the confirmed pairs are then over their pairs")
     p.add_argument("--prev-threshold", type=float, default=0.4, help="previous-token label of a true writer (default 0.4)")
@@ -68,6 +69,7 @@ def run(args) -> None:
     output_folder(args.out)
     metrics = args.metrics or DEFAULT_METRICS
     by_head = _by_head(args.by_head, metrics, args.kinds)  # refused before the model runs
+    ridge = metric_ridge(args, metrics)
     data = metric_data_read_by_qk_norm(args, metrics)
     v = validate(model_reading_text(args, args.model), sequences=args.sequences, half=args.half, seed=args.seed,
                  intervention_sequences=args.intervention_sequences, kinds=args.kinds,
@@ -77,7 +79,7 @@ def run(args) -> None:
                  linearise_qk_norm=args.linearise_qk_norm or False, center_writing=args.center_writing,
                  device=args.device, model_dtype=args.model_dtype, batch_size=args.batch_size,
                  writers=args.writers, metric_data=data, sample_data=sample_data(args),
-                 text_labels=args.text_labels)
+                 text_labels=args.text_labels, ridge=ridge)
     print(v.format(args.top))
     if by_head is not None:
         print("\n" + v.format_by_head(*by_head))

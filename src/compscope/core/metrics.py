@@ -338,6 +338,24 @@ def get_metric(metric, hw: HeadWeights, ridge: float | None = None, *, model=Non
     return met
 
 
+def shared_ridge(metrics, ridge: float | None) -> float | None:
+    """``ridge`` given once for several ``metrics`` (a command scoring each): checked, and refused above 0
+    where every one is the identity, which has no ``G``; each of the others takes it (:func:`ridge_for`)."""
+    if ridge is None:
+        return None
+    ridge = check_ridge(ridge)
+    if ridge and all(ridge_for(m, ridge) is None for m in metrics):
+        raise OptionError(f"ridge={ridge:g}: the identity metric has no G to regularise; leave ridge out, or add "
+                          "a metric with a G")
+    return ridge
+
+
+def ridge_for(metric, ridge: float | None) -> float | None:
+    """The ridge :func:`get_metric` builds ``metric`` with where one ``ridge`` is given for several metrics:
+    none (the default, nothing to regularise) for the identity, ``ridge`` for every other."""
+    return None if isinstance(metric, str) and metric == "identity" else ridge
+
+
 def check_ridge_applies(met: Metric, ridge: float, built: bool = False) -> None:
     """A ridge given for ``met`` is refused where it is not the one ``met`` holds: a metric without
     ``G`` (the identity) takes none but 0, and a :class:`Metric` already built (``built``) holds its own

@@ -149,7 +149,8 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
              fold_qk_gains: bool = False, linearise_norms: bool | str | Sequence[str] | None = False,
              linearise_qk_norm: bool | str = False, center_writing: bool = False, progress: bool = True,
              device: str | torch.device | None = None, model_dtype: str | torch.dtype | None = None,
-             writers=None, metric_data=None, sample_data=None, text_labels: bool = False) -> Verdict:
+             writers=None, metric_data=None, sample_data=None, text_labels: bool = False,
+             ridge: float | None = None) -> Verdict:
     """Judge every measure × metric on ``model`` against its behaviour on data (module docstring).
     ``half``: ``|t|`` of the repeated sequences (default :data:`HALF`, cut with a note where
     ``[bos] t t`` would not fit the model's context; a ``half`` given that does not fit is refused).
@@ -191,9 +192,11 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     (:class:`~compscope.data.residual_moments.SampleData`; recorded; refused where none runs).
     ``text_labels``: label every head on that text too
     (:func:`~compscope.data.head_labels.text_labels`, ``Verdict.text_labels``): the labels'
-    agreement with those on the repeats is printed, the truth stays the repeats'."""
+    agreement with those on the repeats is printed, the truth stays the repeats'. ``ridge``: each metric's
+    ``G`` regularised as ``G + ridge·tr(G)/d·I`` (default ``1e-6``; the identity has no ``G``, and one given
+    where every metric is the identity is refused; recorded)."""
     from ..core.factors import check_composes, check_kinds
-    from ..core.metrics import check_data_used, distinct_metrics, get_metric
+    from ..core.metrics import DEFAULT_RIDGE, check_data_used, distinct_metrics, get_metric, ridge_for, shared_ridge
     from ..engine.composition import scores
     from .head_labels import activation_labels
     from .intervene import check_ablation, check_paths, intervention_effects, runner_with_writers
@@ -212,6 +215,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
         raise OptionError(f"linearise_qk_norm={linearise_qk_norm!r}: expected False, True or one of {', '.join(QK_NORM_POINTS)}")
     metrics = distinct_metrics(metrics)
     check_data_used(metric_data, metrics, reading=linearise_qk_norm == "text", also="linearise_qk_norm='text'")
+    ridge = shared_ridge(metrics, ridge)
     metric_data = as_metric_data(metric_data)
     sample_data = as_sample_data(sample_data)
     check_ablation(ablation, min(intervention_sequences, sequences))
@@ -234,13 +238,15 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
         weights = centred(weights)
     notes = _data_notes(runner, head_weights, weights, linearised_on, linearise_qk_norm, cut, metrics, metric_data,
                         sample_data)
+    if ridge is not None:
+        notes.append(f"each metric with a G regularised as G + {ridge:g}·tr(G)/d·I (the default ridge: {DEFAULT_RIDGE:g})")
     # the metrics from the weights alone, before any forward pass: one the model lacks what it needs
     # for is skipped with a note, and a verdict left with no metric at all is refused
     ready: list = []  # per metric: the Metric, None (estimated on data, later) or False (skipped)
     why = []
     for name in metrics:
         try:
-            ready.append(None if on_data(name) else get_metric(name, weights))
+            ready.append(None if on_data(name) else get_metric(name, weights, ridge_for(name, ridge)))
         except OptionError as e:
             notes.append(f"metric {name} skipped: {e}")
             ready.append(False)
@@ -269,7 +275,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
             continue
         if met is None:
             try:
-                met = get_metric(name, weights, model=runner, data=metric_data)  # runs the model already loaded
+                met = get_metric(name, weights, ridge, model=runner, data=metric_data)  # runs the model loaded
             except OptionError as e:
                 notes.append(f"metric {name} skipped: {e}")
                 continue
@@ -286,6 +292,7 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
                "metrics": list(tables),
                "metrics_given": {n: t.info["metric_data"] for n, t in tables.items()
                                  if str(t.info.get("metric_data", "")).startswith(GIVEN)} or None,  # which G of one's own
+               "ridge": DEFAULT_RIDGE if ridge is None else ridge,  # each metric with a G: G + ridge·tr(G)/d·I
                "ablation": ablation, "paths": paths, "prev_threshold": prev_threshold,
                "induction_threshold": induction_threshold, "true_pairs": int(truth.sum()),
                "near_threshold": near,

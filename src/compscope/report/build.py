@@ -12,7 +12,8 @@ from ..defaults import DEFAULT_MODEL, DETAIL_PAIRS, REPORT_MEASURES, REPORT_METR
 
 def build(model, out, *, command: str, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPORT_METRICS,
           data="auto", run=None, detail_pairs: int = DETAIL_PAIRS, processing: dict | None = None,
-          figures: bool = True, progress: bool = True, metric_data=None, python: bool = False) -> tuple:
+          figures: bool = True, progress: bool = True, metric_data=None, python: bool = False,
+          ridge: float | None = None) -> tuple:
     """``(Report, paths written)``: the report of ``model`` gathered
     (:func:`~compscope.report.collect.collect`) and written into the folder ``out``, every option
     checked before any work; ``command``: what the page says made it; ``python``: errors name
@@ -34,7 +35,7 @@ def build(model, out, *, command: str, kinds: str = "QKV", measures=REPORT_MEASU
         require_matplotlib()
     rep = collect(model, kinds=kinds, measures=measures, metrics=metrics, data=data, run=run,
                   detail_pairs=detail_pairs, processing=processing, progress=progress, metric_data=metric_data,
-                  data_option="data" if python else "--data")
+                  data_option="data" if python else "--data", ridge=ridge)
     return rep, write(rep, out, command=command, version=__version__, figures=figures)
 
 
@@ -50,7 +51,7 @@ def write_report(model=DEFAULT_MODEL, out: str | Path = "compscope-report", *, k
                  measures=REPORT_MEASURES, metrics=REPORT_METRICS, data="auto", run: str | Path | None = None,
                  detail_pairs: int = DETAIL_PAIRS, figures: bool = True, progress: bool = True, metric_data=None,
                  fold_norm: bool = False, linearise_qk_norm: bool = False, center_writing: bool = False,
-                 fold_value_bias: bool = False) -> Path:
+                 fold_value_bias: bool = False, ridge: float | None = None) -> Path:
     """Write the interactive report of ``model`` (any source :func:`compscope.load` reads) into the
     folder ``out``, as ``compscope report`` does, and return the path of its ``index.html``.
 
@@ -59,18 +60,20 @@ def write_report(model=DEFAULT_MODEL, out: str | Path = "compscope-report", *, k
     of the same model from :func:`compscope.validate` (its labels, effects and table, not run
     again). ``run``: a ``compscope train`` folder for the training curves; ``figures``: the PNG/SVG
     figures beside the page (matplotlib); ``fold_norm``, ``linearise_qk_norm``, ``center_writing``,
-    ``fold_value_bias``: how the weights are processed when loaded (:func:`compscope.load`)."""
+    ``fold_value_bias``: how the weights are processed when loaded (:func:`compscope.load`); ``ridge``: each
+    metric's ``G`` regularised as ``G + ridge·tr(G)/d·I`` (default ``1e-6``; the identity has none)."""
     from ..core.processing import STEPS
 
     defaults = inspect.signature(write_report).parameters  # the call as the page names it: arguments not left as they were
     chosen = {"kinds": kinds, "measures": measures, "metrics": metrics, "data": data, "run": run,
               "detail_pairs": detail_pairs, "metric_data": metric_data, "fold_norm": fold_norm,
-              "linearise_qk_norm": linearise_qk_norm, "center_writing": center_writing, "fold_value_bias": fold_value_bias}
+              "linearise_qk_norm": linearise_qk_norm, "center_writing": center_writing, "fold_value_bias": fold_value_bias,
+              "ridge": ridge}
     said = [repr(model if isinstance(model, (str, Path)) else type(model).__name__), f"out={str(out)!r}"]
     said += [f"{k}={_said(v)}" for k, v in chosen.items() if v is not defaults[k].default and v != defaults[k].default]
     _, paths = build(model, out, command=f"compscope.write_report({', '.join(said)})", kinds=kinds, measures=measures,
                      metrics=metrics, data=data, run=run, detail_pairs=detail_pairs, figures=figures, progress=progress,
-                     metric_data=metric_data, processing={k: chosen[k] for k in STEPS}, python=True)
+                     metric_data=metric_data, processing={k: chosen[k] for k in STEPS}, python=True, ridge=ridge)
     return paths[0]
 
 

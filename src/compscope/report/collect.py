@@ -396,13 +396,14 @@ def _model_word(model) -> str:
 
 def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPORT_METRICS, data: str = "auto",
             run: str | Path | None = None, detail_pairs: int = DETAIL_PAIRS, processing: dict | None = None,
-            progress: bool = True, metric_data=None, data_option: str = "--data") -> Report:
+            progress: bool = True, metric_data=None, data_option: str = "--data", ridge: float | None = None) -> Report:
     """Gather a report of ``model`` (any source :func:`compscope.load` reads; module docstring).
     ``metric_data``: what the metrics estimated on data (the report's and its verdict's) are
     estimated on (:class:`~compscope.data.residual_moments.MetricData`); ``data_option``: how an
-    error in a verdict folder given as ``data`` names where it was given."""
+    error in a verdict folder given as ``data`` names where it was given; ``ridge``: each metric with a ``G``
+    (the report's, its verdict's and its run's) regularised as ``G + ridge·tr(G)/d·I`` (default ``1e-6``)."""
     from ..core.factors import check_composes, check_kinds
-    from ..core.metrics import distinct_metrics, get_metric, on_data
+    from ..core.metrics import distinct_metrics, get_metric, on_data, ridge_for, shared_ridge
     from ..data.residual_moments import as_metric_data
     from ..data.runner import cannot_run
     from ..data.validate import PROCESSING_STEPS, validate
@@ -418,6 +419,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
                           "`compscope validate --out`, or a Verdict from compscope.validate")
     kinds = check_kinds(kinds)
     metrics = distinct_metrics(metrics)
+    ridge = shared_ridge(metrics, ridge)
     ms = [m.name for m in select(measures)]
     primary = ms[0]
     hw, positional = load_with_positional(model, **(processing or {}))
@@ -435,7 +437,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     for metric in metrics:
         name = metric if isinstance(metric, str) else metric.name
         try:
-            mets[name] = get_metric(metric, hw, model=model, data=metric_data)
+            mets[name] = get_metric(metric, hw, ridge_for(metric, ridge), model=model, data=metric_data)
         except OptionError as e:
             notes.append(f"metric {name} left out: {e}")
             why.append(str(e))
@@ -450,7 +452,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
         notes.append(f"head labels from the weights: {POSITIONAL_BEFORE_LINEARISED}")
     side = saved  # a folder written by `compscope validate --out`, or None
     if in_hand is not None or data == "run" or (data == "auto" and hw.meta.family == "toy"):  # toy models: seconds
-        v = in_hand or validate(model, kinds=kinds, progress=progress, metric_data=metric_data,
+        v = in_hand or validate(model, kinds=kinds, progress=progress, metric_data=metric_data, ridge=ridge,
                                 **{k: (processing or {}).get(k) or False for k in PROCESSING_STEPS})
         side = verdict_data(v)
         notes += v.notes
@@ -470,7 +472,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
         reading = {"tokenizer": model.tokenizer, "tokenizer_said": model.tokenizer_given} \
             if getattr(model, "tokenizer_given", None) and estimated else {}  # each checkpoint's text as the model's
         tr = track(run, kinds, ms[:3], list(given.values()), progress=progress, **reading,
-                   metric_data=metric_data if estimated else None)
+                   metric_data=metric_data if estimated else None, ridge=ridge)
     named = getattr(model, "named", None)
     options = {"kinds": kinds, "measures": ms, "metrics": list(tables), "data": "a Verdict given" if in_hand else str(data),
                "run": None if run is None else str(run),
@@ -481,6 +483,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
                "metric_data_flags": as_metric_data(metric_data).cli_flags(),  # for a metric estimated on data
                "cannot_run": refused,  # why the page may not suggest `compscope validate`
                "detail_pairs": detail_pairs, "processing": list(hw.meta.processing),
+               "ridge": ridge,  # given for each metric with a G (None: the default), for the commands the page suggests
                "metric_data": {n: t.info["metric_data"] for n, t in tables.items() if t.info.get("metric_data")} or None,
                # how the command line names each metric again: its name, a Gram matrix file's path, None for one given
                # in Python only

@@ -60,6 +60,7 @@ def document(rep, command: str, version: str) -> dict:
         "metric_data_flags": rep.options.get("metric_data_flags", []),
         "on_data": on_data(list(rep.options.get("metric_data") or {})),  # what the data flags apply to
         "metric_args": rep.options.get("metric_args") or {},
+        "ridge": rep.options.get("ridge"),  # given for each metric with a G (None: the default), the pair command's too
         "cannot_run": rep.options.get("cannot_run"),
         "command": command, "version": version, "card": card_rows(hw), "notes": rep.notes,
         "L": hw.n_layers, "H": hw.n_heads, "d": hw.d_model, "r": hw.d_head,

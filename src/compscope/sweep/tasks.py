@@ -93,7 +93,8 @@ def _track_rows(source: str, opts: dict, device=None):
     from ..defaults import TRACKED_MEASURES
 
     tr = track([source], opts.get("kinds", "K"), tuple(opts.get("measures", TRACKED_MEASURES)), [opts.get("metric", "identity")],
-               progress=False, device=device, metric_data=_metric_data(opts), **_tokenizer(opts))
+               progress=False, device=device, metric_data=_metric_data(opts), ridge=opts.get("ridge"),
+               **_tokenizer(opts))
     df = tr.to_pandas().drop(columns=["step", "checkpoint", "weights_hash", "metric_data"], errors="ignore")  # the task's
     lab = tr.labels[0]
     nan = float("nan")
@@ -201,8 +202,8 @@ def run_task(task: Task, device=None):
                                    sample_data=_sample_data(opts), progress=False, **steps)
         else:
             hw = process(raw, **steps)
-        metric = get_metric(opts.get("metric", "identity"), hw, model=running, device=None if running is not task.source
-                            else device, data=_metric_data(opts))  # 'activations' runs it
+        metric = get_metric(opts.get("metric", "identity"), hw, opts.get("ridge"), model=running,
+                            device=None if running is not task.source else device, data=_metric_data(opts))  # on data: runs
         table = scores(hw, kinds=opts.get("kinds", "QKV"), measures=tuple(opts.get("measures", ("frobenius",))),
                        metric=metric, device=device, progress=False)
         df, digest, data_said = table.to_pandas(), content_hash(hw), table.info.get("metric_data")
@@ -224,7 +225,7 @@ def run_task(task: Task, device=None):
         v = validate(runner, sequences=int(opts.get("sequences", 16)), half=half, seed=int(opts.get("seed", SEED)),
                      metrics=metrics, kinds=opts.get("kinds", "QKV"), writers=opts.get("writers"), progress=False,
                      metric_data=_metric_data(opts) if reads else None, linearise_norms=",".join(parts) or False,
-                     sample_data=_sample_data(opts) if parts else None, **steps)
+                     sample_data=_sample_data(opts) if parts else None, ridge=opts.get("ridge"), **steps)
         df = v.verdict_frame()
         df["processing"] = ",".join(v.options["weights_processing"]) or "none"  # as a scores task's table writes it
         df["half"] = half  # what the options leave to the default, the rows say

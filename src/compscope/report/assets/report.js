@@ -166,7 +166,7 @@ function showPair(metric, kind, l1, h1, l2, h2) {
 }
 // the command that prints one pair in full: the model as the report was given it (MODEL when it was
 // an object) and loaded (its processing flags), and for a metric estimated on data, the data it was
-// estimated on (the options that are not the defaults)
+// estimated on (the options that are not the defaults), and a ridge given
 function shellWord(w) {
   return /^[\w@%+=:,.\/-]+$/.test(w) ? w : `'${w.replace(/'/g, "'\\''")}'`;
 }
@@ -181,8 +181,9 @@ function pairCommand(metric, kind, l1, h1, l2, h2) {
     return `compscope.compose_pair(${D.model_arg === null || D.model_arg === undefined ? "model" : JSON.stringify(D.model_arg)}, ` +
       `"${head(l1, h1)}", "${head(l2, h2)}", "${kind}", metric=...)  # metric: the ${metric} you gave`;
   const onData = (D.on_data || []).includes(metric) ? D.metric_data_flags || [] : [];
+  const ridge = D.ridge === null || D.ridge === undefined || metric === "identity" ? [] : ["--ridge", String(D.ridge)];
   return [`compscope pair ${m} ${head(l1, h1)} ${head(l2, h2)} --kind ${kind} --metric ${shellWord(arg)}`, ...(D.model_flags || []),
-    ...onData].join(" ");
+    ...ridge, ...onData].join(" ");
 }
 // with data, the pair's own interventional effect of this kind under the measures (empty without)
 function effectRow(kind, l1, h1, l2, h2, before = "") {
