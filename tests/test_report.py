@@ -598,7 +598,8 @@ def test_the_pair_command_of_a_metric_on_data_names_the_data_the_report_estimate
 def test_a_ridge_reaches_the_reports_metrics_its_verdict_and_its_pair_command(tmp_path, monkeypatch, capsys):
     """``compscope report --ridge R``: the page's pairs under ``embed`` are ``compose_pair``'s under R (not the default
     ridge's), the verdict it runs is asked for R, and the page holds R for the pair commands it suggests; with only
-    the identity metric (no G) it is refused before any work."""
+    the identity metric (no G) it is refused before any work. A verdict given (in hand or saved) under another ridge
+    than the report's is named so in the notes."""
     import compscope
     import compscope.data.validate as V
 
@@ -623,6 +624,17 @@ def test_a_ridge_reaches_the_reports_metrics_its_verdict_and_its_pair_command(tm
                                           ridge=0.1, figures=False, progress=False).read_text())
     assert py["ridge"] == 0.1 and "ridge=0.1" in py["command"]
     assert py["details"][key]["measures"] == pytest.approx(want, rel=1e-5, abs=1e-6)
+    # a verdict of other metrics (another ridge, its run.json says) is named as such; of the same, not
+    v = compscope.validate("induction-2l", kinds="K", metrics=["embed"], sequences=8, intervention_sequences=4,
+                           ridge=0.1, progress=False)
+    v.save(tmp_path / "v")
+    said = ("the verdict's metrics were regularised with ridge 0.1 (its run.json), this report's with 1e-06: run "
+            "`compscope validate --ridge 1e-06` for a verdict of the same metrics")
+    for data, kw, noted in ((v, {}, True), (v, {"ridge": 0.1}, False), (str(tmp_path / "v"), {}, True),
+                            (str(tmp_path / "v"), {"ridge": 0.1}, False)):
+        notes = _document(compscope.write_report("induction-2l", tmp_path / "r", kinds="K", metrics=["embed"], data=data,
+                                                 figures=False, progress=False, **kw).read_text())["notes"]
+        assert (said in notes) == noted, (data, kw, notes)
 
 
 def test_the_pair_command_of_a_gram_matrix_file_names_the_file(tmp_path, capsys):

@@ -86,6 +86,7 @@ class VerdictData:
     errors: dict[str, torch.Tensor] = field(default_factory=dict)
     on_text: OnText | None = None
     made_by: str | None = None
+    ridge: float | None = None  # what its metrics' G were regularised with (None: not recorded)
 
 
 @dataclass
@@ -162,13 +163,32 @@ def verdict_data(v) -> VerdictData:
     on_text = None if t is None else OnText(t.data, {k: t.mean[k] for k in LABELS}, {k: t.error[k] for k in LABELS if k in t.error})
     return VerdictData(scores, v.rows, v.heads, dict(fx.by_kind), effects_note(fx.ablation, fx.paths, fx.sequences, fx.writers),
                        verdict_summary(v.model, v.options, on_text, scores), _thresholds(v.options), _judged(v.options),
-                       {k: v.labels.error[k] for k in LABELS if k in v.labels.error}, on_text, _made_by(v.options))
+                       {k: v.labels.error[k] for k in LABELS if k in v.labels.error}, on_text, _made_by(v.options),
+                       _ridge(v.options))
 
 
 def _judged(options) -> list[str] | None:
     """The processing steps of the weights a verdict judged, from its options (None: not recorded)."""
     steps = options.get("weights_processing") if isinstance(options, dict) else None
     return [str(x) for x in steps] if isinstance(steps, list) else None
+
+
+def _ridge(options) -> float | None:
+    """The ridge a verdict's metrics were regularised with, from its options (None: not recorded)."""
+    ridge = options.get("ridge") if isinstance(options, dict) else None
+    return float(ridge) if isinstance(ridge, (int, float)) and not isinstance(ridge, bool) else None
+
+
+def ridge_note(theirs: float | None, mine: float | None) -> str | None:
+    """A note when a verdict's metrics were regularised with another ridge (``theirs``) than the report's tables
+    (``mine``; None: the default); None when the same, or not recorded."""
+    from ..core.metrics import DEFAULT_RIDGE
+
+    mine = DEFAULT_RIDGE if mine is None else mine
+    if theirs is None or theirs == mine:
+        return None
+    return (f"the verdict's metrics were regularised with ridge {theirs:g} (its run.json), this report's with {mine:g}: "
+            f"run `compscope validate --ridge {mine:g}` for a verdict of the same metrics")
 
 
 def _made_by(options) -> str | None:
@@ -258,7 +278,7 @@ def read_validation(folder: str | Path, hw, option: str = "--data") -> VerdictDa
     summary = verdict_summary(model, options, on_text, scores)  # None without a run.json that names the model
     effects, note = read_effects(folder / "interventions.parquet", hw.n_layers, hw.n_heads, option)
     return VerdictData(scores, verdict, heads, effects, note, summary, _thresholds(options), _judged(options), errors,
-                       on_text, _made_by(options))
+                       on_text, _made_by(options), _ridge(options))
 
 
 def _per_head_labels(lab, path: Path, L: int, H: int, option: str = "--data") -> tuple[dict, dict]:
@@ -462,7 +482,8 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
                      "and give `--data DIR` for labels and the verdict from data" if refused is None else
                      f"no data: head labels from the weights; {refused}")
     if side is not None:
-        notes += [n for n in (judged_weights_note(side.judged, hw), version_note(side.made_by)) if n]
+        notes += [n for n in (judged_weights_note(side.judged, hw), version_note(side.made_by),
+                              ridge_note(side.ridge, ridge)) if n]
     details = pair_details(hw, tables, mets, kinds, primary, detail_pairs)
     tr = None
     if run is not None:
