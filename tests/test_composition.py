@@ -446,7 +446,8 @@ def test_a_ridge_given_where_it_would_change_nothing_is_refused_not_ignored(tmp_
     G = torch.diag(torch.tensor([4.0, 1 / 4] + [1.0] * 7, dtype=torch.float64))
     lam = 0.5 * float(G.trace()) / 9
     t = compscope.scores(hw, "K", ["frobenius"], G, ridge=0.5, progress=False)
-    assert t.info["ridge"] == 0.5 and t.info["condition"]["None"][1] == pytest.approx((4 + lam) / (0.25 + lam), rel=1e-12)
+    assert t.info["ridge"] == 0.5
+    assert t.info["condition"]["None"][1] == pytest.approx((4 + lam) / (0.25 + lam), rel=1e-12)
     pair = {r: compscope.compose_pair(hw, "0.0", "1.0", "K", G, ridge=r).measures["frobenius"] for r in (0.5, None)}
     assert pair[0.5] == pytest.approx(compscope.compose_pair(hw, "0.0", "1.0", "K", from_gram("custom", G, ridge=0.5))
                                       .measures["frobenius"], rel=1e-12)

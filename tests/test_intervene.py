@@ -150,8 +150,8 @@ def test_cli_names_the_metric_and_where_its_g_came_from_as_scores_does(tmp_path,
     head = capsys.readouterr().out.splitlines()[0]
     info = compscope.scores(hw, "K", ["frobenius"], metric=str(tmp_path / "mine.npy"), progress=False).info
     raw, cond = info["condition"]["None"]
-    assert head.endswith(f"measures under metric mine (condition number {cond:.3g} with ridge 1e-06·tr(G)/d, {raw:.3g} "
-                         "without), with G given as the file mine.npy (SHA-256 "
+    assert head.endswith(f"measures under metric mine (condition number {cond:.3g} with ridge 1e-06·tr(G)/d, "
+                         f"{raw:.3g} without), with G given as the file mine.npy (SHA-256 "
                          + info["metric_data"].rsplit("(SHA-256 ", 1)[1]), head
     assert main(["intervene", "--metric", "covariance", "--metric-sequences", "3", *common]) == 0
     head = capsys.readouterr().out.splitlines()[0]

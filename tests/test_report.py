@@ -613,7 +613,8 @@ def test_a_ridge_reaches_the_reports_metrics_its_verdict_and_its_pair_command(tm
     assert doc["ridge"] == 0.1
     key = next(k for k in doc["details"] if k.startswith("embed|K|"))
     _, _, w, r = key.split("|")
-    want, default = (compscope.compose_pair("induction-2l", w, r, "K", "embed", **kw).measures for kw in ({"ridge": 0.1}, {}))
+    want, default = (compscope.compose_pair("induction-2l", w, r, "K", "embed", **kw).measures
+                     for kw in ({"ridge": 0.1}, {}))
     assert doc["details"][key]["measures"] == pytest.approx(want, rel=1e-5, abs=1e-6)  # as stored: 6 digits
     assert max(abs(want[m] - default[m]) for m in want) > 1e-3  # the ridge changed the pair
     capsys.readouterr()
@@ -632,8 +633,9 @@ def test_a_ridge_reaches_the_reports_metrics_its_verdict_and_its_pair_command(tm
             "`compscope validate --ridge 1e-06` for a verdict of the same metrics")
     for data, kw, noted in ((v, {}, True), (v, {"ridge": 0.1}, False), (str(tmp_path / "v"), {}, True),
                             (str(tmp_path / "v"), {"ridge": 0.1}, False)):
-        notes = _document(compscope.write_report("induction-2l", tmp_path / "r", kinds="K", metrics=["embed"], data=data,
-                                                 figures=False, progress=False, **kw).read_text())["notes"]
+        index = compscope.write_report("induction-2l", tmp_path / "r", kinds="K", metrics=["embed"], data=data,
+                                       figures=False, progress=False, **kw)
+        notes = _document(index.read_text())["notes"]
         assert (said in notes) == noted, (data, kw, notes)
 
 

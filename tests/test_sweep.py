@@ -168,8 +168,8 @@ def test_a_ridge_given_is_part_of_the_tasks_of_each_metric_with_a_g(run_folder, 
     for r in rows.itertuples():
         assert r.value == pytest.approx(float(want[r.src_layer, r.src_head, r.dst_layer, r.dst_head]), rel=1e-6)
     out = tmp_path / "dv"
-    assert main(["sweep", str(last[0]), "--job", "validate", "--metric", "identity", "--metric", "embed", "--kinds", "K",
-                 "--sequences", "8", "--ridge", "0.1", "--out", str(out), "--quiet"]) == 0
+    assert main(["sweep", str(last[0]), "--job", "validate", "--metric", "identity", "--metric", "embed",
+                 "--kinds", "K", "--sequences", "8", "--ridge", "0.1", "--out", str(out), "--quiet"]) == 0
     v = read_dataset(out)
     assert {json.loads(o)["ridge"] for o in v.options} == {0.1}
     verdict = compscope.validate(last[0], sequences=8, half=16, metrics=("identity", "embed"), kinds="K", ridge=0.1,

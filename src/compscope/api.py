@@ -71,8 +71,9 @@ def load_processed(model, *, metric_data=None, device=None, fold_norm: bool = Fa
 
 
 def scores(model, kinds: str = "QKV", measures=DEFAULT, metric="identity", *, ridge: float | None = None,
-           metric_data=None, fold_norm: bool = False, linearise_qk_norm: bool | str = False, center_writing: bool = False,
-           fold_value_bias: bool = False, linearise_norms: bool | str = False, sample_data=None, **options):
+           metric_data=None, fold_norm: bool = False, linearise_qk_norm: bool | str = False,
+           center_writing: bool = False, fold_value_bias: bool = False, linearise_norms: bool | str = False,
+           sample_data=None, **options):
     """Composition scores of every (earlier writer, later reader) head pair of ``model`` (any
     source :func:`compscope.load` reads, or ``HeadWeights``): a ``ScoreTable``.
 

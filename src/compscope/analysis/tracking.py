@@ -272,9 +272,9 @@ def track(
         device = score_options.get("device")
         running = c.path if tokenizer is None else runner_for(c.path, hw, progress=False, device=device, tokenizer=tokenizer,
                                                                tokenizer_said=tokenizer_said)  # one per checkpoint
-        tables.append([scores(hw, kinds, measures, get_metric(m, hw, ridge_for(m, ridge), model=running, device=None if tokenizer else device,
-                                                        data=metric_data), progress=False, **score_options)
-                       for m in metrics])
+        mets = [get_metric(m, hw, ridge_for(m, ridge), model=running, device=None if tokenizer else device,
+                           data=metric_data) for m in metrics]
+        tables.append([scores(hw, kinds, measures, met, progress=False, **score_options) for met in mets])
         if labels and model is not None:
             half = min(24, model.cfg.n_ctx // 2)
             lab = label_heads(model, repeated_random(label_sequences, half, model.cfg.d_vocab, label_seed))

@@ -58,8 +58,8 @@ def run(args) -> None:
                                "the metrics estimated on data and --data run")
     rep, paths = build(model, args.out, command=command, kinds=args.kinds, measures=args.measures or REPORT_MEASURES,
                        metrics=metrics, data=args.data, run=args.run, detail_pairs=args.detail_pairs,
-                       processing=processing(args), figures=not args.no_figures, progress=not args.quiet, metric_data=data,
-                       ridge=ridge)
+                       processing=processing(args), figures=not args.no_figures, progress=not args.quiet,
+                       metric_data=data, ridge=ridge)
     index = paths[0]
     if not args.quiet:
         print(summary(rep))

@@ -157,7 +157,7 @@ def run(args) -> int:
         for metric in metrics:
             reading = {"metric_data": data, **data_id, **tokenizer} if on_data(metric) else {}
             given = {"gram_file": gram_id[metric]} if metric in gram_id else {}
-            regularised = ridge if ridge_for(metric, args.ridge) is not None else {}  # the identity's: no ridge, same task
+            regularised = ridge if ridge_for(metric, args.ridge) is not None else {}  # the identity's: none, same task
             tasks.append(Task(src, model, step, args.job, {"kinds": kinds, "measures": measures, "metric": metric, **reading,
                                                            **given, **regularised, **step_option, **norms}))
     r = sweep(tasks, args.out, executor=args.executor, progress=not args.quiet, device=args.device, **options)

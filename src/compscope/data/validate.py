@@ -239,7 +239,8 @@ def validate(model, *, sequences: int = 64, half: int | None = None, seed: int =
     notes = _data_notes(runner, head_weights, weights, linearised_on, linearise_qk_norm, cut, metrics, metric_data,
                         sample_data)
     if ridge is not None:
-        notes.append(f"each metric with a G regularised as G + {ridge:g}·tr(G)/d·I (the default ridge: {DEFAULT_RIDGE:g})")
+        notes.append(f"each metric with a G regularised as G + {ridge:g}·tr(G)/d·I "
+                     f"(the default ridge: {DEFAULT_RIDGE:g})")
     # the metrics from the weights alone, before any forward pass: one the model lacks what it needs
     # for is skipped with a note, and a verdict left with no metric at all is refused
     ready: list = []  # per metric: the Metric, None (estimated on data, later) or False (skipped)

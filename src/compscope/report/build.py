@@ -67,8 +67,8 @@ def write_report(model=DEFAULT_MODEL, out: str | Path = "compscope-report", *, k
     defaults = inspect.signature(write_report).parameters  # the call as the page names it: arguments not left as they were
     chosen = {"kinds": kinds, "measures": measures, "metrics": metrics, "data": data, "run": run,
               "detail_pairs": detail_pairs, "metric_data": metric_data, "fold_norm": fold_norm,
-              "linearise_qk_norm": linearise_qk_norm, "center_writing": center_writing, "fold_value_bias": fold_value_bias,
-              "ridge": ridge}
+              "linearise_qk_norm": linearise_qk_norm, "center_writing": center_writing,
+              "fold_value_bias": fold_value_bias, "ridge": ridge}
     said = [repr(model if isinstance(model, (str, Path)) else type(model).__name__), f"out={str(out)!r}"]
     said += [f"{k}={_said(v)}" for k, v in chosen.items() if v is not defaults[k].default and v != defaults[k].default]
     _, paths = build(model, out, command=f"compscope.write_report({', '.join(said)})", kinds=kinds, measures=measures,

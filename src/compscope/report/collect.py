@@ -187,8 +187,8 @@ def ridge_note(theirs: float | None, mine: float | None) -> str | None:
     mine = DEFAULT_RIDGE if mine is None else mine
     if theirs is None or theirs == mine:
         return None
-    return (f"the verdict's metrics were regularised with ridge {theirs:g} (its run.json), this report's with {mine:g}: "
-            f"run `compscope validate --ridge {mine:g}` for a verdict of the same metrics")
+    return (f"the verdict's metrics were regularised with ridge {theirs:g} (its run.json), this report's with "
+            f"{mine:g}: run `compscope validate --ridge {mine:g}` for a verdict of the same metrics")
 
 
 def _made_by(options) -> str | None:

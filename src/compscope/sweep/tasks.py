@@ -203,7 +203,8 @@ def run_task(task: Task, device=None):
         else:
             hw = process(raw, **steps)
         metric = get_metric(opts.get("metric", "identity"), hw, opts.get("ridge"), model=running,
-                            device=None if running is not task.source else device, data=_metric_data(opts))  # on data: runs
+                            device=None if running is not task.source else device,
+                            data=_metric_data(opts))  # 'activations' runs it
         table = scores(hw, kinds=opts.get("kinds", "QKV"), measures=tuple(opts.get("measures", ("frobenius",))),
                        metric=metric, device=device, progress=False)
         df, digest, data_said = table.to_pandas(), content_hash(hw), table.info.get("metric_data")
