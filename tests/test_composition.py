@@ -424,6 +424,8 @@ def test_a_ridge_given_where_it_would_change_nothing_is_refused_not_ignored(tmp_
     ``compscope.scores``, ``compscope.compose_pair`` and ``track`` (where no tracked metric has a ``G``; with one,
     each metric with a ``G`` takes it). A ``Metric`` built already holds its ridge: another is refused. With a
     Gram matrix the ridge regularises it: condition ``(4 + λ)/(1/4 + λ)``, ``λ = r·tr(G)/d``, by hand."""
+    import dataclasses
+
     import compscope
     from compscope.analysis.tracking import track
     from compscope.core.metrics import embed, from_gram
@@ -455,8 +457,14 @@ def test_a_ridge_given_where_it_would_change_nothing_is_refused_not_ignored(tmp_
     native.save(hw, tmp_path / "revs" / "rev-step1")
     with pytest.raises(OptionError, match=r"^ridge=0\.1: the identity metric has no G to regularise"):
         track(tmp_path / "revs", "K", ["frobenius"], "identity", ridge=0.1, progress=False)
-    both = track(tmp_path / "revs", "K", ["frobenius"], ["identity", "embed"], ridge=1e-3, progress=False)
-    assert [tab.info["ridge"] for tab in both.tables[0]] == [0, 1e-3]
+    from compscope.core.metrics import identity
+
+    for metrics in (["identity", "embed"], [identity(), "embed"]):  # the identity by name or built: no ridge
+        both = track(tmp_path / "revs", "K", ["frobenius"], metrics, ridge=1e-3, progress=False)
+        assert [tab.info["ridge"] for tab in both.tables[0]] == [0, 1e-3]
+    mine = dataclasses.replace(built, name="mine")
+    with pytest.raises(OptionError, match=r"^ridge=0\.001: the metric 'mine' given was built with ridge 1e-06"):
+        track(tmp_path / "revs", "K", ["frobenius"], ["embed", mine], ridge=1e-3, progress=False)
 
 
 def test_activation_metric_per_layer_matches_dense_and_refuses_missing_layers():

@@ -1061,6 +1061,7 @@ def test_a_ridge_reaches_each_metric_with_a_g_and_is_recorded(monkeypatch, capsy
     equal ``compscope.scores`` under it; the identity's records 0), is recorded (``run.json``; the default 1e-6
     where none is given) and said in a note; where every metric is the identity it is refused before the model
     runs, by ``validate`` and by ``compscope validate --ridge``."""
+    import dataclasses
     import json
 
     import compscope
@@ -1084,6 +1085,13 @@ def test_a_ridge_reaches_each_metric_with_a_g_and_is_recorded(monkeypatch, capsy
     calls = _traces(monkeypatch)
     with pytest.raises(OptionError, match=r"^ridge=0\.1: the identity metric has no G to regularise"):
         validate("induction-2l", metrics=("identity",), ridge=0.1, **small)
+    from compscope.core.metrics import embed, identity
+
+    mine = dataclasses.replace(embed(compscope.load("induction-2l")), name="mine")  # built: the default ridge
+    with pytest.raises(OptionError, match=r"^ridge=0\.1: the metric 'mine' given was built with ridge 1e-06"):
+        validate("induction-2l", metrics=("embed", mine), ridge=0.1, **small)  # refused, not skipped with a note
+    with pytest.raises(OptionError, match=r"^ridge=0\.1: the identity metric has no G to regularise"):
+        validate("induction-2l", metrics=(identity(),), ridge=0.1, **small)  # built or named
     assert main(["validate", "--metric", "identity", "--ridge", "0.1", "--sequences", "8"]) == 2
     assert "--ridge 0.1: the identity metric has no G to regularise" in capsys.readouterr().err
     assert calls == []

@@ -238,7 +238,8 @@ def track(
     **score_options,
 ) -> Track:
     """Composition of every checkpoint of ``source`` (``compscope.scores`` per checkpoint and
-    metric; ``score_options`` go to it), plus activation labels for toy checkpoints.
+    metric; ``score_options`` go to it, ``ridge`` to each metric with a ``G``: refused where every metric is
+    the identity), plus activation labels for toy checkpoints.
     ``check``: head pairs the caller will read, checked against the first checkpoint before
     any scoring (:func:`check_pairs`). ``metric_data``: what a metric estimated on data is
     estimated on at each checkpoint (:class:`~compscope.data.residual_moments.MetricData`);

@@ -340,20 +340,25 @@ def get_metric(metric, hw: HeadWeights, ridge: float | None = None, *, model=Non
 
 def shared_ridge(metrics, ridge: float | None) -> float | None:
     """``ridge`` given once for several ``metrics`` (a command scoring each): checked, and refused above 0
-    where every one is the identity, which has no ``G``; each of the others takes it (:func:`ridge_for`)."""
+    where every one is the identity, which has no ``G``, or where a :class:`Metric` built already holds
+    another; each metric with a ``G`` takes it (:func:`ridge_for`), before any work."""
     if ridge is None:
         return None
     ridge = check_ridge(ridge)
     if ridge and all(ridge_for(m, ridge) is None for m in metrics):
         raise OptionError(f"ridge={ridge:g}: the identity metric has no G to regularise; leave ridge out, or add "
                           "a metric with a G")
+    for m in metrics:
+        if isinstance(m, Metric) and m.sqrt:
+            check_ridge_applies(m, ridge, built=True)
     return ridge
 
 
 def ridge_for(metric, ridge: float | None) -> float | None:
     """The ridge :func:`get_metric` builds ``metric`` with where one ``ridge`` is given for several metrics:
-    none (the default, nothing to regularise) for the identity, ``ridge`` for every other."""
-    return None if isinstance(metric, str) and metric == "identity" else ridge
+    none (the default, nothing to regularise) for the identity, by name or built, ``ridge`` for every other."""
+    no_g = metric == "identity" if isinstance(metric, str) else isinstance(metric, Metric) and not metric.sqrt
+    return None if no_g else ridge
 
 
 def check_ridge_applies(met: Metric, ridge: float, built: bool = False) -> None:
