@@ -50,7 +50,7 @@ def run(args) -> None:
 
     check_out(args.out)
     metrics = check_metrics(args.metrics or REPORT_METRICS)  # a typo is named before a missing package
-    ridge = metric_ridge(args, metrics)
+    ridge = metric_ridge(args, metrics_on_data(metrics, args.data))  # a verdict's metrics too (collect: exactly)
     data = metric_data(args, metrics_on_data(metrics, args.data))  # a verdict's too
     start = time.perf_counter()
     command = "compscope " + " ".join(sys.argv[1:]) if sys.argv and sys.argv[0].endswith("compscope") else "compscope report"

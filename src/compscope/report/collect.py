@@ -426,7 +426,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     from ..core.metrics import distinct_metrics, get_metric, on_data, ridge_for, shared_ridge
     from ..data.residual_moments import as_metric_data
     from ..data.runner import cannot_run
-    from ..data.validate import PROCESSING_STEPS, validate
+    from ..data.validate import DEFAULT_METRICS, PROCESSING_STEPS, validate
     from ..data.verdict import Verdict
     from ..engine.composition import scores
     from ..analysis.circuits import POSITIONAL_BEFORE_LINEARISED
@@ -439,7 +439,6 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
                           "`compscope validate --out`, or a Verdict from compscope.validate")
     kinds = check_kinds(kinds)
     metrics = distinct_metrics(metrics)
-    ridge = shared_ridge(metrics, ridge)
     ms = [m.name for m in select(measures)]
     primary = ms[0]
     hw, positional = load_with_positional(model, **(processing or {}))
@@ -448,6 +447,8 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     if in_hand is not None and in_hand.model != hw.meta.name:
         raise OptionError(f"data: a verdict of {in_hand.model!r}, not of {hw.meta.name!r}")
     saved = read_validation(data, hw, data_option) if in_hand is None and data not in ("auto", "run", "none") else None  # checked before any work
+    runs_verdict = in_hand is None and (data == "run" or (data == "auto" and hw.meta.family == "toy"))  # toys: seconds
+    ridge = shared_ridge([*metrics, *(DEFAULT_METRICS if runs_verdict else ())], ridge)  # the verdict's metrics too
     if run is not None:
         from ..analysis.tracking import list_checkpoints
 
@@ -471,7 +472,7 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     if positional is not hw:
         notes.append(f"head labels from the weights: {POSITIONAL_BEFORE_LINEARISED}")
     side = saved  # a folder written by `compscope validate --out`, or None
-    if in_hand is not None or data == "run" or (data == "auto" and hw.meta.family == "toy"):  # toy models: seconds
+    if in_hand is not None or runs_verdict:
         v = in_hand or validate(model, kinds=kinds, progress=progress, metric_data=metric_data, ridge=ridge,
                                 **{k: (processing or {}).get(k) or False for k in PROCESSING_STEPS})
         side = verdict_data(v)
