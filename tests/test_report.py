@@ -598,8 +598,8 @@ def test_the_pair_command_of_a_metric_on_data_names_the_data_the_report_estimate
 def test_a_ridge_reaches_the_reports_metrics_its_verdict_and_its_pair_command(tmp_path, monkeypatch, capsys):
     """``compscope report --ridge R``: the page's pairs under ``embed`` are ``compose_pair``'s under R (not the default
     ridge's), the verdict it runs is asked for R, and the page holds R for the pair commands it suggests; with only
-    the identity metric (no G) and no verdict run it is refused before any work. A verdict given (in hand or saved) under another ridge
-    than the report's is named so in the notes."""
+    the identity metric (no G) and no verdict run it is refused before any work. A verdict given (in hand or saved)
+    under another ridge than the report's is named so in the notes."""
     import compscope
     import compscope.data.validate as V
 
@@ -618,7 +618,8 @@ def test_a_ridge_reaches_the_reports_metrics_its_verdict_and_its_pair_command(tm
     assert doc["details"][key]["measures"] == pytest.approx(want, rel=1e-5, abs=1e-6)  # as stored: 6 digits
     assert max(abs(want[m] - default[m]) for m in want) > 1e-3  # the ridge changed the pair
     capsys.readouterr()
-    assert main(["report", "--metric", "identity", "--data", "none", "--ridge", "0.1", "--out", str(tmp_path / "no")]) == 2
+    assert main(["report", "--metric", "identity", "--data", "none", "--ridge", "0.1", "--out",
+                 str(tmp_path / "no")]) == 2
     assert "--ridge 0.1: the identity metric has no G to regularise" in capsys.readouterr().err
     assert asked == [0.1] and not (tmp_path / "no").exists()
     # only the identity in the report's tables, but a verdict that runs judges metrics with a G: they take it
