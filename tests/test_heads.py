@@ -690,6 +690,21 @@ def test_same_reads_by_each_part_of_the_norm():
     assert same_reads(post, post.replace(attn_norm=None)) and not same_reads(hw, post) and not same_reads(post, hw)
 
 
+def test_a_layers_pattern_without_positions_given_reads_them_as_0_to_n():
+    """``attention_pattern_and_values`` with no positions places the tokens at ``0..n−1``: on a rotary model its
+    pattern is the one with those positions given, not the one with every token at 0 (no rotation at all)."""
+    from compscope.core.attention import attention_pattern_and_values
+
+    hw = random_heads(rotary=True)
+    resid = torch.randn(2, 5, 8, generator=torch.Generator().manual_seed(1))
+    pattern, v = attention_pattern_and_values(hw, 1, resid)
+    given, v_given = attention_pattern_and_values(hw, 1, resid, torch.arange(5))
+    torch.testing.assert_close(pattern, given, rtol=0, atol=0)
+    torch.testing.assert_close(v, v_given, rtol=0, atol=0)
+    unrotated, _ = attention_pattern_and_values(hw, 1, resid, torch.zeros(5, dtype=torch.long))
+    assert (pattern - unrotated).abs().max() > 1e-3
+
+
 @pytest.mark.parametrize("causal", [True, False])
 def test_attention_pattern_by_hand(causal):
     """``softmax(scale · q·k)`` over the keys a query sees (numpy, float64): behind it or at it in a causal

@@ -103,6 +103,9 @@ def test_minicpm5_heads_write_the_llama_attention_gated_as_transformers_gates_it
         torch.testing.assert_close(got, want, atol=2e-5, rtol=1e-5)
         bare = hw.replace(b_G=None)
         assert (head_outputs(bare, i, pattern, v, x).sum(-2) + hw.b_O[i] - want).abs().max() > 1e-2
+    with pytest.raises(compscope.OptionError, match=r"gates each head's output by what its query reads: give that "
+                                                     r"input \(x\)"):  # not the heads' outputs ungated
+        head_outputs(hw, 0, pattern, v)
 
 
 def test_minicpm5_settings_it_does_not_run_are_refused_and_a_null_head_dim_is_the_width_over_the_heads(gated, tmp_path):
