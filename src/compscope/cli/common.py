@@ -222,13 +222,14 @@ def ridge_value(text: str) -> float:
     return value
 
 
-def add_ridge(p: argparse.ArgumentParser, which: str = "") -> None:
-    """``--ridge`` (:func:`metric_ridge` reads it); ``which``: the metrics it applies to, in words."""
+def add_ridge(p: argparse.ArgumentParser, which: str = "the metric's G", more: str = "") -> None:
+    """``--ridge`` (:func:`metric_ridge` reads it); ``which``: the ``G`` it regularises, in words; ``more``: what
+    else to say of it."""
     from ..defaults import RIDGE
 
     p.add_argument("--ridge", type=ridge_value, metavar="R",
-                   help=f"regularise the metric's G{which} as G + R·tr(G)/d·I (default {RIDGE:g}; 0: none, refused "
-                        "where G is singular); the identity metric has no G and takes none")
+                   help=f"regularise {which} as G + R·tr(G)/d·I (default {RIDGE:g}; 0: none, refused where G is "
+                        f"singular); the identity metric has no G and takes none{more}")
 
 
 def metric_ridge(args, metrics=None) -> float | None:

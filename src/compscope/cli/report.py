@@ -27,7 +27,7 @@ def add_arguments(p) -> None:
                    help=f"a measure (repeatable; 'all' for every one; default {', '.join(REPORT_MEASURES)})")
     p.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
                    help=f"a metric, {metric_names()} (repeatable; default {', '.join(REPORT_METRICS)})")
-    add_ridge(p, " (each metric with a G, the verdict's too)")
+    add_ridge(p, "each metric's G (the verdict's too)")
     add_metric_data(p)
     p.add_argument("--data", default="auto", metavar="auto|run|none|DIR",
                    help="head labels and the verdict from data: 'auto' runs `validate` on toy models only (seconds), "

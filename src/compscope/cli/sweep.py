@@ -48,7 +48,7 @@ def add_arguments(p) -> None:
     p.add_argument("--writers", type=writers, metavar="HEADS", help="--job validate: intervene on these writer heads "
                    "only (LAYER.HEAD, LAYER or A-B, comma-separated; default every head)")
     add_model_dtype(p, "--job validate: ")
-    add_ridge(p, " (each metric with a G; a task option when given)")
+    add_ridge(p, "each metric's G", "; a task option when given")
     add_metric_data(p)
     # --job scores: any; --job validate: --fold-norm, --linearise-qk-norm [text], --center-writing; --job track: none;
     # --linearise-qk-norm is left out for a model without QK-norm (sweep.tasks.task_steps)

@@ -16,7 +16,7 @@ def add_arguments(p) -> None:
     add_scoring(p, "K", TRACKED)
     p.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
                    help=f"a metric, {metric_names()} (repeatable; default identity and embed)")
-    add_ridge(p, " (each metric with a G)")
+    add_ridge(p, "each metric's G")
     add_metric_data(p)
     add_tokenizer(p)
     p.add_argument("--out", help="write the table, one row per (checkpoint, metric, measure, kind, pair) (.csv or .parquet)")

@@ -32,7 +32,7 @@ def add_arguments(p) -> None:
     p.add_argument("--kinds", default="QKV", help="any of Q, K, V (default QKV)")
     p.add_argument("--metric", action="append", dest="metrics", metavar="NAME",
                    help=f"a metric, {metric_names()} (repeatable; default identity, embed, activations and covariance)")
-    add_ridge(p, " (each metric with a G)")
+    add_ridge(p, "each metric's G")
     add_metric_data(p)
     add_intervention(p, "0-5", "; rho and the confirmed pairs are then over their pairs")
     p.add_argument("--prev-threshold", type=float, default=0.4, help="previous-token label of a true writer (default 0.4)")
