@@ -637,7 +637,7 @@ def test_a_ridge_reaches_the_reports_metrics_its_verdict_and_its_pair_command(tm
     v = compscope.validate("induction-2l", kinds="K", metrics=["embed"], sequences=8, intervention_sequences=4,
                            ridge=0.1, progress=False)
     v.save(tmp_path / "v")
-    said = ("the verdict's metrics were regularised with ridge 0.1 (its run.json), this report's with 1e-06: run "
+    said = ("the verdict's metrics were regularised with ridge 0.1, this report's with 1e-06: run "
             "`compscope validate --ridge 1e-06` for a verdict of the same metrics")
     for data, kw, noted in ((v, {}, True), (v, {"ridge": 0.1}, False), (str(tmp_path / "v"), {}, True),
                             (str(tmp_path / "v"), {"ridge": 0.1}, False)):
@@ -645,6 +645,15 @@ def test_a_ridge_reaches_the_reports_metrics_its_verdict_and_its_pair_command(tm
                                        figures=False, progress=False, **kw)
         notes = _document(index.read_text())["notes"]
         assert (said in notes) == noted, (data, kw, notes)
+    # a run.json of before validate recorded its ridge: the default, which every verdict then had
+    run = json.loads((tmp_path / "v" / "run.json").read_text())
+    (tmp_path / "v" / "run.json").write_text(json.dumps({k: x for k, x in run.items() if k != "ridge"}))
+    for kw, noted in (({}, False), ({"ridge": 0.1}, True)):
+        index = compscope.write_report("induction-2l", tmp_path / "r", kinds="K", metrics=["embed"],
+                                       data=str(tmp_path / "v"), figures=False, progress=False, **kw)
+        notes = _document(index.read_text())["notes"]
+        assert ("the verdict's metrics were regularised with ridge 1e-06, this report's with 0.1: run `compscope "
+                "validate --ridge 0.1` for a verdict of the same metrics" in notes) == noted, (kw, notes)
 
 
 def test_the_pair_command_of_a_gram_matrix_file_names_the_file(tmp_path, capsys):

@@ -174,8 +174,13 @@ def _judged(options) -> list[str] | None:
 
 
 def _ridge(options) -> float | None:
-    """The ridge a verdict's metrics were regularised with, from its options (None: not recorded)."""
-    ridge = options.get("ridge") if isinstance(options, dict) else None
+    """The ridge a verdict's metrics were regularised with, from its options: the default where they name the
+    model but no ridge (``validate`` took none before it recorded one); None without options."""
+    from ..core.metrics import DEFAULT_RIDGE
+
+    if not isinstance(options, dict) or not ("ridge" in options or options.get("model")):
+        return None
+    ridge = options.get("ridge", DEFAULT_RIDGE)
     return float(ridge) if isinstance(ridge, (int, float)) and not isinstance(ridge, bool) else None
 
 
@@ -187,7 +192,7 @@ def ridge_note(theirs: float | None, mine: float | None) -> str | None:
     mine = DEFAULT_RIDGE if mine is None else mine
     if theirs is None or theirs == mine:
         return None
-    return (f"the verdict's metrics were regularised with ridge {theirs:g} (its run.json), this report's with "
+    return (f"the verdict's metrics were regularised with ridge {theirs:g}, this report's with "
             f"{mine:g}: run `compscope validate --ridge {mine:g}` for a verdict of the same metrics")
 
 
