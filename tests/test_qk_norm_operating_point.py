@@ -164,6 +164,10 @@ def test_the_errors_name_the_model_and_the_step():
         linearise_qk_norm(gemma, where="text")
     with pytest.raises(compscope.ProcessingError, match=r"moments of shape \(2, 3\); expected"):
         linearise_qk_norm(gemma, moments=torch.zeros(2, 3))
+    with pytest.raises(compscope.ProcessingError, match="means= without moments="):  # a mean alone sets no point
+        linearise_qk_norm(gemma, means=torch.zeros(L, d))
+    with pytest.raises(compscope.ProcessingError, match=rf"means of shape \({L}, {d + 1}\); expected \({L}, {d}\)"):
+        linearise_qk_norm(gemma, moments=torch.eye(d).expand(L, d, d), means=torch.zeros(L, d + 1))
     L, d = biased.n_layers, biased.d_model
     for one_side in ({"b_K": None}, {"b_Q": None}, {}):  # a bias on either side alone asks for the means too
         with pytest.raises(compscope.ProcessingError, match="query or key biases; give the mean"):
