@@ -112,9 +112,12 @@ def _same_as_the_matrices(hw):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)
 
 
-@pytest.mark.parametrize("variant", ["gemma3-text", "gemma3-text-mqa-bias", "qwen3-qk-norm"])
+@pytest.mark.parametrize("variant", ["gemma3-text", "gemma3-text-mqa-bias", "qwen3-qk-norm",
+                                     "chameleon-swin-norm-after"])
 def test_the_isotropic_point_of_hf_models_from_its_structure(variant):
-    """The same on HuggingFace configs: Gemma's ``1 + w`` gains, query and key biases, GQA."""
+    """The same on HuggingFace configs: Gemma's ``1 + w`` gains, query and key biases, GQA, and
+    Chameleon's swin-norm layers, whose heads read the residual with no norm before them (their
+    isotropic point the residual itself, ``E[x xᵀ] = I``) through a per-head LayerNorm QK-norm."""
     _same_as_the_matrices(_tiny(variant)[1])
 
 
