@@ -102,6 +102,21 @@ def test_the_isotropic_moment_is_that_of_the_attention_norm_on_isotropic_residua
     _same_as_the_matrices(hw)
 
 
+def test_the_isotropic_moment_without_a_norm_or_a_gain_by_hand():
+    """No norm before the heads (the toy): the residual itself, ``E[x xᵀ] = I``, mean 0. OLMo's
+    LayerNorm without gain or bias: the centring projector scaled to mean square 1,
+    ``d/(d−1) (I − 11ᵀ/d)``, mean 0."""
+    for hw, centred in ((compscope.load("induction-2l"), False), (_tiny("olmo-parameter-free-layernorm")[1], True)):
+        d = hw.d_model
+        eye = torch.eye(d, dtype=torch.float64)
+        want = (eye - 1.0 / d) * d / (d - 1) if centred else eye
+        for l in range(hw.n_layers):
+            M, mean = isotropic_read_moment(hw, l)
+            assert M.dtype == mean.dtype == torch.float64
+            torch.testing.assert_close(M, want, rtol=0, atol=1e-15)
+            torch.testing.assert_close(mean, torch.zeros(d, dtype=torch.float64), rtol=0, atol=0)
+
+
 def _same_as_the_matrices(hw):
     """``qk_norm_jacobians(hw)`` (the isotropic point from its structure) equals the Jacobians at the
     stacked ``isotropic_read_moment`` matrices given as moments and means."""
