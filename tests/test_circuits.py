@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 import torch
 
 from compscope import WeightError
-from compscope.analysis.circuits import copying_scores, eigen_score, matching_scores, positional_previous
+from compscope.analysis.circuits import (bigram_copying, copying_scores, eigen_score, matching_scores,
+                                         positional_previous, virtual_copying)
 from compscope.analysis.stats import spearman
 from compscope.api import head_circuits
 from compscope.cli.main import main
@@ -254,8 +255,9 @@ def test_spearman_equals_pearson_of_mean_ranks_counted(pairs, rnd):
 
 def test_missing_weights_are_named():
     hw = model(L=2, rotary=False)
-    with pytest.raises(WeightError, match="W_U"):
-        copying_scores(hw.replace(W_U=None))
+    for score in (copying_scores, bigram_copying, virtual_copying):  # each names the model and what it lacks
+        with pytest.raises(WeightError, match=rf"^{hw.meta.name}: .*needs? the unembedding W_U, and this model has none"):
+            score(hw.replace(W_U=None))
     with pytest.raises(OptionError, match="W_pos"):
         positional_previous(hw)
     c = head_circuits(hw)
