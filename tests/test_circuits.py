@@ -160,6 +160,14 @@ def test_the_induction_search_solves_eigenproblems_only_for_positive_traces(monk
         O1, VN1 = matcher.head(l1, h1)
         positive_trace += float(((K2[h2] @ O1[0].mT) @ (VN1[0] @ Q2[h2].mT)).trace()) > 0
     assert sum(solved) == positive_trace < len(matcher.scores)
+    # the score is scale-free and the test is the trace's sign: queries scaled to traces far below 1 keep every score
+    small = hw.replace(W_Q=hw.W_Q * 2.0 ** -20)  # (a power of 2: exact in float32)
+    tiny = C.MatchingThroughWriters(small)
+    torch.testing.assert_close(C.induction_qk(small, previous, K, matcher=tiny), C.induction_qk(hw, previous, K),
+                               rtol=1e-9, atol=1e-12)
+    assert tiny.scores.keys() == matcher.scores.keys()
+    for key, kept in matcher.scores.items():
+        assert tiny.scores[key] == pytest.approx(kept, abs=1e-9)
 
 
 def test_positional_previous_token_score_of_a_head_built_to_attend_back_one_position():
