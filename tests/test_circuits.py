@@ -425,6 +425,10 @@ def test_rotary_previous_token_score_equals_its_closed_form():
     logits = np.array([hw.scale * a * b * math.cos(w * d) for d in range(64)])
     want = np.exp(logits[1] - logits.max()) / np.exp(logits - logits.max()).sum()
     assert float(rotary_previous(hw)[0, 0]) == pytest.approx(want, rel=1e-5)
+    for window in (3, 5):  # a sliding window of w: the keys at δ = 0 … w − 1 alone
+        near = np.exp(logits[1] - logits[:window].max()) / np.exp(logits[:window] - logits[:window].max()).sum()
+        got = float(rotary_previous(hw.replace(sliding_window=(window,)))[0, 0])
+        assert got == pytest.approx(near, rel=1e-5) and abs(near - want) > 0.01
     with pytest.raises(OptionError, match="rotary"):
         rotary_previous(compscope.load("induction-2l"))
 
