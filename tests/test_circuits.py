@@ -264,7 +264,8 @@ def test_spearman_equals_pearson_of_mean_ranks_counted(pairs, rnd):
 def test_missing_weights_are_named():
     hw = model(L=2, rotary=False)
     for score in (copying_scores, bigram_copying, virtual_copying):  # each names the model and what it lacks
-        with pytest.raises(WeightError, match=rf"^{hw.meta.name}: .*needs? the unembedding W_U, and this model has none"):
+        lacks = rf"^{hw.meta.name}: .*needs? the unembedding W_U, and this model has none"
+        with pytest.raises(WeightError, match=lacks):
             score(hw.replace(W_U=None))
     with pytest.raises(OptionError, match="W_pos"):
         positional_previous(hw)
