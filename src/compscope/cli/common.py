@@ -235,12 +235,11 @@ def add_ridge(p: argparse.ArgumentParser, which: str = "the metric's G", more: s
 def metric_ridge(args, metrics=None) -> float | None:
     """``--ridge`` (None where not given: the default, ``1e-6``), refused above 0 with ``--metric identity``,
     where it would change nothing, before the model loads (as ``get_metric`` refuses ``ridge=``); with
-    ``metrics`` (a command taking several), where every one is the identity (``core.metrics.ridge_for``'s rule)."""
-    from ..core.metrics import ridge_for
+    ``metrics`` (a command taking several), where every one is the identity (``core.metrics.check_some_g``)."""
+    from ..core.metrics import check_some_g
 
     ridge = getattr(args, "ridge", None)
-    if ridge and all(ridge_for(m, ridge) is None for m in ([args.metric] if metrics is None else metrics)):
-        raise OptionError(f"--ridge {ridge:g}: the identity metric has no G to regularise (choose another --metric)")
+    check_some_g([args.metric] if metrics is None else metrics, ridge, "--ridge ", "choose another --metric")
     return ridge
 
 

@@ -345,13 +345,19 @@ def shared_ridge(metrics, ridge: float | None) -> float | None:
     if ridge is None:
         return None
     ridge = check_ridge(ridge)
-    if ridge and all(ridge_for(m, ridge) is None for m in metrics):
-        raise OptionError(f"ridge={ridge:g}: the identity metric has no G to regularise; leave ridge out, or add "
-                          "a metric with a G")
+    check_some_g(metrics, ridge)
     for m in metrics:
         if isinstance(m, Metric) and m.sqrt:
             check_ridge_applies(m, ridge, built=True)
     return ridge
+
+
+def check_some_g(metrics, ridge: float | None, option: str = "ridge=",
+                 advice: str = "leave ridge out, or add a metric with a G") -> None:
+    """A ridge above 0 refused where every one of ``metrics`` (names or built) is the identity, which has no
+    ``G`` to regularise (:func:`ridge_for`); ``option``: how the message names the ridge, ``advice``: what to do."""
+    if ridge and all(ridge_for(m, ridge) is None for m in metrics):
+        raise OptionError(f"{option}{ridge:g}: the identity metric has no G to regularise; {advice}")
 
 
 def ridge_for(metric, ridge: float | None) -> float | None:

@@ -446,6 +446,8 @@ def collect(model, *, kinds: str = "QKV", measures=REPORT_MEASURES, metrics=REPO
     metrics = distinct_metrics(metrics)
     ms = [m.name for m in select(measures)]
     primary = ms[0]
+    # before the load, leniently: a verdict that may run (`auto` on a toy) judges metrics with a G; after it, exactly
+    shared_ridge([*metrics, *(DEFAULT_METRICS if isinstance(data, str) and data in ("auto", "run") else ())], ridge)
     hw, positional = load_with_positional(model, **(processing or {}))
     check_composes(hw, "; a report needs at least 2 layers")
     in_hand = data if isinstance(data, Verdict) else None  # a verdict already computed: its model must be this one
