@@ -628,7 +628,7 @@ def test_a_ridge_reaches_the_reports_metrics_its_verdict_and_its_pair_command(tm
                  "--out", str(tmp_path / "id")]) == 0
     assert asked == [0.1, 0.1] and _document((tmp_path / "id" / "index.html").read_text())["ridge"] == 0.1
     load = sources.load_with_positional
-    monkeypatch.setattr(sources, "load_with_positional", lambda *a, **k: pytest.fail("loaded before the ridge was refused"))
+    monkeypatch.setattr(sources, "load_with_positional", lambda *a, **k: pytest.fail("loaded before the refusal"))
     with pytest.raises(OptionError, match=r"^ridge=0\.1: the identity metric has no G to regularise"):
         compscope.write_report("induction-2l", tmp_path / "no", metrics=["identity"], data="none", ridge=0.1,
                                figures=False, progress=False)
