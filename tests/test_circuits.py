@@ -665,6 +665,11 @@ def test_several_contents_share_the_work_and_equal_one_call_each():
     finally:
         C._eigen_scores = real
     assert first == sum(calls) - first > 0
+    # a content met again is taken from the first, and the contents after it are still computed
+    three = C.head_circuits_by_content(hw, {"a": None, "b": None, "c": samples})
+    assert list(three) == ["a", "b", "c"] and [c.content for c in three.values()] == ["a", "b", "c"]
+    for name, want in (("a", "embed"), ("b", "embed"), ("c", "activations")):
+        assert torch.equal(three[name].previous, both[want].previous), name
 
 
 @settings(max_examples=200, deadline=None)
