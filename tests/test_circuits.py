@@ -672,6 +672,24 @@ def test_several_contents_share_the_work_and_equal_one_call_each():
         assert torch.equal(three[name].previous, both[want].previous), name
 
 
+def test_induction_scores_from_two_layers_on_and_without_an_unembedding():
+    """The smallest model with a writer before a reader (2 layers) gets the induction search's scores,
+    not zeros; one layer gets zeros (no earlier writer); without an unembedding the attention half
+    stays and the induction score (its copying factor) is None."""
+    from compscope.analysis.circuits import induction_qk
+    from compscope.engine.composition import scores
+
+    hw = model(L=2, seed=1).replace(W_pos=None)  # rotary: previous-token scores from the weights
+    c = head_circuits(hw)
+    K = scores(hw, "K", ["frobenius"], progress=False).dense("frobenius", "K").double()
+    assert torch.equal(c.induction_qk, induction_qk(hw, c.previous, K)) and (c.induction_qk[1] > 0).all()
+    assert torch.equal(c.induction, c.copying.clamp_min(0) * c.induction_qk)
+    one = head_circuits(model(L=1, seed=1).replace(W_pos=None))
+    assert one.induction_qk.shape == (1, 4) and not one.induction_qk.any()
+    plain = head_circuits(hw.replace(W_U=None))
+    assert plain.copying is None and plain.induction is None and torch.equal(plain.induction_qk, c.induction_qk)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.integers(1, 8), st.integers(0, 2**31 - 1))
 def test_a_matrix_whose_trace_is_not_positive_has_no_positive_eigen_score(r, seed):
