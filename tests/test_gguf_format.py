@@ -1277,8 +1277,8 @@ def _assert_fields_alike(stock, plain) -> None:
             assert type(y) is np.ndarray and not y.flags.writeable, name  # a plain, read-only view
 
 
-def _metadata_gguf(path, fields: list, big: bool) -> None:
-    """A GGUF file (version 3, no tensors) of ``fields``, written here byte by byte: ``(key, type, value)``
+def _metadata_gguf(path, fields: list, big: bool, version: int = 3) -> None:
+    """A GGUF file (``version``, no tensors) of ``fields``, written here byte by byte: ``(key, type, value)``
     with ``type`` a ``GGUFValueType``; an array's value is ``(item type, [items])`` (items of an array
     of arrays: such pairs)."""
     import struct
@@ -1296,7 +1296,7 @@ def _metadata_gguf(path, fields: list, big: bool) -> None:
             return struct.pack(order + "IQ", item, len(items)) + b"".join(value(item, x) for x in items)
         return struct.pack(order + codes[kind], v)
 
-    body = b"GGUF" + struct.pack(order + "IQQ", 3, 0, len(fields))
+    body = b"GGUF" + struct.pack(order + "IQQ", version, 0, len(fields))
     body += b"".join(value(V.STRING, key) + struct.pack(order + "I", kind) + value(kind, v) for key, kind, v in fields)
     path.write_bytes(body)
 
@@ -1335,6 +1335,38 @@ def test_the_plain_array_reader_parses_arrays_of_every_item_type_as_gguf_py_does
         assert read(key) == [x if isinstance(x, str) else pytest.approx(x, rel=1e-7) for x in items], key
     assert plain.fields["a.nested"].types == [V.ARRAY, V.ARRAY, V.INT32]  # gguf-py keeps the first item's types
     assert read("after") == [42]
+
+
+@pytest.mark.parametrize("version", [2, 3])
+def test_the_header_reader_reads_every_value_type_back_as_written(tmp_path, version):
+    """compscope's own header parser (:func:`compscope.loading.gguf_file.read_header`) on a file written
+    here byte by byte, in either version GGUF has had since it carried 64-bit counts: scalars of every
+    type at the ends of their ranges, strings, arrays of each type and of arrays, each read back as the
+    value written (float32 values exact in float32); versions 1 and 4 are refused by number."""
+    from compscope.loading.gguf_file import read_header
+
+    V = gguf.GGUFValueType
+    scalars = {V.UINT8: 255, V.INT8: -128, V.UINT16: 65535, V.INT16: -300, V.UINT32: 2**32 - 1, V.INT32: -(2**31),
+               V.FLOAT32: -2.25, V.UINT64: 2**64 - 1, V.INT64: -(2**63), V.FLOAT64: 1e-300, V.BOOL: True}
+    fields = [("general.architecture", V.STRING, "llama"), ("s.wide", V.STRING, "é ✓ 漢")]
+    fields += [(f"s.{kind.name}", kind, v) for kind, v in scalars.items()]
+    fields += [(f"a.{kind.name}", V.ARRAY, (kind, [v, 1])) for kind, v in scalars.items()]
+    fields += [("a.strings", V.ARRAY, (V.STRING, ["", "é ✓"])), ("a.nested", V.ARRAY,
+               (V.ARRAY, [(V.INT8, [-1, 2]), (V.STRING, ["p"])])), ("after", V.UINT32, 42)]
+    _metadata_gguf(tmp_path / "m.gguf", fields, big=False, version=version)
+    buf = (tmp_path / "m.gguf").read_bytes()
+    got, tensors = read_header(buf, len(buf))
+    assert tensors == []
+    want = {key: [list(x[1]) for x in v[1]] if kind == V.ARRAY and v[0] == V.ARRAY else
+            list(v[1]) if kind == V.ARRAY else v for key, kind, v in fields}
+    want["a.BOOL"] = [True, True]
+    assert got == want
+    assert [type(got[f"s.{k.name}"]) for k in (V.INT8, V.FLOAT32, V.BOOL)] == [int, float, bool]
+    for bad in (1, 4):
+        _metadata_gguf(tmp_path / "b.gguf", fields[:1], big=False, version=bad)
+        buf = (tmp_path / "b.gguf").read_bytes()
+        with pytest.raises(ValueError, match=rf"^GGUF version {bad} is not supported \(supported: \(2, 3\)\)$"):
+            read_header(buf, len(buf))
 
 
 def _outcome(read, *args):
