@@ -1369,6 +1369,37 @@ def test_the_header_reader_reads_every_value_type_back_as_written(tmp_path, vers
             read_header(buf, len(buf))
 
 
+def test_the_header_reader_decodes_arrays_up_to_its_limits(tmp_path):
+    """Arrays of up to 1024 items are read as lists, longer ones kept as numpy arrays (numbers) or as
+    their length (strings: a tokenizer's vocabulary); arrays of arrays nested 8 deep are read, 9 deep
+    refused, naming the key."""
+    from compscope.loading.gguf_file import SkippedStrings, read_header
+
+    V = gguf.GGUFValueType
+
+    def nested(k: int):
+        return (V.INT32, [7]) if k == 0 else (V.ARRAY, [nested(k - 1)])
+
+    words = [f"w{i}" for i in range(1025)]
+    fields = [("s.1024", V.ARRAY, (V.STRING, words[:1024])), ("s.1025", V.ARRAY, (V.STRING, words)),
+              ("i.1024", V.ARRAY, (V.INT32, list(range(1024)))), ("i.1025", V.ARRAY, (V.INT32, list(range(1025)))),
+              ("deep", V.ARRAY, nested(8))]
+    _metadata_gguf(tmp_path / "m.gguf", fields, big=False)
+    buf = (tmp_path / "m.gguf").read_bytes()
+    got, _ = read_header(buf, len(buf))
+    assert got["s.1024"] == words[:1024] and isinstance(got["s.1025"], SkippedStrings) and len(got["s.1025"]) == 1025
+    assert got["i.1024"] == list(range(1024)) and type(got["i.1024"]) is list
+    assert isinstance(got["i.1025"], np.ndarray) and got["i.1025"].tolist() == list(range(1025))
+    deep = got["deep"]
+    for _ in range(8):
+        (deep,) = deep
+    assert deep == [7]
+    _metadata_gguf(tmp_path / "d.gguf", [("deeper", V.ARRAY, nested(9))], big=False)
+    buf = (tmp_path / "d.gguf").read_bytes()
+    with pytest.raises(ValueError, match=r"^in metadata 'deeper': arrays nested more than 8 deep at byte \d+$"):
+        read_header(buf, len(buf))
+
+
 def _outcome(read, *args):
     """What ``read(*args)`` returns, with the type of each item of a list, or the error it raises."""
     try:
