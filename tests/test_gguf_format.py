@@ -561,15 +561,18 @@ def test_a_split_gguf_file_is_read_from_all_its_shards_whichever_is_given(tmp_pa
     others "GGUF architecture None is not supported"."""
     model = _tiny_llama()
     _write_llama_gguf(tmp_path / "whole.gguf", model)
-    _write_llama_gguf(tmp_path / "m.gguf", model, split_max_tensors=5)
-    files = sorted(tmp_path.glob("m-*.gguf"))
-    assert [f.name for f in files] == [f"m-{k:05d}-of-00005.gguf" for k in range(1, 6)]
     whole = compscope.load(tmp_path / "whole.gguf")
-    for f in files:
-        hw = compscope.load(f)
-        assert _same_heads(hw, whole) and hw.meta.name == "m"
-        assert "read from the 5 shards of a split GGUF file (m-00001..00005-of-00005.gguf)" in hw.meta.notes
-    a = compscope.scores(files[3], "K", progress=False)
+    for most, count in ((5, 5), (11, 2)):  # 22 tensors: 5 to a shard, or 11 (two shards, the fewest that split)
+        (tmp_path / str(count)).mkdir()
+        _write_llama_gguf(tmp_path / str(count) / "m.gguf", model, split_max_tensors=most)
+        files = sorted((tmp_path / str(count)).glob("m-*.gguf"))
+        assert [f.name for f in files] == [f"m-{k:05d}-of-{count:05d}.gguf" for k in range(1, count + 1)]
+        for f in files:
+            hw = compscope.load(f)
+            assert _same_heads(hw, whole) and hw.meta.name == "m"
+            assert (f"read from the {count} shards of a split GGUF file (m-00001..{count:05d}-of-{count:05d}.gguf)"
+                    in hw.meta.notes)
+    a = compscope.scores(tmp_path / "5" / "m-00004-of-00005.gguf", "K", progress=False)
     b = compscope.scores(tmp_path / "whole.gguf", "K", progress=False)
     for key, v in a.values.items():  # NaN where a pair is not scored (same layer, or later writer)
         torch.testing.assert_close(v, b.values[key], rtol=0, atol=0, equal_nan=True)
