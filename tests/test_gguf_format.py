@@ -1372,6 +1372,44 @@ def test_the_header_reader_reads_every_value_type_back_as_written(tmp_path, vers
             read_header(buf, len(buf))
 
 
+def test_each_tensor_type_dequantises_to_what_its_bytes_say(tmp_path):
+    """compscope's own dequantiser (:func:`compscope.loading.gguf_file.dequantize`) on tensors written with
+    gguf-py: F32 and F16 exactly as written; BF16 as gguf-py decodes it, within 2⁻⁸ relative of the
+    float32 it was made from; Q8_0 as ``int8 · the block's float16 scale``, computed here from the raw
+    bytes, and as gguf-py decodes it; Q4_0 (handed to gguf-py) as gguf-py decodes it. Each comes in the
+    stored shape (GGUF's dims reversed) and is a fresh tensor: changing the buffer afterwards changes none."""
+    from compscope.loading.gguf_file import dequantize, read_header
+
+    T = gguf.GGMLQuantizationType
+    x = np.random.default_rng(0).standard_normal((3, 64)).astype(np.float32)
+    w = gguf.GGUFWriter(str(tmp_path / "t.gguf"), "llama")
+    w.add_tensor("F32", x)
+    w.add_tensor("F16", x.astype(np.float16))
+    for qtype in (T.BF16, T.Q8_0, T.Q4_0):
+        w.add_tensor(qtype.name, gguf.quants.quantize(x, qtype), raw_dtype=qtype)
+    _finish(w)
+    buf = bytearray((tmp_path / "t.gguf").read_bytes())
+    _, infos = read_header(buf, len(buf))
+    got = {i.name: dequantize(buf, i) for i in infos}
+    raw = {i.name: np.frombuffer(bytes(buf), np.uint8, count=i.nbytes, offset=i.offset) for i in infos}
+    assert [(i.name, i.dims) for i in infos] == [(n, (64, 3)) for n in ("F32", "F16", "BF16", "Q8_0", "Q4_0")]
+    assert all(t.dtype == torch.float32 and t.shape == (3, 64) for t in got.values())
+    assert torch.equal(got["F32"], torch.from_numpy(x))
+    assert torch.equal(got["F16"], torch.from_numpy(x.astype(np.float16)).float())
+    blocks = raw["Q8_0"].reshape(-1, 34)  # 32 weights a block: a float16 scale, then 32 int8
+    by_hand = blocks[:, 2:].view(np.int8).astype(np.float32) * blocks[:, :2].view(np.float16).astype(np.float32)
+    assert np.array_equal(got["Q8_0"].numpy(), by_hand.reshape(3, 64))
+    for name in ("BF16", "Q8_0", "Q4_0"):
+        theirs = gguf.quants.dequantize(raw[name].reshape(3, -1), T[name])
+        assert np.array_equal(got[name].numpy(), theirs), name
+    assert np.abs(got["BF16"].numpy() - x).max() <= 2**-8 * np.abs(x).max()
+    assert np.abs(got["Q8_0"].numpy() - x).max() <= np.abs(x).max() / 127  # half a step of the largest block, twice
+    before = {k: v.clone() for k, v in got.items()}
+    for i in infos:
+        buf[i.offset : i.offset + i.nbytes] = bytes(i.nbytes)
+    assert all(torch.equal(got[k], before[k]) for k in got)
+
+
 def test_the_header_reader_decodes_arrays_up_to_its_limits(tmp_path):
     """Arrays of up to 1024 items are read as lists, longer ones kept as numpy arrays (numbers) or as
     their length (strings: a tokenizer's vocabulary); arrays of arrays nested 8 deep are read, 9 deep
