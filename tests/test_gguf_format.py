@@ -1372,6 +1372,58 @@ def test_the_header_reader_reads_every_value_type_back_as_written(tmp_path, vers
             read_header(buf, len(buf))
 
 
+def _table_gguf(tensors: list, alignment: int | None = None) -> bytes:
+    """A GGUF file's header (version 3) written here byte by byte: ``general.alignment`` where given (UINT32), and
+    the tensor table ``(name, dims in GGUF order, type id, offset)``; no tensor data."""
+    import struct
+
+    def text(t: str) -> bytes:
+        return struct.pack("<Q", len(t.encode())) + t.encode()
+
+    fields = [] if alignment is None else [text("general.alignment") + struct.pack("<II", 4, alignment)]
+    body = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(fields)) + b"".join(fields)
+    for name, dims, type_id, offset in tensors:
+        body += text(name) + struct.pack(f"<I{len(dims)}QIQ", len(dims), *dims, type_id, offset)
+    return body
+
+
+def test_the_header_reader_places_tensors_and_refuses_a_corrupt_table():
+    """:func:`compscope.loading.gguf_file.read_header` on tensor tables written by hand: each tensor's data
+    starts at the header's end rounded up to the alignment, plus its offset; its byte count is GGML's
+    (F32: 4 a weight; Q8_0: 34 per block of 32); a type id gguf-py does not know has none. Refused, each by
+    what is wrong: 9 dimensions (8 are read), a dimension of 0, an alignment not a power of two, an offset
+    off the alignment, data that overlap (data that touch are read), a big-endian file."""
+    from compscope.loading.gguf_file import read_header
+
+    def read(body: bytes):
+        return read_header(body, len(body))
+
+    F32, Q8_0 = 0, 8
+    table = [("a", (16,), F32, 0), ("b", (64, 2), Q8_0, 64), ("c", (1,) * 8, F32, 256), ("d", (3,), 999, 320)]
+    for alignment in (None, 64, 1):
+        body = _table_gguf(table, alignment)
+        start = -(-len(body) // (alignment or 32)) * (alignment or 32)
+        _, got = read(body)
+        assert [(t.name, t.dims, t.offset, t.nbytes) for t in got] == [
+            ("a", (16,), start, 64), ("b", (64, 2), start + 64, 136), ("c", (1,) * 8, start + 256, 4),
+            ("d", (3,), start + 320, None)]
+        assert got[1].shape == (2, 64)
+    cases = [([("a", (1,) * 9, F32, 0)], None, r"in the tensor table entry of 'a': claims 9 dimensions"),
+             ([("a", (4, 0), F32, 0)], None, r"in the tensor table entry of 'a': has a dimension of size 0 \(\(4, 0"),
+             (table[:1], 48, r"general\.alignment=48 is not a power of two"),
+             (table[:1], 0, r"general\.alignment=0 is not a power of two"),
+             ([("a", (16,), F32, 16)], None, r"tensor 'a' has offset 16, not a multiple of the alignment 32"),
+             ([("a", (16,), F32, 0), ("b", (16,), F32, 32)], None,
+              r"the data of tensors 'a' and 'b' overlap \(offsets out of order or corrupt\)"),
+             ([("a", (16,), F32, 64), ("b", (17,), F32, 0)], None, r"the data of tensors 'b' and 'a' overlap")]
+    for tensors, alignment, message in cases:
+        with pytest.raises(ValueError, match="^" + message):
+            read(_table_gguf(tensors, alignment))
+    big = b"GGUF" + (3).to_bytes(4, "big") + bytes(16)
+    with pytest.raises(ValueError, match=r"^GGUF version 50331648 \(a big-endian file\?\) is not supported"):
+        read(big)
+
+
 def test_each_tensor_type_dequantises_to_what_its_bytes_say(tmp_path):
     """compscope's own dequantiser (:func:`compscope.loading.gguf_file.dequantize`) on tensors written with
     gguf-py: F32 and F16 exactly as written; BF16 as gguf-py decodes it, within 2⁻⁸ relative of the
