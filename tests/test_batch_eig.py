@@ -83,11 +83,12 @@ def test_structured_matrices(dtype):
 
 @pytest.mark.parametrize("scale", [1e-30, 1e-8, 1e8, 1e30])
 def test_scale(scale):
+    """Entries far from 1 either way, in float32 too (whose squares under- or overflow from about 1e±19 on,
+    but for the exact power-of-two scaling to entries of order one before the reduction)."""
     rng = np.random.default_rng(2)
     A = rng.standard_normal((8, 40, 40))
-    _check((A + A.transpose(0, 2, 1)) * scale, torch.float64)
-    if 1e-15 < scale < 1e15:  # float32's range
-        _check((A + A.transpose(0, 2, 1)) * scale, torch.float32)
+    for dtype in (torch.float64, torch.float32):
+        _check((A + A.transpose(0, 2, 1)) * scale, dtype)
 
 
 @settings(max_examples=40, deadline=None)
@@ -104,6 +105,22 @@ def test_ascending_fallbacks_and_empty():
     assert batch_eig.eigvalsh(M.clone())[0].tolist() == pytest.approx([1.0, 3.0], abs=1e-15)
     assert batch_eig.eigvalsh(torch.ones(3, 1, 1)).tolist() == [[1.0], [1.0], [1.0]]  # n = 1: torch
     assert batch_eig.eigvalsh(torch.zeros(0, 5, 5)).shape == (0, 5)
+
+
+def test_only_what_it_does_not_solve_goes_to_lapack(monkeypatch):
+    """Batches of float32 or float64 symmetric ``n × n`` matrices, ``n ≥ 2``, on the CPU are solved here
+    (the X route's speed rests on it); ``n = 1``, a single matrix, a batch of batches and other dtypes go
+    to ``torch.linalg.eigvalsh``, with the same answer."""
+    calls, real = [], torch.linalg.eigvalsh
+    monkeypatch.setattr(torch.linalg, "eigvalsh", lambda M: calls.append((tuple(M.shape), M.dtype)) or real(M))
+    M = torch.tensor([[2.0, 1.0], [1.0, 2.0]], dtype=torch.float64)
+    for dtype in (torch.float32, torch.float64):
+        assert batch_eig.eigvalsh(M[None].to(dtype, copy=True))[0].tolist() == pytest.approx([1.0, 3.0], abs=1e-6)
+    assert calls == []
+    for A in (torch.ones(3, 1, 1), M.clone(), M[None, None].clone(), M[None].to(torch.complex128)):
+        assert batch_eig.eigvalsh(A).reshape(-1).tolist() in ([1.0], [1.0] * 3, pytest.approx([1.0, 3.0]))
+    assert calls == [((3, 1, 1), torch.float32), ((2, 2), torch.float64), ((1, 1, 2, 2), torch.float64),
+                     ((1, 2, 2), torch.complex128)]
 
 
 def test_concurrent_calls():
