@@ -1427,12 +1427,13 @@ def test_the_header_reader_places_tensors_and_refuses_a_corrupt_table():
     array = b"GGUF" + (3).to_bytes(4, "little") + (0).to_bytes(8, "little") + (1).to_bytes(8, "little") + \
         (1).to_bytes(8, "little") + b"k" + (9).to_bytes(4, "little") + (5).to_bytes(4, "little") + \
         (3).to_bytes(8, "little") + bytes(8)  # an INT32 array of 3 items, 8 of its 12 bytes there
-    for body, message in ((b"GG", r"header runs past the end of the file at byte 0 \(needs 4 more bytes, file has 2\)"),
-                          (b"GGUF", r"header runs past the end of the file at byte 4 \(needs 4 more bytes, file has 4\)"),
-                          (whole[:-3], r"in the tensor table entry of 'b': header runs past the end of the file at "
-                                       rf"byte {len(whole) - 8} \(needs 8 more bytes, file has {len(whole) - 3}\)"),
-                          (array, r"in metadata 'k': header runs past the end of the file at byte 49 \(needs 12 "
-                                  r"more bytes, file has 57\)")):  # 24, the key's 8 + 1, its type's 4, the array's 4 + 8
+    runs = r"header runs past the end of the file at byte "
+    for body, message in ((b"GG", runs + r"0 \(needs 4 more bytes, file has 2\)"),
+                          (b"GGUF", runs + r"4 \(needs 4 more bytes, file has 4\)"),
+                          (whole[:-3], r"in the tensor table entry of 'b': " + runs +
+                           rf"{len(whole) - 8} \(needs 8 more bytes, file has {len(whole) - 3}\)"),
+                          # 24 bytes, the key's 8 + 1, its type's 4, the array's 4 + 8: the items start at 49
+                          (array, r"in metadata 'k': " + runs + r"49 \(needs 12 more bytes, file has 57\)")):
         with pytest.raises(EOFError, match="^" + message + "$"):
             read(body)
 
