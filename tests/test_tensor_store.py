@@ -1,4 +1,4 @@
-"""``TensorStore.renamed``: a model maker's file names read under the loaded model's names."""
+"""``TensorStore``: names read under the loaded model's names, missing tensors named with their look-alikes, dtypes kept."""
 
 from __future__ import annotations
 
@@ -24,3 +24,30 @@ def test_renamed_reads_a_files_names_as_the_loaded_models_and_keeps_a_stored_nam
     with pytest.raises(WeightError, match="to_q"):  # the file's own name is no longer read
         named.take("layers.0.self_attn.to_q.weight")
     assert store.renamed(()) is store and store.renamed([(r"nothing", "x")]) is store
+
+
+def test_a_missing_tensor_is_named_with_up_to_three_of_the_same_ending():
+    """``take`` of a name the store lacks names the file and, where stored names end in the same two
+    parts (``q_proj.weight``), the first three of them; none where nothing ends alike."""
+    t = torch.ones(2)
+    names = [f"model.layers.{i}.self_attn.q_proj.weight" for i in range(4)] + ["model.norm.weight"]
+    store = TensorStore.from_dict(dict.fromkeys(names, t), "model.safetensors")
+    with pytest.raises(WeightError) as e:
+        store.take("model.layers.0.attn.q_proj.weight")
+    assert str(e.value) == ("tensor 'model.layers.0.attn.q_proj.weight' is missing from model.safetensors (similar "
+                            "names: " + ", ".join(names[:3]) + ")")
+    with pytest.raises(WeightError) as e:
+        store.take("model.layers.0.attn.k_proj.bias")
+    assert str(e.value) == "tensor 'model.layers.0.attn.k_proj.bias' is missing from model.safetensors"
+    assert store.take("model.layers.0.attn.k_proj.bias", required=False) is None
+
+
+def test_a_renamed_tensor_keeps_its_stored_dtype():
+    """A tensor read under a new name (:meth:`TensorStore.renamed`) counts its stored dtype as read, as
+    under its own name."""
+    store = TensorStore.from_dict({"a.to_q.weight": torch.ones(2, dtype=torch.float16),
+                                   "a.norm.weight": torch.ones(2, dtype=torch.bfloat16)}, "model.safetensors")
+    named = store.renamed([(r"\.to_q\.", ".q_proj.")])
+    assert named.take("a.q_proj.weight").dtype == torch.float32 and named.source_dtypes == "float16"
+    named.take("a.norm.weight")
+    assert named.source_dtypes == store.source_dtypes == "bfloat16+float16"
