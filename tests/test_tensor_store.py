@@ -1,4 +1,4 @@
-"""``TensorStore``: names read under the loaded model's names, missing tensors named with their look-alikes, dtypes kept."""
+"""``TensorStore``: names read under the model's names, missing tensors named with look-alikes, dtypes kept."""
 
 from __future__ import annotations
 
