@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -40,6 +42,24 @@ def test_a_missing_tensor_is_named_with_up_to_three_of_the_same_ending():
         store.take("model.layers.0.attn.k_proj.bias")
     assert str(e.value) == "tensor 'model.layers.0.attn.k_proj.bias' is missing from model.safetensors"
     assert store.take("model.layers.0.attn.k_proj.bias", required=False) is None
+    # the file named: the store's source; else its one file, or the first of several and how many more
+    two = TensorStore({"a": lambda: t, "b": lambda: t}, {"a": "x.safetensors", "b": "y.safetensors"})
+    for where, s in (("x.safetensors (+1 more files)", two), ("an empty checkpoint", TensorStore({}, {})),
+                     ("the folder", TensorStore({}, {}, source="the folder"))):
+        with pytest.raises(WeightError, match=rf"^tensor 'c' is missing from {re.escape(where)}$"):
+            s.take("c")
+
+
+def test_a_bias_beside_a_weight_read_is_unread_until_taken_or_left():
+    """``unread_biases``: each ``X.bias`` stored beside an ``X.weight`` that was read, while it is not read
+    or left on purpose itself; a bias beside a weight not read is not listed."""
+    t = torch.ones(2)
+    store = TensorStore.from_dict(dict.fromkeys(["a.weight", "a.bias", "bb.weight", "bb.bias", "c.bias"], t), "m")
+    assert store.unread_biases() == []
+    store.take("a.weight"), store.take("bb.weight")
+    assert store.unread_biases() == ["a.bias", "bb.bias"]
+    store.take("a.bias"), store.leave("bb.bias")
+    assert store.unread_biases() == [] and store.taken("bb.bias") and not store.taken("c.bias")
 
 
 def test_a_renamed_tensor_keeps_its_stored_dtype():
