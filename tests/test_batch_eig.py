@@ -121,6 +121,13 @@ def test_only_what_it_does_not_solve_goes_to_lapack(monkeypatch):
         assert batch_eig.eigvalsh(A).reshape(-1).tolist() in ([1.0], [1.0] * 3, pytest.approx([1.0, 3.0]))
     assert calls == [((3, 1, 1), torch.float32), ((2, 2), torch.float64), ((1, 1, 2, 2), torch.float64),
                      ((1, 2, 2), torch.complex128)]
+    # a batch not contiguous in memory (every other matrix of a larger one), at a scale far from 1: solved here too
+    A = np.random.default_rng(5).standard_normal((6, 9, 9)) * 1e6
+    S = torch.from_numpy(A + A.transpose(0, 2, 1))[::2]
+    assert not S.is_contiguous()
+    want = torch.from_numpy(np.linalg.eigvalsh(S.numpy()))
+    torch.testing.assert_close(batch_eig.eigvalsh(S), want, rtol=0, atol=256 * 2.0**-53 * float(want.abs().max()))
+    assert len(calls) == 4
 
 
 def test_concurrent_calls():
