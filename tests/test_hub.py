@@ -4,6 +4,7 @@ revision): never the network (HF_HUB_OFFLINE=1 in conftest)."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -74,8 +75,11 @@ def test_missing_id_or_revision_names_id_revision_and_cache(cache, source, revis
 
 
 def test_revision_needs_a_hub_id(tmp_path):
-    with pytest.raises(LoadError, match="hub ids"):
-        compscope.load(tmp_path, revision="main")
+    """``revision=`` or ``cache_dir=`` with a path, given as a Path or as a string, is refused naming it."""
+    for source, where in ((tmp_path, {"revision": "main"}), (str(tmp_path), {"revision": "main"}),
+                          (str(tmp_path), {"cache_dir": str(tmp_path)})):
+        with pytest.raises(LoadError, match=rf"^{re.escape(str(tmp_path))}: revision= and cache_dir= apply to HuggingFace hub ids"):
+            compscope.load(source, **where)
 
 
 def test_a_snapshot_without_config_json_or_a_gguf_file_is_refused(cache, tmp_path):
