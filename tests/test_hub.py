@@ -78,7 +78,8 @@ def test_revision_needs_a_hub_id(tmp_path):
     """``revision=`` or ``cache_dir=`` with a path, given as a Path or as a string, is refused naming it."""
     for source, where in ((tmp_path, {"revision": "main"}), (str(tmp_path), {"revision": "main"}),
                           (str(tmp_path), {"cache_dir": str(tmp_path)})):
-        with pytest.raises(LoadError, match=rf"^{re.escape(str(tmp_path))}: revision= and cache_dir= apply to HuggingFace hub ids"):
+        said = rf"^{re.escape(str(tmp_path))}: revision= and cache_dir= apply to HuggingFace hub ids"
+        with pytest.raises(LoadError, match=said):
             compscope.load(source, **where)
 
 
