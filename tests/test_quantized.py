@@ -63,6 +63,9 @@ def test_scales_given_as_a_vector_or_a_number():
     bias = _fp8((5,), 3)
     got = TensorStore.from_dict({"b": bias, "b_scale": torch.tensor([2.0])}, "f").dequantised().take("b")
     assert torch.equal(got, bias.float() * 2)
+    each = torch.tensor([1.0, 2.0, 0.5, 4.0, 0.25])  # a scale per entry of the vector
+    got = TensorStore.from_dict({"b": bias, "b_scale": each}, "f").dequantised().take("b")
+    assert torch.equal(got, bias.float() * each)
 
 
 def test_blocks_the_config_does_not_state_are_not_guessed():
