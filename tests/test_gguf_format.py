@@ -1280,10 +1280,10 @@ def _assert_fields_alike(stock, plain) -> None:
             assert type(y) is np.ndarray and not y.flags.writeable, name  # a plain, read-only view
 
 
-def _metadata_gguf(path, fields: list, big: bool, version: int = 3) -> None:
-    """A GGUF file (``version``, no tensors) of ``fields``, written here byte by byte: ``(key, type, value)``
-    with ``type`` a ``GGUFValueType``; an array's value is ``(item type, [items])`` (items of an array
-    of arrays: such pairs)."""
+def _gguf_bytes(fields: list, big: bool = False, version: int = 3, tensors: list = ()) -> bytes:
+    """A GGUF file's bytes (``version``), written here byte by byte: the metadata ``fields``, ``(key, type, value)``
+    with ``type`` a ``GGUFValueType`` (an array's value is ``(item type, [items])``; items of an array of arrays:
+    such pairs), and the tensor table ``tensors``, ``(name, dims in GGUF order, type id, offset)``; no tensor data."""
     import struct
 
     V, order = gguf.GGUFValueType, ">" if big else "<"
@@ -1299,9 +1299,23 @@ def _metadata_gguf(path, fields: list, big: bool, version: int = 3) -> None:
             return struct.pack(order + "IQ", item, len(items)) + b"".join(value(item, x) for x in items)
         return struct.pack(order + codes[kind], v)
 
-    body = b"GGUF" + struct.pack(order + "IQQ", version, 0, len(fields))
+    body = b"GGUF" + struct.pack(order + "IQQ", version, len(tensors), len(fields))
     body += b"".join(value(V.STRING, key) + struct.pack(order + "I", kind) + value(kind, v) for key, kind, v in fields)
-    path.write_bytes(body)
+    for name, dims, type_id, offset in tensors:
+        body += value(V.STRING, name) + struct.pack(f"{order}I{len(dims)}QIQ", len(dims), *dims, type_id, offset)
+    return body
+
+
+def _metadata_gguf(path, fields: list, big: bool, version: int = 3) -> None:
+    """A GGUF file (``version``, no tensors) of ``fields`` at ``path`` (:func:`_gguf_bytes`)."""
+    path.write_bytes(_gguf_bytes(fields, big, version))
+
+
+def _header(body: bytes) -> tuple[dict, list]:
+    """compscope's own reading of the header in ``body``: ``(metadata, tensor infos)``."""
+    from compscope.loading.gguf_file import read_header
+
+    return read_header(body, len(body))
 
 
 @pytest.mark.parametrize("big", [False, True], ids=["little", "big"])
@@ -1341,13 +1355,11 @@ def test_the_plain_array_reader_parses_arrays_of_every_item_type_as_gguf_py_does
 
 
 @pytest.mark.parametrize("version", [2, 3])
-def test_the_header_reader_reads_every_value_type_back_as_written(tmp_path, version):
+def test_the_header_reader_reads_every_value_type_back_as_written(version):
     """compscope's own header parser (:func:`compscope.loading.gguf_file.read_header`) on a file written
     here byte by byte, in either version GGUF has had since it carried 64-bit counts: scalars of every
     type at the ends of their ranges, strings, arrays of each type and of arrays, each read back as the
     value written (float32 values exact in float32); versions 1 and 4 are refused by number."""
-    from compscope.loading.gguf_file import read_header
-
     V = gguf.GGUFValueType
     scalars = {V.UINT8: 255, V.INT8: -128, V.UINT16: 65535, V.INT16: -300, V.UINT32: 2**32 - 1, V.INT32: -(2**31),
                V.FLOAT32: -2.25, V.UINT64: 2**64 - 1, V.INT64: -(2**63), V.FLOAT64: 1e-300, V.BOOL: True}
@@ -1356,9 +1368,7 @@ def test_the_header_reader_reads_every_value_type_back_as_written(tmp_path, vers
     fields += [(f"a.{kind.name}", V.ARRAY, (kind, [v, 1])) for kind, v in scalars.items()]
     fields += [("a.strings", V.ARRAY, (V.STRING, ["", "é ✓"])), ("a.nested", V.ARRAY,
                (V.ARRAY, [(V.INT8, [-1, 2]), (V.STRING, ["p"])])), ("after", V.UINT32, 42)]
-    _metadata_gguf(tmp_path / "m.gguf", fields, big=False, version=version)
-    buf = (tmp_path / "m.gguf").read_bytes()
-    got, tensors = read_header(buf, len(buf))
+    got, tensors = _header(_gguf_bytes(fields, version=version))
     assert tensors == []
     want = {key: [list(x[1]) for x in v[1]] if kind == V.ARRAY and v[0] == V.ARRAY else
             list(v[1]) if kind == V.ARRAY else v for key, kind, v in fields}
@@ -1366,25 +1376,14 @@ def test_the_header_reader_reads_every_value_type_back_as_written(tmp_path, vers
     assert got == want
     assert [type(got[f"s.{k.name}"]) for k in (V.INT8, V.FLOAT32, V.BOOL)] == [int, float, bool]
     for bad in (1, 4):
-        _metadata_gguf(tmp_path / "b.gguf", fields[:1], big=False, version=bad)
-        buf = (tmp_path / "b.gguf").read_bytes()
         with pytest.raises(ValueError, match=rf"^GGUF version {bad} is not supported \(supported: \(2, 3\)\)$"):
-            read_header(buf, len(buf))
+            _header(_gguf_bytes(fields[:1], version=bad))
 
 
 def _table_gguf(tensors: list, alignment: int | None = None) -> bytes:
-    """A GGUF file's header (version 3) written here byte by byte: ``general.alignment`` where given (UINT32), and
-    the tensor table ``(name, dims in GGUF order, type id, offset)``; no tensor data."""
-    import struct
-
-    def text(t: str) -> bytes:
-        return struct.pack("<Q", len(t.encode())) + t.encode()
-
-    fields = [] if alignment is None else [text("general.alignment") + struct.pack("<II", 4, alignment)]
-    body = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(fields)) + b"".join(fields)
-    for name, dims, type_id, offset in tensors:
-        body += text(name) + struct.pack(f"<I{len(dims)}QIQ", len(dims), *dims, type_id, offset)
-    return body
+    """:func:`_gguf_bytes` of the tensor table ``tensors``, with ``general.alignment`` (UINT32) where given."""
+    return _gguf_bytes([] if alignment is None else [("general.alignment", gguf.GGUFValueType.UINT32, alignment)],
+                       tensors=tensors)
 
 
 def test_the_header_reader_places_tensors_and_refuses_a_corrupt_table():
@@ -1393,17 +1392,12 @@ def test_the_header_reader_places_tensors_and_refuses_a_corrupt_table():
     (F32: 4 a weight; Q8_0: 34 per block of 32); a type id gguf-py does not know has none. Refused, each by
     what is wrong: 9 dimensions (8 are read), a dimension of 0, an alignment not a power of two, an offset
     off the alignment, data that overlap (data that touch are read), a big-endian file."""
-    from compscope.loading.gguf_file import read_header
-
-    def read(body: bytes):
-        return read_header(body, len(body))
-
     F32, Q8_0 = 0, 8
     table = [("a", (16,), F32, 0), ("b", (64, 2), Q8_0, 64), ("c", (1,) * 8, F32, 256), ("d", (3,), 999, 320)]
     for alignment in (None, 64, 1):
         body = _table_gguf(table, alignment)
         start = -(-len(body) // (alignment or 32)) * (alignment or 32)
-        _, got = read(body)
+        _, got = _header(body)
         assert [(t.name, t.dims, t.offset, t.nbytes) for t in got] == [
             ("a", (16,), start, 64), ("b", (64, 2), start + 64, 136), ("c", (1,) * 8, start + 256, 4),
             ("d", (3,), start + 320, None)]
@@ -1418,15 +1412,13 @@ def test_the_header_reader_places_tensors_and_refuses_a_corrupt_table():
              ([("a", (16,), F32, 64), ("b", (17,), F32, 0)], None, r"the data of tensors 'b' and 'a' overlap")]
     for tensors, alignment, message in cases:
         with pytest.raises(ValueError, match="^" + message):
-            read(_table_gguf(tensors, alignment))
+            _header(_table_gguf(tensors, alignment))
     big = b"GGUF" + (3).to_bytes(4, "big") + bytes(16)
     with pytest.raises(ValueError, match=r"^GGUF version 50331648 \(a big-endian file\?\) is not supported"):
-        read(big)
+        _header(big)
     # cut short: where the read ran out, and by how much
     whole = _table_gguf(table[:2], 64)
-    array = b"GGUF" + (3).to_bytes(4, "little") + (0).to_bytes(8, "little") + (1).to_bytes(8, "little") + \
-        (1).to_bytes(8, "little") + b"k" + (9).to_bytes(4, "little") + (5).to_bytes(4, "little") + \
-        (3).to_bytes(8, "little") + bytes(8)  # an INT32 array of 3 items, 8 of its 12 bytes there
+    array = _gguf_bytes([("k", gguf.GGUFValueType.ARRAY, (gguf.GGUFValueType.INT32, [0, 0, 0]))])[:-4]  # 8 of 12 bytes
     runs = r"header runs past the end of the file at byte "
     for body, message in ((b"GG", runs + r"0 \(needs 4 more bytes, file has 2\)"),
                           (b"GGUF", runs + r"4 \(needs 4 more bytes, file has 4\)"),
@@ -1435,7 +1427,7 @@ def test_the_header_reader_places_tensors_and_refuses_a_corrupt_table():
                           # 24 bytes, the key's 8 + 1, its type's 4, the array's 4 + 8: the items start at 49
                           (array, r"in metadata 'k': " + runs + r"49 \(needs 12 more bytes, file has 57\)")):
         with pytest.raises(EOFError, match="^" + message + "$"):
-            read(body)
+            _header(body)
 
 
 def test_each_tensor_type_dequantises_to_what_its_bytes_say(tmp_path):
@@ -1444,7 +1436,7 @@ def test_each_tensor_type_dequantises_to_what_its_bytes_say(tmp_path):
     float32 it was made from; Q8_0 as ``int8 · the block's float16 scale``, computed here from the raw
     bytes, and as gguf-py decodes it; Q4_0 (handed to gguf-py) as gguf-py decodes it. Each comes in the
     stored shape (GGUF's dims reversed) and is a fresh tensor: changing the buffer afterwards changes none."""
-    from compscope.loading.gguf_file import dequantize, read_header
+    from compscope.loading.gguf_file import dequantize
 
     T = gguf.GGMLQuantizationType
     x = np.random.default_rng(0).standard_normal((3, 64)).astype(np.float32)
@@ -1455,7 +1447,7 @@ def test_each_tensor_type_dequantises_to_what_its_bytes_say(tmp_path):
         w.add_tensor(qtype.name, gguf.quants.quantize(x, qtype), raw_dtype=qtype)
     _finish(w)
     buf = bytearray((tmp_path / "t.gguf").read_bytes())
-    _, infos = read_header(buf, len(buf))
+    _, infos = _header(buf)
     got = {i.name: dequantize(buf, i) for i in infos}
     raw = {i.name: np.frombuffer(bytes(buf), np.uint8, count=i.nbytes, offset=i.offset) for i in infos}
     assert [(i.name, i.dims) for i in infos] == [(n, (64, 3)) for n in ("F32", "F16", "BF16", "Q8_0", "Q4_0")]
@@ -1476,11 +1468,11 @@ def test_each_tensor_type_dequantises_to_what_its_bytes_say(tmp_path):
     assert all(torch.equal(got[k], before[k]) for k in got)
 
 
-def test_the_header_reader_decodes_arrays_up_to_its_limits(tmp_path):
+def test_the_header_reader_decodes_arrays_up_to_its_limits():
     """Arrays of up to 1024 items are read as lists, longer ones kept as numpy arrays (numbers) or as
     their length (strings: a tokenizer's vocabulary); arrays of arrays nested 8 deep are read, 9 deep
     refused, naming the key."""
-    from compscope.loading.gguf_file import SkippedStrings, read_header
+    from compscope.loading.gguf_file import SkippedStrings
 
     V = gguf.GGUFValueType
 
@@ -1491,9 +1483,7 @@ def test_the_header_reader_decodes_arrays_up_to_its_limits(tmp_path):
     fields = [("s.1024", V.ARRAY, (V.STRING, words[:1024])), ("s.1025", V.ARRAY, (V.STRING, words)),
               ("i.1024", V.ARRAY, (V.INT32, list(range(1024)))), ("i.1025", V.ARRAY, (V.INT32, list(range(1025)))),
               ("deep", V.ARRAY, nested(8))]
-    _metadata_gguf(tmp_path / "m.gguf", fields, big=False)
-    buf = (tmp_path / "m.gguf").read_bytes()
-    got, _ = read_header(buf, len(buf))
+    got, _ = _header(_gguf_bytes(fields))
     assert got["s.1024"] == words[:1024] and isinstance(got["s.1025"], SkippedStrings) and len(got["s.1025"]) == 1025
     assert got["i.1024"] == list(range(1024)) and type(got["i.1024"]) is list
     assert isinstance(got["i.1025"], np.ndarray) and got["i.1025"].tolist() == list(range(1025))
@@ -1501,10 +1491,8 @@ def test_the_header_reader_decodes_arrays_up_to_its_limits(tmp_path):
     for _ in range(8):
         (deep,) = deep
     assert deep == [7]
-    _metadata_gguf(tmp_path / "d.gguf", [("deeper", V.ARRAY, nested(9))], big=False)
-    buf = (tmp_path / "d.gguf").read_bytes()
     with pytest.raises(ValueError, match=r"^in metadata 'deeper': arrays nested more than 8 deep at byte \d+$"):
-        read_header(buf, len(buf))
+        _header(_gguf_bytes([("deeper", V.ARRAY, nested(9))]))
 
 
 def _outcome(read, *args):

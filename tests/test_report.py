@@ -627,12 +627,11 @@ def test_a_ridge_reaches_the_reports_metrics_its_verdict_and_its_pair_command(tm
     assert main(["report", "--metric", "identity", "--kinds", "K", "--ridge", "0.1", "--no-figures", "--quiet",
                  "--out", str(tmp_path / "id")]) == 0
     assert asked == [0.1, 0.1] and _document((tmp_path / "id" / "index.html").read_text())["ridge"] == 0.1
-    load = sources.load_with_positional
-    monkeypatch.setattr(sources, "load_with_positional", lambda *a, **k: pytest.fail("loaded before the refusal"))
-    with pytest.raises(OptionError, match=r"^ridge=0\.1: the identity metric has no G to regularise"):
+    refused = r"^ridge=0\.1: the identity metric has no G to regularise"
+    with monkeypatch.context() as m, pytest.raises(OptionError, match=refused):
+        m.setattr(sources, "load_with_positional", lambda *a, **k: pytest.fail("loaded before the refusal"))
         compscope.write_report("induction-2l", tmp_path / "no", metrics=["identity"], data="none", ridge=0.1,
                                figures=False, progress=False)
-    monkeypatch.setattr(sources, "load_with_positional", load)
     py = _document(compscope.write_report("induction-2l", tmp_path / "py", kinds="K", metrics=["embed"], data="none",
                                           ridge=0.1, figures=False, progress=False).read_text())
     assert py["ridge"] == 0.1 and "ridge=0.1" in py["command"]

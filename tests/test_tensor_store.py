@@ -56,9 +56,11 @@ def test_a_bias_beside_a_weight_read_is_unread_until_taken_or_left():
     t = torch.ones(2)
     store = TensorStore.from_dict(dict.fromkeys(["a.weight", "a.bias", "bb.weight", "bb.bias", "c.bias"], t), "m")
     assert store.unread_biases() == []
-    store.take("a.weight"), store.take("bb.weight")
+    store.take("a.weight")
+    store.take("bb.weight")
     assert store.unread_biases() == ["a.bias", "bb.bias"]
-    store.take("a.bias"), store.leave("bb.bias")
+    store.take("a.bias")
+    store.leave("bb.bias")
     assert store.unread_biases() == [] and store.taken("bb.bias") and not store.taken("c.bias")
 
 
