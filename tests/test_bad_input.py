@@ -482,6 +482,11 @@ def test_unloadable_object():
     expect(LoadError, lambda: compscope.load(torch.nn.Linear(2, 2)),
            "cannot load a Linear: expected a path, a built-in name, a hub id, HeadWeights, a runner, or a transformers, "
            "TransformerLens or compscope toy model")
+    # a runner loads as the weights it runs; an object with weights but no trace is no runner
+    runner = compscope.runner_for("induction-2l", progress=False)
+    assert compscope.load(runner) is runner.hw
+    half = type("WeightsOnly", (), {"hw": runner.hw})()
+    expect(LoadError, lambda: compscope.load(half), "cannot load a WeightsOnly: expected a path")
 
 
 @pytest.mark.parametrize("make", ["missing", "no-config", "unknown-type", "truncated-gguf"])

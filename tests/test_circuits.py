@@ -760,6 +760,8 @@ def test_previous_token_scores_of_linearised_qk_norm_read_the_weights_before_it(
     assert torch.equal(circuits(raw, positional=raw).previous, circuits(raw).previous)
     unlinearised, same = load_with_positional(folder, fold_norm=True)
     assert same is unlinearised
+    plain, same = load_with_positional(folder)  # nothing processed unless asked for
+    assert same is plain and plain.meta.processing == () and torch.equal(plain.W_Q, raw.W_Q)
 
 
 def test_cli_circuits_and_report_read_positional_scores_before_qk_norm_linearised(tmp_path, capsys):

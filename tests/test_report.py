@@ -195,6 +195,44 @@ def test_pack_tables_budget_on_a_7b_shape():
     assert np.nanmax(np.abs(_decode(e, n) - want)) <= (e["hi"] - e["lo"]) / 131068 * 1.0001
 
 
+def test_sixteen_bit_codes_of_a_constant_a_partly_missing_and_an_empty_table():
+    """Under a budget too small for float32 (2 bytes a pair here): a table of one value decodes to it
+    exactly, a missing pair (65535) to NaN beside the others within the stated error, a table with no
+    value to NaN everywhere (range 0 to 0); each block's summary skips what is missing."""
+    from compscope.report.payload import pack_tables
+    from compscope.results.table import ScoreTable
+
+    L, H = 3, 2
+    n = H * H * L * (L - 1) // 2  # 12 pairs
+    g = torch.Generator().manual_seed(3)
+    later = torch.zeros(L, H, L, H, dtype=torch.bool)
+    for l1 in range(L):
+        later[l1, :, l1 + 1:, :] = True
+    nan = torch.full((L, H, L, H), float("nan"), dtype=torch.float64)
+    spread = torch.where(later, torch.rand(L, H, L, H, generator=g, dtype=torch.float64) * 3 - 1, nan)
+    spread[0, 1, 2, 0] = float("nan")  # one pair the measure leaves undefined
+    values = {("tight", "K"): torch.where(later, torch.full_like(nan, 0.25), nan), ("overlap", "K"): spread,
+              ("bandwidth", "K"): nan.clone()}
+    tables = {"identity": ScoreTable(values, "identity", "hand")}
+    packed, how = pack_tables(tables, "K", ["tight", "overlap", "bandwidth"], budget=2 * n * 3)
+    assert how.startswith("every pair as 16-bit codes")
+    assert all(e["enc"] == "u2" for e in packed.values())
+    const = packed["identity|K|tight"]
+    assert (const["lo"], const["hi"]) == (0.25, 0.25)
+    assert np.array_equal(_decode(const, n), np.full(n, 0.25))
+    part = packed["identity|K|overlap"]
+    want = np.concatenate([spread[l1, :, l2, :].numpy().ravel() for l1 in range(L) for l2 in range(l1 + 1, L)])
+    got = _decode(part, n)
+    assert np.array_equal(np.isnan(got), np.isnan(want)) and np.isnan(want).sum() == 1
+    assert np.nanmax(np.abs(got - want)) <= (part["hi"] - part["lo"]) / 131068 * 1.0001
+    assert part["max"][2][0] == pytest.approx(float(np.nanmax(spread[0, :, 2, :].numpy())), rel=1e-12)
+    assert part["mean"][2][0] == pytest.approx(float(np.nanmean(spread[0, :, 2, :].numpy())), rel=1e-12)
+    empty = packed["identity|K|bandwidth"]
+    assert (empty["lo"], empty["hi"]) == (0.0, 0.0) and np.isnan(_decode(empty, n)).all()
+    assert empty["max"] == empty["mean"] == [[None] * L for _ in range(L)]
+    assert part["mean"][0] == [None] * L and part["mean"][1][1] is None  # no block above or on the diagonal
+
+
 def test_explainer_measures_against_closed_forms():
     """Two rank-1 maps: frobenius = tight = spectral = |cos|, overlap = shared_dims = cos², bandwidth 1
     (0 when orthogonal), whatever the lengths; the polarizer chain of the seed."""

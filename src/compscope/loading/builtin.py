@@ -24,7 +24,6 @@ from ..errors import LoadError, one_line
 from ..registry import Registry
 
 
-
 @dataclass(frozen=True)
 class Builtin:
     """A built-in model: ``locate(package folder)`` finds its file or folder inside the PyPI
