@@ -15,6 +15,7 @@ import torch
 
 import compscope
 from compscope import LoadError
+from compscope.loading.sources import load_with_positional
 
 hub_errors = pytest.importorskip("huggingface_hub.errors")
 
@@ -51,6 +52,8 @@ def test_revision_by_tag_or_commit(cache, revision):
     main = compscope.load("Test/tiny-llama", cache_dir=cache)
     assert torch.equal(hw.W_Q, step.W_Q) and not torch.equal(hw.W_Q, main.W_Q)
     assert hw.meta.name == f"Test/tiny-llama@{revision}"
+    both, positional = load_with_positional("Test/tiny-llama", revision=revision, cache_dir=cache)  # passed on to load
+    assert torch.equal(both.W_Q, step.W_Q) and positional is both
 
 
 def test_at_revision_in_the_name(cache):
