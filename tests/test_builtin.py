@@ -125,3 +125,13 @@ def test_the_shipped_model_missing(monkeypatch, tmp_path):
                        r"'induction-2l' is missing from this installation: reinstall compscope$"):
         resolve("induction-2l")
     assert builtin.find_toy("induction-2l") is None  # not a toy that can be found
+
+
+def test_find_toy_names_toy_folders_only(tmp_path):
+    """A toy's folder or built-in name gives its folder; anything else None: weights, an unknown
+    name, a folder that is no toy."""
+    shipped = builtin.find_toy("induction-2l")
+    assert shipped is not None and (shipped / "toy.json").is_file()
+    assert builtin.find_toy(shipped) == shipped and builtin.find_toy(str(shipped)) == shipped
+    for other in (compscope.load("induction-2l"), "no-such-model", tmp_path, None):
+        assert builtin.find_toy(other) is None, other

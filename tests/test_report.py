@@ -233,6 +233,26 @@ def test_sixteen_bit_codes_of_a_constant_a_partly_missing_and_an_empty_table():
     assert part["mean"][0] == [None] * L and part["mean"][1][1] is None  # no block above or on the diagonal
 
 
+def test_colour_centres_are_the_random_subspace_baselines():
+    """d = 64, r = 8: frobenius centred on d^-1/2 alone, on the median over pairs and kinds of
+    frobenius - frobenius_baselined beside it (missing pairs skipped); frobenius_baselined on 0,
+    overlap on r/d, shared_dims on r^2/d; a measure without a baseline on none."""
+    from compscope.report.payload import colour_centres
+    from compscope.results.table import ScoreTable
+
+    nan = float("nan")
+    fro = {"Q": torch.tensor([0.5, 0.25, nan]), "K": torch.tensor([0.125, nan, 1.0])}
+    base = {"Q": torch.tensor([0.25, 0.0, nan]), "K": torch.tensor([0.0, 0.5, 0.5])}  # differences .25 .25 .125 .5
+    values = {("frobenius", k): fro[k] for k in "QK"} | {("frobenius_baselined", k): base[k] for k in "QK"}
+    values |= {("overlap", "Q"): fro["Q"], ("shared_dims", "Q"): fro["Q"], ("tight", "Q"): fro["Q"]}
+    got = colour_centres({"identity": ScoreTable(values, "identity", "hand")}, 64, 8)
+    assert got == {"frobenius": 0.25, "frobenius_baselined": 0.0, "overlap": 8 / 64, "shared_dims": 1.0, "tight": None}
+    alone = colour_centres({"identity": ScoreTable({("frobenius", "K"): fro["K"]}, "identity", "hand")}, 64, 8)
+    assert alone == {"frobenius": 0.125}
+    none_finite = {("frobenius", "K"): fro["K"], ("frobenius_baselined", "K"): torch.full((3,), nan)}
+    assert colour_centres({"identity": ScoreTable(none_finite, "identity", "hand")}, 16, 8)["frobenius"] == 0.25
+
+
 def test_explainer_measures_against_closed_forms():
     """Two rank-1 maps: frobenius = tight = spectral = |cos|, overlap = shared_dims = cos², bandwidth 1
     (0 when orthogonal), whatever the lengths; the polarizer chain of the seed."""
