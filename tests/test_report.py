@@ -231,6 +231,14 @@ def test_sixteen_bit_codes_of_a_constant_a_partly_missing_and_an_empty_table():
     assert (empty["lo"], empty["hi"]) == (0.0, 0.0) and np.isnan(_decode(empty, n)).all()
     assert empty["max"] == empty["mean"] == [[None] * L for _ in range(L)]
     assert part["mean"][0] == [None] * L and part["mean"][1][1] is None  # no block above or on the diagonal
+    # float32 while 4 bytes a pair fit; 16-bit codes of as many tables as 2 bytes a pair fit, the rest summaries
+    names = ["tight", "overlap", "bandwidth"]
+    assert {e["enc"] for e in pack_tables(tables, "K", names, budget=4 * n * 3)[0].values()} == {"f4"}
+    assert {e["enc"] for e in pack_tables(tables, "K", names, budget=4 * n * 3 - 1)[0].values()} == {"u2"}
+    packed, how = pack_tables(tables, "K", names, budget=2 * n * 3 - 1)
+    assert [packed[f"identity|K|{m}"]["enc"] for m in names] == ["u2", "u2", None]
+    assert how.startswith("pairs of the first 2 of 3 tables as 16-bit codes; the rest as layer x layer summaries only")
+    assert packed["identity|K|bandwidth"]["max"] == empty["max"] and "b64" not in packed["identity|K|bandwidth"]
 
 
 def test_colour_centres_are_the_random_subspace_baselines():
@@ -251,6 +259,35 @@ def test_colour_centres_are_the_random_subspace_baselines():
     assert alone == {"frobenius": 0.125}
     none_finite = {("frobenius", "K"): fro["K"], ("frobenius_baselined", "K"): torch.full((3,), nan)}
     assert colour_centres({"identity": ScoreTable(none_finite, "identity", "hand")}, 16, 8)["frobenius"] == 0.25
+
+
+def test_graph_edges_are_the_strongest_pairs_above_the_baseline():
+    """Per kind, the n largest pairs, largest first, only those strictly above the centre (none
+    given: all), each ``[l1, h1, l2, h2, value]``."""
+    from compscope.report.payload import graph_edges
+    from compscope.results.table import ScoreTable
+
+    t = torch.full((3, 1, 3, 1), float("nan"), dtype=torch.float64)
+    t[0, 0, 1, 0], t[0, 0, 2, 0], t[1, 0, 2, 0] = 0.5, 0.125, -0.25
+    table = ScoreTable({("frobenius_baselined", "K"): t, ("frobenius_baselined", "V"): -t}, "identity", "hand")
+    got = graph_edges(table, "KV", "frobenius_baselined", 0.125)
+    assert got == {"K": [[0, 0, 1, 0, 0.5]], "V": [[1, 0, 2, 0, 0.25]]}  # 0.125 is not above 0.125
+    assert graph_edges(table, "K", "frobenius_baselined", None, n=2) == {"K": [[0, 0, 1, 0, 0.5], [0, 0, 2, 0, 0.125]]}
+    assert graph_edges(table, "K", "frobenius_baselined", None)["K"][-1] == [1, 0, 2, 0, -0.25]
+
+
+def test_labels_in_the_page_keep_a_missing_score_missing():
+    """A score the labels lack (None: copying without an unembedding) stays null in the page; a
+    NaN entry becomes null, the others rounded to 6 places."""
+    from compscope.report.collect import Labels
+    from compscope.report.payload import labels_json
+
+    prev = torch.tensor([[0.1234567, float("nan")], [1.0, 0.0]])
+    lab = Labels("weights", {"previous_token": prev, "copying": None}, {"previous_token": [(1, 0)]}, "rule")
+    got = labels_json(lab)
+    assert got["scores"] == {"previous_token": [[0.123457, None], [1.0, 0.0]], "copying": None}
+    assert got["roles"] == {"previous_token": [[1, 0]]} and got["errors"] == {} and got["text"] is None
+    assert labels_json(None) is None
 
 
 def test_explainer_measures_against_closed_forms():
