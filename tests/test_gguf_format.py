@@ -1487,6 +1487,11 @@ def test_the_header_reader_decodes_arrays_up_to_its_limits():
     assert got["s.1024"] == words[:1024] and isinstance(got["s.1025"], SkippedStrings) and len(got["s.1025"]) == 1025
     assert got["i.1024"] == list(range(1024)) and type(got["i.1024"]) is list
     assert isinstance(got["i.1025"], np.ndarray) and got["i.1025"].tolist() == list(range(1025))
+    dtypes = {V.UINT8: "u1", V.INT8: "i1", V.UINT16: "<u2", V.INT16: "<i2", V.UINT32: "<u4", V.INT32: "<i4",
+              V.FLOAT32: "<f4", V.UINT64: "<u8", V.INT64: "<i8", V.FLOAT64: "<f8", V.BOOL: "?"}
+    long, _ = _header(_gguf_bytes([(t.name, V.ARRAY, (t, [1, 0] * 513)) for t in dtypes]))  # each kept as it is stored
+    for t, dt in dtypes.items():
+        assert long[t.name].dtype == np.dtype(dt) and long[t.name].tolist() == [1, 0] * 513, t.name
     deep = got["deep"]
     for _ in range(8):
         (deep,) = deep

@@ -85,6 +85,7 @@ def test_embedded_pairs_equal_the_table(toy_report):
     np.testing.assert_allclose(det["angles_deg"], rep.angles_degrees, atol=1e-5)
     np.testing.assert_allclose(det["writer_sv"], rep.writer_singular_values.numpy(), rtol=1e-5)
     assert det["measures"]["tight"] == pytest.approx(rep.measures["tight"], abs=1e-6)
+    assert all(x == round(x, 6) for x in det["writer_sv"] + det["angles_deg"] + list(det["measures"].values()))  # 6 places
 
 
 def test_labels_and_verdict_from_data(toy_report):
@@ -280,14 +281,14 @@ def test_labels_in_the_page_keep_a_missing_score_missing():
     """A score the labels lack (None: copying without an unembedding) stays null in the page; a
     NaN entry becomes null, the others rounded to 6 places."""
     from compscope.report.collect import Labels
-    from compscope.report.payload import labels_json
+    from compscope.report.payload import labels_json, verdict_json
 
     prev = torch.tensor([[0.1234567, float("nan")], [1.0, 0.0]])
     lab = Labels("weights", {"previous_token": prev, "copying": None}, {"previous_token": [(1, 0)]}, "rule")
     got = labels_json(lab)
     assert got["scores"] == {"previous_token": [[0.123457, None], [1.0, 0.0]], "copying": None}
     assert got["roles"] == {"previous_token": [[1, 0]]} and got["errors"] == {} and got["text"] is None
-    assert labels_json(None) is None
+    assert labels_json(None) is None and verdict_json(None) is None  # no labels, no verdict
 
 
 def test_explainer_measures_against_closed_forms():
