@@ -291,6 +291,24 @@ def test_labels_in_the_page_keep_a_missing_score_missing():
     assert labels_json(None) is None and verdict_json(None) is None  # no labels, no verdict
 
 
+def test_the_axiom_table_marks_each_outcome_against_what_was_declared():
+    """yes / VIOLATED for a declared property, (yes) / no for a declared failure, yes? / no? where
+    nothing was declared; axioms in the order met, one row per measure."""
+    from compscope.analysis.axioms import AxiomResult
+    from compscope.report.payload import axioms_json
+
+    R = AxiomResult
+    results = [R("a", "scale", "satisfies", True, 0.0, ""), R("a", "gauge", "satisfies", False, 0.5, "pair 3"),
+               R("b", "scale", "fails", True, 0.0, "", "by design"), R("b", "gauge", "fails", False, 1.0, "", "why"),
+               R("c", "scale", "undeclared", True, 0.0, ""), R("c", "gauge", "undeclared", False, 2.0, "pair 1")]
+    got = axioms_json(results)
+    assert got["axioms"] == ["scale", "gauge"]
+    marks = {r["measure"]: [(c["mark"], c["reason"], c["where"]) for c in r["cells"]] for r in got["rows"]}
+    assert marks == {"a": [("yes", "", ""), ("VIOLATED", "", "pair 3")], "b": [("(yes)", "by design", ""), ("no", "why", "")],
+                     "c": [("yes?", "", ""), ("no?", "", "pair 1")]}
+    assert [r["measure"] for r in got["rows"]] == ["a", "b", "c"]
+
+
 def test_explainer_measures_against_closed_forms():
     """Two rank-1 maps: frobenius = tight = spectral = |cos|, overlap = shared_dims = cos², bandwidth 1
     (0 when orthogonal), whatever the lengths; the polarizer chain of the seed."""
