@@ -304,7 +304,8 @@ def test_the_axiom_table_marks_each_outcome_against_what_was_declared():
     got = axioms_json(results)
     assert got["axioms"] == ["scale", "gauge"]
     marks = {r["measure"]: [(c["mark"], c["reason"], c["where"]) for c in r["cells"]] for r in got["rows"]}
-    assert marks == {"a": [("yes", "", ""), ("VIOLATED", "", "pair 3")], "b": [("(yes)", "by design", ""), ("no", "why", "")],
+    assert marks == {"a": [("yes", "", ""), ("VIOLATED", "", "pair 3")],
+                     "b": [("(yes)", "by design", ""), ("no", "why", "")],
                      "c": [("yes?", "", ""), ("no?", "", "pair 1")]}
     assert [r["measure"] for r in got["rows"]] == ["a", "b", "c"]
 
