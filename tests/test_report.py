@@ -310,6 +310,46 @@ def test_the_axiom_table_marks_each_outcome_against_what_was_declared():
     assert [r["measure"] for r in got["rows"]] == ["a", "b", "c"]
 
 
+def test_tracked_curves_in_the_page():
+    """Every writer -> later-reader pair's series for each kind asked for, rounded to 6 places;
+    previous-token -> induction pairs highlighted, and without activation labels (roles refused)
+    none highlighted and no formation step."""
+    from compscope.report.payload import track_json
+    from compscope.results.table import ScoreTable
+
+    t = torch.full((2, 2, 2, 2), float("nan"), dtype=torch.float64)
+    tables = [[ScoreTable({("tight", "K"): t, ("tight", "V"): t}, "identity", "toy")]] * 2
+
+    class Run:
+        steps = [0, 50]
+
+        def __init__(self, labelled):
+            self.tables, self.labelled = tables, labelled
+
+        def roles(self):
+            if not self.labelled:
+                raise OptionError("the last checkpoint has no activation labels")
+            return [(0, 1)], [(1, 0), (0, 0)]
+
+        def formation_step(self):
+            return 50
+
+        def series(self, m, k, pair, metric):
+            return [0.1234567 * (pair[1] + 2 * pair[3]), 1.0 if k == "K" else 2.0]
+
+    got = track_json(Run(True), "K")
+    assert got["steps"] == [0, 50] and got["formation"] == 50 and len(got["panels"]) == 1
+    panel = got["panels"][0]
+    assert (panel["kind"], panel["measure"], panel["metric"]) == ("K", "tight", "identity")
+    assert [(s["pair"], s["highlight"], s["values"]) for s in panel["series"]] == [
+        ("0.0->1.0", False, [0.0, 1.0]), ("0.0->1.1", False, [0.246913, 1.0]),
+        ("0.1->1.0", True, [0.123457, 1.0]), ("0.1->1.1", False, [0.37037, 1.0])]
+    plain = track_json(Run(False), "KV")
+    assert plain["formation"] is None and [p["kind"] for p in plain["panels"]] == ["K", "V"]
+    assert not any(s["highlight"] for p in plain["panels"] for s in p["series"])
+    assert track_json(None, "K") is None
+
+
 def test_explainer_measures_against_closed_forms():
     """Two rank-1 maps: frobenius = tight = spectral = |cos|, overlap = shared_dims = cos², bandwidth 1
     (0 when orthogonal), whatever the lengths; the polarizer chain of the seed."""
