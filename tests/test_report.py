@@ -346,6 +346,7 @@ def test_tracked_curves_in_the_page():
         ("0.1->1.0", True, [0.123457, 1.0]), ("0.1->1.1", False, [0.37037, 1.0])]
     plain = track_json(Run(False), "KV")
     assert plain["formation"] is None and [p["kind"] for p in plain["panels"]] == ["K", "V"]
+    assert [p["kind"] for p in track_json(Run(True), "V")["panels"]] == ["V"]  # a kind not asked for is passed over
     assert not any(s["highlight"] for p in plain["panels"] for s in p["series"])
     assert track_json(None, "K") is None
 
