@@ -250,8 +250,8 @@ def test_colour_centres_are_the_random_subspace_baselines():
     from compscope.results.table import ScoreTable
 
     nan = float("nan")
-    fro = {"Q": torch.tensor([0.5, 0.25, nan]), "K": torch.tensor([0.125, nan, 1.0])}
-    base = {"Q": torch.tensor([0.25, 0.0, nan]), "K": torch.tensor([0.0, 0.5, 0.5])}  # differences .25 .25 .125 .5
+    fro = {"Q": torch.tensor([0.5, 0.375, 0.25]), "K": torch.tensor([0.125, nan, 1.0])}
+    base = {"Q": torch.tensor([0.25, 0.0, 0.0]), "K": torch.tensor([0.0, 0.5, 0.5])}  # .25 .375 .25 .125 .5
     values = {("frobenius", k): fro[k] for k in "QK"} | {("frobenius_baselined", k): base[k] for k in "QK"}
     values |= {("overlap", "Q"): fro["Q"], ("shared_dims", "Q"): fro["Q"], ("tight", "Q"): fro["Q"]}
     got = colour_centres({"identity": ScoreTable(values, "identity", "hand")}, 64, 8)
