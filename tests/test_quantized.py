@@ -5,8 +5,10 @@ float32; every other quantisation scheme, and a float8 tensor without a scale, i
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
+
 import pytest
 import torch
 
@@ -147,8 +149,14 @@ def test_float8_schemes_and_their_blocks_are_taken():
     class Method:  # a model object's config holds transformers' enum, whose value is the name
         value = "gguf"
     assert check_scheme({"quantization_config": {"quant_method": Method()}}, "m") == (None, [])
-    with pytest.raises(LoadError, match=r"weight_block_size=\[128\]: expected two positive integers"):
-        check_scheme({"quantization_config": {"quant_method": "fp8", "weight_block_size": [128]}}, "m")
+    for bad in ([128], [128, 0], [128, "64"], [64.0, 64], (128, 128, 1), "128x128"):
+        with pytest.raises(LoadError, match=rf"^m: quantization_config\.weight_block_size={re.escape(repr(bad))}: "
+                                            r"expected two positive integers$"):
+            check_scheme({"quantization_config": {"quant_method": "fp8", "weight_block_size": bad}}, "m")
+    assert check_scheme({"quantization_config": {"quant_method": "fp8", "weight_block_size": (1, 1)}}, "m")[0] == (1, 1)
+    # groups that state no weights, or are no tables at all, state no block
+    assert check_scheme({"quantization_config": {**ct, "config_groups": {"a": {"weights": None}, "b": {}, "c": "x",
+                                                                         "d": group(num_bits=8)}}}, "m")[0] is None
 
 
 def test_dequantising_leaves_the_given_loaders_as_they_are():
