@@ -85,7 +85,8 @@ def test_embedded_pairs_equal_the_table(toy_report):
     np.testing.assert_allclose(det["angles_deg"], rep.angles_degrees, atol=1e-5)
     np.testing.assert_allclose(det["writer_sv"], rep.writer_singular_values.numpy(), rtol=1e-5)
     assert det["measures"]["tight"] == pytest.approx(rep.measures["tight"], abs=1e-6)
-    assert all(x == round(x, 6) for x in det["writer_sv"] + det["angles_deg"] + list(det["measures"].values()))  # 6 places
+    shown = det["writer_sv"] + det["angles_deg"] + list(det["measures"].values())
+    assert all(x == round(x, 6) for x in shown)  # to 6 places
 
 
 def test_labels_and_verdict_from_data(toy_report):
