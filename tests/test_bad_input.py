@@ -324,7 +324,11 @@ def test_not_a_gguf_file(tmp_path):
     expect(LoadError, lambda: compscope.load(f), str(f), "magic")
     e = tmp_path / "empty.gguf"
     e.write_bytes(b"")
-    expect(LoadError, lambda: compscope.load(e), str(e))
+    expect(LoadError, lambda: compscope.load(e), f"{e}: empty file, not a GGUF file")
+    for body, said in ((b"NOPE", "not a readable GGUF file: does not start with the GGUF magic"), (b"GGU", "truncated"),
+                       (b"NOP", "truncated GGUF file"), (b"N", "truncated GGUF file")):  # shorter than the magic: cut
+        f.write_bytes(body)
+        expect(LoadError, lambda: compscope.load(f), f"{f}: {said}")
     other = tmp_path / "weights.bin"
     other.write_bytes(bytes(64))
     expect(LoadError, lambda: compscope.load(other), str(other), "unrecognised")
