@@ -275,6 +275,23 @@ def test_truncated_tiny_gguf(tiny_gguf, tmp_path, where):
     expect(LoadError, lambda: compscope.load(dst), str(dst), "truncated", *([needle] if needle else []))
 
 
+def test_a_gguf_tensor_of_a_type_gguf_py_does_not_know(tiny_gguf, tmp_path):
+    """A tensor whose GGML type id (here 99, written into its tensor-table entry) the installed gguf
+    package does not know is refused when read, naming the file, the tensor and the id."""
+    import struct
+
+    src, _ = tiny_gguf
+    data = bytearray(src.read_bytes())
+    name = b"blk.0.attn_q.weight"
+    at = data.index(struct.pack("<Q", len(name)) + name) + 8 + len(name)  # then n_dims, the dims, the type id
+    (n_dims,) = struct.unpack_from("<I", data, at)
+    struct.pack_into("<I", data, at + 4 + 8 * n_dims, 99)
+    dst = tmp_path / "odd-type.gguf"
+    dst.write_bytes(bytes(data))
+    expect(LoadError, lambda: compscope.load(dst),
+           f"{dst}: tensor 'blk.0.attn_q.weight' has GGML type type99, unknown to the installed 'gguf' package")
+
+
 def test_corrupt_gguf_headers_give_compscope_errors(tiny_gguf, tmp_path):
     """300 seeded random corruptions of 1-4 header bytes: each file loads or raises a
     CompscopeError with a one-line message; nothing else escapes (struct/numpy/Unicode errors)."""
