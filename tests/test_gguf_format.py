@@ -639,6 +639,24 @@ def test_a_split_gguf_file_with_a_shard_missing_misnamed_or_inconsistent_is_refu
             compscope.load(tmp_path / names[2])
 
 
+def test_which_split_metadata_is_a_whole_file_and_which_is_inconsistent():
+    """No split metadata, or shard 1 of 1 (``split.no`` 0, ``split.count`` 1, either alone too), is a whole
+    file, whatever its name; a shard number out of range or either value not an integer is refused."""
+    from pathlib import Path
+
+    from compscope.loading.formats.gguf.files import shards
+
+    path = Path("model.gguf")
+    for fields in ({}, {"split.count": 1, "split.no": 0}, {"split.count": 1}, {"split.no": 0}):
+        assert shards(path, fields) == [path], fields
+    assert shards(Path("m-00002-of-00002.gguf"), {"split.count": 2, "split.no": 1}) == [
+        Path("m-00001-of-00002.gguf"), Path("m-00002-of-00002.gguf")]
+    for no, count in ((2, 2), (-1, 2), ("1", 2), (1, "2"), (None, 2), (1, None), (0, 0)):
+        with pytest.raises(compscope.LoadError, match=rf"^model\.gguf: inconsistent split metadata "
+                                                      rf"\(split\.no={re.escape(repr(no))}, split\.count="):
+            shards(path, {"split.count": count, "split.no": no})
+
+
 def test_hand_written_shards_read_as_the_whole_file(tmp_path):
     """The shards :func:`_write_shards` writes (llama.cpp's layout: metadata in the first shard only)
     read as the file written whole: the refusals above are of those defects alone."""
