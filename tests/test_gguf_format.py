@@ -657,6 +657,27 @@ def test_which_split_metadata_is_a_whole_file_and_which_is_inconsistent():
             shards(path, {"split.count": count, "split.no": no})
 
 
+def test_shard_sets_by_name_and_the_architecture_a_header_states(tmp_path):
+    """Files are one split file's shards when every name is a shard name of one stem and count, numbered
+    1..n; a header's ``general.architecture`` is read alone (None where it states none)."""
+    from pathlib import Path
+
+    from compscope.loading.formats.gguf.files import architecture, shard_set
+
+    def named(*names):
+        return [Path(n) for n in names]
+
+    assert shard_set(named("m-00001-of-00002.gguf", "m-00002-of-00002.gguf"))
+    for files in (named("m-00001-of-00002.gguf", "x.gguf"), named("x.gguf", "m-00002-of-00002.gguf"),
+                  named("m-00001-of-00003.gguf", "m-00002-of-00003.gguf", "n-00003-of-00003.gguf"),
+                  named("m-00001-of-00002.gguf", "m-00002-of-00003.gguf")):
+        assert not shard_set(files), files
+    V = gguf.GGUFValueType
+    (tmp_path / "a.gguf").write_bytes(_gguf_bytes([("general.architecture", V.STRING, "qwen3")]))
+    (tmp_path / "none.gguf").write_bytes(_gguf_bytes([("general.name", V.STRING, "x")]))
+    assert architecture(tmp_path / "a.gguf") == "qwen3" and architecture(str(tmp_path / "none.gguf")) is None
+
+
 def test_hand_written_shards_read_as_the_whole_file(tmp_path):
     """The shards :func:`_write_shards` writes (llama.cpp's layout: metadata in the first shard only)
     read as the file written whole: the refusals above are of those defects alone."""
