@@ -585,18 +585,22 @@ def _thirds(n: int) -> list[list[int]]:
 def _write_shards(folder, model, names: list[str], split: list[tuple[int, int]], groups=_thirds,
                   total: int | None = None) -> int:
     """Shards of a tiny Llama's GGUF by hand: file ``names[k]`` with metadata ``split.no, split.count =
-    split[k]`` (the model's metadata in the first only) and the tensors ``groups(n)[k]`` (indices into
-    the whole file's ``n`` tensors, in order); ``split.tensors.count`` ``total`` (default ``n``). Returns ``n``."""
+    split[k]`` (none where None; a string written as one) (the model's metadata in the first only) and the
+    tensors ``groups(n)[k]`` (indices into the whole file's ``n`` tensors, in order); ``split.tensors.count``
+    ``total`` (default ``n``; none where -1). Returns ``n``."""
     _write_llama_gguf(folder / "all.gguf", model)
     tensors = [(t.name, np.array(t.data)) for t in gguf.GGUFReader(folder / "all.gguf").tensors]
     meta = {"llama.block_count": 2, "llama.context_length": 64, "llama.embedding_length": D,
             "llama.feed_forward_length": 32, "llama.attention.head_count": H, "llama.attention.head_count_kv": G,
             "llama.rope.freq_base": 10000.0, "llama.attention.layer_norm_rms_epsilon": 1e-6, "llama.vocab_size": V}
-    for k, (name, (no, count), group) in enumerate(zip(names, split, groups(len(tensors)))):
+    for k, (name, (no, count), group) in enumerate(zip(names, [x or (None, None) for x in split],
+                                                       groups(len(tensors)))):
         w = gguf.GGUFWriter(str(folder / name), "llama")
-        w.add_uint16("split.no", no)
-        w.add_uint16("split.count", count)
-        w.add_int32("split.tensors.count", len(tensors) if total is None else total)
+        for key, value in (("split.no", no), ("split.count", count)):
+            if value is not None:
+                (w.add_string if isinstance(value, str) else w.add_uint16)(key, value)
+        if total != -1:
+            w.add_int32("split.tensors.count", len(tensors) if total is None else total)
         for key, value in (meta.items() if k == 0 else ()):
             (w.add_float32 if isinstance(value, float) else w.add_uint32)(key, value)
         for i in group:
@@ -613,6 +617,8 @@ def _write_shards(folder, model, names: list[str], split: list[tuple[int, int]],
     ("twice", r"m-00003-of-00003\.gguf: tensor '.+' is also in .*m-00002-of-00003\.gguf"),
     ("count", r"m-00001-of-00003\.gguf: the split GGUF file says it holds 99 tensors, and its 3 shards hold 22"),
     ("metadata", r"m-00001-of-00003\.gguf: inconsistent split metadata \(split\.no=3, split\.count=3\)"),
+    ("unsplit", r"m-00002-of-00003\.gguf: its split metadata says shard 1 of 1, its name shard 2 of 3"),
+    ("text", r"m-00003-of-00003\.gguf: its split metadata says split\.no='2', split\.count=3, its name shard 3 of 3"),
 ])
 def test_a_split_gguf_file_with_a_shard_missing_misnamed_or_inconsistent_is_refused_by_file(tmp_path, case, needle):
     model = _tiny_llama()
@@ -628,6 +634,10 @@ def test_a_split_gguf_file_with_a_shard_missing_misnamed_or_inconsistent_is_refu
         total = 99
     if case == "metadata":
         split[0] = (3, 3)
+    if case == "unsplit":  # no split metadata: a whole file's
+        split[1] = None
+    if case == "text":
+        split[2] = ("2", 3)
     assert _write_shards(tmp_path, model, names, split, groups, total) == 22  # (with biases)
     if case == "missing":
         (tmp_path / names[1]).unlink()
@@ -685,6 +695,8 @@ def test_hand_written_shards_read_as_the_whole_file(tmp_path):
     names = [f"m-{k:05d}-of-00003.gguf" for k in (1, 2, 3)]
     _write_shards(tmp_path, model, names, [(0, 3), (1, 3), (2, 3)])
     assert _same_heads(compscope.load(tmp_path / names[1]), compscope.load(tmp_path / "all.gguf"))
+    _write_shards(tmp_path, model, names, [(0, 3), (1, 3), (2, 3)], total=-1)  # no tensor count to check
+    assert _same_heads(compscope.load(tmp_path / names[2]), compscope.load(tmp_path / "all.gguf"))
 
 
 @pytest.mark.parametrize("small_first_shard", [False, True])
