@@ -582,12 +582,12 @@ def _thirds(n: int) -> list[list[int]]:
     return [list(range(k * n // 3, (k + 1) * n // 3)) for k in range(3)]
 
 
-def _write_shards(folder, model, names: list[str], split: list[tuple[int, int]], groups=_thirds,
+def _write_shards(folder, model, names: list[str], split: list[tuple[int | str, int] | None], groups=_thirds,
                   total: int | None = None) -> int:
     """Shards of a tiny Llama's GGUF by hand: file ``names[k]`` with metadata ``split.no, split.count =
-    split[k]`` (none where None; a string written as one) (the model's metadata in the first only) and the
-    tensors ``groups(n)[k]`` (indices into the whole file's ``n`` tensors, in order); ``split.tensors.count``
-    ``total`` (default ``n``; none where -1). Returns ``n``."""
+    split[k]`` (integers as uint16, a string as a string; no split metadata where ``split[k]`` is None), the
+    model's metadata in the first only, and the tensors ``groups(n)[k]`` (indices into the whole file's ``n``
+    tensors, in order); ``split.tensors.count`` ``total`` (default ``n``; left out where -1). Returns ``n``."""
     _write_llama_gguf(folder / "all.gguf", model)
     tensors = [(t.name, np.array(t.data)) for t in gguf.GGUFReader(folder / "all.gguf").tensors]
     meta = {"llama.block_count": 2, "llama.context_length": 64, "llama.embedding_length": D,
