@@ -11,6 +11,7 @@ import math
 import os
 import re
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -652,8 +653,6 @@ def test_a_split_gguf_file_with_a_shard_missing_misnamed_or_inconsistent_is_refu
 def test_which_split_metadata_is_a_whole_file_and_which_is_inconsistent():
     """No split metadata, or shard 1 of 1 (``split.no`` 0, ``split.count`` 1, either alone too), is a whole
     file, whatever its name; a shard number out of range or either value not an integer is refused."""
-    from pathlib import Path
-
     from compscope.loading.formats.gguf.files import shards
 
     path = Path("model.gguf")
@@ -670,8 +669,6 @@ def test_which_split_metadata_is_a_whole_file_and_which_is_inconsistent():
 def test_shard_sets_by_name_and_the_architecture_a_header_states(tmp_path):
     """Files are one split file's shards when every name is a shard name of one stem and count, numbered
     1..n; a header's ``general.architecture`` is read alone (None where it states none)."""
-    from pathlib import Path
-
     from compscope.loading.formats.gguf.files import architecture, shard_set
 
     def named(*names):
