@@ -1085,6 +1085,48 @@ def test_a_phi3_gguf_with_longrope_reads_and_runs_as_its_hf_model(tmp_path, rota
         compscope.load(tmp_path / "one.gguf")
 
 
+@pytest.mark.parametrize("meta, refused", [
+    ({"rope_scaling_orig_ctx_len": None}, "(None) and context length (128)"),
+    ({"rope_scaling_orig_ctx_len": 1}, "(1) and context length (128)"),
+    ({"context_length": None}, "(16) and context length (None)"),
+    ({"context_length": 0}, "(16) and context length (0)"),
+    ({"rope_scaling_orig_ctx_len": 2, "rope_scaling_attn_factors": math.sqrt(1 + math.log(64) / math.log(2))}, None),
+    ({"context_length": 1, "rope_scaling_attn_factors": 1.0}, None),  # (a context shorter than the original: factor 1)
+    ({"context_length": 8, "rope_scaling_attn_factors": 1.0}, None),
+    ({"context_length": 8, "rope_scaling_attn_factors": math.sqrt(0.75)}, "= 0.866025 is not LongRoPE's sqrt(1 + ln "
+                                                                         "0.5 / ln 16) = 1"),
+    ({"context_length": 24, "rope_scaling_attn_factors": 1.0}, "= 1 is not LongRoPE's sqrt(1 + ln 1.5 / ln 16) = "
+                                                               "1.0706"),
+    ({"context_length": 24, "rope_scaling_attn_factors": math.sqrt(1 + math.log(1.5) / math.log(16))}, None),
+    ({"rope_scaling_attn_factors": math.sqrt(1.75) * (1 + 0.9e-6)}, None),  # (within 1e-6 of it, relative)
+    ({"rope_scaling_attn_factors": math.sqrt(1.75) * (1 + 1.5e-6)}, "= 1.32288 is not LongRoPE's"),
+])
+def test_a_phi3_gguf_with_longrope_needs_a_usable_context_and_longropes_own_attention_factor(tmp_path, meta, refused):
+    """The original context (``rope.scaling.original_context_length``, 16 here) must be an integer above 1 and the
+    context (``context_length``, 128 here) a positive one, or the factors are refused, naming both; the stated
+    attention factor must be LongRoPE's ``sqrt(1 + ln s / ln n)`` of the ratio s = context / original to 1e-6
+    (relative), and 1 where s <= 1."""
+    cfg = hf_config("Phi3Config", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=128,
+                    original_max_position_embeddings=16, tie_word_embeddings=False, pad_token_id=0, bos_token_id=1,
+                    eos_token_id=2, rope_parameters={"rope_type": "longrope", "rope_theta": 700.0,
+                                                     "short_factor": [1.0, 1.5, 3.0], "long_factor": [2.0, 4.0, 8.0]})
+    model = transformers.Phi3ForCausalLM(cfg).eval()
+    factors = {f"rope_factors_{k}.weight": np.array(v, np.float32)
+               for k, v in (("short", [1.0, 1.5, 3.0]), ("long", [2.0, 4.0, 8.0]))}
+    written = {"context_length": 128, "rope_scaling_orig_ctx_len": 16,
+               "rope_scaling_attn_factors": math.sqrt(1.75), **meta}
+    _write_phi3_gguf(tmp_path / "x.gguf", model, None, factors, written)
+    if refused is None:
+        hw = compscope.load(tmp_path / "x.gguf")
+        assert hw.rotary.inv_freq.shape[-1] == 3
+        return
+    if "context length" in refused:
+        refused = "LongRoPE factors without a usable 'phi3.rope.scaling.original_context_length' " + refused
+    with pytest.raises(compscope.UnsupportedModelError, match=r"x\.gguf: .*" + re.escape(refused)):
+        compscope.load(tmp_path / "x.gguf")
+
+
 def _write_olmo_gguf(path, model, arch: str, metadata: dict | None = None) -> None:
     """An OLMo GGUF as llama.cpp writes one: OLMo's q/k rows permuted into interleaved pairs (OLMo-2's
     not), OLMo-2's layer-wide q/k norm gains and post-attention norm, no norm before the attention."""
@@ -3033,7 +3075,7 @@ def _write_scaled_llama_gguf(path, model, scaling: str | None, keys: dict, arch:
                              extra: dict | None = None, base: float = 100.0) -> None:
     """A Llama-layout GGUF of architecture ``arch`` with rope scaling as llama.cpp's converter writes it:
     ``rope.scaling.type`` (``scaling``; None: no key), each of ``keys`` as ``ARCH.rope.scaling.KEY`` and each of
-    ``extra`` as ``ARCH.KEY`` (a float, or an integer)."""
+    ``extra`` as ``ARCH.KEY`` (a float, an integer or a bool)."""
     cfg = model.config
     w = _writer(path, arch)
     extra = dict(extra or {})
@@ -3043,7 +3085,8 @@ def _write_scaled_llama_gguf(path, model, scaling: str | None, keys: dict, arch:
     if scaling is not None:
         w.add_rope_scaling_type(gguf.RopeScalingType.YARN if scaling == "yarn" else gguf.RopeScalingType.LINEAR)
     for key, value in [*((f"rope.scaling.{k}", v) for k, v in keys.items()), *extra.items()]:
-        (w.add_uint32 if isinstance(value, int) else w.add_float32)(f"{arch}.{key}", value)
+        add = w.add_bool if isinstance(value, bool) else w.add_uint32 if isinstance(value, int) else w.add_float32
+        add(f"{arch}.{key}", value)
     _add_llama_tensors(w, model)
 
 
@@ -3089,6 +3132,12 @@ def test_a_llama_gguf_with_rope_scaling_reads_and_runs_as_its_hf_model(tmp_path,
             _write_scaled_llama_gguf(tmp_path / "x.gguf", model, scaling, {**keys, key: value})
             with pytest.raises(compscope.UnsupportedModelError, match=rf"x\.gguf: GGUF metadata 'llama\.rope\.scaling\.{key}'"):
                 compscope.load(tmp_path / "x.gguf")
+        for key, value in (("yarn_ext_factor", 1.0), ("yarn_ext_factor", -1.0), ("yarn_attn_factor", 1.0),
+                           ("attn_factor", 1.0), ("yarn_log_multiplier", 0.0), ("finetuned", True),
+                           ("finetuned", False)):  # (llama.cpp's neutral values: read as nothing)
+            _write_scaled_llama_gguf(tmp_path / "k.gguf", model, scaling, {**keys, key: value})
+            kept = compscope.load(tmp_path / "k.gguf")
+            assert torch.equal(kept.rotary.inv_freq, ours.rotary.inv_freq) and kept.attn_scale == ours.attn_scale, key
         _write_scaled_llama_gguf(tmp_path / "n.gguf", model, scaling, {"factor": 4.0})
         with pytest.raises(compscope.UnsupportedModelError, match=r"'yarn' without GGUF metadata 'llama\.rope\.scaling\."
                                                                   r"original_context_length'"):

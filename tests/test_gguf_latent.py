@@ -9,6 +9,7 @@ fused, LongRoPE's factors as tensors, muP's scalars llama.cpp's constants) read 
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -62,11 +63,12 @@ def write_deepseek2(path, model, split: bool = True, scaling: dict | None = None
     ``kv_lora_rank + rope`` wide, the model's own widths as ``key_length_mla`` and ``value_length_mla``) and
     ``kv_b_proj`` split per head into ``attn_k_b`` (transposed) and ``attn_v_b``; or, ``split=False``, as older
     conversions: ``attn_kv_b`` fused and the model's widths as ``key_length``, ``value_length``. ``scaling``: YaRN's
-    keys; ``drop``: block tensors left out; ``extra``: metadata keys added as written (a float as float32, else
-    uint32). ``arch`` ``mistral4``, ``glm-dsa``: Mistral 4, GLM-5 as their converters write them, DeepSeek-V2's
-    conversion under their own names (GLM-5's with its indexer's top-k and tensors); ``kimi-linear``: Kimi Linear's
-    (a K/V head count per layer, its delta-attention layers' tensors beside). ``output`` False: no ``output.weight``
-    (PLM's converter writes none: its loader ties the unembedding to ``token_embd``)."""
+    keys; ``drop``: block tensors left out; ``extra``: metadata keys added as written (a float as float32, a bool
+    as a bool, a string as a string, else uint32). ``arch`` ``mistral4``, ``glm-dsa``: Mistral 4, GLM-5 as their
+    converters write them, DeepSeek-V2's conversion under their own names (GLM-5's with its indexer's top-k and
+    tensors); ``kimi-linear``: Kimi Linear's (a K/V head count per layer, its delta-attention layers' tensors beside).
+    ``output`` False: no ``output.weight`` (PLM's converter writes none: its loader ties the unembedding to
+    ``token_embd``)."""
     cfg = model.config
     H, nope, rope, dv, rank = (cfg.num_attention_heads, cfg.qk_nope_head_dim, cfg.qk_rope_head_dim, cfg.v_head_dim,
                                cfg.kv_lora_rank)
@@ -83,7 +85,9 @@ def write_deepseek2(path, model, split: bool = True, scaling: dict | None = None
     if arch in ("glm-dsa", "deepseek32"):
         w.add_uint32(f"{arch}.attention.indexer.top_k", cfg.index_topk)
     for key, value in (extra or {}).items():
-        (w.add_float32 if isinstance(value, float) else w.add_uint32)(f"{arch}.{key}", value)
+        add = (w.add_bool if isinstance(value, bool) else w.add_float32 if isinstance(value, float)
+               else w.add_string if isinstance(value, str) else w.add_uint32)
+        add(f"{arch}.{key}", value)
     for key, t in _numpy_state(model).items():
         if key in _TOP and (output or _TOP[key] != "output.weight"):
             w.add_tensor(_TOP[key], t)
@@ -350,6 +354,11 @@ def test_a_mistral4_gguf_reads_as_the_model_object(tmp_path, temperature):
      r"\('mistral4\.rope\.scaling\.original_context_length'\)"),
     ({"attention.temperature_scale": float("nan"), "attention.temperature_length": 16},
      r"'mistral4\.attention\.temperature_scale' = nan is not a finite number >= 0"),
+    *(({"attention.temperature_scale": beta, "attention.temperature_length": 16},
+       rf"'mistral4\.attention\.temperature_scale' = {re.escape(repr(beta))} is not a finite number >= 0")
+      for beta in (True, -0.5, float("inf"), "0.1")),
+    *(({"attention.temperature_scale": 0.1, "attention.temperature_length": n},
+       rf"= 0\.1 without a positive 'mistral4\.attention\.temperature_length' \({n!r}\)") for n in (0, True)),
 ])
 def test_a_mistral4_gguf_whose_temperature_llama_cpp_cannot_run_is_refused_by_name(tmp_path, extra, needle):
     keys = {**_MISTRAL4_YARN, "type": gguf.RopeScalingType.YARN}
