@@ -3079,9 +3079,11 @@ def _write_scaled_llama_gguf(path, model, scaling: str | None, keys: dict, arch:
     cfg = model.config
     w = _writer(path, arch)
     extra = dict(extra or {})
-    blocks = {"block_count": extra.pop("block_count")} if "block_count" in extra else {}  # (one key: the writer of
-    # gguf 0.16 refuses a second)
-    _metadata(w, context_length=cfg.max_position_embeddings, layer_norm_rms_eps=1e-6, rope_freq_base=base, **blocks)
+    # (the block count and context in ``extra`` as _metadata's: the writer of gguf 0.16 refuses a second key; None
+    # leaves the key out)
+    shape = {"context_length": cfg.max_position_embeddings,
+             **{k: extra.pop(k) for k in ("block_count", "context_length") if k in extra}}
+    _metadata(w, layer_norm_rms_eps=1e-6, rope_freq_base=base, **shape)
     if scaling is not None:
         w.add_rope_scaling_type(gguf.RopeScalingType.YARN if scaling == "yarn" else gguf.RopeScalingType.LINEAR)
     for key, value in [*((f"rope.scaling.{k}", v) for k, v in keys.items()), *extra.items()]:
@@ -3149,7 +3151,8 @@ def test_a_ministral3_gguf_reads_as_its_hf_model_with_yarn_and_the_query_tempera
     ``yarn_log_multiplier`` = 1 (the HF config's ``mscale_all_dim``: YaRN's attention factor 1, as llama.cpp's
     graph makes it) and the query temperature's β (``attention.temperature_scale``): read back, the weights, the
     frequencies, the logit scale and the temperature's note equal the HF model's. Without the multiplier, or with
-    another, or a temperature length other than the original context, refused by name; transformers' GGUF reader
+    another, a temperature length other than the original context, or a temperature without YaRN and without a
+    positive context length, refused by name; transformers' GGUF reader
     does not read it, so the data-based commands refuse it."""
     if not hasattr(transformers, "Ministral3Config"):
         pytest.skip("transformers has no Ministral 3")
@@ -3190,7 +3193,10 @@ def test_a_ministral3_gguf_reads_as_its_hf_model_with_yarn_and_the_query_tempera
             ("y.gguf", {"keys": {k: v for k, v in keys.items() if k != "yarn_log_multiplier"}},
              r"YaRN and no GGUF metadata 'mistral3\.rope\.scaling\.yarn_log_multiplier'"),
             ("z.gguf", {"extra": {**temperature, "attention.temperature_length": 32}},
-             r"'mistral3\.attention\.temperature_length' = 32, and llama\.cpp floors .* by its original context 16")):
+             r"'mistral3\.attention\.temperature_length' = 32, and llama\.cpp floors .* by its original context 16"),
+            *((f"c{n}.gguf", {"keys": {}, "scaling": None, "extra": {**temperature, "context_length": n}},
+               r"'mistral3\.attention\.temperature_scale' = 0\.1 without an original context or a context length")
+              for n in (None, 0))):
         with pytest.raises(compscope.UnsupportedModelError, match=re.escape(name) + ": .*" + says):
             compscope.load(write(name, **args))
     from compscope.data.runner import runner_for

@@ -171,7 +171,7 @@ def mistral3(path: Path, arch: str, cfg: dict, fields: dict) -> None:
         return
     n = fields.get(f"{arch}.rope.scaling.original_context_length") or fields.get(f"{arch}.context_length")
     if not isinstance(n, int) or n <= 0:
-        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.temperature_scale' = {beta!r} without "
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.attention.temperature_scale' = {beta:g} without "
                                     "an original context or a context length, from which llama.cpp floors positions")
     length = fields.get(f"{arch}.attention.temperature_length")
     if length is not None and length != n:
