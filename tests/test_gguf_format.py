@@ -558,7 +558,7 @@ def _same_heads(a, b) -> bool:
 def test_a_split_gguf_file_is_read_from_all_its_shards_whichever_is_given(tmp_path):
     """llama.cpp splits a large model into NAME-00001-of-0000n.gguf, ... (metadata in the first
     shard, tensors spread over all): any shard given reads the whole model, equal to the file written
-    whole, and says so in its notes. Before, the first shard gave "tensor ... is missing" and the
+    whole, and says so in its notes (a whole file named as shard 1 of 1 says nothing of shards). Before, the first shard gave "tensor ... is missing" and the
     others "GGUF architecture None is not supported"."""
     model = _tiny_llama()
     _write_llama_gguf(tmp_path / "whole.gguf", model)
@@ -573,6 +573,10 @@ def test_a_split_gguf_file_is_read_from_all_its_shards_whichever_is_given(tmp_pa
             assert _same_heads(hw, whole) and hw.meta.name == "m"
             assert (f"read from the {count} shards of a split GGUF file (m-00001..{count:05d}-of-{count:05d}.gguf)"
                     in hw.meta.notes)
+    (tmp_path / "1").mkdir()  # a whole file named as the one shard of one: read whole, named by its stem
+    (tmp_path / "1" / "m-00001-of-00001.gguf").write_bytes((tmp_path / "whole.gguf").read_bytes())
+    one = compscope.load(tmp_path / "1" / "m-00001-of-00001.gguf")
+    assert _same_heads(one, whole) and one.meta.name == "m-00001-of-00001" and one.meta.notes == whole.meta.notes
     a = compscope.scores(tmp_path / "5" / "m-00004-of-00005.gguf", "K", progress=False)
     b = compscope.scores(tmp_path / "whole.gguf", "K", progress=False)
     for key, v in a.values.items():  # NaN where a pair is not scored (same layer, or later writer)
