@@ -216,7 +216,7 @@ def test_a_deepseek2_gguf_reads_yarn_by_llama_cpps_rule(tmp_path, arch):
     """llama.cpp runs a ``deepseek2`` file's YaRN (and a ``deepseek32`` one's, by the same rule) with ``mscale =
     mscale_all_dim = yarn_log_multiplier / 0.1``: the rotated dims unscaled (their attention factor 1) and the logit
     times ``mscale(factor, m)²``, as transformers runs the model whose config says both; without the multiplier, the
-    logit unscaled too."""
+    logit unscaled too; llama.cpp's neutral YaRN keys change nothing."""
     m, factor = 0.7, 4.0
     yarn = {"rope_type": "yarn", "rope_theta": 500.0, "factor": factor, "original_max_position_embeddings": 16,
             "mscale": m, "mscale_all_dim": m, "beta_fast": 32.0, "beta_slow": 1.0}
@@ -230,6 +230,10 @@ def test_a_deepseek2_gguf_reads_yarn_by_llama_cpps_rule(tmp_path, arch):
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
     mscale = 0.1 * m * math.log(factor) + 1
     assert ours.attn_scale == pytest.approx(ref.attn_scale, rel=1e-6) == pytest.approx(10 ** -0.5 * mscale**2)
+    neutral = {"rope.scaling.yarn_ext_factor": -1.0, "rope.scaling.yarn_attn_factor": 1.0,
+               "rope.scaling.attn_factor": 1.0, "rope.scaling.finetuned": False}  # (llama.cpp's: read as nothing)
+    kept = compscope.load(write(tmp_path / "n.gguf", scaling=keys, extra=neutral))
+    assert torch.equal(kept.rotary.inv_freq, ours.rotary.inv_freq) and kept.attn_scale == ours.attn_scale
     keys.pop("yarn_log_mul")
     plain = compscope.load(write(tmp_path / "p.gguf", scaling=keys))
     assert torch.equal(plain.W_Q, ref.W_Q) and plain.attn_scale == 0.0  # (0: d_head^(-1/2), d_head = 10 here)
@@ -261,6 +265,23 @@ def test_a_malformed_deepseek2_gguf_is_refused_by_name(tmp_path, case, needle):
         path = _rewritten(tmp_path, path, **changes)
     with pytest.raises((compscope.LoadError, compscope.UnsupportedModelError), match=needle):
         compscope.load(path)
+
+
+def test_joined_kv_b_stacks_each_heads_key_rows_and_value_rows_and_refuses_other_shapes():
+    """HF's ``kv_b_proj`` from llama.cpp's split: per head h, ``attn_k_b[h]`` (rank, nope) transposed, then
+    ``attn_v_b[h]`` (v, rank); parts that are not 3-D, or of another head count or rank, refused naming both shapes."""
+    from compscope.loading.formats.gguf.names import joined_kv_b
+
+    k_b = torch.arange(24.0).reshape(2, 3, 4)  # (head 2, rank 3, nope 4)
+    v_b = -torch.arange(30.0).reshape(2, 5, 3)  # (head 2, v 5, rank 3)
+    got = joined_kv_b(k_b, v_b)
+    assert got.shape == (2 * (4 + 5), 3)
+    for h in range(2):
+        assert torch.equal(got[9 * h : 9 * h + 4], k_b[h].T) and torch.equal(got[9 * h + 4 : 9 * h + 9], v_b[h])
+    for k, v in ((k_b[0], v_b), (k_b[:, :, 0], v_b), (k_b, v_b[0]), (k_b[:1], v_b), (k_b[:, :2], v_b)):
+        with pytest.raises(ValueError, match=re.escape(f"attn_k_b {tuple(k.shape)} and attn_v_b {tuple(v.shape)} are "
+                                                       "not (head, rank, nope) and (head, v, rank)")):
+            joined_kv_b(k, v)
 
 
 def _rewritten(tmp_path, path, leave_out: str | None = None, tensor: tuple | None = None, add: tuple | None = None):
@@ -464,17 +485,18 @@ def test_a_glm_dsa_gguf_llama_cpp_would_not_run_so_is_refused_by_name(tmp_path, 
         compscope.load(path)
 
 
-def write_minicpm3(path, model):
+def write_minicpm3(path, model, **meta):
     """``model`` as llama.cpp's converter writes a ``minicpm3`` file: no rotary base, value width or muP scalar in
     the metadata (llama.cpp's defaults and constants), ``kv_b_proj`` fused, LongRoPE's factors as the tensors
-    ``rope_factors_long`` and ``_short``."""
+    ``rope_factors_long`` and ``_short``; ``meta``: more metadata (``add_KEY``: value)."""
     cfg = model.config
     w = _writer(path, "minicpm3")
     _metadata(w, block_count=cfg.num_hidden_layers, context_length=cfg.max_position_embeddings,
               embedding_length=cfg.hidden_size, head_count=cfg.num_attention_heads,
               head_count_kv=cfg.num_key_value_heads, vocab_size=cfg.vocab_size, layer_norm_rms_eps=EPS,
               q_lora_rank=cfg.q_lora_rank, kv_lora_rank=cfg.kv_lora_rank,
-              key_length=cfg.qk_nope_head_dim + cfg.qk_rope_head_dim, rope_dimension_count=cfg.qk_rope_head_dim)
+              key_length=cfg.qk_nope_head_dim + cfg.qk_rope_head_dim, rope_dimension_count=cfg.qk_rope_head_dim,
+              **meta)
     params = getattr(cfg, "rope_parameters", None) or cfg.rope_scaling
     for which in ("long", "short"):
         w.add_tensor(f"rope_factors_{which}.weight", np.array(params[f"{which}_factor"], np.float32))
@@ -522,6 +544,25 @@ def test_a_minicpm3_gguf_reads_as_the_model_object_with_llama_cpps_constants(tmp
                                                              r"\(attn_kv_b\): llama\.cpp's converter writes attn_kv_b"):
         compscope.load(_rewritten(tmp_path, tmp_path / "m.gguf", add=("blk.0.attn_k_b.weight",
                                                                          np.zeros((4, 10, 6), np.float32))))
+    # an original context a quarter of the context: LongRoPE's attention factor stated (read as the model object
+    # with that original context), or refused (llama.cpp would run at factor 1, transformers not)
+    ctx = model.config.max_position_embeddings
+    stated = math.sqrt(1 + math.log(4) / math.log(ctx // 4))
+    longer = compscope.load(write_minicpm3(tmp_path / "l.gguf", model, rope_scaling_orig_ctx_len=ctx // 4,
+                                           rope_scaling_attn_factors=stated))
+    quarter = build(BY_ID["minicpm3-latent-attention-mup"], scale_emb=12.0, scale_depth=1.4, dim_model_base=256,
+                    rope_parameters={**rope, "original_max_position_embeddings": ctx // 4}, tie_word_embeddings=False)
+    quarter.load_state_dict(model.state_dict())
+    ref = compscope.load(quarter)
+    for name in ("W_Q", "W_K", "W_V", "W_O"):
+        torch.testing.assert_close(getattr(longer, name), getattr(ref, name), rtol=1e-6, atol=0, msg=name)
+    torch.testing.assert_close(longer.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
+    assert longer.attn_scale == pytest.approx(ref.attn_scale, rel=1e-6)
+    assert not torch.allclose(longer.W_Q, ours.W_Q)  # (LongRoPE's attention factor is there)
+    with pytest.raises(compscope.UnsupportedModelError, match=re.escape(
+            f"LongRoPE over a context {ctx} longer than the original {ctx // 4} without GGUF metadata "
+            "'minicpm3.rope.scaling.attn_factor'")):
+        compscope.load(write_minicpm3(tmp_path / "n.gguf", model, rope_scaling_orig_ctx_len=ctx // 4))
 
 
 def test_a_deepseek2_gguf_with_llama_4s_temperature_says_so(tmp_path):
