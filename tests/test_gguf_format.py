@@ -1965,14 +1965,15 @@ def _write_llamalike_gguf(path, model, arch: str, rope_dim: int, eps: str = "lay
     _finish(w)
 
 
-@pytest.mark.parametrize("arch, share", [("stablelm", 4 / (D // H)), ("stablelm", 1.0), ("starcoder2", 1.0)])
-def test_stablelm_and_starcoder2_ggufs_match_the_model_object_and_transformers(tmp_path, arch, share):
+@pytest.mark.parametrize("arch, share, stated", [("stablelm", 4 / (D // H), True), ("stablelm", 1.0, True),
+                                                 ("stablelm", 1.0, False), ("starcoder2", 1.0, True)])
+def test_stablelm_and_starcoder2_ggufs_match_the_model_object_and_transformers(tmp_path, arch, share, stated):
     """StableLM (partial rotary, q/k/v biases, a parallel block: no MLP norm) and StarCoder2 (every
     projection biased, GQA): the model object's heads, biases and LayerNorms (gain and bias); and
     the data-based commands run the file through transformers' own GGUF reader, whose attention is
     what compscope recomputes from the weights it read. StableLM's rotary share comes from
     ``rope.dimension_count`` (a file that rotates whole heads is not read as the family's default
-    quarter)."""
+    quarter; nor one that states no width, ``stated`` False: llama.cpp then turns whole heads)."""
     common = dict(vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2, num_attention_heads=H,
                   num_key_value_heads=G, max_position_embeddings=64, tie_word_embeddings=False)
     if arch == "stablelm":
@@ -1985,7 +1986,7 @@ def test_stablelm_and_starcoder2_ggufs_match_the_model_object_and_transformers(t
                                             rope_parameters={"rope_type": "default", "rope_theta": 900.0})
         model, rope_dim = transformers.Starcoder2ForCausalLM(cfg).eval(), D // H
     _randomise(model, 19)
-    _write_llamalike_gguf(tmp_path / "m.gguf", model, arch, rope_dim)
+    _write_llamalike_gguf(tmp_path / "m.gguf", model, arch, rope_dim if stated else None)
     ours, ref = compscope.load(tmp_path / "m.gguf"), compscope.load(model)
     assert ours.meta.family == ref.meta.family == arch and ours.rotary.dim == ref.rotary.dim == rope_dim
     for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_U"):
@@ -3505,7 +3506,7 @@ def _write_nemotron_gguf(path, model, rope_dim: int | None) -> None:
     cfg = model.config
     w = _writer(path, "nemotron")
     _metadata(w, head_count_kv=cfg.num_key_value_heads, layer_norm_eps=cfg.norm_eps, rope_freq_base=2000.0,
-              key_length=None if rope_dim is None else R, rope_dimension_count=rope_dim)
+              key_length=R, rope_dimension_count=rope_dim)
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
     w.add_tensor("output.weight", sd["lm_head.weight"])
     w.add_tensor("output_norm.weight", sd["model.norm.weight"] + 1.0)
@@ -3523,25 +3524,27 @@ def _write_nemotron_gguf(path, model, rope_dim: int | None) -> None:
     _finish(w)
 
 
-@pytest.mark.parametrize("share", [0.5, 0.25])
+@pytest.mark.parametrize("share", [0.5, 0.25, None])
 def test_a_nemotron_gguf_matches_the_model_object_and_runs(tmp_path, share):
     """Nemotron (``nemotron``): LayerNorm1P's gains read back as ``w`` (llama.cpp stores ``1 + w``), their
-    biases, the rotated share from ``rope.dimension_count``: the model object's heads and norms, and
-    the attention recomputed from them. transformers' GGUF reader runs the file, handed the rotated
-    width and the epsilon it does not read (its default share is a half), computing what compscope
-    recomputes."""
+    biases, the rotated share from ``rope.dimension_count`` (``share`` None: none stated, whole heads, as llama.cpp
+    takes them, not the family's default half): the model object's heads and norms, and the attention recomputed
+    from them. transformers' GGUF reader runs the file, handed the rotated width and the epsilon it does not read
+    (its default share is a half), computing what compscope recomputes."""
     from compscope.core.attention import attention_forward
     from compscope.data.runner import runner_for
 
     cfg = hf_config("NemotronConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
                     num_attention_heads=H, num_key_value_heads=G, head_dim=R, max_position_embeddings=64,
                     norm_eps=1e-4, tie_word_embeddings=False,
-                    rope_parameters={"rope_type": "default", "rope_theta": 2000.0, "partial_rotary_factor": share})
+                    rope_parameters={"rope_type": "default", "rope_theta": 2000.0,
+                                     "partial_rotary_factor": share or 1.0})
     model = transformers.NemotronForCausalLM(cfg).eval()
     _randomise(model, 44)
-    _write_nemotron_gguf(tmp_path / "n.gguf", model, int(R * share))
+    _write_nemotron_gguf(tmp_path / "n.gguf", model, None if share is None else int(R * share))
     ours, ref = compscope.load(tmp_path / "n.gguf"), compscope.load(model)
-    assert ours.meta.family == ref.meta.family == "nemotron" and ours.rotary.dim == ref.rotary.dim == int(R * share)
+    assert ours.meta.family == ref.meta.family == "nemotron"
+    assert ours.rotary.dim == ref.rotary.dim == int(R * (share or 1))
     for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
         assert torch.equal(getattr(ours, name), getattr(ref, name)), name
     for a, b in [(ours.attn_norm, ref.attn_norm), (ours.final_norm, ref.final_norm)]:

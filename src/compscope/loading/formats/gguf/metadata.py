@@ -407,7 +407,8 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         cfg["attention_multiplier"] = head_dim**-0.5  # (transformers' Granite default is 1: said outright)
     rope_dim = (fields.get(f"{arch}.rope.dimension_count") if arch not in ("gemma4", "deepseek2-ocr", *_LATENT)
                 else None)  # (their rules: per layer type; the whole head; the rotated dims of each latent head)
-    if rope_dim == head_dim and arch in _PARTIAL_ROTARY:  # said outright: StableLM's family would take a quarter
+    if (rope_dim is None or rope_dim == head_dim) and arch in _PARTIAL_ROTARY:  # said outright (StableLM's family
+        # would take a quarter): whole heads, as stated or as llama.cpp takes them where no rotary width is stated
         cfg["partial_rotary_factor"] = 1.0
     if rope_dim is not None and rope_dim != head_dim:
         if arch not in _PARTIAL_ROTARY or not 0 < rope_dim < head_dim:

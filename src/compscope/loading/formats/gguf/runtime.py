@@ -11,9 +11,9 @@ from .metadata import ARCHS, NO_MODEL, config
 
 #: HF model types whose rotary base and width transformers' GGUF reader does not take from the file
 #: (it keeps its config defaults: base 10 000; StableLM a quarter of each head; Nemotron its width, half
-#: of each head; Phi-3 the whole head, where Phi-4-mini rotates three quarters), and the share of each head the
-#: family rotates where the file does not say
-_ROTARY_DROPPED = {"stablelm": 1.0, "starcoder2": 1.0, "nemotron": 0.5, "phi3": 1.0}
+#: of each head; Phi-3 the whole head, where Phi-4-mini rotates three quarters): handed back, the share of each
+#: head as :func:`.metadata.config` read it (whole heads where the file states no width, as llama.cpp takes them)
+_ROTARY_DROPPED = ("stablelm", "starcoder2", "nemotron", "phi3")
 #: HF config keys that transformers' GGUF reader does not take from a file of these model types
 #: (Nemotron: the LayerNorm epsilon, which it looks for under another key than llama.cpp writes, and
 #: the head width; Gemma 2: the logit scale's scalar and the soft cap; Qwen3: the head width, whose default
@@ -85,7 +85,7 @@ def runtime_config(path: str | Path, rope_parameters: bool = True) -> dict:
         return kept
     rope = {"rope_theta": float(cfg.get("rope_theta", 10000.0))}
     if kind in _ROTARY_DROPPED:
-        rope["partial_rotary_factor"] = float(cfg.get("partial_rotary_factor", _ROTARY_DROPPED[kind]))
+        rope["partial_rotary_factor"] = float(cfg.get("partial_rotary_factor", 1.0))
     if rope_parameters:
         return {"rope_parameters": {"rope_type": "default", **rope, **(scaled or {})}, **kept}
     if kind == "starcoder2":  # transformers 4's StarCoder2 rotates whole heads, and takes no share
