@@ -583,6 +583,16 @@ def test_a_split_gguf_file_is_read_from_all_its_shards_whichever_is_given(tmp_pa
         torch.testing.assert_close(v, b.values[key], rtol=0, atol=0, equal_nan=True)
 
 
+@pytest.mark.parametrize("key", ["embedding_length", "block_count", "head_count"])
+def test_a_gguf_file_without_a_width_a_depth_or_a_head_count_is_refused_naming_the_key(tmp_path, key):
+    w = _writer(tmp_path / "m.gguf", "llama")
+    _metadata(w, layer_norm_rms_eps=1e-6, **{key: None})
+    _add_llama_tensors(w, _tiny_llama())
+    name = "attention.head_count" if key == "head_count" else key
+    with pytest.raises(compscope.LoadError, match=rf"m\.gguf: GGUF metadata 'llama\.{re.escape(name)}' is missing"):
+        compscope.load(tmp_path / "m.gguf")
+
+
 def _thirds(n: int) -> list[list[int]]:
     return [list(range(k * n // 3, (k + 1) * n // 3)) for k in range(3)]
 
@@ -913,6 +923,8 @@ def test_a_llama3_scaled_gguf_runs_with_the_frequencies_it_states(tmp_path):
     from compscope.loading.formats import gguf as gguf_format
 
     assert gguf_format.divides_frequencies(tmp_path / "l3.gguf")  # (as runtime_config found it)
+    (tmp_path / "copy.gguf").write_bytes((tmp_path / "l3.gguf").read_bytes())
+    assert gguf_format.divides_frequencies(tmp_path / "copy.gguf")  # (from its header: runtime_config never read it)
     w = _writer(tmp_path / "l3.gguf", "llama")  # the same path, rewritten without the divisors: read again
     _metadata(w, context_length=256, layer_norm_rms_eps=1e-6, rope_freq_base=100.0)
     _add_llama_tensors(w, model)
@@ -1973,20 +1985,22 @@ def test_stablelm_and_starcoder2_ggufs_match_the_model_object_and_transformers(t
     the data-based commands run the file through transformers' own GGUF reader, whose attention is
     what compscope recomputes from the weights it read. StableLM's rotary share comes from
     ``rope.dimension_count`` (a file that rotates whole heads is not read as the family's default
-    quarter; nor one that states no width, ``stated`` False: llama.cpp then turns whole heads)."""
+    quarter; nor one that states no width, ``stated`` False: llama.cpp then turns whole heads, and, stating no
+    base either, at 10 000)."""
     common = dict(vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2, num_attention_heads=H,
                   num_key_value_heads=G, max_position_embeddings=64, tie_word_embeddings=False)
     if arch == "stablelm":
         cfg = hf_config("StableLmConfig", **common, use_qkv_bias=True, use_parallel_residual=True, layer_norm_eps=1e-5,
-                                          rope_parameters={"rope_type": "default", "rope_theta": 900.0,
-                                                           "partial_rotary_factor": share})
+                                          rope_parameters={"rope_type": "default", "rope_theta": 900.0 if stated
+                                                           else 10000.0, "partial_rotary_factor": share})
         model, rope_dim = transformers.StableLmForCausalLM(cfg).eval(), round(share * (D // H))
     else:
         cfg = hf_config("Starcoder2Config", **common, norm_epsilon=1e-5, use_bias=True,
                                             rope_parameters={"rope_type": "default", "rope_theta": 900.0})
         model, rope_dim = transformers.Starcoder2ForCausalLM(cfg).eval(), D // H
     _randomise(model, 19)
-    _write_llamalike_gguf(tmp_path / "m.gguf", model, arch, rope_dim if stated else None)
+    _write_llamalike_gguf(tmp_path / "m.gguf", model, arch, rope_dim if stated else None,
+                          **({} if stated else {"rope_freq_base": None}))
     ours, ref = compscope.load(tmp_path / "m.gguf"), compscope.load(model)
     assert ours.meta.family == ref.meta.family == arch and ours.rotary.dim == ref.rotary.dim == rope_dim
     for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "b_K", "b_V", "b_O", "W_E", "W_U"):
