@@ -3165,6 +3165,34 @@ def test_a_llama_gguf_with_rope_scaling_reads_and_runs_as_its_hf_model(tmp_path,
             compscope.load(tmp_path / "n.gguf")
 
 
+@pytest.mark.parametrize("scaling, keys, linear", [(None, {"factor": 2.0}, 2.0), (None, {"factor": 1.0}, None),
+                                                    (None, {"factor": 0.0}, None), ("linear", {}, 1.0),
+                                                    ("linear", {"factor": 2.0}, 2.0)])
+def test_a_llama_gguf_with_a_scaling_factor_and_no_type_scales_linearly(tmp_path, scaling, keys, linear):
+    """``rope.scaling.factor`` without ``rope.scaling.type`` is linear scaling, as older converters wrote it (a factor
+    of 0 or 1: none); ``linear`` without a factor scales by 1: the frequencies of the HF model with that setting."""
+    rope = {"rope_type": "default", "rope_theta": 100.0} if linear is None else {
+        "rope_type": "linear", "rope_theta": 100.0, "factor": linear}
+    cfg = hf_config("LlamaConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=128, rope_parameters=rope)
+    model = transformers.LlamaForCausalLM(cfg).eval()
+    _write_scaled_llama_gguf(tmp_path / "s.gguf", model, scaling, keys)
+    ours, ref = compscope.load(tmp_path / "s.gguf"), compscope.load(model)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    plain = 1.0 / 100.0 ** (torch.arange(0, D // H, 2, dtype=torch.float64) / (D // H))
+    torch.testing.assert_close(ours.rotary.inv_freq[0].double(), plain / (linear or 1.0), rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("key", ["head_count", "head_count_kv"])
+def test_a_llama_gguf_with_per_layer_head_counts_is_refused(tmp_path, key):
+    w = _writer(tmp_path / "p.gguf", "llama")
+    _metadata(w, layer_norm_rms_eps=1e-6, **{key: [H if key == "head_count" else G] * 2})
+    _add_llama_tensors(w, _tiny_llama())
+    with pytest.raises(compscope.UnsupportedModelError, match=r"p\.gguf: per-layer head counts \('llama\.attention\."
+                                                              r"head_count' is a list\) are not supported"):
+        compscope.load(tmp_path / "p.gguf")
+
+
 def test_a_ministral3_gguf_reads_as_its_hf_model_with_yarn_and_the_query_temperature(tmp_path):
     """Ministral 3 (llama.cpp's ``mistral3``) as its converter writes it: Llama's rows, YaRN with
     ``yarn_log_multiplier`` = 1 (the HF config's ``mscale_all_dim``: YaRN's attention factor 1, as llama.cpp's
