@@ -2020,6 +2020,28 @@ def test_stablelm_and_starcoder2_ggufs_match_the_model_object_and_transformers(t
         torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
 
 
+def test_a_partial_rotary_width_is_read_exactly_and_one_outside_the_head_refused(tmp_path):
+    """``rope.dimension_count`` 58 of a 100-dim head: 58 dims turned (58 / 100 · 100 is 57.99..., which transformers
+    would floor to 57: the share is stated so that it floors to 58), at the closed-form frequencies; 0 dims, or more
+    than the head, refused naming the key."""
+    cfg = hf_config("StableLmConfig", vocab_size=V, hidden_size=200, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64, tie_word_embeddings=False,
+                    layer_norm_eps=1e-5, rope_parameters={"rope_type": "default", "rope_theta": 900.0,
+                                                          "partial_rotary_factor": 0.5})
+    model = transformers.StableLmForCausalLM(cfg).eval()
+    _write_llamalike_gguf(tmp_path / "p.gguf", model, "stablelm", 58)
+    hw = compscope.load(tmp_path / "p.gguf")
+    assert hw.rotary.dim == 58 and hw.d_head == 100
+    want = 900.0 ** (-torch.arange(0, 58, 2, dtype=torch.float64) / 58)
+    torch.testing.assert_close(hw.rotary.inv_freq[0].double(), want, rtol=1e-6, atol=0)
+    for dims in (0, 102):
+        _write_llamalike_gguf(tmp_path / "x.gguf", model, "stablelm", dims)
+        with pytest.raises(compscope.UnsupportedModelError, match=rf"x\.gguf: GGUF metadata 'stablelm\.rope\."
+                                                                  rf"dimension_count'={dims} differs from the head width "
+                                                                  "100: partial rotary is supported"):
+            compscope.load(tmp_path / "x.gguf")
+
+
 @pytest.mark.parametrize("qkv_bias, out_bias", [(True, False), (False, True)])
 def test_a_seed_oss_gguf_matches_the_model_object_with_the_biases_it_holds(tmp_path, qkv_bias, out_bias):
     """Seed-OSS as llama.cpp writes it (``seed_oss``: Llama's names, rows as HF's): the model object's heads and
@@ -3535,9 +3557,11 @@ def test_a_qwen2vl_gguf_matches_the_language_model_object(tmp_path):
     from compscope.data.runner import cannot_run
 
     assert "a GGUF file of architecture 'qwen2vl', which transformers' GGUF reader does not read" in cannot_run(tmp_path / "q.gguf")
-    write(tmp_path / "bad.gguf", [1, 1, 0, 1])
-    with pytest.raises(compscope.UnsupportedModelError, match=r"bad\.gguf: GGUF metadata 'qwen2vl\.rope\.dimension_sections'"):
-        compscope.load(tmp_path / "bad.gguf")
+    for sections in ([1, 1, 0, 1], [1, 1, 1], None):  # (the last not 0; three sections; none stated)
+        write(tmp_path / "bad.gguf", sections)
+        with pytest.raises(compscope.UnsupportedModelError, match=r"bad\.gguf: GGUF metadata 'qwen2vl\.rope\."
+                                                                  rf"dimension_sections' = {re.escape(repr(sections))}"):
+            compscope.load(tmp_path / "bad.gguf")
 
 
 def _write_nemotron_gguf(path, model, rope_dim: int | None) -> None:
