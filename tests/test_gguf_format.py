@@ -558,8 +558,8 @@ def _same_heads(a, b) -> bool:
 def test_a_split_gguf_file_is_read_from_all_its_shards_whichever_is_given(tmp_path):
     """llama.cpp splits a large model into NAME-00001-of-0000n.gguf, ... (metadata in the first
     shard, tensors spread over all): any shard given reads the whole model, equal to the file written
-    whole, and says so in its notes (a whole file named as shard 1 of 1 says nothing of shards). Before, the first shard gave "tensor ... is missing" and the
-    others "GGUF architecture None is not supported"."""
+    whole, and says so in its notes (a whole file named as shard 1 of 1 says nothing of shards). Before, the first
+    shard gave "tensor ... is missing" and the others "GGUF architecture None is not supported"."""
     model = _tiny_llama()
     _write_llama_gguf(tmp_path / "whole.gguf", model)
     whole = compscope.load(tmp_path / "whole.gguf")
