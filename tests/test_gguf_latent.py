@@ -553,11 +553,11 @@ def test_a_minicpm3_gguf_reads_as_the_model_object_with_llama_cpps_constants(tmp
     quarter = build(BY_ID["minicpm3-latent-attention-mup"], scale_emb=12.0, scale_depth=1.4, dim_model_base=256,
                     rope_parameters={**rope, "original_max_position_embeddings": ctx // 4}, tie_word_embeddings=False)
     quarter.load_state_dict(model.state_dict())
-    ref = compscope.load(quarter)
+    shorter = compscope.load(quarter)  # (the model object with the file's original context)
     for name in ("W_Q", "W_K", "W_V", "W_O"):
-        torch.testing.assert_close(getattr(longer, name), getattr(ref, name), rtol=1e-6, atol=0, msg=name)
-    torch.testing.assert_close(longer.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
-    assert longer.attn_scale == pytest.approx(ref.attn_scale, rel=1e-6)
+        torch.testing.assert_close(getattr(longer, name), getattr(shorter, name), rtol=1e-6, atol=0, msg=name)
+    torch.testing.assert_close(longer.rotary.inv_freq, shorter.rotary.inv_freq, rtol=1e-6, atol=0)
+    assert longer.attn_scale == pytest.approx(shorter.attn_scale, rel=1e-6)
     assert not torch.allclose(longer.W_Q, ours.W_Q)  # (LongRoPE's attention factor is there)
     with pytest.raises(compscope.UnsupportedModelError, match=re.escape(
             f"LongRoPE over a context {ctx} longer than the original {ctx // 4} without GGUF metadata "
