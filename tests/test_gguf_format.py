@@ -53,6 +53,14 @@ def _metadata(w, **values) -> None:
             getattr(w, f"add_{key}")(value)
 
 
+def _add_scalar(w, key: str, value) -> None:
+    """``value`` under ``key`` in the writer ``w``: a bool as a bool, a float as float32, a string as a string, any
+    other (an integer) as uint32."""
+    add = (w.add_bool if isinstance(value, bool) else w.add_float32 if isinstance(value, float)
+           else w.add_string if isinstance(value, str) else w.add_uint32)
+    add(key, value)
+
+
 def _writer(path, arch: str):
     """A ``GGUFWriter`` for ``arch`` at ``path`` with a vocabulary of V tokens (``t0``, ``t1``, ...) as
     a GPT-2-style tokenizer: transformers' GGUF reader takes the vocabulary's size off the token list."""
@@ -617,7 +625,7 @@ def _write_shards(folder, model, names: list[str], split: list[tuple[int | str, 
         if total != -1:
             w.add_int32("split.tensors.count", len(tensors) if total is None else total)
         for key, value in (meta.items() if k == 0 else ()):
-            (w.add_float32 if isinstance(value, float) else w.add_uint32)(key, value)
+            _add_scalar(w, key, value)
         for i in group:
             w.add_tensor(tensors[i][0], tensors[i][1])
         _finish(w)
@@ -1052,6 +1060,24 @@ def test_phi3_gguf_with_fused_qkv_matches_the_model_object(tmp_path):
         runner.trace(torch.ones(1, WINDOW + 1, dtype=torch.long))
 
 
+def _phi3_longrope(rotated: int) -> tuple:
+    """A tiny Phi-3 with LongRoPE over a context of 128, original 16, turning ``rotated`` dims of each head (the
+    short factors 1, 1.5, 3 and long 2, 4, 8, as many as it turns), and its factors as llama.cpp's tensors:
+    ``(model, {tensor name: factors})``."""
+    r = D // H
+    short, long = [1.0, 1.5, 3.0][: rotated // 2], [2.0, 4.0, 8.0][: rotated // 2]
+    cfg = hf_config("Phi3Config", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=128,
+                    **({"partial_rotary_factor": rotated / r} if rotated != r else {}),
+                    original_max_position_embeddings=16, tie_word_embeddings=False, pad_token_id=0, bos_token_id=1,
+                    eos_token_id=2, rope_parameters={"rope_type": "longrope", "rope_theta": 700.0,
+                                                     "short_factor": short, "long_factor": long})
+    model = transformers.Phi3ForCausalLM(cfg).eval()
+    _randomise(model, 43)
+    return model, {"rope_factors_short.weight": np.array(short, np.float32),
+                   "rope_factors_long.weight": np.array(long, np.float32)}
+
+
 @pytest.mark.parametrize("rotated", [D // H, 4])
 def test_a_phi3_gguf_with_longrope_reads_and_runs_as_its_hf_model(tmp_path, rotated):
     """Phi-3's long-context models in GGUF, as llama.cpp's converter writes them (no scaling type: the per-pair
@@ -1061,18 +1087,8 @@ def test_a_phi3_gguf_with_longrope_reads_and_runs_as_its_hf_model(tmp_path, rota
     within the original context and agrees with the weights. A stated attention factor other than LongRoPE's, or one
     factor tensor alone, is refused by name. Rotating all of each head, or part of it (``rotated`` of its 6 dims, as
     Phi-4-mini rotates three quarters: ``rope.dimension_count``, which transformers' reader drops too)."""
-    r, n, ctx = D // H, 16, 128
-    short, long = [1.0, 1.5, 3.0][: rotated // 2], [2.0, 4.0, 8.0][: rotated // 2]
-    cfg = hf_config("Phi3Config", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
-                    num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=ctx,
-                    **({"partial_rotary_factor": rotated / r} if rotated != r else {}),
-                    original_max_position_embeddings=n, tie_word_embeddings=False, pad_token_id=0, bos_token_id=1,
-                    eos_token_id=2, rope_parameters={"rope_type": "longrope", "rope_theta": 700.0,
-                                                     "short_factor": short, "long_factor": long})
-    model = transformers.Phi3ForCausalLM(cfg).eval()
-    _randomise(model, 43)
-    factors = {"rope_factors_short.weight": np.array(short, np.float32),
-               "rope_factors_long.weight": np.array(long, np.float32)}
+    n, ctx = 16, 128
+    model, factors = _phi3_longrope(rotated)
     attn = math.sqrt(1 + math.log(ctx / n) / math.log(n))
     meta = dict(context_length=ctx, rope_scaling_orig_ctx_len=n, rope_scaling_attn_factors=attn,
                 rope_dimension_count=rotated)
@@ -1122,14 +1138,7 @@ def test_a_phi3_gguf_with_longrope_needs_a_usable_context_and_longropes_own_atte
     context (``context_length``, 128 here) a positive one, or the factors are refused, naming both; the stated
     attention factor must be LongRoPE's ``sqrt(1 + ln s / ln n)`` of the ratio s = context / original to 1e-6
     (relative), and 1 where s <= 1."""
-    cfg = hf_config("Phi3Config", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
-                    num_attention_heads=H, num_key_value_heads=G, max_position_embeddings=128,
-                    original_max_position_embeddings=16, tie_word_embeddings=False, pad_token_id=0, bos_token_id=1,
-                    eos_token_id=2, rope_parameters={"rope_type": "longrope", "rope_theta": 700.0,
-                                                     "short_factor": [1.0, 1.5, 3.0], "long_factor": [2.0, 4.0, 8.0]})
-    model = transformers.Phi3ForCausalLM(cfg).eval()
-    factors = {f"rope_factors_{k}.weight": np.array(v, np.float32)
-               for k, v in (("short", [1.0, 1.5, 3.0]), ("long", [2.0, 4.0, 8.0]))}
+    model, factors = _phi3_longrope(D // H)
     written = {"context_length": 128, "rope_scaling_orig_ctx_len": 16,
                "rope_scaling_attn_factors": math.sqrt(1.75), **meta}
     _write_phi3_gguf(tmp_path / "x.gguf", model, None, factors, written)
@@ -3115,7 +3124,7 @@ def _write_scaled_llama_gguf(path, model, scaling: str | None, keys: dict, arch:
                              extra: dict | None = None, base: float = 100.0) -> None:
     """A Llama-layout GGUF of architecture ``arch`` with rope scaling as llama.cpp's converter writes it:
     ``rope.scaling.type`` (``scaling``; None: no key), each of ``keys`` as ``ARCH.rope.scaling.KEY`` and each of
-    ``extra`` as ``ARCH.KEY`` (a float, an integer or a bool)."""
+    ``extra`` as ``ARCH.KEY`` (:func:`_add_scalar`)."""
     cfg = model.config
     w = _writer(path, arch)
     extra = dict(extra or {})
@@ -3127,8 +3136,7 @@ def _write_scaled_llama_gguf(path, model, scaling: str | None, keys: dict, arch:
     if scaling is not None:
         w.add_rope_scaling_type(gguf.RopeScalingType.YARN if scaling == "yarn" else gguf.RopeScalingType.LINEAR)
     for key, value in [*((f"rope.scaling.{k}", v) for k, v in keys.items()), *extra.items()]:
-        add = w.add_bool if isinstance(value, bool) else w.add_uint32 if isinstance(value, int) else w.add_float32
-        add(f"{arch}.{key}", value)
+        _add_scalar(w, f"{arch}.{key}", value)
     _add_llama_tensors(w, model)
 
 
@@ -4615,7 +4623,7 @@ def _write_random_gguf(path, arch: str, shapes: dict[str, tuple[int, ...]], seed
                        **metadata) -> dict[str, np.ndarray]:
     """A GGUF of ``arch`` holding a tensor of each of ``shapes`` (by its name in the file), every one N(0, 0.5²) from
     one seeded generator, a norm's gain (``…norm.weight``, ``…norm_2.weight``) 1 + that; ``metadata`` as
-    :func:`_metadata` takes it, ``keys`` written as ``ARCH.KEY`` (a float as float32, else uint32). The tensors
+    :func:`_metadata` takes it, ``keys`` written as ``ARCH.KEY`` (:func:`_add_scalar`). The tensors
     returned by their names."""
     rng = np.random.default_rng(seed)
     gain = lambda n: n.endswith(".weight") and n.split(".")[-2].endswith(("norm", "norm_2"))  # noqa: E731
@@ -4624,7 +4632,7 @@ def _write_random_gguf(path, arch: str, shapes: dict[str, tuple[int, ...]], seed
     w = _writer(path, arch)
     _metadata(w, **metadata)
     for key, value in (keys or {}).items():
-        (w.add_float32 if isinstance(value, float) else w.add_uint32)(f"{arch}.{key}", value)
+        _add_scalar(w, f"{arch}.{key}", value)
     for name, t in tensors.items():
         w.add_tensor(name, t)
     _finish(w)

@@ -21,7 +21,7 @@ gguf = pytest.importorskip("gguf")
 pytest.importorskip("transformers")
 
 from hf_tiny import BY_ID, build  # noqa: E402
-from test_gguf_format import _finish, _metadata, _numpy_state, _writer  # noqa: E402
+from test_gguf_format import _add_scalar, _finish, _metadata, _numpy_state, _writer  # noqa: E402
 
 #: HF's names in a layer -> llama.cpp's in a block (the key/value up-projection apart: split or fused by the writer)
 _NAMES = {"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
@@ -63,8 +63,8 @@ def write_deepseek2(path, model, split: bool = True, scaling: dict | None = None
     ``kv_lora_rank + rope`` wide, the model's own widths as ``key_length_mla`` and ``value_length_mla``) and
     ``kv_b_proj`` split per head into ``attn_k_b`` (transposed) and ``attn_v_b``; or, ``split=False``, as older
     conversions: ``attn_kv_b`` fused and the model's widths as ``key_length``, ``value_length``. ``scaling``: YaRN's
-    keys; ``drop``: block tensors left out; ``extra``: metadata keys added as written (a float as float32, a bool
-    as a bool, a string as a string, else uint32). ``arch`` ``mistral4``, ``glm-dsa``: Mistral 4, GLM-5 as their
+    keys; ``drop``: block tensors left out; ``extra``: metadata keys added as written (as
+    :func:`test_gguf_format._add_scalar` writes them). ``arch`` ``mistral4``, ``glm-dsa``: Mistral 4, GLM-5 as their
     converters write them, DeepSeek-V2's conversion under their own names (GLM-5's with its indexer's top-k and
     tensors); ``kimi-linear``: Kimi Linear's (a K/V head count per layer, its delta-attention layers' tensors beside).
     ``output`` False: no ``output.weight`` (PLM's converter writes none: its loader ties the unembedding to
@@ -85,9 +85,7 @@ def write_deepseek2(path, model, split: bool = True, scaling: dict | None = None
     if arch in ("glm-dsa", "deepseek32"):
         w.add_uint32(f"{arch}.attention.indexer.top_k", cfg.index_topk)
     for key, value in (extra or {}).items():
-        add = (w.add_bool if isinstance(value, bool) else w.add_float32 if isinstance(value, float)
-               else w.add_string if isinstance(value, str) else w.add_uint32)
-        add(f"{arch}.{key}", value)
+        _add_scalar(w, f"{arch}.{key}", value)
     for key, t in _numpy_state(model).items():
         if key in _TOP and (output or _TOP[key] != "output.weight"):
             w.add_tensor(_TOP[key], t)
@@ -527,8 +525,11 @@ def test_a_minicpm3_gguf_reads_as_the_model_object_with_llama_cpps_constants(tmp
         pytest.skip(f"transformers {transformers.__version__}'s MiniCPM3 needs a rope 'factor' LongRoPE does not state")
     rope = {"rope_type": "longrope", "rope_theta": 10000.0, "short_factor": [1.5, 3.0], "long_factor": [2.0, 5.0],
             "original_max_position_embeddings": 64}
-    model = build(BY_ID["minicpm3-latent-attention-mup"], scale_emb=12.0, scale_depth=1.4, dim_model_base=256,
-                  rope_parameters=rope, tie_word_embeddings=False)
+    def minicpm3(rope):  # (its muP scalars: 12, 1.4, 256)
+        return build(BY_ID["minicpm3-latent-attention-mup"], scale_emb=12.0, scale_depth=1.4, dim_model_base=256,
+                     rope_parameters=rope, tie_word_embeddings=False)
+
+    model = minicpm3(rope)
     ours, ref = compscope.load(write_minicpm3(tmp_path / "m.gguf", model)), compscope.load(model)
     assert ours.meta.family == ref.meta.family == "minicpm3"
     for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
@@ -550,8 +551,7 @@ def test_a_minicpm3_gguf_reads_as_the_model_object_with_llama_cpps_constants(tmp
     stated = math.sqrt(1 + math.log(4) / math.log(ctx // 4))
     longer = compscope.load(write_minicpm3(tmp_path / "l.gguf", model, rope_scaling_orig_ctx_len=ctx // 4,
                                            rope_scaling_attn_factors=stated))
-    quarter = build(BY_ID["minicpm3-latent-attention-mup"], scale_emb=12.0, scale_depth=1.4, dim_model_base=256,
-                    rope_parameters={**rope, "original_max_position_embeddings": ctx // 4}, tie_word_embeddings=False)
+    quarter = minicpm3({**rope, "original_max_position_embeddings": ctx // 4})
     quarter.load_state_dict(model.state_dict())
     shorter = compscope.load(quarter)  # (the model object with the file's original context)
     for name in ("W_Q", "W_K", "W_V", "W_O"):
