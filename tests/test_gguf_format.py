@@ -601,6 +601,57 @@ def test_a_gguf_file_without_a_width_a_depth_or_a_head_count_is_refused_naming_t
         compscope.load(tmp_path / "m.gguf")
 
 
+#: GGUF architecture -> (its HF model type, the model, the layers at that base, the rotary base it takes where its
+#: config states none), as the released configs and transformers' config classes state it; llama.cpp's loader takes
+#: 10 000 where a file states none
+_OWN_BASES = {"gemma3": ("gemma3_text", "Gemma 3", "the global layers", 1e6),
+              "gemma-embedding": ("gemma3_text", "EmbeddingGemma", "the global layers", 1e6),
+              "modern-bert": ("modernbert", "ModernBERT", "the global layers", 160000),
+              "llama4": ("llama4_text", "Llama 4", "the heads", 500000), "lfm2": ("lfm2", "LFM2", "the heads", 1e6),
+              "lfm2moe": ("lfm2_moe", "LFM2-MoE", "the heads", 1e6),
+              "exaone": ("exaone", "EXAONE 3", "the heads", 500000),
+              "paddleocr": ("paddleocr_vl_text", "PaddleOCR-VL", "the heads", 500000),
+              "gpt-oss": ("gpt_oss", "gpt-oss", "the heads", 150000),
+              "minimax-m2": ("minimax_m2", "MiniMax-M2", "the heads", 5e6),
+              "nomic-bert": ("nomic_bert", "nomic-embed-text", "the heads", 1000),
+              "jina-bert-v3": ("jina_embeddings_v3", "jina-embeddings-v3", "the heads", 20000)}
+
+
+@pytest.mark.parametrize("arch", [*_OWN_BASES, "llama"])
+def test_a_gguf_file_stating_no_rotary_base_is_refused_where_its_model_and_llama_cpp_would_differ(tmp_path, arch):
+    """A file without ``rope.freq_base`` runs in llama.cpp at 10 000. Where the architecture's model turns at
+    another base where its config states none (Gemma 3's global layers at 1e6, gpt-oss at 150 000, ...), which the
+    family reads, or transformers runs (gpt-oss, MiniMax-M2), the file is refused naming both, also to run on data;
+    a Llama's, whose model takes 10 000 too, reads at 10 000."""
+    w = _writer(tmp_path / "m.gguf", arch)
+    _metadata(w, layer_norm_rms_eps=1e-6)
+    if arch == "llama":
+        _add_llama_tensors(w, _tiny_llama())
+        r = compscope.load(tmp_path / "m.gguf").rotary
+        want = 10000.0 ** -(torch.arange(0, r.dim, 2, dtype=torch.float64) / r.dim)
+        torch.testing.assert_close(r.inv_freq.double(), want.expand_as(r.inv_freq), rtol=1e-6, atol=0)
+        return
+    w.add_tensor("token_embd.weight", np.ones((V, D), np.float32))
+    _finish(w)
+    model_type, model, layers, base = _OWN_BASES[arch]
+    try:  # (the base as transformers' config class states it, where it has one)
+        defaults = transformers.AutoConfig.for_model(model_type)
+    except (KeyError, ValueError):
+        pass
+    else:
+        rope = getattr(defaults, "rope_parameters", None) or {"rope_theta": getattr(defaults, "rope_theta", None)}
+        stated = rope.get("full_attention", rope).get("rope_theta") or getattr(defaults, "global_rope_theta", None)
+        assert stated == base, (arch, rope)
+    said = (rf"m\.gguf: GGUF metadata '{re.escape(arch)}\.rope\.freq_base' is missing: llama\.cpp would turn {layers} "
+            rf"at 10000, {re.escape(model)} at its own base \({base:.0f}\)$")
+    with pytest.raises(compscope.UnsupportedModelError, match=said):
+        compscope.load(tmp_path / "m.gguf")
+    from compscope.loading.formats.gguf.runtime import runtime_config
+
+    with pytest.raises(compscope.UnsupportedModelError, match=said):
+        runtime_config(tmp_path / "m.gguf")
+
+
 def _thirds(n: int) -> list[list[int]]:
     return [list(range(k * n // 3, (k + 1) * n // 3)) for k in range(3)]
 
@@ -3701,7 +3752,7 @@ def test_an_lfm2_gguf_reads_and_runs_its_attention_layers_as_the_model_object(tm
 
 def test_an_lfm2_gguf_whose_layers_the_metadata_does_not_say_is_refused(tmp_path):
     w = gguf.GGUFWriter(str(tmp_path / "x.gguf"), "lfm2")
-    _metadata(w, block_count=4, head_count_kv=[0, G, 0, 1], layer_norm_rms_eps=1e-5)
+    _metadata(w, block_count=4, head_count_kv=[0, G, 0, 1], layer_norm_rms_eps=1e-5, rope_freq_base=1e6)
     w.add_tensor("token_embd.weight", np.ones((V, D), np.float32))
     _finish(w)
     with pytest.raises(compscope.UnsupportedModelError, match=r"'lfm2\.attention\.head_count_kv' = \[0, 2, 0, 1\] is "

@@ -235,6 +235,17 @@ _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid", "nemotron",  
                    "qwen3next", "qwen35", "qwen35moe",  # (a quarter of each head)
                    "minimax-m2", "phi3", "glm4", "glm4moe", "mimo2",  # (phi3: Phi-4-mini's three quarters; GLM's: half)
                    "chatglm", "bailingmoe2"}
+#: architectures whose model turns at a rotary base of its own where its HF config states none, and llama.cpp's loader
+#: at 10 000 where a file states none: such a file reads as two models, so one without ``rope.freq_base`` is refused,
+#: naming both (the model, the layers at that base, its base)
+_OWN_BASE = {"gemma3": ("Gemma 3", "the global layers", 1e6),
+             "gemma-embedding": ("EmbeddingGemma", "the global layers", 1e6),
+             "modern-bert": ("ModernBERT", "the global layers", 160_000.0),
+             "llama4": ("Llama 4", "the heads", 500_000.0), "lfm2": ("LFM2", "the heads", 1e6),
+             "lfm2moe": ("LFM2-MoE", "the heads", 1e6), "exaone": ("EXAONE 3", "the heads", 500_000.0),
+             "paddleocr": ("PaddleOCR-VL", "the heads", 500_000.0), "gpt-oss": ("gpt-oss", "the heads", 150_000.0),
+             "minimax-m2": ("MiniMax-M2", "the heads", 5e6), "nomic-bert": ("nomic-embed-text", "the heads", 1000.0),
+             "jina-bert-v3": ("jina-embeddings-v3", "the heads", 20_000.0)}
 #: GGUF metadata key -> the HF config key an architecture's family reads instead of _CONFIG_KEYS' one
 _RENAMED_KEYS = {**{arch: {"layer_norm_epsilon": "layer_norm_eps"}
                     for arch in ("phi2", "gptneox", "stablelm", "command-r", "cohere2", "cohere2moe", "bert",
@@ -358,6 +369,10 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
         if key not in cfg:
             gkey = next(g for g, h in _CONFIG_KEYS.items() if h == key)
             raise LoadError(f"{path}: GGUF metadata '{arch}.{gkey}' is missing")
+    if arch in _OWN_BASE and "rope_theta" not in cfg:
+        name, layers, base = _OWN_BASE[arch]
+        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.freq_base' is missing: llama.cpp would turn "
+                                    f"{layers} at 10000, {name} at its own base ({base:.0f})")
     if mtp:
         if not 0 < mtp < cfg["num_hidden_layers"]:
             raise LoadError(f"{path}: GGUF metadata '{arch}.nextn_predict_layers' = {mtp} for "
@@ -487,9 +502,6 @@ def config(path: Path, fields: dict, infos: list, located: list[tuple]) -> tuple
     if arch == "talkie" and "logit_scale" not in cfg:
         raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.logit_scale' is missing: llama.cpp's {arch} model "
                                     "requires it (the scale of its logits)")
-    if arch == "jina-bert-v3" and "rope_theta" not in cfg:  # (llama.cpp would take 10000; the model's is 20000)
-        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.freq_base' is missing: llama.cpp would turn "
-                                    "the heads at 10000, jina-embeddings-v3 at its own base (20000)")
     if arch == "nomic-bert-moe":  # (the base llama.cpp takes where none is stated: the model's own, 10000)
         cfg.setdefault("rope_theta", 10000.0)
     if arch in ("jina-bert-v3", "nomic-bert-moe") and cfg.get("num_key_value_heads") == cfg["num_attention_heads"]:

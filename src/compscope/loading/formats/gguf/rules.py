@@ -55,8 +55,8 @@ def modern_bert(path: Path, arch: str, cfg: dict, fields: dict, infos: list) -> 
     """ModernBERT's config from what llama.cpp's converter writes and its rules (``modern-bert``): the local
     layers' window ``sliding_window`` (HF's ``local_attention``: ``|i - j| <= w / 2``, llama.cpp's symmetric
     window), every ``sliding_window_pattern``-th layer from 0 global (default 3) or one flag per layer (true:
-    local), no local layers without a window; the global layers' rotary base ``rope.freq_base`` (required:
-    llama.cpp would take 10 000 where HF's default is 160 000), the local layers' ``rope.freq_base_swa`` (else the
+    local), no local layers without a window; the global layers' rotary base ``rope.freq_base`` (required,
+    :data:`.metadata._OWN_BASE`), the local layers' ``rope.freq_base_swa`` (else the
     global one, as llama.cpp takes it); biases where the file holds them."""
     n, heads = cfg["num_hidden_layers"], cfg["num_attention_heads"]
     for key, same in (("num_key_value_heads", heads), ("head_dim", cfg["hidden_size"] // heads)):
@@ -64,9 +64,6 @@ def modern_bert(path: Path, arch: str, cfg: dict, fields: dict, infos: list) -> 
             raise UnsupportedModelError(f"{path}: GGUF metadata gives {key} = {cfg[key]}, not {same}: ModernBERT's "
                                         "heads are d_model / n_heads wide, one key/value head each")
         cfg.pop(key, None)
-    if "rope_theta" not in cfg:
-        raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.freq_base' is missing: llama.cpp would turn "
-                                    "the global layers at 10000, ModernBERT at its own base (160000 by default)")
     cfg["global_rope_theta"] = cfg.pop("rope_theta")
     cfg["local_rope_theta"] = cfg.pop("rope_local_base_freq", cfg["global_rope_theta"])
     window = cfg.pop("sliding_window", None)
