@@ -122,10 +122,10 @@ def tiny_gemma3(types: list[str]):
 def write_gemma3_gguf(path, model, pattern, arch: str = "gemma3") -> None:
     """What llama.cpp's convert_hf_to_gguf writes for Gemma 3 (float32, no quantisation); with
     ``arch='gemma2'``, for Gemma 2: no QK-norm, the soft cap in the metadata, no sliding pattern."""
-    sd = _numpy_state(model)
+    sd, n = _numpy_state(model), model.config.num_hidden_layers
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"tiny-{arch}")
-    _metadata(w, block_count=L, key_length=R, value_length=R, layer_norm_rms_eps=1e-6, sliding_window=WINDOW)
+    _metadata(w, block_count=n, key_length=R, value_length=R, layer_norm_rms_eps=1e-6, sliding_window=WINDOW)
     if arch in ("gemma3", "gemma-embedding"):
         w.add_rope_freq_base(20000.0)
         # by name: gguf's writer has methods for these two from 0.18 (add_rope_freq_base_swa, add_sliding_window_pattern)
@@ -147,7 +147,7 @@ def write_gemma3_gguf(path, model, pattern, arch: str = "gemma3") -> None:
         **{f"mlp.{x}_proj.weight": f"ffn_{x}.weight" for x in ("gate", "up", "down")},  # (the whole model: the runs
     }  # read the MLPs)
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
-    for i in range(L):
+    for i in range(n):
         for hf_name, g_name in names.items():
             if f"model.layers.{i}.{hf_name}" not in sd:  # Gemma 2: no q/k norms
                 continue
@@ -185,6 +185,31 @@ def test_gemma3_gguf_matches_model_object(tmp_path, pattern, types):
 
     for layer in range(L):
         torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("arch, layers", [("gemma2", 46), ("gemma2", 45), ("gemma3", 62), ("gemma3", 61),
+                                          ("gemma-embedding", 62)])
+def test_gemma_ggufs_scale_logits_by_llama_cpps_27b_rule(tmp_path, arch, layers):
+    """The logit scale is not in a Gemma file: llama.cpp scales the 27B models' logits (Gemma 2 of 46 layers, Gemma 3
+    of 62) by (d_model / n_heads)^-1/2, every other file's (EmbeddingGemma's of 62 layers too) by d_head^-1/2. Here
+    d_model / n_heads = 6 and d_head = 8: the scale is the closed form's, and the model object's built with that
+    ``query_pre_attn_scalar``."""
+    big = layers == {"gemma2": 46, "gemma3": 62}.get(arch)
+    common = dict(vocab_size=V, hidden_size=D, intermediate_size=8, num_hidden_layers=layers, num_attention_heads=H,
+                  num_key_value_heads=G, head_dim=R, query_pre_attn_scalar=D // H if big else R, sliding_window=WINDOW)
+    if arch == "gemma2":
+        model = transformers.Gemma2ForCausalLM(hf_config("Gemma2Config", attn_logit_softcapping=2.0, **common)).eval()
+        pattern = None
+    else:
+        types = ["sliding_attention", "full_attention"] * (layers // 2) + ["sliding_attention"] * (layers % 2)
+        model = transformers.Gemma3ForCausalLM(hf_config("Gemma3TextConfig", layer_types=types, **common)).eval()
+        pattern = 2
+    write_gemma3_gguf(tmp_path / "g.gguf", model, pattern, arch=arch)
+    ours = compscope.load(tmp_path / "g.gguf")
+    assert ours.n_layers == layers
+    assert ours.scale == pytest.approx((D // H if big else R) ** -0.5, rel=1e-12)
+    if arch != "gemma-embedding":  # (the model object of EmbeddingGemma attends both ways: test_gemma_embedding_...)
+        assert ours.scale == compscope.load(model).scale
 
 
 def test_a_gemma3_gguf_runs_with_the_settings_transformers_reader_leaves_at_defaults(tmp_path):
