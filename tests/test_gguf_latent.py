@@ -607,7 +607,8 @@ def test_a_ling_3_gguf_reads_its_latent_attention_layers_as_the_model_object(tmp
     """Ling 3 as llama.cpp converts it (``bailingmoe3``: a K/V head count per layer, 0 on a KDA layer; the key/value
     up-projection split; each head's gate ``attn_gate`` on a latent attention layer) and runs it: the latent attention
     layers alone (1 and 3 of 4), their heads, gates, latent and rotation those of the model object of the same weights,
-    read by the bailing_hybrid family and said; a file with rope scaling refused by name."""
+    read by the bailing_hybrid family and said; with a multi-token-prediction block after the last layer (its own K/V
+    head count at the end of the list), the layers before it; a file with rope scaling refused by name."""
     import transformers
 
     if not hasattr(transformers, "BailingHybridConfig"):
@@ -621,6 +622,17 @@ def test_a_ling_3_gguf_reads_its_latent_attention_layers_as_the_model_object(tmp
         assert torch.equal(getattr(ours, name), getattr(ref, name)), name
     assert torch.equal(ours.kv_latent.W, ref.kv_latent.W) and ours.rotary.style == ref.rotary.style == "interleaved"
     assert torch.equal(ours.rotary.inv_freq, ref.rotary.inv_freq) and ours.attn_scale == ref.attn_scale
+    # its multi-token-prediction block after the last layer (nextn_predict_layers; a K/V head count of its own at the
+    # end of the list, 1: latent attention) left out: the four layers before it, as the model object of those
+    five = build(BY_ID["ling3-latent-attention-gated-hybrid"], num_hidden_layers=5, mlp_layer_types=["dense"] * 5,
+                 layer_types=[*model.config.layer_types, "full_attention"])
+    kept = compscope.load(write_deepseek2(tmp_path / "m.gguf", five, arch="bailingmoe3",
+                                          extra={"nextn_predict_layers": 1}))
+    ref5 = compscope.load(five)
+    assert kept.n_layers == 2 and ref5.n_layers == 3
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_G"):
+        assert torch.equal(getattr(kept, name), getattr(ref5, name)[:2]), name
+    assert any("1 multi-token-prediction block(s) after the last layer (blk.4" in n for n in kept.meta.notes)
     scaled = write_deepseek2(tmp_path / "y.gguf", model, arch="bailingmoe3",
                              scaling={"type": gguf.RopeScalingType.LINEAR, "factor": 4.0})
     with pytest.raises(compscope.UnsupportedModelError, match=r"a bailingmoe3 file with rope scaling 'linear'"):
