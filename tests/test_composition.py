@@ -332,6 +332,28 @@ def test_expected_frobenius_squared_is_one_over_d():
     assert abs(float(f2.mean()) - 1 / d) < 4 * se
 
 
+@pytest.mark.parametrize("n_samples", [1, 2, 50])
+def test_expected_frobenius_and_its_standard_error_are_the_draws_mean_and_spread(n_samples):
+    """``expected_frobenius`` against the same seeded draws in float64 numpy: for each pair, the mean of
+    ``sqrt(Σ b_i² X_ij² a_j² / (Σ a² Σ b²))`` and its standard error ``std(ddof=1) / sqrt(n)``; from one draw the mean
+    is that draw and the standard error NaN (one draw has no spread). Readers taken a few at a time give the same."""
+    from compscope.engine.baseline import expected_frobenius, haar_cosines
+
+    d, g = 16, torch.Generator().manual_seed(4)
+    a, b = torch.rand(5, 3, generator=g, dtype=torch.float64), torch.rand(4, 2, generator=g, dtype=torch.float64)
+    X2 = haar_cosines(d, 2, 3, n_samples=n_samples, seed=7).numpy() ** 2  # (S, r_b, r_a)
+    a2, b2 = a.numpy() ** 2, b.numpy() ** 2
+    f = np.sqrt(np.einsum("ri,sij,wj->srw", b2, X2, a2) / (b2.sum(1)[None, :, None] * a2.sum(1)[None, None, :]))
+    mean, se = expected_frobenius(a, b, d, n_samples=n_samples, seed=7)
+    np.testing.assert_allclose(mean.numpy(), f.mean(0), rtol=1e-5)
+    if n_samples == 1:
+        assert torch.isnan(se).all()
+    else:
+        np.testing.assert_allclose(se.numpy(), f.std(0, ddof=1) / np.sqrt(n_samples), rtol=1e-3)
+    chunked = expected_frobenius(a, b, d, n_samples=n_samples, seed=7, max_elements=n_samples * 5)
+    torch.testing.assert_close(chunked, (mean, se), rtol=1e-6, atol=0, equal_nan=True)  # (float32 sums, reordered)
+
+
 def test_baselined_is_frobenius_minus_expectation_and_centred_on_random_heads():
     hw = model(L=2, H=6, G=6, r=2, d=12, rotary=False, seed=3)
     t = scores(hw, "K", ["frobenius", "frobenius_baselined"], progress=False)

@@ -61,20 +61,22 @@ def expected_frobenius(
     float64. Per sample ``‖BA‖_F² = Σ_ij b_i² X_ij² a_j²`` is a sum of non-negative terms, so it
     is formed in float32 (relative error ~1e-7, far below the Monte-Carlo error), and the
     variance from the deviations from the mean (not ``E[f²] - m²``, which cancels where the draws
-    barely differ); readers are taken in chunks of at most ``max_elements`` sample × pair entries."""
+    barely differ), NaN from one draw (no spread to estimate); readers are taken in chunks of at most
+    ``max_elements`` sample × pair entries."""
     Y = _haar_squares(d, b.shape[-1], a.shape[-1], n_samples, seed)  # (S, rB, rA)
     a2, b2 = _unit_rows(a.to(torch.float64).pow(2)), _unit_rows(b.to(torch.float64).pow(2))  # frobenius = sqrt(Σ b²X²a²)
     a2t = a2.float().T.contiguous()
     mean = torch.empty(b.shape[0], a.shape[0], dtype=torch.float64)
-    se = torch.empty_like(mean)
+    se = torch.full_like(mean, float("nan"))
     step = max(1, max_elements // max(1, n_samples * a.shape[0]))
     for i in range(0, b.shape[0], step):
         z = torch.matmul(b2[i : i + step].float(), Y)  # (S, chunk, rA)
         f = torch.matmul(z, a2t).clamp_min_(0).sqrt_()  # (S, chunk, n_writers): frobenius per sample
         m = f.mean(0)
-        var = f.sub_(m).pow_(2).mean(0).double() * n_samples / max(1, n_samples - 1)  # (two passes: no cancellation)
         mean[i : i + step] = m.double()
-        se[i : i + step] = (var / n_samples).sqrt()
+        if n_samples > 1:  # (two passes: no cancellation)
+            var = f.sub_(m).pow_(2).mean(0).double() * n_samples / (n_samples - 1)
+            se[i : i + step] = (var / n_samples).sqrt()
     return mean, se
 
 
