@@ -74,6 +74,9 @@ def _writer(path, arch: str):
 _LLAMA_ATTENTION = {"input_layernorm.weight": "attn_norm.weight",
                     **{f"self_attn.{x}_proj.weight": f"attn_{x}.weight" for x in "qkv"},
                     "self_attn.o_proj.weight": "attn_output.weight"}
+#: a Qwen3 layer's attention, QK norms and MLP input norm (HF's names in a layer -> llama.cpp's in a block)
+_QWEN3_LAYER = {**_LLAMA_ATTENTION, "self_attn.q_norm.weight": "attn_q_norm.weight",
+                "self_attn.k_norm.weight": "attn_k_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight"}
 
 
 def _add_by_gguf_names(w, sd: dict, arch, n_layers: int, unnamed_ok: bool = False) -> None:
@@ -874,11 +877,7 @@ def test_qwen3_gguf_matches_model_object(tmp_path, bias):
     sd = _numpy_state(model)
     w = gguf.GGUFWriter(str(tmp_path / "q.gguf"), "qwen3")
     _metadata(w, key_length=R, value_length=R, layer_norm_rms_eps=1e-6, rope_freq_base=5000.0)
-    names = {"input_layernorm.weight": "attn_norm.weight", "self_attn.q_proj.weight": "attn_q.weight",
-             "self_attn.k_proj.weight": "attn_k.weight", "self_attn.v_proj.weight": "attn_v.weight",
-             "self_attn.o_proj.weight": "attn_output.weight", "self_attn.q_norm.weight": "attn_q_norm.weight",
-             "self_attn.k_norm.weight": "attn_k_norm.weight", "post_attention_layernorm.weight": "ffn_norm.weight",
-             **{f"mlp.{x}_proj.weight": f"ffn_{x}.weight" for x in ("gate", "up", "down")},
+    names = {**_QWEN3_LAYER, **{f"mlp.{x}_proj.weight": f"ffn_{x}.weight" for x in ("gate", "up", "down")},
              **{f"self_attn.{x}_proj.bias": f"attn_{y}.bias"
                 for x, y in (("q", "q"), ("k", "k"), ("v", "v"), ("o", "output")) if bias}}
     w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
@@ -914,6 +913,22 @@ def test_qwen3_gguf_matches_model_object(tmp_path, bias):
         torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
 
 
+def _add_experts(w, sd: dict, i: int, n_experts: int, width: int) -> None:
+    """Layer ``i``'s experts of the state dict ``sd`` added to the writer ``w`` stacked, as llama.cpp writes them
+    (``ffn_{gate,up,down}_exps``: ``(E, m, d)``, ``(E, m, d)``, ``(E, d, m)``), from transformers 5's fused
+    ``gate_up_proj`` or transformers 4's one module per expert; ``width``: each expert's ``m``."""
+    p = f"model.layers.{i}.mlp.experts."
+    if p + "gate_up_proj" in sd:  # transformers 5 stores the experts fused
+        gate_up = sd[p + "gate_up_proj"]  # (E, 2 m, d)
+        w.add_tensor(f"blk.{i}.ffn_gate_exps.weight", gate_up[:, :width].copy())
+        w.add_tensor(f"blk.{i}.ffn_up_exps.weight", gate_up[:, width:].copy())
+        w.add_tensor(f"blk.{i}.ffn_down_exps.weight", sd[p + "down_proj"])
+    else:
+        for x in ("gate", "up", "down"):
+            w.add_tensor(f"blk.{i}.ffn_{x}_exps.weight",
+                         np.stack([sd[f"{p}{e}.{x}_proj.weight"] for e in range(n_experts)]))
+
+
 def test_qwen2moe_gguf_matches_model_object_and_runs(tmp_path):
     """Qwen2-MoE as llama.cpp writes it (``qwen2moe``: unpermuted, q/k/v biases, experts stacked):
     read back, the attention is the model object's; transformers runs the same file, computing the
@@ -944,16 +959,7 @@ def test_qwen2moe_gguf_matches_model_object_and_runs(tmp_path):
         for hf_name, g_name in names.items():
             w.add_tensor(f"blk.{i}.{g_name}", sd[p + hf_name])
         w.add_tensor(f"blk.{i}.ffn_gate_inp_shexp.weight", sd[p + "mlp.shared_expert_gate.weight"].reshape(-1))  # (d,)
-        experts = [k for k in sd if k.startswith(p + "mlp.experts")]
-        if any(".gate_up_proj" in k for k in experts):  # transformers 5 stores the experts fused
-            gate_up = sd[p + "mlp.experts.gate_up_proj"]  # (E, 2 m, d)
-            w.add_tensor(f"blk.{i}.ffn_gate_exps.weight", gate_up[:, :1408].copy())
-            w.add_tensor(f"blk.{i}.ffn_up_exps.weight", gate_up[:, 1408:].copy())
-            w.add_tensor(f"blk.{i}.ffn_down_exps.weight", sd[p + "mlp.experts.down_proj"])
-        else:
-            for x in ("gate", "up", "down"):
-                w.add_tensor(f"blk.{i}.ffn_{x}_exps.weight",
-                             np.stack([sd[f"{p}mlp.experts.{e}.{x}_proj.weight"] for e in range(2)]))
+        _add_experts(w, sd, i, 2, 1408)
     _finish(w)
     ours, ref = compscope.load(tmp_path / "m.gguf"), compscope.load(model)
     assert ours.meta.family == ref.meta.family == "llama" and ours.b_Q is not None
@@ -969,6 +975,51 @@ def test_qwen2moe_gguf_matches_model_object_and_runs(tmp_path):
     runner = runner_for(tmp_path / "m.gguf", progress=False, device="cpu")
     runner.trace(torch.randint(0, V, (2, 7), generator=torch.Generator().manual_seed(0)))
     assert runner._agreed
+
+
+def test_a_qwen3moe_gguf_matches_the_model_object_and_runs_with_its_head_width(tmp_path):
+    """Qwen3-MoE as llama.cpp writes it (``qwen3moe``: Qwen3's names and QK norms, rows as HF's, the experts stacked,
+    heads of 8 where d_model / n_heads is 6, as Qwen3-30B-A3B's 128 is not 2048 / 32): read back, the heads, norms and
+    rotary are the model object's; transformers runs the file (its GGUF reader takes this head width, and leaves the
+    experts' width at its default, 768, which the model here has) computing the attention compscope recomputes."""
+    from compscope.core.attention import attention_forward
+    from compscope.data.runner import layer_state, runner_for
+
+    cfg = hf_config("Qwen3MoeConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
+                    num_attention_heads=H, num_key_value_heads=G, head_dim=R, max_position_embeddings=64,
+                    num_experts=2, num_experts_per_tok=1, moe_intermediate_size=768, tie_word_embeddings=False,
+                    rope_parameters={"rope_type": "default", "rope_theta": 3000.0})
+    model = transformers.Qwen3MoeForCausalLM(cfg).eval()
+    _randomise(model, 49)
+    sd = _numpy_state(model)
+    w = _writer(tmp_path / "m.gguf", "qwen3moe")
+    _metadata(w, key_length=R, value_length=R, layer_norm_rms_eps=1e-6, rope_freq_base=3000.0, expert_count=2,
+              expert_used_count=1, expert_feed_forward_length=768)
+    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+    w.add_tensor("output.weight", sd["lm_head.weight"])
+    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+    names = {**_QWEN3_LAYER, "mlp.gate.weight": "ffn_gate_inp.weight"}
+    for i in range(2):
+        for hf_name, g_name in names.items():
+            w.add_tensor(f"blk.{i}.{g_name}", sd[f"model.layers.{i}.{hf_name}"])
+        _add_experts(w, sd, i, 2, 768)
+    _finish(w)
+    ours, ref = compscope.load(tmp_path / "m.gguf"), compscope.load(model)
+    assert ours.meta.family == ref.meta.family == "qwen3" and ours.d_head == R
+    for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(ref, name)), name
+    for a, b in [(ours.attn_norm, ref.attn_norm), *zip(ours.qk_norm, ref.qk_norm)]:
+        assert a.offset == b.offset == 0.0 and torch.equal(a.weight, b.weight)
+    torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
+    x = torch.randn(1, 9, D, generator=torch.Generator().manual_seed(50))
+    for layer in range(2):
+        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
+    runner = runner_for(tmp_path / "m.gguf", progress=False, device="cpu")
+    assert runner.model.config.head_dim == R
+    tr = runner.trace(torch.randint(0, V, (2, 9), generator=torch.Generator().manual_seed(51)))
+    assert runner._agreed
+    for layer in range(2):
+        torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
 
 
 def test_a_llama3_scaled_gguf_runs_with_the_frequencies_it_states(tmp_path):
@@ -2610,13 +2661,15 @@ def _rope_settings(cfg) -> dict:
 
 
 QWEN_NEXT = [("qwen3.5-gated-attention-deltanet", "qwen35", "QWEN35"),
+             ("qwen3.5-gated-attention-deltanet", "qwen35moe", "QWEN35MOE"),  # (its experts: MLP; the dense model's
+             # attention written under the MoE's architecture)
              ("qwen3-next-gated-moe-interval", "qwen3next", "QWEN3NEXT")]
 
 
 @pytest.mark.parametrize("variant_id, arch, tensors", QWEN_NEXT, ids=[q[1] for q in QWEN_NEXT])
 def test_a_qwen3_next_or_qwen3_5_gguf_reads_its_attention_layers_as_the_model_object(tmp_path, variant_id, arch,
                                                                                       tensors):
-    """Qwen3.5 and Qwen3-Next as llama.cpp's converter writes them (gguf-py's names, rows as HF's with each head's
+    """Qwen3.5 (and Qwen3.5-MoE) and Qwen3-Next as llama.cpp's converter writes them (gguf-py's names, rows as HF's with each head's
     query and gate rows in ``attn_q``, every norm but the DeltaNet's stored as 1 + w, a quarter or half of each head
     rotated, attention every ``full_attention_interval``-th layer, Qwen3.5's rotary sections; the DeltaNet layers'
     ``attn_qkv`` and ``attn_gate`` not read; a Qwen3.5 multi-token-prediction block after the last layer left out):
@@ -2633,7 +2686,7 @@ def test_a_qwen3_next_or_qwen3_5_gguf_reads_its_attention_layers_as_the_model_ob
     rotated = int(cfg.head_dim * rope["partial_rotary_factor"])
     sd = {k: t + 1.0 if k.endswith("norm.weight") and not k.endswith("linear_attn.norm.weight") else t
           for k, t in _numpy_state(model).items()}
-    mtp = 1 if arch == "qwen35" else 0
+    mtp = 1 if arch in ("qwen35", "qwen35moe") else 0
     if mtp:  # (a prediction block after the last layer: full attention and its own tensors)
         sd.update({k.replace("layers.3.", "layers.4."): t for k, t in sd.items() if ".layers.3.self_attn." in k})
     w = _writer(tmp_path / "q.gguf", arch)
@@ -3480,11 +3533,13 @@ def _write_bert_gguf(path, model, fused: bool = False, causal: bool = False) -> 
     _finish(w)
 
 
-def test_a_qwen3vl_gguf_matches_the_language_model_object(tmp_path):
+@pytest.mark.parametrize("arch", ["qwen3vl", "qwen3vlmoe"])
+def test_a_qwen3vl_gguf_matches_the_language_model_object(tmp_path, arch):
     """Qwen3-VL's language model as llama.cpp writes it (``qwen3vl``: Qwen3's names and QK norms, rows as HF's,
     the interleaved multimodal rotary sections as ``rope.dimension_sections`` [t, h, w, 0], DeepStack's layer
     count beside): read back, the language model object's heads, QK norms and frequencies, the sections said;
-    transformers' GGUF reader does not read it (weights only)."""
+    transformers' GGUF reader does not read it (weights only). Qwen3-VL-MoE's (``qwen3vlmoe``) the same: its experts
+    are MLP, so its file is written here from the dense model's attention."""
     if not hasattr(transformers, "Qwen3VLConfig"):
         pytest.skip(f"transformers {transformers.__version__} has no Qwen3-VL")
     r = D // H
@@ -3504,8 +3559,7 @@ def test_a_qwen3vl_gguf_matches_the_language_model_object(tmp_path):
         vision_start_token_id=V - 3, vision_end_token_id=V - 4)).eval()
     _randomise(model, 47)
     sd = _numpy_state(model.model.language_model)
-    _write_qwen3vl_layout(tmp_path / "q.gguf", "qwen3vl", sd, model.lm_head.weight.detach().numpy(),
-                          n_deepstack_layers=1)
+    _write_qwen3vl_layout(tmp_path / "q.gguf", arch, sd, model.lm_head.weight.detach().numpy(), n_deepstack_layers=1)
     ours, ref = compscope.load(tmp_path / "q.gguf"), compscope.load(model)
     assert ours.meta.family == ref.meta.family == "qwen3"
     for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "W_U"):
@@ -3516,7 +3570,8 @@ def test_a_qwen3vl_gguf_matches_the_language_model_object(tmp_path):
     assert any("multimodal rotary (mrope sections [1, 1, 1])" in n for n in ours.meta.notes)
     from compscope.data.runner import cannot_run
 
-    assert "a GGUF file of architecture 'qwen3vl', which transformers' GGUF reader does not read" in cannot_run(tmp_path / "q.gguf")
+    assert f"a GGUF file of architecture '{arch}', which transformers' GGUF reader does not read" in cannot_run(
+        tmp_path / "q.gguf")
 
 
 def _write_qwen3vl_layout(path, arch: str, sd: dict, head: np.ndarray, **ints) -> None:
@@ -3531,9 +3586,7 @@ def _write_qwen3vl_layout(path, arch: str, sd: dict, head: np.ndarray, **ints) -
     w.add_tensor("token_embd.weight", sd["embed_tokens.weight"])
     w.add_tensor("output.weight", head)
     w.add_tensor("output_norm.weight", sd["norm.weight"])
-    names = {**_LLAMA_ATTENTION, "post_attention_layernorm.weight": "ffn_norm.weight",
-             "self_attn.q_norm.weight": "attn_q_norm.weight", "self_attn.k_norm.weight": "attn_k_norm.weight"}
-    _add_blocks(w, sd, names, 2)
+    _add_blocks(w, sd, _QWEN3_LAYER, 2)
     _finish(w)
 
 
