@@ -1013,13 +1013,15 @@ def test_a_qwen3moe_gguf_matches_the_model_object_and_runs_with_its_head_width(t
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
     x = torch.randn(1, 9, D, generator=torch.Generator().manual_seed(50))
     for layer in range(2):
-        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(attention_forward(ours, layer, x), attention_forward(ref, layer, x), atol=1e-5,
+                                   rtol=1e-5)
     runner = runner_for(tmp_path / "m.gguf", progress=False, device="cpu")
     assert runner.model.config.head_dim == R
     tr = runner.trace(torch.randint(0, V, (2, 9), generator=torch.Generator().manual_seed(51)))
     assert runner._agreed
     for layer in range(2):
-        torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(layer_state(ours, layer, tr.resid[layer]).out, tr.attn_out[layer], atol=1e-5,
+                                   rtol=1e-5)
 
 
 def test_a_llama3_scaled_gguf_runs_with_the_frequencies_it_states(tmp_path):
@@ -2669,11 +2671,11 @@ QWEN_NEXT = [("qwen3.5-gated-attention-deltanet", "qwen35", "QWEN35"),
 @pytest.mark.parametrize("variant_id, arch, tensors", QWEN_NEXT, ids=[q[1] for q in QWEN_NEXT])
 def test_a_qwen3_next_or_qwen3_5_gguf_reads_its_attention_layers_as_the_model_object(tmp_path, variant_id, arch,
                                                                                       tensors):
-    """Qwen3.5 (and Qwen3.5-MoE) and Qwen3-Next as llama.cpp's converter writes them (gguf-py's names, rows as HF's with each head's
-    query and gate rows in ``attn_q``, every norm but the DeltaNet's stored as 1 + w, a quarter or half of each head
-    rotated, attention every ``full_attention_interval``-th layer, Qwen3.5's rotary sections; the DeltaNet layers'
-    ``attn_qkv`` and ``attn_gate`` not read; a Qwen3.5 multi-token-prediction block after the last layer left out):
-    the attention layers' heads, gates and norms are the model object's. Weights only."""
+    """Qwen3.5 (and Qwen3.5-MoE) and Qwen3-Next as llama.cpp's converter writes them (gguf-py's names, rows as HF's
+    with each head's query and gate rows in ``attn_q``, every norm but the DeltaNet's stored as 1 + w, a quarter or
+    half of each head rotated, attention every ``full_attention_interval``-th layer, Qwen3.5's rotary sections; the
+    DeltaNet layers' ``attn_qkv`` and ``attn_gate`` not read; a Qwen3.5 multi-token-prediction block after the last
+    layer left out): the attention layers' heads, gates and norms are the model object's. Weights only."""
     from gguf.constants import MODEL_ARCH
 
     from hf_tiny import BY_ID, build
