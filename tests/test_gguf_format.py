@@ -4305,7 +4305,9 @@ def test_a_granite_swa_gguf_reads_as_the_model_object(tmp_path, rope_pattern):
     """Granite SWA as llama.cpp's converter writes it: a Llama's permuted q/k rows, the four scalars, a sink per
     head (``attn_sinks.weight``), q/k/v/o biases, a sliding flag per layer, and rotary on the layers
     ``attention.rope_pattern`` marks (every layer without it) at the one ``rope.freq_base``: the heads, sinks,
-    windows and frequencies of the model whose ``layer_rope_theta`` is that base or 0. Weights only."""
+    windows and frequencies of the model whose ``layer_rope_theta`` is that base or 0; a file stating no base at
+    llama.cpp's 10 000; the sliding flags missing or not one per layer, or rotary flags not one per layer, refused by
+    key. Weights only."""
     from compscope.data.runner import cannot_run
     from hf_tiny import BY_ID, build
 
@@ -4313,29 +4315,35 @@ def test_a_granite_swa_gguf_reads_as_the_model_object(tmp_path, rope_pattern):
     model = build(BY_ID["granite-swa-sinks-layer-theta"], layer_rope_theta=thetas)
     cfg = model.config
     sd = _numpy_state(model)
-    w = _writer(tmp_path / "g.gguf", "granite_swa")
-    _metadata(w, block_count=3, embedding_length=cfg.hidden_size, head_count=cfg.num_attention_heads,
-              head_count_kv=cfg.num_key_value_heads, key_length=cfg.head_dim, value_length=cfg.head_dim,
-              vocab_size=cfg.vocab_size, layer_norm_rms_eps=cfg.rms_norm_eps, rope_freq_base=900.0,
-              sliding_window=cfg.sliding_window)
-    w.add_sliding_window_pattern([t == "sliding_attention" for t in cfg.layer_types])
-    if rope_pattern:
-        w.add_array("granite_swa.attention.rope_pattern", rope_pattern)
-    for key, value in {"embedding_scale": 1.3, "attention.scale": 0.3, "residual_scale": 0.8,
-                       "logit_scale": 2.0}.items():
-        w.add_float32(f"granite_swa.{key}", value)
-    w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
-    w.add_tensor("output_norm.weight", sd["model.norm.weight"])
-    w.add_tensor("output.weight", sd["lm_head.weight"])
-    for i in range(3):
-        p = f"model.layers.{i}."
-        w.add_tensor(f"blk.{i}.attn_norm.weight", sd[p + "input_layernorm.weight"])
-        w.add_tensor(f"blk.{i}.attn_sinks.weight", sd[p + "self_attn.sinks"])
-        for proj, short, n in (("q", "q", 4), ("k", "k", 2), ("v", "v", None), ("o", "output", None)):
-            for part in ("weight", "bias"):
-                t = sd[f"{p}self_attn.{proj}_proj.{part}"]
-                w.add_tensor(f"blk.{i}.attn_{short}.{part}", t if n is None else llama_cpp_permute(t, n))
-    _finish(w)
+
+    def write(name, base=900.0, flags=tuple(t == "sliding_attention" for t in cfg.layer_types), pattern=rope_pattern):
+        w = _writer(tmp_path / name, "granite_swa")
+        _metadata(w, block_count=3, embedding_length=cfg.hidden_size, head_count=cfg.num_attention_heads,
+                  head_count_kv=cfg.num_key_value_heads, key_length=cfg.head_dim, value_length=cfg.head_dim,
+                  vocab_size=cfg.vocab_size, layer_norm_rms_eps=cfg.rms_norm_eps, rope_freq_base=base,
+                  sliding_window=cfg.sliding_window)
+        if flags is not None:
+            w.add_sliding_window_pattern(list(flags))
+        if pattern:
+            w.add_array("granite_swa.attention.rope_pattern", pattern)
+        for key, value in {"embedding_scale": 1.3, "attention.scale": 0.3, "residual_scale": 0.8,
+                           "logit_scale": 2.0}.items():
+            w.add_float32(f"granite_swa.{key}", value)
+        w.add_tensor("token_embd.weight", sd["model.embed_tokens.weight"])
+        w.add_tensor("output_norm.weight", sd["model.norm.weight"])
+        w.add_tensor("output.weight", sd["lm_head.weight"])
+        for i in range(3):
+            p = f"model.layers.{i}."
+            w.add_tensor(f"blk.{i}.attn_norm.weight", sd[p + "input_layernorm.weight"])
+            w.add_tensor(f"blk.{i}.attn_sinks.weight", sd[p + "self_attn.sinks"])
+            for proj, short, n in (("q", "q", 4), ("k", "k", 2), ("v", "v", None), ("o", "output", None)):
+                for part in ("weight", "bias"):
+                    t = sd[f"{p}self_attn.{proj}_proj.{part}"]
+                    w.add_tensor(f"blk.{i}.attn_{short}.{part}", t if n is None else llama_cpp_permute(t, n))
+        _finish(w)
+        return tmp_path / name
+
+    write("g.gguf")
     ours, ref = compscope.load(tmp_path / "g.gguf"), compscope.load(model)
     assert ours.meta.family == ref.meta.family == "granite_swa"
     assert ours.sliding_window == ref.sliding_window and ours.scale == pytest.approx(ref.scale)
@@ -4344,6 +4352,18 @@ def test_a_granite_swa_gguf_reads_as_the_model_object(tmp_path, rope_pattern):
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, atol=0, rtol=1e-6)
     assert [bool(f.any()) for f in ours.rotary.inv_freq] == [bool(t) for t in thetas]
     assert "does not read" in cannot_run(tmp_path / "g.gguf")
+    # no rope.freq_base: llama.cpp's 10 000 on the layers that rotate
+    r = ours.rotary.dim
+    plain = 10000.0 ** -(torch.arange(0, r, 2, dtype=torch.float64) / r)
+    at_default = compscope.load(write("b.gguf", base=None)).rotary.inv_freq.double()
+    for f, t in zip(at_default, thetas):
+        torch.testing.assert_close(f, plain if t else torch.zeros_like(plain), rtol=1e-6, atol=0)
+    for name, change, key in [("f.gguf", dict(flags=None), "sliding_window_pattern"),
+                              ("s.gguf", dict(flags=(True, False)), "sliding_window_pattern"),
+                              ("p.gguf", dict(pattern=[True, False]), "rope_pattern"),
+                              ("t.gguf", dict(pattern=["yes", "no", "yes"]), "rope_pattern")]:
+        with pytest.raises(compscope.LoadError, match=rf"{name}: GGUF metadata 'granite_swa\.attention\.{key}' = "):
+            compscope.load(write(name, **change))
 
 
 def _write_muse_glimmer(path, model, flags, k_gain=None, **metadata) -> None:
