@@ -247,6 +247,12 @@ def test_a_deepseek2_gguf_reads_yarn_by_llama_cpps_rule(tmp_path, arch):
     ("linear", r"a deepseek2 file with rope scaling 'linear'; compscope reads its YaRN, or none"),
     ("short-k-b", r"tensors blk\.0\.attn_k_b\.weight \+ blk\.0\.attn_v_b\.weight cannot be joined: "
                   r"attn_k_b \(4, 9, 6\) and attn_v_b \(4, 6, 10\) are not"),
+    ("bool-rank", r"GGUF metadata 'deepseek2\.attention\.kv_lora_rank' = True: deepseek2's multi-head latent attention "
+                  r"needs it, a positive count"),
+    ("zero-rope", r"GGUF metadata 'deepseek2\.rope\.dimension_count' = 0: deepseek2's multi-head latent attention "
+                  r"needs it, a positive count"),
+    ("all-rotated", r"GGUF metadata 'deepseek2\.attention\.key_length_mla' = 4 leaves no unrotated dims beside the 4 "
+                    r"rotated \('deepseek2\.rope\.dimension_count'\)"),
 ])
 def test_a_malformed_deepseek2_gguf_is_refused_by_name(tmp_path, case, needle):
     model = _model()
@@ -259,7 +265,10 @@ def test_a_malformed_deepseek2_gguf_is_refused_by_name(tmp_path, case, needle):
         write_deepseek2(path, model)
         changes = {"both": dict(add=("blk.1.attn_kv_b.weight", np.zeros((40, 10), np.float32))),
                    "no-rank": dict(leave_out="deepseek2.attention.kv_lora_rank"),
-                   "short-k-b": dict(tensor=("blk.0.attn_k_b.weight", lambda a: a[:, :9]))}[case]
+                   "short-k-b": dict(tensor=("blk.0.attn_k_b.weight", lambda a: a[:, :9])),
+                   "bool-rank": dict(value=("deepseek2.attention.kv_lora_rank", True)),
+                   "zero-rope": dict(value=("deepseek2.rope.dimension_count", 0)),
+                   "all-rotated": dict(value=("deepseek2.attention.key_length_mla", 4))}[case]
         path = _rewritten(tmp_path, path, **changes)
     with pytest.raises((compscope.LoadError, compscope.UnsupportedModelError), match=needle):
         compscope.load(path)
@@ -282,14 +291,19 @@ def test_joined_kv_b_stacks_each_heads_key_rows_and_value_rows_and_refuses_other
             joined_kv_b(k, v)
 
 
-def _rewritten(tmp_path, path, leave_out: str | None = None, tensor: tuple | None = None, add: tuple | None = None):
+def _rewritten(tmp_path, path, leave_out: str | None = None, tensor: tuple | None = None, add: tuple | None = None,
+               value: tuple | None = None):
     """The GGUF file at ``path`` written again as ``r.gguf``: metadata key ``leave_out`` left out, ``tensor`` =
-    (name, f) replaced by ``f`` of it, ``add`` = (name, array) added."""
+    (name, f) replaced by ``f`` of it, ``add`` = (name, array) added, ``value`` = (key, value) in place of the key's
+    (as :func:`test_gguf_format._add_scalar` writes it)."""
     reader = gguf.GGUFReader(str(path))
     out = tmp_path / "r.gguf"
     w = gguf.GGUFWriter(str(out), reader.fields["general.architecture"].contents())
     for key, f in reader.fields.items():
         if key == leave_out or key.startswith("GGUF.") or key == "general.architecture":
+            continue
+        if value and key == value[0]:
+            _add_scalar(w, key, value[1])
             continue
         kind = f.types[0]
         if kind == gguf.GGUFValueType.ARRAY:
