@@ -4405,7 +4405,8 @@ def test_a_muse_glimmer_gguf_reads_as_the_model_object(tmp_path, flags):
     """Muse Glimmer's language model as llama.cpp's converter writes and llama.cpp runs it: the heads, output gates,
     norms (the layer norms back from ``1 + w``, the final one as stored, the post-norms at 1e-8), query scale (from
     the QK gains), windows (the flags; or llama.cpp's period rule, 4: layer 3 global) and rotary (the sliding layers
-    at the file's base, the global ones none) of the model object whose config says so. Weights only."""
+    at the file's ``rope.freq_base_swa``, else its ``rope.freq_base``, else 10 000; the global ones none) of the model
+    object whose config says so. Weights only."""
     from compscope.data.runner import cannot_run
     from hf_tiny import BY_ID, build
 
@@ -4426,6 +4427,15 @@ def test_a_muse_glimmer_gguf_reads_as_the_model_object(tmp_path, flags):
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, atol=0, rtol=1e-6)
     torch.testing.assert_close(ours.W_U, torch.tensor(_numpy_state(model)["embed_tokens.weight"]) * 0.25)
     assert "does not read" in cannot_run(tmp_path / "m.gguf")
+    # the sliding layers' base: rope.freq_base where no rope.freq_base_swa is stated, else llama.cpp's 10 000
+    _write_muse_glimmer(tmp_path / "b.gguf", model, flags, rope_freq_base=700.0)
+    torch.testing.assert_close(compscope.load(tmp_path / "b.gguf").rotary.inv_freq, ours.rotary.inv_freq, atol=0,
+                               rtol=1e-6)
+    _write_muse_glimmer(tmp_path / "n.gguf", model, flags)
+    r = ours.rotary.dim
+    plain = 10000.0 ** -(torch.arange(0, r, 2, dtype=torch.float64) / r)
+    for f, t in zip(compscope.load(tmp_path / "n.gguf").rotary.inv_freq.double(), types):
+        torch.testing.assert_close(f, plain if t == "sliding_attention" else torch.zeros_like(plain), atol=0, rtol=1e-6)
 
 
 def test_a_muse_glimmer_gguf_with_per_dim_qk_gains_is_refused_by_name(tmp_path):
