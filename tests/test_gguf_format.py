@@ -4457,8 +4457,8 @@ def test_a_deepseek_ocr_gguf_reads_as_llama_cpp_runs_it(tmp_path, window):
     latents) and runs it: plain q, k, v projections, rows as HF's, rotate-half rotary over the whole head at base
     10000 whatever ``rope.dimension_count`` (the config's ``qk_rope_head_dim``) says, and causal attention without the
     window Unlimited-OCR's files state (llama.cpp's graph applies none; the note says so): the heads of the Llama
-    holding the same weights, which is what that graph computes. A file llama.cpp would not run (other K/V heads, another
-    base, a rope scaling) is refused by name."""
+    holding the same weights, which is what that graph computes; a file stating no base, or a factor of 1 or 0, the
+    same. A file llama.cpp would not run (other K/V heads, another base, a rope scaling) is refused by name."""
     cfg = hf_config("LlamaConfig", vocab_size=V, hidden_size=D, intermediate_size=32, num_hidden_layers=2,
                     num_attention_heads=H, num_key_value_heads=H, max_position_embeddings=64,
                     tie_word_embeddings=False, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
@@ -4481,10 +4481,14 @@ def test_a_deepseek_ocr_gguf_reads_as_llama_cpp_runs_it(tmp_path, window):
     for bad, match in (({"head_count_kv": G}, "one K/V head per query head"),
                        ({"rope_freq_base": 500.0}, "runs only at base 10000"),
                        ({"rope_scaling_type": gguf.RopeScalingType.LINEAR, "rope_scaling_factor": 2.0},
-                        "not one rotary map")):
+                        "not one rotary map"), ({"rope_scaling_factor": 2.0}, "not one rotary map")):
         _write_llamalike_gguf(tmp_path / "bad.gguf", model, "deepseek2-ocr", 2, eps="layer_norm_rms_eps", **bad)
         with pytest.raises(compscope.UnsupportedModelError, match=match):
             compscope.load(tmp_path / "bad.gguf")
+    # no base stated (llama.cpp's 10000), a factor of 1 or 0 (no scaling): read as the file above
+    for fine in ({"rope_freq_base": None}, {"rope_scaling_factor": 1.0}, {"rope_scaling_factor": 0.0}):
+        _write_llamalike_gguf(tmp_path / "ok.gguf", model, "deepseek2-ocr", 2, eps="layer_norm_rms_eps", **fine)
+        assert torch.equal(compscope.load(tmp_path / "ok.gguf").rotary.inv_freq, ours.rotary.inv_freq), fine
 
 
 @pytest.mark.parametrize("arch", ["internlm2", "xverse", "deepseek", "arctic", "bailingmoe", "baichuan", "nanbeige"])
