@@ -4378,7 +4378,8 @@ def _write_muse_glimmer(path, model, flags, k_gain=None, **metadata) -> None:
     _metadata(w, block_count=n, embedding_length=cfg.hidden_size, head_count=cfg.num_attention_heads,
               head_count_kv=cfg.num_key_value_heads, key_length=r, value_length=r, vocab_size=cfg.vocab_size,
               layer_norm_rms_eps=cfg.rms_norm_eps, rope_dimension_count=r, sliding_window=cfg.sliding_window,
-              logit_scale=cfg.output_multiplier, final_logit_softcapping=cfg.final_logit_softcapping, **metadata)
+              logit_scale=cfg.output_multiplier,
+              **{"final_logit_softcapping": cfg.final_logit_softcapping, **metadata})
     if flags is not None:
         w.add_sliding_window_pattern(flags)
     w.add_tensor("token_embd.weight", sd["embed_tokens.weight"])
@@ -4427,6 +4428,14 @@ def test_a_muse_glimmer_gguf_reads_as_the_model_object(tmp_path, flags):
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, atol=0, rtol=1e-6)
     torch.testing.assert_close(ours.W_U, torch.tensor(_numpy_state(model)["embed_tokens.weight"]) * 0.25)
     assert "does not read" in cannot_run(tmp_path / "m.gguf")
+    caps = {"m.gguf": model.config.final_logit_softcapping}
+    for name, cap in (("c.gguf", None), ("z.gguf", 0.0)):  # (none stated: llama.cpp's 30; 0: no cap)
+        _write_muse_glimmer(tmp_path / name, model, flags, rope_freq_base=700.0, final_logit_softcapping=cap)
+        caps[name] = 30.0 if cap is None else None
+    for name, cap in caps.items():
+        said = [n for n in compscope.load(tmp_path / name).meta.notes if n.startswith("final logits soft-capped")]
+        assert said == ([] if cap is None else [f"final logits soft-capped, c tanh(l / c) with c = {cap:g}: a monotone "
+                                                "map of W_U x, which W_U-based scores describe before the cap"]), name
     # the sliding layers' base: rope.freq_base where no rope.freq_base_swa is stated, else llama.cpp's 10 000
     _write_muse_glimmer(tmp_path / "b.gguf", model, flags, rope_freq_base=700.0)
     torch.testing.assert_close(compscope.load(tmp_path / "b.gguf").rotary.inv_freq, ours.rotary.inv_freq, atol=0,
@@ -4438,16 +4447,18 @@ def test_a_muse_glimmer_gguf_reads_as_the_model_object(tmp_path, flags):
         torch.testing.assert_close(f, plain if t == "sliding_attention" else torch.zeros_like(plain), atol=0, rtol=1e-6)
 
 
-def test_a_muse_glimmer_gguf_with_per_dim_qk_gains_is_refused_by_name(tmp_path):
-    """A key gain not all ones (or a query gain that is not one scale on every dim) is no model Muse Glimmer's config
-    gives: refused, naming the tensor."""
+@pytest.mark.parametrize("first, values", [(2.0, 2), (None, 1)], ids=["per-dim", "all-twos"])
+def test_a_muse_glimmer_gguf_with_per_dim_qk_gains_is_refused_by_name(tmp_path, first, values):
+    """A key gain not all ones (per dim, or one scale other than 1), or a query gain that is not one scale on every
+    dim, is no model Muse Glimmer's config gives: refused, naming the tensor."""
     from hf_tiny import BY_ID, build
 
     model = build(BY_ID["muse-glimmer-gated-nope-global"])
-    gain = np.ones(model.config.head_dim, np.float32)
-    gain[0] = 2.0
+    gain = np.full(model.config.head_dim, 2.0 if first is None else 1.0, np.float32)
+    gain[0] = first or gain[0]
     _write_muse_glimmer(tmp_path / "m.gguf", model, [True, False, True, False], k_gain=gain, rope_freq_base=700.0)
-    with pytest.raises(compscope.UnsupportedModelError, match=r"tensor 'blk\.0\.attn_k_norm\.weight' holds 2 values"):
+    with pytest.raises(compscope.UnsupportedModelError,
+                       match=rf"tensor 'blk\.0\.attn_k_norm\.weight' holds {values} values"):
         compscope.load(tmp_path / "m.gguf")
 
 
