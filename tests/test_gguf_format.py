@@ -2675,7 +2675,9 @@ def test_a_qwen3_next_or_qwen3_5_gguf_reads_its_attention_layers_as_the_model_ob
     with each head's query and gate rows in ``attn_q``, every norm but the DeltaNet's stored as 1 + w, a quarter or
     half of each head rotated, attention every ``full_attention_interval``-th layer, Qwen3.5's rotary sections; the
     DeltaNet layers' ``attn_qkv`` and ``attn_gate`` not read; a Qwen3.5 multi-token-prediction block after the last
-    layer left out): the attention layers' heads, gates and norms are the model object's. Weights only."""
+    layer left out): the attention layers' heads, gates and norms are the model object's. Weights only. The same layers said
+    by the per-layer flags ``attention.recurrent_layers`` or K/V head counts, which come before the interval; flags
+    not one per layer or not flags, an interval of 0, or one under which no layer attends, refused."""
     from gguf.constants import MODEL_ARCH
 
     from hf_tiny import BY_ID, build
@@ -2691,18 +2693,24 @@ def test_a_qwen3_next_or_qwen3_5_gguf_reads_its_attention_layers_as_the_model_ob
     mtp = 1 if arch in ("qwen35", "qwen35moe") else 0
     if mtp:  # (a prediction block after the last layer: full attention and its own tensors)
         sd.update({k.replace("layers.3.", "layers.4."): t for k, t in sd.items() if ".layers.3.self_attn." in k})
-    w = _writer(tmp_path / "q.gguf", arch)
-    _metadata(w, block_count=4 + mtp, embedding_length=cfg.hidden_size, head_count=cfg.num_attention_heads,
-              head_count_kv=cfg.num_key_value_heads, vocab_size=cfg.vocab_size, key_length=cfg.head_dim,
-              value_length=cfg.head_dim, layer_norm_rms_eps=cfg.rms_norm_eps,
-              rope_freq_base=rope["rope_theta"], rope_dimension_count=rotated,
-              full_attention_interval=2, **({"rope_dimension_sections": [rotated // 2, 0, 0, 0],
-                                              "nextn_predict_layers": mtp} if mtp else {}))
-    _add_by_gguf_names(w, sd, getattr(MODEL_ARCH, tensors), 4 + mtp, unnamed_ok=True)  # (the experts: MLP)
-    if mtp:
-        w.add_tensor("blk.4.nextn.eh_proj.weight", np.zeros((cfg.hidden_size, 2 * cfg.hidden_size), np.float32))
-    _finish(w)
-    ours, ref = compscope.load(tmp_path / "q.gguf"), compscope.load(model)
+
+    def write(name, flags=None, **layers):
+        w = _writer(tmp_path / name, arch)
+        _metadata(w, block_count=4 + mtp, embedding_length=cfg.hidden_size, head_count=cfg.num_attention_heads,
+                  vocab_size=cfg.vocab_size, key_length=cfg.head_dim, value_length=cfg.head_dim,
+                  layer_norm_rms_eps=cfg.rms_norm_eps, rope_freq_base=rope["rope_theta"], rope_dimension_count=rotated,
+                  **{"head_count_kv": cfg.num_key_value_heads, "full_attention_interval": 2, **layers},
+                  **({"rope_dimension_sections": [rotated // 2, 0, 0, 0], "nextn_predict_layers": mtp} if mtp else {}))
+        if flags is not None:  # (llama.cpp's other way of saying which layers are DeltaNet's: true)
+            _add_scalar(w, f"{arch}.attention.recurrent_layers", flags) if not isinstance(flags, list) else \
+                w.add_array(f"{arch}.attention.recurrent_layers", flags)
+        _add_by_gguf_names(w, sd, getattr(MODEL_ARCH, tensors), 4 + mtp, unnamed_ok=True)  # (the experts: MLP)
+        if mtp:
+            w.add_tensor("blk.4.nextn.eh_proj.weight", np.zeros((cfg.hidden_size, 2 * cfg.hidden_size), np.float32))
+        _finish(w)
+        return tmp_path / name
+
+    ours, ref = compscope.load(write("q.gguf")), compscope.load(model)
     assert ours.meta.family == ref.meta.family == "qwen3_5" and ours.n_layers == ref.n_layers == 2
     for name in ("W_Q", "W_K", "W_V", "W_O", "W_G", "W_E", "W_U"):
         assert torch.equal(getattr(ours, name), getattr(ref, name)), name
@@ -2712,6 +2720,21 @@ def test_a_qwen3_next_or_qwen3_5_gguf_reads_its_attention_layers_as_the_model_ob
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
     assert "attention on 2 of the model's 4 layers (1, 3" in " ".join(ours.meta.notes)
     assert bool(mtp) == any("multi-token-prediction block" in n for n in ours.meta.notes)
+    # the same layers by the per-layer flags (one more, the prediction block's, left out) or the K/V head counts, both
+    # read before the interval (here one that would say otherwise)
+    for name, way in (("f.gguf", dict(flags=[True, False, True, False] + [False] * mtp, full_attention_interval=1)),
+                      ("k.gguf", dict(head_count_kv=[0, cfg.num_key_value_heads] * 2 + [1] * mtp,
+                                      full_attention_interval=1))):
+        again = compscope.load(write(name, **way))
+        assert again.n_layers == 2 and torch.equal(again.W_K, ours.W_K) and again.meta.notes == ours.meta.notes, name
+    with pytest.raises(compscope.UnsupportedModelError, match="no layer of this .* attends"):
+        compscope.load(write("a.gguf", full_attention_interval=5))  # (layers 4, 9, ...: none of 0-3)
+    for name, change, key in [("s.gguf", dict(flags=[True, False, True]), "attention.recurrent_layers"),
+                              ("i.gguf", dict(flags=[1, 0, 1, 0]), "attention.recurrent_layers"),
+                              ("o.gguf", dict(flags=3), "attention.recurrent_layers"),
+                              ("z.gguf", dict(full_attention_interval=0), "full_attention_interval")]:
+        with pytest.raises(compscope.LoadError, match=rf"{name}: GGUF metadata '{arch}\.{re.escape(key)}' = "):
+            compscope.load(write(name, **change))
     w = _writer(tmp_path / "x.gguf", arch)  # (DeltaNet layers said under a key compscope does not read: refused)
     _metadata(w, block_count=4, embedding_length=cfg.hidden_size, head_count=cfg.num_attention_heads,
               head_count_kv=cfg.num_key_value_heads, key_length=cfg.head_dim)
