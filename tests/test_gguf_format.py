@@ -2675,9 +2675,9 @@ def test_a_qwen3_next_or_qwen3_5_gguf_reads_its_attention_layers_as_the_model_ob
     with each head's query and gate rows in ``attn_q``, every norm but the DeltaNet's stored as 1 + w, a quarter or
     half of each head rotated, attention every ``full_attention_interval``-th layer, Qwen3.5's rotary sections; the
     DeltaNet layers' ``attn_qkv`` and ``attn_gate`` not read; a Qwen3.5 multi-token-prediction block after the last
-    layer left out): the attention layers' heads, gates and norms are the model object's. Weights only. The same layers said
-    by the per-layer flags ``attention.recurrent_layers`` or K/V head counts, which come before the interval; flags
-    not one per layer or not flags, an interval of 0, or one under which no layer attends, refused."""
+    layer left out): the attention layers' heads, gates and norms are the model object's. Weights only. The same
+    layers said by the per-layer flags ``attention.recurrent_layers`` or K/V head counts, which come before the
+    interval; flags not one per layer or not flags, an interval of 0, or one under which no layer attends, refused."""
     from gguf.constants import MODEL_ARCH
 
     from hf_tiny import BY_ID, build
