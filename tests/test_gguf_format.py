@@ -2677,7 +2677,8 @@ def test_a_qwen3_next_or_qwen3_5_gguf_reads_its_attention_layers_as_the_model_ob
     DeltaNet layers' ``attn_qkv`` and ``attn_gate`` not read; a Qwen3.5 multi-token-prediction block after the last
     layer left out): the attention layers' heads, gates and norms are the model object's. Weights only. The same
     layers said by the per-layer flags ``attention.recurrent_layers`` or K/V head counts, which come before the
-    interval; flags not one per layer or not flags, an interval of 0, or one under which no layer attends, refused."""
+    interval (4 where none is stated); flags not one per layer or not flags, an interval of 0 or a bool, or one under
+    which no layer attends, refused."""
     from gguf.constants import MODEL_ARCH
 
     from hf_tiny import BY_ID, build
@@ -2694,13 +2695,15 @@ def test_a_qwen3_next_or_qwen3_5_gguf_reads_its_attention_layers_as_the_model_ob
     if mtp:  # (a prediction block after the last layer: full attention and its own tensors)
         sd.update({k.replace("layers.3.", "layers.4."): t for k, t in sd.items() if ".layers.3.self_attn." in k})
 
-    def write(name, flags=None, **layers):
+    def write(name, flags=None, raw=None, **layers):
         w = _writer(tmp_path / name, arch)
         _metadata(w, block_count=4 + mtp, embedding_length=cfg.hidden_size, head_count=cfg.num_attention_heads,
                   vocab_size=cfg.vocab_size, key_length=cfg.head_dim, value_length=cfg.head_dim,
                   layer_norm_rms_eps=cfg.rms_norm_eps, rope_freq_base=rope["rope_theta"], rope_dimension_count=rotated,
                   **{"head_count_kv": cfg.num_key_value_heads, "full_attention_interval": 2, **layers},
                   **({"rope_dimension_sections": [rotated // 2, 0, 0, 0], "nextn_predict_layers": mtp} if mtp else {}))
+        for key, value in (raw or {}).items():  # (as written, whatever gguf's writer method would make of it)
+            _add_scalar(w, f"{arch}.{key}", value)
         if flags is not None:  # (llama.cpp's other way of saying which layers are DeltaNet's: true)
             _add_scalar(w, f"{arch}.attention.recurrent_layers", flags) if not isinstance(flags, list) else \
                 w.add_array(f"{arch}.attention.recurrent_layers", flags)
@@ -2729,10 +2732,15 @@ def test_a_qwen3_next_or_qwen3_5_gguf_reads_its_attention_layers_as_the_model_ob
         assert again.n_layers == 2 and torch.equal(again.W_K, ours.W_K) and again.meta.notes == ours.meta.notes, name
     with pytest.raises(compscope.UnsupportedModelError, match="no layer of this .* attends"):
         compscope.load(write("a.gguf", full_attention_interval=5))  # (layers 4, 9, ...: none of 0-3)
+    # no interval stated: llama.cpp's 4, layer 3 alone attending
+    by_default = compscope.load(write("d.gguf", full_attention_interval=None))
+    assert by_default.n_layers == 1 and torch.equal(by_default.W_K, ours.W_K[1:])
     for name, change, key in [("s.gguf", dict(flags=[True, False, True]), "attention.recurrent_layers"),
                               ("i.gguf", dict(flags=[1, 0, 1, 0]), "attention.recurrent_layers"),
                               ("o.gguf", dict(flags=3), "attention.recurrent_layers"),
-                              ("z.gguf", dict(full_attention_interval=0), "full_attention_interval")]:
+                              ("z.gguf", dict(full_attention_interval=0), "full_attention_interval"),
+                              ("b.gguf", dict(full_attention_interval=None, raw={"full_attention_interval": True}),
+                               "full_attention_interval")]:
         with pytest.raises(compscope.LoadError, match=rf"{name}: GGUF metadata '{arch}\.{re.escape(key)}' = "):
             compscope.load(write(name, **change))
     w = _writer(tmp_path / "x.gguf", arch)  # (DeltaNet layers said under a key compscope does not read: refused)
