@@ -278,6 +278,8 @@ def test_a_deci_gguf_reads_as_its_folder(tmp_path, one_head_count):
     (dict(kv_counts=[3, 0, 1, 0, 4]), "layer 0 3 K/V heads for 8 query heads"),
     (dict(kv_counts=[2, 1, 1, 0, 4]), "layer 1 1 K/V heads for 0 query heads"),
     (dict(kv_counts=[2, 0, 1, 0]), "do not give each of the 5 layers"),
+    (dict(kv_counts=[True, False, True, False, True]), "do not give each of the 5 layers"),
+    (dict(kv_counts=2), "2 K/V heads for 0 query heads"),  # (one count for every layer: one without attention too)
 ])
 def test_a_deci_gguf_whose_heads_or_scale_are_not_the_models_is_refused_by_name(tmp_path, change, needle):
     path = write_gguf(tmp_path / "m.gguf", tensors(), **change)
