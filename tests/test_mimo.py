@@ -115,11 +115,12 @@ def test_a_released_key_that_says_otherwise_than_transformers_builds_is_refused_
 
 
 def write_mimo2(path, model, mtp: int = 1, value_scale: float | None = 0.7, kv_counts=None, fused: bool = False,
-                sinks_on_global: bool = False):
+                sinks_on_global: bool = False, pattern=None):
     """A ``mimo2`` file of ``model`` as llama.cpp's converter writes one: per-block K/V head counts and sliding flags
     (its prediction blocks, after the layers, sliding), the value width and scale, the rotated dims, each layer
     type's base, the tensors under llama.cpp's names (rows as HF's: rotate-half), ``mtp`` prediction blocks after
-    the layers (their attention drawn at random)."""
+    the layers (their attention drawn at random); ``pattern``: sliding flags written in place of those (or a
+    period)."""
     import numpy as np
 
     gguf = pytest.importorskip("gguf")
@@ -138,7 +139,7 @@ def write_mimo2(path, model, mtp: int = 1, value_scale: float | None = 0.7, kv_c
     w.add_key_length(cfg.head_dim)
     w.add_value_length(cfg.v_head_dim)
     w.add_sliding_window(cfg.sliding_window)
-    w.add_sliding_window_pattern(sliding)
+    w.add_sliding_window_pattern(sliding if pattern is None else pattern)
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
     w.add_rope_dimension_count(int(cfg.head_dim * cfg.rope_parameters["full_attention"]["partial_rotary_factor"]))
     w.add_rope_freq_base(cfg.rope_parameters["full_attention"]["rope_theta"])
@@ -186,6 +187,9 @@ def test_a_mimo2_gguf_reads_as_the_model_it_was_written_from(tmp_path):
     torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-6, atol=0)
     assert ours.sliding_window == ref.sliding_window and ours.kv_map == ref.kv_map
     assert any("multi-token-prediction" in n for n in ours.meta.notes)
+    alone = compscope.load(write_mimo2(tmp_path / "n.gguf", model, mtp=0))  # (counts and flags for the layers alone)
+    assert torch.equal(alone.W_K, ours.W_K) and alone.kv_map == ours.kv_map
+    assert not any("multi-token-prediction" in n for n in alone.meta.notes)
 
 
 def test_a_mimo2_gguf_without_a_value_scale_reads_as_llama_cpp_runs_it(tmp_path):
@@ -199,6 +203,11 @@ def test_a_mimo2_gguf_without_a_value_scale_reads_as_llama_cpp_runs_it(tmp_path)
 
 @pytest.mark.parametrize("change, needle", [
     (dict(kv_counts=[1, 2, 1, 2]), "'mimo2.attention.head_count_kv' = [1, 2, 1, 2]: not one K/V head count"),
+    (dict(kv_counts=[1, 3, 3, 3]), "'mimo2.attention.head_count_kv' = [1, 3, 3, 3]: not one K/V head count"),
+    (dict(kv_counts=1), "'mimo2.attention.head_count_kv' = 1: not one K/V head count"),
+    (dict(kv_counts=[1, 2]), "'.head_count_kv' must give each of the 3 layers its kind and K/V heads"),
+    (dict(pattern=[0, 1]), "'mimo2.attention.sliding_window_pattern' and '.head_count_kv' must give each of the 3"),
+    (dict(pattern=2), "'mimo2.attention.sliding_window_pattern' and '.head_count_kv' must give each of the 3"),
     (dict(fused=True), "a fused attn_qkv in a mimo2 file"),
     (dict(sinks_on_global=True), "'blk.0.attn_sinks.weight' enters attention but compscope does not read it"),
 ])
