@@ -4972,7 +4972,11 @@ def test_a_smallthinker_gguf_reads_as_llama_cpp_runs_it(tmp_path, stated_window)
     assert any("SmallThinker read by the SmolLM3 family" in note for note in ours.meta.notes)
     assert any("(512) not read: llama.cpp's smallthinker graph slides 4096" in note
                for note in ours.meta.notes) == bool(stated_window)
-    if stated_window:
+    if stated_window:  # (stating llama.cpp's own 4096: nothing said of it)
+        _write_llamalike_gguf(tmp_path / "w.gguf", model, "smallthinker", D // H, eps="layer_norm_rms_eps",
+                              sliding_window=4096)
+        as_run = compscope.load(tmp_path / "w.gguf")
+        assert as_run.sliding_window == ours.sliding_window and not any("not read" in n for n in as_run.meta.notes)
         _write_llamalike_gguf(tmp_path / "b.gguf", model, "smallthinker", D // H, eps="layer_norm_rms_eps",
                               sliding_window=stated_window, floats={"rope.freq_base_swa": 1000.0})
         with pytest.raises(compscope.UnsupportedModelError, match=r"'smallthinker\.rope\.freq_base_swa' = 1000"):
@@ -5004,11 +5008,12 @@ def test_diffusion_qwen3_ggufs_read_both_ways_as_llama_cpp_runs_them(tmp_path, a
         torch.testing.assert_close(ours.rotary.inv_freq, ref.rotary.inv_freq, rtol=1e-12, atol=0)
 
 
-def _write_jais(path, layers: int, n_heads: int, max_bias: float | None, seed: int) -> dict[str, np.ndarray]:
+def _write_jais(path, layers: int, n_heads: int, max_bias, seed: int) -> dict[str, np.ndarray]:
     """A Jais GGUF as llama.cpp's converter writes one: GPT-2's tensor names without a position table, ``attn_qkv`` and
     ``attn_output`` as ``nn.Linear`` weights (the converter transposes GPT-2's ``Conv1D``), LayerNorms and every
-    projection biased, no K/V head count, ALiBi's maximum bias as ``attention.max_alibi_bias`` (None: left out); every
-    tensor N(0, 0.5²) from one seeded generator (norm gains 1 + that). The tensors returned by their names."""
+    projection biased, no K/V head count, ALiBi's maximum bias as ``attention.max_alibi_bias`` (None: left out; any
+    other value as :func:`_add_scalar` writes it); every tensor N(0, 0.5²) from one seeded generator (norm gains
+    1 + that). The tensors returned by their names."""
     shapes = {"token_embd.weight": (V, D), "output.weight": (V, D), "output_norm.weight": (D,),
               "output_norm.bias": (D,)}
     for i in range(layers):
@@ -5019,18 +5024,19 @@ def _write_jais(path, layers: int, n_heads: int, max_bias: float | None, seed: i
                        f"blk.{i}.ffn_up.weight": (32, D), f"blk.{i}.ffn_gate.weight": (32, D),
                        f"blk.{i}.ffn_down.weight": (D, 32)})
     return _write_random_gguf(path, "jais", shapes, seed, {} if max_bias is None else
-                              {"attention.max_alibi_bias": float(max_bias)}, block_count=layers, head_count=n_heads,
+                              {"attention.max_alibi_bias": max_bias}, block_count=layers, head_count=n_heads,
                               head_count_kv=None, layer_norm_eps=1e-5)
 
 
-@pytest.mark.parametrize("n_heads, max_bias", [(6, 4.0), (4, 8.0)])
+@pytest.mark.parametrize("n_heads, max_bias", [(6, 4.0), (4, 8.0), (4, 0.5)])
 def test_a_jais_gguf_attends_as_llama_cpps_graph_computes_from_the_files_tensors(tmp_path, n_heads, max_bias):
     """Jais (the first) as llama.cpp's converter writes it and its graph runs it: what each layer's attention adds to
     a random residual equals what is computed here from the file's own tensors as that graph does (LayerNorm with its
     bias, the fused attn_qkv and its bias cut in thirds, logits at 1/d_head plus slope · (-|i - j|) with llama.cpp's
     slopes m0^(h+1), m1^(2(h - n') + 1), m0 = 2^(-b / n'), m1 = 2^(-b / 2n') at the file's maximum bias b, causal
-    softmax, attn_output and its bias); W_E and W_U the file's token_embd and output. A file without the maximum bias,
-    which llama.cpp would run without positions, refused by its key."""
+    softmax, attn_output and its bias); W_E and W_U the file's token_embd and output; the maximum bias written as an
+    integer the same. A file without the maximum bias (or not a positive number), which llama.cpp would run without
+    positions, refused by its key."""
     from compscope.core.attention import attention_forward
 
     t = _write_jais(tmp_path / "j.gguf", 2, n_heads, max_bias, seed=7)
@@ -5060,10 +5066,14 @@ def test_a_jais_gguf_attends_as_llama_cpps_graph_computes_from_the_files_tensors
         expected = z @ t[b + "attn_output.weight"].T + t[b + "attn_output.bias"]
         ours = attention_forward(hw, layer, torch.tensor(x, dtype=torch.float32)[None])[0]
         np.testing.assert_allclose(ours.double().numpy(), expected, rtol=1e-4, atol=1e-4)
-    _write_jais(tmp_path / "n.gguf", 2, n_heads, None, seed=7)
-    with pytest.raises(compscope.UnsupportedModelError, match=r"'jais\.attention\.max_alibi_bias' = None: .*without "
-                                                              "positions"):
-        compscope.load(tmp_path / "n.gguf")
+    for bad in (None, 0.0, -2.0, True, "8"):  # (none, not positive, not a number: refused)
+        _write_jais(tmp_path / "n.gguf", 2, n_heads, bad, seed=7)
+        with pytest.raises(compscope.UnsupportedModelError,
+                           match=rf"'jais\.attention\.max_alibi_bias' = {re.escape(repr(bad))}: .*without positions"):
+            compscope.load(tmp_path / "n.gguf")
+    if max_bias == int(max_bias):  # (as an integer: the same)
+        _write_jais(tmp_path / "i.gguf", 2, n_heads, int(max_bias), seed=7)
+        assert torch.equal(compscope.load(tmp_path / "i.gguf").alibi, hw.alibi)
 
 
 def _write_jina_v2(path, layers: int, n_heads: int, seed: int, extra: tuple[str, ...] = ()) -> dict[str, np.ndarray]:
