@@ -4640,13 +4640,13 @@ def test_a_llada_gguf_reads_as_llama_cpp_runs_it_both_ways(tmp_path):
 
 
 def _write_fused_qkv_gguf(path, model, arch: str, rope_dim: int, cut: int = 0, kv: int | None = None,
-                          head_dim: int | None = None, eps: str = "layer_norm_rms_eps", base: float = 10000.0,
+                          head_dim: int | None = None, eps: str = "layer_norm_rms_eps", base: float | None = 10000.0,
                           beside: dict[str, np.ndarray] | None = None) -> None:
     """A Llama-layout model written as llama.cpp writes the first Qwen's, ChatGLM's and Ling 2.0's files: one
     ``attn_qkv`` per block (and its bias, where the model has them; and QK norms, where it has them), rows [q | k | v]
     as stored, ``cut`` rows short of them; ``kv``:
     the K/V head count stated (None: left out); ``head_dim``: the head width stated (None: left out); ``base``: the
-    rotary base stated; ``beside``: more tensors written as they are (CogVLM's visual expert)."""
+    rotary base stated (None: left out); ``beside``: more tensors written as they are (CogVLM's visual expert)."""
     sd = _numpy_state(model)
     w = _writer(path, arch)
     _metadata(w, head_count_kv=kv, rope_dimension_count=rope_dim, rope_freq_base=base, key_length=head_dim,
@@ -5161,6 +5161,8 @@ def test_a_cogvlm_gguf_reads_its_language_expert_as_llama_cpp_runs_it_on_text(tm
     _write_fused_qkv_gguf(tmp_path / "b.gguf", model, "cogvlm", D // H, base=500000.0, beside=visual)
     with pytest.raises(compscope.UnsupportedModelError, match=r"'cogvlm\.rope\.freq_base' = 500000: .*base 10000"):
         compscope.load(tmp_path / "b.gguf")
+    _write_fused_qkv_gguf(tmp_path / "n.gguf", model, "cogvlm", D // H, base=None, beside=visual)  # (none: 10000)
+    assert torch.equal(compscope.load(tmp_path / "n.gguf").rotary.inv_freq, ours.rotary.inv_freq)
     _write_fused_qkv_gguf(tmp_path / "g.gguf", model, "cogvlm", D // H, kv=G, beside=visual)
     with pytest.raises(compscope.UnsupportedModelError, match=rf"'cogvlm\.attention\.head_count_kv' = {G} for {H}"):
         compscope.load(tmp_path / "g.gguf")

@@ -115,12 +115,12 @@ def test_a_released_key_that_says_otherwise_than_transformers_builds_is_refused_
 
 
 def write_mimo2(path, model, mtp: int = 1, value_scale: float | None = 0.7, kv_counts=None, fused: bool = False,
-                sinks_on_global: bool = False, pattern=None):
+                sinks_on_global: bool = False, pattern=None, rope: bool = True):
     """A ``mimo2`` file of ``model`` as llama.cpp's converter writes one: per-block K/V head counts and sliding flags
     (its prediction blocks, after the layers, sliding), the value width and scale, the rotated dims, each layer
     type's base, the tensors under llama.cpp's names (rows as HF's: rotate-half), ``mtp`` prediction blocks after
     the layers (their attention drawn at random); ``pattern``: sliding flags written in place of those (or a
-    period)."""
+    period); ``rope`` False: no rotated width or base stated."""
     import numpy as np
 
     gguf = pytest.importorskip("gguf")
@@ -141,9 +141,10 @@ def write_mimo2(path, model, mtp: int = 1, value_scale: float | None = 0.7, kv_c
     w.add_sliding_window(cfg.sliding_window)
     w.add_sliding_window_pattern(sliding if pattern is None else pattern)
     w.add_layer_norm_rms_eps(cfg.rms_norm_eps)
-    w.add_rope_dimension_count(int(cfg.head_dim * cfg.rope_parameters["full_attention"]["partial_rotary_factor"]))
-    w.add_rope_freq_base(cfg.rope_parameters["full_attention"]["rope_theta"])
-    w.add_rope_freq_base_swa(cfg.rope_parameters["sliding_attention"]["rope_theta"])
+    if rope:
+        w.add_rope_dimension_count(int(cfg.head_dim * cfg.rope_parameters["full_attention"]["partial_rotary_factor"]))
+        w.add_rope_freq_base(cfg.rope_parameters["full_attention"]["rope_theta"])
+        w.add_rope_freq_base_swa(cfg.rope_parameters["sliding_attention"]["rope_theta"])
     w.add_nextn_predict_layers(mtp)
     if value_scale is not None:
         w.add_float32("mimo2.attention.value_scale", value_scale)
@@ -190,6 +191,12 @@ def test_a_mimo2_gguf_reads_as_the_model_it_was_written_from(tmp_path):
     alone = compscope.load(write_mimo2(tmp_path / "n.gguf", model, mtp=0))  # (counts and flags for the layers alone)
     assert torch.equal(alone.W_K, ours.W_K) and alone.kv_map == ours.kv_map
     assert not any("multi-token-prediction" in n for n in alone.meta.notes)
+    # no rotated width or bases stated: llama.cpp's, whole heads at 10 000 on every layer
+    plain = compscope.load(write_mimo2(tmp_path / "p.gguf", model, rope=False)).rotary
+    r = model.config.head_dim
+    want = 10000.0 ** -(torch.arange(0, r, 2, dtype=torch.float64) / r)
+    assert plain.dim == r
+    torch.testing.assert_close(plain.inv_freq.double(), want.expand_as(plain.inv_freq), rtol=1e-6, atol=0)
 
 
 def test_a_mimo2_gguf_without_a_value_scale_reads_as_llama_cpp_runs_it(tmp_path):
