@@ -2803,7 +2803,8 @@ def test_a_nemotron_h_gguf_reads_its_attention_blocks_as_the_model_object(tmp_pa
     """Nemotron-H as llama.cpp's converter writes it (NVIDIA's names under llama.cpp's, q/k rows permuted by its
     Llama path, a K/V head count and an MLP width per block, 0 where the block has none, the others Mamba blocks):
     the attention blocks' heads and norms are the model object's. Weights only. A file whose blocks cannot be told
-    apart (one K/V head count for all) is refused by key."""
+    apart (one K/V head count or MLP width for all, or either not one per block), or with a block of both, is refused
+    by key."""
     from gguf.constants import MODEL_ARCH
 
     from hf_tiny import BY_ID, build
@@ -2820,12 +2821,11 @@ def test_a_nemotron_h_gguf_reads_its_attention_blocks_as_the_model_object(tmp_pa
             t = llama_cpp_permute(t, cfg.num_attention_heads if ".q_proj." in key else cfg.num_key_value_heads)
         sd[key] = t
 
-    def write(name, kv):
+    def write(name, kv, ff=tuple(cfg.intermediate_size if k == "mlp" else 0 for k in kinds)):
         w = _writer(tmp_path / name, arch)
         _metadata(w, block_count=5, embedding_length=cfg.hidden_size, head_count=cfg.num_attention_heads,
                   head_count_kv=kv, vocab_size=cfg.vocab_size, key_length=cfg.head_dim, value_length=cfg.head_dim,
-                  layer_norm_rms_eps=cfg.layer_norm_epsilon,
-                  feed_forward_length=[cfg.intermediate_size if k == "mlp" else 0 for k in kinds])
+                  layer_norm_rms_eps=cfg.layer_norm_epsilon, feed_forward_length=ff if isinstance(ff, int) else list(ff))
         _add_by_gguf_names(w, sd, getattr(MODEL_ARCH, arch.upper()), 5, unnamed_ok=True)  # (the Mamba parts' own)
         _finish(w)
         return tmp_path / name
@@ -2839,9 +2839,14 @@ def test_a_nemotron_h_gguf_reads_its_attention_blocks_as_the_model_object(tmp_pa
         assert torch.equal(x.weight, y.weight) and x.eps == pytest.approx(y.eps, rel=1e-6)
     assert not ours.rotary.inv_freq.any() and not ref.rotary.inv_freq.any()  # (no positions)
     assert "attention on 2 of the model's 5" in " ".join(ours.meta.notes)
-    with pytest.raises(compscope.UnsupportedModelError, match=rf"x\.gguf: GGUF metadata '{arch}\.attention\."
-                                                              r"head_count_kv' and"):
-        compscope.load(write("x.gguf", cfg.num_key_value_heads))
+    ff = [cfg.intermediate_size if k == "mlp" else 0 for k in kinds]
+    for name, change in (("x.gguf", dict(kv=cfg.num_key_value_heads)), ("w.gguf", dict(ff=cfg.intermediate_size)),
+                         ("k.gguf", dict(kv=kv[:4])), ("f.gguf", dict(ff=ff[:4]))):
+        with pytest.raises(compscope.UnsupportedModelError, match=rf"{name}: GGUF metadata '{arch}\.attention\."
+                                                                  r"head_count_kv' and .* must give each of the 5"):
+            compscope.load(write(name, **{"kv": kv, **change}))
+    with pytest.raises(compscope.UnsupportedModelError, match=r"block 1 both K/V heads \(\d+\) and an MLP \(\d+\)"):
+        compscope.load(write("b.gguf", kv, ff=[cfg.intermediate_size] * 5))
 
 
 def test_a_phimoe_gguf_reads_as_the_model_object_at_llama_cpps_longrope_amplitude(tmp_path):
