@@ -5243,7 +5243,8 @@ def test_a_plamo3_gguf_attends_as_llama_cpps_graph_computes_from_the_files_tenso
     [q | k | v], each query and key head RMS-normed with its gain, rotate-half rotary at rope.freq_base on a global
     layer and at rope.freq_base_swa (10000 where none is stated) on a sliding one, layers p − 1, 2p − 1, ... global
     (p 8 where none is stated), keys within the window behind a sliding layer's query, softmax, attn_output, then the
-    RMSNorm post_attention_norm); without a window every layer global."""
+    RMSNorm post_attention_norm), the base of 10000 said where it is llama.cpp's; without a window every layer global.
+    With p 8, nine layers: layer 7 alone global."""
     from compscope.core.attention import attention_forward
 
     H_, G_ = 4, 2
@@ -5260,6 +5261,13 @@ def test_a_plamo3_gguf_attends_as_llama_cpps_graph_computes_from_the_files_tenso
         expected = _plamo_attention(t, f"blk.{layer}.", x, H_, G_, base, window if sliding[layer] else None)
         ours = attention_forward(hw, layer, torch.tensor(x, dtype=torch.float32)[None])[0]
         np.testing.assert_allclose(ours.double().numpy(), expected, rtol=1e-4, atol=1e-4)
+    said = [n for n in hw.meta.notes if "sliding layers turned at llama.cpp's base 10000, the file stating none" in n]
+    assert len(said) == (window is not None and local_base is None)
+    if window is not None and pattern is None:  # (p 8: with 9 layers, layer 7 alone global)
+        _write_plamo3(tmp_path / "n.gguf", H_, G_, seed=19, window=window, pattern=None, local_base=local_base,
+                      layers=9)
+        nine = compscope.load(tmp_path / "n.gguf")
+        assert nine.sliding_window == tuple(None if i == 7 else window for i in range(9))
     r = D // H_
     _write_plamo3(tmp_path / "v.gguf", H_, G_, seed=19, window=window, pattern=pattern, local_base=local_base,
                   value_length=2 * r)
