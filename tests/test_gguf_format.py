@@ -2803,8 +2803,8 @@ def test_a_nemotron_h_gguf_reads_its_attention_blocks_as_the_model_object(tmp_pa
     """Nemotron-H as llama.cpp's converter writes it (NVIDIA's names under llama.cpp's, q/k rows permuted by its
     Llama path, a K/V head count and an MLP width per block, 0 where the block has none, the others Mamba blocks):
     the attention blocks' heads and norms are the model object's. Weights only. A file whose blocks cannot be told
-    apart (one K/V head count or MLP width for all, or either not one per block), or with a block of both, is refused
-    by key."""
+    apart (one K/V head count or MLP width for all, or either not one per block), with a block of both, with no block
+    attending, or with two K/V or query head counts among those that do, is refused by key."""
     from gguf.constants import MODEL_ARCH
 
     from hf_tiny import BY_ID, build
@@ -2821,9 +2821,10 @@ def test_a_nemotron_h_gguf_reads_its_attention_blocks_as_the_model_object(tmp_pa
             t = llama_cpp_permute(t, cfg.num_attention_heads if ".q_proj." in key else cfg.num_key_value_heads)
         sd[key] = t
 
-    def write(name, kv, ff=tuple(cfg.intermediate_size if k == "mlp" else 0 for k in kinds)):
+    def write(name, kv, ff=tuple(cfg.intermediate_size if k == "mlp" else 0 for k in kinds),
+              heads=cfg.num_attention_heads):
         w = _writer(tmp_path / name, arch)
-        _metadata(w, block_count=5, embedding_length=cfg.hidden_size, head_count=cfg.num_attention_heads,
+        _metadata(w, block_count=5, embedding_length=cfg.hidden_size, head_count=heads,
                   head_count_kv=kv, vocab_size=cfg.vocab_size, key_length=cfg.head_dim, value_length=cfg.head_dim,
                   layer_norm_rms_eps=cfg.layer_norm_epsilon, feed_forward_length=ff if isinstance(ff, int) else list(ff))
         _add_by_gguf_names(w, sd, getattr(MODEL_ARCH, arch.upper()), 5, unnamed_ok=True)  # (the Mamba parts' own)
@@ -2847,6 +2848,12 @@ def test_a_nemotron_h_gguf_reads_its_attention_blocks_as_the_model_object(tmp_pa
             compscope.load(write(name, **{"kv": kv, **change}))
     with pytest.raises(compscope.UnsupportedModelError, match=r"block 1 both K/V heads \(\d+\) and an MLP \(\d+\)"):
         compscope.load(write("b.gguf", kv, ff=[cfg.intermediate_size] * 5))
+    H_ = cfg.num_attention_heads  # (no block attending; two K/V or query head counts among those that do: refused)
+    for name, change in (("z.gguf", dict(kv=[0] * 5)), ("t.gguf", dict(kv=[0, kv[1], 0, 2 * kv[1], 0])),
+                         ("q.gguf", dict(kv=kv, heads=[0, H_, 0, 2 * H_, 0]))):
+        with pytest.raises(compscope.UnsupportedModelError, match=rf"{name}: .* give its attention blocks no one query "
+                                                                  "and one K/V head count"):
+            compscope.load(write(name, **change))
 
 
 def test_a_phimoe_gguf_reads_as_the_model_object_at_llama_cpps_longrope_amplitude(tmp_path):
