@@ -2848,7 +2848,10 @@ def test_a_nemotron_h_gguf_reads_its_attention_blocks_as_the_model_object(tmp_pa
             compscope.load(write(name, **{"kv": kv, **change}))
     with pytest.raises(compscope.UnsupportedModelError, match=r"block 1 both K/V heads \(\d+\) and an MLP \(\d+\)"):
         compscope.load(write("b.gguf", kv, ff=[cfg.intermediate_size] * 5))
-    H_ = cfg.num_attention_heads  # (no block attending; two K/V or query head counts among those that do: refused)
+    H_ = cfg.num_attention_heads  # (query heads per block, 0 on the others: the same)
+    per_block = compscope.load(write("h.gguf", kv, heads=[0, H_, 0, H_, 0]))
+    assert per_block.n_heads == H_ and torch.equal(per_block.W_Q, ours.W_Q)
+    # (no block attending; two K/V or query head counts among those that do: refused)
     for name, change in (("z.gguf", dict(kv=[0] * 5)), ("t.gguf", dict(kv=[0, kv[1], 0, 2 * kv[1], 0])),
                          ("q.gguf", dict(kv=kv, heads=[0, H_, 0, 2 * H_, 0]))):
         with pytest.raises(compscope.UnsupportedModelError, match=rf"{name}: .* give its attention blocks no one query "
@@ -5286,7 +5289,8 @@ def test_a_plamo2_gguf_reads_its_attention_layers_as_llama_cpps_graph_computes(t
     """PLaMo 2 as llama.cpp's converter writes it (query and K/V head counts per layer, both 0 on a Mamba layer; each
     query and key head's norm gains its own, stacked) and its graph runs it: the attention layers alone (1 and 3 of
     4), each adding to a random residual what is computed here from the file's own tensors (PLaMo 3's attention
-    without windows, each head normed with its own gains); head counts that disagree refused by name."""
+    without windows, each head normed with its own gains); head counts that disagree (a Mamba layer with heads, one
+    count for every layer, counts short of the layers, two query or K/V counts) refused by name."""
     from compscope.core.attention import attention_forward
 
     H_, G_ = 4, 2
@@ -5300,12 +5304,17 @@ def test_a_plamo2_gguf_reads_its_attention_layers_as_llama_cpps_graph_computes(t
         expected = _plamo_attention(t, f"blk.{block}.", x, H_, G_, 100.0, None)
         ours = attention_forward(hw, layer, torch.tensor(x, dtype=torch.float32)[None])[0]
         np.testing.assert_allclose(ours.double().numpy(), expected, rtol=1e-4, atol=1e-4)
-    w = _writer(tmp_path / "bad.gguf", "plamo2")
-    _metadata(w, head_count=[0, H_], head_count_kv=[G_, G_], layer_norm_rms_eps=1e-6)
-    w.add_tensor("token_embd.weight", np.zeros((V, D), np.float32))
-    _finish(w)
-    with pytest.raises(compscope.UnsupportedModelError, match=r"'plamo2\.attention\.head_count' = \[0, 4\]"):
-        compscope.load(tmp_path / "bad.gguf")
+    for heads, kv, layers in (([0, H_], [G_, G_], 2), (H_, [0, G_, 0, G_], 4), ([0, H_, 0, H_], G_, 4),
+                              ([0, H_, 0, H_], [0, G_, 0], 4), ([0, H_, 0, 2 * H_], [0, G_, 0, G_], 4),
+                              ([0, H_, 0, H_], [0, G_, 0, 2 * G_], 4)):  # (a Mamba layer with heads; counts short;
+        # two query or K/V counts: refused)
+        w = _writer(tmp_path / "bad.gguf", "plamo2")
+        _metadata(w, block_count=layers, head_count=heads, head_count_kv=kv, layer_norm_rms_eps=1e-6)
+        w.add_tensor("token_embd.weight", np.zeros((V, D), np.float32))
+        _finish(w)
+        said = re.escape(f"'plamo2.attention.head_count' = {heads if isinstance(heads, list) else [heads] * layers}")
+        with pytest.raises(compscope.UnsupportedModelError, match=said):
+            compscope.load(tmp_path / "bad.gguf")
 
 
 def _write_grok(path, seed: int, scalars: dict[str, float], layers: int = 2, **more) -> dict[str, np.ndarray]:
