@@ -4987,6 +4987,25 @@ def test_a_smallthinker_gguf_reads_as_llama_cpp_runs_it(tmp_path, stated_window)
     assert any("SmallThinker read by the SmolLM3 family" in note for note in ours.meta.notes)
     assert any("(512) not read: llama.cpp's smallthinker graph slides 4096" in note
                for note in ours.meta.notes) == bool(stated_window)
+    # no base stated: llama.cpp's 10 000 on the layers that turn
+    _write_llamalike_gguf(tmp_path / "n.gguf", model, "smallthinker", D // H, eps="layer_norm_rms_eps",
+                          rope_freq_base=None, **more)
+    plain = 10000.0 ** -(torch.arange(0, D // H, 2, dtype=torch.float64) / (D // H))
+    for f, turns in zip(compscope.load(tmp_path / "n.gguf").rotary.inv_freq.double(), ours.rotary.inv_freq.any(-1)):
+        torch.testing.assert_close(f, plain if turns else torch.zeros_like(plain), rtol=1e-6, atol=0)
+    if not stated_window:  # (a base of the sliding layers' own, which no layer slides to use: said, not refused)
+        _write_llamalike_gguf(tmp_path / "s.gguf", model, "smallthinker", D // H, eps="layer_norm_rms_eps",
+                              floats={"rope.freq_base_swa": 1000.0})
+        assert any("'smallthinker.rope.freq_base_swa' = 1000 not read" in n
+                   for n in compscope.load(tmp_path / "s.gguf").meta.notes)
+    if stated_window:  # (four layers: llama.cpp turns every one)
+        four = transformers.SmolLM3ForCausalLM(hf_config("SmolLM3Config", **{**common, "num_hidden_layers": 4},
+                                                         use_sliding_window=True, sliding_window=4096,
+                                                         layer_types=types[:4], no_rope_layers=[1] * 4)).eval()
+        _write_llamalike_gguf(tmp_path / "f.gguf", four, "smallthinker", D // H, eps="layer_norm_rms_eps", **more)
+        got, want = compscope.load(tmp_path / "f.gguf"), compscope.load(four)
+        assert bool(got.rotary.inv_freq.any(-1).all()) and torch.equal(got.rotary.inv_freq, want.rotary.inv_freq)
+        assert got.sliding_window == want.sliding_window == (None, 4096, 4096, 4096)
     if stated_window:  # (stating llama.cpp's own 4096: nothing said of it)
         _write_llamalike_gguf(tmp_path / "w.gguf", model, "smallthinker", D // H, eps="layer_norm_rms_eps",
                               sliding_window=4096)
@@ -5178,6 +5197,10 @@ def test_a_cogvlm_gguf_reads_its_language_expert_as_llama_cpp_runs_it_on_text(tm
         compscope.load(tmp_path / "b.gguf")
     _write_fused_qkv_gguf(tmp_path / "n.gguf", model, "cogvlm", D // H, base=None, beside=visual)  # (none: 10000)
     assert torch.equal(compscope.load(tmp_path / "n.gguf").rotary.inv_freq, ours.rotary.inv_freq)
+    _write_fused_qkv_gguf(tmp_path / "d.gguf", model, "cogvlm", D // H,  # (frequency divisors its graph never reads)
+                          beside={**visual, "rope_freqs.weight": np.full(D // H // 2, 2.0, np.float32)})
+    with pytest.raises(compscope.UnsupportedModelError, match=r"the tensor 'rope_freqs\.weight': .*base 10000"):
+        compscope.load(tmp_path / "d.gguf")
     _write_fused_qkv_gguf(tmp_path / "g.gguf", model, "cogvlm", D // H, kv=G, beside=visual)
     with pytest.raises(compscope.UnsupportedModelError, match=rf"'cogvlm\.attention\.head_count_kv' = {G} for {H}"):
         compscope.load(tmp_path / "g.gguf")
