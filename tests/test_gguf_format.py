@@ -486,8 +486,9 @@ def test_a_hybrid_gguf_whose_layers_or_rotary_the_metadata_does_not_say_is_refus
 @pytest.mark.parametrize("experts, qk_norm", [(16, True), (128, False)])
 def test_a_llama4_gguf_reads_as_the_model_object_by_llama_cpps_rules(tmp_path, experts, qk_norm):
     """llama.cpp stores Llama 4's rows as HF's (both rotate interleaved pairs), no rotary on every
-    fourth layer and a gainless QK-norm on the others unless the model has 128 experts (Maverick):
-    its rules, none of them in the metadata but the expert count."""
+    fourth layer and a gainless QK-norm on the others unless the model has 128 experts (Maverick), chunks of 8192
+    tokens and the query temperature 0.1 from position 8191: its rules, none of them in the metadata but the expert
+    count."""
     from compscope.data.runner import cannot_run
     from hf_tiny import BY_ID, build
 
@@ -506,6 +507,10 @@ def test_a_llama4_gguf_reads_as_the_model_object_by_llama_cpps_rules(tmp_path, e
     assert not ours.rotary.inv_freq[3].any() and ours.rotary.inv_freq[:3].all()
     assert ours.qk_norm_layers == ref.qk_norm_layers == ((True, True, True, False) if qk_norm else ())
     assert (ours.qk_norm is None) == (not qk_norm)
+    # the chunks of 8192 and the query temperature from position 8191 (said), as the model object built with them
+    said = lambda hw: [n for n in hw.meta.notes if "chunk of" in n or "Llama 4's temperature" in n]  # noqa: E731
+    assert len(said(ours)) == 2 and said(ours) == said(ref)
+    assert any("chunk of 8192 tokens" in n for n in said(ours)) and any("first 8191 positions" in n for n in said(ours))
     assert "architecture 'llama4', which transformers' GGUF reader does not read" in cannot_run(tmp_path / "l4.gguf")
 
 
