@@ -4083,8 +4083,9 @@ def test_a_eurobert_gguf_matches_the_model_object(tmp_path):
 def test_t5_ggufs_read_their_encoder_as_the_model_object_and_run(tmp_path, arch):
     """T5 as llama.cpp's converter writes it (``enc.blk.N.`` blocks, the bias table in the first, the metadata's
     head width and bucket count; the whole model's file with its decoder's ``dec.`` tensors beside, which are not
-    read): the same heads as the HF encoder, the farthest bucket distance llama.cpp's 128; run on data by
-    transformers' GGUF reader, every layer recomputed from the weights equals what it adds."""
+    read): the same heads as the HF encoder, the farthest bucket distance llama.cpp's 128, the norms' epsilon from
+    either key; run on data by transformers' GGUF reader, every layer recomputed from the weights equals what it adds.
+    A file without the head width refused by key."""
     from compscope.data.runner import layer_state, runner_for
 
     config = transformers.T5Config(vocab_size=V, d_model=D, d_kv=R, num_heads=H, d_ff=32, num_layers=2,
@@ -4094,18 +4095,28 @@ def test_t5_ggufs_read_their_encoder_as_the_model_object_and_run(tmp_path, arch)
     sd = {k: v for k, v in _numpy_state(model).items() if k != "encoder.embed_tokens.weight"}  # (tied to shared)
     if arch == "t5":
         sd = {k: v for k, v in sd.items() if k not in ("decoder.embed_tokens.weight", "lm_head.weight")}
-    path = tmp_path / "t5.gguf"
-    w = _writer(path, arch)
-    _metadata(w, head_count_kv=None, vocab_size=None, key_length=R, value_length=R, layer_norm_eps=1e-6,
-              layer_norm_rms_eps=1e-6, relative_attn_buckets_count=16)
-    _add_by_gguf_names(w, sd, getattr(gguf.MODEL_ARCH, arch.upper()), 2)
-    _finish(w)
+
+    def write(name, **meta):
+        w = _writer(tmp_path / name, arch)
+        _metadata(w, **{**dict(head_count_kv=None, vocab_size=None, key_length=R, value_length=R, layer_norm_eps=1e-6,
+                               layer_norm_rms_eps=1e-6, relative_attn_buckets_count=16), **meta})
+        _add_by_gguf_names(w, sd, getattr(gguf.MODEL_ARCH, arch.upper()), 2)
+        _finish(w)
+        return tmp_path / name
+
+    path = write("t5.gguf")
     got, want = compscope.load(path), compscope.load(model)
     assert got.meta.family == "t5_encoder" and got.rel_bias_buckets == (16, 128) and got.W_Q.shape == (2, H, R, D)
     for name in ("W_Q", "W_K", "W_V", "W_O", "W_E", "rel_bias"):
         torch.testing.assert_close(getattr(got, name), getattr(want, name), atol=0, rtol=0)
     torch.testing.assert_close(got.attn_norm.weight, want.attn_norm.weight, atol=0, rtol=0)
     torch.testing.assert_close(got.final_norm.weight, want.final_norm.weight, atol=0, rtol=0)
+    # the norms' epsilon from either key the converter writes (the RMS one first); no head width: refused
+    only = compscope.load(write("e.gguf", layer_norm_rms_eps=None, layer_norm_eps=1e-3))
+    assert only.attn_norm.eps == pytest.approx(1e-3, rel=1e-6) and got.attn_norm.eps == pytest.approx(1e-6, rel=1e-6)
+    with pytest.raises(compscope.UnsupportedModelError, match=rf"'{arch}\.attention\.key_length' = None and "
+                                                              rf"'{arch}\.attention\.value_length' = {R}: T5's heads"):
+        compscope.load(write("k.gguf", key_length=None))
     runner = runner_for(path, progress=False, device="cpu")
     assert type(runner.model).__name__ == "T5EncoderModel"  # (the encoder alone: the decoder never built)
     trace = runner.trace(torch.randint(2, V, (2, 9), generator=torch.Generator().manual_seed(0)))
