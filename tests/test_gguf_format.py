@@ -4085,7 +4085,7 @@ def test_t5_ggufs_read_their_encoder_as_the_model_object_and_run(tmp_path, arch)
     head width and bucket count; the whole model's file with its decoder's ``dec.`` tensors beside, which are not
     read): the same heads as the HF encoder, the farthest bucket distance llama.cpp's 128, the norms' epsilon from
     either key; run on data by transformers' GGUF reader, every layer recomputed from the weights equals what it adds.
-    A file without the head width refused by key."""
+    A file without the head width, or with values of another, refused by key."""
     from compscope.data.runner import layer_state, runner_for
 
     config = transformers.T5Config(vocab_size=V, d_model=D, d_kv=R, num_heads=H, d_ff=32, num_layers=2,
@@ -4117,6 +4117,9 @@ def test_t5_ggufs_read_their_encoder_as_the_model_object_and_run(tmp_path, arch)
     with pytest.raises(compscope.UnsupportedModelError, match=rf"'{arch}\.attention\.key_length' = None and "
                                                               rf"'{arch}\.attention\.value_length' = {R}: T5's heads"):
         compscope.load(write("k.gguf", key_length=None))
+    with pytest.raises(compscope.UnsupportedModelError, match=rf"'{arch}\.attention\.key_length' = {R} and "
+                                                              rf"'{arch}\.attention\.value_length' = {2 * R}: T5's"):
+        compscope.load(write("v.gguf", value_length=2 * R))
     runner = runner_for(path, progress=False, device="cpu")
     assert type(runner.model).__name__ == "T5EncoderModel"  # (the encoder alone: the decoder never built)
     trace = runner.trace(torch.randint(2, V, (2, 9), generator=torch.Generator().manual_seed(0)))
