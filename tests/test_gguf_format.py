@@ -2542,8 +2542,8 @@ def test_a_paddleocr_gguf_reads_its_language_model_as_the_model_object(tmp_path)
 def test_a_jamba_gguf_reads_its_attention_layers_as_the_model_object(tmp_path):
     """Jamba as llama.cpp writes it (``jamba``: gguf-py's names, a K/V head count per layer, 0 on the Mamba
     layers, from which compscope takes the attention layers' period and offset; no positions; the final norm
-    as ``output_norm``): the attention layers' heads and norms are the model object's. Weights only. Attention
-    layers that no period gives are refused by key."""
+    as ``output_norm``): the attention layers' heads and norms are the model object's; one attention layer alone
+    read. Weights only. Attention layers that no period gives, or none, are refused by key."""
     from gguf.constants import MODEL_ARCH
 
     from hf_tiny import BY_ID, build
@@ -2574,6 +2574,12 @@ def test_a_jamba_gguf_reads_its_attention_layers_as_the_model_object(tmp_path):
     with pytest.raises(compscope.UnsupportedModelError, match=r"x\.gguf: GGUF metadata 'jamba\.attention\.head_count_kv' "
                                                               r"puts attention on layers \[1, 2\]"):
         compscope.load(write("x.gguf", [0, 2, 2, 0]))
+    # one attention layer (3: its period the depth, its offset 3) reads the model's layer 3 alone; none, refused
+    last = compscope.load(write("o.gguf", [0, 0, 0, 2]))
+    assert last.n_layers == 1 and torch.equal(last.W_K, ours.W_K[1:]) and "layers (3;" in " ".join(last.meta.notes)
+    with pytest.raises(compscope.UnsupportedModelError, match=r"= \[0, 0, 0, 0\] is not one K/V head count, or 0 on a "
+                                                              "Mamba layer"):
+        compscope.load(write("n.gguf", [0, 0, 0, 0]))
 
 
 def test_a_falcon_h1_gguf_reads_its_multipliers_folded_as_the_model_object(tmp_path):
