@@ -2837,7 +2837,8 @@ def test_a_nemotron_h_gguf_reads_its_attention_blocks_as_the_model_object(tmp_pa
         w = _writer(tmp_path / name, arch)
         _metadata(w, block_count=5, embedding_length=cfg.hidden_size, head_count=heads,
                   head_count_kv=kv, vocab_size=cfg.vocab_size, key_length=cfg.head_dim, value_length=cfg.head_dim,
-                  layer_norm_rms_eps=cfg.layer_norm_epsilon, feed_forward_length=ff if isinstance(ff, int) else list(ff))
+                  layer_norm_rms_eps=cfg.layer_norm_epsilon,
+                  feed_forward_length=ff if isinstance(ff, int) else list(ff))
         _add_by_gguf_names(w, sd, getattr(MODEL_ARCH, arch.upper()), 5, unnamed_ok=True)  # (the Mamba parts' own)
         _finish(w)
         return tmp_path / name
@@ -4563,7 +4564,9 @@ def test_a_deepseek_ocr_gguf_reads_as_llama_cpp_runs_it(tmp_path, window):
     for bad, match in (({"head_count_kv": G}, "one K/V head per query head"),
                        ({"rope_freq_base": 500.0}, "runs only at base 10000"),
                        ({"rope_scaling_type": gguf.RopeScalingType.LINEAR, "rope_scaling_factor": 2.0},
-                        "not one rotary map"), ({"rope_scaling_factor": 2.0}, "not one rotary map")):
+                        r"'deepseek2-ocr\.rope\.scaling\.type' = 'linear': .*not one rotary map"),
+                       ({"rope_scaling_factor": 2.0},
+                        r"'deepseek2-ocr\.rope\.scaling\.factor' = 2\.0: .*not one rotary map")):
         _write_llamalike_gguf(tmp_path / "bad.gguf", model, "deepseek2-ocr", 2, eps="layer_norm_rms_eps", **bad)
         with pytest.raises(compscope.UnsupportedModelError, match=match):
             compscope.load(tmp_path / "bad.gguf")

@@ -235,9 +235,10 @@ _PARTIAL_ROTARY = {"phi2", "gptneox", "stablelm", "granitehybrid", "nemotron",  
                    "qwen3next", "qwen35", "qwen35moe",  # (a quarter of each head)
                    "minimax-m2", "phi3", "glm4", "glm4moe", "mimo2",  # (phi3: Phi-4-mini's three quarters; GLM's: half)
                    "chatglm", "bailingmoe2"}
-#: architectures whose model turns at a rotary base of its own where its HF config states none, and llama.cpp's loader
-#: at 10 000 where a file states none: such a file reads as two models, so one without ``rope.freq_base`` is refused,
-#: naming both (the model, the layers at that base, its base)
+#: architectures whose model turns at a rotary base of its own where its HF config states none, which compscope's
+#: family, or transformers running the file, would take where a file states none, while llama.cpp's loader takes
+#: 10 000: such a file reads as two models, so one without ``rope.freq_base`` is refused, naming both (the model, the
+#: layers at that base, its base)
 _OWN_BASE = {"gemma3": ("Gemma 3", "the global layers", 1e6),
              "gemma-embedding": ("EmbeddingGemma", "the global layers", 1e6),
              "modern-bert": ("ModernBERT", "the global layers", 160_000.0),
