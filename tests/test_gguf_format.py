@@ -2715,9 +2715,10 @@ def test_a_qwen3_next_or_qwen3_5_gguf_reads_its_attention_layers_as_the_model_ob
                   **({"rope_dimension_sections": [rotated // 2, 0, 0, 0], "nextn_predict_layers": mtp} if mtp else {}))
         for key, value in (raw or {}).items():  # (as written, whatever gguf's writer method would make of it)
             _add_scalar(w, f"{arch}.{key}", value)
-        if flags is not None:  # (llama.cpp's other way of saying which layers are DeltaNet's: true)
-            _add_scalar(w, f"{arch}.attention.recurrent_layers", flags) if not isinstance(flags, list) else \
-                w.add_array(f"{arch}.attention.recurrent_layers", flags)
+        if isinstance(flags, list):  # (llama.cpp's other way of saying which layers are DeltaNet's: true)
+            w.add_array(f"{arch}.attention.recurrent_layers", flags)
+        elif flags is not None:
+            _add_scalar(w, f"{arch}.attention.recurrent_layers", flags)
         _add_by_gguf_names(w, sd, getattr(MODEL_ARCH, tensors), 4 + mtp, unnamed_ok=True)  # (the experts: MLP)
         if mtp:
             w.add_tensor("blk.4.nextn.eh_proj.weight", np.zeros((cfg.hidden_size, 2 * cfg.hidden_size), np.float32))
