@@ -2314,7 +2314,7 @@ def test_a_glm4moe_gguf_matches_the_model_object_without_its_prediction_block(tm
         _metadata(w, block_count=3, layer_norm_rms_eps=1e-5, rope_dimension_count=4, rope_freq_base=900.0,
                   key_length=r, value_length=r)
         if mtp is not None:
-            w.add_uint32("glm4moe.nextn_predict_layers", mtp)
+            _add_scalar(w, "glm4moe.nextn_predict_layers", mtp)
         w.add_tensor("blk.2.nextn.eh_proj.weight", np.ones((D, 2 * D), np.float32))  # (the block's own tensors)
         for key, t in sd.items():
             if key.startswith("model.layers."):
@@ -2339,6 +2339,10 @@ def test_a_glm4moe_gguf_matches_the_model_object_without_its_prediction_block(tm
     assert any("1 multi-token-prediction block(s) after the last layer (blk.2" in n for n in ours.meta.notes)
     with pytest.raises(compscope.LoadError, match=r"x\.gguf: GGUF metadata 'glm4moe\.nextn_predict_layers' = 3 for 3"):
         compscope.load(write("x.gguf", 3))
+    for name, mtp in (("b.gguf", True), ("f.gguf", 1.0)):  # (not a count: a bool, a float)
+        with pytest.raises(compscope.LoadError, match=rf"{name}: GGUF metadata 'glm4moe\.nextn_predict_layers' = "
+                                                      rf"{mtp!r} is not a count"):
+            compscope.load(write(name, mtp))
     with pytest.raises(compscope.LoadError, match=r"y\.gguf: tensor 'blk\.2\.nextn\.eh_proj\.weight' belongs to a "
                                                   r"multi-token-prediction block, and block 2 is one of the 3 layers"):
         compscope.load(write("y.gguf", None))  # (a file that does not say the block is one)
