@@ -354,6 +354,21 @@ def test_llama_gguf_with_biases_is_unpermuted(tmp_path):
         assert torch.equal(hw.b_V[i].reshape(-1), a.v_proj.bias)
 
 
+def test_a_gguf_file_named_otherwise_is_told_by_its_magic(tmp_path):
+    """A GGUF file whose name does not end in ``.gguf`` (as a hub snapshot's blob) is known by its first four bytes,
+    the magic ``GGUF``, and read as the same file."""
+    from compscope.loading.formats import gguf as gguf_format
+
+    _write_llama_gguf(tmp_path / "b.gguf", _tiny_llama())
+    (tmp_path / "blob").write_bytes((tmp_path / "b.gguf").read_bytes())
+    assert gguf_format.recognise(tmp_path / "blob") and gguf_format.recognise(tmp_path / "b.gguf")
+    ours, named = compscope.load(tmp_path / "blob"), compscope.load(tmp_path / "b.gguf")
+    for name in ("W_Q", "W_K", "W_V", "W_O", "b_Q", "W_E", "W_U"):
+        assert torch.equal(getattr(ours, name), getattr(named, name)), name
+    (tmp_path / "other").write_bytes(b"GGUX" + bytes(60))
+    assert not gguf_format.recognise(tmp_path / "other")
+
+
 @pytest.mark.parametrize("extra", [
     {"blk.1.attn_sinks.weight": np.ones(H, np.float32)},  # gpt-oss's per-head sink logits: no mapping reads them
     {"blk.0.attn_q_norm.weight": np.ones(R, np.float32)},  # mapped, but a Llama model has no QK-norm to read
