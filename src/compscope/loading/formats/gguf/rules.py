@@ -664,8 +664,9 @@ def deepseek2_ocr(path: Path, arch: str, cfg: dict, fields: dict) -> str | None:
         raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.freq_base' = {theta:g}: llama.cpp's {arch} "
                                     "graph runs only at base 10000")
     scaling, factor = fields.get(f"{arch}.rope.scaling.type"), fields.get(f"{arch}.rope.scaling.factor")
-    if scaling not in (None, "none") or factor not in (None, 0.0, 1.0):
-        key, value = ("type", scaling) if scaling not in (None, "none") else ("factor", factor)
+    typed = scaling not in (None, "none")
+    if typed or factor not in (None, 0.0, 1.0):
+        key, value = ("type", scaling) if typed else ("factor", factor)
         raise UnsupportedModelError(f"{path}: GGUF metadata '{arch}.rope.scaling.{key}' = {value!r}: llama.cpp's "
                                     f"{arch} graph turns the heads unscaled, while scaling its logits by the "
                                     "setting: not one rotary map")

@@ -102,7 +102,8 @@ def _gemma3_runtime(path: Path, cfg: dict, rope_parameters: bool) -> dict:
     from ...families.gemma import Gemma3
 
     types = Gemma3.layer_types(cfg, cfg["num_hidden_layers"], str(path))
-    theta, local = float(cfg.get("rope_theta", 1_000_000.0)), float(cfg.get("rope_local_base_freq", 10000.0))
+    # (the global base is stated: metadata.config refuses a file without it, metadata._OWN_BASE)
+    theta, local = float(cfg["rope_theta"]), float(cfg.get("rope_local_base_freq", 10000.0))
     scaling = cfg.get("rope_scaling")
     if scaling and scaling.get("rope_type") != "linear":  # (the families refuse other types by name)
         raise UnsupportedModelError(f"{path}: Gemma 3 rope scaling {scaling.get('rope_type')!r} is not read")
